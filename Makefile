@@ -1,0 +1,45 @@
+# Two commands do all set-up on a fresh clone:
+#   make demo   creates .venv, installs terascale, runs `terascale demo`
+#   make test   creates .venv, installs terascale with every extra, runs the whole suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# torch first, pinned to the CPU build on local disk, so that `torch>=2.3` is already met.
+TORCH_PIN := torch==2.13.0
+
+.PHONY: demo test install install-test system-deps lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q "$(TORCH_PIN)"
+	$(BIN)/pip install -q -e ".[test,linear,torch,spark,ray,bench]"
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: system-deps $(VENV)/.installed-test
+
+# Debian packages the suite needs: Fashion-MNIST (real data), Open MPI (the mpi4py peer),
+# Java 17 (Spark). Installed only when missing; needs root (as in CI).
+system-deps:
+	@bash scripts/system-deps.sh
+
+demo: install
+	$(BIN)/terascale demo
+
+test: install-test
+	$(BIN)/ruff check src tests examples
+	$(BIN)/python -m pytest -q
+
+lint: install-test
+	$(BIN)/ruff check src tests examples
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache

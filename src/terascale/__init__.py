@@ -1,0 +1,42 @@
+"""terascale: allreduce-based parallel learning.
+
+>>> import terascale
+>>> comm = terascale.init()              # size 1 outside a launcher
+>>> comm.allreduce([1.0, 2.0]).tolist()
+[1.0, 2.0]
+"""
+
+from ._async import Handle
+from ._errors import (
+    AuthError,
+    CollectiveError,
+    CollectiveMismatch,
+    ConfigError,
+    DataError,
+    PeerLost,
+    PeerTimeout,
+    RendezvousError,
+    SlotTaken,
+    TerascaleError,
+)
+from ._init import init
+from .communicator import Communicator
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AuthError",
+    "CollectiveError",
+    "CollectiveMismatch",
+    "Communicator",
+    "ConfigError",
+    "DataError",
+    "Handle",
+    "PeerLost",
+    "PeerTimeout",
+    "RendezvousError",
+    "SlotTaken",
+    "TerascaleError",
+    "__version__",
+    "init",
+]

@@ -1,0 +1,103 @@
+"""Background progress for asynchronous collectives.
+
+One thread per communicator runs queued collectives strictly in submission order (which is
+program order, the same on every rank), so ``allreduce_async`` can overlap with the
+caller's computation while every rank still runs the same sequence of collectives.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ._errors import PeerTimeout
+
+__all__ = ["Handle", "Progress"]
+
+
+class Handle:
+    """The future result of an asynchronous collective; ``wait()`` returns it."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._event = threading.Event()
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        """True once the collective finished (successfully or not)."""
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until the collective finished; return its result or raise its error."""
+        if not self._event.wait(timeout):
+            raise PeerTimeout(f"{self.what}: not finished after waiting {timeout:g} s")
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def _finish(self, result: Any = None, error: BaseException | None = None) -> None:
+        self._result, self._error = result, error
+        self._event.set()
+
+
+class Progress:
+    """A FIFO of collectives run by one daemon thread; ``drain()`` waits until it is empty."""
+
+    def __init__(self) -> None:
+        self._queue: deque[tuple[Handle, Callable[[], Any]]] = deque()
+        self._cv = threading.Condition()
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.exec_lock = threading.Lock()  # held while any collective moves data
+
+    def submit(self, handle: Handle, body: Callable[[], Any]) -> Handle:
+        with self._cv:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name="terascale-progress")
+                self._thread.start()
+            self._queue.append((handle, body))
+            self._cv.notify_all()
+        return handle
+
+    def idle(self) -> bool:
+        with self._cv:
+            return not self._queue and not self._busy
+
+    def drain(self, deadline: float | None = None) -> None:
+        with self._cv:
+            while self._queue or self._busy:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise PeerTimeout("asynchronous collectives still running at the deadline")
+                self._cv.wait(left if left is None else min(left, 1.0))
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queue and not self._closed:
+                    self._cv.wait()
+                if not self._queue:
+                    return
+                handle, body = self._queue.popleft()
+                self._busy = True
+            try:
+                with self.exec_lock:
+                    result = body()
+            except BaseException as e:  # delivered to whoever waits on the handle
+                handle._finish(error=e)
+            else:
+                handle._finish(result)
+            with self._cv:
+                self._busy = False
+                self._cv.notify_all()

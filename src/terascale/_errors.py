@@ -1,0 +1,80 @@
+"""The one exception tree of terascale.
+
+::
+
+    TerascaleError
+    ├── CollectiveError          a collective could not complete
+    │   ├── PeerTimeout          a peer did not answer before the deadline
+    │   ├── PeerLost             a peer's process or connection went away
+    │   └── CollectiveMismatch   ranks called different collectives (name, shape, dtype, op, order)
+    ├── RendezvousError          the job could not be assembled (missing ranks, server unreachable)
+    │   └── SlotTaken            another copy of this worker already holds its slot (speculative run)
+    ├── AuthError                a peer or client failed the HMAC challenge on the job secret
+    ├── DataError                bad input data (the message names the file and line)
+    └── ConfigError              bad options or environment (the message names the flag or variable)
+
+Every message names the rank that raised it and, where there is one, the peer and the
+operation, so that a failure in a 100-rank job can be read from any single rank's log.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthError",
+    "CollectiveError",
+    "CollectiveMismatch",
+    "ConfigError",
+    "DataError",
+    "PeerLost",
+    "PeerTimeout",
+    "RendezvousError",
+    "SlotTaken",
+    "TerascaleError",
+]
+
+
+class TerascaleError(Exception):
+    """Base class of every error terascale raises on purpose."""
+
+
+class CollectiveError(TerascaleError):
+    """A collective operation could not complete on this rank."""
+
+    def __init__(self, message: str, *, rank: int | None = None, peer: int | None = None,
+                 operation: str | None = None) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.peer = peer
+        self.operation = operation
+
+
+class PeerTimeout(CollectiveError):
+    """A peer did not send or accept data before the deadline (stalled or overloaded)."""
+
+
+class PeerLost(CollectiveError):
+    """A peer's connection closed or reset: its process died or it aborted the job."""
+
+
+class CollectiveMismatch(CollectiveError):
+    """Ranks disagree on the collective being run (operation, shape, dtype, op, root or order)."""
+
+
+class RendezvousError(TerascaleError):
+    """The job could not be assembled: the server is unreachable or not all ranks arrived."""
+
+
+class SlotTaken(RendezvousError):
+    """Another copy of this worker (same slot) joined first; this copy is redundant."""
+
+
+class AuthError(TerascaleError):
+    """A connection failed the challenge on the job secret."""
+
+
+class DataError(TerascaleError):
+    """Malformed input data; the message names the file and line."""
+
+
+class ConfigError(TerascaleError, ValueError):
+    """Bad option or environment; the message names the flag or variable and what to do."""

@@ -1,0 +1,58 @@
+"""The ``terascale`` command: ``run``, ``demo``, ``bench``, ``linear``, ``simulate``, ...
+
+Each area of the package contributes its sub-commands through an ``add_parser(sub)``
+function in its ``_cli`` module; heavy imports happen only when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from ._errors import TerascaleError
+
+__all__ = ["main"]
+
+# Modules that contribute sub-commands, in the order ``terascale --help`` lists them.
+_AREAS = ("terascale.launch._cli", "terascale._demo", "terascale.bench._cli",
+          "terascale.linear._cli", "terascale.sim._cli")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="terascale", description="Allreduce-based parallel learning.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _AREAS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:  # that area is not part of this build
+                continue
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="terascale: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except TerascaleError as e:
+        print(f"terascale {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Ring allreduce: reduce-scatter, then allgather, chunked and fully pipelined
+(Patarasuk & Yuan 2009; the "every node masters a subset" ring of the talk and Deep Speech 2).
+
+The buffer is cut into ``size`` segments. In ``size - 1`` reduce-scatter steps each rank
+sends one segment to its right neighbour and adds the segment arriving from its left, so
+that rank ``r`` ends up owning the full reduction of one segment; ``size - 1`` allgather
+steps then pass the finished segments around. Every rank sends and receives
+``2 (n-1)/n`` times the data: bandwidth-optimal, which makes the ring the choice for large
+messages, at the price of ``2 (n-1)`` message latencies.
+
+Segments are further cut into chunks, and a chunk is forwarded the moment it has been
+reduced, so the steps overlap instead of waiting for whole segments. The order of additions
+for every segment is fixed by the ring, so results are bitwise reproducible, and the
+allgather copies the same final bytes to every rank.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._arrays import Reducer
+from ..transport import Exchange
+from ._chunks import bounds, chunk_bounds, view
+
+__all__ = ["RingAllreduce"]
+
+CHUNK_BYTES = 1024 * 1024
+
+
+class RingAllreduce:
+    """Allreduce (or, with ``scatter_only``, reduce-scatter) of a flat buffer, in place.
+
+    With ``scatter_only`` the allgather phase is skipped and rank ``r`` holds the reduced
+    segment ``r`` (rows ``bounds(rows, size)[r]``); other segments hold partial sums.
+    """
+
+    def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: Reducer,
+                 *, scatter_only: bool = False, row_elems: int = 1,
+                 chunk_bytes: int = CHUNK_BYTES) -> None:
+        self.ex = ex
+        self.rank = rank
+        self.size = size
+        self.buf = buf
+        self.reduce = reduce
+        self.scatter_only = scatter_only
+        self.left = (rank - 1) % size
+        self.right = (rank + 1) % size
+        # Rank r finishes the reduce-scatter owning segment (r + 1 + shift) mod n.
+        self.shift = -1 if scatter_only else 0
+        # Segments hold whole rows of ``row_elems`` elements (reduce_scatter splits by rows).
+        rows = buf.size // row_elems if row_elems else 0
+        self.segments = [chunk_bounds(lo * row_elems, hi * row_elems, buf.itemsize, chunk_bytes)
+                         for lo, hi in bounds(rows, size)]
+        longest = max(hi - lo for seg in self.segments for lo, hi in seg)
+        self.scratch = np.empty(longest, buf.dtype)
+
+    def _seg(self, step: int) -> int:
+        """Segment this rank sends at reduce-scatter step ``step`` (and receives at step-1)."""
+        return (self.rank - step + self.shift) % self.size
+
+    def run(self) -> None:
+        n, ex = self.size, self.ex
+        if n == 1:
+            return
+        # Reduce-scatter, step 0: send our own contribution of the first segment.
+        for lo, hi in self.segments[self._seg(0)]:
+            ex.send(self.right, view(self.buf, lo, hi))
+        # Every receive from the left, in the order the left neighbour sends: reduce-scatter
+        # steps 0..n-2, then allgather steps 0..n-2. Callbacks forward each chunk onwards.
+        for step in range(n - 1):
+            seg = self._seg(step + 1)
+            for j, (lo, hi) in enumerate(self.segments[seg]):
+                into = memoryview(self.scratch[: hi - lo]).cast("B")
+                ex.recv(self.left, into, then=lambda s=step, g=seg, j=j: self._reduce(s, g, j))
+        if not self.scatter_only:
+            for step in range(n - 1):
+                seg = self._seg(step)  # allgather step t receives segment (r - t) mod n
+                for j, (lo, hi) in enumerate(self.segments[seg]):
+                    ex.recv(self.left, view(self.buf, lo, hi),
+                            then=lambda s=step, g=seg, j=j: self._gathered(s, g, j))
+        ex.run()
+
+    def _reduce(self, step: int, seg: int, j: int) -> None:
+        lo, hi = self.segments[seg][j]
+        self.reduce(self.buf[lo:hi], self.scratch[: hi - lo])
+        if step + 1 < self.size - 1 or not self.scatter_only:
+            # Next reduce-scatter step, or (after the last) the first allgather step.
+            self.ex.send(self.right, view(self.buf, lo, hi))
+
+    def _gathered(self, step: int, seg: int, j: int) -> None:
+        if step + 1 < self.size - 1:
+            lo, hi = self.segments[seg][j]
+            self.ex.send(self.right, view(self.buf, lo, hi))

@@ -1,0 +1,279 @@
+"""The public :class:`Communicator`: collectives over numpy arrays and CPU torch tensors."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ._arrays import OPS, as_array, describe, reducer, restore
+from ._async import Handle, Progress
+from ._errors import ConfigError
+from .collectives import (
+    ALLREDUCE_ALGORITHMS,
+    RingAllgather,
+    RingAllreduce,
+    TreeAllreduce,
+    TreeBroadcast,
+    choose_allreduce,
+)
+from .collectives._chunks import bounds
+from .transport import Exchange, TcpMesh
+
+__all__ = ["Communicator"]
+
+
+def _same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
+    ia, ib = a.__array_interface__, b.__array_interface__
+    return bool(ia["data"] == ib["data"] and a.strides == b.strides)
+
+Tracer = Callable[[str, int, float, float, dict[str, Any]], None]
+
+
+class Communicator:
+    """A group of ``size`` ranks that run collectives together.
+
+    Create it with :func:`terascale.init`. Every rank must call the same collectives in the
+    same order with matching shapes and dtypes; a disagreement raises
+    :class:`~terascale.CollectiveMismatch` on every rank instead of hanging. Results are
+    bitwise identical on every rank and across runs with the same inputs, world size and
+    algorithm.
+    """
+
+    def __init__(self, *, rank: int = 0, size: int = 1, local_rank: int = 0, local_size: int = 1,
+                 mesh: TcpMesh | None = None, timeout: float = 60.0, job: str = "local",
+                 hosts: list[str] | None = None, tracer: Tracer | None = None) -> None:
+        if size > 1 and mesh is None:
+            raise ConfigError("a communicator of several ranks needs a transport")
+        self.rank = rank
+        self.size = size
+        self.local_rank = local_rank
+        self.local_size = local_size
+        self.timeout = timeout
+        self.job = job
+        self.hosts = hosts or ["localhost"] * size
+        self.tracer = tracer
+        self._mesh = mesh
+        self._seq = 0
+        self._progress = Progress()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"Communicator(rank={self.rank}, size={self.size}, job={self.job!r})"
+
+    @property
+    def bytes_sent(self) -> int:
+        """Bytes this rank has written to its peer connections (headers included)."""
+        return 0 if self._mesh is None else self._mesh.bytes_sent
+
+    @property
+    def bytes_received(self) -> int:
+        return 0 if self._mesh is None else self._mesh.bytes_received
+
+    # -- the machinery shared by every collective ---------------------------------------------
+    def _schedule(self, name: str, detail: str, body: Callable[[Exchange | None], Any],
+                  timeout: float | None, asynchronous: bool) -> Any:
+        """Number the collective, then run ``body`` now or on the progress thread."""
+        if self._closed:
+            raise ConfigError(f"rank {self.rank}: {name} on a closed communicator")
+        seq = self._seq
+        self._seq += 1
+        limit = self.timeout if timeout is None else float(timeout)
+        what = f"{name} #{seq} ({detail})"
+        desc = f"{name}({detail})"
+
+        def run() -> Any:
+            start = time.monotonic()
+            ex = None
+            if self.size > 1:
+                assert self._mesh is not None
+                ex = self._mesh.exchange(seq, desc, what, start + limit)
+            result = body(ex)
+            if self.tracer is not None:
+                self.tracer(name, seq, start, time.monotonic(), {"detail": detail})
+            return result
+
+        if asynchronous:
+            return self._progress.submit(Handle(f"rank {self.rank}: {what}"), run)
+        if not self._progress.idle():
+            self._progress.drain()  # keep program order behind queued async collectives
+        with self._progress.exec_lock:
+            return run()
+
+    @staticmethod
+    def _check_op(op: str) -> None:
+        if op not in OPS:
+            raise ConfigError(f"op={op!r} is not supported; use one of {', '.join(OPS)}")
+
+    # -- allreduce ---------------------------------------------------------------------------
+    def allreduce(self, x: Any, op: str = "sum", *, out: Any = None, algorithm: str = "auto",
+                  timeout: float | None = None) -> Any:
+        """Elementwise reduction of ``x`` over all ranks; every rank gets the same result.
+
+        Returns a new array (or tensor) unless ``out`` is given, in which case the result is
+        written there and ``out`` is returned (``out=x`` reduces in place). ``op`` is one of
+        ``sum``, ``prod``, ``min``, ``max`` (on bool: or, and, and, or). ``algorithm`` is
+        ``auto`` (chosen by size), ``tree`` or ``ring``.
+        """
+        return self._allreduce(x, op, out, algorithm, timeout, asynchronous=False)
+
+    def allreduce_async(self, x: Any, op: str = "sum", *, out: Any = None,
+                        algorithm: str = "auto", timeout: float | None = None) -> Handle:
+        """Start an allreduce that progresses in the background; ``handle.wait()`` returns it.
+
+        ``x`` is copied when the call is made, so the caller may reuse it at once (unless
+        ``out`` is ``x``). Handles may be waited in any order.
+        """
+        return self._allreduce(x, op, out, algorithm, timeout, asynchronous=True)
+
+    def _allreduce(self, x: Any, op: str, out: Any, algorithm: str, timeout: float | None,
+                   asynchronous: bool) -> Any:
+        self._check_op(op)
+        a, token = as_array(x)
+        reduce = reducer(op, a.dtype)
+        if algorithm not in ALLREDUCE_ALGORITHMS:
+            raise ConfigError(f"algorithm={algorithm!r} is not known; use one of "
+                              f"{', '.join(ALLREDUCE_ALGORITHMS)}")
+        algo = choose_allreduce(a.nbytes, self.size) if algorithm == "auto" else algorithm
+        target = None if out is None else as_array(out)[0]
+        if target is not None and (target.shape != a.shape or target.dtype != a.dtype):
+            raise ConfigError(f"out= has {describe(target)}, the input is {describe(a)}")
+        in_place = target is not None and target.flags.c_contiguous and target.flags.writeable
+        if in_place:
+            assert target is not None
+            if not _same_buffer(target, a):
+                np.copyto(target, a)
+            work = target.reshape(-1)
+        else:
+            work = np.array(a, order="C", copy=True).reshape(-1)
+
+        def body(ex: Exchange | None) -> Any:
+            if ex is not None:
+                impl = TreeAllreduce if algo == "tree" else RingAllreduce
+                impl(ex, self.rank, self.size, work, reduce).run()
+            if target is None:
+                return restore(work.reshape(a.shape), token)
+            if not in_place:
+                np.copyto(target, work.reshape(a.shape))
+            return out
+
+        return self._schedule("allreduce", f"{algo},{describe(a)},{op}", body, timeout,
+                              asynchronous)
+
+    # -- other collectives -------------------------------------------------------------------
+    def broadcast(self, x: Any, root: int = 0, *, timeout: float | None = None) -> Any:
+        """Copy ``x`` from ``root`` to every rank, in place where ``x`` is writable; returns it."""
+        self._check_root(root)
+        a, token = as_array(x)
+        writable = a.flags.c_contiguous and a.flags.writeable
+        work = a.reshape(-1) if writable else np.array(a, order="C", copy=True).reshape(-1)
+
+        def body(ex: Exchange | None) -> Any:
+            if ex is not None:
+                TreeBroadcast(ex, self.rank, self.size, work, root).run()
+            if writable:
+                return x
+            return restore(work.reshape(a.shape), token)
+
+        return self._schedule("broadcast", f"{describe(a)},root={root}", body, timeout, False)
+
+    def allgather(self, x: Any, *, timeout: float | None = None) -> Any:
+        """Stack every rank's ``x`` (same shape and dtype everywhere): shape ``(size, *x.shape)``."""
+        a, token = as_array(x)
+        out = np.empty((self.size, *a.shape), a.dtype)
+        out.reshape(self.size, -1)[self.rank] = a.reshape(-1)
+
+        def body(ex: Exchange | None) -> Any:
+            if ex is not None:
+                RingAllgather(ex, self.rank, self.size, out.reshape(-1), [a.size] * self.size).run()
+            return restore(out, token)
+
+        return self._schedule("allgather", describe(a), body, timeout, False)
+
+    def reduce_scatter(self, x: Any, op: str = "sum", *, timeout: float | None = None) -> Any:
+        """Reduce ``x`` over all ranks and return this rank's block of rows.
+
+        The first axis is split into ``size`` blocks as ``numpy.array_split`` does (block
+        ``r`` goes to rank ``r``); a 0-d input is treated as one row.
+        """
+        self._check_op(op)
+        a, token = as_array(x)
+        reduce = reducer(op, a.dtype)
+        rows = a.reshape(1, -1) if a.ndim == 0 else a
+        row_elems = int(np.prod(rows.shape[1:], dtype=np.int64))
+        work = np.array(rows, order="C", copy=True).reshape(-1)
+        lo, hi = bounds(rows.shape[0], self.size)[self.rank]
+
+        def body(ex: Exchange | None) -> Any:
+            if ex is not None:
+                ring = RingAllreduce(ex, self.rank, self.size, work, reduce, scatter_only=True,
+                                     row_elems=row_elems)
+                ring.run()
+            block = work[lo * row_elems: hi * row_elems].reshape(hi - lo, *rows.shape[1:])
+            return restore(block.copy(), token)
+
+        return self._schedule("reduce_scatter", f"{describe(a)},{op}", body, timeout, False)
+
+    def barrier(self, *, timeout: float | None = None) -> None:
+        """Return only when every rank has entered the barrier."""
+        empty = np.empty(0, np.uint8)
+
+        def body(ex: Exchange | None) -> None:
+            if ex is not None:
+                TreeAllreduce(ex, self.rank, self.size, empty, reducer("sum", empty.dtype)).run()
+
+        self._schedule("barrier", "", body, timeout, False)
+
+    def broadcast_object(self, obj: Any = None, root: int = 0, *,
+                         timeout: float | None = None) -> Any:
+        """Pickle ``obj`` on ``root`` and return a copy of it on every rank."""
+        self._check_root(root)
+        payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if self.rank == root else b""
+        n = self.broadcast(np.array([len(payload)], np.int64), root, timeout=timeout)
+        buf = np.frombuffer(payload, np.uint8).copy() if self.rank == root else \
+            np.empty(int(n[0]), np.uint8)
+        self.broadcast(buf, root, timeout=timeout)
+        return obj if self.rank == root else pickle.loads(buf.tobytes())
+
+    def allgather_object(self, obj: Any, *, timeout: float | None = None) -> list[Any]:
+        """Pickle ``obj`` on every rank; return the list of all ranks' objects in rank order."""
+        payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        sizes = [int(s) for s in self.allgather(np.array(len(payload), np.int64), timeout=timeout)]
+        out = np.empty(sum(sizes), np.uint8)
+        off = sum(sizes[: self.rank])
+        out[off: off + len(payload)] = np.frombuffer(payload, np.uint8)
+
+        def body(ex: Exchange | None) -> list[Any]:
+            if ex is not None:
+                RingAllgather(ex, self.rank, self.size, out, sizes).run()
+            starts = [sum(sizes[:i]) for i in range(self.size)]
+            return [pickle.loads(out[s: s + k].tobytes()) for s, k in zip(starts, sizes)]
+
+        return self._schedule("allgather_object", f"bytes[{sum(sizes)}]", body, timeout, False)
+
+    def _check_root(self, root: int) -> None:
+        if not isinstance(root, (int, np.integer)) or not 0 <= root < self.size:
+            raise ConfigError(f"root={root!r} is not a rank of this communicator (0..{self.size - 1})")
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Finish queued collectives and close the connections; idempotent."""
+        if self._closed:
+            return
+        try:
+            if not self._progress.idle():
+                self._progress.drain(time.monotonic() + self.timeout)
+        finally:
+            self._closed = True
+            self._progress.close()
+            if self._mesh is not None:
+                self._mesh.close()
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,185 @@
+"""``terascale run``: start N local workers, stream their output, stop all on the first failure.
+
+The launcher serves the rendezvous (with a fresh per-job secret handed to the workers in
+their environment), prefixes every output line with the worker's rank, and watches the
+workers: when one exits non-zero, all others are terminated at once (SIGTERM, then SIGKILL
+after a grace period), the first failure's last lines of output are shown again at the end,
+and the launcher exits with the failing worker's status. With ``max_restarts`` the whole
+group is started again (workers resume from their last checkpoint).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO
+
+from .._errors import ConfigError
+from ..rendezvous import RendezvousServer
+from ._shm_cleanup import remove_job_segments
+
+__all__ = ["LaunchOptions", "launch"]
+
+_GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
+_TAIL_LINES = 40
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchOptions:
+    """Options of :func:`launch` (the flags of ``terascale run``)."""
+
+    nprocs: int
+    timeout: float = 60.0
+    max_restarts: int = 0
+    host_ids: Sequence[str] | None = None  # pretend ranks live on these hosts (tests)
+    env: dict[str, str] = field(default_factory=dict)
+    prefix_output: bool = True
+    timeline: str | None = None
+
+
+class _Output:
+    """Forwards one worker pipe line by line with a rank prefix; keeps the last lines."""
+
+    def __init__(self, rank: int, pipe: IO[bytes], sink: IO[bytes], lock: threading.Lock,
+                 prefix: bool) -> None:
+        self.tail: deque[bytes] = deque(maxlen=_TAIL_LINES)
+        self._prefix = f"[{rank}] ".encode() if prefix else b""
+        self._thread = threading.Thread(target=self._pump, args=(pipe, sink, lock), daemon=True)
+        self._thread.start()
+
+    def _pump(self, pipe: IO[bytes], sink: IO[bytes], lock: threading.Lock) -> None:
+        for line in iter(pipe.readline, b""):
+            self.tail.append(line)
+            with lock:
+                sink.write(self._prefix + line)
+                sink.flush()
+        pipe.close()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+
+def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _exit_status(code: int) -> int:
+    return 128 - code if code < 0 else code  # killed by signal N -> 128 + N, as shells do
+
+
+def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str,
+               stop: threading.Event) -> tuple[int, int | None, list[bytes]]:
+    """One attempt: returns (status, failed rank or None, that rank's last output lines)."""
+    server = RendezvousServer(opts.nprocs, secret.encode()).start()
+    job = server.job
+    host, port = server.address
+    procs: list[subprocess.Popen[bytes]] = []
+    outputs: list[_Output] = []
+    lock = threading.Lock()
+    try:
+        for rank in range(opts.nprocs):
+            env = dict(os.environ)
+            env.update(opts.env)
+            env.update({
+                "TERASCALE_RANK": str(rank), "TERASCALE_SIZE": str(opts.nprocs),
+                "TERASCALE_RENDEZVOUS": f"{host}:{port}", "TERASCALE_SECRET": secret,
+                "TERASCALE_JOB": job, "TERASCALE_TIMEOUT": str(opts.timeout),
+                "TERASCALE_RESTART": str(attempt), "PYTHONUNBUFFERED": "1",
+            })
+            if opts.host_ids is not None:
+                env["TERASCALE_HOST_ID"] = opts.host_ids[rank % len(opts.host_ids)]
+            if opts.timeline:
+                env["TERASCALE_TIMELINE"] = opts.timeline
+            try:
+                p = subprocess.Popen(list(cmd), env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+            except FileNotFoundError:
+                raise ConfigError(f"terascale run: command not found: {cmd[0]!r}") from None
+            except PermissionError:
+                raise ConfigError(f"terascale run: cannot execute {cmd[0]!r}") from None
+            procs.append(p)
+            assert p.stdout is not None and p.stderr is not None
+            outputs.append(_Output(rank, p.stdout, sys.stdout.buffer, lock, opts.prefix_output))
+            outputs.append(_Output(rank, p.stderr, sys.stderr.buffer, lock, opts.prefix_output))
+        failed: int | None = None
+        status = 0
+        while True:
+            codes = [p.poll() for p in procs]
+            bad = [r for r, c in enumerate(codes) if c not in (None, 0)]
+            if bad and failed is None:
+                failed = bad[0]
+                status = _exit_status(codes[failed] or 1)
+                break
+            if all(c is not None for c in codes):
+                break
+            if stop.is_set():
+                status = 130
+                break
+            time.sleep(0.02)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                _kill_group(p, signal.SIGTERM)
+        end = time.monotonic() + _GRACE_S
+        for p in procs:
+            try:
+                p.wait(max(end - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired:
+                _kill_group(p, signal.SIGKILL)
+                p.wait()
+            _kill_group(p, signal.SIGKILL)  # anything the worker left in its process group
+        for o in outputs:
+            o.join(2.0)
+        server.close()
+        remove_job_segments(job)
+    tail: list[bytes] = []
+    if failed is not None:
+        tail = list(outputs[2 * failed + 1].tail) or list(outputs[2 * failed].tail)
+    return status, failed, tail
+
+
+def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
+    """Run ``cmd`` as ``opts.nprocs`` workers; returns the exit status for the launcher."""
+    if opts.nprocs < 1:
+        raise ConfigError(f"-n must be at least 1, got {opts.nprocs}")
+    if not cmd:
+        raise ConfigError("terascale run: no command given (usage: terascale run -n 4 python train.py)")
+    if opts.timeout <= 0:
+        raise ConfigError(f"--timeout must be positive, got {opts.timeout}")
+    stop = threading.Event()
+    previous = {}
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            previous[s] = signal.signal(s, on_signal)
+    secret = secrets.token_hex(32)
+    try:
+        for attempt in range(opts.max_restarts + 1):
+            status, failed, tail = _run_group(cmd, opts, attempt, secret, stop)
+            if status == 0 or stop.is_set():
+                return status
+            sys.stderr.write(f"\nterascale run: rank {failed} failed first (exit status {status}); "
+                             f"the other workers were stopped. Its last output:\n")
+            sys.stderr.write("".join(f"  | {ln.decode(errors='replace')}" for ln in tail))
+            if attempt < opts.max_restarts:
+                sys.stderr.write(f"terascale run: restarting all {opts.nprocs} workers "
+                                 f"(restart {attempt + 1} of {opts.max_restarts})\n")
+            sys.stderr.flush()
+        return status
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

@@ -1,0 +1,6 @@
+"""How ranks find each other: a small authenticated server and its client."""
+
+from .client import Assignment, join
+from .server import RendezvousServer
+
+__all__ = ["Assignment", "RendezvousServer", "join"]

@@ -1,0 +1,187 @@
+"""The rendezvous server: hands out ranks and peer addresses to the workers of one job.
+
+Run by ``terascale run`` (and by rank 0 under torchrun/mpirun variables, and by the Spark and
+Ray drivers). It is deliberately small and paranoid:
+
+* every client proves it knows the job secret (HMAC) before anything else is read;
+* each client has a few seconds to finish its handshake and request (no slow-loris), and a
+  request is at most 64 KiB, whatever its length prefix claims;
+* slots are first-come: a second copy of a worker (same slot, e.g. a speculative Hadoop
+  mapper) is told that its slot is taken, and the job is not disturbed;
+* a worker that waits too long is told how many workers arrived and which slots are missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .._auth import accept_handshake, recv_json, send_json
+
+__all__ = ["RendezvousServer"]
+
+log = logging.getLogger("terascale.rendezvous")
+
+_HANDSHAKE_S = 5.0  # time a client gets to authenticate and send its request
+_MAX_CLIENTS = 1024  # concurrent connections served; more are closed at once
+
+
+@dataclass
+class _Worker:
+    slot: int
+    addr: str
+    port: int
+    host: str
+    pid: int
+    conn: socket.socket
+
+
+class RendezvousServer:
+    """Assembles a job of ``size`` workers; ``address`` is what workers connect to."""
+
+    def __init__(self, size: int, secret: bytes, *, host: str = "127.0.0.1", port: int = 0,
+                 job: str | None = None) -> None:
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self.size = size
+        self.secret = secret
+        self.job = job or secrets.token_hex(8)
+        self.rejected = 0  # connections dropped (auth failures, garbage, duplicates)
+        self._workers: dict[int, _Worker] = {}
+        self._table: list[dict[str, Any]] | None = None
+        self._cond = threading.Condition()
+        self._slots = threading.BoundedSemaphore(_MAX_CLIENTS)
+        self._closed = threading.Event()
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.socket(family, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._sock.bind((host, port))
+        except OSError as e:
+            self._sock.close()
+            raise OSError(e.errno, f"cannot listen on {host}:{port} for rendezvous "
+                                   f"({e.strerror}); pick another port") from None
+        self._sock.listen(512)
+        self.address: tuple[str, int] = self._sock.getsockname()[:2]
+        self._thread = threading.Thread(target=self._serve, name="terascale-rendezvous",
+                                        daemon=True)
+
+    def start(self) -> RendezvousServer:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closed.set()
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        with self._cond:
+            self._cond.notify_all()
+
+    def __enter__(self) -> RendezvousServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def complete(self) -> bool:
+        return self._table is not None
+
+    # -- serving ---------------------------------------------------------------------------
+    def _serve(self) -> None:
+        self._sock.settimeout(0.5)
+        while not self._closed.is_set():
+            try:
+                conn, who = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not self._slots.acquire(blocking=False):
+                conn.close()
+                continue
+            threading.Thread(target=self._client, args=(conn, who), daemon=True,
+                             name="terascale-rendezvous-client").start()
+
+    def _client(self, conn: socket.socket, who: tuple[Any, ...]) -> None:
+        keep = False
+        try:
+            keep = self._handle(conn)
+        except Exception as e:  # anything a hostile or broken client can cause
+            self.rejected += 1
+            log.warning("rendezvous: dropped client %s:%s: %s", who[0], who[1], e)
+        finally:
+            if not keep:
+                conn.close()
+            self._slots.release()
+
+    def _handle(self, conn: socket.socket) -> bool:
+        step = time.monotonic() + _HANDSHAKE_S
+        accept_handshake(conn, self.secret, step)
+        req = recv_json(conn, step)
+        slot, size, timeout = int(req["slot"]), int(req["size"]), float(req["timeout"])
+        addr, port, host = str(req["addr"]), int(req["port"]), str(req["host"])[:256]
+        if size != self.size:
+            send_json(conn, {"ok": False, "kind": "config",
+                             "error": f"this job has {self.size} workers, the worker was "
+                                      f"started for {size}"}, step)
+            return False
+        if not 0 <= slot < self.size:
+            send_json(conn, {"ok": False, "kind": "config",
+                             "error": f"slot {slot} is outside 0..{self.size - 1}"}, step)
+            return False
+        with self._cond:
+            if slot in self._workers:
+                self.rejected += 1
+                first = self._workers[slot]
+                send_json(conn, {"ok": False, "kind": "slot_taken",
+                                 "error": f"slot {slot} is already held by pid {first.pid} on "
+                                          f"{first.host}; this copy is redundant"}, step)
+                return False
+            me = _Worker(slot, addr, port, host, int(req.get("pid", 0)), conn)
+            self._workers[slot] = me
+            if len(self._workers) == self.size:
+                self._table = [{"addr": w.addr, "port": w.port, "host": w.host}
+                               for w in sorted(self._workers.values(), key=lambda w: w.slot)]
+                self._cond.notify_all()
+            deadline = time.monotonic() + max(timeout, 0.1)
+            while self._table is None and not self._closed.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, 0.25))
+                if self._table is None and _hung_up(conn):
+                    # The worker died while waiting: free its slot for a restarted copy.
+                    del self._workers[slot]
+                    return False
+            table = self._table
+            if table is None:
+                arrived = sorted(self._workers)
+                missing = sorted(set(range(self.size)) - set(arrived))
+                del self._workers[slot]
+        reply_by = time.monotonic() + _HANDSHAKE_S
+        if table is None:
+            send_json(conn, {"ok": False, "kind": "timeout",
+                             "error": f"{len(arrived)} of {self.size} workers arrived within "
+                                      f"{timeout:g} s; missing ranks {missing}"}, reply_by)
+            return False
+        send_json(conn, {"ok": True, "rank": slot, "job": self.job, "peers": table}, reply_by)
+        return False
+
+
+def _hung_up(conn: socket.socket) -> bool:
+    """True when the client closed its end (it sends nothing after its request)."""
+    try:
+        conn.settimeout(0)
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except (TimeoutError, BlockingIOError):
+        return False
+    except OSError:
+        return True

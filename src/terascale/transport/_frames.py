@@ -1,0 +1,55 @@
+"""Wire format of one message between two ranks.
+
+Every message is a fixed 128-byte header followed by its payload::
+
+    magic "TSF1" | kind u8 | pad | seq u64 | payload bytes u64 | descriptor (96 bytes, utf-8)
+
+The descriptor names the collective (``allreduce(ring,float32[1048576],sum)``); the
+receiver compares it and the sequence number with its own, which is how ranks that call
+different collectives detect it at the first message instead of hanging or reducing
+garbage. ``ABORT`` frames carry a JSON payload naming the error that stopped the sender.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+__all__ = [
+    "ABORT", "DATA", "HEADER", "MAX_ABORT", "pack_desc", "pack_header", "show_desc", "unpack_header",
+]
+
+DATA = 1
+ABORT = 2
+_MAGIC = b"TSF1"
+_FIXED = struct.Struct("<4sB3xQQ")
+_DESC = 96
+HEADER = 128
+_PAD = HEADER - _FIXED.size - _DESC
+MAX_ABORT = 16 * 1024
+
+
+def pack_desc(desc: str) -> bytes:
+    """The fixed-size descriptor field: long descriptors keep a prefix and a hash of the rest."""
+    raw = desc.encode()
+    if len(raw) > _DESC:
+        digest = hashlib.blake2b(raw, digest_size=8).hexdigest()
+        raw = raw[: _DESC - 17] + b"#" + digest.encode()
+    return raw.ljust(_DESC, b"\0")
+
+
+def pack_header(kind: int, seq: int, nbytes: int, desc_field: bytes) -> bytes:
+    return _FIXED.pack(_MAGIC, kind, seq, nbytes) + desc_field + bytes(_PAD)
+
+
+def unpack_header(buf: bytes | bytearray | memoryview) -> tuple[int, int, int, bytes] | None:
+    """``(kind, seq, nbytes, desc_field)``, or None when the magic is wrong (corrupt stream)."""
+    magic, kind, seq, nbytes = _FIXED.unpack_from(buf, 0)
+    if magic != _MAGIC:
+        return None
+    desc = bytes(buf[_FIXED.size: _FIXED.size + _DESC])
+    return kind, seq, nbytes, desc
+
+
+def show_desc(field: bytes) -> str:
+    return field.rstrip(b"\0").decode(errors="replace")
