@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks against the peers (``terascale bench ...``)."""
