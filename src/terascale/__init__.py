@@ -7,6 +7,7 @@
 """
 
 from ._async import Handle
+from ._checkpoint import Checkpoint
 from ._errors import (
     AuthError,
     CollectiveError,
@@ -26,6 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AuthError",
+    "Checkpoint",
     "CollectiveError",
     "CollectiveMismatch",
     "Communicator",
