@@ -62,7 +62,8 @@ def run_workers(fn: Callable[..., Any], n: int, *, args: Sequence[Any] = (),
     ``host_ids`` pretends ranks live on those hosts (round robin). With
     ``expect_failure`` the per-rank outcomes are returned instead of raising: a list of
     ``("ok", value)`` or ``("error", (exc_type, traceback))`` (``("killed", code)`` for a
-    worker that died without reporting).
+    worker that died without reporting, ``("timeout", None)`` for one still running at the
+    deadline, which is then killed).
     """
     ctx = mp.get_context("fork")
     secret = secrets.token_hex(16)
@@ -105,6 +106,10 @@ def run_workers(fn: Callable[..., Any], n: int, *, args: Sequence[Any] = (),
                 else:
                     if time.monotonic() > deadline:
                         missing = sorted(set(range(n)) - outcome.keys())
+                        if expect_failure:
+                            for r in missing:
+                                outcome[r] = ("timeout", None)
+                            break
                         raise WorkerFailed(f"ranks {missing} did not finish within {timeout} s",
                                            rank=missing[0])
                     continue

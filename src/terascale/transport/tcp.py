@@ -41,6 +41,7 @@ _ERROR_TYPES: dict[str, type[CollectiveError]] = {
 }
 _READ = select.EPOLLIN
 _WRITE = select.EPOLLOUT
+_ABORT_GRACE_S = 0.5  # time to deliver ABORT frames before connections are shut instead
 
 
 class _Send:
@@ -71,7 +72,8 @@ class TcpMesh:
         self._peer_of_fd = {s.fileno(): p for p, s in socks.items()}
         self._epoll = select.epoll()
         self._mask: dict[int, int] = {}
-        self._midframe: set[int] = set()  # peers whose outgoing stream stopped inside a frame
+        # Peers whose outgoing stream stopped inside a frame -> bytes left of that frame.
+        self._midframe: dict[int, int] = {}
         self.broken: CollectiveError | None = None
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -101,22 +103,42 @@ class TcpMesh:
             self._mask[peer] = mask
 
     def fail(self, err: CollectiveError) -> None:
-        """Mark the mesh broken and tell every peer why (best effort, never blocks long)."""
+        """Mark the mesh broken and tell every peer why (best effort, bounded in time).
+
+        A peer whose incoming frame from us stopped half-way first gets the rest of that
+        frame (zeros: the collective fails anyway) so that it can read the ABORT after it;
+        a peer that does not take it within the grace period gets its connection shut.
+        """
         if self.broken is not None:
             return
         self.broken = err
         for peer in list(self._mask):
             self._watch(peer, 0)
-        payload = json.dumps({"type": type(err).__name__, "message": str(err),
-                              "origin": self.rank}).encode()[:MAX_ABORT]
+        # Forward the root cause, not our wrapping of it: every rank names the rank that failed.
+        payload = json.dumps({"type": type(err).__name__,
+                              "message": getattr(err, "root_message", str(err)),
+                              "origin": getattr(err, "origin", self.rank)}).encode()[:MAX_ABORT]
         frame = pack_header(ABORT, 0, len(payload), pack_desc("abort")) + payload
-        for peer, s in self.socks.items():
-            try:
-                if peer in self._midframe:
-                    # A partial frame is on the wire: an ABORT now would be read as payload.
-                    s.shutdown(socket.SHUT_RDWR)
+        todo = {p: memoryview(bytes(self._midframe.get(p, 0)) + frame) for p in self.socks}
+        end = time.monotonic() + _ABORT_GRACE_S
+        while todo and time.monotonic() < end:
+            for peer, data in list(todo.items()):
+                try:
+                    n = self.socks[peer].send(data)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    del todo[peer]
+                    continue
+                if n == len(data):
+                    del todo[peer]
                 else:
-                    s.send(frame)  # small: fits the socket buffer unless the peer is stuck
+                    todo[peer] = data[n:]
+            if todo:
+                select.select([], [self.socks[p] for p in todo], [], 0.02)
+        for peer in todo:  # could not deliver: closing is the clearest signal left
+            try:
+                self.socks[peer].shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
 
@@ -142,6 +164,9 @@ class Exchange:
         self._sendq: dict[int, deque[_Send]] = {}
         self._recvq: dict[int, deque[_Recv]] = {}
         self._started = time.monotonic()
+        # Peers with nothing to receive here are still watched for ABORT frames, until they
+        # turn out to hold data of a later collective (or closed after finishing theirs).
+        self._quiet: set[int] = set()
 
     # -- posting ---------------------------------------------------------------------------
     def send(self, peer: int, payload: memoryview | bytes) -> None:
@@ -176,9 +201,13 @@ class Exchange:
             if left <= 0:
                 raise self._timeout()
             for peer in mesh.socks:
-                mask = (_READ if peer in self._recvq else 0) | (_WRITE if peer in self._sendq else 0)
+                watch = peer in self._recvq or peer not in self._quiet
+                mask = (_READ if watch else 0) | (_WRITE if peer in self._sendq else 0)
                 mesh._watch(peer, mask)
-            mesh._epoll.poll(min(left, 1.0))
+            for fd, _events in mesh._epoll.poll(min(left, 1.0)):
+                peer = mesh._peer_of_fd[fd]
+                if peer not in self._recvq and peer not in self._quiet:
+                    self._peek_idle(peer)
 
     def _pump_send(self, peer: int) -> bool:
         q = self._sendq[peer]
@@ -203,9 +232,9 @@ class Exchange:
                     views[0] = views[0][n:]
                     n = 0
             if views:
-                self.mesh._midframe.add(peer)
+                self.mesh._midframe[peer] = sum(len(v) for v in views)
                 return progressed
-            self.mesh._midframe.discard(peer)
+            self.mesh._midframe.pop(peer, None)
             q.popleft()
         del self._sendq[peer]
         return progressed
@@ -248,6 +277,22 @@ class Exchange:
             self._recvq.pop(peer, None)
         return progressed
 
+    def _peek_idle(self, peer: int) -> None:
+        """A peer we expect nothing from sent something: an ABORT, or a later collective."""
+        sock = self.mesh.socks[peer]
+        try:
+            head = sock.recv(HEADER, socket.MSG_PEEK)
+        except BlockingIOError:
+            return
+        except OSError:
+            head = b""
+        parsed = unpack_header(head) if len(head) == HEADER else None
+        if parsed is not None and parsed[0] == ABORT:
+            item = _Recv(memoryview(bytearray(0)), None)
+            item.header[:] = sock.recv(HEADER)
+            raise self._aborted(peer, item, parsed[2])
+        self._quiet.add(peer)
+
     # -- errors ----------------------------------------------------------------------------
     def _check_header(self, peer: int, item: _Recv) -> None:
         parsed = unpack_header(item.header)
@@ -285,13 +330,27 @@ class Exchange:
         try:
             info = json.loads(got)
             cls = _ERROR_TYPES.get(info.get("type"), PeerLost)
-            why = f"aborted by rank {info.get('origin', peer)}: {info.get('message')}"
-        except ValueError:
-            cls, why = PeerLost, f"aborted by rank {peer}"
-        return cls(f"rank {self.mesh.rank}: {self.what} {why}", rank=self.mesh.rank,
-                   peer=peer, operation=self.what)
+            origin, root = int(info.get("origin", peer)), str(info.get("message"))
+        except (ValueError, TypeError):
+            cls, origin, root = PeerLost, peer, "no reason given"
+        err = cls(f"rank {self.mesh.rank}: {self.what} aborted because rank {origin} failed: "
+                  f"{root}", rank=self.mesh.rank, peer=origin, operation=self.what)
+        err.origin, err.root_message = origin, root  # type: ignore[attr-defined]
+        return err
 
-    def _lost(self, peer: int, why: str) -> PeerLost:
+    def _lost(self, peer: int, why: str) -> CollectiveError:
+        # A peer that aborted and exited at once leaves its ABORT frame in our receive queue:
+        # report its reason rather than the bare closed connection.
+        sock = self.mesh.socks[peer]
+        try:
+            head = sock.recv(HEADER, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except OSError:
+            head = b""
+        parsed = unpack_header(head) if len(head) == HEADER else None
+        if parsed is not None and parsed[0] == ABORT:
+            item = _Recv(memoryview(bytearray(0)), None)
+            item.header[:] = sock.recv(HEADER)
+            return self._aborted(peer, item, parsed[2])
         return PeerLost(f"rank {self.mesh.rank}: {self.what} lost peer rank {peer} ({why})",
                         rank=self.mesh.rank, peer=peer, operation=self.what)
 
