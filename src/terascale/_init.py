@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 
 from ._errors import ConfigError, SlotTaken
+from ._timeline import attach as attach_timeline
 from .communicator import Communicator
 from .rendezvous import RendezvousServer, join
 from .transport import build_mesh
@@ -114,13 +115,16 @@ def read_env(env: dict[str, str] | None = None, *, rendezvous: str | None = None
 
 
 def init(*, timeout: float | None = None, rendezvous: str | None = None,
-         secret: str | bytes | None = None, host_id: str | None = None) -> Communicator:
+         secret: str | bytes | None = None, host_id: str | None = None,
+         timeline: str | None = None) -> Communicator:
     """Join the job that launched this process and return its :class:`Communicator`.
 
     ``timeout`` (seconds) bounds the rendezvous and is the default deadline of every
     collective (``terascale run --timeout`` sets it for all workers; default 60).
     ``host_id`` overrides how hosts are told apart (default: the hostname), e.g. to test
     hierarchical algorithms on one machine.
+    ``timeline`` (a path; ``terascale run --timeline`` sets TERASCALE_TIMELINE) records every
+    collective as Chrome trace events (see :mod:`terascale._timeline`).
 
     A redundant copy of a worker (its slot already taken, as under speculative execution)
     prints why and exits with status 0.
@@ -130,8 +134,11 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     if timeout <= 0:
         raise ConfigError(f"timeout={timeout} must be positive")
     job = read_env(rendezvous=rendezvous, secret=secret)
+    launched_timeline = os.environ.get("TERASCALE_TIMELINE")
+    timeline = timeline or launched_timeline  # the launcher merges its parts at the end
+    merge_at_exit = not (launched_timeline and timeline == launched_timeline)
     if job is None or job.size == 1 and job.rendezvous is None:
-        return Communicator(timeout=timeout)
+        return attach_timeline(Communicator(timeout=timeout), timeline, merge_at_exit=merge_at_exit)
     hid = host_id or os.environ.get("TERASCALE_HOST_ID") or socket.gethostname()
     server = None
     if job.serve:
@@ -153,4 +160,4 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
                         hosts=who.hosts)
     comm._rendezvous_server = server  # type: ignore[attr-defined]  # keep it alive with rank 0
     log.debug("rank %d of %d joined job %s via %s", who.rank, who.size, who.job, job.launcher)
-    return comm
+    return attach_timeline(comm, timeline, merge_at_exit=merge_at_exit)

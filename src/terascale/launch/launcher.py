@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from .._errors import ConfigError
+from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ._shm_cleanup import remove_job_segments
 
@@ -167,6 +168,8 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
         for s in (signal.SIGINT, signal.SIGTERM):
             previous[s] = signal.signal(s, on_signal)
     secret = secrets.token_hex(32)
+    if opts.timeline:
+        clear_parts(opts.timeline)
     try:
         for attempt in range(opts.max_restarts + 1):
             status, failed, tail = _run_group(cmd, opts, attempt, secret, stop)
@@ -181,5 +184,7 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
             sys.stderr.flush()
         return status
     finally:
+        if opts.timeline:
+            merge_parts(opts.timeline)  # every rank's part file -> one Chrome trace
         for s, h in previous.items():
             signal.signal(s, h)

@@ -1,0 +1,344 @@
+"""``terascale bench allreduce``: our allreduce algorithms side by side with Gloo and Open MPI.
+
+One run times, on the same machine and with the same method (see
+:mod:`terascale.bench._allreduce_worker`): every algorithm of
+:data:`terascale.collectives.select.ALLREDUCE_ALGORITHMS` through real
+``terascale.launch.launch`` workers; ``torch.distributed`` with the gloo backend (separate
+processes, ``tcp://`` init); and ``mpi4py`` on Open MPI over shared memory
+(``--mca btl self,vader``) and over TCP (``--mca btl self,tcp``), whichever are installed.
+
+Reported per size: the median time, the algorithm bandwidth ``algbw = bytes / time`` and
+the bus bandwidth ``busbw = algbw * 2 (n - 1) / n`` (the nccl-tests definition, which makes
+numbers comparable across world sizes: it is the rate each rank's link carries for a
+bandwidth-optimal allreduce), plus the speed ratio ``peer time / our time`` to each peer
+(> 1: we are faster). The machine's ceilings (memcpy, ``np.add``, TCP loopback one way and
+both ways) are measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["BenchOptions", "add_bench_parser", "format_table", "parse_size", "run_bench"]
+
+DEFAULT_SIZES = tuple(4 << (10 + 2 * k) for k in range(9))  # 4 KiB, 16 KiB, ..., 256 MiB
+QUICK_SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
+PEERS = ("gloo", "mpi")
+_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """``4K``, ``64KiB``, ``1M``, ``256MB``, ``4096`` -> bytes (binary units, as nccl-tests)."""
+    from .._errors import ConfigError
+
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    mult = _UNITS.get(t[-1:], 1)
+    digits = t[:-1] if t[-1:] in _UNITS else t
+    try:
+        value = int(float(digits) * mult)
+    except ValueError:
+        raise ConfigError(f"--sizes: cannot read {text!r} as a size (use e.g. 4K,1M,64M)") from None
+    if value < 4 or value % 4:
+        raise ConfigError(f"--sizes: {text!r} must be a positive multiple of 4 bytes (float32)")
+    return value
+
+
+def human_size(nbytes: float) -> str:
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << k:
+            return f"{nbytes / (1 << k):g} {unit}"
+    return f"{nbytes:g} B"
+
+
+def human_time(s: float) -> str:
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} us"
+    if s < 1.0:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchOptions:
+    """What to run (the flags of ``terascale bench allreduce``)."""
+
+    nprocs: int
+    sizes: tuple[int, ...] = DEFAULT_SIZES
+    algorithms: tuple[str, ...] | None = None  # None: every one, read at run time
+    peers: tuple[str, ...] = PEERS
+    iters: float = 1.0
+    limits: bool = True
+    progress: bool = True
+    timeout: float = 900.0
+
+
+def our_algorithms() -> tuple[str, ...]:
+    """Every allreduce algorithm the communicator knows, "auto" last."""
+    from ..collectives.select import ALLREDUCE_ALGORITHMS
+
+    return tuple(a for a in ALLREDUCE_ALGORITHMS if a != "auto") + ("auto",)
+
+
+def available_peers() -> dict[str, str | None]:
+    """Peer -> None if it can run here, else why not."""
+    out: dict[str, str | None] = {}
+    out["gloo"] = None if importlib.util.find_spec("torch") else "torch is not installed"
+    if importlib.util.find_spec("mpi4py") is None:
+        out["mpi"] = "mpi4py is not installed"
+    elif shutil.which("mpirun") is None:
+        out["mpi"] = "mpirun is not on PATH"
+    else:
+        out["mpi"] = None
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _worker_cmd(system: str, sizes: Sequence[int], iters: float, out: str,
+                extra: Sequence[str] = ()) -> list[str]:
+    return [sys.executable, "-m", "terascale.bench._allreduce_worker", "--system", system,
+            "--sizes", ",".join(str(s) for s in sizes), "--iters", str(iters), "--out", out,
+            *extra]
+
+
+def _run_launched(cmd: list[str], n: int, timeout: float) -> int:
+    from ..launch import LaunchOptions, launch
+
+    return launch(cmd, LaunchOptions(nprocs=n, timeout=timeout))
+
+
+def _mpirun_cmd(n: int, btl: str, cmd: list[str]) -> list[str]:
+    mpirun = shutil.which("mpirun") or "mpirun"
+    root = ["--allow-run-as-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    # pml ob1 makes the btl choice binding (no UCX); unbound ranks share the 2 cores fairly.
+    # (btl_tcp_if_include lo made small messages 500x slower here, so it is not set.)
+    return [mpirun, *root, "--oversubscribe", "--bind-to", "none", "-n", str(n),
+            "--mca", "pml", "ob1", "--mca", "btl", btl, *cmd]
+
+
+def _jobs(opts: BenchOptions, out: str) -> list[tuple[str, int, Any]]:
+    """(label, number of result rows it produces, callable) per system to run."""
+    n, sizes = opts.nprocs, opts.sizes
+    algos = opts.algorithms or our_algorithms()
+    jobs: list[tuple[str, int, Any]] = []
+    ours = _worker_cmd("ours", sizes, opts.iters, out,
+                       ["--algorithms", ",".join(algos), "--timeout", str(opts.timeout)])
+    jobs.append(("ours", len(algos) * len(sizes),
+                 lambda: _run_launched(ours, n, opts.timeout)))
+    avail = available_peers()
+    if "gloo" in opts.peers and avail["gloo"] is None:
+        def gloo() -> int:
+            cmd = _worker_cmd("gloo", sizes, opts.iters, out, ["--port", str(_free_port())])
+            return _run_launched(cmd, n, opts.timeout)
+        jobs.append(("gloo", len(sizes), gloo))
+    if "mpi" in opts.peers and avail["mpi"] is None:
+        for variant, btl in (("mpi-shm", "self,vader"), ("mpi-tcp", "self,tcp")):
+            cmd = _mpirun_cmd(n, btl, _worker_cmd("mpi", sizes, opts.iters, out,
+                                                  ["--variant", variant]))
+
+            def mpi(cmd: list[str] = cmd) -> int:
+                return subprocess.run(cmd, timeout=opts.timeout, stdin=subprocess.DEVNULL).returncode
+            jobs.append((variant, len(sizes), mpi))
+    for peer in opts.peers:
+        if avail.get(peer):
+            print(f"terascale bench: skipping {peer}: {avail[peer]}", file=sys.stderr)
+    return jobs
+
+
+def _count_lines(path: str) -> int:
+    try:
+        with open(path) as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0
+
+
+def run_bench(opts: BenchOptions) -> dict[str, Any]:
+    """Run every system; return ``{"n", "sizes", "limits", "results": [row, ...]}``."""
+    from .._errors import ConfigError
+
+    if opts.nprocs < 2:
+        raise ConfigError(f"-n must be at least 2 for an allreduce benchmark, got {opts.nprocs}")
+    unknown = set(opts.peers) - set(PEERS)
+    if unknown:
+        raise ConfigError(f"--vs: unknown peer(s) {', '.join(sorted(unknown))}; use gloo,mpi")
+    if opts.algorithms:
+        bad = set(opts.algorithms) - set(our_algorithms())
+        if bad:
+            raise ConfigError(f"--algorithms: unknown {', '.join(sorted(bad))}; known: "
+                              f"{', '.join(our_algorithms())}")
+    report: dict[str, Any] = {"n": opts.nprocs, "sizes": list(opts.sizes), "dtype": "float32",
+                              "load": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+    if opts.limits:
+        from ._limits import measure_limits
+
+        report["limits"] = measure_limits().as_dict()
+    with tempfile.TemporaryDirectory(prefix="terascale-bench-") as tmp:
+        out = os.path.join(tmp, "rows.jsonl")
+        jobs = _jobs(opts, out)
+        total = sum(k for _, k, _ in jobs)
+        bar = _progress(total, opts.progress)
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.wait(0.2):
+                bar.update(_count_lines(out) - bar.n)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        failures = []
+        try:
+            for label, _, job in jobs:
+                bar.set_description(label)
+                started = time.monotonic()
+                code = job()
+                if code != 0:
+                    failures.append(f"{label} (exit status {code} after "
+                                    f"{time.monotonic() - started:.0f} s)")
+        finally:
+            stop.set()
+            poller.join()
+            bar.update(_count_lines(out) - bar.n)
+            bar.close()
+        rows = []
+        if os.path.exists(out):
+            with open(out) as f:
+                rows = [json.loads(line) for line in f if line.strip()]
+    for r in rows:
+        n = r["n"]
+        r["algbw"] = r["bytes"] / r["median_s"]
+        r["busbw"] = r["algbw"] * 2 * (n - 1) / n
+    report["results"] = rows
+    report["failures"] = failures
+    return report
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="case", disable=not enabled, file=sys.stderr,
+                dynamic_ncols=True)
+
+
+def systems_of(report: dict[str, Any]) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in report["results"]:
+        seen.setdefault(r["system"], None)
+    return list(seen)
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """A Markdown table: one row per (size, system), ratios to each peer measured."""
+    rows = report["results"]
+    peers = [s for s in systems_of(report) if not s.startswith("ours:")]
+    by = {(r["system"], r["bytes"]): r for r in rows}
+    head = ["size", "system", "median", "algbw GB/s", "busbw GB/s"] + [f"x {p}" for p in peers]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for size in report["sizes"]:
+        for system in systems_of(report):
+            r = by.get((system, size))
+            if r is None:
+                continue
+            cells = [human_size(size), system, human_time(r["median_s"]),
+                     f"{r['algbw'] / 1e9:.3f}", f"{r['busbw'] / 1e9:.3f}"]
+            for p in peers:
+                peer = by.get((p, size))
+                if system == p or peer is None or not system.startswith("ours:"):
+                    cells.append("")
+                else:
+                    cells.append(f"{peer['median_s'] / r['median_s']:.2f}")
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def format_limits(limits: dict[str, float]) -> str:
+    return ("machine limits: memcpy {memcpy:.2f} GB/s, np.add {add:.2f} GB/s, TCP loopback "
+            "{tcp_one_way:.2f} GB/s one way, {tcp_both_ways:.2f} GB/s each way when both "
+            "directions are busy".format(**{k: v / 1e9 for k, v in limits.items()}))
+
+
+def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = kinds.add_parser(
+        "allreduce", help="allreduce busbw vs Gloo and Open MPI, same run",
+        description="Time every terascale allreduce algorithm and, when installed, "
+                    "torch.distributed gloo and Open MPI (shared memory and TCP) in one run. "
+                    "Median of many iterations after warm-up, barrier before each, slowest "
+                    "rank counts; busbw = bytes/time * 2(n-1)/n.")
+    p.add_argument("-n", "--nprocs", type=int, default=2, metavar="N", help="ranks (default 2)")
+    p.add_argument("--sizes", default=None, metavar="4K,1M,...",
+                   help="message sizes (default 4K to 256M by factors of 4)")
+    p.add_argument("--vs", default="gloo,mpi", metavar="gloo,mpi",
+                   help="peers to run in the same run ('' for none; default gloo,mpi)")
+    p.add_argument("--algorithms", default=None, metavar="tree,ring,...",
+                   help="our algorithms to time (default: all, 'auto' included)")
+    p.add_argument("--iters", type=float, default=1.0, metavar="X",
+                   help="multiply the timed iteration counts by X (default 1)")
+    p.add_argument("--quick", action="store_true",
+                   help="4 sizes (4K, 64K, 1M, 16M) and 0.3x the iterations")
+    p.add_argument("--json", default=None, metavar="OUT.json", help="write all results as JSON")
+    p.add_argument("--plot", default=None, metavar="OUT.png", help="busbw vs size, one line per system")
+    p.add_argument("--calibrate", action="store_true",
+                   help="fit the alpha-beta-gamma cost model (terascale.sim) to these "
+                        "measurements and print predicted vs measured")
+    p.add_argument("--calibration-plot", default=None, metavar="OUT.png",
+                   help="with --calibrate: measured vs predicted time")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
+    if args.sizes:
+        sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
+    opts = BenchOptions(
+        nprocs=args.nprocs, sizes=tuple(sizes),
+        algorithms=tuple(args.algorithms.split(",")) if args.algorithms else None,
+        peers=tuple(p for p in args.vs.split(",") if p), iters=args.iters * (0.3 if args.quick else 1.0),
+        progress=not args.no_progress)
+    report = run_bench(opts)
+    report["command"] = "terascale bench allreduce " + " ".join(sys.argv[3:]) \
+        if sys.argv[1:3] == ["bench", "allreduce"] else None
+    print(f"terascale bench allreduce: n={opts.nprocs}, float32 sum, in place; "
+          f"load average {report['load']:.2f}")
+    if "limits" in report:
+        print(format_limits(report["limits"]))
+    print(format_table(report))
+    for f in report["failures"]:
+        print(f"terascale bench: {f} failed; its rows are missing", file=sys.stderr)
+    if args.calibrate:
+        from ..sim.calibrate import calibrate, format_calibration
+
+        cal = calibrate(report)
+        report["calibration"] = cal
+        print(format_calibration(cal))
+        if args.calibration_plot:
+            from ._plot import plot_calibration
+
+            plot_calibration(cal, args.calibration_plot)
+    if args.plot:
+        from ._plot import plot_busbw
+
+        plot_busbw(report, args.plot)
+        print(f"plot: {args.plot}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"json: {args.json}")
+    return 1 if report["failures"] else 0
