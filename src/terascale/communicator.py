@@ -14,6 +14,7 @@ from ._async import Handle, Progress
 from ._errors import ConfigError
 from .collectives import (
     ALLREDUCE_ALGORITHMS,
+    HalvingDoublingAllreduce,
     RingAllgather,
     RingAllreduce,
     TreeAllreduce,
@@ -152,7 +153,8 @@ class Communicator:
 
         def body(ex: Exchange | None) -> Any:
             if ex is not None:
-                impl = TreeAllreduce if algo == "tree" else RingAllreduce
+                impl = {"tree": TreeAllreduce, "ring": RingAllreduce,
+                        "halving_doubling": HalvingDoublingAllreduce}[algo]
                 impl(ex, self.rank, self.size, work, reduce).run()
             if target is None:
                 return restore(work.reshape(a.shape), token)

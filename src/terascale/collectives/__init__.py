@@ -3,11 +3,12 @@
 
 from .allgather import RingAllgather
 from .broadcast import TreeBroadcast
+from .halving_doubling import HalvingDoublingAllreduce
 from .ring import RingAllreduce
 from .select import ALLREDUCE_ALGORITHMS, choose_allreduce
 from .tree import TreeAllreduce
 
 __all__ = [
-    "ALLREDUCE_ALGORITHMS", "RingAllgather", "RingAllreduce", "TreeAllreduce", "TreeBroadcast",
+    "ALLREDUCE_ALGORITHMS", "HalvingDoublingAllreduce", "RingAllgather", "RingAllreduce", "TreeAllreduce", "TreeBroadcast",
     "choose_allreduce",
 ]

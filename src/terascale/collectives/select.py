@@ -12,7 +12,7 @@ from __future__ import annotations
 
 __all__ = ["ALLREDUCE_ALGORITHMS", "choose_allreduce"]
 
-ALLREDUCE_ALGORITHMS = ("auto", "tree", "ring")
+ALLREDUCE_ALGORITHMS = ("auto", "tree", "ring", "halving_doubling")
 
 # Crossover between tree and ring, in bytes, per world size (measured, see module doc).
 TREE_MAX_BYTES = {2: 4 << 20, 3: 256 << 10, 4: 256 << 10}

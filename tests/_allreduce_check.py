@@ -1,0 +1,60 @@
+"""Shared correctness matrix for the allreduce algorithms of issue 3 (imported by tests).
+
+The same cases as tests/test_collectives_matrix.py (counts 0, 1, 3, 1000 and 2**20+7,
+every dtype and op), run for one algorithm inside the workers; the parent checks against
+numpy and that every rank got bitwise the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from test_collectives_matrix import BIG, COUNTS, DTYPES, OPS, _expected, _input
+
+from terascale.testing import run_workers
+
+__all__ = ["check_matrix"]
+
+
+def _cases(big: bool) -> list[tuple[int, str, str]]:
+    cases = [(c, d, o) for c in COUNTS for d in DTYPES for o in OPS
+             if not (d.startswith("complex") and o in ("min", "max"))]
+    if big:
+        cases += [(BIG, "float32", "sum"), (BIG, "int64", "max")]
+    return cases
+
+
+def _run(comm: Any, algo: str, seed: int, big: bool) -> dict:
+    out = {}
+    for count, dtype, op in _cases(big):
+        x = _input(comm.rank, count, dtype, seed)
+        y = comm.allreduce(x, op=op, algorithm=algo)
+        assert y.dtype == x.dtype and y.shape == x.shape
+        out[(count, dtype, op)] = y
+        if count == 1000 and dtype == "float32" and op == "sum":  # out= in place, too
+            z = x.copy()
+            assert comm.allreduce(z, op=op, out=z, algorithm=algo) is z
+            assert z.tobytes() == y.tobytes()
+    return out
+
+
+def check_matrix(n: int, algo: str, *, big: bool = True, runs: int = 1,
+                 host_ids: list[str] | None = None) -> None:
+    """Run the matrix on ``n`` workers ``runs`` times; assert results and bitwise agreement."""
+    results = [run_workers(_run, n, args=(algo, 0, big), timeout=120, host_ids=host_ids)
+               for _ in range(runs)]
+    first = results[0]
+    for key, y0 in first[0].items():
+        count, dtype, op = key
+        stack = np.stack([_input(r, count, dtype) for r in range(n)]) if count else \
+            np.empty((n, 0), dtype)
+        expect = _expected(stack, op)
+        if np.dtype(dtype).kind in "iub":
+            np.testing.assert_array_equal(y0, expect, err_msg=str(key))
+        else:
+            rtol = 1e-2 if dtype == "float16" else 1e-5
+            np.testing.assert_allclose(y0, expect, rtol=rtol, err_msg=str(key))
+        for run in results:
+            for rank in range(n):
+                assert run[rank][key].tobytes() == y0.tobytes(), (algo, key, rank)
