@@ -291,6 +291,10 @@ class Exchange:
             item = _Recv(memoryview(bytearray(0)), None)
             item.header[:] = sock.recv(HEADER)
             raise self._aborted(peer, item, parsed[2])
+        if parsed is not None and parsed[1] == self.seq and parsed[3] != self._desc_field:
+            # Same collective number, another collective: e.g. ranks chose other algorithms
+            # and this rank would otherwise wait for peers that talk to someone else.
+            raise self._mismatch(peer, f"called #{parsed[1]} {show_desc(parsed[3])}")
         self._quiet.add(peer)
 
     # -- errors ----------------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""The failure model, on real processes: dead peers, stalled peers, mismatched collectives.
+
+Every rank must fail fast with an error naming itself, the peer and the operation; nothing
+may hang.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from terascale.testing import run_workers
+
+
+def _errors(outcomes: list) -> list[tuple[str, str]]:
+    return [(o[1][0], o[1][1]) if o[0] == "error" else (o[0], "") for o in outcomes]
+
+
+MISMATCHES = {
+    "shape": lambda c: c.allreduce(np.ones(10 if c.rank else 20)),
+    "shape_same_size": lambda c: c.allreduce(np.ones((2, 3) if c.rank else (3, 2))),
+    "dtype": lambda c: c.allreduce(np.ones(10, np.float32 if c.rank == 1 else np.float64)),
+    "op": lambda c: c.allreduce(np.ones(10), op="max" if c.rank == 2 else "sum"),
+    "algorithm": lambda c: c.allreduce(np.ones(10), algorithm="ring" if c.rank else "tree"),
+    # A broadcast root receives nothing, so it learns of the disagreement at its next call.
+    "root": lambda c: [c.broadcast(np.ones(4), root=1 if c.rank == 3 else 0), c.barrier()],
+    "order": lambda c: ([c.broadcast(np.ones(3)), c.allreduce(np.ones(3))] if c.rank == 0
+                        else [c.allreduce(np.ones(3)), c.broadcast(np.ones(3))]),
+    "large": lambda c: c.allreduce(np.ones(2_000_000 if c.rank == 0 else 3_000_000, np.float32),
+                                   algorithm="ring"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MISMATCHES))
+def test_mismatch_raises_on_every_rank(case: str) -> None:
+    start = time.monotonic()
+    out = _errors(run_workers(MISMATCHES[case], 4, expect_failure=True, timeout=30,
+                              collective_timeout=20))
+    assert time.monotonic() - start < 10, "mismatch must be detected, not timed out"
+    for rank, (kind, text) in enumerate(out):
+        assert kind == "CollectiveMismatch", (rank, kind, text)
+        assert f"rank {rank}:" in text
+    assert any("this rank called" in text for _, text in out)  # both sides shown
+
+
+def _kill_during_large_allreduce(comm):
+    if comm.rank == 3:
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        for _ in range(200):
+            comm.allreduce(np.ones(4_000_000, np.float32))
+    except Exception as e:
+        raise type(e)(f"after {time.monotonic() - start:.2f}s: {e}") from None
+
+
+def test_sigkill_peer_every_survivor_raises_peer_lost_fast() -> None:
+    out = run_workers(_kill_during_large_allreduce, 4, expect_failure=True, timeout=30)
+    assert out[3][0] == "killed"
+    for rank in range(3):
+        kind, (exc, text) = out[rank]
+        assert kind == "error" and exc == "PeerLost", (rank, out[rank])
+        assert "rank 3" in text and f"rank {rank}:" in text and "allreduce #" in text
+        last = text.strip().splitlines()[-1]
+        elapsed = float(last.split("after ")[1].split("s:")[0])
+        assert elapsed < 0.3 + 2.0, text
+
+
+def _stall(comm):
+    if comm.rank == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    comm.allreduce(np.ones(10), timeout=1.5)
+
+
+def test_stalled_peer_gives_peer_timeout() -> None:
+    out = run_workers(_stall, 3, expect_failure=True, timeout=10)
+    assert out[1][0] == "timeout"  # still stopped; the harness killed it
+    for rank in (0, 2):
+        kind, (exc, text) = out[rank]
+        assert exc == "PeerTimeout", text
+        assert "rank 1" in text and "timed out after 1.5 s" in text
+
+
+def _use_after_failure(comm):
+    if comm.rank == 1:
+        comm.allreduce(np.ones(3, np.int32))
+    else:
+        try:
+            comm.allreduce(np.ones(3, np.int64))
+        except Exception:
+            pass
+        comm.allreduce(np.ones(3))  # the communicator is broken: fails at once
+
+
+def test_broken_communicator_fails_fast_afterwards() -> None:
+    out = _errors(run_workers(_use_after_failure, 2, expect_failure=True, timeout=20))
+    assert out[0][0] == "CollectiveMismatch"
+    assert "failed earlier" in out[0][1]
+
+
+def test_async_error_is_delivered_to_the_handle() -> None:
+    def fn(comm):
+        h = comm.allreduce_async(np.ones(5, np.float32 if comm.rank else np.float64))
+        try:
+            h.wait()
+        except Exception as e:
+            return type(e).__name__
+        return "no error"
+
+    assert run_workers(fn, 2) == ["CollectiveMismatch", "CollectiveMismatch"]
