@@ -1,0 +1,134 @@
+"""The compressed allreduce behind ``onebit_hook``: sign bits, chunk scales, two residuals.
+
+Wire format of one chunk: a float32 scale followed by the chunk's sign bits, packed 8 per
+byte, most significant bit first (``numpy.packbits`` order). Chunk ``j`` of every worker
+goes to worker ``j`` (phase 1, all-to-all); worker ``j`` re-quantizes the average and every
+worker receives every re-quantized chunk (phase 2, all-gather). Both phases are queued on the
+communicator's progress thread, in order, like any ``allreduce_async``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._errors import ConfigError
+from ..communicator import Communicator
+
+__all__ = ["compressed_allreduce", "pack_signs", "unpack_signs"]
+
+_SHIFTS = torch.tensor([7, 6, 5, 4, 3, 2, 1, 0], dtype=torch.uint8)
+
+
+def pack_signs(positive: torch.Tensor) -> torch.Tensor:
+    """Pack a bool tensor of shape ``(..., 8k)`` into uint8 ``(..., k)``, MSB first."""
+    bits = positive.reshape(*positive.shape[:-1], -1, 8).to(torch.uint8)
+    return (bits << _SHIFTS.to(bits.device)).sum(dim=-1, dtype=torch.uint8)
+
+
+def unpack_signs(packed: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`pack_signs`: uint8 ``(..., k)`` to bool ``(..., 8k)``."""
+    bits = (packed.unsqueeze(-1) >> _SHIFTS.to(packed.device)) & 1
+    return bits.reshape(*packed.shape[:-1], -1).bool()
+
+
+def _encode(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Quantize rows of ``values`` (float32, shape (rows, m)) to [scale | bits] records."""
+    scales = np.abs(values).mean(axis=1, dtype=np.float32).astype(np.float32)
+    bits = np.packbits(values >= 0, axis=1)
+    records = np.concatenate([scales.reshape(-1, 1).view(np.uint8).reshape(len(values), 4),
+                              bits], axis=1)
+    signs = np.where(values >= 0, np.float32(1), np.float32(-1))
+    return records, signs * scales[:, None]
+
+
+def _decode(records: np.ndarray, m: int) -> np.ndarray:
+    """[scale | bits] records (rows, 4 + m/8) back to float32 values (rows, m)."""
+    scales = np.ascontiguousarray(records[:, :4]).view(np.float32).reshape(-1, 1)
+    signs = np.unpackbits(records[:, 4:], axis=1, count=m).astype(np.float32) * 2 - 1
+    return signs * scales
+
+
+def _schedule(comm: Communicator, name: str, detail: str, body: Any) -> Any:
+    schedule = getattr(comm, "_schedule", None)
+    if schedule is None:
+        raise ConfigError("this communicator cannot run the compressed exchange (no scheduler)")
+    return schedule(name, detail, body, None, True)
+
+
+def _all_to_all(comm: Communicator, ex: Any, send: np.ndarray, recv: np.ndarray) -> None:
+    """Row ``j`` of ``send`` goes to rank ``j``; row ``i`` of ``recv`` comes from rank ``i``."""
+    recv[comm.rank] = send[comm.rank]
+    if ex is None:
+        return
+    for peer in range(comm.size):
+        if peer != comm.rank:
+            ex.send(peer, memoryview(send[peer]))
+            ex.recv(peer, memoryview(recv[peer]))
+    ex.run()
+
+
+class _Result:
+    def __init__(self, handle: Any, like: torch.Tensor, records: np.ndarray, m: int,
+                 n: int) -> None:
+        self.handle, self.like, self.records, self.m, self.n = handle, like, records, m, n
+
+    def wait(self) -> torch.Tensor:
+        self.handle.wait()
+        dev = self.like.device
+        rec = torch.from_numpy(self.records).to(dev)
+        scales = rec[:, :4].contiguous().view(torch.float32)
+        signs = unpack_signs(rec[:, 4:]).to(torch.float32) * 2 - 1
+        avg = (signs * scales).reshape(-1)[: self.like.numel()]
+        return (avg * self.n).to(self.like.dtype).reshape(self.like.shape)
+
+
+def compressed_allreduce(comm: Communicator, grad: torch.Tensor, index: int,
+                         worker_error: dict[int, torch.Tensor],
+                         server_error: dict[int, Any]) -> _Result:
+    """Submit the two-phase 1-bit exchange of ``grad``; ``.wait()`` returns the sum."""
+    n, d = comm.size, grad.numel()
+    m = max(8, math.ceil(d / n / 8) * 8)  # values per chunk, whole bytes of bits
+    width = 4 + m // 8
+    err = worker_error.get(index)
+    if err is None or err.numel() != n * m or err.device != grad.device:
+        err = worker_error[index] = torch.zeros(n * m, dtype=torch.float32, device=grad.device)
+    comp = err.clone()
+    comp[:d] += grad.reshape(-1).to(torch.float32)
+    chunks = comp.view(n, m)
+    scales = chunks.abs().mean(dim=1)
+    positive = chunks >= 0
+    quantized = torch.where(positive, scales[:, None], -scales[:, None])
+    err.copy_(comp - quantized.reshape(-1))  # the residual stays on the worker's device
+    send = torch.cat([scales.reshape(n, 1).contiguous().view(torch.uint8).reshape(n, 4),
+                      pack_signs(positive)], dim=1).cpu().numpy()
+    gathered = np.empty((n, width), np.uint8)
+    serr = server_error.get(index)
+    if serr is None or serr.shape != (1, m):
+        serr = server_error[index] = np.zeros((1, m), np.float32)
+    detail = f"onebit,uint8[{n},{width}]"
+    inbox = np.empty((n, width), np.uint8)
+
+    def phase1(ex: Any) -> None:
+        _all_to_all(comm, ex, send, inbox)
+
+    def phase2(ex: Any) -> None:
+        own = _decode(inbox, m).sum(axis=0, keepdims=True, dtype=np.float32) / np.float32(n)
+        own += serr
+        record, requantized = _encode(own)
+        serr[...] = own - requantized
+        gathered[comm.rank] = record[0]
+        if ex is None:
+            return
+        for peer in range(n):
+            if peer != comm.rank:
+                ex.send(peer, memoryview(gathered[comm.rank]))
+                ex.recv(peer, memoryview(gathered[peer]))
+        ex.run()
+
+    _schedule(comm, "onebit_alltoall", detail, phase1)
+    handle = _schedule(comm, "onebit_allgather", detail, phase2)
+    return _Result(handle, grad, gathered, m, n)

@@ -1,0 +1,305 @@
+"""``DistributedOptimizer``: gradient averaging with bucketed allreduce overlapped with backward.
+
+The design of Goyal et al. 2017 ("gradient aggregation in parallel with backprop") and of
+Horovod/DDP: parameters are grouped at construction into buckets of about ``bucket_mb``
+megabytes, in reverse registration order (roughly the order backward produces gradients).
+A post-accumulate-grad hook on every parameter counts arrivals; when a bucket is complete,
+its gradients are copied into one flat buffer and its allreduce is *submitted*
+(``comm.allreduce_async``) while backward continues on earlier layers. ``step()`` only waits
+for what is still in flight, writes the averaged gradients back and runs the wrapped
+optimizer.
+
+Ordering. The communicator runs asynchronous collectives in submission order, so every
+worker must submit the same buckets in the same order. Buckets are therefore launched
+strictly by index: a bucket that becomes ready early waits for its predecessors, and any
+bucket left incomplete by backward (a parameter without gradient this step) is launched by
+``step()``, together with all its successors. The schedule is thus identical on every
+worker whatever the hooks' firing order.
+
+Weights and uneven inputs. Each worker multiplies its gradient by a weight (by default 1,
+or its real batch size via :meth:`DistributedOptimizer.set_batch_size`) and a few metadata
+values travel with the last bucket: the weight, whether the worker is still active and, per
+parameter, whether it had a gradient. The result is ``sum_i w_i g_i / sum_i w_i``: the
+gradient of the concatenated batch. A worker that runs out of data calls :meth:`join`; it
+keeps taking part in the collectives with weight 0 (and applies the same updates, so it
+stays identical) until every worker has joined, so nobody hangs. A parameter that had no
+gradient on any worker keeps ``grad = None`` everywhere (optimizers skip it).
+
+Half-batch (the first talk, "one minibatch communicates while the other computes on older
+parameters"): with ``half_batch=True`` the step applies the averaged gradient of the
+*previous* minibatch, whose allreduce ran during this minibatch's forward and backward. The
+first step only launches; :meth:`flush` applies the last pending gradient.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from .._errors import ConfigError
+from ..communicator import Communicator
+from ._comm import resolve
+from .hooks import Hook, Waitable
+
+__all__ = ["DistributedOptimizer"]
+
+
+class _Bucket:
+    """A fixed group of parameters of one dtype and device, reduced as one flat buffer."""
+
+    def __init__(self, index: int, params: list[tuple[int, torch.nn.Parameter]]) -> None:
+        self.index = index
+        self.params = params  # (global parameter number, parameter)
+        self.offsets: list[tuple[int, int]] = []
+        n = 0
+        for _, p in params:
+            self.offsets.append((n, p.numel()))
+            n += p.numel()
+        self.numel = n
+        self.dtype = params[0][1].dtype
+        self.device = params[0][1].device
+        self.ready = 0
+
+
+class DistributedOptimizer:
+    """Wrap ``optimizer`` so that every ``step()`` uses gradients averaged over all workers.
+
+    Use it like the wrapped optimizer (``zero_grad()``, ``loss.backward()``, ``step()``).
+    ``bucket_mb``: target bucket size (smaller buckets start communicating earlier, larger
+    ones pay fewer per-message costs; 25 MB as DDP, ~1 MB for small models on slow links).
+    ``hook``/``hook_state``: compression (see :mod:`terascale.torch.hooks`).
+    ``backward_passes_per_step``: gradient accumulation; communication starts only on the
+    last of that many backward passes (scale the loss by ``1/k`` as usual).
+    ``half_batch``: apply gradients one step late, overlapping their communication with the
+    next minibatch. ``max_grad_norm``: clip the *averaged* gradient to this global L2 norm
+    before every step (Hoffer et al. 2017 against early divergence of large batches; the
+    same on every worker because the averaged gradient is). All workers must construct it
+    with the same model and options.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, model: torch.nn.Module, *,
+                 comm: Communicator | None = None, bucket_mb: float = 25.0,
+                 hook: Hook | None = None, hook_state: Any = None,
+                 backward_passes_per_step: int = 1, half_batch: bool = False,
+                 max_grad_norm: float | None = None) -> None:
+        if bucket_mb <= 0:
+            raise ConfigError(f"bucket_mb={bucket_mb} must be positive")
+        if backward_passes_per_step < 1:
+            raise ConfigError(f"backward_passes_per_step={backward_passes_per_step} must be >= 1")
+        self.optimizer = optimizer
+        self.comm = resolve(comm)
+        self.hook = hook
+        self.hook_state = hook_state
+        self.passes = backward_passes_per_step
+        self.half_batch = half_batch
+        self.max_grad_norm = max_grad_norm
+        self.weight = 1.0
+        self._sync = True
+        seen: set[int] = set()
+        params: list[torch.nn.Parameter] = []
+        for p in model.parameters():
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+        if not params:
+            raise ConfigError("the model has no parameters that require gradients")
+        self.params = params
+        self.buckets = self._assign(params, int(bucket_mb * 1024 * 1024))
+        self._where: dict[int, tuple[_Bucket, int]] = {}
+        for b in self.buckets:
+            for _, p in b.params:
+                self._where[id(p)] = (b, 0)
+        self._counts: dict[int, int] = {id(p): 0 for p in params}
+        self._fired: dict[int, bool] = {id(p): False for p in params}
+        self._next = 0
+        self._handles: list[Waitable] = []
+        self._meta_handle: Waitable | None = None
+        self._pending: tuple[list[Waitable], Waitable | None] | None = None  # half-batch
+        self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for p in params]
+
+    # -- construction ------------------------------------------------------------------------
+    @staticmethod
+    def _assign(params: list[torch.nn.Parameter], cap: int) -> list[_Bucket]:
+        """Reverse registration order, split by (dtype, device) and by ``cap`` bytes."""
+        open_: dict[tuple[torch.dtype, torch.device], list[tuple[int, torch.nn.Parameter]]] = {}
+        closed: list[list[tuple[int, torch.nn.Parameter]]] = []
+        for num in range(len(params) - 1, -1, -1):
+            p = params[num]
+            if p.is_sparse:
+                raise ConfigError("sparse gradients are not supported by DistributedOptimizer")
+            key = (p.dtype, p.device)
+            cur = open_.setdefault(key, [])
+            cur.append((num, p))
+            if sum(q.numel() * q.element_size() for _, q in cur) >= cap:
+                closed.append(cur)
+                open_[key] = []
+        closed.extend(group for group in open_.values() if group)
+        return [_Bucket(i, group) for i, group in enumerate(closed)]
+
+    # -- user API ----------------------------------------------------------------------------
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return self.optimizer.param_groups
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def set_batch_size(self, n: int | float) -> None:
+        """Weight this worker's gradient by ``n`` (its real batch size) from now on.
+
+        Call it before ``backward`` of a step whose batch differs from the others'; the
+        averaged gradient is then ``sum_i n_i g_i / sum_i n_i``, i.e. the mean over all
+        samples of the step when every ``g_i`` is a per-worker mean.
+        """
+        if n <= 0:
+            raise ConfigError(f"batch size {n} must be positive (call join() when out of data)")
+        self.weight = float(n)
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Accumulate gradients locally inside this block (like DDP's ``no_sync``)."""
+        old, self._sync = self._sync, False
+        try:
+            yield
+        finally:
+            self._sync = old
+
+    def step(self, closure: Callable[[], float] | None = None) -> Any:
+        """Finish the averaging (wait for what is in flight) and step the wrapped optimizer."""
+        handles, meta = self._launch_rest(active=True)
+        if self.half_batch:
+            previous, self._pending = self._pending, (handles, meta)
+            if previous is None:
+                return None
+            handles, meta = previous
+        if self._apply(handles, meta) == 0:
+            return None
+        self._clip()
+        return self.optimizer.step(closure) if closure is not None else self.optimizer.step()
+
+    def flush(self) -> None:
+        """Half-batch only: apply the gradient still in flight (call after the last step)."""
+        if self._pending is not None:
+            handles, meta = self._pending
+            self._pending = None
+            if self._apply(handles, meta) > 0:
+                self._clip()
+                self.optimizer.step()
+
+    def join(self) -> int:
+        """Call when this worker is out of data; returns after every worker has joined.
+
+        Until then it mirrors the others' steps with zero weight: same collectives, same
+        averaged gradients, same optimizer updates (parameters stay bitwise identical).
+        Returns the number of steps it mirrored.
+        """
+        self.flush()
+        mirrored = 0
+        self.optimizer.zero_grad(set_to_none=True)
+        while True:
+            handles, meta = self._launch_rest(active=False)
+            self._pending = None
+            active = self._apply(handles, meta)
+            if active == 0:
+                return mirrored
+            self._clip()
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            mirrored += 1
+
+    def close(self) -> None:
+        """Remove the gradient hooks (the wrapped optimizer keeps working alone)."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+
+    def _clip(self) -> None:
+        if self.max_grad_norm is not None:
+            grads = [p for p in self.params if p.grad is not None]
+            torch.nn.utils.clip_grad_norm_(grads, self.max_grad_norm)
+
+    # -- the machinery -----------------------------------------------------------------------
+    def _on_grad(self, p: torch.Tensor) -> None:
+        if not self._sync:
+            return
+        key = id(p)
+        self._counts[key] += 1
+        if self._counts[key] != self.passes:
+            return
+        self._fired[key] = True
+        bucket = self._where[key][0]
+        bucket.ready += 1
+        while self._next < len(self.buckets) and \
+                self.buckets[self._next].ready == len(self.buckets[self._next].params):
+            self._launch(self.buckets[self._next], active=True)
+
+    def _launch_rest(self, *, active: bool) -> tuple[list[Waitable], Waitable | None]:
+        while self._next < len(self.buckets):
+            self._launch(self.buckets[self._next], active=active)
+        handles, meta = self._handles, self._meta_handle
+        self._handles, self._meta_handle, self._next = [], None, 0
+        for b in self.buckets:
+            b.ready = 0
+        for key in self._counts:
+            self._counts[key] = 0
+            self._fired[key] = False
+        return handles, meta
+
+    def _launch(self, bucket: _Bucket, *, active: bool) -> None:
+        last = bucket.index == len(self.buckets) - 1
+        inline_meta = last and self.hook is None
+        extra = len(self.params) + 2 if inline_meta else 0
+        buf = torch.zeros(bucket.numel + extra, dtype=bucket.dtype, device=bucket.device)
+        if active:
+            for (_, p), (off, n) in zip(bucket.params, bucket.offsets):
+                if p.grad is not None:
+                    buf[off:off + n].copy_(p.grad.reshape(-1))
+            if self.weight != 1.0:
+                buf[:bucket.numel].mul_(self.weight)
+        self._next = bucket.index + 1
+        if last:
+            meta = self._meta(active)
+            if inline_meta:
+                buf[bucket.numel:].copy_(meta)
+        if self.hook is None:
+            self._handles.append(self.comm.allreduce_async(buf))
+        else:
+            self._handles.append(self.hook(self.hook_state, self.comm, bucket.index, buf))
+            if last:
+                self._meta_handle = self.comm.allreduce_async(meta)
+
+    def _meta(self, active: bool) -> torch.Tensor:
+        """[had-gradient flag per parameter..., weight, active] of this worker."""
+        flags = [float(active and (self._fired[id(p)] or p.grad is not None)) for p in self.params]
+        return torch.tensor([*flags, self.weight if active else 0.0, float(active)],
+                            dtype=torch.float64)
+
+    def _apply(self, handles: list[Waitable], meta_handle: Waitable | None) -> int:
+        """Wait, divide by the total weight, write ``p.grad``; returns the active worker count."""
+        results = [h.wait() for h in handles]
+        last = self.buckets[-1]
+        if meta_handle is None:
+            meta = results[-1][last.numel:].to(torch.float64).cpu()
+        else:
+            meta = meta_handle.wait().to(torch.float64).cpu()
+        total, active = float(meta[-2]), int(round(float(meta[-1])))
+        if active == 0:
+            return 0
+        for bucket, flat in zip(self.buckets, results):
+            flat = flat[:bucket.numel]
+            flat.div_(total)
+            for (num, p), (off, n) in zip(bucket.params, bucket.offsets):
+                if meta[num] > 0:
+                    p.grad = flat[off:off + n].view_as(p)
+                else:
+                    p.grad = None
+        return active
