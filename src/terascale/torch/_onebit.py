@@ -80,7 +80,7 @@ class _Result:
         self.handle.wait()
         dev = self.like.device
         rec = torch.from_numpy(self.records).to(dev)
-        scales = rec[:, :4].contiguous().view(torch.float32)
+        scales = rec[:, :4].reshape(-1).view(torch.float32).reshape(-1, 1)
         signs = unpack_signs(rec[:, 4:]).to(torch.float32) * 2 - 1
         avg = (signs * scales).reshape(-1)[: self.like.numel()]
         return (avg * self.n).to(self.like.dtype).reshape(self.like.shape)

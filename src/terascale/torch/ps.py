@@ -39,6 +39,7 @@ class _Server:
         self.round: dict[int, np.ndarray] = {}
         self.generation = 0
         self.current = self.master.detach().numpy().copy()
+        self.initial = self.current
         self.updates = 0
 
     def push(self, rank: int, grad: np.ndarray) -> np.ndarray:
@@ -114,7 +115,7 @@ class ParameterServer:
                 conn = listener.accept()
                 rank = int(np.frombuffer(conn.recv_bytes(), np.int64)[0])
                 assert self.server is not None
-                conn.send_bytes(self.server.current.tobytes())
+                conn.send_bytes(self.server.initial.tobytes())
                 t = threading.Thread(target=self._serve, args=(conn, rank), daemon=True)
                 t.start()
                 self._threads.append(t)

@@ -1,0 +1,176 @@
+"""terascale.torch pieces: 1-bit error feedback, sampler, recipes, averaging, parameter server."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import terascale  # noqa: E402
+import terascale.torch as tt  # noqa: E402
+from terascale.testing import run_workers  # noqa: E402
+from terascale.torch._onebit import pack_signs, unpack_signs  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def test_error_feedback_carries_the_residual() -> None:
+    comm = terascale.init()  # size 1: quantization still happens, locally
+    state = tt.OneBitState()
+    g = torch.tensor([1.0, -2.0, 3.0, -4.0, 0.5, -0.5, 2.0, 6.0])
+    out = tt.onebit_hook(state, comm, 0, g).wait()
+    scale = g.abs().mean()  # 2.375
+    assert torch.allclose(out, scale * torch.sign(g))
+    residual = g - scale * torch.sign(g)
+    assert torch.allclose(state.worker_error[0][:8], residual)
+    # the next gradient is compensated with the residual before quantizing
+    g2 = torch.tensor([0.1, 0.1, -0.1, -0.1, 0.1, 0.1, -0.1, -0.1])
+    out2 = tt.onebit_hook(state, comm, 0, g2).wait()
+    comp = g2 + residual
+    assert torch.allclose(out2, comp.abs().mean() * torch.sign(comp))
+    # nothing is lost, only delayed: sent + residual == sum of true gradients
+    sent, true = out + out2, g + g2
+    assert torch.allclose(sent + state.worker_error[0][:8], true, atol=1e-6)
+
+
+def test_error_feedback_bounded_over_many_steps() -> None:
+    comm = terascale.init()
+    state = tt.OneBitState()
+    gen = torch.Generator().manual_seed(0)
+    sent = torch.zeros(100)
+    true = torch.zeros(100)
+    for _ in range(200):
+        g = torch.randn(100, generator=gen) + 0.3
+        sent += tt.onebit_hook(state, comm, 3, g).wait()
+        true += g
+    assert float((true - sent).abs().max()) < 10.0  # vs |true| ~ 60: bounded residual
+    assert float((true - sent - state.worker_error[3][:100]).abs().max()) < 1e-3
+
+
+def test_sign_packing_round_trip() -> None:
+    x = torch.tensor([[True, False, True, True, False, False, False, True] * 2])
+    packed = pack_signs(x)
+    assert packed.dtype == torch.uint8 and packed.shape == (1, 2)
+    assert int(packed[0, 0]) == 0b10110001
+    assert torch.equal(unpack_signs(packed), x)
+
+
+def _bytes(comm, hook_name):  # type: ignore[no-untyped-def]
+    model = torch.nn.Linear(1000, 100)
+    hook = {"none": None, "fp16": tt.fp16_hook, "onebit": tt.onebit_hook}[hook_name]
+    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model, comm=comm,
+                                  hook=hook, hook_state=tt.OneBitState())
+    model(torch.randn(4, 1000)).sum().backward()
+    before = comm.bytes_sent
+    opt.step()
+    return comm.bytes_sent - before
+
+
+def test_compression_sends_fewer_bytes() -> None:
+    sent = {h: run_workers(_bytes, 2, args=(h,), timeout=60)[0] for h in ("none", "fp16",
+                                                                           "onebit")}
+    assert sent["fp16"] < 0.6 * sent["none"]
+    assert sent["onebit"] * 20 < sent["none"]
+
+
+@pytest.mark.parametrize("n,length", [(3, 30), (4, 30), (3, 7)])
+def test_sampler_shards_disjoint_and_covering(n: int, length: int) -> None:
+    for even in (True, False):
+        shards = [list(tt.DistributedSampler(length, num_replicas=n, rank=r, seed=5, even=even))
+                  for r in range(n)]
+        flat = [i for s in shards for i in s]
+        assert set(flat) == set(range(length))
+        if even:
+            assert len({len(s) for s in shards}) == 1
+            assert len(flat) - len(set(flat)) == (-length) % n  # only the padding repeats
+        else:
+            assert len(flat) == length  # disjoint
+    s = tt.DistributedSampler(length, num_replicas=n, rank=0, seed=5)
+    first = list(s)
+    s.set_epoch(1)
+    assert list(s) != first  # reshuffled every epoch
+
+
+def test_scale_lr_and_warmup() -> None:
+    assert tt.scale_lr(0.1, 1024, 64) == pytest.approx(1.6)
+    assert tt.scale_lr(0.1, 1024, 64, rule="sqrt") == pytest.approx(0.4)
+    with pytest.raises(terascale.ConfigError):
+        tt.scale_lr(0.1, 8, 4, rule="cubic")
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=1.6)
+    sched = tt.GradualWarmup(opt, 4, start_factor=1 / 16)
+    lrs = []
+    for _ in range(6):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[0] == pytest.approx(0.1) and lrs[4:] == [pytest.approx(1.6)] * 2
+    assert lrs == sorted(lrs)
+
+
+def test_momentum_correction_and_weight_decay() -> None:
+    p1 = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    p2 = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    ours = tt.MomentumCorrectedSGD([p1], lr=0.1, momentum=0.9, weight_decay=0.01)
+    ref = torch.optim.SGD([p2], lr=0.1, momentum=0.9, weight_decay=0.01)
+    for _ in range(3):  # constant LR: same as torch SGD
+        for p, o in ((p1, ours), (p2, ref)):
+            p.grad = torch.tensor([0.5, 0.25])
+            o.step()
+    assert torch.allclose(p1, p2)
+    u = ours.state[p1]["update"].clone()
+    ours.param_groups[0]["lr"] = 0.2  # LR doubles: the momentum buffer is rescaled by 2
+    p1.grad = torch.zeros(2)
+    before = p1.detach().clone()
+    ours.step()
+    wd = 0.01 * before * 0.2
+    assert torch.allclose(before - p1.detach(), 0.9 * 2 * u + wd)
+
+
+def test_ghost_batch_norm_uses_virtual_batches() -> None:
+    gbn = tt.GhostBatchNorm(2, virtual_batch=4)
+    x = torch.cat([torch.randn(4, 2), torch.randn(4, 2) * 10 + 5])
+    y = gbn(x)
+    for part in y.split(4):  # each ghost batch is normalized on its own
+        assert torch.allclose(part.mean(0), torch.zeros(2), atol=1e-5)
+    gbn.eval()
+    assert gbn(x).shape == x.shape
+
+
+def _averaging_and_ps(comm):  # type: ignore[no-untyped-def]
+    torch.manual_seed(comm.rank)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    tt.broadcast_optimizer_state(sgd, comm=comm)
+    avg = tt.ModelAverager(model, every=2, comm=comm, buffers=True)
+    flags = []
+    for _ in range(4):
+        sgd.zero_grad()
+        model(torch.randn(8, 4)).sum().backward()
+        sgd.step()
+        flags.append(avg.step())
+    local = [p.detach().clone() for p in model.parameters()] + [model[1].running_mean.clone()]
+    results = {"avg": ([t.numpy().tobytes() for t in local], flags)}
+    for mode in ("sync", "async"):
+        torch.manual_seed(comm.rank + 10)
+        net = torch.nn.Linear(4, 2)
+        ps = tt.ParameterServer(net, lr=0.1, mode=mode, comm=comm)
+        start = net.weight.detach().clone()
+        for _ in range(3):
+            net.zero_grad()
+            net(torch.randn(5, 4)).pow(2).sum().backward()
+            ps.step()
+        ps.close()
+        updates = ps.server.updates if ps.server is not None else None
+        results[mode] = (start.numpy().tobytes(), net.weight.detach().numpy().tobytes(), updates)
+    return results
+
+
+def test_model_averaging_and_parameter_server() -> None:
+    a, b = run_workers(_averaging_and_ps, 2, timeout=90)
+    assert a["avg"] == b["avg"] and a["avg"][1] == [False, True, False, True]
+    # sync: same start everywhere, a deterministic round of 2 gradients per update
+    assert a["sync"][0] == b["sync"][0]
+    assert a["sync"][1] == b["sync"][1]  # both pulled after the last full round
+    assert a["sync"][2] == 3
+    assert a["async"][0] == b["async"][0] and a["async"][2] == 6  # every push is an update
