@@ -1,0 +1,77 @@
+"""What the engine adapters share: the job environment of a worker, stale-segment cleanup."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .._errors import ConfigError
+from ..launch import job_prefix
+from ..launch._shm_cleanup import SHM_DIR
+
+__all__ = ["check_workers", "job_env", "new_run_id", "remove_stale_segments"]
+
+_ENV_KEYS = ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS", "TERASCALE_SECRET",
+             "TERASCALE_JOB", "TERASCALE_TIMEOUT", "TERASCALE_RESTART")
+
+
+def new_run_id() -> str:
+    """Id of one ``run()`` call; every attempt's job id starts with it (see cleanup)."""
+    return "e" + secrets.token_hex(6)
+
+
+def check_workers(num_workers: object, timeout: object) -> None:
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
+        raise ConfigError(f"num_workers={num_workers!r} must be a positive integer")
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ConfigError(f"timeout={timeout!r} must be a positive number of seconds")
+
+
+@contextmanager
+def job_env(*, rank: int, size: int, rendezvous: str, secret: str, job: str, timeout: float,
+            restart: int | None = None) -> Iterator[None]:
+    """Set the variables ``terascale.init()`` reads, for the duration of the block.
+
+    Engines reuse their Python worker processes for later tasks (Spark's
+    ``spark.python.worker.reuse``, Ray's worker pool), so the previous values are put back.
+    """
+    saved = {k: os.environ.get(k) for k in _ENV_KEYS}
+    os.environ.update({"TERASCALE_RANK": str(rank), "TERASCALE_SIZE": str(size),
+                       "TERASCALE_RENDEZVOUS": rendezvous, "TERASCALE_SECRET": secret,
+                       "TERASCALE_JOB": job, "TERASCALE_TIMEOUT": repr(float(timeout))})
+    if restart is not None:
+        os.environ["TERASCALE_RESTART"] = str(restart)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def remove_stale_segments(run_id: str, current_job: str | None = None) -> list[str]:
+    """Remove this host's shared-memory segments of earlier attempts of run ``run_id``.
+
+    An attempt killed by the engine (a lost executor, a killed actor) cannot clean up after
+    itself, and on a cluster the driver cannot reach the executors' /dev/shm; so every worker
+    removes what earlier attempts of its run left on its host before it joins. Segments of
+    ``current_job`` (the attempt being assembled) are kept.
+    """
+    removed: list[str] = []
+    try:
+        names = os.listdir(SHM_DIR)
+    except OSError:
+        return removed
+    run, keep = job_prefix(run_id), job_prefix(current_job) if current_job else None
+    for name in names:
+        if name.startswith(run) and not (keep and name.startswith(keep)):
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+                removed.append(name)
+            except OSError:
+                pass
+    return removed

@@ -1,0 +1,76 @@
+"""terascale.spark on a real local Spark (local[2]): barrier jobs, restart from checkpoints."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+pyspark = pytest.importorskip("pyspark")
+
+import terascale  # noqa: E402
+import terascale.spark  # noqa: E402
+from terascale.engines._jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (SparkSession.builder.master("local[2]").appName("terascale-test-spark")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("FATAL")
+    yield session
+    session.stop()
+
+
+def test_two_worker_allreduce(spark):
+    out = terascale.spark.run(allreduce_job, num_workers=2, args=(4096,), spark=spark)
+    assert [o["rank"] for o in out] == [0, 1]
+    assert all(o["size"] == 2 and o["sum"] == 3.0 and o["same"] for o in out)
+    assert out[0]["job"] == out[1]["job"]
+    assert out[0]["pid"] != out[1]["pid"]  # two Python workers, our TCP mesh between them
+
+
+def test_task_exception_reruns_stage_and_resumes_bitwise(spark, tmp_path):
+    clean = terascale.spark.run(checkpointed_job, num_workers=2,
+                                args=(str(tmp_path / "clean"), 6), spark=spark)
+    assert [start for start, _ in clean] == [0, 0]
+    assert clean[0][1] == clean[1][1]
+    fault = Fault(rank=1, step=3, marker=str(tmp_path / "fired"), kind="raise")
+    resumed = terascale.spark.run(checkpointed_job, num_workers=2,
+                                  args=(str(tmp_path / "faulty"), 6),
+                                  kwargs={"fault": fault}, spark=spark)
+    assert os.path.exists(fault.marker)  # the failure did happen
+    assert [start for start, _ in resumed] == [3, 3]  # the rerun resumed from step 3
+    assert [w for _, w in resumed] == [w for _, w in clean]  # bitwise the same model
+
+
+def test_worker_process_death_is_recovered(spark, tmp_path):
+    fault = Fault(rank=0, step=2, marker=str(tmp_path / "fired"), kind="exit")
+    out = terascale.spark.run(checkpointed_job, num_workers=2, args=(str(tmp_path / "c"), 4),
+                              kwargs={"fault": fault}, spark=spark)
+    assert os.path.exists(fault.marker)
+    assert [start for start, _ in out] == [2, 2]
+
+
+def test_persistent_failure_is_reported(spark):
+    def _always_fails() -> None:  # nested: pickled by value (tests/ is not importable there)
+        terascale.init()
+        raise ValueError("bad input on purpose")
+
+    with pytest.raises(terascale.TerascaleError, match="bad input on purpose"):
+        terascale.spark.run(_always_fails, num_workers=2, spark=spark)
+
+
+def test_bad_arguments(spark):
+    with pytest.raises(terascale.ConfigError, match="num_workers=3"):
+        terascale.spark.run(allreduce_job, num_workers=3, spark=spark)
+    with pytest.raises(terascale.ConfigError, match="num_workers"):
+        terascale.spark.run(allreduce_job, num_workers=0, spark=spark)
