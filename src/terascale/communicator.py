@@ -22,6 +22,7 @@ from .collectives import (
     choose_allreduce,
 )
 from .collectives._chunks import bounds
+from .collectives.hierarchical import run_shm_allreduce
 from .transport import Exchange, TcpMesh
 
 __all__ = ["Communicator"]
@@ -60,6 +61,7 @@ class Communicator:
         self._mesh = mesh
         self._seq = 0
         self._progress = Progress()
+        self._shm_groups: dict[tuple[int, ...], Any] = {}  # shared-memory segments, by group
         self._closed = False
 
     def __repr__(self) -> str:
@@ -138,21 +140,28 @@ class Communicator:
         if algorithm not in ALLREDUCE_ALGORITHMS:
             raise ConfigError(f"algorithm={algorithm!r} is not known; use one of "
                               f"{', '.join(ALLREDUCE_ALGORITHMS)}")
-        algo = choose_allreduce(a.nbytes, self.size) if algorithm == "auto" else algorithm
+        algo = choose_allreduce(a.nbytes, self.size, self.hosts) if algorithm == "auto" else algorithm
         target = None if out is None else as_array(out)[0]
         if target is not None and (target.shape != a.shape or target.dtype != a.dtype):
             raise ConfigError(f"out= has {describe(target)}, the input is {describe(a)}")
         in_place = target is not None and target.flags.c_contiguous and target.flags.writeable
+        # Shared-memory algorithms read x where it is: no defensive copy of the input.
+        direct = algo in ("shm", "hierarchical") and not asynchronous and self.size > 1
         if in_place:
             assert target is not None
             if not _same_buffer(target, a):
                 np.copyto(target, a)
             work = target.reshape(-1)
+        elif direct:
+            work = np.empty(a.size, a.dtype)
         else:
             work = np.array(a, order="C", copy=True).reshape(-1)
+        src = np.ascontiguousarray(a).reshape(-1) if direct and not in_place else work
 
         def body(ex: Exchange | None) -> Any:
-            if ex is not None:
+            if ex is not None and algo in ("shm", "hierarchical"):
+                run_shm_allreduce(self, ex, algo, src, work, op)
+            elif ex is not None:
                 impl = {"tree": TreeAllreduce, "ring": RingAllreduce,
                         "halving_doubling": HalvingDoublingAllreduce}[algo]
                 impl(ex, self.rank, self.size, work, reduce).run()
@@ -271,6 +280,8 @@ class Communicator:
         finally:
             self._closed = True
             self._progress.close()
+            for g in self._shm_groups.values():
+                g.close()
             if self._mesh is not None:
                 self._mesh.close()
 

@@ -16,6 +16,8 @@ allgather copies the same final bytes to every rank.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .._arrays import Reducer
@@ -36,15 +38,17 @@ class RingAllreduce:
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: Reducer,
                  *, scatter_only: bool = False, row_elems: int = 1,
-                 chunk_bytes: int = CHUNK_BYTES) -> None:
+                 chunk_bytes: int = CHUNK_BYTES, group: Sequence[int] | None = None) -> None:
         self.ex = ex
         self.rank = rank
         self.size = size
         self.buf = buf
         self.reduce = reduce
         self.scatter_only = scatter_only
-        self.left = (rank - 1) % size
-        self.right = (rank + 1) % size
+        # Over a subgroup (``group``: global ranks), rank and size are positions in it.
+        peer = list(group) if group is not None else range(size)
+        self.left = peer[(rank - 1) % size]
+        self.right = peer[(rank + 1) % size]
         # Rank r finishes the reduce-scatter owning segment (r + 1 + shift) mod n.
         self.shift = -1 if scatter_only else 0
         # Segments hold whole rows of ``row_elems`` elements (reduce_scatter splits by rows).

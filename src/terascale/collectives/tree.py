@@ -15,6 +15,8 @@ everyone receives).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .._arrays import Reducer
@@ -37,11 +39,14 @@ class TreeAllreduce:
     """Set up with the buffer (flat, contiguous, reduced in place); :meth:`run` moves data."""
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: Reducer,
-                 *, chunk_bytes: int = CHUNK_BYTES) -> None:
+                 *, chunk_bytes: int = CHUNK_BYTES, group: Sequence[int] | None = None) -> None:
         self.ex = ex
         self.buf = buf
         self.reduce = reduce
         self.parent, self.children = tree_links(rank, size)
+        if group is not None:  # over a subgroup: rank and size are positions in ``group``
+            self.parent = None if self.parent is None else group[self.parent]
+            self.children = [group[c] for c in self.children]
         self.chunks = chunk_bounds(0, buf.size, buf.itemsize, chunk_bytes)
         longest = max(hi - lo for lo, hi in self.chunks)
         depth = min(_DEPTH, len(self.chunks))

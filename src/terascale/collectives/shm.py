@@ -1,0 +1,148 @@
+"""Shared-memory allreduce for the ranks of one host (and the pieces hierarchical uses).
+
+Two schedules over a :class:`~terascale.transport.shm.ShmGroup` (``n`` members, two
+areas each):
+
+* **flat** (messages up to ``FLAT_MAX_BYTES``): every rank copies its input into its area,
+  one barrier, then every rank reduces all ``n`` areas in rank order into its output. One
+  barrier per allreduce is what makes 4 KiB cost a few microseconds; the redundant
+  reduction is cheaper than a second barrier at these sizes.
+* **scatter** (larger): the message streams through the areas in rounds of
+  ``area_bytes``. In a round, rank ``r`` copies the slices the others own into its area,
+  barrier, reduces slice ``r`` of all inputs (its own straight from its input buffer) into
+  its area and its output, barrier, and copies the other slices out while copying the next
+  round's input in. Per rank that is ``(n-1)/n`` of the data in, one read of ``n`` slices,
+  ``(n-1)/n`` out: the reduce-scatter + allgather of the ring, with the "network" being
+  one memcpy.
+
+Every element is reduced in rank order (``x0 op x1 op ... op x{n-1}``) by exactly one
+computation that every rank copies, whatever the schedule, so results are bitwise
+identical on every rank, across runs and between the two schedules.
+
+``src`` and ``dst`` may be the same buffer (in-place allreduce).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .._arrays import _BOOL_OPS, _NUMPY_OPS
+from ..transport import Exchange
+from ..transport.shm import ShmGroup
+from ._chunks import bounds
+
+__all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "ShmAllreduce", "shm_broadcast", "ufunc_for"]
+
+AREA_BYTES = 2 << 20
+FLAT_MAX_BYTES = 32 << 10
+Ufunc = Callable[..., np.ndarray]
+
+
+def ufunc_for(op: str, dtype: np.dtype) -> Ufunc:
+    """The numpy ufunc of ``op`` on ``dtype`` (logical or/and on bool, as everywhere)."""
+    return (_BOOL_OPS if dtype.kind == "b" else _NUMPY_OPS)[op]
+
+
+def _fold(ufunc: Ufunc, parts: list[np.ndarray], out: np.ndarray) -> None:
+    """``out = parts[0] op parts[1] op ...`` left to right (the fixed order)."""
+    if len(parts) == 1:
+        np.copyto(out, parts[0])
+        return
+    ufunc(parts[0], parts[1], out=out)
+    for p in parts[2:]:
+        ufunc(out, p, out=out)
+
+
+class ShmAllreduce:
+    """Allreduce (or, with ``to_leader``, reduce to member 0 only) of flat ``src`` into ``dst``."""
+
+    def __init__(self, g: ShmGroup, ex: Exchange, src: np.ndarray, dst: np.ndarray,
+                 ufunc: Ufunc, deadline: float, *, to_leader: bool = False) -> None:
+        self.g = g
+        self.ex = ex
+        self.src = src
+        self.dst = dst
+        self.ufunc = ufunc
+        self.deadline = deadline
+        self.to_leader = to_leader
+
+    def run(self) -> None:
+        g = self.g
+        if g.n == 1:
+            if self.dst is not self.src:
+                np.copyto(self.dst, self.src)
+            return
+        g.announce(self.ex)
+        if self.src.nbytes <= min(FLAT_MAX_BYTES, g.area_bytes):
+            self._flat()
+        else:
+            self._scatter()
+
+    def _flat(self) -> None:
+        g, src, count = self.g, self.src, self.src.size
+        parity = g.round % 2
+        dt = src.dtype
+        np.copyto(g.area(g.index, parity, dt, count), src)
+        g.barrier(self.ex, self.deadline, check=True)
+        g.round += 1
+        if self.to_leader and g.index != 0:
+            return
+        _fold(self.ufunc, [g.area(j, parity, dt, count) for j in range(g.n)], self.dst)
+
+    def _scatter(self) -> None:
+        g, src, dst, ex, n, me = self.g, self.src, self.dst, self.ex, self.g.n, self.g.index
+        dt = src.dtype
+        per = max(n, g.area_bytes // dt.itemsize)
+        per -= per % n
+        rounds = bounds(src.size, -(-src.size // per))
+        pending: tuple[int, int, list[tuple[int, int]]] | None = None
+        first = True
+        for lo, hi in rounds:
+            parity = g.round % 2
+            sl = bounds(hi - lo, n)
+            mine = g.area(me, parity, dt, hi - lo)
+            a, b = sl[me]
+            # Copy in the slices the others reduce (not our own: we read it from src).
+            mine[:a] = src[lo: lo + a]
+            mine[b:] = src[lo + b: hi]
+            if pending is not None:
+                self._copy_out(*pending)
+            g.barrier(ex, self.deadline, check=first)
+            first = False
+            parts = [src[lo + a: lo + b] if j == me else g.area(j, parity, dt, hi - lo)[a:b]
+                     for j in range(n)]
+            _fold(self.ufunc, parts, mine[a:b])
+            if not self.to_leader or me == 0:
+                dst[lo + a: lo + b] = mine[a:b]
+            g.barrier(ex, self.deadline)
+            g.round += 1
+            pending = (parity, lo, sl)
+        if pending is not None:
+            self._copy_out(*pending)
+
+    def _copy_out(self, parity: int, lo: int, sl: list[tuple[int, int]]) -> None:
+        g = self.g
+        if self.to_leader and g.index != 0:
+            return
+        count = sl[-1][1]
+        for j, (a, b) in enumerate(sl):
+            if j != g.index:
+                self.dst[lo + a: lo + b] = g.area(j, parity, self.dst.dtype, count)[a:b]
+
+
+def shm_broadcast(g: ShmGroup, ex: Exchange, buf: np.ndarray, deadline: float) -> None:
+    """Copy member 0's ``buf`` into every member's ``buf``, one barrier per round."""
+    if g.n == 1:
+        return
+    dt = buf.dtype
+    per = max(1, g.area_bytes // dt.itemsize)
+    for lo, hi in bounds(buf.size, max(1, -(-buf.size // per))):
+        parity = g.round % 2
+        if g.index == 0:
+            np.copyto(g.area(0, parity, dt, hi - lo), buf[lo:hi])
+        g.barrier(ex, deadline)
+        g.round += 1
+        if g.index != 0:
+            np.copyto(buf[lo:hi], g.area(0, parity, dt, hi - lo))

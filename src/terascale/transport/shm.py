@@ -1,0 +1,281 @@
+"""Shared-memory transport for the ranks of one host: one segment, epoch barriers.
+
+Layout of the segment (``/dev/shm/terascale-<job>-shm-<group>``)::
+
+    control: one 512-byte slot per member
+        +0    epoch     u64   barriers this member has arrived at (written only by it)
+        +128  pid       u64
+        +256  2 x 128   (seq u64, descriptor 120 bytes), by parity of the round
+    data: per member, two areas ("sets") of ``area_bytes`` each
+
+A member writes only its own control slot and its own areas; everyone reads everything.
+Barriers are epoch counters (arrive = store ``epoch+1``; wait = until every member's
+epoch reached ours), which needs no atomic read-modify-write, only x86's ordered stores
+(total store order: the data written before the epoch store is visible to whoever sees
+the epoch). Collectives alternate between the two sets so that one barrier per round
+suffices: a set is rewritten only after a barrier that every reader of its previous
+contents has passed.
+
+Waiting spins for a few tens of microseconds (the common case when every rank has a
+core), then yields the processor, then sleeps in steps up to a millisecond. While not
+spinning it checks the deadline (:class:`PeerTimeout`) and, every few tens of
+milliseconds, the members' TCP links: a closed link is a dead process
+(:class:`PeerLost`, within about 50 ms), an ABORT frame is a failure elsewhere, and a
+frame of another collective means the member called something else
+(:class:`CollectiveMismatch`) -- so nothing ever hangs past its deadline.
+
+The segment is created by the group's first member, announced over TCP, and unlinked
+as soon as every member has mapped it: a crash after that leaves nothing in /dev/shm,
+and ``terascale run`` removes what a crash before it left (``remove_job_segments``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import select
+import socket
+import struct
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from .._errors import CollectiveError, CollectiveMismatch, PeerTimeout
+from ..launch._shm_cleanup import SHM_DIR, job_prefix
+from ._frames import ABORT, HEADER, show_desc, unpack_header
+from .tcp import Exchange, _Recv
+
+__all__ = ["ShmGroup", "segment_name"]
+
+_SLOT = 512
+_EPOCH, _PID, _DESC = 0, 128, 256
+_DESC_BYTES = 128
+_ALIGN = 4096
+SPIN_S = 50e-6       # busy-wait this long before yielding the processor
+YIELD_S = 2e-3       # then sched_yield this long before sleeping
+MAX_SLEEP_S = 1e-3   # longest single sleep while waiting
+CHECK_S = 0.05       # how often a waiting rank checks its members' links
+
+
+def segment_name(job: str, group: Sequence[int]) -> str:
+    tag = hashlib.blake2b(",".join(map(str, group)).encode(), digest_size=6).hexdigest()
+    return f"{job_prefix(job)}shm-{tag}"
+
+
+class ShmGroup:
+    """A mapped segment shared by ``group`` (global ranks on one host); ``index`` is ours."""
+
+    def __init__(self, mm: mmap.mmap, rank: int, group: Sequence[int], area_bytes: int,
+                 mesh_socks: dict[int, socket.socket]) -> None:
+        self.mm = mm
+        self.rank = rank
+        self.group = list(group)
+        self.n = len(group)
+        self.index = self.group.index(rank)
+        self.area_bytes = area_bytes
+        self.epoch = 0
+        self.round = 0  # rounds run so far: the set of round r is r % 2
+        self._q = memoryview(mm).cast("Q")
+        self._ctl = control_bytes(self.n)
+        self._bytes = np.frombuffer(mm, np.uint8)
+        self._areas = [[self._bytes[self._area_off(i, k): self._area_off(i, k) + area_bytes]
+                        for k in (0, 1)] for i in range(self.n)]
+        self._others = [i for i in range(self.n) if i != self.index]
+        self._socks = {self.group[i]: mesh_socks[self.group[i]] for i in self._others}
+        self._poll = select.poll()
+        self._fd_peer = {}
+        for peer, s in self._socks.items():
+            self._poll.register(s.fileno(), select.POLLIN)
+            self._fd_peer[s.fileno()] = peer
+        self.oversubscribed = self.n > (os.cpu_count() or 1)
+        self._q[(self.index * _SLOT + _PID) // 8] = os.getpid()
+        self._quiet: set[int] = set()
+
+    # -- layout ------------------------------------------------------------------------------
+    def _area_off(self, member: int, parity: int) -> int:
+        return self._ctl + (2 * member + parity) * self.area_bytes
+
+    def area(self, member: int, parity: int, dtype: np.dtype, count: int) -> np.ndarray:
+        """The first ``count`` elements of ``member``'s area ``parity`` as ``dtype``."""
+        return self._areas[member][parity][: count * dtype.itemsize].view(dtype)
+
+    # -- setup -------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, ex: Exchange, rank: int, group: Sequence[int], job: str,
+               area_bytes: int) -> ShmGroup:
+        """Collective over ``group``: the first member creates, the others map, then unlink."""
+        group = list(group)
+        size = control_bytes(len(group)) + 2 * len(group) * area_bytes
+        name = segment_name(job, group)
+        path = os.path.join(SHM_DIR, name)
+        mesh_socks = ex.mesh.socks
+        if rank == group[0]:
+            try:
+                os.unlink(path)  # a leftover of an earlier crash of this very job
+            except FileNotFoundError:
+                pass
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.ftruncate(fd, size)
+                mm = _map(fd, size)
+            finally:
+                os.close(fd)
+            try:
+                note = struct.pack("<Q", size)
+                acks = [bytearray(8) for _ in group[1:]]
+                for peer in group[1:]:
+                    ex.send(peer, note)
+                for peer, ack in zip(group[1:], acks):
+                    ex.recv(peer, memoryview(ack))
+                ex.run()
+            finally:
+                os.unlink(path)  # every member has mapped it (or the job failed)
+            return cls(mm, rank, group, area_bytes, mesh_socks)
+        note = bytearray(8)
+        ex.recv(group[0], memoryview(note))
+        ex.run()
+        fd = os.open(path, os.O_RDWR)
+        try:
+            mm = _map(fd, size)
+        finally:
+            os.close(fd)
+        ex.send(group[0], struct.pack("<Q", size))
+        ex.run()
+        return cls(mm, rank, group, area_bytes, mesh_socks)
+
+    def close(self) -> None:
+        self._areas = []
+        self._bytes = np.empty(0, np.uint8)
+        try:
+            self._q.release()
+            self.mm.close()
+        except (BufferError, ValueError):
+            pass  # a result view still points into it; unmapped when collected
+
+    # -- barriers ----------------------------------------------------------------------------
+    def announce(self, ex: Exchange) -> None:
+        """Write this collective's sequence number and descriptor for the others to check."""
+        off = self.index * _SLOT + _DESC + (self.round % 2) * _DESC_BYTES
+        field = _desc_field(ex)
+        self._bytes[off: off + _DESC_BYTES] = np.frombuffer(field, np.uint8)
+
+    def barrier(self, ex: Exchange, deadline: float, *, check: bool = False) -> None:
+        """Arrive and wait for every member; with ``check``, compare the announced collectives."""
+        self.epoch += 1
+        target = self.epoch
+        q = self._q
+        q[(self.index * _SLOT + _EPOCH) // 8] = target
+        try:
+            for i in self._others:
+                if q[(i * _SLOT + _EPOCH) // 8] < target:
+                    self._wait(i, target, ex, deadline)
+            if check:
+                self._check_desc(ex)
+        except CollectiveError as err:
+            # Withdraw our arrival (a late member must not pass this barrier with us gone),
+            # then tell every rank, as a failed TCP exchange does.
+            q[(self.index * _SLOT + _EPOCH) // 8] = 0
+            ex.mesh.fail(err)
+            raise
+        if self._quiet:
+            for fd in self._quiet:
+                self._poll.register(fd, select.POLLIN)
+            self._quiet.clear()
+
+    def _arrived(self, target: int) -> bool:
+        q = self._q
+        return all(q[(i * _SLOT + _EPOCH) // 8] >= target for i in self._others)
+
+    def _wait(self, i: int, target: int, ex: Exchange, deadline: float) -> None:
+        q, idx = self._q, (i * _SLOT + _EPOCH) // 8
+        start = time.monotonic()
+        spin_until = start if self.oversubscribed else start + SPIN_S
+        next_check = start + CHECK_S
+        nap = 20e-6
+        spins = 0
+        while q[idx] < target:
+            spins += 1
+            if spins & 31:
+                continue
+            now = time.monotonic()
+            if now < spin_until:
+                continue
+            if now - start < YIELD_S:
+                os.sched_yield()
+            else:
+                time.sleep(nap)
+                nap = min(nap * 2, MAX_SLEEP_S)
+            if now >= next_check:
+                next_check = now + CHECK_S
+                self._check_links(ex, target)
+            if now > deadline and q[idx] < target:
+                peer = self.group[i]
+                raise PeerTimeout(
+                    f"rank {self.rank}: {ex.what} timed out after {now - start:.1f} s waiting "
+                    f"for rank {peer} (shared memory)", rank=self.rank, peer=peer,
+                    operation=ex.what)
+
+    def _check_links(self, ex: Exchange, target: int) -> None:
+        """A member that cannot arrive: dead (EOF), failed (ABORT) or in another collective."""
+        for fd, _ in self._poll.poll(0):
+            peer = self._fd_peer[fd]
+            sock = self._socks[peer]
+            try:
+                head = sock.recv(HEADER, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                continue
+            except OSError:
+                head = b""
+            if self._arrived(target):
+                return  # it was the next collective's traffic, or a clean exit after this one
+            if not head:
+                raise ex._lost(peer, "connection closed: its process exited")
+            if len(head) < HEADER:
+                continue
+            parsed = unpack_header(head)
+            if parsed is None:
+                raise ex._mismatch(peer, "sent bytes that are not a terascale frame")
+            kind, seq, nbytes, desc = parsed
+            if kind == ABORT:
+                item = _Recv(memoryview(bytearray(0)), None)
+                item.header[:] = sock.recv(HEADER)
+                raise ex._aborted(peer, item, nbytes)
+            if seq != ex.seq or desc != ex._desc_field:
+                raise ex._mismatch(peer, f"called #{seq} {show_desc(desc)} (over TCP)")
+            # Same collective (a leader's TCP phase of hierarchical): not watched until the
+            # next barrier.
+            self._poll.unregister(fd)
+            self._quiet.add(fd)
+
+    def _check_desc(self, ex: Exchange) -> None:
+        parity = self.round % 2
+        mine = _desc_field(ex)
+        for i in self._others:
+            off = i * _SLOT + _DESC + parity * _DESC_BYTES
+            theirs = self._bytes[off: off + _DESC_BYTES].tobytes()
+            if theirs != mine:
+                seq = struct.unpack_from("<Q", theirs)[0]
+                err = CollectiveMismatch(
+                    f"rank {self.rank}: {ex.what} mismatch: this rank called #{ex.seq} "
+                    f"{ex.desc}, but rank {self.group[i]} called #{seq} "
+                    f"{show_desc(theirs[8:])} (shared memory)",
+                    rank=self.rank, peer=self.group[i], operation=ex.what)
+                ex.mesh.fail(err)
+                raise err
+
+
+def control_bytes(n: int) -> int:
+    return -(-n * _SLOT // _ALIGN) * _ALIGN
+
+
+def _desc_field(ex: Exchange) -> bytes:
+    return struct.pack("<Q", ex.seq) + ex._desc_field.ljust(_DESC_BYTES - 8, b"\0")
+
+
+def _map(fd: int, size: int) -> mmap.mmap:
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+    return mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+
+

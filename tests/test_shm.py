@@ -1,0 +1,144 @@
+"""Shared-memory allreduce: correctness matrix, failures, mismatches, cleanup of /dev/shm."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+from _allreduce_check import check_matrix
+
+from terascale import CollectiveMismatch, PeerLost, PeerTimeout
+from terascale.launch import job_prefix
+from terascale.testing import run_workers
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
+def test_matrix(n: int) -> None:
+    check_matrix(n, "shm", big=n in (2, 3, 5), runs=2 if n == 3 else 1)
+
+
+def _leftovers(job: str) -> list[str]:
+    return [f for f in os.listdir("/dev/shm") if f.startswith(job_prefix(job))]
+
+
+def test_async_layouts_and_segment_unlinked_while_running() -> None:
+    def fn(comm):
+        base = np.arange(60, dtype=np.float64).reshape(3, 4, 5) * (comm.rank + 1)
+        h = comm.allreduce_async(np.full(100_003, comm.rank, np.int32), algorithm="shm")
+        strided = comm.allreduce(base[:, ::2, 1:], algorithm="shm")   # non-contiguous input
+        scalar = comm.allreduce(np.float32(comm.rank), algorithm="shm")  # 0-d
+        out = np.empty_like(base)
+        comm.allreduce(base, out=out, algorithm="shm")
+        return h.wait()[::1000].tolist(), strided, scalar, out, _leftovers(comm.job), comm.job
+
+    n = 3
+    res = run_workers(fn, n)
+    k = n * (n + 1) // 2
+    base = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
+    for gathered, strided, scalar, out, left, _ in res:
+        assert gathered == [sum(range(n))] * len(gathered)
+        np.testing.assert_array_equal(strided, (base * k)[:, ::2, 1:])
+        assert scalar.shape == () and scalar == sum(range(n))
+        np.testing.assert_array_equal(out, base * k)
+        assert left == []  # unlinked as soon as every rank had mapped it
+    assert _leftovers(res[0][-1]) == []
+
+
+def test_killed_worker_is_detected_and_nothing_is_left() -> None:
+    def fn(comm):
+        x = np.ones(3 << 20, np.float32)
+        comm.allreduce(x, algorithm="shm")
+        with open(f"/tmp/terascale-test-job-{os.getppid()}", "w") as f:
+            f.write(comm.job)
+        if comm.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        start = time.monotonic()
+        try:
+            comm.allreduce(x, algorithm="shm")
+        except PeerLost:
+            # Detected through the dead rank's closed TCP link, well before the deadline.
+            assert time.monotonic() - start < 20
+            raise
+
+    outcomes = run_workers(fn, 3, expect_failure=True, collective_timeout=30)
+    assert outcomes[1][0] == "killed"
+    for r in (0, 2):
+        assert outcomes[r][0] == "error" and outcomes[r][1][0] == "PeerLost", outcomes[r]
+    path = f"/tmp/terascale-test-job-{os.getpid()}"
+    with open(path) as f:
+        job = f.read()
+    os.unlink(path)
+    assert _leftovers(job) == []
+
+
+def test_killed_before_unlink_is_cleaned_by_the_harness() -> None:
+    """A rank killed while holding a segment that was never unlinked: run_workers cleans it."""
+    from terascale.transport.shm import segment_name
+
+    def fn(comm):
+        if comm.rank == 0:  # what a crash between create and unlink leaves behind
+            with open(os.path.join("/dev/shm", segment_name(comm.job, [0, 1])), "wb") as f:
+                f.write(b"x")
+        comm.barrier()
+        with open(f"/tmp/terascale-test-job2-{os.getppid()}", "w") as f:
+            f.write(comm.job)
+        if comm.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        comm.barrier()
+
+    run_workers(fn, 2, expect_failure=True, collective_timeout=30)
+    path = f"/tmp/terascale-test-job2-{os.getpid()}"
+    with open(path) as f:
+        job = f.read()
+    os.unlink(path)
+    assert _leftovers(job) == []
+
+
+def test_mismatch_between_shm_calls() -> None:
+    def fn(comm):
+        comm.allreduce(np.ones(4), algorithm="shm")
+        n = 100 if comm.rank == 2 else 101
+        comm.allreduce(np.ones(n), algorithm="shm")
+
+    outcomes = run_workers(fn, 3, expect_failure=True)
+    for status, (exc, text) in outcomes:
+        assert status == "error" and exc == "CollectiveMismatch", text
+    assert "float64[100]" in outcomes[0][1][1] and "float64[101]" in outcomes[2][1][1]
+
+
+def test_mismatch_shm_against_tcp_collective() -> None:
+    def fn(comm):
+        x = np.ones(1000, np.float32)
+        comm.allreduce(x, algorithm="shm")
+        if comm.rank == 0:
+            comm.allreduce(x, algorithm="shm")
+        else:
+            comm.allreduce(x, algorithm="ring")
+
+    outcomes = run_workers(fn, 2, expect_failure=True, collective_timeout=30)
+    for status, (exc, text) in outcomes:
+        assert status == "error" and exc == CollectiveMismatch.__name__, text
+
+
+def test_deadline_is_honoured() -> None:
+    def fn(comm):
+        comm.allreduce(np.ones(10), algorithm="shm")
+        if comm.rank == 1:
+            time.sleep(2.5)
+        comm.allreduce(np.ones(10), algorithm="shm", timeout=0.5)
+
+    outcomes = run_workers(fn, 2, expect_failure=True, collective_timeout=30)
+    assert outcomes[0][0] == "error" and outcomes[0][1][0] == PeerTimeout.__name__
+    assert "rank 1" in outcomes[0][1][1]
+    assert outcomes[1][0] == "error"  # told by rank 0's abort
+
+
+def test_shm_needs_one_host() -> None:
+    def fn(comm):
+        comm.allreduce(np.ones(3), algorithm="shm")
+
+    outcomes = run_workers(fn, 2, expect_failure=True, host_ids=["a", "b"])
+    assert all(o[1][0] == "ConfigError" for o in outcomes)
