@@ -1,0 +1,49 @@
+"""Terascale linear learning (Agarwal, Chapelle, Dudík & Langford, JMLR 2014), VW-style.
+
+Data in Vowpal Wabbit's text format, libsvm/svmlight or CSV is hashed exactly as VW hashes it
+(MurmurHash3 x86_32, ``-b`` bits, ``-q`` crosses), cached per worker before the job is
+joined, learned with online passes of adaptive, normalized, importance-invariant SGD,
+averaged over workers by allreduce, and refined with L-BFGS or preconditioned CG whose
+gradients are summed by allreduce. The API works in any job (``terascale run``, Spark, Ray)::
+
+    import terascale.linear as tl
+
+    ds = tl.parse_lines(["1 |a x y:2", "-1 |a z"], format="vw", bits=18)  # -> Dataset
+    model = tl.train(ds, passes=1, bfgs=20)            # comm defaults to terascale.init()
+    model = tl.train(["part-0.vw", "part-1.vw"], comm=comm, bits=24, quadratic=["ab"])
+    p = model.predict(ds)                              # probabilities (logistic loss)
+    model.evaluate(ds)                                 # logloss, accuracy, auc, auprc
+    model.save("m.model"); tl.LinearModel.load("m.model")
+
+    clf = tl.LinearClassifier(bits=20, passes=2).fit(X, y)   # scikit-learn estimator
+
+With files, ``train`` reads this worker's shard of them (whole files when there are at
+least as many files as workers, else the k-th byte range of each file) and joins the job
+only after parsing (delayed initialization). Options are those of :class:`TrainOptions`.
+"""
+
+from ._dataset import Dataset, ParseOptions
+from ._hashing import hash_feature, hash_space, murmur3_32
+from ._metrics import auc, auprc, evaluate_scores
+from ._model import LinearModel
+from ._readers import parse_lines, read_file
+from ._sklearn import LinearClassifier, LinearRegressor
+from ._train import TrainOptions, train
+
+__all__ = [
+    "Dataset",
+    "LinearClassifier",
+    "LinearModel",
+    "LinearRegressor",
+    "ParseOptions",
+    "TrainOptions",
+    "auc",
+    "auprc",
+    "evaluate_scores",
+    "hash_feature",
+    "hash_space",
+    "murmur3_32",
+    "parse_lines",
+    "read_file",
+    "train",
+]

@@ -1,0 +1,48 @@
+"""Weight averaging over workers at the end of an online pass (allreduce of the weights).
+
+Uniform averaging is Zinkevich, Weimer, Smola & Li (*Parallelized Stochastic Gradient
+Descent*, NIPS 2010). Nonuniform averaging is VW's ``accumulate_weighted_avg`` (Agarwal et
+al., JMLR 2014, sec. 3.1): each worker's weight j counts in proportion to its share of the
+adaptive sum of squared gradients G_kj, w_j = sum_k w_kj G_kj / sum_k G_kj, so a worker that
+saw a feature often dominates a worker that barely saw it. The adaptive sums become their
+total and the normalizers their maximum, so the next pass continues as one learner would.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..communicator import Communicator
+
+__all__ = ["average_weights", "weighted_average"]
+
+
+def weighted_average(ws: np.ndarray, g2s: np.ndarray) -> np.ndarray:
+    """The nonuniform average of rows ``ws`` (workers x weights) with adaptive sums ``g2s``
+    (a reference for tests; the allreduce version computes the same sums)."""
+    tot = g2s.sum(axis=0)
+    ratio = np.divide(g2s, tot, out=np.zeros_like(g2s), where=tot > 0)
+    return (ws * ratio).sum(axis=0)
+
+
+def average_weights(comm: Communicator, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray,
+                    state: np.ndarray, how: str) -> None:
+    """Average in place over the workers of ``comm`` (identical result on every rank)."""
+    if comm.size == 1:
+        return
+    d = len(w)
+    if how == "uniform":
+        buf = np.concatenate([w, g2, state[:2]])
+        buf = comm.allreduce(buf)
+        w[:] = buf[:d] / comm.size
+    else:
+        tot = comm.allreduce(g2)
+        ratio = np.divide(g2, tot, out=np.zeros_like(g2), where=tot > 0)
+        buf = comm.allreduce(np.concatenate([w * ratio, g2, state[:2]]))
+        w[:] = buf[:d]
+    g2[:] = buf[d:2 * d]
+    state[:2] = buf[2 * d:2 * d + 2]
+    nrm[:] = comm.allreduce(nrm, op="max")
+    if state[4] != state[5]:
+        state[4] = comm.allreduce(np.array([state[4]]), op="min")[0]
+        state[5] = comm.allreduce(np.array([state[5]]), op="max")[0]

@@ -1,0 +1,273 @@
+"""Batch optimizers over all data: L-BFGS and preconditioned nonlinear conjugate gradient.
+
+Agarwal et al. (JMLR 2014, sec. 3.2): after the online pass warm-starts the weights, every
+worker computes the loss and gradient of its shard, one allreduce sums them, and every worker
+runs the same optimizer step on the same numbers, so all ranks hold bitwise-identical
+weights without ever sending them. L-BFGS is Nocedal's two-loop recursion (*Updating
+Quasi-Newton Matrices with Limited Storage*, Math. Comp. 1980) with a line search satisfying
+the strong Wolfe conditions (Nocedal & Wright, *Numerical Optimization*, Alg. 3.5/3.6); CG is
+Polak-Ribière+ preconditioned with the diagonal of the Hessian (Shewchuk, *An Introduction
+to the Conjugate Gradient Method Without the Agonizing Pain*, sec. 14). Each evaluation of
+``fun`` is one pass over the data; ``max_passes`` bounds them. Optimization stops when the
+relative decrease of the loss is below ``tol`` or, with holdout data, when the holdout loss
+has not improved for ``patience`` iterations (then the best holdout weights are returned).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from ._losses import d2loss, dloss, loss_value
+
+__all__ = ["BatchResult", "cg", "lbfgs", "loss_grad"]
+
+# fun(w) -> (objective, gradient, holdout loss or nan)
+Fun = Callable[[np.ndarray], tuple[float, np.ndarray, float]]
+
+
+@numba.njit(cache=True)
+def loss_grad(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
+              weights: np.ndarray, holdout: np.ndarray, w: np.ndarray, kind: int,
+              out: np.ndarray, want_diag: bool) -> None:
+    """out[:d] += gradient, out[d:2d] += Hessian diagonal (if want_diag), then out[-4:] +=
+    [train loss, train weight, holdout loss, holdout weight] (unregularized, weighted)."""
+    d = len(w)
+    tail = len(out) - 4
+    for i in range(len(labels)):
+        lab = labels[i]
+        s = weights[i]
+        if math.isnan(lab) or s <= 0.0:
+            continue
+        y = lab if kind == 1 else (1.0 if lab > 0 else -1.0)
+        a = indptr[i]
+        b = indptr[i + 1]
+        p = 0.0
+        for k in range(a, b):
+            p += w[cols[k]] * values[k]
+        if holdout[i]:
+            out[tail + 2] += s * loss_value(kind, p, y)
+            out[tail + 3] += s
+            continue
+        out[tail] += s * loss_value(kind, p, y)
+        out[tail + 1] += s
+        g = s * dloss(kind, p, y)
+        if g != 0.0:
+            for k in range(a, b):
+                out[cols[k]] += g * values[k]
+        if want_diag:
+            h = s * d2loss(kind, p, y)
+            for k in range(a, b):
+                out[d + cols[k]] += h * values[k] * values[k]
+
+
+@dataclass
+class BatchResult:
+    w: np.ndarray
+    objective: float
+    passes: int
+    iterations: int
+    stopped: str  # "tolerance", "passes", "holdout", "line search"
+    holdout: float
+
+
+class _Tracker:
+    """Counts passes and keeps the weights with the best holdout loss."""
+
+    def __init__(self, fun: Fun, max_passes: int, callback: Callable[..., None] | None) -> None:
+        self.fun = fun
+        self.max_passes = max_passes
+        self.passes = 0
+        self.best_hold = math.inf
+        self.best_w: np.ndarray | None = None
+        self.callback = callback
+
+    def __call__(self, w: np.ndarray) -> tuple[float, np.ndarray, float]:
+        self.passes += 1
+        f, g, hold = self.fun(w)
+        return f, g, hold
+
+    def accept(self, it: int, w: np.ndarray, f: float, g: np.ndarray, hold: float) -> bool:
+        """Record an accepted iterate; True when the holdout loss improved."""
+        if self.callback is not None:
+            self.callback(it, f, float(np.linalg.norm(g)), hold, self.passes)
+        if math.isnan(hold):
+            return True
+        if hold < self.best_hold:
+            self.best_hold = hold
+            self.best_w = w.copy()
+            return True
+        return False
+
+    @property
+    def exhausted(self) -> bool:
+        return self.passes >= self.max_passes
+
+
+def _cubic_min(a: float, fa: float, ga: float, b: float, fb: float, gb: float) -> float:
+    """Minimizer of the cubic through (a, fa, ga), (b, fb, gb), kept inside [a, b]."""
+    lo, hi = min(a, b), max(a, b)
+    d1 = ga + gb - 3.0 * (fa - fb) / (a - b)
+    sq = d1 * d1 - ga * gb
+    if sq >= 0.0:
+        d2 = math.copysign(math.sqrt(sq), b - a)
+        t = b - (b - a) * (gb + d2 - d1) / (gb - ga + 2.0 * d2)
+        if lo + 0.05 * (hi - lo) <= t <= hi - 0.05 * (hi - lo):
+            return t
+    return 0.5 * (a + b)
+
+
+def _wolfe(fn: _Tracker, w: np.ndarray, d: np.ndarray, f0: float, g0: np.ndarray,
+           alpha: float, c1: float, c2: float
+           ) -> tuple[float, float, np.ndarray, float] | None:
+    """Strong Wolfe line search along d; returns (alpha, f, g, hold) or None on failure."""
+    dg0 = float(g0 @ d)
+    a_prev, f_prev, dg_prev = 0.0, f0, dg0
+    best: tuple[float, float, np.ndarray, float] | None = None
+    for i in range(20):
+        if fn.exhausted:
+            return best
+        f, g, hold = fn(w + alpha * d)
+        dg = float(g @ d)
+        if f <= f0 + c1 * alpha * dg0 and (best is None or f < best[1]):
+            best = (alpha, f, g, hold)
+        if f > f0 + c1 * alpha * dg0 or (i > 0 and f >= f_prev) or not math.isfinite(f):
+            return _zoom(fn, w, d, f0, dg0, a_prev, f_prev, dg_prev, alpha, f, dg,
+                         c1, c2) or best
+        if abs(dg) <= -c2 * dg0:
+            return alpha, f, g, hold
+        if dg >= 0:
+            return _zoom(fn, w, d, f0, dg0, alpha, f, dg, a_prev, f_prev, dg_prev,
+                         c1, c2) or best
+        a_prev, f_prev, dg_prev = alpha, f, dg
+        alpha *= 2.0
+    return best
+
+
+def _zoom(fn: _Tracker, w: np.ndarray, d: np.ndarray, f0: float, dg0: float,
+          lo: float, flo: float, dglo: float, hi: float, fhi: float, dghi: float,
+          c1: float, c2: float) -> tuple[float, float, np.ndarray, float] | None:
+    best: tuple[float, float, np.ndarray, float] | None = None
+    for _ in range(20):
+        if fn.exhausted or abs(hi - lo) < 1e-12 * max(1.0, abs(lo)):
+            return best
+        if math.isfinite(fhi):
+            a = _cubic_min(lo, flo, dglo, hi, fhi, dghi)
+        else:
+            a = 0.5 * (lo + hi)
+        f, g, hold = fn(w + a * d)
+        dg = float(g @ d)
+        if f > f0 + c1 * a * dg0 or f >= flo:
+            hi, fhi, dghi = a, f, dg
+        else:
+            if best is None or f < best[1]:
+                best = (a, f, g, hold)
+            if abs(dg) <= -c2 * dg0:
+                return a, f, g, hold
+            if dg * (hi - lo) >= 0:
+                hi, fhi, dghi = lo, flo, dglo
+            lo, flo, dglo = a, f, dg
+    return best
+
+
+def _finish(tr: _Tracker, w: np.ndarray, f: float, it: int, why: str,
+            hold: float) -> BatchResult:
+    if tr.best_w is not None and tr.best_hold < hold:
+        return BatchResult(tr.best_w, f, tr.passes, it, why, tr.best_hold)
+    return BatchResult(w, f, tr.passes, it, why, hold)
+
+
+def lbfgs(fun: Fun, w0: np.ndarray, *, max_passes: int, memory: int = 15, tol: float = 1e-7,
+          patience: int = 3, callback: Callable[..., None] | None = None) -> BatchResult:
+    """Minimize fun from w0 with L-BFGS; every call of fun is one pass over the data."""
+    tr = _Tracker(fun, max_passes, callback)
+    w = np.array(w0, dtype=np.float64)
+    f, g, hold = tr(w)
+    tr.accept(0, w, f, g, hold)
+    ss: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    worse = 0
+    it = 0
+    while True:
+        if tr.exhausted:
+            return _finish(tr, w, f, it, "passes", hold)
+        q = -g
+        alphas = []
+        for s, y in zip(reversed(ss), reversed(ys)):
+            a = float(s @ q) / float(y @ s)
+            alphas.append(a)
+            q -= a * y
+        if ss:
+            q *= float(ss[-1] @ ys[-1]) / float(ys[-1] @ ys[-1])
+        for (s, y), a in zip(zip(ss, ys), reversed(alphas)):
+            b = float(y @ q) / float(y @ s)
+            q += (a - b) * s
+        d = q
+        if float(g @ d) >= 0:
+            ss.clear()
+            ys.clear()
+            d = -g
+        step0 = 1.0 if ss else min(1.0, 1.0 / max(float(np.linalg.norm(g)), 1e-12))
+        found = _wolfe(tr, w, d, f, g, step0, 1e-4, 0.9)
+        if found is None:
+            return _finish(tr, w, f, it, "line search", hold)
+        a, f_new, g_new, hold = found
+        it += 1
+        s = a * d
+        y = g_new - g
+        w = w + s
+        if float(s @ y) > 1e-12 * float(y @ y):
+            ss.append(s)
+            ys.append(y)
+            if len(ss) > memory:
+                ss.pop(0)
+                ys.pop(0)
+        rel = (f - f_new) / max(abs(f_new), abs(f), 1e-300)
+        f, g = f_new, g_new
+        worse = 0 if tr.accept(it, w, f, g, hold) else worse + 1
+        if worse >= patience:
+            return _finish(tr, w, f, it, "holdout", hold)
+        if rel < tol:
+            return _finish(tr, w, f, it, "tolerance", hold)
+
+
+def cg(fun: Fun, w0: np.ndarray, precond: np.ndarray, *, max_passes: int, tol: float = 1e-7,
+       patience: int = 3, callback: Callable[..., None] | None = None) -> BatchResult:
+    """Minimize fun from w0 with preconditioned nonlinear CG (Polak-Ribière+)."""
+    tr = _Tracker(fun, max_passes, callback)
+    minv = 1.0 / np.maximum(precond, 1e-12)
+    w = np.array(w0, dtype=np.float64)
+    f, g, hold = tr(w)
+    tr.accept(0, w, f, g, hold)
+    z = minv * g
+    d = -z
+    worse = 0
+    it = 0
+    restart = len(w)
+    while True:
+        if tr.exhausted:
+            return _finish(tr, w, f, it, "passes", hold)
+        if float(g @ d) >= 0:
+            d = -z
+        found = _wolfe(tr, w, d, f, g, 1.0, 1e-4, 0.1)
+        if found is None:
+            return _finish(tr, w, f, it, "line search", hold)
+        a, f_new, g_new, hold = found
+        it += 1
+        w = w + a * d
+        z_new = minv * g_new
+        beta = max(0.0, float(g_new @ (z_new - z)) / max(float(g @ z), 1e-300))
+        if it % restart == 0:
+            beta = 0.0
+        d = -z_new + beta * d
+        rel = (f - f_new) / max(abs(f_new), abs(f), 1e-300)
+        f, g, z = f_new, g_new, z_new
+        worse = 0 if tr.accept(it, w, f, g, hold) else worse + 1
+        if worse >= patience:
+            return _finish(tr, w, f, it, "holdout", hold)
+        if rel < tol:
+            return _finish(tr, w, f, it, "tolerance", hold)

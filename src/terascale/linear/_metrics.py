@@ -1,0 +1,76 @@
+"""Test metrics: logloss, accuracy, AUC and auPRC (area under the precision-recall curve).
+
+AUC is the Mann-Whitney statistic with ties counted half; auPRC is average precision (the
+step-wise sum of precision times recall increments over distinct score thresholds), the same
+definitions as scikit-learn's ``roc_auc_score`` and ``average_precision_score``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["auc", "auprc", "evaluate_scores"]
+
+
+def auc(y: np.ndarray, score: np.ndarray) -> float:
+    """Area under the ROC curve of binary labels (``y > 0`` is positive)."""
+    pos = np.asarray(y) > 0
+    n1 = int(pos.sum())
+    n0 = len(pos) - n1
+    if n1 == 0 or n0 == 0:
+        return float("nan")
+    s = np.asarray(score, dtype=np.float64)
+    order = np.argsort(s, kind="mergesort")
+    ss = s[order]
+    # average rank of ties
+    _, first, counts = np.unique(ss, return_index=True, return_counts=True)
+    avg = first + (counts + 1) / 2.0
+    ranks = np.empty(len(s))
+    ranks[order] = np.repeat(avg, counts)
+    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2.0) / (n1 * n0))
+
+
+def auprc(y: np.ndarray, score: np.ndarray) -> float:
+    """Average precision of binary labels (``y > 0`` is positive)."""
+    pos = np.asarray(y) > 0
+    n1 = int(pos.sum())
+    if n1 == 0:
+        return float("nan")
+    s = np.asarray(score, dtype=np.float64)
+    order = np.argsort(-s, kind="mergesort")
+    ss, pp = s[order], pos[order]
+    tp = np.cumsum(pp)
+    last = np.r_[np.flatnonzero(np.diff(ss) != 0), len(ss) - 1]  # end of each tie group
+    tp = tp[last]
+    fp = (last + 1) - tp
+    precision = tp / (tp + fp)
+    recall = tp / n1
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logistic",
+                    weights: np.ndarray | None = None) -> dict[str, float]:
+    """Metrics of raw scores against labels; examples without a label (NaN) are left out."""
+    y = np.asarray(labels, dtype=np.float64)
+    s = np.asarray(scores, dtype=np.float64)
+    keep = ~np.isnan(y)
+    y, s = y[keep], s[keep]
+    wt = np.ones(len(y)) if weights is None else np.asarray(weights, np.float64)[keep]
+    out: dict[str, float] = {"examples": int(len(y))}
+    if len(y) == 0:
+        return out
+    if loss == "squared":
+        out["mse"] = float(np.average((s - y) ** 2, weights=wt))
+        if not np.all((y == 0) | (y == 1) | (y == -1)):
+            return out
+    pos = y > 0
+    p = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50))) if loss == "logistic" else None
+    if p is not None:
+        pc = np.clip(p, 1e-15, 1 - 1e-15)
+        out["logloss"] = float(np.average(-(pos * np.log(pc) + (~pos) * np.log1p(-pc)),
+                                          weights=wt))
+    thresh = 0.5 if loss == "squared" and not np.any(y < 0) else 0.0
+    out["accuracy"] = float(np.average((s > thresh) == pos, weights=wt))
+    out["auc"] = auc(y, s)
+    out["auprc"] = auprc(y, s)
+    return out

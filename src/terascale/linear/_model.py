@@ -1,0 +1,143 @@
+"""A trained linear model: hashed indices and weights, plus the options it was trained with.
+
+The file is a NumPy ``.npz`` holding the non-zero weights by hashed index and a JSON header
+(format name and version, parse options: format, bits, interactions; loss; training
+summary). It is written to a temporary file in the target directory and renamed over the
+target (``os.replace``), so a reader never sees a half-written model. Predicting re-parses
+data with the model's own options, so ``-b``/``-q`` need not be repeated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from typing import Any
+
+import numba
+import numpy as np
+
+from .._errors import ConfigError, DataError
+from ._dataset import Dataset, ParseOptions
+from ._metrics import evaluate_scores
+
+__all__ = ["LinearModel", "predict_scores"]
+
+MAGIC = "terascale-linear"
+VERSION = 1
+
+
+@numba.njit(cache=True)
+def predict_scores(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
+                   full: np.ndarray) -> np.ndarray:
+    """Raw scores: for each row, the sum of full[index] * value."""
+    n = len(indptr) - 1
+    out = np.empty(n, np.float64)
+    for i in range(n):
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            s += full[indices[k]] * values[k]
+        out[i] = s
+    return out
+
+
+class LinearModel:
+    """Weights by hashed feature index; ``predict`` returns probabilities for logistic loss."""
+
+    def __init__(self, *, indices: np.ndarray, weights: np.ndarray, parse: ParseOptions,
+                 loss: str, info: dict[str, Any] | None = None) -> None:
+        keep = weights != 0
+        self.indices = np.ascontiguousarray(indices[keep], dtype=np.uint32)
+        self.weights = np.ascontiguousarray(weights[keep], dtype=np.float32)
+        self.parse = parse
+        self.loss = loss
+        self.info = dict(info or {})
+        self._full: np.ndarray | None = None
+
+    @property
+    def bits(self) -> int:
+        return self.parse.bits
+
+    def dense(self) -> np.ndarray:
+        """All 2**bits weights (float32)."""
+        if self._full is None:
+            full = np.zeros(1 << self.bits, np.float32)
+            full[self.indices] = self.weights
+            self._full = full
+        return self._full
+
+    def _dataset(self, data: Dataset | Sequence[str] | str) -> Dataset:
+        if isinstance(data, Dataset):
+            if data.bits != self.bits:
+                raise ConfigError(f"-b: the data was hashed with {data.bits} bits but the "
+                                  f"model was trained with {self.bits}")
+            return data
+        from ._readers import read_file
+
+        paths = [data] if isinstance(data, str) else list(data)
+        return Dataset.concat([read_file(p, self.parse) for p in paths])
+
+    def decision_function(self, data: Dataset | Sequence[str] | str) -> np.ndarray:
+        """Raw scores (the linear predictor) of every example."""
+        ds = self._dataset(data)
+        return predict_scores(np.asarray(ds.indptr), np.asarray(ds.indices),
+                              np.asarray(ds.values), self.dense())
+
+    def predict(self, data: Dataset | Sequence[str] | str) -> np.ndarray:
+        """Probabilities of the positive class for logistic loss, raw scores otherwise."""
+        s = self.decision_function(data)
+        if self.loss == "logistic":
+            return 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
+        return s
+
+    def evaluate(self, data: Dataset | Sequence[str] | str) -> dict[str, float]:
+        """logloss, accuracy, AUC, auPRC and examples on labelled data."""
+        ds = self._dataset(data)
+        s = predict_scores(np.asarray(ds.indptr), np.asarray(ds.indices),
+                           np.asarray(ds.values), self.dense())
+        return evaluate_scores(np.asarray(ds.labels), s, self.loss)
+
+    def save(self, path: str) -> None:
+        """Write atomically (temporary file in the same directory, then rename)."""
+        header = {"format": MAGIC, "version": VERSION, "parse": self.parse.to_dict(),
+                  "loss": self.loss, "info": self.info}
+        d = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-model-", suffix=".npz", dir=d)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, indices=self.indices, weights=self.weights,
+                         header=np.frombuffer(json.dumps(header).encode(), np.uint8))
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @classmethod
+    def load(cls, path: str) -> LinearModel:
+        """Read a model; a file that is not one, or of a newer version, is a clear error."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                header = json.loads(bytes(z["header"]).decode())
+                indices, weights = z["indices"], z["weights"]
+        except FileNotFoundError:
+            raise DataError(f"{path}: no such model file") from None
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile, UnicodeDecodeError):
+            raise DataError(f"{path}: not a terascale linear model") from None
+        if header.get("format") != MAGIC:
+            raise DataError(f"{path}: not a terascale linear model")
+        if int(header.get("version", 0)) > VERSION:
+            raise ConfigError(f"-i {path}: model version {header['version']} is newer than "
+                              f"this terascale reads ({VERSION}); upgrade terascale")
+        try:
+            parse = ParseOptions.from_dict(header["parse"])
+        except (KeyError, TypeError) as e:
+            raise DataError(f"{path}: model header lacks {e}") from None
+        return cls(indices=indices, weights=weights, parse=parse, loss=header["loss"],
+                   info=header.get("info", {}))
+
+    def __repr__(self) -> str:
+        return (f"LinearModel(loss={self.loss!r}, bits={self.bits}, "
+                f"nonzero={len(self.weights)}, quadratic={list(self.parse.quadratic)})")

@@ -1,0 +1,321 @@
+"""Readers: VW text, libsvm/svmlight and CSV files (plain, ``.gz``, ``.zip``) into a Dataset.
+
+A worker's shard is either a subset of the files (when there are at least as many files as
+workers) or, for fewer files, the k-th of N byte ranges of every file cut at line breaks,
+as Hadoop splits text: every worker reads a disjoint, contiguous part and no line twice.
+Parsing runs in numba over the raw bytes; a malformed line raises :class:`DataError` with
+the file and line number (or, with ``skip_bad``, is counted and reported).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import mmap
+import os
+import zipfile
+from collections.abc import Iterable, Sequence
+
+import numba
+import numpy as np
+
+from .._errors import ConfigError, DataError
+from ._dataset import Dataset, ParseOptions
+from ._hashing import CONSTANT_HASH, hash_feature, hash_space
+from ._vwparse import ERRORS, parse_float, parse_vw_bytes
+
+__all__ = ["parse_bytes", "parse_lines", "read_file", "shard_files"]
+
+_LIBSVM_ERRORS = {
+    1: "the label is not a number",
+    2: "a feature is not index:value",
+    3: "a feature index is not a non-negative integer",
+    4: "a feature value is not a number",
+}
+
+
+def _load_bytes(path: str) -> bytes | mmap.mmap:
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                return f.read()
+        if path.endswith(".zip"):
+            with zipfile.ZipFile(path) as z:
+                names = [n for n in z.namelist() if not n.endswith("/")]
+                if len(names) != 1:
+                    raise DataError(f"{path}: a .zip input must hold exactly one file, "
+                                    f"it holds {len(names)}")
+                return z.read(names[0])
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except (OSError, zipfile.BadZipFile, EOFError) as e:
+        raise DataError(f"{path}: cannot read: {e}") from None
+
+
+def _byte_range(buf: np.ndarray, k: int, n: int) -> tuple[int, int]:
+    """The k-th of n ranges of ``buf``, each starting just after a line break."""
+    size = len(buf)
+
+    def cut(i: int) -> int:
+        if i <= 0:
+            return 0
+        if i >= size:
+            return size
+        j = np.flatnonzero(buf[i - 1:] == 10)
+        return size if len(j) == 0 else i + int(j[0])
+
+    return cut(size * k // n), cut(size * (k + 1) // n)
+
+
+@numba.njit(cache=True)
+def _parse_libsvm(buf: np.ndarray, mask: int, constant: bool, skip_bad: bool):  # noqa: ANN201
+    n = len(buf)
+    cap = n // 3 + 16
+    indices = np.empty(cap, np.uint32)
+    values = np.empty(cap, np.float32)
+    ncap = n // 4 + 16
+    indptr = np.zeros(ncap + 1, np.int64)
+    labels = np.empty(ncap, np.float32)
+    nnz = 0
+    nex = 0
+    skipped = 0
+    line = -1
+    pos = 0
+    while pos < n:
+        line += 1
+        ls = pos
+        le = ls
+        while le < n and buf[le] != 10:
+            le += 1
+        pos = le + 1
+        hs = ls
+        while hs < le and buf[hs] != 35:  # '#' starts a comment
+            hs += 1
+        le = hs
+        i = ls
+        while i < le and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
+            i += 1
+        if i == le:
+            continue
+        ts = i
+        while i < le and not (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
+            i += 1
+        label, ok = parse_float(buf, ts, i)
+        err = 0 if ok else 1
+        start = nnz
+        while err == 0 and i < le:
+            if buf[i] == 32 or buf[i] == 9 or buf[i] == 13:
+                i += 1
+                continue
+            ts = i
+            while i < le and not (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
+                i += 1
+            te = i
+            colon = ts
+            while colon < te and buf[colon] != 58:
+                colon += 1
+            if colon == te:
+                err = 2
+                break
+            if colon - ts == 3 and buf[ts] == 113 and buf[ts + 1] == 105 and buf[ts + 2] == 100:
+                continue  # qid:N
+            idx = np.int64(0)
+            if colon == ts:
+                err = 3
+                break
+            for j in range(ts, colon):
+                c = buf[j]
+                if c < 48 or c > 57:
+                    err = 3
+                    break
+                idx = (idx * 10 + (c - 48)) & 0xFFFFFFFF
+            if err:
+                break
+            v, ok = parse_float(buf, colon + 1, te)
+            if not ok:
+                err = 4
+                break
+            if v == 0.0:
+                continue
+            if nnz + 2 > len(indices):
+                ni = np.empty(2 * len(indices), np.uint32)
+                ni[:nnz] = indices[:nnz]
+                indices = ni
+                nv = np.empty(2 * len(values), np.float32)
+                nv[:nnz] = values[:nnz]
+                values = nv
+            indices[nnz] = idx & mask
+            values[nnz] = v
+            nnz += 1
+        if err:
+            if skip_bad:
+                skipped += 1
+                nnz = start
+                continue
+            return indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], skipped, err, line
+        if constant:
+            if nnz + 1 > len(indices):
+                ni = np.empty(2 * len(indices), np.uint32)
+                ni[:nnz] = indices[:nnz]
+                indices = ni
+                nv = np.empty(2 * len(values), np.float32)
+                nv[:nnz] = values[:nnz]
+                values = nv
+            indices[nnz] = CONSTANT_HASH & mask
+            values[nnz] = 1.0
+            nnz += 1
+        if nex + 1 >= len(labels):
+            nl = np.empty(2 * len(labels), np.float32)
+            nl[:nex] = labels[:nex]
+            labels = nl
+            npt = np.zeros(2 * len(labels) + 1, np.int64)
+            npt[:nex + 1] = indptr[:nex + 1]
+            indptr = npt
+        labels[nex] = label
+        nex += 1
+        indptr[nex] = nnz
+    return indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], skipped, 0, line
+
+
+def _qpairs(opts: ParseOptions) -> np.ndarray:
+    if not opts.quadratic:
+        return np.zeros((0, 2), np.int64)
+    return np.array([list(q.encode()) for q in opts.quadratic], dtype=np.int64)
+
+
+def _line_text(buf: np.ndarray, line: int) -> str:
+    starts = np.concatenate([[0], np.flatnonzero(buf == 10) + 1])
+    if line >= len(starts):
+        return ""
+    s = int(starts[line])
+    e = int(starts[line + 1]) - 1 if line + 1 < len(starts) else len(buf)
+    text = bytes(buf[s:e]).decode(errors="replace").rstrip("\r")
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def parse_bytes(buf: np.ndarray, opts: ParseOptions, *, source: str = "<lines>",
+                first_line: int = 1) -> Dataset:
+    """Parse raw text (uint8 array) in ``opts.format``; errors name ``source`` and the line."""
+    if opts.format == "csv":
+        return _parse_csv(bytes(buf), opts, source=source, first_line=first_line)
+    if opts.format == "vw":
+        (indptr, indices, values, labels, weights, tag_ptr, tag_blob, skipped, err,
+         line) = parse_vw_bytes(buf, opts.mask, _qpairs(opts), opts.constant, opts.skip_bad)
+        msgs = ERRORS
+    else:
+        if opts.quadratic:
+            raise ConfigError("-q needs namespaces: it works with --format vw only")
+        indptr, indices, values, labels, skipped, err, line = _parse_libsvm(
+            buf, opts.mask, opts.constant, opts.skip_bad)
+        weights = np.ones(len(labels), np.float32)
+        tag_ptr = tag_blob = None
+        msgs = _LIBSVM_ERRORS
+    if err:
+        raise DataError(f"{source}, line {first_line + line}: {msgs[err]}: "
+                        f"{_line_text(buf, line)!r}")
+    return Dataset(indptr=indptr, indices=indices, values=values, labels=labels,
+                   weights=weights, bits=opts.bits, tag_ptr=tag_ptr, tag_blob=tag_blob,
+                   skipped=int(skipped), sources=[source])
+
+
+def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int) -> Dataset:
+    """CSV with a header: the label column, numeric columns (feature ``name:value`` in
+    namespace ``name``) and categorical columns (feature ``value`` in namespace ``name``)."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(io.BytesIO(data), low_memory=False)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{source}: empty CSV (no header line)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise DataError(f"{source}: bad CSV: {e}") from None
+    if opts.label not in df.columns:
+        raise ConfigError(f"--label: {source} has no column {opts.label!r} "
+                          f"(columns: {', '.join(map(str, df.columns))})")
+    lab = pd.to_numeric(df[opts.label], errors="coerce").to_numpy(np.float64)
+    bad = np.flatnonzero(np.isnan(lab) & df[opts.label].notna().to_numpy())
+    skipped = 0
+    keep = np.ones(len(df), bool)
+    if len(bad):
+        if not opts.skip_bad:
+            r = int(bad[0])
+            raise DataError(f"{source}, line {first_line + r + 1}: the label "
+                            f"{df[opts.label].iloc[r]!r} is not a number")
+        keep[bad] = False
+        skipped = len(bad)
+    cols = [c for c in df.columns if c != opts.label and c not in opts.ignore]
+    n = len(df)
+    k = len(cols) + (1 if opts.constant else 0)
+    idx = np.zeros((n, k), np.uint32)
+    val = np.zeros((n, k), np.float32)
+    for j, c in enumerate(cols):
+        ns = hash_space(str(c))
+        col = df[c]
+        if pd.api.types.is_numeric_dtype(col) and str(c) not in opts.categorical:
+            v = col.to_numpy(np.float64)
+            idx[:, j] = hash_feature(str(c), ns, opts.bits)
+            val[:, j] = np.where(np.isnan(v), 0.0, v)
+        else:
+            codes, uniq = pd.factorize(col)
+            h = np.array([hash_feature(str(u), ns, opts.bits) for u in uniq] + [0], np.uint32)
+            idx[:, j] = h[codes]
+            val[:, j] = (codes >= 0).astype(np.float32)
+    if opts.constant:
+        idx[:, -1] = CONSTANT_HASH & opts.mask
+        val[:, -1] = 1.0
+    idx, val, lab = idx[keep], val[keep], lab[keep]
+    present = val != 0
+    indptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))]).astype(np.int64)
+    return Dataset(indptr=indptr, indices=idx[present], values=val[present],
+                   labels=lab.astype(np.float32), weights=np.ones(len(lab), np.float32),
+                   bits=opts.bits, skipped=skipped, sources=[source])
+
+
+def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1)) -> Dataset:
+    """Parse part ``shard = (k, n)`` of one file (the whole file for ``(0, 1)``)."""
+    raw = _load_bytes(path)
+    buf = np.frombuffer(raw, dtype=np.uint8) if len(raw) else np.zeros(0, np.uint8)
+    k, n = shard
+    header = b""
+    if opts.format == "csv":
+        nl = np.flatnonzero(buf == 10)
+        hend = int(nl[0]) + 1 if len(nl) else len(buf)
+        header = bytes(buf[:hend])
+        body = buf[hend:]
+        s, e = _byte_range(body, k, n)
+        first = 2 + int(np.count_nonzero(body[:s] == 10))
+        return _parse_csv(header + bytes(body[s:e]), opts, source=path, first_line=first - 1)
+    s, e = _byte_range(buf, k, n)
+    first = 1 + int(np.count_nonzero(buf[:s] == 10))
+    return parse_bytes(buf[s:e], opts, source=path, first_line=first)
+
+
+def shard_files(paths: Sequence[str], k: int, n: int) -> list[tuple[str, tuple[int, int]]]:
+    """(file, (part, parts)) for worker k of n: whole files when there are enough of them."""
+    if not paths:
+        raise ConfigError("no input files")
+    if len(paths) >= n:
+        return [(p, (0, 1)) for p in list(paths)[k::n]]
+    return [(p, (k, n)) for p in paths]
+
+
+def parse_lines(lines: Iterable[str | bytes], *, format: str = "vw", bits: int = 18,
+                quadratic: Sequence[str] = (), label: str = "label",
+                categorical: Sequence[str] = (), skip_bad: bool = False,
+                constant: bool = True) -> Dataset:
+    """In-memory data from text lines (for Spark/Ray partitions and tests).
+
+    >>> d = parse_lines(["1 |a x y:2", "-1 |a z"], bits=18)
+    >>> len(d), d.n_features
+    (2, 5)
+    """
+    opts = ParseOptions(format=format, bits=bits, quadratic=tuple(quadratic), label=label,
+                        categorical=tuple(categorical), skip_bad=skip_bad, constant=constant)
+    parts = [ln.encode() if isinstance(ln, str) else bytes(ln) for ln in lines]
+    data = b"\n".join(p.rstrip(b"\n") for p in parts)
+    buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
+    return parse_bytes(buf, opts)

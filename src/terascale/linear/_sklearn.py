@@ -1,0 +1,162 @@
+"""scikit-learn estimators over the Terascale learner: fit / predict / predict_proba /
+partial_fit, on dense or scipy-sparse matrices (column j is feature index j, masked to
+``bits``; the constant feature is added). Inside a ``terascale run`` job, ``fit`` trains on
+this worker's rows and every worker ends with the same model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._dataset import Dataset
+from ._hashing import CONSTANT_HASH
+from ._model import LinearModel
+from ._online import new_state, online_chunk, sync_weights
+
+__all__ = ["LinearClassifier", "LinearRegressor"]
+
+
+def _to_dataset(X: Any, y: Any, bits: int, sample_weight: Any = None) -> Dataset:
+    import scipy.sparse as sp
+
+    m = sp.csr_matrix(X, dtype=np.float32)
+    m.eliminate_zeros()
+    n = m.shape[0]
+    mask = (1 << bits) - 1
+    counts = np.diff(m.indptr) + 1
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    indices = np.empty(indptr[-1], np.uint32)
+    values = np.empty(indptr[-1], np.float32)
+    const_pos = indptr[1:] - 1
+    feat = np.ones(indptr[-1], bool)
+    feat[const_pos] = False
+    indices[feat] = m.indices.astype(np.uint32) & mask
+    values[feat] = m.data
+    indices[const_pos] = CONSTANT_HASH & mask
+    values[const_pos] = 1.0
+    labels = (np.full(n, np.nan, np.float32) if y is None
+              else np.asarray(y, dtype=np.float32).reshape(-1))
+    w = (np.ones(n, np.float32) if sample_weight is None
+         else np.asarray(sample_weight, np.float32))
+    return Dataset(indptr=indptr, indices=indices, values=values, labels=labels, weights=w,
+                   bits=bits)
+
+
+class _Base:
+    _loss = "squared"
+
+    def __init__(self, *, bits: int = 20, passes: int = 1, bfgs: int = 0, cg: int = 0,
+                 learning_rate: float = 0.5, power_t: float = 0.5, l1: float = 0.0,
+                 l2: float | None = None, average: str = "weighted",
+                 holdout: float | None = None, comm: Any = None) -> None:
+        self.bits = bits
+        self.passes = passes
+        self.bfgs = bfgs
+        self.cg = cg
+        self.learning_rate = learning_rate
+        self.power_t = power_t
+        self.l1 = l1
+        self.l2 = l2
+        self.average = average
+        self.holdout = holdout
+        self.comm = comm
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("bits", "passes", "bfgs", "cg", "learning_rate",
+                                              "power_t", "l1", "l2", "average", "holdout",
+                                              "comm")}
+
+    def set_params(self, **params: Any) -> _Base:
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    def _labels(self, y: Any) -> np.ndarray:
+        return np.asarray(y, dtype=np.float64)
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> _Base:
+        from ._train import train
+
+        ds = _to_dataset(X, self._labels(y), self.bits, sample_weight)
+        self.n_features_in_ = int(np.shape(X)[1])
+        opts = {k: v for k, v in self.get_params().items() if k != "comm"}
+        if self.comm is None:
+            import terascale
+
+            with terascale.init() as comm:
+                self.model_ = train(ds, comm=comm, loss=self._loss, **opts)
+        else:
+            self.model_ = train(ds, comm=self.comm, loss=self._loss, **opts)
+        self._online = None
+        return self
+
+    def partial_fit(self, X: Any, y: Any, sample_weight: Any = None, **_: Any) -> _Base:
+        """One online step over these rows, continuing the adaptive state (single worker)."""
+        from ._dataset import ParseOptions
+        from ._losses import LOSSES
+
+        ds = _to_dataset(X, self._labels(y), self.bits, sample_weight)
+        d = 1 << self.bits
+        if getattr(self, "_online", None) is None:
+            self._online = (np.zeros(d), np.zeros(d), np.zeros(d), new_state())
+            self.n_features_in_ = int(np.shape(X)[1])
+        w, g2, nrm, state = self._online
+        acc = np.zeros(8)
+        online_chunk(ds.indptr, ds.indices.astype(np.int32), ds.values, ds.labels,
+                     ds.weights, np.zeros(len(ds), np.bool_), 0, len(ds), w, g2, nrm, state,
+                     LOSSES[self._loss], self.learning_rate, self.power_t, self.l1,
+                     self.l2 or 0.0, acc)
+        wc = w.copy()
+        st = state.copy()
+        sync_weights(wc, st)
+        nz = np.flatnonzero(wc)
+        self.model_ = LinearModel(indices=nz.astype(np.uint32), weights=wc[nz],
+                                  parse=ParseOptions(bits=self.bits), loss=self._loss)
+        return self
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        return self.model_.decision_function(_to_dataset(X, None, self.bits))
+
+
+class LinearClassifier(_Base):
+    """Binary logistic regression (labels: any two values; ``classes_`` sorted)."""
+
+    _loss = "logistic"
+
+    def _labels(self, y: Any) -> np.ndarray:
+        y = np.asarray(y)
+        classes = np.unique(y)
+        if getattr(self, "classes_", None) is None or len(classes) == 2:
+            if len(classes) != 2:
+                from .._errors import ConfigError
+
+                raise ConfigError(f"LinearClassifier needs two classes, got {len(classes)}")
+            self.classes_ = classes
+        return np.where(y == self.classes_[1], 1.0, -1.0)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        s = self.decision_function(X)
+        p = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
+        return np.column_stack([1 - p, p])
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+    def score(self, X: Any, y: Any) -> float:
+        return float(np.mean(self.predict(X) == np.asarray(y)))
+
+
+class LinearRegressor(_Base):
+    """Least-squares regression."""
+
+    _loss = "squared"
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self.decision_function(X)
+
+    def score(self, X: Any, y: Any) -> float:
+        y = np.asarray(y, np.float64)
+        r = y - self.predict(X)
+        return float(1 - (r @ r) / max(float(((y - y.mean()) ** 2).sum()), 1e-300))

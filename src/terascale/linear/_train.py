@@ -1,0 +1,313 @@
+"""``train()``: the whole Terascale recipe on this worker's shard.
+
+1. Parse the shard into the memory-mapped cache (before joining the job: delayed
+   initialization, Agarwal et al. JMLR 2014 sec. 3).
+2. Join the job (``terascale.init()``) and agree on the hashed features present anywhere
+   (one allgather of the sorted index sets). All later work, and every allreduce, runs on
+   this compact index space instead of all 2**bits weights: with ``-b 24`` and 10^4..10^6
+   live features that is 10-1000x fewer bytes on the wire, with the same result.
+3. ``passes`` online passes (VW's adaptive normalized invariant SGD), each followed by
+   averaging over the workers (uniform or weighted by the adaptive sums).
+4. Optionally L-BFGS or preconditioned CG over all data, warm-started from the averaged
+   online weights; gradients and loss are summed with one allreduce per pass.
+
+Every rank ends with bitwise-identical weights.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any, TextIO
+
+import numpy as np
+
+from .._errors import ConfigError
+from ..communicator import Communicator
+from ._average import average_weights
+from ._batch import cg, lbfgs, loss_grad
+from ._dataset import Dataset, ParseOptions
+from ._losses import LOSSES
+from ._model import LinearModel
+from ._online import new_state, online_chunk, sync_weights
+
+__all__ = ["TrainOptions", "train"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainOptions:
+    """Every option of :func:`train` (the flags of ``terascale linear train``)."""
+
+    format: str = "vw"
+    bits: int = 18
+    quadratic: tuple[str, ...] = ()
+    label: str = "label"
+    categorical: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    skip_bad: bool = False
+    loss: str = "logistic"
+    learning_rate: float = 0.5
+    power_t: float = 0.5
+    l1: float = 0.0
+    l2: float | None = None        # see online_l2 / batch_l2
+    passes: int = 1
+    bfgs: int = 0                  # passes of L-BFGS after the online passes
+    cg: int = 0                    # passes of preconditioned CG after the online passes
+    memory: int = 15               # L-BFGS memory
+    tol: float = 1e-7              # stop on relative loss decrease below this
+    average: str = "weighted"      # "uniform" | "weighted"
+    holdout: float | None = None   # fraction held out to stop the batch phase
+    patience: int = 3              # batch iterations without holdout improvement
+    cache_dir: str | None = None   # "" disables the cache
+    progress: bool = False
+    progress_file: TextIO | None = None
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
+        if self.average not in ("uniform", "weighted"):
+            raise ConfigError(f"--average must be uniform or weighted, not {self.average!r}")
+        if self.bfgs and self.cg:
+            raise ConfigError("--bfgs and --cg exclude each other")
+        for name in ("passes", "bfgs", "cg"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"--{name} must be >= 0")
+        if self.passes == 0 and not (self.bfgs or self.cg):
+            raise ConfigError("--passes 0 needs --bfgs or --cg")
+        if self.holdout is not None and not 0.0 <= self.holdout < 1.0:
+            raise ConfigError(f"--holdout must be in [0, 1), not {self.holdout}")
+        if self.learning_rate <= 0:
+            raise ConfigError("--learning-rate must be > 0")
+        if self.l1 < 0 or (self.l2 is not None and self.l2 < 0):
+            raise ConfigError("--l1/--l2 must be >= 0")
+        if self.l1 > 0 and (self.bfgs or self.cg):
+            raise ConfigError("--l1 works with online passes only (L-BFGS and CG need a "
+                              "smooth objective)")
+        self.parse_options()  # validates format, bits, -q
+
+    def parse_options(self) -> ParseOptions:
+        return ParseOptions(format=self.format, bits=self.bits, quadratic=tuple(self.quadratic),
+                            label=self.label, categorical=tuple(self.categorical),
+                            ignore=tuple(self.ignore), skip_bad=self.skip_bad)
+
+    @property
+    def batch(self) -> int:
+        return self.bfgs or self.cg
+
+    @property
+    def holdout_fraction(self) -> float:
+        if self.holdout is not None:
+            return self.holdout
+        return 0.1 if (self.batch or self.passes > 1) else 0.0
+
+    def online_l2(self, total_weight: float) -> float:
+        """Online runs: VW's per-example shrinkage ``--l2``. Before a batch phase, the online
+        pass does SGD on the batch objective, whose per-example share is l2 / N."""
+        if not self.batch:
+            return 0.0 if self.l2 is None else self.l2
+        return self.batch_l2 / max(total_weight, 1.0)
+
+    @property
+    def batch_l2(self) -> float:
+        """The batch objective is sum of losses + l2/2 ||w||^2; 1.0 unless given."""
+        return 1.0 if self.l2 is None else self.l2
+
+
+def _load_shard(paths: Sequence[str], opts: TrainOptions, rank: int, size: int) -> Dataset:
+    from ._cache import load_cached
+    from ._readers import shard_files
+
+    popts = opts.parse_options()
+    parts = [load_cached(p, popts, shard=sh, cache_dir=opts.cache_dir)[0]
+             for p, sh in shard_files(paths, rank, size)]
+    if not parts:  # more workers than files can happen only with zero files
+        raise ConfigError("no input files for this worker")
+    return Dataset.concat(parts)
+
+
+def _pre_rank() -> tuple[int, int]:
+    """This process's rank and size from the launcher's environment, without joining."""
+    from .._init import read_env
+
+    env = read_env()
+    return (0, 1) if env is None else (env.rank, env.size)
+
+
+class _Progress:
+    """VW-style progress lines at doubling example counts (rank 0 only)."""
+
+    def __init__(self, out: TextIO | None) -> None:
+        self.out = out
+        self.since_loss = 0.0
+        self.since_w = 0.0
+
+    def header(self) -> None:
+        if self.out:
+            print(f"{'average':<9} {'since':<9} {'example':>12} {'example':>12} "
+                  f"{'current':>8} {'current':>8} {'current':>8}\n"
+                  f"{'loss':<9} {'last':<9} {'counter':>12} {'weight':>12} "
+                  f"{'label':>8} {'predict':>8} {'features':>8}", file=self.out)
+
+    def line(self, acc: np.ndarray, prev: np.ndarray, feats: float) -> None:
+        if not self.out:
+            return
+        dl, dw = acc[0] - prev[0], acc[1] - prev[1]
+        avg = acc[0] / acc[1] if acc[1] else 0.0
+        since = dl / dw if dw else 0.0
+        print(f"{avg:<9.6f} {since:<9.6f} {int(acc[4]):>12d} {acc[1]:>12.1f} "
+              f"{acc[6]:>8.4f} {acc[7]:>8.4f} {int(feats):>8d}", file=self.out)
+
+
+def train(data: Dataset | Sequence[str] | str, *, comm: Communicator | None = None,
+          **options: Any) -> LinearModel:
+    """Train on this worker's shard (a Dataset, or files that are sharded over the job).
+
+    With ``comm=None`` the shard is parsed and cached first and only then is the job joined
+    with ``terascale.init()``. Options are the fields of :class:`TrainOptions`.
+    """
+    names = {f.name for f in fields(TrainOptions)}
+    bad = sorted(set(options) - names)
+    if bad:
+        raise ConfigError(f"unknown option(s) of terascale.linear.train: {', '.join(bad)}")
+    if isinstance(options.get("quadratic"), str):
+        options["quadratic"] = (options["quadratic"],)
+    for k in ("quadratic", "categorical", "ignore"):
+        if k in options:
+            options[k] = tuple(options[k])
+    opts = TrainOptions(**options)
+    t0 = time.perf_counter()
+    own = comm is None
+    if isinstance(data, Dataset):
+        ds = data
+        if ds.bits != opts.bits:
+            raise ConfigError(f"-b: the data was hashed with {ds.bits} bits, not {opts.bits}")
+    else:
+        paths = [data] if isinstance(data, str) else list(data)
+        rank, size = (comm.rank, comm.size) if comm is not None else _pre_rank()
+        ds = _load_shard(paths, opts, rank, size)
+    t_read = time.perf_counter() - t0
+    if comm is None:
+        import terascale
+
+        comm = terascale.init()
+    try:
+        return _train(ds, comm, opts, t0, t_read)
+    finally:
+        if own:
+            comm.close()
+
+
+def _train(ds: Dataset, comm: Communicator, opts: TrainOptions, t0: float,
+           t_read: float) -> LinearModel:
+    out = (opts.progress_file or sys.stderr) if (opts.progress and comm.rank == 0) else None
+    kind = LOSSES[opts.loss]
+    indices = np.asarray(ds.indices)
+    local = np.unique(indices)
+    if comm.size > 1:
+        union = np.unique(np.concatenate(comm.allgather_object(local)))
+    else:
+        union = local
+    cols = np.searchsorted(union, indices).astype(np.int32)
+    indptr = np.asarray(ds.indptr)
+    values = np.asarray(ds.values)
+    labels = np.asarray(ds.labels)
+    weights = np.asarray(ds.weights)
+    n = len(labels)
+    frac = opts.holdout_fraction
+    holdout = np.zeros(n, np.bool_)
+    if frac > 0:
+        period = max(2, round(1.0 / frac))
+        holdout[period - 1::period] = True
+    d = len(union)
+    w = np.zeros(d)
+    g2 = np.zeros(d)
+    nrm = np.zeros(d)
+    state = new_state()
+    info: dict[str, Any] = {"workers": comm.size, "features": d, "read_s": t_read}
+    totals = comm.allreduce(np.array([n, ds.n_features, ds.skipped,
+                                      float(np.sum(weights[~holdout]))], np.float64))
+    online_l2 = opts.online_l2(float(totals[3]))
+    info.update(examples=int(totals[0]), feature_count=int(totals[1]), skipped=int(totals[2]))
+    if out and totals[2]:
+        print(f"skipped {int(totals[2])} bad lines (--skip-bad)", file=out)
+    prog = _Progress(out)
+    t_on = time.perf_counter()
+    for p in range(opts.passes):
+        acc = np.zeros(8)
+        prev = acc.copy()
+        if p == 0:
+            prog.header()
+        start, nxt = 0, 1
+        while start < n:
+            end = min(n, nxt) if p == 0 and out else n
+            online_chunk(indptr, cols, values, labels, weights, holdout, start, end, w, g2,
+                         nrm, state, kind, opts.learning_rate, opts.power_t, opts.l1,
+                         online_l2, acc)
+            if p == 0 and out and end == nxt:
+                prog.line(acc, prev, indptr[end] - indptr[end - 1])
+                prev = acc.copy()
+                nxt *= 2
+            start = end
+        sync_weights(w, state)
+        average_weights(comm, w, g2, nrm, state, opts.average)
+        tot = comm.allreduce(acc[:6].copy())
+        if out:
+            hold = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""
+            print(f"pass {p + 1}: average loss {tot[0] / max(tot[1], 1e-300):.6f} over "
+                  f"{int(tot[4])} examples{hold} ({comm.size} workers, "
+                  f"{opts.average} averaging)", file=out)
+        info.setdefault("online_loss", []).append(float(tot[0] / max(tot[1], 1e-300)))
+    info["online_s"] = time.perf_counter() - t_on
+    if opts.batch:
+        t_b = time.perf_counter()
+        w, binfo = _batch(indptr, cols, values, labels, weights, holdout, w, comm, opts,
+                          kind, out)
+        info.update(binfo)
+        info["batch_s"] = time.perf_counter() - t_b
+    info["train_s"] = time.perf_counter() - t0
+    return LinearModel(indices=union, weights=w, parse=opts.parse_options(), loss=opts.loss,
+                       info=info)
+
+
+def _batch(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
+           weights: np.ndarray, holdout: np.ndarray, w0: np.ndarray, comm: Communicator,
+           opts: TrainOptions, kind: int, out: TextIO | None) -> tuple[np.ndarray, dict]:
+    d = len(w0)
+    lam = opts.batch_l2
+    want_diag = [opts.cg > 0]
+
+    def fun(w: np.ndarray) -> tuple[float, np.ndarray, float]:
+        size = 2 * d + 4 if want_diag[0] else d + 4
+        buf = np.zeros(size)
+        loss_grad(indptr, cols, values, labels, weights, holdout, w, kind, buf, want_diag[0])
+        buf = comm.allreduce(buf)
+        if want_diag[0]:
+            fun.diag = buf[d:2 * d] + lam  # type: ignore[attr-defined]
+        f = buf[-4] + 0.5 * lam * float(w @ w)
+        g = buf[:d] + lam * w
+        hold = buf[-2] / buf[-1] if buf[-1] > 0 else math.nan
+        return f, g, hold
+
+    def cb(it: int, f: float, gnorm: float, hold: float, passes: int) -> None:
+        if out:
+            h = f"  holdout {hold:.6f}" if not math.isnan(hold) else ""
+            print(f"{'bfgs' if opts.bfgs else 'cg'} iter {it:3d}  pass {passes:3d}  "
+                  f"objective {f:.6e}  |g| {gnorm:.3e}{h}", file=out)
+
+    if opts.bfgs:
+        res = lbfgs(fun, w0, max_passes=opts.bfgs, memory=opts.memory, tol=opts.tol,
+                    patience=opts.patience, callback=cb)
+    else:
+        fun(w0)  # one pass for the preconditioner (diagonal of the Hessian)
+        want_diag[0] = False
+        res = cg(fun, w0, fun.diag, max_passes=opts.cg - 1,  # type: ignore[attr-defined]
+                 tol=opts.tol, patience=opts.patience, callback=cb)
+    if out:
+        print(f"{'L-BFGS' if opts.bfgs else 'CG'}: {res.iterations} iterations, "
+              f"{res.passes + (1 if opts.cg else 0)} passes, stopped on {res.stopped}",
+              file=out)
+    return res.w, {"batch_iterations": res.iterations, "batch_passes": res.passes,
+                   "batch_stopped": res.stopped, "objective": res.objective}
