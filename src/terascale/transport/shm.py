@@ -17,7 +17,8 @@ suffices: a set is rewritten only after a barrier that every reader of its previ
 contents has passed.
 
 Waiting spins for a few tens of microseconds (the common case when every rank has a
-core), then yields the processor, then sleeps in steps up to a millisecond. While not
+core), then blocks in the kernel (futex on the awaited member's epoch word, woken by the
+member when it arrives; bounded waits, so a lost wake-up costs at most 2 ms). While not
 spinning it checks the deadline (:class:`PeerTimeout`) and, every few tens of
 milliseconds, the members' TCP links: a closed link is a dead process
 (:class:`PeerLost`, within about 50 ms), an ABORT frame is a failure elsewhere, and a
@@ -31,9 +32,11 @@ and ``terascale run`` removes what a crash before it left (``remove_job_segments
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import mmap
 import os
+import platform
 import select
 import socket
 import struct
@@ -50,13 +53,37 @@ from .tcp import Exchange, _Recv
 __all__ = ["ShmGroup", "segment_name"]
 
 _SLOT = 512
-_EPOCH, _PID, _DESC = 0, 128, 256
+_EPOCH, _SLEEPING, _PID, _DESC = 0, 64, 128, 256
 _DESC_BYTES = 128
 _ALIGN = 4096
-SPIN_S = 50e-6       # busy-wait this long before yielding the processor
-YIELD_S = 2e-3       # then sched_yield this long before sleeping
-MAX_SLEEP_S = 1e-3   # longest single sleep while waiting
+SPIN_S = 30e-6       # busy-wait this long before blocking in the kernel
+BLOCK_S = 2e-3       # longest single futex wait (a lost wake-up costs at most this)
 CHECK_S = 0.05       # how often a waiting rank checks its members' links
+
+# futex(2) on the low 32 bits of a member's epoch word: a waiter blocks until the member
+# arrives (or BLOCK_S passes) instead of burning the core the member may need.
+_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine(), 0)
+_FUTEX_WAIT, _FUTEX_WAKE = 0, 1
+_libc = ctypes.CDLL(None, use_errno=True)
+_syscall = _libc.syscall
+_syscall.restype = ctypes.c_long
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _futex_wait(addr: int, expected: int, timeout: _Timespec) -> None:
+    if _SYS_FUTEX:
+        _syscall(_SYS_FUTEX, ctypes.c_void_p(addr), _FUTEX_WAIT,
+                 ctypes.c_uint32(expected & 0xFFFFFFFF), ctypes.byref(timeout), None, 0)
+    else:
+        time.sleep(timeout.tv_nsec * 1e-9)
+
+
+def _futex_wake(addr: int) -> None:
+    if _SYS_FUTEX:
+        _syscall(_SYS_FUTEX, ctypes.c_void_p(addr), _FUTEX_WAKE, 0x7FFFFFFF, None, None, 0)
 
 
 def segment_name(job: str, group: Sequence[int]) -> str:
@@ -90,6 +117,10 @@ class ShmGroup:
             self._poll.register(s.fileno(), select.POLLIN)
             self._fd_peer[s.fileno()] = peer
         self.oversubscribed = self.n > (os.cpu_count() or 1)
+        base = self._bytes.ctypes.data
+        self._epoch_addr = [base + i * _SLOT + _EPOCH for i in range(self.n)]
+        self._sleeping_idx = [(i * _SLOT + _SLEEPING) // 8 for i in self._others]
+        self._block = _Timespec(0, int(BLOCK_S * 1e9))
         self._q[(self.index * _SLOT + _PID) // 8] = os.getpid()
         self._quiet: set[int] = set()
 
@@ -167,6 +198,10 @@ class ShmGroup:
         target = self.epoch
         q = self._q
         q[(self.index * _SLOT + _EPOCH) // 8] = target
+        for k in self._sleeping_idx:
+            if q[k]:
+                _futex_wake(self._epoch_addr[self.index])
+                break
         try:
             for i in self._others:
                 if q[(i * _SLOT + _EPOCH) // 8] < target:
@@ -190,10 +225,10 @@ class ShmGroup:
 
     def _wait(self, i: int, target: int, ex: Exchange, deadline: float) -> None:
         q, idx = self._q, (i * _SLOT + _EPOCH) // 8
+        sleeping = (self.index * _SLOT + _SLEEPING) // 8
         start = time.monotonic()
         spin_until = start if self.oversubscribed else start + SPIN_S
         next_check = start + CHECK_S
-        nap = 20e-6
         spins = 0
         while q[idx] < target:
             spins += 1
@@ -202,11 +237,12 @@ class ShmGroup:
             now = time.monotonic()
             if now < spin_until:
                 continue
-            if now - start < YIELD_S:
-                os.sched_yield()
-            else:
-                time.sleep(nap)
-                nap = min(nap * 2, MAX_SLEEP_S)
+            q[sleeping] = 1  # ask the member to wake us, then re-check before blocking
+            seen = q[idx]
+            if seen < target:
+                _futex_wait(self._epoch_addr[i], seen, self._block)
+            q[sleeping] = 0
+            now = time.monotonic()
             if now >= next_check:
                 next_check = now + CHECK_S
                 self._check_links(ex, target)
