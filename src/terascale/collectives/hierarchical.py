@@ -61,12 +61,17 @@ def run_shm_allreduce(comm: Communicator, ex: Exchange, algo: str, src: np.ndarr
                       dst: np.ndarray, op: str) -> None:
     """Run ``algo`` ("shm" or "hierarchical") from flat ``src`` into flat ``dst``."""
     uf = ufunc_for(op, src.dtype)
+    if algo == "shm":
+        g = comm._shm_groups.get(())  # the whole communicator's segment, once set up
+        if g is not None:
+            ShmAllreduce(g, ex, src, dst, uf, ex.deadline).run()
+            return
     groups = host_groups(comm.hosts)
     if algo == "shm":
         if len(groups) > 1:
             raise ConfigError(f"rank {comm.rank}: algorithm='shm' needs every rank on one host, "
                               f"but they are on {len(groups)}; use 'hierarchical' or 'auto'")
-        g = shm_group(comm, ex, groups[0])
+        g = comm._shm_groups[()] = shm_group(comm, ex, groups[0])
         ShmAllreduce(g, ex, src, dst, uf, ex.deadline).run()
         return
     local = next(grp for grp in groups if comm.rank in grp)

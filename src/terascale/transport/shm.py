@@ -56,7 +56,8 @@ _SLOT = 512
 _EPOCH, _SLEEPING, _PID, _DESC = 0, 64, 128, 256
 _DESC_BYTES = 128
 _ALIGN = 4096
-SPIN_S = 30e-6       # busy-wait this long before blocking in the kernel
+SPIN_S = 50e-6       # busy-wait at most this long before blocking in the kernel
+MIN_SPIN_S = 2e-6    # ... and at least this long (the budget adapts between the two)
 BLOCK_S = 2e-3       # longest single futex wait (a lost wake-up costs at most this)
 CHECK_S = 0.05       # how often a waiting rank checks its members' links
 
@@ -104,7 +105,9 @@ class ShmGroup:
         self.area_bytes = area_bytes
         self.epoch = 0
         self.round = 0  # rounds run so far: the set of round r is r % 2
-        self._q = memoryview(mm).cast("Q")
+        self._mv = memoryview(mm)
+        self._q = self._mv.cast("Q")
+        self._field = b""
         self._ctl = control_bytes(self.n)
         self._bytes = np.frombuffer(mm, np.uint8)
         self._areas = [[self._bytes[self._area_off(i, k): self._area_off(i, k) + area_bytes]
@@ -121,6 +124,10 @@ class ShmGroup:
         self._epoch_addr = [base + i * _SLOT + _EPOCH for i in range(self.n)]
         self._sleeping_idx = [(i * _SLOT + _SLEEPING) // 8 for i in self._others]
         self._block = _Timespec(0, int(BLOCK_S * 1e9))
+        # Adaptive spinning (as adaptive mutexes do): waits that end while spinning double
+        # the budget, waits that had to block halve it. On an idle host every rank has a
+        # core and spinning wins; on a loaded one the member we wait for may need ours.
+        self._spin_s = SPIN_S
         self._q[(self.index * _SLOT + _PID) // 8] = os.getpid()
         self._quiet: set[int] = set()
 
@@ -177,10 +184,14 @@ class ShmGroup:
         return cls(mm, rank, group, area_bytes, mesh_socks)
 
     def close(self) -> None:
+        """Unmap (idempotent); the segment's name is long gone."""
+        if not self._areas:
+            return
         self._areas = []
         self._bytes = np.empty(0, np.uint8)
         try:
             self._q.release()
+            self._mv.release()
             self.mm.close()
         except (BufferError, ValueError):
             pass  # a result view still points into it; unmapped when collected
@@ -189,8 +200,8 @@ class ShmGroup:
     def announce(self, ex: Exchange) -> None:
         """Write this collective's sequence number and descriptor for the others to check."""
         off = self.index * _SLOT + _DESC + (self.round % 2) * _DESC_BYTES
-        field = _desc_field(ex)
-        self._bytes[off: off + _DESC_BYTES] = np.frombuffer(field, np.uint8)
+        self._field = _desc_field(ex)
+        self._mv[off: off + _DESC_BYTES] = self._field
 
     def barrier(self, ex: Exchange, deadline: float, *, check: bool = False) -> None:
         """Arrive and wait for every member; with ``check``, compare the announced collectives."""
@@ -227,9 +238,10 @@ class ShmGroup:
         q, idx = self._q, (i * _SLOT + _EPOCH) // 8
         sleeping = (self.index * _SLOT + _SLEEPING) // 8
         start = time.monotonic()
-        spin_until = start if self.oversubscribed else start + SPIN_S
+        spin_until = start if self.oversubscribed else start + self._spin_s
         next_check = start + CHECK_S
         spins = 0
+        blocked = False
         while q[idx] < target:
             spins += 1
             if spins & 31:
@@ -237,6 +249,7 @@ class ShmGroup:
             now = time.monotonic()
             if now < spin_until:
                 continue
+            blocked = True
             q[sleeping] = 1  # ask the member to wake us, then re-check before blocking
             seen = q[idx]
             if seen < target:
@@ -252,6 +265,8 @@ class ShmGroup:
                     f"rank {self.rank}: {ex.what} timed out after {now - start:.1f} s waiting "
                     f"for rank {peer} (shared memory)", rank=self.rank, peer=peer,
                     operation=ex.what)
+        self._spin_s = max(self._spin_s / 2, MIN_SPIN_S) if blocked else \
+            min(self._spin_s * 2, SPIN_S)
 
     def _check_links(self, ex: Exchange, target: int) -> None:
         """A member that cannot arrive: dead (EOF), failed (ABORT) or in another collective."""
@@ -287,10 +302,12 @@ class ShmGroup:
 
     def _check_desc(self, ex: Exchange) -> None:
         parity = self.round % 2
-        mine = _desc_field(ex)
+        mine = self._field
         for i in self._others:
             off = i * _SLOT + _DESC + parity * _DESC_BYTES
-            theirs = self._bytes[off: off + _DESC_BYTES].tobytes()
+            if self._mv[off: off + _DESC_BYTES] == mine:
+                continue
+            theirs = self._mv[off: off + _DESC_BYTES].tobytes()
             if theirs != mine:
                 seq = struct.unpack_from("<Q", theirs)[0]
                 err = CollectiveMismatch(
