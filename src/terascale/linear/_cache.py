@@ -59,7 +59,7 @@ def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1
             arrays = {a: np.load(os.path.join(entry, a + ".npy"), mmap_mode="r")
                       for a in _ARRAYS if a in meta["arrays"]}
             return Dataset(bits=opts.bits, skipped=int(meta["skipped"]), sources=[path],
-                           **arrays), True
+                           parse=opts, **arrays), True
         except (OSError, ValueError, KeyError):
             pass  # unreadable entry: parse again and replace it
     ds = read_file(path, opts, shard=shard)

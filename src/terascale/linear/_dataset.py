@@ -71,6 +71,7 @@ class Dataset:
     tag_blob: np.ndarray | None = None  # uint8
     skipped: int = 0                    # bad lines skipped with skip_bad
     sources: list[str] = field(default_factory=list)
+    parse: ParseOptions | None = None   # how the text was parsed (None: built by hand)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -110,4 +111,4 @@ class Dataset:
                        weights=np.concatenate([p.weights for p in parts]),
                        bits=bits, tag_ptr=tag_ptr, tag_blob=tag_blob,
                        skipped=sum(p.skipped for p in parts),
-                       sources=[s for p in parts for s in p.sources])
+                       sources=[s for p in parts for s in p.sources], parse=parts[0].parse)

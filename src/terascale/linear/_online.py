@@ -74,12 +74,9 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         y = lab
         if kind != 1:
             y = 1.0 if lab > 0 else -1.0
-        else:
-            if out[4] == 0.0 and state[4] == 0.0 and state[5] == 0.0:
-                state[4] = lab
-                state[5] = lab
-            state[4] = min(state[4], lab)
-            state[5] = max(state[5], lab)
+        if kind != 0:  # VW clips squared and hinge predictions to the labels seen so far
+            state[4] = min(state[4], y)
+            state[5] = max(state[5], y)
         a = indptr[i]
         b = indptr[i + 1]
         contraction = state[2]
@@ -88,7 +85,7 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         for k in range(a, b):
             p += _trunc(w[cols[k]], gravity) * values[k]
         p *= contraction
-        if kind == 1:
+        if kind != 0:
             p = min(max(p, state[4]), state[5])
         else:
             p = min(max(p, -50.0), 50.0)

@@ -219,7 +219,7 @@ def parse_bytes(buf: np.ndarray, opts: ParseOptions, *, source: str = "<lines>",
                         f"{_line_text(buf, line)!r}")
     return Dataset(indptr=indptr, indices=indices, values=values, labels=labels,
                    weights=weights, bits=opts.bits, tag_ptr=tag_ptr, tag_blob=tag_blob,
-                   skipped=int(skipped), sources=[source])
+                   skipped=int(skipped), sources=[source], parse=opts)
 
 
 def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int) -> Dataset:
@@ -272,7 +272,7 @@ def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int)
     indptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))]).astype(np.int64)
     return Dataset(indptr=indptr, indices=idx[present], values=val[present],
                    labels=lab.astype(np.float32), weights=np.ones(len(lab), np.float32),
-                   bits=opts.bits, skipped=skipped, sources=[source])
+                   bits=opts.bits, skipped=skipped, sources=[source], parse=opts)
 
 
 def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1)) -> Dataset:

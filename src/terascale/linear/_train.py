@@ -48,6 +48,7 @@ class TrainOptions:
     categorical: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     skip_bad: bool = False
+    constant: bool = True          # VW's bias feature
     loss: str = "logistic"
     learning_rate: float = 0.5
     power_t: float = 0.5
@@ -91,7 +92,8 @@ class TrainOptions:
     def parse_options(self) -> ParseOptions:
         return ParseOptions(format=self.format, bits=self.bits, quadratic=tuple(self.quadratic),
                             label=self.label, categorical=tuple(self.categorical),
-                            ignore=tuple(self.ignore), skip_bad=self.skip_bad)
+                            ignore=tuple(self.ignore), skip_bad=self.skip_bad,
+                            constant=self.constant)
 
     @property
     def batch(self) -> int:
@@ -177,13 +179,18 @@ def train(data: Dataset | Sequence[str] | str, *, comm: Communicator | None = No
     for k in ("quadratic", "categorical", "ignore"):
         if k in options:
             options[k] = tuple(options[k])
+    if isinstance(data, Dataset):  # parse options come with the data
+        src = data.parse or ParseOptions(bits=data.bits)
+        for k, v in src.to_dict().items():
+            v = tuple(v) if isinstance(v, list) else v
+            if k in options and options[k] != v:
+                raise ConfigError(f"{k}={options[k]!r}: the data was parsed with {k}={v!r}")
+            options[k] = v
     opts = TrainOptions(**options)
     t0 = time.perf_counter()
     own = comm is None
     if isinstance(data, Dataset):
         ds = data
-        if ds.bits != opts.bits:
-            raise ConfigError(f"-b: the data was hashed with {ds.bits} bits, not {opts.bits}")
     else:
         paths = [data] if isinstance(data, str) else list(data)
         rank, size = (comm.rank, comm.size) if comm is not None else _pre_rank()

@@ -1,0 +1,177 @@
+"""Learners: the online pass equals VW's, L-BFGS/CG reach scipy's optimum, averaging,
+metrics, model round-trip, the scikit-learn estimators."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from _linear_data import vw_lines
+
+from terascale import ConfigError, DataError
+from terascale.linear import (
+    LinearClassifier,
+    LinearModel,
+    LinearRegressor,
+    auc,
+    auprc,
+    evaluate_scores,
+    parse_lines,
+    train,
+)
+from terascale.linear._average import weighted_average
+from terascale.testing import run_workers
+
+
+@pytest.fixture(scope="module")
+def vw_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("lin") / "train.vw"
+    p.write_text("\n".join(vw_lines(3000, seed=1, weights=True)) + "\n")
+    return str(p)
+
+
+@pytest.mark.parametrize("loss,extra", [("logistic", {}), ("squared", {}), ("hinge", {}),
+                                        ("logistic", {"l1": 1e-4, "l2": 1e-4}),
+                                        ("logistic", {"power_t": 0.3, "learning_rate": 0.8})])
+def test_online_pass_equals_vowpalwabbit(vw_file, tmp_path, loss, extra):
+    pyvw = pytest.importorskip("vowpalwabbit.pyvw")
+    flags = {"l1": "--l1", "l2": "--l2", "power_t": "--power_t",
+             "learning_rate": "--learning_rate"}
+    args = " ".join(f"{flags[k]} {v}" for k, v in extra.items())
+    mpath = str(tmp_path / "vw.model")
+    vw = pyvw.Workspace(f"--quiet -d {vw_file} --loss_function {loss} -b 18 -f {mpath} {args}")
+    vw.finish()
+    ppath = str(tmp_path / "vw.pred")
+    vw = pyvw.Workspace(f"--quiet -d {vw_file} -t -i {mpath} -p {ppath}")
+    vw.finish()
+    theirs = np.loadtxt(ppath, usecols=0)
+    model = train([vw_file], bits=18, loss=loss, holdout=0, cache_dir="", **extra)
+    ours = model.decision_function(vw_file)
+    if loss != "logistic":  # VW clips these predictions to the labels' range
+        ours = np.clip(ours, -1, 1)
+    np.testing.assert_allclose(ours, theirs, atol=2e-3, rtol=2e-3)
+
+
+def _objective(ds, lam):
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix((ds.values, ds.indices, ds.indptr), shape=(len(ds), 1 << ds.bits))
+    y = np.where(ds.labels > 0, 1.0, -1.0)
+
+    def f(w):
+        z = X @ w
+        m = -y * z
+        loss = np.sum(np.logaddexp(0, m)) + 0.5 * lam * w @ w
+        g = X.T @ (-y / (1 + np.exp(-m))) + lam * w
+        return loss, g
+    return f
+
+
+@pytest.mark.parametrize("method", ["bfgs", "cg"])
+def test_batch_reaches_scipy_optimum(method):
+    from scipy.optimize import minimize
+
+    ds = parse_lines(vw_lines(1500, seed=3), bits=10)
+    lam = 2.0
+    f = _objective(ds, lam)
+    ref = minimize(f, np.zeros(1 << 10), jac=True, method="L-BFGS-B",
+                   options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 5000}).x
+    model = train(ds, passes=1, l2=lam, holdout=0, tol=1e-13, **{method: 300})
+    w = model.dense()
+    assert f(w)[0] == pytest.approx(f(ref)[0], rel=1e-7)
+    np.testing.assert_allclose(w, ref, atol=2e-4)
+    assert model.info["batch_iterations"] > 3
+
+
+def test_holdout_stops_batch_phase():
+    ds = parse_lines(vw_lines(2000, seed=4), bits=16, quadratic=["aa"])
+    m = train(ds, bfgs=60, l2=1e-3, holdout=0.2, tol=0)
+    assert m.info["batch_stopped"] in ("holdout", "line search")
+    assert m.info["batch_passes"] < 60
+
+
+def test_averaging_on_known_vectors():
+    from terascale.linear._average import average_weights
+    from terascale.linear._online import new_state
+
+    ws = np.array([[1.0, 2.0, 0.0, 4.0], [3.0, 4.0, 5.0, 8.0]])
+    g2s = np.array([[1.0, 0.0, 0.0, 1.0], [3.0, 1.0, 0.0, 1.0]])
+    expect_w = np.array([2.5, 4.0, 0.0, 6.0])
+    np.testing.assert_array_equal(weighted_average(ws, g2s), expect_w)
+
+    def fn(comm, how):
+        w, g2 = ws[comm.rank].copy(), g2s[comm.rank].copy()
+        nrm = np.array([1.0, 2.0, 3.0, 4.0]) * (comm.rank + 1)
+        state = new_state()
+        state[:2] = [10.0, 20.0]
+        average_weights(comm, w, g2, nrm, state, how)
+        return w, g2, nrm, state
+
+    for how, ew in (("weighted", expect_w), ("uniform", ws.mean(axis=0))):
+        for w, g2, nrm, state in run_workers(fn, 2, args=(how,)):
+            np.testing.assert_array_equal(w, ew)
+            np.testing.assert_array_equal(g2, g2s.sum(axis=0))
+            np.testing.assert_array_equal(nrm, [2.0, 4.0, 6.0, 8.0])
+            assert list(state[:2]) == [20.0, 40.0]
+
+
+def test_metrics_equal_sklearn():
+    from sklearn.metrics import average_precision_score, log_loss, roc_auc_score
+
+    rng = np.random.default_rng(0)
+    y = rng.choice([-1.0, 1.0], size=500)
+    s = np.round(rng.normal(size=500) + 0.5 * y, 1)  # rounding makes ties
+    assert auc(y, s) == pytest.approx(roc_auc_score(y > 0, s), abs=1e-12)
+    assert auprc(y, s) == pytest.approx(average_precision_score(y > 0, s), abs=1e-12)
+    m = evaluate_scores(y, s)
+    assert m["logloss"] == pytest.approx(log_loss(y > 0, 1 / (1 + np.exp(-s))), rel=1e-9)
+    assert m["accuracy"] == pytest.approx(np.mean((s > 0) == (y > 0)))
+    assert m["examples"] == 500
+
+
+def test_model_round_trip_and_errors(tmp_path):
+    ds = parse_lines(vw_lines(500, seed=5), bits=16, quadratic=["ab"])
+    m = train(ds, bits=16, quadratic=["ab"], bfgs=5)
+    path = str(tmp_path / "m.model")
+    m.save(path)
+    m2 = LinearModel.load(path)
+    assert m2.parse == m.parse and m2.loss == "logistic" and m2.parse.quadratic == ("ab",)
+    np.testing.assert_array_equal(m2.predict(ds), m.predict(ds))
+    assert [p.name for p in tmp_path.iterdir()] == ["m.model"]  # no temporary left behind
+    with pytest.raises(ConfigError, match="-b"):
+        m2.predict(parse_lines(vw_lines(5), bits=18))
+    (tmp_path / "junk").write_text("not a model")
+    with pytest.raises(DataError, match="not a terascale linear model"):
+        LinearModel.load(str(tmp_path / "junk"))
+    with np.load(path) as z:
+        arrays = dict(z)
+    header = json.loads(bytes(arrays["header"]).decode())
+    header["version"] = 99
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+    np.savez(tmp_path / "new.npz", **arrays)
+    with pytest.raises(ConfigError, match="newer"):
+        LinearModel.load(str(tmp_path / "new.npz"))
+
+
+def test_sklearn_estimators():
+    from sklearn.datasets import load_breast_cancer, load_diabetes
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    clf = LinearClassifier(bits=12, passes=3, bfgs=20).fit(X, y)
+    assert clf.score(X, y) > 0.95
+    proba = clf.predict_proba(X)
+    assert proba.shape == (len(y), 2) and np.allclose(proba.sum(axis=1), 1)
+    assert set(clf.predict(X)) <= {0, 1}
+    inc = LinearClassifier(bits=12)
+    for i in range(0, len(y), 100):
+        inc.partial_fit(X[i:i + 100], y[i:i + 100])
+    assert inc.score(X, y) > 0.9
+    Xd, yd = load_diabetes(return_X_y=True)
+    reg = LinearRegressor(bits=12, passes=1, bfgs=50, l2=1e-3).fit(
+        StandardScaler().fit_transform(Xd), (yd - yd.mean()) / yd.std())
+    assert reg.score(StandardScaler().fit_transform(Xd), (yd - yd.mean()) / yd.std()) > 0.45
+    with pytest.raises(ConfigError, match="unknown option"):
+        train(parse_lines(["1 |a x"]), bogus=1)

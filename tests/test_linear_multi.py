@@ -1,0 +1,91 @@
+"""Multi-worker runs (real processes) and the command line end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from _linear_data import vw_lines
+
+from terascale.linear import LinearModel, parse_lines, train
+from terascale.testing import run_workers
+
+LINES = vw_lines(2400, seed=7)
+OPTS = {"bits": 14, "holdout": 0, "l2": 1.0, "tol": 1e-13}
+
+
+def _fit(comm, n, opts):
+    shard = LINES[comm.rank * len(LINES) // n:(comm.rank + 1) * len(LINES) // n]
+    m = train(parse_lines(shard, bits=14), comm=comm, **opts)
+    return m.dense()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_workers_end_bitwise_identical_and_batch_matches_one_worker(n):
+    one = train(parse_lines(LINES, bits=14), **OPTS, bfgs=200).dense()
+    for extra in ({"bfgs": 200}, {"passes": 2, "average": "uniform"},
+                  {"passes": 1, "average": "weighted", "cg": 100}):
+        ws = run_workers(_fit, n, args=(n, {**OPTS, **extra}), timeout=120)
+        for w in ws[1:]:
+            np.testing.assert_array_equal(w, ws[0])  # bitwise identical on every worker
+        assert np.any(ws[0] != 0)
+        if "passes" not in extra or extra.get("cg"):
+            np.testing.assert_allclose(ws[0], one, atol=2e-4)  # the same optimum
+
+
+class _Result:
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def _cli(capfd, *args):
+    """``terascale linear ARGS`` in this process (the same code path as the command, without
+    paying the interpreter start-up for every call); ``-n`` still starts real workers."""
+    from terascale.cli import main
+
+    capfd.readouterr()
+    code = main(["linear", *args])
+    out, err = capfd.readouterr()
+    return _Result(code, out, err)
+
+
+def test_cli_train_predict_evaluate(tmp_path, capfd):
+    train_p, test_p = tmp_path / "train.vw", tmp_path / "test.vw"
+    train_p.write_text("\n".join(vw_lines(3000, seed=8)) + "\n")
+    test_p.write_text("\n".join(vw_lines(500, seed=9)) + "\n")
+    cache = str(tmp_path / "cache")
+    model = str(tmp_path / "m.model")
+    r = _cli(capfd, "train", str(train_p), "-b", "16", "-q", "ab", "--bfgs", "10", "-f", model,
+             "--cache-dir", cache)
+    assert r.returncode == 0, r.stderr
+    assert "average" in r.stderr and "L-BFGS" in r.stderr  # progress lines
+    assert os.listdir(cache)  # the shard was cached
+    r = _cli(capfd, "evaluate", str(test_p), "-i", model, "--json")
+    assert r.returncode == 0, r.stderr
+    m = json.loads(r.stdout)
+    assert m["examples"] == 500 and m["auc"] > 0.75 and 0 < m["logloss"] < 0.6
+    pred = tmp_path / "p.txt"
+    r = _cli(capfd, "predict", str(test_p), "-i", model, "-p", str(pred))
+    assert r.returncode == 0, r.stderr
+    rows = pred.read_text().splitlines()
+    assert len(rows) == 500 and rows[0].endswith(" ex0") and 0 < float(rows[0].split()[0]) < 1
+    # two workers through the launcher, each on its half of the file
+    model2 = str(tmp_path / "m2.model")
+    r = _cli(capfd, "train", str(train_p), "-n", "2", "-b", "16", "-q", "ab", "--bfgs", "10",
+             "-f", model2, "--cache-dir", cache, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "2 worker(s)" in r.stderr
+    m2 = LinearModel.load(model2)
+    assert m2.info["workers"] == 2 and m2.parse.quadratic == ("ab",)
+    assert m2.evaluate(str(test_p))["auc"] > 0.75
+    # errors: a bad line names file and line; a bad flag names the flag
+    bad = tmp_path / "bad.vw"
+    bad.write_text("1 |a x\n1 a b |a y\n")
+    r = _cli(capfd, "train", str(bad), "-f", model, "--cache-dir", "")
+    assert r.returncode == 2 and "bad.vw, line 2" in r.stderr
+    r = _cli(capfd, "train", str(bad), "-f", model, "--skip-bad", "--cache-dir", "")
+    assert r.returncode == 0 and "skipped 1 bad lines" in r.stderr
+    r = _cli(capfd, "evaluate", str(test_p), "-i", str(bad))
+    assert r.returncode == 2 and "not a terascale linear model" in r.stderr

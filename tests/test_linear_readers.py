@@ -1,0 +1,167 @@
+"""Readers and hashing: VW text edge cases, libsvm, CSV, compressed inputs, shards, errors."""
+
+from __future__ import annotations
+
+import gzip
+import zipfile
+
+import numpy as np
+import pytest
+
+from terascale import ConfigError, DataError
+from terascale.linear import hash_feature, hash_space, murmur3_32, parse_lines, read_file
+from terascale.linear._dataset import ParseOptions
+from terascale.linear._hashing import CONSTANT_HASH, FNV_PRIME
+from terascale.linear._readers import shard_files
+
+MASK18 = (1 << 18) - 1
+CONST = CONSTANT_HASH & MASK18
+
+
+def row(ds, i):  # (indices, values) of example i, constant left out
+    a, b = ds.indptr[i], ds.indptr[i + 1]
+    idx, val = np.asarray(ds.indices[a:b]), np.asarray(ds.values[a:b])
+    keep = idx != CONST
+    return list(idx[keep]), list(val[keep])
+
+
+def test_murmur3_reference_vectors():
+    # published MurmurHash3_x86_32 test vectors
+    assert murmur3_32(b"", 0) == 0
+    assert murmur3_32(b"", 1) == 0x514E28B7
+    assert murmur3_32(b"\xff\xff\xff\xff", 0) == 0x76293B50
+    assert murmur3_32(b"Hello, world!", 1234) == 0xFAF6CDB3
+    assert murmur3_32(b"The quick brown fox jumps over the lazy dog", 0x9747B28C) == 0x2FA826CD
+
+
+def test_hashing_equals_vowpalwabbit():
+    pyvw = pytest.importorskip("vowpalwabbit.pyvw")
+    vw = pyvw.Workspace("--quiet -b 18")
+    try:
+        for ns in ["", "a", "ns", "User", "123", "é", "longer namespace"]:
+            hs = vw.hash_space(ns)
+            assert hash_space(ns) == hs
+            for f in ["", "x", "ab", "abc", "abcd", "abcde", "0", "42", "007", "9999999999",
+                      "ü-ß", "a b", "price_1.5"]:
+                assert hash_feature(f, hs, 18) == vw.hash_feature(f, hs), (ns, f)
+    finally:
+        vw.finish()
+
+
+def test_vw_line_features_match_vw_hashes():
+    ds = parse_lines(["1 |a x y:2.5 |b:2 z 12"], bits=18)
+    ha, hb = hash_space("a"), hash_space("b")
+    idx, val = row(ds, 0)
+    assert idx == [hash_feature("x", ha, 18), hash_feature("y", ha, 18),
+                   hash_feature("z", hb, 18), hash_feature("12", hb, 18)]
+    assert val == [1.0, 2.5, 2.0, 2.0]  # namespace scale 2 multiplies values
+    assert ds.n_features == 5  # + constant
+
+
+def test_vw_label_weight_tag_and_default_namespace():
+    # checked against vowpalwabbit's own parser (example.get_tag / get_simplelabel_*)
+    ds = parse_lines(["1 2.5 'first| f g", "-1 tag2|a h", "|a k", "0.5 1 0 'x|a q",
+                      "1 glued| a", "1|a x"], bits=18)
+    assert list(ds.labels[:2]) == [1.0, -1.0]
+    assert np.isnan(ds.labels[2])  # no label: a test example
+    assert list(ds.weights) == [2.5, 1.0, 1.0, 1.0, 1.0, 1.0]
+    assert [ds.tag(i) for i in range(6)] == ["first", "tag2", "", "x", "glued", "1"]
+    assert row(ds, 0)[0] == [hash_feature("f", 0, 18), hash_feature("g", 0, 18)]
+    assert ds.labels[4] == 1.0
+    assert np.isnan(ds.labels[5])  # VW: a word touching '|' is the tag, not the label
+
+
+def test_vw_empty_namespace_zero_values_repeats_and_blank_lines():
+    ds = parse_lines(["1 |a |b x", "", "   ", "-1 |a x:0 y y", "1 |"], bits=18)
+    assert len(ds) == 3
+    assert row(ds, 0)[0] == [hash_feature("x", hash_space("b"), 18)]
+    idx, val = row(ds, 1)  # x:0 dropped, repeated y kept twice (they add up)
+    assert idx == [hash_feature("y", hash_space("a"), 18)] * 2 and val == [1.0, 1.0]
+    assert row(ds, 2) == ([], [])  # only the constant
+    assert ds.n_features == (1 + 1) + (2 + 1) + 1  # features + constant per example
+
+
+def test_vw_quadratic_crosses():
+    ds = parse_lines(["1 |a x y |b z"], bits=18, quadratic=["ab"])
+    ha, hb = hash_space("a"), hash_space("b")
+    x, y, z = (hash_feature("x", ha, 18), hash_feature("y", ha, 18),
+               hash_feature("z", hb, 18))
+    idx, _ = row(ds, 0)
+    assert idx[3:] == [((x * FNV_PRIME) ^ z) & MASK18, ((y * FNV_PRIME) ^ z) & MASK18]
+
+
+@pytest.mark.parametrize("line,msg", [
+    ("1 a b |x f", "not a number"),
+    ("1 x", "no '|'"),
+    ("1 |a f:zz", "feature value"),
+    ("1 |a:q f", "namespace scale"),
+    ("1 2 3 4 |a f", "more than three"),
+    ("1 -2 |a f", "negative"),
+])
+def test_bad_vw_lines_raise_with_line_number(line, msg):
+    with pytest.raises(DataError, match=rf"<lines>, line 3: .*{msg}"):
+        parse_lines(["1 |a x", "", line, "1 |a y"])
+
+
+def test_skip_bad_counts():
+    ds = parse_lines(["1 |a x", "oops |a", "-1 |a y:q", "-1 |a z"], skip_bad=True)
+    assert len(ds) == 2 and ds.skipped == 2
+    assert list(ds.labels) == [1.0, -1.0]
+
+
+def test_libsvm(tmp_path):
+    p = tmp_path / "d.svm"
+    p.write_text("+1 3:1 7:2.5 # comment\n-1 qid:4 1:0.5\n\n0 \n")
+    ds = read_file(str(p), ParseOptions(format="libsvm"))
+    assert list(ds.labels) == [1.0, -1.0, 0.0]
+    assert row(ds, 0) == ([3, 7], [1.0, 2.5]) and row(ds, 1) == ([1], [0.5])
+    p.write_text("1 3:1\n1 x:2\n")
+    with pytest.raises(DataError, match=r"d.svm, line 2: a feature index"):
+        read_file(str(p), ParseOptions(format="libsvm"))
+
+
+def test_csv_categorical_numeric_and_bad_label(tmp_path):
+    p = tmp_path / "d.csv"
+    p.write_text("label,city,age,zip\n1,paris,30,75001\n0,rome,,00100\n")
+    ds = read_file(str(p), ParseOptions(format="csv", categorical=("zip",)))
+    assert list(ds.labels) == [1.0, 0.0]
+    hc, ha, hz = hash_space("city"), hash_space("age"), hash_space("zip")
+    assert row(ds, 0) == ([hash_feature("paris", hc, 18), hash_feature("age", ha, 18),
+                           hash_feature("75001", hz, 18)], [1.0, 30.0, 1.0])
+    assert row(ds, 1)[0] == [hash_feature("rome", hc, 18), hash_feature("100", hz, 18)]
+    p.write_text("label,a\n1,x\nyes,y\n")
+    with pytest.raises(DataError, match=r"d.csv, line 3: the label 'yes'"):
+        read_file(str(p), ParseOptions(format="csv"))
+    with pytest.raises(ConfigError, match="--label"):
+        read_file(str(p), ParseOptions(format="csv", label="nope"))
+
+
+def test_gz_zip_inputs_and_missing_file(tmp_path):
+    text = "1 |a x\n-1 |a y\n"
+    g = tmp_path / "d.vw.gz"
+    with gzip.open(g, "wt") as f:
+        f.write(text)
+    z = tmp_path / "d.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("d.vw", text)
+    for p in (g, z):
+        ds = read_file(str(p), ParseOptions())
+        assert list(ds.labels) == [1.0, -1.0]
+    with pytest.raises(DataError, match="no such file"):
+        read_file(str(tmp_path / "missing.vw"), ParseOptions())
+
+
+def test_shards_cover_every_line_once(tmp_path):
+    p = tmp_path / "d.vw"
+    p.write_text("".join(f"{i} |a f{i}\n" for i in range(101)))
+    for n in (1, 2, 3, 7):
+        got = []
+        for k in range(n):
+            (path, sh), = shard_files([str(p)], k, n)
+            got += list(read_file(path, ParseOptions(), shard=sh).labels)
+        assert got == list(range(101))
+    # with enough files, whole files per worker
+    assert shard_files(["a", "b", "c"], 1, 2) == [("b", (0, 1))]
+    p.write_text("".join(f"{i} |a f\n" for i in range(50)) + "bad line\n")
+    with pytest.raises(DataError, match="d.vw, line 51"):
+        read_file(str(p), ParseOptions(), shard=(1, 2))
