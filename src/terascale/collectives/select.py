@@ -1,5 +1,8 @@
 """``algorithm="auto"``: pick the allreduce algorithm from measured costs.
 
+First by host layout (one host: shared memory; several hosts with several ranks each:
+hierarchical; see ``choose_allreduce``), then, over TCP, by size:
+
 The tree costs ``2 log2(n)`` message latencies but moves up to 3x the data through each
 node; the ring costs ``2 (n-1)`` latencies but moves only ``2 (n-1)/n``. Below the crossover
 size the tree wins. The crossover was measured on loopback TCP with
@@ -27,6 +30,30 @@ def choose_tcp(nbytes: int, size: int) -> str:
     return "tree" if nbytes <= limit else "ring"
 
 
+# Host layouts (issue 3), measured with ``python benchmarks/allreduce_costs.py --sizes
+# 4K,64K,1M,16M --n 2,3,4`` (table in benchmarks/RESULTS.md, "Shared memory, halving/
+# doubling, hierarchical"):
+# * every rank on one host: shared memory beats every TCP algorithm at every size (or ties
+#   within the noise at 64 KiB): one memcpy-speed pass instead of loopback TCP's
+#   copies through the kernel. ``auto`` picks "shm" whatever the size.
+# * several hosts, some with several ranks: "hierarchical" from HIERARCHICAL_MIN_BYTES on
+#   (only one rank per host on the network); below it the TCP tree is as fast and skips
+#   the two shared-memory barriers.
+# * one rank per host: the TCP choice above. Halving/doubling ties with the ring on the
+#   world sizes this 2-core machine can measure (n <= 4), so auto does not pick it.
+HIERARCHICAL_MIN_BYTES = 64 << 10
+
+
 def choose_allreduce(nbytes: int, size: int, hosts: Sequence[str] | None = None) -> str:
-    """The algorithm ``auto`` runs for ``nbytes`` over ``size`` ranks on ``hosts``."""
+    """The algorithm ``auto`` runs for ``nbytes`` over ``size`` ranks on ``hosts``.
+
+    ``hosts`` (each rank's host id, as in ``Communicator.hosts``) is the same list on
+    every rank, so every rank picks the same algorithm.
+    """
+    if size > 1 and hosts is not None and len(hosts) == size:
+        distinct = len(set(hosts))
+        if distinct == 1:
+            return "shm"
+        if distinct < size and nbytes >= HIERARCHICAL_MIN_BYTES:
+            return "hierarchical"
     return choose_tcp(nbytes, size)

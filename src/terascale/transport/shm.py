@@ -262,7 +262,7 @@ class ShmGroup:
             if now > deadline and q[idx] < target:
                 peer = self.group[i]
                 raise PeerTimeout(
-                    f"rank {self.rank}: {ex.what} timed out after {now - start:.1f} s waiting "
+                    f"rank {self.rank}: {ex.what} timed out after {now - ex._started:.1f} s waiting "
                     f"for rank {peer} (shared memory)", rank=self.rank, peer=peer,
                     operation=ex.what)
         self._spin_s = max(self._spin_s / 2, MIN_SPIN_S) if blocked else \
