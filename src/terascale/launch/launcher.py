@@ -113,21 +113,34 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
             assert p.stdout is not None and p.stderr is not None
             outputs.append(_Output(rank, p.stdout, sys.stdout.buffer, lock, opts.prefix_output))
             outputs.append(_Output(rank, p.stderr, sys.stderr.buffer, lock, opts.prefix_output))
+        # One waiter per worker records when it exited, so that the failure reported is the
+        # first one, not the lowest rank among those that died in the same instant.
+        exits: list[tuple[float, int, int]] = []
+        exit_lock = threading.Lock()
+
+        def wait_for(rank: int, proc: subprocess.Popen[bytes]) -> None:
+            code = proc.wait()
+            with exit_lock:
+                exits.append((time.monotonic(), rank, code))
+
+        for rank, p in enumerate(procs):
+            threading.Thread(target=wait_for, args=(rank, p), daemon=True).start()
         failed: int | None = None
         status = 0
         while True:
-            codes = [p.poll() for p in procs]
-            bad = [r for r, c in enumerate(codes) if c not in (None, 0)]
-            if bad and failed is None:
-                failed = bad[0]
-                status = _exit_status(codes[failed] or 1)
+            with exit_lock:
+                bad = sorted(e for e in exits if e[2] != 0)
+                done = len(exits)
+            if bad:
+                _, failed, code = bad[0]
+                status = _exit_status(code)
                 break
-            if all(c is not None for c in codes):
+            if done == len(procs):
                 break
             if stop.is_set():
                 status = 130
                 break
-            time.sleep(0.02)
+            time.sleep(0.01)
     finally:
         for p in procs:
             if p.poll() is None:

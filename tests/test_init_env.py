@@ -1,0 +1,111 @@
+"""``terascale.init()`` under other launchers' variables, and its configuration errors."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from terascale import ConfigError, RendezvousError
+from terascale._init import read_env
+
+WORKER = textwrap.dedent("""
+    import numpy as np, terascale
+    with terascale.init(timeout=20) as comm:
+        print(comm.rank, comm.size, int(comm.allreduce(np.array(comm.rank + 1))))
+""")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawn(n: int, env_for) -> list[str]:
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER], env={**os.environ, **env_for(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(n)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        outs.append(out.strip())
+    return outs
+
+
+def _clean() -> dict[str, str]:
+    return {k: "" for k in ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS")}
+
+
+def test_torchrun_variables() -> None:
+    port = _free_port()
+    outs = _spawn(3, lambda r: {"RANK": str(r), "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1",
+                                "MASTER_PORT": str(port - 1)})
+    assert sorted(outs) == ["0 3 6", "1 3 6", "2 3 6"]
+
+
+def test_openmpi_variables_with_explicit_rendezvous() -> None:
+    port = _free_port()
+    outs = _spawn(2, lambda r: {"OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": "2",
+                                "TERASCALE_RENDEZVOUS": f"127.0.0.1:{port}"})
+    assert sorted(outs) == ["0 2 3", "1 2 3"]
+
+
+def test_slurm_variables() -> None:
+    port = _free_port()
+    outs = _spawn(2, lambda r: {"SLURM_PROCID": str(r), "SLURM_NTASKS": "2",
+                                "TERASCALE_RENDEZVOUS": f"127.0.0.1:{port}"})
+    assert sorted(outs) == ["0 2 3", "1 2 3"]
+
+
+def test_no_launcher_is_size_one() -> None:
+    assert read_env({}) is None
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"}, "no rendezvous address"),
+    ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK='x' is not an integer"),
+    ({"RANK": "3", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "do not describe"),
+    ({"PMI_RANK": "0", "PMI_SIZE": "2", "TERASCALE_RENDEZVOUS": "nohostport"}, "not HOST:PORT"),
+])
+def test_bad_environment_is_a_config_error(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        read_env(env)
+
+
+def test_unreachable_rendezvous_fails_with_advice() -> None:
+    import terascale
+
+    port = _free_port()
+    env = {"TERASCALE_RANK": "1", "TERASCALE_SIZE": "2", "TERASCALE_SECRET": "s",
+           "TERASCALE_RENDEZVOUS": f"127.0.0.1:{port}"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        with pytest.raises(RendezvousError, match="cannot reach the rendezvous server"):
+            terascale.init(timeout=1)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_rendezvous_port_in_use_is_reported() -> None:
+    busy = socket.socket()
+    busy.bind(("0.0.0.0", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port - 1)}
+    res = subprocess.run([sys.executable, "-c", "import terascale; terascale.init(timeout=2)"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    busy.close()
+    assert res.returncode != 0
+    assert f"cannot listen on 0.0.0.0:{port}" in res.stderr

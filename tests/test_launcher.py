@@ -1,0 +1,142 @@
+"""``terascale run`` end to end: exit codes, abort-all, output prefixes, restarts, env errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+RUN = [sys.executable, "-m", "terascale", "run"]
+
+
+def _script(tmp_path: Path, body: str) -> str:
+    p = tmp_path / "job.py"
+    p.write_text(textwrap.dedent(body))
+    return str(p)
+
+
+def _run(args: list[str], timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(RUN + args, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def test_success_prefixes_output(tmp_path: Path) -> None:
+    job = _script(tmp_path, """
+        import numpy as np, terascale
+        with terascale.init() as comm:
+            print("sum", int(comm.allreduce(np.array(comm.rank + 1))), "size", comm.size)
+    """)
+    res = _run(["-n", "3", sys.executable, job])
+    assert res.returncode == 0, res.stderr
+    lines = sorted(res.stdout.splitlines())
+    assert lines == [f"[{r}] sum 6 size 3" for r in range(3)]
+
+
+def test_first_failure_stops_all_and_sets_exit_code(tmp_path: Path) -> None:
+    job = _script(tmp_path, """
+        import sys, time, terascale
+        comm = terascale.init()
+        if comm.rank == 2:
+            raise SystemExit(7)
+        time.sleep(60)
+    """)
+    start = time.monotonic()
+    res = _run(["-n", "4", sys.executable, job])
+    assert res.returncode == 7
+    assert time.monotonic() - start < 15  # nobody waited for the 60 s sleepers
+    assert "rank 2 failed first" in res.stderr
+
+
+def test_traceback_shown_once_at_the_end(tmp_path: Path) -> None:
+    job = _script(tmp_path, """
+        import numpy as np, terascale
+        comm = terascale.init()
+        if comm.rank == 1:
+            raise ValueError("bad things on rank one")
+        comm.allreduce(np.ones(3))
+    """)
+    res = _run(["-n", "3", sys.executable, job])
+    assert res.returncode == 1
+    tail = res.stderr.split("failed first")[1]
+    assert "ValueError: bad things on rank one" in tail
+    assert "Traceback" in tail
+
+
+def test_no_orphans_after_abort(tmp_path: Path) -> None:
+    marker = tmp_path / "pids"
+    job = _script(tmp_path, f"""
+        import os, subprocess, sys, time, terascale
+        comm = terascale.init()
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        with open({str(marker)!r}, "a") as f:
+            f.write(f"{{os.getpid()}} {{child.pid}}\\n")
+        comm.barrier()
+        if comm.rank == 0:
+            raise SystemExit(3)
+        time.sleep(120)
+    """)
+    res = _run(["-n", "3", sys.executable, job])
+    assert res.returncode == 3
+    time.sleep(0.5)
+    for line in marker.read_text().split("\n"):
+        for pid in line.split():
+            assert not Path(f"/proc/{pid}").exists() or \
+                Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z", f"pid {pid} survived"
+
+
+def test_killed_worker_status(tmp_path: Path) -> None:
+    job = _script(tmp_path, """
+        import os, signal, terascale
+        comm = terascale.init()
+        if comm.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        comm.barrier()
+    """)
+    res = _run(["-n", "2", sys.executable, job])
+    assert res.returncode == 128 + 9
+
+
+def test_max_restarts_reruns_the_group(tmp_path: Path) -> None:
+    job = _script(tmp_path, """
+        import os, terascale
+        comm = terascale.init()
+        attempt = int(os.environ["TERASCALE_RESTART"])
+        if attempt == 0 and comm.rank == 1:
+            raise SystemExit(5)
+        comm.barrier()
+        print("done on attempt", attempt)
+    """)
+    res = _run(["-n", "2", "--max-restarts", "1", sys.executable, job])
+    assert res.returncode == 0, res.stderr
+    assert "restarting all 2 workers" in res.stderr
+    assert res.stdout.count("done on attempt 1") == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-n", "0", "true"], "-n must be at least 1"),
+    (["-n", "2"], "no command given"),
+    (["-n", "2", "/no/such/program"], "command not found"),
+    (["-n", "2", "--timeout", "-1", "true"], "--timeout must be positive"),
+])
+def test_bad_invocations_give_one_line_errors(args: list[str], message: str) -> None:
+    res = _run(args)
+    assert res.returncode == 2
+    assert message in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_missing_rank_reported_by_rendezvous(tmp_path: Path) -> None:
+    job = _script(tmp_path, """
+        import os, terascale
+        if os.environ["TERASCALE_RANK"] == "2":
+            raise SystemExit(0)  # never joins
+        terascale.init(timeout=2)
+    """)
+    res = _run(["-n", "3", sys.executable, job])
+    assert res.returncode == 1
+    assert "2 of 3 workers arrived" in res.stderr and "missing ranks [2]" in res.stderr
