@@ -1,7 +1,8 @@
 """The compressed allreduce behind ``onebit_hook``: sign bits, chunk scales, two residuals.
 
-Wire format of one chunk: a float32 scale followed by the chunk's sign bits, packed 8 per
-byte, most significant bit first (``numpy.packbits`` order). Chunk ``j`` of every worker
+Wire format of one chunk: one float32 scale per block of ``block`` values (the mean absolute
+value of the block), then the chunk's sign bits, packed 8 per byte, most significant bit
+first (``numpy.packbits`` order). Chunk ``j`` of every worker
 goes to worker ``j`` (phase 1, all-to-all); worker ``j`` re-quantizes the average and every
 worker receives every re-quantized chunk (phase 2, all-gather). Both phases are queued on the
 communicator's progress thread, in order, like any ``allreduce_async``.
@@ -35,21 +36,31 @@ def unpack_signs(packed: torch.Tensor) -> torch.Tensor:
     return bits.reshape(*packed.shape[:-1], -1).bool()
 
 
-def _encode(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Quantize rows of ``values`` (float32, shape (rows, m)) to [scale | bits] records."""
-    scales = np.abs(values).mean(axis=1, dtype=np.float32).astype(np.float32)
+def _encode(values: np.ndarray, block: int, valid: int) -> tuple[np.ndarray, np.ndarray]:
+    """Quantize one row ``values`` (float32 (1, m)) to a [block scales | bits] record.
+
+    Only the first ``valid`` values are real (the rest is padding, kept at zero); block
+    scales are means over real values only.
+    """
+    rows, m = values.shape
+    values[:, valid:] = 0
+    blocks = values.reshape(rows, m // block, block)
+    counts = np.clip(valid - np.arange(0, m, block), 1, block).astype(np.float32)
+    scales = (np.abs(blocks).sum(axis=2, dtype=np.float32) / counts).astype(np.float32)
     bits = np.packbits(values >= 0, axis=1)
-    records = np.concatenate([scales.reshape(-1, 1).view(np.uint8).reshape(len(values), 4),
-                              bits], axis=1)
-    signs = np.where(values >= 0, np.float32(1), np.float32(-1))
-    return records, signs * scales[:, None]
+    records = np.concatenate([scales.view(np.uint8).reshape(rows, -1), bits], axis=1)
+    signs = np.where(blocks >= 0, np.float32(1), np.float32(-1))
+    quantized = (signs * scales[:, :, None]).reshape(rows, m)
+    quantized[:, valid:] = 0
+    return records, quantized
 
 
-def _decode(records: np.ndarray, m: int) -> np.ndarray:
-    """[scale | bits] records (rows, 4 + m/8) back to float32 values (rows, m)."""
-    scales = np.ascontiguousarray(records[:, :4]).view(np.float32).reshape(-1, 1)
-    signs = np.unpackbits(records[:, 4:], axis=1, count=m).astype(np.float32) * 2 - 1
-    return signs * scales
+def _decode(records: np.ndarray, m: int, block: int) -> np.ndarray:
+    """[block scales | bits] records (rows, width) back to float32 values (rows, m)."""
+    rows, nb = len(records), m // block
+    scales = np.ascontiguousarray(records[:, :4 * nb]).view(np.float32).reshape(rows, nb, 1)
+    signs = np.unpackbits(records[:, 4 * nb:], axis=1, count=m).astype(np.float32) * 2 - 1
+    return (signs.reshape(rows, nb, block) * scales).reshape(rows, m)
 
 
 def _schedule(comm: Communicator, name: str, detail: str, body: Any) -> Any:
@@ -73,38 +84,46 @@ def _all_to_all(comm: Communicator, ex: Any, send: np.ndarray, recv: np.ndarray)
 
 class _Result:
     def __init__(self, handle: Any, like: torch.Tensor, records: np.ndarray, m: int,
-                 n: int) -> None:
+                 n: int, block: int) -> None:
         self.handle, self.like, self.records, self.m, self.n = handle, like, records, m, n
+        self.block = block
 
     def wait(self) -> torch.Tensor:
         self.handle.wait()
         dev = self.like.device
         rec = torch.from_numpy(self.records).to(dev)
-        scales = rec[:, :4].reshape(-1).view(torch.float32).reshape(-1, 1)
-        signs = unpack_signs(rec[:, 4:]).to(torch.float32) * 2 - 1
-        avg = (signs * scales).reshape(-1)[: self.like.numel()]
+        nb = self.m // self.block
+        scales = rec[:, :4 * nb].reshape(-1).view(torch.float32).reshape(-1, nb, 1)
+        signs = unpack_signs(rec[:, 4 * nb:]).to(torch.float32) * 2 - 1
+        avg = (signs.reshape(-1, nb, self.block) * scales).reshape(-1)[: self.like.numel()]
         return (avg * self.n).to(self.like.dtype).reshape(self.like.shape)
 
 
 def compressed_allreduce(comm: Communicator, grad: torch.Tensor, index: int,
                          worker_error: dict[int, torch.Tensor],
-                         server_error: dict[int, Any]) -> _Result:
+                         server_error: dict[int, Any], block: int) -> _Result:
     """Submit the two-phase 1-bit exchange of ``grad``; ``.wait()`` returns the sum."""
+    if block < 8 or block % 8:
+        raise ConfigError(f"block={block} must be a positive multiple of 8")
     n, d = comm.size, grad.numel()
-    m = max(8, math.ceil(d / n / 8) * 8)  # values per chunk, whole bytes of bits
-    width = 4 + m // 8
+    m = max(block, math.ceil(d / n / block) * block)  # values per chunk, whole blocks
+    nb = m // block
+    width = 4 * nb + m // 8
     err = worker_error.get(index)
     if err is None or err.numel() != n * m or err.device != grad.device:
         err = worker_error[index] = torch.zeros(n * m, dtype=torch.float32, device=grad.device)
     comp = err.clone()
     comp[:d] += grad.reshape(-1).to(torch.float32)
-    chunks = comp.view(n, m)
-    scales = chunks.abs().mean(dim=1)
-    positive = chunks >= 0
-    quantized = torch.where(positive, scales[:, None], -scales[:, None])
+    blocks = comp.view(n, nb, block)
+    starts = torch.arange(0, n * m, block, device=grad.device).view(n, nb)
+    counts = (d - starts).clamp(1, block).to(torch.float32)  # real values per block
+    scales = blocks.abs().sum(dim=2) / counts
+    positive = blocks >= 0
+    quantized = torch.where(positive, scales[:, :, None], -scales[:, :, None])
     err.copy_(comp - quantized.reshape(-1))  # the residual stays on the worker's device
-    send = torch.cat([scales.reshape(n, 1).contiguous().view(torch.uint8).reshape(n, 4),
-                      pack_signs(positive)], dim=1).cpu().numpy()
+    err[d:] = 0  # padding carries nothing
+    send = torch.cat([scales.contiguous().view(torch.uint8).reshape(n, 4 * nb),
+                      pack_signs(positive.reshape(n, m))], dim=1).cpu().numpy()
     gathered = np.empty((n, width), np.uint8)
     serr = server_error.get(index)
     if serr is None or serr.shape != (1, m):
@@ -116,9 +135,10 @@ def compressed_allreduce(comm: Communicator, grad: torch.Tensor, index: int,
         _all_to_all(comm, ex, send, inbox)
 
     def phase2(ex: Any) -> None:
-        own = _decode(inbox, m).sum(axis=0, keepdims=True, dtype=np.float32) / np.float32(n)
+        own = _decode(inbox, m, block).sum(axis=0, keepdims=True, dtype=np.float32)
+        own /= np.float32(n)
         own += serr
-        record, requantized = _encode(own)
+        record, requantized = _encode(own, block, max(0, min(m, d - comm.rank * m)))
         serr[...] = own - requantized
         gathered[comm.rank] = record[0]
         if ex is None:
@@ -131,4 +151,4 @@ def compressed_allreduce(comm: Communicator, grad: torch.Tensor, index: int,
 
     _schedule(comm, "onebit_alltoall", detail, phase1)
     handle = _schedule(comm, "onebit_allgather", detail, phase2)
-    return _Result(handle, grad, gathered, m, n)
+    return _Result(handle, grad, gathered, m, n, block)
