@@ -1,0 +1,183 @@
+"""Authentication, hostile input to the rendezvous server, and first-copy-wins slots."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import terascale
+from terascale import AuthError, SlotTaken
+from terascale.rendezvous import RendezvousServer, join
+
+SECRET = b"the-job-secret"
+
+
+def _join_async(server: RendezvousServer, slot: int, results: dict, secret: bytes = SECRET,
+                timeout: float = 10.0) -> threading.Thread:
+    def go() -> None:
+        try:
+            a = join(server.address, secret, slot=slot, size=server.size, host_id="h",
+                     timeout=timeout)
+            a.listener.close()
+            results[slot] = a.rank
+        except Exception as e:
+            results[slot] = e
+
+    t = threading.Thread(target=go)
+    t.start()
+    return t
+
+
+def test_wrong_secret_is_rejected_and_job_unaffected() -> None:
+    with RendezvousServer(2, SECRET) as server:
+        with pytest.raises(AuthError, match="does not hold the job secret"):
+            join(server.address, b"wrong", slot=0, size=2, host_id="h", timeout=5)
+        results: dict = {}
+        threads = [_join_async(server, s, results) for s in (0, 1)]
+        for t in threads:
+            t.join()
+        assert results == {0: 0, 1: 1}
+        assert server.rejected >= 1
+
+
+def test_wrong_secret_on_peer_link_does_not_break_the_job() -> None:
+    from terascale.transport import build_mesh, listen
+
+    listeners = [listen("127.0.0.1") for _ in range(2)]
+    addrs = [lst.getsockname()[:2] for lst in listeners]
+    # A stranger with the wrong secret knocks on rank 0's port before rank 1 dials.
+    stranger_error: list = []
+
+    def stranger() -> None:
+        from terascale._auth import dial_handshake
+        try:
+            with socket.create_connection(addrs[0], timeout=5) as c:
+                dial_handshake(c, b"not-the-secret", time.monotonic() + 5)
+        except AuthError as e:
+            stranger_error.append(e)
+
+    meshes: dict = {}
+
+    def member(rank: int) -> None:
+        meshes[rank] = build_mesh(rank, 2, addrs, listeners[rank], SECRET, "job",
+                                  time.monotonic() + 10)
+
+    threads = [threading.Thread(target=member, args=(r,)) for r in (0, 1)]
+    threads[0].start()  # rank 0 accepts; the stranger comes first, then rank 1
+    t = threading.Thread(target=stranger)
+    t.start()
+    t.join()
+    threads[1].start()
+    for th in threads:
+        th.join()
+    assert stranger_error and isinstance(stranger_error[0], AuthError)
+    assert set(meshes) == {0, 1} and set(meshes[0].socks) == {1}
+    for m in meshes.values():
+        m.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=300))
+def test_fuzzed_rendezvous_input_never_hurts_the_server(garbage: bytes) -> None:
+    server = _FUZZ_SERVER
+    with socket.create_connection(server.address, timeout=2) as s:
+        s.settimeout(2)
+        try:
+            s.recv(64)  # the challenge
+            s.sendall(garbage)
+            s.shutdown(socket.SHUT_WR)
+            s.recv(64)
+        except OSError:
+            pass
+
+
+def _server_after_fuzz() -> RendezvousServer:
+    return RendezvousServer(2, SECRET).start()
+
+
+_FUZZ_SERVER = _server_after_fuzz()
+
+
+def test_server_survives_fuzz_oversize_and_slow_loris_then_serves_the_job() -> None:
+    server = _FUZZ_SERVER
+    # A client that claims a 4 GiB request after authenticating: dropped, nothing allocated.
+    from terascale._auth import dial_handshake
+    s = socket.create_connection(server.address, timeout=5)
+    dial_handshake(s, SECRET, time.monotonic() + 5)
+    s.sendall(struct.pack("<I", 0xFFFFFFFF))
+    s.settimeout(5)
+    assert s.recv(10) == b""  # closed on us
+    s.close()
+    # Slow loris: connect and say nothing; the job still assembles meanwhile.
+    lazy = [socket.create_connection(server.address) for _ in range(20)]
+    results: dict = {}
+    threads = [_join_async(server, slot, results) for slot in (0, 1)]
+    for t in threads:
+        t.join()
+    assert results == {0: 0, 1: 1}
+    for c in lazy:
+        c.close()
+    server.close()
+
+
+def test_duplicate_slot_first_copy_wins() -> None:
+    with RendezvousServer(2, SECRET) as server:
+        results: dict = {}
+        first = _join_async(server, 0, results)
+        time.sleep(0.3)
+        with pytest.raises(SlotTaken, match="slot 0 is already held"):
+            join(server.address, SECRET, slot=0, size=2, host_id="h", timeout=5)
+        _join_async(server, 1, results).join()
+        first.join()
+        assert results == {0: 0, 1: 1}
+
+
+def test_speculative_copy_exits_zero_with_message() -> None:
+    with RendezvousServer(2, SECRET) as server:
+        results: dict = {}
+        threads = [_join_async(server, s, results) for s in (0, 1)]
+        for t in threads:
+            t.join()
+        env = {**os.environ, "TERASCALE_RANK": "1", "TERASCALE_SIZE": "2",
+               "TERASCALE_SECRET": SECRET.decode(),
+               "TERASCALE_RENDEZVOUS": f"{server.address[0]}:{server.address[1]}"}
+        res = subprocess.run([sys.executable, "-c", "import terascale; terascale.init(timeout=5);"
+                              "print('should not get here')"], env=env, capture_output=True,
+                             text=True, timeout=60)
+    assert res.returncode == 0
+    assert "already held" in res.stderr and "should not get here" not in res.stdout
+
+
+def test_slot_of_a_worker_that_died_waiting_is_freed() -> None:
+    with RendezvousServer(2, SECRET) as server:
+        from terascale._auth import dial_handshake, send_json
+        s = socket.create_connection(server.address)
+        dial_handshake(s, SECRET, time.monotonic() + 5)
+        send_json(s, {"slot": 0, "size": 2, "addr": "127.0.0.1", "port": 1, "host": "h",
+                      "timeout": 30}, time.monotonic() + 5)
+        time.sleep(0.2)
+        s.close()  # died while waiting for the others
+        time.sleep(0.6)
+        results: dict = {}
+        threads = [_join_async(server, slot, results) for slot in (0, 1)]
+        for t in threads:
+            t.join()
+        assert results == {0: 0, 1: 1}
+
+
+def test_size_one_identities() -> None:
+    comm = terascale.init()
+    assert comm.size == 1
+    x = np.arange(4.0)
+    assert comm.allreduce(x).tolist() == x.tolist()
+    assert comm.broadcast_object("o") == "o"
