@@ -22,7 +22,7 @@ from .collectives import (
     choose_allreduce,
 )
 from .collectives._chunks import bounds
-from .collectives.hierarchical import run_shm_allreduce
+from .collectives.hierarchical import run_shm_allreduce, shm_barrier
 from .transport import Exchange, TcpMesh
 
 __all__ = ["Communicator"]
@@ -233,7 +233,7 @@ class Communicator:
         empty = np.empty(0, np.uint8)
 
         def body(ex: Exchange | None) -> None:
-            if ex is not None:
+            if ex is not None and not shm_barrier(self, ex):
                 TreeAllreduce(ex, self.rank, self.size, empty, reducer("sum", empty.dtype)).run()
 
         self._schedule("barrier", "", body, timeout, False)

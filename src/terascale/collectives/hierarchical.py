@@ -35,7 +35,7 @@ from .tree import TreeAllreduce
 if TYPE_CHECKING:
     from ..communicator import Communicator
 
-__all__ = ["host_groups", "run_shm_allreduce", "shm_group"]
+__all__ = ["host_groups", "run_shm_allreduce", "shm_barrier", "shm_group"]
 
 
 def host_groups(hosts: list[str]) -> list[list[int]]:
@@ -90,3 +90,18 @@ def run_shm_allreduce(comm: Communicator, ex: Exchange, algo: str, src: np.ndarr
              group=leaders).run()
     if g is not None:
         shm_broadcast(g, ex, dst, ex.deadline)
+
+
+def shm_barrier(comm: Communicator, ex: Exchange) -> bool:
+    """A barrier through the one-host segment, if the job already has one; else False.
+
+    Only once shared-memory allreduces set the segment up (the same on every rank): a job
+    that never uses shared memory does not get a segment for its barriers.
+    """
+    g = comm._shm_groups.get(())
+    if g is None:
+        return False
+    g.announce(ex)
+    g.barrier(ex, ex.deadline, check=True)
+    g.round += 1
+    return True
