@@ -294,9 +294,10 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
                    help="4 sizes (4K, 64K, 1M, 16M) and 0.3x the iterations")
     p.add_argument("--json", default=None, metavar="OUT.json", help="write all results as JSON")
     p.add_argument("--plot", default=None, metavar="OUT.png", help="busbw vs size, one line per system")
-    p.add_argument("--calibrate", action="store_true",
+    p.add_argument("--calibrate", nargs="*", default=None, metavar="EARLIER.json",
                    help="fit the alpha-beta-gamma cost model (terascale.sim) to these "
-                        "measurements and print predicted vs measured")
+                        "measurements (plus those of earlier --json reports, e.g. the -n 2 "
+                        "run) and print predicted vs measured")
     p.add_argument("--calibration-plot", default=None, metavar="OUT.png",
                    help="with --calibrate: measured vs predicted time")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -322,10 +323,14 @@ def _main(args: argparse.Namespace) -> int:
     print(format_table(report))
     for f in report["failures"]:
         print(f"terascale bench: {f} failed; its rows are missing", file=sys.stderr)
-    if args.calibrate:
+    if args.calibrate is not None:
         from ..sim.calibrate import calibrate, format_calibration
 
-        cal = calibrate(report)
+        earlier = []
+        for path in args.calibrate:
+            with open(path) as f:
+                earlier.append(json.load(f))
+        cal = calibrate(report, *earlier)
         report["calibration"] = cal
         print(format_calibration(cal))
         if args.calibration_plot:

@@ -1,0 +1,96 @@
+"""``terascale simulate``: predicted allreduce time per algorithm at any scale.
+
+    terascale simulate --nodes 1000 --bytes 64MB --link 10Gbit
+    terascale simulate --nodes 1000 --bytes 64MB --link 1Gbit --stragglers exp:5ms --plot t.png
+    terascale simulate --nodes 32 --workers-per-host 8 --bytes 100MB --link 50Gbit
+    terascale simulate --paper          # the Terascale run and Goyal et al. on paper
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+__all__ = ["add_parser", "parse_bytes", "parse_rate", "parse_seconds"]
+
+_BYTES = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1 << 10, "mib": 1 << 20,
+          "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_RATE = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12, "b/s": 8, "mb/s": 8e6,
+         "gb/s": 8e9}
+
+
+def _split(text: str) -> tuple[float, str]:
+    m = re.fullmatch(r"\s*([0-9.]+(?:e[-+]?\d+)?)\s*([a-zA-Z/]*)\s*", text)
+    if m is None:
+        raise ValueError(text)
+    return float(m.group(1)), m.group(2).lower()
+
+
+def _parse(text: str, units: dict[str, float], flag: str, example: str) -> float:
+    from .._errors import ConfigError
+
+    try:
+        value, unit = _split(text)
+        return value * units[unit]
+    except (ValueError, KeyError):
+        raise ConfigError(f"{flag}: cannot read {text!r} (e.g. {example})") from None
+
+
+def parse_bytes(text: str) -> float:
+    """``64MB`` (decimal), ``64MiB`` / ``64M`` (binary), ``1e6`` -> bytes."""
+    return _parse(text, _BYTES, "--bytes", "64MB, 64MiB, 100MB")
+
+
+def parse_rate(text: str) -> float:
+    """``10Gbit``, ``1Gbit``, ``100Mbit``, ``1.25GB/s`` -> bits per second."""
+    return _parse(text, _RATE, "--link", "10Gbit, 1Gbit, 1.25GB/s")
+
+
+def parse_seconds(text: str, flag: str = "--latency") -> float:
+    return _parse(text, {"s": 1, "": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}, flag, "25us, 1ms")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "simulate", help="predicted allreduce time per algorithm at any scale (cost model + simulator)",
+        description="Predict one allreduce over N nodes with the alpha-beta-gamma model and "
+                    "the event simulator (stragglers, node failure, NIC sharing), per algorithm.")
+    p.add_argument("--nodes", type=int, default=1000, help="hosts (default 1000)")
+    p.add_argument("--workers-per-host", type=int, default=1, metavar="Q",
+                   help="workers per host (default 1)")
+    p.add_argument("--bytes", default="64MB", help="message size (default 64MB)")
+    p.add_argument("--link", default="10Gbit", help="link bandwidth per host (default 10Gbit)")
+    p.add_argument("--latency", default="25us", help="per-message latency alpha (default 25us)")
+    p.add_argument("--reduce-rate", default="5GB/s", metavar="RATE",
+                   help="bytes reduced per second (gamma = 1/rate; default 5GB/s)")
+    p.add_argument("--stragglers", default="none", metavar="SPEC",
+                   help="arrival delays: none, exp:MEAN, lognormal:MEDIAN:SIGMA, one:DELAY, "
+                        "frac:F:DELAY (e.g. exp:5ms)")
+    p.add_argument("--fail", default=None, metavar="RANK@TIME",
+                   help="kill RANK at TIME (e.g. 17@10ms): shows every rank blocking")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="with --fail: collective deadline before the job restarts (default 60 s)")
+    p.add_argument("--compute", default="1s", metavar="S",
+                   help="single-node compute per allreduce for the speedup plot (default 1s)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", default=None, metavar="OUT.png",
+                   help="time and speedup vs nodes per algorithm")
+    p.add_argument("--paper", action="store_true",
+                   help="the Terascale run and Goyal et al.'s ResNet-50 on paper")
+    p.add_argument("--json", default=None, metavar="OUT.json")
+    p.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    import json
+
+    from .report import paper_report, run_simulate
+
+    if args.paper:
+        out = paper_report()
+    else:
+        out = run_simulate(args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1, default=str)
+    return 0

@@ -1,0 +1,118 @@
+"""Fit the alpha-beta-gamma model to ``terascale bench allreduce`` measurements of this machine.
+
+The model is linear in its parameters, so the fit is a non-negative least-squares problem
+on *relative* errors (every size counts alike, 4 KiB as much as 256 MiB): each measured
+median of one of our algorithms at ``n`` ranks gives one row ``features(algorithm, n, m) .
+theta = time`` with ``theta = (alpha, beta, gamma, alpha_shm, delta)``: ``alpha, beta`` are
+the TCP loopback transport, ``alpha_shm, delta`` the shared-memory one, ``gamma`` the
+reduction, shared by both. All ranks live on one host with ``os.cpu_count()`` cores, so the
+model's core-sharing slow-down applies (:class:`terascale.sim.model.CostParams`).
+
+Measurements from several runs (``-n 2`` and ``-n 4``) are fitted together, and every
+prediction is checked against its measurement; the target is within 25% for sizes of
+64 KiB and up.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from .model import CostParams, halving_doubling_time, ring_time, shm_time, tree_time
+
+__all__ = ["calibrate", "format_calibration", "model_time"]
+
+_NAMES = ("alpha", "beta", "gamma", "alpha_shm", "delta")
+MODELLED = ("tree", "ring", "halving_doubling", "shm", "hierarchical")
+CHECK_FROM = 64 << 10
+
+
+def model_time(algorithm: str, nbytes: float, n: int, c: CostParams) -> float:
+    """Predicted time of one of our algorithms with ``n`` ranks on this one host."""
+    if algorithm == "ring":
+        return ring_time(nbytes, n, c, ranks_per_host=n)
+    if algorithm == "tree":
+        return tree_time(nbytes, n, c, ranks_per_host=n)
+    if algorithm == "halving_doubling":
+        return halving_doubling_time(nbytes, n, c, ranks_per_host=n)
+    if algorithm in ("shm", "hierarchical"):  # one host: hierarchical is shared memory
+        return shm_time(nbytes, n, c)
+    raise ValueError(f"no model for {algorithm!r}")
+
+
+def _features(algorithm: str, nbytes: float, n: int, cores: int) -> np.ndarray:
+    f = np.empty(len(_NAMES))
+    for i, name in enumerate(_NAMES):
+        unit = dict.fromkeys(_NAMES, 0.0)
+        unit[name] = 1.0
+        f[i] = model_time(algorithm, nbytes, n, CostParams(cores=cores, **unit))
+    return f
+
+
+def _points(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for rep in reports:
+        for r in rep["results"]:
+            system = r["system"]
+            if not system.startswith("ours:") or system[5:] not in MODELLED:
+                continue
+            seen[(system[5:], r["n"], r["bytes"])] = {
+                "algorithm": system[5:], "n": r["n"], "bytes": r["bytes"],
+                "measured_s": r["median_s"]}
+    return list(seen.values())
+
+
+def calibrate(report: dict[str, Any], *more: dict[str, Any],
+              cores: int | None = None) -> dict[str, Any]:
+    """Fit the parameters to the reports' measurements; return them with every prediction."""
+    from scipy.optimize import nnls
+
+    cores = cores or os.cpu_count() or 1
+    pts = _points([report, *more])
+    if not pts:
+        raise ValueError("no measurements of tree/ring/halving_doubling/shm to calibrate on")
+    a = np.array([_features(p["algorithm"], p["bytes"], p["n"], cores) for p in pts])
+    y = np.array([p["measured_s"] for p in pts])
+    used = a.any(axis=0)  # parameters no measured algorithm depends on stay at 0
+    scale = a[:, used].max(axis=0)
+    theta_used, _ = nnls(a[:, used] / y[:, None] / scale, np.ones(len(y)))
+    theta = np.zeros(len(_NAMES))
+    theta[used] = theta_used / scale
+    params = CostParams(cores=cores, **dict(zip(_NAMES, (float(v) for v in theta))))
+    for p in pts:
+        p["predicted_s"] = model_time(p["algorithm"], p["bytes"], p["n"], params)
+        p["error"] = p["predicted_s"] / p["measured_s"] - 1.0
+    checked = [p for p in pts if p["bytes"] >= CHECK_FROM]
+    within = sum(abs(p["error"]) <= 0.25 for p in checked)
+    return {"params": asdict(params), "fitted": [n for n, u in zip(_NAMES, used) if u],
+            "points": sorted(pts, key=lambda p: (p["algorithm"], p["n"], p["bytes"])),
+            "checked": len(checked), "within_25pct": within,
+            "max_abs_error": max((abs(p["error"]) for p in checked), default=0.0)}
+
+
+def format_calibration(cal: dict[str, Any]) -> str:
+    """The fitted parameters and a Markdown table of predicted vs measured."""
+    from ..bench.allreduce import human_size, human_time
+
+    pr = cal["params"]
+    lines = [
+        "calibrated alpha-beta-gamma model (terascale.sim, fitted: "
+        f"{', '.join(cal['fitted'])}; cores={pr['cores']}):",
+        f"  alpha = {pr['alpha'] * 1e6:.1f} us/message (TCP), beta = "
+        f"{pr['beta'] * 1e9:.3f} ns/byte ({1 / pr['beta'] / 1e9 if pr['beta'] else float('inf'):.2f} GB/s), "
+        f"gamma = {pr['gamma'] * 1e9:.3f} ns/byte ({1 / pr['gamma'] / 1e9 if pr['gamma'] else float('inf'):.2f} GB/s)",
+        f"  alpha_shm = {pr['alpha_shm'] * 1e6:.1f} us, delta = {pr['delta'] * 1e9:.3f} ns/byte",
+        f"  predictions within 25% for sizes >= 64 KiB: {cal['within_25pct']} of {cal['checked']} "
+        f"(worst {cal['max_abs_error'] * 100:.0f}%)",
+        "",
+        "| algorithm | n | size | measured | predicted | error |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in cal["points"]:
+        lines.append(f"| {p['algorithm']} | {p['n']} | {human_size(p['bytes'])} | "
+                     f"{human_time(p['measured_s'])} | {human_time(p['predicted_s'])} | "
+                     f"{p['error'] * 100:+.0f}% |")
+    return "\n".join(lines)

@@ -1,0 +1,184 @@
+r"""The alpha-beta-gamma cost model of allreduce (Hockney's model with a reduction term).
+
+Sending a message of ``m`` bytes costs ``alpha + m beta`` (``alpha``: latency plus per-message
+software overhead; ``beta``: seconds per byte, 1/bandwidth); reducing ``m`` bytes costs
+``m gamma``. For ``p`` ranks and a vector of ``m`` bytes, the classic results are
+(Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in
+MPICH", IJHPCA 2005; Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for
+clusters of workstations", JPDC 2009):
+
+* **ring** (reduce-scatter then allgather, ``p - 1`` steps each, blocks of ``m/p``):
+  :math:`T = 2(p-1)\alpha + 2\frac{p-1}{p} m\beta + \frac{p-1}{p} m\gamma`.
+  Bandwidth-optimal (Patarasuk & Yuan prove ``2(p-1)/p m`` is the lower bound on the bytes
+  each rank must send), but the latency term grows linearly with ``p``.
+* **recursive halving/doubling** (Rabenseifner; ``p`` a power of two):
+  :math:`T = 2\log_2 p\,\alpha + 2\frac{p-1}{p} m\beta + \frac{p-1}{p} m\gamma`; otherwise
+  with ``p' = 2^{\lfloor\log_2 p\rfloor}`` the ``p - p'`` extra ranks fold their whole vector
+  in first and get the result back at the end (MPICH's pre/post step):
+  :math:`T_{p'} + (\alpha + m\beta + m\gamma) + (\alpha + m\beta)`.
+* **pipelined binary tree** (reduce to the root, broadcast back, ``K = \lceil m/c \rceil``
+  chunks of ``c`` bytes, heap tree of depth ``h = \lfloor\log_2 p\rfloor``, at most ``r``
+  children per node, at most ``k`` messages per chunk through one direction of the busiest
+  node's link: ``k = r + 1`` for an interior node): the first chunk goes up the tree
+  (``h`` levels; the children send at once, the parent reduces ``r`` chunks) and down
+  (a parent sends to its ``r`` children one after the other), the others follow one
+  bottleneck step behind each other; their latencies overlap (messages are streamed
+  without waiting), so the steady state pays only the busiest link's bytes and the
+  reductions:
+  :math:`T = h(2\alpha + (r+1)c\beta + rc\gamma) + (K-1)(kc\beta + rc\gamma)`.
+  With ``K = 1`` this is the unpipelined tree ``h(2\alpha + (r+1)m\beta + rm\gamma)``; for
+  large ``m`` it tends to ``m(k\beta + r\gamma)`` -- about 3/2 of the ring's bandwidth term,
+  the price of the tree's ``2 log p`` latency (the talk's "3x per node").
+* **shared memory** (``q`` ranks on one host; copy in, reduce-scatter of the ``q`` slices,
+  copy out): :math:`T = 2\alpha_{shm} + s\,m(2\delta + \frac{q-1}{q}\gamma)` with
+  ``delta`` the seconds per byte of a memory copy.
+* **hierarchical** (``H`` hosts of ``q`` ranks: shared memory inside each host, a ring among
+  one leader per host, shared-memory broadcast back): :math:`T = T_{shm}(q) + T_{ring}(H)`.
+
+The slow-down ``s = max(1, ranks per host / cores)`` accounts for ranks that share cores (on
+this 2-core machine four ranks run at half speed): per-byte costs (``beta``, ``gamma``,
+``delta``) are CPU work on loopback, so they scale with it. With ``cores=None`` (a cluster
+with a core per rank) ``s = 1``.
+
+The model ignores what :mod:`terascale.sim.simulator` shows: overlap of transfer and
+reduction inside a pipeline, contention of several workers for one NIC, and waiting for
+stragglers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+__all__ = ["ALGORITHMS", "CostParams", "best", "halving_doubling_time", "hierarchical_time",
+           "predict", "ring_time", "shm_time", "tree_shape", "tree_time"]
+
+ALGORITHMS = ("tree", "ring", "halving_doubling", "shm", "hierarchical")
+TREE_CHUNK = 256 * 1024  # bytes; the tree's pipeline chunk (collectives/tree.py)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostParams:
+    """Machine parameters of the model (seconds, seconds per byte)."""
+
+    alpha: float = 25e-6       # per message between hosts (latency + software)
+    beta: float = 8 / 10e9     # per byte on a link: 10 Gbit/s
+    gamma: float = 1 / 5e9     # per byte reduced (float32 add, memory bound)
+    alpha_shm: float = 2e-6    # per synchronization inside a host
+    delta: float = 1 / 10e9    # per byte copied in memory
+    cores: int | None = None   # cores per host; None: one core per rank
+
+    def slowdown(self, ranks_per_host: int) -> float:
+        """Factor on per-byte costs when ranks share cores (1 with a core per rank)."""
+        if self.cores is None:
+            return 1.0
+        return max(1.0, ranks_per_host / self.cores)
+
+    def scaled(self, ranks_per_host: int) -> CostParams:
+        s = self.slowdown(ranks_per_host)
+        return replace(self, beta=self.beta * s, gamma=self.gamma * s, delta=self.delta * s,
+                       cores=None)
+
+
+def _check(nbytes: float, p: int) -> None:
+    if p < 1:
+        raise ValueError(f"need at least one rank, got {p}")
+    if nbytes < 0:
+        raise ValueError(f"negative message size {nbytes}")
+
+
+def ring_time(nbytes: float, p: int, c: CostParams, *, ranks_per_host: int = 1) -> float:
+    """Ring allreduce (Patarasuk & Yuan)."""
+    _check(nbytes, p)
+    if p == 1:
+        return 0.0
+    c = c.scaled(ranks_per_host)
+    f = (p - 1) / p
+    return 2 * (p - 1) * c.alpha + 2 * f * nbytes * c.beta + f * nbytes * c.gamma
+
+
+def halving_doubling_time(nbytes: float, p: int, c: CostParams, *,
+                          ranks_per_host: int = 1) -> float:
+    """Rabenseifner's reduce-scatter by halving + allgather by doubling (Thakur et al.)."""
+    _check(nbytes, p)
+    if p == 1:
+        return 0.0
+    c = c.scaled(ranks_per_host)
+    q = 1 << (p.bit_length() - 1)  # largest power of two <= p
+    f = (q - 1) / q
+    t = 2 * math.log2(q) * c.alpha + 2 * f * nbytes * c.beta + f * nbytes * c.gamma
+    if q != p:  # fold the extra ranks in, hand them the result at the end
+        t += (c.alpha + nbytes * c.beta + nbytes * c.gamma) + (c.alpha + nbytes * c.beta)
+    return t
+
+
+def tree_shape(p: int) -> tuple[int, int, int]:
+    """(depth h, most children r, most messages per chunk through one link direction k)."""
+    h = p.bit_length() - 1
+    r = k = 0
+    for v in range(p):
+        kids = sum(1 for ch in (2 * v + 1, 2 * v + 2) if ch < p)
+        r = max(r, kids)
+        k = max(k, kids + (v > 0))
+    return h, r, k
+
+
+def tree_time(nbytes: float, p: int, c: CostParams, *, chunk: int | None = TREE_CHUNK,
+              ranks_per_host: int = 1) -> float:
+    """Pipelined binary tree (reduce + broadcast); ``chunk=None``: not pipelined."""
+    _check(nbytes, p)
+    if p == 1:
+        return 0.0
+    c = c.scaled(ranks_per_host)
+    h, r, k = tree_shape(p)
+    size = nbytes if chunk is None or nbytes <= chunk else chunk
+    chunks = 1 if chunk is None or nbytes <= chunk else math.ceil(nbytes / chunk)
+    fill = h * (2 * c.alpha + (r + 1) * size * c.beta + r * size * c.gamma)
+    return fill + (chunks - 1) * (k * size * c.beta + r * size * c.gamma)
+
+
+def shm_time(nbytes: float, q: int, c: CostParams) -> float:
+    """Shared-memory allreduce of ``q`` ranks on one host."""
+    _check(nbytes, q)
+    if q == 1:
+        return 0.0
+    s = c.slowdown(q)
+    return 2 * c.alpha_shm + s * nbytes * (2 * c.delta + (q - 1) / q * c.gamma)
+
+
+def hierarchical_time(nbytes: float, hosts: int, per_host: int, c: CostParams) -> float:
+    """Shared memory inside each host + ring among the host leaders + broadcast back."""
+    return shm_time(nbytes, per_host, c) + ring_time(nbytes, hosts, c)
+
+
+def predict(algorithm: str, nbytes: float, nodes: int, c: CostParams, *,
+            per_host: int = 1, chunk: int | None = TREE_CHUNK) -> float:
+    """Predicted time of ``algorithm`` for ``nodes`` hosts of ``per_host`` ranks each.
+
+    Flat algorithms (tree, ring, halving_doubling) treat all ``nodes * per_host`` ranks alike;
+    ``shm`` needs a single host. ``nodes=1, per_host=q`` describes one machine (loopback).
+    """
+    p = nodes * per_host
+    if algorithm == "ring":
+        return ring_time(nbytes, p, c, ranks_per_host=per_host)
+    if algorithm == "halving_doubling":
+        return halving_doubling_time(nbytes, p, c, ranks_per_host=per_host)
+    if algorithm == "tree":
+        return tree_time(nbytes, p, c, chunk=chunk, ranks_per_host=per_host)
+    if algorithm == "shm":
+        if nodes != 1:
+            raise ValueError("shm works inside one host only")
+        return shm_time(nbytes, per_host, c)
+    if algorithm == "hierarchical":
+        return hierarchical_time(nbytes, nodes, per_host, c)
+    raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
+
+
+def best(nbytes: float, nodes: int, c: CostParams, *, per_host: int = 1) -> tuple[str, float]:
+    """The fastest applicable algorithm and its predicted time."""
+    names = [a for a in ALGORITHMS if a != "shm" or nodes == 1]
+    if per_host == 1 and nodes > 1:
+        names = [a for a in names if a != "hierarchical"]  # same as ring then
+    times = {a: predict(a, nbytes, nodes, c, per_host=per_host) for a in names}
+    name = min(times, key=times.__getitem__)
+    return name, times[name]

@@ -1,0 +1,171 @@
+"""Two published jobs on paper: the Terascale linear learning run and Goyal et al.'s ResNet-50.
+
+* **Terascale** (Agarwal, Chapelle, Dudik & Langford, "A Reliable Effective Terascale Linear
+  Learning System", JMLR 2014; the talk in ``seeds/``): 17B examples, 2.1T non-zero features
+  (about 124 per example), 16M parameters, 1,000 nodes with 1 Gbit/s links, one online pass
+  then L-BFGS, reported at 70 minutes. Per node and pass: compute over 17M examples at the
+  *measured* per-example cost of :mod:`terascale.linear`'s kernels on this machine, or
+  reading the cached shard from disk, whichever is slower; per pass: one allreduce of the
+  16M float32 weights or gradients (64 MB) plus a few scalars, timed by the simulator.
+* **Goyal et al.** ("Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour", 2017):
+  ResNet-50 (25M parameters, 100 MB of float32 gradients per iteration), 256 workers = 32
+  servers of 8 GPUs, 50 Gbit/s Ethernet between servers; the communication time of one
+  iteration, flat and hierarchical.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .model import CostParams, best, predict
+from .simulator import simulate
+
+__all__ = ["ExampleCost", "TerascalePlan", "goyal_plan", "measure_example_cost",
+           "terascale_plan"]
+
+
+@dataclass(frozen=True)
+class ExampleCost:
+    """Seconds per example of one online pass and of one gradient pass, and how measured."""
+
+    online_s: float
+    gradient_s: float
+    features_per_example: int
+    source: str
+
+
+def measure_example_cost(features: int = 124, examples: int = 200_000, bits: int = 24,
+                         seed: int = 0) -> ExampleCost:
+    """Time :mod:`terascale.linear`'s numba kernels on synthetic hashed examples.
+
+    ``online_chunk`` is the adaptive, normalized, importance-invariant SGD pass;
+    ``loss_grad`` the logistic loss-and-gradient pass of L-BFGS. Falls back to a plain numba
+    sparse dot-and-update loop when the linear package is not importable (and says so).
+    """
+    rng = np.random.default_rng(seed)
+    d = 1 << bits
+    indptr = np.arange(examples + 1, dtype=np.int64) * features
+    cols = rng.integers(0, d, examples * features).astype(np.int32)
+    values = np.ones(examples * features, np.float32)
+    labels = np.where(rng.random(examples) < 0.5, 1.0, -1.0).astype(np.float32)
+    weights = np.ones(examples, np.float32)
+    holdout = np.zeros(examples, np.bool_)
+    try:
+        from ..linear._batch import loss_grad
+        from ..linear._online import new_state, online_chunk
+    except ImportError:
+        return _fallback_cost(indptr, cols, values, labels, d, features)
+    w, g2, nrm = np.zeros(d), np.zeros(d), np.zeros(d)
+    acc = np.zeros(8)
+
+    def online(k: int) -> None:
+        online_chunk(indptr, cols, values, labels, weights, holdout, 0, k, w, g2, nrm,
+                     new_state(), 0, 0.5, 0.5, 0.0, 0.0, acc)
+
+    def gradient() -> None:
+        loss_grad(indptr, cols, values, labels, weights, holdout, w, 0, np.zeros(d + 4), False)
+
+    online(10)  # compile (or load the numba cache)
+    t0 = time.perf_counter()
+    online(examples)
+    t_on = time.perf_counter() - t0
+    gradient()
+    t0 = time.perf_counter()
+    gradient()
+    t_grad = time.perf_counter() - t0
+    return ExampleCost(t_on / examples, t_grad / examples, features,
+                       "terascale.linear kernels (online_chunk, loss_grad), 1 core, "
+                       f"{examples} synthetic examples x {features} features, 2^{bits} weights")
+
+
+def _fallback_cost(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
+                   labels: np.ndarray, d: int, features: int) -> ExampleCost:
+    import numba
+
+    @numba.njit(cache=False)
+    def sgd(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
+            w: np.ndarray) -> None:  # pragma: no cover - only without terascale.linear
+        for i in range(len(labels)):
+            p = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                p += w[cols[k]] * values[k]
+            g = -labels[i] / (1.0 + np.exp(labels[i] * p)) * 0.1
+            for k in range(indptr[i], indptr[i + 1]):
+                w[cols[k]] -= g * values[k]
+
+    w = np.zeros(d)
+    sgd(indptr[:11], cols, values, labels, w)
+    t0 = time.perf_counter()
+    sgd(indptr, cols, values, labels, w)
+    t = (time.perf_counter() - t0) / len(labels)
+    return ExampleCost(t, t, features, "plain numba SGD loop (terascale.linear not importable)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TerascalePlan:
+    """Assumptions of the Terascale run on paper (defaults: the talk's job)."""
+
+    examples: float = 17e9
+    features: float = 2.1e12
+    params: int = 16 << 20
+    nodes: int = 1000
+    link_bits: float = 1e9
+    latency: float = 100e-6        # per message, 2011 Hadoop cluster TCP
+    online_passes: int = 1
+    lbfgs_passes: int = 20         # the CLI's --bfgs 20; each one data pass
+    cache_bytes_per_feature: float = 4.0  # VW cache: compressed index, value 1 implicit
+    disk_bytes_per_s: float = 100e6       # one 2011 disk per node
+    straggler: str = "none"
+
+
+def terascale_plan(cost: ExampleCost, plan: TerascalePlan = TerascalePlan(),
+                   seed: int = 0) -> dict[str, Any]:
+    """Predicted wall time of the Terascale job, term by term."""
+    from .simulator import straggler_delays
+
+    per_node = plan.examples / plan.nodes
+    m = plan.params * 4.0
+    c = CostParams(alpha=plan.latency, beta=8.0 / plan.link_bits, gamma=1 / 5e9)
+    start = straggler_delays(plan.straggler, plan.nodes, np.random.default_rng(seed))
+    allreduce = {a: simulate(a, m, plan.nodes, c, start=start).time - float(start.max())
+                 for a in ("tree", "ring", "halving_doubling")}
+    tree = allreduce["tree"]
+    io_pass = plan.features / plan.nodes * plan.cache_bytes_per_feature / plan.disk_bytes_per_s
+    scale = plan.features / plan.examples / cost.features_per_example
+    online = per_node * cost.online_s * scale
+    grad = per_node * cost.gradient_s * scale
+    passes = plan.online_passes + plan.lbfgs_passes
+    compute = plan.online_passes * online + plan.lbfgs_passes * grad
+    comm = passes * tree
+    io = passes * io_pass
+    return {"assumptions": asdict(plan), "example_cost": asdict(cost),
+            "per_node_examples": per_node, "allreduce_s": allreduce,
+            "online_pass_s": online, "gradient_pass_s": grad, "io_pass_s": io_pass,
+            "compute_s": compute, "io_s": io, "comm_s": comm,
+            "total_in_memory_s": compute + comm, "total_from_disk_s": max(compute, io) + comm,
+            "features_per_s_in_memory": plan.features * passes / (compute + comm)}
+
+
+def goyal_plan(*, workers: int = 256, per_host: int = 8, params: int = 25_000_000,
+               link_bits: float = 50e9, latency: float = 10e-6,
+               intra_bytes_per_s: float = 20e9) -> dict[str, Any]:
+    """Per-iteration allreduce time of ResNet-50 gradients, flat and hierarchical."""
+    hosts = workers // per_host
+    m = params * 4.0
+    c = CostParams(alpha=latency, beta=8.0 / link_bits, gamma=1 / 20e9, alpha_shm=5e-6,
+                   delta=1 / intra_bytes_per_s)
+    out: dict[str, Any] = {"assumptions": {"workers": workers, "per_host": per_host,
+                                           "params": params, "bytes": m,
+                                           "link_bits_per_s": link_bits, "latency_s": latency,
+                                           "intra_host_bytes_per_s": intra_bytes_per_s}}
+    for algo in ("ring", "halving_doubling", "tree", "hierarchical"):
+        out[algo] = {"model_s": predict(algo, m, hosts, c, per_host=per_host),
+                     "simulated_s": simulate(algo, m, hosts, c, per_host=per_host).time}
+    out["leaders_only_halving_doubling_s"] = predict("halving_doubling", m, hosts, c)
+    out["best_flat_one_worker_per_host"] = best(m, hosts, c)
+    out["bandwidth_bound_s"] = 2 * (hosts - 1) / hosts * m * c.beta
+    return out
