@@ -5,7 +5,8 @@ each rank append one event per collective to its own part file, ``trace.json.ran
 (JSON lines: cheap, crash-safe, no coordination between ranks). The parts are merged into
 one Chrome trace (``{"traceEvents": [...]}``, the JSON Object Format of the Trace Event
 Format) by the launcher when the workers end, or, without the launcher, by each rank when
-its process exits (the last one to exit writes the complete file). Open it in
+its process exits (the last one to exit writes the complete file; the parts stay, except
+for a single process). Open it in
 https://ui.perfetto.dev or chrome://tracing: one track ("process") per rank, one complete
 event (``ph: "X"``) per collective named ``allreduce[ring]`` etc., with the sequence number,
 dtype/shape/op and the bytes this rank sent and received during it in ``args``; a counter
@@ -89,7 +90,7 @@ def attach(comm: Any, path: str | None, *, merge_at_exit: bool = True) -> Any:
         writer.close()
         if merge_at_exit:
             try:
-                merge_parts(path, remove=False)
+                merge_parts(path, remove=comm.size == 1)  # others may still be writing
             except OSError:
                 pass
 

@@ -1,0 +1,71 @@
+"""``terascale bench allreduce``: a tiny real run (ours and the installed peers), and helpers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from terascale.bench._allreduce_worker import iterations
+from terascale.bench.allreduce import available_peers, format_table, our_algorithms, parse_size
+from terascale.cli import main
+from terascale.collectives.select import ALLREDUCE_ALGORITHMS
+from terascale.sim.calibrate import calibrate, format_calibration
+
+
+def test_sizes_and_iterations() -> None:
+    assert parse_size("4K") == 4096
+    assert parse_size("64KiB") == 65536
+    assert parse_size("256MB") == 256 << 20
+    assert parse_size("1024") == 1024
+    for bad in ("3", "ten", "0"):
+        with pytest.raises(Exception, match="--sizes"):
+            parse_size(bad)
+    warm, timed = iterations(4096)
+    assert warm >= 1 and timed == 100
+    assert iterations(256 << 20) == (1, 5)
+
+
+def test_algorithms_are_read_at_run_time() -> None:
+    algos = our_algorithms()
+    assert algos[-1] == "auto"
+    assert set(algos) == set(ALLREDUCE_ALGORITHMS)
+
+
+def test_smoke_run_with_peers(tmp_path, capsys) -> None:
+    out, png = tmp_path / "r.json", tmp_path / "r.png"
+    code = main(["bench", "allreduce", "-n", "2", "--sizes", "4K,64K", "--iters", "0.05",
+                 "--algorithms", "tree,ring", "--json", str(out), "--plot", str(png),
+                 "--no-progress"])
+    assert code == 0
+    report = json.loads(out.read_text())
+    systems = {r["system"] for r in report["results"]}
+    expected = {"ours:tree", "ours:ring"}
+    peers = available_peers()
+    if peers["gloo"] is None:
+        expected.add("gloo")
+    if peers["mpi"] is None:
+        expected |= {"mpi-shm", "mpi-tcp"}
+    assert systems == expected
+    assert len(report["results"]) == 2 * len(expected)
+    for r in report["results"]:
+        assert r["n"] == 2 and r["bytes"] in (4096, 65536) and r["iters"] >= 3
+        assert r["min_s"] <= r["median_s"] <= r["p90_s"]
+        assert r["busbw"] == pytest.approx(r["bytes"] / r["median_s"])  # 2(n-1)/n = 1 at n=2
+    assert set(report["limits"]) == {"memcpy", "add", "tcp_one_way", "tcp_both_ways"}
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    text = capsys.readouterr().out
+    assert "| 4 KiB | ours:tree |" in text and "machine limits" in text
+    if "gloo" in expected:
+        assert "x gloo" in format_table(report)
+    cal = calibrate(report)
+    assert cal["checked"] == 2 and len(cal["points"]) == 4
+    assert all(p["predicted_s"] > 0 for p in cal["points"])
+    assert "alpha =" in format_calibration(cal)
+
+
+def test_bad_flags() -> None:
+    assert main(["bench", "allreduce", "-n", "1", "--no-progress"]) == 2
+    assert main(["bench", "allreduce", "-n", "2", "--algorithms", "butterfly",
+                 "--no-progress"]) == 2
+    assert main(["bench", "allreduce", "-n", "2", "--vs", "nccl", "--no-progress"]) == 2
