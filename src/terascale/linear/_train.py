@@ -163,6 +163,25 @@ class _Progress:
               f"{acc[6]:>8.4f} {acc[7]:>8.4f} {int(feats):>8d}", file=self.out)
 
 
+def _compact(indices: np.ndarray, bits: int, comm: Communicator) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted hashed indices present on any worker, this shard's columns into them)."""
+    dense = bits <= 26  # a 2**bits lookup table is cheaper than sorting, up to 256 MiB
+    if dense:
+        mark = np.zeros(1 << bits, np.bool_)
+        mark[indices] = True
+        local = np.flatnonzero(mark).astype(np.uint32)
+    else:
+        local = np.unique(indices)
+    union = local
+    if comm.size > 1:
+        union = np.unique(np.concatenate(comm.allgather_object(local)))
+    if dense:
+        pos = np.empty(1 << bits, np.int32)
+        pos[union] = np.arange(len(union), dtype=np.int32)
+        return union, pos[indices]
+    return union, np.searchsorted(union, indices).astype(np.int32)
+
+
 def train(data: Dataset | Sequence[str] | str, *, comm: Communicator | None = None,
           **options: Any) -> LinearModel:
     """Train on this worker's shard (a Dataset, or files that are sharded over the job).
@@ -212,12 +231,7 @@ def _train(ds: Dataset, comm: Communicator, opts: TrainOptions, t0: float,
     out = (opts.progress_file or sys.stderr) if (opts.progress and comm.rank == 0) else None
     kind = LOSSES[opts.loss]
     indices = np.asarray(ds.indices)
-    local = np.unique(indices)
-    if comm.size > 1:
-        union = np.unique(np.concatenate(comm.allgather_object(local)))
-    else:
-        union = local
-    cols = np.searchsorted(union, indices).astype(np.int32)
+    union, cols = _compact(indices, ds.bits, comm)
     indptr = np.asarray(ds.indptr)
     values = np.asarray(ds.values)
     labels = np.asarray(ds.labels)

@@ -92,7 +92,7 @@ def _grow_i(a: np.ndarray, need: int) -> np.ndarray:
     return b
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def parse_vw_bytes(buf: np.ndarray, mask: int, qpairs: np.ndarray, constant: bool,
                    skip_bad: bool):  # noqa: ANN201 (numba tuple)
     """Parse VW text; returns (indptr, indices, values, labels, weights, tag_ptr, tag_blob,
