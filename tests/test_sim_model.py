@@ -53,15 +53,15 @@ def test_shm_and_hierarchical_by_hand() -> None:
     # 2 alpha_shm + m (2 delta + (q-1)/q gamma) = 2 + 1000 * 0.00275
     assert shm_time(1000, 4, C) == pytest.approx(4.75)
     two_cores = CostParams(alpha=1.0, beta=0.01, gamma=0.001, alpha_shm=1.0, delta=0.001, cores=2)
-    assert shm_time(1000, 4, two_cores) == pytest.approx(2 + 5.5)  # 4 ranks on 2 cores: 2x
+    assert shm_time(1000, 4, two_cores) == pytest.approx(2 * 4.75)  # 4 ranks on 2 cores: 2x
     assert hierarchical_time(1000, 3, 4, C) == pytest.approx(4.75 + ring_time(1000, 3, C))
     assert predict("hierarchical", 1000, 3, C, per_host=4) == hierarchical_time(1000, 3, 4, C)
 
 
-def test_core_sharing_slows_per_byte_terms_only() -> None:
+def test_core_sharing_stretches_every_term() -> None:
     shared = CostParams(alpha=1.0, beta=0.01, gamma=0.001, cores=2)
-    # 4 ranks on 2 cores: bytes cost twice, latency does not
-    assert ring_time(4000, 4, shared, ranks_per_host=4) == pytest.approx(6 + 2 * 63)
+    # 4 ranks on 2 cores: each runs at half speed
+    assert ring_time(4000, 4, shared, ranks_per_host=4) == pytest.approx(2 * 69)
     assert ring_time(4000, 4, shared, ranks_per_host=2) == pytest.approx(69.0)
 
 

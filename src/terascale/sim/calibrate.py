@@ -65,11 +65,22 @@ def _points(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares with x >= 0 for a handful of unknowns: drop the most negative and refit."""
+    active = list(range(a.shape[1]))
+    x = np.zeros(a.shape[1])
+    while active:
+        sol = np.linalg.lstsq(a[:, active], b, rcond=None)[0]
+        if (sol >= 0).all():
+            x[active] = sol
+            break
+        active.pop(int(np.argmin(sol)))
+    return x
+
+
 def calibrate(report: dict[str, Any], *more: dict[str, Any],
               cores: int | None = None) -> dict[str, Any]:
     """Fit the parameters to the reports' measurements; return them with every prediction."""
-    from scipy.optimize import nnls
-
     cores = cores or os.cpu_count() or 1
     pts = _points([report, *more])
     if not pts:
@@ -78,7 +89,7 @@ def calibrate(report: dict[str, Any], *more: dict[str, Any],
     y = np.array([p["measured_s"] for p in pts])
     used = a.any(axis=0)  # parameters no measured algorithm depends on stay at 0
     scale = a[:, used].max(axis=0)
-    theta_used, _ = nnls(a[:, used] / y[:, None] / scale, np.ones(len(y)))
+    theta_used = _nonnegative_lstsq(a[:, used] / y[:, None] / scale, np.ones(len(y)))
     theta = np.zeros(len(_NAMES))
     theta[used] = theta_used / scale
     params = CostParams(cores=cores, **dict(zip(_NAMES, (float(v) for v in theta))))

@@ -30,15 +30,16 @@ clusters of workstations", JPDC 2009):
   large ``m`` it tends to ``m(k\beta + r\gamma)`` -- about 3/2 of the ring's bandwidth term,
   the price of the tree's ``2 log p`` latency (the talk's "3x per node").
 * **shared memory** (``q`` ranks on one host; copy in, reduce-scatter of the ``q`` slices,
-  copy out): :math:`T = 2\alpha_{shm} + s\,m(2\delta + \frac{q-1}{q}\gamma)` with
+  copy out): :math:`T = s\,(2\alpha_{shm} + m(2\delta + \frac{q-1}{q}\gamma))` with
   ``delta`` the seconds per byte of a memory copy.
 * **hierarchical** (``H`` hosts of ``q`` ranks: shared memory inside each host, a ring among
   one leader per host, shared-memory broadcast back): :math:`T = T_{shm}(q) + T_{ring}(H)`.
 
 The slow-down ``s = max(1, ranks per host / cores)`` accounts for ranks that share cores (on
-this 2-core machine four ranks run at half speed): per-byte costs (``beta``, ``gamma``,
-``delta``) are CPU work on loopback, so they scale with it. With ``cores=None`` (a cluster
-with a core per rank) ``s = 1``.
+this 2-core machine four ranks run at half speed): on loopback every cost is CPU time of
+the ranks (the kernel's socket copies, the per-message system calls and wake-ups, the
+reductions), so all of them stretch by ``s``. With ``cores=None`` (a cluster with a core
+per rank) ``s = 1``.
 
 The model ignores what :mod:`terascale.sim.simulator` shows: overlap of transfer and
 reduction inside a pipeline, contention of several workers for one NIC, and waiting for
@@ -76,8 +77,8 @@ class CostParams:
 
     def scaled(self, ranks_per_host: int) -> CostParams:
         s = self.slowdown(ranks_per_host)
-        return replace(self, beta=self.beta * s, gamma=self.gamma * s, delta=self.delta * s,
-                       cores=None)
+        return replace(self, alpha=self.alpha * s, beta=self.beta * s, gamma=self.gamma * s,
+                       alpha_shm=self.alpha_shm * s, delta=self.delta * s, cores=None)
 
 
 def _check(nbytes: float, p: int) -> None:
@@ -143,7 +144,7 @@ def shm_time(nbytes: float, q: int, c: CostParams) -> float:
     if q == 1:
         return 0.0
     s = c.slowdown(q)
-    return 2 * c.alpha_shm + s * nbytes * (2 * c.delta + (q - 1) / q * c.gamma)
+    return s * (2 * c.alpha_shm + nbytes * (2 * c.delta + (q - 1) / q * c.gamma))
 
 
 def hierarchical_time(nbytes: float, hosts: int, per_host: int, c: CostParams) -> float:

@@ -18,7 +18,7 @@ chunks. What it adds to :mod:`terascale.sim.model`:
 * a node failure at a given time: every event that depends on the dead node never happens
   (time ``inf``), which is what an allreduce does -- all nodes block until the deadline;
 * overlap of transfer and reduction in the pipelined tree (the model adds them up);
-* NIC sharing by several workers per host in flat algorithms.
+* NIC sharing by several workers per host in the flat ring and halving/doubling.
 """
 
 from __future__ import annotations
@@ -239,7 +239,7 @@ def _shm_phase(net: _Net, ranks_by_host: np.ndarray, nbytes: float, copies: floa
     q = ranks_by_host.shape[1]
     s = c.slowdown(q)
     ready = net.t[ranks_by_host].max(axis=1)
-    return ready + c.alpha_shm + s * nbytes * (copies * c.delta + reduce_frac * c.gamma)
+    return ready + s * (c.alpha_shm + nbytes * (copies * c.delta + reduce_frac * c.gamma))
 
 
 def simulate(algorithm: str, nbytes: float, nodes: int, c: CostParams, *, per_host: int = 1,
@@ -277,7 +277,7 @@ def simulate(algorithm: str, nbytes: float, nodes: int, c: CostParams, *, per_ho
         _ring(leaders, np.arange(nodes), nbytes)
         done = leaders.t
         if q > 1:  # broadcast back: every rank copies the result out
-            done = done + c.alpha_shm + c.slowdown(q) * nbytes * c.delta
+            done = done + c.slowdown(q) * (c.alpha_shm + nbytes * c.delta)
         net.t = np.repeat(done, q)
     else:
         raise ValueError(f"unknown algorithm {algorithm!r}")
