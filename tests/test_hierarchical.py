@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 import numpy as np
 import pytest
 from _allreduce_check import check_matrix
@@ -41,3 +44,20 @@ def test_only_leaders_use_the_network() -> None:
     # (a few small messages between the host's ranks).
     assert sent[0] >= count * 4 and sent[1] >= count * 4
     assert sent[2] < 1024 and sent[3] < 1024
+
+
+def test_rank_killed_on_another_host_fails_everyone() -> None:
+    def fn(comm):
+        x = np.ones(1 << 20, np.float32)
+        comm.allreduce(x, algorithm="hierarchical")
+        if comm.rank == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        for _ in range(50):
+            comm.allreduce(x, algorithm="hierarchical")
+
+    out = run_workers(fn, 4, host_ids=["a", "b"], expect_failure=True, collective_timeout=30)
+    assert out[3][0] == "killed"
+    for rank in range(3):
+        status, (exc, text) = out[rank]
+        assert status == "error" and exc == "PeerLost", out[rank]
+        assert "rank 3" in text

@@ -15,7 +15,7 @@ from terascale.launch import job_prefix
 from terascale.testing import run_workers
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8])
 def test_matrix(n: int) -> None:
     check_matrix(n, "shm", big=n in (2, 3, 5), runs=2 if n == 3 else 1)
 
