@@ -14,7 +14,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e ".[linear]"
 	touch $@
 
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml
