@@ -143,25 +143,22 @@ class ShmGroup:
     @classmethod
     def create(cls, ex: Exchange, rank: int, group: Sequence[int], job: str,
                area_bytes: int) -> ShmGroup:
-        """Collective over ``group``: the first member creates, the others map, then unlink."""
+        """Collective over ``group``: the first member creates, the others map, then unlink.
+
+        A segment that cannot be created or mapped (``/dev/shm`` full or missing) fails the
+        collective on every rank with a :class:`CollectiveError` naming the path.
+        """
         group = list(group)
         size = control_bytes(len(group)) + 2 * len(group) * area_bytes
-        name = segment_name(job, group)
-        path = os.path.join(SHM_DIR, name)
-        mesh_socks = ex.mesh.socks
+        path = os.path.join(SHM_DIR, segment_name(job, group))
+        note = bytearray(struct.pack("<Q", size))
         if rank == group[0]:
             try:
                 os.unlink(path)  # a leftover of an earlier crash of this very job
             except FileNotFoundError:
                 pass
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            mm = _open(ex, path, size, create=True)
             try:
-                os.ftruncate(fd, size)
-                mm = _map(fd, size)
-            finally:
-                os.close(fd)
-            try:
-                note = struct.pack("<Q", size)
                 acks = [bytearray(8) for _ in group[1:]]
                 for peer in group[1:]:
                     ex.send(peer, note)
@@ -170,18 +167,13 @@ class ShmGroup:
                 ex.run()
             finally:
                 os.unlink(path)  # every member has mapped it (or the job failed)
-            return cls(mm, rank, group, area_bytes, mesh_socks)
-        note = bytearray(8)
+            return cls(mm, rank, group, area_bytes, ex.mesh.socks)
         ex.recv(group[0], memoryview(note))
         ex.run()
-        fd = os.open(path, os.O_RDWR)
-        try:
-            mm = _map(fd, size)
-        finally:
-            os.close(fd)
-        ex.send(group[0], struct.pack("<Q", size))
+        mm = _open(ex, path, size, create=False)
+        ex.send(group[0], note)
         ex.run()
-        return cls(mm, rank, group, area_bytes, mesh_socks)
+        return cls(mm, rank, group, area_bytes, ex.mesh.socks)
 
     def close(self) -> None:
         """Unmap (idempotent); the segment's name is long gone."""
@@ -327,8 +319,23 @@ def _desc_field(ex: Exchange) -> bytes:
     return struct.pack("<Q", ex.seq) + ex._desc_field.ljust(_DESC_BYTES - 8, b"\0")
 
 
-def _map(fd: int, size: int) -> mmap.mmap:
-    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-    return mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+def _open(ex: Exchange, path: str, size: int, *, create: bool) -> mmap.mmap:
+    """Create (or open) and map the segment, its pages populated up front."""
+    try:
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
+        try:
+            if create:
+                os.ftruncate(fd, size)
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            return mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        err = CollectiveError(f"rank {ex.mesh.rank}: {ex.what}: cannot "
+                              f"{'create' if create else 'map'} the shared-memory segment "
+                              f"{path} ({e.strerror or e})", rank=ex.mesh.rank,
+                              operation=ex.what)
+        ex.mesh.fail(err)
+        raise err from None
 
 
