@@ -7,7 +7,13 @@ import json
 import pytest
 
 from terascale.bench._allreduce_worker import iterations
-from terascale.bench.allreduce import available_peers, format_table, our_algorithms, parse_size
+from terascale.bench.allreduce import (
+    available_peers,
+    crossover,
+    format_table,
+    our_algorithms,
+    parse_size,
+)
 from terascale.cli import main
 from terascale.collectives.select import ALLREDUCE_ALGORITHMS
 from terascale.sim.calibrate import calibrate, format_calibration
@@ -24,6 +30,17 @@ def test_sizes_and_iterations() -> None:
     warm, timed = iterations(4096)
     assert warm >= 1 and timed == 100
     assert iterations(256 << 20) == (1, 5)
+
+
+def test_crossover() -> None:
+    rows = [("ours:tree", 1, 1.0), ("ours:ring", 1, 2.0), ("ours:tree", 2, 2.0),
+            ("ours:ring", 2, 2.0), ("ours:tree", 4, 5.0), ("ours:ring", 4, 3.0),
+            ("ours:tree", 8, 1.0), ("ours:ring", 8, 3.0)]  # a noisy win after the first loss
+    report = {"sizes": [1, 2, 4, 8],
+              "results": [{"system": s, "bytes": b, "median_s": t} for s, b, t in rows]}
+    assert crossover(report) == 2
+    report["results"][0]["median_s"] = 9.0
+    assert crossover(report) is None
 
 
 def test_algorithms_are_read_at_run_time() -> None:
@@ -56,6 +73,7 @@ def test_smoke_run_with_peers(tmp_path, capsys) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
     text = capsys.readouterr().out
     assert "| 4 KiB | ours:tree |" in text and "machine limits" in text
+    assert "tree vs ring" in text and "tree_ring_crossover" in report
     if "gloo" in expected:
         assert "x gloo" in format_table(report)
     cal = calibrate(report)

@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BenchOptions", "add_bench_parser", "format_table", "parse_size", "run_bench"]
+__all__ = ["BenchOptions", "add_bench_parser", "crossover", "format_table", "parse_size",
+           "run_bench"]
 
 DEFAULT_SIZES = tuple(4 << (10 + 2 * k) for k in range(9))  # 4 KiB, 16 KiB, ..., 256 MiB
 QUICK_SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
@@ -268,6 +269,22 @@ def format_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def crossover(report: dict[str, Any], small: str = "ours:tree",
+              large: str = "ours:ring") -> int | None:
+    """The largest measured size up to which ``small`` is at least as fast as ``large`` at
+    every size (the ``auto`` threshold); None if ``large`` already wins at the smallest."""
+    by = {(r["system"], r["bytes"]): r["median_s"] for r in report["results"]}
+    best = None
+    for size in sorted(report["sizes"]):
+        a, b = by.get((small, size)), by.get((large, size))
+        if a is None or b is None:
+            continue
+        if a > b:
+            break
+        best = size
+    return best
+
+
 def format_limits(limits: dict[str, float]) -> str:
     return ("machine limits: memcpy {memcpy:.2f} GB/s, np.add {add:.2f} GB/s, TCP loopback "
             "{tcp_one_way:.2f} GB/s one way, {tcp_both_ways:.2f} GB/s each way when both "
@@ -321,6 +338,12 @@ def _main(args: argparse.Namespace) -> int:
     if "limits" in report:
         print(format_limits(report["limits"]))
     print(format_table(report))
+    systems = systems_of(report)
+    if "ours:tree" in systems and "ours:ring" in systems:
+        cut = crossover(report)
+        report["tree_ring_crossover"] = cut
+        print(f"tree vs ring: the tree is as fast or faster up to "
+              f"{human_size(cut) if cut else 'no measured size'} (n={opts.nprocs})")
     for f in report["failures"]:
         print(f"terascale bench: {f} failed; its rows are missing", file=sys.stderr)
     if args.calibrate is not None:
