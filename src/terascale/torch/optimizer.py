@@ -69,7 +69,9 @@ class DistributedOptimizer:
 
     Use it like the wrapped optimizer (``zero_grad()``, ``loss.backward()``, ``step()``).
     ``bucket_mb``: target bucket size (smaller buckets start communicating earlier, larger
-    ones pay fewer per-message costs; 25 MB as DDP, ~1 MB for small models on slow links).
+    ones pay fewer per-message costs; 25 MB as DDP, ~1 MB for small models on slow links);
+    ``first_bucket_mb``: the size of the first bucket, which holds the last layers and
+    should start early (1 MB, as DDP).
     ``hook``/``hook_state``: compression (see :mod:`terascale.torch.hooks`).
     ``backward_passes_per_step``: gradient accumulation; communication starts only on the
     last of that many backward passes (scale the loss by ``1/k`` as usual).
@@ -82,11 +84,13 @@ class DistributedOptimizer:
 
     def __init__(self, optimizer: torch.optim.Optimizer, model: torch.nn.Module, *,
                  comm: Communicator | None = None, bucket_mb: float = 25.0,
+                 first_bucket_mb: float = 1.0,
                  hook: Hook | None = None, hook_state: Any = None,
                  backward_passes_per_step: int = 1, half_batch: bool = False,
                  max_grad_norm: float | None = None) -> None:
-        if bucket_mb <= 0:
-            raise ConfigError(f"bucket_mb={bucket_mb} must be positive")
+        if bucket_mb <= 0 or first_bucket_mb <= 0:
+            raise ConfigError(f"bucket_mb={bucket_mb} and first_bucket_mb={first_bucket_mb} "
+                              "must be positive")
         if backward_passes_per_step < 1:
             raise ConfigError(f"backward_passes_per_step={backward_passes_per_step} must be >= 1")
         self.optimizer = optimizer
@@ -107,7 +111,8 @@ class DistributedOptimizer:
         if not params:
             raise ConfigError("the model has no parameters that require gradients")
         self.params = params
-        self.buckets = self._assign(params, int(bucket_mb * 1024 * 1024))
+        self.buckets = self._assign(params, int(bucket_mb * 1024 * 1024),
+                                    int(min(first_bucket_mb, bucket_mb) * 1024 * 1024))
         self._where: dict[int, tuple[_Bucket, int]] = {}
         for b in self.buckets:
             for _, p in b.params:
@@ -122,8 +127,12 @@ class DistributedOptimizer:
 
     # -- construction ------------------------------------------------------------------------
     @staticmethod
-    def _assign(params: list[torch.nn.Parameter], cap: int) -> list[_Bucket]:
-        """Reverse registration order, split by (dtype, device) and by ``cap`` bytes."""
+    def _assign(params: list[torch.nn.Parameter], cap: int, first_cap: int) -> list[_Bucket]:
+        """Reverse registration order, split by (dtype, device) and by ``cap`` bytes.
+
+        The first bucket closes at ``first_cap`` bytes (as DDP does), so that the first
+        allreduce starts while most of backward is still ahead.
+        """
         open_: dict[tuple[torch.dtype, torch.device], list[tuple[int, torch.nn.Parameter]]] = {}
         closed: list[list[tuple[int, torch.nn.Parameter]]] = []
         for num in range(len(params) - 1, -1, -1):
@@ -133,7 +142,8 @@ class DistributedOptimizer:
             key = (p.dtype, p.device)
             cur = open_.setdefault(key, [])
             cur.append((num, p))
-            if sum(q.numel() * q.element_size() for _, q in cur) >= cap:
+            limit = first_cap if not closed else cap
+            if sum(q.numel() * q.element_size() for _, q in cur) >= limit:
                 closed.append(cur)
                 open_[key] = []
         closed.extend(group for group in open_.values() if group)

@@ -1,0 +1,161 @@
+"""``terascale bench torch``: data-parallel PyTorch side by side with DDP (gloo).
+
+Three parts, all in one run (``--parts``):
+
+* ``throughput``: samples/s of the same model and per-worker batch, one torch thread per
+  worker, n = 1, 2, 4: torch ``DistributedDataParallel`` over gloo; terascale's
+  ``DistributedOptimizer`` with ``auto`` collectives (shared memory on one host) and with
+  every rank pretending to be its own host (TCP, what crosses machines); the parameter
+  server, sync and async.
+* ``bytes``: bytes each worker puts on its TCP links per step with no compression, fp16
+  and 1-bit (one pretend host per rank, so everything crosses TCP).
+* ``lmb``: the large-minibatch table (Goyal et al. 2017) on Fashion-MNIST with the small
+  CNN: total batch 64/256/1024 with the LR unchanged, linearly scaled, linearly scaled with
+  gradual warmup; plus 1-bit vs full precision at 256 on 4 real workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+__all__ = ["add_bench_parser"]
+
+
+def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = kinds.add_parser("torch", help="data-parallel PyTorch vs DistributedDataParallel",
+                         description=__doc__.splitlines()[0])
+    p.add_argument("--parts", default="throughput,bytes,lmb",
+                   help="comma list of throughput, bytes, lmb")
+    p.add_argument("--workers", default="1,2,4", help="world sizes for throughput")
+    p.add_argument("--models", default="cnn,mlp")
+    p.add_argument("--impls", default="ddp,terascale,terascale-tcp,ps-sync,ps-async")
+    p.add_argument("--batch", type=int, default=64, help="per-worker batch (throughput)")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=2,
+                   help="interleaved repetitions per throughput cell; the best is reported")
+    p.add_argument("--epochs", type=int, default=3, help="epochs per large-minibatch run")
+    p.add_argument("--limit", type=int, default=0, help="training images (0: all 60000)")
+    p.add_argument("--lr", type=float, default=0.05, help="base LR for batch 64")
+    p.add_argument("--json", default="", help="also write the raw numbers here")
+    p.set_defaults(func=_main)
+
+
+def _csv(text: str) -> list[str]:
+    return [t for t in text.split(",") if t]
+
+
+def _throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from ..testing import run_workers
+    from ._bench_workers import throughput_worker
+
+    rows = []
+    for model in _csv(args.models):
+        for n in [int(v) for v in _csv(args.workers)]:
+            times: dict[str, list[float]] = {impl: [] for impl in _csv(args.impls)}
+            for _ in range(args.repeats):  # interleaved: A B C A B C, against load drift
+                for impl in times:
+                    hosts = [f"h{i}" for i in range(n)] if impl == "terascale-tcp" else None
+                    real = "terascale" if impl == "terascale-tcp" else impl
+                    t = run_workers(throughput_worker, n, args=(real, model, args.batch,
+                                                                args.steps, args.warmup),
+                                    timeout=600, host_ids=hosts)[0]
+                    times[impl].append(t)
+                    print(f"  {model} n={n} {impl:14s} {1000 * t:8.2f} ms/step", flush=True)
+            for impl, ts in times.items():
+                t = min(ts)
+                rows.append({"model": model, "n": n, "impl": impl, "step_s": t,
+                             "all_step_s": ts, "samples_s": n * args.batch / t})
+    print("\n| model | n | impl | ms/step | samples/s | step time / DDP |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        ddp = next((q["step_s"] for q in rows if q["model"] == r["model"] and q["n"] == r["n"]
+                    and q["impl"] == "ddp"), None)
+        ratio = f"{r['step_s'] / ddp:.2f}" if ddp else "-"
+        print(f"| {r['model']} | {r['n']} | {r['impl']} | {1000 * r['step_s']:.2f} | "
+              f"{r['samples_s']:.0f} | {ratio} |")
+    return rows
+
+
+def _bytes(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from ..testing import run_workers
+    from ._bench_workers import bytes_worker
+
+    rows = []
+    for model in _csv(args.models):
+        for n in (2, 4):
+            base = None
+            for hook in ("none", "fp16", "onebit"):
+                per_rank = run_workers(bytes_worker, n, args=(hook, model, 5), timeout=300,
+                                       host_ids=[f"h{i}" for i in range(n)])
+                b = sum(per_rank) / n
+                base = base or b
+                rows.append({"model": model, "n": n, "hook": hook, "bytes": b,
+                             "reduction": base / b})
+    print("\n| model | n | hook | bytes sent per worker per step | x fewer than none |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['model']} | {r['n']} | {r['hook']} | {r['bytes']:.0f} | "
+              f"{r['reduction']:.1f} |")
+    return rows
+
+
+def _lmb(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from .._init import init
+    from ..testing import run_workers
+    from ._bench_workers import lmb_worker
+    from .recipes import scale_lr
+
+    rows: list[dict[str, Any]] = []
+
+    def run(label: str, n: int, **cfg: Any) -> None:
+        cfg = {"epochs": args.epochs, "limit": args.limit, "hook": "none", "momentum": 0.9,
+               "start_lr": args.lr, "warmup_epochs": 0.0, **cfg}
+        t0 = time.perf_counter()
+        if n == 1:
+            with init() as comm:
+                out = lmb_worker(comm, cfg)
+        else:
+            out = run_workers(lmb_worker, n, args=(cfg,), timeout=1800)[0]
+        rows.append({"label": label, "workers": n, **cfg, **out,
+                     "wall_s": time.perf_counter() - t0})
+        print(f"  {label:40s} acc {out['accuracy']:.4f} loss {out['final_loss']:.3f} "
+              f"{'DIVERGED ' if out['diverged'] else ''}({time.perf_counter() - t0:.0f} s)",
+              flush=True)
+
+    run("batch 64 (base)", 1, total_batch=64, lr=args.lr)
+    for b in (256, 1024):
+        lin = scale_lr(args.lr, b, 64)
+        run(f"batch {b}, LR unchanged", 1, total_batch=b, lr=args.lr)
+        run(f"batch {b}, linear LR, no warmup", 1, total_batch=b, lr=lin)
+        run(f"batch {b}, linear LR + warmup", 1, total_batch=b, lr=lin, warmup_epochs=1.0)
+    lin = scale_lr(args.lr, 256, 64)
+    for hook, mom in (("none", 0.9), ("onebit", 0.9), ("onebit", 0.5)):
+        run(f"4 workers x 64, {hook}, momentum {mom}", 4, total_batch=256, lr=lin,
+            warmup_epochs=1.0, hook=hook, momentum=mom)
+    print("\n| run | total batch | LR | warmup epochs | test accuracy | diff vs batch 64 |")
+    print("|---|---|---|---|---|---|")
+    base = rows[0]["accuracy"]
+    for r in rows:
+        print(f"| {r['label']} | {r['total_batch']} | {r['lr']:g} | {r['warmup_epochs']:g} | "
+              f"{100 * r['accuracy']:.2f}% | {100 * (r['accuracy'] - base):+.2f} |")
+    return rows
+
+
+def _main(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    parts = _csv(args.parts)
+    out: dict[str, Any] = {}
+    for name, fn in (("throughput", _throughput), ("bytes", _bytes), ("lmb", _lmb)):
+        if name in parts:
+            print(f"== {name}", flush=True)
+            out[name] = fn(args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0

@@ -1,0 +1,149 @@
+"""Worker bodies of ``terascale bench torch`` (each runs inside ``run_workers``)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..communicator import Communicator
+from ._models import make_model
+from .broadcast import broadcast_parameters
+from .datasets import fashion_mnist
+from .hooks import OneBitState, fp16_hook, onebit_hook
+from .optimizer import DistributedOptimizer
+from .ps import ParameterServer
+from .recipes import GradualWarmup, MomentumCorrectedSGD
+from .sampler import DistributedSampler
+
+__all__ = ["bytes_worker", "lmb_worker", "throughput_worker"]
+
+HOOKS = {"none": None, "fp16": fp16_hook, "onebit": onebit_hook}
+
+
+def _batch(model: str, b: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(b, 1, 28, 28, generator=g), torch.randint(0, 10, (b,), generator=g)
+
+
+def throughput_worker(comm: Communicator, impl: str, model_name: str, batch: int, steps: int,
+                      warmup: int) -> float:
+    """Seconds per step (slowest rank) of ``impl`` in {ddp, terascale, ps-sync, ps-async}."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = make_model(model_name)
+    x, y = _batch(model_name, batch, comm.rank)
+    sgd = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if impl == "ddp":
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        port = None
+        if comm.rank == 0:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        port = comm.broadcast_object(port)
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                                rank=comm.rank, world_size=comm.size)
+        net: torch.nn.Module = DistributedDataParallel(model)
+        step = sgd.step
+    elif impl.startswith("ps-"):
+        net = model
+        ps = ParameterServer(model, lr=0.01, momentum=0.9, mode=impl[3:], comm=comm)
+        step = ps.step
+    else:
+        net = model
+        broadcast_parameters(model, comm=comm)
+        opt = DistributedOptimizer(sgd, model, comm=comm)
+        step = opt.step
+    elapsed = 0.0
+    for i in range(warmup + steps):
+        if i == warmup:
+            comm.barrier()
+            start = time.perf_counter()
+        sgd.zero_grad(set_to_none=True)
+        F.cross_entropy(net(x), y).backward()
+        step()
+    elapsed = time.perf_counter() - start
+    if impl == "ddp":
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+    elif impl.startswith("ps-"):
+        ps.close()
+    slowest = comm.allreduce(torch.tensor([elapsed], dtype=torch.float64), op="max")
+    return float(slowest[0]) / steps
+
+
+def bytes_worker(comm: Communicator, hook: str, model_name: str, steps: int) -> float:
+    """Bytes this rank put on its TCP links per step with ``hook``."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = make_model(model_name)
+    x, y = _batch(model_name, 16, comm.rank)
+    opt = DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01), model, comm=comm,
+                               hook=HOOKS[hook], hook_state=OneBitState())
+    comm.barrier()
+    before = comm.bytes_sent
+    for _ in range(steps):
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    sent = comm.bytes_sent - before
+    return sent / steps
+
+
+def lmb_worker(comm: Communicator, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Train the small CNN on Fashion-MNIST; total batch = workers x 64 x accumulation.
+
+    ``cfg``: total_batch, lr, warmup_epochs, epochs, limit, hook, momentum, seed. Each
+    worker's micro-batch is 64 (batch norm over 64 samples, per worker, as in Goyal et al.);
+    a total batch larger than ``64 * workers`` is made of accumulated micro-batches.
+    """
+    torch.set_num_threads(1)
+    torch.manual_seed(cfg.get("seed", 0))
+    x, y = fashion_mnist(True)
+    xt, yt = fashion_mnist(False)
+    if cfg.get("limit"):
+        x, y = x[: cfg["limit"]], y[: cfg["limit"]]
+    micro = 64
+    accumulate = cfg["total_batch"] // (micro * comm.size)
+    model = make_model("cnn")
+    sgd = MomentumCorrectedSGD(model.parameters(), lr=cfg["lr"], momentum=cfg["momentum"],
+                               weight_decay=5e-4)
+    opt = DistributedOptimizer(sgd, model, comm=comm, hook=HOOKS[cfg["hook"]],
+                               hook_state=OneBitState(), backward_passes_per_step=accumulate)
+    sampler = DistributedSampler(len(x), comm=comm, seed=cfg.get("seed", 0), drop_last=True)
+    per_step = micro * accumulate
+    steps_per_epoch = len(sampler) // per_step
+    warmup = GradualWarmup(sgd, int(cfg["warmup_epochs"] * steps_per_epoch),
+                           start_factor=min(1.0, cfg["start_lr"] / cfg["lr"]))
+    start = time.perf_counter()
+    losses = []
+    for epoch in range(cfg["epochs"]):
+        sampler.set_epoch(epoch)
+        idx = torch.tensor(list(sampler))
+        for s in range(steps_per_epoch):
+            opt.zero_grad()
+            for a in range(accumulate):
+                b = idx[s * per_step + a * micro: s * per_step + (a + 1) * micro]
+                loss = F.cross_entropy(model(x[b]), y[b]) / accumulate
+                loss.backward()
+            opt.step()
+            warmup.step()
+            losses.append(float(loss) * accumulate)
+    # per-worker BN statistics: average them, then score the full test set (rank 0's copy)
+    from .averaging import average_buffers
+
+    average_buffers(model, comm=comm)
+    model.eval()
+    with torch.no_grad():
+        correct = sum(int((model(xb).argmax(1) == yb).sum())
+                      for xb, yb in zip(xt.split(1000), yt.split(1000)))
+    return {"accuracy": correct / len(xt), "seconds": time.perf_counter() - start,
+            "steps": steps_per_epoch * cfg["epochs"], "final_loss": sum(losses[-20:]) / 20,
+            "diverged": not all(map(lambda v: v == v and v < 1e3, losses))}
