@@ -165,3 +165,16 @@ def test_shards_cover_every_line_once(tmp_path):
     p.write_text("".join(f"{i} |a f\n" for i in range(50)) + "bad line\n")
     with pytest.raises(DataError, match="d.vw, line 51"):
         read_file(str(p), ParseOptions(), shard=(1, 2))
+
+
+def test_threaded_parse_equals_one_thread(monkeypatch):
+    from terascale.linear import _readers
+
+    lines = [f"{i % 2} {1 + i % 3} 'tag{i}|a f{i % 7} g:{i}.5 |b {i % 11}" for i in range(3000)]
+    one = parse_lines(lines, quadratic=["ab"])
+    monkeypatch.setattr(_readers, "_PARALLEL_BYTES", 1)
+    many = parse_lines(lines, quadratic=["ab"])
+    for a in ("indptr", "indices", "values", "labels", "weights", "tag_ptr", "tag_blob"):
+        np.testing.assert_array_equal(getattr(many, a), getattr(one, a))
+    with pytest.raises(DataError, match="line 2999"):
+        parse_lines(lines[:2998] + ["1 x"] + lines[:5])

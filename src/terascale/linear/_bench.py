@@ -9,7 +9,7 @@ parses into a new cache directory, VW parses its text (and writes its cache for 
 passes). Times are measured inside the child (parse + learn, without interpreter start-up);
 metrics are computed on the test months from each learner's raw scores by the same code.
 scikit-learn's LogisticRegression (lbfgs, C = 1/l2) is fit on the same hashed features.
-VW's own cluster mode needs a spanning-tree server, which is not run here (see RESULTS.md).
+VW's cluster mode runs through ``terascale span-server`` (VW's spanning-tree protocol).
 """
 
 from __future__ import annotations
@@ -143,6 +143,56 @@ def _child_vw(spec: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": t, **_metrics_of(spec["test"], scores)}
 
 
+def _child_vw_cluster(spec: dict[str, Any]) -> dict[str, Any]:
+    """VW's cluster mode: one process per node, rendezvous through our span server."""
+    import numpy as np
+
+    from ._readers import _byte_range
+    from ._span import SpanServer
+
+    n, d = spec["workers"], spec["cache"]
+    buf = np.fromfile(spec["train"], np.uint8)
+    for k in range(n):  # the same shards as terascale's
+        s, e = _byte_range(buf, k, n)
+        buf[s:e].tofile(os.path.join(d, f"shard{k}.vw"))
+    srv = SpanServer(0).start()
+    try:
+        procs = [subprocess.Popen(
+            [sys.executable, "-m", "terascale.linear._bench", "vw-node",
+             json.dumps({**spec, "node": k, "port": srv.port})],
+            stdout=subprocess.PIPE, text=True) for k in range(n)]
+        outs = [json.loads(p.communicate(timeout=1800)[0].strip().splitlines()[-1])
+                for p in procs]
+    finally:
+        srv.stop()
+    if any(p.returncode for p in procs):
+        raise SystemExit("a VW node failed")
+    pred = os.path.join(d, "vw.pred")
+    from vowpalwabbit import pyvw
+
+    pyvw.Workspace(f"--quiet -d {spec['test']} -t -i {os.path.join(d, 'node0-2.model')} "
+                   f"-p {pred} --predict_only_model").finish()
+    return {"seconds": max(o["seconds"] for o in outs),
+            **_metrics_of(spec["test"], np.loadtxt(pred, usecols=0))}
+
+
+def _vw_node(spec: dict[str, Any]) -> dict[str, Any]:
+    from vowpalwabbit import pyvw
+
+    k, d = spec["node"], spec["cache"]
+    data = os.path.join(d, f"shard{k}.vw")
+    m1, m2 = os.path.join(d, f"node{k}-1.model"), os.path.join(d, f"node{k}-2.model")
+    cluster = (f"--span_server 127.0.0.1 --span_server_port {spec['port']} "
+               f"--total {spec['workers']} --node {k}")
+    t0 = time.perf_counter()
+    pyvw.Workspace(f"--quiet --loss_function logistic -b {spec['bits']} -d {data} -f {m1} "
+                   f"--predict_only_model {cluster} --unique_id 101").finish()
+    pyvw.Workspace(f"--quiet -d {data} -i {m1} -f {m2} --cache_file {data}.cache "
+                   f"--bfgs --passes 20 -c -k --predict_only_model {cluster} "
+                   f"--unique_id 102").finish()
+    return {"seconds": time.perf_counter() - t0}
+
+
 def _child_sklearn(spec: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
     import scipy.sparse as sp
@@ -198,13 +248,17 @@ def _run(args: argparse.Namespace) -> int:
     multi = _median([_child("multi", {**base, "cache": fresh(), "workers": args.workers,
                                       "options": RECIPES["online+bfgs20"][0]})
                      for _ in range(args.repeat)])
-    rows.append({"recipe": f"online+bfgs20, {args.workers} workers", "learner": "terascale",
-                 **multi})
-    print(f"\n{args.workers} workers (terascale, same recipe): {multi['seconds']:.2f} s "
-          f"(1 worker {one['seconds']:.2f} s, x{one['seconds'] / multi['seconds']:.2f}); "
-          f"L-BFGS phase {multi['batch_s']:.3f} s vs {one['batch_s']:.3f} s "
-          f"(x{one['batch_s'] / multi['batch_s']:.2f}); test AUC {multi['auc']:.4f}, "
-          f"logloss {multi['logloss']:.4f}")
+    vwc = _median([_child("vw-cluster", {**base, "cache": fresh(), "workers": args.workers})
+                   for _ in range(args.repeat)])
+    name = f"online+bfgs20, {args.workers} workers"
+    rows += [{"recipe": name, "learner": "vowpalwabbit", **vwc},
+             {"recipe": name, "learner": "terascale", **multi}]
+    _print_pair(rows[-2], rows[-1])
+    vw1 = rows[4]
+    print(f"  {args.workers} vs 1 worker: terascale x{one['seconds'] / multi['seconds']:.2f} "
+          f"(L-BFGS phase {multi['batch_s']:.3f} s vs {one['batch_s']:.3f} s, "
+          f"x{one['batch_s'] / multi['batch_s']:.2f}); vowpalwabbit "
+          f"x{vw1['seconds'] / vwc['seconds']:.2f} (cluster mode via terascale span-server)")
     if not args.no_sklearn:
         sk = _child("sklearn", {**base})
         rows.append({"recipe": "LogisticRegression C=1 (same hashed features)",
@@ -243,5 +297,6 @@ if __name__ == "__main__":
         _worker(spec)
     else:
         fn = {"ours": _child_ours, "multi": _child_ours_multi, "vw": _child_vw,
+              "vw-cluster": _child_vw_cluster, "vw-node": _vw_node,
               "sklearn": _child_sklearn}[kind]
         print(json.dumps(fn(spec)))

@@ -17,6 +17,13 @@ __all__ = ["add_parser", "train_options"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from . import _span
+
+    _add_linear(sub)
+    _span.add_parser(sub)
+
+
+def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("linear", help="terascale linear learning (VW-style)",
                        description="Online passes of adaptive normalized SGD, weight "
                                    "averaging and L-BFGS/CG over allreduce.")
