@@ -123,5 +123,5 @@ def test_vowpalwabbit_cluster_runs_against_span_server(tmp_path):
     finally:
         srv.stop()
     # VW averaged the two nodes' weights through the tree: both models predict the same
-    p0, p1 = (np.loadtxt(tmp_path / f"p{k}.txt") for k in range(2))
+    p0, p1 = (np.loadtxt(tmp_path / f"p{k}.txt", usecols=0) for k in range(2))
     assert len(p0) == 300 and np.array_equal(p0, p1) and np.any(p0 != 0)
