@@ -5,8 +5,8 @@ Three parts, all in one run (``--parts``):
 * ``throughput``: samples/s of the same model and per-worker batch, one torch thread per
   worker, n = 1, 2, 4: torch ``DistributedDataParallel`` over gloo; terascale's
   ``DistributedOptimizer`` with ``auto`` collectives (shared memory on one host) and with
-  every rank pretending to be its own host (TCP, what crosses machines); the parameter
-  server, sync and async.
+  every rank pretending to be its own host (TCP, what crosses machines); half-batch;
+  local SGD (model averaging every 8 steps); the parameter server, sync and async.
 * ``bytes``: bytes each worker puts on its TCP links per step with no compression, fp16
   and 1-bit (one pretend host per rank, so everything crosses TCP).
 * ``lmb``: the large-minibatch table (Goyal et al. 2017) on Fashion-MNIST with the small
@@ -31,7 +31,8 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
                    help="comma list of throughput, bytes, lmb")
     p.add_argument("--workers", default="1,2,4", help="world sizes for throughput")
     p.add_argument("--models", default="cnn,mlp")
-    p.add_argument("--impls", default="ddp,terascale,terascale-tcp,ps-sync,ps-async")
+    p.add_argument("--impls",
+                   default="ddp,terascale,terascale-tcp,half-batch,local-sgd,ps-sync,ps-async")
     p.add_argument("--batch", type=int, default=64, help="per-worker batch (throughput)")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)

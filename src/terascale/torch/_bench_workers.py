@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from ..communicator import Communicator
 from ._models import make_model
+from .averaging import ModelAverager
 from .broadcast import broadcast_parameters
 from .datasets import fashion_mnist
 from .hooks import OneBitState, fp16_hook, onebit_hook
@@ -31,7 +32,8 @@ def _batch(model: str, b: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def throughput_worker(comm: Communicator, impl: str, model_name: str, batch: int, steps: int,
                       warmup: int) -> float:
-    """Seconds per step (slowest rank) of ``impl`` in {ddp, terascale, ps-sync, ps-async}."""
+    """Seconds per step (slowest rank) of ``impl``: ddp, terascale, half-batch, local-sgd,
+    ps-sync or ps-async."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = make_model(model_name)
@@ -55,10 +57,18 @@ def throughput_worker(comm: Communicator, impl: str, model_name: str, batch: int
         net = model
         ps = ParameterServer(model, lr=0.01, momentum=0.9, mode=impl[3:], comm=comm)
         step = ps.step
+    elif impl == "local-sgd":
+        net = model
+        broadcast_parameters(model, comm=comm)
+        averager = ModelAverager(model, every=8, comm=comm)
+
+        def step() -> None:
+            sgd.step()
+            averager.step()
     else:
         net = model
         broadcast_parameters(model, comm=comm)
-        opt = DistributedOptimizer(sgd, model, comm=comm)
+        opt = DistributedOptimizer(sgd, model, comm=comm, half_batch=impl == "half-batch")
         step = opt.step
     elapsed = 0.0
     for i in range(warmup + steps):
