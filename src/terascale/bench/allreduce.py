@@ -129,9 +129,13 @@ def _mpirun_cmd(n: int, btl: str, cmd: list[str]) -> list[str]:
     mpirun = shutil.which("mpirun") or "mpirun"
     root = ["--allow-run-as-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
     # pml ob1 makes the btl choice binding (no UCX); unbound ranks share the 2 cores fairly.
-    # (btl_tcp_if_include lo made small messages 500x slower here, so it is not set.)
+    # Yielding when idle keeps Open MPI's busy polling from collapsing on a loaded machine
+    # (1 MiB at n=2: 0.22 ms with it, 25-48 ms without at load 15); it is Open MPI's own
+    # default whenever ranks outnumber cores. (btl_tcp_if_include lo made small messages
+    # 500x slower here, so it is not set.)
     return [mpirun, *root, "--oversubscribe", "--bind-to", "none", "-n", str(n),
-            "--mca", "pml", "ob1", "--mca", "btl", btl, *cmd]
+            "--mca", "pml", "ob1", "--mca", "mpi_yield_when_idle", "1", "--mca", "btl", btl,
+            *cmd]
 
 
 def _jobs(opts: BenchOptions, out: str) -> list[tuple[str, int, Any]]:
