@@ -67,8 +67,9 @@ def _bytes(comm, hook_name):  # type: ignore[no-untyped-def]
 
 
 def test_compression_sends_fewer_bytes() -> None:
-    sent = {h: run_workers(_bytes, 2, args=(h,), timeout=60)[0] for h in ("none", "fp16",
-                                                                           "onebit")}
+    # one pretend host per rank: allreduce goes over TCP, where bytes_sent counts the wire
+    sent = {h: run_workers(_bytes, 2, args=(h,), timeout=60, host_ids=["a", "b"])[0]
+            for h in ("none", "fp16", "onebit")}
     assert sent["fp16"] < 0.6 * sent["none"]
     assert sent["onebit"] * 20 < sent["none"]
 
@@ -174,3 +175,23 @@ def test_model_averaging_and_parameter_server() -> None:
     assert a["sync"][1] == b["sync"][1]  # both pulled after the last full round
     assert a["sync"][2] == 3
     assert a["async"][0] == b["async"][0] and a["async"][2] == 6  # every push is an update
+
+
+def _cuda_identity(comm):  # type: ignore[no-untyped-def]
+    torch.manual_seed(comm.rank)
+    model = torch.nn.Linear(8, 4).cuda()
+    tt.broadcast_parameters(model, comm=comm)
+    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model, comm=comm,
+                                  hook=tt.onebit_hook, hook_state=tt.OneBitState())
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.randn(4, 8, device="cuda")).sum().backward()
+        opt.step()
+    assert model.weight.grad.device.type == "cuda"
+    return model.weight.detach().cpu().numpy().tobytes()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_tensors_stay_on_device_and_identical() -> None:
+    a, b = run_workers(_cuda_identity, 2, timeout=120)
+    assert a == b

@@ -42,7 +42,7 @@ import torch
 from .._errors import ConfigError
 from ..communicator import Communicator
 from ._comm import resolve
-from .hooks import Hook, Waitable
+from .hooks import Hook, Waitable, _Done
 
 __all__ = ["DistributedOptimizer"]
 
@@ -281,11 +281,18 @@ class DistributedOptimizer:
             if inline_meta:
                 buf[bucket.numel:].copy_(meta)
         if self.hook is None:
-            self._handles.append(self.comm.allreduce_async(buf))
+            self._handles.append(self._allreduce(buf))
         else:
             self._handles.append(self.hook(self.hook_state, self.comm, bucket.index, buf))
             if last:
                 self._meta_handle = self.comm.allreduce_async(meta)
+
+    def _allreduce(self, buf: torch.Tensor) -> Waitable:
+        if self.comm.size == 1:
+            return _Done(buf)  # nothing to exchange: skip the progress thread
+        if buf.device.type == "cpu":
+            return self.comm.allreduce_async(buf, out=buf)  # in place: no extra copy
+        return self.comm.allreduce_async(buf)  # accelerator: through a host copy
 
     def _meta(self, active: bool) -> torch.Tensor:
         """[had-gradient flag per parameter..., weight, active] of this worker."""
