@@ -75,3 +75,9 @@ def test_choices_follow_the_classic_tradeoff() -> None:
         predict("shm", 1000, 2, c)
     with pytest.raises(ValueError):
         predict("butterfly", 1000, 2, c)
+
+
+def test_messages_beyond_the_cache_pay_the_memory_factor() -> None:
+    mem = CostParams(alpha=1.0, beta=0.01, gamma=0.001, cache_bytes=1000, mem_factor=2.0)
+    assert ring_time(1000, 4, mem) == pytest.approx(6 + 15 + 0.75)  # fits: no factor
+    assert ring_time(4000, 4, mem) == pytest.approx(6 + 2 * (60 + 3))  # bytes cost twice

@@ -6,7 +6,9 @@ median of one of our algorithms at ``n`` ranks gives one row ``features(algorith
 theta = time`` with ``theta = (alpha, beta, gamma, alpha_shm, delta)``: ``alpha, beta`` are
 the TCP loopback transport, ``alpha_shm, delta`` the shared-memory one, ``gamma`` the
 reduction, shared by both. All ranks live on one host with ``os.cpu_count()`` cores, so the
-model's core-sharing slow-down applies (:class:`terascale.sim.model.CostParams`).
+model's core-sharing slow-down applies (:class:`terascale.sim.model.CostParams`), and so
+does its memory factor for messages larger than the L2 cache (fitted by a grid search
+around the linear fit).
 
 Measurements from several runs (``-n 2`` and ``-n 4``) are fitted together, and every
 prediction is checked against its measurement; the target is within 25% for sizes of
@@ -23,7 +25,7 @@ import numpy as np
 
 from .model import CostParams, halving_doubling_time, ring_time, shm_time, tree_time
 
-__all__ = ["calibrate", "format_calibration", "model_time"]
+__all__ = ["cache_size", "calibrate", "format_calibration", "model_time"]
 
 _NAMES = ("alpha", "beta", "gamma", "alpha_shm", "delta")
 MODELLED = ("tree", "ring", "halving_doubling", "shm", "hierarchical")
@@ -43,13 +45,49 @@ def model_time(algorithm: str, nbytes: float, n: int, c: CostParams) -> float:
     raise ValueError(f"no model for {algorithm!r}")
 
 
-def _features(algorithm: str, nbytes: float, n: int, cores: int) -> np.ndarray:
+def _features(algorithm: str, nbytes: float, n: int, cores: int, cache: float | None,
+              mem_factor: float) -> np.ndarray:
     f = np.empty(len(_NAMES))
     for i, name in enumerate(_NAMES):
         unit = dict.fromkeys(_NAMES, 0.0)
         unit[name] = 1.0
-        f[i] = model_time(algorithm, nbytes, n, CostParams(cores=cores, **unit))
+        f[i] = model_time(algorithm, nbytes, n, CostParams(cores=cores, cache_bytes=cache,
+                                                           mem_factor=mem_factor, **unit))
     return f
+
+
+def cache_size() -> float | None:
+    """The per-core (L2) cache of this machine in bytes, if the OS says."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for index in sorted(os.listdir(base)):
+            path = os.path.join(base, index)
+            if not index.startswith("index"):
+                continue
+            with open(os.path.join(path, "level")) as f:
+                if f.read().strip() != "2":
+                    continue
+            with open(os.path.join(path, "size")) as f:
+                text = f.read().strip().upper()
+            mult = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+            return float(int(text.rstrip("KM")) * mult)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _fit(pts: list[dict[str, Any]], cores: int, cache: float | None,
+         mem_factor: float) -> tuple[np.ndarray, np.ndarray, float]:
+    a = np.array([_features(p["algorithm"], p["bytes"], p["n"], cores, cache, mem_factor)
+                  for p in pts])
+    y = np.array([p["measured_s"] for p in pts])
+    used = a.any(axis=0)  # parameters no measured algorithm depends on stay at 0
+    scale = a[:, used].max(axis=0)
+    rel = a[:, used] / y[:, None] / scale
+    theta_used = _nonnegative_lstsq(rel, np.ones(len(y)))
+    theta = np.zeros(len(_NAMES))
+    theta[used] = theta_used / scale
+    return theta, used, float(np.sum((rel @ theta_used - 1.0) ** 2))
 
 
 def _points(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -85,14 +123,13 @@ def calibrate(report: dict[str, Any], *more: dict[str, Any],
     pts = _points([report, *more])
     if not pts:
         raise ValueError("no measurements of tree/ring/halving_doubling/shm to calibrate on")
-    a = np.array([_features(p["algorithm"], p["bytes"], p["n"], cores) for p in pts])
-    y = np.array([p["measured_s"] for p in pts])
-    used = a.any(axis=0)  # parameters no measured algorithm depends on stay at 0
-    scale = a[:, used].max(axis=0)
-    theta_used = _nonnegative_lstsq(a[:, used] / y[:, None] / scale, np.ones(len(y)))
-    theta = np.zeros(len(_NAMES))
-    theta[used] = theta_used / scale
-    params = CostParams(cores=cores, **dict(zip(_NAMES, (float(v) for v in theta))))
+    cache = cache_size()
+    # The model is linear but for the memory factor: try a grid of it, keep the best fit.
+    factors = np.linspace(1.0, 4.0, 31) if cache else np.array([1.0])
+    fits = [(_fit(pts, cores, cache, float(f)), float(f)) for f in factors]
+    (theta, used, _), mem_factor = min(fits, key=lambda fit: fit[0][2])
+    params = CostParams(cores=cores, cache_bytes=cache, mem_factor=mem_factor,
+                        **dict(zip(_NAMES, (float(v) for v in theta))))
     for p in pts:
         p["predicted_s"] = model_time(p["algorithm"], p["bytes"], p["n"], params)
         p["error"] = p["predicted_s"] / p["measured_s"] - 1.0
@@ -115,7 +152,9 @@ def format_calibration(cal: dict[str, Any]) -> str:
         f"  alpha = {pr['alpha'] * 1e6:.1f} us/message (TCP), beta = "
         f"{pr['beta'] * 1e9:.3f} ns/byte ({1 / pr['beta'] / 1e9 if pr['beta'] else float('inf'):.2f} GB/s), "
         f"gamma = {pr['gamma'] * 1e9:.3f} ns/byte ({1 / pr['gamma'] / 1e9 if pr['gamma'] else float('inf'):.2f} GB/s)",
-        f"  alpha_shm = {pr['alpha_shm'] * 1e6:.1f} us, delta = {pr['delta'] * 1e9:.3f} ns/byte",
+        f"  alpha_shm = {pr['alpha_shm'] * 1e6:.1f} us, delta = {pr['delta'] * 1e9:.3f} ns/byte; "
+        f"above {(pr['cache_bytes'] or 0) / 2**20:g} MiB (L2) per-byte costs x "
+        f"{pr['mem_factor']:.2f}",
         f"  predictions within 25% for sizes >= 64 KiB: {cal['within_25pct']} of {cal['checked']} "
         f"(worst {cal['max_abs_error'] * 100:.0f}%)",
         "",

@@ -39,7 +39,10 @@ The slow-down ``s = max(1, ranks per host / cores)`` accounts for ranks that sha
 this 2-core machine four ranks run at half speed): on loopback every cost is CPU time of
 the ranks (the kernel's socket copies, the per-message system calls and wake-ups, the
 reductions), so all of them stretch by ``s``. With ``cores=None`` (a cluster with a core
-per rank) ``s = 1``.
+per rank) ``s = 1``. Likewise, with ``cache_bytes`` set, a message larger than the per-core
+cache pays ``mem_factor`` times the per-byte costs (its copies and reductions stream from
+memory instead of the cache: on this machine busbw drops between 1 and 2 MiB, the size of
+the L2 cache). Both are for one machine; the cluster planner leaves them off.
 
 The model ignores what :mod:`terascale.sim.simulator` shows: overlap of transfer and
 reduction inside a pipeline, contention of several workers for one NIC, and waiting for
@@ -68,6 +71,17 @@ class CostParams:
     alpha_shm: float = 2e-6    # per synchronization inside a host
     delta: float = 1 / 10e9    # per byte copied in memory
     cores: int | None = None   # cores per host; None: one core per rank
+    cache_bytes: float | None = None  # messages above this size pay mem_factor per byte
+    mem_factor: float = 1.0
+
+    def for_message(self, nbytes: float) -> CostParams:
+        """The parameters for a message of ``nbytes``: per-byte costs grow by ``mem_factor``
+        once the message no longer fits in the (per-core) cache."""
+        if self.cache_bytes is None or nbytes <= self.cache_bytes or self.mem_factor == 1.0:
+            return replace(self, cache_bytes=None)
+        f = self.mem_factor
+        return replace(self, beta=self.beta * f, gamma=self.gamma * f, delta=self.delta * f,
+                       cache_bytes=None)
 
     def slowdown(self, ranks_per_host: int) -> float:
         """Factor on per-byte costs when ranks share cores (1 with a core per rank)."""
@@ -93,7 +107,7 @@ def ring_time(nbytes: float, p: int, c: CostParams, *, ranks_per_host: int = 1) 
     _check(nbytes, p)
     if p == 1:
         return 0.0
-    c = c.scaled(ranks_per_host)
+    c = c.for_message(nbytes).scaled(ranks_per_host)
     f = (p - 1) / p
     return 2 * (p - 1) * c.alpha + 2 * f * nbytes * c.beta + f * nbytes * c.gamma
 
@@ -104,7 +118,7 @@ def halving_doubling_time(nbytes: float, p: int, c: CostParams, *,
     _check(nbytes, p)
     if p == 1:
         return 0.0
-    c = c.scaled(ranks_per_host)
+    c = c.for_message(nbytes).scaled(ranks_per_host)
     q = 1 << (p.bit_length() - 1)  # largest power of two <= p
     f = (q - 1) / q
     t = 2 * math.log2(q) * c.alpha + 2 * f * nbytes * c.beta + f * nbytes * c.gamma
@@ -130,7 +144,7 @@ def tree_time(nbytes: float, p: int, c: CostParams, *, chunk: int | None = TREE_
     _check(nbytes, p)
     if p == 1:
         return 0.0
-    c = c.scaled(ranks_per_host)
+    c = c.for_message(nbytes).scaled(ranks_per_host)
     h, r, k = tree_shape(p)
     size = nbytes if chunk is None or nbytes <= chunk else chunk
     chunks = 1 if chunk is None or nbytes <= chunk else math.ceil(nbytes / chunk)
@@ -144,6 +158,7 @@ def shm_time(nbytes: float, q: int, c: CostParams) -> float:
     if q == 1:
         return 0.0
     s = c.slowdown(q)
+    c = c.for_message(nbytes)
     return s * (2 * c.alpha_shm + nbytes * (2 * c.delta + (q - 1) / q * c.gamma))
 
 

@@ -255,6 +255,7 @@ def simulate(algorithm: str, nbytes: float, nodes: int, c: CostParams, *, per_ho
     if chunk is not None and max_chunks is not None and nbytes > chunk * max_chunks:
         chunk = math.ceil(nbytes / max_chunks)
     p = nodes * per_host
+    c = c.for_message(nbytes)
     t0 = np.zeros(p) if start is None else np.asarray(start, np.float64)
     if t0.shape != (p,):
         raise ValueError(f"start must have one time per rank ({p}), got shape {t0.shape}")
