@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.spark
@@ -74,3 +75,40 @@ def test_bad_arguments(spark):
         terascale.spark.run(allreduce_job, num_workers=3, spark=spark)
     with pytest.raises(terascale.ConfigError, match="num_workers"):
         terascale.spark.run(allreduce_job, num_workers=0, spark=spark)
+
+
+def _vw_lines(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    truth = rng.standard_normal(40)
+    lines = []
+    for _ in range(n):
+        feats = rng.choice(40, size=6, replace=False)
+        vals = rng.random(6) * 2
+        label = 1 if float(truth[feats] @ vals) > 0 else -1
+        lines.append(f"{label} |f " + " ".join(f"w{f}:{v:.3f}" for f, v in zip(feats, vals)))
+    return lines
+
+
+def test_train_linear_on_partitions_equals_local_workers(spark, tmp_path):
+    from terascale.linear import parse_lines, train
+    from terascale.testing import run_workers
+
+    opts = {"bits": 14, "passes": 2, "bfgs": 5, "holdout": 0.0}
+    rdd = spark.sparkContext.parallelize(_vw_lines(1200, seed=3), 2)
+    shards = rdd.glom().collect()  # exactly the lines of each partition, in order
+    df = spark.createDataFrame(rdd.map(lambda line: (line,)), ["value"])
+    model = terascale.spark.train_linear(df, spark=spark, **opts)
+
+    local = run_workers(lambda comm: train(parse_lines(shards[comm.rank], bits=14), comm=comm,
+                                           **{k: v for k, v in opts.items() if k != "bits"}
+                                           ).dense(), 2, timeout=120)
+    assert np.array_equal(model.dense(), local[0])  # the same model, bitwise
+    assert model.evaluate(parse_lines(sum(shards, []), bits=14))["accuracy"] > 0.8
+
+    files = []
+    for k, shard in enumerate(shards):  # the same shards as files, read by the tasks
+        files.append(str(tmp_path / f"part-{k}.vw"))
+        with open(files[-1], "w") as f:
+            f.write("\n".join(shard) + "\n")
+    from_files = terascale.spark.train_linear(files, spark=spark, **opts)
+    assert np.array_equal(from_files.dense(), local[0])

@@ -51,6 +51,7 @@ import os
 import re
 import secrets
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,7 +104,28 @@ def _slots(master: str) -> int | None:
     return None
 
 
-def _check_cluster(sc: Any, num_workers: int) -> None:
+def _wait_for_executors(sc: Any, num_workers: int, timeout: float) -> None:
+    """Under local-cluster[N,C,M], wait until enough executors registered.
+
+    Barrier mode checks the free slots when the job is submitted and, when they are too
+    few (executors still starting), retries only every 15 s
+    (``spark.scheduler.barrier.maxConcurrentTasksCheck.interval``).
+    """
+    m = re.fullmatch(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]", sc.master)
+    if m is None:
+        return
+    needed = -(-num_workers // int(m.group(2)))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:  # block managers: the driver's and one per executor
+            if sc._jsc.sc().getExecutorMemoryStatus().size() - 1 >= needed:
+                return
+        except Exception:  # a py4j detail changed: let Spark's own check handle it
+            return
+        time.sleep(0.2)
+
+
+def _check_cluster(sc: Any, num_workers: int, timeout: float = 60.0) -> None:
     conf = sc.getConf()
     if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
         raise ConfigError("Spark barrier mode does not run with dynamic allocation: set "
@@ -113,6 +135,7 @@ def _check_cluster(sc: Any, num_workers: int) -> None:
         # Spark itself would retry the slot check for minutes before failing.
         raise ConfigError(f"num_workers={num_workers} exceeds the {slots} task slots of "
                           f"master {sc.master!r}; barrier mode starts all tasks at once")
+    _wait_for_executors(sc, num_workers, timeout)
 
 
 def _barrier_task(spec: TaskSpec, rows: Iterator[Any]) -> Iterator[tuple[int, Any]]:
@@ -196,7 +219,7 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
     """
     check_workers(num_workers, timeout)
     sc = session(spark).sparkContext
-    _check_cluster(sc, num_workers)
+    _check_cluster(sc, num_workers, timeout)
     spec = TaskSpec(fn=fn, size=num_workers, timeout=float(timeout), run_id=new_run_id(),
                     args=tuple(args), kwargs=dict(kwargs or {}))
     return run_on_rdd(sc.parallelize(range(num_workers), num_workers), spec)
