@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BenchOptions", "add_bench_parser", "crossover", "format_table", "parse_size",
-           "run_bench"]
+__all__ = ["BenchOptions", "add_bench_parser", "crossover", "format_table", "format_targets",
+           "parse_size", "run_bench"]
 
 DEFAULT_SIZES = tuple(4 << (10 + 2 * k) for k in range(9))  # 4 KiB, 16 KiB, ..., 256 MiB
 QUICK_SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
@@ -273,6 +273,31 @@ def format_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_TCP = ("ours:tree", "ours:ring", "ours:halving_doubling")
+
+
+def format_targets(report: dict[str, Any]) -> str:
+    """Issue 3's targets per size: busbw of ``auto`` over gloo and over Open MPI (shared
+    memory), and of our best TCP-only algorithm over gloo (ratios of busbw, > 1: ours wins)."""
+    by = {(r["system"], r["bytes"]): r for r in report["results"]}
+    lines = ["| size | auto busbw GB/s | auto / gloo | auto / mpi-shm | best TCP (ours) | "
+             "best TCP / gloo |", "|---|---|---|---|---|---|"]
+    for size in report["sizes"]:
+        auto = by.get(("ours:auto", size))
+        if auto is None:
+            continue
+        gloo, mpi = by.get(("gloo", size)), by.get(("mpi-shm", size))
+        tcp = [by[(t, size)] for t in _TCP if (t, size) in by]
+        best = max(tcp, key=lambda r: r["busbw"]) if tcp else None
+        cells = [human_size(size), f"{auto['busbw'] / 1e9:.3f}",
+                 f"{auto['busbw'] / gloo['busbw']:.2f}" if gloo else "",
+                 f"{auto['busbw'] / mpi['busbw']:.2f}" if mpi else "",
+                 f"{best['system'][5:]} {best['busbw'] / 1e9:.3f}" if best else "",
+                 f"{best['busbw'] / gloo['busbw']:.2f}" if best and gloo else ""]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def crossover(report: dict[str, Any], small: str = "ours:tree",
               large: str = "ours:ring") -> int | None:
     """The largest measured size up to which ``small`` is at least as fast as ``large`` at
@@ -343,6 +368,9 @@ def _main(args: argparse.Namespace) -> int:
         print(format_limits(report["limits"]))
     print(format_table(report))
     systems = systems_of(report)
+    if "ours:auto" in systems and len(systems) > 1:
+        print("\ntargets (busbw ratios, > 1: ours is faster):")
+        print(format_targets(report))
     if "ours:tree" in systems and "ours:ring" in systems:
         cut = crossover(report)
         report["tree_ring_crossover"] = cut
