@@ -79,9 +79,9 @@ def _child_ours(spec: dict[str, Any]) -> dict[str, Any]:
                   **spec["options"])
     t = time.perf_counter() - t0
     m = model.evaluate(spec["test"])
-    return {"seconds": t, "batch_s": model.info.get("batch_s"),
+    return {**m, "seconds": t, "batch_s": model.info.get("batch_s"),
             "passes": model.info.get("batch_passes"), "examples": model.info["examples"],
-            "features": model.info["feature_count"], **m}
+            "test_examples": m["examples"], "features": model.info["feature_count"]}
 
 
 def _child_ours_multi(spec: dict[str, Any]) -> dict[str, Any]:
@@ -108,10 +108,10 @@ def _worker(spec: dict[str, Any]) -> None:
     if env is None or env.rank == 0:
         m = model.evaluate(spec["test"])
         with open(spec["result"], "w") as f:
-            json.dump({"seconds": t, "batch_s": model.info.get("batch_s"),
+            json.dump({**m, "seconds": t, "batch_s": model.info.get("batch_s"),
                        "passes": model.info.get("batch_passes"),
-                       "examples": model.info["examples"],
-                       "features": model.info["feature_count"], **m}, f)
+                       "examples": model.info["examples"], "test_examples": m["examples"],
+                       "features": model.info["feature_count"]}, f)
 
 
 def _child_vw(spec: dict[str, Any]) -> dict[str, Any]:
