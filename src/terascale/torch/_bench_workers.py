@@ -145,7 +145,7 @@ def lmb_worker(comm: Communicator, cfg: dict[str, Any]) -> dict[str, Any]:
                 loss.backward()
             opt.step()
             warmup.step()
-            losses.append(float(loss) * accumulate)
+            losses.append(float(loss.detach()) * accumulate)
     # per-worker BN statistics: average them, then score the full test set (rank 0's copy)
     from .averaging import average_buffers
 
