@@ -239,7 +239,10 @@ def cg(fun: Fun, w0: np.ndarray, precond: np.ndarray, *, max_passes: int, tol: f
        patience: int = 3, callback: Callable[..., None] | None = None) -> BatchResult:
     """Minimize fun from w0 with preconditioned nonlinear CG (Polak-Ribière+)."""
     tr = _Tracker(fun, max_passes, callback)
-    minv = 1.0 / np.maximum(precond, 1e-12)
+    # a zero diagonal (hinge loss, unseen features without L2) gets the mean curvature
+    pos = precond[precond > 0]
+    floor = float(pos.mean()) if len(pos) else 1.0
+    minv = 1.0 / np.where(precond > 0, precond, floor)
     w = np.array(w0, dtype=np.float64)
     f, g, hold = tr(w)
     tr.accept(0, w, f, g, hold)

@@ -143,6 +143,8 @@ def _predict(args: argparse.Namespace) -> int:
                 out.write("".join(f"{v:.6f} {ds.tag(i)}\n" for i, v in enumerate(s)))
             else:
                 np.savetxt(out, s, fmt="%.6f")
+    except BrokenPipeError:  # `... | head`: the reader has what it wanted
+        return 0
     finally:
         if out is not sys.stdout:
             out.close()
