@@ -149,3 +149,16 @@ def test_half_batch_with_accumulation() -> None:
     out = run_workers(_half_batch_and_accumulation, 2, timeout=90)
     assert out[0][0] and out[1][0]
     assert out[0][1] == out[1][1]
+
+
+def test_extra_backward_pass_is_an_error_not_a_silent_loss() -> None:
+    import terascale
+
+    model = Net()
+    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model)
+    model(torch.randn(2, 6)).sum().backward()
+    with pytest.raises(terascale.ConfigError, match="backward_passes_per_step=1"):
+        model(torch.randn(2, 6)).sum().backward()
+    opt.zero_grad()
+    with opt.no_sync():
+        model(torch.randn(2, 6)).sum().backward()

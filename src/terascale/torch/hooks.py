@@ -116,9 +116,11 @@ class OneBitState:
       256, 25.6x at 128, 16x at 64. Smaller blocks follow the gradient's scale more closely
       (layers and biases differ by orders of magnitude): lower it if 1-bit training lags
       full precision; raise it to squeeze bytes.
-    * Learning rate: 1-bit gradients are noisier; keep the LR of full precision and, if the
-      loss plateaus higher, lower it by ~2x or use momentum (the residual acts like an extra
-      momentum term, so very high momentum may need to come down a little).
+    * Momentum and learning rate: the residual re-enters later, so error feedback behaves
+      like an extra momentum term. On the Fashion-MNIST CNN with 2-4 workers, momentum 0.9
+      with 1-bit lost 5-25 points of accuracy against full precision while momentum 0.5
+      recovered most of it (``terascale bench torch``, benchmarks/RESULTS.md): lower the
+      momentum first (0.5), then the LR (~2x) if the loss still plateaus higher.
     """
 
     start_step: int = 0

@@ -243,6 +243,11 @@ class DistributedOptimizer:
             return
         key = id(p)
         self._counts[key] += 1
+        if self._counts[key] > self.passes:
+            raise ConfigError(f"a parameter received {self._counts[key]} backward passes before "
+                              f"step(), more than backward_passes_per_step={self.passes}; "
+                              "its bucket was already sent (accumulate with no_sync() or "
+                              "backward_passes_per_step)")
         if self._counts[key] != self.passes:
             return
         self._fired[key] = True
