@@ -143,9 +143,9 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
             except ray.exceptions.RayError as e:
                 last = e
                 if restart < max_restarts:
+                    why = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
                     log.warning("terascale.ray: attempt %d failed (%s); restarting all %d "
-                                "workers from their checkpoint", restart,
-                                str(e).strip().splitlines()[-1:] or e, num_workers)
+                                "workers from their checkpoint", restart, why, num_workers)
         raise TerascaleError(f"terascale Ray job failed {max_restarts + 1} time(s); last "
                              f"error: {last}") from last
     finally:

@@ -1,0 +1,150 @@
+"""Engine overheads: start-up, per-job and recovery time of terascale on Spark and Ray,
+next to the local launcher ``terascale run``. Every engine runs the same two jobs from
+``terascale.engines._jobs`` on 2 workers:
+
+* ``allreduce_job``: join, one allreduce of 1000 doubles, leave (pure orchestration cost);
+* ``checkpointed_job``: 8 checkpointed gradient steps, clean and with one failure after
+  step 4 (recovery = failed run minus clean run; the failure kind is the engine's own:
+  a killed worker process, a task exception, a SIGKILLed executor JVM, a killed actor).
+
+    python benchmarks/engines_overhead.py [--reps 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+from terascale.engines._jobs import Fault, allreduce_job, checkpointed_job
+
+N = 2
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def _recovery(run: Callable[..., Any], kind: str, tmp: str) -> tuple[float, float]:
+    clean = _timed(lambda: run(checkpointed_job, args=(f"{tmp}/clean", 8)))
+    fault = Fault(rank=1, step=4, marker=f"{tmp}/fired-{kind}", kind=kind)
+    failed = _timed(lambda: run(checkpointed_job, args=(f"{tmp}/faulty", 8),
+                                kwargs={"fault": fault}))
+    if not os.path.exists(fault.marker):
+        raise RuntimeError(f"the {kind} fault did not fire")
+    return clean, failed
+
+
+def local(reps: int) -> dict[str, Any]:
+    code = ("import sys; from terascale.engines._jobs import *; "
+            "f = Fault(rank=1, step=4, marker=sys.argv[2], kind='exit') if sys.argv[2] else None; "
+            "checkpointed_job(sys.argv[1], 8, fault=f) if sys.argv[1] else allreduce_job()")
+
+    def launch(*args: str, restarts: int = 0) -> None:
+        subprocess.run(["terascale", "run", "-n", str(N), "--max-restarts", str(restarts),
+                        sys.executable, "-c", code, *args], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    jobs = [_timed(lambda: launch("", "")) for _ in range(reps)]
+    with tempfile.TemporaryDirectory() as tmp:
+        clean = _timed(lambda: launch(f"{tmp}/c", ""))
+        failed = _timed(lambda: launch(f"{tmp}/f", f"{tmp}/fired", restarts=1))
+    return {"engine": "terascale run (local processes)", "startup": 0.0, "first_job": jobs[0],
+            "job": statistics.median(jobs), "clean": clean, "failed": failed,
+            "fault": "worker SIGKILL"}
+
+
+def spark(master: str, kind: str, reps: int) -> dict[str, Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import terascale.spark
+
+    t = time.perf_counter()
+    session = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
+               .config("spark.executor.memory", "512m").getOrCreate())
+    session.sparkContext.setLogLevel("FATAL")
+    startup = time.perf_counter() - t
+
+    def run(fn: Callable[..., Any], **kw: Any) -> Any:
+        return terascale.spark.run(fn, num_workers=N, spark=session, **kw)
+
+    try:
+        first = _timed(lambda: run(allreduce_job))
+        jobs = [_timed(lambda: run(allreduce_job)) for _ in range(reps)]
+        with tempfile.TemporaryDirectory() as tmp:
+            clean, failed = _recovery(run, kind, tmp)
+    finally:
+        session.stop()
+    return {"engine": f"Spark {master}", "startup": startup, "first_job": first,
+            "job": statistics.median(jobs), "clean": clean, "failed": failed,
+            "fault": {"raise": "task exception", "executor": "executor JVM SIGKILL"}[kind]}
+
+
+def ray_engine(reps: int) -> dict[str, Any]:
+    import ray
+
+    import terascale.ray
+
+    t = time.perf_counter()
+    ray.init(num_cpus=N, include_dashboard=False, log_to_driver=False)
+    startup = time.perf_counter() - t
+
+    def run(fn: Callable[..., Any], **kw: Any) -> Any:
+        return terascale.ray.run(fn, num_workers=N, max_restarts=1, **kw)
+
+    try:
+        first = _timed(lambda: run(allreduce_job))
+        jobs = [_timed(lambda: run(allreduce_job)) for _ in range(reps)]
+        with tempfile.TemporaryDirectory() as tmp:
+            clean, failed = _recovery(run, "exit", tmp)
+    finally:
+        ray.shutdown()
+    return {"engine": "Ray (local, 2 CPUs)", "startup": startup, "first_job": first,
+            "job": statistics.median(jobs), "clean": clean, "failed": failed,
+            "fault": "actor SIGKILL"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--only", default="local,spark,cluster,ray")
+    args = ap.parse_args()
+    only = args.only.split(",")
+    load = os.getloadavg()[0]
+    rows = []
+    if "local" in only:
+        rows.append(local(args.reps))
+    if "spark" in only:
+        rows.append(spark("local[2]", "raise", args.reps))
+    if "cluster" in only:
+        rows.append(spark("local-cluster[2,1,1024]", "executor", args.reps))
+    if "ray" in only:
+        rows.append(ray_engine(args.reps))
+    base = rows[0]["job"] if rows and "local" in only else None
+    print(f"load average at start: {load:.1f}")
+    print("| engine | start-up s | first job s | per job s (median) | x local | "
+          "8-step job s | with 1 failure s | recovery s | failure |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ratio = f"{r['job'] / base:.1f}" if base else "-"
+        print(f"| {r['engine']} | {r['startup']:.1f} | {r['first_job']:.2f} | {r['job']:.2f} | "
+              f"{ratio} | {r['clean']:.2f} | {r['failed']:.2f} | "
+              f"{r['failed'] - r['clean']:.2f} | {r['fault']} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"load": load, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
