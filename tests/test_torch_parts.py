@@ -154,6 +154,9 @@ def _averaging_and_ps(comm):  # type: ignore[no-untyped-def]
         flags.append(avg.step())
     local = [p.detach().clone() for p in model.parameters()] + [model[1].running_mean.clone()]
     results = {"avg": ([t.numpy().tobytes() for t in local], flags)}
+    tt.broadcast_optimizer_state(sgd, comm=comm)  # momentum buffers differ until now
+    results["momentum"] = [sgd.state[p]["momentum_buffer"].numpy().tobytes()
+                           for p in model.parameters()]
     for mode in ("sync", "async"):
         torch.manual_seed(comm.rank + 10)
         net = torch.nn.Linear(4, 2)
@@ -172,6 +175,7 @@ def _averaging_and_ps(comm):  # type: ignore[no-untyped-def]
 def test_model_averaging_and_parameter_server() -> None:
     a, b = run_workers(_averaging_and_ps, 2, timeout=90)
     assert a["avg"] == b["avg"] and a["avg"][1] == [False, True, False, True]
+    assert a["momentum"] == b["momentum"]
     # sync: same start everywhere, a deterministic round of 2 gradients per update
     assert a["sync"][0] == b["sync"][0]
     assert a["sync"][1] == b["sync"][1]  # both pulled after the last full round
