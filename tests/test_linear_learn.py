@@ -175,3 +175,10 @@ def test_sklearn_estimators():
     assert reg.score(StandardScaler().fit_transform(Xd), (yd - yd.mean()) / yd.std()) > 0.45
     with pytest.raises(ConfigError, match="unknown option"):
         train(parse_lines(["1 |a x"]), bogus=1)
+
+
+def test_examples_without_features_and_without_labels():
+    ds = parse_lines(["1 |a x", "-1 |a", "|a y", "1 |a x y"], constant=False)
+    m = train(ds, passes=2, holdout=0)
+    assert np.all(np.isfinite(m.weights)) and len(m.weights) == 2
+    assert np.isfinite(m.decision_function(ds)).all()

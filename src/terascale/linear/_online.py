@@ -100,7 +100,7 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
             continue
         out[0] += s * lv
         out[1] += s
-        if lv <= 0.0:
+        if lv <= 0.0 or b == a:  # nothing to learn (or no feature to learn it with)
             continue
         dl = dloss(kind, p, y)
         gsq = s * dl * dl
