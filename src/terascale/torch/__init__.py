@@ -13,19 +13,36 @@ parameter-server baseline (:class:`ParameterServer`), :class:`DistributedSampler
 large-minibatch recipes (:mod:`terascale.torch.recipes`).
 """
 
-from .averaging import ModelAverager, average_buffers
-from .broadcast import broadcast_buffers, broadcast_optimizer_state, broadcast_parameters
-from .hooks import OneBitState, allreduce_hook, fp16_hook, onebit_hook
-from .optimizer import DistributedOptimizer
-from .ps import ParameterServer
-from .recipes import (
-    GhostBatchNorm,
-    GradualWarmup,
-    MomentumCorrectedSGD,
-    clip_grad_norm,
-    scale_lr,
-)
-from .sampler import DistributedSampler
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Names are imported on first use (PEP 562), so that ``terascale bench --help`` and the CLI
+# can import ``terascale.torch._bench`` without paying for ``import torch``.
+_WHERE = {
+    "DistributedOptimizer": "optimizer", "DistributedSampler": "sampler",
+    "GhostBatchNorm": "recipes", "GradualWarmup": "recipes", "ModelAverager": "averaging",
+    "MomentumCorrectedSGD": "recipes", "OneBitState": "hooks", "ParameterServer": "ps",
+    "allreduce_hook": "hooks", "average_buffers": "averaging", "broadcast_buffers": "broadcast",
+    "broadcast_optimizer_state": "broadcast", "broadcast_parameters": "broadcast",
+    "clip_grad_norm": "recipes", "fp16_hook": "hooks", "onebit_hook": "hooks",
+    "scale_lr": "recipes",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'terascale.torch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "DistributedOptimizer",
