@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -53,12 +54,20 @@ def test_task_exception_reruns_stage_and_resumes_bitwise(spark, tmp_path):
     assert [w for _, w in resumed] == [w for _, w in clean]  # bitwise the same model
 
 
+def _engine_segments() -> set[str]:
+    """Shared-memory segments of engine runs (job ids "e<12 hex>-<attempt>")."""
+    names = os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
+    return {n for n in names if re.match(r"terascale-e[0-9a-f]{12}-", n)}
+
+
 def test_worker_process_death_is_recovered(spark, tmp_path):
+    before = _engine_segments()
     fault = Fault(rank=0, step=2, marker=str(tmp_path / "fired"), kind="exit")
     out = terascale.spark.run(checkpointed_job, num_workers=2, args=(str(tmp_path / "c"), 4),
                               kwargs={"fault": fault}, spark=spark)
     assert os.path.exists(fault.marker)
     assert [start for start, _ in out] == [2, 2]
+    assert _engine_segments() <= before  # the SIGKILLed attempt's segments were removed
 
 
 def test_persistent_failure_is_reported(spark):
