@@ -78,8 +78,9 @@ class DistributedOptimizer:
     ``half_batch``: apply gradients one step late, overlapping their communication with the
     next minibatch. ``max_grad_norm``: clip the *averaged* gradient to this global L2 norm
     before every step (Hoffer et al. 2017 against early divergence of large batches; the
-    same on every worker because the averaged gradient is). All workers must construct it
-    with the same model and options.
+    same on every worker because the averaged gradient is). ``algorithm``: the allreduce
+    algorithm of the uncompressed path (``auto``, ``ring``, ``tree``, ``shm``...). All
+    workers must construct it with the same model and options.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, model: torch.nn.Module, *,
@@ -87,7 +88,7 @@ class DistributedOptimizer:
                  first_bucket_mb: float = 1.0,
                  hook: Hook | None = None, hook_state: Any = None,
                  backward_passes_per_step: int = 1, half_batch: bool = False,
-                 max_grad_norm: float | None = None) -> None:
+                 max_grad_norm: float | None = None, algorithm: str = "auto") -> None:
         if bucket_mb <= 0 or first_bucket_mb <= 0:
             raise ConfigError(f"bucket_mb={bucket_mb} and first_bucket_mb={first_bucket_mb} "
                               "must be positive")
@@ -100,6 +101,7 @@ class DistributedOptimizer:
         self.passes = backward_passes_per_step
         self.half_batch = half_batch
         self.max_grad_norm = max_grad_norm
+        self.algorithm = algorithm
         self.weight = 1.0
         self._sync = True
         seen: set[int] = set()
@@ -296,8 +298,9 @@ class DistributedOptimizer:
         if self.comm.size == 1:
             return _Done(buf)  # nothing to exchange: skip the progress thread
         if buf.device.type == "cpu":
-            return self.comm.allreduce_async(buf, out=buf)  # in place: no extra copy
-        return self.comm.allreduce_async(buf)  # accelerator: through a host copy
+            # in place: no extra copy
+            return self.comm.allreduce_async(buf, out=buf, algorithm=self.algorithm)
+        return self.comm.allreduce_async(buf, algorithm=self.algorithm)  # via a host copy
 
     def _meta(self, active: bool) -> torch.Tensor:
         """[had-gradient flag per parameter..., weight, active] of this worker."""
