@@ -121,3 +121,17 @@ def test_train_linear_on_partitions_equals_local_workers(spark, tmp_path):
             f.write("\n".join(shard) + "\n")
     from_files = terascale.spark.train_linear(files, spark=spark, **opts)
     assert np.array_equal(from_files.dense(), local[0])
+
+
+def test_train_linear_on_a_tabular_dataframe(spark):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((300, 3))
+    y = (x @ np.array([1.0, -2.0, 0.5]) > 0).astype(int)
+    rows = [(int(t), *map(float, r), "free text") for t, r in zip(y, x)]
+    df = spark.createDataFrame(rows, ["y", "a", "b", "c", "note"]).repartition(2)
+    model = terascale.spark.train_linear(df, spark=spark, format="csv", label="y",
+                                         ignore=["note"], bits=12, passes=3)
+    assert model.info["workers"] == 2
+    assert model.info["features"] == 4  # a, b, c and the constant: "note" was dropped
+    with pytest.raises(terascale.ConfigError, match="column="):
+        terascale.spark.train_linear(df, spark=spark, format="vw")

@@ -83,7 +83,8 @@ def train_linear(data: Any, *, num_workers: int | None = None, column: str | Non
       ``"libsvm"``), e.g. ``spark.read.text(path)``; ``column=`` picks the column when
       there are several;
     * with ``format="csv"``: a DataFrame whose columns are the CSV columns (``label=``
-      names the label column; ``ignore=`` columns are dropped);
+      names the label column; ``ignore=`` columns are dropped from the DataFrame before
+      training, so the model does not know them: predict on data without them);
     * an RDD of lines;
     * a path or a list of paths of VW/libsvm/CSV files, read by the tasks themselves
       (``num_workers`` defaults to the number of files).
