@@ -28,12 +28,15 @@ ERRORS = {
 }
 
 
-@numba.njit(cache=True)
+_POW10 = np.array([10.0 ** k for k in range(23)])  # exactly representable in a double
+
+
+@numba.njit(cache=True, inline="always")
 def _is_space(c: int) -> bool:
     return c == 32 or c == 9 or c == 13
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def parse_float(buf: np.ndarray, s: int, e: int) -> tuple[float, bool]:
     """A decimal float (sign, digits, fraction, exponent) from ``buf[s:e]``; (value, ok)."""
     if s >= e:
@@ -76,7 +79,11 @@ def parse_float(buf: np.ndarray, s: int, e: int) -> tuple[float, bool]:
         exp10 += -ev if eneg else ev
     if i != e:
         return 0.0, False
-    if exp10 < 0:
+    if -23 < exp10 < 0:
+        v = mant / _POW10[-exp10]  # exact powers: the same double as strtod for short inputs
+    elif 0 <= exp10 < 23:
+        v = mant * _POW10[exp10]
+    elif exp10 < 0:
         v = mant / 10.0 ** (-exp10)
     else:
         v = mant * 10.0 ** exp10
