@@ -328,8 +328,8 @@ def shard_files(paths: Sequence[str], k: int, n: int) -> list[tuple[str, tuple[i
 
 def parse_lines(lines: Iterable[str | bytes], *, format: str = "vw", bits: int = 18,
                 quadratic: Sequence[str] = (), label: str = "label",
-                categorical: Sequence[str] = (), skip_bad: bool = False,
-                constant: bool = True) -> Dataset:
+                categorical: Sequence[str] = (), ignore: Sequence[str] = (),
+                skip_bad: bool = False, constant: bool = True) -> Dataset:
     """In-memory data from text lines (for Spark/Ray partitions and tests).
 
     >>> d = parse_lines(["1 |a x y:2", "-1 |a z"], bits=18)
@@ -337,7 +337,8 @@ def parse_lines(lines: Iterable[str | bytes], *, format: str = "vw", bits: int =
     (2, 5)
     """
     opts = ParseOptions(format=format, bits=bits, quadratic=tuple(quadratic), label=label,
-                        categorical=tuple(categorical), skip_bad=skip_bad, constant=constant)
+                        categorical=tuple(categorical), ignore=tuple(ignore),
+                        skip_bad=skip_bad, constant=constant)
     parts = [ln.encode() if isinstance(ln, str) else bytes(ln) for ln in lines]
     data = b"\n".join(p.rstrip(b"\n") for p in parts)
     buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
