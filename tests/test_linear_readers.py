@@ -134,6 +134,8 @@ def test_csv_categorical_numeric_and_bad_label(tmp_path):
         read_file(str(p), ParseOptions(format="csv"))
     with pytest.raises(ConfigError, match="--label"):
         read_file(str(p), ParseOptions(format="csv", label="nope"))
+    with pytest.raises(ConfigError, match="-q"):
+        parse_lines(["y,a", "1,x"], format="csv", label="y", quadratic=["ab"])
     ds = parse_lines(["y,a,b", "1,x,3", "0,z,4"], format="csv", label="y", ignore=["b"])
     assert row(ds, 0) == ([hash_feature("x", hash_space("a"), 18)], [1.0])
 

@@ -39,6 +39,8 @@ class ParseOptions:
         for q in self.quadratic:
             if len(q.encode()) != 2:
                 raise ConfigError(f"-q takes two namespace characters (like -q ab), not {q!r}")
+        if self.quadratic and self.format != "vw":
+            raise ConfigError("-q needs namespaces: it works with --format vw only")
 
     @property
     def mask(self) -> int:
