@@ -116,11 +116,75 @@ def ray_engine(reps: int) -> dict[str, Any]:
             "fault": "actor SIGKILL"}
 
 
+def _vw_file(path: str, n: int, seed: int) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    truth = rng.standard_normal(1000)
+    with open(path, "w") as f:
+        for _ in range(n):
+            feats = rng.choice(1000, size=20, replace=False)
+            vals = rng.random(20)
+            label = 1 if truth[feats] @ vals > 0 else -1
+            f.write(f"{label} |f " + " ".join(f"x{i}:{v:.3f}" for i, v in zip(feats, vals)) + "\n")
+
+
+def linear(reps: int, lines: int = 100_000) -> dict[str, Any]:
+    """train_linear on Spark local[2] vs the same training in 2 local worker processes."""
+    import numpy as np
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import terascale.spark
+    from terascale.linear import train
+    from terascale.testing import run_workers
+
+    opts = {"bits": 18, "passes": 2, "bfgs": 10, "cache_dir": ""}
+    out: dict[str, Any] = {"lines": lines}
+    with tempfile.TemporaryDirectory() as tmp:
+        files = [f"{tmp}/part-{k}.vw" for k in range(N)]
+        for k, f in enumerate(files):
+            _vw_file(f, lines // N, seed=k)
+        # Warm the parent (numba functions loaded) so the forked workers start as warm as
+        # Spark's reused Python workers after the first job.
+        train(files[:1], **opts)
+        local_runs = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            w_local = run_workers(lambda comm: train(files, comm=comm, **opts).dense(), N,
+                                  timeout=600)[0]
+            local_runs.append(time.perf_counter() - t)
+        session = (SparkSession.builder.master(f"local[{N}]")
+                   .config("spark.ui.enabled", "false").getOrCreate())
+        session.sparkContext.setLogLevel("FATAL")
+        try:
+            terascale.spark.train_linear(files, spark=session, **opts)  # warm the workers
+            spark_files, spark_df = [], []
+            df = session.read.text(files).repartition(N).cache()
+            df.count()
+            for _ in range(reps):
+                t = time.perf_counter()
+                m = terascale.spark.train_linear(files, spark=session, **opts)
+                spark_files.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                terascale.spark.train_linear(df, spark=session, **opts)
+                spark_df.append(time.perf_counter() - t)
+        finally:
+            session.stop()
+    out.update(local=statistics.median(local_runs), spark_files=statistics.median(spark_files),
+               spark_df=statistics.median(spark_df),
+               same_model=bool(np.array_equal(m.dense(), w_local)))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--only", default="local,spark,cluster,ray")
+    ap.add_argument("--only", default="local,spark,cluster,ray",
+                    help="comma list of local, spark, cluster, ray; or linear alone")
+    ap.add_argument("--lines", type=int, default=400_000, help="--only linear: data size")
     args = ap.parse_args()
     only = args.only.split(",")
     load = os.getloadavg()[0]
@@ -140,6 +204,15 @@ def main() -> None:
         rows.append(spark("local-cluster[2,1,1024]", "executor", args.reps))
     elif only == ["ray"]:
         rows.append(ray_engine(args.reps))
+    elif only == ["linear"]:
+        r = linear(args.reps, args.lines)
+        print(f"train_linear, {r['lines']} VW lines in {N} files, bits 18, 2 passes + 10 "
+              f"L-BFGS, medians of {args.reps}: {N} local processes {r['local']:.2f} s; "
+              f"Spark local[{N}] from the files {r['spark_files']:.2f} s "
+              f"(x{r['spark_files'] / r['local']:.2f}), from a cached DataFrame "
+              f"{r['spark_df']:.2f} s (x{r['spark_df'] / r['local']:.2f}); "
+              f"same model bitwise (files): {r['same_model']}")
+        return
     base = rows[0]["job"] if rows and only[0] == "local" else None
     print(f"load average at start: {load:.1f}")
     print("| engine | start-up s | first job s | per job s (median) | x local | "
