@@ -4,8 +4,8 @@ Starts 4 local workers that learn a flight-delay classifier from NYC flights 201
 Terascale recipe: each worker parses and caches its shard, then joins the job; one online
 pass, weighted averaging, L-BFGS with gradients summed by allreduce) and print progress and
 a report (phases, test AUC/logloss/auPRC, throughput). Then the workers allreduce real
-arrays with the tree and the ring, check the result against numpy, and print a short table
-(size, algorithm, median time, bandwidth).
+arrays with shared memory, the tree, the ring and halving/doubling, check the results
+against numpy, and print a short table (size, algorithm, median time, bandwidth).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def worker() -> None:
         for nbytes in SIZES:
             x = rng.standard_normal(nbytes // 4).astype(np.float32)
             expect = np.sum(comm.allgather(x), axis=0, dtype=np.float64)
-            for algo in ("tree", "ring"):
+            for algo in ("shm", "tree", "ring", "halving_doubling"):
                 times = []
                 for _ in range(5 if nbytes >= 1 << 24 else 20):
                     comm.barrier()
@@ -129,9 +129,9 @@ def worker() -> None:
                 rows.append((nbytes, algo, t, busbw, ok and identical))
         if comm.rank == 0:
             print(f"terascale demo: allreduce of float32 arrays over {comm.size} local workers\n")
-            print(f"{'size':>8}  {'algorithm':<9} {'median':>10}  {'busbw':>10}  result")
+            print(f"{'size':>8}  {'algorithm':<16} {'median':>10}  {'busbw':>10}  result")
             for nbytes, algo, t, busbw, good in rows:
-                print(f"{_fmt_bytes(nbytes):>8}  {algo:<9} {t * 1e3:8.3f} ms  {busbw:6.2f} GB/s  "
+                print(f"{_fmt_bytes(nbytes):>8}  {algo:<16} {t * 1e3:8.3f} ms  {busbw:6.2f} GB/s  "
                       f"{'correct, bitwise identical on all ranks' if good else 'WRONG'}")
             if not all(r[4] for r in rows):
                 raise SystemExit(1)
