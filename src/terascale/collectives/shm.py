@@ -3,11 +3,12 @@
 Two schedules over a :class:`~terascale.transport.shm.ShmGroup` (``n`` members, two
 areas each):
 
-* **flat** (while ``n`` times the message is at most ``FLAT_MAX_BYTES``): every rank copies its input into its area,
-  one barrier, then every rank reduces all ``n`` areas in rank order into its output. One
-  barrier per allreduce is what makes 4 KiB cost a few microseconds; the redundant
-  reduction is cheaper than a second barrier at these sizes.
-* **scatter** (larger): the message streams through the areas in rounds of
+* **flat** (two ranks, or ``n`` times the message at most ``FLAT_MAX_BYTES``): in rounds of
+  ``area_bytes``, every rank copies its input into its area, one barrier, then every rank
+  reduces all ``n`` areas in rank order into its output. One barrier per round is what
+  makes 4 KiB cost a few microseconds; the redundant reduction costs less than a second
+  barrier while ``n`` is small.
+* **scatter** (otherwise): the message streams through the areas in rounds of
   ``area_bytes``. In a round, rank ``r`` copies the slices the others own into its area,
   barrier, reduces slice ``r`` of all inputs (its own straight from its input buffer) into
   its area and its output, barrier, and copies the other slices out while copying the next
@@ -15,9 +16,10 @@ areas each):
   ``(n-1)/n`` out: the reduce-scatter + allgather of the ring, with the "network" being
   one memcpy.
 
-Every element is reduced in rank order (``x0 op x1 op ... op x{n-1}``) by exactly one
-computation that every rank copies, whatever the schedule, so results are bitwise
-identical on every rank, across runs and between the two schedules.
+Every element is reduced in rank order (``x0 op x1 op ... op x{n-1}``), elementwise: the
+flat schedule has every rank do the same operations on the same bytes, the scatter one has
+one rank do them and the others copy the result. Either way results are bitwise identical
+on every rank, across runs and between the two schedules.
 
 ``src`` and ``dst`` may be the same buffer (in-place allreduce).
 """
@@ -36,8 +38,8 @@ from ._chunks import bounds
 __all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "ShmAllreduce", "shm_broadcast", "ufunc_for"]
 
 AREA_BYTES = 2 << 20
-# Measured (n=2: flat wins up to 256 KiB, where its redundant reads of n x the message
-# still cost less than the scatter schedule's second barrier): flat while n * bytes <= this.
+# Measured (n=4: scatter wins from 256 KiB, 1 MiB in 0.55-0.62 vs 0.73-0.77 ms): flat while
+# n * bytes <= this.
 FLAT_MAX_BYTES = 512 << 10
 # With two ranks the flat schedule wins at every size (measured 512 KiB to 64 MiB): it
 # streams through the areas in rounds with one barrier each, and its redundant reads cost
