@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from terascale.collectives.select import HIERARCHICAL_MIN_BYTES, choose_allreduce, choose_tcp
+from terascale.collectives.select import choose_allreduce, choose_tcp
 from terascale.testing import run_workers
 
 
 def test_choice_by_layout() -> None:
     assert choose_allreduce(4096, 4, ["h"] * 4) == "shm"
     assert choose_allreduce(1 << 30, 2, ["h", "h"]) == "shm"
-    assert choose_allreduce(HIERARCHICAL_MIN_BYTES, 4, ["a", "b", "a", "b"]) == "hierarchical"
-    assert choose_allreduce(4096, 4, ["a", "b", "a", "b"]) == choose_tcp(4096, 4)
+    assert choose_allreduce(4096, 4, ["a", "b", "a", "b"]) == "hierarchical"
+    assert choose_allreduce(1 << 24, 3, ["a", "a", "b"]) == "hierarchical"
     assert choose_allreduce(1 << 24, 3, ["a", "b", "c"]) == choose_tcp(1 << 24, 3)
     assert choose_allreduce(100, 1, ["a"]) == choose_tcp(100, 1)
 

@@ -1,7 +1,7 @@
 """``algorithm="auto"``: pick the allreduce algorithm from measured costs.
 
-First by host layout (one host: shared memory; several hosts with several ranks each:
-hierarchical; see ``choose_allreduce``), then, over TCP, by size:
+First by host layout (one host: shared memory; several hosts, some with several ranks:
+hierarchical; see ``choose_allreduce``), then, with one rank per host, by size:
 
 The tree costs ``2 log2(n)`` message latencies but moves up to 3x the data through each
 node; the ring costs ``2 (n-1)`` latencies but moves only ``2 (n-1)/n``. Below the crossover
@@ -31,18 +31,18 @@ def choose_tcp(nbytes: int, size: int) -> str:
 
 
 # Host layouts (issue 3), measured with ``python benchmarks/allreduce_costs.py --sizes
-# 4K,64K,1M,16M --n 2,3,4`` (table in benchmarks/RESULTS.md, "Shared memory, halving/
-# doubling, hierarchical"):
-# * every rank on one host: shared memory beats every TCP algorithm at every size (or ties
-#   within the noise at 64 KiB): one memcpy-speed pass instead of loopback TCP's
-#   copies through the kernel. ``auto`` picks "shm" whatever the size.
-# * several hosts, some with several ranks: "hierarchical" from HIERARCHICAL_MIN_BYTES on
-#   (only one rank per host on the network: it ties with the ring at 1 MiB and wins by
-#   1.7-3x at 16 MiB); below it the TCP tree wins (64 KiB: tree 459 us, hierarchical
-#   535 us at n=4 on two pretend hosts).
-# * one rank per host: the TCP choice above. Halving/doubling ties with the ring on the
-#   world sizes this 2-core machine can measure (n <= 4), so auto does not pick it.
-HIERARCHICAL_MIN_BYTES = 1 << 20
+# 4K,64K,1M,16M --n 2,3,4`` (tables in benchmarks/RESULTS.md, "Shared memory, halving/
+# doubling, hierarchical, auto"):
+# * every rank on one host: shared memory beats every TCP algorithm at every size (quiet
+#   run: 11 of 12 rows; the other is "hierarchical", the same shm machinery): one
+#   memcpy-speed pass instead of loopback TCP's copies through the kernel.
+# * several hosts, some with several ranks: "hierarchical" (only one rank per host on the
+#   network). Quiet run: it wins 7 of 8 rows at n = 3 and 4 on two pretend hosts, from
+#   4 KiB (268 vs 336 us for the tree) to 16 MiB (16.9 vs 22.9 ms for the ring); under
+#   load 14 the tree won at <= 64 KiB, but that is the shm waits losing their cores.
+# * one rank per host: the TCP tree/ring choice above. Halving/doubling ties with the
+#   ring on the world sizes this 2-core machine can time (n <= 4; within 10% either
+#   way between runs), so auto does not pick it.
 
 
 def choose_allreduce(nbytes: int, size: int, hosts: Sequence[str] | None = None) -> str:
@@ -55,6 +55,6 @@ def choose_allreduce(nbytes: int, size: int, hosts: Sequence[str] | None = None)
         distinct = len(set(hosts))
         if distinct == 1:
             return "shm"
-        if distinct < size and nbytes >= HIERARCHICAL_MIN_BYTES:
+        if distinct < size:
             return "hierarchical"
     return choose_tcp(nbytes, size)
