@@ -29,7 +29,7 @@ def test_sizes_and_iterations() -> None:
             parse_size(bad)
     warm, timed = iterations(4096)
     assert warm >= 1 and timed == 100
-    assert iterations(256 << 20) == (1, 5)
+    assert iterations(256 << 20) == (2, 10)
 
 
 def test_crossover() -> None:

@@ -33,13 +33,13 @@ _DTYPE = np.float32
 def iterations(nbytes: int, scale: float = 1.0) -> tuple[int, int]:
     """(warm-up, timed) iteration counts for a message of ``nbytes``.
 
-    Small messages get many iterations (they are cheap and noisy); large ones few (a 256 MiB
-    allreduce takes about a second on this 2-core machine). ``scale`` multiplies the timed
+    Small messages get many iterations (they are cheap and noisy); large ones 10 (a 256 MiB
+    allreduce takes up to a second on this 2-core machine). ``scale`` multiplies the timed
     count (``--iters``); ``--quick`` uses 0.3.
     """
-    timed = int(min(100, max(5, 2**27 // max(nbytes, 1))) * scale)
+    timed = int(min(100, max(10, 2**27 // max(nbytes, 1))) * scale)
     timed = max(3, timed)
-    warm = max(1, min(10, timed // 10))
+    warm = max(2, min(10, timed // 10))
     return warm, timed
 
 
@@ -71,18 +71,22 @@ def _ours(args: argparse.Namespace) -> None:
     from terascale._errors import ConfigError
 
     comm = terascale.init(timeout=args.timeout)
+    algos = list(dict.fromkeys(args.algorithms.split(",")))
     try:
-        for algo in args.algorithms.split(","):
-            for nbytes in args.sizes:
-                x = np.ones(nbytes // 4, _DTYPE)
-                warm, timed = iterations(nbytes, args.iters)
+        # Sizes outside, algorithms inside: the algorithms compared at one size run back to
+        # back, under the same conditions of a shared machine.
+        for nbytes in args.sizes:
+            x = np.ones(nbytes // 4, _DTYPE)
+            warm, timed = iterations(nbytes, args.iters)
+            for algo in list(algos):
                 try:
                     times = _time_loop(lambda: comm.allreduce(x, out=x, algorithm=algo),  # noqa: B023
                                        comm.barrier, warm, timed)
                 except ConfigError as e:  # raised on every rank alike (unknown algorithm)
                     if comm.rank == 0:
                         print(f"skipping ours:{algo}: {e}", file=sys.stderr)
-                    break
+                    algos.remove(algo)
+                    continue
                 times = comm.allreduce(times, op="max")
                 if comm.rank == 0:
                     _record(args.out, f"ours:{algo}", nbytes, times, comm.size)
