@@ -19,8 +19,12 @@ __all__ = ["ALLREDUCE_ALGORITHMS", "choose_allreduce", "choose_tcp"]
 
 ALLREDUCE_ALGORITHMS = ("auto", "tree", "ring", "halving_doubling", "shm", "hierarchical")
 
-# Crossover between tree and ring, in bytes, per world size (measured, see module doc).
-TREE_MAX_BYTES = {2: 4 << 20, 3: 256 << 10, 4: 256 << 10}
+# Crossover between tree and ring, in bytes, per world size: the largest size at which the
+# tree was still at least as fast as the ring (RESULTS.md, "Auto thresholds", measured with
+# `terascale bench allreduce -n N --algorithms tree,ring,halving_doubling --sizes 16K,...,16M
+# --vs ''` for N = 2, 3, 4). Larger worlds: the tree's depth grows as log2(n) while the
+# ring's latency term grows as n, so the crossover moves down slowly; 128 KiB is the n=3 value.
+TREE_MAX_BYTES = {2: 512 << 10, 3: 128 << 10, 4: 256 << 10}
 TREE_MAX_BYTES_LARGE_WORLD = 128 << 10
 
 
