@@ -316,14 +316,15 @@ class DistributedOptimizer:
             meta = results[-1][last.numel:].to(torch.float64).cpu()
         else:
             meta = meta_handle.wait().to(torch.float64).cpu()
-        total, active = float(meta[-2]), int(round(float(meta[-1])))
+        flags = meta.tolist()  # plain floats: cheaper than indexing a tensor per parameter
+        total, active = flags[-2], int(round(flags[-1]))
         if active == 0:
             return 0
         for bucket, flat in zip(self.buckets, results):
             flat = flat[:bucket.numel]
             flat.div_(total)
             for (num, p), (off, n) in zip(bucket.params, bucket.offsets):
-                if meta[num] > 0:
+                if flags[num] > 0:
                     p.grad = flat[off:off + n].view_as(p)
                 else:
                     p.grad = None
