@@ -25,9 +25,11 @@ import os
 import socket
 import sys
 import time
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
-from ._errors import ConfigError, SlotTaken
+from ._errors import CollectiveError, ConfigError, PeerLost, SlotTaken
 from ._timeline import attach as attach_timeline
 from .communicator import Communicator
 from .rendezvous import RendezvousServer, join
@@ -160,4 +162,25 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
                         hosts=who.hosts)
     comm._rendezvous_server = server  # type: ignore[attr-defined]  # keep it alive with rank 0
     log.debug("rank %d of %d joined job %s via %s", who.rank, who.size, who.job, job.launcher)
+    _tell_peers_on_crash(comm)
     return attach_timeline(comm, timeline, merge_at_exit=merge_at_exit)
+
+
+def _tell_peers_on_crash(comm: Communicator) -> None:
+    """On an uncaught exception, send its one-line summary to every peer before exiting.
+
+    Without this, peers only see a closed connection ("lost peer rank 1"); with it they
+    report "aborted because rank 1 failed: rank 1: uncaught ValueError: ...".
+    """
+    ref = weakref.ref(comm)
+    previous = sys.excepthook
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        c = ref()
+        mesh = None if c is None else c._mesh
+        if mesh is not None and mesh.broken is None and not issubclass(exc_type, CollectiveError):
+            mesh.fail(PeerLost(f"rank {mesh.rank}: uncaught {exc_type.__name__}: {exc}",
+                               rank=mesh.rank))
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = hook

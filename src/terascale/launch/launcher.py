@@ -31,6 +31,13 @@ __all__ = ["LaunchOptions", "launch"]
 
 _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
 _TAIL_LINES = 40
+_SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to exit too
+
+
+def _is_secondary(tail: deque[bytes]) -> bool:
+    """True when a worker's last error says it failed because another rank did."""
+    last = b"".join(list(tail)[-3:])
+    return b"aborted because rank" in last or b"lost peer rank" in last
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,7 +139,13 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
                 bad = sorted(e for e in exits if e[2] != 0)
                 done = len(exits)
             if bad:
-                _, failed, code = bad[0]
+                # Ranks that merely noticed the failure exit within moments of the one that
+                # caused it; give them a short window, then report the root cause.
+                time.sleep(_SETTLE_S)
+                with exit_lock:
+                    bad = sorted(e for e in exits if e[2] != 0)
+                primary = [e for e in bad if not _is_secondary(outputs[2 * e[1] + 1].tail)]
+                _, failed, code = (primary or bad)[0]
                 status = _exit_status(code)
                 break
             if done == len(procs):
