@@ -173,7 +173,7 @@ class ShmGroup:
             return cls(mm, rank, group, area_bytes, ex.mesh.socks)
         ex.recv(group[0], memoryview(note))
         ex.run()
-        mm = _open(ex, path, size, create=False)
+        mm = _open(ex, path, size, create=False, creator=group[0])
         ex.send(group[0], note)
         ex.run()
         return cls(mm, rank, group, area_bytes, ex.mesh.socks)
@@ -324,7 +324,8 @@ def _desc_field(ex: Exchange) -> bytes:
     return struct.pack("<Q", ex.seq) + ex._desc_field.ljust(_DESC_BYTES - 8, b"\0")
 
 
-def _open(ex: Exchange, path: str, size: int, *, create: bool) -> mmap.mmap:
+def _open(ex: Exchange, path: str, size: int, *, create: bool,
+          creator: int | None = None) -> mmap.mmap:
     """Create (or open) and map the segment, its pages populated up front."""
     try:
         fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
@@ -336,6 +337,12 @@ def _open(ex: Exchange, path: str, size: int, *, create: bool) -> mmap.mmap:
         finally:
             os.close(fd)
     except OSError as e:
+        if isinstance(e, FileNotFoundError) and creator is not None:
+            # The creator unlinks early only when the collective failed on its side (e.g. a
+            # mismatch another member reported); its ABORT frame, sent first, says why.
+            cause = ex._lost(creator, "it removed the shared-memory segment")
+            ex.mesh.fail(cause)
+            raise cause from None
         err = CollectiveError(f"rank {ex.mesh.rank}: {ex.what}: cannot "
                               f"{'create' if create else 'map'} the shared-memory segment "
                               f"{path} ({e.strerror or e})", rank=ex.mesh.rank,
