@@ -25,7 +25,13 @@ def _check_trace(path: str, ranks: int) -> list[dict]:
     for e in spans:
         assert e["ts"] >= 0 and e["dur"] >= 0 and e["pid"] in names and e["tid"] == 0
     assert not [p for p in os.listdir(os.path.dirname(path)) if p.endswith(".part")]
-    return spans
+    for e in spans:  # every phase lies inside its collective on the same track
+        if e["cat"].endswith(".phase"):
+            parent = [c for c in spans if c["pid"] == e["pid"] and not c["cat"].endswith(".phase")
+                      and c["args"].get("seq") == e["args"]["seq"]]
+            assert parent and parent[0]["ts"] <= e["ts"] + 1e-3
+            assert e["ts"] + e["dur"] <= parent[0]["ts"] + parent[0]["dur"] + 1e-3
+    return [e for e in spans if not e["cat"].endswith(".phase")]
 
 
 def _work(comm) -> int:
@@ -41,6 +47,10 @@ def test_every_collective_of_every_rank(tmp_path) -> None:
     run_workers(_work, 3, env={"TERASCALE_TIMELINE": path})
     assert merge_parts(path) > 0
     spans = _check_trace(path, 3)
+    events = json.load(open(path))["traceEvents"]
+    phases = {(e["pid"], e["name"]) for e in events if e.get("cat", "").endswith(".phase")}
+    assert {(r, "queued") for r in range(3)} <= phases  # the async allreduce waited in line
+    assert {(r, "transfer+reduce") for r in range(3)} <= phases
     for rank in range(3):
         mine = [e for e in spans if e["pid"] == rank]
         assert [e["name"] for e in mine] == ["allreduce[tree]", "allreduce[ring]",

@@ -88,6 +88,8 @@ class Communicator:
         what = f"{name} #{seq} ({detail})"
         desc = f"{name}({detail})"
 
+        submitted = time.monotonic()
+
         def run() -> Any:
             start = time.monotonic()
             ex = None
@@ -96,7 +98,13 @@ class Communicator:
                 ex = self._mesh.exchange(seq, desc, what, start + limit)
             result = body(ex)
             if self.tracer is not None:
-                self.tracer(name, seq, start, time.monotonic(), {"detail": detail})
+                end = time.monotonic()
+                # Phases for the timeline: waiting behind earlier async collectives, then
+                # moving and reducing the data.
+                phases = [("queued", submitted, start)] if asynchronous else []
+                phases.append(("transfer+reduce", start, end))
+                self.tracer(name, seq, submitted if asynchronous else start, end,
+                            {"detail": detail, "phases": phases})
             return result
 
         if asynchronous:
