@@ -277,20 +277,23 @@ class Exchange:
             self._recvq.pop(peer, None)
         return progressed
 
-    def _peek_idle(self, peer: int) -> None:
-        """A peer we expect nothing from sent something: an ABORT, or a later collective."""
+    def _peek(self, peer: int) -> tuple[int, int, int, bytes] | None:
+        """The header waiting on ``peer``'s link, or None; an ABORT frame is consumed."""
         sock = self.mesh.socks[peer]
         try:
-            head = sock.recv(HEADER, socket.MSG_PEEK)
-        except BlockingIOError:
-            return
+            head = sock.recv(HEADER, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except OSError:
-            head = b""
+            return None
         parsed = unpack_header(head) if len(head) == HEADER else None
         if parsed is not None and parsed[0] == ABORT:
-            item = _Recv(memoryview(bytearray(0)), None)
-            item.header[:] = sock.recv(HEADER)
-            raise self._aborted(peer, item, parsed[2])
+            sock.recv(HEADER)  # the payload (the reason) is read by _aborted
+        return parsed
+
+    def _peek_idle(self, peer: int) -> None:
+        """A peer we expect nothing from sent something: an ABORT, or a later collective."""
+        parsed = self._peek(peer)
+        if parsed is not None and parsed[0] == ABORT:
+            raise self._aborted(peer, _Recv(memoryview(bytearray(0)), None), parsed[2])
         if parsed is not None and parsed[1] == self.seq and parsed[3] != self._desc_field:
             # Same collective number, another collective: e.g. ranks chose other algorithms
             # and this rank would otherwise wait for peers that talk to someone else.
@@ -345,16 +348,9 @@ class Exchange:
     def _lost(self, peer: int, why: str) -> CollectiveError:
         # A peer that aborted and exited at once leaves its ABORT frame in our receive queue:
         # report its reason rather than the bare closed connection.
-        sock = self.mesh.socks[peer]
-        try:
-            head = sock.recv(HEADER, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except OSError:
-            head = b""
-        parsed = unpack_header(head) if len(head) == HEADER else None
+        parsed = self._peek(peer)
         if parsed is not None and parsed[0] == ABORT:
-            item = _Recv(memoryview(bytearray(0)), None)
-            item.header[:] = sock.recv(HEADER)
-            return self._aborted(peer, item, parsed[2])
+            return self._aborted(peer, _Recv(memoryview(bytearray(0)), None), parsed[2])
         return PeerLost(f"rank {self.mesh.rank}: {self.what} lost peer rank {peer} ({why})",
                         rank=self.mesh.rank, peer=peer, operation=self.what)
 
