@@ -30,4 +30,4 @@ def chunk_bounds(start: int, stop: int, itemsize: int, chunk_bytes: int) -> list
 
 def view(buf: np.ndarray, lo: int, hi: int) -> memoryview:
     """Bytes of elements ``[lo, hi)`` of a flat contiguous array, without a copy."""
-    return memoryview(buf[lo:hi]).cast("B")
+    return buf[lo:hi].data.cast("B")

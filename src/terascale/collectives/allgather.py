@@ -7,6 +7,8 @@ total, the bandwidth optimum.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..transport import Exchange
@@ -42,7 +44,7 @@ class RingAllgather:
         self.ex.send(self.right, self._block(self.rank))
         for step in range(self.size - 1):
             blk = (self.rank - step - 1) % self.size
-            self.ex.recv(self.left, self._block(blk), then=lambda s=step, b=blk: self._got(s, b))
+            self.ex.recv(self.left, self._block(blk), then=partial(self._got, step, blk))
         self.ex.run()
 
     def _got(self, step: int, blk: int) -> None:

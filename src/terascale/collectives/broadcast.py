@@ -8,6 +8,8 @@ twice the data.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..transport import Exchange
@@ -35,7 +37,7 @@ class TreeBroadcast:
             if self.parent is None:
                 self._forward(k)
             else:
-                self.ex.recv(self.parent, view(self.buf, lo, hi), then=lambda k=k: self._forward(k))
+                self.ex.recv(self.parent, view(self.buf, lo, hi), then=partial(self._forward, k))
         self.ex.run()
 
     def _forward(self, k: int) -> None:

@@ -28,6 +28,7 @@ position in the group and its length.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
@@ -168,14 +169,14 @@ class HalvingDoublingAllreduce:
                 unit, required, mode = items[box.cur]
                 lo, hi = self.units[unit]
                 if mode == _COPY:
-                    ex.recv(self.peer[peer], view(buf, lo, hi), then=lambda u=unit: self._copied(u))
+                    ex.recv(self.peer[peer], view(buf, lo, hi), then=partial(self._copied, unit))
                 else:
                     if state[unit] < required:
                         break
                     assert box.scratch is not None
                     box.busy = True
-                    ex.recv(self.peer[peer], memoryview(box.scratch[: hi - lo]).cast("B"),
-                            then=lambda u=unit, b=box: self._reduced(u, b))
+                    ex.recv(self.peer[peer], box.scratch[: hi - lo].data.cast("B"),
+                            then=partial(self._reduced, unit, box))
                 box.cur += 1
 
     def _reduced(self, unit: int, box: _Box) -> None:

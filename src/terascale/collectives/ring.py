@@ -17,6 +17,7 @@ allgather copies the same final bytes to every rank.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
@@ -74,14 +75,14 @@ class RingAllreduce:
         for step in range(n - 1):
             seg = self._seg(step + 1)
             for j, (lo, hi) in enumerate(self.segments[seg]):
-                into = memoryview(self.scratch[: hi - lo]).cast("B")
-                ex.recv(self.left, into, then=lambda s=step, g=seg, j=j: self._reduce(s, g, j))
+                into = self.scratch[: hi - lo].data.cast("B")
+                ex.recv(self.left, into, then=partial(self._reduce, step, seg, j))
         if not self.scatter_only:
             for step in range(n - 1):
                 seg = self._seg(step)  # allgather step t receives segment (r - t) mod n
                 for j, (lo, hi) in enumerate(self.segments[seg]):
                     ex.recv(self.left, view(self.buf, lo, hi),
-                            then=lambda s=step, g=seg, j=j: self._gathered(s, g, j))
+                            then=partial(self._gathered, step, seg, j))
         ex.run()
 
     def _reduce(self, step: int, seg: int, j: int) -> None:

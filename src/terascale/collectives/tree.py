@@ -16,6 +16,7 @@ everyone receives).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
@@ -65,14 +66,14 @@ class TreeAllreduce:
         # Phase 2 (broadcast): the parent's final chunks land in place, then go to the children.
         if self.parent is not None:
             for k, (lo, hi) in enumerate(self.chunks):
-                ex.recv(self.parent, view(buf, lo, hi), then=lambda k=k: self._final(k))
+                ex.recv(self.parent, view(buf, lo, hi), then=partial(self._final, k))
         ex.run()
 
     def _post_child_recvs(self, k: int) -> None:
         lo, hi = self.chunks[k]
         for c in self.children:
             slot = self.scratch[c][k % self.depth, : hi - lo]
-            self.ex.recv(c, memoryview(slot).cast("B"), then=lambda k=k: self._child_chunk(k))
+            self.ex.recv(c, slot.data.cast("B"), then=partial(self._child_chunk, k))
 
     def _child_chunk(self, k: int) -> None:
         self.arrived[k] += 1

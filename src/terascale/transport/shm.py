@@ -164,7 +164,7 @@ class ShmGroup:
             try:
                 acks = [bytearray(8) for _ in group[1:]]
                 for peer in group[1:]:
-                    ex.send(peer, note)
+                    ex.send(peer, memoryview(note))
                 for peer, ack in zip(group[1:], acks):
                     ex.recv(peer, memoryview(ack))
                 ex.run()
@@ -174,7 +174,7 @@ class ShmGroup:
         ex.recv(group[0], memoryview(note))
         ex.run()
         mm = _open(ex, path, size, create=False, creator=group[0])
-        ex.send(group[0], note)
+        ex.send(group[0], memoryview(note))
         ex.run()
         return cls(mm, rank, group, area_bytes, ex.mesh.socks)
 
