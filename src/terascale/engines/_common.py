@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .._errors import ConfigError
-from ..launch import job_prefix
-from ..launch._shm_cleanup import SHM_DIR
+from ..launch import remove_job_segments
 
 __all__ = ["check_workers", "job_env", "new_run_id", "remove_stale_segments"]
 
@@ -61,17 +60,4 @@ def remove_stale_segments(run_id: str, current_job: str | None = None) -> list[s
     removes what earlier attempts of its run left on its host before it joins. Segments of
     ``current_job`` (the attempt being assembled) are kept.
     """
-    removed: list[str] = []
-    try:
-        names = os.listdir(SHM_DIR)
-    except OSError:
-        return removed
-    run, keep = job_prefix(run_id), job_prefix(current_job) if current_job else None
-    for name in names:
-        if name.startswith(run) and not (keep and name.startswith(keep)):
-            try:
-                os.unlink(os.path.join(SHM_DIR, name))
-                removed.append(name)
-            except OSError:
-                pass
-    return removed
+    return remove_job_segments(run_id, keep=current_job)

@@ -14,16 +14,20 @@ def job_prefix(job: str) -> str:
     return f"terascale-{job}-"
 
 
-def remove_job_segments(job: str) -> list[str]:
-    """Delete the job's segments left in /dev/shm; returns the names removed."""
+def remove_job_segments(job: str, *, keep: str | None = None) -> list[str]:
+    """Delete the segments in /dev/shm whose names start with ``job_prefix(job)``.
+
+    ``keep`` spares those of another job id sharing that prefix (a run's current attempt
+    when ``job`` names the whole run). Returns the names removed.
+    """
     removed: list[str] = []
     try:
         names = os.listdir(SHM_DIR)
     except OSError:
         return removed
-    prefix = job_prefix(job)
+    prefix, spared = job_prefix(job), job_prefix(keep) if keep else None
     for name in names:
-        if name.startswith(prefix):
+        if name.startswith(prefix) and not (spared and name.startswith(spared)):
             try:
                 os.unlink(os.path.join(SHM_DIR, name))
                 removed.append(name)
