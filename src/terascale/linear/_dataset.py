@@ -99,13 +99,16 @@ class Dataset:
         offs = np.cumsum([0] + [p.n_features for p in parts])
         indptr = np.concatenate([parts[0].indptr[:1]] + [p.indptr[1:] + o
                                                           for p, o in zip(parts, offs[:-1])])
-        has_tags = all(p.tag_ptr is not None for p in parts)
-        tag_ptr = tag_blob = None
-        if has_tags:
-            toffs = np.cumsum([0] + [len(p.tag_blob) for p in parts])  # type: ignore[arg-type]
-            tag_ptr = np.concatenate([np.zeros(1, np.int64)] + [p.tag_ptr[1:] + o  # type: ignore[index]
-                                                                for p, o in zip(parts, toffs[:-1])])
-            tag_blob = np.concatenate([p.tag_blob for p in parts])  # type: ignore[misc]
+        # Tags come as a pair (offsets into a blob); kept only when every part has them.
+        tags = [(p.tag_ptr, p.tag_blob) for p in parts
+                if p.tag_ptr is not None and p.tag_blob is not None]
+        tag_ptr: np.ndarray | None = None
+        tag_blob: np.ndarray | None = None
+        if len(tags) == len(parts):
+            toffs = np.cumsum([0] + [len(blob) for _, blob in tags])
+            tag_ptr = np.concatenate([np.zeros(1, np.int64)]
+                                     + [ptr[1:] + o for (ptr, _), o in zip(tags, toffs[:-1])])
+            tag_blob = np.concatenate([blob for _, blob in tags])
         return Dataset(indptr=indptr.astype(np.int64),
                        indices=np.concatenate([p.indices for p in parts]),
                        values=np.concatenate([p.values for p in parts]),

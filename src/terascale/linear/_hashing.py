@@ -23,16 +23,19 @@ _M32 = 0xFFFFFFFF
 
 
 @numba.njit(cache=True, inline="always")
-def _rotl32(x: int, r: int) -> int:
+def _rotl32(x: np.int64, r: int) -> np.int64:
     return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
 
 
 @numba.njit(cache=True)
-def murmur3_32_nb(buf: np.ndarray, start: int, end: int, seed: int) -> int:
-    """MurmurHash3 x86_32 of ``buf[start:end]`` (uint8) with a 32-bit seed."""
+def murmur3_32_nb(buf: np.ndarray, start: int, end: int, seed: int | np.int64) -> np.int64:
+    """MurmurHash3 x86_32 of ``buf[start:end]`` (uint8) with a 32-bit seed.
+
+    The arithmetic is int64 as numba runs it (a Python caller gets the int64 boxed as ``int``).
+    """
     c1 = 0xCC9E2D51
     c2 = 0x1B873593
-    h = seed & 0xFFFFFFFF
+    h = np.int64(seed & 0xFFFFFFFF)
     n = end - start
     nblocks = n // 4
     for i in range(nblocks):
@@ -68,7 +71,7 @@ def murmur3_32_nb(buf: np.ndarray, start: int, end: int, seed: int) -> int:
 
 
 @numba.njit(cache=True)
-def hashstring_nb(buf: np.ndarray, start: int, end: int, seed: int) -> int:
+def hashstring_nb(buf: np.ndarray, start: int, end: int, seed: int | np.int64) -> np.int64:
     """VW's ``hashstring``: all-digit strings hash to their value plus the seed (mod 2**32)."""
     v = np.int64(0)
     for i in range(start, end):

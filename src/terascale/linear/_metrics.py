@@ -8,6 +8,7 @@ definitions as scikit-learn's ``roc_auc_score`` and ``average_precision_score``.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["auc", "auprc", "evaluate_scores"]
 
@@ -67,8 +68,11 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
     p = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50))) if loss == "logistic" else None
     if p is not None:
         pc = np.clip(p, 1e-15, 1 - 1e-15)
-        out["logloss"] = float(np.average(-(pos * np.log(pc) + (~pos) * np.log1p(-pc)),
-                                          weights=wt))
+        # Typed locals: numpy's stubs give ufunc results an unknown dtype, which would make
+        # ``pos * log(pc)`` a bool array to a type checker.
+        log_p: npt.NDArray[np.float64] = np.log(pc)
+        log_q: npt.NDArray[np.float64] = np.log1p(-pc)
+        out["logloss"] = float(np.average(-(pos * log_p + (~pos) * log_q), weights=wt))
     thresh = 0.5 if loss == "squared" and not np.any(y < 0) else 0.0
     out["accuracy"] = float(np.average((s > thresh) == pos, weights=wt))
     out["auc"] = auc(y, s)

@@ -46,6 +46,8 @@ def _to_dataset(X: Any, y: Any, bits: int, sample_weight: Any = None) -> Dataset
 
 class _Base:
     _loss = "squared"
+    # partial_fit's adaptive state (weights, squared gradients, norms, scalars); None after fit
+    _online: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
 
     def __init__(self, *, bits: int = 20, passes: int = 1, bfgs: int = 0, cg: int = 0,
                  learning_rate: float = 0.5, power_t: float = 0.5, l1: float = 0.0,
@@ -99,10 +101,12 @@ class _Base:
 
         ds = _to_dataset(X, self._labels(y), self.bits, sample_weight)
         d = 1 << self.bits
-        if getattr(self, "_online", None) is None:
-            self._online = (np.zeros(d), np.zeros(d), np.zeros(d), new_state())
+        online = getattr(self, "_online", None)
+        if online is None:
+            online = (np.zeros(d), np.zeros(d), np.zeros(d), new_state())
+            self._online = online
             self.n_features_in_ = int(np.shape(X)[1])
-        w, g2, nrm, state = self._online
+        w, g2, nrm, state = online
         acc = np.zeros(8)
         online_chunk(ds.indptr, ds.indices.astype(np.int32), ds.values, ds.labels,
                      ds.weights, np.zeros(len(ds), np.bool_), 0, len(ds), w, g2, nrm, state,

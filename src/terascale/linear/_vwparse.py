@@ -184,7 +184,7 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, qpairs: np.ndarray, constant: boo
         ex_start = nnz
         if err == 0:
             i = bar
-            ns_hash = 0
+            ns_hash: int | np.int64 = 0  # hashstring_nb gives an int64
             ns_c = 32
             scale = 1.0
             while i < le and err == 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Any
 
 __all__ = ["warm_kernels"]
 
@@ -24,8 +25,9 @@ def warm_kernels() -> None:
         with open(path, "w") as f:
             f.write("1 'a|a x y:2 |b z\n-1 'b|a y |b w\n1 |a x\n")
         opts = ParseOptions(bits=18)
+        extras: tuple[dict[str, Any], ...] = ({"bfgs": 3}, {"cg": 3})  # train's **options
         for _ in range(2):  # a parse, then a memory-mapped cache hit
             ds, _hit = load_cached(path, opts, cache_dir=os.path.join(d, "cache"))
-            for extra in ({"bfgs": 3}, {"cg": 3}):
+            for extra in extras:
                 model = train(ds, holdout=0.34, **extra)
             model.evaluate(path)
