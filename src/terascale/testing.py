@@ -120,7 +120,7 @@ def run_workers(fn: Callable[..., Any], n: int, *, args: Sequence[Any] = (),
                 break
     finally:
         for p in procs:
-            if p.is_alive():
+            if p.is_alive() and p.pid is not None:  # pid is set once started
                 os.kill(p.pid, signal.SIGKILL)
             p.join(5)
         server.close()

@@ -81,7 +81,9 @@ def _fit(pts: list[dict[str, Any]], cores: int, cache: float | None,
     a = np.array([_features(p["algorithm"], p["bytes"], p["n"], cores, cache, mem_factor)
                   for p in pts])
     y = np.array([p["measured_s"] for p in pts])
-    used = a.any(axis=0)  # parameters no measured algorithm depends on stay at 0
+    # Parameters no measured algorithm depends on stay at 0. (asarray: numpy's stubs allow a
+    # scalar for any(axis=0); here it is always a 1-d array, returned as is.)
+    used = np.asarray(a.any(axis=0))
     scale = a[:, used].max(axis=0)
     rel = a[:, used] / y[:, None] / scale
     theta_used = _nonnegative_lstsq(rel, np.ones(len(y)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -39,6 +40,7 @@ def throughput_worker(comm: Communicator, impl: str, model_name: str, batch: int
     model = make_model(model_name)
     x, y = _batch(model_name, batch, comm.rank)
     sgd = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    step: Callable[[], object]
     if impl == "ddp":
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
@@ -62,9 +64,11 @@ def throughput_worker(comm: Communicator, impl: str, model_name: str, batch: int
         broadcast_parameters(model, comm=comm)
         averager = ModelAverager(model, every=8, comm=comm)
 
-        def step() -> None:
+        def local_step() -> None:
             sgd.step()
             averager.step()
+
+        step = local_step
     else:
         net = model
         broadcast_parameters(model, comm=comm)

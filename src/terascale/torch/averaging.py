@@ -71,7 +71,7 @@ class ModelAverager:
         return True
 
     def average(self) -> None:
-        tensors = [p for p in self.model.parameters()]
+        tensors: list[torch.Tensor] = list(self.model.parameters())
         if self.buffers:
             tensors += list(self.model.buffers())
         average_tensors(tensors, self.comm)

@@ -63,7 +63,7 @@ class GradualWarmup(LRScheduler):
         self.after = after
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self) -> list[float]:
+    def get_lr(self) -> list[float | torch.Tensor]:  # as LRScheduler (an lr may be a tensor)
         t = self.last_epoch
         if t >= self.warmup_steps:
             return list(self.base_lrs)
@@ -122,6 +122,9 @@ class GhostBatchNorm(torch.nn.Module):
     32 samples restores it. Works on (N, C) and (N, C, H, W) inputs. In eval mode it is an
     ordinary batch norm with the running statistics (updated once per ghost batch).
     """
+
+    running_mean: torch.Tensor  # buffers (registered in __init__)
+    running_var: torch.Tensor
 
     def __init__(self, num_features: int, virtual_batch: int = 32, *, eps: float = 1e-5,
                  momentum: float = 0.1) -> None:
