@@ -40,6 +40,7 @@ test: install-test
 
 lint: install-test
 	$(BIN)/ruff check src tests examples
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
