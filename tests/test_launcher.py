@@ -140,3 +140,18 @@ def test_missing_rank_reported_by_rendezvous(tmp_path: Path) -> None:
     res = _run(["-n", "3", sys.executable, job])
     assert res.returncode == 1
     assert "2 of 3 workers arrived" in res.stderr and "missing ranks [2]" in res.stderr
+
+
+def test_carriage_returns_get_prefixes_so_progress_bars_redraw(tmp_path: Path) -> None:
+    job = _script(tmp_path, """
+        import sys
+        for i in range(3):
+            sys.stdout.write(f"progress {i}\\r")
+            sys.stdout.flush()
+        print("done")
+        sys.stdout.write("no newline at the end")
+    """)
+    res = subprocess.run(RUN + ["-n", "1", sys.executable, job], capture_output=True, timeout=60)
+    assert res.returncode == 0
+    assert res.stdout == (b"[0] progress 0\r[0] progress 1\r[0] progress 2\r[0] done\n"
+                          b"[0] no newline at the end")

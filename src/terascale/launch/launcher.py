@@ -11,6 +11,7 @@ group is started again (workers resume from their last checkpoint).
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -31,6 +32,7 @@ __all__ = ["LaunchOptions", "launch"]
 
 _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
 _TAIL_LINES = 40
+_LINE_BREAKS = re.compile(rb"(\r|\n)")
 _SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to exit too
 
 
@@ -54,7 +56,11 @@ class LaunchOptions:
 
 
 class _Output:
-    """Forwards one worker pipe line by line with a rank prefix; keeps the last lines."""
+    """Forwards one worker pipe with a rank prefix on every line; keeps the last lines.
+
+    Output is forwarded as it arrives, not a line at a time, and a carriage return starts a
+    new prefixed line too, so progress bars (tqdm redraws its line with ``\\r``) move live.
+    """
 
     def __init__(self, rank: int, pipe: IO[bytes], sink: IO[bytes], lock: threading.Lock,
                  prefix: bool) -> None:
@@ -64,11 +70,29 @@ class _Output:
         self._thread.start()
 
     def _pump(self, pipe: IO[bytes], sink: IO[bytes], lock: threading.Lock) -> None:
-        for line in iter(pipe.readline, b""):
-            self.tail.append(line)
+        at_start = True
+        partial = b""
+        read = getattr(pipe, "read1", pipe.read)
+        while True:
+            data = read(65536)
+            if not data:
+                break
+            out = bytearray()
+            for piece in _LINE_BREAKS.split(data):
+                if not piece:
+                    continue
+                if at_start and piece not in (b"\r", b"\n"):
+                    out += self._prefix
+                out += piece
+                at_start = piece in (b"\r", b"\n")
             with lock:
-                sink.write(self._prefix + line)
+                sink.write(bytes(out))
                 sink.flush()
+            lines = (partial + data).split(b"\n")
+            partial = lines.pop()[-4096:]
+            self.tail.extend(ln + b"\n" for ln in lines)
+        if partial:
+            self.tail.append(partial + b"\n")
         pipe.close()
 
     def join(self, timeout: float) -> None:
