@@ -111,6 +111,8 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.nprocs < 1:
         raise ConfigError(f"-n must be >= 1, not {args.nprocs}")
+    _check_output(args.model, "-f")
+    _check_inputs(args.data)
     job = {"data": args.data, "model": args.model, "options": train_options(args)}
     if args.nprocs == 1:
         from ._worker import run_train
@@ -126,6 +128,34 @@ def _train(args: argparse.Namespace) -> int:
                                 prefix_output=False))
 
 
+def _check_inputs(paths: list[str]) -> None:
+    """Missing inputs fail here, once, rather than in every worker."""
+    import os
+
+    from .._errors import DataError
+
+    for p in paths:
+        if not os.path.exists(p):
+            raise DataError(f"{p}: no such file")
+        if os.path.isdir(p):
+            raise DataError(f"{p}: is a directory, not a data file")
+
+
+def _check_output(path: str, flag: str) -> None:
+    """Fail before any work when ``path`` cannot be written (not after minutes of training)."""
+    import os
+
+    from .._errors import ConfigError
+
+    d = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ConfigError(f"{flag} {path}: is a directory, not a file name")
+    if not os.path.isdir(d):
+        raise ConfigError(f"{flag} {path}: directory {d} does not exist")
+    if not os.access(d, os.W_OK):
+        raise ConfigError(f"{flag} {path}: directory {d} is not writable")
+
+
 def _predict(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -134,6 +164,8 @@ def _predict(args: argparse.Namespace) -> int:
     from ._readers import read_file
 
     model = LinearModel.load(args.model)
+    if args.predictions:
+        _check_output(args.predictions, "-p")
     out = open(args.predictions, "w") if args.predictions else sys.stdout  # noqa: SIM115
     try:
         for path in args.data:

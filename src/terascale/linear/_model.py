@@ -104,7 +104,12 @@ class LinearModel:
         header = {"format": MAGIC, "version": VERSION, "parse": self.parse.to_dict(),
                   "loss": self.loss, "info": self.info}
         d = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-model-", suffix=".npz", dir=d)
+        if os.path.isdir(path):
+            raise ConfigError(f"{path}: is a directory, cannot write the model there")
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-model-", suffix=".npz", dir=d)
+        except OSError as e:
+            raise ConfigError(f"{path}: cannot write the model: {e.strerror}") from None
         try:
             with os.fdopen(fd, "wb") as f:
                 np.savez(f, indices=self.indices, weights=self.weights,

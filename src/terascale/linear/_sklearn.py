@@ -2,6 +2,11 @@
 partial_fit, on dense or scipy-sparse matrices (column j is feature index j, masked to
 ``bits``; the constant feature is added). Inside a ``terascale run`` job, ``fit`` trains on
 this worker's rows and every worker ends with the same model.
+
+scikit-learn is optional: the estimators follow its protocol (``get_params``/``set_params``,
+``__sklearn_tags__``, ``__sklearn_is_fitted__``, ``classes_``, ``n_features_in_``) without
+inheriting from ``BaseEstimator``, so ``clone``, ``Pipeline``, ``cross_val_score`` and
+``GridSearchCV`` work with it installed and ``import terascale.linear`` does not need it.
 """
 
 from __future__ import annotations
@@ -44,8 +49,23 @@ def _to_dataset(X: Any, y: Any, bits: int, sample_weight: Any = None) -> Dataset
                    bits=bits)
 
 
+_PARAMS = ("bits", "passes", "bfgs", "cg", "learning_rate", "power_t", "l1", "l2", "average",
+           "holdout", "comm")
+
+
+def _not_fitted(est: Any) -> Exception:
+    msg = (f"This {type(est).__name__} instance is not fitted yet; call fit (or "
+           f"partial_fit) first")
+    try:
+        from sklearn.exceptions import NotFittedError
+    except ImportError:  # pragma: no cover - scikit-learn is optional
+        return AttributeError(msg)
+    return NotFittedError(msg)
+
+
 class _Base:
     _loss = "squared"
+    _estimator_type = "regressor"  # scikit-learn < 1.6 reads this instead of the tags
     # partial_fit's adaptive state (weights, squared gradients, norms, scalars); None after fit
     _online: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None
 
@@ -66,17 +86,49 @@ class _Base:
         self.comm = comm
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("bits", "passes", "bfgs", "cg", "learning_rate",
-                                              "power_t", "l1", "l2", "average", "holdout",
-                                              "comm")}
+        return {k: getattr(self, k) for k in _PARAMS}
 
     def set_params(self, **params: Any) -> _Base:
         for k, v in params.items():
+            if k not in _PARAMS:
+                from .._errors import ConfigError
+
+                raise ConfigError(f"{type(self).__name__} has no parameter {k!r} (it has "
+                                  f"{', '.join(_PARAMS)})")
             setattr(self, k, v)
         return self
 
-    def _labels(self, y: Any) -> np.ndarray:
-        return np.asarray(y, dtype=np.float64)
+    def __repr__(self) -> str:
+        changed = {k: v for k, v in self.get_params().items() if v != type(self)().__dict__[k]}
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "model_")
+
+    def __sklearn_tags__(self) -> Any:
+        """scikit-learn >= 1.6 asks every estimator for its tags (only called with it)."""
+        from sklearn.utils import ClassifierTags, InputTags, RegressorTags, Tags, TargetTags
+
+        clf = self._estimator_type == "classifier"
+        return Tags(estimator_type=self._estimator_type,
+                    target_tags=TargetTags(required=True),
+                    classifier_tags=ClassifierTags(multi_class=False) if clf else None,
+                    regressor_tags=None if clf else RegressorTags(),
+                    input_tags=InputTags(sparse=True))
+
+    def _check_X(self, X: Any) -> None:
+        if not hasattr(self, "model_"):
+            raise _not_fitted(self)
+        shape = X.shape if hasattr(X, "shape") else np.shape(X)
+        n = int(shape[1]) if len(shape) == 2 else -1
+        if n != self.n_features_in_:
+            from .._errors import ConfigError
+
+            raise ConfigError(f"X has {n} features, but {type(self).__name__} was fitted "
+                              f"with {self.n_features_in_}")
+
+    def _labels(self, y: Any, classes: Any = None, reset: bool = True) -> np.ndarray:
+        return np.asarray(y, dtype=np.float64).reshape(-1)
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> _Base:
         from ._train import train
@@ -94,16 +146,25 @@ class _Base:
         self._online = None
         return self
 
-    def partial_fit(self, X: Any, y: Any, sample_weight: Any = None, **_: Any) -> _Base:
-        """One online step over these rows, continuing the adaptive state (single worker)."""
+    def partial_fit(self, X: Any, y: Any, sample_weight: Any = None, classes: Any = None,
+                    **_: Any) -> _Base:
+        """One online step over these rows, continuing the adaptive state (single worker).
+        As in scikit-learn, ``classes`` (both labels) is needed on the first call when its
+        rows may hold only one of them."""
         from ._dataset import ParseOptions
         from ._losses import LOSSES
 
-        ds = _to_dataset(X, self._labels(y), self.bits, sample_weight)
-        d = 1 << self.bits
         online = getattr(self, "_online", None)
+        fitted = online is None and hasattr(self, "model_")
+        if fitted:
+            self._check_X(X)
+        ds = _to_dataset(X, self._labels(y, classes, reset=online is None and not fitted),
+                         self.bits, sample_weight)
+        d = 1 << self.bits
         if online is None:
-            online = (np.zeros(d), np.zeros(d), np.zeros(d), new_state())
+            # after fit, continue from its weights (the adaptive sums start afresh)
+            w0 = self.model_.dense().astype(np.float64) if fitted else np.zeros(d)
+            online = (w0, np.zeros(d), np.zeros(d), new_state())
             self._online = online
             self.n_features_in_ = int(np.shape(X)[1])
         w, g2, nrm, state = online
@@ -121,6 +182,7 @@ class _Base:
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
+        self._check_X(X)
         return self.model_.decision_function(_to_dataset(X, None, self.bits))
 
 
@@ -128,16 +190,26 @@ class LinearClassifier(_Base):
     """Binary logistic regression (labels: any two values; ``classes_`` sorted)."""
 
     _loss = "logistic"
+    _estimator_type = "classifier"
 
-    def _labels(self, y: Any) -> np.ndarray:
-        y = np.asarray(y)
-        classes = np.unique(y)
-        if getattr(self, "classes_", None) is None or len(classes) == 2:
-            if len(classes) != 2:
-                from .._errors import ConfigError
+    def _labels(self, y: Any, classes: Any = None, reset: bool = True) -> np.ndarray:
+        """+1 for ``classes_[1]``, -1 for ``classes_[0]``; ``classes_`` is set by fit and by
+        the first partial_fit (from ``classes`` when given), later batches must use them."""
+        from .._errors import ConfigError
 
-                raise ConfigError(f"LinearClassifier needs two classes, got {len(classes)}")
-            self.classes_ = classes
+        y = np.asarray(y).reshape(-1)
+        if reset or getattr(self, "classes_", None) is None:
+            found = np.unique(y if classes is None else np.asarray(classes))
+            if len(found) != 2:
+                hint = (" (pass classes=[a, b] to the first partial_fit)"
+                        if classes is None and len(found) == 1 else "")
+                raise ConfigError(f"{type(self).__name__} is binary: it needs exactly two "
+                                  f"classes, got {len(found)}: {found[:5].tolist()}{hint}")
+            self.classes_ = found
+        unknown = ~np.isin(y, self.classes_)
+        if unknown.any():
+            raise ConfigError(f"label {y[unknown][:1].tolist()[0]!r} is not one of the classes "
+                              f"{self.classes_.tolist()}")
         return np.where(y == self.classes_[1], 1.0, -1.0)
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -146,7 +218,8 @@ class LinearClassifier(_Base):
         return np.column_stack([1 - p, p])
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        s = self.decision_function(X)  # raises NotFittedError before classes_ is read
+        return self.classes_[(s > 0).astype(int)]
 
     def score(self, X: Any, y: Any) -> float:
         return float(np.mean(self.predict(X) == np.asarray(y)))

@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .._errors import ConfigError
+from .._errors import ConfigError, DataError
 from ..communicator import Communicator
 from ._average import average_weights
 from ._batch import cg, lbfgs, loss_grad
@@ -248,8 +248,13 @@ def _train(ds: Dataset, comm: Communicator, opts: TrainOptions, t0: float,
     nrm = np.zeros(d)
     state = new_state()
     info: dict[str, Any] = {"workers": comm.size, "features": d, "read_s": t_read}
+    labelled = float(np.count_nonzero(~np.isnan(labels) & (weights > 0)))
     totals = comm.allreduce(np.array([n, ds.n_features, ds.skipped,
-                                      float(np.sum(weights[~holdout]))], np.float64))
+                                      float(np.sum(weights[~holdout])), labelled], np.float64))
+    if totals[4] == 0:  # every rank sees the same totals, so all raise alike
+        what = ", ".join(ds.sources[:3]) or "the data"
+        raise DataError(f"{what}: no labelled examples to train on ({int(totals[0])} "
+                        f"examples, {int(totals[2])} bad lines skipped)")
     online_l2 = opts.online_l2(float(totals[3]))
     info.update(examples=int(totals[0]), feature_count=int(totals[1]), skipped=int(totals[2]))
     if out and totals[2]:

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["run_train"]
+__all__ = ["main", "run_train"]
 
 
 def run_train(job: dict[str, Any]) -> None:
@@ -37,5 +37,18 @@ def run_train(job: dict[str, Any]) -> None:
     del terascale
 
 
+def main(argv: list[str]) -> int:
+    """Run one worker; a user error (bad data, options) is one line on stderr, exit 2,
+    as with ``-n 1``, instead of a traceback from every worker."""
+    from .._errors import TerascaleError
+
+    try:
+        run_train(json.loads(argv[0]))
+    except TerascaleError as e:
+        print(f"terascale linear: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    run_train(json.loads(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,153 @@
+"""terascale linear as a user runs it: real data sets (scikit-learn's breast_cancer and
+digits) through the CLI and the Python API, the estimators inside scikit-learn's tools,
+and the one-line errors a user gets for bad paths and empty data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from terascale import ConfigError, DataError
+from terascale.linear import LinearClassifier, LinearModel, LinearRegressor, parse_lines, train
+
+sklearn = pytest.importorskip("sklearn")
+from sklearn.datasets import load_breast_cancer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cancer():
+    X, y = load_breast_cancer(return_X_y=True)
+    rng = np.random.default_rng(0)
+    idx = rng.permutation(len(y))
+    return X[idx[:400]], y[idx[:400]], X[idx[400:]], y[idx[400:]]
+
+
+def _cli(capfd, *args):
+    from terascale.cli import main
+
+    capfd.readouterr()
+    code = main(["linear", *args])
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------- scikit-learn protocol
+
+
+def test_estimators_work_in_cross_val_score_pipeline_and_clone(cancer):
+    from sklearn.base import clone, is_classifier, is_regressor
+    from sklearn.model_selection import cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    Xtr, ytr, _, _ = cancer
+    clf = LinearClassifier(bits=12, passes=2)
+    assert is_classifier(clf) and is_regressor(LinearRegressor())
+    c2 = clone(clf)
+    assert c2.get_params() == clf.get_params() and repr(c2) == "LinearClassifier(bits=12, passes=2)"
+    auc = cross_val_score(make_pipeline(StandardScaler(), clf), Xtr, ytr, cv=3,
+                          scoring="roc_auc")
+    assert auc.min() > 0.95
+    acc = cross_val_score(clf, Xtr, ytr, cv=3)
+    assert np.all(np.isfinite(acc))
+    r2 = cross_val_score(LinearRegressor(bits=12, passes=2), Xtr, ytr.astype(float), cv=3)
+    assert np.all(np.isfinite(r2))
+    with pytest.raises(ConfigError, match="no parameter 'alpha'"):
+        clf.set_params(alpha=1.0)
+
+
+@pytest.mark.parametrize("labels", [("no", "yes"), (-1, 1), (2, 5), (False, True)])
+def test_classifier_any_two_classes(cancer, labels):
+    Xtr, ytr, Xte, yte = cancer
+    y = np.where(ytr == 1, labels[1], labels[0])
+    clf = LinearClassifier(bits=12, passes=2).fit(Xtr, y)
+    assert list(clf.classes_) == sorted(labels)
+    pred = clf.predict(Xte)
+    assert set(pred.tolist()) <= set(labels)
+    proba = clf.predict_proba(Xte)
+    assert proba.shape == (len(Xte), 2) and np.allclose(proba.sum(axis=1), 1.0)
+    # column 1 is classes_[1]'s probability: it agrees with predict
+    assert np.array_equal(clf.classes_[(proba[:, 1] > 0.5).astype(int)], pred)
+    assert clf.score(Xte, np.where(yte == 1, labels[1], labels[0])) > 0.8
+
+
+def test_unfitted_wrong_width_and_partial_fit_classes(cancer):
+    from sklearn.exceptions import NotFittedError
+
+    Xtr, ytr, Xte, _ = cancer
+    with pytest.raises(NotFittedError):
+        LinearClassifier().predict(Xte)
+    clf = LinearClassifier(bits=12).fit(Xtr, ytr)
+    with pytest.raises(ConfigError, match="X has 5 features"):
+        clf.predict(Xte[:, :5])
+    inc = LinearClassifier(bits=12)
+    inc.partial_fit(Xtr[ytr == 0][:20], np.zeros(20), classes=[0, 1])  # one class in batch
+    inc.partial_fit(Xtr, ytr)
+    assert list(inc.classes_) == [0, 1] and inc.score(Xtr, ytr) > 0.7
+    with pytest.raises(ConfigError, match="not one of the classes"):
+        inc.partial_fit(Xtr[:3], [0, 1, 7])
+    with pytest.raises(ConfigError, match="exactly two classes"):
+        LinearClassifier().fit(Xtr, np.arange(len(ytr)) % 3)
+    # partial_fit after fit continues from the fitted weights
+    fitted = LinearClassifier(bits=12, passes=3).fit(Xtr, ytr)
+    before = fitted.decision_function(Xte)
+    fitted.partial_fit(Xtr[:1], ytr[:1])
+    assert np.corrcoef(before, fitted.decision_function(Xte))[0, 1] > 0.9
+
+
+# ---------------------------------------------------------------- CLI errors
+
+
+def test_cli_bad_paths_are_one_line_errors(tmp_path, capfd):
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x y\n-1 |a z\n")
+    cases = [
+        (["train", str(data), "-f", str(tmp_path / "no" / "m")], "-f", "does not exist"),
+        (["train", str(data), "-f", str(tmp_path)], "-f", "is a directory"),
+        (["train", str(tmp_path / "nope.vw"), "-f", str(tmp_path / "m"), "-n", "2"],
+         "nope.vw", "no such file"),
+        (["train", str(tmp_path), "-f", str(tmp_path / "m")], str(tmp_path), "directory"),
+    ]
+    for args, what, msg in cases:
+        code, _, err = _cli(capfd, *args)
+        assert code == 2 and what in err and msg in err and "Traceback" not in err, err
+        assert len(err.strip().splitlines()) == 1, err
+    model = str(tmp_path / "m")
+    assert _cli(capfd, "train", str(data), "-f", model, "--quiet")[0] == 0
+    code, _, err = _cli(capfd, "predict", str(data), "-i", model, "-p",
+                        str(tmp_path / "no" / "p.txt"))
+    assert code == 2 and "-p" in err and "Traceback" not in err
+
+
+def test_cli_worker_errors_are_one_line_not_tracebacks(tmp_path, capfd):
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x y\n-1 |a z\n")
+    code, _, err = _cli(capfd, "train", str(data), "--format", "libsvm", "-n", "2", "-f",
+                        str(tmp_path / "m"), "--cache-dir", "")
+    assert code == 2 and "Traceback" not in err
+    assert "d.vw, line" in err and "not index:value" in err
+
+
+def test_empty_training_data_is_an_error(tmp_path, capfd):
+    empty = tmp_path / "e.vw"
+    empty.write_text("\n  \n")
+    code, _, err = _cli(capfd, "train", str(empty), "-f", str(tmp_path / "m"), "--quiet")
+    assert code == 2 and "e.vw" in err and "no labelled examples" in err
+    assert not (tmp_path / "m").exists()
+    header_only = tmp_path / "h.csv"
+    header_only.write_text("label,a,b\n")
+    code, _, err = _cli(capfd, "train", str(header_only), "--format", "csv", "-f",
+                        str(tmp_path / "m"), "--quiet", "--cache-dir", "")
+    assert code == 2 and "no labelled examples" in err
+    with pytest.raises(DataError, match="no labelled examples"):
+        train(parse_lines(["|a x", "|a y"]), comm=None)
+
+
+def test_model_save_to_bad_path_is_config_error(tmp_path):
+    m = train(parse_lines(["1 |a x", "-1 |a y"]), comm=None)
+    with pytest.raises(ConfigError, match="cannot write"):
+        m.save(str(tmp_path / "no" / "m"))
+    with pytest.raises(ConfigError, match="directory"):
+        m.save(str(tmp_path))
+    m.save(str(tmp_path / "ok"))
+    assert LinearModel.load(str(tmp_path / "ok")).loss == "logistic"
