@@ -119,3 +119,34 @@ def test_async_error_is_delivered_to_the_handle() -> None:
         return "no error"
 
     assert run_workers(fn, 2) == ["CollectiveMismatch", "CollectiveMismatch"]
+
+
+def test_sigkill_under_the_launcher_leaves_nothing_behind(tmp_path) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    job = tmp_path / "job.py"
+    pids = tmp_path / "pids"
+    job.write_text(
+        "import os, signal, time, numpy as np, terascale\n"
+        "comm = terascale.init()\n"
+        f"open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        "x = np.ones(4_000_000, np.float32)\n"
+        "comm.allreduce(x)  # shared memory on one host: the segment exists now\n"
+        "if comm.rank == 3:\n"
+        "    time.sleep(0.2)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "while True:\n"
+        "    comm.allreduce(x)\n")
+    before = {n for n in os.listdir("/dev/shm") if n.startswith("terascale-")}
+    res = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "4", sys.executable,
+                          str(job)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 128 + 9  # the killed worker's status
+    assert res.stderr.count("PeerLost") >= 3  # every survivor raised
+    assert "rank 3 failed first" in res.stderr
+    after = {n for n in os.listdir("/dev/shm") if n.startswith("terascale-")}
+    assert after <= before
+    for pid in pids.read_text().split():
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().split()[2] == "Z", f"pid {pid} survived"
