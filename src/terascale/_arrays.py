@@ -14,7 +14,7 @@ import numpy as np
 
 from ._errors import ConfigError
 
-__all__ = ["OPS", "Reducer", "as_array", "describe", "reducer", "restore"]
+__all__ = ["OPS", "Reducer", "as_array", "check_plain", "describe", "reducer", "restore"]
 
 OPS = ("sum", "prod", "min", "max")
 
@@ -39,6 +39,19 @@ def reducer(op: str, dtype: np.dtype) -> Reducer:
         ufunc(acc, other, out=acc)
 
     return reduce
+
+
+def check_plain(a: np.ndarray, what: str) -> None:
+    """ConfigError unless ``a``'s bytes are its values: no object or structured dtypes.
+
+    Object arrays hold pointers into this process's heap (meaningless, even dangerous, on
+    another rank); structured records may hide objects and padding. Use
+    ``broadcast_object`` / ``allgather_object`` for such data.
+    """
+    if a.dtype.hasobject or a.dtype.fields is not None:
+        raise ConfigError(f"{what}: dtype {a.dtype} cannot be communicated as an array; use "
+                          "a numeric, bool or string dtype, or broadcast_object / "
+                          "allgather_object")
 
 
 def as_array(x: Any) -> tuple[np.ndarray, Any]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pickle
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ._arrays import OPS, as_array, describe, reducer, restore
+from ._arrays import OPS, as_array, check_plain, describe, reducer, restore
 from ._async import Handle, Progress
 from ._errors import ConfigError
 from .collectives import (
@@ -33,6 +34,14 @@ def _same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(ia["data"] == ib["data"] and a.strides == b.strides)
 
 Tracer = Callable[[str, int, float, float, dict[str, Any]], None]
+
+
+def _pickle(obj: Any) -> tuple[bytes, Exception | None]:
+    """``(pickle bytes, None)``, or ``(the error's text, the error)`` when ``obj`` cannot be pickled."""
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), None
+    except Exception as e:  # pickling runs arbitrary __reduce__ code: any error is possible
+        return f"{type(e).__name__}: {e}".encode(), e
 
 
 class Communicator:
@@ -63,6 +72,7 @@ class Communicator:
         self._progress = Progress()
         self._shm_groups: dict[tuple[int, ...], Any] = {}  # shared-memory segments, by group
         self._closed = False
+        self._order = threading.Lock()  # held while a collective is numbered and started
 
     def __repr__(self) -> str:
         return f"Communicator(rank={self.rank}, size={self.size}, job={self.job!r})"
@@ -79,7 +89,16 @@ class Communicator:
     # -- the machinery shared by every collective ---------------------------------------------
     def _schedule(self, name: str, detail: str, body: Callable[[Exchange | None], Any],
                   timeout: float | None, asynchronous: bool) -> Any:
-        """Number the collective, then run ``body`` now or on the progress thread."""
+        """Number the collective, then run ``body`` now or on the progress thread.
+
+        Numbering and starting happen under one lock, so collectives called from several
+        threads run in the order of their sequence numbers (the order peers check).
+        """
+        with self._order:
+            return self._schedule_locked(name, detail, body, timeout, asynchronous)
+
+    def _schedule_locked(self, name: str, detail: str, body: Callable[[Exchange | None], Any],
+                         timeout: float | None, asynchronous: bool) -> Any:
         if self._closed:
             raise ConfigError(f"rank {self.rank}: {name} on a closed communicator")
         seq = self._seq
@@ -152,6 +171,8 @@ class Communicator:
         target = None if out is None else as_array(out)[0]
         if target is not None and (target.shape != a.shape or target.dtype != a.dtype):
             raise ConfigError(f"out= has {describe(target)}, the input is {describe(a)}")
+        if target is not None and not target.flags.writeable:
+            raise ConfigError(f"rank {self.rank}: allreduce out= is read-only")
         in_place = target is not None and target.flags.c_contiguous and target.flags.writeable
         # Shared-memory algorithms read x where it is: no defensive copy of the input.
         direct = algo in ("shm", "hierarchical") and not asynchronous and self.size > 1
@@ -187,21 +208,27 @@ class Communicator:
         """Copy ``x`` from ``root`` to every rank, in place where ``x`` is writable; returns it."""
         self._check_root(root)
         a, token = as_array(x)
-        writable = a.flags.c_contiguous and a.flags.writeable
-        work = a.reshape(-1) if writable else np.array(a, order="C", copy=True).reshape(-1)
+        check_plain(a, f"rank {self.rank}: broadcast")
+        # In place only into the caller's own buffer: a list or scalar was copied by as_array.
+        in_place = a.flags.writeable and (isinstance(x, np.ndarray) or token is not None)
+        direct = in_place and a.flags.c_contiguous
+        work = a.reshape(-1) if direct else np.array(a, order="C", copy=True).reshape(-1)
 
         def body(ex: Exchange | None) -> Any:
             if ex is not None:
                 TreeBroadcast(ex, self.rank, self.size, work, root).run()
-            if writable:
-                return x
-            return restore(work.reshape(a.shape), token)
+            if not in_place:
+                return restore(work.reshape(a.shape), token)
+            if not direct:  # a strided or Fortran-order view: write the result through it
+                np.copyto(a, work.reshape(a.shape))
+            return x
 
         return self._schedule("broadcast", f"{describe(a)},root={root}", body, timeout, False)
 
     def allgather(self, x: Any, *, timeout: float | None = None) -> Any:
         """Stack every rank's ``x`` (same shape and dtype everywhere): shape ``(size, *x.shape)``."""
         a, token = as_array(x)
+        check_plain(a, f"rank {self.rank}: allgather")
         out = np.empty((self.size, *a.shape), a.dtype)
         out.reshape(self.size, -1)[self.rank] = a.reshape(-1)
 
@@ -216,12 +243,12 @@ class Communicator:
         """Reduce ``x`` over all ranks and return this rank's block of rows.
 
         The first axis is split into ``size`` blocks as ``numpy.array_split`` does (block
-        ``r`` goes to rank ``r``); a 0-d input is treated as one row.
+        ``r`` goes to rank ``r``); a 0-d input is treated as a vector of one element.
         """
         self._check_op(op)
         a, token = as_array(x)
         reduce = reducer(op, a.dtype)
-        rows = a.reshape(1, -1) if a.ndim == 0 else a
+        rows = a.reshape(1) if a.ndim == 0 else a
         row_elems = int(np.prod(rows.shape[1:], dtype=np.int64))
         work = np.array(rows, order="C", copy=True).reshape(-1)
         lo, hi = bounds(rows.shape[0], self.size)[self.rank]
@@ -248,19 +275,33 @@ class Communicator:
 
     def broadcast_object(self, obj: Any = None, root: int = 0, *,
                          timeout: float | None = None) -> Any:
-        """Pickle ``obj`` on ``root`` and return a copy of it on every rank."""
+        """Pickle ``obj`` on ``root`` and return a copy of it on every rank.
+
+        An object the root cannot pickle raises ConfigError on every rank (the root sends
+        the reason instead of the payload), so nobody waits for bytes that never come.
+        """
         self._check_root(root)
-        payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if self.rank == root else b""
-        n = self.broadcast(np.array([len(payload)], np.int64), root, timeout=timeout)
+        payload, failed = (_pickle(obj) if self.rank == root else (b"", None))
+        # A negative length announces that the payload is the root's pickling error.
+        n = len(payload) if failed is None else -len(payload)
+        n = int(self.broadcast(np.array([n], np.int64), root, timeout=timeout)[0])
         buf = np.frombuffer(payload, np.uint8).copy() if self.rank == root else \
-            np.empty(int(n[0]), np.uint8)
+            np.empty(abs(n), np.uint8)
         self.broadcast(buf, root, timeout=timeout)
+        if n < 0:
+            raise ConfigError(f"rank {self.rank}: broadcast_object: root rank {root} could not "
+                              f"pickle its object: {buf.tobytes().decode()}") from failed
         return obj if self.rank == root else pickle.loads(buf.tobytes())
 
     def allgather_object(self, obj: Any, *, timeout: float | None = None) -> list[Any]:
-        """Pickle ``obj`` on every rank; return the list of all ranks' objects in rank order."""
-        payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        sizes = [int(s) for s in self.allgather(np.array(len(payload), np.int64), timeout=timeout)]
+        """Pickle ``obj`` on every rank; return the list of all ranks' objects in rank order.
+
+        When some rank cannot pickle its object, every rank raises ConfigError naming it.
+        """
+        payload, failed = _pickle(obj)
+        n = len(payload) if failed is None else -len(payload)  # negative: an error message
+        signed = [int(s) for s in self.allgather(np.array(n, np.int64), timeout=timeout)]
+        sizes = [abs(s) for s in signed]
         out = np.empty(sum(sizes), np.uint8)
         off = sum(sizes[: self.rank])
         out[off: off + len(payload)] = np.frombuffer(payload, np.uint8)
@@ -269,7 +310,12 @@ class Communicator:
             if ex is not None:
                 RingAllgather(ex, self.rank, self.size, out, sizes).run()
             starts = [sum(sizes[:i]) for i in range(self.size)]
-            return [pickle.loads(out[s: s + k].tobytes()) for s, k in zip(starts, sizes)]
+            blobs = [out[s: s + k].tobytes() for s, k in zip(starts, sizes)]
+            bad = [f"rank {r}: {b.decode()}" for r, (b, k) in enumerate(zip(blobs, signed)) if k < 0]
+            if bad:
+                raise ConfigError(f"rank {self.rank}: allgather_object: could not pickle the "
+                                  f"object of {'; '.join(bad)}") from failed
+            return [pickle.loads(b) for b in blobs]
 
         return self._schedule("allgather_object", f"bytes[{sum(sizes)}]", body, timeout, False)
 

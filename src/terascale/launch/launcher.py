@@ -72,6 +72,7 @@ class _Output:
     def _pump(self, pipe: IO[bytes], sink: IO[bytes], lock: threading.Lock) -> None:
         at_start = True
         partial = b""
+        forward = True  # until the launcher's own output is closed (terascale run ... | head)
         read = getattr(pipe, "read1", pipe.read)
         while True:
             data = read(65536)
@@ -85,9 +86,13 @@ class _Output:
                     out += self._prefix
                 out += piece
                 at_start = piece in (b"\r", b"\n")
-            with lock:
-                sink.write(bytes(out))
-                sink.flush()
+            try:
+                if forward:
+                    with lock:
+                        sink.write(bytes(out))
+                        sink.flush()
+            except (BrokenPipeError, ValueError):  # the reader went away or closed the sink:
+                forward = False  # keep draining, or the worker blocks on a full pipe forever
             lines = (partial + data).split(b"\n")
             partial = lines.pop()[-4096:]
             self.tail.extend(ln + b"\n" for ln in lines)
