@@ -298,6 +298,28 @@ def _train(ds: Dataset, comm: Communicator, opts: TrainOptions, t0: float,
                        info=info)
 
 
+def _scale_diag(cols: np.ndarray, values: np.ndarray, weights: np.ndarray,
+                holdout: np.ndarray, d: int, lam: float, kind: int,
+                comm: Communicator) -> np.ndarray:
+    """L-BFGS's initial inverse Hessian: the Hessian diagonal as if every feature were in
+    every example with its mean square value, ``l2 + c * N * mean(x_j^2)`` (c the loss's
+    largest curvature). It carries the features' scales, so unscaled numeric columns
+    (breast_cancer's areas in the thousands beside ratios near 0.01) no longer stall
+    L-BFGS in line searches; it ignores how often a feature occurs, so on one-hot data
+    (every value 1) it is a multiple of the identity and L-BFGS runs as it did without it
+    (the full Hessian diagonal there moves rare features fast and overfit the flights
+    benchmark: test AUC 0.651 instead of 0.662)."""
+    sq = np.zeros(2 * d)
+    np.add.at(sq, cols, values.astype(np.float64) ** 2)
+    np.add.at(sq, cols + d, 1.0)
+    total = np.array([float(np.sum(weights[~holdout]))])
+    if comm.size > 1:
+        sq = comm.allreduce(sq)
+        total = comm.allreduce(total)
+    curv = 0.25 if kind == LOSSES["logistic"] else 2.0  # largest d2loss: logistic, squared
+    return lam + curv * float(total[0]) * sq[:d] / np.maximum(sq[d:], 1.0)
+
+
 def _batch(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
            weights: np.ndarray, holdout: np.ndarray, w0: np.ndarray, comm: Communicator,
            opts: TrainOptions, kind: int, out: TextIO | None) -> tuple[np.ndarray, dict]:
@@ -324,8 +346,10 @@ def _batch(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.
                   f"objective {f:.6e}  |g| {gnorm:.3e}{h}", file=out)
 
     if opts.bfgs:
+        precond = (None if opts.loss == "hinge"  # no curvature to scale by
+                   else _scale_diag(cols, values, weights, holdout, d, lam, kind, comm))
         res = lbfgs(fun, w0, max_passes=opts.bfgs, memory=opts.memory, tol=opts.tol,
-                    patience=opts.patience, callback=cb)
+                    patience=opts.patience, callback=cb, precond=precond)
     else:
         fun(w0)  # one pass for the preconditioner (diagonal of the Hessian)
         want_diag[0] = False
