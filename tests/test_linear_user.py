@@ -172,3 +172,27 @@ def test_bfgs_on_unscaled_breast_cancer_is_close_to_sklearn(cancer):
     assert roc_auc_score(yte, model.decision_function(te)) > roc_auc_score(yte, ref) - 0.01
     clf = LinearClassifier(bits=12, bfgs=20).fit(Xtr, ytr)
     assert roc_auc_score(yte, clf.predict_proba(Xte)[:, 1]) > 0.985
+
+
+# ---------------------------------------------------------------- readers
+
+
+def test_csv_stray_text_in_numeric_column_changes_only_its_row(tmp_path):
+    """A "?" for a missing value used to turn the whole column into categories in that file
+    (or that worker's shard) only, so test rows no longer matched the trained features."""
+    clean = ["label,radius,grp", "1,12.5,a", "0,7.25,b", "1,3,a"]
+    dirty = clean + ["0,?,b"]
+    a = parse_lines(clean, format="csv")
+    b = parse_lines(dirty, format="csv")
+    n = a.indptr[-1]
+    assert np.array_equal(a.indptr, b.indptr[:4]) and np.array_equal(a.indices, b.indices[:n])
+    assert np.array_equal(a.values, b.values[:n])
+    assert b.indptr[4] - b.indptr[3] == 3  # "?" is a category (plus grp and the constant)
+    # the same through files, with a header and CRLF line ends
+    p = tmp_path / "d.csv"
+    p.write_bytes(("\r\n".join(dirty) + "\r\n").encode())
+    from terascale.linear import read_file
+    from terascale.linear._dataset import ParseOptions
+
+    c = read_file(str(p), ParseOptions(format="csv"))
+    assert np.array_equal(c.indices, b.indices) and np.array_equal(c.values, b.values)

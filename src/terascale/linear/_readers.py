@@ -278,15 +278,19 @@ def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int)
     for j, c in enumerate(cols):
         ns = hash_space(str(c))
         col = df[c]
-        if pd.api.types.is_numeric_dtype(col) and str(c) not in opts.categorical:
-            v = col.to_numpy(np.float64)
-            idx[:, j] = hash_feature(str(c), ns, opts.bits)
-            val[:, j] = np.where(np.isnan(v), 0.0, v)
-        else:
-            codes, uniq = pd.factorize(col)
-            h = np.array([hash_feature(str(u), ns, opts.bits) for u in uniq] + [0], np.uint32)
-            idx[:, j] = h[codes]
-            val[:, j] = (codes >= 0).astype(np.float32)
+        categorical = str(c) in opts.categorical
+        if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
+            col = col.astype(object)
+        # Decided per cell, not per column, so that a stray "?" in one file or one
+        # worker's shard does not turn the whole column into categories there only: a
+        # number is the value of feature ``c``, any other text is the category ``text``.
+        num = (np.full(n, np.nan) if categorical
+               else pd.to_numeric(col, errors="coerce").to_numpy(np.float64))
+        isnum = ~np.isnan(num)
+        codes, uniq = pd.factorize(col.where(~isnum))
+        h = np.array([hash_feature(str(u), ns, opts.bits) for u in uniq] + [0], np.uint32)
+        idx[:, j] = np.where(isnum, hash_feature(str(c), ns, opts.bits), h[codes])
+        val[:, j] = np.where(isnum, num, (codes >= 0).astype(np.float32))
     if opts.constant:
         idx[:, -1] = CONSTANT_HASH & opts.mask
         val[:, -1] = 1.0
