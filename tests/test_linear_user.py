@@ -196,3 +196,22 @@ def test_csv_stray_text_in_numeric_column_changes_only_its_row(tmp_path):
 
     c = read_file(str(p), ParseOptions(format="csv"))
     assert np.array_equal(c.indices, b.indices) and np.array_equal(c.values, b.values)
+
+
+def test_csv_predict_without_label_column_and_flag_typos(tmp_path, capfd):
+    train_p, test_p = tmp_path / "tr.csv", tmp_path / "te.csv"
+    train_p.write_text("y,size,kind\n1,10,a\n0,1,b\n1,9,a\n0,2,b\n")
+    test_p.write_text("size,kind\n10,a\n1,b\n")  # unlabelled: no y column
+    model = str(tmp_path / "m")
+    code, _, err = _cli(capfd, "train", str(train_p), "--format", "csv", "--label", "y",
+                        "--categorical", "knid", "-f", model, "--cache-dir", "")
+    assert code == 2 and "--categorical" in err and "knid" in err
+    assert _cli(capfd, "train", str(train_p), "--format", "csv", "--label", "y",
+                "--passes", "5", "-f", model, "--cache-dir", "", "--quiet")[0] == 0
+    code, out, err = _cli(capfd, "predict", str(test_p), "-i", model)
+    assert code == 0, err
+    p = [float(v) for v in out.split()]
+    assert len(p) == 2 and p[0] > p[1]
+    assert LinearModel.load(model).predict(str(test_p)).shape == (2,)
+    code, _, err = _cli(capfd, "evaluate", str(test_p), "-i", model)
+    assert code == 2 and "no labelled examples" in err

@@ -169,7 +169,7 @@ def _predict(args: argparse.Namespace) -> int:
     out = open(args.predictions, "w") if args.predictions else sys.stdout  # noqa: SIM115
     try:
         for path in args.data:
-            ds: Dataset = read_file(path, model.parse)
+            ds: Dataset = read_file(path, model.parse, need_label=False)
             s = model.decision_function(ds)
             if not args.raw and model.loss == "logistic":
                 s = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
@@ -191,6 +191,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     model = LinearModel.load(args.model)
     m = model.evaluate(list(args.data))
+    if not m["examples"]:
+        from .._errors import DataError
+
+        raise DataError(f"{', '.join(args.data)}: no labelled examples to evaluate on "
+                        f"(use predict for unlabelled data)")
     m["seconds"] = round(time.perf_counter() - t0, 3)
     if args.json:
         print(json.dumps(m))

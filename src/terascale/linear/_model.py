@@ -77,7 +77,7 @@ class LinearModel:
         from ._readers import read_file
 
         paths = [data] if isinstance(data, str) else list(data)
-        return Dataset.concat([read_file(p, self.parse) for p in paths])
+        return Dataset.concat([read_file(p, self.parse, need_label=False) for p in paths])
 
     def decision_function(self, data: Dataset | Sequence[str] | str) -> np.ndarray:
         """Raw scores (the linear predictor) of every example."""

@@ -245,9 +245,11 @@ def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str, first_line: int
                    skipped=int(skipped), sources=[source], parse=opts)
 
 
-def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int) -> Dataset:
+def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int,
+               need_label: bool = True) -> Dataset:
     """CSV with a header: the label column, numeric columns (feature ``name:value`` in
-    namespace ``name``) and categorical columns (feature ``value`` in namespace ``name``)."""
+    namespace ``name``) and categorical columns (feature ``value`` in namespace ``name``).
+    Without ``need_label`` (predicting) a file may lack the label column."""
     import pandas as pd
 
     try:
@@ -256,9 +258,16 @@ def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int)
         raise DataError(f"{source}: empty CSV (no header line)") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise DataError(f"{source}: bad CSV: {e}") from None
+    if opts.label not in df.columns and not need_label:
+        df[opts.label] = np.nan
     if opts.label not in df.columns:
-        raise ConfigError(f"--label: {source} has no column {opts.label!r} "
-                          f"(columns: {', '.join(map(str, df.columns))})")
+        cols = ", ".join(map(str, df.columns[:20])) + (", ..." if len(df.columns) > 20 else "")
+        raise ConfigError(f"--label: {source} has no column {opts.label!r} (columns: {cols})")
+    names = {str(c) for c in df.columns}
+    for flag, wanted in (("--categorical", opts.categorical), ("--ignore", opts.ignore)):
+        missing = [c for c in wanted if c not in names]
+        if missing:
+            raise ConfigError(f"{flag}: {source} has no column {missing[0]!r}")
     lab = pd.to_numeric(df[opts.label], errors="coerce").to_numpy(np.float64)
     bad = np.flatnonzero(np.isnan(lab) & df[opts.label].notna().to_numpy())
     skipped = 0
@@ -302,8 +311,10 @@ def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int)
                    bits=opts.bits, skipped=skipped, sources=[source], parse=opts)
 
 
-def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1)) -> Dataset:
-    """Parse part ``shard = (k, n)`` of one file (the whole file for ``(0, 1)``)."""
+def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
+              need_label: bool = True) -> Dataset:
+    """Parse part ``shard = (k, n)`` of one file (the whole file for ``(0, 1)``); with
+    ``need_label=False`` a CSV file may lack the label column (data to predict)."""
     raw = _load_bytes(path)
     buf = np.frombuffer(raw, dtype=np.uint8) if len(raw) else np.zeros(0, np.uint8)
     k, n = shard
@@ -315,7 +326,8 @@ def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1))
         body = buf[hend:]
         s, e = _byte_range(body, k, n)
         first = 2 + int(np.count_nonzero(body[:s] == 10))
-        return _parse_csv(header + bytes(body[s:e]), opts, source=path, first_line=first - 1)
+        return _parse_csv(header + bytes(body[s:e]), opts, source=path, first_line=first - 1,
+                          need_label=need_label)
     s, e = _byte_range(buf, k, n)
     first = 1 + int(np.count_nonzero(buf[:s] == 10))
     return parse_bytes(buf[s:e], opts, source=path, first_line=first)
