@@ -179,3 +179,56 @@ def test_launcher_keeps_running_when_its_output_is_closed(tmp_path: Path) -> Non
         if proc.poll() is None:
             proc.kill()
     assert first.startswith(b"[") and code == 0
+
+
+def test_launcher_does_not_cut_lines_written_in_pieces(tmp_path: Path) -> None:
+    # Before: output was forwarded in whatever pieces arrived, so `print(a, b)` (one write
+    # per piece, unbuffered) of several ranks came out as "[1] 1[0] 0 ..." mixed lines.
+    job = tmp_path / "pieces.py"
+    job.write_text(textwrap.dedent("""
+        import os, sys
+        r = os.environ["TERASCALE_RANK"]
+        for i in range(300):
+            for piece in ("rank", r, "line", str(i), "end"):
+                sys.stdout.write(piece + " ")
+                sys.stdout.flush()
+            sys.stdout.write("\\n")
+            sys.stdout.flush()
+    """))
+    res = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "3", sys.executable,
+                          str(job)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert len(lines) == 900
+    bad = [ln for ln in lines if not (ln.startswith(f"[{ln[1]}] rank {ln[1]} line ")
+                                      and ln.endswith(" end "))]
+    assert bad == [], bad[:5]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--timeout", "nan"], "--timeout must be positive and finite"),
+    (["--timeout", "inf"], "--timeout must be positive and finite"),
+    (["--hosts", "a,,b"], "--hosts has an empty host name"),
+])
+def test_launcher_rejects_unusable_flags(flags: list[str], message: str) -> None:
+    # Before: nan/inf crashed every worker inside socket.settimeout; an empty --hosts entry
+    # silently became the machine's hostname.
+    res = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", *flags, "true"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and message in res.stderr, res.stderr
+
+
+def test_unusable_timeouts_are_config_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: TERASCALE_TIMEOUT=abc was a bare ValueError; per-call timeout=0, nan or inf
+    # numbered a collective that then failed (or never timed out).
+    monkeypatch.setenv("TERASCALE_TIMEOUT", "abc")
+    with pytest.raises(terascale.ConfigError, match="TERASCALE_TIMEOUT"):
+        terascale.init()
+    monkeypatch.delenv("TERASCALE_TIMEOUT")
+    with pytest.raises(terascale.ConfigError, match="finite"):
+        terascale.init(timeout=float("inf"))
+    with terascale.init() as comm:
+        for bad in (0, -1.0, float("nan"), float("inf")):
+            with pytest.raises(terascale.ConfigError, match="rank 0: allreduce timeout="):
+                comm.allreduce(np.ones(2), timeout=bad)
+        assert comm.allreduce(np.ones(2), timeout=0.001).tolist() == [1.0, 1.0]

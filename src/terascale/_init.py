@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import socket
 import sys
@@ -132,9 +133,13 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     prints why and exits with status 0.
     """
     if timeout is None:
-        timeout = float(os.environ.get("TERASCALE_TIMEOUT", DEFAULT_TIMEOUT))
-    if timeout <= 0:
-        raise ConfigError(f"timeout={timeout} must be positive")
+        raw = os.environ.get("TERASCALE_TIMEOUT", str(DEFAULT_TIMEOUT))
+        try:
+            timeout = float(raw)
+        except ValueError:
+            raise ConfigError(f"TERASCALE_TIMEOUT={raw!r} is not a number of seconds") from None
+    if not (timeout > 0 and math.isfinite(timeout)):  # nan and inf would break every deadline
+        raise ConfigError(f"timeout={timeout} must be positive and finite (seconds)")
     job = read_env(rendezvous=rendezvous, secret=secret)
     launched_timeline = os.environ.get("TERASCALE_TIMELINE")
     timeline = timeline or launched_timeline  # the launcher merges its parts at the end

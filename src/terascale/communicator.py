@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 import threading
 import time
@@ -101,9 +102,12 @@ class Communicator:
                          timeout: float | None, asynchronous: bool) -> Any:
         if self._closed:
             raise ConfigError(f"rank {self.rank}: {name} on a closed communicator")
+        limit = self.timeout if timeout is None else float(timeout)
+        if not (limit > 0 and math.isfinite(limit)):
+            raise ConfigError(f"rank {self.rank}: {name} timeout={timeout!r} must be positive "
+                              "and finite (seconds)")
         seq = self._seq
         self._seq += 1
-        limit = self.timeout if timeout is None else float(timeout)
         what = f"{name} #{seq} ({detail})"
         desc = f"{name}({detail})"
 

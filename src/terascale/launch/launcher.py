@@ -10,9 +10,11 @@ group is started again (workers resume from their last checkpoint).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -34,6 +36,7 @@ _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
 _TAIL_LINES = 40
 _LINE_BREAKS = re.compile(rb"(\r|\n)")
 _SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to exit too
+_PARTIAL_S = 0.1  # an unfinished line is shown once its worker has been quiet this long
 
 
 def _is_secondary(tail: deque[bytes]) -> bool:
@@ -58,8 +61,10 @@ class LaunchOptions:
 class _Output:
     """Forwards one worker pipe with a rank prefix on every line; keeps the last lines.
 
-    Output is forwarded as it arrives, not a line at a time, and a carriage return starts a
-    new prefixed line too, so progress bars (tqdm redraws its line with ``\\r``) move live.
+    Output is forwarded as it arrives, and a carriage return starts a new prefixed line too,
+    so progress bars (tqdm redraws its line with ``\\r``) move live. Only an unfinished line
+    is held back, until it ends or its worker is quiet for a moment: a line written in
+    several pieces (``print(a, b)`` makes one write per piece) is not cut by other ranks'.
     """
 
     def __init__(self, rank: int, pipe: IO[bytes], sink: IO[bytes], lock: threading.Lock,
@@ -73,11 +78,28 @@ class _Output:
         at_start = True
         partial = b""
         forward = True  # until the launcher's own output is closed (terascale run ... | head)
-        read = getattr(pipe, "read1", pipe.read)
+        fd = pipe.fileno()
+        held = b""  # the unfinished last line, not forwarded yet
         while True:
-            data = read(65536)
-            if not data:
-                break
+            if held and not select.select([fd], [], [], _PARTIAL_S)[0]:
+                data, held = held, b""  # the worker is quiet: show its unfinished line
+            else:
+                data = os.read(fd, 65536)
+                if not data:
+                    if not held:
+                        break
+                    data, held = held, b""
+                else:
+                    lines = (partial + data).split(b"\n")
+                    partial = lines.pop()[-4096:]
+                    self.tail.extend(ln + b"\n" for ln in lines)
+                    data = held + data
+                    cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+                    if len(data) - cut > 65536:  # an endless line (binary output): pass it on
+                        cut = len(data)
+                    data, held = data[:cut], data[cut:]
+                    if not data:
+                        continue
             out = bytearray()
             for piece in _LINE_BREAKS.split(data):
                 if not piece:
@@ -93,9 +115,6 @@ class _Output:
                         sink.flush()
             except (BrokenPipeError, ValueError):  # the reader went away or closed the sink:
                 forward = False  # keep draining, or the worker blocks on a full pipe forever
-            lines = (partial + data).split(b"\n")
-            partial = lines.pop()[-4096:]
-            self.tail.extend(ln + b"\n" for ln in lines)
         if partial:
             self.tail.append(partial + b"\n")
         pipe.close()
@@ -211,8 +230,10 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
         raise ConfigError(f"-n must be at least 1, got {opts.nprocs}")
     if not cmd:
         raise ConfigError("terascale run: no command given (usage: terascale run -n 4 python train.py)")
-    if opts.timeout <= 0:
-        raise ConfigError(f"--timeout must be positive, got {opts.timeout}")
+    if not (opts.timeout > 0 and math.isfinite(opts.timeout)):
+        raise ConfigError(f"--timeout must be positive and finite (seconds), got {opts.timeout}")
+    if opts.host_ids is not None and (not opts.host_ids or not all(opts.host_ids)):
+        raise ConfigError(f"--hosts has an empty host name: {','.join(opts.host_ids)!r}")
     stop = threading.Event()
     previous = {}
 
