@@ -231,7 +231,8 @@ def lbfgs(fun: Fun, w0: np.ndarray, *, max_passes: int, memory: int = 15, tol: f
             ss.clear()
             ys.clear()
             d = -g if minv is None else -minv * g
-        step0 = 1.0 if ss else min(1.0, 1.0 / max(float(np.linalg.norm(d)), 1e-12))
+        step0 = (1.0 if ss or minv is not None  # a diagonal Newton step is well scaled
+                 else min(1.0, 1.0 / max(float(np.linalg.norm(d)), 1e-12)))
         found = _wolfe(tr, w, d, f, g, step0, 1e-4, 0.9)
         if found is None:
             return _finish(tr, w, f, it, "line search", hold)
