@@ -215,3 +215,15 @@ def test_csv_predict_without_label_column_and_flag_typos(tmp_path, capfd):
     assert LinearModel.load(model).predict(str(test_p)).shape == (2,)
     code, _, err = _cli(capfd, "evaluate", str(test_p), "-i", model)
     assert code == 2 and "no labelled examples" in err
+
+
+def test_logistic_rejects_labels_it_would_read_as_one_class():
+    """LIBSVM's breast-cancer file labels its classes 2 and 4: with ``label > 0`` as the
+    positive class that trained a constant model silently."""
+    lines = ["2 1:0.5 2:1", "4 1:2 3:1", "2 2:1", "4 3:2"]
+    with pytest.raises(DataError, match="needs labels -1/\\+1 or 0/1, the data has 2, 4"):
+        train(parse_lines(lines, format="libsvm"), comm=None)
+    assert train(parse_lines(lines, format="libsvm"), comm=None, loss="squared").loss == "squared"
+    for labels in (("0", "1"), ("-1", "+1")):
+        ok = [f"{labels[i % 2]} {i % 3 + 1}:1" for i in range(6)]
+        train(parse_lines(ok, format="libsvm"), comm=None)

@@ -249,12 +249,21 @@ def _train(ds: Dataset, comm: Communicator, opts: TrainOptions, t0: float,
     state = new_state()
     info: dict[str, Any] = {"workers": comm.size, "features": d, "read_s": t_read}
     labelled = float(np.count_nonzero(~np.isnan(labels) & (weights > 0)))
+    # logistic and hinge read label > 0 as positive: LIBSVM's 2/4 or 1/2 would all be one
+    # class and train a constant model without a word
+    odd = (np.unique(labels[~np.isnan(labels) & (labels != 1) & (labels != -1)
+                            & (labels != 0)]) if opts.loss != "squared" else labels[:0])
     totals = comm.allreduce(np.array([n, ds.n_features, ds.skipped,
-                                      float(np.sum(weights[~holdout])), labelled], np.float64))
+                                      float(np.sum(weights[~holdout])), labelled, len(odd)],
+                                     np.float64))
+    what = ", ".join(ds.sources[:3]) or "the data"
     if totals[4] == 0:  # every rank sees the same totals, so all raise alike
-        what = ", ".join(ds.sources[:3]) or "the data"
         raise DataError(f"{what}: no labelled examples to train on ({int(totals[0])} "
                         f"examples, {int(totals[2])} bad lines skipped)")
+    if totals[5] > 0:
+        seen = ", ".join(f"{v:g}" for v in odd[:5]) or "others on other workers"
+        raise DataError(f"{what}: --loss {opts.loss} needs labels -1/+1 or 0/1, the data "
+                        f"has {seen} (recode them, or --loss squared for regression)")
     online_l2 = opts.online_l2(float(totals[3]))
     info.update(examples=int(totals[0]), feature_count=int(totals[1]), skipped=int(totals[2]))
     if out and totals[2]:
