@@ -232,3 +232,12 @@ def test_unusable_timeouts_are_config_errors(monkeypatch: pytest.MonkeyPatch) ->
             with pytest.raises(terascale.ConfigError, match="rank 0: allreduce timeout="):
                 comm.allreduce(np.ones(2), timeout=bad)
         assert comm.allreduce(np.ones(2), timeout=0.001).tolist() == [1.0, 1.0]
+
+
+def test_tensors_numpy_cannot_view_are_config_errors() -> None:
+    # Before: a bare TypeError (sparse) or RuntimeError (conjugate bit) from torch.
+    torch = pytest.importorskip("torch")
+    with terascale.init() as comm:
+        for t in (torch.eye(2).to_sparse(), torch.ones(2, dtype=torch.complex64).conj()):
+            with pytest.raises(terascale.ConfigError, match="cannot communicate this tensor"):
+                comm.allreduce(t)

@@ -71,7 +71,10 @@ def as_array(x: Any) -> tuple[np.ndarray, Any]:
         if t.dtype == torch.bfloat16:
             raise ConfigError("bfloat16 tensors are not supported; convert to float32 or float16")
         host = t.cpu() if dev.type != "cpu" else t
-        return host.numpy(), ("torch", dev)
+        try:
+            return host.numpy(), ("torch", dev)
+        except (TypeError, RuntimeError) as e:  # sparse layouts, conjugate/negative bits
+            raise ConfigError(f"cannot communicate this tensor: {e}") from None
     if isinstance(x, np.ndarray):
         return x, None
     return np.asarray(x), None
