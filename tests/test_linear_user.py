@@ -227,3 +227,30 @@ def test_logistic_rejects_labels_it_would_read_as_one_class():
     for labels in (("0", "1"), ("-1", "+1")):
         ok = [f"{labels[i % 2]} {i % 3 + 1}:1" for i in range(6)]
         train(parse_lines(ok, format="libsvm"), comm=None)
+
+
+def test_broken_model_files_are_clear_errors(tmp_path, capfd):
+    import json
+
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x\n-1 |a y\n")
+    good = str(tmp_path / "good")
+    train(str(data), comm=None, cache_dir="").save(good)
+    raw = open(good, "rb").read()
+    hdr = {"format": "terascale-linear", "version": 1, "loss": "weird",
+           "parse": {"format": "vw", "bits": 18, "quadratic": [], "constant": True,
+                     "label": "label", "categorical": [], "ignore": []}}
+    files = {"empty": b"", "truncated": raw[:200], "random": bytes(range(256)) * 4}
+    for name, blob in files.items():
+        (tmp_path / name).write_bytes(blob)
+    np.save(tmp_path / "arr.npy", np.arange(3))
+    np.savez(tmp_path / "list.npz", header=np.frombuffer(b"[1, 2]", np.uint8))
+    np.savez(tmp_path / "loss.npz", indices=np.zeros(1, np.uint32),
+             weights=np.ones(1, np.float32),
+             header=np.frombuffer(json.dumps(hdr).encode(), np.uint8))
+    for name in [*files, "arr.npy", "list.npz", "loss.npz", "."]:
+        path = str(tmp_path / name)
+        with pytest.raises(DataError, match="model"):
+            LinearModel.load(path)
+        code, _, err = _cli(capfd, "predict", str(data), "-i", path)
+        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1

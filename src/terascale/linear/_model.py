@@ -123,24 +123,40 @@ class LinearModel:
     @classmethod
     def load(cls, path: str) -> LinearModel:
         """Read a model; a file that is not one, or of a newer version, is a clear error."""
+        not_model = DataError(f"{path}: not a terascale linear model")
+        if os.path.isdir(path):
+            raise DataError(f"{path}: is a directory, not a model file")
         try:
-            with np.load(path, allow_pickle=False) as z:
+            z = np.load(path, allow_pickle=False)
+            if not isinstance(z, np.lib.npyio.NpzFile):  # a plain .npy array
+                raise not_model
+            with z:
                 header = json.loads(bytes(z["header"]).decode())
                 indices, weights = z["indices"], z["weights"]
         except FileNotFoundError:
             raise DataError(f"{path}: no such model file") from None
-        except (OSError, KeyError, ValueError, zipfile.BadZipFile, UnicodeDecodeError):
-            raise DataError(f"{path}: not a terascale linear model") from None
-        if header.get("format") != MAGIC:
-            raise DataError(f"{path}: not a terascale linear model")
+        except PermissionError:
+            raise DataError(f"{path}: cannot read the model file (permission denied)") from None
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile,
+                UnicodeDecodeError):
+            raise not_model from None
+        if not isinstance(header, dict) or header.get("format") != MAGIC:
+            raise not_model
         if int(header.get("version", 0)) > VERSION:
             raise ConfigError(f"-i {path}: model version {header['version']} is newer than "
                               f"this terascale reads ({VERSION}); upgrade terascale")
         try:
             parse = ParseOptions.from_dict(header["parse"])
+            loss = str(header["loss"])
         except (KeyError, TypeError) as e:
             raise DataError(f"{path}: model header lacks {e}") from None
-        return cls(indices=indices, weights=weights, parse=parse, loss=header["loss"],
+        from ._losses import LOSSES
+
+        if (loss not in LOSSES or indices.shape != weights.shape or indices.ndim != 1
+                or (len(indices) and int(indices.max()) >> parse.bits)):
+            raise DataError(f"{path}: corrupt terascale linear model (loss {loss!r}, "
+                            f"{len(indices)} indices for {parse.bits} bits)")
+        return cls(indices=indices, weights=weights, parse=parse, loss=loss,
                    info=header.get("info", {}))
 
     def __repr__(self) -> str:
