@@ -161,9 +161,9 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
                 p = subprocess.Popen(list(cmd), env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)
             except FileNotFoundError:
-                raise ConfigError(f"terascale run: command not found: {cmd[0]!r}") from None
+                raise ConfigError(f"command not found: {cmd[0]!r}") from None
             except PermissionError:
-                raise ConfigError(f"terascale run: cannot execute {cmd[0]!r}") from None
+                raise ConfigError(f"cannot execute {cmd[0]!r}") from None
             procs.append(p)
             assert p.stdout is not None and p.stderr is not None
             outputs.append(_Output(rank, p.stdout, sys.stdout.buffer, lock, opts.prefix_output))
@@ -229,7 +229,7 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
     if opts.nprocs < 1:
         raise ConfigError(f"-n must be at least 1, got {opts.nprocs}")
     if not cmd:
-        raise ConfigError("terascale run: no command given (usage: terascale run -n 4 python train.py)")
+        raise ConfigError("no command given (usage: terascale run -n 4 python train.py)")
     if not (opts.timeout > 0 and math.isfinite(opts.timeout)):
         raise ConfigError(f"--timeout must be positive and finite (seconds), got {opts.timeout}")
     if opts.host_ids is not None and (not opts.host_ids or not all(opts.host_ids)):
