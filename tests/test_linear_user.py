@@ -254,3 +254,27 @@ def test_broken_model_files_are_clear_errors(tmp_path, capfd):
             LinearModel.load(path)
         code, _, err = _cli(capfd, "predict", str(data), "-i", path)
         assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_nan_and_infinite_values_are_errors_not_nan_models(cancer, tmp_path):
+    """One NaN in X (or "inf"/"1e400" in a file) made every weight NaN: all predictions
+    NaN and no error."""
+    Xtr, ytr, _, _ = cancer
+    X = Xtr.copy()
+    X[5, 3] = np.nan
+    with pytest.raises(DataError, match="row 5, column 3"):
+        LinearClassifier().fit(X, ytr)
+    with pytest.raises(DataError, match="y has a NaN"):
+        LinearRegressor().fit(Xtr, np.where(ytr == 1, np.nan, 0.0))
+    for line, fmt in (("1 |a x:1e39", "vw"), ("1e400 |a x", "vw"), ("1 3:1e400", "libsvm")):
+        with pytest.raises(DataError, match="line 1"):
+            parse_lines([line], format=fmt)
+    p = tmp_path / "inf.csv"
+    p.write_text("label,a,b\n1,inf,2\n0,1,3\n1,2,1e400\n0,3,1\n")
+    from terascale.linear import read_file
+    from terascale.linear._dataset import ParseOptions
+
+    with pytest.raises(DataError, match="inf.csv, line 2: column 'a'"):
+        read_file(str(p), ParseOptions(format="csv"))
+    ds = read_file(str(p), ParseOptions(format="csv", skip_bad=True))
+    assert len(ds) == 2 and ds.skipped == 2 and np.all(np.isfinite(ds.values))

@@ -198,6 +198,7 @@ def _line_text(buf: np.ndarray, line: int) -> str:
 
 
 _PARALLEL_BYTES = 4 << 20  # below this, one thread parses
+_F32_MAX = float(np.finfo(np.float32).max)  # larger values become inf in the float32 arrays
 
 
 def parse_bytes(buf: np.ndarray, opts: ParseOptions, *, source: str = "<lines>",
@@ -269,16 +270,15 @@ def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int,
         if missing:
             raise ConfigError(f"{flag}: {source} has no column {missing[0]!r}")
     lab = pd.to_numeric(df[opts.label], errors="coerce").to_numpy(np.float64)
-    bad = np.flatnonzero(np.isnan(lab) & df[opts.label].notna().to_numpy())
-    skipped = 0
+    bad = np.flatnonzero((np.isnan(lab) & df[opts.label].notna().to_numpy())
+                         | (np.abs(lab) > _F32_MAX))
     keep = np.ones(len(df), bool)
     if len(bad):
         if not opts.skip_bad:
             r = int(bad[0])
             raise DataError(f"{source}, line {first_line + r + 1}: the label "
-                            f"{df[opts.label].iloc[r]!r} is not a number")
+                            f"{df[opts.label].iloc[r]!r} is not a (finite) number")
         keep[bad] = False
-        skipped = len(bad)
     cols = [c for c in df.columns if c != opts.label and c not in opts.ignore]
     n = len(df)
     k = len(cols) + (1 if opts.constant else 0)
@@ -294,8 +294,17 @@ def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int,
         # worker's shard does not turn the whole column into categories there only: a
         # number is the value of feature ``c``, any other text is the category ``text``.
         num = (np.full(n, np.nan) if categorical
-               else pd.to_numeric(col, errors="coerce").to_numpy(np.float64))
+               else np.array(pd.to_numeric(col, errors="coerce"), np.float64))
         isnum = ~np.isnan(num)
+        huge = np.flatnonzero(isnum & (np.abs(num) > _F32_MAX))  # inf, 1e400: NaN weights
+        if len(huge):
+            if not opts.skip_bad:
+                r = int(huge[0])
+                raise DataError(f"{source}, line {first_line + r + 1}: column {c!r}: "
+                                f"{str(col.iloc[r])!r} is not a finite number (within "
+                                f"float32)")
+            keep[huge] = False
+            num[huge] = 0.0
         codes, uniq = pd.factorize(col.where(~isnum))
         h = np.array([hash_feature(str(u), ns, opts.bits) for u in uniq] + [0], np.uint32)
         idx[:, j] = np.where(isnum, hash_feature(str(c), ns, opts.bits), h[codes])
@@ -303,6 +312,7 @@ def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int,
     if opts.constant:
         idx[:, -1] = CONSTANT_HASH & opts.mask
         val[:, -1] = 1.0
+    skipped = int(np.count_nonzero(~keep))
     idx, val, lab = idx[keep], val[keep], lab[keep]
     present = val != 0
     indptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))]).astype(np.int64)

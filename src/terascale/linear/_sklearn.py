@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import DataError
 from ._dataset import Dataset
 from ._hashing import CONSTANT_HASH
 from ._model import LinearModel
@@ -28,6 +29,11 @@ def _to_dataset(X: Any, y: Any, bits: int, sample_weight: Any = None) -> Dataset
 
     m = sp.csr_matrix(X, dtype=np.float32)
     m.eliminate_zeros()
+    bad = np.flatnonzero(~np.isfinite(m.data))  # one NaN would make every weight NaN
+    if len(bad):
+        row = int(np.searchsorted(m.indptr, bad[0], side="right")) - 1
+        raise DataError(f"X has a NaN or infinite value (or one beyond float32) at row "
+                        f"{row}, column {int(m.indices[bad[0]])}")
     n = m.shape[0]
     mask = (1 << bits) - 1
     counts = np.diff(m.indptr) + 1
@@ -43,6 +49,9 @@ def _to_dataset(X: Any, y: Any, bits: int, sample_weight: Any = None) -> Dataset
     values[const_pos] = 1.0
     labels = (np.full(n, np.nan, np.float32) if y is None
               else np.asarray(y, dtype=np.float32).reshape(-1))
+    if y is not None and not np.all(np.isfinite(labels)):
+        raise DataError(f"y has a NaN or infinite value at row "
+                        f"{int(np.flatnonzero(~np.isfinite(labels))[0])}")
     w = (np.ones(n, np.float32) if sample_weight is None
          else np.asarray(sample_weight, np.float32))
     return Dataset(indptr=indptr, indices=indices, values=values, labels=labels, weights=w,

@@ -87,6 +87,8 @@ def parse_float(buf: np.ndarray, s: int, e: int) -> tuple[float, bool]:
         v = mant / 10.0 ** (-exp10)
     else:
         v = mant * 10.0 ** exp10
+    if not v <= 3.4028234663852886e38:  # inf in the float32 arrays, then NaN weights
+        return 0.0, False
     return (-v if neg else v), True
 
 
