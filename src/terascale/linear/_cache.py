@@ -24,7 +24,7 @@ from ._readers import read_file
 __all__ = ["cache_key", "default_cache_dir", "load_cached"]
 
 _ARRAYS = ("indptr", "indices", "values", "labels", "weights", "tag_ptr", "tag_blob")
-_VERSION = 1
+_VERSION = 2  # 2: CSV cells typed one by one, non-finite values rejected
 
 
 def default_cache_dir() -> str:
