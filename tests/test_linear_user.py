@@ -278,3 +278,9 @@ def test_nan_and_infinite_values_are_errors_not_nan_models(cancer, tmp_path):
         read_file(str(p), ParseOptions(format="csv"))
     ds = read_file(str(p), ParseOptions(format="csv", skip_bad=True))
     assert len(ds) == 2 and ds.skipped == 2 and np.all(np.isfinite(ds.values))
+
+
+@pytest.mark.parametrize("bad", [{"passes": 2.5}, {"bfgs": True}, {"bfgs": 3, "memory": 0}])
+def test_train_option_types_are_config_errors(bad):
+    with pytest.raises(ConfigError, match="--"):
+        train(parse_lines(["1 |a x", "0 |a y"]), comm=None, **bad)

@@ -73,9 +73,15 @@ class TrainOptions:
             raise ConfigError(f"--average must be uniform or weighted, not {self.average!r}")
         if self.bfgs and self.cg:
             raise ConfigError("--bfgs and --cg exclude each other")
+        for name in ("bits", "passes", "bfgs", "cg", "memory", "patience"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ConfigError(f"--{name} must be an integer, not {v!r}")
         for name in ("passes", "bfgs", "cg"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name} must be >= 0")
+        if self.memory < 1:
+            raise ConfigError(f"--mem must be >= 1, not {self.memory}")
         if self.passes == 0 and not (self.bfgs or self.cg):
             raise ConfigError("--passes 0 needs --bfgs or --cg")
         if self.holdout is not None and not 0.0 <= self.holdout < 1.0:
