@@ -241,3 +241,18 @@ def test_tensors_numpy_cannot_view_are_config_errors() -> None:
         for t in (torch.eye(2).to_sparse(), torch.ones(2, dtype=torch.complex64).conj()):
             with pytest.raises(terascale.ConfigError, match="cannot communicate this tensor"):
                 comm.allreduce(t)
+
+
+def test_init_twice_in_a_worker_returns_the_same_communicator() -> None:
+    # Before: the second init() was turned away as a "redundant copy" of the worker and
+    # exited the process with status 0, so the job silently did nothing and "succeeded".
+    def fn(comm: Any) -> Any:
+        again = terascale.init()
+        total = float(again.allreduce(np.ones(1))[0])
+        comm.close()
+        after = _outcome(terascale.init)
+        return again is comm, total, after
+
+    for rank, (same, total, (kind, msg)) in enumerate(run_workers(fn, 2)):
+        assert same and total == 2.0
+        assert kind == "ConfigError" and f"rank {rank}" in msg and "joins a job once" in msg

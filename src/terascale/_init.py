@@ -41,6 +41,10 @@ __all__ = ["JobEnv", "init", "read_env"]
 log = logging.getLogger("terascale")
 DEFAULT_TIMEOUT = 60.0
 
+# The jobs this process joined: a slot is held for the whole job, so a second init() for the
+# same job returns the open communicator instead of being turned away as a duplicate copy.
+_JOINED: dict[tuple[Any, ...], tuple[int, weakref.ref[Communicator]]] = {}
+
 _LAUNCHERS = [  # (name, rank variable, size variable)
     ("terascale run", "TERASCALE_RANK", "TERASCALE_SIZE"),
     ("torchrun", "RANK", "WORLD_SIZE"),
@@ -130,7 +134,9 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     collective as Chrome trace events (see :mod:`terascale._timeline`).
 
     A redundant copy of a worker (its slot already taken, as under speculative execution)
-    prints why and exits with status 0.
+    prints why and exits with status 0. Calling ``init()`` again in the same process returns
+    the same communicator while it is open (a process joins a job once; after ``close()``
+    it cannot join again: ConfigError).
     """
     if timeout is None:
         raw = os.environ.get("TERASCALE_TIMEOUT", str(DEFAULT_TIMEOUT))
@@ -146,6 +152,16 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     merge_at_exit = not (launched_timeline and timeline == launched_timeline)
     if job is None or job.size == 1 and job.rendezvous is None:
         return attach_timeline(Communicator(timeout=timeout), timeline, merge_at_exit=merge_at_exit)
+    key = (job.launcher, job.rank, job.size, job.rendezvous, job.secret)
+    pid, ref = _JOINED.get(key, (None, None))
+    if pid == os.getpid() and ref is not None:  # (a forked child holds no slot of its own)
+        previous = ref()
+        if previous is not None and not previous._closed:
+            return previous
+        raise ConfigError(f"rank {job.rank}: this process already joined job "
+                          f"{os.environ.get('TERASCALE_JOB', '')} and closed its communicator; "
+                          "a process joins a job once: call terascale.init() once and close "
+                          "the communicator at the end")
     hid = host_id or os.environ.get("TERASCALE_HOST_ID") or socket.gethostname()
     server = None
     if job.serve:
@@ -168,7 +184,9 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     comm._rendezvous_server = server  # type: ignore[attr-defined]  # keep it alive with rank 0
     log.debug("rank %d of %d joined job %s via %s", who.rank, who.size, who.job, job.launcher)
     _tell_peers_on_crash(comm)
-    return attach_timeline(comm, timeline, merge_at_exit=merge_at_exit)
+    comm = attach_timeline(comm, timeline, merge_at_exit=merge_at_exit)
+    _JOINED[key] = (os.getpid(), weakref.ref(comm))
+    return comm
 
 
 def _tell_peers_on_crash(comm: Communicator) -> None:
