@@ -54,6 +54,17 @@ def test_estimators_work_in_cross_val_score_pipeline_and_clone(cancer):
     assert np.all(np.isfinite(r2))
     with pytest.raises(ConfigError, match="no parameter 'alpha'"):
         clf.set_params(alpha=1.0)
+    from sklearn.metrics import accuracy_score, r2_score
+
+    w = np.linspace(0.1, 2.0, len(ytr))
+    fitted = clone(clf).fit(Xtr, ytr)
+    assert fitted.score(Xtr, ytr, sample_weight=w) == pytest.approx(
+        accuracy_score(ytr, fitted.predict(Xtr), sample_weight=w))
+    reg = LinearRegressor(bits=12, passes=2).fit(Xtr, ytr.astype(float))
+    assert reg.score(Xtr, ytr, sample_weight=w) == pytest.approx(
+        r2_score(ytr, reg.predict(Xtr), sample_weight=w))
+    with pytest.raises(ConfigError, match="X has 4 features"):
+        fitted.partial_fit(Xtr[:, :4], ytr)
 
 
 @pytest.mark.parametrize("labels", [("no", "yes"), (-1, 1), (2, 5), (False, True)])

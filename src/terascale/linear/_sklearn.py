@@ -165,7 +165,7 @@ class _Base:
 
         online = getattr(self, "_online", None)
         fitted = online is None and hasattr(self, "model_")
-        if fitted:
+        if hasattr(self, "model_"):
             self._check_X(X)
         ds = _to_dataset(X, self._labels(y, classes, reset=online is None and not fitted),
                          self.bits, sample_weight)
@@ -230,8 +230,10 @@ class LinearClassifier(_Base):
         s = self.decision_function(X)  # raises NotFittedError before classes_ is read
         return self.classes_[(s > 0).astype(int)]
 
-    def score(self, X: Any, y: Any) -> float:
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Mean accuracy (weighted by ``sample_weight`` when given)."""
+        return float(np.average(self.predict(X) == np.asarray(y).reshape(-1),
+                                weights=sample_weight))
 
 
 class LinearRegressor(_Base):
@@ -242,7 +244,10 @@ class LinearRegressor(_Base):
     def predict(self, X: Any) -> np.ndarray:
         return self.decision_function(X)
 
-    def score(self, X: Any, y: Any) -> float:
-        y = np.asarray(y, np.float64)
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """R^2 (weighted by ``sample_weight`` when given), as scikit-learn's."""
+        y = np.asarray(y, np.float64).reshape(-1)
+        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, np.float64)
         r = y - self.predict(X)
-        return float(1 - (r @ r) / max(float(((y - y.mean()) ** 2).sum()), 1e-300))
+        mean = np.average(y, weights=w)
+        return float(1 - (w @ (r * r)) / max(float(w @ ((y - mean) ** 2)), 1e-300))
