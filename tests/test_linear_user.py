@@ -295,3 +295,13 @@ def test_nan_and_infinite_values_are_errors_not_nan_models(cancer, tmp_path):
 def test_train_option_types_are_config_errors(bad):
     with pytest.raises(ConfigError, match="--"):
         train(parse_lines(["1 |a x", "0 |a y"]), comm=None, **bad)
+
+
+def test_predict_refuses_data_parsed_unlike_the_model():
+    lines = ["1 |a x |b y", "0 |a z |b w"]
+    m = train(parse_lines(lines, quadratic=["ab"]), comm=None)
+    assert m.predict(parse_lines(lines, quadratic=["ab"])).shape == (2,)
+    with pytest.raises(ConfigError, match="quadratic"):
+        m.predict(parse_lines(lines))  # without -q ab the crosses would silently be missing
+    with pytest.raises(ConfigError, match="bits"):
+        m.evaluate(parse_lines(lines, bits=12, quadratic=["ab"]))

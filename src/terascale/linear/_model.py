@@ -73,6 +73,12 @@ class LinearModel:
             if data.bits != self.bits:
                 raise ConfigError(f"-b: the data was hashed with {data.bits} bits but the "
                                   f"model was trained with {self.bits}")
+            if data.parse is not None:  # -q, format, constant, CSV columns must agree too
+                have, want = data.parse.to_dict(), self.parse.to_dict()
+                for k in want:
+                    if k != "label" and have[k] != want[k]:
+                        raise ConfigError(f"{k}: the data was parsed with {k}={have[k]!r} "
+                                          f"but the model was trained with {want[k]!r}")
             return data
         from ._readers import read_file
 
