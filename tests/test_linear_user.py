@@ -305,3 +305,14 @@ def test_predict_refuses_data_parsed_unlike_the_model():
         m.predict(parse_lines(lines))  # without -q ab the crosses would silently be missing
     with pytest.raises(ConfigError, match="bits"):
         m.evaluate(parse_lines(lines, bits=12, quadratic=["ab"]))
+
+
+def test_csv_model_on_a_foreign_file_is_an_error(tmp_path, capfd):
+    train_p, vw = tmp_path / "tr.csv", tmp_path / "d.vw"
+    train_p.write_text("y,size\n1,10\n0,1\n1,9\n0,2\n")
+    vw.write_text("1 |a x\n-1 |a y\n")
+    model = str(tmp_path / "m")
+    assert _cli(capfd, "train", str(train_p), "--format", "csv", "--label", "y", "-f", model,
+                "--cache-dir", "", "--quiet")[0] == 0
+    code, out, err = _cli(capfd, "predict", str(vw), "-i", model)
+    assert code == 2 and "d.vw" in err and "right file" in err and not out

@@ -161,7 +161,6 @@ def _predict(args: argparse.Namespace) -> int:
 
     from ._dataset import Dataset
     from ._model import LinearModel
-    from ._readers import read_file
 
     model = LinearModel.load(args.model)
     if args.predictions:
@@ -169,7 +168,7 @@ def _predict(args: argparse.Namespace) -> int:
     out = open(args.predictions, "w") if args.predictions else sys.stdout  # noqa: SIM115
     try:
         for path in args.data:
-            ds: Dataset = read_file(path, model.parse, need_label=False)
+            ds: Dataset = model._dataset(path)
             s = model.decision_function(ds)
             if not args.raw and model.loss == "logistic":
                 s = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))

@@ -83,7 +83,26 @@ class LinearModel:
         from ._readers import read_file
 
         paths = [data] if isinstance(data, str) else list(data)
-        return Dataset.concat([read_file(p, self.parse, need_label=False) for p in paths])
+        parts = [read_file(p, self.parse, need_label=False) for p in paths]
+        if self.parse.format == "csv":
+            for p, ds in zip(paths, parts):
+                self._check_columns(ds, p)
+        return Dataset.concat(parts)
+
+    def _check_columns(self, ds: Dataset, path: str) -> None:
+        """A CSV file (which may lack the label column) none of whose columns the model
+        knows is the wrong file (a VW file, another table): say so instead of predicting
+        the bias for every row."""
+        from ._hashing import CONSTANT_HASH
+
+        if not np.all(np.isnan(np.asarray(ds.labels))):
+            return  # it has the label column: a table of the model's kind
+        idx = np.asarray(ds.indices)
+        idx = idx[idx != (CONSTANT_HASH & self.parse.mask)]
+        if len(idx) and not np.any(self.dense()[idx]):
+            raise DataError(f"{path}: none of its columns are features of this model "
+                            f"(trained on CSV with label column {self.parse.label!r}); is "
+                            f"it the right file?")
 
     def decision_function(self, data: Dataset | Sequence[str] | str) -> np.ndarray:
         """Raw scores (the linear predictor) of every example."""
