@@ -316,3 +316,13 @@ def test_csv_model_on_a_foreign_file_is_an_error(tmp_path, capfd):
                 "--cache-dir", "", "--quiet")[0] == 0
     code, out, err = _cli(capfd, "predict", str(vw), "-i", model)
     assert code == 2 and "d.vw" in err and "right file" in err and not out
+
+
+def test_unusable_cache_dir_is_a_config_error(tmp_path, capfd):
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x\n-1 |a y\n")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = _cli(capfd, "train", str(data), "-f", str(tmp_path / "m"), "--quiet",
+                        "--cache-dir", str(blocker / "cache"))
+    assert code == 2 and "--cache-dir" in err and "Traceback" not in err

@@ -18,6 +18,7 @@ import tempfile
 
 import numpy as np
 
+from .._errors import ConfigError
 from ._dataset import Dataset, ParseOptions
 from ._readers import read_file
 
@@ -63,8 +64,12 @@ def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1
         except (OSError, ValueError, KeyError):
             pass  # unreadable entry: parse again and replace it
     ds = read_file(path, opts, shard=shard)
-    os.makedirs(root, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
+    try:
+        os.makedirs(root, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
+    except OSError as e:
+        raise ConfigError(f"--cache-dir {root}: cannot create the cache there ({e.strerror}); "
+                          f"give a writable directory, or --cache-dir '' for none") from None
     try:
         present = []
         for a in _ARRAYS:
@@ -78,6 +83,10 @@ def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1
             os.replace(tmp, entry)
         except OSError:  # another worker or run got there first: theirs is as good
             shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as e:  # disk full, quota
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ConfigError(f"--cache-dir {root}: cannot write the cache ({e.strerror}); "
+                          f"--cache-dir '' trains without one") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
