@@ -256,3 +256,14 @@ def test_init_twice_in_a_worker_returns_the_same_communicator() -> None:
     for rank, (same, total, (kind, msg)) in enumerate(run_workers(fn, 2)):
         assert same and total == 2.0
         assert kind == "ConfigError" and f"rank {rank}" in msg and "joins a job once" in msg
+
+
+def test_allreduce_out_must_be_an_array_or_tensor() -> None:
+    # Before: out=[0.0, 0.0] was copied into a temporary, so the result went nowhere and
+    # the unchanged list came back as if it held the sum.
+    with terascale.init() as comm:
+        for bad in ([0.0, 0.0], 0.0):
+            with pytest.raises(terascale.ConfigError, match="out= must be a numpy array"):
+                comm.allreduce(np.ones(2), out=bad)
+        dest = np.zeros(2)
+        assert comm.allreduce(np.ones(2), out=dest) is dest and dest.tolist() == [1.0, 1.0]

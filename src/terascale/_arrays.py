@@ -14,7 +14,8 @@ import numpy as np
 
 from ._errors import ConfigError
 
-__all__ = ["OPS", "Reducer", "as_array", "check_plain", "describe", "reducer", "restore"]
+__all__ = ["OPS", "Reducer", "as_array", "check_plain", "describe", "reducer", "restore",
+           "write_back"]
 
 OPS = ("sum", "prod", "min", "max")
 
@@ -89,6 +90,19 @@ def restore(result: np.ndarray, token: Any) -> Any:
     t = torch.from_numpy(result)
     _, dev = token
     return t if dev.type == "cpu" else t.to(dev)
+
+
+def write_back(dest: Any, token: Any, result: np.ndarray) -> None:
+    """Copy ``result`` into ``dest`` where :func:`as_array` gave a host copy (accelerator tensors).
+
+    Numpy arrays and CPU tensors are viewed in place, so there is nothing to do for them.
+    """
+    if token is None or token[1].type == "cpu":
+        return
+    import torch
+
+    with torch.no_grad():  # dest may be a parameter that requires grad
+        dest.copy_(torch.from_numpy(result))
 
 
 def describe(a: np.ndarray) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._arrays import OPS, as_array, check_plain, describe, reducer, restore
+from ._arrays import OPS, as_array, check_plain, describe, reducer, restore, write_back
 from ._async import Handle, Progress
 from ._errors import ConfigError
 from .collectives import (
@@ -172,7 +172,11 @@ class Communicator:
             raise ConfigError(f"algorithm={algorithm!r} is not known; use one of "
                               f"{', '.join(ALLREDUCE_ALGORITHMS)}")
         algo = choose_allreduce(a.nbytes, self.size, self.hosts) if algorithm == "auto" else algorithm
-        target = None if out is None else as_array(out)[0]
+        target, out_token = (None, None) if out is None else as_array(out)
+        if target is not None and out_token is None and not isinstance(out, np.ndarray):
+            # as_array copied it (a list, a scalar): the result would go nowhere
+            raise ConfigError(f"rank {self.rank}: allreduce out= must be a numpy array or a "
+                              f"torch tensor, not {type(out).__name__}")
         if target is not None and (target.shape != a.shape or target.dtype != a.dtype):
             raise ConfigError(f"out= has {describe(target)}, the input is {describe(a)}")
         if target is not None and not target.flags.writeable:
@@ -202,6 +206,7 @@ class Communicator:
                 return restore(work.reshape(a.shape), token)
             if not in_place:
                 np.copyto(target, work.reshape(a.shape))
+            write_back(out, out_token, target)
             return out
 
         return self._schedule("allreduce", f"{algo},{describe(a)},{op}", body, timeout,
@@ -225,6 +230,7 @@ class Communicator:
                 return restore(work.reshape(a.shape), token)
             if not direct:  # a strided or Fortran-order view: write the result through it
                 np.copyto(a, work.reshape(a.shape))
+            write_back(x, token, a)  # an accelerator tensor: a is its host copy
             return x
 
         return self._schedule("broadcast", f"{describe(a)},root={root}", body, timeout, False)
