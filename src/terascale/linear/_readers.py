@@ -262,8 +262,8 @@ def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int,
     if opts.label not in df.columns and not need_label:
         df[opts.label] = np.nan
     if opts.label not in df.columns:
-        cols = ", ".join(map(str, df.columns[:20])) + (", ..." if len(df.columns) > 20 else "")
-        raise ConfigError(f"--label: {source} has no column {opts.label!r} (columns: {cols})")
+        shown = ", ".join(map(str, df.columns[:20])) + (", ..." if len(df.columns) > 20 else "")
+        raise ConfigError(f"--label: {source} has no column {opts.label!r} (columns: {shown})")
     names = {str(c) for c in df.columns}
     for flag, wanted in (("--categorical", opts.categorical), ("--ignore", opts.ignore)):
         missing = [c for c in wanted if c not in names]
