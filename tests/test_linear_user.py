@@ -326,3 +326,16 @@ def test_unusable_cache_dir_is_a_config_error(tmp_path, capfd):
     code, _, err = _cli(capfd, "train", str(data), "-f", str(tmp_path / "m"), "--quiet",
                         "--cache-dir", str(blocker / "cache"))
     assert code == 2 and "--cache-dir" in err and "Traceback" not in err
+
+
+def test_evaluate_json_is_strict_json(tmp_path, capfd):
+    import json
+
+    data, pos = tmp_path / "d.vw", tmp_path / "pos.vw"
+    data.write_text("1 |a x\n-1 |a y\n")
+    pos.write_text("1 |a x\n1 |a y\n")  # one class: AUC is undefined
+    model = str(tmp_path / "m")
+    assert _cli(capfd, "train", str(data), "-f", model, "--quiet", "--cache-dir", "")[0] == 0
+    code, out, _ = _cli(capfd, "evaluate", str(pos), "-i", model, "--json")
+    m = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    assert code == 0 and m["auc"] is None and m["examples"] == 2

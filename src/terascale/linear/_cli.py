@@ -196,8 +196,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise DataError(f"{', '.join(args.data)}: no labelled examples to evaluate on "
                         f"(use predict for unlabelled data)")
     m["seconds"] = round(time.perf_counter() - t0, 3)
-    if args.json:
-        print(json.dumps(m))
+    if args.json:  # strict JSON: an undefined metric (AUC of one class) is null, not NaN
+        print(json.dumps({k: None if isinstance(v, float) and v != v else v
+                          for k, v in m.items()}))
     else:
         for k, v in m.items():
             print(f"{k:<10} {v:.6f}" if isinstance(v, float) else f"{k:<10} {v}")
