@@ -267,3 +267,20 @@ def test_allreduce_out_must_be_an_array_or_tensor() -> None:
                 comm.allreduce(np.ones(2), out=bad)
         dest = np.zeros(2)
         assert comm.allreduce(np.ones(2), out=dest) is dest and dest.tolist() == [1.0, 1.0]
+
+
+def test_launcher_stops_at_once_when_a_rank_leaves_before_joining(tmp_path: Path) -> None:
+    # Before: the others waited out the whole rendezvous deadline (60 s by default) for a
+    # rank that had already exited with status 0.
+    job = tmp_path / "early.py"
+    job.write_text(textwrap.dedent("""
+        import os, sys, numpy as np, terascale
+        if os.environ["TERASCALE_RANK"] == "1":
+            sys.exit(0)
+        with terascale.init() as comm:
+            comm.allreduce(np.ones(1))
+    """))
+    res = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "3", "--timeout", "50",
+                          sys.executable, str(job)], capture_output=True, text=True, timeout=40)
+    assert res.returncode == 1, res.stderr
+    assert "2 of 3 workers arrived; missing ranks [1]: rank 1 exited with status 0" in res.stderr

@@ -198,6 +198,20 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
                 break
             if done == len(procs):
                 break
+            with exit_lock:
+                early = sorted(e for e in exits if e[2] == 0)
+                running = set(range(len(procs))) - {e[1] for e in exits}
+            waiting = server.waiting
+            if early and waiting and running <= set(waiting) and not server.complete:
+                # Workers ended (successfully) without joining while all others wait for
+                # them: the job can never assemble; do not wait out the deadline.
+                missing = sorted(set(range(len(procs))) - set(waiting))
+                failed = early[0][1]
+                sys.stderr.write(f"terascale run: {len(waiting)} of {len(procs)} workers arrived; "
+                                 f"missing ranks {missing}: rank {failed} exited with status 0 "
+                                 "before joining the job\n")
+                status = 1
+                break
             if stop.is_set():
                 status = 130
                 break

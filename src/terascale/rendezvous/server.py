@@ -94,6 +94,12 @@ class RendezvousServer:
     def complete(self) -> bool:
         return self._table is not None
 
+    @property
+    def waiting(self) -> list[int]:
+        """The slots whose workers are waiting for the rest of the job (empty once complete)."""
+        with self._cond:
+            return [] if self._table is not None else sorted(self._workers)
+
     # -- serving ---------------------------------------------------------------------------
     def _serve(self) -> None:
         self._sock.settimeout(0.5)
