@@ -178,7 +178,8 @@ class Communicator:
             raise ConfigError(f"rank {self.rank}: allreduce out= must be a numpy array or a "
                               f"torch tensor, not {type(out).__name__}")
         if target is not None and (target.shape != a.shape or target.dtype != a.dtype):
-            raise ConfigError(f"out= has {describe(target)}, the input is {describe(a)}")
+            raise ConfigError(f"rank {self.rank}: allreduce out= has {describe(target)}, the "
+                              f"input is {describe(a)}")
         if target is not None and not target.flags.writeable:
             raise ConfigError(f"rank {self.rank}: allreduce out= is read-only")
         in_place = target is not None and target.flags.c_contiguous and target.flags.writeable
