@@ -339,3 +339,20 @@ def test_evaluate_json_is_strict_json(tmp_path, capfd):
     code, out, _ = _cli(capfd, "evaluate", str(pos), "-i", model, "--json")
     m = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     assert code == 0 and m["auc"] is None and m["examples"] == 2
+
+
+def test_csv_shards_do_not_cut_quoted_line_breaks(tmp_path):
+    from terascale.linear import read_file
+    from terascale.linear._dataset import ParseOptions
+
+    rows = ["label,a,note"] + [f'{i % 2},{i},"first line\nsecond, with ""quotes"""'
+                               if i % 3 else f"{i % 2},{i},plain" for i in range(60)]
+    p = tmp_path / "q.csv"
+    p.write_text("\n".join(rows) + "\n")
+    opts = ParseOptions(format="csv")
+    whole = read_file(str(p), opts)
+    assert len(whole) == 60
+    for n in (2, 3, 4, 7):
+        parts = [read_file(str(p), opts, shard=(k, n)) for k in range(n)]
+        assert sum(len(d) for d in parts) == 60
+        assert np.array_equal(np.concatenate([d.values for d in parts]), whole.values)

@@ -71,6 +71,28 @@ def _byte_range(buf: np.ndarray, k: int, n: int) -> tuple[int, int]:
     return cut(size * k // n), cut(size * (k + 1) // n)
 
 
+def _csv_byte_range(buf: np.ndarray, k: int, n: int) -> tuple[int, int]:
+    """As :func:`_byte_range`, but cut only at line breaks outside quoted fields (a quoted
+    CSV field may hold line breaks: an even number of ``"`` before a break, doubled ``""``
+    escapes included, means it ends a record)."""
+    size = len(buf)
+    if n == 1:
+        return 0, size
+    nl = np.flatnonzero(buf == 10)
+    quotes = np.flatnonzero(buf == 34)
+    ends = nl[np.searchsorted(quotes, nl) % 2 == 0]  # record ends
+
+    def cut(i: int) -> int:
+        if i <= 0:
+            return 0
+        if i >= size:
+            return size
+        j = int(np.searchsorted(ends, i - 1))
+        return size if j == len(ends) else int(ends[j]) + 1
+
+    return cut(size * k // n), cut(size * (k + 1) // n)
+
+
 @numba.njit(cache=True, nogil=True)
 def _parse_libsvm(buf: np.ndarray, mask: int, constant: bool, skip_bad: bool):  # noqa: ANN201
     n = len(buf)
@@ -334,7 +356,7 @@ def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
         hend = int(nl[0]) + 1 if len(nl) else len(buf)
         header = bytes(buf[:hend])
         body = buf[hend:]
-        s, e = _byte_range(body, k, n)
+        s, e = _csv_byte_range(body, k, n)
         first = 2 + int(np.count_nonzero(body[:s] == 10))
         return _parse_csv(header + bytes(body[s:e]), opts, source=path, first_line=first - 1,
                           need_label=need_label)
