@@ -228,7 +228,7 @@ def test_unusable_timeouts_are_config_errors(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(terascale.ConfigError, match="finite"):
         terascale.init(timeout=float("inf"))
     with terascale.init() as comm:
-        for bad in (0, -1.0, float("nan"), float("inf")):
+        for bad in (0, -1.0, float("nan"), float("inf"), "x", [1.0]):
             with pytest.raises(terascale.ConfigError, match="rank 0: allreduce timeout="):
                 comm.allreduce(np.ones(2), timeout=bad)
         assert comm.allreduce(np.ones(2), timeout=0.001).tolist() == [1.0, 1.0]
@@ -284,3 +284,22 @@ def test_launcher_stops_at_once_when_a_rank_leaves_before_joining(tmp_path: Path
                           sys.executable, str(job)], capture_output=True, text=True, timeout=40)
     assert res.returncode == 1, res.stderr
     assert "2 of 3 workers arrived; missing ranks [1]: rank 1 exited with status 0" in res.stderr
+
+
+def test_launcher_exit_status_follows_the_signal_that_stopped_it(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    job = tmp_path / "sleeper.py"
+    job.write_text("import time, terascale\nterascale.init()\nprint('up', flush=True)\n"
+                   "time.sleep(120)\n")
+    for sig, status in ((signal.SIGTERM, 143), (signal.SIGINT, 130)):
+        p = subprocess.Popen([sys.executable, "-m", "terascale", "run", "-n", "2", sys.executable,
+                              str(job)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert p.stdout is not None
+        p.stdout.readline()  # a worker is up: the launcher's handlers are installed
+        time.sleep(0.2)
+        p.send_signal(sig)
+        assert p.wait(timeout=60) == status
+        p.stdout.close()
+        p.stderr.close()  # type: ignore[union-attr]

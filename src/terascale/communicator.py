@@ -102,7 +102,10 @@ class Communicator:
                          timeout: float | None, asynchronous: bool) -> Any:
         if self._closed:
             raise ConfigError(f"rank {self.rank}: {name} on a closed communicator")
-        limit = self.timeout if timeout is None else float(timeout)
+        try:
+            limit = self.timeout if timeout is None else float(timeout)
+        except (TypeError, ValueError):
+            limit = math.nan  # reported below, like any other unusable timeout
         if not (limit > 0 and math.isfinite(limit)):
             raise ConfigError(f"rank {self.rank}: {name} timeout={timeout!r} must be positive "
                               "and finite (seconds)")

@@ -213,7 +213,7 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
                 status = 1
                 break
             if stop.is_set():
-                status = 130
+                status = 130  # replaced by 128 + the signal's number in launch()
                 break
             time.sleep(0.01)
     finally:
@@ -249,9 +249,11 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
     if opts.host_ids is not None and (not opts.host_ids or not all(opts.host_ids)):
         raise ConfigError(f"--hosts has an empty host name: {','.join(opts.host_ids)!r}")
     stop = threading.Event()
+    signalled: list[int] = []
     previous = {}
 
     def on_signal(signum: int, _frame: object) -> None:
+        signalled.append(signum)
         stop.set()
 
     if threading.current_thread() is threading.main_thread():
@@ -263,7 +265,9 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
     try:
         for attempt in range(opts.max_restarts + 1):
             status, failed, tail = _run_group(cmd, opts, attempt, secret, stop)
-            if status == 0 or stop.is_set():
+            if stop.is_set():  # interrupted: 130 for Ctrl-C, 143 for SIGTERM, as shells do
+                return 128 + (signalled[0] if signalled else signal.SIGINT)
+            if status == 0:
                 return status
             sys.stderr.write(f"\nterascale run: rank {failed} failed first (exit status {status}); "
                              f"the other workers were stopped. Its last output:\n")
