@@ -94,6 +94,16 @@ def _csv_byte_range(buf: np.ndarray, k: int, n: int) -> tuple[int, int]:
 
 
 @numba.njit(cache=True, nogil=True)
+def _grown(indices: np.ndarray, values: np.ndarray, nnz: int) -> tuple[np.ndarray, np.ndarray]:
+    """Twice the capacity, the first ``nnz`` entries kept (CSR buffers fill as we parse)."""
+    ni = np.empty(2 * len(indices), np.uint32)
+    ni[:nnz] = indices[:nnz]
+    nv = np.empty(2 * len(values), np.float32)
+    nv[:nnz] = values[:nnz]
+    return ni, nv
+
+
+@numba.njit(cache=True, nogil=True)
 def _parse_libsvm(buf: np.ndarray, mask: int, constant: bool, skip_bad: bool):  # noqa: ANN201
     n = len(buf)
     cap = n // 3 + 16
@@ -164,12 +174,7 @@ def _parse_libsvm(buf: np.ndarray, mask: int, constant: bool, skip_bad: bool):  
             if v == 0.0:
                 continue
             if nnz + 2 > len(indices):
-                ni = np.empty(2 * len(indices), np.uint32)
-                ni[:nnz] = indices[:nnz]
-                indices = ni
-                nv = np.empty(2 * len(values), np.float32)
-                nv[:nnz] = values[:nnz]
-                values = nv
+                indices, values = _grown(indices, values, nnz)
             indices[nnz] = idx & mask
             values[nnz] = v
             nnz += 1
@@ -181,12 +186,7 @@ def _parse_libsvm(buf: np.ndarray, mask: int, constant: bool, skip_bad: bool):  
             return indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], skipped, err, line
         if constant:
             if nnz + 1 > len(indices):
-                ni = np.empty(2 * len(indices), np.uint32)
-                ni[:nnz] = indices[:nnz]
-                indices = ni
-                nv = np.empty(2 * len(values), np.float32)
-                nv[:nnz] = values[:nnz]
-                values = nv
+                indices, values = _grown(indices, values, nnz)
             indices[nnz] = CONSTANT_HASH & mask
             values[nnz] = 1.0
             nnz += 1
