@@ -14,27 +14,17 @@ import torch
 from .._errors import ConfigError
 from ..communicator import Communicator
 from ._comm import resolve
+from ._flat import by_dtype, unflatten_into
 
 __all__ = ["ModelAverager", "average_buffers", "average_tensors"]
 
 
 def average_tensors(tensors: list[torch.Tensor], comm: Communicator) -> None:
     """Replace every tensor by its average over workers (one allreduce per dtype)."""
-    groups: dict[torch.dtype, list[torch.Tensor]] = {}
-    for t in tensors:
-        if t.is_floating_point():
-            groups.setdefault(t.dtype, []).append(t)
-    for dtype in sorted(groups, key=str):
-        ts = groups[dtype]
+    for ts in by_dtype(t for t in tensors if t.is_floating_point()):
         flat = torch.cat([t.detach().reshape(-1) for t in ts])
         total = comm.allreduce(flat)
-        total = total / comm.size
-        off = 0
-        with torch.no_grad():
-            for t in ts:
-                n = t.numel()
-                t.copy_(total[off:off + n].view_as(t))
-                off += n
+        unflatten_into(ts, total / comm.size)
 
 
 def average_buffers(model: torch.nn.Module, *, comm: Communicator | None = None) -> None:

@@ -15,16 +15,14 @@ import torch
 
 from ..communicator import Communicator
 from ._comm import resolve
+from ._flat import by_dtype, unflatten_into
 
 __all__ = ["broadcast_buffers", "broadcast_optimizer_state", "broadcast_parameters"]
 
 
 def _broadcast_tensors(tensors: list[torch.Tensor], root: int, comm: Communicator) -> None:
-    groups: dict[torch.dtype, list[torch.Tensor]] = {}
-    for t in tensors:
-        groups.setdefault(t.dtype, []).append(t)
-    for dtype in sorted(groups, key=str):  # the same order on every worker
-        ts = groups[dtype]
+    for ts in by_dtype(tensors):  # the same order on every worker
+        dtype = ts[0].dtype
         if dtype == torch.bfloat16:
             flat = torch.cat([t.detach().reshape(-1).cpu().view(torch.int16) for t in ts])
         else:
@@ -32,12 +30,7 @@ def _broadcast_tensors(tensors: list[torch.Tensor], root: int, comm: Communicato
         comm.broadcast(flat.numpy(), root=root)
         if dtype == torch.bfloat16:
             flat = flat.view(torch.bfloat16)
-        off = 0
-        with torch.no_grad():
-            for t in ts:
-                n = t.numel()
-                t.copy_(flat[off:off + n].view_as(t))
-                off += n
+        unflatten_into(ts, flat)
 
 
 def broadcast_parameters(model: torch.nn.Module | Iterable[torch.Tensor], root: int = 0, *,

@@ -24,6 +24,7 @@ import torch
 from .._errors import ConfigError, PeerLost
 from ..communicator import Communicator
 from ._comm import resolve
+from ._flat import unflatten_into
 
 __all__ = ["ParameterServer"]
 
@@ -145,13 +146,7 @@ class ParameterServer:
         return torch.cat([p.detach().reshape(-1).cpu().float() for p in self.params])
 
     def _load(self, flat: np.ndarray) -> None:
-        t = torch.from_numpy(np.array(flat, np.float32, copy=True))
-        off = 0
-        with torch.no_grad():
-            for p in self.params:
-                n = p.numel()
-                p.copy_(t[off:off + n].view_as(p))
-                off += n
+        unflatten_into(self.params, torch.from_numpy(np.array(flat, np.float32, copy=True)))
 
     def step(self) -> None:
         """Push this worker's gradient, pull the server's parameters into the model."""
