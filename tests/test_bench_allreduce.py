@@ -22,7 +22,8 @@ from terascale.sim.calibrate import calibrate, format_calibration
 def test_sizes_and_iterations() -> None:
     assert parse_size("4K") == 4096
     assert parse_size("64KiB") == 65536
-    assert parse_size("256MB") == 256 << 20
+    assert parse_size("256MB") == 256_000_000  # SI: terascale._units
+    assert parse_size("256MiB") == 256 << 20
     assert parse_size("1024") == 1024
     for bad in ("3", "ten", "0"):
         with pytest.raises(Exception, match="--sizes"):

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ._units import format_size
+
 if TYPE_CHECKING:
     from .communicator import Communicator
     from .linear import Dataset
@@ -97,10 +99,6 @@ def _linear(comm: Communicator, ds: Dataset, t0: float, t_parse: float, test: st
               f"workers; {i['features']:,} distinct hashed features of 2^24\n", flush=True)
 
 
-def _fmt_bytes(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
-
-
 def worker() -> None:
     import terascale
 
@@ -131,7 +129,7 @@ def worker() -> None:
             print(f"terascale demo: allreduce of float32 arrays over {comm.size} local workers\n")
             print(f"{'size':>8}  {'algorithm':<16} {'median':>10}  {'busbw':>10}  result")
             for nbytes, algo, t, busbw, good in rows:
-                print(f"{_fmt_bytes(nbytes):>8}  {algo:<16} {t * 1e3:8.3f} ms  {busbw:6.2f} GB/s  "
+                print(f"{format_size(nbytes):>8}  {algo:<16} {t * 1e3:8.3f} ms  {busbw:6.2f} GB/s  "
                       f"{'correct, bitwise identical on all ranks' if good else 'WRONG'}")
             if not all(r[4] for r in rows):
                 raise SystemExit(1)

@@ -17,11 +17,11 @@ def _pyplot() -> Any:
 
 
 def _size_ticks(ax: Any, sizes: list[int]) -> None:
-    from .allreduce import human_size
+    from .._units import format_size
 
     ax.set_xscale("log", base=2)
     ax.set_xticks(sizes)
-    ax.set_xticklabels([human_size(s).replace(" ", "") for s in sizes], rotation=45)
+    ax.set_xticklabels([format_size(s).replace(" ", "") for s in sizes], rotation=45)
     ax.minorticks_off()
 
 

@@ -32,44 +32,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _units
+from .._errors import ConfigError
+from .._units import format_size, format_time
+
 __all__ = ["BenchOptions", "add_bench_parser", "crossover", "format_table", "format_targets",
            "parse_size", "run_bench"]
 
 DEFAULT_SIZES = tuple(4 << (10 + 2 * k) for k in range(9))  # 4 KiB, 16 KiB, ..., 256 MiB
 QUICK_SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
 PEERS = ("gloo", "mpi")
-_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
 def parse_size(text: str) -> int:
-    """``4K``, ``64KiB``, ``1M``, ``256MB``, ``4096`` -> bytes (binary units, as nccl-tests)."""
-    from .._errors import ConfigError
+    """One ``--sizes`` entry -> bytes: ``4K`` / ``64KiB`` (binary), ``100MB`` (SI), ``4096``.
 
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    mult = _UNITS.get(t[-1:], 1)
-    digits = t[:-1] if t[-1:] in _UNITS else t
-    try:
-        value = int(float(digits) * mult)
-    except ValueError:
-        raise ConfigError(f"--sizes: cannot read {text!r} as a size (use e.g. 4K,1M,64M)") from None
+    The spelling is :mod:`terascale._units`'s; a size here must also be a positive multiple
+    of 4 bytes (the benchmark reduces float32).
+    """
+    value = _units.parse_size(text, flag="--sizes")
     if value < 4 or value % 4:
         raise ConfigError(f"--sizes: {text!r} must be a positive multiple of 4 bytes (float32)")
     return value
-
-
-def human_size(nbytes: float) -> str:
-    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << k:
-            return f"{nbytes / (1 << k):g} {unit}"
-    return f"{nbytes:g} B"
-
-
-def human_time(s: float) -> str:
-    if s < 1e-3:
-        return f"{s * 1e6:.1f} us"
-    if s < 1.0:
-        return f"{s * 1e3:.2f} ms"
-    return f"{s:.2f} s"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,8 +161,6 @@ def _count_lines(path: str) -> int:
 
 def run_bench(opts: BenchOptions) -> dict[str, Any]:
     """Run every system; return ``{"n", "sizes", "limits", "results": [row, ...]}``."""
-    from .._errors import ConfigError
-
     if opts.nprocs < 2:
         raise ConfigError(f"-n must be at least 2 for an allreduce benchmark, got {opts.nprocs}")
     unknown = set(opts.peers) - set(PEERS)
@@ -261,7 +243,7 @@ def format_table(report: dict[str, Any]) -> str:
             r = by.get((system, size))
             if r is None:
                 continue
-            cells = [human_size(size), system, human_time(r["median_s"]),
+            cells = [format_size(size), system, format_time(r["median_s"]),
                      f"{r['algbw'] / 1e9:.3f}", f"{r['busbw'] / 1e9:.3f}"]
             for p in peers:
                 peer = by.get((p, size))
@@ -289,7 +271,7 @@ def format_targets(report: dict[str, Any]) -> str:
         gloo, mpi = by.get(("gloo", size)), by.get(("mpi-shm", size))
         tcp = [by[(t, size)] for t in _TCP if (t, size) in by]
         best = max(tcp, key=lambda r: r["busbw"]) if tcp else None
-        cells = [human_size(size), f"{auto['busbw'] / 1e9:.3f}",
+        cells = [format_size(size), f"{auto['busbw'] / 1e9:.3f}",
                  f"{auto['busbw'] / gloo['busbw']:.2f}" if gloo else "",
                  f"{auto['busbw'] / mpi['busbw']:.2f}" if mpi else "",
                  f"{best['system'][5:]} {best['busbw'] / 1e9:.3f}" if best else "",
@@ -375,7 +357,7 @@ def _main(args: argparse.Namespace) -> int:
         cut = crossover(report)
         report["tree_ring_crossover"] = cut
         print(f"tree vs ring: the tree is as fast or faster up to "
-              f"{human_size(cut) if cut else 'no measured size'} (n={opts.nprocs})")
+              f"{format_size(cut) if cut else 'no measured size'} (n={opts.nprocs})")
     for f in report["failures"]:
         print(f"terascale bench: {f} failed; its rows are missing", file=sys.stderr)
     if args.calibrate is not None:

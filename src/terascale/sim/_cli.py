@@ -9,46 +9,8 @@
 from __future__ import annotations
 
 import argparse
-import re
 
-__all__ = ["add_parser", "parse_bytes", "parse_rate", "parse_seconds"]
-
-_BYTES = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1 << 10, "mib": 1 << 20,
-          "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-_RATE = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12, "b/s": 8, "mb/s": 8e6,
-         "gb/s": 8e9}
-
-
-def _split(text: str) -> tuple[float, str]:
-    m = re.fullmatch(r"\s*([0-9.]+(?:e[-+]?\d+)?)\s*([a-zA-Z/]*)\s*", text)
-    if m is None:
-        raise ValueError(text)
-    return float(m.group(1)), m.group(2).lower()
-
-
-def _parse(text: str, units: dict[str, float], flag: str, example: str) -> float:
-    from .._errors import ConfigError
-
-    try:
-        value, unit = _split(text)
-        return value * units[unit]
-    except (ValueError, KeyError):
-        raise ConfigError(f"{flag}: cannot read {text!r} (e.g. {example})") from None
-
-
-def parse_bytes(text: str) -> float:
-    """``64MB`` (decimal), ``64MiB`` / ``64M`` (binary), ``1e6`` -> bytes."""
-    return _parse(text, _BYTES, "--bytes", "64MB, 64MiB, 100MB")
-
-
-def parse_rate(text: str) -> float:
-    """``10Gbit``, ``1Gbit``, ``100Mbit``, ``1.25GB/s`` -> bits per second."""
-    return _parse(text, _RATE, "--link", "10Gbit, 1Gbit, 1.25GB/s")
-
-
-def parse_seconds(text: str, flag: str = "--latency") -> float:
-    return _parse(text, {"s": 1, "": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}, flag, "25us, 1ms")
-
+__all__ = ["add_parser"]
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(

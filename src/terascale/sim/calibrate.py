@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import ConfigError
+from .._units import parse_size
 from .model import CostParams, halving_doubling_time, ring_time, shm_time, tree_time
 
 __all__ = ["cache_size", "calibrate", "format_calibration", "model_time"]
@@ -69,9 +71,8 @@ def cache_size() -> float | None:
                     continue
             with open(os.path.join(path, "size")) as f:
                 text = f.read().strip().upper()
-            mult = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-            return float(int(text.rstrip("KM")) * mult)
-    except (OSError, ValueError):
+            return float(parse_size(text))  # sysfs writes "2048K": binary, as _units reads it
+    except (OSError, ConfigError):
         return None
     return None
 
@@ -145,7 +146,7 @@ def calibrate(report: dict[str, Any], *more: dict[str, Any],
 
 def format_calibration(cal: dict[str, Any]) -> str:
     """The fitted parameters and a Markdown table of predicted vs measured."""
-    from ..bench.allreduce import human_size, human_time
+    from .._units import format_size, format_time
 
     pr = cal["params"]
     lines = [
@@ -164,7 +165,7 @@ def format_calibration(cal: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for p in cal["points"]:
-        lines.append(f"| {p['algorithm']} | {p['n']} | {human_size(p['bytes'])} | "
-                     f"{human_time(p['measured_s'])} | {human_time(p['predicted_s'])} | "
+        lines.append(f"| {p['algorithm']} | {p['n']} | {format_size(p['bytes'])} | "
+                     f"{format_time(p['measured_s'])} | {format_time(p['predicted_s'])} | "
                      f"{p['error'] * 100:+.0f}% |")
     return "\n".join(lines)

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import ConfigError
+from .._units import format_time, parse_rate, parse_size, parse_time
 from .model import CostParams, predict
 from .simulator import simulate, straggler_delays
 
@@ -30,21 +32,16 @@ def _sim(algo: str, m: float, nodes: int, c: CostParams, q: int, **kw: Any) -> f
 
 
 def _fmt(s: float) -> str:
-    if s == float("inf"):
-        return "never"
-    return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.3f} s"
+    return format_time(s, digits=3)
 
 
 def run_simulate(args: argparse.Namespace) -> dict[str, Any]:
-    from .._errors import ConfigError
-    from ._cli import parse_bytes, parse_rate, parse_seconds
-
     if args.nodes < 1 or args.workers_per_host < 1:
         raise ConfigError("--nodes and --workers-per-host must be at least 1")
-    m = parse_bytes(args.bytes)
-    link = parse_rate(args.link)
-    c = CostParams(alpha=parse_seconds(args.latency), beta=8.0 / link,
-                   gamma=8.0 / parse_rate(args.reduce_rate))
+    m = parse_size(args.bytes, flag="--bytes")
+    link = parse_rate(args.link, flag="--link")
+    c = CostParams(alpha=parse_time(args.latency, flag="--latency"), beta=8.0 / link,
+                   gamma=8.0 / parse_rate(args.reduce_rate, flag="--reduce-rate"))
     nodes, q = args.nodes, args.workers_per_host
     p = nodes * q
     rng = np.random.default_rng(args.seed)
@@ -56,7 +53,7 @@ def run_simulate(args: argparse.Namespace) -> dict[str, Any]:
     if args.fail:
         rank, _, when = args.fail.partition("@")
         try:
-            fail = (int(rank), parse_seconds(when or "0", "--fail"))
+            fail = (int(rank), parse_time(when or "0", flag="--fail"))
         except ValueError:
             raise ConfigError(f"--fail: cannot read {args.fail!r} (e.g. 17@10ms)") from None
         if not 0 <= fail[0] < p:
@@ -99,7 +96,7 @@ def run_simulate(args: argparse.Namespace) -> dict[str, Any]:
     if args.plot:
         from ._plot import plot_scaling
 
-        compute = parse_seconds(args.compute, "--compute")
+        compute = parse_time(args.compute, flag="--compute")
         plot_scaling(sweep(m, nodes, q, c, args.stragglers, args.seed), compute, args.plot,
                      f"{m / 1e6:g} MB, {link / 1e9:g} Gbit/s, {q} worker(s)/host, "
                      f"stragglers {args.stragglers}")

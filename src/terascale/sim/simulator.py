@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._errors import ConfigError
+from .._units import parse_time
 from .model import TREE_CHUNK, CostParams
 
 __all__ = ["SimResult", "simulate", "straggler_delays"]
@@ -304,7 +306,7 @@ def straggler_delays(spec: str, p: int, rng: np.random.Generator) -> np.ndarray:
     parts = spec.split(":")
     kind = parts[0]
     try:
-        vals = [_seconds(v) if i != 0 or kind != "frac" else float(v)
+        vals = [parse_time(v, flag="straggler spec") if i != 0 or kind != "frac" else float(v)
                 for i, v in enumerate(parts[1:])]
         if kind == "none":
             return np.zeros(p)
@@ -321,15 +323,7 @@ def straggler_delays(spec: str, p: int, rng: np.random.Generator) -> np.ndarray:
             late = rng.random(p) < vals[0]
             d[late] = vals[1]
             return d
-    except (IndexError, ValueError):
+    except (IndexError, ValueError, ConfigError):
         pass
     raise ValueError(f"cannot read straggler spec {spec!r}: use none, exp:MEAN, "
                      "lognormal:MEDIAN:SIGMA, one:DELAY or frac:F:DELAY")
-
-
-def _seconds(text: str) -> float:
-    t = text.strip().lower()
-    for suffix, mult in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):
-        if t.endswith(suffix):
-            return float(t[: -len(suffix)]) * mult
-    return float(t)
