@@ -14,15 +14,15 @@ from __future__ import annotations
 import os
 import tempfile
 
+import terascale
 import terascale.linear as tl
-from terascale._init import read_env
 from terascale.linear._flights import write_flights
 
 
 def main() -> None:
     train_file, test_file = write_flights(os.path.join(tempfile.gettempdir(), "terascale-demo"))
     model = tl.train([train_file], bits=24, passes=1, bfgs=20, progress=True)
-    env = read_env()
+    env = terascale.read_env()
     if env is None or env.rank == 0:
         print(model, model.evaluate(test_file))
         path = os.path.join(tempfile.gettempdir(), "flights.model")

@@ -10,8 +10,7 @@ import textwrap
 
 import pytest
 
-from terascale import ConfigError, RendezvousError
-from terascale._init import read_env
+from terascale import ConfigError, JobEnv, RendezvousError, read_env
 
 WORKER = textwrap.dedent("""
     import numpy as np, terascale
@@ -109,3 +108,23 @@ def test_rendezvous_port_in_use_is_reported() -> None:
     busy.close()
     assert res.returncode != 0
     assert f"cannot listen on 0.0.0.0:{port}" in res.stderr
+
+
+def test_to_environ_is_what_read_env_reads() -> None:
+    job = JobEnv("terascale run", 2, 5, ("127.0.0.1", 4321), b"0123abcd", job="j7",
+                 timeout=12.5, restart=1, host_id="hostB", timeline="/tmp/t.json")
+    env = job.to_environ()
+    assert all(k.startswith("TERASCALE_") for k in env)
+    assert read_env(env) == job
+    minimal = JobEnv("terascale run", 0, 1, None, b"s")
+    assert read_env(minimal.to_environ()) == minimal
+    with pytest.raises(ConfigError, match="TERASCALE_SECRET"):
+        JobEnv("terascale run", 0, 1, None, b"\xff").to_environ()
+
+
+def test_bad_optional_variables_name_the_variable() -> None:
+    base = JobEnv("terascale run", 0, 2, ("h", 1), b"s").to_environ()
+    with pytest.raises(ConfigError, match="TERASCALE_RESTART"):
+        read_env({**base, "TERASCALE_RESTART": "first"})
+    with pytest.raises(ConfigError, match="TERASCALE_TIMEOUT"):
+        read_env({**base, "TERASCALE_TIMEOUT": "-1"})

@@ -8,6 +8,7 @@
 
 from ._async import Handle
 from ._checkpoint import Checkpoint
+from ._env import JobEnv, read_env
 from ._errors import (
     AuthError,
     CollectiveError,
@@ -34,6 +35,7 @@ __all__ = [
     "ConfigError",
     "DataError",
     "Handle",
+    "JobEnv",
     "PeerLost",
     "PeerTimeout",
     "RendezvousError",
@@ -41,4 +43,5 @@ __all__ = [
     "TerascaleError",
     "__version__",
     "init",
+    "read_env",
 ]

@@ -19,7 +19,6 @@ Outside ``terascale run``, rank 0 serves the rendezvous itself.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import os
@@ -27,9 +26,9 @@ import socket
 import sys
 import time
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
+from ._env import JobEnv, read_env, read_timeout
 from ._errors import CollectiveError, ConfigError, PeerLost, SlotTaken
 from ._timeline import attach as attach_timeline
 from .communicator import Communicator
@@ -44,82 +43,6 @@ DEFAULT_TIMEOUT = 60.0
 # The jobs this process joined: a slot is held for the whole job, so a second init() for the
 # same job returns the open communicator instead of being turned away as a duplicate copy.
 _JOINED: dict[tuple[Any, ...], tuple[int, weakref.ref[Communicator]]] = {}
-
-_LAUNCHERS = [  # (name, rank variable, size variable)
-    ("terascale run", "TERASCALE_RANK", "TERASCALE_SIZE"),
-    ("torchrun", "RANK", "WORLD_SIZE"),
-    ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-    ("MPICH", "PMI_RANK", "PMI_SIZE"),
-    ("Slurm", "SLURM_PROCID", "SLURM_NTASKS"),
-]
-
-
-@dataclass(frozen=True)
-class JobEnv:
-    """Where this process stands in its job, as read from the environment."""
-
-    launcher: str
-    rank: int
-    size: int
-    rendezvous: tuple[str, int] | None
-    secret: bytes
-    serve: bool  # this process starts the rendezvous server (rank 0 outside our launcher)
-
-
-def _int_var(env: dict[str, str], name: str) -> int:
-    try:
-        return int(env[name])
-    except ValueError:
-        raise ConfigError(f"environment variable {name}={env[name]!r} is not an integer") from None
-
-
-def _address(text: str, what: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{what}={text!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
-
-
-def read_env(env: dict[str, str] | None = None, *, rendezvous: str | None = None,
-             secret: str | bytes | None = None) -> JobEnv | None:
-    """The job this process belongs to, or None when no launcher started it."""
-    env = dict(os.environ if env is None else env)
-    for name, rank_var, size_var in _LAUNCHERS:  # noqa: B007 (name is used after the loop)
-        if rank_var in env and size_var in env:
-            break
-    else:
-        if rendezvous is None:
-            return None
-        raise ConfigError("rendezvous= was given but no rank and size were found in the "
-                          "environment; set TERASCALE_RANK and TERASCALE_SIZE")
-    rank, size = _int_var(env, rank_var), _int_var(env, size_var)
-    if size < 1 or not 0 <= rank < size:
-        raise ConfigError(f"{rank_var}={rank} and {size_var}={size} do not describe a rank of a job")
-    if rendezvous is not None:
-        addr = _address(rendezvous, "rendezvous")
-    elif "TERASCALE_RENDEZVOUS" in env:
-        addr = _address(env["TERASCALE_RENDEZVOUS"], "TERASCALE_RENDEZVOUS")
-    elif "MASTER_ADDR" in env and "MASTER_PORT" in env:
-        host, port = _address(f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}", "MASTER_ADDR:MASTER_PORT")
-        addr = (host, port + 1)
-    elif size == 1:
-        addr = None
-    else:
-        raise ConfigError(f"started by {name} as rank {rank} of {size}, but no rendezvous address "
-                          "is set: pass init(rendezvous='HOST:PORT') or set TERASCALE_RENDEZVOUS "
-                          "(or MASTER_ADDR and MASTER_PORT)")
-    if secret is None:
-        secret = env.get("TERASCALE_SECRET")
-    if secret is None:
-        # No launcher-made secret: derive one every rank can compute. It keeps strangers from
-        # other jobs out, not attackers; set TERASCALE_SECRET for real authentication.
-        basis = f"terascale|{env.get('TORCHELASTIC_RUN_ID', '')}|{addr}|{size}"
-        secret_bytes = hashlib.sha256(basis.encode()).digest()
-    else:
-        secret_bytes = secret.encode() if isinstance(secret, str) else secret
-    serve = name != "terascale run" and rank == 0 and addr is not None
-    return JobEnv(name, rank, size, addr, secret_bytes, serve)
-
 
 def init(*, timeout: float | None = None, rendezvous: str | None = None,
          secret: str | bytes | None = None, host_id: str | None = None,
@@ -139,11 +62,7 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     it cannot join again: ConfigError).
     """
     if timeout is None:
-        raw = os.environ.get("TERASCALE_TIMEOUT", str(DEFAULT_TIMEOUT))
-        try:
-            timeout = float(raw)
-        except ValueError:
-            raise ConfigError(f"TERASCALE_TIMEOUT={raw!r} is not a number of seconds") from None
+        timeout = read_timeout(default=DEFAULT_TIMEOUT)
     if not (timeout > 0 and math.isfinite(timeout)):  # nan and inf would break every deadline
         raise ConfigError(f"timeout={timeout} must be positive and finite (seconds)")
     job = read_env(rendezvous=rendezvous, secret=secret)

@@ -23,6 +23,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._env import JobEnv
 from .launch import remove_job_segments
 from .rendezvous import RendezvousServer
 
@@ -70,14 +71,11 @@ def run_workers(fn: Callable[..., Any], n: int, *, args: Sequence[Any] = (),
     server = RendezvousServer(n, secret.encode())
     results = ctx.Queue()
     procs = []
-    base = {"TERASCALE_SIZE": str(n), "TERASCALE_SECRET": secret,
-            "TERASCALE_RENDEZVOUS": f"{server.address[0]}:{server.address[1]}",
-            "TERASCALE_JOB": server.job, **(env or {})}
     init_kwargs = {} if collective_timeout is None else {"timeout": collective_timeout}
     for rank in range(n):
-        e = dict(base, TERASCALE_RANK=str(rank))
-        if host_ids:
-            e["TERASCALE_HOST_ID"] = host_ids[rank % len(host_ids)]
+        job = JobEnv("terascale.testing", rank, n, server.address, secret.encode(),
+                     job=server.job, host_id=host_ids[rank % len(host_ids)] if host_ids else None)
+        e = {**(env or {}), **job.to_environ()}
         p = ctx.Process(target=_child, args=(fn, tuple(args), e, results, init_kwargs),
                         daemon=True)
         p.start()

@@ -7,13 +7,11 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .._env import ENV_KEYS, JobEnv, parse_address
 from .._errors import ConfigError
 from ..launch import remove_job_segments
 
 __all__ = ["check_workers", "job_env", "new_run_id", "remove_stale_segments"]
-
-_ENV_KEYS = ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS", "TERASCALE_SECRET",
-             "TERASCALE_JOB", "TERASCALE_TIMEOUT", "TERASCALE_RESTART")
 
 
 def new_run_id() -> str:
@@ -36,12 +34,10 @@ def job_env(*, rank: int, size: int, rendezvous: str, secret: str, job: str, tim
     Engines reuse their Python worker processes for later tasks (Spark's
     ``spark.python.worker.reuse``, Ray's worker pool), so the previous values are put back.
     """
-    saved = {k: os.environ.get(k) for k in _ENV_KEYS}
-    os.environ.update({"TERASCALE_RANK": str(rank), "TERASCALE_SIZE": str(size),
-                       "TERASCALE_RENDEZVOUS": rendezvous, "TERASCALE_SECRET": secret,
-                       "TERASCALE_JOB": job, "TERASCALE_TIMEOUT": repr(float(timeout))})
-    if restart is not None:
-        os.environ["TERASCALE_RESTART"] = str(restart)
+    addr = parse_address(rendezvous, "rendezvous")
+    saved = {k: os.environ.get(k) for k in ENV_KEYS}
+    os.environ.update(JobEnv("engine", rank, size, addr, secret.encode(), job=job,
+                             timeout=timeout, restart=restart).to_environ())
     try:
         yield
     finally:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
+from .._env import JobEnv
 from .._errors import ConfigError
 from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
@@ -147,16 +148,12 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
         for rank in range(opts.nprocs):
             env = dict(os.environ)
             env.update(opts.env)
-            env.update({
-                "TERASCALE_RANK": str(rank), "TERASCALE_SIZE": str(opts.nprocs),
-                "TERASCALE_RENDEZVOUS": f"{host}:{port}", "TERASCALE_SECRET": secret,
-                "TERASCALE_JOB": job, "TERASCALE_TIMEOUT": str(opts.timeout),
-                "TERASCALE_RESTART": str(attempt), "PYTHONUNBUFFERED": "1",
-            })
-            if opts.host_ids is not None:
-                env["TERASCALE_HOST_ID"] = opts.host_ids[rank % len(opts.host_ids)]
-            if opts.timeline:
-                env["TERASCALE_TIMELINE"] = opts.timeline
+            env.update(JobEnv(
+                "terascale run", rank, opts.nprocs, (host, port), secret.encode(), job=job,
+                timeout=opts.timeout, restart=attempt, timeline=opts.timeline or None,
+                host_id=None if opts.host_ids is None else opts.host_ids[rank % len(opts.host_ids)],
+            ).to_environ())
+            env["PYTHONUNBUFFERED"] = "1"
             try:
                 p = subprocess.Popen(list(cmd), env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True)

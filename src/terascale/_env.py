@@ -1,0 +1,178 @@
+"""The environment contract between a launcher and ``terascale.init()``: one reader, one writer.
+
+Every launcher of ours (``terascale run``, the Spark and Ray runners, the test harness
+:func:`terascale.testing.run_workers`) describes a worker's place in its job as a
+:class:`JobEnv` and writes it with :meth:`JobEnv.to_environ`; the worker reads it back with
+:func:`read_env`. No other code writes these variables, so adding one is a change here only.
+
+===========================  ==================================================================
+``TERASCALE_RANK``/``SIZE``  this worker's rank and the job's size
+``TERASCALE_RENDEZVOUS``     ``HOST:PORT`` of the rendezvous server
+``TERASCALE_SECRET``         the job secret (HMAC key of the rendezvous and of every link)
+``TERASCALE_JOB``            the job id (names shared-memory segments, shown in errors)
+``TERASCALE_TIMEOUT``        default deadline of the rendezvous and of every collective (s)
+``TERASCALE_RESTART``        the attempt number (0 first; ``Checkpoint`` users resume on > 0)
+``TERASCALE_HOST_ID``        overrides how hosts are told apart (default: the hostname)
+``TERASCALE_TIMELINE``       where ``init()`` records the collectives (Chrome trace events)
+===========================  ==================================================================
+
+Other launchers' variables are read too (never written): torchrun (``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), Open MPI (``OMPI_COMM_WORLD_RANK``/
+``SIZE``), MPICH (``PMI_RANK``/``SIZE``) and Slurm (``SLURM_PROCID``, ``SLURM_NTASKS``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ._errors import ConfigError
+
+__all__ = ["ENV_KEYS", "JobEnv", "parse_address", "read_env", "read_timeout"]
+
+ENV_KEYS = ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS", "TERASCALE_SECRET",
+            "TERASCALE_JOB", "TERASCALE_TIMEOUT", "TERASCALE_RESTART", "TERASCALE_HOST_ID",
+            "TERASCALE_TIMELINE")
+
+_LAUNCHERS = [  # (name, rank variable, size variable)
+    ("terascale run", "TERASCALE_RANK", "TERASCALE_SIZE"),
+    ("torchrun", "RANK", "WORLD_SIZE"),
+    ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ("MPICH", "PMI_RANK", "PMI_SIZE"),
+    ("Slurm", "SLURM_PROCID", "SLURM_NTASKS"),
+]
+
+
+@dataclass(frozen=True)
+class JobEnv:
+    """Where this process stands in its job, as read from (or written to) the environment.
+
+    ``launcher`` and ``serve`` are derived by :func:`read_env` (``serve``: this process
+    starts the rendezvous server, as rank 0 does outside our own launchers); the optional
+    fields are None where the variable is not set.
+    """
+
+    launcher: str
+    rank: int
+    size: int
+    rendezvous: tuple[str, int] | None
+    secret: bytes
+    serve: bool = False
+    job: str | None = None
+    timeout: float | None = None
+    restart: int | None = None
+    host_id: str | None = None
+    timeline: str | None = None
+
+    def to_environ(self) -> dict[str, str]:
+        """The ``TERASCALE_*`` variables that make :func:`read_env` in a worker read this job.
+
+        The one writer of the contract: launchers merge the result into the worker's
+        environment. Unset optional fields are left out.
+        """
+        try:
+            secret = self.secret.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError("the job secret must be text to travel in TERASCALE_SECRET "
+                              "(launchers use secrets.token_hex)") from None
+        env = {"TERASCALE_RANK": str(self.rank), "TERASCALE_SIZE": str(self.size),
+               "TERASCALE_SECRET": secret}
+        if self.rendezvous is not None:
+            env["TERASCALE_RENDEZVOUS"] = f"{self.rendezvous[0]}:{self.rendezvous[1]}"
+        if self.job is not None:
+            env["TERASCALE_JOB"] = self.job
+        if self.timeout is not None:
+            env["TERASCALE_TIMEOUT"] = repr(float(self.timeout))
+        if self.restart is not None:
+            env["TERASCALE_RESTART"] = str(self.restart)
+        if self.host_id is not None:
+            env["TERASCALE_HOST_ID"] = self.host_id
+        if self.timeline is not None:
+            env["TERASCALE_TIMELINE"] = self.timeline
+        return env
+
+
+def _int_var(env: Mapping[str, str], name: str) -> int:
+    try:
+        return int(env[name])
+    except ValueError:
+        raise ConfigError(f"environment variable {name}={env[name]!r} is not an integer") from None
+
+
+def parse_address(text: str, what: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` too) -> ``(host, port)``; ConfigError naming ``what``."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{what}={text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def read_timeout(env: Mapping[str, str] | None = None, *, default: float) -> float:
+    """``TERASCALE_TIMEOUT`` in seconds (``default`` when unset); ConfigError if unreadable."""
+    raw = (os.environ if env is None else env).get("TERASCALE_TIMEOUT")
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"TERASCALE_TIMEOUT={raw!r} is not a number of seconds") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"TERASCALE_TIMEOUT={raw!r} must be positive and finite (seconds)")
+    return value
+
+
+def read_env(env: Mapping[str, str] | None = None, *, rendezvous: str | None = None,
+             secret: str | bytes | None = None) -> JobEnv | None:
+    """The job this process belongs to, or None when no launcher started it.
+
+    ``env`` defaults to ``os.environ``; ``rendezvous`` and ``secret`` override the
+    variables as :func:`terascale.init` does. Bad values raise :class:`ConfigError`
+    naming the variable.
+
+    >>> read_env({"TERASCALE_RANK": "1", "TERASCALE_SIZE": "4",
+    ...           "TERASCALE_RENDEZVOUS": "10.0.0.1:29500", "TERASCALE_SECRET": "s"}).rank
+    1
+    """
+    env = dict(os.environ if env is None else env)
+    for name, rank_var, size_var in _LAUNCHERS:  # noqa: B007 (name is used after the loop)
+        if rank_var in env and size_var in env:
+            break
+    else:
+        if rendezvous is None:
+            return None
+        raise ConfigError("rendezvous= was given but no rank and size were found in the "
+                          "environment; set TERASCALE_RANK and TERASCALE_SIZE")
+    rank, size = _int_var(env, rank_var), _int_var(env, size_var)
+    if size < 1 or not 0 <= rank < size:
+        raise ConfigError(f"{rank_var}={rank} and {size_var}={size} do not describe a rank of a job")
+    if rendezvous is not None:
+        addr = parse_address(rendezvous, "rendezvous")
+    elif "TERASCALE_RENDEZVOUS" in env:
+        addr = parse_address(env["TERASCALE_RENDEZVOUS"], "TERASCALE_RENDEZVOUS")
+    elif "MASTER_ADDR" in env and "MASTER_PORT" in env:
+        host, port = parse_address(f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}", "MASTER_ADDR:MASTER_PORT")
+        addr = (host, port + 1)
+    elif size == 1:
+        addr = None
+    else:
+        raise ConfigError(f"started by {name} as rank {rank} of {size}, but no rendezvous address "
+                          "is set: pass init(rendezvous='HOST:PORT') or set TERASCALE_RENDEZVOUS "
+                          "(or MASTER_ADDR and MASTER_PORT)")
+    if secret is None:
+        secret = env.get("TERASCALE_SECRET")
+    if secret is None:
+        # No launcher-made secret: derive one every rank can compute. It keeps strangers from
+        # other jobs out, not attackers; set TERASCALE_SECRET for real authentication.
+        basis = f"terascale|{env.get('TORCHELASTIC_RUN_ID', '')}|{addr}|{size}"
+        secret_bytes = hashlib.sha256(basis.encode()).digest()
+    else:
+        secret_bytes = secret.encode() if isinstance(secret, str) else secret
+    serve = name != "terascale run" and rank == 0 and addr is not None
+    restart = _int_var(env, "TERASCALE_RESTART") if "TERASCALE_RESTART" in env else None
+    timeout = read_timeout(env, default=math.nan) if "TERASCALE_TIMEOUT" in env else None
+    return JobEnv(name, rank, size, addr, secret_bytes, serve, job=env.get("TERASCALE_JOB"),
+                  timeout=timeout, restart=restart, host_id=env.get("TERASCALE_HOST_ID"),
+                  timeline=env.get("TERASCALE_TIMELINE"))
