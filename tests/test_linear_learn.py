@@ -139,7 +139,7 @@ def test_model_round_trip_and_errors(tmp_path):
     assert m2.parse == m.parse and m2.loss == "logistic" and m2.parse.quadratic == ("ab",)
     np.testing.assert_array_equal(m2.predict(ds), m.predict(ds))
     assert [p.name for p in tmp_path.iterdir()] == ["m.model"]  # no temporary left behind
-    with pytest.raises(ConfigError, match="-b"):
+    with pytest.raises(ConfigError, match="hashed with bits=18 but the model was trained with bits=16"):
         m2.predict(parse_lines(vw_lines(5), bits=18))
     (tmp_path / "junk").write_text("not a model")
     with pytest.raises(DataError, match="not a terascale linear model"):

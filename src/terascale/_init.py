@@ -35,7 +35,7 @@ from .communicator import Communicator
 from .rendezvous import RendezvousServer, join
 from .transport import build_mesh
 
-__all__ = ["JobEnv", "init", "read_env"]
+__all__ = ["JobEnv", "init", "joined", "read_env"]
 
 log = logging.getLogger("terascale")
 DEFAULT_TIMEOUT = 60.0
@@ -106,6 +106,25 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     comm = attach_timeline(comm, timeline, merge_at_exit=merge_at_exit)
     _JOINED[key] = (os.getpid(), weakref.ref(comm))
     return comm
+
+
+def joined() -> Communicator | None:
+    """The open communicator this process already joined its job with, or None.
+
+    Libraries that call ``init()`` on the user's behalf (``terascale.linear.train``, the
+    estimators) use it to tell a communicator they open, and must close, from one the user
+    or ``terascale.torch`` opened, which they reuse and leave open.
+    """
+    try:
+        job = read_env()
+    except ConfigError:
+        return None
+    if job is None or job.size == 1 and job.rendezvous is None:
+        return None  # size 1 outside a job: every init() is a fresh identity communicator
+    pid, ref = _JOINED.get((job.launcher, job.rank, job.size, job.rendezvous, job.secret),
+                           (None, None))
+    comm = ref() if pid == os.getpid() and ref is not None else None
+    return comm if comm is not None and not comm._closed else None
 
 
 def _tell_peers_on_crash(comm: Communicator) -> None:

@@ -17,16 +17,22 @@ gradients are summed by allreduce. The API works in any job (``terascale run``, 
 
     clf = tl.LinearClassifier(bits=20, passes=2).fit(X, y)   # scikit-learn estimator
 
+    ds = tl.load_shard(["day-1.vw", "day-2.vw"], bits=24)   # this worker's shard, cached
+    train_path, test_path = tl.write_flights("flights/")    # NYC flights 2013 as VW text
+    model = tl.train(ds, initial=tl.LinearModel.load("m.model"))  # warm start (VW's -i)
+
 With files, ``train`` reads this worker's shard of them (whole files when there are at
 least as many files as workers, else the k-th byte range of each file) and joins the job
 only after parsing (delayed initialization). Options are those of :class:`TrainOptions`.
 """
 
 from ._dataset import Dataset, ParseOptions
+from ._flights import write_flights
 from ._hashing import hash_feature, hash_space, murmur3_32
 from ._metrics import auc, auprc, evaluate_scores
 from ._model import LinearModel
 from ._readers import parse_lines, read_file
+from ._shard import load_shard
 from ._sklearn import LinearClassifier, LinearRegressor
 from ._train import TrainOptions, train
 
@@ -42,8 +48,10 @@ __all__ = [
     "evaluate_scores",
     "hash_feature",
     "hash_space",
+    "load_shard",
     "murmur3_32",
     "parse_lines",
     "read_file",
     "train",
+    "write_flights",
 ]

@@ -60,7 +60,7 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     t.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a worker waits for its peers (with -n)")
     t.add_argument("--quiet", action="store_true", help="no progress lines")
-    t.set_defaults(func=_train)
+    t.set_defaults(func=_flag_errors(_train))
 
     pr = cmds.add_parser("predict", help="write predictions of a model")
     pr.add_argument("data", nargs="+")
@@ -68,14 +68,24 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     pr.add_argument("-p", "--predictions", default=None, metavar="OUT",
                     help="output file (default: standard output)")
     pr.add_argument("--raw", action="store_true", help="raw scores, not probabilities")
-    pr.set_defaults(func=_predict)
+    pr.set_defaults(func=_flag_errors(_predict))
 
     ev = cmds.add_parser("evaluate", help="metrics of a model on labelled data")
     ev.add_argument("data", nargs="+")
     ev.add_argument("-i", "--initial-regressor", dest="model", required=True, metavar="MODEL")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
-    ev.set_defaults(func=_evaluate)
+    ev.set_defaults(func=_flag_errors(_evaluate))
     p.set_defaults(func=lambda args: p.print_help() or 2)
+
+
+def _flag_errors(fn: Any) -> Any:
+    """Run a command with option errors naming its flags, not Python parameters."""
+    def run(args: argparse.Namespace) -> int:
+        from ._names import cli_names
+
+        with cli_names():
+            return int(fn(args) or 0)
+    return run
 
 
 def _data_flags(p: argparse.ArgumentParser) -> None:

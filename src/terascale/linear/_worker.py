@@ -41,9 +41,11 @@ def main(argv: list[str]) -> int:
     """Run one worker; a user error (bad data, options) is one line on stderr, exit 2,
     as with ``-n 1``, instead of a traceback from every worker."""
     from .._errors import TerascaleError
+    from ._names import cli_names
 
     try:
-        run_train(json.loads(argv[0]))
+        with cli_names():  # errors name the flags the user typed
+            run_train(json.loads(argv[0]))
     except TerascaleError as e:
         print(f"terascale linear: error: {e}", file=sys.stderr)
         return 2
