@@ -145,13 +145,8 @@ class _Base:
         ds = _to_dataset(X, self._labels(y), self.bits, sample_weight)
         self.n_features_in_ = int(np.shape(X)[1])
         opts = {k: v for k, v in self.get_params().items() if k != "comm"}
-        if self.comm is None:
-            import terascale
-
-            with terascale.init() as comm:
-                self.model_ = train(ds, comm=comm, loss=self._loss, **opts)
-        else:
-            self.model_ = train(ds, comm=self.comm, loss=self._loss, **opts)
+        # comm=None: train reuses a communicator this process opened (and keeps it open)
+        self.model_ = train(ds, comm=self.comm, loss=self._loss, **opts)
         self._online = None
         return self
 
