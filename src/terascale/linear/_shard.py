@@ -20,7 +20,7 @@ __all__ = ["job_rank", "load_shard"]
 
 def job_rank() -> tuple[int, int]:
     """(rank, size) of this process from its launcher's environment, without joining."""
-    from .._init import read_env
+    from .._env import read_env
 
     env = read_env()
     return (0, 1) if env is None else (env.rank, env.size)
