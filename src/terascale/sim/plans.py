@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -40,72 +39,18 @@ class ExampleCost:
 
 def measure_example_cost(features: int = 124, examples: int = 200_000, bits: int = 24,
                          seed: int = 0, reps: int = 3) -> ExampleCost:
-    """Time :mod:`terascale.linear`'s numba kernels on synthetic hashed examples.
+    """Time :mod:`terascale.linear`'s kernels on synthetic hashed examples.
 
-    ``online_chunk`` is the adaptive, normalized, importance-invariant SGD pass;
-    ``loss_grad`` the logistic loss-and-gradient pass of L-BFGS. Falls back to a plain numba
-    sparse dot-and-update loop when the linear package is not importable (and says so).
+    :func:`terascale.linear.kernels.kernel_cost` times the adaptive, normalized,
+    importance-invariant SGD pass and the logistic loss-and-gradient pass of L-BFGS.
     """
-    rng = np.random.default_rng(seed)
-    d = 1 << bits
-    indptr = np.arange(examples + 1, dtype=np.int64) * features
-    cols = rng.integers(0, d, examples * features).astype(np.int32)
-    values = np.ones(examples * features, np.float32)
-    labels = np.where(rng.random(examples) < 0.5, 1.0, -1.0).astype(np.float32)
-    weights = np.ones(examples, np.float32)
-    holdout = np.zeros(examples, np.bool_)
-    try:
-        from ..linear._batch import loss_grad
-        from ..linear._online import new_state, online_chunk
-    except ImportError:
-        return _fallback_cost(indptr, cols, values, labels, d, features)
-    w, g2, nrm = np.zeros(d), np.zeros(d), np.zeros(d)
-    acc = np.zeros(8)
+    from ..linear.kernels import kernel_cost  # numba compiles on first use: import late
 
-    def online(k: int) -> None:
-        online_chunk(indptr, cols, values, labels, weights, holdout, 0, k, w, g2, nrm,
-                     new_state(), 0, 0.5, 0.5, 0.0, 0.0, acc)
-
-    def gradient() -> None:
-        loss_grad(indptr, cols, values, labels, weights, holdout, w, 0, np.zeros(d + 4), False)
-
-    online(10)  # compile (or load the numba cache)
-    gradient()
-    t_on = t_grad = float("inf")
-    for _ in range(reps):  # the best of a few: the machine is shared
-        t0 = time.perf_counter()
-        online(examples)
-        t_on = min(t_on, time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        gradient()
-        t_grad = min(t_grad, time.perf_counter() - t0)
-    return ExampleCost(t_on / examples, t_grad / examples, features,
+    k = kernel_cost(features=features, examples=examples, bits=bits, seed=seed, reps=reps)
+    return ExampleCost(k.online_s, k.gradient_s, features,
                        "terascale.linear kernels (online_chunk, loss_grad), 1 core, best of "
                        f"{reps}, {examples} synthetic examples x {features} features, "
                        f"2^{bits} weights")
-
-
-def _fallback_cost(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
-                   labels: np.ndarray, d: int, features: int) -> ExampleCost:
-    import numba
-
-    @numba.njit(cache=False)
-    def sgd(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
-            w: np.ndarray) -> None:  # pragma: no cover - only without terascale.linear
-        for i in range(len(labels)):
-            p = 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                p += w[cols[k]] * values[k]
-            g = -labels[i] / (1.0 + np.exp(labels[i] * p)) * 0.1
-            for k in range(indptr[i], indptr[i + 1]):
-                w[cols[k]] -= g * values[k]
-
-    w = np.zeros(d)
-    sgd(indptr[:11], cols, values, labels, w)
-    t0 = time.perf_counter()
-    sgd(indptr, cols, values, labels, w)
-    t = (time.perf_counter() - t0) / len(labels)
-    return ExampleCost(t, t, features, "plain numba SGD loop (terascale.linear not importable)")
 
 
 @dataclass(frozen=True, kw_only=True)

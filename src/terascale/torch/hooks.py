@@ -34,7 +34,8 @@ import torch
 from ..communicator import Communicator
 from ._onebit import compressed_allreduce
 
-__all__ = ["Hook", "OneBitState", "Waitable", "allreduce_hook", "fp16_hook", "onebit_hook"]
+__all__ = ["Done", "Hook", "OneBitState", "Waitable", "allreduce_hook", "fp16_hook",
+           "onebit_hook"]
 
 
 class Waitable(Protocol):
@@ -46,8 +47,9 @@ class Hook(Protocol):
                  grad: torch.Tensor) -> Waitable: ...
 
 
-class _Done:
-    """A finished result (used where nothing needs to travel)."""
+class Done:
+    """A handle whose result is already there: what a hook returns when nothing travels
+    (one worker, an empty bucket), so callers wait on every bucket alike."""
 
     def __init__(self, value: torch.Tensor) -> None:
         self.value = value

@@ -42,7 +42,7 @@ import torch
 from .._errors import ConfigError
 from ..communicator import Communicator
 from ._comm import resolve
-from .hooks import Hook, Waitable, _Done
+from .hooks import Done, Hook, Waitable
 
 __all__ = ["DistributedOptimizer"]
 
@@ -296,7 +296,7 @@ class DistributedOptimizer:
 
     def _allreduce(self, buf: torch.Tensor) -> Waitable:
         if self.comm.size == 1:
-            return _Done(buf)  # nothing to exchange: skip the progress thread
+            return Done(buf)  # nothing to exchange: skip the progress thread
         if buf.device.type == "cpu":
             # in place: no extra copy
             return self.comm.allreduce_async(buf, out=buf, algorithm=self.algorithm)
