@@ -1,4 +1,4 @@
-"""Shared correctness matrix for the allreduce algorithms of issue 3 (imported by tests).
+"""Shared correctness matrix for the allreduce algorithms (imported by tests).
 
 Counts 0, 1, 3, 1000 and 2**20+7, every dtype and op, run for one algorithm inside the
 workers; the parent checks against numpy and that every rank got bitwise the same bytes

@@ -17,7 +17,7 @@ import struct
 import time
 from typing import Any
 
-from ._errors import AuthError, TerascaleError
+from ._errors import AuthError
 
 __all__ = ["accept_handshake", "dial_handshake", "recv_exact", "recv_json", "send_json"]
 
@@ -25,10 +25,6 @@ _MAGIC = b"TSAUTH1\n"
 _NONCE = 32
 _MAC = 32
 MAX_JSON = 64 * 1024  # a control message larger than this is an attack or a bug
-
-
-class _Closed(TerascaleError):
-    pass
 
 
 def _mac(secret: bytes, *parts: bytes) -> bytes:

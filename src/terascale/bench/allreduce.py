@@ -259,7 +259,7 @@ _TCP = ("ours:tree", "ours:ring", "ours:halving_doubling")
 
 
 def format_targets(report: dict[str, Any]) -> str:
-    """Issue 3's targets per size: busbw of ``auto`` over gloo and over Open MPI (shared
+    """The project's targets per size: busbw of ``auto`` over gloo and over Open MPI (shared
     memory), and of our best TCP-only algorithm over gloo (ratios of busbw, > 1: ours wins)."""
     by = {(r["system"], r["bytes"]): r for r in report["results"]}
     lines = ["| size | auto busbw GB/s | auto / gloo | auto / mpi-shm | best TCP (ours) | "

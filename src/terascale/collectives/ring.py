@@ -1,5 +1,6 @@
 """Ring allreduce: reduce-scatter, then allgather, chunked and fully pipelined
-(Patarasuk & Yuan 2009; the "every node masters a subset" ring of the talk and Deep Speech 2).
+(Patarasuk & Yuan, JPDC 2009; every node masters a subset, as in Deep Speech 2, Amodei et
+al., ICML 2016).
 
 The buffer is cut into ``size`` segments. In ``size - 1`` reduce-scatter steps each rank
 sends one segment to its right neighbour and adds the segment arriving from its left, so

@@ -1,11 +1,12 @@
-"""Pipelined binary-tree allreduce: reduce toward rank 0, then broadcast back (the talk's
-MPI-style AllReduce).
+"""Pipelined binary-tree allreduce: reduce toward rank 0, then broadcast back (the MPI-style
+AllReduce of Agarwal, Chapelle, Dudík & Langford, "A Reliable Effective Terascale Linear
+Learning System", JMLR 2014).
 
 Ranks form a heap-ordered binary tree (children of ``r`` are ``2r+1`` and ``2r+2``). The
 buffer streams through in chunks: a node reduces chunk ``k`` as soon as both children sent
 it and passes it up while chunk ``k+1`` is still arriving, and the root starts the broadcast
 of chunk ``k`` at once. Each node sends at most 3x and receives at most 3x the data (6n in
-all, the talk's bound), and latency is ``2 log2(n)`` message times plus the pipeline fill,
+all, the bound of Agarwal et al.), and latency is ``2 log2(n)`` message times plus the pipeline fill,
 which makes the tree the right choice for small and medium messages.
 
 Reduction order is fixed (own + left child, then + right child) whatever the arrival order,

@@ -17,9 +17,6 @@ from .._errors import ConfigError
 
 __all__ = ["flights_csv", "write_flights"]
 
-NAMESPACES = "mwhcoerftk"
-
-
 def flights_csv() -> str:
     """Path of the installed ``flights.csv.zip``."""
     from importlib import metadata

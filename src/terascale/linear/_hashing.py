@@ -19,7 +19,6 @@ __all__ = ["CONSTANT_HASH", "FNV_PRIME", "hash_feature", "hash_space", "murmur3_
 
 FNV_PRIME = 16777619
 CONSTANT_HASH = 11650396  # VW's ``constant`` feature (the bias), in its own namespace
-_M32 = 0xFFFFFFFF
 
 
 @numba.njit(cache=True, inline="always")

@@ -28,7 +28,8 @@ clusters of workstations", JPDC 2009):
   :math:`T = h(2\alpha + (r+1)c\beta + rc\gamma) + (K-1)(kc\beta + rc\gamma)`.
   With ``K = 1`` this is the unpipelined tree ``h(2\alpha + (r+1)m\beta + rm\gamma)``; for
   large ``m`` it tends to ``m(k\beta + r\gamma)`` -- about 3/2 of the ring's bandwidth term,
-  the price of the tree's ``2 log p`` latency (the talk's "3x per node").
+  the price of the tree's ``2 log p`` latency (each node sends and receives up to 3x the data,
+  Agarwal et al. 2014).
 * **shared memory** (``q`` ranks on one host; copy in, reduce-scatter of the ``q`` slices,
   copy out): :math:`T = s\,(2\alpha_{shm} + m(2\delta + \frac{q-1}{q}\gamma))` with
   ``delta`` the seconds per byte of a memory copy.

@@ -1,7 +1,7 @@
 """Two published jobs on paper: the Terascale linear learning run and Goyal et al.'s ResNet-50.
 
 * **Terascale** (Agarwal, Chapelle, Dudik & Langford, "A Reliable Effective Terascale Linear
-  Learning System", JMLR 2014; the talk in ``seeds/``): 17B examples, 2.1T non-zero features
+  Learning System", JMLR 2014): 17B examples, 2.1T non-zero features
   (about 124 per example), 16M parameters, 1,000 nodes with 1 Gbit/s links, one online pass
   then L-BFGS, reported at 70 minutes. Per node and pass: compute over 17M examples at the
   *measured* per-example cost of :mod:`terascale.linear`'s kernels on this machine, or
@@ -55,7 +55,7 @@ def measure_example_cost(features: int = 124, examples: int = 200_000, bits: int
 
 @dataclass(frozen=True, kw_only=True)
 class TerascalePlan:
-    """Assumptions of the Terascale run on paper (defaults: the talk's job)."""
+    """Assumptions of the Terascale run on paper (defaults: the job of Agarwal et al. 2014)."""
 
     examples: float = 17e9
     features: float = 2.1e12

@@ -1,4 +1,5 @@
-"""Data-parallel PyTorch on terascale (the second talk, and the GPU half of the first).
+"""Data-parallel PyTorch on terascale: allreduce SGD with the large-minibatch recipes of Goyal
+et al. ("Accurate, Large Minibatch SGD", 2017) and 1-bit SGD (Seide et al., Interspeech 2014).
 
 >>> import torch, terascale.torch as tt
 >>> model = torch.nn.Linear(4, 2)

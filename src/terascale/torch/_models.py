@@ -1,4 +1,5 @@
-"""The benchmark models: the example's small CNN and the issue's 784-1024-1024-10 MLP."""
+"""The benchmark models: the example's small CNN and a 784-1024-1024-10 MLP (the
+communication-bound case: 1.9M parameters, little compute per byte)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Model averaging (local SGD): the alternative to averaging gradients every step.
 
 Each worker runs its own optimizer on its own data and, every ``every`` steps, all workers
-replace their parameters by the average (the first talk's "weight averaging" with
-``AllReduce(weights)``, Zinkevich et al. 2010; periodic averaging as in CNTK's model
+replace their parameters by the average (weight averaging with ``AllReduce(weights)`` as in
+Agarwal et al., JMLR 2014; Zinkevich et al. 2010; periodic averaging as in CNTK's model
 averaging and "local SGD"). Communication drops by a factor ``every``; the price is that
 workers drift apart between averagings. ``every=1`` with plain SGD equals gradient averaging.
 """

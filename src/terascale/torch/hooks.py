@@ -139,8 +139,8 @@ def onebit_hook(state: OneBitState, comm: Communicator, index: int,
 
     Bytes per worker and step: ``2 (n-1)/n * d (1 + 32/block) / 8`` against
     ``8 (n-1)/n * d`` for a float32 ring allreduce: ~28x fewer with ``block=256``. Quantization runs on
-    the gradient's device (the talk: "discretize the gradient to 1 bit before communicating
-    off GPU; keep and accumulate discretization errors on GPU"). See :class:`OneBitState`.
+    the gradient's device, where the quantization error is kept and added back next step
+    (Seide et al., Interspeech 2014). See :class:`OneBitState`.
     """
     step = state.steps.get(index, 0)
     state.steps[index] = step + 1

@@ -25,8 +25,9 @@ keeps taking part in the collectives with weight 0 (and applies the same updates
 stays identical) until every worker has joined, so nobody hangs. A parameter that had no
 gradient on any worker keeps ``grad = None`` everywhere (optimizers skip it).
 
-Half-batch (the first talk, "one minibatch communicates while the other computes on older
-parameters"): with ``half_batch=True`` the step applies the averaged gradient of the
+Half-batch (communication one step behind compute: one minibatch's gradients travel while
+the next computes on parameters one step older; the bounded delay of Langford, Smola &
+Zinkevich, "Slow Learners are Fast", NIPS 2009): with ``half_batch=True`` the step applies the averaged gradient of the
 *previous* minibatch, whose allreduce ran during this minibatch's forward and backward. The
 first step only launches; :meth:`flush` applies the last pending gradient.
 """

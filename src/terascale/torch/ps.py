@@ -1,4 +1,5 @@
-"""A centralized parameter server: the baseline that the talks argue against.
+"""A centralized parameter server: the baseline allreduce is measured against (DistBelief,
+Dean et al., NIPS 2012).
 
 Rank 0 keeps the master copy of the parameters and an SGD optimizer and serves every worker
 (itself included) over its own connections: a worker pushes its gradient and pulls the new
@@ -7,8 +8,8 @@ and answers all (synchronous SGD, deterministic); ``mode="async"`` applies each 
 the moment it arrives and answers only that worker (Dean et al. 2012, "Downpour SGD"):
 no waiting, but stale gradients and a result that depends on thread timing. Either way all
 traffic goes through rank 0, which sends ``n`` full copies of the model per round while an
-allreduce spreads the same work over every link: "overwhelmingly inefficient" and
-"nondeterministic" (Langford, the first talk). Measured in ``terascale bench torch``.
+allreduce spreads the same work over every link, and the async mode is nondeterministic
+(Agarwal et al., JMLR 2014, section 3). Measured in ``terascale bench torch``.
 """
 
 from __future__ import annotations
