@@ -152,8 +152,19 @@ class Communicator:
 
         Returns a new array (or tensor) unless ``out`` is given, in which case the result is
         written there and ``out`` is returned (``out=x`` reduces in place). ``op`` is one of
-        ``sum``, ``prod``, ``min``, ``max`` (on bool: or, and, and, or). ``algorithm`` is
-        ``auto`` (chosen by size), ``tree`` or ``ring``.
+        ``sum``, ``prod``, ``min``, ``max`` (on bool: or, and, and, or).
+
+        ``algorithm`` (every one gives the same bits on every rank; see
+        :mod:`terascale.collectives` for each one's cost):
+
+        * ``auto`` (default): chosen by size and host layout from measured costs
+          (:func:`terascale.collectives.select.choose_allreduce`);
+        * ``tree``: pipelined binary tree, latency ``2 log2 n`` messages: small messages;
+        * ``ring``: reduce-scatter + allgather, bandwidth-optimal: large messages;
+        * ``halving_doubling``: Rabenseifner's recursive halving/doubling (Thakur et al.
+          2005), bandwidth-optimal in ``2 log2 n`` latencies, any world size;
+        * ``shm``: shared memory, every rank on one host;
+        * ``hierarchical``: shared memory inside each host, then across hosts.
         """
         return self._allreduce(x, op, out, algorithm, timeout, asynchronous=False)
 
