@@ -60,8 +60,8 @@ def test_load_shard_splits_files_over_ranks_and_caches(tmp_path):
     parts = [tl.load_shard([str(path)], rank=r, size=3, bits=12, cache_dir=str(tmp_path / "c"))
              for r in range(3)]
     assert sum(len(p) for p in parts) == len(whole) == len(LINES)
-    joined = tl.Dataset.concat(parts)
-    np.testing.assert_array_equal(np.asarray(joined.indices), np.asarray(whole.indices))
+    joined = tl.Dataset.concat([p.dataset() for p in parts])
+    np.testing.assert_array_equal(np.asarray(joined.indices), np.asarray(whole.dataset().indices))
     assert any((tmp_path / "c").iterdir())  # the cache was written
     with pytest.raises(ConfigError, match="unknown parse option.*passes"):
         tl.load_shard(str(path), passes=2)

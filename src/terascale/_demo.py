@@ -21,7 +21,7 @@ from ._units import format_size
 
 if TYPE_CHECKING:
     from .communicator import Communicator
-    from .linear import Dataset
+    from .linear import Blocks
 
 __all__ = ["add_parser", "worker"]
 
@@ -52,7 +52,7 @@ def _run(args: argparse.Namespace) -> int:
                   LaunchOptions(nprocs=args.nprocs, prefix_output=False, timeout=300))
 
 
-def _parse_shard(train: str) -> tuple[Dataset, float, float]:
+def _parse_shard(train: str) -> tuple[Blocks, float, float]:
     """Delayed initialization: parse and cache this worker's shard before joining the job."""
     import tempfile
 
@@ -64,7 +64,7 @@ def _parse_shard(train: str) -> tuple[Dataset, float, float]:
     return ds, t0, time.perf_counter() - t0
 
 
-def _linear(comm: Communicator, ds: Dataset, t0: float, t_parse: float, test: str) -> None:
+def _linear(comm: Communicator, ds: Blocks, t0: float, t_parse: float, test: str) -> None:
     """The Terascale recipe on the flights data: online pass, averaging, L-BFGS."""
     from terascale.linear import train as fit
 

@@ -22,10 +22,14 @@ gradients are summed by allreduce. The API works in any job (``terascale run``, 
     model = tl.train(ds, initial=tl.LinearModel.load("m.model"))  # warm start (VW's -i)
 
 With files, ``train`` reads this worker's shard of them (whole files when there are at
-least as many files as workers, else the k-th byte range of each file) and joins the job
-only after parsing (delayed initialization). Options are those of :class:`TrainOptions`.
+least as many files as workers, else the k-th byte range of each file), streams it into
+the on-disk cache and joins the job only after parsing (delayed initialization). Every
+learner reads data as :class:`Blocks` (bounded blocks of examples: the cache, streamed
+text, or an in-memory Dataset), so memory stays flat however large the shard. Options are
+those of :class:`TrainOptions`.
 """
 
+from ._blocks import Block, Blocks, ChainBlocks, DatasetBlocks
 from ._dataset import Dataset, ParseOptions
 from ._flights import write_flights
 from ._hashing import hash_feature, hash_space, murmur3_32
@@ -34,14 +38,20 @@ from ._model import LinearModel
 from ._readers import parse_lines, read_file
 from ._shard import load_shard
 from ._sklearn import LinearClassifier, LinearRegressor
+from ._stream import TextBlocks
 from ._train import TrainOptions, train
 
 __all__ = [
+    "Block",
+    "Blocks",
+    "ChainBlocks",
     "Dataset",
+    "DatasetBlocks",
     "LinearClassifier",
     "LinearModel",
     "LinearRegressor",
     "ParseOptions",
+    "TextBlocks",
     "TrainOptions",
     "auc",
     "auprc",

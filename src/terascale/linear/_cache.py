@@ -1,11 +1,20 @@
-"""The binary, memory-mapped cache of a parsed shard (delayed initialization).
+"""The on-disk cache of a parsed shard, written and read block by block.
 
 Agarwal et al. (JMLR 2014, sec. 3) read and cache all data *before* the allreduce is
 initialized: most failures happen while reading, and a restarted worker then finds its
-cache and joins at once. A cache entry is a directory of ``.npy`` arrays (CSR, labels,
-weights, tags) plus ``meta.json``, keyed by the file's path, size and mtime, the parse
-options and the shard; it is written into a temporary directory and renamed into place,
-so a crash never leaves a half-written cache. Later passes and later runs map it read-only.
+cache and joins at once. The shard's text streams through the parser in chunks
+(:mod:`._stream`); each parsed block is encoded (:mod:`._cachefmt`: bit-packed indices,
+no stored 1.0 values, byte-coded labels) and appended to ``data.bin``; ``index.npy`` holds
+one row per block (offset, length, examples, features, flags, tag bytes),
+``features.npy`` the sorted distinct hashed indices (the learner's compact index space is
+agreed from them without a pass), and ``meta.json`` the counts. Nothing holds the shard:
+the writer holds a few blocks in flight, a reader one block at a time (read with
+``pread``; a mapping of the whole file would count against the address space and stay
+resident).
+
+An entry is keyed by the file's path, size and mtime, the parse options and the shard; it
+is written into a temporary directory, fsynced and renamed into place, so a crash never
+leaves a half-written cache. Later passes and later runs read it.
 """
 
 from __future__ import annotations
@@ -15,17 +24,20 @@ import json
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Iterator
 
 import numpy as np
 
 from .._errors import ConfigError
+from ._blocks import Block, Blocks, FeatureSet, ShardStats
+from ._cachefmt import FIELDS, decode_block, decode_labels, encode_block, label_bytes
 from ._dataset import Dataset, ParseOptions
-from ._readers import read_file
+from ._stream import TextBlocks
 
-__all__ = ["cache_key", "default_cache_dir", "load_cached"]
+__all__ = ["CacheBlocks", "cache_key", "default_cache_dir", "load_cached"]
 
-_ARRAYS = ("indptr", "indices", "values", "labels", "weights", "tag_ptr", "tag_blob")
-_VERSION = 2  # 2: CSV cells typed one by one, non-finite values rejected
+_VERSION = 3  # 3: streamed, block-encoded (2: whole-shard .npy arrays)
 
 
 def default_cache_dir() -> str:
@@ -40,30 +52,129 @@ def cache_key(path: str, opts: ParseOptions, shard: tuple[int, int]) -> str:
     return f"{base}.{hashlib.sha1(ident.encode()).hexdigest()[:16]}"
 
 
-def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
-                cache_dir: str | None = None) -> tuple[Dataset, bool]:
-    """The shard's dataset from the cache, parsing and caching it first when needed.
+class CacheBlocks(Blocks):
+    """A cache entry read block by block."""
 
-    Returns (dataset, hit). ``cache_dir=""`` disables the cache.
-    """
-    if cache_dir == "":
-        return read_file(path, opts, shard=shard), False
-    root = cache_dir or default_cache_dir()
-    if not os.path.exists(path):
-        return read_file(path, opts, shard=shard), False  # raises the DataError
-    entry = os.path.join(root, cache_key(path, opts, shard))
-    meta_path = os.path.join(entry, "meta.json")
-    if os.path.exists(meta_path):
+    def __init__(self, entry: str, opts: ParseOptions, source: str) -> None:
+        with open(os.path.join(entry, "meta.json")) as f:
+            meta = json.load(f)
+        if meta.get("version") != _VERSION or int(meta["bits"]) != opts.bits:
+            raise ValueError("stale cache entry")
+        self.entry = entry
+        self.index = np.load(os.path.join(entry, "index.npy"))
+        if self.index.ndim != 2 or self.index.shape[1] != FIELDS:
+            raise ValueError("bad cache index")
+        self.bits = opts.bits
+        self.parse = opts
+        self.sources = [source]
+        self._stats = ShardStats(int(meta["examples"]), int(meta["features"]),
+                                 int(meta["skipped"]))
+        self.size_bytes = int(meta["bytes"])
+
+    def _records(self, prefix: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        fd = os.open(os.path.join(self.entry, "data.bin"), os.O_RDONLY)
         try:
-            with open(meta_path) as f:
-                meta = json.load(f)
-            arrays = {a: np.load(os.path.join(entry, a + ".npy"), mmap_mode="r")
-                      for a in _ARRAYS if a in meta["arrays"]}
-            return Dataset(bits=opts.bits, skipped=int(meta["skipped"]), sources=[path],
-                           parse=opts, **arrays), True
+            for row in self.index:
+                off, nbytes, n, nnz, flags, ntag = (int(x) for x in row)
+                if prefix:
+                    nbytes = label_bytes(n, nnz, flags, ntag, self.bits)
+                rec = os.pread(fd, nbytes, off)
+                if len(rec) != nbytes:
+                    raise OSError(f"{self.entry}: cache data truncated")
+                yield np.frombuffer(rec, np.uint8), row
+        finally:
+            os.close(fd)
+
+    def __iter__(self) -> Iterator[Block]:
+        start = 0
+        for rec, row in self._records(prefix=False):
+            n, nnz, flags, ntag = (int(x) for x in row[2:])
+            indptr, indices, values, labels, weights, tp, tb = decode_block(
+                rec, n, nnz, flags, ntag, self.bits)
+            yield Block(start=start, indptr=indptr, indices=indices, values=values,
+                        labels=labels, weights=weights, tag_ptr=tp, tag_blob=tb)
+            start += n
+
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        start = 0
+        for rec, row in self._records(prefix=True):
+            n, nnz, flags, ntag = (int(x) for x in row[2:])
+            labels, weights = decode_labels(rec, n, nnz, flags, ntag, self.bits)
+            yield start, labels, weights
+            start += n
+
+    def stats(self) -> ShardStats:
+        return self._stats
+
+    def skipped(self) -> int:
+        return self._stats.skipped
+
+    def features(self) -> np.ndarray:
+        return np.load(os.path.join(self.entry, "features.npy"))
+
+
+def _fsync_write(path: str, data: bytes | None = None, arr: np.ndarray | None = None) -> None:
+    with open(path, "wb") as f:
+        if arr is not None:
+            np.save(f, arr)
+        elif data is not None:
+            f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write_entry(tmp: str, text: TextBlocks, opts: ParseOptions, path: str) -> None:
+    feats = FeatureSet(opts.bits)
+    lock = threading.Lock()
+
+    def encode(ds: Dataset) -> tuple[bytes, int, int, int, int, int]:
+        rec, flags, ntag = encode_block(ds.indptr, ds.indices, ds.values, ds.labels,
+                                        ds.weights, ds.tag_ptr, ds.tag_blob, opts.bits)
+        with lock:
+            feats.add(ds.indices)
+        return rec, flags, ntag, len(ds), ds.n_features, ds.skipped
+
+    rows = []
+    off = examples = nnz = skipped = 0
+    with open(os.path.join(tmp, "data.bin"), "wb") as f:
+        for rec, flags, ntag, n, k, sk in text.map_chunks(encode):
+            skipped += sk
+            if n == 0:
+                continue
+            f.write(rec)
+            rows.append((off, len(rec), n, k, flags, ntag))
+            off += len(rec)
+            examples += n
+            nnz += k
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_write(os.path.join(tmp, "index.npy"),
+                 arr=np.array(rows, np.int64).reshape(-1, FIELDS))
+    _fsync_write(os.path.join(tmp, "features.npy"), arr=feats.result())
+    meta = {"version": _VERSION, "source": path, "bits": opts.bits, "examples": examples,
+            "features": nnz, "skipped": skipped, "bytes": off, "blocks": len(rows)}
+    _fsync_write(os.path.join(tmp, "meta.json"), data=json.dumps(meta).encode())
+
+
+def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
+                cache_dir: str | None = None) -> tuple[Blocks, bool]:
+    """The shard as Blocks from the cache, streaming it into the cache first when needed.
+
+    Returns (blocks, hit). ``cache_dir=""`` disables the cache: the Blocks then parse the
+    text on every pass.
+    """
+    text = TextBlocks(path, opts, shard=shard)
+    if cache_dir == "" or not os.path.exists(path):
+        if not os.path.exists(path):
+            text.stats()  # raises the DataError (no such file)
+        return text, False
+    root = cache_dir or default_cache_dir()
+    entry = os.path.join(root, cache_key(path, opts, shard))
+    if os.path.exists(os.path.join(entry, "meta.json")):
+        try:
+            return CacheBlocks(entry, opts, path), True
         except (OSError, ValueError, KeyError):
-            pass  # unreadable entry: parse again and replace it
-    ds = read_file(path, opts, shard=shard)
+            shutil.rmtree(entry, ignore_errors=True)  # unreadable entry: parse again
     try:
         os.makedirs(root, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
@@ -71,18 +182,19 @@ def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1
         raise ConfigError(f"--cache-dir {root}: cannot create the cache there ({e.strerror}); "
                           f"give a writable directory, or --cache-dir '' for none") from None
     try:
-        present = []
-        for a in _ARRAYS:
-            arr = getattr(ds, a)
-            if arr is not None:
-                np.save(os.path.join(tmp, a + ".npy"), np.ascontiguousarray(arr))
-                present.append(a)
-        with open(os.path.join(tmp, "meta.json"), "w") as f:
-            json.dump({"arrays": present, "skipped": ds.skipped, "source": path}, f)
+        _write_entry(tmp, text, opts, path)
         try:
             os.replace(tmp, entry)
         except OSError:  # another worker or run got there first: theirs is as good
             shutil.rmtree(tmp, ignore_errors=True)
+        try:  # the rename itself survives a crash only once the directory is synced
+            dfd = os.open(root, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:
+            pass
     except OSError as e:  # disk full, quota
         shutil.rmtree(tmp, ignore_errors=True)
         raise ConfigError(f"--cache-dir {root}: cannot write the cache ({e.strerror}); "
@@ -90,4 +202,4 @@ def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return ds, False
+    return CacheBlocks(entry, opts, path), False

@@ -169,7 +169,6 @@ def _check_output(path: str, flag: str) -> None:
 def _predict(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ._dataset import Dataset
     from ._model import LinearModel
 
     model = LinearModel.load(args.model)
@@ -178,14 +177,13 @@ def _predict(args: argparse.Namespace) -> int:
     out = open(args.predictions, "w") if args.predictions else sys.stdout  # noqa: SIM115
     try:
         for path in args.data:
-            ds: Dataset = model._dataset(path)
-            s = model.decision_function(ds)
-            if not args.raw and model.loss == "logistic":
-                s = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
-            if ds.tag_ptr is not None and ds.tag_ptr[-1] > 0:
-                out.write("".join(f"{v:.6f} {ds.tag(i)}\n" for i, v in enumerate(s)))
-            else:
-                np.savetxt(out, s, fmt="%.6f")
+            for blk, s in model.predict_blocks(path):  # streamed: any file size
+                if not args.raw and model.loss == "logistic":
+                    s = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
+                if blk.has_tags:
+                    out.write("".join(f"{v:.6f} {blk.tag(i)}\n" for i, v in enumerate(s)))
+                else:
+                    np.savetxt(out, s, fmt="%.6f")
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
         return 0
     finally:

@@ -13,14 +13,16 @@ import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numba
 import numpy as np
 
 from .._errors import ConfigError, DataError
+from ._blocks import Block, Blocks, DatasetBlocks, as_blocks
 from ._dataset import Dataset, ParseOptions
+from ._hashing import CONSTANT_HASH
 from ._metrics import evaluate_scores
 from ._names import opt
 
@@ -78,8 +80,9 @@ class LinearModel:
             self._full = full
         return self._full
 
-    def _dataset(self, data: Dataset | Sequence[str] | str) -> Dataset:
-        if isinstance(data, Dataset):
+    def _blocks(self, data: Dataset | Blocks | Sequence[str] | str) -> list[Blocks]:
+        """The data as Blocks, one per file (files stream: they are never held whole)."""
+        if isinstance(data, (Dataset, Blocks)):
             if data.bits != self.bits:
                 raise ConfigError(f"the data was hashed with {opt('bits', data.bits)} but "
                                   f"the model was trained with {opt('bits', self.bits)}")
@@ -89,50 +92,60 @@ class LinearModel:
                     if k != "label" and have[k] != want[k]:
                         raise ConfigError(f"the data was parsed with {opt(k, have[k])} but "
                                           f"the model was trained with {opt(k, want[k])}")
-            return data
-        from ._readers import read_file
+            return [as_blocks(data)]
+        from ._stream import TextBlocks
 
         paths = [data] if isinstance(data, str) else list(data)
-        parts = [read_file(p, self.parse, need_label=False) for p in paths]
-        if self.parse.format == "csv":
-            for p, ds in zip(paths, parts):
-                self._check_columns(ds, p)
-        return Dataset.concat(parts)
+        return [TextBlocks(p, self.parse, need_label=False) for p in paths]
 
-    def _check_columns(self, ds: Dataset, path: str) -> None:
+    def predict_blocks(self, data: Dataset | Blocks | Sequence[str] | str
+                       ) -> Iterator[tuple[Block, np.ndarray]]:
+        """(block, raw scores of its examples) for every block of the data, in order: what
+        a caller that writes predictions of a file of any size iterates over."""
+        full = self.dense()
+        const = CONSTANT_HASH & self.parse.mask
+        for part in self._blocks(data):
+            first = self.parse.format == "csv" and not isinstance(part, DatasetBlocks)
+            for blk in part:
+                if first:  # decided on a file's first block, before any output
+                    self._check_columns(blk, full, const, part.sources[0])
+                    first = False
+                yield blk, predict_scores(blk.indptr, blk.indices, blk.values, full)
+
+    def _check_columns(self, blk: Block, full: np.ndarray, const: int, path: str) -> None:
         """A CSV file (which may lack the label column) none of whose columns the model
         knows is the wrong file (a VW file, another table): say so instead of predicting
         the bias for every row."""
-        from ._hashing import CONSTANT_HASH
-
-        if not np.all(np.isnan(np.asarray(ds.labels))):
+        if not np.all(np.isnan(blk.labels)):
             return  # it has the label column: a table of the model's kind
-        idx = np.asarray(ds.indices)
-        idx = idx[idx != (CONSTANT_HASH & self.parse.mask)]
-        if len(idx) and not np.any(self.dense()[idx]):
+        idx = blk.indices[blk.indices != const]
+        if len(idx) and not np.any(full[idx]):
             raise DataError(f"{path}: none of its columns are features of this model "
                             f"(trained on CSV with label column {self.parse.label!r}); is "
                             f"it the right file?")
 
-    def decision_function(self, data: Dataset | Sequence[str] | str) -> np.ndarray:
+    def decision_function(self, data: Dataset | Blocks | Sequence[str] | str) -> np.ndarray:
         """Raw scores (the linear predictor) of every example."""
-        ds = self._dataset(data)
-        return predict_scores(np.asarray(ds.indptr), np.asarray(ds.indices),
-                              np.asarray(ds.values), self.dense())
+        parts = [s for _, s in self.predict_blocks(data)]
+        return np.concatenate(parts) if parts else np.zeros(0)
 
-    def predict(self, data: Dataset | Sequence[str] | str) -> np.ndarray:
+    def predict(self, data: Dataset | Blocks | Sequence[str] | str) -> np.ndarray:
         """Probabilities of the positive class for logistic loss, raw scores otherwise."""
         s = self.decision_function(data)
         if self.loss == "logistic":
             return 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
         return s
 
-    def evaluate(self, data: Dataset | Sequence[str] | str) -> dict[str, float]:
-        """logloss, accuracy, AUC, auPRC and examples on labelled data."""
-        ds = self._dataset(data)
-        s = predict_scores(np.asarray(ds.indptr), np.asarray(ds.indices),
-                           np.asarray(ds.values), self.dense())
-        return evaluate_scores(np.asarray(ds.labels), s, self.loss)
+    def evaluate(self, data: Dataset | Blocks | Sequence[str] | str) -> dict[str, float]:
+        """logloss, accuracy, AUC, auPRC and examples on labelled data (streamed; only the
+        labels and scores, 12 bytes an example, are kept for the ranking metrics)."""
+        labels, scores = [], []
+        for blk, s in self.predict_blocks(data):
+            labels.append(blk.labels)
+            scores.append(s)
+        lab = np.concatenate(labels) if labels else np.zeros(0, np.float32)
+        sc = np.concatenate(scores) if scores else np.zeros(0)
+        return evaluate_scores(lab, sc, self.loss)
 
     def save(self, path: str) -> None:
         """Write atomically (temporary file in the same directory, then rename)."""

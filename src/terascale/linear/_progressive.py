@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._dataset import Dataset
+from ._blocks import Block
 
 __all__ = ["BLOCK", "block_tags", "zero_one"]
 
 BLOCK = 1 << 16
 
 
-def block_tags(ds: Dataset, start: int, end: int) -> list[str] | None:
+def block_tags(ds: Block, start: int, end: int) -> list[str] | None:
     """VW tags of examples [start, end), or None when the data has none."""
     if ds.tag_ptr is None or not len(ds.tag_ptr) or ds.tag_ptr[-1] == 0:
         return None

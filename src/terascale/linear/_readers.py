@@ -1,20 +1,18 @@
-"""Readers: VW text, libsvm/svmlight and CSV files (plain, ``.gz``, ``.zip``) into a Dataset.
+"""Parsers: VW text, libsvm/svmlight and CSV records into a Dataset.
 
 A worker's shard is either a subset of the files (when there are at least as many files as
-workers) or, for fewer files, the k-th of N byte ranges of every file cut at line breaks,
-as Hadoop splits text: every worker reads a disjoint, contiguous part and no line twice.
+workers) or, for fewer files, the k-th of N byte ranges of every file cut at record ends,
+as Hadoop splits text: every worker reads a disjoint, contiguous part and no line twice
+(:mod:`._stream` reads a range in bounded chunks; this module parses one chunk).
 Parsing runs in numba over the raw bytes; a malformed line raises :class:`DataError` with
 the file and line number (or, with ``skip_bad``, is counted and reported).
 """
 
 from __future__ import annotations
 
-import gzip
 import io
-import mmap
 import os
-import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numba
 import numpy as np
@@ -25,7 +23,7 @@ from ._hashing import CONSTANT_HASH, hash_feature, hash_space
 from ._names import opt
 from ._vwparse import ERRORS, parse_float, parse_vw_bytes
 
-__all__ = ["parse_bytes", "parse_lines", "read_file", "shard_files"]
+__all__ = ["parse_bytes", "parse_lines", "parse_text", "read_file", "shard_files"]
 
 _LIBSVM_ERRORS = {
     1: "the label is not a number",
@@ -33,28 +31,6 @@ _LIBSVM_ERRORS = {
     3: "a feature index is not a non-negative integer",
     4: "a feature value is not a number",
 }
-
-
-def _load_bytes(path: str) -> bytes | mmap.mmap:
-    try:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                return f.read()
-        if path.endswith(".zip"):
-            with zipfile.ZipFile(path) as z:
-                names = [n for n in z.namelist() if not n.endswith("/")]
-                if len(names) != 1:
-                    raise DataError(f"{path}: a .zip input must hold exactly one file, "
-                                    f"it holds {len(names)}")
-                return z.read(names[0])
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return b""
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as e:
-        raise DataError(f"{path}: cannot read: {e}") from None
 
 
 def _byte_range(buf: np.ndarray, k: int, n: int) -> tuple[int, int]:
@@ -68,28 +44,6 @@ def _byte_range(buf: np.ndarray, k: int, n: int) -> tuple[int, int]:
             return size
         j = np.flatnonzero(buf[i - 1:] == 10)
         return size if len(j) == 0 else i + int(j[0])
-
-    return cut(size * k // n), cut(size * (k + 1) // n)
-
-
-def _csv_byte_range(buf: np.ndarray, k: int, n: int) -> tuple[int, int]:
-    """As :func:`_byte_range`, but cut only at line breaks outside quoted fields (a quoted
-    CSV field may hold line breaks: an even number of ``"`` before a break, doubled ``""``
-    escapes included, means it ends a record)."""
-    size = len(buf)
-    if n == 1:
-        return 0, size
-    nl = np.flatnonzero(buf == 10)
-    quotes = np.flatnonzero(buf == 34)
-    ends = nl[np.searchsorted(quotes, nl) % 2 == 0]  # record ends
-
-    def cut(i: int) -> int:
-        if i <= 0:
-            return 0
-        if i >= size:
-            return size
-        j = int(np.searchsorted(ends, i - 1))
-        return size if j == len(ends) else int(ends[j]) + 1
 
     return cut(size * k // n), cut(size * (k + 1) // n)
 
@@ -248,7 +202,8 @@ def parse_bytes(buf: np.ndarray, opts: ParseOptions, *, source: str = "<lines>",
     return ds
 
 
-def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str, first_line: int) -> Dataset:
+def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str,
+               first_line: int | Callable[[], int]) -> Dataset:
     if opts.format == "vw":
         (indptr, indices, values, labels, weights, tag_ptr, tag_blob, skipped, err,
          line) = parse_vw_bytes(buf, opts.mask, _qpairs(opts), opts.constant, opts.skip_bad)
@@ -263,6 +218,8 @@ def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str, first_line: int
         tag_ptr = tag_blob = None
         msgs = _LIBSVM_ERRORS
     if err:
+        if callable(first_line):  # counted only now: a worker that seeked has no count
+            first_line = first_line()
         raise DataError(f"{source}, line {first_line + line}: {msgs[err]}: "
                         f"{_line_text(buf, line)!r}")
     return Dataset(indptr=indptr, indices=indices, values=values, labels=labels,
@@ -346,26 +303,29 @@ def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int,
                    bits=opts.bits, skipped=skipped, sources=[source], parse=opts)
 
 
+def parse_text(buf: np.ndarray, opts: ParseOptions, *, source: str,
+               first_line: int | Callable[[], int] = 1, header: bytes = b"",
+               need_label: bool = True) -> Dataset:
+    """One chunk of whole records (``first_line``: the number of its first line, or a
+    function that counts it, called only for an error message); CSV chunks come with
+    the file's ``header`` line."""
+    if opts.format == "csv":
+        fl = first_line() if callable(first_line) else first_line
+        return _parse_csv(header + bytes(buf), opts, source=source, first_line=fl - 1,
+                          need_label=need_label)
+    return _parse_one(buf, opts, source, first_line)
+
+
 def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
               need_label: bool = True) -> Dataset:
-    """Parse part ``shard = (k, n)`` of one file (the whole file for ``(0, 1)``); with
-    ``need_label=False`` a CSV file may lack the label column (data to predict)."""
-    raw = _load_bytes(path)
-    buf = np.frombuffer(raw, dtype=np.uint8) if len(raw) else np.zeros(0, np.uint8)
-    k, n = shard
-    header = b""
-    if opts.format == "csv":
-        nl = np.flatnonzero(buf == 10)
-        hend = int(nl[0]) + 1 if len(nl) else len(buf)
-        header = bytes(buf[:hend])
-        body = buf[hend:]
-        s, e = _csv_byte_range(body, k, n)
-        first = 2 + int(np.count_nonzero(body[:s] == 10))
-        return _parse_csv(header + bytes(body[s:e]), opts, source=path, first_line=first - 1,
-                          need_label=need_label)
-    s, e = _byte_range(buf, k, n)
-    first = 1 + int(np.count_nonzero(buf[:s] == 10))
-    return parse_bytes(buf[s:e], opts, source=path, first_line=first)
+    """Part ``shard = (k, n)`` of one file (the whole file for ``(0, 1)``) in memory; with
+    ``need_label=False`` a CSV file may lack the label column (data to predict).
+
+    For data that may not fit in memory use :class:`TextBlocks` or the cache instead:
+    they stream the same records block by block."""
+    from ._stream import TextBlocks
+
+    return TextBlocks(path, opts, shard=shard, need_label=need_label).dataset()
 
 
 def shard_files(paths: Sequence[str], k: int, n: int) -> list[tuple[str, tuple[int, int]]]:

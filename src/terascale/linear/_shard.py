@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import ConfigError
-from ._dataset import Dataset, ParseOptions
+from ._blocks import Blocks, ChainBlocks
+from ._dataset import ParseOptions
 
 __all__ = ["job_rank", "load_shard"]
 
@@ -28,16 +29,17 @@ def job_rank() -> tuple[int, int]:
 
 def load_shard(paths: Sequence[str] | str, *, rank: int | None = None,
                size: int | None = None, cache_dir: str | None = None,
-               **parse: Any) -> Dataset:
-    """Worker ``rank`` of ``size``'s shard of ``paths`` as one :class:`Dataset`.
+               **parse: Any) -> Blocks:
+    """Worker ``rank`` of ``size``'s shard of ``paths`` as :class:`Blocks` (read block by
+    block: a shard larger than memory is fine; ``.dataset()`` loads a small one whole).
 
     ``rank``/``size`` default to this process's place in the job its launcher started
     (``terascale run``, torchrun, mpirun, Spark, Ray), read from the environment without
     joining; a plain process is rank 0 of 1 and gets everything. ``parse`` are the fields
     of :class:`ParseOptions` (``format``, ``bits``, ``quadratic``, ``label``, ...).
     ``cache_dir`` is the cache's directory (default ``TMPDIR/terascale-cache``; ``""``
-    parses without caching): the first call parses and writes the cache, later calls (the
-    next run, a restarted worker) map it read-only. ::
+    streams the text on every pass): the first call streams the text into the cache, later
+    calls (the next run, a restarted worker) find it and read nothing until a pass. ::
 
         ds = tl.load_shard(["day-1.vw", "day-2.vw"], bits=24)   # before terascale.init()
         with terascale.init() as comm:
@@ -69,4 +71,4 @@ def load_shard(paths: Sequence[str] | str, *, rank: int | None = None,
              for p, sh in shard_files(paths, rank, size)]
     if not parts:  # more workers than files can happen only with zero files
         raise ConfigError("no input files for this worker")
-    return Dataset.concat(parts)
+    return parts[0] if len(parts) == 1 else ChainBlocks(parts)

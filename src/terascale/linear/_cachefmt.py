@@ -1,0 +1,154 @@
+"""The cache's block encoding: one parsed block as a compact byte record, and back.
+
+A record holds, in order: the examples' feature counts (1, 2 or 4 bytes each, the
+smallest that fits the block), the labels (one byte each when every label of the block
+is -1, 0, 1 or missing, else float32), the importance weights (omitted when all are 1),
+the tags (lengths and bytes, omitted when none), the hashed indices bit-packed at ``bits``
+bits each (2.25 bytes at ``-b 18``, VW's cache spends a varint of the index delta, 3-5
+bytes on hashed ids), a bitmap of which values are not 1.0, and those values as float32
+(one-hot and bag-of-words features store no value at all). Decoding restores the arrays
+exactly, so a learner gets bitwise the numbers the parser produced.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["FIELDS", "decode_block", "decode_labels", "encode_block", "label_bytes"]
+
+# a block's row in the cache's index: byte offset, byte length, examples, features, flags,
+# tag bytes
+FIELDS = 6
+_W = 1        # flags: weights stored
+_LCODE = 2    # labels stored as int8 codes
+_TAGS = 4     # tags stored
+_LW_SHIFT = 3  # bits 3-4: bytes per feature count (1, 2, 4)
+_NAN_CODE = 127
+
+
+@numba.njit(cache=True, nogil=True)
+def _pack(indices: np.ndarray, bits: int, out: np.ndarray) -> None:
+    acc = np.uint64(0)
+    nacc = 0
+    o = 0
+    for k in range(len(indices)):
+        acc |= np.uint64(indices[k]) << np.uint64(nacc)
+        nacc += bits
+        while nacc >= 8:
+            out[o] = np.uint8(acc & np.uint64(0xFF))
+            acc >>= np.uint64(8)
+            nacc -= 8
+            o += 1
+    if nacc > 0:
+        out[o] = np.uint8(acc & np.uint64(0xFF))
+
+
+@numba.njit(cache=True, nogil=True)
+def _unpack(buf: np.ndarray, bits: int, out: np.ndarray) -> None:
+    acc = np.uint64(0)
+    nacc = 0
+    p = 0
+    mask = np.uint64((1 << bits) - 1)
+    for k in range(len(out)):
+        while nacc < bits:
+            acc |= np.uint64(buf[p]) << np.uint64(nacc)
+            p += 1
+            nacc += 8
+        out[k] = np.uint32(acc & mask)
+        acc >>= np.uint64(bits)
+        nacc -= bits
+
+
+def _packed_len(nnz: int, bits: int) -> int:
+    return (nnz * bits + 7) // 8
+
+
+def encode_block(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
+                 labels: np.ndarray, weights: np.ndarray, tag_ptr: np.ndarray | None,
+                 tag_blob: np.ndarray | None, bits: int) -> tuple[bytes, int, int]:
+    """(record, flags, tag bytes) of one block (``indptr[0] == 0``)."""
+    n = len(labels)
+    nnz = int(indptr[-1])
+    lens = np.diff(indptr)
+    top = int(lens.max()) if n else 0
+    lw = 1 if top < 256 else 2 if top < 65536 else 4
+    flags = {1: 0, 2: 1, 4: 2}[lw] << _LW_SHIFT
+    parts: list[np.ndarray] = [lens.astype(f"<u{lw}").view(np.uint8)]
+    lab = np.asarray(labels, np.float32)
+    isnan = np.isnan(lab)
+    if np.all(isnan | (lab == -1) | (lab == 0) | (lab == 1)):
+        code = np.where(isnan, _NAN_CODE, np.nan_to_num(lab)).astype(np.int8)
+        parts.append(code.view(np.uint8))
+        flags |= _LCODE
+    else:
+        parts.append(lab.astype("<f4").view(np.uint8))
+    w = np.asarray(weights, np.float32)
+    if not np.all(w == 1.0):
+        parts.append(w.astype("<f4").view(np.uint8))
+        flags |= _W
+    ntag = 0
+    if tag_ptr is not None and tag_blob is not None and len(tag_ptr) and tag_ptr[-1] > 0:
+        ntag = int(tag_ptr[-1] - tag_ptr[0])
+        parts.append(np.diff(tag_ptr).astype("<u4").view(np.uint8))
+        parts.append(np.asarray(tag_blob[tag_ptr[0]:tag_ptr[-1]], np.uint8))
+        flags |= _TAGS
+    packed = np.zeros(_packed_len(nnz, bits), np.uint8)
+    _pack(np.asarray(indices, np.uint32), bits, packed)
+    parts.append(packed)
+    vals = np.asarray(values, np.float32)
+    other = vals != 1.0
+    parts.append(np.packbits(other, bitorder="little"))
+    parts.append(vals[other].astype("<f4").view(np.uint8))
+    return b"".join(p.tobytes() for p in parts), flags, ntag
+
+
+def _sections(n: int, nnz: int, flags: int, ntag: int, bits: int) -> list[int]:
+    """Byte offsets of the record's sections (lens, labels, weights, tag lens, tag bytes,
+    indices, bitmap, values)."""
+    lw = (1, 2, 4)[(flags >> _LW_SHIFT) & 3]
+    sizes = [n * lw, n if flags & _LCODE else 4 * n, 4 * n if flags & _W else 0,
+             4 * n if flags & _TAGS else 0, ntag if flags & _TAGS else 0,
+             _packed_len(nnz, bits), (nnz + 7) // 8]
+    return list(np.cumsum([0] + sizes).tolist())
+
+
+def decode_labels(rec: np.ndarray, n: int, nnz: int, flags: int, ntag: int,
+                  bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, weights) of a record prefix (the counts, labels and weights sections)."""
+    off = _sections(n, nnz, flags, ntag, bits)
+    if flags & _LCODE:
+        code = rec[off[1]:off[2]].view(np.int8)
+        labels = np.where(code == _NAN_CODE, np.float32(np.nan), code).astype(np.float32)
+    else:
+        labels = rec[off[1]:off[2]].view("<f4").astype(np.float32)
+    weights = (rec[off[2]:off[3]].view("<f4").astype(np.float32) if flags & _W
+               else np.ones(n, np.float32))
+    return labels, weights
+
+
+def label_bytes(n: int, nnz: int, flags: int, ntag: int, bits: int) -> int:
+    """How many leading bytes of a record :func:`decode_labels` reads."""
+    return _sections(n, nnz, flags, ntag, bits)[3]
+
+
+def decode_block(rec: np.ndarray, n: int, nnz: int, flags: int, ntag: int, bits: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                            np.ndarray | None, np.ndarray | None]:
+    """(indptr, indices, values, labels, weights, tag_ptr, tag_blob) of one record."""
+    off = _sections(n, nnz, flags, ntag, bits)
+    lw = (1, 2, 4)[(flags >> _LW_SHIFT) & 3]
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(rec[off[0]:off[1]].view(f"<u{lw}"), out=indptr[1:])
+    labels, weights = decode_labels(rec, n, nnz, flags, ntag, bits)
+    tag_ptr = tag_blob = None
+    if flags & _TAGS:
+        tag_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(rec[off[3]:off[4]].view("<u4"), out=tag_ptr[1:])
+        tag_blob = rec[off[4]:off[5]].copy()
+    indices = np.empty(nnz, np.uint32)
+    _unpack(rec[off[5]:off[6]], bits, indices)
+    other = np.unpackbits(rec[off[6]:off[7]], count=nnz, bitorder="little").view(np.bool_)
+    values = np.ones(nnz, np.float32)
+    values[other] = rec[off[7]:off[7] + 4 * int(np.count_nonzero(other))].view("<f4")
+    return indptr, indices, values, labels, weights, tag_ptr, tag_blob

@@ -1,0 +1,105 @@
+"""The options of :func:`terascale.linear.train` (the flags of ``terascale linear train``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TextIO
+
+import numpy as np
+
+from .._errors import ConfigError
+from ._dataset import ParseOptions
+from ._losses import LOSSES
+from ._names import opt
+
+__all__ = ["TrainOptions"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainOptions:
+    """Every option of :func:`train` (the flags of ``terascale linear train``)."""
+
+    format: str = "vw"
+    bits: int = 18
+    quadratic: tuple[str, ...] = ()
+    label: str = "label"
+    categorical: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    skip_bad: bool = False
+    constant: bool = True          # VW's bias feature
+    loss: str = "logistic"
+    learning_rate: float = 0.5
+    power_t: float = 0.5
+    l1: float = 0.0
+    l2: float | None = None        # see online_l2 / batch_l2
+    passes: int = 1
+    bfgs: int = 0                  # passes of L-BFGS after the online passes
+    cg: int = 0                    # passes of preconditioned CG after the online passes
+    memory: int = 15               # L-BFGS memory
+    tol: float = 1e-7              # stop on relative loss decrease below this
+    average: str = "weighted"      # "uniform" | "weighted"
+    holdout: float | None = None   # fraction held out to stop the batch phase
+    patience: int = 3              # batch iterations without holdout improvement
+    cache_dir: str | None = None   # "" disables the cache
+    binary: bool = False           # VW's --binary: progress and pass losses are 0/1 loss
+    progress: bool = False
+    progress_file: TextIO | None = None
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ConfigError(f"{opt('loss')} must be one of {', '.join(LOSSES)}, not "
+                              f"{self.loss!r}")
+        if self.average not in ("uniform", "weighted"):
+            raise ConfigError(f"{opt('average')} must be uniform or weighted, not "
+                              f"{self.average!r}")
+        if self.bfgs and self.cg:
+            raise ConfigError(f"{opt('bfgs')} and {opt('cg')} exclude each other")
+        for name in ("bits", "passes", "bfgs", "cg", "memory", "patience"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ConfigError(f"{opt(name)} must be an integer, not {v!r}")
+        for name in ("passes", "bfgs", "cg"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{opt(name)} must be >= 0")
+        if self.memory < 1:
+            raise ConfigError(f"{opt('memory')} must be >= 1, not {self.memory}")
+        if self.passes == 0 and not (self.bfgs or self.cg):
+            raise ConfigError(f"{opt('passes')} 0 needs {opt('bfgs')} or {opt('cg')}")
+        if self.holdout is not None and not 0.0 <= self.holdout < 1.0:
+            raise ConfigError(f"{opt('holdout')} must be in [0, 1), not {self.holdout}")
+        if not self.learning_rate > 0:
+            raise ConfigError(f"{opt('learning_rate')} must be > 0, not {self.learning_rate}")
+        if self.l1 < 0 or (self.l2 is not None and self.l2 < 0):
+            raise ConfigError(f"{opt('l1')}/{opt('l2')} must be >= 0")
+        if self.l1 > 0 and (self.bfgs or self.cg):
+            raise ConfigError(f"{opt('l1')} works with online passes only (L-BFGS and CG "
+                              f"need a smooth objective)")
+        self.parse_options()  # validates format, bits, -q
+
+    def parse_options(self) -> ParseOptions:
+        return ParseOptions(format=self.format, bits=self.bits, quadratic=tuple(self.quadratic),
+                            label=self.label, categorical=tuple(self.categorical),
+                            ignore=tuple(self.ignore), skip_bad=self.skip_bad,
+                            constant=self.constant)
+
+    @property
+    def batch(self) -> int:
+        return self.bfgs or self.cg
+
+    @property
+    def holdout_fraction(self) -> float:
+        if self.holdout is not None:
+            return self.holdout
+        return 0.1 if (self.batch or self.passes > 1) else 0.0
+
+    def online_l2(self, total_weight: float) -> float:
+        """Online runs: VW's per-example shrinkage ``--l2``. Before a batch phase, the online
+        pass does SGD on the batch objective, whose per-example share is l2 / N."""
+        if not self.batch:
+            return 0.0 if self.l2 is None else self.l2
+        return self.batch_l2 / max(total_weight, 1.0)
+
+    @property
+    def batch_l2(self) -> float:
+        """The batch objective is sum of losses + l2/2 ||w||^2; 1.0 unless given."""
+        return 1.0 if self.l2 is None else self.l2
