@@ -14,6 +14,7 @@ flight, and come out in file order: the result does not depend on the number of 
 
 from __future__ import annotations
 
+import contextvars
 import gzip
 import os
 import zipfile
@@ -291,7 +292,9 @@ class TextBlocks(Blocks):
         inflight: list[Future[T]] = []
         try:
             for job in jobs:
-                inflight.append(ex.submit(lambda j=job: fn(j())))
+                # in the caller's context: errors name options as the caller does
+                ctx = contextvars.copy_context()
+                inflight.append(ex.submit(ctx.run, lambda j=job: fn(j())))
                 if len(inflight) > self.threads:
                     yield inflight.pop(0).result()
             while inflight:
