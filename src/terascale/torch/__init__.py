@@ -17,7 +17,7 @@ large-minibatch recipes (:mod:`terascale.torch.recipes`).
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import typing
 
 # Names are imported on first use (PEP 562), so that ``terascale bench --help`` and the CLI
 # can import ``terascale.torch._bench`` without paying for ``import torch``.
@@ -32,7 +32,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'terascale.torch' has no attribute {name!r}")
