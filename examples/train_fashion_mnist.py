@@ -37,7 +37,12 @@ from terascale.torch.datasets import DEFAULT_ROOT, fashion_mnist
 
 
 def small_cnn() -> torch.nn.Module:
-    """~20k parameters: two 5x5 convolutions (8 and 16 channels), batch norm, two dense layers."""
+    """~20k parameters: two 5x5 convolutions (8 and 16 channels), batch norm, two dense layers.
+
+    Written out here on purpose, so that the example shows the whole model it trains;
+    ``terascale bench torch`` times the same network (tests/test_torch_example.py checks
+    that the two agree).
+    """
     return torch.nn.Sequential(
         torch.nn.Conv2d(1, 8, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Conv2d(8, 16, 5), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),

@@ -49,8 +49,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "Spark is consolidated into one package by helper `spark`",
     ("terascale.bench._cli", "terascale.linear._bench"):
         "the linear benchmark moves to terascale.bench.linear (helper `stream`)",
-    ("terascale.bench._cli", "terascale.torch._bench"):
-        "the torch benchmark moves to terascale.bench.torch (helper `archsurface`)",
 }
 UNDOCUMENTED_ALLOWED: dict[str, str] = {
     "terascale.transport.shm.segment_name": "segment naming moves into transport/ (archcore)",

@@ -38,3 +38,23 @@ def test_example_datasets_error_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "train-images-idx3-ubyte.gz").write_bytes(b"not gzip")
     with pytest.raises(terascale.DataError, match="train-images-idx3-ubyte.gz"):
         fashion_mnist(True, tmp_path)
+
+
+def test_example_model_is_the_benchmarked_model() -> None:
+    import importlib.util
+
+    import torch
+
+    from terascale.bench._torch_models import make_model
+
+    spec = importlib.util.spec_from_file_location("train_fashion_mnist", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    ours, theirs = make_model("cnn"), example.small_cnn()
+    assert [type(m) for m in ours.modules()] == [type(m) for m in theirs.modules()]
+    assert [p.shape for p in ours.parameters()] == [p.shape for p in theirs.parameters()]
+    torch.manual_seed(0)
+    x = torch.randn(2, 1, 28, 28)
+    theirs.load_state_dict(ours.state_dict())
+    assert torch.equal(ours(x), theirs(x))

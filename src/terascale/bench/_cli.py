@@ -11,7 +11,8 @@ import importlib
 
 __all__ = ["add_parser"]
 
-_KINDS = ("terascale.bench.allreduce", "terascale.linear._bench", "terascale.torch._bench")
+_KINDS = ("terascale.bench.allreduce", "terascale.bench.costs", "terascale.linear._bench",
+          "terascale.bench.torch")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -35,7 +35,7 @@ def choose_tcp(nbytes: int, size: int) -> str:
     return "tree" if nbytes <= limit else "ring"
 
 
-# Host layouts, measured with ``python benchmarks/allreduce_costs.py --sizes
+# Host layouts, measured with ``terascale bench costs --sizes
 # 4K,64K,1M,16M --n 2,3,4`` (tables in benchmarks/RESULTS.md, "Shared memory, halving/
 # doubling, hierarchical, auto"):
 # * every rank on one host: shared memory beats every TCP algorithm at every size (quiet

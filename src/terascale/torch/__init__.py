@@ -19,8 +19,8 @@ from __future__ import annotations
 import importlib
 import typing
 
-# Names are imported on first use (PEP 562), so that ``terascale bench --help`` and the CLI
-# can import ``terascale.torch._bench`` without paying for ``import torch``.
+# Names are imported on first use (PEP 562), so that importing the package (the CLI, the
+# ``terascale bench torch`` parser) does not pay for ``import torch`` until a name is used.
 _WHERE = {
     "DistributedOptimizer": "optimizer", "DistributedSampler": "sampler",
     "GhostBatchNorm": "recipes", "GradualWarmup": "recipes", "ModelAverager": "averaging",

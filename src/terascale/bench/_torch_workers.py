@@ -11,15 +11,15 @@ import torch
 import torch.nn.functional as F
 
 from ..communicator import Communicator
-from ._models import make_model
-from .averaging import ModelAverager
-from .broadcast import broadcast_parameters
-from .datasets import fashion_mnist
-from .hooks import OneBitState, fp16_hook, onebit_hook
-from .optimizer import DistributedOptimizer
-from .ps import ParameterServer
-from .recipes import GradualWarmup, MomentumCorrectedSGD
-from .sampler import DistributedSampler
+from ..torch.averaging import ModelAverager
+from ..torch.broadcast import broadcast_parameters
+from ..torch.datasets import fashion_mnist
+from ..torch.hooks import OneBitState, fp16_hook, onebit_hook
+from ..torch.optimizer import DistributedOptimizer
+from ..torch.ps import ParameterServer
+from ..torch.recipes import GradualWarmup, MomentumCorrectedSGD
+from ..torch.sampler import DistributedSampler
+from ._torch_models import make_model
 
 __all__ = ["bytes_worker", "lmb_worker", "throughput_worker"]
 
@@ -151,7 +151,7 @@ def lmb_worker(comm: Communicator, cfg: dict[str, Any]) -> dict[str, Any]:
             warmup.step()
             losses.append(float(loss.detach()) * accumulate)
     # per-worker BN statistics: average them, then score the full test set (rank 0's copy)
-    from .averaging import average_buffers
+    from ..torch.averaging import average_buffers
 
     average_buffers(model, comm=comm)
     model.eval()

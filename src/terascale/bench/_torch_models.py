@@ -9,7 +9,8 @@ __all__ = ["make_model"]
 
 
 def small_cnn() -> torch.nn.Module:
-    """Same as examples/train_fashion_mnist.py: ~20k parameters, one batch norm."""
+    """The model of examples/train_fashion_mnist.py (the example keeps its own copy so that
+    it reads alone; a test checks they agree): ~20k parameters, one batch norm."""
     return torch.nn.Sequential(
         torch.nn.Conv2d(1, 8, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
         torch.nn.Conv2d(8, 16, 5), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),

@@ -25,6 +25,7 @@ __all__ = ["add_bench_parser"]
 
 
 def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``torch`` to the ``terascale bench`` subcommands."""
     p = kinds.add_parser("torch", help="data-parallel PyTorch vs DistributedDataParallel",
                          description=__doc__.splitlines()[0])
     p.add_argument("--parts", default="throughput,bytes,lmb",
@@ -52,7 +53,7 @@ def _csv(text: str) -> list[str]:
 
 def _throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
     from ..testing import run_workers
-    from ._bench_workers import throughput_worker
+    from ._torch_workers import throughput_worker
 
     rows = []
     for model in _csv(args.models):
@@ -84,7 +85,7 @@ def _throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def _bytes(args: argparse.Namespace) -> list[dict[str, Any]]:
     from ..testing import run_workers
-    from ._bench_workers import bytes_worker
+    from ._torch_workers import bytes_worker
 
     rows = []
     for model in _csv(args.models):
@@ -108,8 +109,8 @@ def _bytes(args: argparse.Namespace) -> list[dict[str, Any]]:
 def _lmb(args: argparse.Namespace) -> list[dict[str, Any]]:
     from .._init import init
     from ..testing import run_workers
-    from ._bench_workers import lmb_worker
-    from .recipes import scale_lr
+    from ..torch.recipes import scale_lr
+    from ._torch_workers import lmb_worker
 
     rows: list[dict[str, Any]] = []
 
