@@ -40,7 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``terascale`` command with ``argv`` (default: ``sys.argv[1:]``); the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # a command may explain its own unknown flags (linear: VW's, refused)
+        explain = getattr(args, "unknown_args", None)
+        if explain is None:
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        print(f"terascale {args.command}: error: {explain(extras)}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="terascale: %(message)s")
     if not getattr(args, "func", None):

@@ -1,17 +1,19 @@
-"""``terascale linear train|predict|evaluate``: VW-style flags over :mod:`terascale.linear`.
+"""``terascale linear train|predict|evaluate``: terascale's flags and Vowpal Wabbit's.
 
-``train -n N`` starts N local workers through the launcher; each parses and caches its
-shard of the input, then joins the job; rank 0 writes the model. Heavy imports (numba)
-happen only inside the command functions.
+A VW command line works as typed (``-d``, ``-f``, ``-i``, ``-t``, ``-p``, ``--link``,
+``--binary``, ``--loss_function``, ``--bit_precision``, ``--holdout_off``, ``--bfgs`` without
+a count, ...): VW's spellings are extra names of the same flags (``_vwflags``), and a VW
+option terascale does not implement is refused with what to use instead. The commands run
+in ``_cli_run``; heavy imports (numba) happen only there.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
 from typing import Any
+
+from . import _vwflags as vw
 
 __all__ = ["add_parser", "train_options"]
 
@@ -23,74 +25,125 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     _span.add_parser(sub)
 
 
+def _command(name: str, parser: argparse.ArgumentParser) -> None:
+    """Run ``_cli_run.<name>`` with flag-named errors; argparse's leftovers are refused by
+    ``_vwflags.unknown_flags`` (VW's reductions say why and what to use instead)."""
+    def run(args: argparse.Namespace) -> int:
+        from . import _cli_run
+        from ._names import cli_names
+
+        with cli_names():
+            return int(getattr(_cli_run, name)(args) or 0)
+
+    parser.set_defaults(func=run,
+                        unknown_args=lambda extras: vw.unknown_flags(name, extras, parser))
+
+
+def _io_flags(p: argparse.ArgumentParser, *, predict: bool) -> None:
+    p.add_argument("data", nargs="*", help="input files (plain, .gz or .zip)")
+    p.add_argument("-d", "--data", dest="data_flag", action="append", default=[],
+                   metavar="FILE", help="an input file, as VW's -d (repeatable)")
+    p.add_argument("-i", *vw.names("--initial-regressor"), dest="initial",
+                   required=predict, metavar="MODEL",
+                   help="the model to predict with" if predict else
+                   "warm start from this model (VW's -i): its weights and learner state; "
+                   "its -b/-q/format are used, flags left at their defaults follow it")
+    p.add_argument("-p", "--predictions", default=None, metavar="FILE",
+                   help="predictions, one line per example in input order (default: "
+                        "standard output)" if predict else
+                   "progressive predictions while training (VW's -p): each example "
+                   "predicted before it is learned, every pass; needs -n 1")
+    p.add_argument("--link", default=None, metavar="identity|logistic",
+                   help="VW's output link: logistic turns scores into probabilities "
+                        "(default: " + ("probabilities for logistic models)" if predict
+                                        else "identity, raw scores as VW writes them)"))
+    p.add_argument("--binary", action="store_true",
+                   help="predictions are the sign, -1 or 1 (VW's --binary; with train, "
+                        "progress lines report 0/1 loss)")
+    p.add_argument("-t", "--testonly", action="store_true",
+                   help="VW's test-only mode: predict with -i, learn nothing"
+                   + (" (predict never learns)" if predict else ""))
+    p.add_argument("--quiet", action="store_true", help="no progress lines or summary")
+
+
 def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("linear", help="terascale linear learning (VW-style)",
                        description="Online passes of adaptive normalized SGD, weight "
                                    "averaging and L-BFGS/CG over allreduce.")
     cmds = p.add_subparsers(dest="linear_command", metavar="COMMAND")
-    t = cmds.add_parser("train", help="train a model on data files")
-    t.add_argument("data", nargs="+", help="input files (plain, .gz or .zip)")
+    t = cmds.add_parser("train", help="train a model on data files (VW's flags work too)",
+                        allow_abbrev=False)
+    _io_flags(t, predict=False)
     t.add_argument("-n", "--nprocs", type=int, default=1, metavar="N",
                    help="local workers; each reads its shard of the input (default 1)")
-    t.add_argument("-f", "--final-regressor", dest="model", required=True, metavar="MODEL",
-                   help="where to write the model")
+    t.add_argument("-f", *vw.names("--final-regressor"), dest="model", default=None,
+                   metavar="MODEL", help="where to write the model")
+    t.add_argument("--readable_model", default=None, metavar="FILE",
+                   help="also write the model as VW's readable text (index:weight)")
+    t.add_argument("--invert_hash", default=None, metavar="FILE",
+                   help="also write VW's readable text with feature names (reads the VW "
+                        "input once more to collect them)")
     _data_flags(t)
-    t.add_argument("--loss", default="logistic", choices=("logistic", "squared", "hinge"))
-    t.add_argument("--passes", type=int, default=1, help="online passes (default 1)")
+    t.add_argument(*vw.names("--loss"), default=None,
+                   help="logistic (default; with -i, the model's), squared or hinge")
+    t.add_argument("--passes", type=int, default=None,
+                   help="online passes (default 1); with a bare --bfgs/--cg, as in VW, "
+                        "the passes of L-BFGS/CG")
     g = t.add_mutually_exclusive_group()
-    g.add_argument("--bfgs", type=int, default=0, metavar="K",
-                   help="then up to K passes of L-BFGS")
-    g.add_argument("--cg", type=int, default=0, metavar="K",
-                   help="then up to K passes of preconditioned conjugate gradient")
+    g.add_argument("--bfgs", nargs="?", const="", default=None, metavar="K",
+                   help="then up to K passes of L-BFGS; bare --bfgs (VW): --passes passes "
+                        "of L-BFGS and no online pass")
+    g.add_argument(*vw.names("--cg"), dest="cg", nargs="?", const="", default=None,
+                   metavar="K", help="then up to K passes of preconditioned conjugate "
+                                     "gradient; bare, as --bfgs")
     t.add_argument("--mem", type=int, default=15, dest="memory", help="L-BFGS memory")
     t.add_argument("--l1", type=float, default=0.0, help="L1 (online passes only)")
     t.add_argument("--l2", type=float, default=None,
                    help="L2: online only, VW's per-example shrinkage; with --bfgs/--cg the "
                         "objective's l2/2 ||w||^2 (default 1.0 then)")
-    t.add_argument("-l", "--learning-rate", type=float, default=0.5)
-    t.add_argument("--power-t", type=float, default=0.5)
-    t.add_argument("--average", default="weighted", choices=("uniform", "weighted"),
-                   help="how workers' online weights are combined (default weighted)")
-    t.add_argument("--holdout", type=float, default=None, metavar="FRAC",
+    t.add_argument(*vw.names("--learning-rate", "-l"), type=float, default=0.5)
+    t.add_argument(*vw.names("--power-t"), type=float, default=0.5)
+    t.add_argument("--average", default="weighted",
+                   help="how workers' online weights are combined: weighted (default) or "
+                        "uniform")
+    h = t.add_mutually_exclusive_group()
+    h.add_argument("--holdout", type=float, default=None, metavar="FRAC",
                    help="fraction held out to stop the batch phase (default 0.1 with "
                         "--bfgs/--cg or --passes > 1, else 0)")
-    t.add_argument("--tol", type=float, default=1e-7, help="relative loss decrease to stop")
+    h.add_argument("--holdout_off", dest="holdout", action="store_const", const=0.0,
+                   help="no holdout (VW)")
+    h.add_argument("--holdout_period", type=int, default=None, metavar="K",
+                   help="hold out every K-th example (VW; --holdout 1/K)")
+    t.add_argument(*vw.names("--tol"), type=float, default=1e-7,
+                   help="relative loss decrease to stop the batch phase")
+    t.add_argument(*vw.names("--patience"), type=int, default=3,
+                   help="batch passes without holdout improvement before stopping")
     t.add_argument("--cache-dir", default=None,
                    help="cache directory (default: TMPDIR/terascale-cache; '' disables)")
     t.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a worker waits for its peers (with -n)")
-    t.add_argument("--quiet", action="store_true", help="no progress lines")
-    t.set_defaults(func=_flag_errors(_train))
+    vw.add_accepted(t)
+    _command("train", t)
 
-    pr = cmds.add_parser("predict", help="write predictions of a model")
-    pr.add_argument("data", nargs="+")
-    pr.add_argument("-i", "--initial-regressor", dest="model", required=True, metavar="MODEL")
-    pr.add_argument("-p", "--predictions", default=None, metavar="OUT",
-                    help="output file (default: standard output)")
-    pr.add_argument("--raw", action="store_true", help="raw scores, not probabilities")
-    pr.set_defaults(func=_flag_errors(_predict))
+    pr = cmds.add_parser("predict", help="write predictions of a model", allow_abbrev=False)
+    _io_flags(pr, predict=True)
+    pr.add_argument("--raw", action="store_true", help="raw scores, as --link identity")
+    vw.add_accepted(pr)
+    _command("predict", pr)
 
     ev = cmds.add_parser("evaluate", help="metrics of a model on labelled data")
     ev.add_argument("data", nargs="+")
-    ev.add_argument("-i", "--initial-regressor", dest="model", required=True, metavar="MODEL")
+    ev.add_argument("-i", "--initial-regressor", dest="initial", required=True,
+                    metavar="MODEL")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
-    ev.set_defaults(func=_flag_errors(_evaluate))
+    _command("evaluate", ev)
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
-def _flag_errors(fn: Any) -> Any:
-    """Run a command with option errors naming its flags, not Python parameters."""
-    def run(args: argparse.Namespace) -> int:
-        from ._names import cli_names
-
-        with cli_names():
-            return int(fn(args) or 0)
-    return run
-
-
 def _data_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", default="vw", choices=("vw", "libsvm", "csv"))
-    p.add_argument("-b", "--bits", type=int, default=18, help="hash bits (default 18)")
+    p.add_argument("--format", default="vw", help="vw (default), libsvm or csv")
+    p.add_argument(*vw.names("--bits", "-b"), type=int, default=18,
+                   help="hash bits (default 18)")
     p.add_argument("-q", "--quadratic", action="append", default=[], metavar="AB",
                    help="cross namespaces A and B (first letters); repeatable")
     p.add_argument("--label", default="label", help="CSV: the label column")
@@ -103,111 +156,46 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
 
 def train_options(args: argparse.Namespace) -> dict[str, Any]:
     """The train() options from parsed flags (JSON-serializable, for the workers)."""
+    from .._errors import ConfigError
+
     def cols(s: str) -> list[str]:
         return [c for c in s.split(",") if c]
 
+    passes = 1 if args.passes is None else args.passes
+    batch = {}
+    for name in ("bfgs", "cg"):
+        v = getattr(args, name)
+        if v is None:
+            batch[name] = 0
+        elif v.isdigit():
+            batch[name] = int(v)
+        else:  # bare --bfgs: VW runs --passes passes of L-BFGS from the start
+            if v:  # `--bfgs data.vw`: argparse took the file for the count
+                args.data.append(v)
+            flag = "--bfgs" if name == "bfgs" else "--cg/--conjugate_gradient"
+            if args.passes is None or args.passes < 2:
+                raise ConfigError(f"{flag} without a count takes its passes from --passes, "
+                                  f"as VW does, and needs --passes >= 2 (VW: 'at least 2 "
+                                  f"passes must be used'); or {flag} K for K passes after "
+                                  f"--passes online passes (default 1)")
+            batch[name], passes = args.passes, 0
+    holdout = args.holdout
+    if args.holdout_period is not None:
+        if args.holdout_period < 2:
+            raise ConfigError(f"--holdout_period must be >= 2, not {args.holdout_period}")
+        holdout = 1.0 / args.holdout_period
     return {"format": args.format, "bits": args.bits, "quadratic": list(args.quadratic),
             "label": args.label, "categorical": cols(args.categorical),
-            "ignore": cols(args.ignore), "skip_bad": args.skip_bad, "loss": args.loss,
+            "ignore": cols(args.ignore), "skip_bad": args.skip_bad,
+            "loss": args.loss or "logistic",
             "learning_rate": args.learning_rate, "power_t": args.power_t, "l1": args.l1,
-            "l2": args.l2, "passes": args.passes, "bfgs": args.bfgs, "cg": args.cg,
-            "memory": args.memory, "tol": args.tol, "average": args.average,
-            "holdout": args.holdout, "cache_dir": args.cache_dir,
-            "progress": not args.quiet}
+            "l2": args.l2, "passes": passes, "memory": args.memory, "tol": args.tol,
+            "patience": args.patience, "average": args.average, "holdout": holdout,
+            "cache_dir": args.cache_dir, "binary": args.binary, "progress": not args.quiet,
+            **batch}
 
 
-def _train(args: argparse.Namespace) -> int:
-    from .._errors import ConfigError
-
-    if args.nprocs < 1:
-        raise ConfigError(f"-n must be >= 1, not {args.nprocs}")
-    _check_output(args.model, "-f")
-    _check_inputs(args.data)
-    job = {"data": args.data, "model": args.model, "options": train_options(args)}
-    if args.nprocs == 1:
-        from ._worker import run_train
-
-        run_train(job)
-        return 0
-    from ..launch import LaunchOptions, launch
-    from ._warm import warm_kernels
-
-    warm_kernels()  # compile once here rather than N times at once in the workers
-    return launch([sys.executable, "-m", "terascale.linear._worker", json.dumps(job)],
-                  LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
-                                prefix_output=False))
-
-
-def _check_inputs(paths: list[str]) -> None:
-    """Missing inputs fail here, once, rather than in every worker."""
-    import os
-
-    from .._errors import DataError
-
-    for p in paths:
-        if not os.path.exists(p):
-            raise DataError(f"{p}: no such file")
-        if os.path.isdir(p):
-            raise DataError(f"{p}: is a directory, not a data file")
-
-
-def _check_output(path: str, flag: str) -> None:
-    """Fail before any work when ``path`` cannot be written (not after minutes of training)."""
-    import os
-
-    from .._errors import ConfigError
-
-    d = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise ConfigError(f"{flag} {path}: is a directory, not a file name")
-    if not os.path.isdir(d):
-        raise ConfigError(f"{flag} {path}: directory {d} does not exist")
-    if not os.access(d, os.W_OK):
-        raise ConfigError(f"{flag} {path}: directory {d} is not writable")
-
-
-def _predict(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from ._model import LinearModel
-
-    model = LinearModel.load(args.model)
-    if args.predictions:
-        _check_output(args.predictions, "-p")
-    out = open(args.predictions, "w") if args.predictions else sys.stdout  # noqa: SIM115
-    try:
-        for path in args.data:
-            for blk, s in model.predict_blocks(path):  # streamed: any file size
-                if not args.raw and model.loss == "logistic":
-                    s = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
-                if blk.has_tags:
-                    out.write("".join(f"{v:.6f} {blk.tag(i)}\n" for i, v in enumerate(s)))
-                else:
-                    np.savetxt(out, s, fmt="%.6f")
-    except BrokenPipeError:  # `... | head`: the reader has what it wanted
-        return 0
-    finally:
-        if out is not sys.stdout:
-            out.close()
-    return 0
-
-
-def _evaluate(args: argparse.Namespace) -> int:
-    from ._model import LinearModel
-
-    t0 = time.perf_counter()
-    model = LinearModel.load(args.model)
-    m = model.evaluate(list(args.data))
-    if not m["examples"]:
-        from .._errors import DataError
-
-        raise DataError(f"{', '.join(args.data)}: no labelled examples to evaluate on "
-                        f"(use predict for unlabelled data)")
-    m["seconds"] = round(time.perf_counter() - t0, 3)
-    if args.json:  # strict JSON: an undefined metric (AUC of one class) is null, not NaN
-        print(json.dumps({k: None if isinstance(v, float) and v != v else v
-                          for k, v in m.items()}))
-    else:
-        for k, v in m.items():
-            print(f"{k:<10} {v:.6f}" if isinstance(v, float) else f"{k:<10} {v}")
-    return 0
+def job_json(data: list[str], model: str, initial: str | None,
+             options: dict[str, Any]) -> str:
+    """The job a worker of ``train -n N`` runs (``_worker``)."""
+    return json.dumps({"data": data, "model": model, "initial": initial, "options": options})

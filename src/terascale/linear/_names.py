@@ -17,7 +17,7 @@ __all__ = ["FLAGS", "cli_names", "opt"]
 FLAGS = {
     "format": "--format", "bits": "-b/--bits", "quadratic": "-q/--quadratic",
     "constant": "--noconstant", "label": "--label", "categorical": "--categorical",
-    "ignore": "--ignore", "skip_bad": "--skip-bad", "loss": "--loss",
+    "ignore": "--ignore", "skip_bad": "--skip-bad", "loss": "--loss/--loss_function",
     "learning_rate": "-l/--learning-rate", "power_t": "--power-t", "l1": "--l1",
     "l2": "--l2", "passes": "--passes", "bfgs": "--bfgs", "cg": "--cg", "memory": "--mem",
     "tol": "--tol", "average": "--average", "holdout": "--holdout",

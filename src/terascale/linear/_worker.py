@@ -1,8 +1,8 @@
 """One worker of ``terascale linear train`` (started by the launcher with ``-n N``).
 
-The job description (data files, model path, options) comes as one JSON argument. The
-worker parses and caches its shard, joins the job, trains; rank 0 writes the model and
-prints the summary.
+The job description (data files, model path, warm-start model, options) comes as one JSON
+argument. The worker parses and caches its shard, joins the job, trains; rank 0 writes the
+model and prints the summary.
 """
 
 from __future__ import annotations
@@ -10,31 +10,40 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 __all__ = ["main", "run_train"]
 
 
-def run_train(job: dict[str, Any]) -> None:
-    import terascale
-
-    from .._init import read_env
+def run_train(job: dict[str, Any],
+              predictions: Callable[[np.ndarray, list[str] | None], None] | None = None
+              ) -> Any:
+    """Train as the job says; rank 0 saves the model (when the job names a path). Returns
+    the model."""
+    from .._env import read_env
+    from ._model import LinearModel
     from ._train import train
 
     env = read_env()
     rank = 0 if env is None else env.rank
     t0 = time.perf_counter()
-    model = train(job["data"], comm=None, **job["options"])
+    initial = LinearModel.load(job["initial"]) if job.get("initial") else None
+    model = train(job["data"], comm=None, initial=initial, predictions=predictions,
+                  **job["options"])
     if rank == 0:
-        model.save(job["model"])
+        if job["model"]:
+            model.save(job["model"])
         i = model.info
         secs = time.perf_counter() - t0
+        where = f"; model: {job['model']}" if job["model"] else " (no -f: model not saved)"
         print(f"trained on {i['examples']} examples, {i['feature_count']} features, "
               f"{i['features']} distinct hashed features, {i['workers']} worker(s) in "
               f"{secs:.2f} s ({i['examples'] / secs:,.0f} examples/s, "
-              f"{i['feature_count'] / secs:,.0f} features/s); model: {job['model']}",
-              file=sys.stderr)
-    del terascale
+              f"{i['feature_count'] / secs:,.0f} features/s){where}", file=sys.stderr)
+    return model
 
 
 def main(argv: list[str]) -> int:

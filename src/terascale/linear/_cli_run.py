@@ -1,0 +1,276 @@
+"""The bodies of ``terascale linear train|predict|evaluate`` (flags: ``_cli``).
+
+``train -n N`` starts N local workers through the launcher; each parses and caches its
+shard of the input, then joins the job; rank 0 writes the model. ``train -t`` is VW's test
+mode: it predicts with ``-i`` and learns nothing, as ``predict`` does, with VW's output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from .._errors import ConfigError, DataError
+
+__all__ = ["evaluate", "predict", "train"]
+
+
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """Positional files, then -d files; missing ones fail here, once, not in every worker."""
+    paths = list(args.data) + list(args.data_flag)
+    if not paths:
+        raise ConfigError("no input files: give DATA... or -d FILE")
+    for p in paths:
+        if not os.path.exists(p):
+            raise DataError(f"{p}: no such file")
+        if os.path.isdir(p):
+            raise DataError(f"{p}: is a directory, not a data file")
+    return paths
+
+
+def _check_output(path: str | None, flag: str) -> None:
+    """Fail before any work when ``path`` cannot be written (not after minutes of training)."""
+    if path is None:
+        return
+    d = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ConfigError(f"{flag} {path}: is a directory, not a file name")
+    if not os.path.isdir(d):
+        raise ConfigError(f"{flag} {path}: directory {d} does not exist")
+    if not os.access(d, os.W_OK):
+        raise ConfigError(f"{flag} {path}: directory {d} is not writable")
+
+
+def _link(args: argparse.Namespace, default: str) -> str:
+    how = args.link or default
+    if how not in ("identity", "logistic"):
+        raise ConfigError(f"--link {how}: terascale has identity and logistic (VW's glf1 and "
+                          f"poisson links are not supported)")
+    return how
+
+
+def train(args: argparse.Namespace) -> int:
+    from ._cli import train_options
+    from ._model import LinearModel
+
+    if args.nprocs < 1:
+        raise ConfigError(f"-n must be >= 1, not {args.nprocs}")
+    options = train_options(args)  # (a bare `--bfgs FILE` gives FILE back to the inputs)
+    paths = _inputs(args)
+    how = _link(args, "identity")
+    if args.testonly:
+        return _test_only(args, paths, how)
+    for path, flag in ((args.model, "-f"), (args.predictions, "-p"),
+                       (args.readable_model, "--readable_model"),
+                       (args.invert_hash, "--invert_hash")):
+        _check_output(path, flag)
+    if args.predictions and args.nprocs > 1:
+        raise ConfigError("-p/--predictions while training needs -n 1: progressive "
+                          "predictions come from one learner in input order, and with -n N "
+                          "each worker learns from its own shard; train with -n N, then "
+                          "`terascale linear predict DATA -i MODEL -p FILE`")
+    if args.initial:
+        initial = LinearModel.load(args.initial)  # a bad model fails here, once
+        _follow_model(options, initial, args)
+    from ._train import TrainOptions
+
+    # bad options fail here, once, rather than in every worker
+    TrainOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
+    model_path = args.model
+    tmp_dir = None
+    if model_path is None and (args.readable_model or args.invert_hash) and args.nprocs > 1:
+        tmp_dir = tempfile.mkdtemp(prefix="terascale-model-")
+        model_path = os.path.join(tmp_dir, "model")
+    try:
+        model = _run_train(args, paths, model_path, options, how)
+        if isinstance(model, int):
+            if model:
+                return model
+            model = None
+        if model is None and (args.readable_model or args.invert_hash):
+            model = LinearModel.load(model_path)  # type: ignore[arg-type]
+        if model is not None and args.readable_model:
+            from ._vwtext import write_readable
+
+            write_readable(model, args.readable_model)
+        if model is not None and args.invert_hash:
+            from ._vwtext import feature_names, write_readable
+
+            write_readable(model, args.invert_hash, feature_names(paths, model))
+    finally:
+        if tmp_dir is not None:
+            import shutil
+
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+    return 0
+
+
+def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespace) -> None:
+    """With -i, parse flags left at their defaults follow the model (VW keeps -b and -q in
+    the model file); flags given must agree (train() says which one does not)."""
+    from ._dataset import ParseOptions
+
+    defaults = ParseOptions().to_dict()
+    for k, v in defaults.items():
+        if k in options and options[k] == v:
+            del options[k]
+    if args.loss is None:
+        del options["loss"]
+
+
+def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,
+               options: dict[str, Any], how: str) -> Any:
+    """Train in this process (-n 1: returns the model) or on N workers (returns the
+    launcher's exit status)."""
+    from ._cli import job_json
+
+    if args.nprocs == 1:
+        from ._worker import run_train
+
+        writer = None
+        if args.predictions:
+            from ._vwtext import AtomicText, link, prediction_lines
+
+            writer = AtomicText(args.predictions)
+
+            def progressive(p: np.ndarray, tags: list[str] | None) -> None:
+                writer.write(prediction_lines(link(p, how, args.binary), tags))
+        try:
+            model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
+                                                  options)),
+                              predictions=progressive if writer else None)
+        except BaseException:
+            if writer is not None:
+                writer.discard()
+            raise
+        if writer is not None:
+            writer.commit()
+        return model
+    from ..launch import LaunchOptions, launch
+    from .kernels import warm_kernels
+
+    warm_kernels()  # compile once here rather than N times at once in the workers
+    code = launch([sys.executable, "-m", "terascale.linear._worker",
+                   job_json(paths, model_path or "", args.initial, options)],
+                  LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
+                                prefix_output=False))
+    return code
+
+
+def _clip(model: Any, s: np.ndarray) -> np.ndarray:
+    """VW's prediction bounds: [-50, 50] for logistic, else the labels the learner saw."""
+    if model.loss == "logistic":
+        return np.clip(s, -50.0, 50.0)
+    ad = model.adaptive
+    if ad is not None and len(ad[2]) >= 6 and ad[2][4] < ad[2][5]:
+        return np.clip(s, ad[2][4], ad[2][5])
+    return s
+
+
+def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool) -> np.ndarray:
+    if binary:
+        return ((s > 0) != (y > 0)).astype(np.float64)
+    if kind == "squared":
+        return (s - y) ** 2
+    ys = np.where(y > 0, 1.0, -1.0)
+    if kind == "hinge":
+        return np.maximum(0.0, 1.0 - ys * s)
+    return np.logaddexp(0.0, -ys * s)
+
+
+def _test_only(args: argparse.Namespace, paths: list[str], how: str) -> int:
+    """VW's -t: predictions of -i's model, no learning; the average loss on stderr."""
+    from ._model import LinearModel
+
+    if not args.initial:
+        raise ConfigError("-t (test only) predicts with a trained model: give -i MODEL")
+    _check_output(args.predictions, "-p")
+    model = LinearModel.load(args.initial)
+    total = np.zeros(3)
+    with _Output(args.predictions) as out:
+        for blk, raw in model.predict_blocks(paths):  # streamed: any file size
+            s = _clip(model, raw)
+            out.write(_lines(blk, s, how, args.binary))
+            y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
+            ok = ~np.isnan(y) & (w > 0)
+            total += [float(w[ok] @ _loss(model.loss, s[ok], y[ok], args.binary)),
+                      float(w[ok].sum()), len(s)]
+    if not args.quiet:
+        avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
+        print(f"test only: {int(total[2])} examples, average loss = {avg}"
+              f"{' (0/1 loss)' if args.binary else ''}", file=sys.stderr)
+    return 0
+
+
+def _lines(blk: Any, s: np.ndarray, how: str, binary: bool) -> str:
+    from ._vwtext import link, prediction_lines
+
+    tags = [blk.tag(i) for i in range(len(s))] if blk.has_tags else None
+    return prediction_lines(link(s, how, binary), tags)
+
+
+class _Output:
+    """-p FILE written atomically, or standard output (a closed pipe ends quietly)."""
+
+    def __init__(self, path: str | None) -> None:
+        from ._vwtext import AtomicText
+
+        self.file = AtomicText(path) if path else None
+
+    def write(self, text: str) -> None:
+        if self.file is not None:
+            self.file.write(text)
+        else:
+            sys.stdout.write(text)
+
+    def __enter__(self) -> _Output:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if self.file is not None:
+            if exc_type is None:
+                self.file.commit()
+            else:
+                self.file.discard()
+        return exc_type is BrokenPipeError  # `... | head`: the reader has what it wanted
+
+
+def predict(args: argparse.Namespace) -> int:
+    from ._model import LinearModel
+
+    paths = _inputs(args)
+    _check_output(args.predictions, "-p")
+    model = LinearModel.load(args.initial)
+    how = _link(args, "identity" if args.raw or model.loss != "logistic" else "logistic")
+    if args.raw and args.link == "logistic":
+        raise ConfigError("--raw and --link logistic exclude each other")
+    with _Output(args.predictions) as out:
+        for blk, raw in model.predict_blocks(paths):  # streamed: any file size
+            out.write(_lines(blk, _clip(model, raw), how, args.binary))
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    from ._model import LinearModel
+
+    t0 = time.perf_counter()
+    model = LinearModel.load(args.initial)
+    m = model.evaluate(list(args.data))
+    if not m["examples"]:
+        raise DataError(f"{', '.join(args.data)}: no labelled examples to evaluate on "
+                        f"(use predict for unlabelled data)")
+    m["seconds"] = round(time.perf_counter() - t0, 3)
+    if args.json:  # strict JSON: an undefined metric (AUC of one class) is null, not NaN
+        print(json.dumps({k: None if isinstance(v, float) and v != v else v
+                          for k, v in m.items()}))
+    else:
+        for k, v in m.items():
+            print(f"{k:<10} {v:.6f}" if isinstance(v, float) else f"{k:<10} {v}")
+    return 0

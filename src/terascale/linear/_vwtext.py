@@ -1,0 +1,210 @@
+"""Vowpal Wabbit's text outputs: prediction files (``-p``), ``--readable_model`` and
+``--invert_hash``, in VW 9's layouts so that tools written for VW read them.
+
+Predictions are one line per example, ``value`` or ``value tag``; a whole number is printed
+as one (``0``, ``1``, ``-1``), anything else with six decimals, as VW prints its float
+predictions. ``--readable_model`` is VW's header and then ``index:weight`` per non-zero
+weight by index (``index:weight g2 norm`` when the model carries the online learner's state,
+as VW 9 writes it with its default ``--save_resume``); ``--invert_hash`` puts the feature's
+name in front, ``namespace^feature`` (``feature`` in the default namespace,
+``a^x*b^y`` for a cross, ``Constant`` for the bias). Names come from reading the VW text
+once more, only when asked, keeping one name per hashed index (VW keeps them while
+parsing): as many names as there are distinct features, never the examples.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import os
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TextIO
+
+import numpy as np
+
+from .._errors import ConfigError, DataError
+from ._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space
+from ._model import LinearModel
+
+__all__ = ["AtomicText", "feature_names", "link", "prediction_lines", "write_readable"]
+
+VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
+
+
+def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
+    """VW's output of raw scores: ``--binary`` signs (a score of 0 is -1, as in VW), else
+    ``--link logistic`` probabilities, else the scores (``--link identity``)."""
+    if binary:
+        return np.where(scores > 0, 1.0, -1.0)
+    if how == "logistic":
+        return 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
+    return scores
+
+
+def _num(v: float) -> str:
+    if math.isfinite(v) and v == math.floor(v) and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.6f}"
+
+
+def prediction_lines(values: np.ndarray, tags: Sequence[str] | None) -> str:
+    """VW's -p lines for these predictions (``value tag`` where an example has a tag)."""
+    vals = values.astype(np.float32).astype(np.float64)  # VW's predictions are float32
+    if tags is None:
+        return "".join(_num(v) + "\n" for v in vals.tolist())
+    return "".join(f"{_num(v)} {t}\n" if t else _num(v) + "\n"
+                   for v, t in zip(vals.tolist(), tags))
+
+
+class AtomicText:
+    """A text file that appears (renamed into place, fsynced) only when closed without error:
+    an interrupted run leaves no half-written output behind."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        d = os.path.dirname(os.path.abspath(path))
+        fd, self._tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+        self.file: TextIO = os.fdopen(fd, "w")
+
+    def write(self, text: str) -> None:
+        self.file.write(text)
+
+    def commit(self) -> None:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        os.replace(self._tmp, self.path)
+
+    def discard(self) -> None:
+        self.file.close()
+        if os.path.exists(self._tmp):
+            os.unlink(self._tmp)
+
+
+def _lines(path: str) -> Iterator[str]:
+    """The lines of a plain, .gz or one-member .zip file, streamed."""
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rt", errors="replace") as f:
+                yield from f
+            return
+        if path.endswith(".zip"):
+            with zipfile.ZipFile(path) as z:
+                names = [n for n in z.namelist() if not n.endswith("/")]
+                if len(names) != 1:
+                    raise DataError(f"{path}: a .zip input must hold exactly one file")
+                with z.open(names[0]) as raw:
+                    yield from io.TextIOWrapper(raw, errors="replace")
+            return
+        with open(path, errors="replace") as f:
+            yield from f
+    except (OSError, zipfile.BadZipFile, EOFError) as e:
+        raise DataError(f"{path}: cannot read: {e}") from None
+
+
+def _sections(line: str) -> Iterable[tuple[str, list[str]]]:
+    """(namespace, feature names) of one VW line (the label part before the first '|')."""
+    parts = line.rstrip("\r\n").split("|")
+    for sec in parts[1:]:
+        toks = sec.split()
+        if not toks:
+            continue
+        if sec[:1].isspace():
+            ns, feats = "", toks
+        else:
+            ns, feats = toks[0].split(":", 1)[0], toks[1:]
+        names = []
+        for f in feats:
+            name, _, val = f.rpartition(":") if ":" in f else (f, "", "")
+            if val:
+                try:
+                    if float(val) == 0.0:
+                        continue  # VW drops zero-valued features
+                except ValueError:
+                    pass
+            names.append(name)
+        yield ns, names
+
+
+def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
+    """Hashed index -> VW's name (``ns^f``, ``ns^f*ns2^g``, ``Constant``) for the features
+    of ``paths`` that carry a weight in ``model``."""
+    p = model.parse
+    if p.format != "vw":
+        raise ConfigError("--invert_hash needs --format vw (feature names come from VW text)")
+    mask = p.mask
+    live = set(model.indices.tolist())
+    names: dict[int, str] = {}
+    if p.constant and (CONSTANT_HASH & mask) in live:
+        names[CONSTANT_HASH & mask] = "Constant"
+    seeds: dict[str, int] = {}
+    pairs = [tuple(q.encode()) for q in p.quadratic]
+    for path in paths:
+        for line in _lines(path):
+            feats: list[tuple[int, int, str]] = []  # (namespace char, index, name)
+            for ns, fs in _sections(line):
+                seed = seeds.get(ns)
+                if seed is None:
+                    seed = seeds[ns] = hash_space(ns)
+                ch = ns.encode()[0] if ns else 32
+                for f in fs:
+                    h = hash_feature(f, seed, 32)
+                    full = f"{ns}^{f}" if ns else f
+                    feats.append((ch, h, full))
+                    if (h & mask) in live and (h & mask) not in names:
+                        names[h & mask] = full
+            for a, b in pairs:
+                for i, (c1, h1, n1) in enumerate(feats):
+                    if c1 != a:
+                        continue
+                    for c2, h2, n2 in feats[i if a == b else 0:]:
+                        if c2 == b:
+                            hh = ((h1 * FNV_PRIME) ^ h2) & mask
+                            if hh in live and hh not in names:
+                                names[hh] = f"{n1}*{n2}"
+    return names
+
+
+def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None) -> None:
+    """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``."""
+    order = np.argsort(model.indices, kind="stable")
+    idx = model.indices[order]
+    w = model.weights[order]
+    ad = model.adaptive
+    body = []
+    if ad is not None:
+        g2, nrm = ad[0][order], ad[1][order]
+        keep = w != 0
+        for i, wi, gi, ni in zip(idx[keep].tolist(), w[keep].tolist(), g2[keep].tolist(),
+                                 nrm[keep].tolist()):
+            name = names.get(i, str(i)) + ":" if names is not None else ""
+            body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
+    else:
+        for i, wi in zip(idx.tolist(), w.tolist()):
+            name = names.get(i, str(i)) + ":" if names is not None else ""
+            body.append(f"{name}{i}:{wi:g}\n")
+    lo, hi = (-50.0, 50.0) if model.loss == "logistic" else (-1.0, 1.0)
+    if ad is not None and model.loss != "logistic" and len(ad[2]) >= 6 and ad[2][4] != ad[2][5]:
+        lo, hi = float(ad[2][4]), float(ad[2][5])
+    opts = " ".join([f"--quadratic {q}" for q in model.parse.quadratic]
+                    + ([] if model.parse.constant else ["--noconstant"]))
+    text = "".join(body)
+    head = [f"Version {VW_LAYOUT}", "Id ", f"Min label:{lo:g}", f"Max label:{hi:g}",
+            f"bits:{model.bits}", "lda:0", "0 ngram:", "0 skip:",
+            f"options:{' ' + opts if opts else ''}",
+            f"Checksum: {zlib.crc32(text.encode())}", f":{1 if ad is not None else 0}"]
+    if ad is not None:
+        s = ad[2]
+        head += ["initial_t 0", f"norm normalizer {s[1]:g}", f"t {s[0]:g}",
+                 f"min_label {lo:g}", f"max_label {hi:g}", f"total_weight {s[0]:g}"]
+    out = AtomicText(path)
+    try:
+        out.write("\n".join(head) + "\n" + text)
+        out.commit()
+    except BaseException:
+        out.discard()
+        raise
