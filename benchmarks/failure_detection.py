@@ -56,7 +56,7 @@ def main() -> None:
     t_pack = timeit.timeit(lambda: pack_header(DATA, 17, 4096, desc), number=n) / n
 
     def check() -> bool:
-        _, seq, nbytes, d = unpack_header(header)  # type: ignore[misc]
+        _, seq, nbytes, d, _ctx = unpack_header(header)  # type: ignore[misc]
         return seq == 17 and d == desc and nbytes == 4096
 
     t_check = timeit.timeit(check, number=n) / n

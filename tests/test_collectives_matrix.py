@@ -3,6 +3,8 @@
 World sizes 1-8 (non-powers of two included) x element counts 0, 1, 3, 1000, 2**20+7 x
 dtypes x ops x algorithms, checked against numpy on the gathered inputs: exact for
 integers, close for floats, and bitwise identical on every rank and across two runs.
+Alltoall and the async allgather/alltoall over world sizes 1-9; sub-communicators from
+``split`` into 2 and 3 groups (odd sizes, a rank that joins none, a split of a split).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import numpy as np
 import pytest
 from _allreduce_check import check_matrix
 
+from terascale import ConfigError
 from terascale.testing import run_workers
 
 
@@ -114,3 +117,158 @@ def test_torch_tensors() -> None:
     for y, t, g in run_workers(fn, 2):
         expect = (torch.arange(6.0).reshape(2, 3) * 3).tolist()
         assert y == expect and t == expect and g == [[0], [1]]
+
+
+# -- alltoall and the async allgather / alltoall -------------------------------------------
+A2A_DTYPES = ("int8", "uint8", "int64", "float16", "float32", "float64", "complex64", "bool")
+A2A_BLOCKS = (0, 1, 3, 1000)  # elements per block (times a trailing axis of 2 below)
+
+
+def _a2a_input(rank: int, n: int, per: int, dtype: str, seed: int = 0) -> np.ndarray:
+    """Rank ``rank``'s alltoall input: ``n`` blocks of ``per`` rows of 2, distinct values."""
+    from _allreduce_check import make_input
+
+    return make_input(rank, n * per * 2, dtype, seed).reshape(n * per, 2)
+
+
+def _a2a(comm) -> dict:
+    n, out = comm.size, {}
+    for dtype in A2A_DTYPES:
+        for per in A2A_BLOCKS:
+            x = _a2a_input(comm.rank, n, per, dtype)
+            h = comm.alltoall_async(x)
+            g = comm.allgather_async(x)
+            x[...] = 0  # async calls copied their input at the call
+            y = comm.alltoall(_a2a_input(comm.rank, n, per, dtype))
+            out[(dtype, per)] = (y, h.wait(), g.wait())
+    big = np.arange(n * (2**18 + 3), dtype=np.float32) + comm.rank * 1e6
+    out["big"] = (comm.alltoall(big), comm.alltoall_async(big).wait(), comm.allgather(big[:5]))
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8, 9])
+def test_alltoall_and_async_gathers(n: int) -> None:
+    results = run_workers(_a2a, n, timeout=180)
+    for dtype in A2A_DTYPES:
+        for per in A2A_BLOCKS:
+            xs = [_a2a_input(r, n, per, dtype) for r in range(n)]
+            gathered = np.stack(xs)
+            for r, res in enumerate(results):
+                y, ya, g = res[(dtype, per)]
+                expect = np.concatenate([x[r * per:(r + 1) * per] for x in xs]) if per else \
+                    np.empty((0, 2), dtype)
+                assert y.dtype == np.dtype(dtype) and y.shape == (n * per, 2)
+                assert y.tobytes() == expect.tobytes(), (dtype, per, r)
+                assert ya.tobytes() == expect.tobytes(), (dtype, per, r)
+                assert g.shape == (n, n * per, 2) and g.tobytes() == gathered.tobytes()
+    m = 2**18 + 3
+    for r, res in enumerate(results):
+        y, ya, g = res["big"]
+        expect = np.concatenate([np.arange(r * m, (r + 1) * m, dtype=np.float32) + i * 1e6
+                                 for i in range(n)])
+        assert y.tobytes() == expect.tobytes() and ya.tobytes() == expect.tobytes()
+        assert g.tobytes() == results[0]["big"][2].tobytes()
+
+
+def test_alltoall_needs_equal_blocks() -> None:
+    def fn(comm):
+        with pytest.raises(ConfigError, match="multiple of the communicator size 2"):
+            comm.alltoall(np.ones(3))
+        with pytest.raises(ConfigError, match="equal blocks"):
+            comm.alltoall(np.float32(1))
+        return comm.alltoall(np.arange(4).reshape(2, 2) + 10 * comm.rank).tolist()
+
+    assert run_workers(fn, 2) == [[[0, 1], [10, 11]], [[2, 3], [12, 13]]]
+
+
+# -- sub-communicators (split) ---------------------------------------------------------------
+def _split(comm, parts: int) -> dict:
+    r, n = comm.rank, comm.size
+    # Colors r % parts; keys reverse the order in color 1; the last rank of a 4+ world opts out.
+    color = None if n >= 4 and r == n - 1 else r % parts
+    sub = comm.split(color, key=-r if color == 1 else None)
+    out: dict = {"none": sub is None}
+    world = comm.allreduce(np.full(3, r + 1, np.int64))  # the parent works between and after
+    if sub is None:
+        out["world"] = [world, comm.allgather(np.int32(r))]
+        return out
+    s, k = sub.rank, sub.size
+    x = np.arange(1001, dtype=np.float64) * (r + 1)
+    out["who"] = (s, k, sub.allgather(np.int64(r)))
+    for algo in ("tree", "ring", "halving_doubling", "shm", "auto"):
+        out[algo] = sub.allreduce(x, algorithm=algo)
+    out["int_max"] = sub.allreduce(np.array([r, -r], np.int32), op="max")
+    h = sub.allreduce_async(x[:10])
+    g = sub.allgather_async(np.array([r, s]))
+    a = sub.alltoall_async(np.arange(2 * k) + 100 * r)
+    out["async"] = (h.wait(), g.wait(), a.wait())
+    out["bcast"] = sub.broadcast(np.full(4, float(r)), root=k - 1)
+    out["rs"] = sub.reduce_scatter(np.arange(2 * k + 1, dtype=np.int64) * (r + 1))
+    out["objs"] = sub.allgather_object(("r", r))
+    sub.barrier()
+    nested = sub.split(s % 2)  # a split of a split: its own context again
+    out["nested"] = nested.allgather(np.int64(r))
+    nested.close()
+    out["after_nested"] = sub.allreduce(np.ones(2, np.int64))
+    sub.close()
+    out["world"] = [world, comm.allgather(np.int32(r))]
+    return out
+
+
+@pytest.mark.parametrize("n,parts", [(3, 2), (5, 2), (5, 3), (7, 3), (2, 3)])
+def test_split_matrix(n: int, parts: int) -> None:
+    results = run_workers(_split, n, args=(parts,), timeout=180)
+    colors = [None if n >= 4 and r == n - 1 else r % parts for r in range(n)]
+    groups: dict[int, list[int]] = {}
+    for r in sorted(range(n), key=lambda r: (-r if colors[r] == 1 else r, r)):
+        if colors[r] is not None:
+            groups.setdefault(colors[r], []).append(r)
+    x = np.arange(1001, dtype=np.float64)
+    for r, res in enumerate(results):
+        np.testing.assert_array_equal(res["world"][0], np.full(3, n * (n + 1) // 2))
+        np.testing.assert_array_equal(res["world"][1], np.arange(n))
+        assert res["none"] == (colors[r] is None)
+        if colors[r] is None:
+            continue
+        members = groups[colors[r]]
+        s, k, who = res["who"]
+        assert (s, k) == (members.index(r), len(members)) and who.tolist() == members
+        total = sum(m + 1 for m in members)
+        for algo in ("tree", "ring", "halving_doubling", "shm", "auto"):
+            np.testing.assert_allclose(res[algo], x * total, err_msg=algo)
+        assert res["int_max"].tolist() == [max(members), -min(members)]
+        ar, ag, aa = res["async"]
+        np.testing.assert_allclose(ar, x[:10] * total)
+        assert ag.tolist() == [[m, i] for i, m in enumerate(members)]
+        assert aa.tolist() == [2 * s + j + 100 * m for m in members for j in range(2)]
+        assert (res["bcast"] == members[-1]).all()
+        full = np.arange(2 * k + 1) * total
+        np.testing.assert_array_equal(res["rs"], np.array_split(full, k)[s])
+        assert res["objs"] == [("r", m) for m in members]
+        assert res["nested"].tolist() == [m for i, m in enumerate(members) if i % 2 == s % 2]
+        assert res["after_nested"].tolist() == [k, k]
+        # bitwise identical inside each group
+        first = results[members[0]]
+        for algo in ("tree", "ring", "halving_doubling", "shm", "auto"):
+            assert res[algo].tobytes() == first[algo].tobytes(), (algo, r)
+
+
+def test_split_hierarchical_and_mismatch() -> None:
+    """hierarchical on a sub-communicator spread over pretend hosts; a mismatch inside a
+    group is reported by its members and names what each called."""
+
+    def fn(comm):
+        sub = comm.split(comm.rank % 2)
+        y = sub.allreduce(np.arange(5.0) + comm.rank, algorithm="hierarchical")
+        n = 3 if comm.rank == 2 else 4  # ranks 0, 2, 4 disagree inside their group
+        if comm.rank % 2 == 0:
+            sub.allreduce(np.ones(n))
+        return y.tolist()
+
+    out = run_workers(fn, 5, host_ids=["a", "a", "b", "b", "b"], expect_failure=True)
+    assert out[1] == ("ok", (np.arange(5.0) * 2 + 4).tolist())
+    assert out[3] == ("ok", (np.arange(5.0) * 2 + 4).tolist())
+    for r in (0, 2, 4):
+        status, (exc, text) = out[r]
+        assert status == "error" and exc == "CollectiveMismatch", out[r]
+        assert "sub-communicator" in text

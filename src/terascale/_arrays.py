@@ -7,20 +7,15 @@ turn the result back into the user's type.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ._errors import ConfigError
 
-__all__ = ["OPS", "Reducer", "as_array", "check_plain", "describe", "reducer", "restore",
-           "write_back"]
+__all__ = ["OPS", "ReduceOp", "as_array", "check_plain", "describe", "restore", "write_back"]
 
 OPS = ("sum", "prod", "min", "max")
-
-Reducer = Callable[[np.ndarray, np.ndarray], None]
-"""``reduce(acc, other)``: ``acc = op(acc, other)`` in place, elementwise."""
 
 _NUMPY_OPS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
 # On booleans, sum and max are "any" (logical or), prod and min are "all" (logical and).
@@ -28,18 +23,41 @@ _BOOL_OPS = {"sum": np.logical_or, "prod": np.logical_and, "min": np.logical_and
              "max": np.logical_or}
 
 
-def reducer(op: str, dtype: np.dtype) -> Reducer:
-    """The in-place elementwise reduction for ``op`` on ``dtype``; ConfigError if unknown."""
-    if op not in _NUMPY_OPS:
-        raise ConfigError(f"op={op!r} is not a reduction; use one of {', '.join(OPS)}")
-    if dtype.kind not in "biufc":
-        raise ConfigError(f"dtype {dtype} cannot be reduced; use a numeric or bool dtype")
-    ufunc = (_BOOL_OPS if dtype.kind == "b" else _NUMPY_OPS)[op]
+class ReduceOp:
+    """An elementwise reduction tagged with its name and dtype: the one form every
+    algorithm uses (the tree and the ring call it, shared memory folds with it).
 
-    def reduce(acc: np.ndarray, other: np.ndarray) -> None:
-        ufunc(acc, other, out=acc)
+    ``op(acc, other)`` reduces in place (``acc = acc op other``); :meth:`fold` reduces a
+    list left to right, the fixed order that keeps results bitwise reproducible. Raises
+    ConfigError for an unknown op or a dtype that cannot be reduced.
+    """
 
-    return reduce
+    __slots__ = ("dtype", "name", "ufunc")
+
+    def __init__(self, name: str, dtype: np.dtype) -> None:
+        if name not in _NUMPY_OPS:
+            raise ConfigError(f"op={name!r} is not a reduction; use one of {', '.join(OPS)}")
+        dtype = np.dtype(dtype)
+        if dtype.kind not in "biufc":
+            raise ConfigError(f"dtype {dtype} cannot be reduced; use a numeric or bool dtype")
+        self.name = name
+        self.dtype = dtype
+        self.ufunc = (_BOOL_OPS if dtype.kind == "b" else _NUMPY_OPS)[name]
+
+    def __call__(self, acc: np.ndarray, other: np.ndarray) -> None:
+        self.ufunc(acc, other, out=acc)
+
+    def fold(self, parts: list[np.ndarray], out: np.ndarray) -> None:
+        """``out = parts[0] op parts[1] op ...``, left to right."""
+        if len(parts) == 1:
+            np.copyto(out, parts[0])
+            return
+        self.ufunc(parts[0], parts[1], out=out)
+        for p in parts[2:]:
+            self.ufunc(out, p, out=out)
+
+    def __repr__(self) -> str:
+        return f"ReduceOp({self.name!r}, {self.dtype})"
 
 
 def check_plain(a: np.ndarray, what: str) -> None:

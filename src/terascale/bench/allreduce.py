@@ -2,7 +2,7 @@
 
 One run times, on the same machine and with the same method (see
 :mod:`terascale.bench._allreduce_worker`): every algorithm of
-:data:`terascale.collectives.select.ALLREDUCE_ALGORITHMS` through real
+:data:`terascale.collectives.ALLREDUCE` (the one algorithm registry) through real
 ``terascale.launch.launch`` workers; ``torch.distributed`` with the gloo backend (separate
 processes, ``tcp://`` init); and ``mpi4py`` on Open MPI over shared memory
 (``--mca btl self,vader``) and over TCP (``--mca btl self,tcp``), whichever are installed.
@@ -72,9 +72,9 @@ class BenchOptions:
 
 def our_algorithms() -> tuple[str, ...]:
     """Every allreduce algorithm the communicator knows, "auto" last."""
-    from ..collectives.select import ALLREDUCE_ALGORITHMS
+    from ..collectives.registry import allreduce_names
 
-    return tuple(a for a in ALLREDUCE_ALGORITHMS if a != "auto") + ("auto",)
+    return (*allreduce_names(), "auto")
 
 
 def available_peers() -> dict[str, str | None]:

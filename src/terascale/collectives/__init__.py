@@ -1,14 +1,21 @@
 """Collective algorithms, one per module (Gloo style): set up in ``__init__``, move data in
-``run()``. The public entry points are the methods of :class:`terascale.Communicator`."""
+``run()``. The allreduce algorithms are listed once, in :mod:`.registry`; the public entry
+points are the methods of :class:`terascale.Communicator`."""
 
 from .allgather import RingAllgather
+from .alltoall import PairwiseAlltoall
 from .broadcast import TreeBroadcast
+from .groups import host_groups, split_groups
 from .halving_doubling import HalvingDoublingAllreduce
+from .registry import ALLREDUCE, AllreduceCall, AllreduceSpec, allreduce_names, allreduce_spec
 from .ring import RingAllreduce
 from .select import ALLREDUCE_ALGORITHMS, choose_allreduce
+from .shm import ShmGroups, shm_barrier
 from .tree import TreeAllreduce
 
 __all__ = [
-    "ALLREDUCE_ALGORITHMS", "HalvingDoublingAllreduce", "RingAllgather", "RingAllreduce", "TreeAllreduce", "TreeBroadcast",
-    "choose_allreduce",
+    "ALLREDUCE", "ALLREDUCE_ALGORITHMS", "AllreduceCall", "AllreduceSpec",
+    "HalvingDoublingAllreduce", "PairwiseAlltoall", "RingAllgather", "RingAllreduce",
+    "ShmGroups", "TreeAllreduce", "TreeBroadcast", "allreduce_names", "allreduce_spec",
+    "choose_allreduce", "host_groups", "shm_barrier", "split_groups",
 ]

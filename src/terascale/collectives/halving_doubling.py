@@ -20,9 +20,8 @@ is added to is ready (until then it waits in the socket buffer), so one chunk of
 peer suffices. Every block is reduced by exactly one rank in a fixed order and copied
 everywhere else, so results are bitwise identical on all ranks and across runs.
 
-``group`` (global ranks) lets the algorithm run over a subset of the communicator, e.g.
-one leader per host in the hierarchical allreduce; ``rank`` and ``size`` are then the
-position in the group and its length.
+Over a subset of the communicator (one leader per host in the hierarchical allreduce) it
+runs on a sub-group view of the exchange (:meth:`~terascale.transport.base.Exchange.subgroup`).
 """
 
 from __future__ import annotations
@@ -32,9 +31,10 @@ from functools import partial
 
 import numpy as np
 
-from .._arrays import Reducer
+from .._arrays import ReduceOp
 from ..transport import Exchange
 from ._chunks import bounds, chunk_bounds, view
+from .registry import AllreduceCall
 
 __all__ = ["HalvingDoublingAllreduce"]
 
@@ -57,12 +57,16 @@ class _Box:
 class HalvingDoublingAllreduce:
     """Allreduce of a flat contiguous buffer in place; :meth:`run` moves the data."""
 
-    def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: Reducer,
-                 *, group: Sequence[int] | None = None, chunk_bytes: int = CHUNK_BYTES) -> None:
+    @classmethod
+    def for_call(cls, call: AllreduceCall) -> HalvingDoublingAllreduce:
+        """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
+        return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op)
+
+    def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
+                 *, chunk_bytes: int = CHUNK_BYTES) -> None:
         self.ex = ex
         self.buf = buf
         self.reduce = reduce
-        self.peer = list(group) if group is not None else list(range(size))
         p = 1
         while p * 2 <= size:
             p *= 2
@@ -161,7 +165,7 @@ class HalvingDoublingAllreduce:
                 if state[unit] < required:
                     break
                 lo, hi = self.units[unit]
-                ex.send(self.peer[peer], view(buf, lo, hi))
+                ex.send(peer, view(buf, lo, hi))
                 box.cur += 1
         for peer, box in self.inbox.items():
             items = box.items
@@ -169,13 +173,13 @@ class HalvingDoublingAllreduce:
                 unit, required, mode = items[box.cur]
                 lo, hi = self.units[unit]
                 if mode == _COPY:
-                    ex.recv(self.peer[peer], view(buf, lo, hi), then=partial(self._copied, unit))
+                    ex.recv(peer, view(buf, lo, hi), then=partial(self._copied, unit))
                 else:
                     if state[unit] < required:
                         break
                     assert box.scratch is not None
                     box.busy = True
-                    ex.recv(self.peer[peer], box.scratch[: hi - lo].data.cast("B"),
+                    ex.recv(peer, box.scratch[: hi - lo].data.cast("B"),
                             then=partial(self._reduced, unit, box))
                 box.cur += 1
 

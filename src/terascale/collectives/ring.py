@@ -17,14 +17,14 @@ allgather copies the same final bytes to every rank.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import partial
 
 import numpy as np
 
-from .._arrays import Reducer
+from .._arrays import ReduceOp
 from ..transport import Exchange
 from ._chunks import bounds, chunk_bounds, view
+from .registry import AllreduceCall
 
 __all__ = ["RingAllreduce"]
 
@@ -38,19 +38,22 @@ class RingAllreduce:
     segment ``r`` (rows ``bounds(rows, size)[r]``); other segments hold partial sums.
     """
 
-    def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: Reducer,
+    @classmethod
+    def for_call(cls, call: AllreduceCall) -> RingAllreduce:
+        """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
+        return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op)
+
+    def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
                  *, scatter_only: bool = False, row_elems: int = 1,
-                 chunk_bytes: int = CHUNK_BYTES, group: Sequence[int] | None = None) -> None:
+                 chunk_bytes: int = CHUNK_BYTES) -> None:
         self.ex = ex
         self.rank = rank
         self.size = size
         self.buf = buf
         self.reduce = reduce
         self.scatter_only = scatter_only
-        # Over a subgroup (``group``: global ranks), rank and size are positions in it.
-        peer = list(group) if group is not None else range(size)
-        self.left = peer[(rank - 1) % size]
-        self.right = peer[(rank + 1) % size]
+        self.left = (rank - 1) % size
+        self.right = (rank + 1) % size
         # Rank r finishes the reduce-scatter owning segment (r + 1 + shift) mod n.
         self.shift = -1 if scatter_only else 0
         # Segments hold whole rows of ``row_elems`` elements (reduce_scatter splits by rows).

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .registry import allreduce_names
+
 __all__ = ["ALLREDUCE_ALGORITHMS", "choose_allreduce", "choose_tcp"]
 
-ALLREDUCE_ALGORITHMS = ("auto", "tree", "ring", "halving_doubling", "shm", "hierarchical")
+# What ``allreduce(algorithm=...)`` accepts: "auto" and every name in the registry.
+ALLREDUCE_ALGORITHMS = ("auto", *allreduce_names())
 
 # Crossover between tree and ring, in bytes, per world size: the largest size at which the
 # tree was still at least as fast as the ring (RESULTS.md, "Auto thresholds", measured with

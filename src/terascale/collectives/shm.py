@@ -22,20 +22,26 @@ one rank do them and the others copy the result. Either way results are bitwise 
 on every rank, across runs and between the two schedules.
 
 ``src`` and ``dst`` may be the same buffer (in-place allreduce).
+
+A communicator's segments live in one :class:`ShmGroups` (one per member list, created
+collectively on first use, unmapped when the communicator closes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 
 import numpy as np
 
-from .._arrays import _BOOL_OPS, _NUMPY_OPS
+from .._arrays import ReduceOp
+from .._errors import ConfigError
 from ..transport import Exchange
 from ..transport.shm import ShmGroup
 from ._chunks import bounds
+from .registry import AllreduceCall
 
-__all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "ShmAllreduce", "shm_broadcast", "ufunc_for"]
+__all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "ShmAllreduce", "ShmGroups", "shm_barrier",
+           "shm_broadcast"]
 
 AREA_BYTES = 2 << 20
 # Measured (n=4: scatter wins from 256 KiB, 1 MiB in 0.55-0.62 vs 0.73-0.77 ms): flat while
@@ -45,34 +51,60 @@ FLAT_MAX_BYTES = 512 << 10
 # streams through the areas in rounds with one barrier each, and its redundant reads cost
 # the same as the scatter schedule's extra copy.
 FLAT_MAX_N = 2
-Ufunc = Callable[..., np.ndarray]
 
 
-def ufunc_for(op: str, dtype: np.dtype) -> Ufunc:
-    """The numpy ufunc of ``op`` on ``dtype`` (logical or/and on bool, as everywhere)."""
-    return (_BOOL_OPS if dtype.kind == "b" else _NUMPY_OPS)[op]
+class ShmGroups:
+    """One communicator's segments, by member list (ranks as its exchanges number them).
 
+    The collectives own them; the communicator holds one and closes it. ``whole`` is the
+    segment of every member once ``algorithm="shm"`` set it up (barriers then use it).
+    """
 
-def _fold(ufunc: Ufunc, parts: list[np.ndarray], out: np.ndarray) -> None:
-    """``out = parts[0] op parts[1] op ...`` left to right (the fixed order)."""
-    if len(parts) == 1:
-        np.copyto(out, parts[0])
-        return
-    ufunc(parts[0], parts[1], out=out)
-    for p in parts[2:]:
-        ufunc(out, p, out=out)
+    def __init__(self, job: str, context: int = 0) -> None:
+        self.job = job
+        self.context = context
+        self.whole: ShmGroup | None = None
+        self._groups: dict[tuple[int, ...], ShmGroup] = {}
+
+    def get(self, ex: Exchange, members: Sequence[int]) -> ShmGroup:
+        """The segment of ``members``, created collectively over them on first use."""
+        key = tuple(members)
+        g = self._groups.get(key)
+        if g is None:
+            g = ShmGroup.create(ex, key, self.job, AREA_BYTES, context=self.context)
+            self._groups[key] = g
+        return g
+
+    def close(self) -> None:
+        for g in self._groups.values():
+            g.close()
+        self._groups.clear()
+        self.whole = None
 
 
 class ShmAllreduce:
     """Allreduce (or, with ``to_leader``, reduce to member 0 only) of flat ``src`` into ``dst``."""
 
+    @classmethod
+    def for_call(cls, call: AllreduceCall) -> ShmAllreduce:
+        """``algorithm="shm"``: one segment for every rank of the exchange (one host)."""
+        if len(set(call.hosts)) > 1:
+            raise ConfigError(f"rank {call.ex.origin}: algorithm='shm' needs every rank on one "
+                              f"host, but they are on {len(set(call.hosts))}; use "
+                              "'hierarchical' or 'auto'")
+        assert call.shm is not None, "shared memory needs the communicator's segments"
+        g = call.shm.whole
+        if g is None:
+            g = call.shm.whole = call.shm.get(call.ex, range(call.ex.size))
+        return cls(g, call.ex, call.src, call.dst, call.op, call.ex.deadline)
+
     def __init__(self, g: ShmGroup, ex: Exchange, src: np.ndarray, dst: np.ndarray,
-                 ufunc: Ufunc, deadline: float, *, to_leader: bool = False) -> None:
+                 op: ReduceOp, deadline: float, *, to_leader: bool = False) -> None:
         self.g = g
         self.ex = ex
         self.src = src
         self.dst = dst
-        self.ufunc = ufunc
+        self.op = op
         self.deadline = deadline
         self.to_leader = to_leader
 
@@ -99,8 +131,7 @@ class ShmAllreduce:
             first = False
             g.round += 1
             if not self.to_leader or g.index == 0:
-                _fold(self.ufunc, [g.area(j, parity, dt, hi - lo) for j in range(g.n)],
-                      dst[lo:hi])
+                self.op.fold([g.area(j, parity, dt, hi - lo) for j in range(g.n)], dst[lo:hi])
 
     def _scatter(self) -> None:
         g, src, dst, ex, n, me = self.g, self.src, self.dst, self.ex, self.g.n, self.g.index
@@ -124,7 +155,7 @@ class ShmAllreduce:
             first = False
             parts = [src[lo + a: lo + b] if j == me else g.area(j, parity, dt, hi - lo)[a:b]
                      for j in range(n)]
-            _fold(self.ufunc, parts, mine[a:b])
+            self.op.fold(parts, mine[a:b])
             if not self.to_leader or me == 0:
                 dst[lo + a: lo + b] = mine[a:b]
             g.barrier(ex, self.deadline)
@@ -157,3 +188,18 @@ def shm_broadcast(g: ShmGroup, ex: Exchange, buf: np.ndarray, deadline: float) -
         g.round += 1
         if g.index != 0:
             np.copyto(buf[lo:hi], g.area(0, parity, dt, hi - lo))
+
+
+def shm_barrier(groups: ShmGroups, ex: Exchange) -> bool:
+    """A barrier through the communicator's whole segment, if it has one; else False.
+
+    Only once shared-memory allreduces set the segment up (the same on every rank): a job
+    that never uses shared memory does not get a segment for its barriers.
+    """
+    g = groups.whole
+    if g is None:
+        return False
+    g.announce(ex)
+    g.barrier(ex, ex.deadline, check=True)
+    g.round += 1
+    return True

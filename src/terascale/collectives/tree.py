@@ -16,14 +16,14 @@ everyone receives).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import partial
 
 import numpy as np
 
-from .._arrays import Reducer
+from .._arrays import ReduceOp
 from ..transport import Exchange
 from ._chunks import chunk_bounds, view
+from .registry import AllreduceCall
 
 __all__ = ["TreeAllreduce", "tree_links"]
 
@@ -40,15 +40,17 @@ def tree_links(vrank: int, size: int) -> tuple[int | None, list[int]]:
 class TreeAllreduce:
     """Set up with the buffer (flat, contiguous, reduced in place); :meth:`run` moves data."""
 
-    def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: Reducer,
-                 *, chunk_bytes: int = CHUNK_BYTES, group: Sequence[int] | None = None) -> None:
+    @classmethod
+    def for_call(cls, call: AllreduceCall) -> TreeAllreduce:
+        """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
+        return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op)
+
+    def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
+                 *, chunk_bytes: int = CHUNK_BYTES) -> None:
         self.ex = ex
         self.buf = buf
         self.reduce = reduce
         self.parent, self.children = tree_links(rank, size)
-        if group is not None:  # over a subgroup: rank and size are positions in ``group``
-            self.parent = None if self.parent is None else group[self.parent]
-            self.children = [group[c] for c in self.children]
         self.chunks = chunk_bounds(0, buf.size, buf.itemsize, chunk_bytes)
         longest = max(hi - lo for lo, hi in self.chunks)
         depth = min(_DEPTH, len(self.chunks))

@@ -1,6 +1,6 @@
 """``terascale run``: the local launcher."""
 
-from ._shm_cleanup import job_prefix, remove_job_segments
+from ..transport.segments import job_prefix, remove_job_segments
 from .launcher import LaunchOptions, launch
 
 __all__ = ["LaunchOptions", "job_prefix", "launch", "remove_job_segments"]

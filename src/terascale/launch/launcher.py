@@ -29,7 +29,7 @@ from .._env import JobEnv
 from .._errors import ConfigError
 from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
-from ._shm_cleanup import remove_job_segments
+from ..transport.segments import remove_job_segments
 
 __all__ = ["LaunchOptions", "launch"]
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..collectives.registry import allreduce_names
 from .._errors import ConfigError
 from .._units import parse_size
 from .model import CostParams, halving_doubling_time, ring_time, shm_time, tree_time
@@ -30,7 +31,7 @@ from .model import CostParams, halving_doubling_time, ring_time, shm_time, tree_
 __all__ = ["cache_size", "calibrate", "format_calibration", "model_time"]
 
 _NAMES = ("alpha", "beta", "gamma", "alpha_shm", "delta")
-MODELLED = ("tree", "ring", "halving_doubling", "shm", "hierarchical")
+MODELLED = allreduce_names()  # every algorithm of the registry has a model below
 CHECK_FROM = 64 << 10
 
 

@@ -55,10 +55,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..collectives.registry import ALLREDUCE, allreduce_names
+
 __all__ = ["ALGORITHMS", "CostParams", "best", "halving_doubling_time", "hierarchical_time",
            "predict", "ring_time", "shm_time", "tree_shape", "tree_time"]
 
-ALGORITHMS = ("tree", "ring", "halving_doubling", "shm", "hierarchical")
+# The communicator's algorithms (one registry); each has a cost below.
+ALGORITHMS = allreduce_names()
 TREE_CHUNK = 256 * 1024  # bytes; the tree's pipeline chunk (collectives/tree.py)
 
 
@@ -182,9 +185,9 @@ def predict(algorithm: str, nbytes: float, nodes: int, c: CostParams, *,
         return halving_doubling_time(nbytes, p, c, ranks_per_host=per_host)
     if algorithm == "tree":
         return tree_time(nbytes, p, c, chunk=chunk, ranks_per_host=per_host)
+    if algorithm in ALLREDUCE and not ALLREDUCE[algorithm].runs_on(nodes):
+        raise ValueError(f"{algorithm} works inside one host only")
     if algorithm == "shm":
-        if nodes != 1:
-            raise ValueError("shm works inside one host only")
         return shm_time(nbytes, per_host, c)
     if algorithm == "hierarchical":
         return hierarchical_time(nbytes, nodes, per_host, c)
@@ -193,7 +196,7 @@ def predict(algorithm: str, nbytes: float, nodes: int, c: CostParams, *,
 
 def best(nbytes: float, nodes: int, c: CostParams, *, per_host: int = 1) -> tuple[str, float]:
     """The fastest applicable algorithm and its predicted time."""
-    names = [a for a in ALGORITHMS if a != "shm" or nodes == 1]
+    names = [a for a in ALGORITHMS if ALLREDUCE[a].runs_on(nodes)]
     if per_host == 1 and nodes > 1:
         names = [a for a in names if a != "hierarchical"]  # same as ring then
     times = {a: predict(a, nbytes, nodes, c, per_host=per_host) for a in names}

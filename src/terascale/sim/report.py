@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..collectives.registry import ALLREDUCE
 from .._errors import ConfigError
 from .._units import format_time, parse_rate, parse_size, parse_time
 from .model import CostParams, predict
@@ -18,13 +19,10 @@ SIM_MAX_CHUNKS = 64  # tree pipeline resolution in the simulator beyond 100 rank
 
 
 def algorithms_for(nodes: int, per_host: int) -> list[str]:
-    """The algorithms that can run on ``nodes`` hosts of ``per_host`` workers each."""
-    algos = ["tree", "ring", "halving_doubling"]
-    if per_host > 1:
-        algos.append("hierarchical")
-    if nodes == 1:
-        algos.append("shm")
-    return algos
+    """The registry's algorithms that can run on ``nodes`` hosts of ``per_host`` workers
+    each (hierarchical only with several per host: with one it is the ring)."""
+    return [a for a, spec in ALLREDUCE.items() if spec.runs_on(nodes)
+            and (a != "hierarchical" or per_host > 1)]
 
 
 def _sim(algo: str, m: float, nodes: int, c: CostParams, q: int, **kw: Any) -> float:

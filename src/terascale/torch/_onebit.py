@@ -63,52 +63,47 @@ def _decode(records: np.ndarray, m: int, block: int) -> np.ndarray:
     return (signs.reshape(rows, nb, block) * scales).reshape(rows, m)
 
 
-def _schedule(comm: Communicator, name: str, detail: str, body: Any) -> Any:
-    schedule = getattr(comm, "_schedule", None)
-    if schedule is None:
-        raise ConfigError("this communicator cannot run the compressed exchange (no scheduler)")
-    return schedule(name, detail, body, None, True)
-
-
-def _all_to_all(comm: Communicator, ex: Any, send: np.ndarray, recv: np.ndarray) -> None:
-    """Row ``j`` of ``send`` goes to rank ``j``; row ``i`` of ``recv`` comes from rank ``i``."""
-    recv[comm.rank] = send[comm.rank]
-    if ex is None:
-        return
-    for peer in range(comm.size):
-        if peer != comm.rank:
-            ex.send(peer, memoryview(send[peer]))
-            ex.recv(peer, memoryview(recv[peer]))
-    ex.run()
-
-
 class _Result:
-    def __init__(self, handle: Any, like: torch.Tensor, records: np.ndarray, m: int,
-                 n: int, block: int) -> None:
-        self.handle, self.like, self.records, self.m, self.n = handle, like, records, m, n
-        self.block = block
+    """The pending sum: phase 1 is in flight; :meth:`wait` runs phase 2 and decodes."""
+
+    def __init__(self, comm: Communicator, handle: Any, like: torch.Tensor, m: int, d: int,
+                 block: int, serr: np.ndarray) -> None:
+        self.comm, self.handle, self.like, self.m, self.d = comm, handle, like, m, d
+        self.block, self.serr = block, serr
+        self._sum: torch.Tensor | None = None
 
     def wait(self) -> torch.Tensor:
-        self.handle.wait()
+        if self._sum is None:
+            self._sum = self._finish()
+        return self._sum
+
+    def _finish(self) -> torch.Tensor:
+        comm, m, block, serr = self.comm, self.m, self.block, self.serr
+        inbox = self.handle.wait()  # row i: rank i's record of the chunk this rank owns
+        own = _decode(inbox, m, block).sum(axis=0, keepdims=True, dtype=np.float32)
+        own /= np.float32(comm.size)
+        own += serr
+        record, requantized = _encode(own, block, max(0, min(m, self.d - comm.rank * m)))
+        serr[...] = own - requantized
+        gathered = comm.allgather(record[0])  # row j: the re-quantized chunk j
         dev = self.like.device
-        rec = torch.from_numpy(self.records).to(dev)
-        nb = self.m // self.block
+        rec = torch.from_numpy(gathered).to(dev)
+        nb = m // block
         scales = rec[:, :4 * nb].reshape(-1).view(torch.float32).reshape(-1, nb, 1)
         signs = unpack_signs(rec[:, 4 * nb:]).to(torch.float32) * 2 - 1
-        avg = (signs.reshape(-1, nb, self.block) * scales).reshape(-1)[: self.like.numel()]
-        return (avg * self.n).to(self.like.dtype).reshape(self.like.shape)
+        avg = (signs.reshape(-1, nb, block) * scales).reshape(-1)[: self.like.numel()]
+        return (avg * comm.size).to(self.like.dtype).reshape(self.like.shape)
 
 
 def compressed_allreduce(comm: Communicator, grad: torch.Tensor, index: int,
                          worker_error: dict[int, torch.Tensor],
                          server_error: dict[int, Any], block: int) -> _Result:
-    """Submit the two-phase 1-bit exchange of ``grad``; ``.wait()`` returns the sum."""
+    """Start the two-phase 1-bit exchange of ``grad``; ``.wait()`` returns the sum."""
     if block < 8 or block % 8:
         raise ConfigError(f"block={block} must be a positive multiple of 8")
     n, d = comm.size, grad.numel()
     m = max(block, math.ceil(d / n / block) * block)  # values per chunk, whole blocks
     nb = m // block
-    width = 4 * nb + m // 8
     err = worker_error.get(index)
     if err is None or err.numel() != n * m or err.device != grad.device:
         err = worker_error[index] = torch.zeros(n * m, dtype=torch.float32, device=grad.device)
@@ -124,31 +119,8 @@ def compressed_allreduce(comm: Communicator, grad: torch.Tensor, index: int,
     err[d:] = 0  # padding carries nothing
     send = torch.cat([scales.contiguous().view(torch.uint8).reshape(n, 4 * nb),
                       pack_signs(positive.reshape(n, m))], dim=1).cpu().numpy()
-    gathered = np.empty((n, width), np.uint8)
     serr = server_error.get(index)
     if serr is None or serr.shape != (1, m):
         serr = server_error[index] = np.zeros((1, m), np.float32)
-    detail = f"onebit,uint8[{n},{width}]"
-    inbox = np.empty((n, width), np.uint8)
-
-    def phase1(ex: Any) -> None:
-        _all_to_all(comm, ex, send, inbox)
-
-    def phase2(ex: Any) -> None:
-        own = _decode(inbox, m, block).sum(axis=0, keepdims=True, dtype=np.float32)
-        own /= np.float32(n)
-        own += serr
-        record, requantized = _encode(own, block, max(0, min(m, d - comm.rank * m)))
-        serr[...] = own - requantized
-        gathered[comm.rank] = record[0]
-        if ex is None:
-            return
-        for peer in range(n):
-            if peer != comm.rank:
-                ex.send(peer, memoryview(gathered[comm.rank]))
-                ex.recv(peer, memoryview(gathered[peer]))
-        ex.run()
-
-    _schedule(comm, "onebit_alltoall", detail, phase1)
-    handle = _schedule(comm, "onebit_allgather", detail, phase2)
-    return _Result(handle, grad, gathered, m, n, block)
+    handle = comm.alltoall_async(send)  # row j of every rank's records goes to rank j
+    return _Result(comm, handle, grad, m, d, block, serr)

@@ -3,11 +3,14 @@
 Every message is a fixed 128-byte header followed by its payload::
 
     magic "TSF1" | kind u8 | pad | seq u64 | payload bytes u64 | descriptor (96 bytes, utf-8)
+    | context u64
+
 
 The descriptor names the collective (``allreduce(ring,float32[1048576],sum)``); the
 receiver compares it and the sequence number with its own, which is how ranks that call
 different collectives detect it at the first message instead of hanging or reducing
-garbage. ``ABORT`` frames carry a JSON payload naming the error that stopped the sender.
+garbage. The context names the communicator (0: the whole job; a sub-communicator made
+by ``split`` has its own), whose collectives are numbered on their own. ``ABORT`` frames carry a JSON payload naming the error that stopped the sender.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ ABORT = 2
 _MAGIC = b"TSF1"
 _FIXED = struct.Struct("<4sB3xQQ")
 _DESC = 96
+_CONTEXT = struct.Struct("<Q")
 HEADER = 128
-_PAD = HEADER - _FIXED.size - _DESC
+_CONTEXT_AT = HEADER - _CONTEXT.size
+assert _FIXED.size + _DESC == _CONTEXT_AT
 MAX_ABORT = 16 * 1024
 
 
@@ -38,17 +43,17 @@ def pack_desc(desc: str) -> bytes:
     return raw.ljust(_DESC, b"\0")
 
 
-def pack_header(kind: int, seq: int, nbytes: int, desc_field: bytes) -> bytes:
-    return _FIXED.pack(_MAGIC, kind, seq, nbytes) + desc_field + bytes(_PAD)
+def pack_header(kind: int, seq: int, nbytes: int, desc_field: bytes, context: int = 0) -> bytes:
+    return _FIXED.pack(_MAGIC, kind, seq, nbytes) + desc_field + _CONTEXT.pack(context)
 
 
-def unpack_header(buf: bytes | bytearray | memoryview) -> tuple[int, int, int, bytes] | None:
-    """``(kind, seq, nbytes, desc_field)``, or None when the magic is wrong (corrupt stream)."""
+def unpack_header(buf: bytes | bytearray | memoryview) -> tuple[int, int, int, bytes, int] | None:
+    """``(kind, seq, nbytes, desc_field, context)``, or None when the magic is wrong."""
     magic, kind, seq, nbytes = _FIXED.unpack_from(buf, 0)
     if magic != _MAGIC:
         return None
-    desc = bytes(buf[_FIXED.size: _FIXED.size + _DESC])
-    return kind, seq, nbytes, desc
+    desc = bytes(buf[_FIXED.size: _CONTEXT_AT])
+    return kind, seq, nbytes, desc, _CONTEXT.unpack_from(buf, _CONTEXT_AT)[0]
 
 
 def show_desc(field: bytes) -> str:

@@ -27,28 +27,32 @@ frame of another collective means the member called something else
 
 The segment is created by the group's first member, announced over TCP, and unlinked
 as soon as every member has mapped it: a crash after that leaves nothing in /dev/shm,
-and ``terascale run`` removes what a crash before it left (``remove_job_segments``).
+and ``terascale run`` removes what a crash before it left
+(:func:`~terascale.transport.segments.remove_job_segments`).
+
+The segment moves the data; the group's point-to-point :class:`~terascale.transport.base.
+Exchange` (the TCP links) is its failure detector, through the exchange's public failure
+state only (``check_peer``, ``lost``, ``mismatch``, ``abort``), so the same code runs over
+any point-to-point transport.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import mmap
 import os
 import platform
 import select
-import socket
 import struct
 import time
 from collections.abc import Sequence
 
 import numpy as np
 
-from .._errors import CollectiveError, CollectiveMismatch, PeerTimeout
-from ..launch._shm_cleanup import SHM_DIR, job_prefix
-from ._frames import ABORT, HEADER, show_desc, unpack_header
-from .tcp import Exchange, _Recv
+from .._errors import CollectiveError, PeerTimeout
+from ._frames import show_desc
+from .base import Exchange
+from .segments import SHM_DIR, segment_name
 
 __all__ = ["ShmGroup", "segment_name"]
 
@@ -90,16 +94,12 @@ def _futex_wake(addr: int) -> None:
         _syscall(_SYS_FUTEX, ctypes.c_void_p(addr), _FUTEX_WAKE, 0x7FFFFFFF, None, None, 0)
 
 
-def segment_name(job: str, group: Sequence[int]) -> str:
-    tag = hashlib.blake2b(",".join(map(str, group)).encode(), digest_size=6).hexdigest()
-    return f"{job_prefix(job)}shm-{tag}"
-
-
 class ShmGroup:
-    """A mapped segment shared by ``group`` (global ranks on one host); ``index`` is ours."""
+    """A mapped segment shared by ``group`` (ranks of the exchange on one host); ``index``
+    is ours."""
 
     def __init__(self, mm: mmap.mmap, rank: int, group: Sequence[int], area_bytes: int,
-                 mesh_socks: dict[int, socket.socket]) -> None:
+                 ex: Exchange) -> None:
         self.mm = mm
         self.rank = rank
         self.group = list(group)
@@ -116,12 +116,12 @@ class ShmGroup:
         self._areas = [[self._bytes[self._area_off(i, k): self._area_off(i, k) + area_bytes]
                         for k in (0, 1)] for i in range(self.n)]
         self._others = [i for i in range(self.n) if i != self.index]
-        self._socks = {self.group[i]: mesh_socks[self.group[i]] for i in self._others}
         self._poll = select.poll()
         self._fd_peer = {}
-        for peer, s in self._socks.items():
-            self._poll.register(s.fileno(), select.POLLIN)
-            self._fd_peer[s.fileno()] = peer
+        for i in self._others:
+            fd = ex.waitable(self.group[i])
+            self._poll.register(fd, select.POLLIN)
+            self._fd_peer[fd] = self.group[i]
         self.oversubscribed = self.n > (os.cpu_count() or 1)
         base = self._bytes.ctypes.data
         self._epoch_addr = [base + i * _SLOT + _EPOCH for i in range(self.n)]
@@ -144,16 +144,21 @@ class ShmGroup:
 
     # -- setup -------------------------------------------------------------------------------
     @classmethod
-    def create(cls, ex: Exchange, rank: int, group: Sequence[int], job: str,
-               area_bytes: int) -> ShmGroup:
+    def create(cls, ex: Exchange, group: Sequence[int], job: str, area_bytes: int, *,
+               context: int = 0) -> ShmGroup:
         """Collective over ``group``: the first member creates, the others map, then unlink.
+
+        ``group`` numbers ranks as ``ex`` does; the segment is named by the job's ranks
+        (``ex.peer_name``) and the communicator ``context``, the same on every member.
 
         A segment that cannot be created or mapped (``/dev/shm`` full or missing) fails the
         collective on every rank with a :class:`CollectiveError` naming the path.
         """
         group = list(group)
+        rank = ex.rank
         size = control_bytes(len(group)) + 2 * len(group) * area_bytes
-        path = os.path.join(SHM_DIR, segment_name(job, group))
+        names = [ex.peer_name(p) for p in group]
+        path = os.path.join(SHM_DIR, segment_name(job, names, context))
         note = bytearray(struct.pack("<Q", size))
         if rank == group[0]:
             try:
@@ -170,13 +175,13 @@ class ShmGroup:
                 ex.run()
             finally:
                 os.unlink(path)  # every member has mapped it (or the job failed)
-            return cls(mm, rank, group, area_bytes, ex.mesh.socks)
+            return cls(mm, rank, group, area_bytes, ex)
         ex.recv(group[0], memoryview(note))
         ex.run()
         mm = _open(ex, path, size, create=False, creator=group[0])
         ex.send(group[0], memoryview(note))
         ex.run()
-        return cls(mm, rank, group, area_bytes, ex.mesh.socks)
+        return cls(mm, rank, group, area_bytes, ex)
 
     def close(self) -> None:
         """Unmap (idempotent); the segment's name is long gone."""
@@ -218,7 +223,7 @@ class ShmGroup:
             # Withdraw our arrival (a late member must not pass this barrier with us gone),
             # then tell every rank, as a failed TCP exchange does.
             q[(self.index * _SLOT + _EPOCH) // 8] = 0
-            ex.mesh.fail(err)
+            ex.abort(err)
             raise
         if self._quiet:
             for fd in self._quiet:
@@ -257,10 +262,10 @@ class ShmGroup:
                 next_check = now + CHECK_S
                 self._check_links(ex, target)
             if now > deadline and q[idx] < target:
-                peer = self.group[i]
+                peer = ex.peer_name(self.group[i])
                 raise PeerTimeout(
-                    f"rank {self.rank}: {ex.what} timed out after {now - ex._started:.1f} s waiting "
-                    f"for rank {peer} (shared memory)", rank=self.rank, peer=peer,
+                    f"rank {ex.origin}: {ex.what} timed out after {now - ex.started:.1f} s "
+                    f"waiting for rank {peer} (shared memory)", rank=ex.origin, peer=peer,
                     operation=ex.what)
         self._spin_s = max(self._spin_s / 2, MIN_SPIN_S) if blocked else \
             min(self._spin_s * 2, SPIN_S)
@@ -268,34 +273,13 @@ class ShmGroup:
     def _check_links(self, ex: Exchange, target: int) -> None:
         """A member that cannot arrive: dead (EOF), failed (ABORT) or in another collective."""
         for fd, _ in self._poll.poll(0):
-            peer = self._fd_peer[fd]
-            sock = self._socks[peer]
-            try:
-                head = sock.recv(HEADER, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                continue
-            except OSError:
-                head = b""
-            if self._arrived(target):
-                return  # it was the next collective's traffic, or a clean exit after this one
-            if not head:
-                raise ex._lost(peer, "connection closed: its process exited")
-            if len(head) < HEADER:
-                continue
-            parsed = unpack_header(head)
-            if parsed is None:
-                raise ex._mismatch(peer, "sent bytes that are not a terascale frame")
-            kind, seq, nbytes, desc = parsed
-            if kind == ABORT:
-                item = _Recv(memoryview(bytearray(0)), None)
-                item.header[:] = sock.recv(HEADER)
-                raise ex._aborted(peer, item, nbytes)
-            if seq != ex.seq or desc != ex._desc_field:
-                raise ex._mismatch(peer, f"called #{seq} {show_desc(desc)} (over TCP)")
-            # Same collective (a leader's TCP phase of hierarchical): not watched until the
-            # next barrier.
-            self._poll.unregister(fd)
-            self._quiet.add(fd)
+            if ex.check_peer(self._fd_peer[fd], lambda: self._arrived(target)):
+                # This collective's own traffic (a leader's TCP phase of hierarchical): not
+                # watched until the next barrier.
+                self._poll.unregister(fd)
+                self._quiet.add(fd)
+            elif self._arrived(target):
+                return
 
     def _check_desc(self, ex: Exchange) -> None:
         parity = self.round % 2
@@ -307,12 +291,9 @@ class ShmGroup:
             theirs = self._mv[off: off + _DESC_BYTES].tobytes()
             if theirs != mine:
                 seq = struct.unpack_from("<Q", theirs)[0]
-                err = CollectiveMismatch(
-                    f"rank {self.rank}: {ex.what} mismatch: this rank called #{ex.seq} "
-                    f"{ex.desc}, but rank {self.group[i]} called #{seq} "
-                    f"{show_desc(theirs[8:])} (shared memory)",
-                    rank=self.rank, peer=self.group[i], operation=ex.what)
-                ex.mesh.fail(err)
+                err = ex.mismatch(self.group[i], f"called #{seq} {show_desc(theirs[16:])} "
+                                                 "(shared memory)")
+                ex.abort(err)
                 raise err
 
 
@@ -321,7 +302,7 @@ def control_bytes(n: int) -> int:
 
 
 def _desc_field(ex: Exchange) -> bytes:
-    return struct.pack("<Q", ex.seq) + ex._desc_field.ljust(_DESC_BYTES - 8, b"\0")
+    return ex.tag[:_DESC_BYTES].ljust(_DESC_BYTES, b"\0")
 
 
 def _open(ex: Exchange, path: str, size: int, *, create: bool,
@@ -340,14 +321,14 @@ def _open(ex: Exchange, path: str, size: int, *, create: bool,
         if isinstance(e, FileNotFoundError) and creator is not None:
             # The creator unlinks early only when the collective failed on its side (e.g. a
             # mismatch another member reported); its ABORT frame, sent first, says why.
-            cause = ex._lost(creator, "it removed the shared-memory segment")
-            ex.mesh.fail(cause)
+            cause = ex.lost(creator, "it removed the shared-memory segment")
+            ex.abort(cause)
             raise cause from None
-        err = CollectiveError(f"rank {ex.mesh.rank}: {ex.what}: cannot "
+        err = CollectiveError(f"rank {ex.origin}: {ex.what}: cannot "
                               f"{'create' if create else 'map'} the shared-memory segment "
-                              f"{path} ({e.strerror or e})", rank=ex.mesh.rank,
+                              f"{path} ({e.strerror or e})", rank=ex.origin,
                               operation=ex.what)
-        ex.mesh.fail(err)
+        ex.abort(err)
         raise err from None
 
 

@@ -1,10 +1,18 @@
-"""Removal of a job's shared-memory segments after its workers ended (even by SIGKILL)."""
+"""Names of a job's shared-memory segments, and their removal after a crash.
+
+Every segment of job ``J`` is ``/dev/shm/terascale-J-...``: the shared-memory transport
+names them (:func:`segment_name`), and whoever outlives the workers (``terascale run``,
+``terascale.testing.run_workers``, the Spark and Ray runners) removes what a worker killed
+between creating and unlinking one left behind (:func:`remove_job_segments`).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Sequence
 
-__all__ = ["SHM_DIR", "job_prefix", "remove_job_segments"]
+__all__ = ["SHM_DIR", "job_prefix", "remove_job_segments", "segment_name"]
 
 SHM_DIR = "/dev/shm"
 
@@ -12,6 +20,13 @@ SHM_DIR = "/dev/shm"
 def job_prefix(job: str) -> str:
     """Every shared-memory segment of job ``job`` is named with this prefix."""
     return f"terascale-{job}-"
+
+
+def segment_name(job: str, group: Sequence[int], context: int = 0) -> str:
+    """The segment of ``group`` (ranks of the job) in communicator ``context`` of ``job``."""
+    key = ",".join(map(str, group)) + (f"@{context:x}" if context else "")
+    tag = hashlib.blake2b(key.encode(), digest_size=6).hexdigest()
+    return f"{job_prefix(job)}shm-{tag}"
 
 
 def remove_job_segments(job: str, *, keep: str | None = None) -> list[str]:

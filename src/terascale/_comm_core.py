@@ -1,0 +1,206 @@
+"""What every collective of a communicator shares: numbering, scheduling, sub-groups, lifetime.
+
+One process holds one transport (its links to the job's ranks), one progress thread and one
+ordering lock; the job's communicator and every sub-communicator split from it share the
+three, so collectives of all of them run one at a time in program order, and a failure of
+the transport (a lost peer, a mismatch, an ABORT) reaches every communicator this process
+belongs to. Each communicator numbers its own collectives (``seq``) under its own context
+id, which every message carries, so a sub-communicator's collectives are checked against
+its members only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ._arrays import OPS
+from ._async import Handle, Progress
+from ._errors import ConfigError
+from .collectives import ShmGroups
+from .transport import Exchange, Transport
+
+__all__ = ["CommCore", "Tracer"]
+
+Tracer = Callable[[str, int, float, float, dict[str, Any]], None]
+
+
+class _Shared:
+    """Per process: the transport, the progress thread, the lock that orders collectives."""
+
+    def __init__(self, mesh: Transport | None) -> None:
+        self.mesh = mesh
+        self.progress = Progress()
+        self.order = threading.Lock()  # held while a collective is numbered and started
+
+
+class CommCore:
+    """The machinery under :class:`terascale.Communicator` (see there for the public API)."""
+
+    def __init__(self, *, rank: int = 0, size: int = 1, local_rank: int = 0, local_size: int = 1,
+                 mesh: Transport | None = None, timeout: float = 60.0, job: str = "local",
+                 hosts: list[str] | None = None, tracer: Tracer | None = None) -> None:
+        if size > 1 and mesh is None:
+            raise ConfigError("a communicator of several ranks needs a transport")
+        self.rank = rank
+        self.size = size
+        self.local_rank = local_rank
+        self.local_size = local_size
+        self.timeout = timeout
+        self.job = job
+        self.hosts = hosts or ["localhost"] * size
+        self.tracer = tracer
+        self._shared = _Shared(mesh)
+        self._mesh = mesh
+        self._members: list[int] | None = None  # transport ranks of our ranks (None: all)
+        self._context = 0
+        self._seq = 0
+        self._splits = 0
+        self._progress = self._shared.progress
+        self._order = self._shared.order
+        self._shm = ShmGroups(job)
+        self._children: weakref.WeakSet[CommCore] = weakref.WeakSet()
+        self._closed = False
+        self._owner = True  # closes the transport (the job's communicator, not a split)
+
+    def __repr__(self) -> str:
+        sub = "" if self._owner else f", context={self._context:#x}"
+        return f"{type(self).__name__}(rank={self.rank}, size={self.size}, job={self.job!r}{sub})"
+
+    @property
+    def bytes_sent(self) -> int:
+        """Bytes this rank has written to its peer connections (headers included; the
+        whole process: sub-communicators share the connections)."""
+        return 0 if self._mesh is None else self._mesh.bytes_sent
+
+    @property
+    def bytes_received(self) -> int:
+        return 0 if self._mesh is None else self._mesh.bytes_received
+
+    # -- sub-communicators -------------------------------------------------------------------
+    def _derive(self, group: list[int], color: int, index: int) -> Any:
+        """The sub-communicator of ``group`` (our ranks, in its order) from split ``index``."""
+        child = object.__new__(type(self))
+        hosts = [self.hosts[r] for r in group]
+        me = group.index(self.rank)
+        same_host = [i for i, h in enumerate(hosts) if h == hosts[me]]
+        # Same id on every member: derived from what they all share. Two communicators that
+        # share a pair of ranks never share an id, so their messages are told apart.
+        digest = hashlib.blake2b(f"{self._context}/{index}/{color}".encode(), digest_size=8)
+        context = int.from_bytes(digest.digest(), "little") | 1
+        CommCore.__init__(child, rank=me, size=len(group), local_rank=same_host.index(me),
+                          local_size=len(same_host), mesh=self._mesh, timeout=self.timeout,
+                          job=self.job, hosts=hosts, tracer=self.tracer)
+        child._shared = self._shared
+        child._mesh = self._mesh
+        child._progress = self._shared.progress
+        child._order = self._shared.order
+        child._members = [self._transport_rank(r) for r in group]
+        child._context = context
+        child._shm = ShmGroups(self.job, context)
+        child._owner = False
+        self._children.add(child)
+        return child
+
+    def _transport_rank(self, r: int) -> int:
+        return r if self._members is None else self._members[r]
+
+    # -- the machinery shared by every collective ---------------------------------------------
+    def _schedule(self, name: str, detail: str, body: Callable[[Exchange | None], Any],
+                  timeout: float | None, asynchronous: bool) -> Any:
+        """Number the collective, then run ``body`` now or on the progress thread.
+
+        Numbering and starting happen under one lock, so collectives called from several
+        threads run in the order of their sequence numbers (the order peers check).
+        """
+        with self._order:
+            return self._schedule_locked(name, detail, body, timeout, asynchronous)
+
+    def _schedule_locked(self, name: str, detail: str, body: Callable[[Exchange | None], Any],
+                         timeout: float | None, asynchronous: bool) -> Any:
+        if self._closed:
+            raise ConfigError(f"rank {self.rank}: {name} on a closed communicator")
+        try:
+            limit = self.timeout if timeout is None else float(timeout)
+        except (TypeError, ValueError):
+            limit = math.nan  # reported below, like any other unusable timeout
+        if not (limit > 0 and math.isfinite(limit)):
+            raise ConfigError(f"rank {self.rank}: {name} timeout={timeout!r} must be positive "
+                              "and finite (seconds)")
+        seq = self._seq
+        self._seq += 1
+        what = f"{name} #{seq} ({detail})"
+        desc = f"{name}({detail})"
+        if not self._owner:
+            what = f"{what} on a sub-communicator of {self.size}"
+
+        submitted = time.monotonic()
+
+        def run() -> Any:
+            start = time.monotonic()
+            ex = None
+            if self.size > 1:
+                assert self._mesh is not None
+                ex = self._mesh.exchange(seq, desc, what, start + limit, context=self._context,
+                                         members=self._members)
+            result = body(ex)
+            if self.tracer is not None:
+                end = time.monotonic()
+                # Phases for the timeline: waiting behind earlier async collectives, then
+                # moving and reducing the data.
+                phases = [("queued", submitted, start)] if asynchronous else []
+                phases.append(("transfer+reduce", start, end))
+                self.tracer(name, seq, submitted if asynchronous else start, end,
+                            {"detail": detail, "phases": phases})
+            return result
+
+        if asynchronous:
+            return self._progress.submit(Handle(f"rank {self.rank}: {what}"), run)
+        if not self._progress.idle():
+            self._progress.drain()  # keep program order behind queued async collectives
+        with self._progress.exec_lock:
+            return run()
+
+    def _check_op(self, op: str) -> None:
+        if op not in OPS:
+            raise ConfigError(f"op={op!r} is not supported; use one of {', '.join(OPS)}")
+
+    def _check_root(self, root: int) -> None:
+        if not isinstance(root, (int, np.integer)) or not 0 <= root < self.size:
+            raise ConfigError(f"root={root!r} is not a rank of this communicator (0..{self.size - 1})")
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Finish queued collectives and release what this communicator holds; idempotent.
+
+        Closing the job's communicator also closes every sub-communicator split from it
+        and the connections; closing a sub-communicator leaves its parent working.
+        """
+        if self._closed:
+            return
+        try:
+            if not self._progress.idle():
+                self._progress.drain(time.monotonic() + self.timeout)
+        finally:
+            self._closed = True
+            for child in list(self._children):
+                child.close()
+            self._shm.close()
+            if self._owner:
+                self._progress.close()
+                if self._mesh is not None:
+                    self._mesh.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -1,0 +1,112 @@
+"""The one table of allreduce algorithms: name -> class, placement, and what it can run on.
+
+Everything that names an allreduce algorithm reads this table: the communicator
+(``allreduce(algorithm=...)``), ``auto`` (:mod:`.select`), the hierarchical allreduce (its
+phase between hosts), the cost model and simulator (:mod:`terascale.sim`) and the
+benchmark (``terascale bench allreduce``). Classes are imported on first use
+(``"module:Class"``, like entry points), so the table imports no algorithm and any
+algorithm may consult it.
+
+Adding an algorithm: write a module with a class whose ``for_call(call)`` classmethod
+builds it from an :class:`AllreduceCall` and whose ``run()`` moves the data (the Gloo
+shape), then add one :class:`AllreduceSpec` line below. It is then selectable by name,
+covered by ``tests/test_collectives_matrix.py`` once listed there, and offered by the
+benchmark; give it a cost in :mod:`terascale.sim.model` to let the simulator plan with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import numpy as np
+
+from .._arrays import ReduceOp
+from .._errors import ConfigError
+from ..transport.base import Exchange
+
+if TYPE_CHECKING:
+    from .shm import ShmGroups
+
+__all__ = ["ALLREDUCE", "AllreduceCall", "AllreduceSpec", "allreduce_names", "allreduce_spec"]
+
+
+class Runnable(Protocol):
+    def run(self) -> None: ...
+
+
+@dataclass
+class AllreduceCall:
+    """One allreduce as an algorithm sees it.
+
+    ``src`` and ``dst`` are flat, C-contiguous and of equal size; they are the same buffer
+    unless the algorithm ``reads_input`` (then ``src`` is the caller's array, read where it
+    is, and the result goes to ``dst``). ``hosts`` is each rank's host id (ranks as
+    ``ex`` numbers them), ``shm`` the communicator's shared-memory segments.
+    """
+
+    ex: Exchange
+    src: np.ndarray
+    dst: np.ndarray
+    op: ReduceOp
+    hosts: list[str]
+    shm: ShmGroups | None = None
+
+
+@dataclass(frozen=True)
+class AllreduceSpec:
+    """One algorithm: where it runs and how it is built.
+
+    ``placement`` is ``"any"`` or ``"one host"`` (every rank on one machine: shared memory);
+    ``subgroup`` says whether it can run over part of an exchange (the phase between hosts
+    of the hierarchical allreduce runs one over one leader per host); ``reads_input``
+    whether it reads the caller's array in place (no defensive copy, blocking calls only).
+    """
+
+    name: str
+    target: str = field(repr=False)  # "module:Class", imported on first use
+    placement: Literal["any", "one host"] = "any"
+    subgroup: bool = True
+    reads_input: bool = False
+    summary: str = ""
+
+    def runs_on(self, hosts: int) -> bool:
+        """Whether the algorithm can run on ``hosts`` distinct hosts."""
+        return self.placement == "any" or hosts <= 1
+
+    def load(self) -> Any:
+        module, _, cls = self.target.partition(":")
+        return getattr(importlib.import_module(module, __package__), cls)
+
+    def build(self, call: AllreduceCall) -> Runnable:
+        return self.load().for_call(call)  # type: ignore[no-any-return]
+
+
+ALLREDUCE: dict[str, AllreduceSpec] = {s.name: s for s in (
+    AllreduceSpec("tree", ".tree:TreeAllreduce",
+                  summary="pipelined binary tree: 2 log2(n) latencies, small messages"),
+    AllreduceSpec("ring", ".ring:RingAllreduce",
+                  summary="reduce-scatter + allgather ring: bandwidth-optimal, large messages"),
+    AllreduceSpec("halving_doubling", ".halving_doubling:HalvingDoublingAllreduce",
+                  summary="Rabenseifner: bandwidth-optimal in 2 log2(p) steps, any size"),
+    AllreduceSpec("shm", ".shm:ShmAllreduce", placement="one host", subgroup=False,
+                  reads_input=True, summary="one shared-memory segment for a single host"),
+    AllreduceSpec("hierarchical", ".hierarchical:HierarchicalAllreduce", subgroup=False,
+                  reads_input=True,
+                  summary="shared memory inside hosts, tree/ring between one leader per host"),
+)}
+
+
+def allreduce_names() -> tuple[str, ...]:
+    """Every algorithm name, in table order (``"auto"`` is not one: it picks one of these)."""
+    return tuple(ALLREDUCE)
+
+
+def allreduce_spec(name: str) -> AllreduceSpec:
+    """The spec of ``name``; ConfigError naming the known ones otherwise."""
+    spec = ALLREDUCE.get(name)
+    if spec is None:
+        raise ConfigError(f"algorithm={name!r} is not known; use one of auto, "
+                          f"{', '.join(ALLREDUCE)}")
+    return spec

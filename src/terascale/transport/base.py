@@ -1,0 +1,185 @@
+"""The interface every collective uses to move bytes: :class:`Transport` and :class:`Exchange`.
+
+A :class:`Transport` is this rank's links to every other rank of the job (Gloo's
+``transport::Device`` plus its ``Pair`` objects, httpx's ``BaseTransport``). For each
+collective the communicator asks it for an :class:`Exchange`: the sends and receives of
+that one collective, numbered (``seq``), described (``desc``: name, shape, dtype, op) and
+bounded by a deadline. An algorithm posts messages with :meth:`Exchange.send` /
+:meth:`Exchange.recv` (from completion callbacks too, which is how the ring and the tree
+pipeline chunks) and calls :meth:`Exchange.run` to progress them all at once.
+
+Failure state is public and lives here, not in the algorithms: every transport raises
+``PeerLost`` for a dead peer, ``PeerTimeout`` at the deadline and ``CollectiveMismatch``
+when a peer's message belongs to another collective, and :meth:`Exchange.abort` tells every
+peer before the error propagates, so that nobody waits out a deadline for a rank that
+already failed.
+
+Peers are numbered in the exchange's own communicator (``members`` maps them to the
+transport's ranks), so one set of links serves a communicator and every sub-communicator
+split from it; each carries its own ``context`` id, and a message of another context is
+told apart from one of this collective.
+
+Adding a transport (a GPU one, RDMA) is one new module: subclass :class:`Transport` and
+:class:`Exchange` (implement ``send``, ``recv``, ``run``, ``lost``, ``mismatch``,
+``abort``, ``check_peer``, ``waitable``), build it where ``terascale._init`` builds the TCP
+mesh, and every algorithm in :mod:`terascale.collectives` runs over it unchanged. A
+same-host data path that is not point to point (the shared-memory segment of
+:mod:`terascale.transport.shm`) moves data its own way and borrows an exchange's failure
+state: ``check_peer`` while it waits, ``abort`` when it fails.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+
+from .._errors import CollectiveError, CollectiveMismatch
+
+__all__ = ["Exchange", "GroupView", "Transport"]
+
+Callback = Callable[[], None]
+
+
+class Exchange(ABC):
+    """The messages of one collective, progressed together until all complete.
+
+    Attributes every implementation sets: ``seq`` (this communicator's collective number),
+    ``desc`` (what was called), ``what`` (``"allreduce #3 (ring,float32[8],sum)"``, for
+    messages), ``deadline`` (``time.monotonic()`` seconds), ``started``, ``rank`` and
+    ``size`` (this rank's position in the exchange's communicator and its size), ``origin``
+    (this rank's number in the transport, used in messages) and ``tag`` (bytes identifying
+    the collective, equal on every rank that called the same one).
+    """
+
+    seq: int
+    desc: str
+    what: str
+    deadline: float
+    started: float
+    rank: int
+    size: int
+    origin: int
+    tag: bytes
+
+    # -- moving data -------------------------------------------------------------------------
+    @abstractmethod
+    def send(self, peer: int, payload: memoryview | bytes) -> None:
+        """Queue ``payload`` for ``peer``; messages to one peer arrive in posting order."""
+
+    @abstractmethod
+    def recv(self, peer: int, into: memoryview, then: Callback | None = None) -> None:
+        """Receive ``peer``'s next message into ``into`` (its exact size), then call ``then``."""
+
+    @abstractmethod
+    def run(self) -> None:
+        """Progress every posted message until all completed; raise CollectiveError otherwise."""
+
+    # -- failure state -----------------------------------------------------------------------
+    @abstractmethod
+    def peer_name(self, peer: int) -> int:
+        """``peer``'s number in the transport (the job's rank), for messages and errors."""
+
+    @abstractmethod
+    def lost(self, peer: int, why: str) -> CollectiveError:
+        """The error for ``peer`` gone (or the reason it sent when it aborted)."""
+
+    @abstractmethod
+    def mismatch(self, peer: int, theirs: str) -> CollectiveMismatch:
+        """The error for ``peer`` having called something else (``theirs`` says what)."""
+
+    @abstractmethod
+    def abort(self, err: CollectiveError) -> None:
+        """Mark the transport failed and tell every peer ``err`` (bounded in time)."""
+
+    @abstractmethod
+    def check_peer(self, peer: int, arrived: Callable[[], bool]) -> bool:
+        """For data paths outside this exchange: what ``peer``'s link says, without blocking.
+
+        Raises the error a closed link, an ABORT or another collective's message means,
+        unless ``arrived()`` (called after looking) says the wait it guards is over. Returns
+        True when the link holds a message of this very collective: it says nothing new
+        until that message is consumed, so the caller may stop watching it for a while.
+        """
+
+    @abstractmethod
+    def waitable(self, peer: int) -> int:
+        """A file descriptor that becomes readable when ``peer`` has news (poll(2) it)."""
+
+    def subgroup(self, members: Sequence[int]) -> Exchange:
+        """The same collective over ``members`` (peers of this exchange), renumbered 0..k-1."""
+        return GroupView(self, members)
+
+
+class GroupView(Exchange):
+    """An exchange restricted to some of its peers: how an algorithm runs on a sub-group.
+
+    The hierarchical allreduce runs the ring or the tree over one leader per host this way;
+    messages keep the parent's collective number and description, so peers check them as
+    part of the same collective.
+    """
+
+    def __init__(self, parent: Exchange, members: Sequence[int]) -> None:
+        self.parent = parent
+        self.members = list(members)
+        if parent.rank not in self.members:
+            raise ValueError(f"rank {parent.rank} is not in the group {self.members}")
+        self.rank = self.members.index(parent.rank)
+        self.size = len(self.members)
+        for name in ("seq", "desc", "what", "deadline", "started", "origin", "tag"):
+            setattr(self, name, getattr(parent, name))
+
+    def send(self, peer: int, payload: memoryview | bytes) -> None:
+        self.parent.send(self.members[peer], payload)
+
+    def recv(self, peer: int, into: memoryview, then: Callback | None = None) -> None:
+        self.parent.recv(self.members[peer], into, then)
+
+    def run(self) -> None:
+        self.parent.run()
+
+    def peer_name(self, peer: int) -> int:
+        return self.parent.peer_name(self.members[peer])
+
+    def lost(self, peer: int, why: str) -> CollectiveError:
+        return self.parent.lost(self.members[peer], why)
+
+    def mismatch(self, peer: int, theirs: str) -> CollectiveMismatch:
+        return self.parent.mismatch(self.members[peer], theirs)
+
+    def abort(self, err: CollectiveError) -> None:
+        self.parent.abort(err)
+
+    def check_peer(self, peer: int, arrived: Callable[[], bool]) -> bool:
+        return self.parent.check_peer(self.members[peer], arrived)
+
+    def waitable(self, peer: int) -> int:
+        return self.parent.waitable(self.members[peer])
+
+
+class Transport(ABC):
+    """This rank's links to every other rank of the job.
+
+    ``rank`` and ``size`` number the job; ``broken`` holds the first failure (after which
+    every new exchange fails at once, naming it); ``bytes_sent`` / ``bytes_received``
+    count what moved, headers included.
+    """
+
+    rank: int
+    size: int
+    broken: CollectiveError | None
+    bytes_sent: int
+    bytes_received: int
+
+    @abstractmethod
+    def exchange(self, seq: int, desc: str, what: str, deadline: float, *, context: int = 0,
+                 members: Sequence[int] | None = None) -> Exchange:
+        """A new exchange for collective ``seq`` of communicator ``context`` over ``members``
+        (the transport's ranks, in the communicator's order; all of them when None)."""
+
+    @abstractmethod
+    def fail(self, err: CollectiveError) -> None:
+        """Mark the transport failed and tell every peer why (idempotent)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close every link (idempotent)."""
