@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ..collectives.registry import allreduce_names
 from .._errors import ConfigError
 from .._units import parse_size
+from ..collectives.registry import allreduce_names
 from .model import CostParams, halving_doubling_time, ring_time, shm_time, tree_time
 
 __all__ = ["cache_size", "calibrate", "format_calibration", "model_time"]

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ..collectives.registry import ALLREDUCE
 from .._errors import ConfigError
 from .._units import format_time, parse_rate, parse_size, parse_time
+from ..collectives.registry import ALLREDUCE
 from .model import CostParams, predict
 from .simulator import simulate, straggler_delays
 
