@@ -36,13 +36,6 @@ SRC = ROOT / "src"
 
 # (importer, imported) -> why it is still there and who removes it.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("terascale.communicator", "terascale.collectives._chunks"):
-        "chunk bounds of the communicator's own sends; the collectives registry (archcore) "
-        "takes them over",
-    ("terascale.transport.shm", "terascale.launch._shm_cleanup"):
-        "segment naming and cleanup move into transport/ (archcore, transport interface)",
-    ("terascale.transport.shm", "terascale.transport.tcp._Recv"):
-        "shared memory lives off TCP internals until transport/base.py (archcore)",
     ("terascale.engines._spark_linear", "terascale.engines.spark._check_cluster"):
         "Spark is consolidated into one package by helper `spark`",
     ("terascale.spark", "terascale.engines._spark_linear"):

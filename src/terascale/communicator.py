@@ -20,11 +20,11 @@ from .collectives import (
     TreeAllreduce,
     TreeBroadcast,
     allreduce_spec,
+    bounds,
     choose_allreduce,
     shm_barrier,
     split_groups,
 )
-from .collectives._chunks import bounds
 from .transport import Exchange
 
 __all__ = ["Communicator"]

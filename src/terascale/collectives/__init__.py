@@ -2,6 +2,7 @@
 ``run()``. The allreduce algorithms are listed once, in :mod:`.registry`; the public entry
 points are the methods of :class:`terascale.Communicator`."""
 
+from ._chunks import bounds
 from .allgather import RingAllgather
 from .alltoall import PairwiseAlltoall
 from .broadcast import TreeBroadcast
@@ -17,5 +18,5 @@ __all__ = [
     "ALLREDUCE", "ALLREDUCE_ALGORITHMS", "AllreduceCall", "AllreduceSpec",
     "HalvingDoublingAllreduce", "PairwiseAlltoall", "RingAllgather", "RingAllreduce",
     "ShmGroups", "TreeAllreduce", "TreeBroadcast", "allreduce_names", "allreduce_spec",
-    "choose_allreduce", "host_groups", "shm_barrier", "split_groups",
+    "bounds", "choose_allreduce", "host_groups", "shm_barrier", "split_groups",
 ]
