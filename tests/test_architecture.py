@@ -43,6 +43,26 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("terascale.bench._cli", "terascale.linear._bench"):
         "the linear benchmark moves to terascale.bench.linear (helper `stream`)",
 }
+# The layers of ARCHITECTURE.md: a module imports only from its own layer or below.
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(["_errors", "_units", "_env", "_arrays", "_async", "_auth", "_timeline"], 0),
+    "transport": 1,
+    "rendezvous": 2, "collectives": 2,
+    **dict.fromkeys(["communicator", "_comm_core", "_comm_objects", "_init", "_checkpoint",
+                     "terascale"], 3),
+    "launch": 4, "testing": 4,
+    "linear": 5, "torch": 5, "sim": 5,
+    "engines": 6, "spark": 6, "ray": 6,
+    **dict.fromkeys(["bench", "cli", "_demo", "__main__"], 7),
+}
+# (importer, area it should not reach up to) -> why it is still there and who removes it.
+LAYER_ALLOWED: dict[tuple[str, str], str] = {
+    ("terascale.collectives.hierarchical", "communicator"):
+        "hierarchical reads the communicator's host table and segment cache; the registry "
+        "and sub-communicators (archcore) remove it",
+    ("terascale.transport.shm", "launch"):
+        "segment naming and cleanup move into transport/ (archcore)",
+}
 UNDOCUMENTED_ALLOWED: dict[str, str] = {
     "terascale.transport.shm.segment_name": "segment naming moves into transport/ (archcore)",
 }
@@ -170,6 +190,36 @@ def test_no_package_imports_another_packages_private_module() -> None:
     stale = sorted(set(ALLOWED) - set(found))
     if stale:
         warnings.warn(f"remove from ALLOWED in {Path(__file__).name} (fixed): {stale}",
+                      stacklevel=1)
+
+
+def _area(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "terascale"
+
+
+def test_layers_import_only_downward() -> None:
+    upward: dict[tuple[str, str], str] = {}
+    unknown = set()
+    for path in sorted((SRC / "terascale").rglob("*.py")):
+        module = _module_name(path)
+        a = _area(module)
+        if a not in LAYERS:
+            unknown.add(a)
+            continue
+        for target, line in _imports(path, module):
+            b = _area(target)
+            if b not in LAYERS:  # `from terascale import init`: a name of the package
+                b = "terascale"
+            if LAYERS[b] > LAYERS[a]:
+                upward.setdefault((module, b), f"{path.relative_to(ROOT)}:{line}: {module} "
+                                  f"(layer {LAYERS[a]}) imports {target} (layer {LAYERS[b]})")
+    assert not unknown, f"add these areas to LAYERS and ARCHITECTURE.md: {sorted(unknown)}"
+    new = [where for key, where in upward.items() if key not in LAYER_ALLOWED]
+    assert not new, "imports against the layers (ARCHITECTURE.md):\n" + "\n".join(new)
+    stale = sorted(set(LAYER_ALLOWED) - set(upward))
+    if stale:
+        warnings.warn(f"remove from LAYER_ALLOWED in {Path(__file__).name} (fixed): {stale}",
                       stacklevel=1)
 
 
