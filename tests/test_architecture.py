@@ -56,16 +56,8 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(["bench", "cli", "_demo", "__main__"], 7),
 }
 # (importer, area it should not reach up to) -> why it is still there and who removes it.
-LAYER_ALLOWED: dict[tuple[str, str], str] = {
-    ("terascale.collectives.hierarchical", "communicator"):
-        "hierarchical reads the communicator's host table and segment cache; the registry "
-        "and sub-communicators (archcore) remove it",
-    ("terascale.transport.shm", "launch"):
-        "segment naming and cleanup move into transport/ (archcore)",
-}
-UNDOCUMENTED_ALLOWED: dict[str, str] = {
-    "terascale.transport.shm.segment_name": "segment naming moves into transport/ (archcore)",
-}
+LAYER_ALLOWED: dict[tuple[str, str], str] = {}
+UNDOCUMENTED_ALLOWED: dict[str, str] = {}
 
 
 def _public_modules() -> list[tuple[str, bool]]:
