@@ -12,7 +12,7 @@ import importlib
 __all__ = ["add_parser"]
 
 _KINDS = ("terascale.bench.allreduce", "terascale.bench.costs", "terascale.linear._bench",
-          "terascale.bench.torch")
+          "terascale.bench.torch", "terascale.bench.failures")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
