@@ -117,16 +117,9 @@ def ray_engine(reps: int) -> dict[str, Any]:
 
 
 def _vw_file(path: str, n: int, seed: int) -> None:
-    import numpy as np
+    from terascale.linear.synthetic import separable_lines, write_lines
 
-    rng = np.random.default_rng(seed)
-    truth = rng.standard_normal(1000)
-    with open(path, "w") as f:
-        for _ in range(n):
-            feats = rng.choice(1000, size=20, replace=False)
-            vals = rng.random(20)
-            label = 1 if truth[feats] @ vals > 0 else -1
-            f.write(f"{label} |f " + " ".join(f"x{i}:{v:.3f}" for i, v in zip(feats, vals)) + "\n")
+    write_lines(path, separable_lines(n, seed, vocab=1000, k=20, scale=1.0, prefix="x"))
 
 
 def linear(reps: int, lines: int = 100_000) -> dict[str, Any]:

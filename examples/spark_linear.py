@@ -14,20 +14,13 @@ import os
 import sys
 import tempfile
 
-import numpy as np
-
 import terascale.spark
 
 
 def synthetic(path: str, n: int = 20000, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    truth = rng.standard_normal(200)
-    with open(path, "w") as f:
-        for _ in range(n):
-            feats = rng.choice(200, size=10, replace=False)
-            vals = rng.random(10)
-            label = 1 if truth[feats] @ vals > 0 else -1
-            f.write(f"{label} |f " + " ".join(f"x{i}:{v:.3f}" for i, v in zip(feats, vals)) + "\n")
+    from terascale.linear.synthetic import separable_lines, write_lines
+
+    write_lines(path, separable_lines(n, seed, vocab=200, k=10, scale=1.0, prefix="x"))
 
 
 def main() -> None:

@@ -87,15 +87,9 @@ def test_bad_arguments(spark):
 
 
 def _vw_lines(n: int, seed: int) -> list[str]:
-    rng = np.random.default_rng(seed)
-    truth = rng.standard_normal(40)
-    lines = []
-    for _ in range(n):
-        feats = rng.choice(40, size=6, replace=False)
-        vals = rng.random(6) * 2
-        label = 1 if float(truth[feats] @ vals) > 0 else -1
-        lines.append(f"{label} |f " + " ".join(f"w{f}:{v:.3f}" for f, v in zip(feats, vals)))
-    return lines
+    from terascale.linear.synthetic import separable_lines
+
+    return separable_lines(n, seed, vocab=40, k=6, scale=2.0, prefix="w")
 
 
 def test_train_linear_on_partitions_equals_local_workers(spark, tmp_path):

@@ -1,0 +1,244 @@
+"""Seeded synthetic data in Vowpal Wabbit's text format, for benchmarks, tests and examples.
+
+``write_click`` writes large click-style data fast (numpy-vectorized, 10^5 lines a chunk):
+a planted logistic model over Zipf-distributed ids (a user, an ad, a site: a few very
+common, a long tail seen once), a bag of 20 tokens drawn with replacement (so tokens
+repeat inside an example) and 8 real-valued features on their raw scales (a price in the
+thousands next to a ratio near 0.05). The label is drawn from the model's probability, so
+the Bayes AUC is well below 1 and test AUC and logloss tell learners apart. The model is
+fixed (its own seed); ``seed`` picks the examples, so train and test files drawn with two
+seeds come from one distribution::
+
+    from terascale.linear import synthetic
+    synthetic.write_click("train.vw", 1_000_000, seed=1)
+    synthetic.write_click("test.vw", 100_000, seed=2)
+
+``logistic_lines`` (namespaces of categorical and numeric features, optional importance
+weights and tags) and ``separable_lines`` (a linearly separable set) are small in-memory
+sets for tests and examples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numba
+import numpy as np
+
+__all__ = ["CLICK_FEATURES", "click_chunks", "logistic_lines", "separable_lines",
+           "write_click", "write_lines"]
+
+CLICK_FEATURES = 31  # per example, the constant not counted
+_MODEL_SEED = 20140101
+_IDS = (("u", 1_000_000, 1.15, 0.6), ("a", 100_000, 1.3, 0.8), ("s", 10_000, 1.5, 0.5))
+_TOKENS = (20_000, 1.1, 0.25, 20)  # vocabulary, Zipf exponent, weight sd, per example
+_NUMERIC = ("price", "age", "clicks", "ctr", "dwell", "hour", "depth", "dist")
+
+
+class _Model:
+    """The planted weights (the same for every seed of the examples)."""
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(_MODEL_SEED)
+        self.ids = [rng.normal(0.0, sd, size=vocab) for _, vocab, _, sd in _IDS]
+        self.tokens = rng.normal(0.0, _TOKENS[2], size=_TOKENS[0])
+        self.numeric = rng.normal(0.0, 0.4, size=len(_NUMERIC))
+        self.bias = -1.2
+        self.cdfs = [_zipf_cdf(vocab, a) for _, vocab, a, _ in _IDS]
+        self.token_cdf = _zipf_cdf(_TOKENS[0], _TOKENS[1])
+
+
+def _numeric(rng: np.random.Generator, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(raw values m x 8, the standardized signal they carry m x 8)."""
+    price = rng.lognormal(4.0, 1.5, m)
+    age = rng.integers(18, 81, m).astype(np.float64)
+    clicks = rng.poisson(3.0, m).astype(np.float64)
+    ctr = rng.beta(1.0, 20.0, m)
+    dwell = rng.exponential(100.0, m)
+    hour = rng.integers(0, 24, m).astype(np.float64)
+    depth = rng.integers(1, 21, m).astype(np.float64)
+    dist = rng.lognormal(1.0, 1.0, m)
+    raw = np.stack([price, age, clicks, ctr, dwell, hour, depth, dist], axis=1)
+    sig = np.stack([(np.log(price) - 4.0) / 1.5, (age - 49.0) / 18.0,
+                    (clicks - 3.0) / 1.7, (ctr - 0.048) / 0.045, (dwell - 100.0) / 100.0,
+                    np.sin(hour / 24.0 * 2 * np.pi), (depth - 10.5) / 5.8,
+                    (np.log(dist) - 1.0)], axis=1)
+    return raw, sig
+
+
+def _zipf_cdf(vocab: int, a: float) -> np.ndarray:
+    """CDF of a Zipf law truncated to ``vocab`` ranks (sampled by inversion: numpy's
+    unbounded ``zipf`` rejects most draws for exponents near 1)."""
+    p = np.arange(1, vocab + 1, dtype=np.float64) ** -a
+    c = np.cumsum(p)
+    return c / c[-1]
+
+
+def _zipf(rng: np.random.Generator, cdf: np.ndarray, shape: int | tuple[int, int]
+          ) -> np.ndarray:
+    return np.minimum(np.searchsorted(cdf, rng.random(shape)), len(cdf) - 1)
+
+
+@numba.njit(cache=True, inline="always")
+def _put(buf: np.ndarray, o: int, lit: np.ndarray, a: int, b: int) -> int:
+    for i in range(a, b):
+        buf[o] = lit[i]
+        o += 1
+    return o
+
+
+@numba.njit(cache=True, inline="always")
+def _put_int(buf: np.ndarray, o: int, v: int) -> int:
+    n = 1
+    t = v // 10
+    while t > 0:
+        n += 1
+        t //= 10
+    for i in range(n):
+        buf[o + n - 1 - i] = 48 + v % 10
+        v //= 10
+    return o + n
+
+
+@numba.njit(cache=True)
+def _format(y: np.ndarray, ids: np.ndarray, toks: np.ndarray, raw: np.ndarray,
+            lit: np.ndarray, cuts: np.ndarray, buf: np.ndarray) -> int:
+    """VW lines into ``buf`` (its length, or -1 when it is too small): literal piece j of ``lit`` is ``lit[cuts[j]:cuts[j + 1]]``
+    (the namespaces' and numeric features' names); values with up to 4 decimals."""
+    o = 0
+    nid = ids.shape[1]
+    nnum = raw.shape[1]
+    for i in range(len(y)):
+        if o + 1024 > len(buf):  # a line is well under 1 KiB: the caller gives more room
+            return -1
+        if y[i] < 0:
+            buf[o] = 45
+            o += 1
+        buf[o] = 49
+        o += 1
+        for j in range(nid):
+            o = _put(buf, o, lit, cuts[j], cuts[j + 1])
+            o = _put_int(buf, o, ids[i, j])
+        o = _put(buf, o, lit, cuts[nid], cuts[nid + 1])            # " |t"
+        for j in range(toks.shape[1]):
+            o = _put(buf, o, lit, cuts[nid + 1], cuts[nid + 2])    # " t"
+            o = _put_int(buf, o, toks[i, j])
+        o = _put(buf, o, lit, cuts[nid + 2], cuts[nid + 3])        # " |n"
+        for j in range(nnum):
+            o = _put(buf, o, lit, cuts[nid + 3 + j], cuts[nid + 4 + j])
+            scaled = np.int64(raw[i, j] * 10000.0 + 0.5)
+            o = _put_int(buf, o, scaled // 10000)
+            frac = scaled % 10000
+            if frac:
+                buf[o] = 46
+                o += 1
+                digits = 4
+                while frac % 10 == 0:
+                    frac //= 10
+                    digits -= 1
+                for d in range(digits):
+                    buf[o + digits - 1 - d] = 48 + frac % 10
+                    frac //= 10
+                o += digits
+        buf[o] = 10
+        o += 1
+    return o
+
+
+def _literals() -> tuple[np.ndarray, np.ndarray]:
+    pieces = ([f" |{ns} {ns}" for ns, _, _, _ in _IDS] + [" |t", " t", " |n"]
+              + [f" {name}:" for name in _NUMERIC])
+    raw = [p.encode() for p in pieces]
+    cuts = np.cumsum([0] + [len(p) for p in raw]).astype(np.int64)
+    return np.frombuffer(b"".join(raw), np.uint8), cuts
+
+
+def click_chunks(n: int, *, seed: int = 0, chunk: int = 100_000) -> Iterator[bytes]:
+    """The VW text of ``n`` click-style examples, ``chunk`` lines at a time."""
+    model = _Model()
+    lit, cuts = _literals()
+    rng = np.random.default_rng(seed)
+    for s in range(0, n, chunk):
+        m = min(chunk, n - s)
+        z = np.full(m, model.bias)
+        ids = np.empty((m, len(_IDS)), np.int64)
+        for j, (w, cdf) in enumerate(zip(model.ids, model.cdfs)):
+            ids[:, j] = _zipf(rng, cdf, m)
+            z += w[ids[:, j]]
+        toks = _zipf(rng, model.token_cdf, (m, _TOKENS[3]))
+        z += model.tokens[toks].sum(axis=1)
+        raw, sig = _numeric(rng, m)
+        z += sig @ model.numeric
+        y = np.where(rng.random(m) < 1.0 / (1.0 + np.exp(-z)), 1, -1).astype(np.int8)
+        room = m * 320 + 1024
+        while True:
+            buf = np.empty(room, np.uint8)
+            end = _format(y, ids, toks.astype(np.int64), raw, lit, cuts, buf)
+            if end >= 0:
+                break
+            room *= 2
+        yield buf[:end].tobytes()
+
+
+def write_click(path: str, n: int, *, seed: int = 0, chunk: int = 100_000) -> str:
+    """Write ``n`` click-style examples to ``path`` (atomically: temp file, then rename)."""
+    import os
+    import tempfile
+
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-click-", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for data in click_chunks(n, seed=seed, chunk=chunk):
+                f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_lines(path: str, lines: list[str]) -> str:
+    """Write lines (one example each) to ``path``."""
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def logistic_lines(n: int, seed: int = 0, *, weights: bool = False,
+                   dense: bool = False) -> list[str]:
+    """Logistic data in VW text: namespaces a (3 of 40 categories) and b (4 numeric, 30%
+    missing unless ``dense``), tags ``exI``, importance weights with ``weights``. The model
+    is the same for every seed."""
+    true = np.random.default_rng(12345).normal(size=60)
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(n):
+        cats = rng.choice(40, size=3, replace=False)
+        nums = rng.normal(size=4) * (rng.random(4) < (1.0 if dense else 0.7))
+        z = true[cats].sum() + nums @ true[40:44] + 0.3
+        y = 1 if rng.random() < 1 / (1 + np.exp(-z)) else -1
+        imp = f" {rng.choice([0.5, 1.0, 2.0, 3.0])}" if weights else ""
+        feats = " ".join(f"c{c}" for c in cats)
+        num = " ".join(f"n{j}:{v:.4f}" for j, v in enumerate(nums) if v != 0)
+        lines.append(f"{y}{imp} 'ex{i}|a {feats} |b {num}")
+    return lines
+
+
+def separable_lines(n: int, seed: int = 0, *, vocab: int = 40, k: int = 6,
+                    scale: float = 2.0, prefix: str = "w") -> list[str]:
+    """Linearly separable data: ``k`` of ``vocab`` features (``{prefix}{j}``) with values
+    in [0, scale), labelled by the sign of a random linear model (drawn from ``seed``)."""
+    rng = np.random.default_rng(seed)
+    truth = rng.standard_normal(vocab)
+    lines = []
+    for _ in range(n):
+        feats = rng.choice(vocab, size=k, replace=False)
+        vals = rng.random(k) * scale
+        label = 1 if float(truth[feats] @ vals) > 0 else -1
+        lines.append(f"{label} |f " + " ".join(f"{prefix}{f}:{v:.3f}"
+                                                for f, v in zip(feats, vals)))
+    return lines
