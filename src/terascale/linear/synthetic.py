@@ -188,6 +188,7 @@ def write_click(path: str, n: int, *, seed: int = 0, chunk: int = 100_000) -> st
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-click-", dir=d)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 is for secrets, this is data
         with os.fdopen(fd, "wb") as f:
             for data in click_chunks(n, seed=seed, chunk=chunk):
                 f.write(data)

@@ -1,0 +1,211 @@
+"""Streaming: shards are read in bounded blocks (text chunks, the block-encoded cache), the
+results do not depend on where blocks are cut, and training fits in an address space far
+smaller than the data."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+from _linear_data import vw_lines
+
+import terascale.linear as tl
+from terascale._errors import DataError
+from terascale.linear import _stream
+from terascale.linear._cache import load_cached
+from terascale.linear._cachefmt import decode_block, decode_labels, encode_block
+from terascale.linear._dataset import ParseOptions
+from terascale.linear.synthetic import write_click
+from terascale.testing import run_workers
+
+ARRAYS = ("indptr", "indices", "values", "labels", "weights")
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(_stream, "CHUNK_BYTES", 1000)  # dozens of blocks from a small file
+
+
+def _same(a, b, tags=True):
+    for k in ARRAYS + (("tag_ptr", "tag_blob") if tags else ()):
+        np.testing.assert_array_equal(np.asarray(getattr(a, k)), np.asarray(getattr(b, k)),
+                                      err_msg=k)
+
+
+@pytest.mark.parametrize("bits", [1, 7, 16, 18, 24, 30])
+def test_block_encoding_round_trips_exactly(bits):
+    rng = np.random.default_rng(bits)
+    for case in range(4):
+        n = int(rng.integers(0, 300))
+        lens = rng.integers(0, 40, n)
+        if case == 1 and n:
+            lens[0] = 70000  # counts beyond two bytes
+        indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        nnz = int(indptr[-1])
+        indices = rng.integers(0, 1 << bits, nnz).astype(np.uint32)
+        values = np.where(rng.random(nnz) < 0.5, 1.0, rng.normal(size=nnz) * 1e3
+                          ).astype(np.float32)
+        labels = (rng.choice([-1.0, 1.0, 0.0, np.nan], n) if case % 2 == 0
+                  else rng.normal(size=n)).astype(np.float32)
+        weights = (np.ones(n) if case < 2 else rng.random(n) * 3).astype(np.float32)
+        tag_ptr = tag_blob = None
+        if case == 3:
+            tl_ = rng.integers(0, 5, n)
+            tag_ptr = np.concatenate([[0], np.cumsum(tl_)]).astype(np.int64)
+            tag_blob = rng.integers(32, 127, int(tag_ptr[-1])).astype(np.uint8)
+        rec, flags, ntag = encode_block(indptr, indices, values, labels, weights, tag_ptr,
+                                        tag_blob, bits)
+        buf = np.frombuffer(rec, np.uint8)
+        got = decode_block(buf, n, nnz, flags, ntag, bits)
+        for want, have in zip((indptr, indices, values, labels, weights), got[:5]):
+            np.testing.assert_array_equal(have, want)
+        lab, w = decode_labels(buf, n, nnz, flags, ntag, bits)
+        np.testing.assert_array_equal(lab, labels)
+        np.testing.assert_array_equal(w, weights)
+        if tag_ptr is not None and tag_ptr[-1] > 0:
+            np.testing.assert_array_equal(got[5], tag_ptr)
+            np.testing.assert_array_equal(got[6], tag_blob)
+        if bits <= 16 and case == 0:  # 2 bytes an index at most, nothing for 1.0 values
+            assert len(rec) <= n * 2 + nnz * 2 + (nnz + 7) // 8 + 4 * int(np.sum(values != 1))
+
+
+def _files(tmp_path, text: str, name: str) -> list[str]:
+    plain = tmp_path / name
+    plain.write_text(text)
+    with gzip.open(str(plain) + ".gz", "wt") as f:
+        f.write(text)
+    with zipfile.ZipFile(str(plain) + ".zip", "w") as z:
+        z.writestr(name, text)
+    return [str(plain), str(plain) + ".gz", str(plain) + ".zip"]
+
+
+def test_byte_range_shards_stream_every_record_once(tmp_path, small_chunks):
+    lines = vw_lines(700, seed=3, weights=True)
+    lines[100] = "1 |a " + " ".join(f"long{i}" for i in range(400))  # longer than a chunk
+    whole = tl.parse_lines(lines, bits=16, quadratic=["ab"])
+    opts = whole.parse
+    for path in _files(tmp_path, "\n".join(lines) + "\n", "d.vw"):
+        for n in (1, 2, 3, 7):
+            parts = [tl.TextBlocks(path, opts, shard=(k, n)).dataset() for k in range(n)]
+            _same(tl.Dataset.concat(parts), whole)
+
+
+def test_csv_shards_stream_quoted_line_breaks(tmp_path, small_chunks):
+    rows = [f'{i % 2},{i * 0.5},"note {i}\nsecond line, with comma",{"ab"[i % 2]}'
+            for i in range(300)]
+    text = "y,x,note,kind\n" + "\n".join(rows) + "\n"
+    opts = ParseOptions(format="csv", label="y", ignore=("note",))
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    whole = tl.read_file(str(path), opts)
+    assert len(whole) == 300
+    for p in _files(tmp_path, text, "t.csv"):
+        for n in (1, 2, 5):
+            parts = [tl.TextBlocks(p, opts, shard=(k, n)).dataset() for k in range(n)]
+            _same(tl.Dataset.concat(parts), whole, tags=False)
+
+
+def test_bad_line_in_a_later_shard_names_its_line(tmp_path, small_chunks):
+    lines = vw_lines(400, seed=1)
+    lines[350] = "1 |a x:notanumber"
+    path = tmp_path / "bad.vw"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"bad\.vw, line 351: a feature value is not a number"):
+        tl.TextBlocks(str(path), ParseOptions(), shard=(1, 2)).stats()
+
+
+def test_cache_is_streamed_compact_and_trains_bitwise_as_in_memory(tmp_path, small_chunks):
+    lines = vw_lines(1500, seed=5, weights=True)
+    path = tmp_path / "d.vw"
+    path.write_text("\n".join(lines) + "\n")
+    whole = tl.parse_lines(lines, bits=18)
+    blocks, hit = load_cached(str(path), whole.parse, cache_dir=str(tmp_path / "c"))
+    assert not hit and len(blocks.index) > 20  # many blocks
+    again, hit = load_cached(str(path), whole.parse, cache_dir=str(tmp_path / "c"))
+    assert hit
+    _same(again.dataset(), whole)
+    np.testing.assert_array_equal(again.features(), np.unique(whole.indices))
+    text_bytes = os.path.getsize(path)
+    assert again.size_bytes < text_bytes  # smaller than the text it came from
+    for kw in ({"passes": 3}, {"bfgs": 8}, {"cg": 6}, {"passes": 2, "l1": 1e-4}):
+        streamed = tl.train(again, holdout=0.2, **kw)
+        memory = tl.train(whole, holdout=0.2, **kw)
+        text = tl.train(tl.TextBlocks(str(path), whole.parse), holdout=0.2, **kw)
+        for m in (memory, text):
+            np.testing.assert_array_equal(m.indices, streamed.indices)
+            np.testing.assert_array_equal(m.weights, streamed.weights)
+    np.testing.assert_array_equal(streamed.predict(str(path)), streamed.predict(whole))
+
+
+def _ranks(comm, path, cache, kw):
+    return tl.train(path, comm=comm, bits=18, cache_dir=cache, **kw).dense()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_every_rank_ends_bitwise_identical_from_streamed_shards(tmp_path, n, small_chunks):
+    path = tmp_path / "d.vw"
+    path.write_text("\n".join(vw_lines(1200, seed=9)) + "\n")
+    for kw in ({"passes": 2}, {"bfgs": 6}):
+        ws = run_workers(_ranks, n, args=(str(path), str(tmp_path / "c"), kw), timeout=180)
+        for w in ws[1:]:
+            np.testing.assert_array_equal(w, ws[0])
+        assert np.any(ws[0] != 0)
+
+
+_CHILD = r"""
+import json, resource, sys
+limit = int(sys.argv[3])
+if limit:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+import terascale.linear as tl
+from terascale._errors import DataError
+what = sys.argv[4]
+out = {}
+try:
+    if what == "train":
+        m = tl.train(sys.argv[1], cache_dir=sys.argv[2], bits=16, passes=2, bfgs=2,
+                     holdout=0.1)
+        out["examples"] = m.info["examples"]
+        out["logloss"] = m.info["online_loss"][-1]
+    else:
+        out["examples"] = len(tl.read_file(sys.argv[1], tl.ParseOptions(bits=16)))
+except MemoryError:
+    out["error"] = "MemoryError"
+status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
+out["peak"] = int(status["VmPeak"].split()[0]) * 1024
+print(json.dumps(out))
+"""
+
+
+def _child(path: str, cache: str, limit: int, what: str) -> dict:
+    r = subprocess.run([sys.executable, "-c", _CHILD, path, cache, str(limit), what],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_trains_on_data_several_times_larger_than_its_address_space_allows(tmp_path):
+    """The worker's address space is capped (RLIMIT_AS) at what a small run needs plus
+    ``headroom`` (numba and LLVM alone take ~600 MB of address space); the data is 3x
+    that as text and ~6x as in-memory arrays: streamed training (cache write, online
+    passes, L-BFGS) passes, while reading the same file into memory fails. -b 16 keeps
+    the weight state (which may grow with the distinct features seen) the same in both
+    runs."""
+    headroom = 30 << 20
+    small, big = str(tmp_path / "small.vw"), str(tmp_path / "big.vw")
+    write_click(small, 20_000, seed=1)   # a few chunks: the parser's threads all run
+    write_click(big, 500_000, seed=2)    # ~100 MB of text
+    assert os.path.getsize(big) > 3 * headroom
+    base = _child(small, str(tmp_path / "c0"), 0, "train")["peak"]
+    limit = base + headroom
+    got = _child(big, str(tmp_path / "c1"), limit, "train")
+    assert got.get("error") is None and got["examples"] == 500_000
+    assert 0.0 < got["logloss"] < 0.69  # it learned
+    loaded = _child(big, str(tmp_path / "c2"), limit, "read")  # what streaming avoids
+    assert loaded.get("error") == "MemoryError"
