@@ -27,7 +27,7 @@ def _size_ticks(ax: Any, sizes: list[int]) -> None:
 
 def plot_busbw(report: dict[str, Any], path: str) -> None:
     """busbw vs message size, one line per system, the TCP and memory ceilings dashed."""
-    from .allreduce import systems_of
+    from ._allreduce_report import systems_of
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)

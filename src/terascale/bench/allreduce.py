@@ -34,7 +34,8 @@ from typing import Any
 
 from .. import _units
 from .._errors import ConfigError
-from .._units import format_size, format_time
+from .._units import format_size
+from ._allreduce_report import crossover, format_limits, format_table, format_targets, systems_of
 
 __all__ = ["BenchOptions", "add_bench_parser", "crossover", "format_table", "format_targets",
            "parse_size", "run_bench"]
@@ -222,84 +223,6 @@ def _progress(total: int, enabled: bool) -> Any:
 
     return tqdm(total=total, unit="case", disable=not enabled, file=sys.stderr,
                 dynamic_ncols=True)
-
-
-def systems_of(report: dict[str, Any]) -> list[str]:
-    seen: dict[str, None] = {}
-    for r in report["results"]:
-        seen.setdefault(r["system"], None)
-    return list(seen)
-
-
-def format_table(report: dict[str, Any]) -> str:
-    """A Markdown table: one row per (size, system), ratios to each peer measured."""
-    rows = report["results"]
-    peers = [s for s in systems_of(report) if not s.startswith("ours:")]
-    by = {(r["system"], r["bytes"]): r for r in rows}
-    head = ["size", "system", "median", "algbw GB/s", "busbw GB/s"] + [f"x {p}" for p in peers]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for size in report["sizes"]:
-        for system in systems_of(report):
-            r = by.get((system, size))
-            if r is None:
-                continue
-            cells = [format_size(size), system, format_time(r["median_s"]),
-                     f"{r['algbw'] / 1e9:.3f}", f"{r['busbw'] / 1e9:.3f}"]
-            for p in peers:
-                peer = by.get((p, size))
-                if system == p or peer is None or not system.startswith("ours:"):
-                    cells.append("")
-                else:
-                    cells.append(f"{peer['median_s'] / r['median_s']:.2f}")
-            lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-_TCP = ("ours:tree", "ours:ring", "ours:halving_doubling")
-
-
-def format_targets(report: dict[str, Any]) -> str:
-    """The project's targets per size: busbw of ``auto`` over gloo and over Open MPI (shared
-    memory), and of our best TCP-only algorithm over gloo (ratios of busbw, > 1: ours wins)."""
-    by = {(r["system"], r["bytes"]): r for r in report["results"]}
-    lines = ["| size | auto busbw GB/s | auto / gloo | auto / mpi-shm | best TCP (ours) | "
-             "best TCP / gloo |", "|---|---|---|---|---|---|"]
-    for size in report["sizes"]:
-        auto = by.get(("ours:auto", size))
-        if auto is None:
-            continue
-        gloo, mpi = by.get(("gloo", size)), by.get(("mpi-shm", size))
-        tcp = [by[(t, size)] for t in _TCP if (t, size) in by]
-        best = max(tcp, key=lambda r: r["busbw"]) if tcp else None
-        cells = [format_size(size), f"{auto['busbw'] / 1e9:.3f}",
-                 f"{auto['busbw'] / gloo['busbw']:.2f}" if gloo else "",
-                 f"{auto['busbw'] / mpi['busbw']:.2f}" if mpi else "",
-                 f"{best['system'][5:]} {best['busbw'] / 1e9:.3f}" if best else "",
-                 f"{best['busbw'] / gloo['busbw']:.2f}" if best and gloo else ""]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def crossover(report: dict[str, Any], small: str = "ours:tree",
-              large: str = "ours:ring") -> int | None:
-    """The largest measured size up to which ``small`` is at least as fast as ``large`` at
-    every size (the ``auto`` threshold); None if ``large`` already wins at the smallest."""
-    by = {(r["system"], r["bytes"]): r["median_s"] for r in report["results"]}
-    best = None
-    for size in sorted(report["sizes"]):
-        a, b = by.get((small, size)), by.get((large, size))
-        if a is None or b is None:
-            continue
-        if a > b:
-            break
-        best = size
-    return best
-
-
-def format_limits(limits: dict[str, float]) -> str:
-    return ("machine limits: memcpy {memcpy:.2f} GB/s, np.add {add:.2f} GB/s, TCP loopback "
-            "{tcp_one_way:.2f} GB/s one way, {tcp_both_ways:.2f} GB/s each way when both "
-            "directions are busy".format(**{k: v / 1e9 for k, v in limits.items()}))
 
 
 def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
