@@ -23,11 +23,27 @@ import numba
 import numpy as np
 
 from ._losses import d2loss, dloss, loss_value
+from ._normalize import Reparam
 
-__all__ = ["BatchResult", "cg", "lbfgs", "loss_grad"]
+__all__ = ["BatchResult", "cg", "lbfgs", "loss_grad", "reparametrized"]
 
 # fun(w) -> (objective, gradient, holdout loss or nan)
 Fun = Callable[[np.ndarray], tuple[float, np.ndarray, float]]
+
+
+def reparametrized(data_fun: Fun, amap: Reparam, reg: Reparam, lam: float) -> Fun:
+    """The objective in the optimizer's variables ``v``: ``data_fun(A v)`` (the summed,
+    unregularized loss at raw weights ``w = A v``) plus ``lam/2 ||R v||^2``. With ``R = A``
+    that is the raw problem ``loss + lam/2 ||w||^2`` preconditioned by ``A``; with ``R`` the
+    map to standardized numeric columns it is the standardized problem (see
+    :mod:`._normalize`)."""
+
+    def fun(v: np.ndarray) -> tuple[float, np.ndarray, float]:
+        f, gw, hold = data_fun(amap.forward(v))
+        u = reg.forward(v)
+        return f + 0.5 * lam * float(u @ u), amap.adjoint(gw) + lam * reg.adjoint(u), hold
+
+    return fun
 
 
 @numba.njit(cache=True)
@@ -269,15 +285,22 @@ def cg(fun: Fun, w0: np.ndarray, precond: np.ndarray, *, max_passes: int, tol: f
     worse = 0
     it = 0
     restart = len(w)
+    step = 1.0  # the first direction is a diagonal Newton step
+    slope = float(g @ d)
     while True:
         if tr.exhausted:
             return _finish(tr, w, f, it, "passes", hold)
         if float(g @ d) >= 0:
             d = -z
-        found = _wolfe(tr, w, d, f, g, 1.0, 1e-4, 0.1)
+        # Nocedal & Wright (3.60): expect the same first-order change as the last step
+        new_slope = float(g @ d)
+        a0 = 1.0 if it == 0 else min(1.0, step * slope / new_slope) if new_slope < 0 else 1.0
+        slope = new_slope
+        found = _wolfe(tr, w, d, f, g, a0, 1e-4, 0.1)
         if found is None:
             return _finish(tr, w, f, it, "line search", hold)
         a, f_new, g_new, hold = found
+        step = a
         it += 1
         w = w + a * d
         z_new = minv * g_new

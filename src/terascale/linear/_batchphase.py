@@ -2,7 +2,10 @@
 
 Each evaluation of the objective is one streamed pass over this worker's blocks
 (:func:`._passes.gradient_pass`) and one allreduce of [gradient, (Hessian diagonal), loss
-and weight sums]; every rank then runs the same optimizer step on the same numbers.
+and weight sums]; every rank then runs the same optimizer step on the same numbers. One
+more pass first gathers the per-feature statistics of the standardizing change of variables
+(:mod:`._normalize`), in which both optimizers run: it is what makes them converge on raw
+numeric columns of very different scales.
 """
 
 from __future__ import annotations
@@ -13,72 +16,130 @@ from typing import Any, TextIO
 import numpy as np
 
 from ..communicator import Communicator
-from ._batch import cg, lbfgs
+from ._batch import BatchResult, Fun, cg, lbfgs, reparametrized
 from ._blocks import Blocks
+from ._hashing import CONSTANT_HASH
 from ._losses import LOSSES
+from ._normalize import Reparam, column_stats, normalization_record, standardizer
 from ._options import TrainOptions
-from ._passes import Columns, add_squares, gradient_pass
+from ._passes import Columns, gradient_pass, holdout_mask
 
 __all__ = ["batch_phase"]
 
 
-def _scale_diag(blocks: Blocks, columns: Columns, d: int, lam: float, kind: int,
-                train_weight: float, comm: Communicator) -> np.ndarray:
-    """L-BFGS's initial inverse Hessian: the Hessian diagonal as if every feature were in
-    every example with its mean square value, ``l2 + c * N * mean(x_j^2)`` (c the loss's
-    largest curvature). It carries the features' scales, so unscaled numeric columns
-    (breast_cancer's areas in the thousands beside ratios near 0.01) no longer stall
-    L-BFGS in line searches; it ignores how often a feature occurs, so on one-hot data
-    (every value 1) it is a multiple of the identity and L-BFGS runs as it did without it
-    (the full Hessian diagonal there moves rare features fast and overfit the flights
-    benchmark: test AUC 0.651 instead of 0.662)."""
-    sq = add_squares(blocks, columns, d)
-    total = np.array([train_weight])
-    if comm.size > 1:
-        sq = comm.allreduce(sq)
-        total = comm.allreduce(total)
+def _column_stats(blocks: Blocks, columns: Columns, period: int, d: int,
+                  comm: Communicator) -> np.ndarray:
+    """One streamed pass: the per-feature sums that :func:`standardizer` needs, summed over
+    the workers (so every rank builds the same map)."""
+    stats = np.zeros(3 * d + 1)
+    for b in blocks:
+        column_stats(b.indptr, columns(b.indices), b.values, b.labels, b.weights,
+                     holdout_mask(b.start, len(b), period), stats)
+    return comm.allreduce(stats) if comm.size > 1 else stats
+
+
+def _scale_diag(reg: Reparam, stats: np.ndarray, lam: float, kind: int) -> np.ndarray | None:
+    """L-BFGS's initial inverse Hessian, in the optimizer's (standardized) variables: the
+    Hessian diagonal as if every feature met the loss's largest curvature c in every
+    example, ``c * N`` for a standardized column (unit variance) or a one-hot feature, plus
+    the regularizer's ``lam * diag(R^T R)``. It ignores how often a one-hot feature occurs,
+    so on one-hot data it is a multiple of the identity plus l2 (the full Hessian diagonal
+    moves rare features fast and overfit the flights benchmark: test AUC 0.651 instead of
+    0.662). Hinge has no curvature: None (L-BFGS then starts from a scaled gradient)."""
+    if kind == LOSSES["hinge"]:
+        return None
+    d = len(reg.scale)
     curv = 0.25 if kind == LOSSES["logistic"] else 2.0  # largest d2loss: logistic, squared
-    return lam + curv * float(total[0]) * sq[:d] / np.maximum(sq[d:], 1.0)
+    seen = stats[d:2 * d] > 0
+    return curv * float(stats[3 * d]) * seen + lam * reg.gram_diag()
+
+
+def _cg_diag(raw: np.ndarray, amap: Reparam, reg: Reparam, lam: float) -> np.ndarray:
+    """CG's preconditioner: the Hessian diagonal at the start in the optimizer's variables.
+    A one-hot feature keeps its own ``sum_i h_i`` (rare features move fast, as the data
+    says); a standardized column has unit variance, so its entry is about the total
+    curvature, the constant feature's ``sum_i h_i``; plus the regularizer's."""
+    out = raw.copy()
+    scaled = amap.scale != 1.0
+    if amap.bias >= 0:
+        out[scaled] = raw[amap.bias]
+    else:
+        out[scaled] = raw[scaled] / amap.scale[scaled] ** 2
+    return out + lam * reg.gram_diag()
+
+
+def _replay(fun: Fun, v0: np.ndarray, first: tuple[float, np.ndarray, float]) -> Fun:
+    """``fun``, except that its first call at ``v0`` returns the value already computed."""
+    pending = [first]
+
+    def wrapped(v: np.ndarray) -> tuple[float, np.ndarray, float]:
+        if pending and np.array_equal(v, v0):
+            return pending.pop()
+        pending.clear()
+        return fun(v)
+
+    return wrapped
+
+
+def _bias_index(union: np.ndarray, opts: TrainOptions) -> int:
+    """Position of the constant feature in the compact column space, -1 without one."""
+    if not opts.constant:
+        return -1
+    c = CONSTANT_HASH & opts.parse_options().mask
+    j = int(np.searchsorted(union, c))
+    return j if j < len(union) and int(union[j]) == c else -1
 
 
 def batch_phase(blocks: Blocks, columns: Columns, period: int, train_weight: float,
                 w0: np.ndarray, comm: Communicator, opts: TrainOptions, kind: int,
                 out: TextIO | None) -> tuple[np.ndarray, dict[str, Any]]:
+    """L-BFGS or CG in standardized variables (see :mod:`._normalize`); returns raw-space
+    weights (the scaling folded in) and a summary; with ``opts.standardized`` the summary's
+    ``normalization`` is the model file's record of it. ``train_weight`` is kept for the
+    caller's convenience: the statistics pass measures it again, summed over workers."""
     d = len(w0)
     lam = opts.batch_l2
-    want_diag = [opts.cg > 0]
+    stats = _column_stats(blocks, columns, period, d, comm)
+    amap, numeric = standardizer(stats, _bias_index(columns.union, opts))
+    # the regularized variables: the standardized ones, or the raw weights w = A v
+    reg = Reparam(np.zeros(d), np.ones(d), -1) if opts.standardized else amap
+    diag: list[np.ndarray] = []  # CG: the Hessian diagonal at the start, from its first pass
 
-    def fun(w: np.ndarray) -> tuple[float, np.ndarray, float]:
-        size = 2 * d + 4 if want_diag[0] else d + 4
-        buf = np.zeros(size)
-        gradient_pass(blocks, columns, period, w, kind, buf, want_diag[0])
+    def data_fun(w: np.ndarray) -> tuple[float, np.ndarray, float]:
+        want = opts.cg > 0 and not diag
+        buf = np.zeros(2 * d + 4 if want else d + 4)
+        gradient_pass(blocks, columns, period, w, kind, buf, want)
         buf = comm.allreduce(buf)
-        if want_diag[0]:
-            fun.diag = buf[d:2 * d] + lam  # type: ignore[attr-defined]
-        f = buf[-4] + 0.5 * lam * float(w @ w)
-        g = buf[:d] + lam * w
+        if want:
+            diag.append(buf[d:2 * d].copy())
         hold = buf[-2] / buf[-1] if buf[-1] > 0 else math.nan
-        return f, g, hold
+        return float(buf[-4]), buf[:d].copy(), hold
 
     def cb(it: int, f: float, gnorm: float, hold: float, passes: int) -> None:
         if out:
             h = f"  holdout {hold:.6f}" if not math.isnan(hold) else ""
-            print(f"{'bfgs' if opts.bfgs else 'cg'} iter {it:3d}  pass {passes:3d}  "
-                  f"objective {f:.6e}  |g| {gnorm:.3e}{h}", file=out)
+            print(f"{'bfgs' if opts.bfgs else 'cg'} iter {it:3d}  pass {passes + 1:3d}  "
+                  f"objective {f:.9e}  |g| {gnorm:.3e}{h}", file=out)
 
-    if opts.bfgs:
-        precond = (None if opts.loss == "hinge"  # no curvature to scale by
-                   else _scale_diag(blocks, columns, d, lam, kind, train_weight, comm))
-        res = lbfgs(fun, w0, max_passes=opts.bfgs, memory=opts.memory, tol=opts.tol,
-                    patience=opts.patience, callback=cb, precond=precond)
+    fun = reparametrized(data_fun, amap, reg, lam)
+    v0 = amap.inverse(np.asarray(w0, np.float64))
+    budget = opts.batch - 1  # the statistics took one pass
+    if budget < 1:
+        res = BatchResult(v0, math.nan, 0, 0, "passes", math.nan)
+    elif opts.bfgs:
+        res = lbfgs(fun, v0, max_passes=budget, memory=opts.memory, tol=opts.tol,
+                    patience=opts.patience, callback=cb,
+                    precond=_scale_diag(reg, stats, lam, kind))
     else:
-        fun(w0)  # one pass for the preconditioner (diagonal of the Hessian)
-        want_diag[0] = False
-        res = cg(fun, w0, fun.diag, max_passes=opts.cg - 1,  # type: ignore[attr-defined]
-                 tol=opts.tol, patience=opts.patience, callback=cb)
+        first = fun(v0)  # the pass that also measures the Hessian diagonal
+        res = cg(_replay(fun, v0, first), v0, _cg_diag(diag[0], amap, reg, lam),
+                 max_passes=budget, tol=opts.tol, patience=opts.patience, callback=cb)
     if out:
         print(f"{'L-BFGS' if opts.bfgs else 'CG'}: {res.iterations} iterations, "
-              f"{res.passes + (1 if opts.cg else 0)} passes, stopped on {res.stopped}",
-              file=out)
-    return res.w, {"batch_iterations": res.iterations, "batch_passes": res.passes,
-                   "batch_stopped": res.stopped, "objective": res.objective}
+              f"{res.passes + 1} passes, stopped on {res.stopped}", file=out)
+    info: dict[str, Any] = {"batch_iterations": res.iterations, "batch_passes": res.passes + 1,
+                            "batch_stopped": res.stopped, "objective": res.objective,
+                            "standardized": opts.standardized}
+    if opts.standardized:
+        info["normalization"] = normalization_record(amap, numeric, columns.union)
+    return amap.forward(res.w), info

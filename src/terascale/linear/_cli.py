@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from . import _vwflags as vw
@@ -97,6 +98,10 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                    metavar="K", help="then up to K passes of preconditioned conjugate "
                                      "gradient; bare, as --bfgs")
     t.add_argument("--mem", type=int, default=15, dest="memory", help="L-BFGS memory")
+    t.add_argument("--normalize", nargs="?", const="std", default="auto", metavar="MODE",
+                   help="with --bfgs/--cg: regularize the numeric columns standardized "
+                        "(mean 0, std 1; the scaling is folded into the model's weights). "
+                        "auto (default): std for --format csv, off otherwise; std, off")
     t.add_argument("--l1", type=float, default=0.0, help="L1 (online passes only)")
     t.add_argument("--l2", type=float, default=None,
                    help="L2: online only, VW's per-example shrinkage; with --bfgs/--cg the "
@@ -179,6 +184,10 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
                                   f"passes must be used'); or {flag} K for K passes after "
                                   f"--passes online passes (default 1)")
             batch[name], passes = args.passes, 0
+    normalize = args.normalize
+    if normalize not in ("auto", "std", "off") and os.path.exists(normalize):
+        args.data.append(normalize)  # `--normalize data.csv`: argparse took the file
+        normalize = "std"
     holdout = args.holdout
     if args.holdout_period is not None:
         if args.holdout_period < 2:
@@ -192,7 +201,7 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
             "l2": args.l2, "passes": passes, "memory": args.memory, "tol": args.tol,
             "patience": args.patience, "average": args.average, "holdout": holdout,
             "cache_dir": args.cache_dir, "binary": args.binary, "progress": not args.quiet,
-            **batch}
+            "normalize": normalize, **batch}
 
 
 def job_json(data: list[str], model: str, initial: str | None,

@@ -2,8 +2,10 @@
 
 The file is a NumPy ``.npz`` holding the non-zero weights by hashed index and a JSON header
 (format name and version, parse options: format, bits, interactions; loss; training
-summary). It is written to a temporary file in the target directory and renamed over the
-target (``os.replace``), so a reader never sees a half-written model. Predicting re-parses
+summary; after a standardized batch phase, a small versioned ``normalize`` entry, its
+per-feature means and deviations stored as arrays beside the weights). It is written to a
+temporary file in the target directory and renamed over the target (``os.replace``), so a
+reader never sees a half-written model. Predicting re-parses
 data with the model's own options, so ``-b``/``-q`` need not be repeated.
 """
 
@@ -66,6 +68,9 @@ class LinearModel:
         self.parse = parse
         self.loss = loss
         self.info = dict(info or {})
+        # (header entry, arrays) of the batch phase's standardization, or None: the weights
+        # already include it, so it is a record (what the l2 term saw), not a step to apply
+        self.normalization: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None
         self._full: np.ndarray | None = None
 
     @property
@@ -162,6 +167,9 @@ class LinearModel:
             with os.fdopen(fd, "wb") as f:
                 extra = {} if self.adaptive is None else dict(
                     zip(("g2", "nrm", "scalars"), self.adaptive))
+                if self.normalization is not None:
+                    header["normalize"] = self.normalization[0]
+                    extra.update(self.normalization[1])
                 np.savez(f, indices=self.indices, weights=self.weights,
                          header=np.frombuffer(json.dumps(header).encode(), np.uint8), **extra)
             os.replace(tmp, path)
@@ -185,6 +193,8 @@ class LinearModel:
                 indices, weights = z["indices"], z["weights"]
                 adaptive = (tuple(z[k] for k in ("g2", "nrm", "scalars"))
                             if "g2" in z.files else None)
+                norm = ({k: z[k] for k in ("norm_indices", "norm_mean", "norm_std")}
+                        if isinstance(header, dict) and "normalize" in header else None)
         except FileNotFoundError:
             raise DataError(f"{path}: no such model file") from None
         except PermissionError:
@@ -212,8 +222,11 @@ class LinearModel:
                                          == indices.shape and adaptive[2].ndim == 1):
             raise DataError(f"{path}: corrupt terascale linear model (adaptive state of "
                             f"{len(adaptive[0])} weights for {len(indices)} indices)")
-        return cls(indices=indices, weights=weights, parse=parse, loss=loss,
-                   info=header.get("info", {}), adaptive=adaptive)  # type: ignore[arg-type]
+        model = cls(indices=indices, weights=weights, parse=parse, loss=loss,
+                    info=header.get("info", {}), adaptive=adaptive)  # type: ignore[arg-type]
+        if norm is not None:
+            model.normalization = (header["normalize"], norm)
+        return model
 
     def __repr__(self) -> str:
         return (f"LinearModel(loss={self.loss!r}, bits={self.bits}, "

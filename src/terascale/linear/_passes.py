@@ -17,7 +17,7 @@ from ..communicator import Communicator
 from ._batch import loss_grad
 from ._blocks import Blocks
 
-__all__ = ["Columns", "LabelScan", "add_squares", "gradient_pass", "holdout_mask",
+__all__ = ["Columns", "LabelScan", "gradient_pass", "holdout_mask",
            "union_features"]
 
 
@@ -90,22 +90,6 @@ class LabelScan:
         self.train_weight = float(acc[0])
         self.labelled = float(acc[1])
         self.odd = np.array(sorted(odd), np.float64)
-
-
-@numba.njit(cache=True)
-def _add_sq(cols: np.ndarray, values: np.ndarray, sq: np.ndarray, d: int) -> None:
-    for k in range(len(cols)):
-        v = np.float64(values[k])
-        sq[cols[k]] += v * v
-        sq[d + cols[k]] += 1.0
-
-
-def add_squares(blocks: Blocks, columns: Columns, d: int) -> np.ndarray:
-    """[sum of x_j^2, count of x_j] per column over the shard (2d floats)."""
-    sq = np.zeros(2 * d)
-    for b in blocks:
-        _add_sq(columns(b.indices), b.values, sq, d)
-    return sq
 
 
 def gradient_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, kind: int,

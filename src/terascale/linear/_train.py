@@ -186,14 +186,18 @@ def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
                   f"{opts.average} averaging)", file=out)
         info.setdefault("online_loss", []).append(float(tot[0] / max(tot[1], 1e-300)))
     info["online_s"] = time.perf_counter() - t_on
+    normalization = None
     if opts.batch:
         t_b = time.perf_counter()
         w, binfo = batch_phase(blocks, columns, period, scan.train_weight, w, comm, opts,
                                kind, out)
+        normalization = binfo.pop("normalization", None)
         info.update(binfo)
         info["batch_s"] = time.perf_counter() - t_b
     info["train_s"] = time.perf_counter() - t0
     # after online passes only, the model keeps the learner's state for a warm start
     idx, w, adaptive = merged(initial, union, w, None if opts.batch else (g2, nrm, state))
-    return LinearModel(indices=idx, weights=w, parse=opts.parse_options(), loss=opts.loss,
-                       info=info, adaptive=adaptive)
+    model = LinearModel(indices=idx, weights=w, parse=opts.parse_options(), loss=opts.loss,
+                        info=info, adaptive=adaptive)
+    model.normalization = normalization
+    return model

@@ -1,0 +1,147 @@
+"""Standardizing features for the batch phase, as a change of variables, never a data copy.
+
+The batch optimizers minimize over ``v`` with raw-space weights ``w = A v``, where ``A``
+divides each feature's weight by the feature's standard deviation and moves its mean into the
+bias: ``w_j = v_j / s_j`` and ``w_bias = v_bias - sum_j m_j w_j``. Then ``X w`` is the
+linear predictor of the standardized features ``(x_j - m_j) / s_j``, yet the data is never
+touched: sparse rows stay sparse (a column's zeros need no ``-m_j / s_j`` stored), gradients
+come back through the adjoint ``A^T``, and the model file keeps ``w`` (the scaling folded
+into the weights and the bias), so prediction, evaluation and VW-style readable models need
+nothing extra.
+
+Two uses of the same map:
+
+* **Preconditioning** (always, for ``--bfgs``/``--cg``): every feature, one-hot indicators
+  included, is standardized, while the objective stays ``sum loss + l2/2 ||w||^2`` on the
+  raw features. Raw columns on scales from 1e-3 to 1e5 make the raw Hessian's condition
+  number ~1e14 and a diagonal scaling leaves the means (age ~40 beside its spread of 12):
+  each such column is nearly parallel to the bias. Standardizing removes both (LeCun,
+  Bottou, Orr & Müller, *Efficient BackProp*, 1998, sec. 4.3; Nocedal & Wright, *Numerical
+  Optimization*, sec. 7.2 on scaling the initial inverse Hessian).
+* **Normalization** (``normalize="std"``, automatic for CSV): the *objective* becomes the
+  one on standardized numeric columns, ``sum loss + l2/2 ||u||^2`` with ``u`` the weights of
+  the standardized numeric features (one-hot features as they are), the model that
+  scikit-learn's ``StandardScaler`` + ``LogisticRegression(C=1/l2)`` fits. Numeric features
+  are those with any value other than 1 (CSV numeric columns, VW ``name:value``).
+
+Statistics are one pass over the training rows (importance-weighted sums of ``x`` and
+``x^2`` per feature), summed over the workers by allreduce, so every rank builds the same
+map. A feature that is constant, or absent from the training rows, is left unscaled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+__all__ = ["Reparam", "column_stats", "normalization_record", "standardizer"]
+
+_VERSION = 1
+
+
+@numba.njit(cache=True)
+def column_stats(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
+                 labels: np.ndarray, weights: np.ndarray, holdout: np.ndarray,
+                 out: np.ndarray) -> None:
+    """Accumulate over the training rows (labelled, weight > 0, not held out):
+    ``out[:d] += s x``, ``out[d:2d] += s x^2``, ``out[2d:3d] += 1`` where ``x != 1``, and
+    ``out[3d] += s`` (the total weight). ``out`` has ``3 d + 1`` entries; call it once per
+    block of rows and allreduce-sum ``out`` over the workers."""
+    d = (len(out) - 1) // 3
+    for i in range(len(labels)):
+        s = weights[i]
+        if holdout[i] or s <= 0.0 or np.isnan(labels[i]):
+            continue
+        out[3 * d] += s
+        for k in range(indptr[i], indptr[i + 1]):
+            j = cols[k]
+            x = np.float64(values[k])
+            out[j] += s * x
+            out[d + j] += s * x * x
+            if x != 1.0:
+                out[2 * d + j] += 1.0
+
+
+class Reparam:
+    """``w = A v``: ``w_j = v_j / scale_j``, ``w_bias = v_bias - sum_j mean_j w_j``.
+
+    ``bias`` is the index of the constant feature, or -1 (then nothing is centered)."""
+
+    def __init__(self, mean: np.ndarray, scale: np.ndarray, bias: int) -> None:
+        self.mean = np.asarray(mean, np.float64)
+        self.scale = np.asarray(scale, np.float64)
+        self.bias = bias
+        if bias >= 0:
+            self.mean[bias] = 0.0
+            self.scale[bias] = 1.0
+        else:
+            self.mean[:] = 0.0
+
+    def forward(self, v: np.ndarray) -> np.ndarray:
+        w = v / self.scale
+        if self.bias >= 0:
+            w[self.bias] -= float(self.mean @ w)
+        return w
+
+    def adjoint(self, g: np.ndarray) -> np.ndarray:
+        """``A^T g``: a gradient with respect to ``w`` as one with respect to ``v``."""
+        if self.bias >= 0:
+            g = g - g[self.bias] * self.mean
+        return g / self.scale
+
+    def inverse(self, w: np.ndarray) -> np.ndarray:
+        v = w * self.scale
+        if self.bias >= 0:
+            v[self.bias] = w[self.bias] + float(self.mean @ w)
+        return v
+
+    def gram_diag(self) -> np.ndarray:
+        """The diagonal of ``A^T A`` (what ``l2/2 ||A v||^2`` adds to the Hessian's)."""
+        return (1.0 + self.mean * self.mean) / (self.scale * self.scale)
+
+
+def _mean_scale(stats: np.ndarray, d: int, bias: int,
+                keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    total = stats[3 * d]
+    if total <= 0:
+        return np.zeros(d), np.ones(d)
+    s1, s2 = stats[:d] / total, stats[d:2 * d] / total
+    centered = bias >= 0
+    mean = s1 if centered else np.zeros(d)
+    var = s2 - mean * mean
+    # constant columns (collinear with the bias): scale only, by the root mean square
+    flat = var <= 1e-9 * s2
+    mean = np.where(flat, 0.0, mean)
+    var = np.where(flat, s2, var)
+    ok = keep & (s2 > 0)
+    return np.where(ok, mean, 0.0), np.where(ok, np.sqrt(np.where(ok, var, 1.0)), 1.0)
+
+
+def standardizer(stats: np.ndarray, bias: int) -> tuple[Reparam, np.ndarray]:
+    """(the map that standardizes the numeric features, their mask) from the
+    allreduce-summed :func:`column_stats`. One-hot features (every value 1) are left as
+    they are: scaling them by their frequency too converges faster on mixed tables but
+    moves rare features fast early, and early-stopped runs on one-hot data then overfit
+    (flights, test AUC 0.649 instead of 0.662)."""
+    d = (len(stats) - 1) // 3
+    numeric = stats[2 * d:3 * d] > 0
+    if bias >= 0:
+        numeric[bias] = False
+    mean, scale = _mean_scale(stats, d, bias, numeric)
+    return Reparam(mean, scale, bias), numeric
+
+
+def normalization_record(norm: Reparam, numeric: np.ndarray, union: np.ndarray
+                         ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(the model header's small versioned entry, the arrays stored beside the weights):
+    which hashed features were standardized and by what mean and deviation. The stored
+    weights already include the scaling; the record lets a reader map them back to the
+    standardized weights the objective regularized (``u = A^{-1} w``)."""
+    sel = np.flatnonzero(numeric)
+    header: dict[str, Any] = {"version": _VERSION, "method": "std", "features": int(len(sel)),
+              "centered": bool(norm.bias >= 0), "folded": True}
+    arrays: dict[str, np.ndarray] = {"norm_indices": np.asarray(union)[sel].astype(np.uint32),
+              "norm_mean": norm.mean[sel], "norm_std": norm.scale[sel]}
+    return header, arrays
