@@ -12,8 +12,7 @@ import scipy.sparse as sp
 from _linear_data import CENSUS_CATEGORICAL, census_rows, write_census
 
 from terascale import ConfigError
-from terascale.linear import LinearModel, read_file, train
-from terascale.linear._dataset import ParseOptions
+from terascale.linear import LinearModel, ParseOptions, read_file, train
 from terascale.testing import run_workers
 
 SCALES = (1e-3, 1e-2, 1.0, 30.0, 1e3, 1e5)
@@ -108,7 +107,7 @@ def test_batch_objective_reaches_scipy_on_badly_scaled_columns(tmp_path, shape, 
              "tiny_huge": _write_tiny_huge}[shape](path, 1500, rng)
     lam = 1.0
     model = train([path], comm=None, **popts.to_dict(), loss=loss, l2=lam, holdout=0,
-                  tol=1e-13, normalize="off", cache_dir="", **{method: 300})
+                  tol=1e-13, normalize="off", cache_dir=str(tmp_path / "cache"), **{method: 300})
     ds = read_file(path, popts)
     f, used, X = _objective(ds, lam, loss)
     ref = _scipy_optimum(f, X)
@@ -136,7 +135,7 @@ def test_census_csv_auc_within_0002_of_sklearn_standardized(tmp_path, capfd):
     capfd.readouterr()
     assert main(["linear", "train", tr, "--format", "csv", "--categorical",
                  ",".join(CENSUS_CATEGORICAL), "--bfgs", "20", "-f", model_path,
-                 "--quiet", "--cache-dir", ""]) == 0
+                 "--quiet", "--cache-dir", str(tmp_path / "cache")]) == 0
     assert main(["linear", "evaluate", te, "-i", model_path, "--json"]) == 0
     ours = json.loads(capfd.readouterr().out.strip().splitlines()[-1])["auc"]
 
@@ -169,7 +168,7 @@ def test_standardization_is_summed_over_workers_and_identical_on_every_rank(tmp_
     write_census(path, 3000, seed=5)
     popts = ParseOptions(format="csv", bits=14, categorical=CENSUS_CATEGORICAL)
     one = train([path], comm=None, **popts.to_dict(), bfgs=150, holdout=0, tol=1e-12,
-                cache_dir="")
+                cache_dir=str(tmp_path / "cache"))
     (w0, n0, f0), (w1, n1, f1) = run_workers(_fit_shard, 2, args=(path, popts), timeout=120)
     assert np.array_equal(w0, w1) and f0 == f1
     for k in ("norm_indices", "norm_mean", "norm_std"):
@@ -186,7 +185,7 @@ def test_normalize_folds_into_weights_and_round_trips(tmp_path):
     path = str(tmp_path / "c.csv")
     write_census(path, 2000, seed=8)
     opts = {"format": "csv", "categorical": list(CENSUS_CATEGORICAL), "bits": 14,
-            "cache_dir": "", "bfgs": 15}
+            "cache_dir": str(tmp_path / "cache"), "bfgs": 15}
     std = train([path], comm=None, **opts)
     off = train([path], comm=None, **opts, normalize="off")
     assert std.info["standardized"] and not off.info["standardized"]
@@ -196,7 +195,18 @@ def test_normalize_folds_into_weights_and_round_trips(tmp_path):
     back = LinearModel.load(save)
     np.testing.assert_array_equal(back.predict(path), std.predict(path))
     assert back.normalization[0] == std.normalization[0]
-    with pytest.raises(ConfigError, match="--normalize"):
+    with pytest.raises(ConfigError, match="normalize='std' shapes the batch objective"):
         train([path], comm=None, **{**opts, "bfgs": 0}, normalize="std")
-    with pytest.raises(ConfigError, match="--normalize must be"):
+    with pytest.raises(ConfigError, match="normalize= must be auto, std or off"):
         train([path], comm=None, **opts, normalize="minmax")
+
+
+def test_normalize_flag_without_batch_phase_is_refused_naming_the_flag(tmp_path, capfd):
+    from terascale.cli import main
+
+    path = str(tmp_path / "c.csv")
+    write_census(path, 50, seed=9)
+    capfd.readouterr()
+    code = main(["linear", "train", path, "--format", "csv", "--normalize", "-f",
+                 str(tmp_path / "m"), "--quiet", "--cache-dir", ""])
+    assert code == 2 and "--normalize std shapes the batch objective" in capfd.readouterr().err

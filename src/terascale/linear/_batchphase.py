@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from ..communicator import Communicator
-from ._batch import BatchResult, Fun, cg, lbfgs, reparametrized
+from ._batch import Fun, cg, lbfgs, loss_grad, reparametrized
 from ._blocks import Blocks
 from ._hashing import CONSTANT_HASH
 from ._losses import LOSSES
@@ -27,15 +27,24 @@ from ._passes import Columns, gradient_pass, holdout_mask
 __all__ = ["batch_phase"]
 
 
-def _column_stats(blocks: Blocks, columns: Columns, period: int, d: int,
-                  comm: Communicator) -> np.ndarray:
-    """One streamed pass: the per-feature sums that :func:`standardizer` needs, summed over
-    the workers (so every rank builds the same map)."""
+def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, kind: int,
+                want_diag: bool, comm: Communicator) -> tuple[np.ndarray, np.ndarray]:
+    """One streamed pass at the starting weights: the loss and gradient buffer of
+    ``gradient_pass`` and the per-feature sums that :func:`standardizer` needs, both summed
+    over the workers in one allreduce (so every rank builds the same map)."""
+    d = len(w)
+    buf = np.zeros(2 * d + 4 if want_diag else d + 4)
     stats = np.zeros(3 * d + 1)
     for b in blocks:
-        column_stats(b.indptr, columns(b.indices), b.values, b.labels, b.weights,
-                     holdout_mask(b.start, len(b), period), stats)
-    return comm.allreduce(stats) if comm.size > 1 else stats
+        cols = columns(b.indices)
+        hold = holdout_mask(b.start, len(b), period)
+        loss_grad(b.indptr, cols, b.values, b.labels, b.weights, hold, w, kind, buf,
+                  want_diag)
+        column_stats(b.indptr, cols, b.values, b.labels, b.weights, hold, stats)
+    both = np.concatenate([buf, stats])
+    if comm.size > 1:
+        both = comm.allreduce(both)
+    return both[:len(buf)], both[len(buf):]
 
 
 def _scale_diag(reg: Reparam, stats: np.ndarray, lam: float, kind: int) -> np.ndarray | None:
@@ -95,49 +104,47 @@ def batch_phase(blocks: Blocks, columns: Columns, period: int, train_weight: flo
                 out: TextIO | None) -> tuple[np.ndarray, dict[str, Any]]:
     """L-BFGS or CG in standardized variables (see :mod:`._normalize`); returns raw-space
     weights (the scaling folded in) and a summary; with ``opts.standardized`` the summary's
-    ``normalization`` is the model file's record of it. ``train_weight`` is kept for the
-    caller's convenience: the statistics pass measures it again, summed over workers."""
+    ``normalization`` is the model file's record of it. The first pass evaluates the
+    objective at ``w0`` and gathers the statistics at once, so the map costs no extra pass
+    (``train_weight`` is unused: that pass sums the weights over all workers itself)."""
     d = len(w0)
     lam = opts.batch_l2
-    stats = _column_stats(blocks, columns, period, d, comm)
+    w0 = np.asarray(w0, np.float64)
+    buf0, stats = _first_pass(blocks, columns, period, w0, kind, opts.cg > 0, comm)
     amap, numeric = standardizer(stats, _bias_index(columns.union, opts))
     # the regularized variables: the standardized ones, or the raw weights w = A v
     reg = Reparam(np.zeros(d), np.ones(d), -1) if opts.standardized else amap
-    diag: list[np.ndarray] = []  # CG: the Hessian diagonal at the start, from its first pass
 
-    def data_fun(w: np.ndarray) -> tuple[float, np.ndarray, float]:
-        want = opts.cg > 0 and not diag
-        buf = np.zeros(2 * d + 4 if want else d + 4)
-        gradient_pass(blocks, columns, period, w, kind, buf, want)
-        buf = comm.allreduce(buf)
-        if want:
-            diag.append(buf[d:2 * d].copy())
+    def unpack(buf: np.ndarray) -> tuple[float, np.ndarray, float]:
         hold = buf[-2] / buf[-1] if buf[-1] > 0 else math.nan
         return float(buf[-4]), buf[:d].copy(), hold
+
+    def data_fun(w: np.ndarray) -> tuple[float, np.ndarray, float]:
+        buf = np.zeros(d + 4)
+        gradient_pass(blocks, columns, period, w, kind, buf, False)
+        return unpack(comm.allreduce(buf))
 
     def cb(it: int, f: float, gnorm: float, hold: float, passes: int) -> None:
         if out:
             h = f"  holdout {hold:.6f}" if not math.isnan(hold) else ""
-            print(f"{'bfgs' if opts.bfgs else 'cg'} iter {it:3d}  pass {passes + 1:3d}  "
+            print(f"{'bfgs' if opts.bfgs else 'cg'} iter {it:3d}  pass {passes:3d}  "
                   f"objective {f:.9e}  |g| {gnorm:.3e}{h}", file=out)
 
-    fun = reparametrized(data_fun, amap, reg, lam)
-    v0 = amap.inverse(np.asarray(w0, np.float64))
-    budget = opts.batch - 1  # the statistics took one pass
-    if budget < 1:
-        res = BatchResult(v0, math.nan, 0, 0, "passes", math.nan)
-    elif opts.bfgs:
-        res = lbfgs(fun, v0, max_passes=budget, memory=opts.memory, tol=opts.tol,
+    v0 = amap.inverse(w0)
+    # the first pass was at w0 = A v0: its numbers are the optimizer's first evaluation
+    fun = _replay(reparametrized(data_fun, amap, reg, lam), v0,
+                  reparametrized(lambda w: unpack(buf0), amap, reg, lam)(v0))
+    if opts.bfgs:
+        res = lbfgs(fun, v0, max_passes=opts.bfgs, memory=opts.memory, tol=opts.tol,
                     patience=opts.patience, callback=cb,
                     precond=_scale_diag(reg, stats, lam, kind))
     else:
-        first = fun(v0)  # the pass that also measures the Hessian diagonal
-        res = cg(_replay(fun, v0, first), v0, _cg_diag(diag[0], amap, reg, lam),
-                 max_passes=budget, tol=opts.tol, patience=opts.patience, callback=cb)
+        res = cg(fun, v0, _cg_diag(buf0[d:2 * d], amap, reg, lam), max_passes=opts.cg,
+                 tol=opts.tol, patience=opts.patience, callback=cb)
     if out:
         print(f"{'L-BFGS' if opts.bfgs else 'CG'}: {res.iterations} iterations, "
-              f"{res.passes + 1} passes, stopped on {res.stopped}", file=out)
-    info: dict[str, Any] = {"batch_iterations": res.iterations, "batch_passes": res.passes + 1,
+              f"{res.passes} passes, stopped on {res.stopped}", file=out)
+    info: dict[str, Any] = {"batch_iterations": res.iterations, "batch_passes": res.passes,
                             "batch_stopped": res.stopped, "objective": res.objective,
                             "standardized": opts.standardized}
     if opts.standardized:
