@@ -19,13 +19,24 @@ transport's ranks), so one set of links serves a communicator and every sub-comm
 split from it; each carries its own ``context`` id, and a message of another context is
 told apart from one of this collective.
 
-Adding a transport (a GPU one, RDMA) is one new module: subclass :class:`Transport` and
-:class:`Exchange` (implement ``send``, ``recv``, ``run``, ``lost``, ``mismatch``,
-``abort``, ``check_peer``, ``waitable``), build it where ``terascale._init`` builds the TCP
-mesh, and every algorithm in :mod:`terascale.collectives` runs over it unchanged. A
-same-host data path that is not point to point (the shared-memory segment of
-:mod:`terascale.transport.shm`) moves data its own way and borrows an exchange's failure
-state: ``check_peer`` while it waits, ``abort`` when it fails.
+Adding a transport (a GPU one, RDMA) is one new module, ``transport/<name>.py``:
+
+1. subclass :class:`Exchange`: ``send``/``recv``/``run`` move the messages (callbacks may
+   post more; messages to one peer stay in order), ``lost``/``mismatch`` build the errors,
+   ``abort`` fails the transport, ``check_peer``/``waitable`` report a peer's news without
+   blocking; frame each message with the collective's ``seq``, ``desc`` and ``context``
+   (:mod:`._frames` does it for byte streams) so that peers detect mismatches;
+2. subclass :class:`Transport`: ``exchange`` hands out one per collective, ``fail``
+   records the first error and tells every peer, ``close`` releases the links;
+3. build it after rendezvous (``terascale._init`` builds the TCP mesh with
+   :func:`~terascale.transport.connect.build_mesh`; a GPU transport can bootstrap over
+   that mesh) and pass it as ``Communicator(mesh=...)``.
+
+Every algorithm in :mod:`terascale.collectives`, every sub-communicator and the failure
+model then run over it unchanged. A same-host data path that is not point to point (the
+shared-memory segment of :mod:`terascale.transport.shm`) moves data its own way and
+borrows an exchange's failure state: ``check_peer`` while it waits, ``abort`` when it
+fails.
 """
 
 from __future__ import annotations

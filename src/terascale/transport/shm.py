@@ -38,10 +38,8 @@ any point-to-point transport.
 
 from __future__ import annotations
 
-import ctypes
 import mmap
 import os
-import platform
 import select
 import struct
 import time
@@ -51,6 +49,7 @@ import numpy as np
 
 from .._errors import CollectiveError, PeerTimeout
 from ._frames import show_desc
+from ._futex import Timespec, futex_wait, futex_wake
 from .base import Exchange
 from .segments import SHM_DIR, segment_name
 
@@ -67,32 +66,6 @@ CHECK_S = 0.05       # how often a waiting rank checks its members' links
 # Spin with sched_yield: on a loaded host the member we wait for may be queued behind us on
 # our core (measured, 2 ranks, 4 KiB, load 5.8: 54 us with yields, 70 us without).
 YIELD_WHILE_SPINNING = True
-
-# futex(2) on the low 32 bits of a member's epoch word: a waiter blocks until the member
-# arrives (or BLOCK_S passes) instead of burning the core the member may need.
-_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine(), 0)
-_FUTEX_WAIT, _FUTEX_WAKE = 0, 1
-_libc = ctypes.CDLL(None, use_errno=True)
-_syscall = _libc.syscall
-_syscall.restype = ctypes.c_long
-
-
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-
-def _futex_wait(addr: int, expected: int, timeout: _Timespec) -> None:
-    if _SYS_FUTEX:
-        _syscall(_SYS_FUTEX, ctypes.c_void_p(addr), _FUTEX_WAIT,
-                 ctypes.c_uint32(expected & 0xFFFFFFFF), ctypes.byref(timeout), None, 0)
-    else:
-        time.sleep(timeout.tv_nsec * 1e-9)
-
-
-def _futex_wake(addr: int) -> None:
-    if _SYS_FUTEX:
-        _syscall(_SYS_FUTEX, ctypes.c_void_p(addr), _FUTEX_WAKE, 0x7FFFFFFF, None, None, 0)
-
 
 class ShmGroup:
     """A mapped segment shared by ``group`` (ranks of the exchange on one host); ``index``
@@ -126,7 +99,7 @@ class ShmGroup:
         base = self._bytes.ctypes.data
         self._epoch_addr = [base + i * _SLOT + _EPOCH for i in range(self.n)]
         self._sleeping_idx = [(i * _SLOT + _SLEEPING) // 8 for i in self._others]
-        self._block = _Timespec(0, int(BLOCK_S * 1e9))
+        self._block = Timespec(0, int(BLOCK_S * 1e9))
         # Adaptive spinning (as adaptive mutexes do): waits that end while spinning double
         # the budget, waits that had to block halve it. On an idle host every rank has a
         # core and spinning wins; on a loaded one the member we wait for may need ours.
@@ -211,7 +184,7 @@ class ShmGroup:
         q[(self.index * _SLOT + _EPOCH) // 8] = target
         for k in self._sleeping_idx:
             if q[k]:
-                _futex_wake(self._epoch_addr[self.index])
+                futex_wake(self._epoch_addr[self.index])
                 break
         try:
             for i in self._others:
@@ -255,7 +228,7 @@ class ShmGroup:
             q[sleeping] = 1  # ask the member to wake us, then re-check before blocking
             seen = q[idx]
             if seen < target:
-                _futex_wait(self._epoch_addr[i], seen, self._block)
+                futex_wait(self._epoch_addr[i], seen, self._block)
             q[sleeping] = 0
             now = time.monotonic()
             if now >= next_check:
