@@ -72,8 +72,10 @@ class AuthError(TerascaleError):
     """A connection failed the challenge on the job secret."""
 
 
-class DataError(TerascaleError):
-    """Malformed input data; the message names the file and line."""
+class DataError(TerascaleError, ValueError):
+    """Malformed input data; the message names the file and line (or row and column).
+
+    Also a ``ValueError``, as scikit-learn's tools expect of a bad input value."""
 
 
 class ConfigError(TerascaleError, ValueError):

@@ -20,6 +20,7 @@ from ._dataset import Dataset
 from ._hashing import CONSTANT_HASH
 from ._model import LinearModel
 from ._online import new_state, online_chunk, sync_weights
+from ._validate import check_target, check_weights, check_X, check_y
 
 __all__ = ["LinearClassifier", "LinearRegressor"]
 
@@ -125,25 +126,32 @@ class _Base:
                     regressor_tags=None if clf else RegressorTags(),
                     input_tags=InputTags(sparse=True))
 
-    def _check_X(self, X: Any) -> None:
+    def _check_X(self, X: Any) -> Any:
+        """X validated (``_validate.check_X``) and as wide as fit's."""
         if not hasattr(self, "model_"):
             raise _not_fitted(self)
-        shape = X.shape if hasattr(X, "shape") else np.shape(X)
-        n = int(shape[1]) if len(shape) == 2 else -1
-        if n != self.n_features_in_:
+        X = check_X(X)
+        if X.shape[1] != self.n_features_in_:
             from .._errors import ConfigError
 
-            raise ConfigError(f"X has {n} features, but {type(self).__name__} was fitted "
-                              f"with {self.n_features_in_}")
+            raise ConfigError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
+                              f"expecting {self.n_features_in_} features as input")
+        return X
 
     def _labels(self, y: Any, classes: Any = None, reset: bool = True) -> np.ndarray:
-        return np.asarray(y, dtype=np.float64).reshape(-1)
+        try:
+            return np.asarray(y, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as e:
+            raise DataError(f"y: a regression target must be numeric ({e})") from None
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> _Base:
         from ._train import train
 
-        ds = _to_dataset(X, self._labels(y), self.bits, sample_weight)
-        self.n_features_in_ = int(np.shape(X)[1])
+        X = check_X(X)
+        y = check_y(y, X.shape[0], type(self).__name__)
+        sw = check_weights(sample_weight, X.shape[0])
+        ds = _to_dataset(X, self._labels(y), self.bits, sw)
+        self.n_features_in_ = int(X.shape[1])
         opts = {k: v for k, v in self.get_params().items() if k != "comm"}
         # comm=None: train reuses a communicator this process opened (and keeps it open)
         self.model_ = train(ds, comm=self.comm, loss=self._loss, **opts)
@@ -160,17 +168,18 @@ class _Base:
 
         online = getattr(self, "_online", None)
         fitted = online is None and hasattr(self, "model_")
-        if hasattr(self, "model_"):
-            self._check_X(X)
+        X = self._check_X(X) if hasattr(self, "model_") else check_X(X)
+        y = check_y(y, X.shape[0], type(self).__name__)
+        sw = check_weights(sample_weight, X.shape[0])
         ds = _to_dataset(X, self._labels(y, classes, reset=online is None and not fitted),
-                         self.bits, sample_weight)
+                         self.bits, sw)
         d = 1 << self.bits
         if online is None:
             # after fit, continue from its weights (the adaptive sums start afresh)
             w0 = self.model_.dense().astype(np.float64) if fitted else np.zeros(d)
             online = (w0, np.zeros(d), np.zeros(d), new_state())
             self._online = online
-            self.n_features_in_ = int(np.shape(X)[1])
+            self.n_features_in_ = int(X.shape[1])
         w, g2, nrm, state = online
         acc = np.zeros(8)
         online_chunk(ds.indptr, ds.indices.astype(np.int32), ds.values, ds.labels,
@@ -185,9 +194,24 @@ class _Base:
                                   parse=ParseOptions(bits=self.bits), loss=self._loss)
         return self
 
-    def decision_function(self, X: Any) -> np.ndarray:
-        self._check_X(X)
+    def _scores(self, X: Any) -> np.ndarray:
+        X = self._check_X(X)
         return self.model_.decision_function(_to_dataset(X, None, self.bits))
+
+    def _xfail_checks(self) -> dict[str, str]:
+        """scikit-learn's estimator checks that fail by design, with the reason (pass it as
+        ``parametrize_with_checks(..., expected_failed_checks=lambda e: e._xfail_checks())``;
+        scikit-learn < 1.6 reads it from ``_more_tags``)."""
+        why = ("an importance weight k is one importance-aware online update (Karampatziakis "
+               "& Langford, UAI 2011), not k repeated updates, so online passes over "
+               "weighted rows differ from passes over repeated rows; the batch optimum "
+               "(bfgs=) is the same for both")
+        return {"check_sample_weight_equivalence_on_dense_data": why,
+                "check_sample_weight_equivalence_on_sparse_data": why}
+
+    def _more_tags(self) -> dict[str, Any]:
+        return {"_xfail_checks": self._xfail_checks(), "binary_only": True,
+                "requires_y": True}
 
 
 class LinearClassifier(_Base):
@@ -203,12 +227,16 @@ class LinearClassifier(_Base):
 
         y = np.asarray(y).reshape(-1)
         if reset or getattr(self, "classes_", None) is None:
-            found = np.unique(y if classes is None else np.asarray(classes))
+            given = y if classes is None else np.asarray(classes)
+            check_target(given)  # a continuous or multiclass target: scikit-learn's errors
+            found = np.unique(given)
             if len(found) != 2:
                 hint = (" (pass classes=[a, b] to the first partial_fit)"
                         if classes is None and len(found) == 1 else "")
                 raise ConfigError(f"{type(self).__name__} is binary: it needs exactly two "
-                                  f"classes, got {len(found)}: {found[:5].tolist()}{hint}")
+                                  f"classes, got {len(found)} class"
+                                  f"{'' if len(found) == 1 else 'es'}: "
+                                  f"{found[:5].tolist()}{hint}")
             self.classes_ = found
         unknown = ~np.isin(y, self.classes_)
         if unknown.any():
@@ -216,13 +244,17 @@ class LinearClassifier(_Base):
                               f"{self.classes_.tolist()}")
         return np.where(y == self.classes_[1], 1.0, -1.0)
 
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Raw scores (log-odds of ``classes_[1]``)."""
+        return self._scores(X)
+
     def predict_proba(self, X: Any) -> np.ndarray:
-        s = self.decision_function(X)
+        s = self._scores(X)
         p = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
         return np.column_stack([1 - p, p])
 
     def predict(self, X: Any) -> np.ndarray:
-        s = self.decision_function(X)  # raises NotFittedError before classes_ is read
+        s = self._scores(X)  # raises NotFittedError before classes_ is read
         return self.classes_[(s > 0).astype(int)]
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
@@ -237,7 +269,7 @@ class LinearRegressor(_Base):
     _loss = "squared"
 
     def predict(self, X: Any) -> np.ndarray:
-        return self.decision_function(X)
+        return self._scores(X)
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """R^2 (weighted by ``sample_weight`` when given), as scikit-learn's."""
