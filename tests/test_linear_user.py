@@ -97,8 +97,10 @@ def test_unfitted_wrong_width_and_partial_fit_classes(cancer):
     assert list(inc.classes_) == [0, 1] and inc.score(Xtr, ytr) > 0.7
     with pytest.raises(ConfigError, match="not one of the classes"):
         inc.partial_fit(Xtr[:3], [0, 1, 7])
-    with pytest.raises(ConfigError, match="exactly two classes"):
+    with pytest.raises(DataError, match="Only binary classification is supported"):
         LinearClassifier().fit(Xtr, np.arange(len(ytr)) % 3)
+    with pytest.raises(ConfigError, match="exactly two classes, got 1 class"):
+        LinearClassifier().fit(Xtr[:5], np.ones(5))
     # partial_fit after fit continues from the fitted weights
     fitted = LinearClassifier(bits=12, passes=3).fit(Xtr, ytr)
     before = fitted.decision_function(Xte)
