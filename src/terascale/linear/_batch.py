@@ -46,7 +46,8 @@ def reparametrized(data_fun: Fun, amap: Reparam, reg: Reparam, lam: float) -> Fu
     return fun
 
 
-@numba.njit(cache=True)
+# nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch)
+@numba.njit(cache=True, nogil=True)
 def loss_grad(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
               weights: np.ndarray, holdout: np.ndarray, w: np.ndarray, kind: int,
               out: np.ndarray, want_diag: bool) -> None:

@@ -22,7 +22,7 @@ from ._hashing import CONSTANT_HASH
 from ._losses import LOSSES
 from ._normalize import Reparam, column_stats, normalization_record, standardizer
 from ._options import TrainOptions
-from ._passes import Columns, gradient_pass, holdout_mask
+from ._passes import Columns, gradient_pass, learning_blocks
 
 __all__ = ["batch_phase"]
 
@@ -35,9 +35,7 @@ def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, ki
     d = len(w)
     buf = np.zeros(2 * d + 4 if want_diag else d + 4)
     stats = np.zeros(3 * d + 1)
-    for b in blocks:
-        cols = columns(b.indices)
-        hold = holdout_mask(b.start, len(b), period)
+    for b, cols, hold in learning_blocks(blocks, columns, period):
         loss_grad(b.indptr, cols, b.values, b.labels, b.weights, hold, w, kind, buf,
                   want_diag)
         column_stats(b.indptr, cols, b.values, b.labels, b.weights, hold, stats)

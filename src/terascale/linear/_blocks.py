@@ -28,17 +28,22 @@ block size is their chunk size (``_stream.CHUNK_BYTES`` of text per block).
 
 from __future__ import annotations
 
+import contextvars
+import queue
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from ._dataset import Dataset, ParseOptions
 
-__all__ = ["BLOCK_EXAMPLES", "Block", "Blocks", "ChainBlocks", "DatasetBlocks", "ShardStats",
-           "as_blocks"]
+__all__ = ["BLOCK_EXAMPLES", "Block", "Blocks", "ChainBlocks", "DatasetBlocks", "FeatureSet",
+           "ShardStats", "as_blocks", "prefetch"]
 
 BLOCK_EXAMPLES = 1 << 15
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -249,3 +254,50 @@ class ChainBlocks(Blocks):
 def as_blocks(data: Dataset | Blocks) -> Blocks:
     """A Blocks view of a Dataset (or the Blocks themselves)."""
     return data if isinstance(data, Blocks) else DatasetBlocks(data)
+
+
+def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """``items``, produced by a background thread up to ``depth`` ahead: reading and
+    decoding the next block (``pread``, numpy, nogil numba) overlaps the learner's kernel
+    (nogil numba) on this one. Order is kept, so results are the same; an exception in
+    the producer is raised here; stopping early stops the producer."""
+    q: queue.Queue[tuple[int, object]] = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(item: tuple[int, object]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for x in items:
+                if not put((0, x)):
+                    break
+            else:
+                put((1, None))
+        except BaseException as e:  # handed to the consumer, who raises it
+            put((2, e))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    t = threading.Thread(target=contextvars.copy_context().run, args=(produce,),
+                         name="terascale-prefetch", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, x = q.get()
+            if kind == 1:
+                return
+            if kind == 2:
+                raise x  # type: ignore[misc]
+            yield x  # type: ignore[misc]
+    finally:
+        stop.set()
+        t.join()

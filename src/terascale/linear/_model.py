@@ -34,7 +34,7 @@ MAGIC = "terascale-linear"
 VERSION = 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def predict_scores(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
                    full: np.ndarray) -> np.ndarray:
     """Raw scores: for each row, the sum of full[index] * value."""

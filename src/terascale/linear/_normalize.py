@@ -41,7 +41,7 @@ __all__ = ["Reparam", "column_stats", "normalization_record", "standardizer"]
 _VERSION = 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def column_stats(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
                  labels: np.ndarray, weights: np.ndarray, holdout: np.ndarray,
                  out: np.ndarray) -> None:

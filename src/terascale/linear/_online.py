@@ -54,7 +54,8 @@ def sync_weights(w: np.ndarray, state: np.ndarray) -> None:
     state[3] = 0.0
 
 
-@numba.njit(cache=True)
+# nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch)
+@numba.njit(cache=True, nogil=True)
 def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
                  weights: np.ndarray, holdout: np.ndarray, start: int, end: int,
                  w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,

@@ -9,13 +9,14 @@ cache's blocks, an in-memory slice): the same data gives bitwise the same number
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numba
 import numpy as np
 
 from ..communicator import Communicator
 from ._batch import loss_grad
-from ._blocks import Blocks
+from ._blocks import Block, Blocks, prefetch
 
 __all__ = ["Columns", "LabelScan", "gradient_pass", "holdout_mask",
            "union_features"]
@@ -92,9 +93,17 @@ class LabelScan:
         self.odd = np.array(sorted(odd), np.float64)
 
 
+def learning_blocks(blocks: Blocks, columns: Columns, period: int
+                    ) -> Iterator[tuple[Block, np.ndarray, np.ndarray]]:
+    """(block, its compact columns, its holdout mask) for one pass, read, decoded and
+    mapped a block ahead of the learner (:func:`._blocks.prefetch`)."""
+    return prefetch((b, columns(b.indices), holdout_mask(b.start, len(b), period))
+                    for b in blocks)
+
+
 def gradient_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, kind: int,
                   out: np.ndarray, want_diag: bool) -> None:
     """One pass of ``loss_grad`` over the shard into ``out`` (see ``_batch.loss_grad``)."""
-    for b in blocks:
-        loss_grad(b.indptr, columns(b.indices), b.values, b.labels, b.weights,
-                  holdout_mask(b.start, len(b), period), w, kind, out, want_diag)
+    for b, cols, hold in learning_blocks(blocks, columns, period):
+        loss_grad(b.indptr, cols, b.values, b.labels, b.weights, hold, w, kind, out,
+                  want_diag)

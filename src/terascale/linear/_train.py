@@ -37,7 +37,7 @@ from ._model import LinearModel
 from ._names import opt
 from ._online import online_chunk, sync_weights
 from ._options import TrainOptions
-from ._passes import Columns, LabelScan, holdout_mask, union_features
+from ._passes import Columns, LabelScan, learning_blocks, union_features
 from ._progress import Progress
 from ._progressive import BLOCK, block_tags, zero_one
 from ._resume import initial_state, merged
@@ -152,9 +152,7 @@ def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         if p == 0:
             prog.header()
         nxt = 1  # progress lines at doubling example counts (first pass)
-        for blk in blocks:
-            cols = columns(blk.indices)
-            hold = holdout_mask(blk.start, len(blk), period)
+        for blk, cols, hold in learning_blocks(blocks, columns, period):
             n = len(blk)
             start = 0
             while start < n:
