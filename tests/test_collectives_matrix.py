@@ -203,6 +203,8 @@ def _split(comm, parts: int) -> dict:
     a = sub.alltoall_async(np.arange(2 * k) + 100 * r)
     out["async"] = (h.wait(), g.wait(), a.wait())
     out["bcast"] = sub.broadcast(np.full(4, float(r)), root=k - 1)
+    out["a2a"] = sub.alltoall(np.arange(3 * k, dtype=np.int16).reshape(k, 3) + 100 * r)
+    out["obj"] = sub.broadcast_object({"root": r} if s == 0 else None, root=0)
     out["rs"] = sub.reduce_scatter(np.arange(2 * k + 1, dtype=np.int64) * (r + 1))
     out["objs"] = sub.allgather_object(("r", r))
     sub.barrier()
@@ -242,6 +244,8 @@ def test_split_matrix(n: int, parts: int) -> None:
         assert ag.tolist() == [[m, i] for i, m in enumerate(members)]
         assert aa.tolist() == [2 * s + j + 100 * m for m in members for j in range(2)]
         assert (res["bcast"] == members[-1]).all()
+        assert res["a2a"].tolist() == [[3 * s + j + 100 * m for j in range(3)] for m in members]
+        assert res["obj"] == {"root": members[0]}
         full = np.arange(2 * k + 1) * total
         np.testing.assert_array_equal(res["rs"], np.array_split(full, k)[s])
         assert res["objs"] == [("r", m) for m in members]

@@ -16,6 +16,7 @@ benchmark; give it a cost in :mod:`terascale.sim.model` to let the simulator pla
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -76,11 +77,17 @@ class AllreduceSpec:
         return self.placement == "any" or hosts <= 1
 
     def load(self) -> Any:
-        module, _, cls = self.target.partition(":")
-        return getattr(importlib.import_module(module, __package__), cls)
+        """The algorithm's class (imported on first use, then cached)."""
+        return _resolve(self.target)
 
     def build(self, call: AllreduceCall) -> Runnable:
         return self.load().for_call(call)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _resolve(target: str) -> Any:
+    module, _, cls = target.partition(":")
+    return getattr(importlib.import_module(module, __package__), cls)
 
 
 ALLREDUCE: dict[str, AllreduceSpec] = {s.name: s for s in (
