@@ -82,7 +82,9 @@ def train(args: argparse.Namespace) -> int:
     from ._train import TrainOptions
 
     # bad options fail here, once, rather than in every worker
-    TrainOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
+    checked: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                               for k, v in options.items()}
+    TrainOptions(**checked)
     model_path = args.model
     tmp_dir = None
     if model_path is None and (args.readable_model or args.invert_hash) and args.nprocs > 1:
@@ -117,10 +119,16 @@ def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespac
     the model file); flags given must agree (train() says which one does not)."""
     from ._dataset import ParseOptions
 
+    from ._names import opt
+
     defaults = ParseOptions().to_dict()
+    have = initial.parse.to_dict()
     for k, v in defaults.items():
         if k in options and options[k] == v:
             del options[k]
+        elif k in options and options[k] != have[k]:  # here, once, not in every worker
+            raise ConfigError(f"{opt(k, options[k])}: the initial model {args.initial} was "
+                              f"trained with {opt(k, have[k])}")
     if args.loss is None:
         del options["loss"]
 
