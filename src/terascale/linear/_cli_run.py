@@ -118,7 +118,6 @@ def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespac
     """With -i, parse flags left at their defaults follow the model (VW keeps -b and -q in
     the model file); flags given must agree (train() says which one does not)."""
     from ._dataset import ParseOptions
-
     from ._names import opt
 
     defaults = ParseOptions().to_dict()
