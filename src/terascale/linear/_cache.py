@@ -37,7 +37,7 @@ from ._stream import TextBlocks
 
 __all__ = ["CacheBlocks", "cache_key", "default_cache_dir", "load_cached"]
 
-_VERSION = 3  # 3: streamed, block-encoded (2: whole-shard .npy arrays)
+_VERSION = 4  # 4: VW features in VW's order, VW's float parsing (3: streamed blocks)
 
 
 def default_cache_dir() -> str:

@@ -150,11 +150,23 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(*vw.names("--bits", "-b"), type=int, default=18,
                    help="hash bits (default 18)")
     p.add_argument("-q", "--quadratic", action="append", default=[], metavar="AB",
-                   help="cross namespaces A and B (first letters); repeatable")
+                   help="cross namespaces A and B (first letters; ':' is every namespace, "
+                        "as in VW: -q a: -q ::); repeatable")
+    p.add_argument("--cubic", action="append", default=[], metavar="ABC",
+                   help="cross three namespaces (':' wildcards allowed); repeatable")
+    p.add_argument("--interactions", action="append", default=[], metavar="ABC...",
+                   help="cross two or more namespaces (VW's --interactions); repeatable")
+    p.add_argument("--noconstant", action="store_true", help="no constant (bias) feature")
     p.add_argument("--label", default="label", help="CSV: the label column")
     p.add_argument("--categorical", default="", help="CSV: comma-separated columns to hash "
                                                       "as categories even when numeric")
-    p.add_argument("--ignore", default="", help="CSV: comma-separated columns to leave out")
+    p.add_argument("--ignore", action="append", default=[],
+                   help="VW: namespaces (first letters) to leave out, as VW; CSV: "
+                        "comma-separated columns to leave out; repeatable")
+    p.add_argument("--keep", action="append", default=[],
+                   help="VW: keep only namespaces starting with these letters; repeatable")
+    p.add_argument("--ignore_linear", "--ignore-linear", action="append", default=[],
+                   metavar="NS", help="VW: namespaces used only in interactions; repeatable")
     p.add_argument("--skip-bad", action="store_true",
                    help="skip malformed lines (counted and reported) instead of failing")
 
@@ -193,9 +205,14 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
         if args.holdout_period < 2:
             raise ConfigError(f"--holdout_period must be >= 2, not {args.holdout_period}")
         holdout = 1.0 / args.holdout_period
+    ignore = ([c for v in args.ignore for c in cols(v)] if args.format == "csv"
+              else list(args.ignore))
     return {"format": args.format, "bits": args.bits, "quadratic": list(args.quadratic),
+            "cubic": list(args.cubic), "interactions": list(args.interactions),
+            "constant": not args.noconstant, "keep": list(args.keep),
+            "ignore_linear": list(args.ignore_linear),
             "label": args.label, "categorical": cols(args.categorical),
-            "ignore": cols(args.ignore), "skip_bad": args.skip_bad,
+            "ignore": ignore, "skip_bad": args.skip_bad,
             "loss": args.loss or "logistic",
             "learning_rate": args.learning_rate, "power_t": args.power_t, "l1": args.l1,
             "l2": args.l2, "passes": passes, "memory": args.memory, "tol": args.tol,

@@ -2,12 +2,14 @@
 
 Every reader produces a :class:`Dataset`; the cache stores exactly these arrays; the
 learners read only them. Indices are already masked to ``bits`` and include VW's constant
-(bias) feature and any quadratic (``-q``) crosses, so a learner never hashes.
+(bias) feature and any interactions (``-q``, ``--cubic``, ``--interactions``), in VW's
+order, so a learner never hashes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -21,46 +23,93 @@ FORMATS = ("vw", "libsvm", "csv")
 
 @dataclass(frozen=True, kw_only=True)
 class ParseOptions:
-    """How text becomes hashed features; saved in the model so that predict parses alike."""
+    """How text becomes hashed features; saved in the model so that predict parses alike.
+
+    ``quadratic``/``cubic``/``interactions`` are VW's namespace interactions (``:`` is the
+    wildcard); on VW input ``ignore`` and ``keep`` name namespaces by their first letters
+    (``--ignore ab`` drops namespaces starting with a or b) and ``ignore_linear`` keeps such
+    namespaces for interactions only; on CSV input ``ignore`` names columns.
+    """
 
     format: str = "vw"
     bits: int = 18
     quadratic: tuple[str, ...] = ()
-    constant: bool = True          # VW's bias feature
+    cubic: tuple[str, ...] = ()
+    interactions: tuple[str, ...] = ()
+    constant: bool = True          # VW's bias feature (--noconstant turns it off)
     label: str = "label"           # CSV: the label column
     categorical: tuple[str, ...] = ()  # CSV: columns hashed as categories even if numeric
-    ignore: tuple[str, ...] = ()   # CSV: columns left out
+    ignore: tuple[str, ...] = ()   # CSV: columns left out; VW: namespaces left out
+    keep: tuple[str, ...] = ()     # VW: only these namespaces
+    ignore_linear: tuple[str, ...] = ()  # VW: namespaces used in interactions only
     skip_bad: bool = False
 
     def __post_init__(self) -> None:
+        from ._interactions import compile_interactions
+
         if self.format not in FORMATS:
             raise ConfigError(f"{opt('format')} must be one of {', '.join(FORMATS)}, not "
                               f"{self.format!r}")
         if not 1 <= self.bits <= 30:
             raise ConfigError(f"{opt('bits')} must be in 1..30, not {self.bits}")
-        for q in self.quadratic:
-            if len(q.encode()) != 2:
-                raise ConfigError(f"{opt('quadratic')} takes two namespace characters (like "
-                                  f"'ab'), not {q!r}")
-        if self.quadratic and self.format != "vw":
-            raise ConfigError(f"{opt('quadratic')} needs namespaces: it works with "
-                              f"{opt('format')} vw only")
+        compile_interactions(self.quadratic, self.cubic, self.interactions)  # validates
+        if self.format != "vw":
+            for name in ("quadratic", "cubic", "interactions", "keep", "ignore_linear"):
+                if getattr(self, name):
+                    raise ConfigError(f"{opt(name)} needs namespaces: it works with "
+                                      f"{opt('format')} vw only")
+        if self.format == "libsvm" and self.ignore:
+            raise ConfigError(f"{opt('ignore')} works with {opt('format')} vw (namespaces) "
+                              f"or csv (columns)")
+        for name in ("ignore", "keep", "ignore_linear"):
+            if self.format == "vw" and any(not x for x in getattr(self, name)):
+                raise ConfigError(f"{opt(name)} takes namespace letters (like 'a'), not ''")
 
     @property
     def mask(self) -> int:
         return (1 << self.bits) - 1
 
+    def interaction_table(self) -> np.ndarray:
+        """The parser's table of interactions (VW's order, wildcards expanded)."""
+        from ._interactions import compile_interactions, interaction_table
+
+        return interaction_table(compile_interactions(self.quadratic, self.cubic,
+                                                      self.interactions))
+
+    def namespace_flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ignored, linear ignored): 256 flags by namespace letter, as VW's ``--ignore``,
+        ``--keep`` (everything else ignored; it overrides ``--ignore``, as in VW) and
+        ``--ignore_linear``."""
+        ign = np.zeros(256, np.bool_)
+        lin = np.zeros(256, np.bool_)
+        if self.format == "vw":
+            for v in self.ignore:
+                ign[list(v.encode("latin-1"))] = True
+            if self.keep:
+                ign[:] = True
+                for v in self.keep:
+                    ign[list(v.encode("latin-1"))] = False
+            for v in self.ignore_linear:
+                lin[list(v.encode("latin-1"))] = True
+        return ign, lin
+
     def to_dict(self) -> dict[str, object]:
         return {"format": self.format, "bits": self.bits, "quadratic": list(self.quadratic),
+                "cubic": list(self.cubic), "interactions": list(self.interactions),
                 "constant": self.constant, "label": self.label,
-                "categorical": list(self.categorical), "ignore": list(self.ignore)}
+                "categorical": list(self.categorical), "ignore": list(self.ignore),
+                "keep": list(self.keep), "ignore_linear": list(self.ignore_linear)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> ParseOptions:
-        return cls(format=str(d["format"]), bits=int(d["bits"]),  # type: ignore[call-overload]
-                   quadratic=tuple(d["quadratic"]), constant=bool(d["constant"]),  # type: ignore[arg-type]
-                   label=str(d["label"]), categorical=tuple(d["categorical"]),  # type: ignore[arg-type]
-                   ignore=tuple(d["ignore"]))  # type: ignore[arg-type]
+    def from_dict(cls, d: dict[str, Any]) -> ParseOptions:
+        # models written before cubic/interactions/keep/ignore_linear lack those keys
+        return cls(format=str(d["format"]), bits=int(d["bits"]),
+                   quadratic=tuple(d["quadratic"]), cubic=tuple(d.get("cubic", ())),
+                   interactions=tuple(d.get("interactions", ())),
+                   constant=bool(d["constant"]), label=str(d["label"]),
+                   categorical=tuple(d["categorical"]), ignore=tuple(d["ignore"]),
+                   keep=tuple(d.get("keep", ())),
+                   ignore_linear=tuple(d.get("ignore_linear", ())))
 
 
 @dataclass(kw_only=True)

@@ -4,6 +4,10 @@ Labels are in {-1, +1} for logistic and hinge, real for squared. The invariant u
 those of Karampatziakis & Langford, *Online Importance Weight Aware Updates* (UAI 2011), as
 VW implements them (``getUpdate``): the closed form of integrating the gradient flow over
 the importance weight, so that an example of weight h is the same as h copies.
+
+The ``*32`` functions and :func:`invariant_update` serve the online pass and reproduce VW's
+``loss_functions.cc`` operation by operation in float32 (VW's ``float``), so that the pass is
+VW's to the last bit where it can be; the batch phase uses the double versions.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ from __future__ import annotations
 import math
 
 import numba
+import numpy as np
 
-__all__ = ["LOSSES", "d2loss", "dloss", "invariant_update", "loss_value"]
+__all__ = ["LOSSES", "d2loss", "dloss", "dloss32", "invariant_update", "loss32", "loss_value",
+           "square_grad32"]
 
 LOSSES = {"logistic": 0, "squared": 1, "hinge": 2}
 
@@ -52,30 +58,79 @@ def d2loss(kind: int, p: float, y: float) -> float:
 
 
 @numba.njit(cache=True, inline="always")
+def _f(x: float) -> float:
+    """Round to float32: VW's learner computes in ``float``, and a double operation on
+    floats rounded once to float is the float operation's exact result (+ - * / sqrt)."""
+    return float(np.float32(x))
+
+
+@numba.njit(cache=True, inline="always")
 def _wexpmx(x: float) -> float:
-    """W(exp(x)) - x for the Lambert W function, VW's approximation (error < 9e-5)."""
+    """W(exp(x)) - x for the Lambert W function, VW's approximation (error < 9e-5), in
+    double as VW computes it, rounded to float."""
     w = 0.86 * x + 0.01 if x >= 1.0 else math.exp(0.8 * x - 0.65)
     r = x - math.log(w) - w if x >= 1.0 else 0.2 * x + 0.65 - w
     t = 1.0 + w
     u = 2.0 * t * (t + 2.0 * r / 3.0)
-    return w * (1.0 + r / t * (u - r) / (u - 2.0 * r)) - x
+    return _f(w * (1.0 + r / t * (u - r) / (u - 2.0 * r)) - x)
+
+
+@numba.njit(cache=True, inline="always")
+def _expf(x: float) -> float:
+    return _f(math.exp(x)) if x < 88.8 else math.inf
+
+
+@numba.njit(cache=True, inline="always")
+def loss32(kind: int, p: float, y: float) -> float:
+    """VW's ``get_loss`` in float: logistic underflows to exactly 0 once y*p > ~16.6
+    (1 + exp(-16.6) rounds to 1 in float), and VW then skips the update."""
+    if kind == 0:
+        return _f(math.log(_f(1.0 + _expf(_f(-y * p)))))
+    if kind == 1:
+        d = _f(p - y)
+        return _f(d * d)
+    m = _f(1.0 - _f(y * p))
+    return m if m > 0 else 0.0
+
+
+@numba.njit(cache=True, inline="always")
+def dloss32(kind: int, p: float, y: float) -> float:
+    """VW's ``first_derivative`` in float."""
+    if kind == 0:
+        return _f(-y / _f(1.0 + _expf(_f(y * p))))
+    if kind == 1:
+        return _f(2.0 * _f(p - y))
+    return -y if _f(y * p) < 1.0 else 0.0
+
+
+@numba.njit(cache=True, inline="always")
+def square_grad32(kind: int, p: float, y: float) -> float:
+    """VW's ``get_square_grad`` in float."""
+    if kind == 1:
+        d = _f(p - y)
+        return _f(_f(4.0 * d) * d)
+    g = dloss32(kind, p, y)
+    return _f(g * g)
 
 
 @numba.njit(cache=True, inline="always")
 def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) -> float:
-    """The step (to be multiplied by each feature's x * rate) for importance ``scale``."""
+    """VW's ``get_update`` in float: the step (to be multiplied by each feature's x * rate)
+    for importance-scaled learning rate ``scale`` and ``ppu`` = sum of x^2 * rate."""
+    sp = _f(scale * ppu)
     if kind == 0:
-        z = y * p
-        d = math.exp(min(z, 50.0))
-        if scale * ppu < 1e-6:
-            return y * scale / (1.0 + d)
-        x = scale * ppu + z + d
-        return -(y * _wexpmx(x) + p) / ppu
+        z = _f(y * p)
+        d = _expf(z)
+        if sp < 1e-6:  # first order: avoids the cancellation of the closed form
+            return _f(_f(y * scale) / _f(1.0 + d))
+        x = _f(_f(sp + z) + d)
+        return _f(-_f(_f(y * _wexpmx(x)) + p) / ppu)
     if kind == 1:
-        if scale * ppu < 1e-6:
-            return 2.0 * (y - p) * scale
-        return (y - p) * (1.0 - math.exp(-2.0 * scale * ppu)) / ppu
-    if y * p >= 1.0:
+        if sp < 1e-6:
+            return _f(_f(2.0 * _f(y - p)) * scale)
+        e = _expf(_f(_f(-2.0 * scale) * ppu))
+        return _f(_f(_f(y - p) * _f(1.0 - e)) / ppu)
+    if _f(y * p) >= 1.0:
         return 0.0
-    err = 1.0 - y * p
-    return y * (scale if scale * ppu < err else err / ppu)
+    err = _f(1.0 - _f(y * p))
+    return y * (scale if sp < err else _f(err / ppu))

@@ -16,6 +16,8 @@ __all__ = ["FLAGS", "cli_names", "opt"]
 
 FLAGS = {
     "format": "--format", "bits": "-b/--bits", "quadratic": "-q/--quadratic",
+    "cubic": "--cubic", "interactions": "--interactions", "keep": "--keep",
+    "ignore_linear": "--ignore_linear",
     "constant": "--noconstant", "label": "--label", "categorical": "--categorical",
     "ignore": "--ignore", "skip_bad": "--skip-bad", "loss": "--loss/--loss_function",
     "learning_rate": "-l/--learning-rate", "power_t": "--power-t", "l1": "--l1",

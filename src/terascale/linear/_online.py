@@ -6,7 +6,16 @@ Online Learning*, UAI 2013) and uses the importance-invariant step of Karampatzi
 Langford (UAI 2011), exactly as VW's ``gd.cc`` with its defaults (``--adaptive
 --normalized --invariant``, power_t 0.5, learning rate 0.5). L1 and L2 are VW's lazy
 truncated gradient (``gravity``) and shrinkage (``contraction``), folded into the weights
-when they grow large and at the end of a pass. Columns are compact (see ``_train``).
+when they grow large and at the end of training. Columns are compact (see ``_train``).
+
+Exactness. The pass reproduces VW operation by operation, in float32 where VW computes in
+``float`` (every weight, rate and step; the two running sums are double as in VW): a
+logistic loss that underflows to 0 in float (y*p > ~16.6) skips the update as VW does, and a
+weight that occurs several times in one example (a repeated token, an in-example hash
+collision) accumulates its adaptive sum and normalizer at every occurrence, and every
+occurrence is then updated with the weight's final rate (VW keeps it in the weight's spare
+slot). Features are visited in VW's order (``_vwparse`` emits them so), so predictions agree
+with ``vowpalwabbit`` to float rounding (tests/test_vw_differential.py).
 """
 
 from __future__ import annotations
@@ -16,46 +25,59 @@ import math
 import numba
 import numpy as np
 
-from ._losses import dloss, invariant_update, loss_value
+from ._losses import _f, dloss32, invariant_update, loss32, loss_value, square_grad32
 
 __all__ = ["STATE_SIZE", "new_state", "online_chunk", "sync_weights"]
 
-# state: [total_weight, normalized_sum_norm_x, contraction, gravity, min_label, max_label]
-STATE_SIZE = 6
-_X2_MIN = 1.1754943508222875e-38
-_X_MIN = math.sqrt(_X2_MIN)
+# state: [total_weight, normalized_sum_norm_x, contraction, gravity, min_label, max_label,
+#         update_multiplier]
+STATE_SIZE = 7
+_X_MIN = 1.084202e-19  # VW's X_MIN (float); x^2 below X_MIN^2 is clamped there
+_X2_MIN = float(np.float32(np.float32(_X_MIN) * np.float32(_X_MIN)))
+_X_MIN = float(np.float32(_X_MIN))
+_FLT_MAX = float(np.finfo(np.float32).max)
 
 
 def new_state() -> np.ndarray:
-    return np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    return np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0])
 
 
 @numba.njit(cache=True, inline="always")
 def _trunc(w: float, g: float) -> float:
-    if g == 0.0:
-        return w
-    if w > g:
-        return w - g
-    if w < -g:
-        return w + g
+    """VW's ``trunc_weight`` in float: w moved towards 0 by the gravity g, or 0."""
+    if g < abs(w):
+        return _f(w - g) if w > 0 else _f(w + g)
     return 0.0
 
 
 @numba.njit(cache=True)
 def sync_weights(w: np.ndarray, state: np.ndarray) -> None:
-    """Fold the lazy L1 (gravity) and L2 (contraction) into the weights."""
+    """Fold the lazy L1 (gravity) and L2 (contraction) into the weights (VW's
+    ``sync_weights``, in float)."""
     c = state[2]
     g = state[3]
     if c == 1.0 and g == 0.0:
         return
+    cf = _f(c)
+    gf = _f(g)
     for j in range(len(w)):
-        w[j] = _trunc(w[j], g) * c
+        w[j] = _f(_trunc(_f(w[j]), gf) * cf)
     state[2] = 1.0
     state[3] = 0.0
 
 
-# nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch)
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _rate(g2: float, nrm: float, sqrt_rate: bool, minus_power_t: float,
+          neg_norm_power: float) -> float:
+    """VW's ``compute_rate_decay`` (adaptive and normalized), in float."""
+    if sqrt_rate:
+        return _f(_f(1.0 / _f(math.sqrt(g2))) * _f(1.0 / nrm))
+    return _f(_f(g2 ** minus_power_t) * _f(_f(nrm * nrm) ** neg_norm_power))
+
+
+# nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch);
+# error_model numpy: 1/0 is inf, as in C
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
                  weights: np.ndarray, holdout: np.ndarray, start: int, end: int,
                  w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
@@ -66,29 +88,37 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     prediction (for progress lines). With ``pred`` (length end - start) it also writes
     each example's prediction before learning from it (VW's progressive ``-p``), for
     unlabelled and zero-weight examples too."""
-    rate = np.empty(256, np.float64)
+    l1 = _f(l1)
+    l2 = _f(l2)
+    eta = _f(eta)
     reg = l1 > 0.0 or l2 > 0.0
     sqrt_rate = power_t == 0.5
+    minus_power_t = _f(-power_t)
+    neg_norm_power = _f(_f(power_t) - 1.0)
     for i in range(start, end):
         lab = labels[i]
         s = weights[i]
-        learn = not math.isnan(lab) and s > 0.0
-        if not learn and pred is None:
-            continue
+        labelled = not math.isnan(lab)
+        learn = labelled and s > 0.0
         y = lab
         if kind != 1:
             y = 1.0 if lab > 0 else -1.0
-        if kind != 0 and learn:  # VW clips squared and hinge predictions to labels seen
+        if labelled and not holdout[i] and kind != 0:
+            # VW clips squared and hinge predictions to the labels it was asked to learn
+            # (zero-weight examples included, held-out ones not)
             state[4] = min(state[4], y)
             state[5] = max(state[5], y)
+        if not learn and pred is None:
+            continue
         a = indptr[i]
         b = indptr[i + 1]
-        contraction = state[2]
-        gravity = state[3]
+        gravity = _f(state[3])
         p = 0.0
         for k in range(a, b):
-            p += _trunc(w[cols[k]], gravity) * values[k]
-        p *= contraction
+            p = _f(p + _f(_trunc(_f(w[cols[k]]), gravity) * values[k]))
+        p = _f(p * _f(state[2]))
+        if math.isnan(p):
+            p = 0.0
         if kind != 0:
             p = min(max(p, state[4]), state[5])
         else:
@@ -108,52 +138,59 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
             continue
         out[0] += s * lv
         out[1] += s
-        if lv <= 0.0 or b == a:  # nothing to learn (or no feature to learn it with)
+        if loss32(kind, p, y) <= 0.0:  # VW: nothing to learn once the float loss is 0
             continue
-        dl = dloss(kind, p, y)
-        gsq = s * dl * dl
-        if gsq == 0.0:
-            continue
-        if b - a > len(rate):
-            rate = np.empty(2 * (b - a), np.float64)
-        norm_x = 0.0
-        ppu = 0.0
-        for k in range(a, b):
-            c = cols[k]
-            x = values[k]
-            x2 = x * x
-            if x2 < _X2_MIN:
-                x = _X_MIN if x > 0 else -_X_MIN
-                x2 = _X2_MIN
-            g2[c] += gsq * x2
-            ax = abs(x)
-            if ax > nrm[c]:
-                if nrm[c] > 0.0:
-                    rs = nrm[c] / ax
-                    w[c] *= rs if sqrt_rate else rs ** (2.0 * (1.0 - power_t))
-                nrm[c] = ax
-            nn = nrm[c] * nrm[c]
-            norm_x += x2 / nn
+        gsq = _f(s * square_grad32(kind, p, y))
+        ppu = 1.0
+        if gsq != 0.0:
+            norm_x = 0.0
+            ppu = 0.0
+            for k in range(a, b):
+                c = cols[k]
+                x = values[k]
+                x2 = _f(x * x)
+                if x2 < _X2_MIN:
+                    x = _X_MIN if x > 0 else -_X_MIN
+                    x2 = _X2_MIN
+                g2[c] = _f(g2[c] + _f(gsq * x2))
+                ax = abs(x)
+                if ax > nrm[c]:  # a new scale: rescale the weight as if it had been the old one
+                    if nrm[c] > 0.0:
+                        if sqrt_rate:
+                            w[c] = _f(w[c] * _f(nrm[c] / ax))
+                        else:
+                            rs = _f(ax / nrm[c])
+                            w[c] = _f(w[c] * _f(_f(rs * rs) ** neg_norm_power))
+                    nrm[c] = ax
+                nx2 = _f(x2 / _f(nrm[c] * nrm[c])) if x2 <= _FLT_MAX else 1.0
+                norm_x = _f(norm_x + nx2)
+                ppu = _f(ppu + _f(x2 * _rate(g2[c], nrm[c], sqrt_rate, minus_power_t,
+                                             neg_norm_power)))
+            state[0] += s
+            state[1] += s * norm_x
             if sqrt_rate:
-                r = 1.0 / (math.sqrt(g2[c]) * nrm[c])
+                state[6] = _f(math.sqrt(_f(_f(state[0]) / _f(state[1]))))
             else:
-                r = g2[c] ** (-power_t) * nn ** (power_t - 1.0)
-            rate[k - a] = r
-            ppu += x2 * r
-        state[0] += s
-        state[1] += s * norm_x
-        avg = state[0] / state[1]
-        mult = math.sqrt(avg) if sqrt_rate else avg ** (1.0 - power_t)
-        ppu *= mult
-        u = invariant_update(kind, p, y, eta * s, ppu)
+                state[6] = _f(_f(_f(state[1]) / _f(state[0])) ** neg_norm_power)
+            ppu = _f(ppu * state[6])
+        u = invariant_update(kind, p, y, _f(eta * s), ppu)
         if reg and abs(u) > 1e-8:
+            dl = dloss32(kind, p, y)
             eta_bar = -u / dl if abs(dl) > 1e-8 else 0.0
             if abs(dl) > 1e-8:
                 state[2] *= 1.0 - l2 * eta_bar
-            u /= state[2]
+            u = _f(u / _f(state[2]))
             state[3] += eta_bar * l1
-        u *= mult
-        for k in range(a, b):
-            w[cols[k]] += u * values[k] * rate[k - a]
+        if math.isnan(u):
+            u = 0.0
+        if u != 0.0:
+            u = _f(u * state[6])
+            for k in range(a, b):
+                c = cols[k]
+                x = values[k]
+                if abs(x) <= _FLT_MAX:
+                    # the weight's rate after all its occurrences (VW's spare slot)
+                    r = _rate(g2[c], nrm[c], sqrt_rate, minus_power_t, neg_norm_power)
+                    w[c] = _f(w[c] + _f(u * _f(x * r)))
         if state[2] < 1e-9 or state[3] > 1e3:
             sync_weights(w, state)

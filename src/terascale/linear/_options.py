@@ -22,9 +22,13 @@ class TrainOptions:
     format: str = "vw"
     bits: int = 18
     quadratic: tuple[str, ...] = ()
+    cubic: tuple[str, ...] = ()
+    interactions: tuple[str, ...] = ()
     label: str = "label"
     categorical: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    keep: tuple[str, ...] = ()
+    ignore_linear: tuple[str, ...] = ()
     skip_bad: bool = False
     constant: bool = True          # VW's bias feature
     loss: str = "logistic"
@@ -89,8 +93,10 @@ class TrainOptions:
 
     def parse_options(self) -> ParseOptions:
         return ParseOptions(format=self.format, bits=self.bits, quadratic=tuple(self.quadratic),
+                            cubic=tuple(self.cubic), interactions=tuple(self.interactions),
                             label=self.label, categorical=tuple(self.categorical),
-                            ignore=tuple(self.ignore), skip_bad=self.skip_bad,
+                            ignore=tuple(self.ignore), keep=tuple(self.keep),
+                            ignore_linear=tuple(self.ignore_linear), skip_bad=self.skip_bad,
                             constant=self.constant)
 
     @property

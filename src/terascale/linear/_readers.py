@@ -158,12 +158,6 @@ def _parse_libsvm(buf: np.ndarray, mask: int, constant: bool, skip_bad: bool):  
     return indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], skipped, 0, line
 
 
-def _qpairs(opts: ParseOptions) -> np.ndarray:
-    if not opts.quadratic:
-        return np.zeros((0, 2), np.int64)
-    return np.array([list(q.encode()) for q in opts.quadratic], dtype=np.int64)
-
-
 def _line_text(buf: np.ndarray, line: int) -> str:
     starts = np.concatenate([[0], np.flatnonzero(buf == 10) + 1])
     if line >= len(starts):
@@ -206,12 +200,10 @@ def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str,
                first_line: int | Callable[[], int]) -> Dataset:
     if opts.format == "vw":
         (indptr, indices, values, labels, weights, tag_ptr, tag_blob, skipped, err,
-         line) = parse_vw_bytes(buf, opts.mask, _qpairs(opts), opts.constant, opts.skip_bad)
+         line) = parse_vw_bytes(buf, opts.mask, opts.interaction_table(), opts.constant,
+                                opts.skip_bad, *opts.namespace_flags())
         msgs = ERRORS
     else:
-        if opts.quadratic:
-            raise ConfigError(f"{opt('quadratic')} needs namespaces: it works with "
-                              f"{opt('format')} vw only")
         indptr, indices, values, labels, skipped, err, line = _parse_libsvm(
             buf, opts.mask, opts.constant, opts.skip_bad)
         weights = np.ones(len(labels), np.float32)

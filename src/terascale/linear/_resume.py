@@ -37,10 +37,12 @@ def initial_state(model: LinearModel | None, union: np.ndarray
         return w, g2, nrm, state
     pos, hit = _lookup(model, union)
     w[hit] = model.weights[pos[hit]]
-    if model.adaptive is not None and len(model.adaptive[2]) == STATE_SIZE:
+    # 6 entries: models saved before the update multiplier was kept (it is recomputed at
+    # the next update)
+    if model.adaptive is not None and len(model.adaptive[2]) in (6, STATE_SIZE):
         g2[hit] = model.adaptive[0][pos[hit]]
         nrm[hit] = model.adaptive[1][pos[hit]]
-        state[:] = model.adaptive[2]
+        state[:len(model.adaptive[2])] = model.adaptive[2]
     return w, g2, nrm, state
 
 

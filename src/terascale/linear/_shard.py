@@ -55,7 +55,8 @@ def load_shard(paths: Sequence[str] | str, *, rank: int | None = None,
         rank, size = job_rank()
     if isinstance(rank, bool) or isinstance(size, bool) or not (0 <= rank < size):
         raise ConfigError(f"load_shard: rank={rank!r}, size={size!r} is not a rank of a job")
-    for k in ("quadratic", "categorical", "ignore"):
+    for k in ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
+              "ignore_linear"):
         if isinstance(parse.get(k), str):
             parse[k] = (parse[k],)
         elif k in parse:

@@ -70,9 +70,10 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
     bad = sorted(set(options) - names)
     if bad:
         raise ConfigError(f"unknown option(s) of terascale.linear.train: {', '.join(bad)}")
-    if isinstance(options.get("quadratic"), str):
-        options["quadratic"] = (options["quadratic"],)
-    for k in ("quadratic", "categorical", "ignore"):
+    for k in ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
+              "ignore_linear"):
+        if isinstance(options.get(k), str):
+            options[k] = (options[k],)
         if k in options:
             options[k] = tuple(options[k])
     sources: list[tuple[str, dict[str, Any]]] = []
@@ -174,7 +175,10 @@ def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
                     prev = acc.copy()
                     nxt *= 2
                 start = end
-        sync_weights(w, state)
+        if comm.size > 1 or p == opts.passes - 1:
+            # one worker keeps L1/L2 lazy across passes, as VW does (its end of pass folds
+            # them in only without --save_resume, which is VW's default)
+            sync_weights(w, state)
         average_weights(comm, w, g2, nrm, state, opts.average)
         tot = comm.allreduce(acc[:6].copy())
         if out:

@@ -4,9 +4,12 @@ A line is ``[label [importance [base]]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...`
 the last word of the label section is the tag when it starts with ``'`` or touches the first
 ``|``; a namespace ``|ns:2`` scales its values; ``| f`` is the default namespace (hash 0);
 features with value 0 are dropped; repeated features are kept (they add up in the dot
-product); the constant (bias) feature is added to every example; ``-q ab`` adds the cross
-of every feature of namespace ``a`` with every feature of namespace ``b`` (first letters).
-Malformed lines are reported with an error code and the line number, or skipped and counted.
+product, and the learner updates each occurrence as VW does); the constant (bias) feature
+is added to every example; interactions (``-q ab``, ``--cubic``, ``--interactions``, with
+``:`` wildcards) are built as VW builds them (see ``_interactions``); numbers are read as
+VW reads them (see ``_vwfloat``); ``--ignore``/``--keep`` drop namespaces by their first
+letter and ``--ignore_linear`` keeps them for interactions only. Malformed lines are
+reported with an error code and the line number, or skipped and counted.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._hashing import CONSTANT_HASH, FNV_PRIME, hashstring_nb
+from ._hashing import CONSTANT_HASH, hashstring_nb
+from ._interactions import count_interactions, emit_interactions
+from ._vwfloat import parse_float, parse_float32
 
 __all__ = ["ERRORS", "parse_float", "parse_vw_bytes"]
 
@@ -28,68 +33,9 @@ ERRORS = {
 }
 
 
-_POW10 = np.array([10.0 ** k for k in range(23)])  # exactly representable in a double
-
-
 @numba.njit(cache=True, inline="always")
 def _is_space(c: int) -> bool:
     return c == 32 or c == 9 or c == 13
-
-
-@numba.njit(cache=True, inline="always")
-def parse_float(buf: np.ndarray, s: int, e: int) -> tuple[float, bool]:
-    """A decimal float (sign, digits, fraction, exponent) from ``buf[s:e]``; (value, ok)."""
-    if s >= e:
-        return 0.0, False
-    i = s
-    neg = False
-    if buf[i] == 45 or buf[i] == 43:  # - +
-        neg = buf[i] == 45
-        i += 1
-    mant = 0.0
-    nd = 0
-    while i < e and 48 <= buf[i] <= 57:
-        mant = mant * 10.0 + (buf[i] - 48)
-        i += 1
-        nd += 1
-    exp10 = 0
-    if i < e and buf[i] == 46:  # .
-        i += 1
-        while i < e and 48 <= buf[i] <= 57:
-            mant = mant * 10.0 + (buf[i] - 48)
-            exp10 -= 1
-            i += 1
-            nd += 1
-    if nd == 0:
-        return 0.0, False
-    if i < e and (buf[i] == 101 or buf[i] == 69):  # e E
-        i += 1
-        eneg = False
-        if i < e and (buf[i] == 45 or buf[i] == 43):
-            eneg = buf[i] == 45
-            i += 1
-        ed = 0
-        ev = 0
-        while i < e and 48 <= buf[i] <= 57:
-            ev = ev * 10 + (buf[i] - 48)
-            i += 1
-            ed += 1
-        if ed == 0:
-            return 0.0, False
-        exp10 += -ev if eneg else ev
-    if i != e:
-        return 0.0, False
-    if -23 < exp10 < 0:
-        v = mant / _POW10[-exp10]  # exact powers: the same double as strtod for short inputs
-    elif 0 <= exp10 < 23:
-        v = mant * _POW10[exp10]
-    elif exp10 < 0:
-        v = mant / 10.0 ** (-exp10)
-    else:
-        v = mant * 10.0 ** exp10
-    if not v <= 3.4028234663852886e38:  # inf in the float32 arrays, then NaN weights
-        return 0.0, False
-    return (-v if neg else v), True
 
 
 @numba.njit(cache=True)
@@ -102,10 +48,16 @@ def _grow_i(a: np.ndarray, need: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def parse_vw_bytes(buf: np.ndarray, mask: int, qpairs: np.ndarray, constant: bool,
-                   skip_bad: bool):  # noqa: ANN201 (numba tuple)
+def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool,
+                   skip_bad: bool, ignore: np.ndarray, ignore_linear: np.ndarray):  # noqa: ANN201
     """Parse VW text; returns (indptr, indices, values, labels, weights, tag_ptr, tag_blob,
-    skipped, err_code, err_line) where err_line counts lines from 0 (blank lines included)."""
+    skipped, err_code, err_line) where err_line counts lines from 0 (blank lines included).
+
+    ``table`` is :func:`._interactions.interaction_table`; ``ignore`` and ``ignore_linear``
+    are 256 flags by namespace character (``--ignore``/``--keep``, ``--ignore_linear``).
+    Features come out in VW's order: by namespace character in order of first appearance
+    (a namespace that comes back later in the line joins its first group), the constant,
+    then the interactions."""
     n = len(buf)
     cap = n // 3 + 16
     indices = np.empty(cap, np.uint32)
@@ -117,6 +69,13 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, qpairs: np.ndarray, constant: boo
     weights = np.empty(ncap, np.float32)
     tag_ptr = np.empty(ncap + 1, np.int64)
     tag_blob = np.empty(1024, np.uint8)
+    # one example's features grouped by namespace character
+    gidx = np.empty(256, np.uint32)
+    gval = np.empty(256, np.float32)
+    gstart = np.zeros(256, np.int64)
+    gend = np.zeros(256, np.int64)
+    cnt = np.zeros(256, np.int64)
+    order = np.empty(256, np.int64)
     indptr[0] = 0
     tag_ptr[0] = 0
     nnz = 0
@@ -171,7 +130,7 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, qpairs: np.ndarray, constant: boo
                         tag_s = ts + 1 if buf[ts] == 39 else ts
                         tag_e = te
                         continue
-                v, ok = parse_float(buf, ts, te)
+                v, ok = parse_float32(buf, ts, te)
                 if not ok:
                     err = 2
                 elif nnum == 0:
@@ -188,7 +147,7 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, qpairs: np.ndarray, constant: boo
             i = bar
             ns_hash: int | np.int64 = 0  # hashstring_nb gives an int64
             ns_c = 32
-            scale = 1.0
+            scale = np.float32(1.0)
             while i < le and err == 0:
                 c = buf[i]
                 if c == 124:  # new namespace
@@ -196,7 +155,7 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, qpairs: np.ndarray, constant: boo
                     if i >= le or _is_space(buf[i]) or buf[i] == 124:
                         ns_hash = 0
                         ns_c = 32
-                        scale = 1.0
+                        scale = np.float32(1.0)
                         continue
                     ts = i
                     while i < le and not _is_space(buf[i]) and buf[i] != 124:
@@ -205,9 +164,10 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, qpairs: np.ndarray, constant: boo
                     colon = ts
                     while colon < te and buf[colon] != 58:
                         colon += 1
-                    scale = 1.0
+                    scale = np.float32(1.0)
                     if colon < te:
-                        scale, ok = parse_float(buf, colon + 1, te)
+                        sv, ok = parse_float32(buf, colon + 1, te)
+                        scale = np.float32(sv)
                         if not ok:
                             err = 5
                     ns_hash = hashstring_nb(buf, ts, colon, 0)
@@ -223,16 +183,16 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, qpairs: np.ndarray, constant: boo
                 colon = te - 1
                 while colon >= ts and buf[colon] != 58:
                     colon -= 1
-                v = 1.0
+                fv = 1.0
                 name_e = te
                 if colon >= ts:
                     name_e = colon
-                    v, ok = parse_float(buf, colon + 1, te)
+                    fv, ok = parse_float32(buf, colon + 1, te)
                     if not ok:
                         err = 4
                         break
-                v *= scale
-                if v == 0.0:
+                v32 = scale * np.float32(fv)  # VW: namespace scale times value, in float
+                if v32 == 0.0 or ignore[ns_c]:
                     continue
                 h = hashstring_nb(buf, ts, name_e, ns_hash)
                 if nnz + 1 > len(indices):
@@ -240,7 +200,7 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, qpairs: np.ndarray, constant: boo
                     values = _grow_i(values, nnz + 1)
                     nsch = _grow_i(nsch, nnz + 1)
                 indices[nnz] = h & mask
-                values[nnz] = v
+                values[nnz] = v32
                 nsch[nnz] = ns_c
                 nnz += 1
         if err != 0:
@@ -250,36 +210,53 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, qpairs: np.ndarray, constant: boo
                 continue
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], weights[:nex],
                     tag_ptr[:nex + 1], tag_blob[:ntag], skipped, err, line)
-        # quadratic crosses of this example's features
-        ex_end = nnz
-        for q in range(qpairs.shape[0]):
-            a = qpairs[q, 0]
-            b = qpairs[q, 1]
-            for p1 in range(ex_start, ex_end):
-                if nsch[p1] != a:
-                    continue
-                p2s = p1 if a == b else ex_start
-                for p2 in range(p2s, ex_end):
-                    if nsch[p2] != b:
-                        continue
-                    if nnz + 1 > len(indices):
-                        indices = _grow_i(indices, nnz + 1)
-                        values = _grow_i(values, nnz + 1)
-                        nsch = _grow_i(nsch, nnz + 1)
-                    hh = ((np.int64(indices[p1]) * FNV_PRIME) ^ np.int64(indices[p2])) & mask
-                    indices[nnz] = hh
-                    values[nnz] = values[p1] * values[p2]
-                    nsch[nnz] = 0
-                    nnz += 1
+        # group by namespace character, in order of first appearance (VW's ec.indices)
+        m = nnz - ex_start
+        if m > len(gidx):
+            gidx = np.empty(2 * m, np.uint32)
+            gval = np.empty(2 * m, np.float32)
+        no = 0
+        for k in range(ex_start, nnz):
+            c = nsch[k]
+            if cnt[c] == 0:
+                order[no] = c
+                no += 1
+            cnt[c] += 1
+        off = 0
+        for q in range(no):
+            c = order[q]
+            gstart[c] = off
+            gend[c] = off
+            off += cnt[c]
+        for k in range(ex_start, nnz):
+            c = nsch[k]
+            gidx[gend[c]] = indices[k]
+            gval[gend[c]] = values[k]
+            gend[c] += 1
+        nnz = ex_start
+        for q in range(no):
+            c = order[q]
+            if ignore_linear[c]:
+                continue
+            for k in range(gstart[c], gend[c]):
+                indices[nnz] = gidx[k]
+                values[nnz] = gval[k]
+                nnz += 1
+        extra = 1 + count_interactions(table, gstart, gend)
+        if nnz + extra > len(indices):
+            indices = _grow_i(indices, nnz + extra)
+            values = _grow_i(values, nnz + extra)
+            nsch = _grow_i(nsch, nnz + extra)
         if constant:
-            if nnz + 1 > len(indices):
-                indices = _grow_i(indices, nnz + 1)
-                values = _grow_i(values, nnz + 1)
-                nsch = _grow_i(nsch, nnz + 1)
             indices[nnz] = const_idx
             values[nnz] = 1.0
-            nsch[nnz] = 0
             nnz += 1
+        nnz = emit_interactions(table, gstart, gend, gidx, gval, mask, indices, values, nnz)
+        for q in range(no):
+            c = order[q]
+            cnt[c] = 0
+            gstart[c] = 0
+            gend[c] = 0
         if nex + 1 >= len(labels):
             labels = _grow_i(labels, nex + 2)
             weights = _grow_i(weights, nex + 2)
