@@ -251,8 +251,8 @@ def lbfgs(fun: Fun, w0: np.ndarray, *, max_passes: int, memory: int = 15, tol: f
         step0 = (1.0 if ss or minv is not None  # a diagonal Newton step is well scaled
                  else min(1.0, 1.0 / max(float(np.linalg.norm(d)), 1e-12)))
         found = _wolfe(tr, w, d, f, g, step0, 1e-4, 0.9)
-        if found is None:
-            return _finish(tr, w, f, it, "line search", hold)
+        if found is None:  # no acceptable step: out of passes, or at float precision
+            return _finish(tr, w, f, it, "passes" if tr.exhausted else "line search", hold)
         a, f_new, g_new, hold = found
         it += 1
         s = a * d
@@ -298,8 +298,8 @@ def cg(fun: Fun, w0: np.ndarray, precond: np.ndarray, *, max_passes: int, tol: f
         a0 = 1.0 if it == 0 else min(1.0, step * slope / new_slope) if new_slope < 0 else 1.0
         slope = new_slope
         found = _wolfe(tr, w, d, f, g, a0, 1e-4, 0.1)
-        if found is None:
-            return _finish(tr, w, f, it, "line search", hold)
+        if found is None:  # no acceptable step: out of passes, or at float precision
+            return _finish(tr, w, f, it, "passes" if tr.exhausted else "line search", hold)
         a, f_new, g_new, hold = found
         step = a
         it += 1
