@@ -101,9 +101,10 @@ def test_binary_reports_zero_one_loss_as_vw(data, capfd):
     assert 0 < ours < 0.5  # a 0/1 loss, not a logloss
 
 
-def test_readable_model_and_invert_hash_in_vw_layout(data, capfd):
+@pytest.mark.parametrize("flags", [["-q", "ab"], ["-q", "a:", "--cubic", "abb"]])
+def test_readable_model_and_invert_hash_in_vw_layout(data, capfd, flags):
     d = str(data)
-    flags = ["-q", "ab", "--loss_function", "logistic"]
+    flags = [*flags, "--loss_function", "logistic"]
     _vw("-d", "a.vw", *flags, "--readable_model", "vw.r", "--invert_hash", "vw.ih", cwd=d)
     code, _, err = _ts(capfd, "train", str(data / "a.vw"), *flags, "--quiet",
                        "--readable_model", str(data / "ts.r"), "--invert_hash",

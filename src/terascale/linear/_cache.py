@@ -33,6 +33,7 @@ from .._errors import ConfigError
 from ._blocks import Block, Blocks, FeatureSet, ShardStats
 from ._cachefmt import FIELDS, decode_block, decode_labels, encode_block, label_bytes
 from ._dataset import Dataset, ParseOptions
+from ._names import opt
 from ._stream import TextBlocks
 
 __all__ = ["CacheBlocks", "cache_key", "default_cache_dir", "load_cached"]
@@ -179,8 +180,9 @@ def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1
         os.makedirs(root, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
     except OSError as e:
-        raise ConfigError(f"--cache-dir {root}: cannot create the cache there ({e.strerror}); "
-                          f"give a writable directory, or --cache-dir '' for none") from None
+        raise ConfigError(f"{opt('cache_dir', root)}: cannot create the cache there "
+                          f"({e.strerror}); give a writable directory, or "
+                          f"{opt('cache_dir', repr(''))} for none") from None
     try:
         _write_entry(tmp, text, opts, path)
         try:
@@ -197,8 +199,9 @@ def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1
             pass
     except OSError as e:  # disk full, quota
         shutil.rmtree(tmp, ignore_errors=True)
-        raise ConfigError(f"--cache-dir {root}: cannot write the cache ({e.strerror}); "
-                          f"--cache-dir '' trains without one") from None
+        raise ConfigError(f"{opt('cache_dir', root)}: cannot write the cache "
+                          f"({e.strerror}); {opt('cache_dir', repr(''))} trains without "
+                          f"one") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

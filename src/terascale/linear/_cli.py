@@ -64,7 +64,8 @@ def _io_flags(p: argparse.ArgumentParser, *, predict: bool) -> None:
     p.add_argument("-t", "--testonly", action="store_true",
                    help="VW's test-only mode: predict with -i, learn nothing"
                    + (" (predict never learns)" if predict else ""))
-    p.add_argument("--quiet", action="store_true", help="no progress lines or summary")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress lines (train still prints its one-line summary)")
 
 
 def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -132,7 +132,11 @@ def _sections(line: str) -> Iterable[tuple[str, list[str]]]:
 
 def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
     """Hashed index -> VW's name (``ns^f``, ``ns^f*ns2^g``, ``Constant``) for the features
-    of ``paths`` that carry a weight in ``model``."""
+    of ``paths`` that carry a weight in ``model``, built as the parser builds the features
+    (``--ignore``/``--keep``/``--ignore_linear``, interactions in VW's order with its
+    wildcards, same-namespace runs as combinations)."""
+    from ._interactions import compile_interactions
+
     p = model.parse
     if p.format != "vw":
         raise ConfigError("--invert_hash needs --format vw (feature names come from VW text)")
@@ -141,31 +145,46 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
     names: dict[int, str] = {}
     if p.constant and (CONSTANT_HASH & mask) in live:
         names[CONSTANT_HASH & mask] = "Constant"
+    ignored, linear_off = p.namespace_flags()
+    inters = compile_interactions(p.quadratic, p.cubic, p.interactions)
     seeds: dict[str, int] = {}
-    pairs = [tuple(q.encode()) for q in p.quadratic]
+
+    def name_of(h: int, full: str) -> None:
+        if (h & mask) in live and (h & mask) not in names:
+            names[h & mask] = full
+
+    def cross(t: tuple[int, ...], k: int, start: int, h: int, full: str,
+              groups: dict[int, list[tuple[int, str]]]) -> None:
+        feats = groups[t[k]]
+        for j in range(start, len(feats)):
+            hk, nk = feats[j]
+            hh = hk if k == 0 else ((h * FNV_PRIME) & 0xFFFFFFFF) ^ hk
+            nn = nk if k == 0 else f"{full}*{nk}"
+            if k == len(t) - 1:
+                name_of(hh, nn)
+            else:  # the same namespace next: pairs j >= i only, as VW
+                cross(t, k + 1, j if t[k + 1] == t[k] else 0, hh, nn, groups)
+
     for path in paths:
         for line in _lines(path):
-            feats: list[tuple[int, int, str]] = []  # (namespace char, index, name)
+            groups: dict[int, list[tuple[int, str]]] = {}
             for ns, fs in _sections(line):
+                ch = ns.encode("latin-1", "replace")[0] if ns else 32
+                if ignored[ch]:
+                    continue
                 seed = seeds.get(ns)
                 if seed is None:
                     seed = seeds[ns] = hash_space(ns)
-                ch = ns.encode()[0] if ns else 32
+                g = groups.setdefault(ch, [])
                 for f in fs:
                     h = hash_feature(f, seed, 32)
                     full = f"{ns}^{f}" if ns else f
-                    feats.append((ch, h, full))
-                    if (h & mask) in live and (h & mask) not in names:
-                        names[h & mask] = full
-            for a, b in pairs:
-                for i, (c1, h1, n1) in enumerate(feats):
-                    if c1 != a:
-                        continue
-                    for c2, h2, n2 in feats[i if a == b else 0:]:
-                        if c2 == b:
-                            hh = ((h1 * FNV_PRIME) ^ h2) & mask
-                            if hh in live and hh not in names:
-                                names[hh] = f"{n1}*{n2}"
+                    g.append((h, full))
+                    if not linear_off[ch]:
+                        name_of(h, full)
+            for t in inters:
+                if all(c in groups for c in t):
+                    cross(t, 0, 0, 0, "", groups)
     return names
 
 
@@ -190,8 +209,13 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     lo, hi = (-50.0, 50.0) if model.loss == "logistic" else (-1.0, 1.0)
     if ad is not None and model.loss != "logistic" and len(ad[2]) >= 6 and ad[2][4] != ad[2][5]:
         lo, hi = float(ad[2][4]), float(ad[2][5])
-    opts = " ".join([f"--quadratic {q}" for q in model.parse.quadratic]
-                    + ([] if model.parse.constant else ["--noconstant"]))
+    pa = model.parse  # the options VW keeps in a model, in the order it writes them
+    opts = " ".join([f"--cubic {v}" for v in pa.cubic]
+                    + [f"--interactions {v}" for v in pa.interactions]
+                    + ([] if pa.constant else ["--noconstant"])
+                    + [f"--quadratic {v}" for v in pa.quadratic]
+                    + ([f"--{k} {v}" for k in ("ignore", "ignore_linear", "keep")
+                        for v in getattr(pa, k)] if pa.format == "vw" else []))
     text = "".join(body)
     head = [f"Version {VW_LAYOUT}", "Id ", f"Min label:{lo:g}", f"Max label:{hi:g}",
             f"bits:{model.bits}", "lda:0", "0 ngram:", "0 skip:",
