@@ -167,3 +167,12 @@ def test_bare_bfgs_takes_its_passes_from_passes_as_vw(data, capfd):
 
     info = LinearModel.load(m).info
     assert info["batch_passes"] <= 4 and "online_loss" not in info
+
+
+def test_test_only_writes_predictions_only_with_p(data, capfd):
+    m = str(data / "m")
+    assert _ts(capfd, "train", str(data / "a.vw"), "-f", m, "--quiet")[0] == 0
+    code, out, err = _ts(capfd, "train", "-d", str(data / "b.vw"), "-i", m, "-t")
+    assert code == 0 and out == "" and "test only: 100 examples, average loss" in err
+    code, out, _ = _ts(capfd, "predict", str(data / "b.vw"), "-i", m)  # predict: stdout
+    assert code == 0 and len(out.splitlines()) == 100

@@ -204,7 +204,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str) -> int:
     with _Output(args.predictions) as out:
         for blk, raw in model.predict_blocks(paths):  # streamed: any file size
             s = _clip(model, raw)
-            out.write(_lines(blk, s, how, args.binary))
+            if args.predictions:  # VW's -t writes predictions only where -p says
+                out.write(_lines(blk, s, how, args.binary))
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
             total += [float(w[ok] @ _loss(model.loss, s[ok], y[ok], args.binary)),
