@@ -33,15 +33,27 @@ Fun = Callable[[np.ndarray], tuple[float, np.ndarray, float]]
 
 def reparametrized(data_fun: Fun, amap: Reparam, reg: Reparam, lam: float) -> Fun:
     """The objective in the optimizer's variables ``v``: ``data_fun(A v)`` (the summed,
-    unregularized loss at raw weights ``w = A v``) plus ``lam/2 ||R v||^2``. With ``R = A``
-    that is the raw problem ``loss + lam/2 ||w||^2`` preconditioned by ``A``; with ``R`` the
-    map to standardized numeric columns it is the standardized problem (see
-    :mod:`._normalize`)."""
+    unregularized loss at raw weights ``w = A v``; it returns a gradient the caller may
+    overwrite) plus ``lam/2 ||R v||^2``. With ``R = A`` that is the raw problem ``loss +
+    lam/2 ||w||^2`` preconditioned by ``A``; with ``R = I`` it is the problem on standardized
+    numeric columns (see :mod:`._normalize`)."""
 
     def fun(v: np.ndarray) -> tuple[float, np.ndarray, float]:
-        f, gw, hold = data_fun(amap.forward(v))
-        u = reg.forward(v)
-        return f + 0.5 * lam * float(u @ u), amap.adjoint(gw) + lam * reg.adjoint(u), hold
+        w = amap.forward(v)
+        f, gw, hold = data_fun(w)  # gw is ours to overwrite
+        if reg is amap:  # the raw problem: R v = w, one adjoint for loss and l2 together
+            u = w
+            gw += lam * w
+            g = amap.adjoint(gw, inplace=True)
+        else:
+            g = amap.adjoint(gw, inplace=True)
+            if len(reg.sel):
+                u = reg.forward(v)
+                g += lam * reg.adjoint(u)
+            else:  # R = I: the standardized problem, v are the regularized weights
+                u = v
+                g += lam * v
+        return f + 0.5 * lam * float(u @ u), g, hold
 
     return fun
 

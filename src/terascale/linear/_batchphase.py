@@ -111,11 +111,11 @@ def batch_phase(blocks: Blocks, columns: Columns, period: int, train_weight: flo
     buf0, stats = _first_pass(blocks, columns, period, w0, kind, opts.cg > 0, comm)
     amap, numeric = standardizer(stats, _bias_index(columns.union, opts))
     # the regularized variables: the standardized ones, or the raw weights w = A v
-    reg = Reparam(np.zeros(d), np.ones(d), -1) if opts.standardized else amap
+    reg = Reparam.identity(d) if opts.standardized else amap
 
     def unpack(buf: np.ndarray) -> tuple[float, np.ndarray, float]:
         hold = buf[-2] / buf[-1] if buf[-1] > 0 else math.nan
-        return float(buf[-4]), buf[:d].copy(), hold
+        return float(buf[-4]), buf[:d], hold  # a view: the caller owns and may overwrite it
 
     def data_fun(w: np.ndarray) -> tuple[float, np.ndarray, float]:
         buf = np.zeros(d + 4)
@@ -131,7 +131,7 @@ def batch_phase(blocks: Blocks, columns: Columns, period: int, train_weight: flo
     v0 = amap.inverse(w0)
     # the first pass was at w0 = A v0: its numbers are the optimizer's first evaluation
     fun = _replay(reparametrized(data_fun, amap, reg, lam), v0,
-                  reparametrized(lambda w: unpack(buf0), amap, reg, lam)(v0))
+                  reparametrized(lambda w: unpack(buf0.copy()), amap, reg, lam)(v0))
     if opts.bfgs:
         res = lbfgs(fun, v0, max_passes=opts.bfgs, memory=opts.memory, tol=opts.tol,
                     patience=opts.patience, callback=cb,

@@ -67,34 +67,51 @@ def column_stats(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
 class Reparam:
     """``w = A v``: ``w_j = v_j / scale_j``, ``w_bias = v_bias - sum_j mean_j w_j``.
 
-    ``bias`` is the index of the constant feature, or -1 (then nothing is centered)."""
+    ``bias`` is the index of the constant feature, or -1 (then nothing is centered). Only
+    the features it changes (``sel``) are touched, so on one-hot data with millions of
+    features a pass pays a copy, not five full-length vector operations."""
 
     def __init__(self, mean: np.ndarray, scale: np.ndarray, bias: int) -> None:
-        self.mean = np.asarray(mean, np.float64)
-        self.scale = np.asarray(scale, np.float64)
+        self.mean = np.asarray(mean, np.float64).copy()
+        self.scale = np.asarray(scale, np.float64).copy()
         self.bias = bias
         if bias >= 0:
             self.mean[bias] = 0.0
             self.scale[bias] = 1.0
         else:
             self.mean[:] = 0.0
+        self.sel = np.flatnonzero((self.scale != 1.0) | (self.mean != 0.0))
+        self._m = self.mean[self.sel]
+        self._s = self.scale[self.sel]
+
+    @classmethod
+    def identity(cls, d: int) -> Reparam:
+        return cls(np.zeros(d), np.ones(d), -1)
 
     def forward(self, v: np.ndarray) -> np.ndarray:
-        w = v / self.scale
-        if self.bias >= 0:
-            w[self.bias] -= float(self.mean @ w)
+        w = v.copy()
+        if len(self.sel):
+            ws = v[self.sel] / self._s
+            w[self.sel] = ws
+            if self.bias >= 0:
+                w[self.bias] -= float(self._m @ ws)
         return w
 
-    def adjoint(self, g: np.ndarray) -> np.ndarray:
-        """``A^T g``: a gradient with respect to ``w`` as one with respect to ``v``."""
-        if self.bias >= 0:
-            g = g - g[self.bias] * self.mean
-        return g / self.scale
+    def adjoint(self, g: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+        """``A^T g``: a gradient with respect to ``w`` as one with respect to ``v`` (into
+        ``g`` itself with ``inplace``)."""
+        out = g if inplace else g.copy()
+        if len(self.sel):
+            gb = g[self.bias] if self.bias >= 0 else 0.0
+            out[self.sel] = (g[self.sel] - gb * self._m) / self._s
+        return out
 
     def inverse(self, w: np.ndarray) -> np.ndarray:
-        v = w * self.scale
-        if self.bias >= 0:
-            v[self.bias] = w[self.bias] + float(self.mean @ w)
+        v = w.copy()
+        if len(self.sel):
+            v[self.sel] = w[self.sel] * self._s
+            if self.bias >= 0:
+                v[self.bias] = w[self.bias] + float(self._m @ w[self.sel])
         return v
 
     def gram_diag(self) -> np.ndarray:
