@@ -59,7 +59,7 @@ class CommCore:
         self.tracer = tracer
         self._shared = _Shared(mesh)
         self._mesh = mesh
-        self._members: list[int] | None = None  # transport ranks of our ranks (None: all)
+        self._members: tuple[int, ...] | None = None  # transport ranks of ours (None: all)
         self._context = 0
         self._seq = 0
         self._splits = 0
@@ -102,7 +102,7 @@ class CommCore:
         child._mesh = self._mesh
         child._progress = self._shared.progress
         child._order = self._shared.order
-        child._members = [self._transport_rank(r) for r in group]
+        child._members = tuple(self._transport_rank(r) for r in group)
         child._context = context
         child._shm = ShmGroups(self.job, context)
         child._owner = False

@@ -8,7 +8,7 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .._errors import CollectiveError, CollectiveMismatch, PeerLost, PeerTimeout
@@ -27,7 +27,7 @@ from .base import Exchange
 if TYPE_CHECKING:
     from .tcp import TcpMesh
 
-__all__ = ["TcpExchange"]
+__all__ = ["Route", "TcpExchange"]
 
 _ERROR_TYPES: dict[str, type[CollectiveError]] = {
     "PeerLost": PeerLost, "PeerTimeout": PeerTimeout, "CollectiveMismatch": CollectiveMismatch,
@@ -55,6 +55,21 @@ class _Recv:
         self.checked = False
 
 
+class Route:
+    """How one communicator's ranks map onto the mesh; computed once per communicator."""
+
+    __slots__ = ("local", "members", "outsiders", "rank", "renumbered", "size", "socks")
+
+    def __init__(self, mesh: TcpMesh, members: Sequence[int]) -> None:
+        self.members = list(members)
+        self.rank = self.members.index(mesh.rank)
+        self.size = len(self.members)
+        self.renumbered = self.members != list(range(mesh.size))
+        self.socks = {p: mesh.socks[g] for p, g in enumerate(self.members) if g != mesh.rank}
+        self.local = {g: p for p, g in enumerate(self.members)}
+        self.outsiders = [g for g in mesh.socks if g not in self.local]
+
+
 class TcpExchange(Exchange):
     """The sends and receives of one collective, progressed together until all complete.
 
@@ -64,23 +79,21 @@ class TcpExchange(Exchange):
     """
 
     def __init__(self, mesh: TcpMesh, seq: int, desc: str, what: str, deadline: float,
-                 context: int, members: list[int]) -> None:
+                 context: int, route: Route) -> None:
         self.mesh = mesh
         self.seq = seq
         self.desc = desc
         self.what = what
         self.deadline = deadline
         self.context = context
-        self.members = members
+        self.route = route
+        self.members = route.members
         self.origin = mesh.rank
-        self.rank = members.index(mesh.rank)
-        self.size = len(members)
-        self._renumbered = members != list(range(mesh.size))
+        self.rank = route.rank
+        self.size = route.size
         self._desc_field = pack_desc(desc)
-        self.tag = struct.pack("<QQ", seq, context) + self._desc_field
-        self._socks = {p: mesh.socks[g] for p, g in enumerate(members) if g != mesh.rank}
-        self._local = {g: p for p, g in enumerate(members)}
-        self._outsiders = [g for g in mesh.socks if g not in self._local]
+        self._socks = route.socks
+        self._local = route.local
         self._sendq: dict[int, deque[_Send]] = {}
         self._recvq: dict[int, deque[_Recv]] = {}
         self.started = time.monotonic()
@@ -107,7 +120,7 @@ class TcpExchange(Exchange):
 
     def _run(self) -> None:
         mesh = self.mesh
-        for g in self._outsiders:
+        for g in self.route.outsiders:
             mesh.watch(g, 0)
         while self._sendq or self._recvq:
             progressed = False
@@ -223,6 +236,10 @@ class TcpExchange(Exchange):
         self._quiet.add(peer)
 
     # -- failure state, for data paths outside this exchange (shared memory) -------------------
+    @property
+    def tag(self) -> bytes:  # type: ignore[override]
+        return struct.pack("<QQ", self.seq, self.context) + self._desc_field
+
     def peer_name(self, peer: int) -> int:
         return self.members[peer]
 
@@ -263,7 +280,8 @@ class TcpExchange(Exchange):
     # -- errors ----------------------------------------------------------------------------
     def _who(self, peer: int) -> str:
         g = self.members[peer]
-        return f"rank {g}" + (f" (rank {peer} of this communicator)" if self._renumbered else "")
+        return f"rank {g}" + (f" (rank {peer} of this communicator)" if self.route.renumbered
+                              else "")
 
     def _check_header(self, peer: int, item: _Recv) -> None:
         parsed = unpack_header(item.header)

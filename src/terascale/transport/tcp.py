@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from .._errors import CollectiveError
 from ._frames import ABORT, MAX_ABORT, pack_desc, pack_header
-from ._tcp_exchange import TcpExchange
+from ._tcp_exchange import Route, TcpExchange
 from .base import Transport
 
 __all__ = ["TcpMesh"]
@@ -48,6 +48,7 @@ class TcpMesh(Transport):
         self.broken: CollectiveError | None = None
         self.bytes_sent = 0
         self.bytes_received = 0
+        self._routes: dict[tuple[int, ...] | None, Route] = {}
         for s in socks.values():
             s.setblocking(False)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -57,8 +58,11 @@ class TcpMesh(Transport):
         if self.broken is not None:
             raise type(self.broken)(f"rank {self.rank}: {what} not started: the communicator "
                                     f"failed earlier ({self.broken})", rank=self.rank)
-        return TcpExchange(self, seq, desc, what, deadline, context,
-                           list(range(self.size)) if members is None else list(members))
+        key = None if members is None else tuple(members)
+        route = self._routes.get(key)
+        if route is None:  # once per communicator
+            route = self._routes[key] = Route(self, range(self.size) if key is None else key)
+        return TcpExchange(self, seq, desc, what, deadline, context, route)
 
     def watch(self, peer: int, mask: int) -> None:
         """Set the epoll events of ``peer``'s socket (0: not watched)."""
