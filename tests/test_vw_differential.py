@@ -188,3 +188,21 @@ def test_ignore_keep_ignore_linear_noconstant(tmp_path):
     for opts in ({"ignore": ["a"]}, {"keep": ["ac"]}, {"ignore_linear": ["a"], "quadratic": ["ab"]},
                  {"constant": False}):
         check(tmp_path, lines, "logistic", opts)
+
+
+def test_interaction_hashes_and_names_equal_vw_invert_hash(tmp_path):
+    # every hashed index VW creates for wildcard quadratics and a cubic, under VW's name
+    from terascale.linear._vwtext import feature_names
+
+    path = str(tmp_path / "ih.vw")
+    with open(path, "w") as f:
+        f.write("1 |a x:2 |b y:3 |c z w\n-1 |a x:1 y:2 | k:3\n1 |b y:0.5 |a x\n")
+    ih = str(tmp_path / "vw.ih")
+    pyvw.Workspace(arg_list=["--quiet", "-d", path, "-q", "::", "--cubic", "a:b",
+                             "--invert_hash", ih, "--loss_function", "logistic"]).finish()
+    body = open(ih).read().split("l2_state 1\n", 1)[1].splitlines()
+    theirs = {ln.split(":")[0]: int(ln.split(":")[1]) for ln in body}
+    model = train([path], quadratic=["::"], cubic=["a:b"], cache_dir="")
+    mine = {name: i for i, name in feature_names([path], model).items()}
+    assert len(theirs) == 26
+    assert mine == theirs
