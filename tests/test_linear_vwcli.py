@@ -176,3 +176,14 @@ def test_test_only_writes_predictions_only_with_p(data, capfd):
     assert code == 0 and out == "" and "test only: 100 examples, average loss" in err
     code, out, _ = _ts(capfd, "predict", str(data / "b.vw"), "-i", m)  # predict: stdout
     assert code == 0 and len(out.splitlines()) == 100
+
+
+def test_outputs_to_standard_output_and_devices_are_never_replaced(data, capfd):
+    import os
+    import stat
+
+    code, out, _ = _ts(capfd, "train", str(data / "b.vw"), "-p", "-", "--quiet")
+    assert code == 0 and len(out.splitlines()) == 100  # VW's `-p /dev/stdout`
+    code, _, err = _ts(capfd, "train", str(data / "b.vw"), "-f", os.devnull)
+    assert code == 2 and "not a regular file" in err
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)  # still the device

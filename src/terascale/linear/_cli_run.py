@@ -35,9 +35,21 @@ def _inputs(args: argparse.Namespace) -> list[str]:
     return paths
 
 
-def _check_output(path: str | None, flag: str) -> None:
-    """Fail before any work when ``path`` cannot be written (not after minutes of training)."""
+def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
+    """Fail before any work when ``path`` cannot be written (not after minutes of training).
+    ``stream``: text outputs may also go to ``-``, a link such as /dev/stdout, or a pipe;
+    a model (``-f``) is renamed into place and must be a regular file."""
+    from ._vwtext import replaceable
+
     if path is None:
+        return
+    if not replaceable(path) and not os.path.isdir(path):
+        if stream:
+            return  # standard output (/dev/stdout), a device or a named pipe
+        raise ConfigError(f"{flag} {path}: not a regular file (the model is written to a "
+                          f"temporary file and renamed into place); leave {flag} out to "
+                          f"not save the model")
+    if path == "-" and stream:
         return
     d = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -67,7 +79,8 @@ def train(args: argparse.Namespace) -> int:
     how = _link(args, "identity")
     if args.testonly:
         return _test_only(args, paths, how)
-    for path, flag in ((args.model, "-f"), (args.predictions, "-p"),
+    _check_output(args.model, "-f", stream=False)
+    for path, flag in ((args.predictions, "-p"),
                        (args.readable_model, "--readable_model"),
                        (args.invert_hash, "--invert_hash")):
         _check_output(path, flag)

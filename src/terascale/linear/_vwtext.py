@@ -18,6 +18,7 @@ import gzip
 import io
 import math
 import os
+import sys
 import tempfile
 import zipfile
 import zlib
@@ -30,7 +31,8 @@ from .._errors import ConfigError, DataError
 from ._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space
 from ._model import LinearModel
 
-__all__ = ["AtomicText", "feature_names", "link", "prediction_lines", "write_readable"]
+__all__ = ["AtomicText", "feature_names", "link", "prediction_lines", "replaceable",
+           "write_readable"]
 
 VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
 
@@ -60,28 +62,55 @@ def prediction_lines(values: np.ndarray, tags: Sequence[str] | None) -> str:
                    for v, t in zip(vals.tolist(), tags))
 
 
+def replaceable(path: str) -> bool:
+    """Whether ``path`` may be replaced by renaming a temporary file over it: a new name or a
+    regular file, never a symbolic link (``/dev/stdout``) or a device."""
+    if os.path.islink(path):
+        return False
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return True
+    import stat
+
+    return stat.S_ISREG(st.st_mode)
+
+
 class AtomicText:
     """A text file that appears (renamed into place, fsynced) only when closed without error:
     an interrupted run leaves no half-written output behind."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        d = os.path.dirname(os.path.abspath(path))
-        fd, self._tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-        self.file: TextIO = os.fdopen(fd, "w")
+        self._tmp: str | None = None
+        if path in ("-", "/dev/stdout"):  # VW users write `-p /dev/stdout`
+            self.file: TextIO = sys.stdout
+        elif path == "/dev/stderr":
+            self.file = sys.stderr
+        elif not replaceable(path):  # /dev/stdout, a pipe, a link: write through it
+            self.file = open(path, "w")  # noqa: SIM115 (closed in commit/discard)
+        else:
+            d = os.path.dirname(os.path.abspath(path))
+            fd, self._tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+            self.file = os.fdopen(fd, "w")
 
     def write(self, text: str) -> None:
         self.file.write(text)
 
     def commit(self) -> None:
         self.file.flush()
+        if self._tmp is None:
+            if self.file not in (sys.stdout, sys.stderr):
+                self.file.close()
+            return
         os.fsync(self.file.fileno())
         self.file.close()
         os.replace(self._tmp, self.path)
 
     def discard(self) -> None:
-        self.file.close()
-        if os.path.exists(self._tmp):
+        if self.file not in (sys.stdout, sys.stderr):
+            self.file.close()
+        if self._tmp is not None and os.path.exists(self._tmp):
             os.unlink(self._tmp)
 
 
