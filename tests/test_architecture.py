@@ -40,8 +40,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "Spark is consolidated into one package by helper `spark`",
     ("terascale.spark", "terascale.engines._spark_linear"):
         "Spark is consolidated into one package by helper `spark`",
-    ("terascale.bench._cli", "terascale.linear._bench"):
-        "the linear benchmark moves to terascale.bench.linear (helper `stream`)",
     ("terascale.bench.failures", "terascale.transport._frames"):
         "kept: the failure benchmark times the private frame codec itself (a micro-benchmark "
         "of the wire format's header check); nothing else outside transport/ uses it",

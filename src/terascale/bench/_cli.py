@@ -11,7 +11,7 @@ import importlib
 
 __all__ = ["add_parser"]
 
-_KINDS = ("terascale.bench.allreduce", "terascale.bench.costs", "terascale.linear._bench",
+_KINDS = ("terascale.bench.allreduce", "terascale.bench.costs", "terascale.bench.linear",
           "terascale.bench.torch", "terascale.bench.failures")
 
 

@@ -38,6 +38,7 @@ from ._model import LinearModel
 from ._readers import parse_lines, read_file
 from ._shard import load_shard
 from ._sklearn import LinearClassifier, LinearRegressor
+from ._span import SpanServer
 from ._stream import TextBlocks
 from ._train import TrainOptions, train
 
@@ -51,6 +52,7 @@ __all__ = [
     "LinearModel",
     "LinearRegressor",
     "ParseOptions",
+    "SpanServer",
     "TextBlocks",
     "TrainOptions",
     "auc",

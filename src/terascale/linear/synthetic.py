@@ -13,7 +13,8 @@ seeds come from one distribution::
     synthetic.write_click("train.vw", 1_000_000, seed=1)
     synthetic.write_click("test.vw", 100_000, seed=2)
 
-``logistic_lines`` (namespaces of categorical and numeric features, optional importance
+``write_dense`` writes a dense, standardized logistic set (74 numeric features, the
+``terascale bench linear --dense`` data). ``logistic_lines`` (namespaces of categorical and numeric features, optional importance
 weights and tags) and ``separable_lines`` (a linearly separable set) are small in-memory
 sets for tests and examples.
 """
@@ -26,7 +27,7 @@ import numba
 import numpy as np
 
 __all__ = ["CLICK_FEATURES", "click_chunks", "logistic_lines", "separable_lines",
-           "write_click", "write_lines"]
+           "write_click", "write_dense", "write_lines"]
 
 CLICK_FEATURES = 31  # per example, the constant not counted
 _MODEL_SEED = 20140101
@@ -154,7 +155,8 @@ def _literals() -> tuple[np.ndarray, np.ndarray]:
 
 
 def click_chunks(n: int, *, seed: int = 0, chunk: int = 100_000) -> Iterator[bytes]:
-    """The VW text of ``n`` click-style examples, ``chunk`` lines at a time."""
+    """The VW text of ``n`` click-style examples, ``chunk`` lines at a time (the examples
+    are a function of ``n``, ``seed`` and ``chunk``)."""
     model = _Model()
     lit, cuts = _literals()
     rng = np.random.default_rng(seed)
@@ -243,3 +245,21 @@ def separable_lines(n: int, seed: int = 0, *, vocab: int = 40, k: int = 6,
         lines.append(f"{label} |f " + " ".join(f"{prefix}{f}:{v:.3f}"
                                                 for f, v in zip(feats, vals)))
     return lines
+
+
+def write_dense(train: str, test: str, *, n_train: int = 116_000, n_test: int = 29_000,
+                seed: int = 74) -> tuple[str, str]:
+    """Dense logistic data in VW text: 74 standard-normal features in namespace ``x``, a
+    planted model (weights ~ N(0, 1/16)), labels drawn from its probability."""
+    import os
+
+    rng = np.random.default_rng(seed)
+    true = rng.normal(size=74) / 4
+    for path, n in ((train, n_train), (test, n_test)):
+        X = rng.normal(size=(n, 74)).astype(np.float32)
+        y = np.where(rng.random(n) < 1 / (1 + np.exp(-(X @ true))), "1", "-1")
+        feats = [" ".join(f"f{j}:{v:.4g}" for j, v in enumerate(row)) for row in X]
+        with open(path + ".tmp", "w") as f:
+            f.write("".join(f"{lab} |x {fs}\n" for lab, fs in zip(y, feats)))
+        os.replace(path + ".tmp", path)
+    return train, test

@@ -1,0 +1,150 @@
+"""``terascale bench linear --large``: VW vs terascale on large click-style data.
+
+For every size of ``--sizes`` (training examples; the test set is a tenth of it, at least
+10^4 and at most 10^6, drawn with another seed from the same planted model), the data is
+generated once into ``--dir`` (:func:`terascale.linear.synthetic.write_click`) and three
+recipes run, each learner in fresh processes:
+
+* **one pass from text**: VW ``-d train`` (no cache); terascale ``train`` into an empty
+  cache directory (streaming the text into the cache, then the pass);
+* **one pass from the cache**: VW ``-c`` on the cache file an untimed earlier run wrote;
+  terascale on the cache an untimed earlier run wrote;
+* **L-BFGS recipe**: one online pass, then 20 passes of L-BFGS (VW ``--bfgs --passes 20
+  -c``, its cache written inside the timing).
+
+VW runs as ``python -m vowpalwabbit`` (one process: its start-up counts, as terascale's
+kernel loading does); terascale with 1 worker and with ``--workers`` workers (each parses
+its own byte range of the one file). Reported: wall seconds, examples/s, speed as a ratio
+to VW, peak RSS per worker (``ru_maxrss`` of each process, before evaluation), cache size,
+test logloss and AUC with their differences to VW. ``--json`` keeps every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from typing import Any
+
+from ._linear_children import child
+
+__all__ = ["parse_count", "run_large"]
+
+# name: (terascale options, warm cache, VW stage-1 flags, VW stage-2 flags or None)
+LARGE = {
+    "one pass from text": ({}, False, "", None),
+    "one pass from cache": ({}, True, "-c", None),
+    "L-BFGS recipe": ({"bfgs": 20}, False, "--predict_only_model",
+                      "--bfgs --passes 20 -c -k --predict_only_model"),
+}
+
+
+def parse_count(text: str) -> int:
+    """``20k``, ``1M``, ``1.5M``, ``2G`` or a plain number of examples."""
+    t = text.strip()
+    mult = {"k": 10**3, "K": 10**3, "m": 10**6, "M": 10**6, "g": 10**9, "G": 10**9}
+    try:
+        if t and t[-1] in mult:
+            return int(round(float(t[:-1]) * mult[t[-1]]))
+        return int(t)
+    except ValueError:
+        from terascale import ConfigError
+
+        raise ConfigError(f"--sizes: {text!r} is not a count of examples (like 20k, 1M, "
+                          f"3M)") from None
+
+
+def _label(n: int) -> str:
+    for unit, k in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
+        if n >= k and n % (k // 10) == 0:
+            v = n / k
+            return f"{v:g}{unit}"
+    return str(n)
+
+
+def _data(work: str, n: int) -> tuple[str, str]:
+    from terascale.linear.synthetic import write_click
+
+    train = os.path.join(work, f"click-{_label(n)}-train.vw")
+    test = os.path.join(work, f"click-{_label(n)}-test.vw")
+    n_test = min(max(n // 10, 10_000), 1_000_000)
+    for path, m, seed in ((train, n, 1), (test, n_test, 2)):
+        if not os.path.exists(path):
+            t0 = time.perf_counter()
+            print(f"  generating {path} ({m:,} examples) ...", end=" ", flush=True)
+            write_click(path, m, seed=seed)
+            print(f"{os.path.getsize(path) / 1e6:,.0f} MB in {time.perf_counter() - t0:.1f} s",
+                  flush=True)
+    return train, test
+
+
+def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[str, Any]]:
+    train, test = _data(work, n)
+    base = {"train": train, "test": test, "bits": args.bits}
+    rows: list[dict[str, Any]] = []
+
+    def fresh() -> str:
+        return tempfile.mkdtemp(prefix="run-", dir=work)
+
+    if warm:  # load (or compile) numba's kernels once, outside the timings
+        child("ours", {**base, "train": test, "cache": fresh(), "options": {"bfgs": 2}})
+
+    learners: list[tuple[str, Any]] = [
+        ("vowpalwabbit", lambda o, w, s1, s2: child(
+            "vw", {**base, "cache": fresh(), "stage1": s1, "stage2": s2, "cli": True})),
+        ("terascale 1w", lambda o, w, s1, s2: child(
+            "ours", {**base, "cache": fresh(), "options": o, "warm": w})),
+        (f"terascale {args.workers}w", lambda o, w, s1, s2: child(
+            "multi", {**base, "cache": fresh(), "options": o, "warm": w,
+                      "workers": args.workers})),
+    ]
+    for recipe, (opts, warm, s1, s2) in LARGE.items():
+        for learner, run in learners:
+            print(f"  [{_label(n)}] {recipe}: {learner} ...", end=" ", flush=True)
+            times = []
+            for _ in range(args.repeat or 1):
+                r = run(opts, warm, s1, s2)
+                times.append(r["seconds"])
+            r = {**r, "seconds": sorted(times)[len(times) // 2], "all_seconds": times}
+            print(f"{r['seconds']:.2f} s, AUC {r['auc']:.4f}, RSS {r['rss_mb']:.0f} MB",
+                  flush=True)
+            rows.append({"size": n, "recipe": recipe, "learner": learner,
+                         "examples_per_s": n / r["seconds"], **r})
+    return rows
+
+
+def _table(rows: list[dict[str, Any]]) -> None:
+    print(f"\n{'size':>5} {'recipe':<20} {'learner':<13} {'seconds':>8} {'ex/s':>10} "
+          f"{'xVW':>6} {'RSS MB':>7} {'cache MB':>8} {'logloss':>8} {'dLL':>7} {'AUC':>7} "
+          f"{'dAUC':>7}")
+    vw: dict[tuple[int, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["size"], r["recipe"])
+        if r["learner"] == "vowpalwabbit":
+            vw[key] = r
+        ref = vw.get(key, r)
+        cache = r.get("cache_bytes") or 0
+        print(f"{_label(r['size']):>5} {r['recipe']:<20} {r['learner']:<13} "
+              f"{r['seconds']:8.2f} {r['examples_per_s']:10,.0f} "
+              f"{ref['seconds'] / r['seconds']:6.2f} {r['rss_mb']:7.0f} "
+              f"{cache / 1e6:8.1f} {r['logloss']:8.4f} {r['logloss'] - ref['logloss']:+7.4f} "
+              f"{r['auc']:7.4f} {r['auc'] - ref['auc']:+7.4f}")
+
+
+def run_large(args: argparse.Namespace) -> int:
+    sizes = [parse_count(s) for s in args.sizes.split(",") if s.strip()]
+    work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
+    os.makedirs(work, exist_ok=True)
+    print(f"terascale bench linear --large: sizes {', '.join(map(_label, sizes))}, "
+          f"-b {args.bits}, 1 and {args.workers} workers, {work}, "
+          f"load {os.getloadavg()[0]:.2f}", flush=True)
+    rows: list[dict[str, Any]] = []
+    for i, n in enumerate(sizes):
+        rows += _runs(args, work, n, warm=i == 0)
+        if args.json:  # after every size: a long run keeps what it has measured
+            with open(args.json, "w") as f:
+                json.dump(rows, f, indent=1)
+    _table(rows)
+    return 0

@@ -1,0 +1,53 @@
+"""``terascale bench linear``'s pieces at tiny scale: the click-style generator, --sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import terascale.linear as tl
+from terascale import ConfigError
+from terascale.bench._linear_children import cut_shards
+from terascale.bench._linear_large import parse_count
+from terascale.linear.synthetic import CLICK_FEATURES, click_chunks, write_click
+
+
+def test_click_data_is_seeded_vw_text_with_a_learnable_model(tmp_path):
+    a, b = str(tmp_path / "a.vw"), str(tmp_path / "b.vw")
+    write_click(a, 3000, seed=4)
+    write_click(b, 3000, seed=4)
+    assert open(a, "rb").read() == open(b, "rb").read()  # seeded
+    assert b"".join(click_chunks(3000, seed=5)) != open(a, "rb").read()
+    ds = tl.read_file(a, tl.ParseOptions(bits=20))
+    assert len(ds) == 3000
+    assert np.all(np.diff(ds.indptr) <= CLICK_FEATURES + 1)  # zero values are dropped
+    assert set(np.unique(ds.labels)) == {-1.0, 1.0}
+    test = str(tmp_path / "t.vw")
+    write_click(test, 3000, seed=6)
+    train = str(tmp_path / "tr.vw")
+    write_click(train, 30000, seed=7)
+    m = tl.train(train, bits=20, cache_dir=str(tmp_path / "c"))
+    assert m.evaluate(test)["auc"] > 0.7  # the planted model is there to be found
+
+
+def test_vw_cluster_shards_are_the_workers_byte_ranges(tmp_path):
+    path = str(tmp_path / "d.vw")
+    write_click(path, 2000, seed=1)
+    opts = tl.ParseOptions(bits=18)
+    for n in (2, 3):
+        outs = [str(tmp_path / f"s{n}-{k}.vw") for k in range(n)]
+        cut_shards(path, n, outs)
+        for k in range(n):
+            mine = tl.TextBlocks(path, opts, shard=(k, n)).dataset()
+            np.testing.assert_array_equal(tl.read_file(outs[k], opts).indices, mine.indices)
+
+
+@pytest.mark.parametrize("text, n", [("20k", 20_000), ("1M", 1_000_000), ("1.5M", 1_500_000),
+                                     ("2G", 2_000_000_000), ("300", 300)])
+def test_sizes_are_counts(text, n):
+    assert parse_count(text) == n
+
+
+def test_bad_size_names_the_flag():
+    with pytest.raises(ConfigError, match="--sizes"):
+        parse_count("lots")
