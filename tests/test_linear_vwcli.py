@@ -187,3 +187,15 @@ def test_outputs_to_standard_output_and_devices_are_never_replaced(data, capfd):
     code, _, err = _ts(capfd, "train", str(data / "b.vw"), "-f", os.devnull)
     assert code == 2 and "not a regular file" in err
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)  # still the device
+    from terascale import ConfigError
+    from terascale.linear import LinearModel
+
+    model = LinearModel.load(str(data / "m")) if (data / "m").exists() else None
+    if model is None:
+        assert _ts(capfd, "train", str(data / "b.vw"), "-f", str(data / "m"), "--quiet")[0] == 0
+        model = LinearModel.load(str(data / "m"))
+    with pytest.raises(ConfigError, match="not a regular file"):
+        model.save(os.devnull)
+    os.symlink("m", data / "latest")
+    model.save(str(data / "latest"))  # through the link: the link stays a link
+    assert os.path.islink(data / "latest") and LinearModel.load(str(data / "latest"))

@@ -159,6 +159,17 @@ class LinearModel:
         d = os.path.dirname(os.path.abspath(path))
         if os.path.isdir(path):
             raise ConfigError(f"{path}: is a directory, cannot write the model there")
+        special = ("/dev/", "/proc/")
+        hop = (os.path.join(d, os.readlink(path)) if os.path.islink(path)
+               else os.path.abspath(path))
+        if (os.path.abspath(path).startswith(special) or hop.startswith(special)
+                or (os.path.exists(path) and not os.path.isfile(path))):
+            # renaming over /dev/null or /dev/stdout would replace the device or the link
+            raise ConfigError(f"{path}: not a regular file; the model is written to a "
+                              f"temporary file and renamed into place")
+        if os.path.islink(path):  # write the link's target: the link stays
+            path = os.path.realpath(path)
+            d = os.path.dirname(path)
         try:
             fd, tmp = tempfile.mkstemp(prefix=".tmp-model-", suffix=".npz", dir=d)
         except OSError as e:
