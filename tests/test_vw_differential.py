@@ -206,3 +206,32 @@ def test_interaction_hashes_and_names_equal_vw_invert_hash(tmp_path):
     mine = {name: i for i, name in feature_names([path], model).items()}
     assert len(theirs) == 26
     assert mine == theirs
+
+
+def test_passes_stop_early_on_the_holdout_loss_as_vw(tmp_path):
+    # VW holds out every 10th example when --passes > 1, saves the model of each pass that
+    # improves the holdout loss and stops after 3 passes without one (that saved model wins)
+    rng = np.random.default_rng(5)
+    lines = []
+    for _ in range(300):
+        x = rng.normal(size=3)
+        y = 1 if x[0] + rng.normal() * 2 > 0 else -1  # noisy: the holdout loss turns up
+        lines.append(f"{y} |a " + " ".join(f"f{j}:{v:.4g}" for j, v in enumerate(x))
+                     + f" |b t{rng.integers(40)}")
+    path = str(tmp_path / "d.vw")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    model = str(tmp_path / "vw.model")
+    pyvw.Workspace(arg_list=["--quiet", "-d", path, "--passes", "20", "-c", "-k", "-f", model,
+                             "--loss_function", "logistic", "-l", "4"]).finish()
+    ws = pyvw.Workspace(arg_list=["--quiet", "-t", "-i", model])
+    theirs = []
+    for line in lines:
+        ex = ws.parse(line)
+        ws.predict(ex)
+        theirs.append(ex.get_partial_prediction())
+        ws.finish_example(ex)
+    ws.finish()
+    m = train([path], loss="logistic", passes=20, learning_rate=4.0, cache_dir="")
+    assert m.info["online_passes"] < 20
+    np.testing.assert_allclose(m.decision_function(path), theirs, rtol=1e-4, atol=1e-5)

@@ -18,7 +18,7 @@ from ..communicator import Communicator
 from ._batch import loss_grad
 from ._blocks import Block, Blocks, prefetch
 
-__all__ = ["Columns", "LabelScan", "gradient_pass", "holdout_mask",
+__all__ = ["Columns", "EarlyStop", "LabelScan", "gradient_pass", "holdout_mask",
            "union_features"]
 
 
@@ -107,3 +107,36 @@ def gradient_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, 
     for b, cols, hold in learning_blocks(blocks, columns, period):
         loss_grad(b.indptr, cols, b.values, b.labels, b.weights, hold, w, kind, out,
                   want_diag)
+
+
+class EarlyStop:
+    """VW's end of an online pass with a holdout set (``gd.cc`` ``end_pass``,
+    ``summarize_holdout_set``): a pass whose holdout loss beats the best so far is saved,
+    and after ``patience`` passes in a row without one (VW's ``--early_terminate``, 3) the
+    passes stop and the saved pass is the model. Without an early stop the last pass is the
+    model, as in VW (even when an earlier pass had a lower holdout loss)."""
+
+    def __init__(self, patience: int) -> None:
+        self.patience = patience
+        self.best = math.inf
+        self.no_win = 0
+        self.saved: tuple[np.ndarray, ...] | None = None
+
+    def end_pass(self, holdout_loss: float, holdout_weight: float,
+                 *state: np.ndarray) -> bool:
+        """Record a pass (every rank passes the allreduced sums); True: stop now, and the
+        arrays ``state`` (weights, adaptive sums, normalizers, learner state) have been
+        restored to the saved pass."""
+        if holdout_weight <= 0:
+            return False
+        loss = holdout_loss / holdout_weight
+        if loss < self.best:
+            self.best, self.no_win = loss, 0
+            self.saved = tuple(a.copy() for a in state)
+            return False
+        self.no_win += 1
+        if self.no_win < self.patience or self.saved is None:
+            return False
+        for a, b in zip(state, self.saved):
+            a[:] = b
+        return True

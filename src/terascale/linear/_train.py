@@ -37,7 +37,7 @@ from ._model import LinearModel
 from ._names import opt
 from ._online import online_chunk, sync_weights
 from ._options import TrainOptions
-from ._passes import Columns, LabelScan, learning_blocks, union_features
+from ._passes import Columns, EarlyStop, LabelScan, learning_blocks, union_features
 from ._progress import Progress
 from ._progressive import BLOCK, block_tags, zero_one
 from ._resume import initial_state, merged
@@ -147,6 +147,8 @@ def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         print(f"skipped {int(totals[2])} bad lines (--skip-bad)", file=out)
     prog = Progress(out)
     t_on = time.perf_counter()
+    # VW stops online passes early on the holdout loss (without a batch phase to follow)
+    stop = EarlyStop(opts.patience) if period and opts.passes > 1 and not opts.batch else None
     for p in range(opts.passes):
         acc = np.zeros(8)
         prev = acc.copy()
@@ -175,9 +177,10 @@ def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
                     prev = acc.copy()
                     nxt *= 2
                 start = end
-        if comm.size > 1 or p == opts.passes - 1:
-            # one worker keeps L1/L2 lazy across passes, as VW does (its end of pass folds
-            # them in only without --save_resume, which is VW's default)
+        if comm.size > 1:
+            # averaging needs plain weights; one worker keeps L1/L2 lazy across passes, as
+            # VW does (its end of pass folds them in only without --save_resume, VW's
+            # default), and folds them in after the last pass
             sync_weights(w, state)
         average_weights(comm, w, g2, nrm, state, opts.average)
         tot = comm.allreduce(acc[:6].copy())
@@ -187,6 +190,13 @@ def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
                   f"{int(tot[4])} examples{hold_s} ({comm.size} workers, "
                   f"{opts.average} averaging)", file=out)
         info.setdefault("online_loss", []).append(float(tot[0] / max(tot[1], 1e-300)))
+        if stop is not None and stop.end_pass(tot[2], tot[3], w, g2, nrm, state):
+            info["online_passes"] = p + 1 - stop.patience
+            if out:
+                print(f"holdout loss did not improve for {stop.patience} passes: stopped, "
+                      f"the model is pass {p + 1 - stop.patience}'s", file=out)
+            break
+    sync_weights(w, state)
     info["online_s"] = time.perf_counter() - t_on
     normalization = None
     if opts.batch:
