@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from terascale.engines._jobs import Fault, allreduce_job, checkpointed_job
-from terascale.engines.spark import _wait_for_executors
+from terascale.engines.spark import check_cluster
 
 N = 2
 
@@ -74,7 +74,7 @@ def spark(master: str, kind: str, reps: int) -> dict[str, Any]:
     session = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
                .config("spark.executor.memory", "512m").getOrCreate())
     session.sparkContext.setLogLevel("FATAL")
-    _wait_for_executors(session.sparkContext, N, 120.0)  # local-cluster: executor JVMs up
+    check_cluster(session.sparkContext, N, 120.0)  # local-cluster: executor JVMs up
     startup = time.perf_counter() - t
 
     def run(fn: Callable[..., Any], **kw: Any) -> Any:

@@ -32,7 +32,7 @@ those of :class:`TrainOptions`.
 from ._blocks import Block, Blocks, ChainBlocks, DatasetBlocks
 from ._dataset import Dataset, ParseOptions
 from ._flights import write_flights
-from ._hashing import hash_feature, hash_space, murmur3_32
+from ._hashing import CONSTANT_HASH, hash_feature, hash_space, murmur3_32
 from ._metrics import auc, auprc, evaluate_scores
 from ._model import LinearModel
 from ._readers import parse_lines, read_file
@@ -45,6 +45,7 @@ from ._train import TrainOptions, train
 __all__ = [
     "Block",
     "Blocks",
+    "CONSTANT_HASH",
     "ChainBlocks",
     "Dataset",
     "DatasetBlocks",

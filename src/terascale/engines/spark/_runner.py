@@ -56,11 +56,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ConfigError, TerascaleError
-from ..rendezvous import RendezvousServer
-from ._common import check_workers, job_env, new_run_id, remove_stale_segments
+from ..._errors import ConfigError, TerascaleError
+from ...rendezvous import RendezvousServer
+from .._common import check_workers, job_env, new_run_id, remove_stale_segments
 
-__all__ = ["TaskSpec", "run", "run_on_rdd", "session"]
+__all__ = ["TaskSpec", "check_cluster", "run", "run_on_rdd", "session"]
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,9 @@ def _wait_for_executors(sc: Any, num_workers: int, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def _check_cluster(sc: Any, num_workers: int, timeout: float = 60.0) -> None:
+def check_cluster(sc: Any, num_workers: int, timeout: float = 60.0) -> None:
+    """Refuse what barrier mode cannot run (dynamic allocation, too few local slots) and,
+    under local-cluster, wait for the executors: before a job, not minutes into it."""
     conf = sc.getConf()
     if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
         raise ConfigError("Spark barrier mode does not run with dynamic allocation: set "
@@ -219,7 +221,7 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
     """
     check_workers(num_workers, timeout)
     sc = session(spark).sparkContext
-    _check_cluster(sc, num_workers, timeout)
+    check_cluster(sc, num_workers, timeout)
     spec = TaskSpec(fn=fn, size=num_workers, timeout=float(timeout), run_id=new_run_id(),
                     args=tuple(args), kwargs=dict(kwargs or {}))
     return run_on_rdd(sc.parallelize(range(num_workers), num_workers), spec)

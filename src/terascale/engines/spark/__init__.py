@@ -1,0 +1,34 @@
+"""terascale on Spark, in one package (public as :mod:`terascale.spark`).
+
+* :func:`run` -- any function as one barrier stage: every task is a rank and
+  ``terascale.init()`` inside the function joins the job (:mod:`._runner`);
+* :func:`train_linear` -- the terascale linear learner over the partitions of a DataFrame,
+  an RDD of lines or files, each task streaming and caching its partition before it joins
+  (:mod:`._linear`, :mod:`._store`, :mod:`._encode`);
+* :class:`LinearLearner` / :class:`LinearLearnerModel` -- the same learner as a
+  ``pyspark.ml`` Estimator and Model: Params, ``fit``/``transform``, ``Pipeline``, ``save``
+  and ``load`` (:mod:`._ml`).
+
+pyspark is imported only when a function is called or an ML class is first used (extra
+``terascale[spark]``, Java 17).
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from ._linear import train_linear
+from ._runner import TaskSpec, check_cluster, run, run_on_rdd, session
+
+if TYPE_CHECKING:
+    from ._ml import LinearLearner, LinearLearnerModel
+
+__all__ = ["LinearLearner", "LinearLearnerModel", "TaskSpec", "check_cluster", "run",
+           "run_on_rdd", "session", "train_linear"]
+
+
+def __getattr__(name: str) -> Any:
+    # The ML classes subclass pyspark's: define them only when asked for.
+    if name in ("LinearLearner", "LinearLearnerModel"):
+        from . import _ml
+
+        return getattr(_ml, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,241 @@
+"""Spark rows -> hashed CSR examples, a chunk at a time (training and ``transform`` alike).
+
+Three encodings, one per kind of input:
+
+* ``vector``: an MLlib ``Vector`` column (sparse or dense). Element ``j`` is feature index
+  ``j`` masked to ``bits`` (as :class:`terascale.linear.LinearClassifier` does for a
+  matrix), zeros dropped, VW's constant feature appended.
+* ``columns``: plain DataFrame columns, hashed exactly as the CSV reader of
+  ``terascale.linear`` hashes a table: a number in column ``c`` is the value of feature
+  ``c`` in namespace ``c``; any other cell (a string, a date) is the category
+  feature ``str(cell)`` in namespace ``c`` with value 1; a column listed as categorical is
+  categories throughout; a boolean is the number 1 or 0 (as pandas reads ``True`` in a CSV
+  file); null and NaN cells are missing. A model trained on a DataFrame
+  therefore predicts the same table written as CSV (``LinearModel.predict("t.csv")``).
+* ``text``: one string column of VW or libsvm lines, parsed by
+  :func:`terascale.linear.parse_lines`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..._errors import ConfigError, DataError
+from ...linear import CONSTANT_HASH, Dataset, ParseOptions, hash_feature, hash_space, parse_lines
+
+__all__ = ["Encoding"]
+
+_F32_MAX = float(np.finfo(np.float32).max)
+KINDS = ("vector", "columns", "text")
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """How the rows of a partition become examples; shipped to the tasks."""
+
+    kind: str                            # "vector" | "columns" | "text"
+    bits: int
+    features: tuple[str, ...]            # the vector column, the plain columns or the text
+    label: str | None = None             # vector/columns: the label column
+    weight: str | None = None            # vector/columns: the importance-weight column
+    categorical: tuple[str, ...] = ()    # columns: hashed as categories even if numeric
+    numeric: tuple[bool, ...] = ()       # columns: Spark type is a number (else: per cell)
+    text: dict[str, Any] = field(default_factory=dict)  # text: parse_lines options
+    constant: bool = True
+    skip_bad: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ConfigError(f"encoding kind {self.kind!r}: use one of {', '.join(KINDS)}")
+        ParseOptions(bits=self.bits)  # validates bits with the learner's message
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The DataFrame columns a task needs, in the order rows carry them."""
+        extra = tuple(c for c in (self.label, self.weight) if c)
+        return self.features + extra
+
+    def parse_options(self) -> ParseOptions | None:
+        """What the trained model records: CSV options for columns, the text's own."""
+        if self.kind == "text":
+            return ParseOptions(**{k: (tuple(v) if isinstance(v, list) else v)
+                                   for k, v in self.text.items()})
+        if self.kind == "columns":
+            return ParseOptions(format="csv", bits=self.bits, label=self.label or "label",
+                                categorical=self.categorical, constant=self.constant)
+        return None
+
+    def describe(self) -> str:
+        """Everything that changes the encoded arrays (part of the cache key)."""
+        return repr((self.kind, self.bits, self.features, self.label, self.weight,
+                     self.categorical, self.numeric, sorted(self.text.items()),
+                     self.constant, self.skip_bad))
+
+    def encode(self, rows: Sequence[Any], first: int, where: str,
+               with_labels: bool = True) -> Dataset:
+        """Rows ``first .. first + len(rows)`` of a partition as one Dataset chunk.
+
+        ``rows`` carry :attr:`columns` in order from position 0 (training), or with
+        ``with_labels=False`` at least the feature columns from position 0 (scoring).
+        ``where`` names the partition in errors.
+        """
+        if self.kind == "text":
+            return self._text(rows, first, where)
+        n = len(rows)
+        if self.kind == "vector":
+            indptr, indices, values = self._vectors(rows, first, where)
+            keep = np.ones(n, bool)
+        else:
+            indptr, indices, values, keep = self._columns(rows, first, where)
+        labels = np.full(n, np.nan, np.float32)
+        weights = np.ones(n, np.float32)
+        k = len(self.features)
+        if with_labels and self.label:
+            labels = self._numbers(rows, k, self.label, first, where, keep)
+        if with_labels and self.weight:
+            w = self._numbers(rows, k + (1 if self.label else 0), self.weight, first, where,
+                              keep)
+            bad = np.flatnonzero(np.isnan(w) | (w < 0))
+            if len(bad):
+                raise DataError(f"{where}, row {first + int(bad[0])}: weight column "
+                                f"{self.weight!r} must be a number >= 0, not {w[bad[0]]}")
+            weights = w
+        skipped = int(np.count_nonzero(~keep))
+        if skipped:  # only with skip_bad: drop the rows with a bad cell
+            counts = np.diff(indptr)[keep]
+            take = np.repeat(keep, np.diff(indptr))
+            indices, values = indices[take], values[take]
+            indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+            labels, weights = labels[keep], weights[keep]
+        return Dataset(indptr=indptr, indices=indices, values=values, labels=labels,
+                       weights=weights, bits=self.bits, skipped=skipped,
+                       parse=self.parse_options())
+
+    def _text(self, rows: Sequence[Any], first: int, where: str) -> Dataset:
+        lines = [r if isinstance(r, str) else r[0] for r in rows]
+        if any(line is None for line in lines):
+            i = next(i for i, line in enumerate(lines) if line is None)
+            raise DataError(f"{where}, row {first + i}: the text column is null")
+        try:
+            return parse_lines(lines, **self.text)
+        except DataError as e:  # parse_lines counts lines from 1 within this chunk
+            raise DataError(f"{where}, rows from {first}: {e}") from None
+
+    def _vectors(self, rows: Sequence[Any], first: int,
+                 where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        from pyspark.ml.linalg import DenseVector, SparseVector
+
+        mask = (1 << self.bits) - 1
+        idx: list[np.ndarray] = []
+        val: list[np.ndarray] = []
+        counts = np.empty(len(rows), np.int64)
+        for r, row in enumerate(rows):
+            v = row[0]
+            if isinstance(v, SparseVector):
+                i, x = v.indices, v.values
+            elif isinstance(v, DenseVector):
+                x = v.toArray()
+                i = np.flatnonzero(x)
+                x = x[i]
+            else:
+                raise DataError(f"{where}, row {first + r}: column {self.features[0]!r} "
+                                f"holds {type(v).__name__}, not an MLlib Vector (use "
+                                f"featureCols= for plain columns)")
+            nz = x != 0
+            if not nz.all():
+                i, x = i[nz], x[nz]
+            idx.append(np.asarray(i, np.int64))
+            val.append(x)
+            counts[r] = len(x)
+        flat = np.concatenate(val) if val else np.zeros(0)
+        bad = np.flatnonzero(~np.isfinite(flat) | (np.abs(flat) > _F32_MAX))
+        if len(bad):
+            r = int(np.searchsorted(np.cumsum(counts), bad[0], side="right"))
+            raise DataError(f"{where}, row {first + r}: column {self.features[0]!r} has a "
+                            f"NaN or infinite value (or one beyond float32)")
+        indices = ((np.concatenate(idx) if idx else np.zeros(0, np.int64)) & mask
+                   ).astype(np.uint32)
+        values = flat.astype(np.float32)
+        ends = np.cumsum(counts)
+        if self.constant:  # VW's bias feature, last in every example
+            indices = np.insert(indices, ends, np.uint32(CONSTANT_HASH & mask))
+            values = np.insert(values, ends, np.float32(1.0))
+            counts = counts + 1
+        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return indptr, indices, values
+
+    def _columns(self, rows: Sequence[Any], first: int, where: str
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        import pandas as pd
+
+        n = len(rows)
+        k = len(self.features) + (1 if self.constant else 0)
+        idx = np.zeros((n, k), np.uint32)
+        val = np.zeros((n, k), np.float32)
+        keep = np.ones(n, bool)
+        for j, c in enumerate(self.features):
+            cells = [row[j] for row in rows]
+            ns = hash_space(c)
+            categorical = c in self.categorical
+            numeric_type = bool(self.numeric[j]) if j < len(self.numeric) else False
+            if categorical:
+                num = np.full(n, np.nan)
+            elif numeric_type:
+                num = np.array([np.nan if v is None else float(v) for v in cells], np.float64)
+            else:
+                bad_type = next((v for v in cells if isinstance(v, (list, dict, tuple))), None)
+                if bad_type is not None:
+                    raise DataError(f"{where}: column {c!r} holds {type(bad_type).__name__} "
+                                    f"cells; plain columns must be numbers or strings (a "
+                                    f"Vector column goes in featuresCol)")
+                col = pd.Series(cells, dtype=object)
+                num = np.array(pd.to_numeric(col, errors="coerce"), np.float64)
+            isnum = ~np.isnan(num)
+            huge = np.flatnonzero(isnum & (np.abs(num) > _F32_MAX))
+            if len(huge):
+                if not self.skip_bad:
+                    r = int(huge[0])
+                    raise DataError(f"{where}, row {first + r}: column {c!r}: {cells[r]!r} "
+                                    f"is not a finite number (within float32)")
+                keep[huge] = False
+                num[huge] = 0.0
+            if numeric_type and not categorical:  # numbers only: NaN and null are missing
+                idx[:, j] = hash_feature(c, ns, self.bits)
+                val[:, j] = np.where(isnum, num, 0.0)
+                continue
+            # Categories: a null or NaN cell is missing, anything else is its text.
+            text = [None if (v is None or (isinstance(v, float) and v != v) or isnum[r])
+                    else str(v) for r, v in enumerate(cells)]
+            codes, uniq = pd.factorize(pd.Series(text, dtype=object))
+            h = np.array([hash_feature(str(u), ns, self.bits) for u in uniq] + [0], np.uint32)
+            idx[:, j] = np.where(isnum, hash_feature(c, ns, self.bits), h[codes])
+            val[:, j] = np.where(isnum, num, (codes >= 0).astype(np.float32))
+        if self.constant:
+            idx[:, -1] = CONSTANT_HASH & ((1 << self.bits) - 1)
+            val[:, -1] = 1.0
+        present = val != 0
+        indptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))]).astype(np.int64)
+        return indptr, idx[present], val[present], keep
+
+    def _numbers(self, rows: Sequence[Any], pos: int, name: str, first: int, where: str,
+                 keep: np.ndarray) -> np.ndarray:
+        """A label or weight column as float32 (null: NaN, i.e. no label)."""
+        out = np.empty(len(rows), np.float32)
+        for r, row in enumerate(rows):
+            v = row[pos]
+            try:
+                x = np.nan if v is None else float(v)
+            except (TypeError, ValueError):
+                x = np.inf
+            if not (x != x or abs(x) <= _F32_MAX):  # not NaN and not finite within float32
+                if not self.skip_bad:
+                    raise DataError(f"{where}, row {first + r}: column {name!r}: {v!r} is "
+                                    f"not a (finite) number")
+                keep[r] = False
+                x = 0.0
+            out[r] = x
+        return out

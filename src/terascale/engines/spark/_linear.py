@@ -1,0 +1,236 @@
+"""``terascale.spark.train_linear``: the terascale linear learner where the data already is.
+
+This is Hadoop AllReduce (Agarwal, Chapelle, Dudik & Langford, JMLR 2014, sec. 3) on Spark:
+
+1. *The program moves to the data*: one barrier task per partition of the DataFrame (or
+   RDD of lines), scheduled by Spark next to its partition; for file paths, task ``k`` of
+   ``n`` reads files ``k, k+n, ...`` itself.
+2. *Delayed initialization*: each task streams its partition, a chunk of rows at a time,
+   into CSR files on its executor's disk **before** it joins the allreduce, and trains on
+   them memory-mapped (:mod:`._store`): the partition is never held in memory, nothing is
+   collected to the driver. Most failures are failures to read data; they now happen
+   before anyone waits on a collective.
+3. The parsed partition is a cache entry when the data has an identity (file paths, a
+   file-backed or persisted DataFrame, a ``cache_key``): a second fit maps it and does not
+   parse again (``model.info["spark"]["cache_hits"]`` counts the partitions that did so).
+4. Training is :func:`terascale.linear.train` on that shard (online passes, averaging,
+   L-BFGS/CG over allreduce); every rank ends with bitwise-identical weights and rank 0's
+   model is returned to the driver.
+
+A rerun of the stage (a failed task, a lost executor) trains again; training is
+deterministic, so the rerun returns the model a failure-free run would have.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..._errors import ConfigError
+from ...linear import LinearModel, ParseOptions, read_file
+from .._common import check_workers, new_run_id
+from ._encode import Encoding
+from ._runner import TaskSpec, check_cluster, run_on_rdd, session
+from ._store import (
+    Shard,
+    ShardWriter,
+    chunks,
+    dataframe_identity,
+    files_identity,
+    open_shard,
+    rdd_identity,
+)
+
+__all__ = ["Source", "fit_rdd", "numeric_columns", "train_linear"]
+
+# Options that decide how text becomes features (terascale.linear.ParseOptions).
+_PARSE_KEYS = ("format", "bits", "quadratic", "label", "categorical", "ignore", "skip_bad",
+               "constant")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a task's examples come from; shipped to the tasks with the job."""
+
+    encoding: Encoding | None = None     # rows of the partition -> examples
+    identity: str | None = None          # names the data for the cache (None: no cache)
+    cache_dir: str | None = None         # None: the default, "": no cache
+    paths: tuple[str, ...] = ()          # or: files, task k reads k, k+n, ...
+    parse: dict[str, Any] = field(default_factory=dict)  # ParseOptions of the files
+
+
+def _prepare(source: Source, rows: Iterator[Any]) -> Shard:
+    """In the barrier task, before it joins: this partition's examples (cached or built)."""
+    from pyspark import BarrierTaskContext
+
+    ctx = BarrierTaskContext.get()
+    k, n = ctx.partitionId(), len(ctx.getTaskInfos())
+    if source.paths:
+        popts = ParseOptions(**source.parse)
+        mine = list(source.paths[k::n])
+
+        def fill_files(w: ShardWriter) -> None:
+            for p in mine:
+                w.append(read_file(p, popts))
+
+        return open_shard(source.identity, source.cache_dir, (k, n), fill_files,
+                          describe=repr(sorted(source.parse.items())), parse=popts,
+                          bits=popts.bits, sources=mine)
+    enc = source.encoding
+    assert enc is not None
+    where = f"Spark partition {k}"
+
+    def fill_rows(w: ShardWriter) -> None:
+        first = 0
+        for batch in chunks(rows):
+            w.append(enc.encode(batch, first, where))
+            first += len(batch)
+
+    return open_shard(source.identity, source.cache_dir, (k, n), fill_rows,
+                      describe=enc.describe(), parse=enc.parse_options(), bits=enc.bits,
+                      sources=[where])
+
+
+def _fit(shard: Shard, options: dict[str, Any]) -> dict[str, Any]:
+    """Train on the shard (``train`` joins the job now); rank 0 returns the model."""
+    from pyspark import BarrierTaskContext
+
+    from ...linear import train
+
+    try:
+        model = train(shard.data, **options)
+        rows = len(shard.data)
+    finally:
+        shard.release()
+    rank = BarrierTaskContext.get().partitionId()
+    return {"model": model if rank == 0 else None, "hit": shard.hit, "rows": rows}
+
+
+def fit_rdd(sc: Any, rdd: Any, source: Source, options: dict[str, Any],
+            timeout: float) -> LinearModel:
+    """One barrier task per partition of ``rdd``: prepare the shard, train; the model."""
+    n = rdd.getNumPartitions()
+    check_workers(n, timeout)
+    check_cluster(sc, n, timeout)
+    spec = TaskSpec(fn=_fit, size=n, timeout=float(timeout), run_id=new_run_id(),
+                    args=(options,), prepare=functools.partial(_prepare, source))
+    results = run_on_rdd(rdd, spec)
+    model: LinearModel = results[0]["model"]
+    hits = sum(bool(r["hit"]) for r in results)
+    cached = source.identity is not None and source.cache_dir != ""
+    model.info["spark"] = {
+        "partitions": n, "rows": [int(r["rows"]) for r in results], "cache_hits": hits,
+        "cache": ("off" if not cached else "hit" if hits == n else
+                  "miss" if hits == 0 else "partial")}
+    return model
+
+
+def numeric_columns(df: Any, columns: Sequence[str]) -> tuple[bool, ...]:
+    """Which columns Spark types as numbers or booleans (cells are values, not categories)."""
+    from pyspark.sql.types import BooleanType, NumericType
+
+    types = {f.name: f.dataType for f in df.schema.fields}
+    return tuple(isinstance(types[c], (NumericType, BooleanType)) for c in columns)
+
+
+def _with_layout(identity: str | None, before: int, after: int) -> str | None:
+    """A repartitioned input's parts are other rows: the layout is part of the identity."""
+    return None if identity is None else json.dumps([identity, before, after])
+
+
+def train_linear(data: Any, *, num_workers: int | None = None, column: str | None = None,
+                 timeout: float = 60.0, spark: Any = None, cache_key: str | None = None,
+                 cache_dir: str | None = None, **options: Any) -> LinearModel:
+    """Train a :class:`terascale.linear.LinearModel` on Spark; returns it on the driver.
+
+    ``data`` is one of
+
+    * a DataFrame with one string column of example lines in ``format`` (``"vw"`` or
+      ``"libsvm"``), e.g. ``spark.read.text(path)``; ``column=`` picks the column when
+      there are several;
+    * with ``format="csv"``: a DataFrame whose columns are the table's columns, hashed as
+      the CSV reader hashes them, without a CSV round trip (``label=`` names the label
+      column; ``ignore=`` columns are left out, so the model does not know them);
+    * an RDD of lines;
+    * a path or a list of paths of VW/libsvm/CSV files, read by the tasks themselves
+      (``num_workers`` defaults to the number of files).
+
+    One task per partition (``num_workers`` repartitions a DataFrame or RDD first). Each
+    task's parsed partition is cached on its executor's disk under ``cache_dir`` when the
+    data has an identity -- file paths (path, size, mtime), a DataFrame read from local
+    files or persisted, or a user-given ``cache_key`` -- so a second call on the same data
+    does not parse again; ``cache_dir=""`` disables the cache. ``options`` are those of
+    :func:`terascale.linear.train` (``bits``, ``passes``, ``bfgs``, ``l2``, ``loss``, ...).
+    """
+    parse = {k: options.pop(k) for k in _PARSE_KEYS if k in options}
+    fmt = parse.setdefault("format", "vw")
+    parse.setdefault("bits", ParseOptions().bits)
+    for k in ("quadratic", "categorical", "ignore"):
+        if isinstance(parse.get(k), str):
+            parse[k] = (parse[k],)
+        elif k in parse:
+            parse[k] = tuple(parse[k])
+    ParseOptions(**parse)  # bad options fail here, on the driver
+    sc = session(spark).sparkContext
+    if isinstance(data, (str, os.PathLike)) or (
+            isinstance(data, Sequence) and all(isinstance(p, (str, os.PathLike)) for p in data)):
+        paths = [os.fspath(data)] if isinstance(data, (str, os.PathLike)) else [
+            os.fspath(p) for p in data]
+        if not paths:
+            raise ConfigError("train_linear: no input files")
+        n = len(paths) if num_workers is None else num_workers
+        check_workers(n, timeout)
+        if n > len(paths):
+            raise ConfigError(f"num_workers={n} exceeds the {len(paths)} input files; each "
+                              "worker reads whole files")
+        identity = None if cache_dir == "" else files_identity(paths)
+        source = Source(identity=identity, cache_dir=cache_dir, paths=tuple(paths),
+                        parse=parse)
+        return fit_rdd(sc, sc.parallelize(range(n), n), source, options, timeout)
+    if hasattr(data, "rdd") and hasattr(data, "columns"):  # a DataFrame
+        identity = dataframe_identity(data, cache_key)
+        df = data
+        if fmt == "csv":
+            ignore = set(parse.get("ignore", ()))
+            label = parse.get("label", "label")
+            if label not in df.columns:
+                raise ConfigError(f"label={label!r}: the DataFrame has no such column "
+                                  f"(columns: {', '.join(df.columns)})")
+            feats = tuple(c for c in df.columns if c != label and c not in ignore)
+            for c in parse.get("categorical", ()):
+                if c not in feats:
+                    raise ConfigError(f"categorical: the DataFrame has no feature column "
+                                      f"{c!r}")
+            enc = Encoding(kind="columns", bits=parse["bits"], features=feats, label=label,
+                           categorical=tuple(parse.get("categorical", ())),
+                           numeric=numeric_columns(df, feats),
+                           constant=parse.get("constant", True),
+                           skip_bad=parse.get("skip_bad", False))
+        else:
+            parse.pop("ignore", None)
+            if column is None and len(df.columns) != 1:
+                raise ConfigError(f"the DataFrame has columns {df.columns}: pass column= "
+                                  "(the column of example lines) or format='csv'")
+            col = column or df.columns[0]
+            enc = Encoding(kind="text", bits=parse["bits"], features=(col,), text=parse)
+        rdd = df.select(*enc.columns).rdd
+    elif hasattr(data, "mapPartitions"):  # an RDD of lines
+        parse.pop("ignore", None)
+        identity = rdd_identity(data, cache_key)
+        enc = Encoding(kind="text", bits=parse["bits"], features=("value",), text=parse)
+        rdd = data
+    else:
+        raise ConfigError(f"train_linear takes a DataFrame, an RDD of lines or file paths, "
+                          f"not {type(data).__name__}")
+    before = rdd.getNumPartitions()
+    if num_workers is not None and num_workers != before:
+        check_workers(num_workers, timeout)
+        rdd = rdd.repartition(num_workers)
+    source = Source(encoding=enc, identity=_with_layout(identity, before,
+                                                        rdd.getNumPartitions()),
+                    cache_dir=cache_dir)
+    return fit_rdd(sc, rdd, source, options, timeout)

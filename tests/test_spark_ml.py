@@ -1,0 +1,202 @@
+"""terascale.spark.LinearLearner on a real local Spark (local[2]): a pyspark.ml Estimator.
+
+fit on a Vector column and on plain columns, transform, Pipeline, save/load, the cached
+parse a second fit reuses, and an AUC next to MLlib's LogisticRegression on the same data.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.spark
+
+pyspark = pytest.importorskip("pyspark")
+
+import terascale  # noqa: E402
+import terascale.spark  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (SparkSession.builder.master("local[2]").appName("terascale-test-spark-ml")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.showConsoleProgress", "false")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("FATAL")
+    yield session
+    session.stop()
+
+
+def _vectors(spark, n: int, seed: int, parts: int = 2):
+    """Sparse and dense MLlib vectors from a noisy logistic model over 50 columns."""
+    from pyspark.ml.linalg import Vectors
+
+    truth = np.random.default_rng(0).standard_normal(50)  # one model, many samples
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        cols = np.sort(rng.choice(50, size=8, replace=False))
+        vals = rng.standard_normal(8)
+        p = 1.0 / (1.0 + np.exp(-(truth[cols] @ vals)))
+        y = float(rng.random() < p)
+        if i % 3 == 0:
+            dense = np.zeros(50)
+            dense[cols] = vals
+            v = Vectors.dense(dense)
+        else:
+            v = Vectors.sparse(50, cols.tolist(), vals.tolist())
+        rows.append((v, y, 1.0 + (i % 2)))
+    return spark.createDataFrame(rows, ["features", "label", "w"]).repartition(parts)
+
+
+def _auc(df, col="rawPrediction") -> float:
+    from pyspark.ml.evaluation import BinaryClassificationEvaluator
+
+    return BinaryClassificationEvaluator(rawPredictionCol=col, labelCol="label").evaluate(df)
+
+
+def test_vector_column_fit_transform_and_auc_next_to_mllib(spark, tmp_path):
+    from pyspark.ml.classification import LogisticRegression
+
+    train = _vectors(spark, 3000, seed=1)
+    test = _vectors(spark, 1000, seed=2)
+    lr = terascale.spark.LinearLearner(bits=12, passes=2, bfgs=10, cacheDir=str(tmp_path))
+    model = lr.fit(train)
+    assert model.info["workers"] == 2 and model.info["examples"] == 3000
+    out = model.transform(test)
+    assert out.columns == ["features", "label", "w", "rawPrediction", "probability",
+                           "prediction"]
+    rows = out.select("rawPrediction", "probability", "prediction").collect()
+    raw = np.array([r[0][1] for r in rows])
+    prob = np.array([r[1][1] for r in rows])
+    assert np.allclose(prob, 1.0 / (1.0 + np.exp(-raw)))
+    assert set(r[2] for r in rows) == {0.0, 1.0}
+    ours = _auc(out)
+    mllib = _auc(LogisticRegression(maxIter=20).fit(train).transform(test))
+    assert ours > 0.8 and ours >= mllib - 0.01, (ours, mllib)
+    # The weight column is read: doubling every other example's weight changes the model.
+    weighted = lr.copy({lr.weightCol: "w"}).fit(train)
+    assert not np.array_equal(weighted.linear.dense(), model.linear.dense())
+
+
+def test_plain_columns_hash_like_the_csv_reader(spark, tmp_path):
+    """Numeric, string (categories, numbers-as-text, nulls) and boolean columns: the model
+    equals, bitwise, the one trained on the same partitions written as CSV files."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(800):
+        a, b = float(rng.standard_normal()), int(rng.integers(0, 5))
+        city = ["paris", "rome", None, "oslo"][i % 4]
+        flag = bool(i % 3)
+        y = int(a + (city == "rome") - 0.3 * b + 0.5 * rng.standard_normal() > 0)
+        rows.append((y, a, b, city, flag))
+    df = spark.createDataFrame(rows, "y int, a double, b long, city string, flag boolean")
+    df = df.repartition(2)
+    opts = {"bits": 14, "passes": 2, "bfgs": 5}
+    lr = terascale.spark.LinearLearner(featureCols=["a", "b", "city", "flag"], labelCol="y",
+                                       cacheDir=str(tmp_path / "c"), **opts)
+    model = lr.fit(df)
+    files = []
+    for k, part in enumerate(df.rdd.glom().collect()):
+        files.append(str(tmp_path / f"part-{k}.csv"))
+        with open(files[-1], "w") as f:
+            f.write("y,a,b,city,flag\n")
+            for r in part:
+                f.write(",".join("" if v is None else str(v) for v in r) + "\n")
+    from_csv = terascale.spark.train_linear(files, spark=spark, format="csv", label="y",
+                                            cache_dir="", **opts)
+    assert np.array_equal(model.linear.dense(), from_csv.dense())
+    assert model.linear.evaluate(files[0])["auc"] > 0.75  # the model reads the CSV, too
+    pred = model.transform(df).select("prediction", "y").collect()
+    assert np.mean([p == y for p, y in pred]) > 0.7
+
+
+def test_pipeline_save_and_load(spark, tmp_path):
+    from pyspark.ml import Pipeline, PipelineModel
+    from pyspark.ml.feature import VectorAssembler
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((600, 3))
+    y = (x @ np.array([1.0, -1.0, 0.5]) > 0).astype(float)
+    df = spark.createDataFrame([(*map(float, r), float(t)) for r, t in zip(x, y)],
+                               ["x0", "x1", "x2", "label"]).repartition(2)
+    pipe = Pipeline(stages=[VectorAssembler(inputCols=["x0", "x1", "x2"], outputCol="vec"),
+                            terascale.spark.LinearLearner(featuresCol="vec", bits=10,
+                                                          passes=3, cacheDir="")])
+    fitted = pipe.fit(df)
+    got = fitted.transform(df).select("probability", "label").collect()
+    before = [r.probability[1] for r in got]
+    fitted.write().overwrite().save(str(tmp_path / "pipe"))
+    loaded = PipelineModel.load(str(tmp_path / "pipe"))
+    stage = loaded.stages[-1]
+    assert isinstance(stage, terascale.spark.LinearLearnerModel)
+    assert stage.getOrDefault("featuresCol") == "vec" and stage.getOrDefault("passes") == 3
+    after = [r.probability[1] for r in loaded.transform(df).select("probability").collect()]
+    assert before == after
+    assert np.mean((np.array(after) > 0.5) == np.array([r.label for r in got])) > 0.9
+    est = terascale.spark.LinearLearner(bits=11, l2=0.5)  # the Estimator saves too
+    est.save(str(tmp_path / "est"))
+    back = terascale.spark.LinearLearner.load(str(tmp_path / "est"))
+    assert back.getOrDefault("bits") == 11 and back.getOrDefault("l2") == 0.5
+
+
+def test_second_fit_reuses_the_cached_parse(spark, tmp_path):
+    cache = str(tmp_path / "cache")
+    df = _vectors(spark, 1000, seed=4).cache()
+    lr = terascale.spark.LinearLearner(bits=12, passes=2, cacheDir=cache)
+    first, second = lr.fit(df), lr.fit(df)
+    assert first.info["spark"]["cache"] == "miss" and first.info["spark"]["cache_hits"] == 0
+    assert second.info["spark"]["cache"] == "hit" and second.info["spark"]["cache_hits"] == 2
+    assert np.array_equal(first.linear.dense(), second.linear.dense())
+    # another bits value is another encoding: parsed afresh
+    assert lr.copy({lr.bits: 13}).fit(df).info["spark"]["cache_hits"] == 0
+    df.unpersist()
+    # an unpersisted DataFrame of driver data has no identity: no cache ...
+    assert lr.fit(_vectors(spark, 200, seed=5)).info["spark"]["cache"] == "off"
+    # ... unless the user names it
+    keyed = lr.copy({lr.cacheKey: "vectors-seed-5"})
+    keyed.fit(_vectors(spark, 200, seed=5))
+    assert keyed.fit(_vectors(spark, 200, seed=5)).info["spark"]["cache"] == "hit"
+
+
+def test_text_files_are_cached_by_path_and_mtime(spark, tmp_path):
+    paths = []
+    for k in range(2):
+        paths.append(str(tmp_path / f"p{k}.vw"))
+        with open(paths[-1], "w") as f:
+            f.write("".join(f"{1 if (i + k) % 3 else -1} |f a:{i % 7} b{i % 5}\n"
+                            for i in range(300)))
+    cache = str(tmp_path / "cache")
+    m1 = terascale.spark.train_linear(paths, spark=spark, bits=12, cache_dir=cache)
+    m2 = terascale.spark.train_linear(paths, spark=spark, bits=12, cache_dir=cache)
+    assert (m1.info["spark"]["cache_hits"], m2.info["spark"]["cache_hits"]) == (0, 2)
+    df = spark.read.text(paths)  # a DataFrame over local files: keyed by plan + mtimes
+    d1 = terascale.spark.train_linear(df, spark=spark, bits=12, cache_dir=cache)
+    d2 = terascale.spark.train_linear(df, spark=spark, bits=12, cache_dir=cache)
+    assert d2.info["spark"]["cache"] == "hit" and d1.info["spark"]["cache_hits"] == 0
+    with open(paths[0], "a") as f:  # a rewritten file is new data
+        f.write("1 |f a:3\n")
+    os.utime(paths[0], ns=(0, os.stat(paths[0]).st_mtime_ns + 10**9))
+    m3 = terascale.spark.train_linear(paths, spark=spark, bits=12, cache_dir=cache)
+    assert m3.info["spark"]["cache_hits"] == 0 and m3.info["examples"] == 601
+
+
+def test_bad_columns_are_clear_errors(spark):
+    df = spark.createDataFrame([(1.0, "x", 1.0)], ["a", "s", "label"])
+    lr = terascale.spark.LinearLearner()
+    with pytest.raises(terascale.ConfigError, match="featuresCol='features'"):
+        lr.fit(df)
+    with pytest.raises(terascale.ConfigError, match="not an MLlib Vector"):
+        lr.copy({lr.featuresCol: "s"}).fit(df)
+    with pytest.raises(terascale.ConfigError, match="labelCol='y'"):
+        lr.copy({lr.labelCol: "y", lr.featureCols: ["a"]}).fit(df)
+    with pytest.raises(terascale.ConfigError, match="no Param 'bitz'"):
+        terascale.spark.LinearLearner(bitz=3)
