@@ -62,8 +62,9 @@ class Encoding:
     def parse_options(self) -> ParseOptions | None:
         """What the trained model records: CSV options for columns, the text's own."""
         if self.kind == "text":
-            return ParseOptions(**{k: (tuple(v) if isinstance(v, list) else v)
-                                   for k, v in self.text.items()})
+            opts: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v)
+                                    for k, v in self.text.items()}
+            return ParseOptions(**opts)
         if self.kind == "columns":
             return ParseOptions(format="csv", bits=self.bits, label=self.label or "label",
                                 categorical=self.categorical, constant=self.constant)
@@ -135,6 +136,7 @@ class Encoding:
         counts = np.empty(len(rows), np.int64)
         for r, row in enumerate(rows):
             v = row[0]
+            i: np.ndarray
             if isinstance(v, SparseVector):
                 i, x = v.indices, v.values
             elif isinstance(v, DenseVector):

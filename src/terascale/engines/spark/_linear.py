@@ -115,7 +115,11 @@ def fit_rdd(sc: Any, rdd: Any, source: Source, options: dict[str, Any],
     """One barrier task per partition of ``rdd``: prepare the shard, train; the model."""
     n = rdd.getNumPartitions()
     check_workers(n, timeout)
-    check_cluster(sc, n, timeout)
+    try:
+        check_cluster(sc, n, timeout)
+    except ConfigError as e:  # say where n came from and what to do about it
+        raise ConfigError(f"{e} (the input has {n} partitions, one task each: pass "
+                          f"num_workers= / numWorkers= to repartition it)") from None
     spec = TaskSpec(fn=_fit, size=n, timeout=float(timeout), run_id=new_run_id(),
                     args=(options,), prepare=functools.partial(_prepare, source))
     results = run_on_rdd(rdd, spec)

@@ -158,10 +158,10 @@ class ShardWriter:
             f.close()
         meta = dict(meta, version=_VERSION, rows=self.rows, nnz=self.nnz,
                     skipped=self.skipped)
-        with open(os.path.join(self.directory, "meta.json"), "w") as f:
-            json.dump(meta, f)
-            f.flush()
-            os.fsync(f.fileno())
+        with open(os.path.join(self.directory, "meta.json"), "w") as out:
+            json.dump(meta, out)
+            out.flush()
+            os.fsync(out.fileno())
 
     def abort(self) -> None:
         for f in self._files.values():
