@@ -66,11 +66,11 @@ def _auc(df, col="rawPrediction") -> float:
 def test_vector_column_fit_transform_and_auc_next_to_mllib(spark, tmp_path):
     from pyspark.ml.classification import LogisticRegression
 
-    train = _vectors(spark, 3000, seed=1)
-    test = _vectors(spark, 1000, seed=2)
+    train = _vectors(spark, 2000, seed=1)
+    test = _vectors(spark, 600, seed=2)
     lr = terascale.spark.LinearLearner(bits=12, passes=2, bfgs=10, cacheDir=str(tmp_path))
     model = lr.fit(train)
-    assert model.info["workers"] == 2 and model.info["examples"] == 3000
+    assert model.info["workers"] == 2 and model.info["examples"] == 2000
     out = model.transform(test)
     assert out.columns == ["features", "label", "w", "rawPrediction", "probability",
                            "prediction"]

@@ -10,17 +10,17 @@
 pyspark is imported only when a function is called (extra ``terascale[spark]``, Java 17).
 """
 
-from typing import TYPE_CHECKING, Any
+import typing
 
 from .engines.spark import run, train_linear
 
-if TYPE_CHECKING:
-    from .engines.spark._ml import LinearLearner, LinearLearnerModel
+if typing.TYPE_CHECKING:
+    from .engines.spark import LinearLearner, LinearLearnerModel
 
 __all__ = ["LinearLearner", "LinearLearnerModel", "run", "train_linear"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     if name in ("LinearLearner", "LinearLearnerModel"):  # subclasses of pyspark.ml's
         from .engines import spark
 

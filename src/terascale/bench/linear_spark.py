@@ -102,11 +102,7 @@ def write_click(out_dir: str, rows: int, bits: int, seed: int = 7) -> tuple[str,
 
 def _flights_libsvm(work: str, bits: int) -> tuple[str, str, str, str]:
     """Flights as VW text and the same hashed features as libsvm (0/1 labels)."""
-    try:
-        from ..linear import write_flights  # type: ignore[attr-defined]
-    except ImportError:  # older layout: the helper is not public yet
-        from ..linear._flights import write_flights
-    from ..linear import ParseOptions, read_file
+    from ..linear import ParseOptions, read_file, write_flights
 
     vw_train, vw_test = write_flights(work)
     out = []

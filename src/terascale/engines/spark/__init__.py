@@ -13,19 +13,19 @@ pyspark is imported only when a function is called or an ML class is first used 
 ``terascale[spark]``, Java 17).
 """
 
-from typing import TYPE_CHECKING, Any
+import typing
 
 from ._linear import train_linear
 from ._runner import TaskSpec, check_cluster, run, run_on_rdd, session
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from ._ml import LinearLearner, LinearLearnerModel
 
 __all__ = ["LinearLearner", "LinearLearnerModel", "TaskSpec", "check_cluster", "run",
            "run_on_rdd", "session", "train_linear"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     # The ML classes subclass pyspark's: define them only when asked for.
     if name in ("LinearLearner", "LinearLearnerModel"):
         from . import _ml

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._errors import ConfigError
-from ...linear import LinearModel, ParseOptions, read_file
+from ...linear import LinearModel, ParseOptions, TextBlocks
 from .._common import check_workers, new_run_id
 from ._encode import Encoding
 from ._runner import TaskSpec, check_cluster, run_on_rdd, session
@@ -74,8 +74,9 @@ def _prepare(source: Source, rows: Iterator[Any]) -> Shard:
         mine = list(source.paths[k::n])
 
         def fill_files(w: ShardWriter) -> None:
-            for p in mine:
-                w.append(read_file(p, popts))
+            for p in mine:  # parsed chunk by chunk (in threads), never a whole file
+                for ds in TextBlocks(p, popts).datasets():
+                    w.append(ds)
 
         return open_shard(source.identity, source.cache_dir, (k, n), fill_files,
                           describe=repr(sorted(source.parse.items())), parse=popts,
