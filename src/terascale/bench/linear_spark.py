@@ -32,11 +32,30 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["add_spark_arguments", "run_spark", "write_click"]
+__all__ = ["add_bench_parser", "run_spark", "write_click"]
 
 
-def add_spark_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``--spark`` flag and its options, on the ``bench linear`` parser."""
+def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``--spark`` (and its options) to the ``bench linear`` sub-command."""
+    p = kinds.choices.get("linear")
+    if p is None:  # the linear benchmark is not installed: nothing to extend
+        return
+    _add_arguments(p)
+    linear = p.get_default("func")
+
+    def run(args: argparse.Namespace) -> int:
+        if not args.spark:
+            return int(linear(args)) if linear is not None else 2
+        res = run_spark(args)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(res, f, indent=1)
+        return 0
+
+    p.set_defaults(func=run)
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("--spark: terascale on Spark vs MLlib")
     g.add_argument("--spark", action="store_true",
                    help="terascale.spark vs MLlib LogisticRegression on local[workers]")
