@@ -130,8 +130,11 @@ def test_pipeline_save_and_load(spark, tmp_path):
                                ["x0", "x1", "x2", "label"]).repartition(2)
     pipe = Pipeline(stages=[VectorAssembler(inputCols=["x0", "x1", "x2"], outputCol="vec"),
                             terascale.spark.LinearLearner(featuresCol="vec", bits=10,
-                                                          passes=3, cacheDir="")])
+                                                          passes=3, cacheKey="xyz",
+                                                          cacheDir=str(tmp_path / "c"))])
     fitted = pipe.fit(df)
+    # a stage's input is a new projection at every fit: a cacheKey names it for the cache
+    assert pipe.fit(df).stages[-1].info["spark"]["cache"] == "hit"
     got = fitted.transform(df).select("probability", "label").collect()
     before = [r.probability[1] for r in got]
     fitted.write().overwrite().save(str(tmp_path / "pipe"))
