@@ -12,7 +12,6 @@ import importlib
 __all__ = ["add_parser"]
 
 _KINDS = ("terascale.bench.allreduce", "terascale.bench.costs", "terascale.bench.linear",
-          "terascale.bench.linear_spark",  # --spark on `bench linear`: after it
           "terascale.bench.torch", "terascale.bench.failures")
 
 

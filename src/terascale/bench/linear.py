@@ -59,12 +59,19 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--repeat", type=int, default=None,
                    help="runs of each learner, interleaved; the median time counts "
                         "(default 3, --large 1)")
+    from .linear_spark import add_spark_arguments
+
+    add_spark_arguments(p)  # --spark: terascale.spark vs MLlib, its own module
     p.set_defaults(func=_run)
 
 
 # ---------------------------------------------------------------- driver
 
 def _run(args: argparse.Namespace) -> int:
+    if args.spark:
+        from .linear_spark import run_spark
+
+        return run_spark(args)
     from terascale.linear import write_flights
     from terascale.linear.synthetic import write_dense
 

@@ -6,15 +6,16 @@ persisted and materialized before any clock starts. Data sets:
 
 * ``flights``: NYC flights 2013 (months 1-10 train, 11-12 test), the ten categorical
   namespaces hashed to ``bits`` bits by terascale's VW parser;
-* ``click``: seeded click-style data -- Zipf-distributed ids in several fields, real-valued
-  counters on raw scales, repeated tokens -- ``--spark-rows`` examples (80% train).
+* ``click``: seeded click-style data from :func:`terascale.linear.synthetic.write_click`
+  (Zipf-distributed ids, repeated tokens, real values on raw scales), ``--spark-rows``
+  training examples and a fifth as many test examples, hashed alike.
 
 Learners, each in a fresh child process with its own ``local[workers]`` session (so that
 an out-of-memory in one cannot take the others down, and no one profits from another's
 JVM warm-up): MLlib ``LogisticRegression(maxIter=20)``; terascale's ``LinearLearner``
 (one online pass, then up to 20 L-BFGS passes), fitted twice (the second fit reuses the
 executors' cached parse); and ``terascale.spark.train_linear`` on the VW text file itself
-(flights only). Fit times exclude session start-up; test AUC comes from each model's
+(``spark.read.text``, parse included). Fit times exclude session start-up; test AUC comes from each model's
 ``transform`` through MLlib's ``BinaryClassificationEvaluator``. Ratios: MLlib's fit time
 over terascale's (higher is better for terascale) and AUC differences.
 """
@@ -32,30 +33,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["add_bench_parser", "run_spark", "write_click"]
+__all__ = ["add_spark_arguments", "run_spark"]
 
 
-def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``--spark`` (and its options) to the ``bench linear`` sub-command."""
-    p = kinds.choices.get("linear")
-    if p is None:  # the linear benchmark is not installed: nothing to extend
-        return
-    _add_arguments(p)
-    linear = p.get_default("func")
-
-    def run(args: argparse.Namespace) -> int:
-        if not args.spark:
-            return int(linear(args)) if linear is not None else 2
-        res = run_spark(args)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(res, f, indent=1)
-        return 0
-
-    p.set_defaults(func=run)
-
-
-def _add_arguments(p: argparse.ArgumentParser) -> None:
+def add_spark_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``--spark`` flag and its options, on the ``bench linear`` parser."""
     g = p.add_argument_group("--spark: terascale on Spark vs MLlib")
     g.add_argument("--spark", action="store_true",
                    help="terascale.spark vs MLlib LogisticRegression on local[workers]")
@@ -69,78 +51,56 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="spark.driver.memory of every child (default 4g)")
 
 
-def write_click(out_dir: str, rows: int, bits: int, seed: int = 7) -> tuple[str, str]:
-    """Seeded click-style data as libsvm files (train 80%, test 20%); their paths.
+def _libsvm(vw: str, bits: int) -> str:
+    """The hashed features of a VW file as libsvm (0/1 labels, 1-based sorted indices,
+    repeated indices summed: the same linear model), streamed chunk by chunk; its path."""
+    from ..linear import ParseOptions, TextBlocks
 
-    Eight categorical fields with Zipf-distributed ids (a few very frequent, a long
-    tail), four real-valued counters on raw scales (1 .. 1e4), a token field with repeats;
-    the label follows a logistic model of the same features. Feature indices are the
-    fields' ids hashed into ``2**bits`` (index 0 is left unused for libsvm).
-    """
-    train = os.path.join(out_dir, f"click-{rows}-{bits}-train.libsvm")
-    test = os.path.join(out_dir, f"click-{rows}-{bits}-test.libsvm")
-    if os.path.exists(train) and os.path.exists(test):
-        return train, test
-    os.makedirs(out_dir, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    dim = 1 << bits
-    salt = rng.integers(1, dim, size=16)
-    effect = np.random.default_rng(seed + 1).standard_normal(1 << 16) * 0.7
-    cut = int(rows * 0.8)
-    tmp_train, tmp_test = train + ".tmp", test + ".tmp"
-    with open(tmp_train, "w") as ftr, open(tmp_test, "w") as fte:
-        done = 0
-        while done < rows:
-            m = min(65536, rows - done)
-            ids = rng.zipf(1.3, size=(m, 8)) % 100_000
-            cnt = np.round(rng.lognormal(mean=[0.5, 2.0, 4.0, 6.0], sigma=1.2, size=(m, 4)), 1)
-            tok = rng.zipf(1.6, size=(m, 3)) % 5_000
-            cols = np.concatenate([(ids * 2654435761 + salt[:8]) % (dim - 1) + 1,
-                                   np.broadcast_to(salt[8:12] % (dim - 1) + 1, (m, 4)),
-                                   (tok * 40503 + salt[12]) % (dim - 1) + 1], axis=1)
-            vals = np.concatenate([np.ones((m, 8)), cnt, np.ones((m, 3))], axis=1)
-            z = (effect[cols[:, :8] % (1 << 16)].sum(axis=1)
-                 + 0.3 * np.log1p(cnt) @ np.array([1.0, -0.5, 0.25, -0.1])
-                 + effect[cols[:, 12:] % (1 << 16)].sum(axis=1) * 0.5 - 0.5)
-            y = rng.random(m) < 1.0 / (1.0 + np.exp(-z))
-            for i in range(m):
-                order = np.argsort(cols[i], kind="stable")
-                c, v = cols[i][order], vals[i][order]
-                keep = np.concatenate([[True], c[1:] != c[:-1]])  # libsvm: one value per index
-                if not keep.all():  # repeated tokens add up
-                    v = np.add.reduceat(v, np.flatnonzero(keep))
-                    c = c[keep]
-                line = ("1" if y[i] else "0") + " " + " ".join(
-                    f"{a}:{b:g}" for a, b in zip(c.tolist(), v.tolist())) + "\n"
-                (ftr if done + i < cut else fte).write(line)
-            done += m
-    os.replace(tmp_train, train)
-    os.replace(tmp_test, test)
-    return train, test
+    path = vw[:-3] + f".b{bits}.libsvm"
+    if os.path.exists(path):
+        return path
+    with open(path + ".tmp", "w") as f:
+        for ds in TextBlocks(vw, ParseOptions(bits=bits, constant=False)).datasets():
+            ip, idx = np.asarray(ds.indptr), np.asarray(ds.indices).astype(np.int64) + 1
+            val, lab = np.asarray(ds.values), np.asarray(ds.labels)
+            row = np.repeat(np.arange(len(lab)), np.diff(ip))
+            order = np.lexsort((idx, row))
+            row, idx, val = row[order], idx[order], val[order]
+            first = np.concatenate([[True], (row[1:] != row[:-1]) | (idx[1:] != idx[:-1])])
+            starts = np.flatnonzero(first)
+            val = np.add.reduceat(val, starts) if len(starts) else val
+            row, idx = row[starts], idx[starts]
+            ends = np.searchsorted(row, np.arange(len(lab) + 1))
+            idx_l, val_l = idx.tolist(), val.tolist()
+            f.write("".join(
+                ("1" if lab[i] > 0 else "0") + " " + " ".join(
+                    f"{a}:{b:g}" for a, b in zip(idx_l[ends[i]:ends[i + 1]],
+                                                 val_l[ends[i]:ends[i + 1]])) + "\n"
+                for i in range(len(lab))))
+    os.replace(path + ".tmp", path)
+    return path
 
 
-def _flights_libsvm(work: str, bits: int) -> tuple[str, str, str, str]:
-    """Flights as VW text and the same hashed features as libsvm (0/1 labels)."""
-    from ..linear import ParseOptions, read_file, write_flights
+def _data(name: str, work: str, rows: int, bits: int) -> dict[str, str]:
+    """VW text and libsvm files of one data set (generated once into ``work``)."""
+    if name == "flights":
+        from ..linear import write_flights
 
-    vw_train, vw_test = write_flights(work)
-    out = []
-    for vw in (vw_train, vw_test):
-        path = os.path.join(work, os.path.basename(vw)[:-3] + f".b{bits}.libsvm")
-        if not os.path.exists(path):
-            ds = read_file(vw, ParseOptions(bits=bits, constant=False))
-            ip, idx, val = np.asarray(ds.indptr), np.asarray(ds.indices), np.asarray(ds.values)
-            lab = np.asarray(ds.labels)
-            with open(path + ".tmp", "w") as f:
-                for i in range(len(lab)):
-                    s, e = int(ip[i]), int(ip[i + 1])
-                    order = np.argsort(idx[s:e], kind="stable")
-                    c, v = idx[s:e][order].astype(np.int64) + 1, val[s:e][order]
-                    f.write(("1" if lab[i] > 0 else "0") + " " + " ".join(
-                        f"{a}:{b:g}" for a, b in zip(c.tolist(), v.tolist())) + "\n")
-            os.replace(path + ".tmp", path)
-        out.append(path)
-    return vw_train, vw_test, out[0], out[1]
+        vw_train, vw_test = write_flights(work)
+    elif name == "click":
+        from ..linear.synthetic import write_click
+
+        vw_train = os.path.join(work, f"click-{rows}-train.vw")
+        vw_test = os.path.join(work, f"click-{rows}-test.vw")
+        for path, n, seed in ((vw_train, rows, 1), (vw_test, max(rows // 5, 1000), 2)):
+            if not os.path.exists(path):
+                write_click(path, n, seed=seed)
+    else:
+        from .._errors import ConfigError
+
+        raise ConfigError(f"--spark-data: unknown data set {name!r} (flights, click)")
+    return {"vw_train": vw_train, "vw_test": vw_test, "train": _libsvm(vw_train, bits),
+            "test": _libsvm(vw_test, bits)}
 
 
 def _session(spec: dict[str, Any]) -> Any:
@@ -230,8 +190,8 @@ def _spawn(spec: dict[str, Any]) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def run_spark(args: argparse.Namespace) -> dict[str, Any]:
-    """Every data set, every learner; prints a table and returns the JSON-able results."""
+def run_spark(args: argparse.Namespace) -> int:
+    """``bench linear --spark``: every data set, every learner; a table, and ``--json``."""
     work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
     os.makedirs(work, exist_ok=True)
     bits, workers = args.spark_bits, args.workers
@@ -239,17 +199,8 @@ def run_spark(args: argparse.Namespace) -> dict[str, Any]:
     for name in [d.strip() for d in args.spark_data.split(",") if d.strip()]:
         spec: dict[str, Any] = {"bits": bits, "workers": workers,
                                 "driver_memory": args.spark_driver_memory}
-        learners = ["mllib", "terascale"]
-        if name == "flights":
-            vw_train, vw_test, spec["train"], spec["test"] = _flights_libsvm(work, bits)
-            spec.update(vw_train=vw_train, vw_test=vw_test)
-            learners.append("train_linear")
-        elif name == "click":
-            spec["train"], spec["test"] = write_click(work, args.spark_rows, bits)
-        else:
-            from .._errors import ConfigError
-
-            raise ConfigError(f"--spark-data: unknown data set {name!r} (flights, click)")
+        spec.update(_data(name, work, args.spark_rows, bits))
+        learners = ["mllib", "terascale", "train_linear"]
         runs = {}
         for learner in learners:
             with tempfile.TemporaryDirectory(dir=work) as cache:
@@ -261,6 +212,10 @@ def run_spark(args: argparse.Namespace) -> dict[str, Any]:
             row["auc_minus_mllib"] = us["test_auc"] - ml["test_auc"]
         elif "error" in ml and "fit_s" in us:
             row["mllib_failed"] = ml["error"]
+        tl = runs["train_linear"]
+        if "fit_s" in ml and "fit_s" in tl:
+            row["train_linear_speedup_vs_mllib"] = ml["fit_s"] / tl["fit_s"]
+            row["train_linear_auc_minus_mllib"] = tl["test_auc"] - ml["test_auc"]
         results["datasets"][name] = row
         for learner, r in runs.items():
             extra = (f", second fit {r['second_fit_s']:.2f} s ({r['second_fit_cache']})"
@@ -271,7 +226,10 @@ def run_spark(args: argparse.Namespace) -> dict[str, Any]:
         if "speedup_vs_mllib" in row:
             print(f"{name:8s} terascale/MLlib: {row['speedup_vs_mllib']:.2f}x faster, "
                   f"AUC {row['auc_minus_mllib']:+.4f}")
-    return results
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
 
 
 if __name__ == "__main__":
