@@ -10,7 +10,10 @@
 3. each leader broadcasts the result to its host through shared memory.
 
 Host groups and the leaders' group are formed by :func:`~terascale.collectives.groups.
-split_groups`, the rule ``Communicator.split`` follows (color = host, key = rank).
+split_groups`, the rule ``Communicator.split`` follows: the host groups are the split with
+color = host (key = rank), the leaders' group the split with color 0 for each host's
+first rank and no color (``MPI_UNDEFINED``) for the others. The phases run as parts of the
+one collective (sub-group views of its exchange), so they are checked as that collective.
 
 Only one rank per host touches the network, so the inter-host traffic is that of an
 allreduce over ``hosts`` ranks instead of ``size``. The reduction order is fixed (ranks in
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .groups import host_groups
+from .groups import host_groups, split_groups
 from .registry import AllreduceCall, allreduce_spec
 from .select import choose_tcp
 from .shm import ShmAllreduce, shm_broadcast
@@ -43,9 +46,11 @@ class HierarchicalAllreduce:
     def __init__(self, call: AllreduceCall) -> None:
         assert call.shm is not None, "shared memory needs the communicator's segments"
         self.call = call
-        self.groups = host_groups(call.hosts)
+        self.groups = host_groups(call.hosts)  # split(color=host)
         self.local = next(g for g in self.groups if call.ex.rank in g)
-        self.leaders = [g[0] for g in self.groups]
+        firsts = {g[0] for g in self.groups}
+        colors = [0 if r in firsts else None for r in range(len(call.hosts))]
+        self.leaders = split_groups(colors)[0]  # split(color=0 if leader else undefined)
 
     def run(self) -> None:
         call, ex, src, dst = self.call, self.call.ex, self.call.src, self.call.dst
