@@ -91,8 +91,10 @@ class CommCore:
         hosts = [self.hosts[r] for r in group]
         me = group.index(self.rank)
         same_host = [i for i, h in enumerate(hosts) if h == hosts[me]]
-        # Same id on every member: derived from what they all share. Two communicators that
-        # share a pair of ranks never share an id, so their messages are told apart.
+        # Same id on every member: a 64-bit hash of what they all share (the parent's id, the
+        # split's number, the color), odd so that it is never the job's 0. Communicators that
+        # share a pair of ranks get different ids (barring a hash collision), so their
+        # messages on that pair's link are told apart.
         digest = hashlib.blake2b(f"{self._context}/{index}/{color}".encode(), digest_size=8)
         context = int.from_bytes(digest.digest(), "little") | 1
         CommCore.__init__(child, rank=me, size=len(group), local_rank=same_host.index(me),
