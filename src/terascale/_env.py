@@ -14,6 +14,9 @@ Every launcher of ours (``terascale run``, the Spark and Ray runners, the test h
 ``TERASCALE_RESTART``        the attempt number (0 first; ``Checkpoint`` users resume on > 0)
 ``TERASCALE_HOST_ID``        overrides how hosts are told apart (default: the hostname)
 ``TERASCALE_TIMELINE``       where ``init()`` records the collectives (Chrome trace events)
+``RANK``/``WORLD_SIZE``      torchrun's names, written beside ours when ``master`` is set, with
+``LOCAL_RANK``, ...          ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``: torch's
+                             default ``env://`` initialization then works unchanged
 ===========================  ==================================================================
 
 Other launchers' variables are read too (never written): torchrun (``RANK``,
@@ -66,6 +69,9 @@ class JobEnv:
     restart: int | None = None
     host_id: str | None = None
     timeline: str | None = None
+    local_rank: int | None = None
+    local_size: int | None = None
+    master: tuple[str, int] | None = None
 
     def to_environ(self) -> dict[str, str]:
         """The ``TERASCALE_*`` variables that make :func:`read_env` in a worker read this job.
@@ -92,6 +98,13 @@ class JobEnv:
             env["TERASCALE_HOST_ID"] = self.host_id
         if self.timeline is not None:
             env["TERASCALE_TIMELINE"] = self.timeline
+        if self.master is not None:  # what torchrun sets, for torch.distributed's env://
+            env.update({"RANK": str(self.rank), "WORLD_SIZE": str(self.size),
+                        "MASTER_ADDR": self.master[0], "MASTER_PORT": str(self.master[1]),
+                        "LOCAL_RANK": str(self.rank if self.local_rank is None
+                                          else self.local_rank),
+                        "LOCAL_WORLD_SIZE": str(self.size if self.local_size is None
+                                                else self.local_size)})
         return env
 
 
@@ -173,6 +186,12 @@ def read_env(env: Mapping[str, str] | None = None, *, rendezvous: str | None = N
     serve = name != "terascale run" and rank == 0 and addr is not None
     restart = _int_var(env, "TERASCALE_RESTART") if "TERASCALE_RESTART" in env else None
     timeout = read_timeout(env, default=math.nan) if "TERASCALE_TIMEOUT" in env else None
+    local = {k: _int_var(env, k) for k in ("LOCAL_RANK", "LOCAL_WORLD_SIZE") if k in env}
+    master = None
+    if "MASTER_ADDR" in env and "MASTER_PORT" in env:
+        master = parse_address(f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}",
+                               "MASTER_ADDR:MASTER_PORT")
     return JobEnv(name, rank, size, addr, secret_bytes, serve, job=env.get("TERASCALE_JOB"),
                   timeout=timeout, restart=restart, host_id=env.get("TERASCALE_HOST_ID"),
-                  timeline=env.get("TERASCALE_TIMELINE"))
+                  timeline=env.get("TERASCALE_TIMELINE"), local_rank=local.get("LOCAL_RANK"),
+                  local_size=local.get("LOCAL_WORLD_SIZE"), master=master)

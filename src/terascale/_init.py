@@ -35,7 +35,7 @@ from .communicator import Communicator
 from .rendezvous import RendezvousServer, join
 from .transport import build_mesh
 
-__all__ = ["JobEnv", "init", "joined", "read_env"]
+__all__ = ["JobEnv", "connect", "init", "joined", "read_env"]
 
 log = logging.getLogger("terascale")
 DEFAULT_TIMEOUT = 60.0
@@ -81,30 +81,44 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
                           f"{os.environ.get('TERASCALE_JOB', '')} and closed its communicator; "
                           "a process joins a job once: call terascale.init() once and close "
                           "the communicator at the end")
-    hid = host_id or os.environ.get("TERASCALE_HOST_ID") or socket.gethostname()
     server = None
     if job.serve:
         assert job.rendezvous is not None
         server = RendezvousServer(job.size, job.secret, host="0.0.0.0", port=job.rendezvous[1])
         server.start()
     assert job.rendezvous is not None
+    comm = connect(job.rank, job.size, job.rendezvous, job.secret, timeout=timeout,
+                   host_id=host_id, server=server)
+    log.debug("rank %d of %d joined job %s via %s", comm.rank, comm.size, comm.job, job.launcher)
+    comm = attach_timeline(comm, timeline, merge_at_exit=merge_at_exit)
+    _JOINED[key] = (os.getpid(), weakref.ref(comm))
+    return comm
+
+
+def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
+            timeout: float, host_id: str | None = None,
+            server: RendezvousServer | None = None) -> Communicator:
+    """Join the rendezvous at ``rendezvous`` as ``rank`` of ``size`` and build the mesh.
+
+    The part of :func:`init` that does not read the environment: the ``torch.distributed``
+    backend uses it to join with an address and secret passed through torch's store.
+    ``server`` (the rendezvous server this process runs, if any) lives as long as the
+    communicator. A redundant copy of a worker (its slot taken) exits with status 0.
+    """
+    hid = host_id or os.environ.get("TERASCALE_HOST_ID") or socket.gethostname()
     started = time.monotonic()
     try:
-        who = join(job.rendezvous, job.secret, slot=job.rank, size=job.size, host_id=hid,
-                   timeout=timeout)
+        who = join(rendezvous, secret, slot=rank, size=size, host_id=hid, timeout=timeout)
     except SlotTaken as e:
         print(f"terascale: {e}; exiting (another copy of this worker is running)", file=sys.stderr)
         raise SystemExit(0) from None
-    mesh = build_mesh(who.rank, who.size, who.addrs, who.listener, job.secret, who.job,
+    mesh = build_mesh(who.rank, who.size, who.addrs, who.listener, secret, who.job,
                       started + timeout + 5.0)
     comm = Communicator(rank=who.rank, size=who.size, local_rank=who.local_rank,
                         local_size=who.local_size, mesh=mesh, timeout=timeout, job=who.job,
                         hosts=who.hosts)
     comm._rendezvous_server = server  # type: ignore[attr-defined]  # keep it alive with rank 0
-    log.debug("rank %d of %d joined job %s via %s", who.rank, who.size, who.job, job.launcher)
     _tell_peers_on_crash(comm)
-    comm = attach_timeline(comm, timeline, merge_at_exit=merge_at_exit)
-    _JOINED[key] = (os.getpid(), weakref.ref(comm))
     return comm
 
 

@@ -33,15 +33,17 @@ def _batch(model: str, b: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def throughput_worker(comm: Communicator, impl: str, model_name: str, batch: int, steps: int,
                       warmup: int) -> float:
-    """Seconds per step (slowest rank) of ``impl``: ddp, terascale, half-batch, local-sgd,
-    ps-sync or ps-async."""
+    """Seconds per step (slowest rank) of ``impl``: ddp (torch DDP over gloo), ddp-terascale
+    (the same DDP over the ``"terascale"`` torch.distributed backend), terascale
+    (DistributedOptimizer), half-batch, local-sgd, ps-sync or ps-async."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = make_model(model_name)
     x, y = _batch(model_name, batch, comm.rank)
     sgd = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     step: Callable[[], object]
-    if impl == "ddp":
+    ddp = impl in ("ddp", "ddp-terascale")
+    if ddp:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
 
@@ -51,8 +53,11 @@ def throughput_worker(comm: Communicator, impl: str, model_name: str, batch: int
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
         port = comm.broadcast_object(port)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                                rank=comm.rank, world_size=comm.size)
+        # "terascale" runs on this job's communicator (shared memory or, with one pretend
+        # host per rank, TCP), as DistributedOptimizer does
+        dist.init_process_group("gloo" if impl == "ddp" else "terascale",
+                                init_method=f"tcp://127.0.0.1:{port}", rank=comm.rank,
+                                world_size=comm.size)
         net: torch.nn.Module = DistributedDataParallel(model)
         step = sgd.step
     elif impl.startswith("ps-"):
@@ -83,7 +88,7 @@ def throughput_worker(comm: Communicator, impl: str, model_name: str, batch: int
         F.cross_entropy(net(x), y).backward()
         step()
     elapsed = time.perf_counter() - start
-    if impl == "ddp":
+    if ddp:
         import torch.distributed as dist
 
         dist.destroy_process_group()

@@ -3,7 +3,9 @@
 Three parts, all in one run (``--parts``):
 
 * ``throughput``: samples/s of the same model and per-worker batch, one torch thread per
-  worker, n = 1, 2, 4: torch ``DistributedDataParallel`` over gloo; terascale's
+  worker, n = 1, 2, 4: torch ``DistributedDataParallel`` over gloo and over the
+  ``"terascale"`` torch.distributed backend (``ddp-terascale``, and ``ddp-terascale-tcp``
+  with one pretend host per rank); terascale's
   ``DistributedOptimizer`` with ``auto`` collectives (shared memory on one host) and with
   every rank pretending to be its own host (TCP, what crosses machines); half-batch;
   local SGD (model averaging every 8 steps); the parameter server, sync and async.
@@ -33,7 +35,8 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--workers", default="1,2,4", help="world sizes for throughput")
     p.add_argument("--models", default="cnn,mlp")
     p.add_argument("--impls",
-                   default="ddp,terascale,terascale-tcp,half-batch,local-sgd,ps-sync,ps-async")
+                   default="ddp,ddp-terascale,ddp-terascale-tcp,terascale,terascale-tcp,"
+                           "half-batch,local-sgd,ps-sync,ps-async")
     p.add_argument("--batch", type=int, default=64, help="per-worker batch (throughput)")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
@@ -61,8 +64,9 @@ def _throughput(args: argparse.Namespace) -> list[dict[str, Any]]:
             times: dict[str, list[float]] = {impl: [] for impl in _csv(args.impls)}
             for _ in range(args.repeats):  # interleaved: A B C A B C, against load drift
                 for impl in times:
-                    hosts = [f"h{i}" for i in range(n)] if impl == "terascale-tcp" else None
-                    real = "terascale" if impl == "terascale-tcp" else impl
+                    tcp = impl.endswith("-tcp")  # one pretend host per rank: all over TCP
+                    hosts = [f"h{i}" for i in range(n)] if tcp else None
+                    real = impl[:-4] if tcp else impl
                     t = run_workers(throughput_worker, n, args=(real, model, args.batch,
                                                                 args.steps, args.warmup),
                                     timeout=600, host_ids=hosts)[0]

@@ -16,6 +16,7 @@ import re
 import secrets
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -135,6 +136,13 @@ def _exit_status(code: int) -> int:
     return 128 - code if code < 0 else code  # killed by signal N -> 128 + N, as shells do
 
 
+def _free_port(host: str) -> int:
+    """A port nobody listens on now (the kernel's pick), for torch's rank-0 store."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
 def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str,
                stop: threading.Event) -> tuple[int, int | None, list[bytes]]:
     """One attempt: returns (status, failed rank or None, that rank's last output lines)."""
@@ -144,6 +152,11 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
     procs: list[subprocess.Popen[bytes]] = []
     outputs: list[_Output] = []
     lock = threading.Lock()
+    # torch.distributed's env:// store (MASTER_PORT), as torchrun sets it: a free port of its
+    # own, so that unchanged torch scripts (and the "terascale" backend) start here too.
+    master = (host, _free_port(host))
+    hosts = [None if opts.host_ids is None else opts.host_ids[r % len(opts.host_ids)]
+             for r in range(opts.nprocs)]
     try:
         for rank in range(opts.nprocs):
             env = dict(os.environ)
@@ -151,7 +164,8 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
             env.update(JobEnv(
                 "terascale run", rank, opts.nprocs, (host, port), secret.encode(), job=job,
                 timeout=opts.timeout, restart=attempt, timeline=opts.timeline or None,
-                host_id=None if opts.host_ids is None else opts.host_ids[rank % len(opts.host_ids)],
+                host_id=hosts[rank], master=master, local_rank=hosts[:rank].count(hosts[rank]),
+                local_size=hosts.count(hosts[rank]),
             ).to_environ())
             env["PYTHONUNBUFFERED"] = "1"
             try:

@@ -12,6 +12,10 @@ Gradient averaging with bucketed allreduce overlapped with backward
 1-bit SGD with error feedback), half-batch, model averaging (:class:`ModelAverager`), a
 parameter-server baseline (:class:`ParameterServer`), :class:`DistributedSampler` and the
 large-minibatch recipes (:mod:`terascale.torch.recipes`).
+
+Importing the package registers the ``torch.distributed`` backend ``"terascale"``
+(:mod:`terascale.torch.backend`): ``dist.init_process_group("terascale")`` runs unchanged
+``DistributedDataParallel`` code and every ``dist.*`` collective on terascale.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from __future__ import annotations
 import importlib
 import typing
 
-# Names are imported on first use (PEP 562), so that importing the package (the CLI, the
-# ``terascale bench torch`` parser) does not pay for ``import torch`` until a name is used.
+# Names are imported on first use (PEP 562): the package loads only torch.distributed and
+# the backend (which torch code must find before init_process_group), not every module.
 _WHERE = {
     "DistributedOptimizer": "optimizer", "DistributedSampler": "sampler",
     "GhostBatchNorm": "recipes", "GradualWarmup": "recipes", "ModelAverager": "averaging",
@@ -28,8 +32,11 @@ _WHERE = {
     "allreduce_hook": "hooks", "average_buffers": "averaging", "broadcast_buffers": "broadcast",
     "broadcast_optimizer_state": "broadcast", "broadcast_parameters": "broadcast",
     "clip_grad_norm": "recipes", "fp16_hook": "hooks", "onebit_hook": "hooks",
-    "scale_lr": "recipes",
+    "scale_lr": "recipes", "TerascaleProcessGroup": "backend",
 }
+
+
+from . import backend as _backend  # noqa: E402, F401 (registers the torch.distributed backend)
 
 
 def __getattr__(name: str) -> typing.Any:
@@ -54,6 +61,7 @@ __all__ = [
     "MomentumCorrectedSGD",
     "OneBitState",
     "ParameterServer",
+    "TerascaleProcessGroup",
     "allreduce_hook",
     "average_buffers",
     "broadcast_buffers",

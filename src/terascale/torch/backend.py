@@ -1,0 +1,141 @@
+"""The ``torch.distributed`` backend ``"terascale"``: unchanged torch code on terascale.
+
+``import terascale.torch`` registers it; then, under ``terascale run`` or torchrun::
+
+    import torch.distributed as dist, terascale.torch
+    dist.init_process_group("terascale")        # env:// as with gloo: RANK, MASTER_ADDR, ...
+    model = torch.nn.parallel.DistributedDataParallel(model)
+
+Every ``torch.distributed`` collective runs on a :class:`~terascale.Communicator`: terascale's
+algorithm choice (shared memory on one host, tree or ring over TCP), its deadline on every
+collective (``TERASCALE_TIMEOUT``, or ``init_process_group(timeout=)`` when given) and its
+errors, which name the rank, the peer and the collective, raised instead of a hang.
+
+How a group joins: under ``terascale run`` (or any launcher of ours) the world group reuses
+the job's communicator, the one ``terascale.init()`` and ``terascale.torch`` use, so DDP and
+:class:`~terascale.torch.DistributedOptimizer` share one mesh. Otherwise (torchrun, a
+``tcp://`` init method, ``new_group``) rank 0 of the group starts a rendezvous server and
+passes its address and a fresh secret through torch's own store, which every rank of the
+group already trusts.
+
+Supported: ``all_reduce`` (SUM, AVG, PRODUCT, MIN, MAX), ``broadcast``, ``reduce``,
+``all_gather``, ``all_gather_into_tensor``, ``gather``, ``scatter``, ``reduce_scatter``,
+``reduce_scatter_tensor``, ``all_to_all``, ``all_to_all_single`` (uneven splits too),
+``barrier``, the object collectives built on them, and ``async_op=True`` (``all_reduce``,
+``all_gather`` and ``all_to_all`` progress in the background; the others complete before
+returning their work). bfloat16 is reduced in float32 and rounded once, so every rank gets the
+same bits. Point-to-point ``send``/``recv`` are not offered: terascale is collective-only.
+CPU tensors; accelerator tensors go through host memory.
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+import socket
+from typing import Any
+
+import torch.distributed as dist
+
+from .._env import read_env
+from .._errors import ConfigError
+from .._init import connect, init, joined
+from ..communicator import Communicator
+from ..rendezvous import RendezvousServer
+from ._pg import TerascaleProcessGroup
+
+__all__ = ["BACKEND", "TerascaleProcessGroup", "register"]
+
+BACKEND = "terascale"
+
+
+def register() -> None:
+    """Register the backend with ``torch.distributed`` (idempotent; importing the package does it)."""
+    if BACKEND.upper() in dist.Backend._plugins:
+        return
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu", "cuda"])
+
+
+def _create(opts: Any, _backend_options: Any) -> TerascaleProcessGroup:
+    rank, size = int(opts.group_rank), int(opts.group_size)
+    timeout = _seconds(opts.timeout)
+    comm, owned = _communicator(opts.store, rank, size, list(opts.global_ranks_in_group),
+                                timeout)
+    return TerascaleProcessGroup(comm, owned=owned)
+
+
+def _seconds(timeout: datetime.timedelta | None) -> float | None:
+    """torch's timeout, or None where it is torch's default (terascale's own applies then)."""
+    from torch.distributed.constants import default_pg_timeout
+
+    if timeout is None or timeout == default_pg_timeout or timeout.total_seconds() <= 0:
+        return None
+    return float(timeout.total_seconds())
+
+
+def _communicator(store: Any, rank: int, size: int, members: list[int],
+                  timeout: float | None) -> tuple[Communicator, bool]:
+    """The communicator of one group, and whether the process group owns (closes) it."""
+    whole = members in ([], list(range(size)))
+    if whole:
+        comm = joined()
+        if comm is not None and (comm.rank, comm.size) == (rank, size):
+            return comm, False
+        job = read_env()
+        if job is not None and job.launcher != "torchrun" and (job.rank, job.size) == (rank, size):
+            # one of our launchers: the job's own communicator, shared with terascale.torch
+            return init(timeout=timeout), False
+    if size == 1:
+        return (Communicator() if timeout is None else Communicator(timeout=timeout)), True
+    return _join_through_store(store, rank, size, timeout), True
+
+
+def _join_through_store(store: Any, rank: int, size: int, timeout: float | None) -> Communicator:
+    from .._env import read_timeout
+    from .._init import DEFAULT_TIMEOUT
+
+    limit = timeout if timeout is not None else read_timeout(default=DEFAULT_TIMEOUT)
+    server = None
+    if rank == 0:
+        secret = secrets.token_hex(16)
+        server = RendezvousServer(size, secret.encode(), host="0.0.0.0", port=0).start()
+        address = f"{_reachable_host(store)}:{server.address[1]}"
+        store.set("terascale/rendezvous", address)
+        store.set("terascale/secret", secret)
+    try:
+        store.set_timeout(datetime.timedelta(seconds=limit))
+        address = store.get("terascale/rendezvous").decode()
+        secret = store.get("terascale/secret").decode()
+    except Exception as e:  # the store raises RuntimeError/DistStoreError; say what we waited for
+        if server is not None:
+            server.close()
+        raise ConfigError(f"rank {rank} of {size}: the terascale backend could not read the "
+                          f"rendezvous address from torch's store within {limit:g} s ({e})"
+                          ) from None
+    host, _, port = address.rpartition(":")
+    return connect(rank, size, (host, int(port)), secret.encode(), timeout=limit, server=server)
+
+
+def _reachable_host(store: Any) -> str:
+    """An address of this host that the other ranks reach: the one that routes to the store."""
+    base = getattr(store, "underlying_store", store)
+    while hasattr(base, "underlying_store"):  # PrefixStore over PrefixStore over TCPStore
+        base = base.underlying_store
+    target = getattr(base, "host", None)
+    if not target:
+        try:
+            job = read_env()
+        except ConfigError:
+            job = None
+        target = job.master[0] if job is not None and job.master is not None else None
+    if target:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.connect((target, 9))  # no packet is sent: this only picks the route
+                return str(s.getsockname()[0])
+        except OSError:
+            pass
+    return "127.0.0.1"
+
+
+register()

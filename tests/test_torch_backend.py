@@ -1,0 +1,320 @@
+"""The torch.distributed backend "terascale": DDP bitwise equal to gloo, every collective
+against gloo's result, errors that name the collective; real workers throughout."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "ddp_backend.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _example() -> Any:
+    spec = importlib.util.spec_from_file_location("ddp_backend", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_ddp_on_terascale_is_bitwise_gloo_and_single_process_sgd(tmp_path: Path) -> None:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
+    steps = "12"
+    runs = {  # torchrun: the backend joins through torch's store; terascale run sets env://
+        "terascale": [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                      "--master-port", str(_free_port()), str(EXAMPLE), "--backend",
+                      "terascale"],
+        "gloo": [sys.executable, "-m", "terascale", "run", "-n", "2", "--timeout", "60",
+                 sys.executable, str(EXAMPLE), "--backend", "gloo"],
+    }
+    params = {}
+    for name, cmd in runs.items():
+        out_file = tmp_path / f"{name}.pt"
+        out = subprocess.run([*cmd, "--steps", steps, "--out", str(out_file)],
+                             capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert f"{name}: 2 workers" in out.stdout
+        params[name] = torch.load(out_file)
+    ours, gloo = params["terascale"], params["gloo"]
+    assert ours.keys() == gloo.keys()
+    for k in ours:
+        assert torch.equal(ours[k], gloo[k]), k  # bit for bit
+
+    # One process, SGD on the union of the two workers' batches: the same math.
+    ex = _example()
+    net = ex.model()
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    x, y = ex.data()
+    for step in range(int(steps)):
+        lo = step * 32 % len(x)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(net(x[lo:lo + 32]), y[lo:lo + 32]).backward()
+        opt.step()
+    for k, v in net.state_dict().items():
+        torch.testing.assert_close(ours[k], v, rtol=1e-5, atol=1e-6)
+    assert not all(torch.equal(ours[k], v) for k, v in ex.model().state_dict().items())
+
+
+def _collectives(comm: Any, port: int) -> dict[str, Any]:
+    import torch.distributed as dist
+
+    import terascale.torch  # noqa: F401
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=comm.rank,
+                            world_size=comm.size)
+    ours = dist.new_group(backend="terascale")  # the job's communicator, reused
+    gloo = dist.new_group(backend="gloo")
+    pair = dist.new_group([0, 2], backend="terascale")  # joins through torch's store
+    r, n = comm.rank, comm.size
+    results: dict[str, Any] = {"name": dist.get_backend(ours)}
+
+    def both(name: str, fn: Any) -> None:
+        a, b = fn(ours), fn(gloo)
+        results[name] = (a, b)
+
+    # Small integers as floats: sums are exact, so any reduction order gives gloo's bits.
+    def vec(dtype: Any = torch.float32) -> Any:
+        return (torch.arange(6, dtype=torch.float32) * (r + 1) - r).to(dtype)
+
+    for op in ("SUM", "PRODUCT", "MIN", "MAX"):
+        for dtype in (torch.float32, torch.float64, torch.int64, torch.float16, torch.bfloat16):
+            def ar(g: Any, op: str = op, dtype: Any = dtype) -> Any:
+                t = vec(dtype)
+                dist.all_reduce(t, op=getattr(dist.ReduceOp, op), group=g)
+                return t
+            both(f"all_reduce {op} {dtype}", ar)
+
+    def avg(g: Any) -> Any:
+        t = vec()
+        if g is ours:
+            dist.all_reduce(t, op=dist.ReduceOp.AVG, group=g)
+        else:  # gloo has no AVG: what it means
+            dist.all_reduce(t, group=g)
+            t /= n
+        return t
+    both("all_reduce AVG", avg)
+
+    def strided(g: Any) -> Any:
+        t = torch.arange(12, dtype=torch.float32).reshape(3, 4).t() + r  # not contiguous
+        dist.all_reduce(t, group=g)
+        return t
+    both("all_reduce strided", strided)
+
+    def asynchronous(g: Any) -> Any:
+        ts = [vec() + i for i in range(3)]
+        works = [dist.all_reduce(t, group=g, async_op=True) for t in ts]
+        for w in reversed(works):  # any order
+            w.wait()
+        return ts
+    both("all_reduce async", asynchronous)
+
+    def bcast(g: Any) -> Any:
+        t = vec(torch.bfloat16) + 0.125
+        dist.broadcast(t, src=1, group=g)
+        return t
+    both("broadcast bf16", bcast)
+
+    def reduce(g: Any) -> Any:
+        t = vec()
+        dist.reduce(t, dst=2, group=g)
+        return t if r == 2 else None
+    both("reduce", reduce)
+
+    def gather_list(g: Any) -> Any:
+        out = [torch.empty(2, 3) for _ in range(n)]
+        dist.all_gather(out, vec().reshape(2, 3), group=g)
+        return out
+    both("all_gather", gather_list)
+
+    def gather_tensor(g: Any) -> Any:
+        out = torch.empty(n * 6, dtype=torch.bfloat16)
+        dist.all_gather_into_tensor(out, vec(torch.bfloat16), group=g)
+        return out
+    both("all_gather_into_tensor", gather_tensor)
+
+    def gather(g: Any) -> Any:
+        out = [torch.empty(6) for _ in range(n)] if r == 1 else None
+        dist.gather(vec(), out, dst=1, group=g)
+        return out
+
+    def scatter(g: Any) -> Any:
+        out = torch.empty(4)
+        parts = [torch.full((4,), 10.0 * j + 1) for j in range(n)] if r == 0 else None
+        dist.scatter(out, parts, src=0, group=g)
+        return out
+    both("gather", gather)
+    both("scatter", scatter)
+
+    def rs_tensor(g: Any) -> Any:
+        out = torch.empty(2)
+        dist.reduce_scatter_tensor(out, torch.arange(2.0 * n) + r, group=g)
+        return out
+    both("reduce_scatter_tensor", rs_tensor)
+
+    def rs_list(g: Any) -> Any:
+        out = torch.empty(3)
+        dist.reduce_scatter(out, [torch.full((3,), float(r + j)) for j in range(n)],
+                            op=dist.ReduceOp.MAX, group=g)
+        return out
+    # gloo's reduce_scatter takes only tensors it can flatten; compare against its allreduce
+    a = rs_list(ours)
+    full = torch.stack([torch.full((3,), float(k + r)) for k in range(n)])
+    dist.all_reduce(full, op=dist.ReduceOp.MAX, group=gloo)
+    results["reduce_scatter"] = (a, full[r])
+
+    def a2a_single(g: Any) -> Any:
+        out = torch.empty(n * 2)
+        dist.all_to_all_single(out, torch.arange(n * 2.0) + 100 * r, group=g)
+        return out
+    both("all_to_all_single", a2a_single)
+
+    def a2a_uneven(g: Any) -> Any:
+        # rank r sends j + 1 rows of 2 to rank j, so it receives r + 1 rows from each
+        ins = [j + 1 for j in range(n)]
+        src = torch.arange(2.0 * sum(ins)).reshape(-1, 2) + 1000 * r
+        out = torch.empty(n * (r + 1), 2)
+        dist.all_to_all_single(out, src, [r + 1] * n, ins, group=g)
+        return out
+    both("all_to_all_single uneven", a2a_uneven)
+
+    def a2a_list(g: Any) -> Any:
+        outs = [torch.empty(r + 1, dtype=torch.int64) for _ in range(n)]
+        dist.all_to_all(outs, [torch.full((j + 1,), 10 * r + j) for j in range(n)], group=g)
+        return outs
+    results["all_to_all"] = (a2a_list(ours), [torch.full((r + 1,), 10 * k + r)
+                                              for k in range(n)])
+
+    def objects(g: Any) -> Any:
+        got: list[Any] = [None] * n
+        dist.all_gather_object(got, {"rank": r, "text": "x" * r}, group=g)
+        box = [{"from": r}, r * 1.5]
+        dist.broadcast_object_list(box, src=2, group=g)
+        return got, box
+    both("objects", objects)
+    dist.barrier(group=ours)
+
+    if pair is not None and pair != dist.GroupMember.NON_GROUP_MEMBER:
+        t = torch.full((3,), float(r + 1))
+        dist.all_reduce(t, group=pair)
+        results["pair"] = t.tolist()
+    dist.destroy_process_group()
+    return {k: _plain(v) for k, v in results.items()}
+
+
+def _plain(x: Any) -> Any:
+    """Tensors as (dtype, raw bytes, shape): picklable without torch's shared memory, and
+    compared bit for bit."""
+    if isinstance(x, torch.Tensor):
+        return (str(x.dtype), x.contiguous().view(-1).view(torch.uint8).tolist(), tuple(x.shape))
+    if isinstance(x, (list, tuple)):
+        return type(x)(_plain(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return x
+
+
+def test_every_collective_matches_gloo() -> None:
+    from terascale.testing import run_workers
+
+    per_rank = run_workers(_collectives, 3, args=(_free_port(),), timeout=240)
+    for rank, res in enumerate(per_rank):
+        assert res.pop("name") == "terascale"
+        assert res.pop("pair", None) == ([4.0] * 3 if rank in (0, 2) else None)
+        add = res["all_reduce SUM torch.float32"][0]
+        assert add[0] == "torch.float32" and add[2] == (6,)
+        assert len(res) > 25
+        for name, (ours, gloo) in res.items():
+            assert ours == gloo, (rank, name, ours, gloo)
+
+
+def _mismatch(comm: Any, port: int) -> str:
+    import torch.distributed as dist
+
+    import terascale.torch  # noqa: F401
+
+    dist.init_process_group("terascale", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=comm.rank, world_size=comm.size)
+    t = torch.ones(3 + comm.rank)  # the ranks disagree on the shape
+    try:
+        dist.all_reduce(t)
+    except Exception as e:  # noqa: BLE001 (what torch hands the caller is the point)
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+
+def test_a_mismatch_is_an_error_naming_the_collective_not_a_hang() -> None:
+    from terascale.testing import run_workers
+
+    outcomes = run_workers(_mismatch, 2, args=(_free_port(),), timeout=120,
+                           collective_timeout=20)
+    for text in outcomes:
+        assert text.startswith("CollectiveMismatch") and "allreduce" in text, text
+
+
+def test_terascale_run_sets_torchrun_variables() -> None:
+    code = ("import os; print(' '.join(os.environ[k] for k in ('RANK', 'WORLD_SIZE', "
+            "'LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT')))")
+    out = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", "--no-prefix",
+                          sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT, env=dict(os.environ,
+                                                        PYTHONPATH=str(ROOT / "src")))
+    assert out.returncode == 0, out.stderr
+    lines = sorted(out.stdout.split("\n")[:2])
+    assert [ln.split()[:5] for ln in lines] == [["0", "2", "0", "2", "127.0.0.1"],
+                                                ["1", "2", "1", "2", "127.0.0.1"]]
+    assert lines[0].split()[5] == lines[1].split()[5]
+
+
+def _fsdp(comm: Any, port: int, backend: str) -> list[Any]:
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    import terascale.torch  # noqa: F401
+
+    torch.set_num_threads(1)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=comm.rank,
+                            world_size=comm.size)
+    mesh = init_device_mesh("cpu", (comm.size,))
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    for layer in (net[0], net[2], net):
+        fully_shard(layer, mesh=mesh)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(comm.rank)
+    for _ in range(4):
+        x = torch.randn(16, 8, generator=g)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(net(x), x.sum(1, keepdim=True)).backward()
+        opt.step()
+    shards = {k: _plain(v.to_local()) for k, v in net.state_dict().items()}
+    dist.destroy_process_group()
+    return [shards]
+
+
+def test_fsdp2_on_cpu_matches_gloo() -> None:
+    """fully_shard (FSDP2) trains on the backend: all_gather_into_tensor and
+    reduce_scatter_tensor, asynchronous, bit for bit gloo's shards."""
+    from terascale.testing import run_workers
+
+    ours = run_workers(_fsdp, 2, args=(_free_port(), "terascale"), timeout=180)
+    gloo = run_workers(_fsdp, 2, args=(_free_port(), "gloo"), timeout=180)
+    assert ours == gloo
+    assert ours[0] != ours[1]  # each rank holds its own shard
