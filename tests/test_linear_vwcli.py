@@ -152,6 +152,9 @@ def test_vw_flags_terascale_does_not_have_are_refused_clearly(data, capfd):
     assert code == 2 and "--link glf1" in err
     code, _, err = _ts(capfd, "train", f, "-t")
     assert code == 2 and "give -i MODEL" in err
+    _vw("-d", "a.vw", "-f", "vw.model", cwd=str(data))
+    code, _, err = _ts(capfd, "predict", f, "-i", str(data / "vw.model"))
+    assert code == 2 and "a Vowpal Wabbit 9" in err and "reads its own models" in err
     code, _, err = _ts(capfd, "train", "--loss_function", "quantile", f)
     assert code == 2 and "--loss/--loss_function must be one of" in err
 

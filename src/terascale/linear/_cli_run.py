@@ -60,6 +60,27 @@ def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
         raise ConfigError(f"{flag} {path}: directory {d} is not writable")
 
 
+def _load(path: str) -> Any:
+    """A terascale model; a Vowpal Wabbit binary model is named as one, with what to do."""
+    from ._model import LinearModel
+
+    try:
+        return LinearModel.load(path)
+    except DataError as e:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(16)
+        except OSError:
+            raise e from None
+        n = int.from_bytes(head[:4], "little") if len(head) >= 4 else 0
+        if 0 < n <= 12 and head[4:4 + n - 1].replace(b".", b"").isdigit():  # VW's header
+            raise DataError(f"{path}: a Vowpal Wabbit {head[4:4 + n - 1].decode()} model; "
+                            f"terascale reads its own models only: train the model with "
+                            f"terascale linear train (VW's flags work), or keep using "
+                            f"vowpalwabbit for this one") from None
+        raise
+
+
 def _link(args: argparse.Namespace, default: str) -> str:
     how = args.link or default
     if how not in ("identity", "logistic"):
@@ -90,7 +111,7 @@ def train(args: argparse.Namespace) -> int:
                           "each worker learns from its own shard; train with -n N, then "
                           "`terascale linear predict DATA -i MODEL -p FILE`")
     if args.initial:
-        initial = LinearModel.load(args.initial)  # a bad model fails here, once
+        initial = _load(args.initial)  # a bad model fails here, once
         _follow_model(options, initial, args)
     from ._train import TrainOptions
 
@@ -207,12 +228,11 @@ def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool) -> np.ndarray:
 
 def _test_only(args: argparse.Namespace, paths: list[str], how: str) -> int:
     """VW's -t: predictions of -i's model, no learning; the average loss on stderr."""
-    from ._model import LinearModel
 
     if not args.initial:
         raise ConfigError("-t (test only) predicts with a trained model: give -i MODEL")
     _check_output(args.predictions, "-p")
-    model = LinearModel.load(args.initial)
+    model = _load(args.initial)
     total = np.zeros(3)
     with _Output(args.predictions) as out:
         for blk, raw in model.predict_blocks(paths):  # streamed: any file size
@@ -264,11 +284,10 @@ class _Output:
 
 
 def predict(args: argparse.Namespace) -> int:
-    from ._model import LinearModel
 
     paths = _inputs(args)
     _check_output(args.predictions, "-p")
-    model = LinearModel.load(args.initial)
+    model = _load(args.initial)
     how = _link(args, "identity" if args.raw or model.loss != "logistic" else "logistic")
     if args.raw and args.link == "logistic":
         raise ConfigError("--raw and --link logistic exclude each other")
@@ -279,10 +298,9 @@ def predict(args: argparse.Namespace) -> int:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    from ._model import LinearModel
 
     t0 = time.perf_counter()
-    model = LinearModel.load(args.initial)
+    model = _load(args.initial)
     m = model.evaluate(list(args.data))
     if not m["examples"]:
         raise DataError(f"{', '.join(args.data)}: no labelled examples to evaluate on "
