@@ -105,10 +105,12 @@ class TrainOptions:
 
     @property
     def standardized(self) -> bool:
-        """Whether the batch objective is the one on standardized numeric columns: measured
-        on a census-style table (raw columns up to ~1e5), test AUC equals the raw objective's
-        at l2 = 1 and beats it as l2 grows (0.8924 vs 0.8872 at l2 = 100), since the l2 term
-        then treats every column alike; other formats keep VW's raw objective."""
+        """Whether the batch objective is the one on standardized numeric columns. Measured
+        with ``--bfgs 20``: on a census-style table (raw columns up to ~1e5) test AUC equals
+        the raw objective's at l2 = 1 and beats it as l2 grows (0.8924 vs 0.8872 at
+        l2 = 100); on breast_cancer as CSV (columns 1e-3..4e3) 0.9948 vs 0.9888 at l2 = 1,
+        0.9805 vs 0.9663 at l2 = 100: the l2 term then treats every column alike. So CSV
+        input standardizes by default; other formats keep VW's raw objective."""
         return self.normalize == "std" or (self.normalize == "auto" and self.format == "csv")
 
     @property
