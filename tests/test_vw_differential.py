@@ -235,3 +235,31 @@ def test_passes_stop_early_on_the_holdout_loss_as_vw(tmp_path):
     m = train([path], loss="logistic", passes=20, learning_rate=4.0, cache_dir="")
     assert m.info["online_passes"] < 20
     np.testing.assert_allclose(m.decision_function(path), theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("passes", [1, 3])
+def test_dense_standardized_data_tracks_vw(tmp_path, passes):
+    # one and three passes (VW's default holdout: every 10th example) on dense standard
+    # normal features: the same test predictions, hence the same AUC
+    from terascale.linear import auc
+    from terascale.linear.synthetic import write_dense
+
+    tr, te = write_dense(str(tmp_path / "tr.vw"), str(tmp_path / "te.vw"), n_train=4000,
+                         n_test=1000)
+    model = str(tmp_path / "vw.model")
+    extra = ["--passes", str(passes), "-c", "-k"] if passes > 1 else []
+    pyvw.Workspace(arg_list=["--quiet", "-d", tr, "-f", model, "--loss_function",
+                             "logistic", *extra]).finish()
+    ws = pyvw.Workspace(arg_list=["--quiet", "-t", "-i", model])
+    theirs, labels = [], []
+    for line in open(te):
+        ex = ws.parse(line.rstrip("\n"))
+        ws.predict(ex)
+        theirs.append(ex.get_partial_prediction())
+        labels.append(1.0 if line.startswith("1") else -1.0)
+        ws.finish_example(ex)
+    ws.finish()
+    mine = train([tr], loss="logistic", passes=passes, cache_dir="").decision_function(te)
+    np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
+    assert auc(np.array(labels), mine) == pytest.approx(auc(np.array(labels),
+                                                            np.array(theirs)), abs=1e-6)

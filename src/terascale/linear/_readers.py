@@ -332,16 +332,20 @@ def shard_files(paths: Sequence[str], k: int, n: int) -> list[tuple[str, tuple[i
 def parse_lines(lines: Iterable[str | bytes], *, format: str = "vw", bits: int = 18,
                 quadratic: Sequence[str] = (), label: str = "label",
                 categorical: Sequence[str] = (), ignore: Sequence[str] = (),
-                skip_bad: bool = False, constant: bool = True) -> Dataset:
+                skip_bad: bool = False, constant: bool = True, cubic: Sequence[str] = (),
+                interactions: Sequence[str] = (), keep: Sequence[str] = (),
+                ignore_linear: Sequence[str] = ()) -> Dataset:
     """In-memory data from text lines (for Spark/Ray partitions and tests).
 
     >>> d = parse_lines(["1 |a x y:2", "-1 |a z"], bits=18)
     >>> len(d), d.n_features
     (2, 5)
     """
-    opts = ParseOptions(format=format, bits=bits, quadratic=tuple(quadratic), label=label,
-                        categorical=tuple(categorical), ignore=tuple(ignore),
-                        skip_bad=skip_bad, constant=constant)
+    opts = ParseOptions(format=format, bits=bits, quadratic=tuple(quadratic),
+                        cubic=tuple(cubic), interactions=tuple(interactions), label=label,
+                        categorical=tuple(categorical), ignore=tuple(ignore), keep=tuple(keep),
+                        ignore_linear=tuple(ignore_linear), skip_bad=skip_bad,
+                        constant=constant)
     parts = [ln.encode() if isinstance(ln, str) else bytes(ln) for ln in lines]
     data = b"\n".join(p.rstrip(b"\n") for p in parts)
     buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)

@@ -48,8 +48,8 @@ from ._store import (
 __all__ = ["Source", "fit_rdd", "numeric_columns", "train_linear"]
 
 # Options that decide how text becomes features (terascale.linear.ParseOptions).
-_PARSE_KEYS = ("format", "bits", "quadratic", "label", "categorical", "ignore", "skip_bad",
-               "constant")
+_PARSE_KEYS = ("format", "bits", "quadratic", "cubic", "interactions", "label", "categorical",
+               "ignore", "keep", "ignore_linear", "skip_bad", "constant")
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,8 @@ def train_linear(data: Any, *, num_workers: int | None = None, column: str | Non
     parse = {k: options.pop(k) for k in _PARSE_KEYS if k in options}
     fmt = parse.setdefault("format", "vw")
     parse.setdefault("bits", ParseOptions().bits)
-    for k in ("quadratic", "categorical", "ignore"):
+    for k in ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
+              "ignore_linear"):
         if isinstance(parse.get(k), str):
             parse[k] = (parse[k],)
         elif k in parse:
