@@ -36,10 +36,6 @@ SRC = ROOT / "src"
 
 # (importer, imported) -> why it is still there and who removes it.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("terascale.engines._spark_linear", "terascale.engines.spark._check_cluster"):
-        "Spark is consolidated into one package by helper `spark`",
-    ("terascale.spark", "terascale.engines._spark_linear"):
-        "Spark is consolidated into one package by helper `spark`",
     ("terascale.bench.failures", "terascale.transport._frames"):
         "kept: the failure benchmark times the private frame codec itself (a micro-benchmark "
         "of the wire format's header check); nothing else outside transport/ uses it",

@@ -1,4 +1,4 @@
-"""``terascale bench costs`` and ``terascale bench failures`` at tiny scale (real workers)."""
+"""``terascale bench costs``, ``failures`` and ``engines`` at tiny scale (real workers)."""
 
 from __future__ import annotations
 
@@ -28,9 +28,17 @@ def test_failures_detected_and_timed(tmp_path) -> None:
     assert report["mismatch"]["raised"] == ["CollectiveMismatch"]
 
 
+def test_engines_local_row(tmp_path) -> None:
+    out = tmp_path / "engines.json"
+    assert main(["bench", "engines", "--only", "local", "--reps", "1", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["engine"].startswith("terascale run") and row["failed"] > 0 and row["clean"] > 0
+
+
 @pytest.mark.parametrize("argv, flag", [(["costs", "--sizes", "6"], "--sizes"),
                                         (["costs", "--n", "1"], "--n"),
-                                        (["failures", "--algorithms", "bogus"], "--algorithms")])
+                                        (["failures", "--algorithms", "bogus"], "--algorithms"),
+                                        (["engines", "--only", "linear,ray"], "--only")])
 def test_bad_options_name_the_flag(argv: list[str], flag: str, capsys) -> None:
     assert main(["bench", *argv]) == 2
     assert flag in capsys.readouterr().err

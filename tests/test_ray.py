@@ -12,7 +12,7 @@ ray = pytest.importorskip("ray")
 
 import terascale  # noqa: E402
 import terascale.ray  # noqa: E402
-from terascale.engines._jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
+from terascale.engines.jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -15,7 +15,7 @@ pyspark = pytest.importorskip("pyspark")
 
 import terascale  # noqa: E402
 import terascale.spark  # noqa: E402
-from terascale.engines._jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
+from terascale.engines.jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
 
 
 @pytest.fixture(scope="module")

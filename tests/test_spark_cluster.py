@@ -12,7 +12,7 @@ pytestmark = pytest.mark.spark
 pyspark = pytest.importorskip("pyspark")
 
 import terascale.spark  # noqa: E402
-from terascale.engines._jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
+from terascale.engines.jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import importlib
 __all__ = ["add_parser"]
 
 _KINDS = ("terascale.bench.allreduce", "terascale.bench.costs", "terascale.bench.linear",
-          "terascale.bench.torch", "terascale.bench.failures")
+          "terascale.bench.torch", "terascale.bench.failures", "terascale.bench.engines")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -9,7 +9,9 @@ each worker reads and caches its data before it joins the allreduce (delayed
 initialization), and a failure restarts the whole job from its last checkpoint.
 
 * :mod:`terascale.engines.spark` -- barrier execution mode (``terascale.spark``);
-* :mod:`terascale.engines.ray` -- actors in a placement group (``terascale.ray``).
+* :mod:`terascale.engines.ray` -- actors in a placement group (``terascale.ray``);
+* :mod:`terascale.engines.jobs` -- reference jobs (an allreduce, a checkpointed loop that
+  fails once on demand) that every engine runs in the tests and ``terascale bench engines``.
 
 Neither pyspark nor ray is imported until one of their functions is called.
 """

@@ -1,4 +1,5 @@
-"""Reference jobs for the engine adapters' tests, examples and benchmarks.
+"""Reference jobs for the engine adapters' tests, examples and benchmarks (public, so that
+``terascale bench engines`` and user tests of their own cluster can run them).
 
 They live in the package (not in the test files) because Spark executors and Ray workers
 unpickle a job function by importing its module, and the test directory is not importable

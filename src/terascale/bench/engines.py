@@ -1,13 +1,16 @@
-"""Engine overheads: start-up, per-job and recovery time of terascale on Spark and Ray,
-next to the local launcher ``terascale run``. Every engine runs the same two jobs from
-``terascale.engines._jobs`` on 2 workers:
+"""``terascale bench engines``: start-up, per-job and recovery time of terascale on Spark and
+Ray, next to the local launcher ``terascale run``. Every engine runs the same two jobs from
+:mod:`terascale.engines.jobs` on 2 workers:
 
 * ``allreduce_job``: join, one allreduce of 1000 doubles, leave (pure orchestration cost);
 * ``checkpointed_job``: 8 checkpointed gradient steps, clean and with one failure after
   step 4 (recovery = failed run minus clean run; the failure kind is the engine's own:
   a killed worker process, a task exception, a SIGKILLed executor JVM, a killed actor).
 
-    python benchmarks/engines_overhead.py [--reps 5] [--json out.json]
+    terascale bench engines [--reps 5] [--only local,spark,cluster,ray] [--json out.json]
+    terascale bench engines --only linear [--lines 400000]   # train_linear: Spark vs local
+
+Each engine runs in a fresh process (its start-up includes the JVM or Ray).
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from terascale.engines._jobs import Fault, allreduce_job, checkpointed_job
-from terascale.engines.spark import check_cluster
+from .._errors import ConfigError
+from ..engines.jobs import Fault, allreduce_job, checkpointed_job
+
+__all__ = ["add_bench_parser"]
 
 N = 2
+ENGINES = ("local", "spark", "cluster", "ray")
 
 
 def _timed(fn: Callable[[], Any]) -> float:
@@ -46,12 +52,13 @@ def _recovery(run: Callable[..., Any], kind: str, tmp: str) -> tuple[float, floa
 
 
 def local(reps: int) -> dict[str, Any]:
-    code = ("import sys; from terascale.engines._jobs import *; "
+    code = ("import sys; from terascale.engines.jobs import *; "
             "f = Fault(rank=1, step=4, marker=sys.argv[2], kind='exit') if sys.argv[2] else None; "
             "checkpointed_job(sys.argv[1], 8, fault=f) if sys.argv[1] else allreduce_job()")
 
     def launch(*args: str, restarts: int = 0) -> None:
-        subprocess.run(["terascale", "run", "-n", str(N), "--max-restarts", str(restarts),
+        subprocess.run([sys.executable, "-m", "terascale", "run", "-n", str(N),
+                        "--max-restarts", str(restarts),
                         sys.executable, "-c", code, *args], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -69,6 +76,7 @@ def spark(master: str, kind: str, reps: int) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
     import terascale.spark
+    from terascale.engines.spark import check_cluster
 
     t = time.perf_counter()
     session = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
@@ -133,7 +141,7 @@ def linear(reps: int, lines: int = 100_000) -> dict[str, Any]:
     from terascale.linear import train
     from terascale.testing import run_workers
 
-    opts = {"bits": 18, "passes": 2, "bfgs": 10, "cache_dir": ""}
+    opts: dict[str, Any] = {"bits": 18, "passes": 2, "bfgs": 10, "cache_dir": ""}
     out: dict[str, Any] = {"lines": lines}
     with tempfile.TemporaryDirectory() as tmp:
         files = [f"{tmp}/part-{k}.vw" for k in range(N)]
@@ -171,24 +179,36 @@ def linear(reps: int, lines: int = 100_000) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--only", default="local,spark,cluster,ray",
-                    help="comma list of local, spark, cluster, ray; or linear alone")
-    ap.add_argument("--lines", type=int, default=400_000, help="--only linear: data size")
-    args = ap.parse_args()
-    only = args.only.split(",")
+def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``engines`` to the ``terascale bench`` subcommands."""
+    p = kinds.add_parser("engines", help="start-up, per-job and recovery time on Spark and Ray",
+                         description=__doc__.split("\n")[0])
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--json", default=None, metavar="OUT.json")
+    p.add_argument("--only", default=",".join(ENGINES),
+                   help="comma list of local, spark, cluster, ray; or linear alone")
+    p.add_argument("--lines", type=int, default=400_000, help="--only linear: data size")
+    p.set_defaults(func=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    only = [o for o in args.only.split(",") if o]
+    bad = sorted(set(only) - set(ENGINES) - {"linear"})
+    if bad or not only or ("linear" in only and len(only) > 1):
+        raise ConfigError(f"--only: {args.only!r}: use a comma list of {', '.join(ENGINES)}, "
+                          "or linear alone")
+    if args.reps < 1:
+        raise ConfigError(f"--reps: {args.reps} must be at least 1")
     load = os.getloadavg()[0]
     rows = []
     if len(only) > 1:  # each engine in a fresh process: start-up includes the JVM / Ray
         for name in only:
             with tempfile.NamedTemporaryFile(suffix=".json") as out:
-                subprocess.run([sys.executable, __file__, "--reps", str(args.reps), "--only",
-                                name, "--json", out.name], check=True,
+                subprocess.run([sys.executable, "-m", "terascale", "bench", "engines", "--reps",
+                                str(args.reps), "--only", name, "--json", out.name], check=True,
                                stdout=subprocess.DEVNULL)
-                rows += json.load(open(out.name))["rows"]
+                with open(out.name) as f:
+                    rows += json.load(f)["rows"]
     elif only == ["local"]:
         rows.append(local(args.reps))
     elif only == ["spark"]:
@@ -197,7 +217,7 @@ def main() -> None:
         rows.append(spark("local-cluster[2,1,1024]", "executor", args.reps))
     elif only == ["ray"]:
         rows.append(ray_engine(args.reps))
-    elif only == ["linear"]:
+    else:
         r = linear(args.reps, args.lines)
         print(f"train_linear, {r['lines']} VW lines in {N} files, bits 18, 2 passes + 10 "
               f"L-BFGS, medians of {args.reps}: {N} local processes {r['local']:.2f} s; "
@@ -205,7 +225,10 @@ def main() -> None:
               f"(x{r['spark_files'] / r['local']:.2f}), from a cached DataFrame "
               f"{r['spark_df']:.2f} s (x{r['spark_df'] / r['local']:.2f}); "
               f"same model bitwise (files): {r['same_model']}")
-        return
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(r, f, indent=1)
+        return 0
     base = rows[0]["job"] if rows and only[0] == "local" else None
     print(f"load average at start: {load:.1f}")
     print("| engine | start-up s | first job s | per job s (median) | x local | "
@@ -219,7 +242,4 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"load": load, "rows": rows}, f, indent=1)
-
-
-if __name__ == "__main__":
-    main()
+    return 0
