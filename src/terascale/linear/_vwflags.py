@@ -37,7 +37,8 @@ _BANDIT = "contextual bandits are not part of terascale: use vowpalwabbit"
 _UPDATE = ("terascale's online update is VW's default (adaptive, normalized, invariant, all "
            "three); VW flags that choose another rule are not supported")
 _CLUSTER = ("VW's cluster mode is replaced by terascale's own: `terascale linear train -n N` "
-            "on one host, `terascale run` / Spark / Ray beyond it")
+            "on one host, `terascale run` / Spark / Ray beyond it (to run vowpalwabbit's "
+            "own cluster mode, `terascale span-server` is its spanning-tree daemon)")
 _FEATURES = ("feature generation beyond -q/--interactions is not supported: write the "
              "features into the data")
 
