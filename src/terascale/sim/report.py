@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError
-from .._units import format_time, parse_rate, parse_size, parse_time
+from .._units import format_rate, format_size, format_time, parse_rate, parse_size, parse_time
 from ..collectives.registry import ALLREDUCE
 from .model import CostParams, predict
 from .simulator import simulate, straggler_delays
@@ -58,8 +58,8 @@ def run_simulate(args: argparse.Namespace) -> dict[str, Any]:
             raise ConfigError(f"--fail: cannot read {args.fail!r} (e.g. 17@10ms)") from None
         if not 0 <= fail[0] < p:
             raise ConfigError(f"--fail: rank {fail[0]} is not in 0..{p - 1}")
-    print(f"allreduce of {m / 1e6:g} MB over {nodes} node(s) x {q} worker(s), link "
-          f"{link / 1e9:g} Gbit/s, alpha {c.alpha * 1e6:g} us, reduce {1 / c.gamma / 1e9:g} GB/s"
+    print(f"allreduce of {format_size(m, si=True)} over {nodes} node(s) x {q} worker(s), link "
+          f"{format_rate(link)}, alpha {c.alpha * 1e6:g} us, reduce {1 / c.gamma / 1e9:g} GB/s"
           + (f", stragglers {args.stragglers} (latest {delays.max() * 1e3:.2f} ms)"
              if args.stragglers != "none" else ""))
     head = "| algorithm | model | simulated |" + (" with stragglers |" if args.stragglers != "none" else "")
@@ -98,7 +98,7 @@ def run_simulate(args: argparse.Namespace) -> dict[str, Any]:
 
         compute = parse_time(args.compute, flag="--compute")
         plot_scaling(sweep(m, nodes, q, c, args.stragglers, args.seed), compute, args.plot,
-                     f"{m / 1e6:g} MB, {link / 1e9:g} Gbit/s, {q} worker(s)/host, "
+                     f"{format_size(m, si=True)}, {format_rate(link)}, {q} worker(s)/host, "
                      f"stragglers {args.stragglers}")
         print(f"plot: {args.plot}")
     return out
