@@ -11,6 +11,11 @@ to the Conjugate Gradient Method Without the Agonizing Pain*, sec. 14). Each eva
 ``fun`` is one pass over the data; ``max_passes`` bounds them. Optimization stops when the
 relative decrease of the loss is below ``tol`` or, with holdout data, when the holdout loss
 has not improved for ``patience`` iterations (then the best holdout weights are returned).
+
+Neither optimizer converges on raw numeric columns of very different scales by itself (a
+column ~1e5 beside one ~1e-3 makes the Hessian's condition number ~1e14; scipy's L-BFGS-B
+stalls there too): the batch phase runs them in standardized variables,
+:func:`reparametrized` with the maps of :mod:`._normalize`.
 """
 
 from __future__ import annotations
@@ -287,7 +292,9 @@ def lbfgs(fun: Fun, w0: np.ndarray, *, max_passes: int, memory: int = 15, tol: f
 
 def cg(fun: Fun, w0: np.ndarray, precond: np.ndarray, *, max_passes: int, tol: float = 1e-7,
        patience: int = 3, callback: Callable[..., None] | None = None) -> BatchResult:
-    """Minimize fun from w0 with preconditioned nonlinear CG (Polak-Ribière+)."""
+    """Minimize fun from w0 with preconditioned nonlinear CG (Polak-Ribière+). Each line
+    search starts at Nocedal & Wright's guess (3.60), the step that repeats the last
+    iteration's first-order decrease, so most iterations take one or two passes."""
     tr = _Tracker(fun, max_passes, callback)
     minv = _inverse_diag(precond)
     w = np.array(w0, dtype=np.float64)
