@@ -8,9 +8,11 @@ from hypothesis import strategies as st
 
 from terascale._errors import ConfigError
 from terascale._units import (
+    format_count,
     format_rate,
     format_size,
     format_time,
+    parse_count,
     parse_rate,
     parse_size,
     parse_time,
@@ -106,3 +108,18 @@ def test_rate_round_trip(bits: float) -> None:
 def test_time_round_trip(seconds: float) -> None:
     text = format_time(seconds, digits=6).replace(" ", "")
     assert parse_time(text) == pytest.approx(seconds, rel=1e-5, abs=1e-12)
+
+
+def test_counts_are_si() -> None:
+    assert parse_count("20k") == parse_count("20K") == 20_000
+    assert parse_count("1.5M") == 1_500_000 and parse_count("2G") == 2 * 10 ** 9
+    assert parse_count("300") == parse_count(300) == 300
+    for bad in ("ten", "1MB", "-3k", "1Mi"):
+        with pytest.raises(ConfigError, match="--sizes"):
+            parse_count(bad, flag="--sizes")
+    assert format_count(20_000) == "20k" and format_count(1_500_000) == "1.5M"
+
+
+@given(st.integers(min_value=0, max_value=10 ** 13))
+def test_count_round_trip(n: int) -> None:
+    assert parse_count(format_count(n)) == pytest.approx(n, rel=1e-5)

@@ -23,6 +23,9 @@ Rates are *bits* per second, as link speeds are quoted: ``100Mbit``, ``10Gbit``,
 Times: ``ns``, ``us`` (or ``µs``), ``ms``, ``s``, ``min``, ``h``; no unit means seconds
 (``5ms``, ``25us``, ``1.5``).
 
+Counts (examples, rows) are SI, as a count of things is: ``20k`` = 20,000, ``1.5M`` =
+1,500,000, ``2G`` = 2e9 (``K`` and ``k`` alike).
+
 Every parse error is a :class:`~terascale._errors.ConfigError` that names the flag (or
 parameter) it came from and gives an example, as every option error in terascale does.
 """
@@ -34,8 +37,8 @@ import re
 
 from ._errors import ConfigError
 
-__all__ = ["format_rate", "format_size", "format_time", "parse_rate", "parse_size",
-           "parse_time"]
+__all__ = ["format_count", "format_rate", "format_size", "format_time", "parse_count",
+           "parse_rate", "parse_size", "parse_time"]
 
 _PREFIX = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 _NUMBER = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(\S*?)\s*")
@@ -115,6 +118,29 @@ def parse_time(text: str | float, *, flag: str = "time") -> float:
     if not (seconds >= 0 and math.isfinite(seconds)):
         raise _bad(text, flag, example)
     return seconds
+
+
+def parse_count(text: str | int, *, flag: str = "count") -> int:
+    """``20k`` -> 20_000, ``1.5M`` -> 1_500_000, ``2G`` -> 2e9, ``300`` -> 300 (SI)."""
+    example = "20k, 1M, 3M"
+    if isinstance(text, int) and not isinstance(text, bool):
+        value: float = text
+    else:
+        parts = _split(text)
+        if parts is None or parts[1].lower() not in ("", "k", "m", "g", "t"):
+            raise _bad(text, flag, example)
+        value = parts[0] * 1000 ** _PREFIX[parts[1].lower()]
+    if not (math.isfinite(value) and value >= 0):
+        raise _bad(text, flag, example)
+    return round(value)
+
+
+def format_count(n: float) -> str:
+    """``20000`` -> ``20k``, ``1500000`` -> ``1.5M`` (SI; reads back with :func:`parse_count`)."""
+    for k, unit in ((4, "T"), (3, "G"), (2, "M"), (1, "k")):
+        if abs(n) >= 1000 ** k:
+            return f"{n / 1000 ** k:g}{unit}"
+    return f"{n:g}"
 
 
 def format_size(nbytes: float, *, si: bool = False) -> str:

@@ -42,18 +42,10 @@ LARGE = {
 
 
 def parse_count(text: str) -> int:
-    """``20k``, ``1M``, ``1.5M``, ``2G`` or a plain number of examples."""
-    t = text.strip()
-    mult = {"k": 10**3, "K": 10**3, "m": 10**6, "M": 10**6, "g": 10**9, "G": 10**9}
-    try:
-        if t and t[-1] in mult:
-            return int(round(float(t[:-1]) * mult[t[-1]]))
-        return int(t)
-    except ValueError:
-        from terascale import ConfigError
+    """``20k``, ``1M``, ``1.5M``, ``2G`` or a plain number of examples (:mod:`terascale._units`)."""
+    from .._units import parse_count as parse
 
-        raise ConfigError(f"--sizes: {text!r} is not a count of examples (like 20k, 1M, "
-                          f"3M)") from None
+    return parse(text, flag="--sizes")
 
 
 def _label(n: int) -> str:
