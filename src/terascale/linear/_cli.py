@@ -3,20 +3,18 @@
 A VW command line works as typed (``-d``, ``-f``, ``-i``, ``-t``, ``-p``, ``--link``,
 ``--binary``, ``--loss_function``, ``--bit_precision``, ``--holdout_off``, ``--bfgs`` without
 a count, ...): VW's spellings are extra names of the same flags (``_vwflags``), and a VW
-option terascale does not implement is refused with what to use instead. The commands run
-in ``_cli_run``; heavy imports (numba) happen only there.
+option terascale does not implement is refused with what to use instead. What the flags
+mean is ``_cli_options``; the commands run in ``_cli_run``, and heavy imports (numba)
+happen only there.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-from typing import Any
 
 from . import _vwflags as vw
 
-__all__ = ["add_parser", "train_options"]
+__all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -170,59 +168,3 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
                    metavar="NS", help="VW: namespaces used only in interactions; repeatable")
     p.add_argument("--skip-bad", action="store_true",
                    help="skip malformed lines (counted and reported) instead of failing")
-
-
-def train_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The train() options from parsed flags (JSON-serializable, for the workers)."""
-    from .._errors import ConfigError
-
-    def cols(s: str) -> list[str]:
-        return [c for c in s.split(",") if c]
-
-    passes = 1 if args.passes is None else args.passes
-    batch = {}
-    for name in ("bfgs", "cg"):
-        v = getattr(args, name)
-        if v is None:
-            batch[name] = 0
-        elif v.isdigit():
-            batch[name] = int(v)
-        else:  # bare --bfgs: VW runs --passes passes of L-BFGS from the start
-            if v:  # `--bfgs data.vw`: argparse took the file for the count
-                args.data.append(v)
-            flag = "--bfgs" if name == "bfgs" else "--cg/--conjugate_gradient"
-            if args.passes is None or args.passes < 2:
-                raise ConfigError(f"{flag} without a count takes its passes from --passes, "
-                                  f"as VW does, and needs --passes >= 2 (VW: 'at least 2 "
-                                  f"passes must be used'); or {flag} K for K passes after "
-                                  f"--passes online passes (default 1)")
-            batch[name], passes = args.passes, 0
-    normalize = args.normalize
-    if normalize not in ("auto", "std", "off") and os.path.exists(normalize):
-        args.data.append(normalize)  # `--normalize data.csv`: argparse took the file
-        normalize = "std"
-    holdout = args.holdout
-    if args.holdout_period is not None:
-        if args.holdout_period < 2:
-            raise ConfigError(f"--holdout_period must be >= 2, not {args.holdout_period}")
-        holdout = 1.0 / args.holdout_period
-    ignore = ([c for v in args.ignore for c in cols(v)] if args.format == "csv"
-              else list(args.ignore))
-    return {"format": args.format, "bits": args.bits, "quadratic": list(args.quadratic),
-            "cubic": list(args.cubic), "interactions": list(args.interactions),
-            "constant": not args.noconstant, "keep": list(args.keep),
-            "ignore_linear": list(args.ignore_linear),
-            "label": args.label, "categorical": cols(args.categorical),
-            "ignore": ignore, "skip_bad": args.skip_bad,
-            "loss": args.loss or "logistic",
-            "learning_rate": args.learning_rate, "power_t": args.power_t, "l1": args.l1,
-            "l2": args.l2, "passes": passes, "memory": args.memory, "tol": args.tol,
-            "patience": args.patience, "average": args.average, "holdout": holdout,
-            "cache_dir": args.cache_dir, "binary": args.binary, "progress": not args.quiet,
-            "normalize": normalize, **batch}
-
-
-def job_json(data: list[str], model: str, initial: str | None,
-             options: dict[str, Any]) -> str:
-    """The job a worker of ``train -n N`` runs (``_worker``)."""
-    return json.dumps({"data": data, "model": model, "initial": initial, "options": options})

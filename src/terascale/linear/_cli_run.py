@@ -1,4 +1,4 @@
-"""The bodies of ``terascale linear train|predict|evaluate`` (flags: ``_cli``).
+"""The bodies of ``terascale linear train|predict|evaluate`` (flags: ``_cli``, their meaning: ``_cli_options``).
 
 ``train -n N`` starts N local workers through the launcher; each parses and caches its
 shard of the input, then joins the job; rank 0 writes the model. ``train -t`` is VW's test
@@ -90,7 +90,7 @@ def _link(args: argparse.Namespace, default: str) -> str:
 
 
 def train(args: argparse.Namespace) -> int:
-    from ._cli import train_options
+    from ._cli_options import train_options
     from ._model import LinearModel
 
     if args.nprocs < 1:
@@ -170,7 +170,7 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
                options: dict[str, Any], how: str) -> Any:
     """Train in this process (-n 1: returns the model) or on N workers (returns the
     launcher's exit status)."""
-    from ._cli import job_json
+    from ._cli_options import job_json
 
     if args.nprocs == 1:
         from ._worker import run_train
