@@ -20,9 +20,12 @@ __all__ = ["ModelAverager", "average_buffers", "average_tensors"]
 
 
 def average_tensors(tensors: list[torch.Tensor], comm: Communicator) -> None:
-    """Replace every tensor by its average over workers (one allreduce per dtype)."""
+    """Replace every tensor by its average over workers (one allreduce per dtype; float16
+    and bfloat16 are summed in float32 and rounded once)."""
     for ts in by_dtype(t for t in tensors if t.is_floating_point()):
         flat = torch.cat([t.detach().reshape(-1) for t in ts])
+        if flat.dtype in (torch.float16, torch.bfloat16):
+            flat = flat.float()  # sum in float32, round once (unflatten_into casts back)
         total = comm.allreduce(flat)
         unflatten_into(ts, total / comm.size)
 

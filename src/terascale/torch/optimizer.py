@@ -18,8 +18,10 @@ worker whatever the hooks' firing order.
 
 Weights and uneven inputs. Each worker multiplies its gradient by a weight (by default 1,
 or its real batch size via :meth:`DistributedOptimizer.set_batch_size`) and a few metadata
-values travel with the last bucket: the weight, whether the worker is still active and, per
-parameter, whether it had a gradient. The result is ``sum_i w_i g_i / sum_i w_i``: the
+values are summed in float64, never in a gradient dtype (a float16 sum of batch sizes
+overflows at 65,504 and rounds above 2,048): the weight, whether the worker is still active
+and, per parameter, whether it had a gradient. They travel inside the last bucket when that
+bucket is float64, else as one small allreduce of their own. The result is ``sum_i w_i g_i / sum_i w_i``: the
 gradient of the concatenated batch. A worker that runs out of data calls :meth:`join`; it
 keeps taking part in the collectives with weight 0 (and applies the same updates, so it
 stays identical) until every worker has joined, so nobody hangs. A parameter that had no
@@ -62,6 +64,11 @@ class _Bucket:
         self.numel = n
         self.dtype = params[0][1].dtype
         self.device = params[0][1].device
+        # Half-precision gradients (float16, bfloat16) are summed in float32 and rounded to
+        # their dtype once, after the division: the weighted sum cannot overflow, rounding
+        # happens once, and every worker rounds the same float32 bits to the same value.
+        # (For half the bytes on the wire, use fp16_hook.)
+        self.wire = torch.float32 if self.dtype in (torch.float16, torch.bfloat16) else self.dtype
         self.ready = 0
 
 
@@ -274,9 +281,9 @@ class DistributedOptimizer:
 
     def _launch(self, bucket: _Bucket, *, active: bool) -> None:
         last = bucket.index == len(self.buckets) - 1
-        inline_meta = last and self.hook is None
+        inline_meta = last and self.hook is None and bucket.wire == torch.float64
         extra = len(self.params) + 2 if inline_meta else 0
-        buf = torch.zeros(bucket.numel + extra, dtype=bucket.dtype, device=bucket.device)
+        buf = torch.zeros(bucket.numel + extra, dtype=bucket.wire, device=bucket.device)
         if active:
             for (_, p), (off, n) in zip(bucket.params, bucket.offsets):
                 if p.grad is not None:
@@ -292,8 +299,9 @@ class DistributedOptimizer:
             self._handles.append(self._allreduce(buf))
         else:
             self._handles.append(self.hook(self.hook_state, self.comm, bucket.index, buf))
-            if last:
-                self._meta_handle = self.comm.allreduce_async(meta)
+        if last and not inline_meta:
+            self._meta_handle = Done(meta) if self.comm.size == 1 else \
+                self.comm.allreduce_async(meta)
 
     def _allreduce(self, buf: torch.Tensor) -> Waitable:
         if self.comm.size == 1:
@@ -324,6 +332,8 @@ class DistributedOptimizer:
         for bucket, flat in zip(self.buckets, results):
             flat = flat[:bucket.numel]
             flat.div_(total)
+            if flat.dtype != bucket.dtype:
+                flat = flat.to(bucket.dtype)  # the one rounding of a half-precision gradient
             for (num, p), (off, n) in zip(bucket.params, bucket.offsets):
                 if flags[num] > 0:
                     p.grad = flat[off:off + n].view_as(p)

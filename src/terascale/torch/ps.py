@@ -86,7 +86,9 @@ class ParameterServer:
         self.model, self.mode = model, mode
         self.params = [p for p in model.parameters() if p.requires_grad]
         if any(p.dtype != torch.float32 for p in self.params):
-            raise ConfigError("the parameter-server baseline supports float32 parameters only")
+            raise ConfigError("the parameter-server baseline supports float32 parameters only: "
+                              "train a float32 copy (model.float()), or use "
+                              "DistributedOptimizer, which takes float16 and bfloat16")
         self.numel = sum(p.numel() for p in self.params)
         self.bytes_sent = 0
         self.bytes_received = 0

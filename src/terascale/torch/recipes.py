@@ -121,10 +121,15 @@ class GhostBatchNorm(torch.nn.Module):
     regularizing noise of small-batch BN; splitting the batch into "ghost" batches of e.g.
     32 samples restores it. Works on (N, C) and (N, C, H, W) inputs. In eval mode it is an
     ordinary batch norm with the running statistics (updated once per ghost batch).
+
+    Its state dict has ``BatchNorm*d``'s keys (``weight``, ``bias``, ``running_mean``,
+    ``running_var``, ``num_batches_tracked``, which counts ghost batches), so checkpoints
+    load into ``BatchNorm1d``/``BatchNorm2d`` and back.
     """
 
     running_mean: torch.Tensor  # buffers (registered in __init__)
     running_var: torch.Tensor
+    num_batches_tracked: torch.Tensor
 
     def __init__(self, num_features: int, virtual_batch: int = 32, *, eps: float = 1e-5,
                  momentum: float = 0.1) -> None:
@@ -137,6 +142,12 @@ class GhostBatchNorm(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.zeros(num_features))
         self.register_buffer("running_mean", torch.zeros(num_features))
         self.register_buffer("running_var", torch.ones(num_features))
+        self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        # Checkpoints of BatchNorm from before num_batches_tracked existed (as BatchNorm does)
+        state_dict.setdefault(prefix + "num_batches_tracked", torch.tensor(0, dtype=torch.long))
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
@@ -145,6 +156,8 @@ class GhostBatchNorm(torch.nn.Module):
         parts = [F.batch_norm(c, self.running_mean, self.running_var, self.weight, self.bias,
                               True, self.momentum, self.eps)
                  for c in x.split(self.virtual_batch, dim=0)]
+        with torch.no_grad():
+            self.num_batches_tracked.add_(len(parts))
         return torch.cat(parts, dim=0)
 
 
