@@ -232,8 +232,6 @@ class TerascaleProcessGroup(dist.ProcessGroup):
                               f"{tuple(input.shape)}")
         return self._reduce_scatter(output, input.reshape(self._comm.size, -1), opts)
 
-    _reduce_scatter_base = reduce_scatter_single
-
     def _reduce_scatter(self, out: torch.Tensor, rows: torch.Tensor, opts: Any) -> Any:
         name, avg = self._op(opts or dist.ReduceScatterOptions())
         block = self._comm.reduce_scatter(self._reducible(rows, avg), name, **self._kw())
@@ -278,8 +276,6 @@ class TerascaleProcessGroup(dist.ProcessGroup):
             return [output]
 
         return _Work(self._completer.add([h], finish))
-
-    _allgather_base = all_gather_single  # the older name, still called from C++
 
     def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],  # type: ignore[override]
                opts: Any) -> Any:
