@@ -42,3 +42,23 @@ def test_engines_local_row(tmp_path) -> None:
 def test_bad_options_name_the_flag(argv: list[str], flag: str, capsys) -> None:
     assert main(["bench", *argv]) == 2
     assert flag in capsys.readouterr().err
+
+
+def test_every_benchmark_is_a_bench_subcommand(capsys) -> None:
+    # one home: every module of terascale.bench that defines a benchmark is reachable
+    import argparse
+    import importlib
+    import pkgutil
+
+    import terascale.bench
+
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    listed = capsys.readouterr().out
+    for m in pkgutil.iter_modules(terascale.bench.__path__):
+        module = importlib.import_module(f"terascale.bench.{m.name}")
+        if hasattr(module, "add_bench_parser"):
+            kinds = argparse.ArgumentParser().add_subparsers()
+            module.add_bench_parser(kinds)
+            for name in kinds.choices:
+                assert name in listed, f"{module.__name__}: {name} not in terascale bench --help"
