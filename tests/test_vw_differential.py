@@ -263,3 +263,14 @@ def test_dense_standardized_data_tracks_vw(tmp_path, passes):
     np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
     assert auc(np.array(labels), mine) == pytest.approx(auc(np.array(labels),
                                                             np.array(theirs)), abs=1e-6)
+
+
+def test_a_base_other_than_zero_is_refused():
+    # VW starts the prediction from the third label number; terascale has no per-example
+    # base, so it refuses one rather than ignore it
+    from terascale import DataError
+    from terascale.linear import parse_lines
+
+    assert parse_lines(["1 2 0 |a x"]).weights[0] == 2.0
+    with pytest.raises(DataError, match="line 1: a base"):
+        parse_lines(["1 2 0.5 |a x"])

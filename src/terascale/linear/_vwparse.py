@@ -30,6 +30,8 @@ ERRORS = {
     4: "a feature value is not a number",
     5: "a namespace scale is not a number",
     6: "an importance weight is negative",
+    7: "a base (the third label number, VW's initial prediction) other than 0 is not "
+       "supported: fold it into a feature",
 }
 
 
@@ -139,6 +141,8 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                     weight = v
                     if v < 0:
                         err = 6
+                elif nnum == 2 and v != 0:
+                    err = 7
                 elif nnum >= 3:
                     err = 3
                 nnum += 1
