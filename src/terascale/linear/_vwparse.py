@@ -108,6 +108,7 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
             err = 1
         label = np.nan
         weight = 1.0
+        base = 0.0
         tag_s = 0
         tag_e = 0
         if err == 0:
@@ -141,11 +142,13 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                     weight = v
                     if v < 0:
                         err = 6
-                elif nnum == 2 and v != 0:
-                    err = 7
+                elif nnum == 2:
+                    base = v
                 elif nnum >= 3:
                     err = 3
                 nnum += 1
+            if err == 0 and base != 0.0:
+                err = 7
         ex_start = nnz
         if err == 0:
             i = bar
