@@ -50,6 +50,71 @@ def _grow_i(a: np.ndarray, need: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
+def _features(buf: np.ndarray, bar: int, le: int, mask: int, ignore: np.ndarray,
+              indices: np.ndarray, values: np.ndarray, nsch: np.ndarray,
+              nnz: int) -> tuple[int, int]:
+    """The features of one line's ``buf[bar:le]`` appended at ``nnz`` (the arrays have room
+    for every token of the line); returns (new nnz, error code or 0)."""
+    err = 0
+    i = bar
+    ns_hash: int | np.int64 = 0  # hashstring_nb gives an int64
+    ns_c = 32
+    scale = np.float32(1.0)
+    while i < le and err == 0:
+        c = buf[i]
+        if c == 124:  # new namespace
+            i += 1
+            if i >= le or _is_space(buf[i]) or buf[i] == 124:
+                ns_hash = 0
+                ns_c = 32
+                scale = np.float32(1.0)
+                continue
+            ts = i
+            while i < le and not _is_space(buf[i]) and buf[i] != 124:
+                i += 1
+            te = i
+            colon = ts
+            while colon < te and buf[colon] != 58:
+                colon += 1
+            scale = np.float32(1.0)
+            if colon < te:
+                sv, ok = parse_float32(buf, colon + 1, te)
+                scale = np.float32(sv)
+                if not ok:
+                    err = 5
+            ns_hash = hashstring_nb(buf, ts, colon, 0)
+            ns_c = buf[ts]
+            continue
+        if _is_space(c):
+            i += 1
+            continue
+        ts = i
+        while i < le and not _is_space(buf[i]) and buf[i] != 124:
+            i += 1
+        te = i
+        colon = te - 1
+        while colon >= ts and buf[colon] != 58:
+            colon -= 1
+        fv = 1.0
+        name_e = te
+        if colon >= ts:
+            name_e = colon
+            fv, ok = parse_float32(buf, colon + 1, te)
+            if not ok:
+                err = 4
+                break
+        v32 = scale * np.float32(fv)  # VW: namespace scale times value, in float
+        if v32 == 0.0 or ignore[ns_c]:
+            continue
+        h = hashstring_nb(buf, ts, name_e, ns_hash)
+        indices[nnz] = h & mask
+        values[nnz] = v32
+        nsch[nnz] = ns_c
+        nnz += 1
+    return nnz, err
+
+
+@numba.njit(cache=True, nogil=True)
 def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool,
                    skip_bad: bool, ignore: np.ndarray, ignore_linear: np.ndarray):  # noqa: ANN201
     """Parse VW text; returns (indptr, indices, values, labels, weights, tag_ptr, tag_blob,
@@ -151,65 +216,16 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                 err = 7
         ex_start = nnz
         if err == 0:
-            i = bar
-            ns_hash: int | np.int64 = 0  # hashstring_nb gives an int64
-            ns_c = 32
-            scale = np.float32(1.0)
-            while i < le and err == 0:
-                c = buf[i]
-                if c == 124:  # new namespace
-                    i += 1
-                    if i >= le or _is_space(buf[i]) or buf[i] == 124:
-                        ns_hash = 0
-                        ns_c = 32
-                        scale = np.float32(1.0)
-                        continue
-                    ts = i
-                    while i < le and not _is_space(buf[i]) and buf[i] != 124:
-                        i += 1
-                    te = i
-                    colon = ts
-                    while colon < te and buf[colon] != 58:
-                        colon += 1
-                    scale = np.float32(1.0)
-                    if colon < te:
-                        sv, ok = parse_float32(buf, colon + 1, te)
-                        scale = np.float32(sv)
-                        if not ok:
-                            err = 5
-                    ns_hash = hashstring_nb(buf, ts, colon, 0)
-                    ns_c = buf[ts]
-                    continue
-                if _is_space(c):
-                    i += 1
-                    continue
-                ts = i
-                while i < le and not _is_space(buf[i]) and buf[i] != 124:
-                    i += 1
-                te = i
-                colon = te - 1
-                while colon >= ts and buf[colon] != 58:
-                    colon -= 1
-                fv = 1.0
-                name_e = te
-                if colon >= ts:
-                    name_e = colon
-                    fv, ok = parse_float32(buf, colon + 1, te)
-                    if not ok:
-                        err = 4
-                        break
-                v32 = scale * np.float32(fv)  # VW: namespace scale times value, in float
-                if v32 == 0.0 or ignore[ns_c]:
-                    continue
-                h = hashstring_nb(buf, ts, name_e, ns_hash)
-                if nnz + 1 > len(indices):
-                    indices = _grow_i(indices, nnz + 1)
-                    values = _grow_i(values, nnz + 1)
-                    nsch = _grow_i(nsch, nnz + 1)
-                indices[nnz] = h & mask
-                values[nnz] = v32
-                nsch[nnz] = ns_c
-                nnz += 1
+            # Room for every feature the line can hold (a feature is at least one byte and a
+            # separator), reserved once per line, so that the token loop runs in a function
+            # whose arrays never change: growing them inside the loop made numba reload
+            # them on every token (~3x slower on click-style data).
+            room = nnz + (le - bar) // 2 + 2
+            if room > len(indices):
+                indices = _grow_i(indices, room)
+                values = _grow_i(values, room)
+                nsch = _grow_i(nsch, room)
+            nnz, err = _features(buf, bar, le, mask, ignore, indices, values, nsch, nnz)
         if err != 0:
             if skip_bad:
                 skipped += 1
