@@ -20,7 +20,7 @@ import os
 import zipfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import IO, TypeVar
+from typing import IO, TypeVar, cast
 
 import numpy as np
 
@@ -49,7 +49,7 @@ def _open(path: str) -> tuple[IO[bytes], int | None, bool]:
     """(stream of the file's decompressed bytes, their size when known, seekable)."""
     try:
         if path.endswith(".gz"):
-            return gzip.open(path, "rb"), None, False
+            return cast(IO[bytes], gzip.open(path, "rb")), None, False
         if path.endswith(".zip"):
             z = zipfile.ZipFile(path)
             infos = [i for i in z.infolist() if not i.filename.endswith("/")]

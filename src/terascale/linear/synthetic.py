@@ -22,6 +22,7 @@ sets for tests and examples.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numba
 import numpy as np
@@ -81,7 +82,7 @@ def _zipf(rng: np.random.Generator, cdf: np.ndarray, shape: int | tuple[int, int
 
 
 @numba.njit(cache=True, inline="always")
-def _put(buf: np.ndarray, o: int, lit: np.ndarray, a: int, b: int) -> int:
+def _put(buf: np.ndarray, o: int, lit: np.ndarray, a: Any, b: Any) -> int:
     for i in range(a, b):
         buf[o] = lit[i]
         o += 1
