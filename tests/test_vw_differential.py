@@ -237,6 +237,27 @@ def test_passes_stop_early_on_the_holdout_loss_as_vw(tmp_path):
     np.testing.assert_allclose(m.decision_function(path), theirs, rtol=1e-4, atol=1e-5)
 
 
+def test_passes_without_holdout_examples_stop_after_the_first_as_vw(tmp_path):
+    # fewer than 10 examples: no holdout example, VW's holdout loss is FLT_MAX / 2 every
+    # pass, so pass 1 is the best and the passes stop three later with pass 1's model
+    lines = ["1 0.5 |a:1", "1 0.5 |a:1"]
+    path = str(tmp_path / "d.vw")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    model = str(tmp_path / "vw.model")
+    pyvw.Workspace(arg_list=["--quiet", "-d", path, "--passes", "5", "-c", "-k", "-f", model,
+                             "--loss_function", "logistic"]).finish()
+    ws = pyvw.Workspace(arg_list=["--quiet", "-t", "-i", model])
+    ex = ws.parse(lines[0])
+    ws.predict(ex)
+    theirs = ex.get_partial_prediction()
+    ws.finish_example(ex)
+    ws.finish()
+    m = train([path], loss="logistic", passes=5, cache_dir="")
+    assert m.info["online_passes"] == 1
+    np.testing.assert_allclose(m.decision_function(path), [theirs, theirs], rtol=1e-5)
+
+
 @pytest.mark.parametrize("passes", [1, 3])
 def test_dense_standardized_data_tracks_vw(tmp_path, passes):
     # one and three passes (VW's default holdout: every 10th example) on dense standard

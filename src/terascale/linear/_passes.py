@@ -116,9 +116,11 @@ class EarlyStop:
     passes stop and the saved pass is the model. Without an early stop the last pass is the
     model, as in VW (even when an earlier pass had a lower holdout loss)."""
 
+    _FLT_MAX = float(np.finfo(np.float32).max)
+
     def __init__(self, patience: int) -> None:
         self.patience = patience
-        self.best = math.inf
+        self.best = self._FLT_MAX
         self.no_win = 0
         self.saved: tuple[np.ndarray, ...] | None = None
 
@@ -126,10 +128,10 @@ class EarlyStop:
                  *state: np.ndarray) -> bool:
         """Record a pass (every rank passes the allreduced sums); True: stop now, and the
         arrays ``state`` (weights, adaptive sums, normalizers, learner state) have been
-        restored to the saved pass."""
-        if holdout_weight <= 0:
-            return False
-        loss = holdout_loss / holdout_weight
+        restored to the saved pass. As VW, a pass without holdout examples has the loss
+        FLT_MAX / 2: the first pass wins, and the passes stop ``patience`` later."""
+        loss = (float(np.float32(holdout_loss / holdout_weight)) if holdout_weight > 0
+                else self._FLT_MAX * 0.5)
         if loss < self.best:
             self.best, self.no_win = loss, 0
             self.saved = tuple(a.copy() for a in state)
