@@ -295,3 +295,29 @@ def test_a_base_other_than_zero_is_refused():
     assert parse_lines(["1 2 0 |a x"]).weights[0] == 2.0
     with pytest.raises(DataError, match="line 1: a base"):
         parse_lines(["1 2 0.5 |a x"])
+
+
+def test_models_from_before_interactions_and_namespace_options_load(tmp_path):
+    # a model header without cubic/interactions/keep/ignore_linear (written before they
+    # existed) loads, with those options empty, and predicts as it did
+    import json
+
+    from terascale.linear import LinearModel
+
+    path = str(tmp_path / "d.vw")
+    with open(path, "w") as f:
+        f.write("1 |a x:2 |b y\n-1 |a x |b z:3\n")
+    model = train([path], quadratic=["ab"], cache_dir="")
+    mpath = str(tmp_path / "m.model")
+    model.save(mpath)
+    with np.load(mpath) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(bytes(arrays["header"]).decode())
+    for k in ("cubic", "interactions", "keep", "ignore_linear"):
+        del header["parse"][k]
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+    with open(mpath, "wb") as f:
+        np.savez(f, **arrays)
+    old = LinearModel.load(mpath)
+    assert old.parse.quadratic == ("ab",) and old.parse.cubic == () and old.parse.keep == ()
+    np.testing.assert_array_equal(old.decision_function(path), model.decision_function(path))
