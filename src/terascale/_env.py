@@ -12,7 +12,7 @@ Every launcher of ours (``terascale run``, the Spark and Ray runners, the test h
 ``TERASCALE_JOB``            the job id (names shared-memory segments, shown in errors)
 ``TERASCALE_TIMEOUT``        default deadline of the rendezvous and of every collective (s)
 ``TERASCALE_RESTART``        the attempt number (0 first; ``Checkpoint`` users resume on > 0)
-``TERASCALE_HOST_ID``        overrides how hosts are told apart (default: the hostname)
+``TERASCALE_HOST_ID``        overrides how hosts are told apart (default: :func:`host_identity`)
 ``TERASCALE_TIMELINE``       where ``init()`` records the collectives (Chrome trace events)
 ``RANK``/``WORLD_SIZE``      torchrun's names, written beside ours when ``master`` is set, with
 ``LOCAL_RANK``, ...          ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``: torch's
@@ -29,12 +29,13 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ._errors import ConfigError
 
-__all__ = ["ENV_KEYS", "JobEnv", "parse_address", "read_env", "read_timeout"]
+__all__ = ["ENV_KEYS", "JobEnv", "host_identity", "parse_address", "read_env", "read_timeout"]
 
 ENV_KEYS = ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS", "TERASCALE_SECRET",
             "TERASCALE_JOB", "TERASCALE_TIMEOUT", "TERASCALE_RESTART", "TERASCALE_HOST_ID",
@@ -106,6 +107,29 @@ class JobEnv:
                         "LOCAL_WORLD_SIZE": str(self.size if self.local_size is None
                                                 else self.local_size)})
         return env
+
+
+def host_identity() -> str:
+    """What tells this host from the others: ``hostname:digest`` of boot id and network namespace.
+
+    Ranks with the same identity share memory (shm links, hierarchical's host groups), so
+    it must never be the same on two machines or two containers. The hostname alone is not
+    enough: cloned machines and containers often share one. The boot id differs between
+    machines (and boots); the network namespace differs between containers and emulated
+    hosts on one kernel (every machine's initial namespace has the same inode, hence both).
+    ``TERASCALE_HOST_ID`` or ``--host-id`` overrides it, for hosts that share ``/dev/shm``
+    across namespaces on purpose or for tests that pretend several hosts.
+    """
+    parts = []
+    for path in ("/proc/sys/kernel/random/boot_id", "/proc/self/ns/net"):
+        try:
+            parts.append(os.readlink(path) if path.endswith("/net") else open(path).read().strip())
+        except OSError:
+            parts.append("")
+    if not any(parts):  # not Linux: the hostname is all there is
+        return socket.gethostname()
+    digest = hashlib.sha256("|".join(parts).encode()).hexdigest()[:8]
+    return f"{socket.gethostname()}:{digest}"
 
 
 def _int_var(env: Mapping[str, str], name: str) -> int:

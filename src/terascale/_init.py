@@ -22,13 +22,12 @@ from __future__ import annotations
 import logging
 import math
 import os
-import socket
 import sys
 import time
 import weakref
 from typing import Any
 
-from ._env import JobEnv, read_env, read_timeout
+from ._env import JobEnv, host_identity, read_env, read_timeout
 from ._errors import CollectiveError, ConfigError, PeerLost, SlotTaken
 from ._timeline import attach as attach_timeline
 from .communicator import Communicator
@@ -51,7 +50,8 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
 
     ``timeout`` (seconds) bounds the rendezvous and is the default deadline of every
     collective (``terascale run --timeout`` sets it for all workers; default 60).
-    ``host_id`` overrides how hosts are told apart (default: the hostname), e.g. to test
+    ``host_id`` overrides how hosts are told apart (default: the hostname plus a digest of
+    the boot id and network namespace, see ``TERASCALE_HOST_ID``), e.g. to test
     hierarchical algorithms on one machine.
     ``timeline`` (a path; ``terascale run --timeline`` sets TERASCALE_TIMELINE) records every
     collective as Chrome trace events (see :mod:`terascale._timeline`).
@@ -105,7 +105,7 @@ def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
     ``server`` (the rendezvous server this process runs, if any) lives as long as the
     communicator. A redundant copy of a worker (its slot taken) exits with status 0.
     """
-    hid = host_id or os.environ.get("TERASCALE_HOST_ID") or socket.gethostname()
+    hid = host_id or os.environ.get("TERASCALE_HOST_ID") or host_identity()
     started = time.monotonic()
     try:
         who = join(rendezvous, secret, slot=rank, size=size, host_id=hid, timeout=timeout)

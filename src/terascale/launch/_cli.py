@@ -1,4 +1,4 @@
-"""``terascale run -n N [--timeout S] [--max-restarts K] CMD ...``"""
+"""``terascale run -n N [--timeout S] [--max-restarts K] CMD ...``; ``terascale rendezvous``."""
 
 from __future__ import annotations
 
@@ -26,6 +26,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--no-prefix", action="store_true", help="do not prefix output with the rank")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD ...")
     p.set_defaults(func=_run)
+    r = sub.add_parser(
+        "rendezvous", help="serve one job's rendezvous (workers started by other tools)",
+        description="Serve the rendezvous of one job of N workers at HOST:PORT, for workers "
+                    "started by other tools (ssh, a scheduler, a container per worker) with "
+                    "TERASCALE_RANK, TERASCALE_SIZE, TERASCALE_RENDEZVOUS and TERASCALE_SECRET "
+                    "set. Exits 0 once every rank has joined (-v logs the host layout), "
+                    "1 if they have not within --timeout.")
+    r.add_argument("--port", type=int, required=True, metavar="P")
+    r.add_argument("--size", type=int, required=True, metavar="N", help="ranks in the job")
+    r.add_argument("--host", default="0.0.0.0", metavar="ADDR",
+                   help="address to listen on (default: every interface)")
+    r.add_argument("--secret-file", default=None, metavar="F",
+                   help="file holding the job secret (default: TERASCALE_SECRET); required")
+    r.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="give up when the job is not complete within S seconds (default 600)")
+    r.set_defaults(func=_rendezvous)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -39,3 +55,58 @@ def _run(args: argparse.Namespace) -> int:
     opts = LaunchOptions(nprocs=args.nprocs, timeout=args.timeout, max_restarts=args.max_restarts,
                          host_ids=hosts, prefix_output=not args.no_prefix, timeline=args.timeline)
     return launch(cmd, opts)
+
+
+def _secret(path: str | None) -> bytes:
+    """The job secret from ``--secret-file`` or TERASCALE_SECRET: required across hosts."""
+    import os
+
+    from .._errors import ConfigError
+
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                secret = f.read().strip()
+        except OSError as e:
+            raise ConfigError(f"--secret-file {path}: cannot read it ({e.strerror})") from None
+        if not secret:
+            raise ConfigError(f"--secret-file {path} is empty")
+        return secret
+    env = os.environ.get("TERASCALE_SECRET")
+    if not env:
+        raise ConfigError("a job across hosts needs a secret: pass --secret-file F or set "
+                          "TERASCALE_SECRET (the same on every host; e.g. "
+                          "`python -c 'import secrets; print(secrets.token_hex(16))' > F`)")
+    return env.encode()
+
+
+def _rendezvous(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
+    from .._errors import ConfigError
+    from ..rendezvous import RendezvousServer
+
+    if args.size < 1:
+        raise ConfigError(f"--size must be >= 1, got {args.size}")
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port {args.port} is not a port number")
+    if not args.timeout > 0:
+        raise ConfigError(f"--timeout must be positive, got {args.timeout}")
+    secret = _secret(args.secret_file)
+    with RendezvousServer(args.size, secret, host=args.host, port=args.port) as server:
+        print(f"terascale rendezvous: job {server.job} of {args.size} ranks at "
+              f"{args.host}:{server.address[1]}", file=sys.stderr, flush=True)
+        deadline = time.monotonic() + args.timeout
+        while not server.complete:
+            if time.monotonic() > deadline:
+                missing = sorted(set(range(args.size)) - set(server.waiting))
+                print(f"terascale rendezvous: ranks {missing} did not join within "
+                      f"{args.timeout:g} s", file=sys.stderr)
+                return 1
+            time.sleep(0.05)
+        # The rank table goes out on each worker's own connection: let those replies leave.
+        until = time.monotonic() + 10.0
+        while server.replied < args.size and time.monotonic() < until:
+            time.sleep(0.05)
+    return 0

@@ -23,7 +23,7 @@ from typing import Any
 
 from .._auth import accept_handshake, recv_json, send_json
 
-__all__ = ["RendezvousServer"]
+__all__ = ["RendezvousServer", "host_layout"]
 
 log = logging.getLogger("terascale.rendezvous")
 
@@ -52,6 +52,7 @@ class RendezvousServer:
         self.secret = secret
         self.job = job or secrets.token_hex(8)
         self.rejected = 0  # connections dropped (auth failures, garbage, duplicates)
+        self.replied = 0  # workers sent the complete rank table
         self._workers: dict[int, _Worker] = {}
         self._table: list[dict[str, Any]] | None = None
         self._cond = threading.Condition()
@@ -157,6 +158,7 @@ class RendezvousServer:
                 self._table = [{"addr": w.addr, "port": w.port, "host": w.host}
                                for w in sorted(self._workers.values(), key=lambda w: w.slot)]
                 self._cond.notify_all()
+                log.info("rendezvous: %s", host_layout([t["host"] for t in self._table]))
             deadline = time.monotonic() + max(timeout, 0.1)
             while self._table is None and not self._closed.is_set():
                 left = deadline - time.monotonic()
@@ -179,7 +181,36 @@ class RendezvousServer:
                                       f"{timeout:g} s; missing ranks {missing}"}, reply_by)
             return False
         send_json(conn, {"ok": True, "rank": slot, "job": self.job, "peers": table}, reply_by)
+        with self._cond:
+            self.replied += 1
         return False
+
+
+def host_layout(hosts: list[str]) -> str:
+    """``4 ranks on 2 hosts: a:1f2e3d4c ranks 0-1, b:99aa0011 ranks 2-3`` from rank -> host.
+
+    What the server logs (``terascale run -v`` shows it) once every rank has arrived: the
+    check that hosts were told apart as the user expects (see ``terascale.init``'s
+    ``host_id``).
+    """
+    ranks: dict[str, list[int]] = {}
+    for r, h in enumerate(hosts):
+        ranks.setdefault(h, []).append(r)
+
+    def spans(rs: list[int]) -> str:  # [0, 1, 2, 5] -> "0-2,5"
+        runs: list[list[int]] = []
+        for r in rs:
+            if runs and r == runs[-1][-1] + 1:
+                runs[-1].append(r)
+            else:
+                runs.append([r])
+        return ",".join(str(g[0]) if len(g) == 1 else f"{g[0]}-{g[-1]}" for g in runs)
+
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}{'s' if n != 1 else ''}"
+
+    parts = [f"{h} {'rank' if len(rs) == 1 else 'ranks'} {spans(rs)}" for h, rs in ranks.items()]
+    return f"{plural(len(hosts), 'rank')} on {plural(len(ranks), 'host')}: " + ", ".join(parts)
 
 
 def _hung_up(conn: socket.socket) -> bool:

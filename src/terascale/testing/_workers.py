@@ -23,9 +23,9 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._env import JobEnv
-from .launch import remove_job_segments
-from .rendezvous import RendezvousServer
+from .._env import JobEnv
+from ..launch import remove_job_segments
+from ..rendezvous import RendezvousServer
 
 __all__ = ["WorkerFailed", "run_workers"]
 

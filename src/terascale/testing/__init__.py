@@ -1,0 +1,16 @@
+"""Test harnesses: real worker processes on this machine, and emulated hosts.
+
+:func:`run_workers` runs a function on N real worker processes (the multiprocess harness of
+the test suite); :mod:`terascale.testing.cluster` builds K emulated hosts (network
+namespaces on a rate-limited bridge) to run jobs across hosts on one machine.
+
+>>> from terascale.testing import run_workers
+>>> run_workers(lambda comm: int(comm.allreduce(comm.rank + 1)), 3)
+[6, 6, 6]
+"""
+
+from __future__ import annotations
+
+from ._workers import WorkerFailed, run_workers
+
+__all__ = ["WorkerFailed", "run_workers"]
