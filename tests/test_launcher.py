@@ -89,6 +89,47 @@ def test_no_orphans_after_abort(tmp_path: Path) -> None:
                 Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z", f"pid {pid} survived"
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sigkill_of_the_launcher_leaves_no_worker(tmp_path: Path) -> None:
+    marker = tmp_path / "pids"
+    job = _script(tmp_path, f"""
+        import os, time, terascale
+        comm = terascale.init()
+        comm.barrier()
+        with open({str(marker)!r}, "a") as f:
+            f.write(f"{{os.getpid()}}\\n")
+        time.sleep(120)
+    """)
+    launcher = subprocess.Popen(RUN + ["-n", "3", sys.executable, job],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pids = [int(p) for p in marker.read_text().split()] if marker.exists() else []
+            if len(pids) == 3:
+                break
+            time.sleep(0.1)
+        assert len(pids) == 3, "the workers did not start"
+        launcher.kill()  # SIGKILL: no handler of the launcher runs
+        launcher.wait(10)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.1)
+        survivors = [p for p in pids if _alive(p)]
+        for p in survivors:
+            os.kill(p, 9)
+        assert not survivors, f"workers {survivors} outlived their launcher"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+
+
 def test_killed_worker_status(tmp_path: Path) -> None:
     job = _script(tmp_path, """
         import os, signal, terascale

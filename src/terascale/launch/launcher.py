@@ -31,6 +31,7 @@ from .._errors import ConfigError
 from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
+from ._lifetime import die_with_parent
 
 __all__ = ["LaunchOptions", "launch"]
 
@@ -157,6 +158,9 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
     master = (host, _free_port(host))
     hosts = [None if opts.host_ids is None else opts.host_ids[r % len(opts.host_ids)]
              for r in range(opts.nprocs)]
+    # PDEATHSIG is tied to the thread that forks: Popen is called from this thread, which
+    # lives until every worker has been waited for.
+    preexec = die_with_parent()
     try:
         for rank in range(opts.nprocs):
             env = dict(os.environ)
@@ -170,7 +174,8 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
             env["PYTHONUNBUFFERED"] = "1"
             try:
                 p = subprocess.Popen(list(cmd), env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True)
+                                     stderr=subprocess.PIPE, start_new_session=True,
+                                     preexec_fn=preexec)
             except FileNotFoundError:
                 raise ConfigError(f"command not found: {cmd[0]!r}") from None
             except PermissionError:
