@@ -19,6 +19,7 @@ from ._errors import (
     PeerTimeout,
     RendezvousError,
     SlotTaken,
+    StorageError,
     TerascaleError,
 )
 from ._init import init
@@ -40,6 +41,7 @@ __all__ = [
     "PeerTimeout",
     "RendezvousError",
     "SlotTaken",
+    "StorageError",
     "TerascaleError",
     "__version__",
     "init",

@@ -7,53 +7,51 @@ ends bitwise identical to a run that never failed.
 
 * ``save(step, state)``: all ranks call it; they must agree on ``step`` (checked). Rank 0
   writes ``state`` (numpy arrays, torch state dicts, plain Python) to a temporary file,
-  fsyncs it, renames it into place, then moves the ``LATEST`` pointer the same way; a crash
-  at any point leaves the previous checkpoint intact. A barrier then makes the commit
-  visible to every rank before training goes on.
+  fsyncs it, renames it into place and fsyncs the directory, then moves the ``LATEST``
+  pointer the same way; a crash at any point leaves the previous checkpoint intact. Rank 0
+  then tells every rank that the commit happened (or why it failed: a full disk is a
+  :class:`~terascale.StorageError` naming the path on every rank, not a hang).
 * ``load()``: rank 0 reads the newest checkpoint whose checksum verifies and broadcasts it,
   so only rank 0 needs to see the directory (it must survive restarts: a shared or local
-  persistent path).
+  persistent path). A newer checkpoint that does not verify is logged (logger
+  ``terascale.checkpoint``, naming the file) before the older one is used.
+
+"Newest" is write order, not step number: every file carries a sequence number one above
+the highest in the directory when it was written. A run that fell back to step 5 (or
+started afresh) and goes on to write step 6 therefore keeps its own checkpoints, even
+though a step-10 file of the earlier run is still there; pruning keeps the ``keep``
+newest by that order and so never removes what the current run has just written.
+
+Temporary files of saves that were killed (``.step-*.ckpt.*.tmp``, ``.LATEST.*.tmp``) are
+removed by the next ``save`` or ``load``: only one job writes a checkpoint directory.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import pickle
 import re
-import tempfile
+import struct
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ._errors import CollectiveMismatch, ConfigError, TerascaleError
+from ._errors import CollectiveMismatch, ConfigError, StorageError, TerascaleError
+from ._files import replace_durably, storage_error
 from .communicator import Communicator
 
 __all__ = ["Checkpoint"]
 
+log = logging.getLogger("terascale.checkpoint")
+
 _NAME = re.compile(r"^step-(\d{12})\.ckpt$")
-_MAGIC = b"TSCKPT1\n"
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)  # make the rename itself durable
-    finally:
-        os.close(dfd)
+_STALE = re.compile(r"^\.(?:step-\d{12}\.ckpt|LATEST)\..+\.tmp$")
+_MAGIC_V1 = b"TSCKPT1\n"  # magic, sha256(body), body
+_MAGIC = b"TSCKPT2\n"     # magic, sequence u64, sha256(sequence + body), body
+_SEQ = struct.Struct("<Q")
+_HEAD = len(_MAGIC) + _SEQ.size + 32
 
 
 class Checkpoint:
@@ -67,18 +65,121 @@ class Checkpoint:
         self.comm = comm if comm is not None else Communicator()
         self.keep = keep
         if self.comm.rank == 0:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise storage_error("rank 0: checkpoint: cannot create the directory",
+                                    self.directory, e) from None
 
-    def _steps(self) -> list[int]:
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return []
-        return sorted(int(m.group(1)) for n in names if (m := _NAME.match(n)))
-
+    # -- the directory (rank 0) --------------------------------------------------------------
     def _path(self, step: int) -> Path:
         return self.directory / f"step-{step:012d}.ckpt"
 
+    def _names(self, what: str) -> list[str]:
+        try:
+            return os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise storage_error(f"rank {self.comm.rank}: {what}: cannot list",
+                                self.directory, e) from None
+
+    def _entries(self, what: str) -> list[tuple[int, int, Path]]:
+        """``(sequence, step, path)`` of every checkpoint file, oldest write first.
+
+        Files of the first format (no sequence number) count as older than any other; a
+        file whose header cannot be read sorts first too (``load`` reports it if reached).
+        """
+        found = []
+        for name in self._names(what):
+            if not (m := _NAME.match(name)):
+                continue
+            path = self.directory / name
+            try:
+                with open(path, "rb") as f:
+                    head = f.read(len(_MAGIC) + _SEQ.size)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                raise storage_error(f"rank {self.comm.rank}: {what}: cannot read", path,
+                                    e) from None
+            seq = _SEQ.unpack_from(head, len(_MAGIC))[0] if (
+                head[: len(_MAGIC)] == _MAGIC and len(head) == len(_MAGIC) + _SEQ.size) else -1
+            found.append((seq, int(m.group(1)), path))
+        return sorted(found)
+
+    def _remove_stale(self, what: str) -> None:
+        for name in self._names(what):
+            if _STALE.match(name):
+                try:
+                    os.unlink(self.directory / name)
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    raise storage_error(f"rank {self.comm.rank}: {what}: cannot remove the "
+                                        "stale temporary file", self.directory / name,
+                                        e) from None
+
+    def _commit(self, step: int, state: Mapping[str, Any]) -> None:
+        what = "rank 0: checkpoint save: "
+        self._remove_stale("checkpoint save")
+        entries = self._entries("checkpoint save")
+        seq = max((e[0] for e in entries), default=-1) + 1
+        body = pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL)
+        head = _SEQ.pack(seq)
+        digest = hashlib.sha256(head + body).digest()
+        path = self._path(step)
+
+        def write(f: Any) -> None:
+            fd = f.fileno()
+            for chunk in (_MAGIC, head, digest, memoryview(body)):
+                while chunk:  # os.write may write less than asked (signals, quotas)
+                    chunk = chunk[os.write(fd, chunk):]
+
+        replace_durably(path, write, prefix=f".{path.name}.", what=what)
+        replace_durably(self.directory / "LATEST", lambda f: f.write(f"{step}\n".encode()),
+                        prefix=".LATEST.", what=what)
+        entries = [e for e in self._entries("checkpoint save") if e[2] != path]
+        for _, _, old in entries[: max(len(entries) + 1 - self.keep, 0)]:
+            try:
+                os.unlink(old)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise storage_error(f"{what}cannot remove the old checkpoint", old, e) from None
+
+    def _read(self, path: Path) -> dict[str, Any] | None:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise storage_error("rank 0: checkpoint load: cannot read", path, e) from None
+        if raw[: len(_MAGIC)] == _MAGIC:
+            head, body = raw[len(_MAGIC): len(_MAGIC) + _SEQ.size], raw[_HEAD:]
+            ok = hashlib.sha256(head + body).digest() == raw[_HEAD - 32: _HEAD]
+        elif raw[: len(_MAGIC_V1)] == _MAGIC_V1:
+            body = raw[len(_MAGIC_V1) + 32:]
+            ok = hashlib.sha256(body).digest() == raw[len(_MAGIC_V1): len(_MAGIC_V1) + 32]
+        else:
+            ok = False
+        if not ok:
+            return None
+        state: dict[str, Any] = pickle.loads(body)
+        return state
+
+    def _find(self) -> tuple[int, dict[str, Any]] | None:
+        self._remove_stale("checkpoint load")
+        for _, step, path in reversed(self._entries("checkpoint load")):
+            state = self._read(path)
+            if state is not None:
+                return step, state
+            if path.exists():
+                log.warning("checkpoint %s is torn or corrupt (checksum mismatch); falling back "
+                            "to an older checkpoint", path)
+        return None
+
+    # -- collective API ----------------------------------------------------------------------
     def save(self, step: int, state: Mapping[str, Any]) -> None:
         """Commit ``state`` as checkpoint ``step`` (every rank calls this with the same step)."""
         if not isinstance(step, int) or step < 0:
@@ -88,45 +189,40 @@ class Checkpoint:
             raise CollectiveMismatch(f"rank {self.comm.rank}: checkpoint save: ranks disagree on "
                                      f"the step: {steps}", rank=self.comm.rank,
                                      operation="checkpoint")
+        failure: tuple[int | None, str] | None = None
         if self.comm.rank == 0:
-            body = pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL)
-            digest = hashlib.sha256(body).digest()
-            _atomic_write(self._path(step), _MAGIC + digest + body)
-            _atomic_write(self.directory / "LATEST", f"{step}\n".encode())
-            for old in self._steps()[: -self.keep]:
-                try:
-                    os.unlink(self._path(old))
-                except OSError:
-                    pass
-        self.comm.barrier()
+            try:
+                self._commit(step, state)
+            except StorageError as e:
+                failure = (e.errno, str(e))
+        # Every rank learns the outcome: a full disk on rank 0 fails the job everywhere.
+        self._raise(self.comm.broadcast_object(failure, root=0))
 
-    def _read(self, step: int) -> dict[str, Any] | None:
-        try:
-            raw = self._path(step).read_bytes()
-        except OSError:
-            return None
-        head = len(_MAGIC) + 32
-        if raw[: len(_MAGIC)] != _MAGIC or hashlib.sha256(raw[head:]).digest() != raw[len(_MAGIC):head]:
-            return None  # torn or corrupt: fall back to an older checkpoint
-        state: dict[str, Any] = pickle.loads(raw[head:])
-        return state
+    def _raise(self, failure: tuple[int | None, str] | None) -> None:
+        if failure is not None:
+            err = StorageError(failure[1] if self.comm.rank == 0 else
+                               f"rank {self.comm.rank}: {failure[1]}")
+            err.errno = failure[0]
+            raise err
 
     def load(self) -> tuple[int, dict[str, Any]] | None:
         """The newest valid checkpoint as ``(step, state)`` on every rank, or None."""
         found: tuple[int, dict[str, Any]] | None = None
+        failure: tuple[int | None, str] | None = None
         if self.comm.rank == 0:
-            for step in reversed(self._steps()):
-                state = self._read(step)
-                if state is not None:
-                    found = (step, state)
-                    break
+            try:
+                found = self._find()
+            except StorageError as e:
+                failure = (e.errno, str(e))
         try:
-            return self.comm.broadcast_object(found, root=0)
+            failure, found = self.comm.broadcast_object((failure, found), root=0)
         except pickle.PicklingError as e:  # pragma: no cover - state pickled fine on save
             raise TerascaleError(f"checkpoint could not be shared: {e}") from None
+        self._raise(failure)
+        return found
 
     @property
     def latest_step(self) -> int | None:
-        """Newest committed step in the directory (as this rank sees it), or None."""
-        steps = self._steps()
-        return steps[-1] if steps else None
+        """Step of the newest checkpoint written to the directory (as this rank sees it)."""
+        entries = self._entries("checkpoint")
+        return entries[-1][1] if entries else None

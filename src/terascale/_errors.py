@@ -11,6 +11,7 @@
     │   └── SlotTaken            another copy of this worker already holds its slot (speculative run)
     ├── AuthError                a peer or client failed the HMAC challenge on the job secret
     ├── DataError                bad input data (the message names the file and line)
+    ├── StorageError             a file could not be written or read (disk full, permissions)
     └── ConfigError              bad options or environment (the message names the flag or variable)
 
 Every message names the rank that raised it and, where there is one, the peer and the
@@ -29,6 +30,7 @@ __all__ = [
     "PeerTimeout",
     "RendezvousError",
     "SlotTaken",
+    "StorageError",
     "TerascaleError",
 ]
 
@@ -76,6 +78,12 @@ class DataError(TerascaleError, ValueError):
     """Malformed input data; the message names the file and line (or row and column).
 
     Also a ``ValueError``, as scikit-learn's tools expect of a bad input value."""
+
+
+class StorageError(TerascaleError, OSError):
+    """A checkpoint or model file could not be written or read; the message names the path.
+
+    Also an ``OSError`` (with the original ``errno``), for code that handles a full disk."""
 
 
 class ConfigError(TerascaleError, ValueError):

@@ -22,6 +22,7 @@ import numba
 import numpy as np
 
 from .._errors import ConfigError, DataError
+from .._files import fsync_dir, storage_error
 from ._blocks import Block, Blocks, DatasetBlocks, as_blocks
 from ._dataset import Dataset, ParseOptions
 from ._hashing import CONSTANT_HASH
@@ -183,10 +184,15 @@ class LinearModel:
                     extra.update(self.normalization[1])
                 np.savez(f, indices=self.indices, weights=self.weights,
                          header=np.frombuffer(json.dumps(header).encode(), np.uint8), **extra)
+                f.flush()
+                os.fsync(f.fileno())  # the data is on disk before the name points at it
             os.replace(tmp, path)
-        except BaseException:
+            fsync_dir(d)  # ... and the rename itself survives a power loss
+        except BaseException as e:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+            if isinstance(e, OSError):
+                raise storage_error("cannot write the model", path, e) from None
             raise
 
     @classmethod

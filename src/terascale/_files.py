@@ -1,0 +1,72 @@
+"""Durable file replacement: what "written" means for checkpoints and models.
+
+A rename is atomic but not durable by itself: after a power loss the directory may still
+point at the old file, or at a new name whose data never reached the disk. Durability
+needs the file's data flushed (``fsync`` of the file) before the rename and the rename
+flushed (``fsync`` of the directory) after it -- the order ext4, XFS and btrfs document
+(Pillai et al., "All File Systems Are Not Created Equal", OSDI 2014).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from typing import IO
+
+from ._errors import StorageError
+
+__all__ = ["fsync_dir", "replace_durably", "storage_error"]
+
+
+def storage_error(what: str, path: str | os.PathLike[str], e: OSError) -> StorageError:
+    """``e`` as a :class:`StorageError` naming ``path`` (errno kept)."""
+    err = StorageError(f"{what} {os.fspath(path)}: {e.strerror or e}")
+    err.errno = e.errno  # (not strerror: OSError would print only that)
+    return err
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make the renames and unlinks done in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_durably(path: str | os.PathLike[str], write: Callable[[IO[bytes]], object], *,
+                    prefix: str, suffix: str = ".tmp", what: str = "") -> None:
+    """Write ``path`` through ``write(file)`` into a temporary file of its directory, fsync
+    it, rename it over ``path`` and fsync the directory; the temporary file never remains
+    (unless the process is killed, which is why its name starts with ``prefix``: the owner
+    of the directory can recognise and remove it later).
+
+    Raises :class:`StorageError` naming ``path`` for any I/O error (ENOSPC, EACCES, EIO);
+    ``what`` starts its message (``"rank 0: checkpoint save: "``).
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=suffix)
+    except OSError as e:
+        raise storage_error(f"{what}cannot create a temporary file for", path, e) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(directory)
+    except OSError as e:
+        _discard(tmp)
+        raise storage_error(f"{what}cannot write", path, e) from None
+    except BaseException:
+        _discard(tmp)
+        raise
+
+
+def _discard(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
