@@ -59,6 +59,52 @@ def _grown(indices: np.ndarray, values: np.ndarray, nnz: int) -> tuple[np.ndarra
 
 
 @numba.njit(cache=True, nogil=True)
+def _libsvm_features(buf: np.ndarray, i: int, le: int, mask: int, indices: np.ndarray,
+                     values: np.ndarray, nnz: int) -> tuple[int, int]:
+    """The ``index:value`` features of ``buf[i:le]`` appended at ``nnz`` (the arrays have
+    room for all of them); returns (new nnz, error code or 0)."""
+    err = 0
+    while i < le:
+        if buf[i] == 32 or buf[i] == 9 or buf[i] == 13:
+            i += 1
+            continue
+        ts = i
+        while i < le and not (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
+            i += 1
+        te = i
+        colon = ts
+        while colon < te and buf[colon] != 58:
+            colon += 1
+        if colon == te:
+            err = 2
+            break
+        if colon - ts == 3 and buf[ts] == 113 and buf[ts + 1] == 105 and buf[ts + 2] == 100:
+            continue  # qid:N
+        idx = np.int64(0)
+        if colon == ts:
+            err = 3
+            break
+        for j in range(ts, colon):
+            c = buf[j]
+            if c < 48 or c > 57:
+                err = 3
+                break
+            idx = (idx * 10 + (c - 48)) & 0xFFFFFFFF
+        if err:
+            break
+        v, ok = parse_float(buf, colon + 1, te)
+        if not ok:
+            err = 4
+            break
+        if v == 0.0:
+            continue
+        indices[nnz] = idx & mask
+        values[nnz] = v
+        nnz += 1
+    return nnz, err
+
+
+@numba.njit(cache=True, nogil=True)
 def _parse_libsvm(buf: np.ndarray, mask: int, constant: bool, skip_bad: bool):  # noqa: ANN201
     n = len(buf)
     cap = n // 3 + 16
@@ -94,45 +140,12 @@ def _parse_libsvm(buf: np.ndarray, mask: int, constant: bool, skip_bad: bool):  
         label, ok = parse_float(buf, ts, i)
         err = 0 if ok else 1
         start = nnz
-        while err == 0 and i < le:
-            if buf[i] == 32 or buf[i] == 9 or buf[i] == 13:
-                i += 1
-                continue
-            ts = i
-            while i < le and not (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
-                i += 1
-            te = i
-            colon = ts
-            while colon < te and buf[colon] != 58:
-                colon += 1
-            if colon == te:
-                err = 2
-                break
-            if colon - ts == 3 and buf[ts] == 113 and buf[ts + 1] == 105 and buf[ts + 2] == 100:
-                continue  # qid:N
-            idx = np.int64(0)
-            if colon == ts:
-                err = 3
-                break
-            for j in range(ts, colon):
-                c = buf[j]
-                if c < 48 or c > 57:
-                    err = 3
-                    break
-                idx = (idx * 10 + (c - 48)) & 0xFFFFFFFF
-            if err:
-                break
-            v, ok = parse_float(buf, colon + 1, te)
-            if not ok:
-                err = 4
-                break
-            if v == 0.0:
-                continue
-            if nnz + 2 > len(indices):
-                indices, values = _grown(indices, values, nnz)
-            indices[nnz] = idx & mask
-            values[nnz] = v
-            nnz += 1
+        # room for every feature of the line and the constant, reserved once per line so
+        # that the token loop runs over arrays that never change (see _vwparse._features)
+        while nnz + (le - i) // 2 + 3 > len(indices):
+            indices, values = _grown(indices, values, nnz)
+        if err == 0:
+            nnz, err = _libsvm_features(buf, i, le, mask, indices, values, nnz)
         if err:
             if skip_bad:
                 skipped += 1
@@ -140,8 +153,6 @@ def _parse_libsvm(buf: np.ndarray, mask: int, constant: bool, skip_bad: bool):  
                 continue
             return indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], skipped, err, line
         if constant:
-            if nnz + 1 > len(indices):
-                indices, values = _grown(indices, values, nnz)
             indices[nnz] = CONSTANT_HASH & mask
             values[nnz] = 1.0
             nnz += 1
