@@ -25,8 +25,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spawn(n: int, env_for) -> list[str]:
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER], env={**os.environ, **env_for(r)},
+def _spawn(n: int, env_for, secret: dict[str, str] | None = None) -> list[str]:
+    # Other launchers make no secret: the user gives every rank the same one.
+    secret = {"TERASCALE_SECRET": "shared-by-the-user"} if secret is None else secret
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_SECRET")}
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER],
+                              env={**base, **secret, **env_for(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(n)]
     outs = []
@@ -102,12 +106,12 @@ def test_rendezvous_port_in_use_is_reported() -> None:
     busy.listen()
     port = busy.getsockname()[1]
     env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(port - 1)}
+           "MASTER_PORT": str(port - 1), "TERASCALE_SECRET": "s"}
     res = subprocess.run([sys.executable, "-c", "import terascale; terascale.init(timeout=2)"],
                          env=env, capture_output=True, text=True, timeout=60)
     busy.close()
     assert res.returncode != 0
-    assert f"cannot listen on 0.0.0.0:{port}" in res.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in res.stderr  # MASTER_ADDR's, not 0.0.0.0
 
 
 def test_to_environ_is_what_read_env_reads() -> None:
@@ -128,3 +132,88 @@ def test_bad_optional_variables_name_the_variable() -> None:
         read_env({**base, "TERASCALE_RESTART": "first"})
     with pytest.raises(ConfigError, match="TERASCALE_TIMEOUT"):
         read_env({**base, "TERASCALE_TIMEOUT": "-1"})
+
+
+# -- the job secret outside our launchers, and where rank 0 listens ---------------------------
+
+_OMPI = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2",
+         "TERASCALE_RENDEZVOUS": "127.0.0.1:29555"}
+
+
+@pytest.mark.parametrize("launcher", [
+    _OMPI,
+    {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
+    {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "TERASCALE_RENDEZVOUS": "10.0.0.1:1"},
+])
+def test_no_secret_outside_our_launchers_is_refused_with_advice(launcher: dict) -> None:
+    # Before: a secret derived from the address, which any attacker could compute too.
+    with pytest.raises(ConfigError, match="without a job secret.*TERASCALE_SECRET_FILE"):
+        read_env(launcher)
+
+
+def test_every_rank_refuses_to_start_without_a_secret() -> None:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**env, "OMPI_COMM_WORLD_RANK": str(r),
+                                   "OMPI_COMM_WORLD_SIZE": "2",
+                                   "TERASCALE_RENDEZVOUS": f"127.0.0.1:{port}"})
+             for r in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode != 0
+        assert "ConfigError" in err and "without a job secret" in err
+
+
+def test_secret_file_must_be_private(tmp_path) -> None:
+    path = tmp_path / "secret"
+    path.write_text("s3cret\n")
+    path.chmod(0o644)
+    with pytest.raises(ConfigError, match=r"TERASCALE_SECRET_FILE=.*readable by others.*chmod 600"):
+        read_env({**_OMPI, "TERASCALE_SECRET_FILE": str(path)})
+    with pytest.raises(ConfigError, match="secret_file=.*readable by others"):
+        read_env(_OMPI, secret_file=path)
+    path.chmod(0o600)
+    assert read_env({**_OMPI, "TERASCALE_SECRET_FILE": str(path)}).secret == b"s3cret"
+    assert read_env(_OMPI, secret_file=str(path)).secret == b"s3cret"
+    with pytest.raises(ConfigError, match="cannot read the job secret"):
+        read_env({**_OMPI, "TERASCALE_SECRET_FILE": str(tmp_path / "missing")})
+    with pytest.raises(ConfigError, match="is empty"):
+        read_env({**_OMPI, "TERASCALE_SECRET": ""})
+
+
+def test_insecure_opt_out_is_loopback_only() -> None:
+    job = read_env({**_OMPI, "TERASCALE_INSECURE_NO_SECRET": "1"})
+    assert job is not None and len(job.secret) == 32
+    with pytest.raises(ConfigError, match="only with a loopback rendezvous"):
+        read_env({**_OMPI, "TERASCALE_RENDEZVOUS": "10.1.2.3:29555",
+                  "TERASCALE_INSECURE_NO_SECRET": "1"})
+
+
+def test_opt_out_job_runs_on_one_machine() -> None:
+    port = _free_port()
+    outs = _spawn(2, lambda r: {"OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": "2",
+                                "TERASCALE_RENDEZVOUS": f"127.0.0.1:{port}"},
+                  secret={"TERASCALE_INSECURE_NO_SECRET": "1"})
+    assert sorted(outs) == ["0 2 3", "1 2 3"]
+
+
+def test_rendezvous_binds_the_address_it_was_given() -> None:
+    from terascale._init import _serve
+
+    port = _free_port()
+    base = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "TERASCALE_SECRET": "s",
+            "TERASCALE_RENDEZVOUS": f"127.0.0.1:{port}"}
+    server = _serve(read_env(base))
+    try:
+        assert server.address == ("127.0.0.1", port)  # not 0.0.0.0: loopback stays loopback
+    finally:
+        server.close()
+    server = _serve(read_env({**base, "TERASCALE_BIND": "0.0.0.0"}))
+    try:
+        assert server.address == ("0.0.0.0", port)  # only when told so
+    finally:
+        server.close()
+    with pytest.raises(ConfigError, match="not an address of this host.*TERASCALE_BIND=0.0.0.0"):
+        _serve(read_env({**base, "TERASCALE_RENDEZVOUS": f"192.0.2.1:{port}"}))

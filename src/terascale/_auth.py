@@ -4,6 +4,11 @@ Both sides prove knowledge of the secret without sending it: the acceptor sends 
 challenge, the dialer answers with ``HMAC(secret, "dial" | challenge | its own nonce)``, and
 the acceptor proves itself back with ``HMAC(secret, "accept" | nonce | challenge)``. A
 connection that fails is closed; nothing is read from it beyond a fixed, small size.
+
+Both calls return the handshake's two nonces (``challenge | nonce``), fresh per
+connection, from which an encrypted link derives its keys (:mod:`terascale.transport._secure`).
+A dialer whose connection closes before the verdict gets a ``ConnectionError`` (it may
+retry: a busy acceptor sheds idle connections); only a refused proof is an ``AuthError``.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ def recv_json(sock: socket.socket, deadline: float) -> Any:
     return json.loads(recv_exact(sock, n, deadline))
 
 
-def accept_handshake(sock: socket.socket, secret: bytes, deadline: float) -> None:
+def accept_handshake(sock: socket.socket, secret: bytes, deadline: float) -> bytes:
     """Acceptor side. Raises AuthError when the dialer does not know the secret."""
     challenge = os.urandom(_NONCE)
     _send_all(sock, _MAGIC + challenge, deadline)
@@ -83,9 +88,10 @@ def accept_handshake(sock: socket.socket, secret: bytes, deadline: float) -> Non
             pass
         raise AuthError("peer failed the challenge on the job secret (wrong TERASCALE_SECRET?)")
     _send_all(sock, b"OK" + _mac(secret, b"accept", nonce, challenge), deadline)
+    return challenge + nonce
 
 
-def dial_handshake(sock: socket.socket, secret: bytes, deadline: float) -> None:
+def dial_handshake(sock: socket.socket, secret: bytes, deadline: float) -> bytes:
     """Dialer side. Raises AuthError when either side does not know the secret."""
     hello = recv_exact(sock, len(_MAGIC) + _NONCE, deadline)
     if hello[: len(_MAGIC)] != _MAGIC:
@@ -96,9 +102,10 @@ def dial_handshake(sock: socket.socket, secret: bytes, deadline: float) -> None:
     try:
         verdict = recv_exact(sock, 2 + _MAC, deadline)
     except ConnectionError as e:
-        raise AuthError(f"server closed the connection during authentication ({e})") from None
+        raise ConnectionError(f"server closed the connection during authentication ({e})") from None
     if verdict[:2] != b"OK":
         raise AuthError("rejected: this process does not hold the job secret "
                         "(check TERASCALE_SECRET or the secret= argument)")
     if not hmac.compare_digest(verdict[2:], _mac(secret, b"accept", nonce, challenge)):
         raise AuthError("server failed to prove it holds the job secret")
+    return challenge + nonce

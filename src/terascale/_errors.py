@@ -10,6 +10,7 @@
     ├── RendezvousError          the job could not be assembled (missing ranks, server unreachable)
     │   └── SlotTaken            another copy of this worker already holds its slot (speculative run)
     ├── AuthError                a peer or client failed the HMAC challenge on the job secret
+    │   └── LinkTampered         an encrypted frame failed its tag (also a CollectiveError)
     ├── DataError                bad input data (the message names the file and line)
     ├── StorageError             a file could not be written or read (disk full, permissions)
     └── ConfigError              bad options or environment (the message names the flag or variable)
@@ -26,6 +27,7 @@ __all__ = [
     "CollectiveMismatch",
     "ConfigError",
     "DataError",
+    "LinkTampered",
     "PeerLost",
     "PeerTimeout",
     "RendezvousError",
@@ -72,6 +74,12 @@ class SlotTaken(RendezvousError):
 
 class AuthError(TerascaleError):
     """A connection failed the challenge on the job secret."""
+
+
+class LinkTampered(AuthError, CollectiveError):
+    """An encrypted frame failed authentication: altered, replayed or reordered on the wire.
+
+    Also a :class:`CollectiveError`, so the collective that received it aborts the job."""
 
 
 class DataError(TerascaleError, ValueError):

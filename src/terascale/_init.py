@@ -14,20 +14,25 @@ srun (Slurm)       SLURM_PROCID, SLURM_NTASKS
 Under mpirun and srun the rendezvous address must be given (``rendezvous="host:port"``,
 TERASCALE_RENDEZVOUS, or MASTER_ADDR and MASTER_PORT). Where no launcher started the
 process, ``init()`` returns a communicator of size 1 whose collectives are identities.
-Outside ``terascale run``, rank 0 serves the rendezvous itself.
+Outside ``terascale run``, rank 0 serves the rendezvous itself, on the rendezvous host's
+own address (loopback when that is loopback; TERASCALE_BIND overrides it), and the user
+provides the job secret: no launcher of ours made one, and a secret derived from the job's
+address would be one any attacker can derive (see README, "Security model").
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
+import socket
 import sys
 import time
 import weakref
 from typing import Any
 
-from ._env import JobEnv, host_identity, read_env, read_timeout
+from ._env import JobEnv, host_identity, read_env, read_flag, read_timeout
 from ._errors import CollectiveError, ConfigError, PeerLost, SlotTaken
 from ._timeline import attach as attach_timeline
 from .communicator import Communicator
@@ -44,12 +49,18 @@ DEFAULT_TIMEOUT = 60.0
 _JOINED: dict[tuple[Any, ...], tuple[int, weakref.ref[Communicator]]] = {}
 
 def init(*, timeout: float | None = None, rendezvous: str | None = None,
-         secret: str | bytes | None = None, host_id: str | None = None,
+         secret: str | bytes | None = None, secret_file: str | os.PathLike[str] | None = None,
+         encrypt: bool | None = None, host_id: str | None = None,
          timeline: str | None = None) -> Communicator:
     """Join the job that launched this process and return its :class:`Communicator`.
 
     ``timeout`` (seconds) bounds the rendezvous and is the default deadline of every
     collective (``terascale run --timeout`` sets it for all workers; default 60).
+    ``secret`` (default TERASCALE_SECRET) or ``secret_file`` (default
+    TERASCALE_SECRET_FILE: a file only its owner can read) is the job secret every rank
+    must share; ``terascale run`` makes one, other launchers do not (ConfigError without).
+    ``encrypt`` (default TERASCALE_ENCRYPT; ``terascale run --encrypt``) encrypts and
+    authenticates every TCP frame with AES-GCM; the job is encrypted when any rank asks.
     ``host_id`` overrides how hosts are told apart (default: the hostname plus a digest of
     the boot id and network namespace, see ``TERASCALE_HOST_ID``), e.g. to test
     hierarchical algorithms on one machine.
@@ -65,7 +76,7 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
         timeout = read_timeout(default=DEFAULT_TIMEOUT)
     if not (timeout > 0 and math.isfinite(timeout)):  # nan and inf would break every deadline
         raise ConfigError(f"timeout={timeout} must be positive and finite (seconds)")
-    job = read_env(rendezvous=rendezvous, secret=secret)
+    job = read_env(rendezvous=rendezvous, secret=secret, secret_file=secret_file)
     launched_timeline = os.environ.get("TERASCALE_TIMELINE")
     timeline = timeline or launched_timeline  # the launcher merges its parts at the end
     merge_at_exit = not (launched_timeline and timeline == launched_timeline)
@@ -84,36 +95,64 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     server = None
     if job.serve:
         assert job.rendezvous is not None
-        server = RendezvousServer(job.size, job.secret, host="0.0.0.0", port=job.rendezvous[1])
-        server.start()
+        server = _serve(job)
     assert job.rendezvous is not None
     comm = connect(job.rank, job.size, job.rendezvous, job.secret, timeout=timeout,
-                   host_id=host_id, server=server)
+                   host_id=host_id, server=server,
+                   encrypt=job.encrypt if encrypt is None else encrypt)
     log.debug("rank %d of %d joined job %s via %s", comm.rank, comm.size, comm.job, job.launcher)
     comm = attach_timeline(comm, timeline, merge_at_exit=merge_at_exit)
     _JOINED[key] = (os.getpid(), weakref.ref(comm))
     return comm
 
 
+def _serve(job: JobEnv) -> RendezvousServer:
+    """Rank 0's rendezvous server, listening where the job said it would be (not 0.0.0.0)."""
+    assert job.rendezvous is not None
+    host, port = job.rendezvous
+    if job.bind:
+        bind = job.bind
+    else:
+        try:
+            bind = str(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0])
+        except socket.gaierror as e:
+            raise ConfigError(f"rank 0: rendezvous host {host!r} does not resolve "
+                              f"({e.strerror}); check MASTER_ADDR / TERASCALE_RENDEZVOUS") from None
+    try:
+        server = RendezvousServer(job.size, job.secret, host=bind, port=port)
+    except OSError as e:
+        if e.errno != errno.EADDRNOTAVAIL:
+            raise
+        raise ConfigError(f"rank 0: cannot listen on {bind}:{port} for the rendezvous: {host!r} "
+                          "is not an address of this host; run rank 0 there, or set "
+                          "TERASCALE_BIND=0.0.0.0 to listen on every interface") from None
+    return server.start()
+
+
 def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
             timeout: float, host_id: str | None = None,
-            server: RendezvousServer | None = None) -> Communicator:
+            server: RendezvousServer | None = None,
+            encrypt: bool | None = None) -> Communicator:
     """Join the rendezvous at ``rendezvous`` as ``rank`` of ``size`` and build the mesh.
 
     The part of :func:`init` that does not read the environment: the ``torch.distributed``
     backend uses it to join with an address and secret passed through torch's store.
     ``server`` (the rendezvous server this process runs, if any) lives as long as the
     communicator. A redundant copy of a worker (its slot taken) exits with status 0.
+    ``encrypt`` defaults to TERASCALE_ENCRYPT.
     """
+    if encrypt is None:
+        encrypt = read_flag(os.environ, "TERASCALE_ENCRYPT")
     hid = host_id or os.environ.get("TERASCALE_HOST_ID") or host_identity()
     started = time.monotonic()
     try:
-        who = join(rendezvous, secret, slot=rank, size=size, host_id=hid, timeout=timeout)
+        who = join(rendezvous, secret, slot=rank, size=size, host_id=hid, timeout=timeout,
+                   encrypt=encrypt)
     except SlotTaken as e:
         print(f"terascale: {e}; exiting (another copy of this worker is running)", file=sys.stderr)
         raise SystemExit(0) from None
     mesh = build_mesh(who.rank, who.size, who.addrs, who.listener, secret, who.job,
-                      started + timeout + 5.0)
+                      started + timeout + 5.0, encrypt=who.encrypt)
     comm = Communicator(rank=who.rank, size=who.size, local_rank=who.local_rank,
                         local_size=who.local_size, mesh=mesh, timeout=timeout, job=who.job,
                         hosts=who.hosts)

@@ -24,6 +24,7 @@ class Assignment:
     addrs: list[tuple[str, int]]
     hosts: list[str]
     listener: socket.socket
+    encrypt: bool = False
 
     @property
     def local_rank(self) -> int:
@@ -54,24 +55,35 @@ def _connect(address: tuple[str, int], deadline: float) -> socket.socket:
 
 
 def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_id: str,
-         timeout: float) -> Assignment:
-    """Join the job at ``address`` as ``slot``; returns the rank table once all arrived."""
+         timeout: float, encrypt: bool = False) -> Assignment:
+    """Join the job at ``address`` as ``slot``; returns the rank table once all arrived.
+
+    Connection-level failures before the request is sent (refused, reset, closed by a
+    server shedding idle strangers) are retried until the deadline; a wrong secret is not.
+    """
     deadline = time.monotonic() + timeout
-    sock = _connect(address, deadline)
-    try:
+    while True:
+        sock = _connect(address, deadline)
         try:
             dial_handshake(sock, secret, deadline)
-        except (OSError, TimeoutError) as e:
-            raise RendezvousError(f"rendezvous at {address[0]}:{address[1]} failed during "
-                                  f"authentication ({e})") from None
+            break
         except AuthError as e:
+            sock.close()
             raise AuthError(f"rank {slot}: rendezvous at {address[0]}:{address[1]}: {e}") from None
+        except (OSError, TimeoutError) as e:
+            sock.close()
+            if time.monotonic() + 0.05 >= deadline:
+                raise RendezvousError(f"rank {slot}: rendezvous at {address[0]}:{address[1]} "
+                                      f"failed during authentication ({e})") from None
+            time.sleep(0.05)
+    try:
         listener = listen(sock.getsockname()[0])
         port = listener.getsockname()[1]
-        send_json(sock, {"slot": slot, "size": size, "addr": sock.getsockname()[0], "port": port,
-                         "host": host_id, "pid": os.getpid(),
-                         "timeout": max(deadline - time.monotonic(), 0.1)}, deadline)
         try:
+            send_json(sock, {"slot": slot, "size": size, "addr": sock.getsockname()[0],
+                             "port": port, "host": host_id, "pid": os.getpid(),
+                             "encrypt": bool(encrypt),
+                             "timeout": max(deadline - time.monotonic(), 0.1)}, deadline)
             reply = recv_json(sock, deadline + 5.0)
         except (OSError, TimeoutError, ValueError) as e:
             listener.close()
@@ -90,4 +102,5 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
     peers = reply["peers"]
     return Assignment(rank=int(reply["rank"]), size=size, job=str(reply["job"]),
                       addrs=[(p["addr"], int(p["port"])) for p in peers],
-                      hosts=[str(p["host"]) for p in peers], listener=listener)
+                      hosts=[str(p["host"]) for p in peers], listener=listener,
+                      encrypt=bool(reply.get("encrypt", False)))

@@ -4,8 +4,13 @@ Run by ``terascale run`` (and by rank 0 under torchrun/mpirun variables, and by 
 Ray drivers). It is deliberately small and paranoid:
 
 * every client proves it knows the job secret (HMAC) before anything else is read;
-* each client has a few seconds to finish its handshake and request (no slow-loris), and a
-  request is at most 64 KiB, whatever its length prefix claims;
+* clients are served concurrently, each with a few seconds to finish its handshake and
+  request, so an idle or slow stranger delays nobody; a request is at most 64 KiB,
+  whatever its length prefix claims;
+* unauthenticated connections are capped per source address: when one address holds too
+  many, its oldest is closed (a slow-loris evicts itself, a genuine worker completes its
+  handshake in milliseconds and retries if it was unlucky);
+* dropped clients are counted and summarized in one log line, not one line each;
 * slots are first-come: a second copy of a worker (same slot, e.g. a speculative Hadoop
   mapper) is told that its slot is taken, and the job is not disturbed;
 * a worker that waits too long is told how many workers arrived and which slots are missing.
@@ -18,17 +23,20 @@ import secrets
 import socket
 import threading
 import time
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from .._auth import accept_handshake, recv_json, send_json
+from .._errors import AuthError
 
 __all__ = ["RendezvousServer", "host_layout"]
 
 log = logging.getLogger("terascale.rendezvous")
 
 _HANDSHAKE_S = 5.0  # time a client gets to authenticate and send its request
-_MAX_CLIENTS = 1024  # concurrent connections served; more are closed at once
+_PER_SOURCE = 64  # unauthenticated connections one address may hold; more evict its oldest
+_MAX_PENDING = 1024  # unauthenticated connections in all; more evict the oldest of all
 
 
 @dataclass
@@ -39,6 +47,7 @@ class _Worker:
     host: str
     pid: int
     conn: socket.socket
+    encrypt: bool = False
 
 
 class RendezvousServer:
@@ -53,10 +62,17 @@ class RendezvousServer:
         self.job = job or secrets.token_hex(8)
         self.rejected = 0  # connections dropped (auth failures, garbage, duplicates)
         self.replied = 0  # workers sent the complete rank table
+        self.dropped: Counter[str] = Counter()  # why, for the one-line summary
+        self._sources: set[str] = set()
+        self._reported = 0
+        # Unauthenticated connections, oldest first: id -> (source address, socket).
+        self._pending: OrderedDict[int, tuple[str, socket.socket]] = OrderedDict()
+        self._per_source: Counter[str] = Counter()
+        self._lock = threading.Lock()
         self._workers: dict[int, _Worker] = {}
         self._table: list[dict[str, Any]] | None = None
+        self._encrypt = False
         self._cond = threading.Condition()
-        self._slots = threading.BoundedSemaphore(_MAX_CLIENTS)
         self._closed = threading.Event()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._sock = socket.socket(family, socket.SOCK_STREAM)
@@ -68,6 +84,7 @@ class RendezvousServer:
             raise OSError(e.errno, f"cannot listen on {host}:{port} for rendezvous "
                                    f"({e.strerror}); pick another port") from None
         self._sock.listen(512)
+        self._sock.settimeout(0.5)  # here, not in the thread: close() may come first
         self.address: tuple[str, int] = self._sock.getsockname()[:2]
         self._thread = threading.Thread(target=self._serve, name="terascale-rendezvous",
                                         daemon=True)
@@ -76,7 +93,26 @@ class RendezvousServer:
         self._thread.start()
         return self
 
+    def summary(self) -> str | None:
+        """One line on the connections dropped so far, or None when there were none."""
+        with self._lock:
+            if not self.dropped:
+                return None
+            why = ", ".join(f"{n} {reason}" for reason, n in self.dropped.most_common())
+            return (f"rendezvous: dropped {sum(self.dropped.values())} connection(s) from "
+                    f"{len(self._sources)} address(es) ({why})")
+
+    def _report(self) -> None:
+        line = self.summary()
+        with self._lock:
+            total = sum(self.dropped.values())
+            if line is None or total == self._reported:
+                return
+            self._reported = total
+        log.warning("%s", line)
+
     def close(self) -> None:
+        self._report()
         self._closed.set()
         try:
             self._sock.close()
@@ -103,19 +139,50 @@ class RendezvousServer:
 
     # -- serving ---------------------------------------------------------------------------
     def _serve(self) -> None:
-        self._sock.settimeout(0.5)
         while not self._closed.is_set():
             try:
                 conn, who = self._sock.accept()
             except TimeoutError:
                 continue
-            except OSError:
-                return
-            if not self._slots.acquire(blocking=False):
-                conn.close()
+            except OSError as e:
+                if self._closed.is_set():
+                    return
+                # EMFILE and friends: out of descriptors for now; evict and keep serving.
+                log.debug("rendezvous: accept failed: %s", e)
+                self._evict_oldest(None)
+                time.sleep(0.01)
                 continue
+            self._admit(conn, str(who[0]))
             threading.Thread(target=self._client, args=(conn, who), daemon=True,
                              name="terascale-rendezvous-client").start()
+
+    def _admit(self, conn: socket.socket, source: str) -> None:
+        with self._lock:
+            self._pending[id(conn)] = (source, conn)
+            self._per_source[source] += 1
+            over_source = self._per_source[source] > _PER_SOURCE
+            over_all = len(self._pending) > _MAX_PENDING
+        if over_source:
+            self._evict_oldest(source)
+        elif over_all:
+            self._evict_oldest(None)
+
+    def _evict_oldest(self, source: str | None) -> None:
+        with self._lock:
+            victim = next((c for s, c in self._pending.values() if source in (None, s)), None)
+        if victim is not None:
+            try:  # wakes the thread blocked on it; that thread counts and closes it
+                victim.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _authenticated(self, conn: socket.socket) -> None:
+        with self._lock:
+            entry = self._pending.pop(id(conn), None)
+            if entry is not None:
+                self._per_source[entry[0]] -= 1
+                if not self._per_source[entry[0]]:
+                    del self._per_source[entry[0]]
 
     def _client(self, conn: socket.socket, who: tuple[Any, ...]) -> None:
         keep = False
@@ -123,15 +190,19 @@ class RendezvousServer:
             keep = self._handle(conn)
         except Exception as e:  # anything a hostile or broken client can cause
             self.rejected += 1
-            log.warning("rendezvous: dropped client %s:%s: %s", who[0], who[1], e)
+            with self._lock:
+                self.dropped[_reason(e)] += 1
+                self._sources.add(str(who[0]))
+            log.debug("rendezvous: dropped client %s:%s: %s", who[0], who[1], e)
         finally:
+            self._authenticated(conn)
             if not keep:
                 conn.close()
-            self._slots.release()
 
     def _handle(self, conn: socket.socket) -> bool:
         step = time.monotonic() + _HANDSHAKE_S
         accept_handshake(conn, self.secret, step)
+        self._authenticated(conn)  # it knows the secret: no longer a candidate for eviction
         req = recv_json(conn, step)
         slot, size, timeout = int(req["slot"]), int(req["size"]), float(req["timeout"])
         addr, port, host = str(req["addr"]), int(req["port"]), str(req["host"])[:256]
@@ -152,9 +223,12 @@ class RendezvousServer:
                                  "error": f"slot {slot} is already held by pid {first.pid} on "
                                           f"{first.host}; this copy is redundant"}, step)
                 return False
-            me = _Worker(slot, addr, port, host, int(req.get("pid", 0)), conn)
+            me = _Worker(slot, addr, port, host, int(req.get("pid", 0)), conn,
+                         bool(req.get("encrypt", False)))
             self._workers[slot] = me
             if len(self._workers) == self.size:
+                # Encrypted when any worker asked: one rank cannot downgrade the others.
+                self._encrypt = any(w.encrypt for w in self._workers.values())
                 self._table = [{"addr": w.addr, "port": w.port, "host": w.host}
                                for w in sorted(self._workers.values(), key=lambda w: w.slot)]
                 self._cond.notify_all()
@@ -180,10 +254,23 @@ class RendezvousServer:
                              "error": f"{len(arrived)} of {self.size} workers arrived within "
                                       f"{timeout:g} s; missing ranks {missing}"}, reply_by)
             return False
-        send_json(conn, {"ok": True, "rank": slot, "job": self.job, "peers": table}, reply_by)
+        if slot == 0:
+            self._report()
+        send_json(conn, {"ok": True, "rank": slot, "job": self.job, "peers": table,
+                         "encrypt": self._encrypt}, reply_by)
         with self._cond:
             self.replied += 1
         return False
+
+
+def _reason(e: Exception) -> str:
+    if isinstance(e, AuthError):
+        return "failed authentication"
+    if isinstance(e, TimeoutError):
+        return "timed out"
+    if isinstance(e, OSError):
+        return "closed or evicted"
+    return "sent a bad request"
 
 
 def host_layout(hosts: list[str]) -> str:

@@ -16,7 +16,8 @@ the job's communicator, the one ``terascale.init()`` and ``terascale.torch`` use
 :class:`~terascale.torch.DistributedOptimizer` share one mesh. Otherwise (torchrun, a
 ``tcp://`` init method, ``new_group``) rank 0 of the group starts a rendezvous server and
 passes its address and a fresh secret through torch's own store, which every rank of the
-group already trusts.
+group already trusts (torch's TCPStore is not authenticated: set TERASCALE_SECRET or
+TERASCALE_SECRET_FILE on every rank and the secret stays off the store).
 
 Supported: ``all_reduce`` (SUM, AVG, PRODUCT, MIN, MAX), ``broadcast``, ``reduce``,
 ``all_gather``, ``all_gather_into_tensor``, ``gather``, ``scatter``, ``reduce_scatter``,
@@ -31,6 +32,7 @@ CPU tensors; accelerator tensors go through host memory.
 from __future__ import annotations
 
 import datetime
+import os
 import secrets
 import socket
 from typing import Any
@@ -81,7 +83,10 @@ def _communicator(store: Any, rank: int, size: int, members: list[int],
         comm = joined()
         if comm is not None and (comm.rank, comm.size) == (rank, size):
             return comm, False
-        job = read_env()
+        try:
+            job = read_env()
+        except ConfigError:  # e.g. torchrun without TERASCALE_SECRET: torch's store serves
+            job = None
         if job is not None and job.launcher != "torchrun" and (job.rank, job.size) == (rank, size):
             # one of our launchers: the job's own communicator, shared with terascale.torch
             return init(timeout=timeout), False
@@ -96,24 +101,40 @@ def _join_through_store(store: Any, rank: int, size: int, timeout: float | None)
 
     limit = timeout if timeout is not None else read_timeout(default=DEFAULT_TIMEOUT)
     server = None
+    own = _user_secret()
     if rank == 0:
-        secret = secrets.token_hex(16)
+        # torch's store is not authenticated: a secret the user gave stays off it.
+        secret = own.decode() if own is not None else secrets.token_hex(16)
         server = RendezvousServer(size, secret.encode(), host="0.0.0.0", port=0).start()
         address = f"{_reachable_host(store)}:{server.address[1]}"
         store.set("terascale/rendezvous", address)
-        store.set("terascale/secret", secret)
+        store.set("terascale/secret", "" if own is not None else secret)
     try:
         store.set_timeout(datetime.timedelta(seconds=limit))
         address = store.get("terascale/rendezvous").decode()
-        secret = store.get("terascale/secret").decode()
+        secret = store.get("terascale/secret").decode() or (own or b"").decode()
     except Exception as e:  # the store raises RuntimeError/DistStoreError; say what we waited for
         if server is not None:
             server.close()
         raise ConfigError(f"rank {rank} of {size}: the terascale backend could not read the "
                           f"rendezvous address from torch's store within {limit:g} s ({e})"
                           ) from None
+    if not secret:
+        raise ConfigError(f"rank {rank} of {size}: rank 0 uses the job secret the user gave "
+                          "(TERASCALE_SECRET / TERASCALE_SECRET_FILE); give it to this rank too")
     host, _, port = address.rpartition(":")
     return connect(rank, size, (host, int(port)), secret.encode(), timeout=limit, server=server)
+
+
+def _user_secret() -> bytes | None:
+    """The job secret the user set (TERASCALE_SECRET or _FILE), if any."""
+    if not (os.environ.get("TERASCALE_SECRET") or os.environ.get("TERASCALE_SECRET_FILE")):
+        return None
+    job = read_env()  # a bad secret file is the user's ConfigError
+    if job is None:
+        raw = os.environ.get("TERASCALE_SECRET")
+        return raw.encode() if raw else None
+    return job.secret
 
 
 def _reachable_host(store: Any) -> str:

@@ -1,25 +1,34 @@
 """Building the full mesh of authenticated peer connections after rendezvous.
 
 Rank ``r`` dials every lower rank and accepts one connection from every higher rank; each
-connection runs the HMAC handshake, then the dialer names its rank and the job. A stranger
-on the listening port (wrong secret, another job, garbage) is logged and dropped without
-disturbing the job; the listener is closed once the mesh is complete.
+connection runs the HMAC handshake, then the dialer names its rank and the job. The
+acceptor vets connections concurrently, each with a short deadline of its own, so that
+strangers on the listening port (idle, slow, wrong secret, another job, garbage) never
+delay a genuine peer; a source address holding too many unauthenticated connections has
+its oldest closed. Dialers retry connection-level failures until the deadline. Dropped
+connections are summarized in one log line; the listener is closed once the mesh is
+complete. With ``encrypt`` every link is wrapped in :class:`~._secure.SecureLink`.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import threading
 import time
+from collections import Counter, OrderedDict
 
 from .._auth import accept_handshake, dial_handshake, recv_json, send_json
-from .._errors import AuthError, PeerTimeout, RendezvousError
+from .._errors import AuthError, PeerTimeout
 from .tcp import TcpMesh
 
 __all__ = ["build_mesh", "listen"]
 
 log = logging.getLogger("terascale.transport")
+
+_VET_S = 5.0  # time a connection gets to authenticate and name itself
+_PER_SOURCE = 32  # unauthenticated connections one address may hold; more evict its oldest
 
 
 def listen(host: str) -> socket.socket:
@@ -33,88 +42,186 @@ def listen(host: str) -> socket.socket:
 
 
 def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
-          deadline: float) -> socket.socket:
+          deadline: float) -> tuple[socket.socket, bytes]:
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
             s = socket.create_connection(addr, timeout=max(deadline - time.monotonic(), 0.01))
-        except (TimeoutError, ConnectionRefusedError) as e:
+        except OSError as e:  # refused, reset, unreachable for now: the peer may be starting
             last = e
             time.sleep(0.05)
             continue
-        except OSError as e:
-            raise RendezvousError(f"rank {rank}: cannot reach rank {peer} at {addr[0]}:{addr[1]} "
-                                  f"({e.strerror or e})") from None
         try:
-            dial_handshake(s, secret, deadline)
+            nonces = dial_handshake(s, secret, deadline)
             send_json(s, {"rank": rank, "job": job}, deadline)
         except AuthError as e:
             s.close()
             raise AuthError(f"rank {rank}: connection to rank {peer} refused: {e}") from None
-        except (OSError, TimeoutError) as e:
+        except (OSError, TimeoutError) as e:  # e.g. shed by an acceptor busy with strangers
             s.close()
             last = e
+            time.sleep(0.05)
             continue
-        return s
+        return s, nonces
     raise PeerTimeout(f"rank {rank}: could not connect to rank {peer} at {addr[0]}:{addr[1]} "
                       f"before the deadline ({last})", rank=rank, peer=peer, operation="connect")
 
 
-def _accept_all(rank: int, expect: set[int], listener: socket.socket, secret: bytes, job: str,
-                deadline: float, out: dict[int, socket.socket], errors: list[Exception],
-                 stop: threading.Event) -> None:
-    while expect - out.keys() and not stop.is_set():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            missing = sorted(expect - out.keys())
-            errors.append(PeerTimeout(f"rank {rank}: ranks {missing} did not connect before the "
-                                      f"deadline", rank=rank, peer=missing[0], operation="connect"))
-            return
-        listener.settimeout(min(left, 0.5))
+class _Acceptor:
+    """Vets every connection to the listener in its own thread until all peers are in."""
+
+    def __init__(self, rank: int, expect: set[int], listener: socket.socket, secret: bytes,
+                 job: str, deadline: float) -> None:
+        self.rank, self.expect, self.listener = rank, expect, listener
+        self.secret, self.job, self.deadline = secret, job, deadline
+        self.out: dict[int, tuple[socket.socket, bytes]] = {}
+        self.errors: list[Exception] = []
+        self.dropped: Counter[str] = Counter()
+        self.sources: set[str] = set()
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self._pending: OrderedDict[int, tuple[str, socket.socket]] = OrderedDict()
+        self._per_source: Counter[str] = Counter()
+        self._vetting: list[threading.Thread] = []
+
+    def run(self) -> None:
         try:
-            conn, who = listener.accept()
-        except TimeoutError:
-            continue
-        except OSError as e:
-            errors.append(e)
-            return
-        # A stranger gets at most a few seconds of our attention, never the whole deadline.
-        step = min(deadline, time.monotonic() + 5.0)
+            self._accept()
+        finally:
+            with self._lock:
+                pending = [c for _, c in self._pending.values()]
+            for c in pending:  # strangers still talking: stop them, we are done
+                _shut(c)
+            for t in self._vetting:
+                t.join(1.0)
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            with self._lock:
+                if not self.expect - self.out.keys():
+                    return
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                with self._lock:
+                    missing = sorted(self.expect - self.out.keys())
+                self.errors.append(PeerTimeout(
+                    f"rank {self.rank}: ranks {missing} did not connect before the deadline",
+                    rank=self.rank, peer=missing[0], operation="connect"))
+                return
+            self.listener.settimeout(min(left, 0.1))
+            try:
+                conn, who = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):  # shed load
+                    self._evict(None)
+                    time.sleep(0.01)
+                    continue
+                self.errors.append(e)
+                return
+            source = str(who[0])
+            with self._lock:
+                self._pending[id(conn)] = (source, conn)
+                self._per_source[source] += 1
+                over = self._per_source[source] > _PER_SOURCE
+            if over:
+                self._evict(source)
+            t = threading.Thread(target=self._vet, args=(conn, who), daemon=True,
+                                 name="terascale-accept-vet")
+            t.start()
+            self._vetting = [v for v in self._vetting if v.is_alive()] + [t]
+
+    def _evict(self, source: str | None) -> None:
+        with self._lock:
+            victim = next((c for s, c in self._pending.values() if source in (None, s)), None)
+        if victim is not None:
+            _shut(victim)
+
+    def _done(self, conn: socket.socket) -> None:
+        with self._lock:
+            entry = self._pending.pop(id(conn), None)
+            if entry is not None:
+                self._per_source[entry[0]] -= 1
+                if not self._per_source[entry[0]]:
+                    del self._per_source[entry[0]]
+
+    def _vet(self, conn: socket.socket, who: tuple[object, ...]) -> None:
+        # A stranger gets at most a few seconds of one thread, never the whole deadline.
+        step = min(self.deadline, time.monotonic() + _VET_S)
         try:
-            accept_handshake(conn, secret, step)
+            nonces = accept_handshake(conn, self.secret, step)
             hello = recv_json(conn, step)
             peer = int(hello["rank"])
-            if hello.get("job") != job or peer not in expect or peer in out:
-                raise AuthError(f"unexpected hello {hello!r}")
+            with self._lock:
+                if hello.get("job") != self.job or peer not in self.expect or peer in self.out:
+                    raise AuthError(f"unexpected hello {hello!r}")
+                self.out[peer] = (conn, nonces)
         except (AuthError, OSError, TimeoutError, ValueError, KeyError, TypeError) as e:
-            log.warning("rank %d: dropped a connection from %s:%s: %s", rank, who[0], who[1], e)
+            with self._lock:
+                self.dropped[_reason(e)] += 1
+                self.sources.add(str(who[0]))
+            log.debug("rank %d: dropped a connection from %s:%s: %s", self.rank, who[0], who[1], e)
             conn.close()
-            continue
-        out[peer] = conn
+        finally:
+            self._done(conn)
+
+    def summary(self) -> str | None:
+        if not self.dropped:
+            return None
+        why = ", ".join(f"{n} {reason}" for reason, n in self.dropped.most_common())
+        return (f"rank {self.rank}: dropped {sum(self.dropped.values())} connection(s) to the "
+                f"peer port from {len(self.sources)} address(es) ({why})")
+
+
+def _shut(conn: socket.socket) -> None:
+    try:  # wakes the thread blocked on it; that thread counts and closes it
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _reason(e: Exception) -> str:
+    if isinstance(e, AuthError):
+        return "failed authentication"
+    if isinstance(e, TimeoutError):
+        return "timed out"
+    if isinstance(e, OSError):
+        return "closed or evicted"
+    return "sent a bad hello"
 
 
 def build_mesh(rank: int, size: int, addrs: list[tuple[str, int]], listener: socket.socket,
-               secret: bytes, job: str, deadline: float) -> TcpMesh:
+               secret: bytes, job: str, deadline: float, *, encrypt: bool = False) -> TcpMesh:
     """Connect to every other rank; returns the mesh or raises naming the missing peers."""
-    accepted: dict[int, socket.socket] = {}
-    errors: list[Exception] = []
-    stop = threading.Event()
-    acceptor = threading.Thread(
-        target=_accept_all, name="terascale-accept", daemon=True,
-        args=(rank, set(range(rank + 1, size)), listener, secret, job, deadline, accepted, errors, stop))
+    acc = _Acceptor(rank, set(range(rank + 1, size)), listener, secret, job, deadline)
+    acceptor = threading.Thread(target=acc.run, name="terascale-accept", daemon=True)
     acceptor.start()
-    dialed: dict[int, socket.socket] = {}
+    dialed: dict[int, tuple[socket.socket, bytes]] = {}
     try:
         for peer in range(rank):
             dialed[peer] = _dial(rank, peer, addrs[peer], secret, job, deadline)
     except BaseException:
-        stop.set()
+        acc.stop.set()
         raise
     finally:
         acceptor.join()
         listener.close()
-    if errors:
-        for s in [*dialed.values(), *accepted.values()]:
+        line = acc.summary()
+        if line is not None:
+            log.warning("%s", line)
+    if acc.errors:
+        for s, _ in [*dialed.values(), *acc.out.values()]:
             s.close()
-        raise errors[0]
-    return TcpMesh(rank, {**dialed, **accepted})
+        raise acc.errors[0]
+    links: dict[int, socket.socket] = {p: s for p, (s, _) in [*dialed.items(), *acc.out.items()]}
+    if encrypt:
+        from ._secure import SecureLink
+
+        for peer, (s, nonces) in dialed.items():
+            links[peer] = SecureLink(s, secret, nonces, job, dialer=rank, acceptor=peer,
+                                     rank=rank, peer=peer)  # type: ignore[assignment]
+        for peer, (s, nonces) in acc.out.items():
+            links[peer] = SecureLink(s, secret, nonces, job, dialer=peer, acceptor=rank,
+                                     rank=rank, peer=peer)  # type: ignore[assignment]
+    return TcpMesh(rank, links)
