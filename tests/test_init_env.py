@@ -210,9 +210,11 @@ def test_rendezvous_binds_the_address_it_was_given() -> None:
         assert server.address == ("127.0.0.1", port)  # not 0.0.0.0: loopback stays loopback
     finally:
         server.close()
-    server = _serve(read_env({**base, "TERASCALE_BIND": "0.0.0.0"}))
+    other = _free_port()  # (the closed server's port is held until its accept() returns)
+    server = _serve(read_env({**base, "TERASCALE_BIND": "0.0.0.0",
+                              "TERASCALE_RENDEZVOUS": f"127.0.0.1:{other}"}))
     try:
-        assert server.address == ("0.0.0.0", port)  # only when told so
+        assert server.address == ("0.0.0.0", other)  # only when told so
     finally:
         server.close()
     with pytest.raises(ConfigError, match="not an address of this host.*TERASCALE_BIND=0.0.0.0"):
