@@ -16,7 +16,7 @@ pytestmark = pytest.mark.torch
 
 def test_error_feedback_carries_the_residual() -> None:
     comm = terascale.init()  # size 1: quantization still happens, locally
-    state = tt.OneBitState()
+    state = tt.OneBitState(warmup_steps=0, momentum=0.0)  # error feedback on the gradient
     g = torch.tensor([1.0, -2.0, 3.0, -4.0, 0.5, -0.5, 2.0, 6.0])
     out = tt.onebit_hook(state, comm, 0, g).wait()
     scale = g.abs().mean()  # 2.375
@@ -35,7 +35,7 @@ def test_error_feedback_carries_the_residual() -> None:
 
 def test_error_feedback_bounded_over_many_steps() -> None:
     comm = terascale.init()
-    state = tt.OneBitState()
+    state = tt.OneBitState(warmup_steps=0, momentum=0.0)
     gen = torch.Generator().manual_seed(0)
     sent = torch.zeros(100)
     true = torch.zeros(100)
@@ -45,6 +45,33 @@ def test_error_feedback_bounded_over_many_steps() -> None:
         true += g
     assert float((true - sent).abs().max()) < 10.0  # vs |true| ~ 60: bounded residual
     assert float((true - sent - state.worker_error[3][:100]).abs().max()) < 1e-3
+
+
+def test_onebit_compresses_the_momentum_after_its_warm_up() -> None:
+    """With momentum mu the hook sends the workers' momenta (error feedback on them) and
+    returns the gradient whose momentum buffer, in the optimizer, is what was sent."""
+    comm = terascale.init()
+    mu = 0.9
+    state = tt.OneBitState(warmup_steps=3, momentum=mu)
+    gen = torch.Generator().manual_seed(0)
+    buf = torch.zeros(64)  # what SGD(momentum=mu) would hold
+    mom = torch.zeros(64)  # the exact local momentum
+    sent_total = torch.zeros(64)
+    mom_total = torch.zeros(64)
+    for step in range(40):
+        g = torch.randn(64, generator=gen) + 0.2
+        out = tt.onebit_hook(state, comm, 0, g).wait()
+        buf = mu * buf + out
+        mom = mu * mom + g
+        assert torch.allclose(buf, state.average_momentum[0], atol=1e-4)
+        if step < 3:  # warm-up: full precision, the buffer is the exact momentum
+            assert torch.allclose(buf, mom, atol=1e-5)
+            assert not state.worker_error
+        else:  # compressed: 2 levels per block, nothing lost, only delayed
+            assert len(set(state.average_momentum[0].abs().tolist())) <= 1
+            sent_total += buf
+            mom_total += mom
+    assert torch.allclose(sent_total + state.worker_error[0][:64], mom_total, atol=1e-3)
 
 
 def test_sign_packing_round_trip() -> None:

@@ -32,6 +32,8 @@ the next computes on parameters one step older; the bounded delay of Langford, S
 Zinkevich, "Slow Learners are Fast", NIPS 2009): with ``half_batch=True`` the step applies the averaged gradient of the
 *previous* minibatch, whose allreduce ran during this minibatch's forward and backward. The
 first step only launches; :meth:`flush` applies the last pending gradient.
+
+Momentum correction for the delay: see :mod:`terascale.torch._delay`.
 """
 
 from __future__ import annotations
@@ -44,32 +46,13 @@ import torch
 
 from .._errors import ConfigError
 from ..communicator import Communicator
+from ._buckets import Bucket as _Bucket
+from ._buckets import assign_buckets
 from ._comm import resolve
-from .hooks import Done, Hook, Waitable
+from ._delay import DelayCorrection
+from .hooks import Done, Hook, OneBitState, Waitable
 
 __all__ = ["DistributedOptimizer"]
-
-
-class _Bucket:
-    """A fixed group of parameters of one dtype and device, reduced as one flat buffer."""
-
-    def __init__(self, index: int, params: list[tuple[int, torch.nn.Parameter]]) -> None:
-        self.index = index
-        self.params = params  # (global parameter number, parameter)
-        self.offsets: list[tuple[int, int]] = []
-        n = 0
-        for _, p in params:
-            self.offsets.append((n, p.numel()))
-            n += p.numel()
-        self.numel = n
-        self.dtype = params[0][1].dtype
-        self.device = params[0][1].device
-        # Half-precision gradients (float16, bfloat16) are summed in float32 and rounded to
-        # their dtype once, after the division: the weighted sum cannot overflow, rounding
-        # happens once, and every worker rounds the same float32 bits to the same value.
-        # (For half the bytes on the wire, use fp16_hook.)
-        self.wire = torch.float32 if self.dtype in (torch.float16, torch.bfloat16) else self.dtype
-        self.ready = 0
 
 
 class DistributedOptimizer:
@@ -84,7 +67,8 @@ class DistributedOptimizer:
     ``backward_passes_per_step``: gradient accumulation; communication starts only on the
     last of that many backward passes (scale the loss by ``1/k`` as usual).
     ``half_batch``: apply gradients one step late, overlapping their communication with the
-    next minibatch. ``max_grad_norm``: clip the *averaged* gradient to this global L2 norm
+    next minibatch; ``half_batch_momentum`` corrects the momentum for that delay ("auto",
+    a momentum, or None: see :mod:`terascale.torch._delay`). ``max_grad_norm``: clip the *averaged* gradient to this global L2 norm
     before every step (Hoffer et al. 2017 against early divergence of large batches; the
     same on every worker because the averaged gradient is). ``algorithm``: the allreduce
     algorithm of the uncompressed path (``auto``, ``ring``, ``tree``, ``shm``...). All
@@ -96,7 +80,8 @@ class DistributedOptimizer:
                  first_bucket_mb: float = 1.0,
                  hook: Hook | None = None, hook_state: Any = None,
                  backward_passes_per_step: int = 1, half_batch: bool = False,
-                 max_grad_norm: float | None = None, algorithm: str = "auto") -> None:
+                 max_grad_norm: float | None = None, algorithm: str = "auto",
+                 half_batch_momentum: float | str | None = "auto") -> None:
         if bucket_mb <= 0 or first_bucket_mb <= 0:
             raise ConfigError(f"bucket_mb={bucket_mb} and first_bucket_mb={first_bucket_mb} "
                               "must be positive")
@@ -106,6 +91,14 @@ class DistributedOptimizer:
         self.comm = resolve(comm)
         self.hook = hook
         self.hook_state = hook_state
+        if isinstance(hook_state, OneBitState) and hook_state.momentum is None:
+            # 1-bit compresses the momentum of momentum SGD: it needs the optimizer's value
+            found = {float(g.get("momentum", 0.0)) for g in optimizer.param_groups}
+            if len(found) > 1:
+                raise ConfigError(f"the parameter groups use different momenta {sorted(found)}; "
+                                  "pass OneBitState(momentum=...) explicitly (0 compresses "
+                                  "gradients instead)")
+            hook_state.momentum = found.pop()
         self.passes = backward_passes_per_step
         self.half_batch = half_batch
         self.max_grad_norm = max_grad_norm
@@ -134,30 +127,10 @@ class DistributedOptimizer:
         self._meta_handle: Waitable | None = None
         self._pending: tuple[list[Waitable], Waitable | None] | None = None  # half-batch
         self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for p in params]
+        self._delay = DelayCorrection(optimizer, half_batch_momentum if half_batch else None)
 
     # -- construction ------------------------------------------------------------------------
-    @staticmethod
-    def _assign(params: list[torch.nn.Parameter], cap: int, first_cap: int) -> list[_Bucket]:
-        """Reverse registration order, split by (dtype, device) and by ``cap`` bytes.
-
-        The first bucket closes at ``first_cap`` bytes (as DDP does), so that the first
-        allreduce starts while most of backward is still ahead.
-        """
-        open_: dict[tuple[torch.dtype, torch.device], list[tuple[int, torch.nn.Parameter]]] = {}
-        closed: list[list[tuple[int, torch.nn.Parameter]]] = []
-        for num in range(len(params) - 1, -1, -1):
-            p = params[num]
-            if p.is_sparse:
-                raise ConfigError("sparse gradients are not supported by DistributedOptimizer")
-            key = (p.dtype, p.device)
-            cur = open_.setdefault(key, [])
-            cur.append((num, p))
-            limit = first_cap if not closed else cap
-            if sum(q.numel() * q.element_size() for _, q in cur) >= limit:
-                closed.append(cur)
-                open_[key] = []
-        closed.extend(group for group in open_.values() if group)
-        return [_Bucket(i, group) for i, group in enumerate(closed)]
+    _assign = staticmethod(assign_buckets)
 
     # -- user API ----------------------------------------------------------------------------
     @property
@@ -203,6 +176,7 @@ class DistributedOptimizer:
             handles, meta = previous
         if self._apply(handles, meta) == 0:
             return None
+        self._delay.apply(self.params)
         self._clip()
         return self.optimizer.step(closure) if closure is not None else self.optimizer.step()
 
@@ -212,6 +186,7 @@ class DistributedOptimizer:
             handles, meta = self._pending
             self._pending = None
             if self._apply(handles, meta) > 0:
+                self._delay.apply(self.params)
                 self._clip()
                 self.optimizer.step()
 
@@ -340,3 +315,4 @@ class DistributedOptimizer:
                 else:
                     p.grad = None
         return active
+

@@ -1,0 +1,64 @@
+"""Half-batch's momentum correction (used by :class:`~terascale.torch.DistributedOptimizer`).
+
+Momentum correction for the delay. A stale gradient behaves like extra momentum
+(Mitliagkas, Zhang, Hadjis, Re 2016, "Asynchrony begets momentum"): momentum SGD at 0.9
+with a one-step delay overshoots (an MLP on a Fashion-MNIST subset, 2 workers, 300 steps:
+51.5% test accuracy against 77.4% without the delay). Following that paper, the explicit
+momentum is lowered so that the two compose to the one asked for,
+``1 - mu = (1 - mu_explicit) (1 - implicit)``: the optimizer's own momentum ``mu`` is left as
+it is and the gradient it receives is rewritten, ``h_t = g_t + (mu_explicit - mu) b_(t-1)``
+with ``b_t = mu_explicit b_(t-1) + g_t``, so that its momentum buffer is exactly ``b_t``
+(identical on every worker, like the gradients). ``half_batch_momentum="auto"`` uses
+``implicit = 2/3``, measured on that run (0.9 becomes 0.7: 76.9% against 77.4%; the
+paper's queueing model gives 1/2 for a delay of one step, 0.9 becoming 0.8: 72.1%); a
+number sets ``mu_explicit``; None turns the correction off.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._errors import ConfigError
+
+__all__ = ["DelayCorrection"]
+
+_IMPLICIT = 2 / 3  # momentum a one-step delay adds, measured (module docstring)
+
+
+class DelayCorrection:
+    """Rewrites averaged gradients so that the optimizer's momentum buffer holds the
+    corrected momentum; ``setting`` as ``half_batch_momentum`` (None: do nothing)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, setting: float | str | None) -> None:
+        self.momenta: dict[int, tuple[float, float]] = {}  # id(param) -> (mu, explicit)
+        self.buffers: dict[int, torch.Tensor] = {}
+        if setting is None:
+            return
+        if isinstance(setting, str) and setting != "auto":
+            raise ConfigError(f"half_batch_momentum={setting!r}: use 'auto', a momentum in "
+                              "[0, 1), or None")
+        if not isinstance(setting, str) and not 0.0 <= float(setting) < 1.0:
+            raise ConfigError(f"half_batch_momentum={setting!r} must be in [0, 1)")
+        for group in optimizer.param_groups:
+            mu = float(group.get("momentum", 0.0) or 0.0)
+            if mu <= 0.0:
+                continue
+            explicit = (max(0.0, 1.0 - (1.0 - mu) / (1.0 - _IMPLICIT)) if setting == "auto"
+                        else float(setting))
+            for p in group["params"]:
+                self.momenta[id(p)] = (mu, explicit)
+
+    def apply(self, params: list[torch.nn.Parameter]) -> None:
+        """Call with the averaged gradients in place, before the optimizer steps."""
+        for p in params:
+            pair = self.momenta.get(id(p))
+            if pair is None or p.grad is None:
+                continue
+            mu, explicit = pair
+            previous = self.buffers.get(id(p))
+            g = p.grad
+            if previous is None:  # the first step: the optimizer's buffer starts at g too
+                self.buffers[id(p)] = g.detach().clone()
+                continue
+            p.grad = g + (explicit - mu) * previous
+            previous.mul_(explicit).add_(g)
