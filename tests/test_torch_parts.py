@@ -87,7 +87,7 @@ def _bytes(comm):  # type: ignore[no-untyped-def]
     for name, hook in (("none", None), ("fp16", tt.fp16_hook), ("onebit", tt.onebit_hook)):
         model = torch.nn.Linear(1000, 100)
         opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model,
-                                      comm=comm, hook=hook, hook_state=tt.OneBitState())
+                                      comm=comm, hook=hook, hook_state=tt.OneBitState(warmup_steps=0))
         model(torch.randn(4, 1000)).sum().backward()
         before = comm.bytes_sent
         opt.step()
@@ -215,7 +215,7 @@ def _cuda_identity(comm):  # type: ignore[no-untyped-def]
     model = torch.nn.Linear(8, 4).cuda()
     tt.broadcast_parameters(model, comm=comm)
     opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model, comm=comm,
-                                  hook=tt.onebit_hook, hook_state=tt.OneBitState())
+                                  hook=tt.onebit_hook, hook_state=tt.OneBitState(warmup_steps=0))
     for _ in range(3):
         opt.zero_grad()
         model(torch.randn(4, 8, device="cuda")).sum().backward()
