@@ -130,6 +130,39 @@ def test_sigkill_of_the_launcher_leaves_no_worker(tmp_path: Path) -> None:
             launcher.kill()
 
 
+@pytest.mark.parametrize("n, algorithm", [(3, "tree"), (4, "ring")])
+def test_launcher_blames_the_sigstopped_rank(tmp_path: Path, n: int, algorithm: str) -> None:
+    # In a ring the first rank to give up is usually waiting on a healthy neighbour (which
+    # waits on the stalled rank): the launcher must still name the stopped one.
+    job = _script(tmp_path, f"""
+        import os, signal, numpy as np, terascale
+        comm = terascale.init()
+        comm.barrier()
+        if comm.rank == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        comm.allreduce(np.ones(100_000), algorithm={algorithm!r})
+    """)
+    res = _run(["-n", str(n), "--timeout", "3", sys.executable, job])
+    assert res.returncode == 1, res.stderr
+    summary = res.stderr[res.stderr.index("\nterascale run: "):]
+    assert "rank 1 stalled (its process was stopped)" in summary, res.stderr
+    assert "failed first" not in summary
+
+
+def test_launcher_blames_a_rank_that_never_reaches_the_collective(tmp_path: Path) -> None:
+    job = _script(tmp_path, """
+        import time, numpy as np, terascale
+        comm = terascale.init()
+        comm.barrier()
+        if comm.rank == 2:
+            time.sleep(120)  # running, but never calls the allreduce
+        comm.allreduce(np.ones(10))
+    """)
+    res = _run(["-n", "3", "--timeout", "3", sys.executable, job])
+    assert res.returncode == 1, res.stderr
+    assert "terascale run: rank 2 stalled" in res.stderr, res.stderr
+
+
 def test_killed_worker_status(tmp_path: Path) -> None:
     job = _script(tmp_path, """
         import os, signal, terascale

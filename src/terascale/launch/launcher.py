@@ -31,6 +31,7 @@ from .._errors import ConfigError
 from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
+from ._blame import Blame, blame_stall, is_stopped
 from ._lifetime import die_with_parent
 
 __all__ = ["LaunchOptions", "launch"]
@@ -39,6 +40,7 @@ _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
 _TAIL_LINES = 40
 _LINE_BREAKS = re.compile(rb"(\r|\n)")
 _SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to exit too
+# ... unless every worker still there is stopped (SIGSTOP): then nothing more will exit
 _PARTIAL_S = 0.1  # an unfinished line is shown once its worker has been quiet this long
 
 
@@ -145,8 +147,9 @@ def _free_port(host: str) -> int:
 
 
 def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str,
-               stop: threading.Event) -> tuple[int, int | None, list[bytes]]:
-    """One attempt: returns (status, failed rank or None, that rank's last output lines)."""
+               stop: threading.Event) -> tuple[int, int | None, list[bytes], Blame | None]:
+    """One attempt: returns (status, failed rank or None, that rank's last output lines,
+    the stalled rank(s) when the failure was a stall)."""
     server = RendezvousServer(opts.nprocs, secret.encode()).start()
     job = server.job
     host, port = server.address
@@ -197,6 +200,7 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
         for rank, p in enumerate(procs):
             threading.Thread(target=wait_for, args=(rank, p), daemon=True).start()
         failed: int | None = None
+        blame: Blame | None = None
         status = 0
         while True:
             with exit_lock:
@@ -205,12 +209,23 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
             if bad:
                 # Ranks that merely noticed the failure exit within moments of the one that
                 # caused it; give them a short window, then report the root cause.
-                time.sleep(_SETTLE_S)
+                settle = time.monotonic() + _SETTLE_S
+                while time.monotonic() < settle:
+                    with exit_lock:
+                        gone = {e[1] for e in exits}
+                    if all(is_stopped(p.pid) for r, p in enumerate(procs) if r not in gone):
+                        break
+                    time.sleep(0.01)
                 with exit_lock:
                     bad = sorted(e for e in exits if e[2] != 0)
+                    gone = {e[1] for e in exits}
                 primary = [e for e in bad if not _is_secondary(outputs[2 * e[1] + 1].tail)]
                 _, failed, code = (primary or bad)[0]
                 status = _exit_status(code)
+                left = [r for r in range(len(procs)) if r not in gone]
+                blame = blame_stall({e[1]: list(outputs[2 * e[1] + 1].tail) for e in bad},
+                                    [e[1] for e in primary], left,
+                                    [r for r in left if is_stopped(procs[r].pid)])
                 break
             if done == len(procs):
                 break
@@ -236,6 +251,7 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
         for p in procs:
             if p.poll() is None:
                 _kill_group(p, signal.SIGTERM)
+                _kill_group(p, signal.SIGCONT)  # a stopped worker acts on SIGTERM only if resumed
         end = time.monotonic() + _GRACE_S
         for p in procs:
             try:
@@ -251,7 +267,7 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
     tail: list[bytes] = []
     if failed is not None:
         tail = list(outputs[2 * failed + 1].tail) or list(outputs[2 * failed].tail)
-    return status, failed, tail
+    return status, failed, tail, blame
 
 
 def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
@@ -280,13 +296,18 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
         clear_parts(opts.timeline)
     try:
         for attempt in range(opts.max_restarts + 1):
-            status, failed, tail = _run_group(cmd, opts, attempt, secret, stop)
+            status, failed, tail, blame = _run_group(cmd, opts, attempt, secret, stop)
             if stop.is_set():  # interrupted: 130 for Ctrl-C, 143 for SIGTERM, as shells do
                 return 128 + (signalled[0] if signalled else signal.SIGINT)
             if status == 0:
                 return status
-            sys.stderr.write(f"\nterascale run: rank {failed} failed first (exit status {status}); "
-                             f"the other workers were stopped. Its last output:\n")
+            if blame is not None:
+                sys.stderr.write(f"\nterascale run: {blame.why}; all workers were stopped. Last "
+                                 f"output of rank {failed}, which gave up first (exit status "
+                                 f"{status}):\n")
+            else:
+                sys.stderr.write(f"\nterascale run: rank {failed} failed first (exit status "
+                                 f"{status}); the other workers were stopped. Its last output:\n")
             sys.stderr.write("".join(f"  | {ln.decode(errors='replace')}" for ln in tail))
             if attempt < opts.max_restarts:
                 sys.stderr.write(f"terascale run: restarting all {opts.nprocs} workers "
