@@ -66,6 +66,7 @@ class CommCore:
         self._progress = self._shared.progress
         self._order = self._shared.order
         self._shm = ShmGroups(job)
+        self._plans: dict[Any, Any] = {}  # allreduce's per-shape plans (communicator.py)
         self._children: weakref.WeakSet[CommCore] = weakref.WeakSet()
         self._closed = False
         self._owner = True  # closes the transport (the job's communicator, not a split)

@@ -31,8 +31,17 @@ __all__ = ["Communicator"]
 
 
 def _same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
+    if a is b:  # out=x on a numpy array: the common in-place call, decided without a dict
+        return True
     ia, ib = a.__array_interface__, b.__array_interface__
     return bool(ia["data"] == ib["data"] and a.strides == b.strides)
+
+
+# Per-call work that depends only on (algorithm, op, dtype, shape) is done once per
+# communicator and kept here: the reduction op, auto's choice, the registry entry and the
+# descriptor string (numpy's dtype names alone cost several microseconds, as much as a
+# 4 KiB shared-memory allreduce moving its data). Bounded, so varying shapes cannot grow it.
+_PLANS_MAX = 256
 
 
 class Communicator(ObjectCollectives, CommCore):
@@ -83,9 +92,17 @@ class Communicator(ObjectCollectives, CommCore):
                    asynchronous: bool) -> Any:
         self._check_op(op)
         a, token = as_array(x)
-        rop = ReduceOp(op, a.dtype)
-        algo = choose_allreduce(a.nbytes, self.size, self.hosts) if algorithm == "auto" else algorithm
-        spec = allreduce_spec(algo)
+        key = (algorithm, op, a.dtype, a.shape)
+        plan = self._plans.get(key)
+        if plan is None:
+            rop = ReduceOp(op, a.dtype)
+            algo = choose_allreduce(a.nbytes, self.size, self.hosts) if algorithm == "auto" \
+                else algorithm
+            plan = (rop, allreduce_spec(algo), f"{algo},{describe(a)},{op}")
+            if len(self._plans) >= _PLANS_MAX:
+                self._plans.clear()
+            self._plans[key] = plan
+        rop, spec, detail = plan
         target, out_token = (None, None) if out is None else as_array(out)
         if target is not None and out_token is None and not isinstance(out, np.ndarray):
             # as_array copied it (a list, a scalar): the result would go nowhere
@@ -120,8 +137,7 @@ class Communicator(ObjectCollectives, CommCore):
             write_back(out, out_token, target)
             return out
 
-        return self._schedule("allreduce", f"{algo},{describe(a)},{op}", body, timeout,
-                              asynchronous)
+        return self._schedule("allreduce", detail, body, timeout, asynchronous)
 
     # -- other collectives -------------------------------------------------------------------
     def broadcast(self, x: Any, root: int = 0, *, timeout: float | None = None) -> Any:

@@ -122,16 +122,39 @@ class ShmAllreduce:
 
     def _flat(self) -> None:
         g, src, dst, dt = self.g, self.src, self.dst, self.src.dtype
+        # Our own part is read from src, not from the copy we just published: one pass less
+        # over memory, and the same bytes (so the same bits as every other rank's fold).
+        # Not when src is dst and we fold third or later: the fold writes dst before
+        # reading our part.
+        own = g.index < 2 or (src is not dst and not np.may_share_memory(src, dst))
+        reduce = not self.to_leader or g.index == 0
+        if src.nbytes <= g.area_bytes:
+            # The small-message fast path: one round, one barrier, cached views.
+            parity = g.round % 2
+            parts = g.areas(parity, dt, src.size)
+            np.copyto(parts[g.index], src)
+            g.barrier(self.ex, self.deadline, check=True)
+            g.round += 1
+            if reduce:
+                if own:
+                    parts = parts.copy()
+                    parts[g.index] = src
+                self.op.fold(parts, dst)
+            return
         per = max(1, g.area_bytes // dt.itemsize)
         first = True
         for lo, hi in bounds(src.size, max(1, -(-src.size // per))):
             parity = g.round % 2
-            np.copyto(g.area(g.index, parity, dt, hi - lo), src[lo:hi])
+            parts = g.areas(parity, dt, hi - lo)
+            np.copyto(parts[g.index], src[lo:hi])
             g.barrier(self.ex, self.deadline, check=first)
             first = False
             g.round += 1
-            if not self.to_leader or g.index == 0:
-                self.op.fold([g.area(j, parity, dt, hi - lo) for j in range(g.n)], dst[lo:hi])
+            if reduce:
+                if own:
+                    parts = parts.copy()
+                    parts[g.index] = src[lo:hi]
+                self.op.fold(parts, dst[lo:hi])
 
     def _scatter(self) -> None:
         g, src, dst, ex, n, me = self.g, self.src, self.dst, self.ex, self.g.n, self.g.index
