@@ -321,3 +321,29 @@ def test_models_from_before_interactions_and_namespace_options_load(tmp_path):
     old = LinearModel.load(mpath)
     assert old.parse.quadratic == ("ab",) and old.parse.cubic == () and old.parse.keep == ()
     np.testing.assert_array_equal(old.decision_function(path), model.decision_function(path))
+
+
+def test_holdout_loss_in_float_decides_early_stopping_as_vw(tmp_path):
+    # found by the differential test: from pass 4 the float holdout loss is exactly 0 (y*p
+    # past ~16.6), so no later pass improves it and VW stops after pass 7 with pass 4's
+    # model; a double loss kept shrinking and ran all 8 passes
+    import shutil
+
+    path = str(tmp_path / "d.vw")
+    shutil.copy(os.path.join(os.path.dirname(__file__), "data",
+                             "holdout_loss_underflow.vw"), path)
+    model = str(tmp_path / "vw.model")
+    pyvw.Workspace(arg_list=["--quiet", "-d", path, "--passes", "8", "-c", "-k", "-f", model,
+                             "--loss_function", "logistic"]).finish()
+    ws = pyvw.Workspace(arg_list=["--quiet", "-t", "-i", model])
+    theirs = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            ex = ws.parse(line.rstrip("\n"))
+            ws.predict(ex)
+            theirs.append(ex.get_partial_prediction())
+            ws.finish_example(ex)
+    ws.finish()
+    m = train([path], loss="logistic", passes=8, cache_dir="")
+    assert m.info["online_passes"] == 4
+    np.testing.assert_allclose(m.decision_function(path), theirs, rtol=1e-4, atol=1e-5)

@@ -81,6 +81,7 @@ def _expand(inter: tuple[int, ...], names: list[int]) -> list[tuple[int, ...]]:
     """VW's ``compile_interaction`` of one interaction with wildcards over ``names``."""
     fixed = [(k, c) for k, c in enumerate(inter) if c != WILDCARD]
     nw = len(inter) - len(fixed)
+    fills: list[tuple[int, ...]]
     if nw == 2:  # expand_quadratics_wildcard_interactions: every x <= y
         fills = [(x, y) for i, x in enumerate(names) for y in names[i:]]
     else:  # combinations with repetition, VW's order (non-increasing positions)

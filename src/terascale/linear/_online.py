@@ -25,7 +25,7 @@ import math
 import numba
 import numpy as np
 
-from ._losses import _f, dloss32, invariant_update, loss32, loss_value, square_grad32
+from ._losses import _f, dloss32, invariant_update, loss32, square_grad32
 
 __all__ = ["STATE_SIZE", "new_state", "online_chunk", "sync_weights"]
 
@@ -127,18 +127,21 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
             pred[i - start] = p
             if not learn:
                 continue
-        lv = loss_value(kind, p, y)
+        # VW's example loss, in float (a logistic loss past y*p ~ 16.6 is exactly 0, which
+        # also decides VW's holdout comparisons between passes)
+        lv = loss32(kind, p, y)
+        slv = _f(lv * s)
         out[4] += 1.0
         out[5] += b - a
         out[6] = lab
         out[7] = p
         if holdout[i]:
-            out[2] += s * lv
+            out[2] += slv
             out[3] += s
             continue
-        out[0] += s * lv
+        out[0] += slv
         out[1] += s
-        if loss32(kind, p, y) <= 0.0:  # VW: nothing to learn once the float loss is 0
+        if lv <= 0.0:  # VW: nothing to learn once the float loss is 0
             continue
         gsq = _f(s * square_grad32(kind, p, y))
         ppu = 1.0
