@@ -24,6 +24,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--timeline", default=None, metavar="TRACE.json",
                    help="write every collective of every rank as Chrome trace events")
     p.add_argument("--no-prefix", action="store_true", help="do not prefix output with the rank")
+    p.add_argument("--nnodes", type=int, default=1, metavar="M",
+                   help="run one job over M nodes: the same command on each, -n workers per "
+                        "node, ranks node by node (default 1)")
+    p.add_argument("--node-rank", type=int, default=0, metavar="K",
+                   help="this node's number, 0..M-1; node 0 serves --rendezvous")
+    p.add_argument("--rendezvous", default=None, metavar="HOST:PORT",
+                   help="node 0's address and a free port on it (required with --nnodes)")
+    p.add_argument("--secret-file", default=None, metavar="F",
+                   help="file holding the job secret, the same on every node (default: "
+                        "TERASCALE_SECRET); required with --nnodes")
+    p.add_argument("--host-id", default=None, metavar="NAME",
+                   help="this node's host identity (default: hostname plus a digest of boot id "
+                        "and network namespace); ranks with one identity share memory")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD ...")
     p.set_defaults(func=_run)
     r = sub.add_parser(
@@ -51,7 +64,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.max_restarts < 0:
         raise ConfigError(f"--max-restarts must be >= 0, got {args.max_restarts}")
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if args.nnodes != 1 or args.rendezvous is not None:
+        return _run_nodes(args, cmd)
     hosts = args.hosts.split(",") if args.hosts else None
+    if args.host_id is not None:
+        hosts = [args.host_id]
     opts = LaunchOptions(nprocs=args.nprocs, timeout=args.timeout, max_restarts=args.max_restarts,
                          host_ids=hosts, prefix_output=not args.no_prefix, timeline=args.timeline)
     return launch(cmd, opts)
@@ -110,3 +127,23 @@ def _rendezvous(args: argparse.Namespace) -> int:
         while server.replied < args.size and time.monotonic() < until:
             time.sleep(0.05)
     return 0
+
+
+def _run_nodes(args: argparse.Namespace, cmd: list[str]) -> int:
+    from .._env import host_identity, parse_address
+    from .._errors import ConfigError
+    from ._multinode import launch_nodes
+    from .launcher import LaunchOptions
+
+    if args.rendezvous is None:
+        raise ConfigError("--nnodes needs --rendezvous HOST:PORT (node 0's address and a free "
+                          "port there), the same on every node")
+    if args.hosts is not None:
+        raise ConfigError("--hosts pretends hosts on one machine; with --nnodes use --host-id")
+    if args.host_id is not None and not args.host_id.strip():
+        raise ConfigError("--host-id is empty")
+    opts = LaunchOptions(nprocs=args.nprocs, timeout=args.timeout, max_restarts=args.max_restarts,
+                         prefix_output=not args.no_prefix, timeline=args.timeline)
+    return launch_nodes(cmd, opts, nnodes=args.nnodes, node_rank=args.node_rank,
+                        rendezvous=parse_address(args.rendezvous, "--rendezvous"),
+                        secret=_secret(args.secret_file), host_id=args.host_id or host_identity())

@@ -34,7 +34,7 @@ from ..transport.segments import remove_job_segments
 from ._blame import Blame, blame_stall, is_stopped
 from ._lifetime import die_with_parent
 
-__all__ = ["LaunchOptions", "launch"]
+__all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", "run_group"]
 
 _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
 _TAIL_LINES = 40
@@ -44,7 +44,7 @@ _SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to 
 _PARTIAL_S = 0.1  # an unfinished line is shown once its worker has been quiet this long
 
 
-def _is_secondary(tail: deque[bytes]) -> bool:
+def is_secondary(tail: deque[bytes]) -> bool:
     """True when a worker's last error says it failed because another rank did."""
     last = b"".join(list(tail)[-3:])
     return b"aborted because rank" in last or b"lost peer rank" in last
@@ -139,28 +139,52 @@ def _exit_status(code: int) -> int:
     return 128 - code if code < 0 else code  # killed by signal N -> 128 + N, as shells do
 
 
-def _free_port(host: str) -> int:
+def free_port(host: str) -> int:
     """A port nobody listens on now (the kernel's pick), for torch's rank-0 store."""
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
-def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str,
-               stop: threading.Event) -> tuple[int, int | None, list[bytes], Blame | None]:
+@dataclass(frozen=True)
+class NodePlace:
+    """This node's part of a job over several nodes (given by the node-0 coordinator)."""
+
+    offset: int  # global rank of this node's first worker: ranks go node by node
+    size: int  # workers in the whole job
+    rendezvous: tuple[str, int]  # the workers' rendezvous, served on node 0
+    job: str
+    master: tuple[str, int]  # torch's env:// store, on node 0 (global rank 0 serves it)
+    host_id: str
+
+
+def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str,
+              stop: threading.Event, place: NodePlace | None = None,
+              ) -> tuple[int, int | None, list[bytes], Blame | None]:
     """One attempt: returns (status, failed rank or None, that rank's last output lines,
-    the stalled rank(s) when the failure was a stall)."""
-    server = RendezvousServer(opts.nprocs, secret.encode()).start()
-    job = server.job
-    host, port = server.address
+    the stalled rank(s) when the failure was a stall).
+
+    ``place`` runs this node's workers of a job over several nodes (the coordinator serves
+    the rendezvous); ranks in the result are then global.
+    """
+    server = None if place is not None else RendezvousServer(opts.nprocs, secret.encode()).start()
     procs: list[subprocess.Popen[bytes]] = []
     outputs: list[_Output] = []
     lock = threading.Lock()
-    # torch.distributed's env:// store (MASTER_PORT), as torchrun sets it: a free port of its
-    # own, so that unchanged torch scripts (and the "terascale" backend) start here too.
-    master = (host, _free_port(host))
-    hosts = [None if opts.host_ids is None else opts.host_ids[r % len(opts.host_ids)]
-             for r in range(opts.nprocs)]
+    if server is not None:
+        job = server.job
+        host, port = server.address
+        # torch.distributed's env:// store (MASTER_PORT), as torchrun sets it: a free port of
+        # its own, so that unchanged torch scripts (and the "terascale" backend) start too.
+        master = (host, free_port(host))
+        hosts = [None if opts.host_ids is None else opts.host_ids[r % len(opts.host_ids)]
+                 for r in range(opts.nprocs)]
+        offset, size = 0, opts.nprocs
+    else:
+        assert place is not None
+        job, (host, port), master = place.job, place.rendezvous, place.master
+        hosts = [place.host_id] * opts.nprocs
+        offset, size = place.offset, place.size
     # PDEATHSIG is tied to the thread that forks: Popen is called from this thread, which
     # lives until every worker has been waited for.
     preexec = die_with_parent()
@@ -169,7 +193,7 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
             env = dict(os.environ)
             env.update(opts.env)
             env.update(JobEnv(
-                "terascale run", rank, opts.nprocs, (host, port), secret.encode(), job=job,
+                "terascale run", offset + rank, size, (host, port), secret.encode(), job=job,
                 timeout=opts.timeout, restart=attempt, timeline=opts.timeline or None,
                 host_id=hosts[rank], master=master, local_rank=hosts[:rank].count(hosts[rank]),
                 local_size=hosts.count(hosts[rank]),
@@ -185,8 +209,10 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
                 raise ConfigError(f"cannot execute {cmd[0]!r}") from None
             procs.append(p)
             assert p.stdout is not None and p.stderr is not None
-            outputs.append(_Output(rank, p.stdout, sys.stdout.buffer, lock, opts.prefix_output))
-            outputs.append(_Output(rank, p.stderr, sys.stderr.buffer, lock, opts.prefix_output))
+            outputs.append(_Output(offset + rank, p.stdout, sys.stdout.buffer, lock,
+                                   opts.prefix_output))
+            outputs.append(_Output(offset + rank, p.stderr, sys.stderr.buffer, lock,
+                                   opts.prefix_output))
         # One waiter per worker records when it exited, so that the failure reported is the
         # first one, not the lowest rank among those that died in the same instant.
         exits: list[tuple[float, int, int]] = []
@@ -219,21 +245,24 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
                 with exit_lock:
                     bad = sorted(e for e in exits if e[2] != 0)
                     gone = {e[1] for e in exits}
-                primary = [e for e in bad if not _is_secondary(outputs[2 * e[1] + 1].tail)]
+                primary = [e for e in bad if not is_secondary(outputs[2 * e[1] + 1].tail)]
                 _, failed, code = (primary or bad)[0]
                 status = _exit_status(code)
                 left = [r for r in range(len(procs)) if r not in gone]
-                blame = blame_stall({e[1]: list(outputs[2 * e[1] + 1].tail) for e in bad},
-                                    [e[1] for e in primary], left,
-                                    [r for r in left if is_stopped(procs[r].pid)])
+                # Global ranks (a node of a job over several): the workers' messages use them.
+                blame = blame_stall(
+                    {offset + e[1]: list(outputs[2 * e[1] + 1].tail) for e in bad},
+                    [offset + e[1] for e in primary], [offset + r for r in left],
+                    [offset + r for r in left if is_stopped(procs[r].pid)])
                 break
             if done == len(procs):
                 break
             with exit_lock:
                 early = sorted(e for e in exits if e[2] == 0)
                 running = set(range(len(procs))) - {e[1] for e in exits}
-            waiting = server.waiting
-            if early and waiting and running <= set(waiting) and not server.complete:
+            waiting = [] if server is None else server.waiting
+            if (early and waiting and server is not None and running <= set(waiting)
+                    and not server.complete):
                 # Workers ended (successfully) without joining while all others wait for
                 # them: the job can never assemble; do not wait out the deadline.
                 missing = sorted(set(range(len(procs))) - set(waiting))
@@ -262,11 +291,13 @@ def _run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: st
             _kill_group(p, signal.SIGKILL)  # anything the worker left in its process group
         for o in outputs:
             o.join(2.0)
-        server.close()
+        if server is not None:
+            server.close()
         remove_job_segments(job)
     tail: list[bytes] = []
     if failed is not None:
         tail = list(outputs[2 * failed + 1].tail) or list(outputs[2 * failed].tail)
+        failed += offset
     return status, failed, tail, blame
 
 
@@ -296,7 +327,7 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
         clear_parts(opts.timeline)
     try:
         for attempt in range(opts.max_restarts + 1):
-            status, failed, tail, blame = _run_group(cmd, opts, attempt, secret, stop)
+            status, failed, tail, blame = run_group(cmd, opts, attempt, secret, stop)
             if stop.is_set():  # interrupted: 130 for Ctrl-C, 143 for SIGTERM, as shells do
                 return 128 + (signalled[0] if signalled else signal.SIGINT)
             if status == 0:

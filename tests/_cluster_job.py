@@ -1,0 +1,33 @@
+"""A worker for the multi-node launcher tests (tests/test_launch_multinode.py).
+
+Every rank allreduces its rank + 1 and prints the result; then, by ``JOB_MODE``:
+``once`` ends; ``die`` makes rank ``JOB_RANK`` exit 7 (on the first attempt only, so that a
+restart succeeds); ``loop`` keeps allreducing (until a failure or a stop ends it), after
+writing ``JOB_READY`` once every rank is in the loop.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+import terascale
+
+mode, victim = os.environ.get("JOB_MODE", "once"), int(os.environ.get("JOB_RANK", "-1"))
+with terascale.init() as comm:
+    total = int(comm.allreduce(comm.rank + 1))
+    print(f"rank {comm.rank}/{comm.size} local {comm.local_rank}/{comm.local_size} sum {total} "
+          f"restart {os.environ.get('TERASCALE_RESTART')}", flush=True)
+    if mode == "die" and comm.rank == victim and os.environ.get("TERASCALE_RESTART") == "0":
+        raise SystemExit(7)
+    if mode == "loop":
+        comm.barrier()
+        if comm.rank == 0:
+            with open(os.environ["JOB_READY"], "w") as f:
+                f.write("ready")
+        while True:
+            comm.allreduce(np.ones(1000))
+            time.sleep(0.05)
+    comm.barrier()

@@ -1,0 +1,153 @@
+"""``terascale run --nnodes``: one job over several nodes (loopback with --host-id, and
+emulated hosts where root can build them): ranks node by node, the first failure stops every
+node and every launcher names it, restarts, a killed launcher, a partition."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from terascale.testing import cluster as tc
+
+HERE = Path(__file__).parent
+OK, WHY = tc.available()
+needs_cluster = pytest.mark.skipif(not OK, reason=f"no emulated hosts here: {WHY}")
+JOB = str(HERE / "_cluster_job.py")
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _nodes(start: Callable[..., subprocess.Popen], python: str, addr: str, port: int,
+           secret: Path, nnodes: int, nprocs: int, *extra: str,
+           host_ids: bool = False) -> list[subprocess.Popen]:
+    procs = []
+    for k in range(nnodes):
+        argv = [python, "-m", "terascale", "run", "-n", str(nprocs), "--nnodes", str(nnodes),
+                "--node-rank", str(k), "--rendezvous", f"{addr}:{port}", "--secret-file",
+                str(secret), *(["--host-id", f"node{k}"] if host_ids else []), *extra,
+                python, JOB]
+        procs.append(start(k, argv))
+    return procs
+
+
+def _finish(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, str, str]]:
+    out = []
+    for p in procs:
+        o, e = p.communicate(timeout=timeout)
+        out.append((p.returncode, o, e))
+    return out
+
+
+def _local(env: dict[str, str]) -> Callable[..., subprocess.Popen]:
+    def start(_k: int, argv: list[str]) -> subprocess.Popen:
+        return subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    return start
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    f = tmp_path / "secret"
+    f.write_text(os.urandom(16).hex())
+    return f
+
+
+def test_ranks_go_node_by_node(python: str, secret: Path) -> None:
+    procs = _nodes(_local({}), python, "127.0.0.1", _port(), secret, 2, 2, host_ids=True)
+    results = _finish(procs, 120)
+    assert [r[0] for r in results] == [0, 0], results
+    lines = sorted(ln.split("] ", 1)[1] for _, o, _ in results for ln in o.splitlines())
+    assert lines == [f"rank {r}/4 local {r % 2}/2 sum 10 restart 0" for r in range(4)]
+    assert "4 ranks on 2 hosts: node0 ranks 0-1, node1 ranks 2-3" in results[0][2]
+
+
+def test_a_worker_dying_on_node_1_stops_every_node_and_is_named(python: str,
+                                                                 secret: Path) -> None:
+    procs = _nodes(_local({"JOB_MODE": "die", "JOB_RANK": "2"}), python, "127.0.0.1", _port(),
+                   secret, 2, 2, "--timeout", "20", host_ids=True)
+    results = _finish(procs, 120)
+    assert [r[0] for r in results] == [7, 7], results
+    for k, (_, _, err) in enumerate(results):
+        assert "rank 2 (node 1) failed first (exit status 7)" in err, err
+        assert f"this is node {k}" in err
+
+
+def test_max_restarts_restarts_the_whole_job_on_every_node(python: str, secret: Path) -> None:
+    procs = _nodes(_local({"JOB_MODE": "die", "JOB_RANK": "1"}), python, "127.0.0.1", _port(),
+                   secret, 2, 1, "--max-restarts", "1", "--timeout", "20", host_ids=True)
+    results = _finish(procs, 120)
+    assert [r[0] for r in results] == [0, 0], results
+    for k, (_, out, err) in enumerate(results):
+        assert f"rank {k}/2 local 0/1 sum 3 restart 1" in out
+        assert "restart 1 of 1" in err
+
+
+def test_a_secret_is_required_across_nodes(python: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TERASCALE_SECRET"}
+    p = subprocess.run([python, "-m", "terascale", "run", "-n", "1", "--nnodes", "2",
+                        "--node-rank", "0", "--rendezvous", "127.0.0.1:29999", python, JOB],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "--secret-file" in p.stderr and "TERASCALE_SECRET" in p.stderr
+    p = subprocess.run([python, "-m", "terascale", "run", "-n", "1", "--nnodes", "2",
+                        python, JOB], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "--rendezvous" in p.stderr
+
+
+# -- across emulated hosts --------------------------------------------------------------------
+def _cluster_start(c: tc.Cluster, env: dict[str, str]) -> Callable[..., subprocess.Popen]:
+    def start(k: int, argv: list[str]) -> subprocess.Popen:
+        return c.popen(k, argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    return start
+
+
+def _wait_for(path: Path, procs: list[subprocess.Popen], timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < end, "the job did not start"
+        assert all(p.poll() is None for p in procs), "a launcher ended early"
+        time.sleep(0.05)
+
+
+@needs_cluster
+def test_two_hosts_by_their_own_identity(python: str, secret: Path) -> None:
+    with tc.Cluster(2, link="1Gbit") as c:
+        procs = _nodes(_cluster_start(c, {}), python, c.address(0), 29500, secret, 2, 2)
+        results = _finish(procs, 120)
+    assert [r[0] for r in results] == [0, 0], results
+    assert "4 ranks on 2 hosts" in results[0][2]
+
+
+@needs_cluster
+@pytest.mark.parametrize("how", ["launcher killed", "partition"])
+def test_node_1_lost_ends_every_node_within_the_deadline(python: str, secret: Path,
+                                                         tmp_path: Path, how: str) -> None:
+    deadline = 6.0
+    ready = tmp_path / "ready"
+    with tc.Cluster(2, link="1Gbit") as c:
+        procs = _nodes(_cluster_start(c, {"JOB_MODE": "loop", "JOB_READY": str(ready)}), python,
+                       c.address(0), 29500, secret, 2, 1, "--timeout", str(deadline))
+        _wait_for(ready, procs, 120)
+        if how == "launcher killed":
+            procs[1].send_signal(signal.SIGKILL)
+        else:
+            c.set_link(1, up=False)
+        # Bounded, not timed: deadline + 2 s of stop grace, plus slack for a loaded machine.
+        survivors = procs[:1] if how == "launcher killed" else procs
+        results = _finish(survivors, deadline + 2 + 20)
+    assert all(r[0] != 0 for r in results), results
+    assert "node 1 failed first" in results[0][2] or "rank 1 (node 1)" in results[0][2], \
+        results[0][2]
+    if how == "partition":
+        assert "lost node 0's launcher" in results[1][2], results[1][2]
