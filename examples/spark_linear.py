@@ -38,7 +38,8 @@ def main() -> None:
         if args.data is None:
             synthetic(path)
         df = spark.read.text(path).repartition(args.partitions)
-        model = terascale.spark.train_linear(df, spark=spark, bits=18, passes=2, bfgs=10)
+        model = terascale.spark.train_linear(df, spark=spark, bits=18, passes=2, bfgs=10,
+                                             cache_dir=os.path.join(tmp, "cache"))
         print(model.evaluate(path))  # the model is back on the driver
         model.save(os.path.join(tmp, "model.npz"))
     spark.stop()

@@ -113,7 +113,8 @@ def test_train_linear_on_partitions_equals_local_workers(spark, tmp_path):
         files.append(str(tmp_path / f"part-{k}.vw"))
         with open(files[-1], "w") as f:
             f.write("\n".join(shard) + "\n")
-    from_files = terascale.spark.train_linear(files, spark=spark, **opts)
+    from_files = terascale.spark.train_linear(files, spark=spark, cache_dir=str(tmp_path / "c"),
+                                              **opts)
     assert np.array_equal(from_files.dense(), local[0])
 
 
