@@ -11,7 +11,7 @@ import pytest
 from _allreduce_check import check_matrix
 
 from terascale import CollectiveMismatch, PeerLost, PeerTimeout
-from terascale.launch import job_prefix
+from terascale.launch import job_prefix, remove_job_segments
 from terascale.testing import run_workers
 
 
@@ -142,3 +142,79 @@ def test_shm_needs_one_host() -> None:
 
     outcomes = run_workers(fn, 2, expect_failure=True, host_ids=["a", "b"])
     assert all(o[1][0] == "ConfigError" for o in outcomes)
+
+
+_SLOW_MEMBER = """
+import os, sys, time, numpy as np, terascale
+comm = terascale.init(timeout=60)
+comm.barrier()
+if comm.rank == 1:
+    time.sleep(60)  # a slow rank: has not mapped the segment when its creator dies
+print(comm.job, flush=True)
+comm.allreduce(np.ones(1000), algorithm="shm")
+"""
+
+
+def test_sigkill_of_the_creator_under_torchrun_variables_leaves_nothing_in_dev_shm(
+        tmp_path) -> None:
+    """No launcher of ours outlives the workers here, so nothing could clean up a name."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "job.py"
+    script.write_text(_SLOW_MEMBER)
+    job = ""
+    procs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              stderr=subprocess.DEVNULL,
+                              env={**os.environ, "RANK": str(r), "WORLD_SIZE": "2",
+                                   "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": "2",
+                                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                                   "TERASCALE_SECRET": "shm-leak-test"})
+             for r in range(2)]
+    try:
+        assert procs[0].stdout is not None
+        job = procs[0].stdout.readline().strip()
+        assert job
+        time.sleep(1.0)  # rank 0 has created the segment and waits for rank 1's mapping
+        procs[0].kill()
+        procs[0].wait(10)
+        assert _leftovers(job) == []
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(10)
+        if job:
+            remove_job_segments(job)  # a failing run must not leak either
+
+
+def test_a_stranger_without_the_key_gets_no_segment() -> None:
+    import mmap
+    import socket
+
+    from terascale.transport._memfd import HAVE_MEMFD, SegmentOffer, receive_segment
+
+    if not HAVE_MEMFD:
+        pytest.skip("no memfd_create here")
+    offer = SegmentOffer(4096, "terascale-test", 1)
+    try:
+        token = offer.note[8:24]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(b"\0terascale-seg-" + token.hex().encode())
+            s.sendall(b"\0" * 32)  # the wrong key
+            _, fds, _, _ = socket.recv_fds(s, 1, 1)
+            assert fds == []  # closed without a descriptor
+        fd, size = receive_segment(offer.note, time.monotonic() + 5)  # the member still can
+        mine = mmap.mmap(offer.fd, 4096)
+        theirs = mmap.mmap(fd, size)
+        os.close(fd)
+        mine[:5] = b"hello"
+        assert size == 4096 and theirs[:5] == b"hello"
+        mine.close()
+        theirs.close()
+    finally:
+        offer.close()

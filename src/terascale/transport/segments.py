@@ -1,9 +1,12 @@
-"""Names of a job's shared-memory segments, and their removal after a crash.
+"""A job's shared-memory segments: how they are made, shared between the ranks of a host,
+named, and removed after a crash.
 
-Every segment of job ``J`` is ``/dev/shm/terascale-J-...``: the shared-memory transport
-names them (:func:`segment_name`), and whoever outlives the workers (``terascale run``,
-``terascale.testing.run_workers``, the Spark and Ray runners) removes what a worker killed
-between creating and unlinking one left behind (:func:`remove_job_segments`).
+On Linux a segment is anonymous (``memfd_create``, its descriptor passed over a Unix socket:
+``transport/_memfd.py``), so there is nothing to leak under any launcher. Elsewhere every segment of job ``J`` is ``/dev/shm/terascale-J-...``: the
+shared-memory transport names them (:func:`segment_name`), and whoever outlives the
+workers (``terascale run``, ``terascale.testing.run_workers``, the Spark and Ray runners)
+removes what a worker killed between creating and unlinking one left behind
+(:func:`remove_job_segments`).
 """
 
 from __future__ import annotations
@@ -49,3 +52,4 @@ def remove_job_segments(job: str, *, keep: str | None = None) -> list[str]:
             except OSError:
                 pass
     return removed
+

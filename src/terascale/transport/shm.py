@@ -1,6 +1,6 @@
 """Shared-memory transport for the ranks of one host: one segment, epoch barriers.
 
-Layout of the segment (``/dev/shm/terascale-<job>-shm-<group>``)::
+Layout of the segment (``memfd:terascale-<job>-shm-<group>``)::
 
     control: one 512-byte slot per member
         +0    epoch     u64   barriers this member has arrived at (written only by it)
@@ -25,9 +25,11 @@ milliseconds, the members' TCP links: a closed link is a dead process
 frame of another collective means the member called something else
 (:class:`CollectiveMismatch`) -- so nothing ever hangs past its deadline.
 
-The segment is created by the group's first member, announced over TCP, and unlinked
-as soon as every member has mapped it: a crash after that leaves nothing in /dev/shm,
-and ``terascale run`` removes what a crash before it left
+The segment is created by the group's first member and announced over TCP. On Linux it
+is anonymous (``memfd_create``; its descriptor is passed to the members over a Unix
+socket, ``transport/_memfd.py``): nothing in /dev/shm, so nothing can leak under any
+launcher. Elsewhere it is a named file, unlinked as soon as every member has mapped it,
+and ``terascale run`` removes what a crash before that left
 (:func:`~terascale.transport.segments.remove_job_segments`).
 
 The segment moves the data; the group's point-to-point :class:`~terascale.transport.base.
@@ -50,6 +52,7 @@ import numpy as np
 from .._errors import CollectiveError, PeerTimeout
 from ._frames import show_desc
 from ._futex import Timespec, futex_wait, futex_wake
+from ._memfd import HAVE_MEMFD, share_anonymous
 from .base import Exchange
 from .segments import SHM_DIR, segment_name
 
@@ -148,6 +151,9 @@ class ShmGroup:
         size = control_bytes(len(group)) + 2 * len(group) * area_bytes
         names = [ex.peer_name(p) for p in group]
         path = os.path.join(SHM_DIR, segment_name(job, names, context))
+        if HAVE_MEMFD:  # nothing in /dev/shm: cannot leak whoever dies when
+            return cls(share_anonymous(ex, group, os.path.basename(path), size), rank, group,
+                       area_bytes, ex)
         note = bytearray(struct.pack("<Q", size))
         if rank == group[0]:
             try:
