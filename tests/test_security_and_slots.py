@@ -181,3 +181,115 @@ def test_size_one_identities() -> None:
     x = np.arange(4.0)
     assert comm.allreduce(x).tolist() == x.tolist()
     assert comm.broadcast_object("o") == "o"
+
+
+# -- strangers cannot stop a job ---------------------------------------------------------------
+
+def _raise_nofile(need: int) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            pytest.skip(f"RLIMIT_NOFILE hard limit {hard} < {need}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def test_six_idle_connections_to_a_peer_port_do_not_stop_the_job() -> None:
+    # Before: the acceptor served one connection at a time and gave each stranger 5 s, so
+    # six idle ones outlasted the 10 s deadline: "ranks [1] did not connect".
+    from terascale.transport import build_mesh, listen
+
+    listeners = [listen("127.0.0.1") for _ in range(3)]
+    addrs = [lst.getsockname()[:2] for lst in listeners]
+    idle = [socket.create_connection(addrs[0]) for _ in range(6)]
+    meshes: dict = {}
+    errors: dict = {}
+
+    def member(rank: int) -> None:
+        try:
+            meshes[rank] = build_mesh(rank, 3, addrs, listeners[rank], SECRET, "job",
+                                      time.monotonic() + 10)
+        except Exception as e:
+            errors[rank] = e
+
+    threads = [threading.Thread(target=member, args=(r,)) for r in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(30)
+    try:
+        assert not errors, errors
+        assert {r: set(m.socks) for r, m in meshes.items()} == {0: {1, 2}, 1: {0, 2}, 2: {0, 1}}
+    finally:
+        for c in idle:
+            c.close()
+        for m in meshes.values():
+            m.close()
+
+
+def test_1100_idle_sockets_on_the_rendezvous_port_do_not_stop_the_job(caplog) -> None:
+    # Before: at a global cap of 1,024 clients new connections were closed at once, the
+    # genuine worker did not retry ("connection closed after 0 of 40 bytes"), and the
+    # server logged one warning line per dropped client.
+    import logging
+
+    _raise_nofile(4096)
+    caplog.set_level(logging.WARNING, logger="terascale.rendezvous")
+    with RendezvousServer(2, SECRET) as server:
+        idle = [socket.create_connection(server.address) for _ in range(1100)]
+        try:
+            results: dict = {}
+            threads = [_join_async(server, slot, results, timeout=30) for slot in (0, 1)]
+            for t in threads:
+                t.join(60)
+            assert results == {0: 0, 1: 1}
+        finally:
+            for c in idle:
+                c.close()
+        assert server.summary() is not None and "1" in server.summary()
+    lines = [r.getMessage() for r in caplog.records if r.name == "terascale.rendezvous"]
+    assert 1 <= len(lines) <= 2, lines  # a summary (at assembly, at close), not one per client
+    assert all(line.startswith("rendezvous: dropped ") for line in lines)
+
+
+def test_stranger_with_the_old_derived_secret_is_refused() -> None:
+    # The attack that worked: under mpirun without TERASCALE_SECRET the secret was
+    # sha256("terascale||('127.0.0.1', port)|2"), so a stranger took slot 1 and the job's
+    # allreduce returned 1000001.0. Now the job has the user's secret and the stranger fails.
+    import hashlib
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
+    worker = ("import numpy as np, terascale\n"
+              "with terascale.init(timeout=20) as comm:\n"
+              "    print(float(comm.allreduce(np.array([comm.rank + 1.0]))[0]))\n")
+    ranks = {}
+    rank0 = subprocess.Popen(
+        [sys.executable, "-c", worker], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**env, "OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2",
+                        "TERASCALE_RENDEZVOUS": f"127.0.0.1:{port}",
+                        "TERASCALE_SECRET": "the-user-s-secret"})
+    derived = hashlib.sha256(f"terascale||('127.0.0.1', {port})|2".encode()).digest()
+    deadline = time.monotonic() + 20
+    while True:  # rank 0 is starting its server
+        try:
+            join(("127.0.0.1", port), derived, slot=1, size=2, host_id="attacker", timeout=2)
+        except AuthError:
+            break
+        except terascale.RendezvousError:
+            assert time.monotonic() < deadline, "rank 0's rendezvous never came up"
+            continue
+        pytest.fail("the stranger with the derived secret joined the job")
+    rank1 = subprocess.Popen(
+        [sys.executable, "-c", worker], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**env, "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
+                        "TERASCALE_RENDEZVOUS": f"127.0.0.1:{port}",
+                        "TERASCALE_SECRET": "the-user-s-secret"})
+    for r, p in ((0, rank0), (1, rank1)):
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        ranks[r] = out.strip()
+    assert ranks == {0: "3.0", 1: "3.0"}

@@ -23,6 +23,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "hierarchical algorithms on one machine)")
     p.add_argument("--timeline", default=None, metavar="TRACE.json",
                    help="write every collective of every rank as Chrome trace events")
+    p.add_argument("--encrypt", action="store_true",
+                   help="encrypt and authenticate every TCP link with AES-GCM (needs the "
+                        "cryptography package: pip install 'terascale[secure]'); shared "
+                        "memory between ranks of one host is not encrypted")
     p.add_argument("--no-prefix", action="store_true", help="do not prefix output with the rank")
     p.add_argument("--nnodes", type=int, default=1, metavar="M",
                    help="run one job over M nodes: the same command on each, -n workers per "
@@ -70,7 +74,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.host_id is not None:
         hosts = [args.host_id]
     opts = LaunchOptions(nprocs=args.nprocs, timeout=args.timeout, max_restarts=args.max_restarts,
-                         host_ids=hosts, prefix_output=not args.no_prefix, timeline=args.timeline)
+                         host_ids=hosts, prefix_output=not args.no_prefix, timeline=args.timeline,
+                         encrypt=args.encrypt)
     return launch(cmd, opts)
 
 

@@ -61,6 +61,7 @@ class LaunchOptions:
     env: dict[str, str] = field(default_factory=dict)
     prefix_output: bool = True
     timeline: str | None = None
+    encrypt: bool = False  # every TCP link AES-GCM (TERASCALE_ENCRYPT=1 in the workers)
 
 
 class _Output:
@@ -196,7 +197,7 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                 "terascale run", offset + rank, size, (host, port), secret.encode(), job=job,
                 timeout=opts.timeout, restart=attempt, timeline=opts.timeline or None,
                 host_id=hosts[rank], master=master, local_rank=hosts[:rank].count(hosts[rank]),
-                local_size=hosts.count(hosts[rank]),
+                local_size=hosts.count(hosts[rank]), encrypt=opts.encrypt,
             ).to_environ())
             env["PYTHONUNBUFFERED"] = "1"
             try:

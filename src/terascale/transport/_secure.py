@@ -140,6 +140,8 @@ class SecureLink:
         return self.recvmsg_into([buf])[0]
 
     def recvmsg_into(self, bufs: list[memoryview]) -> tuple[int, list[object], int, None]:
+        if self._broken is not None:  # a tampered link stays refused
+            raise self._broken
         if not self._plain:
             self._fill()
             if not self._plain:
@@ -157,6 +159,8 @@ class SecureLink:
         return got, [], 0, None
 
     def recv(self, n: int, flags: int = 0) -> bytes:
+        if self._broken is not None:
+            raise self._broken
         if len(self._plain) < n:
             self._fill()
         if not self._plain:

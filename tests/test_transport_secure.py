@@ -1,0 +1,177 @@
+"""Encrypted links (``TERASCALE_ENCRYPT=1``): same results, nothing readable, tampering aborts."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cryptography")
+
+from terascale import AuthError, CollectiveError  # noqa: E402
+from terascale.communicator import Communicator  # noqa: E402
+from terascale.testing import run_workers  # noqa: E402
+from terascale.transport import build_mesh, listen  # noqa: E402
+from terascale.transport._secure import SecureLink  # noqa: E402
+
+SECRET = b"job-secret"
+
+
+def _sums(comm) -> tuple[list[bytes], str]:
+    out = []
+    for algo in ("ring", "tree", "auto"):
+        for n in (1, 1000, 700_001):  # 700,001 float64: several 1 MiB records per frame
+            x = np.arange(n, dtype=np.float64) * (comm.rank + 1) / 7
+            out.append(comm.allreduce(x, algorithm=algo).tobytes())
+    return out, type(comm._mesh.socks[(comm.rank + 1) % comm.size]).__name__
+
+
+def test_encrypted_job_gives_the_same_bits_as_plain_tcp() -> None:
+    hosts = ["a", "b", "c"]  # one rank per host: every link is TCP
+    plain = run_workers(_sums, 3, host_ids=hosts, timeout=120)
+    secure = run_workers(_sums, 3, host_ids=hosts, timeout=120, env={"TERASCALE_ENCRYPT": "1"})
+    assert {kind for _, kind in plain} == {"socket"}
+    assert {kind for _, kind in secure} == {"SecureLink"}
+    assert [bits for bits, _ in secure] == [bits for bits, _ in plain]
+
+
+class _Proxy:
+    """A man in the middle on loopback: forwards both ways, may flip one bit going up."""
+
+    def __init__(self, target: tuple[str, int], flip_at: int | None) -> None:
+        self.target, self.flip_at = target, flip_at
+        self.up = bytearray()  # what the dialer sent, as seen on the wire
+        self._lst = socket.create_server(("127.0.0.1", 0))
+        self.address = self._lst.getsockname()[:2]
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        a, _ = self._lst.accept()
+        b = socket.create_connection(self.target)
+        threading.Thread(target=self._pump, args=(b, a, False), daemon=True).start()
+        self._pump(a, b, True)
+
+    def _pump(self, src: socket.socket, dst: socket.socket, up: bool) -> None:
+        try:
+            while chunk := src.recv(65536):
+                if up:
+                    data = bytearray(chunk)
+                    at = len(self.up)
+                    if self.flip_at is not None and at <= self.flip_at < at + len(data):
+                        data[self.flip_at - at] ^= 0x10
+                    self.up += chunk
+                    chunk = bytes(data)
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def _two_ranks_through(proxy_for, encrypt: bool) -> tuple[dict, dict, _Proxy]:
+    listeners = [listen("127.0.0.1") for _ in range(2)]
+    real = [lst.getsockname()[:2] for lst in listeners]
+    proxy = proxy_for(real[0])
+    addrs = {0: real, 1: [proxy.address, real[1]]}  # rank 1 reaches rank 0 via the proxy
+    results: dict = {}
+    errors: dict = {}
+
+    def member(rank: int) -> None:
+        try:
+            mesh = build_mesh(rank, 2, addrs[rank], listeners[rank], SECRET, "job",
+                              time.monotonic() + 10, encrypt=encrypt)
+            comm = Communicator(rank=rank, size=2, mesh=mesh, timeout=10, job="job",
+                                hosts=["a", "b"])
+            try:
+                x = np.full(4096, rank + 1.0, dtype=np.float32)
+                results[rank] = float(comm.allreduce(x, algorithm="ring")[0])
+            finally:
+                comm.close()
+        except Exception as e:
+            errors[rank] = e
+
+    threads = [threading.Thread(target=member, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results, errors, proxy
+
+
+def _first_record_at() -> int:
+    hello = json.dumps({"rank": 1, "job": "job"}, separators=(",", ":")).encode()
+    return 8 + 32 + 32 + 4 + len(hello)  # handshake answer, hello; then the records
+
+
+def test_wire_carries_no_header_or_payload_in_clear() -> None:
+    results, errors, proxy = _two_ranks_through(lambda t: _Proxy(t, None), encrypt=False)
+    assert not errors and results == {0: 3.0, 1: 3.0}
+    assert b"TSF1" in proxy.up and b"allreduce" in proxy.up  # plain TCP: readable
+    results, errors, proxy = _two_ranks_through(lambda t: _Proxy(t, None), encrypt=True)
+    assert not errors and results == {0: 3.0, 1: 3.0}
+    wire = bytes(proxy.up[_first_record_at():])
+    assert b"TSF1" not in wire and b"allreduce" not in wire
+    assert np.full(4, 2.0, np.float32).tobytes() not in wire
+
+
+def test_flipped_bit_in_an_encrypted_frame_is_an_auth_error_and_aborts_the_job() -> None:
+    flip = _first_record_at() + 4 + 20  # inside the first record's ciphertext
+    results, errors, _ = _two_ranks_through(lambda t: _Proxy(t, flip), encrypt=True)
+    assert not results
+    assert isinstance(errors[0], AuthError) and isinstance(errors[0], CollectiveError)
+    assert "rank 0: the encrypted link from rank 1 was tampered with" in str(errors[0])
+    # The receiving rank aborts the job: rank 1 learns why instead of waiting out its deadline.
+    assert isinstance(errors[1], CollectiveError)
+    assert "aborted because rank 0 failed" in str(errors[1]) and "tampered" in str(errors[1])
+
+
+def _link_pair() -> tuple[SecureLink, socket.socket, SecureLink, socket.socket]:
+    """A sender whose wire we read raw, and a receiver we feed raw."""
+    nonces = bytes(range(64))
+    s_app, s_wire = socket.socketpair()
+    r_app, r_wire = socket.socketpair()
+    for s in (s_app, r_app, s_wire):
+        s.setblocking(False)
+    sender = SecureLink(s_app, SECRET, nonces, "job", dialer=1, acceptor=0, rank=1, peer=0)
+    receiver = SecureLink(r_app, SECRET, nonces, "job", dialer=1, acceptor=0, rank=0, peer=1)
+    return sender, s_wire, receiver, r_wire
+
+
+def _record(sender: SecureLink, wire: socket.socket, data: bytes) -> bytes:
+    assert sender.sendmsg([memoryview(data)]) == len(data)
+    return wire.recv(1 << 20)
+
+
+@pytest.mark.parametrize("order", ["replay", "reorder"])
+def test_replayed_or_reordered_records_are_refused(order: str) -> None:
+    sender, s_wire, receiver, r_wire = _link_pair()
+    first, second = _record(sender, s_wire, b"first"), _record(sender, s_wire, b"second")
+    r_wire.sendall(first + first if order == "replay" else second + first)
+    buf = bytearray(64)
+    with pytest.raises(AuthError, match="tampered with: record #"):
+        n = receiver.recv_into(memoryview(buf))
+        assert bytes(buf[:n]) == b"first"  # a replay: the first copy is genuine
+        receiver.recv_into(memoryview(buf))
+    with pytest.raises(AuthError):  # and the link stays refused
+        receiver.recv(1)
+
+
+def test_records_in_order_arrive_whole_and_peekable() -> None:
+    sender, s_wire, receiver, r_wire = _link_pair()
+    r_wire.sendall(_record(sender, s_wire, b"abc") + _record(sender, s_wire, b"defg"))
+    assert receiver.recv(2, socket.MSG_PEEK) == b"ab"
+    buf = bytearray(7)
+    n, *_ = receiver.recvmsg_into([memoryview(buf)[:3], memoryview(buf)[3:]])
+    assert n == 7 and bytes(buf) == b"abcdefg"
+    with pytest.raises(BlockingIOError):
+        receiver.recv(1)
+    r_wire.close()
+    assert receiver.recv(1) == b""
