@@ -10,7 +10,10 @@ from typing import Any
 
 from .._units import format_size, format_time
 
-__all__ = ["crossover", "format_limits", "format_table", "format_targets", "systems_of"]
+__all__ = ["crossover", "format_encryption", "format_limits", "format_table", "format_targets",
+           "systems_of"]
+
+_OURS = ("ours:", "tcp:", "aes:")  # our rows: as launched, plain TCP, AES-GCM TCP (--encrypt)
 
 
 def systems_of(report: dict[str, Any]) -> list[str]:
@@ -24,7 +27,7 @@ def systems_of(report: dict[str, Any]) -> list[str]:
 def format_table(report: dict[str, Any]) -> str:
     """A Markdown table: one row per (size, system), ratios to each peer measured."""
     rows = report["results"]
-    peers = [s for s in systems_of(report) if not s.startswith("ours:")]
+    peers = [s for s in systems_of(report) if not s.startswith(_OURS)]
     by = {(r["system"], r["bytes"]): r for r in rows}
     head = ["size", "system", "median", "algbw GB/s", "busbw GB/s"] + [f"x {p}" for p in peers]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -91,3 +94,27 @@ def format_limits(limits: dict[str, float]) -> str:
     return ("machine limits: memcpy {memcpy:.2f} GB/s, np.add {add:.2f} GB/s, TCP loopback "
             "{tcp_one_way:.2f} GB/s one way, {tcp_both_ways:.2f} GB/s each way when both "
             "directions are busy".format(**{k: v / 1e9 for k, v in limits.items()}))
+
+
+def format_encryption(report: dict[str, Any]) -> str:
+    """Per size and algorithm: plain TCP vs AES-GCM links, times and busbw, and their ratio.
+
+    The 4 KiB row is the latency cost (one record per message each way), the largest rows
+    the throughput cost (one copy and AES-GCM per byte, on one core per rank).
+    """
+    by = {(r["system"], r["bytes"]): r for r in report["results"]}
+    algos = [s[4:] for s in systems_of(report) if s.startswith("tcp:")]
+    head = ["size", "algorithm", "tcp median", "aes median", "tcp busbw GB/s",
+            "aes busbw GB/s", "aes / tcp time"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for size in report["sizes"]:
+        for algo in algos:
+            plain, secure = by.get((f"tcp:{algo}", size)), by.get((f"aes:{algo}", size))
+            if plain is None or secure is None:
+                continue
+            lines.append("| " + " | ".join([
+                format_size(size), algo, format_time(plain["median_s"]),
+                format_time(secure["median_s"]), f"{plain['busbw'] / 1e9:.3f}",
+                f"{secure['busbw'] / 1e9:.3f}",
+                f"{secure['median_s'] / plain['median_s']:.2f}"]) + " |")
+    return "\n".join(lines)

@@ -92,7 +92,7 @@ def _ours(args: argparse.Namespace) -> None:
                     continue
                 times = comm.allreduce(times, op="max")
                 if comm.rank == 0:
-                    _record(args.out, f"ours:{algo}", nbytes, times, comm.size)
+                    _record(args.out, f"{args.label}:{algo}", nbytes, times, comm.size)
     finally:
         comm.close()
 
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--system", choices=("ours", "gloo", "mpi"), required=True)
     p.add_argument("--variant", default="mpi", help="label of the mpi rows (mpi-shm, mpi-tcp)")
     p.add_argument("--algorithms", default="auto")
+    p.add_argument("--label", default="ours", help="prefix of our rows (ours, tcp, aes)")
     p.add_argument("--sizes", type=lambda s: [int(v) for v in s.split(",")], required=True)
     p.add_argument("--iters", type=float, default=1.0)
     p.add_argument("--port", type=int, default=0)

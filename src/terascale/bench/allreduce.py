@@ -35,7 +35,14 @@ from typing import Any
 from .. import _units
 from .._errors import ConfigError
 from .._units import format_size
-from ._allreduce_report import crossover, format_limits, format_table, format_targets, systems_of
+from ._allreduce_report import (
+    crossover,
+    format_encryption,
+    format_limits,
+    format_table,
+    format_targets,
+    systems_of,
+)
 
 __all__ = ["BenchOptions", "add_bench_parser", "crossover", "format_table", "format_targets",
            "parse_size", "run_bench"]
@@ -69,6 +76,7 @@ class BenchOptions:
     limits: bool = True
     progress: bool = True
     timeout: float = 900.0
+    encrypt: bool = False  # also time ours over plain TCP and AES-GCM links ("tcp:"/"aes:")
 
 
 def our_algorithms() -> tuple[str, ...]:
@@ -104,10 +112,13 @@ def _worker_cmd(system: str, sizes: Sequence[int], iters: float, out: str,
             *extra]
 
 
-def _run_launched(cmd: list[str], n: int, timeout: float) -> int:
+def _run_launched(cmd: list[str], n: int, timeout: float, *, apart: bool = False,
+                  encrypt: bool = False) -> int:
     from ..launch import LaunchOptions, launch
 
-    return launch(cmd, LaunchOptions(nprocs=n, timeout=timeout))
+    # apart: one pretend host per rank, so that every link is TCP (never shared memory).
+    hosts = [f"bench-host-{r}" for r in range(n)] if apart else None
+    return launch(cmd, LaunchOptions(nprocs=n, timeout=timeout, host_ids=hosts, encrypt=encrypt))
 
 
 def _mpirun_cmd(n: int, btl: str, cmd: list[str]) -> list[str]:
@@ -132,6 +143,15 @@ def _jobs(opts: BenchOptions, out: str) -> list[tuple[str, int, Any]]:
                        ["--algorithms", ",".join(algos), "--timeout", str(opts.timeout)])
     jobs.append(("ours", len(algos) * len(sizes),
                  lambda: _run_launched(ours, n, opts.timeout)))
+    if opts.encrypt:  # the cost of encryption: the same algorithms over TCP, plain and AES-GCM
+        for label, secure in (("tcp", False), ("aes", True)):
+            cmd = _worker_cmd("ours", sizes, opts.iters, out,
+                              ["--algorithms", ",".join(algos), "--timeout", str(opts.timeout),
+                               "--label", label])
+
+            def run(cmd: list[str] = cmd, secure: bool = secure) -> int:
+                return _run_launched(cmd, n, opts.timeout, apart=True, encrypt=secure)
+            jobs.append((label, len(algos) * len(sizes), run))
     avail = available_peers()
     if "gloo" in opts.peers and avail["gloo"] is None:
         def gloo() -> int:
@@ -252,6 +272,9 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
                         "run) and print predicted vs measured")
     p.add_argument("--calibration-plot", default=None, metavar="OUT.png",
                    help="with --calibrate: measured vs predicted time")
+    p.add_argument("--encrypt", action="store_true",
+                   help="also time our algorithms over TCP links, plain (tcp:ALGO) and "
+                        "AES-GCM encrypted (aes:ALGO), and print the cost of encryption")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_main)
 
@@ -264,7 +287,7 @@ def _main(args: argparse.Namespace) -> int:
         nprocs=args.nprocs, sizes=tuple(sizes),
         algorithms=tuple(args.algorithms.split(",")) if args.algorithms else None,
         peers=tuple(p for p in args.vs.split(",") if p), iters=args.iters * (0.3 if args.quick else 1.0),
-        progress=not args.no_progress)
+        progress=not args.no_progress, encrypt=args.encrypt)
     report = run_bench(opts)
     report["command"] = "terascale bench allreduce " + " ".join(sys.argv[3:]) \
         if sys.argv[1:3] == ["bench", "allreduce"] else None
@@ -282,6 +305,9 @@ def _main(args: argparse.Namespace) -> int:
         report["tree_ring_crossover"] = cut
         print(f"tree vs ring: the tree is as fast or faster up to "
               f"{format_size(cut) if cut else 'no measured size'} (n={opts.nprocs})")
+    if opts.encrypt:
+        print("\nencryption (every link TCP, one pretend host per rank; > 1: slower):")
+        print(format_encryption(report))
     for f in report["failures"]:
         print(f"terascale bench: {f} failed; its rows are missing", file=sys.stderr)
     if args.calibrate is not None:

@@ -187,20 +187,23 @@ class SecureLink:
             self._raw += chunk
         raw = self._raw
         at = 0
-        while len(raw) - at >= _LEN.size:
-            (size,) = _LEN.unpack_from(raw, at)
-            if not _TAG <= size <= RECORD + _TAG:
-                self._tampered(f"a record claims {size} bytes")
-            if len(raw) - at < _LEN.size + size:
-                break
-            head = bytes(raw[at: at + _LEN.size])
-            body = bytes(raw[at + _LEN.size: at + _LEN.size + size])
-            try:
-                self._plain += self._open.decrypt(self._nonce(self._opened), body, head)
-            except Exception:  # cryptography's InvalidTag
-                self._tampered(f"record #{self._opened} failed its authentication tag")
-            self._opened += 1
-            at += _LEN.size + size
+        with memoryview(raw) as view:  # no copies of the ciphertext (released before del)
+            while len(raw) - at >= _LEN.size:
+                (size,) = _LEN.unpack_from(raw, at)
+                if not _TAG <= size <= RECORD + _TAG:
+                    self._tampered(f"a record claims {size} bytes")
+                if len(raw) - at < _LEN.size + size:
+                    break
+                head, body = view[at: at + _LEN.size], view[at + _LEN.size: at + _LEN.size + size]
+                try:
+                    self._plain += self._open.decrypt(self._nonce(self._opened), body, head)
+                except Exception:  # cryptography's InvalidTag
+                    self._tampered(f"record #{self._opened} failed its authentication tag")
+                finally:
+                    head.release()
+                    body.release()
+                self._opened += 1
+                at += _LEN.size + size
         del raw[:at]
         if self._eof and raw:
             self._tampered(f"the connection closed inside a record ({len(raw)} bytes of it)")
