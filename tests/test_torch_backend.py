@@ -318,3 +318,34 @@ def test_fsdp2_on_cpu_matches_gloo() -> None:
     gloo = run_workers(_fsdp, 2, args=(_free_port(), "gloo"), timeout=180)
     assert ours == gloo
     assert ours[0] != ours[1]  # each rank holds its own shard
+
+
+def _silent_peer(comm: Any, port: int) -> str:
+    import datetime
+
+    import torch.distributed as dist
+
+    import terascale.torch  # noqa: F401
+
+    dist.init_process_group("terascale", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=comm.rank, world_size=comm.size,
+                            timeout=datetime.timedelta(seconds=3))
+    if comm.rank == 1:  # never joins the collective; stays until rank 0 has given up
+        import time
+
+        time.sleep(8)
+        return "silent"
+    try:
+        dist.all_reduce(torch.ones(4), async_op=True).wait()
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+
+def test_init_process_group_timeout_is_the_collective_deadline() -> None:
+    from terascale.testing import run_workers
+
+    outcomes = run_workers(_silent_peer, 2, args=(_free_port(),), timeout=120,
+                           expect_failure=True)
+    status, text = outcomes[0]
+    assert status == "ok" and text.startswith("PeerTimeout") and "allreduce" in text, outcomes

@@ -63,7 +63,7 @@ def _create(opts: Any, _backend_options: Any) -> TerascaleProcessGroup:
     timeout = _seconds(opts.timeout)
     comm, owned = _communicator(opts.store, rank, size, list(opts.global_ranks_in_group),
                                 timeout)
-    return TerascaleProcessGroup(comm, owned=owned)
+    return TerascaleProcessGroup(comm, owned=owned, timeout=timeout)
 
 
 def _seconds(timeout: datetime.timedelta | None) -> float | None:
