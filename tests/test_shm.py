@@ -136,6 +136,37 @@ def test_deadline_is_honoured() -> None:
     assert outcomes[1][0] == "error"  # told by rank 0's abort
 
 
+def test_peer_stopped_mid_collective_times_out_instead_of_spinning() -> None:
+    """Spinning for a member known to be running (later rounds of a multi-round allreduce)
+    is bounded: a member stopped in the middle still yields PeerTimeout at the deadline."""
+    def fn(comm):
+        import threading
+
+        from terascale.transport import _spin
+
+        _spin.host_busy = lambda: False  # spin for running members even on a loaded host
+        pids = comm.allgather(np.array([os.getpid()]))[:, 0]
+        x = np.ones(5 << 20 >> 2, np.float32)  # three rounds of the 2 MiB areas
+        if comm.rank == 1:
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGSTOP)).start()
+        start = time.monotonic()
+        try:
+            while time.monotonic() - start < 20:
+                comm.allreduce(x, out=x, algorithm="shm", timeout=1.0)
+                x.fill(1)
+        except PeerTimeout:
+            assert time.monotonic() - start < 5  # 0.3 s + the 1 s deadline + checks
+            raise
+        finally:
+            if comm.rank == 0:
+                os.kill(int(pids[1]), signal.SIGCONT)
+
+    outcomes = run_workers(fn, 2, expect_failure=True, collective_timeout=30)
+    assert outcomes[0][0] == "error" and outcomes[0][1][0] == PeerTimeout.__name__, outcomes[0]
+    assert "rank 1" in outcomes[0][1][1]
+    assert outcomes[1][0] == "error"  # told by rank 0's abort once it runs again
+
+
 def test_shm_needs_one_host() -> None:
     def fn(comm):
         comm.allreduce(np.ones(3), algorithm="shm")

@@ -147,7 +147,7 @@ class ShmAllreduce:
             parity = g.round % 2
             parts = g.areas(parity, dt, hi - lo)
             np.copyto(parts[g.index], src[lo:hi])
-            g.barrier(self.ex, self.deadline, check=first)
+            g.barrier(self.ex, self.deadline, check=first, running=not first)
             first = False
             g.round += 1
             if reduce:
@@ -174,14 +174,14 @@ class ShmAllreduce:
             mine[b:] = src[lo + b: hi]
             if pending is not None:
                 self._copy_out(*pending)
-            g.barrier(ex, self.deadline, check=first)
+            g.barrier(ex, self.deadline, check=first, running=not first)
             first = False
             parts = [src[lo + a: lo + b] if j == me else g.area(j, parity, dt, hi - lo)[a:b]
                      for j in range(n)]
             self.op.fold(parts, mine[a:b])
             if not self.to_leader or me == 0:
                 dst[lo + a: lo + b] = mine[a:b]
-            g.barrier(ex, self.deadline)
+            g.barrier(ex, self.deadline, running=True)  # everyone passed the one above
             g.round += 1
             pending = (parity, lo, sl)
         if pending is not None:

@@ -16,10 +16,9 @@ the epoch). Collectives alternate between the two sets so that one barrier per r
 suffices: a set is rewritten only after a barrier that every reader of its previous
 contents has passed.
 
-Waiting spins (yielding the processor between polls) for a few tens of microseconds (the
-common case when every rank has a core), then blocks in the kernel (futex on the awaited member's epoch word, woken by the
-member when it arrives; bounded waits, so a lost wake-up costs at most 2 ms). While not
-spinning it checks the deadline (:class:`PeerTimeout`) and, every few tens of
+Waiting spins, then blocks in the kernel (futex on the awaited member's epoch word, woken
+by the member when it arrives; bounded waits): :mod:`._spin` has the policy and its
+measurements. While not spinning it checks the deadline (:class:`PeerTimeout`) and, every few tens of
 milliseconds, the members' TCP links: a closed link is a dead process
 (:class:`PeerLost`, within about 50 ms), an ABORT frame is a failure elsewhere, and a
 frame of another collective means the member called something else
@@ -50,9 +49,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._errors import CollectiveError, PeerTimeout
+from . import _spin
 from ._frames import show_desc
 from ._futex import Timespec, futex_wait, futex_wake
 from ._memfd import HAVE_MEMFD, share_anonymous
+from ._spin import BLOCK_S, CHECK_S, MIN_SPIN_S, RUNNING_SPIN_S, SPIN_S, YIELD_WHILE_SPINNING
 from .base import Exchange
 from .segments import SHM_DIR, segment_name
 
@@ -62,13 +63,6 @@ _SLOT = 512
 _EPOCH, _SLEEPING, _PID, _DESC = 0, 64, 128, 256
 _DESC_BYTES = 128
 _ALIGN = 4096
-SPIN_S = 50e-6       # busy-wait at most this long before blocking in the kernel
-MIN_SPIN_S = 10e-6   # ... and at least this long (the budget adapts between the two)
-BLOCK_S = 2e-3       # longest single futex wait (a lost wake-up costs at most this)
-CHECK_S = 0.05       # how often a waiting rank checks its members' links
-# Spin with sched_yield: on a loaded host the member we wait for may be queued behind us on
-# our core (measured, 2 ranks, 4 KiB, load 5.8: 54 us with yields, 70 us without).
-YIELD_WHILE_SPINNING = True
 
 class ShmGroup:
     """A mapped segment shared by ``group`` (ranks of the exchange on one host); ``index``
@@ -199,8 +193,14 @@ class ShmGroup:
         self._field = _desc_field(ex)
         self._mv[off: off + _DESC_BYTES] = self._field
 
-    def barrier(self, ex: Exchange, deadline: float, *, check: bool = False) -> None:
-        """Arrive and wait for every member; with ``check``, compare the announced collectives."""
+    def barrier(self, ex: Exchange, deadline: float, *, check: bool = False,
+                running: bool = False) -> None:
+        """Arrive and wait for every member; with ``check``, compare the announced collectives.
+
+        ``check`` is for the first barrier after :meth:`announce`; ``running`` says that
+        every member has already passed a barrier of this collective (a later round), so
+        the wait may spin for it (see :data:`terascale.transport._spin.RUNNING_SPIN_S`).
+        """
         self.epoch += 1
         target = self.epoch
         q = self._q
@@ -212,7 +212,7 @@ class ShmGroup:
         try:
             for i in self._others:
                 if q[(i * _SLOT + _EPOCH) // 8] < target:
-                    self._wait(i, target, ex, deadline)
+                    self._wait(i, target, ex, deadline, running=running, announced=check)
             if check:
                 self._check_desc(ex)
         except CollectiveError as err:
@@ -230,11 +230,27 @@ class ShmGroup:
         q = self._q
         return all(q[(i * _SLOT + _EPOCH) // 8] >= target for i in self._others)
 
-    def _wait(self, i: int, target: int, ex: Exchange, deadline: float) -> None:
+    def _running(self, i: int) -> bool:
+        """Whether member ``i`` announced the collective we are in (it is copying its part)."""
+        off = i * _SLOT + _DESC + (self.round % 2) * _DESC_BYTES
+        return self._mv[off: off + _DESC_BYTES] == self._field
+
+    def _wait(self, i: int, target: int, ex: Exchange, deadline: float, *,
+              running: bool = False, announced: bool = False) -> None:
+        """Wait until member ``i`` reaches ``target``: spin while it is known to be running
+        this collective (``running``: a later barrier of it; with ``announced``, once it
+        has announced it too), spin the adaptive budget otherwise, then block in the kernel
+        with link and deadline checks."""
         q, idx = self._q, (i * _SLOT + _EPOCH) // 8
         sleeping = (self.index * _SLOT + _SLEEPING) // 8
         start = time.monotonic()
-        spin_until = start if self.oversubscribed else start + self._spin_s
+        # ``extended``: the spin may no longer be lengthened for a running member.
+        if self.oversubscribed:  # spinning takes the core a member needs
+            spin_until, extended = start, True
+        elif running and not _spin.host_busy():
+            spin_until, extended = start + RUNNING_SPIN_S, True
+        else:
+            spin_until, extended = start + self._spin_s, not announced
         next_check = start + CHECK_S
         spins = 0
         blocked = False
@@ -243,6 +259,11 @@ class ShmGroup:
             if spins & 31:
                 continue
             now = time.monotonic()
+            if now >= spin_until and not extended:
+                extended = True  # once: a member that announced late still gets its spin
+                if self._running(i) and not _spin.host_busy():
+                    spin_until = now + RUNNING_SPIN_S
+                    running = True
             if now < spin_until:
                 if YIELD_WHILE_SPINNING:
                     os.sched_yield()  # the member may be waiting for our core
@@ -263,8 +284,9 @@ class ShmGroup:
                     f"rank {ex.origin}: {ex.what} timed out after {now - ex.started:.1f} s "
                     f"waiting for rank {peer} (shared memory)", rank=ex.origin, peer=peer,
                     operation=ex.what)
-        self._spin_s = max(self._spin_s / 2, MIN_SPIN_S) if blocked else \
-            min(self._spin_s * 2, SPIN_S)
+        if not running:  # the budget learns how long idle members take, not copies
+            self._spin_s = max(self._spin_s / 2, MIN_SPIN_S) if blocked else \
+                min(self._spin_s * 2, SPIN_S)
 
     def _check_links(self, ex: Exchange, target: int) -> None:
         """A member that cannot arrive: dead (EOF), failed (ABORT) or in another collective."""
