@@ -175,3 +175,44 @@ def test_records_in_order_arrive_whole_and_peekable() -> None:
         receiver.recv(1)
     r_wire.close()
     assert receiver.recv(1) == b""
+
+
+_PROBE = ("import sys, numpy as np, terascale\n"
+          "kw = {'encrypt': True} if sys.argv[1:] == ['ask'] else {}\n"
+          "with terascale.init(timeout=20, **kw) as c:\n"
+          "    link = type(c._mesh.socks[1 - c.rank]).__name__\n"
+          "    print(link, float(c.allreduce(np.ones(3))[0]))\n")
+
+
+def test_terascale_run_encrypt_flag() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
+    res = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", "--hosts", "a,b",
+                          "--encrypt", "--no-prefix", sys.executable, "-c", _PROBE],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n").count("SecureLink 2.0") == 2, res.stdout
+
+
+def test_one_rank_asking_encrypts_the_whole_job() -> None:
+    import os
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
+    procs = [subprocess.Popen(
+        [sys.executable, "-c", _PROBE, *(["ask"] if r == 0 else [])], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        env={**env, "OMPI_COMM_WORLD_RANK": str(r), "OMPI_COMM_WORLD_SIZE": "2",
+             "TERASCALE_RENDEZVOUS": f"127.0.0.1:{port}", "TERASCALE_SECRET": "s",
+             "TERASCALE_HOST_ID": f"host{r}"}) for r in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert out.strip() == "SecureLink 2.0"  # init(encrypt=True) on rank 0 only
