@@ -39,6 +39,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="time and speedup vs nodes per algorithm")
     p.add_argument("--paper", action="store_true",
                    help="the Terascale run and Goyal et al.'s ResNet-50 on paper")
+    p.add_argument("--calibrate", action="store_true",
+                   help="with --paper: time this machine's linear kernels instead of the "
+                        "per-example costs recorded with the package (run it on a quiet machine)")
+    p.add_argument("--example-cost", default=None, metavar="COST.json",
+                   help="with --paper: per-example costs from this file (online_s, gradient_s, "
+                        "features_per_example, source)")
     p.add_argument("--json", default=None, metavar="OUT.json")
     p.set_defaults(func=_main)
 
@@ -48,8 +54,16 @@ def _main(args: argparse.Namespace) -> int:
 
     from .report import paper_report, run_simulate
 
+    if (args.calibrate or args.example_cost) and not args.paper:
+        from .._errors import ConfigError
+
+        raise ConfigError("--calibrate and --example-cost go with --paper")
+    if args.calibrate and args.example_cost:
+        from .._errors import ConfigError
+
+        raise ConfigError("--calibrate measures the costs; --example-cost reads them: pick one")
     if args.paper:
-        out = paper_report()
+        out = paper_report(calibrate=args.calibrate, example_cost=args.example_cost)
     else:
         out = run_simulate(args)
     if args.json:

@@ -24,7 +24,7 @@ from .model import CostParams, best, predict
 from .simulator import simulate
 
 __all__ = ["ExampleCost", "TerascalePlan", "goyal_plan", "measure_example_cost",
-           "terascale_plan"]
+           "recorded_example_cost", "terascale_plan"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,39 @@ def measure_example_cost(features: int = 124, examples: int = 200_000, bits: int
                        "terascale.linear kernels (online_chunk, loss_grad), 1 core, best of "
                        f"{reps}, {examples} synthetic examples x {features} features, "
                        f"2^{bits} weights")
+
+
+_RECORDED = "example_cost.json"  # beside this module, shipped with the package
+
+
+def recorded_example_cost(path: str | None = None) -> ExampleCost:
+    """The per-example costs recorded on a quiet machine (``path``: another such JSON file).
+
+    What ``terascale simulate --paper`` plans with, so that its answer is the same on every
+    run and takes no measurement: timing the kernels at run time measured the machine's
+    load as much as the kernels. Re-record with ``terascale simulate --paper --calibrate
+    --json OUT.json`` (its ``terascale.example_cost``) on a quiet machine.
+    """
+    import json
+    import os
+
+    if path is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), _RECORDED)
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+        cost = ExampleCost(float(raw["online_s"]), float(raw["gradient_s"]),
+                           int(raw["features_per_example"]), str(raw["source"]))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        from .._errors import ConfigError
+
+        raise ConfigError(f"{path}: not a recorded example cost ({e}); expected JSON with "
+                          "online_s, gradient_s, features_per_example, source") from None
+    if not (cost.online_s > 0 and cost.gradient_s > 0 and cost.features_per_example > 0):
+        from .._errors import ConfigError
+
+        raise ConfigError(f"{path}: costs and features per example must be positive")
+    return cost
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -117,11 +117,16 @@ def sweep(m: float, nodes: int, q: int, c: CostParams, stragglers: str,
     return data
 
 
-def paper_report() -> dict[str, Any]:
-    """``terascale simulate --paper``: the Terascale run and Goyal et al.'s ResNet-50 on paper."""
-    from .plans import goyal_plan, measure_example_cost, terascale_plan
+def paper_report(*, calibrate: bool = False, example_cost: str | None = None) -> dict[str, Any]:
+    """``terascale simulate --paper``: the Terascale run and Goyal et al.'s ResNet-50 on paper.
 
-    cost = measure_example_cost()
+    Plans with the per-example costs recorded with the package (or read from
+    ``example_cost``), so the answer is the same on every run; ``calibrate`` times this
+    machine's kernels instead (seconds, and as noisy as the machine is busy).
+    """
+    from .plans import goyal_plan, measure_example_cost, recorded_example_cost, terascale_plan
+
+    cost = measure_example_cost() if calibrate else recorded_example_cost(example_cost)
     t = terascale_plan(cost)
     a = t["assumptions"]
     print("The Terascale run on paper (17B examples, 2.1T features, 16M parameters, 1,000 nodes, "
