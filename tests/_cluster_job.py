@@ -3,11 +3,14 @@
 Every rank allreduces its rank + 1 and prints the result; then, by ``JOB_MODE``:
 ``once`` ends; ``die`` makes rank ``JOB_RANK`` exit 7 (on the first attempt only, so that a
 restart succeeds); ``loop`` keeps allreducing (until a failure or a stop ends it), after
-writing ``JOB_READY`` once every rank is in the loop.
+writing ``JOB_READY`` once every rank is in the loop; ``ckpt`` runs 6 steps that checkpoint
+to ``JOB_CKPT`` (rank ``JOB_RANK`` dies after step 3 of the first attempt; a restart resumes)
+and prints the digest of the final state.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 
@@ -22,6 +25,18 @@ with terascale.init() as comm:
           f"restart {os.environ.get('TERASCALE_RESTART')}", flush=True)
     if mode == "die" and comm.rank == victim and os.environ.get("TERASCALE_RESTART") == "0":
         raise SystemExit(7)
+    if mode == "ckpt":
+        ck = terascale.Checkpoint(os.environ["JOB_CKPT"], comm)
+        got = ck.load()
+        step, w = (got[0], got[1]["w"]) if got else (0, np.zeros(1000))
+        print(f"rank {comm.rank} starts at step {step}", flush=True)
+        for s in range(step, 6):
+            g = np.random.default_rng(100 * s + comm.rank).uniform(-1, 1, 1000)
+            w = 0.9 * w + comm.allreduce(g, algorithm="ring") / comm.size
+            ck.save(s + 1, {"w": w})
+            if comm.rank == victim and os.environ.get("TERASCALE_RESTART") == "0" and s == 2:
+                raise SystemExit(7)
+        print(f"rank {comm.rank} digest {hashlib.sha256(w.tobytes()).hexdigest()}", flush=True)
     if mode == "loop":
         comm.barrier()
         if comm.rank == 0:

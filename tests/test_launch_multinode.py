@@ -93,6 +93,24 @@ def test_max_restarts_restarts_the_whole_job_on_every_node(python: str, secret: 
         assert "restart 1 of 1" in err
 
 
+def test_a_restart_resumes_bitwise_from_the_checkpoint(python: str, secret: Path,
+                                                       tmp_path: Path) -> None:
+    digests = []
+    for name, extra in (("clean", {}), ("failed", {"JOB_RANK": "1"})):
+        env = {"JOB_MODE": "ckpt", "JOB_CKPT": str(tmp_path / name), **extra}
+        procs = _nodes(_local(env), python, "127.0.0.1", _port(), secret, 2, 1,
+                       "--max-restarts", "1", "--timeout", "20", host_ids=True)
+        results = _finish(procs, 180)
+        assert [r[0] for r in results] == [0, 0], results
+        outs = "".join(o for _, o, _ in results)
+        found = {ln.split("digest ")[1] for ln in outs.splitlines() if "digest" in ln}
+        assert len(found) == 1, outs  # every rank the same bits
+        digests.append(found.pop())
+        if name == "failed":
+            assert "rank 0 starts at step 3" in outs and "rank 1 starts at step 3" in outs
+    assert digests[0] == digests[1]
+
+
 def test_a_secret_is_required_across_nodes(python: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TERASCALE_SECRET"}
     p = subprocess.run([python, "-m", "terascale", "run", "-n", "1", "--nnodes", "2",
