@@ -24,7 +24,7 @@ SECRET = b"job-secret"
 def _sums(comm) -> tuple[list[bytes], str]:
     out = []
     for algo in ("ring", "tree", "auto"):
-        for n in (1, 1000, 700_001):  # 700,001 float64: several 1 MiB records per frame
+        for n in (1, 1000, 700_001):  # 700,001 float64: many records per frame
             x = np.arange(n, dtype=np.float64) * (comm.rank + 1) / 7
             out.append(comm.allreduce(x, algorithm=algo).tobytes())
     return out, type(comm._mesh.socks[(comm.rank + 1) % comm.size]).__name__

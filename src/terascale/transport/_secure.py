@@ -15,9 +15,12 @@ raises :class:`~terascale._errors.LinkTampered` (an ``AuthError``) on the receiv
 which aborts the job like any failure of a collective. Confidentiality and integrity hold
 against anyone on the path who lacks the job secret; traffic volume and timing do not.
 
-Tuning: a record holds at most ``RECORD`` (1 MiB) of plaintext, so AES-GCM runs on large
-buffers (several GB/s per core with AES-NI) and the per-record cost (28 bytes, one
-call) stays small; 4 KiB messages pay one record each way. The sender keeps at most one
+Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext, so AES-GCM runs on large
+buffers (GB/s per core with AES-NI) and the per-record cost (20 bytes, one call) stays
+small, while a link's buffers stay near 1 MiB (allocated when it first receives); 4 KiB
+messages pay one record each way. Records are sealed straight from the caller's buffer
+and opened into a fixed buffer (one copy to the caller): beside AES-GCM itself, encryption
+costs about one memcpy per byte on each side. The sender keeps at most one
 encrypted record pending and reports its bytes sent only once the kernel took all of it,
 so a partly sent record is never mistaken for a partly sent frame: the pending record
 stands for the first bytes of whatever the caller sends next (the same frame, or the
@@ -33,10 +36,10 @@ from .._errors import ConfigError, LinkTampered
 
 __all__ = ["RECORD", "SecureLink"]
 
-RECORD = 1 << 20
+RECORD = 256 << 10
 _TAG = 16
 _LEN = struct.Struct(">I")
-_READ = 4 << 20  # bytes taken from the kernel per fill
+_READ = 2 * (RECORD + _TAG + _LEN.size)  # receive buffer: whole records plus a partial one
 
 
 def _aead(key: bytes):  # type: ignore[no-untyped-def]
@@ -76,8 +79,12 @@ class SecureLink:
         self._opened = 0  # records opened
         self._out = memoryview(b"")  # ciphertext of the pending record, not yet in the kernel
         self._out_plain = 0  # plaintext bytes that record stands for
-        self._raw = bytearray()  # ciphertext received, not yet a whole record
-        self._plain = bytearray()  # plaintext opened, not yet read
+        # Received ciphertext raw[:rlen] (at most a partial record between fills), and opened
+        # plaintext plain[pstart:pend] not yet read: fixed buffers, offsets, no shifting.
+        self._raw = bytearray()  # allocated at the first receive (links that never carry
+        self._rlen = 0  # data, e.g. of a rank's ring neighbours only, cost nothing)
+        self._plain = bytearray()
+        self._pstart = self._pend = 0
         self._eof = False
         self._broken: LinkTampered | None = None
 
@@ -104,18 +111,24 @@ class SecureLink:
         """Seal up to RECORD bytes of ``views``; plaintext bytes now wholly in the kernel."""
         fresh = not self._out
         if fresh:
-            parts, n = [], 0
-            for v in views:
-                take = v[: RECORD - n]
-                parts.append(take)
-                n += len(take)
-                if n == RECORD:
-                    break
-            plain = parts[0] if len(parts) == 1 else b"".join(parts)
-            head = _LEN.pack(n + _TAG)
-            sealed = self._seal.encrypt(self._nonce(self._sent), bytes(plain), head)
+            first = views[0]
+            if len(views) == 1 or len(first) >= RECORD:
+                plain: bytes | memoryview = first[:RECORD]  # sealed straight from the buffer
+            else:  # a frame's header and the start of its payload: one record, one send
+                parts, n = [first], len(first)
+                for v in views[1:]:
+                    parts.append(v[: RECORD - n])
+                    n += len(parts[-1])
+                    if n == RECORD:
+                        break
+                plain = b"".join(parts)
+            n = len(plain)
+            out = bytearray(_LEN.size + n + _TAG)
+            _LEN.pack_into(out, 0, n + _TAG)
+            self._seal.encrypt_into(self._nonce(self._sent), plain, bytes(out[:_LEN.size]),
+                                    memoryview(out)[_LEN.size:])
             self._sent += 1
-            self._out, self._out_plain = memoryview(head + sealed), n
+            self._out, self._out_plain = memoryview(out), n
         try:
             k = self._sock.send(self._out)
         except BlockingIOError:
@@ -142,71 +155,90 @@ class SecureLink:
     def recvmsg_into(self, bufs: list[memoryview]) -> tuple[int, list[object], int, None]:
         if self._broken is not None:  # a tampered link stays refused
             raise self._broken
-        if not self._plain:
+        if self._pstart == self._pend:
             self._fill()
-            if not self._plain:
+            if self._pstart == self._pend:
                 if self._eof:
                     return 0, [], 0, None
                 raise BlockingIOError("no whole record yet")
         got = 0
-        for b in bufs:
-            k = min(len(b), len(self._plain) - got)
-            b[:k] = self._plain[got: got + k]
-            got += k
-            if got == len(self._plain):
-                break
-        del self._plain[:got]
+        with memoryview(self._plain) as plain:
+            for b in bufs:
+                k = min(len(b), self._pend - self._pstart)
+                b[:k] = plain[self._pstart: self._pstart + k]
+                self._pstart += k
+                got += k
+                if self._pstart == self._pend:
+                    break
         return got, [], 0, None
 
     def recv(self, n: int, flags: int = 0) -> bytes:
         if self._broken is not None:
             raise self._broken
-        if len(self._plain) < n:
+        if self._pend - self._pstart < n:
             self._fill()
-        if not self._plain:
+        if self._pstart == self._pend:
             if self._eof:
                 return b""
             raise BlockingIOError("no whole record yet")
-        data = bytes(self._plain[:n])
+        data = bytes(self._plain[self._pstart: min(self._pstart + n, self._pend)])
         if not flags & socket.MSG_PEEK:
-            del self._plain[: len(data)]
+            self._pstart += len(data)
         return data
 
     def _fill(self) -> None:
         """Take what the kernel has and open every whole record in it."""
         if self._broken is not None:
             raise self._broken
-        while not self._eof and len(self._raw) < _READ:
-            try:
-                chunk = self._sock.recv(_READ - len(self._raw))
-            except (BlockingIOError, InterruptedError):
-                break
-            if not chunk:
-                self._eof = True
-                break
-            self._raw += chunk
+        if not self._raw:
+            self._raw = bytearray(_READ)
         raw = self._raw
-        at = 0
-        with memoryview(raw) as view:  # no copies of the ciphertext (released before del)
-            while len(raw) - at >= _LEN.size:
+        with memoryview(raw) as view:
+            while not self._eof and self._rlen < len(raw):
+                try:
+                    k = self._sock.recv_into(view[self._rlen:])
+                except (BlockingIOError, InterruptedError):
+                    break
+                if not k:
+                    self._eof = True
+                    break
+                self._rlen += k
+            at = 0
+            while self._rlen - at >= _LEN.size:
                 (size,) = _LEN.unpack_from(raw, at)
                 if not _TAG <= size <= RECORD + _TAG:
                     self._tampered(f"a record claims {size} bytes")
-                if len(raw) - at < _LEN.size + size:
+                if self._rlen - at < _LEN.size + size:
                     break
-                head, body = view[at: at + _LEN.size], view[at + _LEN.size: at + _LEN.size + size]
-                try:
-                    self._plain += self._open.decrypt(self._nonce(self._opened), body, head)
-                except Exception:  # cryptography's InvalidTag
-                    self._tampered(f"record #{self._opened} failed its authentication tag")
-                finally:
-                    head.release()
-                    body.release()
-                self._opened += 1
+                self._open_record(view[at: at + _LEN.size], view[at + _LEN.size: at + _LEN.size + size])
                 at += _LEN.size + size
-        del raw[:at]
-        if self._eof and raw:
-            self._tampered(f"the connection closed inside a record ({len(raw)} bytes of it)")
+            if at:  # keep the partial record (< RECORD) at the front
+                left = self._rlen - at
+                raw[:left] = view[at: self._rlen]
+                self._rlen = left
+        if self._eof and self._rlen:
+            self._tampered(f"the connection closed inside a record ({self._rlen} bytes of it)")
+
+    def _open_record(self, head: memoryview, body: memoryview) -> None:
+        n = len(body) - _TAG
+        if self._pstart == self._pend:
+            self._pstart = self._pend = 0
+        if self._pend + n > len(self._plain):  # make room: unread bytes to the front
+            unread = self._pend - self._pstart
+            self._plain[:unread] = self._plain[self._pstart: self._pend]
+            self._pstart, self._pend = 0, unread
+            if unread + n > len(self._plain):
+                self._plain.extend(bytes(unread + n - len(self._plain)))
+        try:
+            with memoryview(self._plain) as plain:
+                self._open.decrypt_into(self._nonce(self._opened), body, head,
+                                        plain[self._pend: self._pend + n])
+        except LinkTampered:
+            raise
+        except Exception:  # cryptography's InvalidTag
+            self._tampered(f"record #{self._opened} failed its authentication tag")
+        self._opened += 1
+        self._pend += n
 
     def _tampered(self, why: str) -> None:
         self._broken = LinkTampered(
