@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import secrets
-import select
 import signal
 import socket
 import subprocess
@@ -24,7 +22,6 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO
 
 from .._env import JobEnv
 from .._errors import ConfigError
@@ -33,15 +30,13 @@ from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
 from ._blame import Blame, blame_stall, is_stopped
 from ._lifetime import die_with_parent
+from ._output import Output
 
 __all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", "run_group"]
 
 _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
-_TAIL_LINES = 40
-_LINE_BREAKS = re.compile(rb"(\r|\n)")
 _SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to exit too
 # ... unless every worker still there is stopped (SIGSTOP): then nothing more will exit
-_PARTIAL_S = 0.1  # an unfinished line is shown once its worker has been quiet this long
 
 
 def is_secondary(tail: deque[bytes]) -> bool:
@@ -62,71 +57,6 @@ class LaunchOptions:
     prefix_output: bool = True
     timeline: str | None = None
     encrypt: bool = False  # every TCP link AES-GCM (TERASCALE_ENCRYPT=1 in the workers)
-
-
-class _Output:
-    """Forwards one worker pipe with a rank prefix on every line; keeps the last lines.
-
-    Output is forwarded as it arrives, and a carriage return starts a new prefixed line too,
-    so progress bars (tqdm redraws its line with ``\\r``) move live. Only an unfinished line
-    is held back, until it ends or its worker is quiet for a moment: a line written in
-    several pieces (``print(a, b)`` makes one write per piece) is not cut by other ranks'.
-    """
-
-    def __init__(self, rank: int, pipe: IO[bytes], sink: IO[bytes], lock: threading.Lock,
-                 prefix: bool) -> None:
-        self.tail: deque[bytes] = deque(maxlen=_TAIL_LINES)
-        self._prefix = f"[{rank}] ".encode() if prefix else b""
-        self._thread = threading.Thread(target=self._pump, args=(pipe, sink, lock), daemon=True)
-        self._thread.start()
-
-    def _pump(self, pipe: IO[bytes], sink: IO[bytes], lock: threading.Lock) -> None:
-        at_start = True
-        partial = b""
-        forward = True  # until the launcher's own output is closed (terascale run ... | head)
-        fd = pipe.fileno()
-        held = b""  # the unfinished last line, not forwarded yet
-        while True:
-            if held and not select.select([fd], [], [], _PARTIAL_S)[0]:
-                data, held = held, b""  # the worker is quiet: show its unfinished line
-            else:
-                data = os.read(fd, 65536)
-                if not data:
-                    if not held:
-                        break
-                    data, held = held, b""
-                else:
-                    lines = (partial + data).split(b"\n")
-                    partial = lines.pop()[-4096:]
-                    self.tail.extend(ln + b"\n" for ln in lines)
-                    data = held + data
-                    cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
-                    if len(data) - cut > 65536:  # an endless line (binary output): pass it on
-                        cut = len(data)
-                    data, held = data[:cut], data[cut:]
-                    if not data:
-                        continue
-            out = bytearray()
-            for piece in _LINE_BREAKS.split(data):
-                if not piece:
-                    continue
-                if at_start and piece not in (b"\r", b"\n"):
-                    out += self._prefix
-                out += piece
-                at_start = piece in (b"\r", b"\n")
-            try:
-                if forward:
-                    with lock:
-                        sink.write(bytes(out))
-                        sink.flush()
-            except (BrokenPipeError, ValueError):  # the reader went away or closed the sink:
-                forward = False  # keep draining, or the worker blocks on a full pipe forever
-        if partial:
-            self.tail.append(partial + b"\n")
-        pipe.close()
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
 
 
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -170,7 +100,7 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
     """
     server = None if place is not None else RendezvousServer(opts.nprocs, secret.encode()).start()
     procs: list[subprocess.Popen[bytes]] = []
-    outputs: list[_Output] = []
+    outputs: list[Output] = []
     lock = threading.Lock()
     if server is not None:
         job = server.job
@@ -210,9 +140,9 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                 raise ConfigError(f"cannot execute {cmd[0]!r}") from None
             procs.append(p)
             assert p.stdout is not None and p.stderr is not None
-            outputs.append(_Output(offset + rank, p.stdout, sys.stdout.buffer, lock,
+            outputs.append(Output(offset + rank, p.stdout, sys.stdout.buffer, lock,
                                    opts.prefix_output))
-            outputs.append(_Output(offset + rank, p.stderr, sys.stderr.buffer, lock,
+            outputs.append(Output(offset + rank, p.stderr, sys.stderr.buffer, lock,
                                    opts.prefix_output))
         # One waiter per worker records when it exited, so that the failure reported is the
         # first one, not the lowest rank among those that died in the same instant.
