@@ -42,6 +42,17 @@ _LEN = struct.Struct(">I")
 _READ = 2 * (RECORD + _TAG + _LEN.size)  # receive buffer: whole records plus a partial one
 
 
+def _has_into() -> bool:
+    try:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError:
+        return False
+    return hasattr(AESGCM, "encrypt_into") and hasattr(AESGCM, "decrypt_into")
+
+
+_INTO = _has_into()  # seal and open in place (newer cryptography); else one copy more
+
+
 def _aead(key: bytes):  # type: ignore[no-untyped-def]
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -125,8 +136,11 @@ class SecureLink:
             n = len(plain)
             out = bytearray(_LEN.size + n + _TAG)
             _LEN.pack_into(out, 0, n + _TAG)
-            self._seal.encrypt_into(self._nonce(self._sent), plain, bytes(out[:_LEN.size]),
-                                    memoryview(out)[_LEN.size:])
+            nonce, head = self._nonce(self._sent), bytes(out[:_LEN.size])
+            if _INTO:
+                self._seal.encrypt_into(nonce, plain, head, memoryview(out)[_LEN.size:])
+            else:  # an older cryptography: one copy more
+                out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
             self._sent += 1
             self._out, self._out_plain = memoryview(out), n
         try:
@@ -230,9 +244,13 @@ class SecureLink:
             if unread + n > len(self._plain):
                 self._plain.extend(bytes(unread + n - len(self._plain)))
         try:
-            with memoryview(self._plain) as plain:
-                self._open.decrypt_into(self._nonce(self._opened), body, head,
-                                        plain[self._pend: self._pend + n])
+            if _INTO:
+                with memoryview(self._plain) as plain:
+                    self._open.decrypt_into(self._nonce(self._opened), body, head,
+                                            plain[self._pend: self._pend + n])
+            else:  # an older cryptography: one copy more
+                self._plain[self._pend: self._pend + n] = self._open.decrypt(
+                    self._nonce(self._opened), bytes(body), bytes(head))
         except LinkTampered:
             raise
         except Exception:  # cryptography's InvalidTag
