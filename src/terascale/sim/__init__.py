@@ -18,6 +18,7 @@ from .model import (
     predict,
     ring_time,
     shm_time,
+    tcp_goodput,
     tree_shape,
     tree_time,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "shm_time",
     "simulate",
     "straggler_delays",
+    "tcp_goodput",
     "tree_shape",
     "tree_time",
 ]

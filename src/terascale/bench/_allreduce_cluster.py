@@ -1,0 +1,104 @@
+"""``terascale bench allreduce --cluster K --link RATE``: algorithms across emulated hosts.
+
+Builds K emulated hosts (:class:`terascale.testing.cluster.Cluster`: network namespaces on
+a bridge, every link rate-limited both ways), runs the benchmark worker on each with the
+multi-node launcher (``terascale run --nnodes K``, ``--per-host`` workers per host), and
+prints per algorithm and size the busbw as a fraction of the link rate next to the cost
+model's prediction, with the link's payload rate taken as TCP/IP goodput
+(:func:`terascale.sim.tcp_goodput`: headers and MTU) rather than the nominal rate.
+
+The emulation shares this machine's cores among all hosts: at high link rates the run is
+CPU-bound, not link-bound, and says nothing about the algorithms (keep the rate low enough
+that one core per rank outruns it; 100-200 Mbit/s on a small machine). Needs root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import ConfigError
+from .._units import format_rate, format_size
+
+__all__ = ["format_cluster", "run_cluster_bench"]
+
+_PORT = 29500
+
+
+def run_cluster_bench(hosts: int, link: str, sizes: Sequence[int], algorithms: Sequence[str],
+                      *, per_host: int = 1, iters: float = 1.0,
+                      timeout: float = 900.0) -> dict[str, Any]:
+    """Run the algorithms over ``hosts`` emulated hosts; rows with busbw, link fraction, model."""
+    from ..sim.model import CostParams, predict, tcp_goodput
+    from ..testing.cluster import Cluster, ClusterUnavailable, available
+
+    ok, why = available()
+    if not ok:
+        raise ConfigError(f"--cluster needs emulated hosts: {why}")
+    if hosts < 2:
+        raise ConfigError(f"--cluster must be at least 2 hosts, got {hosts}")
+    cluster = Cluster(hosts, link=link)
+    rate = cluster.rate
+    assert rate is not None
+    goodput = tcp_goodput(rate, framing=14)  # tc's tbf counts the Ethernet header only
+    n = hosts * per_host
+    with tempfile.TemporaryDirectory(prefix="terascale-bench-cluster-") as tmp:
+        secret, out = os.path.join(tmp, "secret"), os.path.join(tmp, "rows.jsonl")
+        with open(secret, "w") as f:
+            f.write(secrets.token_hex(16))
+        worker = [sys.executable, "-m", "terascale.bench._allreduce_worker", "--system", "ours",
+                  "--sizes", ",".join(str(s) for s in sizes), "--iters", str(iters),
+                  "--out", out, "--algorithms", ",".join(algorithms),
+                  "--timeout", str(timeout)]
+        try:
+            with cluster as c:
+                procs = [c.popen(k, [sys.executable, "-m", "terascale", "run", "-n",
+                                     str(per_host), "--nnodes", str(hosts), "--node-rank",
+                                     str(k), "--rendezvous", f"{c.address(0)}:{_PORT}",
+                                     "--secret-file", secret, "--timeout", str(timeout),
+                                     "--no-prefix", *worker],
+                                 stdout=subprocess.DEVNULL if k else None)
+                         for k in range(hosts)]
+                codes = [p.wait(timeout + 60) for p in procs]
+        except ClusterUnavailable as e:
+            raise ConfigError(f"--cluster: {e}") from None
+        rows = []
+        if os.path.exists(out):
+            with open(out) as f:
+                rows = [json.loads(line) for line in f if line.strip()]
+    c_model = CostParams(alpha=50e-6, beta=1 / goodput, gamma=1 / 2e9)
+    for r in rows:
+        algo = r["system"].split(":", 1)[1]
+        r["busbw"] = r["bytes"] / r["median_s"] * 2 * (n - 1) / n
+        r["link_fraction"] = r["busbw"] * 8 / rate
+        try:
+            model = predict(algo, r["bytes"], hosts, c_model, per_host=per_host)
+        except ValueError:  # auto, or one-host algorithms
+            model = None
+        r["model_s"] = model
+        r["model_link_fraction"] = (r["bytes"] / model * 2 * (n - 1) / n * 8 / rate
+                                    if model else None)
+    return {"hosts": hosts, "per_host": per_host, "link_bits": rate,
+            "goodput_bytes_per_s": goodput, "results": rows,
+            "failures": [f"node {k} exit status {code}" for k, code in enumerate(codes) if code]}
+
+
+def format_cluster(report: dict[str, Any]) -> str:
+    """The table: size, algorithm, median time, busbw / link rate, the model's / link rate."""
+    rate = report["link_bits"]
+    lines = [f"{report['hosts']} emulated hosts x {report['per_host']}, links "
+             f"{format_rate(rate)} (TCP goodput {report['goodput_bytes_per_s'] * 8 / rate:.1%} "
+             "of it)",
+             f"{'size':>10} {'algorithm':<18} {'median':>10} {'busbw/link':>11} {'model':>8}"]
+    for r in sorted(report["results"], key=lambda r: (r["bytes"], r["system"])):
+        model = r["model_link_fraction"]
+        lines.append(f"{format_size(r['bytes']):>10} {r['system'].split(':', 1)[1]:<18} "
+                     f"{r['median_s'] * 1e3:>8.2f}ms {r['link_fraction']:>10.1%} "
+                     f"{'-' if model is None else f'{model:.1%}':>8}")
+    return "\n".join(lines)

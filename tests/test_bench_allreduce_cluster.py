@@ -1,0 +1,39 @@
+"""``terascale bench allreduce --cluster``: busbw over emulated links next to the model,
+and the model's TCP/IP goodput."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from terascale.sim import tcp_goodput
+from terascale.testing import cluster as tc
+
+OK, WHY = tc.available()
+
+
+def test_tcp_goodput_counts_headers_and_framing() -> None:
+    assert tcp_goodput(1e9) == pytest.approx(1e9 / 8 * 1448 / 1538)
+    assert tcp_goodput(1e8, framing=14) / (1e8 / 8) == pytest.approx(0.956, abs=1e-3)
+    assert tcp_goodput(1e9, mtu=9000) > tcp_goodput(1e9)
+    with pytest.raises(ValueError, match="mtu"):
+        tcp_goodput(1e9, mtu=40)
+
+
+@pytest.mark.skipif(not OK, reason=f"no emulated hosts here: {WHY}")
+def test_bench_across_emulated_hosts(python: str, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    p = subprocess.run([python, "-m", "terascale", "bench", "allreduce", "--cluster", "2",
+                        "--link", "200Mbit", "--sizes", "256K", "--iters", "0.1",
+                        "--algorithms", "ring", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(out.read_text())
+    assert rep["hosts"] == 2 and rep["link_bits"] == 2e8 and not rep["failures"]
+    (row,) = rep["results"]
+    assert row["system"] == "ours:ring" and row["bytes"] == 256 << 10
+    assert row["link_fraction"] > 0 and 0 < row["model_link_fraction"] < 1
+    assert "busbw/link" in p.stdout and "ring" in p.stdout
