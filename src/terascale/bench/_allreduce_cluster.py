@@ -14,6 +14,7 @@ that one core per rank outruns it; 100-200 Mbit/s on a small machine). Needs roo
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import secrets
@@ -26,7 +27,7 @@ from typing import Any
 from .._errors import ConfigError
 from .._units import format_rate, format_size
 
-__all__ = ["format_cluster", "run_cluster_bench"]
+__all__ = ["add_cluster_flags", "cluster_main", "format_cluster", "run_cluster_bench"]
 
 _PORT = 29500
 
@@ -102,3 +103,29 @@ def format_cluster(report: dict[str, Any]) -> str:
                      f"{r['median_s'] * 1e3:>8.2f}ms {r['link_fraction']:>10.1%} "
                      f"{'-' if model is None else f'{model:.1%}':>8}")
     return "\n".join(lines)
+
+
+def add_cluster_flags(p: argparse.ArgumentParser) -> None:
+    """``--cluster K``, ``--link RATE``, ``--per-host Q`` of ``terascale bench allreduce``."""
+    p.add_argument("--cluster", type=int, default=None, metavar="K",
+                   help="run across K emulated hosts (network namespaces, needs root) instead; "
+                        "busbw as a fraction of --link beside the cost model's prediction")
+    p.add_argument("--link", default="100Mbit", metavar="RATE",
+                   help="with --cluster: every link's rate (default 100Mbit)")
+    p.add_argument("--per-host", type=int, default=1, metavar="Q",
+                   help="with --cluster: workers per emulated host (default 1)")
+
+
+def cluster_main(args: argparse.Namespace, sizes: Sequence[int]) -> int:
+    """``terascale bench allreduce --cluster K``: run, print the table, write --json."""
+    algos = args.algorithms.split(",") if args.algorithms else ["tree", "ring",
+                                                                 "halving_doubling"]
+    if args.per_host > 1 and not args.algorithms:
+        algos.append("hierarchical")
+    rep = run_cluster_bench(args.cluster, args.link, sizes, algos, per_host=args.per_host,
+                            iters=args.iters * (0.3 if args.quick else 1.0))
+    print(format_cluster(rep))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rep, f, indent=1)
+    return 1 if rep["failures"] else 0

@@ -35,6 +35,7 @@ from typing import Any
 from .. import _units
 from .._errors import ConfigError
 from .._units import format_size
+from ._allreduce_cluster import add_cluster_flags
 from ._allreduce_report import (
     crossover,
     format_encryption,
@@ -275,13 +276,7 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--encrypt", action="store_true",
                    help="also time our algorithms over TCP links, plain (tcp:ALGO) and "
                         "AES-GCM encrypted (aes:ALGO), and print the cost of encryption")
-    p.add_argument("--cluster", type=int, default=None, metavar="K",
-                   help="run across K emulated hosts (network namespaces, needs root) instead; "
-                        "busbw as a fraction of --link beside the cost model's prediction")
-    p.add_argument("--link", default="100Mbit", metavar="RATE",
-                   help="with --cluster: every link's rate (default 100Mbit)")
-    p.add_argument("--per-host", type=int, default=1, metavar="Q",
-                   help="with --cluster: workers per emulated host (default 1)")
+    add_cluster_flags(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_main)
 
@@ -291,19 +286,9 @@ def _main(args: argparse.Namespace) -> int:
     if args.sizes:
         sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
     if args.cluster is not None:
-        from ._allreduce_cluster import format_cluster, run_cluster_bench
+        from ._allreduce_cluster import cluster_main
 
-        algos = args.algorithms.split(",") if args.algorithms else ["tree", "ring",
-                                                                     "halving_doubling"]
-        if args.per_host > 1 and not args.algorithms:
-            algos.append("hierarchical")
-        rep = run_cluster_bench(args.cluster, args.link, sizes, algos, per_host=args.per_host,
-                                iters=args.iters * (0.3 if args.quick else 1.0))
-        print(format_cluster(rep))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(rep, f, indent=1)
-        return 1 if rep["failures"] else 0
+        return cluster_main(args, sizes)
     opts = BenchOptions(
         nprocs=args.nprocs, sizes=tuple(sizes),
         algorithms=tuple(args.algorithms.split(",")) if args.algorithms else None,
