@@ -40,7 +40,7 @@ def small_cnn() -> torch.nn.Module:
     """~20k parameters: two 5x5 convolutions (8 and 16 channels), batch norm, two dense layers.
 
     Written out here on purpose, so that the example shows the whole model it trains;
-    ``terascale bench torch`` times the same network (tests/test_torch_example.py checks
+    ``terascale bench torch`` times the same network (tests/torch/test_example.py checks
     that the two agree).
     """
     return torch.nn.Sequential(

@@ -10,7 +10,7 @@ algorithm may consult it.
 Adding an algorithm: write a module with a class whose ``for_call(call)`` classmethod
 builds it from an :class:`AllreduceCall` and whose ``run()`` moves the data (the Gloo
 shape), then add one :class:`AllreduceSpec` line below. It is then selectable by name,
-covered by ``tests/test_collectives_matrix.py`` once listed there, and offered by the
+covered by ``tests/collectives/test_matrix.py`` once listed there, and offered by the
 benchmark; give it a cost in :mod:`terascale.sim.model` to let the simulator plan with it.
 """
 

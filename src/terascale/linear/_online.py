@@ -15,7 +15,7 @@ weight that occurs several times in one example (a repeated token, an in-example
 collision) accumulates its adaptive sum and normalizer at every occurrence, and every
 occurrence is then updated with the weight's final rate (VW keeps it in the weight's spare
 slot). Features are visited in VW's order (``_vwparse`` emits them so), so predictions agree
-with ``vowpalwabbit`` to float rounding (tests/test_vw_differential.py).
+with ``vowpalwabbit`` to float rounding (tests/linear/test_vw_differential.py).
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ class OneBitState:
       compressing, the warm-up stage of 1-bit Adam: the first steps move the weights most
       and their gradients change fastest, so a residual started then is large and stale.
       Measured on an MLP (784-128-10) on 6,000 Fashion-MNIST images, 2 workers x 32, 300
-      steps, SGD momentum 0.9 (tests/test_torch_compression.py): full precision 77.4% test
+      steps, SGD momentum 0.9 (tests/torch/test_compression.py): full precision 77.4% test
       accuracy; 1-bit on the gradient 70.4% (70.4-71.3% with 50-100 warm-up steps); 1-bit on
       the momentum 76.0% without warm-up, 77.35% with 20 steps (74.1% with 50, 76.3% with
       100: within the noise of a short run, so the default is the smallest that helped).

@@ -1,6 +1,6 @@
-"""A worker of a job across emulated hosts (tests/test_testing_cluster.py starts it).
+"""A worker of a job across emulated hosts (tests/testing/test_cluster.py starts it).
 
-``python tests/_cluster_worker.py OUT.npz ALGO...``: joins the job its environment
+``python tests/testing/_cluster_worker.py OUT.npz ALGO...``: joins the job its environment
 describes, runs the cross-host subset of the correctness matrix for every ALGO, and saves
 each result's bytes, the bytes each algorithm sent, and what the rank knows of its host.
 """
@@ -13,7 +13,8 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# tests/: the shared helpers (_allreduce_check) of the test suite
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _allreduce_check import make_input  # noqa: E402
 
 import terascale  # noqa: E402

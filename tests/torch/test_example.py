@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_fashion_mnist.py"
 DATA = Path("/usr/share/datasets/fashion-mnist")
 
