@@ -1,4 +1,4 @@
-"""A worker for the multi-node launcher tests (tests/test_launch_multinode.py).
+"""A worker for the multi-node launcher tests (tests/launch/test_multinode.py).
 
 Every rank allreduces its rank + 1 and prints the result; then, by ``JOB_MODE``:
 ``once`` ends; ``die`` makes rank ``JOB_RANK`` exit 7 (on the first attempt only, so that a
