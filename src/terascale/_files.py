@@ -16,7 +16,15 @@ from typing import IO
 
 from ._errors import StorageError
 
-__all__ = ["fsync_dir", "replace_durably", "storage_error"]
+__all__ = ["fsync_dir", "make_public", "replace_durably", "storage_error"]
+
+
+def make_public(fd: int) -> None:
+    """Give a file made by ``mkstemp`` the mode ``open()`` would have given it (0666 less the
+    umask): mkstemp's 0600 suits secrets, not models and predictions a user shares."""
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    os.fchmod(fd, 0o666 & ~mask)
 
 
 def storage_error(what: str, path: str | os.PathLike[str], e: OSError) -> StorageError:

@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from .._errors import ConfigError, DataError
-from .._files import fsync_dir, storage_error
+from .._files import fsync_dir, make_public, storage_error
 from ._blocks import Block, Blocks, DatasetBlocks, as_blocks
 from ._dataset import Dataset, ParseOptions
 from ._hashing import CONSTANT_HASH
@@ -155,8 +155,11 @@ class LinearModel:
 
     def save(self, path: str) -> None:
         """Write atomically (temporary file in the same directory, then rename)."""
+        # wall-clock timings (``*_s``) stay in memory: in the file they would make two
+        # identical trainings write different bytes, and models must compare bitwise
+        info = {k: v for k, v in self.info.items() if not k.endswith("_s")}
         header = {"format": MAGIC, "version": VERSION, "parse": self.parse.to_dict(),
-                  "loss": self.loss, "info": self.info}
+                  "loss": self.loss, "info": info}
         d = os.path.dirname(os.path.abspath(path))
         if os.path.isdir(path):
             raise ConfigError(f"{path}: is a directory, cannot write the model there")
@@ -176,6 +179,7 @@ class LinearModel:
         except OSError as e:
             raise ConfigError(f"{path}: cannot write the model: {e.strerror}") from None
         try:
+            make_public(fd)
             with os.fdopen(fd, "wb") as f:
                 extra = {} if self.adaptive is None else dict(
                     zip(("g2", "nrm", "scalars"), self.adaptive))

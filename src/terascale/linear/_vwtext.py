@@ -28,6 +28,7 @@ from typing import TextIO
 import numpy as np
 
 from .._errors import ConfigError, DataError
+from .._files import make_public
 from ._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space
 from ._model import LinearModel
 
@@ -92,6 +93,7 @@ class AtomicText:
         else:
             d = os.path.dirname(os.path.abspath(path))
             fd, self._tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+            make_public(fd)
             self.file = os.fdopen(fd, "w")
 
     def write(self, text: str) -> None:

@@ -1,0 +1,44 @@
+"""terascale linear on inputs and workflows a new user tries first: the files it writes
+(models, predictions, readable models) and what they look like on disk."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from terascale.cli import main
+
+
+def _write_vw(path, n=200):
+    with open(path, "w") as f:
+        for i in range(n):
+            y = 1 if (i * 7919) % 3 else -1
+            f.write(f"{y} |a x{i % 13}:{(i % 5) * 0.3:.2f} |b t{i % 7}\n")
+
+
+def _train(capfd, *args):
+    capfd.readouterr()
+    assert main(["linear", "train", "--quiet", *args]) == 0
+    capfd.readouterr()
+
+
+def test_model_files_are_bitwise_identical_across_runs(tmp_path, capfd):
+    # the model once stored its wall-clock timings: two identical runs wrote different bytes
+    data = tmp_path / "d.vw"
+    _write_vw(data)
+    for name in ("a", "b"):
+        _train(capfd, str(data), "-n", "2", "--bfgs", "3", "-f", str(tmp_path / name))
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
+
+
+def test_written_files_follow_the_umask_not_mkstemps_0600(tmp_path, capfd):
+    data = tmp_path / "d.vw"
+    _write_vw(data)
+    old = os.umask(0o022)
+    try:
+        _train(capfd, str(data), "-f", str(tmp_path / "m"), "-p", str(tmp_path / "p"),
+               "--readable_model", str(tmp_path / "r"))
+    finally:
+        os.umask(old)
+    for name in ("m", "p", "r"):
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o644, name
