@@ -103,3 +103,41 @@ def test_encrypt_rows_time_plain_and_aes_tcp(tmp_path, capsys) -> None:
     assert "encryption (every link TCP" in text
     assert "| 4 KiB | ring |" in text and "aes / tcp time" in text
     assert "x tcp:ring" not in text  # our own rows are not peers
+
+
+def test_side_peers_not_installed_are_skipped(tmp_path, monkeypatch, capsys) -> None:
+    from terascale import ConfigError
+    from terascale.bench._peers import install_peer, peer_environ
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    peers = available_peers()
+    assert "--install-peers" in peers["intelmpi"] and "--install-peers" in peers["mpich"]
+    assert peers["openmpi"] == peers["mpi"]
+    out = tmp_path / "r.json"
+    code = main(["bench", "allreduce", "-n", "2", "--sizes", "4K", "--iters", "0.05",
+                 "--algorithms", "shm", "--vs", "intelmpi,mpich", "--json", str(out),
+                 "--no-progress"])
+    assert code == 0
+    assert {r["system"] for r in json.loads(out.read_text())["results"]} == {"ours:shm"}
+    assert "skipping intelmpi" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="--install-peers"):
+        install_peer("gloo")
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    env = peer_environ("intelmpi")
+    assert env["I_MPI_FABRICS"] == "shm" and "PYTHONPATH" not in env
+    assert env["PATH"].startswith(str(tmp_path / "terascale" / "peers" / "intelmpi" / "bin"))
+
+
+@pytest.mark.parametrize("name", ["intelmpi", "mpich"])
+def test_side_peer_is_timed_by_our_worker(name, tmp_path) -> None:
+    """Runs where ``terascale bench allreduce --install-peers`` was run once (no network
+    in tests): the MPI from PyPI in its own environment, under its own mpiexec."""
+    if available_peers()[name] is not None:
+        pytest.skip(f"{name}: {available_peers()[name]}")
+    out = tmp_path / "r.json"
+    code = main(["bench", "allreduce", "-n", "2", "--sizes", "4K,64K", "--iters", "0.05",
+                 "--algorithms", "shm", "--vs", name, "--json", str(out), "--no-progress"])
+    assert code == 0
+    rows = [r for r in json.loads(out.read_text())["results"] if r["system"] == name]
+    assert [r["bytes"] for r in rows] == [4096, 65536]
+    assert all(r["n"] == 2 and 0 < r["min_s"] <= r["median_s"] for r in rows)

@@ -5,7 +5,8 @@ One run times, on the same machine and with the same method (see
 :data:`terascale.collectives.ALLREDUCE` (the one algorithm registry) through real
 ``terascale.launch.launch`` workers; ``torch.distributed`` with the gloo backend (separate
 processes, ``tcp://`` init); and ``mpi4py`` on Open MPI over shared memory
-(``--mca btl self,vader``) and over TCP (``--mca btl self,tcp``), whichever are installed.
+(``--mca btl self,vader``) and over TCP (``--mca btl self,tcp``), whichever are installed;
+Intel MPI and MPICH from PyPI in side environments (:mod:`._peers`, ``--install-peers``).
 
 Reported per size: the median time, the algorithm bandwidth ``algbw = bytes / time`` and
 the bus bandwidth ``busbw = algbw * 2 (n - 1) / n`` (the nccl-tests definition, which makes
@@ -18,7 +19,6 @@ both ways) are measured in the same run.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -44,13 +44,14 @@ from ._allreduce_report import (
     format_targets,
     systems_of,
 )
+from ._peers import available_peers, side_job
 
 __all__ = ["BenchOptions", "add_bench_parser", "crossover", "format_table", "format_targets",
            "parse_size", "run_bench"]
 
 DEFAULT_SIZES = tuple(4 << (10 + 2 * k) for k in range(9))  # 4 KiB, 16 KiB, ..., 256 MiB
 QUICK_SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
-PEERS = ("gloo", "mpi")
+PEERS = ("gloo", "mpi", "openmpi", "intelmpi", "mpich")  # openmpi: another name for mpi
 
 
 def parse_size(text: str) -> int:
@@ -85,19 +86,6 @@ def our_algorithms() -> tuple[str, ...]:
     from ..collectives.registry import allreduce_names
 
     return (*allreduce_names(), "auto")
-
-
-def available_peers() -> dict[str, str | None]:
-    """Peer -> None if it can run here, else why not."""
-    out: dict[str, str | None] = {}
-    out["gloo"] = None if importlib.util.find_spec("torch") else "torch is not installed"
-    if importlib.util.find_spec("mpi4py") is None:
-        out["mpi"] = "mpi4py is not installed"
-    elif shutil.which("mpirun") is None:
-        out["mpi"] = "mpirun is not on PATH"
-    else:
-        out["mpi"] = None
-    return out
 
 
 def _free_port() -> int:
@@ -159,7 +147,7 @@ def _jobs(opts: BenchOptions, out: str) -> list[tuple[str, int, Any]]:
             cmd = _worker_cmd("gloo", sizes, opts.iters, out, ["--port", str(_free_port())])
             return _run_launched(cmd, n, opts.timeout)
         jobs.append(("gloo", len(sizes), gloo))
-    if "mpi" in opts.peers and avail["mpi"] is None:
+    if {"mpi", "openmpi"} & set(opts.peers) and avail["mpi"] is None:
         for variant, btl in (("mpi-shm", "self,vader"), ("mpi-tcp", "self,tcp")):
             cmd = _mpirun_cmd(n, btl, _worker_cmd("mpi", sizes, opts.iters, out,
                                                   ["--variant", variant]))
@@ -167,6 +155,10 @@ def _jobs(opts: BenchOptions, out: str) -> list[tuple[str, int, Any]]:
             def mpi(cmd: list[str] = cmd) -> int:
                 return subprocess.run(cmd, timeout=opts.timeout, stdin=subprocess.DEVNULL).returncode
             jobs.append((variant, len(sizes), mpi))
+    for name in ("intelmpi", "mpich"):
+        if name in opts.peers and avail[name] is None:
+            jobs.append((name, len(sizes), side_job(name, n, sizes, opts.iters, out,
+                                                    opts.timeout)))
     for peer in opts.peers:
         if avail.get(peer):
             print(f"terascale bench: skipping {peer}: {avail[peer]}", file=sys.stderr)
@@ -187,7 +179,8 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
         raise ConfigError(f"-n must be at least 2 for an allreduce benchmark, got {opts.nprocs}")
     unknown = set(opts.peers) - set(PEERS)
     if unknown:
-        raise ConfigError(f"--vs: unknown peer(s) {', '.join(sorted(unknown))}; use gloo,mpi")
+        raise ConfigError(f"--vs: unknown peer(s) {', '.join(sorted(unknown))}; use "
+                          f"{','.join(PEERS)}")
     if opts.algorithms:
         bad = set(opts.algorithms) - set(our_algorithms())
         if bad:
@@ -258,7 +251,12 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--sizes", default=None, metavar="4K,1M,...",
                    help="message sizes (default 4K to 256M by factors of 4)")
     p.add_argument("--vs", default="gloo,mpi", metavar="gloo,mpi",
-                   help="peers to run in the same run ('' for none; default gloo,mpi)")
+                   help="peers to run in the same run: gloo, mpi (= openmpi), intelmpi, "
+                        "mpich ('' for none; default gloo,mpi)")
+    p.add_argument("--install-peers", action="store_true",
+                   help="first pip-install the side environments of the --vs peers that "
+                        "need one (intelmpi, mpich; all of them if --vs names none) into "
+                        "~/.cache/terascale/peers/NAME, and run them")
     p.add_argument("--algorithms", default=None, metavar="tree,ring,...",
                    help="our algorithms to time (default: all, 'auto' included)")
     p.add_argument("--iters", type=float, default=1.0, metavar="X",
@@ -289,10 +287,18 @@ def _main(args: argparse.Namespace) -> int:
         from ._allreduce_cluster import cluster_main
 
         return cluster_main(args, sizes)
+    peers = tuple(p for p in args.vs.split(",") if p)
+    if args.install_peers:
+        from ._peers import SIDE_PEERS, install_peer
+
+        side = [p for p in peers if p in SIDE_PEERS] or list(SIDE_PEERS)
+        for name in side:
+            install_peer(name)
+        peers = (*peers, *(p for p in side if p not in peers))
     opts = BenchOptions(
         nprocs=args.nprocs, sizes=tuple(sizes),
         algorithms=tuple(args.algorithms.split(",")) if args.algorithms else None,
-        peers=tuple(p for p in args.vs.split(",") if p), iters=args.iters * (0.3 if args.quick else 1.0),
+        peers=peers, iters=args.iters * (0.3 if args.quick else 1.0),
         progress=not args.no_progress, encrypt=args.encrypt)
     report = run_bench(opts)
     report["command"] = "terascale bench allreduce " + " ".join(sys.argv[3:]) \
