@@ -39,3 +39,17 @@ def test_calibrate_goes_with_paper(python: str) -> None:
     p = subprocess.run([python, "-m", "terascale", "simulate", "--calibrate"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "--paper" in p.stderr
+
+
+def test_paper_report_takes_no_measurement_and_answers_the_same(monkeypatch, capsys) -> None:
+    import terascale.sim.plans as plans
+    from terascale.sim.report import paper_report
+
+    def no(*_a: object, **_k: object) -> None:
+        raise AssertionError("--paper timed the kernels")
+
+    monkeypatch.setattr(plans, "measure_example_cost", no)
+    first = paper_report()
+    text = capsys.readouterr().out
+    assert json.dumps(paper_report(), default=str) == json.dumps(first, default=str)
+    assert capsys.readouterr().out == text and "recorded" in text
