@@ -99,11 +99,12 @@ def _alive(pid: int) -> bool:
 def test_sigkill_of_the_launcher_leaves_no_worker(tmp_path: Path) -> None:
     marker = tmp_path / "pids"
     job = _script(tmp_path, f"""
-        import os, time, terascale
+        import os, subprocess, sys, time, terascale
         comm = terascale.init()
         comm.barrier()
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
         with open({str(marker)!r}, "a") as f:
-            f.write(f"{{os.getpid()}}\\n")
+            f.write(f"{{os.getpid()}} {{child.pid}}\\n")
         time.sleep(120)
     """)
     launcher = subprocess.Popen(RUN + ["-n", "3", sys.executable, job],
@@ -112,10 +113,10 @@ def test_sigkill_of_the_launcher_leaves_no_worker(tmp_path: Path) -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             pids = [int(p) for p in marker.read_text().split()] if marker.exists() else []
-            if len(pids) == 3:
+            if len(pids) == 6:
                 break
             time.sleep(0.1)
-        assert len(pids) == 3, "the workers did not start"
+        assert len(pids) == 6, "the workers did not start"
         launcher.kill()  # SIGKILL: no handler of the launcher runs
         launcher.wait(10)
         deadline = time.monotonic() + 5
@@ -124,7 +125,7 @@ def test_sigkill_of_the_launcher_leaves_no_worker(tmp_path: Path) -> None:
         survivors = [p for p in pids if _alive(p)]
         for p in survivors:
             os.kill(p, 9)
-        assert not survivors, f"workers {survivors} outlived their launcher"
+        assert not survivors, f"workers or their children {survivors} outlived the launcher"
     finally:
         if launcher.poll() is None:
             launcher.kill()

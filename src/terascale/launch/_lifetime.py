@@ -11,6 +11,14 @@ launcher's pid right after the ``prctl`` call (the classic race of this idiom).
 
 Elsewhere than on Linux the hook does nothing; the launcher's own signal handlers still
 stop the workers on SIGINT and SIGTERM.
+
+``PR_SET_PDEATHSIG`` reaches only the worker itself, not the processes it started (data
+loader workers, a shell's children), which share its process group. :func:`watch_group`
+therefore also tells a small watchdog process (one per launcher, started on first use)
+about every worker's process group; the watchdog reads a pipe from the launcher, and when
+that pipe closes -- the launcher exited, however it exited -- it kills every group still
+registered. A group is unregistered (:func:`forget_group`) once the launcher has reaped
+its worker, so a normal exit kills nothing.
 """
 
 from __future__ import annotations
@@ -18,10 +26,12 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
+import threading
 from collections.abc import Callable
 
-__all__ = ["die_with_parent"]
+__all__ = ["die_with_parent", "forget_group", "watch_group"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -51,3 +61,49 @@ def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
             kill(getpid(), sig)
 
     return hook
+
+
+# The watchdog: reads "+PGID" / "-PGID" lines; at end of input kills what is registered.
+# (A process group id could in principle be reused once every member of the group has
+# exited; groups are unregistered as soon as their worker is reaped, which keeps that
+# window to the moment of the launcher's own death.)
+_WATCHDOG = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launcher's to handle
+groups = set()
+for line in sys.stdin:
+    pgid = int(line)
+    groups.add(pgid) if pgid > 0 else groups.discard(-pgid)
+for pgid in groups:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+_lock = threading.Lock()
+_watchdog: list[subprocess.Popen[bytes]] = []
+
+
+def _send(line: str) -> None:
+    with _lock:
+        if not _watchdog:
+            _watchdog.append(subprocess.Popen(
+                [sys.executable, "-c", _WATCHDOG], stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        stdin = _watchdog[0].stdin
+        assert stdin is not None
+        try:
+            stdin.write(line.encode())
+            stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # the watchdog was killed: the workers' own PDEATHSIG still holds
+
+
+def watch_group(pgid: int) -> None:
+    """Kill process group ``pgid`` if this (launcher) process dies before forgetting it."""
+    _send(f"{pgid}\n")
+
+
+def forget_group(pgid: int) -> None:
+    """The launcher has stopped and reaped the group's leader itself."""
+    _send(f"-{pgid}\n")

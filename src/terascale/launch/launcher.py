@@ -29,7 +29,7 @@ from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
 from ._blame import Blame, blame_stall, is_stopped
-from ._lifetime import die_with_parent
+from ._lifetime import die_with_parent, forget_group, watch_group
 from ._output import Output
 
 __all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", "run_group"]
@@ -134,6 +134,7 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                 p = subprocess.Popen(list(cmd), env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=True,
                                      preexec_fn=preexec)
+                watch_group(p.pid)  # its own children die with the launcher too
             except FileNotFoundError:
                 raise ConfigError(f"command not found: {cmd[0]!r}") from None
             except PermissionError:
@@ -220,6 +221,7 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                 _kill_group(p, signal.SIGKILL)
                 p.wait()
             _kill_group(p, signal.SIGKILL)  # anything the worker left in its process group
+            forget_group(p.pid)
         for o in outputs:
             o.join(2.0)
         if server is not None:
