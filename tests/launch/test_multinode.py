@@ -60,6 +60,7 @@ def _local(env: dict[str, str]) -> Callable[..., subprocess.Popen]:
 def secret(tmp_path: Path) -> Path:
     f = tmp_path / "secret"
     f.write_text(os.urandom(16).hex())
+    f.chmod(0o600)  # a secret file is readable by its owner only
     return f
 
 

@@ -51,8 +51,8 @@ def run_cluster_bench(hosts: int, link: str, sizes: Sequence[int], algorithms: S
     n = hosts * per_host
     with tempfile.TemporaryDirectory(prefix="terascale-bench-cluster-") as tmp:
         secret, out = os.path.join(tmp, "secret"), os.path.join(tmp, "rows.jsonl")
-        with open(secret, "w") as f:
-            f.write(secrets.token_hex(16))
+        with os.fdopen(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(secrets.token_hex(16))  # owner-only, as a secret file must be
         worker = [sys.executable, "-m", "terascale.bench._allreduce_worker", "--system", "ours",
                   "--sizes", ",".join(str(s) for s in sizes), "--iters", str(iters),
                   "--out", out, "--algorithms", ",".join(algorithms),

@@ -80,26 +80,23 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _secret(path: str | None) -> bytes:
-    """The job secret from ``--secret-file`` or TERASCALE_SECRET: required across hosts."""
+    """The job secret from ``--secret-file``, TERASCALE_SECRET or TERASCALE_SECRET_FILE:
+    required across hosts (read by ``terascale._secret``, which checks the file's owner)."""
     import os
 
     from .._errors import ConfigError
+    from .._secret import read_secret
 
-    if path is not None:
-        try:
-            with open(path, "rb") as f:
-                secret = f.read().strip()
-        except OSError as e:
-            raise ConfigError(f"--secret-file {path}: cannot read it ({e.strerror})") from None
-        if not secret:
-            raise ConfigError(f"--secret-file {path} is empty")
-        return secret
-    env = os.environ.get("TERASCALE_SECRET")
-    if not env:
-        raise ConfigError("a job across hosts needs a secret: pass --secret-file F or set "
-                          "TERASCALE_SECRET (the same on every host; e.g. "
+    if path is None and not (os.environ.get("TERASCALE_SECRET")
+                             or os.environ.get("TERASCALE_SECRET_FILE")):
+        raise ConfigError("a job across hosts needs a secret: pass --secret-file F (chmod 600) "
+                          "or set TERASCALE_SECRET (the same on every host; e.g. "
                           "`python -c 'import secrets; print(secrets.token_hex(16))' > F`)")
-    return env.encode()
+    try:
+        return read_secret(os.environ, None, path, "terascale", 0, 2, None)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("rank 0: ", "").replace("secret_file=",
+                                                                  "--secret-file ")) from None
 
 
 def _rendezvous(args: argparse.Namespace) -> int:
