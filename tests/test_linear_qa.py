@@ -42,3 +42,24 @@ def test_written_files_follow_the_umask_not_mkstemps_0600(tmp_path, capfd):
         os.umask(old)
     for name in ("m", "p", "r"):
         assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o644, name
+
+
+def test_a_killed_writers_temporary_cache_entry_is_removed_by_the_next_run(tmp_path, capfd):
+    # SIGTERM/SIGKILL mid-parse run no cleanup: the writer's .tmp- directory stayed forever
+    import socket
+    import subprocess
+    import sys
+
+    data, cache = tmp_path / "d.vw", tmp_path / "cache"
+    _write_vw(data)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname()
+    orphan = cache / f".tmp-{host}-{dead.pid}-abc"
+    live = cache / f".tmp-{host}-{os.getpid()}-xyz"  # a live writer's: left alone
+    for d in (orphan, live):
+        d.mkdir(parents=True)
+        (d / "data.bin").write_bytes(b"")
+    _train(capfd, str(data), "-c", "--cache-dir", str(cache), "-f", str(tmp_path / "m"))
+    assert not orphan.exists() and live.exists()
+    assert [n for n in os.listdir(cache) if not n.startswith(".tmp-")]  # the new entry

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -157,6 +158,31 @@ def _write_entry(tmp: str, text: TextBlocks, opts: ParseOptions, path: str) -> N
     _fsync_write(os.path.join(tmp, "meta.json"), data=json.dumps(meta).encode())
 
 
+def _tmp_prefix(pid: int) -> str:
+    # host and pid in the name: a later run can tell an entry whose writer was killed
+    # (SIGTERM/SIGKILL run no cleanup) from one that another live worker is writing
+    return f".tmp-{socket.gethostname()}-{pid}-"
+
+
+def _sweep_orphans(root: str) -> None:
+    """Remove the temporary entries of writers on this host that are no longer alive."""
+    mine = f".tmp-{socket.gethostname()}-"
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(mine)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(mine):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        except OSError:  # alive, someone else's
+            pass
+
+
 def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
                 cache_dir: str | None = None) -> tuple[Blocks, bool]:
     """The shard as Blocks from the cache, streaming it into the cache first when needed.
@@ -178,7 +204,8 @@ def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1
             shutil.rmtree(entry, ignore_errors=True)  # unreadable entry: parse again
     try:
         os.makedirs(root, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
+        _sweep_orphans(root)
+        tmp = tempfile.mkdtemp(prefix=_tmp_prefix(os.getpid()), dir=root)
     except OSError as e:
         raise ConfigError(f"{opt('cache_dir', root)}: cannot create the cache there "
                           f"({e.strerror}); give a writable directory, or "
