@@ -111,11 +111,11 @@ def test_side_peers_not_installed_are_skipped(tmp_path, monkeypatch, capsys) -> 
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     peers = available_peers()
-    assert "--install-peers" in peers["intelmpi"] and "--install-peers" in peers["mpich"]
+    assert all("--install-peers" in peers[p] for p in ("intelmpi", "mpich", "xgboost"))
     assert peers["openmpi"] == peers["mpi"]
     out = tmp_path / "r.json"
     code = main(["bench", "allreduce", "-n", "2", "--sizes", "4K", "--iters", "0.05",
-                 "--algorithms", "shm", "--vs", "intelmpi,mpich", "--json", str(out),
+                 "--algorithms", "shm", "--vs", "intelmpi,mpich,xgboost", "--json", str(out),
                  "--no-progress"])
     assert code == 0
     assert {r["system"] for r in json.loads(out.read_text())["results"]} == {"ours:shm"}
@@ -128,10 +128,11 @@ def test_side_peers_not_installed_are_skipped(tmp_path, monkeypatch, capsys) -> 
     assert env["PATH"].startswith(str(tmp_path / "terascale" / "peers" / "intelmpi" / "bin"))
 
 
-@pytest.mark.parametrize("name", ["intelmpi", "mpich"])
+@pytest.mark.parametrize("name", ["intelmpi", "mpich", "xgboost"])
 def test_side_peer_is_timed_by_our_worker(name, tmp_path) -> None:
     """Runs where ``terascale bench allreduce --install-peers`` was run once (no network
-    in tests): the MPI from PyPI in its own environment, under its own mpiexec."""
+    in tests): the MPI from PyPI in its own environment, under its own mpiexec; XGBoost's
+    collective with its own tracker."""
     if available_peers()[name] is not None:
         pytest.skip(f"{name}: {available_peers()[name]}")
     out = tmp_path / "r.json"

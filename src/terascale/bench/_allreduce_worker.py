@@ -1,10 +1,11 @@
 """One worker of ``terascale bench allreduce``: times allreduce for one system.
 
-Run as ``python -m terascale.bench._allreduce_worker --system ours|gloo|mpi ...`` by the
+Run as ``python -m terascale.bench._allreduce_worker --system ours|gloo|mpi|xgboost ...`` by the
 benchmark driver (under ``terascale.launch.launch`` for ours and gloo, under ``mpirun`` for
 Open MPI). Every system is timed the same way, the nccl-tests/OSU method:
 
-* in-place float32 allreduce (sum) of the whole buffer,
+* in-place float32 allreduce (sum) of the whole buffer (XGBoost's collective has no
+  in-place form: its allreduce returns a new array),
 * a barrier before every iteration (so every rank starts together),
 * per iteration the *slowest* rank's time counts (the per-rank times are max-reduced once
   at the end, outside the timed region),
@@ -133,19 +134,54 @@ def _mpi(args: argparse.Namespace) -> None:
             _record(args.out, args.variant, nbytes, slowest, comm.Get_size())
 
 
+def _xgboost_tracker(args: argparse.Namespace) -> None:
+    """XGBoost's own tracker for ``--nprocs`` workers: prints its address, then waits."""
+    from xgboost.tracker import RabitTracker
+
+    tracker = RabitTracker(n_workers=args.nprocs, host_ip="127.0.0.1", timeout=int(args.timeout))
+    tracker.start()
+    print(json.dumps(tracker.worker_args()), flush=True)
+    tracker.wait_for(int(args.timeout))
+
+
+def _xgboost(args: argparse.Namespace) -> None:
+    """XGBoost's collective (the successor of Rabit), one worker of a tracker's job."""
+    from xgboost import collective
+
+    np.seterr(over="ignore", invalid="ignore")
+    worker_args = {**json.loads(args.tracker), "dmlc_task_id": os.environ["TERASCALE_RANK"]}
+    one = np.zeros(1, _DTYPE)
+    with collective.CommunicatorContext(**worker_args):
+        size = collective.get_world_size()
+        for nbytes in args.sizes:
+            x = np.ones(nbytes // 4, _DTYPE)
+            warm, timed = iterations(nbytes, args.iters)
+            # Its allreduce returns the result (no in-place form); a one-element allreduce
+            # is its barrier.
+            times = _time_loop(lambda: collective.allreduce(x, collective.Op.SUM),  # noqa: B023
+                               lambda: collective.allreduce(one, collective.Op.SUM), warm, timed)
+            slowest = collective.allreduce(times, collective.Op.MAX)
+            if collective.get_rank() == 0:
+                _record(args.out, "xgboost", nbytes, slowest, size)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="terascale.bench._allreduce_worker")
-    p.add_argument("--system", choices=("ours", "gloo", "mpi"), required=True)
+    p.add_argument("--system", choices=("ours", "gloo", "mpi", "xgboost", "xgboost-tracker"),
+                   required=True)
     p.add_argument("--variant", default="mpi", help="label of the mpi rows (mpi-shm, mpi-tcp)")
     p.add_argument("--algorithms", default="auto")
     p.add_argument("--label", default="ours", help="prefix of our rows (ours, tcp, aes)")
-    p.add_argument("--sizes", type=lambda s: [int(v) for v in s.split(",")], required=True)
+    p.add_argument("--sizes", type=lambda s: [int(v) for v in s.split(",")], default=[])
     p.add_argument("--iters", type=float, default=1.0)
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--timeout", type=float, default=120.0)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", default="")
+    p.add_argument("--nprocs", type=int, default=0, help="workers of the xgboost tracker")
+    p.add_argument("--tracker", default="{}", help="the xgboost tracker's worker_args (JSON)")
     args = p.parse_args(argv)
-    {"ours": _ours, "gloo": _gloo, "mpi": _mpi}[args.system](args)
+    {"ours": _ours, "gloo": _gloo, "mpi": _mpi, "xgboost": _xgboost,
+     "xgboost-tracker": _xgboost_tracker}[args.system](args)
     return 0
 
 

@@ -1,5 +1,5 @@
-"""The allreduce benchmark's peers: which can run here, and side environments for the MPIs
-from PyPI (Intel MPI, MPICH).
+"""The allreduce benchmark's peers: which can run here, and side environments for those
+from PyPI (Intel MPI, MPICH, XGBoost's collective).
 
 Intel MPI and MPICH are not Debian packages here, but both are on PyPI as runtime wheels
 that mpi4py's own wheels load at run time (``pip install mpi4py impi-rt``, ``pip install
@@ -12,12 +12,15 @@ The timing code is the benchmark's own worker file, run by the side environment'
 interpreter under that environment's ``mpiexec``: it imports only numpy and mpi4py at
 that point, so every MPI is timed by the same lines as Open MPI. Intel MPI runs with
 ``I_MPI_FABRICS=shm`` (one host: shared memory only, no network provider probing).
+XGBoost (``xgboost-cpu``) runs its ``RabitTracker`` in one process of its environment and
+its workers under our launcher, timed by the same worker file.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -32,8 +35,10 @@ __all__ = ["SIDE_PEERS", "available_peers", "install_peer", "peer_command", "pee
 SIDE_PEERS: dict[str, tuple[str, ...]] = {
     "intelmpi": ("mpi4py", "impi-rt", "numpy"),
     "mpich": ("mpi4py", "mpich", "numpy"),
+    "xgboost": ("xgboost-cpu", "numpy"),  # the project's CPU-only wheel: no CUDA libraries
 }
-_ENV_VARS = {"intelmpi": {"I_MPI_FABRICS": "shm"}, "mpich": {}}
+_ENV_VARS = {"intelmpi": {"I_MPI_FABRICS": "shm"}, "mpich": {}, "xgboost": {}}
+_MPIS = ("intelmpi", "mpich")
 
 
 def peers_root() -> str:
@@ -48,7 +53,7 @@ def _bin(name: str, exe: str) -> str:
 
 def peer_status(name: str) -> str | None:
     """None if side peer ``name`` is installed, else why it cannot run."""
-    for exe in ("python", "mpiexec"):
+    for exe in ("python", "mpiexec") if name in _MPIS else ("python",):
         if not os.access(_bin(name, exe), os.X_OK):
             return (f"{os.path.join(peers_root(), name)} has no bin/{exe}; run "
                     "`terascale bench allreduce --install-peers` once")
@@ -118,11 +123,43 @@ def available_peers() -> dict[str, str | None]:
 
 def side_job(name: str, n: int, sizes: Sequence[int], iters: float, out: str,
              timeout: float) -> Callable[[], int]:
-    """Run side peer ``name`` on ``n`` ranks (its ``mpiexec``), timed by our worker."""
-    args = ["--system", "mpi", "--variant", name, "--sizes", ",".join(map(str, sizes)),
-            "--iters", str(iters), "--out", out]
+    """Run side peer ``name`` on ``n`` ranks, timed by our worker: an MPI under its
+    ``mpiexec``; XGBoost's collective under our launcher, with its own tracker."""
+    args = ["--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--out", out]
+    if name == "xgboost":
+        return lambda: _run_xgboost(n, args, timeout)
 
     def run() -> int:
-        return subprocess.run(peer_command(name, n, args), env=peer_environ(name),
-                              timeout=timeout, stdin=subprocess.DEVNULL).returncode
+        return subprocess.run(peer_command(name, n, ["--system", "mpi", "--variant", name,
+                                                      *args]),
+                              env=peer_environ(name), timeout=timeout,
+                              stdin=subprocess.DEVNULL).returncode
     return run
+
+
+def _run_xgboost(n: int, args: list[str], timeout: float) -> int:
+    """XGBoost's RabitTracker in one process, then ``n`` workers joining it."""
+    from ..launch import LaunchOptions, launch
+    from . import _allreduce_worker
+
+    python, worker = _bin("xgboost", "python"), os.path.abspath(_allreduce_worker.__file__)
+    tracker = subprocess.Popen([python, worker, "--system", "xgboost-tracker", "--nprocs",
+                                str(n), "--timeout", str(int(timeout))],
+                               env=peer_environ("xgboost"), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert tracker.stdout is not None
+        ready, _, _ = select.select([tracker.stdout], [], [], 60)
+        line = tracker.stdout.readline() if ready else ""
+        if not line.startswith("{"):
+            print(f"terascale bench: xgboost's tracker did not start ({line.strip()!r})",
+                  file=sys.stderr)
+            return 1
+        cmd = [python, worker, "--system", "xgboost", "--tracker", line.strip(), *args]
+        return launch(cmd, LaunchOptions(nprocs=n, timeout=timeout))
+    finally:
+        try:
+            tracker.wait(10)
+        except subprocess.TimeoutExpired:
+            tracker.kill()
+            tracker.wait()

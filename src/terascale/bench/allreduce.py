@@ -6,7 +6,8 @@ One run times, on the same machine and with the same method (see
 ``terascale.launch.launch`` workers; ``torch.distributed`` with the gloo backend (separate
 processes, ``tcp://`` init); and ``mpi4py`` on Open MPI over shared memory
 (``--mca btl self,vader``) and over TCP (``--mca btl self,tcp``), whichever are installed;
-Intel MPI and MPICH from PyPI in side environments (:mod:`._peers`, ``--install-peers``).
+Intel MPI, MPICH and XGBoost's collective from PyPI in side environments (:mod:`._peers`,
+``--install-peers``).
 
 Reported per size: the median time, the algorithm bandwidth ``algbw = bytes / time`` and
 the bus bandwidth ``busbw = algbw * 2 (n - 1) / n`` (the nccl-tests definition, which makes
@@ -51,7 +52,7 @@ __all__ = ["BenchOptions", "add_bench_parser", "crossover", "format_table", "for
 
 DEFAULT_SIZES = tuple(4 << (10 + 2 * k) for k in range(9))  # 4 KiB, 16 KiB, ..., 256 MiB
 QUICK_SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
-PEERS = ("gloo", "mpi", "openmpi", "intelmpi", "mpich")  # openmpi: another name for mpi
+PEERS = ("gloo", "mpi", "openmpi", "intelmpi", "mpich", "xgboost")  # openmpi: another name for mpi
 
 
 def parse_size(text: str) -> int:
@@ -155,7 +156,7 @@ def _jobs(opts: BenchOptions, out: str) -> list[tuple[str, int, Any]]:
             def mpi(cmd: list[str] = cmd) -> int:
                 return subprocess.run(cmd, timeout=opts.timeout, stdin=subprocess.DEVNULL).returncode
             jobs.append((variant, len(sizes), mpi))
-    for name in ("intelmpi", "mpich"):
+    for name in ("intelmpi", "mpich", "xgboost"):
         if name in opts.peers and avail[name] is None:
             jobs.append((name, len(sizes), side_job(name, n, sizes, opts.iters, out,
                                                     opts.timeout)))
@@ -252,10 +253,10 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
                    help="message sizes (default 4K to 256M by factors of 4)")
     p.add_argument("--vs", default="gloo,mpi", metavar="gloo,mpi",
                    help="peers to run in the same run: gloo, mpi (= openmpi), intelmpi, "
-                        "mpich ('' for none; default gloo,mpi)")
+                        "mpich, xgboost ('' for none; default gloo,mpi)")
     p.add_argument("--install-peers", action="store_true",
                    help="first pip-install the side environments of the --vs peers that "
-                        "need one (intelmpi, mpich; all of them if --vs names none) into "
+                        "need one (intelmpi, mpich, xgboost; all if --vs names none) into "
                         "~/.cache/terascale/peers/NAME, and run them")
     p.add_argument("--algorithms", default=None, metavar="tree,ring,...",
                    help="our algorithms to time (default: all, 'auto' included)")
