@@ -63,3 +63,49 @@ def test_a_killed_writers_temporary_cache_entry_is_removed_by_the_next_run(tmp_p
     _train(capfd, str(data), "-c", "--cache-dir", str(cache), "-f", str(tmp_path / "m"))
     assert not orphan.exists() and live.exists()
     assert [n for n in os.listdir(cache) if not n.startswith(".tmp-")]  # the new entry
+
+
+def _cli_proc(*args, stdout=None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "terascale.cli", "linear", *args],
+                          stdout=stdout if stdout is not None else subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=300)
+
+
+def test_a_full_disk_for_predictions_is_one_line_naming_the_file(tmp_path, capfd):
+    # -p on a full disk, or standard output redirected to one, ended in an OSError traceback
+    import pytest
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    data, model = tmp_path / "d.vw", tmp_path / "m"
+    _write_vw(data, 3000)
+    _train(capfd, str(data), "-f", str(model))
+    for args in (("train", str(data), "--quiet", "-p", "/dev/full"),
+                 ("predict", str(data), "-i", str(model), "-p", "/dev/full")):
+        r = _cli_proc(*args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip().endswith("cannot write /dev/full: No space left on device")
+    with open("/dev/full", "w") as full:
+        r = _cli_proc("predict", str(data), "-i", str(model), stdout=full)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "standard output: No space left on device" in r.stderr
+
+
+def test_progressive_predictions_into_a_closed_pipe_end_quietly(tmp_path):
+    # `train -p /dev/stdout | head -1`: a BrokenPipeError traceback once head had its line
+    import subprocess
+    import sys
+
+    data = tmp_path / "d.vw"
+    _write_vw(data, 3000)
+    p = subprocess.Popen([sys.executable, "-m", "terascale.cli", "linear", "train", str(data),
+                          "--quiet", "-p", "/dev/stdout"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # the reader is gone before the first prediction is written
+    err = p.stderr.read()
+    assert p.wait(timeout=300) == 141
+    assert "Traceback" not in err and "broken pipe" in err, err

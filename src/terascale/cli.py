@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -59,6 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `train -p /dev/stdout | head`: the reader left before the end
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes at exit
+        print(f"terascale {args.command}: error: standard output was closed (broken pipe); "
+              f"stopped", file=sys.stderr)
+        return 141  # 128 + SIGPIPE, what the shell reports for a process the pipe ended
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError, DataError
+from .._files import storage_error
 
 __all__ = ["evaluate", "predict", "train"]
 
@@ -268,8 +269,14 @@ class _Output:
     def write(self, text: str) -> None:
         if self.file is not None:
             self.file.write(text)
-        else:
+            return
+        try:
             sys.stdout.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # `> /dev/full`, a full disk: one line, not a traceback
+            raise storage_error("cannot write the predictions to", "standard output",
+                                e) from None
 
     def __enter__(self) -> _Output:
         return self

@@ -28,7 +28,7 @@ from typing import TextIO
 import numpy as np
 
 from .._errors import ConfigError, DataError
-from .._files import make_public
+from .._files import make_public, storage_error
 from ._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space
 from ._model import LinearModel
 
@@ -97,21 +97,35 @@ class AtomicText:
             self.file = os.fdopen(fd, "w")
 
     def write(self, text: str) -> None:
-        self.file.write(text)
+        try:
+            self.file.write(text)
+        except BrokenPipeError:
+            raise  # `-p /dev/stdout | head`: the caller ends quietly
+        except OSError as e:  # disk full, quota, EIO: one line naming the file
+            raise storage_error("cannot write", self.path, e) from None
 
     def commit(self) -> None:
-        self.file.flush()
-        if self._tmp is None:
-            if self.file not in (sys.stdout, sys.stderr):
-                self.file.close()
-            return
-        os.fsync(self.file.fileno())
-        self.file.close()
-        os.replace(self._tmp, self.path)
+        try:
+            self.file.flush()
+            if self._tmp is None:
+                if self.file not in (sys.stdout, sys.stderr):
+                    self.file.close()
+                return
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self._tmp, self.path)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            self.discard()
+            raise storage_error("cannot write", self.path, e) from None
 
     def discard(self) -> None:
         if self.file not in (sys.stdout, sys.stderr):
-            self.file.close()
+            try:
+                self.file.close()
+            except OSError:  # the buffered rest cannot be written either: it is dropped
+                pass
         if self._tmp is not None and os.path.exists(self._tmp):
             os.unlink(self._tmp)
 
