@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import DataError
-from ._dataset import Dataset
+from .._errors import ConfigError, DataError
+from ._dataset import Dataset, ParseOptions
 from ._hashing import CONSTANT_HASH
 from ._model import LinearModel
 from ._online import new_state, online_chunk, sync_weights
@@ -101,7 +101,6 @@ class _Base:
     def set_params(self, **params: Any) -> _Base:
         for k, v in params.items():
             if k not in _PARAMS:
-                from .._errors import ConfigError
 
                 raise ConfigError(f"{type(self).__name__} has no parameter {k!r} (it has "
                                   f"{', '.join(_PARAMS)})")
@@ -132,7 +131,6 @@ class _Base:
             raise _not_fitted(self)
         X = check_X(X)
         if X.shape[1] != self.n_features_in_:
-            from .._errors import ConfigError
 
             raise ConfigError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
                               f"expecting {self.n_features_in_} features as input")
@@ -144,9 +142,16 @@ class _Base:
         except (TypeError, ValueError) as e:
             raise DataError(f"y: a regression target must be numeric ({e})") from None
 
+    def _check_bits(self) -> None:
+        # before any array is sized by 1 << bits: bits=99 was an OverflowError deep in numpy
+        if isinstance(self.bits, bool) or not isinstance(self.bits, (int, np.integer)):
+            raise ConfigError(f"bits= must be an integer, not {self.bits!r}")
+        ParseOptions(bits=int(self.bits))  # the range check, naming bits=
+
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> _Base:
         from ._train import train
 
+        self._check_bits()
         X = check_X(X)
         y = check_y(y, X.shape[0], type(self).__name__)
         sw = check_weights(sample_weight, X.shape[0])
@@ -166,6 +171,7 @@ class _Base:
         from ._dataset import ParseOptions
         from ._losses import LOSSES
 
+        self._check_bits()
         online = getattr(self, "_online", None)
         fitted = online is None and hasattr(self, "model_")
         X = self._check_X(X) if hasattr(self, "model_") else check_X(X)

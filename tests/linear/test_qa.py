@@ -109,3 +109,21 @@ def test_progressive_predictions_into_a_closed_pipe_end_quietly(tmp_path):
     err = p.stderr.read()
     assert p.wait(timeout=300) == 141
     assert "Traceback" not in err and "broken pipe" in err, err
+
+
+def test_estimator_bits_out_of_range_is_a_config_error_naming_bits():
+    # bits=99 was an OverflowError from numpy's mask, bits="18" a TypeError
+    import numpy as np
+    import pytest
+
+    from terascale import ConfigError
+    from terascale.linear import LinearClassifier, LinearRegressor
+
+    X, y = np.eye(4), np.array([0, 1, 0, 1])
+    for est in (LinearClassifier, LinearRegressor):
+        for bits in (99, 0, "18", 2.5):
+            for call in ("fit", "partial_fit"):
+                kw = {"classes": [0, 1]} if call == "partial_fit" and est is LinearClassifier \
+                    else {}
+                with pytest.raises(ConfigError, match="bits="):
+                    getattr(est(bits=bits), call)(X, y, **kw)
