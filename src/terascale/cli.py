@@ -11,6 +11,7 @@ import importlib
 import logging
 import os
 import sys
+import typing
 from collections.abc import Sequence
 
 from ._errors import TerascaleError
@@ -22,8 +23,16 @@ _AREAS = ("terascale.launch._cli", "terascale._demo", "terascale.bench._cli",
           "terascale.linear._cli", "terascale.sim._cli")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag or value is one line naming it (the usage block above it
+    buried the error); ``--help`` still prints the usage. Sub-command parsers inherit it."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="terascale", description="Allreduce-based parallel learning.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

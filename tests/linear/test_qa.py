@@ -127,3 +127,18 @@ def test_estimator_bits_out_of_range_is_a_config_error_naming_bits():
                     else {}
                 with pytest.raises(ConfigError, match="bits="):
                     getattr(est(bits=bits), call)(X, y, **kw)
+
+
+def test_a_bad_flag_value_is_one_line_naming_the_flag(capfd):
+    # argparse printed a dozen lines of usage above the error
+    import pytest
+
+    for args in (["train", "d.vw", "--power-t", "abc"], ["train", "d.vw", "-b", "x"],
+                 ["predict", "--raw", "x"], ["bogus"]):
+        capfd.readouterr()
+        with pytest.raises(SystemExit) as e:
+            main(["linear", *args])
+        assert e.value.code == 2
+        err = capfd.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "usage" not in err, err
+    assert err.startswith("terascale linear: error:")
