@@ -24,7 +24,8 @@ from typing import Any
 
 from ._errors import AuthError
 
-__all__ = ["accept_handshake", "dial_handshake", "recv_exact", "recv_json", "send_json"]
+__all__ = ["accept_handshake", "dial_handshake", "drop_reason", "recv_exact", "recv_json",
+           "send_json"]
 
 _MAGIC = b"TSAUTH1\n"
 _NONCE = 32
@@ -109,3 +110,14 @@ def dial_handshake(sock: socket.socket, secret: bytes, deadline: float) -> bytes
     if not hmac.compare_digest(verdict[2:], _mac(secret, b"accept", nonce, challenge)):
         raise AuthError("server failed to prove it holds the job secret")
     return challenge + nonce
+
+
+def drop_reason(e: Exception, bad: str = "sent a bad request") -> str:
+    """Why a listener dropped an unauthenticated client, as its one-line summary counts it."""
+    if isinstance(e, AuthError):
+        return "failed authentication"
+    if isinstance(e, TimeoutError):
+        return "timed out"
+    if isinstance(e, OSError):
+        return "closed or evicted"
+    return bad

@@ -27,8 +27,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from .._auth import accept_handshake, recv_json, send_json
-from .._errors import AuthError
+from .._auth import accept_handshake, drop_reason, recv_json, send_json
 
 __all__ = ["RendezvousServer", "host_layout"]
 
@@ -191,7 +190,7 @@ class RendezvousServer:
         except Exception as e:  # anything a hostile or broken client can cause
             self.rejected += 1
             with self._lock:
-                self.dropped[_reason(e)] += 1
+                self.dropped[drop_reason(e)] += 1
                 self._sources.add(str(who[0]))
             log.debug("rendezvous: dropped client %s:%s: %s", who[0], who[1], e)
         finally:
@@ -262,15 +261,6 @@ class RendezvousServer:
             self.replied += 1
         return False
 
-
-def _reason(e: Exception) -> str:
-    if isinstance(e, AuthError):
-        return "failed authentication"
-    if isinstance(e, TimeoutError):
-        return "timed out"
-    if isinstance(e, OSError):
-        return "closed or evicted"
-    return "sent a bad request"
 
 
 def host_layout(hosts: list[str]) -> str:

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 
-from .._auth import accept_handshake, dial_handshake, recv_json, send_json
+from .._auth import accept_handshake, dial_handshake, drop_reason, recv_json, send_json
 from .._errors import AuthError, PeerTimeout
 from .tcp import TcpMesh
 
@@ -159,7 +159,7 @@ class _Acceptor:
                 self.out[peer] = (conn, nonces)
         except (AuthError, OSError, TimeoutError, ValueError, KeyError, TypeError) as e:
             with self._lock:
-                self.dropped[_reason(e)] += 1
+                self.dropped[drop_reason(e, "sent a bad hello")] += 1
                 self.sources.add(str(who[0]))
             log.debug("rank %d: dropped a connection from %s:%s: %s", self.rank, who[0], who[1], e)
             conn.close()
@@ -180,15 +180,6 @@ def _shut(conn: socket.socket) -> None:
     except OSError:
         pass
 
-
-def _reason(e: Exception) -> str:
-    if isinstance(e, AuthError):
-        return "failed authentication"
-    if isinstance(e, TimeoutError):
-        return "timed out"
-    if isinstance(e, OSError):
-        return "closed or evicted"
-    return "sent a bad hello"
 
 
 def build_mesh(rank: int, size: int, addrs: list[tuple[str, int]], listener: socket.socket,
