@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import queue
-import signal
 import socket
 import sys
 import threading
@@ -32,7 +31,7 @@ from typing import Any
 from .._auth import accept_handshake, dial_handshake, recv_json, send_json
 from .._errors import ConfigError, RendezvousError
 from ..rendezvous import RendezvousServer, host_layout
-from .launcher import LaunchOptions, NodePlace, free_port, is_secondary, run_group
+from .launcher import LaunchOptions, NodePlace, free_port, is_secondary, run_group, stop_signals
 
 __all__ = ["launch_nodes"]
 
@@ -238,23 +237,9 @@ def launch_nodes(cmd: Sequence[str], opts: LaunchOptions, *, nnodes: int, node_r
         secret.decode("ascii")
     except UnicodeDecodeError:
         raise ConfigError("the job secret must be text (e.g. secrets.token_hex)") from None
-    stop = threading.Event()
-    signalled: list[int] = []
-    previous = {}
-
-    def on_signal(signum: int, _frame: object) -> None:
-        signalled.append(signum)
-        stop.set()
-
-    if threading.current_thread() is threading.main_thread():
-        for s in (signal.SIGINT, signal.SIGTERM):
-            previous[s] = signal.signal(s, on_signal)
-    try:
+    with stop_signals() as (stop, signalled):
         status = _agent(cmd, opts, nnodes, node_rank, rendezvous, secret, host_id, stop)
         return 128 + signalled[0] if signalled else status
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def _agent(cmd: Sequence[str], opts: LaunchOptions, nnodes: int, node_rank: int,

@@ -10,6 +10,7 @@ group is started again (workers resume from their last checkpoint).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -20,7 +21,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .._env import JobEnv
@@ -32,7 +33,8 @@ from ._blame import Blame, blame_stall, is_stopped
 from ._lifetime import die_with_parent, forget_group, watch_group
 from ._output import Output
 
-__all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", "run_group"]
+__all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", "run_group",
+           "stop_signals"]
 
 _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
 _SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to exit too
@@ -234,16 +236,12 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
     return status, failed, tail, blame
 
 
-def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
-    """Run ``cmd`` as ``opts.nprocs`` workers; returns the exit status for the launcher."""
-    if opts.nprocs < 1:
-        raise ConfigError(f"-n must be at least 1, got {opts.nprocs}")
-    if not cmd:
-        raise ConfigError("no command given (usage: terascale run -n 4 python train.py)")
-    if not (opts.timeout > 0 and math.isfinite(opts.timeout)):
-        raise ConfigError(f"--timeout must be positive and finite (seconds), got {opts.timeout}")
-    if opts.host_ids is not None and (not opts.host_ids or not all(opts.host_ids)):
-        raise ConfigError(f"--hosts has an empty host name: {','.join(opts.host_ids)!r}")
+@contextlib.contextmanager
+def stop_signals() -> Iterator[tuple[threading.Event, list[int]]]:
+    """While inside, SIGINT and SIGTERM set the event (and are recorded, first one first)
+    instead of raising, so the launcher can stop its workers and exit 128 + signal; the
+    previous handlers come back on the way out. Outside the main thread nothing is
+    installed (Python allows handlers only there)."""
     stop = threading.Event()
     signalled: list[int] = []
     previous = {}
@@ -255,31 +253,47 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
     if threading.current_thread() is threading.main_thread():
         for s in (signal.SIGINT, signal.SIGTERM):
             previous[s] = signal.signal(s, on_signal)
-    secret = secrets.token_hex(32)
-    if opts.timeline:
-        clear_parts(opts.timeline)
     try:
-        for attempt in range(opts.max_restarts + 1):
-            status, failed, tail, blame = run_group(cmd, opts, attempt, secret, stop)
-            if stop.is_set():  # interrupted: 130 for Ctrl-C, 143 for SIGTERM, as shells do
-                return 128 + (signalled[0] if signalled else signal.SIGINT)
-            if status == 0:
-                return status
-            if blame is not None:
-                sys.stderr.write(f"\nterascale run: {blame.why}; all workers were stopped. Last "
-                                 f"output of rank {failed}, which gave up first (exit status "
-                                 f"{status}):\n")
-            else:
-                sys.stderr.write(f"\nterascale run: rank {failed} failed first (exit status "
-                                 f"{status}); the other workers were stopped. Its last output:\n")
-            sys.stderr.write("".join(f"  | {ln.decode(errors='replace')}" for ln in tail))
-            if attempt < opts.max_restarts:
-                sys.stderr.write(f"terascale run: restarting all {opts.nprocs} workers "
-                                 f"(restart {attempt + 1} of {opts.max_restarts})\n")
-            sys.stderr.flush()
-        return status
+        yield stop, signalled
     finally:
-        if opts.timeline:
-            merge_parts(opts.timeline)  # every rank's part file -> one Chrome trace
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
+    """Run ``cmd`` as ``opts.nprocs`` workers; returns the exit status for the launcher."""
+    if opts.nprocs < 1:
+        raise ConfigError(f"-n must be at least 1, got {opts.nprocs}")
+    if not cmd:
+        raise ConfigError("no command given (usage: terascale run -n 4 python train.py)")
+    if not (opts.timeout > 0 and math.isfinite(opts.timeout)):
+        raise ConfigError(f"--timeout must be positive and finite (seconds), got {opts.timeout}")
+    if opts.host_ids is not None and (not opts.host_ids or not all(opts.host_ids)):
+        raise ConfigError(f"--hosts has an empty host name: {','.join(opts.host_ids)!r}")
+    with stop_signals() as (stop, signalled):
+        secret = secrets.token_hex(32)
+        if opts.timeline:
+            clear_parts(opts.timeline)
+        try:
+            for attempt in range(opts.max_restarts + 1):
+                status, failed, tail, blame = run_group(cmd, opts, attempt, secret, stop)
+                if stop.is_set():  # interrupted: 130 for Ctrl-C, 143 for SIGTERM, as shells do
+                    return 128 + (signalled[0] if signalled else signal.SIGINT)
+                if status == 0:
+                    return status
+                if blame is not None:
+                    sys.stderr.write(f"\nterascale run: {blame.why}; all workers were stopped. Last "
+                                     f"output of rank {failed}, which gave up first (exit status "
+                                     f"{status}):\n")
+                else:
+                    sys.stderr.write(f"\nterascale run: rank {failed} failed first (exit status "
+                                     f"{status}); the other workers were stopped. Its last output:\n")
+                sys.stderr.write("".join(f"  | {ln.decode(errors='replace')}" for ln in tail))
+                if attempt < opts.max_restarts:
+                    sys.stderr.write(f"terascale run: restarting all {opts.nprocs} workers "
+                                     f"(restart {attempt + 1} of {opts.max_restarts})\n")
+                sys.stderr.flush()
+            return status
+        finally:
+            if opts.timeline:
+                merge_parts(opts.timeline)  # every rank's part file -> one Chrome trace
