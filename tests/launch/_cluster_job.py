@@ -3,7 +3,8 @@
 Every rank allreduces its rank + 1 and prints the result; then, by ``JOB_MODE``:
 ``once`` ends; ``die`` makes rank ``JOB_RANK`` exit 7 (on the first attempt only, so that a
 restart succeeds); ``loop`` keeps allreducing (until a failure or a stop ends it), after
-writing ``JOB_READY`` once every rank is in the loop; ``ckpt`` runs 6 steps that checkpoint
+writing ``JOB_READY`` once every rank is in the loop (rank ``JOB_RANK`` exits 7 once the file
+``JOB_KILL`` exists: a worker dying mid-job at a moment the test knows); ``ckpt`` runs 6 steps that checkpoint
 to ``JOB_CKPT`` (rank ``JOB_RANK`` dies after step 3 of the first attempt; a restart resumes)
 and prints the digest of the final state.
 """
@@ -42,7 +43,10 @@ with terascale.init() as comm:
         if comm.rank == 0:
             with open(os.environ["JOB_READY"], "w") as f:
                 f.write("ready")
+        kill = os.environ.get("JOB_KILL")
         while True:
             comm.allreduce(np.ones(1000))
+            if kill and comm.rank == victim and os.path.exists(kill):
+                os._exit(7)  # no goodbye to the peers: as a crash
             time.sleep(0.05)
     comm.barrier()
