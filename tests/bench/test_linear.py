@@ -51,3 +51,11 @@ def test_sizes_are_counts(text, n):
 def test_bad_size_names_the_flag():
     with pytest.raises(ConfigError, match="--sizes"):
         parse_count("lots")
+
+
+def test_large_recipes_are_chosen_by_short_name_and_a_bad_one_names_the_flag():
+    from terascale.bench._linear_large import LARGE, parse_recipes
+    assert parse_recipes(None) == list(LARGE)
+    assert parse_recipes("text,lbfgs") == ["one pass from text", "L-BFGS recipe"]
+    with pytest.raises(ConfigError, match="--recipes.*'pass'"):
+        parse_recipes("pass")

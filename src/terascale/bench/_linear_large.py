@@ -28,6 +28,7 @@ import tempfile
 import time
 from typing import Any
 
+from .._errors import ConfigError
 from ._linear_children import child
 
 __all__ = ["parse_count", "run_large"]
@@ -39,6 +40,23 @@ LARGE = {
     "L-BFGS recipe": ({"bfgs": 20}, False, "--predict_only_model",
                       "--bfgs --passes 20 -c -k --predict_only_model"),
 }
+
+
+# short names for ``--recipes``
+RECIPES = {"text": "one pass from text", "cache": "one pass from cache",
+           "lbfgs": "L-BFGS recipe"}
+
+
+def parse_recipes(text: str | None) -> list[str]:
+    """``text,cache`` -> the recipe names of :data:`LARGE`; None -> every recipe."""
+    if not text:
+        return list(LARGE)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in names if t not in RECIPES]
+    if bad:
+        raise ConfigError(f"--recipes: unknown recipe {bad[0]!r} (choose from "
+                          f"{', '.join(RECIPES)})")
+    return [RECIPES[t] for t in names]
 
 
 def parse_count(text: str) -> int:
@@ -92,7 +110,8 @@ def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[
             "multi", {**base, "cache": fresh(), "options": o, "warm": w,
                       "workers": args.workers})),
     ]
-    for recipe, (opts, warm, s1, s2) in LARGE.items():
+    for recipe in parse_recipes(getattr(args, "recipes", None)):
+        opts, warm, s1, s2 = LARGE[recipe]
         for learner, run in learners:
             print(f"  [{_label(n)}] {recipe}: {learner} ...", end=" ", flush=True)
             times = []
@@ -127,6 +146,7 @@ def _table(rows: list[dict[str, Any]]) -> None:
 
 def run_large(args: argparse.Namespace) -> int:
     sizes = [parse_count(s) for s in args.sizes.split(",") if s.strip()]
+    parse_recipes(getattr(args, "recipes", None))  # a bad name fails before any work
     work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
     os.makedirs(work, exist_ok=True)
     print(f"terascale bench linear --large: sizes {', '.join(map(_label, sizes))}, "

@@ -54,6 +54,9 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--large", action="store_true",
                    help="large click-style data (seeded, generated once into --dir): VW vs "
                         "terascale on 1 and --workers workers at every --sizes")
+    p.add_argument("--recipes", default=None,
+                   help="--large: comma list of recipes to run (text, cache, lbfgs; "
+                        "default all)")
     p.add_argument("--sizes", default="1M,3M,10M",
                    help="--large: training examples per run, comma list (20k, 1M, ...)")
     p.add_argument("--repeat", type=int, default=None,
