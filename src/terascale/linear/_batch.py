@@ -63,15 +63,28 @@ def reparametrized(data_fun: Fun, amap: Reparam, reg: Reparam, lam: float) -> Fu
     return fun
 
 
+@numba.njit(cache=True, inline="always")
+def _logistic(p: float, y: float) -> tuple[float, float, float]:
+    """(loss, dloss, d2loss) of the logistic loss from one ``exp``: the same numbers as
+    ``loss_value``, ``dloss`` and ``d2loss`` bit for bit (they share e = exp(-|y p|))."""
+    z = y * p
+    e = math.exp(-abs(z))
+    f = math.log1p(e) - z if z < 0 else math.log1p(e)
+    g = -y * e / (1.0 + e) if z > 0 else -y / (1.0 + e)
+    return f, g, e / ((1.0 + e) * (1.0 + e))
+
+
 # nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch)
 @numba.njit(cache=True, nogil=True)
 def loss_grad(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
               weights: np.ndarray, holdout: np.ndarray, w: np.ndarray, kind: int,
               out: np.ndarray, want_diag: bool) -> None:
     """out[:d] += gradient, out[d:2d] += Hessian diagonal (if want_diag), then out[-4:] +=
-    [train loss, train weight, holdout loss, holdout weight] (unregularized, weighted)."""
+    [train loss, train weight, holdout loss, holdout weight] (unregularized, weighted).
+    An empty ``values`` means every value is 1 (one-hot blocks of the batch spill)."""
     d = len(w)
     tail = len(out) - 4
+    unit = len(values) == 0
     for i in range(len(labels)):
         lab = labels[i]
         s = weights[i]
@@ -81,22 +94,40 @@ def loss_grad(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: 
         a = indptr[i]
         b = indptr[i + 1]
         p = 0.0
-        for k in range(a, b):
-            p += w[cols[k]] * values[k]
+        if unit:
+            for k in range(a, b):
+                p += w[cols[k]]
+        else:
+            for k in range(a, b):
+                p += w[cols[k]] * values[k]
+        if kind == 0:
+            f, gl, hl = _logistic(p, y)
+        else:
+            f = loss_value(kind, p, y)
+            gl = dloss(kind, p, y)
+            hl = d2loss(kind, p, y)
         if holdout[i]:
-            out[tail + 2] += s * loss_value(kind, p, y)
+            out[tail + 2] += s * f
             out[tail + 3] += s
             continue
-        out[tail] += s * loss_value(kind, p, y)
+        out[tail] += s * f
         out[tail + 1] += s
-        g = s * dloss(kind, p, y)
+        g = s * gl
         if g != 0.0:
-            for k in range(a, b):
-                out[cols[k]] += g * values[k]
+            if unit:
+                for k in range(a, b):
+                    out[cols[k]] += g
+            else:
+                for k in range(a, b):
+                    out[cols[k]] += g * values[k]
         if want_diag:
-            h = s * d2loss(kind, p, y)
-            for k in range(a, b):
-                out[d + cols[k]] += h * values[k] * values[k]
+            h = s * hl
+            if unit:
+                for k in range(a, b):
+                    out[d + cols[k]] += h
+            else:
+                for k in range(a, b):
+                    out[d + cols[k]] += h * values[k] * values[k]
 
 
 @dataclass

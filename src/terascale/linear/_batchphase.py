@@ -23,15 +23,18 @@ from ._losses import LOSSES
 from ._normalize import Reparam, column_stats, normalization_record, standardizer
 from ._options import TrainOptions
 from ._passes import Columns, gradient_pass, learning_blocks
+from ._spill import Spill
 
 __all__ = ["batch_phase"]
 
 
 def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, kind: int,
-                want_diag: bool, comm: Communicator) -> tuple[np.ndarray, np.ndarray]:
+                want_diag: bool, comm: Communicator, spill: Spill
+                ) -> tuple[np.ndarray, np.ndarray]:
     """One streamed pass at the starting weights: the loss and gradient buffer of
     ``gradient_pass`` and the per-feature sums that :func:`standardizer` needs, both summed
-    over the workers in one allreduce (so every rank builds the same map)."""
+    over the workers in one allreduce (so every rank builds the same map); every block goes
+    to ``spill`` as the later passes read it."""
     d = len(w)
     buf = np.zeros(2 * d + 4 if want_diag else d + 4)
     stats = np.zeros(3 * d + 1)
@@ -39,6 +42,7 @@ def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, ki
         loss_grad(b.indptr, cols, b.values, b.labels, b.weights, hold, w, kind, buf,
                   want_diag)
         column_stats(b.indptr, cols, b.values, b.labels, b.weights, hold, stats)
+        spill.add(b.start, b.indptr, cols, b.values, b.labels, b.weights, hold)
     both = np.concatenate([buf, stats])
     if comm.size > 1:
         both = comm.allreduce(both)
@@ -104,11 +108,20 @@ def batch_phase(blocks: Blocks, columns: Columns, period: int, train_weight: flo
     weights (the scaling folded in) and a summary; with ``opts.standardized`` the summary's
     ``normalization`` is the model file's record of it. The first pass evaluates the
     objective at ``w0`` and gathers the statistics at once, so the map costs no extra pass
-    (``train_weight`` is unused: that pass sums the weights over all workers itself)."""
+    (``train_weight`` is unused: that pass sums the weights over all workers itself). That
+    pass also spills the shard in the kernels' layout (:mod:`._spill`, in the cache
+    directory), and every later pass reads the spill."""
+    with Spill(opts.cache_dir or None) as spill:
+        return _batch_phase(blocks, columns, period, w0, comm, opts, kind, out, spill)
+
+
+def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
+                 comm: Communicator, opts: TrainOptions, kind: int, out: TextIO | None,
+                 spill: Spill) -> tuple[np.ndarray, dict[str, Any]]:
     d = len(w0)
     lam = opts.batch_l2
     w0 = np.asarray(w0, np.float64)
-    buf0, stats = _first_pass(blocks, columns, period, w0, kind, opts.cg > 0, comm)
+    buf0, stats = _first_pass(blocks, columns, period, w0, kind, opts.cg > 0, comm, spill)
     amap, numeric = standardizer(stats, _bias_index(columns.union, opts))
     # the regularized variables: the standardized ones, or the raw weights w = A v
     reg = Reparam.identity(d) if opts.standardized else amap
@@ -119,7 +132,7 @@ def batch_phase(blocks: Blocks, columns: Columns, period: int, train_weight: flo
 
     def data_fun(w: np.ndarray) -> tuple[float, np.ndarray, float]:
         buf = np.zeros(d + 4)
-        gradient_pass(blocks, columns, period, w, kind, buf, False)
+        gradient_pass(spill, w, kind, buf, False)
         return unpack(comm.allreduce(buf))
 
     def cb(it: int, f: float, gnorm: float, hold: float, passes: int) -> None:

@@ -9,7 +9,7 @@ cache's blocks, an in-memory slice): the same data gives bitwise the same number
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numba
 import numpy as np
@@ -17,6 +17,7 @@ import numpy as np
 from ..communicator import Communicator
 from ._batch import loss_grad
 from ._blocks import Block, Blocks, prefetch
+from ._spill import CompactBlock
 
 __all__ = ["Columns", "EarlyStop", "LabelScan", "gradient_pass", "holdout_mask",
            "union_features"]
@@ -101,11 +102,12 @@ def learning_blocks(blocks: Blocks, columns: Columns, period: int
                     for b in blocks)
 
 
-def gradient_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, kind: int,
-                  out: np.ndarray, want_diag: bool) -> None:
-    """One pass of ``loss_grad`` over the shard into ``out`` (see ``_batch.loss_grad``)."""
-    for b, cols, hold in learning_blocks(blocks, columns, period):
-        loss_grad(b.indptr, cols, b.values, b.labels, b.weights, hold, w, kind, out,
+def gradient_pass(spill: Iterable[CompactBlock], w: np.ndarray, kind: int, out: np.ndarray,
+                  want_diag: bool) -> None:
+    """One pass of ``loss_grad`` over the batch phase's spilled shard into ``out`` (see
+    ``_batch.loss_grad`` and :mod:`._spill`)."""
+    for b in spill:
+        loss_grad(b.indptr, b.cols, b.values, b.labels, b.weights, b.hold, w, kind, out,
                   want_diag)
 
 
