@@ -320,8 +320,9 @@ def test_fsdp2_on_cpu_matches_gloo() -> None:
     assert ours[0] != ours[1]  # each rank holds its own shard
 
 
-def _silent_peer(comm: Any, port: int) -> str:
+def _silent_peer(comm: Any, port: int, gave_up: str) -> str:
     import datetime
+    import time
 
     import torch.distributed as dist
 
@@ -331,21 +332,23 @@ def _silent_peer(comm: Any, port: int) -> str:
                             rank=comm.rank, world_size=comm.size,
                             timeout=datetime.timedelta(seconds=3))
     if comm.rank == 1:  # never joins the collective; stays until rank 0 has given up
-        import time
-
-        time.sleep(8)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(gave_up) and time.monotonic() < deadline:
+            time.sleep(0.05)
         return "silent"
     try:
         dist.all_reduce(torch.ones(4), async_op=True).wait()
     except Exception as e:  # noqa: BLE001
         return f"{type(e).__name__}: {e}"
+    finally:
+        Path(gave_up).touch()
     return "no error"
 
 
-def test_init_process_group_timeout_is_the_collective_deadline() -> None:
+def test_init_process_group_timeout_is_the_collective_deadline(tmp_path: Path) -> None:
     from terascale.testing import run_workers
 
-    outcomes = run_workers(_silent_peer, 2, args=(_free_port(),), timeout=120,
-                           expect_failure=True)
+    outcomes = run_workers(_silent_peer, 2, args=(_free_port(), str(tmp_path / "gave-up")),
+                           timeout=120, expect_failure=True)
     status, text = outcomes[0]
     assert status == "ok" and text.startswith("PeerTimeout") and "allreduce" in text, outcomes
