@@ -46,7 +46,8 @@ class CommCore:
 
     def __init__(self, *, rank: int = 0, size: int = 1, local_rank: int = 0, local_size: int = 1,
                  mesh: Transport | None = None, timeout: float = 60.0, job: str = "local",
-                 hosts: list[str] | None = None, tracer: Tracer | None = None) -> None:
+                 hosts: list[str] | None = None, tracer: Tracer | None = None,
+                 addresses: list[str] | None = None) -> None:
         if size > 1 and mesh is None:
             raise ConfigError("a communicator of several ranks needs a transport")
         self.rank = rank
@@ -56,6 +57,9 @@ class CommCore:
         self.timeout = timeout
         self.job = job
         self.hosts = hosts or ["localhost"] * size
+        # Each rank's address as the rendezvous handed it out (where its peers reach it):
+        # what a rank listens on for extra connections of its own (the parameter server).
+        self.addresses = addresses or ["127.0.0.1"] * size
         self.tracer = tracer
         self._shared = _Shared(mesh)
         self._mesh = mesh
@@ -100,7 +104,8 @@ class CommCore:
         context = int.from_bytes(digest.digest(), "little") | 1
         CommCore.__init__(child, rank=me, size=len(group), local_rank=same_host.index(me),
                           local_size=len(same_host), mesh=self._mesh, timeout=self.timeout,
-                          job=self.job, hosts=hosts, tracer=self.tracer)
+                          job=self.job, hosts=hosts, tracer=self.tracer,
+                          addresses=[self.addresses[r] for r in group])
         child._shared = self._shared
         child._mesh = self._mesh
         child._progress = self._shared.progress

@@ -26,8 +26,9 @@ Other launchers' variables are read too (never written): torchrun (``RANK``,
 Those launchers make no secret, so the user gives one, read only here:
 ``TERASCALE_SECRET``, or ``TERASCALE_SECRET_FILE`` (a file only its owner can read);
 ``TERASCALE_INSECURE_NO_SECRET=1`` runs without one on a loopback rendezvous only;
-``TERASCALE_BIND`` is where rank 0 listens for the rendezvous (default: the rendezvous
-host's own address, loopback when that is loopback; ``0.0.0.0`` for every interface).
+``TERASCALE_BIND`` is where the servers started inside a process listen (rank 0's
+rendezvous, the Spark and Ray runners' and the torch backend's; default: the job's own
+address, loopback when that is loopback; ``0.0.0.0`` for every interface).
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from dataclasses import dataclass
 from ._errors import ConfigError
 from ._secret import read_secret
 
-__all__ = ["ENV_KEYS", "JobEnv", "host_identity", "parse_address", "read_env", "read_flag",
-           "read_timeout"]
+__all__ = ["ENV_KEYS", "JobEnv", "host_identity", "parse_address", "read_bind", "read_env",
+           "read_flag", "read_timeout"]
 
 ENV_KEYS = ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS", "TERASCALE_SECRET",
             "TERASCALE_JOB", "TERASCALE_TIMEOUT", "TERASCALE_RESTART", "TERASCALE_HOST_ID",
@@ -225,7 +226,13 @@ def read_env(env: Mapping[str, str] | None = None, *, rendezvous: str | None = N
                   timeout=timeout, restart=restart, host_id=env.get("TERASCALE_HOST_ID"),
                   timeline=env.get("TERASCALE_TIMELINE"), local_rank=local.get("LOCAL_RANK"),
                   local_size=local.get("LOCAL_WORLD_SIZE"), master=master,
-                  encrypt=read_flag(env, "TERASCALE_ENCRYPT"), bind=env.get("TERASCALE_BIND") or None)
+                  encrypt=read_flag(env, "TERASCALE_ENCRYPT"), bind=read_bind(env))
+
+
+def read_bind(env: Mapping[str, str] | None = None) -> str | None:
+    """``TERASCALE_BIND``: where the servers started in this process listen instead of the
+    job's own address (``0.0.0.0``: every interface); None when unset."""
+    return (os.environ if env is None else env).get("TERASCALE_BIND", "").strip() or None
 
 
 def read_flag(env: Mapping[str, str], name: str) -> bool:

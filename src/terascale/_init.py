@@ -22,16 +22,15 @@ address would be one any attacker can derive (see README, "Security model").
 
 from __future__ import annotations
 
-import errno
 import logging
 import math
 import os
-import socket
 import sys
 import time
 import weakref
 from typing import Any
 
+from ._bind import bind_address, bind_error
 from ._env import JobEnv, host_identity, read_env, read_flag, read_timeout
 from ._errors import CollectiveError, ConfigError, PeerLost, SlotTaken
 from ._timeline import attach as attach_timeline
@@ -110,22 +109,15 @@ def _serve(job: JobEnv) -> RendezvousServer:
     """Rank 0's rendezvous server, listening where the job said it would be (not 0.0.0.0)."""
     assert job.rendezvous is not None
     host, port = job.rendezvous
-    if job.bind:
-        bind = job.bind
-    else:
-        try:
-            bind = str(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0])
-        except socket.gaierror as e:
-            raise ConfigError(f"rank 0: rendezvous host {host!r} does not resolve "
-                              f"({e.strerror}); check MASTER_ADDR / TERASCALE_RENDEZVOUS") from None
+    bind = bind_address(host, bind=job.bind, what="rank 0: rendezvous host",
+                        hint="check MASTER_ADDR / TERASCALE_RENDEZVOUS")
     try:
         server = RendezvousServer(job.size, job.secret, host=bind, port=port)
     except OSError as e:
-        if e.errno != errno.EADDRNOTAVAIL:
+        err = bind_error(e, bind, port, host, "TERASCALE_BIND=0.0.0.0")
+        if err is e:
             raise
-        raise ConfigError(f"rank 0: cannot listen on {bind}:{port} for the rendezvous: {host!r} "
-                          "is not an address of this host; run rank 0 there, or set "
-                          "TERASCALE_BIND=0.0.0.0 to listen on every interface") from None
+        raise ConfigError(f"rank 0: {err}") from None
     return server.start()
 
 
@@ -155,7 +147,7 @@ def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
                       started + timeout + 5.0, encrypt=who.encrypt)
     comm = Communicator(rank=who.rank, size=who.size, local_rank=who.local_rank,
                         local_size=who.local_size, mesh=mesh, timeout=timeout, job=who.job,
-                        hosts=who.hosts)
+                        hosts=who.hosts, addresses=[a for a, _ in who.addrs])
     comm._rendezvous_server = server  # type: ignore[attr-defined]  # keep it alive with rank 0
     _tell_peers_on_crash(comm)
     return comm

@@ -12,7 +12,12 @@ ray = pytest.importorskip("ray")
 
 import terascale  # noqa: E402
 import terascale.ray  # noqa: E402
-from terascale.engines.jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
+from terascale.engines.jobs import (  # noqa: E402
+    Fault,
+    allreduce_job,
+    checkpointed_job,
+    listening_job,
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -27,6 +32,14 @@ def test_two_worker_allreduce():
     assert [o["rank"] for o in out] == [0, 1]
     assert all(o["size"] == 2 and o["sum"] == 3.0 and o["same"] for o in out)
     assert out[0]["job"] == out[1]["job"] and out[0]["pid"] != out[1]["pid"]
+
+
+def test_rendezvous_listens_on_loopback_on_one_node_not_every_interface():
+    out = terascale.ray.run(listening_job, num_workers=2)
+    assert [o["rank"] for o in out] == [0, 1]
+    for o in out:  # actor 0's server, seen from both actors' processes
+        assert o["rendezvous"].startswith("127.0.0.1:"), o
+        assert o["listening"] == ["127.0.0.1"], o
 
 
 def test_killed_actor_restarts_group_from_checkpoint_bitwise(tmp_path):

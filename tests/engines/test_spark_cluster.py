@@ -12,7 +12,12 @@ pytestmark = pytest.mark.spark
 pyspark = pytest.importorskip("pyspark")
 
 import terascale.spark  # noqa: E402
-from terascale.engines.jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
+from terascale.engines.jobs import (  # noqa: E402
+    Fault,
+    allreduce_job,
+    checkpointed_job,
+    listening_job,
+)
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +39,14 @@ def test_allreduce_across_two_executors(spark):
     out = terascale.spark.run(allreduce_job, num_workers=2, spark=spark)
     assert [o["rank"] for o in out] == [0, 1]
     assert all(o["sum"] == 3.0 and o["same"] for o in out)
+
+
+def test_rendezvous_listens_on_loopback_under_a_local_master(spark):
+    # Task 0's server, seen from both executors: loopback only, not every interface.
+    out = terascale.spark.run(listening_job, num_workers=2, spark=spark)
+    for o in out:
+        assert o["rendezvous"].startswith("127.0.0.1:"), o
+        assert o["listening"] == ["127.0.0.1"], o
 
 
 def test_killed_executor_jvm_reruns_stage_and_resumes_bitwise(spark, tmp_path):

@@ -1,7 +1,8 @@
 """A worker for the multi-node launcher tests (tests/launch/test_multinode.py).
 
 Every rank allreduces its rank + 1 and prints the result; then, by ``JOB_MODE``:
-``once`` ends; ``die`` makes rank ``JOB_RANK`` exit 7 (on the first attempt only, so that a
+``once`` ends; ``listen`` also prints the addresses listening on the workers' rendezvous
+port and torch's MASTER_ADDR; ``die`` makes rank ``JOB_RANK`` exit 7 (on the first attempt only, so that a
 restart succeeds); ``loop`` keeps allreducing (until a failure or a stop ends it), after
 writing ``JOB_READY`` once every rank is in the loop (rank ``JOB_RANK`` exits 7 once the file
 ``JOB_KILL`` exists: a worker dying mid-job at a moment the test knows); ``ckpt`` runs 6 steps that checkpoint
@@ -24,6 +25,12 @@ with terascale.init() as comm:
     total = int(comm.allreduce(comm.rank + 1))
     print(f"rank {comm.rank}/{comm.size} local {comm.local_rank}/{comm.local_size} sum {total} "
           f"restart {os.environ.get('TERASCALE_RESTART')}", flush=True)
+    if mode == "listen":
+        from terascale.testing import listening
+
+        rdv = int(os.environ["TERASCALE_RENDEZVOUS"].rpartition(":")[2])
+        print(f"rank {comm.rank} listen {','.join(listening(rdv))} "
+              f"master {os.environ['MASTER_ADDR']}", flush=True)
     if mode == "die" and comm.rank == victim and os.environ.get("TERASCALE_RESTART") == "0":
         raise SystemExit(7)
     if mode == "ckpt":

@@ -14,8 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _addresses import other_address
 
 from terascale.testing import cluster as tc
+from terascale.testing import listening
 
 HERE = Path(__file__).parent
 OK, WHY = tc.available()
@@ -72,6 +74,48 @@ def test_ranks_go_node_by_node(python: str, secret: Path) -> None:
     lines = sorted(ln.split("] ", 1)[1] for _, o, _ in results for ln in o.splitlines())
     assert lines == [f"rank {r}/4 local {r % 2}/2 sum 10 restart 0" for r in range(4)]
     assert "4 ranks on 2 hosts: node0 ranks 0-1, node1 ranks 2-3" in results[0][2]
+
+
+@pytest.mark.parametrize("where", ["loopback", "interface", "--bind 0.0.0.0"])
+def test_node_0_listens_on_the_rendezvous_address_only(python: str, secret: Path,
+                                                       where: str) -> None:
+    """The coordinator, each attempt's rendezvous and torch's master address: on the
+    --rendezvous host's address (loopback stays loopback), every interface only if told."""
+    addr = "127.0.0.1" if where != "interface" else other_address()
+    if addr is None:
+        pytest.skip("this host has no non-loopback IPv4 address")
+    port = _port()
+    extra = ["--bind", "0.0.0.0"] if where.startswith("--bind") else []
+    start = _local({"JOB_MODE": "listen"})
+
+    def node(k: int) -> subprocess.Popen:
+        return start(k, [python, "-m", "terascale", "run", "-n", "1", "--nnodes", "2",
+                         "--node-rank", str(k), "--host-id", f"node{k}", "--rendezvous",
+                         f"{addr}:{port}", "--secret-file", str(secret), *extra, python, JOB])
+
+    procs = [node(0)]
+    try:
+        deadline = time.monotonic() + 60
+        while not listening(port) and time.monotonic() < deadline and procs[0].poll() is None:
+            time.sleep(0.05)
+        coordinator = listening(port)  # until every node has joined
+        procs.append(node(1))
+        results = _finish(procs, 120)
+    finally:
+        for p in procs:
+            p.kill()
+    assert [r[0] for r in results] == [0, 0], results
+    want = "0.0.0.0" if extra else addr
+    assert coordinator == [want]
+    lines = sorted(ln.split("] ", 1)[1] for _, o, _ in results for ln in o.splitlines()
+                   if " listen " in ln)
+    assert lines == [f"rank {r} listen {want} master {addr}" for r in range(2)], results
+
+
+def test_bind_is_refused_where_it_means_nothing(python: str, secret: Path) -> None:
+    p = subprocess.run([python, "-m", "terascale", "run", "-n", "1", "--bind", "0.0.0.0",
+                        python, JOB], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "--bind is for --nnodes" in p.stderr, p.stderr
 
 
 def test_a_worker_dying_on_node_1_stops_every_node_and_is_named(python: str,

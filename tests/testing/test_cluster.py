@@ -114,8 +114,8 @@ def _job_across_hosts(c: tc.Cluster, per_host: int, tmp: Path, python: str) -> l
     secret = secrets.token_hex(16)
     (tmp / "secret").write_text(secret)
     (tmp / "secret").chmod(0o600)  # a secret file is readable by its owner only
-    rdv = c.popen(0, [python, "-m", "terascale", "-v", "rendezvous", "--port", str(port),
-                      "--size", str(size), "--secret-file", str(tmp / "secret"),
+    rdv = c.popen(0, [python, "-m", "terascale", "-v", "rendezvous", "--host", c.address(0),
+                      "--port", str(port), "--size", str(size), "--secret-file", str(tmp / "secret"),
                       "--timeout", "120"], stderr=subprocess.PIPE, text=True)
     workers = []
     for rank in range(size):

@@ -352,3 +352,66 @@ def test_init_process_group_timeout_is_the_collective_deadline(tmp_path: Path) -
                            timeout=120, expect_failure=True)
     status, text = outcomes[0]
     assert status == "ok" and text.startswith("PeerTimeout") and "allreduce" in text, outcomes
+
+
+_THROUGH_STORE = """
+import json, os, socket, sys
+import torch, torch.distributed as dist
+import terascale.torch
+
+def own_listeners():  # (address, port) of this process's listening TCP sockets
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    found = []
+    for path, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        for row in open(path).read().splitlines()[1:]:
+            f = row.split()
+            if f[3] == "0A" and f[9] in inodes:
+                raw = bytes.fromhex(f[1].split(":")[0])
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                found.append((socket.inet_ntop(family, raw), int(f[1].split(":")[1], 16)))
+    return found
+
+rank, addr, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+dist.init_process_group("terascale", init_method=f"tcp://{addr}:{port}", rank=rank,
+                        world_size=2)
+# Rank 0: torch's own store (on every interface: torch's choice) and our rendezvous.
+ours = [a for a, p in own_listeners() if p != port]
+t = torch.ones(3) * (rank + 1)
+dist.all_reduce(t)
+dist.barrier()
+print(json.dumps({"listening": ours, "sum": t.tolist()}))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("where", ["loopback", "interface"])
+def test_rendezvous_through_the_store_listens_on_the_store_route_only(where: str) -> None:
+    """No terascale launcher (torch's store only): rank 0's rendezvous listens on the
+    address that routes to the store's host, not on every interface."""
+    import json
+
+    from _addresses import other_address
+
+    addr = "127.0.0.1" if where == "loopback" else other_address()
+    if addr is None:
+        pytest.skip("this host has no non-loopback IPv4 address")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
+    procs = [subprocess.Popen([sys.executable, "-c", _THROUGH_STORE, str(r), addr, str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for r in range(2)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    got = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    assert [g["sum"] for g in got] == [[3.0, 3.0, 3.0]] * 2
+    assert got[0]["listening"] == [addr], got  # rank 0's rendezvous; before: ["0.0.0.0"]
+    assert got[1]["listening"] == [], got
+

@@ -210,6 +210,68 @@ def test_model_averaging_and_parameter_server() -> None:
     assert a["async"][0] == b["async"][0] and a["async"][2] == 6  # every push is an update
 
 
+def _ps_address(comm):  # type: ignore[no-untyped-def]
+    net = torch.nn.Linear(4, 2)
+    ps = tt.ParameterServer(net, lr=0.1, comm=comm)
+    net(torch.ones(1, 4)).sum().backward()
+    ps.step()
+    ps.close()
+    return ps.address, comm.addresses
+
+
+def test_parameter_server_listens_on_rank_0s_job_address() -> None:
+    # Two pretended hosts: not loopback by "same host", but rank 0's rendezvous address.
+    (a, addrs), (b, _) = run_workers(_ps_address, 2, timeout=90, host_ids=["a", "b"])
+    assert a == b and a[0] == addrs[0] == "127.0.0.1"  # the job's, never 0.0.0.0
+
+
+_PS_ACROSS_HOSTS = """
+import torch, terascale, terascale.torch as tt
+with terascale.init() as comm:
+    net = torch.nn.Linear(4, 2)
+    ps = tt.ParameterServer(net, lr=0.1, comm=comm)
+    for _ in range(2):
+        net.zero_grad()
+        net(torch.ones(1, 4) * (comm.rank + 1)).sum().backward()
+        ps.step()
+    ps.close()
+    print(ps.address[0], comm.addresses[0], net.weight.detach().numpy().tobytes().hex())
+"""
+
+
+def test_parameter_server_across_network_namespaces(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Each emulated host is a network namespace, where the hostname's address is loopback
+    or another namespace's: the server must use the job's address (the rendezvous's)."""
+    import os
+    import subprocess
+    import sys
+
+    from terascale._env import JobEnv
+    from terascale.testing import cluster as tc
+
+    ok, why = tc.available()
+    if not ok:
+        pytest.skip(f"no emulated hosts here: {why}")
+    secret = os.urandom(16).hex()
+    (tmp_path / "secret").write_text(secret)
+    (tmp_path / "secret").chmod(0o600)
+    with tc.Cluster(2, link=None) as c:
+        rdv = c.popen(0, [sys.executable, "-m", "terascale", "rendezvous", "--host", c.address(0),
+                          "--port", "29500", "--size", "2", "--secret-file",
+                          str(tmp_path / "secret"), "--timeout", "120"])
+        workers = [c.popen(r, [sys.executable, "-c", _PS_ACROSS_HOSTS], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True,
+                           env=JobEnv("test", r, 2, (c.address(0), 29500), secret.encode(),
+                                      timeout=60.0).to_environ())
+                   for r in range(2)]
+        outs = [w.communicate(timeout=240) for w in workers]
+        assert [w.returncode for w in workers] == [0, 0], outs
+        assert rdv.wait(60) == 0
+    lines = [o.split() for o, _ in outs]
+    assert lines[0] == lines[1], lines  # same server address, same final weights
+    assert lines[0][0] == lines[0][1] == c.address(0)
+
+
 def _cuda_identity(comm):  # type: ignore[no-untyped-def]
     torch.manual_seed(comm.rank)
     model = torch.nn.Linear(8, 4).cuda()

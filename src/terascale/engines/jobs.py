@@ -22,8 +22,9 @@ import numpy as np
 from .._checkpoint import Checkpoint
 from .._errors import ConfigError
 from .._init import init
+from ..testing import listening
 
-__all__ = ["Fault", "allreduce_job", "checkpointed_job"]
+__all__ = ["Fault", "allreduce_job", "checkpointed_job", "listening_job"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,20 @@ def allreduce_job(length: int = 1000) -> dict[str, Any]:
         total = comm.allreduce(x)
         return {"rank": comm.rank, "size": comm.size, "job": comm.job, "pid": os.getpid(),
                 "sum": float(total[0]), "same": bool(np.all(total == total[0]))}
+
+
+def listening_job() -> dict[str, Any]:
+    """Join, and report where the job's rendezvous is and where it listens.
+
+    ``rendezvous`` is the HOST:PORT the workers were given; ``listening`` the addresses on
+    which this host listens on that port while the job runs (empty where the rendezvous is
+    on another host): the check that a runner's server is not on every interface.
+    """
+    with init() as comm:
+        rendezvous = os.environ.get("TERASCALE_RENDEZVOUS", "")
+        where = listening(int(rendezvous.rpartition(":")[2] or 0)) if rendezvous else []
+        comm.barrier()  # rank 0's server is up until every rank has looked
+        return {"rank": comm.rank, "rendezvous": rendezvous, "listening": where}
 
 
 def _executor_pid() -> int:

@@ -7,7 +7,9 @@ joins the job. Ray schedules and detects deaths; our own transports carry the da
 
 Rendezvous: actor 0 serves it. The driver asks actor 0 to start a
 :class:`~terascale.rendezvous.RendezvousServer` (fresh job id and secret per attempt) and
-hands its address to every actor together with ``fn``. We preferred this to a server in the
+hands its address to every actor together with ``fn``. It listens on loopback when the
+placement group is on one node, else on actor 0's node address (``TERASCALE_BIND``
+overrides it), never on every interface. We preferred this to a server in the
 driver because a Ray driver is often outside the cluster (Ray Client, a laptop, a
 notebook) while actor 0 is by construction inside it, and to a separate named rendezvous
 actor because the driver already holds every actor handle -- one fewer process, and no
@@ -29,6 +31,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from .._env import read_bind
 from .._errors import ConfigError, TerascaleError
 from ..rendezvous import RendezvousServer
 from ._common import check_workers, job_env, new_run_id, remove_stale_segments
@@ -46,13 +49,19 @@ class _Worker:
         self.size = size
         self._server: RendezvousServer | None = None
 
-    def serve(self, job: str, secret: str) -> str:
-        """Start this attempt's rendezvous (called on rank 0 only); returns HOST:PORT."""
+    def serve(self, job: str, secret: str, one_node: bool) -> str:
+        """Start this attempt's rendezvous (called on rank 0 only); returns HOST:PORT.
+
+        It listens where the other actors reach it and nowhere else: loopback when every
+        actor is on this node, else this node's address in the Ray cluster
+        (TERASCALE_BIND in the actors' environment overrides it, e.g. ``0.0.0.0``).
+        """
         import ray
 
-        self._server = RendezvousServer(self.size, secret.encode(), host="0.0.0.0",
+        host = "127.0.0.1" if one_node else str(ray.util.get_node_ip_address())
+        self._server = RendezvousServer(self.size, secret.encode(), host=read_bind() or host,
                                         job=job).start()
-        return f"{ray.util.get_node_ip_address()}:{self._server.address[1]}"
+        return f"{host}:{self._server.address[1]}"
 
     def run(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
             rendezvous: str, secret: str, job: str, run_id: str, timeout: float,
@@ -75,6 +84,15 @@ def _ray() -> Any:
     return ray
 
 
+def _one_node(ray: Any, pg: Any) -> bool:
+    """Whether every bundle of the placement group is on one node (then loopback serves)."""
+    try:
+        nodes = set(ray.util.placement_group_table(pg).get("bundles_to_node_id", {}).values())
+    except Exception:  # an API detail changed: assume a real cluster (the node's address)
+        return False
+    return len(nodes) == 1
+
+
 def _attempt(ray: Any, pg: Any, fn: Callable[..., Any], args: tuple[Any, ...],
              kwargs: dict[str, Any], *, num_workers: int, num_cpus: float, timeout: float,
              run_id: str, restart: int) -> list[Any]:
@@ -89,7 +107,8 @@ def _attempt(ray: Any, pg: Any, fn: Callable[..., Any], args: tuple[Any, ...],
     job = f"{run_id}-r{restart}"
     try:
         secret = secrets.token_hex(32)
-        address = ray.get(actors[0].serve.remote(job, secret), timeout=timeout)
+        address = ray.get(actors[0].serve.remote(job, secret, _one_node(ray, pg)),
+                          timeout=timeout)
         refs = [a.run.remote(fn, args, kwargs, rendezvous=address, secret=secret, job=job,
                              run_id=run_id, timeout=timeout, restart=restart) for a in actors]
         pending = list(refs)

@@ -38,6 +38,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--secret-file", default=None, metavar="F",
                    help="file holding the job secret, the same on every node (default: "
                         "TERASCALE_SECRET); required with --nnodes")
+    p.add_argument("--bind", default=None, metavar="ADDR",
+                   help="with --nnodes, where node 0 listens (default: the address of the "
+                        "--rendezvous host only; 0.0.0.0 for every interface)")
     p.add_argument("--host-id", default=None, metavar="NAME",
                    help="this node's host identity (default: hostname plus a digest of boot id "
                         "and network namespace); ranks with one identity share memory")
@@ -52,8 +55,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                     "1 if they have not within --timeout.")
     r.add_argument("--port", type=int, required=True, metavar="P")
     r.add_argument("--size", type=int, required=True, metavar="N", help="ranks in the job")
-    r.add_argument("--host", default="0.0.0.0", metavar="ADDR",
-                   help="address to listen on (default: every interface)")
+    r.add_argument("--host", default="127.0.0.1", metavar="ADDR",
+                   help="the address the workers are given (their TERASCALE_RENDEZVOUS host); "
+                        "listens there only (default 127.0.0.1: workers on this machine)")
+    r.add_argument("--bind", default=None, metavar="ADDR",
+                   help="listen on ADDR instead of --host's address (0.0.0.0: every "
+                        "interface)")
     r.add_argument("--secret-file", default=None, metavar="F",
                    help="file holding the job secret (default: TERASCALE_SECRET); required")
     r.add_argument("--timeout", type=float, default=600.0, metavar="S",
@@ -70,6 +77,9 @@ def _run(args: argparse.Namespace) -> int:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if args.nnodes != 1 or args.rendezvous is not None:
         return _run_nodes(args, cmd)
+    if args.bind is not None:
+        raise ConfigError("--bind is for --nnodes (where node 0 listens); a job on one "
+                          "machine listens on loopback only")
     hosts = args.hosts.split(",") if args.hosts else None
     if args.host_id is not None:
         hosts = [args.host_id]
@@ -103,6 +113,7 @@ def _rendezvous(args: argparse.Namespace) -> int:
     import sys
     import time
 
+    from .._bind import bind_address, bind_error
     from .._errors import ConfigError
     from ..rendezvous import RendezvousServer
 
@@ -113,9 +124,18 @@ def _rendezvous(args: argparse.Namespace) -> int:
     if not args.timeout > 0:
         raise ConfigError(f"--timeout must be positive, got {args.timeout}")
     secret = _secret(args.secret_file)
-    with RendezvousServer(args.size, secret, host=args.host, port=args.port) as server:
+    bind = bind_address(args.host, bind=args.bind, what="--host")
+    try:
+        server = RendezvousServer(args.size, secret, host=bind, port=args.port)
+    except OSError as e:
+        err = bind_error(e, bind, args.port, args.host, "--bind 0.0.0.0")
+        if err is e:
+            raise ConfigError(str(e)) from None
+        raise err from None
+    with server:
+        where = "" if bind == args.host else f" (listening on {bind})"
         print(f"terascale rendezvous: job {server.job} of {args.size} ranks at "
-              f"{args.host}:{server.address[1]}", file=sys.stderr, flush=True)
+              f"{args.host}:{server.address[1]}{where}", file=sys.stderr, flush=True)
         deadline = time.monotonic() + args.timeout
         while not server.complete:
             if time.monotonic() > deadline:
@@ -145,7 +165,9 @@ def _run_nodes(args: argparse.Namespace, cmd: list[str]) -> int:
     if args.host_id is not None and not args.host_id.strip():
         raise ConfigError("--host-id is empty")
     opts = LaunchOptions(nprocs=args.nprocs, timeout=args.timeout, max_restarts=args.max_restarts,
-                         prefix_output=not args.no_prefix, timeline=args.timeline)
+                         prefix_output=not args.no_prefix, timeline=args.timeline,
+                         encrypt=args.encrypt)
     return launch_nodes(cmd, opts, nnodes=args.nnodes, node_rank=args.node_rank,
                         rendezvous=parse_address(args.rendezvous, "--rendezvous"),
-                        secret=_secret(args.secret_file), host_id=args.host_id or host_identity())
+                        secret=_secret(args.secret_file), host_id=args.host_id or host_identity(),
+                        bind=args.bind)

@@ -5,7 +5,9 @@ coordinator at HOST:PORT; every launcher (node 0's included) connects to it over
 authenticated control link (the job secret's HMAC handshake), says how many workers it
 has and which host it is, and gets its place: the global rank of its first worker (ranks go
 node by node, ``local_rank`` within the node), the job's size, and the workers' rendezvous
-(served on node 0, a fresh one per attempt).
+(served on node 0, a fresh one per attempt). Node 0 listens on the address of the
+``--rendezvous`` host only (loopback when that is loopback), not on every interface,
+unless ``--bind 0.0.0.0`` says so.
 
 Failures: a node reports when its workers end; the first failure anywhere (a worker's
 non-zero exit, a node's launcher lost: its link closes or stays silent past the deadline)
@@ -29,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._auth import accept_handshake, dial_handshake, recv_json, send_json
+from .._bind import bind_address, bind_error
 from .._errors import ConfigError, RendezvousError
 from ..rendezvous import RendezvousServer, host_layout
 from .launcher import LaunchOptions, NodePlace, free_port, is_secondary, run_group, stop_signals
@@ -97,10 +100,10 @@ class _Coordinator(threading.Thread):
     """Node 0's side: places the nodes, serves each attempt's rendezvous, stops on failure."""
 
     def __init__(self, listener: socket.socket, nnodes: int, secret: bytes, host: str,
-                 opts: LaunchOptions) -> None:
+                 bind: str, opts: LaunchOptions) -> None:
         super().__init__(daemon=True, name="terascale-coordinator")
         self._listener, self._nnodes, self._secret = listener, nnodes, secret
-        self._host, self._opts = host, opts
+        self._host, self._bind, self._opts = host, bind, opts
 
     def run(self) -> None:
         inbox: queue.Queue = queue.Queue()
@@ -158,9 +161,9 @@ class _Coordinator(threading.Thread):
 
     def _attempt(self, attempt: int, size: int, hello: dict[int, dict], links: dict[int, _Link],
                  inbox: queue.Queue) -> tuple[int, int | None, int | None, list[str]]:
-        server = RendezvousServer(size, self._secret, host="0.0.0.0").start()
+        server = RendezvousServer(size, self._secret, host=self._bind).start()
         try:
-            master = (self._host, free_port("0.0.0.0"))
+            master = (self._host, free_port(self._bind))
             offset = 0
             for k in range(self._nnodes):
                 links[k].send({"kind": "start", "attempt": attempt, "offset": offset,
@@ -220,8 +223,13 @@ def _connect(address: tuple[str, int], secret: bytes, deadline: float) -> socket
 
 
 def launch_nodes(cmd: Sequence[str], opts: LaunchOptions, *, nnodes: int, node_rank: int,
-                 rendezvous: tuple[str, int], secret: bytes, host_id: str) -> int:
-    """Run this node's ``opts.nprocs`` workers of a job over ``nnodes``; the exit status."""
+                 rendezvous: tuple[str, int], secret: bytes, host_id: str,
+                 bind: str | None = None) -> int:
+    """Run this node's ``opts.nprocs`` workers of a job over ``nnodes``; the exit status.
+
+    Node 0 listens (coordinator, each attempt's rendezvous) on the address of
+    ``rendezvous``'s host only, or on ``bind`` when given (``0.0.0.0``: every interface).
+    """
     if nnodes < 1:
         raise ConfigError(f"--nnodes must be at least 1, got {nnodes}")
     if not 0 <= node_rank < nnodes:
@@ -238,25 +246,31 @@ def launch_nodes(cmd: Sequence[str], opts: LaunchOptions, *, nnodes: int, node_r
     except UnicodeDecodeError:
         raise ConfigError("the job secret must be text (e.g. secrets.token_hex)") from None
     with stop_signals() as (stop, signalled):
-        status = _agent(cmd, opts, nnodes, node_rank, rendezvous, secret, host_id, stop)
+        status = _agent(cmd, opts, nnodes, node_rank, rendezvous, secret, host_id, stop, bind)
         return 128 + signalled[0] if signalled else status
 
 
 def _agent(cmd: Sequence[str], opts: LaunchOptions, nnodes: int, node_rank: int,
            rendezvous: tuple[str, int], secret: bytes, host_id: str, stop: threading.Event,
-           ) -> int:
+           bind: str | None) -> int:
     if node_rank == 0:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        host, port = rendezvous
+        address = bind_address(host, bind=bind, what="--rendezvous host")
+        listener = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET,
+                                 socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            listener.bind(("0.0.0.0", rendezvous[1]))
+            listener.bind((address, port))
         except OSError as e:
             listener.close()
-            raise ConfigError(f"--rendezvous {rendezvous[0]}:{rendezvous[1]}: cannot listen on "
-                              f"port {rendezvous[1]} ({e.strerror}); pick another port") from None
+            err = bind_error(e, address, port, host, "--bind 0.0.0.0")
+            if err is not e:
+                raise ConfigError(f"--rendezvous {host}:{port}: {err}") from None
+            raise ConfigError(f"--rendezvous {host}:{port}: cannot listen on {address}:{port} "
+                              f"({e.strerror}); pick another port") from None
         listener.listen(64)
-        coordinator: _Coordinator | None = _Coordinator(listener, nnodes, secret, rendezvous[0],
-                                                        opts)
+        coordinator: _Coordinator | None = _Coordinator(listener, nnodes, secret, host,
+                                                        address, opts)
         assert coordinator is not None
         coordinator.start()
     else:

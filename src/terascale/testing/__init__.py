@@ -2,7 +2,9 @@
 
 :func:`run_workers` runs a function on N real worker processes (the multiprocess harness of
 the test suite); :mod:`terascale.testing.cluster` builds K emulated hosts (network
-namespaces on a rate-limited bridge) to run jobs across hosts on one machine.
+namespaces on a rate-limited bridge) to run jobs across hosts on one machine;
+:func:`listening` tells where a server listens (the check that nothing binds every
+interface unasked).
 
 >>> from terascale.testing import run_workers
 >>> run_workers(lambda comm: int(comm.allreduce(comm.rank + 1)), 3)
@@ -11,6 +13,7 @@ namespaces on a rate-limited bridge) to run jobs across hosts on one machine.
 
 from __future__ import annotations
 
+from ._sockets import listening
 from ._workers import WorkerFailed, run_workers
 
-__all__ = ["WorkerFailed", "run_workers"]
+__all__ = ["WorkerFailed", "listening", "run_workers"]

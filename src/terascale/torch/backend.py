@@ -34,12 +34,12 @@ from __future__ import annotations
 import datetime
 import os
 import secrets
-import socket
 from typing import Any
 
 import torch.distributed as dist
 
-from .._env import read_env
+from .._bind import route_to
+from .._env import read_bind, read_env
 from .._errors import ConfigError
 from .._init import connect, init, joined
 from ..communicator import Communicator
@@ -105,8 +105,10 @@ def _join_through_store(store: Any, rank: int, size: int, timeout: float | None)
     if rank == 0:
         # torch's store is not authenticated: a secret the user gave stays off it.
         secret = own.decode() if own is not None else secrets.token_hex(16)
-        server = RendezvousServer(size, secret.encode(), host="0.0.0.0", port=0).start()
-        address = f"{_reachable_host(store)}:{server.address[1]}"
+        host = _reachable_host(store)  # listen there only (TERASCALE_BIND says otherwise)
+        server = RendezvousServer(size, secret.encode(), host=read_bind() or host,
+                                  port=0).start()
+        address = f"{host}:{server.address[1]}"
         store.set("terascale/rendezvous", address)
         store.set("terascale/secret", "" if own is not None else secret)
     try:
@@ -149,14 +151,7 @@ def _reachable_host(store: Any) -> str:
         except ConfigError:
             job = None
         target = job.master[0] if job is not None and job.master is not None else None
-    if target:
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                s.connect((target, 9))  # no packet is sent: this only picks the route
-                return str(s.getsockname()[0])
-        except OSError:
-            pass
-    return "127.0.0.1"
+    return route_to(target)
 
 
 register()

@@ -15,13 +15,13 @@ allreduce spreads the same work over every link, and the async mode is nondeterm
 from __future__ import annotations
 
 import secrets
-import socket
 import threading
 from multiprocessing.connection import Client, Connection, Listener
 
 import numpy as np
 import torch
 
+from .._env import read_bind
 from .._errors import ConfigError, PeerLost
 from ..communicator import Communicator
 from ._comm import resolve
@@ -76,6 +76,8 @@ class ParameterServer:
 
     The optimizer is SGD(``lr``, ``momentum``) held by the server. All ranks start from
     rank 0's parameters. ``bytes_sent``/``bytes_received`` count this rank's payload bytes.
+    ``address`` is the server's (rank 0's address in the rendezvous table, where the other
+    ranks already reach it; loopback when every rank is on one host).
     """
 
     def __init__(self, model: torch.nn.Module, *, lr: float, momentum: float = 0.0,
@@ -94,20 +96,27 @@ class ParameterServer:
         self.bytes_received = 0
         self._threads: list[threading.Thread] = []
         self._conn: Connection | None = None
+        self.address: tuple[str, int]
         flat = self._flat_params()
         if self.comm.rank == 0:
             self.server: _Server | None = _Server(flat, self.comm.size, mode, lr, momentum)
             key = secrets.token_bytes(32)
+            # Listen where the other ranks already reach this one (its address in the
+            # rendezvous table: right in containers and network namespaces, where the
+            # hostname's address may be another interface's or none), loopback when every
+            # rank is on this host; TERASCALE_BIND overrides it.
             same_host = len(set(self.comm.hosts)) == 1
-            host = "127.0.0.1" if same_host else socket.gethostbyname(socket.gethostname())
-            listener = Listener((host if same_host else "0.0.0.0", 0), authkey=key)
-            self.comm.broadcast_object((host, listener.address[1], key))
+            host = "127.0.0.1" if same_host else self.comm.addresses[self.comm.rank]
+            listener = Listener((read_bind() or host, 0), authkey=key)
+            self.address = (host, int(listener.address[1]))
+            self.comm.broadcast_object((*self.address, key))
             t = threading.Thread(target=self._accept, args=(listener,), daemon=True)
             t.start()
             self._threads.append(t)
         else:
             self.server = None
             host, port, key = self.comm.broadcast_object(None)
+            self.address = (host, port)
             self._conn = Client((host, port), authkey=key)
             self._conn.send_bytes(np.int64(self.comm.rank).tobytes())
         self._load(flat.numpy() if self.comm.rank == 0 else self._pull_initial())

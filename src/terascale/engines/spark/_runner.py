@@ -10,7 +10,9 @@ carry the data.
 How a task joins (the rendezvous is exchanged with ``BarrierTaskContext.allGather``)
 -----------------------------------------------------------------------------------------
 Task 0 starts a :class:`~terascale.rendezvous.RendezvousServer` on its own executor and
-makes a fresh secret; one ``allGather`` hands ``host:port`` and the secret to every task,
+makes a fresh secret (the server listens on loopback under a local master, on the
+executor's address on a cluster, on every interface only with ``TERASCALE_BIND=0.0.0.0``
+in the executors); one ``allGather`` hands ``host:port`` and the secret to every task,
 which then sets the ``TERASCALE_*`` variables so that ``terascale.init()`` inside ``fn``
 joins the job (rank = partition id). We chose this over a server on the driver because:
 
@@ -45,6 +47,7 @@ Facts designed around (measured on Spark 4.x)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -56,6 +59,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._bind import bind_address
+from ..._env import read_bind
 from ..._errors import ConfigError, TerascaleError
 from ...rendezvous import RendezvousServer
 from .._common import check_workers, job_env, new_run_id, remove_stale_segments
@@ -76,6 +81,8 @@ class TaskSpec:
     # Delayed initialization: when set, prepare(rows) reads and caches the task's partition
     # BEFORE the task joins the allreduce, and fn is called as fn(prepared, *args, **kwargs).
     prepare: Callable[[Iterator[Any]], Any] | None = None
+    # Every task on the driver's host (a local master): the rendezvous listens on loopback.
+    local: bool = False
 
 
 def session(spark: Any = None) -> Any:
@@ -152,9 +159,12 @@ def _barrier_task(spec: TaskSpec, rows: Iterator[Any]) -> Iterator[tuple[int, An
     message = ""
     if rank == 0:
         secret = secrets.token_hex(32)
-        server = RendezvousServer(spec.size, secret.encode(), host="0.0.0.0",
+        # Listen where the other tasks reach task 0 and nowhere else: loopback under a
+        # local master, else the executor's address (TERASCALE_BIND overrides it).
+        host = "127.0.0.1" if spec.local else ctx.getTaskInfos()[0].address.rsplit(":", 1)[0]
+        bind = bind_address(host, bind=read_bind(), what="the Spark executor's address")
+        server = RendezvousServer(spec.size, secret.encode(), host=bind,
                                   job=f"{spec.run_id}-{secrets.token_hex(4)}").start()
-        host = ctx.getTaskInfos()[0].address.rsplit(":", 1)[0]
         message = json.dumps({"rendezvous": f"{host}:{server.address[1]}", "secret": secret,
                               "job": server.job})
     try:
@@ -187,6 +197,8 @@ def _python_error(e: BaseException) -> str:
 
 def run_on_rdd(rdd: Any, spec: TaskSpec) -> list[Any]:
     """Run ``spec`` as a barrier stage over ``rdd`` (one task per partition) -> results."""
+    master = str(rdd.context.master)
+    spec = dataclasses.replace(spec, local=master.startswith("local"))
     task = functools.partial(_barrier_task, spec)
     try:
         # repartition(1): end the barrier stage with a shuffle, so that a failure resubmits
