@@ -9,8 +9,9 @@ Ray drivers). It is deliberately small and paranoid:
   whatever its length prefix claims;
 * unauthenticated connections are capped per source address: when one address holds too
   many, its oldest is closed (a slow-loris evicts itself, a genuine worker completes its
-  handshake in milliseconds and retries if it was unlucky);
-* dropped clients are counted and summarized in one log line, not one line each;
+  handshake in milliseconds and retries if it was unlucky); dropped clients are counted and
+  summarized in one log line, not one line each (:class:`terascale._admission.Admission`,
+  shared with the peer ports);
 * slots are first-come: a second copy of a worker (same slot, e.g. a speculative Hadoop
   mapper) is told that its slot is taken, and the job is not disturbed;
 * a worker that waits too long is told how many workers arrived and which slots are missing.
@@ -23,10 +24,10 @@ import secrets
 import socket
 import threading
 import time
-from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from .._admission import Admission
 from .._auth import accept_handshake, drop_reason, recv_json, send_json
 
 __all__ = ["RendezvousServer", "host_layout"]
@@ -61,12 +62,8 @@ class RendezvousServer:
         self.job = job or secrets.token_hex(8)
         self.rejected = 0  # connections dropped (auth failures, garbage, duplicates)
         self.replied = 0  # workers sent the complete rank table
-        self.dropped: Counter[str] = Counter()  # why, for the one-line summary
-        self._sources: set[str] = set()
+        self._admission = Admission(per_source=_PER_SOURCE, total=_MAX_PENDING)
         self._reported = 0
-        # Unauthenticated connections, oldest first: id -> (source address, socket).
-        self._pending: OrderedDict[int, tuple[str, socket.socket]] = OrderedDict()
-        self._per_source: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._workers: dict[int, _Worker] = {}
         self._table: list[dict[str, Any]] | None = None
@@ -94,17 +91,12 @@ class RendezvousServer:
 
     def summary(self) -> str | None:
         """One line on the connections dropped so far, or None when there were none."""
-        with self._lock:
-            if not self.dropped:
-                return None
-            why = ", ".join(f"{n} {reason}" for reason, n in self.dropped.most_common())
-            return (f"rendezvous: dropped {sum(self.dropped.values())} connection(s) from "
-                    f"{len(self._sources)} address(es) ({why})")
+        return self._admission.summary("rendezvous")
 
     def _report(self) -> None:
         line = self.summary()
+        total = self._admission.drops
         with self._lock:
-            total = sum(self.dropped.values())
             if line is None or total == self._reported:
                 return
             self._reported = total
@@ -148,40 +140,12 @@ class RendezvousServer:
                     return
                 # EMFILE and friends: out of descriptors for now; evict and keep serving.
                 log.debug("rendezvous: accept failed: %s", e)
-                self._evict_oldest(None)
+                self._admission.evict(None)
                 time.sleep(0.01)
                 continue
-            self._admit(conn, str(who[0]))
+            self._admission.admit(conn, str(who[0]))
             threading.Thread(target=self._client, args=(conn, who), daemon=True,
                              name="terascale-rendezvous-client").start()
-
-    def _admit(self, conn: socket.socket, source: str) -> None:
-        with self._lock:
-            self._pending[id(conn)] = (source, conn)
-            self._per_source[source] += 1
-            over_source = self._per_source[source] > _PER_SOURCE
-            over_all = len(self._pending) > _MAX_PENDING
-        if over_source:
-            self._evict_oldest(source)
-        elif over_all:
-            self._evict_oldest(None)
-
-    def _evict_oldest(self, source: str | None) -> None:
-        with self._lock:
-            victim = next((c for s, c in self._pending.values() if source in (None, s)), None)
-        if victim is not None:
-            try:  # wakes the thread blocked on it; that thread counts and closes it
-                victim.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def _authenticated(self, conn: socket.socket) -> None:
-        with self._lock:
-            entry = self._pending.pop(id(conn), None)
-            if entry is not None:
-                self._per_source[entry[0]] -= 1
-                if not self._per_source[entry[0]]:
-                    del self._per_source[entry[0]]
 
     def _client(self, conn: socket.socket, who: tuple[Any, ...]) -> None:
         keep = False
@@ -189,19 +153,17 @@ class RendezvousServer:
             keep = self._handle(conn)
         except Exception as e:  # anything a hostile or broken client can cause
             self.rejected += 1
-            with self._lock:
-                self.dropped[drop_reason(e)] += 1
-                self._sources.add(str(who[0]))
+            self._admission.dropped(drop_reason(e), str(who[0]))
             log.debug("rendezvous: dropped client %s:%s: %s", who[0], who[1], e)
         finally:
-            self._authenticated(conn)
+            self._admission.done(conn)
             if not keep:
                 conn.close()
 
     def _handle(self, conn: socket.socket) -> bool:
         step = time.monotonic() + _HANDSHAKE_S
         accept_handshake(conn, self.secret, step)
-        self._authenticated(conn)  # it knows the secret: no longer a candidate for eviction
+        self._admission.done(conn)  # it knows the secret: no longer a candidate for eviction
         req = recv_json(conn, step)
         slot, size, timeout = int(req["slot"]), int(req["size"]), float(req["timeout"])
         addr, port, host = str(req["addr"]), int(req["port"]), str(req["host"])[:256]

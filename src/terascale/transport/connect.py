@@ -5,7 +5,7 @@ connection runs the HMAC handshake, then the dialer names its rank and the job. 
 acceptor vets connections concurrently, each with a short deadline of its own, so that
 strangers on the listening port (idle, slow, wrong secret, another job, garbage) never
 delay a genuine peer; a source address holding too many unauthenticated connections has
-its oldest closed. Dialers retry connection-level failures until the deadline. Dropped
+its oldest closed (:class:`terascale._admission.Admission`, shared with the rendezvous). Dialers retry connection-level failures until the deadline. Dropped
 connections are summarized in one log line; the listener is closed once the mesh is
 complete. With ``encrypt`` every link is wrapped in :class:`~._secure.SecureLink`.
 """
@@ -17,8 +17,8 @@ import logging
 import socket
 import threading
 import time
-from collections import Counter, OrderedDict
 
+from .._admission import Admission
 from .._auth import accept_handshake, dial_handshake, drop_reason, recv_json, send_json
 from .._errors import AuthError, PeerTimeout
 from .tcp import TcpMesh
@@ -76,22 +76,16 @@ class _Acceptor:
         self.secret, self.job, self.deadline = secret, job, deadline
         self.out: dict[int, tuple[socket.socket, bytes]] = {}
         self.errors: list[Exception] = []
-        self.dropped: Counter[str] = Counter()
-        self.sources: set[str] = set()
         self.stop = threading.Event()
         self._lock = threading.Lock()
-        self._pending: OrderedDict[int, tuple[str, socket.socket]] = OrderedDict()
-        self._per_source: Counter[str] = Counter()
+        self._admission = Admission(per_source=_PER_SOURCE)
         self._vetting: list[threading.Thread] = []
 
     def run(self) -> None:
         try:
             self._accept()
         finally:
-            with self._lock:
-                pending = [c for _, c in self._pending.values()]
-            for c in pending:  # strangers still talking: stop them, we are done
-                _shut(c)
+            self._admission.shut_all()  # strangers still talking: stop them, we are done
             for t in self._vetting:
                 t.join(1.0)
 
@@ -115,36 +109,16 @@ class _Acceptor:
                 continue
             except OSError as e:
                 if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):  # shed load
-                    self._evict(None)
+                    self._admission.evict(None)
                     time.sleep(0.01)
                     continue
                 self.errors.append(e)
                 return
-            source = str(who[0])
-            with self._lock:
-                self._pending[id(conn)] = (source, conn)
-                self._per_source[source] += 1
-                over = self._per_source[source] > _PER_SOURCE
-            if over:
-                self._evict(source)
+            self._admission.admit(conn, str(who[0]))
             t = threading.Thread(target=self._vet, args=(conn, who), daemon=True,
                                  name="terascale-accept-vet")
             t.start()
             self._vetting = [v for v in self._vetting if v.is_alive()] + [t]
-
-    def _evict(self, source: str | None) -> None:
-        with self._lock:
-            victim = next((c for s, c in self._pending.values() if source in (None, s)), None)
-        if victim is not None:
-            _shut(victim)
-
-    def _done(self, conn: socket.socket) -> None:
-        with self._lock:
-            entry = self._pending.pop(id(conn), None)
-            if entry is not None:
-                self._per_source[entry[0]] -= 1
-                if not self._per_source[entry[0]]:
-                    del self._per_source[entry[0]]
 
     def _vet(self, conn: socket.socket, who: tuple[object, ...]) -> None:
         # A stranger gets at most a few seconds of one thread, never the whole deadline.
@@ -158,28 +132,14 @@ class _Acceptor:
                     raise AuthError(f"unexpected hello {hello!r}")
                 self.out[peer] = (conn, nonces)
         except (AuthError, OSError, TimeoutError, ValueError, KeyError, TypeError) as e:
-            with self._lock:
-                self.dropped[drop_reason(e, "sent a bad hello")] += 1
-                self.sources.add(str(who[0]))
+            self._admission.dropped(drop_reason(e, "sent a bad hello"), str(who[0]))
             log.debug("rank %d: dropped a connection from %s:%s: %s", self.rank, who[0], who[1], e)
             conn.close()
         finally:
-            self._done(conn)
+            self._admission.done(conn)
 
     def summary(self) -> str | None:
-        if not self.dropped:
-            return None
-        why = ", ".join(f"{n} {reason}" for reason, n in self.dropped.most_common())
-        return (f"rank {self.rank}: dropped {sum(self.dropped.values())} connection(s) to the "
-                f"peer port from {len(self.sources)} address(es) ({why})")
-
-
-def _shut(conn: socket.socket) -> None:
-    try:  # wakes the thread blocked on it; that thread counts and closes it
-        conn.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-
+        return self._admission.summary(f"rank {self.rank}", "to the peer port")
 
 
 def build_mesh(rank: int, size: int, addrs: list[tuple[str, int]], listener: socket.socket,
