@@ -66,8 +66,10 @@ class Progress:
         return handle
 
     def idle(self) -> bool:
-        with self._cv:
-            return not self._queue and not self._busy
+        """Nothing queued or running. Read without the lock (each read is atomic): callers
+        hold the communicator's ordering lock, so nothing can be queued meanwhile, and the
+        thread only turns busy by taking a queued collective."""
+        return not self._queue and not self._busy
 
     def drain(self, deadline: float | None = None) -> None:
         with self._cv:

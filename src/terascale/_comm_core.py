@@ -71,6 +71,7 @@ class CommCore:
         self._order = self._shared.order
         self._shm = ShmGroups(job)
         self._plans: dict[Any, Any] = {}  # allreduce's per-shape plans (communicator.py)
+        self._fast: dict[Any, Any] = {}   # ... and their fast paths, where they have one
         self._children: weakref.WeakSet[CommCore] = weakref.WeakSet()
         self._closed = False
         self._owner = True  # closes the transport (the job's communicator, not a split)
@@ -175,6 +176,35 @@ class CommCore:
             self._progress.drain()  # keep program order behind queued async collectives
         with self._progress.exec_lock:
             return run()
+
+    def _schedule_fast(self, name: str, detail: str, call: Any, src: Any, dst: Any) -> bool:
+        """Run a blocking collective whose first attempt needs no exchange; False (nothing
+        done, nothing numbered) when it cannot run that way now.
+
+        ``call.start(seq, src, dst)`` returns -1 when it completed; otherwise the exchange
+        is built as :meth:`_schedule` would and ``call.finish(ex, status, src, dst)``
+        completes the collective with every failure check. Only when nothing is queued,
+        nothing failed and no tracer is set; with the communicator's default timeout.
+        """
+        with self._order:
+            mesh = self._mesh
+            if self._closed or self.tracer is not None or mesh is None or \
+                    mesh.broken is not None or not self._progress.idle():
+                return False
+            seq = self._seq
+            self._seq += 1
+            start = time.monotonic()
+            # No exec_lock: the progress thread is idle and, while we hold the ordering
+            # lock, nothing can be queued for it.
+            status = call.start(seq, src, dst)
+            if status != -1:
+                what = f"{name} #{seq} ({detail})"
+                if not self._owner:
+                    what = f"{what} on a sub-communicator of {self.size}"
+                ex = mesh.exchange(seq, f"{name}({detail})", what, start + self.timeout,
+                                   context=self._context, members=self._members)
+                call.finish(ex, status, src, dst)
+        return True
 
     def _check_op(self, op: str) -> None:
         if op not in OPS:

@@ -13,10 +13,25 @@ from _allreduce_check import check_matrix
 from terascale import CollectiveMismatch, PeerLost, PeerTimeout
 from terascale.launch import job_prefix, remove_job_segments
 from terascale.testing import run_workers
+from terascale.transport import _core
+
+
+@pytest.fixture(params=["core", "python"])
+def path(request, monkeypatch) -> str:
+    """Run the test over the compiled core and over the pure-Python path (workers fork)."""
+    if request.param == "python":
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    else:
+        monkeypatch.delenv("TERASCALE_NO_CEXT", raising=False)
+        if _core.load() is None:
+            pytest.skip("terascale._shmcore is not built here")
+    return request.param
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8])
-def test_matrix(n: int) -> None:
+def test_matrix(n: int, path: str) -> None:
+    if path == "python" and n > 5:
+        pytest.skip("the pure-Python path: n <= 5 suffices (same code at every n)")
     check_matrix(n, "shm", big=n in (2, 3, 5), runs=2 if n == 3 else 1)
 
 
@@ -47,7 +62,7 @@ def test_async_layouts_and_segment_unlinked_while_running() -> None:
     assert _leftovers(res[0][-1]) == []
 
 
-def test_killed_worker_is_detected_and_nothing_is_left() -> None:
+def test_killed_worker_is_detected_and_nothing_is_left(path: str) -> None:
     def fn(comm):
         x = np.ones(3 << 20, np.float32)
         comm.allreduce(x, algorithm="shm")
@@ -97,7 +112,7 @@ def test_killed_before_unlink_is_cleaned_by_the_harness() -> None:
     assert _leftovers(job) == []
 
 
-def test_mismatch_between_shm_calls() -> None:
+def test_mismatch_between_shm_calls(path: str) -> None:
     def fn(comm):
         comm.allreduce(np.ones(4), algorithm="shm")
         n = 100 if comm.rank == 2 else 101
@@ -109,7 +124,7 @@ def test_mismatch_between_shm_calls() -> None:
     assert "float64[100]" in outcomes[0][1][1] and "float64[101]" in outcomes[2][1][1]
 
 
-def test_mismatch_shm_against_tcp_collective() -> None:
+def test_mismatch_shm_against_tcp_collective(path: str) -> None:
     def fn(comm):
         x = np.ones(1000, np.float32)
         comm.allreduce(x, algorithm="shm")
@@ -123,7 +138,7 @@ def test_mismatch_shm_against_tcp_collective() -> None:
         assert status == "error" and exc == CollectiveMismatch.__name__, text
 
 
-def test_deadline_is_honoured() -> None:
+def test_deadline_is_honoured(path: str) -> None:
     def fn(comm):
         comm.allreduce(np.ones(10), algorithm="shm")
         if comm.rank == 1:
@@ -136,7 +151,7 @@ def test_deadline_is_honoured() -> None:
     assert outcomes[1][0] == "error"  # told by rank 0's abort
 
 
-def test_peer_stopped_mid_collective_times_out_instead_of_spinning() -> None:
+def test_peer_stopped_mid_collective_times_out_instead_of_spinning(path: str) -> None:
     """Spinning for a member known to be running (later rounds of a multi-round allreduce)
     is bounded: a member stopped in the middle still yields PeerTimeout at the deadline."""
     def fn(comm):

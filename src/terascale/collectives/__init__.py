@@ -11,11 +11,11 @@ from .halving_doubling import HalvingDoublingAllreduce
 from .registry import ALLREDUCE, AllreduceCall, AllreduceSpec, allreduce_names, allreduce_spec
 from .ring import RingAllreduce
 from .select import ALLREDUCE_ALGORITHMS, choose_allreduce
-from .shm import ShmGroups, shm_barrier
+from .shm import FastAllreduce, ShmGroups, shm_barrier
 from .tree import TreeAllreduce
 
 __all__ = [
-    "ALLREDUCE", "ALLREDUCE_ALGORITHMS", "AllreduceCall", "AllreduceSpec",
+    "ALLREDUCE", "ALLREDUCE_ALGORITHMS", "AllreduceCall", "AllreduceSpec", "FastAllreduce",
     "HalvingDoublingAllreduce", "PairwiseAlltoall", "RingAllgather", "RingAllreduce",
     "ShmGroups", "TreeAllreduce", "TreeBroadcast", "allreduce_names", "allreduce_spec",
     "bounds", "choose_allreduce", "host_groups", "shm_barrier", "split_groups",

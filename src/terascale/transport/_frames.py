@@ -19,7 +19,8 @@ import hashlib
 import struct
 
 __all__ = [
-    "ABORT", "DATA", "HEADER", "MAX_ABORT", "pack_desc", "pack_header", "show_desc", "unpack_header",
+    "ABORT", "DATA", "HEADER", "MAX_ABORT", "collective_tag", "pack_desc", "pack_header",
+    "show_desc", "unpack_header",
 ]
 
 DATA = 1
@@ -41,6 +42,15 @@ def pack_desc(desc: str) -> bytes:
         digest = hashlib.blake2b(raw, digest_size=8).hexdigest()
         raw = raw[: _DESC - 17] + b"#" + digest.encode()
     return raw.ljust(_DESC, b"\0")
+
+
+def collective_tag(seq: int, context: int, desc_field: bytes) -> bytes:
+    """The bytes that identify one collective (``Exchange.tag``): equal on every rank that
+    called the same one; ``desc_field`` is :func:`pack_desc` of its descriptor."""
+    return _TAG_HEAD.pack(seq, context) + desc_field
+
+
+_TAG_HEAD = struct.Struct("<QQ")
 
 
 def pack_header(kind: int, seq: int, nbytes: int, desc_field: bytes, context: int = 0) -> bytes:

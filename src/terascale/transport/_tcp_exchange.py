@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import select
 import socket
-import struct
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ from ._frames import (
     DATA,
     HEADER,
     MAX_ABORT,
+    collective_tag,
     pack_desc,
     pack_header,
     show_desc,
@@ -238,7 +238,7 @@ class TcpExchange(Exchange):
     # -- failure state, for data paths outside this exchange (shared memory) -------------------
     @property
     def tag(self) -> bytes:  # type: ignore[override]
-        return struct.pack("<QQ", self.seq, self.context) + self._desc_field
+        return collective_tag(self.seq, self.context, self._desc_field)
 
     def peer_name(self, peer: int) -> int:
         return self.members[peer]

@@ -49,7 +49,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._errors import CollectiveError, PeerTimeout
-from . import _spin
+from . import _core, _spin
 from ._frames import show_desc
 from ._futex import Timespec, futex_wait, futex_wake
 from ._memfd import HAVE_MEMFD, share_anonymous
@@ -104,6 +104,10 @@ class ShmGroup:
         self._spin_s = SPIN_S
         self._q[(self.index * _SLOT + _PID) // 8] = os.getpid()
         self._quiet: set[int] = set()
+        # The compiled core (None: the pure-Python path), over the same mapping.
+        core = _core.load()
+        self.core = None if core is None else core.Group(self._bytes, self.n, self.index,
+                                                         self._ctl, area_bytes)
 
     # -- layout ------------------------------------------------------------------------------
     def _area_off(self, member: int, parity: int) -> int:
@@ -178,6 +182,9 @@ class ShmGroup:
             return
         self._areas = []
         self._views.clear()
+        if self.core is not None:
+            self.core.release()
+            self.core = None
         self._bytes = np.empty(0, np.uint8)
         try:
             self._q.release()
@@ -193,6 +200,11 @@ class ShmGroup:
         self._field = _desc_field(ex)
         self._mv[off: off + _DESC_BYTES] = self._field
 
+    @staticmethod
+    def tag_of(ex: Exchange) -> bytes:
+        """The descriptor :meth:`announce` writes for ``ex``'s collective (128 bytes)."""
+        return _desc_field(ex)
+
     def barrier(self, ex: Exchange, deadline: float, *, check: bool = False,
                 running: bool = False) -> None:
         """Arrive and wait for every member; with ``check``, compare the announced collectives.
@@ -203,16 +215,77 @@ class ShmGroup:
         """
         self.epoch += 1
         target = self.epoch
+        core = self.core
+        if core is not None:
+            core.arrive(target)
+            if core.wait(target, self.spin_budget(running), YIELD_WHILE_SPINNING) < 0:
+                self.settle(running)
+                if check:
+                    self.finish(ex, deadline, check=True, running=running)
+                elif self._quiet:
+                    self._rewatch()
+                return
+            self.finish(ex, deadline, check=check, running=running, spun=True)
+            return
         q = self._q
         q[(self.index * _SLOT + _EPOCH) // 8] = target
         for k in self._sleeping_idx:
             if q[k]:
                 futex_wake(self._epoch_addr[self.index])
                 break
+        self.finish(ex, deadline, check=check, running=running)
+
+    # -- the compiled core's rounds ------------------------------------------------------------
+    def spin_budget(self, running: bool) -> float:
+        """Seconds the core may spin before handing the wait back to :meth:`finish`."""
+        if self.oversubscribed:
+            return 0.0
+        if running and not _spin.host_busy():
+            return RUNNING_SPIN_S
+        return self._spin_s
+
+    def settle(self, running: bool) -> None:
+        """A wait ended while spinning: the adaptive budget grows (see :meth:`_wait`)."""
+        if not running:
+            self._spin_s = min(self._spin_s * 2, SPIN_S)
+
+    def core_round(self, src: np.ndarray, dst: np.ndarray, tag: bytes | None, kind: int,
+                   op: int, own: bool, *, running: bool) -> int:
+        """One round of the flat allreduce in the compiled core (:attr:`core` is set).
+
+        Publishes ``src`` into our area of this round's set (and ``tag``, the collective's
+        descriptor, unless None), arrives, spins, and when every member arrived (and, with
+        ``tag``, announced the same collective) folds the set into ``dst`` (``op`` < 0:
+        no fold) and returns -1. Otherwise it returns the first member that has not
+        arrived (or ``-2 - i`` for a member ``i`` that announced something else): then
+        call :meth:`finish` (which waits, checks and raises as :meth:`barrier` does) and
+        fold. Either way the caller advances :attr:`round` afterwards.
+        """
+        self.epoch += 1
+        if tag is not None:
+            self._field = tag
+        assert self.core is not None
+        status: int = self.core.allreduce(src, dst, tag, self.epoch, self.round & 1, kind, op,
+                                          own, self.spin_budget(running), YIELD_WHILE_SPINNING)
+        if status == -1 and not running and self._spin_s < SPIN_S:
+            self.settle(running)
+        return status
+
+    def finish(self, ex: Exchange, deadline: float, *, check: bool = False,
+               running: bool = False, spun: bool = False) -> None:
+        """Wait for the members of the barrier we arrived at (:meth:`barrier`, or a
+        :meth:`core_round` that did not complete), then compare descriptors (``check``).
+
+        ``spun``: the core already spent the spin budget, block at once. Failures are
+        raised on every member as :meth:`barrier` describes.
+        """
+        target = self.epoch
+        q = self._q
         try:
             for i in self._others:
                 if q[(i * _SLOT + _EPOCH) // 8] < target:
-                    self._wait(i, target, ex, deadline, running=running, announced=check)
+                    self._wait(i, target, ex, deadline, running=running, announced=check,
+                               spun=spun)
             if check:
                 self._check_desc(ex)
         except CollectiveError as err:
@@ -222,9 +295,12 @@ class ShmGroup:
             ex.abort(err)
             raise
         if self._quiet:
-            for fd in self._quiet:
-                self._poll.register(fd, select.POLLIN)
-            self._quiet.clear()
+            self._rewatch()
+
+    def _rewatch(self) -> None:
+        for fd in self._quiet:
+            self._poll.register(fd, select.POLLIN)
+        self._quiet.clear()
 
     def _arrived(self, target: int) -> bool:
         q = self._q
@@ -236,17 +312,20 @@ class ShmGroup:
         return self._mv[off: off + _DESC_BYTES] == self._field
 
     def _wait(self, i: int, target: int, ex: Exchange, deadline: float, *,
-              running: bool = False, announced: bool = False) -> None:
+              running: bool = False, announced: bool = False, spun: bool = False) -> None:
         """Wait until member ``i`` reaches ``target``: spin while it is known to be running
         this collective (``running``: a later barrier of it; with ``announced``, once it
-        has announced it too), spin the adaptive budget otherwise, then block in the kernel
-        with link and deadline checks."""
+        has announced it too), spin the adaptive budget otherwise (unless ``spun``: the
+        compiled core already did), then block in the kernel with link and deadline
+        checks."""
         q, idx = self._q, (i * _SLOT + _EPOCH) // 8
         sleeping = (self.index * _SLOT + _SLEEPING) // 8
         start = time.monotonic()
         # ``extended``: the spin may no longer be lengthened for a running member.
         if self.oversubscribed:  # spinning takes the core a member needs
             spin_until, extended = start, True
+        elif spun:  # only the once-only extension for a member that announced late is left
+            spin_until, extended = start, running or not announced
         elif running and not _spin.host_busy():
             spin_until, extended = start + RUNNING_SPIN_S, True
         else:

@@ -1,0 +1,490 @@
+/* terascale._shmcore: the per-call work of a shared-memory allreduce, compiled.
+ *
+ * One object per mapped segment (transport/shm.py has the layout): it publishes this
+ * member's data and descriptor, arrives at the epoch barrier, spins on the other members'
+ * epoch words with the GIL released, compares their descriptors and folds the members'
+ * areas in member order (x0 op x1 op ... op x{n-1}, elementwise, one pass over memory
+ * per block of BLOCK elements, so every member computes the same bits).
+ *
+ * Spinning is bounded by a budget the caller passes (seconds): when it runs out, the call
+ * returns the first member that has not arrived and Python waits for it (futex sleeps,
+ * link checks, deadline), so a dead or stalled member is detected as without this module.
+ *
+ * Memory order: the data and descriptor are written before the epoch store (release), a
+ * waiter reads the epoch (acquire) before the data; the epoch store is sequentially
+ * consistent so that the sleeping-flag read after it cannot pass it (a waiter sets its
+ * flag, then re-reads our epoch before it blocks).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#define SLOT 512
+#define OFF_EPOCH 0
+#define OFF_SLEEPING 64
+#define OFF_DESC 256
+#define DESC_BYTES 128
+#define BLOCK 1024          /* elements folded per pass: 4-8 KiB, stays in L1 */
+#define RELEASE_GIL 16384   /* bytes from which copies and folds release the GIL */
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define CPU_RELAX() do {} while (0)
+#endif
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer view;
+    int has_view;
+    int n, me;
+    Py_ssize_t ctl, area;
+} Group;
+
+static inline char *base(Group *g) { return (char *)g->view.buf; }
+static inline uint64_t *epoch_word(Group *g, int i) {
+    return (uint64_t *)(base(g) + (Py_ssize_t)i * SLOT + OFF_EPOCH);
+}
+static inline uint64_t *sleeping_word(Group *g, int i) {
+    return (uint64_t *)(base(g) + (Py_ssize_t)i * SLOT + OFF_SLEEPING);
+}
+static inline char *desc_slot(Group *g, int i, int parity) {
+    return base(g) + (Py_ssize_t)i * SLOT + OFF_DESC + parity * DESC_BYTES;
+}
+static inline char *area_of(Group *g, int i, int parity) {
+    return base(g) + g->ctl + (Py_ssize_t)(2 * i + parity) * g->area;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- folding ----------------------------------------------------------------------------- */
+enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX };
+enum { K_F32, K_F64, K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64, K_COUNT };
+static const int ITEMSIZE[K_COUNT] = {4, 8, 1, 1, 2, 2, 4, 4, 8, 8};
+
+/* numpy's minimum/maximum: NaN propagates (the first operand's when both are NaN), and for
+ * equal operands (+0 and -0) the second one is returned. */
+#define FMIN(a, b) (((a) < (b) || isnan(a)) ? (a) : (b))
+#define FMAX(a, b) (((a) > (b) || isnan(a)) ? (a) : (b))
+#define IMIN(a, b) ((a) < (b) ? (a) : (b))
+#define IMAX(a, b) ((a) > (b) ? (a) : (b))
+/* Integer sums and products wrap, as numpy's do: computed unsigned (no undefined overflow). */
+#define ISUM(T, U) (T)((U)(a) + (U)(b))
+#define IPROD(T, U) (T)((U)(a) * (U)(b))
+
+#define DEFINE_FOLD(NAME, T, EXPR)                                                       \
+    static void NAME(T *dst, const T *const *parts, int n, Py_ssize_t count) {           \
+        T acc[BLOCK];                                                                    \
+        for (Py_ssize_t lo = 0; lo < count; lo += BLOCK) {                               \
+            Py_ssize_t m = count - lo < BLOCK ? count - lo : BLOCK;                      \
+            const T *p0 = parts[0] + lo, *p1 = parts[1] + lo;                            \
+            for (Py_ssize_t i = 0; i < m; i++) {                                         \
+                T a = p0[i], b = p1[i];                                                  \
+                acc[i] = EXPR;                                                           \
+            }                                                                            \
+            for (int k = 2; k < n; k++) {                                                \
+                const T *pk = parts[k] + lo;                                             \
+                for (Py_ssize_t i = 0; i < m; i++) {                                     \
+                    T a = acc[i], b = pk[i];                                             \
+                    acc[i] = EXPR;                                                       \
+                }                                                                        \
+            }                                                                            \
+            memcpy(dst + lo, acc, (size_t)m * sizeof(T));                                \
+        }                                                                                \
+    }
+
+#define DEFINE_FLOAT(SUF, T)                      \
+    DEFINE_FOLD(sum_##SUF, T, a + b)              \
+    DEFINE_FOLD(prod_##SUF, T, a * b)             \
+    DEFINE_FOLD(min_##SUF, T, FMIN(a, b))         \
+    DEFINE_FOLD(max_##SUF, T, FMAX(a, b))
+#define DEFINE_INT(SUF, T, U)                     \
+    DEFINE_FOLD(sum_##SUF, T, ISUM(T, U))            \
+    DEFINE_FOLD(prod_##SUF, T, IPROD(T, U))          \
+    DEFINE_FOLD(min_##SUF, T, IMIN(a, b))         \
+    DEFINE_FOLD(max_##SUF, T, IMAX(a, b))
+
+DEFINE_FLOAT(f32, float)
+DEFINE_FLOAT(f64, double)
+DEFINE_INT(i8, int8_t, uint8_t)
+DEFINE_INT(u8, uint8_t, unsigned int)
+DEFINE_INT(i16, int16_t, uint16_t)
+DEFINE_INT(u16, uint16_t, unsigned int)
+DEFINE_INT(i32, int32_t, uint32_t)
+DEFINE_INT(u32, uint32_t, uint32_t)
+DEFINE_INT(i64, int64_t, uint64_t)
+DEFINE_INT(u64, uint64_t, uint64_t)
+
+typedef void (*fold_fn)(void *, const void *const *, int, Py_ssize_t);
+#define ROW(SUF) {(fold_fn)sum_##SUF, (fold_fn)prod_##SUF, (fold_fn)min_##SUF, (fold_fn)max_##SUF}
+static const fold_fn FOLDS[K_COUNT][4] = {
+    ROW(f32), ROW(f64), ROW(i8), ROW(u8), ROW(i16), ROW(u16), ROW(i32), ROW(u32), ROW(i64),
+    ROW(u64),
+};
+
+/* ---- the group object -------------------------------------------------------------------- */
+static int Group_init(Group *self, PyObject *args, PyObject *kwds) {
+    PyObject *buf;
+    int n, me;
+    Py_ssize_t ctl, area;
+    static char *kwlist[] = {"buffer", "n", "index", "control_bytes", "area_bytes", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Oiinn", kwlist, &buf, &n, &me, &ctl, &area))
+        return -1;
+    if (n < 1 || me < 0 || me >= n || ctl < (Py_ssize_t)n * SLOT || area < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad segment geometry");
+        return -1;
+    }
+    if (self->has_view) {
+        PyBuffer_Release(&self->view);
+        self->has_view = 0;
+    }
+    if (PyObject_GetBuffer(buf, &self->view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    self->has_view = 1;
+    if (self->view.len < ctl + 2 * (Py_ssize_t)n * area) {
+        PyErr_SetString(PyExc_ValueError, "the buffer is smaller than the segment");
+        return -1;
+    }
+    self->n = n;
+    self->me = me;
+    self->ctl = ctl;
+    self->area = area;
+    return 0;
+}
+
+static void Group_dealloc(Group *self) {
+    if (self->has_view)
+        PyBuffer_Release(&self->view);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int live(Group *g) {
+    if (!g->has_view) {
+        PyErr_SetString(PyExc_ValueError, "the segment was released");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *Group_release(Group *self, PyObject *unused) {
+    if (self->has_view) {
+        PyBuffer_Release(&self->view);
+        self->has_view = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+static void futex_wake_all(uint64_t *word) {
+#if defined(__linux__) && defined(SYS_futex)
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, 0x7FFFFFFF, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}
+
+/* Store our epoch, then wake the members that sleep waiting for it. */
+static void arrive(Group *g, uint64_t target) {
+    __atomic_store_n(epoch_word(g, g->me), target, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < g->n; i++) {
+        if (i != g->me && __atomic_load_n(sleeping_word(g, i), __ATOMIC_ACQUIRE)) {
+            futex_wake_all(epoch_word(g, g->me));
+            break;
+        }
+    }
+}
+
+/* -1 when every other member reached ``target``, else the first that has not, after at most
+ * ``spin`` seconds (0: look once). */
+static int spin_wait(Group *g, uint64_t target, double spin, int yield) {
+    int first = -1;
+    double until = 0.0;
+    for (unsigned k = 0;; k++) {
+        first = -1;
+        for (int i = 0; i < g->n; i++) {
+            if (i != g->me && __atomic_load_n(epoch_word(g, i), __ATOMIC_ACQUIRE) < target) {
+                first = i;
+                break;
+            }
+        }
+        if (first < 0 || spin <= 0.0)
+            return first;
+        if (k == 0)
+            until = now_s() + spin;
+        if ((k & 63) == 63) {
+            if (now_s() >= until)
+                return first;
+            if (yield)
+                sched_yield();  /* the member may be queued behind us on our core */
+        } else {
+            CPU_RELAX();
+        }
+    }
+}
+
+/* -1 when every other member's descriptor of ``parity`` equals ours, else the first that
+ * differs. */
+static int check_descs(Group *g, int parity) {
+    const char *mine = desc_slot(g, g->me, parity);
+    for (int i = 0; i < g->n; i++)
+        if (i != g->me && memcmp(desc_slot(g, i, parity), mine, DESC_BYTES) != 0)
+            return i;
+    return -1;
+}
+
+/* Callers check kind and op first (this runs without the GIL). */
+static int fold_parts(Group *g, const char *src, char *dst, Py_ssize_t nbytes, int parity,
+                      int kind, int op, int own, const void **parts) {
+    for (int i = 0; i < g->n; i++)
+        parts[i] = (own && i == g->me && src) ? (const void *)src : area_of(g, i, parity);
+    Py_ssize_t count = nbytes / ITEMSIZE[kind];
+    if (g->n == 1) {
+        if ((const void *)dst != parts[0])
+            memmove(dst, parts[0], (size_t)nbytes);
+        return 0;
+    }
+    FOLDS[kind][op](dst, parts, g->n, count);
+    return 0;
+}
+
+static int get_span(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t limit,
+                    const char *what) {
+    if (PyObject_GetBuffer(obj, view, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (view->len > limit) {
+        PyErr_Format(PyExc_ValueError, "%s holds %zd bytes, more than an area (%zd)", what,
+                     view->len, limit);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* allreduce(src, dst, tag, target, parity, kind, op, own, spin, yield) -> int
+ *
+ * One round of the flat schedule: copy ``src`` into our area ``parity`` (and ``tag``, unless
+ * None, into our descriptor slot), arrive at epoch ``target``, spin up to ``spin`` seconds,
+ * compare descriptors (when ``tag`` was given) and fold every area (our own part read from
+ * ``src`` when ``own``) into ``dst``; ``op`` < 0: no fold (numpy folds, or nobody does).
+ * Returns -1 when done, the index of the first member that has not arrived (after the
+ * spin; the caller waits for it and calls fold), or -2 - i when member i's descriptor
+ * differs from ours (nothing folded). */
+static PyObject *Group_allreduce(Group *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "allreduce takes 10 arguments");
+        return NULL;
+    }
+    if (!live(self))
+        return NULL;
+    PyObject *tag = args[2];
+    unsigned long long target = PyLong_AsUnsignedLongLong(args[3]);
+    int parity = PyLong_AsLong(args[4]) & 1;
+    int kind = PyLong_AsLong(args[5]);
+    int op = PyLong_AsLong(args[6]);
+    int own = PyObject_IsTrue(args[7]);
+    double spin = PyFloat_AsDouble(args[8]);
+    int yield = PyObject_IsTrue(args[9]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (tag != Py_None && (!PyBytes_Check(tag) || PyBytes_GET_SIZE(tag) > DESC_BYTES)) {
+        PyErr_SetString(PyExc_ValueError, "tag must be bytes of at most 128 or None");
+        return NULL;
+    }
+    Py_buffer s, d;
+    if (get_span(args[0], &s, 0, self->area, "src") < 0)
+        return NULL;
+    if (get_span(args[1], &d, 1, self->area, "dst") < 0) {
+        PyBuffer_Release(&s);
+        return NULL;
+    }
+    int result = -1;
+    const void *parts_small[8];
+    const void **parts = self->n <= 8 ? parts_small : PyMem_Malloc(sizeof(void *) * self->n);
+    if (parts == NULL || d.len != s.len) {
+        if (parts == NULL)
+            PyErr_NoMemory();
+        else
+            PyErr_SetString(PyExc_ValueError, "src and dst differ in size");
+        result = -100;
+        goto done;
+    }
+    if (op >= 0 && (kind < 0 || kind >= K_COUNT || op > 3 || s.len % ITEMSIZE[kind])) {
+        PyErr_SetString(PyExc_ValueError, "unsupported dtype code or op");
+        result = -100;
+        goto done;
+    }
+    if (tag != Py_None) {
+        char *slot = desc_slot(self, self->me, parity);
+        Py_ssize_t k = PyBytes_GET_SIZE(tag);
+        memcpy(slot, PyBytes_AS_STRING(tag), (size_t)k);
+        memset(slot + k, 0, (size_t)(DESC_BYTES - k));
+    }
+    int big = s.len >= RELEASE_GIL;
+    int nogil = big || spin > 0.0;
+    PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
+    memcpy(area_of(self, self->me, parity), s.buf, (size_t)s.len);
+    arrive(self, target);
+    int late = spin_wait(self, target, spin, yield);
+    if (late >= 0) {
+        result = late;
+    } else if (tag != Py_None && (late = check_descs(self, parity)) >= 0) {
+        result = -2 - late;
+    } else if (op >= 0) {
+        fold_parts(self, s.buf, d.buf, s.len, parity, kind, op, own, parts);
+    }
+    if (ts)
+        PyEval_RestoreThread(ts);
+done:
+    if (parts && parts != parts_small)
+        PyMem_Free(parts);
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&d);
+    if (result == -100)
+        return NULL;
+    return PyLong_FromLong(result);
+}
+
+/* fold(src, dst, parity, kind, op, own): fold every member's area ``parity`` into ``dst``
+ * (our own part from ``src`` when ``own``), in member order. */
+static PyObject *Group_fold(Group *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "fold takes 6 arguments");
+        return NULL;
+    }
+    if (!live(self))
+        return NULL;
+    int parity = PyLong_AsLong(args[2]) & 1;
+    int kind = PyLong_AsLong(args[3]);
+    int op = PyLong_AsLong(args[4]);
+    int own = PyObject_IsTrue(args[5]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer s, d;
+    if (get_span(args[0], &s, 0, self->area, "src") < 0)
+        return NULL;
+    if (get_span(args[1], &d, 1, self->area, "dst") < 0) {
+        PyBuffer_Release(&s);
+        return NULL;
+    }
+    int rc = 0;
+    const void *parts_small[8];
+    const void **parts = self->n <= 8 ? parts_small : PyMem_Malloc(sizeof(void *) * self->n);
+    if (parts == NULL) {
+        PyErr_NoMemory();
+        rc = -1;
+    } else if (d.len != s.len) {
+        PyErr_SetString(PyExc_ValueError, "src and dst differ in size");
+        rc = -1;
+    } else {
+        PyThreadState *ts = d.len >= RELEASE_GIL ? PyEval_SaveThread() : NULL;
+        rc = kind < 0 || kind >= K_COUNT || op < 0 || op > 3 || s.len % ITEMSIZE[kind] ? -2 :
+             fold_parts(self, s.buf, d.buf, s.len, parity, kind, op, own, parts);
+        if (ts)
+            PyEval_RestoreThread(ts);
+        if (rc == -2)
+            PyErr_SetString(PyExc_ValueError, "unsupported dtype code or op");
+    }
+    if (parts && parts != parts_small)
+        PyMem_Free(parts);
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&d);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* arrive(target): store our epoch and wake sleeping members. */
+static PyObject *Group_arrive(Group *self, PyObject *arg) {
+    if (!live(self))
+        return NULL;
+    unsigned long long target = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    arrive(self, target);
+    Py_RETURN_NONE;
+}
+
+/* wait(target, spin, yield) -> -1 or the first member that has not arrived. */
+static PyObject *Group_wait(Group *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "wait takes 3 arguments");
+        return NULL;
+    }
+    if (!live(self))
+        return NULL;
+    unsigned long long target = PyLong_AsUnsignedLongLong(args[0]);
+    double spin = PyFloat_AsDouble(args[1]);
+    int yield = PyObject_IsTrue(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    int late;
+    if (spin > 0.0) {
+        Py_BEGIN_ALLOW_THREADS
+        late = spin_wait(self, target, spin, yield);
+        Py_END_ALLOW_THREADS
+    } else {
+        late = spin_wait(self, target, 0.0, 0);
+    }
+    return PyLong_FromLong(late);
+}
+
+static PyMethodDef Group_methods[] = {
+    {"allreduce", (PyCFunction)(void (*)(void))Group_allreduce, METH_FASTCALL,
+     "allreduce(src, dst, tag, target, parity, kind, op, own, spin, yield) -> int"},
+    {"fold", (PyCFunction)(void (*)(void))Group_fold, METH_FASTCALL,
+     "fold(src, dst, parity, kind, op, own)"},
+    {"arrive", (PyCFunction)Group_arrive, METH_O, "arrive(target)"},
+    {"wait", (PyCFunction)(void (*)(void))Group_wait, METH_FASTCALL,
+     "wait(target, spin, yield) -> int"},
+    {"release", (PyCFunction)Group_release, METH_NOARGS, "drop the segment's buffer"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject GroupType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "terascale._shmcore.Group",
+    .tp_basicsize = sizeof(Group),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Group(buffer, n, index, control_bytes, area_bytes): a mapped segment",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Group_init,
+    .tp_dealloc = (destructor)Group_dealloc,
+    .tp_methods = Group_methods,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "terascale._shmcore",
+    "Compiled per-call work of the shared-memory allreduce (see transport/shm.py).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__shmcore(void) {
+    if (PyType_Ready(&GroupType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&GroupType);
+    if (PyModule_AddObject(m, "Group", (PyObject *)&GroupType) < 0) {
+        Py_DECREF(&GroupType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "SLOT", SLOT);
+    PyModule_AddIntConstant(m, "DESC_BYTES", DESC_BYTES);
+    return m;
+}

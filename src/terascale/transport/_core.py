@@ -1,0 +1,39 @@
+"""The compiled core of the shared-memory transport (``terascale._shmcore``), if present.
+
+It does a flat allreduce round's per-call work in C (publish, arrive, spin with the GIL
+released, compare descriptors, fold in member order); see ``src/terascale/_shmcore.c``.
+``pip install`` builds it with the system's C compiler; where that fails the install still
+succeeds and everything runs the pure-Python path, which ``TERASCALE_NO_CEXT=1`` selects
+too (read when a segment is mapped). Both paths give the same bits.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+import numpy as np
+
+__all__ = ["KINDS", "OPS", "disabled", "load"]
+
+# dtype -> the core's element code; dtypes not listed (float16, complex, bool) fold in numpy.
+KINDS = {np.dtype(t): k for k, t in enumerate((
+    np.float32, np.float64, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
+    np.int64, np.uint64))}
+OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3}
+
+
+def disabled() -> bool:
+    """``TERASCALE_NO_CEXT`` set (to anything but 0): use the pure-Python path."""
+    return os.environ.get("TERASCALE_NO_CEXT", "0") not in ("", "0")
+
+
+def load() -> ModuleType | None:
+    """The compiled module, or None when it was not built or is disabled."""
+    if disabled():
+        return None
+    try:
+        from .. import _shmcore  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _shmcore

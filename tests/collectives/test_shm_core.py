@@ -1,0 +1,105 @@
+"""The compiled core of the shared-memory allreduce: built in CI, the fast per-call path's
+failure handling, and the same bits as the pure-Python path."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from terascale import CollectiveMismatch, PeerLost, PeerTimeout
+from terascale.testing import run_workers
+from terascale.transport import _core
+
+needs_core = pytest.mark.skipif(_core.load() is None and not _core.disabled(),
+                                reason="terascale._shmcore is not built here")
+
+
+def test_the_core_is_built_in_ci() -> None:
+    """CI builds the package from source: a broken C build must fail here, not fall back."""
+    if os.environ.get("CI") != "true":
+        pytest.skip("only asserted in CI (CI=true)")
+    from terascale import _shmcore  # noqa: F401
+
+
+def _use_core(comm) -> None:
+    os.environ.pop("TERASCALE_NO_CEXT", None)
+
+
+@needs_core
+def test_fast_path_is_taken_and_bitwise_equal_to_python_path() -> None:
+    """Rank 1 runs the pure-Python path, the others the core: the same bits everywhere."""
+    def fn(comm):
+        os.environ["TERASCALE_NO_CEXT"] = "1" if comm.rank == 1 else "0"
+        rng = np.random.default_rng(comm.rank)
+        out = []
+        for dtype in ("float32", "float64", "int32", "int64", "uint8", "float16", "bool"):
+            for op in ("sum", "prod", "min", "max"):
+                for count in (0, 1, 1000, 70_000):
+                    x = (rng.normal(size=count) * 100).astype(dtype)
+                    if dtype.startswith("float") and count:
+                        x[::97] = np.nan
+                        x[::89] = -0.0
+                    for _ in range(3):  # the third call of a shape takes the fast path
+                        y = comm.allreduce(x, op=op, algorithm="shm")
+                    out.append(y.tobytes())
+        z = np.arange(10.0)
+        comm.allreduce(z, out=z, algorithm="auto")
+        comm.allreduce(z, out=z, algorithm="auto")
+        assert comm.allreduce(z, out=z, algorithm="auto") is z
+        out.append(z.tobytes())
+        core = comm._shm.whole.core
+        return out, core is not None
+
+    res = run_workers(fn, 3, timeout=120)
+    assert [r[1] for r in res] == [True, False, True]
+    assert res[0][0] == res[1][0] == res[2][0]
+    assert np.frombuffer(res[0][0][-1]) .tolist() == [v * 27 for v in range(10)]
+
+
+@needs_core
+def test_fast_path_mismatch_is_detected() -> None:
+    def fn(comm):
+        _use_core(comm)
+        a, b = np.ones(100), np.ones(101)
+        for _ in range(3):
+            comm.allreduce(a, algorithm="shm")
+            comm.allreduce(b, algorithm="shm")
+        comm.allreduce(a if comm.rank == 2 else b, algorithm="shm")
+
+    outcomes = run_workers(fn, 3, expect_failure=True, collective_timeout=30)
+    for status, (exc, text) in outcomes:
+        assert status == "error" and exc == CollectiveMismatch.__name__, text
+
+
+@needs_core
+@pytest.mark.parametrize("stop", ["kill", "stop"])
+def test_fast_path_dead_or_stalled_member(stop: str) -> None:
+    """A member killed (PeerLost) or stopped (PeerTimeout at the communicator's deadline)
+    while the others spin in the core on a small message: detected, never a hang."""
+    def fn(comm):
+        _use_core(comm)
+        pids = comm.allgather(np.array([os.getpid()]))[:, 0]
+        x = np.ones(1000, np.float32)
+        for _ in range(3):
+            comm.allreduce(x, algorithm="shm")
+        if comm.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL if stop == "kill" else signal.SIGSTOP)
+        start = time.monotonic()
+        try:
+            while time.monotonic() - start < 20:
+                comm.allreduce(x, algorithm="shm")
+        finally:
+            if comm.rank == 0 and stop == "stop":
+                os.kill(int(pids[1]), signal.SIGCONT)
+
+    outcomes = run_workers(fn, 3, expect_failure=True, collective_timeout=2.0)
+    expect = PeerLost if stop == "kill" else PeerTimeout
+    for r in (0, 2):
+        assert outcomes[r][0] == "error", outcomes[r]
+        assert outcomes[r][1][0] in (expect.__name__, PeerLost.__name__), outcomes[r]
+    assert outcomes[0][1][0] == expect.__name__, outcomes[0]
+    assert "rank 1" in outcomes[0][1][1]
