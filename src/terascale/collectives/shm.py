@@ -36,9 +36,7 @@ import numpy as np
 from .._arrays import ReduceOp
 from .._errors import ConfigError
 from ..transport import Exchange
-from ..transport._core import KINDS, OPS
-from ..transport._frames import collective_tag, pack_desc
-from ..transport.shm import ShmGroup
+from ..transport.shm import ShmGroup, core_codes, slot_tag, tag_field
 from ._chunks import bounds
 from .registry import AllreduceCall
 
@@ -130,12 +128,15 @@ class ShmAllreduce:
         """The flat schedule with each round's work in the compiled core (one call per
         round when every member is ready; the Python wait only for late members)."""
         g, src, dst, ex = self.g, self.src, self.dst, self.ex
-        kind = KINDS.get(src.dtype, -1)
+        kind, opcode = core_codes(src.dtype, self.op.name) or (-1, -1)
+        if self.to_leader and g.index != 0:
+            opcode = -1
         reduce = not self.to_leader or g.index == 0
-        opcode = OPS[self.op.name] if reduce and kind >= 0 else -1
         # The core reads our part from src block by block before it writes that block of
         # dst, so src may be dst; only a partial overlap would break that.
         own = src is dst or not np.may_share_memory(src, dst)
+        core = g.core
+        assert core is not None
         per = max(1, g.area_bytes // src.dtype.itemsize)
         first = True
         for lo, hi in bounds(src.size, max(1, -(-src.size // per))):
@@ -145,7 +146,7 @@ class ShmAllreduce:
             if status != -1:
                 g.finish(ex, self.deadline, check=first, running=not first, spun=status >= 0)
                 if opcode >= 0:
-                    g.core.fold(s, d, g.round & 1, kind, opcode, own)
+                    core.fold(s, d, g.round & 1, kind, opcode, own)
             if reduce and opcode < 0:  # a dtype the core does not fold (float16, bool, ...)
                 self.op.fold(g.areas(g.round & 1, src.dtype, hi - lo), d)
             first = False
@@ -248,25 +249,25 @@ class FastAllreduce:
         self.kind = kind
         self.opcode = opcode
         self.context = context
-        self.field = pack_desc(desc).ljust(112, b"\0")  # the tag fills the 128-byte slot
+        self.field = tag_field(desc)
 
     @classmethod
     def plan(cls, groups: ShmGroups, op: ReduceOp, nbytes: int, desc: str,
              context: int) -> FastAllreduce | None:
         """The fast path for this shape, if the whole segment exists and has the core."""
         g = groups.whole
-        kind = KINDS.get(op.dtype)
-        if g is None or g.core is None or kind is None or g.n < 2 or nbytes > g.area_bytes:
+        codes = core_codes(op.dtype, op.name)
+        if g is None or g.core is None or codes is None or g.n < 2 or nbytes > g.area_bytes:
             return None
         if g.n > FLAT_MAX_N and nbytes * g.n > FLAT_MAX_BYTES:
             return None
-        return cls(g, kind, OPS[op.name], desc, context)
+        return cls(g, *codes, desc, context)
 
     def start(self, seq: int, src: np.ndarray, dst: np.ndarray) -> int:
         """Collective ``seq`` of ``src`` into ``dst`` (C-contiguous, equal, the same or
         disjoint); -1 when done, else a status for :meth:`finish`."""
         g = self.g
-        status = g.core_round(src, dst, collective_tag(seq, self.context, self.field),
+        status = g.core_round(src, dst, slot_tag(seq, self.context, self.field),
                               self.kind, self.opcode, True, running=False)
         if status == -1:
             g.round += 1

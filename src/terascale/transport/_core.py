@@ -33,7 +33,7 @@ def load() -> ModuleType | None:
     if disabled():
         return None
     try:
-        from .. import _shmcore  # type: ignore[attr-defined]
+        import terascale._shmcore as _shmcore  # type: ignore[import-not-found]
     except ImportError:
         return None
     return _shmcore

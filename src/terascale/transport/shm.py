@@ -50,14 +50,15 @@ import numpy as np
 
 from .._errors import CollectiveError, PeerTimeout
 from . import _core, _spin
-from ._frames import show_desc
+from ._frames import collective_tag, pack_desc, show_desc
 from ._futex import Timespec, futex_wait, futex_wake
 from ._memfd import HAVE_MEMFD, share_anonymous
+from ._named import share_named
 from ._spin import BLOCK_S, CHECK_S, MIN_SPIN_S, RUNNING_SPIN_S, SPIN_S, YIELD_WHILE_SPINNING
 from .base import Exchange
 from .segments import SHM_DIR, segment_name
 
-__all__ = ["ShmGroup", "segment_name"]
+__all__ = ["ShmGroup", "core_codes", "segment_name", "slot_tag", "tag_field"]
 
 _SLOT = 512
 _EPOCH, _SLEEPING, _PID, _DESC = 0, 64, 128, 256
@@ -152,29 +153,7 @@ class ShmGroup:
         if HAVE_MEMFD:  # nothing in /dev/shm: cannot leak whoever dies when
             return cls(share_anonymous(ex, group, os.path.basename(path), size), rank, group,
                        area_bytes, ex)
-        note = bytearray(struct.pack("<Q", size))
-        if rank == group[0]:
-            try:
-                os.unlink(path)  # a leftover of an earlier crash of this very job
-            except FileNotFoundError:
-                pass
-            mm = _open(ex, path, size, create=True)
-            try:
-                acks = [bytearray(8) for _ in group[1:]]
-                for peer in group[1:]:
-                    ex.send(peer, memoryview(note))
-                for peer, ack in zip(group[1:], acks):
-                    ex.recv(peer, memoryview(ack))
-                ex.run()
-            finally:
-                os.unlink(path)  # every member has mapped it (or the job failed)
-            return cls(mm, rank, group, area_bytes, ex)
-        ex.recv(group[0], memoryview(note))
-        ex.run()
-        mm = _open(ex, path, size, create=False, creator=group[0])
-        ex.send(group[0], memoryview(note))
-        ex.run()
-        return cls(mm, rank, group, area_bytes, ex)
+        return cls(share_named(ex, group, path, size), rank, group, area_bytes, ex)
 
     def close(self) -> None:
         """Unmap (idempotent); the segment's name is long gone."""
@@ -394,38 +373,26 @@ class ShmGroup:
                 raise err
 
 
+def core_codes(dtype: np.dtype, op: str) -> tuple[int, int] | None:
+    """The compiled core's codes for folding ``dtype`` with ``op`` (None: numpy folds)."""
+    kind = _core.KINDS.get(dtype)
+    return None if kind is None else (kind, _core.OPS[op])
+
+
+def tag_field(desc: str) -> bytes:
+    """A collective's descriptor ``desc`` as :func:`slot_tag` takes it (computed once)."""
+    return pack_desc(desc).ljust(_DESC_BYTES - 16, b"\0")
+
+
+def slot_tag(seq: int, context: int, field: bytes) -> bytes:
+    """What :meth:`ShmGroup.announce` writes for collective ``seq`` of communicator
+    ``context``, without an exchange (the same bytes as ``Exchange.tag``, padded)."""
+    return collective_tag(seq, context, field)
+
+
 def control_bytes(n: int) -> int:
     return -(-n * _SLOT // _ALIGN) * _ALIGN
 
 
 def _desc_field(ex: Exchange) -> bytes:
     return ex.tag[:_DESC_BYTES].ljust(_DESC_BYTES, b"\0")
-
-
-def _open(ex: Exchange, path: str, size: int, *, create: bool,
-          creator: int | None = None) -> mmap.mmap:
-    """Create (or open) and map the segment, its pages populated up front."""
-    try:
-        fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
-        try:
-            if create:
-                os.ftruncate(fd, size)
-            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            return mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
-            os.close(fd)
-    except OSError as e:
-        if isinstance(e, FileNotFoundError) and creator is not None:
-            # The creator unlinks early only when the collective failed on its side (e.g. a
-            # mismatch another member reported); its ABORT frame, sent first, says why.
-            cause = ex.lost(creator, "it removed the shared-memory segment")
-            ex.abort(cause)
-            raise cause from None
-        err = CollectiveError(f"rank {ex.origin}: {ex.what}: cannot "
-                              f"{'create' if create else 'map'} the shared-memory segment "
-                              f"{path} ({e.strerror or e})", rank=ex.origin,
-                              operation=ex.what)
-        ex.abort(err)
-        raise err from None
-
-
