@@ -13,11 +13,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml
+# setup.py builds the compiled core (src/terascale/_shmcore.c) in place: rebuilt when it changes.
+CORE := setup.py src/terascale/_shmcore.c
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml $(CORE)
 	$(BIN)/pip install -q -e ".[linear]"
 	touch $@
 
-$(VENV)/.installed-test: $(BIN)/python pyproject.toml
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml $(CORE)
 	$(BIN)/pip install -q "$(TORCH_PIN)"
 	$(BIN)/pip install -q -e ".[test,linear,torch,spark,ray,bench]"
 	touch $@
@@ -43,4 +46,4 @@ lint: install-test
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache src/terascale/*.so

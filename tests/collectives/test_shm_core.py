@@ -25,6 +25,30 @@ def test_the_core_is_built_in_ci() -> None:
     from terascale import _shmcore  # noqa: F401
 
 
+def test_the_fast_path_tag_is_the_exchange_tag() -> None:
+    """The fast path writes the descriptor without an exchange: the same bytes as one."""
+    import socket
+
+    from terascale.transport import TcpMesh
+    from terascale.transport.shm import ShmGroup, slot_tag, tag_field
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        a = socket.create_connection(srv.getsockname())
+        b, _ = srv.accept()
+    mesh = TcpMesh(0, {1: a})
+    try:
+        desc = "allreduce(shm,float32[1024],sum)"
+        for seq, context in ((0, 0), (7, 0), (2**40 + 3, 0x1234_5678_9ABC_DEF1)):
+            ex = mesh.exchange(seq, desc, "test", time.monotonic() + 5, context=context)
+            assert slot_tag(seq, context, tag_field(desc)) == ShmGroup.tag_of(ex)
+            assert len(ShmGroup.tag_of(ex)) == 128
+    finally:
+        mesh.close()
+        b.close()
+
+
 def _use_core(comm) -> None:
     os.environ.pop("TERASCALE_NO_CEXT", None)
 
