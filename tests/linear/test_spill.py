@@ -55,3 +55,39 @@ def test_spill_round_trip_and_gradient_bitwise(tmp_path, kind):
                 start += len(b[3])
             assert got.tobytes() == want.tobytes()
     assert list(tmp_path.iterdir()) == []  # the spill file never had a name
+
+
+def test_a_sealed_spill_refuses_more_blocks(tmp_path):
+    rng = np.random.default_rng(0)
+    with Spill(str(tmp_path)) as spill:
+        spill.add(0, *_block(rng, 5, 10, True))
+        spill.seal()
+        with pytest.raises(ValueError, match="sealed"):
+            spill.add(5, *_block(rng, 5, 10, True))
+        assert [len(b) for b in spill] == [5]
+
+
+def test_dot_and_direction_are_fixed_order_and_match_numpy():
+    from terascale.linear._linalg import dot, lbfgs_direction
+
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 3, 4, 7, 1001):
+        a, b = rng.normal(size=n), rng.normal(size=n)
+        assert dot(a, b) == pytest.approx(float(a @ b), rel=1e-12, abs=1e-12)
+    d, m = 40, 3
+    S, Y = rng.normal(size=(m, d)), rng.normal(size=(m, d))
+    Y += 3 * S  # y . s > 0
+    rho = 1.0 / np.einsum("ij,ij->i", S, Y)
+    g, minv = rng.normal(size=d), rng.uniform(0.5, 2.0, d)
+    order = np.array([2, 0, 1])
+    q = -g.copy()  # the textbook two-loop recursion in numpy
+    al = []
+    for r in order[::-1]:
+        al.append(rho[r] * (S[r] @ q))
+        q -= al[-1] * Y[r]
+    q *= minv * 0.7
+    for r, a in zip(order, al[::-1]):
+        q += (a - rho[r] * (Y[r] @ q)) * S[r]
+    got = lbfgs_direction(g, S, Y, rho, order, minv, 0.7)
+    np.testing.assert_allclose(got, q, rtol=1e-10, atol=1e-12)
+    assert got.tobytes() == lbfgs_direction(g, S, Y, rho, order, minv, 0.7).tobytes()

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from ._linalg import dot, lbfgs_direction
 from ._losses import d2loss, dloss, loss_value
 from ._normalize import Reparam
 
@@ -58,7 +59,7 @@ def reparametrized(data_fun: Fun, amap: Reparam, reg: Reparam, lam: float) -> Fu
             else:  # R = I: the standardized problem, v are the regularized weights
                 u = v
                 g += lam * v
-        return f + 0.5 * lam * float(u @ u), g, hold
+        return f + 0.5 * lam * dot(u, u), g, hold
 
     return fun
 
@@ -159,7 +160,7 @@ class _Tracker:
     def accept(self, it: int, w: np.ndarray, f: float, g: np.ndarray, hold: float) -> bool:
         """Record an accepted iterate; True when the holdout loss improved."""
         if self.callback is not None:
-            self.callback(it, f, float(np.linalg.norm(g)), hold, self.passes)
+            self.callback(it, f, math.sqrt(dot(g, g)), hold, self.passes)
         if math.isnan(hold):
             return True
         if hold < self.best_hold:
@@ -190,14 +191,14 @@ def _wolfe(fn: _Tracker, w: np.ndarray, d: np.ndarray, f0: float, g0: np.ndarray
            alpha: float, c1: float, c2: float
            ) -> tuple[float, float, np.ndarray, float] | None:
     """Strong Wolfe line search along d; returns (alpha, f, g, hold) or None on failure."""
-    dg0 = float(g0 @ d)
+    dg0 = dot(g0, d)
     a_prev, f_prev, dg_prev = 0.0, f0, dg0
     best: tuple[float, float, np.ndarray, float] | None = None
     for i in range(20):
         if fn.exhausted:
             return best
         f, g, hold = fn(w + alpha * d)
-        dg = float(g @ d)
+        dg = dot(g, d)
         if f <= f0 + c1 * alpha * dg0 and (best is None or f < best[1]):
             best = (alpha, f, g, hold)
         if f > f0 + c1 * alpha * dg0 or (i > 0 and f >= f_prev) or not math.isfinite(f):
@@ -225,7 +226,7 @@ def _zoom(fn: _Tracker, w: np.ndarray, d: np.ndarray, f0: float, dg0: float,
         else:
             a = 0.5 * (lo + hi)
         f, g, hold = fn(w + a * d)
-        dg = float(g @ d)
+        dg = dot(g, d)
         if f > f0 + c1 * a * dg0 or f >= flo:
             hi, fhi, dghi = a, f, dg
         else:
@@ -269,35 +270,27 @@ def lbfgs(fun: Fun, w0: np.ndarray, *, max_passes: int, memory: int = 15, tol: f
     w = np.array(w0, dtype=np.float64)
     f, g, hold = tr(w)
     tr.accept(0, w, f, g, hold)
-    ss: list[np.ndarray] = []
-    ys: list[np.ndarray] = []
+    # the last ``memory`` pairs (s, y) as rows of a ring buffer, ``order`` oldest first
+    S = np.empty((memory, len(w)))
+    Y = np.empty((memory, len(w)))
+    rho = np.zeros(memory)
+    order: list[int] = []
+    ones = np.ones(len(w)) if minv is None else minv
     worse = 0
     it = 0
     while True:
         if tr.exhausted:
             return _finish(tr, w, f, it, "passes", hold)
-        q = -g
-        alphas = []
-        for s, y in zip(reversed(ss), reversed(ys)):
-            a = float(s @ q) / float(y @ s)
-            alphas.append(a)
-            q -= a * y
-        if minv is not None:
-            q *= minv
-            if ss:
-                q *= float(ss[-1] @ ys[-1]) / float(ys[-1] @ (minv * ys[-1]))
-        elif ss:
-            q *= float(ss[-1] @ ys[-1]) / float(ys[-1] @ ys[-1])
-        for (s, y), a in zip(zip(ss, ys), reversed(alphas)):
-            b = float(y @ q) / float(y @ s)
-            q += (a - b) * s
-        d = q
-        if float(g @ d) >= 0:
-            ss.clear()
-            ys.clear()
+        gamma = 1.0
+        if order:
+            s_, y_ = S[order[-1]], Y[order[-1]]
+            gamma = dot(s_, y_) / dot(y_, ones * y_ if minv is not None else y_)
+        d = lbfgs_direction(g, S, Y, rho, np.array(order, np.int64), ones, gamma)
+        if dot(g, d) >= 0:
+            order.clear()
             d = -g if minv is None else -minv * g
-        step0 = (1.0 if ss or minv is not None  # a diagonal Newton step is well scaled
-                 else min(1.0, 1.0 / max(float(np.linalg.norm(d)), 1e-12)))
+        step0 = (1.0 if order or minv is not None  # a diagonal Newton step is well scaled
+                 else min(1.0, 1.0 / max(math.sqrt(dot(d, d)), 1e-12)))
         found = _wolfe(tr, w, d, f, g, step0, 1e-4, 0.9)
         if found is None:  # no acceptable step: out of passes, or at float precision
             return _finish(tr, w, f, it, "passes" if tr.exhausted else "line search", hold)
@@ -306,12 +299,12 @@ def lbfgs(fun: Fun, w0: np.ndarray, *, max_passes: int, memory: int = 15, tol: f
         s = a * d
         y = g_new - g
         w = w + s
-        if float(s @ y) > 1e-12 * float(y @ y):
-            ss.append(s)
-            ys.append(y)
-            if len(ss) > memory:
-                ss.pop(0)
-                ys.pop(0)
+        sy = dot(s, y)
+        if sy > 1e-12 * dot(y, y):
+            # the oldest pair's row, or a free one (all are free after a reset)
+            r = order.pop(0) if len(order) == memory else min(set(range(memory)) - set(order))
+            S[r], Y[r], rho[r] = s, y, 1.0 / sy
+            order.append(r)
         rel = (f - f_new) / max(abs(f_new), abs(f), 1e-300)
         f, g = f_new, g_new
         worse = 0 if tr.accept(it, w, f, g, hold) else worse + 1
@@ -337,14 +330,14 @@ def cg(fun: Fun, w0: np.ndarray, precond: np.ndarray, *, max_passes: int, tol: f
     it = 0
     restart = len(w)
     step = 1.0  # the first direction is a diagonal Newton step
-    slope = float(g @ d)
+    slope = dot(g, d)
     while True:
         if tr.exhausted:
             return _finish(tr, w, f, it, "passes", hold)
-        if float(g @ d) >= 0:
+        if dot(g, d) >= 0:
             d = -z
         # Nocedal & Wright (3.60): expect the same first-order change as the last step
-        new_slope = float(g @ d)
+        new_slope = dot(g, d)
         a0 = 1.0 if it == 0 else min(1.0, step * slope / new_slope) if new_slope < 0 else 1.0
         slope = new_slope
         found = _wolfe(tr, w, d, f, g, a0, 1e-4, 0.1)
@@ -355,7 +348,7 @@ def cg(fun: Fun, w0: np.ndarray, precond: np.ndarray, *, max_passes: int, tol: f
         it += 1
         w = w + a * d
         z_new = minv * g_new
-        beta = max(0.0, float(g_new @ (z_new - z)) / max(float(g @ z), 1e-300))
+        beta = max(0.0, dot(g_new, z_new - z) / max(dot(g, z), 1e-300))
         if it % restart == 0:
             beta = 0.0
         d = -z_new + beta * d

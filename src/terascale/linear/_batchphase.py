@@ -25,7 +25,7 @@ from ._options import TrainOptions
 from ._passes import Columns, gradient_pass, learning_blocks
 from ._spill import Spill
 
-__all__ = ["batch_phase"]
+__all__ = ["batch_phase", "new_spill"]
 
 
 def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, kind: int,
@@ -33,20 +33,32 @@ def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, ki
                 ) -> tuple[np.ndarray, np.ndarray]:
     """One streamed pass at the starting weights: the loss and gradient buffer of
     ``gradient_pass`` and the per-feature sums that :func:`standardizer` needs, both summed
-    over the workers in one allreduce (so every rank builds the same map); every block goes
-    to ``spill`` as the later passes read it."""
+    over the workers in one allreduce (so every rank builds the same map). It reads the
+    spill when the online pass has written it, else the blocks, writing the spill."""
     d = len(w)
     buf = np.zeros(2 * d + 4 if want_diag else d + 4)
     stats = np.zeros(3 * d + 1)
-    for b, cols, hold in learning_blocks(blocks, columns, period):
-        loss_grad(b.indptr, cols, b.values, b.labels, b.weights, hold, w, kind, buf,
-                  want_diag)
-        column_stats(b.indptr, cols, b.values, b.labels, b.weights, hold, stats)
-        spill.add(b.start, b.indptr, cols, b.values, b.labels, b.weights, hold)
+    if spill.sealed:
+        for c in spill:
+            loss_grad(c.indptr, c.cols, c.values, c.labels, c.weights, c.hold, w, kind, buf,
+                      want_diag)
+            column_stats(c.indptr, c.cols, c.values, c.labels, c.weights, c.hold, stats)
+    else:
+        for b, cols, hold in learning_blocks(blocks, columns, period):
+            loss_grad(b.indptr, cols, b.values, b.labels, b.weights, hold, w, kind, buf,
+                      want_diag)
+            column_stats(b.indptr, cols, b.values, b.labels, b.weights, hold, stats)
+            spill.add(b.start, b.indptr, cols, b.values, b.labels, b.weights, hold)
+        spill.seal()
     both = np.concatenate([buf, stats])
     if comm.size > 1:
         both = comm.allreduce(both)
     return both[:len(buf)], both[len(buf):]
+
+
+def new_spill(opts: TrainOptions) -> Spill:
+    """The batch phase's spill file, in the cache directory (else the temporary one)."""
+    return Spill(opts.cache_dir or None)
 
 
 def _scale_diag(reg: Reparam, stats: np.ndarray, lam: float, kind: int) -> np.ndarray | None:
@@ -103,16 +115,20 @@ def _bias_index(union: np.ndarray, opts: TrainOptions) -> int:
 
 def batch_phase(blocks: Blocks, columns: Columns, period: int, train_weight: float,
                 w0: np.ndarray, comm: Communicator, opts: TrainOptions, kind: int,
-                out: TextIO | None) -> tuple[np.ndarray, dict[str, Any]]:
+                out: TextIO | None, spill: Spill | None = None
+                ) -> tuple[np.ndarray, dict[str, Any]]:
     """L-BFGS or CG in standardized variables (see :mod:`._normalize`); returns raw-space
     weights (the scaling folded in) and a summary; with ``opts.standardized`` the summary's
     ``normalization`` is the model file's record of it. The first pass evaluates the
     objective at ``w0`` and gathers the statistics at once, so the map costs no extra pass
     (``train_weight`` is unused: that pass sums the weights over all workers itself). That
     pass also spills the shard in the kernels' layout (:mod:`._spill`, in the cache
-    directory), and every later pass reads the spill."""
-    with Spill(opts.cache_dir or None) as spill:
+    directory), unless the online pass has (``spill``, sealed; the caller closes it), and
+    every later pass reads the spill."""
+    if spill is not None:
         return _batch_phase(blocks, columns, period, w0, comm, opts, kind, out, spill)
+    with new_spill(opts) as own:
+        return _batch_phase(blocks, columns, period, w0, comm, opts, kind, out, own)
 
 
 def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,

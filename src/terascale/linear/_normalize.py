@@ -36,6 +36,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from ._linalg import dot
+
 __all__ = ["Reparam", "column_stats", "normalization_record", "standardizer"]
 
 _VERSION = 1
@@ -47,9 +49,11 @@ def column_stats(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
                  out: np.ndarray) -> None:
     """Accumulate over the training rows (labelled, weight > 0, not held out):
     ``out[:d] += s x``, ``out[d:2d] += s x^2``, ``out[2d:3d] += 1`` where ``x != 1``, and
-    ``out[3d] += s`` (the total weight). ``out`` has ``3 d + 1`` entries; call it once per
-    block of rows and allreduce-sum ``out`` over the workers."""
+    ``out[3d] += s`` (the total weight); an empty ``values`` means all 1. ``out`` has
+    ``3 d + 1`` entries; call it once per block of rows and allreduce-sum ``out`` over the
+    workers."""
     d = (len(out) - 1) // 3
+    unit = len(values) == 0
     for i in range(len(labels)):
         s = weights[i]
         if holdout[i] or s <= 0.0 or np.isnan(labels[i]):
@@ -57,7 +61,7 @@ def column_stats(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
         out[3 * d] += s
         for k in range(indptr[i], indptr[i + 1]):
             j = cols[k]
-            x = np.float64(values[k])
+            x = 1.0 if unit else np.float64(values[k])
             out[j] += s * x
             out[d + j] += s * x * x
             if x != 1.0:
@@ -94,7 +98,7 @@ class Reparam:
             ws = v[self.sel] / self._s
             w[self.sel] = ws
             if self.bias >= 0:
-                w[self.bias] -= float(self._m @ ws)
+                w[self.bias] -= dot(self._m, ws)
         return w
 
     def adjoint(self, g: np.ndarray, *, inplace: bool = False) -> np.ndarray:
@@ -111,7 +115,7 @@ class Reparam:
         if len(self.sel):
             v[self.sel] = w[self.sel] * self._s
             if self.bias >= 0:
-                v[self.bias] = w[self.bias] + float(self._m @ w[self.sel])
+                v[self.bias] = w[self.bias] + dot(self._m, w[self.sel])
         return v
 
     def gram_diag(self) -> np.ndarray:

@@ -68,6 +68,11 @@ class Spill:
         self._end = 0
         # per block: (offset, record bytes, start, n, nnz, has values)
         self._index: list[tuple[int, int, int, int, int, bool]] = []
+        self.sealed = False
+
+    def seal(self) -> None:
+        """Mark the spill complete: a whole pass's blocks have been added."""
+        self.sealed = True
 
     def close(self) -> None:
         self._file.close()
@@ -85,6 +90,8 @@ class Spill:
     def add(self, start: int, indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
             labels: np.ndarray, weights: np.ndarray, hold: np.ndarray) -> None:
         """Append one block (its arrays as the kernels take them)."""
+        if self.sealed:
+            raise ValueError("the spill is sealed: a pass has been written already")
         n, nnz = len(labels), int(indptr[-1]) - int(indptr[0])
         has_values = bool(nnz) and not bool(np.all(values[:nnz] == 1.0))
         parts: list[np.ndarray | None] = [np.ascontiguousarray(indptr - indptr[0], np.int64),

@@ -29,7 +29,7 @@ import numpy as np
 from .._errors import ConfigError, DataError
 from ..communicator import Communicator
 from ._average import average_weights
-from ._batchphase import batch_phase
+from ._batchphase import batch_phase, new_spill
 from ._blocks import Blocks, as_blocks
 from ._dataset import Dataset, ParseOptions
 from ._losses import LOSSES
@@ -42,6 +42,7 @@ from ._progress import Progress
 from ._progressive import BLOCK, block_tags, zero_one
 from ._resume import initial_state, merged
 from ._shard import job_rank, load_shard
+from ._spill import Spill
 
 __all__ = ["TrainOptions", "train"]  # TrainOptions lives in _options
 
@@ -117,6 +118,19 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
 
 def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_read: float,
            initial: LinearModel | None, predictions: Predictions | None) -> LinearModel:
+    # with a batch phase to follow, the first online pass spills the blocks it has mapped
+    # to compact columns, and no batch pass decodes the shard again (see _spill)
+    spill = new_spill(opts) if opts.batch and opts.passes > 0 else None
+    try:
+        return _learn(blocks, comm, opts, t0, t_read, initial, predictions, spill)
+    finally:
+        if spill is not None:
+            spill.close()
+
+
+def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_read: float,
+           initial: LinearModel | None, predictions: Predictions | None,
+           spill: Spill | None) -> LinearModel:
     out = (opts.progress_file or sys.stderr) if (opts.progress and comm.rank == 0) else None
     kind = LOSSES[opts.loss]
     union = union_features(blocks.features(), comm)
@@ -156,6 +170,9 @@ def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
             prog.header()
         nxt = 1  # progress lines at doubling example counts (first pass)
         for blk, cols, hold in learning_blocks(blocks, columns, period):
+            if p == 0 and spill is not None:
+                spill.add(blk.start, blk.indptr, cols, blk.values, blk.labels, blk.weights,
+                          hold)
             n = len(blk)
             start = 0
             while start < n:
@@ -189,6 +206,8 @@ def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
             print(f"pass {p + 1}: average loss {tot[0] / max(tot[1], 1e-300):.6f} over "
                   f"{int(tot[4])} examples{hold_s} ({comm.size} workers, "
                   f"{opts.average} averaging)", file=out)
+        if p == 0 and spill is not None:
+            spill.seal()
         info.setdefault("online_loss", []).append(float(tot[0] / max(tot[1], 1e-300)))
         if stop is not None and stop.end_pass(tot[2], tot[3], w, g2, nrm, state):
             info["online_passes"] = p + 1 - stop.patience
@@ -202,7 +221,7 @@ def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     if opts.batch:
         t_b = time.perf_counter()
         w, binfo = batch_phase(blocks, columns, period, scan.train_weight, w, comm, opts,
-                               kind, out)
+                               kind, out, spill)
         normalization = binfo.pop("normalization", None)
         info.update(binfo)
         info["batch_s"] = time.perf_counter() - t_b
