@@ -28,7 +28,7 @@ def test_bench_across_emulated_hosts(python: str, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     p = subprocess.run([python, "-m", "terascale", "bench", "allreduce", "--cluster", "2",
                         "--link", "200Mbit", "--sizes", "256K", "--iters", "0.1",
-                        "--algorithms", "ring", "--json", str(out)],
+                        "--algorithms", "ring", "--json", str(out), "--calibrate"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     rep = json.loads(out.read_text())
@@ -37,3 +37,7 @@ def test_bench_across_emulated_hosts(python: str, tmp_path: Path) -> None:
     assert row["system"] == "ours:ring" and row["bytes"] == 256 << 10
     assert row["link_fraction"] > 0 and 0 < row["model_link_fraction"] < 1
     assert "busbw/link" in p.stdout and "ring" in p.stdout
+    # --calibrate fits the link model to this run: one point, predicted as measured
+    assert "TCP link model fitted to this run" in p.stdout
+    assert "| 200 Mbit/s | 2 x 1 | 256 KiB | ring |" in p.stdout
+    assert rep["link_fit"]["points"][0]["measured_s"] == row["median_s"]

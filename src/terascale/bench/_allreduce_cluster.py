@@ -3,9 +3,12 @@
 Builds K emulated hosts (:class:`terascale.testing.cluster.Cluster`: network namespaces on
 a bridge, every link rate-limited both ways), runs the benchmark worker on each with the
 multi-node launcher (``terascale run --nnodes K``, ``--per-host`` workers per host), and
-prints per algorithm and size the busbw as a fraction of the link rate next to the cost
-model's prediction, with the link's payload rate taken as TCP/IP goodput
-(:func:`terascale.sim.tcp_goodput`: headers and MTU) rather than the nominal rate.
+prints per algorithm and size the busbw as a fraction of the link rate next to the
+prediction of the calibrated TCP link model (:mod:`terascale.sim.links`: TCP/IP goodput,
+the busiest link of each algorithm's schedule, per-message rounds and how well TCP fills a
+link; its constants ship with the package, ``--link-cost FILE`` uses others). With
+``--calibrate [EARLIER.json ...]`` it fits those constants to this run and the earlier
+``--json`` reports and prints measured against predicted.
 
 The emulation shares this machine's cores among all hosts: at high link rates the run is
 CPU-bound, not link-bound, and says nothing about the algorithms (keep the rate low enough
@@ -33,11 +36,15 @@ _PORT = 29500
 
 
 def run_cluster_bench(hosts: int, link: str, sizes: Sequence[int], algorithms: Sequence[str],
-                      *, per_host: int = 1, iters: float = 1.0,
-                      timeout: float = 900.0) -> dict[str, Any]:
-    """Run the algorithms over ``hosts`` emulated hosts; rows with busbw, link fraction, model."""
-    from ..sim.model import CostParams, predict, tcp_goodput
+                      *, per_host: int = 1, iters: float = 1.0, timeout: float = 900.0,
+                      link_cost: str | None = None) -> dict[str, Any]:
+    """Run the algorithms over ``hosts`` emulated hosts; rows with busbw, link fraction, model
+    (``link_cost``: a JSON file of :class:`terascale.sim.links.LinkCost`, default the
+    recorded one)."""
+    from ..sim import links
     from ..testing.cluster import Cluster, ClusterUnavailable, available
+
+    cost = links.recorded(link_cost)  # read first: a bad file fails before the long run
 
     ok, why = available()
     if not ok:
@@ -47,7 +54,7 @@ def run_cluster_bench(hosts: int, link: str, sizes: Sequence[int], algorithms: S
     cluster = Cluster(hosts, link=link)
     rate = cluster.rate
     assert rate is not None
-    goodput = tcp_goodput(rate, framing=14)  # tc's tbf counts the Ethernet header only
+    goodput = cost.goodput(rate)  # tc's tbf counts the Ethernet header only (framing 14)
     n = hosts * per_host
     with tempfile.TemporaryDirectory(prefix="terascale-bench-cluster-") as tmp:
         secret, out = os.path.join(tmp, "secret"), os.path.join(tmp, "rows.jsonl")
@@ -73,20 +80,19 @@ def run_cluster_bench(hosts: int, link: str, sizes: Sequence[int], algorithms: S
         if os.path.exists(out):
             with open(out) as f:
                 rows = [json.loads(line) for line in f if line.strip()]
-    c_model = CostParams(alpha=50e-6, beta=1 / goodput, gamma=1 / 2e9)
     for r in rows:
         algo = r["system"].split(":", 1)[1]
         r["busbw"] = r["bytes"] / r["median_s"] * 2 * (n - 1) / n
         r["link_fraction"] = r["busbw"] * 8 / rate
         try:
-            model = predict(algo, r["bytes"], hosts, c_model, per_host=per_host)
+            model = links.link_time(algo, r["bytes"], hosts, rate, cost, per_host=per_host)
         except ValueError:  # auto, or one-host algorithms
             model = None
         r["model_s"] = model
         r["model_link_fraction"] = (r["bytes"] / model * 2 * (n - 1) / n * 8 / rate
                                     if model else None)
     return {"hosts": hosts, "per_host": per_host, "link_bits": rate,
-            "goodput_bytes_per_s": goodput, "results": rows,
+            "goodput_bytes_per_s": goodput, "link_cost": cost.source, "results": rows,
             "failures": [f"node {k} exit status {code}" for k, code in enumerate(codes) if code]}
 
 
@@ -114,6 +120,9 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
                    help="with --cluster: every link's rate (default 100Mbit)")
     p.add_argument("--per-host", type=int, default=1, metavar="Q",
                    help="with --cluster: workers per emulated host (default 1)")
+    p.add_argument("--link-cost", default=None, metavar="COST.json",
+                   help="with --cluster: the TCP link model's constants from this file "
+                        "(default: those recorded with the package, terascale/sim/link_cost.json)")
 
 
 def cluster_main(args: argparse.Namespace, sizes: Sequence[int]) -> int:
@@ -122,9 +131,20 @@ def cluster_main(args: argparse.Namespace, sizes: Sequence[int]) -> int:
                                                                  "halving_doubling"]
     if args.per_host > 1 and not args.algorithms:
         algos.append("hierarchical")
+    earlier = []
+    for path in args.calibrate or []:  # read first: a bad file fails before the long run
+        with open(path) as f:
+            earlier.append(json.load(f))
     rep = run_cluster_bench(args.cluster, args.link, sizes, algos, per_host=args.per_host,
-                            iters=args.iters * (0.3 if args.quick else 1.0))
+                            iters=args.iters * (0.3 if args.quick else 1.0),
+                            link_cost=args.link_cost)
     print(format_cluster(rep))
+    if args.calibrate is not None and rep["results"]:
+        from ..sim.links import fit, format_fit
+
+        rep["link_fit"] = fit([rep, *earlier])
+        print("\nTCP link model fitted to this run" + (" and earlier ones" if earlier else "")
+              + ":\n" + format_fit(rep["link_fit"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rep, f, indent=1)

@@ -6,7 +6,10 @@
 (0.165, 0.165)
 
 ``terascale simulate`` is the command line; ``terascale bench allreduce --calibrate`` fits
-the parameters of this machine (:mod:`terascale.sim.calibrate`).
+the parameters of this machine (:mod:`terascale.sim.calibrate`). Over rate-limited TCP
+links, :mod:`terascale.sim.links` adds goodput, each schedule's busiest host link and
+calibrated per-round and efficiency constants (fitted on emulated hosts with
+``terascale bench allreduce --cluster K --link RATE``).
 """
 
 from .model import (

@@ -4,6 +4,7 @@
     terascale simulate --nodes 1000 --bytes 64MB --link 1Gbit --stragglers exp:5ms --plot t.png
     terascale simulate --nodes 32 --workers-per-host 8 --bytes 100MB --link 50Gbit
     terascale simulate --paper          # the Terascale run and Goyal et al. on paper
+    terascale simulate --fit-links k4.json k2x2.json --check k6.json --link-cost-out c.json
 """
 
 from __future__ import annotations
@@ -45,8 +46,49 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--example-cost", default=None, metavar="COST.json",
                    help="with --paper: per-example costs from this file (online_s, gradient_s, "
                         "features_per_example, source)")
+    p.add_argument("--fit-links", nargs="+", default=None, metavar="REPORT.json",
+                   help="fit the TCP link model (terascale.sim.links) to these "
+                        "`terascale bench allreduce --cluster K --json` reports and print "
+                        "measured vs predicted busbw")
+    p.add_argument("--check", nargs="+", default=[], metavar="REPORT.json",
+                   help="with --fit-links: reports predicted with the fitted constants but "
+                        "not fitted on (a held-out test)")
+    p.add_argument("--link-cost-out", default=None, metavar="COST.json",
+                   help="with --fit-links: write the fitted constants (for --link-cost)")
     p.add_argument("--json", default=None, metavar="OUT.json")
     p.set_defaults(func=_main)
+
+
+def _fit_links(args: argparse.Namespace) -> dict:
+    import json
+
+    from .._errors import ConfigError
+    from .._files import replace_durably
+    from .links import fit, format_fit
+
+    def load(paths: list[str], flag: str) -> list[dict]:
+        out = []
+        for path in paths:
+            try:
+                with open(path) as f:
+                    rep = json.load(f)
+                rep["hosts"], rep["per_host"], rep["link_bits"]  # noqa: B018
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise ConfigError(f"{flag} {path}: not a `terascale bench allreduce "
+                                  f"--cluster --json` report ({e})") from None
+            out.append(rep)
+        return out
+
+    result = fit(load(args.fit_links, "--fit-links"), check=load(args.check, "--check"))
+    print(format_fit(result))
+    if args.link_cost_out:
+        data = json.dumps({**result["cost"], "source": (
+            f"fitted by terascale simulate --fit-links on {len(args.fit_links)} cluster "
+            f"benchmark reports ({result['cost']['source'].split(' on ')[-1]})")},
+            indent=1).encode() + b"\n"
+        replace_durably(args.link_cost_out, lambda f: f.write(data), prefix=".link_cost.",
+                        what="--link-cost-out: ")
+    return result
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -54,6 +96,12 @@ def _main(args: argparse.Namespace) -> int:
 
     from .report import paper_report, run_simulate
 
+    if args.fit_links:
+        out = _fit_links(args)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=1)
+        return 0
     if (args.calibrate or args.example_cost) and not args.paper:
         from .._errors import ConfigError
 

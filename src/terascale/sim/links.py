@@ -1,0 +1,314 @@
+r"""Allreduce over rate-limited TCP links: the cost model calibrated on emulated hosts.
+
+:mod:`terascale.sim.model` prices a byte at the nominal link rate and every algorithm alike.
+Over real TCP at a link-bound rate three more things decide the time, and this model has
+one term for each:
+
+* **TCP/IP goodput** (:func:`terascale.sim.tcp_goodput`): a 1500-byte frame carries 1448
+  bytes of payload (IPv4 20 + TCP 20 + timestamps 12) for 1538 bytes of wire time
+  (Ethernet 14 + FCS 4 + preamble 8 + gap 12; a ``tc`` rate limit counts the 14-byte header
+  only): 94.1% of the nominal rate on a wire, 95.6% on an emulated link.
+* **the busiest link**: per host and direction, the bytes that cross it, step by step of
+  the algorithm's real schedule with ranks placed host by host (``terascale run`` does so):
+  the ring's only cross-host hop per host, the halving/doubling steps whose partners live
+  on other hosts (several workers of a host then share its NIC), the tree's parent and
+  child edges that leave a host, the hierarchical ring of one leader per host.
+* **how well TCP fills it**, one calibrated efficiency per kind of traffic: a single flow
+  per link direction (the ring, the hierarchical leaders' ring, any algorithm on two
+  hosts) keeps the link full, but flows that depend on each other and share a link
+  (halving/doubling with two or more partners, the tree's up and down streams through an
+  interior node) leave it idle part of the time -- their flows' rates are coupled through
+  the chunks each one waits for, and TCP shares a link fairly, not in the order the
+  schedule needs (Patarasuk & Yuan, JPDC 2009, argue the ring's contention-free single
+  stream is why it reaches the bandwidth bound on clusters of workstations).
+
+With ``G`` the goodput, ``B`` the busiest link's bytes, ``eta`` the efficiency of the
+algorithm's kind and ``R`` its message rounds (the ring ``2(p-1)``, halving/doubling
+``2 log2 p'`` plus 2 when it folds, the tree ``2h`` plus one per chunk of its pipeline):
+:math:`T = R\alpha + B / (G\eta) [+ T_{shm}]`, linear in ``alpha`` and the ``1/eta``:
+:func:`fit` finds them by non-negative least squares on relative errors from
+``terascale bench allreduce --cluster K --link RATE --json`` reports. The constants fitted
+on this machine ship with the package (``link_cost.json``, :func:`recorded`); pass another
+file to use others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .._errors import ConfigError
+from ..collectives import tree
+from .model import CostParams, shm_time, tcp_goodput, tree_shape
+
+__all__ = ["KINDS", "LinkCost", "fit", "format_fit", "kind_of", "link_time", "recorded",
+           "schedule"]
+
+# The kinds of link traffic, each with its efficiency (LinkCost.eff_<kind>); see schedule().
+KINDS = ("single", "halving_doubling", "fold", "shared_nic", "tree")
+_RECORDED = "link_cost.json"  # beside this module, shipped with the package
+_CHUNK = {"tree": tree.CHUNK_BYTES}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkCost:
+    """Calibrated constants of allreduce over TCP links (seconds; efficiencies in (0, 1])."""
+
+    alpha: float = 200e-6          # per message round (a send/receive step)
+    eff_single: float = 0.98       # one flow per link direction, no fold
+    eff_halving_doubling: float = 0.8  # halving/doubling, several partners on other hosts
+    eff_fold: float = 0.65         # halving/doubling folding extra ranks in and out
+    eff_shared_nic: float = 0.8    # several workers of a host crossing its NIC in one step
+    eff_tree: float = 0.85         # the tree's up and down streams through a node
+    mtu: int = 1500
+    tcp_ip_headers: int = 52
+    framing: int = 14              # what a tc rate limit counts; 38 on a real wire
+    source: str = "defaults"
+
+    def goodput(self, link_bits: float) -> float:
+        """TCP payload bytes per second on a link of ``link_bits`` bit/s."""
+        return tcp_goodput(link_bits, mtu=self.mtu, framing=self.framing,
+                           tcp_ip_headers=self.tcp_ip_headers)
+
+    def efficiency(self, kind: str) -> float:
+        """The fraction of goodput that traffic of ``kind`` (one of :data:`KINDS`) gets."""
+        return float(getattr(self, f"eff_{kind}"))
+
+
+def recorded(path: str | None = None) -> LinkCost:
+    """The constants fitted on emulated hosts (``path``: another such JSON file)."""
+    if path is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), _RECORDED)
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+        known = set(LinkCost.__dataclass_fields__)
+        cost = LinkCost(**{k: v for k, v in raw.items() if k in known})
+    except (OSError, ValueError, TypeError) as e:
+        raise ConfigError(f"{path}: not a link cost file ({e}); expected JSON with alpha and "
+                          f"{', '.join('eff_' + k for k in KINDS)}") from None
+    effs = [cost.efficiency(k) for k in KINDS]
+    if not (cost.alpha >= 0 and all(0 < e <= 1.5 for e in effs)):
+        raise ConfigError(f"{path}: alpha must be >= 0 and efficiencies in (0, 1.5]")
+    return cost
+
+
+# -- the schedules: bytes through the busiest host link, message rounds, partners ---------------
+def _busiest(steps: list[tuple[np.ndarray, np.ndarray, float]], host: np.ndarray) -> float:
+    """Bytes through the busiest host link direction over all ``steps`` (sources,
+    destinations, bytes of each message). The algorithms pipeline their steps chunk by chunk,
+    so a link's total, not the sum of each step's busiest link, bounds the time."""
+    n = int(host.max()) + 1
+    up, down = np.zeros(n), np.zeros(n)
+    for src, dst, nbytes in steps:
+        cross = host[src] != host[dst]
+        np.add.at(up, host[src][cross], nbytes)
+        np.add.at(down, host[dst][cross], nbytes)
+    return float(max(up.max(), down.max()))
+
+
+def _hd_steps(p: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """halving_doubling's steps (sources, destinations, fraction of the vector each)."""
+    q = 1 << (p.bit_length() - 1)
+    extra = p - q
+    active = np.concatenate([np.arange(extra) * 2 + 1, np.arange(2 * extra, p)]).astype(int)
+    v = np.arange(q)
+    steps = []
+    if extra:
+        steps.append((np.arange(extra) * 2, np.arange(extra) * 2 + 1, 1.0))
+    d, frac = q // 2, 1.0
+    while d >= 1:
+        frac /= 2
+        steps.append((active, active[v ^ d], frac))
+        d //= 2
+    d = 1
+    while d < q:
+        steps.append((active, active[v ^ d], frac))
+        frac *= 2
+        d *= 2
+    if extra:
+        steps.append((np.arange(extra) * 2 + 1, np.arange(extra) * 2, 1.0))
+    return steps
+
+
+def schedule(algorithm: str, hosts: int, per_host: int = 1) -> dict[str, Any]:
+    """Per unit of vector: the busiest link's bytes, message rounds and kind of traffic.
+
+    ``link`` is in vectors (multiply by the size); ``fill`` counts the chunks (the
+    algorithm's pipeline unit) that pass in series on top of it: the tree's pipeline fill.
+    """
+    p = hosts * per_host
+    host = np.arange(p) // per_host
+    if algorithm == "hierarchical":
+        return {**schedule("ring", hosts, 1), "shm": per_host}
+    if algorithm == "ring":
+        ranks = np.arange(p)
+        link = _busiest([(ranks, (ranks + 1) % p, 1.0 / p)] * (2 * (p - 1)), host)
+        return {"link": link, "fill": 0.0, "rounds": 2 * (p - 1), "kind": "single", "shm": 1}
+    if algorithm == "halving_doubling":
+        steps = _hd_steps(p)
+        link = _busiest(steps, host)
+        partners: dict[int, set[int]] = {}  # each rank's partners on other hosts
+        shared = False  # several workers of one host cross its NIC in the same step
+        for src, dst, _ in steps:
+            cross = host[src] != host[dst]
+            shared |= bool(cross.any()) and np.bincount(host[src][cross]).max() > 1
+            for a, b in zip(src.tolist(), dst.tolist()):
+                if host[a] != host[b]:
+                    partners.setdefault(a, set()).add(b)
+        several = max((len(v) for v in partners.values()), default=0) > 1
+        kind = ("fold" if p & (p - 1) else "shared_nic" if shared
+                else "halving_doubling" if several else "single")
+        # (Folding puts chunks in series -- in from the extra rank before they move on, the
+        # result back after the doubling -- but a fill term of two chunks fitted worse than
+        # folding's own efficiency: the measurements do not show a fixed fill.)
+        return {"link": link, "fill": 0.0, "rounds": len(steps), "kind": kind, "shm": 1}
+    if algorithm == "tree":
+        h, r, _ = tree_shape(p)
+        up = np.zeros(hosts)
+        down = np.zeros(hosts)
+        for v in range(p):
+            edges = [(v - 1) // 2] if v else []
+            edges += [c for c in (2 * v + 1, 2 * v + 2) if c < p]
+            remote = sum(1 for u in edges if host[u] != host[v])
+            # Every chunk crosses each remote edge once each way: up the tree, then down.
+            up[host[v]] += remote
+            down[host[v]] += remote
+        k = float(max(up.max(), down.max())) if hosts > 1 else 0.0
+        # Pipeline fill: the first chunk climbs to the root (a parent waits for its r
+        # children) and comes back down, each hop between hosts a chunk's time at the link
+        # rate (hops inside a host are loopback: free at these rates); the steady state then
+        # moves k chunks per chunk through the busiest link direction.
+        v, hops = p - 1, 0
+        while v:
+            hops += int(host[v] != host[(v - 1) // 2])
+            v = (v - 1) // 2
+        return {"link": k, "fill": max(0.0, hops * (r + 1) - k), "rounds": 2 * h,
+                "kind": "tree" if k > 1 else "single", "shm": 1}
+    raise ValueError(f"no link model for {algorithm!r} (tree, ring, halving_doubling, "
+                     "hierarchical)")
+
+
+def kind_of(algorithm: str, hosts: int, per_host: int = 1) -> str:
+    """Which efficiency prices ``algorithm``'s link traffic (one of :data:`KINDS`)."""
+    return str(schedule(algorithm, hosts, per_host)["kind"])
+
+
+def _terms(algorithm: str, nbytes: float, hosts: int, per_host: int, link_bits: float,
+           cost: LinkCost) -> tuple[float, float, str, float]:
+    """(message rounds, link seconds at goodput, kind, shared-memory seconds)."""
+    s = schedule(algorithm, hosts, per_host)
+    g = cost.goodput(link_bits)
+    link_bytes = s["link"] * nbytes
+    rounds = float(s["rounds"])
+    if s["fill"]:  # chunks stream: their rounds overlap, only their transfer adds up
+        link_bytes += s["fill"] * min(float(_CHUNK[algorithm]), nbytes)
+    shm = shm_time(nbytes, s["shm"], CostParams()) if s["shm"] > 1 else 0.0
+    return rounds, link_bytes / g, str(s["kind"]), shm
+
+
+def link_time(algorithm: str, nbytes: float, hosts: int, link_bits: float,
+              cost: LinkCost | None = None, *, per_host: int = 1) -> float:
+    """Predicted seconds of one allreduce of ``nbytes`` over ``hosts`` hosts of ``per_host``
+    workers joined by TCP links of ``link_bits`` bit/s (the recorded constants by default)."""
+    if hosts * per_host == 1:
+        return 0.0
+    cost = cost or recorded()
+    rounds, link_s, kind, shm = _terms(algorithm, nbytes, hosts, per_host, link_bits, cost)
+    return rounds * cost.alpha + link_s / cost.efficiency(kind) + shm
+
+
+# -- calibration -------------------------------------------------------------------------------
+def _points(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    pts = []
+    for rep in reports:
+        for r in rep.get("results", []):
+            algo = r["system"].split(":", 1)[1]
+            if algo not in ("tree", "ring", "halving_doubling", "hierarchical"):
+                continue
+            pts.append({"algorithm": algo, "hosts": rep["hosts"], "per_host": rep["per_host"],
+                        "link_bits": rep["link_bits"], "bytes": r["bytes"],
+                        "measured_s": r["median_s"]})
+    return pts
+
+
+def fit(reports: list[dict[str, Any]], *, check: list[dict[str, Any]] | None = None,
+        base: LinkCost = LinkCost()) -> dict[str, Any]:
+    """Fit alpha and the efficiencies to cluster benchmark reports.
+
+    Returns the constants and every point (those of ``check`` too, not fitted on: a
+    held-out test) with its prediction and relative error.
+    """
+    pts = _points(reports)
+    if not pts:
+        raise ValueError("no tree/ring/halving_doubling/hierarchical rows to fit")
+    rows, ys = [], []
+    for p in pts:
+        rounds, link_s, kind, shm = _terms(p["algorithm"], p["bytes"], p["hosts"],
+                                           p["per_host"], p["link_bits"], base)
+        feat = np.zeros(1 + len(KINDS))
+        feat[0] = rounds
+        feat[1 + KINDS.index(kind)] = link_s
+        rows.append(feat)
+        ys.append(p["measured_s"] - shm)
+    a, y = np.array(rows), np.array(ys)
+    used = a.any(axis=0)
+    scale = np.where(used, np.abs(a).max(axis=0), 1.0)
+    rel = a[:, used] / scale[used] / y[:, None]
+    theta = np.zeros(a.shape[1])
+    theta[used] = _nnls(rel, np.ones(len(y))) / scale[used]
+    # A kind no measurement has keeps its default efficiency.
+    effs = {f"eff_{k}": round(1.0 / theta[1 + i], 4) if theta[1 + i] > 0 else base.efficiency(k)
+            for i, k in enumerate(KINDS)}
+    cost = LinkCost(alpha=float(theta[0]), **effs, mtu=base.mtu,
+                    tcp_ip_headers=base.tcp_ip_headers, framing=base.framing,
+                    source=f"fitted on {len(pts)} measurements")
+    out = []
+    for p, held in [(p, False) for p in pts] + [(p, True) for p in _points(check or [])]:
+        pred = link_time(p["algorithm"], p["bytes"], p["hosts"], p["link_bits"], cost,
+                         per_host=p["per_host"])
+        out.append({**p, "predicted_s": pred, "error": pred / p["measured_s"] - 1.0,
+                    "held_out": held})
+    return {"cost": asdict(cost), "points": out}
+
+
+def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares with x >= 0 for a handful of unknowns: drop the most negative, refit."""
+    active = list(range(a.shape[1]))
+    x = np.zeros(a.shape[1])
+    while active:
+        sol = np.linalg.lstsq(a[:, active], b, rcond=None)[0]
+        if (sol >= 0).all():
+            x[active] = sol
+            break
+        active.pop(int(np.argmin(sol)))
+    return x
+
+
+def format_fit(result: dict[str, Any]) -> str:
+    """The constants and a Markdown table: measured vs predicted busbw per point."""
+    from .._units import format_rate, format_size
+
+    c = result["cost"]
+    effs = ", ".join(f"{k} {c['eff_' + k]:.3f}" for k in KINDS)
+    lines = [f"alpha = {c['alpha'] * 1e6:.0f} us per message round; TCP efficiency (of goodput, "
+             f"MTU {c['mtu']}, headers {c['tcp_ip_headers']} B, framing {c['framing']} B): "
+             f"{effs}", "",
+             "| link | hosts x workers | size | algorithm | measured | busbw / goodput | "
+             "predicted | error |", "|---|---|---|---|---|---|---|---|"]
+    for p in sorted(result["points"], key=lambda p: (p["link_bits"], p["hosts"], p["per_host"],
+                                                     p["bytes"], p["algorithm"])):
+        n = p["hosts"] * p["per_host"]
+        g = tcp_goodput(p["link_bits"], mtu=c["mtu"], framing=c["framing"],
+                        tcp_ip_headers=c["tcp_ip_headers"])
+        busbw = p["bytes"] / p["measured_s"] * 2 * (n - 1) / n
+        lines.append(f"| {format_rate(p['link_bits'])} | {p['hosts']} x {p['per_host']} | "
+                     f"{format_size(p['bytes'])} | {p['algorithm']} | "
+                     f"{p['measured_s'] * 1e3:.0f} ms | {busbw / g:.1%} | "
+                     f"{p['predicted_s'] * 1e3:.0f} ms | {p['error'] * 100:+.1f}%"
+                     f"{' (held out)' if p['held_out'] else ''} |")
+    return "\n".join(lines)
