@@ -5,7 +5,7 @@ from the parse cache each time means decoding its bit-packed indices and mapping
 hashed index to its compact column through a 2**bits lookup table, a cache miss per
 feature: on click-style data that was 60% of a gradient pass, on the flights data more
 than half. So the first batch pass writes each block as the kernels want it (row offsets,
-int32 compact columns, float32 values when the block has any other than 1, labels,
+uint32 compact columns, float32 values when the block has any other than 1, labels,
 weights, the holdout mask) to an unnamed temporary file, and every later pass reads it back
 block by block with ``preadv`` into fresh buffers: no decoding, no lookups, and the
 operating system's page cache makes a re-read a copy (Agarwal et al., JMLR 2014, sec. 3:
@@ -46,7 +46,7 @@ class CompactBlock:
 
     start: int
     indptr: np.ndarray   # int64, n + 1
-    cols: np.ndarray     # int32, compact columns
+    cols: np.ndarray     # uint32, compact columns
     values: np.ndarray   # float32, nnz, or empty: all 1
     labels: np.ndarray   # float32
     weights: np.ndarray  # float32
@@ -95,7 +95,7 @@ class Spill:
         n, nnz = len(labels), int(indptr[-1]) - int(indptr[0])
         has_values = bool(nnz) and not bool(np.all(values[:nnz] == 1.0))
         parts: list[np.ndarray | None] = [np.ascontiguousarray(indptr - indptr[0], np.int64),
-                 np.ascontiguousarray(cols[:nnz], np.int32),
+                 np.ascontiguousarray(cols[:nnz], np.uint32),
                  np.ascontiguousarray(values[:nnz], np.float32) if has_values else None,
                  np.ascontiguousarray(labels, np.float32),
                  np.ascontiguousarray(weights, np.float32),
@@ -135,7 +135,7 @@ class Spill:
             return a
 
         indptr = take(n + 1, np.int64)
-        cols = take(nnz, np.int32)
+        cols = take(nnz, np.uint32)
         values = take(nnz, np.float32) if has_values else _EMPTY
         labels = take(n, np.float32)
         weights = take(n, np.float32)

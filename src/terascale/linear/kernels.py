@@ -54,7 +54,7 @@ def kernel_cost(*, features: int = 124, examples: int = 200_000, bits: int = 24,
     rng = np.random.default_rng(seed)
     d = 1 << bits
     indptr = np.arange(examples + 1, dtype=np.int64) * features
-    cols = rng.integers(0, d, examples * features).astype(np.int32)
+    cols = rng.integers(0, d, examples * features).astype(np.uint32)
     values = np.ones(examples * features, np.float32)
     labels = np.where(rng.random(examples) < 0.5, 1.0, -1.0).astype(np.float32)
     weights = np.ones(examples, np.float32)
