@@ -181,9 +181,9 @@ class CommCore:
         """Run a blocking collective whose first attempt needs no exchange; False (nothing
         done, nothing numbered) when it cannot run that way now.
 
-        ``call.start(seq, src, dst)`` returns -1 when it completed; otherwise the exchange
-        is built as :meth:`_schedule` would and ``call.finish(ex, status, src, dst)``
-        completes the collective with every failure check. Only when nothing is queued,
+        ``call.start(seq, src, dst)`` returns None when it completed; otherwise the
+        exchange is built as :meth:`_schedule` would and ``call.finish(ex, pending, src,
+        dst)`` completes the collective with every failure check. Only when nothing is queued,
         nothing failed and no tracer is set; with the communicator's default timeout.
         """
         with self._order:
@@ -196,14 +196,14 @@ class CommCore:
             start = time.monotonic()
             # No exec_lock: the progress thread is idle and, while we hold the ordering
             # lock, nothing can be queued for it.
-            status = call.start(seq, src, dst)
-            if status != -1:
+            pending = call.start(seq, src, dst)
+            if pending is not None:
                 what = f"{name} #{seq} ({detail})"
                 if not self._owner:
                     what = f"{what} on a sub-communicator of {self.size}"
                 ex = mesh.exchange(seq, f"{name}({detail})", what, start + self.timeout,
                                    context=self._context, members=self._members)
-                call.finish(ex, status, src, dst)
+                call.finish(ex, pending, src, dst)
         return True
 
     def _check_op(self, op: str) -> None:

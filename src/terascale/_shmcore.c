@@ -359,6 +359,100 @@ done:
     return PyLong_FromLong(result);
 }
 
+/* flat(src, dst, tag, epoch, round, chunk, kind, op, own, spin_first, spin_running, yield)
+ *   -> (rounds completed, status)
+ *
+ * The whole flat schedule in rounds of ``chunk`` bytes (cache-sized: the round's input,
+ * our area and the others' areas stay in L2 while it is copied in and folded), round r in
+ * set ``(round + r) & 1`` at epoch ``epoch + 1 + r``; the descriptor (``tag``) is written
+ * and checked in round 0 only. Status -1: every round completed. Otherwise the rounds
+ * before the returned count completed, we arrived at the next one and ``status`` is the
+ * first member that has not (after ``spin_first`` seconds in round 0, ``spin_running``
+ * later) or ``-2 - i`` for a member i whose descriptor differs; nothing of that round is
+ * folded. ``op`` -1: no fold (a member of a reduce to the leader that is not it). */
+static PyObject *Group_flat(Group *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "flat takes 12 arguments");
+        return NULL;
+    }
+    if (!live(self))
+        return NULL;
+    PyObject *tag = args[2];
+    unsigned long long epoch = PyLong_AsUnsignedLongLong(args[3]);
+    long long round0 = PyLong_AsLongLong(args[4]);
+    Py_ssize_t chunk = PyLong_AsSsize_t(args[5]);
+    int kind = PyLong_AsLong(args[6]);
+    int op = PyLong_AsLong(args[7]);
+    int own = PyObject_IsTrue(args[8]);
+    double spin_first = PyFloat_AsDouble(args[9]);
+    double spin_running = PyFloat_AsDouble(args[10]);
+    int yield = PyObject_IsTrue(args[11]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (tag != Py_None && (!PyBytes_Check(tag) || PyBytes_GET_SIZE(tag) > DESC_BYTES)) {
+        PyErr_SetString(PyExc_ValueError, "tag must be bytes of at most 128 or None");
+        return NULL;
+    }
+    if (kind < 0 || kind >= K_COUNT || op < -1 || op > 3 || chunk <= 0 || chunk > self->area ||
+        chunk % ITEMSIZE[kind]) {
+        PyErr_SetString(PyExc_ValueError, "unsupported dtype code, op or round size");
+        return NULL;
+    }
+    Py_buffer s, d;
+    if (PyObject_GetBuffer(args[0], &s, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &d, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&s);
+        return NULL;
+    }
+    PyObject *res = NULL;
+    const void *parts_small[8];
+    const void **parts = self->n <= 8 ? parts_small : PyMem_Malloc(sizeof(void *) * self->n);
+    if (parts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (d.len != s.len || s.len % ITEMSIZE[kind]) {
+        PyErr_SetString(PyExc_ValueError, "src and dst differ in size or are not whole items");
+        goto done;
+    }
+    if (tag != Py_None) {
+        char *slot = desc_slot(self, self->me, (int)(round0 & 1));
+        Py_ssize_t k = PyBytes_GET_SIZE(tag);
+        memcpy(slot, PyBytes_AS_STRING(tag), (size_t)k);
+        memset(slot + k, 0, (size_t)(DESC_BYTES - k));
+    }
+    Py_ssize_t rounds = s.len == 0 ? 1 : (s.len + chunk - 1) / chunk;
+    Py_ssize_t r = 0;
+    int status = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (; r < rounds; r++) {
+        int parity = (int)((round0 + r) & 1);
+        Py_ssize_t lo = r * chunk, len = s.len - lo < chunk ? s.len - lo : chunk;
+        const char *src = (const char *)s.buf + lo;
+        memcpy(area_of(self, self->me, parity), src, (size_t)len);
+        uint64_t target = epoch + 1 + (uint64_t)r;
+        arrive(self, target);
+        int late = spin_wait(self, target, r == 0 ? spin_first : spin_running, yield);
+        if (late < 0 && r == 0 && tag != Py_None && (late = check_descs(self, parity)) >= 0)
+            late = -2 - late;
+        if (late != -1) {
+            status = late;
+            break;
+        }
+        if (op >= 0)
+            fold_parts(self, src, (char *)d.buf + lo, len, parity, kind, op, own, parts);
+    }
+    Py_END_ALLOW_THREADS
+    res = Py_BuildValue("(ni)", r, status);
+done:
+    if (parts && parts != parts_small)
+        PyMem_Free(parts);
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&d);
+    return res;
+}
+
 /* fold(src, dst, parity, kind, op, own): fold every member's area ``parity`` into ``dst``
  * (our own part from ``src`` when ``own``), in member order. */
 static PyObject *Group_fold(Group *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -446,6 +540,9 @@ static PyObject *Group_wait(Group *self, PyObject *const *args, Py_ssize_t nargs
 static PyMethodDef Group_methods[] = {
     {"allreduce", (PyCFunction)(void (*)(void))Group_allreduce, METH_FASTCALL,
      "allreduce(src, dst, tag, target, parity, kind, op, own, spin, yield) -> int"},
+    {"flat", (PyCFunction)(void (*)(void))Group_flat, METH_FASTCALL,
+     "flat(src, dst, tag, epoch, round, chunk, kind, op, own, spin_first, spin_running, "
+     "yield) -> (rounds completed, status)"},
     {"fold", (PyCFunction)(void (*)(void))Group_fold, METH_FASTCALL,
      "fold(src, dst, parity, kind, op, own)"},
     {"arrive", (PyCFunction)Group_arrive, METH_O, "arrive(target)"},

@@ -250,6 +250,33 @@ class ShmGroup:
             self.settle(running)
         return status
 
+    def core_flat(self, src: np.ndarray, dst: np.ndarray, tag: bytes | None, kind: int,
+                  op: int, own: bool, chunk: int, *,
+                  running: bool) -> tuple[int, int, int] | None:
+        """Rounds of ``chunk`` bytes of the flat allreduce in the compiled core, folding
+        each (``op`` >= 0); ``tag`` as in :meth:`core_round` (round 0 only).
+
+        None when every round completed (:attr:`round` advanced past them). Otherwise
+        ``(status, lo, hi)``: the elements ``[lo, hi)`` of the round we arrived at but
+        that did not complete (``status`` as :meth:`core_round` returns it): call
+        :meth:`finish`, fold it, advance :attr:`round`, go on from ``hi``.
+        """
+        if tag is not None:
+            self._field = tag
+        assert self.core is not None
+        done, status = self.core.flat(src, dst, tag, self.epoch, self.round, chunk, kind, op,
+                                      own, self.spin_budget(running), self.spin_budget(True),
+                                      YIELD_WHILE_SPINNING)
+        self.round += done
+        if status == -1:
+            self.epoch += done
+            if not running and self._spin_s < SPIN_S:
+                self.settle(running)
+            return None
+        self.epoch += done + 1
+        per = chunk // src.itemsize
+        return status, done * per, min((done + 1) * per, src.size)
+
     def finish(self, ex: Exchange, deadline: float, *, check: bool = False,
                running: bool = False, spun: bool = False) -> None:
         """Wait for the members of the barrier we arrived at (:meth:`barrier`, or a
