@@ -22,6 +22,7 @@ checks run as soon as the spin ends.
 from __future__ import annotations
 
 import os
+import time
 
 __all__ = ["BLOCK_S", "CHECK_S", "MIN_SPIN_S", "RUNNING_SPIN_S", "SPIN_S",
            "YIELD_WHILE_SPINNING", "host_busy"]
@@ -44,11 +45,22 @@ YIELD_WHILE_SPINNING = True
 def host_busy() -> bool:
     """More runnable processes than cores (1-minute load average): a long spin would take
     the core the member we wait for needs (measured at load 8 on 2 cores, 1 MiB, n=2: the
-    1 ms spin for running members cost 25% more CPU time and 18% more wall time per call)."""
-    try:
-        return os.getloadavg()[0] >= _CORES
-    except OSError:
-        return True
+    1 ms spin for running members cost 25% more CPU time and 18% more wall time per call).
+
+    Read at most every ``BUSY_CHECK_S`` (reading the load average costs microseconds, as
+    much as a small allreduce; it is a one-minute average anyway)."""
+    now = time.monotonic()
+    if now >= _busy[0]:
+        try:
+            busy = os.getloadavg()[0] >= _CORES
+        except OSError:
+            busy = True
+        _busy[:] = [now + BUSY_CHECK_S, busy]
+    return bool(_busy[1])
+
+
+BUSY_CHECK_S = 0.5
+_busy: list[float | bool] = [0.0, True]
 
 
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \

@@ -264,9 +264,12 @@ class ShmGroup:
         if tag is not None:
             self._field = tag
         assert self.core is not None
+        later = self.spin_budget(True) if src.nbytes > chunk else 0.0  # one round: unused
+        # Yield while spinning only on a loaded host: on an idle one a yield is a syscall
+        # that delays seeing the member arrive.
         done, status = self.core.flat(src, dst, tag, self.epoch, self.round, chunk, kind, op,
-                                      own, self.spin_budget(running), self.spin_budget(True),
-                                      YIELD_WHILE_SPINNING)
+                                      own, self.spin_budget(running), later,
+                                      YIELD_WHILE_SPINNING and _spin.host_busy())
         self.round += done
         if status == -1:
             self.epoch += done
