@@ -26,7 +26,7 @@ def _rotl32(x: np.int64, r: int) -> np.int64:
     return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def murmur3_32_nb(buf: np.ndarray, start: int, end: int, seed: int | np.int64) -> np.int64:
     """MurmurHash3 x86_32 of ``buf[start:end]`` (uint8) with a 32-bit seed.
 
@@ -69,7 +69,7 @@ def murmur3_32_nb(buf: np.ndarray, start: int, end: int, seed: int | np.int64) -
     return h
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def hashstring_nb(buf: np.ndarray, start: int, end: int, seed: int | np.int64) -> np.int64:
     """VW's ``hashstring``: all-digit strings hash to their value plus the seed (mod 2**32)."""
     v = np.int64(0)

@@ -159,6 +159,8 @@ def emit_interactions(table: np.ndarray, gstart: np.ndarray, gend: np.ndarray,
 
     ``gstart[c]:gend[c]`` is namespace c's span of the example's grouped features
     ``gidx`` (hashed, masked) and ``gval``."""
+    if table.shape[0] == 0:  # no interactions: no scratch arrays (this runs per example)
+        return n
     pos = np.zeros(table.shape[1], np.int64)
     hs = np.zeros(table.shape[1], np.int64)
     vs = np.zeros(table.shape[1], np.float32)

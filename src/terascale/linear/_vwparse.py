@@ -19,7 +19,7 @@ import numpy as np
 
 from ._hashing import CONSTANT_HASH, hashstring_nb
 from ._interactions import count_interactions, emit_interactions
-from ._vwfloat import parse_float, parse_float32
+from ._vwfloat import parse_float, read_float32
 
 __all__ = ["ERRORS", "parse_float", "parse_vw_bytes"]
 
@@ -33,6 +33,10 @@ ERRORS = {
     7: "a base (the third label number, VW's initial prediction) other than 0 is not "
        "supported: fold it into a feature",
 }
+
+
+_SEP = np.zeros(256, np.bool_)  # what ends a feature token: space, tab, CR, '|'
+_SEP[[32, 9, 13, 124]] = True
 
 
 @numba.njit(cache=True, inline="always")
@@ -78,7 +82,7 @@ def _features(buf: np.ndarray, bar: int, le: int, mask: int, ignore: np.ndarray,
                 colon += 1
             scale = np.float32(1.0)
             if colon < te:
-                sv, ok = parse_float32(buf, colon + 1, te)
+                sv, ok = read_float32(buf, colon + 1, te)
                 scale = np.float32(sv)
                 if not ok:
                     err = 5
@@ -89,17 +93,20 @@ def _features(buf: np.ndarray, bar: int, le: int, mask: int, ignore: np.ndarray,
             i += 1
             continue
         ts = i
-        while i < le and not _is_space(buf[i]) and buf[i] != 124:
+        colon = ts - 1  # the last ':' of the token, found on the way (one pass per token)
+        while i < le:
+            c = buf[i]
+            if _SEP[c]:
+                break
+            if c == 58:
+                colon = i
             i += 1
         te = i
-        colon = te - 1
-        while colon >= ts and buf[colon] != 58:
-            colon -= 1
         fv = 1.0
         name_e = te
         if colon >= ts:
             name_e = colon
-            fv, ok = parse_float32(buf, colon + 1, te)
+            fv, ok = read_float32(buf, colon + 1, te)
             if not ok:
                 err = 4
                 break
@@ -198,7 +205,7 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                         tag_s = ts + 1 if buf[ts] == 39 else ts
                         tag_e = te
                         continue
-                v, ok = parse_float32(buf, ts, te)
+                v, ok = read_float32(buf, ts, te)
                 if not ok:
                     err = 2
                 elif nnum == 0:
