@@ -91,3 +91,27 @@ def test_dot_and_direction_are_fixed_order_and_match_numpy():
     got = lbfgs_direction(g, S, Y, rho, order, minv, 0.7)
     np.testing.assert_allclose(got, q, rtol=1e-10, atol=1e-12)
     assert got.tobytes() == lbfgs_direction(g, S, Y, rho, order, minv, 0.7).tobytes()
+
+
+def test_gradient_pass_one_thread_or_two_same_bits(tmp_path):
+    from terascale.linear._passes import gradient_pass
+
+    rng = np.random.default_rng(5)
+    d = 30
+    with Spill(str(tmp_path)) as spill:
+        start = 0
+        for n, unit in ((17, True), (0, True), (40, False), (3, False), (21, True)):
+            b = _block(rng, n, d, unit)
+            spill.add(start, *b)
+            start += n
+        w = rng.normal(size=d)
+        for diag in (False, True):
+            one, two = (np.zeros(2 * d + 4 if diag else d + 4) for _ in range(2))
+            gradient_pass(spill, w, 0, one, diag, threads=1)
+            gradient_pass(spill, w, 0, two, diag, threads=2)
+            assert one.tobytes() == two.tobytes()
+            ref = np.zeros_like(one)  # the same sums, in another order
+            for cb in spill:
+                loss_grad(cb.indptr, cb.cols, cb.values, cb.labels, cb.weights, cb.hold, w,
+                          0, ref, diag)
+            np.testing.assert_allclose(one, ref, rtol=1e-12, atol=1e-12)

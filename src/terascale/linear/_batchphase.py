@@ -11,6 +11,7 @@ numeric columns of very different scales.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, TextIO
 
 import numpy as np
@@ -54,6 +55,20 @@ def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, ki
     if comm.size > 1:
         both = comm.allreduce(both)
     return both[:len(buf)], both[len(buf):]
+
+
+def _threads(comm: Communicator) -> int:
+    """Threads of a gradient pass: 2 where this worker has two CPUs to itself (the CPUs it
+    may run on over the workers on its host, or all workers where that is unknown)."""
+    from .._env import read_env
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    env = read_env()
+    local = env.local_size if env is not None and env.local_size else comm.size
+    return 2 if cpus // max(local, 1) >= 2 else 1
 
 
 def new_spill(opts: TrainOptions) -> Spill:
@@ -146,9 +161,11 @@ def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
         hold = buf[-2] / buf[-1] if buf[-1] > 0 else math.nan
         return float(buf[-4]), buf[:d], hold  # a view: the caller owns and may overwrite it
 
+    threads = _threads(comm)
+
     def data_fun(w: np.ndarray) -> tuple[float, np.ndarray, float]:
         buf = np.zeros(d + 4)
-        gradient_pass(spill, w, kind, buf, False)
+        gradient_pass(spill, w, kind, buf, False, threads)
         return unpack(comm.allreduce(buf))
 
     def cb(it: int, f: float, gnorm: float, hold: float, passes: int) -> None:

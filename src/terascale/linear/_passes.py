@@ -8,8 +8,10 @@ cache's blocks, an in-memory slice): the same data gives bitwise the same number
 
 from __future__ import annotations
 
+import contextvars
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
@@ -17,7 +19,7 @@ import numpy as np
 from ..communicator import Communicator
 from ._batch import loss_grad
 from ._blocks import Block, Blocks, prefetch
-from ._spill import CompactBlock
+from ._spill import CompactBlock, Spill
 
 __all__ = ["Columns", "EarlyStop", "LabelScan", "gradient_pass", "holdout_mask",
            "union_features"]
@@ -104,13 +106,38 @@ def learning_blocks(blocks: Blocks, columns: Columns, period: int
                     for b in blocks)
 
 
-def gradient_pass(spill: Iterable[CompactBlock], w: np.ndarray, kind: int, out: np.ndarray,
-                  want_diag: bool) -> None:
-    """One pass of ``loss_grad`` over the batch phase's spilled shard into ``out`` (see
-    ``_batch.loss_grad`` and :mod:`._spill`)."""
-    for b in spill:
-        loss_grad(b.indptr, b.cols, b.values, b.labels, b.weights, b.hold, w, kind, out,
-                  want_diag)
+def _rows(b: CompactBlock, lo: int, hi: int, w: np.ndarray, kind: int, out: np.ndarray,
+          want_diag: bool) -> None:
+    if hi > lo:
+        loss_grad(b.indptr[lo:hi + 1], b.cols, b.values, b.labels[lo:hi], b.weights[lo:hi],
+                  b.hold[lo:hi], w, kind, out, want_diag)
+
+
+def gradient_pass(spill: Spill, w: np.ndarray, kind: int, out: np.ndarray, want_diag: bool,
+                  threads: int = 1) -> None:
+    """One pass of ``loss_grad`` over the batch phase's spilled shard (see
+    ``_batch.loss_grad`` and :mod:`._spill`), adding into ``out``.
+
+    The shard's first half of examples and its second half accumulate into buffers of
+    their own, added in that order at the end: with ``threads=2`` each half runs in its own
+    thread (the kernel releases the GIL), and one thread gives the same bits."""
+    mid = spill.examples // 2
+    halves = [np.zeros_like(out), np.zeros_like(out)]
+    if threads >= 2:
+        def half(h: int) -> None:
+            for b, lo, hi in spill.rows(mid if h else 0, spill.examples if h else mid):
+                _rows(b, lo, hi, w, kind, halves[h], want_diag)
+
+        with ThreadPoolExecutor(1, thread_name_prefix="terascale-grad") as pool:
+            first = pool.submit(contextvars.copy_context().run, half, 0)
+            half(1)
+            first.result()
+    else:
+        for b in spill:
+            cut = min(max(mid - b.start, 0), len(b))
+            _rows(b, 0, cut, w, kind, halves[0], want_diag)
+            _rows(b, cut, len(b), w, kind, halves[1], want_diag)
+    out += halves[0] + halves[1]
 
 
 class EarlyStop:

@@ -146,6 +146,21 @@ class Spill:
         """One pass, read a block ahead of the caller (:func:`._blocks.prefetch`)."""
         return prefetch(self._read(e) for e in list(self._index))
 
+    @property
+    def examples(self) -> int:
+        return sum(e[3] for e in self._index)
+
+    def rows(self, lo: int, hi: int) -> Iterator[tuple[CompactBlock, int, int]]:
+        """(block, first row, end row) for the examples ``lo .. hi`` of the shard, read in
+        this thread (two threads each read their own range)."""
+        for e in list(self._index):
+            start, n = e[2], e[3]
+            if start + n <= lo or n == 0:
+                continue
+            if start >= hi:
+                break
+            yield self._read(e), max(lo - start, 0), min(hi - start, n)
+
     def __len__(self) -> int:
         return len(self._index)
 
