@@ -127,3 +127,25 @@ def test_fast_path_dead_or_stalled_member(stop: str, count: int) -> None:
         assert outcomes[r][1][0] in (expect.__name__, PeerLost.__name__), outcomes[r]
     assert outcomes[0][1][0] == expect.__name__, outcomes[0]
     assert "rank 1" in outcomes[0][1][1]
+
+
+@needs_core
+def test_fast_barrier_meets_the_python_barrier_and_detects_a_dead_member() -> None:
+    """Barriers through the core (rank 0) and through Python (rank 1) meet; a killed
+    member is PeerLost at the next barrier, not a hang."""
+    def fn(comm):
+        os.environ["TERASCALE_NO_CEXT"] = "1" if comm.rank == 1 else "0"
+        comm.allreduce(np.ones(3), algorithm="shm")  # the segment exists from here on
+        for i in range(50):
+            comm.barrier()
+            if i % 10 == 0:
+                comm.allreduce(np.ones(3), algorithm="shm")
+        if comm.rank == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        for _ in range(1000):
+            comm.barrier()
+
+    outcomes = run_workers(fn, 3, expect_failure=True, collective_timeout=30)
+    assert outcomes[2][0] == "killed"
+    for r in (0, 1):
+        assert outcomes[r][0] == "error" and outcomes[r][1][0] == PeerLost.__name__, outcomes[r]

@@ -51,8 +51,9 @@ AREA_BYTES = 2 << 20
 # (1-2 MiB a core on current x86) while the round is copied in and folded. Measured on the
 # development host with the compiled core (one process, its peer's area pre-filled, CPU
 # time): 16 MiB in 2 MiB rounds 4.8 ms, 512 KiB 3.3 ms, 256 KiB 2.6 ms, 128 KiB 2.5 ms,
-# 64 KiB 2.6 ms. Both paths use it: every member must cut the message the same way.
-FLAT_ROUND_BYTES = 128 << 10
+# 64 KiB 2.6 ms. The largest of the fast ones: every round is a barrier, and on a loaded
+# host a barrier may cost a sleep. Both paths use it: every member must cut alike.
+FLAT_ROUND_BYTES = 256 << 10
 # Measured (n=4: scatter wins from 256 KiB, 1 MiB in 0.55-0.62 vs 0.73-0.77 ms): flat while
 # n * bytes <= this.
 FLAT_MAX_BYTES = 512 << 10
