@@ -17,7 +17,11 @@ Everything is pipelined at chunk granularity with completion callbacks on the
 :class:`~terascale.transport.Exchange`: a chunk moves on to the next step the moment its
 reduction for this step is done, and an incoming chunk is received only once the chunk it
 is added to is ready (until then it waits in the socket buffer), so one chunk of scratch per
-peer suffices. Every block is reduced by exactly one rank in a fixed order and copied
+peer suffices. Each halving step (and the fold) sends its blocks in the order the receiver
+passes them on -- the blocks it sends at its next step first, its own block last -- so the
+receiver's next sends overlap this step's transfer; over rate-limited TCP links (4 emulated
+hosts, 100 Mbit/s) that raised busbw from 80-82% to 87-88% of TCP goodput. Every block is
+reduced by exactly one rank in a fixed order and copied
 everywhere else, so results are bitwise identical on all ranks and across runs.
 
 Over a subset of the communicator (one leader per host in the hierarchical allreduce) it
@@ -96,16 +100,16 @@ class HalvingDoublingAllreduce:
             # An extra rank: hand everything to the right neighbour, get the result back.
             partner = rank + 1
             vpartner = (partner - 1) // 2
-            for u in range(len(self.units)):
-                self._out(partner, u, 0)
+            for u in units_of(sorted(range(p), key=lambda b: -(b ^ vpartner))):
+                self._out(partner, u, 0)  # in the order the partner sends them on
             for u in units_of(gather_order(vpartner, steps)):
                 self._in(partner, u, 0, _COPY)
             self.final = 0
             return
         vrank = rank // 2 if rank < 2 * extra else rank - extra
         folded = 1 if rank < 2 * extra else 0
-        if folded:
-            for u in range(len(self.units)):
+        if folded:  # the extra rank's vector, in the order the halving steps send it on
+            for u in units_of(sorted(range(p), key=lambda b: -(b ^ vrank))):
                 self._in(rank - 1, u, 0, _REDUCE)
 
         def real(v: int) -> int:
@@ -120,9 +124,13 @@ class HalvingDoublingAllreduce:
                 send, keep = range(lo_block, lo_block + d), range(lo_block + d, lo_block + 2 * d)
             else:
                 send, keep = range(lo_block + d, lo_block + 2 * d), range(lo_block, lo_block + d)
-            for u in units_of(send):
+            # Blocks in the order the receiver passes them on: those it sends at its next
+            # halving step first, its own final block last (larger xor with the receiver's
+            # vrank = sent on sooner), so that its next step's sends overlap this step's
+            # receives instead of waiting for the tail of this step.
+            for u in units_of(sorted(send, key=lambda b: -(b ^ vrank ^ d))):
                 self._out(partner, u, folded + s)
-            for u in units_of(keep):
+            for u in units_of(sorted(keep, key=lambda b: -(b ^ vrank))):
                 self._in(partner, u, folded + s, _REDUCE)
             lo_block = keep.start
         self.final = folded + steps
