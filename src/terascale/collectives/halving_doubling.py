@@ -20,7 +20,7 @@ is added to is ready (until then it waits in the socket buffer), so one chunk of
 peer suffices. Each halving step (and the fold) sends its blocks in the order the receiver
 passes them on -- the blocks it sends at its next step first, its own block last -- so the
 receiver's next sends overlap this step's transfer; over rate-limited TCP links (4 emulated
-hosts, 100 Mbit/s) that raised busbw from 80-82% to 87-88% of TCP goodput. Every block is
+hosts, 100 and 200 Mbit/s) that raised busbw from 79-84% to 84-93% of TCP goodput. Every block is
 reduced by exactly one rank in a fixed order and copied
 everywhere else, so results are bitwise identical on all ranks and across runs.
 
