@@ -118,9 +118,10 @@ class Spill:
         self._index.append((self._end, size, start, n, nnz, has_values))
         self._end += size
 
-    def _read(self, entry: tuple[int, int, int, int, int, bool]) -> CompactBlock:
+    def _read(self, entry: tuple[int, int, int, int, int, bool],
+              into: np.ndarray | None = None) -> CompactBlock:
         off, size, start, n, nnz, has_values = entry
-        buf = np.empty(size, np.uint8)
+        buf = into[:size] if into is not None and len(into) >= size else np.empty(size, np.uint8)
         got = os.preadv(self._fd, [buf.data], off)
         if got != size:
             raise StorageError(f"batch-phase spill file: read {got} of {size} bytes "
@@ -152,14 +153,14 @@ class Spill:
 
     def rows(self, lo: int, hi: int) -> Iterator[tuple[CompactBlock, int, int]]:
         """(block, first row, end row) for the examples ``lo .. hi`` of the shard, read in
-        this thread (two threads each read their own range)."""
-        for e in list(self._index):
+        this thread (two threads each read their own range). Every block is read into the
+        same buffer: a block is valid until the next one is asked for (a fresh buffer per
+        block costs page faults as large as the copy itself)."""
+        entries = [e for e in self._index if e[3] and e[2] < hi and e[2] + e[3] > lo]
+        buf = np.empty(max((e[1] for e in entries), default=0), np.uint8)
+        for e in entries:
             start, n = e[2], e[3]
-            if start + n <= lo or n == 0:
-                continue
-            if start >= hi:
-                break
-            yield self._read(e), max(lo - start, 0), min(hi - start, n)
+            yield self._read(e, buf), max(lo - start, 0), min(hi - start, n)
 
     def __len__(self) -> int:
         return len(self._index)
