@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 import time
@@ -16,7 +17,7 @@ from terascale import AuthError, CollectiveError  # noqa: E402
 from terascale.communicator import Communicator  # noqa: E402
 from terascale.testing import run_workers  # noqa: E402
 from terascale.transport import build_mesh, listen  # noqa: E402
-from terascale.transport._secure import SecureLink  # noqa: E402
+from terascale.transport._secure import RECORD, SecureLink  # noqa: E402
 
 SECRET = b"job-secret"
 
@@ -175,6 +176,80 @@ def test_records_in_order_arrive_whole_and_peekable() -> None:
         receiver.recv(1)
     r_wire.close()
     assert receiver.recv(1) == b""
+
+
+def _stream(sender: SecureLink, frames: list[list[bytes]]) -> None:
+    for frame in frames:
+        views = [memoryview(v) for v in frame if v]  # as the mesh: no empty views
+        while views:
+            try:
+                n = sender.sendmsg(views)
+            except BlockingIOError:
+                select.select([], [sender], [], 1.0)
+                continue
+            while n and views:  # what the mesh does with the count
+                if n >= len(views[0]):
+                    n -= len(views[0])
+                    views.pop(0)
+                else:
+                    views[0], n = views[0][n:], 0
+
+
+def test_frames_of_every_size_arrive_bitwise_whatever_the_reads() -> None:
+    """Headers with small payloads (one record), with large ones (the header alone, then the
+    payload sealed from the caller's buffer), read as the mesh reads: a header and payload
+    pair, then the payload's rest, in buffers smaller and larger than a record."""
+    a, b = socket.socketpair()
+    for s in (a, b):
+        s.setblocking(False)
+    nonces = bytes(range(64))
+    sender = SecureLink(a, SECRET, nonces, "job", dialer=0, acceptor=1, rank=0, peer=1)
+    receiver = SecureLink(b, SECRET, nonces, "job", dialer=0, acceptor=1, rank=1, peer=0)
+    rng = np.random.default_rng(5)
+    sizes = [0, 1, 4096, 65535, 65536, RECORD - 48, RECORD, RECORD + 1, 3 * RECORD + 7, 1 << 22]
+    frames = [[rng.bytes(48), rng.bytes(n)] for n in sizes]
+    t = threading.Thread(target=_stream, args=(sender, frames))
+    t.start()
+    try:
+        for i, (header, payload) in enumerate(frames):
+            got_h, got_p = bytearray(48), bytearray(len(payload))
+            hg = pg = 0
+            cap = [7, 1 << 20, 4096, 1 << 30][i % 4]  # the reader's buffer size
+            while hg < 48 or pg < len(payload):
+                try:
+                    if i % 3 == 0 and hg == 0:  # the mesh peeks at headers, too
+                        assert header.startswith(receiver.recv(48, socket.MSG_PEEK))
+                    if hg < 48:
+                        n = receiver.recvmsg_into([memoryview(got_h)[hg:],
+                                                   memoryview(got_p)[pg: pg + cap]])[0]
+                    else:
+                        n = receiver.recv_into(memoryview(got_p)[pg: pg + cap])
+                except BlockingIOError:
+                    select.select([receiver], [], [], 1.0)
+                    continue
+                h = min(n, 48 - hg)
+                hg, pg = hg + h, pg + n - h
+            assert bytes(got_h) == header and bytes(got_p) == payload, sizes[i]
+    finally:
+        t.join(30)
+    assert not t.is_alive()
+
+
+def test_a_large_payloads_header_is_a_record_of_its_own() -> None:
+    sender, s_wire, _, _ = _link_pair()
+    header, payload = b"h" * 48, bytes(1 << 20)
+    assert sender.sendmsg([memoryview(header), memoryview(payload)]) == 48
+    assert s_wire.recv(1 << 20) and sender._sent == 1  # noqa: SLF001 (the record count)
+    assert sender.sendmsg([memoryview(header + b"x" * 100)]) == 148  # small: one record
+
+
+def test_a_connection_closed_inside_a_record_is_tampering() -> None:
+    sender, s_wire, receiver, r_wire = _link_pair()
+    record = _record(sender, s_wire, b"a whole record")
+    r_wire.sendall(record[:-3])
+    r_wire.close()
+    with pytest.raises(AuthError, match="closed inside a record"):
+        receiver.recv_into(memoryview(bytearray(64)))
 
 
 _PROBE = ("import sys, numpy as np, terascale\n"

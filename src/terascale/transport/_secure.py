@@ -16,11 +16,14 @@ which aborts the job like any failure of a collective. Confidentiality and integ
 against anyone on the path who lacks the job secret; traffic volume and timing do not.
 
 Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext, so AES-GCM runs on large
-buffers (GB/s per core with AES-NI) and the per-record cost (20 bytes, one call) stays
-small, while a link's buffers stay near 1 MiB (allocated when it first receives); 4 KiB
-messages pay one record each way. Records are sealed straight from the caller's buffer
-and opened into a fixed buffer (one copy to the caller): beside AES-GCM itself, encryption
-costs about one memcpy per byte on each side. The sender keeps at most one
+buffers (several GB/s per core with AES-NI) and the per-record cost (20 bytes, one call)
+stays small; a link's buffers stay near 1.25 MiB (allocated when it first sends or
+receives). A frame with a payload under 64 KiB is one record (4 KiB messages pay one
+record each way); a larger payload's header is a record of its own, so that the payload
+is sealed straight from the caller's buffer into a fixed one (no copy, no allocation per
+record), and a record the caller's buffer holds whole is opened straight into it: beside
+AES-GCM itself, encryption costs the ciphertext's own trip through the kernel, not extra
+copies of the plaintext. The sender keeps at most one
 encrypted record pending and reports its bytes sent only once the kernel took all of it,
 so a partly sent record is never mistaken for a partly sent frame: the pending record
 stands for the first bytes of whatever the caller sends next (the same frame, or the
@@ -39,7 +42,9 @@ __all__ = ["RECORD", "SecureLink"]
 RECORD = 256 << 10
 _TAG = 16
 _LEN = struct.Struct(">I")
+_NONCE = struct.Struct("<4xQ")  # a record's nonce: 4 zero bytes, its 64-bit sequence number
 _READ = 2 * (RECORD + _TAG + _LEN.size)  # receive buffer: whole records plus a partial one
+_JOIN = 64 << 10  # a frame's payload up to this travels in one record with its header
 
 
 def _has_into() -> bool:
@@ -90,10 +95,13 @@ class SecureLink:
         self._opened = 0  # records opened
         self._out = memoryview(b"")  # ciphertext of the pending record, not yet in the kernel
         self._out_plain = 0  # plaintext bytes that record stands for
-        # Received ciphertext raw[:rlen] (at most a partial record between fills), and opened
-        # plaintext plain[pstart:pend] not yet read: fixed buffers, offsets, no shifting.
-        self._raw = bytearray()  # allocated at the first receive (links that never carry
-        self._rlen = 0  # data, e.g. of a rank's ring neighbours only, cost nothing)
+        self._wbuf = bytearray()  # where records are sealed; allocated at the first send
+        self._stage = bytearray()  # a header and a small payload, staged for one record
+        # Received ciphertext raw[rstart:rlen] not opened yet, and opened plaintext
+        # plain[pstart:pend] not read yet: fixed buffers and offsets. Allocated at the first
+        # receive (links that never carry data, e.g. a rank's non-neighbours, cost nothing).
+        self._raw = bytearray()
+        self._rstart = self._rlen = 0
         self._plain = bytearray()
         self._pstart = self._pend = 0
         self._eof = False
@@ -122,27 +130,36 @@ class SecureLink:
         """Seal up to RECORD bytes of ``views``; plaintext bytes now wholly in the kernel."""
         fresh = not self._out
         if fresh:
+            if not self._wbuf:  # sealed records go here: no allocation per record
+                self._wbuf = bytearray(_LEN.size + RECORD + _TAG)
             first = views[0]
-            if len(views) == 1 or len(first) >= RECORD:
-                plain: bytes | memoryview = first[:RECORD]  # sealed straight from the buffer
-            else:  # a frame's header and the start of its payload: one record, one send
-                parts, n = [first], len(first)
-                for v in views[1:]:
-                    parts.append(v[: RECORD - n])
-                    n += len(parts[-1])
+            rest = sum(len(v) for v in views[1:]) if len(views) > 1 else 0
+            if len(views) == 1 or len(first) >= RECORD or rest >= _JOIN:
+                # Sealed straight from the caller's buffer. A frame's header before a large
+                # payload is a record of its own: one more send, not a copy of the payload.
+                plain: memoryview = first[:RECORD]
+            else:  # a header and a small payload: staged together, one record, one send
+                if not self._stage:
+                    self._stage = bytearray(RECORD)
+                stage, n = memoryview(self._stage), 0
+                for v in views:
+                    k = min(len(v), RECORD - n)
+                    stage[n: n + k] = v[:k]
+                    n += k
                     if n == RECORD:
                         break
-                plain = b"".join(parts)
+                plain = stage[:n]
             n = len(plain)
-            out = bytearray(_LEN.size + n + _TAG)
-            _LEN.pack_into(out, 0, n + _TAG)
-            nonce, head = self._nonce(self._sent), bytes(out[:_LEN.size])
+            head = _LEN.pack(n + _TAG)
+            out = memoryview(self._wbuf)[: _LEN.size + n + _TAG]
+            out[: _LEN.size] = head
+            nonce = self._nonce(self._sent)
             if _INTO:
-                self._seal.encrypt_into(nonce, plain, head, memoryview(out)[_LEN.size:])
+                self._seal.encrypt_into(nonce, plain, head, out[_LEN.size:])
             else:  # an older cryptography: one copy more
                 out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
             self._sent += 1
-            self._out, self._out_plain = memoryview(out), n
+            self._out, self._out_plain = out, n
         try:
             k = self._sock.send(self._out)
         except BlockingIOError:
@@ -169,28 +186,36 @@ class SecureLink:
     def recvmsg_into(self, bufs: list[memoryview]) -> tuple[int, list[object], int, None]:
         if self._broken is not None:  # a tampered link stays refused
             raise self._broken
-        if self._pstart == self._pend:
-            self._fill()
-            if self._pstart == self._pend:
-                if self._eof:
-                    return 0, [], 0, None
-                raise BlockingIOError("no whole record yet")
         got = 0
-        with memoryview(self._plain) as plain:
-            for b in bufs:
-                k = min(len(b), self._pend - self._pstart)
-                b[:k] = plain[self._pstart: self._pstart + k]
-                self._pstart += k
-                got += k
-                if self._pstart == self._pend:
+        for b in bufs:
+            while len(b):
+                if self._pstart < self._pend:  # opened before (a peek, or a record too big)
+                    k = min(len(b), self._pend - self._pstart)
+                    b[:k] = memoryview(self._plain)[self._pstart: self._pstart + k]
+                    self._pstart += k
+                elif (size := self._record()) is None:
                     break
+                elif size - _TAG <= len(b):  # the whole record fits: opened in place
+                    k = size - _TAG
+                    self._open_into(b[:k])
+                else:
+                    self._open_to_plain()
+                    continue
+                got += k
+                b = b[k:]
+            if len(b):
+                break
+        if not got:
+            if self._eof:
+                return 0, [], 0, None
+            raise BlockingIOError("no whole record yet")
         return got, [], 0, None
 
     def recv(self, n: int, flags: int = 0) -> bytes:
         if self._broken is not None:
             raise self._broken
-        if self._pend - self._pstart < n:
-            self._fill()
+        while self._pend - self._pstart < n and self._record() is not None:
+            self._open_to_plain()
         if self._pstart == self._pend:
             if self._eof:
                 return b""
@@ -200,15 +225,25 @@ class SecureLink:
             self._pstart += len(data)
         return data
 
-    def _fill(self) -> None:
-        """Take what the kernel has and open every whole record in it."""
-        if self._broken is not None:
-            raise self._broken
+    def _record(self) -> int | None:
+        """The size of the whole record at ``raw[rstart:]`` (reading what the kernel has when
+        there is none yet), or None. Records are opened only when the caller asks for them,
+        so that each can be opened straight into the caller's buffer."""
+        if (size := self._whole()) is not None:
+            return size
+        if self._eof:
+            return None
         if not self._raw:
             self._raw = bytearray(_READ)
         raw = self._raw
+        if self._rstart == self._rlen:
+            self._rstart = self._rlen = 0
+        elif len(raw) - self._rlen < _LEN.size + RECORD + _TAG:  # the partial one to the front
+            left = self._rlen - self._rstart
+            raw[:left] = raw[self._rstart: self._rlen]
+            self._rstart, self._rlen = 0, left
         with memoryview(raw) as view:
-            while not self._eof and self._rlen < len(raw):
+            while self._rlen < len(raw):
                 try:
                     k = self._sock.recv_into(view[self._rlen:])
                 except (BlockingIOError, InterruptedError):
@@ -217,24 +252,24 @@ class SecureLink:
                     self._eof = True
                     break
                 self._rlen += k
-            at = 0
-            while self._rlen - at >= _LEN.size:
-                (size,) = _LEN.unpack_from(raw, at)
-                if not _TAG <= size <= RECORD + _TAG:
-                    self._tampered(f"a record claims {size} bytes")
-                if self._rlen - at < _LEN.size + size:
-                    break
-                self._open_record(view[at: at + _LEN.size], view[at + _LEN.size: at + _LEN.size + size])
-                at += _LEN.size + size
-            if at:  # keep the partial record (< RECORD) at the front
-                left = self._rlen - at
-                raw[:left] = view[at: self._rlen]
-                self._rlen = left
-        if self._eof and self._rlen:
-            self._tampered(f"the connection closed inside a record ({self._rlen} bytes of it)")
+        size = self._whole()
+        if size is None and self._eof and self._rlen > self._rstart:
+            self._tampered(f"the connection closed inside a record "
+                           f"({self._rlen - self._rstart} bytes of it)")
+        return size
 
-    def _open_record(self, head: memoryview, body: memoryview) -> None:
-        n = len(body) - _TAG
+    def _whole(self) -> int | None:
+        have = self._rlen - self._rstart
+        if have < _LEN.size:
+            return None
+        (size,) = _LEN.unpack_from(self._raw, self._rstart)
+        if not _TAG <= size <= RECORD + _TAG:
+            self._tampered(f"a record claims {size} bytes")
+        return size if have >= _LEN.size + size else None
+
+    def _open_to_plain(self) -> None:
+        """Open the next record into the plaintext buffer (for a peek, or a small read)."""
+        n = _LEN.unpack_from(self._raw, self._rstart)[0] - _TAG
         if self._pstart == self._pend:
             self._pstart = self._pend = 0
         if self._pend + n > len(self._plain):  # make room: unread bytes to the front
@@ -243,20 +278,26 @@ class SecureLink:
             self._pstart, self._pend = 0, unread
             if unread + n > len(self._plain):
                 self._plain.extend(bytes(unread + n - len(self._plain)))
-        try:
-            if _INTO:
-                with memoryview(self._plain) as plain:
-                    self._open.decrypt_into(self._nonce(self._opened), body, head,
-                                            plain[self._pend: self._pend + n])
-            else:  # an older cryptography: one copy more
-                self._plain[self._pend: self._pend + n] = self._open.decrypt(
-                    self._nonce(self._opened), bytes(body), bytes(head))
-        except LinkTampered:
-            raise
-        except Exception:  # cryptography's InvalidTag
-            self._tampered(f"record #{self._opened} failed its authentication tag")
-        self._opened += 1
+        with memoryview(self._plain) as plain:
+            self._open_into(plain[self._pend: self._pend + n])
         self._pend += n
+
+    def _open_into(self, dest: memoryview) -> None:
+        """Open the whole record at ``raw[rstart:]`` into ``dest`` (its exact size)."""
+        at = self._rstart
+        end = at + _LEN.size + len(dest) + _TAG
+        with memoryview(self._raw) as raw:
+            head, body = raw[at: at + _LEN.size], raw[at + _LEN.size: end]
+            try:
+                if _INTO:
+                    self._open.decrypt_into(self._nonce(self._opened), body, head, dest)
+                else:  # an older cryptography: one copy more
+                    dest[:] = self._open.decrypt(self._nonce(self._opened), bytes(body),
+                                                 bytes(head))
+            except Exception:  # cryptography's InvalidTag
+                self._tampered(f"record #{self._opened} failed its authentication tag")
+        self._opened += 1
+        self._rstart = end
 
     def _tampered(self, why: str) -> None:
         self._broken = LinkTampered(
@@ -267,4 +308,4 @@ class SecureLink:
 
     @staticmethod
     def _nonce(counter: int) -> bytes:
-        return b"\0\0\0\0" + counter.to_bytes(8, "little")
+        return _NONCE.pack(counter)
