@@ -190,3 +190,25 @@ def test_rank_dying_in_one_group_fails_its_group_and_the_parent(algo: str) -> No
         # fails there, naming rank 3 all the same.
         assert "after 30 group allreduces" in text or "after 29 group allreduces" in text, text
     assert reached_parent >= 1
+
+
+def test_an_uncaught_error_after_close_reports_only_itself(tmp_path) -> None:
+    # terascale.init's excepthook tells the peers of an uncaught error; after close() there
+    # is no link left and the hook must stay quiet, not fail on the closed sockets.
+    import subprocess
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text("import numpy as np, terascale\n"
+                      "comm = terascale.init(timeout=20)\n"
+                      "try:\n"
+                      "    comm.allreduce(np.ones(4))\n"
+                      "    if comm.rank == 1:\n"
+                      "        raise ValueError('boom after close')\n"
+                      "finally:\n"
+                      "    comm.close()\n")
+    p = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", "--timeout", "20",
+                        sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode != 0 and "boom after close" in p.stderr
+    assert "Error in sys.excepthook" not in p.stderr, p.stderr

@@ -87,7 +87,7 @@ class TcpMesh(Transport):
         frame (zeros: the collective fails anyway) so that it can read the ABORT after it;
         a peer that does not take it within the grace period gets its connection shut.
         """
-        if self.broken is not None:
+        if self.broken is not None or self.epoll.closed:  # closed: no link left to tell
             return
         self.broken = err
         for peer in list(self._mask):
