@@ -115,3 +115,12 @@ def test_gradient_pass_one_thread_or_two_same_bits(tmp_path):
                 loss_grad(cb.indptr, cb.cols, cb.values, cb.labels, cb.weights, cb.hold, w,
                           0, ref, diag)
             np.testing.assert_allclose(one, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_an_unwritable_spill_directory_is_a_storage_error_naming_it(tmp_path):
+    from terascale import StorageError
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(StorageError, match="spill file in .*file"):
+        Spill(str(blocker / "sub"))

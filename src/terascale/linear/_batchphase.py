@@ -6,6 +6,11 @@ and weight sums]; every rank then runs the same optimizer step on the same numbe
 more pass first gathers the per-feature statistics of the standardizing change of variables
 (:mod:`._normalize`), in which both optimizers run: it is what makes them converge on raw
 numeric columns of very different scales.
+
+The passes read the shard from the batch spill (:mod:`._spill`), not the parse cache. Per-
+example margins are not kept between passes: L-BFGS needs the gradient at every accepted
+point, a full pass anyway, so margins (8 bytes per example) would only save the line
+search's rejected trials (1 pass in 9 on the flights data, 3 in 20 on click-style data).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._errors import StorageError
+from .._files import storage_error
 from ._blocks import prefetch
 
 __all__ = ["CompactBlock", "Spill"]
@@ -60,10 +61,12 @@ class Spill:
     """Append :class:`CompactBlock` s once (:meth:`add`), iterate them every pass."""
 
     def __init__(self, directory: str | None = None) -> None:
-        if directory:
-            os.makedirs(directory, exist_ok=True)
         self.directory = directory or tempfile.gettempdir()
-        self._file = tempfile.TemporaryFile(dir=self.directory)
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            self._file = tempfile.TemporaryFile(dir=self.directory)
+        except OSError as e:  # unwritable or missing: say where, as a StorageError
+            raise storage_error("batch-phase spill file in", self.directory, e) from e
         self._fd = self._file.fileno()
         self._end = 0
         # per block: (offset, record bytes, start, n, nnz, has values)
@@ -92,11 +95,12 @@ class Spill:
         """Append one block (its arrays as the kernels take them)."""
         if self.sealed:
             raise ValueError("the spill is sealed: a pass has been written already")
-        n, nnz = len(labels), int(indptr[-1]) - int(indptr[0])
-        has_values = bool(nnz) and not bool(np.all(values[:nnz] == 1.0))
-        parts: list[np.ndarray | None] = [np.ascontiguousarray(indptr - indptr[0], np.int64),
-                 np.ascontiguousarray(cols[:nnz], np.uint32),
-                 np.ascontiguousarray(values[:nnz], np.float32) if has_values else None,
+        a, b = int(indptr[0]), int(indptr[-1])
+        n, nnz = len(labels), b - a
+        has_values = bool(nnz) and not bool(np.all(values[a:b] == 1.0))
+        parts: list[np.ndarray | None] = [np.ascontiguousarray(indptr - a, np.int64),
+                 np.ascontiguousarray(cols[a:b], np.uint32),
+                 np.ascontiguousarray(values[a:b], np.float32) if has_values else None,
                  np.ascontiguousarray(labels, np.float32),
                  np.ascontiguousarray(weights, np.float32),
                  np.ascontiguousarray(hold, np.bool_)]
