@@ -36,6 +36,7 @@ from typing import Any
 from .. import _units
 from .._errors import ConfigError
 from .._units import format_size
+from ..transport.shm import compiled_core
 from ._allreduce_cluster import add_cluster_flags
 from ._allreduce_report import (
     crossover,
@@ -304,8 +305,12 @@ def _main(args: argparse.Namespace) -> int:
     report = run_bench(opts)
     report["command"] = "terascale bench allreduce " + " ".join(sys.argv[3:]) \
         if sys.argv[1:3] == ["bench", "allreduce"] else None
+    core = compiled_core()
+    report["shm_core"] = core
     print(f"terascale bench allreduce: n={opts.nprocs}, float32 sum, in place; "
-          f"load average {report['load']:.2f}")
+          f"load average {report['load']:.2f}; shared memory: "
+          + ("compiled core" if core else "pure Python (the C extension is not built or "
+             "TERASCALE_NO_CEXT is set; `pip install -e .` builds it)"))
     if "limits" in report:
         print(format_limits(report["limits"]))
     print(format_table(report))

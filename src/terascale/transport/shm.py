@@ -58,7 +58,7 @@ from ._spin import BLOCK_S, CHECK_S, MIN_SPIN_S, RUNNING_SPIN_S, SPIN_S, YIELD_W
 from .base import Exchange
 from .segments import SHM_DIR, segment_name
 
-__all__ = ["ShmGroup", "core_codes", "segment_name", "slot_tag", "tag_field"]
+__all__ = ["ShmGroup", "compiled_core", "core_codes", "segment_name", "slot_tag", "tag_field"]
 
 _SLOT = 512
 _EPOCH, _SLEEPING, _PID, _DESC = 0, 64, 128, 256
@@ -401,6 +401,14 @@ class ShmGroup:
                                                  "(shared memory)")
                 ex.abort(err)
                 raise err
+
+
+def compiled_core() -> str | None:
+    """Where the compiled core was loaded from (None: the pure-Python path runs, because
+    ``TERASCALE_NO_CEXT`` is set or the extension was not built; ``pip install -e .``
+    builds it)."""
+    core = _core.load()
+    return None if core is None else str(getattr(core, "__file__", core.__name__))
 
 
 def core_codes(dtype: np.dtype, op: str) -> tuple[int, int] | None:
