@@ -112,6 +112,17 @@ def test_node_0_listens_on_the_rendezvous_address_only(python: str, secret: Path
     assert lines == [f"rank {r} listen {want} master {addr}" for r in range(2)], results
 
 
+def test_node_0_refuses_a_rendezvous_address_not_of_its_host(python: str, secret: Path) -> None:
+    if other_address() == "192.0.2.254":
+        pytest.skip("192.0.2.254 is this host's")
+    p = subprocess.run([python, "-m", "terascale", "run", "-n", "1", "--nnodes", "2",
+                        "--node-rank", "0", "--rendezvous", f"192.0.2.254:{_port()}",
+                        "--secret-file", str(secret), python, JOB],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "not an address of this host" in p.stderr and "--bind 0.0.0.0" in p.stderr, p.stderr
+
+
 def test_bind_is_refused_where_it_means_nothing(python: str, secret: Path) -> None:
     p = subprocess.run([python, "-m", "terascale", "run", "-n", "1", "--bind", "0.0.0.0",
                         python, JOB], capture_output=True, text=True, timeout=60)
