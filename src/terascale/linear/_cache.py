@@ -25,19 +25,19 @@ import os
 import shutil
 import socket
 import tempfile
-import threading
 from collections.abc import Iterator
 
 import numpy as np
 
 from .._errors import ConfigError
-from ._blocks import Block, Blocks, FeatureSet, ShardStats
-from ._cachefmt import FIELDS, decode_block, decode_labels, encode_block, label_bytes
-from ._dataset import Dataset, ParseOptions
+from ._blocks import Block, Blocks, ShardStats
+from ._cachefmt import FIELDS, decode_block, decode_labels, label_bytes
+from ._cachewrite import EntryWriter
+from ._dataset import ParseOptions
 from ._names import opt
 from ._stream import TextBlocks
 
-__all__ = ["CacheBlocks", "cache_key", "default_cache_dir", "load_cached"]
+__all__ = ["CacheBlocks", "PendingCache", "cache_key", "default_cache_dir", "load_cached"]
 
 _VERSION = 4  # 4: VW features in VW's order, VW's float parsing (3: streamed blocks)
 
@@ -115,47 +115,15 @@ class CacheBlocks(Blocks):
         return np.load(os.path.join(self.entry, "features.npy"))
 
 
-def _fsync_write(path: str, data: bytes | None = None, arr: np.ndarray | None = None) -> None:
-    with open(path, "wb") as f:
-        if arr is not None:
-            np.save(f, arr)
-        elif data is not None:
-            f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _write_entry(tmp: str, text: TextBlocks, opts: ParseOptions, path: str) -> None:
-    feats = FeatureSet(opts.bits)
-    lock = threading.Lock()
-
-    def encode(ds: Dataset) -> tuple[bytes, int, int, int, int, int]:
-        rec, flags, ntag = encode_block(ds.indptr, ds.indices, ds.values, ds.labels,
-                                        ds.weights, ds.tag_ptr, ds.tag_blob, opts.bits)
-        with lock:
-            feats.add(ds.indices)
-        return rec, flags, ntag, len(ds), ds.n_features, ds.skipped
-
-    rows = []
-    off = examples = nnz = skipped = 0
-    with open(os.path.join(tmp, "data.bin"), "wb") as f:
-        for rec, flags, ntag, n, k, sk in text.map_chunks(encode):
-            skipped += sk
-            if n == 0:
-                continue
-            f.write(rec)
-            rows.append((off, len(rec), n, k, flags, ntag))
-            off += len(rec)
-            examples += n
-            nnz += k
-        f.flush()
-        os.fsync(f.fileno())
-    _fsync_write(os.path.join(tmp, "index.npy"),
-                 arr=np.array(rows, np.int64).reshape(-1, FIELDS))
-    _fsync_write(os.path.join(tmp, "features.npy"), arr=feats.result())
-    meta = {"version": _VERSION, "source": path, "bits": opts.bits, "examples": examples,
-            "features": nnz, "skipped": skipped, "bytes": off, "blocks": len(rows)}
-    _fsync_write(os.path.join(tmp, "meta.json"), data=json.dumps(meta).encode())
+    w = EntryWriter(tmp, opts, path, _VERSION)
+    try:
+        for e in text.map_chunks(w.encode):
+            w.put(e)
+        w.finish()
+    except BaseException:
+        w.abort()
+        raise
 
 
 def _tmp_prefix(pid: int) -> str:
@@ -183,9 +151,110 @@ def _sweep_orphans(root: str) -> None:
             pass
 
 
+def _new_tmp(root: str) -> str:
+    try:
+        os.makedirs(root, exist_ok=True)
+        _sweep_orphans(root)
+        return tempfile.mkdtemp(prefix=_tmp_prefix(os.getpid()), dir=root)
+    except OSError as e:
+        raise ConfigError(f"{opt('cache_dir', root)}: cannot create the cache there "
+                          f"({e.strerror}); give a writable directory, or "
+                          f"{opt('cache_dir', repr(''))} for none") from None
+
+
+def _storage(root: str, e: OSError) -> ConfigError:  # disk full, quota
+    return ConfigError(f"{opt('cache_dir', root)}: cannot write the cache ({e.strerror}); "
+                       f"{opt('cache_dir', repr(''))} trains without one")
+
+
+def _commit(tmp: str, entry: str, root: str) -> None:
+    try:
+        os.replace(tmp, entry)
+    except OSError:  # another worker or run got there first: theirs is as good
+        shutil.rmtree(tmp, ignore_errors=True)
+    try:  # the rename itself survives a crash only once the directory is synced
+        dfd = os.open(root, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+
+
+class PendingCache(Blocks):
+    """A cache entry not written yet. :meth:`stream` is the one pass that parses the text:
+    it hands out the parsed blocks as they come while a background thread writes the entry
+    (:mod:`._cachewrite`), and commits it at the end, so the first pass of a training run
+    learns from the text as it is parsed. Anything else (a pass, the counts, the
+    features) writes the entry first, then reads it: a :class:`CacheBlocks`."""
+
+    def __init__(self, text: TextBlocks, entry: str, root: str, opts: ParseOptions,
+                 path: str) -> None:
+        self.text, self.entry, self.root, self.opts, self.path = text, entry, root, opts, path
+        self.bits = opts.bits
+        self.parse = opts
+        self.sources = [path]
+        self._done: CacheBlocks | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self._done is None
+
+    def stream(self) -> Iterator[Block]:
+        """The shard's blocks, parsed once, the entry written meanwhile."""
+        tmp = _new_tmp(self.root)
+        ok = False
+        w: EntryWriter | None = None
+        try:
+            w = EntryWriter(tmp, self.opts, self.path, _VERSION)
+            start = 0
+            for ds, e in self.text.map_chunks(lambda ds: (ds, w.encode(ds))):
+                w.put(e)
+                yield Block(start=start, indptr=ds.indptr, indices=ds.indices,
+                            values=ds.values, labels=ds.labels, weights=ds.weights,
+                            tag_ptr=ds.tag_ptr, tag_blob=ds.tag_blob)
+                start += len(ds)
+            w.finish()
+            _commit(tmp, self.entry, self.root)
+            self._done = CacheBlocks(self.entry, self.opts, self.path)
+            ok = True
+        except OSError as e:
+            raise _storage(self.root, e) from None
+        finally:
+            if not ok:
+                if w is not None:
+                    w.abort()
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def done(self) -> CacheBlocks:
+        """The written entry (written now when it is not yet)."""
+        if self._done is None:
+            for _ in self.stream():
+                pass
+        assert self._done is not None
+        return self._done
+
+    def __iter__(self) -> Iterator[Block]:
+        return iter(self.done())
+
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        return self.done().label_blocks()
+
+    def stats(self) -> ShardStats:
+        return self.done().stats()
+
+    def skipped(self) -> int:
+        return self.done().skipped()
+
+    def features(self) -> np.ndarray:
+        return self.done().features()
+
+
 def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
-                cache_dir: str | None = None) -> tuple[Blocks, bool]:
-    """The shard as Blocks from the cache, streaming it into the cache first when needed.
+                cache_dir: str | None = None, lazy: bool = False) -> tuple[Blocks, bool]:
+    """The shard as Blocks from the cache, streaming it into the cache first when needed
+    (``lazy``: a :class:`PendingCache`, written by its first pass instead).
 
     Returns (blocks, hit). ``cache_dir=""`` disables the cache: the Blocks then parse the
     text on every pass.
@@ -202,33 +271,15 @@ def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1
             return CacheBlocks(entry, opts, path), True
         except (OSError, ValueError, KeyError):
             shutil.rmtree(entry, ignore_errors=True)  # unreadable entry: parse again
-    try:
-        os.makedirs(root, exist_ok=True)
-        _sweep_orphans(root)
-        tmp = tempfile.mkdtemp(prefix=_tmp_prefix(os.getpid()), dir=root)
-    except OSError as e:
-        raise ConfigError(f"{opt('cache_dir', root)}: cannot create the cache there "
-                          f"({e.strerror}); give a writable directory, or "
-                          f"{opt('cache_dir', repr(''))} for none") from None
+    if lazy:
+        return PendingCache(text, entry, root, opts, path), False
+    tmp = _new_tmp(root)
     try:
         _write_entry(tmp, text, opts, path)
-        try:
-            os.replace(tmp, entry)
-        except OSError:  # another worker or run got there first: theirs is as good
-            shutil.rmtree(tmp, ignore_errors=True)
-        try:  # the rename itself survives a crash only once the directory is synced
-            dfd = os.open(root, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        except OSError:
-            pass
-    except OSError as e:  # disk full, quota
+        _commit(tmp, entry, root)
+    except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise ConfigError(f"{opt('cache_dir', root)}: cannot write the cache "
-                          f"({e.strerror}); {opt('cache_dir', repr(''))} trains without "
-                          f"one") from None
+        raise _storage(root, e) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

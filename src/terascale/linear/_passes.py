@@ -83,19 +83,37 @@ def _scan(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray, acc: np.nda
 
 class LabelScan:
     """Train weight (not held out), labelled examples and unusual labels of a shard, from
-    the label sections only."""
+    the label sections only; ``blocks=None`` starts empty, for blocks :meth:`add` ed as a
+    pass goes (the same sums in the same order)."""
 
-    def __init__(self, blocks: Blocks, period: int) -> None:
-        acc = np.zeros(2)
-        odd: set[float] = set()
-        buf = np.zeros(64, np.float32)
-        for start, labels, weights in blocks.label_blocks():
-            k = _scan(labels, weights, holdout_mask(start, len(labels), period), acc, buf)
-            if len(odd) < 64:
-                odd.update(float(x) for x in buf[:k])
-        self.train_weight = float(acc[0])
-        self.labelled = float(acc[1])
-        self.odd = np.array(sorted(odd), np.float64)
+    def __init__(self, blocks: Blocks | None, period: int) -> None:
+        self.period = period
+        self._acc = np.zeros(2)
+        self._odd: set[float] = set()
+        self._buf = np.zeros(64, np.float32)
+        if blocks is not None:
+            for start, labels, weights in blocks.label_blocks():
+                self.add(start, labels, weights)
+
+    def add(self, start: int, labels: np.ndarray, weights: np.ndarray,
+            hold: np.ndarray | None = None) -> None:
+        if hold is None:
+            hold = holdout_mask(start, len(labels), self.period)
+        k = _scan(labels, weights, hold, self._acc, self._buf)
+        if len(self._odd) < 64:
+            self._odd.update(float(x) for x in self._buf[:k])
+
+    @property
+    def train_weight(self) -> float:
+        return float(self._acc[0])
+
+    @property
+    def labelled(self) -> float:
+        return float(self._acc[1])
+
+    @property
+    def odd(self) -> np.ndarray:
+        return np.array(sorted(self._odd), np.float64)
 
 
 def learning_blocks(blocks: Blocks, columns: Columns, period: int

@@ -16,7 +16,7 @@ from .._errors import ConfigError
 from ._blocks import Blocks, ChainBlocks
 from ._dataset import ParseOptions
 
-__all__ = ["job_rank", "load_shard"]
+__all__ = ["job_rank", "load_shard", "shard_blocks"]
 
 
 def job_rank() -> tuple[int, int]:
@@ -44,7 +44,18 @@ def load_shard(paths: Sequence[str] | str, *, rank: int | None = None,
         ds = tl.load_shard(["day-1.vw", "day-2.vw"], bits=24)   # before terascale.init()
         with terascale.init() as comm:
             model = tl.train(ds, comm=comm, bfgs=20)
+
+    ``train(paths)`` itself does not wait for the cache: its first online pass learns from
+    the text as it is parsed while the cache is written (see :func:`shard_blocks`).
     """
+    return shard_blocks(paths, rank=rank, size=size, cache_dir=cache_dir, lazy=False,
+                        **parse)
+
+
+def shard_blocks(paths: Sequence[str] | str, *, rank: int | None, size: int | None,
+                 cache_dir: str | None, lazy: bool, **parse: Any) -> Blocks:
+    """:func:`load_shard`; with ``lazy`` a shard not cached yet comes as
+    :class:`._cache.PendingCache` parts, whose first pass parses and writes the cache."""
     from ._cache import load_cached
     from ._readers import shard_files
 
@@ -68,7 +79,7 @@ def load_shard(paths: Sequence[str] | str, *, rank: int | None = None,
         bad = sorted(set(parse) - set(ParseOptions.__dataclass_fields__))
         raise ConfigError(f"load_shard: unknown parse option(s) {', '.join(bad)} (they are "
                           f"{names})") from None
-    parts = [load_cached(p, popts, shard=sh, cache_dir=cache_dir)[0]
+    parts = [load_cached(p, popts, shard=sh, cache_dir=cache_dir, lazy=lazy)[0]
              for p, sh in shard_files(paths, rank, size)]
     if not parts:  # more workers than files can happen only with zero files
         raise ConfigError("no input files for this worker")

@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Any
+from typing import Any, NamedTuple, TextIO
 
 import numpy as np
 
@@ -32,16 +32,17 @@ from ._average import average_weights
 from ._batchphase import batch_phase, new_spill
 from ._blocks import Blocks, as_blocks
 from ._dataset import Dataset, ParseOptions
+from ._firstpass import GrowingWeights, TextPass
 from ._losses import LOSSES
 from ._model import LinearModel
 from ._names import opt
-from ._online import online_chunk, sync_weights
+from ._online import new_state, sync_weights
+from ._onlinepass import Weights, online_pass
 from ._options import TrainOptions
 from ._passes import Columns, EarlyStop, LabelScan, learning_blocks, union_features
 from ._progress import Progress
-from ._progressive import BLOCK, block_tags, zero_one
 from ._resume import initial_state, merged
-from ._shard import job_rank, load_shard
+from ._shard import job_rank, shard_blocks
 from ._spill import Spill
 
 __all__ = ["TrainOptions", "train"]  # TrainOptions lives in _options
@@ -95,13 +96,18 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
             options[k] = v
     opts = TrainOptions(**options)
     t0 = time.perf_counter()
+    rank, size = (comm.rank, comm.size) if comm is not None else job_rank()
+    early = {"batch": bool(opts.batch), "warm": initial is not None, "passes": opts.passes}
     if isinstance(data, (Dataset, Blocks)):
         blocks = as_blocks(data)
     else:
-        rank, size = (comm.rank, comm.size) if comm is not None else job_rank()
-        blocks = load_shard(data, rank=rank, size=size, cache_dir=opts.cache_dir,
-                            **opts.parse_options().__dict__)
+        blocks = shard_blocks(data, rank=rank, size=size, cache_dir=opts.cache_dir,
+                              lazy=TextPass.lazy(opts.parse_options(), **early),
+                              **opts.parse_options().__dict__)
     t_read = time.perf_counter() - t0
+    # text to parse: the first pass learns as it is parsed, before the job is joined
+    first = (_text_pass(blocks, opts, rank, predictions)
+             if TextPass.wanted(blocks, **early) else None)
     own = False
     if comm is None:
         from .._init import init, joined
@@ -110,19 +116,52 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
         if comm is None:
             comm, own = init(), True
     try:
-        return _train(blocks, comm, opts, t0, t_read, initial, predictions)
+        return _train(blocks, comm, opts, t0, t_read, initial, predictions, first)
     finally:
         if own:
             comm.close()
 
 
+def _period(opts: TrainOptions) -> int:
+    """Every how many examples one is held out (0: none)."""
+    frac = opts.holdout_fraction
+    return max(2, round(1.0 / frac)) if frac > 0 else 0
+
+
+def _out(opts: TrainOptions, rank: int) -> TextIO | None:
+    return (opts.progress_file or sys.stderr) if (opts.progress and rank == 0) else None
+
+
+class _First(NamedTuple):
+    text: TextPass
+    weights: GrowingWeights
+    acc: np.ndarray
+    prog: Progress
+    t_on: float
+
+
+def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
+               predictions: Predictions | None) -> _First:
+    """The first online pass, learning from the text as it is parsed (:mod:`._firstpass`)."""
+    t_on = time.perf_counter()
+    out = _out(opts, rank)
+    text = TextPass(blocks, _period(opts))
+    ws = GrowingWeights(text.columns, new_state())
+    prog = Progress(out)
+    prog.header()
+    acc = online_pass(text.items(), ws, LOSSES[opts.loss], opts, opts.online_l2(0.0), True,
+                      out, prog, predictions)
+    return _First(text, ws, acc, prog, t_on)
+
+
 def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_read: float,
-           initial: LinearModel | None, predictions: Predictions | None) -> LinearModel:
+           initial: LinearModel | None, predictions: Predictions | None,
+           first: _First | None = None) -> LinearModel:
     # with a batch phase to follow, the first online pass spills the blocks it has mapped
     # to compact columns, and no batch pass decodes the shard again (see _spill)
     spill = new_spill(opts) if opts.batch and opts.passes > 0 else None
     try:
-        return _learn(blocks, comm, opts, t0, t_read, initial, predictions, spill)
+        return _learn(blocks, comm, opts, t0, t_read, initial, predictions, spill, first)
     finally:
         if spill is not None:
             spill.close()
@@ -130,16 +169,24 @@ def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
 
 def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_read: float,
            initial: LinearModel | None, predictions: Predictions | None,
-           spill: Spill | None) -> LinearModel:
-    out = (opts.progress_file or sys.stderr) if (opts.progress and comm.rank == 0) else None
+           spill: Spill | None, first: _First | None) -> LinearModel:
+    out = _out(opts, comm.rank)
     kind = LOSSES[opts.loss]
-    union = union_features(blocks.features(), comm)
+    if first is not None:  # the first pass has run, in its own columns
+        first.text.release()  # its 2**bits table: Columns makes its own
+        union = union_features(first.text.features(), comm)
+    else:
+        union = union_features(blocks.features(), comm)
     columns = Columns(union, blocks.bits)
-    frac = opts.holdout_fraction
-    period = max(2, round(1.0 / frac)) if frac > 0 else 0
+    period = _period(opts)
     st = blocks.stats()
-    scan = LabelScan(blocks, period)
-    w, g2, nrm, state = initial_state(initial, union)
+    if first is not None:
+        scan = first.text.scan
+        w, g2, nrm = first.weights.in_union(union)
+        state = first.weights.state
+    else:
+        scan = LabelScan(blocks, period)
+        w, g2, nrm, state = initial_state(initial, union)
     info: dict[str, Any] = {"workers": comm.size, "features": len(union), "read_s": t_read}
     # logistic and hinge read label > 0 as positive: LIBSVM's 2/4 or 1/2 would all be one
     # class and train a constant model without a word
@@ -159,41 +206,20 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     info.update(examples=int(totals[0]), feature_count=int(totals[1]), skipped=int(totals[2]))
     if out and totals[2]:
         print(f"skipped {int(totals[2])} bad lines (--skip-bad)", file=out)
-    prog = Progress(out)
-    t_on = time.perf_counter()
+    prog = first.prog if first is not None else Progress(out)
+    t_on = first.t_on if first is not None else time.perf_counter()
+    ws = Weights(w, g2, nrm, state)
     # VW stops online passes early on the holdout loss (without a batch phase to follow)
     stop = EarlyStop(opts.patience) if period and opts.passes > 1 and not opts.batch else None
     for p in range(opts.passes):
-        acc = np.zeros(8)
-        prev = acc.copy()
-        if p == 0:
-            prog.header()
-        nxt = 1  # progress lines at doubling example counts (first pass)
-        for blk, cols, hold in learning_blocks(blocks, columns, period):
-            if p == 0 and spill is not None:
-                spill.add(blk.start, blk.indptr, cols, blk.values, blk.labels, blk.weights,
-                          hold)
-            n = len(blk)
-            start = 0
-            while start < n:
-                end = min(n, nxt - blk.start) if p == 0 and out else n
-                pred = None
-                if predictions is not None or opts.binary:  # bounded blocks of predictions
-                    end = min(end, start + BLOCK)
-                    pred, before = np.empty(end - start), acc.copy()
-                online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
-                             start, end, w, g2, nrm, state, kind, opts.learning_rate,
-                             opts.power_t, opts.l1, online_l2, acc, pred)
-                if pred is not None:
-                    if opts.binary:
-                        zero_one(acc, before, pred, blk.labels, blk.weights, hold, start)
-                    if predictions is not None:
-                        predictions(pred, block_tags(blk, start, end))
-                if p == 0 and out and blk.start + end == nxt:
-                    prog.line(acc, prev, blk.indptr[end] - blk.indptr[end - 1])
-                    prev = acc.copy()
-                    nxt *= 2
-                start = end
+        if p == 0 and first is not None:
+            acc = first.acc
+        else:
+            if p == 0:
+                prog.header()
+            acc = online_pass(learning_blocks(blocks, columns, period), ws, kind, opts,
+                              online_l2, p == 0, out, prog, predictions,
+                              spill if p == 0 else None)
         if comm.size > 1:
             # averaging needs plain weights; one worker keeps L1/L2 lazy across passes, as
             # VW does (its end of pass folds them in only without --save_resume, VW's

@@ -1,0 +1,171 @@
+"""The first online pass over text: learning while the text is parsed and cached.
+
+Before a pass can run in the compact column space (:class:`._passes.Columns`) the whole
+shard must have been read: the space is the union of every worker's features. Reading the
+text into the cache first and learning afterwards makes the first pass wait for the parse
+and read everything twice. Instead the first pass learns in a *local* column space, a
+column given to each hashed index when it first appears, while the parser's threads parse
+the next blocks (nogil numba) and a background thread writes the cache
+(:class:`._cache.PendingCache`); at the end the local columns are moved to their places in
+the union. The online update of a weight reads and writes only that weight's state and
+the learner's global state, in example order, so the numbering of the columns does not
+change a bit of the result: the weights are bitwise those of a pass over the cache.
+
+The pass runs before the worker joins the job, so reading still happens before the
+allreduce is initialized (Agarwal et al., JMLR 2014, sec. 3). Used when nothing the
+pass computes needs the whole shard first: no warm start (``initial``), no batch phase
+(its online pass uses the total train weight for its L2), at most ``-b 26`` (the lookup
+table of 2**bits columns). Memory stays bounded: the parser's blocks in flight, the
+writer's queue, ``prefetch``'s depth, and the weight state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import numba
+import numpy as np
+
+from ._blocks import Block, Blocks, ChainBlocks, prefetch
+from ._cache import PendingCache
+from ._dataset import ParseOptions
+from ._onlinepass import Weights
+from ._passes import LabelScan, holdout_mask
+from ._stream import TextBlocks
+
+__all__ = ["GrowingWeights", "LocalColumns", "TextPass"]
+
+_MAX_BITS = 26
+
+
+@numba.njit(cache=True, nogil=True)
+def _assign(indices: np.ndarray, pos: np.ndarray, order: np.ndarray,
+            n: int) -> tuple[np.ndarray, int]:
+    """Columns of ``indices``, new ones numbered from ``n`` on (``pos[h]`` is the column
+    of index h plus one, 0 while unseen; ``order`` the index of each column)."""
+    cols = np.empty(len(indices), np.uint32)
+    for k in range(len(indices)):
+        h = indices[k]
+        c = pos[h]
+        if c == 0:
+            order[n] = h
+            n += 1
+            c = np.uint32(n)
+            pos[h] = c
+        cols[k] = c - np.uint32(1)
+    return cols, n
+
+
+class LocalColumns:
+    """Hashed index -> column in order of first appearance (one 2**bits table)."""
+
+    def __init__(self, bits: int) -> None:
+        self.bits = bits
+        self.pos = np.zeros(1 << bits, np.uint32)  # zero pages: only touched ones count
+        self.order = np.zeros(1 << 12, np.uint32)
+        self.n = 0
+
+    def __call__(self, indices: np.ndarray) -> np.ndarray:
+        need = self.n + len(indices)
+        if need > len(self.order):
+            grown = np.zeros(min(max(need, 2 * len(self.order)), 1 << self.bits), np.uint32)
+            grown[:self.n] = self.order[:self.n]
+            self.order = grown
+        cols, self.n = _assign(np.asarray(indices, np.uint32), self.pos, self.order, self.n)
+        return cols
+
+    def indices(self) -> np.ndarray:
+        """The hashed index of every column."""
+        return self.order[:self.n]
+
+
+class GrowingWeights(Weights):
+    """Weights over :class:`LocalColumns`, grown (doubling) as columns appear."""
+
+    def __init__(self, columns: LocalColumns, state: np.ndarray) -> None:
+        z = np.zeros(1 << 12)
+        super().__init__(z, z.copy(), z.copy(), state)
+        self.columns = columns
+
+    def fit(self) -> None:
+        n = self.columns.n  # only grows: enough for every block mapped so far
+        if n <= len(self.w):
+            return
+        size = max(n, 2 * len(self.w))
+        for name in ("w", "g2", "nrm"):
+            old = getattr(self, name)
+            new = np.zeros(size)
+            new[:len(old)] = old
+            setattr(self, name, new)
+
+    def in_union(self, union: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(w, g2, nrm) over the sorted ``union`` of every worker's features."""
+        idx = self.columns.indices()
+        at = np.searchsorted(union, idx)
+        out = []
+        for a in (self.w, self.g2, self.nrm):
+            u = np.zeros(len(union))
+            u[at] = a[:len(idx)]
+            out.append(u)
+        return out[0], out[1], out[2]
+
+
+def _parts(blocks: Blocks) -> list[Blocks]:
+    return list(blocks.parts) if isinstance(blocks, ChainBlocks) else [blocks]
+
+
+def _parses(b: Blocks) -> bool:
+    return isinstance(b, TextBlocks) or (isinstance(b, PendingCache) and b.pending)
+
+
+class TextPass:
+    """The first pass over ``blocks`` with local columns (see the module docstring)."""
+
+    def __init__(self, blocks: Blocks, period: int) -> None:
+        self.blocks = blocks
+        self.period = period
+        self.columns = LocalColumns(blocks.bits)
+        self.scan = LabelScan(None, period)
+
+    @staticmethod
+    def wanted(blocks: Blocks, *, batch: bool, warm: bool, passes: int) -> bool:
+        """Whether the first pass should learn as it parses: something must be parsed,
+        and nothing the pass needs must wait for the whole shard."""
+        return (not batch and not warm and passes > 0 and blocks.bits <= _MAX_BITS
+                and any(_parses(p) for p in _parts(blocks)))
+
+    @staticmethod
+    def lazy(opts: ParseOptions, *, batch: bool, warm: bool, passes: int) -> bool:
+        """Whether a shard for these options may come uncached (:class:`PendingCache`)."""
+        return not batch and not warm and passes > 0 and opts.bits <= _MAX_BITS
+
+    def _blocks(self) -> Iterator[Block]:
+        off = 0
+        for p in _parts(self.blocks):
+            src = p.stream() if isinstance(p, PendingCache) and p.pending else iter(p)
+            n = 0
+            for b in src:
+                n = b.start + len(b)
+                yield replace(b, start=b.start + off) if off else b
+            off += n  # positions run on over the parts, as in ChainBlocks
+
+    def items(self) -> Iterator[tuple[Block, np.ndarray, np.ndarray]]:
+        """(block, local columns, holdout mask), produced a block ahead in another thread
+        (the one that also gathers the parser's blocks and feeds the cache writer)."""
+        def produce() -> Iterator[tuple[Block, np.ndarray, np.ndarray]]:
+            for b in self._blocks():
+                cols = self.columns(b.indices)
+                hold = holdout_mask(b.start, len(b), self.period)
+                self.scan.add(b.start, b.labels, b.weights, hold)
+                yield b, cols, hold
+
+        return prefetch(produce())
+
+    def features(self) -> np.ndarray:
+        """This worker's sorted distinct hashed indices (after the pass)."""
+        return np.sort(self.columns.indices())
+
+    def release(self) -> None:
+        """Drop the 2**bits lookup table (after the pass: the union's Columns has its own)."""
+        self.columns.pos = np.zeros(0, np.uint32)
