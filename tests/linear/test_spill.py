@@ -124,3 +124,21 @@ def test_an_unwritable_spill_directory_is_a_storage_error_naming_it(tmp_path):
     blocker.write_text("")
     with pytest.raises(StorageError, match="spill file in .*file"):
         Spill(str(blocker / "sub"))
+
+
+def test_a_pass_over_many_blocks_reuses_buffers_without_overwriting(tmp_path):
+    import time
+
+    rng = np.random.default_rng(7)
+    blocks = [_block(rng, int(n), 20, bool(n % 2)) for n in rng.integers(1, 30, 12)]
+    with Spill(str(tmp_path)) as spill:
+        start = 0
+        for b in blocks:
+            spill.add(start, *b)
+            start += len(b[3])
+        for cb, b in zip(spill, blocks):
+            time.sleep(0.01)  # the reader runs ahead as far as it may meanwhile
+            np.testing.assert_array_equal(cb.indptr, b[0])
+            np.testing.assert_array_equal(cb.cols, b[1])
+            np.testing.assert_array_equal(cb.labels, b[3])
+            np.testing.assert_array_equal(cb.hold, b[5])

@@ -34,6 +34,7 @@ from ._blocks import prefetch
 __all__ = ["CompactBlock", "Spill"]
 
 _ALIGN = 8
+_DEPTH = 2  # blocks read ahead of a single-threaded pass
 
 
 def _pad(n: int) -> int:
@@ -148,8 +149,15 @@ class Spill:
         return CompactBlock(start, indptr, cols, values, labels, weights, hold)
 
     def __iter__(self) -> Iterator[CompactBlock]:
-        """One pass, read a block ahead of the caller (:func:`._blocks.prefetch`)."""
-        return prefetch(self._read(e) for e in list(self._index))
+        """One pass, read up to ``_DEPTH`` blocks ahead of the caller (:func:`._blocks.prefetch`)
+        into a ring of reused buffers: a block is valid until the caller asks for the next.
+        Alive at once are the caller's block, the queued ones and the one being read, so a
+        ring of ``_DEPTH + 3`` buffers is never overwritten early."""
+        entries = list(self._index)
+        size = max((e[1] for e in entries), default=0)
+        ring = [np.empty(size, np.uint8) for _ in range(min(_DEPTH + 3, len(entries)))]
+        return prefetch((self._read(e, ring[k % len(ring)]) for k, e in enumerate(entries)),
+                        depth=_DEPTH)
 
     @property
     def examples(self) -> int:
