@@ -37,10 +37,11 @@ _PORT = 29500
 
 def run_cluster_bench(hosts: int, link: str, sizes: Sequence[int], algorithms: Sequence[str],
                       *, per_host: int = 1, iters: float = 1.0, timeout: float = 900.0,
-                      link_cost: str | None = None) -> dict[str, Any]:
+                      link_cost: str | None = None, peers: Sequence[str] = ()) -> dict[str, Any]:
     """Run the algorithms over ``hosts`` emulated hosts; rows with busbw, link fraction, model
     (``link_cost``: a JSON file of :class:`terascale.sim.links.LinkCost`, default the
-    recorded one)."""
+    recorded one). ``peers``: ``("mpi",)`` also times Open MPI's TCP BTL on the same hosts
+    (rows ``openmpi:tcp``, :mod:`._cluster_mpi`)."""
     from ..sim import links
     from ..testing.cluster import Cluster, ClusterUnavailable, available
 
@@ -56,6 +57,20 @@ def run_cluster_bench(hosts: int, link: str, sizes: Sequence[int], algorithms: S
     assert rate is not None
     goodput = cost.goodput(rate)  # tc's tbf counts the Ethernet header only (framing 14)
     n = hosts * per_host
+    skipped: list[str] = []
+    mpi = bool({"mpi", "openmpi"} & set(peers))
+    for peer in peers:
+        if peer not in ("gloo", "mpi", "openmpi", "intelmpi", "mpich", "xgboost"):
+            raise ConfigError(f"--vs: unknown peer {peer!r}; across emulated hosts: mpi")
+        if peer not in ("mpi", "openmpi"):
+            skipped.append(f"{peer}: not run across emulated hosts (only mpi is)")
+    if mpi:
+        from ._cluster_mpi import mpirun_unavailable
+
+        why_not = mpirun_unavailable()
+        if why_not:
+            skipped.append(f"mpi: {why_not}")
+            mpi = False
     with tempfile.TemporaryDirectory(prefix="terascale-bench-cluster-") as tmp:
         secret, out = os.path.join(tmp, "secret"), os.path.join(tmp, "rows.jsonl")
         with os.fdopen(os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
@@ -74,6 +89,8 @@ def run_cluster_bench(hosts: int, link: str, sizes: Sequence[int], algorithms: S
                                  stdout=subprocess.DEVNULL if k else None)
                          for k in range(hosts)]
                 codes = [p.wait(timeout + 60) for p in procs]
+                if mpi:
+                    codes.append(_run_mpi(c, tmp, sizes, iters, out, per_host, timeout))
         except ClusterUnavailable as e:
             raise ConfigError(f"--cluster: {e}") from None
         rows = []
@@ -93,22 +110,63 @@ def run_cluster_bench(hosts: int, link: str, sizes: Sequence[int], algorithms: S
                                     if model else None)
     return {"hosts": hosts, "per_host": per_host, "link_bits": rate,
             "goodput_bytes_per_s": goodput, "link_cost": cost.source, "results": rows,
-            "failures": [f"node {k} exit status {code}" for k, code in enumerate(codes) if code]}
+            "skipped": skipped,
+            "failures": [(f"node {k}" if k < hosts else "Open MPI's mpirun")
+                         + f" exit status {code}" for k, code in enumerate(codes) if code]}
+
+
+def _run_mpi(c: Any, tmp: str, sizes: Sequence[int], iters: float, out: str, per_host: int,
+             timeout: float) -> int:
+    """Open MPI's TCP BTL on the same emulated hosts, timed by the same worker: exit status."""
+    from ._cluster_mpi import cluster_mpirun_cmd, write_agent
+
+    worker = [sys.executable, "-m", "terascale.bench._allreduce_worker", "--system", "mpi",
+              "--variant", "openmpi:tcp", "--sizes", ",".join(str(s) for s in sizes),
+              "--iters", str(iters), "--out", out]
+    cmd = cluster_mpirun_cmd(write_agent(tmp), [c.namespace(k) for k in range(c.hosts)],
+                             per_host, worker)
+    p = c.popen(0, cmd, stdin=subprocess.DEVNULL)
+    try:
+        return p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        print(f"terascale bench: Open MPI across the emulated hosts did not finish in "
+              f"{timeout:.0f} s", file=sys.stderr)
+        return 124  # Cluster.down kills it with everything else on the hosts
 
 
 def format_cluster(report: dict[str, Any]) -> str:
-    """The table: size, algorithm, median time, busbw / link rate, the model's / link rate."""
+    """The table: size, system, median time, busbw / link rate, the model's / link rate, and
+    with Open MPI rows our time over Open MPI's at the same size (``vs mpi``, < 1: faster)."""
     rate = report["link_bits"]
+    rows = report["results"]
+    mpi = {r["bytes"]: r["median_s"] for r in rows if r["system"] == "openmpi:tcp"}
     lines = [f"{report['hosts']} emulated hosts x {report['per_host']}, links "
              f"{format_rate(rate)} (TCP goodput {report['goodput_bytes_per_s'] * 8 / rate:.1%} "
              "of it)",
-             f"{'size':>10} {'algorithm':<18} {'median':>10} {'busbw/link':>11} {'model':>8}"]
-    for r in sorted(report["results"], key=lambda r: (r["bytes"], r["system"])):
+             f"{'size':>10} {'system':<18} {'median':>10} {'busbw/link':>11} {'model':>8}"
+             + (f" {'vs mpi':>7}" if mpi else "")]
+    for r in sorted(rows, key=lambda r: (r["bytes"], r["system"])):
         model = r["model_link_fraction"]
-        lines.append(f"{format_size(r['bytes']):>10} {r['system'].split(':', 1)[1]:<18} "
-                     f"{r['median_s'] * 1e3:>8.2f}ms {r['link_fraction']:>10.1%} "
-                     f"{'-' if model is None else f'{model:.1%}':>8}")
+        name = r["system"] if r["system"].startswith("openmpi") else r["system"].split(":", 1)[1]
+        line = (f"{format_size(r['bytes']):>10} {name:<18} {_time(r['median_s']):>10} "
+                f"{r['link_fraction']:>10.1%} {'-' if model is None else f'{model:.1%}':>8}")
+        if mpi and r["bytes"] in mpi and not r["system"].startswith("openmpi"):
+            line += f" {r['median_s'] / mpi[r['bytes']]:>6.2f}x"
+        lines.append(line)
+    trip = [r for r in rows if r["bytes"] == 4096 and r["system"] in ("ours:auto", "openmpi:tcp")]
+    if report["hosts"] * report["per_host"] == 2 and len(trip) == 2:
+        # A 4 KiB allreduce between two hosts is one message each way: a round trip.
+        ours, theirs = sorted(trip, key=lambda r: r["system"] != "ours:auto")
+        lines.append(f"4 KiB round trip between 2 hosts: ours (auto) {_time(ours['median_s'])}, "
+                     f"Open MPI TCP BTL {_time(theirs['median_s'])}: "
+                     f"{ours['median_s'] / theirs['median_s']:.2f}x (target <= 1.5x)")
+    for why in report.get("skipped", []):
+        lines.append(f"skipped {why}")
     return "\n".join(lines)
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1e6:.0f}us" if seconds < 1e-3 else f"{seconds * 1e3:.2f}ms"
 
 
 def add_cluster_flags(p: argparse.ArgumentParser) -> None:
@@ -137,7 +195,8 @@ def cluster_main(args: argparse.Namespace, sizes: Sequence[int]) -> int:
             earlier.append(json.load(f))
     rep = run_cluster_bench(args.cluster, args.link, sizes, algos, per_host=args.per_host,
                             iters=args.iters * (0.3 if args.quick else 1.0),
-                            link_cost=args.link_cost)
+                            link_cost=args.link_cost,
+                            peers=[p for p in (args.vs or "").split(",") if p])
     print(format_cluster(rep))
     if args.calibrate is not None and rep["results"]:
         from ..sim.links import fit, format_fit

@@ -252,9 +252,10 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("-n", "--nprocs", type=int, default=2, metavar="N", help="ranks (default 2)")
     p.add_argument("--sizes", default=None, metavar="4K,1M,...",
                    help="message sizes (default 4K to 256M by factors of 4)")
-    p.add_argument("--vs", default="gloo,mpi", metavar="gloo,mpi",
+    p.add_argument("--vs", default=None, metavar="gloo,mpi",
                    help="peers to run in the same run: gloo, mpi (= openmpi), intelmpi, "
-                        "mpich, xgboost ('' for none; default gloo,mpi)")
+                        "mpich, xgboost ('' for none; default gloo,mpi; with --cluster: "
+                        "only mpi, Open MPI's TCP BTL, and none by default)")
     p.add_argument("--install-peers", action="store_true",
                    help="first pip-install the side environments of the --vs peers that "
                         "need one (intelmpi, mpich, xgboost; all if --vs names none) into "
@@ -289,7 +290,7 @@ def _main(args: argparse.Namespace) -> int:
         from ._allreduce_cluster import cluster_main
 
         return cluster_main(args, sizes)
-    peers = tuple(p for p in args.vs.split(",") if p)
+    peers = tuple(p for p in ("gloo,mpi" if args.vs is None else args.vs).split(",") if p)
     if args.install_peers:
         from ._peers import SIDE_PEERS, install_peer
 
