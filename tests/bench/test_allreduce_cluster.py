@@ -41,3 +41,28 @@ def test_bench_across_emulated_hosts(python: str, tmp_path: Path) -> None:
     assert "TCP link model fitted to this run" in p.stdout
     assert "| 200 Mbit/s | 2 x 1 | 256 KiB | ring |" in p.stdout
     assert rep["link_fit"]["points"][0]["measured_s"] == row["median_s"]
+
+
+def _mpi_why_not() -> str | None:
+    from terascale.bench._cluster_mpi import mpirun_unavailable
+
+    return mpirun_unavailable()
+
+
+@pytest.mark.skipif(not OK, reason=f"no emulated hosts here: {WHY}")
+@pytest.mark.skipif(_mpi_why_not() is not None, reason=f"no Open MPI here: {_mpi_why_not()}")
+def test_bench_vs_open_mpi_across_emulated_hosts(python: str, tmp_path: Path) -> None:
+    # Open MPI's TCP BTL, one rank per emulated host, in the same run as ours: the 4 KiB
+    # round-trip line compares the two (no timing asserted, only that both rows exist).
+    out = tmp_path / "r.json"
+    p = subprocess.run([python, "-m", "terascale", "bench", "allreduce", "--cluster", "2",
+                        "--link", "10Gbit", "--sizes", "4K", "--iters", "0.05",
+                        "--algorithms", "auto", "--vs", "mpi", "--json", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(out.read_text())
+    assert not rep["failures"]
+    rows = {r["system"]: r for r in rep["results"]}
+    assert set(rows) == {"ours:auto", "openmpi:tcp"}
+    assert all(r["bytes"] == 4096 and r["n"] == 2 and r["median_s"] > 0 for r in rows.values())
+    assert "4 KiB round trip between 2 hosts" in p.stdout and "vs mpi" in p.stdout
