@@ -16,11 +16,15 @@ networks off the ports (see ``terascale._admission``).
 from __future__ import annotations
 
 import errno
+import ipaddress
+import logging
 import socket
 
 from ._errors import ConfigError
 
 __all__ = ["bind_address", "bind_error", "route_to"]
+
+log = logging.getLogger("terascale.bind")
 
 
 def bind_address(host: str, *, bind: str | None = None, what: str = "the rendezvous host",
@@ -34,10 +38,24 @@ def bind_address(host: str, *, bind: str | None = None, what: str = "the rendezv
     if bind:
         return bind
     try:
-        return str(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0])
+        address = str(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0])
     except socket.gaierror as e:
         raise ConfigError(f"{what} {host!r} does not resolve ({e.strerror})"
                           + (f"; {hint}" if hint else "")) from None
+    if _loopback(address) and not _loopback(host) and host != "localhost":
+        # A host name that this host resolves to loopback (Debian's "127.0.1.1 hostname"
+        # line in /etc/hosts): other machines resolve it elsewhere and cannot reach us here.
+        log.warning("%s %r resolves to %s (loopback) on this host: only this machine can "
+                    "connect; give this host's network address instead, or the bind address "
+                    "explicitly", what, host, address)
+    return address
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:  # a host name
+        return False
 
 
 def bind_error(e: OSError, address: str, port: int, host: str, opt_out: str) -> Exception:
