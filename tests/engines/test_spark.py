@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
 import numpy as np
 import pytest
@@ -18,18 +17,9 @@ import terascale.spark  # noqa: E402
 from terascale.engines.jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (SparkSession.builder.master("local[2]").appName("terascale-test-spark")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("FATAL")
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(spark_sessions):  # one session per master: see conftest.py
+    return spark_sessions.get("local[2]")
 
 
 def test_two_worker_allreduce(spark):

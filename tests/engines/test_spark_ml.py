@@ -7,7 +7,6 @@ parse a second fit reuses, and an AUC next to MLlib's LogisticRegression on the 
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -20,19 +19,9 @@ import terascale  # noqa: E402
 import terascale.spark  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (SparkSession.builder.master("local[2]").appName("terascale-test-spark-ml")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.ui.showConsoleProgress", "false")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("FATAL")
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(spark_sessions):  # one session per master: see conftest.py
+    return spark_sessions.get("local[2]")
 
 
 def _vectors(spark, n: int, seed: int, parts: int = 2):

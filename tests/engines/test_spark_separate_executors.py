@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
@@ -20,19 +19,9 @@ from terascale.engines.jobs import (  # noqa: E402
 )
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (SparkSession.builder.master("local-cluster[2,1,1024]")
-               .appName("terascale-test-spark-cluster")
-               .config("spark.ui.enabled", "false")
-               .config("spark.executor.memory", "512m")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("FATAL")
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(spark_sessions):  # one session per master: see conftest.py
+    return spark_sessions.get("local-cluster[2,1,1024]")
 
 
 def test_allreduce_across_two_executors(spark):
