@@ -24,7 +24,7 @@ from ._errors import ConfigError
 
 __all__ = ["bind_address", "bind_error", "route_to"]
 
-log = logging.getLogger("terascale.bind")
+log = logging.getLogger(__name__)  # terascale._bind
 
 
 def bind_address(host: str, *, bind: str | None = None, what: str = "the rendezvous host",

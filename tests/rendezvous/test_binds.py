@@ -95,7 +95,7 @@ def test_peer_port_listens_on_the_interface_that_reaches_the_rendezvous(host: st
 def test_a_name_that_resolves_to_loopback_is_warned_about(caplog) -> None:  # type: ignore[no-untyped-def]
     name = socket.gethostname()
     resolved = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)[0][4][0]
-    with caplog.at_level("WARNING", logger="terascale.bind"):
+    with caplog.at_level("WARNING", logger="terascale._bind"):
         assert bind_address("127.0.0.1") == "127.0.0.1"
         assert bind_address("localhost") in ("127.0.0.1", "::1")
         assert not caplog.records  # loopback given as loopback: nothing to say
