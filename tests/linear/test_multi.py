@@ -125,3 +125,27 @@ def test_vowpalwabbit_cluster_runs_against_span_server(tmp_path):
     # VW averaged the two nodes' weights through the tree: both models predict the same
     p0, p1 = (np.loadtxt(tmp_path / f"p{k}.txt", usecols=0) for k in range(2))
     assert len(p0) == 300 and np.array_equal(p0, p1) and np.any(p0 != 0)
+
+
+def test_span_server_listens_on_loopback_unless_told(tmp_path):
+    """VW's spanning-tree protocol has no authentication: the daemon must not be reachable
+    from other hosts unless its user names an interface."""
+    import subprocess
+    import sys
+
+    from terascale.linear._span import SpanServer
+    from terascale.testing import listening
+
+    srv = SpanServer(0).start()
+    try:
+        assert listening(srv.port) == ["127.0.0.1"]
+    finally:
+        srv.stop()
+    p = subprocess.Popen([sys.executable, "-m", "terascale", "span-server", "--port", "0"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stderr.readline()
+        assert "listening on 127.0.0.1:" in line
+    finally:
+        p.kill()
+        p.wait(timeout=10)

@@ -67,7 +67,7 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
 class SpanServer:
     """The server; ``start()`` runs it in a daemon thread, ``serve_forever()`` in this one."""
 
-    def __init__(self, port: int = DEFAULT_PORT, host: str = "0.0.0.0", quiet: bool = True) -> None:
+    def __init__(self, port: int = DEFAULT_PORT, host: str = "127.0.0.1", quiet: bool = True) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((host, port))
@@ -143,7 +143,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                                    "(--span_server HOST --total N --node K --unique_id U) "
                                    "runs in cluster mode without VW's C++ daemon.")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default loopback: VW workers on this host "
+                        "only; give the interface the other hosts reach, or 0.0.0.0 for "
+                        "every interface -- VW's protocol has no authentication)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_serve)
 
