@@ -119,8 +119,8 @@ def bytes_worker(comm: Communicator, hook: str, model_name: str, steps: int) -> 
 def lmb_worker(comm: Communicator, cfg: dict[str, Any]) -> dict[str, Any]:
     """Train the small CNN on Fashion-MNIST; total batch = workers x 64 x accumulation.
 
-    ``cfg``: total_batch, lr, warmup_epochs, epochs, limit, hook, momentum, seed, half_batch.
-    Each
+    ``cfg``: total_batch, lr, warmup_epochs, epochs, limit, hook, momentum, seed, half_batch,
+    and optionally onebit (``OneBitState`` keyword arguments) and half_batch_momentum. Each
     worker's micro-batch is 64 (batch norm over 64 samples, per worker, as in Goyal et al.);
     a total batch larger than ``64 * workers`` is made of accumulated micro-batches.
     """
@@ -136,8 +136,10 @@ def lmb_worker(comm: Communicator, cfg: dict[str, Any]) -> dict[str, Any]:
     sgd = MomentumCorrectedSGD(model.parameters(), lr=cfg["lr"], momentum=cfg["momentum"],
                                weight_decay=5e-4)
     opt = DistributedOptimizer(sgd, model, comm=comm, hook=HOOKS[cfg["hook"]],
-                               hook_state=OneBitState(), backward_passes_per_step=accumulate,
-                               half_batch=cfg.get("half_batch", False))
+                               hook_state=OneBitState(**cfg.get("onebit", {})),
+                               backward_passes_per_step=accumulate,
+                               half_batch=cfg.get("half_batch", False),
+                               half_batch_momentum=cfg.get("half_batch_momentum", "auto"))
     sampler = DistributedSampler(len(x), comm=comm, seed=cfg.get("seed", 0), drop_last=True)
     per_step = micro * accumulate
     steps_per_epoch = len(sampler) // per_step

@@ -14,10 +14,11 @@ Three parts, all in one run (``--parts``):
 * ``lmb``: the large-minibatch table (Goyal et al. 2017) on Fashion-MNIST with the small
   CNN: total batch 64/256/1024 with the LR unchanged, linearly scaled, linearly scaled with
   gradual warmup; plus 1-bit vs full precision at 256 on 4 real workers.
-* ``compression``: the same CNN on 4 workers x 64 at momentum 0.9 (``--epochs``, default 5):
-  full precision, 1-bit (its warm-up and momentum compression, as configured by default)
-  and half-batch (its delay correction), with each one's test accuracy and difference
-  from full precision; the bytes each puts on the wire are the ``bytes`` part.
+* ``compression``: the same CNN on the largest of ``--workers`` (default 4) x 64 at
+  ``--momentum`` (default 0.9) for ``--epochs`` (default 5): full precision, 1-bit (its
+  warm-up and momentum compression, as configured by default) and half-batch (its delay
+  correction), with each one's test accuracy and difference from full precision, per seed
+  of ``--seeds``; the bytes each puts on the wire are the ``bytes`` part.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--limit", type=int, default=0, help="training images (0: all 60000)")
     p.add_argument("--lr", type=float, default=0.025,
                    help="base LR for batch 64 (Goyal et al.: 0.1 per 256)")
+    p.add_argument("--momentum", type=float, default=0.9, help="momentum (compression)")
+    p.add_argument("--seeds", default="0",
+                   help="comma list of seeds (compression): model init and data order")
     p.add_argument("--json", default="", help="also write the raw numbers here")
     p.set_defaults(func=_main)
 
@@ -161,23 +165,35 @@ def _compression(args: argparse.Namespace) -> list[dict[str, Any]]:
     from ..torch.recipes import scale_lr
     from ._torch_workers import lmb_worker
 
-    lr = scale_lr(args.lr, 256, 64)
+    n = max(int(v) for v in _csv(args.workers))
+    lr = scale_lr(args.lr, 64 * n, 64)
+    seeds = [int(v) for v in _csv(args.seeds)]
+    variants = (("full precision", {}), ("1-bit", {"hook": "onebit"}),
+                ("half-batch", {"half_batch": True}))
     rows: list[dict[str, Any]] = []
-    for label, extra in (("full precision", {}), ("1-bit", {"hook": "onebit"}),
-                         ("half-batch", {"half_batch": True})):
-        cfg = {"epochs": args.epochs, "limit": args.limit, "hook": "none", "momentum": 0.9,
-               "start_lr": args.lr, "warmup_epochs": min(1.0, args.epochs / 5),
-               "total_batch": 256, "lr": lr, **extra}
-        t0 = time.perf_counter()
-        out = run_workers(lmb_worker, 4, args=(cfg,), timeout=3600)[0]
-        rows.append({"label": label, **cfg, **out, "wall_s": time.perf_counter() - t0})
-        print(f"  {label:16s} acc {out['accuracy']:.4f} ({time.perf_counter() - t0:.0f} s)",
-              flush=True)
-    print("\n| 4 workers x 64, momentum 0.9 | test accuracy | diff vs full precision |")
-    print("|---|---|---|")
-    for r in rows:
-        print(f"| {r['label']} | {100 * r['accuracy']:.2f}% | "
-              f"{100 * (r['accuracy'] - rows[0]['accuracy']):+.2f} |")
+    for seed in seeds:
+        for label, extra in variants:
+            cfg = {"epochs": args.epochs, "limit": args.limit, "hook": "none",
+                   "momentum": args.momentum, "start_lr": args.lr,
+                   "warmup_epochs": min(1.0, args.epochs / 5), "total_batch": 64 * n,
+                   "lr": lr, "seed": seed, **extra}
+            t0 = time.perf_counter()
+            out = run_workers(lmb_worker, n, args=(cfg,), timeout=3600)[0]
+            rows.append({"label": label, "workers": n, **cfg, **out,
+                         "wall_s": time.perf_counter() - t0})
+            print(f"  seed {seed} {label:16s} acc {out['accuracy']:.4f} "
+                  f"loss {out['final_loss']:.3f} ({time.perf_counter() - t0:.0f} s)",
+                  flush=True)
+    print(f"\n| {n} workers x 64, momentum {args.momentum:g}, {args.epochs} epochs | "
+          + " | ".join(f"seed {s}" for s in seeds) + " | mean | mean diff vs full precision |")
+    print("|---|" + "---|" * (len(seeds) + 2))
+    mean = {label: sum(r["accuracy"] for r in rows if r["label"] == label) / len(seeds)
+            for label, _ in variants}
+    for label, _ in variants:
+        accs = [r["accuracy"] for r in rows if r["label"] == label]
+        print(f"| {label} | " + " | ".join(f"{100 * a:.2f}%" for a in accs)
+              + f" | {100 * mean[label]:.2f}% | "
+              f"{100 * (mean[label] - mean['full precision']):+.2f} |")
     return rows
 
 
