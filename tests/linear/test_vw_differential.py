@@ -27,10 +27,19 @@ NAMESPACES = ["a", "ab", "b", "bx", "c", "dd", ""]  # "" is the default namespac
 NAMES = ["x", "y", "z", "w3", "17", "0", "long_feature_name", "é"]
 
 
+FORMATS = ["%.3g", "%.7g", "%.4f", "%g", "%.2e"]
+# Generation is most of this test's time, one draw costing about as much as another: a
+# value's sign and format, a feature's name and whether it has a value, are one draw each
+# (a product of the choices, uniform as the separate draws were).
+_SIGNED = st.sampled_from([(sign, fmt) for sign in (1, -1) for fmt in FORMATS])
+_FEATURE = st.sampled_from([(name, bare) for name in NAMES for bare in (True, False, False,
+                                                                         False)])
+
+
 def _num(draw: st.DrawFn, lo: float, hi: float, neg: bool = True) -> str:
     e = draw(st.floats(lo, hi))
-    v = 10.0 ** e * (draw(st.sampled_from([1, -1])) if neg else 1)
-    return draw(st.sampled_from(["%.3g", "%.7g", "%.4f", "%g", "%.2e"])) % v
+    sign, fmt = draw(_SIGNED) if neg else (1, draw(st.sampled_from(FORMATS)))
+    return fmt % (10.0 ** e * sign)
 
 
 @st.composite
@@ -53,11 +62,8 @@ def vw_lines(draw: st.DrawFn, loss: str) -> list[str]:
             feats = []
             n = draw(st.sampled_from([0, 1, 1, 2, 3, 5, 60]))  # 0: an empty namespace
             for _ in range(n):
-                name = draw(st.sampled_from(NAMES))
-                if draw(st.integers(0, 3)) == 0:
-                    feats.append(name)  # value 1
-                else:
-                    feats.append(f"{name}:{_num(draw, -6, 4)}")
+                name, bare = draw(_FEATURE)  # bare: value 1
+                feats.append(name if bare else f"{name}:{_num(draw, -6, 4)}")
             parts.append(ns + (" " + " ".join(feats) if feats else ""))
         if tag.endswith("|"):  # a tag touching the bar
             lines.append(f"{head}{tag}{parts[0]}" + "".join(f" |{p}" for p in parts[1:]))
