@@ -143,6 +143,43 @@ def test_cache_is_streamed_compact_and_trains_bitwise_as_in_memory(tmp_path, sma
     np.testing.assert_array_equal(streamed.predict(str(path)), streamed.predict(whole))
 
 
+def test_first_pass_over_text_learns_while_caching_bitwise_as_from_the_cache(
+        tmp_path, small_chunks):
+    """Without a cache the first pass learns from the blocks as they are parsed (local
+    columns, the cache written meanwhile); the weights, learner state and progressive
+    predictions are bitwise those of a run from the finished cache and from memory, also
+    over two files (positions run on: the holdout set is the same)."""
+    lines = vw_lines(1500, seed=7, weights=True)
+    one, a, b = tmp_path / "d.vw", tmp_path / "a.vw", tmp_path / "b.vw"
+    one.write_text("\n".join(lines) + "\n")
+    a.write_text("\n".join(lines[:700]) + "\n")
+    b.write_text("\n".join(lines[700:]) + "\n")
+    whole = tl.parse_lines(lines, bits=18)
+
+    def run(data, cache):
+        preds = []
+        m = tl.train(data, bits=18, cache_dir=cache, passes=3, holdout=0.2,
+                     predictions=lambda p, tags: preds.append(p.copy()))
+        return m, np.concatenate(preds)
+
+    for data, cache in ((str(one), str(tmp_path / "c1")), ([str(a), str(b)],
+                                                             str(tmp_path / "c2"))):
+        text, p_text = run(data, cache)
+        assert "first_pass_s" in text.info  # learned while parsing
+        paths = [data] if isinstance(data, str) else data
+        assert all(load_cached(p, whole.parse, shard=(0, 1), cache_dir=cache)[1]
+                   for p in paths)  # and left the cache complete
+        cached, p_cached = run(data, cache)
+        assert "first_pass_s" not in cached.info
+        memory, p_memory = run(whole, cache)
+        for m, p in ((cached, p_cached), (memory, p_memory)):
+            np.testing.assert_array_equal(m.indices, text.indices)
+            np.testing.assert_array_equal(m.weights, text.weights)
+            for x, y in zip(m.adaptive, text.adaptive):
+                np.testing.assert_array_equal(x, y)
+            np.testing.assert_array_equal(p, p_text)
+
+
 def _ranks(comm, path, cache, kw):
     return tl.train(path, comm=comm, bits=18, cache_dir=cache, **kw).dense()
 
@@ -168,11 +205,13 @@ from terascale._errors import DataError
 what = sys.argv[4]
 out = {}
 try:
-    if what == "train":
-        m = tl.train(sys.argv[1], cache_dir=sys.argv[2], bits=16, passes=2, bfgs=2,
-                     holdout=0.1)
+    if what in ("train", "online"):  # online: the first pass learns as it parses
+        batch = {"bfgs": 2} if what == "train" else {}
+        m = tl.train(sys.argv[1], cache_dir=sys.argv[2], bits=16, passes=2, holdout=0.1,
+                     **batch)
         out["examples"] = m.info["examples"]
         out["logloss"] = m.info["online_loss"][-1]
+        out["first_pass"] = "first_pass_s" in m.info
     else:
         out["examples"] = len(tl.read_file(sys.argv[1], tl.ParseOptions(bits=16)))
 except MemoryError:
@@ -207,5 +246,10 @@ def test_trains_on_data_several_times_larger_than_its_address_space_allows(tmp_p
     got = _child(big, str(tmp_path / "c1"), limit, "train")
     assert got.get("error") is None and got["examples"] == 500_000
     assert 0.0 < got["logloss"] < 0.69  # it learned
+    # the first pass over text learns as it parses: more blocks in flight, its own base
+    own = _child(small, str(tmp_path / "c4"), 0, "online")["peak"] + headroom
+    online = _child(big, str(tmp_path / "c3"), own, "online")
+    assert online.get("error") is None and online["examples"] == 500_000
+    assert online["first_pass"] and 0.0 < online["logloss"] < 0.69
     loaded = _child(big, str(tmp_path / "c2"), limit, "read")  # what streaming avoids
     assert loaded.get("error") == "MemoryError"

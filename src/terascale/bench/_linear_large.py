@@ -6,7 +6,8 @@ generated once into ``--dir`` (:func:`terascale.linear.synthetic.write_click`) a
 recipes run, each learner in fresh processes:
 
 * **one pass from text**: VW ``-d train`` (no cache); terascale ``train`` into an empty
-  cache directory (streaming the text into the cache, then the pass);
+  cache directory (the pass learns from the text as it is parsed, the cache written
+  meanwhile);
 * **one pass from the cache**: VW ``-c`` on the cache file an untimed earlier run wrote;
   terascale on the cache an untimed earlier run wrote;
 * **L-BFGS recipe**: one online pass, then 20 passes of L-BFGS (VW ``--bfgs --passes 20

@@ -2,7 +2,9 @@
 
 1. Stream the shard into the on-disk cache, chunk by chunk (before joining the job:
    delayed initialization, Agarwal et al. JMLR 2014 sec. 3). Every later pass reads the
-   cache block by block (:mod:`._blocks`): memory does not grow with the data.
+   cache block by block (:mod:`._blocks`): memory does not grow with the data. Where it
+   can, the first online pass is that reading: it learns from the blocks as they are
+   parsed while the cache is written in the background (:mod:`._firstpass`).
 2. Join the job (``terascale.init()``) and agree on the hashed features present anywhere
    (one allgather of the sorted index sets the cache keeps). All later work, and every
    allreduce, runs on this compact index space instead of all 2**bits weights: with
@@ -138,6 +140,7 @@ class _First(NamedTuple):
     acc: np.ndarray
     prog: Progress
     t_on: float
+    seconds: float
 
 
 def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
@@ -151,7 +154,7 @@ def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
     prog.header()
     acc = online_pass(text.items(), ws, LOSSES[opts.loss], opts, opts.online_l2(0.0), True,
                       out, prog, predictions)
-    return _First(text, ws, acc, prog, t_on)
+    return _First(text, ws, acc, prog, t_on, time.perf_counter() - t_on)
 
 
 def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_read: float,
@@ -188,6 +191,8 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         scan = LabelScan(blocks, period)
         w, g2, nrm, state = initial_state(initial, union)
     info: dict[str, Any] = {"workers": comm.size, "features": len(union), "read_s": t_read}
+    if first is not None:
+        info["first_pass_s"] = first.seconds  # parsing, caching and learning, overlapped
     # logistic and hinge read label > 0 as positive: LIBSVM's 2/4 or 1/2 would all be one
     # class and train a constant model without a word
     odd = scan.odd if opts.loss != "squared" else scan.odd[:0]

@@ -301,5 +301,8 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
         nex += 1
         indptr[nex] = nnz
         tag_ptr[nex] = ntag
-    return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], weights[:nex],
-            tag_ptr[:nex + 1], tag_blob[:ntag], skipped, 0, line)
+    # copies of the used parts: the buffers are sized for the worst case (~4x what click
+    # data fills), and a view would keep all of it alive for every block in flight
+    return (indptr[:nex + 1].copy(), indices[:nnz].copy(), values[:nnz].copy(),
+            labels[:nex].copy(), weights[:nex].copy(), tag_ptr[:nex + 1].copy(),
+            tag_blob[:ntag].copy(), skipped, 0, line)
