@@ -60,13 +60,15 @@ class TreeAllreduce:
         self.reduce = reduce
         self.parent, self.children = tree_links(rank, size)
         self.chunks = chunk_bounds(0, buf.size, buf.itemsize, chunk_bytes)
-        longest = max(hi - lo for lo, hi in self.chunks)
-        depth = min(_DEPTH, len(self.chunks))
-        self.scratch = {c: np.empty((depth, longest), buf.dtype) for c in self.children}
-        self.depth = depth
-        self.arrived = [0] * len(self.chunks)
         self.rank = rank
         self.pair = size == 2 and len(self.chunks) == 1 and buf.size > 0
+        longest = max(hi - lo for lo, hi in self.chunks)
+        depth = min(_DEPTH, len(self.chunks))
+        # (the pair exchange needs no per-child slots: it receives into one buffer)
+        self.scratch = {} if self.pair else {c: np.empty((depth, longest), buf.dtype)
+                                             for c in self.children}
+        self.depth = depth
+        self.arrived = [0] * len(self.chunks)
 
     def run(self) -> None:
         ex, buf = self.ex, self.buf
