@@ -25,7 +25,7 @@ IDEAL = LinkCost(alpha=0.0, **{f"eff_{k}": 1.0 for k in links.KINDS})
     ("halving_doubling", 4, 1, 1.5, "halving_doubling"),
     ("halving_doubling", 3, 1, 2.0, "fold"),  # host 1: m folded in, m/2 + m/2 with rank 2
     ("halving_doubling", 6, 1, 2.5, "fold"),
-    ("halving_doubling", 2, 2, 2.0, "shared_nic"),  # both workers cross at distance 2
+    ("halving_doubling", 2, 2, 1.0, "shared_nic"),  # half inside hosts, both cross with 1/4
     ("tree", 2, 1, 1.0, "single"),
     ("tree", 4, 1, 2.0, "tree"),              # root: two children; rank 1: parent + child
     ("tree", 6, 1, 3.0, "tree"),              # rank 1: parent and two children

@@ -30,7 +30,7 @@ runs on a sub-group view of the exchange (:meth:`~terascale.transport.base.Excha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from functools import partial
 
 import numpy as np
@@ -40,10 +40,27 @@ from ..transport import Exchange
 from ._chunks import bounds, chunk_bounds, view
 from .registry import AllreduceCall
 
-__all__ = ["HalvingDoublingAllreduce"]
+__all__ = ["HalvingDoublingAllreduce", "halving_bits"]
 
 CHUNK_BYTES = 512 * 1024
 _REDUCE, _COPY = 0, 1
+
+
+def halving_bits(hosts: Sequence[Hashable]) -> list[int]:
+    """The bits of the virtual rank the halving steps flip, in step order (doubling: reversed).
+
+    ``hosts`` is the host of each of the ``p`` (a power of two) active ranks in virtual-rank
+    order. Without a layout (every rank its own host) this is the textbook order, distances
+    ``p/2, p/4, ..., 1``. Otherwise the steps whose pairs share a host most often come first:
+    the first halving step moves half the vector, the last only ``1/p`` of it, so pairing the
+    early steps inside a host keeps the big transfers off the NICs (2 hosts x 2 workers: each
+    NIC carries half a vector each way instead of a whole one). A pure function of the
+    layout, so every rank derives the same schedule.
+    """
+    p = len(hosts)
+    bits = [p >> (s + 1) for s in range(p.bit_length() - 1)]
+    same = {b: sum(hosts[v] == hosts[v ^ b] for v in range(p)) for b in bits}
+    return sorted(bits, key=lambda b: (-same[b], -b))
 
 
 class _Box:
@@ -64,10 +81,11 @@ class HalvingDoublingAllreduce:
     @classmethod
     def for_call(cls, call: AllreduceCall) -> HalvingDoublingAllreduce:
         """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
-        return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op)
+        return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op, hosts=call.hosts)
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
-                 *, chunk_bytes: int = CHUNK_BYTES) -> None:
+                 *, chunk_bytes: int = CHUNK_BYTES,
+                 hosts: Sequence[Hashable] | None = None) -> None:
         self.ex = ex
         self.buf = buf
         self.reduce = reduce
@@ -87,6 +105,22 @@ class HalvingDoublingAllreduce:
         self.outbox: dict[int, _Box] = {}
         steps = p.bit_length() - 1
 
+        def real_v(v: int) -> int:
+            return 2 * v + 1 if v < extra else v + extra
+
+        # The schedule below is the textbook one over relabelled virtual ranks w, whose bit
+        # p >> (s+1) is the bit of the virtual rank v that halving step s flips.
+        order = halving_bits([hosts[real_v(v)] for v in range(p)] if hosts is not None
+                             else list(range(p)))
+
+        def to_w(v: int) -> int:
+            return sum(p >> (s + 1) for s, b in enumerate(order) if v & b)
+
+        from_w = {to_w(v): v for v in range(p)}
+
+        def real(w: int) -> int:
+            return real_v(from_w[w])
+
         def units_of(blocks: Sequence[int]) -> list[int]:
             return [u for b in blocks for u in block_units[b]]
 
@@ -99,23 +133,20 @@ class HalvingDoublingAllreduce:
         if rank < 2 * extra and rank % 2 == 0:
             # An extra rank: hand everything to the right neighbour, get the result back.
             partner = rank + 1
-            vpartner = (partner - 1) // 2
+            vpartner = to_w((partner - 1) // 2)
             for u in units_of(sorted(range(p), key=lambda b: -(b ^ vpartner))):
                 self._out(partner, u, 0)  # in the order the partner sends them on
             for u in units_of(gather_order(vpartner, steps)):
                 self._in(partner, u, 0, _COPY)
             self.final = 0
             return
-        vrank = rank // 2 if rank < 2 * extra else rank - extra
+        vrank = to_w(rank // 2 if rank < 2 * extra else rank - extra)
         folded = 1 if rank < 2 * extra else 0
         if folded:  # the extra rank's vector, in the order the halving steps send it on
             for u in units_of(sorted(range(p), key=lambda b: -(b ^ vrank))):
                 self._in(rank - 1, u, 0, _REDUCE)
 
-        def real(v: int) -> int:
-            return 2 * v + 1 if v < extra else v + extra
-
-        # Reduce-scatter by recursive halving: distances p/2, p/4, ..., 1.
+        # Reduce-scatter by recursive halving: distances p/2, p/4, ..., 1 (between w's).
         lo_block = 0
         for s in range(steps):
             d = p >> (s + 1)

@@ -43,6 +43,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from ..collectives import tree
+from ..collectives.halving_doubling import halving_bits
 from .model import CostParams, shm_time, tcp_goodput, tree_shape
 
 __all__ = ["KINDS", "LinkCost", "fit", "format_fit", "kind_of", "link_time", "recorded",
@@ -111,25 +112,25 @@ def _busiest(steps: list[tuple[np.ndarray, np.ndarray, float]], host: np.ndarray
     return float(max(up.max(), down.max()))
 
 
-def _hd_steps(p: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
-    """halving_doubling's steps (sources, destinations, fraction of the vector each)."""
+def _hd_steps(host: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """halving_doubling's steps (sources, destinations, fraction of the vector each), in the
+    step order the algorithm derives from the layout (same-host pairs first)."""
+    p = len(host)
     q = 1 << (p.bit_length() - 1)
     extra = p - q
     active = np.concatenate([np.arange(extra) * 2 + 1, np.arange(2 * extra, p)]).astype(int)
     v = np.arange(q)
+    bits = halving_bits(host[active].tolist())
     steps = []
     if extra:
         steps.append((np.arange(extra) * 2, np.arange(extra) * 2 + 1, 1.0))
-    d, frac = q // 2, 1.0
-    while d >= 1:
+    frac = 1.0
+    for d in bits:
         frac /= 2
         steps.append((active, active[v ^ d], frac))
-        d //= 2
-    d = 1
-    while d < q:
+    for d in reversed(bits):
         steps.append((active, active[v ^ d], frac))
         frac *= 2
-        d *= 2
     if extra:
         steps.append((np.arange(extra) * 2 + 1, np.arange(extra) * 2, 1.0))
     return steps
@@ -150,7 +151,7 @@ def schedule(algorithm: str, hosts: int, per_host: int = 1) -> dict[str, Any]:
         link = _busiest([(ranks, (ranks + 1) % p, 1.0 / p)] * (2 * (p - 1)), host)
         return {"link": link, "fill": 0.0, "rounds": 2 * (p - 1), "kind": "single", "shm": 1}
     if algorithm == "halving_doubling":
-        steps = _hd_steps(p)
+        steps = _hd_steps(host)
         link = _busiest(steps, host)
         partners: dict[int, set[int]] = {}  # each rank's partners on other hosts
         shared = False  # several workers of one host cross its NIC in the same step
