@@ -60,11 +60,15 @@ def test_random_stragglers_cost_at_least_the_latest_arrival() -> None:
     assert t >= delays.max() + 0.5 * base  # the last arrival must still do its own steps
 
 
-def test_nic_sharing_slows_flat_halving_doubling() -> None:
+def test_layout_ordered_halving_doubling_keeps_big_steps_off_shared_nics() -> None:
+    """8 workers per host: the half, quarter and eighth steps stay inside the host, the 8
+    workers share the NIC only on the last three (1/16 .. 1/64 each), so each NIC moves what
+    one rank per host would -- textbook order (distance p/2 first) would push 8 half-vectors
+    through it at once and cost several times the flat run."""
     m = 32 << 20
     flat = simulate("halving_doubling", m, 8, C, per_host=1).time
     shared = simulate("halving_doubling", m, 8, C, per_host=8).time  # 8 workers, one NIC
-    assert shared > 2 * flat
+    assert flat < shared < 1.2 * flat
 
 
 def test_node_failure_blocks_every_rank() -> None:

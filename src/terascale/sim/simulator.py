@@ -35,6 +35,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from .._units import parse_time
+from ..collectives.halving_doubling import halving_bits
 from .model import TREE_CHUNK, CostParams
 
 __all__ = ["SimResult", "simulate", "straggler_delays"]
@@ -125,19 +126,14 @@ def _halving_doubling(net: _Net, nbytes: float) -> None:
     else:
         active = ranks
     size = nbytes
-    dist = q // 2
-    while dist >= 1:  # reduce-scatter by halving
+    v = np.arange(q)
+    bits = halving_bits(net.host[active].tolist())  # the algorithm's layout-derived order
+    for dist in bits:  # reduce-scatter by halving
         size /= 2
-        v = np.arange(q)
-        partner = active[v ^ dist]
-        net.send(active, partner, size, reduce=True)
-        dist //= 2
-    dist = 1
-    while dist < q:  # allgather by doubling
-        v = np.arange(q)
+        net.send(active, active[v ^ dist], size, reduce=True)
+    for dist in reversed(bits):  # allgather by doubling
         net.send(active, active[v ^ dist], size, reduce=False)
         size *= 2
-        dist *= 2
     if extra:
         net.send(folded + 1, folded, nbytes, reduce=False)
 
