@@ -99,17 +99,18 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
     opts = TrainOptions(**options)
     t0 = time.perf_counter()
     rank, size = (comm.rank, comm.size) if comm is not None else job_rank()
-    early = {"batch": bool(opts.batch), "warm": initial is not None, "passes": opts.passes}
+    batch, warm = bool(opts.batch), initial is not None
     if isinstance(data, (Dataset, Blocks)):
         blocks = as_blocks(data)
     else:
         blocks = shard_blocks(data, rank=rank, size=size, cache_dir=opts.cache_dir,
-                              lazy=TextPass.lazy(opts.parse_options(), **early),
+                              lazy=TextPass.lazy(opts.parse_options(), batch=batch, warm=warm,
+                                                passes=opts.passes),
                               **opts.parse_options().__dict__)
     t_read = time.perf_counter() - t0
     # text to parse: the first pass learns as it is parsed, before the job is joined
     first = (_text_pass(blocks, opts, rank, predictions)
-             if TextPass.wanted(blocks, **early) else None)
+             if TextPass.wanted(blocks, batch=batch, warm=warm, passes=opts.passes) else None)
     own = False
     if comm is None:
         from .._init import init, joined
