@@ -28,7 +28,7 @@ from .._units import parse_size
 from ..collectives.registry import allreduce_names
 from .model import CostParams, halving_doubling_time, ring_time, shm_time, tree_time
 
-__all__ = ["cache_size", "calibrate", "format_calibration", "model_time"]
+__all__ = ["cache_size", "calibrate", "format_calibration", "model_time", "nonnegative_lstsq"]
 
 _NAMES = ("alpha", "beta", "gamma", "alpha_shm", "delta")
 MODELLED = allreduce_names()  # every algorithm of the registry has a model below
@@ -88,7 +88,7 @@ def _fit(pts: list[dict[str, Any]], cores: int, cache: float | None,
     used = np.asarray(a.any(axis=0))
     scale = a[:, used].max(axis=0)
     rel = a[:, used] / y[:, None] / scale
-    theta_used = _nonnegative_lstsq(rel, np.ones(len(y)))
+    theta_used = nonnegative_lstsq(rel, np.ones(len(y)))
     theta = np.zeros(len(_NAMES))
     theta[used] = theta_used / scale
     return theta, used, float(np.sum((rel @ theta_used - 1.0) ** 2))
@@ -107,7 +107,7 @@ def _points(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Least squares with x >= 0 for a handful of unknowns: drop the most negative and refit."""
     active = list(range(a.shape[1]))
     x = np.zeros(a.shape[1])

@@ -44,6 +44,7 @@ import numpy as np
 from .._errors import ConfigError
 from ..collectives import tree
 from ..collectives.halving_doubling import halving_bits
+from .calibrate import nonnegative_lstsq
 from .model import CostParams, shm_time, tcp_goodput, tree_shape
 
 __all__ = ["KINDS", "LinkCost", "fit", "format_fit", "kind_of", "link_time", "recorded",
@@ -261,7 +262,7 @@ def fit(reports: list[dict[str, Any]], *, check: list[dict[str, Any]] | None = N
     scale = np.where(used, np.abs(a).max(axis=0), 1.0)
     rel = a[:, used] / scale[used] / y[:, None]
     theta = np.zeros(a.shape[1])
-    theta[used] = _nnls(rel, np.ones(len(y))) / scale[used]
+    theta[used] = nonnegative_lstsq(rel, np.ones(len(y))) / scale[used]
     # A kind no measurement has keeps its default efficiency.
     effs = {f"eff_{k}": round(1.0 / theta[1 + i], 4) if theta[1 + i] > 0 else base.efficiency(k)
             for i, k in enumerate(KINDS)}
@@ -275,19 +276,6 @@ def fit(reports: list[dict[str, Any]], *, check: list[dict[str, Any]] | None = N
         out.append({**p, "predicted_s": pred, "error": pred / p["measured_s"] - 1.0,
                     "held_out": held})
     return {"cost": asdict(cost), "points": out}
-
-
-def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Least squares with x >= 0 for a handful of unknowns: drop the most negative, refit."""
-    active = list(range(a.shape[1]))
-    x = np.zeros(a.shape[1])
-    while active:
-        sol = np.linalg.lstsq(a[:, active], b, rcond=None)[0]
-        if (sol >= 0).all():
-            x[active] = sol
-            break
-        active.pop(int(np.argmin(sol)))
-    return x
 
 
 def format_fit(result: dict[str, Any]) -> str:
