@@ -66,10 +66,11 @@ class Progress:
         return handle
 
     def idle(self) -> bool:
-        """Nothing queued or running. Read without the lock (each read is atomic): callers
-        hold the communicator's ordering lock, so nothing can be queued meanwhile, and the
-        thread only turns busy by taking a queued collective."""
-        return not self._queue and not self._busy
+        """Nothing queued or running. Under the lock: read without it, the two fields can
+        be seen between the thread's ``popleft`` and its ``_busy = True`` (queue empty, not
+        busy), and a blocking collective would then run before the queued one it follows."""
+        with self._cv:
+            return not self._queue and not self._busy
 
     def drain(self, deadline: float | None = None) -> None:
         with self._cv:
@@ -91,8 +92,8 @@ class Progress:
                     self._cv.wait()
                 if not self._queue:
                     return
+                self._busy = True  # before the pop: idle() never sees neither
                 handle, body = self._queue.popleft()
-                self._busy = True
             try:
                 with self.exec_lock:
                     result = body()
