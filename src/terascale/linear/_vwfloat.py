@@ -95,16 +95,10 @@ def _is_digit(c: int) -> bool:
     return 48 <= c <= 57
 
 
-@numba.njit(cache=True)
-def parse_float32(buf: np.ndarray, s: int, e: int) -> tuple[float, bool]:
-    """The float VW reads from ``buf[s:e]`` (a whole token); (value, ok)."""
-    if s >= e:
-        return 0.0, False
-    i = s
-    neg = False
-    if buf[i] == 45:  # '-'
-        neg = True
-        i += 1
+@numba.njit(cache=True, inline="always")
+def _mantissa(buf: np.ndarray, i: int, e: int) -> tuple[np.float32, int, int, int]:
+    """VW's mantissa loop from ``buf[i]``: digits, then ``.`` and at most 35 counted
+    decimals, in float32 as VW accumulates them; (value, next index, digits, decimals)."""
     acc = np.float32(0.0)
     nd = 0
     while i < e and _is_digit(buf[i]):
@@ -120,6 +114,20 @@ def parse_float32(buf: np.ndarray, s: int, e: int) -> tuple[float, bool]:
                 num_dec += 1
             i += 1
             nd += 1
+    return acc, i, nd, num_dec
+
+
+@numba.njit(cache=True)
+def parse_float32(buf: np.ndarray, s: int, e: int) -> tuple[float, bool]:
+    """The float VW reads from ``buf[s:e]`` (a whole token); (value, ok)."""
+    if s >= e:
+        return 0.0, False
+    i = s
+    neg = False
+    if buf[i] == 45:  # '-'
+        neg = True
+        i += 1
+    acc, i, nd, num_dec = _mantissa(buf, i, e)
     exp_acc = 0
     easy = nd > 0
     if easy and i < e and (buf[i] == 101 or buf[i] == 69):  # e E
@@ -176,27 +184,7 @@ def read_float32(buf: np.ndarray, s: int, e: int) -> tuple[float, bool]:
     if i < e and buf[i] == 45:  # '-'
         neg = True
         i += 1
-    acc = np.float32(0.0)
-    nd = 0
-    while i < e:
-        d = np.int64(buf[i]) - 48
-        if d < 0 or d > 9:
-            break
-        acc = np.float32(np.float32(acc * np.float32(10.0)) + np.float32(buf[i])) - np.float32(48.0)
-        i += 1
-        nd += 1
-    num_dec = 0
-    if i < e and buf[i] == 46:  # '.'
-        i += 1
-        while i < e:
-            d = np.int64(buf[i]) - 48
-            if d < 0 or d > 9:
-                break
-            if num_dec < 35:
-                acc = np.float32(acc * np.float32(10.0)) + np.float32(d)
-                num_dec += 1
-            i += 1
-            nd += 1
+    acc, i, nd, num_dec = _mantissa(buf, i, e)
     if i == e and nd > 0:
         v = np.float32(acc * _NEG10[num_dec])  # as parse_float32 with no exponent
         if abs(v) <= 3.4028234663852886e38:
