@@ -275,6 +275,15 @@ static int get_span(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t lim
     return 0;
 }
 
+/* A descriptor tag: None (keep the published one) or bytes that fit its slot. */
+static int check_tag(PyObject *tag) {
+    if (tag != Py_None && (!PyBytes_Check(tag) || PyBytes_GET_SIZE(tag) > DESC_BYTES)) {
+        PyErr_SetString(PyExc_ValueError, "tag must be bytes of at most 128 or None");
+        return -1;
+    }
+    return 0;
+}
+
 /* allreduce(src, dst, tag, target, parity, kind, op, own, spin, yield) -> int
  *
  * One round of the flat schedule: copy ``src`` into our area ``parity`` (and ``tag``, unless
@@ -301,10 +310,8 @@ static PyObject *Group_allreduce(Group *self, PyObject *const *args, Py_ssize_t 
     int yield = PyObject_IsTrue(args[9]);
     if (PyErr_Occurred())
         return NULL;
-    if (tag != Py_None && (!PyBytes_Check(tag) || PyBytes_GET_SIZE(tag) > DESC_BYTES)) {
-        PyErr_SetString(PyExc_ValueError, "tag must be bytes of at most 128 or None");
+    if (check_tag(tag) < 0)
         return NULL;
-    }
     Py_buffer s, d;
     if (get_span(args[0], &s, 0, self->area, "src") < 0)
         return NULL;
@@ -389,10 +396,8 @@ static PyObject *Group_flat(Group *self, PyObject *const *args, Py_ssize_t nargs
     int yield = PyObject_IsTrue(args[11]);
     if (PyErr_Occurred())
         return NULL;
-    if (tag != Py_None && (!PyBytes_Check(tag) || PyBytes_GET_SIZE(tag) > DESC_BYTES)) {
-        PyErr_SetString(PyExc_ValueError, "tag must be bytes of at most 128 or None");
+    if (check_tag(tag) < 0)
         return NULL;
-    }
     if (kind < 0 || kind >= K_COUNT || op < -1 || op > 3 || chunk <= 0 || chunk > self->area ||
         chunk % ITEMSIZE[kind]) {
         PyErr_SetString(PyExc_ValueError, "unsupported dtype code, op or round size");
