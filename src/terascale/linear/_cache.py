@@ -30,6 +30,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from .._errors import ConfigError
+from .._files import fsync_dir
 from ._blocks import Block, Blocks, ShardStats
 from ._cachefmt import FIELDS, decode_block, decode_labels, label_bytes
 from ._cachewrite import EntryWriter
@@ -173,11 +174,7 @@ def _commit(tmp: str, entry: str, root: str) -> None:
     except OSError:  # another worker or run got there first: theirs is as good
         shutil.rmtree(tmp, ignore_errors=True)
     try:  # the rename itself survives a crash only once the directory is synced
-        dfd = os.open(root, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_dir(root)
     except OSError:
         pass
 
