@@ -149,3 +149,21 @@ def test_span_server_listens_on_loopback_unless_told(tmp_path):
     finally:
         p.kill()
         p.wait(timeout=10)
+
+
+def test_span_server_names_the_flag_when_it_cannot_listen():
+    import socket
+
+    from terascale import ConfigError
+    from terascale.linear._span import SpanServer
+
+    with pytest.raises(ConfigError, match="10.9.9.9.*not an address of this host.*--host"):
+        SpanServer(0, "10.9.9.9")
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        with pytest.raises(ConfigError, match="span-server: cannot listen on 127.0.0.1"):
+            SpanServer(taken.getsockname()[1])
+    finally:
+        taken.close()

@@ -22,6 +22,9 @@ import struct
 import sys
 import threading
 
+from .._bind import bind_error
+from .._errors import ConfigError
+
 __all__ = ["SpanServer", "add_parser", "build_tree"]
 
 DEFAULT_PORT = 26543
@@ -70,7 +73,14 @@ class SpanServer:
     def __init__(self, port: int = DEFAULT_PORT, host: str = "127.0.0.1", quiet: bool = True) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((host, port))
+        try:
+            self.sock.bind((host, port))
+        except OSError as e:
+            self.sock.close()
+            err = bind_error(e, host, port, host, "--host 0.0.0.0")
+            if err is e:  # in use, no permission: still the flag's fault, not a crash
+                err = ConfigError(f"span-server: cannot listen on {host}:{port}: {e.strerror}")
+            raise err from e
         self.sock.listen(1024)
         self.port = self.sock.getsockname()[1]
         self.quiet = quiet
