@@ -88,8 +88,9 @@ def _bytes(comm):  # type: ignore[no-untyped-def]
         model = torch.nn.Linear(1000, 100)
         opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model,
                                       comm=comm, hook=hook, hook_state=tt.OneBitState(warmup_steps=0))
-        model(torch.randn(4, 1000)).sum().backward()
+        # before backward: the buckets' allreduces start during it, on the progress thread
         before = comm.bytes_sent
+        model(torch.randn(4, 1000)).sum().backward()
         opt.step()
         sent[name] = comm.bytes_sent - before
         opt.close()
