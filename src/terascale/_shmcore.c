@@ -17,6 +17,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <math.h>
 #include <sched.h>
@@ -51,6 +52,7 @@ typedef struct {
     int has_view;
     int n, me;
     Py_ssize_t ctl, area;
+    unsigned long long sleeps, wakes;  /* futex sleeps and wake calls, for tuning */
 } Group;
 
 static inline char *base(Group *g) { return (char *)g->view.buf; }
@@ -198,42 +200,90 @@ static void futex_wake_all(uint64_t *word) {
 #endif
 }
 
+/* Block while the low 32 bits of ``word`` hold ``seen`` (little-endian: the u32 at its
+ * address), at most ``secs``; elsewhere a short sleep. */
+static void futex_sleep(uint64_t *word, uint64_t seen, double secs) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)secs;
+    ts.tv_nsec = (long)((secs - (double)ts.tv_sec) * 1e9);
+#if defined(__linux__) && defined(SYS_futex)
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, (uint32_t)seen, &ts, NULL, 0);
+#else
+    (void)word;
+    (void)seen;
+    nanosleep(&ts, NULL);
+#endif
+}
+
 /* Store our epoch, then wake the members that sleep waiting for it. */
 static void arrive(Group *g, uint64_t target) {
     __atomic_store_n(epoch_word(g, g->me), target, __ATOMIC_SEQ_CST);
     for (int i = 0; i < g->n; i++) {
-        if (i != g->me && __atomic_load_n(sleeping_word(g, i), __ATOMIC_ACQUIRE)) {
+        if (i != g->me && __atomic_load_n(sleeping_word(g, i), __ATOMIC_SEQ_CST)) {
+            g->wakes++;
             futex_wake_all(epoch_word(g, g->me));
             break;
         }
     }
 }
 
+static int first_late(Group *g, uint64_t target) {
+    for (int i = 0; i < g->n; i++)
+        if (i != g->me && __atomic_load_n(epoch_word(g, i), __ATOMIC_ACQUIRE) < target)
+            return i;
+    return -1;
+}
+
+#define BLOCK_S 2e-3  /* longest single futex sleep (a lost wake-up costs at most this) */
+
 /* -1 when every other member reached ``target``, else the first that has not, after at most
- * ``spin`` seconds (0: look once). */
-static int spin_wait(Group *g, uint64_t target, double spin, int yield) {
-    int first = -1;
-    double until = 0.0;
-    for (unsigned k = 0;; k++) {
-        first = -1;
-        for (int i = 0; i < g->n; i++) {
-            if (i != g->me && __atomic_load_n(epoch_word(g, i), __ATOMIC_ACQUIRE) < target) {
-                first = i;
+ * ``spin`` seconds of polling and then ``block`` seconds of futex sleeps (both 0: look
+ * once). ``yield``: 0 never gives up the core while polling, 1 yields every 64 polls (a
+ * loaded host), 2 after every poll (more members than cores: the member we wait for is
+ * likely queued on our core, and every poll that does not yield delays it). The sleeps
+ * are the Python wait's (transport/shm.py): set our sleeping flag, re-read the member's
+ * epoch, sleep on its word; the member wakes us when it arrives. Both phases are bounded:
+ * the caller's wait (link checks, deadline) takes over when they run out. */
+static int spin_wait(Group *g, uint64_t target, double spin, int yield, double block) {
+    int first = first_late(g, target);
+    if (first < 0 || (spin <= 0.0 && block <= 0.0))
+        return first;
+    double t0 = now_s(), until = t0 + spin;
+    for (unsigned k = 0; spin > 0.0; k++) {
+        if (yield >= 2) {
+            sched_yield();
+            if ((k & 7) == 7 && now_s() >= until)
                 break;
-            }
-        }
-        if (first < 0 || spin <= 0.0)
-            return first;
-        if (k == 0)
-            until = now_s() + spin;
-        if ((k & 63) == 63) {
+        } else if ((k & 63) == 63) {
             if (now_s() >= until)
-                return first;
+                break;
             if (yield)
                 sched_yield();  /* the member may be queued behind us on our core */
         } else {
             CPU_RELAX();
         }
+        if ((first = first_late(g, target)) < 0)
+            return -1;
+    }
+    if (block <= 0.0)
+        return first;
+    uint64_t *flag = sleeping_word(g, g->me);
+    double stop = now_s() + block;
+    for (;;) {
+        double left = stop - now_s();
+        if (left <= 0.0)
+            return first;
+        /* Dekker with arrive(): our flag store and their epoch store are both sequentially
+         * consistent, so either they see the flag and wake us or we see their epoch. */
+        __atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+        uint64_t seen = __atomic_load_n(epoch_word(g, first), __ATOMIC_SEQ_CST);
+        if (seen < target) {
+            g->sleeps++;
+            futex_sleep(epoch_word(g, first), seen, left < BLOCK_S ? left : BLOCK_S);
+        }
+        __atomic_store_n(flag, 0, __ATOMIC_RELAXED);
+        if ((first = first_late(g, target)) < 0)
+            return -1;
     }
 }
 
@@ -284,18 +334,19 @@ static int check_tag(PyObject *tag) {
     return 0;
 }
 
-/* allreduce(src, dst, tag, target, parity, kind, op, own, spin, yield) -> int
+/* allreduce(src, dst, tag, target, parity, kind, op, own, spin, yield, block) -> int
  *
  * One round of the flat schedule: copy ``src`` into our area ``parity`` (and ``tag``, unless
- * None, into our descriptor slot), arrive at epoch ``target``, spin up to ``spin`` seconds,
+ * None, into our descriptor slot), arrive at epoch ``target``, wait (spin_wait: ``spin``,
+ * ``yield``, ``block``),
  * compare descriptors (when ``tag`` was given) and fold every area (our own part read from
  * ``src`` when ``own``) into ``dst``; ``op`` < 0: no fold (numpy folds, or nobody does).
  * Returns -1 when done, the index of the first member that has not arrived (after the
  * spin; the caller waits for it and calls fold), or -2 - i when member i's descriptor
  * differs from ours (nothing folded). */
 static PyObject *Group_allreduce(Group *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "allreduce takes 10 arguments");
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "allreduce takes 11 arguments");
         return NULL;
     }
     if (!live(self))
@@ -307,7 +358,8 @@ static PyObject *Group_allreduce(Group *self, PyObject *const *args, Py_ssize_t 
     int op = PyLong_AsLong(args[6]);
     int own = PyObject_IsTrue(args[7]);
     double spin = PyFloat_AsDouble(args[8]);
-    int yield = PyObject_IsTrue(args[9]);
+    int yield = PyLong_AsLong(args[9]);
+    double block = PyFloat_AsDouble(args[10]);
     if (PyErr_Occurred())
         return NULL;
     if (check_tag(tag) < 0)
@@ -342,11 +394,11 @@ static PyObject *Group_allreduce(Group *self, PyObject *const *args, Py_ssize_t 
         memset(slot + k, 0, (size_t)(DESC_BYTES - k));
     }
     int big = s.len >= RELEASE_GIL;
-    int nogil = big || spin > 0.0;
+    int nogil = big || spin > 0.0 || block > 0.0;
     PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
     memcpy(area_of(self, self->me, parity), s.buf, (size_t)s.len);
     arrive(self, target);
-    int late = spin_wait(self, target, spin, yield);
+    int late = spin_wait(self, target, spin, yield, block);
     if (late >= 0) {
         result = late;
     } else if (tag != Py_None && (late = check_descs(self, parity)) >= 0) {
@@ -366,7 +418,8 @@ done:
     return PyLong_FromLong(result);
 }
 
-/* flat(src, dst, tag, epoch, round, chunk, kind, op, own, spin_first, spin_running, yield)
+/* flat(src, dst, tag, epoch, round, chunk, kind, op, own, spin_first, spin_running, yield,
+ *      block)
  *   -> (rounds completed, status)
  *
  * The whole flat schedule in rounds of ``chunk`` bytes (cache-sized: the round's input,
@@ -375,11 +428,11 @@ done:
  * and checked in round 0 only. Status -1: every round completed. Otherwise the rounds
  * before the returned count completed, we arrived at the next one and ``status`` is the
  * first member that has not (after ``spin_first`` seconds in round 0, ``spin_running``
- * later) or ``-2 - i`` for a member i whose descriptor differs; nothing of that round is
+ * later, then ``block`` seconds of sleeps) or ``-2 - i`` for a member i whose descriptor differs; nothing of that round is
  * folded. ``op`` -1: no fold (a member of a reduce to the leader that is not it). */
 static PyObject *Group_flat(Group *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "flat takes 12 arguments");
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "flat takes 13 arguments");
         return NULL;
     }
     if (!live(self))
@@ -393,7 +446,8 @@ static PyObject *Group_flat(Group *self, PyObject *const *args, Py_ssize_t nargs
     int own = PyObject_IsTrue(args[8]);
     double spin_first = PyFloat_AsDouble(args[9]);
     double spin_running = PyFloat_AsDouble(args[10]);
-    int yield = PyObject_IsTrue(args[11]);
+    int yield = PyLong_AsLong(args[11]);
+    double block = PyFloat_AsDouble(args[12]);
     if (PyErr_Occurred())
         return NULL;
     if (check_tag(tag) < 0)
@@ -438,7 +492,7 @@ static PyObject *Group_flat(Group *self, PyObject *const *args, Py_ssize_t nargs
         memcpy(area_of(self, self->me, parity), src, (size_t)len);
         uint64_t target = epoch + 1 + (uint64_t)r;
         arrive(self, target);
-        int late = spin_wait(self, target, r == 0 ? spin_first : spin_running, yield);
+        int late = spin_wait(self, target, r == 0 ? spin_first : spin_running, yield, block);
         if (late < 0 && r == 0 && tag != Py_None && (late = check_descs(self, parity)) >= 0)
             late = -2 - late;
         if (late != -1) {
@@ -518,43 +572,52 @@ static PyObject *Group_arrive(Group *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* wait(target, spin, yield) -> -1 or the first member that has not arrived. */
+/* wait(target, spin, yield, block) -> -1 or the first member that has not arrived. */
 static PyObject *Group_wait(Group *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "wait takes 3 arguments");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "wait takes 4 arguments");
         return NULL;
     }
     if (!live(self))
         return NULL;
     unsigned long long target = PyLong_AsUnsignedLongLong(args[0]);
     double spin = PyFloat_AsDouble(args[1]);
-    int yield = PyObject_IsTrue(args[2]);
+    int yield = PyLong_AsLong(args[2]);
+    double block = PyFloat_AsDouble(args[3]);
     if (PyErr_Occurred())
         return NULL;
     int late;
-    if (spin > 0.0) {
+    if (spin > 0.0 || block > 0.0) {
         Py_BEGIN_ALLOW_THREADS
-        late = spin_wait(self, target, spin, yield);
+        late = spin_wait(self, target, spin, yield, block);
         Py_END_ALLOW_THREADS
     } else {
-        late = spin_wait(self, target, 0.0, 0);
+        late = spin_wait(self, target, 0.0, 0, 0.0);
     }
     return PyLong_FromLong(late);
 }
 
 static PyMethodDef Group_methods[] = {
     {"allreduce", (PyCFunction)(void (*)(void))Group_allreduce, METH_FASTCALL,
-     "allreduce(src, dst, tag, target, parity, kind, op, own, spin, yield) -> int"},
+     "allreduce(src, dst, tag, target, parity, kind, op, own, spin, yield, block) -> int"},
     {"flat", (PyCFunction)(void (*)(void))Group_flat, METH_FASTCALL,
      "flat(src, dst, tag, epoch, round, chunk, kind, op, own, spin_first, spin_running, "
-     "yield) -> (rounds completed, status)"},
+     "yield, block) -> (rounds completed, status)"},
     {"fold", (PyCFunction)(void (*)(void))Group_fold, METH_FASTCALL,
      "fold(src, dst, parity, kind, op, own)"},
     {"arrive", (PyCFunction)Group_arrive, METH_O, "arrive(target)"},
     {"wait", (PyCFunction)(void (*)(void))Group_wait, METH_FASTCALL,
-     "wait(target, spin, yield) -> int"},
+     "wait(target, spin, yield, block) -> int"},
     {"release", (PyCFunction)Group_release, METH_NOARGS, "drop the segment's buffer"},
     {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef Group_members[] = {
+    {"sleeps", T_ULONGLONG, offsetof(Group, sleeps), READONLY,
+     "futex sleeps of this member's waits so far"},
+    {"wakes", T_ULONGLONG, offsetof(Group, wakes), READONLY,
+     "futex wake calls of this member's arrivals so far"},
+    {NULL, 0, 0, 0, NULL},
 };
 
 static PyTypeObject GroupType = {
@@ -567,6 +630,7 @@ static PyTypeObject GroupType = {
     .tp_init = (initproc)Group_init,
     .tp_dealloc = (destructor)Group_dealloc,
     .tp_methods = Group_methods,
+    .tp_members = Group_members,
 };
 
 static struct PyModuleDef module = {

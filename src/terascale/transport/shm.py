@@ -54,7 +54,16 @@ from ._frames import collective_tag, pack_desc, show_desc
 from ._futex import Timespec, futex_wait, futex_wake
 from ._memfd import HAVE_MEMFD, share_anonymous
 from ._named import share_named
-from ._spin import BLOCK_S, CHECK_S, MIN_SPIN_S, RUNNING_SPIN_S, SPIN_S, YIELD_WHILE_SPINNING
+from ._spin import (
+    BLOCK_S,
+    CHECK_S,
+    CORE_SLEEP_S,
+    MIN_SPIN_S,
+    OVERSUBSCRIBED_SPIN_S,
+    RUNNING_SPIN_S,
+    SPIN_S,
+    YIELD_WHILE_SPINNING,
+)
 from .base import Exchange
 from .segments import SHM_DIR, segment_name
 
@@ -94,7 +103,9 @@ class ShmGroup:
             fd = ex.waitable(self.group[i])
             self._poll.register(fd, select.POLLIN)
             self._fd_peer[fd] = self.group[i]
-        self.oversubscribed = self.n > (os.cpu_count() or 1)
+        self.oversubscribed = self.n > _spin.CORES
+        # The core's yield mode while it spins (see _shmcore.c, spin_wait).
+        self._yield = 2 if self.oversubscribed else int(YIELD_WHILE_SPINNING)
         base = self._bytes.ctypes.data
         self._epoch_addr = [base + i * _SLOT + _EPOCH for i in range(self.n)]
         self._sleeping_idx = [(i * _SLOT + _SLEEPING) // 8 for i in self._others]
@@ -197,8 +208,9 @@ class ShmGroup:
         core = self.core
         if core is not None:
             core.arrive(target)
-            if core.wait(target, self.spin_budget(running), YIELD_WHILE_SPINNING) < 0:
-                self.settle(running)
+            slept = core.sleeps
+            if core.wait(target, *self.wait_policy(running)) < 0:
+                self.settle(running, core.sleeps != slept)
                 if check:
                     self.finish(ex, deadline, check=True, running=running)
                 elif self._quiet:
@@ -216,17 +228,24 @@ class ShmGroup:
 
     # -- the compiled core's rounds ------------------------------------------------------------
     def spin_budget(self, running: bool) -> float:
-        """Seconds the core may spin before handing the wait back to :meth:`finish`."""
+        """Seconds the core may spin before it sleeps (see :mod:`._spin`)."""
         if self.oversubscribed:
-            return 0.0
+            return OVERSUBSCRIBED_SPIN_S
         if running and not _spin.host_busy():
             return RUNNING_SPIN_S
         return self._spin_s
 
-    def settle(self, running: bool) -> None:
-        """A wait ended while spinning: the adaptive budget grows (see :meth:`_wait`)."""
+    def wait_policy(self, running: bool) -> tuple[float, int, float]:
+        """How the core waits: (spin seconds, yield mode, sleep seconds before it hands the
+        wait back to :meth:`finish`)."""
+        return self.spin_budget(running), self._yield, CORE_SLEEP_S
+
+    def settle(self, running: bool, slept: bool = False) -> None:
+        """A wait of the core completed: the adaptive budget grows if it ended while
+        spinning, shrinks if the core had to sleep (see :meth:`_wait`)."""
         if not running:
-            self._spin_s = min(self._spin_s * 2, SPIN_S)
+            self._spin_s = max(self._spin_s / 2, MIN_SPIN_S) if slept else \
+                min(self._spin_s * 2, SPIN_S)
 
     def core_round(self, src: np.ndarray, dst: np.ndarray, tag: bytes | None, kind: int,
                    op: int, own: bool, *, running: bool) -> int:
@@ -243,11 +262,13 @@ class ShmGroup:
         self.epoch += 1
         if tag is not None:
             self._field = tag
-        assert self.core is not None
-        status: int = self.core.allreduce(src, dst, tag, self.epoch, self.round & 1, kind, op,
-                                          own, self.spin_budget(running), YIELD_WHILE_SPINNING)
-        if status == -1 and not running and self._spin_s < SPIN_S:
-            self.settle(running)
+        core = self.core
+        assert core is not None
+        slept = core.sleeps
+        status: int = core.allreduce(src, dst, tag, self.epoch, self.round & 1, kind, op, own,
+                                     *self.wait_policy(running))
+        if status == -1:
+            self.settle(running, core.sleeps != slept)
         return status
 
     def core_flat(self, src: np.ndarray, dst: np.ndarray, tag: bytes | None, kind: int,
@@ -263,18 +284,19 @@ class ShmGroup:
         """
         if tag is not None:
             self._field = tag
-        assert self.core is not None
+        core = self.core
+        assert core is not None
         later = self.spin_budget(True) if src.nbytes > chunk else 0.0  # one round: unused
         # Yield while spinning only on a loaded host: on an idle one a yield is a syscall
         # that delays seeing the member arrive.
-        done, status = self.core.flat(src, dst, tag, self.epoch, self.round, chunk, kind, op,
-                                      own, self.spin_budget(running), later,
-                                      YIELD_WHILE_SPINNING and _spin.host_busy())
+        yield_mode = self._yield if self.oversubscribed else int(_spin.host_busy())
+        slept = core.sleeps
+        done, status = core.flat(src, dst, tag, self.epoch, self.round, chunk, kind, op, own,
+                                 self.spin_budget(running), later, yield_mode, CORE_SLEEP_S)
         self.round += done
         if status == -1:
             self.epoch += done
-            if not running and self._spin_s < SPIN_S:
-                self.settle(running)
+            self.settle(running, core.sleeps != slept)
             return None
         self.epoch += done + 1
         per = chunk // src.itemsize
