@@ -650,6 +650,8 @@ PyMODINIT_FUNC PyInit__shmcore(void) {
         Py_DECREF(m);
         return NULL;
     }
+    /* The calling convention (transport/_core.py checks it): 2 added the sleep budget. */
+    PyModule_AddIntConstant(m, "ABI", 2);
     PyModule_AddIntConstant(m, "SLOT", SLOT);
     PyModule_AddIntConstant(m, "DESC_BYTES", DESC_BYTES);
     return m;

@@ -22,7 +22,8 @@ def test_the_core_is_built_in_ci() -> None:
     """CI builds the package from source: a broken C build must fail here, not fall back."""
     if os.environ.get("CI") != "true":
         pytest.skip("only asserted in CI (CI=true)")
-    from terascale import _shmcore  # noqa: F401
+    from terascale import _shmcore
+    assert _shmcore.ABI == _core.ABI, "the built core is older than its source"
 
 
 def test_the_fast_path_tag_is_the_exchange_tag() -> None:

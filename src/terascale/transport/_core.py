@@ -10,11 +10,12 @@ too (read when a segment is mapped). Both paths give the same bits.
 from __future__ import annotations
 
 import os
+import warnings
 from types import ModuleType
 
 import numpy as np
 
-__all__ = ["KINDS", "OPS", "disabled", "load"]
+__all__ = ["ABI", "KINDS", "OPS", "disabled", "load"]
 
 # dtype -> the core's element code; dtypes not listed (float16, complex, bool) fold in numpy.
 KINDS = {np.dtype(t): k for k, t in enumerate((
@@ -28,12 +29,30 @@ def disabled() -> bool:
     return os.environ.get("TERASCALE_NO_CEXT", "0") not in ("", "0")
 
 
+# The calling convention this Python code speaks to the core (its ``ABI`` constant): a
+# build of an older source (an in-place build not yet redone after a pull) is not used.
+ABI = 2
+
+
 def load() -> ModuleType | None:
-    """The compiled module, or None when it was not built or is disabled."""
+    """The compiled module, or None when it was not built, is stale or is disabled."""
     if disabled():
         return None
     try:
         import terascale._shmcore as _shmcore  # type: ignore[import-not-found]
     except ImportError:
         return None
+    if getattr(_shmcore, "ABI", 0) != ABI:
+        _warn_stale(_shmcore)
+        return None
     return _shmcore
+
+
+def _warn_stale(module: ModuleType) -> None:
+    if not _warned:
+        _warned.append(True)
+        warnings.warn(f"{module.__file__} was built from an older _shmcore.c; using the "
+                      "pure-Python path (rebuild: pip install -e . or make)", stacklevel=3)
+
+
+_warned: list[bool] = []
