@@ -1,4 +1,4 @@
-"""Recursive halving/doubling allreduce: powers of two and folded world sizes."""
+"""Recursive halving/doubling allreduce: powers of two and mixed-radix world sizes."""
 
 from __future__ import annotations
 
@@ -7,18 +7,20 @@ import pytest
 from _allreduce_check import check_matrix
 
 from terascale import CollectiveMismatch
-from terascale.collectives.halving_doubling import halving_bits
+from terascale.collectives.halving_doubling import radix_steps
 from terascale.testing import run_workers
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8, 9])
 def test_matrix(n: int) -> None:
-    check_matrix(n, "halving_doubling", big=n in (3, 4, 8), runs=2 if n == 6 else 1)
+    check_matrix(n, "halving_doubling", big=n in (3, 4, 6, 8), runs=2 if n in (6, 9) else 1)
 
 
-def test_bytes_on_the_wire_are_bandwidth_optimal() -> None:
-    """A power-of-two world moves 2 (p-1)/p of the data per rank, like the ring."""
-    count = 1 << 18
+@pytest.mark.parametrize("n", [4, 6])
+def test_bytes_on_the_wire_are_bandwidth_optimal(n: int) -> None:
+    """Every rank moves 2 (p-1)/p of the data, like the ring: for 6 = 2 x 3 too (the fold
+    it replaced sent the whole vector twice more from some ranks)."""
+    count = 6 << 16
 
     def fn(comm):
         x = np.ones(count, np.float32)
@@ -26,8 +28,8 @@ def test_bytes_on_the_wire_are_bandwidth_optimal() -> None:
         comm.allreduce(x, algorithm="halving_doubling")
         return comm.bytes_sent - before
 
-    sent = run_workers(fn, 4)
-    payload = 2 * 3 / 4 * count * 4
+    sent = run_workers(fn, n)
+    payload = 2 * (n - 1) / n * count * 4
     for s in sent:
         assert payload <= s < payload * 1.01
 
@@ -41,19 +43,28 @@ def test_mismatch_is_detected() -> None:
     assert all(o[0] == "error" and o[1][0] == CollectiveMismatch.__name__ for o in outcomes)
 
 
-def test_step_order_puts_same_host_pairs_first() -> None:
-    """The big early halving steps pair ranks of one host; without a layout, textbook order."""
-    assert halving_bits(["a", "b", "c", "d"]) == [2, 1]
-    assert halving_bits(["a", "a", "b", "b"]) == [1, 2]        # 0-1 first (half the vector)
-    assert halving_bits(list("aaaabbbb")) == [2, 1, 4]         # host-crossing bit last
-    assert halving_bits(list("abababab")) == [4, 2, 1]         # round robin: 0-4 share a host
-    assert halving_bits(list("aabbccdd")) == [1, 4, 2]
+def test_step_order_puts_same_host_groups_first() -> None:
+    """The big early steps group ranks of one host; without a layout, textbook order.
+    Steps are (stride, radix): the group of rank v differs from it in digit v // stride."""
+    assert radix_steps(["a", "b", "c", "d"]) == [(2, 2), (1, 2)]
+    assert radix_steps(["a", "a", "b", "b"]) == [(1, 2), (2, 2)]  # 0-1 first (half of it)
+    assert radix_steps(list("aaaabbbb")) == [(2, 2), (1, 2), (4, 2)]  # host-crossing last
+    assert radix_steps(list("abababab")) == [(4, 2), (2, 2), (1, 2)]  # round robin: 0-4
+    assert radix_steps(list("aabbccdd")) == [(1, 2), (4, 2), (2, 2)]
+    assert radix_steps(list("abcdefg")) == [(1, 7)]                # a prime: one exchange
+    assert radix_steps(list("abcdef")) == [(1, 2), (2, 3)]         # smaller radix first
+    assert radix_steps(list("aaabbb")) == [(1, 3), (3, 2)]         # radix 3 inside the hosts
+    assert radix_steps(list("abcabc")) == [(3, 2), (1, 3)]         # 0-3 share a host
+    assert radix_steps(list("aabbcc")) == [(1, 2), (2, 3)]
 
 
-def test_layout_ordered_schedule_is_exact_and_the_same_on_every_rank() -> None:
-    """2 pretend hosts x 2: same-host steps first; every rank bitwise equal, run after run,
-    and exact on integers (every block reduced once, nothing lost or counted twice)."""
+@pytest.mark.parametrize("layout", ["aabb", "aaabbb"])
+def test_layout_ordered_schedule_is_exact_and_the_same_on_every_rank(layout: str) -> None:
+    """2 pretend hosts x 2 (x 3: a radix-3 step inside the hosts first): same-host steps
+    first; every rank bitwise equal, run after run, and exact on integers (every block
+    reduced once, nothing lost or counted twice)."""
     count = 100_003
+    n = len(layout)
 
     def fn(comm):
         rng = np.random.default_rng(comm.rank)
@@ -63,9 +74,9 @@ def test_layout_ordered_schedule_is_exact_and_the_same_on_every_rank() -> None:
         b = comm.allreduce(x, algorithm="halving_doubling")
         return a, b, comm.allreduce(ints, algorithm="halving_doubling")
 
-    out = run_workers(fn, 4, host_ids=["a", "a", "b", "b"])
+    out = run_workers(fn, n, host_ids=list(layout))
     for a, b, ints in out:
         assert a.tobytes() == out[0][0].tobytes() and b.tobytes() == a.tobytes()
-        np.testing.assert_array_equal(ints, np.arange(count) * 10.0)
+        np.testing.assert_array_equal(ints, np.arange(count) * (n * (n + 1) / 2))
     np.testing.assert_allclose(out[0][0], sum(np.random.default_rng(r).standard_normal(count)
-                                              for r in range(4)), rtol=1e-12, atol=1e-12)
+                                              for r in range(n)), rtol=1e-12, atol=1e-12)

@@ -23,8 +23,8 @@ IDEAL = LinkCost(alpha=0.0, **{f"eff_{k}": 1.0 for k in links.KINDS})
     ("hierarchical", 2, 2, 1.0, "single"),    # a ring of 2 leaders
     ("halving_doubling", 2, 1, 1.0, "single"),
     ("halving_doubling", 4, 1, 1.5, "halving_doubling"),
-    ("halving_doubling", 3, 1, 2.0, "fold"),  # host 1: m folded in, m/2 + m/2 with rank 2
-    ("halving_doubling", 6, 1, 2.5, "fold"),
+    ("halving_doubling", 3, 1, 4 / 3, "halving_doubling"),  # m/3 to each of 2, both ways
+    ("halving_doubling", 6, 1, 5 / 3, "halving_doubling"),  # 2 x 3: the ring's bytes
     ("halving_doubling", 2, 2, 1.0, "shared_nic"),  # half inside hosts, both cross with 1/4
     ("tree", 2, 1, 1.0, "single"),
     ("tree", 4, 1, 2.0, "tree"),              # root: two children; rank 1: parent + child
@@ -64,7 +64,7 @@ def _report(cost: LinkCost, hosts: int, per_host: int, rate: float) -> dict:
 
 
 def test_fit_recovers_the_constants_it_was_given() -> None:
-    truth = LinkCost(alpha=3e-4, eff_single=0.97, eff_halving_doubling=0.8, eff_fold=0.6,
+    truth = LinkCost(alpha=3e-4, eff_single=0.97, eff_halving_doubling=0.8,
                      eff_shared_nic=0.9, eff_tree=0.7)
     reps = [_report(truth, h, q, r) for h, q in ((2, 1), (4, 1), (6, 1), (2, 2))
             for r in (1e8, 2e8)]

@@ -27,9 +27,16 @@ def test_ring_by_hand() -> None:
 
 def test_halving_doubling_by_hand() -> None:
     assert halving_doubling_time(4000, 4, C) == pytest.approx(4 + 60 + 3)
-    # p = 5: the p' = 4 cost plus folding one rank in (1 + 40 + 4) and out (1 + 40)
-    assert halving_doubling_time(4000, 5, C) == pytest.approx(67 + 45 + 41)
+    # p = 5, prime: one radix-5 step, 4 messages each way; the ring's bytes
+    assert halving_doubling_time(4000, 5, C) == pytest.approx(8 + 64 + 3.2)
+    # p = 6 = 2 x 3: (1 + 2) messages each way
+    assert halving_doubling_time(4000, 6, C) == pytest.approx(6 + 200 / 3 + 10 / 3)
     assert halving_doubling_time(4000, 8, C) == pytest.approx(6 + 70 + 3.5)
+    # 2 hosts x 2: the half-vector step inside each host (m/2 each phase, at delta), then
+    # m/4 each phase over the NIC from each of 2 workers: m per link direction at beta
+    # (not the 1.5 m of 2 (p-1)/p)
+    assert halving_doubling_time(4000, 4, C, ranks_per_host=2) == pytest.approx(
+        4 + 40 + 4 + 3)
 
 
 def test_tree_shape() -> None:

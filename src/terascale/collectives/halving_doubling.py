@@ -1,35 +1,36 @@
-"""Recursive halving/doubling allreduce for any world size (Rabenseifner's algorithm).
+"""Recursive halving/doubling allreduce for any world size, mixed radix (recursive multiplying).
 
 Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in
 MPICH" (IJHPCA 2005), section 4.4: a reduce-scatter by *recursive vector halving* followed
-by an allgather by *recursive doubling*. With ``p`` a power of two, ``log2 p`` steps each
-way: at reduce-scatter step ``s`` a rank swaps half of its current range with the partner at
-distance ``p / 2^(s+1)`` and reduces the half it keeps, so it ends up owning block ``v`` of
-``p``; the allgather mirrors that with doubling distances. Every rank moves ``2 (p-1)/p``
-of the data (bandwidth-optimal, like the ring) in only ``2 log2 p`` message latencies
-(instead of the ring's ``2 (p-1)``).
-
-Other world sizes fold the ``r = n - p`` extra ranks in first (the MPICH pre-step): rank
-``2i`` (``i < r``) sends its whole vector to rank ``2i+1`` and sits out; it gets the result
-back from ``2i+1`` at the end. Extra ranks pay one full-vector transfer each way.
+by an allgather by *recursive doubling*, ``log2 p`` steps each way for ``p`` a power of
+two. Ruefenacht, Bull & Booth, "Generalisation of recursive doubling for AllReduce"
+(Parallel Computing 2017) extend it to every ``p``: factor ``p = r_1 r_2 ... r_m``; at step
+``k`` a rank exchanges with the ``r_k - 1`` other members of its group, sending
+``(r_k - 1)/r_k`` of its current segment and keeping one part; the allgather mirrors it.
+Every rank moves ``2 (p-1)/p`` of the data (bandwidth-optimal, like the ring) in
+``2 sum(r_k - 1)`` messages (the ring: ``2 (p-1)``); a prime ``p`` is one direct exchange
+each way. (MPICH's fold for other sizes -- an extra rank hands its whole vector to a
+partner -- doubles the bytes on the partner's link: 42% of TCP goodput on 3 and 6 emulated
+hosts at 100 Mbit/s, where the ring reached 86-94%.) The schedule is in :mod:`._radix`.
 
 Everything is pipelined at chunk granularity with completion callbacks on the
 :class:`~terascale.transport.Exchange`: a chunk moves on to the next step the moment its
-reduction for this step is done, and an incoming chunk is received only once the chunk it
-is added to is ready (until then it waits in the socket buffer), so one chunk of scratch per
-peer suffices. Each halving step (and the fold) sends its blocks in the order the receiver
-passes them on -- the blocks it sends at its next step first, its own block last -- so the
-receiver's next sends overlap this step's transfer; over rate-limited TCP links (4 emulated
-hosts, 100 and 200 Mbit/s) that raised busbw from 79-84% to 84-93% of TCP goodput. Every block is
-reduced by exactly one rank in a fixed order and copied
-everywhere else, so results are bitwise identical on all ranks and across runs.
+reductions for this step are done. Each peer has one chunk of scratch: its next chunk is
+received once the previous one was reduced (until then it waits in the socket buffer). A
+step sends a part in the order its receiver passes the blocks on -- those that leave it
+soonest first, its own block last -- so the receiver's next sends overlap this step's
+transfer; over rate-limited TCP links (4 emulated hosts, 100 and 200 Mbit/s) that raised
+busbw from 79-84% to 84-93% of TCP goodput. Every block is reduced by exactly one rank, its
+contributions in a fixed order (its own, then the group members by digit after its own,
+whatever order they arrive in), and copied everywhere else, so results are bitwise
+identical on all ranks and across runs.
 
-The order of the halving steps comes from the host layout (:func:`halving_bits`): the steps
-whose pairs share a host go first, the allgather mirrors them. The first step moves half the
-vector, the last ``1/p`` of it, so on 2 hosts x 2 workers the half-vector exchange stays
-inside each host and each NIC carries half a vector each way instead of a whole one
-(63-74% -> 122-141% of TCP goodput in busbw terms at 100 and 200 Mbit/s, on a par with the
-hierarchical allreduce). Without several ranks per host it is the textbook order.
+The order of the steps comes from the host layout (:func:`radix_steps`): the steps whose
+groups share a host go first. The first step moves most of the vector, the last ``1/p``
+of it, so on 2 hosts x 2 workers the half-vector exchange stays inside each host and each
+NIC carries half a vector each way instead of a whole one (63-74% -> 122-141% of TCP
+goodput in busbw terms at 100 and 200 Mbit/s, on a par with the hierarchical allreduce).
+Without several ranks per host it is the textbook order.
 
 Over a subset of the communicator (one leader per host in the hierarchical allreduce) it
 runs on a sub-group view of the exchange (:meth:`~terascale.transport.base.Exchange.subgroup`).
@@ -45,41 +46,29 @@ import numpy as np
 from .._arrays import ReduceOp
 from ..transport import Exchange
 from ._chunks import bounds, chunk_bounds, view
+from ._radix import digit, group, held_order, radix_steps, segment, traffic
 from .registry import AllreduceCall
 
-__all__ = ["HalvingDoublingAllreduce", "halving_bits"]
+__all__ = ["HalvingDoublingAllreduce", "radix_steps", "traffic"]
 
 CHUNK_BYTES = 512 * 1024
+SCRATCH_DEPTH = 4  # chunks of scratch per peer whose contributions this rank reduces
+SCRATCH_BYTES = 16 << 20  # ... and at most this much scratch in all
 _REDUCE, _COPY = 0, 1
-
-
-def halving_bits(hosts: Sequence[Hashable]) -> list[int]:
-    """The bits of the virtual rank the halving steps flip, in step order (doubling: reversed).
-
-    ``hosts`` is the host of each of the ``p`` (a power of two) active ranks in virtual-rank
-    order. Without a layout (every rank its own host) this is the textbook order, distances
-    ``p/2, p/4, ..., 1``. Otherwise the steps whose pairs share a host most often come first:
-    the first halving step moves half the vector, the last only ``1/p`` of it, so pairing the
-    early steps inside a host keeps the big transfers off the NICs (2 hosts x 2 workers: each
-    NIC carries half a vector each way instead of a whole one). A pure function of the
-    layout, so every rank derives the same schedule.
-    """
-    p = len(hosts)
-    bits = [p >> (s + 1) for s in range(p.bit_length() - 1)]
-    same = {b: sum(hosts[v] == hosts[v ^ b] for v in range(p)) for b in bits}
-    return sorted(bits, key=lambda b: (-same[b], -b))
 
 
 class _Box:
     """One peer's ordered stream of units (sends or receives) and how far it has got."""
 
-    __slots__ = ("items", "cur", "busy", "scratch")
+    __slots__ = ("items", "cur", "free", "parked")
 
     def __init__(self) -> None:
         self.items: list[tuple[int, int, int]] = []  # (unit, required state, mode)
         self.cur = 0
-        self.busy = False
-        self.scratch: np.ndarray | None = None
+        self.free: list[np.ndarray] = []  # scratch chunks not holding a contribution
+        # Contributions received, each waiting until its unit has the reductions before it:
+        # (unit, required state, scratch).
+        self.parked: list[tuple[int, int, np.ndarray]] = []
 
 
 class HalvingDoublingAllreduce:
@@ -96,10 +85,9 @@ class HalvingDoublingAllreduce:
         self.ex = ex
         self.buf = buf
         self.reduce = reduce
-        p = 1
-        while p * 2 <= size:
-            p *= 2
-        extra = size - p
+        p = size
+        steps = radix_steps(list(hosts) if hosts is not None and len(hosts) == p
+                            else list(range(p)))
         # Blocks of the final distribution, cut into chunks ("units") that move independently.
         self.units: list[tuple[int, int]] = []
         block_units: list[list[int]] = []
@@ -110,78 +98,56 @@ class HalvingDoublingAllreduce:
         self.state = [0] * len(self.units)  # reductions applied to each unit so far
         self.inbox: dict[int, _Box] = {}
         self.outbox: dict[int, _Box] = {}
-        steps = p.bit_length() - 1
-
-        def real_v(v: int) -> int:
-            return 2 * v + 1 if v < extra else v + extra
-
-        # The schedule below is the textbook one over relabelled virtual ranks w, whose bit
-        # p >> (s+1) is the bit of the virtual rank v that halving step s flips.
-        order = halving_bits([hosts[real_v(v)] for v in range(p)] if hosts is not None
-                             else list(range(p)))
-
-        def to_w(v: int) -> int:
-            return sum(p >> (s + 1) for s, b in enumerate(order) if v & b)
-
-        from_w = {to_w(v): v for v in range(p)}
-
-        def real(w: int) -> int:
-            return real_v(from_w[w])
+        m = len(steps)
+        widths = [p]
+        for _, r in steps:
+            widths.append(widths[-1] // r)
 
         def units_of(blocks: Sequence[int]) -> list[int]:
             return [u for b in blocks for u in block_units[b]]
 
-        def gather_order(v: int, t: int) -> list[int]:
-            """Blocks vrank ``v`` holds after ``t`` allgather steps, in the order it sent them."""
-            if t == 0:
-                return [v]
-            return gather_order(v, t - 1) + gather_order(v ^ (1 << (t - 1)), t - 1)
+        def arrival_order(v: int, k: int, blocks: range) -> list[int]:
+            """``blocks`` (``v``'s part at step ``k``) in the order ``v`` passes them on:
+            the blocks that leave it at step k+1 first (then k+2, ...; its own block last),
+            the destinations of one step interleaved, so that its next sends overlap."""
+            later = steps[k + 1:]
+            mine = [digit(v, s) for s in later]
 
-        if rank < 2 * extra and rank % 2 == 0:
-            # An extra rank: hand everything to the right neighbour, get the result back.
-            partner = rank + 1
-            vpartner = to_w((partner - 1) // 2)
-            for u in units_of(sorted(range(p), key=lambda b: -(b ^ vpartner))):
-                self._out(partner, u, 0)  # in the order the partner sends them on
-            for u in units_of(gather_order(vpartner, steps)):
-                self._in(partner, u, 0, _COPY)
-            self.final = 0
-            return
-        vrank = to_w(rank // 2 if rank < 2 * extra else rank - extra)
-        folded = 1 if rank < 2 * extra else 0
-        if folded:  # the extra rank's vector, in the order the halving steps send it on
-            for u in units_of(sorted(range(p), key=lambda b: -(b ^ vrank))):
-                self._in(rank - 1, u, 0, _REDUCE)
+            def key(b: int) -> tuple[tuple[bool, ...], tuple[int, ...]]:
+                d = [(b // w) % s[1] for s, w in zip(later, widths[k + 2:])]
+                return tuple(x == y for x, y in zip(d, mine)), tuple(reversed(d))
 
-        # Reduce-scatter by recursive halving: distances p/2, p/4, ..., 1 (between w's).
-        lo_block = 0
-        for s in range(steps):
-            d = p >> (s + 1)
-            partner = real(vrank ^ d)
-            if vrank & d:
-                send, keep = range(lo_block, lo_block + d), range(lo_block + d, lo_block + 2 * d)
-            else:
-                send, keep = range(lo_block + d, lo_block + 2 * d), range(lo_block, lo_block + d)
-            # Blocks in the order the receiver passes them on: those it sends at its next
-            # halving step first, its own final block last (larger xor with the receiver's
-            # vrank = sent on sooner), so that its next step's sends overlap this step's
-            # receives instead of waiting for the tail of this step.
-            for u in units_of(sorted(send, key=lambda b: -(b ^ vrank ^ d))):
-                self._out(partner, u, folded + s)
-            for u in units_of(sorted(keep, key=lambda b: -(b ^ vrank))):
-                self._in(partner, u, folded + s, _REDUCE)
-            lo_block = keep.start
-        self.final = folded + steps
-        # Allgather by recursive doubling: distances 1, 2, ..., p/2.
-        for t in range(steps):
-            partner = real(vrank ^ (1 << t))
-            for u in units_of(gather_order(vrank, t)):
-                self._out(partner, u, self.final)
-            for u in units_of(gather_order(vrank ^ (1 << t), t)):
-                self._in(partner, u, 0, _COPY)
-        if folded:
-            for u in units_of(gather_order(vrank, steps)):
-                self._out(rank - 1, u, self.final)
+            return sorted(blocks, key=key)
+
+        # Reduce-scatter: at step k, part j of the segment goes to the group member of digit
+        # j; the part of our own digit comes in from the r-1 others and is reduced, their
+        # contributions in a fixed order (digit after ours first), which ``required`` encodes.
+        base = 0
+        for k, s in enumerate(steps):
+            members, a, r = group(rank, s), digit(rank, s), s[1]
+            lo = segment(rank, steps, p, k)
+            w = widths[k + 1]
+            for j, peer in enumerate(members):
+                if j != a:
+                    part = range(lo + j * w, lo + (j + 1) * w)
+                    for u in units_of(arrival_order(peer, k, part)):
+                        self._out(peer, u, base)
+            mine = arrival_order(rank, k, range(lo + a * w, lo + (a + 1) * w))
+            for i in range(1, r):
+                for u in units_of(mine):
+                    self._in(members[(a + i) % r], u, base + i - 1, _REDUCE)
+            base += r - 1
+        self.final = base
+        # Allgather: the steps in reverse; send all we hold, get each member's holdings.
+        for k in reversed(range(m)):
+            members, a = group(rank, steps[k]), digit(rank, steps[k])
+            ours = units_of(held_order(rank, steps, p, k + 1))
+            for j, peer in enumerate(members):
+                if j != a:
+                    for u in ours:
+                        self._out(peer, u, self.final)
+                    for u in units_of(held_order(peer, steps, p, k + 1)):
+                        self._in(peer, u, 0, _COPY)
 
     def _out(self, peer: int, unit: int, required: int) -> None:
         self.outbox.setdefault(peer, _Box()).items.append((unit, required, _COPY))
@@ -193,12 +159,18 @@ class HalvingDoublingAllreduce:
         if not self.inbox and not self.outbox:
             return
         longest = max(hi - lo for lo, hi in self.units)
-        for box in self.inbox.values():
-            if any(mode == _REDUCE for _, _, mode in box.items):
-                box.scratch = np.empty(longest, self.buf.dtype)
+        reducing = [b for b in self.inbox.values() if any(m == _REDUCE for _, _, m in b.items)]
+        # A few chunks of scratch per peer (SCRATCH_BYTES in all at most), so that a peer
+        # whose contribution must wait for another's keeps streaming for a while instead of
+        # stalling its link at once.
+        depth = max(1, min(SCRATCH_DEPTH, SCRATCH_BYTES // max(1, longest * self.buf.itemsize
+                                                               * max(1, len(reducing)))))
+        for box in reducing:
+            box.free = [np.empty(longest, self.buf.dtype) for _ in range(depth)]
         self._pump()
         self.ex.run()
-        if any(b.cur < len(b.items) or b.busy for b in (*self.inbox.values(), *self.outbox.values())):
+        if any(b.cur < len(b.items) or b.parked
+               for b in (*self.inbox.values(), *self.outbox.values())):
             raise RuntimeError("halving/doubling schedule did not complete (internal error)")
 
     def _pump(self) -> None:
@@ -215,26 +187,37 @@ class HalvingDoublingAllreduce:
                 box.cur += 1
         for peer, box in self.inbox.items():
             items = box.items
-            while box.cur < len(items) and not box.busy:
+            while box.cur < len(items):
                 unit, required, mode = items[box.cur]
                 lo, hi = self.units[unit]
                 if mode == _COPY:
                     ex.recv(peer, view(buf, lo, hi), then=partial(self._copied, unit))
                 else:
-                    if state[unit] < required:
+                    # Into scratch now; added once the unit has the ``required`` reductions
+                    # before it (the fixed order), see _arrived.
+                    if not box.free:
                         break
-                    assert box.scratch is not None
-                    box.busy = True
-                    ex.recv(peer, box.scratch[: hi - lo].data.cast("B"),
-                            then=partial(self._reduced, unit, box))
+                    scratch = box.free.pop()
+                    ex.recv(peer, scratch[: hi - lo].data.cast("B"),
+                            then=partial(self._arrived, box, (unit, required, scratch)))
                 box.cur += 1
 
-    def _reduced(self, unit: int, box: _Box) -> None:
-        lo, hi = self.units[unit]
-        assert box.scratch is not None
-        self.reduce(self.buf[lo:hi], box.scratch[: hi - lo])
-        self.state[unit] += 1
-        box.busy = False
+    def _arrived(self, box: _Box, item: tuple[int, int, np.ndarray]) -> None:
+        box.parked.append(item)
+        state, reduced = self.state, True
+        while reduced:  # one reduction may let another parked contribution in
+            reduced = False
+            for b in self.inbox.values():
+                for entry in b.parked:
+                    unit, required, scratch = entry
+                    if state[unit] == required:
+                        lo, hi = self.units[unit]
+                        self.reduce(self.buf[lo:hi], scratch[: hi - lo])
+                        state[unit] += 1
+                        b.parked.remove(entry)
+                        b.free.append(scratch)
+                        reduced = True
+                        break
         self._pump()
 
     def _copied(self, unit: int) -> None:

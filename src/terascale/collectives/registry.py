@@ -96,7 +96,7 @@ ALLREDUCE: dict[str, AllreduceSpec] = {s.name: s for s in (
     AllreduceSpec("ring", ".ring:RingAllreduce",
                   summary="reduce-scatter + allgather ring: bandwidth-optimal, large messages"),
     AllreduceSpec("halving_doubling", ".halving_doubling:HalvingDoublingAllreduce",
-                  summary="Rabenseifner: bandwidth-optimal in 2 log2(p) steps, any size"),
+                  summary="Rabenseifner, mixed radix for any size: bandwidth-optimal, few steps"),
     AllreduceSpec("shm", ".shm:ShmAllreduce", placement="one host", subgroup=False,
                   reads_input=True, summary="one shared-memory segment for a single host"),
     AllreduceSpec("hierarchical", ".hierarchical:HierarchicalAllreduce", subgroup=False,

@@ -24,7 +24,8 @@ one term for each:
 
 With ``G`` the goodput, ``B`` the busiest link's bytes, ``eta`` the efficiency of the
 algorithm's kind and ``R`` its message rounds (the ring ``2(p-1)``, halving/doubling
-``2 log2 p'`` plus 2 when it folds, the tree ``2h`` plus one per chunk of its pipeline):
+``2 sum(r_k - 1)`` over the radices of its schedule, the tree ``2h`` plus one per chunk of
+its pipeline):
 :math:`T = R\alpha + B / (G\eta) [+ T_{shm}]`, linear in ``alpha`` and the ``1/eta``:
 :func:`fit` finds them by non-negative least squares on relative errors from
 ``terascale bench allreduce --cluster K --link RATE --json`` reports. The constants fitted
@@ -43,7 +44,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from ..collectives import tree
-from ..collectives.halving_doubling import halving_bits
+from ..collectives.halving_doubling import radix_steps
 from .calibrate import nonnegative_lstsq
 from .model import CostParams, shm_time, tcp_goodput, tree_shape
 
@@ -51,7 +52,7 @@ __all__ = ["KINDS", "LinkCost", "fit", "format_fit", "kind_of", "link_time", "re
            "schedule"]
 
 # The kinds of link traffic, each with its efficiency (LinkCost.eff_<kind>); see schedule().
-KINDS = ("single", "halving_doubling", "fold", "shared_nic", "tree")
+KINDS = ("single", "halving_doubling", "shared_nic", "tree")
 _RECORDED = "link_cost.json"  # beside this module, shipped with the package
 _CHUNK = {"tree": tree.CHUNK_BYTES}
 
@@ -61,9 +62,8 @@ class LinkCost:
     """Calibrated constants of allreduce over TCP links (seconds; efficiencies in (0, 1])."""
 
     alpha: float = 200e-6          # per message round (a send/receive step)
-    eff_single: float = 0.98       # one flow per link direction, no fold
+    eff_single: float = 0.98       # one flow per link direction
     eff_halving_doubling: float = 0.8  # halving/doubling, several partners on other hosts
-    eff_fold: float = 0.65         # halving/doubling folding extra ranks in and out
     eff_shared_nic: float = 0.8    # several workers of a host crossing its NIC in one step
     eff_tree: float = 0.85         # the tree's up and down streams through a node
     mtu: int = 1500
@@ -114,27 +114,18 @@ def _busiest(steps: list[tuple[np.ndarray, np.ndarray, float]], host: np.ndarray
 
 
 def _hd_steps(host: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, float]]:
-    """halving_doubling's steps (sources, destinations, fraction of the vector each), in the
-    step order the algorithm derives from the layout (same-host pairs first)."""
-    p = len(host)
-    q = 1 << (p.bit_length() - 1)
-    extra = p - q
-    active = np.concatenate([np.arange(extra) * 2 + 1, np.arange(2 * extra, p)]).astype(int)
-    v = np.arange(q)
-    bits = halving_bits(host[active].tolist())
-    steps = []
-    if extra:
-        steps.append((np.arange(extra) * 2, np.arange(extra) * 2 + 1, 1.0))
-    frac = 1.0
-    for d in bits:
-        frac /= 2
-        steps.append((active, active[v ^ d], frac))
-    for d in reversed(bits):
-        steps.append((active, active[v ^ d], frac))
-        frac *= 2
-    if extra:
-        steps.append((np.arange(extra) * 2 + 1, np.arange(extra) * 2, 1.0))
-    return steps
+    """halving_doubling's messages (sources, destinations, fraction of the vector each), in
+    the algorithm's layout-derived step order: a radix-r step is r-1 of them, one per
+    other group member."""
+    ranks = np.arange(len(host))
+    steps = radix_steps(host.tolist())
+    rs, frac = [], 1.0
+    for stride, r in steps:
+        frac /= r
+        d = (ranks // stride) % r
+        rs.append([(ranks, ranks + ((d + k) % r - d) * stride, frac) for k in range(1, r)])
+    # The allgather undoes the steps in reverse, each message as large as its mirror's.
+    return [m for batch in rs + rs[::-1] for m in batch]
 
 
 def schedule(algorithm: str, hosts: int, per_host: int = 1) -> dict[str, Any]:
@@ -163,11 +154,7 @@ def schedule(algorithm: str, hosts: int, per_host: int = 1) -> dict[str, Any]:
                 if host[a] != host[b]:
                     partners.setdefault(a, set()).add(b)
         several = max((len(v) for v in partners.values()), default=0) > 1
-        kind = ("fold" if p & (p - 1) else "shared_nic" if shared
-                else "halving_doubling" if several else "single")
-        # (Folding puts chunks in series -- in from the extra rank before they move on, the
-        # result back after the doubling -- but a fill term of two chunks fitted worse than
-        # folding's own efficiency: the measurements do not show a fixed fill.)
+        kind = "shared_nic" if shared else "halving_doubling" if several else "single"
         return {"link": link, "fill": 0.0, "rounds": len(steps), "kind": kind, "shm": 1}
     if algorithm == "tree":
         h, r, _ = tree_shape(p)

@@ -12,10 +12,11 @@ clusters of workstations", JPDC 2009):
   Bandwidth-optimal (Patarasuk & Yuan prove ``2(p-1)/p m`` is the lower bound on the bytes
   each rank must send), but the latency term grows linearly with ``p``.
 * **recursive halving/doubling** (Rabenseifner; ``p`` a power of two):
-  :math:`T = 2\log_2 p\,\alpha + 2\frac{p-1}{p} m\beta + \frac{p-1}{p} m\gamma`; otherwise
-  with ``p' = 2^{\lfloor\log_2 p\rfloor}`` the ``p - p'`` extra ranks fold their whole vector
-  in first and get the result back at the end (MPICH's pre/post step):
-  :math:`T_{p'} + (\alpha + m\beta + m\gamma) + (\alpha + m\beta)`.
+  :math:`T = 2\log_2 p\,\alpha + 2\frac{p-1}{p} m\beta + \frac{p-1}{p} m\gamma`; for any
+  ``p = r_1 \cdots r_m`` the mixed-radix generalization (Ruefenacht, Bull & Booth 2017)
+  sends the same bytes in :math:`2\sum_k (r_k - 1)` messages. On several hosts of several
+  workers its steps inside a host go first, so only the bytes of the busiest host link
+  pay ``beta`` (the rest pays ``delta``, a copy), as :mod:`terascale.sim.links` counts them.
 * **pipelined binary tree** (reduce to the root, broadcast back, ``K = \lceil m/c \rceil``
   chunks of ``c`` bytes, heap tree of depth ``h = \lfloor\log_2 p\rfloor``, at most ``r``
   children per node, at most ``k`` messages per chunk through one direction of the busiest
@@ -55,6 +56,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..collectives.halving_doubling import radix_steps, traffic
 from ..collectives.registry import ALLREDUCE, allreduce_names
 
 __all__ = ["ALGORITHMS", "CostParams", "best", "halving_doubling_time", "hierarchical_time",
@@ -123,12 +125,15 @@ def halving_doubling_time(nbytes: float, p: int, c: CostParams, *,
     if p == 1:
         return 0.0
     c = c.for_message(nbytes).scaled(ranks_per_host)
-    q = 1 << (p.bit_length() - 1)  # largest power of two <= p
-    f = (q - 1) / q
-    t = 2 * math.log2(q) * c.alpha + 2 * f * nbytes * c.beta + f * nbytes * c.gamma
-    if q != p:  # fold the extra ranks in, hand them the result at the end
-        t += (c.alpha + nbytes * c.beta + nbytes * c.gamma) + (c.alpha + nbytes * c.beta)
-    return t
+    f = (p - 1) / p
+    nodes = p // ranks_per_host if ranks_per_host > 0 and p % ranks_per_host == 0 else p
+    host = [v // (p // nodes) for v in range(p)]
+    steps = radix_steps(host if 1 < nodes < p else list(range(p)))
+    t = 2 * sum(r - 1 for _, r in steps) * c.alpha + f * nbytes * c.gamma
+    if 1 < nodes < p:  # several hosts of several workers: only the NIC's bytes pay beta
+        link, _, local = traffic(steps, host)
+        return t + nbytes * (link * c.beta + local * c.delta)
+    return t + 2 * f * nbytes * c.beta
 
 
 def tree_shape(p: int) -> tuple[int, int, int]:

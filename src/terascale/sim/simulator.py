@@ -1,6 +1,6 @@
 """Discrete-event simulation of allreduce schedules over N nodes.
 
-Every message of the real algorithms (ring, recursive halving/doubling with the fold for
+Every message of the real algorithms (ring, recursive halving/doubling, mixed radix for
 other world sizes, pipelined binary tree chunk by chunk, hierarchical) is simulated as
 events with times: a send starts when the sender has the data *and* its outgoing link is
 free (and, in the lock-step ring and halving/doubling, the receiver's incoming link),
@@ -35,7 +35,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from .._units import parse_time
-from ..collectives.halving_doubling import halving_bits
+from ..collectives.halving_doubling import radix_steps
 from .model import TREE_CHUNK, CostParams
 
 __all__ = ["SimResult", "simulate", "straggler_delays"]
@@ -115,27 +115,23 @@ def _ring(net: _Net, ranks: np.ndarray, nbytes: float) -> None:
 
 
 def _halving_doubling(net: _Net, nbytes: float) -> None:
+    """Mixed-radix halving/doubling: at a radix-r step each rank sends a part to each of
+    its r-1 group members, one message after the other (each paying its latency, as the
+    model counts them), in the algorithm's own layout-derived schedule (radix_steps)."""
     p = net.p
-    q = 1 << (p.bit_length() - 1)
-    extra = p - q
+    steps = radix_steps(net.host.tolist())
     ranks = np.arange(p)
-    if extra:  # rank 2i (i < extra) folds into 2i+1 and sits out
-        folded = np.arange(extra) * 2
-        net.send(folded, folded + 1, nbytes, reduce=True)
-        active = np.concatenate([folded + 1, np.arange(2 * extra, p)])
-    else:
-        active = ranks
     size = nbytes
-    v = np.arange(q)
-    bits = halving_bits(net.host[active].tolist())  # the algorithm's layout-derived order
-    for dist in bits:  # reduce-scatter by halving
-        size /= 2
-        net.send(active, active[v ^ dist], size, reduce=True)
-    for dist in reversed(bits):  # allgather by doubling
-        net.send(active, active[v ^ dist], size, reduce=False)
-        size *= 2
-    if extra:
-        net.send(folded + 1, folded, nbytes, reduce=False)
+    for stride, r in steps:  # reduce-scatter
+        size /= r
+        d = (ranks // stride) % r
+        for k in range(1, r):
+            net.send(ranks, ranks + (((d + k) % r) - d) * stride, size, reduce=True)
+    for stride, r in reversed(steps):  # allgather
+        d = (ranks // stride) % r
+        for k in range(1, r):
+            net.send(ranks, ranks + (((d + k) % r) - d) * stride, size, reduce=False)
+        size *= r
 
 
 def _tree(net: _Net, nbytes: float, chunk: int | None) -> None:
