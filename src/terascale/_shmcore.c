@@ -251,8 +251,8 @@ static int spin_wait(Group *g, uint64_t target, double spin, int yield, double b
     double t0 = now_s(), until = t0 + spin;
     for (unsigned k = 0; spin > 0.0; k++) {
         if (yield >= 2) {
-            sched_yield();
-            if ((k & 7) == 7 && now_s() >= until)
+            sched_yield();  /* may give the core away for a whole time slice: look at once */
+            if (now_s() >= until)
                 break;
         } else if ((k & 63) == 63) {
             if (now_s() >= until)

@@ -59,7 +59,6 @@ from ._spin import (
     CHECK_S,
     CORE_SLEEP_S,
     MIN_SPIN_S,
-    OVERSUBSCRIBED_SPIN_S,
     RUNNING_SPIN_S,
     SPIN_S,
     YIELD_WHILE_SPINNING,
@@ -230,7 +229,7 @@ class ShmGroup:
     def spin_budget(self, running: bool) -> float:
         """Seconds the core may spin before it sleeps (see :mod:`._spin`)."""
         if self.oversubscribed:
-            return OVERSUBSCRIBED_SPIN_S
+            return 0.0 if _spin.crowded(self.n) else self._spin_s
         if running and not _spin.host_busy():
             return RUNNING_SPIN_S
         return self._spin_s
