@@ -60,7 +60,8 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
             "loss": args.loss or "logistic",
             "learning_rate": args.learning_rate, "power_t": args.power_t, "l1": args.l1,
             "l2": args.l2, "passes": passes, "memory": args.memory, "tol": args.tol,
-            "patience": args.patience, "average": args.average, "holdout": holdout,
+            "patience": args.patience, "average": args.average,
+            "average_every": args.average_every, "holdout": holdout,
             "cache_dir": args.cache_dir, "binary": args.binary, "progress": not args.quiet,
             "normalize": normalize, **batch}
 

@@ -129,16 +129,20 @@ class TextPass:
         self.scan = LabelScan(None, period)
 
     @staticmethod
-    def wanted(blocks: Blocks, *, batch: bool, warm: bool, passes: int) -> bool:
+    def wanted(blocks: Blocks, *, batch: bool, warm: bool, passes: int,
+               mixing: bool = False) -> bool:
         """Whether the first pass should learn as it parses: something must be parsed,
-        and nothing the pass needs must wait for the whole shard."""
-        return (not batch and not warm and passes > 0 and blocks.bits <= _MAX_BITS
-                and any(_parses(p) for p in _parts(blocks)))
+        and nothing the pass needs must wait for the whole shard or for the job (workers
+        averaging during the pass, :mod:`._mixing`)."""
+        return (not batch and not warm and not mixing and passes > 0
+                and blocks.bits <= _MAX_BITS and any(_parses(p) for p in _parts(blocks)))
 
     @staticmethod
-    def lazy(opts: ParseOptions, *, batch: bool, warm: bool, passes: int) -> bool:
+    def lazy(opts: ParseOptions, *, batch: bool, warm: bool, passes: int,
+             mixing: bool = False) -> bool:
         """Whether a shard for these options may come uncached (:class:`PendingCache`)."""
-        return not batch and not warm and passes > 0 and opts.bits <= _MAX_BITS
+        return (not batch and not warm and not mixing and passes > 0
+                and opts.bits <= _MAX_BITS)
 
     def _blocks(self) -> Iterator[Block]:
         off = 0

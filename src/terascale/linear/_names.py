@@ -22,7 +22,8 @@ FLAGS = {
     "ignore": "--ignore", "skip_bad": "--skip-bad", "loss": "--loss/--loss_function",
     "learning_rate": "-l/--learning-rate", "power_t": "--power-t", "l1": "--l1",
     "l2": "--l2", "passes": "--passes", "bfgs": "--bfgs", "cg": "--cg", "memory": "--mem",
-    "tol": "--tol", "normalize": "--normalize", "average": "--average", "holdout": "--holdout",
+    "tol": "--tol", "normalize": "--normalize", "average": "--average",
+    "average_every": "--average-every", "holdout": "--holdout",
     "patience": "--patience", "cache_dir": "--cache-dir", "binary": "--binary",
     "initial": "-i/--initial-regressor", "predictions": "-p/--predictions",
 }

@@ -15,6 +15,7 @@ from typing import TextIO
 import numpy as np
 
 from ._blocks import Block
+from ._mixing import Mixer
 from ._online import online_chunk
 from ._options import TrainOptions
 from ._progress import Progress
@@ -42,13 +43,18 @@ class Weights:
 def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weights,
                 kind: int, opts: TrainOptions, online_l2: float, first: bool,
                 out: TextIO | None, prog: Progress, predictions: Predictions | None,
-                spill: Spill | None = None) -> np.ndarray:
+                spill: Spill | None = None, mixer: Mixer | None = None) -> np.ndarray:
     """Learn from every block; returns the pass's sums ``acc`` (see ``online_chunk``).
     ``first``: progress lines at doubling example counts; ``spill`` (the first pass before a
-    batch phase) gets every block as mapped."""
+    batch phase) gets every block as mapped; ``mixer``: the workers average their learners
+    every ``mixer.every`` examples (a collective; the last one after the pass, so every
+    worker ends with the same learner)."""
     acc = np.zeros(8)
     prev = acc.copy()
     nxt = 1
+    due = mixer.next_due(0) if mixer is not None else -1
+    if mixer is not None:
+        mixer.start(ws.w, ws.g2, ws.nrm, ws.state)
     for blk, cols, hold in items:
         if spill is not None:
             spill.add(blk.start, blk.indptr, cols, blk.values, blk.labels, blk.weights, hold)
@@ -58,6 +64,8 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         start = 0
         while start < n:
             end = min(n, nxt - blk.start) if first and out else n
+            if mixer is not None:
+                end = min(end, due - blk.start)
             pred = None
             if predictions is not None or opts.binary:  # bounded blocks of predictions
                 end = min(end, start + BLOCK)
@@ -74,5 +82,10 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
                 prog.line(acc, prev, blk.indptr[end] - blk.indptr[end - 1])
                 prev = acc.copy()
                 nxt *= 2
+            if mixer is not None and blk.start + end == due:
+                mixer.mix(w, g2, nrm, state, False)
+                due = mixer.next_due(due)
             start = end
+    if mixer is not None:
+        mixer.finish(ws.w, ws.g2, ws.nrm, ws.state)
     return acc

@@ -42,6 +42,8 @@ class TrainOptions:
     memory: int = 15               # L-BFGS memory
     tol: float = 1e-7              # stop on relative loss decrease below this
     average: str = "weighted"      # "uniform" | "weighted"
+    average_every: int | None = None  # workers mix every K examples of a pass (_mixing);
+                                   # None: _mixing.DEFAULT_EVERY, 0: at the end only
     holdout: float | None = None   # fraction held out to stop the batch phase
     normalize: str = "auto"        # batch objective on standardized numeric columns:
                                    # "std", "off", "auto" (std for CSV input)
@@ -65,6 +67,13 @@ class TrainOptions:
         if self.normalize not in ("auto", "std", "off"):
             raise ConfigError(f"{opt('normalize')} must be auto, std or off, not "
                               f"{self.normalize!r}")
+        if self.average_every is not None and (
+                isinstance(self.average_every, bool)
+                or not isinstance(self.average_every, (int, np.integer))
+                or self.average_every < 0):
+            raise ConfigError(f"{opt('average_every')} must be an integer >= 0 (examples "
+                              f"per worker between averages; 0: at the end of a pass "
+                              f"only), not {self.average_every!r}")
         for name in ("bits", "passes", "bfgs", "cg", "memory", "patience"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -98,6 +107,14 @@ class TrainOptions:
                             ignore=tuple(self.ignore), keep=tuple(self.keep),
                             ignore_linear=tuple(self.ignore_linear), skip_bad=self.skip_bad,
                             constant=self.constant)
+
+    def mix_every(self, workers: int) -> int:
+        """Examples per worker between averages during an online pass (0: none)."""
+        from ._mixing import DEFAULT_EVERY
+
+        if workers <= 1:
+            return 0
+        return DEFAULT_EVERY if self.average_every is None else int(self.average_every)
 
     @property
     def batch(self) -> int:

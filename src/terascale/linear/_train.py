@@ -36,6 +36,7 @@ from ._blocks import Blocks, as_blocks
 from ._dataset import Dataset, ParseOptions
 from ._firstpass import GrowingWeights, TextPass
 from ._losses import LOSSES
+from ._mixing import Mixer
 from ._model import LinearModel
 from ._names import opt
 from ._online import new_state, sync_weights
@@ -105,12 +106,15 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
     else:
         blocks = shard_blocks(data, rank=rank, size=size, cache_dir=opts.cache_dir,
                               lazy=TextPass.lazy(opts.parse_options(), batch=batch, warm=warm,
-                                                passes=opts.passes),
+                                                passes=opts.passes,
+                                                mixing=opts.mix_every(size) > 0),
                               **opts.parse_options().__dict__)
     t_read = time.perf_counter() - t0
     # text to parse: the first pass learns as it is parsed, before the job is joined
+    # (averaging during the pass needs the job: then the pass reads the cache after it)
     first = (_text_pass(blocks, opts, rank, predictions)
-             if TextPass.wanted(blocks, batch=batch, warm=warm, passes=opts.passes) else None)
+             if TextPass.wanted(blocks, batch=batch, warm=warm, passes=opts.passes,
+                                mixing=opts.mix_every(size) > 0) else None)
     own = False
     if comm is None:
         from .._init import init, joined
@@ -217,7 +221,11 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     ws = Weights(w, g2, nrm, state)
     # VW stops online passes early on the holdout loss (without a batch phase to follow)
     stop = EarlyStop(opts.patience) if period and opts.passes > 1 and not opts.batch else None
+    every = opts.mix_every(comm.size)
     for p in range(opts.passes):
+        # (a first pass that ran before the job was joined is averaged at its end)
+        mixer = (Mixer(comm, every, opts.power_t)
+                 if every > 0 and not (p == 0 and first is not None) else None)
         if p == 0 and first is not None:
             acc = first.acc
         else:
@@ -225,19 +233,22 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
                 prog.header()
             acc = online_pass(learning_blocks(blocks, columns, period), ws, kind, opts,
                               online_l2, p == 0, out, prog, predictions,
-                              spill if p == 0 else None)
-        if comm.size > 1:
+                              spill if p == 0 else None, mixer)
+        if mixer is not None:
+            info["mixes"] = info.get("mixes", 0) + mixer.mixes
+        elif comm.size > 1:
             # averaging needs plain weights; one worker keeps L1/L2 lazy across passes, as
             # VW does (its end of pass folds them in only without --save_resume, VW's
             # default), and folds them in after the last pass
             sync_weights(w, state)
-        average_weights(comm, w, g2, nrm, state, opts.average)
+            average_weights(comm, w, g2, nrm, state, opts.average)
         tot = comm.allreduce(acc[:6].copy())
         if out:
             hold_s = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""
+            how = (f"averaged every {every} examples" if mixer is not None
+                   else f"{opts.average} averaging")
             print(f"pass {p + 1}: average loss {tot[0] / max(tot[1], 1e-300):.6f} over "
-                  f"{int(tot[4])} examples{hold_s} ({comm.size} workers, "
-                  f"{opts.average} averaging)", file=out)
+                  f"{int(tot[4])} examples{hold_s} ({comm.size} workers, {how})", file=out)
         if p == 0 and spill is not None:
             spill.seal()
         info.setdefault("online_loss", []).append(float(tot[0] / max(tot[1], 1e-300)))
