@@ -13,8 +13,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# setup.py builds the compiled core (src/terascale/_shmcore.c) in place: rebuilt when it changes.
-CORE := setup.py src/terascale/_shmcore.c
+# setup.py builds the compiled core (src/terascale/_shm*.c) in place: rebuilt when it changes.
+CORE := setup.py src/terascale/_shmcore.c src/terascale/_shmdirect.c src/terascale/_shmcore.h
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml $(CORE)
 	$(BIN)/pip install -q -e ".[linear]"

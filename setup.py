@@ -12,7 +12,8 @@ setup(
     ext_modules=[
         Extension(
             "terascale._shmcore",
-            ["src/terascale/_shmcore.c"],
+            ["src/terascale/_shmcore.c", "src/terascale/_shmdirect.c"],
+            depends=["src/terascale/_shmcore.h"],
             # No -ffast-math: folds must give IEEE results, the same bits as numpy's.
             extra_compile_args=["-O3", "-std=gnu11", "-fno-strict-aliasing"],
             optional=True,

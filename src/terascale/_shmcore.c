@@ -15,28 +15,18 @@
  * consistent so that the sleeping-flag read after it cannot pass it (a waiter sets its
  * flag, then re-reads our epoch before it blocks).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_shmcore.h"
+
 #include <structmember.h>
 
 #include <math.h>
 #include <sched.h>
-#include <stdint.h>
 #include <string.h>
-#include <time.h>
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
-
-#define SLOT 512
-#define OFF_EPOCH 0
-#define OFF_SLEEPING 64
-#define OFF_DESC 256
-#define DESC_BYTES 128
-#define BLOCK 1024          /* elements folded per pass: 4-8 KiB, stays in L1 */
-#define RELEASE_GIL 16384   /* bytes from which copies and folds release the GIL */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define CPU_RELAX() __builtin_ia32_pause()
@@ -46,39 +36,8 @@
 #define CPU_RELAX() do {} while (0)
 #endif
 
-typedef struct {
-    PyObject_HEAD
-    Py_buffer view;
-    int has_view;
-    int n, me;
-    Py_ssize_t ctl, area;
-    unsigned long long sleeps, wakes;  /* futex sleeps and wake calls, for tuning */
-} Group;
-
-static inline char *base(Group *g) { return (char *)g->view.buf; }
-static inline uint64_t *epoch_word(Group *g, int i) {
-    return (uint64_t *)(base(g) + (Py_ssize_t)i * SLOT + OFF_EPOCH);
-}
-static inline uint64_t *sleeping_word(Group *g, int i) {
-    return (uint64_t *)(base(g) + (Py_ssize_t)i * SLOT + OFF_SLEEPING);
-}
-static inline char *desc_slot(Group *g, int i, int parity) {
-    return base(g) + (Py_ssize_t)i * SLOT + OFF_DESC + parity * DESC_BYTES;
-}
-static inline char *area_of(Group *g, int i, int parity) {
-    return base(g) + g->ctl + (Py_ssize_t)(2 * i + parity) * g->area;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- folding ----------------------------------------------------------------------------- */
-enum { OP_SUM, OP_PROD, OP_MIN, OP_MAX };
-enum { K_F32, K_F64, K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64, K_COUNT };
-static const int ITEMSIZE[K_COUNT] = {4, 8, 1, 1, 2, 2, 4, 4, 8, 8};
+const int ITEMSIZE[K_COUNT] = {4, 8, 1, 1, 2, 2, 4, 4, 8, 8};
 
 /* numpy's minimum/maximum: NaN propagates (the first operand's when both are NaN), and for
  * equal operands (+0 and -0) the second one is returned. */
@@ -133,9 +92,8 @@ DEFINE_INT(u32, uint32_t, uint32_t)
 DEFINE_INT(i64, int64_t, uint64_t)
 DEFINE_INT(u64, uint64_t, uint64_t)
 
-typedef void (*fold_fn)(void *, const void *const *, int, Py_ssize_t);
 #define ROW(SUF) {(fold_fn)sum_##SUF, (fold_fn)prod_##SUF, (fold_fn)min_##SUF, (fold_fn)max_##SUF}
-static const fold_fn FOLDS[K_COUNT][4] = {
+const fold_fn FOLDS[K_COUNT][4] = {
     ROW(f32), ROW(f64), ROW(i8), ROW(u8), ROW(i16), ROW(u16), ROW(i32), ROW(u32), ROW(i64),
     ROW(u64),
 };
@@ -167,16 +125,19 @@ static int Group_init(Group *self, PyObject *args, PyObject *kwds) {
     self->me = me;
     self->ctl = ctl;
     self->area = area;
+    /* For the members' attach probe: where our mapping is (see _shmdirect.c). */
+    *slot_word(self, me, OFF_BASE) = (uint64_t)(uintptr_t)self->view.buf;
     return 0;
 }
 
 static void Group_dealloc(Group *self) {
+    direct_release(self);
     if (self->has_view)
         PyBuffer_Release(&self->view);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int live(Group *g) {
+int live(Group *g) {
     if (!g->has_view) {
         PyErr_SetString(PyExc_ValueError, "the segment was released");
         return 0;
@@ -185,6 +146,7 @@ static int live(Group *g) {
 }
 
 static PyObject *Group_release(Group *self, PyObject *unused) {
+    direct_release(self);
     if (self->has_view) {
         PyBuffer_Release(&self->view);
         self->has_view = 0;
@@ -216,7 +178,7 @@ static void futex_sleep(uint64_t *word, uint64_t seen, double secs) {
 }
 
 /* Store our epoch, then wake the members that sleep waiting for it. */
-static void arrive(Group *g, uint64_t target) {
+void arrive(Group *g, uint64_t target) {
     __atomic_store_n(epoch_word(g, g->me), target, __ATOMIC_SEQ_CST);
     for (int i = 0; i < g->n; i++) {
         if (i != g->me && __atomic_load_n(sleeping_word(g, i), __ATOMIC_SEQ_CST)) {
@@ -244,7 +206,7 @@ static int first_late(Group *g, uint64_t target) {
  * are the Python wait's (transport/shm.py): set our sleeping flag, re-read the member's
  * epoch, sleep on its word; the member wakes us when it arrives. Both phases are bounded:
  * the caller's wait (link checks, deadline) takes over when they run out. */
-static int spin_wait(Group *g, uint64_t target, double spin, int yield, double block) {
+int spin_wait(Group *g, uint64_t target, double spin, int yield, double block) {
     int first = first_late(g, target);
     if (first < 0 || (spin <= 0.0 && block <= 0.0))
         return first;
@@ -289,7 +251,7 @@ static int spin_wait(Group *g, uint64_t target, double spin, int yield, double b
 
 /* -1 when every other member's descriptor of ``parity`` equals ours, else the first that
  * differs. */
-static int check_descs(Group *g, int parity) {
+int check_descs(Group *g, int parity) {
     const char *mine = desc_slot(g, g->me, parity);
     for (int i = 0; i < g->n; i++)
         if (i != g->me && memcmp(desc_slot(g, i, parity), mine, DESC_BYTES) != 0)
@@ -326,12 +288,22 @@ static int get_span(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t lim
 }
 
 /* A descriptor tag: None (keep the published one) or bytes that fit its slot. */
-static int check_tag(PyObject *tag) {
+int check_tag(PyObject *tag) {
     if (tag != Py_None && (!PyBytes_Check(tag) || PyBytes_GET_SIZE(tag) > DESC_BYTES)) {
         PyErr_SetString(PyExc_ValueError, "tag must be bytes of at most 128 or None");
         return -1;
     }
     return 0;
+}
+
+/* Write a checked tag (not None) into our descriptor slot ``parity``, zero-padded. */
+void write_tag(Group *g, PyObject *tag, int parity) {
+    if (tag == Py_None)
+        return;
+    char *slot = desc_slot(g, g->me, parity);
+    Py_ssize_t k = PyBytes_GET_SIZE(tag);
+    memcpy(slot, PyBytes_AS_STRING(tag), (size_t)k);
+    memset(slot + k, 0, (size_t)(DESC_BYTES - k));
 }
 
 /* allreduce(src, dst, tag, target, parity, kind, op, own, spin, yield, block) -> int
@@ -387,12 +359,7 @@ static PyObject *Group_allreduce(Group *self, PyObject *const *args, Py_ssize_t 
         result = -100;
         goto done;
     }
-    if (tag != Py_None) {
-        char *slot = desc_slot(self, self->me, parity);
-        Py_ssize_t k = PyBytes_GET_SIZE(tag);
-        memcpy(slot, PyBytes_AS_STRING(tag), (size_t)k);
-        memset(slot + k, 0, (size_t)(DESC_BYTES - k));
-    }
+    write_tag(self, tag, parity);
     int big = s.len >= RELEASE_GIL;
     int nogil = big || spin > 0.0 || block > 0.0;
     PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
@@ -475,12 +442,7 @@ static PyObject *Group_flat(Group *self, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_ValueError, "src and dst differ in size or are not whole items");
         goto done;
     }
-    if (tag != Py_None) {
-        char *slot = desc_slot(self, self->me, (int)(round0 & 1));
-        Py_ssize_t k = PyBytes_GET_SIZE(tag);
-        memcpy(slot, PyBytes_AS_STRING(tag), (size_t)k);
-        memset(slot + k, 0, (size_t)(DESC_BYTES - k));
-    }
+    write_tag(self, tag, (int)(round0 & 1));
     Py_ssize_t rounds = s.len == 0 ? 1 : (s.len + chunk - 1) / chunk;
     Py_ssize_t r = 0;
     int status = -1;
@@ -608,6 +570,10 @@ static PyMethodDef Group_methods[] = {
     {"arrive", (PyCFunction)Group_arrive, METH_O, "arrive(target)"},
     {"wait", (PyCFunction)(void (*)(void))Group_wait, METH_FASTCALL,
      "wait(target, spin, yield, block) -> int"},
+    {"direct", (PyCFunction)(void (*)(void))Group_direct, METH_FASTCALL,
+     "direct(src, dst, tag, epoch, round, phase, kind, op, chunk, spin_first, spin_running, "
+     "yield, block) -> (phases completed, status, errno)"},
+    {"probe", (PyCFunction)Group_probe, METH_O, "probe(member) -> errno (0: readable)"},
     {"release", (PyCFunction)Group_release, METH_NOARGS, "drop the segment's buffer"},
     {NULL, NULL, 0, NULL},
 };
@@ -650,8 +616,9 @@ PyMODINIT_FUNC PyInit__shmcore(void) {
         Py_DECREF(m);
         return NULL;
     }
-    /* The calling convention (transport/_core.py checks it): 2 added the sleep budget. */
-    PyModule_AddIntConstant(m, "ABI", 2);
+    /* The calling convention (transport/_core.py checks it): 2 added the sleep budget, 3
+     * the direct schedule (direct, probe). */
+    PyModule_AddIntConstant(m, "ABI", 3);
     PyModule_AddIntConstant(m, "SLOT", SLOT);
     PyModule_AddIntConstant(m, "DESC_BYTES", DESC_BYTES);
     return m;

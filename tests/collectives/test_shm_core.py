@@ -163,3 +163,39 @@ def test_fast_barrier_meets_the_python_barrier_and_detects_a_dead_member() -> No
     assert outcomes[2][0] == "killed"
     for r in (0, 1):
         assert outcomes[r][0] == "error" and outcomes[r][1][0] == PeerLost.__name__, outcomes[r]
+
+
+@needs_core
+def test_direct_schedule_gives_the_copy_paths_bits_and_can_be_turned_off() -> None:
+    """Large allreduces read the other members' buffers in place (cross-memory attach)
+    where every member can; ``TERASCALE_NO_CMA=1`` in one member (as a refused
+    process_vm_readv does) turns that off for all, and both paths give the same bits."""
+    def fn(comm):
+        _use_core(comm)
+        rng = np.random.default_rng(comm.rank)
+        x = (rng.normal(size=(1 << 18) + 5) * 100).astype(np.float32)  # 1 MiB: direct at n=3
+        x[::97] = np.nan
+        x[::89] = -0.0
+        k = rng.integers(-50, 50, (1 << 17) + 1).astype(np.int64)
+
+        def run(c):
+            out = [c.allreduce(x, op=op, algorithm="shm").tobytes() for op in ("sum", "max")]
+            out.append(c.allreduce(k, op="prod", algorithm="shm").tobytes())
+            z = x.copy()
+            for _ in range(3):  # in place, through the communicator's fast path
+                z[:] = x
+                c.allreduce(z, out=z, algorithm="shm")
+            return [*out, z.tobytes()], c._shm.whole.direct
+
+        direct, flags = run(comm)
+        if comm.rank == 1:
+            os.environ["TERASCALE_NO_CMA"] = "1"
+        sub = comm.split(0)  # a new segment: the members agree again
+        copied, sub_flags = run(sub)
+        return direct, flags, copied, sub_flags
+
+    res = run_workers(fn, 3, timeout=120)
+    assert len({r[1] for r in res}) == 1  # every member agreed
+    assert [r[3] for r in res] == [False] * 3
+    for direct, _, copied, _ in res:
+        assert direct == copied == res[0][0]

@@ -1,6 +1,6 @@
 """Shared-memory allreduce for the ranks of one host (and the pieces hierarchical uses).
 
-Two schedules over a :class:`~terascale.transport.shm.ShmGroup` (``n`` members, two
+Three schedules over a :class:`~terascale.transport.shm.ShmGroup` (``n`` members, two
 areas each):
 
 * **flat** (two ranks, or ``n`` times the message at most ``FLAT_MAX_BYTES``): in rounds of
@@ -18,6 +18,10 @@ areas each):
   round's input in. Per rank that is ``(n-1)/n`` of the data in, one read of ``n`` slices,
   ``(n-1)/n`` out: the reduce-scatter + allgather of the ring, with the "network" being
   one memcpy.
+
+* **direct** (large messages, where every member can read the others' memory): no copy
+  through the areas; members read each other's buffers in place (cross-memory attach),
+  reduce-scatter then allgather, three barriers; see :mod:`._shmdirect`.
 
 Every element is reduced in rank order (``x0 op x1 op ... op x{n-1}``), elementwise: the
 flat schedule has every rank do the same operations on the same bytes, the scatter one has
@@ -41,6 +45,7 @@ from .._errors import ConfigError
 from ..transport import Exchange
 from ..transport.shm import ShmGroup, core_codes, slot_tag, tag_field
 from ._chunks import bounds
+from ._shmdirect import direct_allreduce, finish_direct, start_direct, takes_direct
 from .registry import AllreduceCall
 
 __all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "FLAT_ROUND_BYTES", "FastAllreduce", "ShmAllreduce",
@@ -123,6 +128,10 @@ class ShmAllreduce:
         if g.n == 1:
             if self.dst is not self.src:
                 np.copyto(self.dst, self.src)
+            return
+        kind, opcode = core_codes(self.src.dtype, self.op.name) or (-1, -1)
+        if not self.to_leader and takes_direct(g, self.src.nbytes, kind):
+            direct_allreduce(g, self.ex, self.deadline, self.src, self.dst, kind, opcode)
             return
         flat = g.n <= FLAT_MAX_N or self.src.nbytes * g.n <= FLAT_MAX_BYTES
         if flat and g.core is not None:
@@ -253,14 +262,16 @@ class FastAllreduce:
     descriptor (``desc``, the collective's as the exchange would carry it).
     """
 
-    __slots__ = ("context", "field", "g", "kind", "opcode")
+    __slots__ = ("context", "direct", "field", "g", "kind", "opcode")
 
-    def __init__(self, g: ShmGroup, kind: int, opcode: int, desc: str, context: int) -> None:
+    def __init__(self, g: ShmGroup, kind: int, opcode: int, desc: str, context: int, *,
+                 direct: bool = False) -> None:
         self.g = g
         self.kind = kind
         self.opcode = opcode
         self.context = context
         self.field = tag_field(desc)
+        self.direct = direct  # the direct schedule (collectives/_shmdirect.py), not flat
 
     @classmethod
     def plan(cls, groups: ShmGroups, op: ReduceOp, nbytes: int, desc: str,
@@ -270,6 +281,8 @@ class FastAllreduce:
         codes = core_codes(op.dtype, op.name)
         if g is None or g.core is None or codes is None or g.n < 2:
             return None
+        if takes_direct(g, nbytes, codes[0]):
+            return cls(g, *codes, desc, context, direct=True)
         if g.n > FLAT_MAX_N and nbytes * g.n > FLAT_MAX_BYTES:
             return None
         return cls(g, *codes, desc, context)
@@ -278,11 +291,17 @@ class FastAllreduce:
               dst: np.ndarray) -> tuple[int, int, int] | None:
         """Collective ``seq`` of ``src`` into ``dst`` (C-contiguous, equal, the same or
         disjoint): None when done, else what :meth:`finish` continues from."""
-        return self.g.core_flat(src, dst, slot_tag(seq, self.context, self.field), self.kind,
+        tag = slot_tag(seq, self.context, self.field)
+        if self.direct:
+            return start_direct(self.g, src, dst, tag, self.kind, self.opcode)
+        return self.g.core_flat(src, dst, tag, self.kind,
                                 self.opcode, True, FLAT_ROUND_BYTES, running=False)
 
     def finish(self, ex: Exchange, pending: tuple[int, int, int], src: np.ndarray,
                dst: np.ndarray) -> None:
+        if self.direct:
+            finish_direct(self.g, ex, ex.deadline, pending, src, dst, self.kind, self.opcode)
+            return
         finish_flat(self.g, ex, ex.deadline, pending, src.reshape(-1), dst.reshape(-1),
                     self.kind, self.opcode, True)
 

@@ -5,6 +5,11 @@ released, compare descriptors, fold in member order); see ``src/terascale/_shmco
 ``pip install`` builds it with the system's C compiler; where that fails the install still
 succeeds and everything runs the pure-Python path, which ``TERASCALE_NO_CEXT=1`` selects
 too (read when a segment is mapped). Both paths give the same bits.
+
+Large allreduces read the other members' buffers directly (cross-memory attach,
+``process_vm_readv``; ``src/terascale/_shmdirect.c``) where every member can; where one
+cannot (ptrace rules, a seccomp filter, another pid namespace) or ``TERASCALE_NO_CMA=1`` is
+set in any member, every member copies through the segment instead, with the same bits.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["ABI", "KINDS", "OPS", "disabled", "load"]
+__all__ = ["ABI", "KINDS", "OPS", "attach_disabled", "disabled", "load"]
 
 # dtype -> the core's element code; dtypes not listed (float16, complex, bool) fold in numpy.
 KINDS = {np.dtype(t): k for k, t in enumerate((
@@ -31,7 +36,13 @@ def disabled() -> bool:
 
 # The calling convention this Python code speaks to the core (its ``ABI`` constant): a
 # build of an older source (an in-place build not yet redone after a pull) is not used.
-ABI = 2
+ABI = 3
+
+
+def attach_disabled() -> bool:
+    """``TERASCALE_NO_CMA`` set (to anything but 0): never read other members' memory
+    (read when a segment is mapped; one member setting it turns it off for all)."""
+    return os.environ.get("TERASCALE_NO_CMA", "0") not in ("", "0")
 
 
 def load() -> ModuleType | None:

@@ -5,6 +5,9 @@ Layout of the segment (``memfd:terascale-<job>-shm-<group>``)::
     control: one 512-byte slot per member
         +0    epoch     u64   barriers this member has arrived at (written only by it)
         +128  pid       u64
+        +136  base      u64   where this member mapped the segment (the attach probe)
+        +144  src, dst  u64   the direct schedule's buffers, in this member's address space
+        +160  direct    u64   1: this member can read every other member's memory
         +256  2 x 128   (seq u64, descriptor 120 bytes), by parity of the round
     data: per member, two areas ("sets") of ``area_bytes`` each
 
@@ -31,6 +34,13 @@ launcher. Elsewhere it is a named file, unlinked as soon as every member has map
 and ``terascale run`` removes what a crash before that left
 (:func:`~terascale.transport.segments.remove_job_segments`).
 
+Large messages need not move through the segment: where every member can read every
+other member's memory (Linux cross-memory attach, ``process_vm_readv``: same user, no
+ptrace restriction, no seccomp filter, one pid namespace), the members agree on it once,
+when the segment is mapped (:meth:`ShmGroup.agree_direct`), and the direct schedule of
+``collectives/_shmdirect.py`` reads their buffers in place; the slots then carry each
+call's buffer addresses.
+
 The segment moves the data; the group's point-to-point :class:`~terascale.transport.base.
 Exchange` (the TCP links) is its failure detector, through the exchange's public failure
 state only (``check_peer``, ``lost``, ``mismatch``, ``abort``), so the same code runs over
@@ -39,16 +49,18 @@ any point-to-point transport.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import select
 import struct
 import time
 from collections.abc import Sequence
+from typing import NoReturn
 
 import numpy as np
 
-from .._errors import CollectiveError, PeerTimeout
+from .._errors import CollectiveError, PeerLost, PeerTimeout
 from . import _core, _spin
 from ._frames import collective_tag, pack_desc, show_desc
 from ._futex import Timespec, futex_wait, futex_wake
@@ -69,7 +81,7 @@ from .segments import SHM_DIR, segment_name
 __all__ = ["ShmGroup", "compiled_core", "core_codes", "segment_name", "slot_tag", "tag_field"]
 
 _SLOT = 512
-_EPOCH, _SLEEPING, _PID, _DESC = 0, 64, 128, 256
+_EPOCH, _SLEEPING, _PID, _DIRECT, _DESC = 0, 64, 128, 160, 256
 _DESC_BYTES = 128
 _ALIGN = 4096
 
@@ -119,6 +131,8 @@ class ShmGroup:
         core = _core.load()
         self.core = None if core is None else core.Group(self._bytes, self.n, self.index,
                                                          self._ctl, area_bytes)
+        # Every member can read every other's memory (set by agree_direct, collectively).
+        self.direct = False
 
     # -- layout ------------------------------------------------------------------------------
     def _area_off(self, member: int, parity: int) -> int:
@@ -161,9 +175,29 @@ class ShmGroup:
         names = [ex.peer_name(p) for p in group]
         path = os.path.join(SHM_DIR, segment_name(job, names, context))
         if HAVE_MEMFD:  # nothing in /dev/shm: cannot leak whoever dies when
-            return cls(share_anonymous(ex, group, os.path.basename(path), size), rank, group,
-                       area_bytes, ex)
-        return cls(share_named(ex, group, path, size), rank, group, area_bytes, ex)
+            mm = share_anonymous(ex, group, os.path.basename(path), size)
+        else:
+            mm = share_named(ex, group, path, size)
+        g = cls(mm, rank, group, area_bytes, ex)
+        try:
+            g.agree_direct(ex)
+        except BaseException:
+            g.close()
+            raise
+        return g
+
+    def agree_direct(self, ex: Exchange) -> None:
+        """Collective: set :attr:`direct` on every member alike, True when every member has
+        the compiled core and could read every other member's slot back through its own
+        process (``process_vm_readv``) and none set ``TERASCALE_NO_CMA``. Two barriers,
+        once per segment."""
+        self.barrier(ex, ex.deadline)  # every member's pid and mapping are in its slot
+        core, q = self.core, self._q
+        ok = core is not None and not _core.attach_disabled() and \
+            all(core.probe(i) == 0 for i in self._others)
+        q[(self.index * _SLOT + _DIRECT) // 8] = int(ok)
+        self.barrier(ex, ex.deadline)
+        self.direct = all(q[(i * _SLOT + _DIRECT) // 8] for i in range(self.n))
 
     def close(self) -> None:
         """Unmap (idempotent); the segment's name is long gone."""
@@ -301,6 +335,39 @@ class ShmGroup:
         per = chunk // src.itemsize
         return status, done * per, min((done + 1) * per, src.size)
 
+    def core_direct(self, src: np.ndarray, dst: np.ndarray, tag: bytes | None, kind: int,
+                    op: int, chunk: int, phases: int, phase: int = 0, *,
+                    running: bool = False) -> tuple[int, int, int] | None:
+        """The direct schedule's ``phases`` phases from ``phase`` in the compiled core
+        (``collectives/_shmdirect.py`` drives it); ``tag`` as in :meth:`core_round`.
+
+        None when the collective completed (:attr:`epoch` and :attr:`round` advanced past
+        it). Otherwise ``(phase, status, errno)`` as ``Group.direct`` returns it, with
+        :attr:`epoch` at the last barrier we arrived at (so :meth:`finish` waits for it
+        when ``errno`` is 0; else see :meth:`read_failed`).
+        """
+        core = self.core
+        assert core is not None
+        if tag is not None:
+            self._field = tag
+        base = self.epoch - phase  # phase k's barrier is at base + 1 + k
+        slept = core.sleeps
+        if phase < phases:
+            later = self.spin_budget(True)
+            yield_mode = self._yield if self.oversubscribed else int(_spin.host_busy())
+            done, status, err = core.direct(
+                src, dst, tag, base, self.round, phase, kind, op, chunk,
+                self.spin_budget(running) if phase == 0 else later, later, yield_mode,
+                CORE_SLEEP_S)
+            if status != -1:
+                self.epoch = base + done + (0 if err else 1)
+                return done, status, err
+        self.epoch = base + phases
+        self.round += phases
+        if phase == 0 and core.sleeps == slept:  # (sleeps of the long phases say nothing
+            self.settle(running)                  # about idle members: no shrinking)
+        return None
+
     def finish(self, ex: Exchange, deadline: float, *, check: bool = False,
                running: bool = False, spun: bool = False) -> None:
         """Wait for the members of the barrier we arrived at (:meth:`barrier`, or a
@@ -407,6 +474,33 @@ class ShmGroup:
                 self._quiet.add(fd)
             elif self._arrived(target):
                 return
+
+    def read_failed(self, ex: Exchange, deadline: float, member: int, err: int) -> NoReturn:
+        """Reading ``member``'s buffer failed (errno ``err``; we have not arrived at the
+        barrier after the read): raise why, on every member, as :meth:`finish` does.
+
+        The member's link usually says it first (closed: it died; ABORT: it left the
+        collective, freeing its buffer), so it is watched for a moment before the read's
+        own error is raised."""
+        q = self._q
+        try:
+            until = min(deadline, time.monotonic() + 1.0)
+            while time.monotonic() < until:
+                for fd, _ in self._poll.poll(10):
+                    if ex.check_peer(self._fd_peer[fd], lambda: False):
+                        self._poll.unregister(fd)  # this collective's traffic: no news
+                        self._quiet.add(fd)
+            peer = ex.peer_name(self.group[member])
+            why = f"reading its buffer failed: {os.strerror(err)} (shared memory)"
+            if err == errno.ESRCH:  # its process is gone
+                raise PeerLost(f"rank {ex.origin}: {ex.what}: rank {peer} is gone; {why}",
+                               rank=ex.origin, peer=peer, operation=ex.what)
+            raise CollectiveError(f"rank {ex.origin}: {ex.what}: rank {peer}: {why}",
+                                  rank=ex.origin, peer=peer, operation=ex.what)
+        except CollectiveError as error:
+            q[(self.index * _SLOT + _EPOCH) // 8] = 0  # as finish() withdraws
+            ex.abort(error)
+            raise
 
     def _check_desc(self, ex: Exchange) -> None:
         parity = self.round % 2

@@ -1,0 +1,266 @@
+/* terascale._shmcore: the direct schedule of large allreduces, over cross-memory attach.
+ *
+ * The flat schedule (_shmcore.c) moves every byte through the segment: each member copies
+ * its whole input in, then folds all n areas into its output, so per member it reads
+ * (n+1) and writes 2 message sizes. Here members read each other's own buffers
+ * (process_vm_readv, Linux's cross-memory attach: one kernel copy, nothing through the
+ * segment), reduce-scatter then allgather:
+ *
+ *   phase 0  publish our pid's buffer addresses (src, dst) and the descriptor; barrier
+ *            (descriptors compared);
+ *   phase 1  for our slice of the message, in chunks that stay in L2: read the chunk of
+ *            every other member's src into a landing buffer, fold the n parts in member
+ *            order (our own read from src) into our dst; barrier;
+ *   phase 2  read every other member's folded slice from its dst into ours; barrier (after
+ *            it nobody reads our buffers any more, so the caller may touch them).
+ *
+ * Per member that is 2 (n-1)/n + 1/n message sizes read and 1 written, less than half of
+ * the flat schedule's traffic at n = 2. The fold is the flat schedule's (x0 op x1 op ...
+ * op x{n-1}, elementwise, the same kernels), so the bits are the same on every member and
+ * as on the copy path.
+ *
+ * src may be dst (in place): in phase 1 others read our slices j != me of src while we
+ * write only slice me of dst; in phase 2 we overwrite slices j != me, which their owners
+ * finished reading before the barrier of phase 1.
+ *
+ * Every barrier spins as the flat schedule's do and hands a late member back to Python
+ * (futex waits, link checks, deadline), which resumes at the next phase. A failed read
+ * (a member gone: ESRCH; a member that left the collective and freed its buffer: EFAULT)
+ * is returned without arriving, so no member passes the barrier with our part missing.
+ */
+#include "_shmcore.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__linux__)
+#include <sys/types.h>
+#include <sys/uio.h>
+#endif
+
+#define PHASES 3
+#define PAGE 4096
+
+/* 0, or the errno of reading ``len`` bytes at ``remote`` in process ``pid`` into ``local``. */
+static int read_peer(uint64_t pid, char *local, uint64_t remote, Py_ssize_t len) {
+#if defined(__linux__)
+    while (len > 0) {
+        struct iovec l = {local, (size_t)len}, r = {(void *)(uintptr_t)remote, (size_t)len};
+        ssize_t got = process_vm_readv((pid_t)pid, &l, 1, &r, 1, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return got < 0 ? errno : EFAULT;
+        local += got;
+        remote += (uint64_t)got;
+        len -= got;
+    }
+    return 0;
+#else
+    (void)pid; (void)local; (void)remote;
+    return len > 0 ? ENOSYS : 0;
+#endif
+}
+
+/* Member ``j``'s slice of ``count`` elements: whole pages where the message allows, so a
+ * read pins no page twice; the same cut on every member. */
+static void slice_of(Py_ssize_t count, int itemsize, int n, int j, Py_ssize_t *lo,
+                     Py_ssize_t *hi) {
+    Py_ssize_t align = PAGE / itemsize;
+    Py_ssize_t per = (count + n - 1) / n;
+    per = (per + align - 1) / align * align;
+    *lo = (Py_ssize_t)j * per < count ? (Py_ssize_t)j * per : count;
+    *hi = *lo + per < count ? *lo + per : count;
+}
+
+void direct_release(Group *g) {
+    free(g->scratch);
+    g->scratch = NULL;
+    g->scratch_bytes = 0;
+}
+
+/* probe(member) -> 0 when we can read ``member``'s memory (its pid and mapping, published
+ * in its slot, read back through process_vm_readv equal what the segment holds), else an
+ * errno (EPERM: ptrace rules or a seccomp filter forbid it; EINVAL: another process, e.g.
+ * a pid of another namespace). */
+PyObject *Group_probe(Group *self, PyObject *arg) {
+    if (!live(self))
+        return NULL;
+    long i = PyLong_AsLong(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    if (i < 0 || i >= self->n || i == self->me) {
+        PyErr_SetString(PyExc_ValueError, "probe: not another member");
+        return NULL;
+    }
+    uint64_t pid = *slot_word(self, (int)i, OFF_PID), where = *slot_word(self, (int)i, OFF_BASE);
+    uint64_t seen[2] = {0, 0};
+    int err = pid == 0 || where == 0 ? EINVAL :
+        read_peer(pid, (char *)seen, where + (uint64_t)i * SLOT + OFF_PID, sizeof seen);
+    if (err == 0 && (seen[0] != pid || seen[1] != where))
+        err = EINVAL;
+    return PyLong_FromLong(err);
+}
+
+typedef struct {
+    Group *g;
+    const char *src;
+    char *dst;
+    Py_ssize_t count;
+    int kind, op, isz;
+    Py_ssize_t chunk;       /* elements per landing buffer */
+    const void **parts;
+    int failed;             /* the member whose read failed (with err) */
+    int err;
+} Run;
+
+/* Phase 1: our slice, chunk by chunk: land every other member's part, fold all n. */
+static int reduce_slice(Run *r) {
+    Group *g = r->g;
+    Py_ssize_t lo, hi;
+    slice_of(r->count, r->isz, g->n, g->me, &lo, &hi);
+    for (Py_ssize_t at = lo; at < hi; at += r->chunk) {
+        Py_ssize_t m = hi - at < r->chunk ? hi - at : r->chunk;
+        Py_ssize_t off = at * r->isz;
+        for (int k = 1; k < g->n; k++) {
+            int j = (g->me + k) % g->n;  /* members start on different peers */
+            char *land = g->scratch + (Py_ssize_t)(k - 1) * r->chunk * r->isz;
+            int err = read_peer(*slot_word(g, j, OFF_PID),
+                                land, *slot_word(g, j, OFF_SRC) + (uint64_t)off, m * r->isz);
+            if (err) {
+                r->failed = j;
+                r->err = err;
+                return -1;
+            }
+            r->parts[j] = land;
+        }
+        r->parts[g->me] = r->src + off;
+        FOLDS[r->kind][r->op](r->dst + off, r->parts, g->n, m);
+    }
+    return 0;
+}
+
+/* Phase 2: every other member's folded slice, straight from its dst into ours. */
+static int gather_slices(Run *r) {
+    Group *g = r->g;
+    for (int k = 1; k < g->n; k++) {
+        int j = (g->me + k) % g->n;
+        Py_ssize_t lo, hi;
+        slice_of(r->count, r->isz, g->n, j, &lo, &hi);
+        if (hi <= lo)
+            continue;
+        int err = read_peer(*slot_word(g, j, OFF_PID), r->dst + lo * r->isz,
+                            *slot_word(g, j, OFF_DST) + (uint64_t)(lo * r->isz),
+                            (hi - lo) * r->isz);
+        if (err) {
+            r->failed = j;
+            r->err = err;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* direct(src, dst, tag, epoch, round, phase, kind, op, chunk, spin_first, spin_running,
+ *        yield, block) -> (phases completed, status, errno)
+ *
+ * Runs the phases from ``phase`` (0 at the start; k + 1 after Python completed the
+ * barrier of phase k), phase k's barrier at epoch ``epoch + 1 + k``; ``tag`` (phase 0
+ * only) goes to descriptor slot ``round & 1`` and is compared there. ``chunk``: bytes per
+ * landing buffer; waits as spin_wait (``yield``, ``block`` as there). Returns (3, -1, 0)
+ * when done. Otherwise (k, status, 0): we arrived at phase k's barrier and ``status`` is
+ * the first member that has not (after the spin and the sleeps) or
+ * ``-2 - i`` for a member i whose descriptor differs; or (k, j, errno): reading member j
+ * failed in phase k, and we did not arrive at its barrier. */
+PyObject *Group_direct(Group *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "direct takes 13 arguments");
+        return NULL;
+    }
+    if (!live(self))
+        return NULL;
+    PyObject *tag = args[2];
+    unsigned long long epoch = PyLong_AsUnsignedLongLong(args[3]);
+    long long round0 = PyLong_AsLongLong(args[4]);
+    int phase = PyLong_AsLong(args[5]);
+    int kind = PyLong_AsLong(args[6]);
+    int op = PyLong_AsLong(args[7]);
+    Py_ssize_t chunk = PyLong_AsSsize_t(args[8]);
+    double spin_first = PyFloat_AsDouble(args[9]);
+    double spin_running = PyFloat_AsDouble(args[10]);
+    int yield = PyLong_AsLong(args[11]);
+    double block = PyFloat_AsDouble(args[12]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (check_tag(tag) < 0)
+        return NULL;
+    if (kind < 0 || kind >= K_COUNT || op < 0 || op > 3 || chunk < PAGE ||
+        chunk % ITEMSIZE[kind] || phase < 0 || phase >= PHASES || self->n < 2) {
+        PyErr_SetString(PyExc_ValueError, "unsupported dtype code, op, chunk or phase");
+        return NULL;
+    }
+    Py_buffer s, d;
+    if (PyObject_GetBuffer(args[0], &s, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &d, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&s);
+        return NULL;
+    }
+    PyObject *res = NULL;
+    const void *parts_small[8];
+    const void **parts = self->n <= 8 ? parts_small : PyMem_Malloc(sizeof(void *) * self->n);
+    Py_ssize_t need = (Py_ssize_t)(self->n - 1) * chunk;
+    if (parts == NULL)
+        goto nomem;
+    if (d.len != s.len || s.len % ITEMSIZE[kind]) {
+        PyErr_SetString(PyExc_ValueError, "src and dst differ in size or are not whole items");
+        goto done;
+    }
+    if (self->scratch_bytes < need) {
+        direct_release(self);
+        void *p = NULL;
+        if (posix_memalign(&p, PAGE, (size_t)need) != 0)
+            goto nomem;
+        self->scratch = p;
+        self->scratch_bytes = need;
+    }
+    Run r = {self, s.buf, d.buf, s.len / ITEMSIZE[kind], kind, op, ITEMSIZE[kind],
+             chunk / ITEMSIZE[kind], parts, -1, 0};
+    int parity = (int)(round0 & 1), status = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (; phase < PHASES; phase++) {
+        int bad = 0;
+        if (phase == 0) {
+            write_tag(self, tag, parity);
+            *slot_word(self, self->me, OFF_SRC) = (uint64_t)(uintptr_t)s.buf;
+            *slot_word(self, self->me, OFF_DST) = (uint64_t)(uintptr_t)d.buf;
+        } else {
+            bad = phase == 1 ? reduce_slice(&r) : gather_slices(&r);
+        }
+        if (bad) {
+            status = r.failed;
+            break;
+        }
+        uint64_t target = epoch + 1 + (uint64_t)phase;
+        arrive(self, target);
+        int late = spin_wait(self, target, phase == 0 ? spin_first : spin_running, yield,
+                             block);
+        if (late < 0 && phase == 0 && tag != Py_None && (late = check_descs(self, parity)) >= 0)
+            late = -2 - late;
+        if (late != -1) {
+            status = late;
+            break;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    res = Py_BuildValue("(iii)", phase, status, r.err);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    if (parts && parts != parts_small)
+        PyMem_Free(parts);
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&d);
+    return res;
+}
