@@ -15,6 +15,7 @@ from ._errors import ConfigError
 from .collectives import (
     AllreduceCall,
     FastAllreduce,
+    PairAllreduce,
     PairwiseAlltoall,
     RingAllgather,
     RingAllreduce,
@@ -115,9 +116,13 @@ class Communicator(ObjectCollectives, CommCore):
                 self._plans.clear()
             self._plans[key] = plan
         rop, spec, detail = plan
-        if spec.name == "shm" and key not in self._fast and self.size > 1:
+        if spec.name in ("shm", "tree") and key not in self._fast and self.size > 1:
+            assert self._mesh is not None
+            # shm: the compiled core; tree of two ranks in one chunk: the TCP swap.
             fast = FastAllreduce.plan(self._shm, rop, a.nbytes, f"allreduce({detail})",
-                                      self._context)
+                                      self._context) if spec.name == "shm" else \
+                PairAllreduce.plan(self._mesh, self.rank, self.size, rop, a.shape,
+                                   f"allreduce({detail})", self._context, self._members)
             if fast is not None:
                 if len(self._fast) >= _PLANS_MAX:
                     self._fast.clear()
@@ -278,6 +283,15 @@ class Communicator(ObjectCollectives, CommCore):
             else:
                 fast = fast[0]
             if fast is not None and self._schedule_fast("barrier", "", fast, _NOTHING, _NOTHING):
+                return
+        elif timeout is None and self.size == 2 and self._mesh is not None:
+            # Two ranks over TCP: one swap of two headers (the tree's pair exchange below).
+            pair = self._fast.get("pair-barrier", False)
+            if pair is False:  # (None: planned, the transport has no swap)
+                pair = self._fast["pair-barrier"] = PairAllreduce.plan(
+                    self._mesh, self.rank, self.size, _NOTHING_OP, _NOTHING.shape, "barrier()",
+                    self._context, self._members)
+            if pair is not None and self._schedule_fast("barrier", "", pair, _NOTHING, _NOTHING):
                 return
         empty = np.empty(0, np.uint8)
 

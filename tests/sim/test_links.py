@@ -47,6 +47,9 @@ def test_time_is_rounds_alpha_plus_busiest_link_at_goodput() -> None:
     # the tree: k = 2 chunks per chunk through the busiest link, plus its pipeline's fill
     fill = schedule("tree", 4)["fill"] * (256 << 10)
     assert link_time("tree", m, 4, rate, IDEAL) == pytest.approx((2 * m + fill) / g)
+    # two ranks, one chunk: the tree's swap, one round and the vector once each way
+    assert link_time("tree", 4096, 2, rate, cost) == pytest.approx(1e-3 + 4096 / g / 0.5)
+    assert link_time("tree", m, 2, rate, cost) > 2e-3  # several chunks: the tree again
     # hierarchical adds the shared-memory phase: a little more than its leaders' ring
     hier = link_time("hierarchical", m, 2, rate, IDEAL, per_host=2)
     assert m / g < hier < 1.01 * m / g

@@ -52,8 +52,9 @@ def test_tree_by_hand() -> None:
     assert tree_time(1000, 3, C, chunk=None) == pytest.approx(34.0)
     # 4 chunks of 1000: the fill (34) + 3 steady steps of k c beta + r c gamma = 20 + 2
     assert tree_time(4000, 3, C, chunk=1000) == pytest.approx(34 + 3 * 22)
-    # p = 2: one child; h (2 alpha + 2 m beta + m gamma)
-    assert tree_time(1000, 2, C, chunk=None) == pytest.approx(2 + 20 + 1)
+    # p = 2, one chunk: not a tree but one swap, alpha + m beta + m gamma
+    assert tree_time(1000, 2, C, chunk=None) == pytest.approx(1 + 10 + 1)
+    assert tree_time(4000, 2, C, chunk=1000) == pytest.approx(2 + 20 + 1 + 3 * (10 + 1))
 
 
 def test_shm_and_hierarchical_by_hand() -> None:

@@ -18,6 +18,11 @@ def test_matches_model_without_stragglers(algo: str, p: int) -> None:
         assert simulate(algo, m, p, C).time == pytest.approx(predict(algo, m, p, C), rel=1e-9)
 
 
+def test_two_rank_tree_of_one_chunk_is_one_swap() -> None:
+    m = 4096  # one latency, the vector once each way, one reduction (collectives/tree.py)
+    assert simulate("tree", m, 2, C).time == pytest.approx(C.alpha + m * (C.beta + C.gamma))
+
+
 @pytest.mark.parametrize("p", [2, 3, 7, 15])
 def test_unpipelined_tree_matches_model_on_full_trees(p: int) -> None:
     for m in (4096, 1 << 20):

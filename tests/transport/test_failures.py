@@ -92,6 +92,34 @@ def test_stalled_peer_gives_peer_timeout() -> None:
     assert all("waiting for rank" in t for t in texts)
 
 
+def _pair_fault(comm, fault):
+    x = np.ones(1024, np.float32)  # 4 KiB, two hosts: from the second call on, the TCP swap
+    for i in range(20):
+        if comm.rank == 1 and i == 5:
+            if fault == "mismatch":
+                comm.allreduce(x, op="max", algorithm="tree")
+            os.kill(os.getpid(), signal.SIGKILL if fault == "sigkill" else signal.SIGSTOP)
+        comm.barrier()
+        comm.allreduce(x, out=x, algorithm="tree")
+
+
+@pytest.mark.parametrize("fault", ["sigkill", "sigstop", "mismatch"])
+def test_two_rank_fast_path_still_fails_cleanly(fault: str) -> None:
+    # (a stopped rank is killed at the harness's timeout: keep it short)
+    out = run_workers(_pair_fault, 2, args=(fault,), expect_failure=True,
+                      timeout=6 if fault == "sigstop" else 20,
+                      host_ids=["a", "b"], collective_timeout=1.5)
+    kind, (exc, text) = out[0]
+    expect = {"sigkill": "PeerLost", "sigstop": "PeerTimeout", "mismatch": "CollectiveMismatch"}
+    assert exc == expect[fault], text
+    assert "rank 0:" in text and "rank 1" in text and ("allreduce #" in text or
+                                                       "barrier #" in text), text
+    if fault == "sigstop":
+        assert "timed out after 1.5 s" in text
+    if fault == "mismatch":
+        assert out[1][1][0] == "CollectiveMismatch", out[1]
+
+
 def _use_after_failure(comm):
     if comm.rank == 1:
         comm.allreduce(np.ones(3, np.int32))

@@ -12,11 +12,11 @@ from .registry import ALLREDUCE, AllreduceCall, AllreduceSpec, allreduce_names, 
 from .ring import RingAllreduce
 from .select import ALLREDUCE_ALGORITHMS, choose_allreduce
 from .shm import FastAllreduce, ShmGroups, shm_barrier
-from .tree import TreeAllreduce
+from .tree import PairAllreduce, TreeAllreduce
 
 __all__ = [
     "ALLREDUCE", "ALLREDUCE_ALGORITHMS", "AllreduceCall", "AllreduceSpec", "FastAllreduce",
-    "HalvingDoublingAllreduce", "PairwiseAlltoall", "RingAllgather", "RingAllreduce",
+    "HalvingDoublingAllreduce", "PairAllreduce", "PairwiseAlltoall", "RingAllgather", "RingAllreduce",
     "ShmGroups", "TreeAllreduce", "TreeBroadcast", "allreduce_names", "allreduce_spec",
     "bounds", "choose_allreduce", "host_groups", "shm_barrier", "split_groups",
 ]

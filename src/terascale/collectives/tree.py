@@ -19,7 +19,10 @@ reduces ``rank 0's op rank 1's`` itself -- one latency, the short-message exchan
 MPICH's recursive doubling (Thakur, Rabenseifner & Gropp, IJHPCA 2005, section 4.4) and
 what Open MPI's TCP BTL does for a 4 KiB allreduce between two hosts. Each rank moves the
 same bytes as in the tree, and both compute the same expression with the same operand
-order, so the result is still bitwise identical on both.
+order, so the result is still bitwise identical on both. A blocking call of the same shape
+again takes :class:`PairAllreduce` (no exchange, a receive buffer kept from call to call);
+an empty buffer (the two-rank barrier) is the same swap of two headers, so both ranks leave
+it together, one latency after the later one entered.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from functools import partial
 import numpy as np
 
 from .._arrays import ReduceOp
-from ..transport import Exchange
+from ..transport import Exchange, Transport
+from ..transport.base import Swap
 from ._chunks import chunk_bounds, view
 from .registry import AllreduceCall
 
-__all__ = ["TreeAllreduce", "tree_links"]
+__all__ = ["PairAllreduce", "TreeAllreduce", "is_pair", "tree_links"]
 
 CHUNK_BYTES = 256 * 1024
 _DEPTH = 4  # chunks in flight per child (scratch slots)
@@ -43,6 +47,11 @@ def tree_links(vrank: int, size: int) -> tuple[int | None, list[int]]:
     """Parent and children of virtual rank ``vrank`` in the heap-ordered binary tree."""
     parent = None if vrank == 0 else (vrank - 1) // 2
     return parent, [c for c in (2 * vrank + 1, 2 * vrank + 2) if c < size]
+
+
+def is_pair(size: int, count: int, itemsize: int, chunk_bytes: int = CHUNK_BYTES) -> bool:
+    """Whether the tree of ``size`` ranks over ``count`` elements is the two-rank swap."""
+    return size == 2 and len(chunk_bounds(0, count, itemsize, chunk_bytes)) == 1
 
 
 class TreeAllreduce:
@@ -61,7 +70,7 @@ class TreeAllreduce:
         self.parent, self.children = tree_links(rank, size)
         self.chunks = chunk_bounds(0, buf.size, buf.itemsize, chunk_bytes)
         self.rank = rank
-        self.pair = size == 2 and len(self.chunks) == 1 and buf.size > 0
+        self.pair = size == 2 and len(self.chunks) == 1
         longest = max(hi - lo for lo, hi in self.chunks)
         depth = min(_DEPTH, len(self.chunks))
         # (the pair exchange needs no per-child slots: it receives into one buffer)
@@ -129,3 +138,56 @@ class TreeAllreduce:
         lo, hi = self.chunks[k]
         for c in self.children:
             self.ex.send(c, view(self.buf, lo, hi))
+
+
+class PairAllreduce:
+    """The two-rank swap as a blocking call's fast path: :meth:`start` and :meth:`finish`
+    (the communicator's ``_schedule_fast`` protocol) over the transport's :class:`Swap`.
+
+    Same frames as :meth:`TreeAllreduce._exchange` (either rank may take either path) and
+    the same bits: rank 0's buffer op rank 1's, computed on both.
+    """
+
+    __slots__ = ("_link", "_rank", "_theirs", "_ufunc")
+
+    def __init__(self, link: Swap, rank: int, reduce: ReduceOp, theirs: np.ndarray) -> None:
+        self._link = link
+        self._rank = rank
+        self._ufunc = reduce.ufunc
+        self._theirs = theirs
+
+    @classmethod
+    def plan(cls, mesh: Transport, rank: int, size: int, reduce: ReduceOp, shape: tuple[int, ...],
+             desc: str, context: int, members: tuple[int, ...] | None) -> PairAllreduce | None:
+        """The fast path of collective ``desc`` over arrays of ``shape`` (``reduce.dtype``),
+        or None where the tree is not the swap or the transport has no :class:`Swap`."""
+        count = int(np.prod(shape, dtype=np.int64))
+        if not is_pair(size, count, reduce.dtype.itemsize):
+            return None
+        link = mesh.swap(1 - rank, desc, count * reduce.dtype.itemsize, context=context,
+                         members=members)
+        return None if link is None else cls(link, rank, reduce, np.empty(shape, reduce.dtype))
+
+    def start(self, seq: int, src: np.ndarray, dst: np.ndarray) -> object:
+        """Collective ``seq`` of ``src`` into ``dst`` (the same array or disjoint ones):
+        None when done, else what :meth:`finish` continues from."""
+        pending = self._link.start(seq, src, self._theirs)
+        if pending is None:
+            self._fold(src, dst)
+        return pending
+
+    def finish(self, ex: Exchange, pending: object, src: np.ndarray, dst: np.ndarray) -> None:
+        self._link.finish(ex, pending, src, self._theirs)
+        self._fold(src, dst)
+
+    def _fold(self, src: np.ndarray, dst: np.ndarray) -> None:
+        # In place into the first operand, as _exchange does: numpy's loops for out= the
+        # first operand and for a separate out= may round differently (complex products).
+        theirs = self._theirs
+        if self._rank == 0:
+            if dst is not src:
+                np.copyto(dst, src)
+            self._ufunc(dst, theirs, out=dst)
+        else:
+            self._ufunc(theirs, src, out=theirs)
+            np.copyto(dst, theirs)

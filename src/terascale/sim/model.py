@@ -31,6 +31,8 @@ clusters of workstations", JPDC 2009):
   large ``m`` it tends to ``m(k\beta + r\gamma)`` -- about 3/2 of the ring's bandwidth term,
   the price of the tree's ``2 log p`` latency (each node sends and receives up to 3x the data,
   Agarwal et al. 2014).
+  Two ranks and one chunk are not a tree but one swap (both send the whole vector at once,
+  both reduce; what :mod:`terascale.collectives.tree` runs): :math:`T = \alpha + m\beta + m\gamma`.
 * **shared memory** (``q`` ranks on one host; copy in, reduce-scatter of the ``q`` slices,
   copy out): :math:`T = s\,(2\alpha_{shm} + m(2\delta + \frac{q-1}{q}\gamma))` with
   ``delta`` the seconds per byte of a memory copy.
@@ -157,6 +159,8 @@ def tree_time(nbytes: float, p: int, c: CostParams, *, chunk: int | None = TREE_
     h, r, k = tree_shape(p)
     size = nbytes if chunk is None or nbytes <= chunk else chunk
     chunks = 1 if chunk is None or nbytes <= chunk else math.ceil(nbytes / chunk)
+    if p == 2 and chunks == 1:  # the two-rank swap: one message each way, at once
+        return c.alpha + size * c.beta + size * c.gamma
     fill = h * (2 * c.alpha + (r + 1) * size * c.beta + r * size * c.gamma)
     return fill + (chunks - 1) * (k * size * c.beta + r * size * c.gamma)
 

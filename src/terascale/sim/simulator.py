@@ -149,6 +149,9 @@ def _tree(net: _Net, nbytes: float, chunk: int | None) -> None:
         return
     size = nbytes if chunk is None or nbytes <= chunk else chunk
     chunks = 1 if chunk is None or nbytes <= chunk else math.ceil(nbytes / chunk)
+    if p == 2 and chunks == 1:  # not a tree: the two ranks swap their vectors and both reduce
+        net.send(np.array([0, 1]), np.array([1, 0]), nbytes, reduce=True)
+        return
     kids = [[ch for ch in (2 * v + 1, 2 * v + 2) if ch < p] for v in range(p)]
     beta = [c.beta] * p
     alpha = [c.alpha] * p

@@ -20,7 +20,7 @@ import struct
 
 __all__ = [
     "ABORT", "DATA", "HEADER", "MAX_ABORT", "collective_tag", "pack_desc", "pack_header",
-    "show_desc", "unpack_header",
+    "set_seq", "show_desc", "unpack_header",
 ]
 
 DATA = 1
@@ -55,6 +55,17 @@ _TAG_HEAD = struct.Struct("<QQ")
 
 def pack_header(kind: int, seq: int, nbytes: int, desc_field: bytes, context: int = 0) -> bytes:
     return _FIXED.pack(_MAGIC, kind, seq, nbytes) + desc_field + _CONTEXT.pack(context)
+
+
+def set_seq(header: bytearray, seq: int) -> None:
+    """Renumber a header built by :func:`pack_header` in place: a link that sends the same
+    collective again and again (:mod:`._tcp_swap`) packs its header once."""
+    _SEQ.pack_into(header, _SEQ_AT, seq)
+
+
+_SEQ = struct.Struct("<Q")
+_SEQ_AT = 8  # after magic, kind and padding
+assert _FIXED.size == _SEQ_AT + 2 * _SEQ.size
 
 
 def unpack_header(buf: bytes | bytearray | memoryview) -> tuple[int, int, int, bytes, int] | None:

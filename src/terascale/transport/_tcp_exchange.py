@@ -107,6 +107,7 @@ class TcpExchange(Exchange):
         self._sendq: dict[int, deque[_Send]] = {}
         self._recvq: dict[int, deque[_Recv]] = {}
         self.started = time.monotonic()
+        self.spin = SPIN_S > 0  # poll without sleeping before epoll_wait (module docstring)
         # Peers with nothing to receive here are still watched for ABORT frames, until they
         # turn out to hold data of a later collective (or closed after finishing theirs).
         self._quiet: set[int] = set()
@@ -119,6 +120,23 @@ class TcpExchange(Exchange):
 
     def recv(self, peer: int, into: memoryview, then: Callable[[], None] | None = None) -> None:
         self._recvq.setdefault(peer, deque()).append(_Recv(memoryview(into).cast("B"), then))
+
+    def resume(self, peer: int, unsent: list[memoryview], into: memoryview, header: bytes,
+               got: int) -> None:
+        """Take over one frame each way that a :class:`~._tcp_swap.TcpSwap` started: the
+        views of our frame not yet sent (none: all went), and the ``got`` bytes of theirs
+        received so far (``header``: its first ``HEADER`` bytes, as far as they came; the
+        rest of ``got`` is already in ``into``). Its wait was spent spinning: no spin here."""
+        if unsent:
+            item = _Send(b"", memoryview(b""))
+            item.views = unsent
+            self._sendq.setdefault(peer, deque()).append(item)
+        r = _Recv(memoryview(into).cast("B"), None)
+        r.hgot = min(got, HEADER)
+        r.header[: r.hgot] = header[: r.hgot]
+        r.pgot = got - r.hgot
+        self._recvq.setdefault(peer, deque()).append(r)
+        self.spin = False
 
     # -- progress --------------------------------------------------------------------------
     def run(self) -> None:
@@ -147,7 +165,7 @@ class TcpExchange(Exchange):
                 watch = peer in self._recvq or peer not in self._quiet
                 mask = (_READ if watch else 0) | (_WRITE if peer in self._sendq else 0)
                 mesh.watch(self.members[peer], mask)
-            events = self._spin() if SPIN_S > 0 and not host_busy() else []
+            events = self._spin() if self.spin and not host_busy() else []
             for fd, _events in events or mesh.epoll.poll(min(left, 1.0)):
                 who = self._local.get(mesh.peer_of_fd[fd])
                 if who is not None and who not in self._recvq and who not in self._quiet:

@@ -43,10 +43,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .._errors import CollectiveError, CollectiveMismatch
 
-__all__ = ["Exchange", "GroupView", "Transport"]
+__all__ = ["Exchange", "GroupView", "Swap", "Transport"]
 
 Callback = Callable[[], None]
 
@@ -167,6 +168,26 @@ class GroupView(Exchange):
         return self.parent.waitable(self.members[peer])
 
 
+class Swap(ABC):
+    """One frame each way between this rank and one peer, for a collective called again
+    and again with the same shape (a two-rank allreduce of one chunk, a two-rank barrier):
+    the per-call path that builds no :class:`Exchange` while all goes well.
+
+    :meth:`start` sends ours and receives theirs for collective ``seq``; None when both
+    completed and theirs belongs to the same collective. Otherwise it returns what
+    :meth:`finish` continues from, in the collective's exchange, with every failure check
+    and its deadline. Every rank may mix the two paths: the frames are the same.
+    """
+
+    @abstractmethod
+    def start(self, seq: int, send: Any, into: Any) -> Any:
+        """Send ``send``, receive into ``into`` (contiguous buffers): None when done."""
+
+    @abstractmethod
+    def finish(self, ex: Exchange, pending: Any, send: Any, into: Any) -> None:
+        """Complete what :meth:`start` returned in ``ex``; raises as ``ex.run()`` does."""
+
+
 class Transport(ABC):
     """This rank's links to every other rank of the job.
 
@@ -186,6 +207,13 @@ class Transport(ABC):
                  members: Sequence[int] | None = None) -> Exchange:
         """A new exchange for collective ``seq`` of communicator ``context`` over ``members``
         (the transport's ranks, in the communicator's order; all of them when None)."""
+
+    def swap(self, peer: int, desc: str, nbytes: int, *, context: int = 0,
+             members: Sequence[int] | None = None) -> Swap | None:
+        """A :class:`Swap` with ``peer`` (numbered as in :meth:`exchange`) for collective
+        ``desc`` of ``nbytes`` payload bytes each way; None: this transport has none, post
+        the frames to an exchange."""
+        return None
 
     @abstractmethod
     def fail(self, err: CollectiveError) -> None:

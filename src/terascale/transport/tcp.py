@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from .._errors import CollectiveError
 from ._frames import ABORT, MAX_ABORT, pack_desc, pack_header
 from ._tcp_exchange import Route, TcpExchange
+from ._tcp_swap import TcpSwap
 from .base import Transport
 
 __all__ = ["TcpMesh"]
@@ -58,11 +59,23 @@ class TcpMesh(Transport):
         if self.broken is not None:
             raise type(self.broken)(f"rank {self.rank}: {what} not started: the communicator "
                                     f"failed earlier ({self.broken})", rank=self.rank)
+        return TcpExchange(self, seq, desc, what, deadline, context, self._route(members))
+
+    def swap(self, peer: int, desc: str, nbytes: int, *, context: int = 0,
+             members: Sequence[int] | None = None) -> TcpSwap | None:
+        """The :class:`~._tcp_swap.TcpSwap` with ``peer``; None over an encrypted link."""
+        route = self._route(members)
+        sock = route.socks[peer]
+        if type(sock) is not socket.socket:  # a SecureLink: its records need the exchange
+            return None
+        return TcpSwap(self, sock, peer, route.members[peer], desc, context, nbytes)
+
+    def _route(self, members: Sequence[int] | None) -> Route:
         key = None if members is None else tuple(members)
         route = self._routes.get(key)
         if route is None:  # once per communicator
             route = self._routes[key] = Route(self, range(self.size) if key is None else key)
-        return TcpExchange(self, seq, desc, what, deadline, context, route)
+        return route
 
     def watch(self, peer: int, mask: int) -> None:
         """Set the epoll events of ``peer``'s socket (0: not watched)."""
