@@ -18,7 +18,7 @@
 #define OFF_BASE 136        /* where this member mapped the segment (the attach probe) */
 #define OFF_SRC 144         /* this call's input and output, in this member's address space */
 #define OFF_DST 152
-#define OFF_DIRECT 160      /* 1: this member can read every other member's memory */
+#define OFF_DIRECT 160      /* 1: this member can reach every other member's memory */
 #define OFF_DESC 256
 #define DESC_BYTES 128
 #define BLOCK 1024          /* elements folded per pass: 4-8 KiB, stays in L1 */

@@ -167,9 +167,9 @@ def test_fast_barrier_meets_the_python_barrier_and_detects_a_dead_member() -> No
 
 @needs_core
 def test_direct_schedule_gives_the_copy_paths_bits_and_can_be_turned_off() -> None:
-    """Large allreduces read the other members' buffers in place (cross-memory attach)
-    where every member can; ``TERASCALE_NO_CMA=1`` in one member (as a refused
-    process_vm_readv does) turns that off for all, and both paths give the same bits."""
+    """Large allreduces reach into the other members' buffers (cross-memory attach) where
+    every member can; ``TERASCALE_NO_CMA=1`` in one member (as a refused process_vm_readv
+    does) turns that off for all, and both paths give the same bits."""
     def fn(comm):
         _use_core(comm)
         rng = np.random.default_rng(comm.rank)

@@ -1,25 +1,30 @@
-"""The direct schedule of large shared-memory allreduces: members read each other's buffers.
+"""The direct schedule of large shared-memory allreduces: members reach into each other's buffers.
 
-Where every member of a segment can read every other member's memory (Linux cross-memory
-attach; agreed once per segment, :meth:`~terascale.transport.shm.ShmGroup.agree_direct`),
-an allreduce of at least ``DIRECT_MIN_BYTES`` (``DIRECT_MIN_BYTES_PAIR`` for two members)
-skips the segment's areas: in the compiled core (``src/terascale/_shmdirect.c``) member
-``i`` reads slice ``i`` of every other
-member's input straight from its buffer (``process_vm_readv``), in L2-sized chunks,
-folds the ``n`` parts in member order into its output, and after a barrier reads the other
-folded slices from their owners' outputs; a last barrier keeps every buffer alive until
-nobody reads it. That is the reduce-scatter + allgather of the ring with the kernel's copy
-as the network (as MPI libraries' single-copy shared-memory paths do, e.g. Open MPI's
-vader with CMA, Vienne et al., "Kernel-assisted and topology-aware MPI collective
+Where every member of a segment can read and write every other member's memory (Linux
+cross-memory attach; agreed once per segment,
+:meth:`~terascale.transport.shm.ShmGroup.agree_direct`), an allreduce of at least
+``DIRECT_MIN_BYTES`` (``DIRECT_MIN_BYTES_PAIR`` for two members) skips the segment's areas:
+in the compiled core (``src/terascale/_shmdirect.c``) member ``i`` reads slice ``i`` of
+every other member's input straight from its buffer (``process_vm_readv``) in L2-sized
+chunks, folds the ``n`` parts in member order into its output, and writes each folded
+chunk, while it is still in L2, into every other member's output (``process_vm_writev``);
+one barrier before (descriptors compared) and one after, which keeps every buffer alive
+until nobody touches it. That is the reduce-scatter + allgather of the ring with the
+kernel's copy as the network, as MPI libraries' single-copy shared-memory paths do (Open
+MPI's vader with CMA; Vienne et al., "Kernel-assisted and topology-aware MPI collective
 communications on multicore/many-core platforms", JPDC 2013).
 
-Per member and message size ``S``: ``S (2 - 1/n)`` read, ``S`` written, against the flat
-schedule's ``S (n + 1)`` read and ``2 S`` written (copy in, then fold every area; but its
-rounds are cache-sized, so much of that stays in L2, which is why two members gain little,
-see below). The fold
-is the flat schedule's, element by element in member order, so the bits are the same on
-every member and as on the copy path. Three barriers a call, each bounded as every other
-shared-memory wait is (spin, then futex sleeps with link checks and the deadline).
+Per member and message size ``S``: ``S`` read (the others' parts of our slice, our slice)
+and ``S`` written (our slice, ``n`` times), with no copy through the segment, against the
+flat schedule's copy in (``S``) and fold of every area (``n S`` read, ``S`` written) and the
+scatter schedule's copies in and out with two barriers per 2 MiB round. Pushing the folded
+chunks from cache instead of having each member pull them from memory after a third barrier
+measured 1.3x less CPU time per call. The fold is the flat schedule's, element by element
+in member order, so the bits are the same on every member and as on the copy path.
+
+A member that fails withdraws its arrival, and the others check it before writing each
+chunk into it; a failed call's buffers are kept for the life of the process (``_KEPT``), so
+a chunk already under way when a member gave up lands in memory nobody reuses.
 """
 
 from __future__ import annotations
@@ -33,20 +38,21 @@ __all__ = ["DIRECT_CHUNK_BYTES", "DIRECT_MIN_BYTES", "DIRECT_MIN_BYTES_PAIR", "P
            "direct_allreduce", "finish_direct", "start_direct", "takes_direct"]
 
 # From these sizes the direct schedule runs. Measured in one job, interleaved with the copy
-# path, median CPU time per call on the loaded 2-core development host: with three or more
-# members it replaces the scatter schedule's two barriers per 2 MiB round and its copies in
-# and out (n=3: 1.28x less CPU at 1 MiB, 1.57x at 4 MiB, 1.81x at 16 MiB; n=4: 1.08x at
-# 1 MiB, 1.5x at 16 MiB). With two it competes with the flat schedule, whose cache-sized
-# rounds keep its extra copy in L2: no faster below 16 MiB (0.8-1.0x), 0.9-1.1x at 16-64 MiB
-# there; ``TERASCALE_NO_CMA=1`` turns it off to compare on a quiet host.
+# path, median per call (slowest member) on the loaded 2-core development host, CPU time
+# and wall time: two members 1 MiB 1.03x/1.2x less, 2 MiB 1.0x/1.04x (left to the flat
+# schedule), 4 MiB 1.17x/1.29x, 16 MiB 1.28x/1.50x, 64 MiB 1.51x/1.43x; three members
+# (against the scatter schedule) 1 MiB 1.57x/2.2x, 4 MiB 1.9x/2.5x, 16 MiB 2.6x/2.3x.
+# ``TERASCALE_NO_CMA=1`` turns it off, to compare.
 DIRECT_MIN_BYTES = 1 << 20
-DIRECT_MIN_BYTES_PAIR = 16 << 20
+DIRECT_MIN_BYTES_PAIR = 4 << 20
 # Bytes per landing buffer of a peer's chunk: the n - 1 buffers, our input's chunk and our
-# output's stay in L2 while the chunk is folded (two members, 8 MiB of a 16 MiB message,
-# CPU time: 64 KiB chunks 3.3-3.6 ms, 256 KiB 3.2-3.4, 1 MiB 3.7-3.9: fewer reads, each
-# pinning its pages, until the chunks leave L2).
+# output's stay in L2 while the chunk is folded (a standalone test of two processes, 8 MiB
+# read and folded, CPU time: 64 KiB chunks 3.3-3.6 ms, 256 KiB 3.2-3.4, 1 MiB 3.7-3.9:
+# fewer calls, each pinning its pages, until the chunks leave L2).
 DIRECT_CHUNK_BYTES = 256 << 10
-PHASES = 3  # publish, reduce-scatter, allgather: one barrier after each
+PHASES = 2  # publish; reduce-scatter + allgather: one barrier after each
+# The buffers of direct allreduces that failed, kept for the life of the process.
+_KEPT: list[tuple[np.ndarray, np.ndarray]] = []
 
 
 def takes_direct(g: ShmGroup, nbytes: int, kind: int) -> bool:
@@ -71,12 +77,18 @@ def finish_direct(g: ShmGroup, ex: Exchange, deadline: float, pending: tuple[int
     of that barrier with every failure check of :meth:`ShmGroup.finish` (or raise why a
     read failed), then run the remaining phases, as often as members are late."""
     left: tuple[int, int, int] | None = pending
-    while left is not None:
-        phase, status, err = left
-        if err:
-            g.read_failed(ex, deadline, status, err)
-        g.finish(ex, deadline, check=phase == 0, running=phase != 0, spun=status >= 0)
-        left = start_direct(g, src, dst, None, kind, op, phase + 1, running=True)
+    try:
+        while left is not None:
+            phase, status, err = left
+            if err:
+                g.read_failed(ex, deadline, status, err)
+            g.finish(ex, deadline, check=phase == 0, running=phase != 0, spun=status >= 0)
+            left = start_direct(g, src, dst, None, kind, op, phase + 1, running=True)
+    except BaseException:
+        # Another member may still be writing its slice into dst (it checks that we are
+        # still in the collective before each chunk, not during one): never free it.
+        _KEPT.append((src, dst))
+        raise
 
 
 def direct_allreduce(g: ShmGroup, ex: Exchange, deadline: float, src: np.ndarray,

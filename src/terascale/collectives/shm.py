@@ -19,9 +19,9 @@ areas each):
   ``(n-1)/n`` out: the reduce-scatter + allgather of the ring, with the "network" being
   one memcpy.
 
-* **direct** (large messages, where every member can read the others' memory): no copy
-  through the areas; members read each other's buffers in place (cross-memory attach),
-  reduce-scatter then allgather, three barriers; see :mod:`._shmdirect`.
+* **direct** (large messages, where every member can reach the others' memory): no copy
+  through the areas; members read and write each other's buffers in place (cross-memory
+  attach), reduce-scatter + allgather in two barriers; see :mod:`._shmdirect`.
 
 Every element is reduced in rank order (``x0 op x1 op ... op x{n-1}``), elementwise: the
 flat schedule has every rank do the same operations on the same bytes, the scatter one has

@@ -6,8 +6,8 @@ released, compare descriptors, fold in member order); see ``src/terascale/_shmco
 succeeds and everything runs the pure-Python path, which ``TERASCALE_NO_CEXT=1`` selects
 too (read when a segment is mapped). Both paths give the same bits.
 
-Large allreduces read the other members' buffers directly (cross-memory attach,
-``process_vm_readv``; ``src/terascale/_shmdirect.c``) where every member can; where one
+Large allreduces read and write the other members' buffers directly (cross-memory attach,
+``process_vm_readv``/``writev``; ``src/terascale/_shmdirect.c``) where every member can; where one
 cannot (ptrace rules, a seccomp filter, another pid namespace) or ``TERASCALE_NO_CMA=1`` is
 set in any member, every member copies through the segment instead, with the same bits.
 """

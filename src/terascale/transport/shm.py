@@ -7,7 +7,7 @@ Layout of the segment (``memfd:terascale-<job>-shm-<group>``)::
         +128  pid       u64
         +136  base      u64   where this member mapped the segment (the attach probe)
         +144  src, dst  u64   the direct schedule's buffers, in this member's address space
-        +160  direct    u64   1: this member can read every other member's memory
+        +160  direct    u64   1: this member can reach every other member's memory
         +256  2 x 128   (seq u64, descriptor 120 bytes), by parity of the round
     data: per member, two areas ("sets") of ``area_bytes`` each
 
@@ -34,12 +34,12 @@ launcher. Elsewhere it is a named file, unlinked as soon as every member has map
 and ``terascale run`` removes what a crash before that left
 (:func:`~terascale.transport.segments.remove_job_segments`).
 
-Large messages need not move through the segment: where every member can read every
-other member's memory (Linux cross-memory attach, ``process_vm_readv``: same user, no
+Large messages need not move through the segment: where every member can reach every
+other member's memory (Linux cross-memory attach, ``process_vm_readv``/``writev``: same user, no
 ptrace restriction, no seccomp filter, one pid namespace), the members agree on it once,
 when the segment is mapped (:meth:`ShmGroup.agree_direct`), and the direct schedule of
-``collectives/_shmdirect.py`` reads their buffers in place; the slots then carry each
-call's buffer addresses.
+``collectives/_shmdirect.py`` reads and writes their buffers in place; the slots then
+carry each call's buffer addresses.
 
 The segment moves the data; the group's point-to-point :class:`~terascale.transport.base.
 Exchange` (the TCP links) is its failure detector, through the exchange's public failure
@@ -189,8 +189,8 @@ class ShmGroup:
     def agree_direct(self, ex: Exchange) -> None:
         """Collective: set :attr:`direct` on every member alike, True when every member has
         the compiled core and could read every other member's slot back through its own
-        process (``process_vm_readv``) and none set ``TERASCALE_NO_CMA``. Two barriers,
-        once per segment."""
+        process and write it back unchanged (``process_vm_readv``/``writev``) and none set
+        ``TERASCALE_NO_CMA``. Two barriers, once per segment."""
         self.barrier(ex, ex.deadline)  # every member's pid and mapping are in its slot
         core, q = self.core, self._q
         ok = core is not None and not _core.attach_disabled() and \
@@ -476,8 +476,8 @@ class ShmGroup:
                 return
 
     def read_failed(self, ex: Exchange, deadline: float, member: int, err: int) -> NoReturn:
-        """Reading ``member``'s buffer failed (errno ``err``; we have not arrived at the
-        barrier after the read): raise why, on every member, as :meth:`finish` does.
+        """Reading or writing ``member``'s buffers failed (errno ``err``; we have not arrived
+        at the barrier after it): raise why, on every member, as :meth:`finish` does.
 
         The member's link usually says it first (closed: it died; ABORT: it left the
         collective, freeing its buffer), so it is watched for a moment before the read's
@@ -491,7 +491,9 @@ class ShmGroup:
                         self._poll.unregister(fd)  # this collective's traffic: no news
                         self._quiet.add(fd)
             peer = ex.peer_name(self.group[member])
-            why = f"reading its buffer failed: {os.strerror(err)} (shared memory)"
+            why = f"reaching its buffers failed: {os.strerror(err)} (shared memory)"
+            if err == errno.ECANCELED:
+                why = "it left the collective (shared memory)"
             if err == errno.ESRCH:  # its process is gone
                 raise PeerLost(f"rank {ex.origin}: {ex.what}: rank {peer} is gone; {why}",
                                rank=ex.origin, peer=peer, operation=ex.what)
