@@ -617,8 +617,8 @@ PyMODINIT_FUNC PyInit__shmcore(void) {
         return NULL;
     }
     /* The calling convention (transport/_core.py checks it): 2 added the sleep budget, 3
-     * the direct schedule (direct, probe). */
-    PyModule_AddIntConstant(m, "ABI", 3);
+     * the direct schedule (direct, probe), 4 its two-phase form. */
+    PyModule_AddIntConstant(m, "ABI", 4);
     PyModule_AddIntConstant(m, "SLOT", SLOT);
     PyModule_AddIntConstant(m, "DESC_BYTES", DESC_BYTES);
     return m;
