@@ -13,7 +13,7 @@ from terascale.testing import run_workers
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8, 9])
 def test_matrix(n: int) -> None:
-    check_matrix(n, "halving_doubling", big=n in (3, 4, 6, 8), runs=2 if n in (6, 9) else 1)
+    check_matrix(n, "halving_doubling", big=n in (3, 4, 5, 6, 8), runs=2 if n in (6, 9) else 1)
 
 
 @pytest.mark.parametrize("n", [4, 6])

@@ -23,7 +23,7 @@ IDEAL = LinkCost(alpha=0.0, **{f"eff_{k}": 1.0 for k in links.KINDS})
     ("hierarchical", 2, 2, 1.0, "single"),    # a ring of 2 leaders
     ("halving_doubling", 2, 1, 1.0, "single"),
     ("halving_doubling", 4, 1, 1.5, "halving_doubling"),
-    ("halving_doubling", 3, 1, 4 / 3, "halving_doubling"),  # m/3 to each of 2, both ways
+    ("halving_doubling", 3, 1, 4 / 3, "single"),  # one radix-3 step, as a ring at these sizes
     ("halving_doubling", 6, 1, 5 / 3, "halving_doubling"),  # 2 x 3: the ring's bytes
     ("halving_doubling", 2, 2, 1.0, "shared_nic"),  # half inside hosts, both cross with 1/4
     ("tree", 2, 1, 1.0, "single"),

@@ -20,8 +20,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Hashable, Iterator, Sequence
 
-__all__ = ["Step", "block_of", "digit", "group", "held_order", "radix_steps", "segment",
-           "traffic"]
+__all__ = ["Step", "arrival_order", "block_of", "digit", "group", "held_order", "radix_steps",
+           "segment", "traffic", "widths"]
 
 Step = tuple[int, int]  # (stride, radix)
 _MAX_CANDIDATES = 64  # digit placements tried (a multiset of k primes has up to k! of them)
@@ -72,7 +72,7 @@ def group(v: int, step: Step) -> list[int]:
     return [base + j * stride for j in range(radix)]
 
 
-def _widths(p: int, steps: Sequence[Step]) -> list[int]:
+def widths(p: int, steps: Sequence[Step]) -> list[int]:
     """Blocks per part at each step: ``p / (r_1 ... r_k)``."""
     out, w = [], p
     for _, r in steps:
@@ -83,7 +83,7 @@ def _widths(p: int, steps: Sequence[Step]) -> list[int]:
 
 def segment(v: int, steps: Sequence[Step], p: int, k: int) -> int:
     """First block of ``v``'s segment entering step ``k`` (it spans ``p / (r_1..r_{k-1})``)."""
-    return sum(digit(v, s) * w for s, w in zip(steps[:k], _widths(p, steps)))
+    return sum(digit(v, s) * w for s, w in zip(steps[:k], widths(p, steps)))
 
 
 def block_of(v: int, steps: Sequence[Step], p: int) -> int:
@@ -91,16 +91,32 @@ def block_of(v: int, steps: Sequence[Step], p: int) -> int:
     return segment(v, steps, p, len(steps))
 
 
+def arrival_order(v: int, steps: Sequence[Step], p: int, k: int, blocks: range) -> list[int]:
+    """``blocks`` (``v``'s part at step ``k``) in the order ``v`` passes them on: the blocks
+    that leave it at step k+1 first (then k+2, ...; its own block last), the destinations
+    of one step interleaved, so that its next sends overlap this step's receives."""
+    later = steps[k + 1:]
+    ws = widths(p, steps)[k + 1:]
+    mine = [digit(v, s) for s in later]
+
+    def key(b: int) -> tuple[tuple[bool, ...], tuple[int, ...]]:
+        d = [(b // w) % s[1] for s, w in zip(later, ws)]
+        return tuple(x == y for x, y in zip(d, mine)), tuple(reversed(d))
+
+    return sorted(blocks, key=key)
+
+
 def held_order(v: int, steps: Sequence[Step], p: int, k: int) -> list[int]:
     """Blocks ``v`` holds after the allgather has undone steps ``m-1 .. k`` (its own block
     when ``k == m``), in the order it sends them on: its own part first, then each group
-    member's, in digit order after its own."""
+    member's, digits before its own first (a, a-1, a-2, ...: the order they arrive in
+    round a ring that sends to a+1)."""
     if k == len(steps):
         return [block_of(v, steps, p)]
     members = group(v, steps[k])
     a = digit(v, steps[k])
     r = len(members)
-    return [b for i in range(r) for b in held_order(members[(a + i) % r], steps, p, k + 1)]
+    return [b for i in range(r) for b in held_order(members[(a - i) % r], steps, p, k + 1)]
 
 
 def traffic(steps: Sequence[Step], hosts: Sequence[Hashable]) -> tuple[float, float, float]:

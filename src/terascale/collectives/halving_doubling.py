@@ -10,20 +10,29 @@ two. Ruefenacht, Bull & Booth, "Generalisation of recursive doubling for AllRedu
 Every rank moves ``2 (p-1)/p`` of the data (bandwidth-optimal, like the ring) in
 ``2 sum(r_k - 1)`` messages (the ring: ``2 (p-1)``); a prime ``p`` is one direct exchange
 each way. (MPICH's fold for other sizes -- an extra rank hands its whole vector to a
-partner -- doubles the bytes on the partner's link: 42% of TCP goodput on 3 and 6 emulated
-hosts at 100 Mbit/s, where the ring reached 86-94%.) The schedule is in :mod:`._radix`.
+partner -- doubles the bytes on the partner's link: 42% of the link rate on 3 and 6
+emulated hosts at 100 Mbit/s, where the ring reached 86-94%.) The schedule is in
+:mod:`._radix`.
+
+A step of radix ``r > 2`` whose parts are large (``RING_PART_BYTES``) runs as a ring among
+its group instead of the direct exchange: ``r - 1`` sub-steps, each passing one partly
+reduced part to the next member, the same bytes in the same number of messages but one
+TCP flow per link direction at a time. The direct exchange's ``r - 1`` concurrent flows
+through each rate-limited link left it idle part of the time (79-87% of the link rate on
+3 emulated hosts at 100 Mbit/s, 94% as a ring, the ring allreduce's figure); small parts
+keep the direct exchange's single message latency.
 
 Everything is pipelined at chunk granularity with completion callbacks on the
 :class:`~terascale.transport.Exchange`: a chunk moves on to the next step the moment its
-reductions for this step are done. Each peer has one chunk of scratch: its next chunk is
-received once the previous one was reduced (until then it waits in the socket buffer). A
-step sends a part in the order its receiver passes the blocks on -- those that leave it
-soonest first, its own block last -- so the receiver's next sends overlap this step's
-transfer; over rate-limited TCP links (4 emulated hosts, 100 and 200 Mbit/s) that raised
-busbw from 79-84% to 84-93% of TCP goodput. Every block is reduced by exactly one rank, its
-contributions in a fixed order (its own, then the group members by digit after its own,
-whatever order they arrive in), and copied everywhere else, so results are bitwise
-identical on all ranks and across runs.
+reductions for this step are done. Each peer has a few chunks of scratch: its next chunk
+is received once one is free (until then it waits in the socket buffer). A step sends a
+part in the order its receiver passes the blocks on -- those that leave it soonest first,
+its own block last -- so the receiver's next sends overlap this step's transfer; over
+rate-limited TCP links (4 emulated hosts, 100 and 200 Mbit/s) that raised busbw from
+79-84% to 84-93% of TCP goodput. Every block is reduced by exactly one rank per step, its
+contributions in a fixed order (in a direct exchange: member a-1 first, then a-2, ...,
+whatever order they arrive in; round a ring: the ring's order), and copied everywhere
+else, so results are bitwise identical on all ranks and across runs.
 
 The order of the steps comes from the host layout (:func:`radix_steps`): the steps whose
 groups share a host go first. The first step moves most of the vector, the last ``1/p``
@@ -46,15 +55,32 @@ import numpy as np
 from .._arrays import ReduceOp
 from ..transport import Exchange
 from ._chunks import bounds, chunk_bounds, view
-from ._radix import digit, group, held_order, radix_steps, segment, traffic
+from ._radix import (
+    arrival_order,
+    block_of,
+    digit,
+    group,
+    held_order,
+    radix_steps,
+    segment,
+    traffic,
+    widths,
+)
 from .registry import AllreduceCall
 
-__all__ = ["HalvingDoublingAllreduce", "radix_steps", "traffic"]
+__all__ = ["HalvingDoublingAllreduce", "as_ring", "radix_steps", "traffic"]
 
 CHUNK_BYTES = 512 * 1024
 SCRATCH_DEPTH = 4  # chunks of scratch per peer whose contributions this rank reduces
 SCRATCH_BYTES = 16 << 20  # ... and at most this much scratch in all
+RING_PART_BYTES = 256 * 1024  # from this part size on a radix > 2 step runs as a ring
 _REDUCE, _COPY = 0, 1
+_FINAL = 1 << 30  # the state of a unit that holds the result
+
+
+def as_ring(radix: int, part_bytes: int) -> bool:
+    """Whether a step of ``radix`` whose parts are ``part_bytes`` runs as a ring."""
+    return radix > 2 and part_bytes >= RING_PART_BYTES
 
 
 class _Box:
@@ -98,56 +124,77 @@ class HalvingDoublingAllreduce:
         self.state = [0] * len(self.units)  # reductions applied to each unit so far
         self.inbox: dict[int, _Box] = {}
         self.outbox: dict[int, _Box] = {}
-        m = len(steps)
-        widths = [p]
-        for _, r in steps:
-            widths.append(widths[-1] // r)
-
-        def units_of(blocks: Sequence[int]) -> list[int]:
-            return [u for b in blocks for u in block_units[b]]
-
-        def arrival_order(v: int, k: int, blocks: range) -> list[int]:
-            """``blocks`` (``v``'s part at step ``k``) in the order ``v`` passes them on:
-            the blocks that leave it at step k+1 first (then k+2, ...; its own block last),
-            the destinations of one step interleaved, so that its next sends overlap."""
-            later = steps[k + 1:]
-            mine = [digit(v, s) for s in later]
-
-            def key(b: int) -> tuple[tuple[bool, ...], tuple[int, ...]]:
-                d = [(b // w) % s[1] for s, w in zip(later, widths[k + 2:])]
-                return tuple(x == y for x, y in zip(d, mine)), tuple(reversed(d))
-
-            return sorted(blocks, key=key)
-
-        # Reduce-scatter: at step k, part j of the segment goes to the group member of digit
-        # j; the part of our own digit comes in from the r-1 others and is reduced, their
-        # contributions in a fixed order (digit after ours first), which ``required`` encodes.
+        self.steps, self.p, self.rank, self.block_units = steps, p, rank, block_units
+        # Reduce-scatter: at step k, part j of the segment ends at the group member of digit
+        # j. Two ways to get it there (every rank picks the same: it depends on the size):
+        # * direct: send part j to member j, the r-1 parts of our digit come in at once and
+        #   are reduced in a fixed order (member a-1 first, then a-2, ...), which
+        #   ``required`` encodes; one message latency per step.
+        # * ring (large parts, radix > 2): a ring reduce-scatter among the group: r-1
+        #   sub-steps, each sending one partly reduced part to member a+1, so every link
+        #   direction carries one TCP flow at a time. r-1 flows sharing a rate-limited link
+        #   at once left it idle part of the time: 79-87% of the link rate on 3 emulated
+        #   hosts at 100 Mbit/s, against the ring's 94%.
         base = 0
-        for k, s in enumerate(steps):
-            members, a, r = group(rank, s), digit(rank, s), s[1]
-            lo = segment(rank, steps, p, k)
-            w = widths[k + 1]
-            for j, peer in enumerate(members):
-                if j != a:
-                    part = range(lo + j * w, lo + (j + 1) * w)
-                    for u in units_of(arrival_order(peer, k, part)):
-                        self._out(peer, u, base)
-            mine = arrival_order(rank, k, range(lo + a * w, lo + (a + 1) * w))
-            for i in range(1, r):
-                for u in units_of(mine):
-                    self._in(members[(a + i) % r], u, base + i - 1, _REDUCE)
-            base += r - 1
-        self.final = base
-        # Allgather: the steps in reverse; send all we hold, get each member's holdings.
-        for k in reversed(range(m)):
+        ring = []
+        for k, (_, r) in enumerate(steps):
             members, a = group(rank, steps[k]), digit(rank, steps[k])
-            ours = units_of(held_order(rank, steps, p, k + 1))
-            for j, peer in enumerate(members):
-                if j != a:
-                    for u in ours:
-                        self._out(peer, u, self.final)
-                    for u in units_of(held_order(peer, steps, p, k + 1)):
-                        self._in(peer, u, 0, _COPY)
+            ring.append(as_ring(r, buf.nbytes * widths(p, steps)[k] // p))
+            if ring[k]:
+                nxt, prv = members[(a + 1) % r], members[(a - 1) % r]
+                for i in range(r - 1):  # send part a-1-i, get part a-2-i and reduce it
+                    for u in self._part(k, a - 1 - i):
+                        self._out(nxt, u, base + (i > 0))
+                    for u in self._part(k, a - 2 - i):
+                        self._in(prv, u, base, _REDUCE)
+                base += 1
+            else:
+                for j, peer in enumerate(members):
+                    if j != a:
+                        for u in self._part(k, j):
+                            self._out(peer, u, base)
+                for i in range(1, r):
+                    for u in self._part(k, a):
+                        self._in(members[(a - i) % r], u, base + i - 1, _REDUCE)
+                base += r - 1
+        # A unit is final once it holds every contribution: ours after the last reduction
+        # (_arrived), the others when copied in. (A count of reductions alone cannot say
+        # it: a part forwarded round a ring may have had as many.)
+        self.last = base
+        self.own = set(self.block_units[block_of(rank, steps, p)])
+        # Allgather: the steps in reverse, each the same way as its reduce-scatter step;
+        # send all we hold (to every member, or on round the ring), get each member's.
+        for k in reversed(range(len(steps))):
+            members, a, r = group(rank, steps[k]), digit(rank, steps[k]), steps[k][1]
+            if ring[k]:
+                nxt, prv = members[(a + 1) % r], members[(a - 1) % r]
+                for i in range(r - 1):
+                    for u in self._held(members[(a - i) % r], k):
+                        self._out(nxt, u, _FINAL)
+                    for u in self._held(members[(a - 1 - i) % r], k):
+                        self._in(prv, u, 0, _COPY)
+            else:
+                for j, peer in enumerate(members):
+                    if j != a:
+                        for u in self._held(rank, k):
+                            self._out(peer, u, _FINAL)
+                        for u in self._held(peer, k):
+                            self._in(peer, u, 0, _COPY)
+
+    def _part(self, k: int, j: int) -> list[int]:
+        """The units of part ``j`` (mod the radix) of our segment at step ``k``, in the order
+        its final owner passes them on (all ranks forward them in that order)."""
+        steps, p = self.steps, self.p
+        r, rank = steps[k][1], self.rank
+        w = widths(p, steps)[k]
+        lo = segment(rank, steps, p, k) + (j % r) * w
+        owner = group(rank, steps[k])[j % r]
+        return [u for b in arrival_order(owner, steps, p, k, range(lo, lo + w))
+                for u in self.block_units[b]]
+
+    def _held(self, v: int, k: int) -> list[int]:
+        """The units rank ``v`` holds before the allgather undoes step ``k``, in its order."""
+        return [u for b in held_order(v, self.steps, self.p, k + 1) for u in self.block_units[b]]
 
     def _out(self, peer: int, unit: int, required: int) -> None:
         self.outbox.setdefault(peer, _Box()).items.append((unit, required, _COPY))
@@ -214,6 +261,8 @@ class HalvingDoublingAllreduce:
                         lo, hi = self.units[unit]
                         self.reduce(self.buf[lo:hi], scratch[: hi - lo])
                         state[unit] += 1
+                        if state[unit] == self.last and unit in self.own:
+                            state[unit] = _FINAL
                         b.parked.remove(entry)
                         b.free.append(scratch)
                         reduced = True
@@ -221,5 +270,5 @@ class HalvingDoublingAllreduce:
         self._pump()
 
     def _copied(self, unit: int) -> None:
-        self.state[unit] = self.final
+        self.state[unit] = _FINAL
         self._pump()

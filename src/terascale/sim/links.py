@@ -44,7 +44,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from ..collectives import tree
-from ..collectives.halving_doubling import radix_steps
+from ..collectives.halving_doubling import as_ring, radix_steps
 from .calibrate import nonnegative_lstsq
 from .model import CostParams, shm_time, tcp_goodput, tree_shape
 
@@ -116,14 +116,17 @@ def _busiest(steps: list[tuple[np.ndarray, np.ndarray, float]], host: np.ndarray
 def _hd_steps(host: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """halving_doubling's messages (sources, destinations, fraction of the vector each), in
     the algorithm's layout-derived step order: a radix-r step is r-1 of them, one per
-    other group member."""
+    other group member, or r-1 to the next member where it runs as a ring (it does for
+    large parts: the sizes this model is for)."""
     ranks = np.arange(len(host))
     steps = radix_steps(host.tolist())
     rs, frac = [], 1.0
     for stride, r in steps:
         frac /= r
         d = (ranks // stride) % r
-        rs.append([(ranks, ranks + ((d + k) % r - d) * stride, frac) for k in range(1, r)])
+        ring = as_ring(r, 1 << 40)
+        rs.append([(ranks, ranks + ((d + (1 if ring else k)) % r - d) * stride, frac)
+                   for k in range(1, r)])
     # The allgather undoes the steps in reverse, each message as large as its mirror's.
     return [m for batch in rs + rs[::-1] for m in batch]
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from .._units import parse_time
-from ..collectives.halving_doubling import radix_steps
+from ..collectives.halving_doubling import as_ring, radix_steps
 from .model import TREE_CHUNK, CostParams
 
 __all__ = ["SimResult", "simulate", "straggler_delays"]
@@ -115,9 +115,11 @@ def _ring(net: _Net, ranks: np.ndarray, nbytes: float) -> None:
 
 
 def _halving_doubling(net: _Net, nbytes: float) -> None:
-    """Mixed-radix halving/doubling: at a radix-r step each rank sends a part to each of
-    its r-1 group members, one message after the other (each paying its latency, as the
-    model counts them), in the algorithm's own layout-derived schedule (radix_steps)."""
+    """Mixed-radix halving/doubling in the algorithm's own layout-derived schedule
+    (radix_steps): at a radix-r step each rank sends a part to each of its r-1 group
+    members one message after the other (each paying its latency, as the model counts
+    them), or, where the algorithm runs the step as a ring (as_ring), r-1 times to the next
+    member."""
     p = net.p
     steps = radix_steps(net.host.tolist())
     ranks = np.arange(p)
@@ -125,12 +127,16 @@ def _halving_doubling(net: _Net, nbytes: float) -> None:
     for stride, r in steps:  # reduce-scatter
         size /= r
         d = (ranks // stride) % r
+        ring = as_ring(r, int(size))
         for k in range(1, r):
-            net.send(ranks, ranks + (((d + k) % r) - d) * stride, size, reduce=True)
+            net.send(ranks, ranks + (((d + (1 if ring else k)) % r) - d) * stride, size,
+                     reduce=True)
     for stride, r in reversed(steps):  # allgather
         d = (ranks // stride) % r
+        ring = as_ring(r, int(size))
         for k in range(1, r):
-            net.send(ranks, ranks + (((d + k) % r) - d) * stride, size, reduce=False)
+            net.send(ranks, ranks + (((d + (1 if ring else k)) % r) - d) * stride, size,
+                     reduce=False)
         size *= r
 
 
