@@ -111,11 +111,13 @@ def test_fast_path_mismatch_is_detected() -> None:
 
 
 @needs_core
-@pytest.mark.parametrize(("stop", "count"), [("kill", 1000), ("stop", 1000), ("kill", 1 << 19)])
+@pytest.mark.parametrize(("stop", "count"), [("kill", 1000), ("stop", 1000), ("kill", 1 << 19),
+                                            ("stop", 1 << 19)])
 def test_fast_path_dead_or_stalled_member(stop: str, count: int) -> None:
     """A member killed (PeerLost) or stopped (PeerTimeout at the communicator's deadline)
-    while the others wait in the core (one round, or many: 2 MiB; rank 2 spinning as on a
-    quiet host, rank 0 as the load here makes it): detected, no hang."""
+    while the others wait in the core (one round, or 2 MiB: the direct schedule, whose
+    members write into each other's buffers; rank 2 spinning as on a quiet host, rank 0 as
+    the load here makes it): detected, no hang."""
     def fn(comm):
         _use_core(comm)
         if comm.rank == 2:

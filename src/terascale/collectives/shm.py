@@ -262,7 +262,7 @@ class FastAllreduce:
     descriptor (``desc``, the collective's as the exchange would carry it).
     """
 
-    __slots__ = ("context", "direct", "field", "g", "kind", "opcode")
+    __slots__ = ("context", "direct", "field", "g", "held", "kind", "opcode")
 
     def __init__(self, g: ShmGroup, kind: int, opcode: int, desc: str, context: int, *,
                  direct: bool = False) -> None:
@@ -272,6 +272,9 @@ class FastAllreduce:
         self.context = context
         self.field = tag_field(desc)
         self.direct = direct  # the direct schedule (collectives/_shmdirect.py), not flat
+        # A direct call's buffers while it is unfinished: other members may write into
+        # them, so they must outlive a failure before finish() (which keeps them then).
+        self.held: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def plan(cls, groups: ShmGroups, op: ReduceOp, nbytes: int, desc: str,
@@ -293,7 +296,10 @@ class FastAllreduce:
         disjoint): None when done, else what :meth:`finish` continues from."""
         tag = slot_tag(seq, self.context, self.field)
         if self.direct:
-            return start_direct(self.g, src, dst, tag, self.kind, self.opcode)
+            pending = start_direct(self.g, src, dst, tag, self.kind, self.opcode)
+            if pending is not None:
+                self.held = (src, dst)
+            return pending
         return self.g.core_flat(src, dst, tag, self.kind,
                                 self.opcode, True, FLAT_ROUND_BYTES, running=False)
 
@@ -301,6 +307,7 @@ class FastAllreduce:
                dst: np.ndarray) -> None:
         if self.direct:
             finish_direct(self.g, ex, ex.deadline, pending, src, dst, self.kind, self.opcode)
+            self.held = None
             return
         finish_flat(self.g, ex, ex.deadline, pending, src.reshape(-1), dst.reshape(-1),
                     self.kind, self.opcode, True)
