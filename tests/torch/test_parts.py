@@ -47,31 +47,46 @@ def test_error_feedback_bounded_over_many_steps() -> None:
     assert float((true - sent - state.worker_error[3][:100]).abs().max()) < 1e-3
 
 
-def test_onebit_compresses_the_momentum_after_its_warm_up() -> None:
+@pytest.mark.parametrize("precondition", [False, True])
+def test_onebit_compresses_the_momentum_after_its_warm_up(precondition: bool) -> None:
     """With momentum mu the hook sends the workers' momenta (error feedback on them) and
-    returns the gradient whose momentum buffer, in the optimizer, is what was sent."""
+    returns the gradient whose momentum buffer, in the optimizer, is what was sent; with
+    ``precondition`` the values sent are the momenta divided by the magnitude frozen at the
+    end of the warm-up (the root mean square of the exact sums), multiplied back on arrival."""
     comm = terascale.init()
     mu = 0.9
-    state = tt.OneBitState(warmup_steps=3, momentum=mu)
+    state = tt.OneBitState(warmup_steps=3, momentum=mu, precondition=precondition)
     gen = torch.Generator().manual_seed(0)
+    spread = torch.logspace(-3, 1, 64)  # magnitudes over four orders
     buf = torch.zeros(64)  # what SGD(momentum=mu) would hold
     mom = torch.zeros(64)  # the exact local momentum
+    squares = torch.zeros(64)
     sent_total = torch.zeros(64)
     mom_total = torch.zeros(64)
     for step in range(40):
-        g = torch.randn(64, generator=gen) + 0.2
+        g = (torch.randn(64, generator=gen) + 0.2) * spread
         out = tt.onebit_hook(state, comm, 0, g).wait()
         buf = mu * buf + out
         mom = mu * mom + g
-        assert torch.allclose(buf, state.average_momentum[0], atol=1e-4)
+        assert torch.allclose(buf, state.average_momentum[0], rtol=1e-4, atol=1e-5)
         if step < 3:  # warm-up: full precision, the buffer is the exact momentum
-            assert torch.allclose(buf, mom, atol=1e-5)
+            assert torch.allclose(buf, mom, rtol=1e-5, atol=1e-6)
             assert not state.worker_error
-        else:  # compressed: 2 levels per block, nothing lost, only delayed
-            assert len(set(state.average_momentum[0].abs().tolist())) <= 1
+            squares += mom.square()
+        else:  # compressed: 2 levels per block (after the division), nothing lost, only delayed
+            sigma = state.magnitude[0]
+            if precondition:
+                expected = torch.maximum((squares / 3).sqrt(), 0.01 * (squares / 3).sqrt().mean())
+                assert sigma is not None and torch.allclose(sigma, expected)
+            else:
+                assert sigma is None
+                sigma = torch.ones(64)
+            levels = (state.average_momentum[0] / sigma).abs()
+            assert torch.allclose(levels, levels.max().expand(64), rtol=1e-5)
             sent_total += buf
             mom_total += mom
-    assert torch.allclose(sent_total + state.worker_error[0][:64], mom_total, atol=1e-3)
+    owed = state.worker_error[0][:64] * sigma
+    assert torch.allclose(sent_total + owed, mom_total, rtol=1e-4, atol=1e-3)
 
 
 def test_sign_packing_round_trip() -> None:

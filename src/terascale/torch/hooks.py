@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import torch
 
+from .._errors import ConfigError
 from ..communicator import Communicator
 from ._onebit import compressed_allreduce
 
@@ -136,17 +137,58 @@ class OneBitState:
       biases differ by orders of magnitude): lower it if 1-bit training lags full
       precision; raise it to squeeze bytes.
     * ``start_step``: the old name of ``warmup_steps`` (the larger of the two applies).
+    * ``precondition`` and ``floor``: divide every value by a per-value magnitude frozen at
+      the end of the warm-up before quantizing, and multiply it back on arrival, as 1-bit
+      Adam compresses the momentum divided by its frozen second moment (Tang et al. 2021):
+      one sign and one scale per block fit values of one size, while SGD's momentum spans
+      orders of magnitude within a block (layers, biases, dead units), so large values are
+      paid out over many steps (the residual grows) and small ones are sent at the block's
+      size. The magnitude is the root mean square, over the warm-up steps, of the exact
+      allreduced sum (identical on every worker, so nothing extra travels), raised to at
+      least ``floor`` times its mean over the bucket. Needs ``warmup_steps >= 1`` (without
+      warm-up nothing is divided).
     """
 
     warmup_steps: int = 20
     block: int = 256
     momentum: float | None = None
+    precondition: bool = False
+    floor: float = 0.01
     start_step: int = 0
     worker_error: dict[int, torch.Tensor] = field(default_factory=dict)
     server_error: dict[int, Any] = field(default_factory=dict)
     steps: dict[int, int] = field(default_factory=dict)
     local_momentum: dict[int, torch.Tensor] = field(default_factory=dict)
     average_momentum: dict[int, torch.Tensor] = field(default_factory=dict)
+    second_moment: dict[int, tuple[torch.Tensor, int]] = field(default_factory=dict)
+    magnitude: dict[int, torch.Tensor | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.warmup_steps < 0 or self.start_step < 0:
+            raise ConfigError(f"warmup_steps={self.warmup_steps} must be >= 0")
+        if not 0.0 < self.floor <= 1.0:
+            raise ConfigError(f"floor={self.floor} must be in (0, 1]")
+
+    def _observe(self, index: int, total: torch.Tensor) -> None:
+        """Warm-up: add the square of an exact (allreduced, so identical) sum."""
+        if not self.precondition:
+            return
+        acc, count = self.second_moment.get(index, (None, 0))
+        sq = total.to(torch.float32).square()
+        self.second_moment[index] = (sq if acc is None else acc + sq, count + 1)
+
+    def _frozen(self, index: int) -> torch.Tensor | None:
+        """The per-value magnitude the compressed values are divided by (None: plain)."""
+        if index not in self.magnitude:
+            acc, count = self.second_moment.pop(index, (None, 0))
+            sigma = None
+            if acc is not None and count:
+                sigma = (acc / count).sqrt()
+                sigma = torch.maximum(sigma, self.floor * sigma.mean())
+                if not bool(sigma.gt(0).all()):  # an all-zero bucket: nothing to scale by
+                    sigma = None
+            self.magnitude[index] = sigma
+        return self.magnitude[index]
 
 
 def onebit_hook(state: OneBitState, comm: Communicator, index: int,
@@ -164,9 +206,9 @@ def onebit_hook(state: OneBitState, comm: Communicator, index: int,
     warm = step < max(state.warmup_steps, state.start_step)
     if mu == 0.0:
         if warm:
-            return allreduce_hook(None, comm, index, grad)
-        return compressed_allreduce(comm, grad, index, state.worker_error, state.server_error,
-                                    state.block)
+            return _Then(allreduce_hook(None, comm, index, grad),
+                         lambda total: _observed(state, index, total))
+        return _compressed(state, comm, index, grad, lambda total: total)
     # Momentum compression: m_i = mu m_i + g_i here; S = sum_i m_i travels; the optimizer gets
     # S_t - mu S_(t-1), so that its own momentum buffer (times the total weight) is S_t.
     local = state.local_momentum.get(index)
@@ -186,6 +228,24 @@ def onebit_hook(state: OneBitState, comm: Communicator, index: int,
     if warm:
         # full precision: the sum of the exact local momenta is the momentum of the summed
         # gradients, so the optimizer's buffer and S agree when compression starts
-        return _Then(comm.allreduce_async(local), to_gradient)
-    return _Then(compressed_allreduce(comm, local, index, state.worker_error,
-                                      state.server_error, state.block), to_gradient)
+        return _Then(comm.allreduce_async(local),
+                     lambda total: to_gradient(_observed(state, index, total)))
+    return _compressed(state, comm, index, local, to_gradient)
+
+
+def _observed(state: OneBitState, index: int, total: torch.Tensor) -> torch.Tensor:
+    state._observe(index, total)
+    return total
+
+
+def _compressed(state: OneBitState, comm: Communicator, index: int, values: torch.Tensor,
+                then: Any) -> Waitable:
+    """The 1-bit exchange of ``values / magnitude``, multiplied back on arrival."""
+    sigma = state._frozen(index)
+    if sigma is None or sigma.shape != values.shape or sigma.device != values.device:
+        return _Then(compressed_allreduce(comm, values, index, state.worker_error,
+                                          state.server_error, state.block), then)
+    scaled = values.to(torch.float32) / sigma
+    return _Then(compressed_allreduce(comm, scaled, index, state.worker_error,
+                                      state.server_error, state.block),
+                 lambda total: then((total.to(torch.float32) * sigma).to(values.dtype)))
