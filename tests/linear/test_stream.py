@@ -195,6 +195,41 @@ def test_every_rank_ends_bitwise_identical_from_streamed_shards(tmp_path, n, sma
         assert np.any(ws[0] != 0)
 
 
+
+def _mixed_text(comm, paths, caches, every):
+    _stream.CHUNK_BYTES = 1000  # many blocks: the mapping thread runs ahead of the learner
+    out = []
+    for cache in caches:
+        cache = f"{cache}-{comm.rank}"
+        fresh = not os.path.exists(cache)
+        m = tl.train(paths, comm=comm, bits=18, cache_dir=cache, average_every=every, passes=2)
+        out.append((m.dense(), m.info.get("mixes"), fresh, "first_pass_s" in m.info))
+    return out
+
+
+def test_mixing_while_parsing_text_is_deterministic_and_equals_the_cached_pass(tmp_path):
+    """Workers mixing during the first pass over text (local columns, a mixed space grown
+    from the features learned so far) with unequal shards (whole files of 1500, 300 and
+    700 lines): every rank bitwise the same, run after run; with 2 workers bitwise the
+    same as the pass over the cache (the compact union's columns; with 3 the allreduce may
+    add in another order)."""
+    paths = []
+    for k, n in enumerate((1500, 300, 700)):
+        paths.append(str(tmp_path / f"d{k}.vw"))
+        (tmp_path / f"d{k}.vw").write_text("\n".join(vw_lines(n, seed=30 + k)) + "\n")
+    for n, dirs in ((2, "aa"), (3, "ab")):  # 2: text, then the cache; 3: text twice
+        ws = run_workers(_mixed_text, n, args=(paths[:n], [str(tmp_path / f"c{n}{d}")
+                                                           for d in dirs], 150), timeout=180)
+        ref = ws[0][0][0]
+        assert np.any(ref != 0)
+        for runs in ws:
+            for w, mixes, fresh, text in runs:
+                assert text == fresh
+                np.testing.assert_array_equal(w, ref)  # every rank, every run
+                assert mixes == 2 * (1500 // 150 + 1)
+        assert [t for _, _, _, t in ws[0]] == ([True, False] if n == 2 else [True, True])
+
+
 _CHILD = r"""
 import json, resource, sys
 limit = int(sys.argv[3])

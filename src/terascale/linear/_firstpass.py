@@ -12,7 +12,9 @@ the learner's global state, in example order, so the numbering of the columns do
 change a bit of the result: the weights are bitwise those of a pass over the cache.
 
 The pass runs before the worker joins the job, so reading still happens before the
-allreduce is initialized (Agarwal et al., JMLR 2014, sec. 3). Used when nothing the
+allreduce is initialized (Agarwal et al., JMLR 2014, sec. 3), unless the workers mix their
+learners during the pass (:mod:`._mixing`, :class:`TextMixer`): then they join first. Used
+when nothing the
 pass computes needs the whole shard first: no warm start (``initial``), no batch phase
 (its online pass uses the total train weight for its L2), at most ``-b 26`` (the lookup
 table of 2**bits columns). Memory stays bounded: the parser's blocks in flight, the
@@ -21,20 +23,23 @@ writer's queue, ``prefetch``'s depth, and the weight state.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
 import numba
 import numpy as np
 
+from ..communicator import Communicator
 from ._blocks import Block, Blocks, ChainBlocks, prefetch
 from ._cache import PendingCache
 from ._dataset import ParseOptions
+from ._mixing import Mixer
 from ._onlinepass import Weights
 from ._passes import LabelScan, holdout_mask
 from ._stream import TextBlocks
 
-__all__ = ["GrowingWeights", "LocalColumns", "TextPass"]
+__all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass"]
 
 _MAX_BITS = 26
 
@@ -58,26 +63,33 @@ def _assign(indices: np.ndarray, pos: np.ndarray, order: np.ndarray,
 
 
 class LocalColumns:
-    """Hashed index -> column in order of first appearance (one 2**bits table)."""
+    """Hashed index -> column in order of first appearance (one 2**bits table). Columns
+    are given in the thread that maps the next blocks and, while mixing, in the learner's:
+    one lock."""
 
     def __init__(self, bits: int) -> None:
         self.bits = bits
         self.pos = np.zeros(1 << bits, np.uint32)  # zero pages: only touched ones count
         self.order = np.zeros(1 << 12, np.uint32)
         self.n = 0
+        self.lock = threading.Lock()
 
     def __call__(self, indices: np.ndarray) -> np.ndarray:
-        need = self.n + len(indices)
-        if need > len(self.order):
-            grown = np.zeros(min(max(need, 2 * len(self.order)), 1 << self.bits), np.uint32)
-            grown[:self.n] = self.order[:self.n]
-            self.order = grown
-        cols, self.n = _assign(np.asarray(indices, np.uint32), self.pos, self.order, self.n)
-        return cols
+        with self.lock:
+            need = self.n + len(indices)
+            if need > len(self.order):
+                grown = np.zeros(min(max(need, 2 * len(self.order)), 1 << self.bits),
+                                 np.uint32)
+                grown[:self.n] = self.order[:self.n]
+                self.order = grown
+            cols, self.n = _assign(np.asarray(indices, np.uint32), self.pos, self.order,
+                                   self.n)
+            return cols
 
     def indices(self) -> np.ndarray:
         """The hashed index of every column."""
-        return self.order[:self.n]
+        with self.lock:
+            return self.order[:self.n]
 
 
 class GrowingWeights(Weights):
@@ -111,6 +123,60 @@ class GrowingWeights(Weights):
         return out[0], out[1], out[2]
 
 
+class TextMixer(Mixer):
+    """:class:`._mixing.Mixer` over local columns, which differ from worker to worker. The
+    mixed space is the sorted union of the hashed features the workers have *learned from*
+    so far (the examples before the mix: the same set run after run, whatever the mapping
+    thread has numbered ahead), grown at every mix by one allgather of each worker's new
+    ones; a feature another worker brought gets a local column here, so this worker
+    continues from the mixture when it first meets it."""
+
+    def __init__(self, comm: Communicator, every: int, power_t: float,
+                 columns: LocalColumns) -> None:
+        super().__init__(comm, every, power_t)
+        self.columns = columns
+        self.union = np.zeros(0, np.uint32)
+        self.loc = np.zeros(0, np.int64)  # the local column of each union feature
+        self.mark = np.zeros(1 << 12, np.bool_)  # local columns learned from since a mix
+
+    def start(self, ws: Weights) -> None:
+        z = np.zeros(0)
+        self._base = (z, z, z, ws.state.copy())  # a text pass starts from zero weights
+
+    def seen(self, cols: np.ndarray) -> None:
+        if len(cols):
+            top = int(cols.max()) + 1
+            if top > len(self.mark):
+                grown = np.zeros(max(top, 2 * len(self.mark)), np.bool_)
+                grown[:len(self.mark)] = self.mark
+                self.mark = grown
+            self.mark[cols] = True
+
+    def mix(self, ws: Weights, done: bool) -> bool:
+        learned = np.flatnonzero(self.mark)
+        self.mark[learned] = False
+        new = np.setdiff1d(self.columns.indices()[learned], self.union)
+        grown = np.union1d(self.union, np.concatenate(self.comm.allgather_object(new))
+                           ).astype(np.uint32)
+        if len(grown) > len(self.union):
+            self.loc = self.columns(grown).astype(np.int64)
+            ws.fit()
+            assert self._base is not None
+            at = np.searchsorted(grown, self.union)
+            base = []
+            for a in self._base[:3]:
+                b = np.zeros(len(grown))
+                b[at] = a
+                base.append(b)
+            self._base = (base[0], base[1], base[2], self._base[3])
+            self.union = grown
+        u = self.loc
+        w, g2, nrm = ws.w[u], ws.g2[u], ws.nrm[u]
+        everyone = self._mix(w, g2, nrm, ws.state, done)
+        ws.w[u], ws.g2[u], ws.nrm[u] = w, g2, nrm
+        return everyone
+
+
 def _parts(blocks: Blocks) -> list[Blocks]:
     return list(blocks.parts) if isinstance(blocks, ChainBlocks) else [blocks]
 
@@ -129,20 +195,16 @@ class TextPass:
         self.scan = LabelScan(None, period)
 
     @staticmethod
-    def wanted(blocks: Blocks, *, batch: bool, warm: bool, passes: int,
-               mixing: bool = False) -> bool:
+    def wanted(blocks: Blocks, *, batch: bool, warm: bool, passes: int) -> bool:
         """Whether the first pass should learn as it parses: something must be parsed,
-        and nothing the pass needs must wait for the whole shard or for the job (workers
-        averaging during the pass, :mod:`._mixing`)."""
-        return (not batch and not warm and not mixing and passes > 0
-                and blocks.bits <= _MAX_BITS and any(_parses(p) for p in _parts(blocks)))
+        and nothing the pass needs must wait for the whole shard."""
+        return (not batch and not warm and passes > 0 and blocks.bits <= _MAX_BITS
+                and any(_parses(p) for p in _parts(blocks)))
 
     @staticmethod
-    def lazy(opts: ParseOptions, *, batch: bool, warm: bool, passes: int,
-             mixing: bool = False) -> bool:
+    def lazy(opts: ParseOptions, *, batch: bool, warm: bool, passes: int) -> bool:
         """Whether a shard for these options may come uncached (:class:`PendingCache`)."""
-        return (not batch and not warm and not mixing and passes > 0
-                and opts.bits <= _MAX_BITS)
+        return not batch and not warm and passes > 0 and opts.bits <= _MAX_BITS
 
     def _blocks(self) -> Iterator[Block]:
         off = 0

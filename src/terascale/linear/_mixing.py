@@ -41,10 +41,15 @@ rank ends with bitwise the same model.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..communicator import Communicator
 from ._online import sync_weights
+
+if TYPE_CHECKING:
+    from ._onlinepass import Weights
 
 __all__ = ["DEFAULT_EVERY", "Mixer"]
 
@@ -77,22 +82,23 @@ class Mixer:
         """The shard position of the next mix after ``pos``."""
         return (pos // self.every + 1) * self.every
 
-    def _base_for(self, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray,
-                  state: np.ndarray) -> tuple[np.ndarray, ...]:
-        if self._base is None or len(self._base[0]) != len(w):
-            self._base = (w.copy(), g2.copy(), nrm.copy(), state.copy())
-        return self._base
-
-    def start(self, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray) -> None:
+    def start(self, ws: Weights) -> None:
         """Record the common starting point of a pass (every rank holds the same model)."""
-        self._base = (w.copy(), g2.copy(), nrm.copy(), state.copy())
+        self._base = (ws.w.copy(), ws.g2.copy(), ws.nrm.copy(), ws.state.copy())
 
-    def mix(self, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
-            done: bool) -> bool:
+    def seen(self, cols: np.ndarray) -> None:
+        """The columns of the examples just learned (used where columns are per worker)."""
+
+    def mix(self, ws: Weights, done: bool) -> bool:
         """One mix (a collective: every rank calls it alike); returns whether every worker
-        has run out of examples. ``w, g2, nrm, state`` are updated in place."""
+        has run out of examples. The learner's arrays are updated in place."""
+        return self._mix(ws.w, ws.g2, ws.nrm, ws.state, done)
+
+    def _mix(self, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
+             done: bool) -> bool:
         sync_weights(w, state)  # lazy L1/L2 folded in: the changes are plain weights
-        bw, bg, bn, bst = self._base_for(w, g2, nrm, state)
+        assert self._base is not None, "Mixer.start() first"
+        bw, bg, bn, bst = self._base
         d = len(w)
         dg = np.maximum(g2 - bg, 0.0)
         changed = bool(np.any(nrm != bn)) or state[4] != bst[4] or state[5] != bst[5]
@@ -126,11 +132,10 @@ class Mixer:
         self._base = (w.copy(), g2.copy(), nrm.copy(), state.copy())
         return bool(tot[3 * d + 2] >= self.comm.size)
 
-    def finish(self, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray,
-               state: np.ndarray) -> None:
+    def finish(self, ws: Weights) -> None:
         """This worker's shard is done: mix (with no further change) until every worker's
         is."""
-        while not self.mix(w, g2, nrm, state, True):
+        while not self.mix(ws, True):
             pass
 
 

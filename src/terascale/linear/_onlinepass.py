@@ -54,7 +54,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     nxt = 1
     due = mixer.next_due(0) if mixer is not None else -1
     if mixer is not None:
-        mixer.start(ws.w, ws.g2, ws.nrm, ws.state)
+        mixer.start(ws)
     for blk, cols, hold in items:
         if spill is not None:
             spill.add(blk.start, blk.indptr, cols, blk.values, blk.labels, blk.weights, hold)
@@ -82,10 +82,13 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
                 prog.line(acc, prev, blk.indptr[end] - blk.indptr[end - 1])
                 prev = acc.copy()
                 nxt *= 2
-            if mixer is not None and blk.start + end == due:
-                mixer.mix(w, g2, nrm, state, False)
-                due = mixer.next_due(due)
+            if mixer is not None:
+                mixer.seen(cols[blk.indptr[start]:blk.indptr[end]])
+                if blk.start + end == due:
+                    mixer.mix(ws, False)
+                    w, g2, nrm, state = ws.w, ws.g2, ws.nrm, ws.state  # (may have grown)
+                    due = mixer.next_due(due)
             start = end
     if mixer is not None:
-        mixer.finish(ws.w, ws.g2, ws.nrm, ws.state)
+        mixer.finish(ws)
     return acc

@@ -34,7 +34,7 @@ from ._average import average_weights
 from ._batchphase import batch_phase, new_spill
 from ._blocks import Blocks, as_blocks
 from ._dataset import Dataset, ParseOptions
-from ._firstpass import GrowingWeights, TextPass
+from ._firstpass import GrowingWeights, TextMixer, TextPass
 from ._losses import LOSSES
 from ._mixing import Mixer
 from ._model import LinearModel
@@ -106,15 +106,16 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
     else:
         blocks = shard_blocks(data, rank=rank, size=size, cache_dir=opts.cache_dir,
                               lazy=TextPass.lazy(opts.parse_options(), batch=batch, warm=warm,
-                                                passes=opts.passes,
-                                                mixing=opts.mix_every(size) > 0),
+                                                passes=opts.passes),
                               **opts.parse_options().__dict__)
     t_read = time.perf_counter() - t0
-    # text to parse: the first pass learns as it is parsed, before the job is joined
-    # (averaging during the pass needs the job: then the pass reads the cache after it)
-    first = (_text_pass(blocks, opts, rank, predictions)
-             if TextPass.wanted(blocks, batch=batch, warm=warm, passes=opts.passes,
-                                mixing=opts.mix_every(size) > 0) else None)
+    # text to parse: the first pass learns as it is parsed, before the job is joined;
+    # workers that average during the pass (_mixing) join first, the pass needs the job
+    text = TextPass.wanted(blocks, batch=batch, warm=warm, passes=opts.passes)
+    mixing = opts.mix_every(size) > 0
+    first = None
+    if text and not mixing:
+        first = _text_pass(blocks, opts, rank, predictions)
     own = False
     if comm is None:
         from .._init import init, joined
@@ -123,6 +124,8 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
         if comm is None:
             comm, own = init(), True
     try:
+        if text and first is None:
+            first = _text_pass(blocks, opts, comm.rank, predictions, comm)
         return _train(blocks, comm, opts, t0, t_read, initial, predictions, first)
     finally:
         if own:
@@ -146,20 +149,25 @@ class _First(NamedTuple):
     prog: Progress
     t_on: float
     seconds: float
+    mixes: int | None  # the workers' mixes during the pass (None: averaged at its end)
 
 
 def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
-               predictions: Predictions | None) -> _First:
-    """The first online pass, learning from the text as it is parsed (:mod:`._firstpass`)."""
+               predictions: Predictions | None, comm: Communicator | None = None) -> _First:
+    """The first online pass, learning from the text as it is parsed (:mod:`._firstpass`);
+    with ``comm`` the workers mix their learners during it (:mod:`._mixing`)."""
     t_on = time.perf_counter()
     out = _out(opts, rank)
     text = TextPass(blocks, _period(opts))
     ws = GrowingWeights(text.columns, new_state())
+    every = opts.mix_every(comm.size) if comm is not None else 0
+    mixer = TextMixer(comm, every, opts.power_t, text.columns) if comm and every else None
     prog = Progress(out)
     prog.header()
     acc = online_pass(text.items(), ws, LOSSES[opts.loss], opts, opts.online_l2(0.0), True,
-                      out, prog, predictions)
-    return _First(text, ws, acc, prog, t_on, time.perf_counter() - t_on)
+                      out, prog, predictions, mixer=mixer)
+    return _First(text, ws, acc, prog, t_on, time.perf_counter() - t_on,
+                  mixer.mixes if mixer is not None else None)
 
 
 def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_read: float,
@@ -228,6 +236,8 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
                  if every > 0 and not (p == 0 and first is not None) else None)
         if p == 0 and first is not None:
             acc = first.acc
+            if first.mixes is not None:
+                info["mixes"] = first.mixes
         else:
             if p == 0:
                 prog.header()
@@ -236,7 +246,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
                               spill if p == 0 else None, mixer)
         if mixer is not None:
             info["mixes"] = info.get("mixes", 0) + mixer.mixes
-        elif comm.size > 1:
+        elif comm.size > 1 and not (p == 0 and first is not None and first.mixes is not None):
             # averaging needs plain weights; one worker keeps L1/L2 lazy across passes, as
             # VW does (its end of pass folds them in only without --save_resume, VW's
             # default), and folds them in after the last pass
@@ -245,7 +255,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         tot = comm.allreduce(acc[:6].copy())
         if out:
             hold_s = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""
-            how = (f"averaged every {every} examples" if mixer is not None
+            how = (f"averaged every {every} examples" if "mixes" in info
                    else f"{opts.average} averaging")
             print(f"pass {p + 1}: average loss {tot[0] / max(tot[1], 1e-300):.6f} over "
                   f"{int(tot[4])} examples{hold_s} ({comm.size} workers, {how})", file=out)
