@@ -10,8 +10,10 @@
    allreduce, runs on this compact index space instead of all 2**bits weights: with
    ``-b 24`` and 10^4..10^6 live features that is 10-1000x fewer bytes on the wire, with
    the same result.
-3. ``passes`` online passes (VW's adaptive normalized invariant SGD), each followed by
-   averaging over the workers (uniform or weighted by the adaptive sums).
+3. ``passes`` online passes (VW's adaptive normalized invariant SGD); with 2+ workers the
+   learners are mixed every ``average_every`` examples during each pass (:mod:`._mixing`;
+   such workers join the job before the first pass, which still learns as it parses), or
+   averaged at the end of each pass (uniform or weighted by the adaptive sums).
 4. Optionally L-BFGS or preconditioned CG over all data, warm-started from the averaged
    online weights; gradients and loss are summed with one allreduce per pass.
 
