@@ -106,14 +106,44 @@ def test_averaging_on_known_vectors():
         state = new_state()
         state[:2] = [10.0, 20.0]
         average_weights(comm, w, g2, nrm, state, how)
-        return w, g2, nrm, state
+        return w, g2, nrm, state, (_mix(comm) if how == "weighted" else None)
 
     for how, ew in (("weighted", expect_w), ("uniform", ws.mean(axis=0))):
-        for w, g2, nrm, state in run_workers(fn, 2, args=(how,)):
+        for w, g2, nrm, state, mixed in run_workers(fn, 2, args=(how,)):
             np.testing.assert_array_equal(w, ew)
             np.testing.assert_array_equal(g2, g2s.sum(axis=0))
             np.testing.assert_array_equal(nrm, [2.0, 4.0, 6.0, 8.0])
             assert list(state[:2]) == [20.0, 40.0]
+            if mixed is not None:
+                (w, g2, nrm, state), flags = mixed
+                # a feature only worker 1 changed keeps its change; one with a long history
+                # gets the sum of the changes; a new one that both moved alike moves as one
+                # learner would at the summed adaptive sum (steps ~ sqrt(G): 2 * sqrt(2))
+                assert w[0] == 3.0 and abs(w[1] - 2.0) < 1e-6
+                assert abs(w[2] - 2 * np.sqrt(2.0)) < 1e-12
+                np.testing.assert_array_equal(g2, [9.0, 1e6 + 2, 8.0])
+                np.testing.assert_array_equal(nrm, [1.0, 2.0, 4.0])
+                f = np.float32
+                assert list(state[:2]) == [13.0, 14.0] and state[6] == f(np.sqrt(f(13) / f(14)))
+                assert flags == [False, False, True]  # True once every worker is done
+
+
+def _mix(comm):
+    from terascale.linear._mixing import Mixer
+    from terascale.linear._online import new_state
+    from terascale.linear._onlinepass import Weights
+
+    st = new_state()
+    st[:2] = [1.0, 2.0]
+    ws = Weights(np.array([0.0, 1.0, 0.0]), np.array([0.0, 1e6, 0.0]), np.ones(3), st)
+    mixer = Mixer(comm, 10, 0.5)
+    mixer.start(ws)
+    ws.w[:] = [0.0, 1.5, 2.0] if comm.rank == 0 else [3.0, 1.5, 2.0]
+    ws.g2[:] = [0.0, 1e6 + 1, 4.0] if comm.rank == 0 else [9.0, 1e6 + 1, 4.0]
+    ws.nrm[:] = [1.0, 2.0, 3.0] if comm.rank == 0 else [1.0, 1.0, 4.0]
+    st[:2] += 6.0
+    flags = [mixer.mix(ws, False), mixer.mix(ws, comm.rank == 0), mixer.mix(ws, True)]
+    return (ws.w, ws.g2, ws.nrm, ws.state), flags
 
 
 def test_metrics_equal_sklearn():
