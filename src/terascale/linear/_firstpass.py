@@ -155,26 +155,31 @@ class TextMixer(Mixer):
     def mix(self, ws: Weights, done: bool) -> bool:
         learned = np.flatnonzero(self.mark)
         self.mark[learned] = False
-        new = np.setdiff1d(self.columns.indices()[learned], self.union)
-        grown = np.union1d(self.union, np.concatenate(self.comm.allgather_object(new))
-                           ).astype(np.uint32)
-        if len(grown) > len(self.union):
-            self.loc = self.columns(grown).astype(np.int64)
+        mine = np.unique(self.columns.indices()[learned])
+        mine = mine[~_member(self.union, mine)]
+        new = np.unique(np.concatenate(self.comm.allgather_object(mine))).astype(np.uint32)
+        if len(new):  # sorted inserts: O(union) a mix, not a sort of it
+            at = np.searchsorted(self.union, new)
+            self.union = np.insert(self.union, at, new)
+            self.loc = np.insert(self.loc, at, self.columns(new).astype(np.int64))
             ws.fit()
             assert self._base is not None
-            at = np.searchsorted(grown, self.union)
-            base = []
-            for a in self._base[:3]:
-                b = np.zeros(len(grown))
-                b[at] = a
-                base.append(b)
-            self._base = (base[0], base[1], base[2], self._base[3])
-            self.union = grown
+            bw, bg, bn, bst = self._base
+            self._base = (np.insert(bw, at, 0.0), np.insert(bg, at, 0.0),
+                          np.insert(bn, at, 0.0), bst)
         u = self.loc
         w, g2, nrm = ws.w[u], ws.g2[u], ws.nrm[u]
         everyone = self._mix(w, g2, nrm, ws.state, done)
         ws.w[u], ws.g2[u], ws.nrm[u] = w, g2, nrm
         return everyone
+
+
+def _member(sorted_: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Which of ``x`` are in the sorted array ``sorted_``."""
+    if not len(sorted_):
+        return np.zeros(len(x), np.bool_)
+    at = np.minimum(np.searchsorted(sorted_, x), len(sorted_) - 1)
+    return sorted_[at] == x
 
 
 def _parts(blocks: Blocks) -> list[Blocks]:

@@ -41,8 +41,10 @@ rank ends with bitwise the same model.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
+import numba
 import numpy as np
 
 from ..communicator import Communicator
@@ -56,16 +58,46 @@ __all__ = ["DEFAULT_EVERY", "Mixer"]
 DEFAULT_EVERY = 2000  # examples per worker between mixes (see the module's measurements)
 
 
-def _advance(g0: np.ndarray, dg: np.ndarray, q: float) -> np.ndarray:
-    """(g0 + dg)^q - g0^q without the cancellation of the direct difference (q = 1 - p)."""
-    out = np.zeros_like(g0)
-    pos = g0 > 0
-    np.power(dg, q, out=out, where=~pos)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(pos, dg / np.where(pos, g0, 1.0), 0.0)
-        out = np.where(pos, np.power(np.where(pos, g0, 1.0), q) * np.expm1(q * np.log1p(rel)),
-                       out)
-    return out
+@numba.njit(cache=True, inline="always")
+def _advance(g0: float, dg: float, q: float) -> float:
+    """(g0 + dg)^q - g0^q without the cancellation of the direct difference (q = 1 - p);
+    q <= 0 (steps that do not shrink as G^-p with p < 1): 1 for a change, so the mix is
+    the mean of the changes."""
+    if q <= 0.0:
+        return 1.0 if dg > 0.0 else 0.0
+    if g0 > 0.0:
+        return g0 ** q * math.expm1(q * math.log1p(dg / g0))
+    return dg ** q
+
+
+@numba.njit(cache=True)
+def _pack(w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, bw: np.ndarray, bg: np.ndarray,
+          bn: np.ndarray, q: float, buf: np.ndarray) -> bool:
+    """buf = [changes of w, additions to G, their advances]; whether a normalizer changed."""
+    d = len(w)
+    changed = False
+    for j in range(d):
+        dg = max(g2[j] - bg[j], 0.0)
+        buf[j] = w[j] - bw[j]
+        buf[d + j] = dg
+        buf[2 * d + j] = _advance(bg[j], dg, q)
+        if nrm[j] != bn[j]:
+            changed = True
+    return changed
+
+
+@numba.njit(cache=True)
+def _unpack(tot: np.ndarray, q: float, w: np.ndarray, g2: np.ndarray, bw: np.ndarray,
+            bg: np.ndarray) -> None:
+    """The mix from the summed ``tot``; the bases become the mix."""
+    d = len(w)
+    for j in range(d):
+        sdw, sdg, sadv = tot[j], tot[d + j], tot[2 * d + j]
+        scale = _advance(bg[j], sdg, q) / sadv if sadv > 0.0 else 1.0
+        w[j] = bw[j] + sdw * scale
+        g2[j] = bg[j] + sdg
+        bw[j] = w[j]
+        bg[j] = g2[j]
 
 
 class Mixer:
@@ -100,36 +132,23 @@ class Mixer:
         assert self._base is not None, "Mixer.start() first"
         bw, bg, bn, bst = self._base
         d = len(w)
-        dg = np.maximum(g2 - bg, 0.0)
-        changed = bool(np.any(nrm != bn)) or state[4] != bst[4] or state[5] != bst[5]
         buf = np.empty(3 * d + 4)
-        buf[:d] = w - bw
-        buf[d:2 * d] = dg
-        if self.q > 0:
-            buf[2 * d:3 * d] = _advance(bg, dg, self.q)
-        else:  # steps that do not shrink as G^-p with p < 1: the mean of the changes
-            buf[2 * d:3 * d] = dg > 0
+        changed = _pack(w, g2, nrm, bw, bg, bn, self.q, buf)
+        changed = changed or state[4] != bst[4] or state[5] != bst[5]
         buf[3 * d:3 * d + 2] = state[:2] - bst[:2]
         buf[3 * d + 2] = 1.0 if done else 0.0
         buf[3 * d + 3] = 1.0 if changed else 0.0
         tot = self.comm.allreduce(buf)
         self.mixes += 1
-        sdw, sdg, sadv = tot[:d], tot[d:2 * d], tot[2 * d:3 * d]
-        if self.q > 0:
-            num = _advance(bg, sdg, self.q)
-        else:
-            num = (sdg > 0).astype(np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            scale = np.where(sadv > 0, num / np.where(sadv > 0, sadv, 1.0), 1.0)
-        w[:] = bw + sdw * scale
-        g2[:] = bg + sdg
+        _unpack(tot, self.q, w, g2, bw, bg)  # bw, bg: now the mix
         state[:2] = bst[:2] + tot[3 * d:3 * d + 2]
         if tot[3 * d + 3] > 0:
             mx = self.comm.allreduce(np.concatenate([nrm, [-state[4], state[5]]]), op="max")
             nrm[:] = mx[:d]
             state[4], state[5] = -mx[d], mx[d + 1]
+            bn[:] = nrm
         _multiplier(state, 1.0 - self.q)
-        self._base = (w.copy(), g2.copy(), nrm.copy(), state.copy())
+        bst[:] = state
         return bool(tot[3 * d + 2] >= self.comm.size)
 
     def finish(self, ws: Weights) -> None:
