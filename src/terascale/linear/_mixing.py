@@ -24,13 +24,18 @@ only one worker saw keeps that worker's change exactly; a feature with a long hi
 become G0 + sum_k dG_k and the learner's running sums likewise (one learner's state), the
 normalizers and label bounds their maximum and minimum.
 
-Tuning. Measured on ``terascale bench linear --large``'s click-style data (1M examples,
-2 workers, one pass): test logloss above one learner's by +0.0028 when averaging only at
-the end of the pass, +0.0006 with K = 1000 or 2000, +0.0009 with K = 5000; larger K loses
-more. A mix costs one allreduce of 3 doubles per live feature (plus one max-allreduce when
-a normalizer or label bound changed), so K trades accuracy for communication: for a shard
-of n examples the pass makes n / K allreduces of the compact weight space. ``K = 0`` mixes
-only at the end of the pass (the classic one-shot average, ``--average``).
+Tuning. Measured on ``terascale bench linear --large``'s click-style data, one pass: with
+2 workers at 1M examples test logloss above one learner's by +0.0028 when averaging only
+at the end of the pass, +0.0006 with K = 1000 or 2000, +0.0009 with K = 5000 or 10000.
+The mix is a sum of changes computed against a model K examples old on every worker: with
+more workers the same K over-shoots (stale gradients pushing one way P times) and can
+diverge: 4 workers at 200k examples end at logloss 0.467 averaging at the end, 1.6 with
+K = 2000, 0.82 with K = 1000 and 0.454 with K = 500 (one learner: 0.450). So the default
+shrinks K as 8000 / P^2 (2 workers: 2000, 4: 500) and is 0 (the one-shot average) beyond
+4 workers, where it has not been measured; set K explicitly there, small. A mix costs one
+allreduce of 3 doubles per live feature (plus one max-allreduce when a normalizer or label
+bound changed): a shard of n examples makes n / K allreduces of the compact weight space.
+``K = 0`` mixes only at the end of the pass (the classic one-shot average, ``--average``).
 
 Determinism and unequal shards. Every worker mixes after every K examples of its shard
 position (independent of how the shard is cut into blocks); each mix carries a flag saying
@@ -53,9 +58,20 @@ from ._online import sync_weights
 if TYPE_CHECKING:
     from ._onlinepass import Weights
 
-__all__ = ["DEFAULT_EVERY", "Mixer"]
+__all__ = ["Mixer", "default_every"]
 
-DEFAULT_EVERY = 2000  # examples per worker between mixes (see the module's measurements)
+# examples mixed per pair of workers (see the module's measurements): 2 workers 2000 each
+_BUDGET = 8000
+_MAX_DEFAULT_WORKERS = 4
+
+
+def default_every(workers: int) -> int:
+    """Examples per worker between mixes by default: 8000 / P^2 (2 workers: 2000, 3: 888,
+    4: 500), where mixing was measured stable; 0 (average at the end of a pass only) for
+    more than 4 workers, where it was not measured."""
+    if workers < 2 or workers > _MAX_DEFAULT_WORKERS:
+        return 0
+    return _BUDGET // (workers * workers)
 
 
 @numba.njit(cache=True, inline="always")

@@ -43,7 +43,7 @@ class TrainOptions:
     tol: float = 1e-7              # stop on relative loss decrease below this
     average: str = "weighted"      # "uniform" | "weighted"
     average_every: int | None = None  # workers mix every K examples of a pass (_mixing);
-                                   # None: _mixing.DEFAULT_EVERY, 0: at the end only
+                                   # None: _mixing.default_every, 0: at the end only
     holdout: float | None = None   # fraction held out to stop the batch phase
     normalize: str = "auto"        # batch objective on standardized numeric columns:
                                    # "std", "off", "auto" (std for CSV input)
@@ -110,11 +110,11 @@ class TrainOptions:
 
     def mix_every(self, workers: int) -> int:
         """Examples per worker between averages during an online pass (0: none)."""
-        from ._mixing import DEFAULT_EVERY
+        from ._mixing import default_every
 
         if workers <= 1:
             return 0
-        return DEFAULT_EVERY if self.average_every is None else int(self.average_every)
+        return default_every(workers) if self.average_every is None else int(self.average_every)
 
     @property
     def batch(self) -> int:
