@@ -18,7 +18,7 @@ from terascale.transport.tcp import TcpMesh
 @pytest.fixture
 def spinning(monkeypatch: pytest.MonkeyPatch) -> None:
     # The test machine is usually busy (no spin there): force the spinning path.
-    monkeypatch.setattr(_tcp_exchange, "host_busy", lambda: False)
+    monkeypatch.setattr(_tcp_exchange, "oversubscribed", lambda: False)
 
 
 def _meshes() -> tuple[TcpMesh, TcpMesh]:
@@ -70,3 +70,22 @@ def test_spinning_rank_still_finds_a_dead_peer(spinning: None) -> None:
         _swap(m0, 0, np.ones(1024, np.float32), buf)
     assert time.monotonic() - t0 < 5  # found at once, not at the 10 s deadline
     m0.close()
+
+
+def test_spin_stops_only_when_tasks_outnumber_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from terascale.transport import _spin
+
+    runnable = [2]
+    monkeypatch.setattr(_spin, "_loadavg_fd", lambda: -1)
+    monkeypatch.setattr(_spin.os, "pread",
+                        lambda fd, n, at: f"9.00 9.00 9.00 {runnable[0]}/400 77".encode())
+    monkeypatch.setattr(_spin, "_CORES", 2)
+    monkeypatch.setattr(_spin, "_over", [0.0, -1.0])
+    monkeypatch.setattr(_spin, "CROWD_CHECK_S", 0.0)  # a reading on every call
+    # Two emulated hosts on two cores, both ranks running: each has a core (the one-minute
+    # average of 9 would have said busy).
+    assert not _spin.oversubscribed()
+    runnable[0] = 12
+    assert [_spin.oversubscribed() for _ in range(3)][-1]  # smoothed: a few readings
+    runnable[0] = 1
+    assert any(not _spin.oversubscribed() for _ in range(50))  # below the cores: spin again

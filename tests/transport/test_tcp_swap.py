@@ -22,7 +22,7 @@ DESC = "allreduce(tree,float32[1024],sum)"
 @pytest.fixture(params=["spin", "no-spin"])
 def spin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     # The test machine is usually busy (no spin there): run both paths.
-    monkeypatch.setattr(_tcp_swap, "host_busy", lambda: request.param == "no-spin")
+    monkeypatch.setattr(_tcp_swap, "oversubscribed", lambda: request.param == "no-spin")
 
 
 def _meshes() -> tuple[TcpMesh, TcpMesh]:

@@ -37,7 +37,7 @@ import os
 import time
 
 __all__ = ["BLOCK_S", "CHECK_S", "CORES", "CORE_SLEEP_S", "MIN_SPIN_S", "RUNNING_SPIN_S",
-           "SPIN_S", "YIELD_WHILE_SPINNING", "crowded", "host_busy"]
+           "SPIN_S", "YIELD_WHILE_SPINNING", "crowded", "host_busy", "oversubscribed"]
 
 SPIN_S = 50e-6       # busy-wait at most this long before blocking in the kernel
 MIN_SPIN_S = 10e-6   # ... and at least this long (the budget adapts between the two)
@@ -107,6 +107,33 @@ CROWD_CHECK_S = 0.05
 CROWD_TASKS = 0.5  # smoothed runnable tasks of other jobs from which spinning stops
 _crowd: list[float] = [0.0, 1.0]  # next reading, smoothed count (starts crowded)
 _fd: list[int] = []
+
+
+def oversubscribed() -> bool:
+    """More tasks runnable than cores right now, this one included: a spin would take a
+    core that some task needs. The TCP waits' test (:mod:`._tcp_swap`, :mod:`._tcp_exchange`).
+
+    Their peer runs on another host -- or, on an emulated cluster (network namespaces), on
+    this host's other cores. :func:`host_busy`'s one-minute average counts ranks that each
+    have a core of their own, spinning, as load: two emulated hosts on two cores read "busy"
+    once they have run for a while (2 runnable, 2 cores), and then every wait paid an
+    ``epoll_wait`` sleep and wake-up. Here it is the instantaneous number of runnable tasks
+    (``/proc/loadavg``'s fourth field, every ``CROWD_CHECK_S``), smoothed over about four
+    readings; spinning stops only when there are more of them than cores. Without
+    ``/proc``: :func:`host_busy`."""
+    now = time.monotonic()
+    if now >= _over[0]:
+        _over[0] = now + CROWD_CHECK_S
+        try:
+            text = os.pread(_loadavg_fd(), 64, 0)
+            runnable = float(text.split()[3].split(b"/")[0])
+        except (OSError, ValueError, IndexError):
+            return host_busy()
+        _over[1] = runnable if _over[1] < 0 else _over[1] + (runnable - _over[1]) * 0.25
+    return _over[1] > _CORES
+
+
+_over: list[float] = [0.0, -1.0]  # next reading, smoothed runnable tasks (-1: none yet)
 
 
 def _loadavg_fd() -> int:

@@ -4,9 +4,9 @@ When a collective has to wait for its peers it first polls its links without sle
 up to ``SPIN_S`` (the shared-memory waits' budget, :mod:`._spin`) -- a small message's
 answer typically arrives within tens of microseconds, and a sleep in ``epoll_wait`` adds a
 wake-up to every round trip (Open MPI's TCP BTL busy-polls the same way) -- unless the
-host has more runnable processes than cores, where spinning takes the core the peer
-needs. The spin is bounded, so a dead or stalled peer is still found by the blocking poll
-and the deadline right after it.
+host has more runnable tasks than cores right now (:func:`._spin.oversubscribed`), where
+spinning takes the core the peer needs. The spin is bounded, so a dead or stalled peer is
+still found by the blocking poll and the deadline right after it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ._frames import (
     show_desc,
     unpack_header,
 )
-from ._spin import SPIN_S, host_busy
+from ._spin import SPIN_S, oversubscribed
 from .base import Exchange
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ class TcpExchange(Exchange):
                 watch = peer in self._recvq or peer not in self._quiet
                 mask = (_READ if watch else 0) | (_WRITE if peer in self._sendq else 0)
                 mesh.watch(self.members[peer], mask)
-            events = self._spin() if self.spin and not host_busy() else []
+            events = self._spin() if self.spin and not oversubscribed() else []
             for fd, _events in events or mesh.epoll.poll(min(left, 1.0)):
                 who = self._local.get(mesh.peer_of_fd[fd])
                 if who is not None and who not in self._recvq and who not in self._quiet:

@@ -11,7 +11,8 @@ one comparison with ours (a peer of the same collective sends the very same byte
 what Open MPI's TCP BTL does for a short message: one ``writev``, ``poll``/``recv``, add.
 
 While their frame has not arrived it polls the socket without sleeping for up to
-``SPIN_S`` (:mod:`._spin`; none where the host has more runnable processes than cores).
+``SPIN_S`` (:mod:`._spin`; none while the host has more runnable tasks than cores,
+:func:`~._spin.oversubscribed`).
 Anything else -- a send the kernel took only in part, a frame still missing after the
 spin, a header that differs (an ABORT, another collective, a closed link) -- hands the
 frames as far as they got to an exchange (:meth:`TcpExchange.resume`), which finishes them
@@ -28,7 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._frames import DATA, HEADER, pack_desc, pack_header, set_seq
-from ._spin import SPIN_S, host_busy
+from ._spin import SPIN_S, oversubscribed
 from .base import Exchange, Swap
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ class TcpSwap(Swap):
                 continue
             # Nothing yet: spin, bounded (the exchange takes over with the deadline after).
             if end == 0.0:
-                if SPIN_S <= 0 or host_busy():
+                if SPIN_S <= 0 or oversubscribed():
                     break
                 end = time.monotonic() + SPIN_S
             elif time.monotonic() >= end:
