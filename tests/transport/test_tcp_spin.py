@@ -85,6 +85,8 @@ def test_spin_stops_only_when_tasks_outnumber_cores(monkeypatch: pytest.MonkeyPa
     # Two emulated hosts on two cores, both ranks running: each has a core (the one-minute
     # average of 9 would have said busy).
     assert not _spin.oversubscribed()
+    runnable[0] = 3
+    assert not _spin.oversubscribed()  # one more task for one reading: still spinning
     runnable[0] = 12
     assert [_spin.oversubscribed() for _ in range(3)][-1]  # smoothed: a few readings
     runnable[0] = 1

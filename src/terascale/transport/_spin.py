@@ -119,8 +119,9 @@ def oversubscribed() -> bool:
     once they have run for a while (2 runnable, 2 cores), and then every wait paid an
     ``epoll_wait`` sleep and wake-up. Here it is the instantaneous number of runnable tasks
     (``/proc/loadavg``'s fourth field, every ``CROWD_CHECK_S``), smoothed over about four
-    readings; spinning stops only when there are more of them than cores. Without
-    ``/proc``: :func:`host_busy`."""
+    readings; spinning stops only when there are more of them than cores (by
+    ``CROWD_TASKS``: a task that is runnable for one reading does not stop it, one that stays
+    does after a few). Without ``/proc``: :func:`host_busy`."""
     now = time.monotonic()
     if now >= _over[0]:
         _over[0] = now + CROWD_CHECK_S
@@ -130,7 +131,7 @@ def oversubscribed() -> bool:
         except (OSError, ValueError, IndexError):
             return host_busy()
         _over[1] = runnable if _over[1] < 0 else _over[1] + (runnable - _over[1]) * 0.25
-    return _over[1] > _CORES
+    return _over[1] >= _CORES + CROWD_TASKS
 
 
 _over: list[float] = [0.0, -1.0]  # next reading, smoothed runnable tasks (-1: none yet)
