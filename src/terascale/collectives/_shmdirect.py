@@ -81,7 +81,7 @@ def finish_direct(g: ShmGroup, ex: Exchange, deadline: float, pending: tuple[int
         while left is not None:
             phase, status, err = left
             if err:
-                g.read_failed(ex, deadline, status, err)
+                g.read_failed(ex, status, err)
             g.finish(ex, deadline, check=phase == 0, running=phase != 0, spun=status >= 0)
             left = start_direct(g, src, dst, None, kind, op, phase + 1, running=True)
     except BaseException:

@@ -475,16 +475,18 @@ class ShmGroup:
             elif self._arrived(target):
                 return
 
-    def read_failed(self, ex: Exchange, deadline: float, member: int, err: int) -> NoReturn:
+    def read_failed(self, ex: Exchange, member: int, err: int) -> NoReturn:
         """Reading or writing ``member``'s buffers failed (errno ``err``; we have not arrived
         at the barrier after it): raise why, on every member, as :meth:`finish` does.
 
         The member's link usually says it first (closed: it died; ABORT: it left the
-        collective, freeing its buffer), so it is watched for a moment before the read's
-        own error is raised."""
+        collective, withdrawing its arrival, maybe freeing its buffer), so it is watched for
+        up to a second before the read's own error is raised, past the deadline if need be
+        (a barrier may complete just before it, with a member that withdrew in the
+        meantime)."""
         q = self._q
         try:
-            until = min(deadline, time.monotonic() + 1.0)
+            until = time.monotonic() + 1.0
             while time.monotonic() < until:
                 for fd, _ in self._poll.poll(10):
                     if ex.check_peer(self._fd_peer[fd], lambda: False):
