@@ -219,3 +219,15 @@ def test_rendezvous_binds_the_address_it_was_given() -> None:
         server.close()
     with pytest.raises(ConfigError, match="not an address of this host.*TERASCALE_BIND=0.0.0.0"):
         _serve(read_env({**base, "TERASCALE_RENDEZVOUS": f"192.0.2.1:{port}"}))
+
+
+def test_link_rate_variable_is_read_and_checked() -> None:
+    from terascale._env import read_link_rate
+
+    assert read_link_rate({}) is None
+    assert read_link_rate({"TERASCALE_LINK_RATE": "100Mbit"}) == 1e8
+    assert read_link_rate({"TERASCALE_LINK_RATE": "1e9"}) == 1e9
+    with pytest.raises(ConfigError, match="TERASCALE_LINK_RATE"):
+        read_link_rate({"TERASCALE_LINK_RATE": "fast"})
+    env = JobEnv("terascale run", 0, 2, ("127.0.0.1", 1), b"s", link_rate=2e8).to_environ()
+    assert read_link_rate(env) == 2e8

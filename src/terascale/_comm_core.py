@@ -47,7 +47,7 @@ class CommCore:
     def __init__(self, *, rank: int = 0, size: int = 1, local_rank: int = 0, local_size: int = 1,
                  mesh: Transport | None = None, timeout: float = 60.0, job: str = "local",
                  hosts: list[str] | None = None, tracer: Tracer | None = None,
-                 addresses: list[str] | None = None) -> None:
+                 addresses: list[str] | None = None, link_rate: float | None = None) -> None:
         if size > 1 and mesh is None:
             raise ConfigError("a communicator of several ranks needs a transport")
         self.rank = rank
@@ -57,6 +57,9 @@ class CommCore:
         self.timeout = timeout
         self.job = job
         self.hosts = hosts or ["localhost"] * size
+        # Bits/s of the links between hosts, the same on every rank (the rendezvous hands out
+        # one value): ``auto`` prices the algorithms with the link model at this rate.
+        self.link_rate = link_rate
         # Each rank's address as the rendezvous handed it out (where its peers reach it):
         # what a rank listens on for extra connections of its own (the parameter server).
         self.addresses = addresses or ["127.0.0.1"] * size
@@ -106,7 +109,8 @@ class CommCore:
         CommCore.__init__(child, rank=me, size=len(group), local_rank=same_host.index(me),
                           local_size=len(same_host), mesh=self._mesh, timeout=self.timeout,
                           job=self.job, hosts=hosts, tracer=self.tracer,
-                          addresses=[self.addresses[r] for r in group])
+                          addresses=[self.addresses[r] for r in group],
+                          link_rate=self.link_rate)
         child._shared = self._shared
         child._mesh = self._mesh
         child._progress = self._shared.progress

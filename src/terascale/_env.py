@@ -15,6 +15,8 @@ Every launcher of ours (``terascale run``, the Spark and Ray runners, the test h
 ``TERASCALE_RESTART``        the attempt number (0 first; ``Checkpoint`` users resume on > 0)
 ``TERASCALE_HOST_ID``        overrides how hosts are told apart (default: :func:`host_identity`)
 ``TERASCALE_TIMELINE``       where ``init()`` records the collectives (Chrome trace events)
+``TERASCALE_LINK_RATE``      the links' rate between hosts (``100Mbit``, bits/s): ``auto``'s
+                             cost model (the rendezvous gives every rank the smallest asked)
 ``RANK``/``WORLD_SIZE``      torchrun's names, written beside ours when ``master`` is set, with
 ``LOCAL_RANK``, ...          ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``: torch's
                              default ``env://`` initialization then works unchanged
@@ -42,13 +44,14 @@ from dataclasses import dataclass
 
 from ._errors import ConfigError
 from ._secret import read_secret
+from ._units import parse_rate
 
 __all__ = ["ENV_KEYS", "JobEnv", "host_identity", "parse_address", "read_bind", "read_env",
-           "read_flag", "read_timeout"]
+           "read_flag", "read_link_rate", "read_timeout"]
 
 ENV_KEYS = ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS", "TERASCALE_SECRET",
             "TERASCALE_JOB", "TERASCALE_TIMEOUT", "TERASCALE_RESTART", "TERASCALE_HOST_ID",
-            "TERASCALE_TIMELINE", "TERASCALE_ENCRYPT")
+            "TERASCALE_TIMELINE", "TERASCALE_ENCRYPT", "TERASCALE_LINK_RATE")
 
 
 _LAUNCHERS = [  # (name, rank variable, size variable)
@@ -85,6 +88,7 @@ class JobEnv:
     master: tuple[str, int] | None = None
     encrypt: bool = False
     bind: str | None = None
+    link_rate: float | None = None  # bits/s
 
     def to_environ(self) -> dict[str, str]:
         """The ``TERASCALE_*`` variables that make :func:`read_env` in a worker read this job.
@@ -113,6 +117,8 @@ class JobEnv:
             env["TERASCALE_TIMELINE"] = self.timeline
         if self.encrypt:
             env["TERASCALE_ENCRYPT"] = "1"
+        if self.link_rate is not None:
+            env["TERASCALE_LINK_RATE"] = repr(float(self.link_rate))
         if self.master is not None:  # what torchrun sets, for torch.distributed's env://
             env.update({"RANK": str(self.rank), "WORLD_SIZE": str(self.size),
                         "MASTER_ADDR": self.master[0], "MASTER_PORT": str(self.master[1]),
@@ -226,7 +232,24 @@ def read_env(env: Mapping[str, str] | None = None, *, rendezvous: str | None = N
                   timeout=timeout, restart=restart, host_id=env.get("TERASCALE_HOST_ID"),
                   timeline=env.get("TERASCALE_TIMELINE"), local_rank=local.get("LOCAL_RANK"),
                   local_size=local.get("LOCAL_WORLD_SIZE"), master=master,
-                  encrypt=read_flag(env, "TERASCALE_ENCRYPT"), bind=read_bind(env))
+                  encrypt=read_flag(env, "TERASCALE_ENCRYPT"), bind=read_bind(env),
+                  link_rate=read_link_rate(env))
+
+
+def read_link_rate(env: Mapping[str, str] | None = None) -> float | None:
+    """``TERASCALE_LINK_RATE`` in bits/s (``100Mbit``, ``1e8``); None when unset or empty."""
+    raw = (os.environ if env is None else env).get("TERASCALE_LINK_RATE", "").strip()
+    if not raw:
+        return None
+    return parse_rate(float(raw) if _is_number(raw) else raw, flag="TERASCALE_LINK_RATE")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_bind(env: Mapping[str, str] | None = None) -> str | None:

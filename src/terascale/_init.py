@@ -31,9 +31,10 @@ import weakref
 from typing import Any
 
 from ._bind import bind_address, bind_error
-from ._env import JobEnv, host_identity, read_env, read_flag, read_timeout
+from ._env import JobEnv, host_identity, read_env, read_flag, read_link_rate, read_timeout
 from ._errors import CollectiveError, ConfigError, PeerLost, SlotTaken
 from ._timeline import attach as attach_timeline
+from ._units import parse_rate
 from .communicator import Communicator
 from .rendezvous import RendezvousServer, join
 from .transport import build_mesh
@@ -50,7 +51,7 @@ _JOINED: dict[tuple[Any, ...], tuple[int, weakref.ref[Communicator]]] = {}
 def init(*, timeout: float | None = None, rendezvous: str | None = None,
          secret: str | bytes | None = None, secret_file: str | os.PathLike[str] | None = None,
          encrypt: bool | None = None, host_id: str | None = None,
-         timeline: str | None = None) -> Communicator:
+         timeline: str | None = None, link_rate: str | float | None = None) -> Communicator:
     """Join the job that launched this process and return its :class:`Communicator`.
 
     ``timeout`` (seconds) bounds the rendezvous and is the default deadline of every
@@ -65,6 +66,12 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     hierarchical algorithms on one machine.
     ``timeline`` (a path; ``terascale run --timeline`` sets TERASCALE_TIMELINE) records every
     collective as Chrome trace events (see :mod:`terascale._timeline`).
+    ``link_rate`` (``"100Mbit"``, ``"10Gbit/s"`` or bits/s; default TERASCALE_LINK_RATE,
+    ``terascale run --link-rate``) is the rate of the links between hosts: ``auto`` then
+    chooses between tree and ring with the TCP link model at that rate
+    (:mod:`terascale.sim.links`) instead of thresholds measured on loopback. The job gets
+    one rate, the smallest any rank asked for (the rendezvous hands it to every rank:
+    ``Communicator.link_rate``), so every rank picks the same algorithm, run after run.
 
     A redundant copy of a worker (its slot already taken, as under speculative execution)
     prints why and exits with status 0. Calling ``init()`` again in the same process returns
@@ -79,8 +86,11 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     launched_timeline = os.environ.get("TERASCALE_TIMELINE")
     timeline = timeline or launched_timeline  # the launcher merges its parts at the end
     merge_at_exit = not (launched_timeline and timeline == launched_timeline)
+    rate = parse_rate(link_rate, flag="link_rate") if link_rate is not None else \
+        job.link_rate if job is not None else read_link_rate()
     if job is None or job.size == 1 and job.rendezvous is None:
-        return attach_timeline(Communicator(timeout=timeout), timeline, merge_at_exit=merge_at_exit)
+        return attach_timeline(Communicator(timeout=timeout, link_rate=rate), timeline,
+                               merge_at_exit=merge_at_exit)
     key = (job.launcher, job.rank, job.size, job.rendezvous, job.secret)
     pid, ref = _JOINED.get(key, (None, None))
     if pid == os.getpid() and ref is not None:  # (a forked child holds no slot of its own)
@@ -98,7 +108,7 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     assert job.rendezvous is not None
     comm = connect(job.rank, job.size, job.rendezvous, job.secret, timeout=timeout,
                    host_id=host_id, server=server,
-                   encrypt=job.encrypt if encrypt is None else encrypt)
+                   encrypt=job.encrypt if encrypt is None else encrypt, link_rate=rate)
     log.debug("rank %d of %d joined job %s via %s", comm.rank, comm.size, comm.job, job.launcher)
     comm = attach_timeline(comm, timeline, merge_at_exit=merge_at_exit)
     _JOINED[key] = (os.getpid(), weakref.ref(comm))
@@ -124,22 +134,24 @@ def _serve(job: JobEnv) -> RendezvousServer:
 def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
             timeout: float, host_id: str | None = None,
             server: RendezvousServer | None = None,
-            encrypt: bool | None = None) -> Communicator:
+            encrypt: bool | None = None, link_rate: float | None = None) -> Communicator:
     """Join the rendezvous at ``rendezvous`` as ``rank`` of ``size`` and build the mesh.
 
     The part of :func:`init` that does not read the environment: the ``torch.distributed``
     backend uses it to join with an address and secret passed through torch's store.
     ``server`` (the rendezvous server this process runs, if any) lives as long as the
     communicator. A redundant copy of a worker (its slot taken) exits with status 0.
-    ``encrypt`` defaults to TERASCALE_ENCRYPT.
+    ``encrypt`` defaults to TERASCALE_ENCRYPT, ``link_rate`` (bits/s) to TERASCALE_LINK_RATE.
     """
     if encrypt is None:
         encrypt = read_flag(os.environ, "TERASCALE_ENCRYPT")
+    if link_rate is None:
+        link_rate = read_link_rate()
     hid = host_id or os.environ.get("TERASCALE_HOST_ID") or host_identity()
     started = time.monotonic()
     try:
         who = join(rendezvous, secret, slot=rank, size=size, host_id=hid, timeout=timeout,
-                   encrypt=encrypt)
+                   encrypt=encrypt, link_rate=link_rate)
     except SlotTaken as e:
         print(f"terascale: {e}; exiting (another copy of this worker is running)", file=sys.stderr)
         raise SystemExit(0) from None
@@ -147,7 +159,8 @@ def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
                       started + timeout + 5.0, encrypt=who.encrypt)
     comm = Communicator(rank=who.rank, size=who.size, local_rank=who.local_rank,
                         local_size=who.local_size, mesh=mesh, timeout=timeout, job=who.job,
-                        hosts=who.hosts, addresses=[a for a, _ in who.addrs])
+                        hosts=who.hosts, addresses=[a for a, _ in who.addrs],
+                        link_rate=who.link_rate)
     comm._rendezvous_server = server  # type: ignore[attr-defined]  # keep it alive with rank 0
     _tell_peers_on_crash(comm)
     return comm

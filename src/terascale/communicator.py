@@ -72,11 +72,14 @@ class Communicator(ObjectCollectives, CommCore):
         :mod:`terascale.collectives` for each one's cost):
 
         * ``auto`` (default): chosen by size and host layout from measured costs
-          (:func:`terascale.collectives.select.choose_allreduce`);
+          (:func:`terascale.collectives.select.choose_allreduce`), and across hosts by the
+          TCP link model at the job's link rate when one was given (``init(link_rate=)``,
+          ``terascale run --link-rate``, TERASCALE_LINK_RATE; :attr:`link_rate`);
         * ``tree``: pipelined binary tree, latency ``2 log2 n`` messages: small messages;
         * ``ring``: reduce-scatter + allgather, bandwidth-optimal: large messages;
         * ``halving_doubling``: Rabenseifner's recursive halving/doubling (Thakur et al.
-          2005), bandwidth-optimal in ``2 log2 n`` latencies, any world size;
+          2005), bandwidth-optimal in ``2 log2 n`` latencies; mixed radix for other world
+          sizes (Ruefenacht et al. 2017);
         * ``shm``: shared memory, every rank on one host;
         * ``hierarchical``: shared memory inside each host, then across hosts.
 
@@ -109,8 +112,8 @@ class Communicator(ObjectCollectives, CommCore):
         plan = self._plans.get(key)
         if plan is None:
             rop = ReduceOp(op, a.dtype)
-            algo = choose_allreduce(a.nbytes, self.size, self.hosts) if algorithm == "auto" \
-                else algorithm
+            algo = choose_allreduce(a.nbytes, self.size, self.hosts, self.link_rate) \
+                if algorithm == "auto" else algorithm
             plan = (rop, allreduce_spec(algo), f"{algo},{describe(a)},{op}")
             if len(self._plans) >= _PLANS_MAX:
                 self._plans.clear()
@@ -153,7 +156,8 @@ class Communicator(ObjectCollectives, CommCore):
 
         def body(ex: Exchange | None) -> Any:
             if ex is not None:
-                spec.build(AllreduceCall(ex, src, work, rop, self.hosts, self._shm)).run()
+                spec.build(AllreduceCall(ex, src, work, rop, self.hosts, self._shm,
+                                         self.link_rate)).run()
             if target is None:
                 return restore(work.reshape(a.shape), token)
             if not in_place:

@@ -293,3 +293,22 @@ def test_stranger_with_the_old_derived_secret_is_refused() -> None:
         assert p.returncode == 0, err
         ranks[r] = out.strip()
     assert ranks == {0: "3.0", 1: "3.0"}
+
+
+def test_the_job_gets_one_link_rate_the_smallest_asked() -> None:
+    server = RendezvousServer(3, SECRET).start()
+    got: dict = {}
+
+    def go(slot: int, rate: float | None) -> None:
+        a = join(server.address, SECRET, slot=slot, size=3, host_id=f"h{slot}", timeout=10.0,
+                 link_rate=rate)
+        a.listener.close()
+        got[slot] = a.link_rate
+
+    threads = [threading.Thread(target=go, args=a) for a in ((0, 2e8), (1, None), (2, 1e8))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    server.close()
+    assert got == {0: 1e8, 1: 1e8, 2: 1e8}

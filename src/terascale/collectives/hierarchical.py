@@ -30,7 +30,7 @@ import numpy as np
 
 from .groups import host_groups, split_groups
 from .registry import AllreduceCall, allreduce_spec
-from .select import choose_tcp
+from .select import choose_allreduce
 from .shm import ShmAllreduce, shm_broadcast
 
 __all__ = ["HierarchicalAllreduce", "host_groups"]
@@ -61,10 +61,12 @@ class HierarchicalAllreduce:
         elif dst is not src:
             np.copyto(dst, src)
         if ex.rank == self.local[0] and len(self.leaders) > 1:
-            spec = allreduce_spec(choose_tcp(dst.nbytes, len(self.leaders)))
+            leader_hosts = [call.hosts[r] for r in self.leaders]
+            spec = allreduce_spec(choose_allreduce(dst.nbytes, len(self.leaders), leader_hosts,
+                                                   call.link_rate))
             assert spec.subgroup and not spec.reads_input, spec
             between = ex.subgroup(self.leaders)
-            spec.build(AllreduceCall(between, dst, dst, call.op,
-                                     [call.hosts[r] for r in self.leaders])).run()
+            spec.build(AllreduceCall(between, dst, dst, call.op, leader_hosts,
+                                     link_rate=call.link_rate)).run()
         if g is not None:
             shm_broadcast(g, ex, dst, ex.deadline)

@@ -44,7 +44,9 @@ class AllreduceCall:
     ``src`` and ``dst`` are flat, C-contiguous and of equal size; they are the same buffer
     unless the algorithm ``reads_input`` (then ``src`` is the caller's array, read where it
     is, and the result goes to ``dst``). ``hosts`` is each rank's host id (ranks as
-    ``ex`` numbers them), ``shm`` the communicator's shared-memory segments.
+    ``ex`` numbers them), ``shm`` the communicator's shared-memory segments, ``link_rate``
+    the job's link rate between hosts in bits/s (None: not given), for algorithms that
+    choose a phase by cost.
     """
 
     ex: Exchange
@@ -53,6 +55,7 @@ class AllreduceCall:
     op: ReduceOp
     hosts: list[str]
     shm: ShmGroups | None = None
+    link_rate: float | None = None
 
 
 @dataclass(frozen=True)

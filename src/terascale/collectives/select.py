@@ -1,7 +1,15 @@
 """``algorithm="auto"``: pick the allreduce algorithm from measured costs.
 
 First by host layout (one host: shared memory; several hosts, some with several ranks:
-hierarchical; see ``choose_allreduce``), then, with one rank per host, by size:
+hierarchical; see ``choose_allreduce``), then, with one rank per host, by size -- and, when
+the job knows its link rate (``init(link_rate=)``, ``terascale run --link-rate``,
+``TERASCALE_LINK_RATE``), by the TCP link model at that rate
+(:func:`terascale.sim.links.link_time`, calibrated on emulated hosts): the tree's
+thresholds below were measured on loopback, where a byte costs CPU time; over a slow link
+a byte costs link time, and the tree, which moves up to 3x the bytes through a node, was
+1.7-3.3x slower than the ring at 64-256 KiB on 100 Mbit/s links. The rate is one number
+for the whole job (the rendezvous hands every rank the same one), so every rank still picks
+the same algorithm, and the same one on every run.
 
 The tree costs ``2 log2(n)`` message latencies but moves up to 3x the data through each
 node; the ring costs ``2 (n-1)`` latencies but moves only ``2 (n-1)/n``. Below the crossover
@@ -17,7 +25,7 @@ from collections.abc import Sequence
 
 from .registry import allreduce_names
 
-__all__ = ["ALLREDUCE_ALGORITHMS", "choose_allreduce", "choose_tcp"]
+__all__ = ["ALLREDUCE_ALGORITHMS", "choose_allreduce", "choose_by_link", "choose_tcp"]
 
 # What ``allreduce(algorithm=...)`` accepts: "auto" and every name in the registry.
 ALLREDUCE_ALGORITHMS = ("auto", *allreduce_names())
@@ -53,11 +61,13 @@ def choose_tcp(nbytes: int, size: int) -> str:
 #   way between runs), so auto does not pick it.
 
 
-def choose_allreduce(nbytes: int, size: int, hosts: Sequence[str] | None = None) -> str:
+def choose_allreduce(nbytes: int, size: int, hosts: Sequence[str] | None = None,
+                     link_rate: float | None = None) -> str:
     """The algorithm ``auto`` runs for ``nbytes`` over ``size`` ranks on ``hosts``.
 
-    ``hosts`` (each rank's host id, as in ``Communicator.hosts``) is the same list on
-    every rank, so every rank picks the same algorithm.
+    ``hosts`` (each rank's host id, as in ``Communicator.hosts``) and ``link_rate`` (bits/s
+    between hosts, ``Communicator.link_rate``) are the same on every rank, so every rank
+    picks the same algorithm.
     """
     if size > 1 and hosts is not None and len(hosts) == size:
         distinct = len(set(hosts))
@@ -65,4 +75,37 @@ def choose_allreduce(nbytes: int, size: int, hosts: Sequence[str] | None = None)
             return "shm"
         if distinct < size:
             return "hierarchical"
+    if link_rate is not None and size > 1:
+        return choose_by_link(nbytes, size, link_rate)
     return choose_tcp(nbytes, size)
+
+
+# The TCP link model's constants (terascale/sim/link_cost.json, fitted on emulated hosts;
+# tests/collectives/test_select.py keeps these equal to it): seconds per message round and
+# the fraction of TCP goodput that the ring's single flow and the tree's coupled up and
+# down streams get.
+LINK_ALPHA_S = 2.914e-4
+LINK_EFF_RING = 0.9757
+LINK_EFF_TREE = 0.8488
+_PAYLOAD = 1448 / 1538  # TCP payload per byte of wire time at MTU 1500 (terascale.sim)
+
+
+def choose_by_link(nbytes: int, size: int, link_rate: float) -> str:
+    """Tree or ring over ``size`` hosts of one rank each joined by ``link_rate`` bits/s.
+
+    The link model (:mod:`terascale.sim.links`) for one rank per host: the ring pays
+    ``2(n-1)`` rounds and ``2(n-1)/n`` of the vector through every link; the heap tree
+    ``2h`` rounds and, below a pipeline chunk, ``max(k, h(r+1))`` vectors through its
+    busiest link (an interior node's parent and two children; the first chunk's climb and
+    descent). The tree runs up to where the two cross, and never past the loopback
+    thresholds above (where CPU time decides). Halving/doubling is not chosen: on one rank
+    per host it ties with the ring at best (several partners share a link less well).
+    """
+    if size < 3:  # one link each way: the tree's swap is the ring's, in fewer rounds
+        return choose_tcp(nbytes, size)
+    h = size.bit_length() - 1
+    k = 3 if size >= 4 else 2
+    goodput = link_rate / 8 * _PAYLOAD
+    per_byte = (max(k, h * 3) / LINK_EFF_TREE - 2 * (size - 1) / size / LINK_EFF_RING) / goodput
+    crossover = (2 * (size - 1) - 2 * h) * LINK_ALPHA_S / per_byte
+    return choose_tcp(nbytes, size) if nbytes <= crossover else "ring"

@@ -27,6 +27,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="encrypt and authenticate every TCP link with AES-GCM (needs the "
                         "cryptography package: pip install 'terascale[secure]'); shared "
                         "memory between ranks of one host is not encrypted")
+    p.add_argument("--link-rate", default=None, metavar="RATE",
+                   help="the rate of the links between hosts (100Mbit, 10Gbit/s): "
+                        "algorithm='auto' then chooses tree or ring with "
+                        "the TCP link model at that rate (TERASCALE_LINK_RATE; the job uses "
+                        "the smallest any node gives)")
     p.add_argument("--no-prefix", action="store_true", help="do not prefix output with the rank")
     p.add_argument("--nnodes", type=int, default=1, metavar="M",
                    help="run one job over M nodes: the same command on each, -n workers per "
@@ -85,8 +90,14 @@ def _run(args: argparse.Namespace) -> int:
         hosts = [args.host_id]
     opts = LaunchOptions(nprocs=args.nprocs, timeout=args.timeout, max_restarts=args.max_restarts,
                          host_ids=hosts, prefix_output=not args.no_prefix, timeline=args.timeline,
-                         encrypt=args.encrypt)
+                         encrypt=args.encrypt, link_rate=_link_rate(args))
     return launch(cmd, opts)
+
+
+def _link_rate(args: argparse.Namespace) -> float | None:
+    from .._units import parse_rate
+
+    return None if args.link_rate is None else parse_rate(args.link_rate, flag="--link-rate")
 
 
 def _secret(path: str | None) -> bytes:
@@ -166,7 +177,7 @@ def _run_nodes(args: argparse.Namespace, cmd: list[str]) -> int:
         raise ConfigError("--host-id is empty")
     opts = LaunchOptions(nprocs=args.nprocs, timeout=args.timeout, max_restarts=args.max_restarts,
                          prefix_output=not args.no_prefix, timeline=args.timeline,
-                         encrypt=args.encrypt)
+                         encrypt=args.encrypt, link_rate=_link_rate(args))
     return launch_nodes(cmd, opts, nnodes=args.nnodes, node_rank=args.node_rank,
                         rendezvous=parse_address(args.rendezvous, "--rendezvous"),
                         secret=_secret(args.secret_file), host_id=args.host_id or host_identity(),

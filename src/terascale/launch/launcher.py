@@ -59,6 +59,7 @@ class LaunchOptions:
     prefix_output: bool = True
     timeline: str | None = None
     encrypt: bool = False  # every TCP link AES-GCM (TERASCALE_ENCRYPT=1 in the workers)
+    link_rate: float | None = None  # bits/s between hosts, for auto (TERASCALE_LINK_RATE)
 
 
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -130,6 +131,7 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                 timeout=opts.timeout, restart=attempt, timeline=opts.timeline or None,
                 host_id=hosts[rank], master=master, local_rank=hosts[:rank].count(hosts[rank]),
                 local_size=hosts.count(hosts[rank]), encrypt=opts.encrypt,
+                link_rate=opts.link_rate,
             ).to_environ())
             env["PYTHONUNBUFFERED"] = "1"
             try:

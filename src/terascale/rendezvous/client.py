@@ -25,6 +25,7 @@ class Assignment:
     hosts: list[str]
     listener: socket.socket
     encrypt: bool = False
+    link_rate: float | None = None  # bits/s between hosts: the smallest any worker was told
 
     @property
     def local_rank(self) -> int:
@@ -55,7 +56,7 @@ def _connect(address: tuple[str, int], deadline: float) -> socket.socket:
 
 
 def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_id: str,
-         timeout: float, encrypt: bool = False) -> Assignment:
+         timeout: float, encrypt: bool = False, link_rate: float | None = None) -> Assignment:
     """Join the job at ``address`` as ``slot``; returns the rank table once all arrived.
 
     Connection-level failures before the request is sent (refused, reset, closed by a
@@ -82,7 +83,7 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
         try:
             send_json(sock, {"slot": slot, "size": size, "addr": sock.getsockname()[0],
                              "port": port, "host": host_id, "pid": os.getpid(),
-                             "encrypt": bool(encrypt),
+                             "encrypt": bool(encrypt), "link_rate": link_rate,
                              "timeout": max(deadline - time.monotonic(), 0.1)}, deadline)
             reply = recv_json(sock, deadline + 5.0)
         except (OSError, TimeoutError, ValueError) as e:
@@ -103,4 +104,9 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
     return Assignment(rank=int(reply["rank"]), size=size, job=str(reply["job"]),
                       addrs=[(p["addr"], int(p["port"])) for p in peers],
                       hosts=[str(p["host"]) for p in peers], listener=listener,
-                      encrypt=bool(reply.get("encrypt", False)))
+                      encrypt=bool(reply.get("encrypt", False)),
+                      link_rate=_rate(reply.get("link_rate")))
+
+
+def _rate(raw: object) -> float | None:
+    return float(raw) if isinstance(raw, (int, float)) and raw > 0 else None

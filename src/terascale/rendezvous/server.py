@@ -29,6 +29,7 @@ from typing import Any
 
 from .._admission import Admission
 from .._auth import accept_handshake, drop_reason, recv_json, send_json
+from .._units import format_rate
 
 __all__ = ["RendezvousServer", "host_layout"]
 
@@ -48,6 +49,7 @@ class _Worker:
     pid: int
     conn: socket.socket
     encrypt: bool = False
+    link_rate: float | None = None
 
 
 class RendezvousServer:
@@ -68,6 +70,7 @@ class RendezvousServer:
         self._workers: dict[int, _Worker] = {}
         self._table: list[dict[str, Any]] | None = None
         self._encrypt = False
+        self._link_rate: float | None = None
         self._cond = threading.Condition()
         self._closed = threading.Event()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -184,16 +187,24 @@ class RendezvousServer:
                                  "error": f"slot {slot} is already held by pid {first.pid} on "
                                           f"{first.host}; this copy is redundant"}, step)
                 return False
+            rate = req.get("link_rate")
             me = _Worker(slot, addr, port, host, int(req.get("pid", 0)), conn,
-                         bool(req.get("encrypt", False)))
+                         bool(req.get("encrypt", False)),
+                         float(rate) if isinstance(rate, (int, float)) and rate > 0 else None)
             self._workers[slot] = me
             if len(self._workers) == self.size:
                 # Encrypted when any worker asked: one rank cannot downgrade the others.
                 self._encrypt = any(w.encrypt for w in self._workers.values())
+                # One link rate for the whole job, so that every rank's ``auto`` prices the
+                # algorithms alike: the slowest any worker was told of (None: nobody was).
+                rates = [w.link_rate for w in self._workers.values() if w.link_rate]
+                self._link_rate = min(rates) if rates else None
                 self._table = [{"addr": w.addr, "port": w.port, "host": w.host}
                                for w in sorted(self._workers.values(), key=lambda w: w.slot)]
                 self._cond.notify_all()
-                log.info("rendezvous: %s", host_layout([t["host"] for t in self._table]))
+                log.info("rendezvous: %s%s", host_layout([t["host"] for t in self._table]),
+                         "" if self._link_rate is None else
+                         f"; link rate {format_rate(self._link_rate)} (auto's cost model)")
             deadline = time.monotonic() + max(timeout, 0.1)
             while self._table is None and not self._closed.is_set():
                 left = deadline - time.monotonic()
@@ -218,7 +229,7 @@ class RendezvousServer:
         if slot == 0:
             self._report()
         send_json(conn, {"ok": True, "rank": slot, "job": self.job, "peers": table,
-                         "encrypt": self._encrypt}, reply_by)
+                         "encrypt": self._encrypt, "link_rate": self._link_rate}, reply_by)
         with self._cond:
             self.replied += 1
         return False

@@ -35,6 +35,7 @@ file to use others.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -97,6 +98,11 @@ def recorded(path: str | None = None) -> LinkCost:
     if not (cost.alpha >= 0 and all(0 < e <= 1.5 for e in effs)):
         raise ConfigError(f"{path}: alpha must be >= 0 and efficiencies in (0, 1.5]")
     return cost
+
+
+@functools.cache
+def _recorded() -> LinkCost:
+    return recorded()  # the shipped constants, read once (auto consults them per shape)
 
 
 # -- the schedules: bytes through the busiest host link, message rounds, partners ---------------
@@ -212,7 +218,7 @@ def link_time(algorithm: str, nbytes: float, hosts: int, link_bits: float,
     workers joined by TCP links of ``link_bits`` bit/s (the recorded constants by default)."""
     if hosts * per_host == 1:
         return 0.0
-    cost = cost or recorded()
+    cost = cost or _recorded()
     rounds, link_s, kind, shm = _terms(algorithm, nbytes, hosts, per_host, link_bits, cost)
     return rounds * cost.alpha + link_s / cost.efficiency(kind) + shm
 
