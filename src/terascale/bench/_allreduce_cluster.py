@@ -85,7 +85,9 @@ def run_cluster_bench(hosts: int, link: str, sizes: Sequence[int], algorithms: S
                                      str(per_host), "--nnodes", str(hosts), "--node-rank",
                                      str(k), "--rendezvous", f"{c.address(0)}:{_PORT}",
                                      "--secret-file", secret, "--timeout", str(timeout),
-                                     "--no-prefix", *worker],
+                                     # auto is told the link rate, as a user would tell it
+                                     "--link-rate", repr(float(rate)), "--no-prefix",
+                                     *worker],
                                  stdout=subprocess.DEVNULL if k else None)
                          for k in range(hosts)]
                 codes = [p.wait(timeout + 60) for p in procs]

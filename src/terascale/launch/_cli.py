@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "cryptography package: pip install 'terascale[secure]'); shared "
                         "memory between ranks of one host is not encrypted")
     p.add_argument("--link-rate", default=None, metavar="RATE",
-                   help="the rate of the links between hosts (100Mbit, 10Gbit/s): "
+                   help="the rate of the links between hosts (100Mbit, 10Gbit/s, 1e8): "
                         "algorithm='auto' then chooses tree or ring with "
                         "the TCP link model at that rate (TERASCALE_LINK_RATE; the job uses "
                         "the smallest any node gives)")
@@ -97,7 +97,12 @@ def _run(args: argparse.Namespace) -> int:
 def _link_rate(args: argparse.Namespace) -> float | None:
     from .._units import parse_rate
 
-    return None if args.link_rate is None else parse_rate(args.link_rate, flag="--link-rate")
+    if args.link_rate is None:
+        return None
+    try:  # plain bits/s (1e8) as well as 100Mbit
+        return parse_rate(float(args.link_rate), flag="--link-rate")
+    except ValueError:
+        return parse_rate(args.link_rate, flag="--link-rate")
 
 
 def _secret(path: str | None) -> bytes:
