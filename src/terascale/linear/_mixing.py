@@ -79,8 +79,12 @@ def _advance(g0: float, dg: float, q: float) -> float:
     """(g0 + dg)^q - g0^q without the cancellation of the direct difference (q = 1 - p);
     q <= 0 (steps that do not shrink as G^-p with p < 1): 1 for a change, so the mix is
     the mean of the changes."""
+    if dg <= 0.0:  # most weights between two mixes: no transcendental call
+        return 0.0
     if q <= 0.0:
-        return 1.0 if dg > 0.0 else 0.0
+        return 1.0
+    if q == 0.5:  # VW's default power_t: sqrt(g0 + dg) - sqrt(g0), rationalized
+        return dg / (math.sqrt(g0 + dg) + math.sqrt(g0))
     if g0 > 0.0:
         return g0 ** q * math.expm1(q * math.log1p(dg / g0))
     return dg ** q
