@@ -52,7 +52,7 @@ def test_step_order_puts_same_host_groups_first() -> None:
     assert radix_steps(list("abababab")) == [(4, 2), (2, 2), (1, 2)]  # round robin: 0-4
     assert radix_steps(list("aabbccdd")) == [(1, 2), (4, 2), (2, 2)]
     assert radix_steps(list("abcdefg")) == [(1, 7)]                # a prime: one exchange
-    assert radix_steps(list("abcdef")) == [(1, 2), (2, 3)]         # smaller radix first
+    assert radix_steps(list("abcdef")) == [(2, 3), (1, 2)]         # larger radix first
     assert radix_steps(list("aaabbb")) == [(1, 3), (3, 2)]         # radix 3 inside the hosts
     assert radix_steps(list("abcabc")) == [(3, 2), (1, 3)]         # 0-3 share a host
     assert radix_steps(list("aabbcc")) == [(1, 2), (2, 3)]
