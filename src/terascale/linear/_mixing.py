@@ -26,15 +26,20 @@ normalizers and label bounds their maximum and minimum.
 
 Tuning. Measured on ``terascale bench linear --large``'s click-style data, one pass: with
 2 workers at 1M examples test logloss above one learner's by +0.0028 when averaging only
-at the end of the pass, +0.0006 with K = 1000 or 2000, +0.0009 with K = 5000 or 10000.
-The mix is a sum of changes computed against a model K examples old on every worker: with
-more workers the same K over-shoots (stale gradients pushing one way P times) and can
-diverge: 4 workers at 200k examples end at logloss 0.467 averaging at the end, 1.6 with
-K = 2000, 0.82 with K = 1000 and 0.454 with K = 500 (one learner: 0.450). So the default
-shrinks K as 8000 / P^2 (2 workers: 2000, 4: 500) and is 0 (the one-shot average) beyond
-4 workers, where it has not been measured; set K explicitly there, small. A mix costs one
-allreduce of 3 doubles per live feature (plus one max-allreduce when a normalizer or label
-bound changed): a shard of n examples makes n / K allreduces of the compact weight space.
+at the end of the pass and +0.0006 with K = 2000 (AUC -0.0012 and -0.0003); an in-process
+simulation of the same runs (it reproduces both) gives +0.0006 with K = 1000 and +0.0009
+with K = 5000 or 10000. The mix is a sum of changes computed against a model K examples
+old on every worker: with more workers the same K over-shoots (stale gradients pushing one
+way P times) and can diverge. At 200k examples (one learner: 0.450): 3 workers with
+K = 888 end at 0.453; 4 workers at 0.467 averaging at the end, 1.40 with K = 2000 and
+0.454 with K = 500 (simulated: 0.82 with K = 1000). So the default shrinks K as
+8000 / P^2 (2 workers: 2000, 4: 500) and is 0 (the one-shot average) beyond 4 workers,
+where it has not been measured; set K explicitly there, small. A mix costs one allreduce
+of 3 doubles per live feature (plus one max-allreduce when a normalizer or label bound
+changed): a shard of n examples makes n / K allreduces of the compact weight space. At 1M
+click examples (162k live features, 3.9 MB a mix, 250 mixes a worker with 2 workers) a mix
+took ~1.6 ms of CPU in the shared-memory allreduce and at most 1.5 ms in the two loops
+here, i.e. up to ~0.8 s of CPU per worker for the pass: raise K where that shows.
 ``K = 0`` mixes only at the end of the pass (the classic one-shot average, ``--average``).
 
 Determinism and unequal shards. Every worker mixes after every K examples of its shard
@@ -60,7 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Mixer", "default_every"]
 
-# examples mixed per pair of workers (see the module's measurements): 2 workers 2000 each
+# the default K is _BUDGET / P^2 examples per worker (see the module's measurements)
 _BUDGET = 8000
 _MAX_DEFAULT_WORKERS = 4
 
