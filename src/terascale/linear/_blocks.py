@@ -35,6 +35,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+import numba
 import numpy as np
 
 from ._dataset import Dataset, ParseOptions
@@ -134,6 +135,12 @@ class Blocks:
         return ds
 
 
+@numba.njit(cache=True, nogil=True)
+def _mark(mark: np.ndarray, indices: np.ndarray) -> None:
+    for k in range(len(indices)):
+        mark[indices[k]] = True
+
+
 class FeatureSet:
     """Accumulates the distinct indices of many blocks in bounded memory: a 2**bits bitmap
     up to 2**26 (8 MiB), beyond that a sorted set merged block by block."""
@@ -145,7 +152,7 @@ class FeatureSet:
 
     def add(self, indices: np.ndarray) -> None:
         if self.mark is not None:
-            self.mark[indices] = True
+            _mark(self.mark, np.asarray(indices, np.uint32))  # numpy's scatter: ~10x slower
         else:
             self.parts.append(np.unique(indices))
             if len(self.parts) > 16:

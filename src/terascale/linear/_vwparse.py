@@ -17,7 +17,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._hashing import CONSTANT_HASH, hashstring_nb
+from ._hashing import CONSTANT_HASH, hashstring_nb, murmur3_32_nb
 from ._interactions import count_interactions, emit_interactions
 from ._vwfloat import parse_float, read_float32
 
@@ -113,7 +113,11 @@ def _features(buf: np.ndarray, bar: int, le: int, mask: int, ignore: np.ndarray,
         v32 = scale * np.float32(fv)  # VW: namespace scale times value, in float
         if v32 == 0.0 or ignore[ns_c]:
             continue
-        h = hashstring_nb(buf, ts, name_e, ns_hash)
+        c0 = buf[ts]  # VW's digit rule needs every byte a digit: most names fail at once
+        if c0 < 48 or c0 > 57:
+            h = murmur3_32_nb(buf, ts, name_e, ns_hash)
+        else:
+            h = hashstring_nb(buf, ts, name_e, ns_hash)
         indices[nnz] = h & mask
         values[nnz] = v32
         nsch[nnz] = ns_c
@@ -240,38 +244,50 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                 continue
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], weights[:nex],
                     tag_ptr[:nex + 1], tag_blob[:ntag], skipped, err, line)
-        # group by namespace character, in order of first appearance (VW's ec.indices)
+        # group by namespace character, in order of first appearance (VW's ec.indices);
+        # where every namespace's features already form one run (click data, most VW
+        # files) and none is --ignore_linear, the grouped order is the parsed order and
+        # the features stay where they are: only their spans are recorded
         m = nnz - ex_start
-        if m > len(gidx):
-            gidx = np.empty(2 * m, np.uint32)
-            gval = np.empty(2 * m, np.float32)
         no = 0
+        runs = True
+        prev = -1
         for k in range(ex_start, nnz):
             c = nsch[k]
             if cnt[c] == 0:
                 order[no] = c
                 no += 1
+            elif c != prev:
+                runs = False
             cnt[c] += 1
+            prev = c
+        for q in range(no):
+            if ignore_linear[order[q]]:
+                runs = False
         off = 0
         for q in range(no):
             c = order[q]
             gstart[c] = off
-            gend[c] = off
+            gend[c] = off + cnt[c] if runs else off
             off += cnt[c]
-        for k in range(ex_start, nnz):
-            c = nsch[k]
-            gidx[gend[c]] = indices[k]
-            gval[gend[c]] = values[k]
-            gend[c] += 1
-        nnz = ex_start
-        for q in range(no):
-            c = order[q]
-            if ignore_linear[c]:
-                continue
-            for k in range(gstart[c], gend[c]):
-                indices[nnz] = gidx[k]
-                values[nnz] = gval[k]
-                nnz += 1
+        if not runs:
+            if m > len(gidx):
+                gidx = np.empty(2 * m, np.uint32)
+                gval = np.empty(2 * m, np.float32)
+            for k in range(ex_start, nnz):
+                c = nsch[k]
+                gidx[gend[c]] = indices[k]
+                gval[gend[c]] = values[k]
+                gend[c] += 1
+            nnz = ex_start
+            for q in range(no):
+                c = order[q]
+                if ignore_linear[c]:
+                    continue
+                for k in range(gstart[c], gend[c]):
+                    indices[nnz] = gidx[k]
+                    values[nnz] = gval[k]
+                    nnz += 1
         extra = 1 + count_interactions(table, gstart, gend)
         if nnz + extra > len(indices):
             indices = _grow_i(indices, nnz + extra)
@@ -281,7 +297,14 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
             indices[nnz] = const_idx
             values[nnz] = 1.0
             nnz += 1
-        nnz = emit_interactions(table, gstart, gend, gidx, gval, mask, indices, values, nnz)
+        if table.shape[0] > 0:  # the grouped features: in gidx/gval, or still in place
+            if runs:
+                nnz = emit_interactions(table, gstart, gend, indices[ex_start:ex_start + m],
+                                        values[ex_start:ex_start + m], mask, indices, values,
+                                        nnz)
+            else:
+                nnz = emit_interactions(table, gstart, gend, gidx, gval, mask, indices,
+                                        values, nnz)
         for q in range(no):
             c = order[q]
             cnt[c] = 0
