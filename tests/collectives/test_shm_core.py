@@ -54,21 +54,21 @@ def _use_core(comm) -> None:
     os.environ.pop("TERASCALE_NO_CEXT", None)
 
 
-def _quiet_host() -> None:
-    """Wait as on a host where nothing else runs: 3 ranks on 2 cores then spin with a yield
-    after every poll before they sleep (on the loaded test machine they would sleep at once)."""
+def _sleep_at_once() -> None:
+    """Wait as where the ranks' yields cannot reach each other (a session each, with
+    autogroups): 3 ranks on 2 cores then sleep at once instead of spinning with yields."""
     from terascale.transport import _spin
-    _spin.CROWD_TASKS = float("inf")
+    _spin.OVERSUBSCRIBED_SPIN_S = 0.0
 
 
 @needs_core
 def test_fast_path_is_taken_and_bitwise_equal_to_python_path() -> None:
-    """Rank 1 runs the pure-Python path, the others the core (rank 2 waiting as on a quiet
-    host): the same bits everywhere."""
+    """Rank 1 runs the pure-Python path, the others the core (rank 2 sleeping at once, rank
+    0 spinning with yields): the same bits everywhere."""
     def fn(comm):
         os.environ["TERASCALE_NO_CEXT"] = "1" if comm.rank == 1 else "0"
         if comm.rank == 2:
-            _quiet_host()
+            _sleep_at_once()
         rng = np.random.default_rng(comm.rank)
         out = []
         for dtype in ("float32", "float64", "int32", "int64", "uint8", "float16", "bool"):
@@ -116,12 +116,12 @@ def test_fast_path_mismatch_is_detected() -> None:
 def test_fast_path_dead_or_stalled_member(stop: str, count: int) -> None:
     """A member killed (PeerLost) or stopped (PeerTimeout at the communicator's deadline)
     while the others wait in the core (one round, or 2 MiB: the direct schedule, whose
-    members write into each other's buffers; rank 2 spinning as on a quiet host, rank 0 as
-    the load here makes it): detected, no hang."""
+    members write into each other's buffers; rank 0 spinning with yields, rank 2 sleeping
+    at once): detected, no hang."""
     def fn(comm):
         _use_core(comm)
         if comm.rank == 2:
-            _quiet_host()
+            _sleep_at_once()
         pids = comm.allgather(np.array([os.getpid()]))[:, 0]
         x = np.ones(count, np.float32)
         for _ in range(3):

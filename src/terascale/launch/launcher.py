@@ -30,7 +30,7 @@ from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
 from ._blame import Blame, blame_stall, is_stopped
-from ._lifetime import die_with_parent, forget_group, watch_group
+from ._lifetime import forget_group, watch_group, worker_start
 from ._output import Output
 
 __all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", "run_group",
@@ -121,7 +121,7 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
         offset, size = place.offset, place.size
     # PDEATHSIG is tied to the thread that forks: Popen is called from this thread, which
     # lives until every worker has been waited for.
-    preexec = die_with_parent()
+    preexec, session = worker_start(opts.nprocs)
     try:
         for rank in range(opts.nprocs):
             env = dict(os.environ)
@@ -136,7 +136,7 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
             env["PYTHONUNBUFFERED"] = "1"
             try:
                 p = subprocess.Popen(list(cmd), env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True,
+                                     stderr=subprocess.PIPE, start_new_session=session,
                                      preexec_fn=preexec)
                 watch_group(p.pid)  # its own children die with the launcher too
             except FileNotFoundError:

@@ -12,11 +12,13 @@ to arrive soon and blocks otherwise, as adaptive mutexes do:
   barrier of it, so all it has left is a copy of at most one area): up to
   ``RUNNING_SPIN_S``, unless the host has more runnable processes than cores
   (:func:`host_busy`);
-* more members than cores (``os.sched_getaffinity``): the adaptive budget, polling with a
-  ``sched_yield`` after every poll (the member we wait for is likely queued on our core:
-  the yield hands it the core at once, and the cores never go idle, so nobody pays the
-  wake-up of an idle core), as MPICH and Intel MPI do when oversubscribed -- but only
-  while no other job's tasks are runnable (:func:`crowded`); otherwise no spin at all.
+* more members than cores (``os.sched_getaffinity``): the adaptive budget, at most
+  ``OVERSUBSCRIBED_SPIN_S``, polling with a ``sched_yield`` after every poll, as Intel MPI
+  (``I_MPI_SPIN_COUNT`` 1 when oversubscribed) and MPICH do: the member we wait for is
+  likely queued on our core, the yield hands it the core at once, and the cores never go
+  idle, so nobody pays the wake-up of an idle core (tens of microseconds in a virtual
+  machine). Only where the yield can reach the other members (:func:`share_scheduler`);
+  otherwise no spin at all.
 
 With the compiled core the whole wait runs in C with the GIL released: the spin, then
 futex sleeps of at most ``BLOCK_S`` each for up to ``CORE_SLEEP_S``, woken by the member
@@ -36,8 +38,9 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["BLOCK_S", "CHECK_S", "CORES", "CORE_SLEEP_S", "MIN_SPIN_S", "RUNNING_SPIN_S",
-           "SPIN_S", "YIELD_WHILE_SPINNING", "crowded", "host_busy", "oversubscribed"]
+__all__ = ["BLOCK_S", "CHECK_S", "CORES", "CORE_SLEEP_S", "MIN_SPIN_S",
+           "OVERSUBSCRIBED_SPIN_S", "RUNNING_SPIN_S", "SPIN_S", "YIELD_WHILE_SPINNING",
+           "host_busy", "oversubscribed", "share_scheduler"]
 
 SPIN_S = 50e-6       # busy-wait at most this long before blocking in the kernel
 MIN_SPIN_S = 10e-6   # ... and at least this long (the budget adapts between the two)
@@ -47,6 +50,12 @@ CHECK_S = 0.05       # how often a waiting rank checks its members' links
 # deadline) takes over: well under CHECK_S, so a dead member is still found within about
 # CHECK_S + CORE_SLEEP_S.
 CORE_SLEEP_S = 20e-3
+# More members than cores, in one scheduling group: the most a yielding spin may last.
+# Measured, 4 ranks on 2 cores, one session, 4 KiB, barrier + allreduce (load 21-28):
+# 200 us 136-144 us per allreduce, 2 ms 222-225 us (a rank whose member was descheduled
+# keeps yielding instead of sleeping), no spin 153-172 us. With the core alone (no Python
+# between the calls): 20-44 us per barrier + allreduce yielding, 47-70 us sleeping.
+OVERSUBSCRIBED_SPIN_S = 200e-6
 # A member that has announced this collective (or passed its previous barrier) is running
 # it: all it has left before arriving is copying at most one area (2 MiB: 0.2 ms per copy,
 # CPU time measured with time.process_time on the loaded development host). Spin that long
@@ -79,33 +88,30 @@ BUSY_CHECK_S = 0.5
 _busy: list[float | bool] = [0.0, True]
 
 
-def crowded(members: int) -> bool:
-    """Tasks of other jobs are runnable on this host: ``members`` ranks of ours (this one
-    included) may be all of the rest.
+def share_scheduler(pids: list[int]) -> bool:
+    """Whether a ``sched_yield`` of one of ``pids`` can hand its core to another of them.
 
-    For more members than cores: there a yield hands the core to whatever else is runnable,
-    for a whole time slice (measured, 4 ranks on 2 cores, 4 KiB, with 13-19 other runnable
-    tasks: a 50 us spin with a yield after every poll took the median from 190-600 us to
-    480-810 us, a 200 us one to 1.2-3.4 ms; sleeping at once was best). Unlike
-    :func:`host_busy` this does not count our own spinning ranks as load: it is the
-    instantaneous number of runnable tasks (``/proc/loadavg``'s fourth field, every
-    ``CROWD_CHECK_S``) less ``members``, smoothed over about four readings. Without
-    ``/proc``: always crowded (never spin)."""
-    now = time.monotonic()
-    if now >= _crowd[0]:
-        _crowd[0] = now + CROWD_CHECK_S
-        try:
-            text = os.pread(_loadavg_fd(), 64, 0)
-            runnable = int(text.split()[3].split(b"/")[0])
-        except (OSError, ValueError, IndexError):
-            runnable = 1 << 20
-        _crowd[1] += (max(0, runnable - members) - _crowd[1]) * 0.25
-    return _crowd[1] >= CROWD_TASKS
+    With the scheduler's autogroups (``/proc/sys/kernel/sched_autogroup_enabled``, Linux's
+    default on many distributions) every session is a scheduling group of its own, and a
+    yield only reorders the caller's group: a rank spinning with yields for a member queued
+    on its core then keeps the core until its time slice ends. Measured, 4 ranks on 2 cores,
+    4 KiB, each rank in a session of its own: a 2 ms yielding spin took 1-10 ms per
+    allreduce, sleeping at once 0.2-0.7 ms; the same ranks in one session: 200 us of
+    yielding spin 136-144 us, sleeping 153-172 us. So: no autogroups, or one session."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled", "rb") as f:
+            if f.read().strip() == b"0":
+                return True
+    except OSError:
+        return True  # no autogroups here
+    try:
+        return len({os.getsid(p) for p in pids}) == 1
+    except OSError:
+        return False
 
 
 CROWD_CHECK_S = 0.05
-CROWD_TASKS = 0.5  # smoothed runnable tasks of other jobs from which spinning stops
-_crowd: list[float] = [0.0, 1.0]  # next reading, smoothed count (starts crowded)
+CROWD_TASKS = 0.5  # smoothed runnable tasks beyond the cores from which spinning stops
 _fd: list[int] = []
 
 

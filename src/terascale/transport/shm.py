@@ -125,6 +125,9 @@ class ShmGroup:
         # the budget, waits that had to block halve it. On an idle host every rank has a
         # core and spinning wins; on a loaded one the member we wait for may need ours.
         self._spin_s = SPIN_S
+        self._spin_cap = _spin.OVERSUBSCRIBED_SPIN_S if self.oversubscribed else SPIN_S
+        # Whether our yields reach the other members (set once their pids are known).
+        self._share_cores = False
         self._q[(self.index * _SLOT + _PID) // 8] = os.getpid()
         self._quiet: set[int] = set()
         # The compiled core (None: the pure-Python path), over the same mapping.
@@ -193,6 +196,8 @@ class ShmGroup:
         ``TERASCALE_NO_CMA``. Two barriers, once per segment."""
         self.barrier(ex, ex.deadline)  # every member's pid and mapping are in its slot
         core, q = self.core, self._q
+        self._share_cores = _spin.share_scheduler(
+            [int(q[(i * _SLOT + _PID) // 8]) for i in range(self.n)])
         ok = core is not None and not _core.attach_disabled() and \
             all(core.probe(i) == 0 for i in self._others)
         q[(self.index * _SLOT + _DIRECT) // 8] = int(ok)
@@ -263,7 +268,7 @@ class ShmGroup:
     def spin_budget(self, running: bool) -> float:
         """Seconds the core may spin before it sleeps (see :mod:`._spin`)."""
         if self.oversubscribed:
-            return 0.0 if _spin.crowded(self.n) else self._spin_s
+            return min(self._spin_s, _spin.OVERSUBSCRIBED_SPIN_S) if self._share_cores else 0.0
         if running and not _spin.host_busy():
             return RUNNING_SPIN_S
         return self._spin_s
@@ -278,7 +283,7 @@ class ShmGroup:
         spinning, shrinks if the core had to sleep (see :meth:`_wait`)."""
         if not running:
             self._spin_s = max(self._spin_s / 2, MIN_SPIN_S) if slept else \
-                min(self._spin_s * 2, SPIN_S)
+                min(self._spin_s * 2, self._spin_cap)
 
     def core_round(self, src: np.ndarray, dst: np.ndarray, tag: bytes | None, kind: int,
                    op: int, own: bool, *, running: bool) -> int:
