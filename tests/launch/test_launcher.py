@@ -48,7 +48,9 @@ def test_first_failure_stops_all_and_sets_exit_code(tmp_path: Path) -> None:
     start = time.monotonic()
     res = _run(["-n", "4", sys.executable, job])
     assert res.returncode == 7
-    assert time.monotonic() - start < 15  # nobody waited for the 60 s sleepers
+    # Nobody waited for the 60 s sleepers. (Not tighter: 4 workers on 2 cores share one
+    # session, hence one scheduling group, and start slowly on a loaded host.)
+    assert time.monotonic() - start < 45
     assert "rank 2 failed first" in res.stderr
 
 
