@@ -7,11 +7,14 @@ wake-up to every round trip (Open MPI's TCP BTL busy-polls the same way) -- unle
 host has more runnable tasks than cores right now (:func:`._spin.oversubscribed`), where
 spinning takes the core the peer needs. The spin is bounded, so a dead or stalled peer is
 still found by the blocking poll and the deadline right after it.
+
+This module is the scheduling loop only: moving one frame's bytes over one link is
+:mod:`._tcp_stream`'s, and the wording of every failure (and reading an ABORT's reason)
+is :mod:`._tcp_blame`'s.
 """
 
 from __future__ import annotations
 
-import json
 import select
 import socket
 import time
@@ -19,12 +22,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .._errors import CollectiveError, CollectiveMismatch, PeerLost, PeerTimeout
+from .._errors import CollectiveError, CollectiveMismatch
 from ._frames import (
     ABORT,
     DATA,
     HEADER,
-    MAX_ABORT,
     collective_tag,
     pack_desc,
     pack_header,
@@ -32,6 +34,8 @@ from ._frames import (
     unpack_header,
 )
 from ._spin import SPIN_S, oversubscribed
+from ._tcp_blame import ExchangeBlame
+from ._tcp_stream import PendingRecv, PendingSend, peek_header, recv_some, send_some
 from .base import Exchange
 
 if TYPE_CHECKING:
@@ -39,30 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Route", "TcpExchange"]
 
-_ERROR_TYPES: dict[str, type[CollectiveError]] = {
-    "PeerLost": PeerLost, "PeerTimeout": PeerTimeout, "CollectiveMismatch": CollectiveMismatch,
-}
 _READ = select.EPOLLIN
 _WRITE = select.EPOLLOUT
-
-
-class _Send:
-    __slots__ = ("views",)
-
-    def __init__(self, header: bytes, payload: memoryview) -> None:
-        self.views = [memoryview(header), payload] if len(payload) else [memoryview(header)]
-
-
-class _Recv:
-    __slots__ = ("into", "then", "header", "hgot", "pgot", "checked")
-
-    def __init__(self, into: memoryview, then: Callable[[], None] | None) -> None:
-        self.into = into
-        self.then = then
-        self.header = bytearray(HEADER)
-        self.hgot = 0
-        self.pgot = 0
-        self.checked = False
 
 
 class Route:
@@ -104,22 +86,23 @@ class TcpExchange(Exchange):
         self._desc_field = pack_desc(desc)
         self._socks = route.socks
         self._local = route.local
-        self._sendq: dict[int, deque[_Send]] = {}
-        self._recvq: dict[int, deque[_Recv]] = {}
+        self._sendq: dict[int, deque[PendingSend]] = {}
+        self._recvq: dict[int, deque[PendingRecv]] = {}
         self.started = time.monotonic()
         self.spin = SPIN_S > 0  # poll without sleeping before epoll_wait (module docstring)
         # Peers with nothing to receive here are still watched for ABORT frames, until they
         # turn out to hold data of a later collective (or closed after finishing theirs).
         self._quiet: set[int] = set()
+        self.blame = ExchangeBlame(self.origin, what, seq, desc, self._desc_field, context, route)
 
     # -- posting ---------------------------------------------------------------------------
     def send(self, peer: int, payload: memoryview | bytes) -> None:
         mv = memoryview(payload).cast("B")
         header = pack_header(DATA, self.seq, len(mv), self._desc_field, self.context)
-        self._sendq.setdefault(peer, deque()).append(_Send(header, mv))
+        self._sendq.setdefault(peer, deque()).append(PendingSend(header, mv))
 
     def recv(self, peer: int, into: memoryview, then: Callable[[], None] | None = None) -> None:
-        self._recvq.setdefault(peer, deque()).append(_Recv(memoryview(into).cast("B"), then))
+        self._recvq.setdefault(peer, deque()).append(PendingRecv(memoryview(into).cast("B"), then))
 
     def resume(self, peer: int, unsent: list[memoryview], into: memoryview, header: bytes,
                got: int) -> None:
@@ -128,10 +111,10 @@ class TcpExchange(Exchange):
         received so far (``header``: its first ``HEADER`` bytes, as far as they came; the
         rest of ``got`` is already in ``into``). Its wait was spent spinning: no spin here."""
         if unsent:
-            item = _Send(b"", memoryview(b""))
+            item = PendingSend(b"", memoryview(b""))
             item.views = unsent
             self._sendq.setdefault(peer, deque()).append(item)
-        r = _Recv(memoryview(into).cast("B"), None)
+        r = PendingRecv(memoryview(into).cast("B"), None)
         r.hgot = min(got, HEADER)
         r.header[: r.hgot] = header[: r.hgot]
         r.pgot = got - r.hgot
@@ -160,7 +143,7 @@ class TcpExchange(Exchange):
                 continue
             left = self.deadline - time.monotonic()
             if left <= 0:
-                raise self._timeout()
+                raise self.blame.timeout(self._recvq, self._sendq, self.started)
             for peer in self._socks:
                 watch = peer in self._recvq or peer not in self._quiet
                 mask = (_READ if watch else 0) | (_WRITE if peer in self._sendq else 0)
@@ -188,7 +171,7 @@ class TcpExchange(Exchange):
         while q:
             item = q[0]
             try:
-                n = sock.sendmsg(item.views)
+                n = send_some(sock, item)
             except BlockingIOError:
                 return progressed
             except OSError as e:
@@ -196,13 +179,6 @@ class TcpExchange(Exchange):
             progressed = True
             self.mesh.bytes_sent += n
             views = item.views
-            while n and views:
-                if n >= len(views[0]):
-                    n -= len(views[0])
-                    views.pop(0)
-                else:
-                    views[0] = views[0][n:]
-                    n = 0
             if views:
                 self.mesh.midframe[g] = sum(len(v) for v in views)
                 return progressed
@@ -220,13 +196,7 @@ class TcpExchange(Exchange):
             size = len(item.into)
             if item.hgot < HEADER or item.pgot < size:
                 try:
-                    if item.hgot < HEADER:
-                        bufs = [memoryview(item.header)[item.hgot:]]
-                        if size:
-                            bufs.append(item.into[item.pgot:])
-                        n = sock.recvmsg_into(bufs)[0]
-                    else:
-                        n = sock.recv_into(item.into[item.pgot:])
+                    n = recv_some(sock, item)
                 except BlockingIOError:
                     return progressed
                 except OSError as e:
@@ -235,11 +205,8 @@ class TcpExchange(Exchange):
                     raise self.lost(peer, "connection closed")
                 progressed = True
                 self.mesh.bytes_received += n
-                h = min(n, HEADER - item.hgot)
-                item.hgot += h
-                item.pgot += n - h
             if item.hgot == HEADER and not item.checked:
-                self._check_header(peer, item)
+                self.blame.check_header(peer, item)
             if item.checked and item.pgot >= size:
                 q.popleft()
                 if item.then is not None:
@@ -250,22 +217,13 @@ class TcpExchange(Exchange):
         return progressed
 
     def _peek(self, peer: int) -> tuple[int, int, int, bytes, int] | None:
-        """The header waiting on ``peer``'s link, or None; an ABORT frame is consumed."""
-        sock = self._socks[peer]
-        try:
-            head = sock.recv(HEADER, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except OSError:
-            return None
-        parsed = unpack_header(head) if len(head) == HEADER else None
-        if parsed is not None and parsed[0] == ABORT:
-            sock.recv(HEADER)  # the payload (the reason) is read by _aborted
-        return parsed
+        return peek_header(self._socks[peer])
 
     def _peek_idle(self, peer: int) -> None:
         """A peer we expect nothing from sent something: an ABORT, or a later collective."""
         parsed = self._peek(peer)
         if parsed is not None and parsed[0] == ABORT:
-            raise self._aborted(peer, b"", parsed[2])
+            raise self.blame.aborted(peer, b"", parsed[2])
         if parsed is not None and parsed[4] == self.context and parsed[1] == self.seq \
                 and parsed[3] != self._desc_field:
             # Same collective number, another collective: e.g. ranks chose other algorithms
@@ -307,7 +265,7 @@ class TcpExchange(Exchange):
         kind, seq, nbytes, desc, context = parsed
         if kind == ABORT:
             sock.recv(HEADER)
-            raise self._aborted(peer, b"", nbytes)
+            raise self.blame.aborted(peer, b"", nbytes)
         if context != self.context:
             raise self.mismatch(peer, f"called #{seq} {show_desc(desc)} on another "
                                       "communicator (over TCP)")
@@ -315,82 +273,14 @@ class TcpExchange(Exchange):
             raise self.mismatch(peer, f"called #{seq} {show_desc(desc)} (over TCP)")
         return True
 
-    # -- errors ----------------------------------------------------------------------------
-    def _who(self, peer: int) -> str:
-        g = self.members[peer]
-        return f"rank {g}" + (f" (rank {peer} of this communicator)" if self.route.renumbered
-                              else "")
-
-    def _check_header(self, peer: int, item: _Recv) -> None:
-        parsed = unpack_header(item.header)
-        if parsed is None:
-            raise self.mismatch(peer, "sent bytes that are not a terascale frame "
-                                      "(the previous collective's sizes disagreed)")
-        kind, seq, nbytes, desc, context = parsed
-        if kind == ABORT:
-            raise self._aborted(peer, bytes(item.into[: min(item.pgot, nbytes)]), nbytes)
-        if kind != DATA:
-            raise self.mismatch(peer, f"sent an unknown frame kind {kind}")
-        if context != self.context:
-            raise self.mismatch(peer, f"called #{seq} {show_desc(desc)} on another communicator")
-        if seq != self.seq or desc != self._desc_field:
-            raise self.mismatch(peer, f"called #{seq} {show_desc(desc)}")
-        if nbytes != len(item.into):
-            raise self.mismatch(peer, f"sent {nbytes} bytes where {len(item.into)} were "
-                                      f"expected for {show_desc(desc)}")
-        item.checked = True
-
-    def _aborted(self, peer: int, got: bytes, nbytes: int) -> CollectiveError:
-        nbytes = min(nbytes, MAX_ABORT)
-        got = got[:nbytes]
-        sock = self._socks[peer]
-        end = time.monotonic() + 1.0
-        while len(got) < nbytes and time.monotonic() < end:
-            try:
-                chunk = sock.recv(nbytes - len(got))
-            except BlockingIOError:
-                select.select([sock], [], [], 0.05)
-                continue
-            except OSError:
-                break
-            if not chunk:
-                break
-            got += chunk
-        try:
-            info = json.loads(got)
-            cls = _ERROR_TYPES.get(info.get("type"), PeerLost)
-            origin, root = int(info.get("origin", self.members[peer])), str(info.get("message"))
-        except (ValueError, TypeError):
-            cls, origin, root = PeerLost, self.members[peer], "no reason given"
-        err = cls(f"rank {self.origin}: {self.what} aborted because rank {origin} failed: "
-                  f"{root}", rank=self.origin, peer=origin, operation=self.what)
-        err.origin, err.root_message = origin, root  # type: ignore[attr-defined]
-        return err
-
+    # -- errors (worded by ._tcp_blame) -------------------------------------------------
     def lost(self, peer: int, why: str) -> CollectiveError:
         # A peer that aborted and exited at once leaves its ABORT frame in our receive queue:
         # report its reason rather than the bare closed connection.
         parsed = self._peek(peer)
         if parsed is not None and parsed[0] == ABORT:
-            return self._aborted(peer, b"", parsed[2])
-        err = PeerLost(f"rank {self.origin}: {self.what} lost peer {self._who(peer)} ({why})",
-                       rank=self.origin, peer=self.members[peer], operation=self.what)
-        # The rank that failed is the lost one: the ABORT we send names it, not us.
-        err.origin = self.members[peer]  # type: ignore[attr-defined]
-        return err
+            return self.blame.aborted(peer, b"", parsed[2])
+        return self.blame.lost(peer, why)
 
     def mismatch(self, peer: int, theirs: str) -> CollectiveMismatch:
-        return CollectiveMismatch(
-            f"rank {self.origin}: {self.what} mismatch: this rank called #{self.seq} "
-            f"{self.desc}, but {self._who(peer)} {theirs}",
-            rank=self.origin, peer=self.members[peer], operation=self.what)
-
-    def _timeout(self) -> PeerTimeout:
-        waits = [f"{self._who(p)} (receive)" for p in self._recvq] + \
-                [f"{self._who(p)} (send)" for p in self._sendq if p not in self._recvq]
-        first = next(iter(self._recvq), next(iter(self._sendq), None))
-        return PeerTimeout(f"rank {self.origin}: {self.what} timed out after "
-                           f"{time.monotonic() - self.started:.1f} s waiting for "
-                           f"{', '.join(waits)}", rank=self.origin,
-                           peer=None if first is None else self.members[first],
-                           operation=self.what)
+        return self.blame.mismatch(peer, theirs)
