@@ -16,13 +16,16 @@ rank (and node) that failed first. With ``--max-restarts`` the coordinator then 
 whole job again on all nodes. A node that loses its coordinator stops its workers and exits.
 Links carry a heartbeat every second, so a partitioned node is noticed within the
 collective deadline (``--timeout``) and ends within it plus the stop grace.
+
+This module is every node's launcher (the agent: join, run this node's workers per attempt,
+report, print the verdict). Node 0's coordinator is :mod:`._coordinator`; the control link
+both sides speak (JSON messages, heartbeat, loss detection) is :mod:`._control`.
 """
 
 from __future__ import annotations
 
 import math
 import queue
-import socket
 import sys
 import threading
 import time
@@ -30,196 +33,13 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from .._auth import accept_handshake, dial_handshake, recv_json, send_json
-from .._bind import bind_address, bind_error
-from .._errors import ConfigError, RendezvousError
-from ..rendezvous import RendezvousServer, host_layout
-from .launcher import LaunchOptions, NodePlace, free_port, is_secondary, run_group, stop_signals
+from .._auth import send_json
+from .._errors import ConfigError
+from ._control import ControlLink, connect, silence
+from ._coordinator import start_coordinator
+from .launcher import LaunchOptions, NodePlace, is_secondary, run_group, stop_signals
 
 __all__ = ["launch_nodes"]
-
-_PING_S = 1.0
-_STOP_GRACE_S = 4.0  # after a stop, how long the coordinator waits for the nodes' reports
-_SETTLE_S = 1.0  # after an echo of a failure (PeerLost...), how long to wait for its cause
-
-
-def _silence(timeout: float) -> float:
-    """How long a silent control link means a lost node: before the collective deadline,
-    so a partition is blamed on the cut-off node, not on the rank that timed out waiting."""
-    return min(timeout, max(3.0, timeout / 2))
-
-
-class _Link:
-    """One control connection: JSON messages out (locked), a reader thread into ``inbox``.
-
-    ``inbox`` gets ``(tag, message)``; ``message`` None means the link is lost (closed, or
-    silent for ``silence`` seconds although the other side pings every second).
-    """
-
-    def __init__(self, sock: socket.socket, tag: Any, inbox: queue.Queue, silence: float) -> None:
-        self.sock, self.tag, self._inbox, self._silence = sock, tag, inbox, silence
-        self._lock = threading.Lock()
-        self.closed = False
-        self._reader = sock.dup()  # its own timeout: recv and send do not share one
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._ping, daemon=True).start()
-
-    def _read(self) -> None:
-        try:
-            while not self.closed:
-                msg = recv_json(self._reader, time.monotonic() + self._silence)
-                if msg.get("kind") != "ping":
-                    self._inbox.put((self.tag, msg))
-        except (OSError, TimeoutError, ValueError):
-            pass
-        if not self.closed:
-            self._inbox.put((self.tag, None))
-
-    def _ping(self) -> None:
-        while not self.closed and self.send({"kind": "ping"}):
-            time.sleep(_PING_S)
-
-    def send(self, msg: dict) -> bool:
-        try:
-            with self._lock:
-                send_json(self.sock, msg, time.monotonic() + 5.0)
-            return True
-        except (OSError, TimeoutError):
-            return False
-
-    def close(self) -> None:
-        self.closed = True
-        for s in (self.sock, self._reader):
-            try:
-                s.close()
-            except OSError:
-                pass
-
-
-class _Coordinator(threading.Thread):
-    """Node 0's side: places the nodes, serves each attempt's rendezvous, stops on failure."""
-
-    def __init__(self, listener: socket.socket, nnodes: int, secret: bytes, host: str,
-                 bind: str, opts: LaunchOptions) -> None:
-        super().__init__(daemon=True, name="terascale-coordinator")
-        self._listener, self._nnodes, self._secret = listener, nnodes, secret
-        self._host, self._bind, self._opts = host, bind, opts
-
-    def run(self) -> None:
-        inbox: queue.Queue = queue.Queue()
-        links: dict[int, _Link] = {}
-        hello: dict[int, dict] = {}
-        try:
-            self._accept(links, hello, inbox)
-        except RendezvousError as e:
-            for link in links.values():
-                link.send({"kind": "done", "status": 1, "error": str(e)})
-            return
-        finally:
-            self._listener.close()
-        size = sum(hello[k]["nprocs"] for k in range(self._nnodes))
-        hosts = [hello[k]["host"] for k in range(self._nnodes) for _ in range(hello[k]["nprocs"])]
-        sys.stderr.write(f"terascale run: {self._nnodes} nodes, {host_layout(hosts)}\n")
-        for attempt in range(self._opts.max_restarts + 1):
-            status, rank, node, tail = self._attempt(attempt, size, hello, links, inbox)
-            if status == 0 or attempt == self._opts.max_restarts:
-                break
-        for link in links.values():
-            link.send({"kind": "done", "status": status, "rank": rank, "node": node,
-                       "tail": tail})
-        time.sleep(0.5)  # let the verdicts leave before the links close
-        for link in links.values():
-            link.close()
-
-    def _accept(self, links: dict[int, _Link], hello: dict[int, dict], inbox: queue.Queue) -> None:
-        deadline = time.monotonic() + self._opts.timeout
-        self._listener.settimeout(0.5)
-        while len(hello) < self._nnodes:
-            if time.monotonic() > deadline:
-                missing = sorted(set(range(self._nnodes)) - set(hello))
-                raise RendezvousError(f"nodes {missing} did not join within "
-                                      f"{self._opts.timeout:g} s")
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            try:
-                accept_handshake(conn, self._secret, time.monotonic() + 5.0)
-                msg = recv_json(conn, time.monotonic() + 5.0)
-                node = int(msg["node"])
-                if node in hello or not 0 <= node < self._nnodes:
-                    send_json(conn, {"kind": "done", "status": 1,
-                                     "error": f"node rank {node} is taken or not in "
-                                              f"0..{self._nnodes - 1}"}, time.monotonic() + 5)
-                    conn.close()
-                    continue
-            except Exception:  # strangers, wrong secrets, garbage: dropped, the job goes on
-                conn.close()
-                continue
-            hello[node] = {"nprocs": int(msg["nprocs"]), "host": str(msg["host"])[:256]}
-            links[node] = _Link(conn, node, inbox, _silence(self._opts.timeout))
-
-    def _attempt(self, attempt: int, size: int, hello: dict[int, dict], links: dict[int, _Link],
-                 inbox: queue.Queue) -> tuple[int, int | None, int | None, list[str]]:
-        server = RendezvousServer(size, self._secret, host=self._bind).start()
-        try:
-            master = (self._host, free_port(self._bind))
-            offset = 0
-            for k in range(self._nnodes):
-                links[k].send({"kind": "start", "attempt": attempt, "offset": offset,
-                               "size": size, "rendezvous": [self._host, server.address[1]],
-                               "job": server.job, "master": list(master)})
-                offset += hello[k]["nprocs"]
-            pending = set(range(self._nnodes))
-            Result = tuple[int, int | None, int | None, list[str]]
-            primary: list[Result] = []
-            secondary: list[Result] = []  # ranks that failed because another one did
-            decide_at = stop_by = float("inf")
-            first: Result | None = None
-            while pending and time.monotonic() < stop_by:
-                if first is None and time.monotonic() >= decide_at:
-                    first = (primary or secondary)[0]
-                    stop_by = time.monotonic() + _STOP_GRACE_S
-                    for k in pending:
-                        links[k].send({"kind": "stop", "rank": first[1], "node": first[2]})
-                try:
-                    node, msg = inbox.get(timeout=0.05)
-                except queue.Empty:
-                    continue
-                if msg is None:  # a launcher is gone (killed, or cut off from us)
-                    pending.discard(node)
-                    result = (1, None, node, [f"the launcher of node {node} was lost"])
-                elif msg.get("kind") == "result":
-                    pending.discard(node)
-                    result = (int(msg["status"]), msg.get("rank"), node, list(msg.get("tail", [])))
-                else:
-                    continue
-                if result[0] == 0 or first is not None or (msg or {}).get("stopped"):
-                    continue
-                (secondary if (msg or {}).get("secondary") else primary).append(result)
-                # The node where it started may report a moment after the echoes elsewhere.
-                decide_at = min(decide_at, time.monotonic() + (0 if primary else _SETTLE_S))
-            if first is None and (primary or secondary):
-                first = (primary or secondary)[0]
-            if first is None and pending:  # stopped nodes that never reported
-                first = (1, None, min(pending), [f"node {min(pending)} did not report"])
-            return first or (0, None, None, [])
-        finally:
-            server.close()
-
-
-def _connect(address: tuple[str, int], secret: bytes, deadline: float) -> socket.socket:
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            sock = socket.create_connection(address, timeout=2.0)
-            dial_handshake(sock, secret, time.monotonic() + 5.0)
-            return sock
-        except (OSError, TimeoutError) as e:
-            last = e
-            time.sleep(0.2)
-    raise RendezvousError(f"cannot reach node 0's launcher at {address[0]}:{address[1]} "
-                          f"({last}); is it running with the same --rendezvous and secret?")
 
 
 def launch_nodes(cmd: Sequence[str], opts: LaunchOptions, *, nnodes: int, node_rank: int,
@@ -253,33 +73,13 @@ def launch_nodes(cmd: Sequence[str], opts: LaunchOptions, *, nnodes: int, node_r
 def _agent(cmd: Sequence[str], opts: LaunchOptions, nnodes: int, node_rank: int,
            rendezvous: tuple[str, int], secret: bytes, host_id: str, stop: threading.Event,
            bind: str | None) -> int:
-    if node_rank == 0:
-        host, port = rendezvous
-        address = bind_address(host, bind=bind, what="--rendezvous host")
-        listener = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET,
-                                 socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            listener.bind((address, port))
-        except OSError as e:
-            listener.close()
-            err = bind_error(e, address, port, host, "--bind 0.0.0.0")
-            if err is not e:
-                raise ConfigError(f"--rendezvous {host}:{port}: {err}") from None
-            raise ConfigError(f"--rendezvous {host}:{port}: cannot listen on {address}:{port} "
-                              f"({e.strerror}); pick another port") from None
-        listener.listen(64)
-        coordinator: _Coordinator | None = _Coordinator(listener, nnodes, secret, host,
-                                                        address, opts)
-        assert coordinator is not None
-        coordinator.start()
-    else:
-        coordinator = None
+    coordinator = start_coordinator(rendezvous, bind, nnodes, secret, opts) \
+        if node_rank == 0 else None
     inbox: queue.Queue = queue.Queue()
-    sock = _connect(rendezvous, secret, time.monotonic() + opts.timeout)
+    sock = connect(rendezvous, secret, time.monotonic() + opts.timeout)
     send_json(sock, {"node": node_rank, "nprocs": opts.nprocs, "host": host_id},
               time.monotonic() + 5.0)
-    link = _Link(sock, "coordinator", inbox, _silence(opts.timeout))
+    link = ControlLink(sock, "coordinator", inbox, silence(opts.timeout))
     where = f"node 0's launcher at {rendezvous[0]}:{rendezvous[1]}"
     try:
         while True:

@@ -1,0 +1,167 @@
+"""Node 0's coordinator of a multi-node job: places the nodes, runs attempts, stops on failure.
+
+Every node's launcher joins over a :mod:`._control` link and says how many workers it has
+and which host it is; the coordinator gives each its place (the global rank of its first
+worker, the job's size) and serves each attempt's workers' rendezvous
+(:class:`terascale.rendezvous.RendezvousServer`, a fresh one per attempt). The first
+failure anywhere stops every node; the one reported is the cause, not an echo: a node
+whose ranks failed only because another did (``PeerLost``...) is a *secondary* report, and
+the coordinator waits ``_SETTLE_S`` for the primary one before it decides -- the
+stop-everything rule of Horovod and torchrun's elastic agent, with the blame kept.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import sys
+import threading
+import time
+
+from .._auth import accept_handshake, recv_json, send_json
+from .._bind import bind_address, bind_error
+from .._errors import ConfigError, RendezvousError
+from ..rendezvous import RendezvousServer, host_layout
+from ._control import ControlLink, silence
+from .launcher import LaunchOptions, free_port
+
+__all__ = ["Coordinator", "start_coordinator"]
+
+_STOP_GRACE_S = 4.0  # after a stop, how long the coordinator waits for the nodes' reports
+_SETTLE_S = 1.0  # after an echo of a failure (PeerLost...), how long to wait for its cause
+
+
+def start_coordinator(rendezvous: tuple[str, int], bind: str | None, nnodes: int,
+                      secret: bytes, opts: LaunchOptions) -> Coordinator:
+    """Listen at ``rendezvous`` (on its host's address only, or on ``bind``) and start the
+    coordinator's thread; a port that cannot be had is a ConfigError naming the flag."""
+    host, port = rendezvous
+    address = bind_address(host, bind=bind, what="--rendezvous host")
+    listener = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET,
+                             socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((address, port))
+    except OSError as e:
+        listener.close()
+        err = bind_error(e, address, port, host, "--bind 0.0.0.0")
+        if err is not e:
+            raise ConfigError(f"--rendezvous {host}:{port}: {err}") from None
+        raise ConfigError(f"--rendezvous {host}:{port}: cannot listen on {address}:{port} "
+                          f"({e.strerror}); pick another port") from None
+    listener.listen(64)
+    coordinator = Coordinator(listener, nnodes, secret, host, address, opts)
+    coordinator.start()
+    return coordinator
+
+
+class Coordinator(threading.Thread):
+    """Node 0's side: places the nodes, serves each attempt's rendezvous, stops on failure."""
+
+    def __init__(self, listener: socket.socket, nnodes: int, secret: bytes, host: str,
+                 bind: str, opts: LaunchOptions) -> None:
+        super().__init__(daemon=True, name="terascale-coordinator")
+        self._listener, self._nnodes, self._secret = listener, nnodes, secret
+        self._host, self._bind, self._opts = host, bind, opts
+
+    def run(self) -> None:
+        inbox: queue.Queue = queue.Queue()
+        links: dict[int, ControlLink] = {}
+        hello: dict[int, dict] = {}
+        try:
+            self._accept(links, hello, inbox)
+        except RendezvousError as e:
+            for link in links.values():
+                link.send({"kind": "done", "status": 1, "error": str(e)})
+            return
+        finally:
+            self._listener.close()
+        size = sum(hello[k]["nprocs"] for k in range(self._nnodes))
+        hosts = [hello[k]["host"] for k in range(self._nnodes) for _ in range(hello[k]["nprocs"])]
+        sys.stderr.write(f"terascale run: {self._nnodes} nodes, {host_layout(hosts)}\n")
+        for attempt in range(self._opts.max_restarts + 1):
+            status, rank, node, tail = self._attempt(attempt, size, hello, links, inbox)
+            if status == 0 or attempt == self._opts.max_restarts:
+                break
+        for link in links.values():
+            link.send({"kind": "done", "status": status, "rank": rank, "node": node,
+                       "tail": tail})
+        time.sleep(0.5)  # let the verdicts leave before the links close
+        for link in links.values():
+            link.close()
+
+    def _accept(self, links: dict[int, ControlLink], hello: dict[int, dict], inbox: queue.Queue) -> None:
+        deadline = time.monotonic() + self._opts.timeout
+        self._listener.settimeout(0.5)
+        while len(hello) < self._nnodes:
+            if time.monotonic() > deadline:
+                missing = sorted(set(range(self._nnodes)) - set(hello))
+                raise RendezvousError(f"nodes {missing} did not join within "
+                                      f"{self._opts.timeout:g} s")
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            try:
+                accept_handshake(conn, self._secret, time.monotonic() + 5.0)
+                msg = recv_json(conn, time.monotonic() + 5.0)
+                node = int(msg["node"])
+                if node in hello or not 0 <= node < self._nnodes:
+                    send_json(conn, {"kind": "done", "status": 1,
+                                     "error": f"node rank {node} is taken or not in "
+                                              f"0..{self._nnodes - 1}"}, time.monotonic() + 5)
+                    conn.close()
+                    continue
+            except Exception:  # strangers, wrong secrets, garbage: dropped, the job goes on
+                conn.close()
+                continue
+            hello[node] = {"nprocs": int(msg["nprocs"]), "host": str(msg["host"])[:256]}
+            links[node] = ControlLink(conn, node, inbox, silence(self._opts.timeout))
+
+    def _attempt(self, attempt: int, size: int, hello: dict[int, dict], links: dict[int, ControlLink],
+                 inbox: queue.Queue) -> tuple[int, int | None, int | None, list[str]]:
+        server = RendezvousServer(size, self._secret, host=self._bind).start()
+        try:
+            master = (self._host, free_port(self._bind))
+            offset = 0
+            for k in range(self._nnodes):
+                links[k].send({"kind": "start", "attempt": attempt, "offset": offset,
+                               "size": size, "rendezvous": [self._host, server.address[1]],
+                               "job": server.job, "master": list(master)})
+                offset += hello[k]["nprocs"]
+            pending = set(range(self._nnodes))
+            Result = tuple[int, int | None, int | None, list[str]]
+            primary: list[Result] = []
+            secondary: list[Result] = []  # ranks that failed because another one did
+            decide_at = stop_by = float("inf")
+            first: Result | None = None
+            while pending and time.monotonic() < stop_by:
+                if first is None and time.monotonic() >= decide_at:
+                    first = (primary or secondary)[0]
+                    stop_by = time.monotonic() + _STOP_GRACE_S
+                    for k in pending:
+                        links[k].send({"kind": "stop", "rank": first[1], "node": first[2]})
+                try:
+                    node, msg = inbox.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if msg is None:  # a launcher is gone (killed, or cut off from us)
+                    pending.discard(node)
+                    result = (1, None, node, [f"the launcher of node {node} was lost"])
+                elif msg.get("kind") == "result":
+                    pending.discard(node)
+                    result = (int(msg["status"]), msg.get("rank"), node, list(msg.get("tail", [])))
+                else:
+                    continue
+                if result[0] == 0 or first is not None or (msg or {}).get("stopped"):
+                    continue
+                (secondary if (msg or {}).get("secondary") else primary).append(result)
+                # The node where it started may report a moment after the echoes elsewhere.
+                decide_at = min(decide_at, time.monotonic() + (0 if primary else _SETTLE_S))
+            if first is None and (primary or secondary):
+                first = (primary or secondary)[0]
+            if first is None and pending:  # stopped nodes that never reported
+                first = (1, None, min(pending), [f"node {min(pending)} did not report"])
+            return first or (0, None, None, [])
+        finally:
+            server.close()
