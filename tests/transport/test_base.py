@@ -33,11 +33,12 @@ def test_tcp_implements_the_interface() -> None:
 
 def test_shared_memory_and_collectives_use_only_the_interface() -> None:
     shm = _imports(SRC / "transport" / "shm.py")
-    assert not {".tcp", "._tcp_exchange"} & shm, shm
+    assert not {".tcp", "._tcp_exchange", "._tcp_stream", "._tcp_blame"} & shm, shm
     for path in (SRC / "transport").glob("*.py"):  # launch sits above transport
         assert not any("launch" in m for m in _imports(path)), path
     for path in (SRC / "collectives").glob("*.py"):
-        assert not any(m.endswith(("tcp", "_tcp_exchange", "communicator")) for m in
+        assert not any(m.endswith(("tcp", "_tcp_exchange", "_tcp_stream", "_tcp_blame",
+                                   "communicator")) for m in
                        _imports(path)), path
 
 
