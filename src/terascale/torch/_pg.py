@@ -7,103 +7,26 @@ collective and completes a torch ``Future``: at once for the collectives that ru
 calling thread, from one completion thread for the asynchronous ones. Collectives start in
 the order they are called (the communicator numbers them under its lock), the same order on
 every rank, so work objects may be waited in any order.
+
+This module is the collectives; how a tensor is staged for the communicator (and which
+reductions torch's ops map to) is :mod:`._pg_staging`, and the work objects and the
+completion thread are :mod:`._pg_work`.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.futures import Future
 
 from .._errors import ConfigError
 from ..communicator import Communicator
+from ._pg_staging import from_wire, reduce_op, reducible, same_memory, to_wire
+from ._pg_work import Completer, Work, completed
 
 __all__ = ["TerascaleProcessGroup"]
-
-_OPS = [(dist.ReduceOp.SUM, "sum"), (dist.ReduceOp.PRODUCT, "prod"),
-        (dist.ReduceOp.MIN, "min"), (dist.ReduceOp.MAX, "max")]
-
-
-class _Work(dist._Work):
-    """A collective's work object: ``wait()`` raises the collective's error (torch's own
-    future-wrapping work would report success)."""
-
-    def __init__(self, fut: Future[Any]) -> None:
-        super().__init__()
-        self._fut = fut
-
-    def wait(self, timeout: Any = None) -> bool:
-        self._fut.wait()  # raises what the collective raised; every collective has a deadline
-        return True
-
-    def get_future(self) -> Future[Any]:
-        return self._fut
-
-    def is_completed(self) -> bool:
-        return self._fut.done()
-
-
-def _done(value: Any) -> _Work:
-    fut: Future[Any] = Future()
-    fut.set_result(value)
-    return _Work(fut)
-
-
-def _wire(t: torch.Tensor) -> torch.Tensor:
-    """A CPU, contiguous tensor with ``t``'s bytes that the communicator can move.
-
-    bfloat16 travels as int16 (the same 2 bytes): moving data never changes a bit.
-    """
-    s = t.detach()
-    if s.device.type != "cpu":
-        s = s.cpu()
-    s = s.contiguous()
-    return s.view(torch.int16) if s.dtype == torch.bfloat16 else s
-
-
-def _unwire(s: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    return s.view(torch.bfloat16) if like.dtype == torch.bfloat16 else s
-
-
-def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.data_ptr() == b.data_ptr() and a.dtype == b.dtype and a.device == b.device
-
-
-class _Completer:
-    """Waits the communicator's handles in submission order; completes the torch futures."""
-
-    def __init__(self, rank: int) -> None:
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._rank = rank
-
-    def add(self, handles: list[Any], finish: Callable[[list[Any]], Any]) -> Future[Any]:
-        fut: Future[Any] = Future()
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, daemon=True,
-                                                name=f"terascale-pg-{self._rank}")
-                self._thread.start()
-        self._queue.put((handles, finish, fut))
-        return fut
-
-    def _loop(self) -> None:
-        while True:
-            handles, finish, fut = self._queue.get()
-            try:
-                # Each handle finishes by its collective's deadline: no wait here is unbounded.
-                value = finish([h.wait() for h in handles])
-            except BaseException as e:  # the collective's own error, naming rank and peer
-                fut.set_exception(e)
-            else:
-                fut.set_result(value)
-
 
 class TerascaleProcessGroup(dist.ProcessGroup):
     """``torch.distributed`` collectives over a terascale :class:`~terascale.Communicator`.
@@ -119,7 +42,7 @@ class TerascaleProcessGroup(dist.ProcessGroup):
         self._comm = comm
         self._owned = owned
         self._timeout = timeout
-        self._completer = _Completer(comm.rank)
+        self._completer = Completer(comm.rank)
         self._group_name = ""
         self._group_desc = ""
 
@@ -152,29 +75,6 @@ class TerascaleProcessGroup(dist.ProcessGroup):
         self.shutdown()
 
     # -- helpers ----------------------------------------------------------------------------
-    def _op(self, opts: Any) -> tuple[str, bool]:
-        """(terascale op, divide by size afterwards) for ``opts.reduceOp``."""
-        op = opts.reduceOp
-        for torch_op, name in _OPS:
-            if op == torch_op:
-                return name, False
-        if op == dist.ReduceOp.AVG:
-            return "sum", True
-        raise ConfigError(f"rank {self._comm.rank}: the terascale backend reduces with SUM, "
-                          f"AVG, PRODUCT, MIN or MAX, not {op}")
-
-    def _reducible(self, t: torch.Tensor, avg: bool) -> torch.Tensor:
-        """Where to reduce ``t``: itself when possible; bfloat16 in a float32 copy."""
-        if avg and not (t.is_floating_point() or t.is_complex()):
-            raise ConfigError(f"rank {self._comm.rank}: ReduceOp.AVG needs a floating-point "
-                              f"tensor, not {t.dtype}; use SUM and divide")
-        s = t.detach()
-        if s.dtype == torch.bfloat16:  # reduce in float32, round once: same bits everywhere
-            return s.to("cpu", torch.float32)
-        if s.device.type != "cpu" or not s.is_contiguous():
-            return s.cpu().contiguous()
-        return s
-
     def _kw(self) -> dict[str, Any]:
         return {} if self._timeout is None else {"timeout": self._timeout}
 
@@ -186,8 +86,8 @@ class TerascaleProcessGroup(dist.ProcessGroup):
 
     # -- reductions -------------------------------------------------------------------------
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:  # type: ignore[override]
-        name, avg = self._op(opts or dist.AllreduceOptions())
-        staged = [self._reducible(t, avg) for t in tensors]
+        name, avg = reduce_op(opts or dist.AllreduceOptions(), self._comm.rank)
+        staged = [reducible(t, avg, self._comm.rank) for t in tensors]
         handles = [self._comm.allreduce_async(s, name, out=s, **self._kw()) for s in staged]
         size = self._comm.size
 
@@ -195,11 +95,11 @@ class TerascaleProcessGroup(dist.ProcessGroup):
             for t, s in zip(tensors, staged):
                 if avg:
                     s.div_(size)
-                if not _same_memory(t, s):
+                if not same_memory(t, s):
                     t.detach().copy_(s)
             return tensors
 
-        return _Work(self._completer.add(handles, finish))
+        return Work(self._completer.add(handles, finish))
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
         a = dist.AllreduceOptions()
@@ -208,15 +108,15 @@ class TerascaleProcessGroup(dist.ProcessGroup):
         return self.allreduce(tensors, a)
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any) -> Any:  # type: ignore[override]
-        name, avg = self._op(opts)
+        name, avg = reduce_op(opts, self._comm.rank)
         for t in tensors:
-            s = self._reducible(t, avg)
+            s = reducible(t, avg, self._comm.rank)
             result = self._comm.allreduce(s, name, **self._kw())
             if self._comm.rank == opts.rootRank:
                 if avg:
                     result.div_(self._comm.size)
                 t.detach().copy_(result)
-        return _done(tensors)
+        return completed(tensors)
 
     def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]],  # type: ignore[override]
                        opts: Any = None) -> Any:
@@ -233,35 +133,35 @@ class TerascaleProcessGroup(dist.ProcessGroup):
         return self._reduce_scatter(output, input.reshape(self._comm.size, -1), opts)
 
     def _reduce_scatter(self, out: torch.Tensor, rows: torch.Tensor, opts: Any) -> Any:
-        name, avg = self._op(opts or dist.ReduceScatterOptions())
-        block = self._comm.reduce_scatter(self._reducible(rows, avg), name, **self._kw())
+        name, avg = reduce_op(opts or dist.ReduceScatterOptions(), self._comm.rank)
+        block = self._comm.reduce_scatter(reducible(rows, avg, self._comm.rank), name, **self._kw())
         if avg:
             block.div_(self._comm.size)
         out.detach().copy_(block.reshape(out.shape))
-        return _done([out])
+        return completed([out])
 
     # -- data movement ----------------------------------------------------------------------
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:  # type: ignore[override]
         root = (opts or dist.BroadcastOptions()).rootRank
         for t in tensors:
-            s = _wire(t)
+            s = to_wire(t)
             self._comm.broadcast(s, root, **self._kw())
-            if not _same_memory(t, s) and not _same_memory(t, _unwire(s, t)):
-                t.detach().copy_(_unwire(s, t))
-        return _done(tensors)
+            if not same_memory(t, s) and not same_memory(t, from_wire(s, t)):
+                t.detach().copy_(from_wire(s, t))
+        return completed(tensors)
 
     def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],  # type: ignore[override]
                   opts: Any = None) -> Any:
         src, outs = inputs[0], outputs[0]
         self._sizes_equal("all_gather", outs, src.numel())
-        h = self._comm.allgather_async(_wire(src), **self._kw())
+        h = self._comm.allgather_async(to_wire(src), **self._kw())
 
         def finish(results: list[Any]) -> list[list[torch.Tensor]]:
             for o, row in zip(outs, results[0]):
-                o.detach().copy_(_unwire(row, o).reshape(o.shape))
+                o.detach().copy_(from_wire(row, o).reshape(o.shape))
             return outputs
 
-        return _Work(self._completer.add([h], finish))
+        return Work(self._completer.add([h], finish))
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002
                           opts: Any = None) -> Any:
@@ -269,23 +169,23 @@ class TerascaleProcessGroup(dist.ProcessGroup):
             raise ConfigError(f"rank {self._comm.rank}: all_gather_into_tensor needs an output "
                               f"of {self._comm.size} x {input.numel()} elements, got "
                               f"{tuple(output.shape)}")
-        h = self._comm.allgather_async(_wire(input), **self._kw())
+        h = self._comm.allgather_async(to_wire(input), **self._kw())
 
         def finish(results: list[Any]) -> list[torch.Tensor]:
-            output.detach().copy_(_unwire(results[0], output).reshape(output.shape))
+            output.detach().copy_(from_wire(results[0], output).reshape(output.shape))
             return [output]
 
-        return _Work(self._completer.add([h], finish))
+        return Work(self._completer.add([h], finish))
 
     def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],  # type: ignore[override]
                opts: Any) -> Any:
         src = inputs[0]
-        rows = self._comm.allgather(_wire(src), **self._kw())
+        rows = self._comm.allgather(to_wire(src), **self._kw())
         if self._comm.rank == opts.rootRank:
             self._sizes_equal("gather", outputs[0], src.numel())
             for o, row in zip(outputs[0], rows):
-                o.detach().copy_(_unwire(row, o).reshape(o.shape))
-        return _done(outputs)
+                o.detach().copy_(from_wire(row, o).reshape(o.shape))
+        return completed(outputs)
 
     def scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]],  # type: ignore[override]
                 opts: Any) -> Any:
@@ -294,10 +194,10 @@ class TerascaleProcessGroup(dist.ProcessGroup):
         if self._comm.rank == root:
             self._sizes_equal("scatter", inputs[0], out.numel())
             torch.stack([t.detach().reshape(-1).cpu() for t in inputs[0]], out=stacked)
-        wire = _wire(stacked)
+        wire = to_wire(stacked)
         self._comm.broadcast(wire, root, **self._kw())
-        out.detach().copy_(_unwire(wire, out)[self._comm.rank].reshape(out.shape))
-        return _done(outputs)
+        out.detach().copy_(from_wire(wire, out)[self._comm.rank].reshape(out.shape))
+        return completed(outputs)
 
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
                  opts: Any = None) -> Any:
@@ -305,10 +205,10 @@ class TerascaleProcessGroup(dist.ProcessGroup):
         if len(outputs) != n or len(inputs) != n:
             raise ConfigError(f"rank {self._comm.rank}: all_to_all needs {n} input and {n} "
                               f"output tensors, got {len(inputs)} and {len(outputs)}")
-        got = self._alltoallv([_wire(t).reshape(-1) for t in inputs], [o.numel() for o in outputs])
+        got = self._alltoallv([to_wire(t).reshape(-1) for t in inputs], [o.numel() for o in outputs])
         for o, g in zip(outputs, got):
-            o.detach().copy_(_unwire(g, o).reshape(o.shape))
-        return _done(outputs)
+            o.detach().copy_(from_wire(g, o).reshape(o.shape))
+        return completed(outputs)
 
     def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002
                           output_split_sizes: list[int], input_split_sizes: list[int],
@@ -319,22 +219,22 @@ class TerascaleProcessGroup(dist.ProcessGroup):
                 raise ConfigError(f"rank {self._comm.rank}: all_to_all_single with equal "
                                   f"splits needs input and output of the same size, a multiple "
                                   f"of {n}; got {tuple(input.shape)} and {tuple(output.shape)}")
-            h = self._comm.alltoall_async(_wire(input).reshape(n, -1), **self._kw())
+            h = self._comm.alltoall_async(to_wire(input).reshape(n, -1), **self._kw())
 
             def finish(results: list[Any]) -> list[torch.Tensor]:
-                output.detach().copy_(_unwire(results[0], output).reshape(output.shape))
+                output.detach().copy_(from_wire(results[0], output).reshape(output.shape))
                 return [output]
 
-            return _Work(self._completer.add([h], finish))
+            return Work(self._completer.add([h], finish))
         ins = list(input_split_sizes) or [input.shape[0] // n] * n
         outs = list(output_split_sizes) or [output.shape[0] // n] * n
         row_in = input[0].numel() if input.dim() and input.shape[0] else 0
         row_out = output[0].numel() if output.dim() and output.shape[0] else 0
-        flat = _wire(input).reshape(-1)
+        flat = to_wire(input).reshape(-1)
         blocks = list(torch.split(flat, [k * row_in for k in ins]))
         got = self._alltoallv(blocks, [k * row_out for k in outs])
-        output.detach().copy_(_unwire(torch.cat(got), output).reshape(output.shape))
-        return _done([output])
+        output.detach().copy_(from_wire(torch.cat(got), output).reshape(output.shape))
+        return completed([output])
 
     def _alltoallv(self, blocks: list[torch.Tensor], recv: list[int]) -> list[torch.Tensor]:
         """Blocks of any lengths: padded to the longest block of any rank, one exchange."""
@@ -351,7 +251,7 @@ class TerascaleProcessGroup(dist.ProcessGroup):
 
     def barrier(self, opts: Any = None) -> Any:
         self._comm.barrier(**self._kw())
-        return _done([])
+        return completed([])
 
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> Any:
         raise ConfigError("the terascale backend is collective-only: no send/recv; use "
