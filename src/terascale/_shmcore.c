@@ -1,6 +1,6 @@
 /* terascale._shmcore: the per-call work of a shared-memory allreduce, compiled.
  *
- * One object per mapped segment (transport/shm.py has the layout): it publishes this
+ * One object per mapped segment (transport/_shmlayout.py has the layout): it publishes this
  * member's data and descriptor, arrives at the epoch barrier, spins on the other members'
  * epoch words with the GIL released, compares their descriptors and folds the members'
  * areas in member order (x0 op x1 op ... op x{n-1}, elementwise, one pass over memory

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <time.h>
 
-/* One control slot per member (transport/shm.py has the layout). */
+/* One control slot per member (transport/_shmlayout.py has the layout). */
 #define SLOT 512
 #define OFF_EPOCH 0
 #define OFF_SLEEPING 64
