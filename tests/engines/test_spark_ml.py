@@ -76,6 +76,42 @@ def test_vector_column_fit_transform_and_auc_next_to_mllib(spark, tmp_path):
     assert not np.array_equal(weighted.linear.dense(), model.linear.dense())
 
 
+def test_arrow_batches_train_the_model_rows_train(spark, monkeypatch):
+    """A Vector column travels to the tasks as Arrow batches (mapInArrow): the model is,
+    bitwise, the one of the Row path -- sparse rows with explicit zeros, empty rows, dense
+    rows, indices beyond 2^bits, int labels, importance weights, batches of 7 rows."""
+    pytest.importorskip("pyarrow")
+    from pyspark.ml.linalg import Vectors
+
+    from terascale.engines.spark import _ml
+
+    rng = np.random.default_rng(11)
+    rows = []
+    for i in range(240):
+        if i % 5 == 0:
+            v = Vectors.sparse(1 << 20, [], [])
+        elif i % 5 == 1:
+            v = Vectors.dense(np.where(rng.random(30) < 0.3, rng.standard_normal(30), 0.0))
+        else:
+            idx = np.sort(rng.choice(1 << 20, 6, replace=False))
+            val = rng.standard_normal(6)
+            val[0] = 0.0
+            v = Vectors.sparse(1 << 20, idx.tolist(), val.tolist())
+        rows.append((v, i % 2, 1.0 + i % 3))
+    df = spark.createDataFrame(rows, ["features", "label", "w"]).repartition(2).cache()
+    lr = terascale.spark.LinearLearner(bits=10, passes=2, bfgs=3, weightCol="w", cacheDir="")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+    try:
+        arrow = lr.fit(df)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    monkeypatch.setattr(_ml, "by_arrow", lambda d, enc: (d.rdd, False))
+    by_rows = lr.fit(df)
+    df.unpersist()
+    assert arrow.info["examples"] == by_rows.info["examples"] == 240
+    assert np.array_equal(arrow.linear.dense(), by_rows.linear.dense())
+
+
 def test_plain_columns_hash_like_the_csv_reader(spark, tmp_path):
     """Numeric, string (categories, numbers-as-text, nulls) and boolean columns: the model
     equals, bitwise, the one trained on the same partitions written as CSV files."""

@@ -4,10 +4,11 @@
   ``terascale.init()`` inside the function joins the job (:mod:`._runner`);
 * :func:`train_linear` -- the terascale linear learner over the partitions of a DataFrame,
   an RDD of lines or files, each task streaming and caching its partition before it joins
-  (:mod:`._linear`, :mod:`._store`, :mod:`._encode`);
+  (:mod:`._linear`, :mod:`._store`, :mod:`._encode`; a DataFrame's Vector or text column
+  arrives as Arrow batches, :mod:`._arrow`);
 * :class:`LinearLearner` / :class:`LinearLearnerModel` -- the same learner as a
   ``pyspark.ml`` Estimator and Model: Params, ``fit``/``transform``, ``Pipeline``, ``save``
-  and ``load`` (:mod:`._ml`).
+  and ``load`` (:mod:`._ml`, :mod:`._mlio`).
 
 pyspark is imported only when a function is called or an ML class is first used (extra
 ``terascale[spark]``, Java 17).

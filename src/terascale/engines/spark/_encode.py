@@ -27,7 +27,7 @@ import numpy as np
 from ..._errors import ConfigError, DataError
 from ...linear import CONSTANT_HASH, Dataset, ParseOptions, hash_feature, hash_space, parse_lines
 
-__all__ = ["Encoding"]
+__all__ = ["Encoding", "not_a_vector"]
 
 _F32_MAX = float(np.finfo(np.float32).max)
 KINDS = ("vector", "columns", "text")
@@ -85,26 +85,57 @@ class Encoding:
         ``where`` names the partition in errors.
         """
         if self.kind == "text":
-            return self._text(rows, first, where)
+            return self._text([r if isinstance(r, str) else r[0] for r in rows], first, where)
         n = len(rows)
         if self.kind == "vector":
-            indptr, indices, values = self._vectors(rows, first, where)
+            indptr, indices, values = self._csr(*self._vectors(rows, first, where), first,
+                                                where)
             keep = np.ones(n, bool)
         else:
             indptr, indices, values, keep = self._columns(rows, first, where)
-        labels = np.full(n, np.nan, np.float32)
-        weights = np.ones(n, np.float32)
         k = len(self.features)
+        label = weight = None
         if with_labels and self.label:
-            labels = self._numbers(rows, k, self.label, first, where, keep)
+            label = self.numbers([row[k] for row in rows], first, where, keep)
         if with_labels and self.weight:
-            w = self._numbers(rows, k + (1 if self.label else 0), self.weight, first, where,
-                              keep)
-            bad = np.flatnonzero(np.isnan(w) | (w < 0))
+            weight = self.numbers([row[k + (1 if self.label else 0)] for row in rows], first,
+                                   where, keep, self.weight)
+        return self._dataset(indptr, indices, values, keep, label, weight, first, where)
+
+    def encode_arrow(self, batch: Any, first: int, where: str) -> Dataset:
+        """:meth:`encode` for training on an Arrow record batch of :attr:`columns`: the
+        same Dataset, bitwise, without a Python object per row (vector and text kinds;
+        plain columns go through their Python values)."""
+        from ._arrow import lines, numbers, vectors
+
+        if self.kind == "text":
+            return self._text(lines(batch.column(0)), first, where)
+        if self.kind == "columns":
+            cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+            return self.encode(list(zip(*cols)), first, where)
+        keep = np.ones(batch.num_rows, bool)
+        indptr, indices, values = self._csr(*vectors(batch.column(0), first, where,
+                                                     self.features[0]), first, where)
+        label = weight = None
+        if self.label:
+            label = numbers(batch.column(1), self, first, where, keep, self.label)
+        if self.weight:
+            weight = numbers(batch.column(2 if self.label else 1), self, first, where, keep,
+                             self.weight)
+        return self._dataset(indptr, indices, values, keep, label, weight, first, where)
+
+    def _dataset(self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
+                 keep: np.ndarray, label: np.ndarray | None, weight: np.ndarray | None,
+                 first: int, where: str) -> Dataset:
+        n = len(keep)
+        labels = np.full(n, np.nan, np.float32) if label is None else label
+        weights = np.ones(n, np.float32)
+        if weight is not None:
+            bad = np.flatnonzero(np.isnan(weight) | (weight < 0))
             if len(bad):
                 raise DataError(f"{where}, row {first + int(bad[0])}: weight column "
-                                f"{self.weight!r} must be a number >= 0, not {w[bad[0]]}")
-            weights = w
+                                f"{self.weight!r} must be a number >= 0, not {weight[bad[0]]}")
+            weights = weight
         skipped = int(np.count_nonzero(~keep))
         if skipped:  # only with skip_bad: drop the rows with a bad cell
             counts = np.diff(indptr)[keep]
@@ -116,8 +147,7 @@ class Encoding:
                        weights=weights, bits=self.bits, skipped=skipped,
                        parse=self.parse_options())
 
-    def _text(self, rows: Sequence[Any], first: int, where: str) -> Dataset:
-        lines = [r if isinstance(r, str) else r[0] for r in rows]
+    def _text(self, lines: list[Any], first: int, where: str) -> Dataset:
         if any(line is None for line in lines):
             i = next(i for i, line in enumerate(lines) if line is None)
             raise DataError(f"{where}, row {first + i}: the text column is null")
@@ -128,9 +158,9 @@ class Encoding:
 
     def _vectors(self, rows: Sequence[Any], first: int,
                  where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows' Vectors -> (non-zeros per row, their indices, their values), flat."""
         from pyspark.ml.linalg import DenseVector, SparseVector
 
-        mask = (1 << self.bits) - 1
         idx: list[np.ndarray] = []
         val: list[np.ndarray] = []
         counts = np.empty(len(rows), np.int64)
@@ -144,23 +174,27 @@ class Encoding:
                 i = np.flatnonzero(x)
                 x = x[i]
             else:
-                raise DataError(f"{where}, row {first + r}: column {self.features[0]!r} "
-                                f"holds {type(v).__name__}, not an MLlib Vector (use "
-                                f"featureCols= for plain columns)")
+                raise DataError(not_a_vector(where, first + r, self.features[0], v))
             nz = x != 0
             if not nz.all():
                 i, x = i[nz], x[nz]
             idx.append(np.asarray(i, np.int64))
             val.append(x)
             counts[r] = len(x)
-        flat = np.concatenate(val) if val else np.zeros(0)
+        return (counts, np.concatenate(idx) if idx else np.zeros(0, np.int64),
+                np.concatenate(val) if val else np.zeros(0))
+
+    def _csr(self, counts: np.ndarray, idx: np.ndarray, flat: np.ndarray, first: int,
+             where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Non-zeros of Vectors -> CSR arrays: indices masked to ``bits``, float32 values,
+        VW's constant feature last in every example."""
+        mask = (1 << self.bits) - 1
         bad = np.flatnonzero(~np.isfinite(flat) | (np.abs(flat) > _F32_MAX))
         if len(bad):
             r = int(np.searchsorted(np.cumsum(counts), bad[0], side="right"))
             raise DataError(f"{where}, row {first + r}: column {self.features[0]!r} has a "
                             f"NaN or infinite value (or one beyond float32)")
-        indices = ((np.concatenate(idx) if idx else np.zeros(0, np.int64)) & mask
-                   ).astype(np.uint32)
+        indices = (idx & mask).astype(np.uint32)
         values = flat.astype(np.float32)
         ends = np.cumsum(counts)
         if self.constant:  # VW's bias feature, last in every example
@@ -223,21 +257,34 @@ class Encoding:
         indptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))]).astype(np.int64)
         return indptr, idx[present], val[present], keep
 
-    def _numbers(self, rows: Sequence[Any], pos: int, name: str, first: int, where: str,
-                 keep: np.ndarray) -> np.ndarray:
-        """A label or weight column as float32 (null: NaN, i.e. no label)."""
-        out = np.empty(len(rows), np.float32)
-        for r, row in enumerate(rows):
-            v = row[pos]
+    def numbers(self, cells: Sequence[Any], first: int, where: str, keep: np.ndarray,
+                 name: str | None = None) -> np.ndarray:
+        """A label (or ``name``'s weight) column as float32 (null: NaN, i.e. no label)."""
+        x = np.empty(len(cells), np.float64)
+        for r, v in enumerate(cells):
             try:
-                x = np.nan if v is None else float(v)
-            except (TypeError, ValueError):
-                x = np.inf
-            if not (x != x or abs(x) <= _F32_MAX):  # not NaN and not finite within float32
-                if not self.skip_bad:
-                    raise DataError(f"{where}, row {first + r}: column {name!r}: {v!r} is "
-                                    f"not a (finite) number")
-                keep[r] = False
-                x = 0.0
-            out[r] = x
-        return out
+                x[r] = np.nan if v is None else float(v)
+            except (TypeError, ValueError, OverflowError):
+                x[r] = np.inf
+        return self.checked(x, cells, first, where, keep, name)
+
+    def checked(self, x: np.ndarray, cells: Any, first: int, where: str, keep: np.ndarray,
+                name: str | None = None) -> np.ndarray:
+        """float64 cells as float32; one not finite within float32 (NaN is no label) is a
+        DataError naming the row, or with ``skip_bad`` drops it (``keep``)."""
+        bad = np.flatnonzero(~(np.isnan(x) | (np.abs(x) <= _F32_MAX)))
+        if len(bad):
+            if not self.skip_bad:
+                r = int(bad[0])
+                cell = cells[r].item() if isinstance(cells[r], np.generic) else cells[r]
+                raise DataError(f"{where}, row {first + r}: column "
+                                f"{name or self.label!r}: {cell!r} is not a (finite) "
+                                f"number")
+            keep[bad] = False
+            x[bad] = 0.0
+        return x.astype(np.float32)
+
+
+def not_a_vector(where: str, row: int, column: str, v: Any) -> str:
+    return (f"{where}, row {row}: column {column!r} holds {type(v).__name__}, not an MLlib "
+            f"Vector (use featureCols= for plain columns)")

@@ -24,6 +24,7 @@ deterministic, so the rerun returns the model a failure-free run would have.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -34,7 +35,7 @@ from ..._errors import ConfigError
 from ...linear import LinearModel, ParseOptions, TextBlocks
 from .._common import check_workers, new_run_id
 from ._encode import Encoding
-from ._runner import TaskSpec, check_cluster, run_on_rdd, session
+from ._runner import TaskSpec, check_cluster, run_on_frame, run_on_rdd, session
 from ._store import (
     Shard,
     ShardWriter,
@@ -45,7 +46,7 @@ from ._store import (
     rdd_identity,
 )
 
-__all__ = ["Source", "fit_rdd", "numeric_columns", "train_linear"]
+__all__ = ["Source", "by_arrow", "fit_rdd", "numeric_columns", "train_linear"]
 
 # Options that decide how text becomes features (terascale.linear.ParseOptions).
 _PARSE_KEYS = ("format", "bits", "quadratic", "cubic", "interactions", "label", "categorical",
@@ -61,6 +62,7 @@ class Source:
     cache_dir: str | None = None         # None: the default, "": no cache
     paths: tuple[str, ...] = ()          # or: files, task k reads k, k+n, ...
     parse: dict[str, Any] = field(default_factory=dict)  # ParseOptions of the files
+    arrow: bool = False                  # rows come as Arrow record batches (run_on_frame)
 
 
 def _prepare(source: Source, rows: Iterator[Any]) -> Shard:
@@ -87,6 +89,12 @@ def _prepare(source: Source, rows: Iterator[Any]) -> Shard:
 
     def fill_rows(w: ShardWriter) -> None:
         first = 0
+        if source.arrow:
+            for b in rows:
+                if b.num_rows:
+                    w.append(enc.encode_arrow(b, first, where))
+                    first += b.num_rows
+            return
         for batch in chunks(rows):
             w.append(enc.encode(batch, first, where))
             first += len(batch)
@@ -113,8 +121,9 @@ def _fit(shard: Shard, options: dict[str, Any]) -> dict[str, Any]:
 
 def fit_rdd(sc: Any, rdd: Any, source: Source, options: dict[str, Any],
             timeout: float) -> LinearModel:
-    """One barrier task per partition of ``rdd``: prepare the shard, train; the model."""
-    n = rdd.getNumPartitions()
+    """One barrier task per partition of ``rdd`` -- or of a DataFrame read as Arrow
+    batches when ``source.arrow`` -- prepare the shard, train; the model."""
+    n = (rdd.rdd if source.arrow else rdd).getNumPartitions()
     check_workers(n, timeout)
     try:
         check_cluster(sc, n, timeout)
@@ -123,7 +132,7 @@ def fit_rdd(sc: Any, rdd: Any, source: Source, options: dict[str, Any],
                           f"num_workers= / numWorkers= to repartition it)") from None
     spec = TaskSpec(fn=_fit, size=n, timeout=float(timeout), run_id=new_run_id(),
                     args=(options,), prepare=functools.partial(_prepare, source))
-    results = run_on_rdd(rdd, spec)
+    results = run_on_frame(rdd, spec) if source.arrow else run_on_rdd(rdd, spec)
     model: LinearModel = results[0]["model"]
     hits = sum(bool(r["hit"]) for r in results)
     cached = source.identity is not None and source.cache_dir != ""
@@ -132,6 +141,15 @@ def fit_rdd(sc: Any, rdd: Any, source: Source, options: dict[str, Any],
         "cache": ("off" if not cached else "hit" if hits == n else
                   "miss" if hits == 0 else "partial")}
     return model
+
+
+def by_arrow(df: Any, enc: Encoding) -> tuple[Any, bool]:
+    """``(df, True)`` where its partitions can travel as Arrow batches (a Vector or text
+    column, pyarrow installed), else ``(df.rdd, False)``: ``Row`` objects. Plain columns
+    keep rows, whose Python values (dates, decimals, timestamps) the CSV hashing sees."""
+    if enc.kind != "columns" and importlib.util.find_spec("pyarrow") is not None:
+        return df, True
+    return df.rdd, False
 
 
 def numeric_columns(df: Any, columns: Sequence[str]) -> tuple[bool, ...]:
@@ -223,20 +241,20 @@ def train_linear(data: Any, *, num_workers: int | None = None, column: str | Non
                                   "(the column of example lines) or format='csv'")
             col = column or df.columns[0]
             enc = Encoding(kind="text", bits=parse["bits"], features=(col,), text=parse)
-        rdd = df.select(*enc.columns).rdd
+        rdd, arrow = by_arrow(df.select(*enc.columns), enc)
     elif hasattr(data, "mapPartitions"):  # an RDD of lines
         parse.pop("ignore", None)
         identity = rdd_identity(data, cache_key)
         enc = Encoding(kind="text", bits=parse["bits"], features=("value",), text=parse)
-        rdd = data
+        rdd, arrow = data, False
     else:
         raise ConfigError(f"train_linear takes a DataFrame, an RDD of lines or file paths, "
                           f"not {type(data).__name__}")
-    before = rdd.getNumPartitions()
+    before = (rdd.rdd if arrow else rdd).getNumPartitions()
+    after = before
     if num_workers is not None and num_workers != before:
         check_workers(num_workers, timeout)
-        rdd = rdd.repartition(num_workers)
-    source = Source(encoding=enc, identity=_with_layout(identity, before,
-                                                        rdd.getNumPartitions()),
-                    cache_dir=cache_dir)
+        rdd, after = rdd.repartition(num_workers), num_workers
+    source = Source(encoding=enc, identity=_with_layout(identity, before, after),
+                    cache_dir=cache_dir, arrow=arrow)
     return fit_rdd(sc, rdd, source, options, timeout)

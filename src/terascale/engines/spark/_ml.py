@@ -14,7 +14,9 @@ boolean columns, hashed as the CSV reader hashes a table), ``labelCol``, ``weigh
     model.write().overwrite().save(path); PipelineModel.load(path)
 
 ``fit`` is one Spark barrier stage over the DataFrame's partitions: each task streams its
-partition into a memory-mapped shard on its executor (cached when the data has an
+partition -- a Vector column as Arrow record batches (:mod:`._arrow`; building a Python
+``Row`` and ``SparseVector`` per row costs more than the training) -- into a
+memory-mapped shard on its executor (cached when the data has an
 identity: see :func:`terascale.engines.spark._store.dataframe_identity`), joins the job and
 trains with allreduce (Agarwal et al., JMLR 2014); nothing is collected to the driver but
 the model. ``model.info`` is the training summary; ``model.info["spark"]["cache_hits"]``
@@ -22,14 +24,13 @@ counts the partitions that reused a cached parse. ``model.linear`` is the
 :class:`terascale.linear.LinearModel` (``predict``/``evaluate`` on files, ``save``).
 
 Saved models are directories as MLlib writes them: ``metadata/`` (the Params, JSON) and
-``data/`` (one Parquet row holding the ``LinearModel`` file), on any Hadoop file system.
+``data/`` (one Parquet row holding the ``LinearModel`` file), on any Hadoop file system
+(:mod:`._mlio`).
 """
 
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,19 +47,18 @@ from pyspark.ml.param.shared import (
 )
 from pyspark.ml.util import (
     DefaultParamsReadable,
-    DefaultParamsReader,
     DefaultParamsWritable,
-    DefaultParamsWriter,
     MLReadable,
     MLReader,
     MLWritable,
     MLWriter,
 )
 
-from ..._errors import ConfigError, DataError
+from ..._errors import ConfigError
 from ...linear import LinearModel
 from ._encode import Encoding
-from ._linear import Source, fit_rdd, numeric_columns
+from ._linear import Source, by_arrow, fit_rdd, numeric_columns
+from ._mlio import ModelReader, ModelWriter
 from ._store import chunks, dataframe_identity
 
 __all__ = ["LinearLearner", "LinearLearnerModel"]
@@ -173,13 +173,13 @@ class LinearLearner(_LinearLearnerParams, Estimator, DefaultParamsReadable,
         enc = self._encoding(dataset, fit=True)
         cache_dir = self._opt("cacheDir")
         identity = dataframe_identity(dataset, self._opt("cacheKey"))
-        rdd = dataset.select(*enc.columns).rdd
-        before = rdd.getNumPartitions()
+        rows, arrow = by_arrow(dataset.select(*enc.columns), enc)
+        before = (rows.rdd if arrow else rows).getNumPartitions()
         n = self._opt("numWorkers")
         if n is not None and n != before:
-            rdd = rdd.repartition(n)
+            rows = rows.repartition(n)
         if identity is not None:
-            identity = repr((identity, before, rdd.getNumPartitions()))
+            identity = repr((identity, before, n if n is not None else before))
         options: dict[str, Any] = {
             "passes": self.getOrDefault("passes"), "bfgs": self.getOrDefault("bfgs"),
             "cg": self.getOrDefault("cg"), "loss": self.getOrDefault("loss"),
@@ -187,9 +187,9 @@ class LinearLearner(_LinearLearnerParams, Estimator, DefaultParamsReadable,
             "learning_rate": self.getOrDefault("learningRate"),
             "power_t": self.getOrDefault("powerT"), "average": self.getOrDefault("average"),
             "holdout": self._opt("holdout")}
-        linear = fit_rdd(dataset.sparkSession.sparkContext, rdd,
-                         Source(encoding=enc, identity=identity, cache_dir=cache_dir),
-                         options, self.getOrDefault("timeout"))
+        linear = fit_rdd(dataset.sparkSession.sparkContext, rows,
+                         Source(encoding=enc, identity=identity, cache_dir=cache_dir,
+                                arrow=arrow), options, self.getOrDefault("timeout"))
         return self._copyValues(LinearLearnerModel(linear))
 
 
@@ -277,59 +277,8 @@ class LinearLearnerModel(_LinearLearnerParams, Model, MLReadable, MLWritable):
                                                     verifySchema=False)
 
     def write(self) -> MLWriter:
-        return _ModelWriter(self)
+        return ModelWriter(self)
 
     @classmethod
     def read(cls) -> MLReader[LinearLearnerModel]:
-        return _ModelReader(cls)
-
-
-def _model_bytes(m: LinearModel) -> bytes:
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "model.npz")
-        m.save(path)
-        with open(path, "rb") as f:
-            return f.read()
-
-
-def _model_from_bytes(blob: bytes, where: str) -> LinearModel:
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "model.npz")
-        with open(path, "wb") as f:
-            f.write(blob)
-        try:
-            return LinearModel.load(path)
-        except DataError as e:
-            raise DataError(f"{where}: {e}") from None
-
-
-class _ModelWriter(MLWriter):
-    """metadata/ as DefaultParamsWriter writes it, data/ one Parquet row (the model file)."""
-
-    def __init__(self, instance: LinearLearnerModel) -> None:
-        super().__init__()
-        self.instance = instance
-
-    def saveImpl(self, path: str) -> None:
-        if self.instance.linear is None:
-            raise ConfigError("cannot save a LinearLearnerModel without a trained model")
-        DefaultParamsWriter.saveMetadata(self.instance, path, self.sparkSession)
-        blob = _model_bytes(self.instance.linear)
-        (self.sparkSession.createDataFrame([(bytearray(blob),)], "model binary")
-         .coalesce(1).write.parquet(os.path.join(path, "data")))
-
-
-class _ModelReader(MLReader[LinearLearnerModel]):
-    def __init__(self, cls: type[LinearLearnerModel]) -> None:
-        super().__init__()
-        self.cls = cls
-
-    def load(self, path: str) -> LinearLearnerModel:
-        meta = DefaultParamsReader.loadMetadata(path, self.sparkSession)
-        row = self.sparkSession.read.parquet(os.path.join(path, "data")).head()
-        if row is None:
-            raise DataError(f"{path}: no model data (data/ is empty)")
-        instance = self.cls(_model_from_bytes(bytes(row[0]), path))
-        instance._resetUid(meta["uid"])
-        DefaultParamsReader.getAndSetParams(instance, meta)
-        return instance
+        return ModelReader(cls)

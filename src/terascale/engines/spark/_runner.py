@@ -51,6 +51,7 @@ import dataclasses
 import functools
 import json
 import os
+import pickle
 import re
 import secrets
 import sys
@@ -65,7 +66,7 @@ from ..._errors import ConfigError, TerascaleError
 from ...rendezvous import RendezvousServer
 from .._common import check_workers, job_env, new_run_id, remove_stale_segments
 
-__all__ = ["TaskSpec", "check_cluster", "run", "run_on_rdd", "session"]
+__all__ = ["TaskSpec", "check_cluster", "run", "run_on_frame", "run_on_rdd", "session"]
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,18 @@ def _barrier_task(spec: TaskSpec, rows: Iterator[Any]) -> Iterator[tuple[int, An
     yield rank, result
 
 
+def _arrow_task(spec: TaskSpec, batches: Iterator[Any]) -> Iterator[Any]:
+    """:func:`_barrier_task` under ``mapInArrow``: rows come as Arrow record batches, the
+    result leaves pickled in one ``(rank, result)`` row."""
+    import pyarrow as pa
+
+    for rank, result in _barrier_task(spec, batches):
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([rank], pa.int32()),
+             pa.array([pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)], pa.binary())],
+            names=["rank", "result"])
+
+
 def _python_error(e: BaseException) -> str:
     """The Python traceback inside a Py4J error (the Java stack around it is noise)."""
     text = str(e)
@@ -197,14 +210,34 @@ def _python_error(e: BaseException) -> str:
 
 def run_on_rdd(rdd: Any, spec: TaskSpec) -> list[Any]:
     """Run ``spec`` as a barrier stage over ``rdd`` (one task per partition) -> results."""
-    master = str(rdd.context.master)
-    spec = dataclasses.replace(spec, local=master.startswith("local"))
-    task = functools.partial(_barrier_task, spec)
+    task = functools.partial(_barrier_task, _placed(spec, rdd.context))
+    # repartition(1): end the barrier stage with a shuffle, so that a failure resubmits it
+    # (a failed barrier ResultStage would abort the job instead).
+    return _collect(spec, lambda: rdd.barrier().mapPartitions(task).repartition(1).collect())
+
+
+def run_on_frame(df: Any, spec: TaskSpec) -> list[Any]:
+    """:func:`run_on_rdd` over a DataFrame's partitions, ``spec.prepare`` reading them as
+    Arrow record batches (``mapInArrow(barrier=True)``, pyarrow): columns of numbers
+    instead of a Python ``Row`` per row, which costs more than training on it."""
+    task = functools.partial(_arrow_task, _placed(spec, df.sparkSession.sparkContext))
+
+    def collect() -> list[tuple[int, Any]]:
+        out = (df.mapInArrow(task, "rank int, result binary", barrier=True)
+               .repartition(1).collect())
+        return [(r[0], pickle.loads(r[1])) for r in out]
+
+    return _collect(spec, collect)
+
+
+def _placed(spec: TaskSpec, sc: Any) -> TaskSpec:
+    return dataclasses.replace(spec, local=str(sc.master).startswith("local"))
+
+
+def _collect(spec: TaskSpec, job: Callable[[], Iterable[tuple[int, Any]]]) -> list[Any]:
+    """Run the barrier job, readable errors, stale segments removed; results by rank."""
     try:
-        # repartition(1): end the barrier stage with a shuffle, so that a failure resubmits
-        # it (a failed barrier ResultStage would abort the job instead).
-        pairs: Iterable[tuple[int, Any]] = (
-            rdd.barrier().mapPartitions(task).repartition(1).collect())
+        pairs = job()
     except Exception as e:  # Py4JJavaError and friends: keep the Python part readable
         if e.__class__.__module__.startswith(("py4j", "pyspark")):
             raise TerascaleError(f"terascale Spark job failed after Spark's stage retries; "

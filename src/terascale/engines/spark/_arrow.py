@@ -1,0 +1,79 @@
+"""Arrow record batches -> the encoder's flat arrays, without a Python object per row.
+
+A DataFrame reaches a Python task either as pickled ``Row`` objects (``df.rdd``: the JVM
+converts and pickles every row, the task unpickles it and rebuilds every MLlib Vector) or
+as Arrow record batches (``mapInArrow``): one columnar buffer per column and batch. For a
+sparse Vector column the first costs far more than the training that follows; the second
+is a few numpy operations per batch. An MLlib Vector arrives as its SQL form, a struct of
+``type`` (0 sparse, 1 dense), ``size``, ``indices`` and ``values``.
+
+Every function here returns, bitwise, what the row path of :mod:`._encode` computes from
+the same rows, so that a model does not depend on how its rows travelled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..._errors import DataError
+from ._encode import Encoding, not_a_vector
+
+__all__ = ["lines", "numbers", "vectors"]
+
+
+def lines(col: Any) -> list[Any]:
+    """A string column as Python strings (None for null)."""
+    return col.to_pylist()  # type: ignore[no-any-return]
+
+
+def _list_parts(arr: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A list array's (per-row lengths, flat elements of those rows in order)."""
+    off = np.asarray(arr.offsets, np.int64)
+    flat = arr.values.slice(int(off[0]), int(off[-1] - off[0]))
+    return np.diff(off), flat.to_numpy(zero_copy_only=False)
+
+
+def vectors(col: Any, first: int, where: str,
+            name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A Vector column (its struct form) -> (non-zeros per row, indices int64, values
+    float64), flat, in row order: a sparse row's entries as stored, a dense row's non-zero
+    positions ascending."""
+    n = len(col)
+    if col.null_count:
+        r = int(np.flatnonzero(~col.is_valid().to_numpy(zero_copy_only=False))[0])
+        raise DataError(not_a_vector(where, first + r, name, None))
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    kind = np.asarray(col.field("type").to_numpy(zero_copy_only=False))
+    counts, val = _list_parts(col.field("values"))
+    icounts, sparse_idx = _list_parts(col.field("indices"))
+    sparse = kind == 0
+    if not np.array_equal(icounts[sparse], counts[sparse]) or icounts[~sparse].any():
+        r = int(np.flatnonzero((icounts != counts) & sparse | (icounts != 0) & ~sparse)[0])
+        raise DataError(f"{where}, row {first + r}: column {name!r}: a Vector whose "
+                        f"indices and values differ in length")
+    row = np.repeat(np.arange(n), counts)
+    starts = np.cumsum(counts) - counts
+    idx = np.arange(len(val), dtype=np.int64) - np.repeat(starts, counts)  # dense: position
+    in_sparse = sparse[row]
+    idx[in_sparse] = sparse_idx
+    nz = val != 0  # NaN is kept, as the row path keeps it (and then refuses it)
+    if not nz.all():
+        row, idx, val = row[nz], idx[nz], val[nz]
+    return np.bincount(row, minlength=n).astype(np.int64), idx, val.astype(np.float64)
+
+
+def numbers(col: Any, enc: Encoding, first: int, where: str, keep: np.ndarray,
+            name: str) -> np.ndarray:
+    """A label or weight column as float32 (null: NaN), checked as the row path checks it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = col.type
+    if pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t):
+        x = np.asarray(pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False), np.float64)
+        x = np.where(col.is_valid().to_numpy(zero_copy_only=False), x, np.nan)
+        return enc.checked(x, x, first, where, keep, name)
+    return enc.numbers(col.to_pylist(), first, where, keep, name)
