@@ -32,7 +32,9 @@ Facts designed around (measured on Spark 4.x)
 ---------------------------------------------
 * A failed barrier *ResultStage* aborts the job; a failed barrier *ShuffleMapStage* is
   resubmitted (up to ``spark.stage.maxConsecutiveAttempts``, default 4). So the barrier
-  stage ends in a shuffle: ``rdd.barrier().mapPartitions(task).repartition(1).collect()``.
+  stage ends in a shuffle: ``rdd.barrier().mapPartitions(task).repartition(1).collect()``
+  (for a DataFrame read as Arrow batches, ``df.mapInArrow(task, schema, barrier=True)``
+  in place of the first two).
   With ``fn`` resuming from a :class:`terascale.Checkpoint`, a task exception or a lost
   executor costs one restart from the last checkpoint, and -- the collectives being
   deterministic -- ends in bitwise the same state as a run without failures.
