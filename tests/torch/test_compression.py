@@ -78,3 +78,38 @@ def test_onebit_and_half_batch_hold_at_momentum_09() -> None:
     assert acc["onebit, no warm-up"] < full - 0.01, acc
     assert acc["onebit on the gradient"] < full - 0.05, acc
     assert acc["half-batch, uncorrected"] < full - 0.1, acc
+
+
+def _quadratic(comm: Any) -> dict[str, float]:
+    """Momentum SGD on a badly scaled quadratic with noisy gradients: the loss left after
+    300 steps, full precision and 1-bit with and without preconditioning."""
+    torch.set_num_threads(1)
+    out = {}
+    for name, precondition in (("full", None), ("plain", False), ("preconditioned", True)):
+        torch.manual_seed(0)
+        d = 512
+        h = torch.logspace(-2, 0, d)[torch.randperm(d)]  # curvatures over two orders
+        target = torch.randn(d) / h.sqrt()
+        model = torch.nn.Linear(d, 1, bias=False)
+        w = model.weight
+        torch.nn.init.zeros_(w)
+        sgd = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        state = None if precondition is None else tt.OneBitState(precondition=precondition)
+        opt = tt.DistributedOptimizer(sgd, model, comm=comm, hook_state=state,
+                                      hook=None if state is None else tt.onebit_hook)
+        g = torch.Generator().manual_seed(1 + comm.rank)
+        for _ in range(300):
+            opt.zero_grad()
+            noise = torch.randn(d, generator=g) * 0.1 * h.sqrt()
+            (0.5 * (h * (w[0] - target) ** 2).sum() + (noise * w[0]).sum()).backward()
+            opt.step()
+        out[name] = float(0.5 * (h * (w.detach()[0] - target) ** 2).sum())
+    return out
+
+
+def test_preconditioning_fits_the_sign_code_to_values_of_any_size() -> None:
+    # from a loss of 283 at zero; values spread over two orders within every block
+    loss, other = run_workers(_quadratic, 2, timeout=120)
+    assert loss == other
+    assert loss["full"] < 1.0, loss
+    assert loss["preconditioned"] < 0.4 * loss["plain"], loss  # measured 3.9 vs 21.1

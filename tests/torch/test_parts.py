@@ -76,7 +76,8 @@ def test_onebit_compresses_the_momentum_after_its_warm_up(precondition: bool) ->
         else:  # compressed: 2 levels per block (after the division), nothing lost, only delayed
             sigma = state.magnitude[0]
             if precondition:
-                expected = torch.maximum((squares / 3).sqrt(), 0.01 * (squares / 3).sqrt().mean())
+                rms = (squares / 3).sqrt()
+                expected = torch.maximum(rms, state.floor * rms.mean())
                 assert sigma is not None and torch.allclose(sigma, expected)
             else:
                 assert sigma is None

@@ -137,23 +137,36 @@ class OneBitState:
       biases differ by orders of magnitude): lower it if 1-bit training lags full
       precision; raise it to squeeze bytes.
     * ``start_step``: the old name of ``warmup_steps`` (the larger of the two applies).
-    * ``precondition`` and ``floor``: divide every value by a per-value magnitude frozen at
-      the end of the warm-up before quantizing, and multiply it back on arrival, as 1-bit
-      Adam compresses the momentum divided by its frozen second moment (Tang et al. 2021):
-      one sign and one scale per block fit values of one size, while SGD's momentum spans
-      orders of magnitude within a block (layers, biases, dead units), so large values are
-      paid out over many steps (the residual grows) and small ones are sent at the block's
-      size. The magnitude is the root mean square, over the warm-up steps, of the exact
-      allreduced sum (identical on every worker, so nothing extra travels), raised to at
-      least ``floor`` times its mean over the bucket. Needs ``warmup_steps >= 1`` (without
-      warm-up nothing is divided).
+    * ``precondition`` (default True) and ``floor`` (0.1): divide every value by a
+      per-value magnitude frozen at the end of the warm-up before quantizing, and multiply
+      it back on arrival, as 1-bit Adam compresses its momentum divided by the frozen
+      second moment (Tang et al. 2021). One sign and one scale per block fit values of one
+      size, while SGD's momentum spans orders of magnitude within a block (layers, biases,
+      dead units): large values are paid out over many steps (the residual grows to several
+      times the momentum) and small ones are sent at the block's size. After the division
+      all values are of one size and the sign code fits them. The magnitude is the root
+      mean square, over the warm-up steps, of the exact allreduced sum (identical on every
+      worker, so nothing extra travels), raised to at least ``floor`` times its mean over
+      the bucket: a value that was near zero during the warm-up (a border pixel's weight)
+      and later is not would otherwise, divided, set the scale of its whole block (the MLP
+      of tests/torch/test_compression.py: 73.6% with a floor of 0.01, 77.25% with 0.1 or
+      0.3, 77.4% in full precision). Needs ``warmup_steps >= 1``
+      (without warm-up nothing is divided). Measured on the CNN of ``terascale bench torch
+      --parts compression`` (Fashion-MNIST, 4 workers x 64, LR 0.1, momentum 0.9, 5 epochs,
+      a single-process replay of the 4 workers, which reproduces the distributed
+      full-precision run to the digit: 88.09% / 87.85% at seeds 0 / 1): 1-bit 85.25% /
+      86.24% without it, 87.85% / 87.72% with it (floor 0.01, 20 warm-up steps; 86.93% with
+      234: the magnitude of the first steps is enough, and compression starts earlier); the
+      distributed run, seed 0: 87.38%.
+
+    What else was tried, and why it is not the default: :mod:`terascale.torch._onebit`.
     """
 
     warmup_steps: int = 20
     block: int = 256
     momentum: float | None = None
-    precondition: bool = False
-    floor: float = 0.01
+    precondition: bool = True
+    floor: float = 0.1
     start_step: int = 0
     worker_error: dict[int, torch.Tensor] = field(default_factory=dict)
     server_error: dict[int, Any] = field(default_factory=dict)
