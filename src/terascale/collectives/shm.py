@@ -30,7 +30,8 @@ on every rank, across runs and between the two schedules.
 
 ``src`` and ``dst`` may be the same buffer (in-place allreduce).
 
-A communicator's segments live in one :class:`ShmGroups` (one per member list, created
+The flat schedule's round size, when it is chosen, and the communicator's fast path are
+:mod:`._shmflat`'s. A communicator's segments live in one :class:`ShmGroups` (one per member list, created
 collectively on first use, unmapped when the communicator closes).
 """
 
@@ -43,29 +44,23 @@ import numpy as np
 from .._arrays import ReduceOp
 from .._errors import ConfigError
 from ..transport import Exchange
-from ..transport.shm import ShmGroup, core_codes, slot_tag, tag_field
+from ..transport.shm import ShmGroup, core_codes
 from ._chunks import bounds
-from ._shmdirect import direct_allreduce, finish_direct, start_direct, takes_direct
+from ._shmdirect import direct_allreduce, takes_direct
+from ._shmflat import (
+    FLAT_MAX_BYTES,
+    FLAT_MAX_N,
+    FLAT_ROUND_BYTES,
+    FastAllreduce,
+    finish_flat,
+    flat_rounds,
+)
 from .registry import AllreduceCall
 
 __all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "FLAT_ROUND_BYTES", "FastAllreduce", "ShmAllreduce",
            "ShmGroups", "shm_barrier", "shm_broadcast"]
 
 AREA_BYTES = 2 << 20
-# The flat schedule's rounds: the round's input, our area and the others' areas stay in L2
-# (1-2 MiB a core on current x86) while the round is copied in and folded. Measured on the
-# development host with the compiled core (one process, its peer's area pre-filled, CPU
-# time): 16 MiB in 2 MiB rounds 4.8 ms, 512 KiB 3.3 ms, 256 KiB 2.6 ms, 128 KiB 2.5 ms,
-# 64 KiB 2.6 ms. The largest of the fast ones: every round is a barrier, and on a loaded
-# host a barrier may cost a sleep. Both paths use it: every member must cut alike.
-FLAT_ROUND_BYTES = 256 << 10
-# Measured (n=4: scatter wins from 256 KiB, 1 MiB in 0.55-0.62 vs 0.73-0.77 ms): flat while
-# n * bytes <= this.
-FLAT_MAX_BYTES = 512 << 10
-# With two ranks the flat schedule wins at every size (measured 512 KiB to 64 MiB): it
-# streams through the areas in rounds with one barrier each, and its redundant reads cost
-# the same as the scatter schedule's extra copy.
-FLAT_MAX_N = 2
 
 
 class ShmGroups:
@@ -247,98 +242,6 @@ class ShmAllreduce:
         for j, (a, b) in enumerate(sl):
             if j != g.index:
                 self.dst[lo + a: lo + b] = g.area(j, parity, self.dst.dtype, count)[a:b]
-
-
-class FastAllreduce:
-    """A blocking flat allreduce of at most one area through the compiled core, started
-    before any :class:`~terascale.transport.base.Exchange` exists.
-
-    The communicator's per-call path for small and medium messages: when every member is
-    ready, :meth:`start` does the whole collective in one call of the core (publish,
-    arrive, spin, compare descriptors, fold) and no exchange is ever built. Otherwise the
-    communicator builds the exchange and :meth:`finish` waits for the late members with
-    every failure check of :meth:`ShmGroup.finish` (deadline, dead or failed members,
-    mismatched collectives). Same bits as :class:`ShmAllreduce`: the same fold, the same
-    descriptor (``desc``, the collective's as the exchange would carry it).
-    """
-
-    __slots__ = ("context", "direct", "field", "g", "held", "kind", "opcode")
-
-    def __init__(self, g: ShmGroup, kind: int, opcode: int, desc: str, context: int, *,
-                 direct: bool = False) -> None:
-        self.g = g
-        self.kind = kind
-        self.opcode = opcode
-        self.context = context
-        self.field = tag_field(desc)
-        self.direct = direct  # the direct schedule (collectives/_shmdirect.py), not flat
-        # A direct call's buffers while it is unfinished: other members may write into
-        # them, so they must outlive a failure before finish() (which keeps them then).
-        self.held: tuple[np.ndarray, np.ndarray] | None = None
-
-    @classmethod
-    def plan(cls, groups: ShmGroups, op: ReduceOp, nbytes: int, desc: str,
-             context: int) -> FastAllreduce | None:
-        """The fast path for this shape, if the whole segment exists and has the core."""
-        g = groups.whole
-        codes = core_codes(op.dtype, op.name)
-        if g is None or g.core is None or codes is None or g.n < 2:
-            return None
-        if takes_direct(g, nbytes, codes[0]):
-            return cls(g, *codes, desc, context, direct=True)
-        if g.n > FLAT_MAX_N and nbytes * g.n > FLAT_MAX_BYTES:
-            return None
-        return cls(g, *codes, desc, context)
-
-    def start(self, seq: int, src: np.ndarray,
-              dst: np.ndarray) -> tuple[int, int, int] | None:
-        """Collective ``seq`` of ``src`` into ``dst`` (C-contiguous, equal, the same or
-        disjoint): None when done, else what :meth:`finish` continues from."""
-        tag = slot_tag(seq, self.context, self.field)
-        if self.direct:
-            pending = start_direct(self.g, src, dst, tag, self.kind, self.opcode)
-            if pending is not None:
-                self.held = (src, dst)
-            return pending
-        return self.g.core_flat(src, dst, tag, self.kind,
-                                self.opcode, True, FLAT_ROUND_BYTES, running=False)
-
-    def finish(self, ex: Exchange, pending: tuple[int, int, int], src: np.ndarray,
-               dst: np.ndarray) -> None:
-        if self.direct:
-            finish_direct(self.g, ex, ex.deadline, pending, src, dst, self.kind, self.opcode)
-            self.held = None
-            return
-        finish_flat(self.g, ex, ex.deadline, pending, src.reshape(-1), dst.reshape(-1),
-                    self.kind, self.opcode, True)
-
-
-def flat_rounds(size: int, itemsize: int) -> list[tuple[int, int]]:
-    """The flat schedule's rounds of ``size`` elements: ``FLAT_ROUND_BYTES`` each, the last
-    shorter, at least one. The compiled core cuts the same way (every member must)."""
-    per = FLAT_ROUND_BYTES // itemsize
-    return [(lo, min(lo + per, size)) for lo in range(0, size, per)] or [(0, 0)]
-
-
-def finish_flat(g: ShmGroup, ex: Exchange, deadline: float, pending: tuple[int, int, int],
-                src: np.ndarray, dst: np.ndarray, kind: int, opcode: int, own: bool) -> None:
-    """Complete a :meth:`ShmGroup.core_flat` that returned ``pending``: wait for the late
-    members of that round (every failure check of :meth:`ShmGroup.finish`), fold it, and
-    run the remaining rounds, as often as members are late."""
-    while True:
-        status, lo, hi = pending
-        g.finish(ex, deadline, check=lo == 0, running=lo != 0, spun=status >= 0)
-        assert g.core is not None
-        if opcode >= 0:
-            g.core.fold(src[lo:hi], dst[lo:hi], g.round & 1, kind, opcode, own)
-        g.round += 1
-        if hi >= src.size:
-            return
-        rest = g.core_flat(src[hi:], dst[hi:], None, kind, opcode, own, FLAT_ROUND_BYTES,
-                           running=True)
-        if rest is None:
-            return
-        pending = (rest[0], hi + rest[1], hi + rest[2])
 
 
 def shm_broadcast(g: ShmGroup, ex: Exchange, buf: np.ndarray, deadline: float) -> None:

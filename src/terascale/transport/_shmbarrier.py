@@ -52,11 +52,11 @@ class PythonWaits:
 
     def finish(self, ex: Exchange, deadline: float, *, check: bool = False,
                running: bool = False, spun: bool = False) -> None:
-        """Wait for the members of the barrier we arrived at (:meth:`barrier`, or a
+        """Wait for the members of the barrier we arrived at (:meth:`.ShmGroup.barrier`, or a
         :meth:`core_round` that did not complete), then compare descriptors (``check``).
 
         ``spun``: the core already spent the spin budget, block at once. Failures are
-        raised on every member as :meth:`barrier` describes.
+        raised on every member as :meth:`.ShmGroup.barrier` describes.
         """
         target = self.epoch
         q = self._q

@@ -41,7 +41,7 @@ class CoreRounds:
 
     def wait_policy(self, running: bool) -> tuple[float, int, float]:
         """How the core waits: (spin seconds, yield mode, sleep seconds before it hands the
-        wait back to :meth:`finish`)."""
+        wait back to :meth:`.PythonWaits.finish`)."""
         return self.spin.core_policy(running)
 
     def settle(self, running: bool, slept: bool = False) -> None:
@@ -58,8 +58,8 @@ class CoreRounds:
         ``tag``, announced the same collective) folds the set into ``dst`` (``op`` < 0:
         no fold) and returns -1. Otherwise it returns the first member that has not
         arrived (or ``-2 - i`` for a member ``i`` that announced something else): then
-        call :meth:`finish` (which waits, checks and raises as :meth:`barrier` does) and
-        fold. Either way the caller advances :attr:`round` afterwards.
+        call :meth:`.PythonWaits.finish` (which waits, checks and raises as
+        :meth:`.ShmGroup.barrier` does) and fold. Either way the caller advances :attr:`round` afterwards.
         """
         self.epoch += 1
         if tag is not None:
@@ -82,7 +82,7 @@ class CoreRounds:
         None when every round completed (:attr:`round` advanced past them). Otherwise
         ``(status, lo, hi)``: the elements ``[lo, hi)`` of the round we arrived at but
         that did not complete (``status`` as :meth:`core_round` returns it): call
-        :meth:`finish`, fold it, advance :attr:`round`, go on from ``hi``.
+        :meth:`.PythonWaits.finish`, fold it, advance :attr:`round`, go on from ``hi``.
         """
         if tag is not None:
             self.descriptor = tag
@@ -111,8 +111,8 @@ class CoreRounds:
 
         None when the collective completed (:attr:`epoch` and :attr:`round` advanced past
         it). Otherwise ``(phase, status, errno)`` as ``Group.direct`` returns it, with
-        :attr:`epoch` at the last barrier we arrived at (so :meth:`finish` waits for it
-        when ``errno`` is 0; else see :meth:`read_failed`).
+        :attr:`epoch` at the last barrier we arrived at (so :meth:`.PythonWaits.finish` waits for it
+        when ``errno`` is 0; else see :meth:`.PythonWaits.read_failed`).
         """
         core = self.core
         assert core is not None
