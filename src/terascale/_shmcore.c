@@ -398,80 +398,107 @@ done:
  * later, then ``block`` seconds of sleeps) or ``-2 - i`` for a member i whose descriptor differs; nothing of that round is
  * folded. ``op`` -1: no fold (a member of a reduce to the leader that is not it). */
 static PyObject *Group_flat(Group *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "flat takes 13 arguments");
+    Call c;
+    if (call_parse(self, "flat", args, nargs, &c) < 0)
         return NULL;
-    }
-    if (!live(self))
-        return NULL;
-    PyObject *tag = args[2];
-    unsigned long long epoch = PyLong_AsUnsignedLongLong(args[3]);
-    long long round0 = PyLong_AsLongLong(args[4]);
     Py_ssize_t chunk = PyLong_AsSsize_t(args[5]);
-    int kind = PyLong_AsLong(args[6]);
-    int op = PyLong_AsLong(args[7]);
     int own = PyObject_IsTrue(args[8]);
-    double spin_first = PyFloat_AsDouble(args[9]);
-    double spin_running = PyFloat_AsDouble(args[10]);
-    int yield = PyLong_AsLong(args[11]);
-    double block = PyFloat_AsDouble(args[12]);
     if (PyErr_Occurred())
         return NULL;
-    if (check_tag(tag) < 0)
-        return NULL;
-    if (kind < 0 || kind >= K_COUNT || op < -1 || op > 3 || chunk <= 0 || chunk > self->area ||
-        chunk % ITEMSIZE[kind]) {
-        PyErr_SetString(PyExc_ValueError, "unsupported dtype code, op or round size");
+    if (c.op < -1 || chunk <= 0 || chunk > self->area || chunk % ITEMSIZE[c.kind]) {
+        PyErr_SetString(PyExc_ValueError, "unsupported op or round size");
         return NULL;
     }
-    Py_buffer s, d;
-    if (PyObject_GetBuffer(args[0], &s, PyBUF_C_CONTIGUOUS) < 0)
+    if (call_buffers(self, args, &c) < 0)
         return NULL;
-    if (PyObject_GetBuffer(args[1], &d, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&s);
-        return NULL;
-    }
-    PyObject *res = NULL;
-    const void *parts_small[8];
-    const void **parts = self->n <= 8 ? parts_small : PyMem_Malloc(sizeof(void *) * self->n);
-    if (parts == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (d.len != s.len || s.len % ITEMSIZE[kind]) {
-        PyErr_SetString(PyExc_ValueError, "src and dst differ in size or are not whole items");
-        goto done;
-    }
-    write_tag(self, tag, (int)(round0 & 1));
-    Py_ssize_t rounds = s.len == 0 ? 1 : (s.len + chunk - 1) / chunk;
+    Py_ssize_t len_all = c.s.len;
+    write_tag(self, c.tag, (int)(c.round0 & 1));
+    Py_ssize_t rounds = len_all == 0 ? 1 : (len_all + chunk - 1) / chunk;
     Py_ssize_t r = 0;
     int status = -1;
     Py_BEGIN_ALLOW_THREADS
     for (; r < rounds; r++) {
-        int parity = (int)((round0 + r) & 1);
-        Py_ssize_t lo = r * chunk, len = s.len - lo < chunk ? s.len - lo : chunk;
-        const char *src = (const char *)s.buf + lo;
+        int parity = (int)((c.round0 + r) & 1);
+        Py_ssize_t lo = r * chunk, len = len_all - lo < chunk ? len_all - lo : chunk;
+        const char *src = (const char *)c.s.buf + lo;
         memcpy(area_of(self, self->me, parity), src, (size_t)len);
-        uint64_t target = epoch + 1 + (uint64_t)r;
+        uint64_t target = c.epoch + 1 + (uint64_t)r;
         arrive(self, target);
-        int late = spin_wait(self, target, r == 0 ? spin_first : spin_running, yield, block);
-        if (late < 0 && r == 0 && tag != Py_None && (late = check_descs(self, parity)) >= 0)
+        int late = spin_wait(self, target, r == 0 ? c.spin_first : c.spin_running, c.yield,
+                             c.block);
+        if (late < 0 && r == 0 && c.tag != Py_None && (late = check_descs(self, parity)) >= 0)
             late = -2 - late;
         if (late != -1) {
             status = late;
             break;
         }
-        if (op >= 0)
-            fold_parts(self, src, (char *)d.buf + lo, len, parity, kind, op, own, parts);
+        if (c.op >= 0)
+            fold_parts(self, src, (char *)c.d.buf + lo, len, parity, c.kind, c.op, own,
+                       c.parts);
     }
     Py_END_ALLOW_THREADS
-    res = Py_BuildValue("(ni)", r, status);
-done:
-    if (parts && parts != parts_small)
-        PyMem_Free(parts);
-    PyBuffer_Release(&s);
-    PyBuffer_Release(&d);
-    return res;
+    call_release(&c);
+    return Py_BuildValue("(ni)", r, status);
+}
+
+int call_parse(Group *g, const char *name, PyObject *const *args, Py_ssize_t nargs, Call *c) {
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "%s takes 13 arguments", name);
+        return -1;
+    }
+    if (!live(g))
+        return -1;
+    c->tag = args[2];
+    c->epoch = PyLong_AsUnsignedLongLong(args[3]);
+    c->round0 = PyLong_AsLongLong(args[4]);
+    c->kind = PyLong_AsLong(args[6]);
+    c->op = PyLong_AsLong(args[7]);
+    c->spin_first = PyFloat_AsDouble(args[9]);
+    c->spin_running = PyFloat_AsDouble(args[10]);
+    c->yield = PyLong_AsLong(args[11]);
+    c->block = PyFloat_AsDouble(args[12]);
+    c->has_s = c->has_d = 0;
+    c->parts = NULL;
+    if (PyErr_Occurred() || check_tag(c->tag) < 0)
+        return -1;
+    if (c->kind < 0 || c->kind >= K_COUNT || c->op > 3) {
+        PyErr_Format(PyExc_ValueError, "%s: unsupported dtype code or op", name);
+        return -1;
+    }
+    return 0;
+}
+
+int call_buffers(Group *g, PyObject *const *args, Call *c) {
+    if (PyObject_GetBuffer(args[0], &c->s, PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    c->has_s = 1;
+    if (PyObject_GetBuffer(args[1], &c->d, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        goto fail;
+    c->has_d = 1;
+    if (c->d.len != c->s.len || c->s.len % ITEMSIZE[c->kind]) {
+        PyErr_SetString(PyExc_ValueError, "src and dst differ in size or are not whole items");
+        goto fail;
+    }
+    c->parts = g->n <= 8 ? c->parts_small : PyMem_Malloc(sizeof(void *) * g->n);
+    if (c->parts == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    return 0;
+fail:
+    call_release(c);
+    return -1;
+}
+
+void call_release(Call *c) {
+    if (c->parts && c->parts != c->parts_small)
+        PyMem_Free(c->parts);
+    c->parts = NULL;
+    if (c->has_s)
+        PyBuffer_Release(&c->s);
+    if (c->has_d)
+        PyBuffer_Release(&c->d);
+    c->has_s = c->has_d = 0;
 }
 
 /* fold(src, dst, parity, kind, op, own): fold every member's area ``parity`` into ``dst``

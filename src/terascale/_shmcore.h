@@ -69,6 +69,27 @@ void arrive(Group *g, uint64_t target);
 int spin_wait(Group *g, uint64_t target, double spin, int yield, double block);
 int check_descs(Group *g, int parity);
 
+/* ---- one call of a schedule: flat() and direct() take the same 13 arguments ----------------
+ * (src, dst, tag, epoch, round, X, kind, op, Y, spin_first, spin_running, yield, block);
+ * X and Y are the schedule's own (flat: chunk, own; direct: phase, chunk). */
+typedef struct {
+    PyObject *tag;
+    unsigned long long epoch;
+    long long round0;
+    int kind, op, yield;
+    double spin_first, spin_running, block;
+    Py_buffer s, d;
+    int has_s, has_d;
+    const void **parts;     /* every member's part of a round, for the fold */
+    const void *parts_small[8];
+} Call;
+
+/* Parse the shared arguments (``name`` for the errors); the caller checks X, Y and the op. */
+int call_parse(Group *g, const char *name, PyObject *const *args, Py_ssize_t nargs, Call *c);
+/* Take src and dst (equal sizes, whole items of ``kind``) and the parts array. */
+int call_buffers(Group *g, PyObject *const *args, Call *c);
+void call_release(Call *c);
+
 /* ---- the direct schedule (_shmdirect.c) --------------------------------------------------- */
 PyObject *Group_direct(Group *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *Group_probe(Group *self, PyObject *arg);

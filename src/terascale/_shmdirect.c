@@ -179,67 +179,42 @@ static int reduce_slice(Run *r) {
  * ``-2 - i`` for a member i whose descriptor differs; or (k, j, errno): reading or writing
  * member j failed in phase k, and we did not arrive at its barrier. */
 PyObject *Group_direct(Group *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "direct takes 13 arguments");
+    Call c;
+    if (call_parse(self, "direct", args, nargs, &c) < 0)
         return NULL;
-    }
-    if (!live(self))
-        return NULL;
-    PyObject *tag = args[2];
-    unsigned long long epoch = PyLong_AsUnsignedLongLong(args[3]);
-    long long round0 = PyLong_AsLongLong(args[4]);
     int phase = PyLong_AsLong(args[5]);
-    int kind = PyLong_AsLong(args[6]);
-    int op = PyLong_AsLong(args[7]);
     Py_ssize_t chunk = PyLong_AsSsize_t(args[8]);
-    double spin_first = PyFloat_AsDouble(args[9]);
-    double spin_running = PyFloat_AsDouble(args[10]);
-    int yield = PyLong_AsLong(args[11]);
-    double block = PyFloat_AsDouble(args[12]);
     if (PyErr_Occurred())
         return NULL;
-    if (check_tag(tag) < 0)
-        return NULL;
-    if (kind < 0 || kind >= K_COUNT || op < 0 || op > 3 || chunk < PAGE ||
-        chunk % ITEMSIZE[kind] || phase < 0 || phase >= PHASES || self->n < 2) {
-        PyErr_SetString(PyExc_ValueError, "unsupported dtype code, op, chunk or phase");
+    if (c.op < 0 || chunk < PAGE || chunk % ITEMSIZE[c.kind] || phase < 0 || phase >= PHASES ||
+        self->n < 2) {
+        PyErr_SetString(PyExc_ValueError, "direct: unsupported op, chunk or phase");
         return NULL;
     }
-    Py_buffer s, d;
-    if (PyObject_GetBuffer(args[0], &s, PyBUF_C_CONTIGUOUS) < 0)
+    if (call_buffers(self, args, &c) < 0)
         return NULL;
-    if (PyObject_GetBuffer(args[1], &d, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&s);
-        return NULL;
-    }
-    PyObject *res = NULL;
-    const void *parts_small[8];
-    const void **parts = self->n <= 8 ? parts_small : PyMem_Malloc(sizeof(void *) * self->n);
     Py_ssize_t need = (Py_ssize_t)(self->n - 1) * chunk;
-    if (parts == NULL)
-        goto nomem;
-    if (d.len != s.len || s.len % ITEMSIZE[kind]) {
-        PyErr_SetString(PyExc_ValueError, "src and dst differ in size or are not whole items");
-        goto done;
-    }
     if (self->scratch_bytes < need) {
         direct_release(self);
         void *p = NULL;
-        if (posix_memalign(&p, PAGE, (size_t)need) != 0)
-            goto nomem;
+        if (posix_memalign(&p, PAGE, (size_t)need) != 0) {
+            call_release(&c);
+            return PyErr_NoMemory();
+        }
         self->scratch = p;
         self->scratch_bytes = need;
     }
-    Run r = {self, s.buf, d.buf, s.len / ITEMSIZE[kind], kind, op, ITEMSIZE[kind],
-             chunk / ITEMSIZE[kind], parts, epoch + 1, -1, 0};
-    int parity = (int)(round0 & 1), status = -1;
+    int kind = c.kind, isz = ITEMSIZE[kind];
+    Run r = {self, c.s.buf, c.d.buf, c.s.len / isz, kind, c.op, isz, chunk / isz, c.parts,
+             c.epoch + 1, -1, 0};
+    int parity = (int)(c.round0 & 1), status = -1;
     Py_BEGIN_ALLOW_THREADS
     for (; phase < PHASES; phase++) {
         int bad = 0;
         if (phase == 0) {
-            write_tag(self, tag, parity);
-            *slot_word(self, self->me, OFF_SRC) = (uint64_t)(uintptr_t)s.buf;
-            *slot_word(self, self->me, OFF_DST) = (uint64_t)(uintptr_t)d.buf;
+            write_tag(self, c.tag, parity);
+            *slot_word(self, self->me, OFF_SRC) = (uint64_t)(uintptr_t)c.s.buf;
+            *slot_word(self, self->me, OFF_DST) = (uint64_t)(uintptr_t)c.d.buf;
         } else {
             bad = reduce_slice(&r);
         }
@@ -247,11 +222,12 @@ PyObject *Group_direct(Group *self, PyObject *const *args, Py_ssize_t nargs) {
             status = r.failed;
             break;
         }
-        uint64_t target = epoch + 1 + (uint64_t)phase;
+        uint64_t target = c.epoch + 1 + (uint64_t)phase;
         arrive(self, target);
-        int late = spin_wait(self, target, phase == 0 ? spin_first : spin_running, yield,
-                             block);
-        if (late < 0 && phase == 0 && tag != Py_None && (late = check_descs(self, parity)) >= 0)
+        int late = spin_wait(self, target, phase == 0 ? c.spin_first : c.spin_running,
+                             c.yield, c.block);
+        if (late < 0 && phase == 0 && c.tag != Py_None &&
+            (late = check_descs(self, parity)) >= 0)
             late = -2 - late;
         if (late != -1) {
             status = late;
@@ -259,14 +235,6 @@ PyObject *Group_direct(Group *self, PyObject *const *args, Py_ssize_t nargs) {
         }
     }
     Py_END_ALLOW_THREADS
-    res = Py_BuildValue("(iii)", phase, status, r.err);
-    goto done;
-nomem:
-    PyErr_NoMemory();
-done:
-    if (parts && parts != parts_small)
-        PyMem_Free(parts);
-    PyBuffer_Release(&s);
-    PyBuffer_Release(&d);
-    return res;
+    call_release(&c);
+    return Py_BuildValue("(iii)", phase, status, r.err);
 }
