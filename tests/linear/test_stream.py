@@ -288,3 +288,40 @@ def test_trains_on_data_several_times_larger_than_its_address_space_allows(tmp_p
     assert online["first_pass"] and 0.0 < online["logloss"] < 0.69
     loaded = _child(big, str(tmp_path / "c2"), limit, "read")  # what streaming avoids
     assert loaded.get("error") == "MemoryError"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice: Linux")
+def test_helper_threads_yield_the_core_to_the_learner(tmp_path, monkeypatch):
+    """The threads that parse, decode and write the cache run at the lowest priority (a
+    learner woken at a barrier must not wait for their time slice), the learner's thread
+    and the caller's stay as they were, and the result is the same bits either way."""
+    import threading
+
+    from terascale import _background
+    from terascale.linear import _blocks, _cachewrite
+
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    seen = {}
+    encode = _cachewrite.encode_block
+
+    def spy(*args):
+        seen[threading.current_thread().name] = nice()
+        return encode(*args)
+
+    monkeypatch.setattr(_cachewrite, "encode_block", spy)
+    before = nice()
+    path = tmp_path / "d.vw"
+    path.write_text("\n".join(vw_lines(400, seed=5)) + "\n")
+    low = tl.train(str(path), bits=16, cache_dir=str(tmp_path / "c1"))
+    assert seen and all(v == _background.BACKGROUND_NICE for v in seen.values()), seen
+    assert threading.main_thread().name not in seen
+    got = list(_blocks.prefetch(nice() for _ in range(3)))  # the generator runs there
+    assert got == [_background.BACKGROUND_NICE] * 3
+    assert nice() == before
+    monkeypatch.setenv("TERASCALE_BACKGROUND_NICE", "0")
+    seen.clear()
+    same = tl.train(str(path), bits=16, cache_dir=str(tmp_path / "c2"))
+    assert seen and set(seen.values()) == {before}
+    np.testing.assert_array_equal(same.weights, low.weights)

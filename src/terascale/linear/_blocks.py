@@ -38,6 +38,7 @@ from typing import TypeVar
 import numba
 import numpy as np
 
+from .._background import background
 from ._dataset import Dataset, ParseOptions
 
 __all__ = ["BLOCK_EXAMPLES", "Block", "Blocks", "ChainBlocks", "DatasetBlocks", "FeatureSet",
@@ -281,6 +282,7 @@ def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
         return False
 
     def produce() -> None:
+        background()  # the learner, not this thread, runs when both want a core
         try:
             for x in items:
                 if not put((0, x)):

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._background import background
 from ._blocks import FeatureSet
 from ._cachefmt import FIELDS, encode_block
 from ._dataset import Dataset, ParseOptions
@@ -103,6 +104,7 @@ class EntryWriter:
             raise OSError("the cache writer thread ended")
 
     def _run(self) -> None:
+        background()
         unsynced = 0
         try:
             while True:

@@ -24,6 +24,7 @@ from typing import IO, TypeVar, cast
 
 import numpy as np
 
+from .._background import background
 from .._errors import DataError
 from ._blocks import Block, Blocks, ShardStats
 from ._dataset import Dataset, ParseOptions
@@ -288,7 +289,8 @@ class TextBlocks(Blocks):
             for job in jobs:
                 yield fn(job())
             return
-        ex = ThreadPoolExecutor(self.threads, thread_name_prefix="terascale-parse")
+        ex = ThreadPoolExecutor(self.threads, thread_name_prefix="terascale-parse",
+                                initializer=background)
         inflight: list[Future[T]] = []
         try:
             for job in jobs:
