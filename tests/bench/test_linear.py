@@ -59,3 +59,31 @@ def test_large_recipes_are_chosen_by_short_name_and_a_bad_one_names_the_flag():
     assert parse_recipes("text,lbfgs") == ["one pass from text", "L-BFGS recipe"]
     with pytest.raises(ConfigError, match="--recipes.*'pass'"):
         parse_recipes("pass")
+
+
+@pytest.mark.parametrize("cli", [True, False])
+def test_vw_cache_recipe_reads_its_own_cache_once_and_equals_the_text_pass(tmp_path, cli):
+    """VW with ``-c`` reads every cache it finds, ``<data>.cache`` beside the data included:
+    one left there by an earlier run must not make the cache recipe learn the data twice."""
+    import subprocess
+    import sys
+
+    from terascale.bench._linear_vw import run_vw
+
+    train, test = str(tmp_path / "tr.vw"), str(tmp_path / "te.vw")
+    write_click(train, 2000, seed=1)
+    write_click(test, 500, seed=2)
+    subprocess.run([sys.executable, "-m", "vowpalwabbit", "--quiet", "-d", train, "-c",
+                    "-b", "18"], check=True, timeout=120)  # the leftover tr.vw.cache
+    runs = {}
+    for name, flags in (("text", ""), ("cache", "-c")):
+        d = tmp_path / name
+        d.mkdir()
+        runs[name] = run_vw({"train": train, "test": test, "bits": 18, "cache": str(d),
+                             "stage1": flags, "stage2": None, "cli": cli})
+    text, cache = runs["text"]["vw"][0], runs["cache"]["vw"][0]
+    assert (text["examples"], text["read"], text["wrote"]) == (2000, [], [])
+    assert cache["examples"] == 2000 and cache["sources"] == 1
+    assert cache["read"] == [str(tmp_path / "cache" / "vw.cache")] and cache["wrote"] == []
+    assert runs["cache"]["logloss"] == runs["text"]["logloss"]  # the same pass, bitwise
+    assert runs["cache"]["cache_bytes"] > 0

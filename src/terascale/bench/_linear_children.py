@@ -4,7 +4,8 @@ time so that no learner profits from another's warm caches.
 ``python -m terascale.bench._linear_children KIND SPEC_JSON`` prints one JSON line. Times
 are taken inside the child around training (parse + learn); metrics are computed on the
 test file from each learner's raw scores by the same code; peak RSS is the process's own
-``ru_maxrss`` taken before evaluation (for VW, that of its command-line process).
+``ru_maxrss`` taken before evaluation (for VW, that of its command-line process). VW's
+children live in :mod:`._linear_vw`.
 """
 
 from __future__ import annotations
@@ -137,103 +138,6 @@ def _worker(spec: dict[str, Any]) -> None:
             json.dump(_summary(model, secs, spec["test"]), f)
 
 
-# ------------------------------------------------------------------------------- VW
-
-def _vw_cli(args: str) -> tuple[float, float]:
-    """Run ``python -m vowpalwabbit ARGS``: (seconds, peak RSS MiB of the process)."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "vowpalwabbit", *args.split()],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert p.stderr is not None
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    secs = time.perf_counter() - t0
-    if p.returncode:
-        raise SystemExit(f"vowpalwabbit {args} failed:\n{err.decode()[-2000:]}")
-    return secs, ru.ru_maxrss / 1024.0
-
-
-def _vw_lib(args: str) -> tuple[float, float]:
-    """Run VW in this process (pyvw): (seconds, peak RSS MiB of this process so far)."""
-    from vowpalwabbit import pyvw
-
-    t0 = time.perf_counter()
-    pyvw.Workspace(args).finish()
-    return time.perf_counter() - t0, _rss_mb()
-
-
-def _vw(spec: dict[str, Any]) -> dict[str, Any]:
-    """VW: stage 1 (and stage 2, the batch passes), then test predictions; with ``cli``
-    through ``python -m vowpalwabbit`` (its own process: its start-up counts, its RSS is
-    measured alone), else in this process (pyvw). ``stage1`` with ``-c`` reads a cache
-    that an untimed earlier run wrote."""
-    run = _vw_cli if spec.get("cli") else _vw_lib
-    d = spec["cache"]
-    m1, m2, pred = (os.path.join(d, n) for n in ("vw1.model", "vw2.model", "vw.pred"))
-    common = f"--quiet --loss_function logistic -b {spec['bits']} -d {spec['train']}"
-    s1 = spec["stage1"]
-    cache = os.path.join(d, "vw1.cache")
-    if "-c" in s1.split():
-        s1 = f"{s1} --cache_file {cache}"
-        run(f"{common} -f {m1} {s1}")  # writes the cache, untimed
-    secs, rss = run(f"{common} -f {m1} {s1}")
-    final = m1
-    if spec["stage2"]:
-        s2, r2 = run(f"--quiet -d {spec['train']} -i {m1} -f {m2} --cache_file "
-                         f"{os.path.join(d, 'vw.cache')} {spec['stage2']}")
-        secs, rss, final = secs + s2, max(rss, r2), m2
-    only = " --predict_only_model" if spec["stage2"] else ""
-    run(f"--quiet -d {spec['test']} -t -i {final} -p {pred}{only}")
-    caches = [p for p in (cache, os.path.join(d, "vw.cache")) if os.path.exists(p)]
-    return {"seconds": secs, "rss_mb": rss, **test_metrics(spec["test"],
-                                                           np.loadtxt(pred, usecols=0)),
-            "cache_bytes": max((os.path.getsize(p) for p in caches), default=0)}
-
-
-def _vw_cluster(spec: dict[str, Any]) -> dict[str, Any]:
-    """VW's cluster mode: one process per node, rendezvous through terascale's span server."""
-    from terascale.linear import SpanServer
-
-    n, d = spec["workers"], spec["cache"]
-    shards = [os.path.join(d, f"shard{k}.vw") for k in range(n)]
-    cut_shards(spec["train"], n, shards)  # the same shards as terascale's
-    srv = SpanServer(0).start()
-    try:
-        procs = [subprocess.Popen(
-            [sys.executable, "-m", ME, "vw-node", json.dumps({**spec, "node": k,
-                                                               "port": srv.port})],
-            stdout=subprocess.PIPE, text=True) for k in range(n)]
-        outs = [json.loads(p.communicate(timeout=7200)[0].strip().splitlines()[-1])
-                for p in procs]
-    finally:
-        srv.stop()
-    if any(p.returncode for p in procs):
-        raise SystemExit("a VW node failed")
-    pred = os.path.join(d, "vw.pred")
-    _vw_cli(f"--quiet -d {spec['test']} -t -i {os.path.join(d, 'node0-2.model')} "
-            f"-p {pred} --predict_only_model")
-    return {"seconds": max(o["seconds"] for o in outs),
-            **test_metrics(spec["test"], np.loadtxt(pred, usecols=0))}
-
-
-def _vw_node(spec: dict[str, Any]) -> dict[str, Any]:
-    from vowpalwabbit import pyvw
-
-    k, d = spec["node"], spec["cache"]
-    data = os.path.join(d, f"shard{k}.vw")
-    m1, m2 = os.path.join(d, f"node{k}-1.model"), os.path.join(d, f"node{k}-2.model")
-    cluster = (f"--span_server 127.0.0.1 --span_server_port {spec['port']} "
-               f"--total {spec['workers']} --node {k}")
-    t0 = time.perf_counter()
-    pyvw.Workspace(f"--quiet --loss_function logistic -b {spec['bits']} -d {data} -f {m1} "
-                   f"--predict_only_model {cluster} --unique_id 101").finish()
-    pyvw.Workspace(f"--quiet -d {data} -i {m1} -f {m2} --cache_file {data}.cache "
-                   f"--bfgs --passes 20 -c -k --predict_only_model {cluster} "
-                   f"--unique_id 102").finish()
-    return {"seconds": time.perf_counter() - t0}
-
-
 # ------------------------------------------------------------------------------- sklearn
 
 def _sklearn(spec: dict[str, Any]) -> dict[str, Any]:
@@ -257,12 +161,16 @@ def _sklearn(spec: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": t, **evaluate_scores(te.labels, clf.decision_function(Xt))}
 
 
-_KINDS = {"ours": _ours, "multi": _multi, "vw": _vw, "vw-cluster": _vw_cluster,
-          "vw-node": _vw_node, "sklearn": _sklearn}
+def _kinds() -> dict[str, Any]:
+    from . import _linear_vw as vw
+
+    return {"ours": _ours, "multi": _multi, "vw": vw.run_vw, "vw-cluster": vw.run_cluster,
+            "vw-node": vw.run_node, "sklearn": _sklearn}
+
 
 if __name__ == "__main__":
     kind, spec_json = sys.argv[1], sys.argv[2]
     if kind == "worker":
         _worker(json.loads(spec_json))
     else:
-        print(json.dumps(_KINDS[kind](json.loads(spec_json))))
+        print(json.dumps(_kinds()[kind](json.loads(spec_json))))

@@ -8,10 +8,29 @@ recipes run, each learner in fresh processes:
 * **one pass from text**: VW ``-d train`` (no cache); terascale ``train`` into an empty
   cache directory (the pass learns from the text as it is parsed, the cache written
   meanwhile);
-* **one pass from the cache**: VW ``-c`` on the cache file an untimed earlier run wrote;
-  terascale on the cache an untimed earlier run wrote;
-* **L-BFGS recipe**: one online pass, then 20 passes of L-BFGS (VW ``--bfgs --passes 20
-  -c``, its cache written inside the timing).
+* **one pass from the cache**: VW and terascale each time a pass over the cache that an
+  untimed earlier run of the same command wrote from the text;
+* **L-BFGS recipe**: one online pass, then 20 passes of L-BFGS (its cache written inside
+  the timing; both learners hold out every 10th example to stop early, VW's default).
+
+Exactly what VW runs (``vw`` = ``python -m vowpalwabbit``, ``D`` the run's own fresh
+directory, ``B`` = ``-b``; the test predictions ``vw --quiet -d test -t -i MODEL -p
+D/vw.pred`` are not timed)::
+
+    text:   vw --loss_function logistic -b B -d train -f D/vw1.model
+    cache:  vw --loss_function logistic -b B -d train -f D/vw1.model --cache_file D/vw.cache
+            (run twice: the first, untimed, parses the text and writes D/vw.cache; the
+            second, timed, reads it: "ignoring text input in favor of cache input")
+    L-BFGS: vw --loss_function logistic -b B -d train -f D/vw1.model --predict_only_model
+            vw -d train -i D/vw1.model -f D/vw2.model --cache_file D/vw.cache --bfgs
+               --passes 20 -k --predict_only_model
+
+``--cache_file`` is VW's ``-c`` with the cache kept in ``D``; ``-c`` as well would add a
+second cache, ``train.cache`` beside the shared data file, and VW reads every cache that
+exists, so one left there by an earlier run made VW's cache pass learn the data twice (see
+:mod:`._linear_vw`). Every VW run's own summary (examples, sources, caches read and
+written) is checked (the timed cache pass must read ``D/vw.cache`` alone and learn exactly
+the examples that the writing run parsed) and kept in the JSON rows as ``vw``.
 
 VW runs as ``python -m vowpalwabbit`` (one process: its start-up counts, as terascale's
 kernel loading does); terascale with 1 worker and with ``--workers`` workers (each parses

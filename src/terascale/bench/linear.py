@@ -6,7 +6,9 @@ included, then again on data cached by an earlier run); one online pass then up 
 L-BFGS passes; one online pass with ``-q ch``; and the L-BFGS recipe on 2 local workers.
 Each run is a fresh child process (:mod:`._linear_children`) so that no learner profits
 from another's warm caches: terascale parses into a new cache directory, VW parses its
-text (and writes its cache for the L-BFGS passes). Times are measured inside the child
+text (and writes its cache for the L-BFGS passes); in the cached recipe each reads the cache
+that an untimed run of the same command wrote just before (VW: ``--cache_file`` in the
+run's own directory, never ``-c`` beside the shared data, see :mod:`._linear_vw`). Times are measured inside the child
 (parse + learn, without interpreter start-up); metrics are computed on the test months from
 each learner's raw scores by the same code. scikit-learn's LogisticRegression (lbfgs, C =
 1/l2) is fit on the same hashed features. VW's cluster mode runs through ``terascale
