@@ -119,13 +119,15 @@ class Communicator(ObjectCollectives, CommCore):
                 self._plans.clear()
             self._plans[key] = plan
         rop, spec, detail = plan
-        if spec.name in ("shm", "tree") and key not in self._fast and self.size > 1:
+        if key not in self._fast and self.size > 1 and (spec.name == "shm" or self.size == 2):
             assert self._mesh is not None
-            # shm: the compiled core; tree of two ranks in one chunk: the TCP swap.
+            # shm: the compiled core; two ranks and a small message (tree, ring and
+            # halving/doubling alike): the TCP swap.
             fast = FastAllreduce.plan(self._shm, rop, a.nbytes, f"allreduce({detail})",
                                       self._context) if spec.name == "shm" else \
                 PairAllreduce.plan(self._mesh, self.rank, self.size, rop, a.shape,
-                                   f"allreduce({detail})", self._context, self._members)
+                                   f"allreduce({detail})", self._context, self._members,
+                                   spec.pair_pieces(a.size, a.dtype.itemsize))
             if fast is not None:
                 if len(self._fast) >= _PLANS_MAX:
                     self._fast.clear()
@@ -294,7 +296,7 @@ class Communicator(ObjectCollectives, CommCore):
             if pair is False:  # (None: planned, the transport has no swap)
                 pair = self._fast["pair-barrier"] = PairAllreduce.plan(
                     self._mesh, self.rank, self.size, _NOTHING_OP, _NOTHING.shape, "barrier()",
-                    self._context, self._members)
+                    self._context, self._members, TreeAllreduce.pair_pieces(0, 1))
             if pair is not None and self._schedule_fast("barrier", "", pair, _NOTHING, _NOTHING):
                 return
         empty = np.empty(0, np.uint8)

@@ -3,6 +3,7 @@
 points are the methods of :class:`terascale.Communicator`."""
 
 from ._chunks import bounds
+from ._pair import PairAllreduce
 from .allgather import RingAllgather
 from .alltoall import PairwiseAlltoall
 from .broadcast import TreeBroadcast
@@ -12,7 +13,7 @@ from .registry import ALLREDUCE, AllreduceCall, AllreduceSpec, allreduce_names, 
 from .ring import RingAllreduce
 from .select import ALLREDUCE_ALGORITHMS, choose_allreduce
 from .shm import FastAllreduce, ShmGroups, shm_barrier
-from .tree import PairAllreduce, TreeAllreduce
+from .tree import TreeAllreduce
 
 __all__ = [
     "ALLREDUCE", "ALLREDUCE_ALGORITHMS", "AllreduceCall", "AllreduceSpec", "FastAllreduce",

@@ -43,6 +43,11 @@ Without several ranks per host it is the textbook order.
 
 Over a subset of the communicator (one leader per host in the hierarchical allreduce) it
 runs on a sub-group view of the exchange (:meth:`~terascale.transport.base.Exchange.subgroup`).
+
+Two ranks and a small message (:func:`~._pair.is_pair`): the halving step and the
+doubling step would be two message latencies in a row for the bytes of one frame each
+way, so both ranks swap their whole buffers at once (:mod:`._pair`) and each block is
+reduced as the schedule reduces it: by the rank that owns it, its own operand first.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ import numpy as np
 from .._arrays import ReduceOp
 from ..transport import Exchange
 from ._chunks import bounds, chunk_bounds, view
+from ._pair import Pieces, is_pair, swap_in
 from ._radix import (
     arrival_order,
     block_of,
@@ -100,6 +106,17 @@ class _Box:
 class HalvingDoublingAllreduce:
     """Allreduce of a flat contiguous buffer in place; :meth:`run` moves the data."""
 
+    @staticmethod
+    def pair_pieces(count: int, itemsize: int) -> Pieces | None:
+        """Two ranks: how the swap reduces ``count`` elements (:mod:`._pair`), None when
+        the message is not that small. One step of radix 2 (whatever the hosts): rank ``v``
+        reduces the block it owns after it into its own buffer; the doubling copies it."""
+        if not is_pair(2, count, itemsize):
+            return None
+        steps = radix_steps([0, 1])
+        blocks = bounds(count, 2)
+        return tuple((*blocks[block_of(v, steps, 2)], v) for v in (0, 1))
+
     @classmethod
     def for_call(cls, call: AllreduceCall) -> HalvingDoublingAllreduce:
         """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
@@ -107,10 +124,19 @@ class HalvingDoublingAllreduce:
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
                  *, chunk_bytes: int = CHUNK_BYTES,
-                 hosts: Sequence[Hashable] | None = None) -> None:
+                 hosts: Sequence[Hashable] | None = None, swap: bool = True) -> None:
+        """``swap=False``: two ranks and a small message still run the halving and the
+        doubling step (what the swap reproduces bit for bit: for comparisons)."""
         self.ex = ex
         self.buf = buf
         self.reduce = reduce
+        self.rank = rank
+        # Two ranks, a small message: one swap (module docstring), no schedule.
+        self.pair = self.pair_pieces(buf.size, buf.itemsize) if swap and size == 2 else None
+        self.inbox: dict[int, _Box] = {}
+        self.outbox: dict[int, _Box] = {}
+        if self.pair is not None:
+            return
         p = size
         steps = radix_steps(list(hosts) if hosts is not None and len(hosts) == p
                             else list(range(p)))
@@ -122,9 +148,7 @@ class HalvingDoublingAllreduce:
             block_units.append(list(range(len(self.units), len(self.units) + len(pieces))))
             self.units.extend(pieces)
         self.state = [0] * len(self.units)  # reductions applied to each unit so far
-        self.inbox: dict[int, _Box] = {}
-        self.outbox: dict[int, _Box] = {}
-        self.steps, self.p, self.rank, self.block_units = steps, p, rank, block_units
+        self.steps, self.p, self.block_units = steps, p, block_units
         # Reduce-scatter: at step k, part j of the segment ends at the group member of digit
         # j. Two ways to get it there (every rank picks the same: it depends on the size):
         # * direct: send part j to member j, the r-1 parts of our digit come in at once and
@@ -203,6 +227,9 @@ class HalvingDoublingAllreduce:
         self.inbox.setdefault(peer, _Box()).items.append((unit, required, mode))
 
     def run(self) -> None:
+        if self.pair is not None:
+            swap_in(self.ex, self.rank, self.buf, self.reduce, self.pair)
+            return
         if not self.inbox and not self.outbox:
             return
         longest = max(hi - lo for lo, hi in self.units)

@@ -12,6 +12,9 @@ builds it from an :class:`AllreduceCall` and whose ``run()`` moves the data (the
 shape), then add one :class:`AllreduceSpec` line below. It is then selectable by name,
 covered by ``tests/collectives/test_matrix.py`` once listed there, and offered by the
 benchmark; give it a cost in :mod:`terascale.sim.model` to let the simulator plan with it.
+A class may also say how two ranks reduce a small message as one swap (a staticmethod
+``pair_pieces(count, itemsize)``, :mod:`._pair`): the communicator then runs it without an
+exchange while all goes well, and ``run()`` must send the same frames (``_pair.swap_in``).
 """
 
 from __future__ import annotations
@@ -85,6 +88,12 @@ class AllreduceSpec:
 
     def build(self, call: AllreduceCall) -> Runnable:
         return self.load().for_call(call)  # type: ignore[no-any-return]
+
+    def pair_pieces(self, count: int, itemsize: int) -> tuple[tuple[int, int, int], ...] | None:
+        """How two ranks reduce ``count`` elements of ``itemsize`` bytes as one swap
+        (:mod:`._pair`), or None: the algorithm has no swap, or not at this size."""
+        pieces = getattr(self.load(), "pair_pieces", None)
+        return None if pieces is None else pieces(count, itemsize)  # type: ignore[no-any-return]
 
 
 @functools.cache

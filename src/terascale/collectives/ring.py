@@ -13,6 +13,11 @@ Segments are further cut into chunks, and a chunk is forwarded the moment it has
 reduced, so the steps overlap instead of waiting for whole segments. The order of additions
 for every segment is fixed by the ring, so results are bitwise reproducible, and the
 allgather copies the same final bytes to every rank.
+
+Two ranks and a small message (:func:`~._pair.is_pair`): the two steps would be two
+message latencies in a row for the bytes of one frame each way, so both ranks swap their
+whole buffers at once (:mod:`._pair`) and reduce each segment as the ring would: segment 1
+``rank 0's op rank 1's``, segment 0 ``rank 1's op rank 0's`` -- the same bits.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import numpy as np
 from .._arrays import ReduceOp
 from ..transport import Exchange
 from ._chunks import bounds, chunk_bounds, view
+from ._pair import Pieces, is_pair, swap_in
 from .registry import AllreduceCall
 
 __all__ = ["RingAllreduce"]
@@ -38,6 +44,16 @@ class RingAllreduce:
     segment ``r`` (rows ``bounds(rows, size)[r]``); other segments hold partial sums.
     """
 
+    @staticmethod
+    def pair_pieces(count: int, itemsize: int) -> Pieces | None:
+        """Two ranks: how the swap reduces ``count`` elements (:mod:`._pair`), None when
+        the message is not that small. Rank ``r`` reduces segment ``r - 1`` into its own
+        buffer (reduce-scatter step 0 of :meth:`run`); the allgather copies it."""
+        if not is_pair(2, count, itemsize):
+            return None
+        (lo0, hi0), (lo1, hi1) = bounds(count, 2)
+        return ((lo0, hi0, 1), (lo1, hi1, 0))
+
     @classmethod
     def for_call(cls, call: AllreduceCall) -> RingAllreduce:
         """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
@@ -45,7 +61,9 @@ class RingAllreduce:
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
                  *, scatter_only: bool = False, row_elems: int = 1,
-                 chunk_bytes: int = CHUNK_BYTES) -> None:
+                 chunk_bytes: int = CHUNK_BYTES, swap: bool = True) -> None:
+        """``swap=False``: two ranks and a small message still run the ring's two steps
+        (what the swap reproduces bit for bit: for comparisons)."""
         self.ex = ex
         self.rank = rank
         self.size = size
@@ -61,7 +79,10 @@ class RingAllreduce:
         self.segments = [chunk_bounds(lo * row_elems, hi * row_elems, buf.itemsize, chunk_bytes)
                          for lo, hi in bounds(rows, size)]
         longest = max(hi - lo for seg in self.segments for lo, hi in seg)
-        self.scratch = np.empty(longest, buf.dtype)
+        # Two ranks, a small allreduce: one swap (module docstring); no scratch then.
+        self.pair = None if not swap or scatter_only or size != 2 or row_elems != 1 else \
+            self.pair_pieces(buf.size, buf.itemsize)
+        self.scratch = np.empty(longest if self.pair is None else 0, buf.dtype)
 
     def _seg(self, step: int) -> int:
         """Segment this rank sends at reduce-scatter step ``step`` (and receives at step-1)."""
@@ -70,6 +91,9 @@ class RingAllreduce:
     def run(self) -> None:
         n, ex = self.size, self.ex
         if n == 1:
+            return
+        if self.pair is not None:
+            swap_in(ex, self.rank, self.buf, self.reduce, self.pair)
             return
         # Reduce-scatter, step 0: send our own contribution of the first segment.
         for lo, hi in self.segments[self._seg(0)]:

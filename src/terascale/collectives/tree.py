@@ -15,13 +15,12 @@ everyone receives).
 
 Two ranks and a message of one chunk: the tree would cost two message latencies in a row
 (child to root, root back); instead both ranks send their whole buffer at once and each
-reduces ``rank 0's op rank 1's`` itself -- one latency, the short-message exchange of
-MPICH's recursive doubling (Thakur, Rabenseifner & Gropp, IJHPCA 2005, section 4.4) and
-what Open MPI's TCP BTL does for a 4 KiB allreduce between two hosts. Each rank moves the
-same bytes as in the tree, and both compute the same expression with the same operand
-order, so the result is still bitwise identical on both. A blocking call of the same shape
-again takes :class:`PairAllreduce` (no exchange, a receive buffer kept from call to call);
-an empty buffer (the two-rank barrier) is the same swap of two headers, so both ranks leave
+reduces ``rank 0's op rank 1's`` itself -- one latency (:mod:`._pair`, which the ring and
+halving/doubling of two ranks use too). Each rank moves the same bytes as in the tree, and
+both compute the same expression with the same operand order, so the result is still
+bitwise identical on both. A blocking call of the same shape again takes
+:class:`~._pair.PairAllreduce` (no exchange, a receive buffer kept from call to call); an
+empty buffer (the two-rank barrier) is the same swap of two headers, so both ranks leave
 it together, one latency after the later one entered.
 """
 
@@ -32,14 +31,14 @@ from functools import partial
 import numpy as np
 
 from .._arrays import ReduceOp
-from ..transport import Exchange, Transport
-from ..transport.base import Swap
+from ..transport import Exchange
 from ._chunks import chunk_bounds, view
+from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
 from .registry import AllreduceCall
 
-__all__ = ["PairAllreduce", "TreeAllreduce", "is_pair", "tree_links"]
+__all__ = ["TreeAllreduce", "is_pair", "tree_links"]
 
-CHUNK_BYTES = 256 * 1024
+CHUNK_BYTES = PAIR_MAX_BYTES  # one chunk of two ranks is the swap (._pair)
 _DEPTH = 4  # chunks in flight per child (scratch slots)
 
 
@@ -49,13 +48,14 @@ def tree_links(vrank: int, size: int) -> tuple[int | None, list[int]]:
     return parent, [c for c in (2 * vrank + 1, 2 * vrank + 2) if c < size]
 
 
-def is_pair(size: int, count: int, itemsize: int, chunk_bytes: int = CHUNK_BYTES) -> bool:
-    """Whether the tree of ``size`` ranks over ``count`` elements is the two-rank swap."""
-    return size == 2 and len(chunk_bounds(0, count, itemsize, chunk_bytes)) == 1
-
-
 class TreeAllreduce:
     """Set up with the buffer (flat, contiguous, reduced in place); :meth:`run` moves data."""
+
+    @staticmethod
+    def pair_pieces(count: int, itemsize: int) -> Pieces | None:
+        """Two ranks: how the swap reduces ``count`` elements (:mod:`._pair`), None when
+        the message is not one chunk: everything on rank 0, rank 0's op rank 1's."""
+        return ((0, count, 0),) if is_pair(2, count, itemsize) else None
 
     @classmethod
     def for_call(cls, call: AllreduceCall) -> TreeAllreduce:
@@ -63,14 +63,16 @@ class TreeAllreduce:
         return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op)
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
-                 *, chunk_bytes: int = CHUNK_BYTES) -> None:
+                 *, chunk_bytes: int = CHUNK_BYTES, swap: bool = True) -> None:
+        """``swap=False``: two ranks in one chunk still run the tree's two steps (what the
+        swap reproduces bit for bit: for comparisons)."""
         self.ex = ex
         self.buf = buf
         self.reduce = reduce
         self.parent, self.children = tree_links(rank, size)
         self.chunks = chunk_bounds(0, buf.size, buf.itemsize, chunk_bytes)
         self.rank = rank
-        self.pair = size == 2 and len(self.chunks) == 1
+        self.pair = swap and size == 2 and len(self.chunks) == 1
         longest = max(hi - lo for lo, hi in self.chunks)
         depth = min(_DEPTH, len(self.chunks))
         # (the pair exchange needs no per-child slots: it receives into one buffer)
@@ -98,17 +100,7 @@ class TreeAllreduce:
 
     def _exchange(self) -> None:
         """Two ranks, one chunk: swap whole buffers, both reduce rank 0's op rank 1's."""
-        ex, buf = self.ex, self.buf
-        peer = 1 - self.rank
-        theirs = np.empty_like(buf)
-        ex.send(peer, buf.data.cast("B"))
-        ex.recv(peer, theirs.data.cast("B"))
-        ex.run()  # buf is written only once its send has completed
-        if self.rank == 0:
-            self.reduce(buf, theirs)
-        else:
-            self.reduce(theirs, buf)
-            buf[...] = theirs
+        swap_in(self.ex, self.rank, self.buf, self.reduce, ((0, self.buf.size, 0),))
 
     def _post_child_recvs(self, k: int) -> None:
         lo, hi = self.chunks[k]
@@ -138,56 +130,3 @@ class TreeAllreduce:
         lo, hi = self.chunks[k]
         for c in self.children:
             self.ex.send(c, view(self.buf, lo, hi))
-
-
-class PairAllreduce:
-    """The two-rank swap as a blocking call's fast path: :meth:`start` and :meth:`finish`
-    (the communicator's ``_schedule_fast`` protocol) over the transport's :class:`Swap`.
-
-    Same frames as :meth:`TreeAllreduce._exchange` (either rank may take either path) and
-    the same bits: rank 0's buffer op rank 1's, computed on both.
-    """
-
-    __slots__ = ("_link", "_rank", "_theirs", "_ufunc")
-
-    def __init__(self, link: Swap, rank: int, reduce: ReduceOp, theirs: np.ndarray) -> None:
-        self._link = link
-        self._rank = rank
-        self._ufunc = reduce.ufunc
-        self._theirs = theirs
-
-    @classmethod
-    def plan(cls, mesh: Transport, rank: int, size: int, reduce: ReduceOp, shape: tuple[int, ...],
-             desc: str, context: int, members: tuple[int, ...] | None) -> PairAllreduce | None:
-        """The fast path of collective ``desc`` over arrays of ``shape`` (``reduce.dtype``),
-        or None where the tree is not the swap or the transport has no :class:`Swap`."""
-        count = int(np.prod(shape, dtype=np.int64))
-        if not is_pair(size, count, reduce.dtype.itemsize):
-            return None
-        link = mesh.swap(1 - rank, desc, count * reduce.dtype.itemsize, context=context,
-                         members=members)
-        return None if link is None else cls(link, rank, reduce, np.empty(shape, reduce.dtype))
-
-    def start(self, seq: int, src: np.ndarray, dst: np.ndarray) -> object:
-        """Collective ``seq`` of ``src`` into ``dst`` (the same array or disjoint ones):
-        None when done, else what :meth:`finish` continues from."""
-        pending = self._link.start(seq, src, self._theirs)
-        if pending is None:
-            self._fold(src, dst)
-        return pending
-
-    def finish(self, ex: Exchange, pending: object, src: np.ndarray, dst: np.ndarray) -> None:
-        self._link.finish(ex, pending, src, self._theirs)
-        self._fold(src, dst)
-
-    def _fold(self, src: np.ndarray, dst: np.ndarray) -> None:
-        # In place into the first operand, as _exchange does: numpy's loops for out= the
-        # first operand and for a separate out= may round differently (complex products).
-        theirs = self._theirs
-        if self._rank == 0:
-            if dst is not src:
-                np.copyto(dst, src)
-            self._ufunc(dst, theirs, out=dst)
-        else:
-            self._ufunc(theirs, src, out=theirs)
-            np.copyto(dst, theirs)

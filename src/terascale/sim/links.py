@@ -25,7 +25,7 @@ one term for each:
 With ``G`` the goodput, ``B`` the busiest link's bytes, ``eta`` the efficiency of the
 algorithm's kind and ``R`` its message rounds (the ring ``2(p-1)``, halving/doubling
 ``2 sum(r_k - 1)`` over the radices of its schedule, the tree ``2h`` plus one per chunk of
-its pipeline, one for two ranks and one chunk: the swap):
+its pipeline, one for two ranks and a small message, where all three are one swap):
 :math:`T = R\alpha + B / (G\eta) [+ T_{shm}]`, linear in ``alpha`` and the ``1/eta``:
 :func:`fit` finds them by non-negative least squares on relative errors from
 ``terascale bench allreduce --cluster K --link RATE --json`` reports. The constants fitted
@@ -56,6 +56,7 @@ __all__ = ["KINDS", "LinkCost", "fit", "format_fit", "kind_of", "link_time", "re
 KINDS = ("single", "halving_doubling", "shared_nic", "tree")
 _RECORDED = "link_cost.json"  # beside this module, shipped with the package
 _CHUNK = {"tree": tree.CHUNK_BYTES}
+_SWAPS = ("tree", "ring", "halving_doubling")  # two ranks, a small message: one swap
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,8 +201,8 @@ def _terms(algorithm: str, nbytes: float, hosts: int, per_host: int, link_bits: 
            cost: LinkCost) -> tuple[float, float, str, float]:
     """(message rounds, link seconds at goodput, kind, shared-memory seconds)."""
     s = schedule(algorithm, hosts, per_host)
-    if algorithm == "tree" and hosts * per_host == 2 and nbytes <= _CHUNK["tree"]:
-        # Two ranks, one chunk: the tree's swap -- both send at once, one round, no fill.
+    if algorithm in _SWAPS and hosts * per_host == 2 and nbytes <= tree.CHUNK_BYTES:
+        # Two ranks, a small message: the swap -- both send at once, one round, no fill.
         s = {**s, "rounds": 1, "fill": 0.0}
     g = cost.goodput(link_bits)
     link_bytes = s["link"] * nbytes

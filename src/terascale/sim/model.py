@@ -33,6 +33,8 @@ clusters of workstations", JPDC 2009):
   Agarwal et al. 2014).
   Two ranks and one chunk are not a tree but one swap (both send the whole vector at once,
   both reduce; what :mod:`terascale.collectives.tree` runs): :math:`T = \alpha + m\beta + m\gamma`.
+  So are the ring and halving/doubling of two ranks up to the same size
+  (:mod:`terascale.collectives._pair`): one latency instead of their two steps' two.
 * **shared memory** (``q`` ranks on one host; copy in, reduce-scatter of the ``q`` slices,
   copy out): :math:`T = s\,(2\alpha_{shm} + m(2\delta + \frac{q-1}{q}\gamma))` with
   ``delta`` the seconds per byte of a memory copy.
@@ -66,7 +68,9 @@ __all__ = ["ALGORITHMS", "CostParams", "best", "halving_doubling_time", "hierarc
 
 # The communicator's algorithms (one registry); each has a cost below.
 ALGORITHMS = allreduce_names()
-TREE_CHUNK = 256 * 1024  # bytes; the tree's pipeline chunk (collectives/tree.py)
+# bytes; the tree's pipeline chunk (collectives/tree.py), and the largest message two ranks
+# swap in one frame each way whatever the algorithm (collectives/_pair.py)
+TREE_CHUNK = 256 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,23 +114,33 @@ def _check(nbytes: float, p: int) -> None:
         raise ValueError(f"negative message size {nbytes}")
 
 
+def _swap_time(nbytes: float, c: CostParams) -> float:
+    """Two ranks, one message each way at once, both reduce the whole vector."""
+    return c.alpha + nbytes * c.beta + nbytes * c.gamma
+
+
 def ring_time(nbytes: float, p: int, c: CostParams, *, ranks_per_host: int = 1) -> float:
-    """Ring allreduce (Patarasuk & Yuan)."""
+    """Ring allreduce (Patarasuk & Yuan); two ranks and a small message: the swap."""
     _check(nbytes, p)
     if p == 1:
         return 0.0
     c = c.for_message(nbytes).scaled(ranks_per_host)
+    if p == 2 and nbytes <= TREE_CHUNK:
+        return _swap_time(nbytes, c)
     f = (p - 1) / p
     return 2 * (p - 1) * c.alpha + 2 * f * nbytes * c.beta + f * nbytes * c.gamma
 
 
 def halving_doubling_time(nbytes: float, p: int, c: CostParams, *,
                           ranks_per_host: int = 1) -> float:
-    """Rabenseifner's reduce-scatter by halving + allgather by doubling (Thakur et al.)."""
+    """Rabenseifner's reduce-scatter by halving + allgather by doubling (Thakur et al.);
+    two ranks and a small message: the swap."""
     _check(nbytes, p)
     if p == 1:
         return 0.0
     c = c.for_message(nbytes).scaled(ranks_per_host)
+    if p == 2 and nbytes <= TREE_CHUNK:
+        return _swap_time(nbytes, c)
     f = (p - 1) / p
     nodes = p // ranks_per_host if ranks_per_host > 0 and p % ranks_per_host == 0 else p
     host = [v // (p // nodes) for v in range(p)]
@@ -160,7 +174,7 @@ def tree_time(nbytes: float, p: int, c: CostParams, *, chunk: int | None = TREE_
     size = nbytes if chunk is None or nbytes <= chunk else chunk
     chunks = 1 if chunk is None or nbytes <= chunk else math.ceil(nbytes / chunk)
     if p == 2 and chunks == 1:  # the two-rank swap: one message each way, at once
-        return c.alpha + size * c.beta + size * c.gamma
+        return _swap_time(size, c)
     fill = h * (2 * c.alpha + (r + 1) * size * c.beta + r * size * c.gamma)
     return fill + (chunks - 1) * (k * size * c.beta + r * size * c.gamma)
 

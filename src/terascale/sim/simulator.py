@@ -106,6 +106,9 @@ def _ring(net: _Net, ranks: np.ndarray, nbytes: float) -> None:
     n = ranks.size
     if n == 1:
         return
+    if n == 2 and nbytes <= TREE_CHUNK:  # two ranks, a small message: the swap
+        net.send(ranks, ranks[::-1], nbytes, reduce=True)
+        return
     block = nbytes / n
     src, dst = ranks, np.roll(ranks, -1)
     for _ in range(n - 1):
@@ -121,6 +124,9 @@ def _halving_doubling(net: _Net, nbytes: float) -> None:
     them), or, where the algorithm runs the step as a ring (as_ring), r-1 times to the next
     member."""
     p = net.p
+    if p == 2 and nbytes <= TREE_CHUNK:  # two ranks, a small message: the swap
+        net.send(np.array([0, 1]), np.array([1, 0]), nbytes, reduce=True)
+        return
     steps = radix_steps(net.host.tolist())
     ranks = np.arange(p)
     size = nbytes
