@@ -100,7 +100,8 @@ def _pair_fault(comm, fault):
                 comm.allreduce(x, op="max", algorithm="tree")
             os.kill(os.getpid(), signal.SIGKILL if fault == "sigkill" else signal.SIGSTOP)
         comm.barrier()
-        comm.allreduce(x, out=x, algorithm="tree")
+        # every algorithm of two ranks is the swap at this size; the fault meets the third
+        comm.allreduce(x, out=x, algorithm=("tree", "ring", "halving_doubling")[i % 3])
 
 
 @pytest.mark.parametrize("fault", ["sigkill", "sigstop", "mismatch"])

@@ -80,7 +80,8 @@ def test_swaps_meet_swaps_and_exchanges(spin: None, count: int) -> None:
             mine = np.full(count, mesh.rank * 1000 + seq, np.float32)
             theirs = np.empty_like(mine)
             if mesh.rank == 1 and seq % 20 == 3:
-                time.sleep(0.01)  # longer than the spin: the exchange takes over
+                time.sleep(0.05)  # longer than the spin and the swap's sleep: the exchange
+                # takes over
             # rank 1 alternates between the two paths: the frames are the same
             how = _by_swap if mesh.rank == 0 or seq % 2 else _by_exchange
             how(mesh, seq, mine, theirs, desc)
