@@ -107,14 +107,15 @@ class TcpSwap(Swap):
             now = time.monotonic()
             if end == 0.0:
                 end = now + (0.0 if SPIN_S <= 0 or oversubscribed() else SPIN_S)
-                if self._poll is None:
-                    self._poll = select.poll()
-                    self._poll.register(sock, select.POLLIN)
             if now < end:
                 continue
             if now >= end + CORE_SLEEP_S:
                 break
-            self._poll.poll((end + CORE_SLEEP_S - now) * 1e3)
+            poller = self._poll
+            if poller is None:
+                poller = self._poll = select.poll()
+                poller.register(sock, select.POLLIN)
+            poller.poll((end + CORE_SLEEP_S - now) * 1e3)
         mesh.bytes_received += got
         if got == total and sent == total and self._head == mine:
             return None
