@@ -147,7 +147,9 @@ def format_cluster(report: dict[str, Any]) -> str:
              "of it)",
              f"{'size':>10} {'system':<18} {'median':>10} {'busbw/link':>11} {'model':>8}"
              + (f" {'vs mpi':>7}" if mpi else "")]
-    for r in sorted(rows, key=lambda r: (r["bytes"], r["system"])):
+    # In the order they ran (the worker times every algorithm of a size back to back in
+    # the order given, then Open MPI's run): an alphabetical order hid which came first.
+    for r in sorted(rows, key=lambda r: r["bytes"]):
         model = r["model_link_fraction"]
         name = r["system"] if r["system"].startswith("openmpi") else r["system"].split(":", 1)[1]
         line = (f"{format_size(r['bytes']):>10} {name:<18} {_time(r['median_s']):>10} "
@@ -187,8 +189,9 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
 
 def cluster_main(args: argparse.Namespace, sizes: Sequence[int]) -> int:
     """``terascale bench allreduce --cluster K``: run, print the table, write --json."""
+    # auto too: what users get, and the row of the 4 KiB round-trip line on 2 hosts
     algos = args.algorithms.split(",") if args.algorithms else ["tree", "ring",
-                                                                 "halving_doubling"]
+                                                                 "halving_doubling", "auto"]
     if args.per_host > 1 and not args.algorithms:
         algos.append("hierarchical")
     earlier = []
