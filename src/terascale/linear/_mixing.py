@@ -34,12 +34,25 @@ way P times) and can diverge. At 200k examples (one learner: 0.450): 3 workers w
 K = 888 end at 0.453; 4 workers at 0.467 averaging at the end, 1.40 with K = 2000 and
 0.454 with K = 500 (simulated: 0.82 with K = 1000). So K should shrink as
 8000 / P^2 (2 workers: 2000, 4: 500); beyond 4 workers it has not been measured. The
-default is 0 (see :func:`default_every` for why). A mix costs one allreduce
-of 3 doubles per live feature (plus one max-allreduce when a normalizer or label bound
-changed): a shard of n examples makes n / K allreduces of the compact weight space. At 1M
-click examples (162k live features, 3.9 MB a mix, 250 mixes a worker with 2 workers) a mix
-took ~1.6 ms of CPU in the shared-memory allreduce and at most 1.5 ms in the two loops
-here, i.e. up to ~0.8 s of CPU per worker for the pass: raise K where that shows.
+default is 0 (see :func:`default_every` for why).
+
+Cost. A mix is one allreduce of 3 doubles per live feature, summed in place in a buffer
+kept between mixes (plus, over the compact columns of a cached pass, one max-allreduce of
+the normalizers when one changed; the first pass over text sends only the changed ones, in
+the allgather that grows its mixed space: :class:`._firstpass.TextMixer`). Profiled at 1M
+click examples from text, 2 workers, K = 2000 (162k live features, 3.9 MB a mix, 251 mixes
+a worker; timestamps around each step on both workers, CPU time of the learner's thread,
+on the 2-core host with other jobs running), a mix took 45 ms of wall time and 19.5 ms of
+CPU: 11 ms copying the union's weights out of and back into the local columns (numpy
+gathers in hashed order), 5 ms in the two loops and the allreduce's reduction, 3 ms in the
+normalizers' max-allreduce; the rest was waiting in 4 collectives a mix (the allgather's
+sizes and ring, the sum, the max), each barrier a futex sleep whose wake-up queued behind
+the worker's own parser thread on the shared core (EEVDF lets a running task finish its
+slice: :mod:`terascale._background`, which now runs the parser at nice 19). Now: 6.2 ms of
+CPU a mix (the loops read the learner's arrays in place, 1.3 ms each; the allreduce 1.3
+ms; the allgather 1.0 ms) in 2 collectives, and ~18 ms of wall time, most of it the
+workers' drift at the allgather (arrival skew mean 12 ms, median 4 ms): time one worker
+waits for the other's K examples, not the mix's own cost. Raise K where that shows.
 ``K = 0`` mixes only at the end of the pass (the classic one-shot average, ``--average``).
 
 Determinism and unequal shards. Every worker mixes after every K examples of its shard
@@ -102,34 +115,40 @@ def _advance(g0: float, dg: float, q: float) -> float:
     return dg ** q
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _pack(w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, bw: np.ndarray, bg: np.ndarray,
-          bn: np.ndarray, q: float, buf: np.ndarray) -> bool:
-    """buf = [changes of w, additions to G, their advances]; whether a normalizer changed."""
-    d = len(w)
+          bn: np.ndarray, at: np.ndarray, d: int, q: float, buf: np.ndarray,
+          norms: bool) -> bool:
+    """buf[:3d] = [changes of w, additions to G, their advances] of the mixed features
+    (feature j is column ``at[j]``, or j with ``at`` empty); whether a normalizer changed
+    (``norms``: else not looked at)."""
     changed = False
     for j in range(d):
-        dg = max(g2[j] - bg[j], 0.0)
-        buf[j] = w[j] - bw[j]
+        c = at[j] if len(at) else j
+        dg = max(g2[c] - bg[c], 0.0)
+        buf[j] = w[c] - bw[c]
         buf[d + j] = dg
-        buf[2 * d + j] = _advance(bg[j], dg, q)
-        if nrm[j] != bn[j]:
+        buf[2 * d + j] = _advance(bg[c], dg, q)
+        if norms and nrm[c] != bn[c]:
             changed = True
     return changed
 
 
-@numba.njit(cache=True)
-def _unpack(tot: np.ndarray, q: float, w: np.ndarray, g2: np.ndarray, bw: np.ndarray,
-            bg: np.ndarray) -> None:
+@numba.njit(cache=True, nogil=True)
+def _unpack(tot: np.ndarray, at: np.ndarray, d: int, q: float, w: np.ndarray,
+            g2: np.ndarray, bw: np.ndarray, bg: np.ndarray) -> None:
     """The mix from the summed ``tot``; the bases become the mix."""
-    d = len(w)
     for j in range(d):
+        c = at[j] if len(at) else j
         sdw, sdg, sadv = tot[j], tot[d + j], tot[2 * d + j]
-        scale = _advance(bg[j], sdg, q) / sadv if sadv > 0.0 else 1.0
-        w[j] = bw[j] + sdw * scale
-        g2[j] = bg[j] + sdg
-        bw[j] = w[j]
-        bg[j] = g2[j]
+        scale = _advance(bg[c], sdg, q) / sadv if sadv > 0.0 else 1.0
+        w[c] = bw[c] + sdw * scale
+        g2[c] = bg[c] + sdg
+        bw[c] = w[c]
+        bg[c] = g2[c]
+
+
+_IDENTITY = np.zeros(0, np.int64)  # ``at`` of a mix over every column, in column order
 
 
 class Mixer:
@@ -141,6 +160,9 @@ class Mixer:
         self.q = 1.0 - power_t
         self.mixes = 0
         self._base: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        # the mix's buffer, reused (reduced in place): a fresh one each mix cost its page
+        # faults, ~1 ms of system time per MB
+        self._buf = np.zeros(0)
 
     def next_due(self, pos: int) -> int:
         """The shard position of the next mix after ``pos``."""
@@ -156,32 +178,41 @@ class Mixer:
     def mix(self, ws: Weights, done: bool) -> bool:
         """One mix (a collective: every rank calls it alike); returns whether every worker
         has run out of examples. The learner's arrays are updated in place."""
-        return self._mix(ws.w, ws.g2, ws.nrm, ws.state, done)
+        return self._mix(ws, _IDENTITY, len(ws.w), done, True)
 
-    def _mix(self, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
-             done: bool) -> bool:
+    def _buffer(self, n: int) -> np.ndarray:
+        if len(self._buf) < n:
+            self._buf = np.zeros(max(n, len(self._buf) + len(self._buf) // 2))
+        return self._buf[:n]
+
+    def _mix(self, ws: Weights, at: np.ndarray, d: int, done: bool, norms: bool) -> bool:
+        """Mix features ``at`` (``d`` of them; empty: columns 0..d-1) of ``ws``, whose bases
+        are indexed as its columns; ``norms``: the normalizers and label bounds too (else
+        the caller has mixed them)."""
+        w, g2, nrm, state = ws.w, ws.g2, ws.nrm, ws.state
         sync_weights(w, state)  # lazy L1/L2 folded in: the changes are plain weights
         assert self._base is not None, "Mixer.start() first"
         bw, bg, bn, bst = self._base
-        d = len(w)
-        buf = np.empty(3 * d + 4)
-        changed = _pack(w, g2, nrm, bw, bg, bn, self.q, buf)
+        buf = self._buffer(3 * d + 4)
+        changed = _pack(w, g2, nrm, bw, bg, bn, at, d, self.q, buf, norms)
         changed = changed or state[4] != bst[4] or state[5] != bst[5]
         buf[3 * d:3 * d + 2] = state[:2] - bst[:2]
         buf[3 * d + 2] = 1.0 if done else 0.0
-        buf[3 * d + 3] = 1.0 if changed else 0.0
-        tot = self.comm.allreduce(buf)
+        buf[3 * d + 3] = 1.0 if changed and norms else 0.0
+        tot = self.comm.allreduce(buf, out=buf)
         self.mixes += 1
-        _unpack(tot, self.q, w, g2, bw, bg)  # bw, bg: now the mix
+        _unpack(tot, at, d, self.q, w, g2, bw, bg)  # bw, bg: now the mix
         state[:2] = bst[:2] + tot[3 * d:3 * d + 2]
-        if tot[3 * d + 3] > 0:
-            mx = self.comm.allreduce(np.concatenate([nrm, [-state[4], state[5]]]), op="max")
-            nrm[:] = mx[:d]
+        everyone = bool(tot[3 * d + 2] >= self.comm.size)
+        if tot[3 * d + 3] > 0:  # (the identity layout: the mix is over every column)
+            mx = self.comm.allreduce(np.concatenate([nrm[:d], [-state[4], state[5]]]),
+                                     op="max")
+            nrm[:d] = mx[:d]
             state[4], state[5] = -mx[d], mx[d + 1]
-            bn[:] = nrm
+            bn[:d] = nrm[:d]
         _multiplier(state, 1.0 - self.q)
         bst[:] = state
-        return bool(tot[3 * d + 2] >= self.comm.size)
+        return everyone
 
     def finish(self, ws: Weights) -> None:
         """This worker's shard is done: mix (with no further change) until every worker's
