@@ -93,7 +93,11 @@ def _two_ranks_through(proxy_for, encrypt: bool) -> tuple[dict, dict, _Proxy]:
                                 hosts=["a", "b"])
             try:
                 x = np.full(4096, rank + 1.0, dtype=np.float32)
-                results[rank] = float(comm.allreduce(x, algorithm="ring")[0])
+                y = float(comm.allreduce(x, algorithm="ring")[0])
+                # Two ranks, 16 KiB: one swap, so a rank whose peer's frame was genuine may
+                # finish it; the next collective is where it learns of the peer's failure.
+                comm.barrier()
+                results[rank] = y
             finally:
                 comm.close()
         except Exception as e:
