@@ -112,6 +112,37 @@ def test_arrow_batches_train_the_model_rows_train(spark, monkeypatch):
     assert np.array_equal(arrow.linear.dense(), by_rows.linear.dense())
 
 
+def test_vector_csr_kernel_matches_numpy_and_names_the_bad_row():
+    """The compiled CSR step: bitwise what numpy's mask/cast/insert gives (indices masked
+    to bits, float32 values, the constant last), and a NaN/inf/huge value's row named."""
+    from terascale._errors import DataError
+    from terascale.engines.spark._vectorcsr import vector_csr
+    from terascale.linear import CONSTANT_HASH
+
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 5, 50)
+    counts[[0, 7, 49]] = 0
+    idx = rng.integers(0, 1 << 30, int(counts.sum()))
+    flat = rng.standard_normal(int(counts.sum())) * 1e3
+    for constant in (True, False):
+        indptr, indices, values = vector_csr(counts, idx, flat, 12, constant, 0, "p", "f")
+        ref_i, ref_v = (idx & 4095).astype(np.uint32), flat.astype(np.float32)
+        ref_c = counts
+        if constant:
+            ends = np.cumsum(counts)
+            ref_i = np.insert(ref_i, ends, np.uint32(CONSTANT_HASH & 4095))
+            ref_v = np.insert(ref_v, ends, np.float32(1.0))
+            ref_c = counts + 1
+        assert np.array_equal(indptr, np.concatenate([[0], np.cumsum(ref_c)]))
+        assert np.array_equal(indices, ref_i) and np.array_equal(values, ref_v)
+        assert indices.dtype == np.uint32 and values.dtype == np.float32
+    for bad in (np.nan, np.inf, 1e39):
+        f = flat.copy()
+        f[int(counts[:10].sum())] = bad  # the first entry of row 10 (rows 0..9 before it)
+        with pytest.raises(DataError, match=r"part 3, row 110: column 'f'"):
+            vector_csr(counts, idx, f, 12, True, 100, "part 3", "f")
+
+
 def test_plain_columns_hash_like_the_csv_reader(spark, tmp_path):
     """Numeric, string (categories, numbers-as-text, nulls) and boolean columns: the model
     equals, bitwise, the one trained on the same partitions written as CSV files."""
@@ -184,6 +215,10 @@ def test_second_fit_reuses_the_cached_parse(spark, tmp_path):
     assert first.info["spark"]["cache"] == "miss" and first.info["spark"]["cache_hits"] == 0
     assert second.info["spark"]["cache"] == "hit" and second.info["spark"]["cache_hits"] == 2
     assert np.array_equal(first.linear.dense(), second.linear.dense())
+    stages = first.info["spark"]  # where the fit's time went, per task
+    for key in ("launch_s", "prepare_s", "prepare_cpu_s", "join_s", "train_s", "train_cpu_s"):
+        assert len(stages[key]) == 2 and min(stages[key]) >= 0.0, key
+    assert stages["job_s"] >= max(stages["train_s"]) and stages["return_s"] >= 0.0
     # another bits value is another encoding: parsed afresh
     assert lr.copy({lr.bits: 13}).fit(df).info["spark"]["cache_hits"] == 0
     df.unpersist()

@@ -50,19 +50,27 @@ def vectors(col: Any, first: int, where: str,
     counts, val = _list_parts(col.field("values"))
     icounts, sparse_idx = _list_parts(col.field("indices"))
     sparse = kind == 0
-    if not np.array_equal(icounts[sparse], counts[sparse]) or icounts[~sparse].any():
-        r = int(np.flatnonzero((icounts != counts) & sparse | (icounts != 0) & ~sparse)[0])
-        raise DataError(f"{where}, row {first + r}: column {name!r}: a Vector whose "
-                        f"indices and values differ in length")
-    row = np.repeat(np.arange(n), counts)
-    starts = np.cumsum(counts) - counts
-    idx = np.arange(len(val), dtype=np.int64) - np.repeat(starts, counts)  # dense: position
-    in_sparse = sparse[row]
-    idx[in_sparse] = sparse_idx
+    if sparse.all():  # the usual case (VectorAssembler, libsvm): entries as stored
+        if not np.array_equal(icounts, counts):
+            r = int(np.flatnonzero(icounts != counts)[0])
+            raise DataError(f"{where}, row {first + r}: column {name!r}: a Vector whose "
+                            f"indices and values differ in length")
+        idx = sparse_idx.astype(np.int64, copy=False)
+    else:
+        if not np.array_equal(icounts[sparse], counts[sparse]) or icounts[~sparse].any():
+            r = int(np.flatnonzero((icounts != counts) & sparse | (icounts != 0) & ~sparse)[0])
+            raise DataError(f"{where}, row {first + r}: column {name!r}: a Vector whose "
+                            f"indices and values differ in length")
+        row = np.repeat(np.arange(n), counts)
+        starts = np.cumsum(counts) - counts
+        idx = np.arange(len(val), dtype=np.int64) - np.repeat(starts, counts)  # dense: position
+        idx[sparse[row]] = sparse_idx
     nz = val != 0  # NaN is kept, as the row path keeps it (and then refuses it)
-    if not nz.all():
-        row, idx, val = row[nz], idx[nz], val[nz]
-    return np.bincount(row, minlength=n).astype(np.int64), idx, val.astype(np.float64)
+    if not nz.all():  # explicit zeros, dense rows' zeros: dropped
+        keep = np.repeat(np.arange(n), counts)[nz]
+        return (np.bincount(keep, minlength=n).astype(np.int64), idx[nz],
+                val[nz].astype(np.float64, copy=False))
+    return counts.astype(np.int64, copy=False), idx, val.astype(np.float64, copy=False)
 
 
 def numbers(col: Any, enc: Encoding, first: int, where: str, keep: np.ndarray,

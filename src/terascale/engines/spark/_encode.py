@@ -26,6 +26,7 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 from ...linear import CONSTANT_HASH, Dataset, ParseOptions, hash_feature, hash_space, parse_lines
+from ._vectorcsr import vector_csr
 
 __all__ = ["Encoding", "not_a_vector"]
 
@@ -88,8 +89,9 @@ class Encoding:
             return self._text([r if isinstance(r, str) else r[0] for r in rows], first, where)
         n = len(rows)
         if self.kind == "vector":
-            indptr, indices, values = self._csr(*self._vectors(rows, first, where), first,
-                                                where)
+            indptr, indices, values = vector_csr(*self._vectors(rows, first, where),
+                                                 self.bits, self.constant, first, where,
+                                                 self.features[0])
             keep = np.ones(n, bool)
         else:
             indptr, indices, values, keep = self._columns(rows, first, where)
@@ -114,8 +116,9 @@ class Encoding:
             cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
             return self.encode(list(zip(*cols)), first, where)
         keep = np.ones(batch.num_rows, bool)
-        indptr, indices, values = self._csr(*vectors(batch.column(0), first, where,
-                                                     self.features[0]), first, where)
+        indptr, indices, values = vector_csr(*vectors(batch.column(0), first, where,
+                                                      self.features[0]), self.bits,
+                                             self.constant, first, where, self.features[0])
         label = weight = None
         if self.label:
             label = numbers(batch.column(1), self, first, where, keep, self.label)
@@ -183,26 +186,6 @@ class Encoding:
             counts[r] = len(x)
         return (counts, np.concatenate(idx) if idx else np.zeros(0, np.int64),
                 np.concatenate(val) if val else np.zeros(0))
-
-    def _csr(self, counts: np.ndarray, idx: np.ndarray, flat: np.ndarray, first: int,
-             where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Non-zeros of Vectors -> CSR arrays: indices masked to ``bits``, float32 values,
-        VW's constant feature last in every example."""
-        mask = (1 << self.bits) - 1
-        bad = np.flatnonzero(~np.isfinite(flat) | (np.abs(flat) > _F32_MAX))
-        if len(bad):
-            r = int(np.searchsorted(np.cumsum(counts), bad[0], side="right"))
-            raise DataError(f"{where}, row {first + r}: column {self.features[0]!r} has a "
-                            f"NaN or infinite value (or one beyond float32)")
-        indices = (idx & mask).astype(np.uint32)
-        values = flat.astype(np.float32)
-        ends = np.cumsum(counts)
-        if self.constant:  # VW's bias feature, last in every example
-            indices = np.insert(indices, ends, np.uint32(CONSTANT_HASH & mask))
-            values = np.insert(values, ends, np.float32(1.0))
-            counts = counts + 1
-        indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return indptr, indices, values
 
     def _columns(self, rows: Sequence[Any], first: int, where: str
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -27,6 +27,7 @@ import functools
 import importlib.util
 import json
 import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,19 @@ def _prepare(source: Source, rows: Iterator[Any]) -> Shard:
 
     ctx = BarrierTaskContext.get()
     k, n = ctx.partitionId(), len(ctx.getTaskInfos())
+    t0 = _stamp()
+    shard = _shard(source, rows, k, n)
+    shard.stamps = [t0, _stamp()]
+    return shard
+
+
+def _stamp() -> tuple[float, float]:
+    """(wall clock, this process's CPU seconds): a stage's CPU time does not depend on
+    how busy the machine is, its wall time does."""
+    return time.time(), time.process_time()
+
+
+def _shard(source: Source, rows: Iterator[Any], k: int, n: int) -> Shard:
     if source.paths:
         popts = ParseOptions(**source.parse)
         mine = list(source.paths[k::n])
@@ -110,13 +124,17 @@ def _fit(shard: Shard, options: dict[str, Any]) -> dict[str, Any]:
 
     from ...linear import train
 
+    joined = _stamp()
     try:
         model = train(shard.data, **options)
         rows = len(shard.data)
     finally:
         shard.release()
     rank = BarrierTaskContext.get().partitionId()
-    return {"model": model if rank == 0 else None, "hit": shard.hit, "rows": rows}
+    # the task's stages: started, shard ready, job joined, trained
+    stamps = [*shard.stamps, joined, _stamp()]
+    return {"model": model if rank == 0 else None, "hit": shard.hit, "rows": rows,
+            "stamps": stamps}
 
 
 def fit_rdd(sc: Any, rdd: Any, source: Source, options: dict[str, Any],
@@ -132,15 +150,31 @@ def fit_rdd(sc: Any, rdd: Any, source: Source, options: dict[str, Any],
                           f"num_workers= / numWorkers= to repartition it)") from None
     spec = TaskSpec(fn=_fit, size=n, timeout=float(timeout), run_id=new_run_id(),
                     args=(options,), prepare=functools.partial(_prepare, source))
+    t0 = time.time()  # the tasks' stamps are wall-clock times on the same hosts' clocks
     results = run_on_frame(rdd, spec) if source.arrow else run_on_rdd(rdd, spec)
+    t1 = time.time()
     model: LinearModel = results[0]["model"]
     hits = sum(bool(r["hit"]) for r in results)
     cached = source.identity is not None and source.cache_dir != ""
     model.info["spark"] = {
         "partitions": n, "rows": [int(r["rows"]) for r in results], "cache_hits": hits,
         "cache": ("off" if not cached else "hit" if hits == n else
-                  "miss" if hits == 0 else "partial")}
+                  "miss" if hits == 0 else "partial"),
+        **_stages(t0, t1, [r["stamps"] for r in results])}
     return model
+
+
+def _stages(t0: float, t1: float, stamps: list[list[tuple[float, float]]]
+            ) -> dict[str, Any]:
+    """Where a fit's time went: the driver's wall clock around the Spark job, and per task
+    the wall (``*_s``) and CPU (``*_cpu_s``) seconds of each stage -- launch, reading and
+    caching the partition, joining the job, training, and back to the driver."""
+    out: dict[str, Any] = {"job_s": t1 - t0, "launch_s": [s[0][0] - t0 for s in stamps],
+                           "return_s": t1 - max(s[3][0] for s in stamps)}
+    for i, name in enumerate(("prepare", "join", "train")):
+        out[f"{name}_s"] = [s[i + 1][0] - s[i][0] for s in stamps]
+        out[f"{name}_cpu_s"] = [s[i + 1][1] - s[i][1] for s in stamps]
+    return out
 
 
 def by_arrow(df: Any, enc: Encoding) -> tuple[Any, bool]:

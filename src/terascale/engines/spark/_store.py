@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -120,6 +120,7 @@ class Shard:
     data: Dataset
     hit: bool
     scratch: str | None = None  # removed by release(): nothing to keep
+    stamps: list[tuple[float, float]] = field(default_factory=list)  # (wall, CPU) stamps
 
     def release(self) -> None:
         if self.scratch is not None:  # the maps stay valid after the files are unlinked
