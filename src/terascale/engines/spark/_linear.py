@@ -140,7 +140,8 @@ def _fit(shard: Shard, options: dict[str, Any]) -> dict[str, Any]:
 def fit_rdd(sc: Any, rdd: Any, source: Source, options: dict[str, Any],
             timeout: float) -> LinearModel:
     """One barrier task per partition of ``rdd`` -- or of a DataFrame read as Arrow
-    batches when ``source.arrow`` -- prepare the shard, train; the model."""
+    batches when ``source.arrow`` -- prepare the shard, train; the model, whose
+    ``info["spark"]`` counts cache hits and times each task's stages (:func:`_stages`)."""
     n = (rdd.rdd if source.arrow else rdd).getNumPartitions()
     check_workers(n, timeout)
     try:

@@ -20,7 +20,8 @@ memory-mapped shard on its executor (cached when the data has an
 identity: see :func:`terascale.engines.spark._store.dataframe_identity`), joins the job and
 trains with allreduce (Agarwal et al., JMLR 2014); nothing is collected to the driver but
 the model. ``model.info`` is the training summary; ``model.info["spark"]["cache_hits"]``
-counts the partitions that reused a cached parse. ``model.linear`` is the
+counts the partitions that reused a cached parse, and its ``prepare_s``/``train_s``/...
+lists say where each task's time went (README: where a fit's time goes). ``model.linear`` is the
 :class:`terascale.linear.LinearModel` (``predict``/``evaluate`` on files, ``save``).
 
 Saved models are directories as MLlib writes them: ``metadata/`` (the Params, JSON) and
