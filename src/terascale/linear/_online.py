@@ -112,11 +112,19 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
             continue
         a = indptr[i]
         b = indptr[i + 1]
-        gravity = _f(state[3])
-        p = 0.0
+        # float32 sums: a float op's result is the double op rounded once (see _f), and
+        # without a double<->float conversion per term the sum's dependency chain is
+        # ~3x shorter (the same bits)
+        gravity = np.float32(state[3])
+        p32 = np.float32(0.0)
         for k in range(a, b):
-            p = _f(p + _f(_trunc(_f(w[cols[k]]), gravity) * values[k]))
-        p = _f(p * _f(state[2]))
+            wk = np.float32(w[cols[k]])
+            if gravity < abs(wk):  # _trunc in float32 (a NaN weight counts 0, as there)
+                wk = wk - gravity if wk > 0 else wk + gravity
+            else:
+                wk = np.float32(0.0)
+            p32 += np.float32(wk * values[k])
+        p = _f(float(p32) * _f(state[2]))
         if math.isnan(p):
             p = 0.0
         if kind != 0:
@@ -146,8 +154,8 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         gsq = _f(s * square_grad32(kind, p, y))
         ppu = 1.0
         if gsq != 0.0:
-            norm_x = 0.0
-            ppu = 0.0
+            norm_x32 = np.float32(0.0)
+            ppu32 = np.float32(0.0)
             for k in range(a, b):
                 c = cols[k]
                 x = values[k]
@@ -166,9 +174,11 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
                             w[c] = _f(w[c] * _f(_f(rs * rs) ** neg_norm_power))
                     nrm[c] = ax
                 nx2 = _f(x2 / _f(nrm[c] * nrm[c])) if x2 <= _FLT_MAX else 1.0
-                norm_x = _f(norm_x + nx2)
-                ppu = _f(ppu + _f(x2 * _rate(g2[c], nrm[c], sqrt_rate, minus_power_t,
-                                             neg_norm_power)))
+                norm_x32 += np.float32(nx2)
+                ppu32 += np.float32(x2 * _rate(g2[c], nrm[c], sqrt_rate, minus_power_t,
+                                               neg_norm_power))
+            norm_x = float(norm_x32)
+            ppu = float(ppu32)
             state[0] += s
             state[1] += s * norm_x
             if sqrt_rate:
