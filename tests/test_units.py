@@ -55,7 +55,8 @@ def test_rates_are_bits_per_second() -> None:
     assert parse_rate("100MiB/s") == 100 * 2 ** 20 * 8
     assert parse_rate("5GB/s") == pytest.approx(4e10)
     assert parse_rate(1e9) == 1e9
-    for bad in ("fast", "10G", "10GiB", "10Gibit", "0Gbit", "-1Gbit", "10 Gbit/h"):
+    for bad in ("fast", "10G", "10GiB", "10Gibit", "0Gbit", "-1Gbit", "10 Gbit/h", "inf", "1e400",
+                float("inf"), float("nan")):
         with pytest.raises(ConfigError, match="--link"):
             parse_rate(bad, flag="--link")
 

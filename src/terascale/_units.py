@@ -88,7 +88,7 @@ def parse_rate(text: str | float, *, flag: str = "rate") -> float:
     """``10Gbit`` / ``10Gbit/s`` / ``10Gbps`` -> 1e10, ``1.25GB/s`` -> 1e10 (bits per second)."""
     example = "100Mbit, 10Gbit/s, 1.25GB/s"
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        if not text > 0:
+        if not (text > 0 and math.isfinite(text)):
             raise _bad(text, flag, example)
         return float(text)
     parts = _split(text)
@@ -102,7 +102,10 @@ def parse_rate(text: str | float, *, flag: str = "rate") -> float:
     if binary and what[0] != "B":  # "Mibit": nobody quotes links in binary bits
         raise _bad(text, flag, example)
     rate = value * (1024 if binary else 1000) ** _PREFIX[prefix.lower()]
-    return rate * 8 if what[0] == "B" else rate
+    rate = rate * 8 if what[0] == "B" else rate
+    if not math.isfinite(rate):  # "inf", "1e400": a rate no cost model can use
+        raise _bad(text, flag, example)
+    return rate
 
 
 def parse_time(text: str | float, *, flag: str = "time") -> float:
