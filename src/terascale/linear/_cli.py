@@ -113,8 +113,9 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     t.add_argument("--average-every", type=int, default=None, metavar="K",
                    help="with 2+ workers: average the workers' online learners every K "
                         "examples of each shard during a pass (iterative parameter mixing; "
-                        "closer to one learner, slower: 8000/N^2 was measured stable for N "
-                        "<= 4); default 0: only at the end of each pass (--average)")
+                        "closer to one learner, slower: 2 workers 10000, more 8000/N^2, "
+                        "measured stable for N <= 4); default 0: only at the end of each "
+                        "pass (--average)")
     h = t.add_mutually_exclusive_group()
     h.add_argument("--holdout", type=float, default=None, metavar="FRAC",
                    help="fraction held out to stop the batch phase (default 0.1 with "

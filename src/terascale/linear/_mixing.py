@@ -80,22 +80,33 @@ __all__ = ["Mixer", "default_every"]
 
 def default_every(workers: int) -> int:
     """Examples per worker between mixes by default: 0, averaging at the end of a pass only
-    (VW's cluster mode), because a mix costs far more wall time than its allreduce today.
-    Measured on a quiet 2-core machine, 2 workers, 1M click examples from text at ``-b 24``
-    (``terascale linear train click-1M-train.vw -n 2 -b 24 --loss logistic --average-every
-    K``, then ``terascale linear evaluate``; one learner, and VW: test logloss 0.43343):
+    (VW's cluster mode), whatever the number of workers. Measured on the 2-core host, 2
+    workers, click examples from text at ``-b 24`` (``terascale linear train
+    click-1M-train.vw -n 2 -b 24 --loss logistic --average-every K`` into an empty cache
+    directory, then ``terascale linear evaluate``), back to back, time as a ratio to K = 0's
+    (the host was shared: the jobs ran at a higher priority than the other load, twice at
+    1M; logloss is deterministic):
 
-    ======  ==========  ============
-    K       train time  test logloss
-    ======  ==========  ============
-    0       7.7-8.3 s   0.43623
-    10000   9.1 s       0.43441
-    2000    16.6 s      0.43404
-    ======  ==========  ============
+    ======  ==============  ==============  ==============  ==============
+    K       1M time         1M test logloss 3M time         3M test logloss
+    ======  ==============  ==============  ==============  ==============
+    1 wkr   1.11-1.55       0.43343         1.67            0.43021
+    0       1 (4.8 s)       0.43623         1 (8.4-12.4 s)  0.43159
+    10000   0.79-0.86       0.43441         1.03-1.29       0.43033
+    5000    0.80-1.10       0.43429         1.46            0.43018
+    2000    0.94-1.37       0.43404         1.71            0.43008
+    ======  ==============  ==============  ==============  ==============
 
-    Set K where accuracy matters more than time; 8000 / P^2 (2 workers: 2000, 3: 888, 4: 500)
-    is where mixing was measured stable and closest to one learner."""
-    del workers
+    K = 10000 is within one learner's logloss + 0.001 at both sizes (K = 0 is not: +0.0028,
+    +0.0014) and cost nothing measurable at 1M, but 20-30% at 3M, where the mix itself (7
+    ms of CPU, 2 collectives) is not what costs: the workers drift apart between mixes (at
+    the allgather, arrival skew mean 40 ms, median 21 ms, a mix) and each mix waits for the
+    slower one. Mixing by default also turns a shard shorter than K into one mix at its
+    end instead of VW's weighted average. So 0 stays the default until the drift is gone;
+    set K where accuracy matters more: 2 workers 10000 (or 5000 for a margin), more workers
+    8000 / P^2 (3: 888, 4: 500), where mixing was measured stable (a K that suits 2 workers
+    over-shoots with 4: K = 2000 diverged)."""
+    del workers  # (the table above is for 2 workers; with more, see the module's tuning)
     return 0
 
 
