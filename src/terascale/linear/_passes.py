@@ -50,8 +50,19 @@ class Columns:
         # uint32: numba indexes with an unsigned integer without the negative-index check
         # that a signed one costs on every access (the batch kernel is ~20% faster)
         if self.pos is not None:
-            return self.pos[indices]
+            out = np.empty(len(indices), np.uint32)
+            _lookup(self.pos, np.asarray(indices, np.uint32), out)
+            return out
         return np.searchsorted(self.union, indices).astype(np.uint32)
+
+
+@numba.njit(cache=True, nogil=True)
+def _lookup(pos: np.ndarray, indices: np.ndarray, out: np.ndarray) -> None:
+    """out = pos[indices]: ~4x less CPU than numpy's fancy indexing, which casts the
+    uint32 indices to intp and goes through its general iterator (the prefetch thread
+    maps every block of every pass)."""
+    for k in range(len(indices)):
+        out[k] = pos[indices[k]]
 
 
 def holdout_mask(start: int, n: int, period: int) -> np.ndarray:
