@@ -213,26 +213,35 @@ int spin_wait(Group *g, uint64_t target, double spin, int yield, double block) {
     double t0 = now_s(), until = t0 + spin;
     for (unsigned k = 0; spin > 0.0; k++) {
         if (yield >= 2) {
+            g->yields++;
             sched_yield();  /* may give the core away for a whole time slice: look at once */
             if (now_s() >= until)
                 break;
         } else if ((k & 63) == 63) {
             if (now_s() >= until)
                 break;
-            if (yield)
+            if (yield) {
+                g->yields++;
                 sched_yield();  /* the member may be queued behind us on our core */
+            }
         } else {
             CPU_RELAX();
         }
-        if ((first = first_late(g, target)) < 0)
+        if ((first = first_late(g, target)) < 0) {
+            g->spun_s += now_s() - t0;
             return -1;
+        }
     }
+    double t1 = now_s();
+    g->spun_s += t1 - t0;
     if (block <= 0.0)
         return first;
     uint64_t *flag = sleeping_word(g, g->me);
-    double stop = now_s() + block;
+    double stop = t1 + block;
     for (;;) {
-        double left = stop - now_s();
+        double t = now_s(), left = stop - t;
+        g->slept_s += t - t1;
+        t1 = t;
         if (left <= 0.0)
             return first;
         /* Dekker with arrive(): our flag store and their epoch store are both sequentially
@@ -244,8 +253,10 @@ int spin_wait(Group *g, uint64_t target, double spin, int yield, double block) {
             futex_sleep(epoch_word(g, first), seen, left < BLOCK_S ? left : BLOCK_S);
         }
         __atomic_store_n(flag, 0, __ATOMIC_RELAXED);
-        if ((first = first_late(g, target)) < 0)
+        if ((first = first_late(g, target)) < 0) {
+            g->slept_s += now_s() - t1;
             return -1;
+        }
     }
 }
 
@@ -610,6 +621,12 @@ static PyMemberDef Group_members[] = {
      "futex sleeps of this member's waits so far"},
     {"wakes", T_ULONGLONG, offsetof(Group, wakes), READONLY,
      "futex wake calls of this member's arrivals so far"},
+    {"yields", T_ULONGLONG, offsetof(Group, yields), READONLY,
+     "sched_yield calls of this member's spinning waits so far"},
+    {"spun_s", T_DOUBLE, offsetof(Group, spun_s), READONLY,
+     "seconds this member's waits spent spinning so far"},
+    {"slept_s", T_DOUBLE, offsetof(Group, slept_s), READONLY,
+     "seconds this member's waits spent in futex sleeps so far (wall time)"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -644,8 +661,9 @@ PyMODINIT_FUNC PyInit__shmcore(void) {
         return NULL;
     }
     /* The calling convention (transport/_core.py checks it): 2 added the sleep budget, 3
-     * the direct schedule (direct, probe), 4 its two-phase form. */
-    PyModule_AddIntConstant(m, "ABI", 4);
+     * the direct schedule (direct, probe), 4 its two-phase form, 5 the wait counters
+     * (yields, spun_s, slept_s). */
+    PyModule_AddIntConstant(m, "ABI", 5);
     PyModule_AddIntConstant(m, "SLOT", SLOT);
     PyModule_AddIntConstant(m, "DESC_BYTES", DESC_BYTES);
     return m;

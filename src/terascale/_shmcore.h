@@ -31,6 +31,8 @@ typedef struct {
     int n, me;
     Py_ssize_t ctl, area;
     unsigned long long sleeps, wakes;  /* futex sleeps and wake calls, for tuning */
+    unsigned long long yields;         /* sched_yield calls while spinning, for tuning */
+    double spun_s, slept_s;            /* seconds spent spinning and in futex sleeps */
     char *scratch;          /* the direct schedule's landing buffers (_shmdirect.c) */
     Py_ssize_t scratch_bytes;
 } Group;

@@ -87,10 +87,15 @@ def test_fast_path_is_taken_and_bitwise_equal_to_python_path() -> None:
         assert comm.allreduce(z, out=z, algorithm="auto") is z
         out.append(z.tobytes())
         core = comm._shm.whole.core
-        return out, core is not None
+        # The tuning counters: the core ranks waited for the slower pure-Python rank.
+        waited = None if core is None else \
+            (core.yields >= 0 and core.spun_s >= 0 and core.slept_s >= 0,
+             core.spun_s + core.slept_s > 0)
+        return out, core is not None, waited
 
     res = run_workers(fn, 3, timeout=120)
     assert [r[1] for r in res] == [True, False, True]
+    assert res[0][2] == res[2][2] == (True, True)
     assert res[0][0] == res[1][0] == res[2][0]
     assert np.frombuffer(res[0][0][-1]) .tolist() == [v * 27 for v in range(10)]
 

@@ -36,7 +36,7 @@ def disabled() -> bool:
 
 # The calling convention this Python code speaks to the core (its ``ABI`` constant): a
 # build of an older source (an in-place build not yet redone after a pull) is not used.
-ABI = 4
+ABI = 5
 
 
 def attach_disabled() -> bool:
