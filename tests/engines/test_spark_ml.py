@@ -263,3 +263,22 @@ def test_bad_columns_are_clear_errors(spark):
         lr.copy({lr.labelCol: "y", lr.featureCols: ["a"]}).fit(df)
     with pytest.raises(terascale.ConfigError, match="no Param 'bitz'"):
         terascale.spark.LinearLearner(bitz=3)
+
+
+def test_a_bad_row_is_its_data_error_at_once_not_a_stage_retry(spark):
+    """A partition the task refuses (a NaN feature) is raised on the driver as the task's
+    own DataError, after one attempt: every task learns of it in the rendezvous's
+    allGather, none joins the job, and Spark has no failed stage to rerun."""
+    import time
+
+    from pyspark.ml.linalg import Vectors
+
+    rows = [(Vectors.dense([1.0, 2.0]), 1.0), (Vectors.sparse(2, [0], [3.0]), 0.0)] * 10
+    rows[13] = (Vectors.dense([float("nan"), 2.0]), 1.0)
+    df = spark.createDataFrame(rows, ["features", "label"]).coalesce(2)
+    t0 = time.monotonic()
+    with pytest.raises(terascale.DataError, match=r"Spark partition \d, row \d+: column "
+                                                    r"'features' has a NaN"):
+        terascale.spark.LinearLearner(bits=10).fit(df)
+    assert time.monotonic() - t0 < 120  # a deadline, not a timing: four stage attempts
+    # and their barrier timeouts would take minutes

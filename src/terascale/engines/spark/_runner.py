@@ -64,7 +64,7 @@ from typing import Any
 
 from ..._bind import bind_address
 from ..._env import read_bind
-from ..._errors import ConfigError, TerascaleError
+from ..._errors import ConfigError, DataError, TerascaleError
 from ...rendezvous import RendezvousServer
 from .._common import check_workers, job_env, new_run_id, remove_stale_segments
 
@@ -150,17 +150,35 @@ def check_cluster(sc: Any, num_workers: int, timeout: float = 60.0) -> None:
     _wait_for_executors(sc, num_workers, timeout)
 
 
+@dataclass(frozen=True)
+class _Refused:
+    """A task's result when some task's partition was refused before the job started."""
+
+    error: BaseException
+
+
 def _barrier_task(spec: TaskSpec, rows: Iterator[Any]) -> Iterator[tuple[int, Any]]:
-    """Body of one barrier task: (prepare), rendezvous via allGather, fn, (rank, result)."""
+    """Body of one barrier task: (prepare), rendezvous via allGather, fn, (rank, result).
+
+    A partition that ``prepare`` refuses (:class:`DataError`, :class:`ConfigError`: the
+    input's fault, the same on every attempt) does not fail the task, which Spark would
+    rerun ``spark.stage.maxConsecutiveAttempts`` times to the same end: every task learns of
+    it in the ``allGather`` it makes anyway, none joins the job, and the driver raises the
+    error itself."""
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
     rank = ctx.partitionId()
-    prepared = spec.prepare(rows) if spec.prepare is not None else None
+    prepared, refused = None, None
+    if spec.prepare is not None:
+        try:
+            prepared = spec.prepare(rows)
+        except (DataError, ConfigError) as e:
+            refused = e
     remove_stale_segments(spec.run_id)  # before the allGather: no task of ours made any yet
     server = None
-    message = ""
-    if rank == 0:
+    message: dict[str, Any] = {"refused": refused is not None}
+    if rank == 0 and refused is None:
         secret = secrets.token_hex(32)
         # Listen where the other tasks reach task 0 and nowhere else: loopback under a
         # local master, else the executor's address (TERASCALE_BIND overrides it).
@@ -168,16 +186,20 @@ def _barrier_task(spec: TaskSpec, rows: Iterator[Any]) -> Iterator[tuple[int, An
         bind = bind_address(host, bind=read_bind(), what="the Spark executor's address")
         server = RendezvousServer(spec.size, secret.encode(), host=bind,
                                   job=f"{spec.run_id}-{secrets.token_hex(4)}").start()
-        message = json.dumps({"rendezvous": f"{host}:{server.address[1]}", "secret": secret,
-                              "job": server.job})
+        message.update(rendezvous=f"{host}:{server.address[1]}", secret=secret,
+                       job=server.job)
     try:
-        info = json.loads(ctx.allGather(message)[0])
-        with job_env(rank=rank, size=spec.size, rendezvous=info["rendezvous"],
-                     secret=info["secret"], job=info["job"], timeout=spec.timeout):
-            if spec.prepare is not None:
-                result = spec.fn(prepared, *spec.args, **spec.kwargs)
-            else:
-                result = spec.fn(*spec.args, **spec.kwargs)
+        infos = [json.loads(m) for m in ctx.allGather(json.dumps(message))]
+        if any(i["refused"] for i in infos):
+            result: Any = _Refused(refused) if refused is not None else None
+        else:
+            info = infos[0]
+            with job_env(rank=rank, size=spec.size, rendezvous=info["rendezvous"],
+                         secret=info["secret"], job=info["job"], timeout=spec.timeout):
+                if spec.prepare is not None:
+                    result = spec.fn(prepared, *spec.args, **spec.kwargs)
+                else:
+                    result = spec.fn(*spec.args, **spec.kwargs)
     finally:
         if server is not None:
             server.close()
@@ -248,6 +270,9 @@ def _collect(spec: TaskSpec, job: Callable[[], Iterable[tuple[int, Any]]]) -> li
     finally:
         remove_stale_segments(spec.run_id)  # the driver's host (all of it under local[N])
     results = dict(pairs)
+    for r in sorted(results):  # a refused partition: its own error, at once (no retries)
+        if isinstance(results[r], _Refused):
+            raise results[r].error
     if sorted(results) != list(range(spec.size)):
         raise TerascaleError(f"Spark returned results for ranks {sorted(results)}, expected "
                              f"0..{spec.size - 1}")
