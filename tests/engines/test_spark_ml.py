@@ -282,3 +282,8 @@ def test_a_bad_row_is_its_data_error_at_once_not_a_stage_retry(spark):
         terascale.spark.LinearLearner(bits=10).fit(df)
     assert time.monotonic() - t0 < 120  # a deadline, not a timing: four stage attempts
     # and their barrier timeouts would take minutes
+    # a label the loss cannot take: found by the workers together, raised as it is
+    rows[13] = (Vectors.dense([1.0, 2.0]), 7.0)
+    df = spark.createDataFrame(rows, ["features", "label"]).coalesce(2)
+    with pytest.raises(terascale.DataError, match="loss='logistic' needs labels"):
+        terascale.spark.LinearLearner(bits=10).fit(df)

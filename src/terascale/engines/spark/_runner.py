@@ -164,7 +164,9 @@ def _barrier_task(spec: TaskSpec, rows: Iterator[Any]) -> Iterator[tuple[int, An
     input's fault, the same on every attempt) does not fail the task, which Spark would
     rerun ``spark.stage.maxConsecutiveAttempts`` times to the same end: every task learns of
     it in the ``allGather`` it makes anyway, none joins the job, and the driver raises the
-    error itself."""
+    error itself. The same holds for such an error that ``fn`` raises on every rank (a
+    check the workers make together); raised on some ranks only, the others' collectives
+    fail and Spark reruns the stage as for any failure."""
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
@@ -196,10 +198,13 @@ def _barrier_task(spec: TaskSpec, rows: Iterator[Any]) -> Iterator[tuple[int, An
             info = infos[0]
             with job_env(rank=rank, size=spec.size, rendezvous=info["rendezvous"],
                          secret=info["secret"], job=info["job"], timeout=spec.timeout):
-                if spec.prepare is not None:
-                    result = spec.fn(prepared, *spec.args, **spec.kwargs)
-                else:
-                    result = spec.fn(*spec.args, **spec.kwargs)
+                try:
+                    if spec.prepare is not None:
+                        result = spec.fn(prepared, *spec.args, **spec.kwargs)
+                    else:
+                        result = spec.fn(*spec.args, **spec.kwargs)
+                except (DataError, ConfigError) as e:  # found by the job (e.g. labels
+                    result = _Refused(e)  # checked across workers): every rank has it
     finally:
         if server is not None:
             server.close()
