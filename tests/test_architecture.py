@@ -7,6 +7,8 @@
   (walked with ``ast``; string module paths such as ``python -m terascale.x._y`` count).
 * Examples and the README use public names only.
 * ``JobEnv.to_environ`` is the one writer of the ``TERASCALE_*`` environment contract.
+* ``terascale linear train`` on one worker imports no optional stack (torch, Spark, Ray,
+  scikit-learn, scipy's optimizers): its fixed start-up cost is numba's alone.
 
 Known violations are listed in ``ALLOWED`` with the reason and who removes them; an entry
 that no longer occurs is reported so that the list only shrinks.
@@ -20,6 +22,8 @@ import importlib
 import inspect
 import pkgutil
 import re
+import subprocess
+import sys
 import types
 import warnings
 from pathlib import Path
@@ -254,3 +258,23 @@ def test_one_writer_of_the_environment_contract() -> None:
                     writers.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}: "
                                    f"{k.value!s}")
     assert not writers, "write TERASCALE_* only with JobEnv.to_environ():\n" + "\n".join(writers)
+
+
+# Run in a fresh interpreter: this test session has long imported torch, sklearn, ...
+_LEAN_TRAIN = """
+import sys
+from terascale.cli import main
+rc = main(["linear", "train", sys.argv[1], "-b", "10", "-f", sys.argv[2], "--quiet"])
+heavy = ("torch", "pyspark", "ray", "sklearn", "pandas", "pyarrow", "scipy.optimize",
+         "scipy.sparse", "scipy.stats", "terascale.torch", "terascale.spark", "terascale.ray")
+print(rc, sorted(m for m in sys.modules if m.startswith(heavy)))
+"""
+
+
+def test_linear_train_imports_no_optional_stack(tmp_path: Path) -> None:
+    data = tmp_path / "small.vw"
+    data.write_text("".join(f"{i % 2} |a x{i % 7}:0.5 y |b z{i % 3}\n" for i in range(40)))
+    out = subprocess.run([sys.executable, "-c", _LEAN_TRAIN, str(data), str(tmp_path / "m")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[-2] == "0 []", out.stdout + out.stderr
