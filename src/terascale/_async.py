@@ -68,7 +68,13 @@ class Progress:
     def idle(self) -> bool:
         """Nothing queued or running. Under the lock: read without it, the two fields can
         be seen between the thread's ``popleft`` and its ``_busy = True`` (queue empty, not
-        busy), and a blocking collective would then run before the queued one it follows."""
+        busy), and a blocking collective would then run before the queued one it follows.
+
+        Before the first :meth:`submit` the thread does not exist and nothing was ever
+        queued: idle without the lock (a blocking collective's per-call fast path asks
+        this on every call, and callers that submit hold the same ordering lock as it)."""
+        if self._thread is None:
+            return True
         with self._cv:
             return not self._queue and not self._busy
 

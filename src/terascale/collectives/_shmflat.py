@@ -56,7 +56,7 @@ class FastAllreduce:
     descriptor (``desc``, the collective's as the exchange would carry it).
     """
 
-    __slots__ = ("context", "direct", "field", "g", "held", "kind", "opcode")
+    __slots__ = ("context", "direct", "field", "g", "held", "kind", "one", "opcode")
 
     def __init__(self, g: ShmGroup, kind: int, opcode: int, desc: str, context: int, *,
                  direct: bool = False) -> None:
@@ -66,6 +66,7 @@ class FastAllreduce:
         self.context = context
         self.field = tag_field(desc)
         self.direct = direct  # the direct schedule (collectives/_shmdirect.py), not flat
+        self.one = False  # set by plan(): one flat round (core_flat_one's shorter path)
         # A direct call's buffers while it is unfinished: other members may write into
         # them, so they must outlive a failure before finish() (which keeps them then).
         self.held: tuple[np.ndarray, np.ndarray] | None = None
@@ -82,7 +83,9 @@ class FastAllreduce:
             return cls(g, *codes, desc, context, direct=True)
         if g.n > FLAT_MAX_N and nbytes * g.n > FLAT_MAX_BYTES:
             return None
-        return cls(g, *codes, desc, context)
+        fast = cls(g, *codes, desc, context)
+        fast.one = nbytes <= FLAT_ROUND_BYTES
+        return fast
 
     def start(self, seq: int, src: np.ndarray,
               dst: np.ndarray) -> tuple[int, int, int] | None:
@@ -94,6 +97,8 @@ class FastAllreduce:
             if pending is not None:
                 self.held = (src, dst)
             return pending
+        if self.one:
+            return self.g.core_flat_one(src, dst, tag, self.kind, self.opcode, FLAT_ROUND_BYTES)
         return self.g.core_flat(src, dst, tag, self.kind,
                                 self.opcode, True, FLAT_ROUND_BYTES, running=False)
 

@@ -103,6 +103,28 @@ class CoreRounds:
         per = chunk // src.itemsize
         return status, done * per, min((done + 1) * per, src.size)
 
+    def core_flat_one(self, src: np.ndarray, dst: np.ndarray, tag: bytes, kind: int,
+                      op: int, chunk: int) -> tuple[int, int, int] | None:
+        """:meth:`core_flat` of a collective that fits one round (``src.nbytes`` at most
+        ``chunk``), folding into ``dst`` with our own input, the first wait of a
+        collective (``running`` False): the same call of the core with the same arguments,
+        without the per-call work of the general one (a small allreduce's Python is as
+        long as its data movement). Returns what :meth:`core_flat` returns."""
+        self.descriptor = tag
+        core = self.core
+        spin = self.spin
+        slept = core.sleeps
+        done, status = core.flat(src, dst, tag, self.epoch, self.round, chunk,
+                                 kind, op, True, spin.budget(False), 0.0,
+                                 spin.rounds_yield(), _spin.CORE_SLEEP_S)
+        self.round += done
+        if status == -1:
+            self.epoch += done
+            spin.settle(False, core.sleeps != slept)
+            return None
+        self.epoch += done + 1
+        return status, 0, src.size
+
     def core_direct(self, src: np.ndarray, dst: np.ndarray, tag: bytes | None, kind: int,
                     op: int, chunk: int, phases: int, phase: int = 0, *,
                     running: bool = False) -> tuple[int, int, int] | None:
