@@ -49,10 +49,11 @@ def tag_field(desc: str) -> bytes:
     return pack_desc(desc).ljust(DESC_BYTES - 16, b"\0")
 
 
-def slot_tag(seq: int, context: int, field: bytes) -> bytes:
-    """What :meth:`ShmGroup.announce` writes for collective ``seq`` of communicator
-    ``context``, without an exchange (the same bytes as ``Exchange.tag``, padded)."""
-    return collective_tag(seq, context, field)
+# slot_tag(seq, context, field): what ShmGroup.announce writes for collective ``seq`` of
+# communicator ``context``, without an exchange: the same bytes as ``Exchange.tag`` (the
+# field comes padded from tag_field). The same function, not a wrapper: the per-call fast
+# path builds one tag per call and a Python call level costs as much as the pack.
+slot_tag = collective_tag
 
 
 def desc_field(ex: Exchange) -> bytes:
