@@ -97,6 +97,10 @@ def default_every(workers: int) -> int:
     2000    0.94-1.37       0.43404         1.71            0.43008
     ======  ==============  ==============  ==============  ==============
 
+    On the quiet machine (benchmarks/RESULTS.md, "Mixing during the pass"; training time
+    as the CLI reports it): 1M K = 0 3.79 s, K = 10000 5.24 s; 3M K = 0 9.34 s, K = 10000
+    10.03 s; the same loglosses.
+
     K = 10000 is within one learner's logloss + 0.001 at both sizes (K = 0 is not: +0.0028,
     +0.0014) and cost nothing measurable at 1M, but 20-30% at 3M, where the mix itself (7
     ms of CPU, 2 collectives) is not what costs: the workers drift apart between mixes (at
