@@ -4,14 +4,12 @@ gives the very bits of its own two steps."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pytest
 from _allreduce_check import make_input
+from _tcp_pair import loopback_meshes, run_both
 
 from terascale._arrays import ReduceOp
 from terascale.collectives import PairAllreduce, allreduce_spec
@@ -27,32 +25,6 @@ CASES = [(1001, "float32", "sum"), (333, "complex64", "prod"), (1000, "float16",
          (PAIR_MAX_BYTES // 4 + 1, "float32", "sum")]  # the largest swap; no swap
 
 
-def _meshes() -> tuple[TcpMesh, TcpMesh]:
-    with socket.create_server(("127.0.0.1", 0)) as srv:  # a real TCP link on loopback
-        a = socket.create_connection(srv.getsockname(), timeout=10)
-        b, _ = srv.accept()
-    return TcpMesh(0, {1: a}), TcpMesh(1, {0: b})
-
-
-def _both(a: Callable[[], None], b: Callable[[], None]) -> None:
-    errors: list[BaseException] = []
-
-    def guard(f: Callable[[], None]) -> None:
-        try:
-            f()
-        except BaseException as e:  # re-raised in the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=guard, args=(f,)) for f in (a, b)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert not any(t.is_alive() for t in threads)
-    if errors:
-        raise errors[0]
-
-
 def _input(rank: int, count: int, dtype: str) -> np.ndarray:
     x = make_input(rank, count, dtype)
     if count == 77 and rank == 1:
@@ -62,7 +34,7 @@ def _input(rank: int, count: int, dtype: str) -> np.ndarray:
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_swap_gives_each_algorithms_own_bits(algo: str) -> None:
-    m = _meshes()
+    m = loopback_meshes()
     spec = allreduce_spec(algo)
     cls = spec.load()
     got: dict[tuple[str, int, int], bytes] = {}
@@ -95,7 +67,7 @@ def test_swap_gives_each_algorithms_own_bits(algo: str) -> None:
                     cls(ex, r, 2, x, rop, **kw).run()
                 got[(how, i, r)] = x.tobytes()
 
-    _both(lambda: rank(m[0]), lambda: rank(m[1]))
+    run_both(lambda: rank(m[0]), lambda: rank(m[1]))
     for mesh in m:
         mesh.close()
     for i in range(len(CASES)):

@@ -4,13 +4,11 @@ dead, stalled or mismatched peer -- is finished by the exchange with its errors.
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pytest
+from _tcp_pair import loopback_meshes, run_both
 
 from terascale import CollectiveMismatch, PeerLost, PeerTimeout
 from terascale.transport import _tcp_swap
@@ -23,13 +21,6 @@ DESC = "allreduce(tree,float32[1024],sum)"
 def spin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     # The test machine is usually busy (no spin there): run both paths.
     monkeypatch.setattr(_tcp_swap, "oversubscribed", lambda: request.param == "no-spin")
-
-
-def _meshes() -> tuple[TcpMesh, TcpMesh]:
-    with socket.create_server(("127.0.0.1", 0)) as srv:  # a real TCP link on loopback
-        a = socket.create_connection(srv.getsockname(), timeout=10)
-        b, _ = srv.accept()
-    return TcpMesh(0, {1: a}), TcpMesh(1, {0: b})
 
 
 def _by_swap(mesh: TcpMesh, seq: int, mine: np.ndarray, theirs: np.ndarray,
@@ -50,27 +41,9 @@ def _by_exchange(mesh: TcpMesh, seq: int, mine: np.ndarray, theirs: np.ndarray,
     ex.run()
 
 
-def _both(a: Callable[[], None], b: Callable[[], None]) -> None:
-    errors: list[BaseException] = []
-
-    def guard(f: Callable[[], None]) -> None:
-        try:
-            f()
-        except BaseException as e:  # re-raised in the test
-            errors.append(e)
-
-    threads = [threading.Thread(target=guard, args=(f,)) for f in (a, b)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    if errors:
-        raise errors[0]
-
-
 @pytest.mark.parametrize("count", [0, 1024, 1 << 20])  # a barrier, 4 KiB, a partial send
 def test_swaps_meet_swaps_and_exchanges(spin: None, count: int) -> None:
-    m0, m1 = _meshes()
+    m0, m1 = loopback_meshes()
     got: dict[int, list[bytes]] = {0: [], 1: []}
     desc = f"allreduce(tree,float32[{count}],sum)"
     rounds = 60 if count < 1 << 20 else 6  # 4 MiB: more than both socket buffers hold
@@ -87,7 +60,7 @@ def test_swaps_meet_swaps_and_exchanges(spin: None, count: int) -> None:
             how(mesh, seq, mine, theirs, desc)
             got[mesh.rank].append(theirs.tobytes())
 
-    _both(lambda: rank(m0), lambda: rank(m1))
+    run_both(lambda: rank(m0), lambda: rank(m1))
     m0.close()
     m1.close()
     for seq in range(rounds):
@@ -97,7 +70,7 @@ def test_swaps_meet_swaps_and_exchanges(spin: None, count: int) -> None:
 
 
 def test_swap_finds_a_dead_peer(spin: None) -> None:
-    m0, m1 = _meshes()
+    m0, m1 = loopback_meshes()
     m1.close()  # the peer's process is gone
     t0 = time.monotonic()
     with pytest.raises(PeerLost, match="rank 1") as e:
@@ -108,7 +81,7 @@ def test_swap_finds_a_dead_peer(spin: None) -> None:
 
 
 def test_swap_times_out_on_a_stalled_peer(spin: None) -> None:
-    m0, m1 = _meshes()  # m1 never sends: stalled
+    m0, m1 = loopback_meshes()  # m1 never sends: stalled
     with pytest.raises(PeerTimeout, match="rank 1 .receive.") as e:
         _by_swap(m0, 0, np.ones(1024, np.float32), np.empty(1024, np.float32), limit=0.3)
     assert (e.value.rank, e.value.peer, e.value.operation) == (0, 1, "swap")
@@ -117,10 +90,10 @@ def test_swap_times_out_on_a_stalled_peer(spin: None) -> None:
 
 
 def test_swap_reports_another_collective(spin: None) -> None:
-    m0, m1 = _meshes()
+    m0, m1 = loopback_meshes()
     a, b = np.ones(1024, np.float32), np.empty(1024, np.float32)
     with pytest.raises(CollectiveMismatch, match="ring"):
-        _both(lambda: _by_swap(m0, 0, a, b),
+        run_both(lambda: _by_swap(m0, 0, a, b),
               lambda: _by_exchange(m1, 0, a.copy(), b.copy(),
                                    "allreduce(ring,float32[1024],sum)"))
     m0.close()
