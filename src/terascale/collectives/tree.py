@@ -72,19 +72,21 @@ class TreeAllreduce:
         self.parent, self.children = tree_links(rank, size)
         self.chunks = chunk_bounds(0, buf.size, buf.itemsize, chunk_bytes)
         self.rank = rank
-        self.pair = swap and size == 2 and len(self.chunks) == 1
+        # Two ranks, one chunk: one swap (the pieces the communicator's fast path uses too).
+        self.pair = self.pair_pieces(buf.size, buf.itemsize) if swap and size == 2 and \
+            len(self.chunks) == 1 else None
         longest = max(hi - lo for lo, hi in self.chunks)
         depth = min(_DEPTH, len(self.chunks))
         # (the pair exchange needs no per-child slots: it receives into one buffer)
-        self.scratch = {} if self.pair else {c: np.empty((depth, longest), buf.dtype)
+        self.scratch = {} if self.pair is not None else {c: np.empty((depth, longest), buf.dtype)
                                              for c in self.children}
         self.depth = depth
         self.arrived = [0] * len(self.chunks)
 
     def run(self) -> None:
         ex, buf = self.ex, self.buf
-        if self.pair:
-            self._exchange()
+        if self.pair is not None:  # both ranks reduce rank 0's op rank 1's
+            swap_in(ex, self.rank, buf, self.reduce, self.pair)
             return
         # Phase 1 (reduce): ask each child for the first chunks; more are asked for as slots free.
         for k in range(min(self.depth, len(self.chunks))):
@@ -97,10 +99,6 @@ class TreeAllreduce:
             for k, (lo, hi) in enumerate(self.chunks):
                 ex.recv(self.parent, view(buf, lo, hi), then=partial(self._final, k))
         ex.run()
-
-    def _exchange(self) -> None:
-        """Two ranks, one chunk: swap whole buffers, both reduce rank 0's op rank 1's."""
-        swap_in(self.ex, self.rank, self.buf, self.reduce, ((0, self.buf.size, 0),))
 
     def _post_child_recvs(self, k: int) -> None:
         lo, hi = self.chunks[k]
