@@ -52,9 +52,9 @@ def vector_csr(counts: np.ndarray, idx: np.ndarray, flat: np.ndarray, bits: int,
     """``(indptr int64, indices uint32, values float32)`` of the chunk's rows; a DataError
     naming partition ``where``, row and ``column`` for a value the learner cannot take."""
     counts = np.ascontiguousarray(counts, np.int64)
-    n = len(counts)
-    total = int(counts.sum()) + (n if constant else 0)
-    if len(idx) != len(flat) or int(counts.sum()) != len(flat):
+    n, nnz = len(counts), int(counts.sum())
+    total = nnz + (n if constant else 0)
+    if len(idx) != len(flat) or nnz != len(flat):
         raise ValueError("vector_csr: counts, indices and values disagree")
     mask = (1 << bits) - 1
     indptr = np.zeros(n + 1, np.int64)
