@@ -15,3 +15,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 @pytest.fixture
 def python() -> str:
     return sys.executable
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _numba_kernels_compiled_once():
+    """On a fresh clone numba compiles the linear kernels on first use: here, once, rather
+    than in every worker process of every test that starts a few at once."""
+    try:
+        from terascale.linear.kernels import warm_kernels
+    except ImportError:  # the linear extra (numba) is not installed: those tests skip
+        return
+    warm_kernels(full=True)

@@ -76,7 +76,7 @@ from ._online import sync_weights
 if TYPE_CHECKING:
     from ._onlinepass import Weights
 
-__all__ = ["Mixer", "default_every"]
+__all__ = ["Mixer", "compile_kernels", "default_every"]
 
 def default_every(workers: int) -> int:
     """Examples per worker between mixes by default: 0, averaging at the end of a pass only
@@ -234,6 +234,16 @@ class Mixer:
         is."""
         while not self.mix(ws, True):
             pass
+
+
+def compile_kernels() -> None:
+    """Compile (or load from numba's cache) the mix's kernels for both layouts, every column
+    (a cached pass) and some (the first pass over text), without a job."""
+    z = np.zeros(4)
+    for at in (_IDENTITY, np.arange(2, dtype=np.int64)):
+        buf = np.zeros(12)
+        _pack(z, z, z, z, z, z, at, 2, 0.5, buf, True)
+        _unpack(buf, at, 2, 0.5, z, z, z, z)
 
 
 def _multiplier(state: np.ndarray, power_t: float) -> None:

@@ -188,10 +188,11 @@ class _Base:
             self.n_features_in_ = int(X.shape[1])
         w, g2, nrm, state = online
         acc = np.zeros(8)
-        online_chunk(ds.indptr, ds.indices.astype(np.int32), ds.values, ds.labels,
+        # uint32 columns and an explicit None: the signature the passes compile, not another
+        online_chunk(ds.indptr, ds.indices.astype(np.uint32), ds.values, ds.labels,
                      ds.weights, np.zeros(len(ds), np.bool_), 0, len(ds), w, g2, nrm, state,
                      LOSSES[self._loss], self.learning_rate, self.power_t, self.l1,
-                     self.l2 or 0.0, acc)
+                     self.l2 or 0.0, acc, None)
         wc = w.copy()
         st = state.copy()
         sync_weights(wc, st)

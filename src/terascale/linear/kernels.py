@@ -64,7 +64,7 @@ def kernel_cost(*, features: int = 124, examples: int = 200_000, bits: int = 24,
 
     def online(k: int) -> None:
         online_chunk(indptr, cols, values, labels, weights, holdout, 0, k, w, g2, nrm,
-                     new_state(), 0, 0.5, 0.5, 0.0, 0.0, acc)
+                     new_state(), 0, 0.5, 0.5, 0.0, 0.0, acc, None)  # pred as the passes give it
 
     def gradient() -> None:
         loss_grad(indptr, cols, values, labels, weights, holdout, w, 0, np.zeros(d + 4), False)
