@@ -16,7 +16,7 @@ import pytest
 from _linear_data import vw_lines
 
 import terascale.linear as tl
-from terascale._errors import DataError
+from terascale._errors import ConfigError, DataError
 from terascale.linear import _stream
 from terascale.linear._cache import load_cached
 from terascale.linear._cachefmt import decode_block, decode_labels, encode_block
@@ -239,7 +239,7 @@ limit = int(sys.argv[3])
 if limit:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 import terascale.linear as tl
-from terascale._errors import DataError
+from terascale._errors import ConfigError, DataError
 what = sys.argv[4]
 out = {}
 try:
@@ -328,3 +328,52 @@ def test_helper_threads_yield_the_core_to_the_learner(tmp_path, monkeypatch):
     same = tl.train(str(path), bits=16, cache_dir=str(tmp_path / "c2"))
     assert seen and set(seen.values()) == {before}
     np.testing.assert_array_equal(same.weights, low.weights)
+
+
+def test_one_pass_writes_a_cache_only_when_asked_as_vw_does(tmp_path, monkeypatch):
+    """One online pass reads the text once and, like VW without -c, leaves no cache; -c
+    (cache=True), a cache_dir given, or a run that reads the data again (passes > 1,
+    L-BFGS) caches it; the model is the same bits either way."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.makedirs(tmp_path / "tmp")
+    default = tmp_path / "tmp" / "terascale-cache"
+    path = tmp_path / "d.vw"
+    path.write_text("\n".join(vw_lines(300, seed=4)) + "\n")
+
+    def entries(root):
+        return sorted(os.listdir(root)) if os.path.isdir(root) else []
+
+    plain = tl.train(str(path), bits=16)
+    assert entries(default) == []
+    asked = tl.train(str(path), bits=16, cache=True)
+    assert len(entries(default)) == 1
+    np.testing.assert_array_equal(plain.dense(), asked.dense())
+    again = tl.train(str(path), bits=16)  # a cache written earlier is used
+    np.testing.assert_array_equal(plain.dense(), again.dense())
+    given = tmp_path / "given"
+    tl.train(str(path), bits=16, cache_dir=str(given))
+    assert len(entries(given)) == 1
+    two = tmp_path / "two"
+    tl.train(str(path), bits=16, passes=2, cache_dir=str(two), cache=None)
+    assert len(entries(two)) == 1
+    off = tmp_path / "off"
+    tl.train(str(path), bits=16, passes=2, cache_dir=str(off), cache=False)
+    assert entries(off) == []
+    with pytest.raises(ConfigError, match="cache"):
+        tl.train(str(path), bits=16, cache=True, cache_dir="")
+    with pytest.raises(ConfigError, match="cache"):
+        tl.train(str(path), bits=16, cache="yes")
+
+
+def test_cli_dash_c_caches_one_pass(tmp_path):
+    path = tmp_path / "d.vw"
+    path.write_text("\n".join(vw_lines(200, seed=6)) + "\n")
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    for extra, n in (([], 0), (["-c"], 1)):
+        subprocess.run([sys.executable, "-m", "terascale", "linear", "train", str(path), "-b",
+                        "16", "--quiet", *extra], check=True, env=env, timeout=120)
+        root = tmp_path / "terascale-cache"
+        got = [e for e in os.listdir(root) if not e.startswith(".")] if root.is_dir() else []
+        assert len(got) == n, (extra, got)

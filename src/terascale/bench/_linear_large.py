@@ -5,11 +5,11 @@ For every size of ``--sizes`` (training examples; the test set is a tenth of it,
 generated once into ``--dir`` (:func:`terascale.linear.synthetic.write_click`) and three
 recipes run, each learner in fresh processes:
 
-* **one pass from text**: VW ``-d train`` (no cache); terascale ``train`` into an empty
-  cache directory (the pass learns from the text as it is parsed, the cache written
-  meanwhile);
-* **one pass from the cache**: VW and terascale each time a pass over the cache that an
-  untimed earlier run of the same command wrote from the text;
+* **one pass from text**: VW ``-d train`` (no cache); terascale ``train`` without a cache
+  (``cache=False``; a one-pass run writes none by default either: the pass learns from the
+  text as it is parsed);
+* **one pass from the cache**: VW ``-c`` and terascale ``cache=True`` (``-c``) each time a
+  pass over the cache that an untimed earlier run of the same command wrote from the text;
 * **L-BFGS recipe**: one online pass, then 20 passes of L-BFGS (its cache written inside
   the timing; both learners hold out every 10th example to stop early, VW's default).
 
@@ -55,8 +55,8 @@ __all__ = ["parse_count", "run_large"]
 
 # name: (terascale options, warm cache, VW stage-1 flags, VW stage-2 flags or None)
 LARGE = {
-    "one pass from text": ({}, False, "", None),
-    "one pass from cache": ({}, True, "-c", None),
+    "one pass from text": ({"cache": False}, False, "", None),
+    "one pass from cache": ({"cache": True}, True, "-c", None),
     "L-BFGS recipe": ({"bfgs": 20}, False, "--predict_only_model",
                       "--bfgs --passes 20 -c -k --predict_only_model"),
 }

@@ -129,7 +129,12 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     t.add_argument(*vw.names("--patience"), type=int, default=3,
                    help="batch passes without holdout improvement before stopping")
     t.add_argument("--cache-dir", default=None,
-                   help="cache directory (default: TMPDIR/terascale-cache; '' disables)")
+                   help="cache directory (default: TMPDIR/terascale-cache; '' disables); "
+                        "given, the data is cached, as with -c")
+    t.add_argument("-c", "--cache", action="store_true", default=None,
+                   help="cache the parsed data (VW's -c) even for one pass; it is cached "
+                        "anyway when the run reads it more than once (--passes > 1, "
+                        "--bfgs/--cg), and a cache written earlier is used when present")
     t.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a worker waits for its peers (with -n)")
     vw.add_accepted(t)

@@ -196,7 +196,7 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
             writer.commit()
         return model
     from ..launch import LaunchOptions, launch
-    from .kernels import warm_kernels
+    from ._warm import warm_kernels  # not .kernels: that imports numba at once
 
     warm_kernels()  # compile once here rather than N times at once in the workers
     code = launch([sys.executable, "-m", "terascale.linear._worker",

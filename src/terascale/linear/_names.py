@@ -24,7 +24,8 @@ FLAGS = {
     "l2": "--l2", "passes": "--passes", "bfgs": "--bfgs", "cg": "--cg", "memory": "--mem",
     "tol": "--tol", "normalize": "--normalize", "average": "--average",
     "average_every": "--average-every", "holdout": "--holdout",
-    "patience": "--patience", "cache_dir": "--cache-dir", "binary": "--binary",
+    "patience": "--patience", "cache_dir": "--cache-dir", "cache": "-c/--cache",
+    "binary": "--binary",
     "initial": "-i/--initial-regressor", "predictions": "-p/--predictions",
 }
 

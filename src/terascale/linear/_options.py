@@ -49,6 +49,7 @@ class TrainOptions:
                                    # "std", "off", "auto" (std for CSV input)
     patience: int = 3              # batch iterations without holdout improvement
     cache_dir: str | None = None   # "" disables the cache
+    cache: bool | None = None      # write the cache? see cache_root
     binary: bool = False           # VW's --binary: progress and pass losses are 0/1 loss
     progress: bool = False
     progress_file: TextIO | None = None
@@ -98,7 +99,26 @@ class TrainOptions:
             raise ConfigError(f"{opt('normalize', 'std')} shapes the batch objective: it "
                               f"needs {opt('bfgs')} or {opt('cg')} (the online pass is "
                               f"scale-invariant already)")
+        if self.cache not in (None, True, False):
+            raise ConfigError(f"{opt('cache')} must be True, False or None, not {self.cache!r}")
+        if self.cache and self.cache_dir == "":
+            raise ConfigError(f"{opt('cache')} with {opt('cache_dir', '')}: the empty "
+                              f"directory disables the cache")
         self.parse_options()  # validates format, bits, -q
+
+    def cache_root(self) -> str | None:
+        """The cache directory to read and write ("": none; None: the default one).
+
+        The parsed data is cached when asked (``cache=True``, VW's ``-c``; or a
+        ``cache_dir`` given, as VW's ``--cache_file`` implies ``-c``) and when this run
+        reads it more than once (``passes`` > 1, an L-BFGS/CG phase). One online pass reads
+        the text once, as VW without ``-c`` does: encoding and writing a cache that nothing
+        reads cost a quarter of its time (click data, 3M examples: 10.6 s against 8.1 s)."""
+        if self.cache is False:
+            return ""
+        if self.cache or self.cache_dir is not None:
+            return self.cache_dir
+        return None if self.passes > 1 or self.batch else ""
 
     def parse_options(self) -> ParseOptions:
         return ParseOptions(format=self.format, bits=self.bits, quadratic=tuple(self.quadratic),

@@ -106,7 +106,7 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
     if isinstance(data, (Dataset, Blocks)):
         blocks = as_blocks(data)
     else:
-        blocks = shard_blocks(data, rank=rank, size=size, cache_dir=opts.cache_dir,
+        blocks = shard_blocks(data, rank=rank, size=size, cache_dir=opts.cache_root(),
                               lazy=TextPass.lazy(opts.parse_options(), batch=batch, warm=warm,
                                                 passes=opts.passes),
                               **opts.parse_options().__dict__)

@@ -94,8 +94,6 @@ REFUSED: dict[str, str] = {
 
 # VW flags that are accepted and change nothing, with the reason (shown in --help)
 ACCEPTED: dict[str, str] = {
-    "-c": "VW's --cache: terascale always caches the parsed data (--cache-dir)",
-    "--cache": "VW's -c: terascale always caches the parsed data (--cache-dir)",
     "-k": "VW's --kill_cache: caches are keyed by file size, mtime and options, never stale",
     "--kill_cache": "caches are keyed by file size, mtime and options, never stale",
     "--compressed": ".gz and .zip inputs are recognized by their contents",
@@ -113,7 +111,7 @@ def add_accepted(p: argparse.ArgumentParser) -> None:
     """The no-op VW flags (a group in --help that says why they change nothing)."""
     g = p.add_argument_group("VW flags accepted for compatibility (they change nothing)")
     done: set[str] = set()
-    pairs = (("-c", "--cache"), ("-k", "--kill_cache"), ("--compressed",), ("--save_resume",),
+    pairs = (("-k", "--kill_cache"), ("--compressed",), ("--save_resume",),
              ("--no_stdin",))
     for flags in pairs:
         g.add_argument(*flags, action="store_true", dest="_vw_noop_" + flags[-1].strip("-"),

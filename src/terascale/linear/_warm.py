@@ -5,11 +5,21 @@ what one training run uses, about 50 s for every reader and learner); afterwards
 from ``__pycache__`` in well under a second. Launchers call this before starting N workers
 so that the workers do not compile the same code N times at once; a test suite or a
 benchmark calls it with ``full=True`` first for the same reason.
+
+Even from numba's cache the warm-up run costs about 0.8 s, most of a small job's start-up
+on two cores, so once it has run a stamp is left next to numba's cache (the package's
+``__pycache__``, or ``NUMBA_CACHE_DIR``) naming the numba, Python and source files it
+compiled; the next call finds the stamp and returns at once. A stamp that outlives the
+cache it speaks for (the cache deleted by hand) costs only the compilations in the
+workers, never a wrong result: numba checks each cached kernel against its source itself.
 """
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import os
+import sys
 import tempfile
 from typing import Any
 
@@ -22,6 +32,33 @@ def warm_kernels(*, full: bool = False) -> None:
     """Run a tiny parse (from a file, as workers do), train, cache and evaluate; the first
     pass from text, as a one-pass run learns. ``full``: also progressive predictions,
     ``-q``, the libsvm and CSV readers, the workers' mixing and the synthetic writer."""
+    stamp = _stamp(full)
+    if os.path.exists(stamp):
+        return
+    _run(full)
+    try:
+        os.makedirs(os.path.dirname(stamp), exist_ok=True)
+        with open(stamp, "w"):
+            pass
+    except OSError:  # a read-only install: warm every time, as before
+        pass
+
+
+def _stamp(full: bool) -> str:
+    """The stamp's path for the current numba, Python and sources (importing numba alone
+    would cost a third of a second: its version comes from the installed metadata)."""
+    from importlib.metadata import version
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256(f"{version('numba')} {sys.version} {full}".encode())
+    for path in sorted(glob.glob(os.path.join(here, "**", "*.py"), recursive=True)):
+        st = os.stat(path)
+        h.update(f"{path} {st.st_mtime_ns} {st.st_size}".encode())
+    root = os.environ.get("NUMBA_CACHE_DIR") or os.path.join(here, "__pycache__")
+    return os.path.join(root, f"terascale-warm-{h.hexdigest()[:20]}")
+
+
+def _run(full: bool) -> None:
     from ._cache import load_cached
     from ._dataset import ParseOptions
     from ._train import train
