@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from terascale.linear.kernels import kernel_cost
 from terascale.sim.plans import measure_example_cost
 
@@ -16,3 +18,18 @@ def test_the_planner_uses_it() -> None:
     cost = measure_example_cost(features=8, examples=3000, bits=12, reps=1)
     assert "terascale.linear kernels" in cost.source and cost.features_per_example == 8
     assert cost.online_s > 0 and cost.gradient_s > 0
+
+
+def test_warm_up_runs_once_for_the_same_sources(tmp_path, monkeypatch):
+    """The launcher's warm-up leaves a stamp; the next call for the same numba, Python and
+    sources returns without running the kernels again."""
+    from terascale.linear import _warm
+
+    runs = []
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # where the stamp goes
+    monkeypatch.setattr(_warm, "_run", lambda full: runs.append(full))
+    _warm.warm_kernels()
+    _warm.warm_kernels()
+    _warm.warm_kernels(full=True)  # another level: its own stamp
+    assert runs == [False, True]
+    assert len([f for f in os.listdir(tmp_path) if f.startswith("terascale-warm-")]) == 2
