@@ -25,7 +25,8 @@ runnable, and the learner then waits for a block that never comes.
 The nice is per thread (Linux's ``setpriority`` on a thread id) and only ever raised,
 which needs no privilege; on a thread that is not ours to lower (another platform, where
 ``setpriority`` takes a whole process) nothing is done. ``TERASCALE_BACKGROUND_NICE=0``
-turns it off, to compare.
+turns it off, to compare; a value that is not an integer from 0 to 19 is reported once
+(a warning naming the variable) and the default used: a helper thread is no place to raise.
 """
 
 from __future__ import annotations
@@ -33,18 +34,32 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import warnings
 
 __all__ = ["BACKGROUND_NICE", "background"]
 
 BACKGROUND_NICE = 19  # the helpers' nice (19: the lowest priority a thread can have)
 
 
+_warned: set[str] = set()
+
+
 def _nice() -> int:
-    try:
-        return max(0, min(19, int(os.environ.get("TERASCALE_BACKGROUND_NICE",
-                                                 BACKGROUND_NICE))))
-    except ValueError:
+    text = os.environ.get("TERASCALE_BACKGROUND_NICE")
+    if text is None:
         return BACKGROUND_NICE
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if 0 <= value <= 19:
+        return value
+    if text not in _warned:
+        _warned.add(text)
+        warnings.warn(f"TERASCALE_BACKGROUND_NICE must be an integer from 0 to 19, not "
+                      f"{text!r}: the helper threads run at nice {BACKGROUND_NICE}",
+                      RuntimeWarning, stacklevel=3)
+    return BACKGROUND_NICE
 
 
 def background() -> None:

@@ -328,6 +328,10 @@ def test_helper_threads_yield_the_core_to_the_learner(tmp_path, monkeypatch):
     same = tl.train(str(path), bits=16, cache_dir=str(tmp_path / "c2"))
     assert seen and set(seen.values()) == {before}
     np.testing.assert_array_equal(same.weights, low.weights)
+    for bad in ("high", "25"):  # reported once, by name, and the default used
+        monkeypatch.setenv("TERASCALE_BACKGROUND_NICE", bad)
+        with pytest.warns(RuntimeWarning, match="TERASCALE_BACKGROUND_NICE.*" + bad):
+            assert _background._nice() == _background.BACKGROUND_NICE
 
 
 def test_one_pass_writes_a_cache_only_when_asked_as_vw_does(tmp_path, monkeypatch):

@@ -26,11 +26,10 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 from ...linear import CONSTANT_HASH, Dataset, ParseOptions, hash_feature, hash_space, parse_lines
-from ._vectorcsr import vector_csr
+from ._vectorcsr import F32_MAX, vector_csr
 
 __all__ = ["Encoding", "not_a_vector"]
 
-_F32_MAX = float(np.finfo(np.float32).max)
 KINDS = ("vector", "columns", "text")
 
 
@@ -214,7 +213,7 @@ class Encoding:
                 col = pd.Series(cells, dtype=object)
                 num = np.array(pd.to_numeric(col, errors="coerce"), np.float64)
             isnum = ~np.isnan(num)
-            huge = np.flatnonzero(isnum & (np.abs(num) > _F32_MAX))
+            huge = np.flatnonzero(isnum & (np.abs(num) > F32_MAX))
             if len(huge):
                 if not self.skip_bad:
                     r = int(huge[0])
@@ -255,7 +254,7 @@ class Encoding:
                 name: str | None = None) -> np.ndarray:
         """float64 cells as float32; one not finite within float32 (NaN is no label) is a
         DataError naming the row, or with ``skip_bad`` drops it (``keep``)."""
-        bad = np.flatnonzero(~(np.isnan(x) | (np.abs(x) <= _F32_MAX)))
+        bad = np.flatnonzero(~(np.isnan(x) | (np.abs(x) <= F32_MAX)))
         if len(bad):
             if not self.skip_bad:
                 r = int(bad[0])

@@ -16,9 +16,9 @@ import numpy as np
 from ..._errors import DataError
 from ...linear import CONSTANT_HASH
 
-__all__ = ["vector_csr"]
+__all__ = ["F32_MAX", "vector_csr"]
 
-_F32_MAX = float(np.finfo(np.float32).max)
+F32_MAX = float(np.finfo(np.float32).max)  # beyond it a value becomes inf in float32
 
 
 @numba.njit(cache=True, nogil=True)
@@ -32,7 +32,7 @@ def _fill(counts: np.ndarray, idx: np.ndarray, flat: np.ndarray, mask: int, cons
     for r in range(len(counts)):
         for _ in range(counts[r]):
             x = flat[k]
-            if not abs(x) <= _F32_MAX:  # NaN fails this too
+            if not abs(x) <= F32_MAX:  # NaN fails this too
                 return k
             indices[o] = idx[k] & mask
             values[o] = np.float32(x)
