@@ -182,6 +182,9 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
                    help="with --cluster: every link's rate (default 100Mbit)")
     p.add_argument("--per-host", type=int, default=1, metavar="Q",
                    help="with --cluster: workers per emulated host (default 1)")
+    p.add_argument("--cluster-timeout", type=float, default=900.0, metavar="S",
+                   help="with --cluster: seconds a worker waits for its peers, and each "
+                        "job (ours, Open MPI's) may take (default 900)")
     p.add_argument("--link-cost", default=None, metavar="COST.json",
                    help="with --cluster: the TCP link model's constants from this file "
                         "(default: those recorded with the package, terascale/sim/link_cost.json)")
@@ -200,7 +203,7 @@ def cluster_main(args: argparse.Namespace, sizes: Sequence[int]) -> int:
             earlier.append(json.load(f))
     rep = run_cluster_bench(args.cluster, args.link, sizes, algos, per_host=args.per_host,
                             iters=args.iters * (0.3 if args.quick else 1.0),
-                            link_cost=args.link_cost,
+                            link_cost=args.link_cost, timeout=args.cluster_timeout,
                             peers=[p for p in (args.vs or "").split(",") if p])
     print(format_cluster(rep))
     if args.calibrate is not None and rep["results"]:
