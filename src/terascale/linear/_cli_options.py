@@ -62,7 +62,8 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
             "l2": args.l2, "passes": passes, "memory": args.memory, "tol": args.tol,
             "patience": args.patience, "average": args.average,
             "average_every": args.average_every, "holdout": holdout,
-            "cache_dir": args.cache_dir, "cache": args.cache, "binary": args.binary, "progress": not args.quiet,
+            "cache_dir": args.cache_dir, "cache": args.cache, "binary": args.binary,
+            "progress": not args.quiet,
             "normalize": normalize, **batch}
 
 

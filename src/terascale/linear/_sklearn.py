@@ -189,7 +189,7 @@ class _Base:
         w, g2, nrm, state = online
         acc = np.zeros(8)
         # uint32 columns and an explicit None: the signature the passes compile, not another
-        online_chunk(ds.indptr, ds.indices.astype(np.uint32), ds.values, ds.labels,
+        online_chunk(ds.indptr, np.asarray(ds.indices, np.uint32), ds.values, ds.labels,
                      ds.weights, np.zeros(len(ds), np.bool_), 0, len(ds), w, g2, nrm, state,
                      LOSSES[self._loss], self.learning_rate, self.power_t, self.l1,
                      self.l2 or 0.0, acc, None)
