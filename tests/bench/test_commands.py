@@ -38,7 +38,12 @@ def test_engines_local_row(tmp_path) -> None:
 @pytest.mark.parametrize("argv, flag", [(["costs", "--sizes", "6"], "--sizes"),
                                         (["costs", "--n", "1"], "--n"),
                                         (["failures", "--algorithms", "bogus"], "--algorithms"),
-                                        (["engines", "--only", "linear,ray"], "--only")])
+                                        (["engines", "--only", "linear,ray"], "--only"),
+                                        (["allreduce", "--iters", "0"], "--iters"),
+                                        (["allreduce", "--cluster", "2", "--cluster-timeout",
+                                          "0"], "--cluster-timeout"),
+                                        (["allreduce", "--cluster-timeout", "nan"],
+                                         "--cluster-timeout")])
 def test_bad_options_name_the_flag(argv: list[str], flag: str, capsys) -> None:
     assert main(["bench", *argv]) == 2
     assert flag in capsys.readouterr().err

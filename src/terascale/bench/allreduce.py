@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import socket
@@ -283,6 +284,9 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
 
 
 def _main(args: argparse.Namespace) -> int:
+    for flag, value in (("--iters", args.iters), ("--cluster-timeout", args.cluster_timeout)):
+        if not (value > 0 and math.isfinite(value)):  # 0 or NaN: no iteration, no deadline
+            raise ConfigError(f"{flag} must be positive and finite, got {value}")
     sizes = QUICK_SIZES if args.quick else DEFAULT_SIZES
     if args.sizes:
         sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
