@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import select
 import socket
 import threading
 import time
@@ -80,6 +81,19 @@ class _Acceptor:
         self._lock = threading.Lock()
         self._admission = Admission(per_source=_PER_SOURCE)
         self._vetting: list[threading.Thread] = []
+        # a vetted peer wakes the accept loop: the last one in ends it at once, instead of
+        # at the next timeout of the listener (measured: +100 ms on rank 0 of every init)
+        self._wake_r, self._wake_w = socket.socketpair()
+
+    def cancel(self) -> None:
+        self.stop.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"w")
+        except OSError:  # closed: the loop has ended already
+            pass
 
     def run(self) -> None:
         try:
@@ -88,6 +102,8 @@ class _Acceptor:
             self._admission.shut_all()  # strangers still talking: stop them, we are done
             for t in self._vetting:
                 t.join(1.0)
+            self._wake_r.close()
+            self._wake_w.close()
 
     def _accept(self) -> None:
         while not self.stop.is_set():
@@ -102,10 +118,16 @@ class _Acceptor:
                     f"rank {self.rank}: ranks {missing} did not connect before the deadline",
                     rank=self.rank, peer=missing[0], operation="connect"))
                 return
+            ready, _, _ = select.select([self.listener, self._wake_r], [], [], min(left, 0.5))
+            if self._wake_r in ready:
+                self._wake_r.recv(4096)
+                continue  # a peer is in, or cancel(): the loop's top decides
+            if not ready:
+                continue
             self.listener.settimeout(min(left, 0.1))
             try:
                 conn, who = self.listener.accept()
-            except TimeoutError:
+            except TimeoutError:  # the connection went away after select saw it
                 continue
             except OSError as e:
                 if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):  # shed load
@@ -123,6 +145,7 @@ class _Acceptor:
     def _vet(self, conn: socket.socket, who: tuple[object, ...]) -> None:
         # A stranger gets at most a few seconds of one thread, never the whole deadline.
         step = min(self.deadline, time.monotonic() + _VET_S)
+        vetted = False
         try:
             nonces = accept_handshake(conn, self.secret, step)
             hello = recv_json(conn, step)
@@ -130,13 +153,19 @@ class _Acceptor:
             with self._lock:
                 if hello.get("job") != self.job or peer not in self.expect or peer in self.out:
                     raise AuthError(f"unexpected hello {hello!r}")
+                # a peer's link now, no stranger's: the loop may end the moment it is in,
+                # and its end shuts every connection still pending
+                self._admission.done(conn)
                 self.out[peer] = (conn, nonces)
+            vetted = True
         except (AuthError, OSError, TimeoutError, ValueError, KeyError, TypeError) as e:
             self._admission.dropped(drop_reason(e, "sent a bad hello"), str(who[0]))
             log.debug("rank %d: dropped a connection from %s:%s: %s", self.rank, who[0], who[1], e)
             conn.close()
         finally:
             self._admission.done(conn)
+            if vetted:
+                self._wake()
 
     def summary(self) -> str | None:
         return self._admission.summary(f"rank {self.rank}", "to the peer port")
@@ -153,7 +182,7 @@ def build_mesh(rank: int, size: int, addrs: list[tuple[str, int]], listener: soc
         for peer in range(rank):
             dialed[peer] = _dial(rank, peer, addrs[peer], secret, job, deadline)
     except BaseException:
-        acc.stop.set()
+        acc.cancel()
         raise
     finally:
         acceptor.join()
