@@ -40,6 +40,7 @@ import numpy as np
 
 from .._background import background
 from ._dataset import Dataset, ParseOptions
+from ._setops import unique_sorted
 
 __all__ = ["BLOCK_EXAMPLES", "Block", "Blocks", "ChainBlocks", "DatasetBlocks", "FeatureSet",
            "ShardStats", "as_blocks", "prefetch"]
@@ -155,16 +156,16 @@ class FeatureSet:
         if self.mark is not None:
             _mark(self.mark, np.asarray(indices, np.uint32))  # numpy's scatter: ~10x slower
         else:
-            self.parts.append(np.unique(indices))
+            self.parts.append(unique_sorted(np.asarray(indices, np.uint32)))
             if len(self.parts) > 16:
-                self.parts = [np.unique(np.concatenate(self.parts))]
+                self.parts = [unique_sorted(np.concatenate(self.parts))]
 
     def result(self) -> np.ndarray:
         if self.mark is not None:
             return np.flatnonzero(self.mark).astype(np.uint32)
         if not self.parts:
             return np.zeros(0, np.uint32)
-        return np.unique(np.concatenate(self.parts)).astype(np.uint32)
+        return unique_sorted(np.concatenate(self.parts)).astype(np.uint32)
 
 
 class DatasetBlocks(Blocks):
@@ -256,7 +257,7 @@ class ChainBlocks(Blocks):
 
     def features(self) -> np.ndarray:
         fs = [p.features() for p in self.parts]
-        return fs[0] if len(fs) == 1 else np.unique(np.concatenate(fs)).astype(np.uint32)
+        return fs[0] if len(fs) == 1 else unique_sorted(np.concatenate(fs)).astype(np.uint32)
 
 
 def as_blocks(data: Dataset | Blocks) -> Blocks:

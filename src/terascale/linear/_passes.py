@@ -19,6 +19,7 @@ import numpy as np
 from ..communicator import Communicator
 from ._batch import loss_grad
 from ._blocks import Block, Blocks, prefetch
+from ._setops import unique_sorted
 from ._spill import CompactBlock, Spill
 
 __all__ = ["Columns", "EarlyStop", "LabelScan", "gradient_pass", "holdout_mask",
@@ -29,8 +30,7 @@ def union_features(local: np.ndarray, comm: Communicator) -> np.ndarray:
     """The sorted hashed indices present on any worker (one allgather of the sorted sets)."""
     if comm.size == 1:
         return np.asarray(local, np.uint32)
-    return np.unique(np.concatenate(comm.allgather_object(np.asarray(local, np.uint32)))
-                     ).astype(np.uint32)
+    return unique_sorted(np.concatenate(comm.allgather_object(np.asarray(local, np.uint32))))
 
 
 class Columns:
