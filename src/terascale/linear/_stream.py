@@ -109,7 +109,7 @@ class _Scanner:
         self.parity = 0
         self.pending = b""
 
-    def consume(self, data: bytes) -> None:
+    def consume(self, data: bytes | memoryview) -> None:
         self.pos += len(data)
         a = np.frombuffer(data, np.uint8)
         if self.lines is not None:
@@ -160,6 +160,23 @@ class _Scanner:
                 return
             self.consume(data)
 
+    def _cut(self, buf: bytes, at: int | None) -> tuple[int | None, int | None]:
+        """(just past the first record end at or after ``at``, if any and ``at`` is given;
+        the last record end in ``buf``, if any). Plain text finds them with ``bytes.find``
+        and ``rfind`` (no pass over the chunk: listing every line break cost ~0.65 ms per
+        2 MiB chunk); CSV lists the breaks outside quotes."""
+        if not self.csv:
+            k = buf.find(b"\n", at) if at is not None else -1
+            r = buf.rfind(b"\n")
+            return (k + 1 if k >= 0 else None), (r if r >= 0 else None)
+        e = _ends(np.frombuffer(buf, np.uint8), self.parity, True)
+        j = None
+        if at is not None:  # the record holding position ``at`` is the last
+            k = int(np.searchsorted(e, at))
+            if k < len(e):
+                j = int(e[k]) + 1
+        return j, (int(e[-1]) if len(e) else None)
+
     def chunks(self, limit: int | None, chunk: int) -> Iterator[tuple[np.ndarray, int | None,
                                                                      int]]:
         """(chunk, line breaks before it, its position) for the records starting before
@@ -175,23 +192,18 @@ class _Scanner:
             self.pending = b""
             if not buf:
                 return
-            e = _ends(np.frombuffer(buf, np.uint8), self.parity, self.csv)
-            j = None
-            if limit is not None:  # the record holding position limit - 1 is the last
-                k = int(np.searchsorted(e, limit - 1 - self.pos))
-                if k < len(e):
-                    j = int(e[k]) + 1
+            j, end = self._cut(buf, None if limit is None else limit - 1 - self.pos)
             last = j is not None or eof
             if j is None:
                 if eof:
                     j = len(buf)
-                elif len(e) == 0:  # a record longer than the chunk: read on
+                elif end is None:  # a record longer than the chunk: read on
                     self.pending = buf
                     want *= 2
                     continue
                 else:
-                    j = int(e[-1]) + 1
-            out = buf[:j]
+                    j = end + 1
+            out = memoryview(buf)[:j]  # a view: the parser reads it in place
             yield np.frombuffer(out, np.uint8), self.lines, self.pos
             self.consume(out)
             self.pending = buf[j:]

@@ -98,11 +98,18 @@ def _is_digit(c: int) -> bool:
 @numba.njit(cache=True, inline="always")
 def _mantissa(buf: np.ndarray, i: int, e: int) -> tuple[np.float32, int, int, int]:
     """VW's mantissa loop from ``buf[i]``: digits, then ``.`` and at most 35 counted
-    decimals, in float32 as VW accumulates them; (value, next index, digits, decimals)."""
-    acc = np.float32(0.0)
+    decimals, in float32 as VW accumulates them; (value, next index, digits, decimals).
+
+    The digits are summed in an integer first: while every partial sum (plus the byte
+    VW adds before subtracting '0') stays below 2**24, each float32 step of VW's loop is
+    exact, so the float of the integer is bitwise VW's value; only longer mantissas
+    replay VW's rounding loop. (An integer multiply-add per digit instead of a chain of
+    three dependent float operations: the parser's common case.)"""
+    s = i
+    iacc = 0
     nd = 0
     while i < e and _is_digit(buf[i]):
-        acc = np.float32(np.float32(acc * np.float32(10.0)) + np.float32(buf[i])) - np.float32(48.0)
+        iacc = iacc * 10 + (buf[i] - 48)
         i += 1
         nd += 1
     num_dec = 0
@@ -110,10 +117,25 @@ def _mantissa(buf: np.ndarray, i: int, e: int) -> tuple[np.float32, int, int, in
         i += 1
         while i < e and _is_digit(buf[i]):
             if num_dec < 35:
-                acc = np.float32(acc * np.float32(10.0)) + np.float32(buf[i] - 48)
+                iacc = iacc * 10 + (buf[i] - 48)
                 num_dec += 1
             i += 1
             nd += 1
+    if nd <= 15 and iacc < 16777160:  # every partial sum + 57 (VW's '9' byte) < 2**24
+        return np.float32(iacc), i, nd, num_dec
+    acc = np.float32(0.0)  # VW's float loop, rounding at every step
+    j = s
+    while j < e and _is_digit(buf[j]):
+        acc = np.float32(np.float32(acc * np.float32(10.0)) + np.float32(buf[j])) - np.float32(48.0)
+        j += 1
+    dec = 0
+    if j < e and buf[j] == 46:
+        j += 1
+        while j < e and _is_digit(buf[j]):
+            if dec < 35:
+                acc = np.float32(acc * np.float32(10.0)) + np.float32(buf[j] - 48)
+                dec += 1
+            j += 1
     return acc, i, nd, num_dec
 
 
