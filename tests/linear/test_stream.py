@@ -381,3 +381,23 @@ def test_cli_dash_c_caches_one_pass(tmp_path):
         root = tmp_path / "terascale-cache"
         got = [e for e in os.listdir(root) if not e.startswith(".")] if root.is_dir() else []
         assert len(got) == n, (extra, got)
+
+
+def test_first_pass_keeps_the_adaptive_state_in_float32_without_losing_a_bit(tmp_path):
+    # the learner rounds every adaptive sum and normalizer to float (as VW): stored in
+    # float32 (the text pass) or float64 (every other pass), the model is the same
+    import numpy as np
+
+    from terascale.linear import synthetic, train
+    from terascale.linear._firstpass import GrowingWeights, LocalColumns
+    from terascale.linear._online import new_state
+
+    ws = GrowingWeights(LocalColumns(12), new_state(), compact=True)
+    assert ws.g2.dtype == ws.nrm.dtype == np.float32 and ws.w.dtype == np.float64
+    path = synthetic.write_click(str(tmp_path / "c.vw"), 3000, seed=4)
+    text = train(path, bits=16, cache=False, holdout=0.0)  # the text pass, compact
+    cached = train(path, bits=16, cache_dir=str(tmp_path / "c"), passes=1, holdout=0.0)
+    again = train(path, bits=16, cache_dir=str(tmp_path / "c"), passes=1, holdout=0.0)
+    assert np.array_equal(text.dense(), again.dense()) and np.array_equal(cached.dense(),
+                                                                          again.dense())
+    assert np.array_equal(text.adaptive[0], again.adaptive[0])

@@ -161,9 +161,9 @@ def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
     t_on = time.perf_counter()
     out = _out(opts, rank)
     text = TextPass(blocks, _period(opts))
-    ws = GrowingWeights(text.columns, new_state())
     every = opts.mix_every(comm.size) if comm is not None else 0
     mixer = TextMixer(comm, every, opts.power_t, text.columns) if comm and every else None
+    ws = GrowingWeights(text.columns, new_state(), compact=mixer is None)
     prog = Progress(out)
     prog.header()
     acc = online_pass(text.items(), ws, LOSSES[opts.loss], opts, opts.online_l2(0.0), True,
