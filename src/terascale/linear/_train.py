@@ -195,7 +195,10 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         union = union_features(first.text.features(), comm)
     else:
         union = union_features(blocks.features(), comm)
-    columns = Columns(union, blocks.bits)
+    # the union's lookup table (2**bits entries: 64 MiB to zero at -b 24) only where a later
+    # pass or the batch phase maps blocks to it; one pass from text never does
+    columns = (Columns(union, blocks.bits) if first is None or opts.passes > 1 or opts.batch
+               else None)
     period = _period(opts)
     st = blocks.stats()
     if first is not None:
@@ -243,6 +246,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         else:
             if p == 0:
                 prog.header()
+            assert columns is not None
             acc = online_pass(learning_blocks(blocks, columns, period), ws, kind, opts,
                               online_l2, p == 0, out, prog, predictions,
                               spill if p == 0 else None, mixer)
@@ -275,6 +279,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     normalization = None
     if opts.batch:
         t_b = time.perf_counter()
+        assert columns is not None
         w, binfo = batch_phase(blocks, columns, period, scan.train_weight, w, comm, opts,
                                kind, out, spill)
         normalization = binfo.pop("normalization", None)
