@@ -134,6 +134,13 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
             comm.close()
 
 
+def _compact(a: np.ndarray) -> np.ndarray:
+    """``a`` in float32 where that loses no bit (a learner's adaptive state always is,
+    unless it came from an average over workers), else ``a`` itself."""
+    f = a.astype(np.float32)
+    return f if np.array_equal(f, a) else a
+
+
 def _period(opts: TrainOptions) -> int:
     """Every how many examples one is held out (0: none)."""
     frac = opts.holdout_fraction
@@ -208,6 +215,8 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     else:
         scan = LabelScan(blocks, period)
         w, g2, nrm, state = initial_state(initial, union)
+    if comm.size == 1:  # nothing but the learner writes them: see GrowingWeights
+        g2, nrm = _compact(g2), _compact(nrm)
     info: dict[str, Any] = {"workers": comm.size, "features": len(union), "read_s": t_read}
     if first is not None:
         info["first_pass_s"] = first.seconds  # parsing, caching and learning, overlapped
