@@ -415,3 +415,23 @@ def test_rendezvous_through_the_store_listens_on_the_store_route_only(where: str
     assert got[0]["listening"] == [addr], got  # rank 0's rendezvous; before: ["0.0.0.0"]
     assert got[1]["listening"] == [], got
 
+
+
+def test_shutdown_joins_the_thread_that_completes_async_work() -> None:
+    # a thread still inside torch's Future.set_result while the interpreter finalizes is
+    # ended mid-call, and the unwind through torch's C++ aborts the process: shutdown (and
+    # atexit) stop and join it first
+    from terascale.torch._pg_work import Completer
+
+    class Handle:
+        def wait(self) -> int:
+            return 7
+
+    c = Completer(0)
+    assert c.add([Handle()], lambda xs: xs[0]).wait() == 7
+    thread = c._thread
+    assert thread is not None and thread.is_alive()
+    c.close()
+    assert not thread.is_alive()
+    assert c.add([Handle()], lambda xs: xs[0] + 1).wait() == 8  # a later add starts anew
+    c.close()

@@ -68,6 +68,7 @@ class TerascaleProcessGroup(dist.ProcessGroup):
         return f"TerascaleProcessGroup(rank={self._comm.rank}, size={self._comm.size})"
 
     def shutdown(self) -> None:
+        self._completer.close()
         if self._owned:
             self._comm.close()
 

@@ -5,10 +5,17 @@ own error (``PeerLost``, ``PeerTimeout``... naming rank and peer), which torch's
 future-wrapping work does not do. The asynchronous collectives return the communicator's
 handles; :class:`Completer` waits them in submission order -- the order every rank started
 them in -- from one thread, so completing them never reorders collectives across ranks.
+
+That thread is stopped and joined when the group shuts down and, at the latest, when the
+interpreter exits (``atexit``, before finalization): a thread still inside torch's
+``Future.set_result`` while the interpreter finalizes is ended mid-call by CPython, and the
+unwind through torch's C++ aborts the process ("terminate called without an active
+exception", measured: 2 runs in 25 of a 2-rank script whose rank 0 exited first).
 """
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 from collections.abc import Callable
@@ -54,6 +61,16 @@ class Completer:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._rank = rank
+        atexit.register(self.close)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the thread after the work queued so far (each item ends by its collective's
+        deadline) and join it; a later :meth:`add` starts a new one."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout)
 
     def add(self, handles: list[Any], finish: Callable[[list[Any]], Any]) -> Future[Any]:
         fut: Future[Any] = Future()
@@ -67,7 +84,10 @@ class Completer:
 
     def _loop(self) -> None:
         while True:
-            handles, finish, fut = self._queue.get()
+            item = self._queue.get()
+            if item is None:
+                return
+            handles, finish, fut = item
             try:
                 # Each handle finishes by its collective's deadline: no wait here is unbounded.
                 value = finish([h.wait() for h in handles])
