@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,15 @@ class Work(dist._Work):
         return self._fut.done()
 
 
+_LIVE: weakref.WeakSet[Completer] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for c in list(_LIVE):
+        c.close()
+
+
 def completed(value: Any) -> Work:
     """A work object that is already done, with ``value`` (the synchronous collectives)."""
     fut: Future[Any] = Future()
@@ -61,7 +71,7 @@ class Completer:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._rank = rank
-        atexit.register(self.close)
+        _LIVE.add(self)  # one atexit hook for all: a group that is gone is not kept alive
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the thread after the work queued so far (each item ends by its collective's
