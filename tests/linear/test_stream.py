@@ -401,3 +401,21 @@ def test_first_pass_keeps_the_adaptive_state_in_float32_without_losing_a_bit(tmp
     assert np.array_equal(text.dense(), again.dense()) and np.array_equal(cached.dense(),
                                                                           again.dense())
     assert np.array_equal(text.adaptive[0], again.adaptive[0])
+    # both now store float32 (one worker): the premise itself, float32 storage against
+    # float64 on the same parsed examples, learner state compared bit for bit
+    from terascale.linear import ParseOptions, read_file
+    from terascale.linear._online import online_chunk
+
+    ds = read_file(path, ParseOptions(bits=16))
+    cols = np.unique(ds.indices, return_inverse=True)[1].astype(np.uint32)
+    d = int(cols.max()) + 1
+    got = []
+    for dtype in (np.float32, np.float64):
+        w, g2, nrm = np.zeros(d), np.zeros(d, dtype), np.zeros(d, dtype)
+        st, acc = new_state(), np.zeros(8)
+        online_chunk(ds.indptr, cols, ds.values, ds.labels, ds.weights,
+                     np.zeros(len(ds), np.bool_), 0, len(ds), w, g2, nrm, st, 0, 0.5, 0.5,
+                     0.0, 0.0, acc, None)
+        got.append((w, g2.astype(np.float64), nrm.astype(np.float64), st, acc))
+    for a, b in zip(*got):
+        assert np.array_equal(a, b)
