@@ -168,7 +168,7 @@ def _compression(args: argparse.Namespace) -> list[dict[str, Any]]:
     n = max(int(v) for v in _csv(args.workers))
     lr = scale_lr(args.lr, 64 * n, 64)
     seeds = [int(v) for v in _csv(args.seeds)]
-    variants = (("full precision", {}), ("1-bit", {"hook": "onebit"}),
+    variants: tuple[tuple[str, dict[str, Any]], ...] = (("full precision", {}), ("1-bit", {"hook": "onebit"}),
                 ("half-batch", {"half_batch": True}))
     rows: list[dict[str, Any]] = []
     for seed in seeds:
