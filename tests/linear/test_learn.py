@@ -138,12 +138,54 @@ def _mix(comm):
     ws = Weights(np.array([0.0, 1.0, 0.0]), np.array([0.0, 1e6, 0.0]), np.ones(3), st)
     mixer = Mixer(comm, 10, 0.5)
     mixer.start(ws)
+    mixer.seen(np.array([0, 1, 2]) if comm.rank == 0 else np.array([0, 2, 1]))
     ws.w[:] = [0.0, 1.5, 2.0] if comm.rank == 0 else [3.0, 1.5, 2.0]
     ws.g2[:] = [0.0, 1e6 + 1, 4.0] if comm.rank == 0 else [9.0, 1e6 + 1, 4.0]
     ws.nrm[:] = [1.0, 2.0, 3.0] if comm.rank == 0 else [1.0, 1.0, 4.0]
     st[:2] += 6.0
     flags = [mixer.mix(ws, False), mixer.mix(ws, comm.rank == 0), mixer.mix(ws, True)]
     return (ws.w, ws.g2, ws.nrm, ws.state), flags
+
+
+def _sparse_and_dense(comm, sparse):
+    """Three mixes of 40 columns, each worker learning from its own random few of them
+    (some columns learned by no worker, some by one, some by several)."""
+    from terascale.linear._mixing import Mixer
+    from terascale.linear._online import new_state
+    from terascale.linear._onlinepass import Weights
+
+    rng = np.random.default_rng(7)  # the same start on every rank
+    st = new_state()
+    st[:2] = [1.0, 2.0]
+    ws = Weights(rng.normal(size=40), rng.uniform(0, 5, 40), rng.uniform(1, 2, 40), st)
+    mixer = Mixer(comm, 10, 0.5, sparse=sparse)
+    mixer.start(ws)
+    mine = np.random.default_rng(100 + comm.rank)
+    for _ in range(3):
+        cols = mine.choice(40, 6, replace=False)
+        mixer.seen(cols)
+        ws.w[cols] += mine.normal(size=6)
+        ws.g2[cols] += mine.uniform(0, 1, 6)
+        ws.nrm[cols[:2]] *= 1.5
+        st[:2] += 1.0
+        mixer.mix(ws, False)
+    return ws.w.copy(), ws.g2.copy(), ws.nrm.copy(), ws.state.copy()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_sparse_mix_equals_the_dense_one(n):
+    """A mix over the columns some worker learned from (the default) gives what the mix
+    over every column gives: bitwise with 2 workers (a sum of two is one rounding in any
+    order), to rounding with 3 (the allreduce may add them in another order)."""
+    out = {s: run_workers(_sparse_and_dense, n, args=(s,)) for s in (True, False)}
+    for r in range(n):
+        for a, b in zip(out[True][r], out[False][r]):
+            if n == 2:
+                np.testing.assert_array_equal(a, b)
+            else:
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+        for a, b in zip(out[True][r], out[True][0]):
+            np.testing.assert_array_equal(a, b)  # every rank the same
 
 
 def test_metrics_equal_sklearn():

@@ -34,7 +34,7 @@ from ..communicator import Communicator
 from ._blocks import Block, Blocks, ChainBlocks, prefetch
 from ._cache import PendingCache
 from ._dataset import ParseOptions
-from ._mixing import Mixer
+from ._mixing import Mixer, grown
 from ._onlinepass import Weights
 from ._passes import LabelScan, holdout_mask
 from ._stream import TextBlocks
@@ -154,12 +154,13 @@ class TextMixer(Mixer):
     so no mix copies the weight space."""
 
     def __init__(self, comm: Communicator, every: int, power_t: float,
-                 columns: LocalColumns) -> None:
-        super().__init__(comm, every, power_t)
+                 columns: LocalColumns, *, sparse: bool = True) -> None:
+        super().__init__(comm, every, power_t, sparse=sparse)
         self.columns = columns
         self.loc = np.zeros(0, np.int64)  # the local column of each union feature
         self.mark = np.zeros(1 << 12, np.bool_)  # local columns learned from since a mix
-        self.mixed = np.zeros(1 << 12, np.bool_)  # local columns in the union
+        self.slot = np.zeros(1 << 12, np.int64)  # a local column's union position + 1 (0: none)
+        self.touched = np.zeros(0, np.bool_)  # (sparse) union positions learned from
 
     def start(self, ws: Weights) -> None:
         z = np.zeros(0)
@@ -169,7 +170,7 @@ class TextMixer(Mixer):
         if len(cols):
             top = int(cols.max()) + 1
             if top > len(self.mark):
-                self.mark = _grown(self.mark, max(top, 2 * len(self.mark)))
+                self.mark = grown(self.mark, max(top, 2 * len(self.mark)))
             self.mark[cols] = True
 
     def mix(self, ws: Weights, done: bool) -> bool:
@@ -177,45 +178,49 @@ class TextMixer(Mixer):
         self.mark[learned] = False
         assert self._base is not None
         bw, bg, bn, bst = self._base
-        self.mixed = _grown(self.mixed, len(self.mark))
-        bn = _grown(bn, len(ws.nrm))
+        self.slot = grown(self.slot, len(self.mark))
+        bn = grown(bn, len(ws.nrm))
         index = self.columns.indices()
-        mine = index[learned[~self.mixed[learned]]]  # in local column order
+        slot = self.slot[learned]
+        mine = index[learned[slot == 0]]  # in local column order
+        old = slot[slot > 0] - 1 if self.sparse else slot[:0]
         moved = learned[ws.nrm[learned] != bn[learned]]
         st = ws.state
         gathered = self.comm.allgather_object(
-            (mine, index[moved], ws.nrm[moved], float(st[4]), float(st[5])))
+            (mine, old, index[moved], ws.nrm[moved], float(st[4]), float(st[5])))
+        n0 = len(self.loc)
         new = np.concatenate([g[0] for g in gathered])
         if len(new):  # appended: rank order, each rank's first appearances, no repeats
             _, first = np.unique(new, return_index=True)
             cols = self.columns(new[np.sort(first)]).astype(np.int64)
             self.loc = np.concatenate([self.loc, cols])
             ws.fit()
-            self.mixed = _grown(self.mixed, len(ws.w))
-            self.mixed[cols] = True
+            self.slot = grown(self.slot, len(ws.w))
+            self.slot[cols] = np.arange(n0 + 1, len(self.loc) + 1)
         n = len(ws.w)
-        bw, bg, bn = _grown(bw, n), _grown(bg, n), _grown(bn, n)
+        bw, bg, bn = grown(bw, n), grown(bg, n), grown(bn, n)
         self._base = (bw, bg, bn, bst)
         # normalizers: the maximum over the workers (each sent the ones it changed; the
         # others are the base everywhere), exact in any order
         touched = []
-        for _, idx, vals, lo, hi in gathered:
+        for _, _, idx, vals, lo, hi in gathered:
             c = self.columns(idx).astype(np.int64)  # all in the union by now
             ws.nrm[c] = np.maximum(ws.nrm[c], vals)
             touched.append(c)
             st[4], st[5] = min(st[4], lo), max(st[5], hi)
         for c in touched:
             bn[c] = ws.nrm[c]
-        return self._mix(ws, self.loc, len(self.loc), done, False)
-
-
-def _grown(a: np.ndarray, n: int) -> np.ndarray:
-    """``a`` zero-extended to at least ``n`` entries (itself if long enough)."""
-    if len(a) >= n:
-        return a
-    out = np.zeros(n, a.dtype)
-    out[:len(a)] = a
-    return out
+        if not self.sparse:
+            return self._mix(ws, self.loc, len(self.loc), done, False)
+        # the union features some worker learned from (the new ones all were), in union
+        # order on every rank; the others are the last mix everywhere
+        self.touched = grown(self.touched, len(self.loc))
+        for g in gathered:
+            self.touched[g[1]] = True
+        self.touched[n0:] = True
+        pos = np.flatnonzero(self.touched[:len(self.loc)])
+        self.touched[pos] = False
+        return self._mix(ws, self.loc[pos], len(pos), done, False)
 
 
 def _parts(blocks: Blocks) -> list[Blocks]:

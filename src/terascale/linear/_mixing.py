@@ -36,10 +36,20 @@ K = 888 end at 0.453; 4 workers at 0.467 averaging at the end, 1.40 with K = 200
 8000 / P^2 (2 workers: 2000, 4: 500); beyond 4 workers it has not been measured. The
 default is 0 (see :func:`default_every` for why).
 
-Cost. A mix is one allreduce of 3 doubles per live feature, summed in place in a buffer
-kept between mixes (plus, over the compact columns of a cached pass, one max-allreduce of
-the normalizers when one changed; the first pass over text sends only the changed ones, in
-the allgather that grows its mixed space: :class:`._firstpass.TextMixer`). Profiled at 1M
+Cost. A mix is one allreduce of 3 doubles per feature some worker learned from since the
+last mix (the others are the last mix on every rank: their changes are all zero; the
+workers' sets are joined by an allgather), summed in place in a buffer kept between mixes.
+Measured, 3M click examples from text, 2 workers, K = 10000 (151 mixes a worker, 303k
+features in the union, ~19k learned from between two mixes): 2.9-3.3 ms of CPU a mix
+against 5.5-6.3 ms over every feature, the same model bitwise; the wall time a mix takes is
+still mostly one worker waiting for the other (0.9-2.7 s over the 151 mixes on the 2-core
+host). Where the L1/L2 shrinkage is lazy (``--l1``, ``--l2``) every weight changes between
+mixes, and the mix is over every feature.
+
+A mix also carries, over the compact columns of a cached pass, one max-allreduce of the
+normalizers when one changed; the first pass over text sends only the changed ones, in
+the allgather that grows its mixed space (:class:`._firstpass.TextMixer`). The figures
+that follow predate the sparse mix (every feature of the union in every mix). Profiled at 1M
 click examples from text, 2 workers, K = 2000 (162k live features, 3.9 MB a mix, 251 mixes
 a worker; timestamps around each step on both workers, CPU time of the learner's thread,
 on the 2-core host with other jobs running), a mix took 45 ms of wall time and 19.5 ms of
@@ -76,7 +86,7 @@ from ._online import sync_weights
 if TYPE_CHECKING:
     from ._onlinepass import Weights
 
-__all__ = ["Mixer", "compile_kernels", "default_every"]
+__all__ = ["Mixer", "compile_kernels", "default_every", "grown"]
 
 def default_every(workers: int) -> int:
     """Examples per worker between mixes by default: 0, averaging at the end of a pass only
@@ -109,7 +119,14 @@ def default_every(workers: int) -> int:
     end instead of VW's weighted average. So 0 stays the default until the drift is gone;
     set K where accuracy matters more: 2 workers 10000 (or 5000 for a margin), more workers
     8000 / P^2 (3: 888, 4: 500), where mixing was measured stable (a K that suits 2 workers
-    over-shoots with 4: K = 2000 diverged)."""
+    over-shoots with 4: K = 2000 diverged).
+
+    Nor is the mix's accuracy monotone in K. Measured 2026-12-02 (same command, test
+    logloss; one learner 0.43343 at 1M, 0.43021 at 3M): 1M K = 10000 0.43441, 20000
+    0.44583, 50000 0.43435, 100000 0.43577; 3M K = 10000 0.43033, 20000 0.43017, 50000
+    0.43451, 100000 0.43106. A sum of changes made against a model K examples old can
+    over-shoot at any K, and a default that is right at one size of one data set can be
+    worse than the end-of-pass average at another."""
     del workers  # (the table above is for 2 workers; with more, see the module's tuning)
     return 0
 
@@ -169,11 +186,14 @@ _IDENTITY = np.zeros(0, np.int64)  # ``at`` of a mix over every column, in colum
 class Mixer:
     """Mixes the workers' online learners every ``every`` examples (see the module)."""
 
-    def __init__(self, comm: Communicator, every: int, power_t: float) -> None:
+    def __init__(self, comm: Communicator, every: int, power_t: float, *,
+                 sparse: bool = True) -> None:
         self.comm = comm
         self.every = every
         self.q = 1.0 - power_t
+        self.sparse = sparse
         self.mixes = 0
+        self.mark = np.zeros(0, np.bool_)  # (sparse) columns learned from since the last mix
         self._base: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         # the mix's buffer, reused (reduced in place): a fresh one each mix cost its page
         # faults, ~1 ms of system time per MB
@@ -186,14 +206,27 @@ class Mixer:
     def start(self, ws: Weights) -> None:
         """Record the common starting point of a pass (every rank holds the same model)."""
         self._base = (ws.w.copy(), ws.g2.copy(), ws.nrm.copy(), ws.state.copy())
+        self.mark = np.zeros(len(ws.w), np.bool_)
 
     def seen(self, cols: np.ndarray) -> None:
-        """The columns of the examples just learned (used where columns are per worker)."""
+        """The columns of the examples just learned (every chunk the learner runs)."""
+        if self.sparse and len(cols):
+            top = int(cols.max()) + 1
+            if top > len(self.mark):
+                self.mark = grown(self.mark, max(top, 2 * len(self.mark)))
+            self.mark[cols] = True
 
     def mix(self, ws: Weights, done: bool) -> bool:
         """One mix (a collective: every rank calls it alike); returns whether every worker
         has run out of examples. The learner's arrays are updated in place."""
-        return self._mix(ws, _IDENTITY, len(ws.w), done, True)
+        if not self.sparse:
+            return self._mix(ws, _IDENTITY, len(ws.w), done, True)
+        # the columns some worker learned from: the others are the last mix everywhere
+        for cols in self.comm.allgather_object(np.flatnonzero(self.mark)):
+            self.mark[cols] = True
+        at = np.flatnonzero(self.mark)
+        self.mark[at] = False
+        return self._mix(ws, at, len(at), done, True)
 
     def _buffer(self, n: int) -> np.ndarray:
         if len(self._buf) < n:
@@ -219,12 +252,13 @@ class Mixer:
         _unpack(tot, at, d, self.q, w, g2, bw, bg)  # bw, bg: now the mix
         state[:2] = bst[:2] + tot[3 * d:3 * d + 2]
         everyone = bool(tot[3 * d + 2] >= self.comm.size)
-        if tot[3 * d + 3] > 0:  # (the identity layout: the mix is over every column)
-            mx = self.comm.allreduce(np.concatenate([nrm[:d], [-state[4], state[5]]]),
+        if tot[3 * d + 3] > 0:
+            cols = at if len(at) else slice(0, d)
+            mx = self.comm.allreduce(np.concatenate([nrm[cols], [-state[4], state[5]]]),
                                      op="max")
-            nrm[:d] = mx[:d]
+            nrm[cols] = mx[:d]
             state[4], state[5] = -mx[d], mx[d + 1]
-            bn[:d] = nrm[:d]
+            bn[cols] = nrm[cols]
         _multiplier(state, 1.0 - self.q)
         bst[:] = state
         return everyone
@@ -244,6 +278,15 @@ def compile_kernels() -> None:
         buf = np.zeros(12)
         _pack(z, z, z, z, z, z, at, 2, 0.5, buf, True)
         _unpack(buf, at, 2, 0.5, z, z, z, z)
+
+
+def grown(a: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
+    """``a`` extended with ``fill`` to at least ``n`` entries (itself if long enough)."""
+    if len(a) >= n:
+        return a
+    out = np.full(n, fill, a.dtype)
+    out[:len(a)] = a
+    return out
 
 
 def _multiplier(state: np.ndarray, power_t: float) -> None:

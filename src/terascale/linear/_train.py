@@ -169,11 +169,13 @@ def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
     out = _out(opts, rank)
     text = TextPass(blocks, _period(opts))
     every = opts.mix_every(comm.size) if comm is not None else 0
-    mixer = TextMixer(comm, every, opts.power_t, text.columns) if comm and every else None
+    l2 = opts.online_l2(0.0)
+    mixer = (TextMixer(comm, every, opts.power_t, text.columns, sparse=not (opts.l1 or l2))
+             if comm and every else None)
     ws = GrowingWeights(text.columns, new_state(), compact=mixer is None)
     prog = Progress(out)
     prog.header()
-    acc = online_pass(text.items(), ws, LOSSES[opts.loss], opts, opts.online_l2(0.0), True,
+    acc = online_pass(text.items(), ws, LOSSES[opts.loss], opts, l2, True,
                       out, prog, predictions, mixer=mixer)
     return _First(text, ws, acc, prog, t_on, time.perf_counter() - t_on,
                   mixer.mixes if mixer is not None else None)
@@ -246,7 +248,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     every = opts.mix_every(comm.size)
     for p in range(opts.passes):
         # (a first pass that ran before the job was joined is averaged at its end)
-        mixer = (Mixer(comm, every, opts.power_t)
+        mixer = (Mixer(comm, every, opts.power_t, sparse=not (opts.l1 or online_l2))
                  if every > 0 and not (p == 0 and first is not None) else None)
         if p == 0 and first is not None:
             acc = first.acc
