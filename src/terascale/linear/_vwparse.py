@@ -35,8 +35,8 @@ ERRORS = {
 }
 
 
-_SEP = np.zeros(256, np.bool_)  # what ends a feature token: space, tab, CR, '|'
-_SEP[[32, 9, 13, 124]] = True
+_SEP = np.zeros(256, np.bool_)  # what ends a feature token: space, tab, CR, '|', LF
+_SEP[[32, 9, 13, 124, 10]] = True
 
 
 @numba.njit(cache=True, inline="always")
@@ -54,27 +54,32 @@ def _grow_i(a: np.ndarray, need: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _features(buf: np.ndarray, bar: int, le: int, mask: int, ignore: np.ndarray,
+def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
               indices: np.ndarray, values: np.ndarray, nsch: np.ndarray,
-              nnz: int) -> tuple[int, int]:
-    """The features of one line's ``buf[bar:le]`` appended at ``nnz`` (the arrays have room
-    for every token of the line); returns (new nnz, error code or 0)."""
+              nnz: int) -> tuple[int, int, int]:
+    """The features of the line whose first '|' is ``buf[bar]``, appended at ``nnz``, up to
+    its line break (or ``n``); returns (new nnz, error code or 0, where it stopped: the line
+    break, ``n``, or the token in error). Error -1: the arrays are full (the caller grows
+    them and parses the line again)."""
     err = 0
     i = bar
+    cap = len(indices)
     ns_hash: int | np.int64 = 0  # hashstring_nb gives an int64
     ns_c = 32
     scale = np.float32(1.0)
-    while i < le and err == 0:
+    while i < n and err == 0:
         c = buf[i]
+        if c == 10:
+            break
         if c == 124:  # new namespace
             i += 1
-            if i >= le or _is_space(buf[i]) or buf[i] == 124:
+            if i >= n or _SEP[buf[i]]:
                 ns_hash = 0
                 ns_c = 32
                 scale = np.float32(1.0)
                 continue
             ts = i
-            while i < le and not _is_space(buf[i]) and buf[i] != 124:
+            while i < n and not _SEP[buf[i]]:
                 i += 1
             te = i
             colon = ts
@@ -94,7 +99,7 @@ def _features(buf: np.ndarray, bar: int, le: int, mask: int, ignore: np.ndarray,
             continue
         ts = i
         colon = ts - 1  # the last ':' of the token, found on the way (one pass per token)
-        while i < le:
+        while i < n:
             c = buf[i]
             if _SEP[c]:
                 break
@@ -113,6 +118,9 @@ def _features(buf: np.ndarray, bar: int, le: int, mask: int, ignore: np.ndarray,
         v32 = scale * np.float32(fv)  # VW: namespace scale times value, in float
         if v32 == 0.0 or ignore[ns_c]:
             continue
+        if nnz == cap:
+            err = -1
+            break
         c0 = buf[ts]  # VW's digit rule needs every byte a digit: most names fail at once
         if c0 < 48 or c0 > 57:
             h = murmur3_32_nb(buf, ts, name_e, ns_hash)
@@ -122,7 +130,7 @@ def _features(buf: np.ndarray, bar: int, le: int, mask: int, ignore: np.ndarray,
         values[nnz] = v32
         nsch[nnz] = ns_c
         nnz += 1
-    return nnz, err
+    return nnz, err, i
 
 
 @numba.njit(cache=True, nogil=True)
@@ -137,7 +145,9 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
     (a namespace that comes back later in the line joins its first group), the constant,
     then the interactions."""
     n = len(buf)
-    cap = n // 3 + 16
+    # about what click-style text fills (a feature per ~6 bytes), grown where a line needs
+    # more: the used part is then returned as a view, not copied (see the end)
+    cap = n // 5 + 16
     indices = np.empty(cap, np.uint32)
     values = np.empty(cap, np.float32)
     nsch = np.empty(cap, np.uint8)
@@ -166,22 +176,21 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
     while pos < n:
         line += 1
         ls = pos
-        le = ls
-        while le < n and buf[le] != 10:
-            le += 1
-        pos = le + 1
-        # blank line?
-        k = ls
-        while k < le and _is_space(buf[k]):
-            k += 1
-        if k == le:
-            continue
-        err = 0
+        # the label section: up to the first '|' (or the line's end: blank, or an error);
+        # the features' loop finds the line's end, so each line is read once
         bar = ls
-        while bar < le and buf[bar] != 124:
+        while bar < n and buf[bar] != 124 and buf[bar] != 10:
             bar += 1
-        if bar == le:
+        if bar == n or buf[bar] == 10:
+            k = ls
+            while k < bar and _is_space(buf[k]):
+                k += 1
+            pos = bar + 1
+            if k == bar:
+                continue  # a blank line
             err = 1
+        else:
+            err = 0
         label = np.nan
         weight = 1.0
         base = 0.0
@@ -227,16 +236,25 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                 err = 7
         ex_start = nnz
         if err == 0:
-            # Room for every feature the line can hold (a feature is at least one byte and a
-            # separator), reserved once per line, so that the token loop runs in a function
-            # whose arrays never change: growing them inside the loop made numba reload
-            # them on every token (~3x slower on click-style data).
-            room = nnz + (le - bar) // 2 + 2
-            if room > len(indices):
-                indices = _grow_i(indices, room)
-                values = _grow_i(values, room)
-                nsch = _grow_i(nsch, room)
-            nnz, err = _features(buf, bar, le, mask, ignore, indices, values, nsch, nnz)
+            # the token loop runs in a function whose arrays never change (growing them
+            # inside the loop made numba reload them on every token, ~3x slower on
+            # click-style data): when they are full it stops, and the line is parsed again
+            # into arrays twice the size
+            while True:
+                nnz, err, stop = _features(buf, bar, n, mask, ignore, indices, values, nsch,
+                                           ex_start)
+                if err != -1:
+                    break
+                indices = _grow_i(indices, 2 * len(indices))
+                values = _grow_i(values, 2 * len(values))
+                nsch = _grow_i(nsch, 2 * len(nsch))
+            while stop < n and buf[stop] != 10:  # (only where an error stopped it)
+                stop += 1
+            pos = stop + 1
+        elif bar < n and buf[bar] != 10:  # an error in the label section: skip the line
+            while bar < n and buf[bar] != 10:
+                bar += 1
+            pos = bar + 1
         if err != 0:
             if skip_bad:
                 skipped += 1
@@ -324,8 +342,13 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
         nex += 1
         indptr[nex] = nnz
         tag_ptr[nex] = ntag
-    # copies of the used parts: the buffers are sized for the worst case (~4x what click
-    # data fills), and a view would keep all of it alive for every block in flight
-    return (indptr[:nex + 1].copy(), indices[:nnz].copy(), values[:nnz].copy(),
-            labels[:nex].copy(), weights[:nex].copy(), tag_ptr[:nex + 1].copy(),
-            tag_blob[:ntag].copy(), skipped, 0, line)
+    # the features' arrays as views where at least half is used (copying them cost 12% of
+    # the parse on click data), else copies: a view keeps all of its buffer alive for every
+    # block in flight; the per-example arrays are sized for the shortest lines: copies
+    if 2 * nnz >= len(indices):
+        indices, values = indices[:nnz], values[:nnz]
+    else:
+        indices, values = indices[:nnz].copy(), values[:nnz].copy()
+    return (indptr[:nex + 1].copy(), indices, values, labels[:nex].copy(),
+            weights[:nex].copy(), tag_ptr[:nex + 1].copy(), tag_blob[:ntag].copy(),
+            skipped, 0, line)
