@@ -47,7 +47,8 @@ ALLOWED: dict[tuple[str, str], str] = {
 # The layers of ARCHITECTURE.md: a module imports only from its own layer or below.
 LAYERS: dict[str, int] = {
     **dict.fromkeys(["_errors", "_units", "_env", "_secret", "_arrays", "_async", "_auth", "_timeline",
-                     "_files", "_bind", "_admission", "_shmcore", "_background"], 0),
+                     "_files", "_bind", "_admission", "_shmcore", "_background",
+                     "_malloc"], 0),
     "transport": 1,
     "rendezvous": 2, "collectives": 2,
     **dict.fromkeys(["communicator", "_comm_core", "_comm_objects", "_init", "_checkpoint",

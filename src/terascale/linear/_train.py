@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, TextIO
 import numpy as np
 
 from .._errors import ConfigError, DataError
+from .._malloc import keep_freed_memory
 from ..communicator import Communicator
 from ._average import average_weights
 from ._batchphase import batch_phase, new_spill
@@ -100,6 +101,7 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
                 raise ConfigError(f"{opt(k, options[k])}: {what} with {opt(k, v)}")
             options[k] = v
     opts = TrainOptions(**options)
+    keep_freed_memory()  # the blocks' arrays are reused, not mapped afresh (_malloc)
     t0 = time.perf_counter()
     rank, size = (comm.rank, comm.size) if comm is not None else job_rank()
     batch, warm = bool(opts.batch), initial is not None
