@@ -81,6 +81,23 @@ def test_vw_empty_namespace_zero_values_repeats_and_blank_lines():
     assert ds.n_features == (1 + 1) + (2 + 1) + 1  # features + constant per example
 
 
+def test_vw_features_come_out_grouped_by_namespace_character():
+    """VW's order: a namespace character's features together, in order of its first
+    appearance, whether its namespace comes back later in the line or another namespace
+    shares its first letter (the parser keeps the parsed order only where it is that)."""
+    h = hash_space
+    ds = parse_lines(["1 |a x |b y |a z", "1 |ab p |b q |ac r", "1 | d |a e | f",
+                      "1 |a x |a y |b z"], bits=18)
+    assert row(ds, 0)[0] == [hash_feature(f, h(ns), 18) for ns, f in
+                             (("a", "x"), ("a", "z"), ("b", "y"))]
+    assert row(ds, 1)[0] == [hash_feature(f, h(ns), 18) for ns, f in
+                             (("ab", "p"), ("ac", "r"), ("b", "q"))]
+    assert row(ds, 2)[0] == [hash_feature("d", 0, 18), hash_feature("f", 0, 18),
+                             hash_feature("e", h("a"), 18)]
+    assert row(ds, 3)[0] == [hash_feature(f, h(ns), 18) for ns, f in
+                             (("a", "x"), ("a", "y"), ("b", "z"))]
+
+
 def test_vw_quadratic_crosses():
     ds = parse_lines(["1 |a x y |b z"], bits=18, quadratic=["ab"])
     ha, hb = hash_space("a"), hash_space("b")

@@ -56,12 +56,14 @@ def _grow_i(a: np.ndarray, need: int) -> np.ndarray:
 @numba.njit(cache=True, nogil=True)
 def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
               indices: np.ndarray, values: np.ndarray, nsch: np.ndarray,
-              nnz: int) -> tuple[int, int, int]:
+              nnz: int, opened: np.ndarray, stamp: int) -> tuple[int, int, int, bool]:
     """The features of the line whose first '|' is ``buf[bar]``, appended at ``nnz``, up to
     its line break (or ``n``); returns (new nnz, error code or 0, where it stopped: the line
-    break, ``n``, or the token in error). Error -1: the arrays are full (the caller grows
-    them and parses the line again)."""
+    break, ``n``, or the token in error, whether each namespace character's features form
+    one run). Error -1: the arrays are full (the caller grows them and parses the line
+    again). ``opened[c] == stamp``: namespace character c was opened on this line."""
     err = 0
+    runs = True
     i = bar
     cap = len(indices)
     ns_hash: int | np.int64 = 0  # hashstring_nb gives an int64
@@ -75,7 +77,10 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
             i += 1
             if i >= n or _SEP[buf[i]]:
                 ns_hash = 0
+                if opened[32] == stamp and ns_c != 32:
+                    runs = False
                 ns_c = 32
+                opened[32] = stamp
                 scale = np.float32(1.0)
                 continue
             ts = i
@@ -92,7 +97,10 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
                 if not ok:
                     err = 5
             ns_hash = hashstring_nb(buf, ts, colon, 0)
+            if opened[buf[ts]] == stamp and buf[ts] != ns_c:
+                runs = False  # a namespace character opened again after another one
             ns_c = buf[ts]
+            opened[ns_c] = stamp
             continue
         if _is_space(c):
             i += 1
@@ -130,7 +138,86 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
         values[nnz] = v32
         nsch[nnz] = ns_c
         nnz += 1
-    return nnz, err, i
+    return nnz, err, i, runs
+
+
+@numba.njit(cache=True, nogil=True)
+def _grouped(nsch: np.ndarray, indices: np.ndarray, values: np.ndarray, ex_start: int,
+             nnz: int, ignore_linear: np.ndarray, table: np.ndarray, constant: bool,
+             const_idx: int, mask: int, gidx: np.ndarray, gval: np.ndarray,
+             gstart: np.ndarray, gend: np.ndarray, cnt: np.ndarray,
+             order: np.ndarray):  # noqa: ANN202
+    """One example's features ``[ex_start, nnz)`` in VW's order, then the constant and the
+    interactions; returns (nnz, indices, values, nsch, gidx, gval), the arrays grown where
+    needed. (The parser's path where a namespace character comes back later in a line,
+    interactions are built or ``--ignore_linear`` drops some.)"""
+    # group by namespace character, in order of first appearance (VW's ec.indices);
+    # where every namespace's features already form one run (click data, most VW
+    # files) and none is --ignore_linear, the grouped order is the parsed order and
+    # the features stay where they are: only their spans are recorded
+    m = nnz - ex_start
+    no = 0
+    runs = True
+    prev = -1
+    for k in range(ex_start, nnz):
+        c = nsch[k]
+        if cnt[c] == 0:
+            order[no] = c
+            no += 1
+        elif c != prev:
+            runs = False
+        cnt[c] += 1
+        prev = c
+    for q in range(no):
+        if ignore_linear[order[q]]:
+            runs = False
+    off = 0
+    for q in range(no):
+        c = order[q]
+        gstart[c] = off
+        gend[c] = off + cnt[c] if runs else off
+        off += cnt[c]
+    if not runs:
+        if m > len(gidx):
+            gidx = np.empty(2 * m, np.uint32)
+            gval = np.empty(2 * m, np.float32)
+        for k in range(ex_start, nnz):
+            c = nsch[k]
+            gidx[gend[c]] = indices[k]
+            gval[gend[c]] = values[k]
+            gend[c] += 1
+        nnz = ex_start
+        for q in range(no):
+            c = order[q]
+            if ignore_linear[c]:
+                continue
+            for k in range(gstart[c], gend[c]):
+                indices[nnz] = gidx[k]
+                values[nnz] = gval[k]
+                nnz += 1
+    extra = 1 + count_interactions(table, gstart, gend)
+    if nnz + extra > len(indices):
+        indices = _grow_i(indices, nnz + extra)
+        values = _grow_i(values, nnz + extra)
+        nsch = _grow_i(nsch, nnz + extra)
+    if constant:
+        indices[nnz] = const_idx
+        values[nnz] = 1.0
+        nnz += 1
+    if table.shape[0] > 0:  # the grouped features: in gidx/gval, or still in place
+        if runs:
+            nnz = emit_interactions(table, gstart, gend, indices[ex_start:ex_start + m],
+                                    values[ex_start:ex_start + m], mask, indices, values,
+                                    nnz)
+        else:
+            nnz = emit_interactions(table, gstart, gend, gidx, gval, mask, indices,
+                                    values, nnz)
+    for q in range(no):
+        c = order[q]
+        cnt[c] = 0
+        gstart[c] = 0
+        gend[c] = 0
+    return nnz, indices, values, nsch, gidx, gval
 
 
 @numba.njit(cache=True, nogil=True)
@@ -173,6 +260,9 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
     line = -1
     pos = 0
     const_idx = CONSTANT_HASH & mask
+    opened = np.zeros(256, np.int64)  # the line (+1) on which a namespace character opened
+    plain = table.shape[0] == 0 and not ignore_linear.any()
+    runs = True
     while pos < n:
         line += 1
         ls = pos
@@ -241,8 +331,8 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
             # click-style data): when they are full it stops, and the line is parsed again
             # into arrays twice the size
             while True:
-                nnz, err, stop = _features(buf, bar, n, mask, ignore, indices, values, nsch,
-                                           ex_start)
+                nnz, err, stop, runs = _features(buf, bar, n, mask, ignore, indices, values,
+                                                 nsch, ex_start, opened, line + 1)
                 if err != -1:
                     break
                 indices = _grow_i(indices, 2 * len(indices))
@@ -262,72 +352,19 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                 continue
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], weights[:nex],
                     tag_ptr[:nex + 1], tag_blob[:ntag], skipped, err, line)
-        # group by namespace character, in order of first appearance (VW's ec.indices);
-        # where every namespace's features already form one run (click data, most VW
-        # files) and none is --ignore_linear, the grouped order is the parsed order and
-        # the features stay where they are: only their spans are recorded
-        m = nnz - ex_start
-        no = 0
-        runs = True
-        prev = -1
-        for k in range(ex_start, nnz):
-            c = nsch[k]
-            if cnt[c] == 0:
-                order[no] = c
-                no += 1
-            elif c != prev:
-                runs = False
-            cnt[c] += 1
-            prev = c
-        for q in range(no):
-            if ignore_linear[order[q]]:
-                runs = False
-        off = 0
-        for q in range(no):
-            c = order[q]
-            gstart[c] = off
-            gend[c] = off + cnt[c] if runs else off
-            off += cnt[c]
-        if not runs:
-            if m > len(gidx):
-                gidx = np.empty(2 * m, np.uint32)
-                gval = np.empty(2 * m, np.float32)
-            for k in range(ex_start, nnz):
-                c = nsch[k]
-                gidx[gend[c]] = indices[k]
-                gval[gend[c]] = values[k]
-                gend[c] += 1
-            nnz = ex_start
-            for q in range(no):
-                c = order[q]
-                if ignore_linear[c]:
-                    continue
-                for k in range(gstart[c], gend[c]):
-                    indices[nnz] = gidx[k]
-                    values[nnz] = gval[k]
-                    nnz += 1
-        extra = 1 + count_interactions(table, gstart, gend)
-        if nnz + extra > len(indices):
-            indices = _grow_i(indices, nnz + extra)
-            values = _grow_i(values, nnz + extra)
-            nsch = _grow_i(nsch, nnz + extra)
-        if constant:
-            indices[nnz] = const_idx
-            values[nnz] = 1.0
-            nnz += 1
-        if table.shape[0] > 0:  # the grouped features: in gidx/gval, or still in place
-            if runs:
-                nnz = emit_interactions(table, gstart, gend, indices[ex_start:ex_start + m],
-                                        values[ex_start:ex_start + m], mask, indices, values,
-                                        nnz)
-            else:
-                nnz = emit_interactions(table, gstart, gend, gidx, gval, mask, indices,
-                                        values, nnz)
-        for q in range(no):
-            c = order[q]
-            cnt[c] = 0
-            gstart[c] = 0
-            gend[c] = 0
+        if runs and plain:  # the parsed order is VW's: no grouping, no interactions
+            if constant:
+                if nnz == len(indices):
+                    indices = _grow_i(indices, nnz + 1)
+                    values = _grow_i(values, nnz + 1)
+                    nsch = _grow_i(nsch, nnz + 1)
+                indices[nnz] = const_idx
+                values[nnz] = 1.0
+                nnz += 1
+        else:
+            nnz, indices, values, nsch, gidx, gval = _grouped(
+                nsch, indices, values, ex_start, nnz, ignore_linear, table, constant,
+                const_idx, mask, gidx, gval, gstart, gend, cnt, order)
         if nex + 1 >= len(labels):
             labels = _grow_i(labels, nex + 2)
             weights = _grow_i(weights, nex + 2)
