@@ -1,9 +1,10 @@
 """Build script for the optional compiled core (everything else is in pyproject.toml).
 
-``terascale._shmcore`` is plain C against the CPython API: gcc (or any C compiler) builds it
-during ``pip install``. It is optional: where it cannot be built, the install still succeeds
-and the shared-memory transport runs its pure-Python path (``TERASCALE_NO_CEXT=1`` selects
-that path at run time too).
+``terascale._shmcore`` (the shared-memory transport's per-call work) and
+``terascale.linear._vwfast`` (the common case of VW text) are plain C against the CPython
+API: gcc (or any C compiler) builds them during ``pip install``. Both are optional: where they cannot be built, the install still
+succeeds, the shared-memory transport runs its pure-Python path and VW text is parsed by
+the numba parser alone (``TERASCALE_NO_CEXT=1`` selects those paths at run time too).
 """
 
 from setuptools import Extension, setup
@@ -17,6 +18,13 @@ setup(
             # No -ffast-math: folds must give IEEE results, the same bits as numpy's.
             extra_compile_args=["-O3", "-std=gnu11", "-fno-strict-aliasing"],
             optional=True,
-        )
+        ),
+        Extension(
+            "terascale.linear._vwfast",
+            ["src/terascale/linear/_vwfast.c"],
+            # VW's float loop rounds every operation: no fused multiply-add
+            extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off"],
+            optional=True,
+        ),
     ],
 )

@@ -21,7 +21,8 @@ from .._errors import ConfigError, DataError
 from ._dataset import Dataset, ParseOptions
 from ._hashing import CONSTANT_HASH, hash_feature, hash_space
 from ._names import opt
-from ._vwparse import ERRORS, parse_float, parse_vw_bytes
+from ._vwparse import ERRORS, parse_float
+from ._vwtext_fast import parse_vw
 
 __all__ = ["parse_bytes", "parse_lines", "parse_text", "read_file", "shard_files"]
 
@@ -211,7 +212,7 @@ def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str,
                first_line: int | Callable[[], int]) -> Dataset:
     if opts.format == "vw":
         (indptr, indices, values, labels, weights, tag_ptr, tag_blob, skipped, err,
-         line) = parse_vw_bytes(buf, opts.mask, opts.interaction_table(), opts.constant,
+         line) = parse_vw(buf, opts.mask, opts.interaction_table(), opts.constant,
                                 opts.skip_bad, *opts.namespace_flags())
         msgs = ERRORS
     else:

@@ -20,6 +20,8 @@ from types import ModuleType
 
 import numpy as np
 
+from .._cext import disabled
+
 __all__ = ["ABI", "KINDS", "OPS", "attach_disabled", "disabled", "load"]
 
 # dtype -> the core's element code; dtypes not listed (float16, complex, bool) fold in numpy.
@@ -27,11 +29,6 @@ KINDS = {np.dtype(t): k for k, t in enumerate((
     np.float32, np.float64, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
     np.int64, np.uint64))}
 OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3}
-
-
-def disabled() -> bool:
-    """``TERASCALE_NO_CEXT`` set (to anything but 0): use the pure-Python path."""
-    return os.environ.get("TERASCALE_NO_CEXT", "0") not in ("", "0")
 
 
 # The calling convention this Python code speaks to the core (its ``ABI`` constant): a

@@ -1,0 +1,101 @@
+"""The compiled VW text parser (``_vwfast.c``) gives the numba parser's output bit for bit,
+and hands every buffer it does not read in full to the numba parser."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+
+import numpy as np
+import pytest
+from _linear_data import vw_lines
+
+from terascale.linear._interactions import interaction_table
+from terascale.linear._vwparse import parse_vw_bytes
+from terascale.linear._vwtext_fast import _FAST, parse_vw
+
+built = pytest.mark.skipif(_FAST is None, reason="terascale.linear._vwfast was not built")
+
+
+def test_the_compiled_parser_is_built_in_ci():
+    """CI builds the package from source: a broken C build must fail here, not fall back."""
+    if os.environ.get("CI") != "true":
+        pytest.skip("only asserted in CI (CI=true)")
+    assert _FAST is not None, "terascale.linear._vwfast did not build (see setup.py)"
+
+NO = np.zeros(256, np.bool_)
+PLAIN = interaction_table([])
+MASK = (1 << 18) - 1
+
+
+def _status(buf: np.ndarray) -> int:
+    n = len(buf)
+    ncap, cap = n // 8 + 16, n // 5 + 16
+    return _FAST.parse(buf, MASK, True, np.empty(ncap + 1, np.int64), np.empty(cap, np.uint32),
+                       np.empty(cap, np.float32), np.empty(ncap, np.float32),
+                       np.empty(ncap, np.float32))[0]
+
+
+def _bits(a: object) -> object:
+    if isinstance(a, np.ndarray):
+        return (a.dtype.str, a.view(np.uint8).tobytes() if a.dtype.kind == "f" else a.tobytes())
+    return a
+
+
+def _same(text: str, skip_bad: bool = False) -> int:
+    buf = np.frombuffer(text.encode(), np.uint8)
+    ref = parse_vw_bytes(buf, MASK, PLAIN, True, skip_bad, NO, NO)
+    got = parse_vw(buf, MASK, PLAIN, True, skip_bad, NO, NO)
+    n = 8 if ref[8] else 9  # (err_line is where the numba parser stopped: past an error only)
+    assert [_bits(a) for a in got[:n]] == [_bits(a) for a in ref[:n]]
+    return _status(buf)
+
+
+@built
+def test_click_style_lines_are_read_in_c_to_the_same_bits():
+    tagged = "\n".join(vw_lines(3000, seed=3)) + "\n"
+    assert _same(tagged) == 1  # tags: the numba parser's
+    assert _same(re.sub(r" '[^|]*\|", " |", tagged)) == 0
+    click = ("1 |u u31 |a a1 |s s2 |t t76 t243 t26 t0 |n price:1727.6921 age:35 ctr:0.0385 "
+             "dwell:197.6248 dist:28.9913\n-1 |u u0 |a a2 |t t5 t0 t0 |n price:2.4534 "
+             "ctr:0.0032 zero:0 neg:-3.25 long:0.12345678901234567890123456789012345678\n"
+             "\n  \r\n0.5 2 | plain 12 007 :5\n|a unlabelled\n")
+    assert _same(click) == 0
+
+
+@built
+@pytest.mark.parametrize("text", [
+    "1 |a x:1e4\n", "1 |a x:+1\n", "1 'tag |a x\n", "1|a x\n", "1 |a:2 x\n",
+    "1 |a x |b y |a z\n", "1 2 3 |a x\n", "1 -2 |a x\n", "junk\n", "1 |a x:\n",
+    "1 |a x:1.2.3\n", "1 |a x:" + "9" * 41 + "\n"])
+def test_what_c_does_not_read_goes_to_numba(text):
+    for skip in (False, True):
+        assert _same(text, skip) == 1
+
+
+@built
+def test_random_buffers_give_the_same_bits():
+    rng = random.Random(1)
+    nums = ["1", "-1", "0", "0.5", "-0", "-0.0", "1727.6921", "16777159", "16777161",
+            "123456789012345", "1234567890123456", "0.000001", ".5", "5.", "-.5", "00012",
+            "0." + "1" * 40, "12345678.123456789", "1e4", "+1", "1.2.3"]
+    names = ["a", "b", "12", "007", "x_y", "é", ":", "", "t243"]
+    spaces = ["|", "|a", "|ab", "|b", "|12", "|n", "| ", "|a:2"]
+    used = 0
+    for _ in range(1500):
+        lines = []
+        for _ in range(rng.randint(0, 6)):
+            line = " ".join(rng.choice(nums) for _ in range(rng.randint(0, 2)))
+            for _ in range(rng.randint(0, 3)):
+                line += rng.choice([" ", "", "\t"]) + rng.choice(spaces)
+                for _ in range(rng.randint(0, 4)):
+                    f = rng.choice(names)
+                    if rng.random() < 0.6:
+                        f += ":" + rng.choice(nums)
+                    line += rng.choice([" ", "  ", "\t", " \r "]) + f
+            lines.append(line)
+        text = "\n".join(lines) + rng.choice(["", "\n", "\r\n"])
+        for skip in (False, True):
+            used += _same(text, skip) == 0
+    assert used > 300  # the C path was taken, not only the fallback
