@@ -39,12 +39,20 @@ class Columns:
     10^6 live features that is 10-1000x fewer bytes on the wire, with the same result. Up
     to 2**26 bits a lookup table (uint32, 256 MiB at most) is faster than a binary search."""
 
-    def __init__(self, union: np.ndarray, bits: int) -> None:
+    def __init__(self, union: np.ndarray, bits: int, order: np.ndarray | None = None) -> None:
+        """``order``: column c is the union's feature ``order[c]`` (:mod:`._layout`);
+        None: column j is the union's feature j."""
         self.union = union
+        self.order = order
         self.pos: np.ndarray | None = None
+        self._inv: np.ndarray | None = None
+        if order is not None:
+            self._inv = np.empty(len(union), np.uint32)
+            self._inv[order] = np.arange(len(union), dtype=np.uint32)
         if bits <= 26:
             self.pos = np.zeros(1 << bits, np.uint32)
-            self.pos[union] = np.arange(len(union), dtype=np.uint32)
+            self.pos[union] = (self._inv if self._inv is not None
+                               else np.arange(len(union), dtype=np.uint32))
 
     def __call__(self, indices: np.ndarray) -> np.ndarray:
         # uint32: numba indexes with an unsigned integer without the negative-index check
@@ -53,7 +61,20 @@ class Columns:
             out = np.empty(len(indices), np.uint32)
             _lookup(self.pos, np.asarray(indices, np.uint32), out)
             return out
-        return np.searchsorted(self.union, indices).astype(np.uint32)
+        at = np.searchsorted(self.union, indices)
+        return (self._inv[at] if self._inv is not None else at).astype(np.uint32)
+
+    def to_columns(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        """Arrays over the union, in column order."""
+        return [a if self.order is None else a[self.order] for a in arrays]
+
+    def to_union(self, a: np.ndarray) -> np.ndarray:
+        """An array in column order, over the union."""
+        if self.order is None:
+            return a
+        out = np.empty_like(a)
+        out[self.order] = a
+        return out
 
 
 @numba.njit(cache=True, nogil=True)

@@ -188,8 +188,9 @@ def parse_bytes(buf: np.ndarray, opts: ParseOptions, *, source: str = "<lines>",
                 first_line: int = 1) -> Dataset:
     """Parse raw text (uint8 array) in ``opts.format``; errors name ``source`` and the line.
 
-    Large inputs are cut at line breaks into one part per core, parsed by threads (the numba
-    parsers release the GIL) and joined in order; the result is the same as one thread's.
+    Large inputs are cut at line breaks into one part per core, parsed by threads (the C
+    and numba parsers release the GIL) and joined in order; the result is the same as one
+    thread's.
     """
     if opts.format == "csv":
         return _parse_csv(bytes(buf), opts, source=source, first_line=first_line)

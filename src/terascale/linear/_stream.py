@@ -8,7 +8,7 @@ calls into chunks of ``CHUNK_BYTES`` (``.gz`` and ``.zip`` decompressed as strea
 cut after its last record end, the rest carried into the next chunk. Nothing maps or holds
 the whole file: a mapping counts against the address space and stays resident once touched.
 
-Chunks are parsed by threads (the numba parsers release the GIL), a bounded number in
+Chunks are parsed by threads (the C and numba parsers release the GIL), a bounded number in
 flight, and come out in file order: the result does not depend on the number of threads.
 """
 

@@ -38,6 +38,7 @@ from ._batchphase import batch_phase, new_spill
 from ._blocks import Blocks, as_blocks
 from ._dataset import Dataset, ParseOptions
 from ._firstpass import GrowingWeights, TextMixer, TextPass
+from ._layout import HOT_PREFIX, column_order, first_block_features
 from ._losses import LOSSES
 from ._mixing import Mixer
 from ._model import LinearModel
@@ -208,8 +209,15 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         union = union_features(blocks.features(), comm)
     # the union's lookup table (2**bits entries: 64 MiB to zero at -b 24) only where a later
     # pass or the batch phase maps blocks to it; one pass from text never does
-    columns = (Columns(union, blocks.bits) if first is None or opts.passes > 1 or opts.batch
-               else None)
+    need = first is None or opts.passes > 1 or bool(opts.batch)
+    # frequent features first (_layout), except before a batch phase; a collective
+    want = need and not opts.batch
+    hot = np.zeros(0, np.uint32)
+    if want:
+        hot = (first.text.columns.indices()[:HOT_PREFIX] if first is not None
+               else first_block_features(blocks))
+    order = column_order(union, want, hot, comm)
+    columns = Columns(union, blocks.bits, order) if need else None
     period = _period(opts)
     st = blocks.stats()
     if first is not None:
@@ -219,6 +227,8 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     else:
         scan = LabelScan(blocks, period)
         w, g2, nrm, state = initial_state(initial, union)
+    if columns is not None:
+        w, g2, nrm = columns.to_columns(w, g2, nrm)
     if comm.size == 1:  # nothing but the learner writes them: see GrowingWeights
         g2, nrm = _compact(g2), _compact(nrm)
     info: dict[str, Any] = {"workers": comm.size, "features": len(union), "read_s": t_read}
@@ -299,6 +309,8 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         info.update(binfo)
         info["batch_s"] = time.perf_counter() - t_b
     info["train_s"] = time.perf_counter() - t0
+    if columns is not None:
+        w, g2, nrm = columns.to_union(w), columns.to_union(g2), columns.to_union(nrm)
     # after online passes only, the model keeps the learner's state for a warm start
     idx, w, adaptive = merged(initial, union, w, None if opts.batch else (g2, nrm, state))
     model = LinearModel(indices=idx, weights=w, parse=opts.parse_options(), loss=opts.loss,
