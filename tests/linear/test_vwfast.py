@@ -59,14 +59,16 @@ def test_click_style_lines_are_read_in_c_to_the_same_bits():
     assert _same(re.sub(r" '[^|]*\|", " |", tagged)) == 0
     click = ("1 |u u31 |a a1 |s s2 |t t76 t243 t26 t0 |n price:1727.6921 age:35 ctr:0.0385 "
              "dwell:197.6248 dist:28.9913\n-1 |u u0 |a a2 |t t5 t0 t0 |n price:2.4534 "
-             "ctr:0.0032 zero:0 neg:-3.25 long:0.12345678901234567890123456789012345678\n"
+             "ctr:0.0032 zero:0 neg:-3.25 long:0.12345678901234567890123456789012345678 "
+             "tiny:1.5e-05 big:2E3 neg_exp:-7.25e-3\n"
              "\n  \r\n0.5 2 | plain 12 007 :5\n|a unlabelled\n")
     assert _same(click) == 0
 
 
 @built
 @pytest.mark.parametrize("text", [
-    "1 |a x:1e4\n", "1 |a x:+1\n", "1 'tag |a x\n", "1|a x\n", "1 |a:2 x\n",
+    "1 |a x:1e+4\n", "1 |a x:1e\n", "1 |a x:1e400\n", "1 |a x:4e38\n", "1 |a x:+1\n",
+    "1 'tag |a x\n", "1|a x\n", "1 |a:2 x\n",
     "1 |a x |b y |a z\n", "1 2 3 |a x\n", "1 -2 |a x\n", "junk\n", "1 |a x:\n",
     "1 |a x:1.2.3\n", "1 |a x:" + "9" * 41 + "\n"])
 def test_what_c_does_not_read_goes_to_numba(text):
@@ -79,7 +81,8 @@ def test_random_buffers_give_the_same_bits():
     rng = random.Random(1)
     nums = ["1", "-1", "0", "0.5", "-0", "-0.0", "1727.6921", "16777159", "16777161",
             "123456789012345", "1234567890123456", "0.000001", ".5", "5.", "-.5", "00012",
-            "0." + "1" * 40, "12345678.123456789", "1e4", "+1", "1.2.3"]
+            "0." + "1" * 40, "12345678.123456789", "1e4", "+1", "1.2.3", "1.5e-05", "2E3",
+            "-7.25e-3", "1e-40", "3.4e38", "4e38", "0e50", "1e-45", "123456789e-3", "1e-"]
     names = ["a", "b", "12", "007", "x_y", "é", ":", "", "t243"]
     spaces = ["|", "|a", "|ab", "|b", "|12", "|n", "| ", "|a:2"]
     used = 0

@@ -7,7 +7,7 @@
  *
  *   [label [importance]] |ns f[:v] f2 ... |ns2 ...      (or a blank line)
  *
- * numbers as [-]digits[.digits] (no exponent, no '+'), namespaces without a scale, each
+ * numbers as [-]digits[.digits][e[-]digits] (no '+'), namespaces without a scale, each
  * namespace character in one run per line, no tag, no interactions, no --ignore/--keep.
  * Features come out in parse order (which is then VW's order), the constant last.
  *
@@ -24,7 +24,7 @@
 
 #define CONSTANT_HASH 11650396u
 
-static float NEG10[36];
+static float NEG10[38], POS10[39];
 
 static inline int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
@@ -80,10 +80,12 @@ static inline uint32_t hashstring(const unsigned char *p, size_t n, uint32_t see
     return (uint32_t)((v + seed) & 0xFFFFFFFFu);
 }
 
-/* [-]digits[.digits] in [s, e), read as VW reads it (its float loop, _vwfloat._mantissa);
- * 0: not that form. The digits are summed as an integer where every step of VW's float
- * loop is exact (at most 15 digits, partial sums below 2^24), else VW's loop is replayed:
- * every operation rounded to float, as VW's (compiled without FMA contraction). */
+/* [-]digits[.digits][(e|E)[-]digits] in [s, e), read as VW reads it (its float loop and
+ * its float powers of ten: _vwfloat.parse_float32); 0: not that form, or a value VW's
+ * reading refuses (the numba parser then reports it). The digits are summed as an integer
+ * where every step of VW's float loop is exact (at most 15 digits, partial sums below
+ * 2^24), else VW's loop is replayed: every operation rounded to float, as VW's (compiled
+ * without FMA contraction). */
 static inline int read_number(const unsigned char *s, const unsigned char *e, float *out) {
     int neg = 0;
     if (s < e && *s == '-') {
@@ -112,22 +114,44 @@ static inline int read_number(const unsigned char *s, const unsigned char *e, fl
             nd++;
         }
     }
-    if (s != e || nd == 0)
+    const unsigned char *mend = s;
+    if (nd == 0)
         return 0;
-    float v;
+    int x = -dec;
+    if (s < e && (*s == 'e' || *s == 'E')) {
+        s++;
+        int eneg = 0, ed = 0, ev = 0;
+        if (s < e && *s == '-') {
+            eneg = 1;
+            s++;
+        }
+        while (s < e && (unsigned)(*s - '0') <= 9) {
+            ev = ev * 10 + (*s - '0');
+            if (ev > 100000)
+                ev = 100000;
+            s++;
+            ed++;
+        }
+        if (ed == 0)
+            return 0;
+        x = (eneg ? -ev : ev) - dec;
+    }
+    if (s != e || x < -128 || x > 127)
+        return 0;
+    float f;
     if (nd <= 15 && acc < 16777160) {
-        v = (float)acc * NEG10[dec];
+        f = (float)acc;
     } else {
-        float f = 0.0f;
+        f = 0.0f;
         const unsigned char *q = d0;
         for (; q < dot; q++) {
             float t = f * 10.0f;
             t = t + (float)*q;
             f = t - 48.0f;
         }
-        if (dot < e) {
+        if (dot < mend) {
             int k = 0;
-            for (q = dot + 1; q < e; q++) {
+            for (q = dot + 1; q < mend; q++) {
                 if (k < 35) {
                     float t = f * 10.0f;
                     f = t + (float)(*q - '0');
@@ -135,10 +159,11 @@ static inline int read_number(const unsigned char *s, const unsigned char *e, fl
                 }
             }
         }
-        v = f * NEG10[dec];
-        if (!(v <= 3.4028234663852886e38f && v >= -3.4028234663852886e38f))
-            return 0; /* an overflow: the numba parser reports it */
     }
+    float p = x > 38 ? __builtin_inff() : x < -37 ? 0.0f : x >= 0 ? POS10[x] : NEG10[-x];
+    float v = f * p;
+    if (!(v <= 3.4028234663852886e38f && v >= -3.4028234663852886e38f))
+        return 0; /* an overflow (or 0 * inf): the numba parser reports it */
     *out = neg ? -v : v;
     return 1;
 }
@@ -282,9 +307,14 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_vwfast", NULL, -1, 
 
 PyMODINIT_FUNC PyInit__vwfast(void) {
     float p = 1.0f;
-    for (int k = 0; k < 36; k++) { /* VW's table: repeated float division by ten */
+    for (int k = 0; k < 38; k++) { /* VW's tables: repeated float division by ten */
         NEG10[k] = p;
         p = p / 10.0f;
+    }
+    p = 1.0f;
+    for (int k = 0; k < 39; k++) { /* ... and multiplication */
+        POS10[k] = p;
+        p = p * 10.0f;
     }
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
