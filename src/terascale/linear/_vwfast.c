@@ -5,17 +5,17 @@
  * buffer holds anything outside the subset; the caller then parses that buffer with the
  * numba parser, which also reports errors with their line. The subset, per line:
  *
- *   [label [importance]] |ns f[:v] f2 ... |ns2 ...      (or a blank line)
+ *   [label [importance]] ['tag]|ns f[:v] f2 ... |ns2 ...      (or a blank line)
  *
  * numbers as [-]digits[.digits][e[-]digits] (no '+'), namespaces without a scale, each
- * namespace character in one run per line, no tag, no interactions, no --ignore/--keep.
+ * namespace character in one run per line, no interactions, no --ignore/--keep.
  * Features come out in parse order (which is then VW's order), the constant last.
  *
- * parse(buf, mask, constant, indptr, indices, values, labels, weights)
- *   -> (status, examples, features)
+ * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob)
+ *   -> (status, examples, features, tag bytes)
  * status 0: done; 1: the buffer holds something outside the subset (nothing usable);
  * 2: the output arrays are too small. The arrays are writable buffers of int64 (indptr,
- * one more than labels), uint32, float32, float32, float32.
+ * one more than labels), uint32, float32, float32, float32, int64 (as indptr) and bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -170,11 +170,11 @@ static inline int read_number(const unsigned char *s, const unsigned char *e, fl
 
 static PyObject *parse(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer bb, bp, bi, bv, bl, bw;
+    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb;
     unsigned long mask;
     int constant;
-    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*", &bb, &mask, &constant, &bp, &bi, &bv, &bl,
-                          &bw))
+    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*", &bb, &mask, &constant, &bp, &bi, &bv,
+                          &bl, &bw, &btp, &btb))
         return NULL;
     const unsigned char *buf = bb.buf;
     const unsigned char *end = buf + bb.len;
@@ -183,6 +183,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     float *values = bv.buf;
     float *labels = bl.buf;
     float *weights = bw.buf;
+    int64_t *tag_ptr = btp.buf;
+    unsigned char *tag_blob = btb.buf;
+    Py_ssize_t tcap = btb.len;
     Py_ssize_t fcap = bi.len / 4, ncap = bl.len / 4;
     if (bv.len / 4 < fcap)
         fcap = bv.len / 4;
@@ -190,8 +193,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         ncap = bw.len / 4;
     if (bp.len / 8 - 1 < ncap)
         ncap = bp.len / 8 - 1;
+    if (btp.len / 8 - 1 < ncap)
+        ncap = btp.len / 8 - 1;
     int status = 0;
-    Py_ssize_t nex = 0, nnz = 0;
+    Py_ssize_t nex = 0, nnz = 0, ntag = 0;
     uint32_t m = (uint32_t)mask;
     Py_BEGIN_ALLOW_THREADS
     const unsigned char *p = buf;
@@ -199,11 +204,12 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     memset(opened, 0, sizeof opened);
     uint32_t stamp = 0;
     if (ncap >= 0)
-        indptr[0] = 0;
+        indptr[0] = tag_ptr[0] = 0;
     while (p < end) {
         stamp++;
-        /* the label section: words up to the first '|' */
-        const unsigned char *q = p;
+        /* the label section: words up to the first '|'; the last one is the tag if it
+         * starts with ' or touches the '|' */
+        const unsigned char *q = p, *tag_s = NULL, *tag_e = NULL;
         float label = __builtin_nanf(""), weight = 1.0f;
         int nnum = 0;
         for (;;) {
@@ -214,7 +220,16 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             const unsigned char *ts = q;
             while (q < end && !SEP[*q])
                 q++;
-            if (q < end && *q == '|') { status = 1; goto done; } /* a tag touching '|' */
+            if ((q < end && *q == '|') || *ts == '\'') {
+                const unsigned char *j = q;
+                while (j < end && is_space(*j))
+                    j++;
+                if (j < end && *j == '|') {
+                    tag_s = *ts == '\'' ? ts + 1 : ts;
+                    tag_e = q;
+                    continue;
+                }
+            }
             float v;
             if (!read_number(ts, q, &v) || nnum >= 2) { status = 1; goto done; }
             if (nnum == 0)
@@ -280,10 +295,16 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             values[nnz] = 1.0f;
             nnz++;
         }
+        if (tag_e > tag_s) {
+            if (ntag + (tag_e - tag_s) > tcap) { status = 2; goto done; }
+            memcpy(tag_blob + ntag, tag_s, (size_t)(tag_e - tag_s));
+            ntag += tag_e - tag_s;
+        }
         labels[nex] = label;
         weights[nex] = weight;
         nex++;
         indptr[nex] = nnz;
+        tag_ptr[nex] = ntag;
         p = q + 1;
     }
 done:
@@ -294,13 +315,15 @@ done:
     PyBuffer_Release(&bv);
     PyBuffer_Release(&bl);
     PyBuffer_Release(&bw);
-    return Py_BuildValue("inn", status, nex, nnz);
+    PyBuffer_Release(&btp);
+    PyBuffer_Release(&btb);
+    return Py_BuildValue("innn", status, nex, nnz, ntag);
 }
 
 static PyMethodDef METHODS[] = {
     {"parse", parse, METH_VARARGS,
-     "parse(buf, mask, constant, indptr, indices, values, labels, weights) -> "
-     "(status, examples, features)"},
+     "parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, "
+     "tag_blob) -> (status, examples, features, tag bytes)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_vwfast", NULL, -1, METHODS};
@@ -319,7 +342,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && PyModule_AddIntConstant(mod, "ABI", 1) < 0) {
+    if (mod && PyModule_AddIntConstant(mod, "ABI", 2) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

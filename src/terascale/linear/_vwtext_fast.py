@@ -1,7 +1,7 @@
 """VW text through the compiled parser where it can, the numba parser everywhere else.
 
 ``_vwfast.c`` reads the common case of VW text (labels and importances, namespaces without
-scales, ``name[:value]`` features with decimal values and ``e[-]N`` exponents; no tags, no
+scales, ``name[:value]`` features with decimal values and ``e[-]N`` exponents, tags; no
 interactions, no ``--ignore``/``--keep``/``--ignore_linear``) to the same bits as
 :func:`._vwparse.parse_vw_bytes`, and says so when a buffer holds anything else; that
 buffer is then parsed by the numba parser, which reads every form VW reads and reports
@@ -22,7 +22,7 @@ from ._vwparse import parse_vw_bytes
 
 __all__ = ["parse_vw"]
 
-_ABI = 1  # the calling convention of _vwfast.parse this module speaks
+_ABI = 2  # the calling convention of _vwfast.parse this module speaks
 
 
 def _load() -> ModuleType | None:
@@ -52,8 +52,10 @@ def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip
         values = np.empty(cap, np.float32)
         labels = np.empty(ncap, np.float32)
         weights = np.empty(ncap, np.float32)
-        status, nex, nnz = _FAST.parse(buf, mask, constant, indptr, indices, values, labels,
-                                       weights)
+        tag_ptr = np.empty(ncap + 1, np.int64)
+        tag_blob = np.empty(n, np.uint8)  # (a tag is part of a line: never more)
+        status, nex, nnz, ntag = _FAST.parse(buf, mask, constant, indptr, indices, values,
+                                             labels, weights, tag_ptr, tag_blob)
         if status == 0:
             # as the numba parser: the features as views where half used, else copies
             if 2 * nnz >= cap:
@@ -61,6 +63,6 @@ def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip
             else:
                 indices, values = indices[:nnz].copy(), values[:nnz].copy()
             return (indptr[:nex + 1].copy(), indices, values, labels[:nex].copy(),
-                    weights[:nex].copy(), np.zeros(nex + 1, np.int64), np.zeros(0, np.uint8),
+                    weights[:nex].copy(), tag_ptr[:nex + 1].copy(), tag_blob[:ntag].copy(),
                     0, 0, 0)
     return parse_vw_bytes(buf, mask, table, constant, skip_bad, ignore, ignore_linear)
