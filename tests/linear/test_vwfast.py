@@ -63,14 +63,15 @@ def test_click_style_lines_are_read_in_c_to_the_same_bits():
              "ctr:0.0032 zero:0 neg:-3.25 long:0.12345678901234567890123456789012345678 "
              "tiny:1.5e-05 big:2E3 neg_exp:-7.25e-3\n"
              "\n  \r\n0.5 2 | plain 12 007 :5\n|a unlabelled\n1 2.5 'first| f g\n"
-             "-1 tag2|a h\n0.5 1 'x |a q\n1 glued| a\n1|a x\n1 ' |a empty_tag\n")
+             "-1 tag2|a h\n0.5 1 'x |a q\n1 glued| a\n1|a x\n1 ' |a empty_tag\n"
+             "1 |b:2 z 12 y:2.5 |c:0 dropped |:3 w | back:1.5\n")
     assert _same(click) == 0
 
 
 @built
 @pytest.mark.parametrize("text", [
     "1 |a x:1e+4\n", "1 |a x:1e\n", "1 |a x:1e400\n", "1 |a x:4e38\n", "1 |a x:+1\n",
-    "1 'tag 2 |a x\n", "'tag\n", "1 |a:2 x\n",
+    "1 'tag 2 |a x\n", "'tag\n", "1 |a:q x\n", "1 |a:+2 x\n",
     "1 |a x |b y |a z\n", "1 2 3 |a x\n", "1 -2 |a x\n", "junk\n", "1 |a x:\n",
     "1 |a x:1.2.3\n", "1 |a x:" + "9" * 41 + "\n"])
 def test_what_c_does_not_read_goes_to_numba(text):
@@ -87,7 +88,8 @@ def test_random_buffers_give_the_same_bits():
             "-7.25e-3", "1e-40", "3.4e38", "4e38", "0e50", "1e-45", "123456789e-3", "1e-",
             "'t1", "'", "'longer_tag", "tag"]
     names = ["a", "b", "12", "007", "x_y", "é", ":", "", "t243"]
-    spaces = ["|", "|a", "|ab", "|b", "|12", "|n", "| ", "|a:2"]
+    spaces = ["|", "|a", "|ab", "|b", "|12", "|n", "| ", "|a:2", "|n:0", "|b:-1.5", "|a:1e3",
+              "|:2", "|c:x"]
     used = 0
     for _ in range(1500):
         lines = []

@@ -5,10 +5,10 @@
  * buffer holds anything outside the subset; the caller then parses that buffer with the
  * numba parser, which also reports errors with their line. The subset, per line:
  *
- *   [label [importance]] ['tag]|ns f[:v] f2 ... |ns2 ...      (or a blank line)
+ *   [label [importance]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...      (or a blank line)
  *
- * numbers as [-]digits[.digits][e[-]digits] (no '+'), namespaces without a scale, each
- * namespace character in one run per line, no interactions, no --ignore/--keep.
+ * numbers as [-]digits[.digits][e[-]digits] (no '+'), each namespace character in one
+ * run per line, no interactions, no --ignore/--keep.
  * Features come out in parse order (which is then VW's order), the constant last.
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob)
@@ -248,6 +248,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         /* the features, from the first '|' to the line's end */
         uint32_t ns_hash = 0;
         int ns_c = -1;
+        float scale = 1.0f;
         while (q < end && *q != '\n') {
             unsigned char c = *q;
             if (c == '|') {
@@ -256,11 +257,14 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 while (q < end && !SEP[*q])
                     q++;
                 int nc = ts == q ? ' ' : *ts;
-                if (memchr(ts, ':', (size_t)(q - ts))) { status = 1; goto done; }
+                /* |name:scale (the first ':'): the scale multiplies the values, in float */
+                const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
+                scale = 1.0f;
+                if (colon && !read_number(colon + 1, q, &scale)) { status = 1; goto done; }
                 if (opened[nc] == stamp && nc != ns_c) { status = 1; goto done; }
                 opened[nc] = stamp;
                 ns_c = nc;
-                ns_hash = ts == q ? 0 : hashstring(ts, (size_t)(q - ts), 0);
+                ns_hash = ts == q ? 0 : hashstring(ts, (size_t)((colon ? colon : q) - ts), 0);
                 continue;
             }
             if (is_space(c)) {
@@ -278,9 +282,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             if (colon) {
                 ne = colon;
                 if (!read_number(colon + 1, q, &v)) { status = 1; goto done; }
-                if (v == 0.0f)
-                    continue;
             }
+            v = scale * v; /* VW: the namespace's scale times the value, in float */
+            if (v == 0.0f)
+                continue;
             if (nnz >= fcap) { status = 2; goto done; }
             unsigned c0 = *ts;
             uint32_t h = (c0 < '0' || c0 > '9') ? murmur3(ts, (size_t)(ne - ts), ns_hash)

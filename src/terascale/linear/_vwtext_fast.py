@@ -1,8 +1,8 @@
 """VW text through the compiled parser where it can, the numba parser everywhere else.
 
-``_vwfast.c`` reads the common case of VW text (labels and importances, namespaces without
-scales, ``name[:value]`` features with decimal values and ``e[-]N`` exponents, tags; no
-interactions, no ``--ignore``/``--keep``/``--ignore_linear``) to the same bits as
+``_vwfast.c`` reads the common case of VW text (labels, importances and tags, namespaces
+with or without a scale, ``name[:value]`` features with decimal values and ``e[-]N``
+exponents; no interactions, no ``--ignore``/``--keep``/``--ignore_linear``) to the same bits as
 :func:`._vwparse.parse_vw_bytes`, and says so when a buffer holds anything else; that
 buffer is then parsed by the numba parser, which reads every form VW reads and reports
 errors with their line. Measured on 60 MB of click-style text (305k examples, 32 features
