@@ -8,11 +8,32 @@ gets the same paths.
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections.abc import Callable
+from types import ModuleType
 
-__all__ = ["disabled"]
+__all__ = ["disabled", "load"]
 
 
 def disabled() -> bool:
     """``TERASCALE_NO_CEXT`` set (to anything but 0): use the pure-Python paths."""
     return os.environ.get("TERASCALE_NO_CEXT", "0") not in ("", "0")
+
+
+def load(name: str, abi: int,
+         stale: Callable[[ModuleType], None] | None = None) -> ModuleType | None:
+    """The compiled module ``name``, or None when it was not built, is disabled, or was
+    built from a source older than the calling convention ``abi`` its caller speaks (then
+    ``stale(module)`` is told, where given)."""
+    if disabled():
+        return None
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return None
+    if getattr(module, "ABI", 0) != abi:
+        if stale is not None:
+            stale(module)
+        return None
+    return module

@@ -13,11 +13,9 @@ each), parser thread CPU time per example, best of 5: numba 1.24 us, C 0.57 us.
 
 from __future__ import annotations
 
-from types import ModuleType
-
 import numpy as np
 
-from .._cext import disabled
+from .._cext import load
 from ._vwparse import parse_vw_bytes
 
 __all__ = ["parse_vw"]
@@ -25,17 +23,7 @@ __all__ = ["parse_vw"]
 _ABI = 2  # the calling convention of _vwfast.parse this module speaks
 
 
-def _load() -> ModuleType | None:
-    if disabled():
-        return None
-    try:
-        from . import _vwfast  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _vwfast if getattr(_vwfast, "ABI", 0) == _ABI else None
-
-
-_FAST = _load()
+_FAST = load("terascale.linear._vwfast", _ABI)
 
 
 def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip_bad: bool,

@@ -21,6 +21,7 @@ from types import ModuleType
 import numpy as np
 
 from .._cext import disabled
+from .._cext import load as load_compiled
 
 __all__ = ["ABI", "KINDS", "OPS", "attach_disabled", "disabled", "load"]
 
@@ -44,23 +45,14 @@ def attach_disabled() -> bool:
 
 def load() -> ModuleType | None:
     """The compiled module, or None when it was not built, is stale or is disabled."""
-    if disabled():
-        return None
-    try:
-        import terascale._shmcore as _shmcore  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    if getattr(_shmcore, "ABI", 0) != ABI:
-        _warn_stale(_shmcore)
-        return None
-    return _shmcore
+    return load_compiled("terascale._shmcore", ABI, _warn_stale)
 
 
 def _warn_stale(module: ModuleType) -> None:
     if not _warned:
         _warned.append(True)
         warnings.warn(f"{module.__file__} was built from an older _shmcore.c; using the "
-                      "pure-Python path (rebuild: pip install -e . or make)", stacklevel=3)
+                      "pure-Python path (rebuild: pip install -e . or make)", stacklevel=4)
 
 
 _warned: list[bool] = []
