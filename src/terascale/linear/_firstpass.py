@@ -37,6 +37,7 @@ from ._dataset import ParseOptions
 from ._mixing import Mixer, grown
 from ._onlinepass import Weights
 from ._passes import LabelScan, holdout_mask
+from ._setops import first_appearances
 from ._stream import TextBlocks
 
 __all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass"]
@@ -167,11 +168,7 @@ class TextMixer(Mixer):
         self._base = (z, z, z, ws.state.copy())  # a text pass starts from zero weights
 
     def seen(self, cols: np.ndarray) -> None:
-        if len(cols):
-            top = int(cols.max()) + 1
-            if top > len(self.mark):
-                self.mark = grown(self.mark, max(top, 2 * len(self.mark)))
-            self.mark[cols] = True
+        self._mark(cols)  # (dense or sparse: what was learned joins the mixed space)
 
     def mix(self, ws: Weights, done: bool) -> bool:
         learned = np.flatnonzero(self.mark)
@@ -191,8 +188,7 @@ class TextMixer(Mixer):
         n0 = len(self.loc)
         new = np.concatenate([g[0] for g in gathered])
         if len(new):  # appended: rank order, each rank's first appearances, no repeats
-            _, first = np.unique(new, return_index=True)
-            cols = self.columns(new[np.sort(first)]).astype(np.int64)
+            cols = self.columns(first_appearances(new)).astype(np.int64)
             self.loc = np.concatenate([self.loc, cols])
             ws.fit()
             self.slot = grown(self.slot, len(ws.w))

@@ -25,6 +25,7 @@ import numpy as np
 from ..communicator import Communicator
 from ._blocks import Blocks, ChainBlocks
 from ._cache import CacheBlocks
+from ._setops import first_appearances
 
 __all__ = ["HOT_PREFIX", "column_order", "first_block_features"]
 
@@ -38,9 +39,7 @@ def first_block_features(blocks: Blocks) -> np.ndarray:
     if not parts or not isinstance(parts[0], CacheBlocks):
         return np.zeros(0, np.uint32)
     for b in parts[0]:
-        idx = np.asarray(b.indices, np.uint32)
-        _, first = np.unique(idx, return_index=True)
-        return idx[np.sort(first)]
+        return first_appearances(np.asarray(b.indices, np.uint32))
     return np.zeros(0, np.uint32)
 
 
@@ -56,8 +55,7 @@ def column_order(union: np.ndarray, want: bool, hot: np.ndarray,
     hot = np.concatenate([h for _, h in parts])
     if not len(hot):
         return None
-    _, first = np.unique(hot, return_index=True)
-    hot = hot[np.sort(first)]
+    hot = first_appearances(hot)
     at = np.searchsorted(union, hot)
     ok = at < len(union)
     at = at[ok][union[at[ok]] == hot[ok]]  # (every hot feature is in the union)

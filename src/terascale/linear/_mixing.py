@@ -210,7 +210,11 @@ class Mixer:
 
     def seen(self, cols: np.ndarray) -> None:
         """The columns of the examples just learned (every chunk the learner runs)."""
-        if self.sparse and len(cols):
+        if self.sparse:
+            self._mark(cols)
+
+    def _mark(self, cols: np.ndarray) -> None:
+        if len(cols):
             top = int(cols.max()) + 1
             if top > len(self.mark):
                 self.mark = grown(self.mark, max(top, 2 * len(self.mark)))

@@ -1,4 +1,4 @@
-"""Sorted distinct values of large index arrays.
+"""Distinct values of large index arrays: sorted, or in order of first appearance.
 
 numpy >= 2.3 answers ``np.unique(a)`` (no index, inverse or counts asked) from a hash
 table and sorts the result afterwards. On hashed feature indices (uint32, 10^5..10^7
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["unique_sorted"]
+__all__ = ["first_appearances", "unique_sorted"]
 
 
 def unique_sorted(values: np.ndarray) -> np.ndarray:
@@ -23,3 +23,9 @@ def unique_sorted(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def first_appearances(values: np.ndarray) -> np.ndarray:
+    """The distinct values of the 1-d ``values`` in order of first appearance."""
+    _, first = np.unique(values, return_index=True)  # (sorts: no hash table asked for this)
+    return values[np.sort(first)]
