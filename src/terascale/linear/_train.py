@@ -210,13 +210,13 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     # the union's lookup table (2**bits entries: 64 MiB to zero at -b 24) only where a later
     # pass or the batch phase maps blocks to it; one pass from text never does
     need = first is None or opts.passes > 1 or bool(opts.batch)
-    # frequent features first (_layout), except before a batch phase; a collective
-    want = need and not opts.batch
-    hot = np.zeros(0, np.uint32)
-    if want:
-        hot = (first.text.columns.indices()[:HOT_PREFIX] if first is not None
-               else first_block_features(blocks))
-    order = column_order(union, want, hot, comm)
+    order = None
+    if not opts.batch:  # frequent features first (_layout; a collective), not before a batch
+        hot = np.zeros(0, np.uint32)
+        if need:
+            hot = (first.text.columns.indices()[:HOT_PREFIX] if first is not None
+                   else first_block_features(blocks))
+        order = column_order(union, need, hot, comm)
     columns = Columns(union, blocks.bits, order) if need else None
     period = _period(opts)
     st = blocks.stats()
