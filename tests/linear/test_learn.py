@@ -122,7 +122,7 @@ def test_averaging_on_known_vectors():
                 assert w[0] == 3.0 and abs(w[1] - 2.0) < 1e-6
                 assert abs(w[2] - 2 * np.sqrt(2.0)) < 1e-12
                 np.testing.assert_array_equal(g2, [9.0, 1e6 + 2, 8.0])
-                np.testing.assert_array_equal(nrm, [1.0, 2.0, 4.0])
+                np.testing.assert_array_equal(nrm, [1.0, 1.0, 4.0])
                 f = np.float32
                 assert list(state[:2]) == [13.0, 14.0] and state[6] == f(np.sqrt(f(13) / f(14)))
                 assert flags == [False, False, True]  # True once every worker is done
@@ -141,7 +141,8 @@ def _mix(comm):
     mixer.seen(np.array([0, 1, 2]) if comm.rank == 0 else np.array([0, 2, 1]))
     ws.w[:] = [0.0, 1.5, 2.0] if comm.rank == 0 else [3.0, 1.5, 2.0]
     ws.g2[:] = [0.0, 1e6 + 1, 4.0] if comm.rank == 0 else [9.0, 1e6 + 1, 4.0]
-    ws.nrm[:] = [1.0, 2.0, 3.0] if comm.rank == 0 else [1.0, 1.0, 4.0]
+    # (normalizers that grow rescale the weights: test_a_mix_sums_the_changes_in_...)
+    ws.nrm[:] = [1.0, 1.0, 4.0]
     st[:2] += 6.0
     flags = [mixer.mix(ws, False), mixer.mix(ws, comm.rank == 0), mixer.mix(ws, True)]
     return (ws.w, ws.g2, ws.nrm, ws.state), flags
@@ -186,6 +187,58 @@ def test_a_sparse_mix_equals_the_dense_one(n):
                 np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
         for a, b in zip(out[True][r], out[True][0]):
             np.testing.assert_array_equal(a, b)  # every rank the same
+
+
+def _one_mix(comm, cols, dw, dg, grow):
+    """One mix of 4 columns from a common start (w 1, G 100, normalizer 1): rank r adds
+    dw[r], dg[r] to columns cols[r] and, where grow[r] > 1, meets a value that large in
+    column 0 first (its weight rescaled as the learner does)."""
+    from terascale.linear._mixing import Mixer
+    from terascale.linear._online import new_state
+    from terascale.linear._onlinepass import Weights
+
+    st = new_state()
+    st[:2] = [10.0, 30.0]
+    ws = Weights(np.ones(4), np.full(4, 100.0), np.ones(4), st)
+    mixer = Mixer(comm, 10, 0.5)
+    mixer.start(ws)
+    r = comm.rank
+    if grow[r] > 1:
+        ws.w[0] /= grow[r]  # sqrt rates: old / new
+        ws.nrm[0] = grow[r]
+    c = np.asarray(cols[r], np.int64)
+    mixer.seen(c)
+    ws.w[c] += dw[r]
+    ws.g2[c] += dg[r]
+    st[:2] += [5.0, 15.0]
+    before = ws.w.copy()
+    mixer.mix(ws, False)
+    return before, ws.w.copy(), ws.nrm.copy()
+
+
+def test_a_mix_sums_the_changes_in_the_larger_normalizers_scale():
+    """Worker 0 met x = 4 in column 0 (normalizer 1 -> 4: its weight, 1 at the start, is
+    0.25 before it learned +0.1); worker 1 learned +0.2 in the old scale. One learner would
+    hold the start as 0.25 and worker 1's change as 0.05: the mix is 0.25 + s (0.1 + 0.05),
+    s the advance ratio of the rates, on both ranks, normalizer 4."""
+    out = run_workers(_one_mix, 2, args=([[0], [0]], [0.1, 0.2], [1.0, 3.0], [4.0, 1.0]))
+    s = (np.sqrt(104.0) - 10.0) / ((np.sqrt(101.0) - 10.0) + (np.sqrt(103.0) - 10.0))
+    for _, w, nrm in out:
+        assert w[0] == pytest.approx(0.25 + s * (0.1 + 0.2 / 4.0), rel=1e-12)
+        assert nrm[0] == 4.0 and np.all(w[1:] == 1.0)
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+
+
+def test_a_feature_one_worker_learned_keeps_that_workers_change():
+    """Columns 1 and 2, each learned by one worker, keep that worker's weight exactly; column
+    0, learned by both from a long history, gets about the sum of their changes."""
+    out = run_workers(_one_mix, 2, args=([[0, 1], [0, 2]], [0.3, 0.2], [50.0, 40.0],
+                                         [1.0, 1.0]))
+    (b0, w0, _), (b1, w1, _) = out
+    assert w0[1] == b0[1] and w0[2] == b1[2] and w0[3] == 1.0
+    np.testing.assert_array_equal(w0, w1)
+    s = (np.sqrt(190.0) - 10.0) / ((np.sqrt(150.0) - 10.0) + (np.sqrt(140.0) - 10.0))
+    assert w0[0] == pytest.approx(1.0 + s * 0.5, rel=1e-12) and 0.8 < s < 1.0
 
 
 def test_metrics_equal_sklearn():

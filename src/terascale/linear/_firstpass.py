@@ -182,9 +182,8 @@ class TextMixer(Mixer):
         mine = index[learned[slot == 0]]  # in local column order
         old = slot[slot > 0] - 1 if self.sparse else slot[:0]
         moved = learned[ws.nrm[learned] != bn[learned]]
-        st = ws.state
         gathered = self.comm.allgather_object(
-            (mine, old, index[moved], ws.nrm[moved], float(st[4]), float(st[5])))
+            (mine, old, index[moved], ws.nrm[moved], self.local_state(ws)))
         n0 = len(self.loc)
         new = np.concatenate([g[0] for g in gathered])
         if len(new):  # appended: rank order, each rank's first appearances, no repeats
@@ -197,17 +196,13 @@ class TextMixer(Mixer):
         bw, bg, bn = grown(bw, n), grown(bg, n), grown(bn, n)
         self._base = (bw, bg, bn, bst)
         # normalizers: the maximum over the workers (each sent the ones it changed; the
-        # others are the base everywhere), exact in any order
-        touched = []
-        for _, _, idx, vals, lo, hi in gathered:
+        # others are the base everywhere), the weights rescaled to it
+        for _, _, idx, vals, _ in gathered:
             c = self.columns(idx).astype(np.int64)  # all in the union by now
-            ws.nrm[c] = np.maximum(ws.nrm[c], vals)
-            touched.append(c)
-            st[4], st[5] = min(st[4], lo), max(st[5], hi)
-        for c in touched:
-            bn[c] = ws.nrm[c]
+            self.renormalize(ws, c, vals)
+        self.join_states(ws, [g[-1] for g in gathered])
         if not self.sparse:
-            return self._mix(ws, self.loc, len(self.loc), done, False)
+            return self._mix(ws, self.loc, len(self.loc), done)
         # the union features some worker learned from (the new ones all were), in union
         # order on every rank; the others are the last mix everywhere
         self.touched = grown(self.touched, len(self.loc))
@@ -216,7 +211,7 @@ class TextMixer(Mixer):
         self.touched[n0:] = True
         pos = np.flatnonzero(self.touched[:len(self.loc)])
         self.touched[pos] = False
-        return self._mix(ws, self.loc[pos], len(pos), done, False)
+        return self._mix(ws, self.loc[pos], len(pos), done)
 
 
 def _parts(blocks: Blocks) -> list[Blocks]:
