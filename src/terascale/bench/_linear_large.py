@@ -34,9 +34,16 @@ the examples that the writing run parsed) and kept in the JSON rows as ``vw``.
 
 VW runs as ``python -m vowpalwabbit`` (one process: its start-up counts, as terascale's
 kernel loading does); terascale with 1 worker and with ``--workers`` workers (each parses
-its own byte range of the one file). Reported: wall seconds, examples/s, speed as a ratio
-to VW, peak RSS per worker (``ru_maxrss`` of each process, before evaluation), cache size,
-test logloss and AUC with their differences to VW. ``--json`` keeps every row.
+its own byte range of the one file). In the text recipe VW's cluster mode runs too, on
+``--workers`` nodes (``pyvw`` processes, ``--span_server`` through
+:class:`terascale.linear.SpanServer`, each node one shard: the byte ranges terascale's
+workers read, cut once into ``--dir`` untimed; time: the slowest node's, RSS: the largest):
+the same algorithm as terascale's default (one pass, the weights averaged at its end,
+weighted by the adaptive sums), so its test metrics are the like-for-like reference for
+terascale's multi-worker run, as VW's one-node run is for one worker. Reported: wall
+seconds, examples/s, speed as a ratio to VW, peak RSS per worker (``ru_maxrss`` of each
+process, before evaluation), cache size, test logloss and AUC with their differences to
+VW. ``--json`` keeps every row.
 """
 
 from __future__ import annotations
@@ -130,9 +137,16 @@ def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[
             "multi", {**base, "cache": fresh(), "options": o, "warm": w,
                       "workers": args.workers})),
     ]
+    # VW's cluster mode (one pass, averaged at its end as terascale's default): the same
+    # shards as terascale's, cut once beside the data
+    shards = [os.path.join(work, f"click-{_label(n)}-shard{k}of{args.workers}.vw")
+              for k in range(args.workers)]
+    cluster = (f"vw cluster {args.workers}w", lambda o, w, s1, s2: child(
+        "vw-cluster", {**base, "cache": fresh(), "workers": args.workers, "shards": shards,
+                       "one_pass": True}))
     for recipe in parse_recipes(getattr(args, "recipes", None)):
         opts, warm, s1, s2 = LARGE[recipe]
-        for learner, run in learners:
+        for learner, run in learners + ([cluster] if recipe == "one pass from text" else []):
             print(f"  [{_label(n)}] {recipe}: {learner} ...", end=" ", flush=True)
             times = []
             for _ in range(args.repeat or 1):

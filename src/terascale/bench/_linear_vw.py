@@ -135,8 +135,9 @@ def run_cluster(spec: dict[str, Any]) -> dict[str, Any]:
     from terascale.linear import SpanServer
 
     n, d = spec["workers"], spec["cache"]
-    shards = [os.path.join(d, f"shard{k}.vw") for k in range(n)]
-    cut_shards(spec["train"], n, shards)  # the same shards as terascale's
+    shards = spec.get("shards") or [os.path.join(d, f"shard{k}.vw") for k in range(n)]
+    if not all(os.path.exists(p) for p in shards):  # (kept between runs where given)
+        cut_shards(spec["train"], n, shards)  # the same shards as terascale's
     srv = SpanServer(0).start()
     try:
         procs = [subprocess.Popen(
@@ -150,9 +151,11 @@ def run_cluster(spec: dict[str, Any]) -> dict[str, Any]:
     if any(p.returncode for p in procs):
         raise SystemExit("a VW node failed")
     pred = os.path.join(d, "vw.pred")
-    _vw_cli(f"--quiet -d {spec['test']} -t -i {os.path.join(d, 'node0-2.model')} "
+    final = "node0-1.model" if spec.get("one_pass") else "node0-2.model"
+    _vw_cli(f"--quiet -d {spec['test']} -t -i {os.path.join(d, final)} "
             f"-p {pred} --predict_only_model")
     return {"seconds": max(o["seconds"] for o in outs),
+            "rss_mb": max(o["rss_mb"] for o in outs),
             **test_metrics(spec["test"], np.loadtxt(pred, usecols=0))}
 
 
@@ -160,14 +163,17 @@ def run_node(spec: dict[str, Any]) -> dict[str, Any]:
     from vowpalwabbit import pyvw
 
     k, d = spec["node"], spec["cache"]
-    data = os.path.join(d, f"shard{k}.vw")
+    data = (spec.get("shards") or [os.path.join(d, f"shard{j}.vw")
+                                   for j in range(spec["workers"])])[k]
     m1, m2 = os.path.join(d, f"node{k}-1.model"), os.path.join(d, f"node{k}-2.model")
     cluster = (f"--span_server 127.0.0.1 --span_server_port {spec['port']} "
                f"--total {spec['workers']} --node {k}")
     t0 = time.perf_counter()
     pyvw.Workspace(f"--quiet --loss_function logistic -b {spec['bits']} -d {data} -f {m1} "
                    f"--predict_only_model {cluster} --unique_id 101").finish()
-    pyvw.Workspace(f"--quiet -d {data} -i {m1} -f {m2} --cache_file {data}.cache "
-                   f"--bfgs --passes 20 -k --predict_only_model {cluster} "
-                   f"--unique_id 102").finish()
-    return {"seconds": time.perf_counter() - t0}
+    if not spec.get("one_pass"):
+        pyvw.Workspace(f"--quiet -d {data} -i {m1} -f {m2} --cache_file {data}.cache "
+                       f"--bfgs --passes 20 -k --predict_only_model {cluster} "
+                       f"--unique_id 102").finish()
+    return {"seconds": time.perf_counter() - t0,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
