@@ -64,7 +64,8 @@ of changes computed against a model K examples old on every worker: with more wo
 the same K over-shoots (stale gradients pushing one way P times) and can diverge. At
 200k examples (one learner: 0.450): 3 workers with K = 888 end at 0.453; 4 workers at
 0.467 averaging at the end, 1.40 with K = 2000 and 0.454 with K = 500. So K should shrink
-as 8000 / P^2 (2 workers: 2000, 4: 500); beyond 4 workers it has not been measured. The default is 0 (see :func:`default_every` for why).
+as 8000 / P^2 (2 workers: 2000, 4: 500); beyond 4 workers it has not been measured. The
+default is 0 (see :func:`default_every` for why).
 
 Cost. A mix is one allreduce of 3 doubles per feature some worker learned from since the
 last mix (the others are the last mix on every rank: their changes are all zero; the
