@@ -116,11 +116,11 @@ def test_fast_path_mismatch_is_detected() -> None:
 
 
 @needs_core
-@pytest.mark.parametrize(("stop", "count"), [("kill", 1000), ("stop", 1000), ("kill", 1 << 19),
-                                            ("stop", 1 << 19)])
+@pytest.mark.parametrize(("stop", "count"), [("kill", 1000), ("stop", 1000), ("kill", 1 << 20),
+                                            ("stop", 1 << 20)])
 def test_fast_path_dead_or_stalled_member(stop: str, count: int) -> None:
     """A member killed (PeerLost) or stopped (PeerTimeout at the communicator's deadline)
-    while the others wait in the core (one round, or 2 MiB: the direct schedule, whose
+    while the others wait in the core (one round, or 4 MiB: the direct schedule, whose
     members write into each other's buffers; rank 0 spinning with yields, rank 2 sleeping
     at once): detected, no hang."""
     def fn(comm):
@@ -180,10 +180,10 @@ def test_direct_schedule_gives_the_copy_paths_bits_and_can_be_turned_off() -> No
     def fn(comm):
         _use_core(comm)
         rng = np.random.default_rng(comm.rank)
-        x = (rng.normal(size=(1 << 18) + 5) * 100).astype(np.float32)  # 1 MiB: direct at n=3
+        x = (rng.normal(size=(1 << 20) + 5) * 100).astype(np.float32)  # 4 MiB: direct
         x[::97] = np.nan
         x[::89] = -0.0
-        k = rng.integers(-50, 50, (1 << 17) + 1).astype(np.int64)
+        k = rng.integers(-50, 50, (1 << 19) + 1).astype(np.int64)
 
         def run(c):
             out = [c.allreduce(x, op=op, algorithm="shm").tobytes() for op in ("sum", "max")]

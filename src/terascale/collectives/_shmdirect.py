@@ -3,7 +3,7 @@
 Where every member of a segment can read and write every other member's memory (Linux
 cross-memory attach; agreed once per segment,
 :meth:`~terascale.transport.shm.ShmGroup.agree_direct`), an allreduce of at least
-``DIRECT_MIN_BYTES`` (``DIRECT_MIN_BYTES_PAIR`` for two members) skips the segment's areas:
+``DIRECT_MIN_BYTES`` skips the segment's areas:
 in the compiled core (``src/terascale/_shmdirect.c``) member ``i`` reads slice ``i`` of
 every other member's input straight from its buffer (``process_vm_readv``) in L2-sized
 chunks, folds the ``n`` parts in member order into its output, and writes each folded
@@ -34,17 +34,19 @@ import numpy as np
 from ..transport import Exchange
 from ..transport.shm import ShmGroup
 
-__all__ = ["DIRECT_CHUNK_BYTES", "DIRECT_MIN_BYTES", "DIRECT_MIN_BYTES_PAIR", "PHASES",
+__all__ = ["DIRECT_CHUNK_BYTES", "DIRECT_MIN_BYTES", "PHASES",
            "direct_allreduce", "finish_direct", "start_direct", "takes_direct"]
 
-# From these sizes the direct schedule runs. Measured in one job, interleaved with the copy
-# path, median per call (slowest member) on the loaded 2-core development host, CPU time
-# and wall time: two members 1 MiB 1.03x/1.2x less, 2 MiB 1.0x/1.04x (left to the flat
-# schedule), 4 MiB 1.17x/1.29x, 16 MiB 1.28x/1.50x, 64 MiB 1.51x/1.43x; three members
-# (against the scatter schedule) 1 MiB 1.57x/2.2x, 4 MiB 1.9x/2.5x, 16 MiB 2.6x/2.3x.
-# ``TERASCALE_NO_CMA=1`` turns it off, to compare.
-DIRECT_MIN_BYTES = 1 << 20
-DIRECT_MIN_BYTES_PAIR = 4 << 20
+# From this size the direct schedule runs, whatever the number of members. Measured on the
+# quiet 2-core development host (``terascale bench allreduce -n N --vs intelmpi --sizes
+# 1M,2M,4M --iters 2``, run twice each way, ``TERASCALE_NO_CMA=1`` for the copy path),
+# median per call: three members, direct against the scatter schedule, 1 MiB 269-281 vs
+# 158-211 us, 2 MiB 565-603 vs 308-344 us, 4 MiB 639-763 vs 729-848 us; four members 1
+# MiB 379-497 vs 254-312 us, 2 MiB 693-896 vs 393-475 us, 4 MiB 1.34-1.45 vs 1.84-2.01 ms.
+# Two members against the flat schedule (earlier, on the loaded host): 2 MiB 1.0x, 4 MiB
+# 1.17x less CPU, 16 MiB 1.28x, 64 MiB 1.51x. Below 4 MiB the reads' per-call cost (each
+# process_vm_readv pins the pages it reads) outweighs the copy it saves.
+DIRECT_MIN_BYTES = 4 << 20
 # Bytes per landing buffer of a peer's chunk: the n - 1 buffers, our input's chunk and our
 # output's stay in L2 while the chunk is folded (a standalone test of two processes, 8 MiB
 # read and folded, CPU time: 64 KiB chunks 3.3-3.6 ms, 256 KiB 3.2-3.4, 1 MiB 3.7-3.9:
@@ -59,8 +61,7 @@ def takes_direct(g: ShmGroup, nbytes: int, kind: int) -> bool:
     """Whether an allreduce of ``nbytes`` (the core's dtype code ``kind``, -1: none) runs
     the direct schedule: the same answer on every member (``g.direct`` is agreed, the rest
     is in the collective's descriptor)."""
-    least = DIRECT_MIN_BYTES_PAIR if g.n == 2 else DIRECT_MIN_BYTES
-    return g.direct and kind >= 0 and nbytes >= least
+    return g.direct and kind >= 0 and nbytes >= DIRECT_MIN_BYTES
 
 
 def start_direct(g: ShmGroup, src: np.ndarray, dst: np.ndarray, tag: bytes | None, kind: int,
