@@ -16,9 +16,11 @@ import resource
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
+
+from .._files import replace_durably
 
 __all__ = ["child", "cut_shards", "test_metrics"]
 
@@ -58,7 +60,8 @@ def _dir_bytes(d: str) -> int:
 
 def cut_shards(path: str, n: int, out: list[str]) -> None:
     """Split a text file into the byte-range shards terascale's workers read (the records
-    that start in the k-th n-th of the file), streaming."""
+    that start in the k-th n-th of the file), streaming; each shard appears whole or not
+    at all (a benchmark reuses shards it finds)."""
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         starts = [0]
@@ -68,13 +71,14 @@ def cut_shards(path: str, n: int, out: list[str]) -> None:
             starts.append(f.tell())
         starts.append(size)
         for k in range(n):
-            f.seek(starts[k])
-            left = starts[k + 1] - starts[k]
-            with open(out[k], "wb") as o:
+            def copy(o: IO[bytes], k: int = k) -> None:
+                f.seek(starts[k])
+                left = starts[k + 1] - starts[k]
                 while left > 0:
                     data = f.read(min(left, 8 << 20))
                     o.write(data)
                     left -= len(data)
+            replace_durably(out[k], copy, prefix=".tmp-shard-")
 
 
 # ------------------------------------------------------------------------------- terascale

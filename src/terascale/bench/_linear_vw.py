@@ -135,7 +135,7 @@ def run_cluster(spec: dict[str, Any]) -> dict[str, Any]:
     from terascale.linear import SpanServer
 
     n, d = spec["workers"], spec["cache"]
-    shards = spec.get("shards") or [os.path.join(d, f"shard{k}.vw") for k in range(n)]
+    shards = _shards(spec)
     if not all(os.path.exists(p) for p in shards):  # (kept between runs where given)
         cut_shards(spec["train"], n, shards)  # the same shards as terascale's
     srv = SpanServer(0).start()
@@ -159,12 +159,17 @@ def run_cluster(spec: dict[str, Any]) -> dict[str, Any]:
             **test_metrics(spec["test"], np.loadtxt(pred, usecols=0))}
 
 
+def _shards(spec: dict[str, Any]) -> list[str]:
+    """The nodes' shard files: ``spec["shards"]``, else ``shardK.vw`` in the run's directory."""
+    return spec.get("shards") or [os.path.join(spec["cache"], f"shard{k}.vw")
+                                  for k in range(spec["workers"])]
+
+
 def run_node(spec: dict[str, Any]) -> dict[str, Any]:
     from vowpalwabbit import pyvw
 
     k, d = spec["node"], spec["cache"]
-    data = (spec.get("shards") or [os.path.join(d, f"shard{j}.vw")
-                                   for j in range(spec["workers"])])[k]
+    data = _shards(spec)[k]
     m1, m2 = os.path.join(d, f"node{k}-1.model"), os.path.join(d, f"node{k}-2.model")
     cluster = (f"--span_server 127.0.0.1 --span_server_port {spec['port']} "
                f"--total {spec['workers']} --node {k}")
@@ -176,4 +181,4 @@ def run_node(spec: dict[str, Any]) -> dict[str, Any]:
                        f"--bfgs --passes 20 -k --predict_only_model {cluster} "
                        f"--unique_id 102").finish()
     return {"seconds": time.perf_counter() - t0,
-            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "rss_mb": _rss_mb()}

@@ -78,8 +78,8 @@ host). Where the L1/L2 shrinkage is lazy (``--l1``, ``--l2``) every weight chang
 mixes, and the mix is over every feature.
 
 The allgather that joins the sets also carries each worker's changed normalizers, label
-bounds and additions to the running sums, so that every rank rescales, and bounds the sum,
-from the same values before the sum (in a cached pass and in the first pass over text,
+bounds and additions to the running sums, so that every rank rescales and joins them from
+the same values before the sum (in a cached pass and in the first pass over text,
 where the same allgather grows the mixed space: :class:`._firstpass.TextMixer`): two
 collectives a mix, the allgather and the sum; a mix without the sparse sets (lazy L1/L2)
 gathers the normalizers alike. The figures
@@ -137,7 +137,7 @@ def default_every(workers: int) -> int:
     K would get one mix at its end instead of VW's weighted average. Set K where the shards
     are shuffled and accuracy matters more than time: 2 workers 10000-20000, more workers
     8000 / P^2 (3: 888, 4: 500), where it was measured stable."""
-    del workers  # (the table above is for 2 workers; with more, see the module's tuning)
+    del workers  # (measured for 2 workers; with more, see the module's tuning)
     return 0
 
 
@@ -289,8 +289,7 @@ class Mixer:
         _multiplier(st, 1.0 - self.q)
 
     def renormalize(self, ws: Weights, cols: np.ndarray, vals: np.ndarray) -> None:
-        """Another worker's normalizers ``vals`` of columns ``cols`` (and label bounds): the
-        maximum is kept, and the weights, local and base, whose normalizer grows are
+        """Another worker's normalizers ``vals`` of columns ``cols``: the maximum is kept, and the weights, local and base, whose normalizer grows are
         rescaled as the learner does when it meets a larger value, so that the changes
         the mix sums are in one scale (a learner that met x = 5 where the base had 1
         holds its weight in fifths: summed with another worker's change in units, it
