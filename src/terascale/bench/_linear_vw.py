@@ -136,8 +136,9 @@ def run_cluster(spec: dict[str, Any]) -> dict[str, Any]:
 
     n, d = spec["workers"], spec["cache"]
     shards = _shards(spec)
-    if not all(os.path.exists(p) for p in shards):  # (kept between runs where given)
-        cut_shards(spec["train"], n, shards)  # the same shards as terascale's
+    made = os.path.getmtime(spec["train"])
+    if not all(os.path.exists(p) and os.path.getmtime(p) >= made for p in shards):
+        cut_shards(spec["train"], n, shards)  # the same shards as terascale's (kept if given)
     srv = SpanServer(0).start()
     try:
         procs = [subprocess.Popen(
