@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from typing import IO, Any
 
@@ -22,7 +24,7 @@ import numpy as np
 
 from .._files import replace_durably
 
-__all__ = ["child", "cut_shards", "test_metrics"]
+__all__ = ["child", "child_in", "cut_shards", "test_metrics"]
 
 ME = "terascale.bench._linear_children"
 
@@ -36,6 +38,17 @@ def child(kind: str, spec: dict[str, Any], timeout: float = 7200) -> dict[str, A
 
         raise TerascaleError(f"bench child {kind} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def child_in(work: str, kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """:func:`child` with ``spec["cache"]`` a new directory under ``work``, removed once the
+    child has returned (a 10M-example run leaves ~2 GB there: caches, models, predictions;
+    the result carries what was measured in it)."""
+    d = tempfile.mkdtemp(prefix="run-", dir=work)
+    try:
+        return child(kind, {**spec, "cache": d})
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _labels(path: str) -> np.ndarray:

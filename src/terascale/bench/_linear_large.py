@@ -14,8 +14,8 @@ recipes run, each learner in fresh processes:
   the timing; both learners hold out every 10th example to stop early, VW's default).
 
 Exactly what VW runs (``vw`` = ``python -m vowpalwabbit``, ``D`` the run's own fresh
-directory, ``B`` = ``-b``; the test predictions ``vw --quiet -d test -t -i MODEL -p
-D/vw.pred`` are not timed)::
+directory, removed when the run ends; ``B`` = ``-b``; the test predictions ``vw --quiet
+-d test -t -i MODEL -p D/vw.pred`` are not timed)::
 
     text:   vw --loss_function logistic -b B -d train -f D/vw1.model
     cache:  vw --loss_function logistic -b B -d train -f D/vw1.model --cache_file D/vw.cache
@@ -56,7 +56,7 @@ import time
 from typing import Any
 
 from .._errors import ConfigError
-from ._linear_children import child
+from ._linear_children import child_in
 
 __all__ = ["parse_count", "run_large"]
 
@@ -122,28 +122,24 @@ def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[
     base = {"train": train, "test": test, "bits": args.bits}
     rows: list[dict[str, Any]] = []
 
-    def fresh() -> str:
-        return tempfile.mkdtemp(prefix="run-", dir=work)
-
     if warm:  # load (or compile) numba's kernels once, outside the timings
-        child("ours", {**base, "train": test, "cache": fresh(), "options": {"bfgs": 2}})
+        child_in(work, "ours", {**base, "train": test, "options": {"bfgs": 2}})
 
     learners: list[tuple[str, Any]] = [
-        ("vowpalwabbit", lambda o, w, s1, s2: child(
-            "vw", {**base, "cache": fresh(), "stage1": s1, "stage2": s2, "cli": True})),
-        ("terascale 1w", lambda o, w, s1, s2: child(
-            "ours", {**base, "cache": fresh(), "options": o, "warm": w})),
-        (f"terascale {args.workers}w", lambda o, w, s1, s2: child(
-            "multi", {**base, "cache": fresh(), "options": o, "warm": w,
-                      "workers": args.workers})),
+        ("vowpalwabbit", lambda o, w, s1, s2: child_in(
+            work, "vw", {**base, "stage1": s1, "stage2": s2, "cli": True})),
+        ("terascale 1w", lambda o, w, s1, s2: child_in(
+            work, "ours", {**base, "options": o, "warm": w})),
+        (f"terascale {args.workers}w", lambda o, w, s1, s2: child_in(
+            work, "multi", {**base, "options": o, "warm": w, "workers": args.workers})),
     ]
     # VW's cluster mode (one pass, averaged at its end as terascale's default): the same
     # shards as terascale's, cut once beside the data
     shards = [os.path.join(work, f"click-{_label(n)}-shard{k}of{args.workers}.vw")
               for k in range(args.workers)]
-    cluster = (f"vw cluster {args.workers}w", lambda o, w, s1, s2: child(
-        "vw-cluster", {**base, "cache": fresh(), "workers": args.workers, "shards": shards,
-                       "one_pass": True}))
+    cluster = (f"vw cluster {args.workers}w", lambda o, w, s1, s2: child_in(
+        work, "vw-cluster", {**base, "workers": args.workers, "shards": shards,
+                             "one_pass": True}))
     for recipe in parse_recipes(getattr(args, "recipes", None)):
         opts, warm, s1, s2 = LARGE[recipe]
         for learner, run in learners + ([cluster] if recipe == "one pass from text" else []):

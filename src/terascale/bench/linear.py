@@ -28,7 +28,7 @@ import os
 import tempfile
 from typing import Any
 
-from ._linear_children import child
+from ._linear_children import child, child_in
 
 __all__ = ["RECIPES", "add_bench_parser"]
 
@@ -101,18 +101,15 @@ def _run(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     base = {"train": train_p, "test": test_p, "bits": args.bits}
 
-    def fresh() -> str:
-        return tempfile.mkdtemp(prefix="run-", dir=work)
-
     # warm numba's on-disk cache of compiled code once, outside the timings
-    child("ours", {**base, "cache": fresh(), "options": {"bfgs": 2}})
+    child_in(work, "ours", {**base, "options": {"bfgs": 2}})
     for name, (opts, s1, s2) in RECIPES.items():
         if args.dense and name not in ("online", "online, data cached by an earlier run"):
             continue
         vws, uss = [], []
         for _ in range(repeat):
-            vws.append(child("vw", {**base, "cache": fresh(), "stage1": s1, "stage2": s2}))
-            uss.append(child("ours", {**base, "cache": fresh(), "options": opts,
+            vws.append(child_in(work, "vw", {**base, "stage1": s1, "stage2": s2}))
+            uss.append(child_in(work, "ours", {**base, "options": opts,
                                        "warm": "-c" in s1.split()}))
         rows += [{"recipe": name, "learner": "vowpalwabbit", **_median(vws)},
                  {"recipe": name, "learner": "terascale", **_median(uss)}]
@@ -123,10 +120,10 @@ def _run(args: argparse.Namespace) -> int:
                 json.dump(rows, f, indent=1)
         return 0
     one = rows[5]
-    multi = _median([child("multi", {**base, "cache": fresh(), "workers": args.workers,
+    multi = _median([child_in(work, "multi", {**base, "workers": args.workers,
                                       "options": RECIPES["online+bfgs20"][0]})
                      for _ in range(repeat)])
-    vwc = _median([child("vw-cluster", {**base, "cache": fresh(), "workers": args.workers})
+    vwc = _median([child_in(work, "vw-cluster", {**base, "workers": args.workers})
                    for _ in range(repeat)])
     name = f"online+bfgs20, {args.workers} workers"
     rows += [{"recipe": name, "learner": "vowpalwabbit", **vwc},
