@@ -68,3 +68,16 @@ def test_bench_vs_open_mpi_across_emulated_hosts(python: str, tmp_path: Path) ->
     assert set(rows) == {"ours:auto", "openmpi:tcp"}
     assert all(r["bytes"] == 4096 and r["n"] == 2 and r["median_s"] > 0 for r in rows.values())
     assert "4 KiB round trip between 2 hosts" in p.stdout and "vs mpi" in p.stdout
+
+
+def test_mpirun_agent_reaches_only_this_runs_namespaces(tmp_path: Path) -> None:
+    from terascale.bench._cluster_mpi import write_agent
+
+    agent = write_agent(str(tmp_path), ["tsc-abc123-0", "tsc-abc123-1"])
+    text = Path(agent).read_text()
+    assert 'tscmpi-1) ns="tsc-abc123-1"' in text
+    p = subprocess.run([agent, "-x", "tsc-abc123-0", "true"], capture_output=True, text=True,
+                       timeout=10)  # a namespace's own name is not a host name here
+    assert p.returncode == 2 and "not an emulated host" in p.stderr
+    with pytest.raises(ValueError, match="namespace"):
+        write_agent(str(tmp_path), ["tsc-0; rm -rf /"])

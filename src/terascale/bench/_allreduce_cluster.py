@@ -120,14 +120,14 @@ def run_cluster_bench(hosts: int, link: str, sizes: Sequence[int], algorithms: S
 def _run_mpi(c: Any, tmp: str, sizes: Sequence[int], iters: float, out: str, per_host: int,
              timeout: float) -> int:
     """Open MPI's TCP BTL on the same emulated hosts, timed by the same worker: exit status."""
-    from ._cluster_mpi import cluster_mpirun_cmd, write_agent
+    from ._cluster_mpi import CLUSTER_MPIRUN_ENV, cluster_mpirun_cmd, write_agent
 
     worker = [sys.executable, "-m", "terascale.bench._allreduce_worker", "--system", "mpi",
               "--variant", "openmpi:tcp", "--sizes", ",".join(str(s) for s in sizes),
               "--iters", str(iters), "--out", out]
-    cmd = cluster_mpirun_cmd(write_agent(tmp), [c.namespace(k) for k in range(c.hosts)],
-                             per_host, worker)
-    p = c.popen(0, cmd, stdin=subprocess.DEVNULL)
+    agent = write_agent(tmp, [c.namespace(k) for k in range(c.hosts)])
+    cmd = cluster_mpirun_cmd(agent, c.hosts, per_host, worker)
+    p = c.popen(0, cmd, env=CLUSTER_MPIRUN_ENV, stdin=subprocess.DEVNULL)
     try:
         return p.wait(timeout)
     except subprocess.TimeoutExpired:
