@@ -231,3 +231,61 @@ def test_average_every_must_be_a_count():
     for bad in (-1, 1.5, True):
         with pytest.raises(ConfigError, match="average_every"):
             train(parse_lines(LINES[:10], bits=14), average_every=bad)
+
+
+def _models_equal(a: LinearModel, b: LinearModel) -> None:
+    np.testing.assert_array_equal(a.indices, b.indices)
+    np.testing.assert_array_equal(a.weights, b.weights)
+    assert a.adaptive is not None and b.adaptive is not None
+    for x, y in zip(a.adaptive, b.adaptive):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_chain_of_workers_is_one_learner_on_the_whole_file(tmp_path, capfd, monkeypatch, n):
+    # From text: worker 0 learns as it parses, the others cache, then learn in turn from
+    # the learner handed on; two passes with VW's holdout (every 10th example of the whole
+    # file, not of each shard) and an L1 that stays lazy across the hand-offs
+    data = tmp_path / "train.vw"
+    data.write_text("\n".join(vw_lines(5000, seed=11)) + "\n")
+    one, chain = str(tmp_path / "one.model"), str(tmp_path / "chain.model")
+    common = ["-b", "16", "-q", "ab", "--passes", "2", "--l1", "1e-7", "--quiet"]
+    r = _cli(capfd, "train", str(data), "-f", one, "--cache-dir", str(tmp_path / "c1"),
+             *common)
+    assert r.returncode == 0, r.stderr
+    # no cache asked for (n=2): the later workers cache their shards in a directory of the
+    # run's own, removed at its end
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    cache = ["--cache-dir", ""] if n == 2 else ["--cache-dir", str(tmp_path / "c2")]
+    r = _cli(capfd, "train", str(data), "-n", str(n), "--average", "chain", "-f", chain,
+             *cache, *common)
+    assert r.returncode == 0, r.stderr
+    assert not [p for p in scratch.iterdir() if p.name.startswith("terascale-chain-")]
+    m1, mc = LinearModel.load(one), LinearModel.load(chain)
+    assert mc.info["workers"] == n
+    _models_equal(m1, mc)  # bitwise: weights, adaptive sums and normalizers
+
+
+def _chained_fit(comm, lines, cuts):
+    shard = lines[cuts[comm.rank]:cuts[comm.rank + 1]]
+    return train(parse_lines(shard, bits=14), comm=comm, average="chain", passes=2)
+
+
+def test_a_chain_of_unequal_in_memory_shards_is_one_learner():
+    lines = vw_lines(3000, seed=12)
+    one = train(parse_lines(lines, bits=14), passes=2)
+    cuts = [0, 400, 2900, 3000]
+    models = run_workers(_chained_fit, 3, args=(lines, cuts), timeout=120)
+    for m in models:
+        _models_equal(one, m)  # and so the same bits on every worker
+
+
+def test_a_chain_has_nothing_to_average_during_the_pass():
+    from terascale import ConfigError
+
+    with pytest.raises(ConfigError, match="average_every"):
+        train(parse_lines(LINES[:10], bits=14), average="chain", average_every=1000)
+    with pytest.raises(ConfigError, match="weighted, uniform or chain"):
+        train(parse_lines(LINES[:10], bits=14), average="median")

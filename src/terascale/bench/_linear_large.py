@@ -40,7 +40,9 @@ its own byte range of the one file). In the text recipe VW's cluster mode runs t
 workers read, cut once into ``--dir`` untimed; time: the slowest node's, RSS: the largest):
 the same algorithm as terascale's default (one pass, the weights averaged at its end,
 weighted by the adaptive sums), so its test metrics are the like-for-like reference for
-terascale's multi-worker run, as VW's one-node run is for one worker. Reported: wall
+terascale's multi-worker run, as VW's one-node run is for one worker. In both one-pass
+recipes terascale's workers also run chained (``average="chain"``: one learner handed from
+worker to worker, :mod:`terascale.linear._chain`), whose model is one worker's. Reported: wall
 seconds, examples/s, speed as a ratio to VW, peak RSS per worker (``ru_maxrss`` of each
 process, before evaluation), cache size, test logloss and AUC with their differences to
 VW. ``--json`` keeps every row.
@@ -140,9 +142,15 @@ def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[
     cluster = (f"vw cluster {args.workers}w", lambda o, w, s1, s2: child_in(
         work, "vw-cluster", {**base, "workers": args.workers, "shards": shards,
                              "one_pass": True}))
+    # the workers chained (average="chain", one learner handed on: one worker's model)
+    chained = (f"terascale {args.workers}w chain", lambda o, w, s1, s2: child_in(
+        work, "multi", {**base, "options": {**o, "average": "chain"}, "warm": w,
+                        "workers": args.workers}))
     for recipe in parse_recipes(getattr(args, "recipes", None)):
         opts, warm, s1, s2 = LARGE[recipe]
-        for learner, run in learners + ([cluster] if recipe == "one pass from text" else []):
+        extra = {"one pass from text": [chained, cluster],
+                 "one pass from cache": [chained]}.get(recipe, [])
+        for learner, run in learners + extra:
             print(f"  [{_label(n)}] {recipe}: {learner} ...", end=" ", flush=True)
             times = []
             for _ in range(args.repeat or 1):

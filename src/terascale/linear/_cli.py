@@ -108,8 +108,11 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     t.add_argument(*vw.names("--learning-rate", "-l"), type=float, default=0.5)
     t.add_argument(*vw.names("--power-t"), type=float, default=0.5)
     t.add_argument("--average", default="weighted",
-                   help="how workers' online weights are combined: weighted (default) or "
-                        "uniform")
+                   help="how workers' online learners are combined: weighted (default) "
+                        "or uniform averaging at the end of each pass, or chain: the "
+                        "workers learn one after another, each from the learner the one "
+                        "before handed on, which gives one worker's exact model (the "
+                        "shards parse in parallel, the learning does not)")
     t.add_argument("--average-every", type=int, default=None, metavar="K",
                    help="with 2+ workers: average the workers' online learners every K "
                         "examples of each shard during a pass (iterative parameter mixing; "

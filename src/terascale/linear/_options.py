@@ -41,7 +41,7 @@ class TrainOptions:
     cg: int = 0                    # passes of preconditioned CG after the online passes
     memory: int = 15               # L-BFGS memory
     tol: float = 1e-7              # stop on relative loss decrease below this
-    average: str = "weighted"      # "uniform" | "weighted"
+    average: str = "weighted"      # "uniform" | "weighted" | "chain" (_chain)
     average_every: int | None = None  # workers mix every K examples of a pass (_mixing);
                                    # None: _mixing.default_every, 0: at the end only
     holdout: float | None = None   # fraction held out to stop the batch phase
@@ -58,9 +58,13 @@ class TrainOptions:
         if self.loss not in LOSSES:
             raise ConfigError(f"{opt('loss')} must be one of {', '.join(LOSSES)}, not "
                               f"{self.loss!r}")
-        if self.average not in ("uniform", "weighted"):
-            raise ConfigError(f"{opt('average')} must be uniform or weighted, not "
+        if self.average not in ("uniform", "weighted", "chain"):
+            raise ConfigError(f"{opt('average')} must be weighted, uniform or chain, not "
                               f"{self.average!r}")
+        if self.average == "chain" and self.average_every:
+            raise ConfigError(f"{opt('average', 'chain')} hands one learner from worker to "
+                              f"worker: there is nothing to average every "
+                              f"{self.average_every} examples ({opt('average_every')})")
         if self.bfgs and self.cg:
             raise ConfigError(f"{opt('bfgs')} and {opt('cg')} exclude each other")
         if isinstance(self.normalize, bool):  # normalize=True/False from Python
@@ -130,11 +134,15 @@ class TrainOptions:
                             ignore_linear=tuple(self.ignore_linear), skip_bad=self.skip_bad,
                             constant=self.constant)
 
+    def chained(self, workers: int) -> bool:
+        """Whether ``workers`` learn one after another (:mod:`._chain`)."""
+        return self.average == "chain" and workers > 1
+
     def mix_every(self, workers: int) -> int:
         """Examples per worker between averages during an online pass (0: none)."""
         from ._mixing import default_every
 
-        if workers <= 1:
+        if workers <= 1 or self.average == "chain":
             return 0
         return default_every(workers) if self.average_every is None else int(self.average_every)
 

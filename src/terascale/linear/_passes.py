@@ -148,11 +148,12 @@ class LabelScan:
         return np.array(sorted(self._odd), np.float64)
 
 
-def learning_blocks(blocks: Blocks, columns: Columns, period: int
+def learning_blocks(blocks: Blocks, columns: Columns, period: int, offset: int = 0
                     ) -> Iterator[tuple[Block, np.ndarray, np.ndarray]]:
     """(block, its compact columns, its holdout mask) for one pass, read, decoded and
-    mapped a block ahead of the learner (:func:`._blocks.prefetch`)."""
-    return prefetch((b, columns(b.indices), holdout_mask(b.start, len(b), period))
+    mapped a block ahead of the learner (:func:`._blocks.prefetch`); the holdout counts
+    examples from ``offset`` (where the shard starts in a chain's concatenation)."""
+    return prefetch((b, columns(b.indices), holdout_mask(offset + b.start, len(b), period))
                     for b in blocks)
 
 

@@ -22,7 +22,9 @@ Every rank ends with bitwise-identical weights.
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
@@ -36,6 +38,7 @@ from ..communicator import Communicator
 from ._average import average_weights
 from ._batchphase import batch_phase, new_spill
 from ._blocks import Blocks, as_blocks
+from ._chain import Chain
 from ._dataset import Dataset, ParseOptions
 from ._firstpass import GrowingWeights, TextMixer, TextPass
 from ._layout import HOT_PREFIX, column_order, first_block_features
@@ -103,16 +106,36 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
             options[k] = v
     opts = TrainOptions(**options)
     keep_freed_memory()  # the blocks' arrays are reused, not mapped afresh (_malloc)
+    scratch: list[str] = []  # directories of this run's own, removed when it ends
+    try:
+        return _prepare_and_train(data, comm, initial, predictions, opts, scratch)
+    finally:
+        for d in scratch:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _prepare_and_train(data: Dataset | Blocks | Sequence[str] | str,
+                       comm: Communicator | None, initial: LinearModel | None,
+                       predictions: Predictions | None, opts: TrainOptions,
+                       scratch: list[str]) -> LinearModel:
     t0 = time.perf_counter()
     rank, size = (comm.rank, comm.size) if comm is not None else job_rank()
     batch, warm = bool(opts.batch), initial is not None
     if isinstance(data, (Dataset, Blocks)):
         blocks = as_blocks(data)
     else:
-        blocks = shard_blocks(data, rank=rank, size=size, cache_dir=opts.cache_root(),
-                              lazy=TextPass.lazy(opts.parse_options(), batch=batch, warm=warm,
-                                                passes=opts.passes),
-                              **opts.parse_options().__dict__)
+        # in a chain only worker 0 learns as it parses; the others cache their shards
+        # meanwhile (into a cache of this run's own where none was asked for) and learn
+        # from them when their turns come
+        later = opts.chained(size) and rank > 0
+        lazy = TextPass.lazy(opts.parse_options(), batch=batch, warm=warm,
+                             passes=opts.passes) and not later
+        cache_dir = opts.cache_root()
+        if later and cache_dir == "":
+            cache_dir = tempfile.mkdtemp(prefix="terascale-chain-")
+            scratch.append(cache_dir)
+        blocks = shard_blocks(data, rank=rank, size=size, cache_dir=cache_dir,
+                              lazy=lazy, **opts.parse_options().__dict__)
     t_read = time.perf_counter() - t0
     # text to parse: the first pass learns as it is parsed, before the job is joined;
     # workers that average during the pass (_mixing) join first, the pass needs the job
@@ -209,7 +232,8 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         union = union_features(blocks.features(), comm)
     # the union's lookup table (2**bits entries: 64 MiB to zero at -b 24) only where a later
     # pass or the batch phase maps blocks to it; one pass from text never does
-    need = first is None or opts.passes > 1 or bool(opts.batch)
+    chained = opts.chained(comm.size)
+    need = first is None or opts.passes > 1 or bool(opts.batch) or chained
     order = None
     if not opts.batch:  # frequent features first (_layout; a collective), not before a batch
         hot = np.zeros(0, np.uint32)
@@ -229,7 +253,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         w, g2, nrm, state = initial_state(initial, union)
     if columns is not None:
         w, g2, nrm = columns.to_columns(w, g2, nrm)
-    if comm.size == 1:  # nothing but the learner writes them: see GrowingWeights
+    if comm.size == 1 or chained:  # nothing but the learner writes them: GrowingWeights
         g2, nrm = _compact(g2), _compact(nrm)
     info: dict[str, Any] = {"workers": comm.size, "features": len(union), "read_s": t_read}
     if first is not None:
@@ -258,23 +282,30 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     # VW stops online passes early on the holdout loss (without a batch phase to follow)
     stop = EarlyStop(opts.patience) if period and opts.passes > 1 and not opts.batch else None
     every = opts.mix_every(comm.size)
+    chain = Chain(comm, st.examples) if chained else None
     for p in range(opts.passes):
         # (a first pass that ran before the job was joined is averaged at its end)
         mixer = (Mixer(comm, every, opts.power_t, sparse=not (opts.l1 or online_l2))
                  if every > 0 and not (p == 0 and first is not None) else None)
-        if p == 0 and first is not None:
-            acc = first.acc
-            if first.mixes is not None:
-                info["mixes"] = first.mixes
-        else:
+
+        def learn(p: int = p, mixer: Mixer | None = mixer) -> np.ndarray:
+            if p == 0 and first is not None:
+                if first.mixes is not None:
+                    info["mixes"] = first.mixes
+                return first.acc
             if p == 0:
                 prog.header()
             assert columns is not None
-            acc = online_pass(learning_blocks(blocks, columns, period), ws, kind, opts,
-                              online_l2, p == 0, out, prog, predictions,
-                              spill if p == 0 else None, mixer)
+            return online_pass(learning_blocks(blocks, columns, period,
+                                               chain.offset if chain else 0),
+                               ws, kind, opts, online_l2, p == 0, out, prog, predictions,
+                               spill if p == 0 else None, mixer)
+
+        acc = chain.run(ws, learn) if chain is not None else learn()
         if mixer is not None:
             info["mixes"] = info.get("mixes", 0) + mixer.mixes
+        elif chain is not None:
+            pass  # one learner, handed on: L1/L2 stay lazy across passes, as with one worker
         elif comm.size > 1 and not (p == 0 and first is not None and first.mixes is not None):
             # averaging needs plain weights; one worker keeps L1/L2 lazy across passes, as
             # VW does (its end of pass folds them in only without --save_resume, VW's
@@ -285,7 +316,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         if out:
             hold_s = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""
             how = (f"averaged every {every} examples" if "mixes" in info
-                   else f"{opts.average} averaging")
+                   else "chained" if chain is not None else f"{opts.average} averaging")
             print(f"pass {p + 1}: average loss {tot[0] / max(tot[1], 1e-300):.6f} over "
                   f"{int(tot[4])} examples{hold_s} ({comm.size} workers, {how})", file=out)
         if p == 0 and spill is not None:
