@@ -13,7 +13,8 @@
 3. ``passes`` online passes (VW's adaptive normalized invariant SGD); with 2+ workers the
    learners are mixed every ``average_every`` examples during each pass (:mod:`._mixing`;
    such workers join the job before the first pass, which still learns as it parses), or
-   averaged at the end of each pass (uniform or weighted by the adaptive sums).
+   averaged at the end of each pass (uniform or weighted by the adaptive sums), or they
+   learn one after another from one learner handed on (``average="chain"``, :mod:`._chain`).
 4. Optionally L-BFGS or preconditioned CG over all data, warm-started from the averaged
    online weights; gradients and loss are summed with one allreduce per pass.
 

@@ -85,7 +85,8 @@ class _LinearLearnerParams(HasFeaturesCol, HasLabelCol, HasWeightCol, HasPredict
     l2 = _p("l2", "L2 regularization (unset: the learner's default)", TypeConverters.toFloat)
     learningRate = _p("learningRate", "online learning rate", TypeConverters.toFloat)
     powerT = _p("powerT", "online learning-rate decay exponent", TypeConverters.toFloat)
-    average = _p("average", "weight averaging over workers: uniform or weighted",
+    average = _p("average", "how workers' online learners combine: weighted or uniform "
+                 "averaging, or chain (one learner handed on: one worker's model)",
                  TypeConverters.toString)
     holdout = _p("holdout", "fraction held out to stop the batch phase (unset: default)",
                  TypeConverters.toFloat)
