@@ -165,7 +165,7 @@ def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[
 
 
 def _table(rows: list[dict[str, Any]]) -> None:
-    print(f"\n{'size':>5} {'recipe':<20} {'learner':<13} {'seconds':>8} {'ex/s':>10} "
+    print(f"\n{'size':>5} {'recipe':<20} {'learner':<18} {'seconds':>8} {'ex/s':>10} "
           f"{'xVW':>6} {'RSS MB':>7} {'cache MB':>8} {'logloss':>8} {'dLL':>7} {'AUC':>7} "
           f"{'dAUC':>7}")
     vw: dict[tuple[int, str], dict[str, Any]] = {}
@@ -175,7 +175,7 @@ def _table(rows: list[dict[str, Any]]) -> None:
             vw[key] = r
         ref = vw.get(key, r)
         cache = r.get("cache_bytes") or 0
-        print(f"{_label(r['size']):>5} {r['recipe']:<20} {r['learner']:<13} "
+        print(f"{_label(r['size']):>5} {r['recipe']:<20} {r['learner']:<18} "
               f"{r['seconds']:8.2f} {r['examples_per_s']:10,.0f} "
               f"{ref['seconds'] / r['seconds']:6.2f} {r['rss_mb']:7.0f} "
               f"{cache / 1e6:8.1f} {r['logloss']:8.4f} {r['logloss'] - ref['logloss']:+7.4f} "
