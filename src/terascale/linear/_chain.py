@@ -12,12 +12,14 @@ bitwise the one a single worker trains on the whole file.
 
 What runs in parallel is the parse: every worker parses and caches its own shard at the
 same time, worker 0 learning as it parses (:mod:`._firstpass`), the others only caching,
-then learning from their caches when their turn comes. From text, where parsing is most
-of the cost, two workers are faster than one (on 3M click-style examples from text a
-cached pass takes less than half the time of a pass from text); later passes, and more
-workers, run one after another, and beyond a few workers averaging scales and a chain
-does not. Hand-offs are broadcasts of the learner (3 floats per live feature), so every
-worker always holds the latest learner and a pass ends with the same bits everywhere.
+then learning from their caches when their turn comes. That can only beat one worker
+where each worker has cores of its own and parsing is most of the cost; on the 2-core
+development host one worker's parser threads already use both cores, and 2 chained
+workers were slower than one (3M click examples from text: 3.47 s against 2.71 s;
+benchmarks/RESULTS.md). Later passes, and more workers, run one after another: beyond a
+few workers averaging scales and a chain does not. Hand-offs are broadcasts of the
+learner (3 floats per live feature), so every worker always holds the latest learner and
+a pass ends with the same bits everywhere.
 
 A hand-off waits for the workers before it to learn; its deadline grows with the examples
 they learn from (``MIN_RATE`` examples per second at the slowest), so a dead or stalled
@@ -49,6 +51,8 @@ class Chain:
         self.counts = [int(c) for c in counts]
         # where our shard starts in the concatenation: the holdout counts from there
         self.offset = sum(self.counts[:comm.rank])
+        # a hand-off waits for the workers before its root: at most every example learned
+        self.timeout = comm.timeout + sum(self.counts) / MIN_RATE
 
     def run(self, ws: Weights, learn: Callable[[], np.ndarray]) -> np.ndarray:
         """One pass: ``learn()`` (our shard, from the learner in ``ws``) when our turn
@@ -66,12 +70,12 @@ class Chain:
         """Every worker takes ``root``'s learner (exact: the learner's values are float32
         or were float64 on every worker alike, and travel as float64)."""
         parts = (ws.w, ws.g2, ws.nrm, ws.state)
-        buf = np.concatenate([np.asarray(p, np.float64).reshape(-1) for p in parts])
-        # the workers before ``root`` in this pass learn first: wait for all of them
-        timeout = self.comm.timeout + sum(self.counts) / MIN_RATE
-        self.comm.broadcast(buf, root=root, timeout=timeout)
         if root == self.comm.rank:
+            buf = np.concatenate([np.asarray(p, np.float64).reshape(-1) for p in parts])
+            self.comm.broadcast(buf, root=root, timeout=self.timeout)
             return
+        buf = np.empty(sum(p.size for p in parts), np.float64)  # the root's fills it
+        self.comm.broadcast(buf, root=root, timeout=self.timeout)
         at = 0
         for p in parts:
             np.copyto(p, buf[at:at + p.size].reshape(p.shape), casting="unsafe")
