@@ -14,8 +14,8 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 # setup.py builds the compiled core (src/terascale/_shm*.c) in place: rebuilt when it changes.
-CORE := setup.py src/terascale/_shmcore.c src/terascale/_shmdirect.c src/terascale/_shmcore.h \
-	src/terascale/linear/_vwfast.c
+CORE := setup.py src/terascale/_shmcore.c src/terascale/_shmdirect.c src/terascale/_shmsmall.c \
+	src/terascale/_shmcore.h src/terascale/linear/_vwfast.c
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml $(CORE)
 	$(BIN)/pip install -q -e ".[linear]"

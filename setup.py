@@ -13,7 +13,8 @@ setup(
     ext_modules=[
         Extension(
             "terascale._shmcore",
-            ["src/terascale/_shmcore.c", "src/terascale/_shmdirect.c"],
+            ["src/terascale/_shmcore.c", "src/terascale/_shmdirect.c",
+             "src/terascale/_shmsmall.c"],
             depends=["src/terascale/_shmcore.h"],
             # No -ffast-math: folds must give IEEE results, the same bits as numpy's.
             extra_compile_args=["-O3", "-std=gnu11", "-fno-strict-aliasing"],

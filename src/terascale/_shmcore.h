@@ -35,6 +35,20 @@ typedef struct {
     double spun_s, slept_s;            /* seconds spent spinning and in futex sleeps */
     char *scratch;          /* the direct schedule's landing buffers (_shmdirect.c) */
     Py_ssize_t scratch_bytes;
+    /* The group's counters and spin policy, kept here so that one call of a prepared small
+     * collective (_shmsmall.c) does all its per-call work; transport/_shmrounds.py and
+     * _shmwait.py read and set them as attributes (the policy's numbers are _spin.py's). */
+    unsigned long long epoch;   /* barriers arrived at */
+    long long round;            /* rounds run so far: the set of round r is r & 1 */
+    double spin_s;              /* the adaptive budget for idle members, seconds */
+    double spin_min, spin_cap;  /* its bounds */
+    double oversub_cap;         /* more members than cores: the most a yielding spin lasts */
+    double block_s;             /* futex sleeps before the Python wait takes over */
+    double waking_spin_s;       /* the spin for a member that is asleep or waking up */
+    double busy_check_s;        /* how often the load average is read */
+    double busy_until;
+    char oversub, share_cores, busy;
+    int yield_mode, cores;
 } Group;
 
 static inline char *base(Group *g) { return (char *)g->view.buf; }
@@ -70,6 +84,9 @@ void write_tag(Group *g, PyObject *tag, int parity);
 void arrive(Group *g, uint64_t target);
 int spin_wait(Group *g, uint64_t target, double spin, int yield, double block);
 int check_descs(Group *g, int parity);
+int fold_parts(Group *g, const char *src, char *dst, Py_ssize_t nbytes, int parity, int kind,
+               int op, int own, const void **parts);
+int get_span(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t limit, const char *what);
 
 /* ---- one call of a schedule: flat() and direct() take the same 13 arguments ----------------
  * (src, dst, tag, epoch, round, X, kind, op, Y, spin_first, spin_running, yield, block);
@@ -91,6 +108,10 @@ int call_parse(Group *g, const char *name, PyObject *const *args, Py_ssize_t nar
 /* Take src and dst (equal sizes, whole items of ``kind``) and the parts array. */
 int call_buffers(Group *g, PyObject *const *args, Call *c);
 void call_release(Call *c);
+
+/* ---- a prepared small collective (_shmsmall.c) ------------------------------------------ */
+extern PyTypeObject SmallType;
+PyObject *Group_prepare(Group *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* ---- the direct schedule (_shmdirect.c) --------------------------------------------------- */
 PyObject *Group_direct(Group *self, PyObject *const *args, Py_ssize_t nargs);

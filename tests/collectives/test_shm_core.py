@@ -206,3 +206,47 @@ def test_direct_schedule_gives_the_copy_paths_bits_and_can_be_turned_off() -> No
     assert [r[3] for r in res] == [False] * 3
     for direct, _, copied, _ in res:
         assert direct == copied == res[0][0]
+
+
+@needs_core
+def test_prepared_small_calls_share_the_groups_counters_and_budget() -> None:
+    """A small allreduce is one call of the core's prepared collective (``Group.prepare``):
+    it advances the same epoch and round as the Python-driven calls it is interleaved with
+    (multi-round, direct, barriers), and adapts the same spin budget (a wait that had to
+    sleep halves it)."""
+    from terascale.transport import _spin
+
+    def fn(comm):
+        _use_core(comm)
+        x = np.arange(1000, dtype=np.float64)
+        big = np.ones((1 << 20) + 5, np.float32)  # 4 MiB: the direct schedule
+        mid = np.ones(100_000, np.float32)  # 400 KB: two flat rounds
+        for _ in range(3):
+            comm.allreduce(x, algorithm="shm")
+        g = comm._shm.whole
+        fast = comm._fast[("shm", "sum", x.dtype, x.shape)][0]
+        prepared = type(fast.start).__name__ == "builtin_function_or_method"
+        results = []
+        for i in range(20):
+            before = (g.epoch, g.round)
+            results.append(comm.allreduce(x, algorithm="shm").tobytes())
+            assert (g.epoch, g.round) == (before[0] + 1, before[1] + 1)
+            if i % 5 == 0:
+                results.append(comm.allreduce(mid, algorithm="shm").tobytes())
+                results.append(comm.allreduce(big, algorithm="shm").tobytes())
+                comm.barrier()
+        comm.barrier()
+        g.spin.spin_s = _spin.SPIN_S
+        if comm.rank == 1:
+            time.sleep(0.05)  # rank 0 spins its whole budget, then sleeps in the core
+        comm.allreduce(x, algorithm="shm")
+        return prepared, results, g.spin.spin_s, g.core.spin_s, g.oversubscribed
+
+    res = run_workers(fn, 2, timeout=120)
+    assert res[0][0] and res[1][0]
+    assert res[0][1] == res[1][1]
+    assert np.frombuffer(res[0][1][0]).tolist() == [2.0 * v for v in range(1000)]
+    prepared, _, budget, in_core, oversubscribed = res[0]
+    assert budget == in_core
+    if not oversubscribed:
+        assert budget == max(_spin.SPIN_S / 2, _spin.MIN_SPIN_S)

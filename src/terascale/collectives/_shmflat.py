@@ -18,7 +18,7 @@ import numpy as np
 
 from .._arrays import ReduceOp
 from ..transport import Exchange
-from ..transport.shm import ShmGroup, core_codes, slot_tag, tag_field
+from ..transport.shm import ShmGroup, core_codes, desc_field, slot_tag, tag_field
 from ._shmdirect import finish_direct, start_direct, takes_direct
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class FastAllreduce:
     descriptor (``desc``, the collective's as the exchange would carry it).
     """
 
-    __slots__ = ("context", "direct", "field", "g", "held", "kind", "one", "opcode")
+    __slots__ = ("context", "direct", "field", "g", "held", "kind", "opcode", "start")
 
     def __init__(self, g: ShmGroup, kind: int, opcode: int, desc: str, context: int, *,
                  direct: bool = False) -> None:
@@ -66,7 +66,10 @@ class FastAllreduce:
         self.context = context
         self.field = tag_field(desc)
         self.direct = direct  # the direct schedule (collectives/_shmdirect.py), not flat
-        self.one = False  # set by plan(): one flat round (core_flat_one's shorter path)
+        # start(seq, src, dst): None when done, else what finish() continues from. A
+        # collective of one flat round gets the core's prepared call (plan()), which does
+        # the whole per-call work in C.
+        self.start = self._start
         # A direct call's buffers while it is unfinished: other members may write into
         # them, so they must outlive a failure before finish() (which keeps them then).
         self.held: tuple[np.ndarray, np.ndarray] | None = None
@@ -84,11 +87,13 @@ class FastAllreduce:
         if g.n > FLAT_MAX_N and nbytes * g.n > FLAT_MAX_BYTES:
             return None
         fast = cls(g, *codes, desc, context)
-        fast.one = nbytes <= FLAT_ROUND_BYTES
+        if nbytes <= FLAT_ROUND_BYTES:
+            fast.start = g.core.prepare(context, fast.field, fast.kind, fast.opcode,
+                                        FLAT_ROUND_BYTES).run
         return fast
 
-    def start(self, seq: int, src: np.ndarray,
-              dst: np.ndarray) -> tuple[int, int, int] | None:
+    def _start(self, seq: int, src: np.ndarray,
+               dst: np.ndarray) -> tuple[int, int, int] | None:
         """Collective ``seq`` of ``src`` into ``dst`` (C-contiguous, equal, the same or
         disjoint): None when done, else what :meth:`finish` continues from."""
         tag = slot_tag(seq, self.context, self.field)
@@ -97,8 +102,6 @@ class FastAllreduce:
             if pending is not None:
                 self.held = (src, dst)
             return pending
-        if self.one:
-            return self.g.core_flat_one(src, dst, tag, self.kind, self.opcode, FLAT_ROUND_BYTES)
         return self.g.core_flat(src, dst, tag, self.kind,
                                 self.opcode, True, FLAT_ROUND_BYTES, running=False)
 
@@ -108,6 +111,7 @@ class FastAllreduce:
             finish_direct(self.g, ex, ex.deadline, pending, src, dst, self.kind, self.opcode)
             self.held = None
             return
+        self.g.descriptor = desc_field(ex)  # the prepared call wrote it in C only
         finish_flat(self.g, ex, ex.deadline, pending, src.reshape(-1), dst.reshape(-1),
                     self.kind, self.opcode, True)
 

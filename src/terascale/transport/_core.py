@@ -34,7 +34,7 @@ OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3}
 
 # The calling convention this Python code speaks to the core (its ``ABI`` constant): a
 # build of an older source (an in-place build not yet redone after a pull) is not used.
-ABI = 5
+ABI = 6
 
 
 def attach_disabled() -> bool:

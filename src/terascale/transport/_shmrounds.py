@@ -10,7 +10,9 @@ round and calls again. The spin policy both paths follow is :class:`.SpinBudget`
 
 Rounds are counted in :attr:`CoreRounds.epoch` (barriers arrived at) and
 :attr:`CoreRounds.round` (whose parity picks the set of areas), which the group's
-Python barriers advance as well.
+Python barriers advance as well. With the core both live in it (``Group.epoch``,
+``Group.round``): a prepared small collective (``Group.prepare``, ``_shmsmall.c``)
+advances them in the same call that moves the data.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ import numpy as np
 from . import _spin
 from ._shmwait import SpinBudget
 
-__all__ = ["CoreRounds"]
+__all__ = ["CoreRounds", "Counts"]
+
+
+class Counts:
+    """Where the pure-Python path keeps the counters the compiled core keeps in C."""
+
+    __slots__ = ("epoch", "round")
 
 
 class CoreRounds:
@@ -30,10 +38,27 @@ class CoreRounds:
     ``_shmcore``)."""
 
     core: Any  # the compiled core's Group (None: the pure-Python path)
-    epoch: int  # barriers arrived at
-    round: int  # rounds run so far: the set of round r is r % 2
+    _counts: Any  # the core, or a Counts
     descriptor: bytes  # what we announced for the current collective
     spin: SpinBudget
+
+    @property
+    def epoch(self) -> int:
+        """Barriers arrived at."""
+        return int(self._counts.epoch)
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self._counts.epoch = value
+
+    @property
+    def round(self) -> int:
+        """Rounds run so far: the set of round r is r % 2."""
+        return int(self._counts.round)
+
+    @round.setter
+    def round(self, value: int) -> None:
+        self._counts.round = value
 
     def spin_budget(self, running: bool) -> float:
         """Seconds the core may spin before it sleeps (:meth:`.SpinBudget.budget`)."""
@@ -102,28 +127,6 @@ class CoreRounds:
         self.epoch += done + 1
         per = chunk // src.itemsize
         return status, done * per, min((done + 1) * per, src.size)
-
-    def core_flat_one(self, src: np.ndarray, dst: np.ndarray, tag: bytes, kind: int,
-                      op: int, chunk: int) -> tuple[int, int, int] | None:
-        """:meth:`core_flat` of a collective that fits one round (``src.nbytes`` at most
-        ``chunk``), folding into ``dst`` with our own input, the first wait of a
-        collective (``running`` False): the same call of the core with the same arguments,
-        without the per-call work of the general one (a small allreduce's Python is as
-        long as its data movement). Returns what :meth:`core_flat` returns."""
-        self.descriptor = tag
-        core = self.core
-        spin = self.spin
-        slept = core.sleeps
-        done, status = core.flat(src, dst, tag, self.epoch, self.round, chunk,
-                                 kind, op, True, spin.budget(False), 0.0,
-                                 spin.rounds_yield(), _spin.CORE_SLEEP_S)
-        self.round += done
-        if status == -1:
-            self.epoch += done
-            spin.settle(False, core.sleeps != slept)
-            return None
-        self.epoch += done + 1
-        return status, 0, src.size
 
     def core_direct(self, src: np.ndarray, dst: np.ndarray, tag: bytes | None, kind: int,
                     op: int, chunk: int, phases: int, phase: int = 0, *,

@@ -18,22 +18,59 @@ the same budget:
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import _spin
 from ._spin import CORE_SLEEP_S, MIN_SPIN_S, RUNNING_SPIN_S, SPIN_S, YIELD_WHILE_SPINNING
 
 __all__ = ["SpinBudget"]
 
 
-class SpinBudget:
-    """The spin policy of one group of ``n`` members on this host."""
+class _State:
+    """Where the pure-Python path keeps what the compiled core keeps in C."""
 
-    def __init__(self, n: int) -> None:
+    __slots__ = ("share_cores", "spin_s")
+
+
+class SpinBudget:
+    """The spin policy of one group of ``n`` members on this host.
+
+    With the compiled core (``core``, its ``Group``) the adaptive budget and
+    :attr:`share_cores` live in the core, which applies and adapts them itself in a
+    prepared small collective's call (``_shmsmall.c``); this object sets the core's copy of
+    the policy's numbers and reads and writes the same two fields."""
+
+    def __init__(self, n: int, core: Any = None) -> None:
         self.oversubscribed = n > _spin.CORES
         # The core's yield mode while it spins (see _shmcore.c, spin_wait).
         self.yield_mode = 2 if self.oversubscribed else int(YIELD_WHILE_SPINNING)
-        self.spin_s = SPIN_S
         self.cap = _spin.OVERSUBSCRIBED_SPIN_S if self.oversubscribed else SPIN_S
+        self._state: Any = _State() if core is None else core
+        if core is not None:
+            core.spin_min, core.spin_cap = MIN_SPIN_S, self.cap
+            core.oversub_cap, core.block_s = _spin.OVERSUBSCRIBED_SPIN_S, CORE_SLEEP_S
+            core.waking_spin_s = _spin.WAKING_SPIN_S
+            core.busy_check_s, core.cores = _spin.BUSY_CHECK_S, _spin.CORES
+            core.oversub, core.yield_mode = self.oversubscribed, self.yield_mode
+        self.spin_s = SPIN_S
         self.share_cores = False  # whether our yields reach the other members
+
+    @property
+    def spin_s(self) -> float:
+        """Seconds a wait for an idle member spins before it sleeps (adaptive)."""
+        return float(self._state.spin_s)
+
+    @spin_s.setter
+    def spin_s(self, value: float) -> None:
+        self._state.spin_s = value
+
+    @property
+    def share_cores(self) -> bool:
+        return bool(self._state.share_cores)
+
+    @share_cores.setter
+    def share_cores(self, value: bool) -> None:
+        self._state.share_cores = bool(value)
 
     def budget(self, running: bool) -> float:
         """Seconds the core may spin before it sleeps."""

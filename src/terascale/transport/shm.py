@@ -66,7 +66,7 @@ from ._shmlayout import (
     tag_field,
 )
 from ._shmlinks import LinkWatch
-from ._shmrounds import CoreRounds
+from ._shmrounds import CoreRounds, Counts
 from ._shmwait import SpinBudget
 from ._spin import BLOCK_S
 from .base import Exchange
@@ -88,8 +88,6 @@ class ShmGroup(CoreRounds, PythonWaits):
         self.n = len(group)
         self.index = self.group.index(rank)
         self.area_bytes = area_bytes
-        self.epoch = 0
-        self.round = 0  # rounds run so far: the set of round r is r % 2
         self._mv = memoryview(mm)
         self._q = self._mv.cast("Q")
         self.descriptor = b""
@@ -100,8 +98,6 @@ class ShmGroup(CoreRounds, PythonWaits):
         self._others = [i for i in range(self.n) if i != self.index]
         self._views: dict[tuple[int, np.dtype, int], list[np.ndarray]] = {}
         self._links = LinkWatch(ex, [self.group[i] for i in self._others])
-        self.spin = SpinBudget(self.n)  # shared by the core's waits and ours
-        self.oversubscribed = self.spin.oversubscribed
         base = self._bytes.ctypes.data
         self._epoch_addr = [base + i * SLOT + EPOCH for i in range(self.n)]
         self._sleeping_idx = [(i * SLOT + SLEEPING) // 8 for i in self._others]
@@ -111,6 +107,13 @@ class ShmGroup(CoreRounds, PythonWaits):
         core = _core.load()
         self.core = None if core is None else core.Group(self._bytes, self.n, self.index,
                                                          self._ctl, area_bytes)
+        # The counters and the spin budget: the core's when there is one (its prepared
+        # calls advance them), shared by its waits and ours.
+        self._counts = Counts() if self.core is None else self.core
+        self.epoch = 0
+        self.round = 0  # rounds run so far: the set of round r is r % 2
+        self.spin = SpinBudget(self.n, self.core)
+        self.oversubscribed = self.spin.oversubscribed
         # Every member can read every other's memory (set by agree_direct, collectively).
         self.direct = False
 
