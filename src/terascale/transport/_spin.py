@@ -40,7 +40,8 @@ import time
 
 __all__ = ["BLOCK_S", "CHECK_S", "CORES", "CORE_SLEEP_S", "MIN_SPIN_S",
            "OVERSUBSCRIBED_SPIN_S", "RUNNING_SPIN_S", "SPIN_S", "WAKING_SPIN_S",
-           "YIELD_WHILE_SPINNING", "host_busy", "oversubscribed", "share_scheduler"]
+           "YIELD_AFTER_S", "YIELD_WHILE_SPINNING", "host_busy", "oversubscribed",
+           "share_scheduler"]
 
 SPIN_S = 50e-6       # busy-wait at most this long before blocking in the kernel
 MIN_SPIN_S = 10e-6   # ... and at least this long (the budget adapts between the two)
@@ -67,6 +68,15 @@ RUNNING_SPIN_S = 1e-3
 # long for it, where every member has a core, instead of sleeping too (see spin_wait in
 # _shmcore.c for the cost of sleeping: a wake-up at every barrier).
 WAKING_SPIN_S = 500e-6
+# A peer with a core of its own answers within this (a small allreduce or round trip is
+# 2-25 us here); a spin longer than this yields the core between its polls: a wake-up
+# tends to put the woken peer on the waker's core, and a spin that never yields keeps it
+# off until the spin ends in a sleep, which puts the two together again. Measured, 2 ranks
+# on 2 cores, barrier + 4 KiB allreduce over shared memory: stretches of 50-190 us per
+# call, a futex sleep in nearly every one, in about one run in three; over TCP between 2
+# emulated hosts: ~100 us per 4 KiB round trip for a whole run in one of three, against
+# ~22 us. (The compiled core's spin_wait has its own copy of this number, YIELD_AFTER_S.)
+YIELD_AFTER_S = 5e-6
 # Spin with sched_yield: on a loaded host the member we wait for may be queued behind us on
 # our core (measured, 2 ranks, 4 KiB, load 5.8: 54 us with yields, 70 us without).
 YIELD_WHILE_SPINNING = True

@@ -15,6 +15,7 @@ is :mod:`._tcp_blame`'s.
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import time
@@ -33,7 +34,7 @@ from ._frames import (
     show_desc,
     unpack_header,
 )
-from ._spin import SPIN_S, oversubscribed
+from ._spin import SPIN_S, YIELD_AFTER_S, oversubscribed
 from ._tcp_blame import ExchangeBlame
 from ._tcp_stream import PendingRecv, PendingSend, peek_header, recv_some, send_some
 from .base import Exchange
@@ -157,11 +158,17 @@ class TcpExchange(Exchange):
     def _spin(self) -> list[tuple[int, int]]:
         """Poll the watched links without sleeping for up to SPIN_S: their events, or []."""
         poll, clock = self.mesh.epoll.poll, time.monotonic
-        end = clock() + SPIN_S
+        start = clock()
+        end, yield_from = start + SPIN_S, start + YIELD_AFTER_S
         while True:
             events = poll(0)
-            if events or clock() >= end:
+            if events:
                 return events
+            now = clock()
+            if now >= end:
+                return events
+            if now >= yield_from:
+                os.sched_yield()  # the peer may be queued on our core (_spin)
 
     def _pump_send(self, peer: int) -> bool:
         q = self._sendq[peer]

@@ -31,13 +31,14 @@ are the exchange's business).
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import time
 from typing import TYPE_CHECKING, Any
 
 from ._frames import DATA, HEADER, pack_desc, pack_header, set_seq
-from ._spin import CORE_SLEEP_S, SPIN_S, oversubscribed
+from ._spin import CORE_SLEEP_S, SPIN_S, YIELD_AFTER_S, oversubscribed
 from .base import Exchange, Swap
 
 if TYPE_CHECKING:
@@ -108,6 +109,8 @@ class TcpSwap(Swap):
             if end == 0.0:
                 end = now + (0.0 if SPIN_S <= 0 or oversubscribed() else SPIN_S)
             if now < end:
+                if now >= end - SPIN_S + YIELD_AFTER_S:
+                    os.sched_yield()  # the peer may be queued on our core (_spin)
                 continue
             if now >= end + CORE_SLEEP_S:
                 break
