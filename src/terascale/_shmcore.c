@@ -127,9 +127,10 @@ static int Group_init(Group *self, PyObject *args, PyObject *kwds) {
     self->area = area;
     self->epoch = 0;
     self->round = 0;
-    /* The spin policy until transport/_shmwait.py sets it: no spin, the shortest sleeps. */
+    /* The spin policy until transport/_shmwait.py sets it: no spin, no sleeps (a wait
+     * hands back at once), yielding from the first poll. */
     self->spin_s = self->spin_min = self->spin_cap = self->oversub_cap = 0.0;
-    self->block_s = self->waking_spin_s = 0.0;
+    self->block_s = self->waking_spin_s = self->yield_after_s = 0.0;
     self->busy_check_s = 0.5;
     self->busy_until = 0.0;
     self->oversub = self->share_cores = 0;
@@ -208,9 +209,6 @@ static int first_late(Group *g, uint64_t target) {
 }
 
 #define BLOCK_S 2e-3  /* longest single futex sleep (a lost wake-up costs at most this) */
-/* A member with a core of its own arrives within this of another (a small allreduce is
- * 2-3 us here); a wait longer than this yields while it spins. */
-#define YIELD_AFTER_S 5e-6
 
 /* -1 when every other member reached ``target``, else the first that has not, after at most
  * ``spin`` seconds of polling and then ``block`` seconds of futex sleeps (both 0: look
@@ -250,7 +248,7 @@ int spin_wait(Group *g, uint64_t target, double spin, int yield, double block) {
              * spins then keeps it off until the budget runs out and it sleeps, which puts
              * the two on one core again (measured, 2 ranks on 2 cores, 4 KiB: stretches of
              * 50-190 us per call, a sleep in every one, against 2.2 us). */
-            if (yield || t - t0 >= YIELD_AFTER_S) {
+            if (yield || t - t0 >= g->yield_after_s) {
                 g->yields++;
                 sched_yield();
             }
@@ -672,6 +670,8 @@ static PyMemberDef Group_members[] = {
      "seconds of futex sleeps before a wait is handed back"},
     {"waking_spin_s", T_DOUBLE, offsetof(Group, waking_spin_s), 0,
      "the spin for a member that is asleep or waking up"},
+    {"yield_after_s", T_DOUBLE, offsetof(Group, yield_after_s), 0,
+     "a spin longer than this yields the core between polls"},
     {"busy_check_s", T_DOUBLE, offsetof(Group, busy_check_s), 0,
      "how often the load average is read"},
     {"oversub", T_BOOL, offsetof(Group, oversub), 0, "more members than cores"},

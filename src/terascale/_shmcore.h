@@ -45,6 +45,7 @@ typedef struct {
     double oversub_cap;         /* more members than cores: the most a yielding spin lasts */
     double block_s;             /* futex sleeps before the Python wait takes over */
     double waking_spin_s;       /* the spin for a member that is asleep or waking up */
+    double yield_after_s;       /* a spin longer than this yields between polls */
     double busy_check_s;        /* how often the load average is read */
     double busy_until;
     char oversub, share_cores, busy;

@@ -99,25 +99,17 @@ static PyObject *Small_run(Small *self, PyObject *const *args, Py_ssize_t nargs)
     unsigned long long seq = PyLong_AsUnsignedLongLong(args[0]);
     if (seq == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
-    Py_buffer s, d;
-    if (get_span(args[1], &s, 0, self->chunk, "src") < 0)
+    /* src and dst (args[1], args[2]) taken and checked as flat() takes them */
+    Call c;
+    c.kind = self->kind;
+    c.has_s = c.has_d = 0;
+    c.parts = NULL;
+    if (call_buffers(g, args + 1, &c) < 0)
         return NULL;
-    if (get_span(args[2], &d, 1, self->chunk, "dst") < 0) {
-        PyBuffer_Release(&s);
-        return NULL;
-    }
-    Py_ssize_t itemsize = ITEMSIZE[self->kind];
-    const void *parts_small[8];
-    const void **parts = g->n <= 8 ? parts_small : PyMem_Malloc(sizeof(void *) * g->n);
-    if (parts == NULL || d.len != s.len || s.len % itemsize) {
-        if (parts == NULL)
-            PyErr_NoMemory();
-        else
-            PyErr_SetString(PyExc_ValueError, "src and dst differ in size or are not whole items");
-        if (parts && parts != parts_small)
-            PyMem_Free(parts);
-        PyBuffer_Release(&s);
-        PyBuffer_Release(&d);
+    if (c.s.len > self->chunk) {
+        PyErr_Format(PyExc_ValueError, "src holds %zd bytes, more than a round (%zd)", c.s.len,
+                     self->chunk);
+        call_release(&c);
         return NULL;
     }
     int parity = (int)(g->round & 1);
@@ -139,7 +131,7 @@ static PyObject *Small_run(Small *self, PyObject *const *args, Py_ssize_t nargs)
     unsigned long long slept = g->sleeps;
     int status;
     Py_BEGIN_ALLOW_THREADS
-    memcpy(area_of(g, g->me, parity), s.buf, (size_t)s.len);
+    memcpy(area_of(g, g->me, parity), c.s.buf, (size_t)c.s.len);
     arrive(g, target);
     status = spin_wait(g, target, spin, yield, g->block_s);
     if (status == -1) {
@@ -148,13 +140,10 @@ static PyObject *Small_run(Small *self, PyObject *const *args, Py_ssize_t nargs)
             status = -2 - other;
     }
     if (status == -1 && self->op >= 0)
-        fold_parts(g, s.buf, d.buf, s.len, parity, self->kind, self->op, 1, parts);
+        fold_parts(g, c.s.buf, c.d.buf, c.s.len, parity, self->kind, self->op, 1, c.parts);
     Py_END_ALLOW_THREADS
-    Py_ssize_t elements = s.len / itemsize;
-    if (parts != parts_small)
-        PyMem_Free(parts);
-    PyBuffer_Release(&s);
-    PyBuffer_Release(&d);
+    Py_ssize_t elements = c.s.len / ITEMSIZE[self->kind];
+    call_release(&c);
     g->epoch = target;
     if (status != -1)
         return Py_BuildValue("(inn)", status, (Py_ssize_t)0, elements);

@@ -49,7 +49,7 @@ class SpinBudget:
         if core is not None:
             core.spin_min, core.spin_cap = MIN_SPIN_S, self.cap
             core.oversub_cap, core.block_s = _spin.OVERSUBSCRIBED_SPIN_S, CORE_SLEEP_S
-            core.waking_spin_s = _spin.WAKING_SPIN_S
+            core.waking_spin_s, core.yield_after_s = _spin.WAKING_SPIN_S, _spin.YIELD_AFTER_S
             core.busy_check_s, core.cores = _spin.BUSY_CHECK_S, _spin.CORES
             core.oversub, core.yield_mode = self.oversubscribed, self.yield_mode
         self.spin_s = SPIN_S

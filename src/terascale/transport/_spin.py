@@ -75,7 +75,7 @@ WAKING_SPIN_S = 500e-6
 # on 2 cores, barrier + 4 KiB allreduce over shared memory: stretches of 50-190 us per
 # call, a futex sleep in nearly every one, in about one run in three; over TCP between 2
 # emulated hosts: ~100 us per 4 KiB round trip for a whole run in one of three, against
-# ~22 us. (The compiled core's spin_wait has its own copy of this number, YIELD_AFTER_S.)
+# ~22 us. (The compiled core's waits read it from their group, set by _shmwait.SpinBudget.)
 YIELD_AFTER_S = 5e-6
 # Spin with sched_yield: on a loaded host the member we wait for may be queued behind us on
 # our core (measured, 2 ranks, 4 KiB, load 5.8: 54 us with yields, 70 us without).
