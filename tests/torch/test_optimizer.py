@@ -127,28 +127,32 @@ def test_join_uneven_inputs_no_hang() -> None:
     assert len({d for *_, d in out}) == 1
 
 
-def _half_batch_and_accumulation(comm):  # type: ignore[no-untyped-def]
+def _half_batch_and_accumulation(comm, predict):  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
     model = Net()
     first = [p.detach().clone() for p in model.parameters()]
-    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model, comm=comm,
-                                  half_batch=True, backward_passes_per_step=2)
+    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                  model, comm=comm, half_batch=True, backward_passes_per_step=2,
+                                  half_batch_predict=predict)
     unchanged = False
     for i in range(3):
         opt.zero_grad()
         for _ in range(2):
             model(torch.randn(4, 6) + comm.rank).sum().backward()
         opt.step()
-        if i == 0:  # half-batch: the first step only launches
+        if i == 0:  # half-batch: the first step only launches (and, predicting, moves ahead)
             unchanged = all(torch.equal(a, b) for a, b in zip(first, model.parameters()))
     opt.flush()
     return unchanged, _digest(model)
 
 
-def test_half_batch_with_accumulation() -> None:
-    out = run_workers(_half_batch_and_accumulation, 2, timeout=90)
-    assert out[0][0] and out[1][0]
-    assert out[0][1] == out[1][1]
+@pytest.mark.parametrize("predict", [False, True])
+def test_half_batch_with_accumulation(predict: bool) -> None:
+    out = run_workers(_half_batch_and_accumulation, 2, args=(predict,), timeout=90)
+    # without prediction the first step leaves the weights; with it every worker's model
+    # moves ahead by its own gradient
+    assert out[0][0] is out[1][0] is (not predict)
+    assert out[0][1] == out[1][1]  # after flush: the true weights, the same on every worker
 
 
 def test_extra_backward_pass_is_an_error_not_a_silent_loss() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import socket
 import time
 from collections.abc import Callable
@@ -120,7 +121,8 @@ def lmb_worker(comm: Communicator, cfg: dict[str, Any]) -> dict[str, Any]:
     """Train the small CNN on Fashion-MNIST; total batch = workers x 64 x accumulation.
 
     ``cfg``: total_batch, lr, warmup_epochs, epochs, limit, hook, momentum, seed, half_batch,
-    and optionally onebit (``OneBitState`` keyword arguments) and half_batch_momentum. Each
+    and optionally onebit (``OneBitState`` keyword arguments), half_batch_momentum and
+    schedule (after the warm-up: "constant", the default, or "cosine" decay to 0). Each
     worker's micro-batch is 64 (batch norm over 64 samples, per worker, as in Goyal et al.);
     a total batch larger than ``64 * workers`` is made of accumulated micro-batches.
     """
@@ -139,12 +141,24 @@ def lmb_worker(comm: Communicator, cfg: dict[str, Any]) -> dict[str, Any]:
                                hook_state=OneBitState(**cfg.get("onebit", {})),
                                backward_passes_per_step=accumulate,
                                half_batch=cfg.get("half_batch", False),
-                               half_batch_momentum=cfg.get("half_batch_momentum", "auto"))
+                               half_batch_momentum=cfg.get("half_batch_momentum"))
     sampler = DistributedSampler(len(x), comm=comm, seed=cfg.get("seed", 0), drop_last=True)
     per_step = micro * accumulate
     steps_per_epoch = len(sampler) // per_step
-    warmup = GradualWarmup(sgd, int(cfg["warmup_epochs"] * steps_per_epoch),
-                           start_factor=min(1.0, cfg["start_lr"] / cfg["lr"]))
+    warmup_steps = int(cfg["warmup_epochs"] * steps_per_epoch)
+    start_factor = min(1.0, cfg["start_lr"] / cfg["lr"])
+    if cfg.get("schedule", "constant") == "cosine":  # warmup, then cosine decay to 0
+        total = steps_per_epoch * cfg["epochs"]
+
+        def factor(k: int) -> float:
+            if k < warmup_steps:
+                return start_factor + (1.0 - start_factor) * k / max(warmup_steps, 1)
+            return 0.5 * (1.0 + math.cos(math.pi * (k - warmup_steps)
+                                         / max(total - warmup_steps, 1)))
+
+        warmup: Any = torch.optim.lr_scheduler.LambdaLR(sgd, factor)
+    else:
+        warmup = GradualWarmup(sgd, warmup_steps, start_factor=start_factor)
     start = time.perf_counter()
     losses = []
     for epoch in range(cfg["epochs"]):

@@ -15,9 +15,10 @@ Three parts, all in one run (``--parts``):
   CNN: total batch 64/256/1024 with the LR unchanged, linearly scaled, linearly scaled with
   gradual warmup; plus 1-bit vs full precision at 256 on 4 real workers.
 * ``compression``: the same CNN on the largest of ``--workers`` (default 4) x 64 at
-  ``--momentum`` (default 0.9) for ``--epochs`` (default 5): full precision, 1-bit (its
-  warm-up and momentum compression, as configured by default) and half-batch (its delay
-  correction), with each one's test accuracy and difference from full precision, per seed
+  ``--momentum`` (default 0.9) for ``--epochs`` (default 5), LR warm-up over the first
+  epoch then ``--schedule`` (cosine decay, or constant): full precision, 1-bit (its
+  warm-up and momentum compression, as configured by default) and half-batch (its weight
+  prediction), with each one's test accuracy and difference from full precision, per seed
   of ``--seeds``; the bytes each puts on the wire are the ``bytes`` part.
 """
 
@@ -52,6 +53,9 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--lr", type=float, default=0.025,
                    help="base LR for batch 64 (Goyal et al.: 0.1 per 256)")
     p.add_argument("--momentum", type=float, default=0.9, help="momentum (compression)")
+    p.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
+                   help="LR after the warm-up (compression): cosine decay to 0 by the last "
+                        "step, as training recipes end, or constant to the end")
     p.add_argument("--seeds", default="0",
                    help="comma list of seeds (compression): model init and data order")
     p.add_argument("--json", default="", help="also write the raw numbers here")
@@ -176,7 +180,7 @@ def _compression(args: argparse.Namespace) -> list[dict[str, Any]]:
             cfg = {"epochs": args.epochs, "limit": args.limit, "hook": "none",
                    "momentum": args.momentum, "start_lr": args.lr,
                    "warmup_epochs": min(1.0, args.epochs / 5), "total_batch": 64 * n,
-                   "lr": lr, "seed": seed, **extra}
+                   "lr": lr, "seed": seed, "schedule": args.schedule, **extra}
             t0 = time.perf_counter()
             out = run_workers(lmb_worker, n, args=(cfg,), timeout=3600)[0]
             rows.append({"label": label, "workers": n, **cfg, **out,
@@ -184,7 +188,8 @@ def _compression(args: argparse.Namespace) -> list[dict[str, Any]]:
             print(f"  seed {seed} {label:16s} acc {out['accuracy']:.4f} "
                   f"loss {out['final_loss']:.3f} ({time.perf_counter() - t0:.0f} s)",
                   flush=True)
-    print(f"\n| {n} workers x 64, momentum {args.momentum:g}, {args.epochs} epochs | "
+    print(f"\n| {n} workers x 64, momentum {args.momentum:g}, {args.epochs} epochs, "
+          f"{args.schedule} LR | "
           + " | ".join(f"seed {s}" for s in seeds) + " | mean | mean diff vs full precision |")
     print("|---|" + "---|" * (len(seeds) + 2))
     mean = {label: sum(r["accuracy"] for r in rows if r["label"] == label) / len(seeds)

@@ -1,4 +1,5 @@
-"""Half-batch's momentum correction (used by :class:`~terascale.torch.DistributedOptimizer`).
+"""Half-batch's momentum correction (``half_batch_momentum``; off by default, where weight
+prediction, :mod:`terascale.torch._predict`, compensates the delay instead).
 
 Momentum correction for the delay. A stale gradient behaves like extra momentum
 (Mitliagkas, Zhang, Hadjis, Re 2016, "Asynchrony begets momentum"): momentum SGD at 0.9
@@ -72,3 +73,4 @@ class DelayCorrection:
                 continue
             p.grad = g + (explicit - mu) * previous
             previous.mul_(explicit).add_(g)
+

@@ -31,9 +31,12 @@ Half-batch (communication one step behind compute: one minibatch's gradients tra
 the next computes on parameters one step older; the bounded delay of Langford, Smola &
 Zinkevich, "Slow Learners are Fast", NIPS 2009): with ``half_batch=True`` the step applies the averaged gradient of the
 *previous* minibatch, whose allreduce ran during this minibatch's forward and backward. The
-first step only launches; :meth:`flush` applies the last pending gradient.
-
-Momentum correction for the delay: see :mod:`terascale.torch._delay`.
+first step only launches; :meth:`flush` applies the last pending gradient. The delay is
+compensated by weight prediction (:mod:`terascale.torch._predict`): between steps the model
+holds the weights the next step will reach, so each gradient is computed where it is
+applied; :meth:`flush` (or :meth:`close`) puts the true weights back, so call it before
+evaluating or saving the model. The older remedy, a momentum correction
+(:mod:`terascale.torch._delay`), is there as ``half_batch_momentum``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from ._buckets import Bucket as _Bucket
 from ._buckets import assign_buckets
 from ._comm import resolve
 from ._delay import DelayCorrection
+from ._predict import WeightPrediction
 from .hooks import Done, Hook, OneBitState, Waitable
 
 __all__ = ["DistributedOptimizer"]
@@ -67,8 +71,10 @@ class DistributedOptimizer:
     ``backward_passes_per_step``: gradient accumulation; communication starts only on the
     last of that many backward passes (scale the loss by ``1/k`` as usual).
     ``half_batch``: apply gradients one step late, overlapping their communication with the
-    next minibatch; ``half_batch_momentum`` corrects the momentum for that delay ("auto",
-    a momentum, or None: see :mod:`terascale.torch._delay`). ``max_grad_norm``: clip the *averaged* gradient to this global L2 norm
+    next minibatch; ``half_batch_predict`` (default True) computes each gradient on the
+    predicted weights of the step it is applied in; ``half_batch_momentum`` lowers the
+    momentum for the delay instead or as well ("auto", a momentum, or None, the default:
+    see :mod:`terascale.torch._delay`). ``max_grad_norm``: clip the *averaged* gradient to this global L2 norm
     before every step (Hoffer et al. 2017 against early divergence of large batches; the
     same on every worker because the averaged gradient is). ``algorithm``: the allreduce
     algorithm of the uncompressed path (``auto``, ``ring``, ``tree``, ``shm``...). All
@@ -81,7 +87,8 @@ class DistributedOptimizer:
                  hook: Hook | None = None, hook_state: Any = None,
                  backward_passes_per_step: int = 1, half_batch: bool = False,
                  max_grad_norm: float | None = None, algorithm: str = "auto",
-                 half_batch_momentum: float | str | None = "auto") -> None:
+                 half_batch_momentum: float | str | None = None,
+                 half_batch_predict: bool = True) -> None:
         if bucket_mb <= 0 or first_bucket_mb <= 0:
             raise ConfigError(f"bucket_mb={bucket_mb} and first_bucket_mb={first_bucket_mb} "
                               "must be positive")
@@ -128,6 +135,8 @@ class DistributedOptimizer:
         self._pending: tuple[list[Waitable], Waitable | None] | None = None  # half-batch
         self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for p in params]
         self._delay = DelayCorrection(optimizer, half_batch_momentum if half_batch else None)
+        self._predict = (WeightPrediction(optimizer, params) if half_batch and half_batch_predict
+                         else None)
 
     # -- construction ------------------------------------------------------------------------
     _assign = staticmethod(assign_buckets)
@@ -169,22 +178,37 @@ class DistributedOptimizer:
     def step(self, closure: Callable[[], float] | None = None) -> Any:
         """Finish the averaging (wait for what is in flight) and step the wrapped optimizer."""
         handles, meta = self._launch_rest(active=True)
+        predict = self._predict
+        # this worker's own gradients (the averaging assigns new tensors to p.grad, so these
+        # stay as they are until the prediction has used them)
+        local = [p.grad for p in self.params] if predict is not None and predict.exact else []
         if self.half_batch:
             previous, self._pending = self._pending, (handles, meta)
-            if previous is None:
+            if previous is None:  # the first step only launches; the model moves ahead
+                if predict is not None:
+                    predict.restore()
+                    predict.predict(local)
                 return None
             handles, meta = previous
         if self._apply(handles, meta) == 0:
             return None
         self._delay.apply(self.params)
         self._clip()
-        return self.optimizer.step(closure) if closure is not None else self.optimizer.step()
+        if predict is not None:
+            predict.restore()
+        out = self.optimizer.step(closure) if closure is not None else self.optimizer.step()
+        if predict is not None:
+            predict.predict(local)
+        return out
 
     def flush(self) -> None:
-        """Half-batch only: apply the gradient still in flight (call after the last step)."""
+        """Half-batch only: apply the gradient still in flight and put the true weights back
+        into the model (call after the last step, and before evaluating or saving)."""
         if self._pending is not None:
             handles, meta = self._pending
             self._pending = None
+            if self._predict is not None:
+                self._predict.restore()
             if self._apply(handles, meta) > 0:
                 self._delay.apply(self.params)
                 self._clip()
@@ -216,6 +240,8 @@ class DistributedOptimizer:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        if self._predict is not None:
+            self._predict.restore()  # half-batch: the true weights, not the predicted ones
 
     def _clip(self) -> None:
         if self.max_grad_norm is not None:
