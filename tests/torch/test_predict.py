@@ -38,7 +38,8 @@ def test_the_prediction_is_the_next_step_with_that_gradient(name: str) -> None:
         opt.step()
         stepped = [p.detach().clone() for p in params]
         following = [torch.randn_like(p) for p in params]
-        predict.predict(following)
+        predict.hold()
+        predict.step_ahead(following)
         predicted = [p.detach().clone() for p in params]
         predict.restore()  # the true weights are back ...
         assert all(torch.equal(p, w) for p, w in zip(params, stepped))
@@ -68,7 +69,8 @@ def test_other_optimizers_repeat_the_last_step() -> None:
     params[0].grad = torch.randn(4)
     opt.step()
     after = params[0].detach().clone()
-    predict.predict([None])
+    predict.hold()
+    predict.step_ahead([None])
     torch.testing.assert_close(params[0].detach(), after + (after - before))
     predict.restore()
     assert torch.equal(params[0].detach(), after)

@@ -41,17 +41,21 @@ __all__ = ["WeightPrediction"]
 
 
 class WeightPrediction:
-    """Keeps the true weights while the model holds the predicted ones.
+    """Keeps the true weights while the model holds moved ones.
 
-    Call :meth:`restore` before the optimizer steps (and at the end of training), and
-    :meth:`predict` after it with this worker's own gradients of the step.
+    Call :meth:`restore` before the optimizer steps (and at the end of training), then
+    :meth:`hold` after it, and move the model: :meth:`step_ahead` (half-batch's next step,
+    with this worker's own gradients of the step) and/or :meth:`move` (any other known
+    displacement, e.g. what 1-bit's residuals hold back).
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter]) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.nn.Parameter], *,
+                 ahead: bool = True) -> None:
         self.optimizer = optimizer
         self.params = params
+        self.ahead = ahead
         self.true = [torch.empty_like(p, memory_format=torch.preserve_format) for p in params]
-        self.holding = False  # the model holds predicted weights, the true ones are in .true
+        self.holding = False  # the model holds moved weights, the true ones are in .true
         self.before: list[torch.Tensor] | None = None
         self._groups = {id(p): g for g in optimizer.param_groups for p in g["params"]}
         self.exact = isinstance(optimizer, (torch.optim.SGD, MomentumCorrectedSGD))
@@ -63,15 +67,19 @@ class WeightPrediction:
             for p, w in zip(self.params, self.true):
                 p.copy_(w)
             self.holding = False
-        if not self.exact:  # the fallback repeats the step about to be taken
+        if self.ahead and not self.exact:  # the fallback repeats the step about to be taken
             self.before = [p.detach().clone() for p in self.params]
 
     @torch.no_grad()
-    def predict(self, local: list[torch.Tensor | None]) -> None:
-        """After a step: keep the new weights, move the model to the next step's."""
+    def hold(self) -> None:
+        """After a step: keep the weights stepped to as the true ones."""
         for p, w in zip(self.params, self.true):
             w.copy_(p)
         self.holding = True
+
+    @torch.no_grad()
+    def step_ahead(self, local: list[torch.Tensor | None]) -> None:
+        """Move the model to where the next step will put it (after :meth:`hold`)."""
         if not self.exact:
             assert self.before is not None
             for p, w, b in zip(self.params, self.true, self.before):
@@ -80,6 +88,11 @@ class WeightPrediction:
             return
         for p, g in zip(self.params, local):
             self._take_next_step(p, g)
+
+    @torch.no_grad()
+    def move(self, p: torch.Tensor, delta: torch.Tensor) -> None:
+        """Move ``p`` by ``-lr * delta``, ``delta`` in the units of a gradient (after :meth:`hold`)."""
+        p.sub_(delta.view_as(p).to(p.dtype), alpha=self._groups[id(p)]["lr"])
 
     def _take_next_step(self, p: torch.Tensor, g: torch.Tensor | None) -> None:
         """Subtract from ``p`` what the next ``optimizer.step()`` would if its gradient were

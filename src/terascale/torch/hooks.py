@@ -176,6 +176,7 @@ class OneBitState:
     momentum: float | None = None
     precondition: bool = True
     floor: float = 0.1
+    lookahead: bool = True
     start_step: int = 0
     worker_error: dict[int, torch.Tensor] = field(default_factory=dict)
     server_error: dict[int, Any] = field(default_factory=dict)
@@ -190,6 +191,36 @@ class OneBitState:
             raise ConfigError(f"warmup_steps={self.warmup_steps} must be >= 0")
         if not 0.0 < self.floor <= 1.0:
             raise ConfigError(f"floor={self.floor} must be in (0, 1]")
+
+    def looks_past(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Whether the optimizer should move the model past the residuals (``lookahead``):
+        only where a step moves the weights by ``lr`` times the compressed quantity, i.e.
+        SGD whose momentum is the one compressed (or none, with ``momentum=0``)."""
+        from .recipes import MomentumCorrectedSGD
+
+        mu = self.momentum or 0.0
+        return (self.lookahead and isinstance(optimizer, (torch.optim.SGD, MomentumCorrectedSGD))
+                and all(float(g.get("momentum", 0.0) or 0.0) == mu
+                        for g in optimizer.param_groups))
+
+    def unpaid(self, index: int, rank: int, numel: int) -> torch.Tensor | None:
+        """This worker's estimate of what the residuals of bucket ``index`` still hold back,
+        in the units of the averaged (compressed) momentum: its own worker residual, plus its
+        server residual on the chunk it owns. None before compression starts."""
+        err = self.worker_error.get(index)
+        if err is None:
+            return None
+        held = err[:numel].clone()
+        serr = self.server_error.get(index)
+        if serr is not None:
+            m = serr.shape[1]
+            lo, hi = rank * m, min(numel, (rank + 1) * m)
+            if lo < hi:
+                held[lo:hi] += torch.from_numpy(serr[0, :hi - lo]).to(held.device)
+        sigma = self.magnitude.get(index)
+        if sigma is not None and sigma.numel() == numel:
+            held.mul_(sigma.reshape(-1).to(held.device))
+        return held
 
     def _observe(self, index: int, total: torch.Tensor) -> None:
         """Warm-up: add the square of an exact (allreduced, so identical) sum."""

@@ -135,8 +135,13 @@ class DistributedOptimizer:
         self._pending: tuple[list[Waitable], Waitable | None] | None = None  # half-batch
         self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for p in params]
         self._delay = DelayCorrection(optimizer, half_batch_momentum if half_batch else None)
-        self._predict = (WeightPrediction(optimizer, params) if half_batch and half_batch_predict
-                         else None)
+        # the model is moved between steps: ahead of half-batch's delay, and/or past 1-bit's
+        # residuals (the true weights are put back before every step)
+        self._ahead = half_batch and half_batch_predict
+        self._look_past = isinstance(hook_state, OneBitState) and hook_state.looks_past(optimizer)
+        self._held = (WeightPrediction(optimizer, params, ahead=self._ahead)
+                      if self._ahead or self._look_past else None)
+        self._total_weight = float(self.comm.size)
 
     # -- construction ------------------------------------------------------------------------
     _assign = staticmethod(assign_buckets)
@@ -178,37 +183,57 @@ class DistributedOptimizer:
     def step(self, closure: Callable[[], float] | None = None) -> Any:
         """Finish the averaging (wait for what is in flight) and step the wrapped optimizer."""
         handles, meta = self._launch_rest(active=True)
-        predict = self._predict
+        held = self._held
         # this worker's own gradients (the averaging assigns new tensors to p.grad, so these
         # stay as they are until the prediction has used them)
-        local = [p.grad for p in self.params] if predict is not None and predict.exact else []
+        local = [p.grad for p in self.params] if self._ahead else []
         if self.half_batch:
             previous, self._pending = self._pending, (handles, meta)
             if previous is None:  # the first step only launches; the model moves ahead
-                if predict is not None:
-                    predict.restore()
-                    predict.predict(local)
+                if held is not None and self._ahead:
+                    held.restore()
+                    held.hold()
+                    held.step_ahead(local)
                 return None
             handles, meta = previous
         if self._apply(handles, meta) == 0:
             return None
         self._delay.apply(self.params)
         self._clip()
-        if predict is not None:
-            predict.restore()
+        if held is not None:
+            held.restore()
         out = self.optimizer.step(closure) if closure is not None else self.optimizer.step()
-        if predict is not None:
-            predict.predict(local)
+        if held is not None:
+            held.hold()
+            if self._ahead:
+                held.step_ahead(local)
+            if self._look_past:
+                self._move_past_residuals(held)
         return out
 
+    def _move_past_residuals(self, held: WeightPrediction) -> None:
+        """1-bit: move the model by what this worker's residuals still hold back, toward the
+        weights full precision would have reached (see :class:`OneBitState`)."""
+        assert isinstance(self.hook_state, OneBitState)
+        per_weight = self.comm.size / self._total_weight  # residuals are weighted sums
+        for b in self.buckets:
+            unpaid = self.hook_state.unpaid(b.index, self.comm.rank, b.numel)
+            if unpaid is None:
+                continue
+            if per_weight != 1.0:
+                unpaid = unpaid * per_weight
+            for (_, p), (off, n) in zip(b.params, b.offsets):
+                held.move(p, unpaid[off:off + n])
+
     def flush(self) -> None:
-        """Half-batch only: apply the gradient still in flight and put the true weights back
-        into the model (call after the last step, and before evaluating or saving)."""
+        """Apply half-batch's gradient still in flight and put the true weights back into
+        the model (half-batch and 1-bit move it between steps): call after the last step, and
+        before evaluating or saving."""
+        if self._held is not None:
+            self._held.restore()
         if self._pending is not None:
             handles, meta = self._pending
             self._pending = None
-            if self._predict is not None:
-                self._predict.restore()
             if self._apply(handles, meta) > 0:
                 self._delay.apply(self.params)
                 self._clip()
@@ -240,8 +265,8 @@ class DistributedOptimizer:
         for h in self._hooks:
             h.remove()
         self._hooks = []
-        if self._predict is not None:
-            self._predict.restore()  # half-batch: the true weights, not the predicted ones
+        if self._held is not None:
+            self._held.restore()  # the true weights, not the moved ones
 
     def _clip(self) -> None:
         if self.max_grad_norm is not None:
@@ -330,6 +355,7 @@ class DistributedOptimizer:
         total, active = flags[-2], int(round(flags[-1]))
         if active == 0:
             return 0
+        self._total_weight = total
         for bucket, flat in zip(self.buckets, results):
             flat = flat[:bucket.numel]
             flat.div_(total)
