@@ -13,9 +13,8 @@ decayed by a cosine to the last step (``--schedule constant`` keeps it)::
 
 The LR warms up over ``--warmup-epochs`` (default 1) and then decays by a cosine to the last
 step (``--schedule cosine``, the default, or ``constant``). Variations: ``--compression fp16``
-or ``--compression onebit`` (1-bit SGD with error feedback; keep the LR warm-up: without it
-1-bit diverges at the 4-worker LR), ``--half-batch`` (communication one step behind compute,
-with weight prediction), ``--local-sgd 8``
+or ``--compression onebit`` (1-bit SGD with error feedback), ``--half-batch`` (communication
+one step behind compute, with weight prediction), ``--local-sgd 8``
 (average the model every 8 steps instead of the gradients every step). Data: the IDX files of
 Debian's ``dataset-fashion-mnist`` in /usr/share/datasets/fashion-mnist (``--data DIR``).
 

@@ -20,15 +20,18 @@ and :class:`~terascale.torch.MomentumCorrectedSGD` the prediction repeats the la
 
 Measured: the small CNN of ``terascale bench torch --parts compression`` (Fashion-MNIST,
 4 workers x 64, momentum 0.9, LR 0.1, 5 epochs), test accuracy, half-batch minus full
-precision: with the LR decayed by a cosine, +0.02 points on average over seeds 0-2
-(predicting by repeating the last step instead: -0.60; lowering the momentum to 0.5 as
-:mod:`terascale.torch._delay` does: -1.55 at seed 0); with a constant LR, -0.31 over
-seeds 0-5 (-1.91 at seed 0 with the momentum lowered). Mixing the last average into the
+precision over seeds 0-5: -0.01 points with the LR decayed by a cosine, -0.03 with a
+constant LR. At seed 0 with the cosine: lowering the momentum to 0.5 as
+:mod:`terascale.torch._delay` does instead -1.55, no compensation -1.17; predicting by
+repeating the last step -0.60 on average over seeds 0-2. Mixing the last average into the
 prediction of the average in flight (a quarter own gradient, three quarters last average)
-was no better (87.99% against 88.07% on average over seeds 0-3, constant LR). What it costs: one more copy of the weights (two
-for the fallback) and a few element-wise passes per step; the workers' models differ
-between steps (each predicted with its own gradient) while the true weights stay bitwise
-identical.
+was no better (87.99% against 88.07% on average over seeds 0-3, constant LR). What it
+costs: one more copy of the weights (two for the fallback) and a few element-wise passes
+per step; the workers' models differ between steps (each predicted with its own gradient)
+while the true weights stay bitwise identical.
+
+1-bit's lookahead (:class:`~terascale.torch.OneBitState`) uses the same machinery to move
+the model past what its error-feedback residuals still hold back.
 """
 
 from __future__ import annotations
