@@ -79,7 +79,8 @@ def _identity(comm, hook_name):  # type: ignore[no-untyped-def]
     model = Net()
     tt.broadcast_parameters(model, comm=comm)
     hook = {"none": None, "fp16": tt.fp16_hook, "onebit": tt.onebit_hook}[hook_name]
-    state = tt.OneBitState() if hook_name == "onebit" else None
+    # compressing from the second step, so that the lookahead moves the model between steps
+    state = tt.OneBitState(warmup_steps=1) if hook_name == "onebit" else None
     sgd = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     opt = tt.DistributedOptimizer(sgd, model, comm=comm, bucket_mb=0.001, hook=hook,
                                   hook_state=state)
@@ -94,6 +95,7 @@ def _identity(comm, hook_name):  # type: ignore[no-untyped-def]
         model(x, use_spare=use).pow(2).mean().backward()
         opt.step()
         spare_grads.append(model.spare.weight.grad is not None)
+        opt.flush()  # the true weights (1-bit's lookahead moves each worker's model apart)
         digests.append(_digest(model))
     return digests, spare_grads, model.never.weight.grad is None
 
