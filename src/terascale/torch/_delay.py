@@ -73,4 +73,3 @@ class DelayCorrection:
                 continue
             p.grad = g + (explicit - mu) * previous
             previous.mul_(explicit).add_(g)
-

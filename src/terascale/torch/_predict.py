@@ -40,7 +40,10 @@ import torch
 
 from .recipes import MomentumCorrectedSGD
 
-__all__ = ["WeightPrediction"]
+__all__ = ["SGD_FAMILY", "WeightPrediction"]
+
+# optimizers whose step is ``lr`` times a momentum buffer the code here can read and predict
+SGD_FAMILY = (torch.optim.SGD, MomentumCorrectedSGD)
 
 
 class WeightPrediction:
@@ -61,7 +64,7 @@ class WeightPrediction:
         self.holding = False  # the model holds moved weights, the true ones are in .true
         self.before: list[torch.Tensor] | None = None
         self._groups = {id(p): g for g in optimizer.param_groups for p in g["params"]}
-        self.exact = isinstance(optimizer, (torch.optim.SGD, MomentumCorrectedSGD))
+        self.exact = isinstance(optimizer, SGD_FAMILY)
 
     @torch.no_grad()
     def restore(self) -> None:
@@ -93,9 +96,10 @@ class WeightPrediction:
             self._take_next_step(p, g)
 
     @torch.no_grad()
-    def move(self, p: torch.Tensor, delta: torch.Tensor) -> None:
-        """Move ``p`` by ``-lr * delta``, ``delta`` in the units of a gradient (after :meth:`hold`)."""
-        p.sub_(delta.view_as(p).to(p.dtype), alpha=self._groups[id(p)]["lr"])
+    def move(self, p: torch.Tensor, delta: torch.Tensor, scale: float = 1.0) -> None:
+        """Move ``p`` by ``-lr * scale * delta``, ``delta`` in the units of a gradient (after
+        :meth:`hold`)."""
+        p.sub_(delta.view_as(p).to(p.dtype), alpha=self._groups[id(p)]["lr"] * scale)
 
     def _take_next_step(self, p: torch.Tensor, g: torch.Tensor | None) -> None:
         """Subtract from ``p`` what the next ``optimizer.step()`` would if its gradient were

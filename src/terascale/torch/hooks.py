@@ -212,10 +212,10 @@ class OneBitState:
         """Whether the optimizer should move the model past the residuals (``lookahead``):
         only where a step moves the weights by ``lr`` times the compressed quantity, i.e.
         SGD whose momentum is the one compressed (or none, with ``momentum=0``)."""
-        from .recipes import MomentumCorrectedSGD
+        from ._predict import SGD_FAMILY
 
         mu = self.momentum or 0.0
-        return (self.lookahead and isinstance(optimizer, (torch.optim.SGD, MomentumCorrectedSGD))
+        return (self.lookahead and isinstance(optimizer, SGD_FAMILY)
                 and all(float(g.get("momentum", 0.0) or 0.0) == mu
                         for g in optimizer.param_groups))
 

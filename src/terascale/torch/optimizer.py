@@ -220,10 +220,8 @@ class DistributedOptimizer:
             unpaid = self.hook_state.unpaid(b.index, self.comm.rank, b.numel)
             if unpaid is None:
                 continue
-            if per_weight != 1.0:
-                unpaid = unpaid * per_weight
             for (_, p), (off, n) in zip(b.params, b.offsets):
-                held.move(p, unpaid[off:off + n])
+                held.move(p, unpaid[off:off + n], per_weight)
 
     def flush(self) -> None:
         """Apply half-batch's gradient still in flight and put the true weights back into
