@@ -30,7 +30,9 @@ Those launchers make no secret, so the user gives one, read only here:
 ``TERASCALE_INSECURE_NO_SECRET=1`` runs without one on a loopback rendezvous only;
 ``TERASCALE_BIND`` is where the servers started inside a process listen (rank 0's
 rendezvous, the Spark and Ray runners' and the torch backend's; default: the job's own
-address, loopback when that is loopback; ``0.0.0.0`` for every interface).
+address, loopback when that is loopback; ``0.0.0.0`` for every interface);
+``TERASCALE_TCP_CONGESTION`` is the data links' congestion control (default ``cubic``,
+``system`` for the host's; read by :mod:`terascale.transport._congestion`).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import time
 from .._admission import Admission
 from .._auth import accept_handshake, dial_handshake, drop_reason, recv_json, send_json
 from .._errors import AuthError, PeerTimeout
+from ._congestion import tune
 from .tcp import TcpMesh
 
 __all__ = ["build_mesh", "listen"]
@@ -37,6 +38,11 @@ def listen(host: str) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        tune([s])  # accepted links inherit it (before any byte: ._congestion)
+    except BaseException:
+        s.close()
+        raise
     s.bind((host, 0))
     s.listen(256)
     return s
@@ -47,7 +53,7 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            s = socket.create_connection(addr, timeout=max(deadline - time.monotonic(), 0.01))
+            s = _connect(addr, max(deadline - time.monotonic(), 0.01))
         except OSError as e:  # refused, reset, unreachable for now: the peer may be starting
             last = e
             time.sleep(0.05)
@@ -66,6 +72,21 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
         return s, nonces
     raise PeerTimeout(f"rank {rank}: could not connect to rank {peer} at {addr[0]}:{addr[1]} "
                       f"before the deadline ({last})", rank=rank, peer=peer, operation="connect")
+
+
+def _connect(addr: tuple[str, int], timeout: float) -> socket.socket:
+    """``socket.create_connection`` with the links' congestion control set before the
+    handshake: switched later, a connection keeps the pacing its first one turned on."""
+    family, kind, proto, _, where = socket.getaddrinfo(addr[0], addr[1], type=socket.SOCK_STREAM)[0]
+    s = socket.socket(family, kind, proto)
+    try:
+        tune([s])
+        s.settimeout(timeout)
+        s.connect(where)
+    except BaseException:
+        s.close()
+        raise
+    return s
 
 
 class _Acceptor:
