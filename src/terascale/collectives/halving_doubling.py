@@ -23,13 +23,14 @@ through each rate-limited link left it idle part of the time (79-87% of the link
 keep the direct exchange's single message latency.
 
 Everything is pipelined at chunk granularity with completion callbacks on the
-:class:`~terascale.transport.Exchange`, within a step: a step's sends start once every
-receive of the steps before it is complete, so one step's flows are on the links at a time.
-Two concurrent TCP flows per link direction moved 69-79% of the link rate on emulated hosts
-at 100 Mbit/s, one flow 88-92%; overlapping the steps cost more than the wait between them
-(quiet machine, 100 Mbit/s, 4 and 16 MiB, two alternated runs each: 4 hosts 74-86% of the
-link without the gate, 79-88% with it; 6 hosts 76-85% without, 71-90% with, 6 of 8 pairs
-better). Each peer has a few chunks of scratch: its next chunk
+:class:`~terascale.transport.Exchange`, across steps: a chunk goes on as soon as it holds
+what the schedule needs, whatever step the rest of the vector is in, so a link whose
+step is done carries the next one's chunks instead of idling. (A gate that held a step's
+sends until every receive of the steps before it was complete helped under BBR, whose
+concurrent flows left rate-limited links idle; on CUBIC links, the transport's default
+(:mod:`terascale.transport._congestion`), it cost more than it saved: 16 MiB on 4
+emulated hosts at 100 Mbit/s, 92.1-93.1% of the link gated against 94.3-94.4% without;
+6 hosts 79.8-88.1% against 92.3-94.2%, alternated runs.) Each peer has a few chunks of scratch: its next chunk
 is received once one is free (until then it waits in the socket buffer). A step sends a
 part in the order its receiver passes the blocks on -- those that leave it soonest first,
 its own block last -- so the receiver's next sends overlap this step's transfer; over
@@ -100,7 +101,7 @@ class _Box:
     __slots__ = ("items", "cur", "free", "parked")
 
     def __init__(self) -> None:
-        self.items: list[tuple[int, int, int, int]] = []  # (unit, required state, mode, step)
+        self.items: list[tuple[int, int, int]] = []  # (unit, required state, mode)
         self.cur = 0
         self.free: list[np.ndarray] = []  # scratch chunks not holding a contribution
         # Contributions received, each waiting until its unit has the reductions before it:
@@ -166,10 +167,7 @@ class HalvingDoublingAllreduce:
         #   hosts at 100 Mbit/s, against the ring's 94%.
         base = 0
         ring = []
-        self.step = 0  # the step being laid out: reduce-scatter 0..m-1, allgather m..2m-1
-        self.waiting: dict[int, int] = {}  # receives of each step not yet complete
         for k, (_, r) in enumerate(steps):
-            self.step = k
             members, a = group(rank, steps[k]), digit(rank, steps[k])
             ring.append(as_ring(r, buf.nbytes * widths(p, steps)[k] // p))
             if ring[k]:
@@ -197,7 +195,6 @@ class HalvingDoublingAllreduce:
         # Allgather: the steps in reverse, each the same way as its reduce-scatter step;
         # send all we hold (to every member, or on round the ring), get each member's.
         for k in reversed(range(len(steps))):
-            self.step += 1
             members, a, r = group(rank, steps[k]), digit(rank, steps[k]), steps[k][1]
             if ring[k]:
                 nxt, prv = members[(a + 1) % r], members[(a - 1) % r]
@@ -230,11 +227,10 @@ class HalvingDoublingAllreduce:
         return [u for b in held_order(v, self.steps, self.p, k + 1) for u in self.block_units[b]]
 
     def _out(self, peer: int, unit: int, required: int) -> None:
-        self.outbox.setdefault(peer, _Box()).items.append((unit, required, _COPY, self.step))
+        self.outbox.setdefault(peer, _Box()).items.append((unit, required, _COPY))
 
     def _in(self, peer: int, unit: int, required: int, mode: int) -> None:
-        self.inbox.setdefault(peer, _Box()).items.append((unit, required, mode, self.step))
-        self.waiting[self.step] = self.waiting.get(self.step, 0) + 1
+        self.inbox.setdefault(peer, _Box()).items.append((unit, required, mode))
 
     def run(self) -> None:
         if self.pair is not None:
@@ -243,7 +239,7 @@ class HalvingDoublingAllreduce:
         if not self.inbox and not self.outbox:
             return
         longest = max(hi - lo for lo, hi in self.units)
-        reducing = [b for b in self.inbox.values() if any(m == _REDUCE for _, _, m, _ in b.items)]
+        reducing = [b for b in self.inbox.values() if any(m == _REDUCE for _, _, m in b.items)]
         # A few chunks of scratch per peer (SCRATCH_BYTES in all at most), so that a peer
         # whose contribution must wait for another's keeps streaming for a while instead of
         # stalling its link at once.
@@ -260,16 +256,11 @@ class HalvingDoublingAllreduce:
     def _pump(self) -> None:
         """Post every send whose unit is ready and every receive that may start now."""
         ex, buf, state = self.ex, self.buf, self.state
-        # One step's traffic on the links at a time: a step's sends wait until every
-        # receive of the steps before it is complete (a proxy for this rank's own sends of
-        # those steps having left: the steps are symmetric). Two concurrent TCP flows per
-        # link direction moved 69-79% of the link rate on emulated hosts, one 88-92%.
-        open_step = min((k for k, n in self.waiting.items() if n), default=_FINAL)
         for peer, box in self.outbox.items():
             items = box.items
             while box.cur < len(items):
-                unit, required, _, k = items[box.cur]
-                if state[unit] < required or k > open_step:
+                unit, required, _ = items[box.cur]
+                if state[unit] < required:
                     break
                 lo, hi = self.units[unit]
                 ex.send(peer, view(buf, lo, hi))
@@ -277,10 +268,10 @@ class HalvingDoublingAllreduce:
         for peer, box in self.inbox.items():
             items = box.items
             while box.cur < len(items):
-                unit, required, mode, k = items[box.cur]
+                unit, required, mode = items[box.cur]
                 lo, hi = self.units[unit]
                 if mode == _COPY:
-                    ex.recv(peer, view(buf, lo, hi), then=partial(self._copied, unit, k))
+                    ex.recv(peer, view(buf, lo, hi), then=partial(self._copied, unit))
                 else:
                     # Into scratch now; added once the unit has the ``required`` reductions
                     # before it (the fixed order), see _arrived.
@@ -288,11 +279,10 @@ class HalvingDoublingAllreduce:
                         break
                     scratch = box.free.pop()
                     ex.recv(peer, scratch[: hi - lo].data.cast("B"),
-                            then=partial(self._arrived, box, k, (unit, required, scratch)))
+                            then=partial(self._arrived, box, (unit, required, scratch)))
                 box.cur += 1
 
-    def _arrived(self, box: _Box, k: int, item: tuple[int, int, np.ndarray]) -> None:
-        self.waiting[k] -= 1
+    def _arrived(self, box: _Box, item: tuple[int, int, np.ndarray]) -> None:
         box.parked.append(item)
         state, reduced = self.state, True
         while reduced:  # one reduction may let another parked contribution in
@@ -312,7 +302,6 @@ class HalvingDoublingAllreduce:
                         break
         self._pump()
 
-    def _copied(self, unit: int, k: int) -> None:
-        self.waiting[k] -= 1
+    def _copied(self, unit: int) -> None:
         self.state[unit] = _FINAL
         self._pump()
