@@ -49,7 +49,7 @@ def test_choice_by_link_rate() -> None:
             # ... the fastest in the link model itself, or within 10% of it
             best = min(links.link_time(a, m, n, 100e6) for a in ("tree", "ring"))
             assert links.link_time("ring", m, n, 100e6) <= 1.1 * best
-        assert choose_allreduce(1024, n, hosts[:n], 100e6) == "tree"  # latency still wins
+        assert choose_allreduce(512, n, hosts[:n], 100e6) == "tree"  # latency still wins
     assert choose_allreduce(256 << 10, 2, hosts[:2], 100e6) == choose_tcp(256 << 10, 2)
     # select.py's copy of the link model's constants is the recorded one
     cost = links.recorded()

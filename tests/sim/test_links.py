@@ -82,6 +82,23 @@ def test_fit_recovers_the_constants_it_was_given() -> None:
     assert "| 100 Mbit/s | 3 x 1 | 16 MiB | tree |" in table and "(held out)" in table
 
 
+def test_a_held_alpha_is_kept_and_only_the_efficiencies_are_fitted() -> None:
+    truth = LinkCost(alpha=3e-4, eff_single=0.97, eff_halving_doubling=0.8,
+                     eff_shared_nic=0.9, eff_tree=0.7)
+    reps = [_report(truth, h, q, 1e8) for h, q in ((2, 1), (4, 1), (6, 1), (2, 2))]
+    got = links.fit(reps, alpha=3e-4)["cost"]
+    assert got["alpha"] == 3e-4
+    for kind in links.KINDS:
+        assert got[f"eff_{kind}"] == pytest.approx(getattr(truth, f"eff_{kind}"), abs=1e-3)
+    # A wrong alpha moves the efficiencies instead; none is fitted above 1.
+    low = links.fit(reps, alpha=0.0)["cost"]
+    assert low["alpha"] == 0.0 and low["eff_single"] < 0.97
+    high = links.fit([_report(LinkCost(alpha=0.0, eff_single=1.0), 2, 1, 1e8)], alpha=0.0)
+    assert high["cost"]["eff_single"] <= 1.0
+    with pytest.raises(ValueError, match="alpha"):
+        links.fit(reps, alpha=float("nan"))
+
+
 def test_the_recorded_constants_load_and_a_bad_file_is_named(tmp_path: Path) -> None:
     cost = links.recorded()
     assert 0 < cost.eff_halving_doubling <= cost.eff_single <= 1.0 and cost.alpha >= 0

@@ -53,6 +53,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--check", nargs="+", default=[], metavar="REPORT.json",
                    help="with --fit-links: reports predicted with the fitted constants but "
                         "not fitted on (a held-out test)")
+    p.add_argument("--alpha", default=None, metavar="TIME",
+                   help="with --fit-links: hold the per-round latency at TIME (\"180us\") and "
+                        "fit only the efficiencies (reports of large messages cannot tell it)")
     p.add_argument("--link-cost-out", default=None, metavar="COST.json",
                    help="with --fit-links: write the fitted constants (for --link-cost)")
     p.add_argument("--json", default=None, metavar="OUT.json")
@@ -79,7 +82,13 @@ def _fit_links(args: argparse.Namespace) -> dict:
             out.append(rep)
         return out
 
-    result = fit(load(args.fit_links, "--fit-links"), check=load(args.check, "--check"))
+    alpha = None
+    if args.alpha is not None:
+        from .._units import parse_time
+
+        alpha = parse_time(args.alpha, flag="--alpha")
+    result = fit(load(args.fit_links, "--fit-links"), check=load(args.check, "--check"),
+                 alpha=alpha)
     print(format_fit(result))
     if args.link_cost_out:
         data = json.dumps({**result["cost"], "source": (
