@@ -99,9 +99,9 @@ def choose_by_link(nbytes: int, size: int, link_rate: float) -> str:
     busiest link (an interior node's parent and two children; the first chunk's climb and
     descent). The tree runs up to where the two cross, and never past the loopback
     thresholds above (where CPU time decides). Halving/doubling is not chosen: on one rank
-    per host it ties with the ring (both fill the link: 93.7-96.1% of the link rate on 2-6
-    emulated hosts at 1-16 MiB, within 1% of each other), and the ring is the one measured
-    across every layout.
+    per host it ties with the ring at best (88.6-96.7% of the link rate against the ring's
+    93.2-96.5% on 2-6 emulated hosts at 1-16 MiB), and the ring is the one measured across
+    every layout.
     """
     if size < 3:  # one link each way: the tree's swap is the ring's, in fewer rounds
         return choose_tcp(nbytes, size)

@@ -9,7 +9,9 @@ of the time. Measured on 4 emulated hosts at 100 Mbit/s (``terascale bench allre
 --cluster 4 --link 100Mbit``, tbf on both ends of every link, no loss): 16 MiB
 halving/doubling moved 80-88% of the link rate under BBR, with single iterations up to
 50% slower than the best, and 92-94% under CUBIC, iteration after iteration; the ring 92-93%
-and 94.5%. No retransmission was counted under either: the difference is how each
+and 94.5%. (A connection switched to CUBIC after its handshake kept the pacing BBR had
+turned on and moved 67%: the algorithm is set on the listener, which accepted links
+inherit, and on the dialing socket before it connects.) No retransmission was counted under either: the difference is how each
 algorithm paces, not loss. CUBIC is what Linux defaults to and what the collectives were
 tuned on (Gloo, NCCL and MPI's TCP paths leave the host's choice alone, which on most hosts
 is CUBIC).
