@@ -40,7 +40,7 @@ def _accepted(monkeypatch: pytest.MonkeyPatch, value: str | None) -> tuple[str, 
         monkeypatch.delenv(VARIABLE, raising=False)
     else:
         monkeypatch.setenv(VARIABLE, value)
-    with listen("127.0.0.1") as srv, socket.create_connection(srv.getsockname(), 10) as c:
+    with listen("127.0.0.1") as srv, socket.create_connection(srv.getsockname(), 10):
         conn, _ = srv.accept()
         with conn:
             return _algo(srv), _algo(conn)

@@ -19,7 +19,8 @@ its group instead of the direct exchange: ``r - 1`` sub-steps, each passing one 
 reduced part to the next member, the same bytes in the same number of messages but one
 TCP flow per link direction at a time. The direct exchange's ``r - 1`` concurrent flows
 through each rate-limited link left it idle part of the time (79-87% of the link rate on
-3 emulated hosts at 100 Mbit/s, 94% as a ring, the ring allreduce's figure); small parts
+3 emulated hosts at 100 Mbit/s under BBR, 94% as a ring, the ring allreduce's figure);
+small parts
 keep the direct exchange's single message latency.
 
 Everything is pipelined at chunk granularity with completion callbacks on the
@@ -163,8 +164,8 @@ class HalvingDoublingAllreduce:
         # * ring (large parts, radix > 2): a ring reduce-scatter among the group: r-1
         #   sub-steps, each sending one partly reduced part to member a+1, so every link
         #   direction carries one TCP flow at a time. r-1 flows sharing a rate-limited link
-        #   at once left it idle part of the time: 79-87% of the link rate on 3 emulated
-        #   hosts at 100 Mbit/s, against the ring's 94%.
+        #   at once left it idle part of the time (under BBR): 79-87% of the link rate
+        #   on 3 emulated hosts at 100 Mbit/s, against the ring's 94%.
         base = 0
         ring = []
         for k, (_, r) in enumerate(steps):
