@@ -20,8 +20,7 @@ reduced part to the next member, the same bytes in the same number of messages b
 TCP flow per link direction at a time. The direct exchange's ``r - 1`` concurrent flows
 through each rate-limited link left it idle part of the time (79-87% of the link rate on
 3 emulated hosts at 100 Mbit/s under BBR, 94% as a ring, the ring allreduce's figure);
-small parts
-keep the direct exchange's single message latency.
+small parts keep the direct exchange's single message latency.
 
 Everything is pipelined at chunk granularity with completion callbacks on the
 :class:`~terascale.transport.Exchange`, across steps: a chunk goes on as soon as it holds
@@ -31,8 +30,9 @@ sends until every receive of the steps before it was complete helped under BBR, 
 concurrent flows left rate-limited links idle; on CUBIC links, the transport's default
 (:mod:`terascale.transport._congestion`), it cost more than it saved: 16 MiB on 4
 emulated hosts at 100 Mbit/s, 92.1-93.1% of the link gated against 94.3-94.4% without;
-6 hosts 79.8-88.1% against 92.3-94.2%, alternated runs.) Each peer has a few chunks of scratch: its next chunk
-is received once one is free (until then it waits in the socket buffer). A step sends a
+6 hosts 79.8-88.1% against 92.3-94.2%, alternated runs.) Each peer has a few chunks of
+scratch: its next chunk is received once one is free (until then it waits in the socket
+buffer). A step sends a
 part in the order its receiver passes the blocks on -- those that leave it soonest first,
 its own block last -- so the receiver's next sends overlap this step's transfer; over
 rate-limited TCP links (4 emulated hosts, 100 and 200 Mbit/s) that raised busbw from

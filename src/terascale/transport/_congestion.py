@@ -2,19 +2,17 @@
 
 An allreduce's flows are bulk transfers that start and stop at every step, each to a
 different peer (halving/doubling, the tree), often into a link that another flow is still
-filling. BBR (v1, the default of some distributions and of this project's test machines)
+filling. BBR (v1, the default of some distributions and of this project's test machine)
 handles that badly: a flow that restarts after an idle step probes its bandwidth and
 round-trip time again, and two BBR flows through one rate-limited link leave it idle part
 of the time. Measured on 4 emulated hosts at 100 Mbit/s (``terascale bench allreduce
---cluster 4 --link 100Mbit``, tbf on both ends of every link, no loss): 16 MiB
-halving/doubling moved 80-88% of the link rate under BBR, with single iterations up to
-50% slower than the best, and 92-94% under CUBIC, iteration after iteration; the ring 92-93%
-and 94.5%. (A connection switched to CUBIC after its handshake kept the pacing BBR had
-turned on and moved 67%: the algorithm is set on the listener, which accepted links
-inherit, and on the dialing socket before it connects.) No retransmission was counted under either: the difference is how each
-algorithm paces, not loss. CUBIC is what Linux defaults to and what the collectives were
-tuned on (Gloo, NCCL and MPI's TCP paths leave the host's choice alone, which on most hosts
-is CUBIC).
+--cluster 4 --link 100Mbit``, tbf on both ends of every link): 16 MiB halving/doubling
+moved 80-88% of the link rate under BBR, with single iterations up to 50% slower than the
+best, and 92-94% under CUBIC, iteration after iteration; the ring 92-93% and 94.5%. No
+retransmission was counted under either: the difference is how each algorithm paces, not
+loss. A connection switched to CUBIC after its handshake kept the pacing BBR had turned on
+and moved 67%, so the algorithm is set on the listener, which accepted links inherit, and
+on the dialing socket before it connects. CUBIC is Linux's own default.
 
 ``TERASCALE_TCP_CONGESTION`` chooses: unset, ``cubic`` where the kernel allows it
 (``net.ipv4.tcp_allowed_congestion_control``; it nearly always does) and the host's
@@ -26,8 +24,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 from .._errors import ConfigError
 
@@ -48,30 +45,27 @@ def choose(env: Mapping[str, str] | None = None) -> tuple[str | None, bool]:
     return DEFAULT, False
 
 
-def tune(socks: Iterable[Any], env: Mapping[str, str] | None = None) -> str | None:
-    """Set the chosen congestion control on every socket; the name set (None: the host's).
+def tune(sock: socket.socket, env: Mapping[str, str] | None = None) -> None:
+    """Set the chosen congestion control on ``sock`` (before it connects or listens).
 
     The default quietly keeps the host's choice where CUBIC is not allowed (or the platform
     has no ``TCP_CONGESTION``); a name the user gave must take, or ``ConfigError``."""
     algo, explicit = choose(env)
     if algo is None:
-        return None
+        return
     option = getattr(socket, "TCP_CONGESTION", None)
     if option is None:
         if explicit:
             raise ConfigError(f"{VARIABLE}={algo}: this platform has no per-socket "
                               "congestion control (TCP_CONGESTION); unset it or use 'system'")
-        return None
-    for s in socks:
-        try:
-            s.setsockopt(socket.IPPROTO_TCP, option, algo.encode())
-        except OSError as e:
-            if not explicit:
-                return None  # the first refusal says it for every socket: keep the host's
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, option, algo.encode())
+    except OSError as e:
+        if explicit:
             raise ConfigError(f"{VARIABLE}={algo}: the kernel refused it ({e.strerror}); "
                               f"allowed here: {_allowed()} ({_ALLOWED}), or 'system' for the "
                               "host's default") from None
-    return algo
 
 
 def _allowed() -> str:

@@ -39,7 +39,7 @@ def listen(host: str) -> socket.socket:
     s = socket.socket(family, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        tune([s])  # accepted links inherit it (before any byte: ._congestion)
+        tune(s)  # accepted links inherit it (before any byte: ._congestion)
     except BaseException:
         s.close()
         raise
@@ -77,10 +77,11 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
 def _connect(addr: tuple[str, int], timeout: float) -> socket.socket:
     """``socket.create_connection`` with the links' congestion control set before the
     handshake: switched later, a connection keeps the pacing its first one turned on."""
-    family, kind, proto, _, where = socket.getaddrinfo(addr[0], addr[1], type=socket.SOCK_STREAM)[0]
+    family, kind, proto, _, where = socket.getaddrinfo(addr[0], addr[1],
+                                                       type=socket.SOCK_STREAM)[0]
     s = socket.socket(family, kind, proto)
     try:
-        tune([s])
+        tune(s)
         s.settimeout(timeout)
         s.connect(where)
     except BaseException:
