@@ -14,6 +14,7 @@ parameters (rank 0) so runs can be compared bit for bit.
 from __future__ import annotations
 
 import argparse
+import time
 
 import torch
 import torch.distributed as dist
@@ -60,6 +61,12 @@ def main() -> None:
             torch.save({k: v.detach().clone() for k, v in net.module.state_dict().items()},
                        args.out)
     dist.destroy_process_group()
+    if args.backend == "gloo":
+        # torch's gloo worker thread frees the last gradient bucket's work, which holds a
+        # Python object, once it gets the GIL; if interpreter shutdown starts first the
+        # process aborts ("terminate called without an active exception", torch 2.13,
+        # pytorch/pytorch#190489). Sleeping hands it the GIL.
+        time.sleep(0.1)
 
 
 if __name__ == "__main__":

@@ -208,23 +208,28 @@ def test_sigkill_of_the_creator_under_torchrun_variables_leaves_nothing_in_dev_s
     import subprocess
     import sys
 
-    with socket.socket() as s:
+    with socket.socket() as s:  # terascale's rendezvous listens on MASTER_PORT + 1
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        port = s.getsockname()[1] - 1
     script = tmp_path / "job.py"
     script.write_text(_SLOW_MEMBER)
     job = ""
+    logs = [tmp_path / f"rank{r}.err" for r in range(2)]
+    errs = [log.open("w") for log in logs]
     procs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                              stderr=subprocess.DEVNULL,
+                              stderr=errs[r],
                               env={**os.environ, "RANK": str(r), "WORLD_SIZE": "2",
                                    "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": "2",
                                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
                                    "TERASCALE_SECRET": "shm-leak-test"})
              for r in range(2)]
+    for f in errs:
+        f.close()
     try:
         assert procs[0].stdout is not None
         job = procs[0].stdout.readline().strip()
-        assert job
+        assert job, "rank 0 printed no job id:\n" + "\n".join(
+            f"rank {r}: {log.read_text()}" for r, log in enumerate(logs))
         time.sleep(1.0)  # rank 0 has created the segment and waits for rank 1's mapping
         procs[0].kill()
         procs[0].wait(10)
