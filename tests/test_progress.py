@@ -35,3 +35,33 @@ def test_progress_is_never_idle_between_taking_a_collective_and_running_it():
     assert done.is_set() and q.seen == [False]
     assert p.idle()
     p.close()
+
+
+class _Buffer:
+    """Stands for a collective's buffer (a torch tensor's numpy view in practice)."""
+
+
+def test_the_thread_lets_go_of_a_collectives_buffers_before_it_is_done() -> None:
+    # A tensor freed on this thread during interpreter finalization aborts the process.
+    import gc
+    import weakref
+
+    p = Progress()
+    buf = _Buffer()
+    seen = weakref.ref(buf)
+    h = p.submit(Handle("test"), lambda b=buf: b)  # the body holds the buffer
+    del buf
+    assert h.wait(10) is seen()
+    h._result = None  # the caller drops the result; only the thread could still hold it
+    gc.collect()
+    assert seen() is None
+    p.close()
+
+
+def test_close_joins_the_thread() -> None:
+    p = Progress()
+    p.submit(Handle("test"), lambda: None).wait(10)
+    thread = p._thread
+    assert thread is not None and thread.is_alive()
+    p.close()
+    assert not thread.is_alive()

@@ -3,12 +3,23 @@
 One thread per communicator runs queued collectives strictly in submission order (which is
 program order, the same on every rank), so ``allreduce_async`` can overlap with the
 caller's computation while every rank still runs the same sequence of collectives.
+
+The thread is joined when its communicator closes and, at the latest, at interpreter exit
+(``atexit``, before finalization), and it keeps no reference to a collective's buffers once
+that collective is done. Freeing a torch tensor gives up and retakes the GIL inside torch's
+C++; a daemon thread doing so while the interpreter finalizes is ended mid-call by CPython,
+and the unwind aborts the process ("terminate called without an active exception").
+Measured before: 8 of 30 runs of a 2-rank job that closes right after an asynchronous
+allreduce of a tensor's numpy view, and 1 of 60 torchrun runs of ``examples/ddp_backend.py``;
+after: none in 90 and 60.
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +55,15 @@ class Handle:
         self._event.set()
 
 
+_LIVE: weakref.WeakSet[Progress] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for p in list(_LIVE):  # briefly: a rank exiting on an error must not wait out a deadline
+        p.close(timeout=2.0)
+
+
 class Progress:
     """A FIFO of collectives run by one daemon thread; ``drain()`` waits until it is empty."""
 
@@ -54,6 +74,7 @@ class Progress:
         self._thread: threading.Thread | None = None
         self._closed = False
         self.exec_lock = threading.Lock()  # held while any collective moves data
+        _LIVE.add(self)  # one atexit hook for all; a communicator that is gone is not kept
 
     def submit(self, handle: Handle, body: Callable[[], Any]) -> Handle:
         with self._cv:
@@ -86,10 +107,15 @@ class Progress:
                     raise PeerTimeout("asynchronous collectives still running at the deadline")
                 self._cv.wait(left if left is None else min(left, 1.0))
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the thread after what is queued (each collective ends by its deadline) and
+        join it, unless called from that thread."""
         with self._cv:
             self._closed = True
             self._cv.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     def _loop(self) -> None:
         while True:
@@ -100,13 +126,16 @@ class Progress:
                     return
                 self._busy = True  # before the pop: idle() never sees neither
                 handle, body = self._queue.popleft()
+            result: Any = None
+            error: BaseException | None = None
             try:
                 with self.exec_lock:
                     result = body()
             except BaseException as e:  # delivered to whoever waits on the handle
-                handle._finish(error=e)
-            else:
-                handle._finish(result)
+                error = e
+            del body  # its buffers are the caller's once the handle is done (module doc)
+            handle._finish(result, error)
+            del handle, result, error
             with self._cv:
                 self._busy = False
                 self._cv.notify_all()
