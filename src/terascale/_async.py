@@ -26,7 +26,7 @@ from typing import Any
 
 from ._errors import PeerTimeout
 
-__all__ = ["Handle", "Progress"]
+__all__ = ["Handle", "Progress", "close_at_exit"]
 
 
 class Handle:
@@ -55,13 +55,19 @@ class Handle:
         self._event.set()
 
 
-_LIVE: weakref.WeakSet[Progress] = weakref.WeakSet()
+_AT_EXIT: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def close_at_exit(owner: Any, timeout: float) -> None:
+    """Call ``owner.close(timeout=timeout)`` at interpreter exit, before finalization (see
+    the module doc), unless ``owner`` is gone by then: the registry does not keep it."""
+    _AT_EXIT[owner] = timeout
 
 
 @atexit.register
 def _close_all() -> None:
-    for p in list(_LIVE):  # briefly: a rank exiting on an error must not wait out a deadline
-        p.close(timeout=2.0)
+    for owner, timeout in reversed(list(_AT_EXIT.items())):  # newest first: a process group
+        owner.close(timeout=timeout)                        # before the communicator under it
 
 
 class Progress:
@@ -74,7 +80,8 @@ class Progress:
         self._thread: threading.Thread | None = None
         self._closed = False
         self.exec_lock = threading.Lock()  # held while any collective moves data
-        _LIVE.add(self)  # one atexit hook for all; a communicator that is gone is not kept
+        close_at_exit(self, 2.0)  # briefly: a rank exiting on an error must not wait out a
+                                  # collective's deadline
 
     def submit(self, handle: Handle, body: Callable[[], Any]) -> Handle:
         with self._cv:

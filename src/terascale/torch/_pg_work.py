@@ -15,15 +15,15 @@ exception", measured: 2 runs in 25 of a 2-rank script whose rank 0 exited first)
 
 from __future__ import annotations
 
-import atexit
 import queue
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch.distributed as dist
 from torch.futures import Future
+
+from .._async import close_at_exit
 
 __all__ = ["Completer", "Work", "completed"]
 
@@ -47,15 +47,6 @@ class Work(dist._Work):
         return self._fut.done()
 
 
-_LIVE: weakref.WeakSet[Completer] = weakref.WeakSet()
-
-
-@atexit.register
-def _close_all() -> None:
-    for c in list(_LIVE):
-        c.close()
-
-
 def completed(value: Any) -> Work:
     """A work object that is already done, with ``value`` (the synchronous collectives)."""
     fut: Future[Any] = Future()
@@ -71,7 +62,7 @@ class Completer:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._rank = rank
-        _LIVE.add(self)  # one atexit hook for all: a group that is gone is not kept alive
+        close_at_exit(self, 10.0)
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the thread after the work queued so far (each item ends by its collective's
