@@ -18,11 +18,10 @@ import sys
 import threading
 import time
 
-from .._auth import accept_handshake, recv_json, send_json
 from .._bind import bind_address, bind_error
 from .._errors import ConfigError, RendezvousError
 from ..rendezvous import RendezvousServer, host_layout
-from ._control import ControlLink, silence
+from ._control import ControlLink, admit_links, silence
 from .launcher import LaunchOptions, free_port
 
 __all__ = ["Coordinator", "start_coordinator"]
@@ -91,32 +90,45 @@ class Coordinator(threading.Thread):
             link.close()
 
     def _accept(self, links: dict[int, ControlLink], hello: dict[int, dict], inbox: queue.Queue) -> None:
-        deadline = time.monotonic() + self._opts.timeout
-        self._listener.settimeout(0.5)
-        while len(hello) < self._nnodes:
-            if time.monotonic() > deadline:
+        """Every node's control link, admitted concurrently (:func:`._control.admit_links`):
+        an idle or slow stranger on this port holds one thread for a few seconds, nobody's
+        turn."""
+        lock = threading.Lock()
+
+        def check(msg: dict) -> str | None:
+            try:
+                node, nprocs = int(msg["node"]), int(msg["nprocs"])
+                str(msg["host"])
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"bad hello {msg!r:.200}") from None
+            if not 0 <= node < self._nnodes or nprocs < 1:
+                return f"node rank {node} is not in 0..{self._nnodes - 1}"
+            with lock:
+                if node in hello:
+                    return f"node rank {node} is taken"
+            return None
+
+        def take(conn: socket.socket, msg: dict) -> bool:
+            node = int(msg["node"])
+            with lock:
+                if node in hello:
+                    return False
+                hello[node] = {"nprocs": int(msg["nprocs"]), "host": str(msg["host"])[:256]}
+                links[node] = ControlLink(conn, node, inbox, silence(self._opts.timeout))
+            return True
+
+        def complete() -> bool:
+            with lock:
+                return len(hello) == self._nnodes
+
+        drops = admit_links(self._listener, self._secret, time.monotonic() + self._opts.timeout,
+                            check, complete, take)
+        if drops is not None:
+            sys.stderr.write(f"{drops}\n")
+        if not complete():
+            with lock:
                 missing = sorted(set(range(self._nnodes)) - set(hello))
-                raise RendezvousError(f"nodes {missing} did not join within "
-                                      f"{self._opts.timeout:g} s")
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            try:
-                accept_handshake(conn, self._secret, time.monotonic() + 5.0)
-                msg = recv_json(conn, time.monotonic() + 5.0)
-                node = int(msg["node"])
-                if node in hello or not 0 <= node < self._nnodes:
-                    send_json(conn, {"kind": "done", "status": 1,
-                                     "error": f"node rank {node} is taken or not in "
-                                              f"0..{self._nnodes - 1}"}, time.monotonic() + 5)
-                    conn.close()
-                    continue
-            except Exception:  # strangers, wrong secrets, garbage: dropped, the job goes on
-                conn.close()
-                continue
-            hello[node] = {"nprocs": int(msg["nprocs"]), "host": str(msg["host"])[:256]}
-            links[node] = ControlLink(conn, node, inbox, silence(self._opts.timeout))
+            raise RendezvousError(f"nodes {missing} did not join within {self._opts.timeout:g} s")
 
     def _attempt(self, attempt: int, size: int, hello: dict[int, dict], links: dict[int, ControlLink],
                  inbox: queue.Queue) -> tuple[int, int | None, int | None, list[str]]:
