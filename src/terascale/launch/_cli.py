@@ -107,22 +107,18 @@ def _link_rate(args: argparse.Namespace) -> float | None:
 
 def _secret(path: str | None) -> bytes:
     """The job secret from ``--secret-file``, TERASCALE_SECRET or TERASCALE_SECRET_FILE:
-    required across hosts (read by ``terascale._secret``, which checks the file's owner)."""
+    required across hosts (read by ``terascale._secret``, which checks the file)."""
     import os
 
     from .._errors import ConfigError
-    from .._secret import read_secret
+    from .._secret import user_secret
 
-    if path is None and not (os.environ.get("TERASCALE_SECRET")
-                             or os.environ.get("TERASCALE_SECRET_FILE")):
+    secret = user_secret(os.environ, None, path, file_name="--secret-file")
+    if secret is None:
         raise ConfigError("a job across hosts needs a secret: pass --secret-file F (chmod 600) "
                           "or set TERASCALE_SECRET (the same on every host; e.g. "
                           "`python -c 'import secrets; print(secrets.token_hex(16))' > F`)")
-    try:
-        return read_secret(os.environ, None, path, "terascale", 0, 2, None)
-    except ConfigError as e:
-        raise ConfigError(str(e).replace("rank 0: ", "").replace("secret_file=",
-                                                                  "--secret-file ")) from None
+    return secret
 
 
 def _rendezvous(args: argparse.Namespace) -> int:
