@@ -29,7 +29,7 @@ from .._errors import ConfigError
 from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
-from ._blame import Blame, blame_stall, is_stopped
+from ._blame import Blame, blame_leaver, blame_stall, echoed, is_stopped
 from ._lifetime import forget_group, watch_group, worker_start
 from ._output import Output
 
@@ -39,12 +39,13 @@ __all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", 
 _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
 _SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to exit too
 # ... unless every worker still there is stopped (SIGSTOP): then nothing more will exit
+_CAUSE_S = 2.0  # when only echoes exited: how long to wait for the rank they name
 
 
 def is_secondary(tail: deque[bytes]) -> bool:
-    """True when a worker's last error says it failed because another rank did."""
-    last = b"".join(list(tail)[-3:])
-    return b"aborted because rank" in last or b"lost peer rank" in last
+    """True when a worker's last error says it failed because another rank did
+    (:func:`._blame.echoed`)."""
+    return echoed(tail) is not None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,14 +183,34 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                     bad = sorted(e for e in exits if e[2] != 0)
                     gone = {e[1] for e in exits}
                 primary = [e for e in bad if not is_secondary(outputs[2 * e[1] + 1].tail)]
+                # Only echoes so far: the rank they name may be slower to exit than they
+                # were (its traceback, its exit handlers); wait for it a little longer.
+                cause = echoed(outputs[2 * bad[0][1] + 1].tail)
+                cause = None if cause is None else cause - offset
+                if not primary and cause is not None and 0 <= cause < len(procs):
+                    until = time.monotonic() + _CAUSE_S
+                    while time.monotonic() < until and not is_stopped(procs[cause].pid):
+                        with exit_lock:
+                            if any(e[1] == cause for e in exits):
+                                break
+                        time.sleep(0.01)
+                    with exit_lock:
+                        bad = sorted(e for e in exits if e[2] != 0)
+                        gone = {e[1] for e in exits}
+                    primary = [e for e in bad if not is_secondary(outputs[2 * e[1] + 1].tail)]
                 _, failed, code = (primary or bad)[0]
                 status = _exit_status(code)
                 left = [r for r in range(len(procs)) if r not in gone]
                 # Global ranks (a node of a job over several): the workers' messages use them.
+                tails = {offset + e[1]: list(outputs[2 * e[1] + 1].tail) for e in bad}
                 blame = blame_stall(
-                    {offset + e[1]: list(outputs[2 * e[1] + 1].tail) for e in bad},
-                    [offset + e[1] for e in primary], [offset + r for r in left],
+                    tails, [offset + e[1] for e in primary], [offset + r for r in left],
                     [offset + r for r in left if is_stopped(procs[r].pid)])
+                if blame is None and not primary:  # echoes of a rank that left early?
+                    with exit_lock:
+                        leavers = [offset + e[1] for e in sorted(exits)
+                                   if e[2] == 0 and e[0] <= bad[0][0]]
+                    blame = blame_leaver(tails, leavers)
                 break
             if done == len(procs):
                 break
