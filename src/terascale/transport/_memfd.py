@@ -30,6 +30,7 @@ import hmac
 import mmap
 import os
 import secrets
+import select
 import socket
 import struct
 import threading
@@ -46,7 +47,7 @@ HAVE_MEMFD = hasattr(os, "memfd_create") and hasattr(socket, "send_fds")
 _SIZE = struct.Struct("<Q")
 _TOKEN, _KEY = 16, 32
 NOTE_BYTES = _SIZE.size + _TOKEN + _KEY if HAVE_MEMFD else _SIZE.size
-_ACCEPT_POLL_S = 0.05   # how often the serving thread looks whether it was stopped
+_ACCEPT_POLL_S = 0.05   # accept()'s limit once select() saw a connection (it may be gone)
 _CLIENT_S = 2.0         # a connection must present its key within this, in all
 _PER_PROCESS = 4        # pending connections one process may hold; more evict its oldest
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
@@ -89,6 +90,8 @@ class SegmentOffer:
         self._admission = Admission(per_source=_PER_PROCESS)
         self._clients: list[threading.Thread] = []
         self._stop = threading.Event()
+        # wakes the serving thread at once when the last member is served or on close()
+        self._wake_r, self._wake_w = socket.socketpair()
         self._thread = threading.Thread(target=self._serve, name="terascale-segment",
                                         daemon=True)
         self._thread.start()
@@ -97,9 +100,14 @@ class SegmentOffer:
         me = os.getuid()
         try:
             while not self._stop.is_set() and self._left > 0:
+                ready, _, _ = select.select([self._listener, self._wake_r], [], [], 0.5)
+                if self._wake_r in ready:
+                    self._wake_r.recv(64)
+                if self._listener not in ready:
+                    continue
                 try:
                     conn, _ = self._listener.accept()
-                except TimeoutError:
+                except TimeoutError:  # gone between select and accept
                     continue
                 except OSError:
                     if self._stop.is_set():
@@ -139,12 +147,20 @@ class SegmentOffer:
             socket.send_fds(conn, [b"\1"], [self.fd])
             with self._lock:
                 self._left -= 1
+            if self._left <= 0:
+                self._wake()
         except (OSError, TimeoutError):
             # a stranger, or a member that died: the exchange reports the member
             self._admission.dropped("timed out or closed", f"pid {pid}")
         finally:
             self._admission.done(conn)
             conn.close()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"w")
+        except OSError:
+            pass
 
     @property
     def drops(self) -> int:
@@ -154,8 +170,11 @@ class SegmentOffer:
     def close(self) -> None:
         """Stop serving and drop our descriptor (our mapping keeps the segment alive)."""
         self._stop.set()
+        self._wake()
         self._thread.join()
         self._listener.close()
+        self._wake_r.close()
+        self._wake_w.close()
         os.close(self.fd)
 
 
