@@ -61,14 +61,17 @@ def waited_for(tail: Iterable[bytes]) -> set[int]:
 
 def echoed(tail: Iterable[bytes]) -> int | None:
     """The rank a failure merely echoes (its last error names that rank as the cause), or
-    None for a failure of its own. Only the last three lines count: the final error."""
-    last = b"".join(list(tail)[-3:])
+    None for a failure of its own. Only the last lines count (the final error; torch prints
+    the stack of the thread that completed a failed work after it), the last mention first.
+    """
+    last = b"".join(list(tail)[-12:])
+    found = None
     for m in _ECHO.finditer(last):
         if m.group(1) or m.group(2):
-            return int(m.group(1) or m.group(2))
-        if m.group(3) != m.group(4):  # "rank 1: rank 0: ...": rank 0's error, relayed
-            return int(m.group(4))
-    return None
+            found = int(m.group(1) or m.group(2))
+        elif m.group(3) != m.group(4):  # "rank 1: rank 0: ...": rank 0's error, relayed
+            found = int(m.group(4))
+    return found
 
 
 def blame_leaver(echoes: Mapping[int, list[bytes]], left: Iterable[int]) -> Blame | None:
