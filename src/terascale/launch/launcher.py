@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import secrets
 import signal
 import socket
@@ -45,6 +46,20 @@ def is_secondary(tail: deque[bytes]) -> bool:
     """True when a worker's last error says it failed because another rank did."""
     last = b"".join(list(tail)[-3:])
     return b"aborted because rank" in last or b"lost peer rank" in last
+
+
+# The last line of a Python traceback: "terascale._errors.PeerLost: rank 1: ..."
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Timeout|Lost|Mismatch|"
+                     r"Taken|Tampered|Interrupt|Exit)\b)(?::\s*(.*))?$")
+
+
+def _cause(tail: deque[bytes]) -> str | None:
+    """The exception a worker's last output ends with, as ``Name: message`` (one line)."""
+    for raw in reversed(list(tail)):
+        m = _RAISED.match(raw.decode(errors="replace").rstrip())
+        if m:
+            return f"{m.group(1)}: {m.group(2)}" if m.group(2) else m.group(1)
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,6 +298,9 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
                     return 128 + (signalled[0] if signalled else signal.SIGINT)
                 if status == 0:
                     return status
+                cause = _cause(tail)
+                if cause is not None:  # the one line to read first; the traceback follows
+                    sys.stderr.write(f"\nterascale run: rank {failed}: {cause}")
                 if blame is not None:
                     sys.stderr.write(f"\nterascale run: {blame.why}; all workers were stopped. Last "
                                      f"output of rank {failed}, which gave up first (exit status "
