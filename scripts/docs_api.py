@@ -72,7 +72,7 @@ def pages() -> dict[str, str]:
                 continue
             seen[key] = f"{name}.{attr}"
             members.append(attr)
-        lines = [f"```{{eval-rst}}", f".. automodule:: {name}"]
+        lines = ["```{eval-rst}", f".. automodule:: {name}"]
         if members:
             lines.append(f"   :members: {', '.join(members)}")
             lines.append("   :undoc-members:")

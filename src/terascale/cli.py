@@ -7,9 +7,9 @@ function in its ``_cli`` module; heavy imports happen only when a command runs.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
-import difflib
 import os
 import re
 import sys
