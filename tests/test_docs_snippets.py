@@ -4,9 +4,10 @@ A block is a whole program (self-contained: its imports, its data). Its first li
 how to run it, as comments:
 
 * ``# terascale run -n N``: under the launcher with N workers (default: plain ``python``);
-* ``# needs: torch`` (or ``spark``, ``ray``, ...): skipped, saying so, when that package is
-  missing; Spark and Ray blocks start an engine (10-30 s), so they run only under
-  ``TERASCALE_DOCS_FULL=1`` (``make docs-snippets``), and the suite says they were skipped.
+* ``# needs: torch`` (or ``pyspark``, ``ray``, ...): skipped, saying so, when that package is
+  missing. Spark and Ray blocks start an engine (10-30 s) and blocks marked ``# slow`` take
+  as long, so they run only under ``TERASCALE_DOCS_FULL=1`` (``make docs-snippets``); the
+  suite says they were skipped.
 
 A ```text block that follows a python block with nothing but blank lines between is the
 output the page claims: the program's standard output must equal it line by line (trailing
@@ -69,6 +70,7 @@ ALL = [s for p in documents() for s in snippets(p)]
 
 
 def _header(code: str) -> tuple[int, list[str]]:
+    """(workers, needs) from the block's leading comments; ``# slow`` is a need."""
     workers, needs = 1, []
     for line in code.splitlines():
         if not line.startswith("#"):
@@ -76,6 +78,8 @@ def _header(code: str) -> tuple[int, list[str]]:
         m = re.match(r"#\s*terascale run -n (\d+)", line)
         if m:
             workers = int(m.group(1))
+        if re.match(r"#\s*slow\b", line):
+            needs.append("slow")
         m = re.match(r"#\s*needs:\s*(.*)", line)
         if m:
             needs += [n.strip() for n in m.group(1).split(",") if n.strip()]
@@ -102,11 +106,17 @@ def test_the_docs_have_snippets():
 @pytest.mark.parametrize("snippet", ALL, ids=[s.id for s in ALL])
 def test_snippet_runs(snippet: Snippet, tmp_path):
     workers, needs = _header(snippet.code)
+    full = os.environ.get("TERASCALE_DOCS_FULL") == "1"
+    if "slow" in needs and not full:
+        pytest.skip(f"{snippet.id} is marked slow: TERASCALE_DOCS_FULL=1 runs it "
+                    "(make docs-snippets)")
     for module in needs:
+        if module == "slow":
+            continue
         name = {"spark": "pyspark", "sklearn": "sklearn"}.get(module, module)
         if importlib.util.find_spec(name) is None:
             pytest.skip(f"{snippet.id} needs {module}, which is not installed")
-        if name in _SLOW_ENGINES and os.environ.get("TERASCALE_DOCS_FULL") != "1":
+        if name in _SLOW_ENGINES and not full:
             pytest.skip(f"{snippet.id} starts {module} (slow): TERASCALE_DOCS_FULL=1 runs it "
                         "(make docs-snippets)")
     script = tmp_path / "snippet.py"
