@@ -73,6 +73,10 @@ def _unknown_flags(parser: argparse.ArgumentParser, argv: Sequence[str],
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of the ``terascale`` command, with every area's sub-commands.
+
+    The docs' CLI reference renders it (sphinx-argparse); ``main`` parses with it. Help texts
+    are plain: Sphinx roles copied from docstrings are turned into ``literal`` text."""
     parser = _Parser(
         prog="terascale", description="Allreduce-based parallel learning.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
