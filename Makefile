@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch first, pinned to the CPU build on local disk, so that `torch>=2.3` is already met.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test install install-test system-deps peers lint bench clean docs docs-check
+.PHONY: demo test install install-test system-deps peers lint bench clean docs docs-check docs-snippets
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,11 @@ docs: install-test
 # The built site in headless Chromium: pages render, navigation and search are there.
 docs-check: docs
 	bash scripts/check_docs_render.sh
+
+# Every code block of the docs and the README, the Spark, Ray and slow ones included
+# (the suite runs the fast ones and says which it skipped).
+docs-snippets: install-test
+	TERASCALE_DOCS_FULL=1 $(BIN)/python -m pytest -q tests/test_docs_snippets.py
 
 lint: install-test
 	$(BIN)/ruff check src tests examples
