@@ -34,7 +34,11 @@ __all__ = ["GhostBatchNorm", "GradualWarmup", "MomentumCorrectedSGD", "clip_grad
 
 
 def scale_lr(base_lr: float, batch: int, base_batch: int, rule: str = "linear") -> float:
-    """The learning rate for ``batch`` given ``base_lr`` tuned for ``base_batch``."""
+    """The learning rate for ``batch`` given ``base_lr`` tuned for ``base_batch``.
+
+    ``rule``: ``"linear"`` (default; Goyal et al. 2017: the LR grows with the batch) or
+    ``"sqrt"`` (Hoffer et al. 2017: with its square root).
+    """
     if batch <= 0 or base_batch <= 0:
         raise ConfigError(f"batch={batch} and base_batch={base_batch} must be positive")
     k = batch / base_batch
