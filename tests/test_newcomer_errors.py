@@ -42,6 +42,15 @@ def test_misspelled_flag_of_a_subcommand(capsys):
     assert len(text.strip().splitlines()) == 1  # one line, no 90-flag usage dump
 
 
+def test_misspelled_flag_of_linear_train(capsys, tmp_path):
+    code, text = _cli(capsys, "linear", "train", "--pases", "2", str(tmp_path / "x.vw"))
+    assert code == 2
+    assert "unknown option --pases (did you mean '--passes'?)" in text
+    assert "terascale linear train --help" in text and "Supported:" not in text
+    code, text = _cli(capsys, "linear", "train", "--oaa", "3", str(tmp_path / "x.vw"))
+    assert code == 2 and "is not supported" in text  # a refused VW flag keeps its reason
+
+
 def test_misspelled_subcommand(capsys):
     code, text = _cli(capsys, "rnu", "-n", "2", "true")
     assert code == 2 and "did you mean 'run'?" in text

@@ -44,9 +44,13 @@ _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 
 def did_you_mean(word: str, known: Sequence[str]) -> str:
     """``" (did you mean 'x'?)"`` for the closest of ``known`` to a misspelled ``word``, or
-    ``""`` when none is close (difflib's ratio of at least 0.6)."""
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    ``""`` when none is close. Flags are compared without their dashes, and must be closer
+    (difflib's ratio 0.75, against 0.6 for names): ``--frobnicate`` is no ``--format``."""
+    flag = word.startswith("-")
+    names = {k.lstrip("-") if flag else k: k for k in known}
+    close = difflib.get_close_matches(word.lstrip("-") if flag else word, list(names), n=1,
+                                      cutoff=0.75 if flag else 0.6)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
 
 
 def _options_on_path(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
@@ -60,6 +64,15 @@ def _options_on_path(parser: argparse.ArgumentParser, argv: Sequence[str]) -> li
             parser = subs[0].choices[token]
         flags += [o for a in parser._actions for o in a.option_strings]
     return flags
+
+
+def _deepest(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the sub-command ``argv`` names (``terascale linear train``)."""
+    for token in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and token in subs[0].choices:
+            parser = subs[0].choices[token]
+    return parser
 
 
 def _unknown_flags(parser: argparse.ArgumentParser, argv: Sequence[str],
@@ -133,7 +146,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         explain = getattr(args, "unknown_args", None)
         if explain is None:
             parser.error(_unknown_flags(parser, argv, extras))
-        print(f"terascale {args.command}: error: {explain(extras)}", file=sys.stderr)
+        message = str(explain(extras))
+        flag = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+        hint = did_you_mean(flag, _options_on_path(parser, argv)) if flag else ""
+        if hint and message.startswith("unknown option"):  # one line, not every flag
+            message = f"unknown option {flag}{hint} (see {_deepest(parser, argv).prog} --help)"
+        print(f"terascale {args.command}: error: {message}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="terascale: %(message)s")
