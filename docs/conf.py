@@ -20,7 +20,6 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
-    "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
     "sphinx.ext.intersphinx",
     "sphinxarg.ext",
@@ -40,8 +39,6 @@ autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_class_signature = "separated"
 autodoc_preserve_defaults = True
 autosummary_generate = False
-napoleon_google_docstring = True
-napoleon_numpy_docstring = False
 
 intersphinx_mapping = {
     "python": ("https://docs.python.org/3", None),

@@ -27,10 +27,10 @@ class TrainOptions:
     averaged weights warm-start K passes of L-BFGS.
     """
 
-    #: Input format: ``"vw"`` (VW text), ``"libsvm"`` (libsvm/svmlight) or ``"csv"``
+    #: The input format, ``"vw"`` (VW text), ``"libsvm"`` (libsvm/svmlight) or ``"csv"``
     #: (``--format``).
     format: str = "vw"
-    #: Hash bits: the model has ``2**bits`` weights (``-b``; 1 to 30).
+    #: Hash bits; the model has ``2**bits`` weights (``-b``; 1 to 30).
     bits: int = 18
     #: Namespace pairs to cross, by first letter; ``":"`` is every namespace, as in VW
     #: (``-q ab``).
@@ -39,15 +39,16 @@ class TrainOptions:
     cubic: tuple[str, ...] = ()
     #: Crosses of two or more namespaces (VW's ``--interactions``).
     interactions: tuple[str, ...] = ()
-    #: CSV: the label column.
+    #: The label column of CSV input.
     label: str = "label"
-    #: CSV: columns hashed as categories even when numeric.
+    #: Columns of CSV input hashed as categories even when numeric.
     categorical: tuple[str, ...] = ()
-    #: VW: namespaces (first letters) left out; CSV: columns left out (``--ignore``).
+    #: Namespaces (first letters) left out of VW input, or columns left out of CSV input
+    #: (``--ignore``).
     ignore: tuple[str, ...] = ()
-    #: VW: keep only the namespaces starting with these letters (``--keep``).
+    #: Keep only the VW namespaces starting with these letters (``--keep``).
     keep: tuple[str, ...] = ()
-    #: VW: namespaces used only inside interactions (``--ignore_linear``).
+    #: VW namespaces used only inside interactions (``--ignore_linear``).
     ignore_linear: tuple[str, ...] = ()
     #: Skip malformed lines, counting them, instead of raising
     #: :class:`~terascale.DataError` (``--skip-bad``).
@@ -62,7 +63,7 @@ class TrainOptions:
     power_t: float = 0.5
     #: L1 strength, VW's truncated gradient; online passes only (``--l1``).
     l1: float = 0.0
-    #: L2 strength: online, VW's per-example shrinkage; with ``bfgs``/``cg`` the batch
+    #: L2 strength; online, VW's per-example shrinkage; with ``bfgs``/``cg`` the batch
     #: objective's ``l2/2 ||w||^2``. None: 0 online and 1.0 in the batch phase (``--l2``).
     l2: float | None = None
     #: Online passes over the data (``--passes``); 0 with ``bfgs``/``cg``: batch only.
@@ -73,7 +74,7 @@ class TrainOptions:
     #: Passes of preconditioned nonlinear conjugate gradient after the online passes
     #: (``--cg K``); excludes ``bfgs``.
     cg: int = 0
-    #: L-BFGS memory: the number of correction pairs kept (``--mem``).
+    #: L-BFGS memory, the number of correction pairs kept (``--mem``).
     memory: int = 15
     #: Stop the batch phase when the loss decreases by less than this, relatively
     #: (``--tol``).
@@ -89,7 +90,7 @@ class TrainOptions:
     #: Fraction of examples held out to stop the batch phase early. None: 0.1 with
     #: ``bfgs``/``cg`` or ``passes > 1``, else 0 (``--holdout``).
     holdout: float | None = None
-    #: Batch phase only: regularize numeric columns standardized (``"std"``), raw
+    #: In the batch phase, regularize numeric columns standardized (``"std"``), raw
     #: (``"off"``), or ``"auto"``: std for CSV input, off otherwise (``--normalize``).
     normalize: str = "auto"
     #: Batch passes without holdout improvement before stopping (``--patience``).
