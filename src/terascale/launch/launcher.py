@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .._env import JobEnv
@@ -53,7 +53,7 @@ _RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Timeou
                      r"Taken|Tampered|Interrupt|Exit)\b)(?::\s*(.*))?$")
 
 
-def _cause(tail: deque[bytes]) -> str | None:
+def _cause_line(tail: Iterable[bytes]) -> str | None:
     """The exception a worker's last output ends with, as ``Name: message`` (one line)."""
     for raw in reversed(list(tail)):
         m = _RAISED.match(raw.decode(errors="replace").rstrip())
@@ -298,7 +298,7 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
                     return 128 + (signalled[0] if signalled else signal.SIGINT)
                 if status == 0:
                     return status
-                cause = _cause(tail)
+                cause = _cause_line(tail)
                 if cause is not None:  # the one line to read first; the traceback follows
                     sys.stderr.write(f"\nterascale run: rank {failed}: {cause}")
                 if blame is not None:
