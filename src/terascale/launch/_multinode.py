@@ -35,9 +35,10 @@ from typing import Any
 
 from .._auth import send_json
 from .._errors import ConfigError
+from ._blame import cause_line
 from ._control import ControlLink, connect, silence
 from ._coordinator import start_coordinator
-from .launcher import LaunchOptions, NodePlace, _cause_line, is_secondary, run_group, stop_signals
+from .launcher import LaunchOptions, NodePlace, is_secondary, run_group, stop_signals
 
 __all__ = ["launch_nodes"]
 
@@ -175,7 +176,7 @@ def _verdict(msg: dict, node_rank: int) -> int:
     rank, node = msg.get("rank"), msg.get("node")
     who = f"rank {rank} (node {node})" if rank is not None else f"node {node}"
     tail = msg.get("tail") or []
-    cause = _cause_line([ln.encode() if isinstance(ln, str) else ln for ln in tail])
+    cause = cause_line([ln.encode() if isinstance(ln, str) else ln for ln in tail])
     if cause is not None:  # the one line to read first; the traceback follows
         sys.stderr.write(f"\nterascale run: {who}: {cause}")
     sys.stderr.write(f"\nterascale run: {who} failed first (exit status {status}); every "

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import secrets
 import signal
 import socket
@@ -22,7 +21,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .._env import JobEnv
@@ -30,7 +29,7 @@ from .._errors import ConfigError
 from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
-from ._blame import Blame, blame_stall, is_stopped
+from ._blame import Blame, blame_stall, cause_line, is_stopped
 from ._lifetime import forget_group, watch_group, worker_start
 from ._output import Output
 
@@ -46,20 +45,6 @@ def is_secondary(tail: deque[bytes]) -> bool:
     """True when a worker's last error says it failed because another rank did."""
     last = b"".join(list(tail)[-3:])
     return b"aborted because rank" in last or b"lost peer rank" in last
-
-
-# The last line of a Python traceback: "terascale._errors.PeerLost: rank 1: ..."
-_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Timeout|Lost|Mismatch|"
-                     r"Taken|Tampered|Interrupt|Exit)\b)(?::\s*(.*))?$")
-
-
-def _cause_line(tail: Iterable[bytes]) -> str | None:
-    """The exception a worker's last output ends with, as ``Name: message`` (one line)."""
-    for raw in reversed(list(tail)):
-        m = _RAISED.match(raw.decode(errors="replace").rstrip())
-        if m:
-            return f"{m.group(1)}: {m.group(2)}" if m.group(2) else m.group(1)
-    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -298,7 +283,7 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
                     return 128 + (signalled[0] if signalled else signal.SIGINT)
                 if status == 0:
                     return status
-                cause = _cause_line(tail)
+                cause = cause_line(tail)
                 if cause is not None:  # the one line to read first; the traceback follows
                     sys.stderr.write(f"\nterascale run: rank {failed}: {cause}")
                 if blame is not None:
