@@ -73,6 +73,15 @@ class JobEnv:
     starts the rendezvous server, as rank 0 does outside our own launchers); the optional
     fields are None where the variable is not set. Its ``repr`` shows the secret as
     ``<redacted>``.
+
+    Fields: ``rank`` and ``size``: this worker's place and the job's size; ``rendezvous``:
+    the server's ``(host, port)``; ``secret``: the job secret; ``job``: the job id;
+    ``timeout``: the default deadline in seconds; ``restart``: the attempt number (0
+    first); ``host_id``: how this host is told apart; ``timeline``: where collectives are
+    recorded; ``local_rank`` and ``local_size``: the place among the workers of this host;
+    ``master``: torchrun's ``(MASTER_ADDR, MASTER_PORT)``, written beside ours when set;
+    ``encrypt``: every TCP link AES-GCM; ``bind``: where servers started inside the
+    process listen; ``link_rate``: the links' rate between hosts in bits/s.
     """
 
     launcher: str

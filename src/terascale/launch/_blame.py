@@ -31,8 +31,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-__all__ = ["Blame", "blame_leaver", "blame_stall", "echoed", "is_stopped", "is_timeout",
-           "waited_for"]
+__all__ = ["Blame", "blame_leaver", "blame_stall", "cause_line", "echoed", "is_stopped",
+           "is_timeout", "waited_for"]
 
 # "... timed out after 5.0 s waiting for rank 1 (receive), rank 3 (rank 1 of this
 # communicator) (send)" and the shared-memory "... waiting for rank 2 (shared memory)"
@@ -153,4 +153,18 @@ def blame_stall(failed: Mapping[int, list[bytes]], primary: Iterable[int],
         if not rest or rest[0][1] < n:
             return Blame([top], why({top}, "was cut off (the rank most of the others were "
                                            "waiting on)"))
+    return None
+
+
+# The last line of a Python traceback: "terascale._errors.PeerLost: rank 1: ..."
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Timeout|Lost|Mismatch|"
+                     r"Taken|Tampered|Interrupt|Exit)\b)(?::\s*(.*))?$")
+
+
+def cause_line(tail: Iterable[bytes]) -> str | None:
+    """The exception a worker's last output ends with, as ``Name: message`` (one line)."""
+    for raw in reversed(list(tail)):
+        m = _RAISED.match(raw.decode(errors="replace").rstrip())
+        if m:
+            return f"{m.group(1)}: {m.group(2)}" if m.group(2) else m.group(1)
     return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 __all__ = ["add_parser"]
 
@@ -80,6 +81,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.max_restarts < 0:
         raise ConfigError(f"--max-restarts must be >= 0, got {args.max_restarts}")
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    script = cmd[0] if cmd and cmd[0].endswith(".py") else None
+    if script is not None and os.path.isfile(script) and not os.access(script, os.X_OK):
+        raise ConfigError(f"cannot execute {cmd[0]!r}: a Python script runs through the "
+                          f"interpreter: terascale run -n {args.nprocs} python "
+                          f"{' '.join(cmd)}")
     if args.nnodes != 1 or args.rendezvous is not None:
         return _run_nodes(args, cmd)
     if args.bind is not None:

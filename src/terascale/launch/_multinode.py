@@ -35,6 +35,7 @@ from typing import Any
 
 from .._auth import send_json
 from .._errors import ConfigError
+from ._blame import cause_line
 from ._control import ControlLink, connect, silence
 from ._coordinator import start_coordinator
 from .launcher import LaunchOptions, NodePlace, is_secondary, run_group, stop_signals
@@ -174,9 +175,12 @@ def _verdict(msg: dict, node_rank: int) -> int:
         return status
     rank, node = msg.get("rank"), msg.get("node")
     who = f"rank {rank} (node {node})" if rank is not None else f"node {node}"
+    tail = msg.get("tail") or []
+    cause = cause_line([ln.encode() if isinstance(ln, str) else ln for ln in tail])
+    if cause is not None:  # the one line to read first; the traceback follows
+        sys.stderr.write(f"\nterascale run: {who}: {cause}")
     sys.stderr.write(f"\nterascale run: {who} failed first (exit status {status}); every "
                      f"node's workers were stopped (this is node {node_rank}).")
-    tail = msg.get("tail") or []
     sys.stderr.write(" Its last output:\n" if tail else "\n")
     sys.stderr.write("".join(f"  | {ln}" for ln in tail))
     sys.stderr.flush()

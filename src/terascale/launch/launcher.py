@@ -29,7 +29,7 @@ from .._errors import ConfigError
 from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
-from ._blame import Blame, blame_leaver, blame_stall, echoed, is_stopped
+from ._blame import Blame, blame_leaver, blame_stall, cause_line, echoed, is_stopped
 from ._lifetime import forget_group, watch_group, worker_start
 from ._output import Output
 
@@ -304,6 +304,9 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
                     return 128 + (signalled[0] if signalled else signal.SIGINT)
                 if status == 0:
                     return status
+                cause = cause_line(tail)
+                if cause is not None:  # the one line to read first; the traceback follows
+                    sys.stderr.write(f"\nterascale run: rank {failed}: {cause}")
                 if blame is not None:
                     sys.stderr.write(f"\nterascale run: {blame.why}; all workers were stopped. Last "
                                      f"output of rank {failed}, which gave up first (exit status "
