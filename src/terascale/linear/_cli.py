@@ -18,9 +18,10 @@ __all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from . import _span
+    from . import _span, _vwcli
 
     _add_linear(sub)
+    _vwcli.add_parser(sub)
     _span.add_parser(sub)
 
 
@@ -73,6 +74,25 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     cmds = p.add_subparsers(dest="linear_command", metavar="COMMAND")
     t = cmds.add_parser("train", help="train a model on data files (VW's flags work too)",
                         allow_abbrev=False)
+    train_flags(t)
+    _command("train", t)
+    pr = cmds.add_parser("predict", help="write predictions of a model", allow_abbrev=False)
+    _io_flags(pr, predict=True)
+    pr.add_argument("--raw", action="store_true", help="raw scores, as --link identity")
+    vw.add_accepted(pr)
+    _command("predict", pr)
+
+    ev = cmds.add_parser("evaluate", help="metrics of a model on labelled data")
+    ev.add_argument("data", nargs="+")
+    ev.add_argument("-i", "--initial-regressor", dest="initial", required=True,
+                    metavar="MODEL")
+    ev.add_argument("--json", action="store_true", help="print one JSON object")
+    _command("evaluate", ev)
+    p.set_defaults(func=lambda args: p.print_help() or 2)
+
+
+def train_flags(t: argparse.ArgumentParser) -> None:
+    """The flags of ``linear train`` (``terascale vw`` takes the same, with VW's defaults)."""
     _io_flags(t, predict=False)
     t.add_argument("-n", "--nprocs", type=int, default=1, metavar="N",
                    help="local workers; each reads its shard of the input (default 1)")
@@ -141,21 +161,6 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     t.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a worker waits for its peers (with -n)")
     vw.add_accepted(t)
-    _command("train", t)
-
-    pr = cmds.add_parser("predict", help="write predictions of a model", allow_abbrev=False)
-    _io_flags(pr, predict=True)
-    pr.add_argument("--raw", action="store_true", help="raw scores, as --link identity")
-    vw.add_accepted(pr)
-    _command("predict", pr)
-
-    ev = cmds.add_parser("evaluate", help="metrics of a model on labelled data")
-    ev.add_argument("data", nargs="+")
-    ev.add_argument("-i", "--initial-regressor", dest="initial", required=True,
-                    metavar="MODEL")
-    ev.add_argument("--json", action="store_true", help="print one JSON object")
-    _command("evaluate", ev)
-    p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
 def _data_flags(p: argparse.ArgumentParser) -> None:

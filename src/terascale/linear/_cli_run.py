@@ -97,17 +97,27 @@ def train(args: argparse.Namespace) -> int:
     if args.nprocs < 1:
         raise ConfigError(f"-n must be >= 1, not {args.nprocs}")
     options = train_options(args)  # (a bare `--bfgs FILE` gives FILE back to the inputs)
+    vw_mode = getattr(args, "vw_mode", False)
+    options["vw_text"] = vw_mode
     paths = _inputs(args)
     how = _link(args, "identity")
+    raw = getattr(args, "raw_predictions", None)
+    if vw_mode and not args.quiet:
+        from ._vwreport import preamble
+
+        print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                       testonly=args.testonly), file=sys.stderr)
+    elif not args.quiet and not args.initial:
+        _differences(options)
     if args.testonly:
         return _test_only(args, paths, how)
     _check_output(args.model, "-f", stream=False)
-    for path, flag in ((args.predictions, "-p"),
+    for path, flag in ((args.predictions, "-p"), (raw, "-r"),
                        (args.readable_model, "--readable_model"),
                        (args.invert_hash, "--invert_hash")):
         _check_output(path, flag)
-    if args.predictions and args.nprocs > 1:
-        raise ConfigError("-p/--predictions while training needs -n 1: progressive "
+    if (args.predictions or raw) and args.nprocs > 1:
+        raise ConfigError("-p/--predictions (and -r) while training needs -n 1: progressive "
                           "predictions come from one learner in input order, and with -n N "
                           "each worker learns from its own shard; train with -n N, then "
                           "`terascale linear predict DATA -i MODEL -p FILE`")
@@ -149,6 +159,22 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _differences(options: dict[str, Any]) -> None:
+    """One line on where this run's defaults are not VW's (``terascale vw`` has VW's)."""
+    diffs = []
+    if options["loss"] == "logistic":
+        diffs.append("logistic loss (VW: squared)")
+    if options.get("bfgs") or options.get("cg"):
+        if options["l2"] is None:
+            diffs.append("L2 = 1 in the batch objective (VW: 0)")
+        if options["normalize"] == "std" or (options["normalize"] == "auto"
+                                             and options["format"] == "csv"):
+            diffs.append("standardized columns (VW: raw)")
+    if diffs:
+        print(f"terascale linear train: {'; '.join(diffs)}; `terascale vw` runs with VW's "
+              f"defaults", file=sys.stderr)
+
+
 def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespace) -> None:
     """With -i, parse flags left at their defaults follow the model (VW keeps -b and -q in
     the model file); flags given must agree (train() says which one does not)."""
@@ -174,25 +200,26 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
     from ._cli_options import job_json
 
     if args.nprocs == 1:
+        from ._vwtext import AtomicText, link, prediction_lines
         from ._worker import run_train
 
-        writer = None
-        if args.predictions:
-            from ._vwtext import AtomicText, link, prediction_lines
+        raw = getattr(args, "raw_predictions", None)
+        writers = [(AtomicText(path), linked) for path, linked in
+                   ((args.predictions, True), (raw, False)) if path]
 
-            writer = AtomicText(args.predictions)
-
-            def progressive(p: np.ndarray, tags: list[str] | None) -> None:
-                writer.write(prediction_lines(link(p, how, args.binary), tags))
+        def progressive(p: np.ndarray, tags: list[str] | None) -> None:
+            for writer, linked in writers:
+                writer.write(prediction_lines(link(p, how, args.binary) if linked else p,
+                                              tags))
         try:
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
                                                   options)),
-                              predictions=progressive if writer else None)
+                              predictions=progressive if writers else None)
         except BaseException:
-            if writer is not None:
+            for writer, _ in writers:
                 writer.discard()
             raise
-        if writer is not None:
+        for writer, _ in writers:
             writer.commit()
         return model
     from ..launch import LaunchOptions, launch
@@ -244,7 +271,13 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str) -> int:
             ok = ~np.isnan(y) & (w > 0)
             total += [float(w[ok] @ _loss(model.loss, s[ok], y[ok], args.binary)),
                       float(w[ok].sum()), len(s)]
-    if not args.quiet:
+    if getattr(args, "vw_mode", False):
+        if not args.quiet:
+            from ._vwreport import test_block
+
+            print(test_block(int(total[2]), float(total[1]), float(total[0])),
+                  file=sys.stderr)
+    elif not args.quiet:
         avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
         print(f"test only: {int(total[2])} examples, average loss = {avg}"
               f"{' (0/1 loss)' if args.binary else ''}", file=sys.stderr)

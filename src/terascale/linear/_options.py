@@ -53,6 +53,7 @@ class TrainOptions:
     binary: bool = False           # VW's --binary: progress and pass losses are 0/1 loss
     progress: bool = False
     progress_file: TextIO | None = None
+    vw_text: bool = False          # `terascale vw`: VW's closing block, no terascale lines
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:

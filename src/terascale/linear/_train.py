@@ -314,7 +314,8 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
             sync_weights(w, state)
             average_weights(comm, w, g2, nrm, state, opts.average)
         tot = comm.allreduce(acc[:6].copy())
-        if out:
+        info.setdefault("pass_totals", []).append([float(v) for v in tot])
+        if out and not opts.vw_text:
             hold_s = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""
             how = (f"averaged every {every} examples" if "mixes" in info
                    else "chained" if chain is not None else f"{opts.average} averaging")
@@ -325,7 +326,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         info.setdefault("online_loss", []).append(float(tot[0] / max(tot[1], 1e-300)))
         if stop is not None and stop.end_pass(tot[2], tot[3], w, g2, nrm, state):
             info["online_passes"] = p + 1 - stop.patience
-            if out:
+            if out and not opts.vw_text:
                 print(f"holdout loss did not improve for {stop.patience} passes: stopped, "
                       f"the model is pass {p + 1 - stop.patience}'s", file=out)
             break

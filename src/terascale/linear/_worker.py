@@ -37,6 +37,12 @@ def run_train(job: dict[str, Any],
         if job["model"]:
             model.save(job["model"])
         i = model.info
+        if job["options"].get("vw_text"):
+            from ._vwreport import closing_block
+
+            if job["options"].get("progress"):
+                print(closing_block(i), file=sys.stderr)
+            return model
         secs = time.perf_counter() - t0
         where = f"; model: {job['model']}" if job["model"] else " (no -f: model not saved)"
         print(f"trained on {i['examples']} examples, {i['feature_count']} features, "

@@ -1,0 +1,102 @@
+"""``terascale vw ARGS``: Vowpal Wabbit's command line, unchanged, with VW's defaults.
+
+``terascale linear train`` keeps terascale's own defaults (logistic loss; with
+``--bfgs``/``--cg``, standardized columns and L2 = 1). ``terascale vw`` takes the same flags
+and VW's spellings, but defaults as VW does: squared loss, no standardization, no L2, VW's
+holdout (every 10th example when passes > 1); it prints VW's preamble and closing block
+(``average loss = ...``) instead of terascale's summary, and ``--quiet`` prints nothing.
+VW options outside a linear learner (contextual bandits, learning to search, LDA, ...)
+are refused with an error that names the option; ``_vwflags`` says why and what to use.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from .._errors import ConfigError
+from . import _vwflags as vw
+
+__all__ = ["add_parser"]
+
+# VW's update-rule flags: given, only those named are on; all three is VW's default
+_UPDATE_RULE = ("adaptive", "normalized", "invariant")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from ._cli import train_flags
+
+    p = sub.add_parser("vw", allow_abbrev=False,
+                       help="Vowpal Wabbit's command line with VW's defaults (a drop-in)",
+                       description=__doc__.split("\n\n")[1].replace("\n", " "))
+    train_flags(p)
+    g = p.add_argument_group("VW options of terascale vw")
+    g.add_argument("--predict_only_model", action="store_true",
+                   help="accepted: -f's model holds the weights (and the learner's "
+                        "state, which a prediction ignores)")
+    g.add_argument("--cache_file", action="append", default=[], metavar="FILE",
+                   help="cache the parsed data, as -c (terascale names and keys the cache "
+                        "file itself, under --cache-dir)")
+    g.add_argument("-r", "--raw_predictions", default=None, metavar="FILE",
+                   help="raw scores (before --link/--binary), one line per example")
+    g.add_argument("--initial_t", type=float, default=0.0,
+                   help="VW's initial_t (only 0, VW's default, is supported)")
+    g.add_argument("-P", "--progress", default=None, metavar="N",
+                   help="accepted: progress lines come at VW's default doubling cadence")
+    g.add_argument("--random_seed", type=int, default=0,
+                   help="accepted: a plain linear learner draws no random numbers")
+    g.add_argument("--hash_seed", type=int, default=0,
+                   help="VW's hash seed (only 0, VW's default, is supported)")
+    g.add_argument("--onethread", action="store_true",
+                   help="accepted: each worker parses and learns in one thread")
+    for name in _UPDATE_RULE:
+        g.add_argument("--" + name, action="store_true",
+                       help=f"VW's {name} update (on by default; alone, VW turns the "
+                            f"other two off, which terascale does not implement)")
+
+    def run(args: argparse.Namespace) -> int:
+        from . import _cli_run
+        from ._names import cli_names
+
+        _vw_defaults(args)
+        with cli_names():
+            return int(_cli_run.train(args) or 0)
+
+    p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p))
+
+
+def _vw_defaults(args: argparse.Namespace) -> None:
+    """VW's meaning of the flags left out, and the VW options terascale refuses."""
+    given = [n for n in _UPDATE_RULE if getattr(args, n)]
+    if given and len(given) < 3:
+        raise ConfigError(f"--{' --'.join(given)}: VW then turns off the "
+                          f"{', '.join(n for n in _UPDATE_RULE if n not in given)} update(s); "
+                          f"terascale implements VW's default update only (adaptive, "
+                          f"normalized and invariant together): leave these flags out")
+    if args.initial_t:
+        raise ConfigError(f"--initial_t {args.initial_t:g}: only VW's default, 0, is "
+                          f"supported")
+    if args.hash_seed:
+        raise ConfigError(f"--hash_seed {args.hash_seed}: terascale hashes as VW's default "
+                          f"(seed 0) only")
+    if args.loss is None and not args.initial:
+        args.loss = "squared"
+    if args.normalize == "auto":
+        args.normalize = "off"
+    if args.l2 is None:
+        args.l2 = 0.0
+    if args.cache_file:
+        args.cache = True
+    args.vw_mode = True
+
+
+def _unknown(extras: Sequence[str], parser: argparse.ArgumentParser) -> ConfigError:
+    for arg in extras:
+        flag = arg.split("=", 1)[0]
+        if flag in vw.REFUSED:
+            return ConfigError(f"{flag} (a Vowpal Wabbit option) is not supported by "
+                               f"terascale vw: {vw.REFUSED[flag]}")
+    flags = [a for a in extras if a.startswith("-") and a != "-"]
+    what = (f"{flags[0]}: a Vowpal Wabbit option terascale vw does not know" if flags
+            else f"unexpected argument {extras[0]!r}")
+    return ConfigError(f"{what} (terascale vw --help lists the options it supports)")
