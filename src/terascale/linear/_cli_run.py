@@ -98,7 +98,7 @@ def train(args: argparse.Namespace) -> int:
         raise ConfigError(f"-n must be >= 1, not {args.nprocs}")
     options = train_options(args)  # (a bare `--bfgs FILE` gives FILE back to the inputs)
     vw_mode = getattr(args, "vw_mode", False)
-    options["vw_text"] = vw_mode
+    options["vw_text"] = options["vw_labels"] = vw_mode
     paths = _inputs(args)
     how = _link(args, "identity")
     raw = getattr(args, "raw_predictions", None)
@@ -257,10 +257,11 @@ def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool) -> np.ndarray:
 def _test_only(args: argparse.Namespace, paths: list[str], how: str) -> int:
     """VW's -t: predictions of -i's model, no learning; the average loss on stderr."""
 
-    if not args.initial:
+    vw_mode = getattr(args, "vw_mode", False)
+    if not args.initial and not vw_mode:
         raise ConfigError("-t (test only) predicts with a trained model: give -i MODEL")
     _check_output(args.predictions, "-p")
-    model = _load(args.initial)
+    model = _load(args.initial) if args.initial else _zero_model(args)
     total = np.zeros(3)
     with _Output(args.predictions) as out:
         for blk, raw in model.predict_blocks(paths):  # streamed: any file size
@@ -282,6 +283,19 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str) -> int:
         print(f"test only: {int(total[2])} examples, average loss = {avg}"
               f"{' (0/1 loss)' if args.binary else ''}", file=sys.stderr)
     return 0
+
+
+def _zero_model(args: argparse.Namespace) -> Any:
+    """VW's ``-t`` without ``-i``: every weight 0, every prediction 0."""
+    from ._cli_options import train_options
+    from ._dataset import ParseOptions
+    from ._model import LinearModel
+
+    o = train_options(args)
+    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                            for k, v in o.items() if k in ParseOptions().to_dict()})
+    return LinearModel(indices=np.zeros(0, np.uint32), weights=np.zeros(0, np.float32),
+                       parse=parse, loss=o["loss"])
 
 
 def _lines(blk: Any, s: np.ndarray, how: str, binary: bool) -> str:

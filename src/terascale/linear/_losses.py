@@ -17,10 +17,14 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["LOSSES", "d2loss", "dloss", "dloss32", "invariant_update", "loss32", "loss_value",
+__all__ = ["LOSSES", "RAW_LABELS", "d2loss", "dloss", "dloss32", "invariant_update", "loss32", "loss_value",
            "square_grad32"]
 
 LOSSES = {"logistic": 0, "squared": 1, "hinge": 2}
+# added to a loss code for the online pass: labels are used as given (VW's reading: a
+# logistic label in [-1, 1] is the soft label (y + 1) / 2, hinge takes y as it is), not
+# mapped to their sign (terascale linear train's reading: 0/1 labels are two classes)
+RAW_LABELS = 8
 
 
 @numba.njit(cache=True, inline="always")
@@ -81,11 +85,31 @@ def _expf(x: float) -> float:
 
 
 @numba.njit(cache=True, inline="always")
+def _soft(y: float) -> float:
+    """VW's logistic reading of a label y in [-1, 1]: the weight (y + 1) / 2 of class +1."""
+    return _f(_f(y + 1.0) / 2.0)
+
+
+@numba.njit(cache=True, inline="always")
+def _mix(y: float, a: float, b: float) -> float:
+    """VW's soft-label logistic: std * (term for +1) + (1 - std) * (term for -1)."""
+    t = _soft(y)
+    return _f(_f(t * a) + _f(_f(1.0 - t) * b))
+
+
+@numba.njit(cache=True, inline="always")
+def _logloss32(p: float, y: float) -> float:
+    return _f(math.log(_f(1.0 + _expf(_f(-y * p)))))
+
+
+@numba.njit(cache=True, inline="always")
 def loss32(kind: int, p: float, y: float) -> float:
     """VW's ``get_loss`` in float: logistic underflows to exactly 0 once y*p > ~16.6
     (1 + exp(-16.6) rounds to 1 in float), and VW then skips the update."""
     if kind == 0:
-        return _f(math.log(_f(1.0 + _expf(_f(-y * p)))))
+        if y == 1.0 or y == -1.0:
+            return _logloss32(p, y)
+        return _mix(y, _logloss32(p, 1.0), _logloss32(p, -1.0))
     if kind == 1:
         d = _f(p - y)
         return _f(d * d)
@@ -97,7 +121,9 @@ def loss32(kind: int, p: float, y: float) -> float:
 def dloss32(kind: int, p: float, y: float) -> float:
     """VW's ``first_derivative`` in float."""
     if kind == 0:
-        return _f(-y / _f(1.0 + _expf(_f(y * p))))
+        if y == 1.0 or y == -1.0:
+            return _f(-y / _f(1.0 + _expf(_f(y * p))))
+        return _mix(y, _f(-1.0 / _f(1.0 + _expf(p))), _f(1.0 / _f(1.0 + _expf(-p))))
     if kind == 1:
         return _f(2.0 * _f(p - y))
     return -y if _f(y * p) < 1.0 else 0.0
@@ -119,12 +145,10 @@ def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) ->
     for importance-scaled learning rate ``scale`` and ``ppu`` = sum of x^2 * rate."""
     sp = _f(scale * ppu)
     if kind == 0:
-        z = _f(y * p)
-        d = _expf(z)
-        if sp < 1e-6:  # first order: avoids the cancellation of the closed form
-            return _f(_f(y * scale) / _f(1.0 + d))
-        x = _f(_f(sp + z) + d)
-        return _f(-_f(_f(y * _wexpmx(x)) + p) / ppu)
+        if y == 1.0 or y == -1.0:
+            return _logistic_update(p, y, scale, ppu, sp)
+        return _mix(y, _logistic_update(p, 1.0, scale, ppu, sp),
+                    _logistic_update(p, -1.0, scale, ppu, sp))
     if kind == 1:
         if sp < 1e-6:
             return _f(_f(2.0 * _f(y - p)) * scale)
@@ -134,3 +158,14 @@ def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) ->
         return 0.0
     err = _f(1.0 - _f(y * p))
     return y * (scale if sp < err else _f(err / ppu))
+
+
+@numba.njit(cache=True, inline="always")
+def _logistic_update(p: float, y: float, scale: float, ppu: float, sp: float) -> float:
+    """VW's logistic ``get_update`` for a label of -1 or +1, in float."""
+    z = _f(y * p)
+    d = _expf(z)
+    if sp < 1e-6:  # first order: avoids the cancellation of the closed form
+        return _f(_f(y * scale) / _f(1.0 + d))
+    x = _f(_f(sp + z) + d)
+    return _f(-_f(_f(y * _wexpmx(x)) + p) / ppu)

@@ -25,7 +25,7 @@ import math
 import numba
 import numpy as np
 
-from ._losses import _f, dloss32, invariant_update, loss32, square_grad32
+from ._losses import RAW_LABELS, _f, dloss32, invariant_update, loss32, square_grad32
 
 __all__ = ["STATE_SIZE", "new_state", "online_chunk", "sync_weights"]
 
@@ -88,6 +88,9 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     prediction (for progress lines). With ``pred`` (length end - start) it also writes
     each example's prediction before learning from it (VW's progressive ``-p``), for
     unlabelled and zero-weight examples too."""
+    raw_labels = kind >= RAW_LABELS  # VW's reading of labels (_losses.RAW_LABELS)
+    if raw_labels:
+        kind -= RAW_LABELS
     l1 = _f(l1)
     l2 = _f(l2)
     eta = _f(eta)
@@ -101,7 +104,7 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         labelled = not math.isnan(lab)
         learn = labelled and s > 0.0
         y = lab
-        if kind != 1:
+        if kind != 1 and not raw_labels:
             y = 1.0 if lab > 0 else -1.0
         if labelled and not holdout[i] and kind != 0:
             # VW clips squared and hinge predictions to the labels it was asked to learn

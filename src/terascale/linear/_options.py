@@ -54,6 +54,7 @@ class TrainOptions:
     progress: bool = False
     progress_file: TextIO | None = None
     vw_text: bool = False          # `terascale vw`: VW's closing block, no terascale lines
+    vw_labels: bool = False        # online passes read labels as VW (_losses.RAW_LABELS)
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
@@ -160,6 +161,14 @@ class TrainOptions:
         0.9805 vs 0.9663 at l2 = 100: the l2 term then treats every column alike. So CSV
         input standardizes by default; other formats keep VW's raw objective."""
         return self.normalize == "std" or (self.normalize == "auto" and self.format == "csv")
+
+    def online_kind(self) -> int:
+        """The loss code of the online passes: with ``vw_labels`` and no batch phase,
+        labels are used as VW uses them (a logistic label 0 is the soft label 1/2, not
+        class -1); the batch phase always reads a label by its sign."""
+        from ._losses import RAW_LABELS
+
+        return LOSSES[self.loss] + (RAW_LABELS if self.vw_labels and not self.batch else 0)
 
     @property
     def holdout_fraction(self) -> float:

@@ -43,7 +43,7 @@ from ._chain import Chain
 from ._dataset import Dataset, ParseOptions
 from ._firstpass import GrowingWeights, TextMixer, TextPass
 from ._layout import HOT_PREFIX, column_order, first_block_features
-from ._losses import LOSSES
+from ._losses import LOSSES, RAW_LABELS
 from ._mixing import Mixer
 from ._model import LinearModel
 from ._names import opt
@@ -202,7 +202,7 @@ def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
     ws = GrowingWeights(text.columns, new_state(), compact=mixer is None)
     prog = Progress(out)
     prog.header()
-    acc = online_pass(text.items(), ws, LOSSES[opts.loss], opts, l2, True,
+    acc = online_pass(text.items(), ws, opts.online_kind(), opts, l2, True,
                       out, prog, predictions, mixer=mixer)
     return _First(text, ws, acc, prog, t_on, time.perf_counter() - t_on,
                   mixer.mixes if mixer is not None else None)
@@ -261,7 +261,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         info["first_pass_s"] = first.seconds  # parsing, caching and learning, overlapped
     # logistic and hinge read label > 0 as positive: LIBSVM's 2/4 or 1/2 would all be one
     # class and train a constant model without a word
-    odd = scan.odd if opts.loss != "squared" else scan.odd[:0]
+    odd = scan.odd if opts.loss != "squared" and opts.online_kind() < RAW_LABELS else scan.odd[:0]
     totals = comm.allreduce(np.array([st.examples, st.features, st.skipped,
                                       scan.train_weight, scan.labelled, len(odd)],
                                      np.float64))
@@ -299,7 +299,8 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
             assert columns is not None
             return online_pass(learning_blocks(blocks, columns, period,
                                                chain.offset if chain else 0),
-                               ws, kind, opts, online_l2, p == 0, out, prog, predictions,
+                               ws, opts.online_kind(), opts, online_l2, p == 0, out, prog,
+                               predictions,
                                spill if p == 0 else None, mixer)
 
         acc = chain.run(ws, learn) if chain is not None else learn()

@@ -47,6 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="accepted: a plain linear learner draws no random numbers")
     g.add_argument("--hash_seed", type=int, default=0,
                    help="VW's hash seed (only 0, VW's default, is supported)")
+    g.add_argument("--sparse_weights", action="store_true",
+                   help="accepted: terascale keeps weights only for the features present")
     g.add_argument("--onethread", action="store_true",
                    help="accepted: each worker parses and learns in one thread")
     for name in _UPDATE_RULE:
