@@ -116,6 +116,11 @@ def train_flags(t: argparse.ArgumentParser) -> None:
     g.add_argument(*vw.names("--cg"), dest="cg", nargs="?", const="", default=None,
                    metavar="K", help="then up to K passes of preconditioned conjugate "
                                      "gradient; bare, as --bfgs")
+    t.add_argument("--oaa", type=int, default=None, metavar="K",
+                   help="one-against-all multiclass with classes 1..K (VW's --oaa): one "
+                        "binary learner per class, the prediction is the best-scoring class")
+    t.add_argument("--probabilities", action="store_true",
+                   help="with --oaa and logistic loss: -p writes each class's probability")
     t.add_argument("--mem", type=int, default=15, dest="memory", help="L-BFGS memory")
     t.add_argument("--normalize", nargs="?", const="std", default="auto", metavar="MODE",
                    help="with --bfgs/--cg: regularize the numeric columns standardized "

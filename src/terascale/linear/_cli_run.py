@@ -121,6 +121,12 @@ def train(args: argparse.Namespace) -> int:
                           "predictions come from one learner in input order, and with -n N "
                           "each worker learns from its own shard; train with -n N, then "
                           "`terascale linear predict DATA -i MODEL -p FILE`")
+    if args.probabilities and not args.oaa:
+        raise ConfigError("--probabilities goes with --oaa K (each class's probability)")
+    if args.oaa is not None:
+        from ._oaa import train_oaa
+
+        return train_oaa(args, paths, options)
     if args.initial:
         initial = _load(args.initial)  # a bad model fails here, once
         _follow_model(options, initial, args)

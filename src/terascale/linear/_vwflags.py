@@ -30,9 +30,8 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
     "--raw": ("--raw_predictions_stdout",),
 }
 
-_MULTICLASS = ("multiclass reductions are not part of terascale: train one binary model "
-               "per class (scikit-learn's OneVsRestClassifier around "
-               "terascale.linear.LinearClassifier), or use vowpalwabbit")
+_MULTICLASS = ("multiclass reductions other than one-against-all (--oaa K) are not part "
+               "of terascale: use --oaa K, or vowpalwabbit")
 _BANDIT = "contextual bandits are not part of terascale: use vowpalwabbit"
 _UPDATE = ("terascale's online update is VW's default (adaptive, normalized, invariant, all "
            "three); VW flags that choose another rule are not supported")
@@ -44,9 +43,9 @@ _FEATURES = ("feature generation beyond -q/--interactions is not supported: writ
 
 # VW flag -> why terascale refuses it, and what to use instead
 REFUSED: dict[str, str] = {
-    **dict.fromkeys(("--oaa", "--ect", "--csoaa", "--csoaa_ldf", "--wap", "--wap_ldf",
+    **dict.fromkeys(("--ect", "--csoaa", "--csoaa_ldf", "--wap", "--wap_ldf",
                      "--log_multi", "--recall_tree", "--multilabel_oaa", "--classweight",
-                     "--plt", "--probabilities"), _MULTICLASS),
+                     "--plt"), _MULTICLASS),
     **dict.fromkeys(("--cb", "--cb_adf", "--cb_explore", "--cb_explore_adf", "--cbify",
                      "--warm_cb", "--explore_eval", "--ccb_explore_adf", "--slates",
                      "--cats", "--cb_dro"), _BANDIT),
