@@ -57,7 +57,7 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
             "ignore_linear": list(args.ignore_linear),
             "label": args.label, "categorical": cols(args.categorical),
             "ignore": ignore, "skip_bad": args.skip_bad,
-            "loss": args.loss or "logistic",
+            "loss": args.loss or "logistic", "quantile_tau": args.quantile_tau,
             "learning_rate": args.learning_rate, "power_t": args.power_t, "l1": args.l1,
             "l2": args.l2, "passes": passes, "memory": args.memory, "tol": args.tol,
             "patience": args.patience, "average": args.average,

@@ -249,11 +249,15 @@ def _clip(model: Any, s: np.ndarray) -> np.ndarray:
     return s
 
 
-def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool) -> np.ndarray:
+def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5
+          ) -> np.ndarray:
     if binary:
         return ((s > 0) != (y > 0)).astype(np.float64)
     if kind == "squared":
         return (s - y) ** 2
+    if kind == "quantile":
+        e = y - s
+        return np.where(e > 0, tau * e, (tau - 1.0) * e)
     ys = np.where(y > 0, 1.0, -1.0)
     if kind == "hinge":
         return np.maximum(0.0, 1.0 - ys * s)
@@ -276,7 +280,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str) -> int:
                 out.write(_lines(blk, s, how, args.binary))
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
-            total += [float(w[ok] @ _loss(model.loss, s[ok], y[ok], args.binary)),
+            total += [float(w[ok] @ _loss(model.loss, s[ok], y[ok], args.binary,
+                                            args.quantile_tau)),
                       float(w[ok].sum()), len(s)]
     if getattr(args, "vw_mode", False):
         if not args.quiet:

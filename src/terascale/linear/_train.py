@@ -43,7 +43,7 @@ from ._chain import Chain
 from ._dataset import Dataset, ParseOptions
 from ._firstpass import GrowingWeights, TextMixer, TextPass
 from ._layout import HOT_PREFIX, column_order, first_block_features
-from ._losses import LOSSES, RAW_LABELS
+from ._losses import LOSSES
 from ._mixing import Mixer
 from ._model import LinearModel
 from ._names import opt
@@ -261,7 +261,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         info["first_pass_s"] = first.seconds  # parsing, caching and learning, overlapped
     # logistic and hinge read label > 0 as positive: LIBSVM's 2/4 or 1/2 would all be one
     # class and train a constant model without a word
-    odd = scan.odd if opts.loss != "squared" and opts.online_kind() < RAW_LABELS else scan.odd[:0]
+    odd = scan.odd if opts.labels_by_sign else scan.odd[:0]
     totals = comm.allreduce(np.array([st.examples, st.features, st.skipped,
                                       scan.train_weight, scan.labelled, len(odd)],
                                      np.float64))

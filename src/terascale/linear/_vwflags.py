@@ -67,7 +67,6 @@ REFUSED: dict[str, str] = {
     "--search": "learning to search is not part of terascale: use vowpalwabbit",
     "--top": "top-k prediction is not part of terascale",
     "--marginal": "the marginal reduction is not part of terascale",
-    "--quantile_tau": "--loss quantile is not supported: logistic, squared or hinge",
     "--hash": "terascale hashes as VW's default (--hash strings) only",
     "--hash_seed": "terascale hashes as VW's default (seed 0) only",
     "--cache_file": "terascale names and keys its caches itself: --cache-dir DIR sets where",
