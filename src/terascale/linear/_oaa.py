@@ -113,6 +113,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     """``--oaa K`` on one worker: K learners, VW's progressive multiclass predictions
     (``-p``), its closing block."""
     from ._cli_options import job_json
+    from ._dataset import ParseOptions
     from ._passes import holdout_mask
     from ._vwtext import AtomicText
     from ._worker import run_train
@@ -131,11 +132,14 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
         files, labels, base = relabel(paths, k_classes, tmp)
+        seed = _seed(options, tmp)
         scores = []
         opts = dict(options, progress=False, vw_text=False)
+        for k in ParseOptions().to_dict():  # they come with the seed model
+            opts.pop(k, None)
         for c in range(k_classes):
             got: list[np.ndarray] = []
-            model = run_train(json.loads(job_json(files[c], "", None, opts)),
+            model = run_train(json.loads(job_json(files[c], "", seed, opts)),
                               predictions=lambda p, tags, got=got: got.append(p.copy()))
             scores.append(np.concatenate(got) if got else np.zeros(0))
         s = np.stack(scores, axis=1)
@@ -176,6 +180,26 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
                              "examples": n, "feature_count": model.info["feature_count"]}),
               file=sys.stderr)
     return 0
+
+
+def _seed(options: dict[str, Any], tmp: str) -> str:
+    """A model with no weights whose learner has seen labels -1 and +1: in VW the K
+    learners share the label range that squared, hinge and quantile predictions are
+    clipped to, and after the first labelled example it is [-1, 1] for all of them (the
+    first example's predictions are 0 either way)."""
+    from ._dataset import ParseOptions
+    from ._model import LinearModel
+    from ._online import new_state
+
+    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                            for k, v in options.items() if k in ParseOptions().to_dict()})
+    state = new_state()
+    state[4], state[5] = -1.0, 1.0
+    empty = np.zeros(0, np.float32)
+    path = os.path.join(tmp, "seed.model")
+    LinearModel(indices=np.zeros(0, np.uint32), weights=empty, parse=parse,
+                loss=options["loss"], adaptive=(empty, empty, state)).save(path)
+    return path
 
 
 def _period(options: dict[str, Any], passes: int) -> int:
