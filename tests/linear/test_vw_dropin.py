@@ -138,3 +138,23 @@ def test_options_outside_the_linear_learner_are_refused_by_name(flag, words, tmp
     (tmp_path / "d.vw").write_text("\n".join(_lines(20, 3, _classes)) + "\n")
     code, err = _ts(capfd, ["-d", "d.vw", *flag], tmp_path, monkeypatch)
     assert code == 2 and words in err, err
+
+
+def test_standard_input_with_one_worker_and_with_two(tmp_path):
+    """`-d -`, `-d /dev/stdin` and a pipe: the stream is copied to a file once, so passes
+    and workers each read their part of it."""
+    data = "\n".join(_lines(300, 9, _real)) + "\n"
+    (tmp_path / "d.vw").write_text(data)
+    _vw(["-d", "d.vw", "-p", "vw.p", "--passes", "2", "-c", "-k"], tmp_path)
+    ts = [sys.executable, "-m", "terascale"]
+    for src in ("/dev/stdin",):
+        r = subprocess.run([*ts, "vw", "-d", src, "-p", "ts.p", "--passes", "2", "-c", "-k"],
+                           input=data, cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        np.testing.assert_allclose(_numbers(tmp_path / "ts.p"), _numbers(tmp_path / "vw.p"),
+                                   rtol=1e-5, atol=1e-5)
+    r = subprocess.run([*ts, "vw", "-d", "-", "-n", "2", "-f", "m2"], input=data,
+                       cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "number of examples = 300" in r.stderr and (tmp_path / "m2").stat().st_size > 0

@@ -24,8 +24,12 @@ __all__ = ["evaluate", "predict", "train"]
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:
-    """Positional files, then -d files; missing ones fail here, once, not in every worker."""
-    paths = list(args.data) + list(args.data_flag)
+    """Positional files, then -d files; missing ones fail here, once, not in every worker.
+    Standard input (``-``, ``/dev/stdin``) and other streams (a named pipe, ``<(cmd)``) are
+    copied to a temporary file first (removed at exit): every pass, and every worker of
+    ``-n N``, then reads its part of one file (a stream can be read only once, by one
+    process)."""
+    paths = [_spooled(p) for p in list(args.data) + list(args.data_flag)]
     if not paths:
         raise ConfigError("no input files: give DATA... or -d FILE")
     for p in paths:
@@ -34,6 +38,34 @@ def _inputs(args: argparse.Namespace) -> list[str]:
         if os.path.isdir(p):
             raise DataError(f"{p}: is a directory, not a data file")
     return paths
+
+
+def _spooled(path: str) -> str:
+    """``path`` itself when it is a regular file (or missing: _inputs says so), else a
+    temporary copy of the stream it names."""
+    import atexit
+    import shutil
+    import stat
+
+    if path != "-":
+        try:
+            if not stat.S_ISFIFO(os.stat(path).st_mode) and not stat.S_ISCHR(
+                    os.stat(path).st_mode) and not stat.S_ISSOCK(os.stat(path).st_mode):
+                return path
+        except OSError:
+            return path
+    fd, tmp = tempfile.mkstemp(prefix="terascale-stdin-", suffix=".vw")
+    atexit.register(lambda: os.path.exists(tmp) and os.unlink(tmp))
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if path == "-":
+                shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+            else:
+                with open(path, "rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
+    except OSError as e:
+        raise storage_error("cannot copy standard input to", tmp, e) from None
+    return tmp
 
 
 def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
