@@ -158,3 +158,28 @@ def test_standard_input_with_one_worker_and_with_two(tmp_path):
                        cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr
     assert "number of examples = 300" in r.stderr and (tmp_path / "m2").stat().st_size > 0
+
+
+@pytest.mark.parametrize("flags", [["-b", "24", "-q", "ab"],
+                                   ["-b", "28", "--cubic", "abb", "--predict_only_model"],
+                                   ["--loss_function", "logistic", "--noconstant",
+                                    "--interactions", "aab", "--passes", "2", "-c", "-k"]])
+def test_models_move_both_ways(flags, tmp_path, capfd, monkeypatch):
+    """-f writes VW's binary model: the real vw -i loads it and predicts as with its own;
+    -i reads VW's model and training continues as VW's would."""
+    label = _binary01 if "logistic" in flags else _real
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 13, label)) + "\n")
+    code, err = _ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.model"], tmp_path, monkeypatch)
+    assert code == 0, err
+    _vw(["-d", "d.vw", *flags, "-f", "vw.model"], tmp_path)
+    _vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "from_ts.p"], tmp_path)
+    _vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "from_vw.p"], tmp_path)
+    np.testing.assert_allclose(_numbers(tmp_path / "from_ts.p"),
+                               _numbers(tmp_path / "from_vw.p"), rtol=1e-5, atol=1e-6)
+    keep = [f for f in flags if f in ("--loss_function", "logistic")]
+    _vw(["-i", "vw.model", "-d", "d.vw", *keep, "-p", "more_vw.p"], tmp_path)
+    code, err = _ts(capfd, ["-i", "vw.model", "-d", "d.vw", *keep, "-p", "more_ts.p"],
+                    tmp_path, monkeypatch)
+    assert code == 0, err
+    np.testing.assert_allclose(_numbers(tmp_path / "more_ts.p"),
+                               _numbers(tmp_path / "more_vw.p"), rtol=1e-5, atol=1e-5)

@@ -98,6 +98,9 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                    help="local workers; each reads its shard of the input (default 1)")
     t.add_argument("-f", *vw.names("--final-regressor"), dest="model", default=None,
                    metavar="MODEL", help="where to write the model")
+    t.add_argument("--model-format", default=None, metavar="vw|terascale",
+                   help="-f's format: terascale's (default under linear train) or VW's "
+                        "binary model, which vw -i loads (default under terascale vw)")
     t.add_argument("--readable_model", default=None, metavar="FILE",
                    help="also write the model as VW's readable text (index:weight)")
     t.add_argument("--invert_hash", default=None, metavar="FILE",

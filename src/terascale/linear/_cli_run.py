@@ -94,24 +94,10 @@ def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
 
 
 def _load(path: str) -> Any:
-    """A terascale model; a Vowpal Wabbit binary model is named as one, with what to do."""
-    from ._model import LinearModel
+    """A terascale model, or a Vowpal Wabbit binary model (a plain linear learner's)."""
+    from ._vwmodel import load_model
 
-    try:
-        return LinearModel.load(path)
-    except DataError as e:
-        try:
-            with open(path, "rb") as f:
-                head = f.read(16)
-        except OSError:
-            raise e from None
-        n = int.from_bytes(head[:4], "little") if len(head) >= 4 else 0
-        if 0 < n <= 12 and head[4:4 + n - 1].replace(b".", b"").isdigit():  # VW's header
-            raise DataError(f"{path}: a Vowpal Wabbit {head[4:4 + n - 1].decode()} model; "
-                            f"terascale reads its own models only: train the model with "
-                            f"terascale linear train (VW's flags work), or keep using "
-                            f"vowpalwabbit for this one") from None
-        raise
+    return load_model(path)
 
 
 def _link(args: argparse.Namespace, default: str) -> str:
@@ -124,7 +110,6 @@ def _link(args: argparse.Namespace, default: str) -> str:
 
 def train(args: argparse.Namespace) -> int:
     from ._cli_options import train_options
-    from ._model import LinearModel
 
     if args.nprocs < 1:
         raise ConfigError(f"-n must be >= 1, not {args.nprocs}")
@@ -180,7 +165,7 @@ def train(args: argparse.Namespace) -> int:
                 return model
             model = None
         if model is None and (args.readable_model or args.invert_hash):
-            model = LinearModel.load(model_path)  # type: ignore[arg-type]
+            model = _load(model_path)  # type: ignore[arg-type]
         if model is not None and args.readable_model:
             from ._vwtext import write_readable
 
@@ -251,7 +236,7 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
                                               tags))
         try:
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
-                                                  options)),
+                                                  options, **_model_format(args))),
                               predictions=progressive if writers else None)
         except BaseException:
             for writer, _ in writers:
@@ -265,10 +250,21 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
 
     warm_kernels()  # compile once here rather than N times at once in the workers
     code = launch([sys.executable, "-m", "terascale.linear._worker",
-                   job_json(paths, model_path or "", args.initial, options)],
+                   job_json(paths, model_path or "", args.initial, options,
+                            **_model_format(args))],
                   LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
                                 prefix_output=False))
     return code
+
+
+def _model_format(args: argparse.Namespace) -> dict[str, Any]:
+    """How -f writes the model: terascale's format or VW's (``--model-format``; VW's by
+    default under ``terascale vw``), and VW's ``--predict_only_model`` form."""
+    fmt = args.model_format or ("vw" if getattr(args, "vw_mode", False) else "terascale")
+    if fmt not in ("vw", "terascale"):
+        raise ConfigError(f"--model-format {fmt}: vw or terascale")
+    return {"model_format": fmt,
+            "predict_only": bool(getattr(args, "predict_only_model", False))}
 
 
 def _clip(model: Any, s: np.ndarray) -> np.ndarray:

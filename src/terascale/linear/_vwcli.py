@@ -32,8 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     train_flags(p)
     g = p.add_argument_group("VW options of terascale vw")
     g.add_argument("--predict_only_model", action="store_true",
-                   help="accepted: -f's model holds the weights (and the learner's "
-                        "state, which a prediction ignores)")
+                   help="-f writes VW's predict-only model: the weights, without the "
+                        "learner's state that continued training needs")
     g.add_argument("--cache_file", action="append", default=[], metavar="FILE",
                    help="cache the parsed data, as -c (terascale names and keys the cache "
                         "file itself, under --cache-dir)")
