@@ -75,6 +75,7 @@ CASES = {
     "hinge 0/1 labels": (_binary01, ["--loss_function", "hinge"]),
     "quantile tau 0.3": (_real, ["--loss_function", "quantile", "--quantile_tau", "0.3"]),
     "oaa": (_classes, ["--oaa", "3"]),
+    "starting weights": (_real, ["--constant", "2.5", "--initial_weight", "0.01", "-b", "12"]),
     "oaa probabilities": (_classes, ["--oaa", "3", "--loss_function", "logistic",
                                      "--probabilities"]),
 }

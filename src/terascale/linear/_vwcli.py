@@ -49,6 +49,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="VW's hash seed (only 0, VW's default, is supported)")
     g.add_argument("--sparse_weights", action="store_true",
                    help="accepted: terascale keeps weights only for the features present")
+    g.add_argument("--constant", type=float, default=0.0, metavar="C",
+                   help="the constant (bias) feature's weight before training (VW's "
+                        "initial constant)")
+    g.add_argument("--initial_weight", type=float, default=0.0, metavar="W",
+                   help="every weight's value before training (VW's; up to -b 24)")
     g.add_argument("--onethread", action="store_true",
                    help="accepted: each worker parses and learns in one thread")
     for name in _UPDATE_RULE:
@@ -90,6 +95,53 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if args.cache_file:
         args.cache = True
     args.vw_mode = True
+    if args.constant or args.initial_weight:
+        args.initial = _starting_weights(args)
+
+
+def _starting_weights(args: argparse.Namespace) -> str:
+    """VW's --initial_weight / --constant: a model holding only the starting weights (no
+    learner state), from which training starts as from -i (written to a temporary file)."""
+    import atexit
+    import os
+    import tempfile
+
+    import numpy as np
+
+    from ._cli_options import train_options
+    from ._dataset import ParseOptions
+    from ._hashing import CONSTANT_HASH
+    from ._model import LinearModel
+    from ._online import new_state
+
+    if args.initial:
+        raise ConfigError("--constant/--initial_weight set the weights training starts "
+                          "from: they exclude -i MODEL, whose weights it starts from")
+    o = train_options(args)
+    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                            for k, v in o.items() if k in ParseOptions().to_dict()})
+    size = 1 << parse.bits
+    if args.initial_weight:
+        if parse.bits > 24:
+            raise ConfigError(f"--initial_weight sets all 2^b weights: up to -b 24, not "
+                              f"-b {parse.bits}")
+        idx = np.arange(size, dtype=np.uint32)
+        w = np.full(size, args.initial_weight, np.float32)
+    else:
+        idx, w = np.zeros(0, np.uint32), np.zeros(0, np.float32)
+    if args.constant and parse.constant:
+        c = CONSTANT_HASH & (size - 1)
+        if args.initial_weight:
+            w[c] = args.constant
+        else:
+            idx, w = np.array([c], np.uint32), np.array([args.constant], np.float32)
+    fd, path = tempfile.mkstemp(prefix="terascale-start-", suffix=".model")
+    os.close(fd)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    zeros = np.zeros(len(idx), np.float32)
+    LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"],
+                adaptive=(zeros, zeros, new_state())).save(path)
+    return path
 
 
 def _unknown(extras: Sequence[str], parser: argparse.ArgumentParser) -> ConfigError:

@@ -74,7 +74,8 @@ REFUSED: dict[str, str] = {
     "-a": "not supported (VW's --audit): --invert_hash FILE writes the weights by feature "
           "name",
     "--random_weights": "training always starts from zero weights (or from -i MODEL)",
-    "--initial_weight": "training always starts from zero weights (or from -i MODEL)",
+    "--initial_weight": "linear train starts from zero weights (or from -i MODEL); "
+                        "terascale vw --initial_weight W starts every weight at W",
     "--random_seed": "nothing in terascale's training is random (holdout is every k-th "
                      "example): there is no seed to set",
     "--min_prediction": "not supported: predictions are clipped as VW clips them by default",
