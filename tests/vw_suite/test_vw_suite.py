@@ -18,7 +18,7 @@ pytest.importorskip("vowpalwabbit")
 
 from _vwsuite import load_tests, run_suite, summary  # noqa: E402
 
-FAST = [8, 152, 509, 680, 713]
+FAST = [8, 107, 152, 509, 537, 713]
 FLOOR = 38  # of the 108 tests VW itself passes (make test-vw)
 
 
