@@ -44,7 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     g.add_argument("-P", "--progress", default=None, metavar="N",
                    help="accepted: progress lines come at VW's default doubling cadence")
     g.add_argument("--random_seed", type=int, default=0,
-                   help="accepted: a plain linear learner draws no random numbers")
+                   help="the seed of --random_weights (nothing else in a linear learner "
+                        "is random)")
     g.add_argument("--hash_seed", type=int, default=0,
                    help="VW's hash seed (only 0, VW's default, is supported)")
     g.add_argument("--sparse_weights", action="store_true",
@@ -54,6 +55,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "initial constant)")
     g.add_argument("--initial_weight", type=float, default=0.0, metavar="W",
                    help="every weight's value before training (VW's; up to -b 24)")
+    g.add_argument("--random_weights", action="store_true",
+                   help="start from VW's uniform random weights in [-0.5, 0.5) "
+                        "(--random_seed; up to -b 24)")
+    g.add_argument("--normal_weights", action="store_true",
+                   help="start from VW's standard normal weights (up to -b 24)")
+    g.add_argument("--truncated_normal_weights", action="store_true",
+                   help="start from VW's normal weights folded at twice their standard "
+                        "deviation (up to -b 24)")
     g.add_argument("--onethread", action="store_true",
                    help="accepted: each worker parses and learns in one thread")
     for name in _UPDATE_RULE:
@@ -95,7 +104,8 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if args.cache_file:
         args.cache = True
     args.vw_mode = True
-    if args.constant or args.initial_weight:
+    if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
+            or args.truncated_normal_weights):
         args.initial = _starting_weights(args)
 
 
@@ -121,17 +131,26 @@ def _starting_weights(args: argparse.Namespace) -> str:
     parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
                             for k, v in o.items() if k in ParseOptions().to_dict()})
     size = 1 << parse.bits
-    if args.initial_weight:
-        if parse.bits > 24:
-            raise ConfigError(f"--initial_weight sets all 2^b weights: up to -b 24, not "
-                              f"-b {parse.bits}")
+    every = (args.initial_weight or args.random_weights or args.normal_weights
+             or args.truncated_normal_weights)
+    if every and parse.bits > 24:
+        raise ConfigError(f"--initial_weight/--random_weights/--normal_weights set all 2^b "
+                          f"weights: up to -b 24, not -b {parse.bits}")
+    if every:  # VW's order of precedence (initialize_regressor)
+        from ._vwrandom import normal_weights, uniform_weights
+
         idx = np.arange(size, dtype=np.uint32)
-        w = np.full(size, args.initial_weight, np.float32)
+        if args.initial_weight:
+            w = np.full(size, args.initial_weight, np.float32)
+        elif args.random_weights:
+            w = uniform_weights(size, args.random_seed)
+        else:
+            w = normal_weights(size, truncated=not args.normal_weights)
     else:
         idx, w = np.zeros(0, np.uint32), np.zeros(0, np.float32)
     if args.constant and parse.constant:
         c = CONSTANT_HASH & (size - 1)
-        if args.initial_weight:
+        if every:
             w[c] = args.constant
         else:
             idx, w = np.array([c], np.uint32), np.array([args.constant], np.float32)

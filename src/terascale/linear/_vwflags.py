@@ -73,7 +73,8 @@ REFUSED: dict[str, str] = {
     "--audit": "not supported: --invert_hash FILE writes the weights by feature name",
     "-a": "not supported (VW's --audit): --invert_hash FILE writes the weights by feature "
           "name",
-    "--random_weights": "training always starts from zero weights (or from -i MODEL)",
+    "--random_weights": "linear train starts from zero weights (or from -i MODEL); "
+                        "terascale vw --random_weights starts from VW's random weights",
     "--initial_weight": "linear train starts from zero weights (or from -i MODEL); "
                         "terascale vw --initial_weight W starts every weight at W",
     "--random_seed": "nothing in terascale's training is random (holdout is every k-th "
