@@ -76,6 +76,7 @@ CASES = {
     "quantile tau 0.3": (_real, ["--loss_function", "quantile", "--quantile_tau", "0.3"]),
     "oaa": (_classes, ["--oaa", "3"]),
     "starting weights": (_real, ["--constant", "2.5", "--initial_weight", "0.01", "-b", "12"]),
+    "initial_t": (_real, ["--initial_t", "10", "--power_t", "0.4", "-b", "12"]),
     "random weights": (_real, ["--random_weights", "--random_seed", "7", "-b", "12"]),
     "normal weights": (_binary01, ["--truncated_normal_weights", "-b", "12",
                                    "--loss_function", "logistic"]),

@@ -40,7 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     g.add_argument("-r", "--raw_predictions", default=None, metavar="FILE",
                    help="raw scores (before --link/--binary), one line per example")
     g.add_argument("--initial_t", type=float, default=0.0,
-                   help="VW's initial_t (only 0, VW's default, is supported)")
+                   help="VW's initial_t: the adaptive update starts as if it had seen "
+                        "initial_t examples of gradient 1 (every feature's sum of squared "
+                        "gradients starts there; up to -b 24)")
     g.add_argument("-P", "--progress", default=None, metavar="N",
                    help="accepted: progress lines come at VW's default doubling cadence")
     g.add_argument("--random_seed", type=int, default=0,
@@ -89,9 +91,8 @@ def _vw_defaults(args: argparse.Namespace) -> None:
                           f"{', '.join(n for n in _UPDATE_RULE if n not in given)} update(s); "
                           f"terascale implements VW's default update only (adaptive, "
                           f"normalized and invariant together): leave these flags out")
-    if args.initial_t:
-        raise ConfigError(f"--initial_t {args.initial_t:g}: only VW's default, 0, is "
-                          f"supported")
+    if args.initial_t < 0:
+        raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
     if args.hash_seed:
         raise ConfigError(f"--hash_seed {args.hash_seed}: terascale hashes as VW's default "
                           f"(seed 0) only")
@@ -105,7 +106,7 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         args.cache = True
     args.vw_mode = True
     if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
-            or args.truncated_normal_weights):
+            or args.truncated_normal_weights or args.initial_t):
         args.initial = _starting_weights(args)
 
 
@@ -132,15 +133,16 @@ def _starting_weights(args: argparse.Namespace) -> str:
                             for k, v in o.items() if k in ParseOptions().to_dict()})
     size = 1 << parse.bits
     every = (args.initial_weight or args.random_weights or args.normal_weights
-             or args.truncated_normal_weights)
+             or args.truncated_normal_weights or args.initial_t)
     if every and parse.bits > 24:
-        raise ConfigError(f"--initial_weight/--random_weights/--normal_weights set all 2^b "
-                          f"weights: up to -b 24, not -b {parse.bits}")
+        raise ConfigError(f"--initial_weight/--random_weights/--normal_weights/--initial_t "
+                          f"set all 2^b weights: up to -b 24, not -b {parse.bits}")
     if every:  # VW's order of precedence (initialize_regressor)
         from ._vwrandom import normal_weights, uniform_weights
 
         idx = np.arange(size, dtype=np.uint32)
-        if args.initial_weight:
+        if args.initial_weight or not (args.random_weights or args.normal_weights
+                                       or args.truncated_normal_weights):
             w = np.full(size, args.initial_weight, np.float32)
         elif args.random_weights:
             w = uniform_weights(size, args.random_seed)
@@ -158,8 +160,13 @@ def _starting_weights(args: argparse.Namespace) -> str:
     os.close(fd)
     atexit.register(lambda: os.path.exists(path) and os.unlink(path))
     zeros = np.zeros(len(idx), np.float32)
+    state = new_state()
+    g2 = zeros
+    if args.initial_t:  # VW's gd: initial_t fake examples, each of norm and gradient 1
+        g2 = np.full(len(idx), args.initial_t, np.float32)
+        state[0] = state[1] = args.initial_t
     LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"],
-                adaptive=(zeros, zeros, new_state())).save(path)
+                adaptive=(g2, zeros, state)).save(path)
     return path
 
 

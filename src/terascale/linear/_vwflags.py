@@ -50,7 +50,7 @@ REFUSED: dict[str, str] = {
                      "--warm_cb", "--explore_eval", "--ccb_explore_adf", "--slates",
                      "--cats", "--cb_dro"), _BANDIT),
     **dict.fromkeys(("--sgd", "--adaptive", "--normalized", "--invariant", "--ftrl",
-                     "--pistol", "--coin", "--freegrad", "--sparse_l2", "--initial_t",
+                     "--pistol", "--coin", "--freegrad", "--sparse_l2",
                      "--decay_learning_rate", "--exact_adaptive_norm"), _UPDATE),
     **dict.fromkeys(("--span_server", "--total", "--node", "--unique_id", "--daemon",
                      "--port", "--num_children", "--threads"), _CLUSTER),
@@ -75,6 +75,8 @@ REFUSED: dict[str, str] = {
           "name",
     "--random_weights": "linear train starts from zero weights (or from -i MODEL); "
                         "terascale vw --random_weights starts from VW's random weights",
+    "--initial_t": "linear train starts the adaptive sums at 0; terascale vw --initial_t T "
+                   "starts them as VW does",
     "--initial_weight": "linear train starts from zero weights (or from -i MODEL); "
                         "terascale vw --initial_weight W starts every weight at W",
     "--random_seed": "nothing in terascale's training is random (holdout is every k-th "
