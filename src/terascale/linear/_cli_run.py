@@ -119,15 +119,18 @@ def train(args: argparse.Namespace) -> int:
     paths = _inputs(args)
     how = _link(args, "identity")
     raw = getattr(args, "raw_predictions", None)
-    if vw_mode and not args.quiet:
-        from ._vwreport import preamble
 
-        print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                       testonly=args.testonly), file=sys.stderr)
-    elif not args.quiet and not args.initial:
-        _differences(options)
+    def opening() -> None:  # once the command line is known to be good
+        if vw_mode and not args.quiet:
+            from ._vwreport import preamble
+
+            print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                           testonly=args.testonly), file=sys.stderr)
+        elif not args.quiet and not args.initial:
+            _differences(options)
+
     if args.testonly:
-        return _test_only(args, paths, how)
+        return _test_only(args, paths, how, opening)
     _check_output(args.model, "-f", stream=False)
     for path, flag in ((args.predictions, "-p"), (raw, "-r"),
                        (args.readable_model, "--readable_model"),
@@ -143,7 +146,7 @@ def train(args: argparse.Namespace) -> int:
     if args.oaa is not None:
         from ._oaa import train_oaa
 
-        return train_oaa(args, paths, options)
+        return train_oaa(args, paths, options, opening)
     if args.initial:
         initial = _load(args.initial)  # a bad model fails here, once
         _follow_model(options, initial, args)
@@ -153,6 +156,7 @@ def train(args: argparse.Namespace) -> int:
     checked: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
                                for k, v in options.items()}
     TrainOptions(**checked)
+    opening()
     model_path = args.model
     tmp_dir = None
     if model_path is None and (args.readable_model or args.invert_hash) and args.nprocs > 1:
@@ -292,7 +296,8 @@ def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.
     return np.logaddexp(0.0, -ys * s)
 
 
-def _test_only(args: argparse.Namespace, paths: list[str], how: str) -> int:
+def _test_only(args: argparse.Namespace, paths: list[str], how: str,
+               opening: Any = None) -> int:
     """VW's -t: predictions of -i's model, no learning; the average loss on stderr."""
 
     vw_mode = getattr(args, "vw_mode", False)
@@ -300,6 +305,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str) -> int:
         raise ConfigError("-t (test only) predicts with a trained model: give -i MODEL")
     _check_output(args.predictions, "-p")
     model = _load(args.initial) if args.initial else _zero_model(args)
+    if opening is not None:
+        opening()
     total = np.zeros(3)
     with _Output(args.predictions) as out:
         for blk, raw in model.predict_blocks(paths):  # streamed: any file size

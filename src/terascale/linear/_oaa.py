@@ -109,7 +109,8 @@ def _format(row: np.ndarray, base: int) -> str:
     return " ".join(f"{c + base}:{float(v):.6g}" for c, v in enumerate(row))
 
 
-def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -> int:
+def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
+              opening: Any = None) -> int:
     """``--oaa K`` on one worker: K learners, VW's progressive multiclass predictions
     (``-p``), its closing block."""
     from ._cli_options import job_json
@@ -129,6 +130,8 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
                           "supported with one-against-all (predictions: -p)")
     if args.probabilities and options["loss"] != "logistic":
         raise ConfigError("--probabilities needs --loss_function logistic (as in VW)")
+    if opening is not None:  # the preamble, once the options are known to be good
+        opening()
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
         files, labels, base = relabel(paths, k_classes, tmp)
