@@ -152,15 +152,16 @@ def test_standard_input_with_one_worker_and_with_two(tmp_path):
     (tmp_path / "d.vw").write_text(data)
     _vw(["-d", "d.vw", "-p", "vw.p", "--passes", "2", "-c", "-k"], tmp_path)
     ts = [sys.executable, "-m", "terascale"]
-    for src in ("/dev/stdin",):
+    for src in ("-",):
         r = subprocess.run([*ts, "vw", "-d", src, "-p", "ts.p", "--passes", "2", "-c", "-k"],
                            input=data, cwd=tmp_path, capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 0, r.stderr
         np.testing.assert_allclose(_numbers(tmp_path / "ts.p"), _numbers(tmp_path / "vw.p"),
                                    rtol=1e-5, atol=1e-5)
-    r = subprocess.run([*ts, "vw", "-d", "-", "-n", "2", "-f", "m2"], input=data,
-                       cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    with open(tmp_path / "d.vw") as f:  # a redirected file: the workers read a copy
+        r = subprocess.run([*ts, "vw", "-d", "/dev/stdin", "-n", "2", "-f", "m2"], stdin=f,
+                           cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr
     assert "number of examples = 300" in r.stderr and (tmp_path / "m2").stat().st_size > 0
 

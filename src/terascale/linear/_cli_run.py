@@ -47,7 +47,10 @@ def _spooled(path: str) -> str:
     import shutil
     import stat
 
-    if path != "-":
+    # /dev/stdin, /dev/fd/N, /proc/self/fd/N name this process's descriptors: a worker
+    # of -n N opening them would read its own standard input, not this one's
+    proc_fd = os.path.abspath(path).startswith(("/dev/stdin", "/dev/fd/", "/proc/"))
+    if path != "-" and not proc_fd:
         try:
             if not stat.S_ISFIFO(os.stat(path).st_mode) and not stat.S_ISCHR(
                     os.stat(path).st_mode) and not stat.S_ISSOCK(os.stat(path).st_mode):
