@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch first, pinned to the CPU build on local disk, so that `torch>=2.3` is already met.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test install install-test system-deps peers lint bench clean docs docs-check docs-snippets
+.PHONY: demo test test-vw install install-test system-deps peers lint bench clean docs docs-check docs-snippets
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ demo: install
 peers: install-test
 	$(BIN)/python -c "from terascale.bench._peers import SIDE_PEERS, install_peer; \
 	[install_peer(name) for name in SIDE_PEERS]"
+
+# VW's own conformance tests (tests/vw_suite), each run live through pip vowpalwabbit and
+# through `terascale vw`: the table of which reproduce VW
+test-vw: install-test
+	$(BIN)/python tests/vw_suite/_vwsuite.py
 
 test: install-test peers
 	$(BIN)/ruff check src tests examples

@@ -18,9 +18,10 @@ __all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from . import _span
+    from . import _span, _vwcli
 
     _add_linear(sub)
+    _vwcli.add_parser(sub)
     _span.add_parser(sub)
 
 
@@ -73,11 +74,33 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     cmds = p.add_subparsers(dest="linear_command", metavar="COMMAND")
     t = cmds.add_parser("train", help="train a model on data files (VW's flags work too)",
                         allow_abbrev=False)
+    train_flags(t)
+    _command("train", t)
+    pr = cmds.add_parser("predict", help="write predictions of a model", allow_abbrev=False)
+    _io_flags(pr, predict=True)
+    pr.add_argument("--raw", action="store_true", help="raw scores, as --link identity")
+    vw.add_accepted(pr)
+    _command("predict", pr)
+
+    ev = cmds.add_parser("evaluate", help="metrics of a model on labelled data")
+    ev.add_argument("data", nargs="+")
+    ev.add_argument("-i", "--initial-regressor", dest="initial", required=True,
+                    metavar="MODEL")
+    ev.add_argument("--json", action="store_true", help="print one JSON object")
+    _command("evaluate", ev)
+    p.set_defaults(func=lambda args: p.print_help() or 2)
+
+
+def train_flags(t: argparse.ArgumentParser) -> None:
+    """The flags of ``linear train`` (``terascale vw`` takes the same, with VW's defaults)."""
     _io_flags(t, predict=False)
     t.add_argument("-n", "--nprocs", type=int, default=1, metavar="N",
                    help="local workers; each reads its shard of the input (default 1)")
     t.add_argument("-f", *vw.names("--final-regressor"), dest="model", default=None,
                    metavar="MODEL", help="where to write the model")
+    t.add_argument("--model-format", default=None, metavar="vw|terascale",
+                   help="-f's format: terascale's (default under linear train) or VW's "
+                        "binary model, which vw -i loads (default under terascale vw)")
     t.add_argument("--readable_model", default=None, metavar="FILE",
                    help="also write the model as VW's readable text (index:weight)")
     t.add_argument("--invert_hash", default=None, metavar="FILE",
@@ -85,7 +108,10 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                         "input once more to collect them)")
     _data_flags(t)
     t.add_argument(*vw.names("--loss"), default=None,
-                   help="logistic (default; with -i, the model's), squared or hinge")
+                   help="logistic (default; with -i, the model's), squared, hinge or "
+                        "quantile (online passes only; terascale vw: squared by default)")
+    t.add_argument("--quantile_tau", type=float, default=0.5, metavar="TAU",
+                   help="the quantile that --loss quantile learns (default 0.5: the median)")
     t.add_argument("--passes", type=int, default=None,
                    help="online passes (default 1); with a bare --bfgs/--cg, as in VW, "
                         "the passes of L-BFGS/CG")
@@ -96,6 +122,11 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     g.add_argument(*vw.names("--cg"), dest="cg", nargs="?", const="", default=None,
                    metavar="K", help="then up to K passes of preconditioned conjugate "
                                      "gradient; bare, as --bfgs")
+    t.add_argument("--oaa", type=int, default=None, metavar="K",
+                   help="one-against-all multiclass with classes 1..K (VW's --oaa): one "
+                        "binary learner per class, the prediction is the best-scoring class")
+    t.add_argument("--probabilities", action="store_true",
+                   help="with --oaa and logistic loss: -p writes each class's probability")
     t.add_argument("--mem", type=int, default=15, dest="memory", help="L-BFGS memory")
     t.add_argument("--normalize", nargs="?", const="std", default="auto", metavar="MODE",
                    help="with --bfgs/--cg: regularize the numeric columns standardized "
@@ -141,21 +172,6 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     t.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a worker waits for its peers (with -n)")
     vw.add_accepted(t)
-    _command("train", t)
-
-    pr = cmds.add_parser("predict", help="write predictions of a model", allow_abbrev=False)
-    _io_flags(pr, predict=True)
-    pr.add_argument("--raw", action="store_true", help="raw scores, as --link identity")
-    vw.add_accepted(pr)
-    _command("predict", pr)
-
-    ev = cmds.add_parser("evaluate", help="metrics of a model on labelled data")
-    ev.add_argument("data", nargs="+")
-    ev.add_argument("-i", "--initial-regressor", dest="initial", required=True,
-                    metavar="MODEL")
-    ev.add_argument("--json", action="store_true", help="print one JSON object")
-    _command("evaluate", ev)
-    p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
 def _data_flags(p: argparse.ArgumentParser) -> None:

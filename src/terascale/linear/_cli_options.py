@@ -57,7 +57,7 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
             "ignore_linear": list(args.ignore_linear),
             "label": args.label, "categorical": cols(args.categorical),
             "ignore": ignore, "skip_bad": args.skip_bad,
-            "loss": args.loss or "logistic",
+            "loss": args.loss or "logistic", "quantile_tau": args.quantile_tau,
             "learning_rate": args.learning_rate, "power_t": args.power_t, "l1": args.l1,
             "l2": args.l2, "passes": passes, "memory": args.memory, "tol": args.tol,
             "patience": args.patience, "average": args.average,
@@ -68,6 +68,9 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def job_json(data: list[str], model: str, initial: str | None,
-             options: dict[str, Any]) -> str:
-    """The job a worker of ``train -n N`` runs (``_worker``)."""
-    return json.dumps({"data": data, "model": model, "initial": initial, "options": options})
+             options: dict[str, Any], *, model_format: str = "terascale",
+             predict_only: bool = False) -> str:
+    """The job a worker of ``train -n N`` runs (``_worker``); ``model_format`` "vw" writes
+    VW's binary model (``predict_only``: its ``--predict_only_model`` form)."""
+    return json.dumps({"data": data, "model": model, "initial": initial, "options": options,
+                       "model_format": model_format, "predict_only": predict_only})

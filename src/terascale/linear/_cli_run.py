@@ -24,8 +24,12 @@ __all__ = ["evaluate", "predict", "train"]
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:
-    """Positional files, then -d files; missing ones fail here, once, not in every worker."""
-    paths = list(args.data) + list(args.data_flag)
+    """Positional files, then -d files; missing ones fail here, once, not in every worker.
+    Standard input (``-``, ``/dev/stdin``) and other streams (a named pipe, ``<(cmd)``) are
+    copied to a temporary file first (removed at exit): every pass, and every worker of
+    ``-n N``, then reads its part of one file (a stream can be read only once, by one
+    process)."""
+    paths = [_spooled(p) for p in list(args.data) + list(args.data_flag)]
     if not paths:
         raise ConfigError("no input files: give DATA... or -d FILE")
     for p in paths:
@@ -34,6 +38,37 @@ def _inputs(args: argparse.Namespace) -> list[str]:
         if os.path.isdir(p):
             raise DataError(f"{p}: is a directory, not a data file")
     return paths
+
+
+def _spooled(path: str) -> str:
+    """``path`` itself when it is a regular file (or missing: _inputs says so), else a
+    temporary copy of the stream it names."""
+    import atexit
+    import shutil
+    import stat
+
+    # /dev/stdin, /dev/fd/N, /proc/self/fd/N name this process's descriptors: a worker
+    # of -n N opening them would read its own standard input, not this one's
+    proc_fd = os.path.abspath(path).startswith(("/dev/stdin", "/dev/fd/", "/proc/"))
+    if path != "-" and not proc_fd:
+        try:
+            if not stat.S_ISFIFO(os.stat(path).st_mode) and not stat.S_ISCHR(
+                    os.stat(path).st_mode) and not stat.S_ISSOCK(os.stat(path).st_mode):
+                return path
+        except OSError:
+            return path
+    fd, tmp = tempfile.mkstemp(prefix="terascale-stdin-", suffix=".vw")
+    atexit.register(lambda: os.path.exists(tmp) and os.unlink(tmp))
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if path == "-":
+                shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+            else:
+                with open(path, "rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
+    except OSError as e:
+        raise storage_error("cannot copy standard input to", tmp, e) from None
+    return tmp
 
 
 def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
@@ -62,24 +97,10 @@ def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
 
 
 def _load(path: str) -> Any:
-    """A terascale model; a Vowpal Wabbit binary model is named as one, with what to do."""
-    from ._model import LinearModel
+    """A terascale model, or a Vowpal Wabbit binary model (a plain linear learner's)."""
+    from ._vwmodel import load_model
 
-    try:
-        return LinearModel.load(path)
-    except DataError as e:
-        try:
-            with open(path, "rb") as f:
-                head = f.read(16)
-        except OSError:
-            raise e from None
-        n = int.from_bytes(head[:4], "little") if len(head) >= 4 else 0
-        if 0 < n <= 12 and head[4:4 + n - 1].replace(b".", b"").isdigit():  # VW's header
-            raise DataError(f"{path}: a Vowpal Wabbit {head[4:4 + n - 1].decode()} model; "
-                            f"terascale reads its own models only: train the model with "
-                            f"terascale linear train (VW's flags work), or keep using "
-                            f"vowpalwabbit for this one") from None
-        raise
+    return load_model(path)
 
 
 def _link(args: argparse.Namespace, default: str) -> str:
@@ -92,25 +113,43 @@ def _link(args: argparse.Namespace, default: str) -> str:
 
 def train(args: argparse.Namespace) -> int:
     from ._cli_options import train_options
-    from ._model import LinearModel
 
     if args.nprocs < 1:
         raise ConfigError(f"-n must be >= 1, not {args.nprocs}")
     options = train_options(args)  # (a bare `--bfgs FILE` gives FILE back to the inputs)
+    vw_mode = getattr(args, "vw_mode", False)
+    options["vw_text"] = options["vw_labels"] = vw_mode
     paths = _inputs(args)
     how = _link(args, "identity")
+    raw = getattr(args, "raw_predictions", None)
+
+    def opening() -> None:  # once the command line is known to be good
+        if vw_mode and not args.quiet:
+            from ._vwreport import preamble
+
+            print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                           testonly=args.testonly), file=sys.stderr)
+        elif not args.quiet and not args.initial:
+            _differences(options)
+
     if args.testonly:
-        return _test_only(args, paths, how)
+        return _test_only(args, paths, how, opening)
     _check_output(args.model, "-f", stream=False)
-    for path, flag in ((args.predictions, "-p"),
+    for path, flag in ((args.predictions, "-p"), (raw, "-r"),
                        (args.readable_model, "--readable_model"),
                        (args.invert_hash, "--invert_hash")):
         _check_output(path, flag)
-    if args.predictions and args.nprocs > 1:
-        raise ConfigError("-p/--predictions while training needs -n 1: progressive "
+    if (args.predictions or raw) and args.nprocs > 1:
+        raise ConfigError("-p/--predictions (and -r) while training needs -n 1: progressive "
                           "predictions come from one learner in input order, and with -n N "
                           "each worker learns from its own shard; train with -n N, then "
                           "`terascale linear predict DATA -i MODEL -p FILE`")
+    if args.probabilities and not args.oaa:
+        raise ConfigError("--probabilities goes with --oaa K (each class's probability)")
+    if args.oaa is not None:
+        from ._oaa import train_oaa
+
+        return train_oaa(args, paths, options, opening)
     if args.initial:
         initial = _load(args.initial)  # a bad model fails here, once
         _follow_model(options, initial, args)
@@ -120,6 +159,7 @@ def train(args: argparse.Namespace) -> int:
     checked: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
                                for k, v in options.items()}
     TrainOptions(**checked)
+    opening()
     model_path = args.model
     tmp_dir = None
     if model_path is None and (args.readable_model or args.invert_hash) and args.nprocs > 1:
@@ -132,7 +172,7 @@ def train(args: argparse.Namespace) -> int:
                 return model
             model = None
         if model is None and (args.readable_model or args.invert_hash):
-            model = LinearModel.load(model_path)  # type: ignore[arg-type]
+            model = _load(model_path)  # type: ignore[arg-type]
         if model is not None and args.readable_model:
             from ._vwtext import write_readable
 
@@ -147,6 +187,22 @@ def train(args: argparse.Namespace) -> int:
 
             shutil.rmtree(tmp_dir, ignore_errors=True)
     return 0
+
+
+def _differences(options: dict[str, Any]) -> None:
+    """One line on where this run's defaults are not VW's (``terascale vw`` has VW's)."""
+    diffs = []
+    if options["loss"] == "logistic":
+        diffs.append("logistic loss (VW: squared)")
+    if options.get("bfgs") or options.get("cg"):
+        if options["l2"] is None:
+            diffs.append("L2 = 1 in the batch objective (VW: 0)")
+        if options["normalize"] == "std" or (options["normalize"] == "auto"
+                                             and options["format"] == "csv"):
+            diffs.append("standardized columns (VW: raw)")
+    if diffs:
+        print(f"terascale linear train: {'; '.join(diffs)}; `terascale vw` runs with VW's "
+              f"defaults", file=sys.stderr)
 
 
 def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespace) -> None:
@@ -174,25 +230,26 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
     from ._cli_options import job_json
 
     if args.nprocs == 1:
+        from ._vwtext import AtomicText, link, prediction_lines
         from ._worker import run_train
 
-        writer = None
-        if args.predictions:
-            from ._vwtext import AtomicText, link, prediction_lines
+        raw = getattr(args, "raw_predictions", None)
+        writers = [(AtomicText(path), linked) for path, linked in
+                   ((args.predictions, True), (raw, False)) if path]
 
-            writer = AtomicText(args.predictions)
-
-            def progressive(p: np.ndarray, tags: list[str] | None) -> None:
-                writer.write(prediction_lines(link(p, how, args.binary), tags))
+        def progressive(p: np.ndarray, tags: list[str] | None) -> None:
+            for writer, linked in writers:
+                writer.write(prediction_lines(link(p, how, args.binary) if linked else p,
+                                              tags))
         try:
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
-                                                  options)),
-                              predictions=progressive if writer else None)
+                                                  options, **_model_format(args))),
+                              predictions=progressive if writers else None)
         except BaseException:
-            if writer is not None:
+            for writer, _ in writers:
                 writer.discard()
             raise
-        if writer is not None:
+        for writer, _ in writers:
             writer.commit()
         return model
     from ..launch import LaunchOptions, launch
@@ -200,10 +257,21 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
 
     warm_kernels()  # compile once here rather than N times at once in the workers
     code = launch([sys.executable, "-m", "terascale.linear._worker",
-                   job_json(paths, model_path or "", args.initial, options)],
+                   job_json(paths, model_path or "", args.initial, options,
+                            **_model_format(args))],
                   LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
                                 prefix_output=False))
     return code
+
+
+def _model_format(args: argparse.Namespace) -> dict[str, Any]:
+    """How -f writes the model: terascale's format or VW's (``--model-format``; VW's by
+    default under ``terascale vw``), and VW's ``--predict_only_model`` form."""
+    fmt = args.model_format or ("vw" if getattr(args, "vw_mode", False) else "terascale")
+    if fmt not in ("vw", "terascale"):
+        raise ConfigError(f"--model-format {fmt}: vw or terascale")
+    return {"model_format": fmt,
+            "predict_only": bool(getattr(args, "predict_only_model", False))}
 
 
 def _clip(model: Any, s: np.ndarray) -> np.ndarray:
@@ -216,24 +284,32 @@ def _clip(model: Any, s: np.ndarray) -> np.ndarray:
     return s
 
 
-def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool) -> np.ndarray:
+def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5
+          ) -> np.ndarray:
     if binary:
         return ((s > 0) != (y > 0)).astype(np.float64)
     if kind == "squared":
         return (s - y) ** 2
+    if kind == "quantile":
+        e = y - s
+        return np.where(e > 0, tau * e, (tau - 1.0) * e)
     ys = np.where(y > 0, 1.0, -1.0)
     if kind == "hinge":
         return np.maximum(0.0, 1.0 - ys * s)
     return np.logaddexp(0.0, -ys * s)
 
 
-def _test_only(args: argparse.Namespace, paths: list[str], how: str) -> int:
+def _test_only(args: argparse.Namespace, paths: list[str], how: str,
+               opening: Any = None) -> int:
     """VW's -t: predictions of -i's model, no learning; the average loss on stderr."""
 
-    if not args.initial:
+    vw_mode = getattr(args, "vw_mode", False)
+    if not args.initial and not vw_mode:
         raise ConfigError("-t (test only) predicts with a trained model: give -i MODEL")
     _check_output(args.predictions, "-p")
-    model = _load(args.initial)
+    model = _load(args.initial) if args.initial else _zero_model(args)
+    if opening is not None:
+        opening()
     total = np.zeros(3)
     with _Output(args.predictions) as out:
         for blk, raw in model.predict_blocks(paths):  # streamed: any file size
@@ -242,13 +318,33 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str) -> int:
                 out.write(_lines(blk, s, how, args.binary))
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
-            total += [float(w[ok] @ _loss(model.loss, s[ok], y[ok], args.binary)),
+            total += [float(w[ok] @ _loss(model.loss, s[ok], y[ok], args.binary,
+                                            args.quantile_tau)),
                       float(w[ok].sum()), len(s)]
-    if not args.quiet:
+    if getattr(args, "vw_mode", False):
+        if not args.quiet:
+            from ._vwreport import test_block
+
+            print(test_block(int(total[2]), float(total[1]), float(total[0])),
+                  file=sys.stderr)
+    elif not args.quiet:
         avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
         print(f"test only: {int(total[2])} examples, average loss = {avg}"
               f"{' (0/1 loss)' if args.binary else ''}", file=sys.stderr)
     return 0
+
+
+def _zero_model(args: argparse.Namespace) -> Any:
+    """VW's ``-t`` without ``-i``: every weight 0, every prediction 0."""
+    from ._cli_options import train_options
+    from ._dataset import ParseOptions
+    from ._model import LinearModel
+
+    o = train_options(args)
+    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                            for k, v in o.items() if k in ParseOptions().to_dict()})
+    return LinearModel(indices=np.zeros(0, np.uint32), weights=np.zeros(0, np.float32),
+                       parse=parse, loss=o["loss"])
 
 
 def _lines(blk: Any, s: np.ndarray, how: str, binary: bool) -> str:

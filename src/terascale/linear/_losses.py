@@ -13,14 +13,60 @@ VW's to the last bit where it can be; the batch phase uses the double versions.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
 
-__all__ = ["LOSSES", "d2loss", "dloss", "dloss32", "invariant_update", "loss32", "loss_value",
-           "square_grad32"]
+__all__ = ["LOSSES", "LOSS_TABLE", "RAW_LABELS", "Loss", "d2loss", "dloss", "dloss32", "invariant_update",
+           "loss_code", "loss32", "loss_value", "square_grad32"]
 
-LOSSES = {"logistic": 0, "squared": 1, "hinge": 2}
+
+class Loss(NamedTuple):
+    """One loss, as every path sees it: its code in the numba kernels (below), VW's name,
+    the link of its predictions, how labels are read (``classes``: by their sign, else as
+    numbers), the metric ``evaluate`` reports, and whether the batch phase (L-BFGS/CG,
+    which needs a smooth objective or at least a subgradient it can line-search) takes
+    it."""
+
+    code: int
+    vw_name: str
+    link: str        # identity | logistic
+    classes: bool    # labels are classes read by their sign (-1/+1, 0/1)
+    metric: str      # logloss | mse | hinge | quantile
+    batch: bool      # L-BFGS/CG accept it
+
+
+# The one table of losses: adding one is a row here, its branches in the kernels below
+# (a code without a branch raises in the kernel, it never falls into another loss), and
+# its tests.
+LOSS_TABLE = {
+    "logistic": Loss(0, "logistic", "logistic", True, "logloss", True),
+    "squared": Loss(1, "squared", "identity", False, "mse", True),
+    "hinge": Loss(2, "hinge", "identity", True, "hinge", True),
+    "quantile": Loss(3, "quantile", "identity", False, "quantile", False),
+}
+LOSSES = {name: loss.code for name, loss in LOSS_TABLE.items()}
+# The low 3 bits of a kernel's loss code are the loss; RAW_LABELS (bit 3) asks the online
+# pass to use labels as given (VW's reading: a logistic label in [-1, 1] is the soft label
+# (y + 1) / 2, hinge takes y as it is) rather than by their sign (terascale linear train's
+# reading: 0/1 labels are two classes); bits 4.. carry quantile's tau in millionths.
+RAW_LABELS = 8
+_TAU = 16
+
+
+def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5) -> int:
+    """The kernel code of loss ``name`` (with VW's label reading; quantile's tau)."""
+    code = LOSSES[name] + (RAW_LABELS if raw_labels else 0)
+    if name == "quantile":
+        code += _TAU * round(tau * 1_000_000)
+    return code
+
+
+@numba.njit(cache=True, inline="always")
+def _tau(kind: int) -> float:
+    """Quantile's tau from a loss code, as VW's float."""
+    return _f((kind >> 4) / 1e6)
 
 
 @numba.njit(cache=True, inline="always")
@@ -30,8 +76,10 @@ def loss_value(kind: int, p: float, y: float) -> float:
         return z + math.log1p(math.exp(-z)) if z > 0 else math.log1p(math.exp(z))
     if kind == 1:
         return (p - y) * (p - y)
-    m = 1.0 - y * p
-    return m if m > 0 else 0.0
+    if kind == 2:
+        m = 1.0 - y * p
+        return m if m > 0 else 0.0
+    raise ValueError("loss code without a batch form")
 
 
 @numba.njit(cache=True, inline="always")
@@ -44,7 +92,9 @@ def dloss(kind: int, p: float, y: float) -> float:
         return -y / (1.0 + math.exp(z))
     if kind == 1:
         return 2.0 * (p - y)
-    return -y if y * p < 1.0 else 0.0
+    if kind == 2:
+        return -y if y * p < 1.0 else 0.0
+    raise ValueError("loss code without a batch form")
 
 
 @numba.njit(cache=True, inline="always")
@@ -54,7 +104,9 @@ def d2loss(kind: int, p: float, y: float) -> float:
         return e / ((1.0 + e) * (1.0 + e))
     if kind == 1:
         return 2.0
-    return 0.0
+    if kind == 2:
+        return 0.0
+    raise ValueError("loss code without a batch form")
 
 
 @numba.njit(cache=True, inline="always")
@@ -81,32 +133,69 @@ def _expf(x: float) -> float:
 
 
 @numba.njit(cache=True, inline="always")
+def _soft(y: float) -> float:
+    """VW's logistic reading of a label y in [-1, 1]: the weight (y + 1) / 2 of class +1."""
+    return _f(_f(y + 1.0) / 2.0)
+
+
+@numba.njit(cache=True, inline="always")
+def _mix(y: float, a: float, b: float) -> float:
+    """VW's soft-label logistic: std * (term for +1) + (1 - std) * (term for -1)."""
+    t = _soft(y)
+    return _f(_f(t * a) + _f(_f(1.0 - t) * b))
+
+
+@numba.njit(cache=True, inline="always")
+def _logloss32(p: float, y: float) -> float:
+    return _f(math.log(_f(1.0 + _expf(_f(-y * p)))))
+
+
+@numba.njit(cache=True, inline="always")
 def loss32(kind: int, p: float, y: float) -> float:
     """VW's ``get_loss`` in float: logistic underflows to exactly 0 once y*p > ~16.6
     (1 + exp(-16.6) rounds to 1 in float), and VW then skips the update."""
-    if kind == 0:
-        return _f(math.log(_f(1.0 + _expf(_f(-y * p)))))
-    if kind == 1:
+    k = kind & 7
+    if k == 0:
+        if y == 1.0 or y == -1.0:
+            return _logloss32(p, y)
+        return _mix(y, _logloss32(p, 1.0), _logloss32(p, -1.0))
+    if k == 1:
         d = _f(p - y)
         return _f(d * d)
-    m = _f(1.0 - _f(y * p))
-    return m if m > 0 else 0.0
+    if k == 2:
+        m = _f(1.0 - _f(y * p))
+        return m if m > 0 else 0.0
+    if k == 3:
+        tau = _tau(kind)
+        e = _f(y - p)
+        return _f(tau * e) if e > 0 else _f(_f(-_f(1.0 - tau)) * e)
+    raise ValueError("unknown loss code")
 
 
 @numba.njit(cache=True, inline="always")
 def dloss32(kind: int, p: float, y: float) -> float:
     """VW's ``first_derivative`` in float."""
-    if kind == 0:
-        return _f(-y / _f(1.0 + _expf(_f(y * p))))
-    if kind == 1:
+    k = kind & 7
+    if k == 0:
+        if y == 1.0 or y == -1.0:
+            return _f(-y / _f(1.0 + _expf(_f(y * p))))
+        return _mix(y, _f(-1.0 / _f(1.0 + _expf(p))), _f(1.0 / _f(1.0 + _expf(-p))))
+    if k == 1:
         return _f(2.0 * _f(p - y))
-    return -y if _f(y * p) < 1.0 else 0.0
+    if k == 2:
+        return -y if _f(y * p) < 1.0 else 0.0
+    if k == 3:
+        e = _f(y - p)
+        if e == 0.0:
+            return 0.0
+        return -_tau(kind) if e > 0 else _f(1.0 - _tau(kind))
+    raise ValueError("unknown loss code")
 
 
 @numba.njit(cache=True, inline="always")
 def square_grad32(kind: int, p: float, y: float) -> float:
     """VW's ``get_square_grad`` in float."""
-    if kind == 1:
+    if kind & 7 == 1:
         d = _f(p - y)
         return _f(_f(4.0 * d) * d)
     g = dloss32(kind, p, y)
@@ -118,19 +207,46 @@ def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) ->
     """VW's ``get_update`` in float: the step (to be multiplied by each feature's x * rate)
     for importance-scaled learning rate ``scale`` and ``ppu`` = sum of x^2 * rate."""
     sp = _f(scale * ppu)
-    if kind == 0:
-        z = _f(y * p)
-        d = _expf(z)
-        if sp < 1e-6:  # first order: avoids the cancellation of the closed form
-            return _f(_f(y * scale) / _f(1.0 + d))
-        x = _f(_f(sp + z) + d)
-        return _f(-_f(_f(y * _wexpmx(x)) + p) / ppu)
-    if kind == 1:
+    k = kind & 7
+    if k == 0:
+        if y == 1.0 or y == -1.0:
+            return _logistic_update(p, y, scale, ppu, sp)
+        return _mix(y, _logistic_update(p, 1.0, scale, ppu, sp),
+                    _logistic_update(p, -1.0, scale, ppu, sp))
+    if k == 3:
+        return _quantile_update(p, y, scale, ppu, sp, _tau(kind))
+    if k == 1:
         if sp < 1e-6:
             return _f(_f(2.0 * _f(y - p)) * scale)
         e = _expf(_f(_f(-2.0 * scale) * ppu))
         return _f(_f(_f(y - p) * _f(1.0 - e)) / ppu)
+    if k != 2:
+        raise ValueError("unknown loss code")
     if _f(y * p) >= 1.0:
         return 0.0
     err = _f(1.0 - _f(y * p))
     return y * (scale if sp < err else _f(err / ppu))
+
+
+@numba.njit(cache=True, inline="always")
+def _logistic_update(p: float, y: float, scale: float, ppu: float, sp: float) -> float:
+    """VW's logistic ``get_update`` for a label of -1 or +1, in float."""
+    z = _f(y * p)
+    d = _expf(z)
+    if sp < 1e-6:  # first order: avoids the cancellation of the closed form
+        return _f(_f(y * scale) / _f(1.0 + d))
+    x = _f(_f(sp + z) + d)
+    return _f(-_f(_f(y * _wexpmx(x)) + p) / ppu)
+
+
+@numba.njit(cache=True, inline="always")
+def _quantile_update(p: float, y: float, scale: float, ppu: float, sp: float,
+                     tau: float) -> float:
+    """VW's quantile ``get_update`` in float (Koenker's pinball loss at quantile tau)."""
+    err = _f(y - p)
+    if err == 0.0:
+        return 0.0
+    if err > 0:
+        return _f(tau * scale) if _f(tau * sp) < err else _f(err / ppu)
+    normal = _f(_f(-_f(1.0 - tau)) * sp)
+    return _f(_f(tau - 1.0) * scale) if normal > err else _f(err / ppu)

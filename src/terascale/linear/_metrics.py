@@ -71,7 +71,7 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
     out: dict[str, float] = {"examples": int(len(y))}
     if len(y) == 0:
         return out
-    if loss == "squared":
+    if loss in ("squared", "quantile"):
         out["mse"] = float(np.average((s - y) ** 2, weights=wt))
         if not np.all((y == 0) | (y == 1) | (y == -1)):
             return out

@@ -25,7 +25,7 @@ FLAGS = {
     "tol": "--tol", "normalize": "--normalize", "average": "--average",
     "average_every": "--average-every", "holdout": "--holdout",
     "patience": "--patience", "cache_dir": "--cache-dir", "cache": "-c/--cache",
-    "binary": "--binary",
+    "binary": "--binary", "quantile_tau": "--quantile_tau",
     "initial": "-i/--initial-regressor", "predictions": "-p/--predictions",
 }
 

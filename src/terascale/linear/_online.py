@@ -25,7 +25,7 @@ import math
 import numba
 import numpy as np
 
-from ._losses import _f, dloss32, invariant_update, loss32, square_grad32
+from ._losses import RAW_LABELS, _f, dloss32, invariant_update, loss32, square_grad32
 
 __all__ = ["STATE_SIZE", "new_state", "online_chunk", "sync_weights"]
 
@@ -88,6 +88,9 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     prediction (for progress lines). With ``pred`` (length end - start) it also writes
     each example's prediction before learning from it (VW's progressive ``-p``), for
     unlabelled and zero-weight examples too."""
+    raw_labels = (kind & RAW_LABELS) != 0  # VW's reading of labels (_losses.RAW_LABELS)
+    kind &= ~RAW_LABELS
+    base = kind & 7  # the loss; quantile's tau rides in kind's high bits (_losses)
     l1 = _f(l1)
     l2 = _f(l2)
     eta = _f(eta)
@@ -101,9 +104,9 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         labelled = not math.isnan(lab)
         learn = labelled and s > 0.0
         y = lab
-        if kind != 1:
+        if (base == 0 or base == 2) and not raw_labels:
             y = 1.0 if lab > 0 else -1.0
-        if labelled and not holdout[i] and kind != 0:
+        if labelled and not holdout[i] and base != 0:
             # VW clips squared and hinge predictions to the labels it was asked to learn
             # (zero-weight examples included, held-out ones not)
             state[4] = min(state[4], y)
@@ -127,7 +130,7 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         p = _f(float(p32) * _f(state[2]))
         if math.isnan(p):
             p = 0.0
-        if kind != 0:
+        if base != 0:
             p = min(max(p, state[4]), state[5])
         else:
             p = min(max(p, -50.0), 50.0)

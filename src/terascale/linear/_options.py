@@ -107,6 +107,9 @@ class TrainOptions:
     progress: bool = False
     #: Where the progress table goes (None: standard error).
     progress_file: TextIO | None = None
+    vw_text: bool = False          # `terascale vw`: VW's closing block, no terascale lines
+    vw_labels: bool = False        # online passes read labels as VW (_losses.RAW_LABELS)
+    quantile_tau: float = 0.5      # the quantile of loss="quantile" (VW's --quantile_tau)
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
@@ -119,6 +122,14 @@ class TrainOptions:
             raise ConfigError(f"{opt('average', 'chain')} hands one learner from worker to "
                               f"worker: there is nothing to average every "
                               f"{self.average_every} examples ({opt('average_every')})")
+        from ._losses import LOSS_TABLE
+
+        if (self.bfgs or self.cg) and not LOSS_TABLE[self.loss].batch:
+            raise ConfigError(f"{opt('loss', self.loss)} has no batch form: L-BFGS/CG "
+                              f"({opt('bfgs')}/{opt('cg')}) need logistic, squared or hinge")
+        if not 0.0 < self.quantile_tau < 1.0:
+            raise ConfigError(f"{opt('quantile_tau')} must be in (0, 1), not "
+                              f"{self.quantile_tau}")
         if self.bfgs and self.cg:
             raise ConfigError(f"{opt('bfgs')} and {opt('cg')} exclude each other")
         if isinstance(self.normalize, bool):  # normalize=True/False from Python
@@ -213,6 +224,23 @@ class TrainOptions:
         0.9805 vs 0.9663 at l2 = 100: the l2 term then treats every column alike. So CSV
         input standardizes by default; other formats keep VW's raw objective."""
         return self.normalize == "std" or (self.normalize == "auto" and self.format == "csv")
+
+    def online_kind(self) -> int:
+        """The loss code of the online passes: with ``vw_labels`` and no batch phase,
+        labels are used as VW uses them (a logistic label 0 is the soft label 1/2, not
+        class -1); the batch phase always reads a label by its sign."""
+        from ._losses import loss_code
+
+        return loss_code(self.loss, raw_labels=self.vw_labels and not self.batch,
+                         tau=self.quantile_tau)
+
+    @property
+    def labels_by_sign(self) -> bool:
+        """Whether the online passes read labels as classes by their sign (so that any
+        other label than -1/0/1 is refused)."""
+        from ._losses import LOSS_TABLE
+
+        return LOSS_TABLE[self.loss].classes and not (self.vw_labels and not self.batch)
 
     @property
     def holdout_fraction(self) -> float:

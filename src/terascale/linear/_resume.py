@@ -21,6 +21,8 @@ __all__ = ["initial_state", "merged"]
 
 def _lookup(model: LinearModel, union: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(positions into the model's arrays, which of ``union`` the model has)."""
+    if not len(model.indices):  # a model with no weights (its learner state only)
+        return np.zeros(len(union), np.int64), np.zeros(len(union), np.bool_)
     order = np.argsort(model.indices, kind="stable")
     idx = model.indices[order]
     pos = np.minimum(np.searchsorted(idx, union), max(len(idx) - 1, 0))

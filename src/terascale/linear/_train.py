@@ -202,7 +202,7 @@ def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
     ws = GrowingWeights(text.columns, new_state(), compact=mixer is None)
     prog = Progress(out)
     prog.header()
-    acc = online_pass(text.items(), ws, LOSSES[opts.loss], opts, l2, True,
+    acc = online_pass(text.items(), ws, opts.online_kind(), opts, l2, True,
                       out, prog, predictions, mixer=mixer)
     return _First(text, ws, acc, prog, t_on, time.perf_counter() - t_on,
                   mixer.mixes if mixer is not None else None)
@@ -261,7 +261,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         info["first_pass_s"] = first.seconds  # parsing, caching and learning, overlapped
     # logistic and hinge read label > 0 as positive: LIBSVM's 2/4 or 1/2 would all be one
     # class and train a constant model without a word
-    odd = scan.odd if opts.loss != "squared" else scan.odd[:0]
+    odd = scan.odd if opts.labels_by_sign else scan.odd[:0]
     totals = comm.allreduce(np.array([st.examples, st.features, st.skipped,
                                       scan.train_weight, scan.labelled, len(odd)],
                                      np.float64))
@@ -299,7 +299,8 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
             assert columns is not None
             return online_pass(learning_blocks(blocks, columns, period,
                                                chain.offset if chain else 0),
-                               ws, kind, opts, online_l2, p == 0, out, prog, predictions,
+                               ws, opts.online_kind(), opts, online_l2, p == 0, out, prog,
+                               predictions,
                                spill if p == 0 else None, mixer)
 
         acc = chain.run(ws, learn) if chain is not None else learn()
@@ -314,7 +315,8 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
             sync_weights(w, state)
             average_weights(comm, w, g2, nrm, state, opts.average)
         tot = comm.allreduce(acc[:6].copy())
-        if out:
+        info.setdefault("pass_totals", []).append([float(v) for v in tot])
+        if out and not opts.vw_text:
             hold_s = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""
             how = (f"averaged every {every} examples" if "mixes" in info
                    else "chained" if chain is not None else f"{opts.average} averaging")
@@ -325,7 +327,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         info.setdefault("online_loss", []).append(float(tot[0] / max(tot[1], 1e-300)))
         if stop is not None and stop.end_pass(tot[2], tot[3], w, g2, nrm, state):
             info["online_passes"] = p + 1 - stop.patience
-            if out:
+            if out and not opts.vw_text:
                 print(f"holdout loss did not improve for {stop.patience} passes: stopped, "
                       f"the model is pass {p + 1 - stop.patience}'s", file=out)
             break

@@ -30,9 +30,8 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
     "--raw": ("--raw_predictions_stdout",),
 }
 
-_MULTICLASS = ("multiclass reductions are not part of terascale: train one binary model "
-               "per class (scikit-learn's OneVsRestClassifier around "
-               "terascale.linear.LinearClassifier), or use vowpalwabbit")
+_MULTICLASS = ("multiclass reductions other than one-against-all (--oaa K) are not part "
+               "of terascale: use --oaa K, or vowpalwabbit")
 _BANDIT = "contextual bandits are not part of terascale: use vowpalwabbit"
 _UPDATE = ("terascale's online update is VW's default (adaptive, normalized, invariant, all "
            "three); VW flags that choose another rule are not supported")
@@ -44,14 +43,14 @@ _FEATURES = ("feature generation beyond -q/--interactions is not supported: writ
 
 # VW flag -> why terascale refuses it, and what to use instead
 REFUSED: dict[str, str] = {
-    **dict.fromkeys(("--oaa", "--ect", "--csoaa", "--csoaa_ldf", "--wap", "--wap_ldf",
+    **dict.fromkeys(("--ect", "--csoaa", "--csoaa_ldf", "--wap", "--wap_ldf",
                      "--log_multi", "--recall_tree", "--multilabel_oaa", "--classweight",
-                     "--plt", "--probabilities"), _MULTICLASS),
+                     "--plt"), _MULTICLASS),
     **dict.fromkeys(("--cb", "--cb_adf", "--cb_explore", "--cb_explore_adf", "--cbify",
                      "--warm_cb", "--explore_eval", "--ccb_explore_adf", "--slates",
                      "--cats", "--cb_dro"), _BANDIT),
     **dict.fromkeys(("--sgd", "--adaptive", "--normalized", "--invariant", "--ftrl",
-                     "--pistol", "--coin", "--freegrad", "--sparse_l2", "--initial_t",
+                     "--pistol", "--coin", "--freegrad", "--sparse_l2",
                      "--decay_learning_rate", "--exact_adaptive_norm"), _UPDATE),
     **dict.fromkeys(("--span_server", "--total", "--node", "--unique_id", "--daemon",
                      "--port", "--num_children", "--threads"), _CLUSTER),
@@ -68,15 +67,18 @@ REFUSED: dict[str, str] = {
     "--search": "learning to search is not part of terascale: use vowpalwabbit",
     "--top": "top-k prediction is not part of terascale",
     "--marginal": "the marginal reduction is not part of terascale",
-    "--quantile_tau": "--loss quantile is not supported: logistic, squared or hinge",
     "--hash": "terascale hashes as VW's default (--hash strings) only",
     "--hash_seed": "terascale hashes as VW's default (seed 0) only",
     "--cache_file": "terascale names and keys its caches itself: --cache-dir DIR sets where",
     "--audit": "not supported: --invert_hash FILE writes the weights by feature name",
     "-a": "not supported (VW's --audit): --invert_hash FILE writes the weights by feature "
           "name",
-    "--random_weights": "training always starts from zero weights (or from -i MODEL)",
-    "--initial_weight": "training always starts from zero weights (or from -i MODEL)",
+    "--random_weights": "linear train starts from zero weights (or from -i MODEL); "
+                        "terascale vw --random_weights starts from VW's random weights",
+    "--initial_t": "linear train starts the adaptive sums at 0; terascale vw --initial_t T "
+                   "starts them as VW does",
+    "--initial_weight": "linear train starts from zero weights (or from -i MODEL); "
+                        "terascale vw --initial_weight W starts every weight at W",
     "--random_seed": "nothing in terascale's training is random (holdout is every k-th "
                      "example): there is no seed to set",
     "--min_prediction": "not supported: predictions are clipped as VW clips them by default",

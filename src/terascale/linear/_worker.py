@@ -24,19 +24,26 @@ def run_train(job: dict[str, Any],
     """Train as the job says; rank 0 saves the model (when the job names a path). Returns
     the model."""
     from .._env import read_env
-    from ._model import LinearModel
     from ._train import train
+    from ._vwmodel import load_model, save_model
 
     env = read_env()
     rank = 0 if env is None else env.rank
     t0 = time.perf_counter()
-    initial = LinearModel.load(job["initial"]) if job.get("initial") else None
+    initial = load_model(job["initial"]) if job.get("initial") else None
     model = train(job["data"], comm=None, initial=initial, predictions=predictions,
                   **job["options"])
     if rank == 0:
         if job["model"]:
-            model.save(job["model"])
+            save_model(model, job["model"], job.get("model_format", "terascale"),
+                       predict_only=job.get("predict_only", False))
         i = model.info
+        if job["options"].get("vw_text"):
+            from ._vwreport import closing_block
+
+            if job["options"].get("progress"):
+                print(closing_block(i), file=sys.stderr)
+            return model
         secs = time.perf_counter() - t0
         where = f"; model: {job['model']}" if job["model"] else " (no -f: model not saved)"
         print(f"trained on {i['examples']} examples, {i['feature_count']} features, "

@@ -1,0 +1,182 @@
+"""``terascale vw ARGS``: Vowpal Wabbit's command line, unchanged, with VW's defaults.
+
+``terascale linear train`` keeps terascale's own defaults (logistic loss; with
+``--bfgs``/``--cg``, standardized columns and L2 = 1). ``terascale vw`` takes the same flags
+and VW's spellings, but defaults as VW does: squared loss, no standardization, no L2, VW's
+holdout (every 10th example when passes > 1); it prints VW's preamble and closing block
+(``average loss = ...``) instead of terascale's summary, and ``--quiet`` prints nothing.
+VW options outside a linear learner (contextual bandits, learning to search, LDA, ...)
+are refused with an error that names the option; ``_vwflags`` says why and what to use.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from .._errors import ConfigError
+from . import _vwflags as vw
+
+__all__ = ["add_parser"]
+
+# VW's update-rule flags: given, only those named are on; all three is VW's default
+_UPDATE_RULE = ("adaptive", "normalized", "invariant")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from ._cli import train_flags
+
+    p = sub.add_parser("vw", allow_abbrev=False,
+                       help="Vowpal Wabbit's command line with VW's defaults (a drop-in)",
+                       description=__doc__.split("\n\n")[1].replace("\n", " "))
+    train_flags(p)
+    g = p.add_argument_group("VW options of terascale vw")
+    g.add_argument("--predict_only_model", action="store_true",
+                   help="-f writes VW's predict-only model: the weights, without the "
+                        "learner's state that continued training needs")
+    g.add_argument("--cache_file", action="append", default=[], metavar="FILE",
+                   help="cache the parsed data, as -c (terascale names and keys the cache "
+                        "file itself, under --cache-dir)")
+    g.add_argument("-r", "--raw_predictions", default=None, metavar="FILE",
+                   help="raw scores (before --link/--binary), one line per example")
+    g.add_argument("--initial_t", type=float, default=0.0,
+                   help="VW's initial_t: the adaptive update starts as if it had seen "
+                        "initial_t examples of gradient 1 (every feature's sum of squared "
+                        "gradients starts there; up to -b 24)")
+    g.add_argument("-P", "--progress", default=None, metavar="N",
+                   help="accepted: progress lines come at VW's default doubling cadence")
+    g.add_argument("--random_seed", type=int, default=0,
+                   help="the seed of --random_weights (nothing else in a linear learner "
+                        "is random)")
+    g.add_argument("--hash_seed", type=int, default=0,
+                   help="VW's hash seed (only 0, VW's default, is supported)")
+    g.add_argument("--sparse_weights", action="store_true",
+                   help="accepted: terascale keeps weights only for the features present")
+    g.add_argument("--constant", type=float, default=0.0, metavar="C",
+                   help="the constant (bias) feature's weight before training (VW's "
+                        "initial constant)")
+    g.add_argument("--initial_weight", type=float, default=0.0, metavar="W",
+                   help="every weight's value before training (VW's; up to -b 24)")
+    g.add_argument("--random_weights", action="store_true",
+                   help="start from VW's uniform random weights in [-0.5, 0.5) "
+                        "(--random_seed; up to -b 24)")
+    g.add_argument("--normal_weights", action="store_true",
+                   help="start from VW's standard normal weights (up to -b 24)")
+    g.add_argument("--truncated_normal_weights", action="store_true",
+                   help="start from VW's normal weights folded at twice their standard "
+                        "deviation (up to -b 24)")
+    g.add_argument("--onethread", action="store_true",
+                   help="accepted: each worker parses and learns in one thread")
+    for name in _UPDATE_RULE:
+        g.add_argument("--" + name, action="store_true",
+                       help=f"VW's {name} update (on by default; alone, VW turns the "
+                            f"other two off, which terascale does not implement)")
+
+    def run(args: argparse.Namespace) -> int:
+        from . import _cli_run
+        from ._names import cli_names
+
+        _vw_defaults(args)
+        with cli_names():
+            return int(_cli_run.train(args) or 0)
+
+    p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p))
+
+
+def _vw_defaults(args: argparse.Namespace) -> None:
+    """VW's meaning of the flags left out, and the VW options terascale refuses."""
+    given = [n for n in _UPDATE_RULE if getattr(args, n)]
+    if given and len(given) < 3:
+        raise ConfigError(f"--{' --'.join(given)}: VW then turns off the "
+                          f"{', '.join(n for n in _UPDATE_RULE if n not in given)} update(s); "
+                          f"terascale implements VW's default update only (adaptive, "
+                          f"normalized and invariant together): leave these flags out")
+    if args.initial_t < 0:
+        raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
+    if args.hash_seed:
+        raise ConfigError(f"--hash_seed {args.hash_seed}: terascale hashes as VW's default "
+                          f"(seed 0) only")
+    if args.loss is None and not args.initial:
+        args.loss = "squared"
+    if args.normalize == "auto":
+        args.normalize = "off"
+    if args.l2 is None:
+        args.l2 = 0.0
+    if args.cache_file:
+        args.cache = True
+    args.vw_mode = True
+    if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
+            or args.truncated_normal_weights or args.initial_t):
+        args.initial = _starting_weights(args)
+
+
+def _starting_weights(args: argparse.Namespace) -> str:
+    """VW's --initial_weight / --constant: a model holding only the starting weights (no
+    learner state), from which training starts as from -i (written to a temporary file)."""
+    import atexit
+    import os
+    import tempfile
+
+    import numpy as np
+
+    from ._cli_options import train_options
+    from ._dataset import ParseOptions
+    from ._hashing import CONSTANT_HASH
+    from ._model import LinearModel
+    from ._online import new_state
+
+    if args.initial:
+        raise ConfigError("--constant/--initial_weight set the weights training starts "
+                          "from: they exclude -i MODEL, whose weights it starts from")
+    o = train_options(args)
+    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                            for k, v in o.items() if k in ParseOptions().to_dict()})
+    size = 1 << parse.bits
+    every = (args.initial_weight or args.random_weights or args.normal_weights
+             or args.truncated_normal_weights or args.initial_t)
+    if every and parse.bits > 24:
+        raise ConfigError(f"--initial_weight/--random_weights/--normal_weights/--initial_t "
+                          f"set all 2^b weights: up to -b 24, not -b {parse.bits}")
+    if every:  # VW's order of precedence (initialize_regressor)
+        from ._vwrandom import normal_weights, uniform_weights
+
+        idx = np.arange(size, dtype=np.uint32)
+        if args.initial_weight or not (args.random_weights or args.normal_weights
+                                       or args.truncated_normal_weights):
+            w = np.full(size, args.initial_weight, np.float32)
+        elif args.random_weights:
+            w = uniform_weights(size, args.random_seed)
+        else:
+            w = normal_weights(size, truncated=not args.normal_weights)
+    else:
+        idx, w = np.zeros(0, np.uint32), np.zeros(0, np.float32)
+    if args.constant and parse.constant:
+        c = CONSTANT_HASH & (size - 1)
+        if every:
+            w[c] = args.constant
+        else:
+            idx, w = np.array([c], np.uint32), np.array([args.constant], np.float32)
+    fd, path = tempfile.mkstemp(prefix="terascale-start-", suffix=".model")
+    os.close(fd)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    zeros = np.zeros(len(idx), np.float32)
+    state = new_state()
+    g2 = zeros
+    if args.initial_t:  # VW's gd: initial_t fake examples, each of norm and gradient 1
+        g2 = np.full(len(idx), args.initial_t, np.float32)
+        state[0] = state[1] = args.initial_t
+    LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"],
+                adaptive=(g2, zeros, state)).save(path)
+    return path
+
+
+def _unknown(extras: Sequence[str], parser: argparse.ArgumentParser) -> ConfigError:
+    for arg in extras:
+        flag = arg.split("=", 1)[0]
+        if flag in vw.REFUSED:
+            return ConfigError(f"{flag} (a Vowpal Wabbit option) is not supported by "
+                               f"terascale vw: {vw.REFUSED[flag]}")
+    flags = [a for a in extras if a.startswith("-") and a != "-"]
+    what = (f"{flags[0]}: a Vowpal Wabbit option terascale vw does not know" if flags
+            else f"unexpected argument {extras[0]!r}")
+    return ConfigError(f"{what} (terascale vw --help lists the options it supports)")

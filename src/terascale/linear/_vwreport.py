@@ -1,0 +1,70 @@
+"""The text ``terascale vw`` prints as Vowpal Wabbit does: its preamble and closing block.
+
+VW's closing block reports ``average loss``: the progressive loss over every example
+learned from (all passes), or, when passes hold out every k-th example, the best holdout
+loss of any pass, marked ``h``. ``closing_block`` computes it from the per-pass sums the
+learner records (``model.info["pass_totals"]``: loss, weight, holdout loss, holdout weight,
+examples), so that the figure is VW's on the same data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["average_loss", "closing_block", "preamble", "test_block"]
+
+
+def average_loss(totals: list[list[float]]) -> str:
+    """VW's ``average loss`` from the per-pass sums (``n.a.`` without any example)."""
+    held = [(t[2] / t[3]) for t in totals if t[3] > 0]
+    if len(totals) > 1 and held:
+        return f"{min(held):.6f} h"
+    loss, weight = sum(t[0] for t in totals), sum(t[1] for t in totals)
+    return f"{loss / weight:.6f}" if weight > 0 else "n.a."
+
+
+def closing_block(info: dict[str, Any]) -> str:
+    """VW's ``finished run`` block for a training run."""
+    totals = info.get("pass_totals", [])
+    passes = max(len(totals), 1)
+    examples = int(info.get("examples", 0))
+    lines = ["", "finished run"]
+    if passes > 1:
+        lines += [f"number of examples per pass = {examples}", f"passes used = {passes}"]
+    else:
+        lines.append(f"number of examples = {examples}")
+    weight = sum(t[1] for t in totals)
+    lines += [f"weighted example sum = {weight:.6f}",
+              f"average loss = {average_loss(totals)}",
+              f"total feature number = {int(info.get('feature_count', 0))}"]
+    return "\n".join(lines)
+
+
+def test_block(examples: int, weight: float, loss: float) -> str:
+    """VW's ``finished run`` block for ``-t`` (test only)."""
+    avg = f"{loss / weight:.6f}" if weight > 0 else "n.a."
+    return "\n".join(["", "finished run", f"number of examples = {examples}",
+                      f"weighted example sum = {weight:.6f}", f"average loss = {avg}"])
+
+
+def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
+             predictions: str | None, testonly: bool) -> str:
+    """VW's lines before the progress table: where the model and predictions go, the
+    learning rate and the input."""
+    lines = []
+    if model:
+        lines.append(f"final_regressor = {model}")
+    if predictions:
+        lines.append(f"predictions = {predictions}")
+    lines += [f"Num weight bits = {options.get('bits', 18)}",
+              f"learning rate = {options.get('learning_rate', 0.5):g}",
+              "initial_t = 0",
+              f"power_t = {options.get('power_t', 0.5):g}"]
+    if options.get("passes", 1) > 1 or options.get("bfgs") or options.get("cg"):
+        lines.append("decay_learning_rate = 1")
+    lines += ["using no cache" if not options.get("cache") else "using cache",
+              f"Reading datafile = {', '.join(paths)}",
+              f"num sources = {len(paths)}"]
+    if testonly:
+        lines.insert(0, "only testing")
+    return "\n".join(lines)

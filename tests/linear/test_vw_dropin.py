@@ -1,0 +1,191 @@
+"""`terascale vw ARGS` against the vowpalwabbit package on generated data: VW's defaults
+(squared loss), VW's reading of labels (logistic 0/1, hinge), quantile loss, one-against-all
+with probabilities, -r, --cache_file, -t without -i, VW's closing block; every prediction
+equal to VW's to 1e-5, and the options outside a linear learner refused by name."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("vowpalwabbit")
+
+
+def _lines(n: int, seed: int, label) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = rng.choice(40, size=4, replace=False)
+        b = rng.choice(15, size=2, replace=False)
+        x = rng.normal(size=2)
+        y = label(rng, a, x)
+        feats = " ".join(f"f{j}" for j in a)
+        out.append(f"{y} 't{i}|a {feats} x:{x[0]:.4f} |b " + " ".join(f"g{j}" for j in b)
+                   + f" z:{x[1]:.4f}")
+    return out
+
+
+def _real(rng, a, x):
+    return f"{0.3 * a.sum() / 40 + 0.5 * x[0] + 0.1 * rng.normal():.5f}"
+
+
+def _binary01(rng, a, x):
+    return int(a[0] % 3 == 0 or x[0] > 0.8)
+
+
+def _classes(rng, a, x):
+    return 1 + int(a[0] % 3)
+
+
+def _vw(args: list[str], cwd) -> str:
+    r = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args], cwd=cwd,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def _ts(capfd, args: list[str], cwd, monkeypatch) -> tuple[int, str]:
+    from terascale.cli import main
+
+    monkeypatch.chdir(cwd)
+    capfd.readouterr()
+    code = main(["vw", *args])
+    _, err = capfd.readouterr()
+    return code, err
+
+
+def _numbers(path) -> np.ndarray:
+    return np.array([float(v) for ln in path.read_text().splitlines()
+                     for v in re.findall(r"(?<![\w'])[-+]?\d+\.?\d*(?:e[-+]?\d+)?", ln)])
+
+
+def _avg(err: str) -> str:
+    return re.findall(r"^average loss = (\S+)", err, re.M)[-1]
+
+
+CASES = {
+    "squared default": (_real, []),
+    "passes, holdout, cache_file": (_real, ["--passes", "3", "--cache_file", "c.cache",
+                                            "-k", "-q", "ab"]),
+    "logistic 0/1 labels": (_binary01, ["--loss_function", "logistic"]),
+    "hinge 0/1 labels": (_binary01, ["--loss_function", "hinge"]),
+    "quantile tau 0.3": (_real, ["--loss_function", "quantile", "--quantile_tau", "0.3"]),
+    "oaa": (_classes, ["--oaa", "3"]),
+    "starting weights": (_real, ["--constant", "2.5", "--initial_weight", "0.01", "-b", "12"]),
+    "initial_t": (_real, ["--initial_t", "10", "--power_t", "0.4", "-b", "12"]),
+    "random weights": (_real, ["--random_weights", "--random_seed", "7", "-b", "12"]),
+    "normal weights": (_binary01, ["--truncated_normal_weights", "-b", "12",
+                                   "--loss_function", "logistic"]),
+    "oaa probabilities": (_classes, ["--oaa", "3", "--loss_function", "logistic",
+                                     "--probabilities"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_terascale_vw_gives_vws_predictions_and_average_loss(case, tmp_path, capfd,
+                                                             monkeypatch):
+    label, flags = CASES[case]
+    (tmp_path / "d.vw").write_text("\n".join(_lines(400, 5, label)) + "\n")
+    args = ["-d", "d.vw", *flags]
+    want = _vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = _ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    v, t = _numbers(tmp_path / "vw.p"), _numbers(tmp_path / "ts.p")
+    assert len(v) == len(t) > 0
+    np.testing.assert_allclose(t, v, rtol=1e-5, atol=1e-5)
+    assert _avg(got) == _avg(want)
+    assert "finished run" in got
+
+
+def test_raw_predictions_and_test_only_without_a_model(tmp_path, capfd, monkeypatch):
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 7, _binary01)) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "logistic", "--link", "logistic"]
+    _vw([*args, "-p", "vw.p", "-r", "vw.r"], tmp_path)
+    code, err = _ts(capfd, [*args, "-p", "ts.p", "-r", "ts.r"], tmp_path, monkeypatch)
+    assert code == 0, err
+    for ext in ("p", "r"):
+        np.testing.assert_allclose(_numbers(tmp_path / f"ts.{ext}"),
+                                   _numbers(tmp_path / f"vw.{ext}"), rtol=1e-5, atol=1e-5)
+    want = _vw(["-t", "-d", "d.vw", "-p", "vw.t"], tmp_path)
+    code, got = _ts(capfd, ["-t", "-d", "d.vw", "-p", "ts.t"], tmp_path, monkeypatch)
+    assert code == 0 and _avg(got) == _avg(want)
+    assert np.all(_numbers(tmp_path / "ts.t") == _numbers(tmp_path / "vw.t"))
+
+
+def test_quiet_is_silent_and_linear_train_says_where_it_differs(tmp_path, capfd,
+                                                                monkeypatch):
+    from terascale.cli import main
+
+    (tmp_path / "d.vw").write_text("\n".join(_lines(50, 3, _binary01)) + "\n")
+    code, err = _ts(capfd, ["-d", "d.vw", "--quiet"], tmp_path, monkeypatch)
+    assert code == 0 and err == ""
+    capfd.readouterr()
+    assert main(["linear", "train", "d.vw"]) == 0
+    err = capfd.readouterr().err
+    assert "logistic loss (VW: squared)" in err and "terascale vw" in err
+
+
+@pytest.mark.parametrize("flag, words", [
+    (["--cb", "2"], "--cb (a Vowpal Wabbit option) is not supported by terascale vw"),
+    (["--lda", "3"], "--lda"),
+    (["--search", "3"], "learning to search"),
+    (["--invariant"], "--invariant"),
+    (["--frobnicate"], "--frobnicate"),
+    (["--oaa", "3", "-f", "m"], "--oaa: -f"),
+    (["--loss_function", "quantile", "--bfgs", "--passes", "2"], "no batch form"),
+])
+def test_options_outside_the_linear_learner_are_refused_by_name(flag, words, tmp_path, capfd,
+                                                                monkeypatch):
+    (tmp_path / "d.vw").write_text("\n".join(_lines(20, 3, _classes)) + "\n")
+    code, err = _ts(capfd, ["-d", "d.vw", *flag], tmp_path, monkeypatch)
+    assert code == 2 and words in err, err
+
+
+def test_standard_input_with_one_worker_and_with_two(tmp_path):
+    """`-d -`, `-d /dev/stdin` and a pipe: the stream is copied to a file once, so passes
+    and workers each read their part of it."""
+    data = "\n".join(_lines(300, 9, _real)) + "\n"
+    (tmp_path / "d.vw").write_text(data)
+    _vw(["-d", "d.vw", "-p", "vw.p", "--passes", "2", "-c", "-k"], tmp_path)
+    ts = [sys.executable, "-m", "terascale"]
+    for src in ("-",):
+        r = subprocess.run([*ts, "vw", "-d", src, "-p", "ts.p", "--passes", "2", "-c", "-k"],
+                           input=data, cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        np.testing.assert_allclose(_numbers(tmp_path / "ts.p"), _numbers(tmp_path / "vw.p"),
+                                   rtol=1e-5, atol=1e-5)
+    with open(tmp_path / "d.vw") as f:  # a redirected file: the workers read a copy
+        r = subprocess.run([*ts, "vw", "-d", "/dev/stdin", "-n", "2", "-f", "m2"], stdin=f,
+                           cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "number of examples = 300" in r.stderr and (tmp_path / "m2").stat().st_size > 0
+
+
+@pytest.mark.parametrize("flags", [["-b", "24", "-q", "ab"],
+                                   ["-b", "28", "--cubic", "abb", "--predict_only_model"],
+                                   ["--loss_function", "logistic", "--noconstant",
+                                    "--interactions", "aab", "--passes", "2", "-c", "-k"]])
+def test_models_move_both_ways(flags, tmp_path, capfd, monkeypatch):
+    """-f writes VW's binary model: the real vw -i loads it and predicts as with its own;
+    -i reads VW's model and training continues as VW's would."""
+    label = _binary01 if "logistic" in flags else _real
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 13, label)) + "\n")
+    code, err = _ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.model"], tmp_path, monkeypatch)
+    assert code == 0, err
+    _vw(["-d", "d.vw", *flags, "-f", "vw.model"], tmp_path)
+    _vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "from_ts.p"], tmp_path)
+    _vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "from_vw.p"], tmp_path)
+    np.testing.assert_allclose(_numbers(tmp_path / "from_ts.p"),
+                               _numbers(tmp_path / "from_vw.p"), rtol=1e-5, atol=1e-6)
+    keep = [f for f in flags if f in ("--loss_function", "logistic")]
+    _vw(["-i", "vw.model", "-d", "d.vw", *keep, "-p", "more_vw.p"], tmp_path)
+    code, err = _ts(capfd, ["-i", "vw.model", "-d", "d.vw", *keep, "-p", "more_ts.p"],
+                    tmp_path, monkeypatch)
+    assert code == 0, err
+    np.testing.assert_allclose(_numbers(tmp_path / "more_ts.p"),
+                               _numbers(tmp_path / "more_vw.p"), rtol=1e-5, atol=1e-5)

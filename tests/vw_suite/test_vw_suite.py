@@ -1,0 +1,47 @@
+"""VW's own conformance tests (the linear-learner part), live against pip vowpalwabbit.
+
+CI runs a fast subset that covers each kind of test the drop-in reproduces (one pass,
+``-t -i``, passes with and without holdout, ``-q``/``--interactions``/``--ignore_linear``,
+``--keep``, L1/L2, ``--oaa``, quantile loss); every one of them must reproduce VW. The
+whole suite runs with ``make test-vw`` (a table, about 5 minutes); its number of
+reproducing tests must not fall below ``FLOOR``, checked here when
+``TERASCALE_VW_SUITE=all``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("vowpalwabbit")
+
+from _vwsuite import load_tests, run_suite, summary  # noqa: E402
+
+FAST = [8, 107, 152, 509, 537, 713]
+FLOOR = 61  # of the 108 tests VW itself passes (make test-vw)
+
+
+def test_fast_subset_reproduces_vw() -> None:
+    outcomes = run_suite(set(FAST))
+    bad = [f"{o.id} {o.status}: {o.detail}" for o in outcomes if o.status != "pass"]
+    assert len(outcomes) == len(FAST)
+    assert not bad, "\n".join(bad)
+
+
+def test_suite_selection() -> None:
+    """The kept tests run VW's plain linear learner: no reduction but --oaa."""
+    tests = load_tests()
+    assert len(tests) == 110
+    ids = {t["id"] for t in tests}
+    for t in tests:  # every dependency is kept with the test that needs it
+        assert set(t.get("depends_on", [])) <= ids
+        for bad in ("--cb", "--search", "--lda", "--ksvm", "--nn ", "--csoaa", "--dsjson"):
+            assert bad not in t["vw_command"] + " "
+
+
+@pytest.mark.skipif(os.environ.get("TERASCALE_VW_SUITE") != "all",
+                    reason="the whole suite takes minutes: TERASCALE_VW_SUITE=all or make test-vw")
+def test_whole_suite_does_not_regress() -> None:
+    counts = summary(run_suite())
+    assert counts.get("pass", 0) >= FLOOR, counts
