@@ -160,12 +160,14 @@ def test_speculative_copy_exits_zero_with_message() -> None:
 
 def test_slot_of_a_worker_that_died_waiting_is_freed() -> None:
     with RendezvousServer(2, SECRET) as server:
-        from terascale._auth import dial_handshake, send_json
+        from terascale._auth import Channel, dial_handshake
         s = socket.create_connection(server.address)
-        dial_handshake(s, SECRET, time.monotonic() + 5)
-        send_json(s, {"slot": 0, "size": 2, "addr": "127.0.0.1", "port": 1, "host": "h",
-                      "timeout": 30}, time.monotonic() + 5)
+        nonces = dial_handshake(s, SECRET, time.monotonic() + 5)
+        Channel(SECRET, nonces, dialer=True, purpose="rendezvous").send(
+            s, {"slot": 0, "size": 2, "addr": "127.0.0.1", "port": 1, "host": "h",
+                "security": "integrity", "timeout": 30}, time.monotonic() + 5)
         time.sleep(0.2)
+        assert server.waiting == [0]  # the sealed request was taken
         s.close()  # died while waiting for the others
         time.sleep(0.6)
         results: dict = {}

@@ -1,19 +1,35 @@
-"""An encrypted, authenticated TCP link: AES-GCM records under the mesh's frames.
+"""Authenticated TCP links: AES-GCM records under the mesh's frames, always.
 
 :class:`SecureLink` wraps one connected, authenticated socket and offers the non-blocking
 socket calls the TCP mesh makes (``sendmsg``, ``recvmsg_into``, ``recv_into``, ``recv``
 with ``MSG_PEEK``, ``send``), so the exchange runs unchanged over it. Every byte the mesh
-sends, frame headers and payloads alike, travels inside records::
+sends, frame headers and payloads alike, travels inside records, in one of two modes:
 
-    length u32 (big endian, authenticated as associated data) | AES-256-GCM(plaintext) | tag
+``integrity`` (the default)
+    ``length u32 | plaintext | GMAC tag``: AES-256-GCM with the plaintext as associated
+    data and nothing to encrypt (GMAC, NIST SP 800-38D). Nobody on the path can alter,
+    replay, drop, duplicate, reorder or splice a record unnoticed; they can read it.
+    GHASH runs at tens of GB/s per core (PCLMULQDQ), and the plaintext is sent straight
+    from the caller's buffer, so the mode costs little beyond the tag and one copy on
+    receipt (measured in ``docs/benchmarks/security.md``).
+``encrypt`` (``--encrypt``)
+    ``length u32 | AES-256-GCM(plaintext) | tag``: confidentiality as well.
 
-Keys: HKDF-SHA256 (RFC 5869) over the job secret, salted with the two fresh nonces of
-this connection's handshake and bound to the job id and both ranks, gives one key per
-direction; a record's nonce is its 64-bit sequence number in that direction. A flipped
-bit, a replayed, dropped, reordered or re-spliced record therefore fails the tag check and
-raises :class:`~terascale._errors.LinkTampered` (an ``AuthError``) on the receiving rank,
-which aborts the job like any failure of a collective. Confidentiality and integrity hold
-against anyone on the path who lacks the job secret; traffic volume and timing do not.
+The record's length is authenticated too (associated data, or GHASH's own length
+block). Keys: HKDF-SHA256 (RFC 5869) over the job secret, salted with the two fresh
+nonces of this connection's handshake and bound to the mode, the job id and both ranks,
+gives one key per direction (as WireGuard and TLS 1.3 do); a record's nonce is its
+64-bit sequence number in that direction, never sent. A flipped bit, a replayed, dropped,
+duplicated, reordered or re-spliced record therefore fails the tag check and raises
+:class:`~terascale._errors.LinkTampered` (an ``AuthError``) on the receiving rank, which
+aborts the job like any failure of a collective; the tampered link stays refused. Traffic
+volume and timing are not hidden, and dropping traffic stops the job (``PeerLost`` or
+``PeerTimeout``), as it would on any network.
+
+A third mode, ``plain`` (no records), exists only for measuring what the other two cost
+(``terascale bench allreduce --encrypt``): a rank gets it only by asking for it itself
+(TERASCALE_UNAUTHENTICATED_BENCHMARK=1), never from a peer or the rendezvous, and a rank
+refuses a link whose peer runs a weaker mode than its own.
 
 Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext, so AES-GCM runs on large
 buffers (several GB/s per core with AES-NI) and the per-record cost (20 bytes, one call)
@@ -23,11 +39,10 @@ record each way); a larger payload's header is a record of its own, so that the 
 is sealed straight from the caller's buffer into a fixed one (no copy, no allocation per
 record), and a record the caller's buffer holds whole is opened straight into it: beside
 AES-GCM itself, encryption costs the ciphertext's own trip through the kernel, not extra
-copies of the plaintext. The sender keeps at most one
-encrypted record pending and reports its bytes sent only once the kernel took all of it,
-so a partly sent record is never mistaken for a partly sent frame: the pending record
-stands for the first bytes of whatever the caller sends next (the same frame, or the
-zeros that complete it before an ABORT).
+copies of the plaintext. The sender keeps at most one record pending and reports its
+bytes sent only once the kernel took all of it, so a partly sent record is never mistaken
+for a partly sent frame: the pending record stands for the first bytes of whatever the
+caller sends next (the same frame, or the zeros that complete it before an ABORT).
 """
 
 from __future__ import annotations
@@ -37,7 +52,16 @@ import struct
 
 from .._errors import ConfigError, LinkTampered
 
-__all__ = ["RECORD", "SecureLink"]
+__all__ = ["MODES", "RECORD", "SecureLink", "stronger"]
+
+MODES = ("plain", "integrity", "encrypt")  # weakest first
+
+
+def stronger(mine: str, theirs: str) -> str:
+    """The stronger of two link modes; an unknown ``theirs`` leaves ``mine``."""
+    if theirs not in MODES:
+        return mine
+    return max(mine, theirs, key=MODES.index)
 
 RECORD = 256 << 10
 _TAG = 16
@@ -62,38 +86,37 @@ def _aead(key: bytes):  # type: ignore[no-untyped-def]
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     except ImportError:
-        raise ConfigError("encryption (TERASCALE_ENCRYPT=1, init(encrypt=True), terascale run "
-                          "--encrypt) needs the cryptography package: "
-                          "pip install 'terascale[secure]'") from None
+        raise ConfigError("authenticated links need the cryptography package (a dependency "
+                          "of terascale): pip install 'cryptography>=42'") from None
     return AESGCM(key)
 
 
-def link_keys(secret: bytes, nonces: bytes, job: str, dialer: int, acceptor: int) -> tuple[bytes, bytes]:
-    """(dialer -> acceptor key, acceptor -> dialer key) for one connection."""
-    try:
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-    except ImportError:
-        _aead(b"")
-        raise
-    info = f"terascale link v1|{job}|{dialer}>{acceptor}".encode()
-    okm = HKDF(algorithm=hashes.SHA256(), length=64, salt=nonces, info=info).derive(secret)
-    return okm[:32], okm[32:]
+def link_keys(secret: bytes, nonces: bytes, job: str, dialer: int, acceptor: int,
+              mode: str = "encrypt") -> tuple[bytes, bytes]:
+    """(dialer -> acceptor key, acceptor -> dialer key) for one connection in ``mode``."""
+    from .._auth import derive_keys
+
+    _aead(b"\0" * 32)  # a clear ConfigError without cryptography
+    return derive_keys(secret, nonces, f"link|{mode}|{job}|{dialer}>{acceptor}")
 
 
 class SecureLink:
-    """A non-blocking socket look-alike that encrypts everything sent over ``sock``."""
+    """A non-blocking socket look-alike that authenticates (and with ``encrypt``,
+    encrypts) everything sent over ``sock``."""
 
     def __init__(self, sock: socket.socket, secret: bytes, nonces: bytes, job: str, *,
-                 dialer: int, acceptor: int, rank: int, peer: int) -> None:
-        d2a, a2d = link_keys(secret, nonces, job, dialer, acceptor)
+                 dialer: int, acceptor: int, rank: int, peer: int,
+                 encrypt: bool = True) -> None:
+        self.mode = "encrypt" if encrypt else "integrity"
+        self._encrypt = encrypt
+        d2a, a2d = link_keys(secret, nonces, job, dialer, acceptor, self.mode)
         mine, theirs = (d2a, a2d) if rank == dialer else (a2d, d2a)
         self._sock = sock
         self._seal, self._open = _aead(mine), _aead(theirs)
         self.rank, self.peer = rank, peer
         self._sent = 0  # records sealed
         self._opened = 0  # records opened
-        self._out = memoryview(b"")  # ciphertext of the pending record, not yet in the kernel
+        self._out: list[memoryview] = []  # the pending record's bytes not yet in the kernel
         self._out_plain = 0  # plaintext bytes that record stands for
         self._wbuf = bytearray()  # where records are sealed; allocated at the first send
         self._stage = bytearray()  # a header and a small payload, staged for one record
@@ -151,30 +174,43 @@ class SecureLink:
                 plain = stage[:n]
             n = len(plain)
             head = _LEN.pack(n + _TAG)
-            out = memoryview(self._wbuf)[: _LEN.size + n + _TAG]
-            out[: _LEN.size] = head
             nonce = self._nonce(self._sent)
-            if _INTO:
-                self._seal.encrypt_into(nonce, plain, head, out[_LEN.size:])
-            else:  # an older cryptography: one copy more
-                out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
+            if self._encrypt:
+                out = memoryview(self._wbuf)[: _LEN.size + n + _TAG]
+                out[: _LEN.size] = head
+                if _INTO:
+                    self._seal.encrypt_into(nonce, plain, head, out[_LEN.size:])
+                else:  # an older cryptography: one copy more
+                    out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
+                self._out = [out]
+            else:  # GMAC: the plaintext goes out as it is, from where it lies
+                tag = self._seal.encrypt(nonce, b"", plain)
+                self._out = [memoryview(head), plain, memoryview(tag)] if n else \
+                    [memoryview(head), memoryview(tag)]
             self._sent += 1
-            self._out, self._out_plain = out, n
+            self._out_plain = n
         try:
-            k = self._sock.send(self._out)
+            k = self._sock.sendmsg(self._out)
         except BlockingIOError:
             if fresh:
                 return 0  # sealed but not sent: the record holds the caller's next bytes
             raise
-        self._out = self._out[k:]
+        self._trim(k)
         while self._out:
             try:
-                k = self._sock.send(self._out)
+                k = self._sock.sendmsg(self._out)
             except BlockingIOError:
                 return 0  # partly sent: the caller's bytes count as sent once all went
-            self._out = self._out[k:]
+            self._trim(k)
         n, self._out_plain = self._out_plain, 0
         return n
+
+    def _trim(self, k: int) -> None:
+        out = self._out
+        while out and k >= len(out[0]):
+            k -= len(out.pop(0))
+        if k:
+            out[0] = out[0][k:]
 
     def send(self, data: bytes | memoryview) -> int:
         return self.sendmsg([memoryview(data)])
@@ -289,7 +325,10 @@ class SecureLink:
         with memoryview(self._raw) as raw:
             head, body = raw[at: at + _LEN.size], raw[at + _LEN.size: end]
             try:
-                if _INTO:
+                if not self._encrypt:  # GMAC: check the tag, then hand the plaintext over
+                    self._open.decrypt(self._nonce(self._opened), body[-_TAG:], body[:-_TAG])
+                    dest[:] = body[:-_TAG]
+                elif _INTO:
                     self._open.decrypt_into(self._nonce(self._opened), body, head, dest)
                 else:  # an older cryptography: one copy more
                     dest[:] = self._open.decrypt(self._nonce(self._opened), bytes(body),
@@ -301,7 +340,7 @@ class SecureLink:
 
     def _tampered(self, why: str) -> None:
         self._broken = LinkTampered(
-            f"rank {self.rank}: the encrypted link from rank {self.peer} was tampered with: "
+            f"rank {self.rank}: the link from rank {self.peer} was tampered with: "
             f"{why} (altered, replayed or reordered on the wire, or a peer with another "
             "key); aborting the job", rank=self.rank, peer=self.peer, operation="receive")
         raise self._broken
