@@ -125,6 +125,8 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
             raise SlotTaken(f"rank {slot}: {error}")
         if kind == "config":
             raise ConfigError(f"rank {slot}: {error}")
+        if kind == "auth":
+            raise AuthError(f"rank {slot}: {error}")
         raise RendezvousError(f"rank {slot}: {error}")
     peers = reply["peers"]
     return Assignment(rank=int(reply["rank"]), size=size, job=str(reply["job"]),

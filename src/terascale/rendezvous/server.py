@@ -34,6 +34,7 @@ from typing import Any
 
 from .._admission import Admission
 from .._auth import Channel, accept_handshake, drop_reason
+from .._errors import LinkTampered
 from .._units import format_rate
 from ..transport import LINK_MODES as MODES
 from ..transport import stronger_mode as stronger
@@ -175,7 +176,12 @@ class RendezvousServer:
         nonces = accept_handshake(conn, self.secret, step)
         self._admission.done(conn)  # it knows the secret: no longer a candidate for eviction
         channel = Channel(self.secret, nonces, dialer=False, purpose="rendezvous")
-        req = channel.recv(conn, step, what="rendezvous request")
+        try:
+            req = channel.recv(conn, step, what="rendezvous request")
+        except LinkTampered as e:  # tell the worker at once: it must not wait for a table
+            channel.send(conn, {"ok": False, "kind": "auth",
+                                "error": f"the rendezvous server refused the request: {e}"}, step)
+            raise
         slot, size, timeout = int(req["slot"]), int(req["size"]), float(req["timeout"])
         addr, port, host = str(req["addr"]), int(req["port"]), str(req["host"])[:256]
         if size != self.size:

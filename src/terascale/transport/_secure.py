@@ -66,7 +66,10 @@ def stronger(mine: str, theirs: str) -> str:
 RECORD = 256 << 10
 _TAG = 16
 _LEN = struct.Struct(">I")
-_NONCE = struct.Struct("<4xQ")  # a record's nonce: 4 zero bytes, its 64-bit sequence number
+# A record's nonce: its kind (0 data, 1 abort) and its 64-bit sequence number; an abort
+# record also sets the top bit of its length.
+_NONCE = struct.Struct("<IQ")
+_ABORT = 1 << 31
 _READ = 2 * (RECORD + _TAG + _LEN.size)  # receive buffer: whole records plus a partial one
 _JOIN = 64 << 10  # a frame's payload up to this travels in one record with its header
 
@@ -128,6 +131,7 @@ class SecureLink:
         self._plain = bytearray()
         self._pstart = self._pend = 0
         self._eof = False
+        self._aborted = False  # the peer sent an abort record: only its ABORT frame is left
         self._broken: LinkTampered | None = None
 
     # -- what the mesh needs of a socket ---------------------------------------------------
@@ -215,6 +219,32 @@ class SecureLink:
     def send(self, data: bytes | memoryview) -> int:
         return self.sendmsg([memoryview(data)])
 
+    def queue_abort(self, frame: bytes) -> None:
+        """Queue ``frame`` (the mesh's ABORT frame) as an abort record, after the pending
+        record if any; :meth:`flush` sends it. The receiver abandons the frame it was
+        reading -- a frame this rank stopped half-way is never completed with filler that
+        the peer would take for data -- and reads the ABORT frame instead."""
+        n = len(frame)
+        head = _LEN.pack((n + _TAG) | _ABORT)
+        nonce = _NONCE.pack(1, self._sent)
+        self._sent += 1
+        if self._encrypt:
+            self._out.append(memoryview(head + self._seal.encrypt(nonce, frame, head)))
+        else:
+            self._out += [memoryview(head), memoryview(frame),
+                          memoryview(self._seal.encrypt(nonce, b"", frame))]
+        self._out_plain = 0
+
+    def flush(self) -> bool:
+        """Send what is pending; True once all of it is in the kernel."""
+        while self._out:
+            try:
+                k = self._sock.sendmsg(self._out)
+            except BlockingIOError:
+                return False
+            self._trim(k)
+        return True
+
     # -- receiving -------------------------------------------------------------------------
     def recv_into(self, buf: memoryview, nbytes: int = 0, flags: int = 0) -> int:
         return self.recvmsg_into([buf])[0]
@@ -222,6 +252,8 @@ class SecureLink:
     def recvmsg_into(self, bufs: list[memoryview]) -> tuple[int, list[object], int, None]:
         if self._broken is not None:  # a tampered link stays refused
             raise self._broken
+        if self._aborted:
+            raise ConnectionAbortedError(f"rank {self.peer} aborted the job")
         got = 0
         for b in bufs:
             while len(b):
@@ -231,6 +263,10 @@ class SecureLink:
                     self._pstart += k
                 elif (size := self._record()) is None:
                     break
+                elif self._abort_next():
+                    if got:
+                        return got, [], 0, None
+                    raise ConnectionAbortedError(f"rank {self.peer} aborted the job")
                 elif size - _TAG <= len(b):  # the whole record fits: opened in place
                     k = size - _TAG
                     self._open_into(b[:k])
@@ -250,7 +286,8 @@ class SecureLink:
     def recv(self, n: int, flags: int = 0) -> bytes:
         if self._broken is not None:
             raise self._broken
-        while self._pend - self._pstart < n and self._record() is not None:
+        while not self._aborted and self._pend - self._pstart < n and \
+                self._record() is not None and not self._abort_next():
             self._open_to_plain()
         if self._pstart == self._pend:
             if self._eof:
@@ -260,6 +297,16 @@ class SecureLink:
         if not flags & socket.MSG_PEEK:
             self._pstart += len(data)
         return data
+
+    def _abort_next(self) -> bool:
+        """If the next record is an abort record: open it in place of whatever plaintext is
+        unread (a frame the peer abandoned) and refuse every later payload read."""
+        if not _LEN.unpack_from(self._raw, self._rstart)[0] & _ABORT:
+            return False
+        self._pstart = self._pend = 0
+        self._open_to_plain()
+        self._aborted = True
+        return True
 
     def _record(self) -> int | None:
         """The size of the whole record at ``raw[rstart:]`` (reading what the kernel has when
@@ -298,14 +345,14 @@ class SecureLink:
         have = self._rlen - self._rstart
         if have < _LEN.size:
             return None
-        (size,) = _LEN.unpack_from(self._raw, self._rstart)
+        size = _LEN.unpack_from(self._raw, self._rstart)[0] & ~_ABORT
         if not _TAG <= size <= RECORD + _TAG:
             self._tampered(f"a record claims {size} bytes")
         return size if have >= _LEN.size + size else None
 
     def _open_to_plain(self) -> None:
         """Open the next record into the plaintext buffer (for a peek, or a small read)."""
-        n = _LEN.unpack_from(self._raw, self._rstart)[0] - _TAG
+        n = (_LEN.unpack_from(self._raw, self._rstart)[0] & ~_ABORT) - _TAG
         if self._pstart == self._pend:
             self._pstart = self._pend = 0
         if self._pend + n > len(self._plain):  # make room: unread bytes to the front
@@ -324,15 +371,15 @@ class SecureLink:
         end = at + _LEN.size + len(dest) + _TAG
         with memoryview(self._raw) as raw:
             head, body = raw[at: at + _LEN.size], raw[at + _LEN.size: end]
+            nonce = _NONCE.pack(head[0] >> 7, self._opened)  # the top bit: an abort record
             try:
                 if not self._encrypt:  # GMAC: check the tag, then hand the plaintext over
-                    self._open.decrypt(self._nonce(self._opened), body[-_TAG:], body[:-_TAG])
+                    self._open.decrypt(nonce, body[-_TAG:], body[:-_TAG])
                     dest[:] = body[:-_TAG]
                 elif _INTO:
-                    self._open.decrypt_into(self._nonce(self._opened), body, head, dest)
+                    self._open.decrypt_into(nonce, body, head, dest)
                 else:  # an older cryptography: one copy more
-                    dest[:] = self._open.decrypt(self._nonce(self._opened), bytes(body),
-                                                 bytes(head))
+                    dest[:] = self._open.decrypt(nonce, bytes(body), bytes(head))
             except Exception:  # cryptography's InvalidTag
                 self._tampered(f"record #{self._opened} failed its authentication tag")
         self._opened += 1
@@ -347,4 +394,4 @@ class SecureLink:
 
     @staticmethod
     def _nonce(counter: int) -> bytes:
-        return _NONCE.pack(counter)
+        return _NONCE.pack(0, counter)
