@@ -111,12 +111,16 @@ _FUZZ_SERVER = _server_after_fuzz()
 def test_server_survives_fuzz_oversize_and_slow_loris_then_serves_the_job() -> None:
     server = _FUZZ_SERVER
     # A client that claims a 4 GiB request after authenticating: dropped, nothing allocated.
-    from terascale._auth import dial_handshake
+    from terascale._auth import Channel, dial_handshake
     s = socket.create_connection(server.address, timeout=5)
-    dial_handshake(s, SECRET, time.monotonic() + 5)
+    nonces = dial_handshake(s, SECRET, time.monotonic() + 5)
     s.sendall(struct.pack("<I", 0xFFFFFFFF))
     s.settimeout(5)
-    assert s.recv(10) == b""  # closed on us
+    # refused (in the sealed channel), then closed on us
+    refusal = Channel(SECRET, nonces, dialer=True, purpose="rendezvous").recv(
+        s, time.monotonic() + 5)
+    assert refusal["kind"] == "auth" and "claims 4294967295 bytes" in refusal["error"]
+    assert s.recv(10) == b""
     s.close()
     # Slow loris: connect and say nothing; the job still assembles meanwhile.
     lazy = [socket.create_connection(server.address) for _ in range(20)]
