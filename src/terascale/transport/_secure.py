@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import socket
 import struct
+from typing import Any
 
 from .._errors import ConfigError, LinkTampered
 
@@ -101,6 +102,13 @@ def link_keys(secret: bytes, nonces: bytes, job: str, dialer: int, acceptor: int
 
     _aead(b"\0" * 32)  # a clear ConfigError without cryptography
     return derive_keys(secret, nonces, f"link|{mode}|{job}|{dialer}>{acceptor}")
+
+
+def _bytes_view(buf: Any) -> memoryview:
+    """``buf`` (a memoryview, bytes, a contiguous numpy array) as a view of its bytes."""
+    if type(buf) is memoryview and buf.format == "B" and buf.ndim == 1:
+        return buf
+    return memoryview(buf).cast("B")
 
 
 class SecureLink:
@@ -157,6 +165,7 @@ class SecureLink:
         """Seal up to RECORD bytes of ``views``; plaintext bytes now wholly in the kernel."""
         fresh = not self._out
         if fresh:
+            views = [_bytes_view(v) for v in views]
             if not self._wbuf:  # sealed records go here: no allocation per record
                 self._wbuf = bytearray(_LEN.size + RECORD + _TAG)
             first = views[0]
@@ -255,7 +264,7 @@ class SecureLink:
         if self._aborted:
             raise ConnectionAbortedError(f"rank {self.peer} aborted the job")
         got = 0
-        for b in bufs:
+        for b in map(_bytes_view, bufs):
             while len(b):
                 if self._pstart < self._pend:  # opened before (a peek, or a record too big)
                     k = min(len(b), self._pend - self._pstart)

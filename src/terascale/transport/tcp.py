@@ -64,11 +64,10 @@ class TcpMesh(Transport):
 
     def swap(self, peer: int, desc: str, nbytes: int, *, context: int = 0,
              members: Sequence[int] | None = None) -> TcpSwap | None:
-        """The :class:`~._tcp_swap.TcpSwap` with ``peer``; None over an encrypted link."""
+        """The :class:`~._tcp_swap.TcpSwap` with ``peer`` (over any link: a
+        :class:`~._secure.SecureLink` offers the same non-blocking calls)."""
         route = self._route(members)
         sock = route.socks[peer]
-        if type(sock) is not socket.socket:  # a SecureLink: its records need the exchange
-            return None
         return TcpSwap(self, sock, peer, route.members[peer], desc, context, nbytes)
 
     def _route(self, members: Sequence[int] | None) -> Route:
