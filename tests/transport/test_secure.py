@@ -314,3 +314,42 @@ def test_one_rank_asking_encrypts_the_whole_job() -> None:
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0, err
         assert out.strip() == "encrypt 2.0"  # init(encrypt=True) on rank 0 only
+
+
+def _wire_of(sender: SecureLink, wire: socket.socket, views: list[bytes]) -> bytes:
+    """What ``sender`` puts on the wire for one frame of ``views``, drained as it goes."""
+    out = bytearray()
+    t = threading.Thread(target=_stream, args=(sender, [views]))
+    t.start()
+    while t.is_alive() or select.select([wire], [], [], 0.05)[0]:
+        try:
+            out += wire.recv(1 << 20)
+        except BlockingIOError:
+            select.select([wire], [], [], 0.05)
+    t.join()
+    return bytes(out)
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_a_large_record_is_read_in_place_and_checked_before_it_is_handed_over(flip: bool) -> None:
+    sender, s_wire, receiver, r_wire = _link_pair(encrypt=False)
+    header, payload = b"h" * 48, np.random.default_rng(1).bytes(RECORD)
+    wire = bytearray(_wire_of(sender, s_wire, [header, payload]))
+    head_len = 4 + 48 + 16  # the header's own record, then the payload's
+    assert len(wire) == head_len + 4 + RECORD + 16
+    if flip:
+        wire[head_len + 4 + 1000] ^= 1
+    got_h, got_p = bytearray(48), bytearray(RECORD)
+    r_wire.sendall(wire[:head_len])
+    assert receiver.recvmsg_into([memoryview(got_h), memoryview(got_p)])[0] == 48
+    half = head_len + 4 + RECORD // 2
+    r_wire.sendall(wire[head_len:half])
+    with pytest.raises(BlockingIOError):  # half a record: nothing handed over yet
+        receiver.recv_into(memoryview(got_p))
+    assert receiver._dgot > 0  # noqa: SLF001 (it is being read in place)
+    r_wire.sendall(wire[half:])
+    if flip:
+        with pytest.raises(AuthError, match="record #1 failed its authentication tag"):
+            receiver.recv_into(memoryview(got_p))
+    else:
+        assert receiver.recv_into(memoryview(got_p)) == RECORD and bytes(got_p) == payload

@@ -73,6 +73,7 @@ _NONCE = struct.Struct("<IQ")
 _ABORT = 1 << 31
 _READ = 2 * (RECORD + _TAG + _LEN.size)  # receive buffer: whole records plus a partial one
 _JOIN = 64 << 10  # a frame's payload up to this travels in one record with its header
+_DIRECT = 64 << 10  # integrity mode reads a record this large straight into the caller's buffer
 
 
 def _has_into() -> bool:
@@ -140,6 +141,11 @@ class SecureLink:
         self._pstart = self._pend = 0
         self._eof = False
         self._aborted = False  # the peer sent an abort record: only its ABORT frame is left
+        # A record being read straight into the caller's buffer (._direct): where its
+        # plaintext goes, how much of it and of its tag arrived.
+        self._dview: memoryview | None = None
+        self._dgot = self._tgot = 0
+        self._dtag = bytearray(_TAG)
         self._broken: LinkTampered | None = None
 
     # -- what the mesh needs of a socket ---------------------------------------------------
@@ -270,6 +276,10 @@ class SecureLink:
                     k = min(len(b), self._pend - self._pstart)
                     b[:k] = memoryview(self._plain)[self._pstart: self._pstart + k]
                     self._pstart += k
+                elif (self._dview is not None or not self._encrypt and len(b) >= _DIRECT
+                      and self._rstart == self._rlen) and (k := self._direct(b)) is not None:
+                    if not k:
+                        break  # a record read in place is on its way: nothing to hand over yet
                 elif (size := self._record()) is None:
                     break
                 elif self._abort_next():
@@ -295,6 +305,8 @@ class SecureLink:
     def recv(self, n: int, flags: int = 0) -> bytes:
         if self._broken is not None:
             raise self._broken
+        if self._dview is not None:  # inside a record read in place: no frame boundary here
+            raise BlockingIOError("inside a record")
         while not self._aborted and self._pend - self._pstart < n and \
                 self._record() is not None and not self._abort_next():
             self._open_to_plain()
@@ -306,6 +318,57 @@ class SecureLink:
         if not flags & socket.MSG_PEEK:
             self._pstart += len(data)
         return data
+
+    def _direct(self, b: memoryview) -> int | None:
+        """Read the next record's plaintext straight into ``b`` (integrity mode, a record of
+        at least ``_DIRECT`` bytes that ``b`` holds whole), then check its tag there: no copy
+        through the receive buffer. Returns its size once it arrived and passed, 0 while it
+        is on its way (the bytes are not handed over before the tag passed: the caller
+        offers the same buffer again), None when this record is not for this path (its
+        length, if read, waits in the receive buffer for the ordinary one)."""
+        if self._dview is None:
+            if not self._raw:
+                self._raw = bytearray(_READ)
+            self._rstart = self._rlen = 0
+            try:
+                k = self._sock.recv_into(memoryview(self._raw)[: _LEN.size])
+            except (BlockingIOError, InterruptedError):
+                return 0
+            if not k:
+                self._eof = True
+                return None
+            self._rlen = k
+            if k < _LEN.size:
+                return None
+            field = _LEN.unpack_from(self._raw, 0)[0]
+            n = field - _TAG
+            if field & _ABORT or not _DIRECT <= n <= min(len(b), RECORD):
+                return None
+            self._rlen = 0
+            self._dview, self._dgot, self._tgot = b[:n], 0, 0
+        view, tag = self._dview, memoryview(self._dtag)
+        n = len(view)
+        while self._dgot < n or self._tgot < _TAG:
+            bufs = [view[self._dgot:], tag] if self._dgot < n else [tag[self._tgot:]]
+            try:
+                k = self._sock.recvmsg_into(bufs)[0]
+            except (BlockingIOError, InterruptedError):
+                return 0
+            if not k:
+                self._eof = True
+                self._dview = None
+                self._tampered(f"the connection closed inside a record "
+                               f"({self._dgot + self._tgot} bytes of it)")
+            d = min(k, n - self._dgot)
+            self._dgot += d
+            self._tgot += k - d
+        self._dview = None
+        try:
+            self._open.decrypt(self._nonce(self._opened), bytes(self._dtag), view)
+        except Exception:  # cryptography's InvalidTag
+            self._tampered(f"record #{self._opened} failed its authentication tag")
+        self._opened += 1
+        return n
 
     def _abort_next(self) -> bool:
         """If the next record is an abort record: open it in place of whatever plaintext is
