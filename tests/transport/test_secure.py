@@ -260,9 +260,14 @@ def test_frames_of_every_size_arrive_bitwise_whatever_the_reads(encrypt: bool) -
 def test_a_large_payloads_header_is_a_record_of_its_own() -> None:
     sender, s_wire, _, _ = _link_pair()
     header, payload = b"h" * 48, bytes(1 << 20)
-    assert sender.sendmsg([memoryview(header), memoryview(payload)]) == 48
-    assert s_wire.recv(1 << 20) and sender._sent == 1  # noqa: SLF001 (the record count)
-    assert sender.sendmsg([memoryview(header + b"x" * 100)]) == 148  # small: one record
+    sent = sender.sendmsg([memoryview(header), memoryview(payload)])
+    assert sent >= 48 and (sent - 48) % RECORD == 0  # whole records only, as many as fit
+    wire = s_wire.recv(4)
+    assert int.from_bytes(wire, "big") == 48 + 16  # the header's record: the header alone
+    s_wire.recv(1 << 22)
+    sender, s_wire, _, _ = _link_pair()
+    assert sender.sendmsg([memoryview(header), memoryview(b"x" * 100)]) == 148
+    assert sender._sent == 1  # noqa: SLF001 (small: one record)
 
 
 @pytest.mark.parametrize("encrypt", [False, True])

@@ -167,11 +167,35 @@ class SecureLink:
         self._sock.close()
 
     # -- sending ---------------------------------------------------------------------------
-    def sendmsg(self, views: list[memoryview]) -> int:
+    def sendmsg(self, views: list[Any]) -> int:
+        """Seal and send records of ``views`` while the kernel takes them whole; returns the
+        plaintext bytes now wholly in the kernel (as a socket's ``sendmsg`` returns what it
+        took: a caller that sends one call's worth, such as a two-rank swap, is not sent
+        back to its slow path after the first record)."""
+        views = [v for v in map(_bytes_view, views) if len(v)]
+        total = 0
+        while views:
+            try:
+                n = self._send_record(views)
+            except BlockingIOError:
+                if total:
+                    return total
+                raise
+            if not n:
+                return total  # a record is pending: it stands for the bytes after ``total``
+            total += n
+            while n:
+                if n >= len(views[0]):
+                    n -= len(views.pop(0))
+                else:
+                    views[0] = views[0][n:]
+                    n = 0
+        return total
+
+    def _send_record(self, views: list[memoryview]) -> int:
         """Seal up to RECORD bytes of ``views``; plaintext bytes now wholly in the kernel."""
         fresh = not self._out
         if fresh:
-            views = [_bytes_view(v) for v in views]
             if not self._wbuf:  # sealed records go here: no allocation per record
                 self._wbuf = bytearray(_LEN.size + RECORD + _TAG)
             first = views[0]
@@ -397,16 +421,23 @@ class SecureLink:
             left = self._rlen - self._rstart
             raw[:left] = raw[self._rstart: self._rlen]
             self._rstart, self._rlen = 0, left
+        limit = len(raw)
+        if not self._encrypt and self._rlen - self._rstart >= _LEN.size:
+            end = self._rstart + _LEN.size + (_LEN.unpack_from(raw, self._rstart)[0] & ~_ABORT)
+            if end - self._rstart >= _DIRECT:  # a large record: read no further than its end,
+                limit = min(end, limit)  # so that the next one can be read in place
         with memoryview(raw) as view:
-            while self._rlen < len(raw):
+            while self._rlen < limit:
                 try:
-                    k = self._sock.recv_into(view[self._rlen:])
+                    k = self._sock.recv_into(view[self._rlen: limit])
                 except (BlockingIOError, InterruptedError):
                     break
                 if not k:
                     self._eof = True
                     break
                 self._rlen += k
+                if self._whole() is not None:
+                    break  # a whole record: no second call only to hear that nothing is left
         size = self._whole()
         if size is None and self._eof and self._rlen > self._rstart:
             self._tampered(f"the connection closed inside a record "
