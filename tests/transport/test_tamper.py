@@ -151,6 +151,9 @@ try:
                                     else None)
         if obj != {"note": "HARMLESS-" + "o" * 200}:
             raise AssertionError(f"wrong object: {obj!r:.80}")
+        objs = comm.allgather_object({"note": "HARMLESS-" + "o" * 200})
+        if objs != [{"note": "HARMLESS-" + "o" * 200}] * 2:
+            raise AssertionError(f"wrong objects: {objs!r:.80}")
     comm.close()
     out["ok"] = True
 except BaseException as e:
@@ -202,7 +205,7 @@ def _all_refused(results: list[dict], kinds: tuple[str, ...] = ("AuthError",)) -
         assert "error" in res, f"rank {rank} finished despite the relay: {res}"
         assert set(kinds) & set(res["kinds"]), f"rank {rank}: {res}"
         assert "AssertionError" not in res["kinds"], f"rank {rank}: {res}"
-        assert res["elapsed"] < 2 * DEADLINE + 5, f"rank {rank} took {res['elapsed']:.1f} s"
+        assert res["elapsed"] < DEADLINE, f"rank {rank} took {res['elapsed']:.1f} s"
 
 
 # -- the rendezvous ----------------------------------------------------------------------------
@@ -279,12 +282,12 @@ def _replayer() -> Mutator:
     return mutate
 
 
-@pytest.mark.parametrize("attack", ["flip", "drop", "duplicate", "reorder", "replay"])
-@pytest.mark.parametrize("security", ["integrity", "encrypt"])
+# Records are framed alike in both modes: every attack on the default, two on encryption.
+@pytest.mark.parametrize(("security", "attack"), [
+    *(("integrity", a) for a in ("flip", "drop", "duplicate", "reorder", "replay")),
+    ("encrypt", "flip"), ("encrypt", "reorder")])
 def test_altered_frames_abort_the_job_on_every_rank(tmp_path: Path, attack: str,
                                                     security: str) -> None:
-    if security == "encrypt" and attack not in ("flip", "reorder"):
-        pytest.skip("the records are the same in both modes: two attacks suffice")
     mutate = {"flip": _flip, "drop": _drop, "duplicate": _duplicate,
               "reorder": _reorderer(), "replay": _replayer()}[attack]
     env = [{"TERASCALE_ENCRYPT": "1"}] * 2 if security == "encrypt" else None
@@ -311,13 +314,17 @@ def _pickle_swap(marker: Path) -> Mutator:
     return mutate
 
 
-def test_a_swapped_pickle_is_never_unpickled(tmp_path: Path) -> None:
+@pytest.mark.parametrize("way", ["down", "up"])
+def test_a_swapped_pickle_is_never_unpickled(tmp_path: Path, way: str) -> None:
     marker = tmp_path / "attacker-code-ran"
-    # Rank 0 (the root, and the acceptor) sends the object down to rank 1.
-    results, marker, relays = _job(tmp_path, link={"down": _pickle_swap(marker)})
+    # down: rank 0 (the acceptor) sends broadcast_object's pickle to rank 1 first;
+    # up: rank 1 sends none but its allgather_object pickle.
+    results, marker, relays = _job(tmp_path, link={way: _pickle_swap(marker)})
     _all_refused(results)
     assert not marker.exists()
-    assert "tampered" in results[1]["message"] and "from rank 0" in results[1]["message"]
+    victim, sender = (1, 0) if way == "down" else (0, 1)
+    assert "tampered" in results[victim]["message"]
+    assert f"from rank {sender}" in results[victim]["message"]
     assert relays[1].touched == 1
 
 
