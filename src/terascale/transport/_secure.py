@@ -141,6 +141,7 @@ class SecureLink:
         # plain[pstart:pend] not read yet: fixed buffers and offsets. Allocated at the first
         # receive (links that never carry data, e.g. a rank's non-neighbours, cost nothing).
         self._raw = bytearray()
+        self._rawv = memoryview(self._raw)  # a view of it, kept (it is never resized)
         self._rstart = self._rlen = 0
         self._plain = bytearray()
         self._pstart = self._pend = 0
@@ -253,6 +254,11 @@ class SecureLink:
         n, self._out_plain = self._out_plain, 0
         return n
 
+    def _alloc_raw(self) -> None:
+        self._rawv.release()
+        self._raw = bytearray(_READ)
+        self._rawv = memoryview(self._raw)
+
     def _trim(self, k: int) -> None:
         out = self._out
         while out and k >= len(out[0]):
@@ -357,10 +363,10 @@ class SecureLink:
         length, if read, waits in the receive buffer for the ordinary one)."""
         if self._dview is None:
             if not self._raw:
-                self._raw = bytearray(_READ)
+                self._alloc_raw()
             self._rstart = self._rlen = 0
             try:
-                k = self._sock.recv_into(memoryview(self._raw)[: _LEN.size])
+                k = self._sock.recv_into(self._rawv[: _LEN.size])
             except (BlockingIOError, InterruptedError):
                 return 0
             if not k:
@@ -418,7 +424,7 @@ class SecureLink:
         if self._eof:
             return None
         if not self._raw:
-            self._raw = bytearray(_READ)
+            self._alloc_raw()
         raw = self._raw
         if self._rstart == self._rlen:
             self._rstart = self._rlen = 0
@@ -431,18 +437,18 @@ class SecureLink:
             end = self._rstart + _LEN.size + (_LEN.unpack_from(raw, self._rstart)[0] & ~_ABORT)
             if end - self._rstart >= _DIRECT:  # a large record: read no further than its end,
                 limit = min(end, limit)  # so that the next one can be read in place
-        with memoryview(raw) as view:
-            while self._rlen < limit:
-                try:
-                    k = self._sock.recv_into(view[self._rlen: limit])
-                except (BlockingIOError, InterruptedError):
-                    break
-                if not k:
-                    self._eof = True
-                    break
-                self._rlen += k
-                if self._whole() is not None:
-                    break  # a whole record: no second call only to hear that nothing is left
+        view = self._rawv
+        while self._rlen < limit:
+            try:
+                k = self._sock.recv_into(view[self._rlen: limit])
+            except (BlockingIOError, InterruptedError):
+                break
+            if not k:
+                self._eof = True
+                break
+            self._rlen += k
+            if self._whole() is not None:
+                break  # a whole record: no second call only to hear that nothing is left
         size = self._whole()
         if size is None and self._eof and self._rlen > self._rstart:
             self._tampered(f"the connection closed inside a record "
@@ -477,19 +483,19 @@ class SecureLink:
         """Open the whole record at ``raw[rstart:]`` into ``dest`` (its exact size)."""
         at = self._rstart
         end = at + _LEN.size + len(dest) + _TAG
-        with memoryview(self._raw) as raw:
-            head, body = raw[at: at + _LEN.size], raw[at + _LEN.size: end]
-            nonce = _NONCE.pack(head[0] >> 7, self._opened)  # the top bit: an abort record
-            try:
-                if not self._encrypt:  # GMAC: check the tag, then hand the plaintext over
-                    self._open.decrypt(nonce, body[-_TAG:], body[:-_TAG])
-                    dest[:] = body[:-_TAG]
-                elif _INTO:
-                    self._open.decrypt_into(nonce, body, head, dest)
-                else:  # an older cryptography: one copy more
-                    dest[:] = self._open.decrypt(nonce, bytes(body), bytes(head))
-            except Exception:  # cryptography's InvalidTag
-                self._tampered(f"record #{self._opened} failed its authentication tag")
+        raw = self._rawv
+        head, body = raw[at: at + _LEN.size], raw[at + _LEN.size: end]
+        nonce = _NONCE.pack(head[0] >> 7, self._opened)  # the top bit: an abort record
+        try:
+            if not self._encrypt:  # GMAC: check the tag, then hand the plaintext over
+                self._open.decrypt(nonce, body[-_TAG:], body[:-_TAG])
+                dest[:] = body[:-_TAG]
+            elif _INTO:
+                self._open.decrypt_into(nonce, body, head, dest)
+            else:  # an older cryptography: one copy more
+                dest[:] = self._open.decrypt(nonce, bytes(body), bytes(head))
+        except Exception:  # cryptography's InvalidTag
+            self._tampered(f"record #{self._opened} failed its authentication tag")
         self._opened += 1
         self._rstart = end
 
