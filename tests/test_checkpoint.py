@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import terascale
-from terascale import Checkpoint, StorageError
+from terascale import Checkpoint, ConfigError, StorageError
 
 
 def _steps(d: Path) -> list[str]:
@@ -225,3 +225,23 @@ def test_a_really_full_disk_keeps_the_last_checkpoint_and_model(tiny_disk: Path,
                                              os.statvfs(tiny_disk).f_frsize))
     with pytest.raises(StorageError, match=str(tiny_disk / "m.npz")):
         model.save(str(tiny_disk / "m.npz"))
+
+
+def test_a_checkpoint_another_user_could_write_is_never_unpickled(tmp_path: Path) -> None:
+    marker = tmp_path / "code-ran"
+
+    class Evil:
+        def __reduce__(self):  # what unpickling it would run
+            return (os.system, (f"touch {marker}",))
+
+    ck = Checkpoint(tmp_path / "ck")
+    ck.save(1, {"w": Evil()})  # (the writer's own code: a pickle may run anything)
+    marker.unlink(missing_ok=True)
+    path = next((tmp_path / "ck").glob("step-*.ckpt"))
+    path.chmod(0o666)
+    with pytest.raises(ConfigError, match="another user could have written it"):
+        ck.load()
+    assert not marker.exists()
+    path.chmod(0o644)
+    ck.load()
+    assert marker.exists()  # the same file, owned and private again: loaded

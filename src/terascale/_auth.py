@@ -6,7 +6,14 @@ the acceptor proves itself back with ``HMAC(secret, "accept" | nonce | challenge
 connection that fails is closed; nothing is read from it beyond a fixed, small size.
 
 Both calls return the handshake's two nonces (``challenge | nonce``), fresh per
-connection, from which an encrypted link derives its keys (:mod:`terascale.transport._secure`).
+connection. Everything after the handshake is bound to it: keys derived with HKDF-SHA256
+(RFC 5869) from the job secret, salted with these nonces, authenticate every later byte of
+the connection -- the control messages (:class:`Channel`: the rendezvous request and
+reply, a peer link's hello) and the data records of a link
+(:mod:`terascale.transport._secure`). A relay on the path that lacks the secret can
+therefore neither read the control messages nor alter, replay, reorder or splice any of
+them: the receiver raises :class:`~terascale._errors.LinkTampered`.
+
 A dialer whose connection closes before the verdict gets a ``ConnectionError`` (it may
 retry: a busy acceptor sheds idle connections); only a refused proof is an ``AuthError``.
 """
@@ -22,10 +29,10 @@ import struct
 import time
 from typing import Any
 
-from ._errors import AuthError
+from ._errors import AuthError, LinkTampered
 
-__all__ = ["accept_handshake", "dial_handshake", "drop_reason", "recv_exact", "recv_json",
-           "send_json"]
+__all__ = ["Channel", "accept_handshake", "derive_keys", "dial_handshake", "drop_reason",
+           "recv_exact", "recv_json", "send_json"]
 
 _MAGIC = b"TSAUTH1\n"
 _NONCE = 32
@@ -121,3 +128,68 @@ def drop_reason(e: Exception, bad: str = "sent a bad request") -> str:
     if isinstance(e, OSError):
         return "closed or evicted"
     return bad
+
+
+def derive_keys(secret: bytes, nonces: bytes, purpose: str) -> tuple[bytes, bytes]:
+    """(dialer -> acceptor key, acceptor -> dialer key), 32 bytes each, for ``purpose``.
+
+    HKDF-SHA256 over the job secret, salted with the handshake's two nonces, so that
+    every connection (and every purpose on it) gets keys of its own that nobody without
+    the secret can compute, and that a replayed handshake cannot reuse."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    okm = HKDF(algorithm=hashes.SHA256(), length=64, salt=nonces,
+               info=f"terascale v2|{purpose}".encode()).derive(secret)
+    return okm[:32], okm[32:]
+
+
+_RECORD_LEN = struct.Struct(">I")
+_RECORD_NONCE = struct.Struct("<4xQ")
+
+
+class Channel:
+    """Sealed JSON messages on a connection right after its handshake.
+
+    Each message is one record ``length u32 (associated data) | AES-256-GCM(json) | tag``,
+    under a key per direction (:func:`derive_keys`) and a nonce that is the message's
+    sequence number in that direction: a message altered, replayed, dropped or moved to
+    another connection fails its tag (:class:`~terascale._errors.LinkTampered`). The
+    control messages are small and few (one or two per connection), so they are always
+    encrypted, whatever the links' mode: the job's layout and security policy never
+    travel in clear.
+    """
+
+    def __init__(self, secret: bytes, nonces: bytes, *, dialer: bool, purpose: str) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        d2a, a2d = derive_keys(secret, nonces, f"control|{purpose}")
+        mine, theirs = (d2a, a2d) if dialer else (a2d, d2a)
+        self._seal, self._open = AESGCM(mine), AESGCM(theirs)
+        self._sent = self._opened = 0
+
+    def send(self, sock: socket.socket, obj: Any, deadline: float) -> None:
+        data = json.dumps(obj, separators=(",", ":")).encode()
+        if len(data) > MAX_JSON:
+            raise ValueError(f"control message of {len(data)} bytes exceeds {MAX_JSON}")
+        head = _RECORD_LEN.pack(len(data) + 16)
+        body = self._seal.encrypt(_RECORD_NONCE.pack(self._sent), data, head)
+        self._sent += 1
+        _send_all(sock, head + body, deadline)
+
+    def recv(self, sock: socket.socket, deadline: float, *, what: str = "control message") -> Any:
+        """The next message; LinkTampered when it fails its tag."""
+        head = recv_exact(sock, _RECORD_LEN.size, deadline)
+        (n,) = _RECORD_LEN.unpack(head)
+        if not 16 <= n <= MAX_JSON + 16:
+            raise LinkTampered(f"{what}: a sealed record claims {n} bytes (altered on the "
+                               "wire?)", operation=what)
+        body = recv_exact(sock, n, deadline)
+        try:
+            data = self._open.decrypt(_RECORD_NONCE.pack(self._opened), body, head)
+        except Exception:  # cryptography's InvalidTag
+            raise LinkTampered(f"{what} failed its authentication tag: altered, replayed or "
+                               "reordered on the wire, or sent by someone without the job "
+                               "secret", operation=what) from None
+        self._opened += 1
+        return json.loads(data)

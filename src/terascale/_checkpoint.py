@@ -24,6 +24,13 @@ newest by that order and so never removes what the current run has just written.
 
 Temporary files of saves that were killed (``.step-*.ckpt.*.tmp``, ``.LATEST.*.tmp``) are
 removed by the next ``save`` or ``load``: only one job writes a checkpoint directory.
+
+Trust: a checkpoint is a pickle, as trusted as the job's own code. ``load`` unpickles on
+rank 0 only a file that this user owns and that no other user may write (else
+``ConfigError``), and the other ranks receive the state over the job's authenticated links
+(``broadcast_object``), never from the disk or the network unchecked. The checksum guards
+against torn writes, not against a writer: copy checkpoints from elsewhere only as you
+would copy code.
 """
 
 from __future__ import annotations
@@ -52,6 +59,18 @@ _MAGIC_V1 = b"TSCKPT1\n"  # magic, sha256(body), body
 _MAGIC = b"TSCKPT2\n"     # magic, sequence u64, sha256(sequence + body), body
 _SEQ = struct.Struct("<Q")
 _HEAD = len(_MAGIC) + _SEQ.size + 32
+
+
+def _owned(path: Path, st: os.stat_result) -> None:
+    """Refuse a checkpoint that someone else could have written: it is a pickle, and
+    unpickling runs whatever code its writer put in it."""
+    uid = os.geteuid()
+    if st.st_uid not in (uid, 0) or st.st_mode & 0o022:
+        raise ConfigError(
+            f"rank 0: checkpoint load: {path} is owned by uid {st.st_uid} with mode "
+            f"{st.st_mode & 0o777:03o}, so another user could have written it; a checkpoint is "
+            "a pickle, which runs code when loaded: it must belong to this user (uid "
+            f"{uid}) and not be group- or world-writable (chmod go-w)")
 
 
 class Checkpoint:
@@ -154,7 +173,9 @@ class Checkpoint:
 
     def _read(self, path: Path) -> dict[str, Any] | None:
         try:
-            raw = path.read_bytes()
+            with open(path, "rb") as f:
+                _owned(path, os.fstat(f.fileno()))
+                raw = f.read()
         except FileNotFoundError:
             return None
         except OSError as e:

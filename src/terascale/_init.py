@@ -59,8 +59,11 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     ``secret`` (default TERASCALE_SECRET) or ``secret_file`` (default
     TERASCALE_SECRET_FILE: a file only its owner can read) is the job secret every rank
     must share; ``terascale run`` makes one, other launchers do not (ConfigError without).
-    ``encrypt`` (default TERASCALE_ENCRYPT; ``terascale run --encrypt``) encrypts and
-    authenticates every TCP frame with AES-GCM; the job is encrypted when any rank asks.
+    Every TCP link is authenticated (AES-GMAC records keyed per link and direction: nothing
+    on the path alters, replays or reorders a byte unnoticed, see the security guide);
+    ``encrypt`` (default TERASCALE_ENCRYPT; ``terascale run --encrypt``) encrypts it too
+    (AES-GCM). The job is encrypted when any rank asks, and a rank that asked never runs
+    a plaintext link (AuthError naming the peer that disagreed).
     ``host_id`` overrides how hosts are told apart (default: the hostname plus a digest of
     the boot id and network namespace, see ``TERASCALE_HOST_ID``), e.g. to test
     hierarchical algorithms on one machine.
@@ -160,18 +163,22 @@ def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
     """
     if encrypt is None:
         encrypt = read_flag(os.environ, "TERASCALE_ENCRYPT")
+    # Every TCP link is authenticated; encrypted too when asked. Plain links exist only to
+    # measure that cost, and only for a rank that asks for them itself (never a peer).
+    security = "encrypt" if encrypt else \
+        "plain" if read_flag(os.environ, "TERASCALE_UNAUTHENTICATED_BENCHMARK") else "integrity"
     if link_rate is None:
         link_rate = read_link_rate()
     hid = host_id or os.environ.get("TERASCALE_HOST_ID") or host_identity()
     started = time.monotonic()
     try:
         who = join(rendezvous, secret, slot=rank, size=size, host_id=hid, timeout=timeout,
-                   encrypt=encrypt, link_rate=link_rate)
+                   security=security, link_rate=link_rate)
     except SlotTaken as e:
         print(f"terascale: {e}; exiting (another copy of this worker is running)", file=sys.stderr)
         raise SystemExit(0) from None
     mesh = build_mesh(who.rank, who.size, who.addrs, who.listener, secret, who.job,
-                      started + timeout + 5.0, encrypt=who.encrypt)
+                      started + timeout + 5.0, security=who.security)
     comm = Communicator(rank=who.rank, size=who.size, local_rank=who.local_rank,
                         local_size=who.local_size, mesh=mesh, timeout=timeout, job=who.job,
                         hosts=who.hosts, addresses=[a for a, _ in who.addrs],

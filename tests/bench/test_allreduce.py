@@ -90,7 +90,7 @@ def test_bad_flags() -> None:
     assert main(["bench", "allreduce", "-n", "2", "--vs", "nccl", "--no-progress"]) == 2
 
 
-def test_encrypt_rows_time_plain_and_aes_tcp(tmp_path, capsys) -> None:
+def test_encrypt_rows_time_plain_mac_and_aes_tcp(tmp_path, capsys) -> None:
     pytest.importorskip("cryptography")
     out = tmp_path / "r.json"
     code = main(["bench", "allreduce", "-n", "2", "--sizes", "4K,64K", "--iters", "0.05",
@@ -98,10 +98,11 @@ def test_encrypt_rows_time_plain_and_aes_tcp(tmp_path, capsys) -> None:
                  "--no-progress"])
     assert code == 0
     report = json.loads(out.read_text())
-    assert {r["system"] for r in report["results"]} == {"ours:ring", "tcp:ring", "aes:ring"}
+    assert {r["system"] for r in report["results"]} == {"ours:ring", "tcp:ring", "mac:ring",
+                                                         "aes:ring"}
     text = capsys.readouterr().out
-    assert "encryption (every link TCP" in text
-    assert "| 4 KiB | ring |" in text and "aes / tcp time" in text
+    assert "link security (every link TCP" in text
+    assert "| 4 KiB | ring |" in text and "aes / tcp time" in text and "mac / tcp time" in text
     assert "x tcp:ring" not in text  # our own rows are not peers
 
 

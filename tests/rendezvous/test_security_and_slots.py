@@ -111,12 +111,16 @@ _FUZZ_SERVER = _server_after_fuzz()
 def test_server_survives_fuzz_oversize_and_slow_loris_then_serves_the_job() -> None:
     server = _FUZZ_SERVER
     # A client that claims a 4 GiB request after authenticating: dropped, nothing allocated.
-    from terascale._auth import dial_handshake
+    from terascale._auth import Channel, dial_handshake
     s = socket.create_connection(server.address, timeout=5)
-    dial_handshake(s, SECRET, time.monotonic() + 5)
+    nonces = dial_handshake(s, SECRET, time.monotonic() + 5)
     s.sendall(struct.pack("<I", 0xFFFFFFFF))
     s.settimeout(5)
-    assert s.recv(10) == b""  # closed on us
+    # refused (in the sealed channel), then closed on us
+    refusal = Channel(SECRET, nonces, dialer=True, purpose="rendezvous").recv(
+        s, time.monotonic() + 5)
+    assert refusal["kind"] == "auth" and "claims 4294967295 bytes" in refusal["error"]
+    assert s.recv(10) == b""
     s.close()
     # Slow loris: connect and say nothing; the job still assembles meanwhile.
     lazy = [socket.create_connection(server.address) for _ in range(20)]
@@ -160,12 +164,14 @@ def test_speculative_copy_exits_zero_with_message() -> None:
 
 def test_slot_of_a_worker_that_died_waiting_is_freed() -> None:
     with RendezvousServer(2, SECRET) as server:
-        from terascale._auth import dial_handshake, send_json
+        from terascale._auth import Channel, dial_handshake
         s = socket.create_connection(server.address)
-        dial_handshake(s, SECRET, time.monotonic() + 5)
-        send_json(s, {"slot": 0, "size": 2, "addr": "127.0.0.1", "port": 1, "host": "h",
-                      "timeout": 30}, time.monotonic() + 5)
+        nonces = dial_handshake(s, SECRET, time.monotonic() + 5)
+        Channel(SECRET, nonces, dialer=True, purpose="rendezvous").send(
+            s, {"slot": 0, "size": 2, "addr": "127.0.0.1", "port": 1, "host": "h",
+                "security": "integrity", "timeout": 30}, time.monotonic() + 5)
         time.sleep(0.2)
+        assert server.waiting == [0]  # the sealed request was taken
         s.close()  # died while waiting for the others
         time.sleep(0.6)
         results: dict = {}

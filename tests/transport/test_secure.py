@@ -1,4 +1,5 @@
-"""Encrypted links (``TERASCALE_ENCRYPT=1``): same results, nothing readable, tampering aborts."""
+"""Authenticated links (always) and encrypted ones (``TERASCALE_ENCRYPT=1``): same results,
+nothing readable when encrypted, tampering aborts."""
 
 from __future__ import annotations
 
@@ -28,16 +29,20 @@ def _sums(comm) -> tuple[list[bytes], str]:
         for n in (1, 1000, 700_001):  # 700,001 float64: many records per frame
             x = np.arange(n, dtype=np.float64) * (comm.rank + 1) / 7
             out.append(comm.allreduce(x, algorithm=algo).tobytes())
-    return out, type(comm._mesh.socks[(comm.rank + 1) % comm.size]).__name__
+    return out, getattr(comm._mesh.socks[(comm.rank + 1) % comm.size], "mode", "plain")
 
 
-def test_encrypted_job_gives_the_same_bits_as_plain_tcp() -> None:
+def test_every_link_mode_gives_the_same_bits() -> None:
     hosts = ["a", "b", "c"]  # one rank per host: every link is TCP
-    plain = run_workers(_sums, 3, host_ids=hosts, timeout=120)
+    plain = run_workers(_sums, 3, host_ids=hosts, timeout=120,
+                        env={"TERASCALE_UNAUTHENTICATED_BENCHMARK": "1"})
+    default = run_workers(_sums, 3, host_ids=hosts, timeout=120)
     secure = run_workers(_sums, 3, host_ids=hosts, timeout=120, env={"TERASCALE_ENCRYPT": "1"})
-    assert {kind for _, kind in plain} == {"socket"}
-    assert {kind for _, kind in secure} == {"SecureLink"}
+    assert {kind for _, kind in plain} == {"plain"}
+    assert {kind for _, kind in default} == {"integrity"}
+    assert {kind for _, kind in secure} == {"encrypt"}
     assert [bits for bits, _ in secure] == [bits for bits, _ in plain]
+    assert [bits for bits, _ in default] == [bits for bits, _ in plain]
 
 
 class _Proxy:
@@ -77,7 +82,7 @@ class _Proxy:
                     pass
 
 
-def _two_ranks_through(proxy_for, encrypt: bool) -> tuple[dict, dict, _Proxy]:
+def _two_ranks_through(proxy_for, security: str) -> tuple[dict, dict, _Proxy]:
     listeners = [listen("127.0.0.1") for _ in range(2)]
     real = [lst.getsockname()[:2] for lst in listeners]
     proxy = proxy_for(real[0])
@@ -88,7 +93,7 @@ def _two_ranks_through(proxy_for, encrypt: bool) -> tuple[dict, dict, _Proxy]:
     def member(rank: int) -> None:
         try:
             mesh = build_mesh(rank, 2, addrs[rank], listeners[rank], SECRET, "job",
-                              time.monotonic() + 10, encrypt=encrypt)
+                              time.monotonic() + 10, security=security)
             comm = Communicator(rank=rank, size=2, mesh=mesh, timeout=10, job="job",
                                 hosts=["a", "b"])
             try:
@@ -111,42 +116,47 @@ def _two_ranks_through(proxy_for, encrypt: bool) -> tuple[dict, dict, _Proxy]:
     return results, errors, proxy
 
 
-def _first_record_at() -> int:
-    hello = json.dumps({"rank": 1, "job": "job"}, separators=(",", ":")).encode()
-    return 8 + 32 + 32 + 4 + len(hello)  # handshake answer, hello; then the records
+def _first_record_at(security: str) -> int:
+    hello = json.dumps({"rank": 1, "job": "job", "security": security},
+                       separators=(",", ":")).encode()
+    return 8 + 32 + 32 + 4 + len(hello) + 16  # handshake answer, sealed hello; then records
 
 
 def test_wire_carries_no_header_or_payload_in_clear() -> None:
-    results, errors, proxy = _two_ranks_through(lambda t: _Proxy(t, None), encrypt=False)
+    results, errors, proxy = _two_ranks_through(lambda t: _Proxy(t, None), "integrity")
     assert not errors and results == {0: 3.0, 1: 3.0}
-    assert b"TSF1" in proxy.up and b"allreduce" in proxy.up  # plain TCP: readable
-    results, errors, proxy = _two_ranks_through(lambda t: _Proxy(t, None), encrypt=True)
+    assert b"TSF1" in proxy.up and b"allreduce" in proxy.up  # authenticated only: readable
+    assert b"security" not in proxy.up  # the hello is sealed
+    results, errors, proxy = _two_ranks_through(lambda t: _Proxy(t, None), "encrypt")
     assert not errors and results == {0: 3.0, 1: 3.0}
-    wire = bytes(proxy.up[_first_record_at():])
+    wire = bytes(proxy.up[_first_record_at("encrypt"):])
     assert b"TSF1" not in wire and b"allreduce" not in wire
     assert np.full(4, 2.0, np.float32).tobytes() not in wire
 
 
-def test_flipped_bit_in_an_encrypted_frame_is_an_auth_error_and_aborts_the_job() -> None:
-    flip = _first_record_at() + 4 + 20  # inside the first record's ciphertext
-    results, errors, _ = _two_ranks_through(lambda t: _Proxy(t, flip), encrypt=True)
+@pytest.mark.parametrize("security", ["integrity", "encrypt"])
+def test_flipped_bit_in_a_frame_is_an_auth_error_and_aborts_the_job(security: str) -> None:
+    flip = _first_record_at(security) + 4 + 20  # inside the first record
+    results, errors, _ = _two_ranks_through(lambda t: _Proxy(t, flip), security)
     assert not results
     assert isinstance(errors[0], AuthError) and isinstance(errors[0], CollectiveError)
-    assert "rank 0: the encrypted link from rank 1 was tampered with" in str(errors[0])
+    assert "rank 0: the link from rank 1 was tampered with" in str(errors[0])
     # The receiving rank aborts the job: rank 1 learns why instead of waiting out its deadline.
     assert isinstance(errors[1], CollectiveError)
     assert "aborted because rank 0 failed" in str(errors[1]) and "tampered" in str(errors[1])
 
 
-def _link_pair() -> tuple[SecureLink, socket.socket, SecureLink, socket.socket]:
+def _link_pair(encrypt: bool = True) -> tuple[SecureLink, socket.socket, SecureLink, socket.socket]:
     """A sender whose wire we read raw, and a receiver we feed raw."""
     nonces = bytes(range(64))
     s_app, s_wire = socket.socketpair()
     r_app, r_wire = socket.socketpair()
     for s in (s_app, r_app, s_wire):
         s.setblocking(False)
-    sender = SecureLink(s_app, SECRET, nonces, "job", dialer=1, acceptor=0, rank=1, peer=0)
-    receiver = SecureLink(r_app, SECRET, nonces, "job", dialer=1, acceptor=0, rank=0, peer=1)
+    sender = SecureLink(s_app, SECRET, nonces, "job", dialer=1, acceptor=0, rank=1, peer=0,
+                        encrypt=encrypt)
+    receiver = SecureLink(r_app, SECRET, nonces, "job", dialer=1, acceptor=0, rank=0, peer=1,
+                          encrypt=encrypt)
     return sender, s_wire, receiver, r_wire
 
 
@@ -155,11 +165,16 @@ def _record(sender: SecureLink, wire: socket.socket, data: bytes) -> bytes:
     return wire.recv(1 << 20)
 
 
-@pytest.mark.parametrize("order", ["replay", "reorder"])
-def test_replayed_or_reordered_records_are_refused(order: str) -> None:
-    sender, s_wire, receiver, r_wire = _link_pair()
+@pytest.mark.parametrize("encrypt", [False, True])
+@pytest.mark.parametrize("order", ["replay", "reorder", "drop", "flip"])
+def test_replayed_reordered_dropped_or_flipped_records_are_refused(order: str,
+                                                                    encrypt: bool) -> None:
+    sender, s_wire, receiver, r_wire = _link_pair(encrypt)
     first, second = _record(sender, s_wire, b"first"), _record(sender, s_wire, b"second")
-    r_wire.sendall(first + first if order == "replay" else second + first)
+    flipped = bytearray(first)
+    flipped[6] ^= 1
+    r_wire.sendall({"replay": first + first, "reorder": second + first, "drop": second,
+                    "flip": bytes(flipped)}[order])
     buf = bytearray(64)
     with pytest.raises(AuthError, match="tampered with: record #"):
         n = receiver.recv_into(memoryview(buf))
@@ -199,7 +214,8 @@ def _stream(sender: SecureLink, frames: list[list[bytes]]) -> None:
                     views[0], n = views[0][n:], 0
 
 
-def test_frames_of_every_size_arrive_bitwise_whatever_the_reads() -> None:
+@pytest.mark.parametrize("encrypt", [False, True])
+def test_frames_of_every_size_arrive_bitwise_whatever_the_reads(encrypt: bool) -> None:
     """Headers with small payloads (one record), with large ones (the header alone, then the
     payload sealed from the caller's buffer), read as the mesh reads: a header and payload
     pair, then the payload's rest, in buffers smaller and larger than a record."""
@@ -207,8 +223,10 @@ def test_frames_of_every_size_arrive_bitwise_whatever_the_reads() -> None:
     for s in (a, b):
         s.setblocking(False)
     nonces = bytes(range(64))
-    sender = SecureLink(a, SECRET, nonces, "job", dialer=0, acceptor=1, rank=0, peer=1)
-    receiver = SecureLink(b, SECRET, nonces, "job", dialer=0, acceptor=1, rank=1, peer=0)
+    sender = SecureLink(a, SECRET, nonces, "job", dialer=0, acceptor=1, rank=0, peer=1,
+                        encrypt=encrypt)
+    receiver = SecureLink(b, SECRET, nonces, "job", dialer=0, acceptor=1, rank=1, peer=0,
+                          encrypt=encrypt)
     rng = np.random.default_rng(5)
     sizes = [0, 1, 4096, 65535, 65536, RECORD - 48, RECORD, RECORD + 1, 3 * RECORD + 7, 1 << 22]
     frames = [[rng.bytes(48), rng.bytes(n)] for n in sizes]
@@ -242,13 +260,19 @@ def test_frames_of_every_size_arrive_bitwise_whatever_the_reads() -> None:
 def test_a_large_payloads_header_is_a_record_of_its_own() -> None:
     sender, s_wire, _, _ = _link_pair()
     header, payload = b"h" * 48, bytes(1 << 20)
-    assert sender.sendmsg([memoryview(header), memoryview(payload)]) == 48
-    assert s_wire.recv(1 << 20) and sender._sent == 1  # noqa: SLF001 (the record count)
-    assert sender.sendmsg([memoryview(header + b"x" * 100)]) == 148  # small: one record
+    sent = sender.sendmsg([memoryview(header), memoryview(payload)])
+    assert sent >= 48 and (sent - 48) % RECORD == 0  # whole records only, as many as fit
+    wire = s_wire.recv(4)
+    assert int.from_bytes(wire, "big") == 48 + 16  # the header's record: the header alone
+    s_wire.recv(1 << 22)
+    sender, s_wire, _, _ = _link_pair()
+    assert sender.sendmsg([memoryview(header), memoryview(b"x" * 100)]) == 148
+    assert sender._sent == 1  # noqa: SLF001 (small: one record)
 
 
-def test_a_connection_closed_inside_a_record_is_tampering() -> None:
-    sender, s_wire, receiver, r_wire = _link_pair()
+@pytest.mark.parametrize("encrypt", [False, True])
+def test_a_connection_closed_inside_a_record_is_tampering(encrypt: bool) -> None:
+    sender, s_wire, receiver, r_wire = _link_pair(encrypt)
     record = _record(sender, s_wire, b"a whole record")
     r_wire.sendall(record[:-3])
     r_wire.close()
@@ -259,7 +283,7 @@ def test_a_connection_closed_inside_a_record_is_tampering() -> None:
 _PROBE = ("import sys, numpy as np, terascale\n"
           "kw = {'encrypt': True} if sys.argv[1:] == ['ask'] else {}\n"
           "with terascale.init(timeout=20, **kw) as c:\n"
-          "    link = type(c._mesh.socks[1 - c.rank]).__name__\n"
+          "    link = getattr(c._mesh.socks[1 - c.rank], 'mode', 'plain')\n"
           "    print(link, float(c.allreduce(np.ones(3))[0]))\n")
 
 
@@ -273,7 +297,7 @@ def test_terascale_run_encrypt_flag() -> None:
                           "--encrypt", "--no-prefix", sys.executable, "-c", _PROBE],
                          capture_output=True, text=True, timeout=120, env=env)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.split("\n").count("SecureLink 2.0") == 2, res.stdout
+    assert res.stdout.split("\n").count("encrypt 2.0") == 2, res.stdout
 
 
 def test_one_rank_asking_encrypts_the_whole_job() -> None:
@@ -294,4 +318,43 @@ def test_one_rank_asking_encrypts_the_whole_job() -> None:
     for p in procs:
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0, err
-        assert out.strip() == "SecureLink 2.0"  # init(encrypt=True) on rank 0 only
+        assert out.strip() == "encrypt 2.0"  # init(encrypt=True) on rank 0 only
+
+
+def _wire_of(sender: SecureLink, wire: socket.socket, views: list[bytes]) -> bytes:
+    """What ``sender`` puts on the wire for one frame of ``views``, drained as it goes."""
+    out = bytearray()
+    t = threading.Thread(target=_stream, args=(sender, [views]))
+    t.start()
+    while t.is_alive() or select.select([wire], [], [], 0.05)[0]:
+        try:
+            out += wire.recv(1 << 20)
+        except BlockingIOError:
+            select.select([wire], [], [], 0.05)
+    t.join()
+    return bytes(out)
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_a_large_record_is_read_in_place_and_checked_before_it_is_handed_over(flip: bool) -> None:
+    sender, s_wire, receiver, r_wire = _link_pair(encrypt=False)
+    header, payload = b"h" * 48, np.random.default_rng(1).bytes(RECORD)
+    wire = bytearray(_wire_of(sender, s_wire, [header, payload]))
+    head_len = 4 + 48 + 16  # the header's own record, then the payload's
+    assert len(wire) == head_len + 4 + RECORD + 16
+    if flip:
+        wire[head_len + 4 + 1000] ^= 1
+    got_h, got_p = bytearray(48), bytearray(RECORD)
+    r_wire.sendall(wire[:head_len])
+    assert receiver.recvmsg_into([memoryview(got_h), memoryview(got_p)])[0] == 48
+    half = head_len + 4 + RECORD // 2
+    r_wire.sendall(wire[head_len:half])
+    with pytest.raises(BlockingIOError):  # half a record: nothing handed over yet
+        receiver.recv_into(memoryview(got_p))
+    assert receiver._dgot > 0  # noqa: SLF001 (it is being read in place)
+    r_wire.sendall(wire[half:])
+    if flip:
+        with pytest.raises(AuthError, match="record #1 failed its authentication tag"):
+            receiver.recv_into(memoryview(got_p))
+    else:
+        assert receiver.recv_into(memoryview(got_p)) == RECORD and bytes(got_p) == payload

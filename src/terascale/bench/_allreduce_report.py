@@ -13,7 +13,8 @@ from .._units import format_size, format_time
 __all__ = ["crossover", "format_encryption", "format_limits", "format_table", "format_targets",
            "systems_of"]
 
-_OURS = ("ours:", "tcp:", "aes:")  # our rows: as launched, plain TCP, AES-GCM TCP (--encrypt)
+# our rows: as launched; over TCP unauthenticated, authenticated (GMAC), encrypted (--encrypt)
+_OURS = ("ours:", "tcp:", "mac:", "aes:")
 
 
 def systems_of(report: dict[str, Any]) -> list[str]:
@@ -97,24 +98,35 @@ def format_limits(limits: dict[str, float]) -> str:
 
 
 def format_encryption(report: dict[str, Any]) -> str:
-    """Per size and algorithm: plain TCP vs AES-GCM links, times and busbw, and their ratio.
+    """Per size and algorithm: unauthenticated TCP, authenticated (GMAC) and encrypted
+    (AES-GCM) links, their median times and the ratios to unauthenticated TCP.
 
     The 4 KiB row is the latency cost (one record per message each way), the largest rows
-    the throughput cost (one copy and AES-GCM per byte, on one core per rank).
+    the throughput cost (GHASH, or AES-GCM, per byte, and one copy on receipt, on one core
+    per rank). Reports without ``mac:`` rows (before links were always authenticated)
+    print their two columns alone.
     """
     by = {(r["system"], r["bytes"]): r for r in report["results"]}
     algos = [s[4:] for s in systems_of(report) if s.startswith("tcp:")]
-    head = ["size", "algorithm", "tcp median", "aes median", "tcp busbw GB/s",
-            "aes busbw GB/s", "aes / tcp time"]
+    head = ["size", "algorithm", "tcp median", "mac median", "aes median", "tcp busbw GB/s",
+            "mac / tcp time", "aes / tcp time"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def cell(row: dict[str, Any] | None, plain: dict[str, Any], ratio: bool) -> str:
+        if row is None:
+            return "-"
+        return f"{row['median_s'] / plain['median_s']:.2f}" if ratio else \
+            format_time(row["median_s"])
+
     for size in report["sizes"]:
         for algo in algos:
-            plain, secure = by.get((f"tcp:{algo}", size)), by.get((f"aes:{algo}", size))
-            if plain is None or secure is None:
+            plain = by.get((f"tcp:{algo}", size))
+            mac, secure = by.get((f"mac:{algo}", size)), by.get((f"aes:{algo}", size))
+            if plain is None or (mac is None and secure is None):
                 continue
             lines.append("| " + " | ".join([
                 format_size(size), algo, format_time(plain["median_s"]),
-                format_time(secure["median_s"]), f"{plain['busbw'] / 1e9:.3f}",
-                f"{secure['busbw'] / 1e9:.3f}",
-                f"{secure['median_s'] / plain['median_s']:.2f}"]) + " |")
+                cell(mac, plain, False), cell(secure, plain, False),
+                f"{plain['busbw'] / 1e9:.3f}", cell(mac, plain, True),
+                cell(secure, plain, True)]) + " |")
     return "\n".join(lines)

@@ -105,12 +105,15 @@ def _worker_cmd(system: str, sizes: Sequence[int], iters: float, out: str,
 
 
 def _run_launched(cmd: list[str], n: int, timeout: float, *, apart: bool = False,
-                  encrypt: bool = False) -> int:
+                  security: str | None = None) -> int:
     from ..launch import LaunchOptions, launch
 
     # apart: one pretend host per rank, so that every link is TCP (never shared memory).
     hosts = [f"bench-host-{r}" for r in range(n)] if apart else None
-    return launch(cmd, LaunchOptions(nprocs=n, timeout=timeout, host_ids=hosts, encrypt=encrypt))
+    # "plain": unauthenticated links, which every worker must ask for itself (benchmark only)
+    env = {"TERASCALE_UNAUTHENTICATED_BENCHMARK": "1"} if security == "plain" else {}
+    return launch(cmd, LaunchOptions(nprocs=n, timeout=timeout, host_ids=hosts,
+                                     encrypt=security == "encrypt", env=env))
 
 
 def _mpirun_cmd(n: int, btl: str, cmd: list[str]) -> list[str]:
@@ -135,14 +138,14 @@ def _jobs(opts: BenchOptions, out: str) -> list[tuple[str, int, Any]]:
                        ["--algorithms", ",".join(algos), "--timeout", str(opts.timeout)])
     jobs.append(("ours", len(algos) * len(sizes),
                  lambda: _run_launched(ours, n, opts.timeout)))
-    if opts.encrypt:  # the cost of encryption: the same algorithms over TCP, plain and AES-GCM
-        for label, secure in (("tcp", False), ("aes", True)):
+    if opts.encrypt:  # the cost of security: the same algorithms over plain, GMAC, AES-GCM TCP
+        for label, secure in (("tcp", "plain"), ("mac", "integrity"), ("aes", "encrypt")):
             cmd = _worker_cmd("ours", sizes, opts.iters, out,
                               ["--algorithms", ",".join(algos), "--timeout", str(opts.timeout),
                                "--label", label])
 
-            def run(cmd: list[str] = cmd, secure: bool = secure) -> int:
-                return _run_launched(cmd, n, opts.timeout, apart=True, encrypt=secure)
+            def run(cmd: list[str] = cmd, secure: str = secure) -> int:
+                return _run_launched(cmd, n, opts.timeout, apart=True, security=secure)
             jobs.append((label, len(algos) * len(sizes), run))
     avail = available_peers()
     if "gloo" in opts.peers and avail["gloo"] is None:
@@ -276,8 +279,9 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--calibration-plot", default=None, metavar="OUT.png",
                    help="with --calibrate: measured vs predicted time")
     p.add_argument("--encrypt", action="store_true",
-                   help="also time our algorithms over TCP links, plain (tcp:ALGO) and "
-                        "AES-GCM encrypted (aes:ALGO), and print the cost of encryption")
+                   help="also time our algorithms over TCP links: unauthenticated (tcp:ALGO, "
+                        "benchmark only), authenticated (mac:ALGO, the default) and AES-GCM "
+                        "encrypted (aes:ALGO), and print what integrity and encryption cost")
     add_cluster_flags(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_main)
@@ -329,7 +333,7 @@ def _main(args: argparse.Namespace) -> int:
         print(f"tree vs ring: the tree is as fast or faster up to "
               f"{format_size(cut) if cut else 'no measured size'} (n={opts.nprocs})")
     if opts.encrypt:
-        print("\nencryption (every link TCP, one pretend host per rank; > 1: slower):")
+        print("\nlink security (every link TCP, one pretend host per rank; > 1: slower):")
         print(format_encryption(report))
     for f in report["failures"]:
         print(f"terascale bench: {f} failed; its rows are missing", file=sys.stderr)

@@ -1,4 +1,12 @@
-"""The worker's side of rendezvous: authenticate, say where we listen, learn the job."""
+"""The worker's side of rendezvous: authenticate, say where we listen, learn the job.
+
+The request and the reply travel sealed in the channel bound to the handshake
+(:class:`terascale._auth.Channel`): someone on the path without the job secret can neither
+read them nor change a field (the job's link security, a peer's address) unnoticed.
+The reply's link security only ever raises this worker's own: a worker that asked for
+encryption keeps it whatever the reply says, and its peer links then refuse a peer that
+was told otherwise (:func:`terascale.transport.build_mesh`).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +15,11 @@ import socket
 import time
 from dataclasses import dataclass
 
-from .._auth import dial_handshake, recv_json, send_json
-from .._errors import AuthError, ConfigError, RendezvousError, SlotTaken
+from .._auth import Channel, dial_handshake
+from .._errors import AuthError, ConfigError, LinkTampered, RendezvousError, SlotTaken
+from ..transport import LINK_MODES as MODES
 from ..transport import listen
+from ..transport import stronger_mode as stronger
 
 __all__ = ["Assignment", "join"]
 
@@ -24,8 +34,12 @@ class Assignment:
     addrs: list[tuple[str, int]]
     hosts: list[str]
     listener: socket.socket
-    encrypt: bool = False
+    security: str = "integrity"  # the links' mode: "integrity" or "encrypt" (._secure.MODES)
     link_rate: float | None = None  # bits/s between hosts: the smallest any worker was told
+
+    @property
+    def encrypt(self) -> bool:
+        return self.security == "encrypt"
 
     @property
     def local_rank(self) -> int:
@@ -56,8 +70,12 @@ def _connect(address: tuple[str, int], deadline: float) -> socket.socket:
 
 
 def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_id: str,
-         timeout: float, encrypt: bool = False, link_rate: float | None = None) -> Assignment:
+         timeout: float, encrypt: bool = False, link_rate: float | None = None,
+         security: str | None = None) -> Assignment:
     """Join the job at ``address`` as ``slot``; returns the rank table once all arrived.
+
+    ``security`` (default ``"encrypt"`` when ``encrypt`` else ``"integrity"``) is this
+    worker's own request for its links; the job's is the strongest any worker asked for.
 
     Connection-level failures before the request is sent (refused, reset, closed by a
     server shedding idle strangers) are retried until the deadline; a wrong secret is not.
@@ -69,11 +87,15 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
     ask for AES-GCM links (the job is encrypted when any rank asks). ``link_rate``: the
     links' rate in bits/s for ``auto`` (the job gets the smallest asked for).
     """
+    own = security or ("encrypt" if encrypt else "integrity")
+    if own not in MODES:
+        raise ConfigError(f"security={own!r} must be one of {', '.join(MODES)}")
     deadline = time.monotonic() + timeout
     while True:
         sock = _connect(address, deadline)
         try:
-            dial_handshake(sock, secret, deadline)
+            nonces = dial_handshake(sock, secret, deadline)
+            channel = Channel(secret, nonces, dialer=True, purpose="rendezvous")
             break
         except AuthError as e:
             sock.close()
@@ -88,11 +110,15 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
         listener = listen(sock.getsockname()[0])
         port = listener.getsockname()[1]
         try:
-            send_json(sock, {"slot": slot, "size": size, "addr": sock.getsockname()[0],
-                             "port": port, "host": host_id, "pid": os.getpid(),
-                             "encrypt": bool(encrypt), "link_rate": link_rate,
-                             "timeout": max(deadline - time.monotonic(), 0.1)}, deadline)
-            reply = recv_json(sock, deadline + 5.0)
+            channel.send(sock, {"slot": slot, "size": size, "addr": sock.getsockname()[0],
+                                "port": port, "host": host_id, "pid": os.getpid(),
+                                "security": own, "link_rate": link_rate,
+                                "timeout": max(deadline - time.monotonic(), 0.1)}, deadline)
+            reply = channel.recv(sock, deadline + 5.0, what=f"rank {slot}: rendezvous reply")
+        except LinkTampered as e:
+            listener.close()
+            raise LinkTampered(f"rank {slot}: rendezvous server at {address[0]}:{address[1]}: {e}; "
+                          "aborting", rank=slot, operation="rendezvous") from None
         except (OSError, TimeoutError, ValueError) as e:
             listener.close()
             raise RendezvousError(f"rank {slot}: rendezvous server at {address[0]}:{address[1]} "
@@ -106,12 +132,14 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
             raise SlotTaken(f"rank {slot}: {error}")
         if kind == "config":
             raise ConfigError(f"rank {slot}: {error}")
+        if kind == "auth":
+            raise AuthError(f"rank {slot}: {error}")
         raise RendezvousError(f"rank {slot}: {error}")
     peers = reply["peers"]
     return Assignment(rank=int(reply["rank"]), size=size, job=str(reply["job"]),
                       addrs=[(p["addr"], int(p["port"])) for p in peers],
                       hosts=[str(p["host"]) for p in peers], listener=listener,
-                      encrypt=bool(reply.get("encrypt", False)),
+                      security=stronger(own, str(reply.get("security"))),
                       link_rate=_rate(reply.get("link_rate")))
 
 

@@ -3,7 +3,9 @@
 Run by ``terascale run`` (and by rank 0 under torchrun/mpirun variables, and by the Spark and
 Ray drivers). It is deliberately small and paranoid:
 
-* every client proves it knows the job secret (HMAC) before anything else is read;
+* every client proves it knows the job secret (HMAC) before anything else is read, and its
+  request and the reply travel sealed in the channel bound to that handshake
+  (:class:`terascale._auth.Channel`), so nobody on the path reads or alters them;
 * clients are served concurrently, each with a few seconds to finish its handshake and
   request, so an idle or slow stranger delays nobody; a request is at most 64 KiB,
   whatever its length prefix claims;
@@ -14,7 +16,10 @@ Ray drivers). It is deliberately small and paranoid:
   shared with the peer ports);
 * slots are first-come: a second copy of a worker (same slot, e.g. a speculative Hadoop
   mapper) is told that its slot is taken, and the job is not disturbed;
-* a worker that waits too long is told how many workers arrived and which slots are missing.
+* a worker that waits too long is told how many workers arrived and which slots are missing;
+* the job's link security is the strongest any worker asked for (``"integrity"`` or
+  ``"encrypt"``): the server can raise a worker's request, never lower it, and every worker
+  checks that itself (:mod:`terascale.rendezvous.client`).
 """
 
 from __future__ import annotations
@@ -28,8 +33,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._admission import Admission
-from .._auth import accept_handshake, drop_reason, recv_json, send_json
+from .._auth import Channel, accept_handshake, drop_reason
+from .._errors import LinkTampered
 from .._units import format_rate
+from ..transport import LINK_MODES as MODES
+from ..transport import stronger_mode as stronger
 
 __all__ = ["RendezvousServer", "host_layout"]
 
@@ -48,7 +56,7 @@ class _Worker:
     host: str
     pid: int
     conn: socket.socket
-    encrypt: bool = False
+    security: str = "integrity"
     link_rate: float | None = None
 
 
@@ -75,7 +83,7 @@ class RendezvousServer:
         self._lock = threading.Lock()
         self._workers: dict[int, _Worker] = {}
         self._table: list[dict[str, Any]] | None = None
-        self._encrypt = False
+        self._security = "integrity"
         self._link_rate: float | None = None
         self._cond = threading.Condition()
         self._closed = threading.Event()
@@ -171,41 +179,54 @@ class RendezvousServer:
 
     def _handle(self, conn: socket.socket) -> bool:
         step = time.monotonic() + _HANDSHAKE_S
-        accept_handshake(conn, self.secret, step)
+        nonces = accept_handshake(conn, self.secret, step)
         self._admission.done(conn)  # it knows the secret: no longer a candidate for eviction
-        req = recv_json(conn, step)
+        channel = Channel(self.secret, nonces, dialer=False, purpose="rendezvous")
+        try:
+            req = channel.recv(conn, step, what="rendezvous request")
+        except LinkTampered as e:  # tell the worker at once: it must not wait for a table
+            channel.send(conn, {"ok": False, "kind": "auth",
+                                "error": f"the rendezvous server refused the request: {e}"}, step)
+            raise
         slot, size, timeout = int(req["slot"]), int(req["size"]), float(req["timeout"])
         addr, port, host = str(req["addr"]), int(req["port"]), str(req["host"])[:256]
         if size != self.size:
-            send_json(conn, {"ok": False, "kind": "config",
+            channel.send(conn, {"ok": False, "kind": "config",
                              "error": f"this job has {self.size} workers, the worker was "
                                       f"started for {size}"}, step)
             return False
         if not 0 <= slot < self.size:
-            send_json(conn, {"ok": False, "kind": "config",
+            channel.send(conn, {"ok": False, "kind": "config",
                              "error": f"slot {slot} is outside 0..{self.size - 1}"}, step)
             return False
         with self._cond:
             if slot in self._workers:
                 self.rejected += 1
                 first = self._workers[slot]
-                send_json(conn, {"ok": False, "kind": "slot_taken",
+                channel.send(conn, {"ok": False, "kind": "slot_taken",
                                  "error": f"slot {slot} is already held by pid {first.pid} on "
                                           f"{first.host}; this copy is redundant"}, step)
                 return False
             rate = req.get("link_rate")
-            me = _Worker(slot, addr, port, host, int(req.get("pid", 0)), conn,
-                         bool(req.get("encrypt", False)),
+            security = str(req.get("security"))
+            if security not in MODES:
+                channel.send(conn, {"ok": False, "kind": "config",
+                                 "error": f"unknown link security {security!r}"}, step)
+                return False
+            me = _Worker(slot, addr, port, host, int(req.get("pid", 0)), conn, security,
                          float(rate) if isinstance(rate, (int, float)) and rate > 0 else None)
             self._workers[slot] = me
             if len(self._workers) == self.size:
-                # Encrypted when any worker asked: one rank cannot downgrade the others.
-                self._encrypt = any(w.encrypt for w in self._workers.values())
+                # The strongest any worker asked for: one rank cannot downgrade the others.
+                self._security = "plain"
+                for w in self._workers.values():
+                    self._security = stronger(self._security, w.security)
                 # One link rate for the whole job, so that every rank's ``auto`` prices the
                 # algorithms alike: the slowest any worker was told of (None: nobody was).
                 rates = [w.link_rate for w in self._workers.values() if w.link_rate]
                 self._link_rate = min(rates) if rates else None
-                self._table = [{"addr": w.addr, "port": w.port, "host": w.host}
+                self._table = [dict(zip(("addr", "port"), self.advertise(w.slot, w.addr, w.port)),
+                                    host=w.host)
                                for w in sorted(self._workers.values(), key=lambda w: w.slot)]
                 self._cond.notify_all()
                 log.info("rendezvous: %s%s", host_layout([t["host"] for t in self._table]),
@@ -228,18 +249,23 @@ class RendezvousServer:
                 del self._workers[slot]
         reply_by = time.monotonic() + _HANDSHAKE_S
         if table is None:
-            send_json(conn, {"ok": False, "kind": "timeout",
+            channel.send(conn, {"ok": False, "kind": "timeout",
                              "error": f"{len(arrived)} of {self.size} workers arrived within "
                                       f"{timeout:g} s; missing ranks {missing}"}, reply_by)
             return False
         if slot == 0:
             self._report()
-        send_json(conn, {"ok": True, "rank": slot, "job": self.job, "peers": table,
-                         "encrypt": self._encrypt, "link_rate": self._link_rate}, reply_by)
+        channel.send(conn, {"security": self._security, "ok": True, "rank": slot, "job": self.job,
+                         "peers": table, "link_rate": self._link_rate}, reply_by)
         with self._cond:
             self.replied += 1
         return False
 
+    def advertise(self, slot: int, addr: str, port: int) -> tuple[str, int]:
+        """Where the other workers reach ``slot``'s peer port: where it listens. A subclass
+        may route it elsewhere (a relay, a NAT's outside address); the links authenticate
+        end to end, so a relay learns nothing and can change nothing."""
+        return addr, port
 
 
 def host_layout(hosts: list[str]) -> str:

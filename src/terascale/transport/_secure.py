@@ -1,19 +1,37 @@
-"""An encrypted, authenticated TCP link: AES-GCM records under the mesh's frames.
+"""Authenticated TCP links: AES-GCM records under the mesh's frames, always.
 
 :class:`SecureLink` wraps one connected, authenticated socket and offers the non-blocking
 socket calls the TCP mesh makes (``sendmsg``, ``recvmsg_into``, ``recv_into``, ``recv``
 with ``MSG_PEEK``, ``send``), so the exchange runs unchanged over it. Every byte the mesh
-sends, frame headers and payloads alike, travels inside records::
+sends, frame headers and payloads alike, travels inside records, in one of two modes:
 
-    length u32 (big endian, authenticated as associated data) | AES-256-GCM(plaintext) | tag
+``integrity`` (the default)
+    ``length u32 | plaintext | GMAC tag``: AES-256-GCM with the plaintext as associated
+    data and nothing to encrypt (GMAC, NIST SP 800-38D). Nobody on the path can alter,
+    replay, drop, duplicate, reorder or splice a record unnoticed; they can read it.
+    GHASH runs at tens of GB/s per core (PCLMULQDQ; AES-GCM encryption and keyed
+    BLAKE2b run at a fifth and a fiftieth of that here), the plaintext is sent straight
+    from the caller's buffer, and a record of 64 KiB or more that the caller's buffer
+    holds whole is read straight into it and checked there, its bytes handed over only
+    once the tag passed (measured in ``docs/benchmarks/security.md``).
+``encrypt`` (``--encrypt``)
+    ``length u32 | AES-256-GCM(plaintext) | tag``: confidentiality as well.
 
-Keys: HKDF-SHA256 (RFC 5869) over the job secret, salted with the two fresh nonces of
-this connection's handshake and bound to the job id and both ranks, gives one key per
-direction; a record's nonce is its 64-bit sequence number in that direction. A flipped
-bit, a replayed, dropped, reordered or re-spliced record therefore fails the tag check and
-raises :class:`~terascale._errors.LinkTampered` (an ``AuthError``) on the receiving rank,
-which aborts the job like any failure of a collective. Confidentiality and integrity hold
-against anyone on the path who lacks the job secret; traffic volume and timing do not.
+The record's length is authenticated too (associated data, or GHASH's own length
+block). Keys: HKDF-SHA256 (RFC 5869) over the job secret, salted with the two fresh
+nonces of this connection's handshake and bound to the mode, the job id and both ranks,
+gives one key per direction (as WireGuard and TLS 1.3 do); a record's nonce is its
+64-bit sequence number in that direction, never sent. A flipped bit, a replayed, dropped,
+duplicated, reordered or re-spliced record therefore fails the tag check and raises
+:class:`~terascale._errors.LinkTampered` (an ``AuthError``) on the receiving rank, which
+aborts the job like any failure of a collective; the tampered link stays refused. Traffic
+volume and timing are not hidden, and dropping traffic stops the job (``PeerLost`` or
+``PeerTimeout``), as it would on any network.
+
+A third mode, ``plain`` (no records), exists only for measuring what the other two cost
+(``terascale bench allreduce --encrypt``): a rank gets it only by asking for it itself
+(TERASCALE_UNAUTHENTICATED_BENCHMARK=1), never from a peer or the rendezvous, and a rank
+refuses a link whose peer runs a weaker mode than its own.
 
 Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext, so AES-GCM runs on large
 buffers (several GB/s per core with AES-NI) and the per-record cost (20 bytes, one call)
@@ -23,28 +41,44 @@ record each way); a larger payload's header is a record of its own, so that the 
 is sealed straight from the caller's buffer into a fixed one (no copy, no allocation per
 record), and a record the caller's buffer holds whole is opened straight into it: beside
 AES-GCM itself, encryption costs the ciphertext's own trip through the kernel, not extra
-copies of the plaintext. The sender keeps at most one
-encrypted record pending and reports its bytes sent only once the kernel took all of it,
-so a partly sent record is never mistaken for a partly sent frame: the pending record
-stands for the first bytes of whatever the caller sends next (the same frame, or the
-zeros that complete it before an ABORT).
+copies of the plaintext. The sender seals and sends records while the kernel takes them,
+keeps at most one record pending and reports its bytes sent only once the kernel took
+all of it, so a partly sent record is never mistaken for a partly sent frame: the pending
+record stands for the first bytes of whatever the caller sends next. A failing rank's
+ABORT goes out after it as an abort record (the top bit of its length, and a nonce of its
+own kind, authenticated like any record): the peer abandons the frame it was reading and
+reads the ABORT, so a frame stopped half-way is never completed with filler.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+from typing import Any
 
 from .._errors import ConfigError, LinkTampered
 
-__all__ = ["RECORD", "SecureLink"]
+__all__ = ["MODES", "RECORD", "SecureLink", "stronger"]
+
+MODES = ("plain", "integrity", "encrypt")  # weakest first
+
+
+def stronger(mine: str, theirs: str) -> str:
+    """The stronger of two link modes; an unknown ``theirs`` leaves ``mine``."""
+    if theirs not in MODES:
+        return mine
+    return max(mine, theirs, key=MODES.index)
 
 RECORD = 256 << 10
 _TAG = 16
 _LEN = struct.Struct(">I")
-_NONCE = struct.Struct("<4xQ")  # a record's nonce: 4 zero bytes, its 64-bit sequence number
+# A record's nonce: its kind (0 data, 1 abort) and its 64-bit sequence number; an abort
+# record also sets the top bit of its length.
+_NONCE = struct.Struct("<IQ")
+_ABORT = 1 << 31
 _READ = 2 * (RECORD + _TAG + _LEN.size)  # receive buffer: whole records plus a partial one
 _JOIN = 64 << 10  # a frame's payload up to this travels in one record with its header
+_DIRECT = 64 << 10  # integrity mode reads a record this large straight into the caller's buffer
 
 
 def _has_into() -> bool:
@@ -62,38 +96,44 @@ def _aead(key: bytes):  # type: ignore[no-untyped-def]
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     except ImportError:
-        raise ConfigError("encryption (TERASCALE_ENCRYPT=1, init(encrypt=True), terascale run "
-                          "--encrypt) needs the cryptography package: "
-                          "pip install 'terascale[secure]'") from None
+        raise ConfigError("authenticated links need the cryptography package (a dependency "
+                          "of terascale): pip install 'cryptography>=42'") from None
     return AESGCM(key)
 
 
-def link_keys(secret: bytes, nonces: bytes, job: str, dialer: int, acceptor: int) -> tuple[bytes, bytes]:
-    """(dialer -> acceptor key, acceptor -> dialer key) for one connection."""
-    try:
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-    except ImportError:
-        _aead(b"")
-        raise
-    info = f"terascale link v1|{job}|{dialer}>{acceptor}".encode()
-    okm = HKDF(algorithm=hashes.SHA256(), length=64, salt=nonces, info=info).derive(secret)
-    return okm[:32], okm[32:]
+def link_keys(secret: bytes, nonces: bytes, job: str, dialer: int, acceptor: int,
+              mode: str = "encrypt") -> tuple[bytes, bytes]:
+    """(dialer -> acceptor key, acceptor -> dialer key) for one connection in ``mode``."""
+    from .._auth import derive_keys
+
+    _aead(b"\0" * 32)  # a clear ConfigError without cryptography
+    return derive_keys(secret, nonces, f"link|{mode}|{job}|{dialer}>{acceptor}")
+
+
+def _bytes_view(buf: Any) -> memoryview:
+    """``buf`` (a memoryview, bytes, a contiguous numpy array) as a view of its bytes."""
+    if type(buf) is memoryview and buf.format == "B" and buf.ndim == 1:
+        return buf
+    return memoryview(buf).cast("B")
 
 
 class SecureLink:
-    """A non-blocking socket look-alike that encrypts everything sent over ``sock``."""
+    """A non-blocking socket look-alike that authenticates (and with ``encrypt``,
+    encrypts) everything sent over ``sock``."""
 
     def __init__(self, sock: socket.socket, secret: bytes, nonces: bytes, job: str, *,
-                 dialer: int, acceptor: int, rank: int, peer: int) -> None:
-        d2a, a2d = link_keys(secret, nonces, job, dialer, acceptor)
+                 dialer: int, acceptor: int, rank: int, peer: int,
+                 encrypt: bool = True) -> None:
+        self.mode = "encrypt" if encrypt else "integrity"
+        self._encrypt = encrypt
+        d2a, a2d = link_keys(secret, nonces, job, dialer, acceptor, self.mode)
         mine, theirs = (d2a, a2d) if rank == dialer else (a2d, d2a)
         self._sock = sock
         self._seal, self._open = _aead(mine), _aead(theirs)
         self.rank, self.peer = rank, peer
         self._sent = 0  # records sealed
         self._opened = 0  # records opened
-        self._out = memoryview(b"")  # ciphertext of the pending record, not yet in the kernel
+        self._out: list[memoryview] = []  # the pending record's bytes not yet in the kernel
         self._out_plain = 0  # plaintext bytes that record stands for
         self._wbuf = bytearray()  # where records are sealed; allocated at the first send
         self._stage = bytearray()  # a header and a small payload, staged for one record
@@ -101,10 +141,17 @@ class SecureLink:
         # plain[pstart:pend] not read yet: fixed buffers and offsets. Allocated at the first
         # receive (links that never carry data, e.g. a rank's non-neighbours, cost nothing).
         self._raw = bytearray()
+        self._rawv = memoryview(self._raw)  # a view of it, kept (it is never resized)
         self._rstart = self._rlen = 0
         self._plain = bytearray()
         self._pstart = self._pend = 0
         self._eof = False
+        self._aborted = False  # the peer sent an abort record: only its ABORT frame is left
+        # A record being read straight into the caller's buffer (._direct): where its
+        # plaintext goes, how much of it and of its tag arrived.
+        self._dview: memoryview | None = None
+        self._dgot = self._tgot = 0
+        self._dtag = bytearray(_TAG)
         self._broken: LinkTampered | None = None
 
     # -- what the mesh needs of a socket ---------------------------------------------------
@@ -126,7 +173,32 @@ class SecureLink:
         self._sock.close()
 
     # -- sending ---------------------------------------------------------------------------
-    def sendmsg(self, views: list[memoryview]) -> int:
+    def sendmsg(self, views: list[Any]) -> int:
+        """Seal and send records of ``views`` while the kernel takes them whole; returns the
+        plaintext bytes now wholly in the kernel (as a socket's ``sendmsg`` returns what it
+        took: a caller that sends one call's worth, such as a two-rank swap, is not sent
+        back to its slow path after the first record)."""
+        views = [v for v in map(_bytes_view, views) if len(v)]
+        total = 0
+        while views:
+            try:
+                n = self._send_record(views)
+            except BlockingIOError:
+                if total:
+                    return total
+                raise
+            if not n:
+                return total  # a record is pending: it stands for the bytes after ``total``
+            total += n
+            while n:
+                if n >= len(views[0]):
+                    n -= len(views.pop(0))
+                else:
+                    views[0] = views[0][n:]
+                    n = 0
+        return total
+
+    def _send_record(self, views: list[memoryview]) -> int:
         """Seal up to RECORD bytes of ``views``; plaintext bytes now wholly in the kernel."""
         fresh = not self._out
         if fresh:
@@ -151,33 +223,77 @@ class SecureLink:
                 plain = stage[:n]
             n = len(plain)
             head = _LEN.pack(n + _TAG)
-            out = memoryview(self._wbuf)[: _LEN.size + n + _TAG]
-            out[: _LEN.size] = head
             nonce = self._nonce(self._sent)
-            if _INTO:
-                self._seal.encrypt_into(nonce, plain, head, out[_LEN.size:])
-            else:  # an older cryptography: one copy more
-                out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
+            if self._encrypt:
+                out = memoryview(self._wbuf)[: _LEN.size + n + _TAG]
+                out[: _LEN.size] = head
+                if _INTO:
+                    self._seal.encrypt_into(nonce, plain, head, out[_LEN.size:])
+                else:  # an older cryptography: one copy more
+                    out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
+                self._out = [out]
+            else:  # GMAC: the plaintext goes out as it is, from where it lies
+                tag = self._seal.encrypt(nonce, b"", plain)
+                self._out = [memoryview(head), plain, memoryview(tag)] if n else \
+                    [memoryview(head), memoryview(tag)]
             self._sent += 1
-            self._out, self._out_plain = out, n
+            self._out_plain = n
         try:
-            k = self._sock.send(self._out)
+            k = self._sock.sendmsg(self._out)
         except BlockingIOError:
             if fresh:
                 return 0  # sealed but not sent: the record holds the caller's next bytes
             raise
-        self._out = self._out[k:]
+        self._trim(k)
         while self._out:
             try:
-                k = self._sock.send(self._out)
+                k = self._sock.sendmsg(self._out)
             except BlockingIOError:
                 return 0  # partly sent: the caller's bytes count as sent once all went
-            self._out = self._out[k:]
+            self._trim(k)
         n, self._out_plain = self._out_plain, 0
         return n
 
+    def _alloc_raw(self) -> None:
+        self._rawv.release()
+        self._raw = bytearray(_READ)
+        self._rawv = memoryview(self._raw)
+
+    def _trim(self, k: int) -> None:
+        out = self._out
+        while out and k >= len(out[0]):
+            k -= len(out.pop(0))
+        if k:
+            out[0] = out[0][k:]
+
     def send(self, data: bytes | memoryview) -> int:
         return self.sendmsg([memoryview(data)])
+
+    def queue_abort(self, frame: bytes) -> None:
+        """Queue ``frame`` (the mesh's ABORT frame) as an abort record, after the pending
+        record if any; :meth:`flush` sends it. The receiver abandons the frame it was
+        reading -- a frame this rank stopped half-way is never completed with filler that
+        the peer would take for data -- and reads the ABORT frame instead."""
+        n = len(frame)
+        head = _LEN.pack((n + _TAG) | _ABORT)
+        nonce = _NONCE.pack(1, self._sent)
+        self._sent += 1
+        if self._encrypt:
+            self._out.append(memoryview(head + self._seal.encrypt(nonce, frame, head)))
+        else:
+            self._out += [memoryview(head), memoryview(frame),
+                          memoryview(self._seal.encrypt(nonce, b"", frame))]
+        self._out_plain = 0
+
+    def flush(self) -> bool:
+        """Send what is pending; True once all of it is in the kernel."""
+        while self._out:
+            try:
+                k = self._sock.sendmsg(self._out)
+            except BlockingIOError:
+                return False
+            self._trim(k)
+        return True
 
     # -- receiving -------------------------------------------------------------------------
     def recv_into(self, buf: memoryview, nbytes: int = 0, flags: int = 0) -> int:
@@ -186,15 +302,25 @@ class SecureLink:
     def recvmsg_into(self, bufs: list[memoryview]) -> tuple[int, list[object], int, None]:
         if self._broken is not None:  # a tampered link stays refused
             raise self._broken
+        if self._aborted:
+            raise ConnectionAbortedError(f"rank {self.peer} aborted the job")
         got = 0
-        for b in bufs:
+        for b in map(_bytes_view, bufs):
             while len(b):
                 if self._pstart < self._pend:  # opened before (a peek, or a record too big)
                     k = min(len(b), self._pend - self._pstart)
                     b[:k] = memoryview(self._plain)[self._pstart: self._pstart + k]
                     self._pstart += k
+                elif (self._dview is not None or not self._encrypt and len(b) >= _DIRECT
+                      and self._rstart == self._rlen) and (k := self._direct(b)) is not None:
+                    if not k:
+                        break  # a record read in place is on its way: nothing to hand over yet
                 elif (size := self._record()) is None:
                     break
+                elif self._abort_next():
+                    if got:
+                        return got, [], 0, None
+                    raise ConnectionAbortedError(f"rank {self.peer} aborted the job")
                 elif size - _TAG <= len(b):  # the whole record fits: opened in place
                     k = size - _TAG
                     self._open_into(b[:k])
@@ -214,7 +340,10 @@ class SecureLink:
     def recv(self, n: int, flags: int = 0) -> bytes:
         if self._broken is not None:
             raise self._broken
-        while self._pend - self._pstart < n and self._record() is not None:
+        if self._dview is not None:  # inside a record read in place: no frame boundary here
+            raise BlockingIOError("inside a record")
+        while not self._aborted and self._pend - self._pstart < n and \
+                self._record() is not None and not self._abort_next():
             self._open_to_plain()
         if self._pstart == self._pend:
             if self._eof:
@@ -225,6 +354,67 @@ class SecureLink:
             self._pstart += len(data)
         return data
 
+    def _direct(self, b: memoryview) -> int | None:
+        """Read the next record's plaintext straight into ``b`` (integrity mode, a record of
+        at least ``_DIRECT`` bytes that ``b`` holds whole), then check its tag there: no copy
+        through the receive buffer. Returns its size once it arrived and passed, 0 while it
+        is on its way (the bytes are not handed over before the tag passed: the caller
+        offers the same buffer again), None when this record is not for this path (its
+        length, if read, waits in the receive buffer for the ordinary one)."""
+        if self._dview is None:
+            if not self._raw:
+                self._alloc_raw()
+            self._rstart = self._rlen = 0
+            try:
+                k = self._sock.recv_into(self._rawv[: _LEN.size])
+            except (BlockingIOError, InterruptedError):
+                return 0
+            if not k:
+                self._eof = True
+                return None
+            self._rlen = k
+            if k < _LEN.size:
+                return None
+            field = _LEN.unpack_from(self._raw, 0)[0]
+            n = field - _TAG
+            if field & _ABORT or not _DIRECT <= n <= min(len(b), RECORD):
+                return None
+            self._rlen = 0
+            self._dview, self._dgot, self._tgot = b[:n], 0, 0
+        view, tag = self._dview, memoryview(self._dtag)
+        n = len(view)
+        while self._dgot < n or self._tgot < _TAG:
+            bufs = [view[self._dgot:], tag] if self._dgot < n else [tag[self._tgot:]]
+            try:
+                k = self._sock.recvmsg_into(bufs)[0]
+            except (BlockingIOError, InterruptedError):
+                return 0
+            if not k:
+                self._eof = True
+                self._dview = None
+                self._tampered(f"the connection closed inside a record "
+                               f"({self._dgot + self._tgot} bytes of it)")
+            d = min(k, n - self._dgot)
+            self._dgot += d
+            self._tgot += k - d
+        self._dview = None
+        try:
+            self._open.decrypt(self._nonce(self._opened), bytes(self._dtag), view)
+        except Exception:  # cryptography's InvalidTag
+            self._tampered(f"record #{self._opened} failed its authentication tag")
+        self._opened += 1
+        return n
+
+    def _abort_next(self) -> bool:
+        """If the next record is an abort record: open it in place of whatever plaintext is
+        unread (a frame the peer abandoned) and refuse every later payload read."""
+        if not _LEN.unpack_from(self._raw, self._rstart)[0] & _ABORT:
+            return False
+        self._pstart = self._pend = 0
+        self._open_to_plain()
+        self._aborted = True
+        return True
+
     def _record(self) -> int | None:
         """The size of the whole record at ``raw[rstart:]`` (reading what the kernel has when
         there is none yet), or None. Records are opened only when the caller asks for them,
@@ -234,7 +424,7 @@ class SecureLink:
         if self._eof:
             return None
         if not self._raw:
-            self._raw = bytearray(_READ)
+            self._alloc_raw()
         raw = self._raw
         if self._rstart == self._rlen:
             self._rstart = self._rlen = 0
@@ -242,16 +432,23 @@ class SecureLink:
             left = self._rlen - self._rstart
             raw[:left] = raw[self._rstart: self._rlen]
             self._rstart, self._rlen = 0, left
-        with memoryview(raw) as view:
-            while self._rlen < len(raw):
-                try:
-                    k = self._sock.recv_into(view[self._rlen:])
-                except (BlockingIOError, InterruptedError):
-                    break
-                if not k:
-                    self._eof = True
-                    break
-                self._rlen += k
+        limit = len(raw)
+        if not self._encrypt and self._rlen - self._rstart >= _LEN.size:
+            end = self._rstart + _LEN.size + (_LEN.unpack_from(raw, self._rstart)[0] & ~_ABORT)
+            if end - self._rstart >= _DIRECT:  # a large record: read no further than its end,
+                limit = min(end, limit)  # so that the next one can be read in place
+        view = self._rawv
+        while self._rlen < limit:
+            try:
+                k = self._sock.recv_into(view[self._rlen: limit])
+            except (BlockingIOError, InterruptedError):
+                break
+            if not k:
+                self._eof = True
+                break
+            self._rlen += k
+            if self._whole() is not None:
+                break  # a whole record: no second call only to hear that nothing is left
         size = self._whole()
         if size is None and self._eof and self._rlen > self._rstart:
             self._tampered(f"the connection closed inside a record "
@@ -262,14 +459,14 @@ class SecureLink:
         have = self._rlen - self._rstart
         if have < _LEN.size:
             return None
-        (size,) = _LEN.unpack_from(self._raw, self._rstart)
+        size = _LEN.unpack_from(self._raw, self._rstart)[0] & ~_ABORT
         if not _TAG <= size <= RECORD + _TAG:
             self._tampered(f"a record claims {size} bytes")
         return size if have >= _LEN.size + size else None
 
     def _open_to_plain(self) -> None:
         """Open the next record into the plaintext buffer (for a peek, or a small read)."""
-        n = _LEN.unpack_from(self._raw, self._rstart)[0] - _TAG
+        n = (_LEN.unpack_from(self._raw, self._rstart)[0] & ~_ABORT) - _TAG
         if self._pstart == self._pend:
             self._pstart = self._pend = 0
         if self._pend + n > len(self._plain):  # make room: unread bytes to the front
@@ -286,26 +483,29 @@ class SecureLink:
         """Open the whole record at ``raw[rstart:]`` into ``dest`` (its exact size)."""
         at = self._rstart
         end = at + _LEN.size + len(dest) + _TAG
-        with memoryview(self._raw) as raw:
-            head, body = raw[at: at + _LEN.size], raw[at + _LEN.size: end]
-            try:
-                if _INTO:
-                    self._open.decrypt_into(self._nonce(self._opened), body, head, dest)
-                else:  # an older cryptography: one copy more
-                    dest[:] = self._open.decrypt(self._nonce(self._opened), bytes(body),
-                                                 bytes(head))
-            except Exception:  # cryptography's InvalidTag
-                self._tampered(f"record #{self._opened} failed its authentication tag")
+        raw = self._rawv
+        head, body = raw[at: at + _LEN.size], raw[at + _LEN.size: end]
+        nonce = _NONCE.pack(head[0] >> 7, self._opened)  # the top bit: an abort record
+        try:
+            if not self._encrypt:  # GMAC: check the tag, then hand the plaintext over
+                self._open.decrypt(nonce, body[-_TAG:], body[:-_TAG])
+                dest[:] = body[:-_TAG]
+            elif _INTO:
+                self._open.decrypt_into(nonce, body, head, dest)
+            else:  # an older cryptography: one copy more
+                dest[:] = self._open.decrypt(nonce, bytes(body), bytes(head))
+        except Exception:  # cryptography's InvalidTag
+            self._tampered(f"record #{self._opened} failed its authentication tag")
         self._opened += 1
         self._rstart = end
 
     def _tampered(self, why: str) -> None:
         self._broken = LinkTampered(
-            f"rank {self.rank}: the encrypted link from rank {self.peer} was tampered with: "
+            f"rank {self.rank}: the link from rank {self.peer} was tampered with: "
             f"{why} (altered, replayed or reordered on the wire, or a peer with another "
             "key); aborting the job", rank=self.rank, peer=self.peer, operation="receive")
         raise self._broken
 
     @staticmethod
     def _nonce(counter: int) -> bytes:
-        return _NONCE.pack(counter)
+        return _NONCE.pack(0, counter)

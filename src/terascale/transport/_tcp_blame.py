@@ -16,7 +16,7 @@ import select
 import time
 from typing import TYPE_CHECKING
 
-from .._errors import CollectiveError, CollectiveMismatch, PeerLost, PeerTimeout
+from .._errors import CollectiveError, CollectiveMismatch, LinkTampered, PeerLost, PeerTimeout
 from ._frames import ABORT, DATA, MAX_ABORT, show_desc, unpack_header
 from ._tcp_stream import PendingRecv
 
@@ -29,6 +29,7 @@ __all__ = ["ExchangeBlame"]
 
 _ERROR_TYPES: dict[str, type[CollectiveError]] = {
     "PeerLost": PeerLost, "PeerTimeout": PeerTimeout, "CollectiveMismatch": CollectiveMismatch,
+    "LinkTampered": LinkTampered,
 }
 
 

@@ -25,8 +25,9 @@ sleep, a header that differs (an ABORT, another collective, a closed link) -- ha
 frames as far as they got to an exchange (:meth:`TcpExchange.resume`), which finishes them
 with every failure check and the deadline of the collective: a dead or stalled peer is
 still ``PeerLost`` or ``PeerTimeout`` naming rank, peer and operation, a mismatch still
-``CollectiveMismatch``. Only plain sockets take this path (an encrypted link's records
-are the exchange's business).
+``CollectiveMismatch``. Authenticated links (:class:`~._secure.SecureLink`) take this path
+too: their calls behave as a socket's, a record that fails its tag stops the swap and the
+exchange raises it (``LinkTampered``) and aborts the job.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from .._errors import CollectiveError
 from ._frames import DATA, HEADER, pack_desc, pack_header, set_seq
 from ._spin import CORE_SLEEP_S, SPIN_S, YIELD_AFTER_S, oversubscribed
 from .base import Exchange, Swap
@@ -88,7 +90,7 @@ class TcpSwap(Swap):
                 n = sock.recvmsg_into(bufs)[0]
             except BlockingIOError:
                 n = -1
-            except OSError:
+            except (OSError, CollectiveError):  # e.g. a tampered record: the exchange reports it
                 break
             if n == 0:  # closed: the exchange reads it again and reports the lost peer
                 break

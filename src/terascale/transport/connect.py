@@ -1,13 +1,19 @@
 """Building the full mesh of authenticated peer connections after rendezvous.
 
 Rank ``r`` dials every lower rank and accepts one connection from every higher rank; each
-connection runs the HMAC handshake, then the dialer names its rank and the job. The
+connection runs the HMAC handshake, then, sealed in the channel bound to it
+(:class:`terascale._auth.Channel`), the dialer names its rank, the job and its link
+security, and the acceptor answers with its own. Both ends must run the same mode: a rank
+never lowers its own (one that asked for encryption refuses a peer that offers
+integrity only, with an ``AuthError`` naming that peer), so a policy altered anywhere
+before -- by a rendezvous server or a peer -- stops the job instead of weakening it. The
 acceptor vets connections concurrently, each with a short deadline of its own, so that
 strangers on the listening port (idle, slow, wrong secret, another job, garbage) never
 delay a genuine peer; a source address holding too many unauthenticated connections has
 its oldest closed (:class:`terascale._admission.Admission`, shared with the rendezvous). Dialers retry connection-level failures until the deadline. Dropped
 connections are summarized in one log line; the listener is closed once the mesh is
-complete. With ``encrypt`` every link is wrapped in :class:`~._secure.SecureLink`.
+complete. Every link is then wrapped in :class:`~._secure.SecureLink` (integrity, or
+encryption too), except in the benchmark-only ``plain`` mode.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ import threading
 import time
 
 from .._admission import Admission
-from .._auth import accept_handshake, dial_handshake, drop_reason, recv_json, send_json
+from .._auth import Channel, accept_handshake, dial_handshake, drop_reason
 from .._errors import AuthError, PeerTimeout
 from ._congestion import tune
+from ._secure import MODES
 from .tcp import TcpMesh
 
 __all__ = ["build_mesh", "listen"]
@@ -48,8 +55,17 @@ def listen(host: str) -> socket.socket:
     return s
 
 
+def _disagree(rank: int, peer: int, mine: str, theirs: object) -> AuthError:
+    if theirs in MODES and MODES.index(str(theirs)) < MODES.index(mine):
+        return AuthError(f"rank {rank}: rank {peer} offers {theirs} links where this rank "
+                         f"asked for {mine}: refusing to lower this rank's link security "
+                         "(did a rendezvous reply or a peer's setting say otherwise?)")
+    return AuthError(f"rank {rank}: rank {peer} requires {theirs} links, this rank runs "
+                     f"{mine}: the ranks disagree on the job's link security")
+
+
 def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
-          deadline: float) -> tuple[socket.socket, bytes]:
+          deadline: float, mode: str) -> tuple[socket.socket, bytes]:
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
@@ -60,7 +76,9 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
             continue
         try:
             nonces = dial_handshake(s, secret, deadline)
-            send_json(s, {"rank": rank, "job": job}, deadline)
+            channel = Channel(secret, nonces, dialer=True, purpose=f"hello|{job}")
+            channel.send(s, {"rank": rank, "job": job, "security": mode}, deadline)
+            theirs = channel.recv(s, deadline, what=f"rank {rank}: hello of rank {peer}")
         except AuthError as e:
             s.close()
             raise AuthError(f"rank {rank}: connection to rank {peer} refused: {e}") from None
@@ -69,6 +87,10 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
             last = e
             time.sleep(0.05)
             continue
+        if not isinstance(theirs, dict) or theirs.get("security") != mode:
+            s.close()
+            raise _disagree(rank, peer, mode, theirs.get("security") if
+                            isinstance(theirs, dict) else None)
         return s, nonces
     raise PeerTimeout(f"rank {rank}: could not connect to rank {peer} at {addr[0]}:{addr[1]} "
                       f"before the deadline ({last})", rank=rank, peer=peer, operation="connect")
@@ -94,8 +116,8 @@ class _Acceptor:
     """Vets every connection to the listener in its own thread until all peers are in."""
 
     def __init__(self, rank: int, expect: set[int], listener: socket.socket, secret: bytes,
-                 job: str, deadline: float) -> None:
-        self.rank, self.expect, self.listener = rank, expect, listener
+                 job: str, deadline: float, mode: str) -> None:
+        self.rank, self.expect, self.listener, self.mode = rank, expect, listener, mode
         self.secret, self.job, self.deadline = secret, job, deadline
         self.out: dict[int, tuple[socket.socket, bytes]] = {}
         self.errors: list[Exception] = []
@@ -170,11 +192,18 @@ class _Acceptor:
         vetted = False
         try:
             nonces = accept_handshake(conn, self.secret, step)
-            hello = recv_json(conn, step)
+            channel = Channel(self.secret, nonces, dialer=False, purpose=f"hello|{self.job}")
+            hello = channel.recv(conn, step, what=f"rank {self.rank}: a peer's hello")
             peer = int(hello["rank"])
             with self._lock:
                 if hello.get("job") != self.job or peer not in self.expect or peer in self.out:
                     raise AuthError(f"unexpected hello {hello!r}")
+            channel.send(conn, {"security": self.mode}, step)
+            if hello.get("security") != self.mode:  # a genuine peer: the job cannot run
+                self.errors.append(_disagree(self.rank, peer, self.mode, hello.get("security")))
+                self.cancel()
+                raise AuthError("link security disagrees")
+            with self._lock:
                 # a peer's link now, no stranger's: the loop may end the moment it is in,
                 # and its end shuts every connection still pending
                 self._admission.done(conn)
@@ -194,15 +223,22 @@ class _Acceptor:
 
 
 def build_mesh(rank: int, size: int, addrs: list[tuple[str, int]], listener: socket.socket,
-               secret: bytes, job: str, deadline: float, *, encrypt: bool = False) -> TcpMesh:
-    """Connect to every other rank; returns the mesh or raises naming the missing peers."""
-    acc = _Acceptor(rank, set(range(rank + 1, size)), listener, secret, job, deadline)
+               secret: bytes, job: str, deadline: float, *, encrypt: bool = False,
+               security: str | None = None) -> TcpMesh:
+    """Connect to every other rank; returns the mesh or raises naming the missing peers.
+
+    ``security`` (default ``"encrypt"`` when ``encrypt`` else ``"integrity"``, see
+    :mod:`._secure`) is this rank's mode; every peer must run the same."""
+    mode = security or ("encrypt" if encrypt else "integrity")
+    if mode not in MODES:
+        raise ValueError(f"security={mode!r} must be one of {MODES}")
+    acc = _Acceptor(rank, set(range(rank + 1, size)), listener, secret, job, deadline, mode)
     acceptor = threading.Thread(target=acc.run, name="terascale-accept", daemon=True)
     acceptor.start()
     dialed: dict[int, tuple[socket.socket, bytes]] = {}
     try:
         for peer in range(rank):
-            dialed[peer] = _dial(rank, peer, addrs[peer], secret, job, deadline)
+            dialed[peer] = _dial(rank, peer, addrs[peer], secret, job, deadline, mode)
     except BaseException:
         acc.cancel()
         raise
@@ -217,13 +253,14 @@ def build_mesh(rank: int, size: int, addrs: list[tuple[str, int]], listener: soc
             s.close()
         raise acc.errors[0]
     links: dict[int, socket.socket] = {p: s for p, (s, _) in [*dialed.items(), *acc.out.items()]}
-    if encrypt:
+    if mode != "plain":
         from ._secure import SecureLink
 
+        secure = mode == "encrypt"
         for peer, (s, nonces) in dialed.items():
             links[peer] = SecureLink(s, secret, nonces, job, dialer=rank, acceptor=peer,
-                                     rank=rank, peer=peer)  # type: ignore[assignment]
+                                     rank=rank, peer=peer, encrypt=secure)  # type: ignore[assignment]
         for peer, (s, nonces) in acc.out.items():
             links[peer] = SecureLink(s, secret, nonces, job, dialer=peer, acceptor=rank,
-                                     rank=rank, peer=peer)  # type: ignore[assignment]
+                                     rank=rank, peer=peer, encrypt=secure)  # type: ignore[assignment]
     return TcpMesh(rank, links)

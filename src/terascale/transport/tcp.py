@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from .._errors import CollectiveError
 from ._frames import ABORT, MAX_ABORT, pack_desc, pack_header
+from ._secure import SecureLink
 from ._tcp_exchange import Route, TcpExchange
 from ._tcp_swap import TcpSwap
 from .base import Transport
@@ -63,11 +64,10 @@ class TcpMesh(Transport):
 
     def swap(self, peer: int, desc: str, nbytes: int, *, context: int = 0,
              members: Sequence[int] | None = None) -> TcpSwap | None:
-        """The :class:`~._tcp_swap.TcpSwap` with ``peer``; None over an encrypted link."""
+        """The :class:`~._tcp_swap.TcpSwap` with ``peer`` (over any link: a
+        :class:`~._secure.SecureLink` offers the same non-blocking calls)."""
         route = self._route(members)
         sock = route.socks[peer]
-        if type(sock) is not socket.socket:  # a SecureLink: its records need the exchange
-            return None
         return TcpSwap(self, sock, peer, route.members[peer], desc, context, nbytes)
 
     def _route(self, members: Sequence[int] | None) -> Route:
@@ -96,9 +96,11 @@ class TcpMesh(Transport):
     def fail(self, err: CollectiveError) -> None:
         """Mark the mesh broken and tell every peer why (best effort, bounded in time).
 
-        A peer whose incoming frame from us stopped half-way first gets the rest of that
-        frame (zeros: the collective fails anyway) so that it can read the ABORT after it;
-        a peer that does not take it within the grace period gets its connection shut.
+        Over an authenticated link the ABORT travels as an abort record, which makes the
+        peer abandon a frame from us that stopped half-way. Over an unauthenticated
+        (benchmark-only) link, such a peer first gets the rest of that frame as zeros so that
+        it can read the ABORT after it. A peer that does not take the ABORT within the grace
+        period gets its connection shut.
         """
         if self.broken is not None or self.epoll.closed:  # closed: no link left to tell
             return
@@ -110,11 +112,21 @@ class TcpMesh(Transport):
                               "message": getattr(err, "root_message", str(err)),
                               "origin": getattr(err, "origin", self.rank)}).encode()[:MAX_ABORT]
         frame = pack_header(ABORT, 0, len(payload), pack_desc("abort")) + payload
-        todo = {p: memoryview(bytes(self.midframe.get(p, 0)) + frame) for p in self.socks}
+        todo: dict[int, memoryview | None] = {}
+        for p, s in self.socks.items():
+            if isinstance(s, SecureLink):  # an abort record: the peer drops the frame in flight
+                s.queue_abort(frame)
+                todo[p] = None
+            else:
+                todo[p] = memoryview(bytes(self.midframe.get(p, 0)) + frame)
         end = time.monotonic() + _ABORT_GRACE_S
         while todo and time.monotonic() < end:
             for peer, data in list(todo.items()):
                 try:
+                    if data is None:
+                        if self.socks[peer].flush():  # type: ignore[attr-defined]
+                            del todo[peer]
+                        continue
                     n = self.socks[peer].send(data)
                 except BlockingIOError:
                     continue

@@ -1,0 +1,394 @@
+"""An on-path relay without the job secret cannot change a result, run code or lower security.
+
+The relay (:class:`Relay`) sits between the ranks and the rendezvous server and between the
+two ranks (the server advertises the relay's port as rank 0's peer port). It parses the
+stream the way an attacker who knows the protocol would -- the fixed-size handshake, then
+length-prefixed records (or, on unauthenticated benchmark links, frames) -- and rewrites
+one of them. Every case must end with every rank raising ``AuthError`` (``PeerLost`` or
+``PeerTimeout`` where traffic is only withheld) within the deadline, never a wrong result,
+and no code run. The controls run the same relay against unauthenticated links, to show
+that each attack does land when nothing stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from terascale._auth import Channel, accept_handshake
+from terascale.rendezvous import RendezvousServer
+
+DEADLINE = 10.0  # every worker's timeout (rendezvous and collectives)
+_DIAL_PREFIX = 8 + 32 + 32  # the dialer's handshake answer: magic, nonce, proof
+_ACCEPT_PREFIX = 8 + 32 + 2 + 32  # the acceptor's challenge, then its verdict and proof
+_HEADER = 128  # a frame's header (unauthenticated benchmark links only)
+
+Mutator = Callable[[int, bytes], list[bytes]]
+
+
+class Relay:
+    """A TCP relay to ``target`` that may rewrite what flows each way.
+
+    ``up``/``down`` see each unit (a record, or a frame on unauthenticated links) going
+    from the dialer to the acceptor / back, numbered from 0 per connection (0 is the sealed
+    hello or rendezvous message), and return what to forward instead."""
+
+    def __init__(self, target: tuple[str, int], *, up: Mutator | None = None,
+                 down: Mutator | None = None, frames: bool = False) -> None:
+        self.target, self.up, self.down, self.frames = target, up, down, frames
+        self.touched = 0  # units the mutators changed
+        self._lst = socket.create_server(("127.0.0.1", 0))
+        self.address: tuple[str, int] = self._lst.getsockname()[:2]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def close(self) -> None:
+        self._lst.close()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                a, _ = self._lst.accept()
+            except OSError:
+                return
+            try:
+                b = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                a.close()
+                continue
+            b.settimeout(None)
+            threading.Thread(target=self._pump, args=(a, b, _DIAL_PREFIX, self.up),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(b, a, _ACCEPT_PREFIX, self.down),
+                             daemon=True).start()
+
+    def _unit(self, buf: bytearray, first: bool) -> int:
+        """The size of the whole unit at the front of ``buf``, or 0 when incomplete."""
+        if first or not self.frames:  # a record: length u32 big endian, then that much
+            if len(buf) < 4:
+                return 0
+            n = 4 + int.from_bytes(buf[:4], "big")
+        else:  # a frame: header (payload size at offset 16), then the payload
+            if len(buf) < _HEADER:
+                return 0
+            n = _HEADER + int.from_bytes(buf[16:24], "little")
+        return n if len(buf) >= n else 0
+
+    def _pump(self, src: socket.socket, dst: socket.socket, prefix: int,
+              mutate: Mutator | None) -> None:
+        buf, index = bytearray(), 0
+        try:
+            while chunk := src.recv(1 << 20):
+                if mutate is None:
+                    dst.sendall(chunk)
+                    continue
+                buf += chunk
+                if prefix:
+                    k = min(prefix, len(buf))
+                    dst.sendall(bytes(buf[:k]))
+                    del buf[:k]
+                    prefix -= k
+                while prefix == 0 and (n := self._unit(buf, index == 0)):
+                    unit = bytes(buf[:n])
+                    del buf[:n]
+                    out = mutate(index, unit)
+                    if out != [unit]:
+                        self.touched += 1
+                    for piece in out:
+                        dst.sendall(piece)
+                    index += 1
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+class RelayedServer(RendezvousServer):
+    """The job's genuine rendezvous server, advertising rank 0's peer port behind a relay."""
+
+    def __init__(self, *args, link: dict, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.link, self.relays = link, []
+
+    def advertise(self, slot: int, addr: str, port: int) -> tuple[str, int]:
+        if slot != 0:
+            return addr, port
+        relay = Relay((addr, port), **self.link)
+        self.relays.append(relay)
+        return relay.address
+
+
+_WORKER = r"""
+import json, os, sys, time
+import numpy as np
+import terascale
+marker = sys.argv[1]
+start = time.monotonic()
+out = {}
+try:
+    comm = terascale.init(timeout=float(os.environ["DEADLINE"]))
+    out["mode"] = getattr(comm._mesh.socks[1 - comm.rank], "mode", "plain")
+    x = np.full(1 << 18, comm.rank + 1.0, np.float32)  # 1 MiB: several records per frame
+    for i in range(8):
+        y = comm.allreduce(x.copy())
+        if not (y == 3.0).all():
+            raise AssertionError(f"wrong sum at step {i}: {sorted(set(y.tolist()))[:4]}")
+        obj = comm.broadcast_object({"note": "HARMLESS-" + "o" * 200} if comm.rank == 0
+                                    else None)
+        if obj != {"note": "HARMLESS-" + "o" * 200}:
+            raise AssertionError(f"wrong object: {obj!r:.80}")
+        objs = comm.allgather_object({"note": "HARMLESS-" + "o" * 200})
+        if objs != [{"note": "HARMLESS-" + "o" * 200}] * 2:
+            raise AssertionError(f"wrong objects: {objs!r:.80}")
+    comm.close()
+    out["ok"] = True
+except BaseException as e:
+    out["error"] = type(e).__name__
+    out["kinds"] = [c.__name__ for c in type(e).__mro__]
+    out["message"] = str(e)
+out["elapsed"] = time.monotonic() - start
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+def _run_job(rendezvous: tuple[str, int], secret: bytes, marker: Path,
+             env: list[dict[str, str]] | None = None) -> list[dict]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
+    procs = []
+    for r in range(2):
+        e = {**base, "TERASCALE_RANK": str(r), "TERASCALE_SIZE": "2",
+             "TERASCALE_SECRET": secret.decode(), "TERASCALE_HOST_ID": f"host{r}",
+             "TERASCALE_RENDEZVOUS": f"{rendezvous[0]}:{rendezvous[1]}",
+             "DEADLINE": str(DEADLINE), **(env[r] if env else {})}
+        procs.append(subprocess.Popen([sys.executable, "-c", _WORKER, str(marker)], env=e,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=3 * DEADLINE + 30)
+        lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+        assert lines, f"a worker reported nothing (exit {p.returncode}): {err[-2000:]}"
+        results.append(json.loads(lines[-1][7:]))
+    return results
+
+
+def _job(tmp_path: Path, *, link: dict | None = None, rendezvous: dict | None = None,
+         env: list[dict[str, str]] | None = None) -> tuple[list[dict], Path, list[Relay]]:
+    secret = secrets.token_hex(16).encode()
+    marker = tmp_path / "attacker-code-ran"
+    with RelayedServer(2, secret, link=link or {}) as server:
+        front = Relay(server.address, **(rendezvous or {}))
+        try:
+            results = _run_job(front.address, secret, marker, env)
+        finally:
+            front.close()
+            for r in server.relays:
+                r.close()
+    return results, marker, [front, *server.relays]
+
+
+def _all_refused(results: list[dict], kinds: tuple[str, ...] = ("AuthError",)) -> None:
+    for rank, res in enumerate(results):
+        assert "error" in res, f"rank {rank} finished despite the relay: {res}"
+        assert set(kinds) & set(res["kinds"]), f"rank {rank}: {res}"
+        assert "AssertionError" not in res["kinds"], f"rank {rank}: {res}"
+        assert res["elapsed"] < DEADLINE, f"rank {rank} took {res['elapsed']:.1f} s"
+
+
+# -- the rendezvous ----------------------------------------------------------------------------
+
+def _ctr_rewrite(old: bytes, new: bytes) -> Mutator:
+    """XOR the start of the rendezvous reply's ciphertext so that, were it only encrypted
+    (AES-GCM is a stream cipher), ``old`` would read ``new``: the classic downgrade."""
+    def mutate(index: int, unit: bytes) -> list[bytes]:
+        if index != 0:
+            return [unit]
+        body = bytearray(unit)
+        for i, (a, b) in enumerate(zip(old, new)):
+            body[4 + i] ^= a ^ b
+        return [bytes(body)]
+    return mutate
+
+
+def test_rewriting_the_rendezvous_replys_security_is_refused(tmp_path: Path) -> None:
+    old, new = b'{"security":"encrypt"', b'{"security":"plain"  '
+    results, marker, relays = _job(tmp_path, rendezvous={"down": _ctr_rewrite(old, new)},
+                                   env=[{"TERASCALE_ENCRYPT": "1"}, {}])
+    _all_refused(results)
+    assert all("rendezvous reply failed its authentication tag" in r["message"]
+               for r in results), results
+    assert relays[0].touched == 2
+
+
+def test_rewriting_a_rendezvous_request_is_refused(tmp_path: Path) -> None:
+    def flip(index: int, unit: bytes) -> list[bytes]:
+        return [unit[:10] + bytes([unit[10] ^ 1]) + unit[11:]] if index == 0 else [unit]
+
+    results, _, relays = _job(tmp_path, rendezvous={"up": flip})
+    _all_refused(results)  # the server refuses it, and says so in the sealed reply
+    assert all("rendezvous request failed its authentication tag" in r["message"]
+               for r in results), results
+    assert relays[0].touched == 2
+
+
+# -- the links between ranks -------------------------------------------------------------------
+# Rank 1 dials rank 0 through the relay: "up" is rank 1 -> rank 0. Unit 0 is the sealed
+# hello; each 1 MiB allreduce step is a header record and two 256 KiB payload records.
+
+def _flip(index: int, unit: bytes) -> list[bytes]:
+    return [unit[:40] + bytes([unit[40] ^ 0x04]) + unit[41:]] if index == 2 else [unit]
+
+
+def _drop(index: int, unit: bytes) -> list[bytes]:
+    return [] if index == 2 else [unit]
+
+
+def _duplicate(index: int, unit: bytes) -> list[bytes]:
+    return [unit, unit] if index == 2 else [unit]
+
+
+def _reorderer() -> Mutator:
+    held: list[bytes] = []
+
+    def mutate(index: int, unit: bytes) -> list[bytes]:
+        if index == 2:  # the first payload record of a frame: the second follows at once
+            held.append(unit)
+            return []
+        if index == 3:
+            return [unit, *held]
+        return [unit]
+    return mutate
+
+
+def _replayer() -> Mutator:
+    seen: dict[int, bytes] = {}
+
+    def mutate(index: int, unit: bytes) -> list[bytes]:
+        seen[index] = unit
+        return [seen[1], unit] if index == 5 else [unit]  # an old header record, again
+    return mutate
+
+
+# Records are framed alike in both modes: every attack on the default, two on encryption.
+@pytest.mark.parametrize(("security", "attack"), [
+    *(("integrity", a) for a in ("flip", "drop", "duplicate", "reorder", "replay")),
+    ("encrypt", "flip"), ("encrypt", "reorder")])
+def test_altered_frames_abort_the_job_on_every_rank(tmp_path: Path, attack: str,
+                                                    security: str) -> None:
+    mutate = {"flip": _flip, "drop": _drop, "duplicate": _duplicate,
+              "reorder": _reorderer(), "replay": _replayer()}[attack]
+    env = [{"TERASCALE_ENCRYPT": "1"}] * 2 if security == "encrypt" else None
+    results, _, relays = _job(tmp_path, link={"up": mutate}, env=env)
+    _all_refused(results)
+    assert "tampered" in results[0]["message"] and "from rank 1" in results[0]["message"]
+    assert "aborted because rank 0 failed" in results[1]["message"]
+    assert relays[1].touched == (2 if attack == "reorder" else 1)
+
+
+def _pickle_swap(marker: Path) -> Mutator:
+    legit = pickle.dumps({"note": "HARMLESS-" + "o" * 200}, protocol=pickle.HIGHEST_PROTOCOL)
+
+    class Evil:
+        def __reduce__(self):  # what unpickling it would run
+            return (os.system, (f"touch {marker}",))
+
+    evil = pickle.dumps(Evil(), protocol=pickle.HIGHEST_PROTOCOL)
+    assert len(evil) < len(legit)
+    swapped = evil + b"." * (len(legit) - len(evil))  # bytes past STOP are never read
+
+    def mutate(index: int, unit: bytes) -> list[bytes]:
+        return [unit.replace(legit, swapped)]
+    return mutate
+
+
+@pytest.mark.parametrize("way", ["down", "up"])
+def test_a_swapped_pickle_is_never_unpickled(tmp_path: Path, way: str) -> None:
+    marker = tmp_path / "attacker-code-ran"
+    # down: rank 0 (the acceptor) sends broadcast_object's pickle to rank 1 first;
+    # up: rank 1 sends none but its allgather_object pickle.
+    results, marker, relays = _job(tmp_path, link={way: _pickle_swap(marker)})
+    _all_refused(results)
+    assert not marker.exists()
+    victim, sender = (1, 0) if way == "down" else (0, 1)
+    assert "tampered" in results[victim]["message"]
+    assert f"from rank {sender}" in results[victim]["message"]
+    assert relays[1].touched == 1
+
+
+# -- controls: the same relay against unauthenticated (benchmark-only) links ------------------
+
+_PLAIN = [{"TERASCALE_UNAUTHENTICATED_BENCHMARK": "1"}] * 2
+
+
+def test_control_the_pickle_swap_lands_on_unauthenticated_links(tmp_path: Path) -> None:
+    marker = tmp_path / "attacker-code-ran"
+    results, marker, relays = _job(tmp_path, link={"down": _pickle_swap(marker), "frames": True},
+                                   env=_PLAIN)
+    assert relays[1].touched >= 1 and marker.exists()  # the relay works: this is what stops it
+    assert results[0].get("mode") == "plain"
+
+
+def test_control_a_flipped_bit_changes_the_sum_on_unauthenticated_links(tmp_path: Path) -> None:
+    def flip(index: int, unit: bytes) -> list[bytes]:
+        if index != 2 or len(unit) <= _HEADER + 4:
+            return [unit]
+        return [unit[:_HEADER + 3] + bytes([unit[_HEADER + 3] ^ 0x01]) + unit[_HEADER + 4:]]
+
+    results, _, relays = _job(tmp_path, link={"up": flip, "frames": True}, env=_PLAIN)
+    assert relays[1].touched == 1
+    assert "wrong sum" in results[0].get("message", ""), results
+
+
+# -- the job's security policy is agreed, not announced ---------------------------------------
+
+def _lying_server(secret: bytes, told: str) -> tuple[socket.socket, list[tuple[str, int]]]:
+    """A rendezvous server that holds the secret but tells every worker ``told`` links."""
+    lst = socket.create_server(("127.0.0.1", 0))
+    asked: list[tuple[str, int]] = []
+
+    def serve() -> None:
+        conns = []
+        while len(conns) < 2:
+            c, _ = lst.accept()
+            nonces = accept_handshake(c, secret, time.monotonic() + 5)
+            ch = Channel(secret, nonces, dialer=False, purpose="rendezvous")
+            req = ch.recv(c, time.monotonic() + 5)
+            asked.append((req["security"], req["slot"]))
+            conns.append((c, ch, req))
+        table = [{"addr": r["addr"], "port": r["port"], "host": r["host"]}
+                 for _, _, r in sorted(conns, key=lambda t: t[2]["slot"])]
+        for c, ch, req in conns:
+            ch.send(c, {"security": told, "ok": True, "rank": req["slot"], "job": "j",
+                        "peers": table, "link_rate": None}, time.monotonic() + 5)
+            c.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return lst, asked
+
+
+def test_a_rank_that_asked_for_encryption_refuses_a_plaintext_mesh(tmp_path: Path) -> None:
+    secret = secrets.token_hex(16).encode()
+    lst, asked = _lying_server(secret, "integrity")
+    try:
+        results = _run_job(lst.getsockname()[:2], secret, tmp_path / "m",
+                           [{"TERASCALE_ENCRYPT": "1"}, {}])
+    finally:
+        lst.close()
+    assert sorted(asked) == [("encrypt", 0), ("integrity", 1)]
+    _all_refused(results)
+    assert "rank 0: rank 1 offers integrity links where this rank asked for encrypt" in \
+        results[0]["message"]
+    assert "rank 1: rank 0 requires encrypt links" in results[1]["message"]
