@@ -318,3 +318,49 @@ def test_the_job_gets_one_link_rate_the_smallest_asked() -> None:
         t.join(15)
     server.close()
     assert got == {0: 1e8, 1: 1e8, 2: 1e8}
+
+
+def test_the_rendezvous_exchange_is_sealed_and_never_lowers_a_request() -> None:
+    """On the wire: nothing of the request or the reply in clear; in the reply: the job's
+    link security is the strongest asked for, whoever asked."""
+    with RendezvousServer(2, SECRET) as server:
+        seen = bytearray()
+        relay = socket.create_server(("127.0.0.1", 0))
+
+        def pump(src: socket.socket, dst: socket.socket) -> None:
+            try:
+                while chunk := src.recv(65536):
+                    seen.extend(chunk)
+                    dst.sendall(chunk)
+            except OSError:
+                pass
+            finally:
+                dst.close()
+
+        def serve() -> None:
+            for _ in range(2):
+                a, _ = relay.accept()
+                b = socket.create_connection(server.address)
+                threading.Thread(target=pump, args=(a, b), daemon=True).start()
+                threading.Thread(target=pump, args=(b, a), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+        got: dict = {}
+
+        def go(slot: int, security: str) -> None:
+            a = join(relay.getsockname()[:2], SECRET, slot=slot, size=2, host_id=f"host-{slot}",
+                     timeout=10, security=security)
+            a.listener.close()
+            got[slot] = a.security
+
+        threads = [threading.Thread(target=go, args=(0, "encrypt")),
+                   threading.Thread(target=go, args=(1, "integrity"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        relay.close()
+    assert got == {0: "encrypt", 1: "encrypt"}
+    assert len(seen) > 200
+    for word in (b"security", b"encrypt", b"slot", b"peers", b"host-0", b"127.0.0.1"):
+        assert word not in seen, word
