@@ -25,9 +25,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--timeline", default=None, metavar="TRACE.json",
                    help="write every collective of every rank as Chrome trace events")
     p.add_argument("--encrypt", action="store_true",
-                   help="encrypt and authenticate every TCP link with AES-GCM (needs the "
-                        "cryptography package: pip install 'terascale[secure]'); shared "
-                        "memory between ranks of one host is not encrypted")
+                   help="encrypt every TCP link with AES-GCM (every link is authenticated "
+                        "either way); shared memory between ranks of one host is not "
+                        "encrypted")
     p.add_argument("--link-rate", default=None, metavar="RATE",
                    help="the rate of the links between hosts (100Mbit, 10Gbit/s, 1e8): "
                         "algorithm='auto' then chooses tree or ring with "
