@@ -421,21 +421,76 @@ def test_rendezvous_through_the_store_listens_on_the_store_route_only(where: str
 
 
 
-def test_shutdown_joins_the_thread_that_completes_async_work() -> None:
+class _Handle:
+    """A communicator handle stand-in for the completer's unit tests: ``wait()`` returns
+    ``value`` (or raises it) once ``ready`` is set, within 20 s."""
+
+    def __init__(self, value: Any, ready: Any = None) -> None:
+        self.value, self.ready = value, ready
+
+    def wait(self) -> Any:
+        if self.ready is not None:
+            assert self.ready.wait(20)
+        if isinstance(self.value, BaseException):
+            raise self.value
+        return self.value
+
+
+def test_shutdown_joins_the_threads_that_complete_async_work() -> None:
     # a thread still inside torch's Future.set_result while the interpreter finalizes is
     # ended mid-call, and the unwind through torch's C++ aborts the process: shutdown (and
-    # atexit) stop and join it first
+    # atexit) stop and join them first
+    import threading
+
     from terascale.torch._pg_work import Completer
 
-    class Handle:
-        def wait(self) -> int:
-            return 7
+    c = Completer(0)
+    assert c.add([_Handle(7)], lambda xs: xs[0]).wait() == 7
+    assert c.threads == 1
+    before = set(threading.enumerate())
+    c.close()
+    assert c.threads == 0
+    assert not [t for t in before if t.name == "terascale-pg-0" and t.is_alive()]
+    assert c.add([_Handle(7)], lambda xs: xs[0] + 1).wait() == 8  # a later add starts anew
+    c.close()
+
+
+def test_a_callback_that_waits_on_another_collective_does_not_deadlock() -> None:
+    # PowerSGD's pattern: the callback chained on one work starts the next and waits on it,
+    # in the thread that completed the first; another thread must complete the second
+    import threading
+
+    from terascale.torch._pg_work import Completer
 
     c = Completer(0)
-    assert c.add([Handle()], lambda xs: xs[0]).wait() == 7
-    thread = c._thread
-    assert thread is not None and thread.is_alive()
+    second_ready = threading.Event()
+
+    def then(fut: Any) -> Any:
+        inner = c.add([_Handle(5, second_ready)], lambda xs: xs[0])
+        second_ready.set()
+        return fut.value() + inner.wait()
+
+    assert c.add([_Handle(1)], lambda xs: xs[0]).then(then).wait() == 6
+    assert c.threads == 2
     c.close()
-    assert not thread.is_alive()
-    assert c.add([Handle()], lambda xs: xs[0] + 1).wait() == 8  # a later add starts anew
+
+
+def test_a_failed_work_is_the_futures_error_for_torch_and_its_own_type_for_wait() -> None:
+    from terascale._errors import PeerLost
+    from terascale.torch._pg_work import Completer, failed
+
+    lost = PeerLost("rank 0: allreduce #3 lost peer rank 1 (connection closed)", rank=0,
+                    peer=1, operation="allreduce")
+    c = Completer(0)
+    for work in (c.work([_Handle(lost)], lambda xs: xs), failed(lost)):
+        with pytest.raises(PeerLost, match="lost peer rank 1"):
+            work.wait()
+        assert work.is_completed() and not work.is_success()
+        # the future holds an error, not a value: C++ readers (DDP's reducer) and chained
+        # callbacks see a failure instead of reading the exception object as tensors
+        fut = work.get_future()
+        with pytest.raises(RuntimeError, match="PeerLost: rank 0: allreduce #3 lost peer rank 1"):
+            fut.value()
+        with pytest.raises(RuntimeError, match="lost peer rank 1"):
+            fut.then(lambda f: f.value()).wait()
     c.close()

@@ -42,8 +42,9 @@ _SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to 
 
 
 def is_secondary(tail: deque[bytes]) -> bool:
-    """True when a worker's last error says it failed because another rank did."""
-    last = b"".join(list(tail)[-3:])
+    """True when a worker's last error says it failed because another rank did (the last
+    lines: torch prints the stack of the thread that completed a failed work after it)."""
+    last = b"".join(list(tail)[-12:])
     return b"aborted because rank" in last or b"lost peer rank" in last
 
 
@@ -190,6 +191,13 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                     {offset + e[1]: list(outputs[2 * e[1] + 1].tail) for e in bad},
                     [offset + e[1] for e in primary], [offset + r for r in left],
                     [offset + r for r in left if is_stopped(procs[r].pid)])
+                quit_early = [offset + e[1] for e in sorted(exits)
+                              if e[2] == 0 and e[0] <= bad[0][0]]
+                if not primary and quit_early and blame is None:
+                    # a worker left in the middle of the job with status 0; the others lost it
+                    who = ", ".join(map(str, quit_early))
+                    blame = Blame(quit_early, f"rank {who} exited (status 0) while its peers "
+                                              f"were still in the job, and they lost it")
                 break
             if done == len(procs):
                 break

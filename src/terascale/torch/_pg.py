@@ -24,7 +24,7 @@ import torch.distributed as dist
 from .._errors import ConfigError
 from ..communicator import Communicator
 from ._pg_staging import from_wire, reduce_op, reducible, same_memory, to_wire
-from ._pg_work import Completer, Work, completed
+from ._pg_work import Completer, completed
 
 __all__ = ["TerascaleProcessGroup"]
 
@@ -100,7 +100,7 @@ class TerascaleProcessGroup(dist.ProcessGroup):
                     t.detach().copy_(s)
             return tensors
 
-        return Work(self._completer.add(handles, finish))
+        return self._completer.work(handles, finish)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
         a = dist.AllreduceOptions()
@@ -162,7 +162,7 @@ class TerascaleProcessGroup(dist.ProcessGroup):
                 o.detach().copy_(from_wire(row, o).reshape(o.shape))
             return outputs
 
-        return Work(self._completer.add([h], finish))
+        return self._completer.work([h], finish)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002
                           opts: Any = None) -> Any:
@@ -176,7 +176,7 @@ class TerascaleProcessGroup(dist.ProcessGroup):
             output.detach().copy_(from_wire(results[0], output).reshape(output.shape))
             return [output]
 
-        return Work(self._completer.add([h], finish))
+        return self._completer.work([h], finish)
 
     def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],  # type: ignore[override]
                opts: Any) -> Any:
@@ -226,7 +226,7 @@ class TerascaleProcessGroup(dist.ProcessGroup):
                 output.detach().copy_(from_wire(results[0], output).reshape(output.shape))
                 return [output]
 
-            return Work(self._completer.add([h], finish))
+            return self._completer.work([h], finish)
         ins = list(input_split_sizes) or [input.shape[0] // n] * n
         outs = list(output_split_sizes) or [output.shape[0] // n] * n
         row_in = input[0].numel() if input.dim() and input.shape[0] else 0
