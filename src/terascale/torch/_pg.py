@@ -24,10 +24,11 @@ import torch.distributed as dist
 from .._errors import ConfigError
 from ..communicator import Communicator
 from ._pg_staging import from_wire, reduce_op, reducible, same_memory, to_wire
-from ._pg_work import Completer, completed
+from ._pg_work import Completer, completed, eager_under_compile
 
 __all__ = ["TerascaleProcessGroup"]
 
+@eager_under_compile
 class TerascaleProcessGroup(dist.ProcessGroup):
     """``torch.distributed`` collectives over a terascale :class:`~terascale.Communicator`.
 
@@ -177,6 +178,20 @@ class TerascaleProcessGroup(dist.ProcessGroup):
             return [output]
 
         return self._completer.work([h], finish)
+
+    # torch's functional collectives (and DTensor, FSDP's C++ paths) reach a Python group
+    # only through these coalesced entry points: one call per pair, in order.
+    def all_gather_single_coalesced(self, outputs: list[torch.Tensor],
+                                    inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        for o, i in zip(outputs, inputs, strict=True):
+            self.all_gather_single(o, i, opts).wait()
+        return completed(outputs)
+
+    def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor],
+                                        inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        for o, i in zip(outputs, inputs, strict=True):
+            self.reduce_scatter_single(o, i, opts)
+        return completed(outputs)
 
     def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],  # type: ignore[override]
                opts: Any) -> Any:

@@ -41,7 +41,7 @@ from torch.futures import Future
 
 from .._async import close_at_exit
 
-__all__ = ["Completer", "Work", "completed", "failed"]
+__all__ = ["Completer", "Work", "completed", "eager_under_compile", "failed"]
 
 _IDLE_S = 30.0  # a completion thread with nothing to do for this long ends
 
@@ -215,3 +215,23 @@ class Completer:
                 if me not in self._threads:  # closed meanwhile: a None is queued for us
                     continue
                 self._free += 1
+
+
+_IDENTITY = ("get", "set", "shutdown", "abort", "size", "rank", "name")
+
+
+def eager_under_compile(cls: type) -> type:
+    """Run ``cls``'s collectives eagerly when ``torch.compile`` meets them (a graph break).
+
+    Dynamo treats a process group as an opaque object: tracing into a Python group's
+    method (DDP broadcasting buffers in ``forward``) fails on its first attribute ("Member
+    '_comm' is not registered for this opaque object type"). C++ groups are never traced
+    into; this makes a Python one the same: each collective runs as called.
+    """
+    import torch
+
+    for name, fn in list(vars(cls).items()):
+        if (callable(fn) and not name.startswith("__") and not name.startswith(_IDENTITY)
+                and not isinstance(fn, (staticmethod, classmethod, property))):
+            setattr(cls, name, torch.compiler.disable(fn, recursive=True))
+    return cls
