@@ -4,13 +4,14 @@ A Python ``torch.distributed.ProcessGroup`` (the extension point PyTorch's own t
 whose collectives call a :class:`~terascale.Communicator`. Each method stages the tensors
 the communicator cannot take as they are (bfloat16, strided or accelerator tensors), runs the
 collective and completes a torch ``Future``: at once for the collectives that run in the
-calling thread, from one completion thread for the asynchronous ones. Collectives start in
-the order they are called (the communicator numbers them under its lock), the same order on
-every rank, so work objects may be waited in any order.
+calling thread, from a pool of completion threads for the asynchronous ones (a failure is
+the future's error, which DDP's reducer and comm hooks read; see :mod:`._pg_work`).
+Collectives start in the order they are called (the communicator numbers them under its
+lock), the same order on every rank, so work objects may be waited in any order.
 
 This module is the collectives; how a tensor is staged for the communicator (and which
 reductions torch's ops map to) is :mod:`._pg_staging`, and the work objects and the
-completion thread are :mod:`._pg_work`.
+completion threads are :mod:`._pg_work`.
 """
 
 from __future__ import annotations
