@@ -42,9 +42,15 @@ _SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to 
 
 
 def is_secondary(tail: deque[bytes]) -> bool:
-    """True when a worker's last error says it failed because another rank did (the last
-    lines: torch prints the stack of the thread that completed a failed work after it)."""
-    last = b"".join(list(tail)[-12:])
+    """True when a worker's last error says it failed because another rank did.
+
+    The last traceback is read whole (from its last ``Traceback`` line, or the whole tail when
+    that scrolled out): torch prints the stacks of the threads that completed a failed work
+    after the error's own line, one per chained callback.
+    """
+    lines = list(tail)
+    starts = [i for i, ln in enumerate(lines) if b"Traceback (most recent call last)" in ln]
+    last = b"".join(lines[starts[-1]:] if starts else lines)
     return b"aborted because rank" in last or b"lost peer rank" in last
 
 
