@@ -538,3 +538,47 @@ def test_powersgd_hook_trains_as_on_gloo() -> None:
     gloo = run_workers(_powersgd, 2, args=(_free_port(), "gloo"), timeout=120)
     assert ours == gloo
     assert ours[0] == ours[1]
+
+
+def test_the_groups_deadline_is_torchs_default_when_none_is_given() -> None:
+    import datetime
+
+    from torch.distributed.constants import default_pg_timeout
+
+    from terascale.torch.backend import _seconds
+
+    assert _seconds(None) == default_pg_timeout.total_seconds() == 1800.0
+    assert _seconds(datetime.timedelta(seconds=7)) == 7.0
+
+
+def _late_peer(comm: Any, port: int, gave_up: str) -> Any:
+    import datetime
+    import time
+
+    import torch.distributed as dist
+
+    import terascale.torch  # noqa: F401
+
+    dist.init_process_group("terascale", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=comm.rank, world_size=comm.size,
+                            timeout=datetime.timedelta(seconds=5))
+    if comm.rank == 1:  # late by more than terascale's own deadline, less than the group's
+        time.sleep(3)
+        dist.all_reduce(torch.ones(4))
+        return comm.timeout
+    began = time.monotonic()
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    return comm.timeout, time.monotonic() - began, t.tolist()
+
+
+def test_the_groups_deadline_is_its_own_and_terascales_api_keeps_its_own() -> None:
+    # the job's communicator (shared with terascale's own API) has a 1.5 s deadline; the
+    # torch group over it waits by init_process_group(timeout=5 s)
+    from terascale.testing import run_workers
+
+    out = run_workers(_late_peer, 2, args=(_free_port(), ""), timeout=120,
+                      collective_timeout=1.5)
+    own, waited, total = out[0]
+    assert own == out[1] == 1.5
+    assert total == [2.0] * 4 and 2.5 < waited < 5, out
