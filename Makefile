@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch first, pinned to the CPU build on local disk, so that `torch>=2.3` is already met.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-torch install install-test system-deps peers lint bench clean
+.PHONY: demo test test-torch install install-test system-deps peers lint bench clean docs docs-check docs-snippets
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml $(CORE)
 
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml $(CORE)
 	$(BIN)/pip install -q "$(TORCH_PIN)"
-	$(BIN)/pip install -q -e ".[test,linear,torch,spark,ray,bench]"
+	$(BIN)/pip install -q -e ".[test,linear,torch,spark,ray,bench,docs]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -47,14 +47,30 @@ peers: install-test
 
 test: install-test peers
 	$(BIN)/ruff check src tests examples
+	$(MAKE) docs
 	$(BIN)/python -m pytest -q
+
+# The documentation site (Sphinx, MyST pages, autodoc, sphinx-argparse) into docs/_build/html;
+# any warning fails the build. The API pages are written by scripts/docs_api.py.
+docs: install-test
+	$(BIN)/python scripts/docs_api.py --check
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+
+# The built site in headless Chromium: pages render, navigation and search are there.
+docs-check: docs
+	bash scripts/check_docs_render.sh
+
+# Every code block of the docs and the README, the Spark, Ray and slow ones included
+# (the suite runs the fast ones and says which it skipped).
+docs-snippets: install-test
+	TERASCALE_DOCS_FULL=1 $(BIN)/python -m pytest -q tests/test_docs_snippets.py
 
 lint: install-test
 	$(BIN)/ruff check src tests examples
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache src/terascale/*.so
+	rm -rf $(VENV) build dist docs/_build src/*.egg-info .pytest_cache .ruff_cache src/terascale/*.so
 
 # The torch backend's whole failure matrix (CI runs a subset of it).
 test-torch: install-test

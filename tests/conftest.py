@@ -10,6 +10,8 @@ import pytest
 # Workers print through the launcher; keep numpy/BLAS from oversubscribing the 2 cores.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# init() outside a launcher says once that the job has size 1; tests that want it unset this.
+os.environ.setdefault("TERASCALE_QUIET", "1")
 
 
 @pytest.fixture

@@ -43,7 +43,11 @@ class Handle:
         return self._event.is_set()
 
     def wait(self, timeout: float | None = None) -> Any:
-        """Block until the collective finished; return its result or raise its error."""
+        """Block until the collective finished; return its result or raise its error.
+
+        ``timeout``: seconds to wait at most (default None: the collective's own
+        deadline).
+        """
         if not self._event.wait(timeout):
             raise PeerTimeout(f"{self.what}: not finished after waiting {timeout:g} s")
         if self._error is not None:

@@ -55,7 +55,11 @@ _HEAD = len(_MAGIC) + _SEQ.size + 32
 
 
 class Checkpoint:
-    """Checkpoints of one job in ``directory``; keeps the newest ``keep`` of them."""
+    """Checkpoints of one job in ``directory``; keeps the newest ``keep`` of them.
+
+    ``comm``: the job's communicator (default None: a job of one process); rank 0 writes,
+    and every rank agrees on what was saved and loaded.
+    """
 
     def __init__(self, directory: str | os.PathLike[str], comm: Communicator | None = None, *,
                  keep: int = 2) -> None:

@@ -42,7 +42,7 @@ import math
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ._errors import ConfigError
 from ._secret import read_secret
@@ -71,7 +71,17 @@ class JobEnv:
 
     ``launcher`` and ``serve`` are derived by :func:`read_env` (``serve``: this process
     starts the rendezvous server, as rank 0 does outside our own launchers); the optional
-    fields are None where the variable is not set.
+    fields are None where the variable is not set. Its ``repr`` shows the secret as
+    ``<redacted>``.
+
+    Fields: ``rank`` and ``size``: this worker's place and the job's size; ``rendezvous``:
+    the server's ``(host, port)``; ``secret``: the job secret; ``job``: the job id;
+    ``timeout``: the default deadline in seconds; ``restart``: the attempt number (0
+    first); ``host_id``: how this host is told apart; ``timeline``: where collectives are
+    recorded; ``local_rank`` and ``local_size``: the place among the workers of this host;
+    ``master``: torchrun's ``(MASTER_ADDR, MASTER_PORT)``, written beside ours when set;
+    ``encrypt``: every TCP link AES-GCM; ``bind``: where servers started inside the
+    process listen; ``link_rate``: the links' rate between hosts in bits/s.
     """
 
     launcher: str
@@ -129,6 +139,12 @@ class JobEnv:
                         "LOCAL_WORLD_SIZE": str(self.size if self.local_size is None
                                                 else self.local_size)})
         return env
+
+    def __repr__(self) -> str:
+        # The secret is the job's key: never in a log line, a traceback or a print().
+        shown = ", ".join(f"{f.name}=<redacted>" if f.name == "secret" else
+                          f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+        return f"JobEnv({shown})"
 
 
 def host_identity() -> str:

@@ -88,6 +88,8 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     merge_at_exit = not (launched_timeline and timeline == launched_timeline)
     rate = parse_rate(link_rate, flag="link_rate") if link_rate is not None else \
         job.link_rate if job is not None else read_link_rate()
+    if job is None and not read_flag(os.environ, "TERASCALE_QUIET"):
+        _notice_alone()
     if job is None or job.size == 1 and job.rendezvous is None:
         return attach_timeline(Communicator(timeout=timeout, link_rate=rate), timeline,
                                merge_at_exit=merge_at_exit)
@@ -113,6 +115,19 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     comm = attach_timeline(comm, timeline, merge_at_exit=merge_at_exit)
     _JOINED[key] = (os.getpid(), weakref.ref(comm))
     return comm
+
+
+_NOTICED: list[bool] = []
+
+
+def _notice_alone() -> None:
+    """One line, once per process: no launcher started it, so its job has size 1 (a script
+    run as ``python train.py`` that meant ``terascale run -n 4 python train.py``)."""
+    if not _NOTICED:
+        _NOTICED.append(True)
+        sys.stderr.write("terascale: no launcher started this process, so init() gives a job "
+                         "of size 1; run N workers with: terascale run -n N python SCRIPT "
+                         "(TERASCALE_QUIET=1 hides this line)\n")
 
 
 def _serve(job: JobEnv) -> RendezvousServer:

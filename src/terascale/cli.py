@@ -7,16 +7,19 @@ function in its ``_cli`` module; heavy imports happen only when a command runs.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
 import os
+import re
 import sys
 import typing
 from collections.abc import Sequence
 
-from ._errors import TerascaleError
+from . import __version__
+from ._errors import DataError, TerascaleError
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 # Modules that contribute sub-commands, in the order ``terascale --help`` lists them.
 _AREAS = ("terascale.launch._cli", "terascale._demo", "terascale.bench._cli",
@@ -25,16 +28,73 @@ _AREAS = ("terascale.launch._cli", "terascale._demo", "terascale.bench._cli",
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a bad flag or value is one line naming it (the usage block above it
-    buried the error); ``--help`` still prints the usage. Sub-command parsers inherit it."""
+    buried the error), with the closest known spelling ("did you mean"); ``--help`` still
+    prints the usage. Sub-command parsers inherit it."""
 
     def error(self, message: str) -> typing.NoReturn:
+        choice = _INVALID_CHOICE.search(message)
+        if choice:  # a sub-command or a flag's value: argparse lists the choices
+            names = re.findall(r"'([^']*)'", choice.group(2))
+            message += did_you_mean(choice.group(1), names)
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+def did_you_mean(word: str, known: Sequence[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``known`` to a misspelled ``word``, or
+    ``""`` when none is close. Flags are compared without their dashes, and must be closer
+    (difflib's ratio 0.75, against 0.6 for names): ``--frobnicate`` is no ``--format``."""
+    flag = word.startswith("-")
+    names = {k.lstrip("-") if flag else k: k for k in known}
+    close = difflib.get_close_matches(word.lstrip("-") if flag else word, list(names), n=1,
+                                      cutoff=0.75 if flag else 0.6)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
+
+
+def _options_on_path(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """The flags of ``parser`` and of the sub-commands ``argv`` names (``bench allreduce``)."""
+    flags: list[str] = []
+    for token in [None, *argv]:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if token is not None:
+            if not subs or token not in subs[0].choices:
+                continue
+            parser = subs[0].choices[token]
+        flags += [o for a in parser._actions for o in a.option_strings]
+    return flags
+
+
+def _deepest(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of the sub-command ``argv`` names (``terascale linear train``)."""
+    for token in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and token in subs[0].choices:
+            parser = subs[0].choices[token]
+    return parser
+
+
+def _unknown_flags(parser: argparse.ArgumentParser, argv: Sequence[str],
+                   extras: Sequence[str]) -> str:
+    """``unrecognized arguments: ...`` with a suggestion for the first unknown flag."""
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    flag = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+    if flag is not None:
+        message += did_you_mean(flag, _options_on_path(parser, argv))
+    return message
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of the ``terascale`` command, with every area's sub-commands.
+
+    The docs' CLI reference renders it (sphinx-argparse); ``main`` parses with it. Help texts
+    are plain: Sphinx roles copied from docstrings are turned into ``literal`` text."""
     parser = _Parser(
         prog="terascale", description="Allreduce-based parallel learning.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("-V", "--version", action="version", version=f"terascale {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _AREAS:
         try:
@@ -44,18 +104,54 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.add_parser(sub)
+    _plain_help(parser)
     return parser
+
+
+# A Sphinx role in a help text (``:mod:`x```, ``:func:`~a.b```), from a docstring reused as
+# a description: neither the terminal nor sphinx-argparse's page renders it.
+_ROLE = re.compile(r":(?:\w+:)?\w+:`~?\.?([^`]+)`")
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Turn Sphinx roles into ``literal`` text in every help text, description and epilog."""
+    def plain(text: str | None) -> str | None:
+        return _ROLE.sub(r"``\1``", text) if text else text
+
+    parser.description = plain(parser.description)
+    parser.epilog = plain(parser.epilog)
+    for action in parser._actions:
+        action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain(choice.help)
+            for child in set(action.choices.values()):
+                _plain_help(child)
+
+
+def _hint(args: argparse.Namespace, error: TerascaleError) -> str:
+    """What to do about a common first mistake, when ``error`` is one."""
+    if (isinstance(error, DataError) and getattr(args, "format", None) == "vw"
+            and re.search(r"\.(csv|tsv)(\.gz)?\b", str(error))):
+        return " (this looks like a CSV file: add --format csv)"
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``terascale`` command with ``argv`` (default: ``sys.argv[1:]``); the exit status."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args, extras = parser.parse_known_args(argv)
     if extras:  # a command may explain its own unknown flags (linear: VW's, refused)
         explain = getattr(args, "unknown_args", None)
         if explain is None:
-            parser.error(f"unrecognized arguments: {' '.join(extras)}")
-        print(f"terascale {args.command}: error: {explain(extras)}", file=sys.stderr)
+            parser.error(_unknown_flags(parser, argv, extras))
+        message = str(explain(extras))
+        flag = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+        hint = did_you_mean(flag, _options_on_path(parser, argv)) if flag else ""
+        if hint and message.startswith("unknown option"):  # one line, not every flag
+            message = f"unknown option {flag}{hint} (see {_deepest(parser, argv).prog} --help)"
+        print(f"terascale {args.command}: error: {message}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="terascale: %(message)s")
@@ -65,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except TerascaleError as e:
-        print(f"terascale {args.command}: error: {e}", file=sys.stderr)
+        print(f"terascale {args.command}: error: {e}{_hint(args, e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

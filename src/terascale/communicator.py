@@ -84,6 +84,10 @@ class Communicator(ObjectCollectives, CommCore):
         * ``hierarchical``: shared memory inside each host, then across hosts.
 
         The names are those of the one registry, :data:`terascale.collectives.ALLREDUCE`.
+
+        ``timeout``: seconds this call may wait for a peer before raising
+        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
+        ``init(timeout=)``).
         """
         if timeout is None and type(x) is np.ndarray and (out is None or out is x):
             # The per-call fast path (shared memory, compiled core): a dict lookup, then one
@@ -101,6 +105,8 @@ class Communicator(ObjectCollectives, CommCore):
 
         ``x`` is copied when the call is made, so the caller may reuse it at once (unless
         ``out`` is ``x``). Handles may be waited in any order.
+
+        ``op``, ``algorithm`` and ``timeout`` are those of :meth:`allreduce`.
         """
         return self._allreduce(x, op, out, algorithm, timeout, asynchronous=True)
 
@@ -171,7 +177,12 @@ class Communicator(ObjectCollectives, CommCore):
 
     # -- other collectives -------------------------------------------------------------------
     def broadcast(self, x: Any, root: int = 0, *, timeout: float | None = None) -> Any:
-        """Copy ``x`` from ``root`` to every rank, in place where ``x`` is writable; returns it."""
+        """Copy ``x`` from ``root`` to every rank, in place where ``x`` is writable; returns it.
+
+        ``timeout``: seconds this call may wait for a peer before raising
+        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
+        ``init(timeout=)``).
+        """
         self._check_root(root)
         a, token = as_array(x)
         check_plain(a, f"rank {self.rank}: broadcast")
@@ -193,12 +204,22 @@ class Communicator(ObjectCollectives, CommCore):
         return self._schedule("broadcast", f"{describe(a)},root={root}", body, timeout, False)
 
     def allgather(self, x: Any, *, timeout: float | None = None) -> Any:
-        """Stack every rank's ``x`` (same shape and dtype everywhere): shape ``(size, *x.shape)``."""
+        """Stack every rank's ``x`` (same shape and dtype everywhere): shape ``(size, *x.shape)``.
+
+        ``timeout``: seconds this call may wait for a peer before raising
+        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
+        ``init(timeout=)``).
+        """
         return self._allgather(x, "allgather", timeout, asynchronous=False)
 
     def allgather_async(self, x: Any, *, timeout: float | None = None) -> Handle:
         """:meth:`allgather` in the background; ``x`` is copied at the call, ``wait()`` returns
-        the stacked array."""
+        the stacked array.
+
+        ``timeout``: seconds this call may wait for a peer before raising
+        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
+        ``init(timeout=)``).
+        """
         return self._allgather(x, "allgather", timeout, asynchronous=True)
 
     def _allgather(self, x: Any, name: str, timeout: float | None, asynchronous: bool) -> Any:
@@ -224,11 +245,20 @@ class Communicator(ObjectCollectives, CommCore):
         rank ``i``'s block for this rank. With ``x`` of shape ``(size, ...)`` row ``j`` goes
         to rank ``j`` and row ``i`` of the result came from rank ``i``: a transpose of the
         ranks' rows.
+
+        ``timeout``: seconds this call may wait for a peer before raising
+        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
+        ``init(timeout=)``).
         """
         return self._alltoall(x, timeout, asynchronous=False)
 
     def alltoall_async(self, x: Any, *, timeout: float | None = None) -> Handle:
-        """:meth:`alltoall` in the background; ``x`` is copied at the call."""
+        """:meth:`alltoall` in the background; ``x`` is copied at the call.
+
+        ``timeout``: seconds this call may wait for a peer before raising
+        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
+        ``init(timeout=)``).
+        """
         return self._alltoall(x, timeout, asynchronous=True)
 
     def _alltoall(self, x: Any, timeout: float | None, asynchronous: bool) -> Any:
@@ -257,6 +287,11 @@ class Communicator(ObjectCollectives, CommCore):
 
         The first axis is split into ``size`` blocks as ``numpy.array_split`` does (block
         ``r`` goes to rank ``r``); a 0-d input is treated as a vector of one element.
+
+        ``op``: ``sum`` (default), ``prod``, ``min`` or ``max``, as for
+        :meth:`allreduce`. ``timeout``: seconds this call may wait for a peer before
+        raising :class:`~terascale.PeerTimeout` (default None: the communicator's
+        deadline, ``init(timeout=)``).
         """
         self._check_op(op)
         a, token = as_array(x)
@@ -277,7 +312,12 @@ class Communicator(ObjectCollectives, CommCore):
         return self._schedule("reduce_scatter", f"{describe(a)},{op}", body, timeout, False)
 
     def barrier(self, *, timeout: float | None = None) -> None:
-        """Return only when every rank has entered the barrier."""
+        """Return only when every rank has entered the barrier.
+
+        ``timeout``: seconds this call may wait for a peer before raising
+        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
+        ``init(timeout=)``).
+        """
         if timeout is None and self._shm.whole is not None:
             # Through the compiled core: a flat allreduce of nothing is a barrier (the same
             # descriptor as shm_barrier's, so either path meets the other).
@@ -319,6 +359,10 @@ class Communicator(ObjectCollectives, CommCore):
         sequence numbers and mismatch checks, over the same connections; a failure of any
         member reaches every communicator that contains it. Closing it leaves this one
         working; closing this one closes it too.
+
+        ``timeout``: seconds this call may wait for a peer before raising
+        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
+        ``init(timeout=)``).
         """
         for name, v in (("color", color), ("key", key)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):

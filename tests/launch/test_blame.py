@@ -1,14 +1,22 @@
-"""The launcher's combination of survivors' reports into the cause of a stall."""
+"""The launcher's combination of survivors' reports into the cause of a failure: a stall,
+a rank that left early (exit 0 mid-job), a rank whose failure the others echo but which
+exits after them -- on one node and across nodes."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from terascale.launch._blame import blame_stall, is_stopped, waited_for
+import pytest
+
+from terascale.launch._blame import blame_leaver, blame_stall, echoed, is_stopped, waited_for
+
+JOB = str(Path(__file__).parent / "_blame_job.py")
 
 
 def _timeout(rank: int, *peers: str) -> list[bytes]:
@@ -69,3 +77,70 @@ def test_is_stopped_sees_sigstop() -> None:
     finally:
         p.kill()
         p.wait()
+
+
+def test_echoes_name_their_cause() -> None:
+    assert echoed([b"PeerLost: rank 0: allreduce #1 lost peer rank 2 (connection closed)\n"]) == 2
+    assert echoed([b"PeerTimeout: rank 1: ... aborted because rank 3 failed: rank 3: ...\n"]) == 3
+    assert echoed([b"StorageError: rank 1: rank 0: checkpoint save: cannot write x\n"]) == 0
+    assert echoed([b"StorageError: rank 0: checkpoint save: cannot write x\n"]) is None
+    assert echoed([b"ValueError: rank 1: rank 1: odd but its own\n"]) is None
+    b = blame_leaver({2: [b"... lost peer rank 1 (connection closed)\n"]}, [3, 1])
+    assert b is not None and b.ranks == [1] and "rank 2 still needed it" in b.why
+    assert blame_leaver({2: [b"... lost peer rank 1\n"]}, []) is None
+
+
+def _run(mode: str, tmp_path: Path, victim: int = 1) -> str:
+    env = {**os.environ, "JOB_MODE": mode, "JOB_RANK": str(victim),
+           "JOB_CKPT": str(tmp_path / "ck")}
+    p = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "3", "--timeout", "10",
+                        sys.executable, JOB], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode != 0, p
+    return p.stderr
+
+
+@pytest.mark.parametrize(("mode", "victim", "headline"), [
+    ("leave", 1, "terascale run: rank 1 left the job early (it exited with status 0 while "
+                 "rank "),
+    ("raise", 1, "terascale run: rank 1 failed first (exit status 1)"),
+    ("disk", 0, "terascale run: rank 0 failed first (exit status 1)")])
+def test_the_headline_names_the_rank_that_left_or_failed_first(tmp_path: Path, mode: str,
+                                                               victim: int,
+                                                               headline: str) -> None:
+    """The survivors (or the ranks told of rank 0's full disk) exit first, echoing the
+    cause; the headline names the cause, not the first echo to exit."""
+    err = _run(mode, tmp_path, victim)
+    assert headline in err, err
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(("mode", "headline", "why"), [
+    ("leave", "rank 1 (node 1) failed first", "rank 1 left the job early"),
+    ("disk", "rank 0 (node 0) failed first", "No space left on device")])
+def test_across_nodes_the_rank_that_left_or_failed_first_is_named(tmp_path: Path, mode: str,
+                                                                  headline: str,
+                                                                  why: str) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text(os.urandom(16).hex())
+    secret.chmod(0o600)
+    port = _port()
+    env = {**os.environ, "JOB_MODE": mode, "JOB_RANK": "1", "JOB_CKPT": str(tmp_path / "ck")}
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "terascale", "run", "-n", "1", "--nnodes", "2", "--node-rank",
+         str(k), "--host-id", f"node{k}", "--rendezvous", f"127.0.0.1:{port}",
+         "--secret-file", str(secret), "--timeout", "10", sys.executable, JOB],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(2)]
+    try:
+        errs = [p.communicate(timeout=120)[1] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for k, err in enumerate(errs):
+        assert f"terascale run: {headline}" in err and f"(this is node {k})" in err, err
+        assert why in err.split("failed first", 1)[1], err

@@ -126,6 +126,10 @@ def allreduce_spec(name: str) -> AllreduceSpec:
     """The spec of ``name``; ConfigError naming the known ones otherwise."""
     spec = ALLREDUCE.get(name)
     if spec is None:
-        raise ConfigError(f"algorithm={name!r} is not known; use one of auto, "
+        import difflib
+
+        close = difflib.get_close_matches(str(name), ["auto", *ALLREDUCE], n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"algorithm={name!r} is not known{hint}; use one of auto, "
                           f"{', '.join(ALLREDUCE)}")
     return spec

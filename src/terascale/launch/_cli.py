@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 __all__ = ["add_parser"]
 
@@ -80,6 +81,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.max_restarts < 0:
         raise ConfigError(f"--max-restarts must be >= 0, got {args.max_restarts}")
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    script = cmd[0] if cmd and cmd[0].endswith(".py") else None
+    if script is not None and os.path.isfile(script) and not os.access(script, os.X_OK):
+        raise ConfigError(f"cannot execute {cmd[0]!r}: a Python script runs through the "
+                          f"interpreter: terascale run -n {args.nprocs} python "
+                          f"{' '.join(cmd)}")
     if args.nnodes != 1 or args.rendezvous is not None:
         return _run_nodes(args, cmd)
     if args.bind is not None:
@@ -107,22 +113,18 @@ def _link_rate(args: argparse.Namespace) -> float | None:
 
 def _secret(path: str | None) -> bytes:
     """The job secret from ``--secret-file``, TERASCALE_SECRET or TERASCALE_SECRET_FILE:
-    required across hosts (read by ``terascale._secret``, which checks the file's owner)."""
+    required across hosts (read by ``terascale._secret``, which checks the file)."""
     import os
 
     from .._errors import ConfigError
-    from .._secret import read_secret
+    from .._secret import user_secret
 
-    if path is None and not (os.environ.get("TERASCALE_SECRET")
-                             or os.environ.get("TERASCALE_SECRET_FILE")):
+    secret = user_secret(os.environ, None, path, file_name="--secret-file")
+    if secret is None:
         raise ConfigError("a job across hosts needs a secret: pass --secret-file F (chmod 600) "
                           "or set TERASCALE_SECRET (the same on every host; e.g. "
                           "`python -c 'import secrets; print(secrets.token_hex(16))' > F`)")
-    try:
-        return read_secret(os.environ, None, path, "terascale", 0, 2, None)
-    except ConfigError as e:
-        raise ConfigError(str(e).replace("rank 0: ", "").replace("secret_file=",
-                                                                  "--secret-file ")) from None
+    return secret
 
 
 def _rendezvous(args: argparse.Namespace) -> int:

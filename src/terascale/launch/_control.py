@@ -6,22 +6,36 @@ coordinator, ``result`` from the node. Each side pings every ``PING_S`` seconds,
 that stays silent longer than :func:`silence` means the other side is lost (killed, or cut
 off by a partition) even when no FIN or RST ever arrives -- the heartbeat torchrun's
 elastic agent and Horovod's driver keep for the same reason.
+
+Node 0 admits the links concurrently (:func:`admit_links`): each connection is vetted in its
+own thread with a few seconds to authenticate and say hello, under the per-source caps and
+eviction the rendezvous and peer ports use (:class:`terascale._admission.Admission`), so
+idle or dribbling strangers on the coordinator's port delay no node.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
+import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from .._auth import dial_handshake, recv_json, send_json
+from .._admission import Admission
+from .._auth import accept_handshake, dial_handshake, drop_reason, recv_json, send_json
 from .._errors import RendezvousError
 
-__all__ = ["PING_S", "ControlLink", "connect", "silence"]
+__all__ = ["PING_S", "ControlLink", "admit_links", "connect", "silence"]
+
+log = logging.getLogger("terascale.launch")
 
 PING_S = 1.0
+_HELLO_S = 5.0  # time a connection gets to authenticate and say hello
+_PER_SOURCE = 64  # unauthenticated connections one address may hold; more evict its oldest
+_MAX_PENDING = 1024  # unauthenticated connections in all; more evict the oldest of all
 
 
 def silence(timeout: float) -> float:
@@ -91,3 +105,80 @@ def connect(address: tuple[str, int], secret: bytes, deadline: float) -> socket.
             time.sleep(0.2)
     raise RendezvousError(f"cannot reach node 0's launcher at {address[0]}:{address[1]} "
                           f"({last}); is it running with the same --rendezvous and secret?")
+
+
+def admit_links(listener: socket.socket, secret: bytes, deadline: float,
+                check: Callable[[dict], str | None], complete: Callable[[], bool],
+                take: Callable[[socket.socket, dict], bool]) -> str | None:
+    """Accept control links on ``listener`` until ``complete()`` or ``deadline``.
+
+    Every connection is vetted in a thread of its own: the HMAC handshake and a hello (a
+    JSON object) within ``_HELLO_S``. ``check(hello)`` returns None for a welcome hello or
+    the reason it is refused (told to the dialer as ``done`` with an error); ``take(sock,
+    hello)`` then receives the link, or returns False when it lost a race for the same
+    place (the link is refused alike). Strangers, wrong secrets and garbage are dropped
+    and counted; the one-line summary of the drops is returned (None: none).
+    """
+    admission = Admission(per_source=_PER_SOURCE, total=_MAX_PENDING)
+    wake_r, wake_w = socket.socketpair()
+    vetting: list[threading.Thread] = []
+
+    def vet(conn: socket.socket, who: tuple[Any, ...]) -> None:
+        step = min(deadline, time.monotonic() + _HELLO_S)
+        kept = False
+        try:
+            accept_handshake(conn, secret, step)
+            admission.done(conn)  # it knows the secret: no longer a candidate for eviction
+            hello = recv_json(conn, step)
+            if not isinstance(hello, dict):
+                raise ValueError("the hello is not an object")
+            refused = check(hello)
+            if refused is None and not take(conn, hello):
+                refused = check(hello) or "its place was taken meanwhile"
+            if refused is not None:
+                send_json(conn, {"kind": "done", "status": 1, "error": refused}, step)
+            else:
+                kept = True
+                try:
+                    wake_w.send(b"w")
+                except OSError:  # the accept loop has ended already
+                    pass
+        except Exception as e:  # strangers, wrong secrets, garbage: dropped, the job goes on
+            admission.dropped(drop_reason(e, "sent a bad hello"), str(who[0]))
+            log.debug("coordinator: dropped a connection from %s: %s", who[0], e)
+        finally:
+            admission.done(conn)
+            if not kept:
+                conn.close()
+
+    try:
+        while not complete():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select([listener, wake_r], [], [], min(left, 0.5))
+            if wake_r in ready:
+                wake_r.recv(4096)
+            if listener not in ready:
+                continue
+            listener.settimeout(0.1)
+            try:
+                conn, who = listener.accept()
+            except TimeoutError:  # gone between select and accept
+                continue
+            except OSError:  # out of descriptors for now: shed the oldest stranger
+                admission.evict(None)
+                time.sleep(0.01)
+                continue
+            admission.admit(conn, str(who[0]))
+            t = threading.Thread(target=vet, args=(conn, who), daemon=True,
+                                 name="terascale-coordinator-vet")
+            t.start()
+            vetting = [v for v in vetting if v.is_alive()] + [t]
+    finally:
+        admission.shut_all()  # the nodes are in (or it is over): strangers must go
+        for t in vetting:
+            t.join(1.0)
+        wake_r.close()
+        wake_w.close()
+    return admission.summary("terascale run", "to the coordinator's port")

@@ -18,17 +18,18 @@ import sys
 import threading
 import time
 
-from .._auth import accept_handshake, recv_json, send_json
 from .._bind import bind_address, bind_error
 from .._errors import ConfigError, RendezvousError
 from ..rendezvous import RendezvousServer, host_layout
-from ._control import ControlLink, silence
+from ._blame import echoed
+from ._control import ControlLink, admit_links, silence
 from .launcher import LaunchOptions, free_port
 
 __all__ = ["Coordinator", "start_coordinator"]
 
 _STOP_GRACE_S = 4.0  # after a stop, how long the coordinator waits for the nodes' reports
 _SETTLE_S = 1.0  # after an echo of a failure (PeerLost...), how long to wait for its cause
+_CAUSE_S = 2.0  # ... and then for the node of the rank the echo names, if it has not reported
 
 
 def start_coordinator(rendezvous: tuple[str, int], bind: str | None, nnodes: int,
@@ -91,32 +92,45 @@ class Coordinator(threading.Thread):
             link.close()
 
     def _accept(self, links: dict[int, ControlLink], hello: dict[int, dict], inbox: queue.Queue) -> None:
-        deadline = time.monotonic() + self._opts.timeout
-        self._listener.settimeout(0.5)
-        while len(hello) < self._nnodes:
-            if time.monotonic() > deadline:
+        """Every node's control link, admitted concurrently (:func:`._control.admit_links`):
+        an idle or slow stranger on this port holds one thread for a few seconds, nobody's
+        turn."""
+        lock = threading.Lock()
+
+        def check(msg: dict) -> str | None:
+            try:
+                node, nprocs = int(msg["node"]), int(msg["nprocs"])
+                str(msg["host"])
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"bad hello {msg!r:.200}") from None
+            if not 0 <= node < self._nnodes or nprocs < 1:
+                return f"node rank {node} is not in 0..{self._nnodes - 1}"
+            with lock:
+                if node in hello:
+                    return f"node rank {node} is taken"
+            return None
+
+        def take(conn: socket.socket, msg: dict) -> bool:
+            node = int(msg["node"])
+            with lock:
+                if node in hello:
+                    return False
+                hello[node] = {"nprocs": int(msg["nprocs"]), "host": str(msg["host"])[:256]}
+                links[node] = ControlLink(conn, node, inbox, silence(self._opts.timeout))
+            return True
+
+        def complete() -> bool:
+            with lock:
+                return len(hello) == self._nnodes
+
+        drops = admit_links(self._listener, self._secret, time.monotonic() + self._opts.timeout,
+                            check, complete, take)
+        if drops is not None:
+            sys.stderr.write(f"{drops}\n")
+        if not complete():
+            with lock:
                 missing = sorted(set(range(self._nnodes)) - set(hello))
-                raise RendezvousError(f"nodes {missing} did not join within "
-                                      f"{self._opts.timeout:g} s")
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            try:
-                accept_handshake(conn, self._secret, time.monotonic() + 5.0)
-                msg = recv_json(conn, time.monotonic() + 5.0)
-                node = int(msg["node"])
-                if node in hello or not 0 <= node < self._nnodes:
-                    send_json(conn, {"kind": "done", "status": 1,
-                                     "error": f"node rank {node} is taken or not in "
-                                              f"0..{self._nnodes - 1}"}, time.monotonic() + 5)
-                    conn.close()
-                    continue
-            except Exception:  # strangers, wrong secrets, garbage: dropped, the job goes on
-                conn.close()
-                continue
-            hello[node] = {"nprocs": int(msg["nprocs"]), "host": str(msg["host"])[:256]}
-            links[node] = ControlLink(conn, node, inbox, silence(self._opts.timeout))
+            raise RendezvousError(f"nodes {missing} did not join within {self._opts.timeout:g} s")
 
     def _attempt(self, attempt: int, size: int, hello: dict[int, dict], links: dict[int, ControlLink],
                  inbox: queue.Queue) -> tuple[int, int | None, int | None, list[str]]:
@@ -133,11 +147,19 @@ class Coordinator(threading.Thread):
             Result = tuple[int, int | None, int | None, list[str]]
             primary: list[Result] = []
             secondary: list[Result] = []  # ranks that failed because another one did
+            succeeded: set[int] = set()  # nodes whose workers all exited 0
             decide_at = stop_by = float("inf")
+            waited = False  # for the node of the rank the echoes name
             first: Result | None = None
             while pending and time.monotonic() < stop_by:
                 if first is None and time.monotonic() >= decide_at:
-                    first = (primary or secondary)[0]
+                    cause = None if primary else self._cause(secondary[0], hello)
+                    if cause is not None and cause[1] in pending and not waited:
+                        waited = True  # its node may report a moment later still
+                        decide_at = time.monotonic() + _CAUSE_S
+                        continue
+                    first = primary[0] if primary else self._echo(secondary[0], cause,
+                                                                  succeeded)
                     stop_by = time.monotonic() + _STOP_GRACE_S
                     for k in pending:
                         links[k].send({"kind": "stop", "rank": first[1], "node": first[2]})
@@ -153,15 +175,42 @@ class Coordinator(threading.Thread):
                     result = (int(msg["status"]), msg.get("rank"), node, list(msg.get("tail", [])))
                 else:
                     continue
+                if result[0] == 0:
+                    succeeded.add(node)
                 if result[0] == 0 or first is not None or (msg or {}).get("stopped"):
                     continue
                 (secondary if (msg or {}).get("secondary") else primary).append(result)
                 # The node where it started may report a moment after the echoes elsewhere.
                 decide_at = min(decide_at, time.monotonic() + (0 if primary else _SETTLE_S))
             if first is None and (primary or secondary):
-                first = (primary or secondary)[0]
+                first = primary[0] if primary else self._echo(
+                    secondary[0], self._cause(secondary[0], hello), succeeded)
             if first is None and pending:  # stopped nodes that never reported
                 first = (1, None, min(pending), [f"node {min(pending)} did not report"])
             return first or (0, None, None, [])
         finally:
             server.close()
+
+    def _cause(self, echo: tuple[int, int | None, int | None, list[str]],
+               hello: dict[int, dict]) -> tuple[int, int] | None:
+        """(rank, node) of the rank an echo names as the cause of its failure, or None."""
+        rank = echoed(ln.encode() for ln in echo[3])
+        if rank is None:
+            return None
+        offset = 0
+        for k in range(self._nnodes):
+            if offset <= rank < offset + hello[k]["nprocs"]:
+                return rank, k
+            offset += hello[k]["nprocs"]
+        return None
+
+    @staticmethod
+    def _echo(echo: tuple[int, int | None, int | None, list[str]], cause: tuple[int, int] | None,
+              succeeded: set[int]) -> tuple[int, int | None, int | None, list[str]]:
+        """The verdict when only echoes reported: the rank they name when its node's workers
+        all exited 0 (it left the job early), else the first echo."""
+        if cause is None or cause[1] not in succeeded:
+            return echo
+        why = (f"rank {cause[0]} left the job early (it exited with status 0 while rank "
+               f"{echo[1]} still needed it) (rank {echo[1]} gave up first)\n")
+        return echo[0], cause[0], cause[1], [why, *echo[3]]

@@ -35,6 +35,7 @@ from typing import Any
 
 from .._auth import send_json
 from .._errors import ConfigError
+from ._blame import cause_line
 from ._control import ControlLink, connect, silence
 from ._coordinator import start_coordinator
 from .launcher import LaunchOptions, NodePlace, is_secondary, run_group, stop_signals
@@ -100,14 +101,13 @@ def _agent(cmd: Sequence[str], opts: LaunchOptions, nnodes: int, node_rank: int,
                               rendezvous=(msg["rendezvous"][0], int(msg["rendezvous"][1])),
                               job=str(msg["job"]), master=(msg["master"][0], int(msg["master"][1])),
                               host_id=host_id)
-            status, rank, stopped, lost, tail = _run_attempt(cmd, opts, int(msg["attempt"]),
-                                                             secret, place, inbox, stop)
+            status, rank, stopped, lost, secondary, tail = _run_attempt(
+                cmd, opts, int(msg["attempt"]), secret, place, inbox, stop)
             if lost:
                 sys.stderr.write(f"terascale run: lost {where}; stopped this node's workers\n")
                 return status or 1
             link.send({"kind": "result", "status": status, "rank": rank, "stopped": stopped,
-                       "secondary": is_secondary(deque(ln.encode() for ln in tail)),
-                       "tail": tail})
+                       "secondary": secondary, "tail": tail})
             if stop.is_set():
                 return 130
     finally:
@@ -127,11 +127,11 @@ def _wait(inbox: queue.Queue, stop: threading.Event) -> tuple[Any, dict | None]:
 
 def _run_attempt(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: bytes,
                  place: NodePlace, inbox: queue.Queue, interrupted: threading.Event,
-                 ) -> tuple[int, int | None, bool, bool, list[str]]:
+                 ) -> tuple[int, int | None, bool, bool, bool, list[str]]:
     """This node's workers until they end or the coordinator says stop (or is lost).
 
     Returns (status, failed global rank or None, stopped by the coordinator, link lost,
-    the failed rank's last output lines).
+    whether the failure only echoes another rank's, the failed rank's last output lines).
     """
     halt = threading.Event()
     box: list[tuple[int, int | None, list[bytes], Any]] = []
@@ -154,7 +154,8 @@ def _run_attempt(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: 
             halt.set()
     t.join()
     status, rank, tail, blame = box[0] if box else (1, None, [], None)
-    if blame is not None:  # a stall: blame the stalled rank, not the first to time out
+    secondary = blame is None and is_secondary(deque(tail))
+    if blame is not None:  # a stall or a rank that left: blame it, not the first to give up
         tail = [f"{blame.why} (rank {rank} gave up first)\n".encode(), *tail]
         rank = blame.ranks[0] if blame.ranks else rank
     if stopped or lost or interrupted.is_set():
@@ -162,7 +163,7 @@ def _run_attempt(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: 
         if status == 130:  # run_group's "interrupted": ours, by the coordinator's stop
             status, rank = 1, None
     lines = [ln.decode(errors="replace") for ln in tail][-20:] if rank is not None else []
-    return status, rank, stopped, lost, lines
+    return status, rank, stopped, lost, secondary, lines
 
 
 def _verdict(msg: dict, node_rank: int) -> int:
@@ -174,9 +175,12 @@ def _verdict(msg: dict, node_rank: int) -> int:
         return status
     rank, node = msg.get("rank"), msg.get("node")
     who = f"rank {rank} (node {node})" if rank is not None else f"node {node}"
+    tail = msg.get("tail") or []
+    cause = cause_line([ln.encode() if isinstance(ln, str) else ln for ln in tail])
+    if cause is not None:  # the one line to read first; the traceback follows
+        sys.stderr.write(f"\nterascale run: {who}: {cause}")
     sys.stderr.write(f"\nterascale run: {who} failed first (exit status {status}); every "
                      f"node's workers were stopped (this is node {node_rank}).")
-    tail = msg.get("tail") or []
     sys.stderr.write(" Its last output:\n" if tail else "\n")
     sys.stderr.write("".join(f"  | {ln}" for ln in tail))
     sys.stderr.flush()

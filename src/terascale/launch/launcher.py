@@ -29,7 +29,7 @@ from .._errors import ConfigError
 from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
-from ._blame import Blame, blame_stall, is_stopped
+from ._blame import Blame, blame_leaver, blame_stall, cause_line, echoed, is_stopped
 from ._lifetime import forget_group, watch_group, worker_start
 from ._output import Output
 
@@ -39,19 +39,13 @@ __all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", 
 _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
 _SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to exit too
 # ... unless every worker still there is stopped (SIGSTOP): then nothing more will exit
+_CAUSE_S = 2.0  # when only echoes exited: how long to wait for the rank they name
 
 
 def is_secondary(tail: deque[bytes]) -> bool:
-    """True when a worker's last error says it failed because another rank did.
-
-    The last traceback is read whole (from its last ``Traceback`` line, or the whole tail when
-    that scrolled out): torch prints the stacks of the threads that completed a failed work
-    after the error's own line, one per chained callback.
-    """
-    lines = list(tail)
-    starts = [i for i, ln in enumerate(lines) if b"Traceback (most recent call last)" in ln]
-    last = b"".join(lines[starts[-1]:] if starts else lines)
-    return b"aborted because rank" in last or b"lost peer rank" in last
+    """True when a worker's last error says it failed because another rank did
+    (:func:`._blame.echoed`)."""
+    return echoed(tail) is not None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,21 +183,34 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                     bad = sorted(e for e in exits if e[2] != 0)
                     gone = {e[1] for e in exits}
                 primary = [e for e in bad if not is_secondary(outputs[2 * e[1] + 1].tail)]
+                # Only echoes so far: the rank they name may be slower to exit than they
+                # were (its traceback, its exit handlers); wait for it a little longer.
+                cause = echoed(outputs[2 * bad[0][1] + 1].tail)
+                cause = None if cause is None else cause - offset
+                if not primary and cause is not None and 0 <= cause < len(procs):
+                    until = time.monotonic() + _CAUSE_S
+                    while time.monotonic() < until and not is_stopped(procs[cause].pid):
+                        with exit_lock:
+                            if any(e[1] == cause for e in exits):
+                                break
+                        time.sleep(0.01)
+                    with exit_lock:
+                        bad = sorted(e for e in exits if e[2] != 0)
+                        gone = {e[1] for e in exits}
+                    primary = [e for e in bad if not is_secondary(outputs[2 * e[1] + 1].tail)]
                 _, failed, code = (primary or bad)[0]
                 status = _exit_status(code)
                 left = [r for r in range(len(procs)) if r not in gone]
                 # Global ranks (a node of a job over several): the workers' messages use them.
+                tails = {offset + e[1]: list(outputs[2 * e[1] + 1].tail) for e in bad}
                 blame = blame_stall(
-                    {offset + e[1]: list(outputs[2 * e[1] + 1].tail) for e in bad},
-                    [offset + e[1] for e in primary], [offset + r for r in left],
+                    tails, [offset + e[1] for e in primary], [offset + r for r in left],
                     [offset + r for r in left if is_stopped(procs[r].pid)])
-                quit_early = [offset + e[1] for e in sorted(exits)
-                              if e[2] == 0 and e[0] <= bad[0][0]]
-                if not primary and quit_early and blame is None:
-                    # a worker left in the middle of the job with status 0; the others lost it
-                    who = ", ".join(map(str, quit_early))
-                    blame = Blame(quit_early, f"rank {who} exited (status 0) while its peers "
-                                              f"were still in the job, and they lost it")
+                if blame is None and not primary:  # echoes of a rank that left early?
+                    with exit_lock:
+                        leavers = [offset + e[1] for e in sorted(exits)
+                                   if e[2] == 0 and e[0] <= bad[0][0]]
+                    blame = blame_leaver(tails, leavers)
                 break
             if done == len(procs):
                 break
@@ -297,6 +304,9 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
                     return 128 + (signalled[0] if signalled else signal.SIGINT)
                 if status == 0:
                     return status
+                cause = cause_line(tail)
+                if cause is not None:  # the one line to read first; the traceback follows
+                    sys.stderr.write(f"\nterascale run: rank {failed}: {cause}")
                 if blame is not None:
                     sys.stderr.write(f"\nterascale run: {blame.why}; all workers were stopped. Last "
                                      f"output of rank {failed}, which gave up first (exit status "

@@ -14,7 +14,11 @@ __all__ = ["auc", "auprc", "evaluate_scores"]
 
 
 def auc(y: np.ndarray, score: np.ndarray) -> float:
-    """Area under the ROC curve of binary labels (``y > 0`` is positive)."""
+    """Area under the ROC curve of binary labels (``y > 0`` is positive).
+
+    ``y``: the labels; ``score``: any score that grows with the positive class (raw scores
+    or probabilities).
+    """
     pos = np.asarray(y) > 0
     n1 = int(pos.sum())
     n0 = len(pos) - n1
@@ -32,7 +36,10 @@ def auc(y: np.ndarray, score: np.ndarray) -> float:
 
 
 def auprc(y: np.ndarray, score: np.ndarray) -> float:
-    """Average precision of binary labels (``y > 0`` is positive)."""
+    """Average precision of binary labels (``y > 0`` is positive).
+
+    ``y``: the labels; ``score``: any score that grows with the positive class.
+    """
     pos = np.asarray(y) > 0
     n1 = int(pos.sum())
     if n1 == 0:
@@ -51,7 +58,11 @@ def auprc(y: np.ndarray, score: np.ndarray) -> float:
 
 def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logistic",
                     weights: np.ndarray | None = None) -> dict[str, float]:
-    """Metrics of raw scores against labels; examples without a label (NaN) are left out."""
+    """Metrics of raw scores against labels; examples without a label (NaN) are left out.
+
+    ``loss``: the model's loss (``logistic``, ``squared`` or ``hinge``), which decides the
+    metrics; ``weights``: per-example importance weights (default None: all 1).
+    """
     y = np.asarray(labels, dtype=np.float64)
     s = np.asarray(scores, dtype=np.float64)
     keep = ~np.isnan(y)

@@ -131,12 +131,20 @@ class LinearModel:
                             f"it the right file?")
 
     def decision_function(self, data: Dataset | Blocks | Sequence[str] | str) -> np.ndarray:
-        """Raw scores (the linear predictor) of every example."""
+        """Raw scores (the linear predictor) of every example.
+
+        ``data``: a :class:`Dataset`, :class:`Blocks`, a list of text lines, or a file
+        path (parsed with the model's own options).
+        """
         parts = [s for _, s in self.predict_blocks(data)]
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def predict(self, data: Dataset | Blocks | Sequence[str] | str) -> np.ndarray:
-        """Probabilities of the positive class for logistic loss, raw scores otherwise."""
+        """Probabilities of the positive class for logistic loss, raw scores otherwise.
+
+        ``data``: a :class:`Dataset`, :class:`Blocks`, a list of text lines, or a file
+        path (parsed with the model's own options).
+        """
         s = self.decision_function(data)
         if self.loss == "logistic":
             return 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
@@ -154,7 +162,11 @@ class LinearModel:
         return evaluate_scores(lab, sc, self.loss)
 
     def save(self, path: str) -> None:
-        """Write atomically (temporary file in the same directory, then rename)."""
+        """Write atomically (temporary file in the same directory, then rename).
+
+        ``path``: the model file (``.npz``); ``LinearModel.load(path)`` reads it back.
+        A failure is a :class:`~terascale.StorageError` naming the path.
+        """
         # wall-clock timings (``*_s``) stay in memory: in the file they would make two
         # identical trainings write different bytes, and models must compare bitwise
         info = {k: v for k, v in self.info.items() if not k.endswith("_s")}

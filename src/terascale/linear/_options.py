@@ -17,41 +17,95 @@ __all__ = ["TrainOptions"]
 
 @dataclass(frozen=True, kw_only=True)
 class TrainOptions:
-    """Every option of :func:`train` (the flags of ``terascale linear train``)."""
+    """Every option of :func:`train` (the flags of ``terascale linear train``).
 
+    Pass them as keywords to :func:`train`, :class:`LinearClassifier`,
+    :class:`LinearRegressor` or ``terascale.spark.train_linear``; an invalid value is a
+    :class:`~terascale.ConfigError` naming the parameter. Each field below gives its type,
+    its default and what it does; the command line's flag is in parentheses. The recipe of
+    Agarwal et al. (JMLR 2014) is ``passes=1`` and ``bfgs=K``: one online pass whose
+    averaged weights warm-start K passes of L-BFGS.
+    """
+
+    #: The input format, ``"vw"`` (VW text), ``"libsvm"`` (libsvm/svmlight) or ``"csv"``
+    #: (``--format``).
     format: str = "vw"
+    #: Hash bits; the model has ``2**bits`` weights (``-b``; 1 to 30).
     bits: int = 18
+    #: Namespace pairs to cross, by first letter; ``":"`` is every namespace, as in VW
+    #: (``-q ab``).
     quadratic: tuple[str, ...] = ()
+    #: Namespace triples to cross (``--cubic abc``; ``":"`` wildcards allowed).
     cubic: tuple[str, ...] = ()
+    #: Crosses of two or more namespaces (VW's ``--interactions``).
     interactions: tuple[str, ...] = ()
+    #: The label column of CSV input.
     label: str = "label"
+    #: Columns of CSV input hashed as categories even when numeric.
     categorical: tuple[str, ...] = ()
+    #: Namespaces (first letters) left out of VW input, or columns left out of CSV input
+    #: (``--ignore``).
     ignore: tuple[str, ...] = ()
+    #: Keep only the VW namespaces starting with these letters (``--keep``).
     keep: tuple[str, ...] = ()
+    #: VW namespaces used only inside interactions (``--ignore_linear``).
     ignore_linear: tuple[str, ...] = ()
+    #: Skip malformed lines, counting them, instead of raising
+    #: :class:`~terascale.DataError` (``--skip-bad``).
     skip_bad: bool = False
-    constant: bool = True          # VW's bias feature
+    #: Add VW's constant (bias) feature; False is ``--noconstant``.
+    constant: bool = True
+    #: ``"logistic"`` (labels -1/+1 or 0/1), ``"squared"`` or ``"hinge"`` (``--loss``).
     loss: str = "logistic"
+    #: Online learning rate of VW's adaptive, normalized, invariant update (``-l``).
     learning_rate: float = 0.5
+    #: Exponent of the learning-rate decay (``--power_t``).
     power_t: float = 0.5
+    #: L1 strength, VW's truncated gradient; online passes only (``--l1``).
     l1: float = 0.0
-    l2: float | None = None        # see online_l2 / batch_l2
+    #: L2 strength; online, VW's per-example shrinkage; with ``bfgs``/``cg`` the batch
+    #: objective's ``l2/2 ||w||^2``. None: 0 online and 1.0 in the batch phase (``--l2``).
+    l2: float | None = None
+    #: Online passes over the data (``--passes``); 0 with ``bfgs``/``cg``: batch only.
     passes: int = 1
-    bfgs: int = 0                  # passes of L-BFGS after the online passes
-    cg: int = 0                    # passes of preconditioned CG after the online passes
-    memory: int = 15               # L-BFGS memory
-    tol: float = 1e-7              # stop on relative loss decrease below this
-    average: str = "weighted"      # "uniform" | "weighted" | "chain" (_chain)
-    average_every: int | None = None  # workers mix every K examples of a pass (_mixing);
-                                   # None: _mixing.default_every, 0: at the end only
-    holdout: float | None = None   # fraction held out to stop the batch phase
-    normalize: str = "auto"        # batch objective on standardized numeric columns:
-                                   # "std", "off", "auto" (std for CSV input)
-    patience: int = 3              # batch iterations without holdout improvement
-    cache_dir: str | None = None   # "" disables the cache
-    cache: bool | None = None      # write the cache? see cache_root
-    binary: bool = False           # VW's --binary: progress and pass losses are 0/1 loss
+    #: Passes of L-BFGS after the online passes, warm-started from their averaged weights
+    #: (``--bfgs K``); 0: none.
+    bfgs: int = 0
+    #: Passes of preconditioned nonlinear conjugate gradient after the online passes
+    #: (``--cg K``); excludes ``bfgs``.
+    cg: int = 0
+    #: L-BFGS memory, the number of correction pairs kept (``--mem``).
+    memory: int = 15
+    #: Stop the batch phase when the loss decreases by less than this, relatively
+    #: (``--tol``).
+    tol: float = 1e-7
+    #: How workers' online learners are combined at the end of a pass: ``"weighted"`` (by
+    #: each worker's adaptive sums, VW's nonuniform average), ``"uniform"``, or ``"chain"``
+    #: (the workers learn one after another: one learner's exact model) (``--average``).
+    average: str = "weighted"
+    #: With 2+ workers, mix their online learners every K examples of each shard during a
+    #: pass (iterative parameter mixing, McDonald et al. 2010): closer to one learner, slower.
+    #: None or 0: only at the end of each pass (``--average-every``).
+    average_every: int | None = None
+    #: Fraction of examples held out to stop the batch phase early. None: 0.1 with
+    #: ``bfgs``/``cg`` or ``passes > 1``, else 0 (``--holdout``).
+    holdout: float | None = None
+    #: In the batch phase, regularize numeric columns standardized (``"std"``), raw
+    #: (``"off"``), or ``"auto"``: std for CSV input, off otherwise (``--normalize``).
+    normalize: str = "auto"
+    #: Batch passes without holdout improvement before stopping (``--patience``).
+    patience: int = 3
+    #: Directory of the parsed-data cache. None: ``TMPDIR/terascale-cache``; ``""``
+    #: disables the cache (``--cache-dir``).
+    cache_dir: str | None = None
+    #: Write the cache even for one pass (True, VW's ``-c``). None: when the data is read
+    #: more than once or ``cache_dir`` is given.
+    cache: bool | None = None
+    #: VW's ``--binary``: predictions are -1/1 and progress reports the 0/1 loss.
+    binary: bool = False
+    #: Print VW's progress table while training.
     progress: bool = False
+    #: Where the progress table goes (None: standard error).
     progress_file: TextIO | None = None
 
     def __post_init__(self) -> None:

@@ -327,7 +327,11 @@ def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
     ``need_label=False`` a CSV file may lack the label column (data to predict).
 
     For data that may not fit in memory use :class:`TextBlocks` or the cache instead:
-    they stream the same records block by block."""
+    they stream the same records block by block.
+
+    ``path``: the file (plain, ``.gz`` or ``.zip``); ``opts``: how to parse it
+    (:class:`ParseOptions`).
+    """
     from ._stream import TextBlocks
 
     return TextBlocks(path, opts, shard=shard, need_label=need_label).dataset()
@@ -353,6 +357,11 @@ def parse_lines(lines: Iterable[str | bytes], *, format: str = "vw", bits: int =
     >>> d = parse_lines(["1 |a x y:2", "-1 |a z"], bits=18)
     >>> len(d), d.n_features
     (2, 5)
+
+    ``format``, ``bits``, ``quadratic``, ``cubic``, ``interactions``, ``label``,
+    ``categorical``, ``ignore``, ``keep``, ``ignore_linear``, ``skip_bad`` and
+    ``constant`` mean what the fields of :class:`TrainOptions` of the same names mean
+    (defaults: VW text, 18 bits, no crosses, a constant feature).
     """
     opts = ParseOptions(format=format, bits=bits, quadratic=tuple(quadratic),
                         cubic=tuple(cubic), interactions=tuple(interactions), label=label,

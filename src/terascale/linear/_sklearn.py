@@ -222,7 +222,33 @@ class _Base:
 
 
 class LinearClassifier(_Base):
-    """Binary logistic regression (labels: any two values; ``classes_`` sorted)."""
+    """Binary logistic regression trained by terascale's linear learner, as a scikit-learn
+    estimator (labels: any two values; ``classes_`` sorted).
+
+    Features are hashed (``bits``) and learned with VW's online update, optionally followed
+    by L-BFGS; ``predict_proba`` gives probabilities, ``partial_fit`` continues the online
+    learner on a new batch.
+
+    :param bits: hash bits; the model has ``2**bits`` weights (default 20).
+    :param passes: online passes over the data (default 1).
+    :param bfgs: passes of L-BFGS after the online passes, warm-started from their weights
+        (default 0: none); the recipe of Agarwal et al. 2014 is ``passes=1, bfgs=20``.
+    :param cg: passes of preconditioned conjugate gradient instead (default 0; excludes bfgs).
+    :param learning_rate: online learning rate of VW's adaptive update (default 0.5).
+    :param power_t: exponent of its decay (default 0.5).
+    :param l1: L1 strength, online passes only (default 0.0).
+    :param l2: L2 strength (default None: 0 online, 1.0 in the batch phase).
+    :param average: how workers' learners are combined: ``"weighted"`` (default),
+        ``"uniform"`` or ``"chain"`` (see :class:`TrainOptions`).
+    :param holdout: fraction held out to stop the batch phase (default None: 0.1 with
+        bfgs/cg or several passes, else 0).
+    :param comm: the communicator to train on (default None: the one this process opened,
+        else ``terascale.init()``; inside a job every worker fits on its rows).
+
+    Every option of :class:`TrainOptions` not listed here keeps its default. Bad input is a
+    ``ValueError`` with scikit-learn's messages; both estimators pass scikit-learn's
+    ``check_estimator``.
+    """
 
     _loss = "logistic"
     _estimator_type = "classifier"
@@ -271,7 +297,29 @@ class LinearClassifier(_Base):
 
 
 class LinearRegressor(_Base):
-    """Least-squares regression."""
+    """Least-squares linear regression trained by terascale's linear learner, as a
+    scikit-learn estimator (the same learner and options as :class:`LinearClassifier`).
+
+    :param bits: hash bits; the model has ``2**bits`` weights (default 20).
+    :param passes: online passes over the data (default 1).
+    :param bfgs: passes of L-BFGS after the online passes, warm-started from their weights
+        (default 0: none); the recipe of Agarwal et al. 2014 is ``passes=1, bfgs=20``.
+    :param cg: passes of preconditioned conjugate gradient instead (default 0; excludes bfgs).
+    :param learning_rate: online learning rate of VW's adaptive update (default 0.5).
+    :param power_t: exponent of its decay (default 0.5).
+    :param l1: L1 strength, online passes only (default 0.0).
+    :param l2: L2 strength (default None: 0 online, 1.0 in the batch phase).
+    :param average: how workers' learners are combined: ``"weighted"`` (default),
+        ``"uniform"`` or ``"chain"`` (see :class:`TrainOptions`).
+    :param holdout: fraction held out to stop the batch phase (default None: 0.1 with
+        bfgs/cg or several passes, else 0).
+    :param comm: the communicator to train on (default None: the one this process opened,
+        else ``terascale.init()``; inside a job every worker fits on its rows).
+
+    Every option of :class:`TrainOptions` not listed here keeps its default. Bad input is a
+    ``ValueError`` with scikit-learn's messages; both estimators pass scikit-learn's
+    ``check_estimator``.
+    """
 
     _loss = "squared"
 

@@ -11,6 +11,13 @@ network order, forwarded as is), and sends every node its parent's IPv4 address 
 or all ones for the root. With it, users of the ``vowpalwabbit`` PyPI package can run
 clusters without building VW's C++ daemon, and ``terascale bench linear`` runs VW's cluster
 mode side by side with terascale.
+
+VW's protocol has no authentication, but a stranger still cannot stall the server: every
+connection is read in a thread of its own with ``_HELLO_S`` to send its hello, one address
+holding more than ``_PER_SOURCE`` connections that have not said hello has its oldest shut
+(:class:`terascale._admission.Admission`), and a complete job's nodes get ``_TREE_S`` to
+send their ports. An idle connection therefore delays no job (VW's own daemon reads each
+hello inline, so one idle connection stops every job behind it).
 """
 
 from __future__ import annotations
@@ -21,13 +28,18 @@ import socket
 import struct
 import sys
 import threading
+import time
 
+from .._admission import Admission
 from .._bind import bind_error
 from .._errors import ConfigError
 
 __all__ = ["SpanServer", "add_parser", "build_tree"]
 
 DEFAULT_PORT = 26543
+_HELLO_S = 5.0  # a connection must send its hello (unique id, total, node) within this
+_TREE_S = 60.0  # once a job's nodes are all in, each must send its port within this
+_PER_SOURCE = 64  # connections one address may hold before their hello; more evict its oldest
 
 
 def build_tree(n: int) -> tuple[list[int], list[int]]:
@@ -57,9 +69,13 @@ def build_tree(n: int) -> tuple[list[int], list[int]]:
     return parent, kids
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
+def _recv_exact(s: socket.socket, n: int, deadline: float) -> bytes:
     buf = b""
     while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"timed out after {len(buf)} of {n} bytes")
+        s.settimeout(left)
         chunk = s.recv(n - len(buf))
         if not chunk:
             raise ConnectionError("peer closed")
@@ -87,6 +103,8 @@ class SpanServer:
         self._stop = False
         self._pending: dict[int, dict[int, tuple[socket.socket, bytes, int]]] = {}
         self._arrival = 0
+        self._lock = threading.Lock()
+        self._admission = Admission(per_source=_PER_SOURCE)
 
     def start(self) -> SpanServer:
         threading.Thread(target=self.serve_forever, daemon=True).start()
@@ -94,6 +112,7 @@ class SpanServer:
 
     def stop(self) -> None:
         self._stop = True
+        self._admission.shut_all()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -109,42 +128,66 @@ class SpanServer:
             try:
                 conn, (ip, _) = self.sock.accept()
             except OSError:
-                return
-            try:
-                self._handle(conn, ip)
-            except (OSError, ConnectionError, struct.error) as e:
-                self._log(f"dropped a client from {ip}: {e}")
-                conn.close()
+                if self._stop:
+                    return
+                self._admission.evict(None)  # out of descriptors: shed the oldest stranger
+                time.sleep(0.01)
+                continue
+            self._admission.admit(conn, ip)
+            threading.Thread(target=self._client, args=(conn, ip), daemon=True,
+                             name="terascale-span-client").start()
+
+    def _client(self, conn: socket.socket, ip: str) -> None:
+        try:
+            self._handle(conn, ip)
+        except (OSError, struct.error) as e:  # TimeoutError and ConnectionError included
+            self._log(f"dropped a client from {ip}: {e}")
+            conn.close()
+        finally:
+            self._admission.done(conn)
 
     def _handle(self, conn: socket.socket, ip: str) -> None:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        nonce, total, node = struct.unpack("<QQQ", _recv_exact(conn, 24))
-        group = self._pending.setdefault(nonce, {})
-        ok = node < total and node not in group
-        conn.sendall(struct.pack("<i", 1 if ok else 0))
-        if not ok:
-            self._log(f"job {nonce}: rejected node {node} of {total}")
-            conn.close()
-            return
-        self._arrival += 1
-        group[node] = (conn, socket.inet_aton(ip), self._arrival)
-        self._log(f"job {nonce}: node {node} of {total} from {ip} ({len(group)} in)")
-        if len(group) < total:
-            return
-        del self._pending[nonce]
+        nonce, total, node = struct.unpack("<QQQ", _recv_exact(conn, 24,
+                                                               time.monotonic() + _HELLO_S))
+        self._admission.done(conn)  # a node now: no longer a candidate for eviction
+        with self._lock:  # "ok" goes out before any other node can complete the job
+            group = self._pending.setdefault(nonce, {})
+            ok = node < total and node not in group
+            conn.settimeout(_HELLO_S)
+            conn.sendall(struct.pack("<i", 1 if ok else 0))
+            if not ok:
+                self._log(f"job {nonce}: rejected node {node} of {total}")
+                conn.close()
+                return
+            self._arrival += 1
+            group[node] = (conn, socket.inet_aton(ip), self._arrival)
+            self._log(f"job {nonce}: node {node} of {total} from {ip} ({len(group)} in)")
+            if len(group) < total:
+                return
+            del self._pending[nonce]
         nodes = sorted(group.values(), key=lambda c: (c[1], c[2]))
+        try:
+            self._tree(nodes, total)
+        finally:
+            for c, _, _ in nodes:
+                c.close()
+        self._log(f"job {nonce}: tree of {total} sent")
+
+    @staticmethod
+    def _tree(nodes: list[tuple[socket.socket, bytes, int]], total: int) -> None:
+        deadline = time.monotonic() + _TREE_S
         parent, kids = build_tree(total)
         for (c, _, _), k in zip(nodes, kids):
+            c.settimeout(_HELLO_S)
             c.sendall(struct.pack("<H", k))
-        ports = [_recv_exact(c, 2) for c, _, _ in nodes]
+        ports = [_recv_exact(c, 2, deadline) for c, _, _ in nodes]
         for i, (c, _, _) in enumerate(nodes):
             p = parent[i]
             if p >= 0:
                 c.sendall(nodes[p][1] + ports[p])
             else:
                 c.sendall(b"\xff" * 4 + struct.pack("<i", -1))
-            c.close()
-        self._log(f"job {nonce}: tree of {total} sent")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

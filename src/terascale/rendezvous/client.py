@@ -61,6 +61,13 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
 
     Connection-level failures before the request is sent (refused, reset, closed by a
     server shedding idle strangers) are retried until the deadline; a wrong secret is not.
+
+    ``address``: the server's ``(host, port)``. ``secret``: the job secret. ``slot``: the
+    rank asked for. ``size``: the job's size (must match the server's). ``host_id``: this
+    host's identity (ranks with the same one share memory). ``timeout``: seconds until the
+    whole job must have arrived (:class:`~terascale.RendezvousError` after). ``encrypt``:
+    ask for AES-GCM links (the job is encrypted when any rank asks). ``link_rate``: the
+    links' rate in bits/s for ``auto`` (the job gets the smallest asked for).
     """
     deadline = time.monotonic() + timeout
     while True:

@@ -53,7 +53,13 @@ class _Worker:
 
 
 class RendezvousServer:
-    """Assembles a job of ``size`` workers; ``address`` is what workers connect to."""
+    """Assembles a job of ``size`` workers; ``address`` is what workers connect to.
+
+    ``size``: workers to wait for. ``secret``: the job secret every worker must prove.
+    ``host``: the address to listen on (default loopback: workers on this machine).
+    ``port``: the port (default 0: any free one; read ``address``). ``job``: the job id
+    (default: a fresh random one).
+    """
 
     def __init__(self, size: int, secret: bytes, *, host: str = "127.0.0.1", port: int = 0,
                  job: str | None = None) -> None:

@@ -75,7 +75,16 @@ TREE_CHUNK = 256 * 1024
 
 @dataclass(frozen=True, kw_only=True)
 class CostParams:
-    """Machine parameters of the model (seconds, seconds per byte)."""
+    """Machine parameters of the model (seconds, seconds per byte).
+
+    ``alpha``: seconds per message between hosts (latency plus software; default 25 us).
+    ``beta``: seconds per byte on a link (default 8/10e9: 10 Gbit/s). ``gamma``: seconds
+    per byte reduced (default 1/5e9). ``alpha_shm``: seconds per synchronization inside a
+    host (default 2 us). ``delta``: seconds per byte copied in memory (default 1/10e9).
+    ``cores``: cores per host (default None: one per rank). ``cache_bytes``: messages
+    above this size pay ``mem_factor`` times every per-byte cost (default None: never).
+    ``mem_factor``: that factor (default 1.0).
+    """
 
     alpha: float = 25e-6       # per message between hosts (latency + software)
     beta: float = 8 / 10e9     # per byte on a link: 10 Gbit/s
@@ -120,7 +129,11 @@ def _swap_time(nbytes: float, c: CostParams) -> float:
 
 
 def ring_time(nbytes: float, p: int, c: CostParams, *, ranks_per_host: int = 1) -> float:
-    """Ring allreduce (Patarasuk & Yuan); two ranks and a small message: the swap."""
+    """Ring allreduce (Patarasuk & Yuan); two ranks and a small message: the swap.
+
+    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
+    ``p``: ranks. ``ranks_per_host``: ranks sharing one host's link (default 1).
+    """
     _check(nbytes, p)
     if p == 1:
         return 0.0
@@ -134,7 +147,11 @@ def ring_time(nbytes: float, p: int, c: CostParams, *, ranks_per_host: int = 1) 
 def halving_doubling_time(nbytes: float, p: int, c: CostParams, *,
                           ranks_per_host: int = 1) -> float:
     """Rabenseifner's reduce-scatter by halving + allgather by doubling (Thakur et al.);
-    two ranks and a small message: the swap."""
+    two ranks and a small message: the swap.
+
+    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
+    ``p``: ranks. ``ranks_per_host``: ranks sharing one host's link (default 1).
+    """
     _check(nbytes, p)
     if p == 1:
         return 0.0
@@ -165,7 +182,12 @@ def tree_shape(p: int) -> tuple[int, int, int]:
 
 def tree_time(nbytes: float, p: int, c: CostParams, *, chunk: int | None = TREE_CHUNK,
               ranks_per_host: int = 1) -> float:
-    """Pipelined binary tree (reduce + broadcast); ``chunk=None``: not pipelined."""
+    """Pipelined binary tree (reduce + broadcast); ``chunk=None``: not pipelined.
+
+    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
+    ``p``: ranks. ``chunk``: the pipeline's chunk in bytes. ``ranks_per_host``: ranks
+    sharing one host's link (default 1).
+    """
     _check(nbytes, p)
     if p == 1:
         return 0.0
@@ -180,7 +202,10 @@ def tree_time(nbytes: float, p: int, c: CostParams, *, chunk: int | None = TREE_
 
 
 def shm_time(nbytes: float, q: int, c: CostParams) -> float:
-    """Shared-memory allreduce of ``q`` ranks on one host."""
+    """Shared-memory allreduce of ``q`` ranks on one host.
+
+    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
+    """
     _check(nbytes, q)
     if q == 1:
         return 0.0
@@ -190,7 +215,11 @@ def shm_time(nbytes: float, q: int, c: CostParams) -> float:
 
 
 def hierarchical_time(nbytes: float, hosts: int, per_host: int, c: CostParams) -> float:
-    """Shared memory inside each host + ring among the host leaders + broadcast back."""
+    """Shared memory inside each host + ring among the host leaders + broadcast back.
+
+    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
+    ``hosts``: hosts; ``per_host``: ranks on each.
+    """
     return shm_time(nbytes, per_host, c) + ring_time(nbytes, hosts, c)
 
 
@@ -215,6 +244,11 @@ def predict(algorithm: str, nbytes: float, nodes: int, c: CostParams, *,
 
     Flat algorithms (tree, ring, halving_doubling) treat all ``nodes * per_host`` ranks alike;
     ``shm`` needs a single host. ``nodes=1, per_host=q`` describes one machine (loopback).
+
+    ``algorithm``: ``tree``, ``ring``, ``halving_doubling``, ``shm`` or ``hierarchical``.
+    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
+    ``nodes``: hosts. ``per_host``: ranks on each host (default 1). ``chunk``: the tree's
+    pipeline chunk in bytes (None: not pipelined).
     """
     p = nodes * per_host
     if algorithm == "ring":
@@ -233,7 +267,11 @@ def predict(algorithm: str, nbytes: float, nodes: int, c: CostParams, *,
 
 
 def best(nbytes: float, nodes: int, c: CostParams, *, per_host: int = 1) -> tuple[str, float]:
-    """The fastest applicable algorithm and its predicted time."""
+    """The fastest applicable algorithm and its predicted time.
+
+    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
+    ``nodes``: hosts; ``per_host``: ranks on each (default 1).
+    """
     names = [a for a in ALGORITHMS if ALLREDUCE[a].runs_on(nodes)]
     if per_host == 1 and nodes > 1:
         names = [a for a in names if a != "hierarchical"]  # same as ring then

@@ -264,6 +264,9 @@ def simulate(algorithm: str, nbytes: float, nodes: int, c: CostParams, *, per_ho
     ``fail=(rank, time)`` kills that rank at that time. ``max_chunks`` coarsens the tree's
     pipeline (larger chunks) to bound the number of events: the steady state is unchanged,
     the pipeline fill grows with the chunk.
+
+    ``algorithm``: as for :func:`predict`. ``c``: the machine's :class:`CostParams`.
+    ``chunk``: the tree's pipeline chunk in bytes.
     """
     if chunk is not None and max_chunks is not None and nbytes > chunk * max_chunks:
         chunk = math.ceil(nbytes / max_chunks)
@@ -309,6 +312,9 @@ def straggler_delays(spec: str, p: int, rng: np.random.Generator) -> np.ndarray:
     ``none``; ``exp:MEAN`` (exponential); ``lognormal:MEDIAN:SIGMA``; ``one:DELAY`` (rank
     ``p-1`` late by DELAY); ``frac:F:DELAY`` (a random fraction F of the ranks late by DELAY).
     Times accept ``ms``/``us``/``s`` suffixes.
+
+    ``p``: ranks. ``rng``: the numpy generator to draw from (seed it for repeatable
+    plans).
     """
     parts = spec.split(":")
     kind = parts[0]

@@ -65,6 +65,10 @@ def run_workers(fn: Callable[..., Any], n: int, *, args: Sequence[Any] = (),
     ``("ok", value)`` or ``("error", (exc_type, traceback))`` (``("killed", code)`` for a
     worker that died without reporting, ``("timeout", None)`` for one still running at the
     deadline, which is then killed).
+
+    ``env``: extra environment variables for every worker (default None).
+    ``collective_timeout``: the workers' ``init(timeout=)`` (default None: ``init``'s
+    default deadline).
     """
     ctx = mp.get_context("fork")
     secret = secrets.token_hex(16)

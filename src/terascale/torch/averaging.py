@@ -35,6 +35,10 @@ def average_buffers(model: torch.nn.Module, *, comm: Communicator | None = None)
 
     Batch norm is per worker by default (Goyal et al.); call this before evaluation or
     checkpointing so that every worker holds the same statistics.
+
+    ``model``: its floating-point buffers are averaged in place. ``comm``: the
+    communicator (default None: the process's ``terascale.init()``, made once on first use
+    and shared by every object of ``terascale.torch``).
     """
     average_tensors(list(model.buffers()), resolve(comm))
 
@@ -45,6 +49,10 @@ class ModelAverager:
     Parameters (and, with ``buffers=True``, floating-point buffers) become bitwise
     identical on all workers after each averaging. Optimizer state (momentum) stays local,
     as in local SGD.
+
+    ``model``: the module whose parameters are averaged. ``comm``: the communicator
+    (default None: the process's ``terascale.init()``, made once on first use and shared
+    by every object of ``terascale.torch``).
     """
 
     def __init__(self, model: torch.nn.Module, *, every: int = 8,

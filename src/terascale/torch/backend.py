@@ -50,6 +50,7 @@ from .._bind import route_to
 from .._env import read_bind, read_env
 from .._errors import ConfigError
 from .._init import connect, init, joined
+from .._secret import user_secret
 from ..communicator import Communicator
 from ..rendezvous import RendezvousServer
 from ._pg import TerascaleProcessGroup
@@ -171,14 +172,9 @@ def _join_through_store(store: Any, rank: int, size: int, timeout: float) -> Com
 
 
 def _user_secret() -> bytes | None:
-    """The job secret the user set (TERASCALE_SECRET or _FILE), if any."""
-    if not (os.environ.get("TERASCALE_SECRET") or os.environ.get("TERASCALE_SECRET_FILE")):
-        return None
-    job = read_env()  # a bad secret file is the user's ConfigError
-    if job is None:
-        raw = os.environ.get("TERASCALE_SECRET")
-        return raw.encode() if raw else None
-    return job.secret
+    """The job secret the user set (TERASCALE_SECRET or _FILE), if any; a bad secret file is
+    the user's ConfigError."""
+    return user_secret(os.environ)
 
 
 def _reachable_host(store: Any) -> str:

@@ -38,6 +38,9 @@ def broadcast_parameters(model: torch.nn.Module | Iterable[torch.Tensor], root: 
     """Overwrite every worker's parameters (and, by default, buffers) with ``root``'s.
 
     ``model`` is a module or an iterable of tensors (e.g. ``model.parameters()``).
+
+    ``comm``: the communicator (default None: the process's ``terascale.init()``, made
+    once on first use and shared by every object of ``terascale.torch``).
     """
     comm = resolve(comm)
     if comm.size == 1:
@@ -51,7 +54,11 @@ def broadcast_parameters(model: torch.nn.Module | Iterable[torch.Tensor], root: 
 
 def broadcast_buffers(model: torch.nn.Module, root: int = 0, *,
                       comm: Communicator | None = None) -> None:
-    """Overwrite buffers (batch-norm running statistics, ...) with ``root``'s."""
+    """Overwrite buffers (batch-norm running statistics, ...) with ``root``'s.
+
+    ``comm``: the communicator (default None: the process's ``terascale.init()``, made
+    once on first use and shared by every object of ``terascale.torch``).
+    """
     comm = resolve(comm)
     if comm.size > 1:
         _broadcast_tensors(list(model.buffers()), root, comm)
@@ -74,6 +81,9 @@ def broadcast_optimizer_state(optimizer: Any, root: int = 0, *,
     Works for any optimizer with ``state_dict``/``load_state_dict`` (also a
     :class:`~terascale.torch.DistributedOptimizer`); tensors travel through host memory and
     ``load_state_dict`` moves them to the parameters' devices.
+
+    ``comm``: the communicator (default None: the process's ``terascale.init()``, made
+    once on first use and shared by every object of ``terascale.torch``).
     """
     comm = resolve(comm)
     if comm.size == 1:

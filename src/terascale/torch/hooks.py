@@ -71,7 +71,14 @@ class _Then:
 
 
 def allreduce_hook(state: Any, comm: Communicator, index: int, grad: torch.Tensor) -> Waitable:
-    """Plain sum with ``comm.allreduce_async``: exact and bitwise identical on every worker."""
+    """Plain sum with ``comm.allreduce_async``: exact and bitwise identical on every worker.
+
+    A hook's arguments (every hook has them, like PyTorch's communication hooks):
+    ``state``: the ``hook_state`` given to ``DistributedOptimizer`` (its own state object,
+    or None); ``comm``: the communicator; ``index``: the bucket's number, the same on
+    every worker; ``grad``: the bucket's flattened gradient. It returns a handle whose
+    ``wait()`` gives the summed gradient.
+    """
     return comm.allreduce_async(grad)
 
 
@@ -82,6 +89,12 @@ def fp16_hook(state: Any, comm: Communicator, index: int, grad: torch.Tensor) ->
     ``fp16_compress_hook`` does) so that the float16 sum stays within range; the result is
     scaled back and returned in the gradient's dtype. Every worker receives the same
     float16 bytes, so parameters stay bitwise identical across workers.
+
+    A hook's arguments (every hook has them, like PyTorch's communication hooks):
+    ``state``: the ``hook_state`` given to ``DistributedOptimizer`` (its own state object,
+    or None); ``comm``: the communicator; ``index``: the bucket's number, the same on
+    every worker; ``grad``: the bucket's flattened gradient. It returns a handle whose
+    ``wait()`` gives the summed gradient.
     """
     n = comm.size
     half = (grad / n).to(torch.float16)
@@ -268,6 +281,12 @@ def onebit_hook(state: OneBitState, comm: Communicator, index: int,
     ``8 (n-1)/n * d`` for a float32 ring allreduce: ~28x fewer with ``block=256``. Quantization runs on
     the gradient's device, where the quantization error is kept and added back next step
     (Seide et al., Interspeech 2014). See :class:`OneBitState`.
+
+    A hook's arguments (every hook has them, like PyTorch's communication hooks):
+    ``state``: the ``hook_state`` given to ``DistributedOptimizer`` (its own state object,
+    or None); ``comm``: the communicator; ``index``: the bucket's number, the same on
+    every worker; ``grad``: the bucket's flattened gradient. It returns a handle whose
+    ``wait()`` gives the summed gradient. Here ``state`` is a :class:`OneBitState`.
     """
     step = state.steps.get(index, 0)
     state.steps[index] = step + 1

@@ -11,6 +11,15 @@ in the creator's note over the job's authenticated TCP link; any local process c
 the name (``/proc/net/unix``) and connect, but only a member knows the key, so only
 members are handed the descriptor.
 
+The socket is a listener anyone on the host can reach, so it admits like our TCP ports do:
+a connection from another user (``SO_PEERCRED``) is closed at once, unread; every other one
+is served in a thread of its own with ``_CLIENT_S`` in all to present the key, and one
+process holding more than ``_PER_PROCESS`` pending connections has its oldest shut
+(:class:`terascale._admission.Admission`). A squatter that connects first and dribbles
+bytes therefore delays no member. A member, in turn, hands the key only to a socket of its
+own user. The user is the boundary: a process of the same user could read the segment's
+memory through ``/proc`` anyway.
+
 Used by :class:`~terascale.transport.shm.ShmGroup` (``share_anonymous``); without
 ``memfd_create`` (not Linux) it falls back to named segments in ``/dev/shm``.
 """
@@ -21,22 +30,34 @@ import hmac
 import mmap
 import os
 import secrets
+import select
 import socket
 import struct
 import threading
 import time
 
+from .._admission import Admission
 from .._errors import CollectiveError
 from .base import Exchange
 
-__all__ = ["HAVE_MEMFD", "NOTE_BYTES", "SegmentOffer", "receive_segment", "share_anonymous"]
+__all__ = ["HAVE_MEMFD", "NOTE_BYTES", "SegmentOffer", "peer_credentials", "receive_segment",
+           "share_anonymous"]
 
 HAVE_MEMFD = hasattr(os, "memfd_create") and hasattr(socket, "send_fds")
 _SIZE = struct.Struct("<Q")
 _TOKEN, _KEY = 16, 32
 NOTE_BYTES = _SIZE.size + _TOKEN + _KEY if HAVE_MEMFD else _SIZE.size
-_ACCEPT_POLL_S = 0.05   # how often the serving thread looks whether it was stopped
-_CLIENT_S = 1.0         # a connection must present its key within this (strangers: dropped)
+_ACCEPT_POLL_S = 0.05   # accept()'s limit once select() saw a connection (it may be gone)
+_CLIENT_S = 2.0         # a connection must present its key within this, in all
+_PER_PROCESS = 4        # pending connections one process may hold; more evict its oldest
+_CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def peer_credentials(conn: socket.socket) -> tuple[int, int]:
+    """``(pid, uid)`` of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
+    pid, uid, _ = _CRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                               _CRED.size))
+    return pid, uid
 
 
 def _address(token: bytes) -> bytes:
@@ -45,7 +66,8 @@ def _address(token: bytes) -> bytes:
 
 class SegmentOffer:
     """The creator's side: an anonymous segment of ``size`` bytes, served to ``members``
-    other processes that present the key of :attr:`note` (one thread, until :meth:`close`).
+    other processes of this user that present the key of :attr:`note` (served concurrently,
+    until every member has its descriptor or :meth:`close`).
 
     Raises ``OSError`` when the segment or the socket cannot be made.
     """
@@ -64,34 +86,95 @@ class SegmentOffer:
             raise
         self.note = _SIZE.pack(size) + token + self._key
         self._left = members
+        self._lock = threading.Lock()
+        self._admission = Admission(per_source=_PER_PROCESS)
+        self._clients: list[threading.Thread] = []
         self._stop = threading.Event()
+        # wakes the serving thread at once when the last member is served or on close()
+        self._wake_r, self._wake_w = socket.socketpair()
         self._thread = threading.Thread(target=self._serve, name="terascale-segment",
                                         daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
-        while self._left > 0 and not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn:
+        me = os.getuid()
+        try:
+            while not self._stop.is_set() and self._left > 0:
+                ready, _, _ = select.select([self._listener, self._wake_r], [], [], 0.5)
+                if self._wake_r in ready:
+                    self._wake_r.recv(64)
+                if self._listener not in ready:
+                    continue
                 try:
-                    conn.settimeout(_CLIENT_S)
-                    key = _recv_exact(conn, _KEY)
-                    if key is not None and hmac.compare_digest(key, self._key):
-                        socket.send_fds(conn, [b"\1"], [self.fd])
-                        self._left -= 1
+                    conn, _ = self._listener.accept()
+                except TimeoutError:  # gone between select and accept
+                    continue
                 except OSError:
-                    continue  # a stranger, or a member that died: the exchange reports it
+                    if self._stop.is_set():
+                        return
+                    self._admission.evict(None)  # out of descriptors: shed the oldest
+                    time.sleep(0.01)
+                    continue
+                try:
+                    pid, uid = peer_credentials(conn)
+                except OSError:
+                    conn.close()
+                    continue
+                if uid != me:  # another user: never read, never served
+                    self._admission.dropped("another user", f"uid {uid}")
+                    conn.close()
+                    continue
+                self._admission.admit(conn, f"pid {pid}")
+                t = threading.Thread(target=self._hand, args=(conn, pid), daemon=True,
+                                     name="terascale-segment-client")
+                t.start()
+                self._clients = [c for c in self._clients if c.is_alive()] + [t]
+        finally:
+            self._admission.shut_all()
+            for t in self._clients:
+                t.join(_CLIENT_S)
+
+    def _hand(self, conn: socket.socket, pid: int) -> None:
+        """One connection: the key within ``_CLIENT_S``, then the descriptor."""
+        deadline = time.monotonic() + _CLIENT_S
+        try:
+            key = _recv_exact(conn, _KEY, deadline)
+            if key is None or not hmac.compare_digest(key, self._key):
+                self._admission.dropped("wrong key", f"pid {pid}")
+                return
+            self._admission.done(conn)
+            conn.settimeout(max(deadline - time.monotonic(), 0.001))
+            socket.send_fds(conn, [b"\1"], [self.fd])
+            with self._lock:
+                self._left -= 1
+            if self._left <= 0:
+                self._wake()
+        except (OSError, TimeoutError):
+            # a stranger, or a member that died: the exchange reports the member
+            self._admission.dropped("timed out or closed", f"pid {pid}")
+        finally:
+            self._admission.done(conn)
+            conn.close()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"w")
+        except OSError:
+            pass
+
+    @property
+    def drops(self) -> int:
+        """Connections dropped so far (other users, wrong keys, too slow)."""
+        return self._admission.drops
 
     def close(self) -> None:
         """Stop serving and drop our descriptor (our mapping keeps the segment alive)."""
         self._stop.set()
+        self._wake()
         self._thread.join()
         self._listener.close()
+        self._wake_r.close()
+        self._wake_w.close()
         os.close(self.fd)
 
 
@@ -106,6 +189,10 @@ def receive_segment(note: bytes, deadline: float) -> tuple[int, int]:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(max(deadline - time.monotonic(), 0.001))
         s.connect(_address(bytes(token)))
+        _, uid = peer_credentials(s)
+        if uid != os.getuid():  # not our creator: the key goes to our own user only
+            raise ConnectionError(f"the segment's socket belongs to uid {uid}, not to this "
+                                  f"user ({os.getuid()})")
         s.sendall(key)
         _, fds, _, _ = socket.recv_fds(s, 1, 1)
     if not fds:
@@ -115,9 +202,13 @@ def receive_segment(note: bytes, deadline: float) -> tuple[int, int]:
     return fds[0], size
 
 
-def _recv_exact(conn: socket.socket, n: int) -> bytes | None:
+def _recv_exact(conn: socket.socket, n: int, deadline: float) -> bytes | None:
     buf = b""
     while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"timed out after {len(buf)} of {n} bytes")
+        conn.settimeout(left)
         chunk = conn.recv(n - len(buf))
         if not chunk:
             return None

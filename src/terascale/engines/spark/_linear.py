@@ -223,6 +223,9 @@ def train_linear(data: Any, *, num_workers: int | None = None, column: str | Non
     files or persisted, or a user-given ``cache_key`` -- so a second call on the same data
     does not parse again; ``cache_dir=""`` disables the cache. ``options`` are those of
     :func:`terascale.linear.train` (``bits``, ``passes``, ``bfgs``, ``l2``, ``loss``, ...).
+
+    ``timeout``: seconds each task waits for its peers at the rendezvous and in every
+    collective (default 60).
     """
     parse = {k: options.pop(k) for k in _PARSE_KEYS if k in options}
     fmt = parse.setdefault("format", "vw")

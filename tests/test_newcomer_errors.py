@@ -1,0 +1,136 @@
+"""The first mistakes a newcomer makes get a message that says what to do.
+
+Real processes and the real command line: a misspelled flag, sub-command or algorithm gets
+"did you mean"; a script started without a launcher says once that its job has size 1; a
+``.py`` given to ``terascale run`` suggests ``python``; a CSV file read as VW text suggests
+``--format csv``; a failing worker's one-line cause comes before its traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from terascale import ConfigError, __version__
+from terascale.cli import build_parser, main
+from terascale.collectives import allreduce_spec
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_version(capsys):
+    code, text = _cli(capsys, "--version")
+    assert code == 0 and text.strip() == f"terascale {__version__}"
+
+
+def test_misspelled_flag_of_a_subcommand(capsys):
+    code, text = _cli(capsys, "bench", "allreduce", "--algoritms", "tree")
+    assert code == 2
+    assert "unrecognized arguments: --algoritms" in text
+    assert "did you mean '--algorithms'?" in text
+    assert len(text.strip().splitlines()) == 1  # one line, no 90-flag usage dump
+
+
+def test_misspelled_flag_of_linear_train(capsys, tmp_path):
+    code, text = _cli(capsys, "linear", "train", "--pases", "2", str(tmp_path / "x.vw"))
+    assert code == 2
+    assert "unknown option --pases (did you mean '--passes'?)" in text
+    assert "terascale linear train --help" in text and "Supported:" not in text
+    code, text = _cli(capsys, "linear", "train", "--oaa", "3", str(tmp_path / "x.vw"))
+    assert code == 2 and "is not supported" in text  # a refused VW flag keeps its reason
+
+
+def test_misspelled_subcommand(capsys):
+    code, text = _cli(capsys, "rnu", "-n", "2", "true")
+    assert code == 2 and "did you mean 'run'?" in text
+
+
+def test_nothing_close_suggests_nothing(capsys):
+    code, text = _cli(capsys, "bench", "allreduce", "--zzzzzz")
+    assert code == 2 and "did you mean" not in text
+
+
+def test_misspelled_algorithm():
+    with pytest.raises(ConfigError, match=r"did you mean 'ring'\?.*use one of auto"):
+        allreduce_spec("rign")
+
+
+def test_parser_is_exposed_without_sphinx_roles():
+    parser = build_parser()
+    text = parser.format_help()
+    assert "--version" in text
+    bench = next(a for a in parser._actions if hasattr(a, "choices") and a.choices
+                 and "bench" in a.choices).choices["bench"]
+    linear = next(a for a in bench._actions if hasattr(a, "choices") and a.choices
+                  and "linear" in a.choices).choices["linear"]
+    assert ":mod:" not in linear.format_help()
+
+
+def test_run_a_python_script_suggests_python(capsys, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    code, text = _cli(capsys, "run", "-n", "2", str(script))
+    assert code == 2
+    assert f"terascale run -n 2 python {script}" in text
+
+
+def test_csv_read_as_vw_suggests_format_csv(capsys, tmp_path):
+    data = tmp_path / "data.csv"
+    data.write_text("y,a,b\n1,2,3\n0,1,1\n")
+    code, text = _cli(capsys, "linear", "train", str(data), "--quiet")
+    assert code == 2
+    assert f"{data}, line 1" in text and "add --format csv" in text
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith(("TERASCALE_", "RANK", "WORLD_SIZE", "OMPI_", "PMI_", "SLURM_"))}
+    environ.update(env)
+    return subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
+                          text=True, timeout=60)
+
+
+INIT_TWICE = "import terascale; c = terascale.init(); c = terascale.init(); print(c.size)"
+
+
+def test_init_without_a_launcher_says_so_once():
+    proc = _python(INIT_TWICE)
+    assert proc.returncode == 0 and proc.stdout.strip() == "1"
+    lines = [ln for ln in proc.stderr.splitlines() if "no launcher" in ln]
+    assert len(lines) == 1 and "terascale run -n N python" in lines[0]
+
+
+@pytest.mark.parametrize("env", [{"TERASCALE_QUIET": "1"},
+                                 {"TERASCALE_RANK": "0", "TERASCALE_SIZE": "1"}])
+def test_init_notice_is_silent_when_quiet_or_size_1_asked(env):
+    proc = _python(INIT_TWICE, **env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "1"
+    assert "no launcher" not in proc.stderr
+
+
+def test_run_prints_the_cause_before_the_traceback(tmp_path):
+    script = tmp_path / "typo.py"
+    script.write_text(textwrap.dedent("""
+        import terascale
+        comm = terascale.init()
+        comm.allreduce([1.0], algorithm="rign" if comm.rank == 1 else "ring")
+    """))
+    proc = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", "--timeout", "20",
+                           sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    summary = proc.stderr[proc.stderr.index("\nterascale run: rank 1: "):]
+    first = summary.strip().splitlines()[0]
+    assert "ConfigError: algorithm='rign' is not known (did you mean 'ring'?)" in first
+    assert summary.index("Traceback") > summary.index(first)
