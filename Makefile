@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch first, pinned to the CPU build on local disk, so that `torch>=2.3` is already met.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-vw install install-test system-deps peers lint bench clean docs docs-check docs-snippets
+.PHONY: demo test test-vw test-torch install install-test system-deps peers lint bench clean docs docs-check docs-snippets
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -76,3 +76,7 @@ lint: install-test
 
 clean:
 	rm -rf $(VENV) build dist docs/_build src/*.egg-info .pytest_cache .ruff_cache src/terascale/*.so
+
+# The torch backend's whole failure matrix (CI runs a subset of it).
+test-torch: install-test
+	TERASCALE_TORCH_FULL=1 $(BIN)/python -m pytest -q tests/torch

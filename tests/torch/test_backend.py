@@ -421,21 +421,164 @@ def test_rendezvous_through_the_store_listens_on_the_store_route_only(where: str
 
 
 
-def test_shutdown_joins_the_thread_that_completes_async_work() -> None:
+class _Handle:
+    """A communicator handle stand-in for the completer's unit tests: ``wait()`` returns
+    ``value`` (or raises it) once ``ready`` is set, within 20 s."""
+
+    def __init__(self, value: Any, ready: Any = None) -> None:
+        self.value, self.ready = value, ready
+
+    def wait(self) -> Any:
+        if self.ready is not None:
+            assert self.ready.wait(20)
+        if isinstance(self.value, BaseException):
+            raise self.value
+        return self.value
+
+
+def test_shutdown_joins_the_threads_that_complete_async_work() -> None:
     # a thread still inside torch's Future.set_result while the interpreter finalizes is
     # ended mid-call, and the unwind through torch's C++ aborts the process: shutdown (and
-    # atexit) stop and join it first
+    # atexit) stop and join them first
+    import threading
+
     from terascale.torch._pg_work import Completer
 
-    class Handle:
-        def wait(self) -> int:
-            return 7
+    c = Completer(0)
+    assert c.add([_Handle(7)], lambda xs: xs[0]).wait() == 7
+    assert c.threads == 1
+    before = set(threading.enumerate())
+    c.close()
+    assert c.threads == 0
+    assert not [t for t in before if t.name == "terascale-pg-0" and t.is_alive()]
+    assert c.add([_Handle(7)], lambda xs: xs[0] + 1).wait() == 8  # a later add starts anew
+    c.close()
+
+
+def test_a_callback_that_waits_on_another_collective_does_not_deadlock() -> None:
+    # PowerSGD's pattern: the callback chained on one work starts the next and waits on it,
+    # in the thread that completed the first; another thread must complete the second
+    import threading
+
+    from terascale.torch._pg_work import Completer
 
     c = Completer(0)
-    assert c.add([Handle()], lambda xs: xs[0]).wait() == 7
-    thread = c._thread
-    assert thread is not None and thread.is_alive()
+    second_ready = threading.Event()
+
+    def then(fut: Any) -> Any:
+        inner = c.add([_Handle(5, second_ready)], lambda xs: xs[0])
+        second_ready.set()
+        return fut.value() + inner.wait()
+
+    assert c.add([_Handle(1)], lambda xs: xs[0]).then(then).wait() == 6
+    assert c.threads == 2
     c.close()
-    assert not thread.is_alive()
-    assert c.add([Handle()], lambda xs: xs[0] + 1).wait() == 8  # a later add starts anew
+
+
+def test_a_failed_work_is_the_futures_error_for_torch_and_its_own_type_for_wait() -> None:
+    from terascale._errors import PeerLost
+    from terascale.torch._pg_work import Completer, failed
+
+    lost = PeerLost("rank 0: allreduce #3 lost peer rank 1 (connection closed)", rank=0,
+                    peer=1, operation="allreduce")
+    c = Completer(0)
+    for work in (c.work([_Handle(lost)], lambda xs: xs), failed(lost)):
+        with pytest.raises(PeerLost, match="lost peer rank 1"):
+            work.wait()
+        assert work.is_completed() and not work.is_success()
+        # the future holds an error, not a value: C++ readers (DDP's reducer) and chained
+        # callbacks see a failure instead of reading the exception object as tensors
+        fut = work.get_future()
+        with pytest.raises(RuntimeError, match="PeerLost: rank 0: allreduce #3 lost peer rank 1"):
+            fut.value()
+        with pytest.raises(RuntimeError, match="lost peer rank 1"):
+            fut.then(lambda f: f.value()).wait()
     c.close()
+
+
+def _powersgd(comm: Any, port: int, backend: str) -> list[Any]:
+    import time
+
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+
+    import terascale.torch  # noqa: F401
+
+    torch.set_num_threads(1)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=comm.rank,
+                            world_size=comm.size)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    # its callbacks start the next all_reduce and wait on it, in the thread that completed
+    # the previous one: with one completion thread that deadlocked at the first compressed step
+    state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=1,
+                               start_powerSGD_iter=2, min_compression_rate=0.1)
+    ddp.register_comm_hook(state, psgd.powerSGD_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(comm.rank)
+    for _ in range(6):
+        opt.zero_grad()
+        ddp(torch.randn(8, 16, generator=g)).square().mean().backward()
+        opt.step()
+    out = [_plain(p.detach()) for p in net.parameters()]
+    # gloo: its worker thread frees the last work (which holds a Python object) once it gets
+    # the GIL; freeing the hook's state first deadlocked 1 run in 4 here (torch 2.13,
+    # pytorch/pytorch#190489). Sleeping hands it the GIL.
+    time.sleep(0.2)
+    dist.destroy_process_group()
+    return out
+
+
+def test_powersgd_hook_trains_as_on_gloo() -> None:
+    from terascale.testing import run_workers
+
+    ours = run_workers(_powersgd, 2, args=(_free_port(), "terascale"), timeout=120,
+                       collective_timeout=30)
+    gloo = run_workers(_powersgd, 2, args=(_free_port(), "gloo"), timeout=120)
+    assert ours == gloo
+    assert ours[0] == ours[1]
+
+
+def test_the_groups_deadline_is_torchs_default_when_none_is_given() -> None:
+    import datetime
+
+    from torch.distributed.constants import default_pg_timeout
+
+    from terascale.torch.backend import _seconds
+
+    assert _seconds(None) == default_pg_timeout.total_seconds() == 1800.0
+    assert _seconds(datetime.timedelta(seconds=7)) == 7.0
+
+
+def _late_peer(comm: Any, port: int, gave_up: str) -> Any:
+    import datetime
+    import time
+
+    import torch.distributed as dist
+
+    import terascale.torch  # noqa: F401
+
+    dist.init_process_group("terascale", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=comm.rank, world_size=comm.size,
+                            timeout=datetime.timedelta(seconds=5))
+    if comm.rank == 1:  # late by more than terascale's own deadline, less than the group's
+        time.sleep(3)
+        dist.all_reduce(torch.ones(4))
+        return comm.timeout
+    began = time.monotonic()
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    return comm.timeout, time.monotonic() - began, t.tolist()
+
+
+def test_the_groups_deadline_is_its_own_and_terascales_api_keeps_its_own() -> None:
+    # the job's communicator (shared with terascale's own API) has a 1.5 s deadline; the
+    # torch group over it waits by init_process_group(timeout=5 s)
+    from terascale.testing import run_workers
+
+    out = run_workers(_late_peer, 2, args=(_free_port(), ""), timeout=120,
+                      collective_timeout=1.5)
+    own, waited, total = out[0]
+    assert own == out[1] == 1.5
+    assert total == [2.0] * 4 and 2.5 < waited < 5, out

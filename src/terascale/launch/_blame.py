@@ -61,10 +61,14 @@ def waited_for(tail: Iterable[bytes]) -> set[int]:
 
 def echoed(tail: Iterable[bytes]) -> int | None:
     """The rank a failure merely echoes (its last error names that rank as the cause), or
-    None for a failure of its own. Only the last lines count (the final error; torch prints
-    the stack of the thread that completed a failed work after it), the last mention first.
+    None for a failure of its own. Only the last traceback counts (from its last
+    ``Traceback`` line, or the whole tail when that scrolled out): torch prints the stack of
+    the thread that completed a failed work after the error, one per chained callback (a
+    comm hook's), so the error line can be dozens of lines up. The last mention first.
     """
-    last = b"".join(list(tail)[-12:])
+    lines = list(tail)
+    starts = [i for i, ln in enumerate(lines) if b"Traceback (most recent call last)" in ln]
+    last = b"".join(lines[starts[-1]:] if starts else lines)
     found = None
     for m in _ECHO.finditer(last):
         if m.group(1) or m.group(2):

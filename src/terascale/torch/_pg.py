@@ -4,13 +4,14 @@ A Python ``torch.distributed.ProcessGroup`` (the extension point PyTorch's own t
 whose collectives call a :class:`~terascale.Communicator`. Each method stages the tensors
 the communicator cannot take as they are (bfloat16, strided or accelerator tensors), runs the
 collective and completes a torch ``Future``: at once for the collectives that run in the
-calling thread, from one completion thread for the asynchronous ones. Collectives start in
-the order they are called (the communicator numbers them under its lock), the same order on
-every rank, so work objects may be waited in any order.
+calling thread, from a pool of completion threads for the asynchronous ones (a failure is
+the future's error, which DDP's reducer and comm hooks read; see :mod:`._pg_work`).
+Collectives start in the order they are called (the communicator numbers them under its
+lock), the same order on every rank, so work objects may be waited in any order.
 
 This module is the collectives; how a tensor is staged for the communicator (and which
 reductions torch's ops map to) is :mod:`._pg_staging`, and the work objects and the
-completion thread are :mod:`._pg_work`.
+completion threads are :mod:`._pg_work`.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ import torch.distributed as dist
 from .._errors import ConfigError
 from ..communicator import Communicator
 from ._pg_staging import from_wire, reduce_op, reducible, same_memory, to_wire
-from ._pg_work import Completer, Work, completed
+from ._pg_work import Completer, completed, eager_under_compile
 
 __all__ = ["TerascaleProcessGroup"]
 
+@eager_under_compile
 class TerascaleProcessGroup(dist.ProcessGroup):
     """``torch.distributed`` collectives over a terascale :class:`~terascale.Communicator`.
 
@@ -100,7 +102,7 @@ class TerascaleProcessGroup(dist.ProcessGroup):
                     t.detach().copy_(s)
             return tensors
 
-        return Work(self._completer.add(handles, finish))
+        return self._completer.work(handles, finish)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
         a = dist.AllreduceOptions()
@@ -162,7 +164,7 @@ class TerascaleProcessGroup(dist.ProcessGroup):
                 o.detach().copy_(from_wire(row, o).reshape(o.shape))
             return outputs
 
-        return Work(self._completer.add([h], finish))
+        return self._completer.work([h], finish)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor,  # noqa: A002
                           opts: Any = None) -> Any:
@@ -176,7 +178,21 @@ class TerascaleProcessGroup(dist.ProcessGroup):
             output.detach().copy_(from_wire(results[0], output).reshape(output.shape))
             return [output]
 
-        return Work(self._completer.add([h], finish))
+        return self._completer.work([h], finish)
+
+    # torch's functional collectives (and DTensor, FSDP's C++ paths) reach a Python group
+    # only through these coalesced entry points: one call per pair, in order.
+    def all_gather_single_coalesced(self, outputs: list[torch.Tensor],
+                                    inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        for o, i in zip(outputs, inputs, strict=True):
+            self.all_gather_single(o, i, opts).wait()
+        return completed(outputs)
+
+    def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor],
+                                        inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        for o, i in zip(outputs, inputs, strict=True):
+            self.reduce_scatter_single(o, i, opts)
+        return completed(outputs)
 
     def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],  # type: ignore[override]
                opts: Any) -> Any:
@@ -226,7 +242,7 @@ class TerascaleProcessGroup(dist.ProcessGroup):
                 output.detach().copy_(from_wire(results[0], output).reshape(output.shape))
                 return [output]
 
-            return Work(self._completer.add([h], finish))
+            return self._completer.work([h], finish)
         ins = list(input_split_sizes) or [input.shape[0] // n] * n
         outs = list(output_split_sizes) or [output.shape[0] // n] * n
         row_in = input[0].numel() if input.dim() and input.shape[0] else 0

@@ -7,9 +7,12 @@
     model = torch.nn.parallel.DistributedDataParallel(model)
 
 Every ``torch.distributed`` collective runs on a :class:`~terascale.Communicator`: terascale's
-algorithm choice (shared memory on one host, tree or ring over TCP), its deadline on every
-collective (``TERASCALE_TIMEOUT``, or ``init_process_group(timeout=)`` when given) and its
-errors, which name the rank, the peer and the collective, raised instead of a hang.
+algorithm choice (shared memory on one host, tree or ring over TCP), a deadline on every
+collective and its errors, which name the rank, the peer and the collective, raised instead of
+a hang -- on every rank, through the work's future, so DDP's ``backward()`` and comm hooks
+raise them too. The deadline is torch's: ``init_process_group(timeout=)`` /
+``new_group(timeout=)``, 30 minutes when none is given (as gloo); terascale's own API keeps
+its own default (``TERASCALE_TIMEOUT``, ``terascale run --timeout``, 60 s).
 
 How a group joins: under ``terascale run`` (or any launcher of ours) the world group reuses
 the job's communicator, the one ``terascale.init()`` and ``terascale.torch`` use, so DDP and
@@ -32,8 +35,13 @@ CPU tensors; accelerator tensors go through host memory.
 from __future__ import annotations
 
 import datetime
+import json
 import os
+import re
 import secrets
+import sys
+import time
+import traceback
 from typing import Any
 
 import torch.distributed as dist
@@ -60,6 +68,7 @@ def register() -> None:
 
 
 def _create(opts: Any, _backend_options: Any) -> TerascaleProcessGroup:
+    _report_to_torchrun()
     rank, size = int(opts.group_rank), int(opts.group_size)
     timeout = _seconds(opts.timeout)
     comm, owned = _communicator(opts.store, rank, size, list(opts.global_ranks_in_group),
@@ -67,17 +76,52 @@ def _create(opts: Any, _backend_options: Any) -> TerascaleProcessGroup:
     return TerascaleProcessGroup(comm, owned=owned, timeout=timeout)
 
 
-def _seconds(timeout: datetime.timedelta | None) -> float | None:
-    """torch's timeout, or None where it is torch's default (terascale's own applies then)."""
+# "... aborted because rank 1 failed", "lost peer rank 1", "timed out ... waiting for rank 1"
+_BLAMES = re.compile(r"aborted because rank \d+|lost peer rank \d+|waiting for rank \d+")
+
+
+def _report_to_torchrun() -> None:
+    """Under torchrun, an uncaught error that blames a peer goes to the error file.
+
+    torch's elastic agent names as the root cause the failed worker with the earliest error
+    file (or, without files, the first it sees exit non-zero). A peer that stalls or exits
+    with status 0 is no failure to it, so the survivor that gave up is named: its error file
+    then says which rank it lost or waited for. A file the program wrote itself (torch's
+    ``@record``) is kept.
+    """
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path or getattr(sys.excepthook, "_terascale", False):
+        return
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+        try:
+            if (isinstance(error, Exception) and _BLAMES.search(str(error))
+                    and not os.path.exists(path)):
+                text = "".join(traceback.format_exception(kind, error, tb))
+                info = {"py_callstack": text, "timestamp": str(int(time.time()))}
+                with open(path, "w") as f:  # the layout torch's own ErrorHandler writes
+                    json.dump({"message": {"message": f"{kind.__name__}: {error}",
+                                           "extraInfo": info}}, f)
+        finally:
+            previous(kind, error, tb)
+
+    hook._terascale = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
+
+
+def _seconds(timeout: datetime.timedelta | None) -> float:
+    """The group's deadline in seconds: ``init_process_group(timeout=)`` /
+    ``new_group(timeout=)``, torch's default (30 minutes) when none was given."""
     from torch.distributed.constants import default_pg_timeout
 
-    if timeout is None or timeout == default_pg_timeout or timeout.total_seconds() <= 0:
-        return None
+    if timeout is None or timeout.total_seconds() <= 0:
+        timeout = default_pg_timeout
     return float(timeout.total_seconds())
 
 
 def _communicator(store: Any, rank: int, size: int, members: list[int],
-                  timeout: float | None) -> tuple[Communicator, bool]:
+                  timeout: float) -> tuple[Communicator, bool]:
     """The communicator of one group, and whether the process group owns (closes) it."""
     whole = members in ([], list(range(size)))
     if whole:
@@ -89,18 +133,16 @@ def _communicator(store: Any, rank: int, size: int, members: list[int],
         except ConfigError:  # e.g. torchrun without TERASCALE_SECRET: torch's store serves
             job = None
         if job is not None and job.launcher != "torchrun" and (job.rank, job.size) == (rank, size):
-            # one of our launchers: the job's own communicator, shared with terascale.torch
-            return init(timeout=timeout), False
+            # one of our launchers: the job's own communicator, shared with terascale.torch;
+            # its own default deadline stays for terascale's API, the group passes its own
+            return init(), False
     if size == 1:
-        return (Communicator() if timeout is None else Communicator(timeout=timeout)), True
+        return Communicator(timeout=timeout), True
     return _join_through_store(store, rank, size, timeout), True
 
 
-def _join_through_store(store: Any, rank: int, size: int, timeout: float | None) -> Communicator:
-    from .._env import read_timeout
-    from .._init import DEFAULT_TIMEOUT
-
-    limit = timeout if timeout is not None else read_timeout(default=DEFAULT_TIMEOUT)
+def _join_through_store(store: Any, rank: int, size: int, timeout: float) -> Communicator:
+    limit = timeout
     server = None
     own = _user_secret()
     if rank == 0:
