@@ -164,6 +164,8 @@ def _prepare_and_train(data: Dataset | Blocks | Sequence[str] | str,
 def _compact(a: np.ndarray) -> np.ndarray:
     """``a`` in float32 where that loses no bit (a learner's adaptive state always is,
     unless it came from an average over workers), else ``a`` itself."""
+    if a.dtype == np.float32:
+        return a
     f = a.astype(np.float32)
     return f if np.array_equal(f, a) else a
 
@@ -194,8 +196,8 @@ def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
     with ``comm`` the workers mix their learners during it (:mod:`._mixing`)."""
     t_on = time.perf_counter()
     out = _out(opts, rank)
-    text = TextPass(blocks, _period(opts))
     every = opts.mix_every(comm.size) if comm is not None else 0
+    text = TextPass(blocks, _period(opts), dense=comm is None or not every)
     l2 = opts.online_l2(0.0)
     mixer = (TextMixer(comm, every, opts.power_t, text.columns, sparse=not (opts.l1 or l2))
              if comm and every else None)
@@ -247,7 +249,9 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     st = blocks.stats()
     if first is not None:
         scan = first.text.scan
-        w, g2, nrm = first.weights.in_union(union)
+        # float32 is exact for one learner's arrays; float64 where workers average them
+        one = comm.size == 1 or chained
+        w, g2, nrm = first.weights.in_union(union, np.float32 if one else np.float64)
         state = first.weights.state
     else:
         scan = LabelScan(blocks, period)

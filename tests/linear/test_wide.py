@@ -1,0 +1,41 @@
+"""Wide data: the first pass's switch to the dense layout, and the generator."""
+
+import numpy as np
+
+from terascale.linear import synthetic, train
+from terascale.linear._firstpass import LocalColumns, dense_threshold
+
+
+def test_the_dense_layout_learns_bitwise_what_compact_columns_learn(tmp_path):
+    # -b 12 and a few thousand wide examples: the text pass moves to the dense layout
+    # after 512 distinct features; a pass over the cache runs in compact columns
+    path = synthetic.write_wide(str(tmp_path / "w.vw"), 3000, seed=3, vocab=200_000)
+    cols = LocalColumns(12, dense=True)
+    from terascale.linear import ParseOptions, read_file
+
+    ds = read_file(path, ParseOptions(bits=12))
+    for s in range(0, len(ds), 500):
+        cols(ds.indices[ds.indptr[s]:ds.indptr[min(s + 500, len(ds))]], s)
+    assert cols.dense and 0 < cols.dense_from < len(ds)
+    assert np.array_equal(cols.features(), np.unique(ds.indices))
+    assert dense_threshold(12) == 512
+    text = train(path, bits=12, cache=False, holdout=0.0)
+    cached = train(path, bits=12, cache_dir=str(tmp_path / "c"), passes=1, holdout=0.0)
+    again = train(path, bits=12, cache_dir=str(tmp_path / "c"), passes=1, holdout=0.0)
+    assert np.array_equal(text.indices, again.indices)
+    assert np.array_equal(text.dense(), again.dense())
+    assert np.array_equal(cached.dense(), again.dense())
+    for a, b in zip(text.adaptive[:2], again.adaptive[:2]):
+        assert np.array_equal(a, b)
+
+
+def test_wide_data_has_the_width_it_promises(tmp_path):
+    path = synthetic.write_wide(str(tmp_path / "w.vw"), 2000, seed=1)
+    from terascale.linear import ParseOptions, read_file
+
+    ds = read_file(path, ParseOptions(bits=24))
+    # 28 ids, 2 numeric and the constant (a ctr that rounds to 0 is no feature, as in VW)
+    assert len(ds) == 2000 and 2000 * 30 < ds.indptr[-1] <= 2000 * 31
+    # nearly every id of the tail is new: most of the 56k features are distinct
+    assert len(np.unique(ds.indices)) > 40_000
+    assert set(np.unique(ds.labels)) == {-1.0, 1.0}
