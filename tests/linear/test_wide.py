@@ -39,3 +39,39 @@ def test_wide_data_has_the_width_it_promises(tmp_path):
     # nearly every id of the tail is new: most of the 56k features are distinct
     assert len(np.unique(ds.indices)) > 40_000
     assert set(np.unique(ds.labels)) == {-1.0, 1.0}
+
+
+def _recipe(comm, path, loss, out):
+    m = train([path], comm=comm, bits=18, loss=loss, bfgs=20, cache_dir=f"{out}-{comm.rank}")
+    return m.dense() if comm.rank == 0 else None
+
+
+def test_more_workers_end_the_recipe_at_one_workers_test_loss(tmp_path):
+    # the batch phase minimizes one objective over the same data whatever the number of
+    # workers; started from where one worker's online pass ends, N workers end at one
+    # worker's model (an average of N online learners started elsewhere: 20 passes of
+    # L-BFGS do not forget that, and stop on the holdout at another point)
+    from terascale.linear import ParseOptions, read_file
+    from terascale.testing import run_workers
+
+    train_p = synthetic.write_click(str(tmp_path / "tr.vw"), 6000, seed=1)
+    test = read_file(synthetic.write_click(str(tmp_path / "te.vw"), 3000, seed=2),
+                     ParseOptions(bits=18))
+    from terascale.linear._model import predict_scores
+
+    def test_loss(w, loss):
+        s = predict_scores(test.indptr, test.indices, test.values, w)
+        y = test.labels
+        if loss == "squared":
+            return float(np.mean((s - y) ** 2))
+        return float(np.mean(np.logaddexp(0.0, -y * s)))
+
+    for loss in ("logistic", "squared"):
+        one = run_workers(_recipe, 1, args=(train_p, loss, str(tmp_path / f"{loss}1")),
+                          timeout=300)[0]
+        base = test_loss(one, loss)
+        for n in (2, 4):
+            w = run_workers(_recipe, n, args=(train_p, loss, str(tmp_path / f"{loss}{n}")),
+                            timeout=300)[0]
+            got = test_loss(w, loss)
+            assert abs(got - base) <= 0.01 * base, (loss, n, got, base)
