@@ -259,7 +259,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     if columns is not None:
         w, g2, nrm = columns.to_columns(w, g2, nrm)
     if comm.size == 1 or chained:  # nothing but the learner writes them: GrowingWeights
-        g2, nrm = _compact(g2), _compact(nrm)
+        w, g2, nrm = _compact(w), _compact(g2), _compact(nrm)
     info: dict[str, Any] = {"workers": comm.size, "features": len(union), "read_s": t_read}
     if first is not None:
         info["first_pass_s"] = first.seconds  # parsing, caching and learning, overlapped
