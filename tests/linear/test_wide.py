@@ -75,3 +75,20 @@ def test_more_workers_end_the_recipe_at_one_workers_test_loss(tmp_path):
                             timeout=300)[0]
             got = test_loss(w, loss)
             assert abs(got - base) <= 0.01 * base, (loss, n, got, base)
+
+
+def _one_pass(comm, path, cache_dir):
+    opts = {"cache": False} if cache_dir is None else {"cache_dir": f"{cache_dir}-{comm.rank}"}
+    return train([path], comm=comm, bits=12, holdout=0.0, **opts).dense()
+
+
+def test_workers_average_dense_rows_as_they_average_compact_columns(tmp_path):
+    # two workers, each moving to dense rows during its text pass, merge into the union
+    # and average: bitwise the model of the same workers' passes over their caches
+    from terascale.testing import run_workers
+
+    path = synthetic.write_wide(str(tmp_path / "w.vw"), 4000, seed=5, vocab=200_000)
+    text = run_workers(_one_pass, 2, args=(path, None), timeout=300)
+    cached = run_workers(_one_pass, 2, args=(path, str(tmp_path / "c")), timeout=300)
+    assert np.array_equal(text[0], text[1])
+    assert np.array_equal(text[0], cached[0])

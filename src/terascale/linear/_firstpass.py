@@ -41,7 +41,7 @@ from ._passes import LabelScan, holdout_mask
 from ._setops import first_appearances
 from ._stream import TextBlocks
 
-__all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass"]
+__all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "dense_threshold"]
 
 _MAX_BITS = 26
 
@@ -108,15 +108,22 @@ def _merge_positions(union: np.ndarray, sorted_idx: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather_rows(rows: np.ndarray, union: np.ndarray) -> None:
-    """rows[k] = rows[union[k]] in place (``union`` sorted and distinct, so union[k] >= k:
-    every row is read before it is overwritten)."""
-    for k in range(len(union)):
-        h = union[k]
-        if h != k:
-            rows[k, 0] = rows[h, 0]
-            rows[k, 1] = rows[h, 1]
-            rows[k, 2] = rows[h, 2]
+def _gather_rows(rows: np.ndarray, seen: np.ndarray) -> int:
+    """rows[k] = rows[h] for the k-th set bit h of ``seen``, in place (h >= k: every row
+    is read before it is overwritten); returns how many bits are set."""
+    k = 0
+    for i in range(len(seen)):
+        b = seen[i]
+        if b:
+            for j in range(8):
+                if b & (np.uint8(1) << np.uint8(j)):
+                    h = i * 8 + j
+                    if h != k:
+                        rows[k, 0] = rows[h, 0]
+                        rows[k, 1] = rows[h, 1]
+                        rows[k, 2] = rows[h, 2]
+                    k += 1
+    return k
 
 
 _PAGE = mmap.PAGESIZE
@@ -139,19 +146,29 @@ class _DenseRows:
         if start < self.size:
             self.map.madvise(mmap.MADV_DONTNEED, start, len(self.map) - start)
 
-    def take(self, union: np.ndarray, dtype: type) -> list[np.ndarray]:
-        """Three contiguous arrays over ``union`` (weights, adaptive sums, normalizers),
-        moved out a chunk at a time from the end while the rows' pages are handed back:
-        the two layouts never both stand whole."""
-        rows = self.rows
-        _gather_rows(rows, union)
-        n = len(union)
+    def shrink(self, seen: np.ndarray) -> int:
+        """Gather the rows of the features in ``seen`` to the front, in index order, and
+        hand back the pages past them; returns their number."""
+        n = _gather_rows(self.rows, seen)
         self.release_from(n)
-        out = [np.empty(n, dtype) for _ in range(3)]
+        return n
+
+    def take(self, n: int, dtype: type, at: np.ndarray | None = None,
+             size: int = 0) -> list[np.ndarray]:
+        """Three contiguous arrays (weights, adaptive sums, normalizers) of the first ``n``
+        rows (after :meth:`shrink`), or of ``size`` entries with row k at ``at[k]``, moved
+        out a chunk at a time from the end while the rows' pages are handed back: the two
+        layouts never both stand whole."""
+        rows = self.rows
+        out = ([np.empty(n, dtype) for _ in range(3)] if at is None
+               else [np.zeros(size, dtype) for _ in range(3)])
         for hi in range(n, 0, -_CHUNK):
             lo = max(0, hi - _CHUNK)
             for j in range(3):
-                out[j][lo:hi] = rows[lo:hi, j]
+                if at is None:
+                    out[j][lo:hi] = rows[lo:hi, j]
+                else:
+                    out[j][at[lo:hi]] = rows[lo:hi, j]
             self.release_from(lo)
         del rows
         self.rows = np.zeros((0, 3), np.float32)
@@ -255,6 +272,7 @@ class GrowingWeights(Weights):
                          np.zeros(1 << 12, adaptive), state)
         self.columns = columns
         self.rows: _DenseRows | None = None  # the dense layout
+        self._shrunk = -1  # rows gathered to the front (shrink), -1: not yet
 
     def fit(self, block: Block | None = None) -> None:
         cols = self.columns
@@ -282,6 +300,19 @@ class GrowingWeights(Weights):
             rows[at, j] = getattr(self, name)[:len(at)]
             setattr(self, name, rows[:, j])  # (frees the compact array)
 
+    def shrink(self) -> int:
+        """Dense rows: gather the seen features' rows to the front and hand back the rest
+        (before the sorted feature list is built, so the two do not add up); returns the
+        number of features. Idempotent."""
+        if self.rows is None:
+            return 0
+        if self._shrunk < 0:
+            for name in ("w", "g2", "nrm"):
+                setattr(self, name, np.zeros(0, np.float32))  # (views of the rows)
+            assert self.columns.seen is not None
+            self._shrunk = self.rows.shrink(self.columns.seen)
+        return self._shrunk
+
     def in_union(self, union: np.ndarray, dtype: type = np.float64
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(w, g2, nrm) over the sorted ``union`` of every worker's features, in ``dtype``
@@ -289,9 +320,10 @@ class GrowingWeights(Weights):
         arrays is dropped as soon as it has been read, so the two layouts do not add up."""
         out = []
         if self.rows is not None:
-            for name in ("w", "g2", "nrm"):
-                setattr(self, name, np.zeros(0, np.float32))  # (views of the rows)
-            out = self.rows.take(np.asarray(union, np.uint32), dtype)
+            n = self.shrink()
+            own = self.columns.features()
+            at = None if len(own) == len(union) else _merge_positions(union, own)
+            out = self.rows.take(n, dtype, at, len(union))
             self.rows = None
             return out[0], out[1], out[2]
         idx = self.columns.indices()

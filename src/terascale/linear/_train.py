@@ -41,7 +41,7 @@ from ._batchphase import batch_phase, new_spill
 from ._blocks import Blocks, as_blocks
 from ._chain import Chain
 from ._dataset import Dataset, ParseOptions
-from ._firstpass import GrowingWeights, TextMixer, TextPass
+from ._firstpass import GrowingWeights, TextMixer, TextPass, dense_threshold
 from ._layout import HOT_PREFIX, column_order, first_block_features
 from ._losses import LOSSES
 from ._mixing import Mixer
@@ -230,6 +230,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     kind = LOSSES[opts.loss]
     if first is not None:  # the first pass has run, in its own columns
         first.text.release()  # its 2**bits table: Columns makes its own
+        first.weights.shrink()  # dense rows: hand back what the feature list will need
         union = union_features(first.text.features(), comm)
     else:
         union = union_features(blocks.features(), comm)
@@ -238,7 +239,11 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     chained = opts.chained(comm.size)
     need = first is None or opts.passes > 1 or bool(opts.batch) or chained
     order = None
-    if not opts.batch:  # frequent features first (_layout; a collective), not before a batch
+    # frequent features first (_layout; a collective), not before a batch, nor on wide data
+    # (past the dense switch the few frequent features are a small part of the misses, and
+    # the permutation costs 12 bytes a feature and a copy of every array at the end); the
+    # union is the same on every rank, so all ranks decide alike
+    if not opts.batch and len(union) <= dense_threshold(blocks.bits):
         hot = np.zeros(0, np.uint32)
         if need:
             hot = (first.text.columns.indices()[:HOT_PREFIX] if first is not None
@@ -247,16 +252,21 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     columns = Columns(union, blocks.bits, order) if need else None
     period = _period(opts)
     st = blocks.stats()
+    # float32 is exact for one learner's arrays; float64 where workers average them
+    dtype = np.float32 if comm.size == 1 or chained else np.float64
+    fresh = False
     if first is not None:
         scan = first.text.scan
-        # float32 is exact for one learner's arrays; float64 where workers average them
-        one = comm.size == 1 or chained
-        w, g2, nrm = first.weights.in_union(union, np.float32 if one else np.float64)
+        w, g2, nrm = first.weights.in_union(union, dtype)
         state = first.weights.state
     else:
         scan = LabelScan(blocks, period)
-        w, g2, nrm, state = initial_state(initial, union)
-    if columns is not None:
+        if initial is None:  # zeros, in any column order (untouched pages cost nothing)
+            w, g2, nrm = (np.zeros(len(union), dtype) for _ in range(3))
+            state, fresh = new_state(), True
+        else:
+            w, g2, nrm, state = initial_state(initial, union)
+    if columns is not None and not fresh:
         w, g2, nrm = columns.to_columns(w, g2, nrm)
     if comm.size == 1 or chained:  # nothing but the learner writes them: GrowingWeights
         w, g2, nrm = _compact(w), _compact(g2), _compact(nrm)
