@@ -349,6 +349,9 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     if opts.batch:
         t_b = time.perf_counter()
         assert columns is not None
+        # the batch phase needs neither the adaptive sums nor the normalizers (nor does its
+        # model keep them): their memory goes to L-BFGS
+        ws.g2 = ws.nrm = g2 = nrm = np.zeros(0, np.float32)
         w, binfo = batch_phase(blocks, columns, period, scan.train_weight, w, comm, opts,
                                kind, out, spill)
         normalization = binfo.pop("normalization", None)
