@@ -360,6 +360,12 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     info["train_s"] = time.perf_counter() - t0
     if columns is not None:
         w, g2, nrm = columns.to_union(w), columns.to_union(g2), columns.to_union(nrm)
+    # the model keeps float32 (LinearModel rounds to it): rounded here one array at a time,
+    # each float64 one freed before the next is rounded, instead of all three copied at once
+    ws.w = ws.g2 = ws.nrm = np.zeros(0, np.float32)  # (it holds the three arrays too)
+    w = w.astype(np.float32, copy=False)
+    g2 = g2.astype(np.float32, copy=False)
+    nrm = nrm.astype(np.float32, copy=False)
     # after online passes only, the model keeps the learner's state for a warm start
     idx, w, adaptive = merged(initial, union, w, None if opts.batch else (g2, nrm, state))
     model = LinearModel(indices=idx, weights=w, parse=opts.parse_options(), loss=opts.loss,
