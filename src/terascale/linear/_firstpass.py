@@ -16,7 +16,7 @@ allreduce is initialized (Agarwal et al., JMLR 2014, sec. 3), unless the workers
 learners during the pass (:mod:`._mixing`, :class:`TextMixer`): then they join first. Used
 when nothing the
 pass computes needs the whole shard first: no warm start (``initial``), no batch phase
-(its online pass uses the total train weight for its L2), at most ``-b 26`` (the lookup
+(its online pass uses the total train weight for its L2), at most ``-b 28`` (the lookup
 table of 2**bits columns). Memory stays bounded: the parser's blocks in flight, the
 writer's queue, ``prefetch``'s depth, and the weight state.
 """
@@ -43,7 +43,7 @@ from ._stream import TextBlocks
 
 __all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "dense_threshold"]
 
-_MAX_BITS = 26
+_MAX_BITS = 28  # the local lookup table: 1 GiB at most (VW's weights there: 4 GiB)
 
 
 @numba.njit(cache=True, nogil=True)
