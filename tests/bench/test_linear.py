@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -87,3 +89,13 @@ def test_vw_cache_recipe_reads_its_own_cache_once_and_equals_the_text_pass(tmp_p
     assert cache["read"] == [str(tmp_path / "cache" / "vw.cache")] and cache["wrote"] == []
     assert runs["cache"]["logloss"] == runs["text"]["logloss"]  # the same pass, bitwise
     assert runs["cache"]["cache_bytes"] > 0
+
+
+def test_wide_data_is_generated_once_and_seeded(tmp_path):
+    from terascale.bench._linear_large import _data
+
+    a, b = _data(str(tmp_path), 2000, wide=True)
+    assert os.path.basename(a) == "wide-2k-train.vw" and os.path.basename(b) == "wide-2k-test.vw"
+    first = open(a, "rb").read()
+    os.unlink(a)
+    assert _data(str(tmp_path), 2000, wide=True)[0] == a and open(a, "rb").read() == first

@@ -393,7 +393,7 @@ def test_first_pass_keeps_the_adaptive_state_in_float32_without_losing_a_bit(tmp
     from terascale.linear._online import new_state
 
     ws = GrowingWeights(LocalColumns(12), new_state(), compact=True)
-    assert ws.g2.dtype == ws.nrm.dtype == np.float32 and ws.w.dtype == np.float64
+    assert ws.g2.dtype == ws.nrm.dtype == ws.w.dtype == np.float32
     path = synthetic.write_click(str(tmp_path / "c.vw"), 3000, seed=4)
     text = train(path, bits=16, cache=False, holdout=0.0)  # the text pass, compact
     cached = train(path, bits=16, cache_dir=str(tmp_path / "c"), passes=1, holdout=0.0)

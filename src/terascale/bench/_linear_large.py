@@ -103,25 +103,29 @@ def _label(n: int) -> str:
     return str(n)
 
 
-def _data(work: str, n: int) -> tuple[str, str]:
-    from terascale.linear.synthetic import write_click
+def _data(work: str, n: int, wide: bool = False) -> tuple[str, str]:
+    from terascale.linear.synthetic import write_click, write_wide
 
-    train = os.path.join(work, f"click-{_label(n)}-train.vw")
-    test = os.path.join(work, f"click-{_label(n)}-test.vw")
+    kind = "wide" if wide else "click"
+    train = os.path.join(work, f"{kind}-{_label(n)}-train.vw")
+    test = os.path.join(work, f"{kind}-{_label(n)}-test.vw")
     n_test = min(max(n // 10, 10_000), 1_000_000)
     for path, m, seed in ((train, n, 1), (test, n_test, 2)):
         if not os.path.exists(path):
             t0 = time.perf_counter()
             print(f"  generating {path} ({m:,} examples) ...", end=" ", flush=True)
-            write_click(path, m, seed=seed)
+            (write_wide if wide else write_click)(path, m, seed=seed)
             print(f"{os.path.getsize(path) / 1e6:,.0f} MB in {time.perf_counter() - t0:.1f} s",
                   flush=True)
     return train, test
 
 
 def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[str, Any]]:
-    train, test = _data(work, n)
+    wide = bool(getattr(args, "wide", False))
+    train, test = _data(work, n, wide)
     base = {"train": train, "test": test, "bits": args.bits}
+    quad = [q for q in (getattr(args, "quadratic", None) or "").split(",") if q]
+    vwq = "".join(f" -q {q}" for q in quad)
     rows: list[dict[str, Any]] = []
 
     if warm:  # load (or compile) numba's kernels once, outside the timings
@@ -129,7 +133,7 @@ def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[
 
     learners: list[tuple[str, Any]] = [
         ("vowpalwabbit", lambda o, w, s1, s2: child_in(
-            work, "vw", {**base, "stage1": s1, "stage2": s2, "cli": True})),
+            work, "vw", {**base, "stage1": s1 + vwq, "stage2": s2, "cli": True})),
         ("terascale 1w", lambda o, w, s1, s2: child_in(
             work, "ours", {**base, "options": o, "warm": w})),
         (f"terascale {args.workers}w", lambda o, w, s1, s2: child_in(
@@ -137,7 +141,8 @@ def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[
     ]
     # VW's cluster mode (one pass, averaged at its end as terascale's default): the same
     # shards as terascale's, cut once beside the data
-    shards = [os.path.join(work, f"click-{_label(n)}-shard{k}of{args.workers}.vw")
+    kind = "wide" if wide else "click"
+    shards = [os.path.join(work, f"{kind}-{_label(n)}-shard{k}of{args.workers}.vw")
               for k in range(args.workers)]
     cluster = (f"vw cluster {args.workers}w", lambda o, w, s1, s2: child_in(
         work, "vw-cluster", {**base, "workers": args.workers, "shards": shards,
@@ -148,8 +153,12 @@ def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[
                         "workers": args.workers}))
     for recipe in parse_recipes(getattr(args, "recipes", None)):
         opts, warm, s1, s2 = LARGE[recipe]
+        if quad:
+            opts = {**opts, "quadratic": quad}
         extra = {"one pass from text": [chained, cluster],
                  "one pass from cache": [chained]}.get(recipe, [])
+        if wide or quad:  # (VW's cluster mode takes no -q here; the chain is --large's)
+            extra = []
         for learner, run in learners + extra:
             print(f"  [{_label(n)}] {recipe}: {learner} ...", end=" ", flush=True)
             times = []
@@ -159,15 +168,16 @@ def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[
             r = {**r, "seconds": sorted(times)[len(times) // 2], "all_seconds": times}
             print(f"{r['seconds']:.2f} s, AUC {r['auc']:.4f}, RSS {r['rss_mb']:.0f} MB",
                   flush=True)
-            rows.append({"size": n, "recipe": recipe, "learner": learner,
+            rows.append({"size": n, "recipe": recipe + (f" -q {','.join(quad)}" if quad else ""),
+                         "learner": learner, "bits": args.bits,
                          "examples_per_s": n / r["seconds"], **r})
     return rows
 
 
 def _table(rows: list[dict[str, Any]]) -> None:
     print(f"\n{'size':>5} {'recipe':<20} {'learner':<18} {'seconds':>8} {'ex/s':>10} "
-          f"{'xVW':>6} {'RSS MB':>7} {'cache MB':>8} {'logloss':>8} {'dLL':>7} {'AUC':>7} "
-          f"{'dAUC':>7}")
+          f"{'xVW':>6} {'RSS MB':>7} {'tree MB':>7} {'cache MB':>8} {'logloss':>8} {'dLL':>7} "
+          f"{'AUC':>7} {'dAUC':>7}")
     vw: dict[tuple[int, str], dict[str, Any]] = {}
     for r in rows:
         key = (r["size"], r["recipe"])
@@ -178,6 +188,7 @@ def _table(rows: list[dict[str, Any]]) -> None:
         print(f"{_label(r['size']):>5} {r['recipe']:<20} {r['learner']:<18} "
               f"{r['seconds']:8.2f} {r['examples_per_s']:10,.0f} "
               f"{ref['seconds'] / r['seconds']:6.2f} {r['rss_mb']:7.0f} "
+              f"{sum(r.get('rss_mb_all') or [r['rss_mb']]):7.0f} "
               f"{cache / 1e6:8.1f} {r['logloss']:8.4f} {r['logloss'] - ref['logloss']:+7.4f} "
               f"{r['auc']:7.4f} {r['auc'] - ref['auc']:+7.4f}")
 
@@ -187,7 +198,8 @@ def run_large(args: argparse.Namespace) -> int:
     parse_recipes(getattr(args, "recipes", None))  # a bad name fails before any work
     work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
     os.makedirs(work, exist_ok=True)
-    print(f"terascale bench linear --large: sizes {', '.join(map(_label, sizes))}, "
+    kind = "--wide" if getattr(args, "wide", False) else "--large"
+    print(f"terascale bench linear {kind}: sizes {', '.join(map(_label, sizes))}, "
           f"-b {args.bits}, 1 and {args.workers} workers, {work}, "
           f"load {os.getloadavg()[0]:.2f}", flush=True)
     rows: list[dict[str, Any]] = []

@@ -17,7 +17,8 @@ span-server`` (VW's spanning-tree protocol).
 ``--dense``: a dense synthetic set instead (one-pass recipes). ``--large``: seeded
 click-style data at ``--sizes`` (see :mod:`._linear_large`): one pass from text, from the
 cache and the L-BFGS recipe, VW and terascale on 1 and 2 workers, with wall time,
-examples/s, peak RSS per worker, cache size and test metrics, as ratios to VW.
+examples/s, peak RSS per worker, cache size and test metrics, as ratios to VW. ``--wide``: the same on wide sparse data
+(~10^7 distinct hashed features at ``-b 24``), with ``--quadratic`` for ``-q``.
 """
 
 from __future__ import annotations
@@ -56,11 +57,19 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     p.add_argument("--large", action="store_true",
                    help="large click-style data (seeded, generated once into --dir): VW vs "
                         "terascale on 1 and --workers workers at every --sizes")
+    p.add_argument("--wide", action="store_true",
+                   help="wide sparse data (seeded: 28 ids per example from a heavy-headed "
+                        "draw over 30M values, ~11M distinct features at -b 24 per 1M "
+                        "examples, terascale.linear.synthetic.write_wide): the --large table "
+                        "on it (sizes default 1M)")
+    p.add_argument("--quadratic", default=None, metavar="AB[,CD]",
+                   help="--large/--wide: -q pairs for both learners (e.g. ab)")
     p.add_argument("--recipes", default=None,
                    help="--large: comma list of recipes to run (text, cache, lbfgs; "
                         "default all)")
-    p.add_argument("--sizes", default="1M,3M,10M",
-                   help="--large: training examples per run, comma list (20k, 1M, ...)")
+    p.add_argument("--sizes", default=None,
+                   help="--large: training examples per run, comma list (20k, 1M, ...; "
+                        "default 1M,3M,10M, --wide 1M)")
     p.add_argument("--repeat", type=int, default=None,
                    help="runs of each learner, interleaved; the median time counts "
                         "(default 3, --large 1)")
@@ -80,8 +89,11 @@ def _run(args: argparse.Namespace) -> int:
     from terascale.linear import write_flights
     from terascale.linear.synthetic import write_dense
 
-    if args.large:
+    if args.large or args.wide:
         from ._linear_large import run_large
+
+        if args.sizes is None:
+            args.sizes = "1M" if args.wide else "1M,3M,10M"
 
         return run_large(args)
     repeat = args.repeat or 3

@@ -270,9 +270,12 @@ def lbfgs(fun: Fun, w0: np.ndarray, *, max_passes: int, memory: int = 15, tol: f
     w = np.array(w0, dtype=np.float64)
     f, g, hold = tr(w)
     tr.accept(0, w, f, g, hold)
-    # the last ``memory`` pairs (s, y) as rows of a ring buffer, ``order`` oldest first
-    S = np.empty((memory, len(w)))
-    Y = np.empty((memory, len(w)))
+    # the last ``memory`` pairs (s, y) as rows of a ring buffer, ``order`` oldest first, in
+    # float32: they only shape the direction (every step is re-evaluated by a line search
+    # on the float64 objective), and they are most of the phase's memory (2 * memory
+    # vectors: 120 bytes a feature at memory 15, as VW's float ``--mem`` stores them)
+    S = np.empty((memory, len(w)), np.float32)
+    Y = np.empty((memory, len(w)), np.float32)
     rho = np.zeros(memory)
     order: list[int] = []
     ones = np.ones(len(w)) if minv is None else minv
@@ -303,8 +306,11 @@ def lbfgs(fun: Fun, w0: np.ndarray, *, max_passes: int, memory: int = 15, tol: f
         if sy > 1e-12 * dot(y, y):
             # the oldest pair's row, or a free one (all are free after a reset)
             r = order.pop(0) if len(order) == memory else min(set(range(memory)) - set(order))
-            S[r], Y[r], rho[r] = s, y, 1.0 / sy
-            order.append(r)
+            S[r], Y[r] = s, y
+            sy = dot(S[r], Y[r])  # of the pair as stored
+            if sy > 0:
+                rho[r] = 1.0 / sy
+                order.append(r)
         rel = (f - f_new) / max(abs(f_new), abs(f), 1e-300)
         f, g = f_new, g_new
         worse = 0 if tr.accept(it, w, f, g, hold) else worse + 1

@@ -182,13 +182,18 @@ def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
     v0 = amap.inverse(w0)
     # the first pass was at w0 = A v0: its numbers are the optimizer's first evaluation
     fun = _replay(reparametrized(data_fun, amap, reg, lam), v0,
-                  reparametrized(lambda w: unpack(buf0.copy()), amap, reg, lam)(v0))
+                  reparametrized(lambda w, b=buf0: unpack(b.copy()), amap, reg, lam)(v0))
+    diag = (_scale_diag(reg, stats, lam, kind) if opts.bfgs
+            else _cg_diag(buf0[d:2 * d], amap, reg, lam))
+    # the first pass's buffers (4 float64 a feature) and the starting point are not needed
+    # past here: their memory goes to the optimizer's vectors
+    del buf0, stats, w0
     if opts.bfgs:
         res = lbfgs(fun, v0, max_passes=opts.bfgs, memory=opts.memory, tol=opts.tol,
-                    patience=opts.patience, callback=cb,
-                    precond=_scale_diag(reg, stats, lam, kind))
+                    patience=opts.patience, callback=cb, precond=diag)
     else:
-        res = cg(fun, v0, _cg_diag(buf0[d:2 * d], amap, reg, lam), max_passes=opts.cg,
+        assert diag is not None
+        res = cg(fun, v0, diag, max_passes=opts.cg,
                  tol=opts.tol, patience=opts.patience, callback=cb)
     if out:
         print(f"{'L-BFGS' if opts.bfgs else 'CG'}: {res.iterations} iterations, "

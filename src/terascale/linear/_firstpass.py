@@ -16,13 +16,14 @@ allreduce is initialized (Agarwal et al., JMLR 2014, sec. 3), unless the workers
 learners during the pass (:mod:`._mixing`, :class:`TextMixer`): then they join first. Used
 when nothing the
 pass computes needs the whole shard first: no warm start (``initial``), no batch phase
-(its online pass uses the total train weight for its L2), at most ``-b 26`` (the lookup
+(its online pass uses the total train weight for its L2), at most ``-b 28`` (the lookup
 table of 2**bits columns). Memory stays bounded: the parser's blocks in flight, the
 writer's queue, ``prefetch``'s depth, and the weight state.
 """
 
 from __future__ import annotations
 
+import mmap
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -40,9 +41,9 @@ from ._passes import LabelScan, holdout_mask
 from ._setops import first_appearances
 from ._stream import TextBlocks
 
-__all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass"]
+__all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "dense_threshold"]
 
-_MAX_BITS = 26
+_MAX_BITS = 28  # the local lookup table: 1 GiB at most (VW's weights there: 4 GiB)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -63,42 +64,206 @@ def _assign(indices: np.ndarray, pos: np.ndarray, order: np.ndarray,
     return cols, n
 
 
+@numba.njit(cache=True, nogil=True)
+def _mark(indices: np.ndarray, seen: np.ndarray) -> None:
+    """Set bit h of ``seen`` (a bitmap of 2**bits bits) for every index h."""
+    for k in range(len(indices)):
+        h = indices[k]
+        seen[h >> 3] |= np.uint8(1) << np.uint8(h & 7)
+
+
+@numba.njit(cache=True, nogil=True)
+def _set_bits(seen: np.ndarray) -> np.ndarray:
+    """The positions of the set bits of ``seen``, ascending (uint32)."""
+    n = 0
+    for i in range(len(seen)):
+        b = seen[i]
+        while b:
+            n += 1
+            b &= b - np.uint8(1)
+    out = np.empty(n, np.uint32)
+    k = 0
+    for i in range(len(seen)):
+        b = seen[i]
+        if b:
+            for j in range(8):
+                if b & (np.uint8(1) << np.uint8(j)):
+                    out[k] = np.uint32(i * 8 + j)
+                    k += 1
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge_positions(union: np.ndarray, sorted_idx: np.ndarray) -> np.ndarray:
+    """Position in ``union`` of each of ``sorted_idx`` (both sorted; every one present): a
+    linear merge (a binary search per feature is a cache miss each, 25 s at 11M)."""
+    out = np.empty(len(sorted_idx), np.int64)
+    j = 0
+    for k in range(len(sorted_idx)):
+        h = sorted_idx[k]
+        while union[j] != h:
+            j += 1
+        out[k] = j
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather_rows(rows: np.ndarray, seen: np.ndarray) -> int:
+    """rows[k] = rows[h] for the k-th set bit h of ``seen``, in place (h >= k: every row
+    is read before it is overwritten); returns how many bits are set."""
+    k = 0
+    for i in range(len(seen)):
+        b = seen[i]
+        if b:
+            for j in range(8):
+                if b & (np.uint8(1) << np.uint8(j)):
+                    h = i * 8 + j
+                    if h != k:
+                        rows[k, 0] = rows[h, 0]
+                        rows[k, 1] = rows[h, 1]
+                        rows[k, 2] = rows[h, 2]
+                    k += 1
+    return k
+
+
+_PAGE = mmap.PAGESIZE
+_CHUNK = 1 << 20  # rows moved out of the dense layout between two releases of its pages
+
+
+class _DenseRows:
+    """The dense layout's (2**bits, 3) float32 rows in an anonymous mapping of their own,
+    so that pages can be handed back to the system while the rows are moved out
+    (``madvise(MADV_DONTNEED)``): numpy's allocator cannot free part of an array."""
+
+    def __init__(self, n: int) -> None:
+        self.size = n * 12
+        self.map = mmap.mmap(-1, max(self.size, 1))  # zero pages until touched
+        if hasattr(mmap, "MADV_HUGEPAGE"):  # as numpy asks for its large arrays: the
+            # learner reads the rows at random, a TLB miss per feature on 4 KiB pages
+            self.map.madvise(mmap.MADV_HUGEPAGE)
+        self.rows = np.frombuffer(self.map, np.float32, 3 * n).reshape(n, 3)
+
+    def release_from(self, row: int) -> None:
+        """Hand back the pages wholly past row ``row``."""
+        start = -(-row * 12 // _PAGE) * _PAGE
+        if start < self.size:
+            self.map.madvise(mmap.MADV_DONTNEED, start, len(self.map) - start)
+
+    def shrink(self, seen: np.ndarray) -> int:
+        """Gather the rows of the features in ``seen`` to the front, in index order, and
+        hand back the pages past them; returns their number."""
+        n = _gather_rows(self.rows, seen)
+        self.release_from(n)
+        return n
+
+    def take(self, n: int, dtype: type, at: np.ndarray | None = None,
+             size: int = 0) -> list[np.ndarray]:
+        """Three contiguous arrays (weights, adaptive sums, normalizers) of the first ``n``
+        rows (after :meth:`shrink`), or of ``size`` entries with row k at ``at[k]``, moved
+        out a chunk at a time from the end while the rows' pages are handed back: the two
+        layouts never both stand whole."""
+        rows = self.rows
+        out = ([np.empty(n, dtype) for _ in range(3)] if at is None
+               else [np.zeros(size, dtype) for _ in range(3)])
+        for hi in range(n, 0, -_CHUNK):
+            lo = max(0, hi - _CHUNK)
+            for j in range(3):
+                if at is None:
+                    out[j][lo:hi] = rows[lo:hi, j]
+                else:
+                    out[j][at[lo:hi]] = rows[lo:hi, j]
+            self.release_from(lo)
+        del rows
+        self.rows = np.zeros((0, 3), np.float32)
+        return out
+
+
+def dense_threshold(bits: int) -> int:
+    """Distinct features after which a first pass moves to the dense layout (2**bits / 8).
+
+    Compact columns cost a 2**bits lookup table (4 bytes an entry) and ~12 bytes per
+    distinct feature, up to twice that while the arrays grow by doubling; the dense layout
+    costs 12 bytes per entry of 2**bits, whatever the data. Below 2**bits / 8 distinct
+    features compact is the smaller, and it is the faster on narrow data (a feature's state
+    sits next to the other frequent ones'); past it the table and the growing arrays cost
+    as much as the dense layout, which grows no more (docs/design/linear-memory.md)."""
+    return 1 << max(bits - 3, 0)
+
+
 class LocalColumns:
     """Hashed index -> column in order of first appearance (one 2**bits table). Columns
     are given in the thread that maps the next blocks and, while mixing, in the learner's:
-    one lock."""
+    one lock.
 
-    def __init__(self, bits: int) -> None:
+    With ``dense=True`` the columns may switch to the dense layout: once more than
+    :func:`dense_threshold` features have appeared, the next block (from ``dense_from``,
+    its first example) and every later one is mapped to its hashed indices themselves, the
+    lookup table is dropped, and a bitmap of 2**bits bits records which features appeared
+    (:class:`GrowingWeights` moves its arrays at that block)."""
+
+    def __init__(self, bits: int, *, dense: bool = False) -> None:
         self.bits = bits
         self.pos = np.zeros(1 << bits, np.uint32)  # zero pages: only touched ones count
         self.order = np.zeros(1 << 12, np.uint32)
         self.n = 0
         self.lock = threading.Lock()
+        self.switch_at = dense_threshold(bits) if dense else -1
+        self.dense_from = -1  # first example mapped densely (-1: compact so far)
+        self.seen: np.ndarray | None = None
 
-    def __call__(self, indices: np.ndarray) -> np.ndarray:
+    def __call__(self, indices: np.ndarray, start: int = -1) -> np.ndarray:
+        """Columns of ``indices``; ``start`` (the block's first example) lets the columns
+        switch to the dense layout before that block."""
+        indices = np.asarray(indices, np.uint32)
         with self.lock:
+            if self.dense_from < 0 and 0 <= self.switch_at <= self.n and start >= 0:
+                self._go_dense(start)
+            if self.dense_from >= 0:
+                assert self.seen is not None
+                _mark(indices, self.seen)
+                return indices
             need = self.n + len(indices)
             if need > len(self.order):
                 grown = np.zeros(min(max(need, 2 * len(self.order)), 1 << self.bits),
                                  np.uint32)
                 grown[:self.n] = self.order[:self.n]
                 self.order = grown
-            cols, self.n = _assign(np.asarray(indices, np.uint32), self.pos, self.order,
-                                   self.n)
+            cols, self.n = _assign(indices, self.pos, self.order, self.n)
             return cols
 
+    def _go_dense(self, start: int) -> None:
+        self.pos = np.zeros(0, np.uint32)  # before the weights grow to 2**bits
+        self.seen = np.zeros(((1 << self.bits) + 7) // 8, np.uint8)
+        _mark(self.order[:self.n], self.seen)
+        self.dense_from = start
+
+    @property
+    def dense(self) -> bool:
+        return self.dense_from >= 0
+
     def indices(self) -> np.ndarray:
-        """The hashed index of every column."""
+        """The hashed index of every compact column (in order of first appearance; after a
+        switch to the dense layout, of the columns given before it)."""
         with self.lock:
             return self.order[:self.n]
 
+    def features(self) -> np.ndarray:
+        """Every feature that appeared, sorted."""
+        with self.lock:
+            if self.seen is not None:
+                return _set_bits(self.seen)
+            return np.sort(self.order[:self.n])
+
 
 class GrowingWeights(Weights):
-    """Weights over :class:`LocalColumns`, grown (doubling) as columns appear.
+    """Weights over :class:`LocalColumns`, grown (doubling) as columns appear, or, once the
+    columns switch to the dense layout, three float32 arrays of 2**bits entries interleaved
+    as VW's (one row of weight, adaptive sum and normalizer per hashed index, so an update
+    touches one cache line, not three).
 
-    ``compact``: the adaptive sums and normalizers are kept in float32. The learner writes
-    nothing else into them (VW's update rounds both to float), so that loses no bit, and
-    it halves the learner's time on click data (measured: 0.59-0.74 -> 0.43-0.51
+    ``compact``: weights, adaptive sums and normalizers are kept in float32. The learner
+    writes nothing into them that is not rounded to float (VW's update), so that loses no
+    bit, and it halves the learner's time on click data (measured: 0.59-0.74 -> 0.43-0.51
     us/example for ``online_chunk``), the arrays it reads at random being half the
     size. Off while the workers mix during the pass, whose sums are float64.
     """
@@ -106,12 +271,20 @@ class GrowingWeights(Weights):
     def __init__(self, columns: LocalColumns, state: np.ndarray, *,
                  compact: bool = False) -> None:
         adaptive = np.float32 if compact else np.float64
-        super().__init__(np.zeros(1 << 12), np.zeros(1 << 12, adaptive),
+        super().__init__(np.zeros(1 << 12, adaptive), np.zeros(1 << 12, adaptive),
                          np.zeros(1 << 12, adaptive), state)
         self.columns = columns
+        self.rows: _DenseRows | None = None  # the dense layout
+        self._shrunk = -1  # rows gathered to the front (shrink), -1: not yet
 
-    def fit(self) -> None:
-        n = self.columns.n  # only grows: enough for every block mapped so far
+    def fit(self, block: Block | None = None) -> None:
+        cols = self.columns
+        if self.rows is None and block is not None and 0 <= cols.dense_from <= block.start:
+            self._to_dense()
+            return
+        if self.rows is not None:
+            return
+        n = cols.n  # only grows: enough for every block mapped so far
         if n <= len(self.w):
             return
         size = max(n, 2 * len(self.w))
@@ -121,15 +294,49 @@ class GrowingWeights(Weights):
             new[:len(old)] = old
             setattr(self, name, new)
 
-    def in_union(self, union: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(w, g2, nrm) over the sorted ``union`` of every worker's features."""
-        idx = self.columns.indices()
-        at = np.searchsorted(union, idx)
+    def _to_dense(self) -> None:
+        cols = self.columns
+        self.rows = _DenseRows(1 << cols.bits)
+        rows = self.rows.rows
+        at = cols.indices()
+        for j, name in enumerate(("w", "g2", "nrm")):
+            rows[at, j] = getattr(self, name)[:len(at)]
+            setattr(self, name, rows[:, j])  # (frees the compact array)
+
+    def shrink(self) -> int:
+        """Dense rows: gather the seen features' rows to the front and hand back the rest
+        (before the sorted feature list is built, so the two do not add up); returns the
+        number of features. Idempotent."""
+        if self.rows is None:
+            return 0
+        if self._shrunk < 0:
+            for name in ("w", "g2", "nrm"):
+                setattr(self, name, np.zeros(0, np.float32))  # (views of the rows)
+            assert self.columns.seen is not None
+            self._shrunk = self.rows.shrink(self.columns.seen)
+        return self._shrunk
+
+    def in_union(self, union: np.ndarray, dtype: type = np.float64
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(w, g2, nrm) over the sorted ``union`` of every worker's features, in ``dtype``
+        (float64 to be averaged; float32 is exact for one worker's). Each of the learner's
+        arrays is dropped as soon as it has been read, so the two layouts do not add up."""
         out = []
-        for a in (self.w, self.g2, self.nrm):
-            u = np.zeros(len(union))  # float64, as every later pass (exact from float32)
-            u[at] = a[:len(idx)]
+        if self.rows is not None:
+            n = self.shrink()
+            own = self.columns.features()
+            at = None if len(own) == len(union) else _merge_positions(union, own)
+            out = self.rows.take(n, dtype, at, len(union))
+            self.rows = None
+            return out[0], out[1], out[2]
+        idx = self.columns.indices()
+        perm = np.argsort(idx)
+        at = _merge_positions(union, idx[perm])
+        for name in ("w", "g2", "nrm"):
+            u = np.zeros(len(union), dtype)
+            u[at] = getattr(self, name)[:len(idx)][perm]
             out.append(u)
+            setattr(self, name, np.zeros(0, np.float32))
         return out[0], out[1], out[2]
 
 
@@ -225,10 +432,10 @@ def _parses(b: Blocks) -> bool:
 class TextPass:
     """The first pass over ``blocks`` with local columns (see the module docstring)."""
 
-    def __init__(self, blocks: Blocks, period: int) -> None:
+    def __init__(self, blocks: Blocks, period: int, *, dense: bool = False) -> None:
         self.blocks = blocks
         self.period = period
-        self.columns = LocalColumns(blocks.bits)
+        self.columns = LocalColumns(blocks.bits, dense=dense)
         self.scan = LabelScan(None, period)
 
     @staticmethod
@@ -258,7 +465,7 @@ class TextPass:
         (the one that also gathers the parser's blocks and feeds the cache writer)."""
         def produce() -> Iterator[tuple[Block, np.ndarray, np.ndarray]]:
             for b in self._blocks():
-                cols = self.columns(b.indices)
+                cols = self.columns(b.indices, b.start)
                 hold = holdout_mask(b.start, len(b), self.period)
                 self.scan.add(b.start, b.labels, b.weights, hold)
                 yield b, cols, hold
@@ -267,7 +474,7 @@ class TextPass:
 
     def features(self) -> np.ndarray:
         """This worker's sorted distinct hashed indices (after the pass)."""
-        return np.sort(self.columns.indices())
+        return self.columns.features()
 
     def release(self) -> None:
         """Drop the 2**bits lookup table (after the pass: the union's Columns has its own)."""

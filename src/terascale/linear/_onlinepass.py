@@ -36,8 +36,8 @@ class Weights:
                  state: np.ndarray) -> None:
         self.w, self.g2, self.nrm, self.state = w, g2, nrm, state
 
-    def fit(self) -> None:
-        pass
+    def fit(self, block: Block | None = None) -> None:
+        """Make room for the columns of ``block`` (mapped, about to be learned from)."""
 
 
 def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weights,
@@ -58,7 +58,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     for blk, cols, hold in items:
         if spill is not None:
             spill.add(blk.start, blk.indptr, cols, blk.values, blk.labels, blk.weights, hold)
-        ws.fit()
+        ws.fit(blk)
         w, g2, nrm, state = ws.w, ws.g2, ws.nrm, ws.state
         n = len(blk)
         start = 0

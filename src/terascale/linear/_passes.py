@@ -37,7 +37,10 @@ class Columns:
     """Hashed index -> column of the compact space (``union``). All later work, and every
     allreduce, runs on this space instead of all 2**bits weights: with ``-b 24`` and 10^4..
     10^6 live features that is 10-1000x fewer bytes on the wire, with the same result. Up
-    to 2**26 bits a lookup table (uint32, 256 MiB at most) is faster than a binary search."""
+    to 2**28 bits a lookup table (uint32, 1 GiB at most, a quarter of VW's own weights at
+    that width) is faster than a binary search: a search per feature over 10^7 columns
+    missed the cache ~20 times (one pass over 1M wide examples at ``-b 28``: 355 s
+    against VW's 72 s)."""
 
     def __init__(self, union: np.ndarray, bits: int, order: np.ndarray | None = None) -> None:
         """``order``: column c is the union's feature ``order[c]`` (:mod:`._layout`);
@@ -49,7 +52,7 @@ class Columns:
         if order is not None:
             self._inv = np.empty(len(union), np.uint32)
             self._inv[order] = np.arange(len(union), dtype=np.uint32)
-        if bits <= 26:
+        if bits <= 28:
             self.pos = np.zeros(1 << bits, np.uint32)
             self.pos[union] = (self._inv if self._inv is not None
                                else np.arange(len(union), dtype=np.uint32))

@@ -41,7 +41,7 @@ from ._batchphase import batch_phase, new_spill
 from ._blocks import Blocks, as_blocks
 from ._chain import Chain
 from ._dataset import Dataset, ParseOptions
-from ._firstpass import GrowingWeights, TextMixer, TextPass
+from ._firstpass import GrowingWeights, TextMixer, TextPass, dense_threshold
 from ._layout import HOT_PREFIX, column_order, first_block_features
 from ._losses import LOSSES
 from ._mixing import Mixer
@@ -164,6 +164,8 @@ def _prepare_and_train(data: Dataset | Blocks | Sequence[str] | str,
 def _compact(a: np.ndarray) -> np.ndarray:
     """``a`` in float32 where that loses no bit (a learner's adaptive state always is,
     unless it came from an average over workers), else ``a`` itself."""
+    if a.dtype == np.float32:
+        return a
     f = a.astype(np.float32)
     return f if np.array_equal(f, a) else a
 
@@ -194,8 +196,8 @@ def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
     with ``comm`` the workers mix their learners during it (:mod:`._mixing`)."""
     t_on = time.perf_counter()
     out = _out(opts, rank)
-    text = TextPass(blocks, _period(opts))
     every = opts.mix_every(comm.size) if comm is not None else 0
+    text = TextPass(blocks, _period(opts), dense=comm is None or not every)
     l2 = opts.online_l2(0.0)
     mixer = (TextMixer(comm, every, opts.power_t, text.columns, sparse=not (opts.l1 or l2))
              if comm and every else None)
@@ -228,6 +230,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     kind = LOSSES[opts.loss]
     if first is not None:  # the first pass has run, in its own columns
         first.text.release()  # its 2**bits table: Columns makes its own
+        first.weights.shrink()  # dense rows: hand back what the feature list will need
         union = union_features(first.text.features(), comm)
     else:
         union = union_features(blocks.features(), comm)
@@ -236,7 +239,11 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     chained = opts.chained(comm.size)
     need = first is None or opts.passes > 1 or bool(opts.batch) or chained
     order = None
-    if not opts.batch:  # frequent features first (_layout; a collective), not before a batch
+    # frequent features first (_layout; a collective), not before a batch, nor on wide data
+    # (past the dense switch the few frequent features are a small part of the misses, and
+    # the permutation costs 12 bytes a feature and a copy of every array at the end); the
+    # union is the same on every rank, so all ranks decide alike
+    if not opts.batch and len(union) <= dense_threshold(blocks.bits):
         hot = np.zeros(0, np.uint32)
         if need:
             hot = (first.text.columns.indices()[:HOT_PREFIX] if first is not None
@@ -245,17 +252,24 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     columns = Columns(union, blocks.bits, order) if need else None
     period = _period(opts)
     st = blocks.stats()
+    # float32 is exact for one learner's arrays; float64 where workers average them
+    dtype = np.float32 if comm.size == 1 or chained else np.float64
+    fresh = False
     if first is not None:
         scan = first.text.scan
-        w, g2, nrm = first.weights.in_union(union)
+        w, g2, nrm = first.weights.in_union(union, dtype)
         state = first.weights.state
     else:
         scan = LabelScan(blocks, period)
-        w, g2, nrm, state = initial_state(initial, union)
-    if columns is not None:
+        if initial is None:  # zeros, in any column order (untouched pages cost nothing)
+            w, g2, nrm = (np.zeros(len(union), dtype) for _ in range(3))
+            state, fresh = new_state(), True
+        else:
+            w, g2, nrm, state = initial_state(initial, union)
+    if columns is not None and not fresh:
         w, g2, nrm = columns.to_columns(w, g2, nrm)
     if comm.size == 1 or chained:  # nothing but the learner writes them: GrowingWeights
-        g2, nrm = _compact(g2), _compact(nrm)
+        w, g2, nrm = _compact(w), _compact(g2), _compact(nrm)
     info: dict[str, Any] = {"workers": comm.size, "features": len(union), "read_s": t_read}
     if first is not None:
         info["first_pass_s"] = first.seconds  # parsing, caching and learning, overlapped
@@ -337,6 +351,9 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     if opts.batch:
         t_b = time.perf_counter()
         assert columns is not None
+        # the batch phase needs neither the adaptive sums nor the normalizers (nor does its
+        # model keep them): their memory goes to L-BFGS
+        ws.g2 = ws.nrm = g2 = nrm = np.zeros(0, np.float32)
         w, binfo = batch_phase(blocks, columns, period, scan.train_weight, w, comm, opts,
                                kind, out, spill)
         normalization = binfo.pop("normalization", None)
@@ -345,6 +362,12 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     info["train_s"] = time.perf_counter() - t0
     if columns is not None:
         w, g2, nrm = columns.to_union(w), columns.to_union(g2), columns.to_union(nrm)
+    # the model keeps float32 (LinearModel rounds to it): rounded here one array at a time,
+    # each float64 one freed before the next is rounded, instead of all three copied at once
+    ws.w = ws.g2 = ws.nrm = np.zeros(0, np.float32)  # (it holds the three arrays too)
+    w = w.astype(np.float32, copy=False)
+    g2 = g2.astype(np.float32, copy=False)
+    nrm = nrm.astype(np.float32, copy=False)
     # after online passes only, the model keeps the learner's state for a warm start
     idx, w, adaptive = merged(initial, union, w, None if opts.batch else (g2, nrm, state))
     model = LinearModel(indices=idx, weights=w, parse=opts.parse_options(), loss=opts.loss,

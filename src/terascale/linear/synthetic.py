@@ -13,6 +13,14 @@ seeds come from one distribution::
     synthetic.write_click("train.vw", 1_000_000, seed=1)
     synthetic.write_click("test.vw", 100_000, seed=2)
 
+``write_wide`` writes wide sparse data: ``features`` ids per example drawn from a
+heavy-headed law over tens of millions of values (a shared head of common ids, a power-law
+tail that is mostly seen once), so that a million examples carry ~10^7 distinct hashed
+features at ``-b 24`` (the width of the talk's 16M-parameter models), plus two numeric
+features on raw scales; the label is drawn from a planted logistic model over the ids::
+
+    synthetic.write_wide("wide.vw", 1_000_000, seed=1)   # ~12M distinct features at -b 24
+
 ``write_dense`` writes a dense, standardized logistic set (74 numeric features, the
 ``terascale bench linear --dense`` data). ``logistic_lines`` (namespaces of categorical and numeric features, optional importance
 weights and tags) and ``separable_lines`` (a linearly separable set) are small in-memory
@@ -28,7 +36,7 @@ import numba
 import numpy as np
 
 __all__ = ["CLICK_FEATURES", "click_chunks", "logistic_lines", "separable_lines",
-           "write_click", "write_dense", "write_lines"]
+           "wide_chunks", "write_click", "write_dense", "write_lines", "write_wide"]
 
 CLICK_FEATURES = 31  # per example, the constant not counted
 _MODEL_SEED = 20140101
@@ -185,15 +193,135 @@ def click_chunks(n: int, *, seed: int = 0, chunk: int = 100_000) -> Iterator[byt
 
 def write_click(path: str, n: int, *, seed: int = 0, chunk: int = 100_000) -> str:
     """Write ``n`` click-style examples to ``path`` (atomically: temp file, then rename)."""
+    return _write(path, click_chunks(n, seed=seed, chunk=chunk))
+
+
+# ------------------------------------------------------------------------- wide sparse data
+
+_WIDE_NS = "abcdefg"  # namespaces of the id features, ``features // 7`` ids each (+ rest)
+_WIDE_NUMERIC = ("price", "ctr")
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer: a fixed pseudo-random 64-bit value per id (no table)."""
+    x = x.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@numba.njit(cache=True)
+def _format_wide(y: np.ndarray, names: np.ndarray, ns_of: np.ndarray, raw: np.ndarray,
+                 buf: np.ndarray) -> int:
+    """``y |a n n |b n ... |n price:v ctr:v`` lines into ``buf`` (-1: too small)."""
+    o = 0
+    for i in range(len(y)):
+        if o + 64 + 12 * names.shape[1] > len(buf):
+            return -1
+        if y[i] < 0:
+            buf[o] = 45
+            o += 1
+        buf[o] = 49
+        o += 1
+        prev = -1
+        for j in range(names.shape[1]):
+            if ns_of[j] != prev:
+                prev = ns_of[j]
+                buf[o] = 32
+                buf[o + 1] = 124
+                buf[o + 2] = 97 + prev
+                o += 3
+            buf[o] = 32
+            o = _put_int(buf, o + 1, names[i, j])
+        buf[o] = 32
+        buf[o + 1] = 124
+        buf[o + 2] = 110
+        o += 3
+        for j in range(raw.shape[1]):
+            buf[o] = 32
+            o += 1
+            if j == 0:
+                for c in (112, 114, 105, 99, 101):  # price
+                    buf[o] = c
+                    o += 1
+            else:
+                for c in (99, 116, 114):  # ctr
+                    buf[o] = c
+                    o += 1
+            buf[o] = 58
+            o += 1
+            scaled = np.int64(raw[i, j] * 10000.0 + 0.5)
+            o = _put_int(buf, o, scaled // 10000)
+            buf[o] = 46
+            o += 1
+            frac = scaled % 10000
+            for d in range(4):
+                buf[o + 3 - d] = 48 + frac % 10
+                frac //= 10
+            o += 4
+        buf[o] = 10
+        o += 1
+    return o
+
+
+def wide_chunks(n: int, *, seed: int = 0, features: int = 28, vocab: int = 30_000_000,
+                head: float = 0.3, head_size: int = 10_000, tail: float = 2.0,
+                chunk: int = 100_000) -> Iterator[bytes]:
+    """The VW text of ``n`` wide sparse examples, ``chunk`` lines at a time.
+
+    Each of the ``features`` ids is, with probability ``head``, one of ``head_size``
+    common ids (a power law, ``floor(head_size * u**3)``), else ``floor(vocab * u**tail)``
+    (a heavy head over the whole vocabulary, a tail seen about once). Ids are spread over
+    7 namespaces and written as scrambled decimal names (VW hashes a decimal name as its
+    value, so the hashed indices are uniform). The planted logit is a fixed pseudo-random
+    weight per (namespace, id), larger for common ids, plus the two numeric signals; the
+    ids' weights come from a hash, so no table of ``vocab`` weights is kept."""
+    rng = np.random.default_rng(seed)
+    ns_of = (np.arange(features) * len(_WIDE_NS) // features).astype(np.int64)
+    for s in range(0, n, chunk):
+        m = min(chunk, n - s)
+        u = rng.random((m, features))
+        common = rng.random((m, features)) < head
+        ids = np.where(common, np.floor(head_size * u ** 3),
+                       np.floor(vocab * u ** tail)).astype(np.int64)
+        key = ids * 8 + ns_of
+        h = _mix64(key)
+        names = (h >> np.uint64(33)).astype(np.int64)  # 31 bits: the name VW hashes
+        wt = ((h & np.uint64(0xFFFF)).astype(np.float64) / 65535.0 - 0.5) * 2.0
+        wt *= np.where(ids < head_size, 0.6, 0.15)
+        price = rng.lognormal(4.0, 1.5, m)
+        ctr = rng.beta(1.0, 20.0, m)
+        z = (-0.8 + wt.sum(axis=1) + 0.4 * (np.log(price) - 4.0) / 1.5
+             - 0.5 * (ctr - 0.048) / 0.045)
+        y = np.where(rng.random(m) < 1.0 / (1.0 + np.exp(-z)), 1, -1).astype(np.int8)
+        raw = np.stack([price, ctr], axis=1)
+        room = m * (40 + 12 * features) + 1024
+        while True:
+            buf = np.empty(room, np.uint8)
+            end = _format_wide(y, names, ns_of, raw, buf)
+            if end >= 0:
+                break
+            room *= 2
+        yield buf[:end].tobytes()
+
+
+def write_wide(path: str, n: int, *, seed: int = 0, **params: Any) -> str:
+    """Write ``n`` wide sparse examples to ``path`` (see :func:`wide_chunks` for
+    ``params``), atomically."""
+    return _write(path, wide_chunks(n, seed=seed, **params))
+
+
+def _write(path: str, chunks: Iterator[bytes]) -> str:
     import os
     import tempfile
 
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-click-", dir=d)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-synthetic-", dir=d)
     try:
         os.fchmod(fd, 0o644)  # mkstemp's 0600 is for secrets, this is data
         with os.fdopen(fd, "wb") as f:
-            for data in click_chunks(n, seed=seed, chunk=chunk):
+            for data in chunks:
                 f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -1,0 +1,94 @@
+"""Wide data: the first pass's switch to the dense layout, and the generator."""
+
+import numpy as np
+
+from terascale.linear import synthetic, train
+from terascale.linear._firstpass import LocalColumns, dense_threshold
+
+
+def test_the_dense_layout_learns_bitwise_what_compact_columns_learn(tmp_path):
+    # -b 12 and a few thousand wide examples: the text pass moves to the dense layout
+    # after 512 distinct features; a pass over the cache runs in compact columns
+    path = synthetic.write_wide(str(tmp_path / "w.vw"), 3000, seed=3, vocab=200_000)
+    cols = LocalColumns(12, dense=True)
+    from terascale.linear import ParseOptions, read_file
+
+    ds = read_file(path, ParseOptions(bits=12))
+    for s in range(0, len(ds), 500):
+        cols(ds.indices[ds.indptr[s]:ds.indptr[min(s + 500, len(ds))]], s)
+    assert cols.dense and 0 < cols.dense_from < len(ds)
+    assert np.array_equal(cols.features(), np.unique(ds.indices))
+    assert dense_threshold(12) == 512
+    text = train(path, bits=12, cache=False, holdout=0.0)
+    cached = train(path, bits=12, cache_dir=str(tmp_path / "c"), passes=1, holdout=0.0)
+    again = train(path, bits=12, cache_dir=str(tmp_path / "c"), passes=1, holdout=0.0)
+    assert np.array_equal(text.indices, again.indices)
+    assert np.array_equal(text.dense(), again.dense())
+    assert np.array_equal(cached.dense(), again.dense())
+    for a, b in zip(text.adaptive[:2], again.adaptive[:2]):
+        assert np.array_equal(a, b)
+
+
+def test_wide_data_has_the_width_it_promises(tmp_path):
+    path = synthetic.write_wide(str(tmp_path / "w.vw"), 2000, seed=1)
+    from terascale.linear import ParseOptions, read_file
+
+    ds = read_file(path, ParseOptions(bits=24))
+    # 28 ids, 2 numeric and the constant (a ctr that rounds to 0 is no feature, as in VW)
+    assert len(ds) == 2000 and 2000 * 30 < ds.indptr[-1] <= 2000 * 31
+    # nearly every id of the tail is new: most of the 56k features are distinct
+    assert len(np.unique(ds.indices)) > 40_000
+    assert set(np.unique(ds.labels)) == {-1.0, 1.0}
+
+
+def _recipe(comm, path, loss, out):
+    m = train([path], comm=comm, bits=18, loss=loss, bfgs=20, cache_dir=f"{out}-{comm.rank}")
+    return m.dense() if comm.rank == 0 else None
+
+
+def test_more_workers_end_the_recipe_at_one_workers_test_loss(tmp_path):
+    # the batch phase minimizes one objective over the same data whatever the number of
+    # workers; started from where one worker's online pass ends, N workers end at one
+    # worker's model (an average of N online learners started elsewhere: 20 passes of
+    # L-BFGS do not forget that, and stop on the holdout at another point)
+    from terascale.linear import ParseOptions, read_file
+    from terascale.testing import run_workers
+
+    train_p = synthetic.write_click(str(tmp_path / "tr.vw"), 6000, seed=1)
+    test = read_file(synthetic.write_click(str(tmp_path / "te.vw"), 3000, seed=2),
+                     ParseOptions(bits=18))
+    from terascale.linear._model import predict_scores
+
+    def test_loss(w, loss):
+        s = predict_scores(test.indptr, test.indices, test.values, w)
+        y = test.labels
+        if loss == "squared":
+            return float(np.mean((s - y) ** 2))
+        return float(np.mean(np.logaddexp(0.0, -y * s)))
+
+    for loss in ("logistic", "squared"):
+        one = run_workers(_recipe, 1, args=(train_p, loss, str(tmp_path / f"{loss}1")),
+                          timeout=300)[0]
+        base = test_loss(one, loss)
+        for n in (2, 4):
+            w = run_workers(_recipe, n, args=(train_p, loss, str(tmp_path / f"{loss}{n}")),
+                            timeout=300)[0]
+            got = test_loss(w, loss)
+            assert abs(got - base) <= 0.01 * base, (loss, n, got, base)
+
+
+def _one_pass(comm, path, cache_dir):
+    opts = {"cache": False} if cache_dir is None else {"cache_dir": f"{cache_dir}-{comm.rank}"}
+    return train([path], comm=comm, bits=12, holdout=0.0, **opts).dense()
+
+
+def test_workers_average_dense_rows_as_they_average_compact_columns(tmp_path):
+    # two workers, each moving to dense rows during its text pass, merge into the union
+    # and average: bitwise the model of the same workers' passes over their caches
+    from terascale.testing import run_workers
+
+    path = synthetic.write_wide(str(tmp_path / "w.vw"), 4000, seed=5, vocab=200_000)
+    text = run_workers(_one_pass, 2, args=(path, None), timeout=300)
+    cached = run_workers(_one_pass, 2, args=(path, str(tmp_path / "c")), timeout=300)
+    assert np.array_equal(text[0], text[1])
+    assert np.array_equal(text[0], cached[0])
