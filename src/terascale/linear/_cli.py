@@ -138,8 +138,9 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                         "objective's l2/2 ||w||^2 (default 1.0 then)")
     t.add_argument(*vw.names("--learning-rate", "-l"), type=float, default=0.5)
     t.add_argument(*vw.names("--power-t"), type=float, default=0.5)
-    t.add_argument("--average", default="weighted",
-                   help="how workers' online learners are combined: weighted (default) "
+    t.add_argument("--average", default="auto",
+                   help="how workers' online learners are combined: auto (default: chain "
+                        "before --bfgs/--cg, weighted otherwise), weighted "
                         "or uniform averaging at the end of each pass, or chain: the "
                         "workers learn one after another, each from the learner the one "
                         "before handed on, which gives one worker's exact model (the "

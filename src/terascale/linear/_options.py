@@ -81,8 +81,11 @@ class TrainOptions:
     tol: float = 1e-7
     #: How workers' online learners are combined at the end of a pass: ``"weighted"`` (by
     #: each worker's adaptive sums, VW's nonuniform average), ``"uniform"``, or ``"chain"``
-    #: (the workers learn one after another: one learner's exact model) (``--average``).
-    average: str = "weighted"
+    #: (the workers learn one after another: one learner's exact model). ``"auto"``: chain
+    #: before a batch phase (N workers then end the recipe at one worker's model), weighted
+    #: otherwise. Choose ``"weighted"`` for the talk's fully parallel recipe on many nodes,
+    #: where a chain's serial online pass would cost more than its accuracy (``--average``).
+    average: str = "auto"
     #: With 2+ workers, mix their online learners every K examples of each shard during a
     #: pass (iterative parameter mixing, McDonald et al. 2010): closer to one learner, slower.
     #: None or 0: only at the end of each pass (``--average-every``).
@@ -115,8 +118,8 @@ class TrainOptions:
         if self.loss not in LOSSES:
             raise ConfigError(f"{opt('loss')} must be one of {', '.join(LOSSES)}, not "
                               f"{self.loss!r}")
-        if self.average not in ("uniform", "weighted", "chain"):
-            raise ConfigError(f"{opt('average')} must be weighted, uniform or chain, not "
+        if self.average not in ("auto", "uniform", "weighted", "chain"):
+            raise ConfigError(f"{opt('average')} must be auto, weighted, uniform or chain, not "
                               f"{self.average!r}")
         if self.average == "chain" and self.average_every:
             raise ConfigError(f"{opt('average', 'chain')} hands one learner from worker to "
@@ -201,7 +204,7 @@ class TrainOptions:
 
     def chained(self, workers: int) -> bool:
         """Whether ``workers`` learn one after another (:mod:`._chain`): ``average="chain"``,
-        and the default (``"weighted"``, no ``average_every``) before a batch phase. The
+        and the default (``"auto"``, no ``average_every``) before a batch phase. The
         batch phase minimizes one objective whatever the number of workers, but it stops
         after a few passes; started from an average of N online learners it ends elsewhere
         than one worker's (measured: +5% test logloss at 2 workers, squared loss 35.0
@@ -209,8 +212,14 @@ class TrainOptions:
         (exactly), so N workers end the recipe at one worker's model."""
         if workers <= 1:
             return False
-        return self.average == "chain" or (self.average == "weighted" and bool(self.batch)
+        return self.average == "chain" or (self.average == "auto" and bool(self.batch)
                                            and not self.average_every)
+
+    @property
+    def averaging(self) -> str:
+        """How averaged workers combine: ``"weighted"`` or ``"uniform"`` (``"auto"`` is
+        weighted when it does not chain)."""
+        return "weighted" if self.average == "auto" else self.average
 
     def mix_every(self, workers: int) -> int:
         """Examples per worker between averages during an online pass (0: none)."""

@@ -81,7 +81,7 @@ class _Base:
 
     def __init__(self, *, bits: int = 20, passes: int = 1, bfgs: int = 0, cg: int = 0,
                  learning_rate: float = 0.5, power_t: float = 0.5, l1: float = 0.0,
-                 l2: float | None = None, average: str = "weighted",
+                 l2: float | None = None, average: str = "auto",
                  holdout: float | None = None, comm: Any = None) -> None:
         self.bits = bits
         self.passes = passes
@@ -238,8 +238,9 @@ class LinearClassifier(_Base):
     :param power_t: exponent of its decay (default 0.5).
     :param l1: L1 strength, online passes only (default 0.0).
     :param l2: L2 strength (default None: 0 online, 1.0 in the batch phase).
-    :param average: how workers' learners are combined: ``"weighted"`` (default),
-        ``"uniform"`` or ``"chain"`` (see :class:`TrainOptions`).
+    :param average: how workers' learners are combined: ``"auto"`` (default: chained
+        before a batch phase, weighted otherwise), ``"weighted"``, ``"uniform"`` or
+        ``"chain"`` (see :class:`TrainOptions`).
     :param holdout: fraction held out to stop the batch phase (default None: 0.1 with
         bfgs/cg or several passes, else 0).
     :param comm: the communicator to train on (default None: the one this process opened,
@@ -309,8 +310,9 @@ class LinearRegressor(_Base):
     :param power_t: exponent of its decay (default 0.5).
     :param l1: L1 strength, online passes only (default 0.0).
     :param l2: L2 strength (default None: 0 online, 1.0 in the batch phase).
-    :param average: how workers' learners are combined: ``"weighted"`` (default),
-        ``"uniform"`` or ``"chain"`` (see :class:`TrainOptions`).
+    :param average: how workers' learners are combined: ``"auto"`` (default: chained
+        before a batch phase, weighted otherwise), ``"weighted"``, ``"uniform"`` or
+        ``"chain"`` (see :class:`TrainOptions`).
     :param holdout: fraction held out to stop the batch phase (default None: 0.1 with
         bfgs/cg or several passes, else 0).
     :param comm: the communicator to train on (default None: the one this process opened,

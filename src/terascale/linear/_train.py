@@ -327,13 +327,13 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
             # VW does (its end of pass folds them in only without --save_resume, VW's
             # default), and folds them in after the last pass
             sync_weights(w, state)
-            average_weights(comm, w, g2, nrm, state, opts.average)
+            average_weights(comm, w, g2, nrm, state, opts.averaging)
         tot = comm.allreduce(acc[:6].copy())
         info.setdefault("pass_totals", []).append([float(v) for v in tot])
         if out and not opts.vw_text:
             hold_s = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""
             how = (f"averaged every {every} examples" if "mixes" in info
-                   else "chained" if chain is not None else f"{opts.average} averaging")
+                   else "chained" if chain is not None else f"{opts.averaging} averaging")
             print(f"pass {p + 1}: average loss {tot[0] / max(tot[1], 1e-300):.6f} over "
                   f"{int(tot[4])} examples{hold_s} ({comm.size} workers, {how})", file=out)
         if p == 0 and spill is not None:
