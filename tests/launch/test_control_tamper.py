@@ -33,6 +33,7 @@ class _Relay:
                  down: Rewrite | None = None) -> None:
         self.target, self.up, self.down = target, up, down
         self.seen = bytearray()
+        self.raw = bytearray()  # every byte node 1 sent, handshake included
         self._lst = socket.create_server(("127.0.0.1", 0))
         self.port = self._lst.getsockname()[1]
         threading.Thread(target=self._serve, daemon=True).start()
@@ -58,6 +59,8 @@ class _Relay:
               rewrite: Rewrite | None, up: bool) -> None:
         try:
             while chunk := src.recv(1 << 16):
+                if up:
+                    self.raw += chunk
                 if prefix:
                     k = min(prefix, len(chunk))
                     dst.sendall(chunk[:k])
@@ -88,15 +91,21 @@ def _port() -> int:
 
 def _two_nodes(tmp_path: Path, relay_up: Rewrite | None = None,
                relay_down: Rewrite | None = None, env: dict[str, str] | None = None,
-               ) -> tuple[list[tuple[int, str, float]], _Relay]:
+               replay: bytes = b"") -> tuple[list[tuple[int, str, float]], _Relay]:
     secret = tmp_path / "secret"
-    secret.write_text(os.urandom(16).hex())
-    secret.chmod(0o600)
+    if not secret.exists():
+        secret.write_text(os.urandom(16).hex())
+        secret.chmod(0o600)
     port = _port()
     relay = _Relay(("127.0.0.1", port), relay_up, relay_down)
+    if replay:  # an old session, sent to node 0 before node 1 joins
+        threading.Thread(target=_replay, args=(port, replay), daemon=True).start()
+        time.sleep(0.5)
     procs = []
     t0 = time.monotonic()
     for k, rdv in ((0, port), (1, relay.port)):
+        if k == 1 and replay:
+            time.sleep(2.0)  # the replay reaches node 0 first
         argv = [sys.executable, "-m", "terascale", "run", "-n", "1", "--nnodes", "2",
                 "--node-rank", str(k), "--rendezvous", f"127.0.0.1:{rdv}", "--secret-file",
                 str(secret), "--host-id", f"node{k}", "--timeout", "10", sys.executable, JOB]
@@ -114,6 +123,29 @@ def _two_nodes(tmp_path: Path, relay_up: Rewrite | None = None,
                 p.kill()
         relay.close()
     return out, relay
+
+
+def _replay(port: int, data: bytes) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(data)
+                time.sleep(3)
+                return
+        except OSError:
+            time.sleep(0.1)
+
+
+def test_a_recorded_session_replayed_into_a_later_job_is_refused(tmp_path: Path) -> None:
+    """Node 1's whole control session of one job (handshake, hello, reports), replayed to
+    the next job's coordinator under the same secret: the fresh challenge refuses it, so
+    it neither takes node 1's place nor changes the result; the real node 1 joins."""
+    first, relay = _two_nodes(tmp_path, env={"JOB_MODE": "once"})
+    assert [r[0] for r in first] == [0, 0], first
+    second, _ = _two_nodes(tmp_path, env={"JOB_MODE": "once"}, replay=bytes(relay.raw))
+    assert [r[0] for r in second] == [0, 0], second
+    assert "1 failed authentication" in second[0][1], second[0][1]
 
 
 def test_a_failure_report_cannot_be_rewritten_into_a_success(tmp_path: Path) -> None:
