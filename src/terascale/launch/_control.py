@@ -1,7 +1,11 @@
 """The control link between a node's launcher and node 0's coordinator.
 
 One TCP connection per node, authenticated with the job secret's HMAC handshake
-(:mod:`terascale._auth`), carrying JSON messages: ``start``/``stop``/``done`` from the
+(:mod:`terascale._auth`), carrying JSON messages sealed in the :class:`~terascale._auth.Channel`
+bound to that handshake (AES-GCM, a key per direction, a counter per message), so that
+nobody on the path without the secret reads, forges, replays or reorders a place, an
+order or a failure report -- a message that fails its tag ends the link as
+:class:`~terascale._errors.LinkTampered`. The messages are: ``start``/``stop``/``done`` from the
 coordinator, ``result`` from the node. Each side pings every ``PING_S`` seconds, so a link
 that stays silent longer than :func:`silence` means the other side is lost (killed, or cut
 off by a partition) even when no FIN or RST ever arrives -- the heartbeat torchrun's
@@ -25,8 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._admission import Admission
-from .._auth import accept_handshake, dial_handshake, drop_reason, recv_json, send_json
-from .._errors import RendezvousError
+from .._auth import Channel, accept_handshake, dial_handshake, drop_reason
+from .._errors import AuthError, RendezvousError
 
 __all__ = ["PING_S", "ControlLink", "admit_links", "connect", "silence"]
 
@@ -36,6 +40,7 @@ PING_S = 1.0
 _HELLO_S = 5.0  # time a connection gets to authenticate and say hello
 _PER_SOURCE = 64  # unauthenticated connections one address may hold; more evict its oldest
 _MAX_PENDING = 1024  # unauthenticated connections in all; more evict the oldest of all
+_PURPOSE = "launch control"
 
 
 def silence(timeout: float) -> float:
@@ -48,13 +53,17 @@ class ControlLink:
     """One control connection: JSON messages out (locked), a reader thread into ``inbox``.
 
     ``inbox`` gets ``(tag, message)``; ``message`` None means the link is lost (closed, or
-    silent for ``silence`` seconds although the other side pings every second).
+    silent for ``silence`` seconds although the other side pings every second, or a
+    message failed its authentication: then ``error`` says so, naming ``peer``).
     """
 
-    def __init__(self, sock: socket.socket, tag: Any, inbox: queue.Queue, silence: float) -> None:
+    def __init__(self, sock: socket.socket, channel: Channel, tag: Any, inbox: queue.Queue,
+                 silence: float, peer: str) -> None:
         self.sock, self.tag, self._inbox, self._silence = sock, tag, inbox, silence
+        self._channel, self.peer = channel, peer
         self._lock = threading.Lock()
         self.closed = False
+        self.error: str | None = None  # why the link was refused, when it was tampered with
         self._reader = sock.dup()  # its own timeout: recv and send do not share one
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._ping, daemon=True).start()
@@ -62,9 +71,16 @@ class ControlLink:
     def _read(self) -> None:
         try:
             while not self.closed:
-                msg = recv_json(self._reader, time.monotonic() + self._silence)
+                msg = self._channel.recv(self._reader, time.monotonic() + self._silence,
+                                         what=f"control link with {self.peer}")
+                if not isinstance(msg, dict):
+                    raise ValueError(f"a control message that is not an object: {msg!r:.100}")
                 if msg.get("kind") != "ping":
                     self._inbox.put((self.tag, msg))
+        except AuthError as e:
+            if not self.closed:
+                self.error = f"{type(e).__name__}: {e}"
+                log.error("terascale run: %s", self.error)
         except (OSError, TimeoutError, ValueError):
             pass
         if not self.closed:
@@ -77,9 +93,9 @@ class ControlLink:
     def send(self, msg: dict) -> bool:
         try:
             with self._lock:
-                send_json(self.sock, msg, time.monotonic() + 5.0)
+                self._channel.send(self.sock, msg, time.monotonic() + 5.0)
             return True
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError, ValueError):
             return False
 
     def close(self) -> None:
@@ -91,15 +107,17 @@ class ControlLink:
                 pass
 
 
-def connect(address: tuple[str, int], secret: bytes, deadline: float) -> socket.socket:
-    """A control link to node 0's coordinator at ``address``, authenticated with ``secret``;
-    retried until ``deadline``, since node 0 may start after this node."""
+def connect(address: tuple[str, int], secret: bytes,
+            deadline: float) -> tuple[socket.socket, Channel]:
+    """A control link to node 0's coordinator at ``address``, authenticated with ``secret``,
+    and the sealed channel its messages go in; retried until ``deadline``, since node 0 may
+    start after this node."""
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
             sock = socket.create_connection(address, timeout=2.0)
-            dial_handshake(sock, secret, time.monotonic() + 5.0)
-            return sock
+            nonces = dial_handshake(sock, secret, time.monotonic() + 5.0)
+            return sock, Channel(secret, nonces, dialer=True, purpose=_PURPOSE)
         except (OSError, TimeoutError) as e:
             last = e
             time.sleep(0.2)
@@ -109,13 +127,14 @@ def connect(address: tuple[str, int], secret: bytes, deadline: float) -> socket.
 
 def admit_links(listener: socket.socket, secret: bytes, deadline: float,
                 check: Callable[[dict], str | None], complete: Callable[[], bool],
-                take: Callable[[socket.socket, dict], bool]) -> str | None:
+                take: Callable[[socket.socket, Channel, dict], bool]) -> str | None:
     """Accept control links on ``listener`` until ``complete()`` or ``deadline``.
 
     Every connection is vetted in a thread of its own: the HMAC handshake and a hello (a
-    JSON object) within ``_HELLO_S``. ``check(hello)`` returns None for a welcome hello or
-    the reason it is refused (told to the dialer as ``done`` with an error); ``take(sock,
-    hello)`` then receives the link, or returns False when it lost a race for the same
+    JSON object, sealed in the channel bound to the handshake) within ``_HELLO_S``.
+    ``check(hello)`` returns None for a welcome hello or the reason it is refused (told to
+    the dialer as ``done`` with an error); ``take(sock, channel, hello)`` then receives the
+    link, or returns False when it lost a race for the same
     place (the link is refused alike). Strangers, wrong secrets and garbage are dropped
     and counted; the one-line summary of the drops is returned (None: none).
     """
@@ -127,16 +146,17 @@ def admit_links(listener: socket.socket, secret: bytes, deadline: float,
         step = min(deadline, time.monotonic() + _HELLO_S)
         kept = False
         try:
-            accept_handshake(conn, secret, step)
+            nonces = accept_handshake(conn, secret, step)
             admission.done(conn)  # it knows the secret: no longer a candidate for eviction
-            hello = recv_json(conn, step)
+            channel = Channel(secret, nonces, dialer=False, purpose=_PURPOSE)
+            hello = channel.recv(conn, step, what=f"hello of the control link from {who[0]}")
             if not isinstance(hello, dict):
                 raise ValueError("the hello is not an object")
             refused = check(hello)
-            if refused is None and not take(conn, hello):
+            if refused is None and not take(conn, channel, hello):
                 refused = check(hello) or "its place was taken meanwhile"
             if refused is not None:
-                send_json(conn, {"kind": "done", "status": 1, "error": refused}, step)
+                channel.send(conn, {"kind": "done", "status": 1, "error": refused}, step)
             else:
                 kept = True
                 try:

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 
+from .._auth import Channel
 from .._bind import bind_address, bind_error
 from .._errors import ConfigError, RendezvousError
 from ..rendezvous import RendezvousServer, host_layout
@@ -110,13 +111,14 @@ class Coordinator(threading.Thread):
                     return f"node rank {node} is taken"
             return None
 
-        def take(conn: socket.socket, msg: dict) -> bool:
+        def take(conn: socket.socket, channel: Channel, msg: dict) -> bool:
             node = int(msg["node"])
             with lock:
                 if node in hello:
                     return False
                 hello[node] = {"nprocs": int(msg["nprocs"]), "host": str(msg["host"])[:256]}
-                links[node] = ControlLink(conn, node, inbox, silence(self._opts.timeout))
+                links[node] = ControlLink(conn, channel, node, inbox,
+                                          silence(self._opts.timeout), f"node {node}")
             return True
 
         def complete() -> bool:
@@ -169,7 +171,8 @@ class Coordinator(threading.Thread):
                     continue
                 if msg is None:  # a launcher is gone (killed, or cut off from us)
                     pending.discard(node)
-                    result = (1, None, node, [f"the launcher of node {node} was lost"])
+                    why = links[node].error or f"the launcher of node {node} was lost"
+                    result = (1, None, node, [why])
                 elif msg.get("kind") == "result":
                     pending.discard(node)
                     result = (int(msg["status"]), msg.get("rank"), node, list(msg.get("tail", [])))

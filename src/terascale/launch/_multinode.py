@@ -2,7 +2,8 @@
 
 As with torchrun, the same command runs on every node. Node 0's launcher also runs the
 coordinator at HOST:PORT; every launcher (node 0's included) connects to it over an
-authenticated control link (the job secret's HMAC handshake), says how many workers it
+authenticated control link (the job secret's HMAC handshake, every message after it sealed
+and counted: :mod:`._control`), says how many workers it
 has and which host it is, and gets its place: the global rank of its first worker (ranks go
 node by node, ``local_rank`` within the node), the job's size, and the workers' rendezvous
 (served on node 0, a fresh one per attempt). Node 0 listens on the address of the
@@ -33,7 +34,6 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from .._auth import send_json
 from .._errors import ConfigError
 from ._blame import cause_line
 from ._control import ControlLink, connect, silence
@@ -77,18 +77,18 @@ def _agent(cmd: Sequence[str], opts: LaunchOptions, nnodes: int, node_rank: int,
     coordinator = start_coordinator(rendezvous, bind, nnodes, secret, opts) \
         if node_rank == 0 else None
     inbox: queue.Queue = queue.Queue()
-    sock = connect(rendezvous, secret, time.monotonic() + opts.timeout)
-    send_json(sock, {"node": node_rank, "nprocs": opts.nprocs, "host": host_id},
-              time.monotonic() + 5.0)
-    link = ControlLink(sock, "coordinator", inbox, silence(opts.timeout))
+    sock, channel = connect(rendezvous, secret, time.monotonic() + opts.timeout)
+    channel.send(sock, {"node": node_rank, "nprocs": opts.nprocs, "host": host_id},
+                 time.monotonic() + 5.0)
     where = f"node 0's launcher at {rendezvous[0]}:{rendezvous[1]}"
+    link = ControlLink(sock, channel, "coordinator", inbox, silence(opts.timeout), where)
     try:
         while True:
             _, msg = _wait(inbox, stop)
             if msg is None:
                 if stop.is_set():
                     return 130
-                sys.stderr.write(f"terascale run: lost {where}; stopping\n")
+                sys.stderr.write(f"terascale run: {link.error or 'lost ' + where}; stopping\n")
                 return 1
             if msg["kind"] == "done":
                 return _verdict(msg, node_rank)
@@ -104,7 +104,8 @@ def _agent(cmd: Sequence[str], opts: LaunchOptions, nnodes: int, node_rank: int,
             status, rank, stopped, lost, secondary, tail = _run_attempt(
                 cmd, opts, int(msg["attempt"]), secret, place, inbox, stop)
             if lost:
-                sys.stderr.write(f"terascale run: lost {where}; stopped this node's workers\n")
+                sys.stderr.write(f"terascale run: {link.error or 'lost ' + where}; stopped "
+                                 "this node's workers\n")
                 return status or 1
             link.send({"kind": "result", "status": status, "rank": rank, "stopped": stopped,
                        "secondary": secondary, "tail": tail})

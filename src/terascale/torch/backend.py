@@ -20,7 +20,9 @@ the job's communicator, the one ``terascale.init()`` and ``terascale.torch`` use
 ``tcp://`` init method, ``new_group``) rank 0 of the group starts a rendezvous server and
 passes its address and a fresh secret through torch's own store, which every rank of the
 group already trusts (torch's TCPStore is not authenticated: set TERASCALE_SECRET or
-TERASCALE_SECRET_FILE on every rank and the secret stays off the store).
+TERASCALE_SECRET_FILE on every rank and the secret stays off the store; a rank that holds it
+joins with it only, whatever the store says, so a forged entry can stop it but not move it
+into a stranger's job).
 
 Supported: ``all_reduce`` (SUM, AVG, PRODUCT, MIN, MAX), ``broadcast``, ``reduce``,
 ``all_gather``, ``all_gather_into_tensor``, ``gather``, ``scatter``, ``reduce_scatter``,
@@ -157,7 +159,10 @@ def _join_through_store(store: Any, rank: int, size: int, timeout: float) -> Com
     try:
         store.set_timeout(datetime.timedelta(seconds=limit))
         address = store.get("terascale/rendezvous").decode()
-        secret = store.get("terascale/secret").decode() or (own or b"").decode()
+        # A secret the user gave this rank is the only one it joins with: anyone who
+        # reaches the store can write there, and must not move this rank into a job of
+        # theirs (a forged address then ends in AuthError at the rendezvous).
+        secret = own.decode() if own is not None else store.get("terascale/secret").decode()
     except Exception as e:  # the store raises RuntimeError/DistStoreError; say what we waited for
         if server is not None:
             server.close()

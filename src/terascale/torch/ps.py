@@ -10,24 +10,84 @@ no waiting, but stale gradients and a result that depends on thread timing. Eith
 traffic goes through rank 0, which sends ``n`` full copies of the model per round while an
 allreduce spreads the same work over every link, and the async mode is nondeterministic
 (Agarwal et al., JMLR 2014, section 3). Measured in ``terascale bench torch``.
+
+Its connections are as safe as the job's own links: every rank draws an X25519 key pair and
+the public halves go round over the job's authenticated links (so nobody on the path can
+substitute one), rank 0 and each worker derive a key of their own from them that never
+crosses the wire, run the HMAC handshake on it (:mod:`terascale._auth`) and seal every
+message after it with AES-256-GCM, a key per direction and a counter per message. An
+altered, replayed or reordered message raises :class:`~terascale._errors.LinkTampered`; a
+stranger on rank 0's port holds one vetting thread for a few seconds, never the job.
 """
 
 from __future__ import annotations
 
-import secrets
+import socket
+import struct
 import threading
-from multiprocessing.connection import Client, Connection, Listener
+import time
 
 import numpy as np
 import torch
 
+from .._auth import accept_handshake, derive_keys, dial_handshake, recv_exact
 from .._env import read_bind
-from .._errors import ConfigError, PeerLost
+from .._errors import AuthError, ConfigError, LinkTampered, PeerLost, PeerTimeout
 from ..communicator import Communicator
 from ._comm import resolve
 from ._flat import unflatten_into
 
 __all__ = ["ParameterServer"]
+
+_HELLO_S = 5.0  # time a connection to rank 0 gets to name its rank and authenticate
+_LEN = struct.Struct(">Q")
+_NONCE = struct.Struct("<4xQ")
+
+
+class _Sealed:
+    """Messages of one parameter-server connection, sealed with AES-256-GCM after the
+    handshake: ``length u64 (associated data) | ciphertext | tag``, nonce = the message's
+    number in its direction."""
+
+    def __init__(self, sock: socket.socket, key: bytes, nonces: bytes, *, dialer: bool,
+                 rank: int, peer: int, limit: int) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        d2a, a2d = derive_keys(key, nonces, "parameter server")
+        mine, theirs = (d2a, a2d) if dialer else (a2d, d2a)
+        self.sock, self._seal, self._open = sock, AESGCM(mine), AESGCM(theirs)
+        self._sent = self._opened = 0
+        self.rank, self.peer, self._limit = rank, peer, limit
+
+    def send(self, data: bytes, deadline: float) -> None:
+        head = _LEN.pack(len(data) + 16)
+        body = self._seal.encrypt(_NONCE.pack(self._sent), data, head)
+        self._sent += 1
+        self.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        self.sock.sendall(head + body)
+
+    def recv(self, deadline: float) -> bytes:
+        what = f"rank {self.rank}: parameter-server link with rank {self.peer}"
+        head = recv_exact(self.sock, _LEN.size, deadline)
+        (n,) = _LEN.unpack(head)
+        if not 16 <= n <= self._limit + 16:
+            raise LinkTampered(f"{what}: a message claims {n} bytes (altered on the wire?)",
+                               rank=self.rank, peer=self.peer, operation="parameter server")
+        body = recv_exact(self.sock, n, deadline)
+        try:
+            data = self._open.decrypt(_NONCE.pack(self._opened), body, head)
+        except Exception:  # cryptography's InvalidTag
+            raise LinkTampered(f"{what}: a message failed its authentication tag (altered, "
+                               "replayed or reordered on the wire)", rank=self.rank,
+                               peer=self.peer, operation="parameter server") from None
+        self._opened += 1
+        return data
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
 
 class _Server:
@@ -101,64 +161,137 @@ class ParameterServer:
         self.bytes_sent = 0
         self.bytes_received = 0
         self._threads: list[threading.Thread] = []
-        self._conn: Connection | None = None
+        self._conn: _Sealed | None = None
         self.address: tuple[str, int]
+        self._timeout = float(getattr(self.comm, "timeout", 60.0))
         flat = self._flat_params()
+        # Keys: X25519 between rank 0 and each worker, the public halves over the job's
+        # authenticated links (readable there by default, but not replaceable).
+        from cryptography.hazmat.primitives.asymmetric.x25519 import (
+            X25519PrivateKey,
+            X25519PublicKey,
+        )
+
+        mine = X25519PrivateKey.generate()
+        publics = self.comm.allgather_object(mine.public_key().public_bytes_raw())
+        shared = [b"" if r == self.comm.rank or (self.comm.rank and r) else
+                  mine.exchange(X25519PublicKey.from_public_bytes(publics[r]))
+                  for r in range(self.comm.size)]
         if self.comm.rank == 0:
             self.server: _Server | None = _Server(flat, self.comm.size, mode, lr, momentum)
-            key = secrets.token_bytes(32)
             # Listen where the other ranks already reach this one (its address in the
             # rendezvous table: right in containers and network namespaces, where the
             # hostname's address may be another interface's or none), loopback when every
             # rank is on this host; TERASCALE_BIND overrides it.
             same_host = len(set(self.comm.hosts)) == 1
             host = "127.0.0.1" if same_host else self.comm.addresses[self.comm.rank]
-            listener = Listener((read_bind() or host, 0), authkey=key)
-            self.address = (host, int(listener.address[1]))
-            self.comm.broadcast_object((*self.address, key))
-            t = threading.Thread(target=self._accept, args=(listener,), daemon=True)
+            bind = read_bind() or host
+            listener = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
+            listener.bind((bind, 0))
+            listener.listen(max(self.comm.size, 16))
+            self.address = (host, int(listener.getsockname()[1]))
+            self.comm.broadcast_object(self.address)
+            t = threading.Thread(target=self._accept, args=(listener, shared), daemon=True)
             t.start()
             self._threads.append(t)
         else:
             self.server = None
-            host, port, key = self.comm.broadcast_object(None)
+            host, port = self.comm.broadcast_object(None)
             self.address = (host, port)
-            self._conn = Client((host, port), authkey=key)
-            self._conn.send_bytes(np.int64(self.comm.rank).tobytes())
+            self._conn = self._dial(shared[0])
         self._load(flat.numpy() if self.comm.rank == 0 else self._pull_initial())
 
-    # -- server side (rank 0) ----------------------------------------------------------------
-    def _accept(self, listener: Listener) -> None:
+    def _dial(self, key: bytes) -> _Sealed:
+        rank = self.comm.rank
+        deadline = time.monotonic() + self._timeout
         try:
-            for _ in range(self.comm.size - 1):
-                conn = listener.accept()
-                rank = int(np.frombuffer(conn.recv_bytes(), np.int64)[0])
+            sock = socket.create_connection(self.address, timeout=_HELLO_S)
+            sock.sendall(_LEN.pack(rank))
+            nonces = dial_handshake(sock, key, deadline)
+        except AuthError as e:
+            raise AuthError(f"rank {rank}: the parameter server at {self.address[0]}:"
+                            f"{self.address[1]} failed authentication: {e}") from None
+        except (OSError, TimeoutError) as e:
+            raise PeerLost(f"rank {rank}: cannot reach the parameter server at "
+                           f"{self.address[0]}:{self.address[1]}: {e}", rank=rank, peer=0,
+                           operation="parameter server") from None
+        return _Sealed(sock, key, nonces, dialer=True, rank=rank, peer=0, limit=self.numel * 4)
+
+    # -- server side (rank 0) ----------------------------------------------------------------
+    def _accept(self, listener: socket.socket, keys: list[bytes]) -> None:
+        """Admit every worker before the deadline: each connection is vetted in a thread
+        of its own (its rank, then the handshake on that rank's key, within ``_HELLO_S``),
+        so a stranger on this port delays nobody."""
+        deadline = time.monotonic() + self._timeout
+        taken: set[int] = set()
+        lock = threading.Lock()
+
+        def vet(conn: socket.socket) -> None:
+            step = min(deadline, time.monotonic() + _HELLO_S)
+            try:
+                (rank,) = _LEN.unpack(recv_exact(conn, _LEN.size, step))
+                if not 0 < rank < self.comm.size:
+                    raise ValueError(f"rank {rank} is not a worker")
+                nonces = accept_handshake(conn, keys[rank], step)
+                with lock:
+                    if rank in taken:
+                        raise ValueError(f"rank {rank} is connected already")
+                    taken.add(rank)
+                link = _Sealed(conn, keys[rank], nonces, dialer=False, rank=0, peer=rank,
+                               limit=self.numel * 4)
                 assert self.server is not None
-                conn.send_bytes(self.server.initial.tobytes())
-                t = threading.Thread(target=self._serve, args=(conn, rank), daemon=True)
+                link.send(self.server.initial.tobytes(), time.monotonic() + self._timeout)
+            except (OSError, ValueError, AuthError, struct.error):
+                conn.close()  # a stranger, a wrong key or garbage: the job goes on
+                return
+            self._serve(link, rank)
+
+        try:
+            listener.settimeout(0.2)
+            while time.monotonic() < deadline:
+                with lock:
+                    if len(taken) == self.comm.size - 1:
+                        break
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                t = threading.Thread(target=vet, args=(conn,), daemon=True,
+                                     name="terascale-ps-serve")
                 t.start()
                 self._threads.append(t)
         finally:
             listener.close()
 
-    def _serve(self, conn: Connection, rank: int) -> None:
+    def _serve(self, link: _Sealed, rank: int) -> None:
         assert self.server is not None
         try:
             while True:
-                payload = conn.recv_bytes()
+                # A worker's next gradient comes within its step time; the deadline is
+                # the job's, so a lost worker frees this thread (its rank sees PeerLost).
+                payload = link.recv(time.monotonic() + 10 * self._timeout)
                 if not payload:
                     return
                 params = self.server.push(rank, np.frombuffer(payload, np.float32).copy())
-                conn.send_bytes(params.tobytes())
-        except (EOFError, OSError):
+                link.send(params.tobytes(), time.monotonic() + self._timeout)
+        except (OSError, TimeoutError, ValueError, AuthError):
             return
         finally:
-            conn.close()
+            link.close()
 
     # -- worker side -------------------------------------------------------------------------
     def _pull_initial(self) -> np.ndarray:
         assert self._conn is not None
-        return np.frombuffer(self._conn.recv_bytes(), np.float32)
+        return np.frombuffer(self._recv(), np.float32)
+
+    def _recv(self) -> bytes:
+        assert self._conn is not None
+        try:
+            return self._conn.recv(time.monotonic() + self._timeout)
+        except TimeoutError:
+            raise PeerTimeout(f"rank {self.comm.rank}: the parameter server did not answer "
+                              f"within {self._timeout:g} s", rank=self.comm.rank, peer=0,
+                              operation="parameter server") from None
 
     def _flat_params(self) -> torch.Tensor:
         return torch.cat([p.detach().reshape(-1).cpu().float() for p in self.params])
@@ -175,11 +308,12 @@ class ParameterServer:
             return
         assert self._conn is not None
         try:
-            self._conn.send_bytes(grad.tobytes())
+            self._conn.send(grad.tobytes(), time.monotonic() + self._timeout)
             self.bytes_sent += grad.nbytes
-            params = np.frombuffer(self._conn.recv_bytes(), np.float32)
-        except (EOFError, OSError) as e:
-            raise PeerLost(f"rank {self.comm.rank}: the parameter server went away: {e}") from None
+            params = np.frombuffer(self._recv(), np.float32)
+        except (ConnectionError, OSError) as e:
+            raise PeerLost(f"rank {self.comm.rank}: the parameter server went away: {e}",
+                           rank=self.comm.rank, peer=0, operation="parameter server") from None
         self.bytes_received += params.nbytes
         self._load(params)
 
@@ -187,7 +321,7 @@ class ParameterServer:
         """Disconnect; on rank 0, wait (bounded) for the serving threads to end."""
         if self._conn is not None:
             try:
-                self._conn.send_bytes(b"")
+                self._conn.send(b"", time.monotonic() + 5.0)
             except OSError:
                 pass
             self._conn.close()

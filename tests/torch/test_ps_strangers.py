@@ -1,0 +1,107 @@
+"""The parameter-server baseline's port, as a stranger on the host sees it: it appears in
+``/proc/net/tcp`` the moment rank 0 listens, and anyone may connect before the workers do.
+Idle strangers there must not stop the job (they once held rank 0's one accept loop, and so
+every worker, forever), and the job's result must be the one it computes without them."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import terascale.torch as tt  # noqa: E402
+from terascale.testing import run_workers  # noqa: E402
+
+
+def _listening() -> set[int]:
+    ports = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            if state == "0A" and local.startswith("0100007F:"):
+                ports.add(int(local.split(":")[1], 16))
+    return ports
+
+
+def _squat(before: set[int], held: list[socket.socket], stop: threading.Event) -> None:
+    """Connect three idle sockets to every new loopback listener, as soon as it appears."""
+    while not stop.is_set():
+        for port in _listening() - before:
+            before.add(port)
+            for _ in range(3):
+                try:
+                    held.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+                except OSError:
+                    pass
+
+
+def _train(comm, squat):  # type: ignore[no-untyped-def]
+    held: list[socket.socket] = []
+    stop = threading.Event()
+    if squat and comm.rank == 0:
+        threading.Thread(target=_squat, args=(_listening(), held, stop), daemon=True).start()
+    comm.barrier()
+    torch.manual_seed(comm.rank)
+    net = torch.nn.Linear(4, 2)
+    t0 = time.monotonic()
+    ps = tt.ParameterServer(net, lr=0.1, comm=comm)
+    for _ in range(2):
+        net.zero_grad()
+        net(torch.ones(1, 4) * (comm.rank + 1)).sum().backward()
+        ps.step()
+    ps.close()
+    stop.set()
+    for s in held:
+        s.close()
+    return net.weight.detach().numpy().tobytes(), time.monotonic() - t0, len(held)
+
+
+def test_idle_strangers_on_the_parameter_servers_port_do_not_stop_the_job() -> None:
+    clean = run_workers(_train, 2, timeout=60, args=(False,))
+    squatted = run_workers(_train, 2, timeout=60, args=(True,))
+    assert squatted[0][2] > 0, "the stranger never found the port"
+    assert [r[0] for r in squatted] == [r[0] for r in clean]  # the same weights, bitwise
+    assert max(r[1] for r in squatted) < 20, squatted
+
+
+def test_a_parameter_server_message_altered_replayed_or_reflected_is_refused() -> None:
+    """What a relay could do to the sealed messages: flip a bit, replay one, or send a
+    side's own message back to it. Each ends in LinkTampered naming both ranks."""
+    import os
+
+    from terascale._errors import LinkTampered
+    from terascale.torch.ps import _Sealed
+
+    key, nonces = os.urandom(32), os.urandom(64)
+    wire_a, wire_b = socket.socketpair()  # worker -> relay
+    in_a, in_b = socket.socketpair()  # relay -> rank 0
+    worker = _Sealed(wire_a, key, nonces, dialer=True, rank=1, peer=0, limit=64)
+    server = _Sealed(in_b, key, nonces, dialer=False, rank=0, peer=1, limit=64)
+    deadline = time.monotonic() + 5
+
+    def captured(msg: bytes) -> bytes:
+        worker.send(msg, deadline)
+        return wire_b.recv(1 << 16)
+
+    first = captured(b"g" * 32)
+    in_a.sendall(first)
+    assert server.recv(deadline) == b"g" * 32
+    for attack in ("flip", "replay", "reflect"):
+        if attack == "flip":
+            raw = bytearray(captured(b"h" * 32))
+            raw[12] ^= 1
+            in_a.sendall(bytes(raw))
+        elif attack == "replay":
+            in_a.sendall(first)
+        else:  # the server's own message, sent back to it
+            out_a, out_b = socket.socketpair()
+            echo = _Sealed(out_a, key, nonces, dialer=False, rank=0, peer=1, limit=64)
+            echo.send(b"p" * 32, deadline)
+            in_a.sendall(out_b.recv(1 << 16))
+        fresh = _Sealed(in_b, key, nonces, dialer=False, rank=0, peer=1, limit=64)
+        fresh._opened = 1  # the next message it expects is the worker's second
+        with pytest.raises(LinkTampered, match="rank 0: parameter-server link with rank 1"):
+            fresh.recv(deadline)
