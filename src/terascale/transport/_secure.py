@@ -13,7 +13,9 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     BLAKE2b run at a fifth and a fiftieth of that here), the plaintext is sent straight
     from the caller's buffer, and a record of 64 KiB or more that the caller's buffer
     holds whole is read straight into it and checked there, its bytes handed over only
-    once the tag passed (measured in ``docs/benchmarks/security.md``).
+    once the tag passed; the header record before it is read alone, so that the
+    payload's records are still in the kernel for that (measured in
+    ``docs/benchmarks/security.md``).
 ``encrypt`` (``--encrypt``)
     ``length u32 | AES-256-GCM(plaintext) | tag``: confidentiality as well.
 
@@ -36,8 +38,12 @@ refuses a link whose peer runs a weaker mode than its own.
 Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext, so AES-GCM runs on large
 buffers (several GB/s per core with AES-NI) and the per-record cost (20 bytes, one call)
 stays small; a link's buffers stay near 1.25 MiB (allocated when it first sends or
-receives). A frame with a payload under 64 KiB is one record (4 KiB messages pay one
-record each way); a larger payload's header is a record of its own, so that the payload
+receives). A frame of up to 64 KiB is one record (4 KiB messages pay one record each
+way), and its per-record Python is kept to one pass: copied once into the send buffer
+(or, encrypting, the staging buffer), its tag written in place (``encrypt_into``), sent
+with one ``send``; received with one ``recv_into`` of what the kernel has and opened
+straight into the caller's header and payload buffers. A larger payload's header is a
+record of its own, so that the payload
 is sealed straight from the caller's buffer into a fixed one (no copy, no allocation per
 record), and a record the caller's buffer holds whole is opened straight into it: beside
 AES-GCM itself, encryption costs the ciphertext's own trip through the kernel, not extra
