@@ -13,7 +13,9 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     BLAKE2b run at a fifth and a fiftieth of that here), the plaintext is sent straight
     from the caller's buffer, and a record of 64 KiB or more that the caller's buffer
     holds whole is read straight into it and checked there, its bytes handed over only
-    once the tag passed (measured in ``docs/benchmarks/security.md``).
+    once the tag passed; the header record before it is read alone, so that the
+    payload's records are still in the kernel for that (measured in
+    ``docs/benchmarks/security.md``).
 ``encrypt`` (``--encrypt``)
     ``length u32 | AES-256-GCM(plaintext) | tag``: confidentiality as well.
 
@@ -36,8 +38,12 @@ refuses a link whose peer runs a weaker mode than its own.
 Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext, so AES-GCM runs on large
 buffers (several GB/s per core with AES-NI) and the per-record cost (20 bytes, one call)
 stays small; a link's buffers stay near 1.25 MiB (allocated when it first sends or
-receives). A frame with a payload under 64 KiB is one record (4 KiB messages pay one
-record each way); a larger payload's header is a record of its own, so that the payload
+receives). A frame of up to 64 KiB is one record (4 KiB messages pay one record each
+way), and its per-record Python is kept to one pass: copied once into the send buffer
+(or, encrypting, the staging buffer), its tag written in place (``encrypt_into``), sent
+with one ``send``; received with one ``recv_into`` of what the kernel has and opened
+straight into the caller's header and payload buffers. A larger payload's header is a
+record of its own, so that the payload
 is sealed straight from the caller's buffer into a fixed one (no copy, no allocation per
 record), and a record the caller's buffer holds whole is opened straight into it: beside
 AES-GCM itself, encryption costs the ciphertext's own trip through the kernel, not extra
@@ -136,7 +142,9 @@ class SecureLink:
         self._out: list[memoryview] = []  # the pending record's bytes not yet in the kernel
         self._out_plain = 0  # plaintext bytes that record stands for
         self._wbuf = bytearray()  # where records are sealed; allocated at the first send
+        self._wv = memoryview(self._wbuf)
         self._stage = bytearray()  # a header and a small payload, staged for one record
+        self._sv = memoryview(self._stage)
         # Received ciphertext raw[rstart:rlen] not opened yet, and opened plaintext
         # plain[pstart:pend] not read yet: fixed buffers and offsets. Allocated at the first
         # receive (links that never carry data, e.g. a rank's non-neighbours, cost nothing).
@@ -178,6 +186,10 @@ class SecureLink:
         plaintext bytes now wholly in the kernel (as a socket's ``sendmsg`` returns what it
         took: a caller that sends one call's worth, such as a two-rank swap, is not sent
         back to its slow path after the first record)."""
+        if not self._out and _INTO:
+            n = self._send_small(views)
+            if n is not None:
+                return n
         views = [v for v in map(_bytes_view, views) if len(v)]
         total = 0
         while views:
@@ -198,12 +210,53 @@ class SecureLink:
                     n = 0
         return total
 
+    def _send_small(self, views: list[Any]) -> int | None:
+        """A frame of at most ``_JOIN`` bytes as one record, sealed and sent in one call:
+        its pieces copied once (a few KiB) into the send buffer (``length | plaintext |
+        tag``) or, encrypting, into the staging buffer and sealed from there into the send
+        buffer. None for a larger frame (sealed from the caller's buffers instead)."""
+        if not self._wbuf:
+            self._alloc_send()
+        wv = self._wv
+        dest, at = (self._sv, 0) if self._encrypt else (wv, _LEN.size)
+        start = at
+        for v in views:
+            if type(v) is not memoryview or v.format != "B" or v.ndim != 1:
+                v = memoryview(v).cast("B")
+            k = len(v)
+            if at + k - start > _JOIN:
+                return None
+            dest[at: at + k] = v
+            at += k
+        n = at - start
+        if not n:
+            return 0
+        end = _LEN.size + n + _TAG
+        _LEN.pack_into(wv, 0, n + _TAG)
+        nonce = _NONCE.pack(0, self._sent)
+        if self._encrypt:
+            self._seal.encrypt_into(nonce, dest[:n], wv[: _LEN.size], wv[_LEN.size: end])
+        else:
+            self._seal.encrypt_into(nonce, b"", wv[_LEN.size: at], wv[at: end])
+        self._sent += 1
+        try:
+            k = self._sock.send(wv[:end])
+        except BlockingIOError:
+            k = 0
+        if k == end:
+            return n
+        # Sealed, not (all) sent: the record stands for the caller's next n bytes, counted
+        # as sent once the rest went (the next call, or flush).
+        self._out = [wv[k:end]]
+        self._out_plain = n
+        return 0
+
     def _send_record(self, views: list[memoryview]) -> int:
         """Seal up to RECORD bytes of ``views``; plaintext bytes now wholly in the kernel."""
         fresh = not self._out
         if fresh:
             if not self._wbuf:  # sealed records go here: no allocation per record
-                self._wbuf = bytearray(_LEN.size + RECORD + _TAG)
+                self._alloc_send()
             first = views[0]
             rest = sum(len(v) for v in views[1:]) if len(views) > 1 else 0
             if len(views) == 1 or len(first) >= RECORD or rest >= _JOIN:
@@ -211,9 +264,7 @@ class SecureLink:
                 # payload is a record of its own: one more send, not a copy of the payload.
                 plain: memoryview = first[:RECORD]
             else:  # a header and a small payload: staged together, one record, one send
-                if not self._stage:
-                    self._stage = bytearray(RECORD)
-                stage, n = memoryview(self._stage), 0
+                stage, n = self._sv, 0
                 for v in views:
                     k = min(len(v), RECORD - n)
                     stage[n: n + k] = v[:k]
@@ -253,6 +304,12 @@ class SecureLink:
             self._trim(k)
         n, self._out_plain = self._out_plain, 0
         return n
+
+    def _alloc_send(self) -> None:
+        self._wbuf = bytearray(_LEN.size + RECORD + _TAG)
+        self._wv = memoryview(self._wbuf)
+        self._stage = bytearray(RECORD)
+        self._sv = memoryview(self._stage)
 
     def _alloc_raw(self) -> None:
         self._rawv.release()
@@ -300,12 +357,96 @@ class SecureLink:
         return self.recvmsg_into([buf])[0]
 
     def recvmsg_into(self, bufs: list[memoryview]) -> tuple[int, list[object], int, None]:
+        if self._pstart == self._pend and self._dview is None and self._broken is None \
+                and not self._aborted:
+            got = self._recv_small(bufs)
+            if got is not None:
+                return got, [], 0, None
+        return self._recv_general(bufs)
+
+    def _recv_small(self, bufs: list[Any]) -> int | None:
+        """The common case in one pass: read what the kernel has (one call), open the whole
+        data record at its front straight into ``bufs`` (scattered: a frame's header and
+        payload), then anything else through the general path. None when the next record is
+        not such a one (partial, an abort record, larger than ``bufs``, bound for
+        :meth:`_direct`): the general path takes it."""
+        views = []
+        room = 0
+        for b in bufs:
+            if type(b) is not memoryview or b.format != "B" or b.ndim != 1:
+                b = memoryview(b).cast("B")
+            views.append(b)
+            room += len(b)
+        if self._rstart == self._rlen:  # nothing buffered: what the kernel has
+            if not room or not self._encrypt and room >= _DIRECT:
+                return None
+            if not self._raw:
+                self._alloc_raw()
+            try:
+                k = self._sock.recv_into(self._rawv)
+            except InterruptedError:
+                return None
+            # BlockingIOError: nothing buffered and nothing came, as the general path says
+            if not k:
+                self._eof = True
+                return 0
+            self._rstart, self._rlen = 0, k
+        at = self._rstart
+        if self._rlen - at < _LEN.size:
+            return None
+        size = _LEN.unpack_from(self._raw, at)[0]  # an abort record's top bit: not here
+        n = size - _TAG
+        if not 0 <= n <= room or size > RECORD + _TAG or self._rlen - at < _LEN.size + size:
+            return None
+        b0 = views[0]
+        if len(b0) >= n:  # opened in place
+            self._open_into(b0[:n])
+            rest = [b0[n:], *views[1:]] if n < len(b0) else views[1:]
+        else:  # opened whole, then scattered
+            body = self._rawv[at + _LEN.size: at + _LEN.size + size]
+            nonce = _NONCE.pack(0, self._opened)
+            try:
+                if self._encrypt:
+                    plain = self._sv if self._stage else self._scratch()
+                    self._open.decrypt_into(nonce, body, self._rawv[at: at + _LEN.size],
+                                            plain[:n])
+                else:  # GMAC: check the tag, then hand the plaintext over
+                    self._open.decrypt(nonce, body[n:], body[:n])
+                    plain = body
+            except Exception:  # cryptography's InvalidTag
+                self._tampered(f"record #{self._opened} failed its authentication tag")
+            self._opened += 1
+            self._rstart = at + _LEN.size + size
+            rest, src = [], 0
+            for b in views:
+                if src < n:
+                    k = min(len(b), n - src)
+                    b[:k] = plain[src: src + k]
+                    src += k
+                    if k < len(b):
+                        rest.append(b[k:])
+                else:
+                    rest.append(b)
+        if rest and self._rstart < self._rlen:  # more records waiting: read them too
+            try:
+                return n + self._recv_general(rest)[0]
+            except BlockingIOError:
+                pass
+        return n
+
+    def _scratch(self) -> memoryview:
+        self._stage = bytearray(RECORD)
+        self._sv = memoryview(self._stage)
+        return self._sv
+
+    def _recv_general(self, bufs: list[Any]) -> tuple[int, list[object], int, None]:
         if self._broken is not None:  # a tampered link stays refused
             raise self._broken
         if self._aborted:
             raise ConnectionAbortedError(f"rank {self.peer} aborted the job")
         got = 0
-        for b in map(_bytes_view, bufs):
+        views = [_bytes_view(b) for b in bufs]
+        for i, b in enumerate(views):
             while len(b):
                 if self._pstart < self._pend:  # opened before (a peek, or a record too big)
                     k = min(len(b), self._pend - self._pstart)
@@ -315,7 +456,7 @@ class SecureLink:
                       and self._rstart == self._rlen) and (k := self._direct(b)) is not None:
                     if not k:
                         break  # a record read in place is on its way: nothing to hand over yet
-                elif (size := self._record()) is None:
+                elif (size := self._record(self._cap(b, views, i))) is None:
                     break
                 elif self._abort_next():
                     if got:
@@ -415,10 +556,23 @@ class SecureLink:
         self._aborted = True
         return True
 
-    def _record(self) -> int | None:
+    def _cap(self, b: memoryview, views: list[memoryview], i: int) -> int:
+        """How far a first read may go when ``b`` (``views[i]``) is small and a buffer after
+        it takes a record in place (integrity mode: a frame's header record, then its
+        payload's): the record that fills ``b``, so that the payload's records stay in the
+        kernel for :meth:`_direct` instead of being copied through the receive buffer.
+        0: no cap."""
+        if self._encrypt or len(b) >= _DIRECT or self._rstart != self._rlen:
+            return 0
+        if any(len(x) >= _DIRECT for x in views[i + 1:]):
+            return _LEN.size + len(b) + _TAG
+        return 0
+
+    def _record(self, cap: int = 0) -> int | None:
         """The size of the whole record at ``raw[rstart:]`` (reading what the kernel has when
-        there is none yet), or None. Records are opened only when the caller asks for them,
-        so that each can be opened straight into the caller's buffer."""
+        there is none yet; the first read at most ``cap`` bytes, if given), or None. Records
+        are opened only when the caller asks for them, so that each can be opened straight
+        into the caller's buffer."""
         if (size := self._whole()) is not None:
             return size
         if self._eof:
@@ -438,9 +592,11 @@ class SecureLink:
             if end - self._rstart >= _DIRECT:  # a large record: read no further than its end,
                 limit = min(end, limit)  # so that the next one can be read in place
         view = self._rawv
+        first = min(limit, self._rlen + cap) if cap else limit
         while self._rlen < limit:
             try:
-                k = self._sock.recv_into(view[self._rlen: limit])
+                k = self._sock.recv_into(view[self._rlen: first])
+                first = limit
             except (BlockingIOError, InterruptedError):
                 break
             if not k:
