@@ -68,7 +68,8 @@ from ..._errors import ConfigError, DataError, TerascaleError
 from ...rendezvous import RendezvousServer
 from .._common import check_workers, job_env, new_run_id, remove_stale_segments
 
-__all__ = ["TaskSpec", "check_cluster", "run", "run_on_frame", "run_on_rdd", "session"]
+__all__ = ["TaskSpec", "barrier_safe", "check_cluster", "run", "run_on_frame", "run_on_rdd",
+           "session", "task_slots"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,53 @@ def _slots(master: str) -> int | None:
     if m:
         return int(m.group(1)) * int(m.group(2))
     return None
+
+
+def task_slots(sc: Any) -> int:
+    """How many tasks the cluster runs at once: a local master's threads, else what the
+    scheduler reports for the default resource profile (executors must have registered).
+    A ConfigError saying what to set when it cannot be known."""
+    slots = _slots(sc.master)
+    if slots is not None:
+        return slots
+    try:
+        jsc = sc._jsc.sc()
+        n = int(jsc.maxNumConcurrentTasks(
+            jsc.resourceProfileManager().defaultResourceProfile()))
+    except Exception:  # a py4j detail changed, Spark Connect: no JVM to ask
+        n = 0
+    if n <= 0:
+        raise ConfigError(f"cannot tell how many tasks master {sc.master!r} runs at once "
+                          f"(no executors registered yet?): set numWorkers= / num_workers= "
+                          f"to at most the task slots, or set spark.executor.instances")
+    return n
+
+
+# RDDs whose partitions differ from their parent's: Spark refuses a barrier stage over
+# them (BarrierJobUnsupportedRDDChainException), and on Spark 4 the refusal stops the
+# SparkContext. A shuffle (repartition) before the barrier stage avoids them.
+_UNSAFE = re.compile(r"CoalescedRDD|UnionRDD|PartitionPruningRDD|PartitionwiseSampledRDD|"
+                     r"PartitionerAwareUnionRDD|ZippedPartitions|CartesianRDD|SlicedRDD")
+
+
+def barrier_safe(data: Any) -> bool:
+    """Whether a barrier stage may run directly over ``data`` (a DataFrame or an RDD):
+    no RDD in its last stage changes the number of partitions (coalesce, union,
+    sample, limit). When unsure, False: the caller shuffles, which is always safe."""
+    try:
+        if hasattr(data, "_jdf"):
+            text = str(data._jdf.queryExecution().toRdd().toDebugString())
+        else:
+            text = data.toDebugString().decode() if isinstance(
+                data.toDebugString(), bytes) else str(data.toDebugString())
+    except Exception:
+        return False
+    stage = []
+    for line in text.splitlines():
+        if "+-(" in line:  # the next stage (behind a shuffle) starts here
+            break
+        stage.append(line)
+    return _UNSAFE.search("\n".join(stage)) is None
 
 
 def _wait_for_executors(sc: Any, num_workers: int, timeout: float) -> None:

@@ -1,0 +1,207 @@
+"""``LinearLearnerModel.transform``: scores computed on Arrow batches, columns in the JVM.
+
+MLlib's ``LogisticRegressionModel.transform`` is a JVM expression per row. Ours has to
+run in Python (the weights and the hashing live there), so the cost to beat is moving
+rows between the JVM and Python. Three choices keep it near MLlib's:
+
+* only the feature column(s) travel, as Arrow record batches of a scalar ``arrow_udf``
+  (Spark >= 4.1); the other columns never leave the JVM, and Spark prunes the UDF away
+  when no output column is used;
+* a batch is scored with one numpy product: a dense Vector column is an ``n x d`` matrix
+  times the weights (and ``n x K`` for K classes); a sparse one is a gather of the weights
+  at its indices and a ``bincount`` per row; numeric ``featureCols`` are a matrix too;
+* the UDF returns only the raw score (K of them for K classes); ``rawPrediction``,
+  ``probability`` and ``prediction`` are Spark SQL expressions on it.
+
+The weights reach each Python worker once per model, as a Spark broadcast, and are
+expanded to a dense array once per worker process (:func:`_dense`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..._errors import DataError
+from ...linear import CONSTANT_HASH, hash_feature, hash_space
+from ._encode import Encoding
+
+__all__ = ["Scorer", "has_arrow_udf", "score_columns"]
+
+
+class Scorer:
+    """What a Python worker needs to score: the K weight vectors (hashed index -> weight),
+    the encoding of the features and whether the constant feature is on. Pickled into a
+    broadcast."""
+
+    def __init__(self, models: list[Any], enc: Encoding) -> None:
+        self.bits = enc.bits
+        self.parts = [(np.asarray(m.indices), np.asarray(m.weights)) for m in models]
+        self.enc = enc
+        self.constant = enc.constant
+
+
+_DENSE: dict[int, tuple[Any, np.ndarray]] = {}  # id(scorer) -> (scorer, K x 2^bits weights)
+
+
+def _dense(scorer: Scorer) -> np.ndarray:
+    """The scorer's weights as a dense ``K x 2**bits`` float32 array, built once per
+    worker process and model (the broadcast value is one object per process)."""
+    hit = _DENSE.get(id(scorer))
+    if hit is not None and hit[0] is scorer:
+        return hit[1]
+    full = np.zeros((len(scorer.parts), 1 << scorer.bits), np.float32)
+    for k, (idx, w) in enumerate(scorer.parts):
+        full[k, idx] = w
+    _DENSE.clear()  # one model at a time per worker: do not hold old models' weights
+    _DENSE[id(scorer)] = (scorer, full)
+    return full
+
+
+def _intercepts(scorer: Scorer, full: np.ndarray) -> np.ndarray:
+    if not scorer.constant:
+        return np.zeros(len(full))
+    return full[:, CONSTANT_HASH & ((1 << scorer.bits) - 1)].astype(np.float64)
+
+
+def _vector_scores(scorer: Scorer, col: Any, where: str) -> np.ndarray:
+    """An Arrow Vector column (MLlib's struct form) -> ``n x K`` raw scores."""
+    full = _dense(scorer)
+    mask = (1 << scorer.bits) - 1
+    n = len(col)
+    if col.null_count:
+        r = int(np.flatnonzero(~col.is_valid().to_numpy(zero_copy_only=False))[0])
+        raise DataError(f"{where}: row {r} of the batch has a null in Vector column "
+                        f"{scorer.enc.features[0]!r}; a Vector column must have a vector "
+                        f"in every row (fill or drop the nulls)")
+    b = _intercepts(scorer, full)
+    if n == 0:
+        return np.zeros((0, len(full)))
+    kind = col.field("type").to_numpy(zero_copy_only=False)
+    vals = col.field("values")
+    off = np.asarray(vals.offsets, np.int64)
+    flat = vals.values.slice(int(off[0]), int(off[-1] - off[0])).to_numpy(
+        zero_copy_only=False)
+    counts = np.diff(off)
+    if (kind == 1).all() and (counts == counts[0]).all():  # dense rows of one size
+        d = int(counts[0])
+        w = full[:, np.arange(d) & mask].astype(np.float64)  # K x d
+        return flat.reshape(n, d) @ w.T + b
+    ind = col.field("indices")
+    ioff = np.asarray(ind.offsets, np.int64)
+    sidx = ind.values.slice(int(ioff[0]), int(ioff[-1] - ioff[0])).to_numpy(
+        zero_copy_only=False).astype(np.int64)
+    rows = np.repeat(np.arange(n), counts)
+    if (kind == 0).all():
+        idx = sidx
+    else:  # mixed: a dense row's entry j is feature j
+        starts = np.cumsum(counts) - counts
+        idx = np.arange(len(flat), dtype=np.int64) - starts[rows]
+        idx[(kind == 0)[rows]] = sidx
+    idx &= mask
+    out = np.empty((n, len(full)))
+    for k in range(len(full)):
+        out[:, k] = np.bincount(rows, weights=full[k, idx] * flat, minlength=n)
+    return out + b
+
+
+def _column_scores(scorer: Scorer, cols: list[Any], where: str) -> np.ndarray:
+    """Plain columns: numeric ones as one matrix product (a null cell is missing, a NaN
+    gives a NaN score as in a Vector column), any other through the encoder."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ...linear._model import predict_scores
+
+    enc = scorer.enc
+    full = _dense(scorer)
+    n = len(cols[0]) if cols else 0
+    numeric = all(enc.numeric[j] and c not in enc.categorical
+                  for j, c in enumerate(enc.features))
+    if numeric:
+        x = np.empty((n, len(cols)))
+        for j, c in enumerate(cols):
+            v = pc.cast(c, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+            x[:, j] = np.where(c.is_valid().to_numpy(zero_copy_only=False), v, 0.0)
+        h = [hash_feature(c, hash_space(c), enc.bits) for c in enc.features]
+        return x @ full[:, h].astype(np.float64).T + _intercepts(scorer, full)
+    rows = list(zip(*[c.to_pylist() for c in cols]))
+    ds = enc.encode(rows, 0, where, with_labels=False)
+    return np.stack([predict_scores(ds.indptr, ds.indices, ds.values, f) for f in full],
+                    axis=1)
+
+
+def _text_scores(scorer: Scorer, col: Any, where: str) -> np.ndarray:
+    from ...linear._model import predict_scores
+
+    ds = scorer.enc.encode(col.to_pylist(), 0, where, with_labels=False)
+    return np.stack([predict_scores(ds.indptr, ds.indices, ds.values, f)
+                     for f in _dense(scorer)], axis=1)
+
+
+def _batch(bc: Any, multi: bool, *cols: Any) -> Any:
+    """The arrow_udf body: one batch of feature columns -> its raw score(s)."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    scorer: Scorer = bc.value
+    ctx = TaskContext.get()
+    where = f"Spark partition {ctx.partitionId() if ctx else 0}"
+    kind = scorer.enc.kind
+    if kind == "vector":
+        s = _vector_scores(scorer, cols[0], where)
+    elif kind == "columns":
+        s = _column_scores(scorer, list(cols), where)
+    else:
+        s = _text_scores(scorer, cols[0], where)
+    if not multi:
+        return pa.array(s[:, 0], pa.float64())
+    k = s.shape[1]
+    return pa.ListArray.from_arrays(pa.array(np.arange(0, k * len(s) + 1, k, dtype=np.int32)),
+                                    pa.array(s.ravel(), pa.float64()))
+
+
+def has_arrow_udf() -> bool:
+    from pyspark.sql import functions as F
+
+    return hasattr(F, "arrow_udf")
+
+
+def score_columns(dataset: Any, scorer: Scorer, *, loss: str, threshold: float,
+                  names: tuple[str, str, str]) -> Any:
+    """``dataset`` with the raw/probability/prediction columns ``names`` ("": left out)
+    appended, the scores computed on Arrow batches (see the module docstring)."""
+    from pyspark.ml.functions import array_to_vector
+    from pyspark.sql import functions as F
+
+    sc = dataset.sparkSession.sparkContext
+    bc = sc.broadcast(scorer)
+    multi = len(scorer.parts) > 1
+    def score(*cols: pa.Array) -> pa.Array:
+        return _batch(bc, multi, *cols)
+
+    udf = F.arrow_udf(score, "array<double>" if multi else "double")
+    tmp = "__terascale_score"
+    df = dataset.withColumn(tmp, udf(*[F.col(c) for c in scorer.enc.features]))
+    s = F.col(tmp)
+    raw_name, prob_name, pred_name = names
+    if multi:  # one-against-all: K sigmoids, normalized; the class of the largest score
+        sig = F.transform(s, lambda x: F.lit(1.0) / (F.lit(1.0) + F.exp(-x)))
+        total = F.aggregate(sig, F.lit(0.0), lambda a, x: a + x)
+        cols = {raw_name: array_to_vector(s),
+                prob_name: array_to_vector(F.transform(sig, lambda x: x / total)),
+                pred_name: (F.array_position(s, F.array_max(s)) - 1).cast("double")}
+    elif loss == "squared":
+        cols = {pred_name: s}
+    else:
+        p = F.lit(1.0) / (F.lit(1.0) + F.exp(-s))
+        cols = {raw_name: array_to_vector(F.array(-s, s)),
+                prob_name: array_to_vector(F.array(F.lit(1.0) - p, p)),
+                pred_name: F.when((p > F.lit(threshold)) if loss == "logistic" else (s > 0),
+                                  1.0).otherwise(0.0)}
+    for name, expr in cols.items():
+        if name:
+            df = df.withColumn(name, expr)
+    return df.drop(tmp)
