@@ -283,5 +283,8 @@ class Encoding:
 
 
 def not_a_vector(where: str, row: int, column: str, v: Any) -> str:
+    if v is None:
+        return (f"{where}, row {row}: Vector column {column!r} is null; every row needs a "
+                f"vector (drop or fill these rows: VectorAssembler(handleInvalid='skip'))")
     return (f"{where}, row {row}: column {column!r} holds {type(v).__name__}, not an MLlib "
             f"Vector (use featureCols= for plain columns)")
