@@ -483,7 +483,8 @@ class LinearLearnerModel(_LinearLearnerParams, Model, MLReadable, MLWritable):
         if has_arrow_udf():
             return score_columns(dataset, Scorer(self.models, enc), loss=linear.loss,
                                  threshold=float(self.getOrDefault("threshold")),
-                                 names=(names[0], names[1], names[2]))
+                                 names=(names[0], names[1], names[2]),
+                                 num_features=self.numFeatures)
         if len(self.models) > 1:
             raise ConfigError("transform of a multiclass model needs pyspark >= 4.1 "
                               "(arrow_udf)")

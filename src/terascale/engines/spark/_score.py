@@ -10,8 +10,11 @@ rows between the JVM and Python. Three choices keep it near MLlib's:
 * a batch is scored with one numpy product: a dense Vector column is an ``n x d`` matrix
   times the weights (and ``n x K`` for K classes); a sparse one is a gather of the weights
   at its indices and a ``bincount`` per row; numeric ``featureCols`` are a matrix too;
-* the UDF returns only the raw score (K of them for K classes); ``rawPrediction``,
-  ``probability`` and ``prediction`` are Spark SQL expressions on it.
+* a small Vector column leaves the JVM as a plain array (``vector_to_array``: half the
+  time of its struct form), a large (hashed) one in its sparse struct form;
+* the UDF returns ``rawPrediction`` and ``probability`` already as MLlib Vectors (their
+  Arrow struct form) and ``prediction``: building them with Spark SQL expressions
+  (``array_to_vector``) cost more than the scoring.
 
 The weights reach each Python worker once per model, as a Spark broadcast, and are
 expanded to a dense array once per worker process (:func:`_dense`).
@@ -64,6 +67,32 @@ def _intercepts(scorer: Scorer, full: np.ndarray) -> np.ndarray:
     if not scorer.constant:
         return np.zeros(len(full))
     return full[:, CONSTANT_HASH & ((1 << scorer.bits) - 1)].astype(np.float64)
+
+
+def _array_scores(scorer: Scorer, col: Any, where: str) -> np.ndarray:
+    """A Vector column as ``vector_to_array`` gives it (a list of doubles per row, the
+    cheapest way out of the JVM for small vectors) -> ``n x K`` raw scores."""
+    full = _dense(scorer)
+    mask = (1 << scorer.bits) - 1
+    n = len(col)
+    if col.null_count:
+        r = int(np.flatnonzero(~col.is_valid().to_numpy(zero_copy_only=False))[0])
+        raise DataError(f"{where}: row {r} of the batch has a null in Vector column "
+                        f"{scorer.enc.features[0]!r}; a Vector column must have a vector "
+                        f"in every row (fill or drop the nulls)")
+    off = np.asarray(col.offsets, np.int64)
+    flat = col.values.slice(int(off[0]), int(off[-1] - off[0])).to_numpy(zero_copy_only=False)
+    counts = np.diff(off)
+    b = _intercepts(scorer, full)
+    if n and (counts == counts[0]).all():
+        d = int(counts[0])
+        return flat.reshape(n, d) @ full[:, np.arange(d) & mask].astype(np.float64).T + b
+    rows = np.repeat(np.arange(n), counts)
+    idx = (np.arange(len(flat), dtype=np.int64) - (np.cumsum(counts) - counts)[rows]) & mask
+    out = np.empty((n, len(full)))
+    for k in range(len(full)):
+        out[:, k] = np.bincount(rows, weights=full[k, idx] * flat, minlength=n)
+    return out + b
 
 
 def _vector_scores(scorer: Scorer, col: Any, where: str) -> np.ndarray:
@@ -141,9 +170,23 @@ def _text_scores(scorer: Scorer, col: Any, where: str) -> np.ndarray:
                      for f in _dense(scorer)], axis=1)
 
 
-def _batch(bc: Any, multi: bool, *cols: Any) -> Any:
-    """The arrow_udf body: one batch of feature columns -> its raw score(s)."""
-    import pyarrow as pa
+_VECTOR = pa.struct([("type", pa.int8()), ("size", pa.int32()),
+                     ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64()))])
+
+
+def _dense_vectors(m: np.ndarray) -> Any:
+    """Rows of ``m`` as MLlib DenseVectors (their Arrow struct form)."""
+    n, k = m.shape
+    vals = pa.ListArray.from_arrays(pa.array(np.arange(0, k * n + 1, k, dtype=np.int32)),
+                                    pa.array(np.ascontiguousarray(m).ravel(), pa.float64()))
+    return pa.StructArray.from_arrays(
+        [pa.array(np.ones(n, np.int8)), pa.nulls(n, pa.int32()),
+         pa.nulls(n, pa.list_(pa.int32())), vals], fields=list(_VECTOR))
+
+
+def _batch(bc: Any, how: dict[str, Any], *cols: Any) -> Any:
+    """The arrow_udf body: one batch of feature columns -> a struct of rawPrediction,
+    probability (MLlib Vectors) and prediction."""
     from pyspark import TaskContext
 
     scorer: Scorer = bc.value
@@ -151,16 +194,31 @@ def _batch(bc: Any, multi: bool, *cols: Any) -> Any:
     where = f"Spark partition {ctx.partitionId() if ctx else 0}"
     kind = scorer.enc.kind
     if kind == "vector":
-        s = _vector_scores(scorer, cols[0], where)
+        s = (_array_scores if how["arrays"] else _vector_scores)(scorer, cols[0], where)
     elif kind == "columns":
         s = _column_scores(scorer, list(cols), where)
     else:
         s = _text_scores(scorer, cols[0], where)
-    if not multi:
-        return pa.array(s[:, 0], pa.float64())
-    k = s.shape[1]
-    return pa.ListArray.from_arrays(pa.array(np.arange(0, k * len(s) + 1, k, dtype=np.int32)),
-                                    pa.array(s.ravel(), pa.float64()))
+    with np.errstate(over="ignore"):
+        if s.shape[1] > 1:  # one against all: K sigmoids, normalized; the largest wins
+            raw = s
+            sig = 1.0 / (1.0 + np.exp(-s))
+            prob = sig / sig.sum(axis=1, keepdims=True)
+            pred = np.argmax(s, axis=1).astype(np.float64)
+        else:
+            s = s[:, 0]
+            raw = np.stack([-s, s], axis=1)
+            p = 1.0 / (1.0 + np.exp(-s))
+            prob = np.stack([1.0 - p, p], axis=1)
+            if how["loss"] == "squared":
+                pred = s
+            elif how["loss"] == "logistic":
+                pred = (p > how["threshold"]).astype(np.float64)
+            else:
+                pred = (s > 0).astype(np.float64)
+    return pa.StructArray.from_arrays([_dense_vectors(raw), _dense_vectors(prob),
+                                       pa.array(pred, pa.float64())],
+                                      names=["raw", "prob", "pred"])
 
 
 def has_arrow_udf() -> bool:
@@ -170,38 +228,31 @@ def has_arrow_udf() -> bool:
 
 
 def score_columns(dataset: Any, scorer: Scorer, *, loss: str, threshold: float,
-                  names: tuple[str, str, str]) -> Any:
+                  names: tuple[str, str, str], num_features: int) -> Any:
     """``dataset`` with the raw/probability/prediction columns ``names`` ("": left out)
     appended, the scores computed on Arrow batches (see the module docstring)."""
-    from pyspark.ml.functions import array_to_vector
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.ml.linalg import VectorUDT
     from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, StructField, StructType
 
     sc = dataset.sparkSession.sparkContext
     bc = sc.broadcast(scorer)
-    multi = len(scorer.parts) > 1
-    def score(*cols: pa.Array) -> pa.Array:
-        return _batch(bc, multi, *cols)
+    # small Vectors leave the JVM cheapest as plain arrays (vector_to_array densifies)
+    arrays = scorer.enc.kind == "vector" and 0 < num_features <= 4096
+    how = {"arrays": arrays, "loss": loss, "threshold": threshold}
 
-    udf = F.arrow_udf(score, "array<double>" if multi else "double")
+    def score(*cols: pa.Array) -> pa.Array:
+        return _batch(bc, how, *cols)
+
+    out = StructType([StructField("raw", VectorUDT()), StructField("prob", VectorUDT()),
+                      StructField("pred", DoubleType())])
+    udf = F.arrow_udf(score, out)
     tmp = "__terascale_score"
-    df = dataset.withColumn(tmp, udf(*[F.col(c) for c in scorer.enc.features]))
-    s = F.col(tmp)
+    args = ([vector_to_array(F.col(scorer.enc.features[0]))] if arrays
+            else [F.col(c) for c in scorer.enc.features])
+    df = dataset.withColumn(tmp, udf(*args))
     raw_name, prob_name, pred_name = names
-    if multi:  # one-against-all: K sigmoids, normalized; the class of the largest score
-        sig = F.transform(s, lambda x: F.lit(1.0) / (F.lit(1.0) + F.exp(-x)))
-        total = F.aggregate(sig, F.lit(0.0), lambda a, x: a + x)
-        cols = {raw_name: array_to_vector(s),
-                prob_name: array_to_vector(F.transform(sig, lambda x: x / total)),
-                pred_name: (F.array_position(s, F.array_max(s)) - 1).cast("double")}
-    elif loss == "squared":
-        cols = {pred_name: s}
-    else:
-        p = F.lit(1.0) / (F.lit(1.0) + F.exp(-s))
-        cols = {raw_name: array_to_vector(F.array(-s, s)),
-                prob_name: array_to_vector(F.array(F.lit(1.0) - p, p)),
-                pred_name: F.when((p > F.lit(threshold)) if loss == "logistic" else (s > 0),
-                                  1.0).otherwise(0.0)}
-    for name, expr in cols.items():
-        if name:
-            df = df.withColumn(name, expr)
-    return df.drop(tmp)
+    outs = [F.col(f"{tmp}.{f}").alias(n) for f, n in
+            (("raw", raw_name), ("prob", prob_name), ("pred", pred_name)) if n]
+    return df.select(*[F.col(f"`{c}`") for c in dataset.columns], *outs)
