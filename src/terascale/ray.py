@@ -11,7 +11,6 @@
 ray is imported only when a function is called (extra ``terascale[ray]``).
 """
 
-from .engines._ray_linear import train_linear
-from .engines.ray import run
+from .engines.ray import run, train_linear
 
 __all__ = ["run", "train_linear"]

@@ -34,7 +34,7 @@ def _encoding(schema: Any, column: str | None, parse: dict[str, Any]) -> Any:
     """How a batch of the Dataset becomes examples (the Spark engine's encodings)."""
     import pyarrow as pa
 
-    from .spark._encode import Encoding
+    from .spark import Encoding
 
     names = list(schema.names)
     types = dict(zip(names, schema.types))

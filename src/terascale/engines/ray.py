@@ -36,7 +36,7 @@ from .._errors import ConfigError, TerascaleError
 from ..rendezvous import RendezvousServer
 from ._common import check_workers, job_env, new_run_id, remove_stale_segments
 
-__all__ = ["run"]
+__all__ = ["run", "train_linear"]
 
 log = logging.getLogger("terascale.ray")
 
@@ -182,3 +182,8 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
                              f"error: {last}") from last
     finally:
         remove_placement_group(pg)
+
+
+
+# the linear learner on Ray Data (it calls run: imported after it)
+from ._ray_linear import train_linear  # noqa: E402

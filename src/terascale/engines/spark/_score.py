@@ -142,8 +142,6 @@ def _column_scores(scorer: Scorer, cols: list[Any], where: str) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ...linear._model import predict_scores
-
     enc = scorer.enc
     full = _dense(scorer)
     n = len(cols[0]) if cols else 0
@@ -157,17 +155,21 @@ def _column_scores(scorer: Scorer, cols: list[Any], where: str) -> np.ndarray:
         h = [hash_feature(c, hash_space(c), enc.bits) for c in enc.features]
         return x @ full[:, h].astype(np.float64).T + _intercepts(scorer, full)
     rows = list(zip(*[c.to_pylist() for c in cols]))
-    ds = enc.encode(rows, 0, where, with_labels=False)
-    return np.stack([predict_scores(ds.indptr, ds.indices, ds.values, f) for f in full],
-                    axis=1)
+    return _csr_scores(enc.encode(rows, 0, where, with_labels=False), full)
+
+
+def _csr_scores(ds: Any, full: np.ndarray) -> np.ndarray:
+    """``n x K`` scores of an encoded chunk (CSR rows, the constant included)."""
+    n = len(ds.indptr) - 1
+    rows = np.repeat(np.arange(n), np.diff(ds.indptr))
+    vals = np.asarray(ds.values, np.float64)
+    return np.stack([np.bincount(rows, weights=f[ds.indices] * vals, minlength=n)
+                     for f in full], axis=1)
 
 
 def _text_scores(scorer: Scorer, col: Any, where: str) -> np.ndarray:
-    from ...linear._model import predict_scores
-
-    ds = scorer.enc.encode(col.to_pylist(), 0, where, with_labels=False)
-    return np.stack([predict_scores(ds.indptr, ds.indices, ds.values, f)
-                     for f in _dense(scorer)], axis=1)
+    return _csr_scores(scorer.enc.encode(col.to_pylist(), 0, where, with_labels=False),
+                       _dense(scorer))
 
 
 _VECTOR = pa.struct([("type", pa.int8()), ("size", pa.int32()),
