@@ -271,6 +271,21 @@ def _arrow_task(spec: TaskSpec, batches: Iterator[Any]) -> Iterator[Any]:
             names=["rank", "result"])
 
 
+_LOST = re.compile(r"Lost task (\d+)\.\d+ in stage [\d.]+ \(TID \d+\) \(([^)]*)\)")
+_DEATH = ("Python worker exited unexpectedly", "ExecutorLostFailure", "Executor lost",
+          "worker lost", "killed")
+
+
+def _died(text: str) -> str:
+    """"a worker died: ..." when Spark's message says a task's process or executor was
+    lost (rather than raising), naming the task (= rank) and where it ran; else ""."""
+    if not any(d in text for d in _DEATH):
+        return ""
+    m = _LOST.search(text)
+    where = f"task {m.group(1)} (rank {m.group(1)}) on {m.group(2)}" if m else "a task"
+    return f"a worker died: {where}; "
+
+
 def _python_error(e: BaseException) -> str:
     """The Python traceback inside a Py4J error (the Java stack around it is noise)."""
     text = str(e)
@@ -318,7 +333,8 @@ def _collect(spec: TaskSpec, job: Callable[[], Iterable[tuple[int, Any]]]) -> li
     except Exception as e:  # Py4JJavaError and friends: keep the Python part readable
         if e.__class__.__module__.startswith(("py4j", "pyspark")):
             raise TerascaleError(f"terascale Spark job failed after Spark's stage retries; "
-                                 f"last worker error:\n{_python_error(e)}") from e
+                                 f"{_died(str(e))}last worker error:\n{_python_error(e)}"
+                                 ) from e
         raise
     finally:
         remove_stale_segments(spec.run_id)  # the driver's host (all of it under local[N])
