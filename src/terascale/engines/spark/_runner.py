@@ -282,7 +282,12 @@ def _died(text: str) -> str:
     if not any(d in text for d in _DEATH):
         return ""
     m = _LOST.search(text)
-    where = f"task {m.group(1)} (rank {m.group(1)}) on {m.group(2)}" if m else "a task"
+    if m:
+        where = f"task {m.group(1)} (rank {m.group(1)}) on {m.group(2)}"
+    else:  # a barrier stage's own wording, or the job's summary
+        m = (re.search(r"barrier task \w+\(\d+, (\d+)\)", text)
+             or re.search(r"Task (\d+) in stage [\d.]+ failed", text))
+        where = f"task {m.group(1)} (rank {m.group(1)})" if m else "a task"
     return f"a worker died: {where}; "
 
 

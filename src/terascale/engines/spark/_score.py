@@ -198,7 +198,8 @@ def _batch(bc: Any, how: dict[str, Any], *cols: Any) -> Any:
     if kind == "vector":
         s = (_array_scores if how["arrays"] else _vector_scores)(scorer, cols[0], where)
     elif kind == "columns":
-        s = _column_scores(scorer, list(cols), where)
+        s = _column_scores(scorer, [cols[0].field(i) for i in range(cols[0].type.num_fields)],
+                           where)
     else:
         s = _text_scores(scorer, cols[0], where)
     with np.errstate(over="ignore"):
@@ -218,9 +219,15 @@ def _batch(bc: Any, how: dict[str, Any], *cols: Any) -> Any:
                 pred = (p > how["threshold"]).astype(np.float64)
             else:
                 pred = (s > 0).astype(np.float64)
-    return pa.StructArray.from_arrays([_dense_vectors(raw), _dense_vectors(prob),
-                                       pa.array(pred, pa.float64())],
+    pack = _dense_vectors if how["udt"] else _lists
+    return pa.StructArray.from_arrays([pack(raw), pack(prob), pa.array(pred, pa.float64())],
                                       names=["raw", "prob", "pred"])
+
+
+def _lists(m: np.ndarray) -> Any:
+    n, k = m.shape
+    return pa.ListArray.from_arrays(pa.array(np.arange(0, k * n + 1, k, dtype=np.int32)),
+                                    pa.array(np.ascontiguousarray(m).ravel(), pa.float64()))
 
 
 def has_arrow_udf() -> bool:
@@ -233,28 +240,35 @@ def score_columns(dataset: Any, scorer: Scorer, *, loss: str, threshold: float,
                   names: tuple[str, str, str], num_features: int) -> Any:
     """``dataset`` with the raw/probability/prediction columns ``names`` ("": left out)
     appended, the scores computed on Arrow batches (see the module docstring)."""
-    from pyspark.ml.functions import vector_to_array
+    from pyspark.ml.functions import array_to_vector, vector_to_array
     from pyspark.ml.linalg import VectorUDT
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DoubleType, StructField, StructType
+    from pyspark.sql.types import ArrayType, DoubleType, StructField, StructType
 
     sc = dataset.sparkSession.sparkContext
     bc = sc.broadcast(scorer)
     # small Vectors leave the JVM cheapest as plain arrays (vector_to_array densifies)
     arrays = scorer.enc.kind == "vector" and 0 < num_features <= 4096
-    how = {"arrays": arrays, "loss": loss, "threshold": threshold}
+    # Spark 4 returns a UDT from this UDF only when its input holds one (a Vector
+    # column); for plain columns and text the vectors are built in the JVM from arrays
+    udt = scorer.enc.kind == "vector"
+    how = {"arrays": arrays, "loss": loss, "threshold": threshold, "udt": udt}
 
     def score(*cols: pa.Array) -> pa.Array:
         return _batch(bc, how, *cols)
 
-    out = StructType([StructField("raw", VectorUDT()), StructField("prob", VectorUDT()),
+    vec = VectorUDT() if udt else ArrayType(DoubleType())
+    out = StructType([StructField("raw", vec), StructField("prob", vec),
                       StructField("pred", DoubleType())])
     udf = F.arrow_udf(score, out)
     tmp = "__terascale_score"
+    # plain columns travel as one struct: a UDF of several columns cannot return a UDT
     args = ([vector_to_array(F.col(scorer.enc.features[0]))] if arrays
-            else [F.col(c) for c in scorer.enc.features])
+            else [F.struct(*[F.col(f"`{c}`") for c in scorer.enc.features])]
+            if scorer.enc.kind == "columns" else [F.col(scorer.enc.features[0])])
     df = dataset.withColumn(tmp, udf(*args))
     raw_name, prob_name, pred_name = names
-    outs = [F.col(f"{tmp}.{f}").alias(n) for f, n in
+    outs = [(F.col(f"{tmp}.{f}") if udt or f == "pred" else
+             array_to_vector(F.col(f"{tmp}.{f}"))).alias(n) for f, n in
             (("raw", raw_name), ("prob", prob_name), ("pred", pred_name)) if n]
     return df.select(*[F.col(f"`{c}`") for c in dataset.columns], *outs)
