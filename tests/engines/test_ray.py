@@ -66,3 +66,43 @@ def test_gives_up_after_max_restarts_and_checks_arguments():
         terascale.ray.run(allreduce_job, num_workers=3, timeout=2.0)
     with pytest.raises(terascale.ConfigError, match="max_restarts"):
         terascale.ray.run(allreduce_job, num_workers=2, max_restarts=-1)
+
+
+def test_resources_per_worker_are_reserved():
+    """A custom resource the cluster lacks cannot be placed: a clear error, not a hang."""
+    with pytest.raises(terascale.ConfigError, match="accelerator_x"):
+        terascale.ray.run(allreduce_job, num_workers=1, args=(16,), timeout=5,
+                          resources_per_worker={"accelerator_x": 1})
+    out = terascale.ray.run(allreduce_job, num_workers=2, args=(16,),
+                            resources_per_worker={"CPU": 0.5})
+    assert [o["rank"] for o in out] == [0, 1]
+
+
+def test_train_linear_on_a_ray_dataset(tmp_path):
+    """Table columns (format="csv") and a column of VW lines, each actor streaming its
+    own split; per-pass metrics on the driver; the model written to the storage path and
+    equal to the one returned."""
+    import numpy as np
+    import pandas as pd
+
+    from terascale.linear import LinearModel
+
+    rng = np.random.default_rng(0)
+    n = 600
+    df = pd.DataFrame({"a": rng.standard_normal(n), "b": rng.standard_normal(n),
+                       "c": rng.choice(["u", "v"], n)})
+    df["y"] = ((df.a - df.b + (df.c == "u")) > 0).astype(float)
+    seen = []
+    model = terascale.ray.train_linear(ray.data.from_pandas(df).repartition(4),
+                                       format="csv", label="y", passes=2, bits=12,
+                                       storage_path=str(tmp_path / "run"),
+                                       on_metrics=seen.append)
+    info = model.info["ray"]
+    assert sum(info["rows"]) == n and all(r > 0 for r in info["rows"])
+    assert [m["pass"] for m in seen] == [1, 2] and seen[1]["loss"] < seen[0]["loss"]
+    back = LinearModel.load(info["saved"])
+    assert np.array_equal(back.dense(), model.dense())
+    lines = ray.data.from_items([{"text": f"{1 if y else -1} |f a:{a} b:{b} {c}"}
+                                 for a, b, c, y in zip(df.a, df.b, df.c, df.y)])
+    vw = terascale.ray.train_linear(lines, passes=1, bits=12)
+    assert sum(vw.info["ray"]["rows"]) == n and vw.info["examples"] == n

@@ -69,6 +69,17 @@ def test_persistent_failure_is_reported(spark):
         terascale.spark.run(_always_fails, num_workers=2, spark=spark)
 
 
+def test_a_killed_worker_is_named(spark):
+    def _dies() -> None:  # every attempt's rank 1 process is killed
+        comm = terascale.init()
+        if comm.rank == 1:
+            os._exit(3)
+        comm.allreduce(np.ones(4), timeout=60)
+
+    with pytest.raises(terascale.TerascaleError, match=r"a worker died: task 1 \(rank 1\)"):
+        terascale.spark.run(_dies, num_workers=2, spark=spark, timeout=20)
+
+
 def test_bad_arguments(spark):
     with pytest.raises(terascale.ConfigError, match="num_workers=3"):
         terascale.spark.run(allreduce_job, num_workers=3, spark=spark)

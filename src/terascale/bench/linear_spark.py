@@ -23,6 +23,10 @@ partition, joining, training, back to the driver; wall and CPU seconds). Fit tim
 warm-up fit on a 5% sample; test AUC comes from each model's
 ``transform`` through MLlib's ``BinaryClassificationEvaluator``. Ratios: MLlib's fit time
 over terascale's (higher is better for terascale) and AUC differences.
+
+``--spark-transform`` times scoring instead (:func:`_transform_child`): both models'
+``transform`` in one session, every output column computed, on a dense table and on the
+hashed sparse test Vectors.
 """
 
 from __future__ import annotations
@@ -54,6 +58,13 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
                    help="hash bits of the Spark comparison (default 22)")
     g.add_argument("--spark-driver-memory", default="4g",
                    help="spark.driver.memory of every child (default 4g)")
+    g.add_argument("--spark-transform", action="store_true",
+                   help="only time transform: LinearLearnerModel vs MLlib's "
+                        "LogisticRegressionModel in one session, on dense Vectors "
+                        "(--spark-dense-rows x 40) and on each data set's hashed test "
+                        "Vectors (2^--spark-bits)")
+    g.add_argument("--spark-dense-rows", type=int, default=200_000,
+                   help="--spark-transform: rows of the dense table (default 200k)")
 
 
 def _libsvm(vw: str, bits: int) -> str:
@@ -202,6 +213,72 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     return res
 
 
+def _transform_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """transform, ours and MLlib's, side by side in one session: each model fitted
+    briefly, then every output column computed (a ``noop`` write: nothing is pruned)
+    ``repeat`` times, interleaved; the medians and their ratio."""
+    from pyspark.ml.classification import LogisticRegression
+    from pyspark.ml.feature import VectorAssembler
+    from pyspark.sql import functions as F
+
+    from terascale.spark import LinearLearner
+
+    spark = _session(spec)
+    workers = spec["workers"]
+    tables: dict[str, Any] = {}
+    n = spec["dense_rows"]
+    cols = [f"x{j}" for j in range(40)]
+    raw = spark.range(n, numPartitions=workers).select(
+        *[(F.randn(seed=j) * (j + 1)).alias(c) for j, c in enumerate(cols)])
+    raw = raw.withColumn("label", (F.col("x0") - F.col("x1") / 2 + F.randn(99) > 0)
+                         .cast("double"))
+    tables["dense"] = VectorAssembler(inputCols=cols, outputCol="features").transform(
+        raw).select("features", "label")
+    dim = 1 << spec["bits"]
+    for name, path in spec["sparse"].items():
+        tables[name] = spark.read.format("libsvm").option("numFeatures", dim).load(path)
+    out: dict[str, Any] = {"learner": "transform", "tables": {}}
+    for name, df in tables.items():
+        df = df.repartition(workers).persist()
+        rows = df.count()
+        ours = LinearLearner(passes=1).fit(df)
+        ref = LogisticRegression(maxIter=5).fit(df)
+        times: dict[str, list[float]] = {"terascale": [], "mllib": []}
+        for _ in range(spec["repeat"]):
+            for key, model in (("terascale", ours), ("mllib", ref)):
+                t0 = time.perf_counter()
+                model.transform(df).write.format("noop").mode("overwrite").save()
+                times[key].append(time.perf_counter() - t0)
+        med = {k: float(np.median(v)) for k, v in times.items()}
+        out["tables"][name] = {"rows": rows, "times_s": times, "median_s": med,
+                               "ratio_terascale_over_mllib": med["terascale"] / med["mllib"]}
+        df.unpersist()
+    return out
+
+
+def run_transform(args: argparse.Namespace) -> int:
+    """``bench linear --spark --spark-transform``: the table of transform times."""
+    work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
+    os.makedirs(work, exist_ok=True)
+    sparse = {name: _data(name, work, args.spark_rows, args.spark_bits)["test"]
+              for name in [d.strip() for d in args.spark_data.split(",") if d.strip()]}
+    spec = {"learner": "transform", "bits": args.spark_bits, "workers": args.workers,
+            "driver_memory": args.spark_driver_memory, "sparse": sparse,
+            "dense_rows": args.spark_dense_rows, "repeat": args.repeat or 3}
+    res = _spawn(spec)
+    if "error" in res:
+        print(f"transform benchmark FAILED: {res['error']}")
+        return 1
+    for name, r in res["tables"].items():
+        m = r["median_s"]
+        print(f"{name:8s} {r['rows']:>9d} rows  transform: terascale {m['terascale']:.2f} s, "
+              f"MLlib {m['mllib']:.2f} s, ratio {r['ratio_terascale_over_mllib']:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(res, master=f"local[{args.workers}]"), f, indent=1)
+    return 0
+
+
 def _spawn(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         out = subprocess.run([sys.executable, "-m", "terascale.bench.linear_spark",
@@ -219,6 +296,8 @@ def _spawn(spec: dict[str, Any]) -> dict[str, Any]:
 
 def run_spark(args: argparse.Namespace) -> int:
     """``bench linear --spark``: every data set, every learner; a table, and ``--json``."""
+    if args.spark_transform:
+        return run_transform(args)
     work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
     os.makedirs(work, exist_ok=True)
     bits, workers = args.spark_bits, args.workers
@@ -267,4 +346,6 @@ def run_spark(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    print(json.dumps(_child(json.loads(sys.argv[1]))))
+    _spec = json.loads(sys.argv[1])
+    print(json.dumps(_transform_child(_spec) if _spec["learner"] == "transform"
+                     else _child(_spec)))

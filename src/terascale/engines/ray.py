@@ -36,7 +36,7 @@ from .._errors import ConfigError, TerascaleError
 from ..rendezvous import RendezvousServer
 from ._common import check_workers, job_env, new_run_id, remove_stale_segments
 
-__all__ = ["run"]
+__all__ = ["run", "train_linear"]
 
 log = logging.getLogger("terascale.ray")
 
@@ -95,12 +95,14 @@ def _one_node(ray: Any, pg: Any) -> bool:
 
 def _attempt(ray: Any, pg: Any, fn: Callable[..., Any], args: tuple[Any, ...],
              kwargs: dict[str, Any], *, num_workers: int, num_cpus: float, timeout: float,
-             run_id: str, restart: int) -> list[Any]:
+             run_id: str, restart: int, resources: dict[str, float]) -> list[Any]:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     actor_cls = ray.remote(_Worker)
+    custom = {k: v for k, v in resources.items() if k != "GPU"}
     actors = [actor_cls.options(
-        num_cpus=num_cpus, max_restarts=0,
+        num_cpus=num_cpus, num_gpus=resources.get("GPU", 0), resources=custom or None,
+        max_restarts=0,
         scheduling_strategy=PlacementGroupSchedulingStrategy(
             placement_group=pg, placement_group_bundle_index=rank)).remote(rank, num_workers)
         for rank in range(num_workers)]
@@ -124,7 +126,8 @@ def _attempt(ray: Any, pg: Any, fn: Callable[..., Any], args: tuple[Any, ...],
 
 def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None, timeout: float = 60.0, max_restarts: int = 3,
-        num_cpus: float = 1.0, strategy: str = "PACK") -> list[Any]:
+        num_cpus: float = 1.0, strategy: str = "PACK",
+        resources_per_worker: dict[str, float] | None = None) -> list[Any]:
     """Run ``fn(*args, **kwargs)`` on ``num_workers`` Ray actors; returns results by rank.
 
     ``timeout`` bounds the placement, the rendezvous and (as the default deadline) every
@@ -138,27 +141,37 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
         raise ConfigError(f"max_restarts={max_restarts!r} must be a non-negative integer")
     if strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
         raise ConfigError(f"strategy={strategy!r}: use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")
+    resources = dict(resources_per_worker or {})
+    for k, v in resources.items():
+        if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, (int, float)) \
+                or v < 0:
+            raise ConfigError(f"resources_per_worker: {k!r}: {v!r} must be a resource name "
+                              f"and an amount >= 0")
+    num_cpus = float(resources.pop("CPU", num_cpus))
     ray = _ray()
     from ray.util.placement_group import placement_group, remove_placement_group
 
     if not ray.is_initialized():
         ray.init()
-    pg = placement_group([{"CPU": num_cpus}] * num_workers, strategy=strategy)
+    bundle = {"CPU": num_cpus, **{k: float(v) for k, v in resources.items() if v}}
+    pg = placement_group([bundle] * num_workers, strategy=strategy)
     run_id = new_run_id()
     try:
         try:
             ray.get(pg.ready(), timeout=timeout)
         except ray.exceptions.GetTimeoutError:
+            have = ray.cluster_resources()
             raise ConfigError(f"Ray could not place num_workers={num_workers} actors of "
-                              f"num_cpus={num_cpus} ({strategy}) within {timeout:g} s; the "
-                              f"cluster has {ray.cluster_resources().get('CPU', 0):g} CPUs"
+                              f"{bundle} ({strategy}) within {timeout:g} s; the cluster "
+                              f"has " + ", ".join(f"{have.get(k, 0):g} {k}" for k in bundle)
                               ) from None
         last: BaseException | None = None
         for restart in range(max_restarts + 1):
             try:
                 return _attempt(ray, pg, fn, tuple(args), dict(kwargs or {}),
                                 num_workers=num_workers, num_cpus=num_cpus,
-                                timeout=float(timeout), run_id=run_id, restart=restart)
+                                timeout=float(timeout), run_id=run_id, restart=restart,
+                                resources=resources)
             except ray.exceptions.RayError as e:
                 last = e
                 if restart < max_restarts:
@@ -169,3 +182,8 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
                              f"error: {last}") from last
     finally:
         remove_placement_group(pg)
+
+
+
+# the linear learner on Ray Data (it calls run: imported after it)
+from ._ray_linear import train_linear  # noqa: E402

@@ -8,7 +8,9 @@
   arrives as Arrow batches, :mod:`._arrow`);
 * :class:`LinearLearner` / :class:`LinearLearnerModel` -- the same learner as a
   ``pyspark.ml`` Estimator and Model: Params, ``fit``/``transform``, ``Pipeline``, ``save``
-  and ``load`` (:mod:`._ml`, :mod:`._mlio`).
+  and ``load`` (:mod:`._ml`, :mod:`._mlio`);
+* :class:`Encoding` -- how rows of a table or of text lines become examples, shared with
+  the Ray engine's ``train_linear``.
 
 pyspark is imported only when a function is called or an ML class is first used (extra
 ``terascale[spark]``, Java 17).
@@ -16,13 +18,14 @@ pyspark is imported only when a function is called or an ML class is first used 
 
 import typing
 
+from ._encode import Encoding
 from ._linear import train_linear
 from ._runner import TaskSpec, check_cluster, run, run_on_rdd, session
 
 if typing.TYPE_CHECKING:
     from ._ml import LinearLearner, LinearLearnerModel
 
-__all__ = ["LinearLearner", "LinearLearnerModel", "TaskSpec", "check_cluster", "run",
+__all__ = ["Encoding", "LinearLearner", "LinearLearnerModel", "TaskSpec", "check_cluster", "run",
            "run_on_rdd", "session", "train_linear"]
 
 

@@ -82,6 +82,11 @@ def numbers(col: Any, enc: Encoding, first: int, where: str, keep: np.ndarray,
     t = col.type
     if pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t):
         x = np.asarray(pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False), np.float64)
-        x = np.where(col.is_valid().to_numpy(zero_copy_only=False), x, np.nan)
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        if enc.require_label and name == enc.label and not valid.all():
+            r = int(np.flatnonzero(~valid)[0])
+            raise DataError(f"{where}, row {first + r}: label column {name!r} is null; "
+                            f"every training row needs a label (drop or fill these rows)")
+        x = np.where(valid, x, np.nan)
         return enc.checked(x, x, first, where, keep, name)
     return enc.numbers(col.to_pylist(), first, where, keep, name)

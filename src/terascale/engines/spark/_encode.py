@@ -47,6 +47,7 @@ class Encoding:
     text: dict[str, Any] = field(default_factory=dict)  # text: parse_lines options
     constant: bool = True
     skip_bad: bool = False
+    require_label: bool = False          # a null/NaN label is an error, not "no label"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -74,7 +75,7 @@ class Encoding:
         """Everything that changes the encoded arrays (part of the cache key)."""
         return repr((self.kind, self.bits, self.features, self.label, self.weight,
                      self.categorical, self.numeric, sorted(self.text.items()),
-                     self.constant, self.skip_bad))
+                     self.constant, self.skip_bad, self.require_label))
 
     def encode(self, rows: Sequence[Any], first: int, where: str,
                with_labels: bool = True) -> Dataset:
@@ -204,6 +205,13 @@ class Encoding:
                 num = np.full(n, np.nan)
             elif numeric_type:
                 num = np.array([np.nan if v is None else float(v) for v in cells], np.float64)
+                nan = [r for r, v in enumerate(cells) if v is not None and v != v]
+                if nan:  # a NaN value, as in a Vector column (a null cell is missing)
+                    if not self.skip_bad:
+                        raise DataError(f"{where}, row {first + nan[0]}: column {c!r} has "
+                                        f"a NaN value (a null cell is a missing feature, "
+                                        f"NaN is refused as in a Vector column)")
+                    keep[nan] = False
             else:
                 bad_type = next((v for v in cells if isinstance(v, (list, dict, tuple))), None)
                 if bad_type is not None:
@@ -254,6 +262,13 @@ class Encoding:
                 name: str | None = None) -> np.ndarray:
         """float64 cells as float32; one not finite within float32 (NaN is no label) is a
         DataError naming the row, or with ``skip_bad`` drops it (``keep``)."""
+        if self.require_label and name in (None, self.label):
+            nan = np.flatnonzero(np.isnan(x))
+            if len(nan):
+                r = int(nan[0])
+                raise DataError(f"{where}, row {first + r}: label column {self.label!r} is "
+                                f"{'null' if cells[r] is None else 'NaN'}; every training "
+                                f"row needs a label (drop or fill these rows)")
         bad = np.flatnonzero(~(np.isnan(x) | (np.abs(x) <= F32_MAX)))
         if len(bad):
             if not self.skip_bad:
@@ -268,5 +283,8 @@ class Encoding:
 
 
 def not_a_vector(where: str, row: int, column: str, v: Any) -> str:
+    if v is None:
+        return (f"{where}, row {row}: Vector column {column!r} is null; every row needs a "
+                f"vector (drop or fill these rows: VectorAssembler(handleInvalid='skip'))")
     return (f"{where}, row {row}: column {column!r} holds {type(v).__name__}, not an MLlib "
             f"Vector (use featureCols= for plain columns)")

@@ -32,11 +32,21 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._errors import ConfigError
+import numpy as np
+
+from ..._errors import ConfigError, DataError
 from ...linear import LinearModel, ParseOptions, TextBlocks
 from .._common import check_workers, new_run_id
 from ._encode import Encoding
-from ._runner import TaskSpec, check_cluster, run_on_frame, run_on_rdd, session
+from ._runner import (
+    TaskSpec,
+    barrier_safe,
+    check_cluster,
+    run_on_frame,
+    run_on_rdd,
+    session,
+    task_slots,
+)
 from ._store import (
     Shard,
     ShardWriter,
@@ -47,7 +57,7 @@ from ._store import (
     rdd_identity,
 )
 
-__all__ = ["Source", "by_arrow", "fit_rdd", "numeric_columns", "train_linear"]
+__all__ = ["Source", "by_arrow", "fit_layout", "fit_rdd", "numeric_columns", "train_linear"]
 
 # Options that decide how text becomes features (terascale.linear.ParseOptions).
 _PARSE_KEYS = ("format", "bits", "quadratic", "cubic", "interactions", "label", "categorical",
@@ -118,30 +128,99 @@ def _shard(source: Source, rows: Iterator[Any], k: int, n: int) -> Shard:
                       sources=[where])
 
 
-def _fit(shard: Shard, options: dict[str, Any]) -> dict[str, Any]:
-    """Train on the shard (``train`` joins the job now); rank 0 returns the model."""
+def _fit(shard: Shard, options: dict[str, Any], job: dict[str, Any] | None = None
+         ) -> dict[str, Any]:
+    """Train on the shard (``train`` joins the job now); rank 0 returns the model(s).
+
+    With ``job`` (the pyspark.ml Estimator), the workers first agree on what the data
+    asks for: the label set (binary, or K classes fit one-against-all, one after the other
+    in this job over the same shard), the row count (MLlib's ``regParam`` penalizes the
+    mean loss) and that there are rows at all."""
     from pyspark import BarrierTaskContext
 
     from ...linear import train
 
     joined = _stamp()
     try:
-        model = train(shard.data, **options)
+        if job is None:
+            models = [train(shard.data, **options)]
+        else:
+            models = _fit_job(shard.data, options, job)
         rows = len(shard.data)
     finally:
         shard.release()
     rank = BarrierTaskContext.get().partitionId()
     # the task's stages: started, shard ready, job joined, trained
     stamps = [*shard.stamps, joined, _stamp()]
-    return {"model": model if rank == 0 else None, "hit": shard.hit, "rows": rows,
+    return {"model": models if rank == 0 else None, "hit": shard.hit, "rows": rows,
             "stamps": stamps}
 
 
+def _fit_job(data: Any, options: dict[str, Any], job: dict[str, Any]) -> list[LinearModel]:
+    import dataclasses
+
+    import terascale
+
+    from ...linear import train
+
+    comm = terascale.init()
+    labels = np.asarray(data.labels)
+    mine = np.unique(labels)[:1001]
+    found = sorted(set().union(*[set(x) for x in comm.allgather_object(mine.tolist())]))
+    totals = comm.allreduce(np.array([len(labels), float(np.sum(data.weights))]))
+    if totals[0] == 0:
+        raise DataError("LinearLearner.fit: the DataFrame has no rows")
+    opts = dict(options)
+    if "l2_per_row" in job:
+        opts["l2"] = job["l2_per_row"] * float(totals[1])
+    if opts.get("loss", "logistic") == "squared":
+        return [train(data, comm=comm, **opts)]
+    shown = ", ".join(f"{v:g}" for v in found[:20]) + (", ..." if len(found) > 20 else "")
+    binary = set(found) <= {0.0, 1.0} or set(found) <= {-1.0, 1.0}
+    ints = all(float(v).is_integer() and v >= 0 for v in found)
+    family = job.get("family", "auto")
+    if binary and family != "multinomial":
+        return [train(data, comm=comm, **opts)]
+    if family == "binomial" or not ints or len(found) > 1000:
+        raise DataError(f"LinearLearner.fit: the labels found are {shown}; "
+                        f"{opts.get('loss', 'logistic')} loss takes 0/1 (or -1/+1)"
+                        + ("" if family == "binomial" else
+                           ", and classes 0, 1, ..., K-1 for K > 2"))
+    k = int(max(found)) + 1
+    models = []
+    for c in range(k):  # one against all, every class on the same shard and job
+        y = (labels == c).astype(np.float32)
+        models.append(train(dataclasses.replace(data, labels=y), comm=comm, **opts))
+    return models
+
+
+def fit_layout(sc: Any, data: Any, arrow: bool, num_workers: int | None,
+               timeout: float) -> tuple[Any, int, int]:
+    """``(data, partitions before, after)``: one task per partition, so a DataFrame (or
+    RDD) with more partitions than the cluster's task slots is repartitioned to the slots
+    (``num_workers`` when given), and one whose last stage changes the partition count
+    (coalesce, union: Spark refuses a barrier stage over it and stops the SparkContext)
+    is shuffled first."""
+    rdd = data.rdd if arrow else data
+    before = rdd.getNumPartitions()
+    if before == 0:
+        raise DataError("the DataFrame has no rows (it has no partitions)")
+    if num_workers is not None:
+        check_workers(num_workers, timeout)
+        after = num_workers
+    else:
+        after = min(before, task_slots(sc))
+    if after != before or not barrier_safe(data):
+        data = data.repartition(after)
+    return data, before, after
+
+
 def fit_rdd(sc: Any, rdd: Any, source: Source, options: dict[str, Any],
-            timeout: float) -> LinearModel:
+            timeout: float, job: dict[str, Any] | None = None) -> Any:
     """One barrier task per partition of ``rdd`` -- or of a DataFrame read as Arrow
     batches when ``source.arrow`` -- prepare the shard, train; the model, whose
-    ``info["spark"]`` counts cache hits and times each task's stages (:func:`_stages`)."""
+    ``info["spark"]`` counts cache hits and times each task's stages (:func:`_stages`).
+    With ``job`` (see :func:`_fit`): the list of models, one per class."""
     n = (rdd.rdd if source.arrow else rdd).getNumPartitions()
     check_workers(n, timeout)
     try:
@@ -150,19 +229,21 @@ def fit_rdd(sc: Any, rdd: Any, source: Source, options: dict[str, Any],
         raise ConfigError(f"{e} (the input has {n} partitions, one task each: pass "
                           f"num_workers= / numWorkers= to repartition it)") from None
     spec = TaskSpec(fn=_fit, size=n, timeout=float(timeout), run_id=new_run_id(),
-                    args=(options,), prepare=functools.partial(_prepare, source))
+                    args=(options, job), prepare=functools.partial(_prepare, source))
     t0 = time.time()  # the tasks' stamps are wall-clock times on the same hosts' clocks
     results = run_on_frame(rdd, spec) if source.arrow else run_on_rdd(rdd, spec)
     t1 = time.time()
-    model: LinearModel = results[0]["model"]
+    models: list[LinearModel] = results[0]["model"]
     hits = sum(bool(r["hit"]) for r in results)
     cached = source.identity is not None and source.cache_dir != ""
-    model.info["spark"] = {
+    spark = {
         "partitions": n, "rows": [int(r["rows"]) for r in results], "cache_hits": hits,
         "cache": ("off" if not cached else "hit" if hits == n else
                   "miss" if hits == 0 else "partial"),
         **_stages(t0, t1, [r["stamps"] for r in results])}
-    return model
+    for m in models:
+        m.info["spark"] = spark
+    return models if job is not None else models[0]
 
 
 def _stages(t0: float, t1: float, stamps: list[list[tuple[float, float]]]
@@ -288,11 +369,7 @@ def train_linear(data: Any, *, num_workers: int | None = None, column: str | Non
     else:
         raise ConfigError(f"train_linear takes a DataFrame, an RDD of lines or file paths, "
                           f"not {type(data).__name__}")
-    before = (rdd.rdd if arrow else rdd).getNumPartitions()
-    after = before
-    if num_workers is not None and num_workers != before:
-        check_workers(num_workers, timeout)
-        rdd, after = rdd.repartition(num_workers), num_workers
+    rdd, before, after = fit_layout(sc, rdd, arrow, num_workers, timeout)
     source = Source(encoding=enc, identity=_with_layout(identity, before, after),
                     cache_dir=cache_dir, arrow=arrow)
     return fit_rdd(sc, rdd, source, options, timeout)

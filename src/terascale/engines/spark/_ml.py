@@ -32,6 +32,7 @@ Saved models are directories as MLlib writes them: ``metadata/`` (the Params, JS
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,10 +56,10 @@ from pyspark.ml.util import (
     MLWriter,
 )
 
-from ..._errors import ConfigError
+from ..._errors import ConfigError, DataError
 from ...linear import LinearModel
 from ._encode import Encoding
-from ._linear import Source, by_arrow, fit_rdd, numeric_columns
+from ._linear import Source, by_arrow, fit_layout, fit_rdd, numeric_columns
 from ._mlio import ModelReader, ModelWriter
 from ._store import chunks, dataframe_identity
 
@@ -98,13 +99,33 @@ class _LinearLearnerParams(HasFeaturesCol, HasLabelCol, HasWeightCol, HasPredict
                   TypeConverters.toString)
     cacheDir = _p("cacheDir", "executor-local cache directory ('' disables the cache)",
                   TypeConverters.toString)
+    # MLlib's names (LogisticRegression), mapped onto the options above by _mllib_options
+    maxIter = _p("maxIter", "MLlib's name: L-BFGS passes (sets bfgs; unset: bfgs)",
+                 TypeConverters.toInt)
+    regParam = _p("regParam", "MLlib's name: penalty on the mean loss (l2 = regParam * "
+                  "rows with L-BFGS/CG, per-example l2 = regParam online)",
+                  TypeConverters.toFloat)
+    elasticNetParam = _p("elasticNetParam", "MLlib's name: the L1 share of regParam "
+                         "(online passes only)", TypeConverters.toFloat)
+    tol = _p("tol", "MLlib's name: stop the batch phase below this relative loss decrease",
+             TypeConverters.toFloat)
+    fitIntercept = _p("fitIntercept", "MLlib's name: learn a bias (VW's constant feature)",
+                      TypeConverters.toBoolean)
+    standardization = _p("standardization", "MLlib's name: regularize the standardized "
+                         "weights in the batch phase (unset: the learner's default)",
+                         TypeConverters.toBoolean)
+    threshold = _p("threshold", "MLlib's name: prediction is 1 when probability[1] > "
+                   "threshold (binary logistic)", TypeConverters.toFloat)
+    family = _p("family", "MLlib's name: auto (labels 0..K-1 with K > 2 fit one-against-"
+                "all), binomial or multinomial", TypeConverters.toString)
 
     _DEFAULTS: dict[str, Any] = {
         "featuresCol": "features", "labelCol": "label", "predictionCol": "prediction",
         "probabilityCol": "probability", "rawPredictionCol": "rawPrediction",
         "featureCols": [], "categoricalCols": [], "bits": 18, "passes": 1, "bfgs": 0, "cg": 0,
         "loss": "logistic", "l1": 0.0, "learningRate": 0.5, "powerT": 0.5,
-        "average": "weighted", "timeout": 60.0}
+        "average": "weighted", "timeout": 60.0, "fitIntercept": True, "threshold": 0.5,
+        "family": "auto"}
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__()
@@ -122,7 +143,7 @@ class _LinearLearnerParams(HasFeaturesCol, HasLabelCol, HasWeightCol, HasPredict
     def _opt(self, name: str) -> Any:
         return self.getOrDefault(name) if self.isDefined(name) else None
 
-    def _encoding(self, df: Any, *, fit: bool) -> Encoding:
+    def _encoding(self, df: Any, *, fit: bool, bits: int | None = None) -> Encoding:
         """How this DataFrame's rows become examples; clear errors for wrong columns."""
         from pyspark.ml.linalg import VectorUDT
 
@@ -134,7 +155,8 @@ class _LinearLearnerParams(HasFeaturesCol, HasLabelCol, HasWeightCol, HasPredict
                 raise ConfigError(f"{flag}={c!r}: the DataFrame has no such column "
                                   f"(columns: {', '.join(df.columns)})")
         feats = tuple(self.getOrDefault("featureCols"))
-        bits = self.getOrDefault("bits")
+        bits = bits if bits is not None else self.getOrDefault("bits")
+        intercept = bool(self.getOrDefault("fitIntercept"))
         if feats:
             missing = [c for c in feats if c not in cols]
             if missing:
@@ -148,9 +170,12 @@ class _LinearLearnerParams(HasFeaturesCol, HasLabelCol, HasWeightCol, HasPredict
             if vec:
                 raise ConfigError(f"featureCols: {vec[0]!r} is a Vector column; pass it as "
                                   f"featuresCol")
+            if fit:
+                _warn_numeric_strings(df, feats, cat)
             return Encoding(kind="columns", bits=bits, features=feats, label=label or None,
                             weight=weight or None, categorical=cat,
-                            numeric=numeric_columns(df, feats))
+                            numeric=numeric_columns(df, feats), constant=intercept,
+                            require_label=fit)
         fc = self.getOrDefault("featuresCol")
         types = {f.name: f.dataType for f in df.schema.fields}
         if fc not in types:
@@ -161,27 +186,77 @@ class _LinearLearnerParams(HasFeaturesCol, HasLabelCol, HasWeightCol, HasPredict
             raise ConfigError(f"featuresCol={fc!r} has type {types[fc].simpleString()}, not "
                               f"an MLlib Vector; set featureCols=[...] for plain columns")
         return Encoding(kind="vector", bits=bits, features=(fc,), label=label or None,
-                        weight=weight or None)
+                        weight=weight or None, constant=intercept, require_label=fit)
+
+
+def _warn_numeric_strings(df: Any, feats: tuple[str, ...], categorical: tuple[str, ...]
+                          ) -> None:
+    """A string column whose cells are numbers: say so (a cast makes it numeric)."""
+    from pyspark.sql.types import StringType
+
+    types = {f.name: f.dataType for f in df.schema.fields}
+    cols = [c for c in feats if isinstance(types[c], StringType) and c not in categorical]
+    if not cols:
+        return
+    sample = df.select(*cols).limit(200).collect()
+    for j, c in enumerate(cols):
+        cells = [r[j] for r in sample if r[j] is not None]
+        try:
+            [float(v) for v in cells]
+        except ValueError:
+            continue
+        if cells:
+            warnings.warn(f"featureCols: column {c!r} is stored as strings but holds numbers "
+                          f"(e.g. {cells[0]!r}); they are read as numbers, but a cast "
+                          f"(df.withColumn({c!r}, col({c!r}).cast('double'))) says so to "
+                          f"Spark and is faster", stacklevel=4)
+
+
+def _vector_size(df: Any, column: str) -> int | None:
+    """The size of a Vector column: VectorAssembler's metadata, else the first row's;
+    None when the DataFrame has no rows."""
+    meta = df.schema[column].metadata.get("ml_attr", {})
+    if "num_attrs" in meta:
+        return int(meta["num_attrs"])
+    row = df.select(column).head()
+    if row is None:
+        return None
+    if row[0] is None:
+        return 0
+    return int(row[0].size)
 
 
 class LinearLearner(_LinearLearnerParams, Estimator, DefaultParamsReadable,
                     DefaultParamsWritable):
     """The terascale linear learner (VW-style online passes, allreduce averaging, L-BFGS)
-    as a pyspark.ml Estimator; ``fit`` returns a :class:`LinearLearnerModel`."""
+    as a pyspark.ml Estimator; ``fit`` returns a :class:`LinearLearnerModel`.
+
+    MLlib's ``LogisticRegression`` Params are accepted beside the learner's own:
+
+    ==================  ==================================================================
+    MLlib               terascale
+    ==================  ==================================================================
+    ``maxIter``         ``bfgs``: L-BFGS passes after ``passes`` online passes
+    ``regParam`` = λ    with L-BFGS/CG: ``l2 = λ·(1-α)·N`` (N rows: MLlib penalizes the
+                        *mean* loss, the learner the *sum*); online only: the per-example
+                        ``l2 = λ·(1-α)``
+    ``elasticNetParam`` α: ``l1 = λ·α`` (online passes only: L-BFGS needs a smooth
+                        objective, so α > 0 with ``maxIter``/``bfgs`` is refused)
+    ``tol``             the batch phase's relative loss decrease to stop at
+    ``fitIntercept``    VW's constant feature (on by default, as in MLlib)
+    ``standardization`` ``normalize="std"`` / ``"off"`` for the batch phase (unset: the
+                        learner's default, std for ``featureCols``, raw for a Vector)
+    ``threshold``       ``prediction = probability[1] > threshold``
+    ``family``          ``auto``: labels 0/1 (or -1/+1) fit one model, labels 0..K-1 with
+                        K > 2 fit K one-against-all models in the same job;
+                        ``binomial`` refuses K > 2, ``multinomial`` always fits K models
+    ==================  ==================================================================
+    """
 
     __module__ = "terascale.spark"  # the saved metadata and pickles name the public module
 
-    def _fit(self, dataset: Any) -> LinearLearnerModel:
-        enc = self._encoding(dataset, fit=True)
-        cache_dir = self._opt("cacheDir")
-        identity = dataframe_identity(dataset, self._opt("cacheKey"))
-        rows, arrow = by_arrow(dataset.select(*enc.columns), enc)
-        before = (rows.rdd if arrow else rows).getNumPartitions()
-        n = self._opt("numWorkers")
-        if n is not None and n != before:
-            rows = rows.repartition(n)
-        if identity is not None:
-            identity = repr((identity, before, n if n is not None else before))
+    def _options(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(options of terascale.linear.train, what the job decides on the data)."""
         options: dict[str, Any] = {
             "passes": self.getOrDefault("passes"), "bfgs": self.getOrDefault("bfgs"),
             "cg": self.getOrDefault("cg"), "loss": self.getOrDefault("loss"),
@@ -189,10 +264,258 @@ class LinearLearner(_LinearLearnerParams, Estimator, DefaultParamsReadable,
             "learning_rate": self.getOrDefault("learningRate"),
             "power_t": self.getOrDefault("powerT"), "average": self.getOrDefault("average"),
             "holdout": self._opt("holdout")}
-        linear = fit_rdd(dataset.sparkSession.sparkContext, rows,
+        if self.isSet("maxIter"):
+            if self.isSet("bfgs") or self.isSet("cg"):
+                raise ConfigError("maxIter is MLlib's name for bfgs: set one of maxIter, "
+                                  "bfgs, cg")
+            options["bfgs"] = self.getOrDefault("maxIter")
+        if self.isSet("tol"):
+            options["tol"] = self.getOrDefault("tol")
+        batch = bool(options["bfgs"] or options["cg"])
+        if self.isSet("standardization") and batch:
+            options["normalize"] = "std" if self.getOrDefault("standardization") else "off"
+        job: dict[str, Any] = {"family": self.getOrDefault("family")}
+        if job["family"] not in ("auto", "binomial", "multinomial"):
+            raise ConfigError(f"family={job['family']!r}: use auto, binomial or multinomial")
+        lam = self._opt("regParam")
+        alpha = self._opt("elasticNetParam") or 0.0
+        if not 0.0 <= alpha <= 1.0:
+            raise ConfigError(f"elasticNetParam={alpha}: must be in [0, 1]")
+        if lam is not None:
+            if lam < 0:
+                raise ConfigError(f"regParam={lam}: must be >= 0")
+            if self.isSet("l2") or (alpha and self.isSet("l1")):
+                raise ConfigError("regParam is MLlib's penalty: set regParam "
+                                  "(+ elasticNetParam) or the learner's l1/l2, not both")
+            if alpha * lam > 0 and batch:
+                raise ConfigError(f"elasticNetParam={alpha} (an L1 penalty) works with "
+                                  f"online passes only; unset maxIter/bfgs/cg or set "
+                                  f"elasticNetParam=0")
+            if alpha:
+                options["l1"] = alpha * lam
+            if batch:  # the learner's batch objective sums the losses: scale by the rows
+                job["l2_per_row"] = lam * (1.0 - alpha)
+            else:
+                options["l2"] = lam * (1.0 - alpha)
+        return options, job
+
+    def _fit(self, dataset: Any) -> LinearLearnerModel:
+        options, job = self._options()
+        bits = None
+        num_features: int | None = None
+        if not self.getOrDefault("featureCols"):
+            fc = self.getOrDefault("featuresCol")
+            if fc in dataset.columns:
+                from pyspark.ml.linalg import VectorUDT
+
+                if isinstance(dataset.schema[fc].dataType, VectorUDT):
+                    num_features = _vector_size(dataset, fc)
+                    if num_features is None:
+                        raise DataError("LinearLearner.fit: the DataFrame has no rows")
+                    if not self.isSet("bits") and num_features > (1 << 18):
+                        bits = min(int(np.ceil(np.log2(num_features))), 30)
+        enc = self._encoding(dataset, fit=True, bits=bits)
+        if num_features is None:
+            num_features = (len(enc.features) if enc.kind == "columns"
+                            else 1 << enc.bits)
+        cache_dir = self._opt("cacheDir")
+        identity = dataframe_identity(dataset, self._opt("cacheKey"))
+        rows, arrow = by_arrow(dataset.select(*enc.columns), enc)
+        rows, before, after = fit_layout(dataset.sparkSession.sparkContext, rows, arrow,
+                                         self._opt("numWorkers"), self.getOrDefault("timeout"))
+        if identity is not None:
+            identity = repr((identity, before, after))
+        models = fit_rdd(dataset.sparkSession.sparkContext, rows,
                          Source(encoding=enc, identity=identity, cache_dir=cache_dir,
-                                arrow=arrow), options, self.getOrDefault("timeout"))
-        return self._copyValues(LinearLearnerModel(linear))
+                                arrow=arrow), options, self.getOrDefault("timeout"), job=job)
+        for m in models:
+            m.info["mllib"] = {"numFeatures": int(num_features), "kind": enc.kind}
+        model = self._copyValues(LinearLearnerModel(models))
+        return model._set(bits=enc.bits)
+
+
+class LinearLearnerModel(_LinearLearnerParams, Model, MLReadable, MLWritable):
+    """A trained :class:`LinearLearner`: ``transform`` adds ``rawPrediction``,
+    ``probability`` and ``prediction`` as MLlib's ``LogisticRegressionModel`` does (two
+    entries each for a binary model, K for K classes; ``prediction`` is the raw score for
+    squared loss); set an output column to ``""`` to leave it out.
+
+    The model as MLlib users read it: :attr:`coefficients` and :attr:`intercept` (a binary
+    model on a Vector column or numeric ``featureCols``), :attr:`coefficientMatrix` and
+    :attr:`interceptVector` (K classes), :attr:`numFeatures`, :attr:`numClasses`,
+    :attr:`summary`. ``linear`` is the :class:`terascale.linear.LinearModel` (``models``:
+    all K of them), whose ``indices``/``weights``/``dense()`` are the hashed weights of
+    any input (VW lines, string columns).
+    """
+
+    __module__ = "terascale.spark"
+
+    def __init__(self, linear: LinearModel | list[LinearModel] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if isinstance(linear, LinearModel):
+            linear = [linear]
+        self.models: list[LinearModel] = list(linear or [])
+        self.linear = self.models[0] if self.models else None
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The training summary (losses, timings, workers, ``spark`` cache hits)."""
+        return self.linear.info if self.linear is not None else {}
+
+    def _trained(self) -> LinearModel:
+        if self.linear is None:
+            raise ConfigError("this LinearLearnerModel has no trained model (fit or load one)")
+        return self.linear
+
+    @property
+    def numClasses(self) -> int:
+        """2 for a binary model, K for a K-class (one-against-all) model."""
+        return len(self.models) if len(self.models) > 1 else 2
+
+    @property
+    def numFeatures(self) -> int:
+        """The Vector column's size, the number of ``featureCols``, or 2**bits (hashed)."""
+        m = self._trained()
+        return int(m.info.get("mllib", {}).get("numFeatures", 1 << m.bits))
+
+    def _weights(self) -> np.ndarray:
+        """``K x numFeatures`` weights in the input's own feature space."""
+        m = self._trained()
+        mask = (1 << m.bits) - 1
+        if self.isDefined("featureCols") and self.getOrDefault("featureCols"):
+            feats = self.getOrDefault("featureCols")
+            cat = set(self.getOrDefault("categoricalCols"))
+            parse = m.parse
+            if cat or (parse is not None and parse.categorical):
+                raise ConfigError(
+                    "coefficients: this model hashes categorical columns into 2**bits "
+                    "weights; read them as model.linear.dense()[terascale.linear."
+                    "hash_feature(str(value), terascale.linear.hash_space(column), bits)]")
+            from ...linear import hash_feature, hash_space
+
+            idx = np.array([hash_feature(c, hash_space(c), m.bits) for c in feats])
+        elif m.info.get("mllib", {}).get("kind", "vector") != "vector":
+            raise ConfigError("coefficients: this model was trained on hashed text (VW or "
+                              "libsvm lines); its weights are model.linear.indices / "
+                              ".weights (hashed index -> weight) or model.linear.dense()")
+        else:
+            idx = np.arange(self.numFeatures) & mask
+        return np.stack([mm.dense()[idx].astype(np.float64) for mm in self.models])
+
+    def _intercepts(self) -> np.ndarray:
+        from ...linear import CONSTANT_HASH
+
+        m = self._trained()
+        if not self.getOrDefault("fitIntercept"):
+            return np.zeros(len(self.models))
+        c = CONSTANT_HASH & ((1 << m.bits) - 1)
+        return np.array([float(mm.dense()[c]) for mm in self.models])
+
+    @property
+    def coefficients(self) -> Any:
+        """A binary model's weights as a DenseVector in the raw feature space of the Vector
+        column (or of the numeric ``featureCols``, in their order):
+        ``sigmoid(x . coefficients + intercept)`` is ``probability[1]``. Standardization
+        in the batch phase is already folded into them."""
+        from pyspark.ml.linalg import DenseVector
+
+        if len(self.models) > 1:
+            raise ConfigError("coefficients: a multiclass model has coefficientMatrix and "
+                              "interceptVector (one row per class)")
+        return DenseVector(self._weights()[0])
+
+    @property
+    def intercept(self) -> float:
+        if len(self.models) > 1:
+            raise ConfigError("intercept: a multiclass model has interceptVector")
+        return float(self._intercepts()[0])
+
+    @property
+    def coefficientMatrix(self) -> Any:
+        """``numClasses x numFeatures`` (one row for a binary model), a DenseMatrix."""
+        from pyspark.ml.linalg import DenseMatrix
+
+        w = self._weights()
+        return DenseMatrix(w.shape[0], w.shape[1], w.ravel(order="F").tolist())
+
+    @property
+    def interceptVector(self) -> Any:
+        from pyspark.ml.linalg import DenseVector
+
+        return DenseVector(self._intercepts())
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """``objectiveHistory`` (the training loss after each online pass, then the batch
+        phase's final objective per row), ``totalIterations``, ``rows``, ``seconds``, and
+        per class the learner's own ``info`` (``classes``)."""
+        m = self._trained()
+        rows = int(m.info.get("examples", 0))
+        hist = [float(x) for x in m.info.get("online_loss", [])]
+        if "objective" in m.info and rows:
+            hist.append(float(m.info["objective"]) / rows)
+        spark = m.info.get("spark", {})
+        return {"objectiveHistory": hist,
+                "totalIterations": int(m.info.get("online_passes", len(
+                    m.info.get("online_loss", [])))) + int(m.info.get("batch_iterations", 0)),
+                "rows": rows, "seconds": float(spark.get("job_s", m.info.get("train_s", 0))),
+                "classes": [mm.info for mm in self.models]}
+
+    def _transform(self, dataset: Any) -> Any:
+        from ._score import Scorer, has_arrow_udf, score_columns
+
+        linear = self._trained()
+        enc = self._encoding(dataset, fit=False)
+        if enc.bits != linear.bits:
+            raise ConfigError(f"bits={enc.bits}: the model was trained with "
+                              f"{linear.bits} bits")
+        names = [self.getOrDefault(c) for c in ("rawPredictionCol", "probabilityCol",
+                                               "predictionCol")]
+        if linear.loss == "squared":
+            names = ["", "", names[2]]
+        elif linear.loss != "logistic":
+            names[1] = ""  # hinge: no calibrated probability
+        for name in names:
+            if name and name in dataset.columns:
+                raise ConfigError(f"output column {name!r} already exists in the DataFrame; "
+                                  f"set another name or drop it")
+        if has_arrow_udf():
+            return score_columns(dataset, Scorer(self.models, enc), loss=linear.loss,
+                                 threshold=float(self.getOrDefault("threshold")),
+                                 names=(names[0], names[1], names[2]),
+                                 num_features=self.numFeatures)
+        if len(self.models) > 1:
+            raise ConfigError("transform of a multiclass model needs pyspark >= 4.1 "
+                              "(arrow_udf)")
+        return _transform_rows(dataset, linear, enc, names)
+
+    def write(self) -> MLWriter:
+        return ModelWriter(self)
+
+    @classmethod
+    def read(cls) -> MLReader[LinearLearnerModel]:
+        return ModelReader(cls)
+
+
+def _transform_rows(dataset: Any, linear: LinearModel, enc: Encoding,
+                    names: list[str]) -> Any:
+    """transform without arrow_udf (pyspark < 4.1): rows through Python, slower."""
+    from pyspark.ml.linalg import VectorUDT
+    from pyspark.sql.types import DoubleType, StructField, StructType
+
+    fields = list(dataset.schema.fields)
+    for name, kind in zip(names, (VectorUDT(), VectorUDT(), DoubleType())):
+        if name:
+            fields.append(StructField(name, kind, nullable=False))
+    pos = [dataset.columns.index(c) for c in enc.features]
+    sc = dataset.sparkSession.sparkContext
+    # A fresh copy: the broadcast carries the non-zero weights, not a dense cache.
+    model = sc.broadcast(LinearModel(indices=linear.indices, weights=linear.weights,
+                                     parse=linear.parse, loss=linear.loss))
+    outputs = (bool(names[0]), bool(names[1]), bool(names[2]))
+    rdd = dataset.rdd.mapPartitions(functools.partial(_score, enc, pos, model, outputs))
+    return dataset.sparkSession.createDataFrame(rdd, StructType(fields), verifySchema=False)
 
 
 def _score(enc: Encoding, pos: list[int], model: Any, outputs: tuple[bool, bool, bool],
@@ -227,60 +550,15 @@ def _score(enc: Encoding, pos: list[int], model: Any, outputs: tuple[bool, bool,
             yield (*row, *extra)
 
 
-class LinearLearnerModel(_LinearLearnerParams, Model, MLReadable, MLWritable):
-    """A trained :class:`LinearLearner`: ``transform`` adds ``rawPrediction`` ([-s, s]),
-    ``probability`` ([1-p, p], logistic loss) and ``prediction`` (0/1; the raw score for
-    squared loss); set an output column to ``""`` to leave it out."""
+def _accessors(cls: type) -> None:
+    """``setX``/``getX`` for every Param that lacks them (``setMaxIter``, ``getBits``...)."""
+    for p in cls().params:  # type: ignore[call-arg]
+        cap = p.name[0].upper() + p.name[1:]
+        if not hasattr(cls, "set" + cap):
+            setattr(cls, "set" + cap, lambda self, value, _n=p.name: self._set(**{_n: value}))
+        if not hasattr(cls, "get" + cap):
+            setattr(cls, "get" + cap, lambda self, _n=p.name: self.getOrDefault(_n))
 
-    __module__ = "terascale.spark"
 
-    def __init__(self, linear: LinearModel | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.linear = linear
-
-    @property
-    def info(self) -> dict[str, Any]:
-        """The training summary (losses, timings, workers, ``spark`` cache hits)."""
-        return self.linear.info if self.linear is not None else {}
-
-    def _transform(self, dataset: Any) -> Any:
-        from pyspark.ml.linalg import VectorUDT
-        from pyspark.sql.types import DoubleType, StructField, StructType
-
-        if self.linear is None:
-            raise ConfigError("this LinearLearnerModel has no trained model (fit or load one)")
-        enc = self._encoding(dataset, fit=False)
-        if enc.bits != self.linear.bits:
-            raise ConfigError(f"bits={enc.bits}: the model was trained with "
-                              f"{self.linear.bits} bits")
-        names = [self.getOrDefault(c) for c in ("rawPredictionCol", "probabilityCol",
-                                               "predictionCol")]
-        if self.linear.loss == "squared":
-            names = ["", "", names[2]]
-        elif self.linear.loss != "logistic":
-            names[1] = ""  # hinge: no calibrated probability
-        fields = list(dataset.schema.fields)
-        for name, kind in zip(names, (VectorUDT(), VectorUDT(), DoubleType())):
-            if not name:
-                continue
-            if name in dataset.columns:
-                raise ConfigError(f"output column {name!r} already exists in the DataFrame; "
-                                  f"set another name or drop it")
-            fields.append(StructField(name, kind, nullable=False))
-        pos = [dataset.columns.index(c) for c in enc.features]
-        sc = dataset.sparkSession.sparkContext
-        # A fresh copy: the broadcast carries the non-zero weights, not a dense cache.
-        model = sc.broadcast(LinearModel(indices=self.linear.indices,
-                                         weights=self.linear.weights,
-                                         parse=self.linear.parse, loss=self.linear.loss))
-        outputs = (bool(names[0]), bool(names[1]), bool(names[2]))
-        rdd = dataset.rdd.mapPartitions(functools.partial(_score, enc, pos, model, outputs))
-        return dataset.sparkSession.createDataFrame(rdd, StructType(fields),
-                                                    verifySchema=False)
-
-    def write(self) -> MLWriter:
-        return ModelWriter(self)
-
-    @classmethod
-    def read(cls) -> MLReader[LinearLearnerModel]:
-        return ModelReader(cls)
+_accessors(LinearLearner)
+_accessors(LinearLearnerModel)

@@ -1,7 +1,8 @@
 """Saving and loading a ``LinearLearnerModel`` as MLlib lays out a saved model.
 
 ``metadata/`` is what ``DefaultParamsWriter`` writes (the Params, JSON) and ``data/`` one
-Parquet row holding the :class:`terascale.linear.LinearModel` file, on any Hadoop file
+Parquet row per :class:`terascale.linear.LinearModel` file (one per class of a
+one-against-all model), on any Hadoop file
 system; ``PipelineModel.load`` finds the reader through the class.
 """
 
@@ -49,8 +50,8 @@ class ModelWriter(MLWriter):
         if self.instance.linear is None:
             raise ConfigError("cannot save a LinearLearnerModel without a trained model")
         DefaultParamsWriter.saveMetadata(self.instance, path, self.sparkSession)
-        blob = _model_bytes(self.instance.linear)
-        (self.sparkSession.createDataFrame([(bytearray(blob),)], "model binary")
+        rows = [(bytearray(_model_bytes(m)), k) for k, m in enumerate(self.instance.models)]
+        (self.sparkSession.createDataFrame(rows, "model binary, class int")
          .coalesce(1).write.parquet(os.path.join(path, "data")))
 
 
@@ -61,10 +62,13 @@ class ModelReader(MLReader[Any]):
 
     def load(self, path: str) -> Any:
         meta = DefaultParamsReader.loadMetadata(path, self.sparkSession)
-        row = self.sparkSession.read.parquet(os.path.join(path, "data")).head()
-        if row is None:
+        data = self.sparkSession.read.parquet(os.path.join(path, "data"))
+        rows = data.collect()
+        if not rows:
             raise DataError(f"{path}: no model data (data/ is empty)")
-        instance = self.cls(_model_from_bytes(bytes(row[0]), path))
+        if "class" in data.columns:
+            rows = sorted(rows, key=lambda r: r["class"])
+        instance = self.cls([_model_from_bytes(bytes(r["model"]), path) for r in rows])
         instance._resetUid(meta["uid"])
         DefaultParamsReader.getAndSetParams(instance, meta)
         return instance

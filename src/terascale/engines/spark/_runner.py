@@ -68,7 +68,8 @@ from ..._errors import ConfigError, DataError, TerascaleError
 from ...rendezvous import RendezvousServer
 from .._common import check_workers, job_env, new_run_id, remove_stale_segments
 
-__all__ = ["TaskSpec", "check_cluster", "run", "run_on_frame", "run_on_rdd", "session"]
+__all__ = ["TaskSpec", "barrier_safe", "check_cluster", "run", "run_on_frame", "run_on_rdd",
+           "session", "task_slots"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,53 @@ def _slots(master: str) -> int | None:
     if m:
         return int(m.group(1)) * int(m.group(2))
     return None
+
+
+def task_slots(sc: Any) -> int:
+    """How many tasks the cluster runs at once: a local master's threads, else what the
+    scheduler reports for the default resource profile (executors must have registered).
+    A ConfigError saying what to set when it cannot be known."""
+    slots = _slots(sc.master)
+    if slots is not None:
+        return slots
+    try:
+        jsc = sc._jsc.sc()
+        n = int(jsc.maxNumConcurrentTasks(
+            jsc.resourceProfileManager().defaultResourceProfile()))
+    except Exception:  # a py4j detail changed, Spark Connect: no JVM to ask
+        n = 0
+    if n <= 0:
+        raise ConfigError(f"cannot tell how many tasks master {sc.master!r} runs at once "
+                          f"(no executors registered yet?): set numWorkers= / num_workers= "
+                          f"to at most the task slots, or set spark.executor.instances")
+    return n
+
+
+# RDDs whose partitions differ from their parent's: Spark refuses a barrier stage over
+# them (BarrierJobUnsupportedRDDChainException), and on Spark 4 the refusal stops the
+# SparkContext. A shuffle (repartition) before the barrier stage avoids them.
+_UNSAFE = re.compile(r"CoalescedRDD|UnionRDD|PartitionPruningRDD|PartitionwiseSampledRDD|"
+                     r"PartitionerAwareUnionRDD|ZippedPartitions|CartesianRDD|SlicedRDD")
+
+
+def barrier_safe(data: Any) -> bool:
+    """Whether a barrier stage may run directly over ``data`` (a DataFrame or an RDD):
+    no RDD in its last stage changes the number of partitions (coalesce, union,
+    sample, limit). When unsure, False: the caller shuffles, which is always safe."""
+    try:
+        if hasattr(data, "_jdf"):
+            text = str(data._jdf.queryExecution().toRdd().toDebugString())
+        else:
+            text = data.toDebugString().decode() if isinstance(
+                data.toDebugString(), bytes) else str(data.toDebugString())
+    except Exception:
+        return False
+    stage = []
+    for line in text.splitlines():
+        if "+-(" in line:  # the next stage (behind a shuffle) starts here
+            break
+        stage.append(line)
+    return _UNSAFE.search("\n".join(stage)) is None
 
 
 def _wait_for_executors(sc: Any, num_workers: int, timeout: float) -> None:
@@ -223,6 +271,26 @@ def _arrow_task(spec: TaskSpec, batches: Iterator[Any]) -> Iterator[Any]:
             names=["rank", "result"])
 
 
+_LOST = re.compile(r"Lost task (\d+)\.\d+ in stage [\d.]+ \(TID \d+\) \(([^)]*)\)")
+_DEATH = ("Python worker exited unexpectedly", "ExecutorLostFailure", "Executor lost",
+          "worker lost", "killed")
+
+
+def _died(text: str) -> str:
+    """"a worker died: ..." when Spark's message says a task's process or executor was
+    lost (rather than raising), naming the task (= rank) and where it ran; else ""."""
+    if not any(d in text for d in _DEATH):
+        return ""
+    m = _LOST.search(text)
+    if m:
+        where = f"task {m.group(1)} (rank {m.group(1)}) on {m.group(2)}"
+    else:  # a barrier stage's own wording, or the job's summary
+        m = (re.search(r"barrier task \w+\(\d+, (\d+)\)", text)
+             or re.search(r"Task (\d+) in stage [\d.]+ failed", text))
+        where = f"task {m.group(1)} (rank {m.group(1)})" if m else "a task"
+    return f"a worker died: {where}; "
+
+
 def _python_error(e: BaseException) -> str:
     """The Python traceback inside a Py4J error (the Java stack around it is noise)."""
     text = str(e)
@@ -270,7 +338,8 @@ def _collect(spec: TaskSpec, job: Callable[[], Iterable[tuple[int, Any]]]) -> li
     except Exception as e:  # Py4JJavaError and friends: keep the Python part readable
         if e.__class__.__module__.startswith(("py4j", "pyspark")):
             raise TerascaleError(f"terascale Spark job failed after Spark's stage retries; "
-                                 f"last worker error:\n{_python_error(e)}") from e
+                                 f"{_died(str(e))}last worker error:\n{_python_error(e)}"
+                                 ) from e
         raise
     finally:
         remove_stale_segments(spec.run_id)  # the driver's host (all of it under local[N])

@@ -1,0 +1,182 @@
+"""``terascale.ray.train_linear``: the linear learner on a ``ray.data.Dataset``.
+
+The Dataset is cut with ``streaming_split(num_workers)``: each actor of the job
+(:func:`terascale.engines.ray.run`) pulls its own stream of blocks from Ray's object store,
+encodes each Arrow batch as the Spark engine encodes a partition (table columns hashed
+as the CSV reader hashes them, or a column of VW/libsvm lines parsed), then joins the
+allreduce and trains -- delayed initialization, as in Hadoop AllReduce (Agarwal et al.,
+JMLR 2014). Nothing but the model reaches the driver. Rank 0 writes the model to
+``storage_path`` when one is given (a local or shared directory, or a URI that
+``pyarrow.fs`` opens: ``s3://``, ``gs://``, ``hdfs://``), and the losses of every pass
+are in ``model.info["ray"]["metrics"]`` (and given to ``on_metrics`` on the driver).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._errors import ConfigError, DataError
+from ..linear import Dataset, LinearModel, ParseOptions
+
+__all__ = ["train_linear"]
+
+# Options that decide how rows become features (terascale.linear.ParseOptions).
+_PARSE_KEYS = ("format", "bits", "quadratic", "cubic", "interactions", "label", "categorical",
+               "ignore", "keep", "ignore_linear", "skip_bad", "constant")
+
+
+def _encoding(schema: Any, column: str | None, parse: dict[str, Any]) -> Any:
+    """How a batch of the Dataset becomes examples (the Spark engine's encodings)."""
+    import pyarrow as pa
+
+    from .spark import Encoding
+
+    names = list(schema.names)
+    types = dict(zip(names, schema.types))
+    if parse.get("format", "vw") == "csv":
+        label = parse.get("label", "label")
+        if label not in names:
+            raise ConfigError(f"label={label!r}: the Dataset has no such column "
+                              f"(columns: {', '.join(names)})")
+        ignore = set(parse.get("ignore", ()))
+        feats = tuple(c for c in names if c != label and c not in ignore)
+        for c in parse.get("categorical", ()):
+            if c not in feats:
+                raise ConfigError(f"categorical: the Dataset has no feature column {c!r}")
+
+        def numeric(t: Any) -> bool:
+            return bool(pa.types.is_integer(t) or pa.types.is_floating(t)
+                        or pa.types.is_boolean(t))
+
+        return Encoding(kind="columns", bits=parse["bits"], features=feats, label=label,
+                        categorical=tuple(parse.get("categorical", ())),
+                        numeric=tuple(numeric(types[c]) for c in feats),
+                        constant=parse.get("constant", True),
+                        skip_bad=parse.get("skip_bad", False))
+    if column is None:
+        if len(names) != 1:
+            raise ConfigError(f"the Dataset has columns {names}: pass column= (the column "
+                              f"of example lines) or format='csv'")
+        column = names[0]
+    if column not in names:
+        raise ConfigError(f"column={column!r}: the Dataset has no such column")
+    text = {k: v for k, v in parse.items() if k != "ignore"}
+    return Encoding(kind="text", bits=parse["bits"], features=(column,), text=text)
+
+
+def _worker(shards: list[Any], enc: Any, options: dict[str, Any], storage: str | None,
+            batch_size: int) -> dict[str, Any]:
+    """One actor: stream my shard, encode it, join the job, train; rank 0 keeps the model."""
+    import terascale
+
+    from ..linear import train
+
+    comm = terascale.init()
+    it = shards[comm.rank]
+    where = f"Ray worker {comm.rank}"
+    parts: list[Dataset] = []
+    first = 0
+    cols = list(enc.columns)
+    for b in it.iter_batches(batch_size=batch_size, batch_format="pyarrow"):
+        if b.num_rows == 0:
+            continue
+        missing = [c for c in cols if c not in b.column_names]
+        if missing:
+            raise ConfigError(f"{where}: the Dataset has no column {missing[0]!r}")
+        rows = list(zip(*[b.column(c).to_pylist() for c in cols]))
+        parts.append(enc.encode(rows, first, where))
+        first += b.num_rows
+    total = comm.allreduce(np.array([float(first)]))
+    if total[0] == 0:
+        raise DataError("train_linear: the Dataset has no rows")
+    data = Dataset.concat(parts) if parts else Dataset.concat([enc.encode([], 0, where)])
+    model = train(data, comm=comm, **options)
+    metrics = [{"pass": i + 1, "loss": float(x)}
+               for i, x in enumerate(model.info.get("online_loss", []))]
+    if "objective" in model.info:
+        metrics.append({"pass": len(metrics) + 1, "objective": float(model.info["objective"]),
+                        "batch_passes": int(model.info.get("batch_passes", 0))})
+    saved = None
+    if comm.rank == 0 and storage:
+        saved = _store(model, storage)
+    return {"model": model if comm.rank == 0 else None, "rows": first, "metrics": metrics,
+            "saved": saved}
+
+
+def _store(model: LinearModel, storage: str) -> str:
+    """Write the model under ``storage`` (a directory or a pyarrow.fs URI); its path."""
+    if "://" not in storage:
+        os.makedirs(storage, exist_ok=True)
+        path = os.path.join(storage, "model.npz")
+        model.save(path)
+        return path
+    import pyarrow.fs as pafs
+
+    fs, root = pafs.FileSystem.from_uri(storage)
+    fs.create_dir(root, recursive=True)
+    with tempfile.TemporaryDirectory() as d:
+        local = os.path.join(d, "model.npz")
+        model.save(local)
+        with open(local, "rb") as src, fs.open_output_stream(f"{root}/model.npz") as dst:
+            dst.write(src.read())
+    return storage.rstrip("/") + "/model.npz"
+
+
+def train_linear(dataset: Any, *, num_workers: int = 2, column: str | None = None,
+                 timeout: float = 60.0, storage_path: str | None = None,
+                 resources_per_worker: dict[str, float] | None = None,
+                 on_metrics: Callable[[dict[str, Any]], None] | None = None,
+                 batch_size: int = 4096, **options: Any) -> LinearModel:
+    """Train a :class:`terascale.linear.LinearModel` on a ``ray.data.Dataset``.
+
+    ``dataset`` holds either table columns (``format="csv"``, ``label=`` the label
+    column; numbers are values, other cells categories, as the CSV reader hashes a file)
+    or one column of VW/libsvm lines (``format="vw"``, the default; ``column=`` picks it
+    when there are several). Each of ``num_workers`` actors streams its own share
+    (``streaming_split``); ``resources_per_worker`` as in :func:`terascale.ray.run`
+    (default ``{"CPU": 0.5}``: the actors leave CPUs to the Ray Data tasks that read and
+    transform the blocks they wait for).
+    ``options`` are those of :func:`terascale.linear.train` (``bits``, ``passes``,
+    ``bfgs``, ``l2``, ``loss``...). ``storage_path``: where rank 0 writes ``model.npz``.
+    ``on_metrics`` is called on the driver with each pass's metrics (``{"pass": 1,
+    "loss": ...}``, the batch phase's ``objective`` last); they are also in
+    ``model.info["ray"]["metrics"]``.
+    """
+    from .ray import run
+
+    if not hasattr(dataset, "streaming_split"):
+        raise ConfigError(f"train_linear takes a ray.data.Dataset, not "
+                          f"{type(dataset).__name__}")
+    parse = {k: options.pop(k) for k in _PARSE_KEYS if k in options}
+    parse.setdefault("format", "vw")
+    parse.setdefault("bits", ParseOptions().bits)
+    for k in ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
+              "ignore_linear"):
+        if isinstance(parse.get(k), str):
+            parse[k] = (parse[k],)
+        elif k in parse:
+            parse[k] = tuple(parse[k])
+    ParseOptions(**parse)  # bad options fail here, on the driver
+    schema = dataset.schema()
+    if schema is None:
+        raise DataError("train_linear: the Dataset has no rows (no schema)")
+    enc = _encoding(schema, column, parse)
+    shards = dataset.select_columns(list(enc.columns)).streaming_split(num_workers,
+                                                                      equal=False)
+    # The actors wait on Ray Data's tasks for their blocks: they must not hold every CPU
+    # those tasks need (default: half a CPU each, the rest left to reading).
+    res = {"CPU": 0.5, **(resources_per_worker or {})}
+    out = run(_worker, num_workers=num_workers, timeout=timeout, max_restarts=0,
+              args=(shards, enc, options, storage_path, batch_size), resources_per_worker=res)
+    model: LinearModel = out[0]["model"]
+    model.info["ray"] = {"workers": num_workers, "rows": [o["rows"] for o in out],
+                         "metrics": out[0]["metrics"], "saved": out[0]["saved"]}
+    if on_metrics is not None:
+        for m in out[0]["metrics"]:
+            on_metrics(m)
+    return model
