@@ -80,6 +80,9 @@ CASES = {
     "random weights": (_real, ["--random_weights", "--random_seed", "7", "-b", "12"]),
     "normal weights": (_binary01, ["--truncated_normal_weights", "-b", "12",
                                    "--loss_function", "logistic"]),
+    "permutations": (_real, ["-q", "aa", "--permutations", "-b", "14"]),
+    "leave duplicate interactions": (_real, ["-q", "ab", "-q", "ba", "--cubic", "a::",
+                                             "--leave_duplicate_interactions"]),
     "oaa probabilities": (_classes, ["--oaa", "3", "--loss_function", "logistic",
                                      "--probabilities"]),
 }

@@ -196,5 +196,11 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
                    help="VW: keep only namespaces starting with these letters; repeatable")
     p.add_argument("--ignore_linear", "--ignore-linear", action="append", default=[],
                    metavar="NS", help="VW: namespaces used only in interactions; repeatable")
+    p.add_argument("--permutations", action="store_true",
+                   help="VW: a namespace crossed with itself gives every ordered pair of its "
+                        "features (default: pairs j >= i only)")
+    p.add_argument("--leave_duplicate_interactions", action="store_true",
+                   help="VW: keep interactions of the same namespaces (-q ab -q ba crosses "
+                        "twice; wildcards expand to every ordered choice)")
     p.add_argument("--skip-bad", action="store_true",
                    help="skip malformed lines (counted and reported) instead of failing")

@@ -55,6 +55,8 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
             "cubic": list(args.cubic), "interactions": list(args.interactions),
             "constant": not args.noconstant, "keep": list(args.keep),
             "ignore_linear": list(args.ignore_linear),
+            "permutations": args.permutations,
+            "leave_duplicates": args.leave_duplicate_interactions,
             "label": args.label, "categorical": cols(args.categorical),
             "ignore": ignore, "skip_bad": args.skip_bad,
             "loss": args.loss or "logistic", "quantile_tau": args.quantile_tau,

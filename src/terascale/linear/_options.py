@@ -50,6 +50,12 @@ class TrainOptions:
     keep: tuple[str, ...] = ()
     #: VW namespaces used only inside interactions (``--ignore_linear``).
     ignore_linear: tuple[str, ...] = ()
+    #: A namespace crossed with itself gives every ordered pair of its features, not only
+    #: ``j >= i`` (VW's ``--permutations``).
+    permutations: bool = False
+    #: Keep interactions that are the same set of namespaces (``-q ab -q ba`` crosses
+    #: twice; VW's ``--leave_duplicate_interactions``).
+    leave_duplicates: bool = False
     #: Skip malformed lines, counting them, instead of raising
     #: :class:`~terascale.DataError` (``--skip-bad``).
     skip_bad: bool = False
@@ -197,7 +203,8 @@ class TrainOptions:
                             label=self.label, categorical=tuple(self.categorical),
                             ignore=tuple(self.ignore), keep=tuple(self.keep),
                             ignore_linear=tuple(self.ignore_linear), skip_bad=self.skip_bad,
-                            constant=self.constant)
+                            constant=self.constant, permutations=self.permutations,
+                            leave_duplicates=self.leave_duplicates)
 
     def chained(self, workers: int) -> bool:
         """Whether ``workers`` learn one after another (:mod:`._chain`)."""

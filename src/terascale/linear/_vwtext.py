@@ -191,7 +191,8 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
     if p.constant and (CONSTANT_HASH & mask) in live:
         names[CONSTANT_HASH & mask] = "Constant"
     ignored, linear_off = p.namespace_flags()
-    inters = compile_interactions(p.quadratic, p.cubic, p.interactions)
+    inters = compile_interactions(p.quadratic, p.cubic, p.interactions,
+                                  leave_duplicates=p.leave_duplicates)
     seeds: dict[str, int] = {}
 
     def name_of(h: int, full: str) -> None:
@@ -207,8 +208,9 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
             nn = nk if k == 0 else f"{full}*{nk}"
             if k == len(t) - 1:
                 name_of(hh, nn)
-            else:  # the same namespace next: pairs j >= i only, as VW
-                cross(t, k + 1, j if t[k + 1] == t[k] else 0, hh, nn, groups)
+            else:  # the same namespace next: pairs j >= i only, as VW (not --permutations)
+                same = t[k + 1] == t[k] and not p.permutations
+                cross(t, k + 1, j if same else 0, hh, nn, groups)
 
     for path in paths:
         for line in _lines(path):
