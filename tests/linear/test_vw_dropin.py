@@ -80,6 +80,8 @@ CASES = {
     "random weights": (_real, ["--random_weights", "--random_seed", "7", "-b", "12"]),
     "normal weights": (_binary01, ["--truncated_normal_weights", "-b", "12",
                                    "--loss_function", "logistic"]),
+    "classic loss, passes": (_real, ["--loss_function", "classic", "--passes", "2", "-c",
+                                     "-k"]),
     "permutations": (_real, ["-q", "aa", "--permutations", "-b", "14"]),
     "leave duplicate interactions": (_real, ["-q", "ab", "-q", "ba", "--cubic", "a::",
                                              "--leave_duplicate_interactions"]),

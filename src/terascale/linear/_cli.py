@@ -108,8 +108,9 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                         "input once more to collect them)")
     _data_flags(t)
     t.add_argument(*vw.names("--loss"), default=None,
-                   help="logistic (default; with -i, the model's), squared, hinge or "
-                        "quantile (online passes only; terascale vw: squared by default)")
+                   help="logistic (default; with -i, the model's), squared, hinge, "
+                        "quantile or classic (squared with plain SGD's step); the last two "
+                        "online passes only (terascale vw: squared by default)")
     t.add_argument("--quantile_tau", type=float, default=0.5, metavar="TAU",
                    help="the quantile that --loss quantile learns (default 0.5: the median)")
     t.add_argument("--passes", type=int, default=None,

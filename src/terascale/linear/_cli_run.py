@@ -288,7 +288,7 @@ def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.
           ) -> np.ndarray:
     if binary:
         return ((s > 0) != (y > 0)).astype(np.float64)
-    if kind == "squared":
+    if kind in ("squared", "classic"):
         return (s - y) ** 2
     if kind == "quantile":
         e = y - s

@@ -45,6 +45,9 @@ LOSS_TABLE = {
     "squared": Loss(1, "squared", "identity", False, "mse", True),
     "hinge": Loss(2, "hinge", "identity", True, "hinge", True),
     "quantile": Loss(3, "quantile", "identity", False, "quantile", False),
+    # squared loss with plain SGD's step 2 (y - p) * rate in place of the importance-
+    # invariant one (VW's --loss_function classic)
+    "classic": Loss(4, "classic", "identity", False, "mse", False),
 }
 LOSSES = {name: loss.code for name, loss in LOSS_TABLE.items()}
 # The low 3 bits of a kernel's loss code are the loss; RAW_LABELS (bit 3) asks the online
@@ -159,7 +162,7 @@ def loss32(kind: int, p: float, y: float) -> float:
         if y == 1.0 or y == -1.0:
             return _logloss32(p, y)
         return _mix(y, _logloss32(p, 1.0), _logloss32(p, -1.0))
-    if k == 1:
+    if k == 1 or k == 4:
         d = _f(p - y)
         return _f(d * d)
     if k == 2:
@@ -180,7 +183,7 @@ def dloss32(kind: int, p: float, y: float) -> float:
         if y == 1.0 or y == -1.0:
             return _f(-y / _f(1.0 + _expf(_f(y * p))))
         return _mix(y, _f(-1.0 / _f(1.0 + _expf(p))), _f(1.0 / _f(1.0 + _expf(-p))))
-    if k == 1:
+    if k == 1 or k == 4:
         return _f(2.0 * _f(p - y))
     if k == 2:
         return -y if _f(y * p) < 1.0 else 0.0
@@ -195,7 +198,8 @@ def dloss32(kind: int, p: float, y: float) -> float:
 @numba.njit(cache=True, inline="always")
 def square_grad32(kind: int, p: float, y: float) -> float:
     """VW's ``get_square_grad`` in float."""
-    if kind & 7 == 1:
+    k = kind & 7
+    if k == 1 or k == 4:
         d = _f(p - y)
         return _f(_f(4.0 * d) * d)
     g = dloss32(kind, p, y)
@@ -215,6 +219,8 @@ def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) ->
                     _logistic_update(p, -1.0, scale, ppu, sp))
     if k == 3:
         return _quantile_update(p, y, scale, ppu, sp, _tau(kind))
+    if k == 4:  # classic: plain SGD's step
+        return _f(_f(2.0 * _f(y - p)) * scale)
     if k == 1:
         if sp < 1e-6:
             return _f(_f(2.0 * _f(y - p)) * scale)

@@ -90,7 +90,7 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     unlabelled and zero-weight examples too."""
     raw_labels = (kind & RAW_LABELS) != 0  # VW's reading of labels (_losses.RAW_LABELS)
     kind &= ~RAW_LABELS
-    base = kind & 7  # the loss; quantile's tau rides in kind's high bits (_losses)
+    base = kind & 7  # the loss (_losses.LOSS_TABLE); quantile's tau rides in the high bits
     l1 = _f(l1)
     l2 = _f(l2)
     eta = _f(eta)
