@@ -82,6 +82,8 @@ CASES = {
                                    "--loss_function", "logistic"]),
     "classic loss, passes": (_real, ["--loss_function", "classic", "--passes", "2", "-c",
                                      "-k"]),
+    "min and max prediction": (_real, ["--min_prediction", "-0.2", "--max_prediction", "0.5",
+                                       "-b", "12"]),
     "permutations": (_real, ["-q", "aa", "--permutations", "-b", "14"]),
     "leave duplicate interactions": (_real, ["-q", "ab", "-q", "ba", "--cubic", "a::",
                                              "--leave_duplicate_interactions"]),

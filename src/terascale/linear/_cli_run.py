@@ -119,6 +119,9 @@ def train(args: argparse.Namespace) -> int:
     options = train_options(args)  # (a bare `--bfgs FILE` gives FILE back to the inputs)
     vw_mode = getattr(args, "vw_mode", False)
     options["vw_text"] = options["vw_labels"] = vw_mode
+    if getattr(args, "min_prediction", None) is not None or \
+            getattr(args, "max_prediction", None) is not None:
+        options["fixed_range"] = True
     paths = _inputs(args)
     how = _link(args, "identity")
     raw = getattr(args, "raw_predictions", None)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-__all__ = ["LOSSES", "LOSS_TABLE", "RAW_LABELS", "Loss", "d2loss", "dloss", "dloss32", "invariant_update",
+__all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "Loss", "d2loss", "dloss", "dloss32", "invariant_update",
            "loss_code", "loss32", "loss_value", "square_grad32"]
 
 
@@ -56,11 +56,17 @@ LOSSES = {name: loss.code for name, loss in LOSS_TABLE.items()}
 # reading: 0/1 labels are two classes); bits 4.. carry quantile's tau in millionths.
 RAW_LABELS = 8
 _TAU = 16
+# bit 40 asks the online pass to keep the prediction range the state starts with, where it
+# otherwise widens it to every label learned from (VW's --min_prediction/--max_prediction)
+FIXED_RANGE = 1 << 40
 
 
-def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5) -> int:
-    """The kernel code of loss ``name`` (with VW's label reading; quantile's tau)."""
-    code = LOSSES[name] + (RAW_LABELS if raw_labels else 0)
+def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5,
+              fixed_range: bool = False) -> int:
+    """The kernel code of loss ``name`` (with VW's label reading; quantile's tau; a fixed
+    prediction range)."""
+    code = LOSSES[name] + (RAW_LABELS if raw_labels else 0) + (FIXED_RANGE if fixed_range
+                                                               else 0)
     if name == "quantile":
         code += _TAU * round(tau * 1_000_000)
     return code
@@ -69,7 +75,7 @@ def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5) -> int:
 @numba.njit(cache=True, inline="always")
 def _tau(kind: int) -> float:
     """Quantile's tau from a loss code, as VW's float."""
-    return _f((kind >> 4) / 1e6)
+    return _f(((kind & (FIXED_RANGE - 1)) >> 4) / 1e6)
 
 
 @numba.njit(cache=True, inline="always")

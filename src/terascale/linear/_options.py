@@ -115,6 +115,9 @@ class TrainOptions:
     progress_file: TextIO | None = None
     vw_text: bool = False          # `terascale vw`: VW's closing block, no terascale lines
     vw_labels: bool = False        # online passes read labels as VW (_losses.RAW_LABELS)
+    #: Predictions stay clipped to the range of the initial model's state, not widened to
+    #: the labels learned from (VW's ``--min_prediction``/``--max_prediction``).
+    fixed_range: bool = False
     quantile_tau: float = 0.5      # the quantile of loss="quantile" (VW's --quantile_tau)
 
     def __post_init__(self) -> None:
@@ -239,7 +242,7 @@ class TrainOptions:
         from ._losses import loss_code
 
         return loss_code(self.loss, raw_labels=self.vw_labels and not self.batch,
-                         tau=self.quantile_tau)
+                         tau=self.quantile_tau, fixed_range=self.fixed_range)
 
     @property
     def labels_by_sign(self) -> bool:
