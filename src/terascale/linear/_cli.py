@@ -53,7 +53,7 @@ def _io_flags(p: argparse.ArgumentParser, *, predict: bool) -> None:
                         "standard output)" if predict else
                    "progressive predictions while training (VW's -p): each example "
                    "predicted before it is learned, every pass; needs -n 1")
-    p.add_argument("--link", default=None, metavar="identity|logistic",
+    p.add_argument("--link", default=None, metavar="identity|logistic|poisson",
                    help="VW's output link: logistic turns scores into probabilities "
                         "(default: " + ("probabilities for logistic models)" if predict
                                         else "identity, raw scores as VW writes them)"))
@@ -109,8 +109,8 @@ def train_flags(t: argparse.ArgumentParser) -> None:
     _data_flags(t)
     t.add_argument(*vw.names("--loss"), default=None,
                    help="logistic (default; with -i, the model's), squared, hinge, "
-                        "quantile or classic (squared with plain SGD's step); the last two "
-                        "online passes only (terascale vw: squared by default)")
+                        "quantile, classic (squared with plain SGD's step) or poisson; the "
+                        "last three online passes only (terascale vw: squared by default)")
     t.add_argument("--quantile_tau", type=float, default=0.5, metavar="TAU",
                    help="the quantile that --loss quantile learns (default 0.5: the median)")
     t.add_argument("--passes", type=int, default=None,

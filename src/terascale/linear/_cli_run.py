@@ -105,9 +105,9 @@ def _load(path: str) -> Any:
 
 def _link(args: argparse.Namespace, default: str) -> str:
     how = args.link or default
-    if how not in ("identity", "logistic"):
-        raise ConfigError(f"--link {how}: terascale has identity and logistic (VW's glf1 and "
-                          f"poisson links are not supported)")
+    if how not in ("identity", "logistic", "poisson"):
+        raise ConfigError(f"--link {how}: terascale has identity, logistic and poisson "
+                          f"(VW's glf1 link is not supported)")
     return how
 
 
@@ -278,10 +278,14 @@ def _model_format(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _clip(model: Any, s: np.ndarray) -> np.ndarray:
-    """VW's prediction bounds: [-50, 50] for logistic, else the labels the learner saw."""
+    """VW's prediction bounds: [-50, 50] for logistic (poisson: widened to the labels the
+    learner saw), else the labels the learner saw."""
     if model.loss == "logistic":
         return np.clip(s, -50.0, 50.0)
     ad = model.adaptive
+    if model.loss == "poisson":
+        lo, hi = (ad[2][4], ad[2][5]) if ad is not None and len(ad[2]) >= 6 else (0.0, 0.0)
+        return np.clip(s, min(lo, -50.0), max(hi, 50.0))
     if ad is not None and len(ad[2]) >= 6 and ad[2][4] < ad[2][5]:
         return np.clip(s, ad[2][4], ad[2][5])
     return s
@@ -293,6 +297,8 @@ def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.
         return ((s > 0) != (y > 0)).astype(np.float64)
     if kind in ("squared", "classic"):
         return (s - y) ** 2
+    if kind == "poisson":
+        return 2.0 * (y * (np.log(y + 1e-6) - s) - (y - np.exp(s)))
     if kind == "quantile":
         e = y - s
         return np.where(e > 0, tau * e, (tau - 1.0) * e)

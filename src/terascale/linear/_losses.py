@@ -48,6 +48,9 @@ LOSS_TABLE = {
     # squared loss with plain SGD's step 2 (y - p) * rate in place of the importance-
     # invariant one (VW's --loss_function classic)
     "classic": Loss(4, "classic", "identity", False, "mse", False),
+    # Poisson regression of counts on the log scale (VW's deviance; --link poisson gives
+    # the rates exp(score))
+    "poisson": Loss(5, "poisson", "identity", False, "mse", False),
 }
 LOSSES = {name: loss.code for name, loss in LOSS_TABLE.items()}
 # The low 3 bits of a kernel's loss code are the loss; RAW_LABELS (bit 3) asks the online
@@ -178,6 +181,10 @@ def loss32(kind: int, p: float, y: float) -> float:
         tau = _tau(kind)
         e = _f(y - p)
         return _f(tau * e) if e > 0 else _f(_f(-_f(1.0 - tau)) * e)
+    if k == 5:  # the deviance
+        ep = _expf(p)
+        t = _f(y * _f(_f(math.log(_f(y + _f(1e-6)))) - p)) if y + 1e-6 > 0 else math.nan
+        return _f(2.0 * _f(t - _f(y - ep)))
     raise ValueError("unknown loss code")
 
 
@@ -198,6 +205,8 @@ def dloss32(kind: int, p: float, y: float) -> float:
         if e == 0.0:
             return 0.0
         return -_tau(kind) if e > 0 else _f(1.0 - _tau(kind))
+    if k == 5:
+        return _f(_expf(p) - y)
     raise ValueError("unknown loss code")
 
 
@@ -227,6 +236,12 @@ def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) ->
         return _quantile_update(p, y, scale, ppu, sp, _tau(kind))
     if k == 4:  # classic: plain SGD's step
         return _f(_f(2.0 * _f(y - p)) * scale)
+    if k == 5:  # poisson
+        ep = _expf(p)
+        if y > 0:
+            e = _f(math.expm1(_f(_f(y * scale) * ppu)))
+            return _f(_f(y * scale) - _f(_f(math.log1p(_f(_f(ep * e) / y))) / ppu))
+        return _f(-_f(math.log1p(_f(_f(ep * scale) * ppu))) / ppu)
     if k == 1:
         if sp < 1e-6:
             return _f(_f(2.0 * _f(y - p)) * scale)

@@ -89,7 +89,7 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     each example's prediction before learning from it (VW's progressive ``-p``), for
     unlabelled and zero-weight examples too."""
     raw_labels = (kind & RAW_LABELS) != 0  # VW's reading of labels (_losses.RAW_LABELS)
-    fixed_range = (kind & FIXED_RANGE) != 0  # the state's range stays (FIXED_RANGE)
+    fixed_range = (kind & FIXED_RANGE) != 0  # the range of state[4:6] stays (FIXED_RANGE)
     kind &= ~(RAW_LABELS | FIXED_RANGE)
     base = kind & 7  # the loss (_losses.LOSS_TABLE); quantile's tau rides in the high bits
     l1 = _f(l1)
@@ -131,7 +131,9 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         p = _f(float(p32) * _f(state[2]))
         if math.isnan(p):
             p = 0.0
-        if base != 0:
+        if base == 5:  # VW's poisson range starts at [-50, 50] and widens to the labels
+            p = min(max(p, min(state[4], -50.0)), max(state[5], 50.0))
+        elif base != 0:
             p = min(max(p, state[4]), state[5])
         else:
             p = min(max(p, -50.0), 50.0)

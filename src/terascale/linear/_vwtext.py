@@ -40,11 +40,14 @@ VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
 
 def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
     """VW's output of raw scores: ``--binary`` signs (a score of 0 is -1, as in VW), else
-    ``--link logistic`` probabilities, else the scores (``--link identity``)."""
+    ``--link logistic`` probabilities, ``--link poisson`` rates exp(score), else the scores
+    (``--link identity``)."""
     if binary:
         return np.where(scores > 0, 1.0, -1.0)
     if how == "logistic":
         return 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
+    if how == "poisson":
+        return np.exp(scores)
     return scores
 
 
