@@ -90,6 +90,8 @@ CASES = {
                                        "-b", "12"]),
     "poisson loss and link": (_counts, ["--loss_function", "poisson", "--link", "poisson",
                                         "--passes", "2", "-c", "-k"]),
+    "holdout_after, one pass": (_real, ["--holdout_after", "250", "-b", "12"]),
+    "holdout_after, passes": (_real, ["--holdout_after", "250", "--passes", "3", "-c", "-k"]),
     "permutations": (_real, ["-q", "aa", "--permutations", "-b", "14"]),
     "leave duplicate interactions": (_real, ["-q", "ab", "-q", "ba", "--cubic", "a::",
                                              "--leave_duplicate_interactions"]),

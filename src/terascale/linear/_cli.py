@@ -159,6 +159,9 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                    help="no holdout (VW)")
     h.add_argument("--holdout_period", type=int, default=None, metavar="K",
                    help="hold out every K-th example (VW; --holdout 1/K)")
+    t.add_argument("--holdout_after", type=int, default=0, metavar="N",
+                   help="VW: hold out every example after the first N of each pass, in "
+                        "place of every K-th (one worker; --holdout_off wins)")
     t.add_argument(*vw.names("--tol"), type=float, default=1e-7,
                    help="relative loss decrease to stop the batch phase")
     t.add_argument(*vw.names("--patience"), type=int, default=3,

@@ -145,6 +145,12 @@ def _expf(x: float) -> float:
 
 
 @numba.njit(cache=True, inline="always")
+def _pclamp(p: float) -> float:
+    """VW's poisson clamp of a score to [-44, 44] (exp(44)^2 still fits a float)."""
+    return min(max(p, -44.0), 44.0)
+
+
+@numba.njit(cache=True, inline="always")
 def _soft(y: float) -> float:
     """VW's logistic reading of a label y in [-1, 1]: the weight (y + 1) / 2 of class +1."""
     return _f(_f(y + 1.0) / 2.0)
@@ -182,9 +188,9 @@ def loss32(kind: int, p: float, y: float) -> float:
         e = _f(y - p)
         return _f(tau * e) if e > 0 else _f(_f(-_f(1.0 - tau)) * e)
     if k == 5:  # the deviance
-        ep = _expf(p)
-        t = _f(y * _f(_f(math.log(_f(y + _f(1e-6)))) - p)) if y + 1e-6 > 0 else math.nan
-        return _f(2.0 * _f(t - _f(y - ep)))
+        c = _pclamp(p)
+        t = _f(y * _f(_f(math.log(_f(y + _f(1e-6)))) - c)) if y + 1e-6 > 0 else math.nan
+        return _f(2.0 * _f(t - _f(y - _expf(c))))
     raise ValueError("unknown loss code")
 
 
@@ -206,7 +212,7 @@ def dloss32(kind: int, p: float, y: float) -> float:
             return 0.0
         return -_tau(kind) if e > 0 else _f(1.0 - _tau(kind))
     if k == 5:
-        return _f(_expf(p) - y)
+        return _f(_expf(_pclamp(p)) - y)
     raise ValueError("unknown loss code")
 
 
@@ -236,12 +242,19 @@ def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) ->
         return _quantile_update(p, y, scale, ppu, sp, _tau(kind))
     if k == 4:  # classic: plain SGD's step
         return _f(_f(2.0 * _f(y - p)) * scale)
-    if k == 5:  # poisson
-        ep = _expf(p)
+    if k == 5:  # poisson, with VW's guards against overflow
+        c = _pclamp(p)
+        ep = _expf(c)
         if y > 0:
-            e = _f(math.expm1(_f(_f(y * scale) * ppu)))
+            a = _f(_f(y * scale) * ppu)
+            if a > 44.0:
+                return _f(-_f(c - _f(math.log(y))) / ppu)
+            e = _f(math.expm1(a)) if a < 88.7 else math.inf
             return _f(_f(y * scale) - _f(_f(math.log1p(_f(_f(ep * e) / y))) / ppu))
-        return _f(-_f(math.log1p(_f(_f(ep * scale) * ppu))) / ppu)
+        inner = _f(_f(ep * scale) * ppu)
+        if not math.isfinite(inner):
+            return _f(-_f(c + _f(math.log(_f(scale * ppu)))) / ppu)
+        return _f(-_f(math.log1p(inner)) / ppu)
     if k == 1:
         if sp < 1e-6:
             return _f(_f(2.0 * _f(y - p)) * scale)

@@ -89,7 +89,7 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     each example's prediction before learning from it (VW's progressive ``-p``), for
     unlabelled and zero-weight examples too."""
     raw_labels = (kind & RAW_LABELS) != 0  # VW's reading of labels (_losses.RAW_LABELS)
-    fixed_range = (kind & FIXED_RANGE) != 0  # the range of state[4:6] stays (FIXED_RANGE)
+    fixed_range = (kind & FIXED_RANGE) != 0  # state[4:6] stays as it is (FIXED_RANGE)
     kind &= ~(RAW_LABELS | FIXED_RANGE)
     base = kind & 7  # the loss (_losses.LOSS_TABLE); quantile's tau rides in the high bits
     l1 = _f(l1)

@@ -96,6 +96,9 @@ class TrainOptions:
     #: Fraction of examples held out to stop the batch phase early. None: 0.1 with
     #: ``bfgs``/``cg`` or ``passes > 1``, else 0 (``--holdout``).
     holdout: float | None = None
+    #: Hold out every example after the first ``holdout_after`` of each pass instead
+    #: (VW's ``--holdout_after``; one worker); 0: off.
+    holdout_after: int = 0
     #: In the batch phase, regularize numeric columns standardized (``"std"``), raw
     #: (``"off"``), or ``"auto"``: std for CSV input, off otherwise (``--normalize``).
     normalize: str = "auto"

@@ -85,7 +85,6 @@ REFUSED: dict[str, str] = {
                         "by default; terascale vw --min_prediction LO fixes the bound",
     "--max_prediction": "linear train clips predictions to the labels learned from, as VW "
                         "by default; terascale vw --max_prediction HI fixes the bound",
-    "--holdout_after": "not supported: --holdout FRAC or --holdout_period K",
     "--examples": "not supported: give the data you want to learn from",
     "--sort_features": "not supported (it changes nothing that terascale computes)",
     "--save_per_pass": "not supported: one model is written at the end (-f)",
