@@ -37,6 +37,10 @@ def _binary01(rng, a, x):
     return int(a[0] % 3 == 0 or x[0] > 0.8)
 
 
+def _counts(rng, a, x):
+    return int(rng.poisson(np.exp(0.3 * (a[0] % 4) + 0.4 * x[0])))
+
+
 def _classes(rng, a, x):
     return 1 + int(a[0] % 3)
 
@@ -80,6 +84,17 @@ CASES = {
     "random weights": (_real, ["--random_weights", "--random_seed", "7", "-b", "12"]),
     "normal weights": (_binary01, ["--truncated_normal_weights", "-b", "12",
                                    "--loss_function", "logistic"]),
+    "classic loss, passes": (_real, ["--loss_function", "classic", "--passes", "2", "-c",
+                                     "-k"]),
+    "min and max prediction": (_real, ["--min_prediction", "-0.2", "--max_prediction", "0.5",
+                                       "-b", "12"]),
+    "poisson loss and link": (_counts, ["--loss_function", "poisson", "--link", "poisson",
+                                        "--passes", "2", "-c", "-k"]),
+    "holdout_after, one pass": (_real, ["--holdout_after", "250", "-b", "12"]),
+    "holdout_after, passes": (_real, ["--holdout_after", "250", "--passes", "3", "-c", "-k"]),
+    "permutations": (_real, ["-q", "aa", "--permutations", "-b", "14"]),
+    "leave duplicate interactions": (_real, ["-q", "ab", "-q", "ba", "--cubic", "a::",
+                                             "--leave_duplicate_interactions"]),
     "oaa probabilities": (_classes, ["--oaa", "3", "--loss_function", "logistic",
                                      "--probabilities"]),
 }

@@ -159,7 +159,7 @@ def test_vw_flags_terascale_does_not_have_are_refused_clearly(data, capfd):
     _vw("-d", "cb.vw", "--cb", "2", "-f", "cb.model", cwd=str(data))
     code, _, err = _ts(capfd, "predict", f, "-i", str(data / "cb.model"))
     assert code == 2 and "a Vowpal Wabbit model of --cb" in err
-    code, _, err = _ts(capfd, "train", "--loss_function", "poisson", f)
+    code, _, err = _ts(capfd, "train", "--loss_function", "expectile", f)
     assert code == 2 and "--loss/--loss_function must be one of" in err
 
 

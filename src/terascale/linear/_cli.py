@@ -53,7 +53,7 @@ def _io_flags(p: argparse.ArgumentParser, *, predict: bool) -> None:
                         "standard output)" if predict else
                    "progressive predictions while training (VW's -p): each example "
                    "predicted before it is learned, every pass; needs -n 1")
-    p.add_argument("--link", default=None, metavar="identity|logistic",
+    p.add_argument("--link", default=None, metavar="identity|logistic|poisson",
                    help="VW's output link: logistic turns scores into probabilities "
                         "(default: " + ("probabilities for logistic models)" if predict
                                         else "identity, raw scores as VW writes them)"))
@@ -108,8 +108,9 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                         "input once more to collect them)")
     _data_flags(t)
     t.add_argument(*vw.names("--loss"), default=None,
-                   help="logistic (default; with -i, the model's), squared, hinge or "
-                        "quantile (online passes only; terascale vw: squared by default)")
+                   help="logistic (default; with -i, the model's), squared, hinge, "
+                        "quantile, classic (squared with plain SGD's step) or poisson; the "
+                        "last three online passes only (terascale vw: squared by default)")
     t.add_argument("--quantile_tau", type=float, default=0.5, metavar="TAU",
                    help="the quantile that --loss quantile learns (default 0.5: the median)")
     t.add_argument("--passes", type=int, default=None,
@@ -159,6 +160,9 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                    help="no holdout (VW)")
     h.add_argument("--holdout_period", type=int, default=None, metavar="K",
                    help="hold out every K-th example (VW; --holdout 1/K)")
+    t.add_argument("--holdout_after", type=int, default=0, metavar="N",
+                   help="VW: hold out every example after the first N of each pass, in "
+                        "place of every K-th (one worker; --holdout_off wins)")
     t.add_argument(*vw.names("--tol"), type=float, default=1e-7,
                    help="relative loss decrease to stop the batch phase")
     t.add_argument(*vw.names("--patience"), type=int, default=3,
@@ -197,5 +201,11 @@ def _data_flags(p: argparse.ArgumentParser) -> None:
                    help="VW: keep only namespaces starting with these letters; repeatable")
     p.add_argument("--ignore_linear", "--ignore-linear", action="append", default=[],
                    metavar="NS", help="VW: namespaces used only in interactions; repeatable")
+    p.add_argument("--permutations", action="store_true",
+                   help="VW: a namespace crossed with itself gives every ordered pair of its "
+                        "features (default: pairs j >= i only)")
+    p.add_argument("--leave_duplicate_interactions", action="store_true",
+                   help="VW: keep interactions of the same namespaces (-q ab -q ba crosses "
+                        "twice; wildcards expand to every ordered choice)")
     p.add_argument("--skip-bad", action="store_true",
                    help="skip malformed lines (counted and reported) instead of failing")

@@ -49,12 +49,17 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
         if args.holdout_period < 2:
             raise ConfigError(f"--holdout_period must be >= 2, not {args.holdout_period}")
         holdout = 1.0 / args.holdout_period
+    if args.holdout_after < 0:
+        raise ConfigError(f"--holdout_after must be >= 0, not {args.holdout_after}")
+    holdout_after = 0 if args.holdout == 0.0 else args.holdout_after
     ignore = ([c for v in args.ignore for c in cols(v)] if args.format == "csv"
               else list(args.ignore))
     return {"format": args.format, "bits": args.bits, "quadratic": list(args.quadratic),
             "cubic": list(args.cubic), "interactions": list(args.interactions),
             "constant": not args.noconstant, "keep": list(args.keep),
             "ignore_linear": list(args.ignore_linear),
+            "permutations": args.permutations,
+            "leave_duplicates": args.leave_duplicate_interactions,
             "label": args.label, "categorical": cols(args.categorical),
             "ignore": ignore, "skip_bad": args.skip_bad,
             "loss": args.loss or "logistic", "quantile_tau": args.quantile_tau,
@@ -62,6 +67,7 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
             "l2": args.l2, "passes": passes, "memory": args.memory, "tol": args.tol,
             "patience": args.patience, "average": args.average,
             "average_every": args.average_every, "holdout": holdout,
+            **({"holdout_after": holdout_after} if holdout_after else {}),
             "cache_dir": args.cache_dir, "cache": args.cache, "binary": args.binary,
             "progress": not args.quiet,
             "normalize": normalize, **batch}

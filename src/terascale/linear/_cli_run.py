@@ -105,9 +105,9 @@ def _load(path: str) -> Any:
 
 def _link(args: argparse.Namespace, default: str) -> str:
     how = args.link or default
-    if how not in ("identity", "logistic"):
-        raise ConfigError(f"--link {how}: terascale has identity and logistic (VW's glf1 and "
-                          f"poisson links are not supported)")
+    if how not in ("identity", "logistic", "poisson"):
+        raise ConfigError(f"--link {how}: terascale has identity, logistic and poisson "
+                          f"(VW's glf1 link is not supported)")
     return how
 
 
@@ -116,9 +116,15 @@ def train(args: argparse.Namespace) -> int:
 
     if args.nprocs < 1:
         raise ConfigError(f"-n must be >= 1, not {args.nprocs}")
+    if args.holdout_after and (args.nprocs > 1 or args.oaa):
+        raise ConfigError(f"--holdout_after {args.holdout_after}: one worker without --oaa "
+                          f"only (there, --holdout_period K)")
     options = train_options(args)  # (a bare `--bfgs FILE` gives FILE back to the inputs)
     vw_mode = getattr(args, "vw_mode", False)
     options["vw_text"] = options["vw_labels"] = vw_mode
+    if getattr(args, "min_prediction", None) is not None or \
+            getattr(args, "max_prediction", None) is not None:
+        options["fixed_range"] = True
     paths = _inputs(args)
     how = _link(args, "identity")
     raw = getattr(args, "raw_predictions", None)
@@ -275,10 +281,14 @@ def _model_format(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _clip(model: Any, s: np.ndarray) -> np.ndarray:
-    """VW's prediction bounds: [-50, 50] for logistic, else the labels the learner saw."""
+    """VW's prediction bounds: [-50, 50] for logistic (poisson: widened to the labels the
+    learner saw), else the labels the learner saw."""
     if model.loss == "logistic":
         return np.clip(s, -50.0, 50.0)
     ad = model.adaptive
+    if model.loss == "poisson":
+        lo, hi = (ad[2][4], ad[2][5]) if ad is not None and len(ad[2]) >= 6 else (0.0, 0.0)
+        return np.clip(s, min(lo, -50.0), max(hi, 50.0))
     if ad is not None and len(ad[2]) >= 6 and ad[2][4] < ad[2][5]:
         return np.clip(s, ad[2][4], ad[2][5])
     return s
@@ -288,8 +298,10 @@ def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.
           ) -> np.ndarray:
     if binary:
         return ((s > 0) != (y > 0)).astype(np.float64)
-    if kind == "squared":
+    if kind in ("squared", "classic"):
         return (s - y) ** 2
+    if kind == "poisson":
+        return 2.0 * (y * (np.log(y + 1e-6) - s) - (y - np.exp(s)))
     if kind == "quantile":
         e = y - s
         return np.where(e > 0, tau * e, (tau - 1.0) * e)

@@ -29,6 +29,9 @@ class ParseOptions:
     wildcard); on VW input ``ignore`` and ``keep`` name namespaces by their first letters
     (``--ignore ab`` drops namespaces starting with a or b) and ``ignore_linear`` keeps such
     namespaces for interactions only; on CSV input ``ignore`` names columns.
+    ``permutations`` and ``leave_duplicates`` are VW's ``--permutations`` (a namespace
+    crossed with itself gives every ordered pair, not only ``j >= i``) and
+    ``--leave_duplicate_interactions`` (``-q ab -q ba`` crosses twice).
     """
 
     format: str = "vw"
@@ -43,6 +46,8 @@ class ParseOptions:
     keep: tuple[str, ...] = ()     # VW: only these namespaces
     ignore_linear: tuple[str, ...] = ()  # VW: namespaces used in interactions only
     skip_bad: bool = False
+    permutations: bool = False     # VW's --permutations
+    leave_duplicates: bool = False  # VW's --leave_duplicate_interactions
 
     def __post_init__(self) -> None:
         from ._interactions import compile_interactions
@@ -52,7 +57,8 @@ class ParseOptions:
                               f"{self.format!r}")
         if not 1 <= self.bits <= 30:
             raise ConfigError(f"{opt('bits')} must be in 1..30, not {self.bits}")
-        compile_interactions(self.quadratic, self.cubic, self.interactions)  # validates
+        compile_interactions(self.quadratic, self.cubic, self.interactions,
+                             leave_duplicates=self.leave_duplicates)  # validates
         if self.format != "vw":
             for name in ("quadratic", "cubic", "interactions", "keep", "ignore_linear"):
                 if getattr(self, name):
@@ -74,7 +80,9 @@ class ParseOptions:
         from ._interactions import compile_interactions, interaction_table
 
         return interaction_table(compile_interactions(self.quadratic, self.cubic,
-                                                      self.interactions))
+                                                      self.interactions,
+                                                      leave_duplicates=self.leave_duplicates),
+                                 self.permutations)
 
     def namespace_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """(ignored, linear ignored): 256 flags by namespace letter, as VW's ``--ignore``,
@@ -98,7 +106,8 @@ class ParseOptions:
                 "cubic": list(self.cubic), "interactions": list(self.interactions),
                 "constant": self.constant, "label": self.label,
                 "categorical": list(self.categorical), "ignore": list(self.ignore),
-                "keep": list(self.keep), "ignore_linear": list(self.ignore_linear)}
+                "keep": list(self.keep), "ignore_linear": list(self.ignore_linear),
+                "permutations": self.permutations, "leave_duplicates": self.leave_duplicates}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ParseOptions:
@@ -109,7 +118,9 @@ class ParseOptions:
                    constant=bool(d["constant"]), label=str(d["label"]),
                    categorical=tuple(d["categorical"]), ignore=tuple(d["ignore"]),
                    keep=tuple(d.get("keep", ())),
-                   ignore_linear=tuple(d.get("ignore_linear", ())))
+                   ignore_linear=tuple(d.get("ignore_linear", ())),
+                   permutations=bool(d.get("permutations", False)),
+                   leave_duplicates=bool(d.get("leave_duplicates", False)))
 
 
 @dataclass(kw_only=True)

@@ -16,7 +16,11 @@ features come out in the same order:
 * The features of an interaction are the products of one feature per term; the index is
   ``h = i1``, then ``h = (h * 16777619) ^ ik`` (FNV prime), masked to ``-b`` bits at the
   end; the value is the product of the values. Where the same namespace comes twice in a
-  row (``aa``) only pairs ``j >= i`` are formed (VW's combinations, not permutations).
+  row (``aa``) only pairs ``j >= i`` are formed (VW's combinations); with
+  ``permutations`` (VW's ``--permutations``) every ordered pair is.
+* ``leave_duplicates`` (VW's ``--leave_duplicate_interactions``) keeps interactions that are
+  the same multiset (``-q ab -q ba`` crosses twice); a wildcard then expands to every
+  ordered choice of namespaces (``-q ::`` gives ``ab`` and ``ba``), as VW does.
 """
 
 from __future__ import annotations
@@ -64,12 +68,14 @@ def _left_sorted(s: tuple[int, ...]) -> bool:
     return False
 
 
-def _sort_filter(vec: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """VW's ``sort_and_filter_duplicate_interactions`` (duplicates removed)."""
+def _sort_filter(vec: list[tuple[int, ...]], dedup: bool = True) -> list[tuple[int, ...]]:
+    """VW's ``sort_and_filter_duplicate_interactions`` (duplicates removed if ``dedup``)."""
     srt = [(tuple(sorted(v)), i) for i, v in enumerate(vec)]
-    srt.sort(key=lambda t: t[0])  # stable: the first of equal multisets survives
-    uniq = [t for k, t in enumerate(srt) if k == 0 or t[0] != srt[k - 1][0]]
-    uniq.sort(key=lambda t: t[1])
+    uniq = srt
+    if dedup:
+        srt.sort(key=lambda t: t[0])  # stable: the first of equal multisets survives
+        uniq = [t for k, t in enumerate(srt) if k == 0 or t[0] != srt[k - 1][0]]
+        uniq.sort(key=lambda t: t[1])
     return [s if _left_sorted(s) else vec[i] for s, i in uniq]
 
 
@@ -77,12 +83,15 @@ def _sorted_list(vec: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     return sorted(vec, key=lambda t: (len(t), t))
 
 
-def _expand(inter: tuple[int, ...], names: list[int]) -> list[tuple[int, ...]]:
+def _expand(inter: tuple[int, ...], names: list[int],
+            leave_duplicates: bool = False) -> list[tuple[int, ...]]:
     """VW's ``compile_interaction`` of one interaction with wildcards over ``names``."""
     fixed = [(k, c) for k, c in enumerate(inter) if c != WILDCARD]
     nw = len(inter) - len(fixed)
     fills: list[tuple[int, ...]]
-    if nw == 2:  # expand_quadratics_wildcard_interactions: every x <= y
+    if leave_duplicates:  # every ordered choice (VW's permutations with repetition)
+        fills = list(product(names, repeat=nw))
+    elif nw == 2:  # expand_quadratics_wildcard_interactions: every x <= y
         fills = [(x, y) for i, x in enumerate(names) for y in names[i:]]
     else:  # combinations with repetition, VW's order (non-increasing positions)
         fills = [tuple(reversed(t)) for t in product(names, repeat=nw)
@@ -97,14 +106,18 @@ def _expand(inter: tuple[int, ...], names: list[int]) -> list[tuple[int, ...]]:
 
 
 def compile_interactions(quadratic: tuple[str, ...] = (), cubic: tuple[str, ...] = (),
-                         interactions: tuple[str, ...] = ()) -> list[tuple[int, ...]]:
+                         interactions: tuple[str, ...] = (), *,
+                         leave_duplicates: bool = False) -> list[tuple[int, ...]]:
     """The interactions VW would use, in its order (namespace bytes)."""
-    return list(_compile(tuple(quadratic), tuple(cubic), tuple(interactions)))
+    return list(_compile(tuple(quadratic), tuple(cubic), tuple(interactions),
+                         leave_duplicates))
 
 
 @lru_cache(maxsize=64)
 def _compile(quadratic: tuple[str, ...], cubic: tuple[str, ...],
-             interactions: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+             interactions: tuple[str, ...],
+             leave_duplicates: bool = False) -> tuple[tuple[int, ...], ...]:
+    dedup = not leave_duplicates
     specs: list[tuple[int, ...]] = []
     for name, vals, n in (("quadratic", quadratic, 2), ("cubic", cubic, 3),
                           ("interactions", interactions, 0)):
@@ -119,7 +132,7 @@ def _compile(quadratic: tuple[str, ...], cubic: tuple[str, ...],
             specs.append(t)
     if not specs:
         return ()
-    specs = _sort_filter(_sorted_list(specs))
+    specs = _sort_filter(_sorted_list(specs), dedup)
     if not any(WILDCARD in t for t in specs):
         return tuple(specs)
     total = 0
@@ -132,20 +145,25 @@ def _compile(quadratic: tuple[str, ...], cubic: tuple[str, ...],
                 raise ConfigError(f"interaction {bytes(t).decode('latin-1')!r}: too many "
                                   f"wildcards (it expands to more than {_MAX_EXPANDED} "
                                   f"interactions); name the namespaces instead")
-            out.extend(_expand(t, _UNIVERSE))
+            out.extend(_expand(t, _UNIVERSE, leave_duplicates))
         else:
             out.append(t)
-    return tuple(_sort_filter(_sorted_list(out)))
+    return tuple(_sort_filter(_sorted_list(out), dedup))
 
 
-def interaction_table(inters: list[tuple[int, ...]]) -> np.ndarray:
-    """(n, 1 + max order) int32: the order, then the namespace bytes (for the parser)."""
+_PERMUTE = 256  # in a table's order column: every ordered tuple of a repeated namespace
+
+
+def interaction_table(inters: list[tuple[int, ...]], permutations: bool = False
+                      ) -> np.ndarray:
+    """(n, 1 + max order) int32: the order (plus 256 with ``permutations``), then the
+    namespace bytes (for the parser)."""
     if not inters:
         return np.zeros((0, 3), np.int32)
     m = max(len(t) for t in inters)
     tab = np.zeros((len(inters), m + 1), np.int32)
     for k, t in enumerate(inters):
-        tab[k, 0] = len(t)
+        tab[k, 0] = len(t) + (_PERMUTE if permutations else 0)
         tab[k, 1:1 + len(t)] = t
     return tab
 
@@ -165,7 +183,8 @@ def emit_interactions(table: np.ndarray, gstart: np.ndarray, gend: np.ndarray,
     hs = np.zeros(table.shape[1], np.int64)
     vs = np.zeros(table.shape[1], np.float32)
     for t in range(table.shape[0]):
-        order = table[t, 0]
+        order = table[t, 0] & 255
+        permute = table[t, 0] >= 256
         ok = True
         for k in range(order):
             c = table[t, 1 + k]
@@ -198,7 +217,7 @@ def emit_interactions(table: np.ndarray, gstart: np.ndarray, gend: np.ndarray,
                 pos[k] += 1
             else:
                 nc = table[t, 2 + k]
-                pos[k + 1] = p if nc == c else gstart[nc]
+                pos[k + 1] = p if nc == c and not permute else gstart[nc]
                 k += 1
     return n
 
@@ -209,7 +228,7 @@ def count_interactions(table: np.ndarray, gstart: np.ndarray, gend: np.ndarray) 
     total = 0
     for t in range(table.shape[0]):
         m = 1
-        for k in range(table[t, 0]):
+        for k in range(table[t, 0] & 255):
             c = table[t, 1 + k]
             m *= gend[c] - gstart[c]
         total += m

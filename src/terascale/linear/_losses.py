@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-__all__ = ["LOSSES", "LOSS_TABLE", "RAW_LABELS", "Loss", "d2loss", "dloss", "dloss32", "invariant_update",
+__all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "Loss", "d2loss", "dloss", "dloss32", "invariant_update",
            "loss_code", "loss32", "loss_value", "square_grad32"]
 
 
@@ -40,11 +40,20 @@ class Loss(NamedTuple):
 # The one table of losses: adding one is a row here, its branches in the kernels below
 # (a code without a branch raises in the kernel, it never falls into another loss), and
 # its tests.
+# numba's cache of the online pass (``_online.online_chunk``, which inlines these kernels)
+# is keyed by _online.py's text alone: a changed kernel here needs a change there too
+# (or a cleared ``__pycache__``), else the old kernel keeps running.
 LOSS_TABLE = {
     "logistic": Loss(0, "logistic", "logistic", True, "logloss", True),
     "squared": Loss(1, "squared", "identity", False, "mse", True),
     "hinge": Loss(2, "hinge", "identity", True, "hinge", True),
     "quantile": Loss(3, "quantile", "identity", False, "quantile", False),
+    # squared loss with plain SGD's step 2 (y - p) * rate in place of the importance-
+    # invariant one (VW's --loss_function classic)
+    "classic": Loss(4, "classic", "identity", False, "mse", False),
+    # Poisson regression of counts on the log scale (VW's deviance; --link poisson gives
+    # the rates exp(score))
+    "poisson": Loss(5, "poisson", "identity", False, "mse", False),
 }
 LOSSES = {name: loss.code for name, loss in LOSS_TABLE.items()}
 # The low 3 bits of a kernel's loss code are the loss; RAW_LABELS (bit 3) asks the online
@@ -53,11 +62,17 @@ LOSSES = {name: loss.code for name, loss in LOSS_TABLE.items()}
 # reading: 0/1 labels are two classes); bits 4.. carry quantile's tau in millionths.
 RAW_LABELS = 8
 _TAU = 16
+# bit 40 asks the online pass to keep the prediction range the state starts with, where it
+# otherwise widens it to every label learned from (VW's --min_prediction/--max_prediction)
+FIXED_RANGE = 1 << 40
 
 
-def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5) -> int:
-    """The kernel code of loss ``name`` (with VW's label reading; quantile's tau)."""
-    code = LOSSES[name] + (RAW_LABELS if raw_labels else 0)
+def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5,
+              fixed_range: bool = False) -> int:
+    """The kernel code of loss ``name`` (with VW's label reading; quantile's tau; a fixed
+    prediction range)."""
+    code = LOSSES[name] + (RAW_LABELS if raw_labels else 0) + (FIXED_RANGE if fixed_range
+                                                               else 0)
     if name == "quantile":
         code += _TAU * round(tau * 1_000_000)
     return code
@@ -66,7 +81,7 @@ def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5) -> int:
 @numba.njit(cache=True, inline="always")
 def _tau(kind: int) -> float:
     """Quantile's tau from a loss code, as VW's float."""
-    return _f((kind >> 4) / 1e6)
+    return _f(((kind & (FIXED_RANGE - 1)) >> 4) / 1e6)
 
 
 @numba.njit(cache=True, inline="always")
@@ -133,6 +148,12 @@ def _expf(x: float) -> float:
 
 
 @numba.njit(cache=True, inline="always")
+def _pclamp(p: float) -> float:
+    """VW's poisson clamp of a score to [-44, 44] (exp(44)^2 still fits a float)."""
+    return min(max(p, -44.0), 44.0)
+
+
+@numba.njit(cache=True, inline="always")
 def _soft(y: float) -> float:
     """VW's logistic reading of a label y in [-1, 1]: the weight (y + 1) / 2 of class +1."""
     return _f(_f(y + 1.0) / 2.0)
@@ -159,7 +180,7 @@ def loss32(kind: int, p: float, y: float) -> float:
         if y == 1.0 or y == -1.0:
             return _logloss32(p, y)
         return _mix(y, _logloss32(p, 1.0), _logloss32(p, -1.0))
-    if k == 1:
+    if k == 1 or k == 4:
         d = _f(p - y)
         return _f(d * d)
     if k == 2:
@@ -169,6 +190,10 @@ def loss32(kind: int, p: float, y: float) -> float:
         tau = _tau(kind)
         e = _f(y - p)
         return _f(tau * e) if e > 0 else _f(_f(-_f(1.0 - tau)) * e)
+    if k == 5:  # the deviance
+        c = _pclamp(p)
+        t = _f(y * _f(_f(math.log(_f(y + _f(1e-6)))) - c)) if y + 1e-6 > 0 else math.nan
+        return _f(2.0 * _f(t - _f(y - _expf(c))))
     raise ValueError("unknown loss code")
 
 
@@ -180,7 +205,7 @@ def dloss32(kind: int, p: float, y: float) -> float:
         if y == 1.0 or y == -1.0:
             return _f(-y / _f(1.0 + _expf(_f(y * p))))
         return _mix(y, _f(-1.0 / _f(1.0 + _expf(p))), _f(1.0 / _f(1.0 + _expf(-p))))
-    if k == 1:
+    if k == 1 or k == 4:
         return _f(2.0 * _f(p - y))
     if k == 2:
         return -y if _f(y * p) < 1.0 else 0.0
@@ -189,13 +214,16 @@ def dloss32(kind: int, p: float, y: float) -> float:
         if e == 0.0:
             return 0.0
         return -_tau(kind) if e > 0 else _f(1.0 - _tau(kind))
+    if k == 5:
+        return _f(_expf(_pclamp(p)) - y)
     raise ValueError("unknown loss code")
 
 
 @numba.njit(cache=True, inline="always")
 def square_grad32(kind: int, p: float, y: float) -> float:
     """VW's ``get_square_grad`` in float."""
-    if kind & 7 == 1:
+    k = kind & 7
+    if k == 1 or k == 4:
         d = _f(p - y)
         return _f(_f(4.0 * d) * d)
     g = dloss32(kind, p, y)
@@ -215,6 +243,21 @@ def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) ->
                     _logistic_update(p, -1.0, scale, ppu, sp))
     if k == 3:
         return _quantile_update(p, y, scale, ppu, sp, _tau(kind))
+    if k == 4:  # classic: plain SGD's step
+        return _f(_f(2.0 * _f(y - p)) * scale)
+    if k == 5:  # poisson, with VW's guards against overflow
+        c = _pclamp(p)
+        ep = _expf(c)
+        if y > 0:
+            a = _f(_f(y * scale) * ppu)
+            if a > 44.0:
+                return _f(-_f(c - _f(math.log(y))) / ppu)
+            e = _f(math.expm1(a)) if a < 88.7 else math.inf
+            return _f(_f(y * scale) - _f(_f(math.log1p(_f(_f(ep * e) / y))) / ppu))
+        inner = _f(_f(ep * scale) * ppu)
+        if not math.isfinite(inner):
+            return _f(-_f(c + _f(math.log(_f(scale * ppu)))) / ppu)
+        return _f(-_f(math.log1p(inner)) / ppu)
     if k == 1:
         if sp < 1e-6:
             return _f(_f(2.0 * _f(y - p)) * scale)

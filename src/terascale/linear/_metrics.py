@@ -71,7 +71,7 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
     out: dict[str, float] = {"examples": int(len(y))}
     if len(y) == 0:
         return out
-    if loss in ("squared", "quantile"):
+    if loss in ("squared", "quantile", "classic"):
         out["mse"] = float(np.average((s - y) ** 2, weights=wt))
         if not np.all((y == 0) | (y == 1) | (y == -1)):
             return out
@@ -84,7 +84,7 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
         log_p: npt.NDArray[np.float64] = np.log(pc)
         log_q: npt.NDArray[np.float64] = np.log1p(-pc)
         out["logloss"] = float(np.average(-(pos * log_p + (~pos) * log_q), weights=wt))
-    thresh = 0.5 if loss == "squared" and not np.any(y < 0) else 0.0
+    thresh = 0.5 if loss in ("squared", "classic") and not np.any(y < 0) else 0.0
     out["accuracy"] = float(np.average((s > thresh) == pos, weights=wt))
     out["auc"] = auc(y, s)
     out["auprc"] = auprc(y, s)

@@ -25,7 +25,7 @@ import math
 import numba
 import numpy as np
 
-from ._losses import RAW_LABELS, _f, dloss32, invariant_update, loss32, square_grad32
+from ._losses import FIXED_RANGE, RAW_LABELS, _f, dloss32, invariant_update, loss32, square_grad32
 
 __all__ = ["STATE_SIZE", "new_state", "online_chunk", "sync_weights"]
 
@@ -89,8 +89,9 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     each example's prediction before learning from it (VW's progressive ``-p``), for
     unlabelled and zero-weight examples too."""
     raw_labels = (kind & RAW_LABELS) != 0  # VW's reading of labels (_losses.RAW_LABELS)
-    kind &= ~RAW_LABELS
-    base = kind & 7  # the loss; quantile's tau rides in kind's high bits (_losses)
+    fixed_range = (kind & FIXED_RANGE) != 0  # state[4:6] stays as it is (FIXED_RANGE)
+    kind &= ~(RAW_LABELS | FIXED_RANGE)
+    base = kind & 7  # the loss (_losses.LOSS_TABLE); quantile's tau rides in the high bits
     l1 = _f(l1)
     l2 = _f(l2)
     eta = _f(eta)
@@ -106,7 +107,7 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         y = lab
         if (base == 0 or base == 2) and not raw_labels:
             y = 1.0 if lab > 0 else -1.0
-        if labelled and not holdout[i] and base != 0:
+        if labelled and not holdout[i] and base != 0 and not fixed_range:
             # VW clips squared and hinge predictions to the labels it was asked to learn
             # (zero-weight examples included, held-out ones not)
             state[4] = min(state[4], y)
@@ -130,7 +131,9 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         p = _f(float(p32) * _f(state[2]))
         if math.isnan(p):
             p = 0.0
-        if base != 0:
+        if base == 5:  # VW's poisson range starts at [-50, 50] and widens to the labels
+            p = min(max(p, min(state[4], -50.0)), max(state[5], 50.0))
+        elif base != 0:
             p = min(max(p, state[4]), state[5])
         else:
             p = min(max(p, -50.0), 50.0)

@@ -50,6 +50,12 @@ class TrainOptions:
     keep: tuple[str, ...] = ()
     #: VW namespaces used only inside interactions (``--ignore_linear``).
     ignore_linear: tuple[str, ...] = ()
+    #: A namespace crossed with itself gives every ordered pair of its features, not only
+    #: ``j >= i`` (VW's ``--permutations``).
+    permutations: bool = False
+    #: Keep interactions that are the same set of namespaces (``-q ab -q ba`` crosses
+    #: twice; VW's ``--leave_duplicate_interactions``).
+    leave_duplicates: bool = False
     #: Skip malformed lines, counting them, instead of raising
     #: :class:`~terascale.DataError` (``--skip-bad``).
     skip_bad: bool = False
@@ -93,6 +99,9 @@ class TrainOptions:
     #: Fraction of examples held out to stop the batch phase early. None: 0.1 with
     #: ``bfgs``/``cg`` or ``passes > 1``, else 0 (``--holdout``).
     holdout: float | None = None
+    #: Hold out every example after the first ``holdout_after`` of each pass instead
+    #: (VW's ``--holdout_after``; one worker); 0: off.
+    holdout_after: int = 0
     #: In the batch phase, regularize numeric columns standardized (``"std"``), raw
     #: (``"off"``), or ``"auto"``: std for CSV input, off otherwise (``--normalize``).
     normalize: str = "auto"
@@ -112,6 +121,9 @@ class TrainOptions:
     progress_file: TextIO | None = None
     vw_text: bool = False          # `terascale vw`: VW's closing block, no terascale lines
     vw_labels: bool = False        # online passes read labels as VW (_losses.RAW_LABELS)
+    #: Predictions stay clipped to the range of the initial model's state, not widened to
+    #: the labels learned from (VW's ``--min_prediction``/``--max_prediction``).
+    fixed_range: bool = False
     quantile_tau: float = 0.5      # the quantile of loss="quantile" (VW's --quantile_tau)
 
     def __post_init__(self) -> None:
@@ -200,7 +212,8 @@ class TrainOptions:
                             label=self.label, categorical=tuple(self.categorical),
                             ignore=tuple(self.ignore), keep=tuple(self.keep),
                             ignore_linear=tuple(self.ignore_linear), skip_bad=self.skip_bad,
-                            constant=self.constant)
+                            constant=self.constant, permutations=self.permutations,
+                            leave_duplicates=self.leave_duplicates)
 
     def chained(self, workers: int) -> bool:
         """Whether ``workers`` learn one after another (:mod:`._chain`): ``average="chain"``,
@@ -250,7 +263,7 @@ class TrainOptions:
         from ._losses import loss_code
 
         return loss_code(self.loss, raw_labels=self.vw_labels and not self.batch,
-                         tau=self.quantile_tau)
+                         tau=self.quantile_tau, fixed_range=self.fixed_range)
 
     @property
     def labels_by_sign(self) -> bool:

@@ -91,8 +91,11 @@ def _lookup(pos: np.ndarray, indices: np.ndarray, out: np.ndarray) -> None:
 
 def holdout_mask(start: int, n: int, period: int) -> np.ndarray:
     """Examples ``start .. start + n`` of the shard that are held out: every ``period``-th
-    (VW's ``--holdout_period``), counted over the whole shard."""
-    if period <= 0:
+    (VW's ``--holdout_period``), counted over the whole shard; a negative period -N holds
+    out every example after the first N (VW's ``--holdout_after``)."""
+    if period < 0:
+        return np.arange(start, start + n, dtype=np.int64) >= -period
+    if period == 0:
         return np.zeros(n, np.bool_)
     return (np.arange(start, start + n, dtype=np.int64) % period) == period - 1
 

@@ -171,7 +171,10 @@ def _compact(a: np.ndarray) -> np.ndarray:
 
 
 def _period(opts: TrainOptions) -> int:
-    """Every how many examples one is held out (0: none)."""
+    """Every how many examples one is held out (0: none; -N: every one after the first N,
+    VW's --holdout_after, see ``_passes.holdout_mask``)."""
+    if opts.holdout_after:
+        return -opts.holdout_after
     frac = opts.holdout_fraction
     return max(2, round(1.0 / frac)) if frac > 0 else 0
 

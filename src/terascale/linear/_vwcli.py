@@ -65,6 +65,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     g.add_argument("--truncated_normal_weights", action="store_true",
                    help="start from VW's normal weights folded at twice their standard "
                         "deviation (up to -b 24)")
+    g.add_argument("--min_prediction", type=float, default=None, metavar="LO",
+                   help="the smallest prediction (VW's; default: the smallest label learned "
+                        "from so far)")
+    g.add_argument("--max_prediction", type=float, default=None, metavar="HI",
+                   help="the largest prediction (VW's; default: the largest label learned "
+                        "from so far)")
     g.add_argument("--onethread", action="store_true",
                    help="accepted: each worker parses and learns in one thread")
     for name in _UPDATE_RULE:
@@ -105,8 +111,12 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if args.cache_file:
         args.cache = True
     args.vw_mode = True
+    ranged = args.min_prediction is not None or args.max_prediction is not None
+    if ranged and (args.oaa or args.initial):
+        raise ConfigError("--min_prediction/--max_prediction: not supported with "
+                          f"{'--oaa' if args.oaa else '-i MODEL'} by terascale vw")
     if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
-            or args.truncated_normal_weights or args.initial_t):
+            or args.truncated_normal_weights or args.initial_t or ranged):
         args.initial = _starting_weights(args)
 
 
@@ -165,6 +175,10 @@ def _starting_weights(args: argparse.Namespace) -> str:
     if args.initial_t:  # VW's gd: initial_t fake examples, each of norm and gradient 1
         g2 = np.full(len(idx), args.initial_t, np.float32)
         state[0] = state[1] = args.initial_t
+    if args.min_prediction is not None:  # the range stays there (_losses.FIXED_RANGE)
+        state[4] = args.min_prediction
+    if args.max_prediction is not None:
+        state[5] = args.max_prediction
     LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"],
                 adaptive=(g2, zeros, state)).save(path)
     return path

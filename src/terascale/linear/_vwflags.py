@@ -81,9 +81,10 @@ REFUSED: dict[str, str] = {
                         "terascale vw --initial_weight W starts every weight at W",
     "--random_seed": "nothing in terascale's training is random (holdout is every k-th "
                      "example): there is no seed to set",
-    "--min_prediction": "not supported: predictions are clipped as VW clips them by default",
-    "--max_prediction": "not supported: predictions are clipped as VW clips them by default",
-    "--holdout_after": "not supported: --holdout FRAC or --holdout_period K",
+    "--min_prediction": "linear train clips predictions to the labels learned from, as VW "
+                        "by default; terascale vw --min_prediction LO fixes the bound",
+    "--max_prediction": "linear train clips predictions to the labels learned from, as VW "
+                        "by default; terascale vw --max_prediction HI fixes the bound",
     "--examples": "not supported: give the data you want to learn from",
     "--sort_features": "not supported (it changes nothing that terascale computes)",
     "--save_per_pass": "not supported: one model is written at the end (-f)",

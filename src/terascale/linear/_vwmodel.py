@@ -119,6 +119,10 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
     state = model.adaptive[2] if model.adaptive is not None else None
     if model.loss == "logistic":
         lo, hi = -50.0, 50.0
+    elif model.loss == "poisson":  # VW's range: [-50, 50], widened to the labels
+        lo, hi = -50.0, 50.0
+        if state is not None and len(state) >= 6:
+            lo, hi = min(lo, float(state[4])), max(hi, float(state[5]))
     elif state is not None and len(state) >= 6 and state[4] <= state[5]:
         lo, hi = float(state[4]), float(state[5])
     else:

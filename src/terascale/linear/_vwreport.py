@@ -1,8 +1,9 @@
 """The text ``terascale vw`` prints as Vowpal Wabbit does: its preamble and closing block.
 
 VW's closing block reports ``average loss``: the progressive loss over every example
-learned from (all passes), or, when passes hold out every k-th example, the best holdout
-loss of any pass, marked ``h``. ``closing_block`` computes it from the per-pass sums the
+learned from (all passes), or, when passes hold out every k-th example (or, with
+``--holdout_after``, every example after the first N), the best holdout loss of any pass,
+marked ``h``. ``closing_block`` computes it from the per-pass sums the
 learner records (``model.info["pass_totals"]``: loss, weight, holdout loss, holdout weight,
 examples), so that the figure is VW's on the same data.
 """
@@ -17,7 +18,7 @@ __all__ = ["average_loss", "closing_block", "preamble", "test_block"]
 def average_loss(totals: list[list[float]]) -> str:
     """VW's ``average loss`` from the per-pass sums (``n.a.`` without any example)."""
     held = [(t[2] / t[3]) for t in totals if t[3] > 0]
-    if len(totals) > 1 and held:
+    if held:  # passes > 1 hold out every k-th example; --holdout_after, even one pass
         return f"{min(held):.6f} h"
     loss, weight = sum(t[0] for t in totals), sum(t[1] for t in totals)
     return f"{loss / weight:.6f}" if weight > 0 else "n.a."

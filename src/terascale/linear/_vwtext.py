@@ -40,11 +40,14 @@ VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
 
 def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
     """VW's output of raw scores: ``--binary`` signs (a score of 0 is -1, as in VW), else
-    ``--link logistic`` probabilities, else the scores (``--link identity``)."""
+    ``--link logistic`` probabilities, ``--link poisson`` rates exp(score), else the scores
+    (``--link identity``)."""
     if binary:
         return np.where(scores > 0, 1.0, -1.0)
     if how == "logistic":
         return 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
+    if how == "poisson":
+        return np.exp(scores)
     return scores
 
 
@@ -191,7 +194,8 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
     if p.constant and (CONSTANT_HASH & mask) in live:
         names[CONSTANT_HASH & mask] = "Constant"
     ignored, linear_off = p.namespace_flags()
-    inters = compile_interactions(p.quadratic, p.cubic, p.interactions)
+    inters = compile_interactions(p.quadratic, p.cubic, p.interactions,
+                                  leave_duplicates=p.leave_duplicates)
     seeds: dict[str, int] = {}
 
     def name_of(h: int, full: str) -> None:
@@ -207,8 +211,9 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
             nn = nk if k == 0 else f"{full}*{nk}"
             if k == len(t) - 1:
                 name_of(hh, nn)
-            else:  # the same namespace next: pairs j >= i only, as VW
-                cross(t, k + 1, j if t[k + 1] == t[k] else 0, hh, nn, groups)
+            else:  # the same namespace next: pairs j >= i only, as VW (not --permutations)
+                same = t[k + 1] == t[k] and not p.permutations
+                cross(t, k + 1, j if same else 0, hh, nn, groups)
 
     for path in paths:
         for line in _lines(path):
