@@ -58,9 +58,10 @@ from .hooks import Done, Hook, OneBitState, Waitable
 
 __all__ = ["DistributedOptimizer", "compression_pays"]
 
-# The link rate (bits/s) below which 1-bit pays for its own work: measured on CPU, 1-bit's
-# quantization, packing and decoding cost ~5 ns per gradient value, while a float32
-# allreduce moves ~64 bits per value; at 10 Gbit/s that is ~6 ns per value.
+# The link rate (bits/s) below which 1-bit pays for its own work: on CPU, 1-bit's passes
+# over the gradient (compensate, quantize, pack, decode, residual, momentum) cost some
+# 5-10 ns per value (docs/benchmarks/torch-onebit.md), while a float32 allreduce moves
+# ~64 bits per value: ~6 ns at 10 Gbit/s.
 _PAYING_RATE = 10e9
 
 
