@@ -309,8 +309,11 @@ def onebit_hook(state: OneBitState, comm: Communicator, index: int,
 
     def to_gradient(total: torch.Tensor) -> torch.Tensor:
         momentum_sum = total.to(torch.float32)
-        out = momentum_sum - mu * previous
-        previous.copy_(momentum_sum)
+        if momentum_sum is total:  # a float32 sum of our own: keep it, no copy
+            momentum_sum = total.clone() if total.data_ptr() == local.data_ptr() else total
+        # S_t - mu S_(t-1), written over S_(t-1), and S_t kept for the next step
+        out = torch.sub(momentum_sum, previous.mul_(mu), out=previous)
+        state.average_momentum[index] = momentum_sum
         return out.to(grad.dtype)
 
     if warm:
