@@ -13,7 +13,10 @@ which the communicator runs in submission order on its progress thread while bac
 on. Every worker calls the hooks for the same buckets in the same order, so the collectives
 always line up.
 
-Choosing a hook (bytes per step for ``d`` float32 gradient values on ``n`` workers, ring
+To ask for compression, pass ``DistributedOptimizer(..., compression="auto")``: it uses
+:func:`onebit_hook` only where the link is slower than compression's own work (see
+:func:`terascale.torch.compression_pays`; on one host, never). A hook given here is used as
+given. Choosing a hook (bytes per step for ``d`` float32 gradient values on ``n`` workers, ring
 allreduce ``~ 8 d (n-1)/n``):
 
 * :func:`allreduce_hook` (default): exact, bitwise identical on every worker.
