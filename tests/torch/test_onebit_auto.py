@@ -100,3 +100,34 @@ def test_the_cpu_exchange_matches_the_device_path() -> None:
         for x, y in zip(a, b):
             assert (x == y).all()  # bitwise: the same scales, signs and sums
     assert all((x == y).all() for x, y in zip(fast[0], fast[1]))
+
+
+SCRIPT = """
+import torch, terascale, terascale.torch as tt
+comm = terascale.init()
+model = torch.nn.Linear(8, 2)
+opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                              model, comm=comm, compression="auto")
+print(f"rank {comm.rank}: {opt.compression}")
+comm.close()
+"""
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--hosts", "a,b"], "onebit"),
+    (["--hosts", "a,b", "--link-rate", "25Gbit"], "none"),  # a fast link the job states
+    ([], "none"),
+])
+def test_the_launchers_pretend_hosts_decide(tmp_path: Any, flags: list[str],
+                                            expected: str) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "auto.py"
+    script.write_text(SCRIPT)
+    done = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", *flags,
+                           sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(line.split("] ")[-1] for line in done.stdout.splitlines()
+                  if ": " in line) == [f"rank {r}: {expected}" for r in range(2)], done.stdout
