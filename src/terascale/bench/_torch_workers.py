@@ -36,7 +36,9 @@ def throughput_worker(comm: Communicator, impl: str, model_name: str, batch: int
                       warmup: int) -> float:
     """Seconds per step (slowest rank) of ``impl``: ddp (torch DDP over gloo), ddp-terascale
     (the same DDP over the ``"terascale"`` torch.distributed backend), terascale
-    (DistributedOptimizer), half-batch, local-sgd, ps-sync or ps-async."""
+    (DistributedOptimizer), onebit (DistributedOptimizer with 1-bit compression, compressing
+    from the first step), onebit-auto (``compression="auto"``), half-batch, local-sgd,
+    ps-sync or ps-async."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = make_model(model_name)
@@ -78,7 +80,13 @@ def throughput_worker(comm: Communicator, impl: str, model_name: str, batch: int
     else:
         net = model
         broadcast_parameters(model, comm=comm)
-        opt = DistributedOptimizer(sgd, model, comm=comm, half_batch=impl == "half-batch")
+        extra: dict[str, Any] = {}
+        if impl == "onebit":
+            extra = {"hook": onebit_hook, "hook_state": OneBitState(warmup_steps=0)}
+        elif impl == "onebit-auto":
+            extra = {"compression": "auto", "hook_state": OneBitState(warmup_steps=0)}
+        opt = DistributedOptimizer(sgd, model, comm=comm, half_batch=impl == "half-batch",
+                                   **extra)
         step = opt.step
     elapsed = 0.0
     for i in range(warmup + steps):

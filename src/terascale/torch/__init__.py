@@ -31,7 +31,7 @@ _WHERE = {
     "MomentumCorrectedSGD": "recipes", "OneBitState": "hooks", "ParameterServer": "ps",
     "allreduce_hook": "hooks", "average_buffers": "averaging", "broadcast_buffers": "broadcast",
     "broadcast_optimizer_state": "broadcast", "broadcast_parameters": "broadcast",
-    "clip_grad_norm": "recipes", "fp16_hook": "hooks", "onebit_hook": "hooks",
+    "clip_grad_norm": "recipes", "compression_pays": "optimizer", "fp16_hook": "hooks", "onebit_hook": "hooks",
     "scale_lr": "recipes", "TerascaleProcessGroup": "backend",
 }
 
@@ -68,6 +68,7 @@ __all__ = [
     "broadcast_optimizer_state",
     "broadcast_parameters",
     "clip_grad_norm",
+    "compression_pays",
     "fp16_hook",
     "onebit_hook",
     "scale_lr",

@@ -50,6 +50,19 @@ def unpack_signs(packed: torch.Tensor) -> torch.Tensor:
     return bits.reshape(*packed.shape[:-1], -1).bool()
 
 
+# _SIGNS[b] is the 8 values +-1 that the byte b packs (MSB first): decoding is one table
+# look-up per byte and one multiply by the block scales, with no float temporaries per bit
+_SIGNS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float32) * 2 - 1
+
+
+def _signs(bits: np.ndarray, block: int, scales: np.ndarray) -> np.ndarray:
+    """Packed sign bits (rows, m/8) times their block scales (rows, m/block): float32 (rows, m)."""
+    rows = len(bits)
+    out = np.take(_SIGNS, bits, axis=0).reshape(rows, -1, block)
+    out *= scales.reshape(rows, -1, 1)
+    return out.reshape(rows, -1)
+
+
 def _encode(values: np.ndarray, block: int, valid: int) -> tuple[np.ndarray, np.ndarray]:
     """Quantize one row ``values`` (float32 (1, m)) to a [block scales | bits] record.
 
@@ -63,18 +76,20 @@ def _encode(values: np.ndarray, block: int, valid: int) -> tuple[np.ndarray, np.
     scales = (np.abs(blocks).sum(axis=2, dtype=np.float32) / counts).astype(np.float32)
     bits = np.packbits(values >= 0, axis=1)
     records = np.concatenate([scales.view(np.uint8).reshape(rows, -1), bits], axis=1)
-    signs = np.where(blocks >= 0, np.float32(1), np.float32(-1))
-    quantized = (signs * scales[:, :, None]).reshape(rows, m)
+    quantized = _signs(bits, block, scales)
     quantized[:, valid:] = 0
     return records, quantized
 
 
-def _decode(records: np.ndarray, m: int, block: int) -> np.ndarray:
-    """[block scales | bits] records (rows, width) back to float32 values (rows, m)."""
+def _decode(records: np.ndarray, m: int, block: int, factor: float = 1.0) -> np.ndarray:
+    """[block scales | bits] records (rows, width) back to float32 values (rows, m), times
+    ``factor`` (folded into the scales: a sign flip is exact, so this is bitwise the product
+    of the decoded value and ``factor``)."""
     rows, nb = len(records), m // block
-    scales = np.ascontiguousarray(records[:, :4 * nb]).view(np.float32).reshape(rows, nb, 1)
-    signs = np.unpackbits(records[:, 4 * nb:], axis=1, count=m).astype(np.float32) * 2 - 1
-    return (signs.reshape(rows, nb, block) * scales).reshape(rows, m)
+    scales = np.ascontiguousarray(records[:, :4 * nb]).view(np.float32).reshape(rows, nb)
+    if factor != 1.0:
+        scales = scales * np.float32(factor)
+    return _signs(np.ascontiguousarray(records[:, 4 * nb:]), block, scales)
 
 
 class _Result:
@@ -100,13 +115,16 @@ class _Result:
         record, requantized = _encode(own, block, max(0, min(m, self.d - comm.rank * m)))
         serr[...] = own - requantized
         gathered = comm.allgather(record[0])  # row j: the re-quantized chunk j
-        dev = self.like.device
-        rec = torch.from_numpy(gathered).to(dev)
+        like = self.like
+        if like.device.type == "cpu":
+            total = torch.from_numpy(_decode(gathered, m, block, comm.size).reshape(-1))
+            return total[:like.numel()].to(like.dtype).reshape(like.shape)
+        rec = torch.from_numpy(gathered).to(like.device)
         nb = m // block
         scales = rec[:, :4 * nb].reshape(-1).view(torch.float32).reshape(-1, nb, 1)
         signs = unpack_signs(rec[:, 4 * nb:]).to(torch.float32) * 2 - 1
-        avg = (signs.reshape(-1, nb, block) * scales).reshape(-1)[: self.like.numel()]
-        return (avg * comm.size).to(self.like.dtype).reshape(self.like.shape)
+        avg = (signs.reshape(-1, nb, block) * scales).reshape(-1)[: like.numel()]
+        return (avg * comm.size).to(like.dtype).reshape(like.shape)
 
 
 def compressed_allreduce(comm: Communicator, grad: torch.Tensor, index: int,
@@ -117,10 +135,41 @@ def compressed_allreduce(comm: Communicator, grad: torch.Tensor, index: int,
         raise ConfigError(f"block={block} must be a positive multiple of 8")
     n, d = comm.size, grad.numel()
     m = max(block, math.ceil(d / n / block) * block)  # values per chunk, whole blocks
-    nb = m // block
     err = worker_error.get(index)
     if err is None or err.numel() != n * m or err.device != grad.device:
         err = worker_error[index] = torch.zeros(n * m, dtype=torch.float32, device=grad.device)
+    if grad.device.type == "cpu":
+        send = _quantize_cpu(err, grad, n, m, d, block)
+    else:
+        send = _quantize_torch(err, grad, n, m, d, block)
+    serr = server_error.get(index)
+    if serr is None or serr.shape != (1, m):
+        serr = server_error[index] = np.zeros((1, m), np.float32)
+    handle = comm.alltoall_async(send)  # row j of every rank's records goes to rank j
+    return _Result(comm, handle, grad, m, d, block, serr)
+
+
+def _quantize_cpu(err: torch.Tensor, grad: torch.Tensor, n: int, m: int, d: int,
+                  block: int) -> np.ndarray:
+    """Compensate (``err += grad``), quantize to ``n`` records and keep the new residual in
+    ``err``, in place and in float32 throughout (numpy's packbits and a table look-up)."""
+    comp = err.numpy()
+    comp[:d] += grad.detach().reshape(-1).to(torch.float32).numpy()
+    nb = m // block
+    counts = np.clip(d - np.arange(0, n * m, block), 1, block).astype(np.float32)
+    # torch's sum, as on a device: the same scales, bit for bit, whichever path runs
+    scales = err.view(n, nb, block).abs().sum(dim=2).numpy()
+    scales /= counts.reshape(n, nb)
+    bits = np.packbits((comp >= 0).reshape(n, m), axis=1)
+    comp -= _signs(bits, block, scales).reshape(-1)  # the residual stays on the worker
+    comp[d:] = 0  # padding carries nothing
+    return np.concatenate([scales.view(np.uint8).reshape(n, 4 * nb), bits], axis=1)
+
+
+def _quantize_torch(err: torch.Tensor, grad: torch.Tensor, n: int, m: int, d: int,
+                    block: int) -> np.ndarray:
+    """:func:`_quantize_cpu` on the gradient's device (the residual stays there)."""
+    nb = m // block
     comp = err.clone()
     comp[:d] += grad.reshape(-1).to(torch.float32)
     blocks = comp.view(n, nb, block)
@@ -129,12 +178,7 @@ def compressed_allreduce(comm: Communicator, grad: torch.Tensor, index: int,
     scales = blocks.abs().sum(dim=2) / counts
     positive = blocks >= 0
     quantized = torch.where(positive, scales[:, :, None], -scales[:, :, None])
-    err.copy_(comp - quantized.reshape(-1))  # the residual stays on the worker's device
-    err[d:] = 0  # padding carries nothing
-    send = torch.cat([scales.contiguous().view(torch.uint8).reshape(n, 4 * nb),
+    err.copy_(comp - quantized.reshape(-1))
+    err[d:] = 0
+    return torch.cat([scales.contiguous().view(torch.uint8).reshape(n, 4 * nb),
                       pack_signs(positive.reshape(n, m))], dim=1).cpu().numpy()
-    serr = server_error.get(index)
-    if serr is None or serr.shape != (1, m):
-        serr = server_error[index] = np.zeros((1, m), np.float32)
-    handle = comm.alltoall_async(send)  # row j of every rank's records goes to rank j
-    return _Result(comm, handle, grad, m, d, block, serr)

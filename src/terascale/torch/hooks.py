@@ -13,7 +13,10 @@ which the communicator runs in submission order on its progress thread while bac
 on. Every worker calls the hooks for the same buckets in the same order, so the collectives
 always line up.
 
-Choosing a hook (bytes per step for ``d`` float32 gradient values on ``n`` workers, ring
+To ask for compression, pass ``DistributedOptimizer(..., compression="auto")``: it uses
+:func:`onebit_hook` only where the link is slower than compression's own work (see
+:func:`terascale.torch.compression_pays`; on one host, never). A hook given here is used as
+given. Choosing a hook (bytes per step for ``d`` float32 gradient values on ``n`` workers, ring
 allreduce ``~ 8 d (n-1)/n``):
 
 * :func:`allreduce_hook` (default): exact, bitwise identical on every worker.
@@ -309,8 +312,11 @@ def onebit_hook(state: OneBitState, comm: Communicator, index: int,
 
     def to_gradient(total: torch.Tensor) -> torch.Tensor:
         momentum_sum = total.to(torch.float32)
-        out = momentum_sum - mu * previous
-        previous.copy_(momentum_sum)
+        if momentum_sum is total:  # a float32 sum of our own: keep it, no copy
+            momentum_sum = total.clone() if total.data_ptr() == local.data_ptr() else total
+        # S_t - mu S_(t-1), written over S_(t-1), and S_t kept for the next step
+        out = torch.sub(momentum_sum, previous.mul_(mu), out=previous)
+        state.average_momentum[index] = momentum_sum
         return out.to(grad.dtype)
 
     if warm:

@@ -56,7 +56,57 @@ from ._delay import DelayCorrection
 from ._predict import WeightPrediction
 from .hooks import Done, Hook, OneBitState, Waitable
 
-__all__ = ["DistributedOptimizer"]
+__all__ = ["DistributedOptimizer", "compression_pays"]
+
+# The link rate (bits/s) below which 1-bit pays for its own work: on CPU, 1-bit's passes
+# over the gradient (compensate, quantize, pack, decode, residual, momentum) cost some
+# 5-10 ns per value (docs/benchmarks/torch-onebit.md), while a float32 allreduce moves
+# ~64 bits per value: ~6 ns at 10 Gbit/s.
+_PAYING_RATE = 10e9
+
+
+def compression_pays(comm: Communicator) -> bool:
+    """Whether ``compression="auto"`` compresses on ``comm``: its ranks span more than one
+    host, and the link rate the job states (``comm.link_rate``, bits/s; unknown counts as
+    slow) is below 10 Gbit/s.
+
+    Why: between processes of one host the allreduce runs through shared memory at memory
+    speed (~4 ms for the 7.5 MB of an MLP of 1.9M parameters, 2 workers), while 1-bit must
+    read the gradient several times to compensate, quantize, pack and decode it, which
+    costs more than the whole exact allreduce (``docs/benchmarks/torch-onebit.md``: 1-bit
+    several times slower than the uncompressed path there). Between hosts a float32
+    allreduce sends ~64 bits per value and 1-bit ~2.3: at 1-10 Gbit/s that is the time
+    that compression saves. Tuning: ask for ``compression="onebit"`` to compress anyway (a
+    slow or shared link the job does not know of), or state the link rate
+    (``terascale run --link-rate 25Gbit``, ``init(link_rate=)``) so that ``auto`` knows a
+    fast one. The decision depends only on what every rank holds
+    alike (the host list and the link rate), so all ranks take the same one.
+    """
+    if len(set(comm.hosts)) <= 1:
+        return False
+    return comm.link_rate is None or comm.link_rate < _PAYING_RATE
+
+
+def _compression_hook(name: str, comm: Communicator, state: Any) -> tuple[Hook | None, Any]:
+    """The hook and state of ``compression=name``."""
+    from .hooks import fp16_hook, onebit_hook
+
+    if name not in ("auto", "onebit", "fp16", "none"):
+        raise ConfigError(f"compression={name!r}: expected 'auto', 'onebit', 'fp16' or 'none'")
+    if state is not None and not isinstance(state, OneBitState):
+        raise ConfigError(f"hook_state={state!r} with compression={name!r}: only a "
+                          "OneBitState (or None)")
+    if name == "fp16":
+        return fp16_hook, None
+    if name == "onebit" or (name == "auto" and compression_pays(comm)):
+        return onebit_hook, state if state is not None else OneBitState()
+    return None, None
+
+
+def _name(hook: Hook | None) -> str:
+    from .hooks import fp16_hook, onebit_hook
+
+    return {None: "none", onebit_hook: "onebit", fp16_hook: "fp16"}.get(hook, "custom")
 
 
 class DistributedOptimizer:
@@ -67,7 +117,13 @@ class DistributedOptimizer:
     ones pay fewer per-message costs; 25 MB as DDP, ~1 MB for small models on slow links);
     ``first_bucket_mb``: the size of the first bucket, which holds the last layers and
     should start early (1 MB, as DDP).
-    ``hook``/``hook_state``: compression (see :mod:`terascale.torch.hooks`).
+    ``compression``: ``"auto"`` (the way to ask for compression), ``"onebit"``, ``"fp16"``
+    or None (the default: exact sums); ``hook_state`` may carry a :class:`OneBitState` to
+    tune the 1-bit exchange. ``"auto"`` compresses with 1-bit only where the link is slower
+    than compression's own cost (see :func:`compression_pays`); elsewhere it is the
+    uncompressed path, bitwise. The choice made is in ``self.compression``.
+    ``hook``/``hook_state``: a communication hook of one's own (see
+    :mod:`terascale.torch.hooks`); ``hook=onebit_hook`` always compresses, as asked.
     ``backward_passes_per_step``: gradient accumulation; communication starts only on the
     last of that many backward passes (scale the loss by ``1/k`` as usual).
     ``half_batch``: apply gradients one step late, overlapping their communication with the
@@ -91,7 +147,7 @@ class DistributedOptimizer:
                  backward_passes_per_step: int = 1, half_batch: bool = False,
                  max_grad_norm: float | None = None, algorithm: str = "auto",
                  half_batch_momentum: float | str | None = None,
-                 half_batch_predict: bool = True) -> None:
+                 half_batch_predict: bool = True, compression: str | None = None) -> None:
         if bucket_mb <= 0 or first_bucket_mb <= 0:
             raise ConfigError(f"bucket_mb={bucket_mb} and first_bucket_mb={first_bucket_mb} "
                               "must be positive")
@@ -99,6 +155,12 @@ class DistributedOptimizer:
             raise ConfigError(f"backward_passes_per_step={backward_passes_per_step} must be >= 1")
         self.optimizer = optimizer
         self.comm = resolve(comm)
+        if compression is not None:
+            if hook is not None:
+                raise ConfigError(f"compression={compression!r} and hook={hook!r}: give one "
+                                  "of them")
+            hook, hook_state = _compression_hook(compression, self.comm, hook_state)
+        self.compression = _name(hook)
         self.hook = hook
         self.hook_state = hook_state
         if isinstance(hook_state, OneBitState) and hook_state.momentum is None:
