@@ -37,7 +37,7 @@ from ..communicator import Communicator
 from ..transport.p2p import PointToPoint, Request
 from ._pg_work import Work, completed
 
-__all__ = ["BITWISE", "P2P", "TorchPeerLost", "TorchTimeout", "allgather_coalesced",
+__all__ = ["BITWISE", "P2P", "TorchPeerLost", "TorchTimeout", "allgather_coalesced", "as_torch_error",
            "bitwise_allreduce", "is_bitwise", "monitored_barrier", "sparse_allreduce", "torch_timeout"]
 
 # (op, fold): torch's ReduceOp compares equal to its enum but does not hash like it
@@ -60,7 +60,10 @@ class P2PWork(Work):
 
     def wait(self, timeout: Any = None) -> bool:
         if self._request is not None:
-            self._request.wait()  # raises PeerTimeout/PeerLost/CollectiveMismatch
+            try:
+                self._request.wait()  # PeerTimeout/PeerLost/CollectiveMismatch
+            except CollectiveError as e:
+                raise as_torch_error(e) from None
         return super().wait()
 
     def is_completed(self) -> bool:
@@ -147,7 +150,7 @@ class P2P:
         try:
             self.links.send(dst, int(tag), memoryview(data), self.timeout)
         except CollectiveError as e:
-            return _failed(e)
+            return _failed(as_torch_error(e))
         return completed(tensors)
 
     def recv(self, tensors: list[torch.Tensor], src: int | None, tag: int) -> Work:
@@ -163,7 +166,10 @@ class P2P:
         def done(req: Request) -> None:
             if req.error is None and not direct:
                 out.copy_(stage)
-            self._done.put((fut, tensors, req.error))
+            error = req.error
+            if isinstance(error, CollectiveError):
+                error = as_torch_error(error)
+            self._done.put((fut, tensors, error))
 
         req = self.links.post_recv(src, int(tag), memoryview(view), self.timeout, done)
         return P2PWork(fut, req)
@@ -246,6 +252,15 @@ class TorchTimeout(PeerTimeout, RuntimeError):
 
 class TorchPeerLost(PeerLost, RuntimeError):
     """A :class:`~terascale.PeerLost` that torch code catching ``RuntimeError`` catches."""
+
+
+def as_torch_error(e: CollectiveError) -> CollectiveError:
+    """``e`` as the class torch code catches too (``RuntimeError``), same message and
+    fields: a timeout or a lost peer; anything else as it is."""
+    for ours, theirs in ((PeerTimeout, TorchTimeout), (PeerLost, TorchPeerLost)):
+        if isinstance(e, ours) and not isinstance(e, RuntimeError):
+            return theirs(str(e), rank=e.rank, peer=e.peer, operation=e.operation)
+    return e
 
 
 def torch_timeout(e: CollectiveError, operation: str) -> TorchTimeout:

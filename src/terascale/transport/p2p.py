@@ -91,6 +91,26 @@ class Request:
             self.callback(self)
 
 
+class _Early:
+    """A message that arrived before its receive was posted (its bytes may still be coming)."""
+
+    def __init__(self, source: int, tag: int, nbytes: int) -> None:
+        self.source, self.tag = source, tag
+        self.buf = bytearray(nbytes)
+        self.ready = threading.Event()
+        self.error: CollectiveError | None = None
+
+    def fail(self, error: CollectiveError) -> None:
+        self.error = error
+        self.ready.set()
+
+    def payload(self) -> bytearray | None:
+        """The bytes once all arrived (the reader's body deadline bounds the wait), or None
+        when the sender failed in the middle (then :attr:`error` says so)."""
+        self.ready.wait()
+        return None if self.error is not None else self.buf
+
+
 class PointToPoint:
     """Tagged, ordered point-to-point messages of one group (see the module doc).
 
@@ -115,7 +135,7 @@ class PointToPoint:
         self._out_locks = {p: threading.Lock() for p in range(size)}
         self._lock = threading.Lock()  # the matching state below
         self._posted: list[Request] = []
-        self._unexpected: list[tuple[int, int, bytes]] = []  # (source, tag, payload)
+        self._unexpected: list[_Early] = []  # arrived before their receive, in order
         self._gone: dict[int, CollectiveError] = {}  # sources that closed or failed
         self._deadlines: list[tuple[float, int, Request]] = []
         self._ticket = itertools.count()
@@ -217,8 +237,11 @@ class PointToPoint:
                     self._wake.notify()
                     return req
         if found is not None:
-            source, payload = found
-            if len(payload) != len(into):
+            source, early = found
+            payload = early.payload()
+            if payload is None:
+                err = early.error
+            elif len(payload) != len(into):
                 err = self._size_error(req, source, len(payload))
             else:
                 into[:] = payload
@@ -227,12 +250,12 @@ class PointToPoint:
         req._finish(None, err)
         return req
 
-    def _match_unexpected(self, req: Request) -> tuple[tuple[int, bytes] | None,
+    def _match_unexpected(self, req: Request) -> tuple[tuple[int, _Early] | None,
                                                         BaseException | None]:
-        for i, (source, tag, payload) in enumerate(self._unexpected):
-            if tag == req.tag and req.src in (None, source):
+        for i, early in enumerate(self._unexpected):
+            if early.tag == req.tag and req.src in (None, early.source):
                 del self._unexpected[i]
-                return (source, payload), None
+                return (early.source, early), None
         gone = self._gone.get(req.src) if req.src is not None else None
         if gone is None and req.src is None and len(self._gone) >= self.size - 1 > 0:
             gone = next(iter(self._gone.values()))
@@ -254,11 +277,17 @@ class PointToPoint:
                         if r.tag == tag and r.src in (None, source)), None)
             if req is not None:
                 self._posted.remove(req)
+            else:  # queued in arrival order now, filled below: a receive posted meanwhile
+                early = _Early(source, tag, nbytes)  # takes it and waits for its bytes
+                self._unexpected.append(early)
         if req is None:
-            buf = bytearray(nbytes)
-            fill(memoryview(buf))
-            with self._lock:
-                self._unexpected.append((source, tag, bytes(buf)))
+            try:
+                fill(memoryview(early.buf))
+            except BaseException as e:
+                early.fail(PeerLost(f"peer {source} failed in the middle of a message ({e})",
+                                    rank=self.rank, peer=source))
+                raise
+            early.ready.set()
             return
         if len(req.into) != nbytes:
             scratch = bytearray(nbytes)
