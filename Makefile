@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch first, pinned to the CPU build on local disk, so that `torch>=2.3` is already met.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test install install-test system-deps peers lint bench clean
+.PHONY: demo test test-torch install install-test system-deps peers lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,3 +55,16 @@ lint: install-test
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache src/terascale/*.so
+
+# PyTorch's own distributed test base (DistributedTest._DistTestBase) on gloo, on terascale and
+# with gloo's groups created on terascale, at world sizes 2 and 3; then the comparison (every
+# test that passes on gloo passes on terascale). Long (each test spawns its ranks): CI runs
+# tests/torch/test_dist_suite.py, a fast subset.
+DIST_SUITE := build/dist-suite
+test-torch: install-test
+	mkdir -p $(DIST_SUITE)
+	for ws in 2 3; do for setup in gloo terascale gloo-on-terascale; do \
+	  $(BIN)/python tests/torch/dist_suite.py --setup $$setup --world-size $$ws \
+	    --json $(DIST_SUITE)/$$setup-$$ws.json > $(DIST_SUITE)/$$setup-$$ws.log 2>&1 || true; \
+	done; done
+	$(BIN)/python tests/torch/dist_suite.py --report $(DIST_SUITE)
