@@ -193,9 +193,13 @@ class PointToPoint:
             sock = self._link(peer, deadline)
             try:
                 sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                sock.sendall(_HEAD.pack(_DATA, tag, len(data)))
-                if len(data):
-                    sock.sendall(data)
+                head = _HEAD.pack(_DATA, tag, len(data))
+                sent = sock.sendmsg([head, data])  # one system call for a small message
+                if sent < len(head):
+                    sock.sendall(head[sent:])
+                    sent = len(head)
+                if sent - len(head) < len(data):
+                    sock.sendall(data[sent - len(head):])
             except TimeoutError:
                 self._drop_out(peer)
                 raise PeerTimeout(f"Timed out after {timeout:g} s: rank {self.rank} sending "
