@@ -298,15 +298,3 @@ class TerascaleProcessGroup(dist.ProcessGroup):
     def allgather_coalesced(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],
                             opts: Any = None) -> Any:
         return p2p.allgather_coalesced(self, outputs, inputs)
-
-    def all_gather_single_coalesced(self, outputs: list[torch.Tensor],
-                                    inputs: list[torch.Tensor], opts: Any = None) -> Any:
-        for o, i in zip(outputs, inputs, strict=True):
-            self.all_gather_single(o, i).wait()
-        return completed(outputs)
-
-    def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor],
-                                        inputs: list[torch.Tensor], opts: Any = None) -> Any:
-        for o, i in zip(outputs, inputs, strict=True):
-            self.reduce_scatter_single(o, i, opts)
-        return completed(outputs)
