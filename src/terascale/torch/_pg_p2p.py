@@ -30,10 +30,14 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from torch.futures import Future
 
+from .._env import read_flag
 from .._errors import CollectiveError, ConfigError, PeerLost, PeerTimeout
 from ..communicator import Communicator
+from ..transport import stronger_mode as stronger
 from ..transport.p2p import PointToPoint, Request
 from ._pg_work import Work, completed
 
@@ -83,6 +87,23 @@ def _failed(e: BaseException) -> Work:
     return P2PWork(fut)
 
 
+def _security_of(comm: Communicator) -> str:
+    """This rank's link security: its TCP links' mode (agreed across the job), or what it
+    asked for itself (TERASCALE_ENCRYPT) when it has none."""
+    socks = getattr(getattr(comm, "_mesh", None), "socks", None) or {}
+    modes = {getattr(s, "mode", None) for s in socks.values()}
+    if "encrypt" in modes or read_flag(os.environ, "TERASCALE_ENCRYPT"):
+        return "encrypt"
+    return "integrity"
+
+
+def _pair_secret(key: X25519PrivateKey, mine: bytes, theirs: bytes) -> bytes:
+    """The secret two ranks' point-to-point links authenticate with (the same on both)."""
+    shared = key.exchange(X25519PublicKey.from_public_bytes(theirs))
+    lo, hi = sorted((mine, theirs))
+    return hashlib.sha256(b"terascale p2p pair|" + shared + lo + hi).digest()
+
+
 def _host_of(comm: Communicator) -> str:
     """An address of this host that the group's other ranks reach."""
     if len(set(comm.hosts)) <= 1:
@@ -101,18 +122,28 @@ class P2P:
 
     def __init__(self, comm: Communicator, timeout: float) -> None:
         self.rank, self.size, self.timeout = comm.rank, comm.size, timeout
-        share = os.urandom(32)
+        key = X25519PrivateKey.generate()
+        mine = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
         host = _host_of(comm)
-        # One collective at group creation: every rank's address and a share of the secret
-        # the links authenticate with (over the communicator's authenticated links).
+        # One collective at group creation, over the communicator's authenticated links:
+        # every rank's address, its X25519 public key and its link security. Each pair's
+        # links authenticate with a secret of that pair's own (a Diffie-Hellman exchange:
+        # nobody who reads the collectives' traffic -- in clear in the integrity mode --
+        # learns it), and run the strongest mode any rank asked for.
         probe = PointToPoint(comm.rank, comm.size, b"", host=host, timeout=timeout)
         try:
-            rows = comm.allgather_object((probe.address, share.hex()), timeout=timeout)
+            rows = comm.allgather_object((probe.address, mine.hex(), _security_of(comm)),
+                                         timeout=timeout)
         except BaseException:
             probe.close()
             raise
-        probe._secret = hashlib.sha256(b"".join(bytes.fromhex(s) for _, s in rows)).digest()
-        probe.connect_to([tuple(a) for a, _ in rows])
+        pubs = [bytes.fromhex(pub) for _, pub, _ in rows]
+        probe._secret = [b"" if p == comm.rank else _pair_secret(key, mine, pubs[p])
+                         for p in range(comm.size)]
+        probe.security = "integrity"
+        for _, _, mode in rows:
+            probe.security = stronger(probe.security, str(mode))
+        probe.connect_to([tuple(a) for a, _, _ in rows])
         self.links = probe
         self._done: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._complete, daemon=True,

@@ -7,7 +7,13 @@ collective's frames:
 
 * **one TCP connection per ordered pair** (``i -> j`` carries only ``i``'s messages to
   ``j``), dialed by the sender on its first message and authenticated with the HMAC
-  challenge of :mod:`terascale._auth` on a secret the group shares. Messages from one
+  challenge of :mod:`terascale._auth` on the pair's secret. Then, as on the collectives'
+  links (:mod:`._connect`), a sealed hello names the sender and agrees the link security,
+  and every later byte travels in :class:`~._secure.SecureLink` records (GMAC, or AES-GCM
+  with ``security="encrypt"``) under keys of their own (HKDF over the pair's secret and
+  the handshake's nonces, labelled ``p2p``): a payload altered, replayed, reordered or
+  dropped on the path fails the receive with :class:`~terascale.LinkTampered` (or
+  ``PeerLost``) naming rank and peer, never a wrong tensor. Messages from one
   sender arrive in the order they were sent (MPI's non-overtaking rule). Ranks on one host
   use loopback TCP too: the shared-memory segment is the collectives' own (its slots and
   epochs assume every member takes part), and a loopback copy costs little beside it.
@@ -25,6 +31,7 @@ Use it through the torch backend (``dist.send``/``recv``/``isend``/``irecv``/
 ``batch_isend_irecv``) or directly::
 
     p2p = PointToPoint(rank, size, secret, host="127.0.0.1")   # on every rank
+    # secret: bytes the group shares, or one per peer (the pair's: see _pg_p2p)
     addresses = comm.allgather_object(p2p.address)              # any way to share them
     p2p.connect_to(addresses)
     p2p.send(1, tag=0, data=memoryview(buf), timeout=30)
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import select
 import socket
 import struct
@@ -43,9 +51,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from .._admission import Admission
 from .._async import close_at_exit
-from .._auth import accept_handshake, dial_handshake, recv_exact
-from .._errors import CollectiveError, CollectiveMismatch, PeerLost, PeerTimeout
+from .._auth import Channel, accept_handshake, dial_handshake, drop_reason, recv_exact
+from .._errors import AuthError, CollectiveError, CollectiveMismatch, PeerLost, PeerTimeout
+from ._secure import SecureLink
 
 __all__ = ["PointToPoint", "Request"]
 
@@ -53,6 +63,10 @@ _HEAD = struct.Struct("<BqQ")  # kind, tag, payload bytes
 _HELLO = struct.Struct("<q")  # the dialer's rank, after the handshake
 _DATA, _BYE = 0, 1
 _VET_S = 10.0  # time a new connection gets to authenticate
+_PER_SOURCE = 32  # unauthenticated connections one address may hold; more evict its oldest
+_SECURITY = ("integrity", "encrypt")
+
+log = logging.getLogger("terascale.transport")
 
 
 class Request:
@@ -114,24 +128,32 @@ class _Early:
 class PointToPoint:
     """Tagged, ordered point-to-point messages of one group (see the module doc).
 
-    ``rank``/``size``: this rank in the group; ``secret``: shared by the group's ranks (the
-    links are authenticated with it); ``host``: the address to listen on, one the other
-    ranks reach; ``timeout``: how long a message's body may take once its header arrived.
+    ``rank``/``size``: this rank in the group; ``secret``: shared by the group's ranks, or
+    a list with one per rank (index ``p``: the secret this rank shares with rank ``p``;
+    the links are authenticated with it); ``host``: the address to listen on, one the
+    other ranks reach; ``timeout``: how long a message's body may take once its header
+    arrived; ``security``: ``"integrity"`` (every byte authenticated) or ``"encrypt"``
+    (encrypted too): every rank of the group must run the same, and a rank refuses a
+    peer that offers another with an :class:`~terascale.AuthError`.
     Call :meth:`connect_to` with every rank's :attr:`address` before sending.
     """
 
-    def __init__(self, rank: int, size: int, secret: bytes, *, host: str = "127.0.0.1",
-                 name: str = "p2p", timeout: float = 60.0) -> None:
-        self.rank, self.size, self.name = rank, size, name
+    def __init__(self, rank: int, size: int, secret: bytes | list[bytes], *,
+                 host: str = "127.0.0.1", name: str = "p2p", timeout: float = 60.0,
+                 security: str = "integrity") -> None:
+        if security not in _SECURITY:
+            raise ValueError(f"security={security!r} must be one of {_SECURITY}")
+        self.rank, self.size, self.name, self.security = rank, size, name, security
         self.timeout = timeout  # the most a message's body may take once its header is in
         self._secret = secret
+        self._admission = Admission(per_source=_PER_SOURCE)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._listener = socket.socket(family, socket.SOCK_STREAM)
         self._listener.bind((host, 0))
         self._listener.listen(max(size, 8))
         self.address: tuple[str, int] = (host, self._listener.getsockname()[1])
         self._peers: list[tuple[str, int]] | None = None
-        self._out: dict[int, socket.socket] = {}
+        self._out: dict[int, _Link] = {}
         self._out_locks = {p: threading.Lock() for p in range(size)}
         self._lock = threading.Lock()  # the matching state below
         self._posted: list[Request] = []
@@ -141,7 +163,7 @@ class PointToPoint:
         self._ticket = itertools.count()
         self._wake = threading.Condition(self._lock)
         self._closed = False
-        self._incoming: list[socket.socket] = []
+        self._incoming: list[_Link] = []
         self._threads = [threading.Thread(target=self._accept_loop, daemon=True,
                                           name=f"terascale-{name}-accept-{rank}"),
                          threading.Thread(target=self._deadline_loop, daemon=True,
@@ -157,26 +179,57 @@ class PointToPoint:
             raise ValueError(f"rank {self.rank}: {len(addresses)} addresses for {self.size} ranks")
         self._peers = [(str(h), int(p)) for h, p in addresses]
 
-    def _link(self, peer: int, deadline: float) -> socket.socket:
-        sock = self._out.get(peer)
-        if sock is not None:
-            return sock
+    def _secret_with(self, peer: int) -> bytes:
+        s = self._secret
+        return s if isinstance(s, (bytes, bytearray)) else s[peer]
+
+    def _label(self, dialer: int, acceptor: int) -> str:
+        # the keys' label: never those of the collectives' links (nor another group's)
+        return f"p2p|{self.name}|{dialer}>{acceptor}"
+
+    def _link(self, peer: int, deadline: float) -> _Link:
+        link = self._out.get(peer)
+        if link is not None:
+            return link
         if self._peers is None:
             raise CollectiveError(f"rank {self.rank}: point-to-point used before connect_to",
                                   rank=self.rank, peer=peer, operation="send")
         host, port = self._peers[peer]
+        secret = self._secret_with(peer)
+        label = self._label(self.rank, peer)
+        sock = None
         try:
             sock = socket.create_connection((host, port),
                                             timeout=max(deadline - time.monotonic(), 0.001))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            dial_handshake(sock, self._secret, deadline)
+            # which pair's secret to check, in clear: the handshake then proves it
             sock.sendall(_HELLO.pack(self.rank))
-        except (OSError, ConnectionError) as e:
+            nonces = dial_handshake(sock, secret, deadline)
+            channel = Channel(secret, nonces, dialer=True, purpose=f"hello|{label}")
+            channel.send(sock, {"rank": self.rank, "group": self.name,
+                                "security": self.security}, deadline)
+            theirs = channel.recv(sock, deadline, what=f"rank {self.rank}: hello of rank {peer}")
+            mode = theirs.get("security") if isinstance(theirs, dict) else None
+            if mode != self.security:
+                raise AuthError(f"rank {self.rank}: rank {peer} runs {mode} point-to-point "
+                                f"links, this rank {self.security}: refusing to send to it "
+                                "(the ranks disagree on the job's link security)")
+        except AuthError as e:
+            if sock is not None:
+                sock.close()
+            raise AuthError(f"rank {self.rank}: point-to-point link to rank {peer} refused: "
+                            f"{e}") from None
+        except (OSError, ConnectionError, ValueError) as e:
+            if sock is not None:
+                sock.close()
             raise PeerLost(f"rank {self.rank}: could not reach peer {peer} at {host}:{port} "
                            f"for send ({e})", rank=self.rank, peer=peer,
                            operation="send") from None
-        self._out[peer] = sock
-        return sock
+        link = _Link(SecureLink(sock, secret, nonces, label, dialer=self.rank, acceptor=peer,
+                                rank=self.rank, peer=peer,
+                                encrypt=self.security == "encrypt"))
+        self._out[peer] = link
+        return link
 
     # -- sending ----------------------------------------------------------------------------
     def send(self, peer: int, tag: int, data: memoryview, timeout: float) -> None:
@@ -190,16 +243,10 @@ class PointToPoint:
             return
         deadline = time.monotonic() + timeout
         with self._out_locks[peer]:
-            sock = self._link(peer, deadline)
+            link = self._link(peer, deadline)
             try:
-                sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                head = _HEAD.pack(_DATA, tag, len(data))
-                sent = sock.sendmsg([head, data])  # one system call for a small message
-                if sent < len(head):
-                    sock.sendall(head[sent:])
-                    sent = len(head)
-                if sent - len(head) < len(data):
-                    sock.sendall(data[sent - len(head):])
+                # a small message: one record, one system call
+                link.send_all([_HEAD.pack(_DATA, tag, len(data)), data], deadline)
             except TimeoutError:
                 self._drop_out(peer)
                 raise PeerTimeout(f"Timed out after {timeout:g} s: rank {self.rank} sending "
@@ -213,9 +260,9 @@ class PointToPoint:
                                operation="send") from None
 
     def _drop_out(self, peer: int) -> None:
-        sock = self._out.pop(peer, None)
-        if sock is not None:
-            sock.close()
+        link = self._out.pop(peer, None)
+        if link is not None:
+            link.close()
 
     # -- receiving --------------------------------------------------------------------------
     def post_recv(self, src: int | None, tag: int, into: memoryview, timeout: float,
@@ -288,17 +335,25 @@ class PointToPoint:
             try:
                 fill(memoryview(early.buf))
             except BaseException as e:
-                early.fail(PeerLost(f"peer {source} failed in the middle of a message ({e})",
-                                    rank=self.rank, peer=source))
+                early.fail(e if isinstance(e, AuthError) and isinstance(e, CollectiveError)
+                           else PeerLost(f"peer {source} failed in the middle of a message "
+                                         f"({e})", rank=self.rank, peer=source))
                 raise
             early.ready.set()
             return
-        if len(req.into) != nbytes:
-            scratch = bytearray(nbytes)
-            fill(memoryview(scratch))
-            req._finish(None, self._size_error(req, source, nbytes))
-            return
-        fill(req.into)
+        try:
+            if len(req.into) != nbytes:
+                scratch = bytearray(nbytes)
+                fill(memoryview(scratch))
+                req._finish(None, self._size_error(req, source, nbytes))
+                return
+            fill(req.into)
+        except BaseException as e:  # the receive fails with the link (never left posted)
+            req._finish(None, e if isinstance(e, CollectiveError) else PeerLost(
+                f"rank {self.rank}: {req.what} (tag {tag}): peer {source} failed in the "
+                f"middle of a message ({e})", rank=self.rank, peer=source,
+                operation=req.what))
+            raise
         req._finish(source, None)
 
     def _accept_loop(self) -> None:
@@ -307,40 +362,67 @@ class PointToPoint:
                 ready, _, _ = select.select([self._listener], [], [], 0.2)
                 if not ready:
                     continue
-                conn, _ = self._listener.accept()
+                conn, who = self._listener.accept()
             except OSError:
                 return  # listener closed
-            threading.Thread(target=self._reader, args=(conn,), daemon=True,
+            # Each connection is vetted in a thread of its own with a deadline, and one
+            # address holds a bounded number unvetted: strangers never delay a peer.
+            self._admission.admit(conn, str(who[0]))
+            threading.Thread(target=self._reader, args=(conn, str(who[0])), daemon=True,
                              name=f"terascale-{self.name}-read-{self.rank}").start()
 
-    def _reader(self, conn: socket.socket) -> None:
-        source = -1
+    def _vet(self, conn: socket.socket, deadline: float) -> tuple[int, _Link]:
+        """The handshake on the pair's secret, then the sealed hello and mode agreement."""
+        (source,) = _HELLO.unpack(recv_exact(conn, _HELLO.size, deadline))
+        if not 0 <= source < self.size or source == self.rank:
+            raise ValueError(f"bad rank {source}")
+        secret = self._secret_with(source)
+        label = self._label(source, self.rank)
+        nonces = accept_handshake(conn, secret, deadline)
+        channel = Channel(secret, nonces, dialer=False, purpose=f"hello|{label}")
+        hello = channel.recv(conn, deadline, what=f"rank {self.rank}: a peer's hello")
+        if hello.get("rank") != source or hello.get("group") != self.name:
+            raise AuthError(f"unexpected hello {hello!r}")
+        channel.send(conn, {"security": self.security}, deadline)
+        if hello.get("security") != self.security:
+            raise AuthError(f"rank {source} offers {hello.get('security')} point-to-point "
+                            f"links, this rank runs {self.security}")
+        return source, _Link(SecureLink(conn, secret, nonces, label, dialer=source,
+                                        acceptor=self.rank, rank=self.rank, peer=source,
+                                        encrypt=self.security == "encrypt"))
+
+    def _reader(self, conn: socket.socket, who: str) -> None:
         try:
-            deadline = time.monotonic() + _VET_S
-            accept_handshake(conn, self._secret, deadline)
-            (source,) = _HELLO.unpack(recv_exact(conn, _HELLO.size, deadline))
-            if not 0 <= source < self.size:
-                raise ConnectionError(f"bad rank {source}")
-        except Exception:  # not one of ours, or it failed the secret: drop it quietly
+            source, link = self._vet(conn, time.monotonic() + _VET_S)
+        except (AuthError, OSError, TimeoutError, ValueError, KeyError, TypeError,
+                AttributeError, struct.error) as e:
+            # not one of ours, or it failed the secret: drop it (counted, logged at close)
+            self._admission.dropped(drop_reason(e, "sent a bad hello"), who)
+            log.debug("rank %d: dropped a point-to-point connection from %s: %s",
+                      self.rank, who, e)
             conn.close()
             return
-        conn.settimeout(None)
+        finally:
+            self._admission.done(conn)
         with self._lock:
             if self._closed:
                 conn.close()
                 return
-            self._incoming.append(conn)
+            self._incoming.append(link)
         error: CollectiveError
         try:
             while True:
-                conn.settimeout(None)  # idle between messages for as long as it likes
-                kind, tag, nbytes = _HEAD.unpack(_read(conn, _HEAD.size))
-                conn.settimeout(self.timeout)
+                # idle between messages for as long as it likes
+                kind, tag, nbytes = _HEAD.unpack(link.read(_HEAD.size, None))
                 if kind == _BYE:
                     error = PeerLost(f"peer {source} shut its process group down",
                                      rank=self.rank, peer=source)
                     break
-                self._deliver(source, tag, nbytes, lambda view: _read_into(conn, view))
+                self._deliver(source, tag, nbytes, lambda view: link.read_into(
+                    view, time.monotonic() + self.timeout))
+        except AuthError as e:  # LinkTampered: the link stays refused
+            error = e if isinstance(e, CollectiveError) else PeerLost(
+                str(e), rank=self.rank, peer=source)
         except TimeoutError:
             error = PeerTimeout(f"Timed out after {self.timeout:g} s: peer {source} stalled "
                                 "in the middle of a message", rank=self.rank, peer=source)
@@ -348,7 +430,7 @@ class PointToPoint:
             error = PeerLost(f"peer {source} closed the connection ({e}): its process died "
                              "or aborted", rank=self.rank, peer=source)
         finally:
-            conn.close()
+            link.close()
         self._fail_source(source, error)
 
     def _fail_source(self, source: int, error: CollectiveError) -> None:
@@ -403,15 +485,18 @@ class PointToPoint:
             posted, self._posted = self._posted, []
             incoming, self._incoming = self._incoming, []
             self._wake.notify_all()
-        for sock in list(self._out.values()):
+        for link in list(self._out.values()):
             try:
-                sock.settimeout(0.5)
-                sock.sendall(_HEAD.pack(_BYE, 0, 0))
-            except OSError:
+                link.send_all([_HEAD.pack(_BYE, 0, 0)], time.monotonic() + 0.5)
+            except (OSError, CollectiveError):
                 pass
-            sock.close()
+            link.close()
         self._out.clear()
         self._listener.close()
+        self._admission.shut_all()
+        line = self._admission.summary(f"rank {self.rank}", f"to the {self.name} port")
+        if line is not None:
+            log.info("%s", line)
         for conn in incoming:
             try:
                 conn.shutdown(socket.SHUT_RDWR)
@@ -426,16 +511,63 @@ class PointToPoint:
                 t.join(timeout)
 
 
-def _read(conn: socket.socket, n: int) -> bytes:
-    buf = bytearray(n)
-    _read_into(conn, memoryview(buf))
-    return bytes(buf)
+class _Link:
+    """Blocking, deadline-bounded sends and reads over a non-blocking
+    :class:`~._secure.SecureLink` (the point-to-point threads block; the mesh does not)."""
 
+    def __init__(self, secure: SecureLink) -> None:
+        self.secure = secure
+        secure.setblocking(False)
 
-def _read_into(conn: socket.socket, view: memoryview) -> None:
-    got, n = 0, len(view)
-    while got < n:
-        k = conn.recv_into(view[got:])
-        if k == 0:
-            raise ConnectionError(f"connection closed after {got} of {n} bytes")
-        got += k
+    def send_all(self, views: list[bytes | memoryview], deadline: float) -> None:
+        """Every byte of ``views`` into the kernel by ``deadline``; TimeoutError otherwise."""
+        pending = [memoryview(v).cast("B") for v in views if len(v)]
+        while pending:
+            try:
+                n = self.secure.sendmsg(pending)
+            except BlockingIOError:
+                n = 0
+            while n:
+                if n >= len(pending[0]):
+                    n -= len(pending.pop(0))
+                else:
+                    pending[0] = pending[0][n:]
+                    n = 0
+            if pending:
+                self._wait(False, deadline)
+
+    def read_into(self, view: memoryview, deadline: float | None) -> None:
+        """Fill ``view`` by ``deadline`` (None: wait as long as it takes); TimeoutError,
+        ConnectionError at the end of the stream, LinkTampered when a record fails."""
+        got, n = 0, len(view)
+        while got < n:
+            try:
+                k = self.secure.recv_into(view[got:])
+            except BlockingIOError:
+                self._wait(True, deadline)
+                continue
+            if k == 0:
+                raise ConnectionError(f"connection closed after {got} of {n} bytes")
+            got += k
+
+    def read(self, n: int, deadline: float | None) -> bytes:
+        buf = bytearray(n)
+        self.read_into(memoryview(buf), deadline)
+        return bytes(buf)
+
+    def _wait(self, readable: bool, deadline: float | None) -> None:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise TimeoutError("deadline passed")
+        fd = self.secure.fileno()
+        if fd < 0:
+            raise ConnectionError("link closed")
+        r, w, _ = select.select([fd] if readable else [], [] if readable else [fd], [], left)
+        if not r and not w:
+            raise TimeoutError("deadline passed")
+
+    def shutdown(self, how: int) -> None:
+        self.secure.shutdown(how)
+
+    def close(self) -> None:
+        self.secure.close()
