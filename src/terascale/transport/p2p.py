@@ -562,8 +562,9 @@ class _Link:
         fd = self.secure.fileno()
         if fd < 0:
             raise ConnectionError("link closed")
-        r, w, _ = select.select([fd] if readable else [], [] if readable else [fd], [], left)
-        if not r and not w:
+        poller = select.poll()  # not select(): a process may hold more than 1024 files
+        poller.register(fd, select.POLLIN if readable else select.POLLOUT)
+        if not poller.poll(None if left is None else max(int(left * 1000), 1)):
             raise TimeoutError("deadline passed")
 
     def shutdown(self, how: int) -> None:
