@@ -435,7 +435,8 @@ print("RESULT " + json.dumps(out), flush=True)
 """
 
 
-def _p2p_job(sizes: list[int], up: Mutator, security: str = "integrity") -> tuple[dict, Relay]:
+def _p2p_job(sizes: list[int], up: Mutator, security: str = "integrity",
+             relay_cls: type[Relay] = P2PRelay) -> tuple[dict, Relay]:
     """Rank 1 sends ``sizes`` float32 messages to rank 0 (two processes) through a relay
     that rewrites rank 1's stream with ``up``; rank 0's result."""
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")},
@@ -451,7 +452,7 @@ def _p2p_job(sizes: list[int], up: Mutator, security: str = "integrity") -> tupl
             line = p.stdout.readline()
             assert line.startswith("ADDR "), p.communicate(timeout=30)[1][-2000:]
             addrs.append(tuple(json.loads(line[5:])))
-        relay = P2PRelay(addrs[0], up=up)
+        relay = relay_cls(addrs[0], up=up)
         procs[0].stdin.write(json.dumps(addrs) + "\n")
         procs[1].stdin.write(json.dumps([relay.address, addrs[1]]) + "\n")
         for p in procs:
@@ -504,6 +505,25 @@ def test_an_altered_point_to_point_message_fails_the_receive(
     assert (res["rank"], res["peer"]) == (0, 1), res
     assert "tampered" in res["message"] and "rank 1" in res["message"], res
     assert res["elapsed"] < DEADLINE, res
+
+
+class _Cutter(P2PRelay):
+    """Forwards half of rank 1's message 1 (unit 2), then closes both ways: what a sender
+    killed in mid-send (or a path that cuts the connection) looks like."""
+
+    def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
+        def half(index: int, unit: bytes) -> list[bytes]:
+            if index == 2:
+                dst.sendall(unit[: len(unit) // 2])
+                raise OSError("cut")
+            return [unit]
+        return super()._pump(src, dst, prefix, half if mutate is not None else None)
+
+
+def test_a_sender_cut_off_in_mid_message_is_a_lost_peer() -> None:
+    res, _ = _p2p_job([1024, 1 << 14, 8], lambda index, unit: [unit], relay_cls=_Cutter)
+    assert res.get("got") == [0] and res.get("error") == "PeerLost", res
+    assert (res["rank"], res["peer"]) == (0, 1) and res["elapsed"] < DEADLINE, res
 
 
 def test_point_to_point_links_are_intact_through_a_quiet_relay() -> None:

@@ -421,8 +421,13 @@ class PointToPoint:
                 self._deliver(source, tag, nbytes, lambda view: link.read_into(
                     view, time.monotonic() + self.timeout))
         except AuthError as e:  # LinkTampered: the link stays refused
-            error = e if isinstance(e, CollectiveError) else PeerLost(
-                str(e), rank=self.rank, peer=source)
+            if link.secure.ended_inside_record():  # a sender that died in mid-message
+                error = PeerLost(f"peer {source} closed the connection in the middle of a "
+                                 "message: its process died or aborted (or the path cut "
+                                 "it)", rank=self.rank, peer=source)
+            else:
+                error = e if isinstance(e, CollectiveError) else PeerLost(
+                    str(e), rank=self.rank, peer=source)
         except TimeoutError:
             error = PeerTimeout(f"Timed out after {self.timeout:g} s: peer {source} stalled "
                                 "in the middle of a message", rank=self.rank, peer=source)
