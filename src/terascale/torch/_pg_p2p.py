@@ -3,7 +3,10 @@
 ``dist.send``/``recv``/``isend``/``irecv`` (from a given rank or any source, with tags) and
 ``dist.batch_isend_irecv`` run on :class:`terascale.transport.p2p.PointToPoint`: links of
 their own, one TCP connection per ordered pair, so they never interleave with the
-collectives' traffic on the communicator. Tensors of every dtype travel as their bytes
+collectives' traffic on the communicator. They are authenticated like the collectives'
+links (records under the job's link security: integrity, or encryption with
+TERASCALE_ENCRYPT), on a secret of each pair's own from an X25519 exchange over the
+communicator. Tensors of every dtype travel as their bytes
 (torch hands complex tensors over as their real view); the receiving tensor must have the
 sender's size in bytes, as with gloo.
 
