@@ -8,7 +8,7 @@ collective's frames:
 * **one TCP connection per ordered pair** (``i -> j`` carries only ``i``'s messages to
   ``j``), dialed by the sender on its first message and authenticated with the HMAC
   challenge of :mod:`terascale._auth` on the pair's secret. Then, as on the collectives'
-  links (:mod:`._connect`), a sealed hello names the sender and agrees the link security,
+  links (:mod:`.connect`), a sealed hello names the sender and agrees the link security,
   and every later byte travels in :class:`~._secure.SecureLink` records (GMAC, or AES-GCM
   with ``security="encrypt"``) under keys of their own (HKDF over the pair's secret and
   the handshake's nonces, labelled ``p2p``): a payload altered, replayed, reordered or
