@@ -77,6 +77,17 @@ lint: install-test
 clean:
 	rm -rf $(VENV) build dist docs/_build src/*.egg-info .pytest_cache .ruff_cache src/terascale/*.so
 
-# The torch backend's whole failure matrix (CI runs a subset of it).
+# The torch backend in full: the whole failure matrix (CI runs a subset of it), then
+# PyTorch's own distributed test base (DistributedTest._DistTestBase) on gloo, on terascale and
+# with gloo's groups created on terascale, at world sizes 2 and 3, and the comparison (every
+# test that passes on gloo passes on terascale). Long (each test spawns its ranks): CI runs
+# tests/torch/test_dist_suite.py, a fast subset.
+DIST_SUITE := build/dist-suite
 test-torch: install-test
 	TERASCALE_TORCH_FULL=1 $(BIN)/python -m pytest -q tests/torch
+	mkdir -p $(DIST_SUITE)
+	for ws in 2 3; do for setup in gloo terascale gloo-on-terascale; do \
+	  $(BIN)/python tests/torch/dist_suite.py --setup $$setup --world-size $$ws \
+	    --json $(DIST_SUITE)/$$setup-$$ws.json > $(DIST_SUITE)/$$setup-$$ws.log 2>&1 || true; \
+	done; done
+	$(BIN)/python tests/torch/dist_suite.py --report $(DIST_SUITE)

@@ -381,8 +381,11 @@ def own_listeners():  # (address, port) of this process's listening TCP sockets
 rank, addr, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 dist.init_process_group("terascale", init_method=f"tcp://{addr}:{port}", rank=rank,
                         world_size=2)
-# Rank 0: torch's own store (on every interface: torch's choice) and our rendezvous.
-ours = [a for a, p in own_listeners() if p != port]
+# Rank 0: torch's own store (on every interface: torch's choice) and our rendezvous; every
+# rank: the group's point-to-point listener, on this host's loopback (the ranks share a host)
+p2p = dist.group.WORLD._p2p.links.address
+ours = [a for a, p in own_listeners() if p not in (port, p2p[1])]
+assert p2p[0] == "127.0.0.1", p2p
 t = torch.ones(3) * (rank + 1)
 dist.all_reduce(t)
 dist.barrier()

@@ -44,6 +44,8 @@ class Relay:
     from the dialer to the acceptor / back, numbered from 0 per connection (0 is the sealed
     hello or rendezvous message), and return what to forward instead."""
 
+    dial_prefix = _DIAL_PREFIX  # the dialer's bytes before its first record
+
     def __init__(self, target: tuple[str, int], *, up: Mutator | None = None,
                  down: Mutator | None = None, frames: bool = False) -> None:
         self.target, self.up, self.down, self.frames = target, up, down, frames
@@ -67,7 +69,7 @@ class Relay:
                 a.close()
                 continue
             b.settimeout(None)
-            threading.Thread(target=self._pump, args=(a, b, _DIAL_PREFIX, self.up),
+            threading.Thread(target=self._pump, args=(a, b, self.dial_prefix, self.up),
                              daemon=True).start()
             threading.Thread(target=self._pump, args=(b, a, _ACCEPT_PREFIX, self.down),
                              daemon=True).start()
@@ -392,3 +394,187 @@ def test_a_rank_that_asked_for_encryption_refuses_a_plaintext_mesh(tmp_path: Pat
     assert "rank 0: rank 1 offers integrity links where this rank asked for encrypt" in \
         results[0]["message"]
     assert "rank 1: rank 0 requires encrypt links" in results[1]["message"]
+
+
+# -- point-to-point links (the torch backend's send/recv) --------------------------------------
+# Rank 1 sends to rank 0 through the relay; rank 1 names its rank (8 bytes) before the
+# handshake. Unit 0 is the sealed hello; a message of up to 64 KiB is one record after it.
+
+class P2PRelay(Relay):
+    dial_prefix = 8 + _DIAL_PREFIX
+
+
+_P2P_WORKER = r"""
+import json, os, sys, time
+import numpy as np
+from terascale.transport.p2p import PointToPoint
+rank, sizes = int(sys.argv[1]), json.loads(sys.argv[2])
+p2p = PointToPoint(rank, 2, bytes.fromhex(os.environ["P2P_SECRET"]),
+                   security=os.environ["P2P_SECURITY"], timeout=float(os.environ["DEADLINE"]))
+print("ADDR " + json.dumps(p2p.address), flush=True)
+p2p.connect_to([tuple(a) for a in json.loads(sys.stdin.readline())])
+out, start = {"got": []}, time.monotonic()
+try:
+    for i, n in enumerate(sizes):
+        if rank == 1:
+            p2p.send(0, i, memoryview(np.full(n, i + 1.0, np.float32)), 10.0)
+        else:
+            buf = np.zeros(n, np.float32)
+            p2p.post_recv(1, i, memoryview(buf), float(os.environ["DEADLINE"])).wait()
+            if not (buf == i + 1.0).all():
+                raise AssertionError(f"wrong message {i}: {sorted(set(buf.tolist()))[:4]}")
+            out["got"].append(i)
+    if rank == 1:
+        sys.stdin.readline()  # the receiver is done: only now say goodbye
+except BaseException as e:
+    out.update(error=type(e).__name__, kinds=[c.__name__ for c in type(e).__mro__],
+               message=str(e), rank=getattr(e, "rank", None), peer=getattr(e, "peer", None))
+out["elapsed"] = time.monotonic() - start
+p2p.close()
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+def _p2p_job(sizes: list[int], up: Mutator, security: str = "integrity",
+             relay_cls: type[Relay] = P2PRelay) -> tuple[dict, Relay]:
+    """Rank 1 sends ``sizes`` float32 messages to rank 0 (two processes) through a relay
+    that rewrites rank 1's stream with ``up``; rank 0's result."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")},
+           "P2P_SECRET": secrets.token_hex(32), "P2P_SECURITY": security,
+           "DEADLINE": str(DEADLINE)}
+    procs = [subprocess.Popen([sys.executable, "-c", _P2P_WORKER, str(r), json.dumps(sizes)],
+                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in range(2)]
+    relay = None
+    try:
+        addrs = []
+        for p in procs:
+            line = p.stdout.readline()
+            assert line.startswith("ADDR "), p.communicate(timeout=30)[1][-2000:]
+            addrs.append(tuple(json.loads(line[5:])))
+        relay = relay_cls(addrs[0], up=up)
+        procs[0].stdin.write(json.dumps(addrs) + "\n")
+        procs[1].stdin.write(json.dumps([relay.address, addrs[1]]) + "\n")
+        for p in procs:
+            p.stdin.flush()
+        out0, err0 = procs[0].communicate(timeout=3 * DEADLINE + 30)
+        procs[1].stdin.write("done\n")
+        procs[1].communicate(timeout=30)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        if relay is not None:
+            relay.close()
+    lines = [ln for ln in out0.splitlines() if ln.startswith("RESULT ")]
+    assert lines, f"rank 0 reported nothing: {err0[-2000:]}"
+    return json.loads(lines[-1][7:]), relay
+
+
+def _p2p_replayer() -> Mutator:
+    seen: dict[int, bytes] = {}
+
+    def mutate(index: int, unit: bytes) -> list[bytes]:
+        seen[index] = unit
+        return [seen[1]] if index == 3 else [unit]  # message 0's record in place of 2's
+    return mutate
+
+
+def _p2p_flip(index: int, unit: bytes) -> list[bytes]:
+    return [unit[:30] + bytes([unit[30] ^ 0x10]) + unit[31:]] if index == 2 else [unit]
+
+
+@pytest.mark.parametrize(("security", "attack", "sizes", "good"), [
+    ("integrity", "flip", [1024] * 3, [0]),
+    ("integrity", "replay", [1024] * 3, [0, 1]),
+    ("integrity", "drop", [1024] * 3, [0]),
+    ("integrity", "reorder", [1024] * 3, [0]),
+    ("integrity", "flip", [1024, 1 << 18], [0]),  # 1 MiB: its header's record, then payload's
+    ("encrypt", "flip", [1024] * 3, [0])])
+def test_an_altered_point_to_point_message_fails_the_receive(
+        security: str, attack: str, sizes: list[int], good: list[int]) -> None:
+    mutate = {"flip": _p2p_flip, "replay": _p2p_replayer(), "drop": _drop,
+              "reorder": _reorderer()}[attack]
+    if attack == "flip" and sizes[1] > 1024:  # the first payload record of the large one
+        def mutate(index: int, unit: bytes) -> list[bytes]:
+            return _p2p_flip(2, unit) if index == 3 else [unit]
+    res, relay = _p2p_job(sizes, mutate, security)
+    assert relay.touched >= 1
+    assert res.get("got") == good, res  # every message before the attack, intact
+    assert "AuthError" in res.get("kinds", []), res
+    assert (res["rank"], res["peer"]) == (0, 1), res
+    assert "tampered" in res["message"] and "rank 1" in res["message"], res
+    assert res["elapsed"] < DEADLINE, res
+
+
+class _Cutter(P2PRelay):
+    """Forwards half of rank 1's message 1 (unit 2), then closes both ways: what a sender
+    killed in mid-send (or a path that cuts the connection) looks like."""
+
+    def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
+        def half(index: int, unit: bytes) -> list[bytes]:
+            if index == 2:
+                dst.sendall(unit[: len(unit) // 2])
+                raise OSError("cut")
+            return [unit]
+        return super()._pump(src, dst, prefix, half if mutate is not None else None)
+
+
+def test_a_sender_cut_off_in_mid_message_is_a_lost_peer() -> None:
+    res, _ = _p2p_job([1024, 1 << 14, 8], lambda index, unit: [unit], relay_cls=_Cutter)
+    assert res.get("got") == [0] and res.get("error") == "PeerLost", res
+    assert (res["rank"], res["peer"]) == (0, 1) and res["elapsed"] < DEADLINE, res
+
+
+def test_point_to_point_links_are_intact_through_a_quiet_relay() -> None:
+    res, relay = _p2p_job([1024, 1 << 18, 7], lambda index, unit: [unit])
+    assert res.get("got") == [0, 1, 2] and "error" not in res, res
+    assert relay.touched == 0
+
+
+def test_idle_strangers_on_the_point_to_point_port_do_not_block_a_send() -> None:
+    import numpy as np
+
+    from terascale.transport.p2p import PointToPoint
+
+    secret = secrets.token_bytes(32)
+    a, b = PointToPoint(0, 2, secret), PointToPoint(1, 2, secret)
+    strangers = []
+    try:
+        for p in (a, b):
+            p.connect_to([a.address, b.address])
+        # idle connections, one dribbling bytes, one speaking garbage: each is vetted in a
+        # thread of its own (10 s deadline), so none of them delays rank 1's connection
+        strangers = [socket.create_connection(a.address) for _ in range(40)]
+        strangers[0].sendall(b"\x01")
+        strangers[1].sendall(os.urandom(200))
+        time.sleep(0.2)
+        start = time.monotonic()
+        out = np.zeros(256, np.float32)
+        req = a.post_recv(1, 3, memoryview(out), 5.0)
+        b.send(0, 3, memoryview(np.full(256, 2.0, np.float32)), 5.0)
+        assert req.wait() == 1 and (out == 2.0).all()
+        assert time.monotonic() - start < 3.0
+    finally:
+        for s in strangers:
+            s.close()
+        a.close()
+        b.close()
+
+
+def test_point_to_point_peers_agree_on_link_security() -> None:
+    from terascale._errors import AuthError
+    from terascale.transport.p2p import PointToPoint
+
+    secret = secrets.token_bytes(32)
+    a = PointToPoint(0, 2, secret, security="encrypt")
+    b = PointToPoint(1, 2, secret, security="integrity")
+    try:
+        for p in (a, b):
+            p.connect_to([a.address, b.address])
+        with pytest.raises(AuthError, match="rank 1: point-to-point link to rank 0 refused.*"
+                                            "runs encrypt"):
+            b.send(0, 0, memoryview(b"x" * 8), 5.0)
+    finally:
+        a.close()
+        b.close()

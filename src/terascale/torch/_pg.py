@@ -22,8 +22,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .._errors import ConfigError
+from .._errors import ConfigError, PeerTimeout
 from ..communicator import Communicator
+from . import _pg_p2p as p2p
 from ._pg_staging import from_wire, reduce_op, reducible, same_memory, to_wire
 from ._pg_work import Completer, completed, eager_under_compile
 
@@ -47,6 +48,8 @@ class TerascaleProcessGroup(dist.ProcessGroup):
         self._completer = Completer(comm.rank)
         self._group_name = ""
         self._group_desc = ""
+        # point-to-point links of this group (one collective: addresses and a secret)
+        self._p2p = p2p.P2P(comm, timeout if timeout is not None else comm.timeout)
 
     # -- identity ---------------------------------------------------------------------------
     def getBackendName(self) -> str:  # noqa: N802 (torch's name)
@@ -70,6 +73,7 @@ class TerascaleProcessGroup(dist.ProcessGroup):
         return f"TerascaleProcessGroup(rank={self._comm.rank}, size={self._comm.size})"
 
     def shutdown(self) -> None:
+        self._p2p.close()
         self._completer.close()
         if self._owned:
             self._comm.close()
@@ -89,6 +93,11 @@ class TerascaleProcessGroup(dist.ProcessGroup):
 
     # -- reductions -------------------------------------------------------------------------
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:  # type: ignore[override]
+        op = (opts or dist.AllreduceOptions()).reduceOp
+        if tensors and tensors[0].is_sparse:
+            return p2p.sparse_allreduce(self, tensors, op)
+        if p2p.is_bitwise(op):
+            return p2p.bitwise_allreduce(self, tensors, op)
         name, avg = reduce_op(opts or dist.AllreduceOptions(), self._comm.rank)
         staged = [reducible(t, avg, self._comm.rank) for t in tensors]
         handles = [self._comm.allreduce_async(s, name, out=s, **self._kw()) for s in staged]
@@ -267,12 +276,25 @@ class TerascaleProcessGroup(dist.ProcessGroup):
         return [got[i, :recv[i]] for i in range(n)]
 
     def barrier(self, opts: Any = None) -> Any:
-        self._comm.barrier(**self._kw())
+        try:
+            self._comm.barrier(**self._kw())
+        except PeerTimeout as e:
+            raise p2p.torch_timeout(e, "barrier") from None
         return completed([])
 
+    # -- point-to-point and the rest of torch's API (._pg_p2p) ------------------------------
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> Any:
-        raise ConfigError("the terascale backend is collective-only: no send/recv; use "
-                          "broadcast/all_to_all, or a gloo group (dist.new_group(backend='gloo'))")
+        return self._p2p.send(tensors, dst, tag)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> Any:
-        return self.send(tensors, src, tag)
+        return self._p2p.recv(tensors, src, tag)
+
+    def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> Any:
+        return self._p2p.recv(tensors, None, tag)
+
+    def monitored_barrier(self, timeout: Any = None, wait_all_ranks: bool = False) -> Any:
+        return p2p.monitored_barrier(self._comm, self._p2p, timeout, wait_all_ranks)
+
+    def allgather_coalesced(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],
+                            opts: Any = None) -> Any:
+        return p2p.allgather_coalesced(self, outputs, inputs)

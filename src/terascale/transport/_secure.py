@@ -655,6 +655,12 @@ class SecureLink:
         self._opened += 1
         self._rstart = end
 
+    def ended_inside_record(self) -> bool:
+        """Whether the link failed because the stream ended inside a record (a peer that
+        died in mid-send, or a cut connection) rather than on a record that failed its tag."""
+        return self._eof and self._broken is not None and \
+            "closed inside a record" in str(self._broken)
+
     def _tampered(self, why: str) -> None:
         self._broken = LinkTampered(
             f"rank {self.rank}: the link from rank {self.peer} was tampered with: "
