@@ -24,14 +24,17 @@ TERASCALE_SECRET_FILE on every rank and the secret stays off the store; a rank t
 joins with it only, whatever the store says, so a forged entry can stop it but not move it
 into a stranger's job).
 
-Supported: ``all_reduce`` (SUM, AVG, PRODUCT, MIN, MAX), ``broadcast``, ``reduce``,
+Supported: ``all_reduce`` (SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR; sparse COO with
+SUM), ``broadcast``, ``reduce``,
 ``all_gather``, ``all_gather_into_tensor``, ``gather``, ``scatter``, ``reduce_scatter``,
 ``reduce_scatter_tensor``, ``all_to_all``, ``all_to_all_single`` (uneven splits too),
 ``barrier``, the object collectives built on them, and ``async_op=True`` (``all_reduce``,
 ``all_gather`` and ``all_to_all`` progress in the background; the others complete before
 returning their work). bfloat16 is reduced in float32 and rounded once, so every rank gets the
-same bits. Point-to-point ``send``/``recv`` are not offered: terascale is collective-only.
-CPU tensors; accelerator tensors go through host memory.
+same bits. Point-to-point: ``send``, ``recv`` (from a rank or any source), ``isend``,
+``irecv``, ``batch_isend_irecv``, with tags, on authenticated links of their own
+(:mod:`terascale.transport.p2p`); ``monitored_barrier`` and the coalesced collectives too
+(``docs/guide/torch-methods.md`` lists every method). CPU tensors; accelerator tensors go through host memory.
 """
 
 from __future__ import annotations
