@@ -47,7 +47,7 @@ def test_misspelled_flag_of_linear_train(capsys, tmp_path):
     assert code == 2
     assert "unknown option --pases (did you mean '--passes'?)" in text
     assert "terascale linear train --help" in text and "Supported:" not in text
-    code, text = _cli(capsys, "linear", "train", "--oaa", "3", str(tmp_path / "x.vw"))
+    code, text = _cli(capsys, "linear", "train", "--ngram", "2", str(tmp_path / "x.vw"))
     assert code == 2 and "is not supported" in text  # a refused VW flag keeps its reason
 
 

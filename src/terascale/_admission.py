@@ -59,9 +59,16 @@ class Admission:
     def evict(self, source: str | None = None) -> None:
         """Shut down the oldest pending connection of ``source`` (None: of all), if any."""
         with self._lock:
-            victim = next((c for s, c in self._pending.values() if source in (None, s)), None)
+            key = next((k for k, (s, _) in self._pending.items() if source in (None, s)), None)
+            # no longer pending from here: the next eviction takes the next oldest, even
+            # before the victim's own thread has seen the shutdown
+            victim = self._pending.pop(key) if key is not None else None
+            if victim is not None:
+                self._by_source[victim[0]] -= 1
+                if not self._by_source[victim[0]]:
+                    del self._by_source[victim[0]]
         if victim is not None:
-            _shut(victim)
+            _shut(victim[1])
 
     def shut_all(self) -> None:
         """Shut down every pending connection (the listener is done: strangers must go)."""
