@@ -86,8 +86,9 @@ class _LinearLearnerParams(HasFeaturesCol, HasLabelCol, HasWeightCol, HasPredict
     l2 = _p("l2", "L2 regularization (unset: the learner's default)", TypeConverters.toFloat)
     learningRate = _p("learningRate", "online learning rate", TypeConverters.toFloat)
     powerT = _p("powerT", "online learning-rate decay exponent", TypeConverters.toFloat)
-    average = _p("average", "how workers' online learners combine: weighted or uniform "
-                 "averaging, or chain (one learner handed on: one worker's model)",
+    average = _p("average", "how workers' online learners combine: auto (chained before a "
+                 "batch phase, weighted otherwise), weighted or uniform averaging, or chain "
+                 "(one learner handed on: one worker's model)",
                  TypeConverters.toString)
     holdout = _p("holdout", "fraction held out to stop the batch phase (unset: default)",
                  TypeConverters.toFloat)
@@ -124,7 +125,7 @@ class _LinearLearnerParams(HasFeaturesCol, HasLabelCol, HasWeightCol, HasPredict
         "probabilityCol": "probability", "rawPredictionCol": "rawPrediction",
         "featureCols": [], "categoricalCols": [], "bits": 18, "passes": 1, "bfgs": 0, "cg": 0,
         "loss": "logistic", "l1": 0.0, "learningRate": 0.5, "powerT": 0.5,
-        "average": "weighted", "timeout": 60.0, "fitIntercept": True, "threshold": 0.5,
+        "average": "auto", "timeout": 60.0, "fitIntercept": True, "threshold": 0.5,
         "family": "auto"}
 
     def __init__(self, **kwargs: Any) -> None:

@@ -276,11 +276,20 @@ _DEATH = ("Python worker exited unexpectedly", "ExecutorLostFailure", "Executor 
           "worker lost", "killed")
 
 
+# a survivor's PeerLost: "lost peer rank 1 (...)" over TCP, "rank 1 is gone" in shared memory
+_ECHO = re.compile(r"lost peer rank (\d+)|\brank (\d+) is gone")
+
+
 def _died(text: str) -> str:
     """"a worker died: ..." when Spark's message says a task's process or executor was
     lost (rather than raising), naming the task (= rank) and where it ran; else ""."""
     if not any(d in text for d in _DEATH):
-        return ""
+        # Spark reported a survivor's error first: the rank it lost is the one that died
+        m = _ECHO.search(text)
+        if m is None:
+            return ""
+        n = m.group(1) or m.group(2)
+        return f"a worker died: task {n} (rank {n}); "
     m = _LOST.search(text)
     if m:
         where = f"task {m.group(1)} (rank {m.group(1)}) on {m.group(2)}"
