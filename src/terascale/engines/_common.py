@@ -1,4 +1,5 @@
-"""What the engine adapters share: the job environment of a worker, stale-segment cleanup."""
+"""What the engine adapters share: the job environment of a worker, stale-segment cleanup,
+how a learner's parse options are told from its training options."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from .._env import ENV_KEYS, JobEnv, parse_address
 from .._errors import ConfigError
 from ..launch import remove_job_segments
 
-__all__ = ["check_workers", "job_env", "new_run_id", "remove_stale_segments"]
+__all__ = ["check_workers", "job_env", "new_run_id", "remove_stale_segments",
+           "split_parse_options"]
 
 
 def new_run_id() -> str:
@@ -57,3 +59,29 @@ def remove_stale_segments(run_id: str, current_job: str | None = None) -> list[s
     ``current_job`` (the attempt being assembled) are kept.
     """
     return remove_job_segments(run_id, keep=current_job)
+
+
+# the options of train_linear that say how data is parsed (terascale.linear.ParseOptions);
+# every other option is the learner's (terascale.linear.train)
+_PARSE_KEYS = ("format", "bits", "quadratic", "cubic", "interactions", "label", "categorical",
+               "ignore", "keep", "ignore_linear", "skip_bad", "constant")
+
+
+def split_parse_options(options: dict) -> dict:
+    """Take the parse options out of ``options`` (in place) and return them, normalized
+    (VW text and ``ParseOptions``' default bits unless given; a single interaction or column
+    name as a one-element tuple) and checked on the driver, so bad options fail before any
+    task starts."""
+    from ..linear import ParseOptions
+
+    parse = {k: options.pop(k) for k in _PARSE_KEYS if k in options}
+    parse.setdefault("format", "vw")
+    parse.setdefault("bits", ParseOptions().bits)
+    for k in ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
+              "ignore_linear"):
+        if isinstance(parse.get(k), str):
+            parse[k] = (parse[k],)
+        elif k in parse:
+            parse[k] = tuple(parse[k])
+    ParseOptions(**parse)
+    return parse

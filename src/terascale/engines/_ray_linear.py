@@ -21,14 +21,12 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError, DataError
-from ..linear import Dataset, LinearModel, ParseOptions
+from ..linear import Dataset, LinearModel
+from ._common import split_parse_options
 
 __all__ = ["train_linear"]
 
 # Options that decide how rows become features (terascale.linear.ParseOptions).
-_PARSE_KEYS = ("format", "bits", "quadratic", "cubic", "interactions", "label", "categorical",
-               "ignore", "keep", "ignore_linear", "skip_bad", "constant")
-
 
 def _encoding(schema: Any, column: str | None, parse: dict[str, Any]) -> Any:
     """How a batch of the Dataset becomes examples (the Spark engine's encodings)."""
@@ -152,16 +150,7 @@ def train_linear(dataset: Any, *, num_workers: int = 2, column: str | None = Non
     if not hasattr(dataset, "streaming_split"):
         raise ConfigError(f"train_linear takes a ray.data.Dataset, not "
                           f"{type(dataset).__name__}")
-    parse = {k: options.pop(k) for k in _PARSE_KEYS if k in options}
-    parse.setdefault("format", "vw")
-    parse.setdefault("bits", ParseOptions().bits)
-    for k in ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
-              "ignore_linear"):
-        if isinstance(parse.get(k), str):
-            parse[k] = (parse[k],)
-        elif k in parse:
-            parse[k] = tuple(parse[k])
-    ParseOptions(**parse)  # bad options fail here, on the driver
+    parse = split_parse_options(options)
     schema = dataset.schema()
     if schema is None:
         raise DataError("train_linear: the Dataset has no rows (no schema)")

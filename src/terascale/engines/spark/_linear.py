@@ -36,7 +36,7 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 from ...linear import LinearModel, ParseOptions, TextBlocks
-from .._common import check_workers, new_run_id
+from .._common import check_workers, new_run_id, split_parse_options
 from ._encode import Encoding
 from ._runner import (
     TaskSpec,
@@ -58,10 +58,6 @@ from ._store import (
 )
 
 __all__ = ["Source", "by_arrow", "fit_layout", "fit_rdd", "numeric_columns", "train_linear"]
-
-# Options that decide how text becomes features (terascale.linear.ParseOptions).
-_PARSE_KEYS = ("format", "bits", "quadratic", "cubic", "interactions", "label", "categorical",
-               "ignore", "keep", "ignore_linear", "skip_bad", "constant")
 
 
 @dataclass(frozen=True)
@@ -308,16 +304,8 @@ def train_linear(data: Any, *, num_workers: int | None = None, column: str | Non
     ``timeout``: seconds each task waits for its peers at the rendezvous and in every
     collective (default 60).
     """
-    parse = {k: options.pop(k) for k in _PARSE_KEYS if k in options}
-    fmt = parse.setdefault("format", "vw")
-    parse.setdefault("bits", ParseOptions().bits)
-    for k in ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
-              "ignore_linear"):
-        if isinstance(parse.get(k), str):
-            parse[k] = (parse[k],)
-        elif k in parse:
-            parse[k] = tuple(parse[k])
-    ParseOptions(**parse)  # bad options fail here, on the driver
+    parse = split_parse_options(options)
+    fmt = parse["format"]
     sc = session(spark).sparkContext
     if isinstance(data, (str, os.PathLike)) or (
             isinstance(data, Sequence) and all(isinstance(p, (str, os.PathLike)) for p in data)):
