@@ -69,17 +69,22 @@ def _intercepts(scorer: Scorer, full: np.ndarray) -> np.ndarray:
     return full[:, CONSTANT_HASH & ((1 << scorer.bits) - 1)].astype(np.float64)
 
 
+def _refuse_nulls(scorer: Scorer, col: Any, where: str) -> None:
+    """A null in a Vector column is a DataError naming its row, not a failure deeper down."""
+    if col.null_count:
+        r = int(np.flatnonzero(~col.is_valid().to_numpy(zero_copy_only=False))[0])
+        raise DataError(f"{where}: row {r} of the batch has a null in Vector column "
+                        f"{scorer.enc.features[0]!r}; a Vector column must have a vector "
+                        f"in every row (fill or drop the nulls)")
+
+
 def _array_scores(scorer: Scorer, col: Any, where: str) -> np.ndarray:
     """A Vector column as ``vector_to_array`` gives it (a list of doubles per row, the
     cheapest way out of the JVM for small vectors) -> ``n x K`` raw scores."""
     full = _dense(scorer)
     mask = (1 << scorer.bits) - 1
     n = len(col)
-    if col.null_count:
-        r = int(np.flatnonzero(~col.is_valid().to_numpy(zero_copy_only=False))[0])
-        raise DataError(f"{where}: row {r} of the batch has a null in Vector column "
-                        f"{scorer.enc.features[0]!r}; a Vector column must have a vector "
-                        f"in every row (fill or drop the nulls)")
+    _refuse_nulls(scorer, col, where)
     off = np.asarray(col.offsets, np.int64)
     flat = col.values.slice(int(off[0]), int(off[-1] - off[0])).to_numpy(zero_copy_only=False)
     counts = np.diff(off)
@@ -100,11 +105,7 @@ def _vector_scores(scorer: Scorer, col: Any, where: str) -> np.ndarray:
     full = _dense(scorer)
     mask = (1 << scorer.bits) - 1
     n = len(col)
-    if col.null_count:
-        r = int(np.flatnonzero(~col.is_valid().to_numpy(zero_copy_only=False))[0])
-        raise DataError(f"{where}: row {r} of the batch has a null in Vector column "
-                        f"{scorer.enc.features[0]!r}; a Vector column must have a vector "
-                        f"in every row (fill or drop the nulls)")
+    _refuse_nulls(scorer, col, where)
     b = _intercepts(scorer, full)
     if n == 0:
         return np.zeros((0, len(full)))
