@@ -1,0 +1,52 @@
+"""The built docs site renders in a real browser: no raw markup, navigation, search.
+
+Runs ``scripts/check_docs_render.sh`` (headless Chromium) on the site ``make docs`` built;
+``make test`` builds it first. Skipped, with the reason, where the site or Chromium is
+missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / "docs" / "_build" / "html"
+SCRIPT = ROOT / "scripts" / "check_docs_render.sh"
+
+pytestmark = [
+    pytest.mark.skipif(not (SITE / "index.html").exists(),
+                       reason="the docs site is not built (make docs)"),
+    pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
+                       reason="chromium is not installed (apt-get install -y chromium)"),
+]
+
+
+def _check(html: Path, pages: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if pages:
+        env["DOCS_CHECK_PAGES"] = pages
+    return subprocess.run(["bash", str(SCRIPT), str(html)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_site_renders() -> None:
+    done = _check(SITE)
+    assert done.returncode == 0 and "FAIL" not in done.stdout, done.stdout + done.stderr
+    assert done.stdout.count("ok ") >= 10
+
+
+def test_check_catches_raw_markup(tmp_path: Path) -> None:
+    site = tmp_path / "html"
+    shutil.copytree(SITE, site)
+    page = site / "quickstart.html"
+    text = page.read_text()
+    at = text.index("<h1")
+    page.write_text(text[:at] + "<p>see :mod:`terascale.linear`</p>" + text[at:])
+    done = _check(site, "quickstart")
+    assert done.returncode == 1 and "FAIL  quickstart: raw Sphinx role" in done.stdout, \
+        done.stdout
