@@ -101,6 +101,8 @@ def _shards(frame, parts: int, workers: int) -> list:
 
 
 def test_train_linear_equals_workers_reading_the_same_partitions(tmp_path):
+    """A column of VW lines and table columns (hashed as the CSV reader hashes a file):
+    bitwise the models of terascale workers given the same partitions as files."""
     from terascale.linear import parse_lines, train
     from terascale.linear.synthetic import separable_lines
     from terascale.testing import run_workers
@@ -113,28 +115,33 @@ def test_train_linear_equals_workers_reading_the_same_partitions(tmp_path):
     seen = []
     model = terascale.dask.train_linear(ddf, bits=14, on_metrics=seen.append,
                                         storage_path=str(tmp_path / "run"), **opts)
-    shards = [list(s["value"]) for s in _shards(lines, 4, 2)]
-    local = run_workers(lambda comm: train(parse_lines(shards[comm.rank], bits=14), comm=comm,
-                                           **opts).dense(), 2, timeout=120)
-    assert np.array_equal(model.dense(), local[0])  # the same model, bitwise
-    assert model.info["dask"]["rows"] == [len(s) for s in shards]
-    assert [m["pass"] for m in seen][:2] == [1, 2]
-    assert os.path.exists(model.info["dask"]["saved"])
-
-    rng = np.random.default_rng(7)  # table columns: as the CSV reader hashes the files
+    rng = np.random.default_rng(7)
     table = pd.DataFrame({"a": rng.standard_normal(400), "b": rng.integers(0, 5, 400),
                           "city": rng.choice(["paris", "rome", "oslo"], 400)})
     table.insert(0, "y", ((table.a + (table.city == "rome") - 0.3 * table.b) > 0).astype(int))
-    files = []
-    for r, shard in enumerate(_shards(table, 4, 2)):
-        files.append(str(tmp_path / f"part-{r}.csv"))
-        shard.to_csv(files[-1], index=False, float_format="%r")
     tab = terascale.dask.train_linear(dd.from_pandas(table, npartitions=4, sort=False),
                                       format="csv", label="y", bits=12, passes=2)
-    from_csv = run_workers(lambda comm: train(files[comm.rank], comm=comm, format="csv",
-                                              label="y", bits=12, passes=2).dense(), 2,
-                           timeout=120)
-    assert np.array_equal(tab.dense(), from_csv[0])
+    files = []
+    for r, (vw, rows) in enumerate(zip(_shards(lines, 4, 2), _shards(table, 4, 2))):
+        files.append((str(tmp_path / f"part-{r}.vw"), str(tmp_path / f"part-{r}.csv")))
+        with open(files[-1][0], "w") as f:
+            f.write("".join(f"{line}\n" for line in vw["value"]))
+        with open(files[-1][1], "w") as f:  # str(float) reads back to the same float
+            f.write("y,a,b,city\n" + "".join(f"{y},{float(a)},{int(b)},{c}\n"
+                                             for y, a, b, c in rows.itertuples(index=False)))
+
+    def local(comm):
+        vw, csv = (open(f).read().splitlines() for f in files[comm.rank])
+        return (train(parse_lines(vw, bits=14), comm=comm, **opts).dense(),
+                train(parse_lines(csv, format="csv", label="y", bits=12), comm=comm,
+                      passes=2).dense())
+
+    (vw0, csv0), _ = run_workers(local, 2, timeout=120)
+    assert np.array_equal(model.dense(), vw0)  # the same models, bitwise
+    assert np.array_equal(tab.dense(), csv0)
+    assert model.info["dask"]["rows"] == [len(s) for s in _shards(lines, 4, 2)]
+    assert [m["pass"] for m in seen][:2] == [1, 2]
+    assert os.path.exists(model.info["dask"]["saved"])
 
 
 def test_train_linear_bad_input_is_named():

@@ -121,8 +121,8 @@ class _TaskRun(Worker):
         # the kernel's pick unless fixed with --worker-port).
         try:
             return self.address in self.client.scheduler_info()["workers"]
-        except Exception:  # the scheduler is gone: so is the job
-            return False
+        except Exception:  # a query that failed is no death; a lost scheduler fails the task
+            return True
 
     def wait(self) -> int:
         looked = time.monotonic()
