@@ -15,10 +15,13 @@ notebook) while actor 0 is by construction inside it, and to a separate named re
 actor because the driver already holds every actor handle -- one fewer process, and no
 name to collide between concurrent jobs.
 
-Failures: when any actor dies (its process or node lost) or ``fn`` raises, the driver
-kills every actor of the attempt and starts a new group in the same placement group, up to
-``max_restarts`` times -- the fail-fast, restart-everything model of ``terascale run
---max-restarts`` (Rabit-style in-place recovery proved fragile). ``fn`` resumes from its
+Failures: the job runner of ``terascale run`` (:mod:`terascale.launch.runner`) watches the
+actors. When any actor dies (its process or node lost) or ``fn`` raises, the rank that
+failed first is blamed (not a rank that only lost it), every actor of the attempt is
+killed and a new group starts in the same placement group, up to ``max_restarts`` times --
+the fail-fast, restart-everything model of ``terascale run --max-restarts`` (Rabit-style
+in-place recovery proved fragile). A :class:`terascale.ConfigError` or
+:class:`terascale.DataError` from ``fn`` is the input's fault and is raised at once. ``fn`` resumes from its
 :class:`terascale.Checkpoint`; ``TERASCALE_RESTART`` tells it the attempt number. Because
 the collectives are deterministic, the restarted run ends bitwise where a run without
 failures would.
@@ -177,11 +180,31 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
         resources_per_worker: dict[str, float] | None = None) -> list[Any]:
     """Run ``fn(*args, **kwargs)`` on ``num_workers`` Ray actors; returns results by rank.
 
-    ``timeout`` bounds the placement, the rendezvous and (as the default deadline) every
-    collective. ``max_restarts``: how often the whole group is started again after an
-    actor died or ``fn`` raised. ``num_cpus`` per actor; ``strategy`` of the placement
-    group (``PACK``, ``SPREAD``, ``STRICT_PACK``, ``STRICT_SPREAD``). Connects to (or
-    starts) a Ray cluster with ``ray.init()`` when none is connected.
+    Connects to (or starts) a Ray cluster with ``ray.init()`` when none is connected.
+
+    Parameters
+    ----------
+    fn
+        The job: inside it, ``terascale.init()`` joins (rank = the actor's bundle index).
+    num_workers
+        Ranks, one actor each, placed together in one placement group.
+    args, kwargs
+        Passed to ``fn``.
+    timeout
+        Seconds: bounds the placement, the rendezvous and (as the default deadline) every
+        collective.
+    max_restarts
+        How often the whole group is started again after an actor died or ``fn`` raised;
+        ``fn`` resumes from its :class:`terascale.Checkpoint`.
+    num_cpus
+        CPUs per actor (a ``CPU`` entry of ``resources_per_worker`` replaces it).
+    strategy
+        Of the placement group: ``PACK``, ``SPREAD``, ``STRICT_PACK``, ``STRICT_SPREAD``.
+    resources_per_worker
+        What each actor reserves: ``{"GPU": 1}`` (as ``num_gpus``), custom resources.
+
+    Raises :class:`terascale.launch.runner.JobFailed` naming the rank that failed first
+    when every attempt failed.
     """
     return run_attempts(fn, num_workers=num_workers, args=lambda attempt: tuple(args),
                         kwargs=kwargs, timeout=timeout, max_restarts=max_restarts,
