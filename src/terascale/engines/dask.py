@@ -175,7 +175,7 @@ class _DaskEngine:
     """Each attempt: ``size`` Dask workers picked anew (a restarted one has a new address)."""
 
     def __init__(self, client: Any, fn: Callable[..., Any],
-                 args: Callable[[int], tuple[Any, ...]], kwargs: dict[str, Any], *,
+                 args: Callable[[int], list[tuple[Any, ...]]], kwargs: dict[str, Any], *,
                  timeout: float, run_id: str) -> None:
         self.client, self.fn, self.args, self.kwargs = client, fn, args, kwargs
         self.timeout, self.run_id = timeout, run_id

@@ -31,7 +31,7 @@ from ..transport.segments import remove_job_segments
 from ._blame import Blame, cause_line, echoed, is_stopped
 from ._lifetime import forget_group, watch_group, worker_start
 from ._output import Output
-from .runner import Worker, stop_all, watch
+from .runner import Worker, restarts, stop_all, watch
 
 __all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", "run_group",
            "stop_signals"]
@@ -231,12 +231,9 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
         if opts.timeline:
             clear_parts(opts.timeline)
         try:
-            for attempt in range(opts.max_restarts + 1):
-                status, failed, tail, blame = run_group(cmd, opts, attempt, secret, stop)
-                if stop.is_set():  # interrupted: 130 for Ctrl-C, 143 for SIGTERM, as shells do
-                    return 128 + (signalled[0] if signalled else signal.SIGINT)
-                if status == 0:
-                    return status
+            def report(attempt: int, result: tuple[int, int | None, list[bytes], Blame | None],
+                       again: bool) -> None:
+                status, failed, tail, blame = result
                 cause = cause_line(tail)
                 if cause is not None:  # the one line to read first; the traceback follows
                     sys.stderr.write(f"\nterascale run: rank {failed}: {cause}")
@@ -248,10 +245,16 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
                     sys.stderr.write(f"\nterascale run: rank {failed} failed first (exit status "
                                      f"{status}); the other workers were stopped. Its last output:\n")
                 sys.stderr.write("".join(f"  | {ln.decode(errors='replace')}" for ln in tail))
-                if attempt < opts.max_restarts:
+                if again:
                     sys.stderr.write(f"terascale run: restarting all {opts.nprocs} workers "
                                      f"(restart {attempt + 1} of {opts.max_restarts})\n")
                 sys.stderr.flush()
+
+            status = restarts(opts.max_restarts,
+                              lambda attempt: run_group(cmd, opts, attempt, secret, stop),
+                              lambda result: stop.is_set() or result[0] == 0, report)[0]
+            if stop.is_set():  # interrupted: 130 for Ctrl-C, 143 for SIGTERM, as shells do
+                return 128 + (signalled[0] if signalled else signal.SIGINT)
             return status
         finally:
             if opts.timeline:

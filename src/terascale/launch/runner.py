@@ -1,7 +1,9 @@
 """One job runner: start N workers, watch them, stop all on the first failure, blame, restart.
 
 Every way terascale runs a job -- ``terascale run`` on one node, each node of a job over
-several, and the Ray and Dask engines -- follows the same rules, written here once:
+several, and the Ray and Dask engines -- follows the same rules, written here once (node 0
+of a job over several nodes takes the restart loop; the nodes' reports it decides on are
+each node's verdict from :func:`watch`):
 
 * **watch** (:func:`watch`): one waiter per worker records when it ended, so the failure
   reported is the first one in time, not the lowest rank that died in the same instant;
@@ -13,7 +15,7 @@ several, and the Ray and Dask engines -- follows the same rules, written here on
 * **stop everything** (:func:`stop_all`): on the first failure every other worker is asked
   to end, then killed after a grace period -- the fail-fast model of Horovod and torchrun's
   elastic agent, as in Hadoop AllReduce (Agarwal et al., JMLR 2014);
-* **restart** (:func:`run_job`): the whole group again, up to ``max_restarts`` times, each
+* **restart** (:func:`restarts`, :func:`run_job`): the whole group again, up to ``max_restarts`` times, each
   attempt with a fresh job id and secret; workers resume from their
   :class:`terascale.Checkpoint` and, the collectives being deterministic, end bitwise where a
   run without failures would.
@@ -33,13 +35,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .._env import JobEnv, parse_address
 from .._errors import ConfigError, DataError, TerascaleError
 from ._blame import Blame, blame_leaver, blame_stall, cause_line, echoed
 
-__all__ = ["Engine", "JobFailed", "Verdict", "Worker", "run_job", "stop_all", "watch"]
+__all__ = ["Engine", "JobFailed", "Verdict", "Worker", "restarts", "run_job", "stop_all", "watch"]
 
 log = logging.getLogger("terascale.launch")
 
@@ -202,6 +204,26 @@ def stop_all(workers: Sequence[Worker], grace: float, ended: Callable[[int], boo
         w.kill()
 
 
+R = TypeVar("R")
+
+
+def restarts(max_restarts: int, attempt: Callable[[int], R], ended: Callable[[R], bool],
+             failed: Callable[[int, R, bool], None] | None = None) -> R:
+    """Run ``attempt(0)``, ``attempt(1)``, ... until ``ended(result)`` (success, or nothing
+    to restart for) or ``max_restarts`` restarts are spent; the last result.
+
+    ``failed(n, result, again)`` hears of every attempt that did not end the job, ``again``
+    True when another attempt follows (the place for "restarting all N workers").
+    """
+    for n in range(max_restarts + 1):
+        result = attempt(n)
+        if ended(result):
+            return result
+        if failed is not None:
+            failed(n, result, n < max_restarts)
+    return result
+
+
 class Engine(Protocol):
     """What an engine gives :func:`run_job`: one attempt's workers."""
 
@@ -285,23 +307,26 @@ def run_job(engine: Engine, *, size: int, run_id: str, timeout: float, max_resta
     its error's last line and its traceback; ``name`` (``"Ray"``, ``"Dask"``) starts the
     message.
     """
-    last: _Attempt | None = None
-    for restart in range(max_restarts + 1):
-        last = _attempt(engine, size, run_id, restart, timeout, grace)
-        v = last.verdict
-        if v.status == 0:
-            return [w.result() for w in last.workers]
-        err = last.workers[v.rank].error() if v.rank is not None else None
+    def ended(a: _Attempt) -> bool:
+        err = a.workers[a.verdict.rank].error() if a.verdict.rank is not None else None
         if isinstance(err, (ConfigError, DataError)):
             raise err  # the input's fault, the same on every attempt: no restart
-        if restart < max_restarts:
+        return a.verdict.status == 0
+
+    def failed(n: int, a: _Attempt, again: bool) -> None:
+        if again:
             log.warning("terascale.%s: attempt %d failed (%s); restarting all %d workers from "
-                        "their checkpoint", name.lower(), restart, _why(last), size)
-    assert last is not None and last.verdict.rank is not None
-    v, failed = last.verdict, last.workers[last.verdict.rank]
-    tail = b"".join(failed.tail()).decode(errors="replace").rstrip()
+                        "their checkpoint", name.lower(), n, _why(a), size)
+
+    last = restarts(max_restarts, lambda n: _attempt(engine, size, run_id, n, timeout, grace),
+                    ended, failed)
+    if last.verdict.status == 0:
+        return [w.result() for w in last.workers]
+    assert last.verdict.rank is not None
+    first = last.workers[last.verdict.rank]
+    tail = b"".join(first.tail()).decode(errors="replace").rstrip()
     raise JobFailed(f"terascale {name} job failed {max_restarts + 1} time(s); {_why(last)}; "
-                    f"every worker was stopped. Its last error:\n{tail}") from failed.error()
+                    f"every worker was stopped. Its last error:\n{tail}") from first.error()
 
 
 def _why(attempt: _Attempt) -> str:
