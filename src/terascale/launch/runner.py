@@ -303,9 +303,9 @@ def run_job(engine: Engine, *, size: int, run_id: str, timeout: float, max_resta
     (killed after ``grace`` seconds) and, up to ``max_restarts`` times, all are started
     again -- unless the first failure is a :class:`terascale.ConfigError` or
     :class:`terascale.DataError` (bad options or input fail every attempt alike), which is
-    raised as it is. Raises :class:`JobFailed` naming the rank that failed first in the last attempt,
-    its error's last line and its traceback; ``name`` (``"Ray"``, ``"Dask"``) starts the
-    message.
+    raised as it is. Raises :class:`JobFailed` naming the rank that failed first in the
+    last attempt, its error's last line and its traceback; ``name`` (``"Ray"``,
+    ``"Dask"``) starts the message.
     """
     def ended(a: _Attempt) -> bool:
         err = a.workers[a.verdict.rank].error() if a.verdict.rank is not None else None
