@@ -319,8 +319,8 @@ def train_linear(ddf: Any, *, num_workers: int = 2, column: str | None = None,
         a file) or one column of VW/libsvm lines (``format="vw"``, the default).
     num_workers
         Ranks (one per Dask worker process). Partition ``p`` is read by rank
-        ``p % num_workers``; the result equals, bitwise, ``terascale run`` workers reading
-        the same partitions as files.
+        ``p % num_workers``; the result equals, bitwise, terascale workers training on
+        the same partitions parsed with :func:`terascale.linear.parse_lines`.
     column
         The column of example lines, when the DataFrame has several (``format="vw"``).
     timeout
