@@ -23,7 +23,7 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml $(CORE)
 
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml $(CORE)
 	$(BIN)/pip install -q "$(TORCH_PIN)"
-	$(BIN)/pip install -q -e ".[test,linear,torch,spark,ray,bench,docs]"
+	$(BIN)/pip install -q -e ".[test,linear,torch,spark,ray,dask,bench,docs]"
 	touch $@
 
 install: $(VENV)/.installed

@@ -25,7 +25,7 @@ AREAS = {
     "collectives": "terascale.collectives",
     "linear": "terascale.linear",
     "torch": "terascale.torch",
-    "engines": "terascale.engines, terascale.spark, terascale.ray",
+    "engines": "terascale.engines, terascale.spark, terascale.ray, terascale.dask",
     "launch": "terascale.launch",
     "rendezvous": "terascale.rendezvous",
     "transport": "terascale.transport",
@@ -35,7 +35,7 @@ AREAS = {
     "cli": "terascale.cli",
 }
 # modules that re-export another area's objects document under that area
-ALIAS_AREA = {"spark": "engines", "ray": "engines"}
+ALIAS_AREA = {"spark": "engines", "ray": "engines", "dask": "engines"}
 
 
 def public_modules() -> list[str]:

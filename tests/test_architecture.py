@@ -55,7 +55,7 @@ LAYERS: dict[str, int] = {
                      "terascale"], 3),
     "launch": 4, "testing": 4,
     "linear": 5, "torch": 5, "sim": 5,
-    "engines": 6, "spark": 6, "ray": 6,
+    "engines": 6, "spark": 6, "ray": 6, "dask": 6,
     **dict.fromkeys(["bench", "cli", "_demo", "__main__"], 7),
 }
 # (importer, area it should not reach up to) -> why it is still there and who removes it.

@@ -4,8 +4,8 @@ A block is a whole program (self-contained: its imports, its data). Its first li
 how to run it, as comments:
 
 * ``# terascale run -n N``: under the launcher with N workers (default: plain ``python``);
-* ``# needs: torch`` (or ``pyspark``, ``ray``, ...): skipped, saying so, when that package is
-  missing. Spark and Ray blocks start an engine (10-30 s) and blocks marked ``# slow`` take
+* ``# needs: torch`` (or ``pyspark``, ``ray``, ``distributed``, ...): skipped, saying so, when
+  that package is missing. Spark, Ray and Dask blocks start an engine (10-30 s) and blocks marked ``# slow`` take
   as long, so they run only under ``TERASCALE_DOCS_FULL=1`` (``make docs-snippets``); the
   suite says they were skipped.
 
@@ -29,7 +29,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 _FENCE = re.compile(r"^(`{3,})([\w{}-]*)[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)
-_SLOW_ENGINES = {"pyspark", "ray"}
+_SLOW_ENGINES = {"pyspark", "ray", "distributed"}
 
 
 @dataclass

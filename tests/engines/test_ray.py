@@ -60,8 +60,16 @@ def test_gives_up_after_max_restarts_and_checks_arguments():
         terascale.init()
         raise ValueError("bad input on purpose")
 
-    with pytest.raises(terascale.TerascaleError, match="bad input on purpose"):
+    with pytest.raises(terascale.TerascaleError,
+                       match=r"failed 2 time\(s\); rank [01] failed first: ValueError: bad input "
+                             r"on purpose"):
         terascale.ray.run(always_fails, num_workers=2, max_restarts=1)
+
+    def config_error() -> None:  # the input's fault: raised as it is, not restarted
+        raise terascale.ConfigError("bad option on purpose")
+
+    with pytest.raises(terascale.ConfigError, match="bad option on purpose"):
+        terascale.ray.run(config_error, num_workers=2, max_restarts=3)
     with pytest.raises(terascale.ConfigError, match="num_workers=3"):
         terascale.ray.run(allreduce_job, num_workers=3, timeout=2.0)
     with pytest.raises(terascale.ConfigError, match="max_restarts"):

@@ -12,7 +12,7 @@ from .._env import ENV_KEYS, JobEnv, parse_address
 from .._errors import ConfigError
 from ..launch import remove_job_segments
 
-__all__ = ["check_workers", "job_env", "new_run_id", "remove_stale_segments",
+__all__ = ["check_workers", "environ", "job_env", "new_run_id", "remove_stale_segments",
            "split_parse_options"]
 
 
@@ -31,15 +31,24 @@ def check_workers(num_workers: object, timeout: object) -> None:
 @contextmanager
 def job_env(*, rank: int, size: int, rendezvous: str, secret: str, job: str, timeout: float,
             restart: int | None = None) -> Iterator[None]:
-    """Set the variables ``terascale.init()`` reads, for the duration of the block.
+    """Set the variables ``terascale.init()`` reads, for the duration of the block."""
+    addr = parse_address(rendezvous, "rendezvous")
+    with environ(JobEnv("engine", rank, size, addr, secret.encode(), job=job,
+                        timeout=timeout, restart=restart).to_environ()):
+        yield
+
+
+@contextmanager
+def environ(env: dict[str, str]) -> Iterator[None]:
+    """Set ``env`` (a ``JobEnv(...).to_environ()``, as the job runner hands it to a worker)
+    for the duration of the block.
 
     Engines reuse their Python worker processes for later tasks (Spark's
-    ``spark.python.worker.reuse``, Ray's worker pool), so the previous values are put back.
+    ``spark.python.worker.reuse``, Ray's worker pool, Dask's workers), so the previous
+    values are put back.
     """
-    addr = parse_address(rendezvous, "rendezvous")
     saved = {k: os.environ.get(k) for k in ENV_KEYS}
-    os.environ.update(JobEnv("engine", rank, size, addr, secret.encode(), job=job,
-                             timeout=timeout, restart=restart).to_environ())
+    os.environ.update(env)
     try:
         yield
     finally:

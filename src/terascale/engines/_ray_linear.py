@@ -129,7 +129,8 @@ def train_linear(dataset: Any, *, num_workers: int = 2, column: str | None = Non
                  timeout: float = 60.0, storage_path: str | None = None,
                  resources_per_worker: dict[str, float] | None = None,
                  on_metrics: Callable[[dict[str, Any]], None] | None = None,
-                 batch_size: int = 4096, **options: Any) -> LinearModel:
+                 batch_size: int = 4096, max_restarts: int = 0,
+                 **options: Any) -> LinearModel:
     """Train a :class:`terascale.linear.LinearModel` on a ``ray.data.Dataset``.
 
     ``dataset`` holds either table columns (``format="csv"``, ``label=`` the label
@@ -143,9 +144,11 @@ def train_linear(dataset: Any, *, num_workers: int = 2, column: str | None = Non
     ``bfgs``, ``l2``, ``loss``...). ``storage_path``: where rank 0 writes ``model.npz``.
     ``on_metrics`` is called on the driver with each pass's metrics (``{"pass": 1,
     "loss": ...}``, the batch phase's ``objective`` last); they are also in
-    ``model.info["ray"]["metrics"]``.
+    ``model.info["ray"]["metrics"]``. ``max_restarts``: how often the job is started again
+    after an actor died or raised; a restart cuts the Dataset anew (a ``streaming_split``
+    is read once) and trains from the start, so the Dataset's source is read again.
     """
-    from .ray import run
+    from .ray import run_attempts
 
     if not hasattr(dataset, "streaming_split"):
         raise ConfigError(f"train_linear takes a ray.data.Dataset, not "
@@ -155,13 +158,15 @@ def train_linear(dataset: Any, *, num_workers: int = 2, column: str | None = Non
     if schema is None:
         raise DataError("train_linear: the Dataset has no rows (no schema)")
     enc = _encoding(schema, column, parse)
-    shards = dataset.select_columns(list(enc.columns)).streaming_split(num_workers,
-                                                                      equal=False)
+    columns = dataset.select_columns(list(enc.columns))
     # The actors wait on Ray Data's tasks for their blocks: they must not hold every CPU
     # those tasks need (default: half a CPU each, the rest left to reading).
     res = {"CPU": 0.5, **(resources_per_worker or {})}
-    out = run(_worker, num_workers=num_workers, timeout=timeout, max_restarts=0,
-              args=(shards, enc, options, storage_path, batch_size), resources_per_worker=res)
+    out = run_attempts(_worker, num_workers=num_workers, timeout=timeout,
+                       max_restarts=max_restarts, kwargs=None, num_cpus=1.0, strategy="PACK",
+                       args=lambda attempt: (columns.streaming_split(num_workers, equal=False),
+                                             enc, options, storage_path, batch_size),
+                       resources_per_worker=res)
     model: LinearModel = out[0]["model"]
     model.info["ray"] = {"workers": num_workers, "rows": [o["rows"] for o in out],
                          "metrics": out[0]["metrics"], "saved": out[0]["saved"]}

@@ -15,10 +15,13 @@ notebook) while actor 0 is by construction inside it, and to a separate named re
 actor because the driver already holds every actor handle -- one fewer process, and no
 name to collide between concurrent jobs.
 
-Failures: when any actor dies (its process or node lost) or ``fn`` raises, the driver
-kills every actor of the attempt and starts a new group in the same placement group, up to
-``max_restarts`` times -- the fail-fast, restart-everything model of ``terascale run
---max-restarts`` (Rabit-style in-place recovery proved fragile). ``fn`` resumes from its
+Failures: the job runner of ``terascale run`` (:mod:`terascale.launch.runner`) watches the
+actors. When any actor dies (its process or node lost) or ``fn`` raises, the rank that
+failed first is blamed (not a rank that only lost it), every actor of the attempt is
+killed and a new group starts in the same placement group, up to ``max_restarts`` times --
+the fail-fast, restart-everything model of ``terascale run --max-restarts`` (Rabit-style
+in-place recovery proved fragile). A :class:`terascale.ConfigError` or
+:class:`terascale.DataError` from ``fn`` is the input's fault and is raised at once. ``fn`` resumes from its
 :class:`terascale.Checkpoint`; ``TERASCALE_RESTART`` tells it the attempt number. Because
 the collectives are deterministic, the restarted run ends bitwise where a run without
 failures would.
@@ -26,19 +29,16 @@ failures would.
 
 from __future__ import annotations
 
-import logging
-import secrets
 from collections.abc import Callable
 from typing import Any
 
 from .._env import read_bind
-from .._errors import ConfigError, TerascaleError
+from .._errors import ConfigError, DataError
+from ..launch.runner import Worker, run_job
 from ..rendezvous import RendezvousServer
-from ._common import check_workers, job_env, new_run_id, remove_stale_segments
+from ._common import check_workers, environ, new_run_id, remove_stale_segments
 
 __all__ = ["run", "train_linear"]
-
-log = logging.getLogger("terascale.ray")
 
 
 class _Worker:
@@ -64,12 +64,10 @@ class _Worker:
         return f"{host}:{self._server.address[1]}"
 
     def run(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
-            rendezvous: str, secret: str, job: str, run_id: str, timeout: float,
-            restart: int) -> Any:
+            env: dict[str, str], run_id: str, job: str) -> Any:
         remove_stale_segments(run_id, job)  # what killed actors of earlier attempts left here
         try:
-            with job_env(rank=self.rank, size=self.size, rendezvous=rendezvous, secret=secret,
-                         job=job, timeout=timeout, restart=restart):
+            with environ(env):
                 return fn(*args, **kwargs)
         finally:
             if self._server is not None:
@@ -93,35 +91,87 @@ def _one_node(ray: Any, pg: Any) -> bool:
     return len(nodes) == 1
 
 
-def _attempt(ray: Any, pg: Any, fn: Callable[..., Any], args: tuple[Any, ...],
-             kwargs: dict[str, Any], *, num_workers: int, num_cpus: float, timeout: float,
-             run_id: str, restart: int, resources: dict[str, float]) -> list[Any]:
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+class _ActorRun(Worker):
+    """One rank's call on its actor, for the job runner."""
 
-    actor_cls = ray.remote(_Worker)
-    custom = {k: v for k, v in resources.items() if k != "GPU"}
-    actors = [actor_cls.options(
-        num_cpus=num_cpus, num_gpus=resources.get("GPU", 0), resources=custom or None,
-        max_restarts=0,
-        scheduling_strategy=PlacementGroupSchedulingStrategy(
-            placement_group=pg, placement_group_bundle_index=rank)).remote(rank, num_workers)
-        for rank in range(num_workers)]
-    job = f"{run_id}-r{restart}"
-    try:
-        secret = secrets.token_hex(32)
-        address = ray.get(actors[0].serve.remote(job, secret, _one_node(ray, pg)),
-                          timeout=timeout)
-        refs = [a.run.remote(fn, args, kwargs, rendezvous=address, secret=secret, job=job,
-                             run_id=run_id, timeout=timeout, restart=restart) for a in actors]
-        pending = list(refs)
-        while pending:  # surface the FIRST failure at once (the others follow from it)
-            done, pending = ray.wait(pending, num_returns=1)
-            ray.get(done)
-        return list(ray.get(refs))
-    finally:
-        for a in actors:
-            ray.kill(a, no_restart=True)
-        remove_stale_segments(run_id)  # the driver's host
+    def __init__(self, ray: Any, actor: Any, ref: Any, rank: int) -> None:
+        self.ray, self.actor, self.ref, self.rank = ray, actor, ref, rank
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._tail: list[bytes] = []
+
+    def wait(self) -> int:
+        ray = self.ray
+        try:
+            self._result = ray.get(self.ref)
+            return 0
+        except ray.exceptions.RayActorError as e:  # its process or node was lost
+            self._error = e
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+            self._tail = [f"WorkerLost: a worker died: the Ray actor of rank {self.rank} "
+                          f"({first})\n".encode()]
+            return 137
+        except ray.exceptions.RayError as e:  # fn raised (RayTaskError), or Ray failed it
+            cause = getattr(e, "cause", None)
+            self._error = cause if isinstance(cause, (ConfigError, DataError)) else e
+            self._tail = [ln.encode() + b"\n" for ln in str(e).rstrip().splitlines()]
+            return 1
+
+    def tail(self) -> list[bytes]:
+        return self._tail
+
+    def kill(self) -> None:
+        self.ray.kill(self.actor, no_restart=True)
+
+    def result(self) -> Any:
+        return self._result
+
+    def error(self) -> BaseException | None:
+        return self._error
+
+
+class _RayEngine:
+    """Each attempt: one actor per bundle of the placement group; actor 0 serves."""
+
+    def __init__(self, ray: Any, pg: Any, fn: Callable[..., Any],
+                 args: Callable[[int], tuple[Any, ...]], kwargs: dict[str, Any], *,
+                 num_cpus: float, resources: dict[str, float], timeout: float,
+                 run_id: str) -> None:
+        self.ray, self.pg, self.fn, self.args, self.kwargs = ray, pg, fn, args, kwargs
+        self.num_cpus, self.resources, self.timeout = num_cpus, resources, timeout
+        self.run_id = run_id
+        self.actors: list[Any] = []
+        self.job = ""
+        self.attempt = -1
+
+    def serve(self, job: str, secret: str, size: int) -> str:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        ray = self.ray
+        actor_cls = ray.remote(_Worker)
+        custom = {k: v for k, v in self.resources.items() if k != "GPU"}
+        self.actors = [actor_cls.options(
+            num_cpus=self.num_cpus, num_gpus=self.resources.get("GPU", 0),
+            resources=custom or None, max_restarts=0,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                placement_group=self.pg, placement_group_bundle_index=rank)).remote(rank, size)
+            for rank in range(size)]
+        self.job = job
+        self.attempt += 1
+        self.attempt_args = self.args(self.attempt)
+        return str(ray.get(self.actors[0].serve.remote(job, secret, _one_node(ray, self.pg)),
+                           timeout=self.timeout))
+
+    def start(self, rank: int, env: dict[str, str]) -> Worker:
+        ref = self.actors[rank].run.remote(self.fn, self.attempt_args, self.kwargs, env=env,
+                                           run_id=self.run_id, job=self.job)
+        return _ActorRun(self.ray, self.actors[rank], ref, rank)
+
+    def cleanup(self) -> None:
+        for a in self.actors:
+            self.ray.kill(a, no_restart=True)
+        self.actors = []
+        remove_stale_segments(self.run_id)  # the driver's host
 
 
 def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
@@ -130,14 +180,46 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
         resources_per_worker: dict[str, float] | None = None) -> list[Any]:
     """Run ``fn(*args, **kwargs)`` on ``num_workers`` Ray actors; returns results by rank.
 
-    ``timeout`` bounds the placement, the rendezvous and (as the default deadline) every
-    collective. ``max_restarts``: how often the whole group is started again after an
-    actor died or ``fn`` raised. ``num_cpus`` per actor; ``strategy`` of the placement
-    group (``PACK``, ``SPREAD``, ``STRICT_PACK``, ``STRICT_SPREAD``). Connects to (or
-    starts) a Ray cluster with ``ray.init()`` when none is connected.
+    Connects to (or starts) a Ray cluster with ``ray.init()`` when none is connected.
+
+    Parameters
+    ----------
+    fn
+        The job: inside it, ``terascale.init()`` joins (rank = the actor's bundle index).
+    num_workers
+        Ranks, one actor each, placed together in one placement group.
+    args, kwargs
+        Passed to ``fn``.
+    timeout
+        Seconds: bounds the placement, the rendezvous and (as the default deadline) every
+        collective.
+    max_restarts
+        How often the whole group is started again after an actor died or ``fn`` raised;
+        ``fn`` resumes from its :class:`terascale.Checkpoint`.
+    num_cpus
+        CPUs per actor (a ``CPU`` entry of ``resources_per_worker`` replaces it).
+    strategy
+        Of the placement group: ``PACK``, ``SPREAD``, ``STRICT_PACK``, ``STRICT_SPREAD``.
+    resources_per_worker
+        What each actor reserves: ``{"GPU": 1}`` (as ``num_gpus``), custom resources.
+
+    Raises :class:`terascale.launch.runner.JobFailed` naming the rank that failed first
+    when every attempt failed.
     """
+    return run_attempts(fn, num_workers=num_workers, args=lambda attempt: tuple(args),
+                        kwargs=kwargs, timeout=timeout, max_restarts=max_restarts,
+                        num_cpus=num_cpus, strategy=strategy,
+                        resources_per_worker=resources_per_worker)
+
+
+def run_attempts(fn: Callable[..., Any], *, num_workers: int,
+                 args: Callable[[int], tuple[Any, ...]], kwargs: dict[str, Any] | None,
+                 timeout: float, max_restarts: int, num_cpus: float, strategy: str,
+                 resources_per_worker: dict[str, float] | None) -> list[Any]:
+    """:func:`run` with ``args(attempt)`` made anew for every attempt (a Dataset's
+    ``streaming_split`` cannot be read twice: a restart needs a new one)."""
     check_workers(num_workers, timeout)
-    if not isinstance(max_restarts, int) or max_restarts < 0:
+    if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
         raise ConfigError(f"max_restarts={max_restarts!r} must be a non-negative integer")
     if strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
         raise ConfigError(f"strategy={strategy!r}: use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")
@@ -165,24 +247,12 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
                               f"{bundle} ({strategy}) within {timeout:g} s; the cluster "
                               f"has " + ", ".join(f"{have.get(k, 0):g} {k}" for k in bundle)
                               ) from None
-        last: BaseException | None = None
-        for restart in range(max_restarts + 1):
-            try:
-                return _attempt(ray, pg, fn, tuple(args), dict(kwargs or {}),
-                                num_workers=num_workers, num_cpus=num_cpus,
-                                timeout=float(timeout), run_id=run_id, restart=restart,
-                                resources=resources)
-            except ray.exceptions.RayError as e:
-                last = e
-                if restart < max_restarts:
-                    why = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-                    log.warning("terascale.ray: attempt %d failed (%s); restarting all %d "
-                                "workers from their checkpoint", restart, why, num_workers)
-        raise TerascaleError(f"terascale Ray job failed {max_restarts + 1} time(s); last "
-                             f"error: {last}") from last
+        engine = _RayEngine(ray, pg, fn, args, dict(kwargs or {}), num_cpus=num_cpus,
+                            resources=resources, timeout=float(timeout), run_id=run_id)
+        return run_job(engine, size=num_workers, run_id=run_id, timeout=float(timeout),
+                       max_restarts=max_restarts, name="Ray")
     finally:
         remove_placement_group(pg)
-
 
 
 # the linear learner on Ray Data (it calls run: imported after it)

@@ -25,6 +25,7 @@ from ..rendezvous import RendezvousServer, host_layout
 from ._blame import echoed
 from ._control import ControlLink, admit_links, silence
 from .launcher import LaunchOptions, free_port
+from .runner import restarts
 
 __all__ = ["Coordinator", "start_coordinator"]
 
@@ -81,10 +82,10 @@ class Coordinator(threading.Thread):
         size = sum(hello[k]["nprocs"] for k in range(self._nnodes))
         hosts = [hello[k]["host"] for k in range(self._nnodes) for _ in range(hello[k]["nprocs"])]
         sys.stderr.write(f"terascale run: {self._nnodes} nodes, {host_layout(hosts)}\n")
-        for attempt in range(self._opts.max_restarts + 1):
-            status, rank, node, tail = self._attempt(attempt, size, hello, links, inbox)
-            if status == 0 or attempt == self._opts.max_restarts:
-                break
+        status, rank, node, tail = restarts(
+            self._opts.max_restarts,
+            lambda attempt: self._attempt(attempt, size, hello, links, inbox),
+            lambda result: result[0] == 0)
         for link in links.values():
             link.send({"kind": "done", "status": status, "rank": rank, "node": node,
                        "tail": tail})

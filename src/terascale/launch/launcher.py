@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,17 +28,15 @@ from .._errors import ConfigError
 from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
-from ._blame import Blame, blame_leaver, blame_stall, cause_line, echoed, is_stopped
+from ._blame import Blame, cause_line, echoed, is_stopped
 from ._lifetime import forget_group, watch_group, worker_start
 from ._output import Output
+from .runner import Worker, restarts, stop_all, watch
 
 __all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", "run_group",
            "stop_signals"]
 
 _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
-_SETTLE_S = 0.3  # after a first failure, time for its echoes on other ranks to exit too
-# ... unless every worker still there is stopped (SIGSTOP): then nothing more will exit
-_CAUSE_S = 2.0  # when only echoes exited: how long to wait for the rank they name
 
 
 def is_secondary(tail: deque[bytes]) -> bool:
@@ -68,6 +65,33 @@ def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+class _Process(Worker):
+    """A worker process of ``terascale run`` (its own process group), for the runner."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], stdout: Output, stderr: Output) -> None:
+        self.proc, self.stdout, self.stderr = proc, stdout, stderr
+
+    def wait(self) -> int:
+        return self.proc.wait()
+
+    def tail(self) -> list[bytes]:
+        return list(self.stderr.tail)
+
+    def stopped(self) -> bool:
+        return is_stopped(self.proc.pid)
+
+    def terminate(self) -> None:
+        _kill_group(self.proc, signal.SIGTERM)
+        _kill_group(self.proc, signal.SIGCONT)  # a stopped worker acts on SIGTERM only if resumed
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            _kill_group(self.proc, signal.SIGKILL)
+            self.proc.wait()
+        _kill_group(self.proc, signal.SIGKILL)  # anything the worker left in its process group
+        forget_group(self.proc.pid)
 
 
 def _exit_status(code: int) -> int:
@@ -103,8 +127,7 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
     the rendezvous); ranks in the result are then global.
     """
     server = None if place is not None else RendezvousServer(opts.nprocs, secret.encode()).start()
-    procs: list[subprocess.Popen[bytes]] = []
-    outputs: list[Output] = []
+    workers: list[_Process] = []
     lock = threading.Lock()
     if server is not None:
         job = server.job
@@ -144,117 +167,27 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                 raise ConfigError(f"command not found: {cmd[0]!r}") from None
             except PermissionError:
                 raise ConfigError(f"cannot execute {cmd[0]!r}") from None
-            procs.append(p)
             assert p.stdout is not None and p.stderr is not None
-            outputs.append(Output(offset + rank, p.stdout, sys.stdout.buffer, lock,
-                                   opts.prefix_output))
-            outputs.append(Output(offset + rank, p.stderr, sys.stderr.buffer, lock,
-                                   opts.prefix_output))
-        # One waiter per worker records when it exited, so that the failure reported is the
-        # first one, not the lowest rank among those that died in the same instant.
-        exits: list[tuple[float, int, int]] = []
-        exit_lock = threading.Lock()
-
-        def wait_for(rank: int, proc: subprocess.Popen[bytes]) -> None:
-            code = proc.wait()
-            with exit_lock:
-                exits.append((time.monotonic(), rank, code))
-
-        for rank, p in enumerate(procs):
-            threading.Thread(target=wait_for, args=(rank, p), daemon=True).start()
-        failed: int | None = None
-        blame: Blame | None = None
-        status = 0
-        while True:
-            with exit_lock:
-                bad = sorted(e for e in exits if e[2] != 0)
-                done = len(exits)
-            if bad:
-                # Ranks that merely noticed the failure exit within moments of the one that
-                # caused it; give them a short window, then report the root cause.
-                settle = time.monotonic() + _SETTLE_S
-                while time.monotonic() < settle:
-                    with exit_lock:
-                        gone = {e[1] for e in exits}
-                    if all(is_stopped(p.pid) for r, p in enumerate(procs) if r not in gone):
-                        break
-                    time.sleep(0.01)
-                with exit_lock:
-                    bad = sorted(e for e in exits if e[2] != 0)
-                    gone = {e[1] for e in exits}
-                primary = [e for e in bad if not is_secondary(outputs[2 * e[1] + 1].tail)]
-                # Only echoes so far: the rank they name may be slower to exit than they
-                # were (its traceback, its exit handlers); wait for it a little longer.
-                cause = echoed(outputs[2 * bad[0][1] + 1].tail)
-                cause = None if cause is None else cause - offset
-                if not primary and cause is not None and 0 <= cause < len(procs):
-                    until = time.monotonic() + _CAUSE_S
-                    while time.monotonic() < until and not is_stopped(procs[cause].pid):
-                        with exit_lock:
-                            if any(e[1] == cause for e in exits):
-                                break
-                        time.sleep(0.01)
-                    with exit_lock:
-                        bad = sorted(e for e in exits if e[2] != 0)
-                        gone = {e[1] for e in exits}
-                    primary = [e for e in bad if not is_secondary(outputs[2 * e[1] + 1].tail)]
-                _, failed, code = (primary or bad)[0]
-                status = _exit_status(code)
-                left = [r for r in range(len(procs)) if r not in gone]
-                # Global ranks (a node of a job over several): the workers' messages use them.
-                tails = {offset + e[1]: list(outputs[2 * e[1] + 1].tail) for e in bad}
-                blame = blame_stall(
-                    tails, [offset + e[1] for e in primary], [offset + r for r in left],
-                    [offset + r for r in left if is_stopped(procs[r].pid)])
-                if blame is None and not primary:  # echoes of a rank that left early?
-                    with exit_lock:
-                        leavers = [offset + e[1] for e in sorted(exits)
-                                   if e[2] == 0 and e[0] <= bad[0][0]]
-                    blame = blame_leaver(tails, leavers)
-                break
-            if done == len(procs):
-                break
-            with exit_lock:
-                early = sorted(e for e in exits if e[2] == 0)
-                running = set(range(len(procs))) - {e[1] for e in exits}
-            waiting = [] if server is None else server.waiting
-            if (early and waiting and server is not None and running <= set(waiting)
-                    and not server.complete):
-                # Workers ended (successfully) without joining while all others wait for
-                # them: the job can never assemble; do not wait out the deadline.
-                missing = sorted(set(range(len(procs))) - set(waiting))
-                failed = early[0][1]
-                sys.stderr.write(f"terascale run: {len(waiting)} of {len(procs)} workers arrived; "
-                                 f"missing ranks {missing}: rank {failed} exited with status 0 "
-                                 "before joining the job\n")
-                status = 1
-                break
-            if stop.is_set():
-                status = 130  # replaced by 128 + the signal's number in launch()
-                break
-            time.sleep(0.01)
+            workers.append(_Process(
+                p, Output(offset + rank, p.stdout, sys.stdout.buffer, lock, opts.prefix_output),
+                Output(offset + rank, p.stderr, sys.stderr.buffer, lock, opts.prefix_output)))
+        verdict = watch(workers, offset=offset, stop=stop,
+                        waiting=None if server is None else
+                        lambda: None if server.complete else server.waiting)
+        failed, blame, status = verdict.rank, verdict.blame, _exit_status(verdict.status)
+        if verdict.note is not None:
+            sys.stderr.write(f"terascale run: {verdict.note}\n")
     finally:
-        for p in procs:
-            if p.poll() is None:
-                _kill_group(p, signal.SIGTERM)
-                _kill_group(p, signal.SIGCONT)  # a stopped worker acts on SIGTERM only if resumed
-        end = time.monotonic() + _GRACE_S
-        for p in procs:
-            try:
-                p.wait(max(end - time.monotonic(), 0.01))
-            except subprocess.TimeoutExpired:
-                _kill_group(p, signal.SIGKILL)
-                p.wait()
-            _kill_group(p, signal.SIGKILL)  # anything the worker left in its process group
-            forget_group(p.pid)
-        for o in outputs:
-            o.join(2.0)
+        stop_all(workers, _GRACE_S, lambda i: workers[i].proc.poll() is not None)
+        for w in workers:
+            w.stdout.join(2.0)
+            w.stderr.join(2.0)
         if server is not None:
             server.close()
         remove_job_segments(job)
     tail: list[bytes] = []
     if failed is not None:
-        tail = list(outputs[2 * failed + 1].tail) or list(outputs[2 * failed].tail)
+        tail = workers[failed].tail() or list(workers[failed].stdout.tail)
         failed += offset
     return status, failed, tail, blame
 
@@ -298,12 +231,9 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
         if opts.timeline:
             clear_parts(opts.timeline)
         try:
-            for attempt in range(opts.max_restarts + 1):
-                status, failed, tail, blame = run_group(cmd, opts, attempt, secret, stop)
-                if stop.is_set():  # interrupted: 130 for Ctrl-C, 143 for SIGTERM, as shells do
-                    return 128 + (signalled[0] if signalled else signal.SIGINT)
-                if status == 0:
-                    return status
+            def report(attempt: int, result: tuple[int, int | None, list[bytes], Blame | None],
+                       again: bool) -> None:
+                status, failed, tail, blame = result
                 cause = cause_line(tail)
                 if cause is not None:  # the one line to read first; the traceback follows
                     sys.stderr.write(f"\nterascale run: rank {failed}: {cause}")
@@ -315,10 +245,16 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
                     sys.stderr.write(f"\nterascale run: rank {failed} failed first (exit status "
                                      f"{status}); the other workers were stopped. Its last output:\n")
                 sys.stderr.write("".join(f"  | {ln.decode(errors='replace')}" for ln in tail))
-                if attempt < opts.max_restarts:
+                if again:
                     sys.stderr.write(f"terascale run: restarting all {opts.nprocs} workers "
                                      f"(restart {attempt + 1} of {opts.max_restarts})\n")
                 sys.stderr.flush()
+
+            status = restarts(opts.max_restarts,
+                              lambda attempt: run_group(cmd, opts, attempt, secret, stop),
+                              lambda result: stop.is_set() or result[0] == 0, report)[0]
+            if stop.is_set():  # interrupted: 130 for Ctrl-C, 143 for SIGTERM, as shells do
+                return 128 + (signalled[0] if signalled else signal.SIGINT)
             return status
         finally:
             if opts.timeline:
