@@ -70,6 +70,12 @@ docs-check: docs
 docs-snippets: install-test
 	TERASCALE_DOCS_FULL=1 $(BIN)/python -m pytest -q tests/test_docs_snippets.py
 
+# The collective correctness matrix in full: every registered allreduce algorithm (and the
+# one tests/collectives/_direct_allreduce.py registers) at world sizes 1-9; CI runs a subset.
+test-matrix: install-test
+	TERASCALE_MATRIX_FULL=1 $(BIN)/python -m pytest -q tests/collectives/test_matrix.py \
+	  tests/collectives/test_register_algorithm.py
+
 lint: install-test
 	$(BIN)/ruff check src tests examples
 	$(BIN)/mypy

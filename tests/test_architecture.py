@@ -261,6 +261,57 @@ def test_one_writer_of_the_environment_contract() -> None:
     assert not writers, "write TERASCALE_* only with JobEnv.to_environ():\n" + "\n".join(writers)
 
 
+# Strings equal to an algorithm's name that are not that algorithm (file: reason).
+_NOT_ALGORITHM_NAMES = {
+    ("terascale/bench/_peers.py", "shm"): "Intel MPI's I_MPI_FABRICS value",
+    ("terascale/sim/links.py", "tree"): "a kind of link traffic, named in link_cost.json",
+    ("terascale/sim/links.py", "halving_doubling"): "a kind of link traffic (link_cost.json)",
+}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+
+
+def test_only_the_registry_and_its_own_module_name_an_algorithm() -> None:
+    """An allreduce algorithm is one module and one registry entry: every other module
+    reads the entry's properties (placement, cost, schedule, fast path, auto's role) and
+    never compares with, returns or lists a name (docstrings and comments may)."""
+    from terascale.collectives.registry import ALLREDUCE
+
+    def module_of(target: str) -> str:
+        mod = target.partition(":")[0]
+        return "terascale.collectives" + mod if mod.startswith(".") else mod
+
+    owners = {name: {"terascale.collectives.registry", module_of(spec.target)}
+              | ({module_of(spec.cost)} if spec.cost else set())
+              for name, spec in ALLREDUCE.items()}
+    bad = []
+    for path in sorted((SRC / "terascale").rglob("*.py")):
+        module, rel = _module_name(path), path.relative_to(SRC).as_posix()
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    node.value in owners and id(node) not in docs and \
+                    module not in owners[node.value] and \
+                    (rel, node.value) not in _NOT_ALGORITHM_NAMES:
+                bad.append(f"src/{rel}:{node.lineno}: {node.value!r}")
+    assert not bad, ("name an algorithm only in collectives/registry.py and its own module; "
+                     "elsewhere read its AllreduceSpec:\n" + "\n".join(bad))
+
+
+def test_the_name_rule_sees_what_it_should() -> None:
+    probe = ast.parse('def f(a):\n    """tree or ring"""\n    return a == "ring"\n')
+    docs = _docstrings(probe)
+    found = [n.value for n in ast.walk(probe) if isinstance(n, ast.Constant)
+             and isinstance(n.value, str) and id(n) not in docs]
+    assert found == ["ring"]
+
+
 # Run in a fresh interpreter: this test session has long imported torch, sklearn, ...
 _LEAN_TRAIN = """
 import sys
