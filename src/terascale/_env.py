@@ -52,8 +52,9 @@ from ._errors import ConfigError
 from ._secret import read_secret
 from ._units import parse_rate
 
-__all__ = ["ENV_KEYS", "JobEnv", "host_identity", "parse_address", "read_algorithm_modules",
-           "read_bind", "read_env", "read_flag", "read_link_rate", "read_timeout"]
+__all__ = ["ENV_KEYS", "JobEnv", "SETTINGS", "host_identity", "parse_address",
+           "read_algorithm_modules", "read_bind", "read_env", "read_flag", "read_link_rate",
+           "read_setting", "read_switch", "read_timeout"]
 
 ENV_KEYS = ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS", "TERASCALE_SECRET",
             "TERASCALE_JOB", "TERASCALE_TIMEOUT", "TERASCALE_RESTART", "TERASCALE_HOST_ID",
@@ -278,6 +279,29 @@ def read_bind(env: Mapping[str, str] | None = None) -> str | None:
     """``TERASCALE_BIND``: where the servers started in this process listen instead of the
     job's own address (``0.0.0.0``: every interface); None when unset."""
     return (os.environ if env is None else env).get("TERASCALE_BIND", "").strip() or None
+
+
+# The process's own settings (never written by a launcher), each parsed by the one module
+# that uses it; read through read_setting / read_switch so that this module lists them all.
+SETTINGS = {
+    "TERASCALE_NO_CEXT": "1: the pure-Python paths, no compiled module (terascale._cext)",
+    "TERASCALE_NO_CMA": "1: shared memory never reads another member's memory "
+                        "(terascale.transport._core)",
+    "TERASCALE_MALLOC": "system: leave glibc's allocator thresholds alone (terascale._malloc)",
+    "TERASCALE_BACKGROUND_NICE": "the helper threads' nice, 0-19 (terascale._background)",
+}
+
+
+def read_setting(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The raw text of one of :data:`SETTINGS` (None: unset), for its module to parse."""
+    if name not in SETTINGS:
+        raise KeyError(f"{name} is not one of terascale's settings ({', '.join(SETTINGS)})")
+    return (os.environ if env is None else env).get(name)
+
+
+def read_switch(name: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether one of :data:`SETTINGS` is set to anything but empty or ``0``."""
+    return (read_setting(name, env) or "0") not in ("", "0")
 
 
 def read_algorithm_modules(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
