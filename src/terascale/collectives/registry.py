@@ -21,8 +21,8 @@ formula ``cost(nbytes, nodes, per_host, c, **options)`` in alpha-beta-gamma term
 model; ``c`` is a :class:`terascale.sim.CostParams`), then register it: one
 :class:`AllreduceSpec` line below for a built-in one, or :func:`register_algorithm` from
 your own code. Processes started later (``terascale run``, ``terascale bench``) import
-the modules named in ``TERASCALE_ALGORITHMS`` (comma-separated, read through
-:func:`terascale.read_algorithm_modules`) on the first lookup of a name, so an algorithm
+the modules named in ``TERASCALE_ALGORITHMS`` (comma-separated; the variable belongs to
+``terascale._env`` like every other) on the first lookup of a name, so an algorithm
 registered at import of such a module is known to every worker. It is then selectable by
 name, run by the correctness matrix (``tests/collectives/test_matrix.py`` iterates this
 table), offered by ``terascale bench allreduce`` and priced by ``terascale simulate``.
