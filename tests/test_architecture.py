@@ -266,6 +266,8 @@ def test_one_writer_of_the_environment_contract() -> None:
 _ENV_READS_LEFT = {
     "terascale/_init.py": "the init path's transport construction is being rewritten",
     "terascale/engines/jobs.py": "the engines' one job runner is being rewritten",
+    "terascale/bench/_allreduce_worker.py": "also runs as a plain script in the peers' side "
+                                            "environments, where terascale is not importable",
 }
 
 

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
-
-from .._env import read_env
 
 __all__ = ["iterations", "main"]
 
@@ -104,8 +103,7 @@ def _gloo(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    job = read_env()  # the launcher's TERASCALE_RANK and TERASCALE_SIZE
-    rank, size = job.rank, job.size
+    rank, size = int(os.environ["TERASCALE_RANK"]), int(os.environ["TERASCALE_SIZE"])
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank,
                             world_size=size)
     try:
@@ -151,7 +149,7 @@ def _xgboost(args: argparse.Namespace) -> None:
     from xgboost import collective
 
     np.seterr(over="ignore", invalid="ignore")
-    worker_args = {**json.loads(args.tracker), "dmlc_task_id": str(read_env().rank)}
+    worker_args = {**json.loads(args.tracker), "dmlc_task_id": os.environ["TERASCALE_RANK"]}
     one = np.zeros(1, _DTYPE)
     with collective.CommunicatorContext(**worker_args):
         size = collective.get_world_size()
