@@ -160,3 +160,21 @@ def test_power_of_two_constraint(direct: str) -> None:
         assert run_workers(call, 2) == ["ran", "ran"]
     finally:
         ALLREDUCE.pop("direct_pow2", None)
+
+
+def test_algorithm_modules_from_the_environment(tmp_path: Path) -> None:
+    from terascale._env import read_algorithm_modules
+
+    assert read_algorithm_modules({}) == ()
+    assert read_algorithm_modules({"TERASCALE_ALGORITHMS": " a.b , c "}) == ("a.b", "c")
+    with pytest.raises(ConfigError, match="TERASCALE_ALGORITHMS: 'a-b'"):
+        read_algorithm_modules({"TERASCALE_ALGORITHMS": "a-b"})
+    # a module that cannot be imported: a ConfigError naming it, at the first lookup
+    code = ("from terascale.collectives import allreduce_spec\n"
+            "try:\n    allreduce_spec('direct')\n"
+            "except Exception as e:\n    print(type(e).__name__, e)\n")
+    env = {**os.environ, "TERASCALE_ALGORITHMS": "no_such_algorithm_module"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert "ConfigError TERASCALE_ALGORITHMS: cannot import 'no_such_algorithm_module'" in \
+        proc.stdout, proc.stdout + proc.stderr
