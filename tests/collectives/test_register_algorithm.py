@@ -135,12 +135,14 @@ def test_registration_is_checked(direct: str) -> None:
         (dict(name="x2", target=RingAllreduce, placement="rack"), "placement"),
         (dict(name="x3", target=RingAllreduce, schedule="spiral"), "schedule"),
         (dict(name="x4", target=object), "for_call"),
+        (dict(name="x6", target=RingAllreduce, auto="large", power_of_two=True),
+         "every world size"),
         (dict(name="x5", target="no_colon"), "module:attribute"),
     ]
     for kw, match in cases:
         with pytest.raises(ConfigError, match=match):
             register_algorithm(**kw)
-    assert not {"x1", "x2", "x3", "x4", "x5"} & set(ALLREDUCE)
+    assert not {"x1", "x2", "x3", "x4", "x5", "x6"} & set(ALLREDUCE)
 
 
 def test_power_of_two_constraint(direct: str) -> None:

@@ -280,6 +280,9 @@ def register_algorithm(name: str, target: str | type, *, placement: Placement = 
     if auto is not None and auto not in get_args(AutoRole):
         raise ConfigError(f"register_algorithm({name!r}): auto={auto!r}; use None or one of "
                           f"{', '.join(get_args(AutoRole))}")
+    if auto is not None and power_of_two:
+        raise ConfigError(f"register_algorithm({name!r}): auto={auto!r} needs an algorithm "
+                          "that runs on every world size (power_of_two=True)")
     spec = AllreduceSpec(name, _target(target, "target", name), placement, subgroup,
                          reads_input, power_of_two, _target(cost, "cost", name) if cost else "",
                          schedule, fast_path, auto, summary)
