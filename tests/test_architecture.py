@@ -312,6 +312,38 @@ def test_terascale_variables_are_read_through_env() -> None:
     assert [k for _, k in _environ_reads(probe)] == ["TERASCALE_X", "TERASCALE_Y", "TERASCALE_Z"]
 
 
+def _secret_reads(tree: ast.AST) -> list[int]:
+    """Lines reading a secret variable from any mapping (``env.get("TERASCALE_SECRET")``,
+    ``env["TERASCALE_SECRET_FILE"]``, ``"TERASCALE_INSECURE_NO_SECRET" in env``)."""
+    def secret(node: ast.AST | None) -> bool:
+        return isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+            node.value.startswith("TERASCALE_") and "SECRET" in node.value
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("get", "pop") and node.args and secret(node.args[0]):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and \
+                secret(node.slice):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Compare) and secret(node.left):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_secret_is_read_only_by_secret_py() -> None:
+    """``_secret.py`` owns where the job secret comes from (variable, file, the loopback
+    opt-out); everyone else calls ``user_secret``/``read_secret``."""
+    bad = [f"src/{p.relative_to(SRC).as_posix()}:{line}"
+           for p in sorted((SRC / "terascale").rglob("*.py")) if p.name != "_secret.py"
+           for line in _secret_reads(ast.parse(p.read_text()))]
+    assert not bad, "read the secret through terascale._secret:\n" + "\n".join(bad)
+    probe = ast.parse('e.get("TERASCALE_SECRET")\ne["TERASCALE_SECRET_FILE"]\n'
+                      '"TERASCALE_INSECURE_NO_SECRET" in e\ne.get("TERASCALE_JOB")\n')
+    assert sorted(_secret_reads(probe)) == [1, 2, 3]
+
+
 # Strings equal to an algorithm's name that are not that algorithm (file: reason).
 _NOT_ALGORITHM_NAMES = {
     ("terascale/bench/_peers.py", "shm"): "Intel MPI's I_MPI_FABRICS value",
