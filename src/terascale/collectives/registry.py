@@ -190,7 +190,10 @@ class AllreduceSpec:
 @functools.cache
 def _resolve(target: str) -> Any:
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module, __package__), attr)
+    obj = importlib.import_module(module, __package__)
+    for part in attr.split("."):  # a class's qualified name may be nested
+        obj = getattr(obj, part)
+    return obj
 
 
 ALLREDUCE: dict[str, AllreduceSpec] = {s.name: s for s in (
