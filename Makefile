@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch first, pinned to the CPU build on local disk, so that `torch>=2.3` is already met.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-vw test-torch install install-test system-deps peers lint bench clean docs docs-check docs-snippets
+.PHONY: demo test test-matrix test-vw test-torch install install-test system-deps peers lint bench clean docs docs-check docs-snippets
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +69,12 @@ docs-check: docs
 # (the suite runs the fast ones and says which it skipped).
 docs-snippets: install-test
 	TERASCALE_DOCS_FULL=1 $(BIN)/python -m pytest -q tests/test_docs_snippets.py
+
+# The collective correctness matrix in full: every registered allreduce algorithm (and the
+# one tests/collectives/_direct_allreduce.py registers) at world sizes 1-9; CI runs a subset.
+test-matrix: install-test
+	TERASCALE_MATRIX_FULL=1 $(BIN)/python -m pytest -q tests/collectives/test_matrix.py \
+	  tests/collectives/test_register_algorithm.py
 
 lint: install-test
 	$(BIN)/ruff check src tests examples

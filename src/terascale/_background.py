@@ -36,6 +36,8 @@ import sys
 import threading
 import warnings
 
+from ._env import read_setting
+
 __all__ = ["BACKGROUND_NICE", "background"]
 
 BACKGROUND_NICE = 19  # the helpers' nice (19: the lowest priority a thread can have)
@@ -45,7 +47,7 @@ _warned: set[str] = set()
 
 
 def _nice() -> int:
-    text = os.environ.get("TERASCALE_BACKGROUND_NICE")
+    text = read_setting("TERASCALE_BACKGROUND_NICE")
     if text is None:
         return BACKGROUND_NICE
     try:

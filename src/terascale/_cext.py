@@ -9,16 +9,17 @@ gets the same paths.
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable
 from types import ModuleType
+
+from ._env import read_switch
 
 __all__ = ["disabled", "load"]
 
 
 def disabled() -> bool:
     """``TERASCALE_NO_CEXT`` set (to anything but 0): use the pure-Python paths."""
-    return os.environ.get("TERASCALE_NO_CEXT", "0") not in ("", "0")
+    return read_switch("TERASCALE_NO_CEXT")
 
 
 def load(name: str, abi: int,

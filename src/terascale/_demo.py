@@ -93,6 +93,7 @@ def _linear(comm: Communicator, ds: Blocks, t0: float, t_parse: float, test: str
 
 def worker() -> None:
     import terascale
+    from terascale.collectives.registry import ALLREDUCE, auto_choice
 
     parsed = _parse_shard(sys.argv[1]) if len(sys.argv) == 3 else None
     with terascale.init() as comm:
@@ -103,7 +104,9 @@ def worker() -> None:
         for nbytes in SIZES:
             x = rng.standard_normal(nbytes // 4).astype(np.float32)
             expect = np.sum(comm.allgather(x), axis=0, dtype=np.float64)
-            for algo in ("shm", "tree", "ring", "halving_doubling"):
+            # shared memory, then every algorithm that also runs between hosts
+            for algo in (auto_choice("one host"),
+                         *(a for a, s in ALLREDUCE.items() if s.subgroup)):
                 times = []
                 for _ in range(5 if nbytes >= 1 << 24 else 20):
                     comm.barrier()

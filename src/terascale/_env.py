@@ -32,7 +32,11 @@ Those launchers make no secret, so the user gives one, read only here:
 rendezvous, the Spark and Ray runners' and the torch backend's; default: the job's own
 address, loopback when that is loopback; ``0.0.0.0`` for every interface);
 ``TERASCALE_TCP_CONGESTION`` is the data links' congestion control (default ``cubic``,
-``system`` for the host's; read by :mod:`terascale.transport._congestion`).
+``system`` for the host's; read by :mod:`terascale.transport._congestion`);
+``TERASCALE_ALGORITHMS`` names modules (comma-separated) that register allreduce algorithms
+of their own (:func:`terascale.collectives.register_algorithm`): every process imports them
+on its first lookup of an algorithm, so workers started by ``terascale run`` or ``terascale
+bench`` know what the parent registered (:func:`read_algorithm_modules`).
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ from ._errors import ConfigError
 from ._secret import read_secret
 from ._units import parse_rate
 
-__all__ = ["ENV_KEYS", "JobEnv", "host_identity", "parse_address", "read_bind", "read_env",
-           "read_flag", "read_link_rate", "read_timeout"]
+__all__ = ["ENV_KEYS", "JobEnv", "SETTINGS", "host_identity", "parse_address",
+           "read_algorithm_modules", "read_bind", "read_env", "read_flag", "read_link_rate",
+           "read_setting", "read_switch", "read_timeout"]
 
 ENV_KEYS = ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS", "TERASCALE_SECRET",
             "TERASCALE_JOB", "TERASCALE_TIMEOUT", "TERASCALE_RESTART", "TERASCALE_HOST_ID",
@@ -274,6 +279,42 @@ def read_bind(env: Mapping[str, str] | None = None) -> str | None:
     """``TERASCALE_BIND``: where the servers started in this process listen instead of the
     job's own address (``0.0.0.0``: every interface); None when unset."""
     return (os.environ if env is None else env).get("TERASCALE_BIND", "").strip() or None
+
+
+# The process's own settings (never written by a launcher), each parsed by the one module
+# that uses it; read through read_setting / read_switch so that this module lists them all.
+SETTINGS = {
+    "TERASCALE_NO_CEXT": "1: the pure-Python paths, no compiled module (terascale._cext)",
+    "TERASCALE_NO_CMA": "1: shared memory never reads another member's memory "
+                        "(terascale.transport._core)",
+    "TERASCALE_MALLOC": "system: leave glibc's allocator thresholds alone (terascale._malloc)",
+    "TERASCALE_BACKGROUND_NICE": "the helper threads' nice, 0-19 (terascale._background)",
+}
+
+
+def read_setting(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The raw text of one of :data:`SETTINGS` (None: unset), for its module to parse."""
+    if name not in SETTINGS:
+        raise KeyError(f"{name} is not one of terascale's settings ({', '.join(SETTINGS)})")
+    return (os.environ if env is None else env).get(name)
+
+
+def read_switch(name: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether one of :data:`SETTINGS` is set to anything but empty or ``0``."""
+    return (read_setting(name, env) or "0") not in ("", "0")
+
+
+def read_algorithm_modules(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """``TERASCALE_ALGORITHMS``: the modules to import for algorithms registered outside
+    terascale (comma-separated dotted names; empty when unset); ConfigError for a name that
+    is not a dotted module path."""
+    raw = (os.environ if env is None else env).get("TERASCALE_ALGORITHMS", "")
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    for n in names:
+        if not all(part.isidentifier() for part in n.split(".")):
+            raise ConfigError(f"TERASCALE_ALGORITHMS: {n!r} is not a module name "
+                              "(dotted Python names, comma-separated)")
+    return names
 
 
 def read_flag(env: Mapping[str, str], name: str) -> bool:

@@ -28,6 +28,8 @@ import ctypes
 import os
 import platform
 
+from ._env import read_setting
+
 __all__ = ["MMAP_BYTES", "TRIM_BYTES", "keep_freed_memory"]
 
 MMAP_BYTES = 8 << 20     # requests at least this large are mapped (and unmapped on free)
@@ -43,7 +45,7 @@ def keep_freed_memory() -> bool:
     if _done:
         return False
     _done.append(True)
-    if (os.environ.get("TERASCALE_MALLOC", "") == "system"
+    if (read_setting("TERASCALE_MALLOC") == "system"
             or "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ
             or platform.system() != "Linux" or platform.libc_ver()[0] != "glibc"):
         return False

@@ -120,17 +120,22 @@ class Communicator(ObjectCollectives, CommCore):
             rop = ReduceOp(op, a.dtype)
             algo = choose_allreduce(a.nbytes, self.size, self.hosts, self.link_rate) \
                 if algorithm == "auto" else algorithm
-            plan = (rop, allreduce_spec(algo), f"{algo},{describe(a)},{op}")
+            spec = allreduce_spec(algo)
+            if not spec.runs_with(self.size):
+                raise ConfigError(f"rank {self.rank}: algorithm={algo!r} needs a world size "
+                                  f"that is a power of two, not {self.size}")
+            plan = (rop, spec, f"{algo},{describe(a)},{op}")
             if len(self._plans) >= _PLANS_MAX:
                 self._plans.clear()
             self._plans[key] = plan
         rop, spec, detail = plan
-        if key not in self._fast and self.size > 1 and (spec.name == "shm" or self.size == 2):
+        segment = spec.fast_path == "segment"
+        if key not in self._fast and self.size > 1 and (segment or self.size == 2):
             assert self._mesh is not None
-            # shm: the compiled core; two ranks and a small message (tree, ring and
-            # halving/doubling alike): the TCP swap.
+            # a segment: the compiled core's one call; two ranks and a small message (every
+            # algorithm with fast_path="swap" alike): the TCP swap.
             fast = FastAllreduce.plan(self._shm, rop, a.nbytes, f"allreduce({detail})",
-                                      self._context) if spec.name == "shm" else \
+                                      self._context) if segment else \
                 PairAllreduce.plan(self._mesh, self.rank, self.size, rop, a.shape,
                                    f"allreduce({detail})", self._context, self._members,
                                    spec.pair_pieces(a.size, a.dtype.itemsize))

@@ -1,7 +1,7 @@
 """Correctness matrix of the collectives over real worker processes.
 
-World sizes 1-8 (non-powers of two included) x element counts 0, 1, 3, 1000, 2**20+7 x
-dtypes x ops x algorithms, checked against numpy on the gathered inputs: exact for
+World sizes 1-9 (non-powers of two included; a subset unless ``TERASCALE_MATRIX_FULL=1``)
+x element counts 0, 1, 3, 1000, 2**20+7 x dtypes x ops x every algorithm of the registry, checked against numpy on the gathered inputs: exact for
 integers, close for floats, and bitwise identical on every rank and across two runs.
 Alltoall and the async allgather/alltoall over world sizes 1-9; sub-communicators from
 ``split`` into 2 and 3 groups (odd sizes, a rank that joins none, a split of a split).
@@ -9,17 +9,32 @@ Alltoall and the async allgather/alltoall over world sizes 1-9; sub-communicator
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from _allreduce_check import check_matrix
 
 from terascale import ConfigError
+from terascale.collectives import allreduce_names
 from terascale.testing import run_workers
 
+# Every algorithm of the registry (on one host: those placed on "one host" run too) at world
+# sizes 1-9 with TERASCALE_MATRIX_FULL=1 (`make test-matrix`). CI: every algorithm at 2 (the
+# per-call swap) and 3, and each at one more size, spread so that every size is run.
+FULL = os.environ.get("TERASCALE_MATRIX_FULL", "") not in ("", "0")
+_MORE = (8, 5, 7, 4, 1, 9)
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8])
-@pytest.mark.parametrize("algo", ["tree", "ring"])
-def test_allreduce_matrix(n: int, algo: str) -> None:
+
+def _cases() -> list[tuple[str, int]]:
+    names = allreduce_names()
+    if FULL:
+        return [(a, n) for a in names for n in range(1, 10)]
+    return [(a, n) for i, a in enumerate(names) for n in (2, 3, _MORE[i % len(_MORE)])]
+
+
+@pytest.mark.parametrize("algo,n", _cases())
+def test_allreduce_matrix(algo: str, n: int) -> None:
     check_matrix(n, algo, runs=2)
 
 
@@ -195,7 +210,7 @@ def _split(comm, parts: int) -> dict:
     s, k = sub.rank, sub.size
     x = np.arange(1001, dtype=np.float64) * (r + 1)
     out["who"] = (s, k, sub.allgather(np.int64(r)))
-    for algo in ("tree", "ring", "halving_doubling", "shm", "auto"):
+    for algo in (*allreduce_names(), "auto"):
         out[algo] = sub.allreduce(x, algorithm=algo)
     out["int_max"] = sub.allreduce(np.array([r, -r], np.int32), op="max")
     h = sub.allreduce_async(x[:10])
@@ -236,7 +251,7 @@ def test_split_matrix(n: int, parts: int) -> None:
         s, k, who = res["who"]
         assert (s, k) == (members.index(r), len(members)) and who.tolist() == members
         total = sum(m + 1 for m in members)
-        for algo in ("tree", "ring", "halving_doubling", "shm", "auto"):
+        for algo in (*allreduce_names(), "auto"):
             np.testing.assert_allclose(res[algo], x * total, err_msg=algo)
         assert res["int_max"].tolist() == [max(members), -min(members)]
         ar, ag, aa = res["async"]
@@ -253,7 +268,7 @@ def test_split_matrix(n: int, parts: int) -> None:
         assert res["after_nested"].tolist() == [k, k]
         # bitwise identical inside each group
         first = results[members[0]]
-        for algo in ("tree", "ring", "halving_doubling", "shm", "auto"):
+        for algo in (*allreduce_names(), "auto"):
             assert res[algo].tobytes() == first[algo].tobytes(), (algo, r)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from terascale.cli import main
+from terascale.collectives import ALLREDUCE
 from terascale.sim import CostParams, predict, simulate, straggler_delays
 
 C = CostParams(alpha=30e-6, beta=1e-9, gamma=2e-10, alpha_shm=2e-6, delta=1e-10)
@@ -77,8 +78,8 @@ def test_layout_ordered_halving_doubling_keeps_big_steps_off_shared_nics() -> No
 
 
 def test_node_failure_blocks_every_rank() -> None:
-    for algo in ("ring", "tree", "halving_doubling", "hierarchical"):
-        q = 2 if algo == "hierarchical" else 1
+    for algo in (a for a, s in ALLREDUCE.items() if s.runs_on(8)):  # each event schedule
+        q = 2 if ALLREDUCE[algo].schedule == "host segments" else 1
         res = simulate(algo, 1 << 20, 8, C, per_host=q, fail=(3, 0.0))
         assert res.blocked == 8 * q and res.time == float("inf")
     late = simulate("ring", 1 << 20, 8, C, fail=(3, 10.0))  # after the end: no effect
@@ -100,7 +101,7 @@ def test_simulate_command(tmp_path, capsys) -> None:
     assert main(["simulate", "--nodes", "64", "--bytes", "16MB", "--link", "10Gbit",
                  "--stragglers", "exp:1ms", "--fail", "5@1ms", "--plot", str(png)]) == 0
     out = capsys.readouterr().out
-    for algo in ("tree", "ring", "halving_doubling"):
+    for algo in (a for a, s in ALLREDUCE.items() if s.differs_on(64, 1)):
         assert f"| {algo} |" in out
     assert "best:" in out and "64 of 64 ranks never finish" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

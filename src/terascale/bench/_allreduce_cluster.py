@@ -29,6 +29,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._units import format_rate, format_size
+from ..collectives.registry import ALLREDUCE, allreduce_names
 
 __all__ = ["add_cluster_flags", "cluster_main", "format_cluster", "run_cluster_bench"]
 
@@ -193,10 +194,12 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
 def cluster_main(args: argparse.Namespace, sizes: Sequence[int]) -> int:
     """``terascale bench allreduce --cluster K``: run, print the table, write --json."""
     # auto too: what users get, and the row of the 4 KiB round-trip line on 2 hosts
-    algos = args.algorithms.split(",") if args.algorithms else ["tree", "ring",
-                                                                 "halving_doubling", "auto"]
-    if args.per_host > 1 and not args.algorithms:
-        algos.append("hierarchical")
+    algos = args.algorithms.split(",") if args.algorithms else [
+        *(a for a in allreduce_names()
+          if ALLREDUCE[a].differs_on(args.cluster, args.per_host) and ALLREDUCE[a].subgroup),
+        "auto",
+        *(a for a in allreduce_names() if ALLREDUCE[a].differs_on(args.cluster, args.per_host)
+          and not ALLREDUCE[a].subgroup)]
     earlier = []
     for path in args.calibrate or []:  # read first: a bad file fails before the long run
         with open(path) as f:

@@ -24,11 +24,20 @@ import numpy as np
 
 from .._errors import ConfigError
 from .._units import format_size, parse_size
+from ..collectives.registry import ALLREDUCE, allreduce_names
 
 __all__ = ["add_bench_parser", "run_costs"]
 
-TCP = ("tree", "ring", "halving_doubling")
-ALL = (*TCP, "shm", "hierarchical")
+
+
+def _layouts(n: int) -> dict[str, tuple[list[str] | None, list[str]]]:
+    """Per host layout of ``n`` ranks: the host ids and the registry's algorithms to time
+    there (each once: :meth:`~terascale.collectives.AllreduceSpec.differs_on`)."""
+    names = allreduce_names()
+    return {"one host": (None, list(names)),
+            "2 hosts": (["a", "b"], [a for a in names if ALLREDUCE[a].differs_on(2, 2)]),
+            "1 rank/host": ([str(i) for i in range(n)],
+                            [a for a in names if ALLREDUCE[a].differs_on(n, 1)])}
 
 
 def _worker(comm: Any, algos: list[str], sizes: list[int]) -> dict[tuple[str, int], np.ndarray]:
@@ -56,12 +65,11 @@ def run_costs(sizes: list[int], world_sizes: list[int]) -> list[dict[str, Any]]:
 
     rows = []
     print(f"load average {os.getloadavg()[0]:.2f}; median of the slowest rank, microseconds")
-    print("| n | layout | size | " + " | ".join(ALL) + " | best |")
-    print("|---|---|---|" + "---|" * (len(ALL) + 1))
+    every = allreduce_names()
+    print("| n | layout | size | " + " | ".join(every) + " | best |")
+    print("|---|---|---|" + "---|" * (len(every) + 1))
     for n in world_sizes:
-        layouts = {"one host": (None, list(ALL)),
-                   "2 hosts": (["a", "b"], [*TCP, "hierarchical"]),
-                   "1 rank/host": ([str(i) for i in range(n)], list(TCP))}
+        layouts = _layouts(n)
         for layout, (hosts, algos) in layouts.items():
             if hosts is not None and len(set(hosts[:n])) == 1:
                 continue
@@ -72,7 +80,7 @@ def run_costs(sizes: list[int], world_sizes: list[int]) -> list[dict[str, Any]]:
                 best = min(med, key=med.__getitem__)
                 rows.append({"n": n, "layout": layout, "bytes": nbytes, "median_s": med,
                              "best": best})
-                cells = [f"{med[a] * 1e6:.0f}" if a in med else "" for a in ALL]
+                cells = [f"{med[a] * 1e6:.0f}" if a in med else "" for a in every]
                 print(f"| {n} | {layout} | {format_size(nbytes)} | " + " | ".join(cells) +
                       f" | {best} |", flush=True)
     return rows

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError
+from ..collectives.registry import auto_choice
 
 __all__ = ["add_bench_parser", "run_failures"]
 
@@ -103,8 +104,10 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     """Add ``failures`` to the ``terascale bench`` subcommands."""
     p = kinds.add_parser("failures", help="failure detection time and mismatch-check cost",
                          description=__doc__.splitlines()[0])
-    p.add_argument("--algorithms", default="ring,tree,shm",
-                   help="algorithms to kill a rank under (default ring,tree,shm)")
+    # auto's algorithms: large and small messages over TCP, one host's shared memory
+    default = ",".join(auto_choice(role) for role in ("large", "small", "one host"))
+    p.add_argument("--algorithms", default=default,
+                   help=f"algorithms to kill a rank under (default {default})")
     p.add_argument("--json", default=None, metavar="OUT.json")
     p.set_defaults(func=_main)
 

@@ -61,13 +61,15 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from functools import partial
+from typing import Any
 
 import numpy as np
 
 from .._arrays import ReduceOp
 from ..transport import Exchange
 from ._chunks import bounds, chunk_bounds, view
-from ._pair import Pieces, is_pair, swap_in
+from ._cost import check, swap_time
+from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
 from ._radix import (
     arrival_order,
     block_of,
@@ -81,7 +83,8 @@ from ._radix import (
 )
 from .registry import AllreduceCall
 
-__all__ = ["HalvingDoublingAllreduce", "as_ring", "radix_steps", "traffic"]
+__all__ = ["HalvingDoublingAllreduce", "as_ring", "halving_doubling_cost", "halving_doubling_time",
+           "radix_steps", "traffic"]
 
 CHUNK_BYTES = 512 * 1024
 SCRATCH_DEPTH = 4  # chunks of scratch per peer whose contributions this rank reduces
@@ -306,3 +309,37 @@ class HalvingDoublingAllreduce:
     def _copied(self, unit: int) -> None:
         self.state[unit] = _FINAL
         self._pump()
+
+
+# -- cost (the registry's formula; terascale.sim.model) --------------------------------------
+def halving_doubling_time(nbytes: float, p: int, c: Any, *, ranks_per_host: int = 1) -> float:
+    r"""Rabenseifner's reduce-scatter by halving + allgather by doubling (Thakur et al.), in
+    the mixed-radix schedule of :func:`radix_steps` (Ruefenacht, Bull & Booth 2017):
+    :math:`2\sum_k (r_k - 1)\alpha + 2\frac{p-1}{p} m\beta + \frac{p-1}{p} m\gamma`; on
+    several hosts of several workers only the busiest host link's bytes pay ``beta``
+    (:func:`traffic`), the rest ``delta``. Two ranks and a small message: the swap.
+
+    ``nbytes``: the message size in bytes. ``c``: the machine's
+    :class:`terascale.sim.CostParams`. ``p``: ranks. ``ranks_per_host``: ranks sharing one
+    host's link (default 1).
+    """
+    check(nbytes, p)
+    if p == 1:
+        return 0.0
+    c = c.for_message(nbytes).scaled(ranks_per_host)
+    if p == 2 and nbytes <= PAIR_MAX_BYTES:
+        return swap_time(nbytes, c)
+    f = (p - 1) / p
+    nodes = p // ranks_per_host if ranks_per_host > 0 and p % ranks_per_host == 0 else p
+    host = [v // (p // nodes) for v in range(p)]
+    steps = radix_steps(host if 1 < nodes < p else list(range(p)))
+    t = 2 * sum(r - 1 for _, r in steps) * c.alpha + f * nbytes * c.gamma
+    if 1 < nodes < p:  # several hosts of several workers: only the NIC's bytes pay beta
+        link, _, local = traffic(steps, host)
+        return float(t + nbytes * (link * c.beta + local * c.delta))
+    return float(t + 2 * f * nbytes * c.beta)
+
+
+def halving_doubling_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
+    """The registry's cost of halving/doubling over ``nodes`` hosts of ``per_host`` ranks."""
+    return halving_doubling_time(nbytes, nodes * per_host, c, ranks_per_host=per_host)

@@ -26,14 +26,17 @@ Hosts are told apart by the communicator's host ids (hostnames, or
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .groups import host_groups, split_groups
 from .registry import AllreduceCall, allreduce_spec
+from .ring import ring_time
 from .select import choose_allreduce
-from .shm import ShmAllreduce, shm_broadcast
+from .shm import ShmAllreduce, shm_broadcast, shm_time
 
-__all__ = ["HierarchicalAllreduce", "host_groups"]
+__all__ = ["HierarchicalAllreduce", "hierarchical_cost", "hierarchical_time", "host_groups"]
 
 
 class HierarchicalAllreduce:
@@ -70,3 +73,19 @@ class HierarchicalAllreduce:
                                      link_rate=call.link_rate)).run()
         if g is not None:
             shm_broadcast(g, ex, dst, ex.deadline)
+
+
+# -- cost (the registry's formula; terascale.sim.model) --------------------------------------
+def hierarchical_time(nbytes: float, hosts: int, per_host: int, c: Any) -> float:
+    r"""Shared memory inside each host + ring among the host leaders + broadcast back:
+    :math:`T_{shm}(q) + T_{ring}(H)`.
+
+    ``nbytes``: the message size in bytes. ``c``: the machine's
+    :class:`terascale.sim.CostParams`. ``hosts``: hosts; ``per_host``: ranks on each.
+    """
+    return shm_time(nbytes, per_host, c) + ring_time(nbytes, hosts, c)
+
+
+def hierarchical_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
+    """The registry's cost of the hierarchical allreduce over ``nodes`` hosts."""
+    return hierarchical_time(nbytes, nodes, per_host, c)

@@ -23,16 +23,18 @@ whole buffers at once (:mod:`._pair`) and reduce each segment as the ring would:
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import numpy as np
 
 from .._arrays import ReduceOp
 from ..transport import Exchange
 from ._chunks import bounds, chunk_bounds, view
-from ._pair import Pieces, is_pair, swap_in
+from ._cost import check, swap_time
+from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
 from .registry import AllreduceCall
 
-__all__ = ["RingAllreduce"]
+__all__ = ["RingAllreduce", "ring_cost", "ring_time"]
 
 CHUNK_BYTES = 1024 * 1024
 
@@ -124,3 +126,27 @@ class RingAllreduce:
         if step + 1 < self.size - 1:
             lo, hi = self.segments[seg][j]
             self.ex.send(self.right, view(self.buf, lo, hi))
+
+
+# -- cost (the registry's formula; terascale.sim.model) --------------------------------------
+def ring_time(nbytes: float, p: int, c: Any, *, ranks_per_host: int = 1) -> float:
+    r"""Ring allreduce (Patarasuk & Yuan): :math:`2(p-1)\alpha + 2\frac{p-1}{p} m\beta +
+    \frac{p-1}{p} m\gamma`; two ranks and a small message: the swap.
+
+    ``nbytes``: the message size in bytes. ``c``: the machine's
+    :class:`terascale.sim.CostParams`. ``p``: ranks. ``ranks_per_host``: ranks sharing one
+    host's link (default 1).
+    """
+    check(nbytes, p)
+    if p == 1:
+        return 0.0
+    c = c.for_message(nbytes).scaled(ranks_per_host)
+    if p == 2 and nbytes <= PAIR_MAX_BYTES:
+        return swap_time(nbytes, c)
+    f = (p - 1) / p
+    return float(2 * (p - 1) * c.alpha + 2 * f * nbytes * c.beta + f * nbytes * c.gamma)
+
+
+def ring_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
+    """The registry's cost of the ring over ``nodes`` hosts of ``per_host`` ranks."""
+    return ring_time(nbytes, nodes * per_host, c, ranks_per_host=per_host)

@@ -1,5 +1,11 @@
 """``algorithm="auto"``: pick the allreduce algorithm from measured costs.
 
+``auto`` picks by role, never by name: each registry entry
+(:class:`~terascale.collectives.AllreduceSpec`) may carry one of the roles ``"one host"``,
+``"mixed hosts"``, ``"small"`` and ``"large"``, and this module decides which role a call
+needs (:func:`choose_allreduce`); the entries of the built-in table are shared memory, the
+hierarchical allreduce, the tree and the ring.
+
 First by host layout (one host: shared memory; several hosts, some with several ranks:
 hierarchical; see ``choose_allreduce``), then, with one rank per host, by size -- and, when
 the job knows its link rate (``init(link_rate=)``, ``terascale run --link-rate``,
@@ -23,12 +29,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .registry import allreduce_names
+from .registry import ALLREDUCE, auto_choice
 
 __all__ = ["ALLREDUCE_ALGORITHMS", "choose_allreduce", "choose_by_link", "choose_tcp"]
 
-# What ``allreduce(algorithm=...)`` accepts: "auto" and every name in the registry.
-ALLREDUCE_ALGORITHMS = ("auto", *allreduce_names())
+# What ``allreduce(algorithm=...)`` accepts: "auto" and every built-in name of the registry
+# (``("auto", *allreduce_names())`` also lists those registered later).
+ALLREDUCE_ALGORITHMS = ("auto", *ALLREDUCE)
 
 # Crossover between tree and ring, in bytes, per world size: the largest size at which the
 # tree was still at least as fast as the ring (RESULTS.md, "Auto thresholds", measured with
@@ -41,9 +48,10 @@ TREE_MAX_BYTES_LARGE_WORLD = 256 << 10
 
 
 def choose_tcp(nbytes: int, size: int) -> str:
-    """The TCP algorithm for ``nbytes`` over ``size`` ranks."""
+    """The TCP algorithm for ``nbytes`` over ``size`` ranks: the registry's ``auto="small"``
+    entry up to the crossover, its ``auto="large"`` one above."""
     limit = TREE_MAX_BYTES.get(size, TREE_MAX_BYTES_LARGE_WORLD)
-    return "tree" if nbytes <= limit else "ring"
+    return auto_choice("small" if nbytes <= limit else "large")
 
 
 # Host layouts, measured with ``terascale bench costs --sizes
@@ -72,9 +80,9 @@ def choose_allreduce(nbytes: int, size: int, hosts: Sequence[str] | None = None,
     if size > 1 and hosts is not None and len(hosts) == size:
         distinct = len(set(hosts))
         if distinct == 1:
-            return "shm"
+            return auto_choice("one host")
         if distinct < size:
-            return "hierarchical"
+            return auto_choice("mixed hosts")
     if link_rate is not None and size > 1:
         return choose_by_link(nbytes, size, link_rate)
     return choose_tcp(nbytes, size)
@@ -110,4 +118,4 @@ def choose_by_link(nbytes: int, size: int, link_rate: float) -> str:
     goodput = link_rate / 8 * _PAYLOAD
     per_byte = (max(k, h * 3) / LINK_EFF_TREE - 2 * (size - 1) / size / LINK_EFF_RING) / goodput
     crossover = (2 * (size - 1) - 2 * h) * LINK_ALPHA_S / per_byte
-    return choose_tcp(nbytes, size) if nbytes <= crossover else "ring"
+    return choose_tcp(nbytes, size) if nbytes <= crossover else auto_choice("large")

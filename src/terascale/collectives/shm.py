@@ -38,6 +38,7 @@ collectively on first use, unmapped when the communicator closes).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,7 @@ from .._errors import ConfigError
 from ..transport import Exchange
 from ..transport.shm import ShmGroup, core_codes
 from ._chunks import bounds
+from ._cost import check
 from ._shmdirect import direct_allreduce, takes_direct
 from ._shmflat import (
     FLAT_MAX_BYTES,
@@ -58,7 +60,7 @@ from ._shmflat import (
 from .registry import AllreduceCall
 
 __all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "FLAT_ROUND_BYTES", "FastAllreduce", "ShmAllreduce",
-           "ShmGroups", "shm_barrier", "shm_broadcast"]
+           "ShmGroups", "shm_barrier", "shm_broadcast", "shm_cost", "shm_time"]
 
 AREA_BYTES = 2 << 20
 
@@ -273,3 +275,25 @@ def shm_barrier(groups: ShmGroups, ex: Exchange) -> bool:
     g.barrier(ex, ex.deadline, check=True)
     g.round += 1
     return True
+
+
+# -- cost (the registry's formula; terascale.sim.model) --------------------------------------
+def shm_time(nbytes: float, q: int, c: Any) -> float:
+    r"""Shared-memory allreduce of ``q`` ranks on one host (copy in, reduce-scatter of the
+    ``q`` slices, copy out): :math:`s(2\alpha_{shm} + m(2\delta + \frac{q-1}{q}\gamma))`,
+    ``s`` the slow-down of ranks sharing cores.
+
+    ``nbytes``: the message size in bytes. ``c``: the machine's
+    :class:`terascale.sim.CostParams`.
+    """
+    check(nbytes, q)
+    if q == 1:
+        return 0.0
+    s = c.slowdown(q)
+    c = c.for_message(nbytes)
+    return float(s * (2 * c.alpha_shm + nbytes * (2 * c.delta + (q - 1) / q * c.gamma)))
+
+
+def shm_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
+    """The registry's cost of one host's segment of ``per_host`` ranks (``nodes`` is 1)."""
+    return shm_time(nbytes, per_host, c)

@@ -26,17 +26,20 @@ it together, one latency after the later one entered.
 
 from __future__ import annotations
 
+import math
 from functools import partial
+from typing import Any
 
 import numpy as np
 
 from .._arrays import ReduceOp
 from ..transport import Exchange
 from ._chunks import chunk_bounds, view
+from ._cost import check, swap_time
 from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
 from .registry import AllreduceCall
 
-__all__ = ["TreeAllreduce", "is_pair", "tree_links"]
+__all__ = ["TreeAllreduce", "is_pair", "tree_cost", "tree_links", "tree_shape", "tree_time"]
 
 CHUNK_BYTES = PAIR_MAX_BYTES  # one chunk of two ranks is the swap (._pair)
 _DEPTH = 4  # chunks in flight per child (scratch slots)
@@ -128,3 +131,44 @@ class TreeAllreduce:
         lo, hi = self.chunks[k]
         for c in self.children:
             self.ex.send(c, view(self.buf, lo, hi))
+
+
+# -- cost (the registry's formula; terascale.sim.model) --------------------------------------
+def tree_shape(p: int) -> tuple[int, int, int]:
+    """(depth h, most children r, most messages per chunk through one link direction k)."""
+    h = p.bit_length() - 1
+    r = k = 0
+    for v in range(p):
+        kids = sum(1 for ch in (2 * v + 1, 2 * v + 2) if ch < p)
+        r = max(r, kids)
+        k = max(k, kids + (v > 0))
+    return h, r, k
+
+
+def tree_time(nbytes: float, p: int, c: Any, *, chunk: int | None = CHUNK_BYTES,
+              ranks_per_host: int = 1) -> float:
+    r"""Pipelined binary tree (reduce + broadcast); ``chunk=None``: not pipelined.
+
+    :math:`h(2\alpha + (r+1)c\beta + rc\gamma) + (K-1)(kc\beta + rc\gamma)` for ``K``
+    chunks of ``c`` bytes (:func:`tree_shape` gives ``h, r, k``); two ranks and one chunk:
+    the swap. ``nbytes``: the message size in bytes. ``c``: the machine's
+    :class:`terascale.sim.CostParams`. ``p``: ranks. ``chunk``: the pipeline's chunk in
+    bytes. ``ranks_per_host``: ranks sharing one host's link (default 1).
+    """
+    check(nbytes, p)
+    if p == 1:
+        return 0.0
+    c = c.for_message(nbytes).scaled(ranks_per_host)
+    h, r, k = tree_shape(p)
+    size = nbytes if chunk is None or nbytes <= chunk else chunk
+    chunks = 1 if chunk is None or nbytes <= chunk else math.ceil(nbytes / chunk)
+    if p == 2 and chunks == 1:  # the two-rank swap: one message each way, at once
+        return swap_time(size, c)
+    fill = h * (2 * c.alpha + (r + 1) * size * c.beta + r * size * c.gamma)
+    return float(fill + (chunks - 1) * (k * size * c.beta + r * size * c.gamma))
+
+
+def tree_cost(nbytes: float, nodes: int, per_host: int, c: Any, *,
+              chunk: int | None = CHUNK_BYTES, **_: Any) -> float:
+    """The registry's cost of the tree over ``nodes`` hosts of ``per_host`` ranks."""
+    return tree_time(nbytes, nodes * per_host, c, chunk=chunk, ranks_per_host=per_host)

@@ -25,27 +25,30 @@ import numpy as np
 
 from .._errors import ConfigError
 from .._units import parse_size
-from ..collectives.registry import allreduce_names
-from .model import CostParams, halving_doubling_time, ring_time, shm_time, tree_time
+from ..collectives.registry import ALLREDUCE, allreduce_names, allreduce_spec
+from .model import CostParams
 
-__all__ = ["cache_size", "calibrate", "format_calibration", "model_time", "nonnegative_lstsq"]
+__all__ = ["cache_size", "calibrate", "format_calibration", "model_time", "modelled",
+           "nonnegative_lstsq"]
 
 _NAMES = ("alpha", "beta", "gamma", "alpha_shm", "delta")
-MODELLED = allreduce_names()  # every algorithm of the registry has a model below
+MODELLED = tuple(ALLREDUCE)  # the built-in algorithms; modelled() also sees later ones
 CHECK_FROM = 64 << 10
 
 
 def model_time(algorithm: str, nbytes: float, n: int, c: CostParams) -> float:
-    """Predicted time of one of our algorithms with ``n`` ranks on this one host."""
-    if algorithm == "ring":
-        return ring_time(nbytes, n, c, ranks_per_host=n)
-    if algorithm == "tree":
-        return tree_time(nbytes, n, c, ranks_per_host=n)
-    if algorithm == "halving_doubling":
-        return halving_doubling_time(nbytes, n, c, ranks_per_host=n)
-    if algorithm in ("shm", "hierarchical"):  # one host: hierarchical is shared memory
-        return shm_time(nbytes, n, c)
-    raise ValueError(f"no model for {algorithm!r}")
+    """Predicted time of one of our algorithms with ``n`` ranks on this one host: its registry
+    entry's cost formula on one host of ``n`` ranks (ValueError when it has none)."""
+    try:
+        spec = allreduce_spec(algorithm)
+    except ConfigError:
+        raise ValueError(f"no model for {algorithm!r}") from None
+    return spec.time(nbytes, 1, n, c)
+
+
+def modelled() -> tuple[str, ...]:
+    """The registry's algorithms that have a cost formula (what the fit can use)."""
+    return tuple(a for a in allreduce_names() if ALLREDUCE[a].cost)
 
 
 def _features(algorithm: str, nbytes: float, n: int, cores: int, cache: float | None,
@@ -99,7 +102,7 @@ def _points(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for rep in reports:
         for r in rep["results"]:
             system = r["system"]
-            if not system.startswith("ours:") or system[5:] not in MODELLED:
+            if not system.startswith("ours:") or system[5:] not in modelled():
                 continue
             seen[(system[5:], r["n"], r["bytes"])] = {
                 "algorithm": system[5:], "n": r["n"], "bytes": r["bytes"],
@@ -126,7 +129,8 @@ def calibrate(report: dict[str, Any], *more: dict[str, Any],
     cores = cores or os.cpu_count() or 1
     pts = _points([report, *more])
     if not pts:
-        raise ValueError("no measurements of tree/ring/halving_doubling/shm to calibrate on")
+        raise ValueError("no measurements of an algorithm with a cost formula to calibrate on "
+                         f"({', '.join(modelled())})")
     cache = cache_size()
     # The model is linear but for the memory factor: try a grid of it, keep the best fit.
     factors = np.linspace(1.0, 4.0, 31) if cache else np.array([1.0])

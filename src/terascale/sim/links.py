@@ -50,6 +50,7 @@ import numpy as np
 from .._errors import ConfigError
 from ..collectives import tree
 from ..collectives.halving_doubling import as_ring, radix_steps
+from ..collectives.registry import ALLREDUCE, allreduce_spec
 from .calibrate import nonnegative_lstsq
 from .model import CostParams, shm_time, tcp_goodput, tree_shape
 
@@ -59,8 +60,8 @@ __all__ = ["KINDS", "LinkCost", "fit", "format_fit", "kind_of", "link_time", "re
 # The kinds of link traffic, each with its efficiency (LinkCost.eff_<kind>); see schedule().
 KINDS = ("single", "halving_doubling", "shared_nic", "tree")
 _RECORDED = "link_cost.json"  # beside this module, shipped with the package
-_CHUNK = {"tree": tree.CHUNK_BYTES}
-_SWAPS = ("tree", "ring", "halving_doubling")  # two ranks, a small message: one swap
+# The traffic kind of each event schedule that has one of its own (else "single").
+_TREE_KIND, _RADIX_KIND = KINDS[3], KINDS[1]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,20 +144,35 @@ def _hd_steps(host: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, float]]:
 
 
 def schedule(algorithm: str, hosts: int, per_host: int = 1) -> dict[str, Any]:
-    """Per unit of vector: the busiest link's bytes, message rounds and kind of traffic.
+    """Per unit of vector: the busiest link's bytes, message rounds and kind of traffic, by
+    the event schedule of ``algorithm``'s registry entry.
 
     ``link`` is in vectors (multiply by the size); ``fill`` counts the chunks (the
-    algorithm's pipeline unit) that pass in series on top of it: the tree's pipeline fill.
+    algorithm's pipeline unit, ``chunk`` bytes) that pass in series on top of it: the tree's
+    pipeline fill; ``segment`` is the ranks per host that first meet in shared memory.
     """
+    try:
+        spec = allreduce_spec(algorithm)
+    except ConfigError:
+        spec = None
+    kind = None if spec is None else spec.schedule
+    if kind is None or not spec.runs_on(2):  # type: ignore[union-attr]
+        with_model = [a for a, s in ALLREDUCE.items() if s.schedule and s.runs_on(2)]
+        raise ValueError(f"no link model for {algorithm!r} ({', '.join(with_model)})")
+    return _schedule(kind, hosts, per_host)
+
+
+def _schedule(kind: str, hosts: int, per_host: int) -> dict[str, Any]:
     p = hosts * per_host
     host = np.arange(p) // per_host
-    if algorithm == "hierarchical":
-        return {**schedule("ring", hosts, 1), "shm": per_host}
-    if algorithm == "ring":
+    if kind == "host segments":  # shared memory inside hosts, a ring of the leaders
+        return {**_schedule("ring order", hosts, 1), "segment": per_host}
+    if kind == "ring order":
         ranks = np.arange(p)
         link = _busiest([(ranks, (ranks + 1) % p, 1.0 / p)] * (2 * (p - 1)), host)
-        return {"link": link, "fill": 0.0, "rounds": 2 * (p - 1), "kind": "single", "shm": 1}
-    if algorithm == "halving_doubling":
+        return {"link": link, "fill": 0.0, "chunk": 0, "rounds": 2 * (p - 1),
+                "kind": "single", "segment": 1}
+    if kind == "radix steps":
         steps = _hd_steps(host)
         link = _busiest(steps, host)
         partners: dict[int, set[int]] = {}  # each rank's partners on other hosts
@@ -168,32 +184,31 @@ def schedule(algorithm: str, hosts: int, per_host: int = 1) -> dict[str, Any]:
                 if host[a] != host[b]:
                     partners.setdefault(a, set()).add(b)
         several = max((len(v) for v in partners.values()), default=0) > 1
-        kind = "shared_nic" if shared else "halving_doubling" if several else "single"
-        return {"link": link, "fill": 0.0, "rounds": len(steps), "kind": kind, "shm": 1}
-    if algorithm == "tree":
-        h, r, _ = tree_shape(p)
-        up = np.zeros(hosts)
-        down = np.zeros(hosts)
-        for v in range(p):
-            edges = [(v - 1) // 2] if v else []
-            edges += [c for c in (2 * v + 1, 2 * v + 2) if c < p]
-            remote = sum(1 for u in edges if host[u] != host[v])
-            # Every chunk crosses each remote edge once each way: up the tree, then down.
-            up[host[v]] += remote
-            down[host[v]] += remote
-        k = float(max(up.max(), down.max())) if hosts > 1 else 0.0
-        # Pipeline fill: the first chunk climbs to the root (a parent waits for its r
-        # children) and comes back down, each hop between hosts a chunk's time at the link
-        # rate (hops inside a host are loopback: free at these rates); the steady state then
-        # moves k chunks per chunk through the busiest link direction.
-        v, hops = p - 1, 0
-        while v:
-            hops += int(host[v] != host[(v - 1) // 2])
-            v = (v - 1) // 2
-        return {"link": k, "fill": max(0.0, hops * (r + 1) - k), "rounds": 2 * h,
-                "kind": "tree" if k > 1 else "single", "shm": 1}
-    raise ValueError(f"no link model for {algorithm!r} (tree, ring, halving_doubling, "
-                     "hierarchical)")
+        traffic = "shared_nic" if shared else _RADIX_KIND if several else "single"
+        return {"link": link, "fill": 0.0, "chunk": 0, "rounds": len(steps), "kind": traffic,
+                "segment": 1}
+    # the heap tree
+    h, r, _ = tree_shape(p)
+    up = np.zeros(hosts)
+    down = np.zeros(hosts)
+    for v in range(p):
+        edges = [(v - 1) // 2] if v else []
+        edges += [c for c in (2 * v + 1, 2 * v + 2) if c < p]
+        remote = sum(1 for u in edges if host[u] != host[v])
+        # Every chunk crosses each remote edge once each way: up the tree, then down.
+        up[host[v]] += remote
+        down[host[v]] += remote
+    k = float(max(up.max(), down.max())) if hosts > 1 else 0.0
+    # Pipeline fill: the first chunk climbs to the root (a parent waits for its r
+    # children) and comes back down, each hop between hosts a chunk's time at the link
+    # rate (hops inside a host are loopback: free at these rates); the steady state then
+    # moves k chunks per chunk through the busiest link direction.
+    v, hops = p - 1, 0
+    while v:
+        hops += int(host[v] != host[(v - 1) // 2])
+        v = (v - 1) // 2
+    return {"link": k, "fill": max(0.0, hops * (r + 1) - k), "chunk": tree.CHUNK_BYTES,
+            "rounds": 2 * h, "kind": _TREE_KIND if k > 1 else "single", "segment": 1}
 
 
 def kind_of(algorithm: str, hosts: int, per_host: int = 1) -> str:
@@ -205,15 +220,16 @@ def _terms(algorithm: str, nbytes: float, hosts: int, per_host: int, link_bits: 
            cost: LinkCost) -> tuple[float, float, str, float]:
     """(message rounds, link seconds at goodput, kind, shared-memory seconds)."""
     s = schedule(algorithm, hosts, per_host)
-    if algorithm in _SWAPS and hosts * per_host == 2 and nbytes <= tree.CHUNK_BYTES:
+    if allreduce_spec(algorithm).fast_path == "swap" and hosts * per_host == 2 and \
+            nbytes <= tree.CHUNK_BYTES:
         # Two ranks, a small message: the swap -- both send at once, one round, no fill.
         s = {**s, "rounds": 1, "fill": 0.0}
     g = cost.goodput(link_bits)
     link_bytes = s["link"] * nbytes
     rounds = float(s["rounds"])
     if s["fill"]:  # chunks stream: their rounds overlap, only their transfer adds up
-        link_bytes += s["fill"] * min(float(_CHUNK[algorithm]), nbytes)
-    shm = shm_time(nbytes, s["shm"], CostParams()) if s["shm"] > 1 else 0.0
+        link_bytes += s["fill"] * min(float(s["chunk"]), nbytes)
+    shm = shm_time(nbytes, s["segment"], CostParams()) if s["segment"] > 1 else 0.0
     return rounds, link_bytes / g, str(s["kind"]), shm
 
 
@@ -234,7 +250,8 @@ def _points(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for rep in reports:
         for r in rep.get("results", []):
             algo = r["system"].split(":", 1)[1]
-            if algo not in ("tree", "ring", "halving_doubling", "hierarchical"):
+            spec = ALLREDUCE.get(algo)
+            if spec is None or spec.schedule is None or not spec.runs_on(2):
                 continue
             pts.append({"algorithm": algo, "hosts": rep["hosts"], "per_host": rep["per_host"],
                         "link_bits": rep["link_bits"], "bytes": r["bytes"],
@@ -252,7 +269,8 @@ def fit(reports: list[dict[str, Any]], *, check: list[dict[str, Any]] | None = N
     """
     pts = _points(reports)
     if not pts:
-        raise ValueError("no tree/ring/halving_doubling/hierarchical rows to fit")
+        raise ValueError("no rows of an algorithm with a link model to fit ("
+                         f"{', '.join(a for a, s in ALLREDUCE.items() if s.schedule and s.runs_on(2))})")
     rows, ys = [], []
     for p in pts:
         rounds, link_s, kind, shm = _terms(p["algorithm"], p["bytes"], p["hosts"],

@@ -41,6 +41,12 @@ clusters of workstations", JPDC 2009):
 * **hierarchical** (``H`` hosts of ``q`` ranks: shared memory inside each host, a ring among
   one leader per host, shared-memory broadcast back): :math:`T = T_{shm}(q) + T_{ring}(H)`.
 
+Each formula is the ``cost`` of its algorithm's registry entry
+(:class:`terascale.collectives.AllreduceSpec`) and lives in the algorithm's own module
+(``ring_time`` in :mod:`terascale.collectives.ring`, re-exported here); :func:`predict`,
+:func:`best`, the calibration and the simulator read it from the registry, so an algorithm
+registered with :func:`terascale.collectives.register_algorithm` is priced like these.
+
 The slow-down ``s = max(1, ranks per host / cores)`` accounts for ranks that share cores (on
 this 2-core machine four ranks run at half speed): on loopback every cost is CPU time of
 the ranks (the kernel's socket copies, the per-message system calls and wake-ups, the
@@ -57,20 +63,25 @@ stragglers.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
-from ..collectives.halving_doubling import radix_steps, traffic
-from ..collectives.registry import ALLREDUCE, allreduce_names
+from .._errors import ConfigError
+from ..collectives.halving_doubling import halving_doubling_time
+from ..collectives.hierarchical import hierarchical_time
+from ..collectives.registry import ALLREDUCE, allreduce_names, allreduce_spec
+from ..collectives.ring import ring_time
+from ..collectives.shm import shm_time
+from ..collectives.tree import CHUNK_BYTES, tree_shape, tree_time
 
 __all__ = ["ALGORITHMS", "CostParams", "best", "halving_doubling_time", "hierarchical_time",
            "predict", "ring_time", "shm_time", "tcp_goodput", "tree_shape", "tree_time"]
 
-# The communicator's algorithms (one registry); each has a cost below.
-ALGORITHMS = allreduce_names()
+# The built-in algorithms (one registry, which gives each its cost formula); the registry
+# itself (allreduce_names()) also lists those registered later.
+ALGORITHMS = tuple(ALLREDUCE)
 # bytes; the tree's pipeline chunk (collectives/tree.py), and the largest message two ranks
 # swap in one frame each way whatever the algorithm (collectives/_pair.py)
-TREE_CHUNK = 256 * 1024
+TREE_CHUNK = CHUNK_BYTES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,113 +127,6 @@ class CostParams:
                        alpha_shm=self.alpha_shm * s, delta=self.delta * s, cores=None)
 
 
-def _check(nbytes: float, p: int) -> None:
-    if p < 1:
-        raise ValueError(f"need at least one rank, got {p}")
-    if nbytes < 0:
-        raise ValueError(f"negative message size {nbytes}")
-
-
-def _swap_time(nbytes: float, c: CostParams) -> float:
-    """Two ranks, one message each way at once, both reduce the whole vector."""
-    return c.alpha + nbytes * c.beta + nbytes * c.gamma
-
-
-def ring_time(nbytes: float, p: int, c: CostParams, *, ranks_per_host: int = 1) -> float:
-    """Ring allreduce (Patarasuk & Yuan); two ranks and a small message: the swap.
-
-    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
-    ``p``: ranks. ``ranks_per_host``: ranks sharing one host's link (default 1).
-    """
-    _check(nbytes, p)
-    if p == 1:
-        return 0.0
-    c = c.for_message(nbytes).scaled(ranks_per_host)
-    if p == 2 and nbytes <= TREE_CHUNK:
-        return _swap_time(nbytes, c)
-    f = (p - 1) / p
-    return 2 * (p - 1) * c.alpha + 2 * f * nbytes * c.beta + f * nbytes * c.gamma
-
-
-def halving_doubling_time(nbytes: float, p: int, c: CostParams, *,
-                          ranks_per_host: int = 1) -> float:
-    """Rabenseifner's reduce-scatter by halving + allgather by doubling (Thakur et al.);
-    two ranks and a small message: the swap.
-
-    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
-    ``p``: ranks. ``ranks_per_host``: ranks sharing one host's link (default 1).
-    """
-    _check(nbytes, p)
-    if p == 1:
-        return 0.0
-    c = c.for_message(nbytes).scaled(ranks_per_host)
-    if p == 2 and nbytes <= TREE_CHUNK:
-        return _swap_time(nbytes, c)
-    f = (p - 1) / p
-    nodes = p // ranks_per_host if ranks_per_host > 0 and p % ranks_per_host == 0 else p
-    host = [v // (p // nodes) for v in range(p)]
-    steps = radix_steps(host if 1 < nodes < p else list(range(p)))
-    t = 2 * sum(r - 1 for _, r in steps) * c.alpha + f * nbytes * c.gamma
-    if 1 < nodes < p:  # several hosts of several workers: only the NIC's bytes pay beta
-        link, _, local = traffic(steps, host)
-        return t + nbytes * (link * c.beta + local * c.delta)
-    return t + 2 * f * nbytes * c.beta
-
-
-def tree_shape(p: int) -> tuple[int, int, int]:
-    """(depth h, most children r, most messages per chunk through one link direction k)."""
-    h = p.bit_length() - 1
-    r = k = 0
-    for v in range(p):
-        kids = sum(1 for ch in (2 * v + 1, 2 * v + 2) if ch < p)
-        r = max(r, kids)
-        k = max(k, kids + (v > 0))
-    return h, r, k
-
-
-def tree_time(nbytes: float, p: int, c: CostParams, *, chunk: int | None = TREE_CHUNK,
-              ranks_per_host: int = 1) -> float:
-    """Pipelined binary tree (reduce + broadcast); ``chunk=None``: not pipelined.
-
-    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
-    ``p``: ranks. ``chunk``: the pipeline's chunk in bytes. ``ranks_per_host``: ranks
-    sharing one host's link (default 1).
-    """
-    _check(nbytes, p)
-    if p == 1:
-        return 0.0
-    c = c.for_message(nbytes).scaled(ranks_per_host)
-    h, r, k = tree_shape(p)
-    size = nbytes if chunk is None or nbytes <= chunk else chunk
-    chunks = 1 if chunk is None or nbytes <= chunk else math.ceil(nbytes / chunk)
-    if p == 2 and chunks == 1:  # the two-rank swap: one message each way, at once
-        return _swap_time(size, c)
-    fill = h * (2 * c.alpha + (r + 1) * size * c.beta + r * size * c.gamma)
-    return fill + (chunks - 1) * (k * size * c.beta + r * size * c.gamma)
-
-
-def shm_time(nbytes: float, q: int, c: CostParams) -> float:
-    """Shared-memory allreduce of ``q`` ranks on one host.
-
-    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
-    """
-    _check(nbytes, q)
-    if q == 1:
-        return 0.0
-    s = c.slowdown(q)
-    c = c.for_message(nbytes)
-    return s * (2 * c.alpha_shm + nbytes * (2 * c.delta + (q - 1) / q * c.gamma))
-
-
-def hierarchical_time(nbytes: float, hosts: int, per_host: int, c: CostParams) -> float:
-    """Shared memory inside each host + ring among the host leaders + broadcast back.
-
-    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
-    ``hosts``: hosts; ``per_host``: ranks on each.
-    """
-    return shm_time(nbytes, per_host, c) + ring_time(nbytes, hosts, c)
-
-
 def tcp_goodput(link_bits: float, *, mtu: int = 1500, framing: int = 38,
                 tcp_ip_headers: int = 52) -> float:
     """Payload bytes per second that TCP/IP carries over a link of ``link_bits`` bit/s.
@@ -240,41 +144,36 @@ def tcp_goodput(link_bits: float, *, mtu: int = 1500, framing: int = 38,
 
 def predict(algorithm: str, nbytes: float, nodes: int, c: CostParams, *,
             per_host: int = 1, chunk: int | None = TREE_CHUNK) -> float:
-    """Predicted time of ``algorithm`` for ``nodes`` hosts of ``per_host`` ranks each.
+    """Predicted time of ``algorithm`` for ``nodes`` hosts of ``per_host`` ranks each: the
+    cost formula of its registry entry (:class:`terascale.collectives.AllreduceSpec`).
 
-    Flat algorithms (tree, ring, halving_doubling) treat all ``nodes * per_host`` ranks alike;
-    ``shm`` needs a single host. ``nodes=1, per_host=q`` describes one machine (loopback).
+    Flat algorithms treat all ``nodes * per_host`` ranks alike; one placed on ``"one host"``
+    needs ``nodes=1``. ``nodes=1, per_host=q`` describes one machine (loopback).
 
-    ``algorithm``: ``tree``, ``ring``, ``halving_doubling``, ``shm`` or ``hierarchical``.
+    ``algorithm``: a name of the registry (:func:`terascale.collectives.allreduce_names`).
     ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
-    ``nodes``: hosts. ``per_host``: ranks on each host (default 1). ``chunk``: the tree's
-    pipeline chunk in bytes (None: not pipelined).
+    ``nodes``: hosts. ``per_host``: ranks on each host (default 1). ``chunk``: a pipelined
+    algorithm's chunk in bytes (None: not pipelined).
     """
-    p = nodes * per_host
-    if algorithm == "ring":
-        return ring_time(nbytes, p, c, ranks_per_host=per_host)
-    if algorithm == "halving_doubling":
-        return halving_doubling_time(nbytes, p, c, ranks_per_host=per_host)
-    if algorithm == "tree":
-        return tree_time(nbytes, p, c, chunk=chunk, ranks_per_host=per_host)
-    if algorithm in ALLREDUCE and not ALLREDUCE[algorithm].runs_on(nodes):
+    try:
+        spec = allreduce_spec(algorithm)
+    except ConfigError:
+        raise ValueError(f"unknown algorithm {algorithm!r}; known: "
+                         f"{', '.join(allreduce_names())}") from None
+    if not spec.runs_on(nodes):
         raise ValueError(f"{algorithm} works inside one host only")
-    if algorithm == "shm":
-        return shm_time(nbytes, per_host, c)
-    if algorithm == "hierarchical":
-        return hierarchical_time(nbytes, nodes, per_host, c)
-    raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
+    return spec.time(nbytes, nodes, per_host, c, chunk=chunk)
 
 
 def best(nbytes: float, nodes: int, c: CostParams, *, per_host: int = 1) -> tuple[str, float]:
-    """The fastest applicable algorithm and its predicted time.
+    """The fastest applicable algorithm and its predicted time (the first in registry order
+    of those that tie).
 
     ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
     ``nodes``: hosts; ``per_host``: ranks on each (default 1).
     """
-    names = [a for a in ALGORITHMS if ALLREDUCE[a].runs_on(nodes)]
-    if per_host == 1 and nodes > 1:
-        names = [a for a in names if a != "hierarchical"]  # same as ring then
+    names = [a for a, s in ALLREDUCE.items() if s.runs_on(nodes) and s.cost
+             and s.runs_with(nodes * per_host)]
     times = {a: predict(a, nbytes, nodes, c, per_host=per_host) for a in names}
     name = min(times, key=times.__getitem__)
     return name, times[name]

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..collectives.registry import ALLREDUCE, auto_choice
 from .model import CostParams, best, predict
 from .simulator import simulate
 
@@ -107,6 +108,12 @@ class TerascalePlan:
     straggler: str = "none"
 
 
+def _flat() -> list[str]:
+    """The registry's algorithms simulated message by message over every rank alike."""
+    return [a for a, s in ALLREDUCE.items()
+            if s.schedule in ("ring order", "radix steps", "heap tree")]
+
+
 def terascale_plan(cost: ExampleCost, plan: TerascalePlan = TerascalePlan(),
                    seed: int = 0) -> dict[str, Any]:
     """Predicted wall time of the Terascale job, term by term."""
@@ -118,8 +125,9 @@ def terascale_plan(cost: ExampleCost, plan: TerascalePlan = TerascalePlan(),
     start = straggler_delays(plan.straggler, plan.nodes, np.random.default_rng(seed))
     allreduce = {a: simulate(a, m, plan.nodes, c, start=start,
                              max_chunks=_PAPER_CHUNKS).time - float(start.max())
-                 for a in ("tree", "ring", "halving_doubling")}
-    tree = allreduce["tree"]
+                 for a in _flat()}
+    # The paper's AllReduce is the pipelined tree: the algorithm auto runs for small messages
+    tree = allreduce[auto_choice("small")]
     io_pass = plan.features / plan.nodes * plan.cache_bytes_per_feature / plan.disk_bytes_per_s
     scale = plan.features / plan.examples / cost.features_per_example
     online = per_node * cost.online_s * scale
@@ -148,11 +156,15 @@ def goyal_plan(*, workers: int = 256, per_host: int = 8, params: int = 25_000_00
                                            "params": params, "bytes": m,
                                            "link_bits_per_s": link_bits, "latency_s": latency,
                                            "intra_host_bytes_per_s": intra_bytes_per_s}}
-    for algo in ("ring", "halving_doubling", "tree", "hierarchical"):
+    algos = [a for a in _flat() if ALLREDUCE[a].schedule != "heap tree"] + \
+        [a for a in _flat() if ALLREDUCE[a].schedule == "heap tree"] + \
+        [a for a, s in ALLREDUCE.items() if s.schedule == "host segments" and s.runs_on(hosts)]
+    for algo in algos:
         out[algo] = {"model_s": predict(algo, m, hosts, c, per_host=per_host),
                      "simulated_s": simulate(algo, m, hosts, c, per_host=per_host,
                                              max_chunks=_PAPER_CHUNKS).time}
-    out["leaders_only_halving_doubling_s"] = predict("halving_doubling", m, hosts, c)
+    radix = next(a for a in _flat() if ALLREDUCE[a].schedule == "radix steps")
+    out[f"leaders_only_{radix}_s"] = predict(radix, m, hosts, c)
     out["best_flat_one_worker_per_host"] = best(m, hosts, c)
     out["bandwidth_bound_s"] = 2 * (hosts - 1) / hosts * m * c.beta
     return out

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from .._units import format_rate, format_size, format_time, parse_rate, parse_size, parse_time
-from ..collectives.registry import ALLREDUCE
+from ..collectives.registry import ALLREDUCE, allreduce_names
 from .links import link_time
 from .links import recorded as recorded_links
 from .model import CostParams, predict
@@ -23,9 +23,10 @@ SIM_MAX_CHUNKS = 64  # tree pipeline resolution in the simulator beyond 100 rank
 
 def algorithms_for(nodes: int, per_host: int) -> list[str]:
     """The registry's algorithms that can run on ``nodes`` hosts of ``per_host`` workers
-    each (hierarchical only with several per host: with one it is the ring)."""
-    return [a for a, spec in ALLREDUCE.items() if spec.runs_on(nodes)
-            and (a != "hierarchical" or per_host > 1)]
+    each and are priced (a cost formula), each once (shared memory inside hosts with one
+    worker per host is its leaders' ring: :meth:`~terascale.collectives.AllreduceSpec.differs_on`)."""
+    return [a for a in allreduce_names() if ALLREDUCE[a].differs_on(nodes, per_host)
+            and ALLREDUCE[a].cost]
 
 
 def _sim(algo: str, m: float, nodes: int, c: CostParams, q: int, **kw: Any) -> float:
@@ -74,7 +75,9 @@ def run_simulate(args: argparse.Namespace) -> dict[str, Any]:
     print("|---" * (head.count("|") - 1) + "|")
     rows: dict[str, Any] = {}
     for algo in algorithms_for(nodes, q):
-        over = link_time(algo, m, nodes, link, tcp, per_host=q) if algo != "shm" else None
+        spec = ALLREDUCE[algo]
+        over = link_time(algo, m, nodes, link, tcp, per_host=q) \
+            if spec.schedule is not None and spec.runs_on(2) else None
         row: dict[str, Any] = {"model_s": predict(algo, m, nodes, c, per_host=q), "tcp_s": over,
                                "simulated_s": _sim(algo, m, nodes, c, q)}
         line = (f"| {algo} | {_fmt(row['model_s'])} | {'-' if over is None else _fmt(over)} "
@@ -162,7 +165,7 @@ def paper_report(*, calibrate: bool = False, example_cost: str | None = None) ->
     g = goyal_plan()
     print("Goyal et al. ResNet-50 (256 workers = 32 hosts x 8, 25M params = 100 MB, 50 Gbit/s): "
           "communication per iteration")
-    for algo in ("ring", "halving_doubling", "tree", "hierarchical"):
+    for algo in (k for k in g if k in ALLREDUCE):
         print(f"  {algo}: model {g[algo]['model_s'] * 1e3:.1f} ms, simulated "
               f"{g[algo]['simulated_s'] * 1e3:.1f} ms")
     print(f"  bandwidth bound over the 32 host links: {g['bandwidth_bound_s'] * 1e3:.1f} ms")

@@ -36,6 +36,7 @@ import numpy as np
 from .._errors import ConfigError
 from .._units import parse_time
 from ..collectives.halving_doubling import as_ring, radix_steps
+from ..collectives.registry import allreduce_spec
 from .model import TREE_CHUNK, CostParams
 
 __all__ = ["SimResult", "simulate", "straggler_delays"]
@@ -265,7 +266,9 @@ def simulate(algorithm: str, nbytes: float, nodes: int, c: CostParams, *, per_ho
     pipeline (larger chunks) to bound the number of events: the steady state is unchanged,
     the pipeline fill grows with the chunk.
 
-    ``algorithm``: as for :func:`predict`. ``c``: the machine's :class:`CostParams`.
+    ``algorithm``: a name of the registry, simulated by its entry's ``schedule`` (one
+    without: its cost formula, started when the last rank arrives, so a failure before the
+    end blocks every rank). ``c``: the machine's :class:`CostParams`.
     ``chunk``: the tree's pipeline chunk in bytes.
     """
     if chunk is not None and max_chunks is not None and nbytes > chunk * max_chunks:
@@ -275,17 +278,22 @@ def simulate(algorithm: str, nbytes: float, nodes: int, c: CostParams, *, per_ho
     t0 = np.zeros(p) if start is None else np.asarray(start, np.float64)
     if t0.shape != (p,):
         raise ValueError(f"start must have one time per rank ({p}), got shape {t0.shape}")
-    net = _Net(p, per_host, c.scaled(per_host) if per_host > 1 and algorithm != "hierarchical"
-               and algorithm != "shm" else c, t0, fail)
-    if algorithm == "ring":
+    try:
+        spec = allreduce_spec(algorithm)
+    except ConfigError:
+        raise ValueError(f"unknown algorithm {algorithm!r}") from None
+    if not spec.runs_on(nodes):
+        raise ValueError(f"{algorithm} works inside one host only")
+    segments = spec.schedule == "host segments"
+    net = _Net(p, per_host, c.scaled(per_host) if per_host > 1 and not segments else c, t0,
+               fail)
+    if spec.schedule == "ring order":
         _ring(net, np.arange(p), nbytes)
-    elif algorithm == "halving_doubling":
+    elif spec.schedule == "radix steps":
         _halving_doubling(net, nbytes)
-    elif algorithm == "tree":
+    elif spec.schedule == "heap tree":
         _tree(net, nbytes, chunk)
-    elif algorithm in ("shm", "hierarchical"):
-        if algorithm == "shm" and nodes != 1:
-            raise ValueError("shm works inside one host only")
+    elif segments:
         grid = np.arange(p).reshape(nodes, per_host)
         q = per_host
         if q > 1:  # copy in + reduce-scatter inside each host
@@ -296,11 +304,13 @@ def simulate(algorithm: str, nbytes: float, nodes: int, c: CostParams, *, per_ho
         if q > 1:  # broadcast back: every rank copies the result out
             done = done + c.slowdown(q) * (c.alpha_shm + nbytes * c.delta)
         net.t = np.repeat(done, q)
-    else:
-        raise ValueError(f"unknown algorithm {algorithm!r}")
+    else:  # no event schedule: the cost formula, from the last rank's arrival, for everyone
+        net.t = np.full(p, float(t0.max()) + spec.time(nbytes, nodes, per_host, c, chunk=chunk))
+        if fail is not None and fail[1] < net.t[0]:
+            net.t[:] = np.inf
     finish = net.t.copy()
     if fail is not None:  # whoever had not finished when the rank died waits for ever
-        if algorithm in ("shm", "hierarchical"):
+        if segments:
             finish[finish > fail[1]] = np.inf
         finish[fail[0]] = np.inf
     return SimResult(algorithm, finish)

@@ -14,7 +14,6 @@ set in any member, every member copies through the segment instead, with the sam
 
 from __future__ import annotations
 
-import os
 import warnings
 from types import ModuleType
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from .._cext import disabled
 from .._cext import load as load_compiled
+from .._env import read_switch
 
 __all__ = ["ABI", "KINDS", "OPS", "attach_disabled", "disabled", "load"]
 
@@ -40,7 +40,7 @@ ABI = 6
 def attach_disabled() -> bool:
     """``TERASCALE_NO_CMA`` set (to anything but 0): never read other members' memory
     (read when a segment is mapped; one member setting it turns it off for all)."""
-    return os.environ.get("TERASCALE_NO_CMA", "0") not in ("", "0")
+    return read_switch("TERASCALE_NO_CMA")
 
 
 def load() -> ModuleType | None:

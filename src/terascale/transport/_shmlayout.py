@@ -30,11 +30,14 @@ from ._frames import collective_tag, pack_desc
 if TYPE_CHECKING:
     from .base import Exchange
 
-__all__ = ["ALIGN", "DESC", "DESC_BYTES", "DIRECT", "EPOCH", "PID", "SLEEPING", "SLOT",
-           "control_bytes", "desc_field", "slot_tag", "tag_field"]
+__all__ = ["ALIGN", "BASE", "DESC", "DESC_BYTES", "DIRECT", "DST", "EPOCH", "PID", "SLEEPING",
+           "SLOT", "SRC", "control_bytes", "desc_field", "slot_tag", "tag_field"]
 
+# The compiled core's _shmcore.h writes the same numbers (SLOT, OFF_*, DESC_BYTES);
+# tests/transport/test_shmlayout.py compares them.
 SLOT = 512  # bytes of control per member
 EPOCH, SLEEPING, PID, DIRECT, DESC = 0, 64, 128, 160, 256  # offsets in a slot
+BASE, SRC, DST = 136, 144, 152  # offsets only the core reads and writes (the direct schedule)
 DESC_BYTES = 128  # one descriptor: seq u64, then the collective's description
 ALIGN = 4096
 
