@@ -126,6 +126,18 @@ def _gather_rows(rows: np.ndarray, seen: np.ndarray) -> int:
     return k
 
 
+@numba.njit(cache=True, nogil=True)
+def _scatter_rows(rows: np.ndarray, at: np.ndarray, w: np.ndarray, g2: np.ndarray,
+                  nrm: np.ndarray) -> None:
+    """rows[at[k]] = (w[k], g2[k], nrm[k]): one row (one cache line) written per feature,
+    where three fancy-indexed assignments missed the cache three times."""
+    for k in range(len(at)):
+        r = at[k]
+        rows[r, 0] = w[k]
+        rows[r, 1] = g2[k]
+        rows[r, 2] = nrm[k]
+
+
 _PAGE = mmap.PAGESIZE
 _CHUNK = 1 << 20  # rows moved out of the dense layout between two releases of its pages
 
@@ -308,8 +320,11 @@ class GrowingWeights(Weights):
         self.rows = _DenseRows(1 << cols.bits)
         rows = self.rows.rows
         at = cols.indices()
+        n = len(at)
+        _scatter_rows(rows, at, self.w[:n].astype(np.float32, copy=False),
+                      self.g2[:n].astype(np.float32, copy=False),
+                      self.nrm[:n].astype(np.float32, copy=False))
         for j, name in enumerate(("w", "g2", "nrm")):
-            rows[at, j] = getattr(self, name)[:len(at)]
             setattr(self, name, rows[:, j])  # (frees the compact array)
 
     def shrink(self) -> int:
