@@ -33,3 +33,25 @@ def test_union_of_sorted_sets_equals_numpy(sizes: list[int]) -> None:
     expect = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint32)
     assert got.dtype == np.uint32 and np.array_equal(got, expect.astype(np.uint32))
     assert all(np.array_equal(p, c) for p, c in zip(parts, copies))
+
+
+def _union_on(comm, sizes: list[int]) -> np.ndarray:
+    from terascale.linear._passes import union_features
+
+    rng = np.random.default_rng(comm.rank)
+    n = sizes[comm.rank]
+    return union_features(np.unique(rng.integers(0, 4 * max(sizes) + 1, n)).astype(np.uint32),
+                          comm)
+
+
+@pytest.mark.parametrize("sizes", [[3000, 10], [0, 500], [0, 0, 7]])
+def test_workers_agree_on_the_union_of_their_feature_sets(sizes: list[int]) -> None:
+    """Sets of different sizes (padded for the allgather, cut back) and empty ones."""
+    from terascale.testing import run_workers
+
+    expect = np.unique(np.concatenate([
+        np.unique(np.random.default_rng(r).integers(0, 4 * max(sizes) + 1, n))
+        for r, n in enumerate(sizes)])).astype(np.uint32)
+    got = run_workers(_union_on, len(sizes), args=(sizes,))
+    for g in got:
+        assert g.dtype == np.uint32 and np.array_equal(g, expect)
