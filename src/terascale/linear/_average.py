@@ -35,7 +35,9 @@ def average_weights(comm: Communicator, w: np.ndarray, g2: np.ndarray, nrm: np.n
     A million weights at a time: the averages are elementwise, so the chunks change no
     value, and the buffers of the collectives (about 8 float64 a weight for the weighted
     average) stay a few tens of MB instead of growing with the number of features (88
-    bytes a feature, 1 GB at 11M, was a wide run's peak)."""
+    bytes a feature, 1 GB at 11M, was a wide run's peak). The arrays may be float32 (the
+    learner's own, as VW keeps its weights): each chunk is averaged in float64 and rounded
+    into them once, so averaging needs no float64 copy of the weight space."""
     if comm.size == 1:
         return
     d = len(w)
@@ -52,12 +54,12 @@ def _average(comm: Communicator, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray,
              how: str) -> None:
     d = len(w)
     if how == "uniform":
-        buf = comm.allreduce(np.concatenate([w, g2]))
+        buf = comm.allreduce(np.concatenate([w, g2], dtype=np.float64))
         w[:] = buf[:d] / comm.size
     else:
         tot = comm.allreduce(np.asarray(g2, np.float64))
         ratio = np.divide(g2, tot, out=np.zeros_like(tot), where=tot > 0)
-        buf = comm.allreduce(np.concatenate([w * ratio, g2]))
+        buf = comm.allreduce(np.concatenate([w * ratio, g2], dtype=np.float64))
         w[:] = buf[:d]
     g2[:] = buf[d:]
     nrm[:] = comm.allreduce(np.asarray(nrm, np.float64), op="max")

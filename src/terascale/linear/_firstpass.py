@@ -97,13 +97,13 @@ def _set_bits(seen: np.ndarray) -> np.ndarray:
 def _merge_positions(union: np.ndarray, sorted_idx: np.ndarray) -> np.ndarray:
     """Position in ``union`` of each of ``sorted_idx`` (both sorted; every one present): a
     linear merge (a binary search per feature is a cache miss each, 25 s at 11M)."""
-    out = np.empty(len(sorted_idx), np.int64)
+    out = np.empty(len(sorted_idx), np.uint32)  # (a union is < 2**32 features)
     j = 0
     for k in range(len(sorted_idx)):
         h = sorted_idx[k]
         while union[j] != h:
             j += 1
-        out[k] = j
+        out[k] = np.uint32(j)
     return out
 
 
@@ -124,6 +124,18 @@ def _gather_rows(rows: np.ndarray, seen: np.ndarray) -> int:
                         rows[k, 2] = rows[h, 2]
                     k += 1
     return k
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter_rows(rows: np.ndarray, at: np.ndarray, w: np.ndarray, g2: np.ndarray,
+                  nrm: np.ndarray) -> None:
+    """rows[at[k]] = (w[k], g2[k], nrm[k]): one row (one cache line) written per feature,
+    where three fancy-indexed assignments missed the cache three times."""
+    for k in range(len(at)):
+        r = at[k]
+        rows[r, 0] = w[k]
+        rows[r, 1] = g2[k]
+        rows[r, 2] = nrm[k]
 
 
 _PAGE = mmap.PAGESIZE
@@ -210,12 +222,14 @@ class LocalColumns:
         self.switch_at = dense_threshold(bits) if dense else -1
         self.dense_from = -1  # first example mapped densely (-1: compact so far)
         self.seen: np.ndarray | None = None
+        self._features: np.ndarray | None = None  # features(), until more are mapped
 
     def __call__(self, indices: np.ndarray, start: int = -1) -> np.ndarray:
         """Columns of ``indices``; ``start`` (the block's first example) lets the columns
         switch to the dense layout before that block."""
         indices = np.asarray(indices, np.uint32)
         with self.lock:
+            self._features = None
             if self.dense_from < 0 and 0 <= self.switch_at <= self.n and start >= 0:
                 self._go_dense(start)
             if self.dense_from >= 0:
@@ -247,12 +261,19 @@ class LocalColumns:
         with self.lock:
             return self.order[:self.n]
 
-    def features(self) -> np.ndarray:
-        """Every feature that appeared, sorted."""
+    def forget(self) -> None:
+        """Drop the array :meth:`features` keeps."""
         with self.lock:
-            if self.seen is not None:
-                return _set_bits(self.seen)
-            return np.sort(self.order[:self.n])
+            self._features = None
+
+    def features(self) -> np.ndarray:
+        """Every feature that appeared, sorted (one array, kept until more are mapped: the
+        union and the move out of the dense rows both ask for it)."""
+        with self.lock:
+            if self._features is None:
+                self._features = (_set_bits(self.seen) if self.seen is not None
+                                  else np.sort(self.order[:self.n]))
+            return self._features
 
 
 class GrowingWeights(Weights):
@@ -299,8 +320,11 @@ class GrowingWeights(Weights):
         self.rows = _DenseRows(1 << cols.bits)
         rows = self.rows.rows
         at = cols.indices()
+        n = len(at)
+        _scatter_rows(rows, at, self.w[:n].astype(np.float32, copy=False),
+                      self.g2[:n].astype(np.float32, copy=False),
+                      self.nrm[:n].astype(np.float32, copy=False))
         for j, name in enumerate(("w", "g2", "nrm")):
-            rows[at, j] = getattr(self, name)[:len(at)]
             setattr(self, name, rows[:, j])  # (frees the compact array)
 
     def shrink(self) -> int:
@@ -319,13 +343,16 @@ class GrowingWeights(Weights):
     def in_union(self, union: np.ndarray, dtype: type = np.float64
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(w, g2, nrm) over the sorted ``union`` of every worker's features, in ``dtype``
-        (float64 to be averaged; float32 is exact for one worker's). Each of the learner's
-        arrays is dropped as soon as it has been read, so the two layouts do not add up."""
+        (float32 holds one learner exactly, and the workers' averages as VW does). Each of
+        the learner's arrays is dropped as soon as it has been read, so the two layouts do
+        not add up."""
         out = []
         if self.rows is not None:
             n = self.shrink()
             own = self.columns.features()
             at = None if len(own) == len(union) else _merge_positions(union, own)
+            del own
+            self.columns.forget()
             out = self.rows.take(n, dtype, at, len(union))
             self.rows = None
             return out[0], out[1], out[2]

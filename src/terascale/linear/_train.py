@@ -255,8 +255,12 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
     columns = Columns(union, blocks.bits, order) if need else None
     period = _period(opts)
     st = blocks.stats()
-    # float32 is exact for one learner's arrays; float64 where workers average them
-    dtype = np.float32 if comm.size == 1 or chained else np.float64
+    # float32 is exact for one learner's arrays, and holds the workers' averages as VW's
+    # own allreduce does (each average is taken in float64 a chunk at a time, _average,
+    # and rounded once): no float64 copy of the weight space; float64 only where the
+    # workers mix during a pass (its sums, _mixing)
+    mixes = opts.mix_every(comm.size) > 0
+    dtype = np.float64 if mixes else np.float32
     fresh = False
     if first is not None:
         scan = first.text.scan
@@ -271,7 +275,7 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
             w, g2, nrm, state = initial_state(initial, union)
     if columns is not None and not fresh:
         w, g2, nrm = columns.to_columns(w, g2, nrm)
-    if comm.size == 1 or chained:  # nothing but the learner writes them: GrowingWeights
+    if not mixes:  # nothing but the learner and the averages write them: float32
         w, g2, nrm = _compact(w), _compact(g2), _compact(nrm)
     info: dict[str, Any] = {"workers": comm.size, "features": len(union), "read_s": t_read}
     if first is not None:
