@@ -97,6 +97,17 @@ CASES = {
                                              "--leave_duplicate_interactions"]),
     "oaa probabilities": (_classes, ["--oaa", "3", "--loss_function", "logistic",
                                      "--probabilities"]),
+    # VW's batch learner: a -p line per example per pass, VW's steps and stopping rules
+    "bfgs squared, no holdout": (_real, ["--bfgs", "--passes", "6", "--holdout_off", "-c",
+                                         "-k", "-q", "ab"]),
+    "bfgs logistic soft labels, l2, holdout": (_binary01, [
+        "--bfgs", "--passes", "5", "--loss_function", "logistic", "--l2", "0.5", "-c",
+        "-k"]),
+    "bfgs hessian_on, mem 3, no bias l2": (_real, [
+        "--bfgs", "--hessian_on", "--mem", "3", "--passes", "6", "--l2", "0.1",
+        "--no_bias_regularization", "--holdout_off", "-c", "-k", "-b", "10"]),
+    "conjugate gradient": (_real, ["--conjugate_gradient", "--passes", "5", "--l2", "1",
+                                   "--holdout_off", "-c", "-k", "-r", "raw"]),
 }
 
 

@@ -73,6 +73,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "from so far)")
     g.add_argument("--onethread", action="store_true",
                    help="accepted: each worker parses and learns in one thread")
+    g.add_argument("--hessian_on", action="store_true",
+                   help="with --bfgs: a curvature pass after each gradient pass sets the "
+                        "step (VW's; --conjugate_gradient always does)")
+    g.add_argument("--no_bias_regularization", action="store_true",
+                   help="with --bfgs/--conjugate_gradient: --l2 leaves the constant "
+                        "(bias) weight out")
     for name in _UPDATE_RULE:
         g.add_argument("--" + name, action="store_true",
                        help=f"VW's {name} update (on by default; alone, VW turns the "
@@ -84,9 +90,53 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
         _vw_defaults(args)
         with cli_names():
+            if (args.bfgs is not None or args.cg is not None) and not args.testonly \
+                    and args.nprocs == 1:
+                return _batch(args)
+            if args.hessian_on or args.no_bias_regularization:
+                raise ConfigError("--hessian_on/--no_bias_regularization go with "
+                                  "--bfgs/--conjugate_gradient on one worker")
             return int(_cli_run.train(args) or 0)
 
-    p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p))
+    # VW's --termination default (terascale linear train's --tol is 1e-7)
+    p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3)
+
+
+def _batch(args: argparse.Namespace) -> int:
+    """VW's --bfgs/--conjugate_gradient on one worker (``_vwbatch``)."""
+    import sys
+
+    from . import _cli_run
+    from ._cli_options import train_options
+    from ._vwbatch import train_vw_batch
+    from ._vwreport import preamble
+
+    options = train_options(args)
+    if options["passes"] or not (options["bfgs"] or options["cg"]):
+        raise ConfigError("terascale vw: --bfgs K / --cg K after online passes is terascale "
+                          "linear train's recipe; VW's --bfgs takes no count (--passes N)")
+    if args.oaa is not None:
+        raise ConfigError("--oaa with --bfgs/--conjugate_gradient is not supported by "
+                          "terascale vw")
+    if getattr(args, "starting_weights", False):
+        raise ConfigError("--constant/--initial_weight/--random_weights/--initial_t/"
+                          "--min_prediction/--max_prediction with --bfgs/"
+                          "--conjugate_gradient are not supported by terascale vw")
+    paths = _cli_run._inputs(args)
+    how = _cli_run._link(args, "identity")
+    for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r"),
+                       (args.readable_model, "--readable_model"),
+                       (args.invert_hash, "--invert_hash")):
+        _cli_run._check_output(path, flag)
+    _cli_run._check_output(args.model, "-f", stream=False)
+
+    def opening() -> None:
+        if not args.quiet:
+            print(preamble({**options, "passes": options["bfgs"] or options["cg"],
+                            "cache": options.get("cache")}, paths, model=args.model,
+                           predictions=args.predictions, testonly=False), file=sys.stderr)
+
+    return train_vw_batch(args, options, paths, how, opening)
 
 
 def _vw_defaults(args: argparse.Namespace) -> None:
@@ -118,6 +168,7 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
             or args.truncated_normal_weights or args.initial_t or ranged):
         args.initial = _starting_weights(args)
+        args.starting_weights = True
 
 
 def _starting_weights(args: argparse.Namespace) -> str:
