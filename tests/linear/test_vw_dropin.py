@@ -106,6 +106,14 @@ CASES = {
     "bfgs hessian_on, mem 3, no bias l2": (_real, [
         "--bfgs", "--hessian_on", "--mem", "3", "--passes", "6", "--l2", "0.1",
         "--no_bias_regularization", "--holdout_off", "-c", "-k", "-b", "10"]),
+    # VW's parse-time feature generation
+    "ngram and skips": (_real, ["--ngram", "2", "--skips", "1", "-b", "16"]),
+    "ngram of one namespace, crossed": (_real, ["--ngram", "a3", "--skips", "a1", "-q",
+                                                "ab"]),
+    "redefine, then -q and --ignore": (_real, ["--redefine", "c:=ab", "--redefine", "d:=b",
+                                               "-q", "cd", "--ignore", "b"]),
+    "feature_limit, hash_seed, passes": (_real, ["--feature_limit", "a2", "--hash_seed", "3",
+                                                 "--passes", "2", "-c", "-k"]),
     "conjugate gradient": (_real, ["--conjugate_gradient", "--passes", "5", "--l2", "1",
                                    "--holdout_off", "-c", "-k", "-r", "raw"]),
 }

@@ -49,7 +49,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="the seed of --random_weights (nothing else in a linear learner "
                         "is random)")
     g.add_argument("--hash_seed", type=int, default=0,
-                   help="VW's hash seed (only 0, VW's default, is supported)")
+                   help="VW's hash seed: every hash of a name starts from it (default 0)")
+    f = p.add_argument_group("VW's feature generation (each line is rewritten before "
+                             "terascale parses it)")
+    f.add_argument("--ngram", action="append", default=[], metavar="[NS]N",
+                   help="n-grams of each namespace's features, or of namespace NS only "
+                        "(like a2); repeatable")
+    f.add_argument("--skips", action="append", default=[], metavar="[NS]K",
+                   help="with --ngram: skip-grams, up to K features skipped")
+    f.add_argument("--feature_limit", action="append", default=[], metavar="[NS]N",
+                   help="keep the N features of lowest hash of each namespace (or of NS)")
+    f.add_argument("--redefine", action="append", default=[], metavar="N:=S",
+                   help="namespaces starting with a letter of S (':' all) count as "
+                        "namespace N for -q, --ignore and --keep; repeatable, in order")
     g.add_argument("--sparse_weights", action="store_true",
                    help="accepted: terascale keeps weights only for the features present")
     g.add_argument("--constant", type=float, default=0.0, metavar="C",
@@ -90,6 +102,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
         _vw_defaults(args)
         with cli_names():
+            _generate(args)
             if (args.bfgs is not None or args.cg is not None) and not args.testonly \
                     and args.nprocs == 1:
                 return _batch(args)
@@ -100,6 +113,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
     # VW's --termination default (terascale linear train's --tol is 1e-7)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3)
+
+
+def _generate(args: argparse.Namespace) -> None:
+    """VW's parse-time feature generation (``_vwgen``): the inputs are rewritten once."""
+    from . import _cli_run
+    from ._vwgen import FeatureGen, rewrite_inputs
+
+    gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
+                                feature_limit=args.feature_limit, redefine=args.redefine,
+                                hash_seed=args.hash_seed)
+    if gen is None:
+        return
+    if args.format != "vw":
+        raise ConfigError("--ngram/--skips/--feature_limit/--redefine/--hash_seed work on VW "
+                          "text input (--format vw)")
+    args.data = rewrite_inputs(_cli_run._inputs(args), gen)
+    args.data_flag = []
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -149,9 +179,6 @@ def _vw_defaults(args: argparse.Namespace) -> None:
                           f"normalized and invariant together): leave these flags out")
     if args.initial_t < 0:
         raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
-    if args.hash_seed:
-        raise ConfigError(f"--hash_seed {args.hash_seed}: terascale hashes as VW's default "
-                          f"(seed 0) only")
     if args.loss is None and not args.initial:
         args.loss = "squared"
     if args.normalize == "auto":
