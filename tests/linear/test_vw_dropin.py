@@ -223,3 +223,20 @@ def test_models_move_both_ways(flags, tmp_path, capfd, monkeypatch):
     assert code == 0, err
     np.testing.assert_allclose(_numbers(tmp_path / "more_ts.p"),
                                _numbers(tmp_path / "more_vw.p"), rtol=1e-5, atol=1e-5)
+
+
+def test_audit_prints_vws_lines(tmp_path):
+    """--audit: each example's prediction, then its features as name:index:value:weight@g2
+    sorted by |weight * value|, the same text as VW's (names gone after the first pass,
+    which VW reads from its cache)."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(60, 11, _real)) + "\n")
+    args = ["-d", "d.vw", "--audit", "-q", "ab", "--passes", "2", "-c", "-k", "-b", "12"]
+    runs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"], [sys.executable, "-m", "terascale",
+                                                          "vw"]):
+        r = subprocess.run([*cmd, *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        runs.append(r.stdout)
+    assert runs[0].count("\n") > 100 and "\ta^" in runs[0]
+    assert runs[1] == runs[0]

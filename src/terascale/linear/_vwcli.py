@@ -50,6 +50,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "is random)")
     g.add_argument("--hash_seed", type=int, default=0,
                    help="VW's hash seed: every hash of a name starts from it (default 0)")
+    g.add_argument("-a", "--audit", action="store_true",
+                   help="print every example's prediction and features (name, index, "
+                        "value, weight, sum of squared gradients) on standard output, as VW "
+                        "(online training on one worker)")
     f = p.add_argument_group("VW's feature generation (each line is rewritten before "
                              "terascale parses it)")
     f.add_argument("--ngram", action="append", default=[], metavar="[NS]N",
@@ -109,10 +113,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             if args.hessian_on or args.no_bias_regularization:
                 raise ConfigError("--hessian_on/--no_bias_regularization go with "
                                   "--bfgs/--conjugate_gradient on one worker")
-            return int(_cli_run.train(args) or 0)
+            if not args.audit:
+                return int(_cli_run.train(args) or 0)
+            return _audited(args)
 
     # VW's --termination default (terascale linear train's --tol is 1e-7)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3)
+
+
+def _audited(args: argparse.Namespace) -> int:
+    """Train as usual, then print VW's audit of the run (``_vwaudit``)."""
+    from . import _cli_run
+    from ._cli_options import train_options
+    from ._vwaudit import audit
+
+    if args.nprocs != 1 or args.oaa is not None or args.bfgs is not None or \
+            args.cg is not None or args.testonly:
+        raise ConfigError("--audit: terascale vw audits online training on one worker "
+                          "(not with -n N, --oaa, --bfgs/--conjugate_gradient or -t)")
+    args.data, args.data_flag = _cli_run._inputs(args), []  # standard input: read once
+    code = int(_cli_run.train(args) or 0)
+    if code:
+        return code
+    options = train_options(args)
+    options["vw_text"] = options["vw_labels"] = True
+    if args.min_prediction is not None or args.max_prediction is not None:
+        options["fixed_range"] = True
+    audit(args, list(args.data), options)
+    return 0
 
 
 def _generate(args: argparse.Namespace) -> None:

@@ -74,9 +74,10 @@ REFUSED: dict[str, str] = {
     "--hash_seed": "linear train hashes with VW's default seed 0; terascale vw --hash_seed "
                    "S seeds the hashes as VW does",
     "--cache_file": "terascale names and keys its caches itself: --cache-dir DIR sets where",
-    "--audit": "not supported: --invert_hash FILE writes the weights by feature name",
-    "-a": "not supported (VW's --audit): --invert_hash FILE writes the weights by feature "
-          "name",
+    "--audit": "linear train has no audit: terascale vw --audit prints VW's, or "
+               "--invert_hash FILE writes the weights by feature name",
+    "-a": "linear train has no audit (VW's --audit): terascale vw -a prints VW's, or "
+          "--invert_hash FILE writes the weights by feature name",
     "--random_weights": "linear train starts from zero weights (or from -i MODEL); "
                         "terascale vw --random_weights starts from VW's random weights",
     "--initial_t": "linear train starts the adaptive sums at 0; terascale vw --initial_t T "
