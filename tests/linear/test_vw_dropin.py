@@ -106,6 +106,11 @@ CASES = {
     "bfgs hessian_on, mem 3, no bias l2": (_real, [
         "--bfgs", "--hessian_on", "--mem", "3", "--passes", "6", "--l2", "0.1",
         "--no_bias_regularization", "--holdout_off", "-c", "-k", "-b", "10"]),
+    # VW's update rules with one global learning rate
+    "invariant alone, initial_t, power_t": (_real, ["--invariant", "-l", "2", "--initial_t",
+                                                    "100", "--power_t", "1"]),
+    "sgd, logistic, passes": (_binary01, ["--sgd", "--loss_function", "logistic",
+                                          "--passes", "2", "-c", "-k", "-r", "raw"]),
     # VW's parse-time feature generation
     "ngram and skips": (_real, ["--ngram", "2", "--skips", "1", "-b", "16"]),
     "ngram of one namespace, crossed": (_real, ["--ngram", "a3", "--skips", "a1", "-q",
@@ -167,7 +172,7 @@ def test_quiet_is_silent_and_linear_train_says_where_it_differs(tmp_path, capfd,
     (["--cb", "2"], "--cb (a Vowpal Wabbit option) is not supported by terascale vw"),
     (["--lda", "3"], "--lda"),
     (["--search", "3"], "learning to search"),
-    (["--invariant"], "--invariant"),
+    (["--adaptive"], "--adaptive"),
     (["--frobnicate"], "--frobnicate"),
     (["--oaa", "3", "-f", "m"], "--oaa: -f"),
     (["--loss_function", "quantile", "--bfgs", "--passes", "2"], "no batch form"),

@@ -237,9 +237,14 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
 
     if not (args.model or args.readable_model or args.invert_hash):
         return
+    from ._online import new_state
+
     nz = np.flatnonzero(state.w)
+    st = new_state()
+    st[4], st[5] = float(state.lo), float(state.hi)  # the prediction range VW's model keeps
+    zeros = np.zeros(len(nz), _F)
     model = LinearModel(indices=nz.astype(np.uint32), weights=state.w[nz], parse=data.parse,
-                        loss=options["loss"],
+                        loss=options["loss"], adaptive=(zeros, zeros, st),
                         info={"examples": data.n, "batch_passes": state.current_pass})
     if args.model:
         from ._vwmodel import save_model
@@ -249,7 +254,9 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
     if args.readable_model:
         from ._vwtext import write_readable
 
-        write_readable(model, args.readable_model)
+        write_readable(LinearModel(indices=model.indices, weights=model.weights,
+                                   parse=model.parse, loss=model.loss),
+                       args.readable_model)
     if args.invert_hash:
         from ._vwtext import feature_names, write_readable
 

@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "file itself, under --cache-dir)")
     g.add_argument("-r", "--raw_predictions", default=None, metavar="FILE",
                    help="raw scores (before --link/--binary), one line per example")
-    g.add_argument("--initial_t", type=float, default=0.0,
+    g.add_argument("--initial_t", type=float, default=None,
                    help="VW's initial_t: the adaptive update starts as if it had seen "
                         "initial_t examples of gradient 1 (every feature's sum of squared "
                         "gradients starts there; up to -b 24)")
@@ -97,8 +97,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "(bias) weight out")
     for name in _UPDATE_RULE:
         g.add_argument("--" + name, action="store_true",
-                       help=f"VW's {name} update (on by default; alone, VW turns the "
-                            f"other two off, which terascale does not implement)")
+                       help=f"VW's {name} update (on by default; given, VW turns the "
+                            f"rules not named off: --invariant alone is VW's invariant "
+                            f"step with one global rate, as --sgd is plain SGD)")
+    g.add_argument("--dont_output_best_constant", action="store_true",
+                   help="accepted: terascale vw's closing block has no best constant line")
+    g.add_argument("--sgd", action="store_true",
+                   help="VW's plain SGD: one global learning rate (default 10), no "
+                        "adaptive, normalized or invariant update")
 
     def run(args: argparse.Namespace) -> int:
         from . import _cli_run
@@ -113,12 +119,51 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             if args.hessian_on or args.no_bias_regularization:
                 raise ConfigError("--hessian_on/--no_bias_regularization go with "
                                   "--bfgs/--conjugate_gradient on one worker")
+            if args.plain_rule:
+                return _plain(args)
             if not args.audit:
                 return int(_cli_run.train(args) or 0)
             return _audited(args)
 
-    # VW's --termination default (terascale linear train's --tol is 1e-7)
-    p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3)
+    # VW's --termination default (terascale linear train's --tol is 1e-7); -l left out is
+    # told apart from -l 0.5 (VW's other update rules default to 10)
+    p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
+                   learning_rate=None)
+
+
+def _plain(args: argparse.Namespace) -> int:
+    """VW's --sgd / --invariant alone (``_vwsgd``)."""
+    import sys
+
+    from . import _cli_run
+    from ._cli_options import train_options
+    from ._vwreport import preamble
+    from ._vwsgd import train_vw_sgd
+
+    if args.bfgs is not None or args.cg is not None or args.audit:
+        raise ConfigError("--sgd/--invariant alone with --bfgs/--conjugate_gradient or "
+                          "--audit are not supported by terascale vw")
+    if getattr(args, "starting_weights", False):
+        raise ConfigError("--sgd/--invariant alone start from zero weights in terascale vw "
+                          "(no --constant/--initial_weight/--random_weights)")
+    options = train_options(args)
+    paths = _cli_run._inputs(args)
+    how = _cli_run._link(args, "identity")
+    for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r"),
+                       (args.readable_model, "--readable_model")):
+        _cli_run._check_output(path, flag)
+    _cli_run._check_output(args.model, "-f", stream=False)
+    if args.invert_hash:
+        raise ConfigError("--invert_hash with --sgd/--invariant alone is not supported by "
+                          "terascale vw (--readable_model is)")
+
+    def opening() -> None:
+        if not args.quiet:
+            print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                           testonly=False), file=sys.stderr)
+
+    return train_vw_sgd(args, options, paths, how, opening, args.learning_rate_given,
+                        args.initial_t_given)
 
 
 def _audited(args: argparse.Namespace) -> int:
@@ -147,7 +192,10 @@ def _generate(args: argparse.Namespace) -> None:
     """VW's parse-time feature generation (``_vwgen``): the inputs are rewritten once."""
     from . import _cli_run
     from ._vwgen import FeatureGen, rewrite_inputs
+    from ._vwmodel import GENERATION, model_generation
 
+    if args.initial and not (args.ngram or args.skips):  # VW's model keeps them
+        args.ngram, args.skips = model_generation(args.initial)
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
                                 hash_seed=args.hash_seed)
@@ -156,8 +204,12 @@ def _generate(args: argparse.Namespace) -> None:
     if args.format != "vw":
         raise ConfigError("--ngram/--skips/--feature_limit/--redefine/--hash_seed work on VW "
                           "text input (--format vw)")
+    if (args.ngram or args.skips) and args.model and args.nprocs > 1:
+        raise ConfigError("-f with --ngram/--skips needs -n 1 (the model records them for "
+                          "vw -i, as VW's does)")
     args.data = rewrite_inputs(_cli_run._inputs(args), gen)
     args.data_flag = []
+    GENERATION.update(ngram=list(args.ngram), skips=list(args.skips))
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -200,11 +252,19 @@ def _batch(args: argparse.Namespace) -> int:
 def _vw_defaults(args: argparse.Namespace) -> None:
     """VW's meaning of the flags left out, and the VW options terascale refuses."""
     given = [n for n in _UPDATE_RULE if getattr(args, n)]
-    if given and len(given) < 3:
+    args.learning_rate_given = args.learning_rate is not None
+    if args.learning_rate is None:
+        args.learning_rate = 0.5
+    args.initial_t_given = args.initial_t is not None
+    if args.initial_t is None:
+        args.initial_t = 0.0
+    # VW's --sgd, or a strict subset of the three rules: VW's gd with those rules only
+    args.plain_rule = (args.sgd or 0 < len(given) < 3) and not args.testonly
+    if args.plain_rule and (args.adaptive or args.normalized):
         raise ConfigError(f"--{' --'.join(given)}: VW then turns off the "
                           f"{', '.join(n for n in _UPDATE_RULE if n not in given)} update(s); "
-                          f"terascale implements VW's default update only (adaptive, "
-                          f"normalized and invariant together): leave these flags out")
+                          f"terascale vw implements VW's default update (all three), "
+                          f"--sgd and --invariant alone")
     if args.initial_t < 0:
         raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
     if args.loss is None and not args.initial:
@@ -221,7 +281,8 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         raise ConfigError("--min_prediction/--max_prediction: not supported with "
                           f"{'--oaa' if args.oaa else '-i MODEL'} by terascale vw")
     if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
-            or args.truncated_normal_weights or args.initial_t or ranged):
+            or args.truncated_normal_weights or (args.initial_t and not args.plain_rule)
+            or ranged):
         args.initial = _starting_weights(args)
         args.starting_weights = True
 

@@ -146,8 +146,11 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
     put(struct.pack("<f", hi))
     put(u4(parse.bits))
     put(u4(0))  # lda
-    put(u4(0))  # ngrams
-    put(u4(0))  # skips
+    for key in ("ngram", "skips"):  # VW's --ngram/--skips values, 3 bytes each
+        vals = GENERATION.get(key, [])
+        put(u4(len(vals)))
+        for v in vals:
+            put(v.encode()[:3].ljust(3, b"\0"))
     o = _options(parse).encode() + b"\0"
     put(u4(len(o)))
     put(o)
@@ -223,6 +226,29 @@ _PLAIN = {"quadratic", "cubic", "interactions", "noconstant", "ignore", "ignore_
           "keep", "link", "random_seed", "id", "bit_precision", "hash_seed"}
 
 
+# VW's --ngram/--skips of this run (``terascale vw`` sets them after applying them to the
+# input): -f records them in the model's header, as VW does, and -i accepts a model that
+# has the same ones
+GENERATION: dict[str, list[str]] = {}
+
+
+def model_generation(path: str) -> tuple[list[str], list[str]]:
+    """The --ngram and --skips values a VW model file records (empty for terascale's)."""
+    if not is_vw_model(path):
+        return [], []
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return [], []
+    r.take(12)
+    r.u4()
+    grams = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
+    skips = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
+    return grams, skips
+
+
 def read_vw_model(path: str) -> Any:
     """A VW binary model (a plain linear learner's) as a LinearModel."""
     from ._dataset import ParseOptions
@@ -247,9 +273,11 @@ def read_vw_model(path: str) -> Any:
         raise DataError(f"{path}: an LDA model (VW's --lda), not a linear learner's")
     grams = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
     skips = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
-    if grams or skips:
-        raise DataError(f"{path}: trained with --ngram/--skips, which terascale does not "
-                        f"generate")
+    if (grams or skips) and (grams, skips) != (GENERATION.get("ngram"),
+                                               GENERATION.get("skips")):
+        raise DataError(f"{path}: trained with --ngram/--skips ({' '.join(grams)}; "
+                        f"{' '.join(skips) or 'no skips'}): terascale vw -i generates them "
+                        f"as VW does; other terascale commands do not")
     text = r.string()
     want = r.h
     if r.u4(False) != 4 or r.u4(False) != want:  # (VW writes it length-prefixed)
