@@ -208,7 +208,9 @@ def test_standard_input_with_one_worker_and_with_two(tmp_path):
 @pytest.mark.parametrize("flags", [["-b", "24", "-q", "ab"],
                                    ["-b", "28", "--cubic", "abb", "--predict_only_model"],
                                    ["--loss_function", "logistic", "--noconstant",
-                                    "--interactions", "aab", "--passes", "2", "-c", "-k"]])
+                                    "--interactions", "aab", "--passes", "2", "-c", "-k"],
+                                   ["--ngram", "2", "--skips", "1", "--hash_seed", "3", "-b",
+                                    "16"]])
 def test_models_move_both_ways(flags, tmp_path, capfd, monkeypatch):
     """-f writes VW's binary model: the real vw -i loads it and predicts as with its own;
     -i reads VW's model and training continues as VW's would."""

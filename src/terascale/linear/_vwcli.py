@@ -194,8 +194,11 @@ def _generate(args: argparse.Namespace) -> None:
     from ._vwgen import FeatureGen, rewrite_inputs
     from ._vwmodel import GENERATION, model_generation
 
-    if args.initial and not (args.ngram or args.skips):  # VW's model keeps them
-        args.ngram, args.skips = model_generation(args.initial)
+    if args.initial:  # VW's model keeps them
+        grams, skips, seed = model_generation(args.initial)
+        if not (args.ngram or args.skips):
+            args.ngram, args.skips = grams, skips
+        args.hash_seed = args.hash_seed or seed
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
                                 hash_seed=args.hash_seed)
@@ -209,7 +212,8 @@ def _generate(args: argparse.Namespace) -> None:
                           "vw -i, as VW's does)")
     args.data = rewrite_inputs(_cli_run._inputs(args), gen)
     args.data_flag = []
-    GENERATION.update(ngram=list(args.ngram), skips=list(args.skips))
+    GENERATION.update(ngram=list(args.ngram), skips=list(args.skips),
+                      hash_seed=[args.hash_seed] if args.hash_seed else [])
 
 
 def _batch(args: argparse.Namespace) -> int:

@@ -101,6 +101,8 @@ def _options(parse: Any) -> str:
     if not parse.constant:
         opts.append(("noconstant", ""))
     opts += [("quadratic", v) for v in parse.quadratic]
+    if GENERATION.get("hash_seed"):
+        opts.append(("hash_seed", str(GENERATION["hash_seed"][0])))
     text = "".join(f" --{k}" + (f" {v}" if v else "") for k, v in sorted(opts))
     for name, values in (("ignore", parse.ignore), ("ignore_linear", parse.ignore_linear),
                          ("keep", parse.keep)):
@@ -232,21 +234,27 @@ _PLAIN = {"quadratic", "cubic", "interactions", "noconstant", "ignore", "ignore_
 GENERATION: dict[str, list[str]] = {}
 
 
-def model_generation(path: str) -> tuple[list[str], list[str]]:
-    """The --ngram and --skips values a VW model file records (empty for terascale's)."""
+def model_generation(path: str) -> tuple[list[str], list[str], int]:
+    """The --ngram, --skips and --hash_seed values a VW model file records (empty, empty,
+    0 for terascale's)."""
     if not is_vw_model(path):
-        return [], []
+        return [], [], 0
     with open(path, "rb") as f:
         r = _Reader(f.read(), path)
     r.string(False)
     r.string()
     if r.take(1) != b"m":
-        return [], []
+        return [], [], 0
     r.take(12)
     r.u4()
     grams = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
     skips = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
-    return grams, skips
+    tokens = shlex.split(r.string())
+    seed = 0
+    for a, b in zip(tokens, tokens[1:]):
+        if a == "--hash_seed" and b.isdigit():
+            seed = int(b)
+    return grams, skips, seed
 
 
 def read_vw_model(path: str) -> Any:
@@ -291,7 +299,9 @@ def read_vw_model(path: str) -> Any:
         val = tokens[i + 1] if i + 1 < len(tokens) and not tokens[i + 1].startswith("--") \
             else ""
         i += 2 if val else 1
-        if name not in _PLAIN:
+        seeded = name == "hash_seed" and [val] == [str(v) for v in
+                                                  GENERATION.get("hash_seed", [])]
+        if name not in _PLAIN and not seeded:  # (terascale vw -i applies the seed)
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "
                             f"{text.strip()}); terascale reads plain linear models only")
         opts.setdefault(name, []).append(val)
