@@ -247,3 +247,26 @@ def test_audit_prints_vws_lines(tmp_path):
         runs.append(r.stdout)
     assert runs[0].count("\n") > 100 and "\ta^" in runs[0]
     assert runs[1] == runs[0]
+
+
+def test_bfgs_regularizer_files_move_both_ways(tmp_path, capfd, monkeypatch):
+    """--output_feature_regularizer_binary once L-BFGS converges, read back by VW's
+    --input_feature_regularizer (and VW's by terascale): the same predictions."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 17, _real)) + "\n")
+    base = ["-d", "d.vw", "--bfgs", "--l2", "0.1", "-b", "10", "--holdout_off", "-c", "-k",
+            "--predict_only_model"]
+    out = [*base, "--passes", "60", "--termination", "0.01"]
+    _vw([*out, "--output_feature_regularizer_binary", "vw.reg"], tmp_path)
+    code, err = _ts(capfd, [*out, "--output_feature_regularizer_binary", "ts.reg"], tmp_path,
+                    monkeypatch)
+    assert code == 0 and (tmp_path / "ts.reg").exists(), err
+    back = [*base, "--passes", "4"]
+    _vw([*back, "--input_feature_regularizer", "ts.reg", "-p", "a.p"], tmp_path)
+    _vw([*back, "--input_feature_regularizer", "vw.reg", "-p", "b.p"], tmp_path)
+    code, err = _ts(capfd, [*back, "--input_feature_regularizer", "vw.reg", "-p", "c.p"],
+                    tmp_path, monkeypatch)
+    assert code == 0, err
+    b = _numbers(tmp_path / "b.p")
+    assert len(b) == 4 * 300
+    np.testing.assert_allclose(_numbers(tmp_path / "a.p"), b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(_numbers(tmp_path / "c.p"), b, rtol=1e-5, atol=1e-5)

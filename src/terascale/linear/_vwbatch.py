@@ -202,6 +202,12 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     if args.holdout_period is not None:
         period = int(args.holdout_period)
     data = _Data(paths, options, period, int(options.get("holdout_after", 0)), holdout_off)
+    reg = None
+    if args.input_feature_regularizer:
+        from ._vwmodel import read_regularizer
+
+        reg, reg_lo, reg_hi = read_regularizer(args.input_feature_regularizer,
+                                               data.parse.bits)
     opening()
     out = _Progress(args.quiet)
     out(f"enabling {'BFGS based optimization' if m > 0 else 'conjugate gradient optimization via BFGS'} "
@@ -214,7 +220,9 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
                ((args.predictions, True), (raw, False)) if path]
     try:
         state = _Batch(data, loss, m, l2, rel_threshold, hessian_on, no_bias,
-                       holdout_off, int(args.patience), passes, out)
+                       holdout_off, int(args.patience), passes, out, reg)
+        if reg is not None:  # VW reads the file's header: its prediction range too
+            state.lo, state.hi = _F(reg_lo), _F(reg_hi)
         for pred, partial in state.run():
             for writer, linked in writers:
                 writer.write(prediction_lines(link(pred, how, args.binary) if linked
@@ -226,6 +234,7 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     for writer, _ in writers:
         writer.commit()
     _outputs(args, data, state, options)
+    _regularizer_out(args, data, state, options, out)
     if not args.quiet:
         print(_closing(state, data, holdout_off), file=sys.stderr)
     return 0
@@ -261,6 +270,35 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
         from ._vwtext import feature_names, write_readable
 
         write_readable(model, args.invert_hash, feature_names(_inputs_of(args), model))
+
+
+def _regularizer_out(args: argparse.Namespace, data: _Data, state: _Batch,
+                     options: dict[str, Any], out: Callable[[str], None]) -> None:
+    """VW's --output_feature_regularizer_binary/_text: written only when the passes
+    converged (VW: 'created only when the convergence is reached')."""
+    from ._model import LinearModel
+    from ._vwmodel import write_regularizer
+
+    paths = [(args.output_feature_regularizer_binary, False),
+             (args.output_feature_regularizer_text, True)]
+    if not any(p for p, _ in paths):
+        return
+    if not state.converged or state.at_max:
+        out("Regular model file has been created. Output feature regularizer file is "
+            "created only when the convergence is reached. Try increasing the number of "
+            "passes for convergence\n")
+        return
+    from ._online import new_state
+
+    st = new_state()
+    st[4], st[5] = float(state.lo), float(state.hi)  # the header keeps the label range
+    empty = np.zeros(0, _F)
+    model = LinearModel(indices=np.zeros(0, np.uint32), weights=empty, parse=data.parse,
+                        loss=options["loss"], adaptive=(empty, empty, st))
+    reg = state.output_regularizer()
+    for path, text in paths:
+        if path:
+            write_regularizer(model, reg, path, text=text)
 
 
 def _inputs_of(args: argparse.Namespace) -> list[str]:
@@ -301,7 +339,8 @@ class _Batch:
 
     def __init__(self, data: _Data, loss: _Loss, m: int, l2: float, rel_threshold: float,
                  hessian_on: bool, no_bias: bool, holdout_off: bool, early_stop: int,
-                 final_pass: int, out: Callable[[str], None]) -> None:
+                 final_pass: int, out: Callable[[str], None],
+                 regularizers: np.ndarray | None = None) -> None:
         from ._hashing import CONSTANT_HASH
 
         self.d, self.loss, self.m, self.l2 = data, loss, m, l2
@@ -335,6 +374,15 @@ class _Batch:
         self.sum_loss = 0.0
         self.holdout_loss = self.holdout_weight = 0.0
         self.best_holdout = _FLT_MAX
+        self.converged = False
+        self.at_max = False
+        # VW's per-feature regularizer (--input_feature_regularizer): strength and target
+        # per weight; the weights start at the targets, the preconditioner at the strengths
+        self.reg = regularizers
+        if regularizers is not None:
+            self.l2 = 1.0
+            self.cond = regularizers[0::2].copy()
+            self.w = regularizers[1::2].copy()
 
     # -- one pass over the examples ------------------------------------------------
     def _ranges(self) -> tuple[np.ndarray, np.ndarray]:
@@ -411,8 +459,10 @@ class _Batch:
         if self.final_pass == self.current_pass:
             self.out("Maximum number of passes reached. To optimize further, increase the "
                      "number of passes\n")
+            self.at_max = True
         if status != "ok" and self.final_pass > self.current_pass:
             self.final_pass = self.current_pass
+            self.converged = True
         else:
             self.cond[:] = 0
         done = self.final_pass == self.current_pass
@@ -432,7 +482,7 @@ class _Batch:
     # -- VW's process_pass ---------------------------------------------------------
     def _finalize_preconditioner(self) -> None:
         c = self.cond
-        c += _F(self.l2)
+        c += _F(self.l2) if self.reg is None else self.reg[0::2]
         max_hessian = max(float(c.max(initial=0.0)), 0.0)
         pos = c > 0
         c[pos] = _F(1) / c[pos]
@@ -440,8 +490,18 @@ class _Batch:
         c[np.isinf(c) | (c > max_precond)] = max_precond
 
     def _add_regularization(self) -> float:
-        reg = _F(self.l2)
         w = self.w
+        if self.reg is not None:
+            reg, target = self.reg[0::2], self.reg[1::2]
+            delta = (w - target).astype(_F)
+            self.g += reg * delta
+            ret = float((0.5 * reg.astype(np.float64) * delta * delta).sum())
+            if self.no_bias:
+                c = self.const
+                self.g[c] -= reg[c] * delta[c]
+                ret -= 0.5 * float(reg[c]) * float(delta[c]) * float(delta[c])
+            return ret
+        reg = _F(self.l2)
         self.g += reg * w
         ret = float((0.5 * float(reg) * w.astype(np.float64) * w).sum())
         if self.no_bias:
@@ -449,6 +509,18 @@ class _Batch:
             self.g[self.const] -= reg * wc
             ret -= 0.5 * float(reg) * float(wc) * float(wc)
         return ret
+
+    def output_regularizer(self) -> np.ndarray:
+        """VW's preconditioner_to_regularizer: per weight its L2 strength (--l2 plus the
+        inverse preconditioner) and the weight itself."""
+        out = np.zeros(2 * len(self.w), _F)
+        base = _F(self.l2) if self.reg is None else self.reg[0::2]
+        strength = np.zeros(len(self.w), _F) + base
+        pos = self.cond > 0
+        strength[pos] += _F(1) / self.cond[pos]
+        out[0::2] = strength
+        out[1::2] = self.w
+        return out
 
     def _avg_line(self) -> str:
         return f"{self.current_pass + 1:2d} {self.loss_sum / self.importance_weight_sum:<10.5f}\t"
@@ -515,7 +587,10 @@ class _Batch:
                     out("{:<10s}\t{:<10.5f}\t{:<.5f}\n".format("", d_mag, self.step_size))
                     self.w += self.step_size * self.dir
         else:  # a curvature pass has ended
-            if self.l2 > 0:
+            if self.reg is not None:
+                self.curvature += float((self.reg[0::2].astype(np.float64)
+                                         * self.dir.astype(np.float64) ** 2).sum())
+            elif self.l2 > 0:
                 self.curvature += float((self.l2 * self.dir.astype(np.float64) ** 2).sum())
             dd = float(np.float32((self.mem[self.origin % self.stride].astype(np.float64)
                                    * self.dir).sum()))

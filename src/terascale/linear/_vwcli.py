@@ -92,6 +92,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     g.add_argument("--hessian_on", action="store_true",
                    help="with --bfgs: a curvature pass after each gradient pass sets the "
                         "step (VW's; --conjugate_gradient always does)")
+    for name, what in (("--output_feature_regularizer_binary", "binary"),
+                       ("--output_feature_regularizer_text", "text")):
+        g.add_argument(name, default=None, metavar="FILE",
+                       help=f"with --bfgs: write each weight's L2 strength (--l2 plus its "
+                            f"inverse curvature) and value, VW's {what} regularizer file, "
+                            f"once the passes converge")
+    g.add_argument("--input_feature_regularizer", default=None, metavar="FILE",
+                   help="with --bfgs: regularize each weight toward the value in FILE "
+                        "(VW's binary regularizer file) with its strength, starting there")
     g.add_argument("--no_bias_regularization", action="store_true",
                    help="with --bfgs/--conjugate_gradient: --l2 leaves the constant "
                         "(bias) weight out")
@@ -116,8 +125,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             if (args.bfgs is not None or args.cg is not None) and not args.testonly \
                     and args.nprocs == 1:
                 return _batch(args)
-            if args.hessian_on or args.no_bias_regularization:
-                raise ConfigError("--hessian_on/--no_bias_regularization go with "
+            if args.hessian_on or args.no_bias_regularization or \
+                    args.input_feature_regularizer or \
+                    args.output_feature_regularizer_binary or \
+                    args.output_feature_regularizer_text:
+                raise ConfigError("--hessian_on/--no_bias_regularization and the "
+                                  "feature regularizer files go with "
                                   "--bfgs/--conjugate_gradient on one worker")
             if args.plain_rule:
                 return _plain(args)

@@ -93,8 +93,10 @@ REFUSED: dict[str, str] = {
     "--examples": "not supported: give the data you want to learn from",
     "--sort_features": "not supported (it changes nothing that terascale computes)",
     "--save_per_pass": "not supported: one model is written at the end (-f)",
-    "--output_feature_regularizer_binary": "not supported",
-    "--output_feature_regularizer_text": "not supported",
+    **dict.fromkeys(("--output_feature_regularizer_binary",
+                     "--output_feature_regularizer_text", "--input_feature_regularizer"),
+                    "linear train's batch phase is its own: terascale vw --bfgs writes and "
+                    "reads VW's regularizer files"),
     "--feature_mask": "not supported",
     "--onethread": "terascale parses and learns in one thread per worker already",
     "--invert_hash_all": "not supported: --invert_hash FILE",

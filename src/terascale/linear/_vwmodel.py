@@ -114,10 +114,15 @@ def _options(parse: Any) -> str:
 
 def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None:
     """Write ``model`` (a LinearModel) as VW's binary model at ``path``."""
+    _write_atomic(path, _vw_bytes(model, predict_only=predict_only))
+
+
+def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True) -> bytes:
+    """VW's model file (``weights=False``: its header only, up to the checksum)."""
     parse = model.parse
     if parse.format != "vw":
-        raise DataError(f"{path}: a model trained on {parse.format} input cannot be a VW "
-                        f"model (VW hashes VW-format features only)")
+        raise DataError(f"a model trained on {parse.format} input cannot be a VW model (VW "
+                        f"hashes VW-format features only)")
     state = model.adaptive[2] if model.adaptive is not None else None
     if model.loss == "logistic":
         lo, hi = -50.0, 50.0
@@ -157,6 +162,8 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it
+    if not weights:
+        return b"".join(out)
     resume = not predict_only and model.adaptive is not None
     put(b"\1" if resume else b"\0", False)
     idx = model.indices.astype(np.uint64)
@@ -178,7 +185,7 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
     if not resume:
         rows = rows[rows["w"][:, 0] != 0]
     put(rows.tobytes(), False)
-    _write_atomic(path, b"".join(out))
+    return b"".join(out)
 
 
 def _write_atomic(path: str, data: bytes) -> None:
@@ -255,6 +262,58 @@ def model_generation(path: str) -> tuple[list[str], list[str], int]:
         if a == "--hash_seed" and b.isdigit():
             seed = int(b)
     return grams, skips, seed
+
+
+def read_regularizer(path: str, bits: int) -> tuple[np.ndarray, float, float]:
+    """VW's ``--output_feature_regularizer_binary`` file (as ``--input_feature_regularizer``
+    reads it): 2 * 2^bits floats, per weight its L2 strength and the weight it pulls
+    toward; and the prediction range its header records (VW's run starts from it)."""
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        raise DataError(f"{path}: not a Vowpal Wabbit regularizer file")
+    lo, hi = struct.unpack("<ff", r.take(8))
+    have = r.u4()
+    if have != bits:
+        raise DataError(f"{path}: a regularizer of -b {have}, this run has -b {bits}")
+    r.u4()
+    for _ in range(r.u4()):
+        r.take(3)
+    for _ in range(r.u4()):
+        r.take(3)
+    r.string()
+    r.take(8, False)
+    if r.take(1, False) == b"\0":
+        raise DataError(f"{path}: a model, not a regularizer file (VW's "
+                        f"--output_feature_regularizer_binary writes those)")
+    rest = r.data[r.pos:]
+    dt = np.dtype([("i", "<u4"), ("v", "<f4")])
+    if len(rest) % dt.itemsize:
+        raise DataError(f"{path}: the regularizer's records are cut short")
+    rows = np.frombuffer(rest, dt)
+    out = np.zeros(2 << bits, np.float32)
+    if len(rows) and int(rows["i"].max()) >= len(out):
+        raise DataError(f"{path}: regularizer index {int(rows['i'].max())} beyond -b {bits}")
+    out[rows["i"]] = rows["v"]
+    return out, lo, hi
+
+
+def write_regularizer(model: Any, reg: np.ndarray, path: str, *, text: bool) -> None:
+    """VW's ``--output_feature_regularizer_binary``/``_text``: the model's header, then
+    ``index:value`` (text) or (u32, f32) records for the non-zero entries of ``reg``."""
+    head = _vw_bytes(model, predict_only=True, weights=False)
+    nz = np.flatnonzero(reg)
+    if text:
+        lines = "".join(f"{i}:{float(reg[i]):g}\n" for i in nz.tolist())
+        data = (f"Version {VERSION}\nId \nMin label:{-_FLT_MAX:g}\nMax label:{_FLT_MAX:g}\n"
+                f"bits:{model.parse.bits}\n:1\n{lines}").encode()
+    else:
+        rows = np.zeros(len(nz), dtype=[("i", "<u4"), ("v", "<f4")])
+        rows["i"], rows["v"] = nz, reg[nz]
+        data = head + b"\1" + rows.tobytes()
+    _write_atomic(path, data)
 
 
 def read_vw_model(path: str) -> Any:
