@@ -270,3 +270,19 @@ def test_bfgs_regularizer_files_move_both_ways(tmp_path, capfd, monkeypatch):
     assert len(b) == 4 * 300
     np.testing.assert_allclose(_numbers(tmp_path / "a.p"), b, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(_numbers(tmp_path / "c.p"), b, rtol=1e-5, atol=1e-5)
+
+
+def test_bfgs_warm_starts_from_a_vw_model(tmp_path, capfd, monkeypatch):
+    """-i MODEL --bfgs: VW's batch learner starts from the model's weights, loss and
+    prediction range."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(200, 19, _real)) + "\n")
+    _vw(["-d", "d.vw", "-f", "m", "--predict_only_model", "-q", "ab"], tmp_path)
+    args = ["-d", "d.vw", "-i", "m", "--bfgs", "--passes", "4", "--l2", "0.5", "-c", "-k",
+            "--predict_only_model"]
+    want = _vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = _ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    v = _numbers(tmp_path / "vw.p")
+    assert len(v) == 4 * 200
+    np.testing.assert_allclose(_numbers(tmp_path / "ts.p"), v, rtol=1e-5, atol=1e-5)
+    assert _avg(got) == _avg(want)

@@ -182,14 +182,19 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     if passes < 2:
         raise ConfigError("--bfgs/--conjugate_gradient: at least 2 passes must be used "
                           "(VW's rule): --passes N")
-    if args.model and not args.predict_only_model:
-        raise ConfigError("-f with --bfgs/--conjugate_gradient: VW's BFGS does not support "
-                          "models with save_resume data; add --predict_only_model (as VW "
-                          "requires)")
-    if args.initial:
-        raise ConfigError("-i MODEL with --bfgs/--conjugate_gradient (a warm start of VW's "
-                          "batch learner) is not supported by terascale vw")
-    loss = _Loss(options["loss"])
+    if (args.model or args.initial) and not args.predict_only_model:
+        raise ConfigError("-f/-i with --bfgs/--conjugate_gradient: VW's BFGS does not "
+                          "support models with save_resume data; add --predict_only_model "
+                          "(as VW requires)")
+    start = None
+    if args.initial:  # VW's batch learner starts from the model's weights and range
+        from ._vwmodel import load_model
+
+        start = load_model(args.initial)
+        options = {**options, **start.parse.to_dict()}
+        if args.loss is None:  # the model's (VW's: squared unless it was linked logistic)
+            options["loss"] = start.loss
+    loss = _Loss(options["loss"])  # (after -i: a model gives its loss)
     m = 0 if cg else int(options.get("memory", 15))
     if m < 0:
         raise ConfigError(f"--mem must be >= 0, not {m}")
@@ -223,6 +228,12 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
                        holdout_off, int(args.patience), passes, out, reg)
         if reg is not None:  # VW reads the file's header: its prediction range too
             state.lo, state.hi = _F(reg_lo), _F(reg_hi)
+        if start is not None:
+            state.w[start.indices] = start.weights
+            ad = start.adaptive
+            if ad is not None and len(ad[2]) >= 6 and ad[2][4] <= ad[2][5] and \
+                    options["loss"] not in ("logistic",):
+                state.lo, state.hi = _F(ad[2][4]), _F(ad[2][5])
         for pred, partial in state.run():
             for writer, linked in writers:
                 writer.write(prediction_lines(link(pred, how, args.binary) if linked
