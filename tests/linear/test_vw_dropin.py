@@ -286,3 +286,18 @@ def test_bfgs_warm_starts_from_a_vw_model(tmp_path, capfd, monkeypatch):
     assert len(v) == 4 * 200
     np.testing.assert_allclose(_numbers(tmp_path / "ts.p"), v, rtol=1e-5, atol=1e-5)
     assert _avg(got) == _avg(want)
+
+
+def test_preserved_performance_counters(tmp_path, capfd, monkeypatch):
+    """-f keeps VW's counters (the run's loss and labelled weight); with
+    --preserve_performance_counters a run from -i reports the average over both runs."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(200, 23, _real)) + "\n")
+    (tmp_path / "e.vw").write_text("\n".join(_lines(100, 29, _real)) + "\n")
+    _vw(["-d", "d.vw", "-f", "vw.m"], tmp_path)
+    assert _ts(capfd, ["-d", "d.vw", "-f", "ts.m"], tmp_path, monkeypatch)[0] == 0
+    more = ["-d", "e.vw", "--preserve_performance_counters"]
+    want = _avg(_vw([*more, "-i", "vw.m"], tmp_path))
+    assert _avg(_vw([*more, "-i", "ts.m"], tmp_path)) == want  # VW reads our counters
+    code, got = _ts(capfd, [*more, "-i", "vw.m"], tmp_path, monkeypatch)
+    assert code == 0 and _avg(got) == want
+    assert _avg(_vw(["-d", "e.vw", "-i", "vw.m"], tmp_path)) != want  # (they count)

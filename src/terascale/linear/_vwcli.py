@@ -109,6 +109,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                        help=f"VW's {name} update (on by default; given, VW turns the "
                             f"rules not named off: --invariant alone is VW's invariant "
                             f"step with one global rate, as --sgd is plain SGD)")
+    g.add_argument("--preserve_performance_counters", action="store_true",
+                   help="with -i of a VW model: the closing block's average loss includes "
+                        "the loss of the runs that trained it (VW's counters)")
     g.add_argument("--dont_output_best_constant", action="store_true",
                    help="accepted: terascale vw's closing block has no best constant line")
     g.add_argument("--sgd", action="store_true",
@@ -118,10 +121,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     def run(args: argparse.Namespace) -> int:
         from . import _cli_run
         from ._names import cli_names
+        from ._vwmodel import GENERATION
+        from ._vwreport import PRESERVED
 
+        GENERATION.clear()  # (this run's, not an earlier in-process run's)
+        PRESERVED.clear()
         _vw_defaults(args)
         with cli_names():
             _generate(args)
+            if args.preserve_performance_counters and args.initial:
+                from ._vwmodel import load_model
+
+                PRESERVED.update(load_model(args.initial).info.get("vw_counters", {}))
             if (args.bfgs is not None or args.cg is not None) and not args.testonly \
                     and args.nprocs == 1:
                 return _batch(args)

@@ -170,9 +170,17 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True) -> bytes:
     order = np.argsort(idx, kind="stable")
     if resume:
         st = np.asarray(state, np.float64)
+        # VW's performance counters from the run's per-pass sums (what
+        # --preserve_performance_counters carries on): t, sum_loss, the labelled weight,
+        # the examples learned from, the passes
+        totals = model.info.get("pass_totals", [])
+        loss = float(sum(t[0] for t in totals))
+        weight = float(sum(t[1] for t in totals))
+        seen = float(sum(t[1] + t[3] for t in totals))
+        examples = int(sum(t[4] for t in totals))
         counters = struct.pack("<fdddd f ff ddd QQ d d Q dd".replace(" ", ""),
-                               0.0, st[1], 0.0, 0.0, 0.0, 1.0, lo, hi, 0.0, 0.0, 0.0,
-                               0, 0, st[0], 0.0, 0, st[3], st[2])
+                               0.0, st[1], seen, loss, 0.0, 1.0, lo, hi, weight, 0.0, 0.0,
+                               examples, 0, st[0], weight, len(totals), st[3], st[2])
         put(counters, False)
         values = np.stack([model.weights, model.adaptive[0], model.adaptive[1]],
                           axis=1).astype("<f4")[order]
@@ -367,10 +375,12 @@ def read_vw_model(path: str) -> Any:
     resume = r.take(1, False) != b"\0"
     state = new_state()
     state[4], state[5] = lo, hi
+    counters: dict[str, float] = {}
     if resume:
         fmt = "<fdddd f ff ddd QQ d d Q dd".replace(" ", "")
         vals = struct.unpack(fmt, r.take(struct.calcsize(fmt), False))
         state[1], state[0], state[3], state[2] = vals[1], vals[13], vals[16], vals[17]
+        counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8]}
         state[4], state[5] = vals[6], vals[7]
     width = 3 if resume else 1
     rest = r.data[r.pos:]
@@ -394,6 +404,6 @@ def read_vw_model(path: str) -> Any:
                                                          np.zeros(len(w), np.float32), state)
     model = LinearModel(indices=rows["i"].astype(np.uint32), weights=w[:, 0], parse=parse,
                         loss=loss, info={"source": os.path.abspath(path),
-                                         "vw_version": version},
+                                         "vw_version": version, "vw_counters": counters},
                         adaptive=adaptive)
     return model
