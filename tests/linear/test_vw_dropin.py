@@ -301,3 +301,16 @@ def test_preserved_performance_counters(tmp_path, capfd, monkeypatch):
     code, got = _ts(capfd, [*more, "-i", "vw.m"], tmp_path, monkeypatch)
     assert code == 0 and _avg(got) == want
     assert _avg(_vw(["-d", "e.vw", "-i", "vw.m"], tmp_path)) != want  # (they count)
+
+
+def test_quiet_prints_nothing_in_a_fresh_process(tmp_path):
+    """--quiet: not even the line a job of size 1 prints, nor linear train's summary."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(50, 3, _real)) + "\n")
+    ts = [sys.executable, "-m", "terascale"]
+    for cmd in (["vw", "-d", "d.vw"], ["linear", "train", "d.vw", "--loss", "squared"],
+                ["vw", "-d", "d.vw", "--bfgs", "--passes", "3", "--predict_only_model"]):
+        r = subprocess.run([*ts, *cmd, "--quiet", "-f", "m"], cwd=tmp_path, text=True,
+                           capture_output=True, timeout=120,
+                           env={k: v for k, v in __import__("os").environ.items()
+                                if k != "TERASCALE_QUIET"})
+        assert r.returncode == 0 and r.stderr == "" and r.stdout == "", (cmd, r.stderr)
