@@ -97,6 +97,30 @@ CASES = {
                                              "--leave_duplicate_interactions"]),
     "oaa probabilities": (_classes, ["--oaa", "3", "--loss_function", "logistic",
                                      "--probabilities"]),
+    # VW's batch learner: a -p line per example per pass, VW's steps and stopping rules
+    "bfgs squared, no holdout": (_real, ["--bfgs", "--passes", "6", "--holdout_off", "-c",
+                                         "-k", "-q", "ab"]),
+    "bfgs logistic soft labels, l2, holdout": (_binary01, [
+        "--bfgs", "--passes", "5", "--loss_function", "logistic", "--l2", "0.5", "-c",
+        "-k"]),
+    "bfgs hessian_on, mem 3, no bias l2": (_real, [
+        "--bfgs", "--hessian_on", "--mem", "3", "--passes", "6", "--l2", "0.1",
+        "--no_bias_regularization", "--holdout_off", "-c", "-k", "-b", "10"]),
+    # VW's update rules with one global learning rate
+    "invariant alone, initial_t, power_t": (_real, ["--invariant", "-l", "2", "--initial_t",
+                                                    "100", "--power_t", "1"]),
+    "sgd, logistic, passes": (_binary01, ["--sgd", "--loss_function", "logistic",
+                                          "--passes", "2", "-c", "-k", "-r", "raw"]),
+    # VW's parse-time feature generation
+    "ngram and skips": (_real, ["--ngram", "2", "--skips", "1", "-b", "16"]),
+    "ngram of one namespace, crossed": (_real, ["--ngram", "a3", "--skips", "a1", "-q",
+                                                "ab"]),
+    "redefine, then -q and --ignore": (_real, ["--redefine", "c:=ab", "--redefine", "d:=b",
+                                               "-q", "cd", "--ignore", "b"]),
+    "feature_limit, hash_seed, passes": (_real, ["--feature_limit", "a2", "--hash_seed", "3",
+                                                 "--passes", "2", "-c", "-k"]),
+    "conjugate gradient": (_real, ["--conjugate_gradient", "--passes", "5", "--l2", "1",
+                                   "--holdout_off", "-c", "-k", "-r", "raw"]),
 }
 
 
@@ -148,7 +172,7 @@ def test_quiet_is_silent_and_linear_train_says_where_it_differs(tmp_path, capfd,
     (["--cb", "2"], "--cb (a Vowpal Wabbit option) is not supported by terascale vw"),
     (["--lda", "3"], "--lda"),
     (["--search", "3"], "learning to search"),
-    (["--invariant"], "--invariant"),
+    (["--adaptive"], "--adaptive"),
     (["--frobnicate"], "--frobnicate"),
     (["--oaa", "3", "-f", "m"], "--oaa: -f"),
     (["--loss_function", "quantile", "--bfgs", "--passes", "2"], "no batch form"),
@@ -184,7 +208,9 @@ def test_standard_input_with_one_worker_and_with_two(tmp_path):
 @pytest.mark.parametrize("flags", [["-b", "24", "-q", "ab"],
                                    ["-b", "28", "--cubic", "abb", "--predict_only_model"],
                                    ["--loss_function", "logistic", "--noconstant",
-                                    "--interactions", "aab", "--passes", "2", "-c", "-k"]])
+                                    "--interactions", "aab", "--passes", "2", "-c", "-k"],
+                                   ["--ngram", "2", "--skips", "1", "--hash_seed", "3", "-b",
+                                    "16"]])
 def test_models_move_both_ways(flags, tmp_path, capfd, monkeypatch):
     """-f writes VW's binary model: the real vw -i loads it and predicts as with its own;
     -i reads VW's model and training continues as VW's would."""
@@ -204,3 +230,87 @@ def test_models_move_both_ways(flags, tmp_path, capfd, monkeypatch):
     assert code == 0, err
     np.testing.assert_allclose(_numbers(tmp_path / "more_ts.p"),
                                _numbers(tmp_path / "more_vw.p"), rtol=1e-5, atol=1e-5)
+
+
+def test_audit_prints_vws_lines(tmp_path):
+    """--audit: each example's prediction, then its features as name:index:value:weight@g2
+    sorted by |weight * value|, the same text as VW's (names gone after the first pass,
+    which VW reads from its cache)."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(60, 11, _real)) + "\n")
+    args = ["-d", "d.vw", "--audit", "-q", "ab", "--passes", "2", "-c", "-k", "-b", "12"]
+    runs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"], [sys.executable, "-m", "terascale",
+                                                          "vw"]):
+        r = subprocess.run([*cmd, *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        runs.append(r.stdout)
+    assert runs[0].count("\n") > 100 and "\ta^" in runs[0]
+    assert runs[1] == runs[0]
+
+
+def test_bfgs_regularizer_files_move_both_ways(tmp_path, capfd, monkeypatch):
+    """--output_feature_regularizer_binary once L-BFGS converges, read back by VW's
+    --input_feature_regularizer (and VW's by terascale): the same predictions."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 17, _real)) + "\n")
+    base = ["-d", "d.vw", "--bfgs", "--l2", "0.1", "-b", "10", "--holdout_off", "-c", "-k",
+            "--predict_only_model"]
+    out = [*base, "--passes", "60", "--termination", "0.01"]
+    _vw([*out, "--output_feature_regularizer_binary", "vw.reg"], tmp_path)
+    code, err = _ts(capfd, [*out, "--output_feature_regularizer_binary", "ts.reg"], tmp_path,
+                    monkeypatch)
+    assert code == 0 and (tmp_path / "ts.reg").exists(), err
+    back = [*base, "--passes", "4"]
+    _vw([*back, "--input_feature_regularizer", "ts.reg", "-p", "a.p"], tmp_path)
+    _vw([*back, "--input_feature_regularizer", "vw.reg", "-p", "b.p"], tmp_path)
+    code, err = _ts(capfd, [*back, "--input_feature_regularizer", "vw.reg", "-p", "c.p"],
+                    tmp_path, monkeypatch)
+    assert code == 0, err
+    b = _numbers(tmp_path / "b.p")
+    assert len(b) == 4 * 300
+    np.testing.assert_allclose(_numbers(tmp_path / "a.p"), b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(_numbers(tmp_path / "c.p"), b, rtol=1e-5, atol=1e-5)
+
+
+def test_bfgs_warm_starts_from_a_vw_model(tmp_path, capfd, monkeypatch):
+    """-i MODEL --bfgs: VW's batch learner starts from the model's weights, loss and
+    prediction range."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(200, 19, _real)) + "\n")
+    _vw(["-d", "d.vw", "-f", "m", "--predict_only_model", "-q", "ab"], tmp_path)
+    args = ["-d", "d.vw", "-i", "m", "--bfgs", "--passes", "4", "--l2", "0.5", "-c", "-k",
+            "--predict_only_model"]
+    want = _vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = _ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    v = _numbers(tmp_path / "vw.p")
+    assert len(v) == 4 * 200
+    np.testing.assert_allclose(_numbers(tmp_path / "ts.p"), v, rtol=1e-5, atol=1e-5)
+    assert _avg(got) == _avg(want)
+
+
+def test_preserved_performance_counters(tmp_path, capfd, monkeypatch):
+    """-f keeps VW's counters (the run's loss and labelled weight); with
+    --preserve_performance_counters a run from -i reports the average over both runs."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(200, 23, _real)) + "\n")
+    (tmp_path / "e.vw").write_text("\n".join(_lines(100, 29, _real)) + "\n")
+    _vw(["-d", "d.vw", "-f", "vw.m"], tmp_path)
+    assert _ts(capfd, ["-d", "d.vw", "-f", "ts.m"], tmp_path, monkeypatch)[0] == 0
+    more = ["-d", "e.vw", "--preserve_performance_counters"]
+    want = _avg(_vw([*more, "-i", "vw.m"], tmp_path))
+    assert _avg(_vw([*more, "-i", "ts.m"], tmp_path)) == want  # VW reads our counters
+    code, got = _ts(capfd, [*more, "-i", "vw.m"], tmp_path, monkeypatch)
+    assert code == 0 and _avg(got) == want
+    assert _avg(_vw(["-d", "e.vw", "-i", "vw.m"], tmp_path)) != want  # (they count)
+
+
+def test_quiet_prints_nothing_in_a_fresh_process(tmp_path):
+    """--quiet: not even the line a job of size 1 prints, nor linear train's summary."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(50, 3, _real)) + "\n")
+    ts = [sys.executable, "-m", "terascale"]
+    for cmd in (["vw", "-d", "d.vw"], ["linear", "train", "d.vw", "--loss", "squared"],
+                ["vw", "-d", "d.vw", "--bfgs", "--passes", "3", "--predict_only_model"]):
+        r = subprocess.run([*ts, *cmd, "--quiet", "-f", "m"], cwd=tmp_path, text=True,
+                           capture_output=True, timeout=120,
+                           env={k: v for k, v in __import__("os").environ.items()
+                                if k != "TERASCALE_QUIET"})
+        assert r.returncode == 0 and r.stderr == "" and r.stdout == "", (cmd, r.stderr)

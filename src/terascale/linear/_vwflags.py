@@ -54,9 +54,12 @@ REFUSED: dict[str, str] = {
                      "--decay_learning_rate", "--exact_adaptive_norm"), _UPDATE),
     **dict.fromkeys(("--span_server", "--total", "--node", "--unique_id", "--daemon",
                      "--port", "--num_children", "--threads"), _CLUSTER),
-    **dict.fromkeys(("--ngram", "--skips", "--affix", "--spelling", "--lrq", "--lrqfa",
+    **dict.fromkeys(("--affix", "--spelling", "--lrq", "--lrqfa",
                      "--stage_poly", "--new_mf", "--rank", "--autolink",
-                     "--dictionary", "--redefine"), _FEATURES),
+                     "--dictionary"), _FEATURES),
+    **dict.fromkeys(("--ngram", "--skips", "--redefine", "--feature_limit"),
+                    "linear train has no parse-time feature generation: terascale vw "
+                    "applies --ngram/--skips/--redefine/--feature_limit as VW does"),
     "--ksvm": "kernel SVMs are not part of terascale: --loss hinge trains a linear SVM",
     "--lda": "topic models are not part of terascale: use vowpalwabbit, or scikit-learn's "
              "LatentDirichletAllocation",
@@ -68,11 +71,13 @@ REFUSED: dict[str, str] = {
     "--top": "top-k prediction is not part of terascale",
     "--marginal": "the marginal reduction is not part of terascale",
     "--hash": "terascale hashes as VW's default (--hash strings) only",
-    "--hash_seed": "terascale hashes as VW's default (seed 0) only",
+    "--hash_seed": "linear train hashes with VW's default seed 0; terascale vw --hash_seed "
+                   "S seeds the hashes as VW does",
     "--cache_file": "terascale names and keys its caches itself: --cache-dir DIR sets where",
-    "--audit": "not supported: --invert_hash FILE writes the weights by feature name",
-    "-a": "not supported (VW's --audit): --invert_hash FILE writes the weights by feature "
-          "name",
+    "--audit": "linear train has no audit: terascale vw --audit prints VW's, or "
+               "--invert_hash FILE writes the weights by feature name",
+    "-a": "linear train has no audit (VW's --audit): terascale vw -a prints VW's, or "
+          "--invert_hash FILE writes the weights by feature name",
     "--random_weights": "linear train starts from zero weights (or from -i MODEL); "
                         "terascale vw --random_weights starts from VW's random weights",
     "--initial_t": "linear train starts the adaptive sums at 0; terascale vw --initial_t T "
@@ -88,8 +93,10 @@ REFUSED: dict[str, str] = {
     "--examples": "not supported: give the data you want to learn from",
     "--sort_features": "not supported (it changes nothing that terascale computes)",
     "--save_per_pass": "not supported: one model is written at the end (-f)",
-    "--output_feature_regularizer_binary": "not supported",
-    "--output_feature_regularizer_text": "not supported",
+    **dict.fromkeys(("--output_feature_regularizer_binary",
+                     "--output_feature_regularizer_text", "--input_feature_regularizer"),
+                    "linear train's batch phase is its own: terascale vw --bfgs writes and "
+                    "reads VW's regularizer files"),
     "--feature_mask": "not supported",
     "--onethread": "terascale parses and learns in one thread per worker already",
     "--invert_hash_all": "not supported: --invert_hash FILE",

@@ -101,6 +101,8 @@ def _options(parse: Any) -> str:
     if not parse.constant:
         opts.append(("noconstant", ""))
     opts += [("quadratic", v) for v in parse.quadratic]
+    if GENERATION.get("hash_seed"):
+        opts.append(("hash_seed", str(GENERATION["hash_seed"][0])))
     text = "".join(f" --{k}" + (f" {v}" if v else "") for k, v in sorted(opts))
     for name, values in (("ignore", parse.ignore), ("ignore_linear", parse.ignore_linear),
                          ("keep", parse.keep)):
@@ -112,10 +114,15 @@ def _options(parse: Any) -> str:
 
 def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None:
     """Write ``model`` (a LinearModel) as VW's binary model at ``path``."""
+    _write_atomic(path, _vw_bytes(model, predict_only=predict_only))
+
+
+def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True) -> bytes:
+    """VW's model file (``weights=False``: its header only, up to the checksum)."""
     parse = model.parse
     if parse.format != "vw":
-        raise DataError(f"{path}: a model trained on {parse.format} input cannot be a VW "
-                        f"model (VW hashes VW-format features only)")
+        raise DataError(f"a model trained on {parse.format} input cannot be a VW model (VW "
+                        f"hashes VW-format features only)")
     state = model.adaptive[2] if model.adaptive is not None else None
     if model.loss == "logistic":
         lo, hi = -50.0, 50.0
@@ -146,21 +153,34 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
     put(struct.pack("<f", hi))
     put(u4(parse.bits))
     put(u4(0))  # lda
-    put(u4(0))  # ngrams
-    put(u4(0))  # skips
+    for key in ("ngram", "skips"):  # VW's --ngram/--skips values, 3 bytes each
+        vals = GENERATION.get(key, [])
+        put(u4(len(vals)))
+        for v in vals:
+            put(v.encode()[:3].ljust(3, b"\0"))
     o = _options(parse).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it
+    if not weights:
+        return b"".join(out)
     resume = not predict_only and model.adaptive is not None
     put(b"\1" if resume else b"\0", False)
     idx = model.indices.astype(np.uint64)
     order = np.argsort(idx, kind="stable")
     if resume:
         st = np.asarray(state, np.float64)
+        # VW's performance counters from the run's per-pass sums (what
+        # --preserve_performance_counters carries on): t, sum_loss, the labelled weight,
+        # the examples learned from, the passes
+        totals = model.info.get("pass_totals", [])
+        loss = float(sum(t[0] for t in totals))
+        weight = float(sum(t[1] for t in totals))
+        seen = float(sum(t[1] + t[3] for t in totals))
+        examples = int(sum(t[4] for t in totals))
         counters = struct.pack("<fdddd f ff ddd QQ d d Q dd".replace(" ", ""),
-                               0.0, st[1], 0.0, 0.0, 0.0, 1.0, lo, hi, 0.0, 0.0, 0.0,
-                               0, 0, st[0], 0.0, 0, st[3], st[2])
+                               0.0, st[1], seen, loss, 0.0, 1.0, lo, hi, weight, 0.0, 0.0,
+                               examples, 0, st[0], weight, len(totals), st[3], st[2])
         put(counters, False)
         values = np.stack([model.weights, model.adaptive[0], model.adaptive[1]],
                           axis=1).astype("<f4")[order]
@@ -173,7 +193,7 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
     if not resume:
         rows = rows[rows["w"][:, 0] != 0]
     put(rows.tobytes(), False)
-    _write_atomic(path, b"".join(out))
+    return b"".join(out)
 
 
 def _write_atomic(path: str, data: bytes) -> None:
@@ -223,6 +243,87 @@ _PLAIN = {"quadratic", "cubic", "interactions", "noconstant", "ignore", "ignore_
           "keep", "link", "random_seed", "id", "bit_precision", "hash_seed"}
 
 
+# VW's --ngram/--skips of this run (``terascale vw`` sets them after applying them to the
+# input): -f records them in the model's header, as VW does, and -i accepts a model that
+# has the same ones
+GENERATION: dict[str, list[str]] = {}
+
+
+def model_generation(path: str) -> tuple[list[str], list[str], int]:
+    """The --ngram, --skips and --hash_seed values a VW model file records (empty, empty,
+    0 for terascale's)."""
+    if not is_vw_model(path):
+        return [], [], 0
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return [], [], 0
+    r.take(12)
+    r.u4()
+    grams = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
+    skips = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
+    tokens = shlex.split(r.string())
+    seed = 0
+    for a, b in zip(tokens, tokens[1:]):
+        if a == "--hash_seed" and b.isdigit():
+            seed = int(b)
+    return grams, skips, seed
+
+
+def read_regularizer(path: str, bits: int) -> tuple[np.ndarray, float, float]:
+    """VW's ``--output_feature_regularizer_binary`` file (as ``--input_feature_regularizer``
+    reads it): 2 * 2^bits floats, per weight its L2 strength and the weight it pulls
+    toward; and the prediction range its header records (VW's run starts from it)."""
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        raise DataError(f"{path}: not a Vowpal Wabbit regularizer file")
+    lo, hi = struct.unpack("<ff", r.take(8))
+    have = r.u4()
+    if have != bits:
+        raise DataError(f"{path}: a regularizer of -b {have}, this run has -b {bits}")
+    r.u4()
+    for _ in range(r.u4()):
+        r.take(3)
+    for _ in range(r.u4()):
+        r.take(3)
+    r.string()
+    r.take(8, False)
+    if r.take(1, False) == b"\0":
+        raise DataError(f"{path}: a model, not a regularizer file (VW's "
+                        f"--output_feature_regularizer_binary writes those)")
+    rest = r.data[r.pos:]
+    dt = np.dtype([("i", "<u4"), ("v", "<f4")])
+    if len(rest) % dt.itemsize:
+        raise DataError(f"{path}: the regularizer's records are cut short")
+    rows = np.frombuffer(rest, dt)
+    out = np.zeros(2 << bits, np.float32)
+    if len(rows) and int(rows["i"].max()) >= len(out):
+        raise DataError(f"{path}: regularizer index {int(rows['i'].max())} beyond -b {bits}")
+    out[rows["i"]] = rows["v"]
+    return out, lo, hi
+
+
+def write_regularizer(model: Any, reg: np.ndarray, path: str, *, text: bool) -> None:
+    """VW's ``--output_feature_regularizer_binary``/``_text``: the model's header, then
+    ``index:value`` (text) or (u32, f32) records for the non-zero entries of ``reg``."""
+    head = _vw_bytes(model, predict_only=True, weights=False)
+    nz = np.flatnonzero(reg)
+    if text:
+        lines = "".join(f"{i}:{float(reg[i]):g}\n" for i in nz.tolist())
+        data = (f"Version {VERSION}\nId \nMin label:{-_FLT_MAX:g}\nMax label:{_FLT_MAX:g}\n"
+                f"bits:{model.parse.bits}\n:1\n{lines}").encode()
+    else:
+        rows = np.zeros(len(nz), dtype=[("i", "<u4"), ("v", "<f4")])
+        rows["i"], rows["v"] = nz, reg[nz]
+        data = head + b"\1" + rows.tobytes()
+    _write_atomic(path, data)
+
+
 def read_vw_model(path: str) -> Any:
     """A VW binary model (a plain linear learner's) as a LinearModel."""
     from ._dataset import ParseOptions
@@ -247,9 +348,11 @@ def read_vw_model(path: str) -> Any:
         raise DataError(f"{path}: an LDA model (VW's --lda), not a linear learner's")
     grams = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
     skips = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
-    if grams or skips:
-        raise DataError(f"{path}: trained with --ngram/--skips, which terascale does not "
-                        f"generate")
+    if (grams or skips) and (grams, skips) != (GENERATION.get("ngram"),
+                                               GENERATION.get("skips")):
+        raise DataError(f"{path}: trained with --ngram/--skips ({' '.join(grams)}; "
+                        f"{' '.join(skips) or 'no skips'}): terascale vw -i generates them "
+                        f"as VW does; other terascale commands do not")
     text = r.string()
     want = r.h
     if r.u4(False) != 4 or r.u4(False) != want:  # (VW writes it length-prefixed)
@@ -263,17 +366,21 @@ def read_vw_model(path: str) -> Any:
         val = tokens[i + 1] if i + 1 < len(tokens) and not tokens[i + 1].startswith("--") \
             else ""
         i += 2 if val else 1
-        if name not in _PLAIN:
+        seeded = name == "hash_seed" and [val] == [str(v) for v in
+                                                  GENERATION.get("hash_seed", [])]
+        if name not in _PLAIN and not seeded:  # (terascale vw -i applies the seed)
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "
                             f"{text.strip()}); terascale reads plain linear models only")
         opts.setdefault(name, []).append(val)
     resume = r.take(1, False) != b"\0"
     state = new_state()
     state[4], state[5] = lo, hi
+    counters: dict[str, float] = {}
     if resume:
         fmt = "<fdddd f ff ddd QQ d d Q dd".replace(" ", "")
         vals = struct.unpack(fmt, r.take(struct.calcsize(fmt), False))
         state[1], state[0], state[3], state[2] = vals[1], vals[13], vals[16], vals[17]
+        counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8]}
         state[4], state[5] = vals[6], vals[7]
     width = 3 if resume else 1
     rest = r.data[r.pos:]
@@ -297,6 +404,6 @@ def read_vw_model(path: str) -> Any:
                                                          np.zeros(len(w), np.float32), state)
     model = LinearModel(indices=rows["i"].astype(np.uint32), weights=w[:, 0], parse=parse,
                         loss=loss, info={"source": os.path.abspath(path),
-                                         "vw_version": version},
+                                         "vw_version": version, "vw_counters": counters},
                         adaptive=adaptive)
     return model

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["average_loss", "closing_block", "preamble", "test_block"]
+__all__ = ["PRESERVED", "average_loss", "closing_block", "preamble", "test_block"]
+
+# VW's --preserve_performance_counters: the loss and labelled weight of the runs before
+# (read from -i's VW model), which the closing block's average loss then includes
+PRESERVED: dict[str, float] = {}
 
 
 def average_loss(totals: list[list[float]]) -> str:
@@ -20,7 +24,8 @@ def average_loss(totals: list[list[float]]) -> str:
     held = [(t[2] / t[3]) for t in totals if t[3] > 0]
     if held:  # passes > 1 hold out every k-th example; --holdout_after, even one pass
         return f"{min(held):.6f} h"
-    loss, weight = sum(t[0] for t in totals), sum(t[1] for t in totals)
+    loss = sum(t[0] for t in totals) + PRESERVED.get("sum_loss", 0.0)
+    weight = sum(t[1] for t in totals) + PRESERVED.get("weighted_labeled_examples", 0.0)
     return f"{loss / weight:.6f}" if weight > 0 else "n.a."
 
 

@@ -44,6 +44,8 @@ def run_train(job: dict[str, Any],
             if job["options"].get("progress"):
                 print(closing_block(i), file=sys.stderr)
             return model
+        if not job["options"].get("progress", True):  # --quiet
+            return model
         secs = time.perf_counter() - t0
         where = f"; model: {job['model']}" if job["model"] else " (no -f: model not saved)"
         print(f"trained on {i['examples']} examples, {i['feature_count']} features, "
