@@ -62,6 +62,7 @@ import socket
 import struct
 from typing import Any
 
+from .. import _cext
 from .._errors import ConfigError, LinkTampered
 
 __all__ = ["MODES", "RECORD", "SecureLink", "stronger"]
@@ -85,6 +86,10 @@ _ABORT = 1 << 31
 _READ = 2 * (RECORD + _TAG + _LEN.size)  # receive buffer: whole records plus a partial one
 _JOIN = 64 << 10  # a frame's payload up to this travels in one record with its header
 _DIRECT = 64 << 10  # integrity mode reads a record this large straight into the caller's buffer
+# The compiled layer seals and opens records up to this size: above it the per-record Python
+# matters less than GHASH, which the ``cryptography`` wheel's own OpenSSL runs about twice
+# as fast as a system libcrypto 3.0 does (measured in docs/benchmarks/security.md).
+_C_MAX = 32 << 10
 
 
 def _has_into() -> bool:
@@ -96,6 +101,14 @@ def _has_into() -> bool:
 
 
 _INTO = _has_into()  # seal and open in place (newer cryptography); else one copy more
+
+
+def _records(mine: bytes, theirs: bytes, encrypt: bool) -> Any:
+    """The compiled record layer for one link (:mod:`._seclink`: AES-256-GCM contexts on
+    libcrypto, keyed once), or None where it was not built or ``TERASCALE_NO_CEXT`` is set
+    (then every record goes through ``cryptography``; the bytes on the wire are the same)."""
+    mod = _cext.load("terascale.transport._seclink", 1)
+    return None if mod is None else mod.Records(mine, theirs, encrypt)
 
 
 def _aead(key: bytes):  # type: ignore[no-untyped-def]
@@ -136,6 +149,7 @@ class SecureLink:
         mine, theirs = (d2a, a2d) if rank == dialer else (a2d, d2a)
         self._sock = sock
         self._seal, self._open = _aead(mine), _aead(theirs)
+        self._c = _records(mine, theirs, encrypt)
         self.rank, self.peer = rank, peer
         self._sent = 0  # records sealed
         self._opened = 0  # records opened
@@ -186,10 +200,28 @@ class SecureLink:
         plaintext bytes now wholly in the kernel (as a socket's ``sendmsg`` returns what it
         took: a caller that sends one call's worth, such as a two-rank swap, is not sent
         back to its slow path after the first record)."""
-        if not self._out and _INTO:
-            n = self._send_small(views)
-            if n is not None:
-                return n
+        if not self._out:
+            if (c := self._c) is not None:
+                if not self._wbuf:
+                    self._alloc_send()
+                r = c.send_small(self._sock.fileno(), views, self._sent, self._wbuf, _C_MAX)
+                if r is None and _INTO:
+                    r = self._send_small(views)
+                    if r is not None:
+                        return r
+                elif r is not None:
+                    n, k, end = r
+                    if n:
+                        self._sent += 1
+                        if k < end:  # sealed, not all sent: as in _send_small
+                            self._out = [self._wv[k:end]]
+                            self._out_plain = n
+                            return 0
+                    return n
+            elif _INTO:
+                n = self._send_small(views)
+                if n is not None:
+                    return n
         views = [v for v in map(_bytes_view, views) if len(v)]
         total = 0
         while views:
@@ -284,7 +316,8 @@ class SecureLink:
                     out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
                 self._out = [out]
             else:  # GMAC: the plaintext goes out as it is, from where it lies
-                tag = self._seal.encrypt(nonce, b"", plain)
+                tag = self._seal.encrypt(nonce, b"", plain) if self._c is None or \
+                    n > _C_MAX else self._c.tag(self._sent, 0, plain)
                 self._out = [memoryview(head), plain, memoryview(tag)] if n else \
                     [memoryview(head), memoryview(tag)]
             self._sent += 1
@@ -359,6 +392,8 @@ class SecureLink:
     def recvmsg_into(self, bufs: list[memoryview]) -> tuple[int, list[object], int, None]:
         if self._pstart == self._pend and self._dview is None and self._broken is None \
                 and not self._aborted:
+            if self._c is not None:
+                return self._recv_compiled(bufs)
             got = self._recv_small(bufs)
             if got is not None:
                 return got, [], 0, None
@@ -433,6 +468,41 @@ class SecureLink:
             except BlockingIOError:
                 pass
         return n
+
+    def _recv_compiled(self, bufs: list[Any]) -> tuple[int, list[object], int, None]:
+        """:meth:`_recv_small` in one compiled call (read, open, scatter); what it leaves
+        (a partial, large or abort record) goes through the general path."""
+        if not self._raw:
+            self._alloc_raw()
+        n, self._rstart, self._rlen = self._c.recv_small(
+            self._sock.fileno(), self._raw, self._rstart, self._rlen, bufs, self._opened, _DIRECT, _C_MAX)
+        if n >= 0:
+            self._opened += 1
+            if self._rstart < self._rlen:  # more records waiting: read them too
+                rest, skip = [], n
+                for b in map(_bytes_view, bufs):
+                    if skip >= len(b):
+                        skip -= len(b)
+                    else:
+                        rest.append(b[skip:])
+                        skip = 0
+                if rest:
+                    try:
+                        return n + self._recv_general(rest)[0], [], 0, None
+                    except BlockingIOError:
+                        pass
+            return n, [], 0, None
+        if n == -1:  # not for the compiled layer: larger records, partial or abort ones
+            got = self._recv_small(bufs)
+            if got is not None:
+                return got, [], 0, None
+            return self._recv_general(bufs)
+        if n == -2:
+            self._eof = True
+            return 0, [], 0, None
+        if n == -3:
+            self._tampered(f"record #{self._opened} failed its authentication tag")
+        raise BlockingIOError("no whole record yet")
 
     def _scratch(self) -> memoryview:
         self._stage = bytearray(RECORD)
@@ -539,9 +609,7 @@ class SecureLink:
             self._dgot += d
             self._tgot += k - d
         self._dview = None
-        try:
-            self._open.decrypt(self._nonce(self._opened), bytes(self._dtag), view)
-        except Exception:  # cryptography's InvalidTag
+        if not self._check(0, view, self._dtag):
             self._tampered(f"record #{self._opened} failed its authentication tag")
         self._opened += 1
         return n
@@ -644,7 +712,8 @@ class SecureLink:
         nonce = _NONCE.pack(head[0] >> 7, self._opened)  # the top bit: an abort record
         try:
             if not self._encrypt:  # GMAC: check the tag, then hand the plaintext over
-                self._open.decrypt(nonce, body[-_TAG:], body[:-_TAG])
+                if not self._check(head[0] >> 7, body[:-_TAG], body[-_TAG:]):
+                    raise ValueError("tag")
                 dest[:] = body[:-_TAG]
             elif _INTO:
                 self._open.decrypt_into(nonce, body, head, dest)
@@ -654,6 +723,16 @@ class SecureLink:
             self._tampered(f"record #{self._opened} failed its authentication tag")
         self._opened += 1
         self._rstart = end
+
+    def _check(self, kind: int, data: memoryview, tag: Any) -> bool:
+        """Whether ``tag`` is the GMAC tag of ``data``, the next record (of ``kind``)."""
+        if self._c is not None and len(data) <= _C_MAX:
+            return bool(self._c.check(self._opened, kind, data, tag))
+        try:
+            self._open.decrypt(_NONCE.pack(kind, self._opened), bytes(tag), data)
+        except Exception:  # cryptography's InvalidTag
+            return False
+        return True
 
     def ended_inside_record(self) -> bool:
         """Whether the link failed because the stream ended inside a record (a peer that
