@@ -35,15 +35,25 @@ A third mode, ``plain`` (no records), exists only for measuring what the other t
 (TERASCALE_UNAUTHENTICATED_BENCHMARK=1), never from a peer or the rendezvous, and a rank
 refuses a link whose peer runs a weaker mode than its own.
 
-Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext, so AES-GCM runs on large
-buffers (several GB/s per core with AES-NI) and the per-record cost (20 bytes, one call)
-stays small; a link's buffers stay near 1.25 MiB (allocated when it first sends or
-receives). A frame of up to 64 KiB is one record (4 KiB messages pay one record each
-way), and its per-record Python is kept to one pass: copied once into the send buffer
-(or, encrypting, the staging buffer), its tag written in place (``encrypt_into``), sent
-with one ``send``; received with one ``recv_into`` of what the kernel has and opened
-straight into the caller's header and payload buffers. A larger payload's header is a
-record of its own, so that the payload
+Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext when encrypting and
+``RECORD_MAC`` (1 MiB) in integrity mode, so AES-GCM runs on large buffers (several GB/s
+per core with AES-NI; GMAC tens of GB/s) and the per-record cost (20 bytes, one call)
+stays small, while a record is still in the core's cache when the kernel copies it; a
+link's receive buffer holds two records (allocated when it first receives). A frame of up
+to 64 KiB is one record (4 KiB messages pay one record each way). Up to 32 KiB, the
+compiled record layer (:mod:`._seclink`, C on OpenSSL's libcrypto, cipher contexts keyed
+once per link) does a record in one call each way: it gathers the frame's pieces, seals
+them (encrypting straight from the pieces) and sends the record with one ``send``; it
+reads what the kernel has with one ``recv``, opens the record at its front and scatters
+it into the caller's header and payload buffers. That took the CPU time of a 4 KiB frame
+from 8 to under 5 us against 2.7 us unauthenticated (``docs/benchmarks/security.md``).
+Above 32 KiB, and where the module is not built (or ``TERASCALE_NO_CEXT=1``), the
+``cryptography`` package seals the same bytes: its own OpenSSL runs GHASH about twice as
+fast as a system libcrypto 3.0, which matters more there than the Python around it. Its
+small-frame path is one pass too: copied once into the send buffer (or, encrypting, the
+staging buffer), its tag written in place (``encrypt_into``), sent with one ``send``;
+received with one ``recv_into`` and opened straight into the caller's buffers. A larger
+payload's header is a record of its own, so that the payload
 is sealed straight from the caller's buffer into a fixed one (no copy, no allocation per
 record), and a record the caller's buffer holds whole is opened straight into it: beside
 AES-GCM itself, encryption costs the ciphertext's own trip through the kernel, not extra
@@ -65,7 +75,7 @@ from typing import Any
 from .. import _cext
 from .._errors import ConfigError, LinkTampered
 
-__all__ = ["MODES", "RECORD", "SecureLink", "stronger"]
+__all__ = ["MODES", "RECORD", "RECORD_MAC", "SecureLink", "stronger"]
 
 MODES = ("plain", "integrity", "encrypt")  # weakest first
 
