@@ -72,7 +72,7 @@ import socket
 import struct
 from typing import Any
 
-from .. import _cext
+from .._cext import load as _load_compiled
 from .._errors import ConfigError, LinkTampered
 
 __all__ = ["MODES", "RECORD", "RECORD_MAC", "SecureLink", "stronger"]
@@ -120,7 +120,7 @@ def _records(mine: bytes, theirs: bytes, encrypt: bool) -> Any:
     """The compiled record layer for one link (:mod:`._seclink`: AES-256-GCM contexts on
     libcrypto, keyed once), or None where it was not built or ``TERASCALE_NO_CEXT`` is set
     (then every record goes through ``cryptography``; the bytes on the wire are the same)."""
-    mod = _cext.load("terascale.transport._seclink", 1)
+    mod = _load_compiled("terascale.transport._seclink", 1)
     return None if mod is None else mod.Records(mine, theirs, encrypt)
 
 
