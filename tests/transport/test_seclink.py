@@ -136,3 +136,42 @@ def test_a_tampered_compiled_record_hands_nothing_over(encrypt: bool, where: int
     assert not any(got_h) and not any(got_p)
     with pytest.raises(AuthError):
         rx.recvmsg_into([memoryview(got_h), memoryview(got_p)])
+
+
+@needs_c
+def test_one_thread_may_send_while_another_receives_on_the_same_link() -> None:
+    """As on a socket: each end sends from one thread and receives from another, both ways
+    at once; every frame arrives, in order."""
+    import select
+    import threading
+
+    tx, rx = _pair(False, True, True)
+    count, results = 500, {}
+
+    def send(link: SecureLink) -> None:
+        for i in range(count):
+            frame = i.to_bytes(4, "little") * 25
+            while link.sendmsg([frame]) != 100 or not link.flush():
+                select.select([], [link], [], 1.0)
+
+    def recv(link: SecureLink, name: str) -> None:
+        buf, seen = bytearray(100), []
+        while len(seen) < count:
+            try:
+                n = link.recvmsg_into([memoryview(buf)])[0]
+            except BlockingIOError:
+                select.select([link], [], [], 1.0)
+                continue
+            assert n == 100
+            seen.append(int.from_bytes(buf[:4], "little"))
+        results[name] = seen
+
+    threads = [threading.Thread(target=send, args=(tx,)), threading.Thread(target=send, args=(rx,)),
+               threading.Thread(target=recv, args=(rx, "rx")),
+               threading.Thread(target=recv, args=(tx, "tx"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert results == {"rx": list(range(count)), "tx": list(range(count))}

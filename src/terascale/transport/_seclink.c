@@ -37,7 +37,9 @@ typedef struct {
     EVP_CIPHER_CTX *seal;
     EVP_CIPHER_CTX *open;
     int encrypt;
-    int busy; /* a call is inside the contexts (with the GIL released) */
+    /* A call is inside the sealing (sending) or opening (receiving) context, with the GIL
+     * released: one thread may send while another receives, as on a socket. */
+    int sealing, opening;
 } Records;
 
 static void make_nonce(unsigned char nonce[12], unsigned kind, unsigned long long seq) {
@@ -119,12 +121,13 @@ static void Records_dealloc(Records *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int enter(Records *self) {
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "a link's records are used by two threads at once");
+static int enter(int *busy) {
+    if (*busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "one direction of a link is used by two threads at once");
         return -1;
     }
-    self->busy = 1;
+    *busy = 1;
     return 0;
 }
 
@@ -181,7 +184,7 @@ static PyObject *Records_send_small(Records *self, PyObject *args) {
         PyBuffer_Release(&wbuf);
         Py_RETURN_NONE;
     }
-    if (enter(self) < 0) goto done;
+    if (enter(&self->sealing) < 0) goto done;
     unsigned char *w = wbuf.buf, nonce[12], tag[TAG];
     Py_ssize_t end = LEN + total + TAG, sent = 0;
     int failed = 0, err = 0, outl;
@@ -223,7 +226,7 @@ static PyObject *Records_send_small(Records *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    self->busy = 0;
+    self->sealing = 0;
     if (failed) {
         ssl_error("sealing a record");
     } else if (err) {
@@ -275,7 +278,7 @@ static PyObject *Records_recv_small(Records *self, PyObject *args) {
     PyObject *result = NULL;
     int err = 0;
     unsigned char *r = raw.buf;
-    if (enter(self) < 0) goto done;
+    if (enter(&self->opening) < 0) goto done;
     if (rstart == rlen) {
         if (!room || (!self->encrypt && room >= direct)) goto out;
         ssize_t k;
@@ -350,7 +353,7 @@ static PyObject *Records_recv_small(Records *self, PyObject *args) {
         rstart += LEN + size;
     }
 out:
-    self->busy = 0;
+    self->opening = 0;
     if (err) {
         errno = err;
         PyErr_SetFromErrno(PyExc_OSError);
@@ -369,7 +372,7 @@ static PyObject *Records_tag(Records *self, PyObject *args) {
     unsigned kind;
     Py_buffer data;
     if (!PyArg_ParseTuple(args, "KIy*", &seq, &kind, &data)) return NULL;
-    if (enter(self) < 0) {
+    if (enter(&self->sealing) < 0) {
         PyBuffer_Release(&data);
         return NULL;
     }
@@ -384,7 +387,7 @@ static PyObject *Records_tag(Records *self, PyObject *args) {
     } else {
         rc = gmac(self->seal, 1, nonce, &p, &data.len, 1, tag);
     }
-    self->busy = 0;
+    self->sealing = 0;
     PyBuffer_Release(&data);
     if (rc < 0) return ssl_error("GMAC"), NULL;
     return PyBytes_FromStringAndSize((const char *)tag, TAG);
@@ -397,7 +400,7 @@ static PyObject *Records_check(Records *self, PyObject *args) {
     Py_buffer data, tag;
     if (!PyArg_ParseTuple(args, "KIy*y*", &seq, &kind, &data, &tag)) return NULL;
     int rc = -1;
-    if (tag.len == TAG && enter(self) == 0) {
+    if (tag.len == TAG && enter(&self->opening) == 0) {
         unsigned char nonce[12], t[TAG];
         const unsigned char *p = data.buf;
         memcpy(t, tag.buf, TAG);
@@ -409,7 +412,7 @@ static PyObject *Records_check(Records *self, PyObject *args) {
         } else {
             rc = gmac(self->open, 0, nonce, &p, &data.len, 1, t);
         }
-        self->busy = 0;
+        self->opening = 0;
     }
     PyBuffer_Release(&data);
     PyBuffer_Release(&tag);
