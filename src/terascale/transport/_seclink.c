@@ -250,7 +250,8 @@ done:
  * for this call (partial, an abort record, larger than the views, claimed size out of
  * range: the caller's general path takes it, from the returned offsets); -2 at the end of
  * the stream with nothing buffered; -3 when the record failed its tag (nothing handed
- * over in integrity mode); -4 when nothing is buffered and nothing came (EAGAIN). */
+ * over: under encryption what was decrypted into the views is wiped); -4 when nothing is
+ * buffered and nothing came (EAGAIN). */
 static PyObject *Records_recv_small(Records *self, PyObject *args) {
     int fd;
     PyObject *list;
