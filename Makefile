@@ -13,9 +13,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# setup.py builds the compiled core (src/terascale/_shm*.c) in place: rebuilt when it changes.
+# setup.py builds the compiled core (src/terascale/_shm*.c, the links' record layer
+# src/terascale/transport/_seclink.c on libcrypto) in place: rebuilt when it changes.
 CORE := setup.py src/terascale/_shmcore.c src/terascale/_shmdirect.c src/terascale/_shmsmall.c \
-	src/terascale/_shmcore.h src/terascale/linear/_vwfast.c
+	src/terascale/_shmcore.h src/terascale/linear/_vwfast.c src/terascale/transport/_seclink.c
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml $(CORE)
 	$(BIN)/pip install -q -e ".[linear]"
@@ -31,7 +32,8 @@ install: $(VENV)/.installed
 install-test: system-deps $(VENV)/.installed-test
 
 # Debian packages the suite needs: Fashion-MNIST (real data), Open MPI (the mpi4py peer),
-# Java 17 (Spark). Installed only when missing; needs root (as in CI).
+# Java 17 (Spark), OpenSSL's headers (the links' record layer). Installed only when missing;
+# needs root (as in CI).
 system-deps:
 	@bash scripts/system-deps.sh
 

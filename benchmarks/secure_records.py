@@ -9,6 +9,7 @@ CPU time, not wall time, so it holds on a loaded machine.
 
     python benchmarks/secure_records.py            # 4 KiB and 1 MiB frames
     RUNS=9 python benchmarks/secure_records.py
+    TERASCALE_NO_CEXT=1 python benchmarks/secure_records.py   # without the compiled records
 """
 
 from __future__ import annotations

@@ -35,15 +35,25 @@ A third mode, ``plain`` (no records), exists only for measuring what the other t
 (TERASCALE_UNAUTHENTICATED_BENCHMARK=1), never from a peer or the rendezvous, and a rank
 refuses a link whose peer runs a weaker mode than its own.
 
-Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext, so AES-GCM runs on large
-buffers (several GB/s per core with AES-NI) and the per-record cost (20 bytes, one call)
-stays small; a link's buffers stay near 1.25 MiB (allocated when it first sends or
-receives). A frame of up to 64 KiB is one record (4 KiB messages pay one record each
-way), and its per-record Python is kept to one pass: copied once into the send buffer
-(or, encrypting, the staging buffer), its tag written in place (``encrypt_into``), sent
-with one ``send``; received with one ``recv_into`` of what the kernel has and opened
-straight into the caller's header and payload buffers. A larger payload's header is a
-record of its own, so that the payload
+Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext when encrypting and
+``RECORD_MAC`` (1 MiB) in integrity mode, so AES-GCM runs on large buffers (several GB/s
+per core with AES-NI; GMAC tens of GB/s) and the per-record cost (20 bytes, one call)
+stays small, while a record is still in the core's cache when the kernel copies it; a
+link's receive buffer holds two records (allocated when it first receives). A frame of up
+to 64 KiB is one record (4 KiB messages pay one record each way). Up to 32 KiB, the
+compiled record layer (:mod:`._seclink`, C on OpenSSL's libcrypto, cipher contexts keyed
+once per link) does a record in one call each way: it gathers the frame's pieces, seals
+them (encrypting straight from the pieces) and sends the record with one ``send``; it
+reads what the kernel has with one ``recv``, opens the record at its front and scatters
+it into the caller's header and payload buffers. That took the CPU time of a 4 KiB frame
+from 8 to under 5 us against 2.7 us unauthenticated (``docs/benchmarks/security.md``).
+Above 32 KiB, and where the module is not built (or ``TERASCALE_NO_CEXT=1``), the
+``cryptography`` package seals the same bytes: its own OpenSSL runs GHASH about twice as
+fast as a system libcrypto 3.0, which matters more there than the Python around it. Its
+small-frame path is one pass too: copied once into the send buffer (or, encrypting, the
+staging buffer), its tag written in place (``encrypt_into``), sent with one ``send``;
+received with one ``recv_into`` and opened straight into the caller's buffers. A larger
+payload's header is a record of its own, so that the payload
 is sealed straight from the caller's buffer into a fixed one (no copy, no allocation per
 record), and a record the caller's buffer holds whole is opened straight into it: beside
 AES-GCM itself, encryption costs the ciphertext's own trip through the kernel, not extra
@@ -62,9 +72,10 @@ import socket
 import struct
 from typing import Any
 
+from .._cext import load as _load_compiled
 from .._errors import ConfigError, LinkTampered
 
-__all__ = ["MODES", "RECORD", "SecureLink", "stronger"]
+__all__ = ["MODES", "RECORD", "RECORD_MAC", "SecureLink", "stronger"]
 
 MODES = ("plain", "integrity", "encrypt")  # weakest first
 
@@ -76,15 +87,22 @@ def stronger(mine: str, theirs: str) -> str:
     return max(mine, theirs, key=MODES.index)
 
 RECORD = 256 << 10
+# Integrity records sealed straight from the caller's buffer may be larger: GMAC is cheap, so
+# fewer records means fewer system calls and Python turns per byte, and a record this size
+# is still in the core's cache (2 MiB of L2 here) when the kernel copies it after its tag.
+RECORD_MAC = 1 << 20
 _TAG = 16
 _LEN = struct.Struct(">I")
 # A record's nonce: its kind (0 data, 1 abort) and its 64-bit sequence number; an abort
 # record also sets the top bit of its length.
 _NONCE = struct.Struct("<IQ")
 _ABORT = 1 << 31
-_READ = 2 * (RECORD + _TAG + _LEN.size)  # receive buffer: whole records plus a partial one
 _JOIN = 64 << 10  # a frame's payload up to this travels in one record with its header
 _DIRECT = 64 << 10  # integrity mode reads a record this large straight into the caller's buffer
+# The compiled layer seals and opens records up to this size: above it the per-record Python
+# matters less than GHASH, which the ``cryptography`` wheel's own OpenSSL runs about twice
+# as fast as a system libcrypto 3.0 does (measured in docs/benchmarks/security.md).
+_C_MAX = 32 << 10
 
 
 def _has_into() -> bool:
@@ -96,6 +114,14 @@ def _has_into() -> bool:
 
 
 _INTO = _has_into()  # seal and open in place (newer cryptography); else one copy more
+
+
+def _records(mine: bytes, theirs: bytes, encrypt: bool) -> Any:
+    """The compiled record layer for one link (:mod:`._seclink`: AES-256-GCM contexts on
+    libcrypto, keyed once), or None where it was not built or ``TERASCALE_NO_CEXT`` is set
+    (then every record goes through ``cryptography``; the bytes on the wire are the same)."""
+    mod = _load_compiled("terascale.transport._seclink", 1)
+    return None if mod is None else mod.Records(mine, theirs, encrypt)
 
 
 def _aead(key: bytes):  # type: ignore[no-untyped-def]
@@ -132,10 +158,12 @@ class SecureLink:
                  encrypt: bool = True) -> None:
         self.mode = "encrypt" if encrypt else "integrity"
         self._encrypt = encrypt
+        self._rec = RECORD if encrypt else RECORD_MAC  # the largest record either way
         d2a, a2d = link_keys(secret, nonces, job, dialer, acceptor, self.mode)
         mine, theirs = (d2a, a2d) if rank == dialer else (a2d, d2a)
         self._sock = sock
         self._seal, self._open = _aead(mine), _aead(theirs)
+        self._c = _records(mine, theirs, encrypt)
         self.rank, self.peer = rank, peer
         self._sent = 0  # records sealed
         self._opened = 0  # records opened
@@ -186,10 +214,28 @@ class SecureLink:
         plaintext bytes now wholly in the kernel (as a socket's ``sendmsg`` returns what it
         took: a caller that sends one call's worth, such as a two-rank swap, is not sent
         back to its slow path after the first record)."""
-        if not self._out and _INTO:
-            n = self._send_small(views)
-            if n is not None:
-                return n
+        if not self._out:
+            if (c := self._c) is not None:
+                if not self._wbuf:
+                    self._alloc_send()
+                r = c.send_small(self._sock.fileno(), views, self._sent, self._wbuf, _C_MAX)
+                if r is None and _INTO:
+                    r = self._send_small(views)
+                    if r is not None:
+                        return r
+                elif r is not None:
+                    n, k, end = r
+                    if n:
+                        self._sent += 1
+                        if k < end:  # sealed, not all sent: as in _send_small
+                            self._out = [self._wv[k:end]]
+                            self._out_plain = n
+                            return 0
+                    return n
+            elif _INTO:
+                n = self._send_small(views)
+                if n is not None:
+                    return n
         views = [v for v in map(_bytes_view, views) if len(v)]
         total = 0
         while views:
@@ -262,7 +308,7 @@ class SecureLink:
             if len(views) == 1 or len(first) >= RECORD or rest >= _JOIN:
                 # Sealed straight from the caller's buffer. A frame's header before a large
                 # payload is a record of its own: one more send, not a copy of the payload.
-                plain: memoryview = first[:RECORD]
+                plain: memoryview = first[:RECORD if self._encrypt else RECORD_MAC]
             else:  # a header and a small payload: staged together, one record, one send
                 stage, n = self._sv, 0
                 for v in views:
@@ -284,7 +330,8 @@ class SecureLink:
                     out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
                 self._out = [out]
             else:  # GMAC: the plaintext goes out as it is, from where it lies
-                tag = self._seal.encrypt(nonce, b"", plain)
+                tag = self._seal.encrypt(nonce, b"", plain) if self._c is None or \
+                    n > _C_MAX else self._c.tag(self._sent, 0, plain)
                 self._out = [memoryview(head), plain, memoryview(tag)] if n else \
                     [memoryview(head), memoryview(tag)]
             self._sent += 1
@@ -313,7 +360,8 @@ class SecureLink:
 
     def _alloc_raw(self) -> None:
         self._rawv.release()
-        self._raw = bytearray(_READ)
+        # whole records plus a partial one
+        self._raw = bytearray(2 * (self._rec + _TAG + _LEN.size))
         self._rawv = memoryview(self._raw)
 
     def _trim(self, k: int) -> None:
@@ -359,6 +407,8 @@ class SecureLink:
     def recvmsg_into(self, bufs: list[memoryview]) -> tuple[int, list[object], int, None]:
         if self._pstart == self._pend and self._dview is None and self._broken is None \
                 and not self._aborted:
+            if self._c is not None:
+                return self._recv_compiled(bufs)
             got = self._recv_small(bufs)
             if got is not None:
                 return got, [], 0, None
@@ -396,7 +446,7 @@ class SecureLink:
             return None
         size = _LEN.unpack_from(self._raw, at)[0]  # an abort record's top bit: not here
         n = size - _TAG
-        if not 0 <= n <= room or size > RECORD + _TAG or self._rlen - at < _LEN.size + size:
+        if not 0 <= n <= room or size > self._rec + _TAG or self._rlen - at < _LEN.size + size:
             return None
         b0 = views[0]
         if len(b0) >= n:  # opened in place
@@ -433,6 +483,41 @@ class SecureLink:
             except BlockingIOError:
                 pass
         return n
+
+    def _recv_compiled(self, bufs: list[Any]) -> tuple[int, list[object], int, None]:
+        """:meth:`_recv_small` in one compiled call (read, open, scatter); what it leaves
+        (a partial, large or abort record) goes through the general path."""
+        if not self._raw:
+            self._alloc_raw()
+        n, self._rstart, self._rlen = self._c.recv_small(
+            self._sock.fileno(), self._raw, self._rstart, self._rlen, bufs, self._opened, _DIRECT, _C_MAX)
+        if n >= 0:
+            self._opened += 1
+            if self._rstart < self._rlen:  # more records waiting: read them too
+                rest, skip = [], n
+                for b in map(_bytes_view, bufs):
+                    if skip >= len(b):
+                        skip -= len(b)
+                    else:
+                        rest.append(b[skip:])
+                        skip = 0
+                if rest:
+                    try:
+                        return n + self._recv_general(rest)[0], [], 0, None
+                    except BlockingIOError:
+                        pass
+            return n, [], 0, None
+        if n == -1:  # not for the compiled layer: larger records, partial or abort ones
+            got = self._recv_small(bufs)
+            if got is not None:
+                return got, [], 0, None
+            return self._recv_general(bufs)
+        if n == -2:
+            self._eof = True
+            return 0, [], 0, None
+        if n == -3:
+            self._tampered(f"record #{self._opened} failed its authentication tag")
+        raise BlockingIOError("no whole record yet")
 
     def _scratch(self) -> memoryview:
         self._stage = bytearray(RECORD)
@@ -518,7 +603,7 @@ class SecureLink:
                 return None
             field = _LEN.unpack_from(self._raw, 0)[0]
             n = field - _TAG
-            if field & _ABORT or not _DIRECT <= n <= min(len(b), RECORD):
+            if field & _ABORT or not _DIRECT <= n <= min(len(b), self._rec):
                 return None
             self._rlen = 0
             self._dview, self._dgot, self._tgot = b[:n], 0, 0
@@ -539,9 +624,7 @@ class SecureLink:
             self._dgot += d
             self._tgot += k - d
         self._dview = None
-        try:
-            self._open.decrypt(self._nonce(self._opened), bytes(self._dtag), view)
-        except Exception:  # cryptography's InvalidTag
+        if not self._check(0, view, self._dtag):
             self._tampered(f"record #{self._opened} failed its authentication tag")
         self._opened += 1
         return n
@@ -582,7 +665,7 @@ class SecureLink:
         raw = self._raw
         if self._rstart == self._rlen:
             self._rstart = self._rlen = 0
-        elif len(raw) - self._rlen < _LEN.size + RECORD + _TAG:  # the partial one to the front
+        elif len(raw) - self._rlen < _LEN.size + self._rec + _TAG:  # the partial one to the front
             left = self._rlen - self._rstart
             raw[:left] = raw[self._rstart: self._rlen]
             self._rstart, self._rlen = 0, left
@@ -616,7 +699,7 @@ class SecureLink:
         if have < _LEN.size:
             return None
         size = _LEN.unpack_from(self._raw, self._rstart)[0] & ~_ABORT
-        if not _TAG <= size <= RECORD + _TAG:
+        if not _TAG <= size <= self._rec + _TAG:
             self._tampered(f"a record claims {size} bytes")
         return size if have >= _LEN.size + size else None
 
@@ -644,7 +727,8 @@ class SecureLink:
         nonce = _NONCE.pack(head[0] >> 7, self._opened)  # the top bit: an abort record
         try:
             if not self._encrypt:  # GMAC: check the tag, then hand the plaintext over
-                self._open.decrypt(nonce, body[-_TAG:], body[:-_TAG])
+                if not self._check(head[0] >> 7, body[:-_TAG], body[-_TAG:]):
+                    raise ValueError("tag")
                 dest[:] = body[:-_TAG]
             elif _INTO:
                 self._open.decrypt_into(nonce, body, head, dest)
@@ -654,6 +738,16 @@ class SecureLink:
             self._tampered(f"record #{self._opened} failed its authentication tag")
         self._opened += 1
         self._rstart = end
+
+    def _check(self, kind: int, data: memoryview, tag: Any) -> bool:
+        """Whether ``tag`` is the GMAC tag of ``data``, the next record (of ``kind``)."""
+        if self._c is not None and len(data) <= _C_MAX:
+            return bool(self._c.check(self._opened, kind, data, tag))
+        try:
+            self._open.decrypt(_NONCE.pack(kind, self._opened), bytes(tag), data)
+        except Exception:  # cryptography's InvalidTag
+            return False
+        return True
 
     def ended_inside_record(self) -> bool:
         """Whether the link failed because the stream ended inside a record (a peer that

@@ -1,0 +1,464 @@
+/* terascale.transport._seclink: the per-record work of an authenticated link, compiled.
+ *
+ * transport/_secure.py (SecureLink) has the record format and the protocol; this module
+ * only does, in one call each and on OpenSSL's libcrypto (EVP, AES-256-GCM), what a record
+ * of a small frame costs in Python: gather the frame's pieces, seal them, send the record;
+ * read what the kernel has, open the record at its front and scatter it into the caller's
+ * buffers. It also computes and checks GMAC tags over large buffers with the GIL released.
+ *
+ * The cipher contexts are set up once per link (the key schedule once), then only the nonce
+ * changes per record: that, not GHASH, is most of what a tag on a few KiB costs through a
+ * general-purpose binding. The bytes on the wire are exactly those of the Python path:
+ *
+ *   integrity:  len u32 BE | plaintext | tag     tag = AES-GCM(nonce, "", aad=plaintext)
+ *   encrypt:    len u32 BE | ciphertext | tag    AES-GCM(nonce, plaintext, aad=len field)
+ *
+ * with len = body + 16 and nonce = kind u32 LE | sequence number u64 LE (kind 0: data).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <openssl/evp.h>
+
+#define TAG 16
+#define LEN 4
+#define MAXPIECES 8
+/* Release the GIL around the crypto only for buffers this large (below, the switch costs
+ * more than it lets others run). */
+#define NOGIL_BYTES (64 << 10)
+
+typedef struct {
+    PyObject_HEAD
+    EVP_CIPHER_CTX *seal;
+    EVP_CIPHER_CTX *open;
+    int encrypt;
+    /* A call is inside the sealing (sending) or opening (receiving) context, with the GIL
+     * released: one thread may send while another receives, as on a socket. */
+    int sealing, opening;
+} Records;
+
+static void make_nonce(unsigned char nonce[12], unsigned kind, unsigned long long seq) {
+    for (int i = 0; i < 4; i++) nonce[i] = (unsigned char)(kind >> (8 * i));
+    for (int i = 0; i < 8; i++) nonce[4 + i] = (unsigned char)(seq >> (8 * i));
+}
+
+static void put_len(unsigned char *p, unsigned v) {
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+}
+
+static unsigned get_len(const unsigned char *p) {
+    return ((unsigned)p[0] << 24) | ((unsigned)p[1] << 16) | ((unsigned)p[2] << 8) | p[3];
+}
+
+static int ssl_error(const char *what) {
+    PyErr_Format(PyExc_RuntimeError, "libcrypto: %s failed", what);
+    return -1;
+}
+
+/* GMAC of the pieces (as associated data) under ``nonce``: 0, or -1 (no exception set). */
+static int gmac(EVP_CIPHER_CTX *ctx, int sealing, const unsigned char nonce[12],
+                const unsigned char *const *piece, const Py_ssize_t *size, int n,
+                unsigned char tag[TAG]) {
+    int outl;
+    if (sealing) {
+        if (!EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, nonce)) return -1;
+        for (int i = 0; i < n; i++)
+            if (size[i] && !EVP_EncryptUpdate(ctx, NULL, &outl, piece[i], (int)size[i]))
+                return -1;
+        if (!EVP_EncryptFinal_ex(ctx, NULL, &outl)) return -1;
+        return EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, TAG, tag) ? 0 : -1;
+    }
+    if (!EVP_DecryptInit_ex(ctx, NULL, NULL, NULL, nonce)) return -1;
+    for (int i = 0; i < n; i++)
+        if (size[i] && !EVP_DecryptUpdate(ctx, NULL, &outl, piece[i], (int)size[i]))
+            return -1;
+    if (!EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, TAG, tag)) return -1;
+    return EVP_DecryptFinal_ex(ctx, NULL, &outl) > 0 ? 0 : -1;
+}
+
+static EVP_CIPHER_CTX *new_ctx(const unsigned char *key, int sealing) {
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+    if (ctx == NULL) return NULL;
+    int ok = sealing ? EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL)
+                     : EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL);
+    if (!ok) {
+        EVP_CIPHER_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+static int Records_init(Records *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"seal_key", "open_key", "encrypt", NULL};
+    Py_buffer sk, ok;
+    int encrypt;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*y*p", names, &sk, &ok, &encrypt)) return -1;
+    int bad = sk.len != 32 || ok.len != 32;
+    if (!bad) {
+        self->seal = new_ctx(sk.buf, 1);
+        self->open = new_ctx(ok.buf, 0);
+    }
+    PyBuffer_Release(&sk);
+    PyBuffer_Release(&ok);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "Records: keys are 32 bytes (AES-256)");
+        return -1;
+    }
+    if (self->seal == NULL || self->open == NULL) return ssl_error("AES-256-GCM set-up");
+    self->encrypt = encrypt;
+    return 0;
+}
+
+static void Records_dealloc(Records *self) {
+    EVP_CIPHER_CTX_free(self->seal);
+    EVP_CIPHER_CTX_free(self->open);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int enter(int *busy) {
+    if (*busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "one direction of a link is used by two threads at once");
+        return -1;
+    }
+    *busy = 1;
+    return 0;
+}
+
+/* The buffers of a list of views (at most MAXPIECES): their count, or -1 with an error. */
+static int get_views(PyObject *list, Py_buffer *views, int writable) {
+    if (!PyList_Check(list) && !PyTuple_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "views: a list or a tuple");
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
+    if (n > MAXPIECES) return -2;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(list, i), &views[i],
+                               writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
+            for (Py_ssize_t j = 0; j < i; j++) PyBuffer_Release(&views[j]);
+            return -1;
+        }
+    }
+    return (int)n;
+}
+
+static void release_views(Py_buffer *views, int n) {
+    for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
+}
+
+/* send_small(fd, views, seq, wbuf, limit) -> (plain bytes, bytes sent, record bytes), or
+ * None when the frame is over ``limit`` bytes (or in too many pieces): the caller seals it
+ * another way. The record is sealed into ``wbuf`` (len | body | tag) and sent with one
+ * send(); what the kernel did not take is wbuf[sent:record], for the caller to send. */
+static PyObject *Records_send_small(Records *self, PyObject *args) {
+    int fd;
+    PyObject *list;
+    unsigned long long seq;
+    Py_buffer wbuf;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "iOKw*n", &fd, &list, &seq, &wbuf, &limit)) return NULL;
+    Py_buffer views[MAXPIECES];
+    int n = get_views(list, views, 0);
+    PyObject *result = NULL;
+    if (n < 0) {
+        PyBuffer_Release(&wbuf);
+        if (n == -2) Py_RETURN_NONE;
+        return NULL;
+    }
+    Py_ssize_t total = 0;
+    for (int i = 0; i < n; i++) total += views[i].len;
+    if (!total) {  /* nothing to send: no record */
+        release_views(views, n);
+        PyBuffer_Release(&wbuf);
+        return Py_BuildValue("nnn", (Py_ssize_t)0, (Py_ssize_t)0, (Py_ssize_t)0);
+    }
+    if (total > limit || LEN + total + TAG > wbuf.len) {
+        release_views(views, n);
+        PyBuffer_Release(&wbuf);
+        Py_RETURN_NONE;
+    }
+    if (enter(&self->sealing) < 0) goto done;
+    unsigned char *w = wbuf.buf, nonce[12], tag[TAG];
+    Py_ssize_t end = LEN + total + TAG, sent = 0;
+    int failed = 0, err = 0, outl;
+    make_nonce(nonce, 0, seq);
+    put_len(w, (unsigned)(total + TAG));
+    EVP_CIPHER_CTX *ctx = self->seal;
+    Py_BEGIN_ALLOW_THREADS
+    if (self->encrypt) {  /* straight from the pieces into the record: no staging copy */
+        unsigned char *out = w + LEN;
+        failed = !EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, nonce) ||
+                 !EVP_EncryptUpdate(ctx, NULL, &outl, w, LEN);
+        for (int i = 0; i < n && !failed; i++) {
+            if (!views[i].len) continue;
+            failed = !EVP_EncryptUpdate(ctx, out, &outl, views[i].buf, (int)views[i].len);
+            out += outl;
+        }
+        failed = failed || !EVP_EncryptFinal_ex(ctx, out, &outl) ||
+                 !EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, TAG, w + LEN + total);
+    } else {  /* the plaintext as it is, then its tag */
+        Py_ssize_t at = LEN;
+        for (int i = 0; i < n; i++) {
+            memcpy(w + at, views[i].buf, views[i].len);
+            at += views[i].len;
+        }
+        const unsigned char *p = w + LEN;
+        failed = gmac(ctx, 1, nonce, &p, &total, 1, tag) < 0;
+        memcpy(w + LEN + total, tag, TAG);
+    }
+    if (!failed) {
+        while (sent < end) {
+            ssize_t k = send(fd, w + sent, end - sent, MSG_NOSIGNAL);
+            if (k < 0) {
+                if (errno == EINTR) continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK) err = errno;
+                break;
+            }
+            sent += k;
+            break;  /* one call, as a socket's send: the caller keeps the rest */
+        }
+    }
+    Py_END_ALLOW_THREADS
+    self->sealing = 0;
+    if (failed) {
+        ssl_error("sealing a record");
+    } else if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+    } else {
+        result = Py_BuildValue("nnn", total, sent, end);
+    }
+done:
+    release_views(views, n);
+    PyBuffer_Release(&wbuf);
+    return result;
+}
+
+/* recv_small(fd, raw, rstart, rlen, views, seq, direct) -> (status, rstart, rlen)
+ *
+ * The common receive in one call: when raw[rstart:rlen] is empty, read what the kernel has
+ * into raw (one recv; not when the views hold ``direct`` bytes or more, which the caller
+ * reads in place); then open the whole data record at raw[rstart:] into the views,
+ * scattered. status: the plaintext bytes opened (>= 0); -1 when the next record is not one
+ * for this call (partial, an abort record, larger than the views, claimed size out of
+ * range: the caller's general path takes it, from the returned offsets); -2 at the end of
+ * the stream with nothing buffered; -3 when the record failed its tag (nothing handed
+ * over: under encryption what was decrypted into the views is wiped); -4 when nothing is
+ * buffered and nothing came (EAGAIN). */
+static PyObject *Records_recv_small(Records *self, PyObject *args) {
+    int fd;
+    PyObject *list;
+    Py_buffer raw;
+    Py_ssize_t rstart, rlen, direct, maxrec;
+    unsigned long long seq;
+    if (!PyArg_ParseTuple(args, "iw*nnOKnn", &fd, &raw, &rstart, &rlen, &list, &seq, &direct,
+                          &maxrec))
+        return NULL;
+    if (rstart < 0 || rlen < rstart || rlen > raw.len) {
+        PyBuffer_Release(&raw);
+        PyErr_SetString(PyExc_ValueError, "recv_small: offsets outside the buffer");
+        return NULL;
+    }
+    Py_buffer views[MAXPIECES];
+    int n = get_views(list, views, 1);
+    if (n < 0) {
+        PyBuffer_Release(&raw);
+        if (n == -2) return Py_BuildValue("inn", -1, rstart, rlen);
+        return NULL;
+    }
+    Py_ssize_t room = 0;
+    for (int i = 0; i < n; i++) room += views[i].len;
+    long status = -1;
+    PyObject *result = NULL;
+    int err = 0;
+    unsigned char *r = raw.buf;
+    if (enter(&self->opening) < 0) goto done;
+    if (rstart == rlen) {
+        if (!room || (!self->encrypt && room >= direct)) goto out;
+        ssize_t k;
+        Py_BEGIN_ALLOW_THREADS
+        do {
+            k = recv(fd, r, raw.len, 0);
+        } while (k < 0 && errno == EINTR);
+        if (k < 0) err = errno;
+        Py_END_ALLOW_THREADS
+        if (k < 0) {
+            if (err == EAGAIN || err == EWOULDBLOCK) {
+                status = -4;
+                err = 0;
+            }
+            rstart = rlen = 0;
+            goto out;
+        }
+        rstart = 0;
+        rlen = k;
+        if (k == 0) {
+            status = -2;
+            goto out;
+        }
+    }
+    if (rlen - rstart < LEN) goto out;
+    unsigned size = get_len(r + rstart);
+    if (size & 0x80000000u || size < TAG || (Py_ssize_t)size > maxrec + TAG) goto out;
+    Py_ssize_t body = size - TAG;
+    if (body > room || rlen - rstart < LEN + (Py_ssize_t)size) goto out;
+    unsigned char nonce[12], *rec = r + rstart;
+    const unsigned char *src = rec + LEN;
+    int failed = 0, outl;
+    make_nonce(nonce, 0, seq);
+    EVP_CIPHER_CTX *ctx = self->open;
+    if (self->encrypt) {  /* decrypted straight into the caller's pieces */
+        failed = !EVP_DecryptInit_ex(ctx, NULL, NULL, NULL, nonce) ||
+                 !EVP_DecryptUpdate(ctx, NULL, &outl, rec, LEN);
+        Py_ssize_t left = body;
+        for (int i = 0; i < n && left && !failed; i++) {
+            Py_ssize_t k = views[i].len < left ? views[i].len : left;
+            if (!k) continue;
+            failed = !EVP_DecryptUpdate(ctx, views[i].buf, &outl, src, (int)k);
+            src += k;
+            left -= k;
+        }
+        unsigned char scratch[32];
+        failed = failed ||
+                 !EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, TAG, rec + LEN + body) ||
+                 EVP_DecryptFinal_ex(ctx, scratch, &outl) <= 0;
+        if (failed) {  /* nothing handed over: what was decrypted is wiped */
+            Py_ssize_t wiped = body;
+            for (int i = 0; i < n && wiped; i++) {
+                Py_ssize_t k = views[i].len < wiped ? views[i].len : wiped;
+                memset(views[i].buf, 0, k);
+                wiped -= k;
+            }
+        }
+    } else {  /* checked where it lies, then copied out */
+        failed = gmac(ctx, 0, nonce, &src, &body, 1, rec + LEN + body) < 0;
+        Py_ssize_t left = body;
+        for (int i = 0; i < n && left && !failed; i++) {
+            Py_ssize_t k = views[i].len < left ? views[i].len : left;
+            memcpy(views[i].buf, src, k);
+            src += k;
+            left -= k;
+        }
+    }
+    if (failed) {
+        status = -3;
+    } else {
+        status = body;
+        rstart += LEN + size;
+    }
+out:
+    self->opening = 0;
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+    } else {
+        result = Py_BuildValue("lnn", status, rstart, rlen);
+    }
+done:
+    release_views(views, n);
+    PyBuffer_Release(&raw);
+    return result;
+}
+
+/* tag(seq, kind, data) -> the 16-byte GMAC tag of ``data`` (sealing direction). */
+static PyObject *Records_tag(Records *self, PyObject *args) {
+    unsigned long long seq;
+    unsigned kind;
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "KIy*", &seq, &kind, &data)) return NULL;
+    if (enter(&self->sealing) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    unsigned char nonce[12], tag[TAG];
+    const unsigned char *p = data.buf;
+    int rc;
+    make_nonce(nonce, kind, seq);
+    if (data.len >= NOGIL_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = gmac(self->seal, 1, nonce, &p, &data.len, 1, tag);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = gmac(self->seal, 1, nonce, &p, &data.len, 1, tag);
+    }
+    self->sealing = 0;
+    PyBuffer_Release(&data);
+    if (rc < 0) return ssl_error("GMAC"), NULL;
+    return PyBytes_FromStringAndSize((const char *)tag, TAG);
+}
+
+/* check(seq, kind, data, tag) -> whether ``tag`` is the GMAC tag of ``data`` (opening). */
+static PyObject *Records_check(Records *self, PyObject *args) {
+    unsigned long long seq;
+    unsigned kind;
+    Py_buffer data, tag;
+    if (!PyArg_ParseTuple(args, "KIy*y*", &seq, &kind, &data, &tag)) return NULL;
+    int rc = -1;
+    if (tag.len == TAG && enter(&self->opening) == 0) {
+        unsigned char nonce[12], t[TAG];
+        const unsigned char *p = data.buf;
+        memcpy(t, tag.buf, TAG);
+        make_nonce(nonce, kind, seq);
+        if (data.len >= NOGIL_BYTES) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = gmac(self->open, 0, nonce, &p, &data.len, 1, t);
+            Py_END_ALLOW_THREADS
+        } else {
+            rc = gmac(self->open, 0, nonce, &p, &data.len, 1, t);
+        }
+        self->opening = 0;
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&tag);
+    if (PyErr_Occurred()) return NULL;
+    return PyBool_FromLong(rc == 0);
+}
+
+static PyMethodDef Records_methods[] = {
+    {"send_small", (PyCFunction)Records_send_small, METH_VARARGS,
+     "send_small(fd, views, seq, wbuf, limit): seal a small frame as one record and send it"},
+    {"recv_small", (PyCFunction)Records_recv_small, METH_VARARGS,
+     "recv_small(fd, raw, rstart, rlen, views, seq, direct, maxrec): read, open, scatter"},
+    {"tag", (PyCFunction)Records_tag, METH_VARARGS, "tag(seq, kind, data): a GMAC tag"},
+    {"check", (PyCFunction)Records_check, METH_VARARGS,
+     "check(seq, kind, data, tag): whether a GMAC tag holds"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject RecordsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "terascale.transport._seclink.Records",
+    .tp_basicsize = sizeof(Records),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Records(seal_key, open_key, encrypt): one link's AES-256-GCM record contexts",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Records_init,
+    .tp_dealloc = (destructor)Records_dealloc,
+    .tp_methods = Records_methods,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "terascale.transport._seclink",
+    "The per-record work of authenticated links (AES-256-GCM on libcrypto).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__seclink(void) {
+    if (PyType_Ready(&RecordsType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&RecordsType);
+    if (PyModule_AddObject(m, "Records", (PyObject *)&RecordsType) < 0) {
+        Py_DECREF(&RecordsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "ABI", 1);
+    return m;
+}
