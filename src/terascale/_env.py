@@ -32,7 +32,9 @@ Those launchers make no secret, so the user gives one, read only here:
 rendezvous, the Spark and Ray runners' and the torch backend's; default: the job's own
 address, loopback when that is loopback; ``0.0.0.0`` for every interface);
 ``TERASCALE_TCP_CONGESTION`` is the data links' congestion control (default ``cubic``,
-``system`` for the host's; read by :mod:`terascale.transport._congestion`).
+``system`` for the host's; read by :mod:`terascale.transport._congestion`);
+``TERASCALE_TRANSPORT`` names the transport ``init()`` links the ranks with (default
+``tcp``; see :mod:`terascale.transport.base`; every rank must name the same one).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from ._secret import read_secret
 from ._units import parse_rate
 
 __all__ = ["ENV_KEYS", "JobEnv", "host_identity", "parse_address", "read_bind", "read_env",
-           "read_flag", "read_link_rate", "read_timeout"]
+           "read_flag", "read_link_rate", "read_timeout", "read_transport"]
 
 ENV_KEYS = ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS", "TERASCALE_SECRET",
             "TERASCALE_JOB", "TERASCALE_TIMEOUT", "TERASCALE_RESTART", "TERASCALE_HOST_ID",
@@ -274,6 +276,12 @@ def read_bind(env: Mapping[str, str] | None = None) -> str | None:
     """``TERASCALE_BIND``: where the servers started in this process listen instead of the
     job's own address (``0.0.0.0``: every interface); None when unset."""
     return (os.environ if env is None else env).get("TERASCALE_BIND", "").strip() or None
+
+
+def read_transport(env: Mapping[str, str] | None = None) -> str | None:
+    """``TERASCALE_TRANSPORT``: the name of the transport to link the ranks with (a name of
+    :data:`terascale.transport.TRANSPORTS`); None when unset (the default, ``tcp``)."""
+    return (os.environ if env is None else env).get("TERASCALE_TRANSPORT", "").strip() or None
 
 
 def read_flag(env: Mapping[str, str], name: str) -> bool:

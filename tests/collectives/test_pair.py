@@ -14,7 +14,7 @@ from _tcp_pair import loopback_meshes, run_both
 from terascale._arrays import ReduceOp
 from terascale.collectives import PairAllreduce, allreduce_spec
 from terascale.collectives._pair import PAIR_MAX_BYTES
-from terascale.transport.tcp import TcpMesh
+from terascale.transport.tcp import TcpTransport
 
 ALGOS = ("tree", "ring", "halving_doubling")
 # (count, dtype, op): odd counts (unequal halves), complex products (their loops round
@@ -40,7 +40,7 @@ def test_swap_gives_each_algorithms_own_bits(algo: str) -> None:
     got: dict[tuple[str, int, int], bytes] = {}
     seq = [0, 0]
 
-    def rank(mesh: TcpMesh) -> None:
+    def rank(mesh: TcpTransport) -> None:
         r = mesh.rank
         for i, (count, dtype, op) in enumerate(CASES):
             rop = ReduceOp(op, np.dtype(dtype))
