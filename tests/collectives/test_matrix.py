@@ -1,26 +1,49 @@
-"""Correctness matrix of the collectives over real worker processes.
+"""Correctness matrix of the collectives: every algorithm, world sizes 1-9.
 
-World sizes 1-8 (non-powers of two included) x element counts 0, 1, 3, 1000, 2**20+7 x
-dtypes x ops x algorithms, checked against numpy on the gathered inputs: exact for
-integers, close for floats, and bitwise identical on every rank and across two runs.
-Alltoall and the async allgather/alltoall over world sizes 1-9; sub-communicators from
-``split`` into 2 and 3 groups (odd sizes, a rank that joins none, a split of a split).
+Every registered allreduce algorithm x world sizes 1-9 (non-powers of two included) x
+element counts 0, 1, 3, 1000 (and 2**20+7 at some sizes) x dtypes x ops, checked against
+numpy on the gathered inputs: exact for integers, close for floats, and bitwise identical
+on every rank. The ranks are threads linked by the in-process transport
+(:func:`terascale.testing.run_threads`): the algorithms are what is tested, and they run
+over it unchanged. A subset runs on real processes over TCP, twice (bitwise identical
+across runs too). ``TERASCALE_MATRIX_FULL=1`` (``make test-matrix``) runs the large count
+at every size and every thread case twice. Alltoall and the async allgather/alltoall over
+world sizes 1-9; sub-communicators from ``split`` into 2 and 3 groups (odd sizes, a rank
+that joins none, a split of a split).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
 from _allreduce_check import check_matrix
 
 from terascale import ConfigError
-from terascale.testing import run_workers
+from terascale.collectives import ALLREDUCE
+from terascale.testing import run_threads, run_workers
+
+FULL = os.environ.get("TERASCALE_MATRIX_FULL") == "1"
+SIZES = range(1, 10)
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8])
-@pytest.mark.parametrize("algo", ["tree", "ring"])
+def _hosts(algo: str) -> list[str] | None:
+    # hierarchical over two pretend hosts (ranks alternate), so both of its phases run
+    return ["a", "b"] if algo == "hierarchical" else None
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("algo", list(ALLREDUCE))
 def test_allreduce_matrix(n: int, algo: str) -> None:
-    check_matrix(n, algo, runs=2)
+    check_matrix(n, algo, big=FULL or n in (2, 5, 8), runs=2 if FULL else 1,
+                 host_ids=_hosts(algo), runner=run_threads)
+
+
+@pytest.mark.parametrize("n,algo", [(2, "tree"), (3, "ring"), (3, "halving_doubling"),
+                                    (4, "hierarchical")])
+def test_allreduce_matrix_processes(n: int, algo: str) -> None:
+    check_matrix(n, algo, runs=2, host_ids=_hosts(algo))
 
 
 def _shapes_and_layouts(comm) -> list:
@@ -41,7 +64,7 @@ def _shapes_and_layouts(comm) -> list:
 
 @pytest.mark.parametrize("n", [1, 3])
 def test_shapes_layouts_in_place(n: int) -> None:
-    results = run_workers(_shapes_and_layouts, n)
+    results = run_threads(_shapes_and_layouts, n)
     k = n * (n + 1) // 2
     base = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
     for res in results:
@@ -68,9 +91,9 @@ def _others(comm) -> dict:
     }
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
-def test_broadcast_allgather_reduce_scatter_objects(n: int) -> None:
-    results = run_workers(_others, n, timeout=120)
+@pytest.mark.parametrize("n,runner", [*((n, run_threads) for n in SIZES), (3, run_workers)])
+def test_broadcast_allgather_reduce_scatter_objects(n: int, runner) -> None:  # type: ignore[no-untyped-def]
+    results = runner(_others, n, timeout=120)
     k = n * (n + 1) // 2
     rs_full = np.arange(4 * n + 1).reshape(-1, 1) * k
     blocks = np.array_split(rs_full, n)
@@ -96,7 +119,7 @@ def _async(comm) -> list:
 
 def test_async_handles_any_order() -> None:
     n = 3
-    out = run_workers(_async, n)
+    out = run_threads(_async, n)
     for results, sync in out:
         assert sync == [3.0, 3.0, 3.0]
         for i, vals in zip((5, 2, 0, 4, 1, 3), results):
@@ -146,9 +169,9 @@ def _a2a(comm) -> dict:
     return out
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8, 9])
-def test_alltoall_and_async_gathers(n: int) -> None:
-    results = run_workers(_a2a, n, timeout=180)
+@pytest.mark.parametrize("n,runner", [*((n, run_threads) for n in SIZES), (3, run_workers)])
+def test_alltoall_and_async_gathers(n: int, runner) -> None:  # type: ignore[no-untyped-def]
+    results = runner(_a2a, n, timeout=180)
     for dtype in A2A_DTYPES:
         for per in A2A_BLOCKS:
             xs = [_a2a_input(r, n, per, dtype) for r in range(n)]
@@ -217,9 +240,11 @@ def _split(comm, parts: int) -> dict:
     return out
 
 
-@pytest.mark.parametrize("n,parts", [(3, 2), (5, 2), (5, 3), (7, 3), (2, 3)])
-def test_split_matrix(n: int, parts: int) -> None:
-    results = run_workers(_split, n, args=(parts,), timeout=180)
+@pytest.mark.parametrize("n,parts,runner", [(3, 2, run_threads), (5, 2, run_threads),
+                                             (5, 3, run_threads), (7, 3, run_threads),
+                                             (2, 3, run_threads), (5, 2, run_workers)])
+def test_split_matrix(n: int, parts: int, runner) -> None:  # type: ignore[no-untyped-def]
+    results = runner(_split, n, args=(parts,), timeout=180)
     colors = [None if n >= 4 and r == n - 1 else r % parts for r in range(n)]
     groups: dict[int, list[int]] = {}
     for r in sorted(range(n), key=lambda r: (-r if colors[r] == 1 else r, r)):

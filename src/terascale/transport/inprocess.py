@@ -30,6 +30,7 @@ import os
 import secrets
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from types import SimpleNamespace
@@ -77,13 +78,16 @@ class _Mailbox:
         q = self.queues.get(sender)
         return q[0] if q else None
 
-    def close(self) -> None:
+    def drop(self) -> None:
+        """Unlist it (the rendezvous failed: nobody will look for it)."""
         with _TABLE_LOCK:
             if _MAILBOXES.get(self.key) is self:
                 del _MAILBOXES[self.key]
 
 
-_MAILBOXES: dict[str, _Mailbox] = {}
+# Listed while anyone holds them: a rank that closed early is still found by a peer that
+# connects after it, and then reads its CLOSED mark (a peer gone), not "no such mailbox".
+_MAILBOXES: weakref.WeakValueDictionary[str, _Mailbox] = weakref.WeakValueDictionary()
 _TABLE_LOCK = threading.Lock()
 
 
@@ -126,13 +130,12 @@ class InProcessTransport(Transport):
             self.post(peer, (_ABORT, 0, 0, "abort", payload))
 
     def close(self) -> None:
-        """Tell every peer this rank is gone (after its last message), drop the mailbox."""
+        """Tell every peer this rank is gone (after its last message)."""
         if self.closed:
             return
         self.closed = True
         for peer in self.peers:
             self.post(peer, (_CLOSED, 0, 0, "closed", b""))
-        self.mine.close()
 
 
 class InProcessExchange(Exchange):
@@ -300,18 +303,19 @@ class InProcessConnector(Connector):
     def endpoint(self, handle: _Mailbox) -> str:
         return handle.key
 
+    def discard(self, handle: _Mailbox) -> None:
+        handle.drop()
+
     def connect(self, handle: _Mailbox, rank: int, size: int, endpoints: Sequence[str], *,
                 secret: bytes, job: str, deadline: float, security: str) -> InProcessTransport:
-        peers: dict[int, _Mailbox] = {}
         with _TABLE_LOCK:
-            for r, key in enumerate(endpoints):
-                box = _MAILBOXES.get(key)
-                if r != rank and box is None:
-                    handle.close()
-                    raise ConfigError(
-                        f"rank {rank}: rank {r}'s endpoint {key!r} is no mailbox of this process "
-                        f"(pid {os.getpid()}): the inprocess transport links threads of one "
-                        "process (TERASCALE_TRANSPORT=tcp links processes)")
-                if r != rank and box is not None:
-                    peers[r] = box
+            found = {r: _MAILBOXES.get(key) for r, key in enumerate(endpoints) if r != rank}
+        missing = [r for r, box in found.items() if box is None]
+        if missing:
+            handle.drop()
+            raise ConfigError(
+                f"rank {rank}: the endpoint of rank {missing[0]} ({endpoints[missing[0]]!r}) "
+                f"is no mailbox of this process (pid {os.getpid()}): the inprocess transport "
+                "links threads of one process (TERASCALE_TRANSPORT=tcp links processes)")
+        peers = {r: box for r, box in found.items() if box is not None}
         return InProcessTransport(rank, size, handle, peers)
