@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch first, pinned to the CPU build on local disk, so that `torch>=2.3` is already met.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-vw test-torch install install-test system-deps peers lint bench clean docs docs-check docs-snippets
+.PHONY: demo test test-vw test-torch test-matrix install install-test system-deps peers lint bench clean docs docs-check docs-snippets
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ test: install-test peers
 	$(BIN)/ruff check src tests examples
 	$(MAKE) docs
 	$(BIN)/python -m pytest -q
+
+# The collective correctness matrix in full: the large count at every world size and every
+# case twice on threads (CI runs it with the large count at a few sizes, once).
+test-matrix: install-test
+	TERASCALE_MATRIX_FULL=1 $(BIN)/python -m pytest -q tests/collectives/test_matrix.py
 
 # The documentation site (Sphinx, MyST pages, autodoc, sphinx-argparse) into docs/_build/html;
 # any warning fails the build. The API pages are written by scripts/docs_api.py.

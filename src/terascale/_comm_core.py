@@ -50,6 +50,18 @@ class CommCore:
                  hosts: list[str] | None = None, tracer: Tracer | None = None,
                  addresses: list[str] | None = None, link_rate: float | None = None,
                  mesh: Transport | None = None) -> None:
+        """A communicator over ``transport``; :func:`terascale.init` builds the job's.
+
+        ``rank``/``size``: this rank and the number of ranks. ``local_rank``/``local_size``:
+        the same among the ranks of this host. ``transport``: this rank's links to the others
+        (a :class:`~terascale.transport.Transport`; required when ``size > 1``).
+        ``timeout``: the default deadline of every collective (seconds). ``job``: the job id
+        (names shared-memory segments). ``hosts``: every rank's host identity (ranks with
+        the same one share memory). ``tracer``: called once per collective (timelines).
+        ``addresses``: every rank's address (default loopback). ``link_rate``: the links'
+        rate between hosts in bits/s (``auto``'s cost model). ``mesh``: the former name of
+        ``transport`` (deprecated).
+        """
         if mesh is not None:  # the keyword's name before transports were called transports
             warnings.warn("Communicator(mesh=) is deprecated: use transport=", DeprecationWarning,
                           stacklevel=2)
