@@ -15,7 +15,7 @@ acceptor vets connections concurrently, each with a short deadline of its own, s
 strangers on the listening port (idle, slow, wrong secret, another job, garbage) never
 delay a genuine peer; a source address holding too many unauthenticated connections has
 its oldest closed (:class:`terascale._admission.Admission`, shared with the rendezvous). Dialers retry connection-level failures until the deadline. Dropped
-connections are summarized in one log line; the listener is closed once the mesh is
+connections are summarized in one log line; the listener is closed once the links are
 complete. Every link is then wrapped in :class:`~._secure.SecureLink` (integrity, or
 encryption too), except in the benchmark-only ``plain`` mode.
 """

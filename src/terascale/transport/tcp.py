@@ -10,8 +10,8 @@ Failures surface here and nowhere else: a closed or reset connection is ``PeerLo
 deadline is ``PeerTimeout``, a header that names another collective is
 ``CollectiveMismatch``. Before raising, the rank tells every peer (``ABORT`` frames,
 :meth:`TcpTransport.fail`), so that ranks blocked on someone else fail too instead of waiting
-out their deadline. One mesh serves a communicator and every sub-communicator split from
-it: frames carry the communicator's context id, and the mesh's failure state is shared,
+out their deadline. One transport serves a communicator and every sub-communicator split from
+it: frames carry the communicator's context id, and the transport's failure state is shared,
 so a failure reaches every communicator this rank belongs to.
 """
 
