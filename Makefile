@@ -57,6 +57,11 @@ test: install-test peers
 	$(MAKE) docs
 	$(BIN)/python -m pytest -q
 
+# The collective correctness matrix in full: the large count at every world size and every
+# case twice on threads (CI runs it with the large count at a few sizes, once).
+test-matrix: install-test
+	TERASCALE_MATRIX_FULL=1 $(BIN)/python -m pytest -q tests/collectives/test_matrix.py
+
 # The documentation site (Sphinx, MyST pages, autodoc, sphinx-argparse) into docs/_build/html;
 # any warning fails the build. The API pages are written by scripts/docs_api.py.
 docs: install-test

@@ -7,6 +7,7 @@ workers; the parent checks against numpy and that every rank got bitwise the sam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,7 +60,7 @@ def _run(comm: Any, algo: str, seed: int, big: bool) -> dict:
         y = comm.allreduce(x, op=op, algorithm=algo)
         assert y.dtype == x.dtype and y.shape == x.shape
         out[(count, dtype, op)] = y
-        if comm.size == 2:  # the same shape again: the per-call fast path (the TCP swap)
+        if comm.size == 2:  # the same shape again: the per-call fast path (TCP's swap)
             again = comm.allreduce(x, op=op, algorithm=algo)
             assert again.tobytes() == y.tobytes(), (count, dtype, op)
         if count == 1000 and dtype == "float32" and op == "sum":  # out= in place, too
@@ -70,9 +71,13 @@ def _run(comm: Any, algo: str, seed: int, big: bool) -> dict:
 
 
 def check_matrix(n: int, algo: str, *, big: bool = True, runs: int = 1,
-                 host_ids: list[str] | None = None) -> None:
-    """Run the matrix on ``n`` workers ``runs`` times; assert results and bitwise agreement."""
-    results = [run_workers(_run, n, args=(algo, 0, big), timeout=120, host_ids=host_ids)
+                 host_ids: list[str] | None = None,
+                 runner: Callable[..., list[Any]] = run_workers) -> None:
+    """Run the matrix on ``n`` ranks ``runs`` times; assert results and bitwise agreement.
+
+    ``runner``: :func:`~terascale.testing.run_workers` (processes over TCP, the default) or
+    :func:`~terascale.testing.run_threads` (threads over the in-process transport)."""
+    results = [runner(_run, n, args=(algo, 0, big), timeout=120, host_ids=host_ids)
                for _ in range(runs)]
     first = results[0]
     for key, y0 in first[0].items():

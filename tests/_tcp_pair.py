@@ -9,15 +9,15 @@ import socket
 import threading
 from collections.abc import Callable
 
-from terascale.transport.tcp import TcpMesh
+from terascale.transport.tcp import TcpTransport
 
 
-def loopback_meshes() -> tuple[TcpMesh, TcpMesh]:
+def loopback_meshes() -> tuple[TcpTransport, TcpTransport]:
     """Ranks 0 and 1 of a two-rank mesh over one real TCP connection on loopback."""
     with socket.create_server(("127.0.0.1", 0)) as srv:
         a = socket.create_connection(srv.getsockname(), timeout=10)
         b, _ = srv.accept()
-    return TcpMesh(0, {1: a}), TcpMesh(1, {0: b})
+    return TcpTransport(0, {1: a}), TcpTransport(1, {0: b})
 
 
 def run_both(a: Callable[[], None], b: Callable[[], None]) -> None:

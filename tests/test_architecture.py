@@ -413,3 +413,31 @@ def test_linear_train_imports_no_optional_stack(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[-2] == "0 []", out.stdout + out.stderr
+
+
+def test_a_transport_is_one_module_and_one_registry_line() -> None:
+    """ARCHITECTURE.md, "How to add a transport": outside ``transport/`` nothing imports a
+    particular transport (the communicator, the rendezvous and ``init()`` reach them through
+    ``transport.base``'s registry), and the in-process transport is named only by its
+    module, its line in ``TRANSPORTS``, the package's docstring and the harness that runs
+    ranks on it."""
+    from terascale.transport.base import TRANSPORTS
+
+    specific = {f"terascale.transport{target.partition(':')[0]}"
+                for target in TRANSPORTS.values() if isinstance(target, str)}
+    specific |= {"terascale.transport.tcp", "terascale.transport.connect_tcp",
+                 "terascale.transport.listen", "terascale.transport.TcpTransport"}
+    bad = []
+    for path in sorted((SRC / "terascale").rglob("*.py")):
+        module = _module_name(path)
+        if module == "terascale.transport" or module.startswith("terascale.transport."):
+            continue
+        for target, line in _imports(path, module):
+            if any(target == m or target.startswith(m + ".") for m in specific):
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {target}")
+    assert not bad, "a particular transport imported outside transport/ (use the registry, " \
+        "terascale.transport.connector):\n" + "\n".join(bad)
+    named = {str(p.relative_to(SRC / "terascale")) for p in (SRC / "terascale").rglob("*.py")
+             if "inprocess" in p.read_text()}
+    assert named == {"transport/inprocess.py", "transport/base.py", "transport/__init__.py",
+                     "testing/_threads.py"}, named

@@ -15,6 +15,7 @@ import hashlib
 import math
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -35,8 +36,8 @@ Tracer = Callable[[str, int, float, float, dict[str, Any]], None]
 class _Shared:
     """Per process: the transport, the progress thread, the lock that orders collectives."""
 
-    def __init__(self, mesh: Transport | None) -> None:
-        self.mesh = mesh
+    def __init__(self, transport: Transport | None) -> None:
+        self.transport = transport
         self.progress = Progress()
         self.order = threading.Lock()  # held while a collective is numbered and started
 
@@ -45,10 +46,27 @@ class CommCore:
     """The machinery under :class:`terascale.Communicator` (see there for the public API)."""
 
     def __init__(self, *, rank: int = 0, size: int = 1, local_rank: int = 0, local_size: int = 1,
-                 mesh: Transport | None = None, timeout: float = 60.0, job: str = "local",
+                 transport: Transport | None = None, timeout: float = 60.0, job: str = "local",
                  hosts: list[str] | None = None, tracer: Tracer | None = None,
-                 addresses: list[str] | None = None, link_rate: float | None = None) -> None:
-        if size > 1 and mesh is None:
+                 addresses: list[str] | None = None, link_rate: float | None = None,
+                 mesh: Transport | None = None) -> None:
+        """A communicator over ``transport``; :func:`terascale.init` builds the job's.
+
+        ``rank``/``size``: this rank and the number of ranks. ``local_rank``/``local_size``:
+        the same among the ranks of this host. ``transport``: this rank's links to the others
+        (a :class:`~terascale.transport.Transport`; required when ``size > 1``).
+        ``timeout``: the default deadline of every collective (seconds). ``job``: the job id
+        (names shared-memory segments). ``hosts``: every rank's host identity (ranks with
+        the same one share memory). ``tracer``: called once per collective (timelines).
+        ``addresses``: every rank's address (default loopback). ``link_rate``: the links'
+        rate between hosts in bits/s (``auto``'s cost model). ``mesh``: the former name of
+        ``transport`` (deprecated).
+        """
+        if mesh is not None:  # the keyword's name before transports were called transports
+            warnings.warn("Communicator(mesh=) is deprecated: use transport=", DeprecationWarning,
+                          stacklevel=2)
+            transport = transport or mesh
+        if size > 1 and transport is None:
             raise ConfigError("a communicator of several ranks needs a transport")
         self.rank = rank
         self.size = size
@@ -64,8 +82,8 @@ class CommCore:
         # what a rank listens on for extra connections of its own (the parameter server).
         self.addresses = addresses or ["127.0.0.1"] * size
         self.tracer = tracer
-        self._shared = _Shared(mesh)
-        self._mesh = mesh
+        self._shared = _Shared(transport)
+        self._transport = transport
         self._members: tuple[int, ...] | None = None  # transport ranks of ours (None: all)
         self._context = 0
         self._seq = 0
@@ -87,11 +105,16 @@ class CommCore:
     def bytes_sent(self) -> int:
         """Bytes this rank has written to its peer connections (headers included; the
         whole process: sub-communicators share the connections)."""
-        return 0 if self._mesh is None else self._mesh.bytes_sent
+        return 0 if self._transport is None else self._transport.bytes_sent
 
     @property
     def bytes_received(self) -> int:
-        return 0 if self._mesh is None else self._mesh.bytes_received
+        return 0 if self._transport is None else self._transport.bytes_received
+
+    @property
+    def _mesh(self) -> Transport | None:
+        """The transport under its former name (read by code written before the rename)."""
+        return self._transport
 
     # -- sub-communicators -------------------------------------------------------------------
     def _derive(self, group: list[int], color: int, index: int) -> Any:
@@ -107,12 +130,13 @@ class CommCore:
         digest = hashlib.blake2b(f"{self._context}/{index}/{color}".encode(), digest_size=8)
         context = int.from_bytes(digest.digest(), "little") | 1
         CommCore.__init__(child, rank=me, size=len(group), local_rank=same_host.index(me),
-                          local_size=len(same_host), mesh=self._mesh, timeout=self.timeout,
+                          local_size=len(same_host), transport=self._transport,
+                          timeout=self.timeout,
                           job=self.job, hosts=hosts, tracer=self.tracer,
                           addresses=[self.addresses[r] for r in group],
                           link_rate=self.link_rate)
         child._shared = self._shared
-        child._mesh = self._mesh
+        child._transport = self._transport
         child._progress = self._shared.progress
         child._order = self._shared.order
         child._members = tuple(self._transport_rank(r) for r in group)
@@ -160,8 +184,8 @@ class CommCore:
             start = time.monotonic()
             ex = None
             if self.size > 1:
-                assert self._mesh is not None
-                ex = self._mesh.exchange(seq, desc, what, start + limit, context=self._context,
+                assert self._transport is not None
+                ex = self._transport.exchange(seq, desc, what, start + limit, context=self._context,
                                          members=self._members)
             result = body(ex)
             if self.tracer is not None:
@@ -191,9 +215,9 @@ class CommCore:
         nothing failed and no tracer is set; with the communicator's default timeout.
         """
         with self._order:
-            mesh = self._mesh
-            if self._closed or self.tracer is not None or mesh is None or \
-                    mesh.broken is not None or not self._progress.idle():
+            links = self._transport
+            if self._closed or self.tracer is not None or links is None or \
+                    links.broken is not None or not self._progress.idle():
                 return False
             seq = self._seq
             self._seq += 1
@@ -205,7 +229,7 @@ class CommCore:
                 what = f"{name} #{seq} ({detail})"
                 if not self._owner:
                     what = f"{what} on a sub-communicator of {self.size}"
-                ex = mesh.exchange(seq, f"{name}({detail})", what, start + self.timeout,
+                ex = links.exchange(seq, f"{name}({detail})", what, start + self.timeout,
                                    context=self._context, members=self._members)
                 call.finish(ex, pending, src, dst)
         return True
@@ -237,8 +261,8 @@ class CommCore:
             self._shm.close()
             if self._owner:
                 self._progress.close()
-                if self._mesh is not None:
-                    self._mesh.close()
+                if self._transport is not None:
+                    self._transport.close()
 
     def __enter__(self) -> Any:
         return self

@@ -37,6 +37,8 @@ address, loopback when that is loopback; ``0.0.0.0`` for every interface);
 of their own (:func:`terascale.collectives.register_algorithm`): every process imports them
 on its first lookup of an algorithm, so workers started by ``terascale run`` or ``terascale
 bench`` know what the parent registered (:func:`read_algorithm_modules`).
+``TERASCALE_TRANSPORT`` names the transport ``init()`` links the ranks with (default
+``tcp``; see :mod:`terascale.transport.base`; every rank must name the same one).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from ._units import parse_rate
 
 __all__ = ["ENV_KEYS", "JobEnv", "SETTINGS", "host_identity", "parse_address",
            "read_algorithm_modules", "read_bind", "read_env", "read_flag", "read_link_rate",
-           "read_setting", "read_switch", "read_timeout"]
+           "read_setting", "read_switch", "read_timeout", "read_transport"]
 
 ENV_KEYS = ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS", "TERASCALE_SECRET",
             "TERASCALE_JOB", "TERASCALE_TIMEOUT", "TERASCALE_RESTART", "TERASCALE_HOST_ID",
@@ -315,6 +317,10 @@ def read_algorithm_modules(env: Mapping[str, str] | None = None) -> tuple[str, .
             raise ConfigError(f"TERASCALE_ALGORITHMS: {n!r} is not a module name "
                               "(dotted Python names, comma-separated)")
     return names
+def read_transport(env: Mapping[str, str] | None = None) -> str | None:
+    """``TERASCALE_TRANSPORT``: the name of the transport to link the ranks with (a name of
+    :data:`terascale.transport.TRANSPORTS`); None when unset (the default, ``tcp``)."""
+    return (os.environ if env is None else env).get("TERASCALE_TRANSPORT", "").strip() or None
 
 
 def read_flag(env: Mapping[str, str], name: str) -> bool:

@@ -31,13 +31,21 @@ import weakref
 from typing import Any
 
 from ._bind import bind_address, bind_error
-from ._env import JobEnv, host_identity, read_env, read_flag, read_link_rate, read_timeout
+from ._env import (
+    JobEnv,
+    host_identity,
+    read_env,
+    read_flag,
+    read_link_rate,
+    read_timeout,
+    read_transport,
+)
 from ._errors import CollectiveError, ConfigError, PeerLost, SlotTaken
 from ._timeline import attach as attach_timeline
 from ._units import parse_rate
 from .communicator import Communicator
 from .rendezvous import RendezvousServer, join
-from .transport import build_mesh
+from .transport import Connector, connector
 
 __all__ = ["JobEnv", "connect", "init", "joined", "read_env"]
 
@@ -152,14 +160,18 @@ def _serve(job: JobEnv) -> RendezvousServer:
 def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
             timeout: float, host_id: str | None = None,
             server: RendezvousServer | None = None,
-            encrypt: bool | None = None, link_rate: float | None = None) -> Communicator:
-    """Join the rendezvous at ``rendezvous`` as ``rank`` of ``size`` and build the mesh.
+            encrypt: bool | None = None, link_rate: float | None = None,
+            transport: str | Connector | None = None) -> Communicator:
+    """Join the rendezvous at ``rendezvous`` as ``rank`` of ``size`` and link the ranks.
 
     The part of :func:`init` that does not read the environment: the ``torch.distributed``
     backend uses it to join with an address and secret passed through torch's store.
     ``server`` (the rendezvous server this process runs, if any) lives as long as the
     communicator. A redundant copy of a worker (its slot taken) exits with status 0.
     ``encrypt`` defaults to TERASCALE_ENCRYPT, ``link_rate`` (bits/s) to TERASCALE_LINK_RATE.
+    ``transport`` (a name of :data:`terascale.transport.TRANSPORTS` or a
+    :class:`~terascale.transport.Connector`) defaults to TERASCALE_TRANSPORT, else ``tcp``;
+    every rank must name the same one (the rendezvous refuses the job otherwise).
     """
     if encrypt is None:
         encrypt = read_flag(os.environ, "TERASCALE_ENCRYPT")
@@ -170,18 +182,20 @@ def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
     if link_rate is None:
         link_rate = read_link_rate()
     hid = host_id or os.environ.get("TERASCALE_HOST_ID") or host_identity()
+    link = transport if isinstance(transport, Connector) else \
+        connector(transport or read_transport())
     started = time.monotonic()
     try:
         who = join(rendezvous, secret, slot=rank, size=size, host_id=hid, timeout=timeout,
-                   security=security, link_rate=link_rate)
+                   security=security, link_rate=link_rate, transport=link)
     except SlotTaken as e:
         print(f"terascale: {e}; exiting (another copy of this worker is running)", file=sys.stderr)
         raise SystemExit(0) from None
-    mesh = build_mesh(who.rank, who.size, who.addrs, who.listener, secret, who.job,
-                      started + timeout + 5.0, security=who.security)
+    links = link.connect(who.listener, who.rank, who.size, who.endpoints, secret=secret,
+                         job=who.job, deadline=started + timeout + 5.0, security=who.security)
     comm = Communicator(rank=who.rank, size=who.size, local_rank=who.local_rank,
-                        local_size=who.local_size, mesh=mesh, timeout=timeout, job=who.job,
-                        hosts=who.hosts, addresses=[a for a, _ in who.addrs],
+                        local_size=who.local_size, transport=links, timeout=timeout,
+                        job=who.job, hosts=who.hosts, addresses=who.addresses,
                         link_rate=who.link_rate)
     comm._rendezvous_server = server  # type: ignore[attr-defined]  # keep it alive with rank 0
     _tell_peers_on_crash(comm)
@@ -207,21 +221,30 @@ def joined() -> Communicator | None:
     return comm if comm is not None and not comm._closed else None
 
 
+_CRASH_TOLD: weakref.WeakSet[Communicator] = weakref.WeakSet()
+_HOOKED: list[bool] = []
+
+
 def _tell_peers_on_crash(comm: Communicator) -> None:
     """On an uncaught exception, send its one-line summary to every peer before exiting.
 
     Without this, peers only see a closed connection ("lost peer rank 1"); with it they
-    report "aborted because rank 1 failed: rank 1: uncaught ValueError: ...".
+    report "aborted because rank 1 failed: rank 1: uncaught ValueError: ...". One hook per
+    process serves every communicator it joined.
     """
-    ref = weakref.ref(comm)
+    _CRASH_TOLD.add(comm)
+    if _HOOKED:
+        return
+    _HOOKED.append(True)
     previous = sys.excepthook
 
     def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
-        c = ref()
-        mesh = None if c is None else c._mesh
-        if mesh is not None and mesh.broken is None and not issubclass(exc_type, CollectiveError):
-            mesh.fail(PeerLost(f"rank {mesh.rank}: uncaught {exc_type.__name__}: {exc}",
-                               rank=mesh.rank))
+        for c in list(_CRASH_TOLD):
+            links = c._transport
+            if links is not None and links.broken is None and \
+                    not issubclass(exc_type, CollectiveError):
+                links.fail(PeerLost(f"rank {links.rank}: uncaught {exc_type.__name__}: {exc}",
+                                    rank=links.rank))
         previous(exc_type, exc, tb)
 
     sys.excepthook = hook

@@ -215,7 +215,7 @@ static int first_late(Group *g, uint64_t target) {
  * once). ``yield``: 0 never gives up the core while polling, 1 yields every 64 polls (a
  * loaded host), 2 after every poll (more members than cores: the member we wait for is
  * likely queued on our core, and every poll that does not yield delays it). The sleeps
- * are the Python wait's (transport/shm.py): set our sleeping flag, re-read the member's
+ * are the Python wait's (transport/shmgroup.py): set our sleeping flag, re-read the member's
  * epoch, sleep on its word; the member wakes us when it arrives. Both phases are bounded:
  * the caller's wait (link checks, deadline) takes over when they run out. */
 int spin_wait(Group *g, uint64_t target, double spin, int yield, double block) {
@@ -698,7 +698,7 @@ static PyTypeObject GroupType = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "terascale._shmcore",
-    "Compiled per-call work of the shared-memory allreduce (see transport/shm.py).", -1, NULL,
+    "Compiled per-call work of the shared-memory allreduce (see transport/shmgroup.py).", -1, NULL,
 };
 
 PyMODINIT_FUNC PyInit__shmcore(void) {

@@ -25,7 +25,7 @@
  * (in place).
  *
  * A member never writes into one that has left the collective: before each chunk it checks
- * that member's epoch (a member that fails withdraws its arrival, transport/shm.py), and
+ * that member's epoch (a member that fails withdraws its arrival, transport/shmgroup.py), and
  * the buffers of a call that failed are kept alive (collectives/_shmdirect.py), so a write
  * already under way lands in memory nobody reuses. Every barrier spins as the flat
  * schedule's do and hands a late member back to Python (futex waits, link checks,

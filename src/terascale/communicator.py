@@ -131,12 +131,12 @@ class Communicator(ObjectCollectives, CommCore):
         rop, spec, detail = plan
         segment = spec.fast_path == "segment"
         if key not in self._fast and self.size > 1 and (segment or self.size == 2):
-            assert self._mesh is not None
+            assert self._transport is not None
             # a segment: the compiled core's one call; two ranks and a small message (every
             # algorithm with fast_path="swap" alike): the TCP swap.
             fast = FastAllreduce.plan(self._shm, rop, a.nbytes, f"allreduce({detail})",
                                       self._context) if segment else \
-                PairAllreduce.plan(self._mesh, self.rank, self.size, rop, a.shape,
+                PairAllreduce.plan(self._transport, self.rank, self.size, rop, a.shape,
                                    f"allreduce({detail})", self._context, self._members,
                                    spec.pair_pieces(a.size, a.dtype.itemsize))
             if fast is not None:
@@ -335,12 +335,12 @@ class Communicator(ObjectCollectives, CommCore):
                 fast = fast[0]
             if fast is not None and self._schedule_fast("barrier", "", fast, _NOTHING, _NOTHING):
                 return
-        elif timeout is None and self.size == 2 and self._mesh is not None:
+        elif timeout is None and self.size == 2 and self._transport is not None:
             # Two ranks over TCP: one swap of two headers (the tree's pair exchange below).
             pair = self._fast.get("pair-barrier", False)
             if pair is False:  # (None: planned, the transport has no swap)
                 pair = self._fast["pair-barrier"] = PairAllreduce.plan(
-                    self._mesh, self.rank, self.size, _NOTHING_OP, _NOTHING.shape, "barrier()",
+                    self._transport, self.rank, self.size, _NOTHING_OP, _NOTHING.shape, "barrier()",
                     self._context, self._members, TreeAllreduce.pair_pieces(0, 1))
             if pair is not None and self._schedule_fast("barrier", "", pair, _NOTHING, _NOTHING):
                 return

@@ -1,10 +1,15 @@
-"""Correctness matrix of the collectives over real worker processes.
+"""Correctness matrix of the collectives: every algorithm, world sizes 1-9.
 
-World sizes 1-9 (non-powers of two included; a subset unless ``TERASCALE_MATRIX_FULL=1``)
-x element counts 0, 1, 3, 1000, 2**20+7 x dtypes x ops x every algorithm of the registry, checked against numpy on the gathered inputs: exact for
-integers, close for floats, and bitwise identical on every rank and across two runs.
-Alltoall and the async allgather/alltoall over world sizes 1-9; sub-communicators from
-``split`` into 2 and 3 groups (odd sizes, a rank that joins none, a split of a split).
+Every registered allreduce algorithm x world sizes 1-9 (non-powers of two included) x
+element counts 0, 1, 3, 1000 (and 2**20+7 at some sizes) x dtypes x ops, checked against
+numpy on the gathered inputs: exact for integers, close for floats, and bitwise identical
+on every rank. The ranks are threads linked by the in-process transport
+(:func:`terascale.testing.run_threads`): the algorithms are what is tested, and they run
+over it unchanged. A subset runs on real processes over TCP, twice (bitwise identical
+across runs too). ``TERASCALE_MATRIX_FULL=1`` (``make test-matrix``) runs the large count
+at every size and every thread case twice. Alltoall and the async allgather/alltoall over
+world sizes 1-9; sub-communicators from ``split`` into 2 and 3 groups (odd sizes, a rank
+that joins none, a split of a split).
 """
 
 from __future__ import annotations
@@ -16,26 +21,35 @@ import pytest
 from _allreduce_check import check_matrix
 
 from terascale import ConfigError
-from terascale.collectives import allreduce_names
-from terascale.testing import run_workers
+from terascale.collectives import ALLREDUCE, allreduce_names
+from terascale.testing import run_threads, run_workers
 
-# Every algorithm of the registry (on one host: those placed on "one host" run too) at world
-# sizes 1-9 with TERASCALE_MATRIX_FULL=1 (`make test-matrix`). CI: every algorithm at 2 (the
-# per-call swap) and 3, and each at one more size, spread so that every size is run.
 FULL = os.environ.get("TERASCALE_MATRIX_FULL", "") not in ("", "0")
-_MORE = (8, 5, 7, 4, 1, 9)
+SIZES = range(1, 10)
 
 
-def _cases() -> list[tuple[str, int]]:
-    names = allreduce_names()
-    if FULL:
-        return [(a, n) for a in names for n in range(1, 10)]
-    return [(a, n) for i, a in enumerate(names) for n in (2, 3, _MORE[i % len(_MORE)])]
+def _hosts(algo: str) -> list[str] | None:
+    # an algorithm for mixed hosts runs over two pretend hosts (ranks alternate), so both of
+    # its phases run
+    return ["a", "b"] if ALLREDUCE[algo].auto == "mixed hosts" else None
 
 
-@pytest.mark.parametrize("algo,n", _cases())
-def test_allreduce_matrix(algo: str, n: int) -> None:
-    check_matrix(n, algo, runs=2)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("algo", allreduce_names())
+def test_allreduce_matrix(n: int, algo: str) -> None:
+    check_matrix(n, algo, big=FULL or n in (2, 5, 8), runs=2 if FULL else 1,
+                 host_ids=_hosts(algo), runner=run_threads)
+
+
+def _process_cases() -> list[tuple[int, str]]:
+    # every algorithm once on real processes over TCP (two ranks: the per-call swap; mixed
+    # hosts: four ranks on two pretend hosts)
+    return [(4 if _hosts(a) else 2 if i == 0 else 3, a) for i, a in enumerate(allreduce_names())]
+
+
+@pytest.mark.parametrize("n,algo", _process_cases())
+def test_allreduce_matrix_processes(n: int, algo: str) -> None:
+    check_matrix(n, algo, runs=2, host_ids=_hosts(algo))
 
 
 def _shapes_and_layouts(comm) -> list:
@@ -56,7 +70,7 @@ def _shapes_and_layouts(comm) -> list:
 
 @pytest.mark.parametrize("n", [1, 3])
 def test_shapes_layouts_in_place(n: int) -> None:
-    results = run_workers(_shapes_and_layouts, n)
+    results = run_threads(_shapes_and_layouts, n)
     k = n * (n + 1) // 2
     base = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
     for res in results:
@@ -83,9 +97,9 @@ def _others(comm) -> dict:
     }
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
-def test_broadcast_allgather_reduce_scatter_objects(n: int) -> None:
-    results = run_workers(_others, n, timeout=120)
+@pytest.mark.parametrize("n,runner", [*((n, run_threads) for n in SIZES), (3, run_workers)])
+def test_broadcast_allgather_reduce_scatter_objects(n: int, runner) -> None:  # type: ignore[no-untyped-def]
+    results = runner(_others, n, timeout=120)
     k = n * (n + 1) // 2
     rs_full = np.arange(4 * n + 1).reshape(-1, 1) * k
     blocks = np.array_split(rs_full, n)
@@ -111,7 +125,7 @@ def _async(comm) -> list:
 
 def test_async_handles_any_order() -> None:
     n = 3
-    out = run_workers(_async, n)
+    out = run_threads(_async, n)
     for results, sync in out:
         assert sync == [3.0, 3.0, 3.0]
         for i, vals in zip((5, 2, 0, 4, 1, 3), results):
@@ -161,9 +175,9 @@ def _a2a(comm) -> dict:
     return out
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8, 9])
-def test_alltoall_and_async_gathers(n: int) -> None:
-    results = run_workers(_a2a, n, timeout=180)
+@pytest.mark.parametrize("n,runner", [*((n, run_threads) for n in SIZES), (3, run_workers)])
+def test_alltoall_and_async_gathers(n: int, runner) -> None:  # type: ignore[no-untyped-def]
+    results = runner(_a2a, n, timeout=180)
     for dtype in A2A_DTYPES:
         for per in A2A_BLOCKS:
             xs = [_a2a_input(r, n, per, dtype) for r in range(n)]
@@ -232,9 +246,11 @@ def _split(comm, parts: int) -> dict:
     return out
 
 
-@pytest.mark.parametrize("n,parts", [(3, 2), (5, 2), (5, 3), (7, 3), (2, 3)])
-def test_split_matrix(n: int, parts: int) -> None:
-    results = run_workers(_split, n, args=(parts,), timeout=180)
+@pytest.mark.parametrize("n,parts,runner", [(3, 2, run_threads), (5, 2, run_threads),
+                                             (5, 3, run_threads), (7, 3, run_threads),
+                                             (2, 3, run_threads), (5, 2, run_workers)])
+def test_split_matrix(n: int, parts: int, runner) -> None:  # type: ignore[no-untyped-def]
+    results = runner(_split, n, args=(parts,), timeout=180)
     colors = [None if n >= 4 and r == n - 1 else r % parts for r in range(n)]
     groups: dict[int, list[int]] = {}
     for r in sorted(range(n), key=lambda r: (-r if colors[r] == 1 else r, r)):

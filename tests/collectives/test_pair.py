@@ -14,7 +14,7 @@ from _tcp_pair import loopback_meshes, run_both
 from terascale._arrays import ReduceOp
 from terascale.collectives import ALLREDUCE, PairAllreduce, allreduce_spec
 from terascale.collectives._pair import PAIR_MAX_BYTES
-from terascale.transport.tcp import TcpMesh
+from terascale.transport.tcp import TcpTransport
 
 # every algorithm whose two ranks swap (the registry says which)
 ALGOS = tuple(a for a, s in ALLREDUCE.items() if s.fast_path == "swap")
@@ -41,7 +41,7 @@ def test_swap_gives_each_algorithms_own_bits(algo: str) -> None:
     got: dict[tuple[str, int, int], bytes] = {}
     seq = [0, 0]
 
-    def rank(mesh: TcpMesh) -> None:
+    def rank(mesh: TcpTransport) -> None:
         r = mesh.rank
         for i, (count, dtype, op) in enumerate(CASES):
             rop = ReduceOp(op, np.dtype(dtype))

@@ -91,7 +91,7 @@ def test_killed_worker_is_detected_and_nothing_is_left(path: str) -> None:
 
 def test_killed_before_unlink_is_cleaned_by_the_harness() -> None:
     """A rank killed while holding a segment that was never unlinked: run_workers cleans it."""
-    from terascale.transport.shm import segment_name
+    from terascale.transport.shmgroup import segment_name
 
     def fn(comm):
         if comm.rank == 0:  # what a crash between create and unlink leaves behind

@@ -30,15 +30,15 @@ def test_the_fast_path_tag_is_the_exchange_tag() -> None:
     """The fast path writes the descriptor without an exchange: the same bytes as one."""
     import socket
 
-    from terascale.transport import TcpMesh
-    from terascale.transport.shm import ShmGroup, slot_tag, tag_field
+    from terascale.transport import TcpTransport
+    from terascale.transport.shmgroup import ShmGroup, slot_tag, tag_field
 
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))
         srv.listen(1)
         a = socket.create_connection(srv.getsockname())
         b, _ = srv.accept()
-    mesh = TcpMesh(0, {1: a})
+    mesh = TcpTransport(0, {1: a})
     try:
         desc = "allreduce(shm,float32[1024],sum)"
         for seq, context in ((0, 0), (7, 0), (2**40 + 3, 0x1234_5678_9ABC_DEF1)):

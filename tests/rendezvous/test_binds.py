@@ -87,7 +87,7 @@ def test_peer_port_listens_on_the_interface_that_reaches_the_rendezvous(host: st
             # The kernel's source address towards the rendezvous: loopback for 127.x.
             assert addr == route_to(host) and addr != "0.0.0.0"
             assert listening(port) == [addr]
-            assert who.addrs == [(addr, port)]  # what the other ranks are told to dial
+            assert who.endpoints == [f"{addr}:{port}"]  # what the other ranks are told to dial
         finally:
             who.listener.close()
 

@@ -51,7 +51,7 @@ def test_wrong_secret_is_rejected_and_job_unaffected() -> None:
 
 
 def test_wrong_secret_on_peer_link_does_not_break_the_job() -> None:
-    from terascale.transport import build_mesh, listen
+    from terascale.transport import connect_tcp, listen
 
     listeners = [listen("127.0.0.1") for _ in range(2)]
     addrs = [lst.getsockname()[:2] for lst in listeners]
@@ -69,7 +69,7 @@ def test_wrong_secret_on_peer_link_does_not_break_the_job() -> None:
     meshes: dict = {}
 
     def member(rank: int) -> None:
-        meshes[rank] = build_mesh(rank, 2, addrs, listeners[rank], SECRET, "job",
+        meshes[rank] = connect_tcp(rank, 2, addrs, listeners[rank], SECRET, "job",
                                   time.monotonic() + 10)
 
     threads = [threading.Thread(target=member, args=(r,)) for r in (0, 1)]
@@ -204,7 +204,7 @@ def _raise_nofile(need: int) -> None:
 def test_six_idle_connections_to_a_peer_port_do_not_stop_the_job() -> None:
     # Before: the acceptor served one connection at a time and gave each stranger 5 s, so
     # six idle ones outlasted the 10 s deadline: "ranks [1] did not connect".
-    from terascale.transport import build_mesh, listen
+    from terascale.transport import connect_tcp, listen
 
     listeners = [listen("127.0.0.1") for _ in range(3)]
     addrs = [lst.getsockname()[:2] for lst in listeners]
@@ -214,7 +214,7 @@ def test_six_idle_connections_to_a_peer_port_do_not_stop_the_job() -> None:
 
     def member(rank: int) -> None:
         try:
-            meshes[rank] = build_mesh(rank, 3, addrs, listeners[rank], SECRET, "job",
+            meshes[rank] = connect_tcp(rank, 3, addrs, listeners[rank], SECRET, "job",
                                       time.monotonic() + 10)
         except Exception as e:
             errors[rank] = e

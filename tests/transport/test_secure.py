@@ -17,7 +17,7 @@ pytest.importorskip("cryptography")
 from terascale import AuthError, CollectiveError  # noqa: E402
 from terascale.communicator import Communicator  # noqa: E402
 from terascale.testing import run_workers  # noqa: E402
-from terascale.transport import build_mesh, listen  # noqa: E402
+from terascale.transport import connect_tcp, listen  # noqa: E402
 from terascale.transport._secure import RECORD, SecureLink  # noqa: E402
 
 SECRET = b"job-secret"
@@ -29,7 +29,7 @@ def _sums(comm) -> tuple[list[bytes], str]:
         for n in (1, 1000, 700_001):  # 700,001 float64: many records per frame
             x = np.arange(n, dtype=np.float64) * (comm.rank + 1) / 7
             out.append(comm.allreduce(x, algorithm=algo).tobytes())
-    return out, getattr(comm._mesh.socks[(comm.rank + 1) % comm.size], "mode", "plain")
+    return out, getattr(comm._transport.socks[(comm.rank + 1) % comm.size], "mode", "plain")
 
 
 def test_every_link_mode_gives_the_same_bits() -> None:
@@ -92,9 +92,9 @@ def _two_ranks_through(proxy_for, security: str) -> tuple[dict, dict, _Proxy]:
 
     def member(rank: int) -> None:
         try:
-            mesh = build_mesh(rank, 2, addrs[rank], listeners[rank], SECRET, "job",
+            mesh = connect_tcp(rank, 2, addrs[rank], listeners[rank], SECRET, "job",
                               time.monotonic() + 10, security=security)
-            comm = Communicator(rank=rank, size=2, mesh=mesh, timeout=10, job="job",
+            comm = Communicator(rank=rank, size=2, transport=mesh, timeout=10, job="job",
                                 hosts=["a", "b"])
             try:
                 x = np.full(4096, rank + 1.0, dtype=np.float32)
@@ -283,7 +283,7 @@ def test_a_connection_closed_inside_a_record_is_tampering(encrypt: bool) -> None
 _PROBE = ("import sys, numpy as np, terascale\n"
           "kw = {'encrypt': True} if sys.argv[1:] == ['ask'] else {}\n"
           "with terascale.init(timeout=20, **kw) as c:\n"
-          "    link = getattr(c._mesh.socks[1 - c.rank], 'mode', 'plain')\n"
+          "    link = getattr(c._transport.socks[1 - c.rank], 'mode', 'plain')\n"
           "    print(link, float(c.allreduce(np.ones(3))[0]))\n")
 
 

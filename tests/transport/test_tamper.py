@@ -126,12 +126,13 @@ class RelayedServer(RendezvousServer):
         super().__init__(*args, **kwargs)
         self.link, self.relays = link, []
 
-    def advertise(self, slot: int, addr: str, port: int) -> tuple[str, int]:
+    def advertise(self, slot: int, addr: str, endpoint: str) -> str:
         if slot != 0:
-            return addr, port
-        relay = Relay((addr, port), **self.link)
+            return endpoint
+        host, _, port = endpoint.rpartition(":")
+        relay = Relay((host, int(port)), **self.link)
         self.relays.append(relay)
-        return relay.address
+        return f"{relay.address[0]}:{relay.address[1]}"
 
 
 _WORKER = r"""
@@ -143,7 +144,7 @@ start = time.monotonic()
 out = {}
 try:
     comm = terascale.init(timeout=float(os.environ["DEADLINE"]))
-    out["mode"] = getattr(comm._mesh.socks[1 - comm.rank], "mode", "plain")
+    out["mode"] = getattr(comm._transport.socks[1 - comm.rank], "mode", "plain")
     x = np.full(1 << 18, comm.rank + 1.0, np.float32)  # 1 MiB: several records per frame
     for i in range(8):
         y = comm.allreduce(x.copy())
@@ -370,7 +371,7 @@ def _lying_server(secret: bytes, told: str) -> tuple[socket.socket, list[tuple[s
             req = ch.recv(c, time.monotonic() + 5)
             asked.append((req["security"], req["slot"]))
             conns.append((c, ch, req))
-        table = [{"addr": r["addr"], "port": r["port"], "host": r["host"]}
+        table = [{"addr": r["addr"], "endpoint": r["endpoint"], "host": r["host"]}
                  for _, _, r in sorted(conns, key=lambda t: t[2]["slot"])]
         for c, ch, req in conns:
             ch.send(c, {"security": told, "ok": True, "rank": req["slot"], "job": "j",

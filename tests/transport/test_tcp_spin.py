@@ -12,7 +12,7 @@ import pytest
 
 from terascale import PeerLost
 from terascale.transport import _tcp_exchange
-from terascale.transport.tcp import TcpMesh
+from terascale.transport.tcp import TcpTransport
 
 
 @pytest.fixture
@@ -21,14 +21,14 @@ def spinning(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_tcp_exchange, "oversubscribed", lambda: False)
 
 
-def _meshes() -> tuple[TcpMesh, TcpMesh]:
+def _meshes() -> tuple[TcpTransport, TcpTransport]:
     with socket.create_server(("127.0.0.1", 0)) as srv:  # a real TCP link on loopback
         a = socket.create_connection(srv.getsockname(), timeout=10)
         b, _ = srv.accept()
-    return TcpMesh(0, {1: a}), TcpMesh(1, {0: b})
+    return TcpTransport(0, {1: a}), TcpTransport(1, {0: b})
 
 
-def _swap(mesh: TcpMesh, seq: int, mine: np.ndarray, theirs: np.ndarray) -> None:
+def _swap(mesh: TcpTransport, seq: int, mine: np.ndarray, theirs: np.ndarray) -> None:
     ex = mesh.exchange(seq, "test(swap)", "swap", time.monotonic() + 10)
     peer = 1 - mesh.rank
     ex.send(peer, mine.data.cast("B"))
@@ -40,7 +40,7 @@ def test_spinning_exchanges_move_every_byte(spinning: None) -> None:
     m0, m1 = _meshes()
     got: dict[int, list[np.ndarray]] = {0: [], 1: []}
 
-    def rank(mesh: TcpMesh) -> None:
+    def rank(mesh: TcpTransport) -> None:
         for seq in range(200):
             mine = np.full(1024, mesh.rank * 1000 + seq, np.float32)
             theirs = np.empty_like(mine)

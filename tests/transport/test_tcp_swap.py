@@ -12,7 +12,7 @@ from _tcp_pair import loopback_meshes, run_both
 
 from terascale import CollectiveMismatch, PeerLost, PeerTimeout
 from terascale.transport import _tcp_swap
-from terascale.transport.tcp import TcpMesh
+from terascale.transport.tcp import TcpTransport
 
 DESC = "allreduce(tree,float32[1024],sum)"
 
@@ -23,7 +23,7 @@ def spin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(_tcp_swap, "oversubscribed", lambda: request.param == "no-spin")
 
 
-def _by_swap(mesh: TcpMesh, seq: int, mine: np.ndarray, theirs: np.ndarray,
+def _by_swap(mesh: TcpTransport, seq: int, mine: np.ndarray, theirs: np.ndarray,
              desc: str = DESC, limit: float = 10) -> None:
     link = mesh.swap(1 - mesh.rank, desc, mine.nbytes)
     assert link is not None
@@ -33,7 +33,7 @@ def _by_swap(mesh: TcpMesh, seq: int, mine: np.ndarray, theirs: np.ndarray,
                     theirs)
 
 
-def _by_exchange(mesh: TcpMesh, seq: int, mine: np.ndarray, theirs: np.ndarray,
+def _by_exchange(mesh: TcpTransport, seq: int, mine: np.ndarray, theirs: np.ndarray,
                  desc: str = DESC) -> None:
     ex = mesh.exchange(seq, desc, "swap", time.monotonic() + 10)
     ex.send(1 - mesh.rank, mine.data.cast("B"))
@@ -48,7 +48,7 @@ def test_swaps_meet_swaps_and_exchanges(spin: None, count: int) -> None:
     desc = f"allreduce(tree,float32[{count}],sum)"
     rounds = 60 if count < 1 << 20 else 6  # 4 MiB: more than both socket buffers hold
 
-    def rank(mesh: TcpMesh) -> None:
+    def rank(mesh: TcpTransport) -> None:
         for seq in range(rounds):
             mine = np.full(count, mesh.rank * 1000 + seq, np.float32)
             theirs = np.empty_like(mine)

@@ -37,7 +37,7 @@ from typing import Any
 from .. import _units
 from .._errors import ConfigError
 from .._units import format_size
-from ..transport.shm import compiled_core
+from ..transport.shmgroup import compiled_core
 from ._allreduce_cluster import add_cluster_flags
 from ._allreduce_report import (
     crossover,

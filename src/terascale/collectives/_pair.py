@@ -33,7 +33,7 @@ import numpy as np
 
 from .._arrays import ReduceOp
 from ..transport import Exchange, Transport
-from ..transport.base import Swap
+from ..transport.base import Swap, scratch_array
 from ._chunks import chunk_bounds
 
 __all__ = ["PAIR_MAX_BYTES", "PairAllreduce", "Pieces", "fold", "is_pair", "swap_in"]
@@ -77,7 +77,7 @@ def fold(rank: int, ufunc: np.ufunc, pieces: Pieces, src: np.ndarray, theirs: np
 def swap_in(ex: Exchange, rank: int, buf: np.ndarray, reduce: ReduceOp, pieces: Pieces) -> None:
     """The swap through ``ex``: reduce the flat ``buf`` in place with the peer's."""
     peer = 1 - rank
-    theirs = np.empty_like(buf)
+    theirs = scratch_array(ex, buf.shape, buf.dtype)
     ex.send(peer, buf.data.cast("B"))
     ex.recv(peer, theirs.data.cast("B"))
     ex.run()  # buf is written only once its send has completed
@@ -102,7 +102,7 @@ class PairAllreduce:
         self._pieces = pieces
 
     @classmethod
-    def plan(cls, mesh: Transport, rank: int, size: int, reduce: ReduceOp, shape: tuple[int, ...],
+    def plan(cls, transport: Transport, rank: int, size: int, reduce: ReduceOp, shape: tuple[int, ...],
              desc: str, context: int, members: Sequence[int] | None,
              pieces: Pieces | None) -> PairAllreduce | None:
         """The fast path of collective ``desc`` over arrays of ``shape`` (``reduce.dtype``)
@@ -111,9 +111,9 @@ class PairAllreduce:
         if pieces is None or size != 2:
             return None
         count = int(np.prod(shape, dtype=np.int64))
-        link = mesh.swap(1 - rank, desc, count * reduce.dtype.itemsize, context=context,
+        link = transport.swap(1 - rank, desc, count * reduce.dtype.itemsize, context=context,
                          members=members)
-        return None if link is None else cls(link, rank, reduce, np.empty(shape, reduce.dtype),
+        return None if link is None else cls(link, rank, reduce, scratch_array(transport, shape, reduce.dtype),
                                              pieces)
 
     def start(self, seq: int, src: np.ndarray, dst: np.ndarray) -> object:

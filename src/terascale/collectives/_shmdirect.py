@@ -2,7 +2,7 @@
 
 Where every member of a segment can read and write every other member's memory (Linux
 cross-memory attach; agreed once per segment,
-:meth:`~terascale.transport.shm.ShmGroup.agree_direct`), an allreduce of at least
+:meth:`~terascale.transport.shmgroup.ShmGroup.agree_direct`), an allreduce of at least
 ``DIRECT_MIN_BYTES`` skips the segment's areas:
 in the compiled core (``src/terascale/_shmdirect.c``) member ``i`` reads slice ``i`` of
 every other member's input straight from its buffer (``process_vm_readv``) in L2-sized
@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..transport import Exchange
-from ..transport.shm import ShmGroup
+from ..transport.shmgroup import ShmGroup
 
 __all__ = ["DIRECT_CHUNK_BYTES", "DIRECT_MIN_BYTES", "PHASES",
            "direct_allreduce", "finish_direct", "start_direct", "takes_direct"]

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._arrays import ReduceOp
 from ..transport import Exchange
-from ..transport.shm import ShmGroup, core_codes, desc_field, slot_tag, tag_field
+from ..transport.shmgroup import ShmGroup, core_codes, desc_field, slot_tag, tag_field
 from ._shmdirect import finish_direct, start_direct, takes_direct
 
 if TYPE_CHECKING:

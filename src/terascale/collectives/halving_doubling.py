@@ -67,6 +67,7 @@ import numpy as np
 
 from .._arrays import ReduceOp
 from ..transport import Exchange
+from ..transport.base import scratch_array
 from ._chunks import bounds, chunk_bounds, view
 from ._cost import check, swap_time
 from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
@@ -250,7 +251,7 @@ class HalvingDoublingAllreduce:
         depth = max(1, min(SCRATCH_DEPTH, SCRATCH_BYTES // max(1, longest * self.buf.itemsize
                                                                * max(1, len(reducing)))))
         for box in reducing:
-            box.free = [np.empty(longest, self.buf.dtype) for _ in range(depth)]
+            box.free = [scratch_array(self.ex, longest, self.buf.dtype) for _ in range(depth)]
         self._pump()
         self.ex.run()
         if any(b.cur < len(b.items) or b.parked

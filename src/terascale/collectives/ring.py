@@ -29,6 +29,7 @@ import numpy as np
 
 from .._arrays import ReduceOp
 from ..transport import Exchange
+from ..transport.base import scratch_array
 from ._chunks import bounds, chunk_bounds, view
 from ._cost import check, swap_time
 from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
@@ -84,7 +85,7 @@ class RingAllreduce:
         # Two ranks, a small allreduce: one swap (module docstring); no scratch then.
         self.pair = None if not swap or scatter_only or size != 2 or row_elems != 1 else \
             self.pair_pieces(buf.size, buf.itemsize)
-        self.scratch = np.empty(longest if self.pair is None else 0, buf.dtype)
+        self.scratch = scratch_array(ex, longest if self.pair is None else 0, buf.dtype)
 
     def _seg(self, step: int) -> int:
         """Segment this rank sends at reduce-scatter step ``step`` (and receives at step-1)."""

@@ -1,6 +1,6 @@
 """Shared-memory allreduce for the ranks of one host (and the pieces hierarchical uses).
 
-Three schedules over a :class:`~terascale.transport.shm.ShmGroup` (``n`` members, two
+Three schedules over a :class:`~terascale.transport.shmgroup.ShmGroup` (``n`` members, two
 areas each):
 
 * **flat** (two ranks, or ``n`` times the message at most ``FLAT_MAX_BYTES``): in rounds of
@@ -45,7 +45,7 @@ import numpy as np
 from .._arrays import ReduceOp
 from .._errors import ConfigError
 from ..transport import Exchange
-from ..transport.shm import ShmGroup, core_codes
+from ..transport.shmgroup import ShmGroup, core_codes
 from ._chunks import bounds
 from ._cost import check
 from ._shmdirect import direct_allreduce, takes_direct

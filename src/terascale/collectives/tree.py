@@ -34,6 +34,7 @@ import numpy as np
 
 from .._arrays import ReduceOp
 from ..transport import Exchange
+from ..transport.base import scratch_array
 from ._chunks import chunk_bounds, view
 from ._cost import check, swap_time
 from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
@@ -81,7 +82,7 @@ class TreeAllreduce:
         longest = max(hi - lo for lo, hi in self.chunks)
         depth = min(_DEPTH, len(self.chunks))
         # (the pair exchange needs no per-child slots: it receives into one buffer)
-        self.scratch = {} if self.pair is not None else {c: np.empty((depth, longest), buf.dtype)
+        self.scratch = {} if self.pair is not None else {c: scratch_array(ex, (depth, longest), buf.dtype)
                                              for c in self.children}
         self.depth = depth
         self.arrived = [0] * len(self.chunks)

@@ -1,11 +1,16 @@
 """The worker's side of rendezvous: authenticate, say where we listen, learn the job.
 
+Where a worker listens is its transport's business: the worker's
+:class:`~terascale.transport.Connector` gets ready before the request (``listen``) and
+names an opaque endpoint (TCP's ``host:port``), which the rendezvous hands to every other
+worker unread; the transport itself is built from the reply (``_init.connect``).
+
 The request and the reply travel sealed in the channel bound to the handshake
 (:class:`terascale._auth.Channel`): someone on the path without the job secret can neither
 read them nor change a field (the job's link security, a peer's address) unnoticed.
 The reply's link security only ever raises this worker's own: a worker that asked for
 encryption keeps it whatever the reply says, and its peer links then refuse a peer that
-was told otherwise (:func:`terascale.transport.build_mesh`).
+was told otherwise (:func:`terascale.transport.connect_tcp`).
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ import os
 import socket
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from .._auth import Channel, dial_handshake
 from .._errors import AuthError, ConfigError, LinkTampered, RendezvousError, SlotTaken
 from ..transport import LINK_MODES as MODES
-from ..transport import listen
+from ..transport import Connector, connector
 from ..transport import stronger_mode as stronger
 
 __all__ = ["Assignment", "join"]
@@ -31,9 +37,11 @@ class Assignment:
     rank: int
     size: int
     job: str
-    addrs: list[tuple[str, int]]
+    endpoints: list[str]  # every rank's transport endpoint (opaque: the connector reads it)
     hosts: list[str]
-    listener: socket.socket
+    listener: Any  # this rank's handle from ``connector.listen`` (TCP: a listening socket)
+    addresses: list[str]  # every rank's address as the rendezvous server saw it
+    connector: Connector
     security: str = "integrity"  # the links' mode: "integrity" or "encrypt" (._secure.MODES)
     link_rate: float | None = None  # bits/s between hosts: the smallest any worker was told
 
@@ -71,7 +79,7 @@ def _connect(address: tuple[str, int], deadline: float) -> socket.socket:
 
 def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_id: str,
          timeout: float, encrypt: bool = False, link_rate: float | None = None,
-         security: str | None = None) -> Assignment:
+         security: str | None = None, transport: str | Connector | None = None) -> Assignment:
     """Join the job at ``address`` as ``slot``; returns the rank table once all arrived.
 
     ``security`` (default ``"encrypt"`` when ``encrypt`` else ``"integrity"``) is this
@@ -86,7 +94,11 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
     whole job must have arrived (:class:`~terascale.RendezvousError` after). ``encrypt``:
     ask for AES-GCM links (the job is encrypted when any rank asks). ``link_rate``: the
     links' rate in bits/s for ``auto`` (the job gets the smallest asked for).
+    ``transport``: the transport to link the ranks with, a name of
+    :data:`terascale.transport.TRANSPORTS` or a connector (default ``tcp``); this worker
+    listens with it before the request and publishes its endpoint.
     """
+    link = transport if isinstance(transport, Connector) else connector(transport)
     own = security or ("encrypt" if encrypt else "integrity")
     if own not in MODES:
         raise ConfigError(f"security={own!r} must be one of {', '.join(MODES)}")
@@ -107,26 +119,26 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
                                       f"failed during authentication ({e})") from None
             time.sleep(0.05)
     try:
-        listener = listen(sock.getsockname()[0])
-        port = listener.getsockname()[1]
+        listener = link.listen(sock.getsockname()[0])
         try:
             channel.send(sock, {"slot": slot, "size": size, "addr": sock.getsockname()[0],
-                                "port": port, "host": host_id, "pid": os.getpid(),
+                                "endpoint": link.endpoint(listener), "transport": link.name,
+                                "host": host_id, "pid": os.getpid(),
                                 "security": own, "link_rate": link_rate,
                                 "timeout": max(deadline - time.monotonic(), 0.1)}, deadline)
             reply = channel.recv(sock, deadline + 5.0, what=f"rank {slot}: rendezvous reply")
         except LinkTampered as e:
-            listener.close()
+            link.discard(listener)
             raise LinkTampered(f"rank {slot}: rendezvous server at {address[0]}:{address[1]}: {e}; "
                           "aborting", rank=slot, operation="rendezvous") from None
         except (OSError, TimeoutError, ValueError) as e:
-            listener.close()
+            link.discard(listener)
             raise RendezvousError(f"rank {slot}: rendezvous server at {address[0]}:{address[1]} "
                                   f"did not answer ({e})") from None
     finally:
         sock.close()
     if not reply.get("ok"):
-        listener.close()
+        link.discard(listener)
         kind, error = reply.get("kind"), reply.get("error", "unknown error")
         if kind == "slot_taken":
             raise SlotTaken(f"rank {slot}: {error}")
@@ -137,10 +149,16 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
         raise RendezvousError(f"rank {slot}: {error}")
     peers = reply["peers"]
     return Assignment(rank=int(reply["rank"]), size=size, job=str(reply["job"]),
-                      addrs=[(p["addr"], int(p["port"])) for p in peers],
+                      endpoints=[_endpoint(p) for p in peers],
                       hosts=[str(p["host"]) for p in peers], listener=listener,
+                      addresses=[str(p["addr"]) for p in peers], connector=link,
                       security=stronger(own, str(reply.get("security"))),
                       link_rate=_rate(reply.get("link_rate")))
+
+
+def _endpoint(peer: dict[str, Any]) -> str:
+    """A peer's endpoint in the reply (a table of TCP addresses and ports: ``host:port``)."""
+    return str(peer["endpoint"]) if "endpoint" in peer else f"{peer['addr']}:{int(peer['port'])}"
 
 
 def _rate(raw: object) -> float | None:

@@ -52,12 +52,13 @@ _MAX_PENDING = 1024  # unauthenticated connections in all; more evict the oldest
 class _Worker:
     slot: int
     addr: str
-    port: int
+    endpoint: str
     host: str
     pid: int
     conn: socket.socket
     security: str = "integrity"
     link_rate: float | None = None
+    transport: str = "tcp"
 
 
 class RendezvousServer:
@@ -189,7 +190,10 @@ class RendezvousServer:
                                 "error": f"the rendezvous server refused the request: {e}"}, step)
             raise
         slot, size, timeout = int(req["slot"]), int(req["size"]), float(req["timeout"])
-        addr, port, host = str(req["addr"]), int(req["port"]), str(req["host"])[:256]
+        addr, host = str(req["addr"]), str(req["host"])[:256]
+        # (a request with a TCP port and no endpoint is a TCP worker's: host:port)
+        endpoint = str(req["endpoint"]) if "endpoint" in req else f"{addr}:{int(req['port'])}"
+        transport = str(req.get("transport", "tcp"))
         if size != self.size:
             channel.send(conn, {"ok": False, "kind": "config",
                              "error": f"this job has {self.size} workers, the worker was "
@@ -213,8 +217,9 @@ class RendezvousServer:
                 channel.send(conn, {"ok": False, "kind": "config",
                                  "error": f"unknown link security {security!r}"}, step)
                 return False
-            me = _Worker(slot, addr, port, host, int(req.get("pid", 0)), conn, security,
-                         float(rate) if isinstance(rate, (int, float)) and rate > 0 else None)
+            me = _Worker(slot, addr, endpoint, host, int(req.get("pid", 0)), conn, security,
+                         float(rate) if isinstance(rate, (int, float)) and rate > 0 else None,
+                         transport)
             self._workers[slot] = me
             if len(self._workers) == self.size:
                 # The strongest any worker asked for: one rank cannot downgrade the others.
@@ -225,9 +230,10 @@ class RendezvousServer:
                 # algorithms alike: the slowest any worker was told of (None: nobody was).
                 rates = [w.link_rate for w in self._workers.values() if w.link_rate]
                 self._link_rate = min(rates) if rates else None
-                self._table = [dict(zip(("addr", "port"), self.advertise(w.slot, w.addr, w.port)),
-                                    host=w.host)
-                               for w in sorted(self._workers.values(), key=lambda w: w.slot)]
+                ordered = sorted(self._workers.values(), key=lambda w: w.slot)
+                self._table = [{"addr": w.addr, "host": w.host, "transport": w.transport,
+                                "endpoint": self.advertise(w.slot, w.addr, w.endpoint)}
+                               for w in ordered]
                 self._cond.notify_all()
                 log.info("rendezvous: %s%s", host_layout([t["host"] for t in self._table]),
                          "" if self._link_rate is None else
@@ -255,17 +261,27 @@ class RendezvousServer:
             return False
         if slot == 0:
             self._report()
+        kinds = sorted({str(t["transport"]) for t in table})
+        if len(kinds) > 1:  # every rank must link with the same transport (TERASCALE_TRANSPORT)
+            by = {k: [i for i, t in enumerate(table) if t["transport"] == k] for k in kinds}
+            channel.send(conn, {"ok": False, "kind": "config",
+                                "error": "the ranks name different transports (TERASCALE_"
+                                         "TRANSPORT): " + "; ".join(f"ranks {v} {k!r}" for k, v
+                                                                    in by.items())}, reply_by)
+            return False
         channel.send(conn, {"security": self._security, "ok": True, "rank": slot, "job": self.job,
                          "peers": table, "link_rate": self._link_rate}, reply_by)
         with self._cond:
             self.replied += 1
         return False
 
-    def advertise(self, slot: int, addr: str, port: int) -> tuple[str, int]:
-        """Where the other workers reach ``slot``'s peer port: where it listens. A subclass
-        may route it elsewhere (a relay, a NAT's outside address); the links authenticate
-        end to end, so a relay learns nothing and can change nothing."""
-        return addr, port
+    def advertise(self, slot: int, addr: str, endpoint: str) -> str:
+        """Where the other workers reach ``slot``: the endpoint it published (its
+        transport's, opaque here; TCP's is ``host:port``), ``addr`` being its address as
+        this server saw it. A subclass may route it elsewhere (a relay, a NAT's outside
+        address); the links authenticate end to end, so a relay learns nothing and can
+        change nothing."""
+        return endpoint
 
 
 def host_layout(hosts: list[str]) -> str:

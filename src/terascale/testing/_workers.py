@@ -1,7 +1,7 @@
 """Run a function on N real worker processes: the multiprocess harness of the test suite.
 
 In the style of PyTorch's ``MultiProcessTestCase``: every call starts ``n`` fresh processes
-that join a real job (rendezvous, TCP mesh, shared memory), runs ``fn(comm, *args)`` on each,
+that join a real job (rendezvous, TCP links, shared memory), runs ``fn(comm, *args)`` on each,
 and returns the per-rank results in rank order. The whole run has a deadline; when one
 worker fails, the others are killed at once and the first failure's traceback is raised
 in the caller as :class:`WorkerFailed`.

@@ -20,7 +20,7 @@ bytes therefore delays no member. A member, in turn, hands the key only to a soc
 own user. The user is the boundary: a process of the same user could read the segment's
 memory through ``/proc`` anyway.
 
-Used by :class:`~terascale.transport.shm.ShmGroup` (``share_anonymous``); without
+Used by :class:`~terascale.transport.shmgroup.ShmGroup` (``share_anonymous``); without
 ``memfd_create`` (not Linux) it falls back to named segments in ``/dev/shm``.
 """
 

@@ -1,6 +1,6 @@
 """The pure-Python wait at a shared-memory barrier, and the failures it raises.
 
-:class:`~terascale.transport.shm.ShmGroup` inherits these. After a member arrived (its
+:class:`~terascale.transport.shmgroup.ShmGroup` inherits these. After a member arrived (its
 epoch stored, by :meth:`ShmGroup.barrier` or a compiled-core call that handed the round
 back), :meth:`PythonWaits.finish` waits for every other member's epoch: it spins as
 :class:`.SpinBudget` says, then blocks on the member's epoch word (futex, at most

@@ -1,6 +1,6 @@
 """Where everything lives in a shared-memory segment, and the descriptor a slot carries.
 
-One owner for the byte layout that :class:`~terascale.transport.shm.ShmGroup` (Python)
+One owner for the byte layout that :class:`~terascale.transport.shmgroup.ShmGroup` (Python)
 and the compiled core (``_shmcore.h``, which must agree with these offsets) read and
 write::
 

@@ -1,6 +1,6 @@
 """The compiled core's side of a shared-memory group: its waits and its multi-round calls.
 
-:class:`~terascale.transport.shm.ShmGroup` inherits these; one call of the core
+:class:`~terascale.transport.shmgroup.ShmGroup` inherits these; one call of the core
 (``_shmcore.c``, ``_shmdirect.c``) publishes, arrives, spins with the GIL released,
 folds and goes on to the next round, so a loop of rounds costs no Python per round. A
 call that cannot complete a round (a member not there within the core's sleep,

@@ -1,7 +1,7 @@
 """How long a member of a shared-memory group spins before it blocks: the adaptive budget.
 
 The constants and their measurements are :mod:`._spin`'s; this is the per-group state
-that applies them, owned by one :class:`~terascale.transport.shm.ShmGroup` and shared by
+that applies them, owned by one :class:`~terascale.transport.shmgroup.ShmGroup` and shared by
 its two wait paths (the compiled core's, in C, and the pure-Python loop), so both learn
 the same budget:
 

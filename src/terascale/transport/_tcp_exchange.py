@@ -40,7 +40,7 @@ from ._tcp_stream import PendingRecv, PendingSend, peek_header, recv_some, send_
 from .base import Exchange
 
 if TYPE_CHECKING:
-    from .tcp import TcpMesh
+    from .tcp import TcpTransport
 
 __all__ = ["Route", "TcpExchange"]
 
@@ -53,7 +53,7 @@ class Route:
 
     __slots__ = ("local", "members", "outsiders", "rank", "renumbered", "size", "socks")
 
-    def __init__(self, mesh: TcpMesh, members: Sequence[int]) -> None:
+    def __init__(self, mesh: TcpTransport, members: Sequence[int]) -> None:
         self.members = list(members)
         self.rank = self.members.index(mesh.rank)
         self.size = len(self.members)
@@ -71,7 +71,7 @@ class TcpExchange(Exchange):
     traffic of ranks outside it.
     """
 
-    def __init__(self, mesh: TcpMesh, seq: int, desc: str, what: str, deadline: float,
+    def __init__(self, mesh: TcpTransport, seq: int, desc: str, what: str, deadline: float,
                  context: int, route: Route) -> None:
         self.mesh = mesh
         self.seq = seq

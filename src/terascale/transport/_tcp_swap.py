@@ -44,7 +44,7 @@ from ._spin import CORE_SLEEP_S, SPIN_S, YIELD_AFTER_S, oversubscribed
 from .base import Exchange, Swap
 
 if TYPE_CHECKING:
-    from .tcp import TcpMesh
+    from .tcp import TcpTransport
 
 __all__ = ["TcpSwap"]
 
@@ -56,7 +56,7 @@ class TcpSwap(Swap):
     __slots__ = ("_got", "_head", "_mine", "_peer_rank", "_poll", "_sock", "mesh", "nbytes",
                  "peer")
 
-    def __init__(self, mesh: TcpMesh, sock: socket.socket, peer: int, peer_rank: int, desc: str,
+    def __init__(self, mesh: TcpTransport, sock: socket.socket, peer: int, peer_rank: int, desc: str,
                  context: int, nbytes: int) -> None:
         self.mesh = mesh  # its byte counters and its record of half-sent frames
         self._sock = sock

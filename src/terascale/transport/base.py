@@ -1,4 +1,5 @@
-"""The interface every collective uses to move bytes: :class:`Transport` and :class:`Exchange`.
+"""The interface every collective uses to move bytes: :class:`Transport`, :class:`Exchange`
+and :class:`Connector`, chosen by name from :data:`TRANSPORTS`.
 
 A :class:`Transport` is this rank's links to every other rank of the job (Gloo's
 ``transport::Device`` plus its ``Pair`` objects, httpx's ``BaseTransport``). For each
@@ -6,48 +7,90 @@ collective the communicator asks it for an :class:`Exchange`: the sends and rece
 that one collective, numbered (``seq``), described (``desc``: name, shape, dtype, op) and
 bounded by a deadline. An algorithm posts messages with :meth:`Exchange.send` /
 :meth:`Exchange.recv` (from completion callbacks too, which is how the ring and the tree
-pipeline chunks) and calls :meth:`Exchange.run` to progress them all at once.
+pipeline chunks), takes its staging buffers from :meth:`Exchange.scratch` (memory the
+transport can move from: pinned or registered memory for an RDMA or GPU transport, plain
+host memory for TCP) and calls :meth:`Exchange.run` to progress them all at once.
 
-Failure state is public and lives here, not in the algorithms: every transport raises
-``PeerLost`` for a dead peer, ``PeerTimeout`` at the deadline and ``CollectiveMismatch``
-when a peer's message belongs to another collective, and :meth:`Exchange.abort` tells every
-peer before the error propagates, so that nobody waits out a deadline for a rank that
-already failed.
+**Setting up.** A transport is built by its :class:`Connector` in three steps around the
+rendezvous, as Gloo's pairs are (``Pair::address()`` published, ``Pair::connect(bytes)``
+with the peer's):
+
+1. :meth:`Connector.listen` before the rendezvous: get ready to be reached (TCP opens a
+   listening socket on this rank's address; the in-process transport opens a mailbox);
+2. :meth:`Connector.endpoint`: the opaque string this rank publishes through the
+   rendezvous (TCP's is ``host:port``, the in-process transport's a key in this process);
+   the rendezvous hands every rank the list of all ranks' endpoints, unread;
+3. :meth:`Connector.connect` with that list: link the ranks (TCP dials the lower ranks and
+   accepts the higher ones, authenticating every link) and return the :class:`Transport`.
+
+**Choosing one.** :data:`TRANSPORTS` maps a name to its connector (``"module:Class"``,
+imported on first use, so the table imports no transport); :func:`connector` resolves a
+name: ``terascale.init()`` and ``_init.connect(transport=)`` ask for the one named by
+``TERASCALE_TRANSPORT``, by default ``tcp``. The rendezvous refuses a job whose ranks name
+different transports (``ConfigError``).
+
+**Readiness.** A transport whose links are file descriptors says so with
+:meth:`Exchange.waitable` (``poll(2)`` it); one without (threads, a GPU queue) returns None
+there and implements :meth:`Exchange.wait` instead. Data paths outside the exchange use
+:meth:`Exchange.wait` (or the descriptors where there are some) and
+:meth:`Exchange.check_peer` to learn a peer's news without blocking.
+
+**Failure.** Failure state is public and lives here, not in the algorithms: every
+transport raises the errors of :mod:`terascale._errors`, naming this rank, the peer and the
+operation -- ``PeerLost`` for a dead peer, ``PeerTimeout`` at the deadline and
+``CollectiveMismatch`` when a peer's message belongs to another collective -- and
+:meth:`Exchange.abort` tells every peer before the error propagates, so that nobody waits
+out a deadline for a rank that already failed (the first failure is ``Transport.broken``;
+every later exchange fails at once, naming it).
 
 Peers are numbered in the exchange's own communicator (``members`` maps them to the
 transport's ranks), so one set of links serves a communicator and every sub-communicator
 split from it; each carries its own ``context`` id, and a message of another context is
 told apart from one of this collective.
 
-Adding a transport (a GPU one, RDMA) is one new module, ``transport/<name>.py``:
+**Shared memory is not a transport.** Ranks on one host also share a memory segment
+(:mod:`terascale.transport.shmgroup`, used by the ``shm`` and ``hierarchical``
+allreduces and the same-host barrier): it is not point to point, so it sits *beside* the
+transport, not behind this interface. It moves data its own way and borrows the running
+exchange's failure state -- :meth:`Exchange.wait`/:meth:`Exchange.waitable` and
+:meth:`Exchange.check_peer` while it waits (a closed link is a dead member), and
+:meth:`Exchange.abort` when it fails -- so it runs over any transport that reports
+readiness either way, and its failures reach every rank like the transport's own.
+
+Adding a transport (a GPU one, RDMA) is one module in ``transport/`` and one line in
+:data:`TRANSPORTS` (the in-process transport, :mod:`terascale.transport.inprocess`, is
+the worked example):
 
 1. subclass :class:`Exchange`: ``send``/``recv``/``run`` move the messages (callbacks may
    post more; messages to one peer stay in order), ``lost``/``mismatch`` build the errors,
-   ``abort`` fails the transport, ``check_peer``/``waitable`` report a peer's news without
-   blocking; frame each message with the collective's ``seq``, ``desc`` and ``context``
-   (:mod:`._frames` does it for byte streams) so that peers detect mismatches;
+   ``abort`` fails the transport, ``check_peer`` and ``waitable`` or ``wait`` report a
+   peer's news without blocking, ``scratch`` hands out staging memory; carry each
+   message's ``seq``, ``desc`` and ``context`` so that peers detect mismatches
+   (:mod:`._frames` frames byte streams);
 2. subclass :class:`Transport`: ``exchange`` hands out one per collective, ``fail``
    records the first error and tells every peer, ``close`` releases the links;
-3. build it after rendezvous (``terascale._init`` builds the TCP mesh with
-   :func:`~terascale.transport.connect.build_mesh`; a GPU transport can bootstrap over
-   that mesh) and pass it as ``Communicator(mesh=...)``.
+3. subclass :class:`Connector` (``listen``, ``endpoint``, ``connect``) and name it in
+   :data:`TRANSPORTS` (or :func:`register_transport` from outside the package).
 
 Every algorithm in :mod:`terascale.collectives`, every sub-communicator and the failure
-model then run over it unchanged. A same-host data path that is not point to point (the
-shared-memory segment of :mod:`terascale.transport.shm`) moves data its own way and
-borrows an exchange's failure state: ``check_peer`` while it waits, ``abort`` when it
-fails.
+model then run over it unchanged: ``TERASCALE_TRANSPORT=<name>`` selects it for a job.
 """
 
 from __future__ import annotations
 
+import importlib
+import select
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._errors import CollectiveError, CollectiveMismatch
+import numpy as np
 
-__all__ = ["Exchange", "GroupView", "Swap", "Transport"]
+from .._errors import CollectiveError, CollectiveMismatch, ConfigError
+
+__all__ = ["Connector", "DEFAULT_TRANSPORT", "Exchange", "GroupView", "Swap", "TRANSPORTS",
+           "Transport", "connector", "register_transport", "scratch_array"]
 
 Callback = Callable[[], None]
 
@@ -113,9 +156,32 @@ class Exchange(ABC):
         until that message is consumed, so the caller may stop watching it for a while.
         """
 
-    @abstractmethod
-    def waitable(self, peer: int) -> int:
-        """A file descriptor that becomes readable when ``peer`` has news (poll(2) it)."""
+    def waitable(self, peer: int) -> int | None:
+        """A file descriptor that becomes readable when ``peer`` has news (``poll(2)`` it),
+        or None: this transport has none, use :meth:`wait` (the default)."""
+        return None
+
+    def wait(self, peers: Sequence[int], timeout: float) -> list[int]:
+        """Block up to ``timeout`` seconds until one of ``peers`` may have news; returns
+        those that may (then ask :meth:`check_peer`). The default polls :meth:`waitable`'s
+        descriptors; a transport without descriptors overrides it."""
+        fds = {}
+        for p in peers:
+            fd = self.waitable(p)
+            if fd is None:
+                raise NotImplementedError(f"{type(self).__name__} has neither waitable() "
+                                          "descriptors nor a wait() of its own")
+            fds[fd] = p
+        poll = select.poll()
+        for fd in fds:
+            poll.register(fd, select.POLLIN)
+        return [fds[fd] for fd, _ in poll.poll(max(int(timeout * 1000), 0))]
+
+    def scratch(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` of staging memory for this collective (uint8, uninitialized): the
+        algorithms' receive and fold buffers. A transport that can move only from memory it
+        registered (RDMA, a GPU) overrides it; the default is ordinary host memory."""
+        return np.empty(nbytes, np.uint8)
 
     def subgroup(self, members: Sequence[int]) -> Exchange:
         """The same collective over ``members`` (peers of this exchange), renumbered 0..k-1."""
@@ -164,8 +230,15 @@ class GroupView(Exchange):
     def check_peer(self, peer: int, arrived: Callable[[], bool]) -> bool:
         return self.parent.check_peer(self.members[peer], arrived)
 
-    def waitable(self, peer: int) -> int:
+    def waitable(self, peer: int) -> int | None:
         return self.parent.waitable(self.members[peer])
+
+    def wait(self, peers: Sequence[int], timeout: float) -> list[int]:
+        back = {self.members[p]: p for p in peers}
+        return [back[g] for g in self.parent.wait(list(back), timeout)]
+
+    def scratch(self, nbytes: int) -> np.ndarray:
+        return self.parent.scratch(nbytes)
 
 
 class Swap(ABC):
@@ -215,6 +288,11 @@ class Transport(ABC):
         the frames to an exchange."""
         return None
 
+    def scratch(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` of staging memory (uint8) kept beyond one collective (a fast path's
+        receive buffer); see :meth:`Exchange.scratch`."""
+        return np.empty(nbytes, np.uint8)
+
     @abstractmethod
     def fail(self, err: CollectiveError) -> None:
         """Mark the transport failed and tell every peer why (idempotent)."""
@@ -222,3 +300,105 @@ class Transport(ABC):
     @abstractmethod
     def close(self) -> None:
         """Close every link (idempotent)."""
+
+
+def scratch_array(source: Exchange | Transport, shape: int | tuple[int, ...],
+                  dtype: np.dtype[Any] | type) -> np.ndarray:
+    """An uninitialized array of ``shape`` and ``dtype`` in ``source``'s scratch memory
+    (:meth:`Exchange.scratch`): what an algorithm uses instead of ``np.empty``."""
+    dt = np.dtype(dtype)
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    count = 1
+    for d in dims:
+        count *= d
+    return source.scratch(count * dt.itemsize).view(dt).reshape(dims)
+
+
+class Connector(ABC):
+    """How one kind of transport is set up around the rendezvous (see the module docstring):
+    :meth:`listen` before it, :meth:`endpoint` published through it, :meth:`connect` after.
+
+    ``name`` is its name in :data:`TRANSPORTS`.
+    """
+
+    name: str = ""
+
+    @abstractmethod
+    def listen(self, host: str) -> Any:
+        """Get ready to be reached; returns this rank's handle (a listening socket, a mailbox).
+
+        ``host``: this rank's address as the rendezvous server sees it (where a network
+        transport listens)."""
+
+    @abstractmethod
+    def endpoint(self, handle: Any) -> str:
+        """The opaque string the rendezvous publishes for this rank (``handle`` from
+        :meth:`listen`); only this connector's :meth:`connect` reads it."""
+
+    @abstractmethod
+    def connect(self, handle: Any, rank: int, size: int, endpoints: Sequence[str], *,
+                secret: bytes, job: str, deadline: float, security: str) -> Transport:
+        """Link this rank to every other one and return the transport.
+
+        ``handle``: from :meth:`listen` (consumed: closed on failure too). ``endpoints``:
+        every rank's :meth:`endpoint`, in rank order. ``secret``: the job secret (to
+        authenticate links). ``job``: the job id. ``deadline``: ``time.monotonic()`` by which
+        every link must be up (``PeerTimeout`` naming the missing ranks otherwise).
+        ``security``: the links' mode (``terascale.transport.LINK_MODES``); a transport
+        whose links never leave the process may ignore it.
+        """
+
+    def discard(self, handle: Any) -> None:
+        """Release ``handle`` when the rendezvous failed before :meth:`connect`."""
+        close = getattr(handle, "close", None)
+        if close is not None:
+            close()
+
+
+#: Transport names and their connectors (``"module:Class"`` relative to this package,
+#: imported on first use). A new transport is one line here.
+TRANSPORTS: dict[str, str | Connector] = {
+    "tcp": ".connect:TcpConnector",
+    "inprocess": ".inprocess:InProcessConnector",
+}
+#: What ``terascale.init()`` links ranks with unless ``TERASCALE_TRANSPORT`` names another.
+DEFAULT_TRANSPORT = "tcp"
+_RESOLVED: dict[str, Connector] = {}
+_LOCK = threading.Lock()
+
+
+def register_transport(name: str, target: str | Connector) -> None:
+    """Make transport ``name`` selectable (``TERASCALE_TRANSPORT=name``,
+    ``_init.connect(transport=name)``).
+
+    ``target``: a :class:`Connector`, or ``"package.module:Class"`` naming one (imported
+    on first use). Registering a name again replaces it.
+    """
+    if not name or not isinstance(name, str):
+        raise ConfigError(f"transport name {name!r} must be a non-empty string")
+    with _LOCK:
+        TRANSPORTS[name] = target
+        _RESOLVED.pop(name, None)
+
+
+def connector(name: str | None = None) -> Connector:
+    """The connector of transport ``name`` (None: :data:`DEFAULT_TRANSPORT`); ConfigError
+    naming the known transports for an unknown name."""
+    name = name or DEFAULT_TRANSPORT
+    with _LOCK:
+        found = _RESOLVED.get(name)
+        if found is not None:
+            return found
+        target = TRANSPORTS.get(name)
+        if target is None:
+            raise ConfigError(f"transport={name!r} (TERASCALE_TRANSPORT) is not one of "
+                              f"{', '.join(sorted(TRANSPORTS))}")
+        if isinstance(target, str):
+            module, _, cls = target.partition(":")
+            found = getattr(importlib.import_module(module, __package__), cls)()
+        else:
+            found = target
+        assert isinstance(found, Connector), f"{target!r} is not a Connector"
+        found.name = name
+        _RESOLVED[name] = found
+        return found

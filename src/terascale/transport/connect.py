@@ -1,4 +1,8 @@
-"""Building the full mesh of authenticated peer connections after rendezvous.
+"""The TCP transport's setup (:class:`TcpConnector`): every pair of ranks linked by one
+authenticated connection after rendezvous.
+
+A rank listens on its own address before the rendezvous (:func:`listen`) and publishes
+``host:port`` as its endpoint; afterwards :func:`connect_tcp` links it to every other rank.
 
 Rank ``r`` dials every lower rank and accepts one connection from every higher rank; each
 connection runs the HMAC handshake, then, sealed in the channel bound to it
@@ -11,7 +15,7 @@ acceptor vets connections concurrently, each with a short deadline of its own, s
 strangers on the listening port (idle, slow, wrong secret, another job, garbage) never
 delay a genuine peer; a source address holding too many unauthenticated connections has
 its oldest closed (:class:`terascale._admission.Admission`, shared with the rendezvous). Dialers retry connection-level failures until the deadline. Dropped
-connections are summarized in one log line; the listener is closed once the mesh is
+connections are summarized in one log line; the listener is closed once the links are
 complete. Every link is then wrapped in :class:`~._secure.SecureLink` (integrity, or
 encryption too), except in the benchmark-only ``plain`` mode.
 """
@@ -24,15 +28,19 @@ import select
 import socket
 import threading
 import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
 
 from .._admission import Admission
 from .._auth import Channel, accept_handshake, dial_handshake, drop_reason
-from .._errors import AuthError, PeerTimeout
+from .._errors import AuthError, ConfigError, PeerTimeout
 from ._congestion import tune
 from ._secure import MODES
-from .tcp import TcpMesh
+from .base import Connector
+from .tcp import TcpTransport
 
-__all__ = ["build_mesh", "listen"]
+__all__ = ["TcpConnector", "connect_tcp", "listen"]
 
 log = logging.getLogger("terascale.transport")
 
@@ -222,12 +230,16 @@ class _Acceptor:
         return self._admission.summary(f"rank {self.rank}", "to the peer port")
 
 
-def build_mesh(rank: int, size: int, addrs: list[tuple[str, int]], listener: socket.socket,
-               secret: bytes, job: str, deadline: float, *, encrypt: bool = False,
-               security: str | None = None) -> TcpMesh:
-    """Connect to every other rank; returns the mesh or raises naming the missing peers.
+def connect_tcp(rank: int, size: int, addrs: list[tuple[str, int]], listener: socket.socket,
+                secret: bytes, job: str, deadline: float, *, encrypt: bool = False,
+                security: str | None = None) -> TcpTransport:
+    """Connect to every other rank; returns the transport or raises naming the missing peers.
 
-    ``security`` (default ``"encrypt"`` when ``encrypt`` else ``"integrity"``, see
+    ``rank``/``size``: this rank and the job's size. ``addrs``: every rank's ``(host,
+    port)``. ``listener``: this rank's socket from :func:`listen` (closed here).
+    ``secret``: the job secret. ``job``: the job id (in every link's hello).
+    ``deadline``: ``time.monotonic()`` by which every link must be up. ``encrypt``: the
+    default of ``security``. ``security`` (default ``"encrypt"`` when ``encrypt`` else ``"integrity"``, see
     :mod:`._secure`) is this rank's mode; every peer must run the same."""
     mode = security or ("encrypt" if encrypt else "integrity")
     if mode not in MODES:
@@ -263,4 +275,40 @@ def build_mesh(rank: int, size: int, addrs: list[tuple[str, int]], listener: soc
         for peer, (s, nonces) in acc.out.items():
             links[peer] = SecureLink(s, secret, nonces, job, dialer=peer, acceptor=rank,
                                      rank=rank, peer=peer, encrypt=secure)  # type: ignore[assignment]
-    return TcpMesh(rank, links)
+    return TcpTransport(rank, links)
+
+
+def build_mesh(*args: Any, **kwargs: Any) -> TcpTransport:
+    """Deprecated name of :func:`connect_tcp`."""
+    warnings.warn("terascale.transport.build_mesh is deprecated: use connect_tcp",
+                  DeprecationWarning, stacklevel=2)
+    return connect_tcp(*args, **kwargs)
+
+
+def parse_endpoint(endpoint: str) -> tuple[str, int]:
+    """``host:port`` (IPv6 hosts unbracketed: the port is what follows the last colon)."""
+    host, sep, port = endpoint.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"{endpoint!r} is not a TCP endpoint (host:port)")
+    return host, int(port)
+
+
+class TcpConnector(Connector):
+    """The ``tcp`` transport: a listening socket before the rendezvous, ``host:port`` as the
+    endpoint, :func:`connect_tcp` after (authenticated links, see :mod:`._secure`)."""
+
+    def listen(self, host: str) -> socket.socket:
+        return listen(host)
+
+    def endpoint(self, handle: socket.socket) -> str:
+        host, port = handle.getsockname()[:2]
+        return f"{host}:{port}"
+
+    def connect(self, handle: socket.socket, rank: int, size: int, endpoints: Sequence[str], *,
+                secret: bytes, job: str, deadline: float, security: str) -> TcpTransport:
+        try:
+            addrs = [parse_endpoint(e) for e in endpoints]
+        except ConfigError:
+            handle.close()
+            raise
+        return connect_tcp(rank, size, addrs, handle, secret, job, deadline, security=security)

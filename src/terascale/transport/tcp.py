@@ -1,4 +1,4 @@
-"""TCP transport: one authenticated connection per pair of ranks (:class:`TcpMesh`).
+"""TCP transport: one authenticated connection per pair of ranks (:class:`TcpTransport`).
 
 Each collective gets a :class:`~terascale.transport._tcp_exchange.TcpExchange`, which
 moves all of its sends and receives at once with non-blocking sockets: a ring step sends
@@ -9,9 +9,9 @@ while its children's chunks arrive. Payloads go straight from and into numpy buf
 Failures surface here and nowhere else: a closed or reset connection is ``PeerLost``, a
 deadline is ``PeerTimeout``, a header that names another collective is
 ``CollectiveMismatch``. Before raising, the rank tells every peer (``ABORT`` frames,
-:meth:`TcpMesh.fail`), so that ranks blocked on someone else fail too instead of waiting
-out their deadline. One mesh serves a communicator and every sub-communicator split from
-it: frames carry the communicator's context id, and the mesh's failure state is shared,
+:meth:`TcpTransport.fail`), so that ranks blocked on someone else fail too instead of waiting
+out their deadline. One transport serves a communicator and every sub-communicator split from
+it: frames carry the communicator's context id, and the transport's failure state is shared,
 so a failure reaches every communicator this rank belongs to.
 """
 
@@ -21,7 +21,9 @@ import json
 import select
 import socket
 import time
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
 from .._errors import CollectiveError
 from ._frames import ABORT, MAX_ABORT, pack_desc, pack_header
@@ -30,13 +32,24 @@ from ._tcp_exchange import Route, TcpExchange
 from ._tcp_swap import TcpSwap
 from .base import Transport
 
-__all__ = ["TcpMesh"]
+__all__ = ["TcpTransport"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TcpMesh":  # the name before transports were named transports
+        warnings.warn("terascale.transport.tcp.TcpMesh is deprecated: use TcpTransport",
+                      DeprecationWarning, stacklevel=2)
+        return TcpTransport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _ABORT_GRACE_S = 0.5  # time to deliver ABORT frames before connections are shut instead
 
 
-class TcpMesh(Transport):
-    """Connections from this rank to every other rank (``socks[peer]``), non-blocking."""
+class TcpTransport(Transport):
+    """Connections from this rank to every other rank (``socks[peer]``), non-blocking.
+
+    Built by :func:`~terascale.transport.connect.connect_tcp` (``rank``: this rank;
+    ``socks``: the connected, authenticated link to each other rank)."""
 
     def __init__(self, rank: int, socks: dict[int, socket.socket]) -> None:
         self.rank = rank
@@ -94,7 +107,7 @@ class TcpMesh(Transport):
             self._mask[peer] = mask
 
     def fail(self, err: CollectiveError) -> None:
-        """Mark the mesh broken and tell every peer why (best effort, bounded in time).
+        """Mark the transport broken and tell every peer why (best effort, bounded in time).
 
         Over an authenticated link the ABORT travels as an abort record, which makes the
         peer abandon a frame from us that stopped half-way. Over an unauthenticated
