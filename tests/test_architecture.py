@@ -287,7 +287,8 @@ def _environ_reads(tree: ast.AST) -> list[tuple[int, str]]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr in ("get", "pop", "setdefault") and is_environ(node.func.value):
             k = key(node.args[0]) if node.args else None
-        elif isinstance(node, ast.Subscript) and is_environ(node.value):
+        elif isinstance(node, ast.Subscript) and is_environ(node.value) and \
+                not isinstance(node.ctx, ast.Store):  # setting one for this process: a write
             k = key(node.slice)
         elif isinstance(node, ast.Compare) and any(is_environ(c) for c in node.comparators):
             k = key(node.left)
