@@ -213,6 +213,25 @@ def _warn_numeric_strings(df: Any, feats: tuple[str, ...], categorical: tuple[st
                           f"Spark and is faster", stacklevel=4)
 
 
+# A Vector column of at most this many entries leaves the JVM as a plain array of
+# doubles (``vector_to_array``) rather than its struct form: one buffer per batch instead
+# of four, about half the JVM's conversion time for dense rows (the transform measures).
+ARRAY_MAX = 4096
+
+
+def _fit_columns(df: Any, enc: Encoding, num_features: int) -> Any:
+    """The columns a fit task reads: the Vector column as an array when it is small
+    (a null Vector stays null, so that the task names its row)."""
+    if enc.kind != "vector" or not 0 < num_features <= ARRAY_MAX:
+        return df.select(*enc.columns)
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.sql import functions as F
+
+    fc = F.col(f"`{enc.features[0]}`")
+    vec = F.when(fc.isNull(), F.lit(None)).otherwise(vector_to_array(fc))
+    return df.select(vec.alias(enc.features[0]), *[F.col(f"`{c}`") for c in enc.columns[1:]])
+
+
 def _vector_size(df: Any, column: str) -> int | None:
     """The size of a Vector column: VectorAssembler's metadata, else the first row's;
     None when the DataFrame has no rows."""
@@ -321,7 +340,7 @@ class LinearLearner(_LinearLearnerParams, Estimator, DefaultParamsReadable,
                             else 1 << enc.bits)
         cache_dir = self._opt("cacheDir")
         identity = dataframe_identity(dataset, self._opt("cacheKey"))
-        rows, arrow = by_arrow(dataset.select(*enc.columns), enc)
+        rows, arrow = by_arrow(_fit_columns(dataset, enc, num_features), enc)
         rows, before, after = fit_layout(dataset.sparkSession.sparkContext, rows, arrow,
                                          self._opt("numWorkers"), self.getOrDefault("timeout"))
         if identity is not None:
