@@ -51,7 +51,10 @@ def test_killed_executor_jvm_reruns_stage_and_resumes_bitwise(spark, tmp_path):
 
 
 def _table(spark, n: int, seed: int, classes: int = 2):
-    """Dense Vectors of 6 columns on different scales, labels from a linear model."""
+    """Dense Vectors of 6 columns on different scales, labels from a linear model, in
+    two partitions sliced from the rows (no shuffle: a shuffle's reader gets the blocks
+    of several executors in whatever order they arrive, so the rows' order within a
+    partition, which online learning sees, would differ from run to run)."""
     import numpy as np
     from pyspark.ml.linalg import Vectors
 
@@ -61,8 +64,9 @@ def _table(spark, n: int, seed: int, classes: int = 2):
     truth = np.random.default_rng(99).standard_normal((classes, 6)) / scale
     s = x @ truth.T + rng.standard_normal((n, classes))
     y = (s[:, 0] > 0).astype(float) if classes == 2 else np.argmax(s, axis=1).astype(float)
-    return spark.createDataFrame([(Vectors.dense(x[i]), float(y[i])) for i in range(n)],
-                                 ["features", "label"]).repartition(2)
+    rows = spark.sparkContext.parallelize(
+        [(Vectors.dense(x[i]), float(y[i])) for i in range(n)], 2)
+    return spark.createDataFrame(rows, ["features", "label"])
 
 
 def test_fit_transform_and_three_classes_across_two_executors(spark):
