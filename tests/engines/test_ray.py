@@ -114,3 +114,32 @@ def test_train_linear_on_a_ray_dataset(tmp_path):
                                  for a, b, c, y in zip(df.a, df.b, df.c, df.y)])
     vw = terascale.ray.train_linear(lines, passes=1, bits=12)
     assert sum(vw.info["ray"]["rows"]) == n and vw.info["examples"] == n
+
+
+def test_train_linear_reports_metrics_while_the_job_runs():
+    """Each pass's and L-BFGS iteration's metrics reach on_metrics on the driver before
+    rank 0 has finished training (not replayed at the end), in order, as the model keeps
+    them."""
+    import time
+
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(1)
+    n = 20000
+    x = rng.standard_normal((n, 8))
+    df = pd.DataFrame(x, columns=[f"x{j}" for j in range(8)])
+    df["y"] = (x @ rng.standard_normal(8) + rng.standard_normal(n) > 0).astype(float)
+    got: list[tuple[float, dict]] = []
+    model = terascale.ray.train_linear(
+        ray.data.from_pandas(df).repartition(2), format="csv", label="y", bits=12,
+        passes=3, bfgs=25, tol=1e-12, holdout=0,
+        on_metrics=lambda m: got.append((time.time(), m)))
+    info = model.info["ray"]
+    assert [m for _, m in got] == info["metrics"]
+    phases = [m["phase"] for _, m in got]
+    assert phases[:3] == ["online"] * 3 and set(phases[3:]) == {"bfgs"}
+    assert [m["pass"] for _, m in got] == sorted(m["pass"] for _, m in got)
+    # the first pass's metrics were on the driver while training still had passes to go
+    assert got[0][0] < info["finished"], (got[0][0], info["finished"], len(got))
+    assert got[0][1]["time"] <= got[0][0]

@@ -110,6 +110,15 @@ def test_arrow_batches_train_the_model_rows_train(spark, monkeypatch):
     df.unpersist()
     assert arrow.info["examples"] == by_rows.info["examples"] == 240
     assert np.array_equal(arrow.linear.dense(), by_rows.linear.dense())
+    # a small Vector column leaves the JVM as plain arrays (vector_to_array): the same
+    small = spark.createDataFrame(
+        [(Vectors.dense(np.where(rng.random(30) < 0.5, rng.standard_normal(30), 0.0))
+          if i % 3 else Vectors.sparse(30, [2, 7], [0.0, 1.5]), i % 2, 1.0)
+         for i in range(120)], ["features", "label", "w"]).repartition(2).cache()
+    by_rows = lr.fit(small)
+    monkeypatch.undo()
+    assert np.array_equal(lr.fit(small).linear.dense(), by_rows.linear.dense())
+    small.unpersist()
 
 
 def test_vector_csr_kernel_matches_numpy_and_names_the_bad_row():

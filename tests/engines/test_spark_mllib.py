@@ -188,3 +188,42 @@ def test_any_partitioning_and_the_session_survives(spark):
     assert np.max(np.abs(p - np.array([r[3][1] for r in got]))) < 1e-6
     assert df.select(F.count("*")).first()[0] == 300
     df.unpersist()
+
+
+def test_evaluate_predict_and_summary_read_as_mllibs(spark):
+    """What an MLlib user calls on a LogisticRegressionModel after fit: ``evaluate``
+    (its metrics defined as MLlib's: our Evaluation of MLlib's own predictions gives
+    MLlib's numbers), ``predict``/``predictProbability``/``predictRaw`` of one Vector,
+    ``hasSummary`` and ``summary.objectiveHistory``."""
+    from pyspark.ml.classification import LogisticRegression
+    from pyspark.ml.linalg import DenseVector
+
+    from terascale.engines.spark._ml import Evaluation
+
+    train, test = _dense(spark, 1500, seed=5).cache(), _dense(spark, 500, seed=6).cache()
+    ours = terascale.spark.LinearLearner(maxIter=15).fit(train)
+    ref = LogisticRegression(maxIter=15).fit(train)
+    mine, theirs = ours.evaluate(test), ref.evaluate(test)
+    again = Evaluation(ref.transform(test), "label", "rawPrediction", "probability",
+                       "prediction", None, "logistic")
+    for name in ("accuracy", "areaUnderROC"):
+        assert abs(getattr(again, name) - getattr(theirs, name)) < 1e-9, name
+        assert abs(getattr(mine, name) - getattr(theirs, name)) < 0.02, name
+    assert mine.predictions.count() == 500 and "probability" in mine.predictions.columns
+    row = ours.transform(test).first()
+    v = row["features"]
+    assert isinstance(ours.predictProbability(v), DenseVector)
+    assert np.allclose(ours.predictProbability(v).toArray(), row["probability"].toArray(),
+                       atol=1e-9)
+    assert np.allclose(ours.predictRaw(v).toArray(), row["rawPrediction"].toArray(),
+                       atol=1e-9)
+    assert ours.predict(v) == row["prediction"] and ref.predict(v) in (0.0, 1.0)
+    assert ours.hasSummary and ref.hasSummary
+    assert ours.summary.objectiveHistory == ours.summary["objectiveHistory"]
+    assert ours.summary.totalIterations >= 1
+    with pytest.raises(terascale.ConfigError, match="size 3"):
+        ours.predict(DenseVector([1.0, 2.0, 3.0]))
+    with pytest.raises(terascale.ConfigError, match="labelCol='label'"):
+        ours.evaluate(test.drop("label"))
+    train.unpersist()
+    test.unpersist()

@@ -24,6 +24,12 @@ warm-up fit on a 5% sample; test AUC comes from each model's
 ``transform`` through MLlib's ``BinaryClassificationEvaluator``. Ratios: MLlib's fit time
 over terascale's (higher is better for terascale) and AUC differences.
 
+``--spark-fit`` times ``fit`` side by side instead (:func:`_fit_child`): MLlib's
+``LogisticRegression(maxIter=20)`` and ``LinearLearner(maxIter=20)`` (one online pass, then
+up to 20 L-BFGS passes; the parse cache off, so every fit reads its partitions) in one
+``local[workers]`` session, interleaved, on a dense table and on the hashed flights
+Vectors, each model's test AUC and logloss beside its time.
+
 ``--spark-transform`` times scoring instead (:func:`_transform_child`): both models'
 ``transform`` in one session, every output column computed, on a dense table and on the
 hashed sparse test Vectors.
@@ -63,8 +69,14 @@ def add_spark_arguments(p: argparse.ArgumentParser) -> None:
                         "LogisticRegressionModel in one session, on dense Vectors "
                         "(--spark-dense-rows x 40) and on each data set's hashed test "
                         "Vectors (2^--spark-bits)")
+    g.add_argument("--spark-fit", action="store_true",
+                   help="only time fit: LinearLearner vs MLlib's LogisticRegression in one "
+                        "session, interleaved, --repeat times, on a dense table "
+                        "(--spark-dense-rows x 40) and each data set's hashed Vectors; "
+                        "test AUC and logloss of each")
     g.add_argument("--spark-dense-rows", type=int, default=200_000,
-                   help="--spark-transform: rows of the dense table (default 200k)")
+                   help="--spark-transform/--spark-fit: rows of the dense table "
+                        "(default 200k)")
 
 
 def _libsvm(vw: str, bits: int) -> str:
@@ -213,6 +225,120 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     return res
 
 
+def _tables(spark: Any, spec: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """(train, test) DataFrames of Vectors: a dense table (40 columns on raw scales, a
+    logistic label) and each data set's hashed sparse test/train libsvm files."""
+    from pyspark.ml.feature import VectorAssembler
+    from pyspark.sql import functions as F
+
+    workers = spec["workers"]
+    out: dict[str, tuple[Any, Any]] = {}
+    cols = [f"x{j}" for j in range(40)]
+
+    def dense(n: int, seed: int) -> Any:
+        raw = spark.range(n, numPartitions=workers).select(
+            *[(F.randn(seed=seed * 100 + j) * (j + 1)).alias(c) for j, c in enumerate(cols)])
+        z = sum((F.col(c) / (j + 1)) * (1.0 if j % 3 else -0.5) for j, c in
+                enumerate(cols[:10]))
+        raw = raw.withColumn("label", (z + F.randn(seed * 100 + 99) * 2 > 0).cast("double"))
+        return VectorAssembler(inputCols=cols, outputCol="features").transform(
+            raw).select("features", "label")
+
+    n = spec["dense_rows"]
+    out["dense"] = (dense(n, 1), dense(max(n // 4, 1000), 2))
+    dim = 1 << spec["bits"]
+    for name, paths in spec.get("sparse_sets", {}).items():
+        out[name] = tuple(spark.read.format("libsvm").option("numFeatures", dim).load(p)
+                          for p in (paths["train"], paths["test"]))  # type: ignore[assignment]
+    return out
+
+
+def _scores(model: Any, test: Any) -> dict[str, float]:
+    """Test AUC (MLlib's evaluator) and logloss of a binary model's ``probability``."""
+    from pyspark.ml.evaluation import BinaryClassificationEvaluator
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.sql import functions as F
+
+    pred = model.transform(test)
+    auc = BinaryClassificationEvaluator(rawPredictionCol="rawPrediction",
+                                        labelCol="label").evaluate(pred)
+    p = F.least(F.greatest(vector_to_array("probability")[1], F.lit(1e-15)),
+                F.lit(1 - 1e-15))
+    ll = pred.select(F.avg(-(F.col("label") * F.log(p)
+                             + (1 - F.col("label")) * F.log(1 - p)))).first()[0]
+    return {"auc": float(auc), "logloss": float(ll)}
+
+
+def _fit_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """fit, ours and MLlib's, side by side in one session: after one warm-up fit of each
+    on a 5% sample, ``repeat`` fits each, interleaved; median times, the test AUC and
+    logloss, and where our fit's time went (``model.info["spark"]``)."""
+    from pyspark.ml.classification import LogisticRegression
+
+    from terascale.spark import LinearLearner
+
+    spark = _session(spec)
+    workers = spec["workers"]
+    out: dict[str, Any] = {"learner": "fit", "tables": {}}
+    for name, (train, test) in _tables(spark, spec).items():
+        train = train.repartition(workers).persist()
+        test = test.repartition(workers).persist()
+        rows = train.count()
+        test.count()
+        learners = {"mllib": LogisticRegression(maxIter=20),
+                    "terascale": LinearLearner(maxIter=20, timeout=600.0, cacheDir="",
+                                               bits=spec["bits"])}
+        warm = train.sample(fraction=0.05, seed=1)
+        for est in learners.values():
+            est.fit(warm)
+        times: dict[str, list[float]] = {k: [] for k in learners}
+        models: dict[str, Any] = {}
+        stages = []
+        for _ in range(spec["repeat"]):
+            for key, est in learners.items():
+                t0 = time.perf_counter()
+                models[key] = est.fit(train)
+                times[key].append(time.perf_counter() - t0)
+                if key == "terascale":
+                    stages.append(models[key].info.get("spark", {}))
+        med = {k: float(np.median(v)) for k, v in times.items()}
+        out["tables"][name] = {
+            "rows": rows, "times_s": times, "median_s": med,
+            "speedup_vs_mllib": med["mllib"] / med["terascale"],
+            "test": {k: _scores(m, test) for k, m in models.items()},
+            "stages": stages}
+        train.unpersist()
+        test.unpersist()
+    return out
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """``bench linear --spark --spark-fit``: fit times and test scores, one session."""
+    work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
+    os.makedirs(work, exist_ok=True)
+    sets = {}
+    for name in [d.strip() for d in args.spark_data.split(",") if d.strip()]:
+        paths = _data(name, work, args.spark_rows, args.spark_bits)
+        sets[name] = {"train": paths["train"], "test": paths["test"]}
+    spec = {"learner": "fit", "bits": args.spark_bits, "workers": args.workers,
+            "driver_memory": args.spark_driver_memory, "sparse_sets": sets,
+            "dense_rows": args.spark_dense_rows, "repeat": args.repeat or 3}
+    res = _spawn(spec)
+    if "error" in res:
+        print(f"fit benchmark FAILED: {res['error']}")
+        return 1
+    for name, r in res["tables"].items():
+        m, t = r["median_s"], r["test"]
+        print(f"{name:8s} {r['rows']:>9d} rows  fit: terascale {m['terascale']:.2f} s, "
+              f"MLlib {m['mllib']:.2f} s, MLlib/terascale {r['speedup_vs_mllib']:.2f}; "
+              f"test AUC {t['terascale']['auc']:.4f} vs {t['mllib']['auc']:.4f}, "
+              f"logloss {t['terascale']['logloss']:.4f} vs {t['mllib']['logloss']:.4f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(res, master=f"local[{args.workers}]"), f, indent=1)
+    return 0
+
+
 def _transform_child(spec: dict[str, Any]) -> dict[str, Any]:
     """transform, ours and MLlib's, side by side in one session: each model fitted
     briefly, then every output column computed (a ``noop`` write: nothing is pruned)
@@ -298,6 +424,8 @@ def run_spark(args: argparse.Namespace) -> int:
     """``bench linear --spark``: every data set, every learner; a table, and ``--json``."""
     if args.spark_transform:
         return run_transform(args)
+    if args.spark_fit:
+        return run_fit(args)
     work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
     os.makedirs(work, exist_ok=True)
     bits, workers = args.spark_bits, args.workers
@@ -347,5 +475,5 @@ def run_spark(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     _spec = json.loads(sys.argv[1])
-    print(json.dumps(_transform_child(_spec) if _spec["learner"] == "transform"
-                     else _child(_spec)))
+    _run = {"transform": _transform_child, "fit": _fit_child}.get(_spec["learner"], _child)
+    print(json.dumps(_run(_spec)))

@@ -7,15 +7,20 @@ as the CSV reader hashes them, or a column of VW/libsvm lines parsed), then join
 allreduce and trains -- delayed initialization, as in Hadoop AllReduce (Agarwal et al.,
 JMLR 2014). Nothing but the model reaches the driver. Rank 0 writes the model to
 ``storage_path`` when one is given (a local or shared directory, or a URI that
-``pyarrow.fs`` opens: ``s3://``, ``gs://``, ``hdfs://``), and the losses of every pass
-are in ``model.info["ray"]["metrics"]`` (and given to ``on_metrics`` on the driver).
+``pyarrow.fs`` opens: ``s3://``, ``gs://``, ``hdfs://``). The metrics of every pass
+(``terascale.linear.train``'s ``callback``) travel from rank 0 through a Ray queue to
+``on_metrics`` on the driver *while the job runs*, and are kept in
+``model.info["ray"]["metrics"]``.
 """
 
 from __future__ import annotations
 
 import os
+import queue as _queue
 import tempfile
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -68,8 +73,9 @@ def _encoding(schema: Any, column: str | None, parse: dict[str, Any]) -> Any:
 
 
 def _worker(shards: list[Any], enc: Any, options: dict[str, Any], storage: str | None,
-            batch_size: int) -> dict[str, Any]:
-    """One actor: stream my shard, encode it, join the job, train; rank 0 keeps the model."""
+            batch_size: int, live: Any = None, timeout: float = 60.0) -> dict[str, Any]:
+    """One actor: stream my shard, encode it, join the job, train; rank 0 keeps the model
+    and sends each pass's metrics to the driver's queue ``live`` as it goes."""
     import terascale
 
     from ..linear import train
@@ -93,17 +99,21 @@ def _worker(shards: list[Any], enc: Any, options: dict[str, Any], storage: str |
     if total[0] == 0:
         raise DataError("train_linear: the Dataset has no rows")
     data = Dataset.concat(parts) if parts else Dataset.concat([enc.encode([], 0, where)])
-    model = train(data, comm=comm, **options)
-    metrics = [{"pass": i + 1, "loss": float(x)}
-               for i, x in enumerate(model.info.get("online_loss", []))]
-    if "objective" in model.info:
-        metrics.append({"pass": len(metrics) + 1, "objective": float(model.info["objective"]),
-                        "batch_passes": int(model.info.get("batch_passes", 0))})
+    metrics: list[dict[str, Any]] = []
+
+    def report(m: dict[str, Any]) -> None:  # the same totals on every rank: rank 0 sends
+        m = dict(m, time=time.time())
+        metrics.append(m)
+        if live is not None and comm.rank == 0:
+            live.put(m, timeout=timeout)
+
+    model = train(data, comm=comm, callback=report, **options)
+    finished = time.time()
     saved = None
     if comm.rank == 0 and storage:
         saved = _store(model, storage)
     return {"model": model if comm.rank == 0 else None, "rows": first, "metrics": metrics,
-            "saved": saved}
+            "saved": saved, "finished": finished}
 
 
 def _store(model: LinearModel, storage: str) -> str:
@@ -142,11 +152,18 @@ def train_linear(dataset: Any, *, num_workers: int = 2, column: str | None = Non
     transform the blocks they wait for).
     ``options`` are those of :func:`terascale.linear.train` (``bits``, ``passes``,
     ``bfgs``, ``l2``, ``loss``...). ``storage_path``: where rank 0 writes ``model.npz``.
-    ``on_metrics`` is called on the driver with each pass's metrics (``{"pass": 1,
-    "loss": ...}``, the batch phase's ``objective`` last); they are also in
-    ``model.info["ray"]["metrics"]``. ``max_restarts``: how often the job is started again
-    after an actor died or raised; a restart cuts the Dataset anew (a ``streaming_split``
-    is read once) and trains from the start, so the Dataset's source is read again.
+
+    ``on_metrics`` is called on the driver (in the calling thread) while the job runs,
+    with each metrics dict as soon as rank 0 reports it: after every online pass
+    ``{"phase": "online", "pass": 1, "loss": ..., "examples": ...}``, after every
+    L-BFGS/CG iteration ``{"phase": "bfgs", "iteration": i, "pass": p, "objective":
+    ..., "gradient_norm": ...}``, each with ``"time"`` (the worker's wall clock). Hand
+    them on to your tracker (MLflow, Ray Train's ``report`` in a Train loop, a log).
+    They are also in ``model.info["ray"]["metrics"]``, and ``model.info["ray"]
+    ["finished"]`` is when rank 0 finished training.
+    ``max_restarts``: how often the job is started again after an actor died or raised; a
+    restart cuts the Dataset anew (a ``streaming_split`` is read once) and trains from the
+    start, so the Dataset's source is read again.
     """
     from .ray import run_attempts
 
@@ -162,15 +179,44 @@ def train_linear(dataset: Any, *, num_workers: int = 2, column: str | None = Non
     # The actors wait on Ray Data's tasks for their blocks: they must not hold every CPU
     # those tasks need (default: half a CPU each, the rest left to reading).
     res = {"CPU": 0.5, **(resources_per_worker or {})}
-    out = run_attempts(_worker, num_workers=num_workers, timeout=timeout,
-                       max_restarts=max_restarts, kwargs=None, num_cpus=1.0, strategy="PACK",
-                       args=lambda attempt: (columns.streaming_split(num_workers, equal=False),
-                                             enc, options, storage_path, batch_size),
-                       resources_per_worker=res)
+    live = None
+    if on_metrics is not None:
+        from ray.util.queue import Queue
+
+        live = Queue(actor_options={"num_cpus": 0})
+    try:
+        with ThreadPoolExecutor(1, thread_name_prefix="terascale-ray-job") as pool:
+            job = pool.submit(
+                run_attempts, _worker, num_workers=num_workers, timeout=timeout,
+                max_restarts=max_restarts, kwargs=None, num_cpus=1.0, strategy="PACK",
+                args=lambda attempt: (columns.streaming_split(num_workers, equal=False), enc,
+                                      options, storage_path, batch_size, live,
+                                      float(timeout)),
+                resources_per_worker=res)
+            if live is not None and on_metrics is not None:
+                _relay(live, job, on_metrics)
+            out = job.result()
+    finally:
+        if live is not None:
+            live.shutdown()
     model: LinearModel = out[0]["model"]
     model.info["ray"] = {"workers": num_workers, "rows": [o["rows"] for o in out],
-                         "metrics": out[0]["metrics"], "saved": out[0]["saved"]}
-    if on_metrics is not None:
-        for m in out[0]["metrics"]:
-            on_metrics(m)
+                         "metrics": out[0]["metrics"], "saved": out[0]["saved"],
+                         "finished": out[0]["finished"]}
     return model
+
+
+def _relay(live: Any, job: Any, on_metrics: Callable[[dict[str, Any]], None]) -> None:
+    """Hand the queue's metrics to ``on_metrics`` as they come, until the job has ended
+    and the queue is drained."""
+    from ray.util.queue import Empty
+
+    while True:
+        done = job.done()  # read before the queue: what rank 0 sent before it ended
+        try:
+            on_metrics(live.get(block=True, timeout=0.1))
+            continue
+        except (Empty, _queue.Empty):
+            pass
+        if done:
+            return

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import numpy as np
@@ -135,7 +136,8 @@ def _bias_index(union: np.ndarray, opts: TrainOptions) -> int:
 
 def batch_phase(blocks: Blocks, columns: Columns, period: int, train_weight: float,
                 w0: np.ndarray, comm: Communicator, opts: TrainOptions, kind: int,
-                out: TextIO | None, spill: Spill | None = None
+                out: TextIO | None, spill: Spill | None = None,
+                callback: Callable[[dict[str, Any]], None] | None = None
                 ) -> tuple[np.ndarray, dict[str, Any]]:
     """L-BFGS or CG in standardized variables (see :mod:`._normalize`); returns raw-space
     weights (the scaling folded in) and a summary; with ``opts.standardized`` the summary's
@@ -144,16 +146,20 @@ def batch_phase(blocks: Blocks, columns: Columns, period: int, train_weight: flo
     (``train_weight`` is unused: that pass sums the weights over all workers itself). That
     pass also spills the shard in the kernels' layout (:mod:`._spill`, in the cache
     directory), unless the online pass has (``spill``, sealed; the caller closes it), and
-    every later pass reads the spill."""
+    every later pass reads the spill. ``callback`` gets each iteration's metrics (see
+    :func:`terascale.linear.train`)."""
     if spill is not None:
-        return _batch_phase(blocks, columns, period, w0, comm, opts, kind, out, spill)
+        return _batch_phase(blocks, columns, period, w0, comm, opts, kind, out, spill,
+                            callback)
     with new_spill(opts) as own:
-        return _batch_phase(blocks, columns, period, w0, comm, opts, kind, out, own)
+        return _batch_phase(blocks, columns, period, w0, comm, opts, kind, out, own,
+                            callback)
 
 
 def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
                  comm: Communicator, opts: TrainOptions, kind: int, out: TextIO | None,
-                 spill: Spill) -> tuple[np.ndarray, dict[str, Any]]:
+                 spill: Spill, callback: Callable[[dict[str, Any]], None] | None = None
+                 ) -> tuple[np.ndarray, dict[str, Any]]:
     d = len(w0)
     lam = opts.batch_l2
     w0 = np.asarray(w0, np.float64)
@@ -178,6 +184,10 @@ def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
             h = f"  holdout {hold:.6f}" if not math.isnan(hold) else ""
             print(f"{'bfgs' if opts.bfgs else 'cg'} iter {it:3d}  pass {passes:3d}  "
                   f"objective {f:.9e}  |g| {gnorm:.3e}{h}", file=out)
+        if callback is not None:
+            callback({"phase": "bfgs" if opts.bfgs else "cg", "iteration": it,
+                      "pass": passes, "objective": float(f), "gradient_norm": float(gnorm),
+                      **({} if math.isnan(hold) else {"holdout_loss": float(hold)})})
 
     v0 = amap.inverse(w0)
     # the first pass was at w0 = A v0: its numbers are the optimizer's first evaluation

@@ -63,6 +63,7 @@ Predictions = Callable[[np.ndarray, "list[str] | None"], None]
 
 def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | None = None,
           initial: LinearModel | None = None, predictions: Predictions | None = None,
+          callback: Callable[[dict[str, Any]], None] | None = None,
           **options: Any) -> LinearModel:
     """Train on this worker's shard (a Dataset, Blocks, or files sharded over the job).
 
@@ -78,6 +79,14 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
     called with the progressive predictions (VW's ``-p`` during training) of each block of
     examples, in input order, before learning from them: raw scores, clipped as VW clips
     them, every pass; ``tags`` are the examples' VW tags, or None when the data has none.
+
+    ``callback(metrics)`` is called on every worker as training goes, with the job's
+    totals (the same numbers on every rank): after each online pass ``{"phase":
+    "online", "pass": p, "loss": ..., "examples": ...}`` (and ``"holdout_loss"`` when
+    examples are held out), after each L-BFGS/CG iteration ``{"phase": "bfgs"`` or
+    ``"cg", "iteration": i, "pass": p, "objective": ..., "gradient_norm": ...}``. Use
+    it to report progress to an engine (Ray's metrics, a dashboard) while the job runs;
+    it must be quick, and an exception it raises ends training on that worker.
     """
     names = {f.name for f in fields(TrainOptions)}
     bad = sorted(set(options) - names)
@@ -109,7 +118,8 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
     keep_freed_memory()  # the blocks' arrays are reused, not mapped afresh (_malloc)
     scratch: list[str] = []  # directories of this run's own, removed when it ends
     try:
-        return _prepare_and_train(data, comm, initial, predictions, opts, scratch)
+        return _prepare_and_train(data, comm, initial, predictions, opts, scratch,
+                                  callback)
     finally:
         for d in scratch:
             shutil.rmtree(d, ignore_errors=True)
@@ -118,7 +128,9 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
 def _prepare_and_train(data: Dataset | Blocks | Sequence[str] | str,
                        comm: Communicator | None, initial: LinearModel | None,
                        predictions: Predictions | None, opts: TrainOptions,
-                       scratch: list[str]) -> LinearModel:
+                       scratch: list[str],
+                       callback: Callable[[dict[str, Any]], None] | None = None
+                       ) -> LinearModel:
     t0 = time.perf_counter()
     rank, size = (comm.rank, comm.size) if comm is not None else job_rank()
     batch, warm = bool(opts.batch), initial is not None
@@ -155,10 +167,18 @@ def _prepare_and_train(data: Dataset | Blocks | Sequence[str] | str,
     try:
         if text and first is None:
             first = _text_pass(blocks, opts, comm.rank, predictions, comm)
-        return _train(blocks, comm, opts, t0, t_read, initial, predictions, first)
+        return _train(blocks, comm, opts, t0, t_read, initial, predictions, first, callback)
     finally:
         if own:
             comm.close()
+
+
+def _after(callback: Callable[[dict[str, Any]], None] | None, passes: int
+           ) -> Callable[[dict[str, Any]], None] | None:
+    """The batch phase's metrics numbered after the ``passes`` online passes."""
+    if callback is None:
+        return None
+    return lambda m: callback(dict(m, **{"pass": passes + m["pass"]}))
 
 
 def _compact(a: np.ndarray) -> np.ndarray:
@@ -215,12 +235,14 @@ def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
 
 def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_read: float,
            initial: LinearModel | None, predictions: Predictions | None,
-           first: _First | None = None) -> LinearModel:
+           first: _First | None = None,
+           callback: Callable[[dict[str, Any]], None] | None = None) -> LinearModel:
     # with a batch phase to follow, the first online pass spills the blocks it has mapped
     # to compact columns, and no batch pass decodes the shard again (see _spill)
     spill = new_spill(opts) if opts.batch and opts.passes > 0 else None
     try:
-        return _learn(blocks, comm, opts, t0, t_read, initial, predictions, spill, first)
+        return _learn(blocks, comm, opts, t0, t_read, initial, predictions, spill, first,
+                      callback)
     finally:
         if spill is not None:
             spill.close()
@@ -228,7 +250,8 @@ def _train(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
 
 def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_read: float,
            initial: LinearModel | None, predictions: Predictions | None,
-           spill: Spill | None, first: _First | None) -> LinearModel:
+           spill: Spill | None, first: _First | None,
+           callback: Callable[[dict[str, Any]], None] | None = None) -> LinearModel:
     out = _out(opts, comm.rank)
     kind = LOSSES[opts.loss]
     if first is not None:  # the first pass has run, in its own columns
@@ -346,6 +369,10 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         if p == 0 and spill is not None:
             spill.seal()
         info.setdefault("online_loss", []).append(float(tot[0] / max(tot[1], 1e-300)))
+        if callback is not None:
+            callback({"phase": "online", "pass": p + 1, "loss": info["online_loss"][-1],
+                      "examples": int(tot[4]),
+                      **({"holdout_loss": float(tot[2] / tot[3])} if tot[3] else {})})
         if stop is not None and stop.end_pass(tot[2], tot[3], w, g2, nrm, state):
             info["online_passes"] = p + 1 - stop.patience
             if out and not opts.vw_text:
@@ -362,7 +389,8 @@ def _learn(blocks: Blocks, comm: Communicator, opts: TrainOptions, t0: float, t_
         # model keep them): their memory goes to L-BFGS
         ws.g2 = ws.nrm = g2 = nrm = np.zeros(0, np.float32)
         w, binfo = batch_phase(blocks, columns, period, scan.train_weight, w, comm, opts,
-                               kind, out, spill)
+                               kind, out, spill, callback=_after(
+                                   callback, len(info.get("online_loss", []))))
         normalization = binfo.pop("normalization", None)
         info.update(binfo)
         info["batch_s"] = time.perf_counter() - t_b

@@ -37,15 +37,23 @@ def _list_parts(arr: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def vectors(col: Any, first: int, where: str,
             name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A Vector column (its struct form) -> (non-zeros per row, indices int64, values
+    """A Vector column (its struct form, or a list of doubles per row as
+    ``vector_to_array`` sends a small one) -> (non-zeros per row, indices int64, values
     float64), flat, in row order: a sparse row's entries as stored, a dense row's non-zero
     positions ascending."""
+    import pyarrow as pa
+
     n = len(col)
     if col.null_count:
         r = int(np.flatnonzero(~col.is_valid().to_numpy(zero_copy_only=False))[0])
         raise DataError(not_a_vector(where, first + r, name, None))
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+        counts, val = _list_parts(col)  # every row dense: its positions are its indices
+        starts = np.cumsum(counts) - counts
+        idx = np.arange(len(val), dtype=np.int64) - np.repeat(starts, counts)
+        return _drop_zeros(n, counts, idx, val)
     kind = np.asarray(col.field("type").to_numpy(zero_copy_only=False))
     counts, val = _list_parts(col.field("values"))
     icounts, sparse_idx = _list_parts(col.field("indices"))
@@ -65,6 +73,11 @@ def vectors(col: Any, first: int, where: str,
         starts = np.cumsum(counts) - counts
         idx = np.arange(len(val), dtype=np.int64) - np.repeat(starts, counts)  # dense: position
         idx[sparse[row]] = sparse_idx
+    return _drop_zeros(n, counts, idx, val)
+
+
+def _drop_zeros(n: int, counts: np.ndarray, idx: np.ndarray, val: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     nz = val != 0  # NaN is kept, as the row path keeps it (and then refuses it)
     if not nz.all():  # explicit zeros, dense rows' zeros: dropped
         keep = np.repeat(np.arange(n), counts)[nz]
