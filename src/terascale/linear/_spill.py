@@ -73,12 +73,23 @@ class Spill:
         # per block: (offset, record bytes, start, n, nnz, has values)
         self._index: list[tuple[int, int, int, int, int, bool]] = []
         self.sealed = False
+        self._scratch: np.ndarray | None = None
+
+    def scratch(self, size: int) -> np.ndarray:
+        """A float64 buffer of ``size`` zeros, the same memory every call (a gradient pass's
+        second half sums): reused, its pages are not faulted in again every pass."""
+        if self._scratch is None or len(self._scratch) != size:
+            self._scratch = np.zeros(size)
+        else:
+            self._scratch.fill(0.0)
+        return self._scratch
 
     def seal(self) -> None:
         """Mark the spill complete: a whole pass's blocks have been added."""
         self.sealed = True
 
     def close(self) -> None:
+        self._scratch = None
         self._file.close()
 
     def __enter__(self) -> Spill:
