@@ -110,6 +110,13 @@ def test_gradient_pass_one_thread_or_two_same_bits(tmp_path):
             gradient_pass(spill, w, 0, one, diag, threads=1)
             gradient_pass(spill, w, 0, two, diag, threads=2)
             assert one.tobytes() == two.tobytes()
+            again = np.zeros_like(one)  # the mapped file and the scratch buffer, reused
+            gradient_pass(spill, w, 0, again, diag, threads=1)
+            assert again.tobytes() == one.tobytes()
+            base = rng.normal(size=len(one))  # a pass adds into what out holds
+            more = base.copy()
+            gradient_pass(spill, w, 0, more, diag, threads=1)
+            assert more.tobytes() == (base + one).tobytes()
             ref = np.zeros_like(one)  # the same sums, in another order
             for cb in spill:
                 loss_grad(cb.indptr, cb.cols, cb.values, cb.labels, cb.weights, cb.hold, w,

@@ -30,6 +30,7 @@ import numpy as np
 from ._linalg import dot, lbfgs_direction
 from ._losses import d2loss, dloss, loss_value
 from ._normalize import Reparam
+from ._online import _prefetch
 
 __all__ = ["BatchResult", "cg", "lbfgs", "loss_grad", "reparametrized"]
 
@@ -75,6 +76,23 @@ def _logistic(p: float, y: float) -> tuple[float, float, float]:
     return f, g, e / ((1.0 + e) * (1.0 + e))
 
 
+# how many examples ahead the gradient asks for its weights' and sums' cache lines
+_AHEAD = 2
+
+
+@numba.njit(cache=True, inline="always")
+def _ask(indptr: np.ndarray, cols: np.ndarray, i: int, end: int, w: np.ndarray,
+         out: np.ndarray) -> None:
+    """Prefetch example ``i``'s weights and gradient sums (nothing past ``end``): on wide
+    data each is a cache miss, which then overlaps with the examples before it (as the
+    online learner's ``_online._ask``)."""
+    if i < end:
+        for k in range(indptr[i], indptr[i + 1]):
+            c = cols[k]
+            _prefetch(w, c)
+            _prefetch(out, c)
+
+
 # nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch)
 @numba.njit(cache=True, nogil=True)
 def loss_grad(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
@@ -86,7 +104,11 @@ def loss_grad(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: 
     d = len(w)
     tail = len(out) - 4
     unit = len(values) == 0
-    for i in range(len(labels)):
+    n = len(labels)
+    for i in range(min(_AHEAD, n)):
+        _ask(indptr, cols, i, n, w, out)
+    for i in range(n):
+        _ask(indptr, cols, i + _AHEAD, n, w, out)
         lab = labels[i]
         s = weights[i]
         if math.isnan(lab) or s <= 0.0:

@@ -42,31 +42,82 @@ def dot(a: np.ndarray, b: np.ndarray) -> float:
     return float(_dot(a, b))
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _axpy_dot(q: np.ndarray, c: float, x: np.ndarray, z: np.ndarray) -> float:
+    """``q += c * x`` and then ``z . q`` (of the updated ``q``) in one sweep over memory,
+    summed in :func:`_dot`'s order; ``z`` may be empty: the sweep only updates ``q``."""
+    n = len(q)
+    s0 = s1 = s2 = s3 = 0.0
+    if len(z) == 0:
+        for j in range(n):
+            q[j] += c * x[j]
+        return 0.0
+    m = n - n % 4
+    for i in range(0, m, 4):
+        q[i] += c * x[i]
+        q[i + 1] += c * x[i + 1]
+        q[i + 2] += c * x[i + 2]
+        q[i + 3] += c * x[i + 3]
+        s0 += z[i] * q[i]
+        s1 += z[i + 1] * q[i + 1]
+        s2 += z[i + 2] * q[i + 2]
+        s3 += z[i + 3] * q[i + 3]
+    s = (s0 + s1) + (s2 + s3)
+    for i in range(m, n):
+        q[i] += c * x[i]
+        s += z[i] * q[i]
+    return s
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _scale_dot(q: np.ndarray, minv: np.ndarray, gamma: float, z: np.ndarray) -> float:
+    """``q *= minv; q *= gamma`` and then ``z . q``, in one sweep (``z`` may be empty)."""
+    n = len(q)
+    s0 = s1 = s2 = s3 = 0.0
+    m = n - n % 4 if len(z) else 0
+    for i in range(0, m, 4):
+        for t in range(4):
+            q[i + t] *= minv[i + t]
+            q[i + t] *= gamma
+        s0 += z[i] * q[i]
+        s1 += z[i + 1] * q[i + 1]
+        s2 += z[i + 2] * q[i + 2]
+        s3 += z[i + 3] * q[i + 3]
+    s = (s0 + s1) + (s2 + s3)
+    for i in range(m, n):
+        q[i] *= minv[i]
+        q[i] *= gamma
+        if len(z):
+            s += z[i] * q[i]
+    return s
+
+
 @numba.njit(cache=True, nogil=True)
 def lbfgs_direction(g: np.ndarray, S: np.ndarray, Y: np.ndarray, rho: np.ndarray,
                     order: np.ndarray, minv: np.ndarray, gamma: float) -> np.ndarray:
     """``-H g`` for the L-BFGS inverse Hessian of the pairs ``S[order[k]], Y[order[k]]``
-    (oldest first; ``rho = 1 / (y . s)`` per row) with ``H0 = gamma * diag(minv)``."""
+    (oldest first; ``rho = 1 / (y . s)`` per row) with ``H0 = gamma * diag(minv)``.
+
+    Each update of ``q`` is fused with the dot product the recursion needs next (the next
+    pair's ``s . q`` in the first loop, ``y . q`` in the second), so the two loops sweep
+    the ``2m`` float32 rows and ``q`` once each per pair instead of twice: on wide data the
+    direction is memory-bound, and the sums keep :func:`_dot`'s fixed order."""
     d = len(g)
     m = len(order)
+    none = S[0][:0]
     q = np.empty(d)
     for j in range(d):
         q[j] = -g[j]
     alphas = np.empty(m)
+    sq = _dot(S[order[m - 1]], q) if m else 0.0
     for k in range(m - 1, -1, -1):
         r = order[k]
-        a = rho[r] * _dot(S[r], q)
+        a = rho[r] * sq
         alphas[k] = a
-        y = Y[r]
-        for j in range(d):
-            q[j] -= a * y[j]
-    for j in range(d):
-        q[j] *= minv[j]
-        q[j] *= gamma
+        sq = _axpy_dot(q, -a, Y[r], S[order[k - 1]] if k > 0 else none)
+    yq = _scale_dot(q, minv, gamma, Y[order[0]] if m else none)
     for k in range(m):
         r = order[k]
-        c = alphas[k] - rho[r] * _dot(Y[r], q)
-        s = S[r]
-        for j in range(d):
-            q[j] += c * s[j]
+        c = alphas[k] - rho[r] * yq
+        yq = _axpy_dot(q, c, S[r], Y[order[k + 1]] if k + 1 < m else none)
     return q

@@ -190,26 +190,36 @@ def gradient_pass(spill: Spill, w: np.ndarray, kind: int, out: np.ndarray, want_
     """One pass of ``loss_grad`` over the batch phase's spilled shard (see
     ``_batch.loss_grad`` and :mod:`._spill`), adding into ``out``.
 
-    The shard's first half of examples and its second half accumulate into buffers of
-    their own, added in that order at the end: with ``threads=2`` each half runs in its own
-    thread (the kernel releases the GIL), and one thread gives the same bits."""
+    The shard's first half of examples and its second half accumulate into sums of their
+    own, added in that order at the end: with ``threads=2`` each half runs in its own
+    thread (the kernel releases the GIL), and one thread gives the same bits. When ``out``
+    is all zeros (as the batch phase passes it) the first half accumulates in ``out``
+    itself and the second in a scratch buffer the spill keeps between passes: no fresh
+    gradient-sized arrays, whose page faults cost as much as a pass's reading on wide data.
+    """
     mid = spill.examples // 2
-    halves = [np.zeros_like(out), np.zeros_like(out)]
+    second = spill.scratch(len(out))
+    first = out if not out.any() else np.zeros_like(out)
+    halves = [first, second]
     if threads >= 2:
         def half(h: int) -> None:
             for b, lo, hi in spill.rows(mid if h else 0, spill.examples if h else mid):
                 _rows(b, lo, hi, w, kind, halves[h], want_diag)
 
         with ThreadPoolExecutor(1, thread_name_prefix="terascale-grad") as pool:
-            first = pool.submit(contextvars.copy_context().run, half, 0)
+            done = pool.submit(contextvars.copy_context().run, half, 0)
             half(1)
-            first.result()
+            done.result()
     else:
         for b in spill:
             cut = min(max(mid - b.start, 0), len(b))
             _rows(b, 0, cut, w, kind, halves[0], want_diag)
             _rows(b, cut, len(b), w, kind, halves[1], want_diag)
-    out += halves[0] + halves[1]
+    if first is out:  # 0 + (h0 + h1) is h0 + h1, bit for bit
+        out += second
+    else:
+        first += second
+        out += first
 
 
 class EarlyStop:

@@ -6,20 +6,24 @@ hashed index to its compact column through a 2**bits lookup table, a cache miss 
 feature: on click-style data that was 60% of a gradient pass, on the flights data more
 than half. So the first batch pass writes each block as the kernels want it (row offsets,
 uint32 compact columns, float32 values when the block has any other than 1, labels,
-weights, the holdout mask) to an unnamed temporary file, and every later pass reads it back
-block by block with ``preadv`` into fresh buffers: no decoding, no lookups, and the
-operating system's page cache makes a re-read a copy (Agarwal et al., JMLR 2014, sec. 3:
+weights, the holdout mask) to an unnamed temporary file, and every later pass maps it
+(``mmap``) and hands the kernels views of the mapped pages: no decoding, no lookups, no
+copy and no Python per example; the operating system's page cache keeps the file in memory
+between passes (Agarwal et al., JMLR 2014, sec. 3:
 the passes of the batch phase read each node's local cache; this is that cache in the
 batch phase's own layout).
 
-Memory stays bounded: a pass holds the block being used and the prefetched ones, never
-the shard. Disk: about 8 bytes per feature (4 without real values) and 17 per example.
+Memory stays bounded: a pass asks the kernel to read the next block ahead
+(``MADV_WILLNEED``) and drops the used blocks' pages from the process
+(``MADV_DONTNEED``: they stay in the page cache, the process's resident memory holds about
+one block, never the shard). Disk: about 8 bytes per feature (4 without real values) and 17 per example.
 The file has no name (``O_TMPFILE``), so it disappears with the process, whatever ends it.
 It lives in the training's cache directory, else the system's temporary directory.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import tempfile
 from collections.abc import Iterator
@@ -29,12 +33,10 @@ import numpy as np
 
 from .._errors import StorageError
 from .._files import storage_error
-from ._blocks import prefetch
 
 __all__ = ["CompactBlock", "Spill"]
 
 _ALIGN = 8
-_DEPTH = 2  # blocks read ahead of a single-threaded pass
 
 
 def _pad(n: int) -> int:
@@ -73,12 +75,30 @@ class Spill:
         # per block: (offset, record bytes, start, n, nnz, has values)
         self._index: list[tuple[int, int, int, int, int, bool]] = []
         self.sealed = False
+        self._scratch: np.ndarray | None = None
+        self._mm: mmap.mmap | None = None
+
+    def scratch(self, size: int) -> np.ndarray:
+        """A float64 buffer of ``size`` zeros, the same memory every call (a gradient pass's
+        second half sums): reused, its pages are not faulted in again every pass."""
+        if self._scratch is None or len(self._scratch) != size:
+            self._scratch = np.zeros(size)
+        else:
+            self._scratch.fill(0.0)
+        return self._scratch
 
     def seal(self) -> None:
         """Mark the spill complete: a whole pass's blocks have been added."""
         self.sealed = True
 
     def close(self) -> None:
+        self._scratch = None
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:  # a caller still holds a block: the mapping goes with it
+                pass
+            self._mm = None
         self._file.close()
 
     def __enter__(self) -> Spill:
@@ -123,14 +143,15 @@ class Spill:
         self._index.append((self._end, size, start, n, nnz, has_values))
         self._end += size
 
-    def _read(self, entry: tuple[int, int, int, int, int, bool],
-              into: np.ndarray | None = None) -> CompactBlock:
+    def _map(self) -> mmap.mmap:
+        if self._mm is None:
+            self._mm = mmap.mmap(self._fd, self._end, access=mmap.ACCESS_READ)
+        return self._mm
+
+    def _view(self, mm: mmap.mmap, entry: tuple[int, int, int, int, int, bool]
+              ) -> CompactBlock:
         off, size, start, n, nnz, has_values = entry
-        buf = into[:size] if into is not None and len(into) >= size else np.empty(size, np.uint8)
-        got = os.preadv(self._fd, [buf.data], off)
-        if got != size:
-            raise StorageError(f"batch-phase spill file: read {got} of {size} bytes "
-                               f"in {self.directory}")
+        buf = np.frombuffer(mm, np.uint8, size, off)
         o = 0
 
         def take(count: int, dtype: type) -> np.ndarray:
@@ -148,31 +169,54 @@ class Spill:
         hold = take(n, np.bool_)
         return CompactBlock(start, indptr, cols, values, labels, weights, hold)
 
+    def _mapped(self, entries: list[tuple[int, int, int, int, int, bool]]
+                ) -> Iterator[CompactBlock]:
+        """Views of the blocks ``entries`` (in file order), each valid until the caller asks
+        for the next: the next block is read ahead, the used ones' pages dropped."""
+        if not entries or not self._end:
+            return
+        mm = self._map()
+        page = mmap.PAGESIZE
+        dropped = entries[0][0] // page * page
+        for k, e in enumerate(entries):
+            if k + 1 < len(entries):
+                nxt = entries[k + 1]
+                lo = nxt[0] // page * page
+                mm.madvise(mmap.MADV_WILLNEED, lo, nxt[0] + nxt[1] - lo)
+            yield self._view(mm, e)
+            upto = (e[0] + e[1]) // page * page
+            if upto > dropped:
+                mm.madvise(mmap.MADV_DONTNEED, dropped, upto - dropped)
+                dropped = upto
+        end = entries[-1][0] + entries[-1][1]
+        if end > dropped:
+            mm.madvise(mmap.MADV_DONTNEED, dropped, end - dropped)
+
     def __iter__(self) -> Iterator[CompactBlock]:
-        """One pass, read up to ``_DEPTH`` blocks ahead of the caller (:func:`._blocks.prefetch`)
-        into a ring of reused buffers: a block is valid until the caller asks for the next.
-        Alive at once are the caller's block, the queued ones and the one being read, so a
-        ring of ``_DEPTH + 3`` buffers is never overwritten early."""
-        entries = list(self._index)
-        size = max((e[1] for e in entries), default=0)
-        ring = [np.empty(size, np.uint8) for _ in range(min(_DEPTH + 3, len(entries)))]
-        return prefetch((self._read(e, ring[k % len(ring)]) for k, e in enumerate(entries)),
-                        depth=_DEPTH)
+        """One pass over the mapped file (see :meth:`_mapped`); a pass before :meth:`seal`
+        reads what has been added so far."""
+        self._unmap_if_grown()
+        return self._mapped(list(self._index))
+
+    def _unmap_if_grown(self) -> None:
+        if self._mm is not None and len(self._mm) != self._end:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass
+            self._mm = None
 
     @property
     def examples(self) -> int:
         return sum(e[3] for e in self._index)
 
     def rows(self, lo: int, hi: int) -> Iterator[tuple[CompactBlock, int, int]]:
-        """(block, first row, end row) for the examples ``lo .. hi`` of the shard, read in
-        this thread (two threads each read their own range). Every block is read into the
-        same buffer: a block is valid until the next one is asked for (a fresh buffer per
-        block costs page faults as large as the copy itself)."""
+        """(block, first row, end row) for the examples ``lo .. hi`` of the shard (two
+        threads each walk their own range); a block is valid until the next is asked for."""
+        self._unmap_if_grown()
         entries = [e for e in self._index if e[3] and e[2] < hi and e[2] + e[3] > lo]
-        buf = np.empty(max((e[1] for e in entries), default=0), np.uint8)
-        for e in entries:
-            start, n = e[2], e[3]
-            yield self._read(e, buf), max(lo - start, 0), min(hi - start, n)
+        for b in self._mapped(entries):
+            yield b, max(lo - b.start, 0), min(hi - b.start, len(b))
 
     def __len__(self) -> int:
         return len(self._index)
