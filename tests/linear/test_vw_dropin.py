@@ -314,3 +314,46 @@ def test_quiet_prints_nothing_in_a_fresh_process(tmp_path):
                            env={k: v for k, v in __import__("os").environ.items()
                                 if k != "TERASCALE_QUIET"})
         assert r.returncode == 0 and r.stderr == "" and r.stdout == "", (cmd, r.stderr)
+
+
+_ANON = ["1 |ns :1 :2 a b :3", "0 |ns 1.5 :0.5 |x :2 c", "1 | :1 :4 z", "0 |ns 7 8:2 :1",
+         "1 |ns :0 :2 |x:2 :1 q :3", "0 |ns :1 |x :0 :0 :5", "1 |ns :2 |ns :3"]
+
+
+@pytest.mark.parametrize("flags", [[], ["-q", "nx"]])
+def test_anonymous_features_hash_as_vws(flags, tmp_path):
+    """``:v`` features get the namespace hash plus a running count per namespace (zero values
+    counted, then dropped): VW's predictions, --invert_hash and --audit text, from the
+    compiled parser (no flags) and the numba one (interactions)."""
+    (tmp_path / "d.vw").write_text("\n".join(_ANON * 3) + "\n")
+    args = ["-d", "d.vw", "-b", "18", *flags]
+    outs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"], [sys.executable, "-m", "terascale",
+                                                          "vw"]):
+        tag = "vw" if "vowpalwabbit" in cmd else "ts"
+        r = subprocess.run([*cmd, *args, "--audit", "-p", f"{tag}.p", "--invert_hash",
+                            f"{tag}.ih"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        body = (tmp_path / f"{tag}.ih").read_text().split(":0:", 1)
+        audit = "".join(ln for ln in r.stdout.splitlines(True) if not ln.startswith("[info]"))
+        outs.append((audit, (tmp_path / f"{tag}.p").read_text(), body[-1]))
+    assert outs[0][0].count("ns^:") > 10
+    assert outs[1] == outs[0]
+
+
+def test_compiled_and_numba_parsers_agree_on_anonymous_features():
+    """The two parsers give the same indices for ``:v`` features (VW's running count)."""
+    from terascale.linear import _vwtext_fast
+    from terascale.linear._vwparse import parse_vw_bytes
+
+    if _vwtext_fast._FAST is None:
+        pytest.skip("the compiled parser is not built")
+    buf = np.frombuffer(("\n".join(_ANON) + "\n").encode(), np.uint8)
+    none = np.zeros(256, bool)
+    table = np.zeros((0, 4), np.int64)
+    fast = _vwtext_fast.parse_vw(buf, (1 << 18) - 1, table, True, False, none, none)
+    slow = parse_vw_bytes(buf, (1 << 18) - 1, table, True, False, none, none)
+    for a, b in zip(fast[:3], slow[:3]):
+        np.testing.assert_array_equal(a, b)
+    assert len(set(fast[1][fast[0][0]:fast[0][1]].tolist())) == 6  # ns+0, ns+1, ns+2, a, b, C
