@@ -174,7 +174,7 @@ def test_quiet_is_silent_and_linear_train_says_where_it_differs(tmp_path, capfd,
     (["--search", "3"], "learning to search"),
     (["--adaptive"], "--adaptive"),
     (["--frobnicate"], "--frobnicate"),
-    (["--oaa", "3", "-f", "m"], "--oaa: -f"),
+    (["--oaa", "3", "-i", "m"], "--oaa: -i"),
     (["--loss_function", "quantile", "--bfgs", "--passes", "2"], "no batch form"),
 ])
 def test_options_outside_the_linear_learner_are_refused_by_name(flag, words, tmp_path, capfd,
@@ -357,3 +357,26 @@ def test_compiled_and_numba_parsers_agree_on_anonymous_features():
     for a, b in zip(fast[:3], slow[:3]):
         np.testing.assert_array_equal(a, b)
     assert len(set(fast[1][fast[0][0]:fast[0][1]].tolist())) == 6  # ns+0, ns+1, ns+2, a, b, C
+
+
+@pytest.mark.parametrize("flags", [["--oaa", "3", "-b", "18"], ["--oaa", "5", "-q", "ab"]])
+def test_oaa_model_is_vws(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K with -f: VW's interleaved one-against-all model (each class 2**(b - s)
+    weights, s = ceil(log2 K)); the real vw -i loads it and predicts as with its own, and
+    the training predictions are VW's (features that collide only in VW's layout too)."""
+    rng = np.random.default_rng(5)
+    lines = []
+    for _ in range(300):
+        a = rng.choice(3000, size=3, replace=False)
+        lines.append(f"{1 + a[0] % int(flags[1])} |a " + " ".join(f"f{j}" for j in a)
+                     + f" x:{rng.normal():.3f} |b g{a[1] % 7}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    code, err = _ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.model", "-p", "ts.p"], tmp_path,
+                    monkeypatch)
+    assert code == 0, err
+    _vw(["-d", "d.vw", *flags, "-f", "vw.model", "-p", "vw.p"], tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    _vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "from_ts.p"], tmp_path)
+    _vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "from_vw.p"], tmp_path)
+    got = (tmp_path / "from_ts.p").read_text()
+    assert got == (tmp_path / "from_vw.p").read_text() and len(set(got.split())) > 1

@@ -125,9 +125,13 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     if args.nprocs != 1:
         raise ConfigError("--oaa trains on one worker (-n 1): its K learners are trained "
                           "one after another over the whole input")
-    if args.model or args.readable_model or args.invert_hash or args.initial:
-        raise ConfigError("--oaa: -f, -i, --readable_model and --invert_hash are not "
-                          "supported with one-against-all (predictions: -p)")
+    if args.readable_model or args.invert_hash or args.initial:
+        raise ConfigError("--oaa: -i, --readable_model and --invert_hash are not "
+                          "supported with one-against-all (predictions: -p; -f writes "
+                          "VW's model)")
+    if args.model and getattr(args, "model_format", None) == "terascale":
+        raise ConfigError("--oaa -f writes VW's one-against-all model only "
+                          "(--model-format vw)")
     if args.probabilities and options["loss"] != "logistic":
         raise ConfigError("--probabilities needs --loss_function logistic (as in VW)")
     if opening is not None:  # the preamble, once the options are known to be good
@@ -135,8 +139,16 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
         files, labels, base = relabel(paths, k_classes, tmp)
+        # VW interleaves the K learners in its 2**b weights: class c of feature index i
+        # at (i * 2**s + c) mod 2**b, s = ceil(log2 K), so each learner has b - s bits
+        shift = (k_classes - 1).bit_length()
+        if options["bits"] - shift < 1:
+            raise ConfigError(f"--oaa {k_classes} -b {options['bits']}: VW gives each "
+                              f"class 2**(b - {shift}) weights; use -b {shift + 1} or more")
+        options = dict(options, bits=options["bits"] - shift)
         seed = _seed(options, tmp)
         scores = []
+        models = []
         opts = dict(options, progress=False, vw_text=False)
         for k in ParseOptions().to_dict():  # they come with the seed model
             opts.pop(k, None)
@@ -145,9 +157,14 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
             model = run_train(json.loads(job_json(files[c], "", seed, opts)),
                               predictions=lambda p, tags, got=got: got.append(p.copy()))
             scores.append(np.concatenate(got) if got else np.zeros(0))
+            models.append(model)
         s = np.stack(scores, axis=1)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.model:
+        from ._vwmodel import write_vw_oaa_model
+
+        write_vw_oaa_model(models, args.model)
     n = len(labels)
     if n == 0 or len(s) % n:
         raise DataError(f"{', '.join(paths)}: {len(s)} predictions for {n} examples "
