@@ -380,3 +380,23 @@ def test_oaa_model_is_vws(flags, tmp_path, capfd, monkeypatch):
     _vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "from_vw.p"], tmp_path)
     got = (tmp_path / "from_ts.p").read_text()
     assert got == (tmp_path / "from_vw.p").read_text() and len(set(got.split())) > 1
+
+
+def test_oaa_on_two_workers_writes_a_model_vw_loads(tmp_path):
+    """--oaa K -n 2: each class's learner trained on two workers and averaged; VW's model,
+    which the real vw -i predicts with close to the one-worker model (and -p refused)."""
+    lines = _lines(400, 17, _classes)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    for n in ("1", "2"):
+        r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-d", "d.vw", "--oaa",
+                            "3", "-n", n, "-f", f"m{n}", "--quiet"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        _vw(["-i", f"m{n}", "-t", "-d", "d.vw", "-p", f"p{n}"], tmp_path)
+    truth = np.array([float(ln.split()[0]) for ln in lines])
+    p1, p2 = _numbers(tmp_path / "p1"), _numbers(tmp_path / "p2")
+    assert (p1 == p2).mean() > 0.8 and (p2 == truth).mean() > (p1 == truth).mean() - 0.1
+    r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-d", "d.vw", "--oaa", "3",
+                        "-n", "2", "-p", "p"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "needs -n 1" in r.stderr
