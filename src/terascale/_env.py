@@ -301,6 +301,12 @@ def read_setting(name: str, env: Mapping[str, str] | None = None) -> str | None:
     return (os.environ if env is None else env).get(name)
 
 
+def set_quiet() -> None:
+    """Set ``TERASCALE_QUIET=1`` for this process and the workers it starts: the notice
+    on a job of size 1 is left out (what ``--quiet`` asks for)."""
+    os.environ["TERASCALE_QUIET"] = "1"
+
+
 def read_switch(name: str, env: Mapping[str, str] | None = None) -> bool:
     """Whether one of :data:`SETTINGS` is set to anything but empty or ``0``."""
     return (read_setting(name, env) or "0") not in ("", "0")

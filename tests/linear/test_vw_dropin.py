@@ -174,7 +174,7 @@ def test_quiet_is_silent_and_linear_train_says_where_it_differs(tmp_path, capfd,
     (["--search", "3"], "learning to search"),
     (["--adaptive"], "--adaptive"),
     (["--frobnicate"], "--frobnicate"),
-    (["--oaa", "3", "-f", "m"], "--oaa: -f"),
+    (["--oaa", "3", "-i", "m"], "--oaa: -i"),
     (["--loss_function", "quantile", "--bfgs", "--passes", "2"], "no batch form"),
 ])
 def test_options_outside_the_linear_learner_are_refused_by_name(flag, words, tmp_path, capfd,
@@ -314,3 +314,89 @@ def test_quiet_prints_nothing_in_a_fresh_process(tmp_path):
                            env={k: v for k, v in __import__("os").environ.items()
                                 if k != "TERASCALE_QUIET"})
         assert r.returncode == 0 and r.stderr == "" and r.stdout == "", (cmd, r.stderr)
+
+
+_ANON = ["1 |ns :1 :2 a b :3", "0 |ns 1.5 :0.5 |x :2 c", "1 | :1 :4 z", "0 |ns 7 8:2 :1",
+         "1 |ns :0 :2 |x:2 :1 q :3", "0 |ns :1 |x :0 :0 :5", "1 |ns :2 |ns :3"]
+
+
+@pytest.mark.parametrize("flags", [[], ["-q", "nx"]])
+def test_anonymous_features_hash_as_vws(flags, tmp_path):
+    """``:v`` features get the namespace hash plus a running count per namespace (zero values
+    counted, then dropped): VW's predictions, --invert_hash and --audit text, from the
+    compiled parser (no flags) and the numba one (interactions)."""
+    (tmp_path / "d.vw").write_text("\n".join(_ANON * 3) + "\n")
+    args = ["-d", "d.vw", "-b", "18", *flags]
+    outs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"], [sys.executable, "-m", "terascale",
+                                                          "vw"]):
+        tag = "vw" if "vowpalwabbit" in cmd else "ts"
+        r = subprocess.run([*cmd, *args, "--audit", "-p", f"{tag}.p", "--invert_hash",
+                            f"{tag}.ih"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        body = (tmp_path / f"{tag}.ih").read_text().split(":0:", 1)
+        audit = "".join(ln for ln in r.stdout.splitlines(True) if not ln.startswith("[info]"))
+        outs.append((audit, (tmp_path / f"{tag}.p").read_text(), body[-1]))
+    assert outs[0][0].count("ns^:") > 10
+    assert outs[1] == outs[0]
+
+
+def test_compiled_and_numba_parsers_agree_on_anonymous_features():
+    """The two parsers give the same indices for ``:v`` features (VW's running count)."""
+    from terascale.linear import _vwtext_fast
+    from terascale.linear._vwparse import parse_vw_bytes
+
+    if _vwtext_fast._FAST is None:
+        pytest.skip("the compiled parser is not built")
+    buf = np.frombuffer(("\n".join(_ANON) + "\n").encode(), np.uint8)
+    none = np.zeros(256, bool)
+    table = np.zeros((0, 4), np.int64)
+    fast = _vwtext_fast.parse_vw(buf, (1 << 18) - 1, table, True, False, none, none)
+    slow = parse_vw_bytes(buf, (1 << 18) - 1, table, True, False, none, none)
+    for a, b in zip(fast[:3], slow[:3]):
+        np.testing.assert_array_equal(a, b)
+    assert len(set(fast[1][fast[0][0]:fast[0][1]].tolist())) == 6  # ns+0, ns+1, ns+2, a, b, C
+
+
+@pytest.mark.parametrize("flags", [["--oaa", "3", "-b", "18"], ["--oaa", "5", "-q", "ab"]])
+def test_oaa_model_is_vws(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K with -f: VW's interleaved one-against-all model (each class 2**(b - s)
+    weights, s = ceil(log2 K)); the real vw -i loads it and predicts as with its own, and
+    the training predictions are VW's (features that collide only in VW's layout too)."""
+    rng = np.random.default_rng(5)
+    lines = []
+    for _ in range(300):
+        a = rng.choice(3000, size=3, replace=False)
+        lines.append(f"{1 + a[0] % int(flags[1])} |a " + " ".join(f"f{j}" for j in a)
+                     + f" x:{rng.normal():.3f} |b g{a[1] % 7}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    code, err = _ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.model", "-p", "ts.p"], tmp_path,
+                    monkeypatch)
+    assert code == 0, err
+    _vw(["-d", "d.vw", *flags, "-f", "vw.model", "-p", "vw.p"], tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    _vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "from_ts.p"], tmp_path)
+    _vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "from_vw.p"], tmp_path)
+    got = (tmp_path / "from_ts.p").read_text()
+    assert got == (tmp_path / "from_vw.p").read_text() and len(set(got.split())) > 1
+
+
+def test_oaa_on_two_workers_writes_a_model_vw_loads(tmp_path):
+    """--oaa K -n 2: each class's learner trained on two workers and averaged; VW's model,
+    which the real vw -i predicts with close to the one-worker model (and -p refused)."""
+    lines = _lines(400, 17, _classes)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    for n in ("1", "2"):
+        r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-d", "d.vw", "--oaa",
+                            "3", "-n", n, "-f", f"m{n}", "--quiet"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        _vw(["-i", f"m{n}", "-t", "-d", "d.vw", "-p", f"p{n}"], tmp_path)
+    truth = np.array([float(ln.split()[0]) for ln in lines])
+    p1, p2 = _numbers(tmp_path / "p1"), _numbers(tmp_path / "p2")
+    assert (p1 == p2).mean() > 0.8 and (p2 == truth).mean() > (p1 == truth).mean() - 0.1
+    r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-d", "d.vw", "--oaa", "3",
+                        "-n", "2", "-p", "p"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "needs -n 1" in r.stderr

@@ -117,7 +117,9 @@ def train(args: argparse.Namespace) -> int:
     if args.nprocs < 1:
         raise ConfigError(f"-n must be >= 1, not {args.nprocs}")
     if args.quiet:  # not even the one line on a job of size 1 (terascale._init)
-        os.environ["TERASCALE_QUIET"] = "1"
+        from .._env import set_quiet
+
+        set_quiet()
     if args.holdout_after and (args.nprocs > 1 or args.oaa):
         raise ConfigError(f"--holdout_after {args.holdout_after}: one worker without --oaa "
                           f"only (there, --holdout_period K)")

@@ -111,8 +111,8 @@ def _format(row: np.ndarray, base: int) -> str:
 
 def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
               opening: Any = None) -> int:
-    """``--oaa K`` on one worker: K learners, VW's progressive multiclass predictions
-    (``-p``), its closing block."""
+    """``--oaa K``: K learners; on one worker VW's progressive multiclass predictions
+    (``-p``) and its closing block, on ``-n N`` workers the averaged learners (``-f``)."""
     from ._cli_options import job_json
     from ._dataset import ParseOptions
     from ._passes import holdout_mask
@@ -122,12 +122,17 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     k_classes = int(args.oaa)
     if k_classes < 2:
         raise ConfigError(f"--oaa {k_classes}: needs at least 2 classes")
-    if args.nprocs != 1:
-        raise ConfigError("--oaa trains on one worker (-n 1): its K learners are trained "
-                          "one after another over the whole input")
-    if args.model or args.readable_model or args.invert_hash or args.initial:
-        raise ConfigError("--oaa: -f, -i, --readable_model and --invert_hash are not "
-                          "supported with one-against-all (predictions: -p)")
+    if args.nprocs != 1 and (args.predictions or args.probabilities):
+        raise ConfigError("--oaa with -n N: -p/--probabilities need -n 1 (progressive "
+                          "predictions come from one learner in input order); train with "
+                          "-n N and -f, then predict with -i MODEL -t")
+    if args.readable_model or args.invert_hash or args.initial:
+        raise ConfigError("--oaa: -i, --readable_model and --invert_hash are not "
+                          "supported with one-against-all (predictions: -p; -f writes "
+                          "VW's model)")
+    if args.model and getattr(args, "model_format", None) == "terascale":
+        raise ConfigError("--oaa -f writes VW's one-against-all model only "
+                          "(--model-format vw)")
     if args.probabilities and options["loss"] != "logistic":
         raise ConfigError("--probabilities needs --loss_function logistic (as in VW)")
     if opening is not None:  # the preamble, once the options are known to be good
@@ -135,19 +140,34 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
         files, labels, base = relabel(paths, k_classes, tmp)
+        # VW interleaves the K learners in its 2**b weights: class c of feature index i
+        # at (i * 2**s + c) mod 2**b, s = ceil(log2 K), so each learner has b - s bits
+        shift = (k_classes - 1).bit_length()
+        if options["bits"] - shift < 1:
+            raise ConfigError(f"--oaa {k_classes} -b {options['bits']}: VW gives each "
+                              f"class 2**(b - {shift}) weights; use -b {shift + 1} or more")
+        options = dict(options, bits=options["bits"] - shift)
         seed = _seed(options, tmp)
         scores = []
+        models = []
         opts = dict(options, progress=False, vw_text=False)
         for k in ParseOptions().to_dict():  # they come with the seed model
             opts.pop(k, None)
+        if args.nprocs != 1:
+            return _train_workers(args, files, seed, opts, tmp, k_classes)
         for c in range(k_classes):
             got: list[np.ndarray] = []
             model = run_train(json.loads(job_json(files[c], "", seed, opts)),
                               predictions=lambda p, tags, got=got: got.append(p.copy()))
             scores.append(np.concatenate(got) if got else np.zeros(0))
+            models.append(model)
         s = np.stack(scores, axis=1)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.model:
+        from ._vwmodel import write_vw_oaa_model
+
+        write_vw_oaa_model(models, args.model)
     n = len(labels)
     if n == 0 or len(s) % n:
         raise DataError(f"{', '.join(paths)}: {len(s)} predictions for {n} examples "
@@ -182,6 +202,34 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         print(closing_block({"pass_totals": [list(t) for t in per_pass],
                              "examples": n, "feature_count": model.info["feature_count"]}),
               file=sys.stderr)
+    return 0
+
+
+def _train_workers(args: argparse.Namespace, files: list[list[str]], seed: str,
+                   opts: dict[str, Any], tmp: str, k_classes: int) -> int:
+    """``--oaa K -n N``: each class's learner on N workers, one class after another, its
+    weights averaged across the workers as the binary learner's are; ``-f`` then writes
+    VW's one-against-all model of the K averaged learners."""
+    from ..launch import LaunchOptions, launch
+    from ._cli_options import job_json
+    from ._model import LinearModel
+    from ._warm import warm_kernels
+
+    warm_kernels()  # compile once here rather than N times at once in the workers
+    models = []
+    for c in range(k_classes):
+        path = os.path.join(tmp, f"class{c + 1}.model")
+        code = launch([sys.executable, "-m", "terascale.linear._worker",
+                       job_json(files[c], path, seed, opts)],
+                      LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
+                                    prefix_output=False))
+        if code:
+            return code
+        models.append(LinearModel.load(path))
+    if args.model:
+        from ._vwmodel import write_vw_oaa_model
+
+        write_vw_oaa_model(models, args.model)
     return 0
 
 

@@ -36,9 +36,9 @@ def _g(v: float) -> str:
 def _line_names(line: str, parse: Any, mask: int) -> dict[int, str]:
     """Masked index -> VW's audit name, for the features of one line (the first name of an
     index wins)."""
-    from ._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space
+    from ._hashing import CONSTANT_HASH, FNV_PRIME, hash_space
     from ._interactions import compile_interactions
-    from ._vwtext import _sections
+    from ._vwtext import _feature_hash, _sections
 
     names: dict[int, str] = {}
     ignored, _ = parse.namespace_flags()
@@ -49,8 +49,8 @@ def _line_names(line: str, parse: Any, mask: int) -> dict[int, str]:
             continue
         seed = hash_space(ns)
         g = groups.setdefault(ch, [])
-        for f in fs:
-            h = hash_feature(f, seed, 32)
+        for f, k in fs:
+            h = _feature_hash(f, k, seed)
             full = f"{ns}^{f}" if ns else f
             g.append((h, full))
             names.setdefault(h & mask, full)

@@ -246,7 +246,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         }
         if (nex >= ncap) { status = 2; goto done; }
         /* the features, from the first '|' to the line's end */
-        uint32_t ns_hash = 0;
+        uint32_t ns_hash = 0, anon = 0; /* anon: the namespace's running count of :v features */
         int ns_c = -1;
         float scale = 1.0f;
         while (q < end && *q != '\n') {
@@ -265,6 +265,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 opened[nc] = stamp;
                 ns_c = nc;
                 ns_hash = ts == q ? 0 : hashstring(ts, (size_t)((colon ? colon : q) - ts), 0);
+                anon = 0;
                 continue;
             }
             if (is_space(c)) {
@@ -284,12 +285,21 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 if (!read_number(colon + 1, q, &v)) { status = 1; goto done; }
             }
             v = scale * v; /* VW: the namespace's scale times the value, in float */
+            /* an anonymous feature (:v) is the namespace hash plus its running count in
+             * this namespace, counted before a zero value drops it, as VW's parser does */
+            uint32_t h;
+            if (ne == ts)
+                h = ns_hash + anon++;
+            else if (v == 0.0f)
+                continue;
+            else {
+                unsigned c0 = *ts;
+                h = (c0 < '0' || c0 > '9') ? murmur3(ts, (size_t)(ne - ts), ns_hash)
+                                           : hashstring(ts, (size_t)(ne - ts), ns_hash);
+            }
             if (v == 0.0f)
                 continue;
             if (nnz >= fcap) { status = 2; goto done; }
-            unsigned c0 = *ts;
-            uint32_t h = (c0 < '0' || c0 > '9') ? murmur3(ts, (size_t)(ne - ts), ns_hash)
-                                                 : hashstring(ts, (size_t)(ne - ts), ns_hash);
             indices[nnz] = h & m;
             values[nnz] = v;
             nnz++;
@@ -347,7 +357,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && PyModule_AddIntConstant(mod, "ABI", 2) < 0) {
+    if (mod && PyModule_AddIntConstant(mod, "ABI", 3) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

@@ -93,9 +93,9 @@ def save_model(model: Any, path: str, fmt: str = "terascale", *,
         model.save(path)
 
 
-def _options(parse: Any) -> str:
+def _options(parse: Any, oaa: int = 0) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end)."""
-    opts: list[tuple[str, str]] = []
+    opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
     opts += [("cubic", v) for v in parse.cubic]
     opts += [("interactions", v) for v in parse.interactions]
     if not parse.constant:
@@ -117,8 +117,32 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
     _write_atomic(path, _vw_bytes(model, predict_only=predict_only))
 
 
-def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True) -> bytes:
-    """VW's model file (``weights=False``: its header only, up to the checksum)."""
+def write_vw_oaa_model(models: list[Any], path: str) -> None:
+    """Write the K learners of ``--oaa K`` as VW's one-against-all model (its
+    ``--predict_only_model`` form): VW interleaves the learners' weights, class c's weight
+    of feature index i at ``i * 2**s + c`` (s = ceil(log2 K)) in its 2**b weights, under
+    the header option ``--oaa K``: each learner was trained with b - s bits."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    k = len(models)
+    shift = max(0, (k - 1).bit_length())
+    idx = np.concatenate([(m.indices.astype(np.uint64) << np.uint64(shift)) + np.uint64(c)
+                          for c, m in enumerate(models)])
+    w = np.concatenate([m.weights for m in models]).astype(np.float32)
+    first = models[0]
+    # (the learners share VW's prediction range: the header's, from the first's state)
+    parse = dataclasses.replace(first.parse, bits=first.parse.bits + shift)
+    merged = SimpleNamespace(indices=idx, weights=w, parse=parse, loss=first.loss,
+                             adaptive=first.adaptive and (None, None, first.adaptive[2]),
+                             info=first.info)
+    _write_atomic(path, _vw_bytes(merged, predict_only=True, oaa=k, index_bits=shift))
+
+
+def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int = 0,
+              index_bits: int = 0) -> bytes:
+    """VW's model file (``weights=False``: its header only, up to the checksum); ``oaa``
+    K: a one-against-all model whose indices carry ``index_bits`` more bits."""
     parse = model.parse
     if parse.format != "vw":
         raise DataError(f"a model trained on {parse.format} input cannot be a VW model (VW "
@@ -158,7 +182,7 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True) -> bytes:
         put(u4(len(vals)))
         for v in vals:
             put(v.encode()[:3].ljust(3, b"\0"))
-    o = _options(parse).encode() + b"\0"
+    o = _options(parse, oaa).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it
@@ -186,7 +210,7 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True) -> bytes:
                           axis=1).astype("<f4")[order]
     else:
         values = model.weights.astype("<f4")[order].reshape(-1, 1)
-    rows = np.zeros(len(idx), dtype=[("i", "<u4" if parse.bits < 31 else "<u8"),
+    rows = np.zeros(len(idx), dtype=[("i", "<u4" if parse.bits + index_bits < 31 else "<u8"),
                                      ("w", "<f4", (values.shape[1],))])
     rows["i"] = idx[order]
     rows["w"] = values

@@ -67,6 +67,7 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
     i = bar
     cap = len(indices)
     ns_hash: int | np.int64 = 0  # hashstring_nb gives an int64
+    anon = 0  # the namespace's running count of anonymous (:v) features
     ns_c = 32
     scale = np.float32(1.0)
     while i < n and err == 0:
@@ -75,6 +76,7 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
             break
         if c == 124:  # new namespace
             i += 1
+            anon = 0
             if i >= n or _SEP[buf[i]]:
                 ns_hash = 0
                 if opened[32] == stamp and ns_c != 32:
@@ -124,16 +126,22 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
                 err = 4
                 break
         v32 = scale * np.float32(fv)  # VW: namespace scale times value, in float
+        # an anonymous feature (:v) is the namespace hash plus its running count in this
+        # namespace, counted before a zero value drops it, as VW's parser does
+        h = ns_hash + anon
+        if name_e == ts:
+            anon += 1
         if v32 == 0.0 or ignore[ns_c]:
             continue
         if nnz == cap:
             err = -1
             break
-        c0 = buf[ts]  # VW's digit rule needs every byte a digit: most names fail at once
-        if c0 < 48 or c0 > 57:
-            h = murmur3_32_nb(buf, ts, name_e, ns_hash)
-        else:
-            h = hashstring_nb(buf, ts, name_e, ns_hash)
+        if name_e > ts:
+            c0 = buf[ts]  # VW's digit rule needs every byte a digit: most names fail at once
+            if c0 < 48 or c0 > 57:
+                h = murmur3_32_nb(buf, ts, name_e, ns_hash)
+            else:
+                h = hashstring_nb(buf, ts, name_e, ns_hash)
         indices[nnz] = h & mask
         values[nnz] = v32
         nsch[nnz] = ns_c

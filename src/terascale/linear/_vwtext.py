@@ -154,8 +154,11 @@ def _lines(path: str) -> Iterator[str]:
         raise DataError(f"{path}: cannot read: {e}") from None
 
 
-def _sections(line: str) -> Iterable[tuple[str, list[str]]]:
-    """(namespace, feature names) of one VW line (the label part before the first '|')."""
+def _sections(line: str) -> Iterable[tuple[str, list[tuple[str, int]]]]:
+    """(namespace, [(feature name, anonymous count)]) of one VW line (the label part before
+    the first '|'). An anonymous feature (``:v``) has name ``""`` and its running count in
+    the namespace (counted before a zero value drops it, as VW's parser counts); a named
+    one has count -1. :func:`_feature_hash` turns an entry into its 32-bit index."""
     parts = line.rstrip("\r\n").split("|")
     for sec in parts[1:]:
         toks = sec.split()
@@ -166,16 +169,28 @@ def _sections(line: str) -> Iterable[tuple[str, list[str]]]:
         else:
             ns, feats = toks[0].split(":", 1)[0], toks[1:]
         names = []
+        anon = 0
         for f in feats:
             name, _, val = f.rpartition(":") if ":" in f else (f, "", "")
+            k = -1
+            if not name:
+                k, anon = anon, anon + 1
             if val:
                 try:
                     if float(val) == 0.0:
                         continue  # VW drops zero-valued features
                 except ValueError:
                     pass
-            names.append(name)
+            names.append((name, k))
         yield ns, names
+
+
+def _feature_hash(name: str, anon: int, seed: int) -> int:
+    """The 32-bit index of a :func:`_sections` entry in the namespace hashed to ``seed``:
+    VW gives an anonymous feature the namespace hash plus its running count."""
+    if anon >= 0:
+        return (seed + anon) & 0xFFFFFFFF
+    return hash_feature(name, seed, 32)
 
 
 def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
@@ -226,8 +241,8 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
                 if seed is None:
                     seed = seeds[ns] = hash_space(ns)
                 g = groups.setdefault(ch, [])
-                for f in fs:
-                    h = hash_feature(f, seed, 32)
+                for f, k in fs:
+                    h = _feature_hash(f, k, seed)
                     full = f"{ns}^{f}" if ns else f
                     g.append((h, full))
                     if not linear_off[ch]:

@@ -20,7 +20,7 @@ from ._vwparse import parse_vw_bytes
 
 __all__ = ["parse_vw"]
 
-_ABI = 2  # the calling convention of _vwfast.parse this module speaks
+_ABI = 3  # the calling convention (and hashing) of _vwfast.parse this module speaks
 
 
 _FAST = load("terascale.linear._vwfast", _ABI)
