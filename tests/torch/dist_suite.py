@@ -123,10 +123,13 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
 
 
 class _Record(unittest.TextTestResult):
+    json_path: str | None = None
+    earlier: dict[str, dict[str, object]] = {"outcome": {}, "seconds": {}}
+
     def __init__(self, *a, **k) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*a, **k)
-        self.outcome: dict[str, str] = {}
-        self.seconds: dict[str, float] = {}
+        self.outcome: dict[str, str] = dict(_Record.earlier["outcome"])  # type: ignore[arg-type]
+        self.seconds: dict[str, float] = dict(_Record.earlier["seconds"])  # type: ignore[arg-type]
         self._t0 = 0.0
 
     def startTest(self, test) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
@@ -137,6 +140,8 @@ class _Record(unittest.TextTestResult):
         name = test.id().rsplit(".", 1)[-1]
         self.outcome[name] = what
         self.seconds[name] = round(time.monotonic() - self._t0, 2)
+        if _Record.json_path:  # after every test, so that a run stopped part-way keeps its results
+            _write(_Record.json_path, self)
 
     def addSuccess(self, test) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
         super().addSuccess(test)
@@ -153,6 +158,13 @@ class _Record(unittest.TextTestResult):
     def addSkip(self, test, reason) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
         super().addSkip(test, reason)
         self._put(test, "skipped")
+
+
+def _write(path: str, result: _Record) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump({"setup": SETUP, "world_size": int(os.environ["WORLD_SIZE"]),
+                   "outcome": result.outcome, "seconds": result.seconds}, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def report(directory: str) -> int:
@@ -190,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-k", action="append", default=[], help="run tests whose name contains this")
     p.add_argument("--only", help="file with one test name a line: run exactly those")
     p.add_argument("--json", help="write {test: passed|failed|skipped} here")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the results already in --json and run only the tests it lacks")
     p.add_argument("--report", help="compare the JSON files in this folder instead of running")
     args = p.parse_args(argv)
     if args.report:
@@ -201,13 +215,18 @@ def main(argv: list[str] | None = None) -> int:
         names = [n for n in names if n in wanted]
     if args.k:
         names = [n for n in names if any(k in n for k in args.k)]
+    done: dict[str, dict[str, object]] = {"outcome": {}, "seconds": {}}
+    if args.resume and args.json and os.path.exists(args.json):
+        with open(args.json) as f:
+            done = json.load(f)
+        names = [n for n in names if n not in done["outcome"]]
     suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names)
+    _Record.json_path = args.json
     runner = unittest.TextTestRunner(verbosity=2, resultclass=_Record)
+    _Record.earlier = done
     result = runner.run(suite)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"setup": SETUP, "world_size": args.world_size,
-                       "outcome": result.outcome, "seconds": result.seconds}, f, indent=1)
+        _write(args.json, result)
     return 0 if result.wasSuccessful() else 1
 
 
