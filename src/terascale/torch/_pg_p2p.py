@@ -59,18 +59,30 @@ def is_bitwise(op: Any) -> bool:
 
 class P2PWork(Work):
     """The work of a send or receive: ``wait()`` raises its failure; ``_source_rank()`` is
-    the sender of a receive (what ``dist.recv(src=None)`` returns)."""
+    the sender of a receive (what ``dist.recv(src=None)`` returns).
 
-    def __init__(self, fut: Future[Any], request: Request | None = None) -> None:
+    A receive's future is completed by whichever thread gets there first: the thread that
+    waits on the work (``wait()``, as soon as the message is in: no hand-off to another
+    thread on the way back to the caller, which is most of a small message's latency), or
+    the group's completion thread (for a work nobody waits on, whose future callbacks
+    must not run in a link's reader)."""
+
+    def __init__(self, fut: Future[Any], request: Request | None = None,
+                 settle: Any = None) -> None:
         super().__init__(fut)
         self._request = request
+        self._settle = settle
 
     def wait(self, timeout: Any = None) -> bool:
         if self._request is not None:
             try:
                 self._request.wait()  # PeerTimeout/PeerLost/CollectiveMismatch
             except CollectiveError as e:
+                if self._settle is not None:
+                    self._settle(self._request)
                 raise as_torch_error(e) from None
+            if self._settle is not None:
+                self._settle(self._request)
         return super().wait()
 
     def is_completed(self) -> bool:
@@ -163,14 +175,10 @@ class P2P:
         # Futures are completed here, never in a link's reader: a callback chained on a
         # receive may itself receive from the same peer.
         while True:
-            item = self._done.get()
-            if item is None:
+            settle = self._done.get()
+            if settle is None:
                 return
-            fut, value, error = item
-            if error is not None:
-                fut.set_exception(error)
-            else:
-                fut.set_result(value)
+            settle()
 
     def _check_peer(self, peer: int, what: str) -> None:
         if not 0 <= peer < self.size:
@@ -196,17 +204,28 @@ class P2P:
         stage = out if direct else torch.empty(out.shape, dtype=out.dtype)
         view = stage.reshape(-1).view(torch.uint8).numpy()
         fut: Future[Any] = Future()
+        claim = threading.Lock()
 
-        def done(req: Request) -> None:
-            if req.error is None and not direct:
-                out.copy_(stage)
+        def settle(req: Request) -> None:
+            # once, by the first thread here (the waiter or the completion thread), after
+            # the request is done
+            if not claim.acquire(blocking=False):
+                return
             error = req.error
+            if error is None and not direct:
+                out.copy_(stage)
             if isinstance(error, CollectiveError):
                 error = as_torch_error(error)
-            self._done.put((fut, tensors, error))
+            if error is not None:
+                fut.set_exception(error)
+            else:
+                fut.set_result(tensors)
+
+        def done(req: Request) -> None:
+            self._done.put(lambda: settle(req))
 
         req = self.links.post_recv(src, int(tag), memoryview(view), self.timeout, done)
-        return P2PWork(fut, req)
+        return P2PWork(fut, req, settle)
 
 
 def _one(tensors: list[torch.Tensor], what: str, rank: int) -> torch.Tensor:
