@@ -172,15 +172,24 @@ def report(directory: str) -> int:
     passed on gloo must pass on terascale, under its own name or as gloo-on-terascale,
     except :data:`GLOO_ONLY`. Prints the counts and the misses; 0 when there are none."""
     runs: dict[tuple[str, int], dict[str, str]] = {}
+    seconds: dict[tuple[str, int], float] = {}
     for name in sorted(os.listdir(directory)):
         if name.endswith(".json"):
             with open(os.path.join(directory, name)) as f:
                 d = json.load(f)
             runs[(d["setup"], d["world_size"])] = d["outcome"]
+            seconds[(d["setup"], d["world_size"])] = sum(d.get("seconds", {}).values())
     missed = 0
+    total = len(unittest.TestLoader().getTestCaseNames(TestDistBackendWithSpawn))
+    print(f"{'set-up':18}  world size  of {total}  passed  failed  skipped  minutes")
     for (setup, ws), outcome in sorted(runs.items()):
-        counts = {k: sum(v == k for v in outcome.values()) for k in ("passed", "failed", "skipped")}
-        print(f"{setup:18} world size {ws}: {counts}")
+        counts = [sum(v == k for v in outcome.values()) for k in ("passed", "failed", "skipped")]
+        print(f"{setup:18}  {ws:10}  {len(outcome):5}  {counts[0]:6}  {counts[1]:6}  "
+              f"{counts[2]:7}  {seconds[(setup, ws)] / 60:7.0f}")
+    for (setup, ws), outcome in sorted(runs.items()):
+        for test, v in sorted(outcome.items()):
+            if v == "failed":
+                print(f"  {setup} world size {ws}: {test} failed")
     for ws in sorted({ws for _, ws in runs}):
         gloo = runs.get(("gloo", ws), {})
         ours = {**runs.get(("gloo-on-terascale", ws), {}), }
