@@ -61,20 +61,23 @@ class P2PWork(Work):
     """The work of a send or receive: ``wait()`` raises its failure; ``_source_rank()`` is
     the sender of a receive (what ``dist.recv(src=None)`` returns).
 
-    A receive's future is completed by whichever thread gets there first: the thread that
-    waits on the work (``wait()``, as soon as the message is in: no hand-off to another
-    thread on the way back to the caller, which is most of a small message's latency), or
-    the group's completion thread (for a work nobody waits on, whose future callbacks
-    must not run in a link's reader)."""
+    A receive's future is completed by the thread that waits on the work (``wait()``, as
+    soon as the message is in: no hand-off to a third thread on the way back to the
+    caller), or, for a work nobody waits on when its message arrives, by the group's
+    completion thread (future callbacks must not run in a link's reader); whichever comes
+    first, once."""
 
     def __init__(self, fut: Future[Any], request: Request | None = None,
-                 settle: Any = None) -> None:
+                 settle: Any = None, waiter: list[bool] | None = None) -> None:
         super().__init__(fut)
         self._request = request
         self._settle = settle
+        self._waiter = waiter
 
     def wait(self, timeout: Any = None) -> bool:
         if self._request is not None:
+            if self._waiter is not None:
+                self._waiter.append(True)  # this thread settles the future: no hand-off
             try:
                 self._request.wait()  # PeerTimeout/PeerLost/CollectiveMismatch
             except CollectiveError as e:
@@ -205,6 +208,7 @@ class P2P:
         view = stage.reshape(-1).view(torch.uint8).numpy()
         fut: Future[Any] = Future()
         claim = threading.Lock()
+        waiter: list[bool] = []  # not empty once a thread waits on the work
 
         def settle(req: Request) -> None:
             # once, by the first thread here (the waiter or the completion thread), after
@@ -222,10 +226,11 @@ class P2P:
                 fut.set_result(tensors)
 
         def done(req: Request) -> None:
-            self._done.put(lambda: settle(req))
+            if not waiter:  # nobody waits: the completion thread settles it
+                self._done.put(lambda: settle(req))
 
         req = self.links.post_recv(src, int(tag), memoryview(view), self.timeout, done)
-        return P2PWork(fut, req, settle)
+        return P2PWork(fut, req, settle, waiter)
 
 
 def _one(tensors: list[torch.Tensor], what: str, rank: int) -> torch.Tensor:
