@@ -195,7 +195,7 @@ def test_a_record_error_file_gets_the_lost_rank_first(tmp_path: Path,
     from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
 
     import terascale
-    from terascale.torch.backend import _write_error_file, cause_first
+    from terascale.torch.backend import _cause_first, _write_error_file
 
     path = tmp_path / "error.json"
     monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
@@ -206,7 +206,7 @@ def test_a_record_error_file_gets_the_lost_rank_first(tmp_path: Path,
     except terascale.PeerTimeout as e:
         ErrorHandler().record_exception(e)
     before = json.loads(path.read_text())
-    cause = cause_first(error, 0)
+    cause = _cause_first(error, 0)
     assert cause is not None and cause.startswith("rank 1 stalled")
     _write_error_file(str(path), type(error), error, None, cause)
     after = json.loads(path.read_text())
@@ -215,4 +215,4 @@ def test_a_record_error_file_gets_the_lost_rank_first(tmp_path: Path,
     assert after["message"]["extraInfo"]["timestamp"] == before["message"]["extraInfo"]["timestamp"]
     _write_error_file(str(path), type(error), error, None, cause)  # once only
     assert json.loads(path.read_text()) == after
-    assert cause_first(RuntimeError("rank 1 fails on purpose"), 1) is None
+    assert _cause_first(RuntimeError("rank 1 fails on purpose"), 1) is None

@@ -86,7 +86,7 @@ def _create(opts: Any, _backend_options: Any) -> TerascaleProcessGroup:
 _BLAMES = re.compile(r"aborted because rank (\d+)|lost peer rank (\d+)|waiting for rank (\d+)")
 
 
-def cause_first(error: BaseException, rank: int | None) -> str | None:
+def _cause_first(error: BaseException, rank: int | None) -> str | None:
     """The line a survivor's report begins with: which rank failed and how, as far as this
     rank can tell from its error; None for an error of this rank's own."""
     m = _BLAMES.search(str(error))
@@ -132,7 +132,7 @@ def _report_to_torchrun() -> None:
         try:
             if isinstance(error, Exception):
                 rank = _rank_of(error)
-                cause = cause_first(error, rank)
+                cause = _cause_first(error, rank)
                 if cause is not None:
                     print(f"terascale: {cause}", file=sys.stderr, flush=True)
                 _write_error_file(path, kind, error, tb, cause)
