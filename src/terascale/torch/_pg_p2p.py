@@ -59,33 +59,18 @@ def is_bitwise(op: Any) -> bool:
 
 class P2PWork(Work):
     """The work of a send or receive: ``wait()`` raises its failure; ``_source_rank()`` is
-    the sender of a receive (what ``dist.recv(src=None)`` returns).
+    the sender of a receive (what ``dist.recv(src=None)`` returns)."""
 
-    A receive's future is completed by the thread that waits on the work (``wait()``, as
-    soon as the message is in: no hand-off to a third thread on the way back to the
-    caller), or, for a work nobody waits on when its message arrives, by the group's
-    completion thread (future callbacks must not run in a link's reader); whichever comes
-    first, once."""
-
-    def __init__(self, fut: Future[Any], request: Request | None = None,
-                 settle: Any = None, waiter: list[bool] | None = None) -> None:
+    def __init__(self, fut: Future[Any], request: Request | None = None) -> None:
         super().__init__(fut)
         self._request = request
-        self._settle = settle
-        self._waiter = waiter
 
     def wait(self, timeout: Any = None) -> bool:
         if self._request is not None:
-            if self._waiter is not None:
-                self._waiter.append(True)  # this thread settles the future: no hand-off
             try:
                 self._request.wait()  # PeerTimeout/PeerLost/CollectiveMismatch
             except CollectiveError as e:
-                if self._settle is not None:
-                    self._settle(self._request)
                 raise as_torch_error(e) from None
-            if self._settle is not None:
-                self._settle(self._request)
         return super().wait()
 
     def is_completed(self) -> bool:
@@ -178,10 +163,14 @@ class P2P:
         # Futures are completed here, never in a link's reader: a callback chained on a
         # receive may itself receive from the same peer.
         while True:
-            settle = self._done.get()
-            if settle is None:
+            item = self._done.get()
+            if item is None:
                 return
-            settle()
+            fut, value, error = item
+            if error is not None:
+                fut.set_exception(error)
+            else:
+                fut.set_result(value)
 
     def _check_peer(self, peer: int, what: str) -> None:
         if not 0 <= peer < self.size:
@@ -207,30 +196,17 @@ class P2P:
         stage = out if direct else torch.empty(out.shape, dtype=out.dtype)
         view = stage.reshape(-1).view(torch.uint8).numpy()
         fut: Future[Any] = Future()
-        claim = threading.Lock()
-        waiter: list[bool] = []  # not empty once a thread waits on the work
-
-        def settle(req: Request) -> None:
-            # once, by the first thread here (the waiter or the completion thread), after
-            # the request is done
-            if not claim.acquire(blocking=False):
-                return
-            error = req.error
-            if error is None and not direct:
-                out.copy_(stage)
-            if isinstance(error, CollectiveError):
-                error = as_torch_error(error)
-            if error is not None:
-                fut.set_exception(error)
-            else:
-                fut.set_result(tensors)
 
         def done(req: Request) -> None:
-            if not waiter:  # nobody waits: the completion thread settles it
-                self._done.put(lambda: settle(req))
+            if req.error is None and not direct:
+                out.copy_(stage)
+            error = req.error
+            if isinstance(error, CollectiveError):
+                error = as_torch_error(error)
+            self._done.put((fut, tensors, error))
 
         req = self.links.post_recv(src, int(tag), memoryview(view), self.timeout, done)
-        return P2PWork(fut, req, settle, waiter)
+        return P2PWork(fut, req)
 
 
 def _one(tensors: list[torch.Tensor], what: str, rank: int) -> torch.Tensor:
