@@ -123,10 +123,13 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
 
 
 class _Record(unittest.TextTestResult):
+    json_path: str | None = None
+    earlier: dict[str, dict[str, object]] = {"outcome": {}, "seconds": {}}
+
     def __init__(self, *a, **k) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*a, **k)
-        self.outcome: dict[str, str] = {}
-        self.seconds: dict[str, float] = {}
+        self.outcome: dict[str, str] = dict(_Record.earlier["outcome"])  # type: ignore[arg-type]
+        self.seconds: dict[str, float] = dict(_Record.earlier["seconds"])  # type: ignore[arg-type]
         self._t0 = 0.0
 
     def startTest(self, test) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
@@ -137,6 +140,8 @@ class _Record(unittest.TextTestResult):
         name = test.id().rsplit(".", 1)[-1]
         self.outcome[name] = what
         self.seconds[name] = round(time.monotonic() - self._t0, 2)
+        if _Record.json_path:  # after every test, so that a run stopped part-way keeps its results
+            _write(_Record.json_path, self)
 
     def addSuccess(self, test) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
         super().addSuccess(test)
@@ -155,20 +160,36 @@ class _Record(unittest.TextTestResult):
         self._put(test, "skipped")
 
 
+def _write(path: str, result: _Record) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump({"setup": SETUP, "world_size": int(os.environ["WORLD_SIZE"]),
+                   "outcome": result.outcome, "seconds": result.seconds}, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def report(directory: str) -> int:
     """Compare the runs in ``directory`` (``{setup}-{world size}.json``): every test that
     passed on gloo must pass on terascale, under its own name or as gloo-on-terascale,
     except :data:`GLOO_ONLY`. Prints the counts and the misses; 0 when there are none."""
     runs: dict[tuple[str, int], dict[str, str]] = {}
+    seconds: dict[tuple[str, int], float] = {}
     for name in sorted(os.listdir(directory)):
         if name.endswith(".json"):
             with open(os.path.join(directory, name)) as f:
                 d = json.load(f)
             runs[(d["setup"], d["world_size"])] = d["outcome"]
+            seconds[(d["setup"], d["world_size"])] = sum(d.get("seconds", {}).values())
     missed = 0
+    total = len(unittest.TestLoader().getTestCaseNames(TestDistBackendWithSpawn))
+    print(f"{'set-up':18}  world size  of {total}  passed  failed  skipped  minutes")
     for (setup, ws), outcome in sorted(runs.items()):
-        counts = {k: sum(v == k for v in outcome.values()) for k in ("passed", "failed", "skipped")}
-        print(f"{setup:18} world size {ws}: {counts}")
+        counts = [sum(v == k for v in outcome.values()) for k in ("passed", "failed", "skipped")]
+        print(f"{setup:18}  {ws:10}  {len(outcome):5}  {counts[0]:6}  {counts[1]:6}  "
+              f"{counts[2]:7}  {seconds[(setup, ws)] / 60:7.0f}")
+    for (setup, ws), outcome in sorted(runs.items()):
+        for test, v in sorted(outcome.items()):
+            if v == "failed":
+                print(f"  {setup} world size {ws}: {test} failed")
     for ws in sorted({ws for _, ws in runs}):
         gloo = runs.get(("gloo", ws), {})
         ours = {**runs.get(("gloo-on-terascale", ws), {}), }
@@ -190,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-k", action="append", default=[], help="run tests whose name contains this")
     p.add_argument("--only", help="file with one test name a line: run exactly those")
     p.add_argument("--json", help="write {test: passed|failed|skipped} here")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the results already in --json and run only the tests it lacks")
     p.add_argument("--report", help="compare the JSON files in this folder instead of running")
     args = p.parse_args(argv)
     if args.report:
@@ -201,13 +224,18 @@ def main(argv: list[str] | None = None) -> int:
         names = [n for n in names if n in wanted]
     if args.k:
         names = [n for n in names if any(k in n for k in args.k)]
+    done: dict[str, dict[str, object]] = {"outcome": {}, "seconds": {}}
+    if args.resume and args.json and os.path.exists(args.json):
+        with open(args.json) as f:
+            done = json.load(f)
+        names = [n for n in names if n not in done["outcome"]]
     suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names)
+    _Record.json_path = args.json
     runner = unittest.TextTestRunner(verbosity=2, resultclass=_Record)
+    _Record.earlier = done
     result = runner.run(suite)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"setup": SETUP, "world_size": args.world_size,
-                       "outcome": result.outcome, "seconds": result.seconds}, f, indent=1)
+        _write(args.json, result)
     return 0 if result.wasSuccessful() else 1
 
 

@@ -110,8 +110,16 @@ def _check(launcher: str, backend: str, fault: str, mode: str, n: int = 2) -> No
         # survivor's error names rank 1, checked above), and the launcher names whichever
         # rank found it first
         said = _summary(launcher, text)
-        named = r"\brank [01] failed first" if fault == "mismatch" else r"\brank\s*:?\s*1\b"
-        assert re.search(named, said) or (fault == "mismatch" and "Root Cause" in said), said
+        if fault == "mismatch":
+            assert re.search(r"\brank [01] failed first", said) or "Root Cause" in said, said
+        elif launcher == "torchrun":
+            # the agent's root cause is rank 1 itself, or a survivor whose report begins
+            # with rank 1's cause (a stall or an exit 0 is no failure to the agent)
+            root = said.split("Root Cause", 1)[-1]
+            assert (re.search(r"rank\s*:\s*1 \(local_rank", root) or re.search(
+                r"traceback : rank 1 (failed first|was lost first|stalled)", root)), said
+        else:
+            assert re.search(r"\brank 1\b", said), said
 
 
 CASES = [(f, m, la) for f in FAULTS for m in MODES for la in LAUNCHERS]
@@ -178,3 +186,33 @@ def test_three_ranks_every_survivor_raises_under_ddp(fault: str) -> None:
         assert f"{ERRORS[fault]}: rank {rank}" in got["error"], got
         assert re.search(r"\brank 1\b", got["error"]), got
         assert got["elapsed"] <= DEADLINE + (5 if fault == "stall" else 0), got
+
+
+def test_a_record_error_file_gets_the_lost_rank_first(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # a program's own @record file (torch's ErrorHandler writes it) is kept, with the
+    # cause line put first in the traceback torchrun prints under "Root Cause"
+    from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+    import terascale
+    from terascale.torch.backend import _cause_first, _write_error_file
+
+    path = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+    error = terascale.PeerTimeout("rank 0: allreduce #4 timed out after 3.0 s waiting for "
+                                  "rank 1 (receive)", rank=0, peer=1, operation="allreduce")
+    try:
+        raise error
+    except terascale.PeerTimeout as e:
+        ErrorHandler().record_exception(e)
+    before = json.loads(path.read_text())
+    cause = _cause_first(error, 0)
+    assert cause is not None and cause.startswith("rank 1 stalled")
+    _write_error_file(str(path), type(error), error, None, cause)
+    after = json.loads(path.read_text())
+    stack = after["message"]["extraInfo"]["py_callstack"]
+    assert stack == f"{cause}\n{before['message']['extraInfo']['py_callstack']}"
+    assert after["message"]["extraInfo"]["timestamp"] == before["message"]["extraInfo"]["timestamp"]
+    _write_error_file(str(path), type(error), error, None, cause)  # once only
+    assert json.loads(path.read_text()) == after
+    assert _cause_first(RuntimeError("rank 1 fails on purpose"), 1) is None

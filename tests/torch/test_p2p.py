@@ -244,3 +244,25 @@ def test_point_to_point_deadline_mismatch_monitored_barrier_and_lost_peer() -> N
     out = run_workers(_failures, 3, args=(free_port(),), timeout=90, expect_failure=True)
     assert out[0] == ("ok", "ok"), out[0]
     assert out[1] == ("ok", "ok"), out[1]
+
+
+def test_bench_torch_p2p_reports_both_backends(tmp_path: Any) -> None:
+    # `terascale bench torch --parts p2p`: a ping-pong on terascale and on gloo under torchrun
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "p2p.json"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    run = subprocess.run([sys.executable, "-m", "terascale", "bench", "torch", "--parts", "p2p",
+                          "--p2p-sizes", "4096,65536", "--p2p-rounds", "8", "--json", str(out)],
+                         capture_output=True, text=True, timeout=240, env=env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    rows = json.loads(out.read_text())["p2p"]
+    assert [r["bytes"] for r in rows] == [4096, 65536]
+    for r in rows:
+        assert r["terascale_s"] > 0 and r["gloo_s"] > 0
+        assert abs(r["ratio"] - r["terascale_s"] / r["gloo_s"]) < 1e-12
+    assert "| 4096 B |" in run.stdout

@@ -1,5 +1,6 @@
 """What torch's own suite leaves out on CPU, on the "terascale" backend: a two-stage
-pipeline-parallel training (1F1B over send/recv) against one process, and DDP's modes
+pipeline-parallel training (1F1B over send/recv) against one process, torch's own
+``torch.distributed.pipelining`` (GPipe and 1F1B schedules) against gloo, and DDP's modes
 (find_unused_parameters, static_graph, no_sync, gradient_as_bucket_view) and SyncBatchNorm
 against gloo on the same inputs in the same run (real worker processes)."""
 
@@ -110,6 +111,62 @@ def test_two_stage_1f1b_pipeline_matches_one_process() -> None:
         for k, v in ref.state_dict().items():
             torch.testing.assert_close(ours[k], v, rtol=1e-5, atol=1e-6)
     assert not torch.equal(got[1]["weight"], _stages()[1].weight)  # it did train
+
+
+def _torch_pipelining(comm: Any, port: int) -> dict[str, Any]:
+    """torch's own pipeline parallelism (``torch.distributed.pipelining``): two
+    ``PipelineStage``s under ``ScheduleGPipe`` and ``Schedule1F1B``, on a terascale group
+    and on gloo over the same two processes; each stage's trained weights per (schedule,
+    backend)."""
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    import terascale.torch  # noqa: F401
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=comm.rank,
+                            world_size=comm.size)
+    groups = {"terascale": dist.new_group(backend="terascale"), "gloo": dist.new_group()}
+    x, y = _data()
+    out = {}
+    for schedule in (ScheduleGPipe, Schedule1F1B):
+        for name, group in groups.items():
+            module = _stages()[comm.rank]
+            stage = PipelineStage(module, comm.rank, 2, torch.device("cpu"), group=group)
+            run = schedule(stage, n_microbatches=MICRO,
+                           loss_fn=lambda o, t: torch.nn.functional.mse_loss(o, t))
+            opt = torch.optim.SGD(module.parameters(), lr=LR)
+            for _ in range(STEPS):
+                opt.zero_grad()
+                if comm.rank == 0:
+                    run.step(x)
+                else:
+                    run.step(target=y)
+                opt.step()
+            out[f"{schedule.__name__}/{name}"] = module.state_dict()
+    dist.destroy_process_group()
+    return _pack(out)
+
+
+def test_torch_pipelining_runs_on_terascale_as_on_gloo() -> None:
+    # torch's schedules average the micro-batch losses (each scaled by 1/MICRO), as the
+    # one-process reference's mean over the whole batch does, to float rounding
+    got = [_unpack(b) for b in run_workers(_torch_pipelining, 2, args=(_free_port(),),
+                                           timeout=180)]
+    s0, s1 = _stages()
+    model = torch.nn.Sequential(s0, s1)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    x, y = _data()
+    for _ in range(STEPS):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    for rank, ref in enumerate((s0, s1)):
+        for schedule in ("ScheduleGPipe", "Schedule1F1B"):
+            ours, theirs = got[rank][f"{schedule}/terascale"], got[rank][f"{schedule}/gloo"]
+            for k, v in ref.state_dict().items():
+                assert torch.equal(ours[k], theirs[k]), (rank, schedule, k)  # bit for bit
+                torch.testing.assert_close(ours[k], v, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(got[1]["ScheduleGPipe/terascale"]["weight"], _stages()[1].weight)
 
 
 class _Net(torch.nn.Module):

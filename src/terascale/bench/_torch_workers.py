@@ -22,7 +22,7 @@ from ..torch.recipes import GradualWarmup, MomentumCorrectedSGD
 from ..torch.sampler import DistributedSampler
 from ._torch_models import make_model
 
-__all__ = ["bytes_worker", "lmb_worker", "throughput_worker"]
+__all__ = ["bytes_worker", "lmb_worker", "p2p_worker", "throughput_worker"]
 
 HOOKS = {"none": None, "fp16": fp16_hook, "onebit": onebit_hook}
 
@@ -193,3 +193,57 @@ def lmb_worker(comm: Communicator, cfg: dict[str, Any]) -> dict[str, Any]:
     return {"accuracy": correct / len(xt), "seconds": time.perf_counter() - start,
             "steps": steps_per_epoch * cfg["epochs"], "final_loss": sum(losses[-20:]) / 20,
             "diverged": not all(map(lambda v: v == v and v < 1e3, losses))}
+
+
+def p2p_worker(sizes: list[int], rounds: int) -> dict[str, dict[int, float]]:
+    """Median round trip in seconds per message size of a ping-pong between ranks 0 and 1
+    (``dist.send`` then ``dist.recv``; rank 1 echoes), on a ``"terascale"`` group and on
+    gloo's world group over the same two processes (``env://``: RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT: run under torchrun), taking turns in blocks of ``rounds / 4`` (each block after a
+    few warm-up rounds); every message checked bit for bit."""
+    import statistics
+
+    import torch.distributed as dist
+
+    import terascale.torch  # noqa: F401  registers the backend
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    groups = {"terascale": dist.new_group(backend="terascale"), "gloo": dist.new_group()}
+    warm = max(rounds // 40, 2)
+    out: dict[str, dict[int, float]] = {name: {} for name in groups}
+    try:
+        for n in sizes:
+            x = torch.arange(max(n // 4, 1), dtype=torch.float32)
+            y = torch.empty_like(x)
+            times: dict[str, list[float]] = {name: [] for name in groups}
+            for _block in range(4):
+                for name, g in groups.items():
+                    for i in range(warm + rounds // 4):
+                        t0 = time.perf_counter()
+                        if rank == 0:
+                            dist.send(x, 1, group=g, tag=i)
+                            dist.recv(y, 1, group=g, tag=i)
+                        else:
+                            dist.recv(y, 0, group=g, tag=i)
+                            dist.send(y, 0, group=g, tag=i)
+                        if i >= warm:
+                            times[name].append(time.perf_counter() - t0)
+                        if rank == 0 and not torch.equal(x, y):
+                            raise RuntimeError(f"{name}: a {n}-byte message came back changed")
+            for name in groups:
+                out[name][n] = statistics.median(times[name])
+    finally:
+        dist.destroy_process_group()
+    return out
+
+
+if __name__ == "__main__":  # one rank of ``terascale bench torch --parts p2p``
+    import json
+    import os
+    import sys
+
+    result = p2p_worker([int(s) for s in sys.argv[1].split(",")], int(sys.argv[2]))
+    if os.environ.get("RANK") == "0":
+        print("P2P-RESULT " + json.dumps(result), flush=True)

@@ -22,6 +22,11 @@ Three parts, all in one run (``--parts``):
   warm-up and momentum compression, as configured by default) and half-batch (its weight
   prediction), with each one's test accuracy and difference from full precision, per seed
   of ``--seeds``; the bytes each puts on the wire are the ``bytes`` part.
+* ``p2p``: point-to-point latency, a ping-pong between two ranks (``dist.send`` then
+  ``dist.recv``, rank 1 echoing) on a ``"terascale"`` group and on gloo over the same two
+  processes, the two backends interleaved round by round so that both see the same load;
+  the median round trip per ``--p2p-sizes`` and the ratio terascale/gloo (the two ranks
+  run under torchrun).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
     p = kinds.add_parser("torch", help="data-parallel PyTorch vs DistributedDataParallel",
                          description=__doc__.splitlines()[0])
     p.add_argument("--parts", default="throughput,bytes,lmb",
-                   help="comma list of throughput, bytes, lmb, compression")
+                   help="comma list of throughput, bytes, lmb, compression, p2p")
     p.add_argument("--workers", default="1,2,4", help="world sizes for throughput")
     p.add_argument("--models", default="cnn,mlp")
     p.add_argument("--impls",
@@ -61,6 +66,11 @@ def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore
                         "step, as training recipes end, or constant to the end")
     p.add_argument("--seeds", default="0",
                    help="comma list of seeds (compression): model init and data order")
+    p.add_argument("--p2p-sizes", default="4096,65536,1048576,16777216",
+                   help="message sizes in bytes (p2p)")
+    p.add_argument("--p2p-rounds", type=int, default=200,
+                   help="round trips per size and backend (p2p); a 10th of them, at least "
+                        "2, warm up first")
     p.add_argument("--json", default="", help="also write the raw numbers here")
     p.set_defaults(func=_main)
 
@@ -207,6 +217,37 @@ def _compression(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _p2p(args: argparse.Namespace) -> list[dict[str, Any]]:
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    sizes = [int(s) for s in _csv(args.p2p_sizes)]
+    with socket.socket() as s:  # torch's store: a free port, as torchrun's rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # two ranks under torchrun, as a user launches them
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         "--master-port", str(port), "-m", "terascale.bench._torch_workers", args.p2p_sizes,
+         str(args.p2p_rounds)], capture_output=True, text=True, timeout=1800,
+        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if run.returncode:
+        raise RuntimeError(f"bench torch p2p: torchrun exited {run.returncode}:\n"
+                           + run.stdout[-2000:] + run.stderr[-3000:])
+    line = next(ln for ln in run.stdout.splitlines() if ln.startswith("P2P-RESULT "))
+    medians = json.loads(line.split(" ", 1)[1])
+    rows = []
+    print("\n| message | terascale round trip | gloo round trip | terascale / gloo |")
+    print("|---|---|---|---|")
+    for n in sizes:
+        ts, gl = medians["terascale"][str(n)], medians["gloo"][str(n)]
+        rows.append({"bytes": n, "terascale_s": ts, "gloo_s": gl, "ratio": ts / gl})
+        print(f"| {n} B | {ts * 1e6:.0f} us | {gl * 1e6:.0f} us | {ts / gl:.2f} |", flush=True)
+    return rows
+
+
 def _main(args: argparse.Namespace) -> int:
     import os
 
@@ -214,7 +255,7 @@ def _main(args: argparse.Namespace) -> int:
     parts = _csv(args.parts)
     out: dict[str, Any] = {}
     for name, fn in (("throughput", _throughput), ("bytes", _bytes), ("lmb", _lmb),
-                     ("compression", _compression)):
+                     ("compression", _compression), ("p2p", _p2p)):
         if name in parts:
             print(f"== {name}", flush=True)
             out[name] = fn(args)

@@ -81,18 +81,47 @@ def _create(opts: Any, _backend_options: Any) -> TerascaleProcessGroup:
     return TerascaleProcessGroup(comm, owned=owned, timeout=timeout)
 
 
-# "... aborted because rank 1 failed", "lost peer rank 1", "timed out ... waiting for rank 1"
-_BLAMES = re.compile(r"aborted because rank \d+|lost peer rank \d+|waiting for rank \d+")
+# What a survivor's error says about the rank it lost: "... aborted because rank 1 failed",
+# "lost peer rank 1", "timed out after T s waiting for rank 1"
+_BLAMES = re.compile(r"aborted because rank (\d+)|lost peer rank (\d+)|waiting for rank (\d+)")
+
+
+def _cause_first(error: BaseException, rank: int | None) -> str | None:
+    """The line a survivor's report begins with: which rank failed and how, as far as this
+    rank can tell from its error; None for an error of this rank's own."""
+    m = _BLAMES.search(str(error))
+    if m is None:
+        return None
+    me = f"rank {rank}" if rank is not None else "this rank"
+    if m.group(1):
+        return f"rank {m.group(1)} failed first; {me} was aborted by it"
+    if m.group(2):
+        return (f"rank {m.group(2)} was lost first (its process ended: it crashed, was killed "
+                f"or exited before the others); {me} lost it")
+    return (f"rank {m.group(3)} stalled (it did not reach the collective within the deadline); "
+            f"{me} gave up waiting for it")
 
 
 def _report_to_torchrun() -> None:
-    """Under torchrun, an uncaught error that blames a peer goes to the error file.
+    """Under torchrun, an uncaught error goes to torchelastic's error file, the lost rank
+    first.
 
     torch's elastic agent names as the root cause the failed worker with the earliest error
-    file (or, without files, the first it sees exit non-zero). A peer that stalls or exits
-    with status 0 is no failure to it, so the survivor that gave up is named: its error file
-    then says which rank it lost or waited for. A file the program wrote itself (torch's
-    ``@record``) is kept.
+    file timestamp (whole seconds; a worker without a file: when the agent saw it exit). A
+    peer that stalls or exits with status 0 is no failure to it, so it names the survivor
+    that gave up; a rank that raised or was killed and a survivor that saw it can exit
+    within the same second. So, under torchrun (``TORCHELASTIC_ERROR_FILE``):
+
+    * an error that blames a peer (a survivor's ``PeerLost``, ``PeerTimeout``, "aborted
+      because rank N") goes to the error file with the cause first: the traceback torch
+      prints under "Root Cause" begins ``rank 1 stalled ...`` / ``rank 1 was lost first
+      ...`` / ``rank 1 failed first ...``, and the same line is printed on the survivor's
+      stderr before its traceback. The file is stamped one second after the error: the
+      failed rank, when the agent sees it fail too, comes first;
+    * any other uncaught error (the failing rank's own) goes to the file as torch's
+      ``@record`` writes it, stamped when it happened;
+    * a file the program wrote itself (``@record``) is kept, with the cause line put first
+      in its traceback when the error blames a peer.
     """
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path or getattr(sys.excepthook, "_terascale", False):
@@ -101,18 +130,54 @@ def _report_to_torchrun() -> None:
 
     def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
         try:
-            if (isinstance(error, Exception) and _BLAMES.search(str(error))
-                    and not os.path.exists(path)):
-                text = "".join(traceback.format_exception(kind, error, tb))
-                info = {"py_callstack": text, "timestamp": str(int(time.time()))}
-                with open(path, "w") as f:  # the layout torch's own ErrorHandler writes
-                    json.dump({"message": {"message": f"{kind.__name__}: {error}",
-                                           "extraInfo": info}}, f)
+            if isinstance(error, Exception):
+                rank = _rank_of(error)
+                cause = _cause_first(error, rank)
+                if cause is not None:
+                    print(f"terascale: {cause}", file=sys.stderr, flush=True)
+                _write_error_file(path, kind, error, tb, cause)
+        except OSError:
+            pass  # a report we could not write never hides the error itself
         finally:
             previous(kind, error, tb)
 
     hook._terascale = True  # type: ignore[attr-defined]
     sys.excepthook = hook
+
+
+def _rank_of(error: BaseException) -> int | None:
+    rank = getattr(error, "rank", None)
+    if rank is None and os.environ.get("RANK", "").isdigit():
+        rank = int(os.environ["RANK"])
+    return rank if isinstance(rank, int) else None
+
+
+def _write_error_file(path: str, kind: type[BaseException], error: BaseException, tb: Any,
+                      cause: str | None) -> None:
+    """Write (or, for a program's own ``@record`` file, prefix) torchelastic's error file,
+    in the layout torch's ``ErrorHandler`` writes."""
+    if os.path.exists(path):
+        if cause is None:
+            return
+        with open(path) as f:
+            data = json.load(f)
+        message = data.get("message") if isinstance(data, dict) else None
+        info = message.get("extraInfo") if isinstance(message, dict) else None
+        if not isinstance(info, dict) or str(info.get("py_callstack", "")).startswith(cause):
+            return
+        info["py_callstack"] = f"{cause}\n{info.get('py_callstack', '')}"
+        message["message"] = f"{cause}: {message.get('message', '')}"
+    else:
+        text = "".join(traceback.format_exception(kind, error, tb))
+        stamp = int(time.time()) + (1 if cause is not None else 0)
+        headline = f"{kind.__name__}: {error}"
+        if cause is not None:
+            text, headline = f"{cause}\n{text}", f"{cause}: {headline}"
+        data = {"message": {"message": headline,
+                            "extraInfo": {"py_callstack": text, "timestamp": str(stamp)}}}
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f)
+    os.replace(path + ".tmp", path)
 
 
 def _seconds(timeout: datetime.timedelta | None) -> float:
