@@ -240,27 +240,19 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
     from ._cli_options import job_json
 
     if args.nprocs == 1:
-        from ._vwtext import AtomicText, link, prediction_lines
+        from ._vwtext import all_or_none, link, prediction_lines, prediction_writers
         from ._worker import run_train
 
-        raw = getattr(args, "raw_predictions", None)
-        writers = [(AtomicText(path), linked) for path, linked in
-                   ((args.predictions, True), (raw, False)) if path]
+        writers = prediction_writers(args)
 
         def progressive(p: np.ndarray, tags: list[str] | None) -> None:
             for writer, linked in writers:
                 writer.write(prediction_lines(link(p, how, args.binary) if linked else p,
                                               tags))
-        try:
+        with all_or_none(writers):
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
                                                   options, **_model_format(args))),
                               predictions=progressive if writers else None)
-        except BaseException:
-            for writer, _ in writers:
-                writer.discard()
-            raise
-        for writer, _ in writers:
-            writer.commit()
         return model
     from ..launch import LaunchOptions, launch
     from ._warm import warm_kernels  # not .kernels: that imports numba at once

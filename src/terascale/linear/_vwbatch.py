@@ -175,7 +175,7 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     """Run VW's ``--bfgs``/``--conjugate_gradient`` on ``paths`` with ``options`` (the
     flags of ``terascale vw``), writing ``-p``/``-r`` per pass, ``-f``, the readable model
     and VW's closing block; returns the exit status."""
-    from ._vwtext import AtomicText, link, prediction_lines
+    from ._vwtext import all_or_none, link, prediction_lines, prediction_writers
 
     cg = bool(options.get("cg"))
     passes = int(options.get("bfgs") or options.get("cg") or 0)
@@ -220,10 +220,8 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     out("{:>2s} {:<10s}\t{:<10s}\t{:<10s}\t {:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<s}\n"
         .format("##", "avg. loss", "der. mag.", "d. m. cond.", "wolfe1", "wolfe2",
                 "mix fraction", "curvature", "dir. magnitude", "step size"))
-    raw = getattr(args, "raw_predictions", None)
-    writers = [(AtomicText(path), linked) for path, linked in
-               ((args.predictions, True), (raw, False)) if path]
-    try:
+    writers = prediction_writers(args)
+    with all_or_none(writers):
         state = _Batch(data, loss, m, l2, rel_threshold, hessian_on, no_bias,
                        holdout_off, int(args.patience), passes, out, reg)
         if reg is not None:  # VW reads the file's header: its prediction range too
@@ -238,12 +236,6 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
             for writer, linked in writers:
                 writer.write(prediction_lines(link(pred, how, args.binary) if linked
                                               else partial, data.tags))
-    except BaseException:
-        for writer, _ in writers:
-            writer.discard()
-        raise
-    for writer, _ in writers:
-        writer.commit()
     _outputs(args, data, state, options)
     _regularizer_out(args, data, state, options, out)
     if not args.quiet:

@@ -38,7 +38,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     """Train with VW's ``--sgd`` or ``--invariant`` rule (see the module)."""
     from ._losses import loss32, loss_code
     from ._vwbatch import _Data
-    from ._vwtext import AtomicText, link, prediction_lines
+    from ._vwtext import all_or_none, link, prediction_lines, prediction_writers
 
     invariant = bool(args.invariant)
     if args.adaptive or args.normalized:
@@ -70,14 +70,12 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     hi = _F(50) if loss == "logistic" else _F(0)
     X = data.X
     sumsq = np.asarray(data.X2.sum(axis=1, dtype=_F)).ravel().astype(_F)
-    raw = getattr(args, "raw_predictions", None)
-    writers = [(AtomicText(path), linked) for path, linked in
-               ((args.predictions, True), (raw, False)) if path]
+    writers = prediction_writers(args)
     totals = []
     best, no_win = np.inf, 0
     seen_t = t  # VW's sd->t: initial_t plus every example's weight
     holdout_w = unlabelled_w = 0.0
-    try:
+    with all_or_none(writers):
         for _p in range(passes):
             preds = np.empty(data.n, _F)
             partials = np.empty(data.n, _F)
@@ -129,12 +127,6 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     no_win += 1
                 if no_win >= int(args.patience):
                     break
-    except BaseException:
-        for writer, _ in writers:
-            writer.discard()
-        raise
-    for writer, _ in writers:
-        writer.commit()
     _save(args, data, w, loss, float(lo), float(hi))
     if not args.quiet:
         from ._vwreport import closing_block

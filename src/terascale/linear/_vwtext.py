@@ -14,6 +14,8 @@ parsing): as many names as there are distinct features, never the examples.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import gzip
 import io
 import math
@@ -131,6 +133,28 @@ class AtomicText:
                 pass
         if self._tmp is not None and os.path.exists(self._tmp):
             os.unlink(self._tmp)
+
+
+def prediction_writers(args: argparse.Namespace) -> list[tuple[AtomicText, bool]]:
+    """The ``-p`` (linked: True) and ``-r`` (raw: False) files of a VW command line, each an
+    :class:`AtomicText`, in that order; those not asked for are left out."""
+    raw = getattr(args, "raw_predictions", None)
+    return [(AtomicText(path), linked) for path, linked in
+            ((args.predictions, True), (raw, False)) if path]
+
+
+@contextlib.contextmanager
+def all_or_none(writers: list[tuple[AtomicText, bool]]) -> Iterator[None]:
+    """Commit every writer once the block ends; discard every one if it raises (a run
+    that fails leaves no partial prediction file)."""
+    try:
+        yield
+    except BaseException:
+        for writer, _ in writers:
+            writer.discard()
+        raise
+    for writer, _ in writers:
+        writer.commit()
 
 
 def _lines(path: str) -> Iterator[str]:
