@@ -130,3 +130,30 @@ def test_fit_survives_a_killed_executor_with_the_same_model(spark, tmp_path):
     again = lr.fit(data.withColumn("label", killing_once(marker)("label")))
     assert os.path.exists(marker)  # rank 1's executor JVM was SIGKILLed during the fit
     assert np.array_equal(again.linear.dense(), clean.linear.dense())
+
+
+def test_bad_input_and_mllib_params_across_two_executors(spark):
+    """On separate executor JVMs as in local mode: a NaN or null label is a DataError naming
+    the column, the partition and the row; labels the loss cannot take are listed; an empty
+    DataFrame has no rows; MLlib's Param names and setters fit."""
+    from pyspark.ml.classification import LogisticRegression
+
+    good = _table(spark, 400, seed=4)
+    rows = good.collect()
+    lr = terascale.spark.LinearLearner(cacheDir="")
+    for bad, what in ((float("nan"), "NaN"), (None, "null")):
+        broken = list(rows)
+        broken[17] = (broken[17][0], bad)
+        frame = spark.createDataFrame(spark.sparkContext.parallelize(broken, 2), good.schema)
+        with pytest.raises(terascale.DataError, match=rf"Spark partition \d, row \d+: label "
+                                                      rf"column 'label' is {what}"):
+            lr.fit(frame)
+    shifted = spark.createDataFrame(
+        spark.sparkContext.parallelize([(v, y + 0.5) for v, y in rows], 2), good.schema)
+    with pytest.raises(terascale.DataError, match="labels found are 0.5, 1.5"):
+        lr.fit(shifted)
+    with pytest.raises(terascale.DataError, match="no rows"):
+        lr.fit(good.filter("label > 5"))
+    ours = terascale.spark.LinearLearner().setMaxIter(8).setRegParam(0.01).fit(good)
+    ref = LogisticRegression().setMaxIter(8).setRegParam(0.01).fit(good)
+    assert ours.getOrDefault("maxIter") == 8 and ours.numFeatures == ref.numFeatures == 6

@@ -74,7 +74,7 @@ def test_cli_train_predict_evaluate(tmp_path, capfd):
     # two workers through the launcher, each on its half of the file
     model2 = str(tmp_path / "m2.model")
     r = _cli(capfd, "train", str(train_p), "-n", "2", "-b", "16", "-q", "ab", "--bfgs", "10",
-             "-f", model2, "--cache-dir", cache, "--quiet")
+             "-f", model2, "--cache-dir", cache)
     assert r.returncode == 0, r.stderr
     assert "2 worker(s)" in r.stderr
     m2 = LinearModel.load(model2)

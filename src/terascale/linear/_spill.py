@@ -76,7 +76,6 @@ class Spill:
         self._index: list[tuple[int, int, int, int, int, bool]] = []
         self.sealed = False
         self._scratch: np.ndarray | None = None
-        self._mm: mmap.mmap | None = None
 
     def scratch(self, size: int) -> np.ndarray:
         """A float64 buffer of ``size`` zeros, the same memory every call (a gradient pass's
@@ -93,12 +92,6 @@ class Spill:
 
     def close(self) -> None:
         self._scratch = None
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:  # a caller still holds a block: the mapping goes with it
-                pass
-            self._mm = None
         self._file.close()
 
     def __enter__(self) -> Spill:
@@ -143,15 +136,18 @@ class Spill:
         self._index.append((self._end, size, start, n, nnz, has_values))
         self._end += size
 
-    def _map(self) -> mmap.mmap:
-        if self._mm is None:
-            self._mm = mmap.mmap(self._fd, self._end, access=mmap.ACCESS_READ)
-        return self._mm
+    def _map(self, entry: tuple[int, int, int, int, int, bool]) -> tuple[mmap.mmap, int]:
+        """A read-only map of one block (from the page below its start) and the block's
+        offset in it. One block at a time, not the whole file: a spill larger than the
+        process may address (``RLIMIT_AS``) is still read."""
+        lo = entry[0] // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY
+        return mmap.mmap(self._fd, entry[0] + entry[1] - lo, offset=lo,
+                         access=mmap.ACCESS_READ), entry[0] - lo
 
-    def _view(self, mm: mmap.mmap, entry: tuple[int, int, int, int, int, bool]
+    def _view(self, mm: mmap.mmap, entry: tuple[int, int, int, int, int, bool], at: int
               ) -> CompactBlock:
-        off, size, start, n, nnz, has_values = entry
-        buf = np.frombuffer(mm, np.uint8, size, off)
+        _, size, start, n, nnz, has_values = entry
+        buf = np.frombuffer(mm, np.uint8, size, at)
         o = 0
 
         def take(count: int, dtype: type) -> np.ndarray:
@@ -175,36 +171,21 @@ class Spill:
         for the next: the next block is read ahead, the used ones' pages dropped."""
         if not entries or not self._end:
             return
-        mm = self._map()
-        page = mmap.PAGESIZE
-        dropped = entries[0][0] // page * page
+        nxt = self._map(entries[0])
         for k, e in enumerate(entries):
-            if k + 1 < len(entries):
-                nxt = entries[k + 1]
-                lo = nxt[0] // page * page
-                mm.madvise(mmap.MADV_WILLNEED, lo, nxt[0] + nxt[1] - lo)
-            yield self._view(mm, e)
-            upto = (e[0] + e[1]) // page * page
-            if upto > dropped:
-                mm.madvise(mmap.MADV_DONTNEED, dropped, upto - dropped)
-                dropped = upto
-        end = entries[-1][0] + entries[-1][1]
-        if end > dropped:
-            mm.madvise(mmap.MADV_DONTNEED, dropped, end - dropped)
+            mm, at = nxt
+            if k + 1 < len(entries):  # read ahead: the next block's pages on their way
+                nxt = self._map(entries[k + 1])
+                nxt[0].madvise(mmap.MADV_WILLNEED)
+            yield self._view(mm, e, at)
+            # the used block's pages dropped (a file-backed map: read again if still used);
+            # the map itself goes with the last view of it
+            mm.madvise(mmap.MADV_DONTNEED)
 
     def __iter__(self) -> Iterator[CompactBlock]:
         """One pass over the mapped file (see :meth:`_mapped`); a pass before :meth:`seal`
         reads what has been added so far."""
-        self._unmap_if_grown()
         return self._mapped(list(self._index))
-
-    def _unmap_if_grown(self) -> None:
-        if self._mm is not None and len(self._mm) != self._end:
-            try:
-                self._mm.close()
-            except BufferError:
-                pass
-            self._mm = None
 
     @property
     def examples(self) -> int:
@@ -213,7 +194,6 @@ class Spill:
     def rows(self, lo: int, hi: int) -> Iterator[tuple[CompactBlock, int, int]]:
         """(block, first row, end row) for the examples ``lo .. hi`` of the shard (two
         threads each walk their own range); a block is valid until the next is asked for."""
-        self._unmap_if_grown()
         entries = [e for e in self._index if e[3] and e[2] < hi and e[2] + e[3] > lo]
         for b in self._mapped(entries):
             yield b, max(lo - b.start, 0), min(hi - b.start, len(b))
