@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch first, pinned to the CPU build on local disk, so that `torch>=2.3` is already met.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-matrix test-vw test-torch install install-test system-deps peers lint bench clean docs docs-check docs-snippets
+.PHONY: demo test test-matrix test-engines test-vw test-torch install install-test system-deps peers lint bench clean docs docs-check docs-snippets
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ peers: install-test
 # through `terascale vw`: the table of which reproduce VW
 test-vw: install-test
 	$(BIN)/python tests/vw_suite/_vwsuite.py
+
+# The engines' tests with the learner across separate executor JVMs (Spark local-cluster)
+test-engines: install-test
+	TERASCALE_SPARK_FULL=1 $(BIN)/python -m pytest -q tests/engines
 
 test: install-test peers
 	$(BIN)/ruff check src tests examples

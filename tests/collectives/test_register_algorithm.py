@@ -26,7 +26,7 @@ from terascale.collectives import ALLREDUCE, allreduce_names, allreduce_spec, re
 from terascale.collectives.ring import RingAllreduce
 from terascale.sim import CostParams, predict, simulate
 from terascale.sim.calibrate import model_time
-from terascale.testing import run_workers
+from terascale.testing import run_threads, run_workers
 
 NAME = _direct_allreduce.NAME
 # Importing the module registered it; the fixture registers it for each test instead, so
@@ -80,7 +80,12 @@ def test_selectable_by_name(direct: str) -> None:
 
 @pytest.mark.parametrize("n", SIZES)
 def test_in_the_correctness_matrix(direct: str, n: int) -> None:
-    check_matrix(n, direct, runs=2)
+    check_matrix(n, direct, runs=2 if FULL else 1, runner=run_threads)
+
+
+def test_in_the_correctness_matrix_on_processes(direct: str) -> None:
+    # fresh processes find it through TERASCALE_ALGORITHMS
+    check_matrix(3, direct, big=False, runs=2)
 
 
 def test_priced_by_the_model_calibration_and_simulator(direct: str) -> None:
