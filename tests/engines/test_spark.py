@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 pytestmark = pytest.mark.spark
+full = pytest.mark.skipif(os.environ.get("TERASCALE_SPARK_FULL", "") in ("", "0"),
+                          reason="make test-engines (TERASCALE_SPARK_FULL=1)")
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -93,6 +95,7 @@ def _vw_lines(n: int, seed: int) -> list[str]:
     return separable_lines(n, seed, vocab=40, k=6, scale=2.0, prefix="w")
 
 
+@full
 def test_train_linear_on_partitions_equals_local_workers(spark, tmp_path):
     from terascale.linear import parse_lines, train
     from terascale.testing import run_workers

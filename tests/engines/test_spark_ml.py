@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 pytestmark = pytest.mark.spark
+full = pytest.mark.skipif(os.environ.get("TERASCALE_SPARK_FULL", "") in ("", "0"),
+                          reason="make test-engines (TERASCALE_SPARK_FULL=1)")
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -219,6 +221,7 @@ def test_pipeline_save_and_load(spark, tmp_path):
     assert back.getOrDefault("bits") == 11 and back.getOrDefault("l2") == 0.5
 
 
+@full
 def test_second_fit_reuses_the_cached_parse(spark, tmp_path):
     cache = str(tmp_path / "cache")
     df = _vectors(spark, 1000, seed=4).cache()

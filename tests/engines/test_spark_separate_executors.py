@@ -1,7 +1,8 @@
 """terascale.spark on local-cluster[2,1,1024]: separate executor JVMs, one of them killed.
 
-The learner's tests here (a minute together) run under ``make test-engines``
-(``TERASCALE_SPARK_FULL=1``); the suite runs the same features in local mode.
+A separate Spark session with executor JVMs of its own (a minute and a half in all): run by
+``make test-engines`` (``TERASCALE_SPARK_FULL=1``); the suite runs the same features in
+local mode.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ import os
 
 import pytest
 
-pytestmark = pytest.mark.spark
-full = pytest.mark.skipif(os.environ.get("TERASCALE_SPARK_FULL", "") in ("", "0"),
-                          reason="the learner across executor JVMs: make test-engines "
-                                 "(TERASCALE_SPARK_FULL=1)")
+pytestmark = [pytest.mark.spark,
+              pytest.mark.skipif(os.environ.get("TERASCALE_SPARK_FULL", "") in ("", "0"),
+                                 reason="executor JVMs of their own: make test-engines "
+                                        "(TERASCALE_SPARK_FULL=1)")]
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -76,7 +77,6 @@ def _table(spark, n: int, seed: int, classes: int = 2):
     return spark.createDataFrame(rows, ["features", "label"])
 
 
-@full
 def test_fit_transform_and_three_classes_across_two_executors(spark):
     """LinearLearner's barrier stage with its tasks in two executor JVMs: the binary model
     reads as MLlib's (coefficients reproduce probability) and scores as well as MLlib's;
@@ -109,7 +109,6 @@ def test_fit_transform_and_three_classes_across_two_executors(spark):
     three.unpersist()
 
 
-@full
 def test_fit_survives_a_killed_executor_with_the_same_model(spark, tmp_path):
     """An executor JVM SIGKILLed while its task reads the partition for fit: Spark starts
     a new executor and reruns the stage, and the model is bitwise the one a clean fit
@@ -141,7 +140,6 @@ def test_fit_survives_a_killed_executor_with_the_same_model(spark, tmp_path):
     assert np.array_equal(again.linear.dense(), clean.linear.dense())
 
 
-@full
 def test_bad_input_and_mllib_params_across_two_executors(spark):
     """On separate executor JVMs as in local mode: a NaN or null label is a DataError naming
     the column, the partition and the row; labels the loss cannot take are listed; an empty

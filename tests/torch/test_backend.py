@@ -473,7 +473,12 @@ def test_a_callback_that_waits_on_another_collective_does_not_deadlock() -> None
         second_ready.set()
         return fut.value() + inner.wait()
 
-    assert c.add([_Handle(1)], lambda xs: xs[0]).then(then).wait() == 6
+    # the first work completes only once the callback is chained, so that the callback runs
+    # in the completing thread (chained on a done future, torch runs it in the caller's)
+    first_ready = threading.Event()
+    chained = c.add([_Handle(1, first_ready)], lambda xs: xs[0]).then(then)
+    first_ready.set()
+    assert chained.wait() == 6
     assert c.threads == 2
     c.close()
 
