@@ -42,7 +42,19 @@ class TerascaleError(Exception):
 
 
 class CollectiveError(TerascaleError):
-    """A collective operation could not complete on this rank."""
+    """A collective operation could not complete on this rank.
+
+    Parameters
+    ----------
+    message
+        What failed, beginning with the rank (``"rank 2: allreduce: ..."``).
+    rank
+        The rank that raised it (None: unknown).
+    peer
+        The peer the failure is blamed on (None: no single peer).
+    operation
+        The collective that failed, e.g. ``"allreduce"``.
+    """
 
     def __init__(self, message: str, *, rank: int | None = None, peer: int | None = None,
                  operation: str | None = None) -> None:

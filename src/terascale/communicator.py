@@ -85,9 +85,23 @@ class Communicator(ObjectCollectives, CommCore):
 
         The names are those of the one registry, :data:`terascale.collectives.ALLREDUCE`.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            The array (numpy, or anything with ``__array__``/``__dlpack__``: a CPU tensor) to
+            reduce; the same shape and dtype on every rank.
+        op
+            The reduction: ``"sum"`` (default), ``"prod"``, ``"min"`` or ``"max"`` (on bool: or,
+            and, and, or).
+        out
+            Where to write the result (same shape and dtype as ``x``); ``out=x`` reduces in place
+            and saves a copy. Default None: a new array.
+        algorithm
+            Which allreduce runs (see above); ``"auto"`` is right unless a benchmark of your sizes
+            says otherwise. Every rank must pass the same one.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         if timeout is None and type(x) is np.ndarray and (out is None or out is x):
             # The per-call fast path (shared memory, compiled core): a dict lookup, then one
@@ -106,7 +120,20 @@ class Communicator(ObjectCollectives, CommCore):
         ``x`` is copied when the call is made, so the caller may reuse it at once (unless
         ``out`` is ``x``). Handles may be waited in any order.
 
-        ``op``, ``algorithm`` and ``timeout`` are those of :meth:`allreduce`.
+        Parameters
+        ----------
+        x
+            As for :meth:`allreduce`; copied at the call.
+        op
+            As for :meth:`allreduce`.
+        out
+            As for :meth:`allreduce`; ``out=x`` makes the call read ``x`` in the background, so
+            leave it alone until ``wait()`` returns.
+        algorithm
+            As for :meth:`allreduce`.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         return self._allreduce(x, op, out, algorithm, timeout, asynchronous=True)
 
@@ -184,9 +211,16 @@ class Communicator(ObjectCollectives, CommCore):
     def broadcast(self, x: Any, root: int = 0, *, timeout: float | None = None) -> Any:
         """Copy ``x`` from ``root`` to every rank, in place where ``x`` is writable; returns it.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            On ``root``, the array to send; elsewhere an array of the same shape and dtype to
+            receive into (in place when writable).
+        root
+            The rank whose ``x`` every rank gets (default 0).
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         self._check_root(root)
         a, token = as_array(x)
@@ -211,9 +245,13 @@ class Communicator(ObjectCollectives, CommCore):
     def allgather(self, x: Any, *, timeout: float | None = None) -> Any:
         """Stack every rank's ``x`` (same shape and dtype everywhere): shape ``(size, *x.shape)``.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            This rank's array; the same shape and dtype on every rank.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         return self._allgather(x, "allgather", timeout, asynchronous=False)
 
@@ -221,9 +259,13 @@ class Communicator(ObjectCollectives, CommCore):
         """:meth:`allgather` in the background; ``x`` is copied at the call, ``wait()`` returns
         the stacked array.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            This rank's array; the same shape and dtype on every rank (copied at the call).
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         return self._allgather(x, "allgather", timeout, asynchronous=True)
 
@@ -251,18 +293,27 @@ class Communicator(ObjectCollectives, CommCore):
         to rank ``j`` and row ``i`` of the result came from rank ``i``: a transpose of the
         ranks' rows.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            ``size`` equal blocks along the first axis, block ``j`` for rank ``j``; the same shape
+            and dtype on every rank.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         return self._alltoall(x, timeout, asynchronous=False)
 
     def alltoall_async(self, x: Any, *, timeout: float | None = None) -> Handle:
         """:meth:`alltoall` in the background; ``x`` is copied at the call.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            As for :meth:`alltoall`; copied at the call.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         return self._alltoall(x, timeout, asynchronous=True)
 
@@ -293,10 +344,16 @@ class Communicator(ObjectCollectives, CommCore):
         The first axis is split into ``size`` blocks as ``numpy.array_split`` does (block
         ``r`` goes to rank ``r``); a 0-d input is treated as a vector of one element.
 
-        ``op``: ``sum`` (default), ``prod``, ``min`` or ``max``, as for
-        :meth:`allreduce`. ``timeout``: seconds this call may wait for a peer before
-        raising :class:`~terascale.PeerTimeout` (default None: the communicator's
-        deadline, ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            The array to reduce; the same shape and dtype on every rank.
+        op
+            The reduction: ``"sum"`` (default), ``"prod"``, ``"min"`` or ``"max"`` (on bool: or,
+            and, and, or).
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         self._check_op(op)
         a, token = as_array(x)
@@ -319,9 +376,11 @@ class Communicator(ObjectCollectives, CommCore):
     def barrier(self, *, timeout: float | None = None) -> None:
         """Return only when every rank has entered the barrier.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         if timeout is None and self._shm.whole is not None:
             # Through the compiled core: a flat allreduce of nothing is a barrier (the same
@@ -365,9 +424,17 @@ class Communicator(ObjectCollectives, CommCore):
         member reaches every communicator that contains it. Closing it leaves this one
         working; closing this one closes it too.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        color
+            Which sub-communicator this rank joins (an int >= 0); None or negative: none (the call
+            returns None).
+        key
+            Orders the ranks of the new communicator (default None: this rank's rank); ties are
+            broken by the rank here.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         for name, v in (("color", color), ("key", key)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
