@@ -74,7 +74,30 @@ __all__ = ["TaskSpec", "barrier_safe", "check_cluster", "run", "run_on_frame", "
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """What every barrier task runs; shipped to the executors (pickled by reference)."""
+    """What every barrier task runs; shipped to the executors (pickled by reference).
+
+    Parameters
+    ----------
+    fn
+        The function each task calls; inside it ``terascale.init()`` joins the job.
+    size
+        The number of tasks (the job's world size).
+    timeout
+        Seconds for the rendezvous and the default deadline of every collective.
+    run_id
+        A fresh id per call; names the job and its rendezvous.
+    args
+        Positional arguments of ``fn``.
+    kwargs
+        Keyword arguments of ``fn``.
+    prepare
+        Delayed initialization: when set, ``prepare(rows)`` reads and caches the task's
+        partition before the task joins the allreduce, and ``fn`` is called as
+        ``fn(prepared, *args, **kwargs)`` (default None).
+    local
+        Every task runs on the driver's host (a local master): the rendezvous listens on
+        loopback (default False).
+    """
 
     fn: Callable[..., Any]
     size: int
@@ -82,15 +105,18 @@ class TaskSpec:
     run_id: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
-    # Delayed initialization: when set, prepare(rows) reads and caches the task's partition
-    # BEFORE the task joins the allreduce, and fn is called as fn(prepared, *args, **kwargs).
     prepare: Callable[[Iterator[Any]], Any] | None = None
-    # Every task on the driver's host (a local master): the rendezvous listens on loopback.
     local: bool = False
 
 
 def session(spark: Any = None) -> Any:
-    """``spark`` or the active SparkSession, created (with the driver's interpreter) if none."""
+    """``spark`` or the active SparkSession, created (with the driver's interpreter) if none.
+
+    Parameters
+    ----------
+    spark
+        A SparkSession to use (default None: the active one, or a new one).
+    """
     if spark is not None:
         return spark
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -185,7 +211,17 @@ def _wait_for_executors(sc: Any, num_workers: int, timeout: float) -> None:
 
 def check_cluster(sc: Any, num_workers: int, timeout: float = 60.0) -> None:
     """Refuse what barrier mode cannot run (dynamic allocation, too few local slots) and,
-    under local-cluster, wait for the executors: before a job, not minutes into it."""
+    under local-cluster, wait for the executors: before a job, not minutes into it.
+
+    Parameters
+    ----------
+    sc
+        The SparkContext.
+    num_workers
+        The barrier tasks the job will start at once.
+    timeout
+        Seconds to wait for a local-cluster's executors to register (default 60).
+    """
     conf = sc.getConf()
     if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
         raise ConfigError("Spark barrier mode does not run with dynamic allocation: set "
@@ -315,7 +351,15 @@ def _python_error(e: BaseException) -> str:
 
 
 def run_on_rdd(rdd: Any, spec: TaskSpec) -> list[Any]:
-    """Run ``spec`` as a barrier stage over ``rdd`` (one task per partition) -> results."""
+    """Run ``spec`` as a barrier stage over ``rdd`` (one task per partition) -> results.
+
+    Parameters
+    ----------
+    rdd
+        The RDD whose partitions become the tasks (one rank per partition).
+    spec
+        What each task runs (:class:`TaskSpec`).
+    """
     task = functools.partial(_barrier_task, _placed(spec, rdd.context))
     # repartition(1): end the barrier stage with a shuffle, so that a failure resubmits it
     # (a failed barrier ResultStage would abort the job instead).
@@ -368,11 +412,27 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
     """Run ``fn(*args, **kwargs)`` on ``num_workers`` Spark barrier tasks; results by rank.
 
     Inside ``fn``, ``terascale.init()`` joins the job (rank = the task's partition id).
-    ``timeout`` bounds the rendezvous and is the default deadline of every collective.
-    ``spark`` is a SparkSession (default: the active one, or a new one). A failing task
+    A failing task
     makes Spark rerun all tasks (up to ``spark.stage.maxConsecutiveAttempts`` times); make
     ``fn`` resume from a :class:`terascale.Checkpoint` in a directory every attempt's rank
     0 can read. Raises :class:`terascale.TerascaleError` when Spark gives up.
+
+    Parameters
+    ----------
+    fn
+        The function each task calls with ``*args, **kwargs``; it calls ``terascale.init()`` to join
+        the job. Its return value, pickled, comes back.
+    num_workers
+        The number of barrier tasks (the world size); the cluster needs that many free task slots at
+        once.
+    args
+        Positional arguments of ``fn`` (pickled to every task).
+    kwargs
+        Keyword arguments of ``fn`` (default None: none).
+    timeout
+        Seconds; bounds the rendezvous and is the default deadline of every collective (default 60).
+    spark
+        A SparkSession (default None: the active one, or a new one).
     """
     check_workers(num_workers, timeout)
     sc = session(spark).sparkContext
