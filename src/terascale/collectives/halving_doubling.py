@@ -320,9 +320,16 @@ def halving_doubling_time(nbytes: float, p: int, c: Any, *, ranks_per_host: int 
     several hosts of several workers only the busiest host link's bytes pay ``beta``
     (:func:`traffic`), the rest ``delta``. Two ranks and a small message: the swap.
 
-    ``nbytes``: the message size in bytes. ``c``: the machine's
-    :class:`terascale.sim.CostParams`. ``p``: ranks. ``ranks_per_host``: ranks sharing one
-    host's link (default 1).
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    p
+        Ranks.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    ranks_per_host
+        Ranks sharing one host's link (default 1).
     """
     check(nbytes, p)
     if p == 1:

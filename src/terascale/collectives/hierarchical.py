@@ -80,8 +80,16 @@ def hierarchical_time(nbytes: float, hosts: int, per_host: int, c: Any) -> float
     r"""Shared memory inside each host + ring among the host leaders + broadcast back:
     :math:`T_{shm}(q) + T_{ring}(H)`.
 
-    ``nbytes``: the message size in bytes. ``c``: the machine's
-    :class:`terascale.sim.CostParams`. ``hosts``: hosts; ``per_host``: ranks on each.
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    hosts
+        Hosts.
+    per_host
+        Ranks on each.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
     """
     return shm_time(nbytes, per_host, c) + ring_time(nbytes, hosts, c)
 

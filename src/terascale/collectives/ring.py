@@ -134,9 +134,16 @@ def ring_time(nbytes: float, p: int, c: Any, *, ranks_per_host: int = 1) -> floa
     r"""Ring allreduce (Patarasuk & Yuan): :math:`2(p-1)\alpha + 2\frac{p-1}{p} m\beta +
     \frac{p-1}{p} m\gamma`; two ranks and a small message: the swap.
 
-    ``nbytes``: the message size in bytes. ``c``: the machine's
-    :class:`terascale.sim.CostParams`. ``p``: ranks. ``ranks_per_host``: ranks sharing one
-    host's link (default 1).
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    p
+        Ranks.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    ranks_per_host
+        Ranks sharing one host's link (default 1).
     """
     check(nbytes, p)
     if p == 1:

@@ -283,8 +283,12 @@ def shm_time(nbytes: float, q: int, c: Any) -> float:
     ``q`` slices, copy out): :math:`s(2\alpha_{shm} + m(2\delta + \frac{q-1}{q}\gamma))`,
     ``s`` the slow-down of ranks sharing cores.
 
-    ``nbytes``: the message size in bytes. ``c``: the machine's
-    :class:`terascale.sim.CostParams`.
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
     """
     check(nbytes, q)
     if q == 1:

@@ -88,13 +88,24 @@ TREE_CHUNK = CHUNK_BYTES
 class CostParams:
     """Machine parameters of the model (seconds, seconds per byte).
 
-    ``alpha``: seconds per message between hosts (latency plus software; default 25 us).
-    ``beta``: seconds per byte on a link (default 8/10e9: 10 Gbit/s). ``gamma``: seconds
-    per byte reduced (default 1/5e9). ``alpha_shm``: seconds per synchronization inside a
-    host (default 2 us). ``delta``: seconds per byte copied in memory (default 1/10e9).
-    ``cores``: cores per host (default None: one per rank). ``cache_bytes``: messages
-    above this size pay ``mem_factor`` times every per-byte cost (default None: never).
-    ``mem_factor``: that factor (default 1.0).
+    Parameters
+    ----------
+    alpha
+        Seconds per message between hosts (latency plus software; default 25 us).
+    beta
+        Seconds per byte on a link (default 8/10e9: 10 Gbit/s).
+    gamma
+        Seconds per byte reduced (default 1/5e9).
+    alpha_shm
+        Seconds per synchronization inside a host (default 2 us).
+    delta
+        Seconds per byte copied in memory (default 1/10e9).
+    cores
+        Cores per host (default None: one per rank).
+    cache_bytes
+        Messages above this size pay ``mem_factor`` times every per-byte cost (default None: never).
+    mem_factor
+        The factor on per-byte costs above ``cache_bytes`` (default 1.0).
     """
 
     alpha: float = 25e-6       # per message between hosts (latency + software)
@@ -150,10 +161,20 @@ def predict(algorithm: str, nbytes: float, nodes: int, c: CostParams, *,
     Flat algorithms treat all ``nodes * per_host`` ranks alike; one placed on ``"one host"``
     needs ``nodes=1``. ``nodes=1, per_host=q`` describes one machine (loopback).
 
-    ``algorithm``: a name of the registry (:func:`terascale.collectives.allreduce_names`).
-    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
-    ``nodes``: hosts. ``per_host``: ranks on each host (default 1). ``chunk``: a pipelined
-    algorithm's chunk in bytes (None: not pipelined).
+    Parameters
+    ----------
+    algorithm
+        A name of the registry (:func:`terascale.collectives.allreduce_names`).
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    c
+        The machine's :class:`CostParams`.
+    per_host
+        Ranks on each host (default 1).
+    chunk
+        A pipelined algorithm's chunk in bytes (None: not pipelined).
     """
     try:
         spec = allreduce_spec(algorithm)
@@ -169,8 +190,16 @@ def best(nbytes: float, nodes: int, c: CostParams, *, per_host: int = 1) -> tupl
     """The fastest applicable algorithm and its predicted time (the first in registry order
     of those that tie).
 
-    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
-    ``nodes``: hosts; ``per_host``: ranks on each (default 1).
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    c
+        The machine's :class:`CostParams`.
+    per_host
+        Ranks on each (default 1).
     """
     names = [a for a, s in ALLREDUCE.items() if s.runs_on(nodes) and s.cost
              and s.runs_with(nodes * per_host)]

@@ -266,10 +266,15 @@ def simulate(algorithm: str, nbytes: float, nodes: int, c: CostParams, *, per_ho
     pipeline (larger chunks) to bound the number of events: the steady state is unchanged,
     the pipeline fill grows with the chunk.
 
-    ``algorithm``: a name of the registry, simulated by its entry's ``schedule`` (one
-    without: its cost formula, started when the last rank arrives, so a failure before the
-    end blocks every rank). ``c``: the machine's :class:`CostParams`.
-    ``chunk``: the tree's pipeline chunk in bytes.
+    Parameters
+    ----------
+    algorithm
+        A name of the registry, simulated by its entry's ``schedule`` (one without: its cost
+        formula, started when the last rank arrives, so a failure before the end blocks every rank).
+    c
+        The machine's :class:`CostParams`.
+    chunk
+        The tree's pipeline chunk in bytes.
     """
     if chunk is not None and max_chunks is not None and nbytes > chunk * max_chunks:
         chunk = math.ceil(nbytes / max_chunks)
@@ -323,8 +328,12 @@ def straggler_delays(spec: str, p: int, rng: np.random.Generator) -> np.ndarray:
     ``p-1`` late by DELAY); ``frac:F:DELAY`` (a random fraction F of the ranks late by DELAY).
     Times accept ``ms``/``us``/``s`` suffixes.
 
-    ``p``: ranks. ``rng``: the numpy generator to draw from (seed it for repeatable
-    plans).
+    Parameters
+    ----------
+    p
+        Ranks.
+    rng
+        The numpy generator to draw from (seed it for repeatable plans).
     """
     parts = spec.split(":")
     kind = parts[0]

@@ -36,9 +36,13 @@ def average_buffers(model: torch.nn.Module, *, comm: Communicator | None = None)
     Batch norm is per worker by default (Goyal et al.); call this before evaluation or
     checkpointing so that every worker holds the same statistics.
 
-    ``model``: its floating-point buffers are averaged in place. ``comm``: the
-    communicator (default None: the process's ``terascale.init()``, made once on first use
-    and shared by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    model
+        Its floating-point buffers are averaged in place.
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
     """
     average_tensors(list(model.buffers()), resolve(comm))
 
@@ -50,9 +54,13 @@ class ModelAverager:
     identical on all workers after each averaging. Optimizer state (momentum) stays local,
     as in local SGD.
 
-    ``model``: the module whose parameters are averaged. ``comm``: the communicator
-    (default None: the process's ``terascale.init()``, made once on first use and shared
-    by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    model
+        The module whose parameters are averaged.
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
     """
 
     def __init__(self, model: torch.nn.Module, *, every: int = 8,

@@ -39,8 +39,11 @@ def broadcast_parameters(model: torch.nn.Module | Iterable[torch.Tensor], root: 
 
     ``model`` is a module or an iterable of tensors (e.g. ``model.parameters()``).
 
-    ``comm``: the communicator (default None: the process's ``terascale.init()``, made
-    once on first use and shared by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
     """
     comm = resolve(comm)
     if comm.size == 1:
@@ -56,8 +59,11 @@ def broadcast_buffers(model: torch.nn.Module, root: int = 0, *,
                       comm: Communicator | None = None) -> None:
     """Overwrite buffers (batch-norm running statistics, ...) with ``root``'s.
 
-    ``comm``: the communicator (default None: the process's ``terascale.init()``, made
-    once on first use and shared by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
     """
     comm = resolve(comm)
     if comm.size > 1:
@@ -82,8 +88,11 @@ def broadcast_optimizer_state(optimizer: Any, root: int = 0, *,
     :class:`~terascale.torch.DistributedOptimizer`); tensors travel through host memory and
     ``load_state_dict`` moves them to the parameters' devices.
 
-    ``comm``: the communicator (default None: the process's ``terascale.init()``, made
-    once on first use and shared by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
     """
     comm = resolve(comm)
     if comm.size == 1:

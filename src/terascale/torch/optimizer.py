@@ -136,8 +136,11 @@ class DistributedOptimizer:
     algorithm of the uncompressed path (``auto``, ``ring``, ``tree``, ``shm``...). All
     workers must construct it with the same model and options.
 
-    ``comm``: the communicator (default None: the process's ``terascale.init()``, made
-    once on first use and shared by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, model: torch.nn.Module, *,

@@ -55,8 +55,11 @@ class PythonWaits:
         """Wait for the members of the barrier we arrived at (:meth:`.ShmGroup.barrier`, or a
         :meth:`core_round` that did not complete), then compare descriptors (``check``).
 
-        ``spun``: the core already spent the spin budget, block at once. Failures are
-        raised on every member as :meth:`.ShmGroup.barrier` describes.
+        Parameters
+        ----------
+        spun
+            The core already spent the spin budget, block at once. Failures are raised on every
+            member as :meth:`.ShmGroup.barrier` describes.
         """
         target = self.epoch
         q = self._q

@@ -327,8 +327,12 @@ class Connector(ABC):
     def listen(self, host: str) -> Any:
         """Get ready to be reached; returns this rank's handle (a listening socket, a mailbox).
 
-        ``host``: this rank's address as the rendezvous server sees it (where a network
-        transport listens)."""
+        Parameters
+        ----------
+        host
+            This rank's address as the rendezvous server sees it (where a network transport
+            listens).
+        """
 
     @abstractmethod
     def endpoint(self, handle: Any) -> str:
@@ -340,12 +344,22 @@ class Connector(ABC):
                 secret: bytes, job: str, deadline: float, security: str) -> Transport:
         """Link this rank to every other one and return the transport.
 
-        ``handle``: from :meth:`listen` (consumed: closed on failure too). ``endpoints``:
-        every rank's :meth:`endpoint`, in rank order. ``secret``: the job secret (to
-        authenticate links). ``job``: the job id. ``deadline``: ``time.monotonic()`` by which
-        every link must be up (``PeerTimeout`` naming the missing ranks otherwise).
-        ``security``: the links' mode (``terascale.transport.LINK_MODES``); a transport
-        whose links never leave the process may ignore it.
+        Parameters
+        ----------
+        handle
+            From :meth:`listen` (consumed: closed on failure too).
+        endpoints
+            Every rank's :meth:`endpoint`, in rank order.
+        secret
+            The job secret (to authenticate links).
+        job
+            The job id.
+        deadline
+            ``time.monotonic()`` by which every link must be up (``PeerTimeout`` naming the missing
+            ranks otherwise).
+        security
+            The links' mode (``terascale.transport.LINK_MODES``); a transport whose links never
+            leave the process may ignore it.
         """
 
     def discard(self, handle: Any) -> None:
@@ -371,8 +385,11 @@ def register_transport(name: str, target: str | Connector) -> None:
     """Make transport ``name`` selectable (``TERASCALE_TRANSPORT=name``,
     ``_init.connect(transport=name)``).
 
-    ``target``: a :class:`Connector`, or ``"package.module:Class"`` naming one (imported
-    on first use). Registering a name again replaces it.
+    Parameters
+    ----------
+    target
+        A :class:`Connector`, or ``"package.module:Class"`` naming one (imported on first use).
+        Registering a name again replaces it.
     """
     if not name or not isinstance(name, str):
         raise ConfigError(f"transport name {name!r} must be a non-empty string")

@@ -235,12 +235,26 @@ def connect_tcp(rank: int, size: int, addrs: list[tuple[str, int]], listener: so
                 security: str | None = None) -> TcpTransport:
     """Connect to every other rank; returns the transport or raises naming the missing peers.
 
-    ``rank``/``size``: this rank and the job's size. ``addrs``: every rank's ``(host,
-    port)``. ``listener``: this rank's socket from :func:`listen` (closed here).
-    ``secret``: the job secret. ``job``: the job id (in every link's hello).
-    ``deadline``: ``time.monotonic()`` by which every link must be up. ``encrypt``: the
-    default of ``security``. ``security`` (default ``"encrypt"`` when ``encrypt`` else ``"integrity"``, see
-    :mod:`._secure`) is this rank's mode; every peer must run the same."""
+    Parameters
+    ----------
+    rank
+        This rank and the job's size.
+    size
+        This rank and the job's size.
+    addrs
+        Every rank's ``(host, port)``.
+    listener
+        This rank's socket from :func:`listen` (closed here).
+    secret
+        The job secret.
+    job
+        The job id (in every link's hello).
+    deadline
+        ``time.monotonic()`` by which every link must be up.
+    encrypt
+        The default of ``security``. ``security`` (default ``"encrypt"`` when ``encrypt`` else
+        ``"integrity"``, see :mod:`._secure`) is this rank's mode; every peer must run the same.
+    """
     mode = security or ("encrypt" if encrypt else "integrity")
     if mode not in MODES:
         raise ValueError(f"security={mode!r} must be one of {MODES}")

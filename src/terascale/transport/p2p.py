@@ -128,14 +128,24 @@ class _Early:
 class PointToPoint:
     """Tagged, ordered point-to-point messages of one group (see the module doc).
 
-    ``rank``/``size``: this rank in the group; ``secret``: shared by the group's ranks, or
-    a list with one per rank (index ``p``: the secret this rank shares with rank ``p``;
-    the links are authenticated with it); ``host``: the address to listen on, one the
-    other ranks reach; ``timeout``: how long a message's body may take once its header
-    arrived; ``security``: ``"integrity"`` (every byte authenticated) or ``"encrypt"``
-    (encrypted too): every rank of the group must run the same, and a rank refuses a
-    peer that offers another with an :class:`~terascale.AuthError`.
-    Call :meth:`connect_to` with every rank's :attr:`address` before sending.
+    Parameters
+    ----------
+    rank
+        This rank in the group.
+    size
+        This rank in the group.
+    secret
+        Shared by the group's ranks, or a list with one per rank (index ``p``: the secret this rank
+        shares with rank ``p``; the links are authenticated with it)
+    host
+        The address to listen on, one the other ranks reach.
+    timeout
+        How long a message's body may take once its header arrived.
+    security
+        ``"integrity"`` (every byte authenticated) or ``"encrypt"`` (encrypted too): every rank of
+        the group must run the same, and a rank refuses a peer that offers another with an
+        :class:`~terascale.AuthError`. Call :meth:`connect_to` with every rank's :attr:`address`
+        before sending.
     """
 
     def __init__(self, rank: int, size: int, secret: bytes | list[bytes], *,
