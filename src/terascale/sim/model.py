@@ -119,7 +119,13 @@ class CostParams:
 
     def for_message(self, nbytes: float) -> CostParams:
         """The parameters for a message of ``nbytes``: per-byte costs grow by ``mem_factor``
-        once the message no longer fits in the (per-core) cache."""
+        once the message no longer fits in the (per-core) cache.
+
+        Parameters
+        ----------
+        nbytes
+            The message size in bytes.
+        """
         if self.cache_bytes is None or nbytes <= self.cache_bytes or self.mem_factor == 1.0:
             return replace(self, cache_bytes=None)
         f = self.mem_factor
@@ -127,12 +133,25 @@ class CostParams:
                        cache_bytes=None)
 
     def slowdown(self, ranks_per_host: int) -> float:
-        """Factor on per-byte costs when ranks share cores (1 with a core per rank)."""
+        """Factor on per-byte costs when ranks share cores (1 with a core per rank).
+
+        Parameters
+        ----------
+        ranks_per_host
+            Ranks sharing the host's cores.
+        """
         if self.cores is None:
             return 1.0
         return max(1.0, ranks_per_host / self.cores)
 
     def scaled(self, ranks_per_host: int) -> CostParams:
+        """These parameters with every cost multiplied by :meth:`slowdown` (``cores`` then None).
+
+        Parameters
+        ----------
+        ranks_per_host
+            Ranks sharing the host's cores.
+        """
         s = self.slowdown(ranks_per_host)
         return replace(self, alpha=self.alpha * s, beta=self.beta * s, gamma=self.gamma * s,
                        alpha_shm=self.alpha_shm * s, delta=self.delta * s, cores=None)
@@ -147,6 +166,18 @@ def tcp_goodput(link_bits: float, *, mtu: int = 1500, framing: int = 38,
     14, FCS 4, preamble 8, inter-frame gap 12 = 38; a ``tc`` rate limit on a veth counts the
     14-byte header only: ``framing=14``). At MTU 1500 that is 94.1% of the nominal rate
     (95.6% on an emulated link): the ceiling of busbw, before any per-message cost.
+
+    Parameters
+    ----------
+    link_bits
+        The link's nominal rate in bits/s.
+    mtu
+        Bytes per IP packet (default 1500; 9000 with jumbo frames).
+    framing
+        Bytes of link time per frame beyond the packet (default 38, a real Ethernet wire; 14 under a
+        ``tc`` rate limit).
+    tcp_ip_headers
+        Header bytes per packet (default 52: IPv4, TCP and timestamps).
     """
     if mtu <= tcp_ip_headers:
         raise ValueError(f"mtu={mtu} leaves no room for {tcp_ip_headers} bytes of headers")

@@ -44,7 +44,15 @@ __all__ = ["SimResult", "simulate", "straggler_delays"]
 
 @dataclass(frozen=True)
 class SimResult:
-    """Finish time per rank (``inf``: never finished) and summaries."""
+    """Finish time per rank (``inf``: never finished) and summaries.
+
+    Parameters
+    ----------
+    algorithm
+        The simulated algorithm's name.
+    finish
+        Each rank's finish time in seconds (``inf``: never finished).
+    """
 
     algorithm: str
     finish: np.ndarray
@@ -261,11 +269,6 @@ def simulate(algorithm: str, nbytes: float, nodes: int, c: CostParams, *, per_ho
              chunk: int | None = TREE_CHUNK, max_chunks: int | None = None) -> SimResult:
     """Simulate one allreduce of ``nbytes`` over ``nodes`` hosts of ``per_host`` ranks.
 
-    ``start`` gives each rank's arrival time at the collective (stragglers; default all 0);
-    ``fail=(rank, time)`` kills that rank at that time. ``max_chunks`` coarsens the tree's
-    pipeline (larger chunks) to bound the number of events: the steady state is unchanged,
-    the pipeline fill grows with the chunk.
-
     Parameters
     ----------
     algorithm
@@ -275,6 +278,19 @@ def simulate(algorithm: str, nbytes: float, nodes: int, c: CostParams, *, per_ho
         The machine's :class:`CostParams`.
     chunk
         The tree's pipeline chunk in bytes.
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    per_host
+        Ranks on each host (default 1).
+    start
+        Each rank's arrival time at the collective in seconds (stragglers; default None: all 0).
+    fail
+        ``(rank, time)``: kill that rank at that time (default None: no failure).
+    max_chunks
+        Coarsens the tree's pipeline (larger chunks) to bound the number of events: the steady state
+        is unchanged, the pipeline fill grows with the chunk (default None: no bound).
     """
     if chunk is not None and max_chunks is not None and nbytes > chunk * max_chunks:
         chunk = math.ceil(nbytes / max_chunks)
@@ -334,6 +350,8 @@ def straggler_delays(spec: str, p: int, rng: np.random.Generator) -> np.ndarray:
         Ranks.
     rng
         The numpy generator to draw from (seed it for repeatable plans).
+    spec
+        One of the forms above.
     """
     parts = spec.split(":")
     kind = parts[0]
