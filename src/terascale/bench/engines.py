@@ -180,7 +180,13 @@ def linear(reps: int, lines: int = 100_000) -> dict[str, Any]:
 
 
 def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``engines`` to the ``terascale bench`` subcommands."""
+    """Add ``engines`` to the ``terascale bench`` subcommands.
+
+    Parameters
+    ----------
+    kinds
+        The ``terascale bench`` sub-command parsers (``add_subparsers``' result).
+    """
     p = kinds.add_parser("engines", help="start-up, per-job and recovery time on Spark and Ray",
                          description=__doc__.split("\n")[0])
     p.add_argument("--reps", type=int, default=5,
