@@ -153,8 +153,8 @@ def _field_comments(cls: type) -> set[str]:
 
 def _constructor_described(cls: type) -> set[str] | None:
     """What the constructor's documentation describes; None: not ours to document."""
-    own_init = any("__init__" in vars(b) or "__new__" in vars(b)
-                   for b in cls.__mro__ if _ours(b) and b is not object)
+    own_init = any(_ours(getattr(vars(b).get(name), "__func__", vars(b).get(name)))
+                   for b in cls.__mro__ if _ours(b) for name in ("__init__", "__new__"))
     if not (own_init or dataclasses.is_dataclass(cls) or hasattr(cls, "_fields")):
         return None
     names: set[str] = set()

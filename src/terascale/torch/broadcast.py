@@ -37,13 +37,17 @@ def broadcast_parameters(model: torch.nn.Module | Iterable[torch.Tensor], root: 
                          comm: Communicator | None = None, buffers: bool = True) -> None:
     """Overwrite every worker's parameters (and, by default, buffers) with ``root``'s.
 
-    ``model`` is a module or an iterable of tensors (e.g. ``model.parameters()``).
-
     Parameters
     ----------
     comm
         The communicator (default None: the process's ``terascale.init()``, made once on first use
         and shared by every object of ``terascale.torch``).
+    model
+        A module or an iterable of tensors (e.g. ``model.parameters()``).
+    root
+        The rank whose parameters every worker gets (default 0).
+    buffers
+        With a module: also its buffers (default True).
     """
     comm = resolve(comm)
     if comm.size == 1:
@@ -64,6 +68,10 @@ def broadcast_buffers(model: torch.nn.Module, root: int = 0, *,
     comm
         The communicator (default None: the process's ``terascale.init()``, made once on first use
         and shared by every object of ``terascale.torch``).
+    model
+        The module whose buffers are overwritten.
+    root
+        The rank whose buffers every worker gets (default 0).
     """
     comm = resolve(comm)
     if comm.size > 1:
@@ -93,6 +101,10 @@ def broadcast_optimizer_state(optimizer: Any, root: int = 0, *,
     comm
         The communicator (default None: the process's ``terascale.init()``, made once on first use
         and shared by every object of ``terascale.torch``).
+    optimizer
+        The optimizer whose state is overwritten.
+    root
+        The rank whose state every worker gets (default 0).
     """
     comm = resolve(comm)
     if comm.size == 1:

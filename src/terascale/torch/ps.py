@@ -148,6 +148,12 @@ class ParameterServer:
     comm
         The communicator (default None: the process's ``terascale.init()``, made once on first use
         and shared by every object of ``terascale.torch``).
+    model
+        The module to train; every rank starts from rank 0's parameters.
+    lr
+        The server's SGD learning rate.
+    momentum
+        The server's SGD momentum (default 0.0).
     """
 
     def __init__(self, model: torch.nn.Module, *, lr: float, momentum: float = 0.0,

@@ -41,6 +41,12 @@ def scale_lr(base_lr: float, batch: int, base_batch: int, rule: str = "linear") 
     rule
         ``"linear"`` (default; Goyal et al. 2017: the LR grows with the batch) or ``"sqrt"`` (Hoffer
         et al. 2017: with its square root).
+    base_lr
+        The learning rate tuned for ``base_batch``.
+    batch
+        The global batch now (all workers together).
+    base_batch
+        The batch ``base_lr`` was tuned for.
     """
     if batch <= 0 or base_batch <= 0:
         raise ConfigError(f"batch={batch} and base_batch={base_batch} must be positive")
@@ -58,6 +64,19 @@ class GradualWarmup(LRScheduler):
     Call ``scheduler.step()`` after every optimizer step. Goyal et al. use
     ``start_factor = 1/k`` for a k-times larger batch (start at the small-batch LR) and 5
     epochs of warmup; ``after`` (optional) is a scheduler that takes over afterwards.
+
+    Parameters
+    ----------
+    optimizer
+        The optimizer whose learning rates are warmed up.
+    warmup_steps
+        Steps from ``start_factor * lr`` to ``lr``.
+    start_factor
+        The fraction of ``lr`` at step 0 (default 0.0).
+    after
+        A scheduler that takes over after the warm-up (default None: ``lr`` stays).
+    last_epoch
+        The index of the last step, for resuming (default -1: a fresh start, as torch's schedulers).
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, warmup_steps: int, *,

@@ -48,6 +48,10 @@ class DistributedSampler(Sampler[int]):
         (default), the first indices are repeated so every worker gets the same count (as torch's
         sampler), and ``even=False`` gives disjoint shards of unequal length (use
         ``DistributedOptimizer.join()`` for the worker that runs out first).
+    even
+        Without ``drop_last``: repeat the first indices so every worker gets the same count (default
+        True, as torch's sampler); False gives disjoint shards of unequal length (use
+        ``DistributedOptimizer.join()`` for the worker that runs out first).
     """
 
     def __init__(self, dataset: Sized | int, *, comm: Communicator | None = None,
@@ -72,7 +76,13 @@ class DistributedSampler(Sampler[int]):
             self.total = self.length
 
     def set_epoch(self, epoch: int) -> None:
-        """Use the permutation of ``epoch`` (call at the start of every epoch)."""
+        """Use the permutation of ``epoch`` (call at the start of every epoch).
+
+        Parameters
+        ----------
+        epoch
+            The epoch number, the same on every worker.
+        """
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[int]:
