@@ -89,10 +89,21 @@ class Worker:
 
 @dataclass
 class Verdict:
-    """How one attempt ended: ``status`` 0, or the first failure's status and ``rank``
-    (the worker's index in the attempt), its ``blame`` when a stall or an early leaver
-    explains it better, ``note`` a sentence for a failure that is no worker's exit, and
-    ``interrupted`` when ``stop`` ended it."""
+    """How one attempt ended.
+
+    Parameters
+    ----------
+    status
+        0, or the first failure's exit status.
+    rank
+        The failed worker's index in the attempt (None: no worker failed).
+    blame
+        The stalled rank(s) or early leaver, when that explains the failure better.
+    note
+        A sentence for a failure that is no worker's exit.
+    interrupted
+        Whether ``stop`` ended the attempt.
+    """
 
     status: int = 0
     rank: int | None = None
@@ -105,12 +116,22 @@ def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event |
           waiting: Callable[[], list[int] | None] | None = None) -> Verdict:
     """Wait until every worker ended or one failed; who failed first, and why.
 
-    ``offset`` is the global rank of ``workers[0]`` (a node of a job over several; the
-    workers' messages name global ranks). ``stop`` ends the watch early (interrupted).
-    ``waiting`` says which ranks the rendezvous still holds while it assembles (None once
-    complete): workers that ended with status 0 before joining while every other one waits
-    for them mean the job can never assemble, reported at once instead of at the deadline.
     The workers are left running: :func:`stop_all` ends them.
+
+    Parameters
+    ----------
+    workers
+        The workers, in rank order.
+    offset
+        The global rank of ``workers[0]`` (a node of a job over several; the workers'
+        messages name global ranks); default 0.
+    stop
+        Ends the watch early (interrupted); default None.
+    waiting
+        Says which ranks the rendezvous still holds while it assembles (None once
+        complete): workers that ended with status 0 before joining while every other one
+        waits for them mean the job can never assemble, reported at once instead of at the
+        deadline. Default None.
     """
     n = len(workers)
     exits: list[tuple[float, int, int]] = []  # (when, rank, status)
@@ -192,7 +213,17 @@ def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event |
 def stop_all(workers: Sequence[Worker], grace: float, ended: Callable[[int], bool]) -> None:
     """End every worker: :meth:`Worker.terminate` those still running (``ended(i)`` False),
     wait up to ``grace`` seconds for them, then :meth:`Worker.kill` every one (what a worker
-    left behind goes too)."""
+    left behind goes too).
+
+    Parameters
+    ----------
+    workers
+        The workers of this node (or attempt), in rank order.
+    grace
+        Seconds to wait after terminating before killing.
+    ended
+        ``ended(i)``: whether worker ``i`` already ended.
+    """
     running = [i for i in range(len(workers)) if not ended(i)]
     for i in running:
         workers[i].terminate()
@@ -212,8 +243,18 @@ def restarts(max_restarts: int, attempt: Callable[[int], R], ended: Callable[[R]
     """Run ``attempt(0)``, ``attempt(1)``, ... until ``ended(result)`` (success, or nothing
     to restart for) or ``max_restarts`` restarts are spent; the last result.
 
-    ``failed(n, result, again)`` hears of every attempt that did not end the job, ``again``
-    True when another attempt follows (the place for "restarting all N workers").
+    Parameters
+    ----------
+    max_restarts
+        How many restarts at most.
+    attempt
+        Runs attempt ``n`` and returns its result.
+    ended
+        True when a result ends the job (success, or nothing to restart for).
+    failed
+        ``failed(n, result, again)`` hears of every attempt that did not end the job,
+        ``again`` True when another attempt follows (the place for "restarting all N
+        workers"); default None.
     """
     for n in range(max_restarts + 1):
         result = attempt(n)
@@ -230,11 +271,29 @@ class Engine(Protocol):
     def serve(self, job: str, secret: str, size: int) -> str:
         """Start this attempt's rendezvous for ``size`` ranks (a
         :class:`terascale.rendezvous.RendezvousServer` with ``job`` and ``secret``) where
-        every worker reaches it; its ``HOST:PORT``."""
+        every worker reaches it; its ``HOST:PORT``.
+
+        Parameters
+        ----------
+        job
+            The attempt's job id.
+        secret
+            The attempt's job secret.
+        size
+            Ranks in the job.
+        """
         ...
 
     def start(self, rank: int, env: dict[str, str]) -> Worker:
-        """Start worker ``rank`` with the ``TERASCALE_*`` variables ``env`` set."""
+        """Start worker ``rank`` with the ``TERASCALE_*`` variables ``env`` set.
+
+        Parameters
+        ----------
+        rank
+            The worker's rank.
+        env
+            The variables of :meth:`terascale.JobEnv.to_environ` for that rank.
+        """
         ...
 
     def cleanup(self) -> None:
@@ -304,8 +363,24 @@ def run_job(engine: Engine, *, size: int, run_id: str, timeout: float, max_resta
     again -- unless the first failure is a :class:`terascale.ConfigError` or
     :class:`terascale.DataError` (bad options or input fail every attempt alike), which is
     raised as it is. Raises :class:`JobFailed` naming the rank that failed first in the
-    last attempt, its error's last line and its traceback; ``name`` (``"Ray"``,
-    ``"Dask"``) starts the message.
+    last attempt, its error's last line and its traceback.
+
+    Parameters
+    ----------
+    engine
+        Starts the rendezvous and the workers (an :class:`Engine`).
+    size
+        Ranks in the job.
+    run_id
+        The run's id; attempts are ``{run_id}-r{attempt}``.
+    timeout
+        Seconds for the rendezvous and each worker's default collective deadline.
+    max_restarts
+        Restarts after a failure (0: none).
+    grace
+        Seconds a stopped worker gets before it is killed (default 5).
+    name
+        The engine's name (``"Ray"``, ``"Dask"``), which starts the messages.
     """
     def ended(a: _Attempt) -> bool:
         err = a.workers[a.verdict.rank].error() if a.verdict.rank is not None else None

@@ -21,7 +21,13 @@ SHM_DIR = "/dev/shm"
 
 
 def job_prefix(job: str) -> str:
-    """Every shared-memory segment of job ``job`` is named with this prefix."""
+    """Every shared-memory segment of job ``job`` is named with this prefix.
+
+    Parameters
+    ----------
+    job
+        The job id.
+    """
     return f"terascale-{job}-"
 
 
@@ -35,8 +41,15 @@ def segment_name(job: str, group: Sequence[int], context: int = 0) -> str:
 def remove_job_segments(job: str, *, keep: str | None = None) -> list[str]:
     """Delete the segments in /dev/shm whose names start with ``job_prefix(job)``.
 
-    ``keep`` spares those of another job id sharing that prefix (a run's current attempt
-    when ``job`` names the whole run). Returns the names removed.
+    Returns the names removed.
+
+    Parameters
+    ----------
+    keep
+        Spares the segments of this job id, which shares the prefix (a run's current
+        attempt when ``job`` names the whole run); default None.
+    job
+        The job id (or a run's id, which prefixes its attempts' ids).
     """
     removed: list[str] = []
     try:
