@@ -81,7 +81,15 @@ MODES = ("plain", "integrity", "encrypt")  # weakest first
 
 
 def stronger(mine: str, theirs: str) -> str:
-    """The stronger of two link modes; an unknown ``theirs`` leaves ``mine``."""
+    """The stronger of two link modes; an unknown ``theirs`` leaves ``mine``.
+
+    Parameters
+    ----------
+    mine
+        This side's link mode (``"integrity"`` or ``"encrypt"``).
+    theirs
+        The other side's.
+    """
     if theirs not in MODES:
         return mine
     return max(mine, theirs, key=MODES.index)

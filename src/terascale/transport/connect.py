@@ -49,7 +49,13 @@ _PER_SOURCE = 32  # unauthenticated connections one address may hold; more evict
 
 
 def listen(host: str) -> socket.socket:
-    """A listening socket on ``host`` and an ephemeral port, ready before rendezvous."""
+    """A listening socket on ``host`` and an ephemeral port, ready before rendezvous.
+
+    Parameters
+    ----------
+    host
+        The address to listen on (this rank's address as the rendezvous sees it).
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
