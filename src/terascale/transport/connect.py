@@ -244,9 +244,9 @@ def connect_tcp(rank: int, size: int, addrs: list[tuple[str, int]], listener: so
     Parameters
     ----------
     rank
-        This rank and the job's size.
+        This rank.
     size
-        This rank and the job's size.
+        The job's size.
     addrs
         Every rank's ``(host, port)``.
     listener
@@ -258,8 +258,10 @@ def connect_tcp(rank: int, size: int, addrs: list[tuple[str, int]], listener: so
     deadline
         ``time.monotonic()`` by which every link must be up.
     encrypt
-        The default of ``security``. ``security`` (default ``"encrypt"`` when ``encrypt`` else
-        ``"integrity"``, see :mod:`._secure`) is this rank's mode; every peer must run the same.
+        The default of ``security`` (default False).
+    security
+        This rank's link mode, ``"integrity"`` or ``"encrypt"`` (default None:
+        ``"encrypt"`` when ``encrypt`` else ``"integrity"``); every peer must run the same.
     """
     mode = security or ("encrypt" if encrypt else "integrity")
     if mode not in MODES:

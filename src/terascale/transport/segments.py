@@ -32,7 +32,17 @@ def job_prefix(job: str) -> str:
 
 
 def segment_name(job: str, group: Sequence[int], context: int = 0) -> str:
-    """The segment of ``group`` (ranks of the job) in communicator ``context`` of ``job``."""
+    """The segment of ``group`` (ranks of the job) in communicator ``context`` of ``job``.
+
+    Parameters
+    ----------
+    job
+        The job id.
+    group
+        The group's ranks in the job.
+    context
+        The communicator's context id (default 0: the job's).
+    """
     key = ",".join(map(str, group)) + (f"@{context:x}" if context else "")
     tag = hashlib.blake2b(key.encode(), digest_size=6).hexdigest()
     return f"{job_prefix(job)}shm-{tag}"

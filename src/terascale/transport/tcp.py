@@ -98,7 +98,15 @@ class TcpTransport(Transport):
         return route
 
     def watch(self, peer: int, mask: int) -> None:
-        """Set the epoll events of ``peer``'s socket (0: not watched)."""
+        """Set the epoll events of ``peer``'s socket (0: not watched).
+
+        Parameters
+        ----------
+        peer
+            The peer's rank.
+        mask
+            The epoll event mask (``select.EPOLLIN``...).
+        """
         old = self._mask.get(peer, 0)
         if old == mask:
             return
