@@ -96,7 +96,15 @@ _FINAL = 1 << 30  # the state of a unit that holds the result
 
 
 def as_ring(radix: int, part_bytes: int) -> bool:
-    """Whether a step of ``radix`` whose parts are ``part_bytes`` runs as a ring."""
+    """Whether a step of ``radix`` whose parts are ``part_bytes`` runs as a ring.
+
+    Parameters
+    ----------
+    radix
+        The step's radix.
+    part_bytes
+        Bytes of each part of the step.
+    """
     return radix > 2 and part_bytes >= RING_PART_BYTES
 
 
@@ -115,13 +123,41 @@ class _Box:
 
 
 class HalvingDoublingAllreduce:
-    """Allreduce of a flat contiguous buffer in place; :meth:`run` moves the data."""
+    """Allreduce of a flat contiguous buffer in place; :meth:`run` moves the data.
+
+    Parameters
+    ----------
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    rank
+        This rank, as ``ex`` numbers ranks.
+    size
+        The number of ranks of ``ex``.
+    buf
+        The flat, C-contiguous buffer, reduced in place.
+    reduce
+        The reduction (op and dtype).
+    chunk_bytes
+        Bytes per message of the ring-like steps (default 512 KiB).
+    hosts
+        Each rank's host, which orders the steps (default None: one host).
+    swap
+        Two ranks and a small message run as one swap (default True); False: the general schedule.
+    """
 
     @staticmethod
     def pair_pieces(count: int, itemsize: int) -> Pieces | None:
         """Two ranks: how the swap reduces ``count`` elements (:mod:`._pair`), None when
         the message is not that small. One step of radix 2 (whatever the hosts): rank ``v``
-        reduces the block it owns after it into its own buffer; the doubling copies it."""
+        reduces the block it owns after it into its own buffer; the doubling copies it.
+
+        Parameters
+        ----------
+        count
+            Elements of the message.
+        itemsize
+            Bytes per element.
+        """
         if not is_pair(2, count, itemsize):
             return None
         steps = radix_steps([0, 1])
@@ -130,7 +166,13 @@ class HalvingDoublingAllreduce:
 
     @classmethod
     def for_call(cls, call: AllreduceCall) -> HalvingDoublingAllreduce:
-        """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
+        """Built from the registry's description of one allreduce (``src`` is ``dst``).
+
+        Parameters
+        ----------
+        call
+            The allreduce as the registry describes it.
+        """
         return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op, hosts=call.hosts)
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
@@ -349,5 +391,17 @@ def halving_doubling_time(nbytes: float, p: int, c: Any, *, ranks_per_host: int 
 
 
 def halving_doubling_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
-    """The registry's cost of halving/doubling over ``nodes`` hosts of ``per_host`` ranks."""
+    """The registry's cost of halving/doubling over ``nodes`` hosts of ``per_host`` ranks.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    per_host
+        Ranks on each host.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    """
     return halving_doubling_time(nbytes, nodes * per_host, c, ranks_per_host=per_host)

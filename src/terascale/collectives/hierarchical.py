@@ -40,10 +40,23 @@ __all__ = ["HierarchicalAllreduce", "hierarchical_cost", "hierarchical_time", "h
 
 
 class HierarchicalAllreduce:
-    """Set up from an :class:`AllreduceCall` (``src`` read in place, result in ``dst``)."""
+    """Set up from an :class:`AllreduceCall` (``src`` read in place, result in ``dst``).
+
+    Parameters
+    ----------
+    call
+        The allreduce as the registry describes it.
+    """
 
     @classmethod
     def for_call(cls, call: AllreduceCall) -> HierarchicalAllreduce:
+        """Built from the registry's description of one allreduce.
+
+        Parameters
+        ----------
+        call
+            The allreduce as the registry describes it.
+        """
         return cls(call)
 
     def __init__(self, call: AllreduceCall) -> None:
@@ -95,5 +108,17 @@ def hierarchical_time(nbytes: float, hosts: int, per_host: int, c: Any) -> float
 
 
 def hierarchical_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
-    """The registry's cost of the hierarchical allreduce over ``nodes`` hosts."""
+    """The registry's cost of the hierarchical allreduce over ``nodes`` hosts.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    per_host
+        Ranks on each host.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    """
     return hierarchical_time(nbytes, nodes, per_host, c)

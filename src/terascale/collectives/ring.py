@@ -45,13 +45,42 @@ class RingAllreduce:
 
     With ``scatter_only`` the allgather phase is skipped and rank ``r`` holds the reduced
     segment ``r`` (rows ``bounds(rows, size)[r]``); other segments hold partial sums.
+
+    Parameters
+    ----------
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    rank
+        This rank, as ``ex`` numbers ranks.
+    size
+        The number of ranks of ``ex``.
+    buf
+        The flat, C-contiguous buffer, reduced in place.
+    reduce
+        The reduction (op and dtype).
+    scatter_only
+        Stop after the reduce-scatter (default False).
+    row_elems
+        Elements per row: segments hold whole rows (default 1).
+    chunk_bytes
+        Bytes per message (default 1 MiB).
+    swap
+        Two ranks and a small message run as one swap (default True); False: the general schedule.
     """
 
     @staticmethod
     def pair_pieces(count: int, itemsize: int) -> Pieces | None:
         """Two ranks: how the swap reduces ``count`` elements (:mod:`._pair`), None when
         the message is not that small. Rank ``r`` reduces segment ``r - 1`` into its own
-        buffer (reduce-scatter step 0 of :meth:`run`); the allgather copies it."""
+        buffer (reduce-scatter step 0 of :meth:`run`); the allgather copies it.
+
+        Parameters
+        ----------
+        count
+            Elements of the message.
+        itemsize
+            Bytes per element.
+        """
         if not is_pair(2, count, itemsize):
             return None
         (lo0, hi0), (lo1, hi1) = bounds(count, 2)
@@ -59,7 +88,13 @@ class RingAllreduce:
 
     @classmethod
     def for_call(cls, call: AllreduceCall) -> RingAllreduce:
-        """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
+        """Built from the registry's description of one allreduce (``src`` is ``dst``).
+
+        Parameters
+        ----------
+        call
+            The allreduce as the registry describes it.
+        """
         return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op)
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
@@ -156,5 +191,17 @@ def ring_time(nbytes: float, p: int, c: Any, *, ranks_per_host: int = 1) -> floa
 
 
 def ring_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
-    """The registry's cost of the ring over ``nodes`` hosts of ``per_host`` ranks."""
+    """The registry's cost of the ring over ``nodes`` hosts of ``per_host`` ranks.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    per_host
+        Ranks on each host.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    """
     return ring_time(nbytes, nodes * per_host, c, ranks_per_host=per_host)

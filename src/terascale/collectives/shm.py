@@ -70,6 +70,13 @@ class ShmGroups:
 
     The collectives own them; the communicator holds one and closes it. ``whole`` is the
     segment of every member once ``algorithm="shm"`` set it up (barriers then use it).
+
+    Parameters
+    ----------
+    job
+        The job id (names the segments).
+    context
+        The communicator's context id (default 0).
     """
 
     def __init__(self, job: str, context: int = 0) -> None:
@@ -79,7 +86,15 @@ class ShmGroups:
         self._groups: dict[tuple[int, ...], ShmGroup] = {}
 
     def get(self, ex: Exchange, members: Sequence[int]) -> ShmGroup:
-        """The segment of ``members``, created collectively over them on first use."""
+        """The segment of ``members``, created collectively over them on first use.
+
+        Parameters
+        ----------
+        ex
+            The collective's exchange (links to the peers, deadline, failure reporting).
+        members
+            The ranks of the segment, as ``ex`` numbers them.
+        """
         key = tuple(members)
         g = self._groups.get(key)
         if g is None:
@@ -95,11 +110,35 @@ class ShmGroups:
 
 
 class ShmAllreduce:
-    """Allreduce (or, with ``to_leader``, reduce to member 0 only) of flat ``src`` into ``dst``."""
+    """Allreduce (or, with ``to_leader``, reduce to member 0 only) of flat ``src`` into ``dst``.
+
+    Parameters
+    ----------
+    g
+        The shared-memory group (segment) of the ranks.
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    src
+        This rank's input, flat and C-contiguous.
+    dst
+        Where the result goes (same size; may be ``src``).
+    op
+        The reduction (op and dtype).
+    deadline
+        ``time.monotonic()`` by which it must complete.
+    to_leader
+        Reduce to member 0 only (default False).
+    """
 
     @classmethod
     def for_call(cls, call: AllreduceCall) -> ShmAllreduce:
-        """``algorithm="shm"``: one segment for every rank of the exchange (one host)."""
+        """``algorithm="shm"``: one segment for every rank of the exchange (one host).
+
+        Parameters
+        ----------
+        call
+            The allreduce as the registry describes it.
+        """
         if len(set(call.hosts)) > 1:
             raise ConfigError(f"rank {call.ex.origin}: algorithm='shm' needs every rank on one "
                               f"host, but they are on {len(set(call.hosts))}; use "
@@ -247,7 +286,19 @@ class ShmAllreduce:
 
 
 def shm_broadcast(g: ShmGroup, ex: Exchange, buf: np.ndarray, deadline: float) -> None:
-    """Copy member 0's ``buf`` into every member's ``buf``, one barrier per round."""
+    """Copy member 0's ``buf`` into every member's ``buf``, one barrier per round.
+
+    Parameters
+    ----------
+    g
+        The shared-memory group (segment) of the ranks.
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    buf
+        Member 0's data, or where the others receive it.
+    deadline
+        ``time.monotonic()`` by which it must complete.
+    """
     if g.n == 1:
         return
     dt = buf.dtype
@@ -267,6 +318,13 @@ def shm_barrier(groups: ShmGroups, ex: Exchange) -> bool:
 
     Only once shared-memory allreduces set the segment up (the same on every rank): a job
     that never uses shared memory does not get a segment for its barriers.
+
+    Parameters
+    ----------
+    groups
+        The communicator's segments.
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
     """
     g = groups.whole
     if g is None:
@@ -289,6 +347,8 @@ def shm_time(nbytes: float, q: int, c: Any) -> float:
         The message size in bytes.
     c
         The machine's :class:`terascale.sim.CostParams`.
+    q
+        Ranks on the host.
     """
     check(nbytes, q)
     if q == 1:
@@ -299,5 +359,17 @@ def shm_time(nbytes: float, q: int, c: Any) -> float:
 
 
 def shm_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
-    """The registry's cost of one host's segment of ``per_host`` ranks (``nodes`` is 1)."""
+    """The registry's cost of one host's segment of ``per_host`` ranks (``nodes`` is 1).
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts (1).
+    per_host
+        Ranks on each host.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    """
     return shm_time(nbytes, per_host, c)

@@ -47,23 +47,63 @@ _DEPTH = 4  # chunks in flight per child (scratch slots)
 
 
 def tree_links(vrank: int, size: int) -> tuple[int | None, list[int]]:
-    """Parent and children of virtual rank ``vrank`` in the heap-ordered binary tree."""
+    """Parent and children of virtual rank ``vrank`` in the heap-ordered binary tree.
+
+    Parameters
+    ----------
+    vrank
+        The virtual rank (rank relative to the root).
+    size
+        The number of ranks.
+    """
     parent = None if vrank == 0 else (vrank - 1) // 2
     return parent, [c for c in (2 * vrank + 1, 2 * vrank + 2) if c < size]
 
 
 class TreeAllreduce:
-    """Set up with the buffer (flat, contiguous, reduced in place); :meth:`run` moves data."""
+    """Set up with the buffer (flat, contiguous, reduced in place); :meth:`run` moves data.
+
+    Parameters
+    ----------
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    rank
+        This rank, as ``ex`` numbers ranks.
+    size
+        The number of ranks of ``ex``.
+    buf
+        The flat, C-contiguous buffer, reduced in place.
+    reduce
+        The reduction (op and dtype).
+    chunk_bytes
+        The pipeline's chunk in bytes (default 256 KiB).
+    swap
+        Two ranks and a small message run as one swap (default True); False: the general schedule.
+    """
 
     @staticmethod
     def pair_pieces(count: int, itemsize: int) -> Pieces | None:
         """Two ranks: how the swap reduces ``count`` elements (:mod:`._pair`), None when
-        the message is not one chunk: everything on rank 0, rank 0's op rank 1's."""
+        the message is not one chunk: everything on rank 0, rank 0's op rank 1's.
+
+        Parameters
+        ----------
+        count
+            Elements of the message.
+        itemsize
+            Bytes per element.
+        """
         return ((0, count, 0),) if is_pair(2, count, itemsize) else None
 
     @classmethod
     def for_call(cls, call: AllreduceCall) -> TreeAllreduce:
-        """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
+        """Built from the registry's description of one allreduce (``src`` is ``dst``).
+
+        Parameters
+        ----------
+        call
+            The allreduce as the registry describes it.
+        """
         return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op)
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
@@ -136,7 +176,13 @@ class TreeAllreduce:
 
 # -- cost (the registry's formula; terascale.sim.model) --------------------------------------
 def tree_shape(p: int) -> tuple[int, int, int]:
-    """(depth h, most children r, most messages per chunk through one link direction k)."""
+    """(depth h, most children r, most messages per chunk through one link direction k).
+
+    Parameters
+    ----------
+    p
+        The number of ranks.
+    """
     h = p.bit_length() - 1
     r = k = 0
     for v in range(p):
@@ -152,9 +198,20 @@ def tree_time(nbytes: float, p: int, c: Any, *, chunk: int | None = CHUNK_BYTES,
 
     :math:`h(2\alpha + (r+1)c\beta + rc\gamma) + (K-1)(kc\beta + rc\gamma)` for ``K``
     chunks of ``c`` bytes (:func:`tree_shape` gives ``h, r, k``); two ranks and one chunk:
-    the swap. ``nbytes``: the message size in bytes. ``c``: the machine's
-    :class:`terascale.sim.CostParams`. ``p``: ranks. ``chunk``: the pipeline's chunk in
-    bytes. ``ranks_per_host``: ranks sharing one host's link (default 1).
+    the swap.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    p
+        Ranks.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    chunk
+        The pipeline's chunk in bytes (None: not pipelined).
+    ranks_per_host
+        Ranks sharing one host's link (default 1).
     """
     check(nbytes, p)
     if p == 1:
@@ -171,5 +228,19 @@ def tree_time(nbytes: float, p: int, c: Any, *, chunk: int | None = CHUNK_BYTES,
 
 def tree_cost(nbytes: float, nodes: int, per_host: int, c: Any, *,
               chunk: int | None = CHUNK_BYTES, **_: Any) -> float:
-    """The registry's cost of the tree over ``nodes`` hosts of ``per_host`` ranks."""
+    """The registry's cost of the tree over ``nodes`` hosts of ``per_host`` ranks.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    per_host
+        Ranks on each host.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    chunk
+        The pipeline's chunk in bytes (None: not pipelined).
+    """
     return tree_time(nbytes, nodes * per_host, c, chunk=chunk, ranks_per_host=per_host)
