@@ -10,7 +10,7 @@
     ├── RendezvousError          the job could not be assembled (missing ranks, server unreachable)
     │   └── SlotTaken            another copy of this worker already holds its slot (speculative run)
     ├── AuthError                a peer or client failed the HMAC challenge on the job secret
-    │   └── LinkTampered         an encrypted frame failed its tag (also a CollectiveError)
+    │   └── LinkTampered         a link's record failed its authentication tag (also a CollectiveError)
     ├── DataError                bad input data (the message names the file and line)
     ├── StorageError             a file could not be written or read (disk full, permissions)
     └── ConfigError              bad options or environment (the message names the flag or variable)
@@ -89,7 +89,7 @@ class AuthError(TerascaleError):
 
 
 class LinkTampered(AuthError, CollectiveError):
-    """An encrypted frame failed authentication: altered, replayed or reordered on the wire.
+    """A link's record failed authentication: altered, replayed or reordered on the wire.
 
     Also a :class:`CollectiveError`, so the collective that received it aborts the job."""
 
