@@ -253,6 +253,8 @@ def read_env(env: Mapping[str, str] | None = None, *, rendezvous: str | None = N
     secret_file
         A file holding the secret, overriding ``TERASCALE_SECRET_FILE``.
 
+    Examples
+    --------
     >>> read_env({"TERASCALE_RANK": "1", "TERASCALE_SIZE": "4",
     ...           "TERASCALE_RENDEZVOUS": "10.0.0.1:29500", "TERASCALE_SECRET": "s"}).rank
     1

@@ -228,6 +228,9 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
         client: Any = None) -> list[Any]:
     """Run ``fn(*args, **kwargs)`` on ``num_workers`` Dask workers; returns results by rank.
 
+    Raises :class:`terascale.launch.runner.JobFailed` (a :class:`terascale.TerascaleError`)
+    naming the rank that failed first when every attempt failed.
+
     Parameters
     ----------
     fn
@@ -248,9 +251,6 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
     client
         A ``distributed.Client`` (default: the current one; a ConfigError when there is
         none).
-
-    Raises :class:`terascale.launch.runner.JobFailed` (a :class:`terascale.TerascaleError`)
-    naming the rank that failed first when every attempt failed.
     """
     check_workers(num_workers, timeout)
     if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:

@@ -181,6 +181,8 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
     """Run ``fn(*args, **kwargs)`` on ``num_workers`` Ray actors; returns results by rank.
 
     Connects to (or starts) a Ray cluster with ``ray.init()`` when none is connected.
+    Raises :class:`terascale.launch.runner.JobFailed` naming the rank that failed first
+    when every attempt failed.
 
     Parameters
     ----------
@@ -202,9 +204,6 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
         Of the placement group: ``PACK``, ``SPREAD``, ``STRICT_PACK``, ``STRICT_SPREAD``.
     resources_per_worker
         What each actor reserves: ``{"GPU": 1}`` (as ``num_gpus``), custom resources.
-
-    Raises :class:`terascale.launch.runner.JobFailed` naming the rank that failed first
-    when every attempt failed.
     """
     return run_attempts(fn, num_workers=num_workers, args=lambda attempt: tuple(args),
                         kwargs=kwargs, timeout=timeout, max_restarts=max_restarts,

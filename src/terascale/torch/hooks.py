@@ -146,7 +146,8 @@ class OneBitState:
     *server* residual, quantizes again and the 1-bit chunks are all-gathered. Two residuals
     (``worker_error``, ``server_error``) are therefore kept per bucket.
 
-    Measurements behind the defaults: ``docs/benchmarks/torch-onebit.md``.
+    Measurements behind the defaults: ``docs/benchmarks/torch-onebit.md``; what else was
+    tried, and why it is not the default: :mod:`terascale.torch._onebit`.
 
     Parameters
     ----------
@@ -202,8 +203,6 @@ class OneBitState:
         Per bucket, the warm-up's sum of squares and its count (state).
     magnitude
         Per bucket, the frozen magnitudes ``precondition`` divides by (state).
-
-    What else was tried, and why it is not the default: :mod:`terascale.torch._onebit`.
     """
 
     warmup_steps: int = 20
