@@ -37,7 +37,7 @@ autodoc_typehints = "description"
 autodoc_typehints_description_target = "all"
 autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True, "show-inheritance": True}
-autodoc_class_signature = "separated"
+autodoc_class_signature = "mixed"  # the constructor's parameters under the class
 autodoc_preserve_defaults = True
 autosummary_generate = False
 
