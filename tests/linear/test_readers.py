@@ -10,9 +10,9 @@ import pytest
 
 from terascale import ConfigError, DataError
 from terascale.linear import hash_feature, hash_space, murmur3_32, parse_lines, read_file
-from terascale.linear._dataset import ParseOptions
-from terascale.linear._hashing import CONSTANT_HASH, FNV_PRIME
-from terascale.linear._readers import shard_files
+from terascale.linear._io._dataset import ParseOptions
+from terascale.linear._io._hashing import CONSTANT_HASH, FNV_PRIME
+from terascale.linear._io._readers import shard_files
 
 MASK18 = (1 << 18) - 1
 CONST = CONSTANT_HASH & MASK18
@@ -189,7 +189,7 @@ def test_shards_cover_every_line_once(tmp_path):
 
 
 def test_threaded_parse_equals_one_thread(monkeypatch):
-    from terascale.linear import _readers
+    from terascale.linear._io import _readers
 
     lines = [f"{i % 2} {1 + i % 3} 'tag{i}|a f{i % 7} g:{i}.5 |b {i % 11}" for i in range(3000)]
     one = parse_lines(lines, quadratic=["ab"])

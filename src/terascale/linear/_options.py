@@ -8,7 +8,7 @@ from typing import TextIO
 import numpy as np
 
 from .._errors import ConfigError
-from ._dataset import ParseOptions
+from ._io._dataset import ParseOptions
 from ._losses import LOSSES
 from ._names import opt
 
@@ -236,7 +236,7 @@ class TrainOptions:
 
     def mix_every(self, workers: int) -> int:
         """Examples per worker between averages during an online pass (0: none)."""
-        from ._mixing import default_every
+        from ._combine._mixing import default_every
 
         if workers <= 1 or self.chained(workers):
             return 0
