@@ -199,3 +199,23 @@ def test_threaded_parse_equals_one_thread(monkeypatch):
         np.testing.assert_array_equal(getattr(many, a), getattr(one, a))
     with pytest.raises(DataError, match="line 2999"):
         parse_lines(lines[:2998] + ["1 x"] + lines[:5])
+
+
+def test_parse_options_hold_one_string_or_any_sequence_as_a_tuple(tmp_path):
+    from terascale.engines._common import split_parse_options
+    from terascale.linear import load_shard
+
+    one = ParseOptions(quadratic="ab", ignore=["c", "d"], keep=iter(["a", "b"]))
+    assert (one.quadratic, one.ignore, one.keep) == (("ab",), ("c", "d"), ("a", "b"))
+    assert one == ParseOptions(quadratic=("ab",), ignore=("c", "d"), keep=("a", "b"))
+    assert hash(one) == hash(ParseOptions(quadratic=["ab"], ignore=("c", "d"), keep=["a", "b"]))
+    path = tmp_path / "d.vw"
+    path.write_text("1 |a x |b y\n-1 |a z |b w\n")
+    ds = load_shard(str(path), cache_dir="", bits=12, quadratic="ab").dataset()
+    assert ds.parse.quadratic == ("ab",) and ds.indptr[-1] == 2 * 4  # a, b, ab, constant
+    opts = {"quadratic": "ab", "ignore_linear": ["a"], "passes": 2}
+    assert split_parse_options(opts) == {"format": "vw", "bits": 18, "quadratic": ("ab",),
+                                         "ignore_linear": ("a",)}
+    assert opts == {"passes": 2}
+    with pytest.raises(ConfigError, match="quadratic"):
+        ParseOptions(quadratic="a")  # still checked after normalizing

@@ -349,8 +349,7 @@ def _zero_model(args: argparse.Namespace) -> Any:
     from ._cli_options import train_options
 
     o = train_options(args)
-    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
-                            for k, v in o.items() if k in ParseOptions().to_dict()})
+    parse = ParseOptions(**{k: v for k, v in o.items() if k in ParseOptions().to_dict()})
     return LinearModel(indices=np.zeros(0, np.uint32), weights=np.zeros(0, np.float32),
                        parse=parse, loss=o["loss"])
 

@@ -242,8 +242,7 @@ def _seed(options: dict[str, Any], tmp: str) -> str:
     from .._model import LinearModel
     from .._online._update import new_state
 
-    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
-                            for k, v in options.items() if k in ParseOptions().to_dict()})
+    parse = ParseOptions(**{k: v for k, v in options.items() if k in ParseOptions().to_dict()})
     state = new_state()
     state[4], state[5] = -1.0, 1.0
     empty = np.zeros(0, np.float32)

@@ -19,6 +19,9 @@ from .._names import opt
 __all__ = ["Dataset", "ParseOptions"]
 
 FORMATS = ("vw", "libsvm", "csv")
+# the fields that take several values (a string alone stands for one)
+_SEQUENCES = ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
+              "ignore_linear")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +35,10 @@ class ParseOptions:
     ``permutations`` and ``leave_duplicates`` are VW's ``--permutations`` (a namespace
     crossed with itself gives every ordered pair, not only ``j >= i``) and
     ``--leave_duplicate_interactions`` (``-q ab -q ba`` crosses twice).
+
+    The fields that take several values (the interactions, ``categorical``, ``ignore``,
+    ``keep``, ``ignore_linear``) accept any sequence of strings, or one string for one
+    value (``quadratic="ab"`` is ``quadratic=("ab",)``); they are held as tuples.
     """
 
     format: str = "vw"
@@ -52,6 +59,12 @@ class ParseOptions:
     def __post_init__(self) -> None:
         from ._interactions import compile_interactions
 
+        # one interaction, namespace or column given as a string is a one-element tuple;
+        # any sequence is held as a tuple (hashable, equal however it was given)
+        for name in _SEQUENCES:
+            v = getattr(self, name)
+            if not isinstance(v, tuple):
+                object.__setattr__(self, name, (v,) if isinstance(v, str) else tuple(v))
         if self.format not in FORMATS:
             raise ConfigError(f"{opt('format')} must be one of {', '.join(FORMATS)}, not "
                               f"{self.format!r}")

@@ -66,12 +66,6 @@ def shard_blocks(paths: Sequence[str] | str, *, rank: int | None, size: int | No
         rank, size = job_rank()
     if isinstance(rank, bool) or isinstance(size, bool) or not (0 <= rank < size):
         raise ConfigError(f"load_shard: rank={rank!r}, size={size!r} is not a rank of a job")
-    for k in ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
-              "ignore_linear"):
-        if isinstance(parse.get(k), str):
-            parse[k] = (parse[k],)
-        elif k in parse:
-            parse[k] = tuple(parse[k])
     try:
         popts = ParseOptions(**parse)
     except TypeError:
