@@ -8,7 +8,7 @@ submodules) that exports that object. ``python scripts/docs_api.py`` rewrites
 or a ``terascale`` flag has no description (:func:`undocumented` says which).
 
 A parameter is described when its name has an entry in the numpy-style ``Parameters`` (or
-``Other Parameters``) section of its callable's docstring: a function's; a class's (or its
+``Other Parameters``) section of its callable's docstring (or a ``:param name:`` field): a function's; a class's (or its
 ``__init__``'s) for the constructor, where a dataclass field may instead carry a ``#:``
 comment (autodoc shows it under the field); a method's, or the same method's on a terascale
 base class it implements. A method that overrides another library's (torch's
@@ -106,9 +106,10 @@ def pages() -> dict[str, str]:
 
 
 def described(doc: str | None) -> set[str]:
-    """The names with an entry in a numpy-style ``Parameters`` section of ``doc``."""
+    """The names with an entry in a numpy-style ``Parameters`` section of ``doc`` (or a
+    Sphinx ``:param name:`` field, which renders the same)."""
     lines = inspect.cleandoc(doc or "").splitlines()
-    names: set[str] = set()
+    names = set(re.findall(r"^\s*:param (?:[^:]+ )?\*{0,2}(\w+):", doc or "", re.M))
     section = False
     for i, line in enumerate(lines):
         if re.fullmatch(r"-{3,}", line.strip()):
@@ -266,7 +267,7 @@ def main() -> int:
         else:
             path.write_text(text)
     if args.check:
-        missing = []  # undocumented(), once every parameter is described
+        missing = undocumented()
         if missing:
             print(f"{len(missing)} public parameters or flags have no description:\n  "
                   + "\n  ".join(missing), file=sys.stderr)

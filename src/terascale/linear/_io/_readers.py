@@ -329,8 +329,16 @@ def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
     For data that may not fit in memory use :class:`TextBlocks` or the cache instead:
     they stream the same records block by block.
 
-    ``path``: the file (plain, ``.gz`` or ``.zip``); ``opts``: how to parse it
-    (:class:`ParseOptions`).
+    Parameters
+    ----------
+    path
+        The file (plain, ``.gz`` or ``.zip``).
+    opts
+        How to parse it (:class:`ParseOptions`).
+    shard
+        ``(k, n)``: part ``k`` of ``n`` (default ``(0, 1)``: the whole file).
+    need_label
+        Whether every example needs a label (default True).
     """
     from ._stream import TextBlocks
 
@@ -358,10 +366,13 @@ def parse_lines(lines: Iterable[str | bytes], *, format: str = "vw", bits: int =
     >>> len(d), d.n_features
     (2, 5)
 
-    ``format``, ``bits``, ``quadratic``, ``cubic``, ``interactions``, ``label``,
-    ``categorical``, ``ignore``, ``keep``, ``ignore_linear``, ``skip_bad`` and
-    ``constant`` mean what the fields of :class:`TrainOptions` of the same names mean
-    (defaults: VW text, 18 bits, no crosses, a constant feature).
+    Parameters
+    ----------
+    lines
+        The examples, one per line (str or bytes).
+    format, bits, quadratic, cubic, interactions, label, categorical, ignore, keep, ignore_linear, skip_bad, constant
+        What the fields of :class:`ParseOptions` of the same names mean (defaults: VW text,
+        18 bits, no crosses, a constant feature).
     """
     opts = ParseOptions(format=format, bits=bits, quadratic=tuple(quadratic),
                         cubic=tuple(cubic), interactions=tuple(interactions), label=label,
