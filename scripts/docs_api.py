@@ -117,7 +117,7 @@ def described(doc: str | None) -> set[str]:
         if i + 1 < len(lines) and re.fullmatch(r"-{3,}", lines[i + 1].strip()) and line.strip():
             section = line.strip() in ("Parameters", "Other Parameters")
             continue
-        if section and line[:1].strip():
+        if section and re.fullmatch(r"\*{0,2}\w+(\s*,\s*\*{0,2}\w+)*(\s+:.*)?", line):
             for name in line.split(" : ")[0].split(","):
                 names.add(name.strip().lstrip("*"))
     return names
