@@ -797,9 +797,9 @@ def _accessors(cls: type) -> None:
             def setter(self: Any, value: Any, _n: str = p.name) -> Any:
                 return self._set(**{_n: value})
             setter.__name__ = setter.__qualname__ = "set" + cap
+            doc = p.doc[:1].upper() + p.doc[1:].rstrip(".") + "."
             setter.__doc__ = (f"Set the Param ``{p.name}``; returns the estimator.\n\n"
-                              f"Parameters\n----------\nvalue\n    {p.doc[:1].upper()}"
-                              f"{p.doc[1:]}.\n")
+                              f"Parameters\n----------\nvalue\n    {doc}\n")
             setattr(cls, "set" + cap, setter)
         if not hasattr(cls, "get" + cap):
             def getter(self: Any, _n: str = p.name) -> Any:
