@@ -70,6 +70,16 @@ class Worker:
         """The worker is stopped (SIGSTOP) and cannot end on its own: stop waiting for it."""
         return False
 
+    def failed_rank(self) -> int | None:
+        """For a worker that stands for a group of ranks (a node): the global rank whose
+        failure it reports; None otherwise."""
+        return None
+
+    def secondary(self) -> bool:
+        """Its failure only echoes another rank's (its last error names that rank as the
+        cause: :func:`terascale.launch._blame.echoed`)."""
+        return echoed(self.tail()) is not None
+
     def terminate(self) -> None:
         """Ask it to end (SIGTERM); the runner kills it after a grace period."""
         self.kill()
@@ -102,7 +112,8 @@ class Verdict:
 
 
 def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event | None = None,
-          waiting: Callable[[], list[int] | None] | None = None) -> Verdict:
+          waiting: Callable[[], list[int] | None] | None = None, settle: float = SETTLE_S,
+          owner: Callable[[int], int | None] | None = None) -> Verdict:
     """Wait until every worker ended or one failed; who failed first, and why.
 
     ``offset`` is the global rank of ``workers[0]`` (a node of a job over several; the
@@ -110,9 +121,20 @@ def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event |
     ``waiting`` says which ranks the rendezvous still holds while it assembles (None once
     complete): workers that ended with status 0 before joining while every other one waits
     for them mean the job can never assemble, reported at once instead of at the deadline.
+    ``settle`` is how long, after a first failure, the echoes of it get to end too.
     The workers are left running: :func:`stop_all` ends them.
+
+    ``owner`` makes the workers groups of ranks (node 0's coordinator watching the nodes,
+    each of which watched its own workers and blamed a stall itself): it maps a global rank,
+    as an echo names it, to the index of the worker that runs it. Then a primary failure
+    is decided at once (no stall to weigh), and echoes alone are blamed on the rank they
+    name when its group ended with status 0 (it left the job early).
     """
     n = len(workers)
+    grouped = owner is not None
+    if owner is None:
+        def owner(rank: int) -> int | None:
+            return rank - offset if 0 <= rank - offset < n else None
     exits: list[tuple[float, int, int]] = []  # (when, rank, status)
     lock = threading.Lock()
 
@@ -133,7 +155,7 @@ def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event |
             return sorted(e for e in exits if e[2] != 0), {e[1] for e in exits}
 
     def secondary(rank: int) -> bool:
-        return echoed(workers[rank].tail()) is not None
+        return workers[rank].secondary()
 
     while True:
         bad, gone = snapshot()
@@ -157,19 +179,21 @@ def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event |
         time.sleep(0.01)
     # Ranks that merely noticed the failure end within moments of the one that caused it;
     # give them a short window, then report the root cause.
-    settle = time.monotonic() + SETTLE_S
-    while time.monotonic() < settle:
-        _, gone = snapshot()
+    until = time.monotonic() + settle
+    while time.monotonic() < until:
+        bad, gone = snapshot()
         if all(workers[r].stopped() for r in range(n) if r not in gone):
+            break
+        if grouped and any(not secondary(e[1]) for e in bad):
             break
         time.sleep(0.01)
     bad, gone = snapshot()
     primary = [e for e in bad if not secondary(e[1])]
     # Only echoes so far: the rank they name may be slower to end than they were (its
     # traceback, its exit handlers); wait for it a little longer.
-    cause = echoed(workers[bad[0][1]].tail())
-    cause = None if cause is None else cause - offset
-    if not primary and cause is not None and 0 <= cause < n:
+    named = echoed(workers[bad[0][1]].tail())
+    cause = None if named is None else owner(named)
+    if not primary and cause is not None:
         until = time.monotonic() + CAUSE_S
         while time.monotonic() < until and not workers[cause].stopped():
             if cause in snapshot()[1]:
@@ -178,6 +202,14 @@ def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event |
         bad, gone = snapshot()
         primary = [e for e in bad if not secondary(e[1])]
     _, failed, code = (primary or bad)[0]
+    if grouped:
+        with lock:
+            done = {e[1] for e in exits if e[2] == 0}
+        if primary or named is None or cause not in done:
+            return Verdict(code, failed)
+        who = workers[failed].failed_rank()
+        return Verdict(code, failed, blame_leaver({-1 if who is None else who:
+                                                   list(workers[failed].tail())}, [named]))
     left = [r for r in range(n) if r not in gone]
     tails = {offset + e[1]: list(workers[e[1]].tail()) for e in bad}
     blame = blame_stall(tails, [offset + e[1] for e in primary], [offset + r for r in left],
@@ -289,6 +321,9 @@ class _Ended(Worker):
 
     def stopped(self) -> bool:
         return self.worker.stopped()
+
+    def secondary(self) -> bool:
+        return self.worker.secondary()
 
     def kill(self) -> None:
         self.worker.kill()
