@@ -1,9 +1,10 @@
 """One job runner: start N workers, watch them, stop all on the first failure, blame, restart.
 
 Every way terascale runs a job -- ``terascale run`` on one node, each node of a job over
-several, and the Ray and Dask engines -- follows the same rules, written here once (node 0
-of a job over several nodes takes the restart loop; the nodes' reports it decides on are
-each node's verdict from :func:`watch`):
+several and node 0's coordinator over the nodes (a node is one of its workers, its report
+the node's own verdict from :func:`watch`), the Ray and Dask engines, and Spark (whose
+barrier stage starts as one gang: it takes the attempts, :func:`restarts`) -- follows the
+same rules, written here once:
 
 * **watch** (:func:`watch`): one waiter per worker records when it ended, so the failure
   reported is the first one in time, not the lowest rank that died in the same instant;
