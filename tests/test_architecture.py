@@ -100,6 +100,24 @@ def test_package_exports_exactly_its_all(name: str) -> None:
         assert getattr(mod, n) is not None
 
 
+# What a user or an algorithm author calls: the registry, its entries, auto's choice and the
+# classic algorithms. The communicator's building blocks (fast paths, segments, chunk
+# bounds, sub-groups, the other collectives) stay in their modules.
+COLLECTIVES_SURFACE = {
+    "ALLREDUCE", "ALLREDUCE_ALGORITHMS", "AllreduceCall", "AllreduceSpec",
+    "HalvingDoublingAllreduce", "RingAllreduce", "TreeAllreduce", "allreduce_names",
+    "allreduce_spec", "choose_allreduce", "register_algorithm"}
+
+
+def test_collectives_exports_the_users_surface_only() -> None:
+    import terascale.collectives as c
+
+    assert set(c.__all__) == COLLECTIVES_SURFACE
+    for internal in ("FastAllreduce", "PairAllreduce", "ShmGroups", "bounds", "shm_barrier",
+                     "split_groups", "RingAllgather"):
+        assert not hasattr(c, internal), f"terascale.collectives exports {internal}"
+
+
 @pytest.mark.parametrize("name", [n for n, _ in PUBLIC])
 def test_public_module_is_documented(name: str) -> None:
     mod = _import(name)

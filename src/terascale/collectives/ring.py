@@ -44,7 +44,7 @@ class RingAllreduce:
     """Allreduce (or, with ``scatter_only``, reduce-scatter) of a flat buffer, in place.
 
     With ``scatter_only`` the allgather phase is skipped and rank ``r`` holds the reduced
-    segment ``r`` (rows ``bounds(rows, size)[r]``); other segments hold partial sums.
+    segment ``r`` (rows :meth:`scatter_rows`); other segments hold partial sums.
     """
 
     @staticmethod
@@ -61,6 +61,13 @@ class RingAllreduce:
     def for_call(cls, call: AllreduceCall) -> RingAllreduce:
         """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
         return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op)
+
+    @staticmethod
+    def scatter_rows(rows: int, size: int, rank: int) -> tuple[int, int]:
+        """The rows ``[lo, hi)`` of ``rows`` that ``rank`` of ``size`` holds reduced after a
+        reduce-scatter (``scatter_only``): contiguous parts as ``numpy.array_split`` cuts
+        them."""
+        return bounds(rows, size)[rank]
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
                  *, scatter_only: bool = False, row_elems: int = 1,

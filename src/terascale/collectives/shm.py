@@ -7,7 +7,7 @@ areas each):
   ``FLAT_ROUND_BYTES`` (cache-sized: the round is still in L2 when it is reduced), every
   rank copies its input into its area, one barrier, then every rank reduces all ``n``
   areas in rank order into its output. With the compiled core one call runs every round
-  (:meth:`ShmGroup.core_flat`), and the communicator's fast path (:class:`FastAllreduce`)
+  (:meth:`ShmGroup.core_flat`), and the communicator's fast path (:mod:`.fastpath`)
   needs no exchange unless a member is late. One barrier per round is what
   makes 4 KiB cost a few microseconds; the redundant reduction costs less than a second
   barrier while ``n`` is small.
@@ -53,14 +53,13 @@ from ._shmflat import (
     FLAT_MAX_BYTES,
     FLAT_MAX_N,
     FLAT_ROUND_BYTES,
-    FastAllreduce,
     finish_flat,
     flat_rounds,
 )
 from .registry import AllreduceCall
 
-__all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "FLAT_ROUND_BYTES", "FastAllreduce", "ShmAllreduce",
-           "ShmGroups", "shm_barrier", "shm_broadcast", "shm_cost", "shm_time"]
+__all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "FLAT_ROUND_BYTES", "ShmAllreduce", "ShmGroups",
+           "shm_barrier", "shm_broadcast", "shm_cost", "shm_time"]
 
 AREA_BYTES = 2 << 20
 
