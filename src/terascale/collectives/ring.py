@@ -31,7 +31,7 @@ from .._arrays import ReduceOp
 from ..transport import Exchange
 from ..transport.base import scratch_array
 from ._chunks import bounds, chunk_bounds, view
-from ._cost import check, swap_time
+from ._cost import settle
 from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
 from .registry import AllreduceCall
 
@@ -145,12 +145,9 @@ def ring_time(nbytes: float, p: int, c: Any, *, ranks_per_host: int = 1) -> floa
     :class:`terascale.sim.CostParams`. ``p``: ranks. ``ranks_per_host``: ranks sharing one
     host's link (default 1).
     """
-    check(nbytes, p)
-    if p == 1:
-        return 0.0
-    c = c.for_message(nbytes).scaled(ranks_per_host)
-    if p == 2 and nbytes <= PAIR_MAX_BYTES:
-        return swap_time(nbytes, c)
+    done, c = settle(nbytes, p, c, ranks_per_host, PAIR_MAX_BYTES)
+    if done is not None:
+        return done
     f = (p - 1) / p
     return float(2 * (p - 1) * c.alpha + 2 * f * nbytes * c.beta + f * nbytes * c.gamma)
 

@@ -36,7 +36,7 @@ from .._arrays import ReduceOp
 from ..transport import Exchange
 from ..transport.base import scratch_array
 from ._chunks import chunk_bounds, view
-from ._cost import check, swap_time
+from ._cost import settle
 from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
 from .registry import AllreduceCall
 
@@ -156,15 +156,13 @@ def tree_time(nbytes: float, p: int, c: Any, *, chunk: int | None = CHUNK_BYTES,
     :class:`terascale.sim.CostParams`. ``p``: ranks. ``chunk``: the pipeline's chunk in
     bytes. ``ranks_per_host``: ranks sharing one host's link (default 1).
     """
-    check(nbytes, p)
-    if p == 1:
-        return 0.0
-    c = c.for_message(nbytes).scaled(ranks_per_host)
+    # two ranks and one chunk: the swap, one message each way at once
+    done, c = settle(nbytes, p, c, ranks_per_host, math.inf if chunk is None else chunk)
+    if done is not None:
+        return done
     h, r, k = tree_shape(p)
     size = nbytes if chunk is None or nbytes <= chunk else chunk
     chunks = 1 if chunk is None or nbytes <= chunk else math.ceil(nbytes / chunk)
-    if p == 2 and chunks == 1:  # the two-rank swap: one message each way, at once
-        return swap_time(size, c)
     fill = h * (2 * c.alpha + (r + 1) * size * c.beta + r * size * c.gamma)
     return float(fill + (chunks - 1) * (k * size * c.beta + r * size * c.gamma))
 
