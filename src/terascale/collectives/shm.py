@@ -1,4 +1,4 @@
-"""Shared-memory allreduce for the ranks of one host (and the pieces hierarchical uses).
+r"""Shared-memory allreduce for the ranks of one host (and the pieces hierarchical uses).
 
 Three schedules over a :class:`~terascale.transport.shmgroup.ShmGroup` (``n`` members, two
 areas each):
@@ -22,6 +22,14 @@ areas each):
 * **direct** (large messages, where every member can reach the others' memory): no copy
   through the areas; members read and write each other's buffers in place (cross-memory
   attach), reduce-scatter + allgather in two barriers; see :mod:`._shmdirect`.
+
+When to pick it: every rank on one host (``auto`` does whenever the segment exists); the
+schedule is chosen per call by size and member count. Across hosts it is the first and last
+phase of the hierarchical allreduce. Its cost (:func:`shm_time`): per call two barriers'
+latency plus, per byte, a copy in and out and the ``(q-1)/q`` fold,
+:math:`s(2\alpha_{shm} + m(2\delta + \frac{q-1}{q}\gamma))` for ``q`` members, ``s``
+the slow-down of members sharing cores -- memory bandwidth, not the network, in the
+alpha-beta terms of Thakur, Rabenseifner & Gropp (IJHPCA 2005).
 
 Every element is reduced in rank order (``x0 op x1 op ... op x{n-1}``), elementwise: the
 flat schedule has every rank do the same operations on the same bytes, the scatter one has
