@@ -1,7 +1,6 @@
 r"""Recursive halving/doubling allreduce for any world size (mixed radix).
 
-What it does
-------------
+**What it does.**
 A reduce-scatter by *recursive vector halving*, then an allgather by *recursive doubling*
 (Rabenseifner's algorithm; Thakur, Rabenseifner & Gropp, "Optimization of Collective
 Communication Operations in MPICH", IJHPCA 2005, section 4.4), generalized to every ``p``
@@ -20,8 +19,7 @@ order its receiver passes the blocks on, so the receiver's next sends overlap th
 transfer. Over a subset of the communicator (the leaders of the hierarchical allreduce) it
 runs on a sub-group view of the exchange.
 
-When to pick it
----------------
+**When to pick it.**
 Medium and large messages where the ring's ``2 (p-1)`` latencies hurt: it moves the same
 ``2 (p-1)/p`` of the data as the ring in ``2 sum(r_k - 1)`` messages (``2 log2 p`` for a
 power of two). On several hosts of several workers the steps whose groups share a host go
@@ -30,22 +28,19 @@ carries half a vector each way instead of a whole one -- on a par with the hiera
 allreduce without its shared-memory phases. A large prime ``p`` degenerates to one direct
 exchange with every rank (``p - 1`` concurrent flows); the ring is then the safer choice.
 
-Cost model
-----------
+**Cost model.**
 :math:`2\sum_k (r_k - 1)\alpha + 2\frac{p-1}{p} m\beta + \frac{p-1}{p} m\gamma`
 (Thakur et al. for a power of two, ``2 log2 p`` latencies); on several hosts of several
 workers only the busiest host link's bytes pay ``beta`` (:func:`traffic`), the rest
 ``delta`` (:func:`halving_doubling_time`).
 
-Determinism
------------
+**Determinism.**
 Every block is reduced by exactly one rank per step, its contributions in a fixed order (in
 a direct exchange: member ``a-1`` first, then ``a-2``, ..., whatever order they arrive in;
 round a ring: the ring's order), and copied everywhere else: bitwise identical on all
 ranks and across runs.
 
-Two ranks
----------
+**Two ranks.**
 Two ranks and a small message (:func:`~._pair.is_pair`) swap their whole buffers at once
 (:mod:`._pair`), and each block is reduced as the schedule reduces it: by the rank that
 owns it, its own operand first.

@@ -1,7 +1,6 @@
 """Allreduce over shared memory inside hosts, TCP between hosts.
 
-What it does
-------------
+**What it does.**
 ``hierarchical`` (as Horovod's hierarchical allreduce and NCCL's trees and rings over
 nodes):
 
@@ -17,23 +16,20 @@ The host groups and the leaders' group are the splits of
 host for the host groups; color 0 for each host's first rank and none for the others for
 the leaders). The phases are parts of the one collective, checked as that collective.
 
-When to pick it
----------------
+**When to pick it.**
 Several hosts with several ranks each: only one rank per host touches the network, so the
 traffic between hosts is an allreduce over ``hosts`` ranks instead of ``size``, and the
 rest is memory bandwidth. On one host it is the shared-memory allreduce; with one rank per
 host it is the TCP algorithm. ``auto`` picks it across hosts of several ranks where the
 link rate makes the network the bottleneck (:mod:`.select`).
 
-Cost model
-----------
+**Cost model.**
 The sum of its phases: a shared-memory reduce to the leader and a broadcast from it, each
 priced by :mod:`.shm`'s formula for the ``per_host`` members, plus the leaders' TCP
 allreduce over ``hosts`` ranks (the tree's or the ring's formula, Thakur, Rabenseifner &
 Gropp, IJHPCA 2005) at the full link rate, since only the leader uses the link.
 
-Determinism
------------
+**Determinism.**
 The reduction order is fixed (ranks in order inside a host, then the TCP algorithm's fixed
 order over hosts), and every rank gets the bytes its leader got: bitwise identical
 everywhere.

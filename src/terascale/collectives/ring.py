@@ -1,7 +1,6 @@
 r"""Ring allreduce: reduce-scatter, then allgather, chunked and fully pipelined.
 
-What it does
-------------
+**What it does.**
 The buffer is cut into ``size`` segments. In ``size - 1`` reduce-scatter steps each rank
 sends one segment to its right neighbour and adds the segment arriving from its left, so
 that rank ``r`` ends up owning the full reduction of one segment; ``size - 1`` allgather
@@ -10,8 +9,7 @@ steps then pass the finished segments around. Segments are cut into chunks
 With ``scatter_only`` it stops after the reduce-scatter (``Communicator.reduce_scatter``;
 :meth:`RingAllreduce.scatter_rows` says which rows a rank holds).
 
-When to pick it
----------------
+**When to pick it.**
 Large messages: every rank sends and receives ``2 (p-1)/p`` of the data, the least any
 allreduce can (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
 workstations", JPDC 2009), and each link carries one flow at a time, which keeps
@@ -19,19 +17,16 @@ rate-limited TCP links busy. Its ``2 (p-1)`` message latencies make it a poor ch
 small messages or many ranks; there the tree (small) or halving/doubling (``2 sum(r_k-1)``
 latencies, same bytes) do better. ``auto`` picks it above the crossover in :mod:`.select`.
 
-Cost model
-----------
+**Cost model.**
 Thakur, Rabenseifner & Gropp (IJHPCA 2005), alpha-beta-gamma:
 :math:`2(p-1)\alpha + 2\frac{p-1}{p} m\beta + \frac{p-1}{p} m\gamma`
 (:func:`ring_time`); ``ranks_per_host`` ranks sharing one host's link divide its rate.
 
-Determinism
------------
+**Determinism.**
 The order of additions for every segment is fixed by the ring, and the allgather copies
 the same final bytes to every rank: bitwise identical on every rank and run.
 
-Two ranks
----------
+**Two ranks.**
 Two ranks and a small message (:func:`~._pair.is_pair`) swap their whole buffers at once
 (:mod:`._pair`) and reduce each segment as the ring would: segment 1 ``rank 0's op rank
 1's``, segment 0 ``rank 1's op rank 0's`` -- one latency, the same bits.

@@ -1,7 +1,6 @@
 r"""Pipelined binary-tree allreduce: reduce toward rank 0, then broadcast back.
 
-What it does
-------------
+**What it does.**
 Ranks form a heap-ordered binary tree (the children of ``r`` are ``2r+1`` and ``2r+2``).
 The buffer streams through in chunks (``CHUNK_BYTES``): a node reduces chunk ``k`` as soon
 as both children sent it and passes it up while chunk ``k+1`` is still arriving, and the
@@ -9,16 +8,14 @@ root starts the broadcast of chunk ``k`` at once -- the AllReduce of Hadoop AllR
 (Agarwal, Chapelle, Dudik & Langford, "A Reliable Effective Terascale Linear Learning
 System", JMLR 2014). Each node sends and receives at most 3x the data.
 
-When to pick it
----------------
+**When to pick it.**
 Small and medium messages at any world size: its latency grows with ``log2 p`` where the
 ring's grows with ``p``. ``auto`` picks it below the crossover in :mod:`.select` (tens to
 hundreds of KiB on one host's loopback; larger over slow links, where latency dominates
 longer). For large messages the ring and halving/doubling move less: each tree node moves
 up to 3x the data against their ``2 (p-1)/p``.
 
-Cost model
-----------
+**Cost model.**
 Hockney's alpha-beta model with a reduction term (Thakur, Rabenseifner & Gropp,
 "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005): without a
 pipeline a reduce and a broadcast along a tree of height ``h = log2 p`` cost
@@ -26,13 +23,11 @@ pipeline a reduce and a broadcast along a tree of height ``h = log2 p`` cost
 :math:`h(2\alpha + (r+1)c\beta + rc\gamma) + (K-1)(kc\beta + rc\gamma)` (``h, r, k``
 from :func:`tree_shape`), so the bandwidth term stops growing with ``p`` (:func:`tree_time`).
 
-Determinism
------------
+**Determinism.**
 The reduction order is fixed (own + left child, then + right child) whatever the arrival
 order, and every rank receives the root's bytes: bitwise identical on every rank and run.
 
-Two ranks
----------
+**Two ranks.**
 Two ranks and a message of one chunk swap their whole buffers at once and each reduces
 ``rank 0's op rank 1's`` itself (:mod:`._pair`): one latency instead of two in a row, the
 same bits. The communicator's blocking call of the same shape again takes the per-call
