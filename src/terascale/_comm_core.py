@@ -25,7 +25,7 @@ import numpy as np
 from ._arrays import OPS
 from ._async import Handle, Progress
 from ._errors import ConfigError
-from .collectives import ShmGroups
+from .collectives.shm import ShmGroups
 from .transport import Exchange, Transport
 
 __all__ = ["CommCore", "Tracer"]

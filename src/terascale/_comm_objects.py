@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import ConfigError
-from .collectives import RingAllgather
+from .collectives.allgather import RingAllgather
 from .transport import Exchange
 
 __all__ = ["ObjectCollectives"]

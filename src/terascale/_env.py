@@ -317,6 +317,18 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def read_timeline(env: Mapping[str, str] | None = None) -> str | None:
+    """``TERASCALE_TIMELINE``: where this process records its collectives (a launcher sets
+    it to merge every rank's part at the end); None when unset."""
+    return (os.environ if env is None else env).get("TERASCALE_TIMELINE") or None
+
+
+def read_host_id(env: Mapping[str, str] | None = None) -> str | None:
+    """``TERASCALE_HOST_ID``: this host's identity as given (``--host-id``); None when unset
+    (:func:`host_identity` then tells hosts apart)."""
+    return (os.environ if env is None else env).get("TERASCALE_HOST_ID") or None
+
+
 def read_bind(env: Mapping[str, str] | None = None) -> str | None:
     """``TERASCALE_BIND``: where the servers started in this process listen instead of the
     job's own address (``0.0.0.0``: every interface); None when unset."""
@@ -369,8 +381,10 @@ def read_transport(env: Mapping[str, str] | None = None) -> str | None:
     return (os.environ if env is None else env).get("TERASCALE_TRANSPORT", "").strip() or None
 
 
-def read_flag(env: Mapping[str, str], name: str) -> bool:
-    """A 0/1 variable (unset: False); ConfigError naming it otherwise."""
+def read_flag(env: Mapping[str, str] | None, name: str) -> bool:
+    """A 0/1 variable (unset: False) of ``env`` (None: ``os.environ``); ConfigError naming
+    it otherwise."""
+    env = os.environ if env is None else env
     raw = env.get(name, "").strip().lower()
     if raw in ("", "0", "false", "no"):
         return False

@@ -36,7 +36,9 @@ from ._env import (
     host_identity,
     read_env,
     read_flag,
+    read_host_id,
     read_link_rate,
+    read_timeline,
     read_timeout,
     read_transport,
 )
@@ -113,12 +115,12 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     if not (timeout > 0 and math.isfinite(timeout)):  # nan and inf would break every deadline
         raise ConfigError(f"timeout={timeout} must be positive and finite (seconds)")
     job = read_env(rendezvous=rendezvous, secret=secret, secret_file=secret_file)
-    launched_timeline = os.environ.get("TERASCALE_TIMELINE")
+    launched_timeline = read_timeline()
     timeline = timeline or launched_timeline  # the launcher merges its parts at the end
     merge_at_exit = not (launched_timeline and timeline == launched_timeline)
     rate = parse_rate(link_rate, flag="link_rate") if link_rate is not None else \
         job.link_rate if job is not None else read_link_rate()
-    if job is None and not read_flag(os.environ, "TERASCALE_QUIET"):
+    if job is None and not read_flag(None, "TERASCALE_QUIET"):
         _notice_alone()
     if job is None or job.size == 1 and job.rendezvous is None:
         return attach_timeline(Communicator(timeout=timeout, link_rate=rate), timeline,
@@ -130,7 +132,7 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
         if previous is not None and not previous._closed:
             return previous
         raise ConfigError(f"rank {job.rank}: this process already joined job "
-                          f"{os.environ.get('TERASCALE_JOB', '')} and closed its communicator; "
+                          f"{job.job or ''} and closed its communicator; "
                           "a process joins a job once: call terascale.init() once and close "
                           "the communicator at the end")
     server = None
@@ -193,14 +195,14 @@ def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
     every rank must name the same one (the rendezvous refuses the job otherwise).
     """
     if encrypt is None:
-        encrypt = read_flag(os.environ, "TERASCALE_ENCRYPT")
+        encrypt = read_flag(None, "TERASCALE_ENCRYPT")
     # Every TCP link is authenticated; encrypted too when asked. Plain links exist only to
     # measure that cost, and only for a rank that asks for them itself (never a peer).
     security = "encrypt" if encrypt else \
-        "plain" if read_flag(os.environ, "TERASCALE_UNAUTHENTICATED_BENCHMARK") else "integrity"
+        "plain" if read_flag(None, "TERASCALE_UNAUTHENTICATED_BENCHMARK") else "integrity"
     if link_rate is None:
         link_rate = read_link_rate()
-    hid = host_id or os.environ.get("TERASCALE_HOST_ID") or host_identity()
+    hid = host_id or read_host_id() or host_identity()
     link = transport if isinstance(transport, Connector) else \
         connector(transport or read_transport())
     started = time.monotonic()

@@ -12,21 +12,16 @@ from ._async import Handle
 from ._comm_core import CommCore
 from ._comm_objects import ObjectCollectives
 from ._errors import ConfigError
-from .collectives import (
-    AllreduceCall,
-    FastAllreduce,
-    PairAllreduce,
-    PairwiseAlltoall,
-    RingAllgather,
-    RingAllreduce,
-    TreeAllreduce,
-    TreeBroadcast,
-    allreduce_spec,
-    bounds,
-    choose_allreduce,
-    shm_barrier,
-    split_groups,
-)
+from .collectives.allgather import RingAllgather
+from .collectives.alltoall import PairwiseAlltoall
+from .collectives.broadcast import TreeBroadcast
+from .collectives.fastpath import plan_allreduce, plan_barrier
+from .collectives.groups import split_groups
+from .collectives.registry import AllreduceCall, allreduce_spec
+from .collectives.ring import RingAllreduce
+from .collectives.select import choose_allreduce
+from .collectives.shm import shm_barrier
+from .collectives.tree import TreeAllreduce
 from .transport import Exchange
 
 __all__ = ["Communicator"]
@@ -40,7 +35,6 @@ def _same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 _NOTHING = np.empty(0, np.float32)  # what a barrier through shared memory "reduces"
-_NOTHING_OP = ReduceOp("sum", _NOTHING.dtype)
 
 # Per-call work that depends only on (algorithm, op, dtype, shape) is done once per
 # communicator and kept here: the reduction op, auto's choice, the registry entry and the
@@ -161,11 +155,10 @@ class Communicator(ObjectCollectives, CommCore):
             assert self._transport is not None
             # a segment: the compiled core's one call; two ranks and a small message (every
             # algorithm with fast_path="swap" alike): the TCP swap.
-            fast = FastAllreduce.plan(self._shm, rop, a.nbytes, f"allreduce({detail})",
-                                      self._context) if segment else \
-                PairAllreduce.plan(self._transport, self.rank, self.size, rop, a.shape,
-                                   f"allreduce({detail})", self._context, self._members,
-                                   spec.pair_pieces(a.size, a.dtype.itemsize))
+            fast = plan_allreduce(spec, transport=self._transport, shm=self._shm,
+                                  rank=self.rank, size=self.size, reduce=rop, shape=a.shape,
+                                  desc=f"allreduce({detail})", context=self._context,
+                                  members=self._members)
             if fast is not None:
                 if len(self._fast) >= _PLANS_MAX:
                     self._fast.clear()
@@ -361,7 +354,7 @@ class Communicator(ObjectCollectives, CommCore):
         rows = a.reshape(1) if a.ndim == 0 else a
         row_elems = int(np.prod(rows.shape[1:], dtype=np.int64))
         work = np.array(rows, order="C", copy=True).reshape(-1)
-        lo, hi = bounds(rows.shape[0], self.size)[self.rank]
+        lo, hi = RingAllreduce.scatter_rows(rows.shape[0], self.size, self.rank)
 
         def body(ex: Exchange | None) -> Any:
             if ex is not None:
@@ -387,7 +380,8 @@ class Communicator(ObjectCollectives, CommCore):
             # descriptor as shm_barrier's, so either path meets the other).
             fast = self._fast.get("barrier")
             if fast is None:
-                fast = FastAllreduce.plan(self._shm, _NOTHING_OP, 0, "barrier()", self._context)
+                fast = plan_barrier(transport=self._transport, shm=self._shm, rank=self.rank,
+                                    size=self.size, context=self._context, members=self._members)
                 if fast is not None:
                     self._fast["barrier"] = (fast, "")
             else:
@@ -398,9 +392,9 @@ class Communicator(ObjectCollectives, CommCore):
             # Two ranks over TCP: one swap of two headers (the tree's pair exchange below).
             pair = self._fast.get("pair-barrier", False)
             if pair is False:  # (None: planned, the transport has no swap)
-                pair = self._fast["pair-barrier"] = PairAllreduce.plan(
-                    self._transport, self.rank, self.size, _NOTHING_OP, _NOTHING.shape, "barrier()",
-                    self._context, self._members, TreeAllreduce.pair_pieces(0, 1))
+                pair = self._fast["pair-barrier"] = plan_barrier(
+                    transport=self._transport, shm=self._shm, rank=self.rank, size=self.size,
+                    context=self._context, members=self._members)
             if pair is not None and self._schedule_fast("barrier", "", pair, _NOTHING, _NOTHING):
                 return
         empty = np.empty(0, np.uint8)

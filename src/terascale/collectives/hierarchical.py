@@ -1,27 +1,41 @@
 """Allreduce over shared memory inside hosts, TCP between hosts.
 
-``hierarchical`` (as in Horovod's hierarchical allreduce and NCCL's tree/ring over nodes):
+**What it does.**
+``hierarchical`` (as Horovod's hierarchical allreduce and NCCL's trees and rings over
+nodes):
 
 1. inside each host, reduce to the host's leader (its lowest rank) through shared memory
    (:class:`~terascale.collectives.shm.ShmAllreduce` with ``to_leader``);
 2. the leaders, one per host, allreduce over TCP with the tree (small messages) or the
-   ring (large), chosen as ``auto`` chooses for that many ranks, run over a sub-group view
-   of the exchange;
+   ring (large), chosen as ``auto`` chooses for that many ranks, on a sub-group view of the
+   exchange;
 3. each leader broadcasts the result to its host through shared memory.
 
-Host groups and the leaders' group are formed by :func:`~terascale.collectives.groups.
-split_groups`, the rule ``Communicator.split`` follows: the host groups are the split with
-color = host (key = rank), the leaders' group the split with color 0 for each host's
-first rank and no color (``MPI_UNDEFINED``) for the others. The phases run as parts of the
-one collective (sub-group views of its exchange), so they are checked as that collective.
+The host groups and the leaders' group are the splits of
+:func:`~terascale.collectives.groups.split_groups` (``Communicator.split``'s rule: color =
+host for the host groups; color 0 for each host's first rank and none for the others for
+the leaders). The phases are parts of the one collective, checked as that collective.
 
-Only one rank per host touches the network, so the inter-host traffic is that of an
-allreduce over ``hosts`` ranks instead of ``size``. The reduction order is fixed (ranks in
-order inside a host, then the TCP algorithm's fixed order over hosts), and every rank gets
-the bytes its leader got, so results are bitwise identical everywhere.
+**When to pick it.**
+Several hosts with several ranks each: only one rank per host touches the network, so the
+traffic between hosts is an allreduce over ``hosts`` ranks instead of ``size``, and the
+rest is memory bandwidth. On one host it is the shared-memory allreduce; with one rank per
+host it is the TCP algorithm. ``auto`` picks it across hosts of several ranks where the
+link rate makes the network the bottleneck (:mod:`.select`).
 
-Hosts are told apart by the communicator's host ids (hostnames, or
-``TERASCALE_HOST_ID`` / ``init(host_id=...)`` to pretend several hosts on one machine).
+**Cost model.**
+The sum of its phases: a shared-memory reduce to the leader and a broadcast from it, each
+priced by :mod:`.shm`'s formula for the ``per_host`` members, plus the leaders' TCP
+allreduce over ``hosts`` ranks (the tree's or the ring's formula, Thakur, Rabenseifner &
+Gropp, IJHPCA 2005) at the full link rate, since only the leader uses the link.
+
+**Determinism.**
+The reduction order is fixed (ranks in order inside a host, then the TCP algorithm's fixed
+order over hosts), and every rank gets the bytes its leader got: bitwise identical
+everywhere.
+
+Hosts are told apart by the communicator's host ids (hostnames, or ``TERASCALE_HOST_ID`` /
+``init(host_id=...)`` to pretend several hosts on one machine).
 """
 
 from __future__ import annotations

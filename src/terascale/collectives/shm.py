@@ -1,4 +1,4 @@
-"""Shared-memory allreduce for the ranks of one host (and the pieces hierarchical uses).
+r"""Shared-memory allreduce for the ranks of one host (and the pieces hierarchical uses).
 
 Three schedules over a :class:`~terascale.transport.shmgroup.ShmGroup` (``n`` members, two
 areas each):
@@ -7,7 +7,7 @@ areas each):
   ``FLAT_ROUND_BYTES`` (cache-sized: the round is still in L2 when it is reduced), every
   rank copies its input into its area, one barrier, then every rank reduces all ``n``
   areas in rank order into its output. With the compiled core one call runs every round
-  (:meth:`ShmGroup.core_flat`), and the communicator's fast path (:class:`FastAllreduce`)
+  (:meth:`ShmGroup.core_flat`), and the communicator's fast path (:mod:`.fastpath`)
   needs no exchange unless a member is late. One barrier per round is what
   makes 4 KiB cost a few microseconds; the redundant reduction costs less than a second
   barrier while ``n`` is small.
@@ -22,6 +22,14 @@ areas each):
 * **direct** (large messages, where every member can reach the others' memory): no copy
   through the areas; members read and write each other's buffers in place (cross-memory
   attach), reduce-scatter + allgather in two barriers; see :mod:`._shmdirect`.
+
+When to pick it: every rank on one host (``auto`` does whenever the segment exists); the
+schedule is chosen per call by size and member count. Across hosts it is the first and last
+phase of the hierarchical allreduce. Its cost (:func:`shm_time`): per call two barriers'
+latency plus, per byte, a copy in and out and the ``(q-1)/q`` fold,
+:math:`s(2\alpha_{shm} + m(2\delta + \frac{q-1}{q}\gamma))` for ``q`` members, ``s``
+the slow-down of members sharing cores -- memory bandwidth, not the network, in the
+alpha-beta terms of Thakur, Rabenseifner & Gropp (IJHPCA 2005).
 
 Every element is reduced in rank order (``x0 op x1 op ... op x{n-1}``), elementwise: the
 flat schedule has every rank do the same operations on the same bytes, the scatter one has
@@ -53,14 +61,13 @@ from ._shmflat import (
     FLAT_MAX_BYTES,
     FLAT_MAX_N,
     FLAT_ROUND_BYTES,
-    FastAllreduce,
     finish_flat,
     flat_rounds,
 )
 from .registry import AllreduceCall
 
-__all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "FLAT_ROUND_BYTES", "FastAllreduce", "ShmAllreduce",
-           "ShmGroups", "shm_barrier", "shm_broadcast", "shm_cost", "shm_time"]
+__all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "FLAT_ROUND_BYTES", "ShmAllreduce", "ShmGroups",
+           "shm_barrier", "shm_broadcast", "shm_cost", "shm_time"]
 
 AREA_BYTES = 2 << 20
 

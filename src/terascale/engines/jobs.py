@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._checkpoint import Checkpoint
+from .._env import read_env
 from .._errors import ConfigError
 from .._init import init
 from ..testing import listening
@@ -74,9 +75,11 @@ def listening_job() -> dict[str, Any]:
     which this host listens on that port while the job runs (empty where the rendezvous is
     on another host): the check that a runner's server is not on every interface.
     """
+    job = read_env()
     with init() as comm:
-        rendezvous = os.environ.get("TERASCALE_RENDEZVOUS", "")
-        where = listening(int(rendezvous.rpartition(":")[2] or 0)) if rendezvous else []
+        rendezvous = "" if job is None or job.rendezvous is None else \
+            f"{job.rendezvous[0]}:{job.rendezvous[1]}"
+        where = listening(job.rendezvous[1]) if rendezvous else []
         comm.barrier()  # rank 0's server is up until every rank has looked
         return {"rank": comm.rank, "rendezvous": rendezvous, "listening": where}
 
