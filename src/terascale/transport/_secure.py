@@ -298,7 +298,8 @@ class SecureLink:
         return 0
 
     def _send_record(self, views: list[memoryview]) -> int:
-        """Seal up to RECORD bytes of ``views``; plaintext bytes now wholly in the kernel."""
+        """Seal up to RECORD bytes of ``views`` (a frame's header and the first record of
+        its large payload: both); plaintext bytes now wholly in the kernel."""
         fresh = not self._out
         if fresh:
             if not self._wbuf:  # sealed records go here: no allocation per record
@@ -307,8 +308,10 @@ class SecureLink:
             rest = sum(len(v) for v in views[1:]) if len(views) > 1 else 0
             if len(views) == 1 or len(first) >= RECORD or rest >= _JOIN:
                 # Sealed straight from the caller's buffer. A frame's header before a large
-                # payload is a record of its own: one more send, not a copy of the payload.
+                # payload is a record of its own, sent with the payload's first record in one
+                # call: no copy of the payload, no system call more.
                 plain: memoryview = first[:RECORD if self._encrypt else RECORD_MAC]
+                then = views[1] if len(views) > 1 and len(first) <= _JOIN else None
             else:  # a header and a small payload: staged together, one record, one send
                 stage, n = self._sv, 0
                 for v in views:
@@ -317,25 +320,11 @@ class SecureLink:
                     n += k
                     if n == RECORD:
                         break
-                plain = stage[:n]
-            n = len(plain)
-            head = _LEN.pack(n + _TAG)
-            nonce = self._nonce(self._sent)
-            if self._encrypt:
-                out = memoryview(self._wbuf)[: _LEN.size + n + _TAG]
-                out[: _LEN.size] = head
-                if _INTO:
-                    self._seal.encrypt_into(nonce, plain, head, out[_LEN.size:])
-                else:  # an older cryptography: one copy more
-                    out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
-                self._out = [out]
-            else:  # GMAC: the plaintext goes out as it is, from where it lies
-                tag = self._seal.encrypt(nonce, b"", plain) if self._c is None or \
-                    n > _C_MAX else self._c.tag(self._sent, 0, plain)
-                self._out = [memoryview(head), plain, memoryview(tag)] if n else \
-                    [memoryview(head), memoryview(tag)]
-            self._sent += 1
-            self._out_plain = n
+                plain, then = stage[:n], None
+            self._out, self._out_plain = [], 0
+            at = self._seal_record(plain, 0)
+            if then is not None:
+                self._seal_record(then[:RECORD if self._encrypt else RECORD_MAC], at)
         try:
             k = self._sock.sendmsg(self._out)
         except BlockingIOError:
@@ -352,8 +341,33 @@ class SecureLink:
         n, self._out_plain = self._out_plain, 0
         return n
 
+    def _seal_record(self, plain: memoryview, at: int) -> int:
+        """Seal ``plain`` as the next record and queue it after what is pending; encrypted
+        records are written to the send buffer from ``at``. Returns where the next one goes."""
+        n = len(plain)
+        head = _LEN.pack(n + _TAG)
+        nonce = self._nonce(self._sent)
+        if self._encrypt:
+            out = self._wv[at: at + _LEN.size + n + _TAG]
+            out[: _LEN.size] = head
+            if _INTO:
+                self._seal.encrypt_into(nonce, plain, head, out[_LEN.size:])
+            else:  # an older cryptography: one copy more
+                out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
+            self._out.append(out)
+            at += len(out)
+        else:  # GMAC: the plaintext goes out as it is, from where it lies
+            tag = self._seal.encrypt(nonce, b"", plain) if self._c is None or \
+                n > _C_MAX else self._c.tag(self._sent, 0, plain)
+            self._out += [memoryview(head), plain, memoryview(tag)] if n else \
+                [memoryview(head), memoryview(tag)]
+        self._sent += 1
+        self._out_plain += n
+        return at
+
     def _alloc_send(self) -> None:
-        self._wbuf = bytearray(_LEN.size + RECORD + _TAG)
+        # a record, and a frame's header record before it
+        self._wbuf = bytearray(2 * (_LEN.size + _TAG) + _JOIN + RECORD)
         self._wv = memoryview(self._wbuf)
         self._stage = bytearray(RECORD)
         self._sv = memoryview(self._stage)
@@ -538,7 +552,8 @@ class SecureLink:
                     b[:k] = memoryview(self._plain)[self._pstart: self._pstart + k]
                     self._pstart += k
                 elif (self._dview is not None or not self._encrypt and len(b) >= _DIRECT
-                      and self._rstart == self._rlen) and (k := self._direct(b)) is not None:
+                      and self._rlen - self._rstart in (0, _LEN.size)) and \
+                        (k := self._direct(b)) is not None:
                     if not k:
                         break  # a record read in place is on its way: nothing to hand over yet
                 elif (size := self._record(self._cap(b, views, i))) is None:
@@ -590,22 +605,23 @@ class SecureLink:
         if self._dview is None:
             if not self._raw:
                 self._alloc_raw()
-            self._rstart = self._rlen = 0
-            try:
-                k = self._sock.recv_into(self._rawv[: _LEN.size])
-            except (BlockingIOError, InterruptedError):
-                return 0
-            if not k:
-                self._eof = True
-                return None
-            self._rlen = k
-            if k < _LEN.size:
-                return None
-            field = _LEN.unpack_from(self._raw, 0)[0]
+            if self._rlen - self._rstart != _LEN.size:  # its length, unless read before it
+                self._rstart = self._rlen = 0
+                try:
+                    k = self._sock.recv_into(self._rawv[: _LEN.size])
+                except (BlockingIOError, InterruptedError):
+                    return 0
+                if not k:
+                    self._eof = True
+                    return None
+                self._rlen = k
+                if k < _LEN.size:
+                    return None
+            field = _LEN.unpack_from(self._raw, self._rstart)[0]
             n = field - _TAG
             if field & _ABORT or not _DIRECT <= n <= min(len(b), self._rec):
                 return None
-            self._rlen = 0
+            self._rstart = self._rlen = 0
             self._dview, self._dgot, self._tgot = b[:n], 0, 0
         view, tag = self._dview, memoryview(self._dtag)
         n = len(view)
@@ -642,13 +658,13 @@ class SecureLink:
     def _cap(self, b: memoryview, views: list[memoryview], i: int) -> int:
         """How far a first read may go when ``b`` (``views[i]``) is small and a buffer after
         it takes a record in place (integrity mode: a frame's header record, then its
-        payload's): the record that fills ``b``, so that the payload's records stay in the
-        kernel for :meth:`_direct` instead of being copied through the receive buffer.
-        0: no cap."""
+        payload's): the record that fills ``b`` and the next one's length, so that the
+        payload's records stay in the kernel for :meth:`_direct` instead of being copied
+        through the receive buffer, and no system call reads the length alone. 0: no cap."""
         if self._encrypt or len(b) >= _DIRECT or self._rstart != self._rlen:
             return 0
         if any(len(x) >= _DIRECT for x in views[i + 1:]):
-            return _LEN.size + len(b) + _TAG
+            return _LEN.size + len(b) + _TAG + _LEN.size
         return 0
 
     def _record(self, cap: int = 0) -> int | None:
