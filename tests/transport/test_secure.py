@@ -340,8 +340,10 @@ def _wire_of(sender: SecureLink, wire: socket.socket, views: list[bytes]) -> byt
     return bytes(out)
 
 
+@pytest.mark.parametrize("extra", [0, 4])  # the payload record's length with the header's
 @pytest.mark.parametrize("flip", [False, True])
-def test_a_large_record_is_read_in_place_and_checked_before_it_is_handed_over(flip: bool) -> None:
+def test_a_large_record_is_read_in_place_and_checked_before_it_is_handed_over(
+        flip: bool, extra: int) -> None:
     sender, s_wire, receiver, r_wire = _link_pair(encrypt=False)
     header, payload = b"h" * 48, np.random.default_rng(1).bytes(RECORD)
     wire = bytearray(_wire_of(sender, s_wire, [header, payload]))
@@ -350,10 +352,10 @@ def test_a_large_record_is_read_in_place_and_checked_before_it_is_handed_over(fl
     if flip:
         wire[head_len + 4 + 1000] ^= 1
     got_h, got_p = bytearray(48), bytearray(RECORD)
-    r_wire.sendall(wire[:head_len])
+    r_wire.sendall(wire[:head_len + extra])
     assert receiver.recvmsg_into([memoryview(got_h), memoryview(got_p)])[0] == 48
     half = head_len + 4 + RECORD // 2
-    r_wire.sendall(wire[head_len:half])
+    r_wire.sendall(wire[head_len + extra:half])
     with pytest.raises(BlockingIOError):  # half a record: nothing handed over yet
         receiver.recv_into(memoryview(got_p))
     assert receiver._dgot > 0  # noqa: SLF001 (it is being read in place)

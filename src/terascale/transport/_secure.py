@@ -522,6 +522,8 @@ class SecureLink:
                         pass
             return n, [], 0, None
         if n == -1:  # not for the compiled layer: larger records, partial or abort ones
+            if self._rstart == self._rlen and not self._encrypt and len(bufs) <= 8:
+                return self._recv_general(bufs)  # nothing buffered: a header, then _direct
             got = self._recv_small(bufs)
             if got is not None:
                 return got, [], 0, None
@@ -639,6 +641,8 @@ class SecureLink:
             d = min(k, n - self._dgot)
             self._dgot += d
             self._tgot += k - d
+            if k < sum(map(len, bufs)) and (self._dgot < n or self._tgot < _TAG):
+                return 0  # the kernel had no more: no second call only to hear so
         self._dview = None
         if not self._check(0, view, self._dtag):
             self._tampered(f"record #{self._opened} failed its authentication tag")
