@@ -13,9 +13,9 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     BLAKE2b run at a fifth and a fiftieth of that here), the plaintext is sent straight
     from the caller's buffer, and a record of 64 KiB or more that the caller's buffer
     holds whole is read straight into it and checked there, its bytes handed over only
-    once the tag passed; the header record before it is read alone, so that the
-    payload's records are still in the kernel for that (measured in
-    ``docs/benchmarks/security.md``).
+    once the tag passed; the header record before it is read with the next record's
+    length and no further, so that the payload's records are still in the kernel for
+    that (measured in ``docs/benchmarks/security.md``).
 ``encrypt`` (``--encrypt``)
     ``length u32 | AES-256-GCM(plaintext) | tag``: confidentiality as well.
 
@@ -53,14 +53,15 @@ fast as a system libcrypto 3.0, which matters more there than the Python around 
 small-frame path is one pass too: copied once into the send buffer (or, encrypting, the
 staging buffer), its tag written in place (``encrypt_into``), sent with one ``send``;
 received with one ``recv_into`` and opened straight into the caller's buffers. A larger
-payload's header is a record of its own, so that the payload
-is sealed straight from the caller's buffer into a fixed one (no copy, no allocation per
-record), and a record the caller's buffer holds whole is opened straight into it: beside
-AES-GCM itself, encryption costs the ciphertext's own trip through the kernel, not extra
-copies of the plaintext. The sender seals and sends records while the kernel takes them,
-keeps at most one record pending and reports its bytes sent only once the kernel took
-all of it, so a partly sent record is never mistaken for a partly sent frame: the pending
-record stands for the first bytes of whatever the caller sends next. A failing rank's
+payload's header is a record of its own, sent in one ``sendmsg`` with the payload's first
+record, so that the payload is sealed straight from the caller's buffer into a fixed one
+(no copy, no allocation per record), and a record the caller's buffer holds whole is
+opened straight into it: beside AES-GCM itself, encryption costs the ciphertext's own trip
+through the kernel, not extra copies of the plaintext. The sender seals and sends records
+while the kernel takes them, keeps at most those two records pending and reports their
+bytes sent only once the kernel took all of them, so a partly sent record is never
+mistaken for a partly sent frame: the pending records stand for the first bytes of
+whatever the caller sends next. A failing rank's
 ABORT goes out after it as an abort record (the top bit of its length, and a nonce of its
 own kind, authenticated like any record): the peer abandons the frame it was reading and
 reads the ABORT, so a frame stopped half-way is never completed with filler.
