@@ -28,3 +28,22 @@ def _numba_kernels_compiled_once():
     except ImportError:  # the linear extra (numba) is not installed: those tests skip
         return
     warm_kernels(full=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadfile``): a file's tests run
+    on one worker, in order, and so do all of ``tests/engines`` (one Spark session, whose
+    py4j socket a forked process must not inherit mid-use)."""
+    from xdist.scheduler import LoadFileScheduling
+
+    if config.getoption("dist") != "loadfile":
+        return None
+
+    class _Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith("tests/engines/"):
+                return "tests/engines"
+            return super()._split_scope(nodeid)
+
+    return _Scheduling(config, log)

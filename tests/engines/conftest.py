@@ -1,4 +1,4 @@
-"""One SparkSession per Spark master for the whole run.
+"""One SparkSession per Spark master while the engines' tests run.
 
 Starting a Spark driver (a JVM, py4j, the Python workers) costs seconds of the 2 cores,
 and the local[2] modules all want the same session. A JVM holds one SparkContext, so
@@ -52,8 +52,18 @@ class _Sessions:
         self.master = self.session = None
 
 
+_SESSIONS = _Sessions()
+
+
 @pytest.fixture(scope="session")
 def spark_sessions() -> Iterator[_Sessions]:
-    sessions = _Sessions()
-    yield sessions
-    sessions.stop()
+    yield _SESSIONS
+    _SESSIONS.stop()
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the session after the engines' last test: a process that later tests fork
+    inherits py4j's socket, and a child's garbage collection would write to it."""
+    here = os.path.dirname(__file__)
+    if nextitem is None or os.path.dirname(str(nextitem.path)) != here:
+        _SESSIONS.stop()
