@@ -197,9 +197,10 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
                      float(wrong[i * n:(i + 1) * n][hold[i * n:(i + 1) * n]].sum()),
                      float((labelled & hold)[i * n:(i + 1) * n].sum()), n)
                     for i in range(passes)]
-        from ._vwreport import closing_block
+        from ._vwreport import closing_block, holdout_on
 
         print(closing_block({"pass_totals": [list(t) for t in per_pass],
+                             "holdout": holdout_on({**options, "passes": passes}),
                              "examples": n, "feature_count": model.info["feature_count"]}),
               file=sys.stderr)
     return 0

@@ -129,9 +129,10 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     break
     _save(args, data, w, loss, float(lo), float(hi))
     if not args.quiet:
-        from ._vwreport import closing_block
+        from ._vwreport import closing_block, holdout_on
 
         print(closing_block({"pass_totals": totals, "examples": data.n,
+                             "holdout": holdout_on(options),
                              "feature_count": int(data.features.sum())}), file=sys.stderr)
     return 0
 
