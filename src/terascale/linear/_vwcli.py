@@ -66,6 +66,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     f.add_argument("--redefine", action="append", default=[], metavar="N:=S",
                    help="namespaces starting with a letter of S (':' all) count as "
                         "namespace N for -q, --ignore and --keep; repeatable, in order")
+    g.add_argument("--feature_mask", default=None, metavar="MODEL",
+                   help="only the weights that are nonzero in MODEL (a VW or terascale "
+                        "model) are learned, as VW's gd, which never updates a zero weight; "
+                        "without -i training also starts from MODEL's weights; with -i, as "
+                        "in VW, the nonzero weights of -i's model are the mask")
     g.add_argument("--sparse_weights", action="store_true",
                    help="accepted: terascale keeps weights only for the features present")
     g.add_argument("--constant", type=float, default=0.0, metavar="C",
@@ -225,7 +230,7 @@ def _generate(args: argparse.Namespace) -> None:
         args.hash_seed = args.hash_seed or seed
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
-                                hash_seed=args.hash_seed)
+                                hash_seed=args.hash_seed, keep=_feature_mask(args))
     if gen is None:
         return
     if args.format != "vw":
@@ -238,6 +243,65 @@ def _generate(args: argparse.Namespace) -> None:
     args.data_flag = []
     GENERATION.update(ngram=list(args.ngram), skips=list(args.skips),
                       hash_seed=[args.hash_seed] if args.hash_seed else [])
+
+
+def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:
+    """VW's ``--feature_mask MODEL``: the indices training may update (None without it).
+
+    VW loads MODEL's weights, then -i's over them (zeroed first) when -i is given, and its
+    ``gd`` leaves every weight that is 0 alone: the mask is the nonzero weights of -i's model,
+    or of MODEL without -i, which training then starts from. A constant whose weight is 0
+    there is left out (``--noconstant``: the same predictions, and the model says so)."""
+    import numpy as np
+
+    from ._hashing import CONSTANT_HASH
+    from ._vwmodel import load_model
+
+    if args.feature_mask is None or args.testonly:
+        return None
+    if not args.initial:
+        args.initial = args.feature_mask
+    try:
+        model = load_model(args.initial)
+    except OSError as e:
+        raise ConfigError(f"--feature_mask/-i {args.initial}: {e.strerror or e}") from None
+    parse = model.parse
+    if parse.bits != args.bits and args.bits != 18:
+        raise ConfigError(f"--feature_mask: {args.initial} has -b {parse.bits}, not -b "
+                          f"{args.bits}")
+    args.bits = parse.bits
+    if (args.quadratic or args.cubic or args.interactions or parse.quadratic or parse.cubic
+            or parse.interactions):
+        raise ConfigError("--feature_mask with -q/--cubic/--interactions is not supported "
+                          "by terascale vw (the mask applies to each feature as it is read)")
+    if args.format != "vw":
+        raise ConfigError("--feature_mask works on VW text input (--format vw)")
+    keep = frozenset(int(i) for i in np.asarray(model.indices)[np.asarray(model.weights) != 0])
+    size = 1 << parse.bits
+    if parse.constant and (CONSTANT_HASH & (size - 1)) not in keep:
+        # VW never learns it: its weight stays 0, as without it
+        import dataclasses
+
+        from ._model import LinearModel
+
+        args.noconstant = True
+        args.initial = _temporary_model(LinearModel(
+            indices=model.indices, weights=model.weights, loss=model.loss,
+            parse=dataclasses.replace(parse, constant=False), adaptive=model.adaptive))
+    return keep
+
+
+def _temporary_model(model: object) -> str:
+    """``model`` saved to a temporary file (removed at exit)."""
+    import atexit
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="terascale-start-", suffix=".model")
+    os.close(fd)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    model.save(path)  # type: ignore[attr-defined]
+    return path
 
 
 def _batch(args: argparse.Namespace) -> int:

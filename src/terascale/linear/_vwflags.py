@@ -97,7 +97,8 @@ REFUSED: dict[str, str] = {
                      "--output_feature_regularizer_text", "--input_feature_regularizer"),
                     "linear train's batch phase is its own: terascale vw --bfgs writes and "
                     "reads VW's regularizer files"),
-    "--feature_mask": "not supported",
+    "--feature_mask": "linear train has no feature mask: terascale vw --feature_mask MODEL "
+                      "learns only MODEL's nonzero weights, as VW",
     "--onethread": "terascale parses and learns in one thread per worker already",
     "--invert_hash_all": "not supported: --invert_hash FILE",
 }

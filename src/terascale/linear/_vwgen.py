@@ -1,5 +1,5 @@
 """VW's parse-time feature generation for ``terascale vw``: ``--redefine``, ``--ngram``,
-``--skips``, ``--feature_limit`` and ``--hash_seed``.
+``--skips``, ``--feature_limit``, ``--hash_seed``, and ``--feature_mask``'s filter.
 
 VW applies these while it parses a line, to each namespace's list of hashed features:
 ``--redefine N:=S`` files the namespaces whose names start with a letter of S under the
@@ -9,7 +9,10 @@ appends, per namespace letter, every n-gram of its features in the order they ap
 with up to K features skipped between the words, of value 1 and index
 ``i1 * 27942141 + i2 ...`` (VW's ``kskip_ngram_transformer``); ``--feature_limit [ns]N``
 keeps the N features of lowest index (sorted, duplicates dropped); ``--hash_seed S``
-seeds every hash of a name.
+seeds every hash of a name. ``--feature_mask`` (VW's ``gd`` never updates a weight that
+is 0, nor counts it in the adaptive and normalized sums, so a feature whose starting weight
+is 0 stays out of every sum) drops the features whose index is not in the mask's set of
+nonzero weights: the same examples for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
 these flags is given: each line is rewritten with every feature named by its final hash (an
@@ -102,13 +105,17 @@ class FeatureGen:
     limit: dict[int, int] = field(default_factory=dict)
     redefine: list[int] | None = None
     seed: int = 0
+    keep: frozenset[int] | None = None  # --feature_mask: the indices that may be updated
 
     @classmethod
     def from_flags(cls, *, bits: int, ngram: Sequence[str], skips: Sequence[str],
                    feature_limit: Sequence[str], redefine: Sequence[str],
-                   hash_seed: int) -> FeatureGen | None:
-        """None when no flag of VW's feature generation is given."""
-        if not (ngram or skips or feature_limit or redefine or hash_seed):
+                   hash_seed: int, keep: frozenset[int] | None = None
+                   ) -> FeatureGen | None:
+        """None when no flag of VW's feature generation is given (``keep``: the indices
+        of ``--feature_mask``'s nonzero weights)."""
+        if not (ngram or skips or feature_limit or redefine or hash_seed
+                or keep is not None):
             return None
         if skips and not ngram:
             raise ConfigError("--skips goes with --ngram (VW: skip-grams of n-grams)")
@@ -116,7 +123,7 @@ class FeatureGen:
             raise ConfigError(f"--hash_seed must be in 0..2^32-1, not {hash_seed}")
         return cls(bits=bits, ngram=_table(ngram, "--ngram"), skips=_table(skips, "--skips"),
                    limit=_table(feature_limit, "--feature_limit"),
-                   redefine=_redefine(redefine), seed=hash_seed)
+                   redefine=_redefine(redefine), seed=hash_seed, keep=keep)
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))
@@ -174,6 +181,8 @@ class FeatureGen:
             lim = self._of(self.limit, c, -1)
             if 0 <= lim < len(fs):
                 fs = _limited(fs, lim, mask)
+            if self.keep is not None:
+                fs = [f for f in fs if f[0] & mask in self.keep]
             letter = chr(c)
             base = 0 if c == 32 else hash_space(letter)
             head = "|" if c == 32 else "|" + letter

