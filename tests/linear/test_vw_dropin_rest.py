@@ -95,3 +95,19 @@ def test_label_words_that_start_with_a_number(tmp_path, capfd, monkeypatch):
     err = _same(tmp_path, capfd, monkeypatch, ["-d", "small.vw", "--passes", "2", "-c",
                                                "-k"])
     assert _avg(err) == "undefined (no holdout)"
+
+
+def test_save_per_pass_writes_vws_model_of_each_pass(tmp_path, capfd, monkeypatch):
+    """FILE.K after each pass K (holdout on, L2), each predicting as VW's own FILE.K."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 6)) + "\n")
+    args = ["-d", "d.vw", "--passes", "3", "-c", "-k", "--l2", "0.001", "--save_per_pass"]
+    _vw([*args, "-f", "vw.m"], tmp_path)
+    code, err = _ts(capfd, [*args, "-f", "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    for k in (1, 2, 3):
+        _vw(["-i", f"vw.m.{k}", "-t", "-d", "d.vw", "-p", f"vw.{k}"], tmp_path)
+        _vw(["-i", f"ts.m.{k}", "-t", "-d", "d.vw", "-p", f"ts.{k}"], tmp_path)
+        np.testing.assert_allclose(_numbers(tmp_path / f"ts.{k}"),
+                                   _numbers(tmp_path / f"vw.{k}"), rtol=1e-5, atol=1e-5)
+    assert not (tmp_path / "ts.m.4").exists()
+    assert not np.allclose(_numbers(tmp_path / "ts.1"), _numbers(tmp_path / "ts.3"))

@@ -71,6 +71,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "model) are learned, as VW's gd, which never updates a zero weight; "
                         "without -i training also starts from MODEL's weights; with -i, as "
                         "in VW, the nonzero weights of -i's model are the mask")
+    g.add_argument("--save_per_pass", action="store_true",
+                   help="with -f FILE: also write the model at the end of each pass K as "
+                        "FILE.K (VW's; each is retrained from the start for K passes, so "
+                        "passes cost N(N+1)/2 in all; one worker, online passes)")
     g.add_argument("--sparse_weights", action="store_true",
                    help="accepted: terascale keeps weights only for the features present")
     g.add_argument("--constant", type=float, default=0.0, metavar="C",
@@ -150,6 +154,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                                   "--bfgs/--conjugate_gradient on one worker")
             if args.plain_rule:
                 return _plain(args)
+            if args.save_per_pass:
+                return _save_per_pass(args)
             if not args.audit:
                 return int(_cli_run.train(args) or 0)
             return _audited(args)
@@ -158,6 +164,50 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     # told apart from -l 0.5 (VW's other update rules default to 10)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
                    learning_rate=None)
+
+
+def _save_per_pass(args: argparse.Namespace) -> int:
+    """VW's ``--save_per_pass``: the run as without it, then the model at the end of each
+    pass K written as ``-f``'s FILE.K. Each is the final model of a run of K passes with
+    the same holdout (a K-pass run is the N-pass run's first K passes: the same examples,
+    order and learner state); a run that stops early on the holdout loss writes the passes
+    it made, as VW. Without -f, VW writes files named ``.K``; terascale writes none."""
+    import copy
+
+    from . import _cli_run
+    from ._cli_options import train_options
+
+    if args.nprocs != 1 or args.oaa is not None or args.audit or args.testonly:
+        raise ConfigError("--save_per_pass: terascale vw writes each pass's model for "
+                          "online training on one worker (not with -n N, --oaa, --audit "
+                          "or -t)")
+    args.data, args.data_flag = _cli_run._inputs(args), []  # standard input: read once
+    code = int(_cli_run.train(args) or 0)
+    if code or not args.model:
+        return code
+    options = train_options(args)
+    passes = int(options["passes"] or 1)
+    if options["holdout"] is None:  # the N-pass run's holdout, also in shorter runs
+        options["holdout"] = 0.1 if passes > 1 else 0.0
+    options["vw_text"] = options["vw_labels"] = True
+    options["progress"] = False
+    if args.min_prediction is not None or args.max_prediction is not None:
+        options["fixed_range"] = True
+    quiet = copy.copy(args)
+    quiet.predictions = quiet.raw_predictions = None
+    quiet.readable_model = quiet.invert_hash = None
+    for k in range(1, passes + 1):
+        path = f"{args.model}.{k}"
+        opts = dict(options, passes=k)
+        if args.initial:
+            _cli_run._follow_model(opts, _cli_run._load(args.initial), args)
+        model = _cli_run._run_train(quiet, list(args.data), path, opts, "identity")
+        if len(model.info.get("pass_totals", [])) < k:  # stopped early: VW saved no more
+            import os
+
+            os.unlink(path)
+            break
+    return 0
 
 
 def _plain(args: argparse.Namespace) -> int:

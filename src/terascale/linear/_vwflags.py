@@ -92,7 +92,8 @@ REFUSED: dict[str, str] = {
                         "by default; terascale vw --max_prediction HI fixes the bound",
     "--examples": "not supported: give the data you want to learn from",
     "--sort_features": "not supported (it changes nothing that terascale computes)",
-    "--save_per_pass": "not supported: one model is written at the end (-f)",
+    "--save_per_pass": "linear train writes one model at the end (-f); terascale vw "
+                       "--save_per_pass writes each pass's as VW",
     **dict.fromkeys(("--output_feature_regularizer_binary",
                      "--output_feature_regularizer_text", "--input_feature_regularizer"),
                     "linear train's batch phase is its own: terascale vw --bfgs writes and "
