@@ -34,14 +34,20 @@ def test_fast_subset_reproduces_vw() -> None:
 
 
 def test_suite_selection() -> None:
-    """The kept tests run VW's plain linear learner: no reduction but --oaa."""
+    """The kept tests run VW's plain linear learner: no reduction but --oaa, also in the
+    options stored in a VW model that a test reads with -i."""
+    from _vwsuite import DATA
+
     tests = load_tests()
-    assert len(tests) == 110
+    assert len(tests) == 121
     ids = {t["id"] for t in tests}
     for t in tests:  # every dependency is kept with the test that needs it
         assert set(t.get("depends_on", [])) <= ids
         for bad in ("--cb", "--search", "--lda", "--ksvm", "--nn ", "--csoaa", "--dsjson"):
             assert bad not in t["vw_command"] + " "
+    reductions = (b"--cb", b"--csoaa", b"--search", b"--lda", b"--ksvm", b"--nn ")
+    for model in (DATA / "model-sets").iterdir():  # its header's options: VW applies them
+        assert not any(r in model.read_bytes()[:4096] for r in reductions), model
 
 
 @pytest.mark.skipif(os.environ.get("TERASCALE_VW_SUITE") != "all",
