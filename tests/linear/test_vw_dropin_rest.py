@@ -111,3 +111,51 @@ def test_save_per_pass_writes_vws_model_of_each_pass(tmp_path, capfd, monkeypatc
                                    _numbers(tmp_path / f"vw.{k}"), rtol=1e-5, atol=1e-5)
     assert not (tmp_path / "ts.m.4").exists()
     assert not np.allclose(_numbers(tmp_path / "ts.1"), _numbers(tmp_path / "ts.3"))
+
+
+def _classes(rng, a, x):
+    return 1 + int(a[0] % 3)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_warm_start_from_vws_one_against_all_model(loss, tmp_path, capfd, monkeypatch):
+    """-i of VW's --oaa model (save_resume form): training goes on as VW's (its first
+    class's normalized sums, the others' from 0, as VW reads them), with passes; -t
+    predicts as VW; the model written is the one VW writes."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 8, _classes)) + "\n")
+    _vw(["-d", "d.vw", "--oaa", "3", "-f", "vw.m", "--loss_function", loss], tmp_path)
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "-i", "vw.m"])
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "-i", "vw.m", "-t"])
+    _vw(["-d", "d.vw", "-i", "vw.m", "--passes", "3", "-c", "-k", "-f", "vw2.m"], tmp_path)
+    code, err = _ts(capfd, ["-d", "d.vw", "-i", "vw.m", "--passes", "3", "-c", "-k", "-f",
+                            "ts2.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    for m in ("vw2", "ts2"):
+        _vw(["-i", f"{m}.m", "-t", "-d", "d.vw", "-p", f"{m}.p"], tmp_path)
+    assert (tmp_path / "ts2.p").read_text() == (tmp_path / "vw2.p").read_text()
+    code, err = _ts(capfd, ["-d", "d.vw", "-i", "vw.m", "--oaa", "4"], tmp_path, monkeypatch)
+    assert code == 2 and "a model of --oaa 3" in err
+
+
+def test_named_labels(tmp_path, capfd, monkeypatch):
+    """--named_labels: names in, names out, kept in the model for -i -t (VW's)."""
+    names = ["cat", "dog", "bird"]
+    lines = [names[int(ln.split()[0]) - 1] + " " + ln.split(" ", 1)[1]
+             for ln in _lines(200, 9, _classes)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--oaa", "3", "--named_labels", ",".join(names)]
+    _vw([*args, "-f", "vw.m", "-p", "vw.p"], tmp_path)
+    code, err = _ts(capfd, [*args, "-f", "ts.m", "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, err
+    got = (tmp_path / "ts.p").read_text()
+    assert got == (tmp_path / "vw.p").read_text() and set(got.split()) <= set(names)
+    for m in ("vw", "ts"):  # each tool reads the other's model and its names
+        _vw(["-i", f"{m}.m", "-t", "-d", "d.vw", "-p", f"{m}.t"], tmp_path)
+    assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
+    code, err = _ts(capfd, ["-d", "d.vw", "-i", "vw.m", "-t", "-p", "ts.i"], tmp_path,
+                    monkeypatch)
+    assert code == 0 and (tmp_path / "ts.i").read_text() == (tmp_path / "vw.t").read_text()
+    (tmp_path / "bad.vw").write_text("cat |a x\nfish |a y\n")
+    code, err = _ts(capfd, ["-d", "bad.vw", "--oaa", "3", "--named_labels", "cat,dog,bird"],
+                    tmp_path, monkeypatch)
+    assert code == 2 and "bad.vw:2" in err and "'fish'" in err

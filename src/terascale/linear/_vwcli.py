@@ -66,6 +66,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     f.add_argument("--redefine", action="append", default=[], metavar="N:=S",
                    help="namespaces starting with a letter of S (':' all) count as "
                         "namespace N for -q, --ignore and --keep; repeatable, in order")
+    g.add_argument("--named_labels", default=None, metavar="A,B,...",
+                   help="with --oaa K: the K class names, in order (the data's labels are "
+                        "names; predictions are written as names, and -f's model keeps them)")
     g.add_argument("--feature_mask", default=None, metavar="MODEL",
                    help="only the weights that are nonzero in MODEL (a VW or terascale "
                         "model) are learned, as VW's gd, which never updates a zero weight; "
@@ -135,6 +138,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
         GENERATION.clear()  # (this run's, not an earlier in-process run's)
         PRESERVED.clear()
+        if args.initial:  # VW applies the model's --oaa K and --named_labels
+            from ._vwmodel import model_oaa
+
+            k, names = model_oaa(args.initial)
+            args.oaa = args.oaa if args.oaa is not None else k
+            if args.named_labels is None and names:
+                args.named_labels = ",".join(names)
+        if args.named_labels is not None and args.oaa is None:
+            raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
         _vw_defaults(args)
         with cli_names():
             _generate(args)
