@@ -174,7 +174,7 @@ def test_quiet_is_silent_and_linear_train_says_where_it_differs(tmp_path, capfd,
     (["--search", "3"], "learning to search"),
     (["--adaptive"], "--adaptive"),
     (["--frobnicate"], "--frobnicate"),
-    (["--oaa", "3", "-i", "m"], "--oaa: -i"),
+    (["--oaa", "3", "-i", "m"], "--oaa -i m: -i takes VW's one-against-all model"),
     (["--loss_function", "quantile", "--bfgs", "--passes", "2"], "no batch form"),
 ])
 def test_options_outside_the_linear_learner_are_refused_by_name(flag, words, tmp_path, capfd,
