@@ -159,3 +159,23 @@ def test_named_labels(tmp_path, capfd, monkeypatch):
     code, err = _ts(capfd, ["-d", "bad.vw", "--oaa", "3", "--named_labels", "cat,dog,bird"],
                     tmp_path, monkeypatch)
     assert code == 2 and "bad.vw:2" in err and "'fish'" in err
+
+
+def test_affix_features(tmp_path, capfd, monkeypatch):
+    """--affix: prefixes and suffixes of the default namespace's and of namespace w's
+    words (values and namespace scales carried over), crossed with -q, over passes."""
+    rng = np.random.default_rng(10)
+    words = ["happiness", "happier", "uglier", "fastidious", "ness", "a", "walked",
+             "walking", "talks", "12345"]
+    lines = []
+    for _ in range(200):
+        ws = rng.choice(words, size=3, replace=False)
+        y = 1 if any(w.endswith("er") for w in ws) else -1
+        lines.append(f"{y} | {ws[0]} {ws[1]}:0.5 |w:2 {ws[2]} |b x{rng.integers(5)}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "--affix", "+2,-3,-2w", "-q", "wb",
+                                         "--passes", "2", "-c", "-k"])
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "--affix", "-7w,+1", "--affix",
+                                         "-7w,+1"])
+    code, err = _ts(capfd, ["-d", "d.vw", "--affix", "+9"], tmp_path, monkeypatch)
+    assert code == 2 and "--affix +9" in err

@@ -12,6 +12,7 @@ are refused with an error that names the option; ``_vwflags`` says why and what 
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 
 from .._errors import ConfigError
@@ -30,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                        help="Vowpal Wabbit's command line with VW's defaults (a drop-in)",
                        description=__doc__.split("\n\n")[1].replace("\n", " "))
     train_flags(p)
+    # VW's values that start with '-' and a digit (--affix -3w,+2) are values, not flags
+    p._negative_number_matcher = re.compile(r"^-\d[\w,+-]*$|^-\d*\.\d+$")
     g = p.add_argument_group("VW options of terascale vw")
     g.add_argument("--predict_only_model", action="store_true",
                    help="-f writes VW's predict-only model: the weights, without the "
@@ -61,6 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "(like a2); repeatable")
     f.add_argument("--skips", action="append", default=[], metavar="[NS]K",
                    help="with --ngram: skip-grams, up to K features skipped")
+    f.add_argument("--affix", action="append", default=[], metavar="[+-]L[NS],...",
+                   help="prefixes (+) or suffixes (-) of L characters of each feature name "
+                        "of namespace NS (the default one without NS) as extra features, as "
+                        "VW's --affix")
     f.add_argument("--feature_limit", action="append", default=[], metavar="[NS]N",
                    help="keep the N features of lowest hash of each namespace (or of NS)")
     f.add_argument("--redefine", action="append", default=[], metavar="N:=S",
@@ -292,12 +299,18 @@ def _generate(args: argparse.Namespace) -> None:
         args.hash_seed = args.hash_seed or seed
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
-                                hash_seed=args.hash_seed, keep=_feature_mask(args))
+                                hash_seed=args.hash_seed, keep=_feature_mask(args),
+                                affix=args.affix)
     if gen is None:
         return
     if args.format != "vw":
         raise ConfigError("--ngram/--skips/--feature_limit/--redefine/--hash_seed work on VW "
                           "text input (--format vw)")
+    if args.affix and (args.ignore or args.keep or args.ignore_linear or
+                       any(":" in v for v in (*args.quadratic, *args.cubic,
+                                              *args.interactions))):
+        raise ConfigError("--affix with --ignore/--keep/--ignore_linear or a ':' wildcard "
+                          "interaction is not supported by terascale vw")
     if (args.ngram or args.skips) and args.model and args.nprocs > 1:
         raise ConfigError("-f with --ngram/--skips needs -n 1 (the model records them for "
                           "vw -i, as VW's does)")

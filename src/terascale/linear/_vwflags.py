@@ -54,7 +54,9 @@ REFUSED: dict[str, str] = {
                      "--decay_learning_rate", "--exact_adaptive_norm"), _UPDATE),
     **dict.fromkeys(("--span_server", "--total", "--node", "--unique_id", "--daemon",
                      "--port", "--num_children", "--threads"), _CLUSTER),
-    **dict.fromkeys(("--affix", "--spelling", "--lrq", "--lrqfa",
+    "--affix": "linear train has no parse-time feature generation: terascale vw --affix "
+               "adds VW's prefix and suffix features",
+    **dict.fromkeys(("--spelling", "--lrq", "--lrqfa",
                      "--stage_poly", "--new_mf", "--rank", "--autolink",
                      "--dictionary"), _FEATURES),
     **dict.fromkeys(("--ngram", "--skips", "--redefine", "--feature_limit"),
