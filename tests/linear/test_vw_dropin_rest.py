@@ -179,3 +179,29 @@ def test_affix_features(tmp_path, capfd, monkeypatch):
                                          "-7w,+1"])
     code, err = _ts(capfd, ["-d", "d.vw", "--affix", "+9"], tmp_path, monkeypatch)
     assert code == 2 and "--affix +9" in err
+
+
+def test_a_run_without_data_writes_vws_model_and_state(tmp_path, capfd, monkeypatch):
+    """--no_stdin and no -d: -f and --readable_model write the starting model, with
+    --l1_state/--l2_state over -i's; the readable text is VW's byte for byte (its header
+    checksum and learner state), and VW 8's model keeps its state from its options."""
+    from pathlib import Path
+
+    steps = [["--readable_model", "{}0.txt", "-f", "{}0.m", "--no_stdin"],
+             ["--readable_model", "{}1.txt", "-f", "{}1.m", "-i", "{}0.m", "--l1_state",
+              "5.34", "--l2_state", "0.003", "--no_stdin", "-q", "ab"],
+             ["--readable_model", "{}2.txt", "-i", "{}1.m", "--l1_state", "89.4",
+              "--no_stdin"]]
+    for step in steps:
+        _vw([a.format("vw") for a in step], tmp_path)
+        code, err = _ts(capfd, [a.format("ts") for a in step], tmp_path, monkeypatch)
+        assert code == 0 and "average loss = n.a." in err, err
+    for k in range(3):
+        assert (tmp_path / f"ts{k}.txt").read_text() == (tmp_path / f"vw{k}.txt").read_text()
+    old = Path(__file__).parents[1] / "vw_suite/data/model-sets/save_resume_with_l1l2_state.model"
+    _vw(["--readable_model", "vw8.txt", "-i", str(old), "--no_stdin"], tmp_path)
+    code, err = _ts(capfd, ["--readable_model", "ts8.txt", "-i", str(old), "--no_stdin"],
+                    tmp_path, monkeypatch)
+    assert code == 0 and (tmp_path / "ts8.txt").read_text() == (tmp_path / "vw8.txt").read_text()
+    code, err = _ts(capfd, ["-d", "ts0.txt", "--l1_state", "1"], tmp_path, monkeypatch)
+    assert code == 2 and "--l1_state" in err

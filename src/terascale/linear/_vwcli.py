@@ -73,6 +73,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     f.add_argument("--redefine", action="append", default=[], metavar="N:=S",
                    help="namespaces starting with a letter of S (':' all) count as "
                         "namespace N for -q, --ignore and --keep; repeatable, in order")
+    for name, what in (("--l1_state", "L1 (VW's gravity, default 0)"),
+                       ("--l2_state", "L2 (VW's contraction, default 1)")):
+        g.add_argument(name, type=float, default=None, metavar="X",
+                       help=f"the learner's accumulated {what} that -f saves, over -i's "
+                            f"(VW's; in a run without data: --no_stdin and no -d)")
     g.add_argument("--named_labels", default=None, metavar="A,B,...",
                    help="with --oaa K: the K class names, in order (the data's labels are "
                         "names; predictions are written as names, and -f's model keeps them)")
@@ -161,6 +166,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                 from ._vwmodel import load_model
 
                 PRESERVED.update(load_model(args.initial).info.get("vw_counters", {}))
+            if not (args.data or args.data_flag) and args._vw_noop_no_stdin:
+                return _no_data(args)
+            if args.l1_state is not None or args.l2_state is not None:
+                raise ConfigError("--l1_state/--l2_state: terascale vw sets them in a run "
+                                  "without data (--no_stdin, no -d) only")
             if (args.bfgs is not None or args.cg is not None) and not args.testonly \
                     and args.nprocs == 1:
                 return _batch(args)
@@ -183,6 +193,63 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     # told apart from -l 0.5 (VW's other update rules default to 10)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
                    learning_rate=None)
+
+
+def _no_data(args: argparse.Namespace) -> int:
+    """VW with --no_stdin and no -d: no example is read; -f and --readable_model write
+    the model training starts from (-i's, or empty), with --l1_state/--l2_state set."""
+    import sys
+
+    import numpy as np
+
+    from ._cli_options import train_options
+    from ._dataset import ParseOptions
+    from ._model import LinearModel
+    from ._online import new_state
+    from ._vwmodel import load_model, save_model
+    from ._vwreport import closing_block, preamble
+    from ._vwtext import write_readable
+
+    if args.oaa is not None or args.invert_hash or args.audit:
+        raise ConfigError("a run without data (--no_stdin, no -d): --oaa, --invert_hash "
+                          "and --audit are not supported by terascale vw")
+    options = train_options(args)
+    if args.initial:  # with the interactions given added to the model's, as VW's
+        import dataclasses
+
+        model = load_model(args.initial)
+        merged = {k: tuple(dict.fromkeys((*getattr(model.parse, k), *getattr(args, k))))
+                  for k in ("quadratic", "cubic", "interactions")}
+        model.parse = dataclasses.replace(model.parse, **merged)
+    else:
+        parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                                for k, v in options.items()
+                                if k in ParseOptions().to_dict()})
+        state = new_state()
+        empty = np.zeros(0, np.float32)
+        model = LinearModel(indices=np.zeros(0, np.uint32), weights=empty, parse=parse,
+                            loss=options["loss"], adaptive=(empty, empty, state))
+    if model.adaptive is not None:  # VW's: a value given wins over the model's
+        state = model.adaptive[2]
+        if args.l1_state is not None:
+            state[3] = args.l1_state
+        if args.l2_state is not None:
+            state[2] = args.l2_state
+    model.info = {"examples": 0, "feature_count": 0, "pass_totals": []}
+    for path, flag in ((args.model, "-f"), (args.readable_model, "--readable_model")):
+        from . import _cli_run
+
+        _cli_run._check_output(path, flag, stream=flag != "-f")
+    if not args.quiet:
+        print(preamble(options, [], model=args.model, predictions=None, testonly=False),
+              file=sys.stderr)
+    if args.model:
+        save_model(model, args.model, "vw", predict_only=args.predict_only_model)
+    if args.readable_model:
+        write_readable(model, args.readable_model, counters=True)
+    if not args.quiet:
+        print(closing_block(model.info), file=sys.stderr)
+    return 0
 
 
 def _save_per_pass(args: argparse.Namespace) -> int:

@@ -269,7 +269,8 @@ class _Reader:
 
 
 _PLAIN = {"quadratic", "cubic", "interactions", "noconstant", "ignore", "ignore_linear",
-          "keep", "link", "random_seed", "id", "bit_precision", "hash_seed"}
+          "keep", "link", "random_seed", "id", "bit_precision", "hash_seed",
+          "l1_state", "l2_state"}  # (the last two: VW 8's place for the learner's state)
 
 
 # VW's --ngram/--skips of this run (``terascale vw`` sets them after applying them to the
@@ -432,10 +433,12 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
     state = new_state()
     state[4], state[5] = lo, hi
     counters: dict[str, float] = {}
-    if resume:
-        fmt = "<fdddd f ff ddd QQ d d Q dd".replace(" ", "")
+    if resume:  # (VW 9 added the L1 and L2 state; VW 8 kept them as options)
+        fmt = "<fdddd f ff ddd QQ d d Q" + ("dd" if parts >= (9, 0, 0) else "")
         vals = struct.unpack(fmt, r.take(struct.calcsize(fmt), False))
-        state[1], state[0], state[3], state[2] = vals[1], vals[13], vals[16], vals[17]
+        l1_l2 = vals[16:18] if parts >= (9, 0, 0) else (
+            float(opts.get("l1_state", ["0"])[0]), float(opts.get("l2_state", ["1"])[0]))
+        state[1], state[0], state[3], state[2] = vals[1], vals[13], l1_l2[0], l1_l2[1]
         counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8]}
         state[4], state[5] = vals[6], vals[7]
     width = 3 if resume else 1
