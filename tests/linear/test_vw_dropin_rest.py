@@ -205,3 +205,19 @@ def test_a_run_without_data_writes_vws_model_and_state(tmp_path, capfd, monkeypa
     assert code == 0 and (tmp_path / "ts8.txt").read_text() == (tmp_path / "vw8.txt").read_text()
     code, err = _ts(capfd, ["-d", "ts0.txt", "--l1_state", "1"], tmp_path, monkeypatch)
     assert code == 2 and "--l1_state" in err
+
+
+@pytest.mark.parametrize("progress", [[], ["-P", "7"], ["-P", "1.5"], ["--progress", "0.5"]])
+def test_progress_lines_are_vws(progress, tmp_path, capfd, monkeypatch):
+    """The progress table: VW's columns and numbers, at VW's cadence (-P N adds N,
+    -P F multiplies the count at each line)."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(120, 11)) + "\n")
+    args = ["-d", "d.vw", *progress]
+
+    def table(err: str) -> list[str]:
+        return [ln for ln in err.splitlines() if len(ln.split()) == 7]
+
+    want = table(_vw(args, tmp_path))
+    code, err = _ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0 and len(want) > 4
+    assert table(err) == want

@@ -47,7 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "initial_t examples of gradient 1 (every feature's sum of squared "
                         "gradients starts there; up to -b 24)")
     g.add_argument("-P", "--progress", default=None, metavar="N",
-                   help="accepted: progress lines come at VW's default doubling cadence")
+                   help="progress lines every N examples (an integer), or at examples "
+                        "growing by a factor (a number with a point; VW's default 2.0), "
+                        "as VW (first pass, one worker)")
     g.add_argument("--random_seed", type=int, default=0,
                    help="the seed of --random_weights (nothing else in a linear learner "
                         "is random)")
@@ -145,11 +147,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     def run(args: argparse.Namespace) -> int:
         from . import _cli_run
         from ._names import cli_names
+        from ._progress import CADENCE, cadence
         from ._vwmodel import GENERATION
         from ._vwreport import PRESERVED
 
         GENERATION.clear()  # (this run's, not an earlier in-process run's)
         PRESERVED.clear()
+        CADENCE[:] = [cadence(args.progress) if args.progress else (False, 2.0)]
         if args.initial:  # VW applies the model's --oaa K and --named_labels
             from ._vwmodel import model_oaa
 
