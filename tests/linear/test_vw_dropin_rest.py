@@ -221,3 +221,24 @@ def test_progress_lines_are_vws(progress, tmp_path, capfd, monkeypatch):
     code, err = _ts(capfd, args, tmp_path, monkeypatch)
     assert code == 0 and len(want) > 4
     assert table(err) == want
+
+
+def test_one_against_all_writes_tags_and_refuses_negative_labels(tmp_path, capfd,
+                                                                 monkeypatch):
+    """--oaa -p: each prediction with its example's tag (probabilities too), as VW; a
+    label -1 (VW: the unsigned 4294967295, no class) is refused with its line."""
+    lines = [f"{_classes(None, np.array([i * 7]), None)} 'e{i}|a f{i % 13} g{i % 5}"
+             for i in range(120)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    for flags in (["--oaa", "3"], ["--oaa", "3", "--loss_function", "logistic",
+                                   "--probabilities", "--passes", "2", "-c", "-k"]):
+        _vw(["-d", "d.vw", *flags, "-p", "vw.p"], tmp_path)
+        code, err = _ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p"], tmp_path, monkeypatch)
+        assert code == 0, err
+        v = (tmp_path / "vw.p").read_text().split("\n")
+        t = (tmp_path / "ts.p").read_text().split("\n")
+        assert [ln.split()[-1:] for ln in t] == [ln.split()[-1:] for ln in v]
+        assert "e7" in t[7]
+    (tmp_path / "bad.vw").write_text("1 |a x\n-1 |a y\n")
+    code, err = _ts(capfd, ["-d", "bad.vw", "--oaa", "2"], tmp_path, monkeypatch)
+    assert code == 2 and "bad.vw:2" in err and "'-1'" in err

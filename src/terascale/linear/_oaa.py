@@ -59,20 +59,37 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
     except ValueError:
         raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
                         f"1..K (--oaa)") from None
+    if y < 0 or y != int(y):  # (VW reads -1 as the unsigned 4294967295: no class)
+        raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
+                        f"1..K (--oaa; VW reads it as an unsigned integer)")
     start = head.index(tokens[0])
     return y, tokens[0], line[start + len(tokens[0]):]
 
 
+def _tag(line: str) -> str:
+    """The example's tag, as VW reads it: the label section's last word when it starts
+    with ``'`` (without it) or touches the first ``|``."""
+    bar = line.find("|")
+    head = line if bar < 0 else line[:bar]
+    tokens = head.split()
+    if tokens and tokens[-1].startswith("'"):
+        return tokens[-1][1:]
+    if len(tokens) > 1 and head and not head[-1].isspace():
+        return tokens[-1]
+    return ""
+
+
 def relabel(paths: list[str], k_classes: int, out_dir: str,
             names: list[str] | None = None
-            ) -> tuple[list[list[str]], np.ndarray, np.ndarray]:
+            ) -> tuple[list[list[str]], np.ndarray, np.ndarray, list[str]]:
     """Write, for each learner c = 0..K-1, the input with labels +1 (its class) or -1
     (other classes), unlabelled lines unchanged. Returns the K lists of files, the
     examples' class labels (nan for unlabelled ones) and the first class number at each
     example (1 until a label 0 is seen, as VW's oaa: labels are then 0..K-1 from that
-    example on; a label K first fixes them to 1..K). ``names``: the labels are these
+    example on; a label K first fixes them to 1..K), and the examples' tags. ``names``: the labels are these
     names, classes 1..K in order (VW's --named_labels)."""
     table = None if names is None else {n: c for c, n in enumerate(names, 1)}
+    tags: list[str] = []
     files: list[list[str]] = [[] for _ in range(k_classes)]
     labels: list[float] = []
     first: list[int] = []
@@ -96,6 +113,7 @@ def relabel(paths: list[str], k_classes: int, out_dir: str,
                     elif indexing == 2 and y == k_classes:
                         indexing = 1
                     labels.append(y)
+                    tags.append(_tag(line))
                     base = 0 if indexing == 0 else 1
                     first.append(base)
                     for c, o in enumerate(outs):  # (a label out of range: -1 for all,
@@ -106,7 +124,7 @@ def relabel(paths: list[str], k_classes: int, out_dir: str,
         finally:
             for o in outs:
                 o.close()
-    return files, np.array(labels, np.float64), np.array(first, np.int64)
+    return files, np.array(labels, np.float64), np.array(first, np.int64), tags
 
 
 def _names(args: argparse.Namespace, k_classes: int) -> list[str] | None:
@@ -122,6 +140,14 @@ def _names(args: argparse.Namespace, k_classes: int) -> list[str] | None:
         raise ConfigError("--named_labels with --probabilities is not supported by "
                           "terascale vw")
     return names
+
+
+def _tagged(lines: Any, tags: list[str]) -> Any:
+    """Each prediction line with its example's tag after it, as VW writes them (the
+    lines of every pass, in order)."""
+    import itertools
+
+    return (f"{ln} {t}" if t else ln for ln, t in zip(lines, itertools.cycle(tags or [""])))
 
 
 def _class(v: float, names: list[str] | None) -> str:
@@ -172,7 +198,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         opening()
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
-        files, labels, base = relabel(paths, k_classes, tmp, names)
+        files, labels, base, tags = relabel(paths, k_classes, tmp, names)
         # VW interleaves the K learners in its 2**b weights: class c of feature index i
         # at (i * 2**s + c) mod 2**b, s = ceil(log2 K), so each learner has b - s bits
         shift = (k_classes - 1).bit_length()
@@ -182,7 +208,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         options = dict(options, bits=options["bits"] - shift)
         seeds = _seeds(options, tmp, start, k_classes)
         if args.testonly:
-            return _test_only(args, paths, files, labels, base, seeds, names)
+            return _test_only(args, paths, files, labels, base, seeds, names, tags)
         scores = []
         models = []
         opts = dict(options, progress=False, vw_text=False)
@@ -224,6 +250,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         out = AtomicText(args.predictions)
         text = ((_format(r, b) for r, b in zip(_probabilities(s), base))
                 if args.probabilities else (_class(v, names) for v in pred))
+        text = _tagged(text, tags)
         out.write("".join(line + "\n" for line in text))
         out.commit()
     if not args.quiet:
@@ -344,7 +371,7 @@ def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
 
 def _test_only(args: argparse.Namespace, paths: list[str], files: list[list[str]],
                labels: np.ndarray, base: np.ndarray, seeds: list[str],
-               names: list[str] | None) -> int:
+               names: list[str] | None, tags: list[str]) -> int:
     """``--oaa K -t``: each class's learner scores the examples, the first best class is
     the prediction (VW's), the closing block's average loss the 0/1 loss."""
     from ._model import LinearModel
@@ -367,6 +394,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], files: list[list[str]
         out = AtomicText(args.predictions)
         text = ((_format(r, b) for r, b in zip(_probabilities(s), base))
                 if args.probabilities else (_class(v, names) for v in pred))
+        text = _tagged(text, tags)
         out.write("".join(line + "\n" for line in text))
         out.commit()
     if not args.quiet:
