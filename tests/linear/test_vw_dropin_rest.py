@@ -242,3 +242,27 @@ def test_one_against_all_writes_tags_and_refuses_negative_labels(tmp_path, capfd
     (tmp_path / "bad.vw").write_text("1 |a x\n-1 |a y\n")
     code, err = _ts(capfd, ["-d", "bad.vw", "--oaa", "2"], tmp_path, monkeypatch)
     assert code == 2 and "bad.vw:2" in err and "'-1'" in err
+
+
+@pytest.mark.parametrize("flags", [
+    ["--adaptive"], ["--normalized", "--power_t", "0.3", "-l", "0.2"],
+    ["--adaptive", "--invariant", "--initial_t", "1"],
+    ["--normalized", "--invariant", "--power_t", "0.7", "--initial_t", "3"],
+    ["--adaptive", "--normalized", "--power_t", "0.3"],
+    ["--sparse_l2", "0.01"], ["--sparse_l2", "0.05", "--invariant"],
+    ["--sgd", "--power_t", "0.3"],
+    ["--normalized", "--loss_function", "poisson", "--link", "poisson", "-l", "0.1"],
+    ["--sparse_l2", "0.01", "--passes", "2", "-c", "-k", "--loss_function", "logistic"],
+])
+def test_vws_other_update_rules(flags, tmp_path, capfd, monkeypatch):
+    """VW's gd with a subset of its rules (its per-weight sums, its rescaling and its
+    average update, power_t other than 0.5 too), and --sparse_l2, with any rules."""
+    if "poisson" in flags:
+        rng = np.random.default_rng(12)
+        lines = [f"{rng.poisson(2)} |a f{rng.integers(20)} x:{rng.normal():.3f}"
+                 for _ in range(300)]
+    else:
+        lines = [ln if k % 7 else "2.5 " + ln.split(" ", 1)[1]
+                 for k, ln in enumerate(_lines(300, 13))]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", *flags])

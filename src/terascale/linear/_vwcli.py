@@ -140,6 +140,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "the loss of the runs that trained it (VW's counters)")
     g.add_argument("--dont_output_best_constant", action="store_true",
                    help="accepted: terascale vw's closing block has no best constant line")
+    g.add_argument("--sparse_l2", type=float, default=0.0, metavar="L",
+                   help="VW's sparse L2: every update less L times the prediction (VW's gd "
+                        "example by example in Python: one worker, small data)")
     g.add_argument("--sgd", action="store_true",
                    help="VW's plain SGD: one global learning rate (default 10), no "
                         "adaptive, normalized or invariant update")
@@ -301,7 +304,7 @@ def _save_per_pass(args: argparse.Namespace) -> int:
 
 
 def _plain(args: argparse.Namespace) -> int:
-    """VW's --sgd / --invariant alone (``_vwsgd``)."""
+    """VW's gd with rules other than its default, or --sparse_l2 (``_vwsgd``)."""
     import sys
 
     from . import _cli_run
@@ -310,11 +313,13 @@ def _plain(args: argparse.Namespace) -> int:
     from ._vwsgd import train_vw_sgd
 
     if args.bfgs is not None or args.cg is not None or args.audit:
-        raise ConfigError("--sgd/--invariant alone with --bfgs/--conjugate_gradient or "
-                          "--audit are not supported by terascale vw")
+        raise ConfigError("VW's other update rules (--sgd, --adaptive, --normalized, "
+                          "--invariant alone, --sparse_l2) with --bfgs/--conjugate_gradient "
+                          "or --audit are not supported by terascale vw")
     if getattr(args, "starting_weights", False):
-        raise ConfigError("--sgd/--invariant alone start from zero weights in terascale vw "
-                          "(no --constant/--initial_weight/--random_weights)")
+        raise ConfigError("VW's other update rules (--sgd, --adaptive, --normalized, "
+                          "--invariant alone, --sparse_l2) start from zero weights in "
+                          "terascale vw (no --constant/--initial_weight/--random_weights)")
     options = train_options(args)
     paths = _cli_run._inputs(args)
     how = _cli_run._link(args, "identity")
@@ -323,7 +328,7 @@ def _plain(args: argparse.Namespace) -> int:
         _cli_run._check_output(path, flag)
     _cli_run._check_output(args.model, "-f", stream=False)
     if args.invert_hash:
-        raise ConfigError("--invert_hash with --sgd/--invariant alone is not supported by "
+        raise ConfigError("--invert_hash with VW's other update rules is not supported by "
                           "terascale vw (--readable_model is)")
 
     def opening() -> None:
@@ -496,13 +501,11 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     args.initial_t_given = args.initial_t is not None
     if args.initial_t is None:
         args.initial_t = 0.0
-    # VW's --sgd, or a strict subset of the three rules: VW's gd with those rules only
-    args.plain_rule = (args.sgd or 0 < len(given) < 3) and not args.testonly
-    if args.plain_rule and (args.adaptive or args.normalized):
-        raise ConfigError(f"--{' --'.join(given)}: VW then turns off the "
-                          f"{', '.join(n for n in _UPDATE_RULE if n not in given)} update(s); "
-                          f"terascale vw implements VW's default update (all three), "
-                          f"--sgd and --invariant alone")
+    # VW's --sgd, a strict subset of the three rules, or --sparse_l2: VW's gd in _vwsgd
+    args.plain_rule = (args.sgd or 0 < len(given) < 3 or bool(args.sparse_l2)) \
+        and not args.testonly
+    if args.sparse_l2 < 0:
+        raise ConfigError(f"--sparse_l2 must be >= 0, not {args.sparse_l2:g}")
     if args.initial_t < 0:
         raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
     if args.loss is None and not args.initial:

@@ -49,8 +49,10 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("--cb", "--cb_adf", "--cb_explore", "--cb_explore_adf", "--cbify",
                      "--warm_cb", "--explore_eval", "--ccb_explore_adf", "--slates",
                      "--cats", "--cb_dro"), _BANDIT),
-    **dict.fromkeys(("--sgd", "--adaptive", "--normalized", "--invariant", "--ftrl",
-                     "--pistol", "--coin", "--freegrad", "--sparse_l2",
+    **dict.fromkeys(("--sgd", "--adaptive", "--normalized", "--invariant", "--sparse_l2"),
+                    "linear train's update is VW's default; terascale vw runs VW's other "
+                    "rules (--sgd, --adaptive, --normalized, --invariant, --sparse_l2)"),
+    **dict.fromkeys(("--ftrl", "--pistol", "--coin", "--freegrad",
                      "--decay_learning_rate", "--exact_adaptive_norm"), _UPDATE),
     **dict.fromkeys(("--span_server", "--total", "--node", "--unique_id", "--daemon",
                      "--port", "--num_children", "--threads"), _CLUSTER),
