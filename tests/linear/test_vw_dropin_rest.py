@@ -1,10 +1,13 @@
 """`terascale vw ARGS` against the vowpalwabbit package on generated data, the less common
 cases: --feature_mask (alone and with -i), labels written ``1:1``, the closing block of
-passes that held nothing out, --save_per_pass, -i of VW's one-against-all model, -P,
---sparse_l2 and the --readable_model counters; every prediction equal to VW's to 1e-5."""
+passes that held nothing out, --save_per_pass, -i of VW's one-against-all model,
+--named_labels, --affix, -P, runs without data, VW's other update rules and --sparse_l2;
+every prediction equal to VW's to 1e-5. CI runs one case of each; ``make test-vw``
+(``TERASCALE_VW_SUITE=all``) runs every parametrization."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +16,14 @@ import numpy as np
 import pytest
 
 pytest.importorskip("vowpalwabbit")
+
+# the other parametrizations of a test: make test-vw
+_FULL = pytest.mark.skipif(os.environ.get("TERASCALE_VW_SUITE") != "all",
+                           reason="one case in CI; all with TERASCALE_VW_SUITE=all")
+
+
+def _more(*values):
+    return pytest.param(*values, marks=_FULL)
 
 
 def _lines(n: int, seed: int, label=None) -> list[str]:
@@ -117,7 +128,7 @@ def _classes(rng, a, x):
     return 1 + int(a[0] % 3)
 
 
-@pytest.mark.parametrize("loss", ["squared", "logistic"])
+@pytest.mark.parametrize("loss", ["logistic", _more("squared")])
 def test_warm_start_from_vws_one_against_all_model(loss, tmp_path, capfd, monkeypatch):
     """-i of VW's --oaa model (save_resume form): training goes on as VW's (its first
     class's normalized sums, the others' from 0, as VW reads them), with passes; -t
@@ -207,7 +218,8 @@ def test_a_run_without_data_writes_vws_model_and_state(tmp_path, capfd, monkeypa
     assert code == 2 and "--l1_state" in err
 
 
-@pytest.mark.parametrize("progress", [[], ["-P", "7"], ["-P", "1.5"], ["--progress", "0.5"]])
+@pytest.mark.parametrize("progress", [["-P", "1.5"], _more([]), _more(["-P", "7"]),
+                                      _more(["--progress", "0.5"])])
 def test_progress_lines_are_vws(progress, tmp_path, capfd, monkeypatch):
     """The progress table: VW's columns and numbers, at VW's cadence (-P N adds N,
     -P F multiplies the count at each line)."""
@@ -245,14 +257,15 @@ def test_one_against_all_writes_tags_and_refuses_negative_labels(tmp_path, capfd
 
 
 @pytest.mark.parametrize("flags", [
-    ["--adaptive"], ["--normalized", "--power_t", "0.3", "-l", "0.2"],
-    ["--adaptive", "--invariant", "--initial_t", "1"],
-    ["--normalized", "--invariant", "--power_t", "0.7", "--initial_t", "3"],
-    ["--adaptive", "--normalized", "--power_t", "0.3"],
-    ["--sparse_l2", "0.01"], ["--sparse_l2", "0.05", "--invariant"],
-    ["--sgd", "--power_t", "0.3"],
-    ["--normalized", "--loss_function", "poisson", "--link", "poisson", "-l", "0.1"],
-    ["--sparse_l2", "0.01", "--passes", "2", "-c", "-k", "--loss_function", "logistic"],
+    ["--normalized", "--power_t", "0.3", "-l", "0.2"],
+    ["--sparse_l2", "0.05", "--adaptive", "--invariant", "--initial_t", "1"],
+    _more(["--adaptive"]),
+    _more(["--normalized", "--invariant", "--power_t", "0.7", "--initial_t", "3"]),
+    _more(["--adaptive", "--normalized", "--power_t", "0.3"]),
+    _more(["--sparse_l2", "0.01"]), _more(["--sgd", "--power_t", "0.3"]),
+    _more(["--normalized", "--loss_function", "poisson", "--link", "poisson", "-l", "0.1"]),
+    _more(["--sparse_l2", "0.01", "--passes", "2", "-c", "-k", "--loss_function",
+           "logistic"]),
 ])
 def test_vws_other_update_rules(flags, tmp_path, capfd, monkeypatch):
     """VW's gd with a subset of its rules (its per-weight sums, its rescaling and its
