@@ -2,7 +2,7 @@
 
 ``terascale._shmcore`` (the shared-memory transport's per-call work),
 ``terascale.transport._seclink`` (authenticated links' records, on OpenSSL's libcrypto:
-the ``libssl-dev`` headers) and ``terascale.linear._vwfast`` (the common case of VW text)
+the ``libssl-dev`` headers) and ``terascale.linear._vw._vwfast`` (the common case of VW text)
 are plain C against the CPython API: gcc (or any C compiler) builds them during
 ``pip install``. All are optional: where they cannot be built, the install still succeeds,
 the shared-memory transport runs its pure-Python path, links seal their records through
@@ -32,8 +32,8 @@ setup(
             optional=True,
         ),
         Extension(
-            "terascale.linear._vwfast",
-            ["src/terascale/linear/_vwfast.c"],
+            "terascale.linear._vw._vwfast",
+            ["src/terascale/linear/_vw/_vwfast.c"],
             # VW's float loop rounds every operation: no fused multiply-add
             extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off"],
             optional=True,

@@ -1,7 +1,7 @@
 """Background threads yield the core to the thread on the critical path.
 
 A learner's process runs helper threads beside the learner: the prefetcher that reads and
-decodes the next block (:func:`terascale.linear._blocks.prefetch`), the text parser's
+decodes the next block (:func:`terascale.linear._io._blocks.prefetch`), the text parser's
 threads and the cache writer. They fill the cores the learner leaves, and the learner
 waits for them only when their queue runs dry. But with more runnable threads than cores
 the learner also waits for its *peers*: at every barrier of a collective it sleeps (the

@@ -2,7 +2,7 @@
 
 ``TERASCALE_NO_CEXT`` set to anything but ``0`` selects the pure-Python (and numba) paths
 at run time: the shared-memory transport's per-call work (:mod:`terascale.transport._core`)
-and VW text parsing (:mod:`terascale.linear._vwtext_fast`). A build without a C compiler
+and VW text parsing (:mod:`terascale.linear._vw._vwtext_fast`). A build without a C compiler
 gets the same paths.
 """
 

@@ -23,7 +23,7 @@ __all__ = ["build_parser", "main"]
 
 # Modules that contribute sub-commands, in the order ``terascale --help`` lists them.
 _AREAS = ("terascale.launch._cli", "terascale._demo", "terascale.bench._cli",
-          "terascale.linear._cli", "terascale.sim._cli")
+          "terascale.linear._front._cli", "terascale.sim._cli")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -112,3 +112,17 @@ def test_progressive_predictions_come_in_order_before_learning():
     after_one = tl.train(tl.parse_lines(lines[:1], bits=12), holdout=0)
     assert after_one.decision_function(tl.parse_lines(lines[1:2], bits=12))[0] == \
         pytest.approx(p[1], rel=1e-5)
+
+
+def test_pickles_that_name_the_modules_before_linear_had_folders_still_load():
+    import pickle
+
+    parse = tl.ParseOptions(bits=12, quadratic=("ab",))
+    clf = tl.LinearClassifier(bits=12, passes=2)
+    for obj, old, new in ((parse, "terascale.linear._dataset", "terascale.linear._io._dataset"),
+                          (clf, "terascale.linear._sklearn",
+                           "terascale.linear._front._sklearn")):
+        now = pickle.dumps(obj, protocol=0)  # text protocol: the module path is plain text
+        assert new.encode() in now
+        back = pickle.loads(now.replace(new.encode(), old.encode()))
+        assert type(back) is type(obj) and back.__dict__ == obj.__dict__

@@ -20,7 +20,7 @@ from terascale.linear import (
     parse_lines,
     train,
 )
-from terascale.linear._average import weighted_average
+from terascale.linear._combine._average import weighted_average
 from terascale.testing import run_workers
 
 
@@ -92,8 +92,8 @@ def test_holdout_stops_batch_phase():
 
 
 def test_averaging_on_known_vectors():
-    from terascale.linear._average import average_weights
-    from terascale.linear._online import new_state
+    from terascale.linear._combine._average import average_weights
+    from terascale.linear._online._update import new_state
 
     ws = np.array([[1.0, 2.0, 0.0, 4.0], [3.0, 4.0, 5.0, 8.0]])
     g2s = np.array([[1.0, 0.0, 0.0, 1.0], [3.0, 1.0, 0.0, 1.0]])
@@ -129,9 +129,9 @@ def test_averaging_on_known_vectors():
 
 
 def _mix(comm):
-    from terascale.linear._mixing import Mixer
-    from terascale.linear._online import new_state
-    from terascale.linear._onlinepass import Weights
+    from terascale.linear._combine._mixing import Mixer
+    from terascale.linear._online._onlinepass import Weights
+    from terascale.linear._online._update import new_state
 
     st = new_state()
     st[:2] = [1.0, 2.0]
@@ -151,9 +151,9 @@ def _mix(comm):
 def _sparse_and_dense(comm, sparse):
     """Three mixes of 40 columns, each worker learning from its own random few of them
     (some columns learned by no worker, some by one, some by several)."""
-    from terascale.linear._mixing import Mixer
-    from terascale.linear._online import new_state
-    from terascale.linear._onlinepass import Weights
+    from terascale.linear._combine._mixing import Mixer
+    from terascale.linear._online._onlinepass import Weights
+    from terascale.linear._online._update import new_state
 
     rng = np.random.default_rng(7)  # the same start on every rank
     st = new_state()
@@ -193,9 +193,9 @@ def _one_mix(comm, cols, dw, dg, grow):
     """One mix of 4 columns from a common start (w 1, G 100, normalizer 1): rank r adds
     dw[r], dg[r] to columns cols[r] and, where grow[r] > 1, meets a value that large in
     column 0 first (its weight rescaled as the learner does)."""
-    from terascale.linear._mixing import Mixer
-    from terascale.linear._online import new_state
-    from terascale.linear._onlinepass import Weights
+    from terascale.linear._combine._mixing import Mixer
+    from terascale.linear._online._onlinepass import Weights
+    from terascale.linear._online._update import new_state
 
     st = new_state()
     st[:2] = [10.0, 30.0]

@@ -92,7 +92,7 @@ def test_cli_train_predict_evaluate(tmp_path, capfd):
 
 
 def test_span_server_tree_layout():
-    from terascale.linear._span import build_tree
+    from terascale.linear._combine._span import build_tree
 
     assert build_tree(1) == ([-1], [0])
     assert build_tree(2) == ([1, -1], [0, 1])
@@ -106,7 +106,7 @@ def test_vowpalwabbit_cluster_runs_against_span_server(tmp_path):
     import subprocess
     import sys
 
-    from terascale.linear._span import SpanServer
+    from terascale.linear._combine._span import SpanServer
 
     for k in range(2):
         (tmp_path / f"s{k}.vw").write_text("\n".join(vw_lines(300, seed=20 + k)) + "\n")
@@ -133,7 +133,7 @@ def test_span_server_listens_on_loopback_unless_told(tmp_path):
     import subprocess
     import sys
 
-    from terascale.linear._span import SpanServer
+    from terascale.linear._combine._span import SpanServer
     from terascale.testing import listening
 
     srv = SpanServer(0).start()
@@ -155,7 +155,7 @@ def test_span_server_names_the_flag_when_it_cannot_listen():
     import socket
 
     from terascale import ConfigError
-    from terascale.linear._span import SpanServer
+    from terascale.linear._combine._span import SpanServer
 
     with pytest.raises(ConfigError, match="10.9.9.9.*not an address of this host.*--host"):
         SpanServer(0, "10.9.9.9")

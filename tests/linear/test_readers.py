@@ -10,9 +10,9 @@ import pytest
 
 from terascale import ConfigError, DataError
 from terascale.linear import hash_feature, hash_space, murmur3_32, parse_lines, read_file
-from terascale.linear._dataset import ParseOptions
-from terascale.linear._hashing import CONSTANT_HASH, FNV_PRIME
-from terascale.linear._readers import shard_files
+from terascale.linear._io._dataset import ParseOptions
+from terascale.linear._io._hashing import CONSTANT_HASH, FNV_PRIME
+from terascale.linear._io._readers import shard_files
 
 MASK18 = (1 << 18) - 1
 CONST = CONSTANT_HASH & MASK18
@@ -189,7 +189,7 @@ def test_shards_cover_every_line_once(tmp_path):
 
 
 def test_threaded_parse_equals_one_thread(monkeypatch):
-    from terascale.linear import _readers
+    from terascale.linear._io import _readers
 
     lines = [f"{i % 2} {1 + i % 3} 'tag{i}|a f{i % 7} g:{i}.5 |b {i % 11}" for i in range(3000)]
     one = parse_lines(lines, quadratic=["ab"])
@@ -199,3 +199,23 @@ def test_threaded_parse_equals_one_thread(monkeypatch):
         np.testing.assert_array_equal(getattr(many, a), getattr(one, a))
     with pytest.raises(DataError, match="line 2999"):
         parse_lines(lines[:2998] + ["1 x"] + lines[:5])
+
+
+def test_parse_options_hold_one_string_or_any_sequence_as_a_tuple(tmp_path):
+    from terascale.engines._common import split_parse_options
+    from terascale.linear import load_shard
+
+    one = ParseOptions(quadratic="ab", ignore=["c", "d"], keep=iter(["a", "b"]))
+    assert (one.quadratic, one.ignore, one.keep) == (("ab",), ("c", "d"), ("a", "b"))
+    assert one == ParseOptions(quadratic=("ab",), ignore=("c", "d"), keep=("a", "b"))
+    assert hash(one) == hash(ParseOptions(quadratic=["ab"], ignore=("c", "d"), keep=["a", "b"]))
+    path = tmp_path / "d.vw"
+    path.write_text("1 |a x |b y\n-1 |a z |b w\n")
+    ds = load_shard(str(path), cache_dir="", bits=12, quadratic="ab").dataset()
+    assert ds.parse.quadratic == ("ab",) and ds.indptr[-1] == 2 * 4  # a, b, ab, constant
+    opts = {"quadratic": "ab", "ignore_linear": ["a"], "passes": 2}
+    assert split_parse_options(opts) == {"format": "vw", "bits": 18, "quadratic": ("ab",),
+                                         "ignore_linear": ("a",)}
+    assert opts == {"passes": 2}
+    with pytest.raises(ConfigError, match="quadratic"):
+        ParseOptions(quadratic="a")  # still checked after normalizing

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from terascale.linear._setops import union_sorted, unique_sorted
+from terascale.linear._io._setops import union_sorted, unique_sorted
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 17, 100_000])

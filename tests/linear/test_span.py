@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from _linear_data import vw_lines
 
-from terascale.linear._span import SpanServer
+from terascale.linear._combine._span import SpanServer
 
 
 def test_idle_connections_do_not_stall_a_vowpalwabbit_cluster(tmp_path) -> None:

@@ -4,8 +4,8 @@ a gradient pass over the spill equals one over the original arrays bit for bit."
 import numpy as np
 import pytest
 
-from terascale.linear._batch import loss_grad
-from terascale.linear._spill import Spill
+from terascale.linear._batch._optimizers import loss_grad
+from terascale.linear._io._spill import Spill
 
 
 def _block(rng, n, d, unit):
@@ -68,7 +68,7 @@ def test_a_sealed_spill_refuses_more_blocks(tmp_path):
 
 
 def test_dot_and_direction_are_fixed_order_and_match_numpy():
-    from terascale.linear._linalg import dot, lbfgs_direction
+    from terascale.linear._batch._linalg import dot, lbfgs_direction
 
     rng = np.random.default_rng(1)
     for n in (0, 1, 3, 4, 7, 1001):

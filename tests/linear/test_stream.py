@@ -17,10 +17,10 @@ from _linear_data import vw_lines
 
 import terascale.linear as tl
 from terascale._errors import ConfigError, DataError
-from terascale.linear import _stream
-from terascale.linear._cache import load_cached
-from terascale.linear._cachefmt import decode_block, decode_labels, encode_block
-from terascale.linear._dataset import ParseOptions
+from terascale.linear._io import _stream
+from terascale.linear._io._cache import load_cached
+from terascale.linear._io._cachefmt import decode_block, decode_labels, encode_block
+from terascale.linear._io._dataset import ParseOptions
 from terascale.linear.synthetic import write_click
 from terascale.testing import run_workers
 
@@ -301,7 +301,7 @@ def test_helper_threads_yield_the_core_to_the_learner(tmp_path, monkeypatch):
     import threading
 
     from terascale import _background
-    from terascale.linear import _blocks, _cachewrite
+    from terascale.linear._io import _blocks, _cachewrite
 
     def nice() -> int:
         return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
@@ -389,8 +389,8 @@ def test_first_pass_keeps_the_adaptive_state_in_float32_without_losing_a_bit(tmp
     import numpy as np
 
     from terascale.linear import synthetic, train
-    from terascale.linear._firstpass import GrowingWeights, LocalColumns
-    from terascale.linear._online import new_state
+    from terascale.linear._online._firstpass import GrowingWeights, LocalColumns
+    from terascale.linear._online._update import new_state
 
     ws = GrowingWeights(LocalColumns(12), new_state(), compact=True)
     assert ws.g2.dtype == ws.nrm.dtype == ws.w.dtype == np.float32
@@ -404,7 +404,7 @@ def test_first_pass_keeps_the_adaptive_state_in_float32_without_losing_a_bit(tmp
     # both now store float32 (one worker): the premise itself, float32 storage against
     # float64 on the same parsed examples, learner state compared bit for bit
     from terascale.linear import ParseOptions, read_file
-    from terascale.linear._online import online_chunk
+    from terascale.linear._online._update import online_chunk
 
     ds = read_file(path, ParseOptions(bits=16))
     cols = np.unique(ds.indices, return_inverse=True)[1].astype(np.uint32)

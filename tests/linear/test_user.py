@@ -205,7 +205,7 @@ def test_csv_stray_text_in_numeric_column_changes_only_its_row(tmp_path):
     p = tmp_path / "d.csv"
     p.write_bytes(("\r\n".join(dirty) + "\r\n").encode())
     from terascale.linear import read_file
-    from terascale.linear._dataset import ParseOptions
+    from terascale.linear._io._dataset import ParseOptions
 
     c = read_file(str(p), ParseOptions(format="csv"))
     assert np.array_equal(c.indices, b.indices) and np.array_equal(c.values, b.values)
@@ -285,7 +285,7 @@ def test_nan_and_infinite_values_are_errors_not_nan_models(cancer, tmp_path):
     p = tmp_path / "inf.csv"
     p.write_text("label,a,b\n1,inf,2\n0,1,3\n1,2,1e400\n0,3,1\n")
     from terascale.linear import read_file
-    from terascale.linear._dataset import ParseOptions
+    from terascale.linear._io._dataset import ParseOptions
 
     with pytest.raises(DataError, match="inf.csv, line 2: column 'a'"):
         read_file(str(p), ParseOptions(format="csv"))
@@ -345,7 +345,7 @@ def test_evaluate_json_is_strict_json(tmp_path, capfd):
 
 def test_csv_shards_do_not_cut_quoted_line_breaks(tmp_path):
     from terascale.linear import read_file
-    from terascale.linear._dataset import ParseOptions
+    from terascale.linear._io._dataset import ParseOptions
 
     rows = ["label,a,note"] + [f'{i % 2},{i},"first line\nsecond, with ""quotes"""'
                                if i % 3 else f"{i % 2},{i},plain" for i in range(60)]

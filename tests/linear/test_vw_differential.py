@@ -198,7 +198,7 @@ def test_ignore_keep_ignore_linear_noconstant(tmp_path):
 
 def test_interaction_hashes_and_names_equal_vw_invert_hash(tmp_path):
     # every hashed index VW creates for wildcard quadratics and a cubic, under VW's name
-    from terascale.linear._vwtext import feature_names
+    from terascale.linear._vw._vwtext import feature_names
 
     path = str(tmp_path / "ih.vw")
     with open(path, "w") as f:

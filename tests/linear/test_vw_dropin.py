@@ -344,8 +344,8 @@ def test_anonymous_features_hash_as_vws(flags, tmp_path):
 
 def test_compiled_and_numba_parsers_agree_on_anonymous_features():
     """The two parsers give the same indices for ``:v`` features (VW's running count)."""
-    from terascale.linear import _vwtext_fast
-    from terascale.linear._vwparse import parse_vw_bytes
+    from terascale.linear._vw import _vwtext_fast
+    from terascale.linear._vw._vwparse import parse_vw_bytes
 
     if _vwtext_fast._FAST is None:
         pytest.skip("the compiled parser is not built")

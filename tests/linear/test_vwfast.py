@@ -11,18 +11,18 @@ import numpy as np
 import pytest
 from _linear_data import vw_lines
 
-from terascale.linear._interactions import interaction_table
-from terascale.linear._vwparse import parse_vw_bytes
-from terascale.linear._vwtext_fast import _FAST, parse_vw
+from terascale.linear._io._interactions import interaction_table
+from terascale.linear._vw._vwparse import parse_vw_bytes
+from terascale.linear._vw._vwtext_fast import _FAST, parse_vw
 
-built = pytest.mark.skipif(_FAST is None, reason="terascale.linear._vwfast was not built")
+built = pytest.mark.skipif(_FAST is None, reason="terascale.linear._vw._vwfast was not built")
 
 
 def test_the_compiled_parser_is_built_in_ci():
     """CI builds the package from source: a broken C build must fail here, not fall back."""
     if os.environ.get("CI") != "true":
         pytest.skip("only asserted in CI (CI=true)")
-    assert _FAST is not None, "terascale.linear._vwfast did not build (see setup.py)"
+    assert _FAST is not None, "terascale.linear._vw._vwfast did not build (see setup.py)"
 
 NO = np.zeros(256, np.bool_)
 PLAIN = interaction_table([])

@@ -3,7 +3,7 @@
 The reference below is VW's ``parse_float`` for ``[-]digits[.digits]`` written out step
 by step in float32 (accumulate ``acc * 10 + digit`` rounding at every step, at most 35
 decimals counted, then one multiply by the float power of ten), with none of the shortcuts
-of :mod:`terascale.linear._vwfloat`.
+of :mod:`terascale.linear._vw._vwfloat`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from terascale.linear._vwfloat import _NEG10, parse_float32, read_float32
+from terascale.linear._vw._vwfloat import _NEG10, parse_float32, read_float32
 
 hypothesis = pytest.importorskip("hypothesis")
 st = hypothesis.strategies

@@ -3,7 +3,7 @@
 import numpy as np
 
 from terascale.linear import synthetic, train
-from terascale.linear._firstpass import LocalColumns, dense_threshold
+from terascale.linear._online._firstpass import LocalColumns, dense_threshold
 
 
 def test_the_dense_layout_learns_bitwise_what_compact_columns_learn(tmp_path):

@@ -42,7 +42,7 @@ the same algorithm as terascale's default (one pass, the weights averaged at its
 weighted by the adaptive sums), so its test metrics are the like-for-like reference for
 terascale's multi-worker run, as VW's one-node run is for one worker. In both one-pass
 recipes terascale's workers also run chained (``average="chain"``: one learner handed from
-worker to worker, :mod:`terascale.linear._chain`), whose model is one worker's. Reported: wall
+worker to worker, :mod:`terascale.linear._combine._chain`), whose model is one worker's. Reported: wall
 seconds, examples/s, speed as a ratio to VW, peak RSS per worker (``ru_maxrss`` of each
 process, before evaluation), cache size, test logloss and AUC with their differences to
 VW. ``--json`` keeps every row.

@@ -84,13 +84,5 @@ def split_parse_options(options: dict) -> dict:
     from ..linear import ParseOptions
 
     parse = {k: options.pop(k) for k in _PARSE_KEYS if k in options}
-    parse.setdefault("format", "vw")
-    parse.setdefault("bits", ParseOptions().bits)
-    for k in ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
-              "ignore_linear"):
-        if isinstance(parse.get(k), str):
-            parse[k] = (parse[k],)
-        elif k in parse:
-            parse[k] = tuple(parse[k])
-    ParseOptions(**parse)
-    return parse
+    checked = ParseOptions(**parse)  # normalizes (a string alone is a 1-tuple) and checks
+    return {k: getattr(checked, k) for k in ("format", "bits", *parse)}

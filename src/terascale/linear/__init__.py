@@ -29,18 +29,28 @@ text, or an in-memory Dataset), so memory stays flat however large the shard. Op
 those of :class:`TrainOptions`.
 """
 
-from ._blocks import Block, Blocks, ChainBlocks, DatasetBlocks
-from ._dataset import Dataset, ParseOptions
-from ._flights import write_flights
-from ._hashing import CONSTANT_HASH, hash_feature, hash_space, murmur3_32
+import sys as _sys
+
+from . import _front, _io
+from ._combine._span import SpanServer
+from ._front._sklearn import LinearClassifier, LinearRegressor
+from ._io._blocks import Block, Blocks, ChainBlocks, DatasetBlocks
+from ._io._dataset import Dataset, ParseOptions
+from ._io._flights import write_flights
+from ._io._hashing import CONSTANT_HASH, hash_feature, hash_space, murmur3_32
+from ._io._readers import parse_lines, read_file
+from ._io._shard import load_shard
+from ._io._stream import TextBlocks
 from ._metrics import auc, auprc, evaluate_scores
 from ._model import LinearModel
-from ._readers import parse_lines, read_file
-from ._shard import load_shard
-from ._sklearn import LinearClassifier, LinearRegressor
-from ._span import SpanServer
-from ._stream import TextBlocks
 from ._train import TrainOptions, train
+
+# Pickles name a class by the module that defines it: those written before linear/ had
+# folders name these three by their old paths, which must go on loading.
+for _old, _new in (("_dataset", _io._dataset), ("_blocks", _io._blocks),
+                   ("_sklearn", _front._sklearn)):
+    _sys.modules.setdefault(f"{__name__}.{_old}", _new)
+del _old, _new
 
 __all__ = [
     "Block",

@@ -23,9 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..communicator import Communicator
-from ._blocks import Blocks, ChainBlocks
-from ._cache import CacheBlocks
-from ._setops import first_appearances
+from ._io._blocks import Blocks, ChainBlocks
+from ._io._cache import CacheBlocks
+from ._io._setops import first_appearances
 
 __all__ = ["HOT_PREFIX", "column_order", "first_block_features"]
 

@@ -40,8 +40,8 @@ class Loss(NamedTuple):
 # The one table of losses: adding one is a row here, its branches in the kernels below
 # (a code without a branch raises in the kernel, it never falls into another loss), and
 # its tests.
-# numba's cache of the online pass (``_online.online_chunk``, which inlines these kernels)
-# is keyed by _online.py's text alone: a changed kernel here needs a change there too
+# numba's cache of the online pass (``_online._update.online_chunk``, which inlines these kernels)
+# is keyed by _online/_update.py's text alone: a changed kernel here needs a change there too
 # (or a cleared ``__pycache__``), else the old kernel keeps running.
 LOSS_TABLE = {
     "logistic": Loss(0, "logistic", "logistic", True, "logloss", True),

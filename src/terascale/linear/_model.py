@@ -23,9 +23,9 @@ import numpy as np
 
 from .._errors import ConfigError, DataError
 from .._files import fsync_dir, make_public, storage_error
-from ._blocks import Block, Blocks, DatasetBlocks, as_blocks
-from ._dataset import Dataset, ParseOptions
-from ._hashing import CONSTANT_HASH
+from ._io._blocks import Block, Blocks, DatasetBlocks, as_blocks
+from ._io._dataset import Dataset, ParseOptions
+from ._io._hashing import CONSTANT_HASH
 from ._metrics import evaluate_scores
 from ._names import opt
 
@@ -106,7 +106,7 @@ class LinearModel:
                         raise ConfigError(f"the data was parsed with {opt(k, have[k])} but "
                                           f"the model was trained with {opt(k, want[k])}")
             return [as_blocks(data)]
-        from ._stream import TextBlocks
+        from ._io._stream import TextBlocks
 
         paths = [data] if isinstance(data, str) else list(data)
         return [TextBlocks(p, self.parse, need_label=False) for p in paths]

@@ -8,7 +8,7 @@ from typing import TextIO
 import numpy as np
 
 from .._errors import ConfigError
-from ._dataset import ParseOptions
+from ._io._dataset import ParseOptions
 from ._losses import LOSSES
 from ._names import opt
 
@@ -207,11 +207,11 @@ class TrainOptions:
         return None if self.passes > 1 or self.batch else ""
 
     def parse_options(self) -> ParseOptions:
-        return ParseOptions(format=self.format, bits=self.bits, quadratic=tuple(self.quadratic),
-                            cubic=tuple(self.cubic), interactions=tuple(self.interactions),
-                            label=self.label, categorical=tuple(self.categorical),
-                            ignore=tuple(self.ignore), keep=tuple(self.keep),
-                            ignore_linear=tuple(self.ignore_linear), skip_bad=self.skip_bad,
+        return ParseOptions(format=self.format, bits=self.bits, quadratic=self.quadratic,
+                            cubic=self.cubic, interactions=self.interactions,
+                            label=self.label, categorical=self.categorical,
+                            ignore=self.ignore, keep=self.keep,
+                            ignore_linear=self.ignore_linear, skip_bad=self.skip_bad,
                             constant=self.constant, permutations=self.permutations,
                             leave_duplicates=self.leave_duplicates)
 
@@ -236,7 +236,7 @@ class TrainOptions:
 
     def mix_every(self, workers: int) -> int:
         """Examples per worker between averages during an online pass (0: none)."""
-        from ._mixing import default_every
+        from ._combine._mixing import default_every
 
         if workers <= 1 or self.chained(workers):
             return 0

@@ -17,10 +17,10 @@ import numba
 import numpy as np
 
 from ..communicator import Communicator
-from ._batch import loss_grad
-from ._blocks import Block, Blocks, prefetch
-from ._setops import union_sorted
-from ._spill import CompactBlock, Spill
+from ._batch._optimizers import loss_grad
+from ._io._blocks import Block, Blocks, prefetch
+from ._io._setops import union_sorted
+from ._io._spill import CompactBlock, Spill
 
 __all__ = ["Columns", "EarlyStop", "LabelScan", "gradient_pass", "holdout_mask",
            "union_features"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._model import LinearModel
-from ._online import STATE_SIZE, new_state
+from ._online._update import STATE_SIZE, new_state
 
 __all__ = ["initial_state", "merged"]
 

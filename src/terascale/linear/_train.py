@@ -36,25 +36,25 @@ import numpy as np
 from .._errors import ConfigError, DataError
 from .._malloc import keep_freed_memory
 from ..communicator import Communicator
-from ._average import average_weights
-from ._batchphase import batch_phase, new_spill
-from ._blocks import Blocks, as_blocks
-from ._chain import Chain
-from ._dataset import Dataset, ParseOptions
-from ._firstpass import GrowingWeights, TextMixer, TextPass, dense_threshold
+from ._batch._batchphase import batch_phase, new_spill
+from ._combine._average import average_weights
+from ._combine._chain import Chain
+from ._combine._mixing import Mixer
+from ._io._blocks import Blocks, as_blocks
+from ._io._dataset import Dataset, ParseOptions
+from ._io._shard import job_rank, shard_blocks
+from ._io._spill import Spill
 from ._layout import HOT_PREFIX, column_order, first_block_features
 from ._losses import LOSSES
-from ._mixing import Mixer
 from ._model import LinearModel
 from ._names import opt
-from ._online import new_state, sync_weights
-from ._onlinepass import Weights, online_pass
+from ._online._firstpass import GrowingWeights, TextMixer, TextPass, dense_threshold
+from ._online._onlinepass import Weights, online_pass
+from ._online._progress import Progress
+from ._online._update import new_state, sync_weights
 from ._options import TrainOptions
 from ._passes import Columns, EarlyStop, LabelScan, learning_blocks, union_features
-from ._progress import Progress
 from ._resume import initial_state, merged
-from ._shard import job_rank, shard_blocks
-from ._spill import Spill
 
 __all__ = ["TrainOptions", "train"]  # TrainOptions lives in _options
 

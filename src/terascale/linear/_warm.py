@@ -59,8 +59,8 @@ def _stamp(full: bool) -> str:
 
 
 def _run(full: bool) -> None:
-    from ._cache import load_cached
-    from ._dataset import ParseOptions
+    from ._io._cache import load_cached
+    from ._io._dataset import ParseOptions
     from ._train import train
 
     with tempfile.TemporaryDirectory(prefix="terascale-warm-") as d:
@@ -80,7 +80,7 @@ def _run(full: bool) -> None:
 
 
 def _rest(d: str, path: str) -> None:
-    from . import _mixing
+    from ._combine import _mixing
     from ._train import train
     from .synthetic import write_click
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._batch import loss_grad
-from ._online import new_state, online_chunk
+from ._batch._optimizers import loss_grad
+from ._online._update import new_state, online_chunk
 from ._warm import warm_kernels
 
 __all__ = ["KernelCost", "kernel_cost", "warm_kernels"]

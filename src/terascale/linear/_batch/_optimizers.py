@@ -1,0 +1,389 @@
+"""Batch optimizers over all data: L-BFGS and preconditioned nonlinear conjugate gradient.
+
+Agarwal et al. (JMLR 2014, sec. 3.2): after the online pass warm-starts the weights, every
+worker computes the loss and gradient of its shard, one allreduce sums them, and every worker
+runs the same optimizer step on the same numbers, so all ranks hold bitwise-identical
+weights without ever sending them. L-BFGS is Nocedal's two-loop recursion (*Updating
+Quasi-Newton Matrices with Limited Storage*, Math. Comp. 1980) with a line search satisfying
+the strong Wolfe conditions (Nocedal & Wright, *Numerical Optimization*, Alg. 3.5/3.6); CG is
+Polak-Ribière+ preconditioned with the diagonal of the Hessian (Shewchuk, *An Introduction
+to the Conjugate Gradient Method Without the Agonizing Pain*, sec. 14). Each evaluation of
+``fun`` is one pass over the data; ``max_passes`` bounds them. Optimization stops when the
+relative decrease of the loss is below ``tol`` or, with holdout data, when the holdout loss
+has not improved for ``patience`` iterations (then the best holdout weights are returned).
+
+Neither optimizer converges on raw numeric columns of very different scales by itself (a
+column ~1e5 beside one ~1e-3 makes the Hessian's condition number ~1e14; scipy's L-BFGS-B
+stalls there too): the batch phase runs them in standardized variables,
+:func:`reparametrized` with the maps of :mod:`._normalize`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from .._losses import d2loss, dloss, loss_value
+from .._online._update import _prefetch
+from ._linalg import dot, lbfgs_direction
+from ._normalize import Reparam
+
+__all__ = ["BatchResult", "cg", "lbfgs", "loss_grad", "reparametrized"]
+
+# fun(w) -> (objective, gradient, holdout loss or nan)
+Fun = Callable[[np.ndarray], tuple[float, np.ndarray, float]]
+
+
+def reparametrized(data_fun: Fun, amap: Reparam, reg: Reparam, lam: float) -> Fun:
+    """The objective in the optimizer's variables ``v``: ``data_fun(A v)`` (the summed,
+    unregularized loss at raw weights ``w = A v``; it returns a gradient the caller may
+    overwrite) plus ``lam/2 ||R v||^2``. With ``R = A`` that is the raw problem ``loss +
+    lam/2 ||w||^2`` preconditioned by ``A``; with ``R = I`` it is the problem on standardized
+    numeric columns (see :mod:`._normalize`)."""
+
+    def fun(v: np.ndarray) -> tuple[float, np.ndarray, float]:
+        w = amap.forward(v)
+        f, gw, hold = data_fun(w)  # gw is ours to overwrite
+        if reg is amap:  # the raw problem: R v = w, one adjoint for loss and l2 together
+            u = w
+            gw += lam * w
+            g = amap.adjoint(gw, inplace=True)
+        else:
+            g = amap.adjoint(gw, inplace=True)
+            if len(reg.sel):
+                u = reg.forward(v)
+                g += lam * reg.adjoint(u)
+            else:  # R = I: the standardized problem, v are the regularized weights
+                u = v
+                g += lam * v
+        return f + 0.5 * lam * dot(u, u), g, hold
+
+    return fun
+
+
+@numba.njit(cache=True, inline="always")
+def _logistic(p: float, y: float) -> tuple[float, float, float]:
+    """(loss, dloss, d2loss) of the logistic loss from one ``exp``: the same numbers as
+    ``loss_value``, ``dloss`` and ``d2loss`` bit for bit (they share e = exp(-|y p|))."""
+    z = y * p
+    e = math.exp(-abs(z))
+    f = math.log1p(e) - z if z < 0 else math.log1p(e)
+    g = -y * e / (1.0 + e) if z > 0 else -y / (1.0 + e)
+    return f, g, e / ((1.0 + e) * (1.0 + e))
+
+
+# how many examples ahead the gradient asks for its weights' and sums' cache lines
+_AHEAD = 2
+
+
+@numba.njit(cache=True, inline="always")
+def _ask(indptr: np.ndarray, cols: np.ndarray, i: int, end: int, w: np.ndarray,
+         out: np.ndarray) -> None:
+    """Prefetch example ``i``'s weights and gradient sums (nothing past ``end``): on wide
+    data each is a cache miss, which then overlaps with the examples before it (as the
+    online learner's ``_online._ask``)."""
+    if i < end:
+        for k in range(indptr[i], indptr[i + 1]):
+            c = cols[k]
+            _prefetch(w, c)
+            _prefetch(out, c)
+
+
+# nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch)
+@numba.njit(cache=True, nogil=True)
+def loss_grad(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
+              weights: np.ndarray, holdout: np.ndarray, w: np.ndarray, kind: int,
+              out: np.ndarray, want_diag: bool) -> None:
+    """out[:d] += gradient, out[d:2d] += Hessian diagonal (if want_diag), then out[-4:] +=
+    [train loss, train weight, holdout loss, holdout weight] (unregularized, weighted).
+    An empty ``values`` means every value is 1 (one-hot blocks of the batch spill)."""
+    d = len(w)
+    tail = len(out) - 4
+    unit = len(values) == 0
+    n = len(labels)
+    for i in range(min(_AHEAD, n)):
+        _ask(indptr, cols, i, n, w, out)
+    for i in range(n):
+        _ask(indptr, cols, i + _AHEAD, n, w, out)
+        lab = labels[i]
+        s = weights[i]
+        if math.isnan(lab) or s <= 0.0:
+            continue
+        y = lab if kind == 1 else (1.0 if lab > 0 else -1.0)
+        a = indptr[i]
+        b = indptr[i + 1]
+        p = 0.0
+        if unit:
+            for k in range(a, b):
+                p += w[cols[k]]
+        else:
+            for k in range(a, b):
+                p += w[cols[k]] * values[k]
+        if kind == 0:
+            f, gl, hl = _logistic(p, y)
+        else:
+            f = loss_value(kind, p, y)
+            gl = dloss(kind, p, y)
+            hl = d2loss(kind, p, y)
+        if holdout[i]:
+            out[tail + 2] += s * f
+            out[tail + 3] += s
+            continue
+        out[tail] += s * f
+        out[tail + 1] += s
+        g = s * gl
+        if g != 0.0:
+            if unit:
+                for k in range(a, b):
+                    out[cols[k]] += g
+            else:
+                for k in range(a, b):
+                    out[cols[k]] += g * values[k]
+        if want_diag:
+            h = s * hl
+            if unit:
+                for k in range(a, b):
+                    out[d + cols[k]] += h
+            else:
+                for k in range(a, b):
+                    out[d + cols[k]] += h * values[k] * values[k]
+
+
+@dataclass
+class BatchResult:
+    w: np.ndarray
+    objective: float
+    passes: int
+    iterations: int
+    stopped: str  # "tolerance", "passes", "holdout", "line search"
+    holdout: float
+
+
+class _Tracker:
+    """Counts passes and keeps the weights with the best holdout loss."""
+
+    def __init__(self, fun: Fun, max_passes: int, callback: Callable[..., None] | None) -> None:
+        self.fun = fun
+        self.max_passes = max_passes
+        self.passes = 0
+        self.best_hold = math.inf
+        self.best_w: np.ndarray | None = None
+        self.callback = callback
+
+    def __call__(self, w: np.ndarray) -> tuple[float, np.ndarray, float]:
+        self.passes += 1
+        f, g, hold = self.fun(w)
+        return f, g, hold
+
+    def accept(self, it: int, w: np.ndarray, f: float, g: np.ndarray, hold: float) -> bool:
+        """Record an accepted iterate; True when the holdout loss improved."""
+        if self.callback is not None:
+            self.callback(it, f, math.sqrt(dot(g, g)), hold, self.passes)
+        if math.isnan(hold):
+            return True
+        if hold < self.best_hold:
+            self.best_hold = hold
+            self.best_w = w.copy()
+            return True
+        return False
+
+    @property
+    def exhausted(self) -> bool:
+        return self.passes >= self.max_passes
+
+
+def _cubic_min(a: float, fa: float, ga: float, b: float, fb: float, gb: float) -> float:
+    """Minimizer of the cubic through (a, fa, ga), (b, fb, gb), kept inside [a, b]."""
+    lo, hi = min(a, b), max(a, b)
+    d1 = ga + gb - 3.0 * (fa - fb) / (a - b)
+    sq = d1 * d1 - ga * gb
+    if sq >= 0.0:
+        d2 = math.copysign(math.sqrt(sq), b - a)
+        t = b - (b - a) * (gb + d2 - d1) / (gb - ga + 2.0 * d2)
+        if lo + 0.05 * (hi - lo) <= t <= hi - 0.05 * (hi - lo):
+            return t
+    return 0.5 * (a + b)
+
+
+def _wolfe(fn: _Tracker, w: np.ndarray, d: np.ndarray, f0: float, g0: np.ndarray,
+           alpha: float, c1: float, c2: float
+           ) -> tuple[float, float, np.ndarray, float] | None:
+    """Strong Wolfe line search along d; returns (alpha, f, g, hold) or None on failure."""
+    dg0 = dot(g0, d)
+    a_prev, f_prev, dg_prev = 0.0, f0, dg0
+    best: tuple[float, float, np.ndarray, float] | None = None
+    for i in range(20):
+        if fn.exhausted:
+            return best
+        f, g, hold = fn(w + alpha * d)
+        dg = dot(g, d)
+        if f <= f0 + c1 * alpha * dg0 and (best is None or f < best[1]):
+            best = (alpha, f, g, hold)
+        if f > f0 + c1 * alpha * dg0 or (i > 0 and f >= f_prev) or not math.isfinite(f):
+            return _zoom(fn, w, d, f0, dg0, a_prev, f_prev, dg_prev, alpha, f, dg,
+                         c1, c2) or best
+        if abs(dg) <= -c2 * dg0:
+            return alpha, f, g, hold
+        if dg >= 0:
+            return _zoom(fn, w, d, f0, dg0, alpha, f, dg, a_prev, f_prev, dg_prev,
+                         c1, c2) or best
+        a_prev, f_prev, dg_prev = alpha, f, dg
+        alpha *= 2.0
+    return best
+
+
+def _zoom(fn: _Tracker, w: np.ndarray, d: np.ndarray, f0: float, dg0: float,
+          lo: float, flo: float, dglo: float, hi: float, fhi: float, dghi: float,
+          c1: float, c2: float) -> tuple[float, float, np.ndarray, float] | None:
+    best: tuple[float, float, np.ndarray, float] | None = None
+    for _ in range(20):
+        if fn.exhausted or abs(hi - lo) < 1e-12 * max(1.0, abs(lo)):
+            return best
+        if math.isfinite(fhi):
+            a = _cubic_min(lo, flo, dglo, hi, fhi, dghi)
+        else:
+            a = 0.5 * (lo + hi)
+        f, g, hold = fn(w + a * d)
+        dg = dot(g, d)
+        if f > f0 + c1 * a * dg0 or f >= flo:
+            hi, fhi, dghi = a, f, dg
+        else:
+            if best is None or f < best[1]:
+                best = (a, f, g, hold)
+            if abs(dg) <= -c2 * dg0:
+                return a, f, g, hold
+            if dg * (hi - lo) >= 0:
+                hi, fhi, dghi = lo, flo, dglo
+            lo, flo, dglo = a, f, dg
+    return best
+
+
+def _finish(tr: _Tracker, w: np.ndarray, f: float, it: int, why: str,
+            hold: float) -> BatchResult:
+    if tr.best_w is not None and tr.best_hold < hold:
+        return BatchResult(tr.best_w, f, tr.passes, it, why, tr.best_hold)
+    return BatchResult(w, f, tr.passes, it, why, hold)
+
+
+def _inverse_diag(precond: np.ndarray) -> np.ndarray:
+    """1 / the Hessian diagonal; a zero entry (hinge loss, unseen features without L2) gets
+    the mean curvature."""
+    pos = precond[precond > 0]
+    floor = float(pos.mean()) if len(pos) else 1.0
+    return 1.0 / np.where(precond > 0, precond, floor)
+
+
+def lbfgs(fun: Fun, w0: np.ndarray, *, max_passes: int, memory: int = 15, tol: float = 1e-7,
+          patience: int = 3, callback: Callable[..., None] | None = None,
+          precond: np.ndarray | None = None) -> BatchResult:
+    """Minimize fun from w0 with L-BFGS; every call of fun is one pass over the data.
+
+    ``precond`` (a positive diagonal approximating the Hessian's) makes the initial inverse
+    Hessian ``gamma * diag(1/precond)`` instead of ``gamma * I`` (Nocedal & Wright sec.
+    7.2): raw features of very different scales (areas in the thousands next to ratios near
+    0.01) otherwise leave the problem so ill-conditioned that L-BFGS spends its passes in
+    line searches and stops far from the optimum."""
+    tr = _Tracker(fun, max_passes, callback)
+    minv = None if precond is None else _inverse_diag(precond)
+    w = np.array(w0, dtype=np.float64)
+    f, g, hold = tr(w)
+    tr.accept(0, w, f, g, hold)
+    # the last ``memory`` pairs (s, y) as rows of a ring buffer, ``order`` oldest first, in
+    # float32: they only shape the direction (every step is re-evaluated by a line search
+    # on the float64 objective), and they are most of the phase's memory (2 * memory
+    # vectors: 120 bytes a feature at memory 15, as VW's float ``--mem`` stores them)
+    S = np.empty((memory, len(w)), np.float32)
+    Y = np.empty((memory, len(w)), np.float32)
+    rho = np.zeros(memory)
+    order: list[int] = []
+    ones = np.ones(len(w)) if minv is None else minv
+    worse = 0
+    it = 0
+    while True:
+        if tr.exhausted:
+            return _finish(tr, w, f, it, "passes", hold)
+        gamma = 1.0
+        if order:
+            s_, y_ = S[order[-1]], Y[order[-1]]
+            gamma = dot(s_, y_) / dot(y_, ones * y_ if minv is not None else y_)
+        d = lbfgs_direction(g, S, Y, rho, np.array(order, np.int64), ones, gamma)
+        if dot(g, d) >= 0:
+            order.clear()
+            d = -g if minv is None else -minv * g
+        step0 = (1.0 if order or minv is not None  # a diagonal Newton step is well scaled
+                 else min(1.0, 1.0 / max(math.sqrt(dot(d, d)), 1e-12)))
+        found = _wolfe(tr, w, d, f, g, step0, 1e-4, 0.9)
+        if found is None:  # no acceptable step: out of passes, or at float precision
+            return _finish(tr, w, f, it, "passes" if tr.exhausted else "line search", hold)
+        a, f_new, g_new, hold = found
+        it += 1
+        s = a * d
+        y = g_new - g
+        w = w + s
+        sy = dot(s, y)
+        if sy > 1e-12 * dot(y, y):
+            # the oldest pair's row, or a free one (all are free after a reset)
+            r = order.pop(0) if len(order) == memory else min(set(range(memory)) - set(order))
+            S[r], Y[r] = s, y
+            sy = dot(S[r], Y[r])  # of the pair as stored
+            if sy > 0:
+                rho[r] = 1.0 / sy
+                order.append(r)
+        rel = (f - f_new) / max(abs(f_new), abs(f), 1e-300)
+        f, g = f_new, g_new
+        worse = 0 if tr.accept(it, w, f, g, hold) else worse + 1
+        if worse >= patience:
+            return _finish(tr, w, f, it, "holdout", hold)
+        if rel < tol:
+            return _finish(tr, w, f, it, "tolerance", hold)
+
+
+def cg(fun: Fun, w0: np.ndarray, precond: np.ndarray, *, max_passes: int, tol: float = 1e-7,
+       patience: int = 3, callback: Callable[..., None] | None = None) -> BatchResult:
+    """Minimize fun from w0 with preconditioned nonlinear CG (Polak-Ribière+). Each line
+    search starts at Nocedal & Wright's guess (3.60), the step that repeats the last
+    iteration's first-order decrease, so most iterations take one or two passes."""
+    tr = _Tracker(fun, max_passes, callback)
+    minv = _inverse_diag(precond)
+    w = np.array(w0, dtype=np.float64)
+    f, g, hold = tr(w)
+    tr.accept(0, w, f, g, hold)
+    z = minv * g
+    d = -z
+    worse = 0
+    it = 0
+    restart = len(w)
+    step = 1.0  # the first direction is a diagonal Newton step
+    slope = dot(g, d)
+    while True:
+        if tr.exhausted:
+            return _finish(tr, w, f, it, "passes", hold)
+        if dot(g, d) >= 0:
+            d = -z
+        # Nocedal & Wright (3.60): expect the same first-order change as the last step
+        new_slope = dot(g, d)
+        a0 = 1.0 if it == 0 else min(1.0, step * slope / new_slope) if new_slope < 0 else 1.0
+        slope = new_slope
+        found = _wolfe(tr, w, d, f, g, a0, 1e-4, 0.1)
+        if found is None:  # no acceptable step: out of passes, or at float precision
+            return _finish(tr, w, f, it, "passes" if tr.exhausted else "line search", hold)
+        a, f_new, g_new, hold = found
+        step = a
+        it += 1
+        w = w + a * d
+        z_new = minv * g_new
+        beta = max(0.0, dot(g_new, z_new - z) / max(dot(g, z), 1e-300))
+        if it % restart == 0:
+            beta = 0.0
+        d = -z_new + beta * d
+        rel = (f - f_new) / max(abs(f_new), abs(f), 1e-300)
+        f, g, z = f_new, g_new, z_new
+        worse = 0 if tr.accept(it, w, f, g, hold) else worse + 1
+        if worse >= patience:
+            return _finish(tr, w, f, it, "holdout", hold)
+        if rel < tol:
+            return _finish(tr, w, f, it, "tolerance", hold)

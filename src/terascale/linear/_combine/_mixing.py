@@ -1,0 +1,359 @@
+"""Averaging during an online pass: the workers' models are mixed every K examples.
+
+Averaging once at the end of a pass (Zinkevich et al. 2010; VW's cluster mode) costs
+accuracy: each worker learns from 1/P of the data with learning rates of its own, and the
+average of P under-trained models is not the model one learner would have reached.
+Iterative parameter mixing (McDonald, Hall & Mann, *Distributed Training Strategies for
+the Structured Perceptron*, NAACL 2010) mixes the workers' weights every epoch; here every
+``average_every`` examples of each worker's shard, within the pass, so that every worker
+continues from the mixture.
+
+What is mixed is each worker's *change* since the last mix. With adaptive rates (AdaGrad's
+1/sqrt(G)) a plain average of the changes halves the progress one learner would have made
+on a feature both workers saw, and a plain sum over-shoots on features whose rate has not
+decayed yet. The mix is therefore the sum of the changes, scaled per weight by how far one
+learner would have moved against how far the workers moved, if each step is proportional
+to G^-p (p = ``power_t``) under a gradient of constant size:
+
+    w = w0 + sum_k dw_k * ((G0 + sum_k dG_k)^(1-p) - G0^(1-p))
+                         / sum_k ((G0 + dG_k)^(1-p) - G0^(1-p))
+
+with G0 the adaptive sum at the last mix and dG_k worker k's addition to it. A feature
+only one worker saw keeps that worker's change exactly; a feature with a long history
+(G0 large) gets about the sum of the changes, as one learner would. The adaptive sums
+become G0 + sum_k dG_k and the learner's running sums likewise (one learner's state), the
+normalizers and label bounds their maximum and minimum. The changes are summed in one
+scale: where a worker met a larger value than the mix's normalizer, VW's learner rescaled
+that weight ((old/new)^(2(1-p))); the mix rescales the base and every worker's weight to
+the largest normalizer first (:meth:`Mixer.renormalize`).
+
+That sum is right while the steps are small against the curvature; where they settle
+within one mix (the bias and the numeric columns of every example, which each worker
+drives to the same place) the sum of P changes goes P times as far, and the mix can
+oscillate (1M click examples, 2 workers, K = 20000: the bias swung 0.43-0.49 over the
+last mixes, against one learner's 0.345). Tried and not kept: bounding each advance by
+the part of the way to the optimum its steps cover, 1 - exp(-eta * multiplier *
+nrm^(-2(1-p)) * a / (1-p)) (for the logistic loss, whose squared gradients estimate its
+curvature). It removed the over-shoot at large K (1M K = 20000 +0.0015 instead of +0.010;
+3M K = 50000-100000 within +0.0003) but cost accuracy where the plain sum was right: at
+1M K <= 10000 +0.0004 more, and at 20k examples with K = 2000 +0.0063 against -0.0012. A
+bound per feature does not see that the features of one example move the prediction
+together, so it calls a feature settled that the joint model has not yet fitted.
+
+Tuning. Measured on ``terascale bench linear --large``'s click-style data, one pass from
+text, 2 workers (``terascale linear train click-N-train.vw -n 2 -b 24 --loss logistic
+--average-every K --cache-dir ''``, then ``terascale linear evaluate``; logloss is
+deterministic). One learner: 0.43343 (1M), 0.43021 (3M); averaging at the end only (K = 0,
+VW's cluster mode, whose own 2-node run gives the same 0.43623 at 1M): 0.43623, 0.43159.
+
+    ======  =======  =======  =======  =======  =======
+    N       K=2000   10000    20000    50000    100000
+    ======  =======  =======  =======  =======  =======
+    1M      0.43430  0.43439  0.44444  0.43422  --
+    3M      --       0.43034  0.43020  0.43375  0.43190
+    ======  =======  =======  =======  =======  =======
+
+Before the changes were summed in one normalizer's scale: 0.43404, 0.43441, 0.44583,
+0.43435 at 1M; 0.43033, 0.43017, 0.43451, 0.43106 at 3M. The sum is not monotone in K: at
+1M K = 20000 over-shoots (+0.011) where 10000 and 50000 do not. On time-ordered shards
+mixing hurts: NYC flights (months 1-10, each worker a byte range, so one has the winter
+and the other the summer; one learner 0.50176, K = 0 0.50327), K = 2000 0.51645, 10000
+0.56392, 20000 0.54535 (binary features: no normalizer grows, as before): the workers'
+changes are correlated within their own season, and a mix sums them. The mix is a sum
+of changes computed against a model K examples old on every worker: with more workers
+the same K over-shoots (stale gradients pushing one way P times) and can diverge. At
+200k examples (one learner: 0.450): 3 workers with K = 888 end at 0.453; 4 workers at
+0.467 averaging at the end, 1.40 with K = 2000 and 0.454 with K = 500. So K should shrink
+as 8000 / P^2 (2 workers: 2000, 4: 500); beyond 4 workers it has not been measured. The
+default is 0 (see :func:`default_every` for why).
+
+Cost. A mix is one allreduce of 3 doubles per feature some worker learned from since the
+last mix (the others are the last mix on every rank: their changes are all zero; the
+workers' sets are joined by an allgather), summed in place in a buffer kept between mixes.
+Measured, 3M click examples from text, 2 workers, K = 10000 (151 mixes a worker, 303k
+features in the union, ~19k learned from between two mixes): 2.9-3.3 ms of CPU a mix
+against 5.5-6.3 ms over every feature, the same model bitwise; the wall time a mix takes is
+still mostly one worker waiting for the other (0.9-2.7 s over the 151 mixes on the 2-core
+host). Where the L1/L2 shrinkage is lazy (``--l1``, ``--l2``) every weight changes between
+mixes, and the mix is over every feature.
+
+The allgather that joins the sets also carries each worker's changed normalizers, label
+bounds and additions to the running sums, so that every rank rescales and joins them from
+the same values before the sum (in a cached pass and in the first pass over text,
+where the same allgather grows the mixed space: :class:`._firstpass.TextMixer`): two
+collectives a mix, the allgather and the sum; a mix without the sparse sets (lazy L1/L2)
+gathers the normalizers alike. The figures
+that follow predate the sparse mix (every feature of the union in every mix). Profiled at 1M
+click examples from text, 2 workers, K = 2000 (162k live features, 3.9 MB a mix, 251 mixes
+a worker; timestamps around each step on both workers, CPU time of the learner's thread,
+on the 2-core host with other jobs running), a mix took 45 ms of wall time and 19.5 ms of
+CPU: 11 ms copying the union's weights out of and back into the local columns (numpy
+gathers in hashed order), 5 ms in the two loops and the allreduce's reduction, 3 ms in the
+normalizers' max-allreduce; the rest was waiting in 4 collectives a mix (the allgather's
+sizes and ring, the sum, the max), each barrier a futex sleep whose wake-up queued behind
+the worker's own parser thread on the shared core (EEVDF lets a running task finish its
+slice: :mod:`terascale._background`, which now runs the parser at nice 19). Now: 6.2 ms of
+CPU a mix (the loops read the learner's arrays in place, 1.3 ms each; the allreduce 1.3
+ms; the allgather 1.0 ms) in 2 collectives, and ~18 ms of wall time, most of it the
+workers' drift at the allgather (arrival skew mean 12 ms, median 4 ms): time one worker
+waits for the other's K examples, not the mix's own cost. Raise K where that shows.
+``K = 0`` mixes only at the end of the pass (the classic one-shot average, ``--average``).
+
+Determinism and unequal shards. Every worker mixes after every K examples of its shard
+position (independent of how the shard is cut into blocks); each mix carries a flag saying
+whether the worker has run out of examples, and a worker that has keeps taking part in the
+mixes, with no change, until every worker has: all workers make the same calls, and every
+rank ends with bitwise the same model.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numba
+import numpy as np
+
+from ...communicator import Communicator
+from .._online._update import sync_weights
+
+if TYPE_CHECKING:
+    from .._online._onlinepass import Weights
+
+__all__ = ["Mixer", "compile_kernels", "default_every", "grown"]
+
+def default_every(workers: int) -> int:
+    """Examples per worker between mixes by default: 0, averaging at the end of a pass only
+    (VW's cluster mode), whatever the number of workers.
+
+    Mixing is opt-in because no K helps on every data set (the module's tuning): on
+    shuffled click data 2 workers come within one learner's logloss + 0.001 at 1M and 3M
+    with K = 10000 (K = 0: +0.0028, +0.0014) but not at every K (1M, K = 20000: +0.011),
+    on the time-ordered flights file every K tried is worse than K = 0, and a K that suits
+    2 workers diverges with 4. It also costs time: the mix itself is ~3 ms of CPU in
+    2 collectives, but the workers drift apart between mixes and each mix waits for the
+    slower one (2 workers from text on the 2-core host, K = 10000: +38% training time at
+    1M, +7% at 3M; benchmarks/RESULTS.md, "Mixing during the pass"). A shard shorter than
+    K would get one mix at its end instead of VW's weighted average. Set K where the shards
+    are shuffled and accuracy matters more than time: 2 workers 10000-20000, more workers
+    8000 / P^2 (3: 888, 4: 500), where it was measured stable."""
+    del workers  # (measured for 2 workers; with more, see the module's tuning)
+    return 0
+
+
+@numba.njit(cache=True, inline="always")
+def _advance(g0: float, dg: float, q: float) -> float:
+    """(g0 + dg)^q - g0^q without the cancellation of the direct difference (q = 1 - p);
+    q <= 0 (steps that do not shrink as G^-p with p < 1): 1 for a change, so the mix is
+    the mean of the changes."""
+    if dg <= 0.0:  # most weights between two mixes: no transcendental call
+        return 0.0
+    if q <= 0.0:
+        return 1.0
+    if q == 0.5:  # VW's default power_t: sqrt(g0 + dg) - sqrt(g0), rationalized
+        return dg / (math.sqrt(g0 + dg) + math.sqrt(g0))
+    if g0 > 0.0:
+        return g0 ** q * math.expm1(q * math.log1p(dg / g0))
+    return dg ** q
+
+
+@numba.njit(cache=True, nogil=True)
+def _pack(w: np.ndarray, g2: np.ndarray, bw: np.ndarray, bg: np.ndarray, at: np.ndarray,
+          d: int, q: float, buf: np.ndarray) -> None:
+    """buf[:3d] = [changes of w, additions to G, their advances] of the mixed features
+    (feature j is column ``at[j]``, or j with ``at`` empty)."""
+    for j in range(d):
+        c = at[j] if len(at) else j
+        dg = max(g2[c] - bg[c], 0.0)
+        buf[j] = w[c] - bw[c]
+        buf[d + j] = dg
+        buf[2 * d + j] = _advance(bg[c], dg, q)
+
+
+@numba.njit(cache=True, nogil=True)
+def _unpack(tot: np.ndarray, at: np.ndarray, d: int, q: float, w: np.ndarray,
+            g2: np.ndarray, bw: np.ndarray, bg: np.ndarray) -> None:
+    """The mix from the summed ``tot``; the bases become the mix."""
+    for j in range(d):
+        c = at[j] if len(at) else j
+        sdw, sdg, sadv = tot[j], tot[d + j], tot[2 * d + j]
+        scale = _advance(bg[c], sdg, q) / sadv if sadv > 0.0 else 1.0
+        w[c] = bw[c] + sdw * scale
+        g2[c] = bg[c] + sdg
+        bw[c] = w[c]
+        bg[c] = g2[c]
+
+
+@numba.njit(cache=True, nogil=True)
+def _rescale(w: np.ndarray, nrm: np.ndarray, bw: np.ndarray, bn: np.ndarray,
+             cols: np.ndarray, vals: np.ndarray, e: float) -> None:
+    """Normalizers raised to ``vals`` where larger, the weights rescaled by (old / new)^e
+    as the learner does (e = 2(1 - p): old / new at VW's default p = 1/2)."""
+    for j in range(len(cols)):
+        c = cols[j]
+        m = vals[j]
+        if m > nrm[c]:
+            if nrm[c] > 0.0:
+                w[c] = w[c] * (nrm[c] / m) ** e
+            nrm[c] = m
+        if m > bn[c]:
+            if bn[c] > 0.0:
+                bw[c] = bw[c] * (bn[c] / m) ** e
+            bn[c] = m
+
+
+_IDENTITY = np.zeros(0, np.int64)  # ``at`` of a mix over every column, in column order
+
+
+class Mixer:
+    """Mixes the workers' online learners every ``every`` examples (see the module)."""
+
+    def __init__(self, comm: Communicator, every: int, power_t: float, *,
+                 sparse: bool = True) -> None:
+        self.comm = comm
+        self.every = every
+        self.q = 1.0 - power_t
+        self.sparse = sparse
+        self.mixes = 0
+        self.mark = np.zeros(0, np.bool_)  # (sparse) columns learned from since the last mix
+        self._base: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        # the mix's buffer, reused (reduced in place): a fresh one each mix cost its page
+        # faults, ~1 ms of system time per MB
+        self._buf = np.zeros(0)
+
+    def next_due(self, pos: int) -> int:
+        """The shard position of the next mix after ``pos``."""
+        return (pos // self.every + 1) * self.every
+
+    def start(self, ws: Weights) -> None:
+        """Record the common starting point of a pass (every rank holds the same model)."""
+        self._base = (ws.w.copy(), ws.g2.copy(), ws.nrm.copy(), ws.state.copy())
+        self.mark = np.zeros(len(ws.w), np.bool_)
+
+    def seen(self, cols: np.ndarray) -> None:
+        """The columns of the examples just learned (every chunk the learner runs)."""
+        if self.sparse:
+            self._mark(cols)
+
+    def _mark(self, cols: np.ndarray) -> None:
+        if len(cols):
+            top = int(cols.max()) + 1
+            if top > len(self.mark):
+                self.mark = grown(self.mark, max(top, 2 * len(self.mark)))
+            self.mark[cols] = True
+
+    def mix(self, ws: Weights, done: bool) -> bool:
+        """One mix (a collective: every rank calls it alike); returns whether every worker
+        has run out of examples. The learner's arrays are updated in place."""
+        assert self._base is not None, "Mixer.start() first"
+        bn = self._base[2]
+        if self.sparse:
+            marked = np.flatnonzero(self.mark)
+            moved = marked[ws.nrm[marked] != bn[marked]]
+        else:
+            marked = _IDENTITY
+            moved = np.flatnonzero(ws.nrm != bn)
+        gathered = self.comm.allgather_object(
+            (marked, moved, ws.nrm[moved], self.local_state(ws)))
+        for _, cols, vals, _ in gathered:
+            self.renormalize(ws, cols, vals)
+        self.join_states(ws, [g[-1] for g in gathered])
+        if not self.sparse:
+            return self._mix(ws, _IDENTITY, len(ws.w), done)
+        # the columns some worker learned from: the others are the last mix everywhere
+        for g in gathered:
+            self.mark[g[0]] = True
+        at = np.flatnonzero(self.mark)
+        self.mark[at] = False
+        return self._mix(ws, at, len(at), done)
+
+    def local_state(self, ws: Weights) -> np.ndarray:
+        """This worker's label bounds and additions to the running sums since the last mix,
+        for :meth:`join_states` (sent in the mix's allgather)."""
+        assert self._base is not None
+        st, bst = ws.state, self._base[3]
+        return np.array([st[4], st[5], st[0] - bst[0], st[1] - bst[1]])
+
+    def join_states(self, ws: Weights, states: list[np.ndarray]) -> None:
+        """The workers' :meth:`local_state` (in rank order on every rank) joined: the label
+        bounds' minimum and maximum, one learner's running sums (added in rank order: the
+        same bits everywhere) and their multiplier."""
+        assert self._base is not None
+        st, bst = ws.state, self._base[3]
+        st[4] = min(float(x[0]) for x in states)
+        st[5] = max(float(x[1]) for x in states)
+        st[0], st[1] = bst[0], bst[1]
+        for x in states:
+            st[0] += x[2]
+            st[1] += x[3]
+        _multiplier(st, 1.0 - self.q)
+
+    def renormalize(self, ws: Weights, cols: np.ndarray, vals: np.ndarray) -> None:
+        """Another worker's normalizers ``vals`` of columns ``cols``: the maximum is kept, and the weights, local and base, whose normalizer grows are
+        rescaled as the learner does when it meets a larger value, so that the changes
+        the mix sums are in one scale (a learner that met x = 5 where the base had 1
+        holds its weight in fifths: summed with another worker's change in units, it
+        would count that change five times)."""
+        assert self._base is not None
+        bw, _, bn, _ = self._base
+        _rescale(ws.w, ws.nrm, bw, bn, cols, vals, 2.0 * self.q)
+
+    def _buffer(self, n: int) -> np.ndarray:
+        if len(self._buf) < n:
+            self._buf = np.zeros(max(n, len(self._buf) + len(self._buf) // 2))
+        return self._buf[:n]
+
+    def _mix(self, ws: Weights, at: np.ndarray, d: int, done: bool) -> bool:
+        """Mix features ``at`` (``d`` of them; empty: columns 0..d-1) of ``ws``, whose bases
+        are indexed as its columns, after :meth:`renormalize` and :meth:`join_states`
+        (normalizers and running sums are the same on every rank)."""
+        w, g2, state = ws.w, ws.g2, ws.state
+        sync_weights(w, state)  # lazy L1/L2 folded in: the changes are plain weights
+        assert self._base is not None, "Mixer.start() first"
+        bw, bg, _, bst = self._base
+        buf = self._buffer(3 * d + 1)
+        _pack(w, g2, bw, bg, at, d, self.q, buf)
+        buf[3 * d] = 1.0 if done else 0.0
+        tot = self.comm.allreduce(buf, out=buf)
+        self.mixes += 1
+        _unpack(tot, at, d, self.q, w, g2, bw, bg)
+        bst[:] = state
+        return bool(tot[3 * d] >= self.comm.size)
+
+    def finish(self, ws: Weights) -> None:
+        """This worker's shard is done: mix (with no further change) until every worker's
+        is."""
+        while not self.mix(ws, True):
+            pass
+
+
+def compile_kernels() -> None:
+    """Compile (or load from numba's cache) the mix's kernels for both layouts, every column
+    (a cached pass) and some (the first pass over text), without a job."""
+    z = np.zeros(4)
+    for at in (_IDENTITY, np.arange(2, dtype=np.int64)):
+        buf = np.zeros(12)
+        _pack(z, z, z, z, at, 2, 0.5, buf)
+        _unpack(buf, at, 2, 0.5, z, z, z, z)
+    _rescale(z, z, z, z, np.arange(2, dtype=np.int64), np.ones(2), 1.0)
+
+
+def grown(a: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
+    """``a`` extended with ``fill`` to at least ``n`` entries (itself if long enough)."""
+    if len(a) >= n:
+        return a
+    out = np.full(n, fill, a.dtype)
+    out[:len(a)] = a
+    return out
+
+
+def _multiplier(state: np.ndarray, power_t: float) -> None:
+    """The normalized update's multiplier from the mixed running sums (as ``online_chunk``
+    sets it after every update, in float32), so that every rank holds the same state."""
+    if state[0] <= 0 or state[1] <= 0:
+        return
+    f = np.float32
+    if power_t == 0.5:
+        state[6] = float(f(np.sqrt(f(f(state[0]) / f(state[1])))))
+    else:
+        state[6] = float(f(f(f(state[1]) / f(state[0])) ** f(f(power_t) - f(1.0))))

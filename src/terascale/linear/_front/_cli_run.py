@@ -1,0 +1,425 @@
+"""The bodies of ``terascale linear train|predict|evaluate`` (flags: ``_cli``, their meaning: ``_cli_options``).
+
+``train -n N`` starts N local workers through the launcher; each parses and caches its
+shard of the input, then joins the job; rank 0 writes the model. ``train -t`` is VW's test
+mode: it predicts with ``-i`` and learns nothing, as ``predict`` does, with VW's output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from ..._errors import ConfigError, DataError
+from ..._files import storage_error
+
+__all__ = ["evaluate", "predict", "train"]
+
+
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """Positional files, then -d files; missing ones fail here, once, not in every worker.
+    Standard input (``-``, ``/dev/stdin``) and other streams (a named pipe, ``<(cmd)``) are
+    copied to a temporary file first (removed at exit): every pass, and every worker of
+    ``-n N``, then reads its part of one file (a stream can be read only once, by one
+    process)."""
+    paths = [_spooled(p) for p in list(args.data) + list(args.data_flag)]
+    if not paths:
+        raise ConfigError("no input files: give DATA... or -d FILE")
+    for p in paths:
+        if not os.path.exists(p):
+            raise DataError(f"{p}: no such file")
+        if os.path.isdir(p):
+            raise DataError(f"{p}: is a directory, not a data file")
+    return paths
+
+
+def _spooled(path: str) -> str:
+    """``path`` itself when it is a regular file (or missing: _inputs says so), else a
+    temporary copy of the stream it names."""
+    import atexit
+    import shutil
+    import stat
+
+    # /dev/stdin, /dev/fd/N, /proc/self/fd/N name this process's descriptors: a worker
+    # of -n N opening them would read its own standard input, not this one's
+    proc_fd = os.path.abspath(path).startswith(("/dev/stdin", "/dev/fd/", "/proc/"))
+    if path != "-" and not proc_fd:
+        try:
+            if not stat.S_ISFIFO(os.stat(path).st_mode) and not stat.S_ISCHR(
+                    os.stat(path).st_mode) and not stat.S_ISSOCK(os.stat(path).st_mode):
+                return path
+        except OSError:
+            return path
+    fd, tmp = tempfile.mkstemp(prefix="terascale-stdin-", suffix=".vw")
+    atexit.register(lambda: os.path.exists(tmp) and os.unlink(tmp))
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if path == "-":
+                shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+            else:
+                with open(path, "rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
+    except OSError as e:
+        raise storage_error("cannot copy standard input to", tmp, e) from None
+    return tmp
+
+
+def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
+    """Fail before any work when ``path`` cannot be written (not after minutes of training).
+    ``stream``: text outputs may also go to ``-``, a link such as /dev/stdout, or a pipe;
+    a model (``-f``) is renamed into place and must be a regular file."""
+    from .._vw._vwtext import replaceable
+
+    if path is None:
+        return
+    if not replaceable(path) and not os.path.isdir(path):
+        if stream:
+            return  # standard output (/dev/stdout), a device or a named pipe
+        raise ConfigError(f"{flag} {path}: not a regular file (the model is written to a "
+                          f"temporary file and renamed into place); leave {flag} out to "
+                          f"not save the model")
+    if path == "-" and stream:
+        return
+    d = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ConfigError(f"{flag} {path}: is a directory, not a file name")
+    if not os.path.isdir(d):
+        raise ConfigError(f"{flag} {path}: directory {d} does not exist")
+    if not os.access(d, os.W_OK):
+        raise ConfigError(f"{flag} {path}: directory {d} is not writable")
+
+
+def _load(path: str) -> Any:
+    """A terascale model, or a Vowpal Wabbit binary model (a plain linear learner's)."""
+    from .._vw._vwmodel import load_model
+
+    return load_model(path)
+
+
+def _link(args: argparse.Namespace, default: str) -> str:
+    how = args.link or default
+    if how not in ("identity", "logistic", "poisson"):
+        raise ConfigError(f"--link {how}: terascale has identity, logistic and poisson "
+                          f"(VW's glf1 link is not supported)")
+    return how
+
+
+def train(args: argparse.Namespace) -> int:
+    from ._cli_options import train_options
+
+    if args.nprocs < 1:
+        raise ConfigError(f"-n must be >= 1, not {args.nprocs}")
+    if args.quiet:  # not even the one line on a job of size 1 (terascale._init)
+        from ..._env import set_quiet
+
+        set_quiet()
+    if args.holdout_after and (args.nprocs > 1 or args.oaa):
+        raise ConfigError(f"--holdout_after {args.holdout_after}: one worker without --oaa "
+                          f"only (there, --holdout_period K)")
+    options = train_options(args)  # (a bare `--bfgs FILE` gives FILE back to the inputs)
+    vw_mode = getattr(args, "vw_mode", False)
+    options["vw_text"] = options["vw_labels"] = vw_mode
+    if getattr(args, "min_prediction", None) is not None or \
+            getattr(args, "max_prediction", None) is not None:
+        options["fixed_range"] = True
+    paths = _inputs(args)
+    how = _link(args, "identity")
+    raw = getattr(args, "raw_predictions", None)
+
+    def opening() -> None:  # once the command line is known to be good
+        if vw_mode and not args.quiet:
+            from .._vw._vwreport import preamble
+
+            print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                           testonly=args.testonly), file=sys.stderr)
+        elif not args.quiet and not args.initial:
+            _differences(options)
+
+    if args.testonly and args.oaa is None:  # (--oaa -t: its K learners score the data)
+        return _test_only(args, paths, how, opening)
+    _check_output(args.model, "-f", stream=False)
+    for path, flag in ((args.predictions, "-p"), (raw, "-r"),
+                       (args.readable_model, "--readable_model"),
+                       (args.invert_hash, "--invert_hash")):
+        _check_output(path, flag)
+    if (args.predictions or raw) and args.nprocs > 1:
+        raise ConfigError("-p/--predictions (and -r) while training needs -n 1: progressive "
+                          "predictions come from one learner in input order, and with -n N "
+                          "each worker learns from its own shard; train with -n N, then "
+                          "`terascale linear predict DATA -i MODEL -p FILE`")
+    if args.probabilities and not args.oaa:
+        raise ConfigError("--probabilities goes with --oaa K (each class's probability)")
+    if args.oaa is not None:
+        from ._oaa import train_oaa
+
+        return train_oaa(args, paths, options, opening)
+    if args.initial:
+        initial = _load(args.initial)  # a bad model fails here, once
+        _follow_model(options, initial, args)
+    from .._train import TrainOptions
+
+    # bad options fail here, once, rather than in every worker
+    checked: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                               for k, v in options.items()}
+    TrainOptions(**checked)
+    opening()
+    model_path = args.model
+    tmp_dir = None
+    if model_path is None and (args.readable_model or args.invert_hash) and args.nprocs > 1:
+        tmp_dir = tempfile.mkdtemp(prefix="terascale-model-")
+        model_path = os.path.join(tmp_dir, "model")
+    try:
+        model = _run_train(args, paths, model_path, options, how)
+        if isinstance(model, int):
+            if model:
+                return model
+            model = None
+        if model is None and (args.readable_model or args.invert_hash):
+            model = _load(model_path)  # type: ignore[arg-type]
+        if model is not None and args.readable_model:
+            from .._vw._vwtext import write_readable
+
+            write_readable(model, args.readable_model)
+        if model is not None and args.invert_hash:
+            from .._vw._vwtext import feature_names, write_readable
+
+            write_readable(model, args.invert_hash, feature_names(paths, model))
+    finally:
+        if tmp_dir is not None:
+            import shutil
+
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+    return 0
+
+
+def _differences(options: dict[str, Any]) -> None:
+    """One line on where this run's defaults are not VW's (``terascale vw`` has VW's)."""
+    diffs = []
+    if options["loss"] == "logistic":
+        diffs.append("logistic loss (VW: squared)")
+    if options.get("bfgs") or options.get("cg"):
+        if options["l2"] is None:
+            diffs.append("L2 = 1 in the batch objective (VW: 0)")
+        if options["normalize"] == "std" or (options["normalize"] == "auto"
+                                             and options["format"] == "csv"):
+            diffs.append("standardized columns (VW: raw)")
+    if diffs:
+        print(f"terascale linear train: {'; '.join(diffs)}; `terascale vw` runs with VW's "
+              f"defaults", file=sys.stderr)
+
+
+def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespace) -> None:
+    """With -i, parse flags left at their defaults follow the model (VW keeps -b and -q in
+    the model file); flags given must agree (train() says which one does not)."""
+    from .._io._dataset import ParseOptions
+    from .._names import opt
+
+    defaults = ParseOptions().to_dict()
+    have = initial.parse.to_dict()
+    for k, v in defaults.items():
+        if k in options and options[k] == v:
+            del options[k]
+        elif k in options and options[k] != have[k]:  # here, once, not in every worker
+            raise ConfigError(f"{opt(k, options[k])}: the initial model {args.initial} was "
+                              f"trained with {opt(k, have[k])}")
+    if args.loss is None:
+        del options["loss"]
+
+
+def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,
+               options: dict[str, Any], how: str) -> Any:
+    """Train in this process (-n 1: returns the model) or on N workers (returns the
+    launcher's exit status)."""
+    from ._cli_options import job_json
+
+    if args.nprocs == 1:
+        from .._vw._vwtext import all_or_none, link, prediction_lines, prediction_writers
+        from ._worker import run_train
+
+        writers = prediction_writers(args)
+
+        def progressive(p: np.ndarray, tags: list[str] | None) -> None:
+            for writer, linked in writers:
+                writer.write(prediction_lines(link(p, how, args.binary) if linked else p,
+                                              tags))
+        with all_or_none(writers):
+            model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
+                                                  options, **_model_format(args))),
+                              predictions=progressive if writers else None)
+        return model
+    from ...launch import LaunchOptions, launch
+    from .._warm import warm_kernels  # not .kernels: that imports numba at once
+
+    warm_kernels()  # compile once here rather than N times at once in the workers
+    code = launch([sys.executable, "-m", "terascale.linear._front._worker",
+                   job_json(paths, model_path or "", args.initial, options,
+                            **_model_format(args))],
+                  LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
+                                prefix_output=False))
+    return code
+
+
+def _model_format(args: argparse.Namespace) -> dict[str, Any]:
+    """How -f writes the model: terascale's format or VW's (``--model-format``; VW's by
+    default under ``terascale vw``), and VW's ``--predict_only_model`` form."""
+    fmt = args.model_format or ("vw" if getattr(args, "vw_mode", False) else "terascale")
+    if fmt not in ("vw", "terascale"):
+        raise ConfigError(f"--model-format {fmt}: vw or terascale")
+    return {"model_format": fmt,
+            "predict_only": bool(getattr(args, "predict_only_model", False))}
+
+
+def _clip(model: Any, s: np.ndarray) -> np.ndarray:
+    """VW's prediction bounds: [-50, 50] for logistic (poisson: widened to the labels the
+    learner saw), else the labels the learner saw."""
+    if model.loss == "logistic":
+        return np.clip(s, -50.0, 50.0)
+    ad = model.adaptive
+    if model.loss == "poisson":
+        lo, hi = (ad[2][4], ad[2][5]) if ad is not None and len(ad[2]) >= 6 else (0.0, 0.0)
+        return np.clip(s, min(lo, -50.0), max(hi, 50.0))
+    if ad is not None and len(ad[2]) >= 6 and ad[2][4] < ad[2][5]:
+        return np.clip(s, ad[2][4], ad[2][5])
+    return s
+
+
+def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5
+          ) -> np.ndarray:
+    if binary:
+        return ((s > 0) != (y > 0)).astype(np.float64)
+    if kind in ("squared", "classic"):
+        return (s - y) ** 2
+    if kind == "poisson":
+        return 2.0 * (y * (np.log(y + 1e-6) - s) - (y - np.exp(s)))
+    if kind == "quantile":
+        e = y - s
+        return np.where(e > 0, tau * e, (tau - 1.0) * e)
+    ys = np.where(y > 0, 1.0, -1.0)
+    if kind == "hinge":
+        return np.maximum(0.0, 1.0 - ys * s)
+    return np.logaddexp(0.0, -ys * s)
+
+
+def _test_only(args: argparse.Namespace, paths: list[str], how: str,
+               opening: Any = None) -> int:
+    """VW's -t: predictions of -i's model, no learning; the average loss on stderr."""
+
+    vw_mode = getattr(args, "vw_mode", False)
+    if not args.initial and not vw_mode:
+        raise ConfigError("-t (test only) predicts with a trained model: give -i MODEL")
+    _check_output(args.predictions, "-p")
+    model = _load(args.initial) if args.initial else _zero_model(args)
+    if opening is not None:
+        opening()
+    total = np.zeros(3)
+    with _Output(args.predictions) as out:
+        for blk, raw in model.predict_blocks(paths):  # streamed: any file size
+            s = _clip(model, raw)
+            if args.predictions:  # VW's -t writes predictions only where -p says
+                out.write(_lines(blk, s, how, args.binary))
+            y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
+            ok = ~np.isnan(y) & (w > 0)
+            total += [float(w[ok] @ _loss(model.loss, s[ok], y[ok], args.binary,
+                                            args.quantile_tau)),
+                      float(w[ok].sum()), len(s)]
+    if getattr(args, "vw_mode", False):
+        if not args.quiet:
+            from .._vw._vwreport import test_block
+
+            print(test_block(int(total[2]), float(total[1]), float(total[0])),
+                  file=sys.stderr)
+    elif not args.quiet:
+        avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
+        print(f"test only: {int(total[2])} examples, average loss = {avg}"
+              f"{' (0/1 loss)' if args.binary else ''}", file=sys.stderr)
+    return 0
+
+
+def _zero_model(args: argparse.Namespace) -> Any:
+    """VW's ``-t`` without ``-i``: every weight 0, every prediction 0."""
+    from .._io._dataset import ParseOptions
+    from .._model import LinearModel
+    from ._cli_options import train_options
+
+    o = train_options(args)
+    parse = ParseOptions(**{k: v for k, v in o.items() if k in ParseOptions().to_dict()})
+    return LinearModel(indices=np.zeros(0, np.uint32), weights=np.zeros(0, np.float32),
+                       parse=parse, loss=o["loss"])
+
+
+def _lines(blk: Any, s: np.ndarray, how: str, binary: bool) -> str:
+    from .._vw._vwtext import link, prediction_lines
+
+    tags = [blk.tag(i) for i in range(len(s))] if blk.has_tags else None
+    return prediction_lines(link(s, how, binary), tags)
+
+
+class _Output:
+    """-p FILE written atomically, or standard output (a closed pipe ends quietly)."""
+
+    def __init__(self, path: str | None) -> None:
+        from .._vw._vwtext import AtomicText
+
+        self.file = AtomicText(path) if path else None
+
+    def write(self, text: str) -> None:
+        if self.file is not None:
+            self.file.write(text)
+            return
+        try:
+            sys.stdout.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # `> /dev/full`, a full disk: one line, not a traceback
+            raise storage_error("cannot write the predictions to", "standard output",
+                                e) from None
+
+    def __enter__(self) -> _Output:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if self.file is not None:
+            if exc_type is None:
+                self.file.commit()
+            else:
+                self.file.discard()
+        return exc_type is BrokenPipeError  # `... | head`: the reader has what it wanted
+
+
+def predict(args: argparse.Namespace) -> int:
+
+    paths = _inputs(args)
+    _check_output(args.predictions, "-p")
+    model = _load(args.initial)
+    how = _link(args, "identity" if args.raw or model.loss != "logistic" else "logistic")
+    if args.raw and args.link == "logistic":
+        raise ConfigError("--raw and --link logistic exclude each other")
+    with _Output(args.predictions) as out:
+        for blk, raw in model.predict_blocks(paths):  # streamed: any file size
+            out.write(_lines(blk, _clip(model, raw), how, args.binary))
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+
+    t0 = time.perf_counter()
+    model = _load(args.initial)
+    m = model.evaluate(list(args.data))
+    if not m["examples"]:
+        raise DataError(f"{', '.join(args.data)}: no labelled examples to evaluate on "
+                        f"(use predict for unlabelled data)")
+    m["seconds"] = round(time.perf_counter() - t0, 3)
+    if args.json:  # strict JSON: an undefined metric (AUC of one class) is null, not NaN
+        print(json.dumps({k: None if isinstance(v, float) and v != v else v
+                          for k, v in m.items()}))
+    else:
+        for k, v in m.items():
+            print(f"{k:<10} {v:.6f}" if isinstance(v, float) else f"{k:<10} {v}")
+    return 0

@@ -1,0 +1,75 @@
+"""One worker of ``terascale linear train`` (started by the launcher with ``-n N``).
+
+The job description (data files, model path, warm-start model, options) comes as one JSON
+argument. The worker parses and caches its shard, joins the job, trains; rank 0 writes the
+model and prints the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["main", "run_train"]
+
+
+def run_train(job: dict[str, Any],
+              predictions: Callable[[np.ndarray, list[str] | None], None] | None = None
+              ) -> Any:
+    """Train as the job says; rank 0 saves the model (when the job names a path). Returns
+    the model."""
+    from ..._env import read_env
+    from .._train import train
+    from .._vw._vwmodel import load_model, save_model
+
+    env = read_env()
+    rank = 0 if env is None else env.rank
+    t0 = time.perf_counter()
+    initial = load_model(job["initial"]) if job.get("initial") else None
+    model = train(job["data"], comm=None, initial=initial, predictions=predictions,
+                  **job["options"])
+    if rank == 0:
+        if job["model"]:
+            save_model(model, job["model"], job.get("model_format", "terascale"),
+                       predict_only=job.get("predict_only", False))
+        i = model.info
+        if job["options"].get("vw_text"):
+            from .._vw._vwreport import closing_block, holdout_on
+
+            if job["options"].get("progress"):
+                print(closing_block({**i, "holdout": holdout_on(job["options"])}),
+                      file=sys.stderr)
+            return model
+        if not job["options"].get("progress", True):  # --quiet
+            return model
+        secs = time.perf_counter() - t0
+        where = f"; model: {job['model']}" if job["model"] else " (no -f: model not saved)"
+        print(f"trained on {i['examples']} examples, {i['feature_count']} features, "
+              f"{i['features']} distinct hashed features, {i['workers']} worker(s) in "
+              f"{secs:.2f} s ({i['examples'] / secs:,.0f} examples/s, "
+              f"{i['feature_count'] / secs:,.0f} features/s){where}", file=sys.stderr)
+    return model
+
+
+def main(argv: list[str]) -> int:
+    """Run one worker; a user error (bad data, options) is one line on stderr, exit 2,
+    as with ``-n 1``, instead of a traceback from every worker."""
+    from ..._errors import TerascaleError
+    from .._names import cli_names
+
+    try:
+        with cli_names():  # errors name the flags the user typed
+            run_train(json.loads(argv[0]))
+    except TerascaleError as e:
+        print(f"terascale linear: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

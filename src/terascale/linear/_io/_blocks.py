@@ -1,0 +1,313 @@
+"""Blocks: how every learner reads a data shard, a bounded piece at a time.
+
+Terascale data does not fit in memory (Agarwal, Chapelle, Dudík & Langford, JMLR 2014,
+sec. 3: each node makes its passes over its own shard, from a cache on its own disk). So no
+learner sees a whole shard: it sees a :class:`Blocks`, an iterable of :class:`Block` s,
+each a few thousand examples in CSR form, decoded into small buffers, used and dropped.
+Peak memory is one block (plus the parser's or the decoder's few blocks in flight) and
+the weight state, whatever the number of examples.
+
+Three kinds of shard implement it: the on-disk cache (:mod:`._cache`, read with ``pread``
+block by block), text streamed from a file's byte range (:mod:`._stream`, parsed chunk
+by chunk), and an in-memory :class:`Dataset` (``parse_lines``, scikit-learn arrays) cut
+into slices. A learner's loop is the same for all three::
+
+    for blk in blocks:                       # one pass
+        cols = columns(blk.indices)          # hashed index -> compact column
+        online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, ...)
+
+``Block.start`` is the position of the block's first example in the whole shard, so a
+rule over example positions (the holdout set: every k-th example) is the same whether the
+shard streams in blocks of 10^3 or 10^5 examples. Results do not depend on where blocks
+are cut: the kernels run through the examples in order and accumulate into the same
+buffers, so a streamed cache and the same data in memory give bitwise-identical weights.
+
+Tuning: ``BLOCK_EXAMPLES`` bounds an in-memory slice; the cache's and the text reader's
+block size is their chunk size (``_stream.CHUNK_BYTES`` of text per block).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numba
+import numpy as np
+
+from ..._background import background
+from ._dataset import Dataset, ParseOptions
+from ._setops import unique_sorted
+
+__all__ = ["BLOCK_EXAMPLES", "Block", "Blocks", "ChainBlocks", "DatasetBlocks", "FeatureSet",
+           "ShardStats", "as_blocks", "prefetch"]
+
+BLOCK_EXAMPLES = 1 << 15
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Block:
+    """Examples ``start .. start + len`` of a shard, CSR with ``indptr[0] == 0``."""
+
+    start: int
+    indptr: np.ndarray      # int64, n + 1
+    indices: np.ndarray     # uint32, masked to bits
+    values: np.ndarray      # float32
+    labels: np.ndarray      # float32, NaN where unlabelled
+    weights: np.ndarray     # float32
+    tag_ptr: np.ndarray | None = None   # int64, n + 1 into tag_blob
+    tag_blob: np.ndarray | None = None  # uint8
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def tag(self, i: int) -> str:
+        if self.tag_ptr is None or self.tag_blob is None:
+            return ""
+        return bytes(self.tag_blob[self.tag_ptr[i]:self.tag_ptr[i + 1]]).decode(errors="replace")
+
+    @property
+    def has_tags(self) -> bool:
+        return self.tag_ptr is not None and len(self.tag_ptr) > 0 and self.tag_ptr[-1] > 0
+
+
+@dataclass(frozen=True)
+class ShardStats:
+    examples: int
+    features: int   # stored (non-zero) features, constant and crosses included
+    skipped: int    # bad lines skipped with skip_bad
+
+
+class Blocks:
+    """A shard read block by block; subclasses define ``__iter__`` (one pass).
+
+    ``stats`` and ``features`` have generic versions that take one pass; the cache answers
+    them from its metadata without reading the data.
+    """
+
+    bits: int
+    parse: ParseOptions | None
+    sources: list[str]
+
+    def __iter__(self) -> Iterator[Block]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self.stats().examples
+
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """(start, labels, weights) of every block: what counting and checks need."""
+        for b in self:
+            yield b.start, b.labels, b.weights
+
+    def stats(self) -> ShardStats:
+        n = nnz = 0
+        for b in self:
+            n += len(b)
+            nnz += int(b.indptr[-1])
+        return ShardStats(n, nnz, self.skipped())
+
+    def skipped(self) -> int:
+        return 0
+
+    def features(self) -> np.ndarray:
+        """The sorted distinct hashed indices present (uint32)."""
+        acc = FeatureSet(self.bits)
+        for b in self:
+            acc.add(b.indices)
+        return acc.result()
+
+    def dataset(self) -> Dataset:
+        """Everything in memory (small data and tests only: this is what Blocks avoid)."""
+        parts = [Dataset(indptr=b.indptr, indices=b.indices, values=b.values,
+                         labels=b.labels, weights=b.weights, bits=self.bits,
+                         tag_ptr=b.tag_ptr, tag_blob=b.tag_blob) for b in self]
+        if not parts:
+            parts = [Dataset(indptr=np.zeros(1, np.int64), indices=np.zeros(0, np.uint32),
+                             values=np.zeros(0, np.float32), labels=np.zeros(0, np.float32),
+                             weights=np.zeros(0, np.float32), bits=self.bits)]
+        ds = Dataset.concat(parts)
+        ds.skipped = self.skipped()
+        ds.sources = list(self.sources)
+        ds.parse = self.parse
+        return ds
+
+
+@numba.njit(cache=True, nogil=True)
+def _mark(mark: np.ndarray, indices: np.ndarray) -> None:
+    for k in range(len(indices)):
+        mark[indices[k]] = True
+
+
+class FeatureSet:
+    """Accumulates the distinct indices of many blocks in bounded memory: a 2**bits bitmap
+    up to 2**26 (8 MiB), beyond that a sorted set merged block by block."""
+
+    def __init__(self, bits: int) -> None:
+        self.dense = bits <= 26
+        self.mark = np.zeros(1 << bits, np.bool_) if self.dense else None
+        self.parts: list[np.ndarray] = []
+
+    def add(self, indices: np.ndarray) -> None:
+        if self.mark is not None:
+            _mark(self.mark, np.asarray(indices, np.uint32))  # numpy's scatter: ~10x slower
+        else:
+            self.parts.append(unique_sorted(np.asarray(indices, np.uint32)))
+            if len(self.parts) > 16:
+                self.parts = [unique_sorted(np.concatenate(self.parts))]
+
+    def result(self) -> np.ndarray:
+        if self.mark is not None:
+            return np.flatnonzero(self.mark).astype(np.uint32)
+        if not self.parts:
+            return np.zeros(0, np.uint32)
+        return unique_sorted(np.concatenate(self.parts)).astype(np.uint32)
+
+
+class DatasetBlocks(Blocks):
+    """An in-memory Dataset as blocks of ``block_examples`` (views, no copies)."""
+
+    def __init__(self, ds: Dataset, block_examples: int = BLOCK_EXAMPLES) -> None:
+        self.ds = ds
+        self.bits = ds.bits
+        self.parse = ds.parse
+        self.sources = list(ds.sources)
+        self.block_examples = max(1, int(block_examples))
+
+    def __iter__(self) -> Iterator[Block]:
+        ds = self.ds
+        indptr = np.asarray(ds.indptr)
+        n = len(ds)
+        for s in range(0, n, self.block_examples):
+            e = min(n, s + self.block_examples)
+            a, b = int(indptr[s]), int(indptr[e])
+            tp = tb = None
+            if ds.tag_ptr is not None and ds.tag_blob is not None:
+                t0, t1 = int(ds.tag_ptr[s]), int(ds.tag_ptr[e])
+                tp = np.asarray(ds.tag_ptr[s:e + 1]) - t0
+                tb = np.asarray(ds.tag_blob[t0:t1])
+            yield Block(start=s, indptr=np.asarray(indptr[s:e + 1]) - a,
+                        indices=np.asarray(ds.indices[a:b]),
+                        values=np.asarray(ds.values[a:b]), labels=np.asarray(ds.labels[s:e]),
+                        weights=np.asarray(ds.weights[s:e]), tag_ptr=tp, tag_blob=tb)
+
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        yield 0, np.asarray(self.ds.labels), np.asarray(self.ds.weights)
+
+    def stats(self) -> ShardStats:
+        return ShardStats(len(self.ds), self.ds.n_features, self.ds.skipped)
+
+    def skipped(self) -> int:
+        return self.ds.skipped
+
+    def features(self) -> np.ndarray:
+        acc = FeatureSet(self.bits)
+        acc.add(np.asarray(self.ds.indices))
+        return acc.result()
+
+    def dataset(self) -> Dataset:
+        return self.ds
+
+
+class ChainBlocks(Blocks):
+    """Several shards (the files of one worker) one after the other, positions running on."""
+
+    def __init__(self, parts: Sequence[Blocks]) -> None:
+        if not parts:
+            raise ValueError("ChainBlocks needs at least one part")
+        self.parts = list(parts)
+        self.bits = parts[0].bits
+        self.parse = parts[0].parse
+        self.sources = [s for p in parts for s in p.sources]
+        self._sizes: list[int] | None = None
+
+    def _offsets(self) -> list[int]:
+        if self._sizes is None:
+            self._sizes = [p.stats().examples for p in self.parts]
+        return list(np.cumsum([0] + self._sizes[:-1]).tolist())
+
+    def __iter__(self) -> Iterator[Block]:
+        if len(self.parts) == 1:
+            yield from self.parts[0]
+            return
+        for p, off in zip(self.parts, self._offsets()):
+            for b in p:
+                yield Block(start=b.start + off, indptr=b.indptr, indices=b.indices,
+                            values=b.values, labels=b.labels, weights=b.weights,
+                            tag_ptr=b.tag_ptr, tag_blob=b.tag_blob)
+
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        offs = self._offsets() if len(self.parts) > 1 else [0]
+        for p, off in zip(self.parts, offs):
+            for s, lab, w in p.label_blocks():
+                yield s + off, lab, w
+
+    def stats(self) -> ShardStats:
+        st = [p.stats() for p in self.parts]
+        self._sizes = [s.examples for s in st]
+        return ShardStats(sum(s.examples for s in st), sum(s.features for s in st),
+                          sum(s.skipped for s in st))
+
+    def skipped(self) -> int:
+        return sum(p.skipped() for p in self.parts)
+
+    def features(self) -> np.ndarray:
+        fs = [p.features() for p in self.parts]
+        return fs[0] if len(fs) == 1 else unique_sorted(np.concatenate(fs)).astype(np.uint32)
+
+
+def as_blocks(data: Dataset | Blocks) -> Blocks:
+    """A Blocks view of a Dataset (or the Blocks themselves)."""
+    return data if isinstance(data, Blocks) else DatasetBlocks(data)
+
+
+def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """``items``, produced by a background thread up to ``depth`` ahead: reading and
+    decoding the next block (``pread``, numpy, nogil numba) overlaps the learner's kernel
+    (nogil numba) on this one. Order is kept, so results are the same; an exception in
+    the producer is raised here; stopping early stops the producer."""
+    q: queue.Queue[tuple[int, object]] = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(item: tuple[int, object]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        background()  # the learner, not this thread, runs when both want a core
+        try:
+            for x in items:
+                if not put((0, x)):
+                    break
+            else:
+                put((1, None))
+        except BaseException as e:  # handed to the consumer, who raises it
+            put((2, e))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    t = threading.Thread(target=contextvars.copy_context().run, args=(produce,),
+                         name="terascale-prefetch", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, x = q.get()
+            if kind == 1:
+                return
+            if kind == 2:
+                raise x  # type: ignore[misc]
+            yield x  # type: ignore[misc]
+    finally:
+        stop.set()
+        t.join()

@@ -1,0 +1,283 @@
+"""The on-disk cache of a parsed shard, written and read block by block.
+
+Agarwal et al. (JMLR 2014, sec. 3) read and cache all data *before* the allreduce is
+initialized: most failures happen while reading, and a restarted worker then finds its
+cache and joins at once. The shard's text streams through the parser in chunks
+(:mod:`._stream`); each parsed block is encoded (:mod:`._cachefmt`: bit-packed indices,
+no stored 1.0 values, byte-coded labels) and appended to ``data.bin``; ``index.npy`` holds
+one row per block (offset, length, examples, features, flags, tag bytes),
+``features.npy`` the sorted distinct hashed indices (the learner's compact index space is
+agreed from them without a pass), and ``meta.json`` the counts. Nothing holds the shard:
+the writer holds a few blocks in flight, a reader one block at a time (read with
+``pread``; a mapping of the whole file would count against the address space and stay
+resident).
+
+An entry is keyed by the file's path, size and mtime, the parse options and the shard; it
+is written into a temporary directory, fsynced and renamed into place, so a crash never
+leaves a half-written cache. Later passes and later runs read it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..._errors import ConfigError
+from ..._files import fsync_dir
+from .._names import opt
+from ._blocks import Block, Blocks, ShardStats
+from ._cachefmt import FIELDS, decode_block, decode_labels, label_bytes
+from ._cachewrite import EntryWriter
+from ._dataset import ParseOptions
+from ._stream import TextBlocks
+
+__all__ = ["CacheBlocks", "PendingCache", "cache_key", "default_cache_dir", "load_cached"]
+
+_VERSION = 4  # 4: VW features in VW's order, VW's float parsing (3: streamed blocks)
+
+
+def default_cache_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), "terascale-cache")
+
+
+def cache_key(path: str, opts: ParseOptions, shard: tuple[int, int]) -> str:
+    st = os.stat(path)
+    ident = json.dumps([_VERSION, os.path.abspath(path), st.st_size, st.st_mtime_ns,
+                        opts.to_dict(), opts.skip_bad, list(shard)], sort_keys=True)
+    base = os.path.basename(path)[:40]
+    return f"{base}.{hashlib.sha1(ident.encode()).hexdigest()[:16]}"
+
+
+class CacheBlocks(Blocks):
+    """A cache entry read block by block."""
+
+    def __init__(self, entry: str, opts: ParseOptions, source: str) -> None:
+        with open(os.path.join(entry, "meta.json")) as f:
+            meta = json.load(f)
+        if meta.get("version") != _VERSION or int(meta["bits"]) != opts.bits:
+            raise ValueError("stale cache entry")
+        self.entry = entry
+        self.index = np.load(os.path.join(entry, "index.npy"))
+        if self.index.ndim != 2 or self.index.shape[1] != FIELDS:
+            raise ValueError("bad cache index")
+        self.bits = opts.bits
+        self.parse = opts
+        self.sources = [source]
+        self._stats = ShardStats(int(meta["examples"]), int(meta["features"]),
+                                 int(meta["skipped"]))
+        self.size_bytes = int(meta["bytes"])
+
+    def _records(self, prefix: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        fd = os.open(os.path.join(self.entry, "data.bin"), os.O_RDONLY)
+        try:
+            for row in self.index:
+                off, nbytes, n, nnz, flags, ntag = (int(x) for x in row)
+                if prefix:
+                    nbytes = label_bytes(n, nnz, flags, ntag, self.bits)
+                rec = os.pread(fd, nbytes, off)
+                if len(rec) != nbytes:
+                    raise OSError(f"{self.entry}: cache data truncated")
+                yield np.frombuffer(rec, np.uint8), row
+        finally:
+            os.close(fd)
+
+    def __iter__(self) -> Iterator[Block]:
+        start = 0
+        for rec, row in self._records(prefix=False):
+            n, nnz, flags, ntag = (int(x) for x in row[2:])
+            indptr, indices, values, labels, weights, tp, tb = decode_block(
+                rec, n, nnz, flags, ntag, self.bits)
+            yield Block(start=start, indptr=indptr, indices=indices, values=values,
+                        labels=labels, weights=weights, tag_ptr=tp, tag_blob=tb)
+            start += n
+
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        start = 0
+        for rec, row in self._records(prefix=True):
+            n, nnz, flags, ntag = (int(x) for x in row[2:])
+            labels, weights = decode_labels(rec, n, nnz, flags, ntag, self.bits)
+            yield start, labels, weights
+            start += n
+
+    def stats(self) -> ShardStats:
+        return self._stats
+
+    def skipped(self) -> int:
+        return self._stats.skipped
+
+    def features(self) -> np.ndarray:
+        return np.load(os.path.join(self.entry, "features.npy"))
+
+
+def _write_entry(tmp: str, text: TextBlocks, opts: ParseOptions, path: str) -> None:
+    w = EntryWriter(tmp, opts, path, _VERSION)
+    try:
+        for e in text.map_chunks(w.encode):
+            w.put(e)
+        w.finish()
+    except BaseException:
+        w.abort()
+        raise
+
+
+def _tmp_prefix(pid: int) -> str:
+    # host and pid in the name: a later run can tell an entry whose writer was killed
+    # (SIGTERM/SIGKILL run no cleanup) from one that another live worker is writing
+    return f".tmp-{socket.gethostname()}-{pid}-"
+
+
+def _sweep_orphans(root: str) -> None:
+    """Remove the temporary entries of writers on this host that are no longer alive."""
+    mine = f".tmp-{socket.gethostname()}-"
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(mine)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(mine):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        except OSError:  # alive, someone else's
+            pass
+
+
+def _new_tmp(root: str) -> str:
+    try:
+        os.makedirs(root, exist_ok=True)
+        _sweep_orphans(root)
+        return tempfile.mkdtemp(prefix=_tmp_prefix(os.getpid()), dir=root)
+    except OSError as e:
+        raise ConfigError(f"{opt('cache_dir', root)}: cannot create the cache there "
+                          f"({e.strerror}); give a writable directory, or "
+                          f"{opt('cache_dir', repr(''))} for none") from None
+
+
+def _storage(root: str, e: OSError) -> ConfigError:  # disk full, quota
+    return ConfigError(f"{opt('cache_dir', root)}: cannot write the cache ({e.strerror}); "
+                       f"{opt('cache_dir', repr(''))} trains without one")
+
+
+def _commit(tmp: str, entry: str, root: str) -> None:
+    try:
+        os.replace(tmp, entry)
+    except OSError:  # another worker or run got there first: theirs is as good
+        shutil.rmtree(tmp, ignore_errors=True)
+    try:  # the rename itself survives a crash only once the directory is synced
+        fsync_dir(root)
+    except OSError:
+        pass
+
+
+class PendingCache(Blocks):
+    """A cache entry not written yet. :meth:`stream` is the one pass that parses the text:
+    it hands out the parsed blocks as they come while a background thread writes the entry
+    (:mod:`._cachewrite`), and commits it at the end, so the first pass of a training run
+    learns from the text as it is parsed. Anything else (a pass, the counts, the
+    features) writes the entry first, then reads it: a :class:`CacheBlocks`."""
+
+    def __init__(self, text: TextBlocks, entry: str, root: str, opts: ParseOptions,
+                 path: str) -> None:
+        self.text, self.entry, self.root, self.opts, self.path = text, entry, root, opts, path
+        self.bits = opts.bits
+        self.parse = opts
+        self.sources = [path]
+        self._done: CacheBlocks | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self._done is None
+
+    def stream(self) -> Iterator[Block]:
+        """The shard's blocks, parsed once, the entry written meanwhile."""
+        tmp = _new_tmp(self.root)
+        ok = False
+        w: EntryWriter | None = None
+        try:
+            w = EntryWriter(tmp, self.opts, self.path, _VERSION)
+            start = 0
+            for ds, e in self.text.map_chunks(lambda ds: (ds, w.encode(ds))):
+                w.put(e)
+                yield Block(start=start, indptr=ds.indptr, indices=ds.indices,
+                            values=ds.values, labels=ds.labels, weights=ds.weights,
+                            tag_ptr=ds.tag_ptr, tag_blob=ds.tag_blob)
+                start += len(ds)
+            w.finish()
+            _commit(tmp, self.entry, self.root)
+            self._done = CacheBlocks(self.entry, self.opts, self.path)
+            ok = True
+        except OSError as e:
+            raise _storage(self.root, e) from None
+        finally:
+            if not ok:
+                if w is not None:
+                    w.abort()
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def done(self) -> CacheBlocks:
+        """The written entry (written now when it is not yet)."""
+        if self._done is None:
+            for _ in self.stream():
+                pass
+        assert self._done is not None
+        return self._done
+
+    def __iter__(self) -> Iterator[Block]:
+        return iter(self.done())
+
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        return self.done().label_blocks()
+
+    def stats(self) -> ShardStats:
+        return self.done().stats()
+
+    def skipped(self) -> int:
+        return self.done().skipped()
+
+    def features(self) -> np.ndarray:
+        return self.done().features()
+
+
+def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
+                cache_dir: str | None = None, lazy: bool = False) -> tuple[Blocks, bool]:
+    """The shard as Blocks from the cache, streaming it into the cache first when needed
+    (``lazy``: a :class:`PendingCache`, written by its first pass instead).
+
+    Returns (blocks, hit). ``cache_dir=""`` disables the cache: the Blocks then parse the
+    text on every pass.
+    """
+    text = TextBlocks(path, opts, shard=shard)
+    if cache_dir == "" or not os.path.exists(path):
+        if not os.path.exists(path):
+            text.stats()  # raises the DataError (no such file)
+        return text, False
+    root = cache_dir or default_cache_dir()
+    entry = os.path.join(root, cache_key(path, opts, shard))
+    if os.path.exists(os.path.join(entry, "meta.json")):
+        try:
+            return CacheBlocks(entry, opts, path), True
+        except (OSError, ValueError, KeyError):
+            shutil.rmtree(entry, ignore_errors=True)  # unreadable entry: parse again
+    if lazy:
+        return PendingCache(text, entry, root, opts, path), False
+    tmp = _new_tmp(root)
+    try:
+        _write_entry(tmp, text, opts, path)
+        _commit(tmp, entry, root)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _storage(root, e) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return CacheBlocks(entry, opts, path), False

@@ -1,0 +1,196 @@
+"""The in-memory form of a data shard: hashed sparse rows (CSR) with labels and weights.
+
+Every reader produces a :class:`Dataset`; the cache stores exactly these arrays; the
+learners read only them. Indices are already masked to ``bits`` and include VW's constant
+(bias) feature and any interactions (``-q``, ``--cubic``, ``--interactions``), in VW's
+order, so a learner never hashes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..._errors import ConfigError
+from .._names import opt
+
+__all__ = ["Dataset", "ParseOptions"]
+
+FORMATS = ("vw", "libsvm", "csv")
+# the fields that take several values (a string alone stands for one)
+_SEQUENCES = ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
+              "ignore_linear")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParseOptions:
+    """How text becomes hashed features; saved in the model so that predict parses alike.
+
+    ``quadratic``/``cubic``/``interactions`` are VW's namespace interactions (``:`` is the
+    wildcard); on VW input ``ignore`` and ``keep`` name namespaces by their first letters
+    (``--ignore ab`` drops namespaces starting with a or b) and ``ignore_linear`` keeps such
+    namespaces for interactions only; on CSV input ``ignore`` names columns.
+    ``permutations`` and ``leave_duplicates`` are VW's ``--permutations`` (a namespace
+    crossed with itself gives every ordered pair, not only ``j >= i``) and
+    ``--leave_duplicate_interactions`` (``-q ab -q ba`` crosses twice).
+
+    The fields that take several values (the interactions, ``categorical``, ``ignore``,
+    ``keep``, ``ignore_linear``) accept any sequence of strings, or one string for one
+    value (``quadratic="ab"`` is ``quadratic=("ab",)``); they are held as tuples.
+    """
+
+    format: str = "vw"
+    bits: int = 18
+    quadratic: tuple[str, ...] = ()
+    cubic: tuple[str, ...] = ()
+    interactions: tuple[str, ...] = ()
+    constant: bool = True          # VW's bias feature (--noconstant turns it off)
+    label: str = "label"           # CSV: the label column
+    categorical: tuple[str, ...] = ()  # CSV: columns hashed as categories even if numeric
+    ignore: tuple[str, ...] = ()   # CSV: columns left out; VW: namespaces left out
+    keep: tuple[str, ...] = ()     # VW: only these namespaces
+    ignore_linear: tuple[str, ...] = ()  # VW: namespaces used in interactions only
+    skip_bad: bool = False
+    permutations: bool = False     # VW's --permutations
+    leave_duplicates: bool = False  # VW's --leave_duplicate_interactions
+
+    def __post_init__(self) -> None:
+        from ._interactions import compile_interactions
+
+        # one interaction, namespace or column given as a string is a one-element tuple;
+        # any sequence is held as a tuple (hashable, equal however it was given)
+        for name in _SEQUENCES:
+            v = getattr(self, name)
+            if not isinstance(v, tuple):
+                object.__setattr__(self, name, (v,) if isinstance(v, str) else tuple(v))
+        if self.format not in FORMATS:
+            raise ConfigError(f"{opt('format')} must be one of {', '.join(FORMATS)}, not "
+                              f"{self.format!r}")
+        if not 1 <= self.bits <= 30:
+            raise ConfigError(f"{opt('bits')} must be in 1..30, not {self.bits}")
+        compile_interactions(self.quadratic, self.cubic, self.interactions,
+                             leave_duplicates=self.leave_duplicates)  # validates
+        if self.format != "vw":
+            for name in ("quadratic", "cubic", "interactions", "keep", "ignore_linear"):
+                if getattr(self, name):
+                    raise ConfigError(f"{opt(name)} needs namespaces: it works with "
+                                      f"{opt('format')} vw only")
+        if self.format == "libsvm" and self.ignore:
+            raise ConfigError(f"{opt('ignore')} works with {opt('format')} vw (namespaces) "
+                              f"or csv (columns)")
+        for name in ("ignore", "keep", "ignore_linear"):
+            if self.format == "vw" and any(not x for x in getattr(self, name)):
+                raise ConfigError(f"{opt(name)} takes namespace letters (like 'a'), not ''")
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.bits) - 1
+
+    def interaction_table(self) -> np.ndarray:
+        """The parser's table of interactions (VW's order, wildcards expanded)."""
+        from ._interactions import compile_interactions, interaction_table
+
+        return interaction_table(compile_interactions(self.quadratic, self.cubic,
+                                                      self.interactions,
+                                                      leave_duplicates=self.leave_duplicates),
+                                 self.permutations)
+
+    def namespace_flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ignored, linear ignored): 256 flags by namespace letter, as VW's ``--ignore``,
+        ``--keep`` (everything else ignored; it overrides ``--ignore``, as in VW) and
+        ``--ignore_linear``."""
+        ign = np.zeros(256, np.bool_)
+        lin = np.zeros(256, np.bool_)
+        if self.format == "vw":
+            for v in self.ignore:
+                ign[list(v.encode("latin-1"))] = True
+            if self.keep:
+                ign[:] = True
+                for v in self.keep:
+                    ign[list(v.encode("latin-1"))] = False
+            for v in self.ignore_linear:
+                lin[list(v.encode("latin-1"))] = True
+        return ign, lin
+
+    def to_dict(self) -> dict[str, object]:
+        return {"format": self.format, "bits": self.bits, "quadratic": list(self.quadratic),
+                "cubic": list(self.cubic), "interactions": list(self.interactions),
+                "constant": self.constant, "label": self.label,
+                "categorical": list(self.categorical), "ignore": list(self.ignore),
+                "keep": list(self.keep), "ignore_linear": list(self.ignore_linear),
+                "permutations": self.permutations, "leave_duplicates": self.leave_duplicates}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ParseOptions:
+        # models written before cubic/interactions/keep/ignore_linear lack those keys
+        return cls(format=str(d["format"]), bits=int(d["bits"]),
+                   quadratic=tuple(d["quadratic"]), cubic=tuple(d.get("cubic", ())),
+                   interactions=tuple(d.get("interactions", ())),
+                   constant=bool(d["constant"]), label=str(d["label"]),
+                   categorical=tuple(d["categorical"]), ignore=tuple(d["ignore"]),
+                   keep=tuple(d.get("keep", ())),
+                   ignore_linear=tuple(d.get("ignore_linear", ())),
+                   permutations=bool(d.get("permutations", False)),
+                   leave_duplicates=bool(d.get("leave_duplicates", False)))
+
+
+@dataclass(kw_only=True)
+class Dataset:
+    """Hashed examples in CSR form. Labels are NaN where an example has none (test data)."""
+
+    indptr: np.ndarray     # int64, n + 1
+    indices: np.ndarray    # uint32, masked to bits
+    values: np.ndarray     # float32
+    labels: np.ndarray     # float32, n
+    weights: np.ndarray    # float32, n (importance weights)
+    bits: int
+    tag_ptr: np.ndarray | None = None   # int64, n + 1 into tag_blob (VW tags)
+    tag_blob: np.ndarray | None = None  # uint8
+    skipped: int = 0                    # bad lines skipped with skip_bad
+    sources: list[str] = field(default_factory=list)
+    parse: ParseOptions | None = None   # how the text was parsed (None: built by hand)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def n_features(self) -> int:
+        """Stored (non-zero) features, the constant and crosses included."""
+        return int(self.indptr[-1])
+
+    def tag(self, i: int) -> str:
+        if self.tag_ptr is None or self.tag_blob is None:
+            return ""
+        return bytes(self.tag_blob[self.tag_ptr[i]:self.tag_ptr[i + 1]]).decode(errors="replace")
+
+    @staticmethod
+    def concat(parts: list[Dataset]) -> Dataset:
+        """One dataset from several (the files of one shard), in order."""
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            raise ConfigError("no data: the shard has no files")
+        bits = parts[0].bits
+        offs = np.cumsum([0] + [p.n_features for p in parts])
+        indptr = np.concatenate([parts[0].indptr[:1]] + [p.indptr[1:] + o
+                                                          for p, o in zip(parts, offs[:-1])])
+        # Tags come as a pair (offsets into a blob); kept only when every part has them.
+        tags = [(p.tag_ptr, p.tag_blob) for p in parts
+                if p.tag_ptr is not None and p.tag_blob is not None]
+        tag_ptr: np.ndarray | None = None
+        tag_blob: np.ndarray | None = None
+        if len(tags) == len(parts):
+            toffs = np.cumsum([0] + [len(blob) for _, blob in tags])
+            tag_ptr = np.concatenate([np.zeros(1, np.int64)]
+                                     + [ptr[1:] + o for (ptr, _), o in zip(tags, toffs[:-1])])
+            tag_blob = np.concatenate([blob for _, blob in tags])
+        return Dataset(indptr=indptr.astype(np.int64),
+                       indices=np.concatenate([p.indices for p in parts]),
+                       values=np.concatenate([p.values for p in parts]),
+                       labels=np.concatenate([p.labels for p in parts]),
+                       weights=np.concatenate([p.weights for p in parts]),
+                       bits=bits, tag_ptr=tag_ptr, tag_blob=tag_blob,
+                       skipped=sum(p.skipped for p in parts),
+                       sources=[s for p in parts for s in p.sources], parse=parts[0].parse)

@@ -1,0 +1,235 @@
+"""Feature interactions (``-q``, ``--cubic``, ``--interactions``) exactly as VW 9 builds them.
+
+An interaction is a string of namespace characters (the first letter of a namespace), such as
+``ab`` (``-q ab``), ``abc`` or ``aab``; ``:`` is a wildcard for every namespace (VW's
+``-q a:``, ``-q ::``). VW's rules, which this module reproduces so that the same hashed
+features come out in the same order:
+
+* The list is sorted (shorter first, then by characters) and interactions that are the same
+  multiset of namespaces (``ab`` and ``ba``) are kept once; one with a repeated namespace next
+  to a different one (``aba``, ``aab``) has its letters sorted.
+* Wildcards are expanded over the namespaces seen (a single ``:`` takes every namespace, two
+  take every pair ``x <= y``), and the expanded list goes through the same sort and filter.
+  VW expands over the namespaces seen so far in the stream; expanding over every printable
+  namespace and skipping, per example, interactions with an absent namespace gives the same
+  features, because an absent namespace contributes none.
+* The features of an interaction are the products of one feature per term; the index is
+  ``h = i1``, then ``h = (h * 16777619) ^ ik`` (FNV prime), masked to ``-b`` bits at the
+  end; the value is the product of the values. Where the same namespace comes twice in a
+  row (``aa``) only pairs ``j >= i`` are formed (VW's combinations); with
+  ``permutations`` (VW's ``--permutations``) every ordered pair is.
+* ``leave_duplicates`` (VW's ``--leave_duplicate_interactions``) keeps interactions that are
+  the same multiset (``-q ab -q ba`` crosses twice); a wildcard then expands to every
+  ordered choice of namespaces (``-q ::`` gives ``ab`` and ``ba``), as VW does.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from itertools import product
+
+import numba
+import numpy as np
+
+from ..._errors import ConfigError
+from .._names import opt
+
+__all__ = ["WILDCARD", "compile_interactions", "emit_interactions"]
+
+WILDCARD = 58  # ':'
+_UNIVERSE = [c for c in range(32, 127) if c != WILDCARD]  # VW's interaction namespaces
+_MAX_EXPANDED = 250_000
+
+
+def _decode(spec: str, name: str) -> tuple[int, ...]:
+    """A spec as namespace bytes; ``\\xHH`` escapes as VW's ``decode_inline_hex``."""
+    raw = re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), spec)
+    try:
+        b = raw.encode("latin-1")
+    except UnicodeEncodeError:
+        raise ConfigError(f"{opt(name, spec)}: namespaces are single bytes (the first "
+                          f"letter of a namespace)") from None
+    return tuple(b)
+
+
+def _left_sorted(s: tuple[int, ...]) -> bool:
+    """VW's ``must_be_left_sorted`` (on an already sorted interaction)."""
+    diff = pair = False
+    for a, b in zip(s, s[1:]):
+        if a == b:
+            if diff:
+                return True
+            pair = True
+        else:
+            if pair:
+                return True
+            diff = True
+    return False
+
+
+def _sort_filter(vec: list[tuple[int, ...]], dedup: bool = True) -> list[tuple[int, ...]]:
+    """VW's ``sort_and_filter_duplicate_interactions`` (duplicates removed if ``dedup``)."""
+    srt = [(tuple(sorted(v)), i) for i, v in enumerate(vec)]
+    uniq = srt
+    if dedup:
+        srt.sort(key=lambda t: t[0])  # stable: the first of equal multisets survives
+        uniq = [t for k, t in enumerate(srt) if k == 0 or t[0] != srt[k - 1][0]]
+        uniq.sort(key=lambda t: t[1])
+    return [s if _left_sorted(s) else vec[i] for s, i in uniq]
+
+
+def _sorted_list(vec: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    return sorted(vec, key=lambda t: (len(t), t))
+
+
+def _expand(inter: tuple[int, ...], names: list[int],
+            leave_duplicates: bool = False) -> list[tuple[int, ...]]:
+    """VW's ``compile_interaction`` of one interaction with wildcards over ``names``."""
+    fixed = [(k, c) for k, c in enumerate(inter) if c != WILDCARD]
+    nw = len(inter) - len(fixed)
+    fills: list[tuple[int, ...]]
+    if leave_duplicates:  # every ordered choice (VW's permutations with repetition)
+        fills = list(product(names, repeat=nw))
+    elif nw == 2:  # expand_quadratics_wildcard_interactions: every x <= y
+        fills = [(x, y) for i, x in enumerate(names) for y in names[i:]]
+    else:  # combinations with repetition, VW's order (non-increasing positions)
+        fills = [tuple(reversed(t)) for t in product(names, repeat=nw)
+                 if list(t) == sorted(t)]
+    out = []
+    for f in fills:
+        r = list(f)
+        for k, c in fixed:
+            r.insert(k, c)
+        out.append(tuple(r))
+    return out
+
+
+def compile_interactions(quadratic: tuple[str, ...] = (), cubic: tuple[str, ...] = (),
+                         interactions: tuple[str, ...] = (), *,
+                         leave_duplicates: bool = False) -> list[tuple[int, ...]]:
+    """The interactions VW would use, in its order (namespace bytes)."""
+    return list(_compile(tuple(quadratic), tuple(cubic), tuple(interactions),
+                         leave_duplicates))
+
+
+@lru_cache(maxsize=64)
+def _compile(quadratic: tuple[str, ...], cubic: tuple[str, ...],
+             interactions: tuple[str, ...],
+             leave_duplicates: bool = False) -> tuple[tuple[int, ...], ...]:
+    dedup = not leave_duplicates
+    specs: list[tuple[int, ...]] = []
+    for name, vals, n in (("quadratic", quadratic, 2), ("cubic", cubic, 3),
+                          ("interactions", interactions, 0)):
+        for v in vals:
+            t = _decode(v, name)
+            if n and len(t) != n:
+                raise ConfigError(f"{opt(name)} takes {n} namespace characters (like "
+                                  f"{'abc'[:n]!r}), not {v!r}")
+            if not n and len(t) < 2:
+                raise ConfigError(f"{opt(name)} takes two or more namespace characters "
+                                  f"(like 'abc'), not {v!r}")
+            specs.append(t)
+    if not specs:
+        return ()
+    specs = _sort_filter(_sorted_list(specs), dedup)
+    if not any(WILDCARD in t for t in specs):
+        return tuple(specs)
+    total = 0
+    out: list[tuple[int, ...]] = []
+    for t in specs:
+        if WILDCARD in t:
+            nw = t.count(WILDCARD)
+            total += len(_UNIVERSE) ** nw
+            if total > _MAX_EXPANDED * 4:
+                raise ConfigError(f"interaction {bytes(t).decode('latin-1')!r}: too many "
+                                  f"wildcards (it expands to more than {_MAX_EXPANDED} "
+                                  f"interactions); name the namespaces instead")
+            out.extend(_expand(t, _UNIVERSE, leave_duplicates))
+        else:
+            out.append(t)
+    return tuple(_sort_filter(_sorted_list(out), dedup))
+
+
+_PERMUTE = 256  # in a table's order column: every ordered tuple of a repeated namespace
+
+
+def interaction_table(inters: list[tuple[int, ...]], permutations: bool = False
+                      ) -> np.ndarray:
+    """(n, 1 + max order) int32: the order (plus 256 with ``permutations``), then the
+    namespace bytes (for the parser)."""
+    if not inters:
+        return np.zeros((0, 3), np.int32)
+    m = max(len(t) for t in inters)
+    tab = np.zeros((len(inters), m + 1), np.int32)
+    for k, t in enumerate(inters):
+        tab[k, 0] = len(t) + (_PERMUTE if permutations else 0)
+        tab[k, 1:1 + len(t)] = t
+    return tab
+
+
+@numba.njit(cache=True)
+def emit_interactions(table: np.ndarray, gstart: np.ndarray, gend: np.ndarray,
+                      gidx: np.ndarray, gval: np.ndarray, mask: int, out_i: np.ndarray,
+                      out_v: np.ndarray, n: int) -> int:
+    """Append the interaction features of one example to out_i/out_v from position n (the
+    caller has sized them with :func:`count_interactions`); returns the new end.
+
+    ``gstart[c]:gend[c]`` is namespace c's span of the example's grouped features
+    ``gidx`` (hashed, masked) and ``gval``."""
+    if table.shape[0] == 0:  # no interactions: no scratch arrays (this runs per example)
+        return n
+    pos = np.zeros(table.shape[1], np.int64)
+    hs = np.zeros(table.shape[1], np.int64)
+    vs = np.zeros(table.shape[1], np.float32)
+    for t in range(table.shape[0]):
+        order = table[t, 0] & 255
+        permute = table[t, 0] >= 256
+        ok = True
+        for k in range(order):
+            c = table[t, 1 + k]
+            if gend[c] <= gstart[c]:
+                ok = False
+                break
+        if not ok:
+            continue
+        # an odometer over the terms, the last one fastest
+        k = 0
+        pos[0] = gstart[table[t, 1]]
+        while k >= 0:
+            c = table[t, 1 + k]
+            if pos[k] >= gend[c]:
+                k -= 1
+                if k >= 0:
+                    pos[k] += 1
+                continue
+            p = pos[k]
+            if k == 0:
+                hs[0] = np.int64(gidx[p])
+                vs[0] = gval[p]
+            else:
+                hs[k] = (((hs[k - 1] * 16777619) & 0xFFFFFFFF) ^ np.int64(gidx[p]))
+                vs[k] = vs[k - 1] * gval[p]
+            if k == order - 1:
+                out_i[n] = hs[k] & mask
+                out_v[n] = vs[k]
+                n += 1
+                pos[k] += 1
+            else:
+                nc = table[t, 2 + k]
+                pos[k + 1] = p if nc == c and not permute else gstart[nc]
+                k += 1
+    return n
+
+
+@numba.njit(cache=True)
+def count_interactions(table: np.ndarray, gstart: np.ndarray, gend: np.ndarray) -> int:
+    """An upper bound of the features :func:`emit_interactions` writes (the full products)."""
+    total = 0
+    for t in range(table.shape[0]):
+        m = 1
+        for k in range(table[t, 0] & 255):
+            c = table[t, 1 + k]
+            m *= gend[c] - gstart[c]
+        total += m
+    return total

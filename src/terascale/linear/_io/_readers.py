@@ -1,0 +1,374 @@
+"""Parsers: VW text, libsvm/svmlight and CSV records into a Dataset.
+
+A worker's shard is either a subset of the files (when there are at least as many files as
+workers) or, for fewer files, the k-th of N byte ranges of every file cut at record ends,
+as Hadoop splits text: every worker reads a disjoint, contiguous part and no line twice
+(:mod:`._stream` reads a range in bounded chunks; this module parses one chunk).
+Parsing runs in numba over the raw bytes; a malformed line raises :class:`DataError` with
+the file and line number (or, with ``skip_bad``, is counted and reported).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable, Iterable, Sequence
+
+import numba
+import numpy as np
+
+from ..._errors import ConfigError, DataError
+from .._names import opt
+from .._vw._vwparse import ERRORS, parse_float
+from .._vw._vwtext_fast import parse_vw
+from ._dataset import Dataset, ParseOptions
+from ._hashing import CONSTANT_HASH, hash_feature, hash_space
+
+__all__ = ["parse_bytes", "parse_lines", "parse_text", "read_file", "shard_files"]
+
+_LIBSVM_ERRORS = {
+    1: "the label is not a number",
+    2: "a feature is not index:value",
+    3: "a feature index is not a non-negative integer",
+    4: "a feature value is not a number",
+}
+
+
+def _byte_range(buf: np.ndarray, k: int, n: int) -> tuple[int, int]:
+    """The k-th of n ranges of ``buf``, each starting just after a line break."""
+    size = len(buf)
+
+    def cut(i: int) -> int:
+        if i <= 0:
+            return 0
+        if i >= size:
+            return size
+        j = np.flatnonzero(buf[i - 1:] == 10)
+        return size if len(j) == 0 else i + int(j[0])
+
+    return cut(size * k // n), cut(size * (k + 1) // n)
+
+
+@numba.njit(cache=True, nogil=True)
+def _grown(indices: np.ndarray, values: np.ndarray, nnz: int) -> tuple[np.ndarray, np.ndarray]:
+    """Twice the capacity, the first ``nnz`` entries kept (CSR buffers fill as we parse)."""
+    ni = np.empty(2 * len(indices), np.uint32)
+    ni[:nnz] = indices[:nnz]
+    nv = np.empty(2 * len(values), np.float32)
+    nv[:nnz] = values[:nnz]
+    return ni, nv
+
+
+@numba.njit(cache=True, nogil=True)
+def _libsvm_features(buf: np.ndarray, i: int, le: int, mask: int, indices: np.ndarray,
+                     values: np.ndarray, nnz: int) -> tuple[int, int]:
+    """The ``index:value`` features of ``buf[i:le]`` appended at ``nnz`` (the arrays have
+    room for all of them); returns (new nnz, error code or 0)."""
+    err = 0
+    while i < le:
+        if buf[i] == 32 or buf[i] == 9 or buf[i] == 13:
+            i += 1
+            continue
+        ts = i
+        while i < le and not (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
+            i += 1
+        te = i
+        colon = ts
+        while colon < te and buf[colon] != 58:
+            colon += 1
+        if colon == te:
+            err = 2
+            break
+        if colon - ts == 3 and buf[ts] == 113 and buf[ts + 1] == 105 and buf[ts + 2] == 100:
+            continue  # qid:N
+        idx = np.int64(0)
+        if colon == ts:
+            err = 3
+            break
+        for j in range(ts, colon):
+            c = buf[j]
+            if c < 48 or c > 57:
+                err = 3
+                break
+            idx = (idx * 10 + (c - 48)) & 0xFFFFFFFF
+        if err:
+            break
+        v, ok = parse_float(buf, colon + 1, te)
+        if not ok:
+            err = 4
+            break
+        if v == 0.0:
+            continue
+        indices[nnz] = idx & mask
+        values[nnz] = v
+        nnz += 1
+    return nnz, err
+
+
+@numba.njit(cache=True, nogil=True)
+def _parse_libsvm(buf: np.ndarray, mask: int, constant: bool, skip_bad: bool):  # noqa: ANN201
+    n = len(buf)
+    cap = n // 3 + 16
+    indices = np.empty(cap, np.uint32)
+    values = np.empty(cap, np.float32)
+    ncap = n // 4 + 16
+    indptr = np.zeros(ncap + 1, np.int64)
+    labels = np.empty(ncap, np.float32)
+    nnz = 0
+    nex = 0
+    skipped = 0
+    line = -1
+    pos = 0
+    while pos < n:
+        line += 1
+        ls = pos
+        le = ls
+        while le < n and buf[le] != 10:
+            le += 1
+        pos = le + 1
+        hs = ls
+        while hs < le and buf[hs] != 35:  # '#' starts a comment
+            hs += 1
+        le = hs
+        i = ls
+        while i < le and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
+            i += 1
+        if i == le:
+            continue
+        ts = i
+        while i < le and not (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
+            i += 1
+        label, ok = parse_float(buf, ts, i)
+        err = 0 if ok else 1
+        start = nnz
+        # room for every feature of the line and the constant, reserved once per line so
+        # that the token loop runs over arrays that never change (see _vwparse._features)
+        while nnz + (le - i) // 2 + 3 > len(indices):
+            indices, values = _grown(indices, values, nnz)
+        if err == 0:
+            nnz, err = _libsvm_features(buf, i, le, mask, indices, values, nnz)
+        if err:
+            if skip_bad:
+                skipped += 1
+                nnz = start
+                continue
+            return indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], skipped, err, line
+        if constant:
+            indices[nnz] = CONSTANT_HASH & mask
+            values[nnz] = 1.0
+            nnz += 1
+        if nex + 1 >= len(labels):
+            nl = np.empty(2 * len(labels), np.float32)
+            nl[:nex] = labels[:nex]
+            labels = nl
+            npt = np.zeros(2 * len(labels) + 1, np.int64)
+            npt[:nex + 1] = indptr[:nex + 1]
+            indptr = npt
+        labels[nex] = label
+        nex += 1
+        indptr[nex] = nnz
+    return indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], skipped, 0, line
+
+
+def _line_text(buf: np.ndarray, line: int) -> str:
+    starts = np.concatenate([[0], np.flatnonzero(buf == 10) + 1])
+    if line >= len(starts):
+        return ""
+    s = int(starts[line])
+    e = int(starts[line + 1]) - 1 if line + 1 < len(starts) else len(buf)
+    text = bytes(buf[s:e]).decode(errors="replace").rstrip("\r")
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+_PARALLEL_BYTES = 4 << 20  # below this, one thread parses
+_F32_MAX = float(np.finfo(np.float32).max)  # larger values become inf in the float32 arrays
+
+
+def parse_bytes(buf: np.ndarray, opts: ParseOptions, *, source: str = "<lines>",
+                first_line: int = 1) -> Dataset:
+    """Parse raw text (uint8 array) in ``opts.format``; errors name ``source`` and the line.
+
+    Large inputs are cut at line breaks into one part per core, parsed by threads (the C
+    and numba parsers release the GIL) and joined in order; the result is the same as one
+    thread's.
+    """
+    if opts.format == "csv":
+        return _parse_csv(bytes(buf), opts, source=source, first_line=first_line)
+    threads = min(os.cpu_count() or 1, 8)
+    if len(buf) < _PARALLEL_BYTES or threads < 2:
+        return _parse_one(buf, opts, source, first_line)
+    from concurrent.futures import ThreadPoolExecutor
+
+    cuts = [_byte_range(buf, k, threads) for k in range(threads)]
+    firsts = [first_line + int(np.count_nonzero(buf[:s] == 10)) for s, _ in cuts]
+    with ThreadPoolExecutor(threads) as ex:
+        parts = list(ex.map(lambda i: _parse_one(buf[cuts[i][0]:cuts[i][1]], opts, source,
+                                                 firsts[i]), range(threads)))
+    ds = Dataset.concat(parts)
+    ds.sources = [source]
+    return ds
+
+
+def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str,
+               first_line: int | Callable[[], int]) -> Dataset:
+    if opts.format == "vw":
+        (indptr, indices, values, labels, weights, tag_ptr, tag_blob, skipped, err,
+         line) = parse_vw(buf, opts.mask, opts.interaction_table(), opts.constant,
+                                opts.skip_bad, *opts.namespace_flags())
+        msgs = ERRORS
+    else:
+        indptr, indices, values, labels, skipped, err, line = _parse_libsvm(
+            buf, opts.mask, opts.constant, opts.skip_bad)
+        weights = np.ones(len(labels), np.float32)
+        tag_ptr = tag_blob = None
+        msgs = _LIBSVM_ERRORS
+    if err:
+        if callable(first_line):  # counted only now: a worker that seeked has no count
+            first_line = first_line()
+        raise DataError(f"{source}, line {first_line + line}: {msgs[err]}: "
+                        f"{_line_text(buf, line)!r}")
+    return Dataset(indptr=indptr, indices=indices, values=values, labels=labels,
+                   weights=weights, bits=opts.bits, tag_ptr=tag_ptr, tag_blob=tag_blob,
+                   skipped=int(skipped), sources=[source], parse=opts)
+
+
+def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int,
+               need_label: bool = True) -> Dataset:
+    """CSV with a header: the label column, numeric columns (feature ``name:value`` in
+    namespace ``name``) and categorical columns (feature ``value`` in namespace ``name``).
+    Without ``need_label`` (predicting) a file may lack the label column."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(io.BytesIO(data), low_memory=False)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{source}: empty CSV (no header line)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise DataError(f"{source}: bad CSV: {e}") from None
+    if opts.label not in df.columns and not need_label:
+        df[opts.label] = np.nan
+    if opts.label not in df.columns:
+        shown = ", ".join(map(str, df.columns[:20])) + (", ..." if len(df.columns) > 20 else "")
+        raise ConfigError(f"{opt('label', opts.label)}: {source} has no such column "
+                          f"(columns: {shown})")
+    names = {str(c) for c in df.columns}
+    for name, wanted in (("categorical", opts.categorical), ("ignore", opts.ignore)):
+        missing = [c for c in wanted if c not in names]
+        if missing:
+            raise ConfigError(f"{opt(name, missing[0])}: {source} has no such column")
+    lab = pd.to_numeric(df[opts.label], errors="coerce").to_numpy(np.float64)
+    bad = np.flatnonzero((np.isnan(lab) & df[opts.label].notna().to_numpy())
+                         | (np.abs(lab) > _F32_MAX))
+    keep = np.ones(len(df), bool)
+    if len(bad):
+        if not opts.skip_bad:
+            r = int(bad[0])
+            raise DataError(f"{source}, line {first_line + r + 1}: the label "
+                            f"{df[opts.label].iloc[r]!r} is not a (finite) number")
+        keep[bad] = False
+    cols = [c for c in df.columns if c != opts.label and c not in opts.ignore]
+    n = len(df)
+    k = len(cols) + (1 if opts.constant else 0)
+    idx = np.zeros((n, k), np.uint32)
+    val = np.zeros((n, k), np.float32)
+    for j, c in enumerate(cols):
+        ns = hash_space(str(c))
+        col = df[c]
+        categorical = str(c) in opts.categorical
+        if pd.api.types.is_bool_dtype(col) or not pd.api.types.is_numeric_dtype(col):
+            col = col.astype(object)
+        # Decided per cell, not per column, so that a stray "?" in one file or one
+        # worker's shard does not turn the whole column into categories there only: a
+        # number is the value of feature ``c``, any other text is the category ``text``.
+        num = (np.full(n, np.nan) if categorical
+               else np.array(pd.to_numeric(col, errors="coerce"), np.float64))
+        isnum = ~np.isnan(num)
+        huge = np.flatnonzero(isnum & (np.abs(num) > _F32_MAX))  # inf, 1e400: NaN weights
+        if len(huge):
+            if not opts.skip_bad:
+                r = int(huge[0])
+                raise DataError(f"{source}, line {first_line + r + 1}: column {c!r}: "
+                                f"{str(col.iloc[r])!r} is not a finite number (within "
+                                f"float32)")
+            keep[huge] = False
+            num[huge] = 0.0
+        codes, uniq = pd.factorize(col.where(~isnum))
+        h = np.array([hash_feature(str(u), ns, opts.bits) for u in uniq] + [0], np.uint32)
+        idx[:, j] = np.where(isnum, hash_feature(str(c), ns, opts.bits), h[codes])
+        val[:, j] = np.where(isnum, num, (codes >= 0).astype(np.float32))
+    if opts.constant:
+        idx[:, -1] = CONSTANT_HASH & opts.mask
+        val[:, -1] = 1.0
+    skipped = int(np.count_nonzero(~keep))
+    idx, val, lab = idx[keep], val[keep], lab[keep]
+    present = val != 0
+    indptr = np.concatenate([[0], np.cumsum(present.sum(axis=1))]).astype(np.int64)
+    return Dataset(indptr=indptr, indices=idx[present], values=val[present],
+                   labels=lab.astype(np.float32), weights=np.ones(len(lab), np.float32),
+                   bits=opts.bits, skipped=skipped, sources=[source], parse=opts)
+
+
+def parse_text(buf: np.ndarray, opts: ParseOptions, *, source: str,
+               first_line: int | Callable[[], int] = 1, header: bytes = b"",
+               need_label: bool = True) -> Dataset:
+    """One chunk of whole records (``first_line``: the number of its first line, or a
+    function that counts it, called only for an error message); CSV chunks come with
+    the file's ``header`` line."""
+    if opts.format == "csv":
+        fl = first_line() if callable(first_line) else first_line
+        return _parse_csv(header + bytes(buf), opts, source=source, first_line=fl - 1,
+                          need_label=need_label)
+    return _parse_one(buf, opts, source, first_line)
+
+
+def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
+              need_label: bool = True) -> Dataset:
+    """Part ``shard = (k, n)`` of one file (the whole file for ``(0, 1)``) in memory; with
+    ``need_label=False`` a CSV file may lack the label column (data to predict).
+
+    For data that may not fit in memory use :class:`TextBlocks` or the cache instead:
+    they stream the same records block by block.
+
+    ``path``: the file (plain, ``.gz`` or ``.zip``); ``opts``: how to parse it
+    (:class:`ParseOptions`).
+    """
+    from ._stream import TextBlocks
+
+    return TextBlocks(path, opts, shard=shard, need_label=need_label).dataset()
+
+
+def shard_files(paths: Sequence[str], k: int, n: int) -> list[tuple[str, tuple[int, int]]]:
+    """(file, (part, parts)) for worker k of n: whole files when there are enough of them."""
+    if not paths:
+        raise ConfigError("no input files")
+    if len(paths) >= n:
+        return [(p, (0, 1)) for p in list(paths)[k::n]]
+    return [(p, (k, n)) for p in paths]
+
+
+def parse_lines(lines: Iterable[str | bytes], *, format: str = "vw", bits: int = 18,
+                quadratic: Sequence[str] = (), label: str = "label",
+                categorical: Sequence[str] = (), ignore: Sequence[str] = (),
+                skip_bad: bool = False, constant: bool = True, cubic: Sequence[str] = (),
+                interactions: Sequence[str] = (), keep: Sequence[str] = (),
+                ignore_linear: Sequence[str] = ()) -> Dataset:
+    """In-memory data from text lines (for Spark/Ray partitions and tests).
+
+    >>> d = parse_lines(["1 |a x y:2", "-1 |a z"], bits=18)
+    >>> len(d), d.n_features
+    (2, 5)
+
+    ``format``, ``bits``, ``quadratic``, ``cubic``, ``interactions``, ``label``,
+    ``categorical``, ``ignore``, ``keep``, ``ignore_linear``, ``skip_bad`` and
+    ``constant`` mean what the fields of :class:`TrainOptions` of the same names mean
+    (defaults: VW text, 18 bits, no crosses, a constant feature).
+    """
+    opts = ParseOptions(format=format, bits=bits, quadratic=tuple(quadratic),
+                        cubic=tuple(cubic), interactions=tuple(interactions), label=label,
+                        categorical=tuple(categorical), ignore=tuple(ignore), keep=tuple(keep),
+                        ignore_linear=tuple(ignore_linear), skip_bad=skip_bad,
+                        constant=constant)
+    parts = [ln.encode() if isinstance(ln, str) else bytes(ln) for ln in lines]
+    data = b"\n".join(p.rstrip(b"\n") for p in parts)
+    buf = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
+    return parse_bytes(buf, opts)

@@ -1,0 +1,94 @@
+"""One online pass over a stream of blocks: the learner's loop, shared by every pass.
+
+The blocks come mapped to columns (``(block, columns, holdout mask)``, produced a block
+ahead in another thread: :func:`._passes.learning_blocks`, or the first pass over text in
+:mod:`._firstpass`); the loop runs ``online_chunk`` (nogil numba) over them, cut where a
+progress line or a bounded block of progressive predictions is due, so the result does
+not depend on those cuts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TextIO
+
+import numpy as np
+
+from .._combine._mixing import Mixer
+from .._io._blocks import Block
+from .._io._spill import Spill
+from .._options import TrainOptions
+from ._progress import Progress
+from ._progressive import BLOCK, block_tags, zero_one
+from ._update import online_chunk
+
+__all__ = ["Weights", "online_pass"]
+
+Predictions = Callable[[np.ndarray, "list[str] | None"], None]
+
+
+class Weights:
+    """The learner's arrays: weights, adaptive sums and normalizers (one per column), and
+    the learner's state. :meth:`fit` makes room before a block; here the columns are
+    fixed, :class:`._firstpass.GrowingWeights` adds them as they appear."""
+
+    def __init__(self, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray,
+                 state: np.ndarray) -> None:
+        self.w, self.g2, self.nrm, self.state = w, g2, nrm, state
+
+    def fit(self, block: Block | None = None) -> None:
+        """Make room for the columns of ``block`` (mapped, about to be learned from)."""
+
+
+def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weights,
+                kind: int, opts: TrainOptions, online_l2: float, first: bool,
+                out: TextIO | None, prog: Progress, predictions: Predictions | None,
+                spill: Spill | None = None, mixer: Mixer | None = None) -> np.ndarray:
+    """Learn from every block; returns the pass's sums ``acc`` (see ``online_chunk``).
+    ``first``: progress lines at doubling example counts; ``spill`` (the first pass before a
+    batch phase) gets every block as mapped; ``mixer``: the workers average their learners
+    every ``mixer.every`` examples (a collective; the last one after the pass, so every
+    worker ends with the same learner)."""
+    acc = np.zeros(8)
+    prev = acc.copy()
+    nxt = prog.first_due()
+    due = mixer.next_due(0) if mixer is not None else -1
+    if mixer is not None:
+        mixer.start(ws)
+    for blk, cols, hold in items:
+        if spill is not None:
+            spill.add(blk.start, blk.indptr, cols, blk.values, blk.labels, blk.weights, hold)
+        ws.fit(blk)
+        w, g2, nrm, state = ws.w, ws.g2, ws.nrm, ws.state
+        n = len(blk)
+        start = 0
+        while start < n:
+            end = min(n, nxt - blk.start) if first and out else n
+            if mixer is not None:
+                end = min(end, due - blk.start)
+            pred = None
+            if predictions is not None or opts.binary:  # bounded blocks of predictions
+                end = min(end, start + BLOCK)
+                pred, before = np.empty(end - start), acc.copy()
+            online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
+                         start, end, w, g2, nrm, state, kind, opts.learning_rate,
+                         opts.power_t, opts.l1, online_l2, acc, pred)
+            if pred is not None:
+                if opts.binary:
+                    zero_one(acc, before, pred, blk.labels, blk.weights, hold, start)
+                if predictions is not None:
+                    predictions(pred, block_tags(blk, start, end))
+            if first and out and blk.start + end == nxt:
+                prog.line(acc, prev, blk.indptr[end] - blk.indptr[end - 1])
+                prev = acc.copy()
+                nxt = prog.next_due(nxt)
+            if mixer is not None:
+                mixer.seen(cols[blk.indptr[start]:blk.indptr[end]])
+                if blk.start + end == due:
+                    mixer.mix(ws, False)
+                    w, g2, nrm, state = ws.w, ws.g2, ws.nrm, ws.state  # (may have grown)
+                    due = mixer.next_due(due)
+            start = end
+    if mixer is not None:
+        mixer.finish(ws)
+    return acc

@@ -1,0 +1,42 @@
+"""Progressive predictions (VW's ``-p`` while training) and ``--binary``'s 0/1 loss.
+
+Each example is predicted with the weights learned from the examples before it, then
+learned from: progressive validation (Blum, Kalai & Langford, COLT 1999), an honest
+estimate of test error from a single pass. The online pass writes the predictions of a
+bounded block of examples at a time (``BLOCK``), so asking for them never holds a
+prediction per example of the shard.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._io._blocks import Block
+
+__all__ = ["BLOCK", "block_tags", "zero_one"]
+
+BLOCK = 1 << 16
+
+
+def block_tags(ds: Block, start: int, end: int) -> list[str] | None:
+    """VW tags of examples [start, end), or None when the data has none."""
+    if ds.tag_ptr is None or not len(ds.tag_ptr) or ds.tag_ptr[-1] == 0:
+        return None
+    return [ds.tag(i) for i in range(start, end)]
+
+
+def zero_one(acc: np.ndarray, before: np.ndarray, pred: np.ndarray, labels: np.ndarray,
+             weights: np.ndarray, holdout: np.ndarray, start: int) -> None:
+    """Replace the block's loss sums in ``acc`` (train loss acc[0], holdout loss acc[2];
+    ``before`` is acc before the block) by VW's ``--binary`` 0/1 loss of sign(prediction),
+    and the last prediction (acc[7]) by its sign."""
+    end = start + len(pred)
+    lab = labels[start:end]
+    s = weights[start:end]
+    ok = ~np.isnan(lab) & (s > 0)
+    wrong = s * ((pred > 0) != (lab > 0)) * ok
+    hold = holdout[start:end]
+    acc[0] = before[0] + float(np.sum(wrong[~hold]))
+    acc[2] = before[2] + float(np.sum(wrong[hold]))
+    if np.any(ok):
+        acc[7] = 1.0 if acc[7] > 0 else -1.0

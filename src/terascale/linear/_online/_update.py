@@ -1,0 +1,265 @@
+"""The online pass: VW's default update, adaptive, normalized and importance-invariant SGD.
+
+Per weight the learner keeps the sum of squared gradients (AdaGrad, Duchi, Hazan & Singer,
+JMLR 2011), the largest |x| seen (normalized updates, Ross, Mineiro & Langford, *Normalized
+Online Learning*, UAI 2013) and uses the importance-invariant step of Karampatziakis &
+Langford (UAI 2011), exactly as VW's ``gd.cc`` with its defaults (``--adaptive
+--normalized --invariant``, power_t 0.5, learning rate 0.5). L1 and L2 are VW's lazy
+truncated gradient (``gravity``) and shrinkage (``contraction``), folded into the weights
+when they grow large and at the end of training. Columns are compact (see ``_train``).
+
+Exactness. The pass reproduces VW operation by operation, in float32 where VW computes in
+``float`` (every weight, rate and step; the two running sums are double as in VW): a
+logistic loss that underflows to 0 in float (y*p > ~16.6) skips the update as VW does, and a
+weight that occurs several times in one example (a repeated token, an in-example hash
+collision) accumulates its adaptive sum and normalizer at every occurrence, and every
+occurrence is then updated with the weight's final rate (VW keeps it in the weight's spare
+slot). Features are visited in VW's order (``_vwparse`` emits them so), so predictions agree
+with ``vowpalwabbit`` to float rounding (tests/linear/test_vw_differential.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .._losses import FIXED_RANGE, RAW_LABELS, _f, dloss32, invariant_update, loss32, square_grad32
+
+__all__ = ["STATE_SIZE", "new_state", "online_chunk", "sync_weights"]
+
+# state: [total_weight, normalized_sum_norm_x, contraction, gravity, min_label, max_label,
+#         update_multiplier]
+STATE_SIZE = 7
+_X_MIN = 1.084202e-19  # VW's X_MIN (float); x^2 below X_MIN^2 is clamped there
+_X2_MIN = float(np.float32(np.float32(_X_MIN) * np.float32(_X_MIN)))
+_X_MIN = float(np.float32(_X_MIN))
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def new_state() -> np.ndarray:
+    return np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0])
+
+
+# how many examples ahead the learner asks for its weights' cache lines (_prefetch)
+_AHEAD = 2
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):  # type: ignore[no-untyped-def]
+    """Ask the CPU to bring ``arr[idx]``'s cache line in, for writing (``llvm.prefetch``;
+    never faults, even out of bounds). On wide data every feature's weight is a cache miss
+    (and a TLB miss): the learner asks for the next examples' while it computes this one's
+    update, so the misses overlap with the arithmetic, as VW's loop does not."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        aryty, idxty = signature.args
+        ary = context.make_array(aryty)(context, builder, args[0])
+        i = context.cast(builder, args[1], idxty, types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [i], wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+            "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(1), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@numba.njit(cache=True, inline="always")
+def _ask(indptr: np.ndarray, cols: np.ndarray, i: int, end: int, w: np.ndarray,
+         g2: np.ndarray, nrm: np.ndarray, rows: bool) -> None:
+    """Prefetch the state of example ``i``'s features (nothing past ``end``); ``rows``: the
+    three arrays interleave (one cache line holds a feature's whole state)."""
+    if i < end:
+        for k in range(indptr[i], indptr[i + 1]):
+            c = cols[k]
+            _prefetch(w, c)
+            if not rows:
+                _prefetch(g2, c)
+                _prefetch(nrm, c)
+
+
+@numba.njit(cache=True, inline="always")
+def _trunc(w: float, g: float) -> float:
+    """VW's ``trunc_weight`` in float: w moved towards 0 by the gravity g, or 0."""
+    if g < abs(w):
+        return _f(w - g) if w > 0 else _f(w + g)
+    return 0.0
+
+
+@numba.njit(cache=True)
+def sync_weights(w: np.ndarray, state: np.ndarray) -> None:
+    """Fold the lazy L1 (gravity) and L2 (contraction) into the weights (VW's
+    ``sync_weights``, in float)."""
+    c = state[2]
+    g = state[3]
+    if c == 1.0 and g == 0.0:
+        return
+    cf = _f(c)
+    gf = _f(g)
+    for j in range(len(w)):
+        w[j] = _f(_trunc(_f(w[j]), gf) * cf)
+    state[2] = 1.0
+    state[3] = 0.0
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _rate(g2: float, nrm: float, sqrt_rate: bool, minus_power_t: float,
+          neg_norm_power: float) -> float:
+    """VW's ``compute_rate_decay`` (adaptive and normalized), in float."""
+    if sqrt_rate:
+        return _f(_f(1.0 / _f(math.sqrt(g2))) * _f(1.0 / nrm))
+    return _f(_f(g2 ** minus_power_t) * _f(_f(nrm * nrm) ** neg_norm_power))
+
+
+# nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch);
+# error_model numpy: 1/0 is inf, as in C
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
+                 weights: np.ndarray, holdout: np.ndarray, start: int, end: int,
+                 w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
+                 kind: int, eta: float, power_t: float, l1: float, l2: float,
+                 out: np.ndarray, pred: np.ndarray | None = None) -> None:
+    """Learn from examples [start, end); adds to ``out`` = [train loss, train weight,
+    holdout loss, holdout weight, examples, features] and sets out[6:8] = last label,
+    prediction (for progress lines). With ``pred`` (length end - start) it also writes
+    each example's prediction before learning from it (VW's progressive ``-p``), for
+    unlabelled and zero-weight examples too."""
+    raw_labels = (kind & RAW_LABELS) != 0  # VW's reading of labels (_losses.RAW_LABELS)
+    fixed_range = (kind & FIXED_RANGE) != 0  # state[4:6] stays as it is (FIXED_RANGE)
+    kind &= ~(RAW_LABELS | FIXED_RANGE)
+    base = kind & 7  # the loss (_losses.LOSS_TABLE); quantile's tau rides in the high bits
+    l1 = _f(l1)
+    l2 = _f(l2)
+    eta = _f(eta)
+    reg = l1 > 0.0 or l2 > 0.0
+    sqrt_rate = power_t == 0.5
+    minus_power_t = _f(-power_t)
+    neg_norm_power = _f(_f(power_t) - 1.0)
+    rows = w.strides[0] != w.itemsize  # views of one (n, 3) array: the dense layout
+    for i in range(start, min(start + _AHEAD, end)):
+        _ask(indptr, cols, i, end, w, g2, nrm, rows)
+    for i in range(start, end):
+        _ask(indptr, cols, i + _AHEAD, end, w, g2, nrm, rows)
+        lab = labels[i]
+        s = weights[i]
+        labelled = not math.isnan(lab)
+        learn = labelled and s > 0.0
+        y = lab
+        if (base == 0 or base == 2) and not raw_labels:
+            y = 1.0 if lab > 0 else -1.0
+        if labelled and not holdout[i] and base != 0 and not fixed_range:
+            # VW clips squared and hinge predictions to the labels it was asked to learn
+            # (zero-weight examples included, held-out ones not)
+            state[4] = min(state[4], y)
+            state[5] = max(state[5], y)
+        if not learn and pred is None:
+            continue
+        a = indptr[i]
+        b = indptr[i + 1]
+        # float32 sums: a float op's result is the double op rounded once (see _f), and
+        # without a double<->float conversion per term the sum's dependency chain is
+        # ~3x shorter (the same bits)
+        gravity = np.float32(state[3])
+        p32 = np.float32(0.0)
+        for k in range(a, b):
+            wk = np.float32(w[cols[k]])
+            if gravity < abs(wk):  # _trunc in float32 (a NaN weight counts 0, as there)
+                wk = wk - gravity if wk > 0 else wk + gravity
+            else:
+                wk = np.float32(0.0)
+            p32 += np.float32(wk * values[k])
+        p = _f(float(p32) * _f(state[2]))
+        if math.isnan(p):
+            p = 0.0
+        if base == 5:  # VW's poisson range starts at [-50, 50] and widens to the labels
+            p = min(max(p, min(state[4], -50.0)), max(state[5], 50.0))
+        elif base != 0:
+            p = min(max(p, state[4]), state[5])
+        else:
+            p = min(max(p, -50.0), 50.0)
+        if pred is not None:
+            pred[i - start] = p
+            if not learn:
+                continue
+        # VW's example loss, in float (a logistic loss past y*p ~ 16.6 is exactly 0, which
+        # also decides VW's holdout comparisons between passes)
+        lv = loss32(kind, p, y)
+        slv = _f(lv * s)
+        out[4] += 1.0
+        out[5] += b - a
+        out[6] = lab
+        out[7] = p
+        if holdout[i]:
+            out[2] += slv
+            out[3] += s
+            continue
+        out[0] += slv
+        out[1] += s
+        if lv <= 0.0:  # VW: nothing to learn once the float loss is 0
+            continue
+        gsq = _f(s * square_grad32(kind, p, y))
+        ppu = 1.0
+        if gsq != 0.0:
+            norm_x32 = np.float32(0.0)
+            ppu32 = np.float32(0.0)
+            for k in range(a, b):
+                c = cols[k]
+                x = values[k]
+                x2 = _f(x * x)
+                if x2 < _X2_MIN:
+                    x = _X_MIN if x > 0 else -_X_MIN
+                    x2 = _X2_MIN
+                g2[c] = _f(g2[c] + _f(gsq * x2))
+                ax = abs(x)
+                if ax > nrm[c]:  # a new scale: rescale the weight as if it had been the old one
+                    if nrm[c] > 0.0:
+                        if sqrt_rate:
+                            w[c] = _f(w[c] * _f(nrm[c] / ax))
+                        else:
+                            rs = _f(ax / nrm[c])
+                            w[c] = _f(w[c] * _f(_f(rs * rs) ** neg_norm_power))
+                    nrm[c] = ax
+                nx2 = _f(x2 / _f(nrm[c] * nrm[c])) if x2 <= _FLT_MAX else 1.0
+                norm_x32 += np.float32(nx2)
+                ppu32 += np.float32(x2 * _rate(g2[c], nrm[c], sqrt_rate, minus_power_t,
+                                               neg_norm_power))
+            norm_x = float(norm_x32)
+            ppu = float(ppu32)
+            state[0] += s
+            state[1] += s * norm_x
+            if sqrt_rate:
+                state[6] = _f(math.sqrt(_f(_f(state[0]) / _f(state[1]))))
+            else:
+                state[6] = _f(_f(_f(state[1]) / _f(state[0])) ** neg_norm_power)
+            ppu = _f(ppu * state[6])
+        u = invariant_update(kind, p, y, _f(eta * s), ppu)
+        if reg and abs(u) > 1e-8:
+            dl = dloss32(kind, p, y)
+            eta_bar = -u / dl if abs(dl) > 1e-8 else 0.0
+            if abs(dl) > 1e-8:
+                state[2] *= 1.0 - l2 * eta_bar
+            u = _f(u / _f(state[2]))
+            state[3] += eta_bar * l1
+        if math.isnan(u):
+            u = 0.0
+        if u != 0.0:
+            u = _f(u * state[6])
+            for k in range(a, b):
+                c = cols[k]
+                x = values[k]
+                if abs(x) <= _FLT_MAX:
+                    # the weight's rate after all its occurrences (VW's spare slot)
+                    r = _rate(g2[c], nrm[c], sqrt_rate, minus_power_t, neg_norm_power)
+                    w[c] = _f(w[c] + _f(u * _f(x * r)))
+        if state[2] < 1e-9 or state[3] > 1e3:
+            sync_weights(w, state)

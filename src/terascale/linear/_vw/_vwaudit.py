@@ -1,0 +1,173 @@
+"""``terascale vw --audit``: VW's audit of every example on standard output.
+
+For each example VW prints its prediction (``value`` or ``value tag``) and then one
+tab-separated line of its features, the crosses and the constant included, each as
+``name:index:value:weight@g2``: the feature's name (``ns^f``, ``f`` in the default
+namespace, ``a^x*b^y`` for a cross, ``Constant``; empty after the first pass, which VW
+reads from its cache without names), its hashed index, its value, its weight before the
+example is learned from and the weight's sum of squared gradients; sorted by
+``|weight * value|``, largest first (ties keep VW's feature order).
+
+The audit is a replay: after ``terascale vw`` has trained as usual (its ``-p``, model and
+closing block are those of the normal run), the same online learner (``_online``'s kernel,
+the one the run used) learns again from the same examples one at a time on full 2^b arrays,
+printing each example before it learns from it. It costs a second pass over the data and
+is meant for the small files one audits; one worker, online passes only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..._errors import ConfigError
+
+__all__ = ["audit"]
+
+
+def _g(v: float) -> str:
+    """A float as C++'s ostream prints it by default (6 significant digits)."""
+    return f"{float(np.float32(v)):g}"
+
+
+def _line_names(line: str, parse: Any, mask: int) -> dict[int, str]:
+    """Masked index -> VW's audit name, for the features of one line (the first name of an
+    index wins)."""
+    from .._io._hashing import CONSTANT_HASH, FNV_PRIME, hash_space
+    from .._io._interactions import compile_interactions
+    from ._vwtext import _feature_hash, _sections
+
+    names: dict[int, str] = {}
+    ignored, _ = parse.namespace_flags()
+    groups: dict[int, list[tuple[int, str]]] = {}
+    for ns, fs in _sections(line):
+        ch = ns.encode("latin-1", "replace")[0] if ns else 32
+        if ignored[ch]:
+            continue
+        seed = hash_space(ns)
+        g = groups.setdefault(ch, [])
+        for f, k in fs:
+            h = _feature_hash(f, k, seed)
+            full = f"{ns}^{f}" if ns else f
+            g.append((h, full))
+            names.setdefault(h & mask, full)
+    if parse.constant:
+        names.setdefault(CONSTANT_HASH & mask, "Constant")
+    inters = compile_interactions(parse.quadratic, parse.cubic, parse.interactions,
+                                  leave_duplicates=parse.leave_duplicates)
+
+    def cross(t: tuple[int, ...], k: int, start: int, h: int, full: str) -> None:
+        feats = groups[t[k]]
+        for j in range(start, len(feats)):
+            hk, nk = feats[j]
+            hh = hk if k == 0 else ((h * FNV_PRIME) & 0xFFFFFFFF) ^ hk
+            nn = nk if k == 0 else f"{full}*{nk}"
+            if k == len(t) - 1:
+                names.setdefault(hh & mask, nn)
+            else:
+                same = t[k + 1] == t[k] and not parse.permutations
+                cross(t, k + 1, j if same else 0, hh, nn)
+
+    for t in inters:
+        if all(c in groups for c in t):
+            cross(t, 0, 0, 0, "")
+    return names
+
+
+def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -> None:
+    """Print VW's audit of the run ``options`` describes on ``paths`` (see the module)."""
+    from .._io._dataset import Dataset, ParseOptions
+    from .._io._readers import read_file
+    from .._online._update import new_state, online_chunk
+    from .._train import TrainOptions, _period
+    from ._vwtext import _lines, _num
+
+    if args.nprocs != 1 or args.oaa is not None or options.get("bfgs") or \
+            options.get("cg") or args.testonly:
+        raise ConfigError("--audit: terascale vw audits online training on one worker "
+                          "(not with -n N, --oaa, --bfgs/--conjugate_gradient or -t)")
+    checked = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    opts = TrainOptions(**checked)
+    keys = ParseOptions().to_dict()
+    if args.initial:
+        from ._vwmodel import load_model
+
+        start = load_model(args.initial)
+        parse = start.parse
+    else:
+        start = None
+        parse = ParseOptions(**{k: v for k, v in checked.items() if k in keys})
+    data = Dataset.concat([read_file(p, parse, need_label=False) for p in paths])
+    size = 1 << parse.bits
+    mask = size - 1
+    w = np.zeros(size, np.float32)
+    g2 = np.zeros(size, np.float32)
+    nrm = np.zeros(size, np.float32)
+    state = new_state()
+    if start is not None:
+        w[start.indices] = start.weights
+        if start.adaptive is not None:
+            g2[start.indices] = start.adaptive[0]
+            nrm[start.indices] = start.adaptive[1]
+            state[:len(start.adaptive[2])] = start.adaptive[2]
+    names = [_line_names(line, parse, mask) for path in paths for line in _lines(path)
+             if "|" in line]
+    if len(names) != len(data):
+        names = [{} for _ in range(len(data))]  # (a line the parser reads otherwise)
+    period = _period(opts)
+    n = len(data)
+    from .._passes import holdout_mask
+
+    hold = holdout_mask(0, n, period)
+    cols = data.indices.astype(np.uint32)
+    kind = opts.online_kind()
+    l2 = opts.online_l2(0.0)
+    pred = np.empty(1)
+    out = sys.stdout
+    best, no_win = np.inf, 0
+    for p in range(opts.passes):
+        acc = np.zeros(8)
+        for i in range(n):
+            a, b = int(data.indptr[i]), int(data.indptr[i + 1])
+            idx, val = cols[a:b], data.values[a:b]
+            contraction, gravity = np.float32(state[2]), np.float32(state[3])
+            wt = w[idx]
+            tw = np.where(np.abs(wt) > gravity, wt - np.sign(wt) * gravity, 0).astype(
+                np.float32) * contraction
+            names_i = names[i] if p == 0 else {}
+            g2b = g2[idx].copy()
+            online_chunk(data.indptr, cols, data.values, data.labels, data.weights, hold,
+                         i, i + 1, w, g2, nrm, state, kind, opts.learning_rate,
+                         opts.power_t, opts.l1, l2, acc, pred)
+            const = 0
+            items = []
+            for k in range(len(idx)):
+                j = int(idx[k])
+                name = names_i.get(j, "")
+                if p > 0 and parse.constant and j == _const(mask) and const == 0:
+                    name, const = "Constant", 1
+                text = f"{name}:{j}:{_g(val[k])}:{_g(tw[k])}@{_g(g2b[k])}"
+                items.append((abs(float(np.float32(wt[k] * val[k]))), text, j))
+            tag = data.tag(i)
+            head = _num(float(np.float32(pred[0])))
+            out.write((f"{head} {tag}" if tag else head) + "\n")
+            items.sort(key=lambda t: -t[0])  # stable: ties keep the feature order
+            out.write("".join(f"\t{t}" for _, t, _ in items) + "\n")
+        if period:
+            this = acc[2] / acc[3] if acc[3] > 0 else np.inf
+            if this < best:
+                best, no_win = this, 0
+            else:
+                no_win += 1
+            if opts.passes > 1 and no_win >= opts.patience:
+                break
+    out.flush()
+
+
+def _const(mask: int) -> int:
+    from .._io._hashing import CONSTANT_HASH
+
+    return CONSTANT_HASH & mask

@@ -1,0 +1,704 @@
+"""``terascale vw --bfgs`` / ``--conjugate_gradient``: Vowpal Wabbit's own batch learner.
+
+``terascale linear train --bfgs`` runs terascale's batch phase (its L-BFGS and line search,
+standardized columns, L2 = 1 by default). A VW user who types ``--bfgs --passes 20`` expects
+VW's algorithm (``reductions/bfgs.cc``, Nocedal 1980 and Liu & Nocedal 1989 as Miro Dudik
+implemented it in VW), with VW's outputs. This module is that algorithm, pass by pass:
+
+* pass 1 computes the gradient at the starting weights and the diagonal preconditioner
+  (the loss's second derivative times x^2, plus ``--l2``, inverted and capped at 10^4 times
+  its smallest value); pass 2 computes the curvature along the first direction and takes
+  the step that minimizes the quadratic model; then each pass computes a gradient, checks
+  the Wolfe condition (a failed step is halved and the pass repeated: "revise x 0.5") and
+  takes a new L-BFGS direction (``--mem`` corrections; ``--conjugate_gradient``: Polak-
+  Ribiere conjugate gradient with a curvature pass after each gradient pass, as
+  ``--hessian_on`` does for L-BFGS) with step 1;
+* it stops when the loss decreases by less than ``--termination`` (relative), when the
+  curvature is not positive, after ``--passes`` passes, or when the holdout loss has not
+  improved for ``--early_terminate`` passes;
+* every pass writes one ``-p`` (and ``-r``) line per example, as VW does: in a gradient pass
+  the prediction of the current weights, in a curvature pass the prediction of the gradient
+  pass before it; the per-pass table goes to standard error and the closing block reports
+  VW's ``average loss`` (the mean loss of every example of every pass, or with holdout the
+  best pass's holdout loss, marked ``h``).
+
+Weights, gradients, directions and the correction pairs are float32 arrays of 2^b entries,
+as in VW, and VW's double accumulators are float64 sums, so that the passes follow VW's to
+float rounding. One worker only (VW's cluster mode of ``--bfgs`` is terascale's ``linear
+train -n N --bfgs``, its own batch phase).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..._errors import ConfigError
+
+__all__ = ["train_vw_batch"]
+
+_MAX_PRECOND_RATIO = np.float32(10000.0)
+_FLT_MAX = float(np.finfo(np.float32).max)
+_F = np.float32
+_CURV_MESSAGE = ("Zero or negative curvature detected.\n"
+                 "To increase curvature you can increase regularization or rescale "
+                 "features.\nIt is also possible that you have reached numerical accuracy\n"
+                 "and further decrease in the objective cannot be reliably detected.")
+
+
+class _Loss:
+    """VW's loss (value, first and second derivative) on float32 arrays, with VW's
+    prediction range (``min_label``/``max_label``) where the loss uses it."""
+
+    def __init__(self, name: str) -> None:
+        if name not in ("squared", "logistic", "hinge"):
+            raise ConfigError(f"--loss_function {name} has no batch form in terascale vw: "
+                              f"--bfgs/--conjugate_gradient take squared, logistic or hinge")
+        self.name = name
+
+    def value(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
+              ) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.name == "squared":
+                inside = (p <= hi) & (p >= lo)
+                d = p - y
+                below = np.where(y == lo, _F(0), ((y - lo) * (y - lo)).astype(np.float64)
+                                 + 2.0 * (y - lo).astype(np.float64) * (lo - p)).astype(_F)
+                above = np.where(y == hi, _F(0), ((hi - y) * (hi - y)).astype(np.float64)
+                                 + 2.0 * (hi - y).astype(np.float64) * (p - hi)).astype(_F)
+                return np.where(inside, d * d, np.where(p < lo, below, above)).astype(_F)
+            if self.name == "logistic":
+                t = ((y - _F(-1)) / _F(2)).astype(_F)
+                a = np.log(_F(1) + np.exp(-p)).astype(_F)
+                b = np.log(_F(1) + np.exp(p)).astype(_F)
+                return _mix(t, a, b)
+            e = _F(1) - y * p
+            return np.where(e > 0, e, _F(0)).astype(_F)
+
+    def first(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
+              ) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.name == "squared":
+                return (_F(2) * (np.clip(p, lo, hi) - y)).astype(_F)
+            if self.name == "logistic":
+                t = ((y - _F(-1)) / _F(2)).astype(_F)
+                a = (_F(-1) / (_F(1) + np.exp(p))).astype(_F)
+                b = (_F(1) / (_F(1) + np.exp(-p))).astype(_F)
+                return _mix(t, a, b)
+            return np.where(y * p >= 1, _F(0), -y).astype(_F)
+
+    def second(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
+               ) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.name == "squared":
+                return np.where((p <= hi) & (p >= lo), _F(2), _F(0)).astype(_F)
+            if self.name == "logistic":
+                t = ((y - _F(-1)) / _F(2)).astype(_F)
+                q = (_F(1) / (_F(1) + np.exp(p))).astype(_F)
+                r = (_F(1) / (_F(1) + np.exp(-p))).astype(_F)
+                return _mix(t, q * (_F(1) - q), r * (_F(1) - r))
+            return np.zeros_like(p, dtype=_F)
+
+
+def _mix(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """VW's logistic on a label in [-1, 1]: t * (term for +1) + (1 - t) * (term for -1)."""
+    return (t * a + (_F(1) - t) * b).astype(_F)
+
+
+class _Data:
+    """The examples of one pass, as VW hands them to the learner: hashed features (CSR),
+    labels (NaN: none), importance weights, tags, and which are held out."""
+
+    def __init__(self, paths: list[str], options: dict[str, Any], holdout_period: int,
+                 holdout_after: int, holdout_off: bool) -> None:
+        import scipy.sparse as sp
+
+        from .._io._dataset import Dataset, ParseOptions
+        from .._io._readers import read_file
+
+        keys = ParseOptions().to_dict()
+        parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                                for k, v in options.items() if k in keys})
+        data = Dataset.concat([read_file(p, parse, need_label=False) for p in paths])
+        self.parse = parse
+        self.size = 1 << parse.bits
+        n = len(data)
+        self.n = n
+        values, indices = data.values.astype(_F), data.indices.astype(np.int64)
+        self.X = sp.csr_matrix((values, indices, data.indptr), shape=(n, self.size))
+        # x^2 of each occurrence: a feature twice in an example (a hash collision, a
+        # repeated name) adds two squares to the preconditioner, as in VW, not one
+        self.X2 = sp.csr_matrix((values * values, indices, data.indptr),
+                                shape=(n, self.size))
+        self.XT = self.X.T.tocsr()
+        self.X2T = self.X2.T.tocsr()
+        self.labels = data.labels.astype(_F)
+        self.weights = data.weights.astype(_F)
+        self.tags = [data.tag(i) for i in range(n)] if data.tag_ptr is not None else None
+        self.features = np.diff(data.indptr)
+        labelled = ~np.isnan(self.labels)
+        counter = np.arange(1, n + 1)
+        if holdout_off:
+            held = np.zeros(n, bool)
+        elif holdout_after:
+            held = counter > holdout_after
+        else:
+            held = counter % holdout_period == 0
+        self.test = held | ~labelled           # VW's test_only
+        self.learn = labelled & ~self.test & (self.weights > 0)
+        self.holdout = labelled & self.test    # counted in the holdout loss
+        self.labelled = labelled
+
+    def dot(self, w: np.ndarray) -> np.ndarray:
+        return (self.X @ w).astype(_F)
+
+
+class _Progress:
+    """VW's per-pass table (standard error), printed as the passes go."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+
+    def __call__(self, text: str) -> None:
+        if not self.quiet:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+
+
+def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
+                   how: str, opening: Callable[[], None]) -> int:
+    """Run VW's ``--bfgs``/``--conjugate_gradient`` on ``paths`` with ``options`` (the
+    flags of ``terascale vw``), writing ``-p``/``-r`` per pass, ``-f``, the readable model
+    and VW's closing block; returns the exit status."""
+    from ._vwtext import all_or_none, link, prediction_lines, prediction_writers
+
+    cg = bool(options.get("cg"))
+    passes = int(options.get("bfgs") or options.get("cg") or 0)
+    if passes < 2:
+        raise ConfigError("--bfgs/--conjugate_gradient: at least 2 passes must be used "
+                          "(VW's rule): --passes N")
+    if (args.model or args.initial) and not args.predict_only_model:
+        raise ConfigError("-f/-i with --bfgs/--conjugate_gradient: VW's BFGS does not "
+                          "support models with save_resume data; add --predict_only_model "
+                          "(as VW requires)")
+    start = None
+    if args.initial:  # VW's batch learner starts from the model's weights and range
+        from ._vwmodel import load_model
+
+        start = load_model(args.initial)
+        options = {**options, **start.parse.to_dict()}
+        if args.loss is None:  # the model's (VW's: squared unless it was linked logistic)
+            options["loss"] = start.loss
+    loss = _Loss(options["loss"])  # (after -i: a model gives its loss)
+    m = 0 if cg else int(options.get("memory", 15))
+    if m < 0:
+        raise ConfigError(f"--mem must be >= 0, not {m}")
+    l2 = float(options.get("l2") or 0.0)
+    rel_threshold = float(args.tol)
+    hessian_on = bool(getattr(args, "hessian_on", False)) or m == 0
+    no_bias = bool(getattr(args, "no_bias_regularization", False))
+    holdout_off = options.get("holdout") == 0.0
+    period = 10
+    if args.holdout_period is not None:
+        period = int(args.holdout_period)
+    data = _Data(paths, options, period, int(options.get("holdout_after", 0)), holdout_off)
+    reg = None
+    if args.input_feature_regularizer:
+        from ._vwmodel import read_regularizer
+
+        reg, reg_lo, reg_hi = read_regularizer(args.input_feature_regularizer,
+                                               data.parse.bits)
+    opening()
+    out = _Progress(args.quiet)
+    out(f"enabling {'BFGS based optimization' if m > 0 else 'conjugate gradient optimization via BFGS'} "
+        f"{'with curvature calculation' if hessian_on else '**without** curvature calculation'}\n")
+    out("{:>2s} {:<10s}\t{:<10s}\t{:<10s}\t {:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<s}\n"
+        .format("##", "avg. loss", "der. mag.", "d. m. cond.", "wolfe1", "wolfe2",
+                "mix fraction", "curvature", "dir. magnitude", "step size"))
+    writers = prediction_writers(args)
+    with all_or_none(writers):
+        state = _Batch(data, loss, m, l2, rel_threshold, hessian_on, no_bias,
+                       holdout_off, int(args.patience), passes, out, reg)
+        if reg is not None:  # VW reads the file's header: its prediction range too
+            state.lo, state.hi = _F(reg_lo), _F(reg_hi)
+        if start is not None:
+            state.w[start.indices] = start.weights
+            ad = start.adaptive
+            if ad is not None and len(ad[2]) >= 6 and ad[2][4] <= ad[2][5] and \
+                    options["loss"] not in ("logistic",):
+                state.lo, state.hi = _F(ad[2][4]), _F(ad[2][5])
+        for pred, partial in state.run():
+            for writer, linked in writers:
+                writer.write(prediction_lines(link(pred, how, args.binary) if linked
+                                              else partial, data.tags))
+    _outputs(args, data, state, options)
+    _regularizer_out(args, data, state, options, out)
+    if not args.quiet:
+        print(_closing(state, data, holdout_off), file=sys.stderr)
+    return 0
+
+
+def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
+             options: dict[str, Any]) -> None:
+    from .._model import LinearModel
+
+    if not (args.model or args.readable_model or args.invert_hash):
+        return
+    from .._online._update import new_state
+
+    nz = np.flatnonzero(state.w)
+    st = new_state()
+    st[4], st[5] = float(state.lo), float(state.hi)  # the prediction range VW's model keeps
+    zeros = np.zeros(len(nz), _F)
+    model = LinearModel(indices=nz.astype(np.uint32), weights=state.w[nz], parse=data.parse,
+                        loss=options["loss"], adaptive=(zeros, zeros, st),
+                        info={"examples": data.n, "batch_passes": state.current_pass})
+    if args.model:
+        from ._vwmodel import save_model
+
+        fmt = args.model_format or "vw"
+        save_model(model, args.model, fmt, predict_only=True)
+    if args.readable_model:
+        from ._vwtext import write_readable
+
+        write_readable(LinearModel(indices=model.indices, weights=model.weights,
+                                   parse=model.parse, loss=model.loss),
+                       args.readable_model)
+    if args.invert_hash:
+        from ._vwtext import feature_names, write_readable
+
+        write_readable(model, args.invert_hash, feature_names(_inputs_of(args), model))
+
+
+def _regularizer_out(args: argparse.Namespace, data: _Data, state: _Batch,
+                     options: dict[str, Any], out: Callable[[str], None]) -> None:
+    """VW's --output_feature_regularizer_binary/_text: written only when the passes
+    converged (VW: 'created only when the convergence is reached')."""
+    from .._model import LinearModel
+    from ._vwmodel import write_regularizer
+
+    paths = [(args.output_feature_regularizer_binary, False),
+             (args.output_feature_regularizer_text, True)]
+    if not any(p for p, _ in paths):
+        return
+    if not state.converged or state.at_max:
+        out("Regular model file has been created. Output feature regularizer file is "
+            "created only when the convergence is reached. Try increasing the number of "
+            "passes for convergence\n")
+        return
+    from .._online._update import new_state
+
+    st = new_state()
+    st[4], st[5] = float(state.lo), float(state.hi)  # the header keeps the label range
+    empty = np.zeros(0, _F)
+    model = LinearModel(indices=np.zeros(0, np.uint32), weights=empty, parse=data.parse,
+                        loss=options["loss"], adaptive=(empty, empty, st))
+    reg = state.output_regularizer()
+    for path, text in paths:
+        if path:
+            write_regularizer(model, reg, path, text=text)
+
+
+def _inputs_of(args: argparse.Namespace) -> list[str]:
+    from .._front._cli_run import _inputs
+
+    return _inputs(args)
+
+
+def _closing(state: _Batch, data: _Data, holdout_off: bool) -> str:
+    """VW's ``finished run`` block for a batch run."""
+    passes = state.passes_done
+    examples = int(np.count_nonzero(~data.holdout)) * passes
+    lines = ["", "finished run"]
+    if passes <= 1:
+        lines.append(f"number of examples = {examples}")
+    else:
+        lines += [f"number of examples per pass = {examples // passes}",
+                  f"passes used = {passes}"]
+    weight = float(data.weights.astype(np.float64).sum()) * passes
+    labelled = data.labelled & ~data.holdout
+    wl = float(data.weights[labelled].astype(np.float64).sum()) * passes
+    if holdout_off:
+        avg = f"{state.sum_loss / wl:.6f}" if wl > 0 else "n.a."
+    elif state.best_holdout in (_FLT_MAX, _FLT_MAX * 0.5):
+        avg = "undefined (no holdout)"
+    else:
+        avg = f"{state.best_holdout:.6f} h"
+    lines += [f"weighted example sum = {weight:.6f}",
+              f"weighted label sum = "
+              f"{float((data.labels[labelled] * data.weights[labelled]).astype(np.float64).sum()) * passes:.6f}",
+              f"average loss = {avg}",
+              f"total feature number = {int(data.features[~data.holdout].sum()) * passes}"]
+    return "\n".join(lines)
+
+
+class _Batch:
+    """VW's bfgs state (``reductions/bfgs.cc``) and its passes."""
+
+    def __init__(self, data: _Data, loss: _Loss, m: int, l2: float, rel_threshold: float,
+                 hessian_on: bool, no_bias: bool, holdout_off: bool, early_stop: int,
+                 final_pass: int, out: Callable[[str], None],
+                 regularizers: np.ndarray | None = None) -> None:
+        from .._io._hashing import CONSTANT_HASH
+
+        self.d, self.loss, self.m, self.l2 = data, loss, m, l2
+        self.rel_threshold = rel_threshold
+        self.hessian_on, self.no_bias = hessian_on, no_bias
+        self.holdout_off, self.early_stop = holdout_off, early_stop
+        self.final_pass, self.out = final_pass, out
+        size = data.size
+        self.const = CONSTANT_HASH & (size - 1)
+        self.w = np.zeros(size, _F)      # W_XT
+        self.g = np.zeros(size, _F)      # W_GT
+        self.dir = np.zeros(size, _F)    # W_DIR
+        self.cond = np.zeros(size, _F)   # W_COND
+        self.stride = 1 if m == 0 else 2 * m
+        self.mem = np.zeros((self.stride, size), _F)
+        self.rho = np.zeros(max(m, 1), np.float64)
+        self.alpha = np.zeros(max(m, 1), np.float64)
+        self.lastj = self.origin = 0
+        self.loss_sum = self.previous_loss_sum = 0.0
+        self.importance_weight_sum = 0.0
+        self.curvature = 0.0
+        self.step_size = _F(0)
+        self.first_pass = self.gradient_pass = self.preconditioner_pass = True
+        self.current_pass = 0
+        self.passes_done = 0
+        self.predictions = np.zeros(0, _F)
+        self.no_win_counter = 0
+        # VW's shared data: the prediction range, the progressive and holdout losses
+        self.lo = _F(-50) if loss.name == "logistic" else _F(0)
+        self.hi = _F(50) if loss.name == "logistic" else _F(0)
+        self.sum_loss = 0.0
+        self.holdout_loss = self.holdout_weight = 0.0
+        self.best_holdout = _FLT_MAX
+        self.converged = False
+        self.at_max = False
+        # VW's per-feature regularizer (--input_feature_regularizer): strength and target
+        # per weight; the weights start at the targets, the preconditioner at the strengths
+        self.reg = regularizers
+        if regularizers is not None:
+            self.l2 = 1.0
+            self.cond = regularizers[0::2].copy()
+            self.w = regularizers[1::2].copy()
+
+    # -- one pass over the examples ------------------------------------------------
+    def _ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The prediction range each example sees: VW widens it to every label learned
+        from, this one's included, before predicting."""
+        d = self.d
+        y = np.where(d.learn, d.labels, np.nan).astype(np.float64)
+        lo = np.fmin.accumulate(np.where(np.isnan(y), np.inf, y))
+        hi = np.fmax.accumulate(np.where(np.isnan(y), -np.inf, y))
+        lo = np.minimum(lo, float(self.lo)).astype(_F)
+        hi = np.maximum(hi, float(self.hi)).astype(_F)
+        if d.n:
+            self.lo, self.hi = _F(lo[-1]), _F(hi[-1])
+        return lo, hi
+
+    def _pass(self) -> tuple[np.ndarray, np.ndarray]:
+        d, loss = self.d, self.loss
+        lo, hi = self._ranges()
+        partial = d.dot(self.w)
+        with np.errstate(invalid="ignore"):
+            pred = np.where(np.isnan(partial), _F(0), np.clip(partial, lo, hi)).astype(_F)
+        y = np.where(d.labelled, d.labels, _F(0)).astype(_F)
+        wt = d.weights
+        if self.first_pass:
+            self.importance_weight_sum += float(wt[d.learn].astype(np.float64).sum())
+        learn = d.learn
+        if self.gradient_pass:
+            ex_loss = (loss.value(pred, y, lo, hi) * wt).astype(_F)
+            grad = np.where(learn, (loss.first(pred, y, lo, hi) * wt).astype(_F), _F(0))
+            self.g += (d.XT @ grad.astype(_F)).astype(_F)
+            self.loss_sum += float(ex_loss[learn].astype(np.float64).sum())
+            self.predictions = pred[learn]
+            out_pred, out_partial = pred, partial
+        else:  # curvature along the direction; predictions of the last gradient pass
+            dx = d.dot(self.dir).astype(np.float64)
+            stored = np.zeros(d.n, _F)
+            k = min(int(np.count_nonzero(learn)), len(self.predictions))
+            idx = np.flatnonzero(learn)
+            stored[idx[:k]] = self.predictions[:k]
+            if k < len(idx) and k:  # VW reuses the last one when the data grew
+                stored[idx[k:]] = self.predictions[k - 1]
+            sd = loss.second(stored, y, lo, hi).astype(np.float64)
+            self.curvature += float((dx * dx * sd * wt)[learn].sum())
+            ex_loss = (loss.value(stored, y, lo, hi) * wt).astype(_F)
+            out_pred = np.where(learn, stored, pred).astype(_F)
+            out_partial = np.where(learn, stored, partial).astype(_F)
+            ex_loss = np.where(learn, ex_loss,
+                               (loss.value(pred, y, lo, hi) * wt).astype(_F))
+        if self.preconditioner_pass:
+            c = np.where(learn, (loss.second(out_pred, y, lo, hi) * wt).astype(_F), _F(0))
+            self.cond += (d.X2T @ c.astype(_F)).astype(_F)
+        # VW's shared data: every learned example's loss; the held-out ones apart
+        if self.gradient_pass:
+            hl = (loss.value(pred, y, lo, hi) * wt).astype(_F)
+        else:
+            hl = ex_loss
+        self.sum_loss += float(ex_loss[learn].astype(np.float64).sum())
+        self.holdout_loss = float(hl[d.holdout].astype(np.float64).sum())
+        self.holdout_weight = float(wt[d.holdout].astype(np.float64).sum())
+        return out_pred, out_partial
+
+    def run(self):  # noqa: ANN201 (a generator of each pass's predictions)
+        """Pass after pass (yielding each pass's predictions and raw scores) until VW's
+        batch learner stops."""
+        while self.current_pass < self.final_pass:
+            yield self._pass()
+            self.passes_done += 1
+            if not self._end_pass():
+                break
+
+    def _end_pass(self) -> bool:
+        """VW's end_pass: False when the learner is done."""
+        status = self._process_pass()
+        if self.final_pass == self.current_pass:
+            self.out("Maximum number of passes reached. To optimize further, increase the "
+                     "number of passes\n")
+            self.at_max = True
+        if status != "ok" and self.final_pass > self.current_pass:
+            self.final_pass = self.current_pass
+            self.converged = True
+        else:
+            self.cond[:] = 0
+        done = self.final_pass == self.current_pass
+        if not self.holdout_off:
+            this = float(np.float32(self.holdout_loss / self.holdout_weight)
+                         if self.holdout_weight > 0 else _FLT_MAX * 0.5)
+            if this < self.best_holdout:
+                self.best_holdout = this
+                self.no_win_counter = 0
+            elif this != _FLT_MAX or math.isfinite(self.best_holdout):
+                self.no_win_counter += 1
+            if self.early_stop == self.no_win_counter:
+                self.out("Early termination reached w.r.t. holdout set error")
+                done = True
+        return not done
+
+    # -- VW's process_pass ---------------------------------------------------------
+    def _finalize_preconditioner(self) -> None:
+        c = self.cond
+        c += _F(self.l2) if self.reg is None else self.reg[0::2]
+        max_hessian = max(float(c.max(initial=0.0)), 0.0)
+        pos = c > 0
+        c[pos] = _F(1) / c[pos]
+        max_precond = _F(0) if max_hessian == 0 else _MAX_PRECOND_RATIO / _F(max_hessian)
+        c[np.isinf(c) | (c > max_precond)] = max_precond
+
+    def _add_regularization(self) -> float:
+        w = self.w
+        if self.reg is not None:
+            reg, target = self.reg[0::2], self.reg[1::2]
+            delta = (w - target).astype(_F)
+            self.g += reg * delta
+            ret = float((0.5 * reg.astype(np.float64) * delta * delta).sum())
+            if self.no_bias:
+                c = self.const
+                self.g[c] -= reg[c] * delta[c]
+                ret -= 0.5 * float(reg[c]) * float(delta[c]) * float(delta[c])
+            return ret
+        reg = _F(self.l2)
+        self.g += reg * w
+        ret = float((0.5 * float(reg) * w.astype(np.float64) * w).sum())
+        if self.no_bias:
+            wc = w[self.const]
+            self.g[self.const] -= reg * wc
+            ret -= 0.5 * float(reg) * float(wc) * float(wc)
+        return ret
+
+    def output_regularizer(self) -> np.ndarray:
+        """VW's preconditioner_to_regularizer: per weight its L2 strength (--l2 plus the
+        inverse preconditioner) and the weight itself."""
+        out = np.zeros(2 * len(self.w), _F)
+        base = _F(self.l2) if self.reg is None else self.reg[0::2]
+        strength = np.zeros(len(self.w), _F) + base
+        pos = self.cond > 0
+        strength[pos] += _F(1) / self.cond[pos]
+        out[0::2] = strength
+        out[1::2] = self.w
+        return out
+
+    def _avg_line(self) -> str:
+        return f"{self.current_pass + 1:2d} {self.loss_sum / self.importance_weight_sum:<10.5f}\t"
+
+    def _process_pass(self) -> str:
+        status = "ok"
+        out = self.out
+        self._finalize_preconditioner()
+        iws = self.importance_weight_sum
+        if self.first_pass:
+            if self.l2 > 0:
+                self.loss_sum += self._add_regularization()
+            out(self._avg_line())
+            self.previous_loss_sum = self.loss_sum
+            self.loss_sum = 0.0
+            self.curvature = 0.0
+            self._iter_start()
+            self.gradient_pass = False  # VW: the first step is taken with curvature
+        elif self.gradient_pass:
+            if self.l2 > 0:
+                self.loss_sum += self._add_regularization()
+            if not self.holdout_off and self.current_pass >= 1:
+                if self.holdout_loss == 0.0 and self.holdout_weight == 0.0:
+                    out(f"{self.current_pass + 1:2d} h unknown    ")
+                else:
+                    out(f"{self.current_pass + 1:2d} h"
+                        f"{self.holdout_loss / self.holdout_weight:<10.5f}\t")
+            else:
+                out(self._avg_line())
+            wolfe1, new_step = self._wolfe_eval()
+            if math.isnan(float(np.float32(wolfe1))):
+                out("\nDerivative 0 detected.\n")
+                self.step_size = _F(0)
+                status = "conv"
+            elif wolfe1 < 0.01 or self.loss_sum > self.previous_loss_sum:
+                ratio = 0.0 if self.step_size == 0 else float(_F(new_step) / self.step_size)
+                out("{:<10s}\t{:<10s}\t(revise x {:.1f})\t{:<.5f}\n".format(
+                    "", "", ratio, new_step))
+                self.w += _F(-float(self.step_size) + new_step) * self.dir
+                self.step_size = _F(new_step)
+                self.g[:] = 0
+                self.loss_sum = 0.0
+            else:
+                prev = self.previous_loss_sum
+                rel = (prev - self.loss_sum) / prev if prev != 0 else math.nan
+                if not math.isnan(rel) and abs(rel) < self.rel_threshold:
+                    out(f"\nTermination condition reached in pass {self.current_pass + 1}: "
+                        f"decrease in loss less than {self.rel_threshold * 100:.3f}%.\n"
+                        f"If you want to optimize further, decrease termination "
+                        f"threshold.\n")
+                    status = "conv"
+                self.previous_loss_sum = self.loss_sum
+                self.loss_sum = 0.0
+                self.curvature = 0.0
+                self.step_size = _F(1)
+                if not self._iter_middle():
+                    out(f"In bfgs_iter_middle: {_CURV_MESSAGE}\n")
+                    self.step_size = _F(0)
+                    status = "curv"
+                if self.hessian_on:
+                    self.gradient_pass = False
+                else:
+                    d_mag = float(np.float32((self.dir.astype(np.float64) ** 2).sum()))
+                    out("{:<10s}\t{:<10.5f}\t{:<.5f}\n".format("", d_mag, self.step_size))
+                    self.w += self.step_size * self.dir
+        else:  # a curvature pass has ended
+            if self.reg is not None:
+                self.curvature += float((self.reg[0::2].astype(np.float64)
+                                         * self.dir.astype(np.float64) ** 2).sum())
+            elif self.l2 > 0:
+                self.curvature += float((self.l2 * self.dir.astype(np.float64) ** 2).sum())
+            dd = float(np.float32((self.mem[self.origin % self.stride].astype(np.float64)
+                                   * self.dir).sum()))
+            if self.curvature == 0.0 and dd != 0.0:
+                out(f"{_CURV_MESSAGE}\n")
+                self.step_size = _F(0)
+                status = "curv"
+            elif dd == 0.0:
+                out("Derivative 0 detected.\n")
+                self.step_size = _F(0)
+                status = "conv"
+            else:
+                self.step_size = _F(-dd / float(np.float32(self.curvature)))
+            d_mag = float(np.float32((self.dir.astype(np.float64) ** 2).sum()))
+            self.w += self.step_size * self.dir
+            out(f"{self.curvature / iws:<10.5f}\t{d_mag:<10.5f}\t{self.step_size:<.5f}\n")
+            self.gradient_pass = True
+        self.current_pass += 1
+        self.first_pass = False
+        self.preconditioner_pass = False
+        return status
+
+    def _iter_start(self) -> None:
+        g, c = self.g.astype(np.float64), self.cond
+        self.origin = 0
+        if self.m > 0:
+            self.mem[1 % self.stride] = self.w
+        self.mem[0] = self.g
+        g1_hg1 = float((g * g * c).sum())
+        g1_g1 = float((g * g).sum())
+        self.dir = (-self.cond * self.g).astype(_F)
+        self.g[:] = 0
+        self.lastj = 0
+        iws = self.importance_weight_sum
+        self.out("{:<10.5f}\t{:<10.5f}\t{:<10s}\t{:<10s}\t{:<10s}\t".format(
+            g1_g1 / (iws * iws), g1_hg1 / iws, "", "", ""))
+
+    def _slot(self, k: int) -> int:
+        return (k + self.origin) % self.stride
+
+    def _iter_middle(self) -> bool:
+        mem, g, c = self.mem, self.g, self.cond
+        if self.m == 0:  # conjugate gradient (Polak-Ribiere, preconditioned)
+            old = mem[self._slot(0)]
+            y = (g - old).astype(np.float64)
+            g_hy = float((g.astype(np.float64) * c * y).sum())
+            g_hg = float((old.astype(np.float64) * c * old).sum())
+            beta = float(np.float32(g_hy / g_hg)) if g_hg != 0 else math.nan
+            if beta < 0 or math.isnan(beta):
+                beta = 0.0
+            mem[self._slot(0)] = g
+            self.dir = (self.dir * _F(beta)).astype(_F)
+            self.dir -= c * g
+            g[:] = 0
+            self.out(f"{beta:f}\t")
+            return True
+        self.out("{:<10s}\t".format(""))
+        ys, ss = self._slot(0), self._slot(1)
+        mem[ys] = g - mem[ys]
+        mem[ss] = self.w - mem[ss]
+        self.dir = g.copy()
+        y64, s64 = mem[ys].astype(np.float64), mem[ss].astype(np.float64)
+        y_s = float((y64 * s64).sum())
+        y_hy = float((y64 * y64 * c).sum())
+        s_q = float((s64 * g).sum())
+        if y_s <= 0 or y_hy <= 0:
+            return False
+        rho, alpha, lastj = self.rho, self.alpha, self.lastj
+        rho[0] = 1 / y_s
+        gamma = _F(y_s / y_hy)
+        d = self.dir
+        for j in range(lastj):
+            alpha[j] = rho[j] * s_q
+            d -= _F(alpha[j]) * mem[self._slot(2 * j)]
+            s_q = float((mem[self._slot(2 * j + 3)].astype(np.float64) * d).sum())
+        alpha[lastj] = rho[lastj] * s_q
+        d -= _F(alpha[lastj]) * mem[self._slot(2 * lastj)]
+        d *= gamma * c
+        y_r = float((mem[self._slot(2 * lastj)].astype(np.float64) * d).sum())
+        for j in range(lastj, 0, -1):
+            coef = alpha[j] - rho[j] * y_r
+            d += _F(coef) * mem[self._slot(2 * j + 1)]
+            y_r = float((mem[self._slot(2 * j - 2)].astype(np.float64) * d).sum())
+        coef = alpha[0] - rho[0] * y_r
+        self.dir = (-d - _F(coef) * mem[self._slot(1)]).astype(_F)
+        self.lastj = lastj + 1 if lastj < self.m - 1 else self.m - 1
+        self.origin = (self.origin + self.stride - 2) % self.stride
+        mem[self._slot(0)] = g
+        mem[self._slot(1)] = self.w
+        g[:] = 0
+        for j in range(self.lastj, 0, -1):
+            rho[j] = rho[j - 1]
+        return True
+
+    def _wolfe_eval(self) -> tuple[float, float]:
+        g64 = self.g.astype(np.float64)
+        g0_d = float((self.mem[self._slot(0)].astype(np.float64) * self.dir).sum())
+        g1_d = float((g64 * self.dir).sum())
+        g1_hg1 = float((g64 * g64 * self.cond).sum())
+        g1_g1 = float((g64 * g64).sum())
+        step = float(self.step_size)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wolfe1 = float(np.float64(self.loss_sum - self.previous_loss_sum)
+                           / np.float64(step * g0_d))
+            wolfe2 = float(np.float64(g1_d) / np.float64(g0_d))
+        iws = self.importance_weight_sum
+        self.out(f"{g1_g1 / (iws * iws):<10.5f}\t{g1_hg1 / iws:<10.5f}\t {wolfe1:<10f}\t{wolfe2:<10f}\t")
+        return wolfe1, 0.5 * step

@@ -1,0 +1,604 @@
+"""``terascale vw ARGS``: Vowpal Wabbit's command line, unchanged, with VW's defaults.
+
+``terascale linear train`` keeps terascale's own defaults (logistic loss; with
+``--bfgs``/``--cg``, standardized columns and L2 = 1). ``terascale vw`` takes the same flags
+and VW's spellings, but defaults as VW does: squared loss, no standardization, no L2, VW's
+holdout (every 10th example when passes > 1); it prints VW's preamble and closing block
+(``average loss = ...``) instead of terascale's summary, and ``--quiet`` prints nothing.
+VW options outside a linear learner (contextual bandits, learning to search, LDA, ...)
+are refused with an error that names the option; ``_vwflags`` says why and what to use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+
+from ..._errors import ConfigError
+from . import _vwflags as vw
+
+__all__ = ["add_parser"]
+
+# VW's update-rule flags: given, only those named are on; all three is VW's default
+_UPDATE_RULE = ("adaptive", "normalized", "invariant")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from .._front._cli import train_flags
+
+    p = sub.add_parser("vw", allow_abbrev=False,
+                       help="Vowpal Wabbit's command line with VW's defaults (a drop-in)",
+                       description=__doc__.split("\n\n")[1].replace("\n", " "))
+    train_flags(p)
+    # VW's values that start with '-' and a digit (--affix -3w,+2) are values, not flags
+    p._negative_number_matcher = re.compile(r"^-\d[\w,+-]*$|^-\d*\.\d+$")
+    g = p.add_argument_group("VW options of terascale vw")
+    g.add_argument("--predict_only_model", action="store_true",
+                   help="-f writes VW's predict-only model: the weights, without the "
+                        "learner's state that continued training needs")
+    g.add_argument("--cache_file", action="append", default=[], metavar="FILE",
+                   help="cache the parsed data, as -c (terascale names and keys the cache "
+                        "file itself, under --cache-dir)")
+    g.add_argument("-r", "--raw_predictions", default=None, metavar="FILE",
+                   help="raw scores (before --link/--binary), one line per example")
+    g.add_argument("--initial_t", type=float, default=None,
+                   help="VW's initial_t: the adaptive update starts as if it had seen "
+                        "initial_t examples of gradient 1 (every feature's sum of squared "
+                        "gradients starts there; up to -b 24)")
+    g.add_argument("-P", "--progress", default=None, metavar="N",
+                   help="progress lines every N examples (an integer), or at examples "
+                        "growing by a factor (a number with a point; VW's default 2.0), "
+                        "as VW (first pass, one worker)")
+    g.add_argument("--random_seed", type=int, default=0,
+                   help="the seed of --random_weights (nothing else in a linear learner "
+                        "is random)")
+    g.add_argument("--hash_seed", type=int, default=0,
+                   help="VW's hash seed: every hash of a name starts from it (default 0)")
+    g.add_argument("-a", "--audit", action="store_true",
+                   help="print every example's prediction and features (name, index, "
+                        "value, weight, sum of squared gradients) on standard output, as VW "
+                        "(online training on one worker)")
+    f = p.add_argument_group("VW's feature generation (each line is rewritten before "
+                             "terascale parses it)")
+    f.add_argument("--ngram", action="append", default=[], metavar="[NS]N",
+                   help="n-grams of each namespace's features, or of namespace NS only "
+                        "(like a2); repeatable")
+    f.add_argument("--skips", action="append", default=[], metavar="[NS]K",
+                   help="with --ngram: skip-grams, up to K features skipped")
+    f.add_argument("--affix", action="append", default=[], metavar="[+-]L[NS],...",
+                   help="prefixes (+) or suffixes (-) of L characters of each feature name "
+                        "of namespace NS (the default one without NS) as extra features, as "
+                        "VW's --affix")
+    f.add_argument("--feature_limit", action="append", default=[], metavar="[NS]N",
+                   help="keep the N features of lowest hash of each namespace (or of NS)")
+    f.add_argument("--redefine", action="append", default=[], metavar="N:=S",
+                   help="namespaces starting with a letter of S (':' all) count as "
+                        "namespace N for -q, --ignore and --keep; repeatable, in order")
+    for name, what in (("--l1_state", "L1 (VW's gravity, default 0)"),
+                       ("--l2_state", "L2 (VW's contraction, default 1)")):
+        g.add_argument(name, type=float, default=None, metavar="X",
+                       help=f"the learner's accumulated {what} that -f saves, over -i's "
+                            f"(VW's; in a run without data: --no_stdin and no -d)")
+    g.add_argument("--named_labels", default=None, metavar="A,B,...",
+                   help="with --oaa K: the K class names, in order (the data's labels are "
+                        "names; predictions are written as names, and -f's model keeps them)")
+    g.add_argument("--feature_mask", default=None, metavar="MODEL",
+                   help="only the weights that are nonzero in MODEL (a VW or terascale "
+                        "model) are learned, as VW's gd, which never updates a zero weight; "
+                        "without -i training also starts from MODEL's weights; with -i, as "
+                        "in VW, the nonzero weights of -i's model are the mask")
+    g.add_argument("--save_per_pass", action="store_true",
+                   help="with -f FILE: also write the model at the end of each pass K as "
+                        "FILE.K (VW's; each is retrained from the start for K passes, so "
+                        "passes cost N(N+1)/2 in all; one worker, online passes)")
+    g.add_argument("--sparse_weights", action="store_true",
+                   help="accepted: terascale keeps weights only for the features present")
+    g.add_argument("--constant", type=float, default=0.0, metavar="C",
+                   help="the constant (bias) feature's weight before training (VW's "
+                        "initial constant)")
+    g.add_argument("--initial_weight", type=float, default=0.0, metavar="W",
+                   help="every weight's value before training (VW's; up to -b 24)")
+    g.add_argument("--random_weights", action="store_true",
+                   help="start from VW's uniform random weights in [-0.5, 0.5) "
+                        "(--random_seed; up to -b 24)")
+    g.add_argument("--normal_weights", action="store_true",
+                   help="start from VW's standard normal weights (up to -b 24)")
+    g.add_argument("--truncated_normal_weights", action="store_true",
+                   help="start from VW's normal weights folded at twice their standard "
+                        "deviation (up to -b 24)")
+    g.add_argument("--min_prediction", type=float, default=None, metavar="LO",
+                   help="the smallest prediction (VW's; default: the smallest label learned "
+                        "from so far)")
+    g.add_argument("--max_prediction", type=float, default=None, metavar="HI",
+                   help="the largest prediction (VW's; default: the largest label learned "
+                        "from so far)")
+    g.add_argument("--onethread", action="store_true",
+                   help="accepted: each worker parses and learns in one thread")
+    g.add_argument("--hessian_on", action="store_true",
+                   help="with --bfgs: a curvature pass after each gradient pass sets the "
+                        "step (VW's; --conjugate_gradient always does)")
+    for name, what in (("--output_feature_regularizer_binary", "binary"),
+                       ("--output_feature_regularizer_text", "text")):
+        g.add_argument(name, default=None, metavar="FILE",
+                       help=f"with --bfgs: write each weight's L2 strength (--l2 plus its "
+                            f"inverse curvature) and value, VW's {what} regularizer file, "
+                            f"once the passes converge")
+    g.add_argument("--input_feature_regularizer", default=None, metavar="FILE",
+                   help="with --bfgs: regularize each weight toward the value in FILE "
+                        "(VW's binary regularizer file) with its strength, starting there")
+    g.add_argument("--no_bias_regularization", action="store_true",
+                   help="with --bfgs/--conjugate_gradient: --l2 leaves the constant "
+                        "(bias) weight out")
+    for name in _UPDATE_RULE:
+        g.add_argument("--" + name, action="store_true",
+                       help=f"VW's {name} update (on by default; given, VW turns the "
+                            f"rules not named off: --invariant alone is VW's invariant "
+                            f"step with one global rate, as --sgd is plain SGD)")
+    g.add_argument("--preserve_performance_counters", action="store_true",
+                   help="with -i of a VW model: the closing block's average loss includes "
+                        "the loss of the runs that trained it (VW's counters)")
+    g.add_argument("--dont_output_best_constant", action="store_true",
+                   help="accepted: terascale vw's closing block has no best constant line")
+    g.add_argument("--sparse_l2", type=float, default=0.0, metavar="L",
+                   help="VW's sparse L2: every update less L times the prediction (VW's gd "
+                        "example by example in Python: one worker, small data)")
+    g.add_argument("--sgd", action="store_true",
+                   help="VW's plain SGD: one global learning rate (default 10), no "
+                        "adaptive, normalized or invariant update")
+
+    def run(args: argparse.Namespace) -> int:
+        from .._front import _cli_run
+        from .._names import cli_names
+        from .._online._progress import CADENCE, cadence
+        from ._vwmodel import GENERATION
+        from ._vwreport import PRESERVED
+
+        GENERATION.clear()  # (this run's, not an earlier in-process run's)
+        PRESERVED.clear()
+        CADENCE[:] = [cadence(args.progress) if args.progress else (False, 2.0)]
+        if args.initial:  # VW applies the model's --oaa K and --named_labels
+            from ._vwmodel import model_oaa
+
+            k, names = model_oaa(args.initial)
+            args.oaa = args.oaa if args.oaa is not None else k
+            if args.named_labels is None and names:
+                args.named_labels = ",".join(names)
+        if args.named_labels is not None and args.oaa is None:
+            raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
+        _vw_defaults(args)
+        with cli_names():
+            _generate(args)
+            if args.preserve_performance_counters and args.initial:
+                from ._vwmodel import load_model
+
+                PRESERVED.update(load_model(args.initial).info.get("vw_counters", {}))
+            if not (args.data or args.data_flag) and args._vw_noop_no_stdin:
+                return _no_data(args)
+            if args.l1_state is not None or args.l2_state is not None:
+                raise ConfigError("--l1_state/--l2_state: terascale vw sets them in a run "
+                                  "without data (--no_stdin, no -d) only")
+            if (args.bfgs is not None or args.cg is not None) and not args.testonly \
+                    and args.nprocs == 1:
+                return _batch(args)
+            if args.hessian_on or args.no_bias_regularization or \
+                    args.input_feature_regularizer or \
+                    args.output_feature_regularizer_binary or \
+                    args.output_feature_regularizer_text:
+                raise ConfigError("--hessian_on/--no_bias_regularization and the "
+                                  "feature regularizer files go with "
+                                  "--bfgs/--conjugate_gradient on one worker")
+            if args.plain_rule:
+                return _plain(args)
+            if args.save_per_pass:
+                return _save_per_pass(args)
+            if not args.audit:
+                return int(_cli_run.train(args) or 0)
+            return _audited(args)
+
+    # VW's --termination default (terascale linear train's --tol is 1e-7); -l left out is
+    # told apart from -l 0.5 (VW's other update rules default to 10)
+    p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
+                   learning_rate=None)
+
+
+def _no_data(args: argparse.Namespace) -> int:
+    """VW with --no_stdin and no -d: no example is read; -f and --readable_model write
+    the model training starts from (-i's, or empty), with --l1_state/--l2_state set."""
+    import sys
+
+    import numpy as np
+
+    from .._front._cli_options import train_options
+    from .._io._dataset import ParseOptions
+    from .._model import LinearModel
+    from .._online._update import new_state
+    from ._vwmodel import load_model, save_model
+    from ._vwreport import closing_block, preamble
+    from ._vwtext import write_readable
+
+    if args.oaa is not None or args.invert_hash or args.audit:
+        raise ConfigError("a run without data (--no_stdin, no -d): --oaa, --invert_hash "
+                          "and --audit are not supported by terascale vw")
+    options = train_options(args)
+    if args.initial:  # with the interactions given added to the model's, as VW's
+        import dataclasses
+
+        model = load_model(args.initial)
+        merged = {k: tuple(dict.fromkeys((*getattr(model.parse, k), *getattr(args, k))))
+                  for k in ("quadratic", "cubic", "interactions")}
+        model.parse = dataclasses.replace(model.parse, **merged)
+    else:
+        parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                                for k, v in options.items()
+                                if k in ParseOptions().to_dict()})
+        state = new_state()
+        empty = np.zeros(0, np.float32)
+        model = LinearModel(indices=np.zeros(0, np.uint32), weights=empty, parse=parse,
+                            loss=options["loss"], adaptive=(empty, empty, state))
+    if model.adaptive is not None:  # VW's: a value given wins over the model's
+        state = model.adaptive[2]
+        if args.l1_state is not None:
+            state[3] = args.l1_state
+        if args.l2_state is not None:
+            state[2] = args.l2_state
+    model.info = {"examples": 0, "feature_count": 0, "pass_totals": []}
+    for path, flag in ((args.model, "-f"), (args.readable_model, "--readable_model")):
+        from .._front import _cli_run
+
+        _cli_run._check_output(path, flag, stream=flag != "-f")
+    if not args.quiet:
+        print(preamble(options, [], model=args.model, predictions=None, testonly=False),
+              file=sys.stderr)
+    if args.model:
+        save_model(model, args.model, "vw", predict_only=args.predict_only_model)
+    if args.readable_model:
+        write_readable(model, args.readable_model, counters=True)
+    if not args.quiet:
+        print(closing_block(model.info), file=sys.stderr)
+    return 0
+
+
+def _save_per_pass(args: argparse.Namespace) -> int:
+    """VW's ``--save_per_pass``: the run as without it, then the model at the end of each
+    pass K written as ``-f``'s FILE.K. Each is the final model of a run of K passes with
+    the same holdout (a K-pass run is the N-pass run's first K passes: the same examples,
+    order and learner state); a run that stops early on the holdout loss writes the passes
+    it made, as VW. Without -f, VW writes files named ``.K``; terascale writes none."""
+    import copy
+
+    from .._front import _cli_run
+    from .._front._cli_options import train_options
+
+    if args.nprocs != 1 or args.oaa is not None or args.audit or args.testonly:
+        raise ConfigError("--save_per_pass: terascale vw writes each pass's model for "
+                          "online training on one worker (not with -n N, --oaa, --audit "
+                          "or -t)")
+    args.data, args.data_flag = _cli_run._inputs(args), []  # standard input: read once
+    code = int(_cli_run.train(args) or 0)
+    if code or not args.model:
+        return code
+    options = train_options(args)
+    passes = int(options["passes"] or 1)
+    if options["holdout"] is None:  # the N-pass run's holdout, also in shorter runs
+        options["holdout"] = 0.1 if passes > 1 else 0.0
+    options["vw_text"] = options["vw_labels"] = True
+    options["progress"] = False
+    if args.min_prediction is not None or args.max_prediction is not None:
+        options["fixed_range"] = True
+    quiet = copy.copy(args)
+    quiet.predictions = quiet.raw_predictions = None
+    quiet.readable_model = quiet.invert_hash = None
+    for k in range(1, passes + 1):
+        path = f"{args.model}.{k}"
+        opts = dict(options, passes=k)
+        if args.initial:
+            _cli_run._follow_model(opts, _cli_run._load(args.initial), args)
+        model = _cli_run._run_train(quiet, list(args.data), path, opts, "identity")
+        if len(model.info.get("pass_totals", [])) < k:  # stopped early: VW saved no more
+            import os
+
+            os.unlink(path)
+            break
+    return 0
+
+
+def _plain(args: argparse.Namespace) -> int:
+    """VW's gd with rules other than its default, or --sparse_l2 (``_vwsgd``)."""
+    import sys
+
+    from .._front import _cli_run
+    from .._front._cli_options import train_options
+    from ._vwreport import preamble
+    from ._vwsgd import train_vw_sgd
+
+    if args.bfgs is not None or args.cg is not None or args.audit:
+        raise ConfigError("VW's other update rules (--sgd, --adaptive, --normalized, "
+                          "--invariant alone, --sparse_l2) with --bfgs/--conjugate_gradient "
+                          "or --audit are not supported by terascale vw")
+    if getattr(args, "starting_weights", False):
+        raise ConfigError("VW's other update rules (--sgd, --adaptive, --normalized, "
+                          "--invariant alone, --sparse_l2) start from zero weights in "
+                          "terascale vw (no --constant/--initial_weight/--random_weights)")
+    options = train_options(args)
+    paths = _cli_run._inputs(args)
+    how = _cli_run._link(args, "identity")
+    for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r"),
+                       (args.readable_model, "--readable_model")):
+        _cli_run._check_output(path, flag)
+    _cli_run._check_output(args.model, "-f", stream=False)
+    if args.invert_hash:
+        raise ConfigError("--invert_hash with VW's other update rules is not supported by "
+                          "terascale vw (--readable_model is)")
+
+    def opening() -> None:
+        if not args.quiet:
+            print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                           testonly=False), file=sys.stderr)
+
+    return train_vw_sgd(args, options, paths, how, opening, args.learning_rate_given,
+                        args.initial_t_given)
+
+
+def _audited(args: argparse.Namespace) -> int:
+    """Train as usual, then print VW's audit of the run (``_vwaudit``)."""
+    from .._front import _cli_run
+    from .._front._cli_options import train_options
+    from ._vwaudit import audit
+
+    if args.nprocs != 1 or args.oaa is not None or args.bfgs is not None or \
+            args.cg is not None or args.testonly:
+        raise ConfigError("--audit: terascale vw audits online training on one worker "
+                          "(not with -n N, --oaa, --bfgs/--conjugate_gradient or -t)")
+    args.data, args.data_flag = _cli_run._inputs(args), []  # standard input: read once
+    code = int(_cli_run.train(args) or 0)
+    if code:
+        return code
+    options = train_options(args)
+    options["vw_text"] = options["vw_labels"] = True
+    if args.min_prediction is not None or args.max_prediction is not None:
+        options["fixed_range"] = True
+    audit(args, list(args.data), options)
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> None:
+    """VW's parse-time feature generation (``_vwgen``): the inputs are rewritten once."""
+    from .._front import _cli_run
+    from ._vwgen import FeatureGen, rewrite_inputs
+    from ._vwmodel import GENERATION, model_generation
+
+    if args.initial:  # VW's model keeps them
+        grams, skips, seed = model_generation(args.initial)
+        if not (args.ngram or args.skips):
+            args.ngram, args.skips = grams, skips
+        args.hash_seed = args.hash_seed or seed
+    gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
+                                feature_limit=args.feature_limit, redefine=args.redefine,
+                                hash_seed=args.hash_seed, keep=_feature_mask(args),
+                                affix=args.affix)
+    if gen is None:
+        return
+    if args.format != "vw":
+        raise ConfigError("--ngram/--skips/--feature_limit/--redefine/--hash_seed work on VW "
+                          "text input (--format vw)")
+    if args.affix and (args.ignore or args.keep or args.ignore_linear or
+                       any(":" in v for v in (*args.quadratic, *args.cubic,
+                                              *args.interactions))):
+        raise ConfigError("--affix with --ignore/--keep/--ignore_linear or a ':' wildcard "
+                          "interaction is not supported by terascale vw")
+    if (args.ngram or args.skips) and args.model and args.nprocs > 1:
+        raise ConfigError("-f with --ngram/--skips needs -n 1 (the model records them for "
+                          "vw -i, as VW's does)")
+    args.data = rewrite_inputs(_cli_run._inputs(args), gen)
+    args.data_flag = []
+    GENERATION.update(ngram=list(args.ngram), skips=list(args.skips),
+                      hash_seed=[args.hash_seed] if args.hash_seed else [])
+
+
+def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:
+    """VW's ``--feature_mask MODEL``: the indices training may update (None without it).
+
+    VW loads MODEL's weights, then -i's over them (zeroed first) when -i is given, and its
+    ``gd`` leaves every weight that is 0 alone: the mask is the nonzero weights of -i's model,
+    or of MODEL without -i, which training then starts from. A constant whose weight is 0
+    there is left out (``--noconstant``: the same predictions, and the model says so)."""
+    import numpy as np
+
+    from .._io._hashing import CONSTANT_HASH
+    from ._vwmodel import load_model
+
+    if args.feature_mask is None or args.testonly:
+        return None
+    if not args.initial:
+        args.initial = args.feature_mask
+    try:
+        model = load_model(args.initial)
+    except OSError as e:
+        raise ConfigError(f"--feature_mask/-i {args.initial}: {e.strerror or e}") from None
+    parse = model.parse
+    if parse.bits != args.bits and args.bits != 18:
+        raise ConfigError(f"--feature_mask: {args.initial} has -b {parse.bits}, not -b "
+                          f"{args.bits}")
+    args.bits = parse.bits
+    if (args.quadratic or args.cubic or args.interactions or parse.quadratic or parse.cubic
+            or parse.interactions):
+        raise ConfigError("--feature_mask with -q/--cubic/--interactions is not supported "
+                          "by terascale vw (the mask applies to each feature as it is read)")
+    if args.format != "vw":
+        raise ConfigError("--feature_mask works on VW text input (--format vw)")
+    keep = frozenset(int(i) for i in np.asarray(model.indices)[np.asarray(model.weights) != 0])
+    size = 1 << parse.bits
+    if parse.constant and (CONSTANT_HASH & (size - 1)) not in keep:
+        # VW never learns it: its weight stays 0, as without it
+        import dataclasses
+
+        from .._model import LinearModel
+
+        args.noconstant = True
+        args.initial = _temporary_model(LinearModel(
+            indices=model.indices, weights=model.weights, loss=model.loss,
+            parse=dataclasses.replace(parse, constant=False), adaptive=model.adaptive))
+    return keep
+
+
+def _temporary_model(model: object) -> str:
+    """``model`` saved to a temporary file (removed at exit)."""
+    import atexit
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="terascale-start-", suffix=".model")
+    os.close(fd)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    model.save(path)  # type: ignore[attr-defined]
+    return path
+
+
+def _batch(args: argparse.Namespace) -> int:
+    """VW's --bfgs/--conjugate_gradient on one worker (``_vwbatch``)."""
+    import sys
+
+    from .._front import _cli_run
+    from .._front._cli_options import train_options
+    from ._vwbatch import train_vw_batch
+    from ._vwreport import preamble
+
+    options = train_options(args)
+    if options["passes"] or not (options["bfgs"] or options["cg"]):
+        raise ConfigError("terascale vw: --bfgs K / --cg K after online passes is terascale "
+                          "linear train's recipe; VW's --bfgs takes no count (--passes N)")
+    if args.oaa is not None:
+        raise ConfigError("--oaa with --bfgs/--conjugate_gradient is not supported by "
+                          "terascale vw")
+    if getattr(args, "starting_weights", False):
+        raise ConfigError("--constant/--initial_weight/--random_weights/--initial_t/"
+                          "--min_prediction/--max_prediction with --bfgs/"
+                          "--conjugate_gradient are not supported by terascale vw")
+    paths = _cli_run._inputs(args)
+    how = _cli_run._link(args, "identity")
+    for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r"),
+                       (args.readable_model, "--readable_model"),
+                       (args.invert_hash, "--invert_hash")):
+        _cli_run._check_output(path, flag)
+    _cli_run._check_output(args.model, "-f", stream=False)
+
+    def opening() -> None:
+        if not args.quiet:
+            print(preamble({**options, "passes": options["bfgs"] or options["cg"],
+                            "cache": options.get("cache")}, paths, model=args.model,
+                           predictions=args.predictions, testonly=False), file=sys.stderr)
+
+    return train_vw_batch(args, options, paths, how, opening)
+
+
+def _vw_defaults(args: argparse.Namespace) -> None:
+    """VW's meaning of the flags left out, and the VW options terascale refuses."""
+    given = [n for n in _UPDATE_RULE if getattr(args, n)]
+    args.learning_rate_given = args.learning_rate is not None
+    if args.learning_rate is None:
+        args.learning_rate = 0.5
+    args.initial_t_given = args.initial_t is not None
+    if args.initial_t is None:
+        args.initial_t = 0.0
+    # VW's --sgd, a strict subset of the three rules, or --sparse_l2: VW's gd in _vwsgd
+    args.plain_rule = (args.sgd or 0 < len(given) < 3 or bool(args.sparse_l2)) \
+        and not args.testonly
+    if args.sparse_l2 < 0:
+        raise ConfigError(f"--sparse_l2 must be >= 0, not {args.sparse_l2:g}")
+    if args.initial_t < 0:
+        raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
+    if args.loss is None and not args.initial:
+        args.loss = "squared"
+    if args.normalize == "auto":
+        args.normalize = "off"
+    if args.l2 is None:
+        args.l2 = 0.0
+    if args.cache_file:
+        args.cache = True
+    args.vw_mode = True
+    ranged = args.min_prediction is not None or args.max_prediction is not None
+    if ranged and (args.oaa or args.initial):
+        raise ConfigError("--min_prediction/--max_prediction: not supported with "
+                          f"{'--oaa' if args.oaa else '-i MODEL'} by terascale vw")
+    if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
+            or args.truncated_normal_weights or (args.initial_t and not args.plain_rule)
+            or ranged):
+        args.initial = _starting_weights(args)
+        args.starting_weights = True
+
+
+def _starting_weights(args: argparse.Namespace) -> str:
+    """VW's --initial_weight / --constant: a model holding only the starting weights (no
+    learner state), from which training starts as from -i (written to a temporary file)."""
+    import atexit
+    import os
+    import tempfile
+
+    import numpy as np
+
+    from .._front._cli_options import train_options
+    from .._io._dataset import ParseOptions
+    from .._io._hashing import CONSTANT_HASH
+    from .._model import LinearModel
+    from .._online._update import new_state
+
+    if args.initial:
+        raise ConfigError("--constant/--initial_weight set the weights training starts "
+                          "from: they exclude -i MODEL, whose weights it starts from")
+    o = train_options(args)
+    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                            for k, v in o.items() if k in ParseOptions().to_dict()})
+    size = 1 << parse.bits
+    every = (args.initial_weight or args.random_weights or args.normal_weights
+             or args.truncated_normal_weights or args.initial_t)
+    if every and parse.bits > 24:
+        raise ConfigError(f"--initial_weight/--random_weights/--normal_weights/--initial_t "
+                          f"set all 2^b weights: up to -b 24, not -b {parse.bits}")
+    if every:  # VW's order of precedence (initialize_regressor)
+        from ._vwrandom import normal_weights, uniform_weights
+
+        idx = np.arange(size, dtype=np.uint32)
+        if args.initial_weight or not (args.random_weights or args.normal_weights
+                                       or args.truncated_normal_weights):
+            w = np.full(size, args.initial_weight, np.float32)
+        elif args.random_weights:
+            w = uniform_weights(size, args.random_seed)
+        else:
+            w = normal_weights(size, truncated=not args.normal_weights)
+    else:
+        idx, w = np.zeros(0, np.uint32), np.zeros(0, np.float32)
+    if args.constant and parse.constant:
+        c = CONSTANT_HASH & (size - 1)
+        if every:
+            w[c] = args.constant
+        else:
+            idx, w = np.array([c], np.uint32), np.array([args.constant], np.float32)
+    fd, path = tempfile.mkstemp(prefix="terascale-start-", suffix=".model")
+    os.close(fd)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    zeros = np.zeros(len(idx), np.float32)
+    state = new_state()
+    g2 = zeros
+    if args.initial_t:  # VW's gd: initial_t fake examples, each of norm and gradient 1
+        g2 = np.full(len(idx), args.initial_t, np.float32)
+        state[0] = state[1] = args.initial_t
+    if args.min_prediction is not None:  # the range stays there (_losses.FIXED_RANGE)
+        state[4] = args.min_prediction
+    if args.max_prediction is not None:
+        state[5] = args.max_prediction
+    LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"],
+                adaptive=(g2, zeros, state)).save(path)
+    return path
+
+
+def _unknown(extras: Sequence[str], parser: argparse.ArgumentParser) -> ConfigError:
+    for arg in extras:
+        flag = arg.split("=", 1)[0]
+        if flag in vw.REFUSED:
+            return ConfigError(f"{flag} (a Vowpal Wabbit option) is not supported by "
+                               f"terascale vw: {vw.REFUSED[flag]}")
+    flags = [a for a in extras if a.startswith("-") and a != "-"]
+    what = (f"{flags[0]}: a Vowpal Wabbit option terascale vw does not know" if flags
+            else f"unexpected argument {extras[0]!r}")
+    return ConfigError(f"{what} (terascale vw --help lists the options it supports)")

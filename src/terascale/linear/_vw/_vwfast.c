@@ -1,0 +1,365 @@
+/* The common case of VW text, parsed in C: what click-style and most VW files are made of.
+ *
+ * terascale.linear._vw._vwparse.parse_vw_bytes (numba) reads every form of VW text as VW
+ * does. This file reads a subset of it to the very same bits, faster, and says so when a
+ * buffer holds anything outside the subset; the caller then parses that buffer with the
+ * numba parser, which also reports errors with their line. The subset, per line:
+ *
+ *   [label [importance]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...      (or a blank line)
+ *
+ * numbers as [-]digits[.digits][e[-]digits] (no '+'), each namespace character in one
+ * run per line, no interactions, no --ignore/--keep.
+ * Features come out in parse order (which is then VW's order), the constant last.
+ *
+ * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob)
+ *   -> (status, examples, features, tag bytes)
+ * status 0: done; 1: the buffer holds something outside the subset (nothing usable);
+ * 2: the output arrays are too small. The arrays are writable buffers of int64 (indptr,
+ * one more than labels), uint32, float32, float32, float32, int64 (as indptr) and bytes.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define CONSTANT_HASH 11650396u
+
+static float NEG10[38], POS10[39];
+
+static inline int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* what ends a feature token: space, tab, CR, '|', LF */
+static unsigned char SEP[256];
+
+static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+static uint32_t murmur3(const unsigned char *p, size_t n, uint32_t seed) {
+    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
+    uint32_t h = seed;
+    size_t nb = n / 4;
+    for (size_t i = 0; i < nb; i++) {
+        uint32_t k;
+        memcpy(&k, p + 4 * i, 4); /* little-endian, as the numba version assembles it */
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+        h = rotl32(h, 13);
+        h = h * 5 + 0xe6546b64u;
+    }
+    const unsigned char *t = p + nb * 4;
+    uint32_t k = 0;
+    switch (n & 3) {
+    case 3: k ^= (uint32_t)t[2] << 16; /* fall through */
+    case 2: k ^= (uint32_t)t[1] << 8;  /* fall through */
+    case 1:
+        k ^= t[0];
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+    }
+    h ^= (uint32_t)n;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
+/* VW's hashstring: an all-digit string hashes to its value plus the seed */
+static inline uint32_t hashstring(const unsigned char *p, size_t n, uint32_t seed) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = p[i];
+        if (c < '0' || c > '9')
+            return murmur3(p, n, seed);
+        v = (v * 10 + (c - '0')) & 0xFFFFFFFFFFFFull;
+    }
+    return (uint32_t)((v + seed) & 0xFFFFFFFFu);
+}
+
+/* [-]digits[.digits][(e|E)[-]digits] in [s, e), read as VW reads it (its float loop and
+ * its float powers of ten: _vwfloat.parse_float32); 0: not that form, or a value VW's
+ * reading refuses (the numba parser then reports it). The digits are summed as an integer
+ * where every step of VW's float loop is exact (at most 15 digits, partial sums below
+ * 2^24), else VW's loop is replayed: every operation rounded to float, as VW's (compiled
+ * without FMA contraction). */
+static inline int read_number(const unsigned char *s, const unsigned char *e, float *out) {
+    int neg = 0;
+    if (s < e && *s == '-') {
+        neg = 1;
+        s++;
+    }
+    const unsigned char *d0 = s;
+    int64_t acc = 0;
+    int nd = 0, dec = 0;
+    while (s < e && (unsigned)(*s - '0') <= 9) {
+        if (nd < 18)
+            acc = acc * 10 + (*s - '0');
+        s++;
+        nd++;
+    }
+    const unsigned char *dot = s;
+    if (s < e && *s == '.') {
+        s++;
+        while (s < e && (unsigned)(*s - '0') <= 9) {
+            if (dec < 35) {
+                if (nd < 18)
+                    acc = acc * 10 + (*s - '0');
+                dec++;
+            }
+            s++;
+            nd++;
+        }
+    }
+    const unsigned char *mend = s;
+    if (nd == 0)
+        return 0;
+    int x = -dec;
+    if (s < e && (*s == 'e' || *s == 'E')) {
+        s++;
+        int eneg = 0, ed = 0, ev = 0;
+        if (s < e && *s == '-') {
+            eneg = 1;
+            s++;
+        }
+        while (s < e && (unsigned)(*s - '0') <= 9) {
+            ev = ev * 10 + (*s - '0');
+            if (ev > 100000)
+                ev = 100000;
+            s++;
+            ed++;
+        }
+        if (ed == 0)
+            return 0;
+        x = (eneg ? -ev : ev) - dec;
+    }
+    if (s != e || x < -128 || x > 127)
+        return 0;
+    float f;
+    if (nd <= 15 && acc < 16777160) {
+        f = (float)acc;
+    } else {
+        f = 0.0f;
+        const unsigned char *q = d0;
+        for (; q < dot; q++) {
+            float t = f * 10.0f;
+            t = t + (float)*q;
+            f = t - 48.0f;
+        }
+        if (dot < mend) {
+            int k = 0;
+            for (q = dot + 1; q < mend; q++) {
+                if (k < 35) {
+                    float t = f * 10.0f;
+                    f = t + (float)(*q - '0');
+                    k++;
+                }
+            }
+        }
+    }
+    float p = x > 38 ? __builtin_inff() : x < -37 ? 0.0f : x >= 0 ? POS10[x] : NEG10[-x];
+    float v = f * p;
+    if (!(v <= 3.4028234663852886e38f && v >= -3.4028234663852886e38f))
+        return 0; /* an overflow (or 0 * inf): the numba parser reports it */
+    *out = neg ? -v : v;
+    return 1;
+}
+
+static PyObject *parse(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb;
+    unsigned long mask;
+    int constant;
+    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*", &bb, &mask, &constant, &bp, &bi, &bv,
+                          &bl, &bw, &btp, &btb))
+        return NULL;
+    const unsigned char *buf = bb.buf;
+    const unsigned char *end = buf + bb.len;
+    int64_t *indptr = bp.buf;
+    uint32_t *indices = bi.buf;
+    float *values = bv.buf;
+    float *labels = bl.buf;
+    float *weights = bw.buf;
+    int64_t *tag_ptr = btp.buf;
+    unsigned char *tag_blob = btb.buf;
+    Py_ssize_t tcap = btb.len;
+    Py_ssize_t fcap = bi.len / 4, ncap = bl.len / 4;
+    if (bv.len / 4 < fcap)
+        fcap = bv.len / 4;
+    if (bw.len / 4 < ncap)
+        ncap = bw.len / 4;
+    if (bp.len / 8 - 1 < ncap)
+        ncap = bp.len / 8 - 1;
+    if (btp.len / 8 - 1 < ncap)
+        ncap = btp.len / 8 - 1;
+    int status = 0;
+    Py_ssize_t nex = 0, nnz = 0, ntag = 0;
+    uint32_t m = (uint32_t)mask;
+    Py_BEGIN_ALLOW_THREADS
+    const unsigned char *p = buf;
+    uint32_t opened[256]; /* the line (+1) on which a namespace character was opened */
+    memset(opened, 0, sizeof opened);
+    uint32_t stamp = 0;
+    if (ncap >= 0)
+        indptr[0] = tag_ptr[0] = 0;
+    while (p < end) {
+        stamp++;
+        /* the label section: words up to the first '|'; the last one is the tag if it
+         * starts with ' or touches the '|' */
+        const unsigned char *q = p, *tag_s = NULL, *tag_e = NULL;
+        float label = __builtin_nanf(""), weight = 1.0f;
+        int nnum = 0;
+        for (;;) {
+            while (q < end && is_space(*q))
+                q++;
+            if (q == end || *q == '\n' || *q == '|')
+                break;
+            const unsigned char *ts = q;
+            while (q < end && !SEP[*q])
+                q++;
+            if ((q < end && *q == '|') || *ts == '\'') {
+                const unsigned char *j = q;
+                while (j < end && is_space(*j))
+                    j++;
+                if (j < end && *j == '|') {
+                    tag_s = *ts == '\'' ? ts + 1 : ts;
+                    tag_e = q;
+                    continue;
+                }
+            }
+            float v;
+            if (!read_number(ts, q, &v) || nnum >= 2) { status = 1; goto done; }
+            if (nnum == 0)
+                label = v;
+            else if (v < 0) { status = 1; goto done; }
+            else
+                weight = v;
+            nnum++;
+        }
+        if (q == end || *q == '\n') {
+            if (nnum) { status = 1; goto done; } /* no '|': an error line */
+            p = q + 1;                           /* a blank line */
+            continue;
+        }
+        if (nex >= ncap) { status = 2; goto done; }
+        /* the features, from the first '|' to the line's end */
+        uint32_t ns_hash = 0, anon = 0; /* anon: the namespace's running count of :v features */
+        int ns_c = -1;
+        float scale = 1.0f;
+        while (q < end && *q != '\n') {
+            unsigned char c = *q;
+            if (c == '|') {
+                q++;
+                const unsigned char *ts = q;
+                while (q < end && !SEP[*q])
+                    q++;
+                int nc = ts == q ? ' ' : *ts;
+                /* |name:scale (the first ':'): the scale multiplies the values, in float */
+                const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
+                scale = 1.0f;
+                if (colon && !read_number(colon + 1, q, &scale)) { status = 1; goto done; }
+                if (opened[nc] == stamp && nc != ns_c) { status = 1; goto done; }
+                opened[nc] = stamp;
+                ns_c = nc;
+                ns_hash = ts == q ? 0 : hashstring(ts, (size_t)((colon ? colon : q) - ts), 0);
+                anon = 0;
+                continue;
+            }
+            if (is_space(c)) {
+                q++;
+                continue;
+            }
+            const unsigned char *ts = q, *colon = NULL;
+            while (q < end && !SEP[*q]) {
+                if (*q == ':')
+                    colon = q;
+                q++;
+            }
+            float v = 1.0f;
+            const unsigned char *ne = q;
+            if (colon) {
+                ne = colon;
+                if (!read_number(colon + 1, q, &v)) { status = 1; goto done; }
+            }
+            v = scale * v; /* VW: the namespace's scale times the value, in float */
+            /* an anonymous feature (:v) is the namespace hash plus its running count in
+             * this namespace, counted before a zero value drops it, as VW's parser does */
+            uint32_t h;
+            if (ne == ts)
+                h = ns_hash + anon++;
+            else if (v == 0.0f)
+                continue;
+            else {
+                unsigned c0 = *ts;
+                h = (c0 < '0' || c0 > '9') ? murmur3(ts, (size_t)(ne - ts), ns_hash)
+                                           : hashstring(ts, (size_t)(ne - ts), ns_hash);
+            }
+            if (v == 0.0f)
+                continue;
+            if (nnz >= fcap) { status = 2; goto done; }
+            indices[nnz] = h & m;
+            values[nnz] = v;
+            nnz++;
+        }
+        if (constant) {
+            if (nnz >= fcap) { status = 2; goto done; }
+            indices[nnz] = CONSTANT_HASH & m;
+            values[nnz] = 1.0f;
+            nnz++;
+        }
+        if (tag_e > tag_s) {
+            if (ntag + (tag_e - tag_s) > tcap) { status = 2; goto done; }
+            memcpy(tag_blob + ntag, tag_s, (size_t)(tag_e - tag_s));
+            ntag += tag_e - tag_s;
+        }
+        labels[nex] = label;
+        weights[nex] = weight;
+        nex++;
+        indptr[nex] = nnz;
+        tag_ptr[nex] = ntag;
+        p = q + 1;
+    }
+done:
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&bp);
+    PyBuffer_Release(&bi);
+    PyBuffer_Release(&bv);
+    PyBuffer_Release(&bl);
+    PyBuffer_Release(&bw);
+    PyBuffer_Release(&btp);
+    PyBuffer_Release(&btb);
+    return Py_BuildValue("innn", status, nex, nnz, ntag);
+}
+
+static PyMethodDef METHODS[] = {
+    {"parse", parse, METH_VARARGS,
+     "parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, "
+     "tag_blob) -> (status, examples, features, tag bytes)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_vwfast", NULL, -1, METHODS};
+
+PyMODINIT_FUNC PyInit__vwfast(void) {
+    float p = 1.0f;
+    for (int k = 0; k < 38; k++) { /* VW's tables: repeated float division by ten */
+        NEG10[k] = p;
+        p = p / 10.0f;
+    }
+    p = 1.0f;
+    for (int k = 0; k < 39; k++) { /* ... and multiplication */
+        POS10[k] = p;
+        p = p * 10.0f;
+    }
+    memset(SEP, 0, sizeof SEP);
+    SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
+    PyObject *mod = PyModule_Create(&MODULE);
+    if (mod && PyModule_AddIntConstant(mod, "ABI", 3) < 0) {
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
+}

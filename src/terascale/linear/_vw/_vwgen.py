@@ -1,0 +1,331 @@
+"""VW's parse-time feature generation for ``terascale vw``: ``--redefine``, ``--ngram``,
+``--skips``, ``--feature_limit``, ``--hash_seed``, ``--affix``, and ``--feature_mask``'s
+filter.
+
+VW applies these while it parses a line, to each namespace's list of hashed features:
+``--redefine N:=S`` files the namespaces whose names start with a letter of S under the
+letter N (their features keep the hash of their own namespace name: only the letter that
+``-q``, ``--ignore`` and ``--keep`` see changes); ``--ngram [ns]N`` with ``--skips [ns]K``
+appends, per namespace letter, every n-gram of its features in the order they appear,
+with up to K features skipped between the words, of value 1 and index
+``i1 * 27942141 + i2 ...`` (VW's ``kskip_ngram_transformer``); ``--feature_limit [ns]N``
+keeps the N features of lowest index (sorted, duplicates dropped); ``--hash_seed S``
+seeds every hash of a name. ``--affix [+-]L[ns],...`` adds, for each named feature of
+namespace ns (the default one without ns), its prefix (``+``) or suffix (``-``) of L
+characters as a feature of VW's affix namespace (character 132), of the feature's value
+and index ``hash(affix, namespace hash) * (13903957 + code * 27942141)``, where code is
+``L << 1 | prefix`` (VW's ``parse_example_text``); the affix namespace joins the line
+where its first feature appears. ``--feature_mask`` (VW's ``gd`` never updates a weight that
+is 0, nor counts it in the adaptive and normalized sums, so a feature whose starting weight
+is 0 stays out of every sum) drops the features whose index is not in the mask's set of
+nonzero weights: the same examples for the learner, without a branch on its hot path.
+
+Here these run as one text-to-text step in front of terascale's parser, only when one of
+these flags is given: each line is rewritten with every feature named by its final hash (an
+all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
+does), under the namespace letter it ends in. The parser then adds the constant and the
+interactions as always, so the examples are VW's bit for bit; the hot path never sees these
+flags. The rewritten copy lives in a temporary file (removed at exit); feature names
+(``--invert_hash``) are the generated ones, not the original words.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..._errors import ConfigError, DataError
+
+__all__ = ["FeatureGen", "rewrite_inputs"]
+
+QUADRATIC_CONSTANT = 27942141  # VW's multiplier of an n-gram's indices
+AFFIX_CONSTANT = 13903957
+AFFIX_NAMESPACE = 132
+_AFFIX_NAME = "\x7faffix"  # how the rewritten text names it (any name: its hash is undone)
+_U64 = (1 << 64) - 1
+_U32 = (1 << 32) - 1
+
+
+def _atoi(s: str) -> int:
+    """C's ``atoi``, as VW reads these values: the leading digits (``":10"`` is 0)."""
+    s = s.lstrip()
+    sign, i = 1, 0
+    if s[:1] in ("+", "-"):
+        sign, i = (-1 if s[0] == "-" else 1), 1
+    j = i
+    while j < len(s) and s[j].isdigit():
+        j += 1
+    return sign * int(s[i:j]) if j > i else 0
+
+
+def _table(specs: Sequence[str], flag: str) -> dict[int, int]:
+    """VW's ``--ngram``/``--skips``/``--feature_limit`` values: ``N`` (every namespace)
+    or ``cN`` (namespace letter c, then N as C's atoi reads it: ``a:10`` is a0, as in
+    VW); {letter code: N}, -1 for every namespace."""
+    out: dict[int, int] = {}
+    for s in specs:
+        if len(s) < 2 and not s[:1].isdigit():
+            raise ConfigError(f"{flag} {s!r}: N, or a namespace letter before N (like a2)")
+        if s[0].isdigit():
+            out = {-1: _atoi(s)}  # every namespace, over what came before
+            continue
+        out[s.encode()[0]] = _atoi(s[1:])
+    return out
+
+
+def _affix(specs: Sequence[str]) -> dict[int, list[tuple[bool, int, int]]]:
+    """VW's ``--affix`` values (``+2,-3b``): {namespace letter code: [(prefix, length,
+    code)]}, each namespace's in the order VW generates them (the last given first)."""
+    out: dict[int, list[tuple[bool, int, int]]] = {}
+    if len(set(specs)) > 1:
+        raise ConfigError(f"--affix given twice with different values ({' vs '.join(specs)}"
+                          f"): VW takes one, with comma-separated parts")
+    for spec in specs[:1]:
+        for p in spec.split(","):
+            if not p:
+                continue
+            q = p[1:] if p[0] in "+-" else p
+            prefix = p[0] != "-"
+            if not q or not "1" <= q[0] <= "7" or len(q) > 2:
+                raise ConfigError(f"--affix {spec}: each of its comma-separated parts is "
+                                  f"[+|-]L[namespace], L in 1..7 (VW's), not {p!r}")
+            ln = int(q[0])
+            c = q[1].encode()[0] if len(q) == 2 else 32
+            out.setdefault(c, []).insert(0, (prefix, ln, (ln << 1) | int(prefix)))
+    return out
+
+
+def _redefine(specs: Sequence[str]) -> list[int] | None:
+    """VW's ``--redefine N:=S`` table (namespace letter -> letter), in the given order."""
+    if not specs:
+        return None
+    table = list(range(256))
+    for arg in specs:
+        pos = arg.find(":=")
+        if pos < 0:
+            raise ConfigError(f"--redefine {arg}: the format is N:=S, :=S or N:= (N the new "
+                              f"namespace letter, S the letters of the old ones)")
+        target = arg[0] if pos > 0 else " "
+        if target in "|:\t\r\n":
+            raise ConfigError(f"--redefine {arg}: {target!r} cannot be a namespace letter")
+        new = ord(target) & 255
+        src = arg[pos + 2:]
+        if not src:
+            table[32] = new
+            continue
+        for c in src:
+            if c == ":":
+                table = [new] * 256
+                break
+            table[ord(c) & 255] = new
+    return table
+
+
+@dataclass
+class FeatureGen:
+    """What the flags ask for (see the module's docstring)."""
+
+    bits: int = 18
+    ngram: dict[int, int] = field(default_factory=dict)
+    skips: dict[int, int] = field(default_factory=dict)
+    limit: dict[int, int] = field(default_factory=dict)
+    redefine: list[int] | None = None
+    seed: int = 0
+    keep: frozenset[int] | None = None  # --feature_mask: the indices that may be updated
+    affix: dict[int, list[tuple[bool, int, int]]] = field(default_factory=dict)
+
+    @classmethod
+    def from_flags(cls, *, bits: int, ngram: Sequence[str], skips: Sequence[str],
+                   feature_limit: Sequence[str], redefine: Sequence[str],
+                   hash_seed: int, keep: frozenset[int] | None = None,
+                   affix: Sequence[str] = ()) -> FeatureGen | None:
+        """None when no flag of VW's feature generation is given (``keep``: the indices
+        of ``--feature_mask``'s nonzero weights)."""
+        if not (ngram or skips or feature_limit or redefine or hash_seed
+                or keep is not None or affix):
+            return None
+        if affix and (ngram or feature_limit):
+            raise ConfigError("--affix with --ngram/--feature_limit is not supported by "
+                              "terascale vw")
+        if skips and not ngram:
+            raise ConfigError("--skips goes with --ngram (VW: skip-grams of n-grams)")
+        if hash_seed < 0 or hash_seed > _U32:
+            raise ConfigError(f"--hash_seed must be in 0..2^32-1, not {hash_seed}")
+        return cls(bits=bits, ngram=_table(ngram, "--ngram"), skips=_table(skips, "--skips"),
+                   limit=_table(feature_limit, "--feature_limit"),
+                   redefine=_redefine(redefine), seed=hash_seed, keep=keep,
+                   affix=_affix(affix))
+
+    def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
+        return table.get(c, table.get(-1, default))
+
+    # -- one line ------------------------------------------------------------------
+    def line(self, text: str, where: str) -> str:
+        """The line with every feature named by its final hash (see the module)."""
+        from .._io._hashing import hash_space
+
+        body = text.rstrip("\r\n")
+        bar = body.find("|")
+        if bar < 0:
+            return body
+        mask = (1 << self.bits) - 1
+        groups: dict[int, list[tuple[int, float, str | None, str | None]]] = {}
+        for sec in body[bar + 1:].split("|"):
+            toks = sec.split()
+            if sec[:1] in ("", " ", "\t"):
+                c = 32
+                ns_hash = 0 if not self.seed else _murmur(b"", self.seed)
+                scale_tok: str | None = None
+                feats = toks
+            else:
+                if not toks:
+                    continue
+                name, _, scale_tok_ = toks[0].partition(":")
+                scale_tok = scale_tok_ or None
+                c = name.encode()[0]
+                if self.redefine is not None:
+                    c = self.redefine[c]
+                ns_hash = _hashstring(name, self.seed)
+                feats = toks[1:]
+            scale = _float(scale_tok, where) if scale_tok else 1.0
+            out = groups.setdefault(c, [])
+            anon = 0
+            for tok in feats:
+                name, colon, val = tok.rpartition(":") if ":" in tok else (tok, "", "")
+                v = np.float32(scale) * np.float32(_float(val, where)) if colon else \
+                    np.float32(scale)
+                if v == 0:
+                    continue  # VW drops zero-valued features
+                if name:
+                    h = _hashstring(name, ns_hash)
+                else:
+                    h = (ns_hash + anon) & _U32
+                    anon += 1
+                out.append((h & mask, float(v), val if colon else None, scale_tok))
+                if name and c in self.affix:
+                    afx = groups.setdefault(AFFIX_NAMESPACE, [])
+                    for prefix, ln, code in self.affix[c]:
+                        b = name.encode()  # (VW cuts bytes)
+                        h = (_hashbytes(b[:ln] if prefix else b[-ln:], ns_hash)
+                             * (AFFIX_CONSTANT + code * QUADRATIC_CONSTANT)) & _U64
+                        afx.append((h & mask, float(v), val if colon else None, scale_tok))
+        lines = []
+        for c, fs in groups.items():
+            if not fs:
+                continue
+            n = self._of(self.ngram, c)
+            if n > 1:
+                fs = fs + _grams(fs, n, self._of(self.skips, c))
+            lim = self._of(self.limit, c, -1)
+            if 0 <= lim < len(fs):
+                fs = _limited(fs, lim, mask)
+            if self.keep is not None:
+                fs = [f for f in fs if f[0] & mask in self.keep]
+            letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else chr(c)
+            base = 0 if c == 32 else hash_space(letter)
+            head = "|" if c == 32 else "|" + letter
+            segs: list[str] = []
+            cur: object = object()
+            for h, _v, val, stok in fs:
+                if stok != cur:
+                    segs.append(head + (f":{stok}" if stok else "") + " ")
+                    cur = stok
+                d = (h - base) & _U32
+                segs.append(f"{d}:{val} " if val is not None else f"{d} ")
+            lines.append("".join(segs))
+        return body[:bar] + "".join(lines).rstrip()
+
+
+def _grams(fs: list, n_max: int, skip_max: int) -> list:
+    """VW's add_grams: the 2..n-grams with up to ``skip_max`` skips, in VW's order."""
+    idx = [f[0] for f in fs]
+    length = len(idx)
+    out: list = []
+
+    def add(ngram: int, skip_gram: int, mask: list[int], skips: int) -> None:
+        if ngram == 0 and mask[-1] < length:
+            for i in range(length - mask[-1]):
+                new = idx[i]
+                for k in mask[1:]:
+                    new = (new * QUADRATIC_CONSTANT + idx[i + k]) & _U64
+                out.append((new, 1.0, None, None))
+        if ngram > 0:
+            mask.append(mask[-1] + 1 + skips)
+            add(ngram - 1, skip_gram, mask, 0)
+            mask.pop()
+        if skip_gram > 0 and ngram > 0:
+            add(ngram, skip_gram - 1, mask, skips + 1)
+
+    for n in range(1, n_max):
+        add(n, skip_max, [0], 0)
+    return out
+
+
+def _limited(fs: list, limit: int, mask: int) -> list:
+    """VW's feature_limit: sorted by (masked index, value), the first ``limit`` distinct
+    indices kept."""
+    if limit == 0:
+        return []
+    srt = sorted(fs, key=lambda f: (f[0] & mask, f[1]))
+    if limit == 1:
+        return srt[:1]
+    kept = [srt[0]]
+    for f in srt[1:]:
+        if f[0] != kept[-1][0]:
+            kept.append(f)
+            if len(kept) >= limit:
+                break
+    return kept
+
+
+def _hashstring(s: str, seed: int) -> int:
+    from .._io._hashing import hashstring_nb
+
+    b = s.strip().encode()
+    return int(hashstring_nb(np.frombuffer(b, np.uint8), 0, len(b), seed)) if b else \
+        _murmur(b"", seed)
+
+
+def _hashbytes(b: bytes, seed: int) -> int:
+    from .._io._hashing import hashstring_nb
+
+    b = b.strip(b" \t")
+    return int(hashstring_nb(np.frombuffer(b, np.uint8), 0, len(b), seed)) if b else \
+        _murmur(b"", seed)
+
+
+def _murmur(b: bytes, seed: int) -> int:
+    from .._io._hashing import murmur3_32
+
+    return murmur3_32(b, seed)
+
+
+def _float(tok: str, where: str) -> float:
+    from ._vwfloat import parse_float32
+
+    b = tok.encode()
+    v, ok = parse_float32(np.frombuffer(b, np.uint8), 0, len(b))
+    if not ok:
+        raise DataError(f"{where}: a feature value or namespace scale is not a number: "
+                        f"{tok!r}")
+    return float(v)
+
+
+def rewrite_inputs(paths: Sequence[str], gen: FeatureGen) -> list[str]:
+    """A rewritten temporary copy of each input (removed at exit), in order."""
+    from ._vwtext import _lines
+
+    out = []
+    for path in paths:
+        fd, tmp = tempfile.mkstemp(prefix="terascale-vwgen-", suffix=".vw")
+        atexit.register(lambda t=tmp: os.path.exists(t) and os.unlink(t))
+        with os.fdopen(fd, "w") as f:
+            for k, text in enumerate(_lines(path), 1):
+                f.write(gen.line(text, f"{path}:{k}") + "\n")
+        out.append(tmp)
+    return out

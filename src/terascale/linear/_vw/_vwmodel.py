@@ -1,0 +1,470 @@
+"""Vowpal Wabbit's binary model format, read and written natively (no VW library needed).
+
+The layout is VW's ``save_load_header`` (``parse_regressor.cc``) followed by ``gd``'s
+``save_load`` (``reductions/gd.cc``), all little-endian:
+
+* the version string and the model id, each as uint32 length + bytes with a NUL;
+* ``'m'``, min label and max label (float32: the range squared-loss predictions are
+  clipped to), ``-b`` (uint32), lda (uint32), the ngram and skip definitions (uint32
+  count + 3 bytes each), the "keep" options as a string (``--quadratic ab --noconstant
+  ...``: VW re-applies them when it loads the model);
+* a checksum: murmurhash3 (VW's ``uniform_hash``) chained over each write since the id
+  (written as uint32 4, then the hash);
+* ``gd``: one byte, ``save_resume``; with it the learner's state (initial_t, the
+  normalized update's sums, the example counters, L1/L2 state), then per nonzero weight
+  its index (uint32 below ``-b 31``, else uint64) and w, or w, adaptive sum and
+  normalizer with the state.
+
+``write_vw_model`` writes the ``--predict_only_model`` form (weights only) or, for a model
+saved after online passes, VW's default save_resume form, from which ``vw -i`` continues
+training; ``read_vw_model`` reads either into a LinearModel (the state too, so that a warm
+start continues as VW would). Models of reductions other than a plain linear learner
+(their options in the header) are refused by name.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import struct
+from typing import Any
+
+import numpy as np
+
+from ..._errors import DataError
+
+__all__ = ["is_vw_model", "load_model", "read_vw_model", "save_model", "write_vw_model"]
+
+VERSION = "9.0.0"  # the oldest VW 9 reads it; every field below is in its format
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def _murmur(data: bytes, seed: int) -> int:
+    """VW's ``uniform_hash``: MurmurHash3 x86 32-bit."""
+    c1, c2, m = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+    h = seed & m
+    n = len(data) // 4
+    for k in np.frombuffer(data[:4 * n], "<u4").tolist():
+        k = (k * c1) & m
+        k = ((k << 15) | (k >> 17)) & m
+        h ^= (k * c2) & m
+        h = ((h << 13) | (h >> 19)) & m
+        h = (h * 5 + 0xE6546B64) & m
+    tail = data[4 * n:]
+    if tail:
+        k = 0
+        for i in reversed(range(len(tail))):
+            k = (k << 8) | tail[i]
+        k = (k * c1) & m
+        k = ((k << 15) | (k >> 17)) & m
+        h ^= (k * c2) & m
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m
+    return h ^ (h >> 16)
+
+
+def is_vw_model(path: str) -> bool:
+    """Whether ``path`` starts as a VW model does (its version string)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False
+    n = int.from_bytes(head[:4], "little") if len(head) >= 4 else 0
+    return 0 < n <= 12 and head[4:4 + n - 1].replace(b".", b"").isdigit()
+
+
+def load_model(path: str) -> Any:
+    """A terascale model, or a VW binary model read as one."""
+    from .._model import LinearModel
+
+    return read_vw_model(path) if is_vw_model(path) else LinearModel.load(path)
+
+
+def save_model(model: Any, path: str, fmt: str = "terascale", *,
+               predict_only: bool = False) -> None:
+    """Save in terascale's format or VW's (``fmt`` "vw"; ``predict_only``: weights only)."""
+    if fmt == "vw":
+        write_vw_model(model, path, predict_only=predict_only)
+    else:
+        model.save(path)
+
+
+def _options(parse: Any, oaa: int = 0, names: list[str] | None = None) -> str:
+    """VW's serialized keep options (sorted by name; ignore/keep merged at the end)."""
+    opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
+    if names:
+        opts.append(("named_labels", ",".join(names)))
+    opts += [("cubic", v) for v in parse.cubic]
+    opts += [("interactions", v) for v in parse.interactions]
+    if not parse.constant:
+        opts.append(("noconstant", ""))
+    opts += [("quadratic", v) for v in parse.quadratic]
+    if GENERATION.get("hash_seed"):
+        opts.append(("hash_seed", str(GENERATION["hash_seed"][0])))
+    text = "".join(f" --{k}" + (f" {v}" if v else "") for k, v in sorted(opts))
+    for name, values in (("ignore", parse.ignore), ("ignore_linear", parse.ignore_linear),
+                         ("keep", parse.keep)):
+        letters = sorted({c for v in values for c in v})
+        if letters:
+            text += f" --{name} " + "".join(letters)
+    return text
+
+
+def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None:
+    """Write ``model`` (a LinearModel) as VW's binary model at ``path``."""
+    _write_atomic(path, _vw_bytes(model, predict_only=predict_only))
+
+
+def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = None
+                       ) -> None:
+    """Write the K learners of ``--oaa K`` as VW's one-against-all model (its
+    ``--predict_only_model`` form): VW interleaves the learners' weights, class c's weight
+    of feature index i at ``i * 2**s + c`` (s = ceil(log2 K)) in its 2**b weights, under
+    the header option ``--oaa K`` (and ``--named_labels``, with ``names``): each learner
+    was trained with b - s bits."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    k = len(models)
+    shift = max(0, (k - 1).bit_length())
+    idx = np.concatenate([(m.indices.astype(np.uint64) << np.uint64(shift)) + np.uint64(c)
+                          for c, m in enumerate(models)])
+    w = np.concatenate([m.weights for m in models]).astype(np.float32)
+    first = models[0]
+    # (the learners share VW's prediction range: the header's, from the first's state)
+    parse = dataclasses.replace(first.parse, bits=first.parse.bits + shift)
+    merged = SimpleNamespace(indices=idx, weights=w, parse=parse, loss=first.loss,
+                             adaptive=first.adaptive and (None, None, first.adaptive[2]),
+                             info=first.info)
+    _write_atomic(path, _vw_bytes(merged, predict_only=True, oaa=k, index_bits=shift,
+                                  names=names))
+
+
+def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int = 0,
+              index_bits: int = 0, names: list[str] | None = None) -> bytes:
+    """VW's model file (``weights=False``: its header only, up to the checksum); ``oaa``
+    K: a one-against-all model whose indices carry ``index_bits`` more bits."""
+    parse = model.parse
+    if parse.format != "vw":
+        raise DataError(f"a model trained on {parse.format} input cannot be a VW model (VW "
+                        f"hashes VW-format features only)")
+    state = model.adaptive[2] if model.adaptive is not None else None
+    if model.loss == "logistic":
+        lo, hi = -50.0, 50.0
+    elif model.loss == "poisson":  # VW's range: [-50, 50], widened to the labels
+        lo, hi = -50.0, 50.0
+        if state is not None and len(state) >= 6:
+            lo, hi = min(lo, float(state[4])), max(hi, float(state[5]))
+    elif state is not None and len(state) >= 6 and state[4] <= state[5]:
+        lo, hi = float(state[4]), float(state[5])
+    else:
+        lo, hi = -_FLT_MAX, _FLT_MAX  # a batch model: terascale does not clip either
+    out: list[bytes] = []
+    h = [0]
+
+    def put(b: bytes, hashed: bool = True) -> None:
+        out.append(b)
+        if hashed:
+            h[0] = _murmur(b, h[0])
+
+    u4 = struct.Struct("<I").pack
+    v = VERSION.encode() + b"\0"
+    put(u4(len(v)), False)
+    put(v, False)
+    put(u4(1))
+    put(b"\0")
+    put(b"m")
+    put(struct.pack("<f", lo))
+    put(struct.pack("<f", hi))
+    put(u4(parse.bits))
+    put(u4(0))  # lda
+    for key in ("ngram", "skips"):  # VW's --ngram/--skips values, 3 bytes each
+        vals = GENERATION.get(key, [])
+        put(u4(len(vals)))
+        for v in vals:
+            put(v.encode()[:3].ljust(3, b"\0"))
+    o = _options(parse, oaa, names).encode() + b"\0"
+    put(u4(len(o)))
+    put(o)
+    put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it
+    if not weights:
+        return b"".join(out)
+    resume = not predict_only and model.adaptive is not None
+    put(b"\1" if resume else b"\0", False)
+    idx = model.indices.astype(np.uint64)
+    order = np.argsort(idx, kind="stable")
+    if resume:
+        st = np.asarray(state, np.float64)
+        # VW's performance counters from the run's per-pass sums (what
+        # --preserve_performance_counters carries on): t, sum_loss, the labelled weight,
+        # the examples learned from, the passes
+        totals = model.info.get("pass_totals", [])
+        loss = float(sum(t[0] for t in totals))
+        weight = float(sum(t[1] for t in totals))
+        seen = float(sum(t[1] + t[3] for t in totals))
+        examples = int(sum(t[4] for t in totals))
+        counters = struct.pack("<fdddd f ff ddd QQ d d Q dd".replace(" ", ""),
+                               0.0, st[1], seen, loss, 0.0, 1.0, lo, hi, weight, 0.0, 0.0,
+                               examples, 0, st[0], weight, len(totals), st[3], st[2])
+        put(counters, False)
+        values = np.stack([model.weights, model.adaptive[0], model.adaptive[1]],
+                          axis=1).astype("<f4")[order]
+    else:
+        values = model.weights.astype("<f4")[order].reshape(-1, 1)
+    rows = np.zeros(len(idx), dtype=[("i", "<u4" if parse.bits + index_bits < 31 else "<u8"),
+                                     ("w", "<f4", (values.shape[1],))])
+    rows["i"] = idx[order]
+    rows["w"] = values
+    if not resume:
+        rows = rows[rows["w"][:, 0] != 0]
+    put(rows.tobytes(), False)
+    return b"".join(out)
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    """A temporary file next to ``path``, renamed into place (a reader never sees half)."""
+    import tempfile
+
+    from ..._files import storage_error
+
+    d = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".terascale-", dir=d)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as e:
+        raise storage_error("cannot write the model", path, e) from None
+
+
+class _Reader:
+    def __init__(self, data: bytes, path: str) -> None:
+        self.data, self.pos, self.path, self.h = data, 0, path, 0
+
+    def take(self, n: int, hashed: bool = True) -> bytes:
+        if self.pos + n > len(self.data):
+            raise DataError(f"{self.path}: a truncated Vowpal Wabbit model (ends at byte "
+                            f"{len(self.data)})")
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        if hashed:
+            self.h = _murmur(b, self.h)
+        return b
+
+    def u4(self, hashed: bool = True) -> int:
+        return int(struct.unpack("<I", self.take(4, hashed))[0])
+
+    def string(self, hashed: bool = True) -> str:
+        n = self.u4(hashed)
+        return self.take(n, hashed).split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+_PLAIN = {"quadratic", "cubic", "interactions", "noconstant", "ignore", "ignore_linear",
+          "keep", "link", "random_seed", "id", "bit_precision", "hash_seed",
+          "l1_state", "l2_state"}  # (the last two: VW 8's place for the learner's state)
+
+
+# VW's --ngram/--skips of this run (``terascale vw`` sets them after applying them to the
+# input): -f records them in the model's header, as VW does, and -i accepts a model that
+# has the same ones
+GENERATION: dict[str, list[str]] = {}
+
+
+def model_generation(path: str) -> tuple[list[str], list[str], int]:
+    """The --ngram, --skips and --hash_seed values a VW model file records (empty, empty,
+    0 for terascale's)."""
+    if not is_vw_model(path):
+        return [], [], 0
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return [], [], 0
+    r.take(12)
+    r.u4()
+    grams = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
+    skips = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
+    tokens = shlex.split(r.string())
+    seed = 0
+    for a, b in zip(tokens, tokens[1:]):
+        if a == "--hash_seed" and b.isdigit():
+            seed = int(b)
+    return grams, skips, seed
+
+
+def read_regularizer(path: str, bits: int) -> tuple[np.ndarray, float, float]:
+    """VW's ``--output_feature_regularizer_binary`` file (as ``--input_feature_regularizer``
+    reads it): 2 * 2^bits floats, per weight its L2 strength and the weight it pulls
+    toward; and the prediction range its header records (VW's run starts from it)."""
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        raise DataError(f"{path}: not a Vowpal Wabbit regularizer file")
+    lo, hi = struct.unpack("<ff", r.take(8))
+    have = r.u4()
+    if have != bits:
+        raise DataError(f"{path}: a regularizer of -b {have}, this run has -b {bits}")
+    r.u4()
+    for _ in range(r.u4()):
+        r.take(3)
+    for _ in range(r.u4()):
+        r.take(3)
+    r.string()
+    r.take(8, False)
+    if r.take(1, False) == b"\0":
+        raise DataError(f"{path}: a model, not a regularizer file (VW's "
+                        f"--output_feature_regularizer_binary writes those)")
+    rest = r.data[r.pos:]
+    dt = np.dtype([("i", "<u4"), ("v", "<f4")])
+    if len(rest) % dt.itemsize:
+        raise DataError(f"{path}: the regularizer's records are cut short")
+    rows = np.frombuffer(rest, dt)
+    out = np.zeros(2 << bits, np.float32)
+    if len(rows) and int(rows["i"].max()) >= len(out):
+        raise DataError(f"{path}: regularizer index {int(rows['i'].max())} beyond -b {bits}")
+    out[rows["i"]] = rows["v"]
+    return out, lo, hi
+
+
+def write_regularizer(model: Any, reg: np.ndarray, path: str, *, text: bool) -> None:
+    """VW's ``--output_feature_regularizer_binary``/``_text``: the model's header, then
+    ``index:value`` (text) or (u32, f32) records for the non-zero entries of ``reg``."""
+    head = _vw_bytes(model, predict_only=True, weights=False)
+    nz = np.flatnonzero(reg)
+    if text:
+        lines = "".join(f"{i}:{float(reg[i]):g}\n" for i in nz.tolist())
+        data = (f"Version {VERSION}\nId \nMin label:{-_FLT_MAX:g}\nMax label:{_FLT_MAX:g}\n"
+                f"bits:{model.parse.bits}\n:1\n{lines}").encode()
+    else:
+        rows = np.zeros(len(nz), dtype=[("i", "<u4"), ("v", "<f4")])
+        rows["i"], rows["v"] = nz, reg[nz]
+        data = head + b"\1" + rows.tobytes()
+    _write_atomic(path, data)
+
+
+def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
+    """(K, names) when ``path`` is VW's one-against-all model (its header's ``--oaa K``
+    and ``--named_labels``), else (None, None) (terascale's models too)."""
+    if not is_vw_model(path):
+        return None, None
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return None, None
+    r.take(16)
+    for _ in range(2):
+        r.take(3 * r.u4())
+    tokens = shlex.split(r.string())
+    k, names = None, None
+    for a, b in zip(tokens, tokens[1:]):
+        if a == "--oaa" and b.isdigit():
+            k = int(b)
+        elif a == "--named_labels":
+            names = b.split(",")
+    return k, names
+
+
+def read_vw_model(path: str, *, oaa: bool = False) -> Any:
+    """A VW binary model (a plain linear learner's) as a LinearModel; ``oaa``: also VW's
+    one-against-all model (``info["oaa"]`` = K; :func:`._oaa.split_oaa` gives its K
+    learners)."""
+    from .._io._dataset import ParseOptions
+    from .._model import LinearModel
+    from .._online._update import new_state
+
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    version = r.string(False)
+    parts = tuple(int(x) for x in version.split(".")[:3] if x.isdigit())
+    if parts < (8, 0, 3):
+        raise DataError(f"{path}: a Vowpal Wabbit {version} model; terascale reads VW "
+                        f"models from version 8.0.3 on (retrain, or convert it with a "
+                        f"newer vw: vw -i old -f new --predict_only_model -t -d /dev/null)")
+    r.string()  # id
+    if r.take(1) != b"m":
+        raise DataError(f"{path}: not a Vowpal Wabbit model file")
+    lo = struct.unpack("<f", r.take(4))[0]
+    hi = struct.unpack("<f", r.take(4))[0]
+    bits = r.u4()
+    if r.u4():
+        raise DataError(f"{path}: an LDA model (VW's --lda), not a linear learner's")
+    grams = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
+    skips = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
+    if (grams or skips) and (grams, skips) != (GENERATION.get("ngram"),
+                                               GENERATION.get("skips")):
+        raise DataError(f"{path}: trained with --ngram/--skips ({' '.join(grams)}; "
+                        f"{' '.join(skips) or 'no skips'}): terascale vw -i generates them "
+                        f"as VW does; other terascale commands do not")
+    text = r.string()
+    want = r.h
+    if r.u4(False) != 4 or r.u4(False) != want:  # (VW writes it length-prefixed)
+        raise DataError(f"{path}: the Vowpal Wabbit model's header checksum does not match "
+                        f"(a damaged file)")
+    opts: dict[str, list[str]] = {}
+    tokens = shlex.split(text)
+    i = 0
+    while i < len(tokens):
+        name = tokens[i].lstrip("-")
+        val = tokens[i + 1] if i + 1 < len(tokens) and not tokens[i + 1].startswith("--") \
+            else ""
+        i += 2 if val else 1
+        seeded = name == "hash_seed" and [val] == [str(v) for v in
+                                                  GENERATION.get("hash_seed", [])]
+        if name not in _PLAIN and not seeded and not (oaa and name in ("oaa",
+                                                                       "named_labels")):
+            raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "
+                            f"{text.strip()}); terascale reads plain linear models only")
+        opts.setdefault(name, []).append(val)
+    resume = r.take(1, False) != b"\0"
+    state = new_state()
+    state[4], state[5] = lo, hi
+    counters: dict[str, float] = {}
+    if resume:  # (VW 9 added the L1 and L2 state; VW 8 kept them as options)
+        fmt = "<fdddd f ff ddd QQ d d Q" + ("dd" if parts >= (9, 0, 0) else "")
+        vals = struct.unpack(fmt, r.take(struct.calcsize(fmt), False))
+        l1_l2 = vals[16:18] if parts >= (9, 0, 0) else (
+            float(opts.get("l1_state", ["0"])[0]), float(opts.get("l2_state", ["1"])[0]))
+        state[1], state[0], state[3], state[2] = vals[1], vals[13], l1_l2[0], l1_l2[1]
+        counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8]}
+        state[4], state[5] = vals[6], vals[7]
+    width = 3 if resume else 1
+    rest = r.data[r.pos:]
+    dt = np.dtype([("i", "<u4" if bits < 31 else "<u8"), ("w", "<f4", (width,))])
+    if len(rest) % dt.itemsize:
+        raise DataError(f"{path}: the weights of the Vowpal Wabbit model do not fill whole "
+                        f"records ({len(rest)} bytes of {dt.itemsize}); a model of another "
+                        f"update rule (--sgd, --adaptive alone, --ftrl) is not supported")
+    rows = np.frombuffer(rest, dt)
+    if len(rows) and int(rows["i"].max()) >= 1 << bits:
+        raise DataError(f"{path}: weight index {int(rows['i'].max())} beyond -b {bits}")
+    parse = ParseOptions(bits=bits, quadratic=tuple(opts.get("quadratic", [])),
+                         cubic=tuple(opts.get("cubic", [])),
+                         interactions=tuple(opts.get("interactions", [])),
+                         constant="noconstant" not in opts,
+                         ignore=tuple(opts.get("ignore", [])), keep=tuple(opts.get("keep", [])),
+                         ignore_linear=tuple(opts.get("ignore_linear", [])))
+    loss = "logistic" if "logistic" in opts.get("link", []) else "squared"
+    w = rows["w"].astype(np.float32)
+    adaptive = (w[:, 1], w[:, 2], state) if resume else (np.zeros(len(w), np.float32),
+                                                         np.zeros(len(w), np.float32), state)
+    model = LinearModel(indices=rows["i"].astype(np.uint32), weights=w[:, 0], parse=parse,
+                        loss=loss, info={"source": os.path.abspath(path),
+                                         "vw_version": version, "vw_counters": counters,
+                                         **({"oaa": int(opts["oaa"][0])} if "oaa" in opts
+                                            else {})},
+                        adaptive=adaptive)
+    return model

@@ -1,0 +1,414 @@
+"""Vowpal Wabbit text format, parsed in one numba pass over the raw bytes.
+
+A line is ``[label [importance [base]]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...``. As in VW:
+the last word of the label section is the tag when it starts with ``'`` or touches the first
+``|``; a namespace ``|ns:2`` scales its values; ``| f`` is the default namespace (hash 0);
+features with value 0 are dropped; repeated features are kept (they add up in the dot
+product, and the learner updates each occurrence as VW does); the constant (bias) feature
+is added to every example; interactions (``-q ab``, ``--cubic``, ``--interactions``, with
+``:`` wildcards) are built as VW builds them (see ``_interactions``); numbers are read as
+VW reads them (see ``_vwfloat``); ``--ignore``/``--keep`` drop namespaces by their first
+letter and ``--ignore_linear`` keeps them for interactions only. A label-section word
+that only starts with a number (``1:1``) is that number, as VW reads it. Malformed lines are
+reported with an error code and the line number, or skipped and counted.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .._io._hashing import CONSTANT_HASH, hashstring_nb, murmur3_32_nb
+from .._io._interactions import count_interactions, emit_interactions
+from ._vwfloat import parse_float, read_float32
+
+__all__ = ["ERRORS", "parse_float", "parse_vw_bytes"]
+
+ERRORS = {
+    1: "no '|' starts the features (a VW line is [label [weight]] ['tag]|ns feature[:value] ...)",
+    2: "the label section has a word that is not a number",
+    3: "the label section has more than three numbers (label, importance, base)",
+    4: "a feature value is not a number",
+    5: "a namespace scale is not a number",
+    6: "an importance weight is negative",
+    7: "a base (the third label number, VW's initial prediction) other than 0 is not "
+       "supported: fold it into a feature",
+}
+
+
+_SEP = np.zeros(256, np.bool_)  # what ends a feature token: space, tab, CR, '|', LF
+_SEP[[32, 9, 13, 124, 10]] = True
+
+
+@numba.njit(cache=True, inline="always")
+def _is_space(c: int) -> bool:
+    return c == 32 or c == 9 or c == 13
+
+
+@numba.njit(cache=True)
+def _number_prefix(buf: np.ndarray, ts: int, te: int) -> tuple[float, bool]:
+    """A label word that only starts with a number (``1:1``, ``2abc``): that number, as
+    VW's simple-label parser reads it (its ``float_of_string`` stops at the first character
+    that is not part of the number); not ok when no prefix is a number."""
+    for e in range(te - 1, ts, -1):
+        v, ok = read_float32(buf, ts, e)
+        if ok:
+            return v, True
+    return np.float32(np.nan), False
+
+
+@numba.njit(cache=True)
+def _grow_i(a: np.ndarray, need: int) -> np.ndarray:
+    if need <= len(a):
+        return a
+    b = np.empty(max(need, 2 * len(a)), a.dtype)
+    b[:len(a)] = a
+    return b
+
+
+@numba.njit(cache=True, nogil=True)
+def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
+              indices: np.ndarray, values: np.ndarray, nsch: np.ndarray,
+              nnz: int, opened: np.ndarray, stamp: int) -> tuple[int, int, int, bool]:
+    """The features of the line whose first '|' is ``buf[bar]``, appended at ``nnz``, up to
+    its line break (or ``n``); returns (new nnz, error code or 0, where it stopped: the line
+    break, ``n``, or the token in error, whether each namespace character's features form
+    one run). Error -1: the arrays are full (the caller grows them and parses the line
+    again). ``opened[c] == stamp``: namespace character c was opened on this line."""
+    err = 0
+    runs = True
+    i = bar
+    cap = len(indices)
+    ns_hash: int | np.int64 = 0  # hashstring_nb gives an int64
+    anon = 0  # the namespace's running count of anonymous (:v) features
+    ns_c = 32
+    scale = np.float32(1.0)
+    while i < n and err == 0:
+        c = buf[i]
+        if c == 10:
+            break
+        if c == 124:  # new namespace
+            i += 1
+            anon = 0
+            if i >= n or _SEP[buf[i]]:
+                ns_hash = 0
+                if opened[32] == stamp and ns_c != 32:
+                    runs = False
+                ns_c = 32
+                opened[32] = stamp
+                scale = np.float32(1.0)
+                continue
+            ts = i
+            while i < n and not _SEP[buf[i]]:
+                i += 1
+            te = i
+            colon = ts
+            while colon < te and buf[colon] != 58:
+                colon += 1
+            scale = np.float32(1.0)
+            if colon < te:
+                sv, ok = read_float32(buf, colon + 1, te)
+                scale = np.float32(sv)
+                if not ok:
+                    err = 5
+            ns_hash = hashstring_nb(buf, ts, colon, 0)
+            if opened[buf[ts]] == stamp and buf[ts] != ns_c:
+                runs = False  # a namespace character opened again after another one
+            ns_c = buf[ts]
+            opened[ns_c] = stamp
+            continue
+        if _is_space(c):
+            i += 1
+            continue
+        ts = i
+        colon = ts - 1  # the last ':' of the token, found on the way (one pass per token)
+        while i < n:
+            c = buf[i]
+            if _SEP[c]:
+                break
+            if c == 58:
+                colon = i
+            i += 1
+        te = i
+        fv = 1.0
+        name_e = te
+        if colon >= ts:
+            name_e = colon
+            fv, ok = read_float32(buf, colon + 1, te)
+            if not ok:
+                err = 4
+                break
+        v32 = scale * np.float32(fv)  # VW: namespace scale times value, in float
+        # an anonymous feature (:v) is the namespace hash plus its running count in this
+        # namespace, counted before a zero value drops it, as VW's parser does
+        h = ns_hash + anon
+        if name_e == ts:
+            anon += 1
+        if v32 == 0.0 or ignore[ns_c]:
+            continue
+        if nnz == cap:
+            err = -1
+            break
+        if name_e > ts:
+            c0 = buf[ts]  # VW's digit rule needs every byte a digit: most names fail at once
+            if c0 < 48 or c0 > 57:
+                h = murmur3_32_nb(buf, ts, name_e, ns_hash)
+            else:
+                h = hashstring_nb(buf, ts, name_e, ns_hash)
+        indices[nnz] = h & mask
+        values[nnz] = v32
+        nsch[nnz] = ns_c
+        nnz += 1
+    return nnz, err, i, runs
+
+
+@numba.njit(cache=True, nogil=True)
+def _grouped(nsch: np.ndarray, indices: np.ndarray, values: np.ndarray, ex_start: int,
+             nnz: int, ignore_linear: np.ndarray, table: np.ndarray, constant: bool,
+             const_idx: int, mask: int, gidx: np.ndarray, gval: np.ndarray,
+             gstart: np.ndarray, gend: np.ndarray, cnt: np.ndarray,
+             order: np.ndarray):  # noqa: ANN202
+    """One example's features ``[ex_start, nnz)`` in VW's order, then the constant and the
+    interactions; returns (nnz, indices, values, nsch, gidx, gval), the arrays grown where
+    needed. (The parser's path where a namespace character comes back later in a line,
+    interactions are built or ``--ignore_linear`` drops some.)"""
+    # group by namespace character, in order of first appearance (VW's ec.indices);
+    # where every namespace's features already form one run (click data, most VW
+    # files) and none is --ignore_linear, the grouped order is the parsed order and
+    # the features stay where they are: only their spans are recorded
+    m = nnz - ex_start
+    no = 0
+    runs = True
+    prev = -1
+    for k in range(ex_start, nnz):
+        c = nsch[k]
+        if cnt[c] == 0:
+            order[no] = c
+            no += 1
+        elif c != prev:
+            runs = False
+        cnt[c] += 1
+        prev = c
+    for q in range(no):
+        if ignore_linear[order[q]]:
+            runs = False
+    off = 0
+    for q in range(no):
+        c = order[q]
+        gstart[c] = off
+        gend[c] = off + cnt[c] if runs else off
+        off += cnt[c]
+    if not runs:
+        if m > len(gidx):
+            gidx = np.empty(2 * m, np.uint32)
+            gval = np.empty(2 * m, np.float32)
+        for k in range(ex_start, nnz):
+            c = nsch[k]
+            gidx[gend[c]] = indices[k]
+            gval[gend[c]] = values[k]
+            gend[c] += 1
+        nnz = ex_start
+        for q in range(no):
+            c = order[q]
+            if ignore_linear[c]:
+                continue
+            for k in range(gstart[c], gend[c]):
+                indices[nnz] = gidx[k]
+                values[nnz] = gval[k]
+                nnz += 1
+    extra = 1 + count_interactions(table, gstart, gend)
+    if nnz + extra > len(indices):
+        indices = _grow_i(indices, nnz + extra)
+        values = _grow_i(values, nnz + extra)
+        nsch = _grow_i(nsch, nnz + extra)
+    if constant:
+        indices[nnz] = const_idx
+        values[nnz] = 1.0
+        nnz += 1
+    if table.shape[0] > 0:  # the grouped features: in gidx/gval, or still in place
+        if runs:
+            nnz = emit_interactions(table, gstart, gend, indices[ex_start:ex_start + m],
+                                    values[ex_start:ex_start + m], mask, indices, values,
+                                    nnz)
+        else:
+            nnz = emit_interactions(table, gstart, gend, gidx, gval, mask, indices,
+                                    values, nnz)
+    for q in range(no):
+        c = order[q]
+        cnt[c] = 0
+        gstart[c] = 0
+        gend[c] = 0
+    return nnz, indices, values, nsch, gidx, gval
+
+
+@numba.njit(cache=True, nogil=True)
+def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool,
+                   skip_bad: bool, ignore: np.ndarray, ignore_linear: np.ndarray):  # noqa: ANN201
+    """Parse VW text; returns (indptr, indices, values, labels, weights, tag_ptr, tag_blob,
+    skipped, err_code, err_line) where err_line counts lines from 0 (blank lines included).
+
+    ``table`` is :func:`._interactions.interaction_table`; ``ignore`` and ``ignore_linear``
+    are 256 flags by namespace character (``--ignore``/``--keep``, ``--ignore_linear``).
+    Features come out in VW's order: by namespace character in order of first appearance
+    (a namespace that comes back later in the line joins its first group), the constant,
+    then the interactions."""
+    n = len(buf)
+    # about what click-style text fills (a feature per ~6 bytes), grown where a line needs
+    # more: the used part is then returned as a view, not copied (see the end)
+    cap = n // 5 + 16
+    indices = np.empty(cap, np.uint32)
+    values = np.empty(cap, np.float32)
+    nsch = np.empty(cap, np.uint8)
+    ncap = n // 8 + 16
+    indptr = np.empty(ncap + 1, np.int64)
+    labels = np.empty(ncap, np.float32)
+    weights = np.empty(ncap, np.float32)
+    tag_ptr = np.empty(ncap + 1, np.int64)
+    tag_blob = np.empty(1024, np.uint8)
+    # one example's features grouped by namespace character
+    gidx = np.empty(256, np.uint32)
+    gval = np.empty(256, np.float32)
+    gstart = np.zeros(256, np.int64)
+    gend = np.zeros(256, np.int64)
+    cnt = np.zeros(256, np.int64)
+    order = np.empty(256, np.int64)
+    indptr[0] = 0
+    tag_ptr[0] = 0
+    nnz = 0
+    nex = 0
+    ntag = 0
+    skipped = 0
+    line = -1
+    pos = 0
+    const_idx = CONSTANT_HASH & mask
+    opened = np.zeros(256, np.int64)  # the line (+1) on which a namespace character opened
+    plain = table.shape[0] == 0 and not ignore_linear.any()
+    runs = True
+    while pos < n:
+        line += 1
+        ls = pos
+        # the label section: up to the first '|' (or the line's end: blank, or an error);
+        # the features' loop finds the line's end, so each line is read once
+        bar = ls
+        while bar < n and buf[bar] != 124 and buf[bar] != 10:
+            bar += 1
+        if bar == n or buf[bar] == 10:
+            k = ls
+            while k < bar and _is_space(buf[k]):
+                k += 1
+            pos = bar + 1
+            if k == bar:
+                continue  # a blank line
+            err = 1
+        else:
+            err = 0
+        label = np.nan
+        weight = 1.0
+        base = 0.0
+        tag_s = 0
+        tag_e = 0
+        if err == 0:
+            # label section: words; the last is the tag if it starts with ' or touches '|'
+            nnum = 0
+            i = ls
+            while i < bar and err == 0:
+                while i < bar and _is_space(buf[i]):
+                    i += 1
+                if i >= bar:
+                    break
+                ts = i
+                while i < bar and not _is_space(buf[i]):
+                    i += 1
+                te = i
+                if te == bar or buf[ts] == 39:
+                    # a tag only if it is the last word
+                    j = te
+                    while j < bar and _is_space(buf[j]):
+                        j += 1
+                    if j == bar:
+                        tag_s = ts + 1 if buf[ts] == 39 else ts
+                        tag_e = te
+                        continue
+                v, ok = read_float32(buf, ts, te)
+                if not ok:
+                    v, ok = _number_prefix(buf, ts, te)
+                if not ok:
+                    err = 2
+                elif nnum == 0:
+                    label = v
+                elif nnum == 1:
+                    weight = v
+                    if v < 0:
+                        err = 6
+                elif nnum == 2:
+                    base = v
+                elif nnum >= 3:
+                    err = 3
+                nnum += 1
+            if err == 0 and base != 0.0:
+                err = 7
+        ex_start = nnz
+        if err == 0:
+            # the token loop runs in a function whose arrays never change (growing them
+            # inside the loop made numba reload them on every token, ~3x slower on
+            # click-style data): when they are full it stops, and the line is parsed again
+            # into arrays twice the size
+            while True:
+                nnz, err, stop, runs = _features(buf, bar, n, mask, ignore, indices, values,
+                                                 nsch, ex_start, opened, line + 1)
+                if err != -1:
+                    break
+                indices = _grow_i(indices, 2 * len(indices))
+                values = _grow_i(values, 2 * len(values))
+                nsch = _grow_i(nsch, 2 * len(nsch))
+            while stop < n and buf[stop] != 10:  # (only where an error stopped it)
+                stop += 1
+            pos = stop + 1
+        elif bar < n and buf[bar] != 10:  # an error in the label section: skip the line
+            while bar < n and buf[bar] != 10:
+                bar += 1
+            pos = bar + 1
+        if err != 0:
+            if skip_bad:
+                skipped += 1
+                nnz = ex_start
+                continue
+            return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], weights[:nex],
+                    tag_ptr[:nex + 1], tag_blob[:ntag], skipped, err, line)
+        if runs and plain:  # the parsed order is VW's: no grouping, no interactions
+            if constant:
+                if nnz == len(indices):
+                    indices = _grow_i(indices, nnz + 1)
+                    values = _grow_i(values, nnz + 1)
+                    nsch = _grow_i(nsch, nnz + 1)
+                indices[nnz] = const_idx
+                values[nnz] = 1.0
+                nnz += 1
+        else:
+            nnz, indices, values, nsch, gidx, gval = _grouped(
+                nsch, indices, values, ex_start, nnz, ignore_linear, table, constant,
+                const_idx, mask, gidx, gval, gstart, gend, cnt, order)
+        if nex + 1 >= len(labels):
+            labels = _grow_i(labels, nex + 2)
+            weights = _grow_i(weights, nex + 2)
+            indptr = _grow_i(indptr, nex + 3)
+            tag_ptr = _grow_i(tag_ptr, nex + 3)
+        labels[nex] = label
+        weights[nex] = weight
+        if tag_e > tag_s:
+            tag_blob = _grow_i(tag_blob, ntag + tag_e - tag_s)
+            tag_blob[ntag:ntag + tag_e - tag_s] = buf[tag_s:tag_e]
+            ntag += tag_e - tag_s
+        nex += 1
+        indptr[nex] = nnz
+        tag_ptr[nex] = ntag
+    # the features' arrays as views where at least half is used (copying them cost 12% of
+    # the parse on click data), else copies: a view keeps all of its buffer alive for every
+    # block in flight; the per-example arrays are sized for the shortest lines: copies
+    if 2 * nnz >= len(indices):
+        indices, values = indices[:nnz], values[:nnz]
+    else:
+        indices, values = indices[:nnz].copy(), values[:nnz].copy()
+    return (indptr[:nex + 1].copy(), indices, values, labels[:nex].copy(),
+            weights[:nex].copy(), tag_ptr[:nex + 1].copy(), tag_blob[:ntag].copy(),
+            skipped, 0, line)

@@ -1,0 +1,297 @@
+"""``terascale vw`` with VW's update rules other than its default: ``--sgd``,
+``--invariant``, ``--adaptive`` or ``--normalized`` alone (or two of the last three), and
+``--sparse_l2``.
+
+VW's default update is adaptive, normalized and importance-invariant together; that is
+terascale's online learner. Given ``--sgd``, ``--invariant``, ``--adaptive`` or
+``--normalized``, VW turns on only the rules named. This module is VW's ``gd`` for every
+such choice: the adaptive rule keeps each weight's sum of squared gradients (its rate
+``g2^-power_t``), the normalized one each feature's largest ``|x|`` (the weight rescaled
+when it grows, the step divided by it and scaled by VW's running average of the
+normalized norms), and the invariant one takes the importance-invariant step
+(Karampatziakis & Langford, UAI 2011) given the example's ``sum x^2`` times those rates;
+without the adaptive rule the rate at example t is ``eta * initial_t^power_t *
+t^-power_t`` (t counting the importance weight learned from), and without both adaptive
+and normalized VW's defaults are learning rate 10 and ``initial_t`` 1. ``--sparse_l2 L``
+subtracts ``L * prediction`` from every example's update (VW's ``gd``), with the default
+rules too.
+
+It runs example by example in Python over the parsed examples (one worker; the small data
+such options are used on): predictions, ``-p``/``-r``, holdout and VW's closing block as the
+main learner gives them. L1/L2, ``-i`` and ``-n N`` are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..._errors import ConfigError
+
+__all__ = ["train_vw_sgd"]
+
+_F = np.float32
+
+
+def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
+                 how: str, opening: Any, learning_rate_given: bool,
+                 initial_t_given: bool) -> int:
+    """Train with VW's gd with the rules given (see the module)."""
+    from .._losses import dloss32, loss32, loss_code, square_grad32
+    from ._vwbatch import _Data
+    from ._vwtext import all_or_none, link, prediction_lines, prediction_writers
+
+    rules = [n for n in ("adaptive", "normalized", "invariant") if getattr(args, n)]
+    if not rules and not args.sgd:  # --sparse_l2 alone: VW's default rules
+        rules = ["adaptive", "normalized", "invariant"]
+    invariant = "invariant" in rules
+    adaptive, normalized = "adaptive" in rules, "normalized" in rules
+    sparse_l2 = _F(getattr(args, "sparse_l2", 0.0) or 0.0)
+    if args.nprocs != 1 or args.oaa is not None or args.initial or options.get("l1") or \
+            options.get("l2") or args.testonly and not args.initial:
+        raise ConfigError(f"--{' --'.join(rules) or 'sgd'}"
+                          f"{' --sparse_l2' if sparse_l2 else ''}: terascale vw runs VW's "
+                          f"gd with these rules on one worker, from zero weights, without "
+                          f"--oaa, --l1/--l2 or -i")
+    loss = options["loss"]
+    if loss not in ("squared", "classic", "logistic", "hinge", "poisson") and not (
+            invariant and loss == "quantile"):
+        raise ConfigError(f"--loss_function {loss} with --{' --'.join(rules) or 'sgd'} is "
+                          f"not supported by terascale vw")
+    kind = loss_code(loss, raw_labels=True, tau=float(options.get("quantile_tau", 0.5)))
+    passes = int(options.get("passes", 1))
+    holdout_off = options.get("holdout") == 0.0 or passes == 1
+    period = int(args.holdout_period or 10)
+    data = _Data(paths, options, period, int(options.get("holdout_after", 0)), holdout_off)
+    power_t = _F(options.get("power_t", 0.5))
+    both = adaptive and normalized  # (VW's defaults change without them)
+    eta = _F(options.get("learning_rate", 0.5)) if learning_rate_given or both else _F(10.0)
+    if adaptive or normalized:
+        t = float(args.initial_t) if initial_t_given else 0.0
+    else:
+        t = float(args.initial_t) if initial_t_given else 1.0
+        eta = _F(eta * _F(np.power(_F(t), power_t)))
+    opening()
+    size = data.size
+    w = np.zeros(size, _F)
+    # per weight: sum of squared gradients (VW starts it at initial_t), largest |x|, rate
+    g2 = np.full(size, _F(t) if adaptive and t > 0 else _F(0), _F)
+    nrm = np.zeros(size, _F)
+    rate = np.zeros(size, _F)
+    sqrt_rate = power_t == _F(0.5)
+    neg_power_t = _F(-power_t)
+    # (VW sets it before it reads the rules, when adaptive is still on: power_t - 1 always)
+    neg_norm_power = _F(power_t - _F(1))
+    total_w = nsnx = float(t) if normalized and t > 0 else 0.0  # VW's "fake" examples
+    multiplier = _F(1)
+    lo = _F(-50) if loss in ("logistic", "poisson") else _F(0)
+    hi = _F(50) if loss in ("logistic", "poisson") else _F(0)
+    X = data.X
+    sumsq = np.asarray(data.X2.sum(axis=1, dtype=_F)).ravel().astype(_F)
+    writers = prediction_writers(args)
+    totals = []
+    best, no_win = np.inf, 0
+    seen_t = t  # VW's sd->t: initial_t plus every example's weight
+    holdout_w = unlabelled_w = 0.0
+    with all_or_none(writers):
+        for _p in range(passes):
+            preds = np.empty(data.n, _F)
+            partials = np.empty(data.n, _F)
+            tot = [0.0, 0.0, 0.0, 0.0, float(data.n)]
+            for i in range(data.n):
+                a, b = X.indptr[i], X.indptr[i + 1]
+                idx, val = X.indices[a:b], X.data[a:b]
+                y = data.labels[i]
+                wt = float(data.weights[i])
+                learn = bool(data.learn[i])
+                if learn:  # VW's scorer widens the range before predicting
+                    lo, hi = min(lo, y), max(hi, y)
+                s = _F(0)
+                for k in range(len(idx)):
+                    s = _F(s + _F(w[idx[k]] * val[k]))
+                partials[i] = s
+                p = _F(0) if np.isnan(s) else _F(min(max(s, lo), hi))
+                preds[i] = p
+                if data.labelled[i] and wt > 0:
+                    ex_loss = float(_F(_F(loss32(kind, float(p), float(y))) * _F(wt)))
+                    if data.holdout[i]:
+                        tot[2] += ex_loss
+                        tot[3] += wt
+                    else:
+                        tot[0] += ex_loss
+                        tot[1] += wt
+                update = 0.0
+                if learn and loss32(kind, float(p), float(y)) > 0:
+                    ppu = sumsq[i]
+                    if adaptive or normalized:  # VW's get_pred_per_update
+                        gsq = _F(_F(wt) * _F(square_grad32(kind, float(p), float(y))))
+                        ppu = _F(1)
+                        if gsq != 0:
+                            norm_x, ppu32 = _F(0), _F(0)
+                            for k in range(len(idx)):
+                                c, x = idx[k], _F(val[k])
+                                x2 = _F(x * x)
+                                if x2 < _X2_MIN:
+                                    x, x2 = (_X_MIN if x > 0 else -_X_MIN), _X2_MIN
+                                if adaptive:
+                                    g2[c] = _F(g2[c] + _F(gsq * x2))
+                                if normalized:
+                                    ax = abs(x)
+                                    if ax > nrm[c]:  # rescaled as if the new scale were old
+                                        if nrm[c] > 0:
+                                            if sqrt_rate:
+                                                rs = _F(nrm[c] / ax)
+                                                w[c] = _F(w[c] * (rs if adaptive
+                                                                  else _F(rs * rs)))
+                                            else:
+                                                rs = _F(ax / nrm[c])
+                                                w[c] = _F(w[c] * _pow(_F(rs * rs),
+                                                                      neg_norm_power))
+                                        nrm[c] = ax
+                                    norm_x = _F(norm_x + _F(x2 / _F(nrm[c] * nrm[c])))
+                                rate[c] = _decay(g2[c], nrm[c], adaptive, normalized,
+                                                 sqrt_rate, neg_power_t, neg_norm_power)
+                                ppu32 = _F(ppu32 + _F(x2 * rate[c]))
+                            ppu = ppu32
+                            if normalized:
+                                nsnx += float(wt) * float(norm_x)
+                                total_w += float(wt)
+                                multiplier = _average(_F(total_w), _F(nsnx), adaptive,
+                                                      sqrt_rate, neg_norm_power)
+                                ppu = _F(ppu * multiplier)
+                    scale = _F(eta * _F(wt))
+                    if not adaptive:
+                        tt = _F(seen_t + wt - holdout_w - unlabelled_w)
+                        scale = _F(scale * _pow(tt, neg_power_t))
+                    if invariant:
+                        update = _update(kind, loss, True, float(p), float(y), float(scale),
+                                         float(ppu))
+                    elif loss == "poisson":
+                        update = float(_F(-_F(dloss32(kind, float(p), float(y))) * scale))
+                    else:
+                        update = _update(kind, loss, False, float(p), float(y),
+                                         float(scale), float(ppu))
+                if learn and sparse_l2:  # VW's gd: after the loss's update, whatever it is
+                    update = float(_F(_F(update) - _F(sparse_l2 * p)))
+                if learn and not np.isnan(update) and update != 0:
+                    u = _F(update)
+                    if normalized:
+                        u = _F(u * multiplier)
+                    for k in range(len(idx)):
+                        x = _F(val[k])
+                        if adaptive or normalized:
+                            if abs(x) <= _FLT_MAX:
+                                w[idx[k]] = _F(w[idx[k]] + _F(u * _F(x * rate[idx[k]])))
+                        else:
+                            w[idx[k]] = _F(w[idx[k]] + _F(u * x))
+                seen_t += wt
+                if data.holdout[i]:
+                    holdout_w += wt
+                elif not data.labelled[i]:
+                    unlabelled_w += wt
+            for writer, linked in writers:
+                writer.write(prediction_lines(link(preds, how, args.binary) if linked
+                                              else partials, data.tags))
+            totals.append(tot)
+            if not holdout_off:
+                this = tot[2] / tot[3] if tot[3] > 0 else np.inf
+                if this < best:
+                    best, no_win = this, 0
+                else:
+                    no_win += 1
+                if no_win >= int(args.patience):
+                    break
+    _save(args, data, w, loss, float(lo), float(hi))
+    if not args.quiet:
+        from ._vwreport import closing_block, holdout_on
+
+        print(closing_block({"pass_totals": totals, "examples": data.n,
+                             "holdout": holdout_on(options),
+                             "feature_count": int(data.features.sum())}), file=sys.stderr)
+    return 0
+
+
+_X_MIN = _F(1.084202e-19)
+_X2_MIN = _F(_X_MIN * _X_MIN)
+_FLT_MAX = _F(np.finfo(np.float32).max)
+
+
+def _decay(g2: float, nrm: float, adaptive: bool, normalized: bool, sqrt_rate: bool,
+           neg_power_t: float, neg_norm_power: float) -> float:
+    """VW's ``compute_rate_decay``: a weight's rate from its sums, in float."""
+    r = _F(1)
+    if adaptive:
+        r = _F(_F(1) / _F(np.sqrt(g2))) if sqrt_rate else _pow(g2, neg_power_t)
+    if normalized:
+        if sqrt_rate:
+            inv = _F(_F(1) / _F(nrm))
+            r = _F(r * inv) if adaptive else _F(r * _F(inv * inv))
+        else:
+            r = _F(r * _pow(_F(_F(nrm) * _F(nrm)), neg_norm_power))
+    return r
+
+
+def _average(total_w: float, nsnx: float, adaptive: bool, sqrt_rate: bool,
+             neg_norm_power: float) -> float:
+    """VW's ``average_update``: the normalized rule's multiplier."""
+    if sqrt_rate:
+        avg = _F(total_w / nsnx)
+        return _F(np.sqrt(avg)) if adaptive else avg
+    return _pow(_F(nsnx / total_w), neg_norm_power)
+
+
+def _pow(x: float, y: float) -> float:
+    """C's powf as VW's build gives it: the double power rounded once (numpy's float32
+    power can differ in the last bit)."""
+    import math
+
+    try:
+        return _F(math.pow(float(x), float(y)))
+    except (OverflowError, ValueError):
+        return _F(np.power(np.float64(x), np.float64(y)))
+
+
+def _update(kind: int, loss: str, invariant: bool, p: float, y: float, scale: float,
+            ppu: float) -> float:
+    """VW's get_update (invariant) or get_unsafe_update (plain SGD), in float."""
+    from .._losses import invariant_update
+
+    if invariant:
+        return float(invariant_update(kind, p, y, scale, ppu))
+    f = _F
+    if loss in ("squared", "classic"):
+        return float(f(f(2.0 * f(y - p)) * f(scale)))
+    if loss == "hinge":
+        return float(f(y * scale)) if f(y * p) < 1 else 0.0
+    st = f(f(y + 1) / f(2))  # logistic, VW's soft label in [-1, 1]
+    a = f(f(1.0 * scale) / f(1 + f(np.exp(f(p)))))
+    b = f(f(-1.0 * scale) / f(1 + f(np.exp(f(-p)))))
+    return float(f(f(st * a) + f(f(1 - st) * b)))
+
+
+def _save(args: argparse.Namespace, data: Any, w: np.ndarray, loss: str, lo: float,
+          hi: float) -> None:
+    from .._model import LinearModel
+    from .._online._update import new_state
+
+    if not (args.model or args.readable_model):
+        return
+    nz = np.flatnonzero(w)
+    state = new_state()
+    state[4], state[5] = lo, hi  # the prediction range VW's model keeps
+    zeros = np.zeros(len(nz), _F)
+    model = LinearModel(indices=nz.astype(np.uint32), weights=w[nz], parse=data.parse,
+                        loss=loss, adaptive=(zeros, zeros, state))
+    if args.model:
+        from ._vwmodel import save_model
+
+        save_model(model, args.model, args.model_format or "vw", predict_only=True)
+    if args.readable_model:
+        from ._vwtext import write_readable
+
+        write_readable(LinearModel(indices=model.indices, weights=model.weights,
+                                   parse=model.parse, loss=model.loss),
+                       args.readable_model)

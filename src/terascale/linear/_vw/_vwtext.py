@@ -1,0 +1,347 @@
+"""Vowpal Wabbit's text outputs: prediction files (``-p``), ``--readable_model`` and
+``--invert_hash``, in VW 9's layouts so that tools written for VW read them.
+
+Predictions are one line per example, ``value`` or ``value tag``; a whole number is printed
+as one (``0``, ``1``, ``-1``), anything else with six decimals, as VW prints its float
+predictions. ``--readable_model`` is VW's header and then ``index:weight`` per non-zero
+weight by index (``index:weight g2 norm`` when the model carries the online learner's state,
+as VW 9 writes it with its default ``--save_resume``); ``--invert_hash`` puts the feature's
+name in front, ``namespace^feature`` (``feature`` in the default namespace,
+``a^x*b^y`` for a cross, ``Constant`` for the bias). Names come from reading the VW text
+once more, only when asked, keeping one name per hashed index (VW keeps them while
+parsing): as many names as there are distinct features, never the examples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import io
+import math
+import os
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TextIO
+
+import numpy as np
+
+from ..._errors import ConfigError, DataError
+from ..._files import make_public, storage_error
+from .._io._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space
+from .._model import LinearModel
+
+__all__ = ["AtomicText", "feature_names", "link", "prediction_lines", "replaceable",
+           "write_readable"]
+
+VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
+
+
+def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
+    """VW's output of raw scores: ``--binary`` signs (a score of 0 is -1, as in VW), else
+    ``--link logistic`` probabilities, ``--link poisson`` rates exp(score), else the scores
+    (``--link identity``)."""
+    if binary:
+        return np.where(scores > 0, 1.0, -1.0)
+    if how == "logistic":
+        return 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
+    if how == "poisson":
+        return np.exp(scores)
+    return scores
+
+
+def _num(v: float) -> str:
+    if math.isfinite(v) and v == math.floor(v) and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.6f}"
+
+
+def prediction_lines(values: np.ndarray, tags: Sequence[str] | None) -> str:
+    """VW's -p lines for these predictions (``value tag`` where an example has a tag)."""
+    vals = values.astype(np.float32).astype(np.float64)  # VW's predictions are float32
+    if tags is None:
+        return "".join(_num(v) + "\n" for v in vals.tolist())
+    return "".join(f"{_num(v)} {t}\n" if t else _num(v) + "\n"
+                   for v, t in zip(vals.tolist(), tags))
+
+
+def replaceable(path: str) -> bool:
+    """Whether ``path`` may be replaced by renaming a temporary file over it: a new name or a
+    regular file, never a symbolic link (``/dev/stdout``) or a device."""
+    if os.path.islink(path):
+        return False
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return True
+    import stat
+
+    return stat.S_ISREG(st.st_mode)
+
+
+class AtomicText:
+    """A text file that appears (renamed into place, fsynced) only when closed without error:
+    an interrupted run leaves no half-written output behind."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._tmp: str | None = None
+        if path in ("-", "/dev/stdout"):  # VW users write `-p /dev/stdout`
+            self.file: TextIO = sys.stdout
+        elif path == "/dev/stderr":
+            self.file = sys.stderr
+        elif not replaceable(path):  # /dev/stdout, a pipe, a link: write through it
+            self.file = open(path, "w")  # noqa: SIM115 (closed in commit/discard)
+        else:
+            d = os.path.dirname(os.path.abspath(path))
+            fd, self._tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+            make_public(fd)
+            self.file = os.fdopen(fd, "w")
+
+    def write(self, text: str) -> None:
+        try:
+            self.file.write(text)
+        except BrokenPipeError:
+            raise  # `-p /dev/stdout | head`: the caller ends quietly
+        except OSError as e:  # disk full, quota, EIO: one line naming the file
+            raise storage_error("cannot write", self.path, e) from None
+
+    def commit(self) -> None:
+        try:
+            self.file.flush()
+            if self._tmp is None:
+                if self.file not in (sys.stdout, sys.stderr):
+                    self.file.close()
+                return
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self._tmp, self.path)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            self.discard()
+            raise storage_error("cannot write", self.path, e) from None
+
+    def discard(self) -> None:
+        if self.file not in (sys.stdout, sys.stderr):
+            try:
+                self.file.close()
+            except OSError:  # the buffered rest cannot be written either: it is dropped
+                pass
+        if self._tmp is not None and os.path.exists(self._tmp):
+            os.unlink(self._tmp)
+
+
+def prediction_writers(args: argparse.Namespace) -> list[tuple[AtomicText, bool]]:
+    """The ``-p`` (linked: True) and ``-r`` (raw: False) files of a VW command line, each an
+    :class:`AtomicText`, in that order; those not asked for are left out."""
+    raw = getattr(args, "raw_predictions", None)
+    return [(AtomicText(path), linked) for path, linked in
+            ((args.predictions, True), (raw, False)) if path]
+
+
+@contextlib.contextmanager
+def all_or_none(writers: list[tuple[AtomicText, bool]]) -> Iterator[None]:
+    """Commit every writer once the block ends; discard every one if it raises (a run
+    that fails leaves no partial prediction file)."""
+    try:
+        yield
+    except BaseException:
+        for writer, _ in writers:
+            writer.discard()
+        raise
+    for writer, _ in writers:
+        writer.commit()
+
+
+def _lines(path: str) -> Iterator[str]:
+    """The lines of a plain, .gz or one-member .zip file, streamed."""
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rt", errors="replace") as f:
+                yield from f
+            return
+        if path.endswith(".zip"):
+            with zipfile.ZipFile(path) as z:
+                names = [n for n in z.namelist() if not n.endswith("/")]
+                if len(names) != 1:
+                    raise DataError(f"{path}: a .zip input must hold exactly one file")
+                with z.open(names[0]) as raw:
+                    yield from io.TextIOWrapper(raw, errors="replace")
+            return
+        with open(path, errors="replace") as f:
+            yield from f
+    except (OSError, zipfile.BadZipFile, EOFError) as e:
+        raise DataError(f"{path}: cannot read: {e}") from None
+
+
+def _sections(line: str) -> Iterable[tuple[str, list[tuple[str, int]]]]:
+    """(namespace, [(feature name, anonymous count)]) of one VW line (the label part before
+    the first '|'). An anonymous feature (``:v``) has name ``""`` and its running count in
+    the namespace (counted before a zero value drops it, as VW's parser counts); a named
+    one has count -1. :func:`_feature_hash` turns an entry into its 32-bit index."""
+    parts = line.rstrip("\r\n").split("|")
+    for sec in parts[1:]:
+        toks = sec.split()
+        if not toks:
+            continue
+        if sec[:1].isspace():
+            ns, feats = "", toks
+        else:
+            ns, feats = toks[0].split(":", 1)[0], toks[1:]
+        names = []
+        anon = 0
+        for f in feats:
+            name, _, val = f.rpartition(":") if ":" in f else (f, "", "")
+            k = -1
+            if not name:
+                k, anon = anon, anon + 1
+            if val:
+                try:
+                    if float(val) == 0.0:
+                        continue  # VW drops zero-valued features
+                except ValueError:
+                    pass
+            names.append((name, k))
+        yield ns, names
+
+
+def _feature_hash(name: str, anon: int, seed: int) -> int:
+    """The 32-bit index of a :func:`_sections` entry in the namespace hashed to ``seed``:
+    VW gives an anonymous feature the namespace hash plus its running count."""
+    if anon >= 0:
+        return (seed + anon) & 0xFFFFFFFF
+    return hash_feature(name, seed, 32)
+
+
+def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
+    """Hashed index -> VW's name (``ns^f``, ``ns^f*ns2^g``, ``Constant``) for the features
+    of ``paths`` that carry a weight in ``model``, built as the parser builds the features
+    (``--ignore``/``--keep``/``--ignore_linear``, interactions in VW's order with its
+    wildcards, same-namespace runs as combinations)."""
+    from .._io._interactions import compile_interactions
+
+    p = model.parse
+    if p.format != "vw":
+        raise ConfigError("--invert_hash needs --format vw (feature names come from VW text)")
+    mask = p.mask
+    live = set(model.indices.tolist())
+    names: dict[int, str] = {}
+    if p.constant and (CONSTANT_HASH & mask) in live:
+        names[CONSTANT_HASH & mask] = "Constant"
+    ignored, linear_off = p.namespace_flags()
+    inters = compile_interactions(p.quadratic, p.cubic, p.interactions,
+                                  leave_duplicates=p.leave_duplicates)
+    seeds: dict[str, int] = {}
+
+    def name_of(h: int, full: str) -> None:
+        if (h & mask) in live and (h & mask) not in names:
+            names[h & mask] = full
+
+    def cross(t: tuple[int, ...], k: int, start: int, h: int, full: str,
+              groups: dict[int, list[tuple[int, str]]]) -> None:
+        feats = groups[t[k]]
+        for j in range(start, len(feats)):
+            hk, nk = feats[j]
+            hh = hk if k == 0 else ((h * FNV_PRIME) & 0xFFFFFFFF) ^ hk
+            nn = nk if k == 0 else f"{full}*{nk}"
+            if k == len(t) - 1:
+                name_of(hh, nn)
+            else:  # the same namespace next: pairs j >= i only, as VW (not --permutations)
+                same = t[k + 1] == t[k] and not p.permutations
+                cross(t, k + 1, j if same else 0, hh, nn, groups)
+
+    for path in paths:
+        for line in _lines(path):
+            groups: dict[int, list[tuple[int, str]]] = {}
+            for ns, fs in _sections(line):
+                ch = ns.encode("latin-1", "replace")[0] if ns else 32
+                if ignored[ch]:
+                    continue
+                seed = seeds.get(ns)
+                if seed is None:
+                    seed = seeds[ns] = hash_space(ns)
+                g = groups.setdefault(ch, [])
+                for f, k in fs:
+                    h = _feature_hash(f, k, seed)
+                    full = f"{ns}^{f}" if ns else f
+                    g.append((h, full))
+                    if not linear_off[ch]:
+                        name_of(h, full)
+            for t in inters:
+                if all(c in groups for c in t):
+                    cross(t, 0, 0, 0, "", groups)
+    return names
+
+
+def _checksum(lo: float, hi: float, bits: int, opts: str) -> int:
+    """VW's header checksum of a text model: its hash chained over each text write after
+    the version line (``0 ngram:`` and its line end are two writes, as in VW)."""
+    from ._vwmodel import _murmur
+
+    h = 0
+    for part in ("Id \n", f"Min label:{lo:g}\n", f"Max label:{hi:g}\n", f"bits:{bits}\n",
+                 "lda:0\n", "0 ngram:", "\n", "0 skip:", "\n",
+                 f"options:{' ' + opts if opts else ''}\n"):
+        h = _murmur(part.encode(), h)
+    return h
+
+
+def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None,
+                   *, counters: bool = False) -> None:
+    """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;
+    ``counters``: with every line of VW's learner state, its performance counters at 0
+    (a model no example was learned from in this run: VW resets them when it reads one)."""
+    order = np.argsort(model.indices, kind="stable")
+    idx = model.indices[order]
+    w = model.weights[order]
+    ad = model.adaptive
+    body = []
+    if ad is not None:
+        g2, nrm = ad[0][order], ad[1][order]
+        keep = w != 0
+        for i, wi, gi, ni in zip(idx[keep].tolist(), w[keep].tolist(), g2[keep].tolist(),
+                                 nrm[keep].tolist()):
+            name = names.get(i, str(i)) + ":" if names is not None else ""
+            body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
+    else:
+        for i, wi in zip(idx.tolist(), w.tolist()):
+            name = names.get(i, str(i)) + ":" if names is not None else ""
+            body.append(f"{name}{i}:{wi:g}\n")
+    lo, hi = (-50.0, 50.0) if model.loss == "logistic" else (-1.0, 1.0)
+    if ad is not None and model.loss != "logistic" and len(ad[2]) >= 6 and (
+            ad[2][4] != ad[2][5] or counters):
+        lo, hi = float(ad[2][4]), float(ad[2][5])
+    pa = model.parse  # the options VW keeps in a model, in the order it writes them
+    opts = " ".join([f"--cubic {v}" for v in pa.cubic]
+                    + [f"--interactions {v}" for v in pa.interactions]
+                    + ([] if pa.constant else ["--noconstant"])
+                    + [f"--quadratic {v}" for v in pa.quadratic]
+                    + ([f"--{k} {v}" for k in ("ignore", "ignore_linear", "keep")
+                        for v in getattr(pa, k)] if pa.format == "vw" else []))
+    text = "".join(body)
+    head = [f"Version {VW_LAYOUT}", "Id ", f"Min label:{lo:g}", f"Max label:{hi:g}",
+            f"bits:{model.bits}", "lda:0", "0 ngram:", "0 skip:",
+            f"options:{' ' + opts if opts else ''}",
+            f"Checksum: {_checksum(lo, hi, model.bits, opts)}", f":{1 if ad is not None else 0}"]
+    if ad is not None and counters:
+        s = ad[2]
+        head += ["initial_t 0", f"norm normalizer {s[1]:g}", "t 0", "sum_loss 0",
+                 "sum_loss_since_last_dump 0", "dump_interval 1", f"min_label {lo:g}",
+                 f"max_label {hi:g}", "weighted_labeled_examples 0", "weighted_labels 0",
+                 "weighted_unlabeled_examples 0", "example_number 0", "total_features 0",
+                 f"total_weight {s[0]:g}", "sd::oec.weighted_labeled_examples 0",
+                 "current_pass 0", f"l1_state {s[3]:g}", f"l2_state {s[2]:g}"]
+    elif ad is not None:
+        s = ad[2]
+        head += ["initial_t 0", f"norm normalizer {s[1]:g}", f"t {s[0]:g}",
+                 f"min_label {lo:g}", f"max_label {hi:g}", f"total_weight {s[0]:g}"]
+    out = AtomicText(path)
+    try:
+        out.write("\n".join(head) + "\n" + text)
+        out.commit()
+    except BaseException:
+        out.discard()
+        raise

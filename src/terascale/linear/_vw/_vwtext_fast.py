@@ -1,0 +1,56 @@
+"""VW text through the compiled parser where it can, the numba parser everywhere else.
+
+``_vwfast.c`` reads the common case of VW text (labels, importances and tags, namespaces
+with or without a scale, ``name[:value]`` features with decimal values and ``e[-]N``
+exponents; no interactions, no ``--ignore``/``--keep``/``--ignore_linear``) to the same bits as
+:func:`._vwparse.parse_vw_bytes`, and says so when a buffer holds anything else; that
+buffer is then parsed by the numba parser, which reads every form VW reads and reports
+errors with their line. Measured on 60 MB of click-style text (305k examples, 32 features
+each), parser thread CPU time per example, best of 5: numba 1.24 us, C 0.57 us.
+
+``TERASCALE_NO_CEXT=1`` (or a build without a C compiler) leaves the numba parser alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._cext import load
+from ._vwparse import parse_vw_bytes
+
+__all__ = ["parse_vw"]
+
+_ABI = 3  # the calling convention (and hashing) of _vwfast.parse this module speaks
+
+
+_FAST = load("terascale.linear._vw._vwfast", _ABI)
+
+
+def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip_bad: bool,
+             ignore: np.ndarray, ignore_linear: np.ndarray) -> tuple:
+    """:func:`._vwparse.parse_vw_bytes`'s result, from the compiled parser where the options
+    and the buffer allow it."""
+    if (_FAST is not None and table.shape[0] == 0 and not ignore.any()
+            and not ignore_linear.any()):
+        n = len(buf)
+        ncap = n // 8 + 16  # (examples of at least 8 bytes: shorter ones go to numba)
+        cap = n // 5 + 16   # a feature per 5 bytes (click-style text: one per ~6)
+        indptr = np.empty(ncap + 1, np.int64)
+        indices = np.empty(cap, np.uint32)
+        values = np.empty(cap, np.float32)
+        labels = np.empty(ncap, np.float32)
+        weights = np.empty(ncap, np.float32)
+        tag_ptr = np.empty(ncap + 1, np.int64)
+        tag_blob = np.empty(n, np.uint8)  # (a tag is part of a line: never more)
+        status, nex, nnz, ntag = _FAST.parse(buf, mask, constant, indptr, indices, values,
+                                             labels, weights, tag_ptr, tag_blob)
+        if status == 0:
+            # as the numba parser: the features as views where half used, else copies
+            if 2 * nnz >= cap:
+                indices, values = indices[:nnz], values[:nnz]
+            else:
+                indices, values = indices[:nnz].copy(), values[:nnz].copy()
+            return (indptr[:nex + 1].copy(), indices, values, labels[:nex].copy(),
+                    weights[:nex].copy(), tag_ptr[:nex + 1].copy(), tag_blob[:ntag].copy(),
+                    0, 0, 0)
+    return parse_vw_bytes(buf, mask, table, constant, skip_bad, ignore, ignore_linear)
