@@ -50,11 +50,13 @@ def _number_prefix(buf: np.ndarray, ts: int, te: int) -> tuple[float, bool]:
     """A label word that only starts with a number (``1:1``, ``2abc``): that number, as
     VW's simple-label parser reads it (its ``float_of_string`` stops at the first character
     that is not part of the number); not ok when no prefix is a number."""
-    for e in range(te - 1, ts, -1):
-        v, ok = read_float32(buf, ts, e)
-        if ok:
-            return v, True
-    return np.float32(np.nan), False
+    e = ts  # up to the first character that no number has ('1e400' stays an overflow)
+    while e < te and ((48 <= buf[e] <= 57) or buf[e] == 46 or buf[e] == 43 or buf[e] == 45
+                      or buf[e] == 101 or buf[e] == 69):
+        e += 1
+    if e == te or e == ts:
+        return np.float32(np.nan), False
+    return read_float32(buf, ts, e)
 
 
 @numba.njit(cache=True)
