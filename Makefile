@@ -68,7 +68,8 @@ test: install-test
 	$(BIN)/python -m pytest -q
 
 # The documentation site (Sphinx, MyST pages, autodoc, sphinx-argparse) into docs/_build/html;
-# any warning fails the build. The API pages are written by scripts/docs_api.py.
+# any warning fails the build. The API pages are written by scripts/docs_api.py; its --check
+# also fails on a public parameter or a flag without a description (--undocumented lists them).
 docs: install-test
 	$(BIN)/python scripts/docs_api.py --check
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html

@@ -16,8 +16,12 @@ __all__ = ["auc", "auprc", "evaluate_scores"]
 def auc(y: np.ndarray, score: np.ndarray) -> float:
     """Area under the ROC curve of binary labels (``y > 0`` is positive).
 
-    ``y``: the labels; ``score``: any score that grows with the positive class (raw scores
-    or probabilities).
+    Parameters
+    ----------
+    y
+        The labels.
+    score
+        Any score that grows with the positive class (raw scores or probabilities).
     """
     pos = np.asarray(y) > 0
     n1 = int(pos.sum())
@@ -38,7 +42,12 @@ def auc(y: np.ndarray, score: np.ndarray) -> float:
 def auprc(y: np.ndarray, score: np.ndarray) -> float:
     """Average precision of binary labels (``y > 0`` is positive).
 
-    ``y``: the labels; ``score``: any score that grows with the positive class.
+    Parameters
+    ----------
+    y
+        The labels.
+    score
+        Any score that grows with the positive class.
     """
     pos = np.asarray(y) > 0
     n1 = int(pos.sum())
@@ -60,8 +69,16 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
                     weights: np.ndarray | None = None) -> dict[str, float]:
     """Metrics of raw scores against labels; examples without a label (NaN) are left out.
 
-    ``loss``: the model's loss (``logistic``, ``squared`` or ``hinge``), which decides the
-    metrics; ``weights``: per-example importance weights (default None: all 1).
+    Parameters
+    ----------
+    loss
+        The model's loss (``logistic``, ``squared`` or ``hinge``), which decides the metrics.
+    weights
+        Per-example importance weights (default None: all 1).
+    labels
+        The labels (NaN: no label, left out).
+    scores
+        The raw scores, one per label.
     """
     y = np.asarray(labels, dtype=np.float64)
     s = np.asarray(scores, dtype=np.float64)
