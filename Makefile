@@ -51,6 +51,7 @@ peers: install-test
 # through `terascale vw`: the table of which reproduce VW
 test-vw: install-test
 	$(BIN)/python tests/vw_suite/_vwsuite.py
+	TERASCALE_VW_SUITE=all $(BIN)/python -m pytest -q tests/linear/test_vw_dropin_rest.py
 
 # The engines' tests with the learner across separate executor JVMs (Spark local-cluster)
 test-engines: install-test

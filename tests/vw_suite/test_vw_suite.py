@@ -5,8 +5,8 @@ CI runs a fast subset that covers each kind of test the drop-in reproduces (one 
 ``--keep``, L1/L2, ``--oaa``, quantile, classic and poisson losses,
 ``--leave_duplicate_interactions``, ``--min_prediction``/``--max_prediction``,
 ``--holdout_after``, VW's ``--bfgs`` and ``--conjugate_gradient`` with and without holdout
-and with an input regularizer, ``--redefine``, ``--feature_limit``); every one of them must
-reproduce VW. The
+and with an input regularizer, ``--redefine``, ``--feature_limit``, ``--feature_mask``, a run
+without data that sets ``--l1_state``/``--l2_state``); every one of them must reproduce VW. The
 whole suite runs with ``make test-vw`` (a table, about 5 minutes); its number of
 reproducing tests must not fall below ``FLOOR``, checked here when
 ``TERASCALE_VW_SUITE=all``.
@@ -22,8 +22,9 @@ pytest.importorskip("vowpalwabbit")
 
 from _vwsuite import load_tests, run_suite, summary  # noqa: E402
 
-FAST = [8, 81, 107, 152, 184, 470, 509, 535, 537, 549, 571, 579, 580, 594, 713, 719, 724]
-FLOOR = 101  # of the 108 tests VW itself passes (make test-vw)
+FAST = [8, 31, 81, 107, 152, 184, 388, 470, 509, 535, 537, 549, 571, 579, 580, 594, 713,
+        719, 724]
+FLOOR = 118  # of the 119 tests VW itself passes (make test-vw)
 
 
 def test_fast_subset_reproduces_vw() -> None:
@@ -34,14 +35,20 @@ def test_fast_subset_reproduces_vw() -> None:
 
 
 def test_suite_selection() -> None:
-    """The kept tests run VW's plain linear learner: no reduction but --oaa."""
+    """The kept tests run VW's plain linear learner: no reduction but --oaa, also in the
+    options stored in a VW model that a test reads with -i."""
+    from _vwsuite import DATA
+
     tests = load_tests()
-    assert len(tests) == 110
+    assert len(tests) == 121
     ids = {t["id"] for t in tests}
     for t in tests:  # every dependency is kept with the test that needs it
         assert set(t.get("depends_on", [])) <= ids
         for bad in ("--cb", "--search", "--lda", "--ksvm", "--nn ", "--csoaa", "--dsjson"):
             assert bad not in t["vw_command"] + " "
+    reductions = (b"--cb", b"--csoaa", b"--search", b"--lda", b"--ksvm", b"--nn ")
+    for model in (DATA / "model-sets").iterdir():  # its header's options: VW applies them
+        assert not any(r in model.read_bytes()[:4096] for r in reductions), model
 
 
 @pytest.mark.skipif(os.environ.get("TERASCALE_VW_SUITE") != "all",

@@ -147,7 +147,7 @@ def train(args: argparse.Namespace) -> int:
         elif not args.quiet and not args.initial:
             _differences(options)
 
-    if args.testonly:
+    if args.testonly and args.oaa is None:  # (--oaa -t: its K learners score the data)
         return _test_only(args, paths, how, opening)
     _check_output(args.model, "-f", stream=False)
     for path, flag in ((args.predictions, "-p"), (raw, "-r"),

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 
-__all__ = ["relabel", "train_oaa"]
+__all__ = ["relabel", "split_oaa", "train_oaa"]
 
 
 def _open_text(path: str) -> Any:
@@ -41,29 +41,55 @@ def _open_text(path: str) -> Any:
     return open(path, encoding="utf-8", errors="surrogateescape")
 
 
-def _label(line: str, where: str) -> tuple[float, str, str]:
-    """(class label or nan, the label's text, the rest of the line) of one VW line."""
+def _label(line: str, where: str, names: dict[str, int] | None = None
+           ) -> tuple[float, str, str]:
+    """(class label or nan, the label's text, the rest of the line) of one VW line
+    (``names``: --named_labels, each name's class 1..K)."""
     bar = line.find("|")
     head = line if bar < 0 else line[:bar]
     tokens = head.split()
     if not tokens or tokens[0].startswith("'"):
         return math.nan, "", line
+    if names is not None and tokens[0] not in names:
+        raise DataError(f"{where}: label {tokens[0]!r} is not one of --named_labels "
+                        f"{','.join(names)} (VW warns and learns it as an unknown class; "
+                        f"terascale refuses it)")
     try:
-        y = float(tokens[0])
+        y = float(names[tokens[0]] if names is not None else tokens[0])
     except ValueError:
         raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
                         f"1..K (--oaa)") from None
+    if y < 0 or y != int(y):  # (VW reads -1 as the unsigned 4294967295: no class)
+        raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
+                        f"1..K (--oaa; VW reads it as an unsigned integer)")
     start = head.index(tokens[0])
     return y, tokens[0], line[start + len(tokens[0]):]
 
 
-def relabel(paths: list[str], k_classes: int, out_dir: str
-            ) -> tuple[list[list[str]], np.ndarray, np.ndarray]:
+def _tag(line: str) -> str:
+    """The example's tag, as VW reads it: the label section's last word when it starts
+    with ``'`` (without it) or touches the first ``|``."""
+    bar = line.find("|")
+    head = line if bar < 0 else line[:bar]
+    tokens = head.split()
+    if tokens and tokens[-1].startswith("'"):
+        return tokens[-1][1:]
+    if len(tokens) > 1 and head and not head[-1].isspace():
+        return tokens[-1]
+    return ""
+
+
+def relabel(paths: list[str], k_classes: int, out_dir: str,
+            names: list[str] | None = None
+            ) -> tuple[list[list[str]], np.ndarray, np.ndarray, list[str]]:
     """Write, for each learner c = 0..K-1, the input with labels +1 (its class) or -1
     (other classes), unlabelled lines unchanged. Returns the K lists of files, the
     examples' class labels (nan for unlabelled ones) and the first class number at each
     example (1 until a label 0 is seen, as VW's oaa: labels are then 0..K-1 from that
-    example on; a label K first fixes them to 1..K)."""
+    example on; a label K first fixes them to 1..K), and the examples' tags. ``names``: the labels are these
+    names, classes 1..K in order (VW's --named_labels)."""
+    table = None if names is None else {n: c for c, n in enumerate(names, 1)}
+    tags: list[str] = []
     files: list[list[str]] = [[] for _ in range(k_classes)]
     labels: list[float] = []
     first: list[int] = []
@@ -81,12 +107,13 @@ def relabel(paths: list[str], k_classes: int, out_dir: str
                         for o in outs:
                             o.write(line)
                         continue
-                    y, _, rest = _label(line, f"{path}:{i}")
+                    y, _, rest = _label(line, f"{path}:{i}", table)
                     if indexing == 2 and y == 0:
                         indexing = 0
                     elif indexing == 2 and y == k_classes:
                         indexing = 1
                     labels.append(y)
+                    tags.append(_tag(line))
                     base = 0 if indexing == 0 else 1
                     first.append(base)
                     for c, o in enumerate(outs):  # (a label out of range: -1 for all,
@@ -97,7 +124,35 @@ def relabel(paths: list[str], k_classes: int, out_dir: str
         finally:
             for o in outs:
                 o.close()
-    return files, np.array(labels, np.float64), np.array(first, np.int64)
+    return files, np.array(labels, np.float64), np.array(first, np.int64), tags
+
+
+def _names(args: argparse.Namespace, k_classes: int) -> list[str] | None:
+    """--named_labels A,B,...: the K class names (None without it)."""
+    spec = getattr(args, "named_labels", None)
+    if spec is None:
+        return None
+    names = spec.split(",")
+    if len(names) != k_classes or len(set(names)) != k_classes or not all(names):
+        raise ConfigError(f"--named_labels {spec}: {k_classes} distinct names for --oaa "
+                          f"{k_classes}, separated by commas")
+    if getattr(args, "probabilities", False):
+        raise ConfigError("--named_labels with --probabilities is not supported by "
+                          "terascale vw")
+    return names
+
+
+def _tagged(lines: Any, tags: list[str]) -> Any:
+    """Each prediction line with its example's tag after it, as VW writes them (the
+    lines of every pass, in order)."""
+    import itertools
+
+    return (f"{ln} {t}" if t else ln for ln, t in zip(lines, itertools.cycle(tags or [""])))
+
+
+def _class(v: float, names: list[str] | None) -> str:
+    """A predicted class as VW writes it: its number, or its name."""
+    return str(int(v)) if names is None else names[int(v) - 1]
 
 
 def _probabilities(scores: np.ndarray) -> np.ndarray:
@@ -126,10 +181,14 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise ConfigError("--oaa with -n N: -p/--probabilities need -n 1 (progressive "
                           "predictions come from one learner in input order); train with "
                           "-n N and -f, then predict with -i MODEL -t")
-    if args.readable_model or args.invert_hash or args.initial:
-        raise ConfigError("--oaa: -i, --readable_model and --invert_hash are not "
-                          "supported with one-against-all (predictions: -p; -f writes "
-                          "VW's model)")
+    if args.readable_model or args.invert_hash:
+        raise ConfigError("--oaa: --readable_model and --invert_hash are not supported "
+                          "with one-against-all (predictions: -p; -f writes VW's model)")
+    names = _names(args, k_classes)
+    start = _initial(args, k_classes) if args.initial else None
+    if start is not None:  # VW's model sets -b (and the loss, unless given)
+        options = dict(options, bits=start[0].parse.bits + (k_classes - 1).bit_length(),
+                       loss=args.loss or start[0].loss)
     if args.model and getattr(args, "model_format", None) == "terascale":
         raise ConfigError("--oaa -f writes VW's one-against-all model only "
                           "(--model-format vw)")
@@ -139,7 +198,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         opening()
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
-        files, labels, base = relabel(paths, k_classes, tmp)
+        files, labels, base, tags = relabel(paths, k_classes, tmp, names)
         # VW interleaves the K learners in its 2**b weights: class c of feature index i
         # at (i * 2**s + c) mod 2**b, s = ceil(log2 K), so each learner has b - s bits
         shift = (k_classes - 1).bit_length()
@@ -147,17 +206,19 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
             raise ConfigError(f"--oaa {k_classes} -b {options['bits']}: VW gives each "
                               f"class 2**(b - {shift}) weights; use -b {shift + 1} or more")
         options = dict(options, bits=options["bits"] - shift)
-        seed = _seed(options, tmp)
+        seeds = _seeds(options, tmp, start, k_classes)
+        if args.testonly:
+            return _test_only(args, paths, files, labels, base, seeds, names, tags)
         scores = []
         models = []
         opts = dict(options, progress=False, vw_text=False)
         for k in ParseOptions().to_dict():  # they come with the seed model
             opts.pop(k, None)
         if args.nprocs != 1:
-            return _train_workers(args, files, seed, opts, tmp, k_classes)
+            return _train_workers(args, files, seeds, opts, tmp, k_classes, names)
         for c in range(k_classes):
             got: list[np.ndarray] = []
-            model = run_train(json.loads(job_json(files[c], "", seed, opts)),
+            model = run_train(json.loads(job_json(files[c], "", seeds[c], opts)),
                               predictions=lambda p, tags, got=got: got.append(p.copy()))
             scores.append(np.concatenate(got) if got else np.zeros(0))
             models.append(model)
@@ -167,7 +228,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     if args.model:
         from .._vw._vwmodel import write_vw_oaa_model
 
-        write_vw_oaa_model(models, args.model)
+        write_vw_oaa_model(models, args.model, names)
     n = len(labels)
     if n == 0 or len(s) % n:
         raise DataError(f"{', '.join(paths)}: {len(s)} predictions for {n} examples "
@@ -188,7 +249,8 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     if args.predictions:
         out = AtomicText(args.predictions)
         text = ((_format(r, b) for r, b in zip(_probabilities(s), base))
-                if args.probabilities else (str(int(v)) for v in pred))
+                if args.probabilities else (_class(v, names) for v in pred))
+        text = _tagged(text, tags)
         out.write("".join(line + "\n" for line in text))
         out.commit()
     if not args.quiet:
@@ -197,16 +259,18 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
                      float(wrong[i * n:(i + 1) * n][hold[i * n:(i + 1) * n]].sum()),
                      float((labelled & hold)[i * n:(i + 1) * n].sum()), n)
                     for i in range(passes)]
-        from .._vw._vwreport import closing_block
+        from .._vw._vwreport import closing_block, holdout_on
 
         print(closing_block({"pass_totals": [list(t) for t in per_pass],
+                             "holdout": holdout_on({**options, "passes": passes}),
                              "examples": n, "feature_count": model.info["feature_count"]}),
               file=sys.stderr)
     return 0
 
 
-def _train_workers(args: argparse.Namespace, files: list[list[str]], seed: str,
-                   opts: dict[str, Any], tmp: str, k_classes: int) -> int:
+def _train_workers(args: argparse.Namespace, files: list[list[str]], seeds: list[str],
+                   opts: dict[str, Any], tmp: str, k_classes: int,
+                   names: list[str] | None) -> int:
     """``--oaa K -n N``: each class's learner on N workers, one class after another, its
     weights averaged across the workers as the binary learner's are; ``-f`` then writes
     VW's one-against-all model of the K averaged learners."""
@@ -220,7 +284,7 @@ def _train_workers(args: argparse.Namespace, files: list[list[str]], seed: str,
     for c in range(k_classes):
         path = os.path.join(tmp, f"class{c + 1}.model")
         code = launch([sys.executable, "-m", "terascale.linear._front._worker",
-                       job_json(files[c], path, seed, opts)],
+                       job_json(files[c], path, seeds[c], opts)],
                       LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
                                     prefix_output=False))
         if code:
@@ -229,27 +293,115 @@ def _train_workers(args: argparse.Namespace, files: list[list[str]], seed: str,
     if args.model:
         from .._vw._vwmodel import write_vw_oaa_model
 
-        write_vw_oaa_model(models, args.model)
+        write_vw_oaa_model(models, args.model, names)
     return 0
 
 
-def _seed(options: dict[str, Any], tmp: str) -> str:
-    """A model with no weights whose learner has seen labels -1 and +1: in VW the K
-    learners share the label range that squared, hinge and quantile predictions are
-    clipped to, and after the first labelled example it is [-1, 1] for all of them (the
-    first example's predictions are 0 either way)."""
+def _seeds(options: dict[str, Any], tmp: str, start: list[Any] | None,
+           k_classes: int) -> list[str]:
+    """Each class's starting model: ``start``'s learners (-i), else a model with no
+    weights whose learner has seen labels -1 and +1: in VW the K learners share the label
+    range that squared, hinge and quantile predictions are clipped to, and after the first
+    labelled example it is [-1, 1] for all of them (the first example's predictions are 0
+    either way)."""
     from .._io._dataset import ParseOptions
     from .._model import LinearModel
     from .._online._update import new_state
 
-    parse = ParseOptions(**{k: v for k, v in options.items() if k in ParseOptions().to_dict()})
+    if start is not None:
+        paths = [os.path.join(tmp, f"seed{c + 1}.model") for c in range(k_classes)]
+        for m, path in zip(start, paths):
+            m.save(path)
+        return paths
+    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                            for k, v in options.items() if k in ParseOptions().to_dict()})
     state = new_state()
     state[4], state[5] = -1.0, 1.0
     empty = np.zeros(0, np.float32)
     path = os.path.join(tmp, "seed.model")
     LinearModel(indices=np.zeros(0, np.uint32), weights=empty, parse=parse,
                 loss=options["loss"], adaptive=(empty, empty, state)).save(path)
-    return path
+    return [path] * k_classes
+
+
+def split_oaa(model: Any, k_classes: int) -> list[Any]:
+    """VW's one-against-all model (read by :func:`._vwmodel.read_vw_model` with ``oaa``)
+    as its K learners: class c's weight of feature index i is VW's weight ``i * 2**s + c``
+    (s = ceil(log2 K)), with its adaptive sum and normalizer. VW's saved learner state
+    holds one model's normalized-update sums (the first class's: VW writes and reads
+    only that one), so the other classes' sums start at 0 in a warm start, as in VW."""
+    import dataclasses
+
+    from .._model import LinearModel
+
+    shift = (k_classes - 1).bit_length()
+    idx = model.indices.astype(np.uint64)
+    cls = (idx & np.uint64((1 << shift) - 1)).astype(np.int64)
+    parse = dataclasses.replace(model.parse, bits=model.parse.bits - shift)
+    out = []
+    for c in range(k_classes):
+        sel = cls == c
+        adaptive = None
+        if model.adaptive is not None:
+            g2, nrm, state = model.adaptive
+            state = np.array(state, np.float64)
+            if c:
+                state[0] = state[1] = 0.0  # (total weight, sum of normalized norms)
+            adaptive = (g2[sel], nrm[sel], state)
+        out.append(LinearModel(indices=(idx[sel] >> np.uint64(shift)).astype(np.uint32),
+                               weights=model.weights[sel], parse=parse, loss=model.loss,
+                               adaptive=adaptive))
+    return out
+
+
+def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
+    """-i MODEL with --oaa K: VW's one-against-all model of K classes, as K learners."""
+    from .._vw._vwmodel import is_vw_model, read_vw_model
+
+    if not is_vw_model(args.initial):
+        raise ConfigError(f"--oaa -i {args.initial}: -i takes VW's one-against-all model "
+                          f"(terascale writes its --oaa models in VW's format)")
+    model = read_vw_model(args.initial, oaa=True)
+    k = model.info.get("oaa")
+    if k != k_classes:
+        raise ConfigError(f"--oaa {k_classes}: -i {args.initial} is "
+                          f"{f'a model of --oaa {k}' if k else 'not a one-against-all model'}")
+    return split_oaa(model, k_classes)
+
+
+def _test_only(args: argparse.Namespace, paths: list[str], files: list[list[str]],
+               labels: np.ndarray, base: np.ndarray, seeds: list[str],
+               names: list[str] | None, tags: list[str]) -> int:
+    """``--oaa K -t``: each class's learner scores the examples, the first best class is
+    the prediction (VW's), the closing block's average loss the 0/1 loss."""
+    from .._model import LinearModel
+    from .._vw._vwreport import test_block
+    from .._vw._vwtext import AtomicText
+
+    scores = []
+    for c, seed in enumerate(seeds):
+        model = LinearModel.load(seed)
+        lo, hi = (-1.0, 1.0) if model.adaptive is None else model.adaptive[2][4:6]
+        got = [np.clip(raw, lo, hi) if lo < hi else raw
+               for _, raw in model.predict_blocks(files[c])]
+        scores.append(np.concatenate(got).astype(np.float32) if got else np.zeros(0))
+    s = np.stack(scores, axis=1)
+    if len(s) != len(labels):
+        raise DataError(f"{', '.join(paths)}: {len(s)} predictions for {len(labels)} "
+                        f"examples (--oaa reads one example per non-empty line)")
+    pred = np.argmax(s, axis=1) + base
+    if args.predictions:
+        out = AtomicText(args.predictions)
+        text = ((_format(r, b) for r, b in zip(_probabilities(s), base))
+                if args.probabilities else (_class(v, names) for v in pred))
+        text = _tagged(text, tags)
+        out.write("".join(line + "\n" for line in text))
+        out.commit()
+    if not args.quiet:
+        labelled = ~np.isnan(labels)
+        wrong = float(((pred != labels) & labelled).sum())
+        print(test_block(len(labels), float(labelled.sum()), wrong), file=sys.stderr)
+    return 0
 
 
 def _period(options: dict[str, Any], passes: int) -> int:

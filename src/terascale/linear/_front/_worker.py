@@ -39,10 +39,11 @@ def run_train(job: dict[str, Any],
                        predict_only=job.get("predict_only", False))
         i = model.info
         if job["options"].get("vw_text"):
-            from .._vw._vwreport import closing_block
+            from .._vw._vwreport import closing_block, holdout_on
 
             if job["options"].get("progress"):
-                print(closing_block(i), file=sys.stderr)
+                print(closing_block({**i, "holdout": holdout_on(job["options"])}),
+                      file=sys.stderr)
             return model
         if not job["options"].get("progress", True):  # --quiet
             return model

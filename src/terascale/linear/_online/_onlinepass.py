@@ -57,7 +57,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     """
     acc = np.zeros(8)
     prev = acc.copy()
-    nxt = 1
+    nxt = prog.first_due()
     due = mixer.next_due(0) if mixer is not None else -1
     if mixer is not None:
         mixer.start(ws)
@@ -87,7 +87,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             if first and out and blk.start + end == nxt:
                 prog.line(acc, prev, blk.indptr[end] - blk.indptr[end - 1])
                 prev = acc.copy()
-                nxt *= 2
+                nxt = prog.next_due(nxt)
             if mixer is not None:
                 mixer.seen(cols[blk.indptr[start]:blk.indptr[end]])
                 if blk.start + end == due:

@@ -12,6 +12,7 @@ are refused with an error that names the option; ``_vwflags`` says why and what 
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 
 from ..._errors import ConfigError
@@ -30,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                        help="Vowpal Wabbit's command line with VW's defaults (a drop-in)",
                        description=__doc__.split("\n\n")[1].replace("\n", " "))
     train_flags(p)
+    # VW's values that start with '-' and a digit (--affix -3w,+2) are values, not flags
+    p._negative_number_matcher = re.compile(r"^-\d[\w,+-]*$|^-\d*\.\d+$")
     g = p.add_argument_group("VW options of terascale vw")
     g.add_argument("--predict_only_model", action="store_true",
                    help="-f writes VW's predict-only model: the weights, without the "
@@ -44,7 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "initial_t examples of gradient 1 (every feature's sum of squared "
                         "gradients starts there; up to -b 24)")
     g.add_argument("-P", "--progress", default=None, metavar="N",
-                   help="accepted: progress lines come at VW's default doubling cadence")
+                   help="progress lines every N examples (an integer), or at examples "
+                        "growing by a factor (a number with a point; VW's default 2.0), "
+                        "as VW (first pass, one worker)")
     g.add_argument("--random_seed", type=int, default=0,
                    help="the seed of --random_weights (nothing else in a linear learner "
                         "is random)")
@@ -61,11 +66,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "(like a2); repeatable")
     f.add_argument("--skips", action="append", default=[], metavar="[NS]K",
                    help="with --ngram: skip-grams, up to K features skipped")
+    f.add_argument("--affix", action="append", default=[], metavar="[+-]L[NS],...",
+                   help="prefixes (+) or suffixes (-) of L characters of each feature name "
+                        "of namespace NS (the default one without NS) as extra features, as "
+                        "VW's --affix")
     f.add_argument("--feature_limit", action="append", default=[], metavar="[NS]N",
                    help="keep the N features of lowest hash of each namespace (or of NS)")
     f.add_argument("--redefine", action="append", default=[], metavar="N:=S",
                    help="namespaces starting with a letter of S (':' all) count as "
                         "namespace N for -q, --ignore and --keep; repeatable, in order")
+    for name, what in (("--l1_state", "L1 (VW's gravity, default 0)"),
+                       ("--l2_state", "L2 (VW's contraction, default 1)")):
+        g.add_argument(name, type=float, default=None, metavar="X",
+                       help=f"the learner's accumulated {what} that -f saves, over -i's "
+                            f"(VW's; in a run without data: --no_stdin and no -d)")
+    g.add_argument("--named_labels", default=None, metavar="A,B,...",
+                   help="with --oaa K: the K class names, in order (the data's labels are "
+                        "names; predictions are written as names, and -f's model keeps them)")
+    g.add_argument("--feature_mask", default=None, metavar="MODEL",
+                   help="only the weights that are nonzero in MODEL (a VW or terascale "
+                        "model) are learned, as VW's gd, which never updates a zero weight; "
+                        "without -i training also starts from MODEL's weights; with -i, as "
+                        "in VW, the nonzero weights of -i's model are the mask")
+    g.add_argument("--save_per_pass", action="store_true",
+                   help="with -f FILE: also write the model at the end of each pass K as "
+                        "FILE.K (VW's; each is retrained from the start for K passes, so "
+                        "passes cost N(N+1)/2 in all; one worker, online passes)")
     g.add_argument("--sparse_weights", action="store_true",
                    help="accepted: terascale keeps weights only for the features present")
     g.add_argument("--constant", type=float, default=0.0, metavar="C",
@@ -114,6 +140,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "the loss of the runs that trained it (VW's counters)")
     g.add_argument("--dont_output_best_constant", action="store_true",
                    help="accepted: terascale vw's closing block has no best constant line")
+    g.add_argument("--sparse_l2", type=float, default=0.0, metavar="L",
+                   help="VW's sparse L2: every update less L times the prediction (VW's gd "
+                        "example by example in Python: one worker, small data)")
     g.add_argument("--sgd", action="store_true",
                    help="VW's plain SGD: one global learning rate (default 10), no "
                         "adaptive, normalized or invariant update")
@@ -121,11 +150,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     def run(args: argparse.Namespace) -> int:
         from .._front import _cli_run
         from .._names import cli_names
+        from .._online._progress import CADENCE, cadence
         from ._vwmodel import GENERATION
         from ._vwreport import PRESERVED
 
         GENERATION.clear()  # (this run's, not an earlier in-process run's)
         PRESERVED.clear()
+        CADENCE[:] = [cadence(args.progress) if args.progress else (False, 2.0)]
+        if args.initial:  # VW applies the model's --oaa K and --named_labels
+            from ._vwmodel import model_oaa
+
+            k, names = model_oaa(args.initial)
+            args.oaa = args.oaa if args.oaa is not None else k
+            if args.named_labels is None and names:
+                args.named_labels = ",".join(names)
+        if args.named_labels is not None and args.oaa is None:
+            raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
         _vw_defaults(args)
         with cli_names():
             _generate(args)
@@ -133,6 +173,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                 from ._vwmodel import load_model
 
                 PRESERVED.update(load_model(args.initial).info.get("vw_counters", {}))
+            if not (args.data or args.data_flag) and args._vw_noop_no_stdin:
+                return _no_data(args)
+            if args.l1_state is not None or args.l2_state is not None:
+                raise ConfigError("--l1_state/--l2_state: terascale vw sets them in a run "
+                                  "without data (--no_stdin, no -d) only")
             if (args.bfgs is not None or args.cg is not None) and not args.testonly \
                     and args.nprocs == 1:
                 return _batch(args)
@@ -145,6 +190,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                                   "--bfgs/--conjugate_gradient on one worker")
             if args.plain_rule:
                 return _plain(args)
+            if args.save_per_pass:
+                return _save_per_pass(args)
             if not args.audit:
                 return int(_cli_run.train(args) or 0)
             return _audited(args)
@@ -155,8 +202,109 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    learning_rate=None)
 
 
+def _no_data(args: argparse.Namespace) -> int:
+    """VW with --no_stdin and no -d: no example is read; -f and --readable_model write
+    the model training starts from (-i's, or empty), with --l1_state/--l2_state set."""
+    import sys
+
+    import numpy as np
+
+    from .._front._cli_options import train_options
+    from .._io._dataset import ParseOptions
+    from .._model import LinearModel
+    from .._online._update import new_state
+    from ._vwmodel import load_model, save_model
+    from ._vwreport import closing_block, preamble
+    from ._vwtext import write_readable
+
+    if args.oaa is not None or args.invert_hash or args.audit:
+        raise ConfigError("a run without data (--no_stdin, no -d): --oaa, --invert_hash "
+                          "and --audit are not supported by terascale vw")
+    options = train_options(args)
+    if args.initial:  # with the interactions given added to the model's, as VW's
+        import dataclasses
+
+        model = load_model(args.initial)
+        merged = {k: tuple(dict.fromkeys((*getattr(model.parse, k), *getattr(args, k))))
+                  for k in ("quadratic", "cubic", "interactions")}
+        model.parse = dataclasses.replace(model.parse, **merged)
+    else:
+        parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                                for k, v in options.items()
+                                if k in ParseOptions().to_dict()})
+        state = new_state()
+        empty = np.zeros(0, np.float32)
+        model = LinearModel(indices=np.zeros(0, np.uint32), weights=empty, parse=parse,
+                            loss=options["loss"], adaptive=(empty, empty, state))
+    if model.adaptive is not None:  # VW's: a value given wins over the model's
+        state = model.adaptive[2]
+        if args.l1_state is not None:
+            state[3] = args.l1_state
+        if args.l2_state is not None:
+            state[2] = args.l2_state
+    model.info = {"examples": 0, "feature_count": 0, "pass_totals": []}
+    for path, flag in ((args.model, "-f"), (args.readable_model, "--readable_model")):
+        from .._front import _cli_run
+
+        _cli_run._check_output(path, flag, stream=flag != "-f")
+    if not args.quiet:
+        print(preamble(options, [], model=args.model, predictions=None, testonly=False),
+              file=sys.stderr)
+    if args.model:
+        save_model(model, args.model, "vw", predict_only=args.predict_only_model)
+    if args.readable_model:
+        write_readable(model, args.readable_model, counters=True)
+    if not args.quiet:
+        print(closing_block(model.info), file=sys.stderr)
+    return 0
+
+
+def _save_per_pass(args: argparse.Namespace) -> int:
+    """VW's ``--save_per_pass``: the run as without it, then the model at the end of each
+    pass K written as ``-f``'s FILE.K. Each is the final model of a run of K passes with
+    the same holdout (a K-pass run is the N-pass run's first K passes: the same examples,
+    order and learner state); a run that stops early on the holdout loss writes the passes
+    it made, as VW. Without -f, VW writes files named ``.K``; terascale writes none."""
+    import copy
+
+    from .._front import _cli_run
+    from .._front._cli_options import train_options
+
+    if args.nprocs != 1 or args.oaa is not None or args.audit or args.testonly:
+        raise ConfigError("--save_per_pass: terascale vw writes each pass's model for "
+                          "online training on one worker (not with -n N, --oaa, --audit "
+                          "or -t)")
+    args.data, args.data_flag = _cli_run._inputs(args), []  # standard input: read once
+    code = int(_cli_run.train(args) or 0)
+    if code or not args.model:
+        return code
+    options = train_options(args)
+    passes = int(options["passes"] or 1)
+    if options["holdout"] is None:  # the N-pass run's holdout, also in shorter runs
+        options["holdout"] = 0.1 if passes > 1 else 0.0
+    options["vw_text"] = options["vw_labels"] = True
+    options["progress"] = False
+    if args.min_prediction is not None or args.max_prediction is not None:
+        options["fixed_range"] = True
+    quiet = copy.copy(args)
+    quiet.predictions = quiet.raw_predictions = None
+    quiet.readable_model = quiet.invert_hash = None
+    for k in range(1, passes + 1):
+        path = f"{args.model}.{k}"
+        opts = dict(options, passes=k)
+        if args.initial:
+            _cli_run._follow_model(opts, _cli_run._load(args.initial), args)
+        model = _cli_run._run_train(quiet, list(args.data), path, opts, "identity")
+        if len(model.info.get("pass_totals", [])) < k:  # stopped early: VW saved no more
+            import os
+
+            os.unlink(path)
+            break
+    return 0
+
+
 def _plain(args: argparse.Namespace) -> int:
-    """VW's --sgd / --invariant alone (``_vwsgd``)."""
+    """VW's gd with rules other than its default, or --sparse_l2 (``_vwsgd``)."""
     import sys
 
     from .._front import _cli_run
@@ -165,11 +313,13 @@ def _plain(args: argparse.Namespace) -> int:
     from ._vwsgd import train_vw_sgd
 
     if args.bfgs is not None or args.cg is not None or args.audit:
-        raise ConfigError("--sgd/--invariant alone with --bfgs/--conjugate_gradient or "
-                          "--audit are not supported by terascale vw")
+        raise ConfigError("VW's other update rules (--sgd, --adaptive, --normalized, "
+                          "--invariant alone, --sparse_l2) with --bfgs/--conjugate_gradient "
+                          "or --audit are not supported by terascale vw")
     if getattr(args, "starting_weights", False):
-        raise ConfigError("--sgd/--invariant alone start from zero weights in terascale vw "
-                          "(no --constant/--initial_weight/--random_weights)")
+        raise ConfigError("VW's other update rules (--sgd, --adaptive, --normalized, "
+                          "--invariant alone, --sparse_l2) start from zero weights in "
+                          "terascale vw (no --constant/--initial_weight/--random_weights)")
     options = train_options(args)
     paths = _cli_run._inputs(args)
     how = _cli_run._link(args, "identity")
@@ -178,7 +328,7 @@ def _plain(args: argparse.Namespace) -> int:
         _cli_run._check_output(path, flag)
     _cli_run._check_output(args.model, "-f", stream=False)
     if args.invert_hash:
-        raise ConfigError("--invert_hash with --sgd/--invariant alone is not supported by "
+        raise ConfigError("--invert_hash with VW's other update rules is not supported by "
                           "terascale vw (--readable_model is)")
 
     def opening() -> None:
@@ -225,12 +375,18 @@ def _generate(args: argparse.Namespace) -> None:
         args.hash_seed = args.hash_seed or seed
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
-                                hash_seed=args.hash_seed)
+                                hash_seed=args.hash_seed, keep=_feature_mask(args),
+                                affix=args.affix)
     if gen is None:
         return
     if args.format != "vw":
         raise ConfigError("--ngram/--skips/--feature_limit/--redefine/--hash_seed work on VW "
                           "text input (--format vw)")
+    if args.affix and (args.ignore or args.keep or args.ignore_linear or
+                       any(":" in v for v in (*args.quadratic, *args.cubic,
+                                              *args.interactions))):
+        raise ConfigError("--affix with --ignore/--keep/--ignore_linear or a ':' wildcard "
+                          "interaction is not supported by terascale vw")
     if (args.ngram or args.skips) and args.model and args.nprocs > 1:
         raise ConfigError("-f with --ngram/--skips needs -n 1 (the model records them for "
                           "vw -i, as VW's does)")
@@ -238,6 +394,65 @@ def _generate(args: argparse.Namespace) -> None:
     args.data_flag = []
     GENERATION.update(ngram=list(args.ngram), skips=list(args.skips),
                       hash_seed=[args.hash_seed] if args.hash_seed else [])
+
+
+def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:
+    """VW's ``--feature_mask MODEL``: the indices training may update (None without it).
+
+    VW loads MODEL's weights, then -i's over them (zeroed first) when -i is given, and its
+    ``gd`` leaves every weight that is 0 alone: the mask is the nonzero weights of -i's model,
+    or of MODEL without -i, which training then starts from. A constant whose weight is 0
+    there is left out (``--noconstant``: the same predictions, and the model says so)."""
+    import numpy as np
+
+    from .._io._hashing import CONSTANT_HASH
+    from ._vwmodel import load_model
+
+    if args.feature_mask is None or args.testonly:
+        return None
+    if not args.initial:
+        args.initial = args.feature_mask
+    try:
+        model = load_model(args.initial)
+    except OSError as e:
+        raise ConfigError(f"--feature_mask/-i {args.initial}: {e.strerror or e}") from None
+    parse = model.parse
+    if parse.bits != args.bits and args.bits != 18:
+        raise ConfigError(f"--feature_mask: {args.initial} has -b {parse.bits}, not -b "
+                          f"{args.bits}")
+    args.bits = parse.bits
+    if (args.quadratic or args.cubic or args.interactions or parse.quadratic or parse.cubic
+            or parse.interactions):
+        raise ConfigError("--feature_mask with -q/--cubic/--interactions is not supported "
+                          "by terascale vw (the mask applies to each feature as it is read)")
+    if args.format != "vw":
+        raise ConfigError("--feature_mask works on VW text input (--format vw)")
+    keep = frozenset(int(i) for i in np.asarray(model.indices)[np.asarray(model.weights) != 0])
+    size = 1 << parse.bits
+    if parse.constant and (CONSTANT_HASH & (size - 1)) not in keep:
+        # VW never learns it: its weight stays 0, as without it
+        import dataclasses
+
+        from .._model import LinearModel
+
+        args.noconstant = True
+        args.initial = _temporary_model(LinearModel(
+            indices=model.indices, weights=model.weights, loss=model.loss,
+            parse=dataclasses.replace(parse, constant=False), adaptive=model.adaptive))
+    return keep
+
+
+def _temporary_model(model: object) -> str:
+    """``model`` saved to a temporary file (removed at exit)."""
+    import atexit
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="terascale-start-", suffix=".model")
+    os.close(fd)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    model.save(path)  # type: ignore[attr-defined]
+    return path
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -286,13 +501,11 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     args.initial_t_given = args.initial_t is not None
     if args.initial_t is None:
         args.initial_t = 0.0
-    # VW's --sgd, or a strict subset of the three rules: VW's gd with those rules only
-    args.plain_rule = (args.sgd or 0 < len(given) < 3) and not args.testonly
-    if args.plain_rule and (args.adaptive or args.normalized):
-        raise ConfigError(f"--{' --'.join(given)}: VW then turns off the "
-                          f"{', '.join(n for n in _UPDATE_RULE if n not in given)} update(s); "
-                          f"terascale vw implements VW's default update (all three), "
-                          f"--sgd and --invariant alone")
+    # VW's --sgd, a strict subset of the three rules, or --sparse_l2: VW's gd in _vwsgd
+    args.plain_rule = (args.sgd or 0 < len(given) < 3 or bool(args.sparse_l2)) \
+        and not args.testonly
+    if args.sparse_l2 < 0:
+        raise ConfigError(f"--sparse_l2 must be >= 0, not {args.sparse_l2:g}")
     if args.initial_t < 0:
         raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
     if args.loss is None and not args.initial:

@@ -49,12 +49,16 @@ REFUSED: dict[str, str] = {
     **dict.fromkeys(("--cb", "--cb_adf", "--cb_explore", "--cb_explore_adf", "--cbify",
                      "--warm_cb", "--explore_eval", "--ccb_explore_adf", "--slates",
                      "--cats", "--cb_dro"), _BANDIT),
-    **dict.fromkeys(("--sgd", "--adaptive", "--normalized", "--invariant", "--ftrl",
-                     "--pistol", "--coin", "--freegrad", "--sparse_l2",
+    **dict.fromkeys(("--sgd", "--adaptive", "--normalized", "--invariant", "--sparse_l2"),
+                    "linear train's update is VW's default; terascale vw runs VW's other "
+                    "rules (--sgd, --adaptive, --normalized, --invariant, --sparse_l2)"),
+    **dict.fromkeys(("--ftrl", "--pistol", "--coin", "--freegrad",
                      "--decay_learning_rate", "--exact_adaptive_norm"), _UPDATE),
     **dict.fromkeys(("--span_server", "--total", "--node", "--unique_id", "--daemon",
                      "--port", "--num_children", "--threads"), _CLUSTER),
-    **dict.fromkeys(("--affix", "--spelling", "--lrq", "--lrqfa",
+    "--affix": "linear train has no parse-time feature generation: terascale vw --affix "
+               "adds VW's prefix and suffix features",
+    **dict.fromkeys(("--spelling", "--lrq", "--lrqfa",
                      "--stage_poly", "--new_mf", "--rank", "--autolink",
                      "--dictionary"), _FEATURES),
     **dict.fromkeys(("--ngram", "--skips", "--redefine", "--feature_limit"),
@@ -92,12 +96,14 @@ REFUSED: dict[str, str] = {
                         "by default; terascale vw --max_prediction HI fixes the bound",
     "--examples": "not supported: give the data you want to learn from",
     "--sort_features": "not supported (it changes nothing that terascale computes)",
-    "--save_per_pass": "not supported: one model is written at the end (-f)",
+    "--save_per_pass": "linear train writes one model at the end (-f); terascale vw "
+                       "--save_per_pass writes each pass's as VW",
     **dict.fromkeys(("--output_feature_regularizer_binary",
                      "--output_feature_regularizer_text", "--input_feature_regularizer"),
                     "linear train's batch phase is its own: terascale vw --bfgs writes and "
                     "reads VW's regularizer files"),
-    "--feature_mask": "not supported",
+    "--feature_mask": "linear train has no feature mask: terascale vw --feature_mask MODEL "
+                      "learns only MODEL's nonzero weights, as VW",
     "--onethread": "terascale parses and learns in one thread per worker already",
     "--invert_hash_all": "not supported: --invert_hash FILE",
 }

@@ -1,5 +1,6 @@
 """VW's parse-time feature generation for ``terascale vw``: ``--redefine``, ``--ngram``,
-``--skips``, ``--feature_limit`` and ``--hash_seed``.
+``--skips``, ``--feature_limit``, ``--hash_seed``, ``--affix``, and ``--feature_mask``'s
+filter.
 
 VW applies these while it parses a line, to each namespace's list of hashed features:
 ``--redefine N:=S`` files the namespaces whose names start with a letter of S under the
@@ -9,7 +10,15 @@ appends, per namespace letter, every n-gram of its features in the order they ap
 with up to K features skipped between the words, of value 1 and index
 ``i1 * 27942141 + i2 ...`` (VW's ``kskip_ngram_transformer``); ``--feature_limit [ns]N``
 keeps the N features of lowest index (sorted, duplicates dropped); ``--hash_seed S``
-seeds every hash of a name.
+seeds every hash of a name. ``--affix [+-]L[ns],...`` adds, for each named feature of
+namespace ns (the default one without ns), its prefix (``+``) or suffix (``-``) of L
+characters as a feature of VW's affix namespace (character 132), of the feature's value
+and index ``hash(affix, namespace hash) * (13903957 + code * 27942141)``, where code is
+``L << 1 | prefix`` (VW's ``parse_example_text``); the affix namespace joins the line
+where its first feature appears. ``--feature_mask`` (VW's ``gd`` never updates a weight that
+is 0, nor counts it in the adaptive and normalized sums, so a feature whose starting weight
+is 0 stays out of every sum) drops the features whose index is not in the mask's set of
+nonzero weights: the same examples for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
 these flags is given: each line is rewritten with every feature named by its final hash (an
@@ -35,6 +44,9 @@ from ..._errors import ConfigError, DataError
 __all__ = ["FeatureGen", "rewrite_inputs"]
 
 QUADRATIC_CONSTANT = 27942141  # VW's multiplier of an n-gram's indices
+AFFIX_CONSTANT = 13903957
+AFFIX_NAMESPACE = 132
+_AFFIX_NAME = "\x7faffix"  # how the rewritten text names it (any name: its hash is undone)
 _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
 
@@ -63,6 +75,28 @@ def _table(specs: Sequence[str], flag: str) -> dict[int, int]:
             out = {-1: _atoi(s)}  # every namespace, over what came before
             continue
         out[s.encode()[0]] = _atoi(s[1:])
+    return out
+
+
+def _affix(specs: Sequence[str]) -> dict[int, list[tuple[bool, int, int]]]:
+    """VW's ``--affix`` values (``+2,-3b``): {namespace letter code: [(prefix, length,
+    code)]}, each namespace's in the order VW generates them (the last given first)."""
+    out: dict[int, list[tuple[bool, int, int]]] = {}
+    if len(set(specs)) > 1:
+        raise ConfigError(f"--affix given twice with different values ({' vs '.join(specs)}"
+                          f"): VW takes one, with comma-separated parts")
+    for spec in specs[:1]:
+        for p in spec.split(","):
+            if not p:
+                continue
+            q = p[1:] if p[0] in "+-" else p
+            prefix = p[0] != "-"
+            if not q or not "1" <= q[0] <= "7" or len(q) > 2:
+                raise ConfigError(f"--affix {spec}: each of its comma-separated parts is "
+                                  f"[+|-]L[namespace], L in 1..7 (VW's), not {p!r}")
+            ln = int(q[0])
+            c = q[1].encode()[0] if len(q) == 2 else 32
+            out.setdefault(c, []).insert(0, (prefix, ln, (ln << 1) | int(prefix)))
     return out
 
 
@@ -102,21 +136,30 @@ class FeatureGen:
     limit: dict[int, int] = field(default_factory=dict)
     redefine: list[int] | None = None
     seed: int = 0
+    keep: frozenset[int] | None = None  # --feature_mask: the indices that may be updated
+    affix: dict[int, list[tuple[bool, int, int]]] = field(default_factory=dict)
 
     @classmethod
     def from_flags(cls, *, bits: int, ngram: Sequence[str], skips: Sequence[str],
                    feature_limit: Sequence[str], redefine: Sequence[str],
-                   hash_seed: int) -> FeatureGen | None:
-        """None when no flag of VW's feature generation is given."""
-        if not (ngram or skips or feature_limit or redefine or hash_seed):
+                   hash_seed: int, keep: frozenset[int] | None = None,
+                   affix: Sequence[str] = ()) -> FeatureGen | None:
+        """None when no flag of VW's feature generation is given (``keep``: the indices
+        of ``--feature_mask``'s nonzero weights)."""
+        if not (ngram or skips or feature_limit or redefine or hash_seed
+                or keep is not None or affix):
             return None
+        if affix and (ngram or feature_limit):
+            raise ConfigError("--affix with --ngram/--feature_limit is not supported by "
+                              "terascale vw")
         if skips and not ngram:
             raise ConfigError("--skips goes with --ngram (VW: skip-grams of n-grams)")
         if hash_seed < 0 or hash_seed > _U32:
             raise ConfigError(f"--hash_seed must be in 0..2^32-1, not {hash_seed}")
         return cls(bits=bits, ngram=_table(ngram, "--ngram"), skips=_table(skips, "--skips"),
                    limit=_table(feature_limit, "--feature_limit"),
-                   redefine=_redefine(redefine), seed=hash_seed)
+                   redefine=_redefine(redefine), seed=hash_seed, keep=keep,
+                   affix=_affix(affix))
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))
@@ -164,6 +207,13 @@ class FeatureGen:
                     h = (ns_hash + anon) & _U32
                     anon += 1
                 out.append((h & mask, float(v), val if colon else None, scale_tok))
+                if name and c in self.affix:
+                    afx = groups.setdefault(AFFIX_NAMESPACE, [])
+                    for prefix, ln, code in self.affix[c]:
+                        b = name.encode()  # (VW cuts bytes)
+                        h = (_hashbytes(b[:ln] if prefix else b[-ln:], ns_hash)
+                             * (AFFIX_CONSTANT + code * QUADRATIC_CONSTANT)) & _U64
+                        afx.append((h & mask, float(v), val if colon else None, scale_tok))
         lines = []
         for c, fs in groups.items():
             if not fs:
@@ -174,7 +224,9 @@ class FeatureGen:
             lim = self._of(self.limit, c, -1)
             if 0 <= lim < len(fs):
                 fs = _limited(fs, lim, mask)
-            letter = chr(c)
+            if self.keep is not None:
+                fs = [f for f in fs if f[0] & mask in self.keep]
+            letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else chr(c)
             base = 0 if c == 32 else hash_space(letter)
             head = "|" if c == 32 else "|" + letter
             segs: list[str] = []
@@ -235,6 +287,14 @@ def _hashstring(s: str, seed: int) -> int:
     from .._io._hashing import hashstring_nb
 
     b = s.strip().encode()
+    return int(hashstring_nb(np.frombuffer(b, np.uint8), 0, len(b), seed)) if b else \
+        _murmur(b"", seed)
+
+
+def _hashbytes(b: bytes, seed: int) -> int:
+    from .._io._hashing import hashstring_nb
+
+    b = b.strip(b" \t")
     return int(hashstring_nb(np.frombuffer(b, np.uint8), 0, len(b), seed)) if b else \
         _murmur(b"", seed)
 

@@ -93,9 +93,11 @@ def save_model(model: Any, path: str, fmt: str = "terascale", *,
         model.save(path)
 
 
-def _options(parse: Any, oaa: int = 0) -> str:
+def _options(parse: Any, oaa: int = 0, names: list[str] | None = None) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end)."""
     opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
+    if names:
+        opts.append(("named_labels", ",".join(names)))
     opts += [("cubic", v) for v in parse.cubic]
     opts += [("interactions", v) for v in parse.interactions]
     if not parse.constant:
@@ -117,11 +119,13 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
     _write_atomic(path, _vw_bytes(model, predict_only=predict_only))
 
 
-def write_vw_oaa_model(models: list[Any], path: str) -> None:
+def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = None
+                       ) -> None:
     """Write the K learners of ``--oaa K`` as VW's one-against-all model (its
     ``--predict_only_model`` form): VW interleaves the learners' weights, class c's weight
     of feature index i at ``i * 2**s + c`` (s = ceil(log2 K)) in its 2**b weights, under
-    the header option ``--oaa K``: each learner was trained with b - s bits."""
+    the header option ``--oaa K`` (and ``--named_labels``, with ``names``): each learner
+    was trained with b - s bits."""
     import dataclasses
     from types import SimpleNamespace
 
@@ -136,11 +140,12 @@ def write_vw_oaa_model(models: list[Any], path: str) -> None:
     merged = SimpleNamespace(indices=idx, weights=w, parse=parse, loss=first.loss,
                              adaptive=first.adaptive and (None, None, first.adaptive[2]),
                              info=first.info)
-    _write_atomic(path, _vw_bytes(merged, predict_only=True, oaa=k, index_bits=shift))
+    _write_atomic(path, _vw_bytes(merged, predict_only=True, oaa=k, index_bits=shift,
+                                  names=names))
 
 
 def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int = 0,
-              index_bits: int = 0) -> bytes:
+              index_bits: int = 0, names: list[str] | None = None) -> bytes:
     """VW's model file (``weights=False``: its header only, up to the checksum); ``oaa``
     K: a one-against-all model whose indices carry ``index_bits`` more bits."""
     parse = model.parse
@@ -182,7 +187,7 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int 
         put(u4(len(vals)))
         for v in vals:
             put(v.encode()[:3].ljust(3, b"\0"))
-    o = _options(parse, oaa).encode() + b"\0"
+    o = _options(parse, oaa, names).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it
@@ -264,7 +269,8 @@ class _Reader:
 
 
 _PLAIN = {"quadratic", "cubic", "interactions", "noconstant", "ignore", "ignore_linear",
-          "keep", "link", "random_seed", "id", "bit_precision", "hash_seed"}
+          "keep", "link", "random_seed", "id", "bit_precision", "hash_seed",
+          "l1_state", "l2_state"}  # (the last two: VW 8's place for the learner's state)
 
 
 # VW's --ngram/--skips of this run (``terascale vw`` sets them after applying them to the
@@ -348,8 +354,34 @@ def write_regularizer(model: Any, reg: np.ndarray, path: str, *, text: bool) -> 
     _write_atomic(path, data)
 
 
-def read_vw_model(path: str) -> Any:
-    """A VW binary model (a plain linear learner's) as a LinearModel."""
+def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
+    """(K, names) when ``path`` is VW's one-against-all model (its header's ``--oaa K``
+    and ``--named_labels``), else (None, None) (terascale's models too)."""
+    if not is_vw_model(path):
+        return None, None
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return None, None
+    r.take(16)
+    for _ in range(2):
+        r.take(3 * r.u4())
+    tokens = shlex.split(r.string())
+    k, names = None, None
+    for a, b in zip(tokens, tokens[1:]):
+        if a == "--oaa" and b.isdigit():
+            k = int(b)
+        elif a == "--named_labels":
+            names = b.split(",")
+    return k, names
+
+
+def read_vw_model(path: str, *, oaa: bool = False) -> Any:
+    """A VW binary model (a plain linear learner's) as a LinearModel; ``oaa``: also VW's
+    one-against-all model (``info["oaa"]`` = K; :func:`._oaa.split_oaa` gives its K
+    learners)."""
     from .._io._dataset import ParseOptions
     from .._model import LinearModel
     from .._online._update import new_state
@@ -392,7 +424,8 @@ def read_vw_model(path: str) -> Any:
         i += 2 if val else 1
         seeded = name == "hash_seed" and [val] == [str(v) for v in
                                                   GENERATION.get("hash_seed", [])]
-        if name not in _PLAIN and not seeded:  # (terascale vw -i applies the seed)
+        if name not in _PLAIN and not seeded and not (oaa and name in ("oaa",
+                                                                       "named_labels")):
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "
                             f"{text.strip()}); terascale reads plain linear models only")
         opts.setdefault(name, []).append(val)
@@ -400,10 +433,12 @@ def read_vw_model(path: str) -> Any:
     state = new_state()
     state[4], state[5] = lo, hi
     counters: dict[str, float] = {}
-    if resume:
-        fmt = "<fdddd f ff ddd QQ d d Q dd".replace(" ", "")
+    if resume:  # (VW 9 added the L1 and L2 state; VW 8 kept them as options)
+        fmt = "<fdddd f ff ddd QQ d d Q" + ("dd" if parts >= (9, 0, 0) else "")
         vals = struct.unpack(fmt, r.take(struct.calcsize(fmt), False))
-        state[1], state[0], state[3], state[2] = vals[1], vals[13], vals[16], vals[17]
+        l1_l2 = vals[16:18] if parts >= (9, 0, 0) else (
+            float(opts.get("l1_state", ["0"])[0]), float(opts.get("l2_state", ["1"])[0]))
+        state[1], state[0], state[3], state[2] = vals[1], vals[13], l1_l2[0], l1_l2[1]
         counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8]}
         state[4], state[5] = vals[6], vals[7]
     width = 3 if resume else 1
@@ -428,6 +463,8 @@ def read_vw_model(path: str) -> Any:
                                                          np.zeros(len(w), np.float32), state)
     model = LinearModel(indices=rows["i"].astype(np.uint32), weights=w[:, 0], parse=parse,
                         loss=loss, info={"source": os.path.abspath(path),
-                                         "vw_version": version, "vw_counters": counters},
+                                         "vw_version": version, "vw_counters": counters,
+                                         **({"oaa": int(opts["oaa"][0])} if "oaa" in opts
+                                            else {})},
                         adaptive=adaptive)
     return model

@@ -8,7 +8,8 @@ product, and the learner updates each occurrence as VW does); the constant (bias
 is added to every example; interactions (``-q ab``, ``--cubic``, ``--interactions``, with
 ``:`` wildcards) are built as VW builds them (see ``_interactions``); numbers are read as
 VW reads them (see ``_vwfloat``); ``--ignore``/``--keep`` drop namespaces by their first
-letter and ``--ignore_linear`` keeps them for interactions only. Malformed lines are
+letter and ``--ignore_linear`` keeps them for interactions only. A label-section word
+that only starts with a number (``1:1``) is that number, as VW reads it. Malformed lines are
 reported with an error code and the line number, or skipped and counted.
 """
 
@@ -42,6 +43,20 @@ _SEP[[32, 9, 13, 124, 10]] = True
 @numba.njit(cache=True, inline="always")
 def _is_space(c: int) -> bool:
     return c == 32 or c == 9 or c == 13
+
+
+@numba.njit(cache=True)
+def _number_prefix(buf: np.ndarray, ts: int, te: int) -> tuple[float, bool]:
+    """A label word that only starts with a number (``1:1``, ``2abc``): that number, as
+    VW's simple-label parser reads it (its ``float_of_string`` stops at the first character
+    that is not part of the number); not ok when no prefix is a number."""
+    e = ts  # up to the first character that no number has ('1e400' stays an overflow)
+    while e < te and ((48 <= buf[e] <= 57) or buf[e] == 46 or buf[e] == 43 or buf[e] == 45
+                      or buf[e] == 101 or buf[e] == 69):
+        e += 1
+    if e == te or e == ts:
+        return np.float32(np.nan), False
+    return read_float32(buf, ts, e)
 
 
 @numba.njit(cache=True)
@@ -317,6 +332,8 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                         tag_e = te
                         continue
                 v, ok = read_float32(buf, ts, te)
+                if not ok:
+                    v, ok = _number_prefix(buf, ts, te)
                 if not ok:
                     err = 2
                 elif nnum == 0:

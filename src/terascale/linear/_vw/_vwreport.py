@@ -3,7 +3,8 @@
 VW's closing block reports ``average loss``: the progressive loss over every example
 learned from (all passes), or, when passes hold out every k-th example (or, with
 ``--holdout_after``, every example after the first N), the best holdout loss of any pass,
-marked ``h``. ``closing_block`` computes it from the per-pass sums the
+marked ``h``; when passes hold out examples but no pass held any out (fewer than k
+examples), VW prints ``undefined (no holdout)``. ``closing_block`` computes it from the per-pass sums the
 learner records (``model.info["pass_totals"]``: loss, weight, holdout loss, holdout weight,
 examples), so that the figure is VW's on the same data.
 """
@@ -12,25 +13,40 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PRESERVED", "average_loss", "closing_block", "preamble", "test_block"]
+__all__ = ["PRESERVED", "average_loss", "closing_block", "holdout_on", "preamble",
+           "test_block"]
 
 # VW's --preserve_performance_counters: the loss and labelled weight of the runs before
 # (read from -i's VW model), which the closing block's average loss then includes
 PRESERVED: dict[str, float] = {}
 
 
-def average_loss(totals: list[list[float]]) -> str:
-    """VW's ``average loss`` from the per-pass sums (``n.a.`` without any example)."""
+def holdout_on(options: dict[str, Any]) -> bool:
+    """Whether a run with these training options holds examples out, as VW's
+    ``holdout_set_off`` is false: more than one pass without ``--holdout_off``, or
+    ``--holdout_after``."""
+    if options.get("holdout_after"):
+        return True
+    frac = options.get("holdout")
+    return int(options.get("passes") or 1) > 1 and (frac is None or frac > 0)
+
+
+def average_loss(totals: list[list[float]], holdout: bool = False) -> str:
+    """VW's ``average loss`` from the per-pass sums (``n.a.`` without any example);
+    ``holdout``: the run held examples out (:func:`holdout_on`)."""
     held = [(t[2] / t[3]) for t in totals if t[3] > 0]
     if held:  # passes > 1 hold out every k-th example; --holdout_after, even one pass
         return f"{min(held):.6f} h"
+    if holdout:
+        return "undefined (no holdout)"
     loss = sum(t[0] for t in totals) + PRESERVED.get("sum_loss", 0.0)
     weight = sum(t[1] for t in totals) + PRESERVED.get("weighted_labeled_examples", 0.0)
     return f"{loss / weight:.6f}" if weight > 0 else "n.a."
 
 
 def closing_block(info: dict[str, Any]) -> str:
-    """VW's ``finished run`` block for a training run."""
+    """VW's ``finished run`` block for a training run (``info["holdout"]``: whether the
+    run held examples out, :func:`holdout_on`)."""
     totals = info.get("pass_totals", [])
     passes = max(len(totals), 1)
     examples = int(info.get("examples", 0))
@@ -41,7 +57,7 @@ def closing_block(info: dict[str, Any]) -> str:
         lines.append(f"number of examples = {examples}")
     weight = sum(t[1] for t in totals)
     lines += [f"weighted example sum = {weight:.6f}",
-              f"average loss = {average_loss(totals)}",
+              f"average loss = {average_loss(totals, bool(info.get('holdout')))}",
               f"total feature number = {int(info.get('feature_count', 0))}"]
     return "\n".join(lines)
 

@@ -1,20 +1,24 @@
-"""``terascale vw --sgd`` / ``--invariant`` alone: VW's update rules without per-feature
-learning rates.
+"""``terascale vw`` with VW's update rules other than its default: ``--sgd``,
+``--invariant``, ``--adaptive`` or ``--normalized`` alone (or two of the last three), and
+``--sparse_l2``.
 
 VW's default update is adaptive, normalized and importance-invariant together; that is
 terascale's online learner. Given ``--sgd``, ``--invariant``, ``--adaptive`` or
-``--normalized``, VW turns on only the rules named. This module is VW's ``gd`` for the two
-choices that use one global learning rate: ``--sgd`` (plain stochastic gradient) and
-``--invariant`` (its importance-invariant step, Karampatziakis & Langford, UAI 2011). As in
-VW they default to learning rate 10 and ``initial_t`` 1, the rate at example t is
-``eta * initial_t^power_t * t^-power_t`` (t counting the importance weight learned from),
-and the step of an example with features x is ``update * x`` where ``update`` is the
-loss's unsafe update (``--sgd``) or its invariant one given ``sum x^2``.
+``--normalized``, VW turns on only the rules named. This module is VW's ``gd`` for every
+such choice: the adaptive rule keeps each weight's sum of squared gradients (its rate
+``g2^-power_t``), the normalized one each feature's largest ``|x|`` (the weight rescaled
+when it grows, the step divided by it and scaled by VW's running average of the
+normalized norms), and the invariant one takes the importance-invariant step
+(Karampatziakis & Langford, UAI 2011) given the example's ``sum x^2`` times those rates;
+without the adaptive rule the rate at example t is ``eta * initial_t^power_t *
+t^-power_t`` (t counting the importance weight learned from), and without both adaptive
+and normalized VW's defaults are learning rate 10 and ``initial_t`` 1. ``--sparse_l2 L``
+subtracts ``L * prediction`` from every example's update (VW's ``gd``), with the default
+rules too.
 
 It runs example by example in Python over the parsed examples (one worker; the small data
 such options are used on): predictions, ``-p``/``-r``, holdout and VW's closing block as the
-main learner gives them. ``--adaptive`` or ``--normalized`` without the other rules, L1/L2
-and ``-n N`` are refused.
+main learner gives them. L1/L2, ``-i`` and ``-n N`` are refused.
 """
 
 from __future__ import annotations
@@ -35,39 +39,56 @@ _F = np.float32
 def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
                  how: str, opening: Any, learning_rate_given: bool,
                  initial_t_given: bool) -> int:
-    """Train with VW's ``--sgd`` or ``--invariant`` rule (see the module)."""
-    from .._losses import loss32, loss_code
+    """Train with VW's gd with the rules given (see the module)."""
+    from .._losses import dloss32, loss32, loss_code, square_grad32
     from ._vwbatch import _Data
     from ._vwtext import all_or_none, link, prediction_lines, prediction_writers
 
-    invariant = bool(args.invariant)
-    if args.adaptive or args.normalized:
-        raise ConfigError("--adaptive/--normalized without the other update rules are not "
-                          "supported by terascale vw (VW's default is all three; --sgd or "
-                          "--invariant alone are)")
+    rules = [n for n in ("adaptive", "normalized", "invariant") if getattr(args, n)]
+    if not rules and not args.sgd:  # --sparse_l2 alone: VW's default rules
+        rules = ["adaptive", "normalized", "invariant"]
+    invariant = "invariant" in rules
+    adaptive, normalized = "adaptive" in rules, "normalized" in rules
+    sparse_l2 = _F(getattr(args, "sparse_l2", 0.0) or 0.0)
     if args.nprocs != 1 or args.oaa is not None or args.initial or options.get("l1") or \
             options.get("l2") or args.testonly and not args.initial:
-        raise ConfigError("--sgd/--invariant: terascale vw runs VW's plain update on one "
-                          "worker, from zero weights, without --oaa, --l1/--l2 or -i")
+        raise ConfigError(f"--{' --'.join(rules) or 'sgd'}"
+                          f"{' --sparse_l2' if sparse_l2 else ''}: terascale vw runs VW's "
+                          f"gd with these rules on one worker, from zero weights, without "
+                          f"--oaa, --l1/--l2 or -i")
     loss = options["loss"]
-    if loss not in ("squared", "classic", "logistic", "hinge") and not (
+    if loss not in ("squared", "classic", "logistic", "hinge", "poisson") and not (
             invariant and loss == "quantile"):
-        raise ConfigError(f"--loss_function {loss} with --sgd/--invariant is not supported "
-                          f"by terascale vw")
+        raise ConfigError(f"--loss_function {loss} with --{' --'.join(rules) or 'sgd'} is "
+                          f"not supported by terascale vw")
     kind = loss_code(loss, raw_labels=True, tau=float(options.get("quantile_tau", 0.5)))
     passes = int(options.get("passes", 1))
     holdout_off = options.get("holdout") == 0.0 or passes == 1
     period = int(args.holdout_period or 10)
     data = _Data(paths, options, period, int(options.get("holdout_after", 0)), holdout_off)
     power_t = _F(options.get("power_t", 0.5))
-    eta = _F(options.get("learning_rate", 0.5)) if learning_rate_given else _F(10.0)
-    t = float(args.initial_t) if initial_t_given else 1.0
-    eta = _F(eta * _F(np.power(_F(t), power_t)))
+    both = adaptive and normalized  # (VW's defaults change without them)
+    eta = _F(options.get("learning_rate", 0.5)) if learning_rate_given or both else _F(10.0)
+    if adaptive or normalized:
+        t = float(args.initial_t) if initial_t_given else 0.0
+    else:
+        t = float(args.initial_t) if initial_t_given else 1.0
+        eta = _F(eta * _F(np.power(_F(t), power_t)))
     opening()
     size = data.size
     w = np.zeros(size, _F)
-    lo = _F(-50) if loss == "logistic" else _F(0)
-    hi = _F(50) if loss == "logistic" else _F(0)
+    # per weight: sum of squared gradients (VW starts it at initial_t), largest |x|, rate
+    g2 = np.full(size, _F(t) if adaptive and t > 0 else _F(0), _F)
+    nrm = np.zeros(size, _F)
+    rate = np.zeros(size, _F)
+    sqrt_rate = power_t == _F(0.5)
+    neg_power_t = _F(-power_t)
+    # (VW sets it before it reads the rules, when adaptive is still on: power_t - 1 always)
+    neg_norm_power = _F(power_t - _F(1))
+    total_w = nsnx = float(t) if normalized and t > 0 else 0.0  # VW's "fake" examples
+    multiplier = _F(1)
+    lo = _F(-50) if loss in ("logistic", "poisson") else _F(0)
+    hi = _F(50) if loss in ("logistic", "poisson") else _F(0)
     X = data.X
     sumsq = np.asarray(data.X2.sum(axis=1, dtype=_F)).ravel().astype(_F)
     writers = prediction_writers(args)
@@ -102,14 +123,70 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     else:
                         tot[0] += ex_loss
                         tot[1] += wt
+                update = 0.0
                 if learn and loss32(kind, float(p), float(y)) > 0:
-                    tt = _F(seen_t + wt - holdout_w - unlabelled_w)
-                    scale = _F(_F(eta * _F(wt)) * _F(np.power(tt, -power_t)))
-                    update = _update(kind, loss, invariant, float(p), float(y), float(scale),
-                                     float(sumsq[i]))
-                    if not np.isnan(update) and update != 0:
-                        for k in range(len(idx)):
-                            w[idx[k]] = _F(w[idx[k]] + _F(_F(update) * val[k]))
+                    ppu = sumsq[i]
+                    if adaptive or normalized:  # VW's get_pred_per_update
+                        gsq = _F(_F(wt) * _F(square_grad32(kind, float(p), float(y))))
+                        ppu = _F(1)
+                        if gsq != 0:
+                            norm_x, ppu32 = _F(0), _F(0)
+                            for k in range(len(idx)):
+                                c, x = idx[k], _F(val[k])
+                                x2 = _F(x * x)
+                                if x2 < _X2_MIN:
+                                    x, x2 = (_X_MIN if x > 0 else -_X_MIN), _X2_MIN
+                                if adaptive:
+                                    g2[c] = _F(g2[c] + _F(gsq * x2))
+                                if normalized:
+                                    ax = abs(x)
+                                    if ax > nrm[c]:  # rescaled as if the new scale were old
+                                        if nrm[c] > 0:
+                                            if sqrt_rate:
+                                                rs = _F(nrm[c] / ax)
+                                                w[c] = _F(w[c] * (rs if adaptive
+                                                                  else _F(rs * rs)))
+                                            else:
+                                                rs = _F(ax / nrm[c])
+                                                w[c] = _F(w[c] * _pow(_F(rs * rs),
+                                                                      neg_norm_power))
+                                        nrm[c] = ax
+                                    norm_x = _F(norm_x + _F(x2 / _F(nrm[c] * nrm[c])))
+                                rate[c] = _decay(g2[c], nrm[c], adaptive, normalized,
+                                                 sqrt_rate, neg_power_t, neg_norm_power)
+                                ppu32 = _F(ppu32 + _F(x2 * rate[c]))
+                            ppu = ppu32
+                            if normalized:
+                                nsnx += float(wt) * float(norm_x)
+                                total_w += float(wt)
+                                multiplier = _average(_F(total_w), _F(nsnx), adaptive,
+                                                      sqrt_rate, neg_norm_power)
+                                ppu = _F(ppu * multiplier)
+                    scale = _F(eta * _F(wt))
+                    if not adaptive:
+                        tt = _F(seen_t + wt - holdout_w - unlabelled_w)
+                        scale = _F(scale * _pow(tt, neg_power_t))
+                    if invariant:
+                        update = _update(kind, loss, True, float(p), float(y), float(scale),
+                                         float(ppu))
+                    elif loss == "poisson":
+                        update = float(_F(-_F(dloss32(kind, float(p), float(y))) * scale))
+                    else:
+                        update = _update(kind, loss, False, float(p), float(y),
+                                         float(scale), float(ppu))
+                if learn and sparse_l2:  # VW's gd: after the loss's update, whatever it is
+                    update = float(_F(_F(update) - _F(sparse_l2 * p)))
+                if learn and not np.isnan(update) and update != 0:
+                    u = _F(update)
+                    if normalized:
+                        u = _F(u * multiplier)
+                    for k in range(len(idx)):
+                        x = _F(val[k])
+                        if adaptive or normalized:
+                            if abs(x) <= _FLT_MAX:
+                                w[idx[k]] = _F(w[idx[k]] + _F(u * _F(x * rate[idx[k]])))
+                        else:
+                            w[idx[k]] = _F(w[idx[k]] + _F(u * x))
                 seen_t += wt
                 if data.holdout[i]:
                     holdout_w += wt
@@ -129,11 +206,52 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     break
     _save(args, data, w, loss, float(lo), float(hi))
     if not args.quiet:
-        from ._vwreport import closing_block
+        from ._vwreport import closing_block, holdout_on
 
         print(closing_block({"pass_totals": totals, "examples": data.n,
+                             "holdout": holdout_on(options),
                              "feature_count": int(data.features.sum())}), file=sys.stderr)
     return 0
+
+
+_X_MIN = _F(1.084202e-19)
+_X2_MIN = _F(_X_MIN * _X_MIN)
+_FLT_MAX = _F(np.finfo(np.float32).max)
+
+
+def _decay(g2: float, nrm: float, adaptive: bool, normalized: bool, sqrt_rate: bool,
+           neg_power_t: float, neg_norm_power: float) -> float:
+    """VW's ``compute_rate_decay``: a weight's rate from its sums, in float."""
+    r = _F(1)
+    if adaptive:
+        r = _F(_F(1) / _F(np.sqrt(g2))) if sqrt_rate else _pow(g2, neg_power_t)
+    if normalized:
+        if sqrt_rate:
+            inv = _F(_F(1) / _F(nrm))
+            r = _F(r * inv) if adaptive else _F(r * _F(inv * inv))
+        else:
+            r = _F(r * _pow(_F(_F(nrm) * _F(nrm)), neg_norm_power))
+    return r
+
+
+def _average(total_w: float, nsnx: float, adaptive: bool, sqrt_rate: bool,
+             neg_norm_power: float) -> float:
+    """VW's ``average_update``: the normalized rule's multiplier."""
+    if sqrt_rate:
+        avg = _F(total_w / nsnx)
+        return _F(np.sqrt(avg)) if adaptive else avg
+    return _pow(_F(nsnx / total_w), neg_norm_power)
+
+
+def _pow(x: float, y: float) -> float:
+    """C's powf as VW's build gives it: the double power rounded once (numpy's float32
+    power can differ in the last bit)."""
+    import math
+
+    try:
+        return _F(math.pow(float(x), float(y)))
+    except (OverflowError, ValueError):
+        return _F(np.power(np.float64(x), np.float64(y)))
 
 
 def _update(kind: int, loss: str, invariant: bool, p: float, y: float, scale: float,

@@ -23,7 +23,6 @@ import os
 import sys
 import tempfile
 import zipfile
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TextIO
 
@@ -277,8 +276,24 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
     return names
 
 
-def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None) -> None:
-    """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``."""
+def _checksum(lo: float, hi: float, bits: int, opts: str) -> int:
+    """VW's header checksum of a text model: its hash chained over each text write after
+    the version line (``0 ngram:`` and its line end are two writes, as in VW)."""
+    from ._vwmodel import _murmur
+
+    h = 0
+    for part in ("Id \n", f"Min label:{lo:g}\n", f"Max label:{hi:g}\n", f"bits:{bits}\n",
+                 "lda:0\n", "0 ngram:", "\n", "0 skip:", "\n",
+                 f"options:{' ' + opts if opts else ''}\n"):
+        h = _murmur(part.encode(), h)
+    return h
+
+
+def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None,
+                   *, counters: bool = False) -> None:
+    """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;
+    ``counters``: with every line of VW's learner state, its performance counters at 0
+    (a model no example was learned from in this run: VW resets them when it reads one)."""
     order = np.argsort(model.indices, kind="stable")
     idx = model.indices[order]
     w = model.weights[order]
@@ -296,7 +311,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             name = names.get(i, str(i)) + ":" if names is not None else ""
             body.append(f"{name}{i}:{wi:g}\n")
     lo, hi = (-50.0, 50.0) if model.loss == "logistic" else (-1.0, 1.0)
-    if ad is not None and model.loss != "logistic" and len(ad[2]) >= 6 and ad[2][4] != ad[2][5]:
+    if ad is not None and model.loss != "logistic" and len(ad[2]) >= 6 and (
+            ad[2][4] != ad[2][5] or counters):
         lo, hi = float(ad[2][4]), float(ad[2][5])
     pa = model.parse  # the options VW keeps in a model, in the order it writes them
     opts = " ".join([f"--cubic {v}" for v in pa.cubic]
@@ -309,8 +325,16 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     head = [f"Version {VW_LAYOUT}", "Id ", f"Min label:{lo:g}", f"Max label:{hi:g}",
             f"bits:{model.bits}", "lda:0", "0 ngram:", "0 skip:",
             f"options:{' ' + opts if opts else ''}",
-            f"Checksum: {zlib.crc32(text.encode())}", f":{1 if ad is not None else 0}"]
-    if ad is not None:
+            f"Checksum: {_checksum(lo, hi, model.bits, opts)}", f":{1 if ad is not None else 0}"]
+    if ad is not None and counters:
+        s = ad[2]
+        head += ["initial_t 0", f"norm normalizer {s[1]:g}", "t 0", "sum_loss 0",
+                 "sum_loss_since_last_dump 0", "dump_interval 1", f"min_label {lo:g}",
+                 f"max_label {hi:g}", "weighted_labeled_examples 0", "weighted_labels 0",
+                 "weighted_unlabeled_examples 0", "example_number 0", "total_features 0",
+                 f"total_weight {s[0]:g}", "sd::oec.weighted_labeled_examples 0",
+                 "current_pass 0", f"l1_state {s[3]:g}", f"l2_state {s[2]:g}"]
+    elif ad is not None:
         s = ad[2]
         head += ["initial_t 0", f"norm normalizer {s[1]:g}", f"t {s[0]:g}",
                  f"min_label {lo:g}", f"max_label {hi:g}", f"total_weight {s[0]:g}"]

@@ -1,0 +1,281 @@
+"""`terascale vw ARGS` against the vowpalwabbit package on generated data, the less common
+cases: --feature_mask (alone and with -i), labels written ``1:1``, the closing block of
+passes that held nothing out, --save_per_pass, -i of VW's one-against-all model,
+--named_labels, --affix, -P, runs without data, VW's other update rules and --sparse_l2;
+every prediction equal to VW's to 1e-5. CI runs one case of each; ``make test-vw``
+(``TERASCALE_VW_SUITE=all``) runs every parametrization."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("vowpalwabbit")
+
+# the other parametrizations of a test: make test-vw
+_FULL = pytest.mark.skipif(os.environ.get("TERASCALE_VW_SUITE") != "all",
+                           reason="one case in CI; all with TERASCALE_VW_SUITE=all")
+
+
+def _more(*values):
+    return pytest.param(*values, marks=_FULL)
+
+
+def _lines(n: int, seed: int, label=None) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        a = rng.choice(40, size=4, replace=False)
+        b = rng.choice(15, size=2, replace=False)
+        x = rng.normal(size=2)
+        y = (f"{0.3 * a.sum() / 40 + 0.5 * x[0] + 0.1 * rng.normal():.5f}" if label is None
+             else label(rng, a, x))
+        out.append(f"{y} |a " + " ".join(f"f{j}" for j in a) + f" x:{x[0]:.4f} |b "
+                   + " ".join(f"g{j}" for j in b) + f" z:{x[1]:.4f}")
+    return out
+
+
+def _vw(args: list[str], cwd) -> str:
+    r = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args], cwd=cwd,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def _ts(capfd, args: list[str], cwd, monkeypatch) -> tuple[int, str]:
+    from terascale.cli import main
+
+    monkeypatch.chdir(cwd)
+    capfd.readouterr()
+    code = main(["vw", *args])
+    _, err = capfd.readouterr()
+    return code, err
+
+
+def _numbers(path) -> np.ndarray:
+    return np.array([float(v) for ln in path.read_text().splitlines()
+                     for v in re.findall(r"(?<![\w'])[-+]?\d+\.?\d*(?:e[-+]?\d+)?", ln)])
+
+
+def _avg(err: str) -> str:
+    return re.findall(r"^average loss = (.+)$", err, re.M)[-1]
+
+
+def _same(tmp_path, capfd, monkeypatch, args: list[str]) -> str:
+    """Run ``args`` through VW and terascale vw with -p; the predictions and average loss
+    agree (returns terascale's standard error)."""
+    want = _vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = _ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    v, t = _numbers(tmp_path / "vw.p"), _numbers(tmp_path / "ts.p")
+    assert len(v) == len(t) > 0
+    np.testing.assert_allclose(t, v, rtol=1e-5, atol=1e-5)
+    assert _avg(got) == _avg(want)
+    return got
+
+
+def test_feature_mask_learns_only_the_masks_weights(tmp_path, capfd, monkeypatch):
+    """A mask from an L1 run (VW's, its constant truncated to 0 too): training starts from
+    it and updates its nonzero weights only; with -i, -i's nonzero weights are the mask."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(400, 3)) + "\n")
+    _vw(["-d", "d.vw", "--l1", "0.002", "-f", "mask.model", "--predict_only_model"],
+        tmp_path)
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "--feature_mask", "mask.model"])
+    _vw(["-d", "d.vw", "--feature_mask", "mask.model", "-f", "re.model"], tmp_path)
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "--feature_mask", "mask.model",
+                                         "-i", "re.model", "--passes", "2", "-c", "-k"])
+    code, err = _ts(capfd, ["-d", "d.vw", "--feature_mask", "mask.model", "-q", "ab"],
+                    tmp_path, monkeypatch)
+    assert code == 2 and "--feature_mask with -q" in err
+
+
+def test_label_words_that_start_with_a_number(tmp_path, capfd, monkeypatch):
+    """``1:1`` is label 1 and ``2abc`` label 2, as VW's simple-label parser reads them;
+    passes that hold nothing out end with VW's ``undefined (no holdout)``."""
+    lines = [f"{ln.split()[0][:4]}:{k % 3} {ln.split(' ', 1)[1]}"
+             for k, ln in enumerate(_lines(60, 4))]
+    lines[5] = "2abc " + lines[5].split(" ", 1)[1]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw"])
+    (tmp_path / "small.vw").write_text("\n".join(lines[:8]) + "\n")
+    err = _same(tmp_path, capfd, monkeypatch, ["-d", "small.vw", "--passes", "2", "-c",
+                                               "-k"])
+    assert _avg(err) == "undefined (no holdout)"
+
+
+def test_save_per_pass_writes_vws_model_of_each_pass(tmp_path, capfd, monkeypatch):
+    """FILE.K after each pass K (holdout on, L2), each predicting as VW's own FILE.K."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 6)) + "\n")
+    args = ["-d", "d.vw", "--passes", "3", "-c", "-k", "--l2", "0.001", "--save_per_pass"]
+    _vw([*args, "-f", "vw.m"], tmp_path)
+    code, err = _ts(capfd, [*args, "-f", "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    for k in (1, 2, 3):
+        _vw(["-i", f"vw.m.{k}", "-t", "-d", "d.vw", "-p", f"vw.{k}"], tmp_path)
+        _vw(["-i", f"ts.m.{k}", "-t", "-d", "d.vw", "-p", f"ts.{k}"], tmp_path)
+        np.testing.assert_allclose(_numbers(tmp_path / f"ts.{k}"),
+                                   _numbers(tmp_path / f"vw.{k}"), rtol=1e-5, atol=1e-5)
+    assert not (tmp_path / "ts.m.4").exists()
+    assert not np.allclose(_numbers(tmp_path / "ts.1"), _numbers(tmp_path / "ts.3"))
+
+
+def _classes(rng, a, x):
+    return 1 + int(a[0] % 3)
+
+
+@pytest.mark.parametrize("loss", ["logistic", _more("squared")])
+def test_warm_start_from_vws_one_against_all_model(loss, tmp_path, capfd, monkeypatch):
+    """-i of VW's --oaa model (save_resume form): training goes on as VW's (its first
+    class's normalized sums, the others' from 0, as VW reads them), with passes; -t
+    predicts as VW; the model written is the one VW writes."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 8, _classes)) + "\n")
+    _vw(["-d", "d.vw", "--oaa", "3", "-f", "vw.m", "--loss_function", loss], tmp_path)
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "-i", "vw.m"])
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "-i", "vw.m", "-t"])
+    _vw(["-d", "d.vw", "-i", "vw.m", "--passes", "3", "-c", "-k", "-f", "vw2.m"], tmp_path)
+    code, err = _ts(capfd, ["-d", "d.vw", "-i", "vw.m", "--passes", "3", "-c", "-k", "-f",
+                            "ts2.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    for m in ("vw2", "ts2"):
+        _vw(["-i", f"{m}.m", "-t", "-d", "d.vw", "-p", f"{m}.p"], tmp_path)
+    assert (tmp_path / "ts2.p").read_text() == (tmp_path / "vw2.p").read_text()
+    code, err = _ts(capfd, ["-d", "d.vw", "-i", "vw.m", "--oaa", "4"], tmp_path, monkeypatch)
+    assert code == 2 and "a model of --oaa 3" in err
+
+
+def test_named_labels(tmp_path, capfd, monkeypatch):
+    """--named_labels: names in, names out, kept in the model for -i -t (VW's)."""
+    names = ["cat", "dog", "bird"]
+    lines = [names[int(ln.split()[0]) - 1] + " " + ln.split(" ", 1)[1]
+             for ln in _lines(200, 9, _classes)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--oaa", "3", "--named_labels", ",".join(names)]
+    _vw([*args, "-f", "vw.m", "-p", "vw.p"], tmp_path)
+    code, err = _ts(capfd, [*args, "-f", "ts.m", "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, err
+    got = (tmp_path / "ts.p").read_text()
+    assert got == (tmp_path / "vw.p").read_text() and set(got.split()) <= set(names)
+    for m in ("vw", "ts"):  # each tool reads the other's model and its names
+        _vw(["-i", f"{m}.m", "-t", "-d", "d.vw", "-p", f"{m}.t"], tmp_path)
+    assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
+    code, err = _ts(capfd, ["-d", "d.vw", "-i", "vw.m", "-t", "-p", "ts.i"], tmp_path,
+                    monkeypatch)
+    assert code == 0 and (tmp_path / "ts.i").read_text() == (tmp_path / "vw.t").read_text()
+    (tmp_path / "bad.vw").write_text("cat |a x\nfish |a y\n")
+    code, err = _ts(capfd, ["-d", "bad.vw", "--oaa", "3", "--named_labels", "cat,dog,bird"],
+                    tmp_path, monkeypatch)
+    assert code == 2 and "bad.vw:2" in err and "'fish'" in err
+
+
+def test_affix_features(tmp_path, capfd, monkeypatch):
+    """--affix: prefixes and suffixes of the default namespace's and of namespace w's
+    words (values and namespace scales carried over), crossed with -q, over passes."""
+    rng = np.random.default_rng(10)
+    words = ["happiness", "happier", "uglier", "fastidious", "ness", "a", "walked",
+             "walking", "talks", "12345"]
+    lines = []
+    for _ in range(200):
+        ws = rng.choice(words, size=3, replace=False)
+        y = 1 if any(w.endswith("er") for w in ws) else -1
+        lines.append(f"{y} | {ws[0]} {ws[1]}:0.5 |w:2 {ws[2]} |b x{rng.integers(5)}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "--affix", "+2,-3,-2w", "-q", "wb",
+                                         "--passes", "2", "-c", "-k"])
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "--affix", "-7w,+1", "--affix",
+                                         "-7w,+1"])
+    code, err = _ts(capfd, ["-d", "d.vw", "--affix", "+9"], tmp_path, monkeypatch)
+    assert code == 2 and "--affix +9" in err
+
+
+def test_a_run_without_data_writes_vws_model_and_state(tmp_path, capfd, monkeypatch):
+    """--no_stdin and no -d: -f and --readable_model write the starting model, with
+    --l1_state/--l2_state over -i's; the readable text is VW's byte for byte (its header
+    checksum and learner state), and VW 8's model keeps its state from its options."""
+    from pathlib import Path
+
+    steps = [["--readable_model", "{}0.txt", "-f", "{}0.m", "--no_stdin"],
+             ["--readable_model", "{}1.txt", "-f", "{}1.m", "-i", "{}0.m", "--l1_state",
+              "5.34", "--l2_state", "0.003", "--no_stdin", "-q", "ab"],
+             ["--readable_model", "{}2.txt", "-i", "{}1.m", "--l1_state", "89.4",
+              "--no_stdin"]]
+    for step in steps:
+        _vw([a.format("vw") for a in step], tmp_path)
+        code, err = _ts(capfd, [a.format("ts") for a in step], tmp_path, monkeypatch)
+        assert code == 0 and "average loss = n.a." in err, err
+    for k in range(3):
+        assert (tmp_path / f"ts{k}.txt").read_text() == (tmp_path / f"vw{k}.txt").read_text()
+    old = Path(__file__).parents[1] / "vw_suite/data/model-sets/save_resume_with_l1l2_state.model"
+    _vw(["--readable_model", "vw8.txt", "-i", str(old), "--no_stdin"], tmp_path)
+    code, err = _ts(capfd, ["--readable_model", "ts8.txt", "-i", str(old), "--no_stdin"],
+                    tmp_path, monkeypatch)
+    assert code == 0 and (tmp_path / "ts8.txt").read_text() == (tmp_path / "vw8.txt").read_text()
+    code, err = _ts(capfd, ["-d", "ts0.txt", "--l1_state", "1"], tmp_path, monkeypatch)
+    assert code == 2 and "--l1_state" in err
+
+
+@pytest.mark.parametrize("progress", [["-P", "1.5"], _more([]), _more(["-P", "7"]),
+                                      _more(["--progress", "0.5"])])
+def test_progress_lines_are_vws(progress, tmp_path, capfd, monkeypatch):
+    """The progress table: VW's columns and numbers, at VW's cadence (-P N adds N,
+    -P F multiplies the count at each line)."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(120, 11)) + "\n")
+    args = ["-d", "d.vw", *progress]
+
+    def table(err: str) -> list[str]:
+        return [ln for ln in err.splitlines() if len(ln.split()) == 7]
+
+    want = table(_vw(args, tmp_path))
+    code, err = _ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0 and len(want) > 4
+    assert table(err) == want
+
+
+def test_one_against_all_writes_tags_and_refuses_negative_labels(tmp_path, capfd,
+                                                                 monkeypatch):
+    """--oaa -p: each prediction with its example's tag (probabilities too), as VW; a
+    label -1 (VW: the unsigned 4294967295, no class) is refused with its line."""
+    lines = [f"{_classes(None, np.array([i * 7]), None)} 'e{i}|a f{i % 13} g{i % 5}"
+             for i in range(120)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    for flags in (["--oaa", "3"], ["--oaa", "3", "--loss_function", "logistic",
+                                   "--probabilities", "--passes", "2", "-c", "-k"]):
+        _vw(["-d", "d.vw", *flags, "-p", "vw.p"], tmp_path)
+        code, err = _ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p"], tmp_path, monkeypatch)
+        assert code == 0, err
+        v = (tmp_path / "vw.p").read_text().split("\n")
+        t = (tmp_path / "ts.p").read_text().split("\n")
+        assert [ln.split()[-1:] for ln in t] == [ln.split()[-1:] for ln in v]
+        assert "e7" in t[7]
+    (tmp_path / "bad.vw").write_text("1 |a x\n-1 |a y\n")
+    code, err = _ts(capfd, ["-d", "bad.vw", "--oaa", "2"], tmp_path, monkeypatch)
+    assert code == 2 and "bad.vw:2" in err and "'-1'" in err
+
+
+@pytest.mark.parametrize("flags", [
+    ["--normalized", "--power_t", "0.3", "-l", "0.2"],
+    ["--sparse_l2", "0.05", "--adaptive", "--invariant", "--initial_t", "1"],
+    _more(["--adaptive"]),
+    _more(["--normalized", "--invariant", "--power_t", "0.7", "--initial_t", "3"]),
+    _more(["--adaptive", "--normalized", "--power_t", "0.3"]),
+    _more(["--sparse_l2", "0.01"]), _more(["--sgd", "--power_t", "0.3"]),
+    _more(["--normalized", "--loss_function", "poisson", "--link", "poisson", "-l", "0.1"]),
+    _more(["--sparse_l2", "0.01", "--passes", "2", "-c", "-k", "--loss_function",
+           "logistic"]),
+])
+def test_vws_other_update_rules(flags, tmp_path, capfd, monkeypatch):
+    """VW's gd with a subset of its rules (its per-weight sums, its rescaling and its
+    average update, power_t other than 0.5 too), and --sparse_l2, with any rules."""
+    if "poisson" in flags:
+        rng = np.random.default_rng(12)
+        lines = [f"{rng.poisson(2)} |a f{rng.integers(20)} x:{rng.normal():.3f}"
+                 for _ in range(300)]
+    else:
+        lines = [ln if k % 7 else "2.5 " + ln.split(" ", 1)[1]
+                 for k, ln in enumerate(_lines(300, 13))]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", *flags])
