@@ -38,6 +38,13 @@ import unittest
 # work records as "gloo:<op>") are met by running those tests as gloo-on-terascale.
 GLOO_ONLY: dict[str, str] = {}
 
+# Tests that fail under the gloo-on-terascale set-up only because of the set-up (each
+# passes under terascale's own name), with the reason.
+SETUP_ONLY: dict[str, str] = {
+    "test_ddp_logging_data_cpu": "DDP's logging records the group's own backend name "
+    "('terascale'); the test expects get_backend()'s answer, which the set-up keeps 'gloo'",
+}
+
 
 def _configure() -> str:
     """Runs in the parent and in every spawned rank (they import this module by path)."""
@@ -200,7 +207,8 @@ def report(directory: str) -> int:
     for (setup, ws), outcome in sorted(runs.items()):
         for test, v in sorted(outcome.items()):
             if v == "failed":
-                print(f"  {setup} world size {ws}: {test} failed")
+                why = SETUP_ONLY.get(test, "") if setup == "gloo-on-terascale" else ""
+                print(f"  {setup} world size {ws}: {test} failed" + (f" ({why})" if why else ""))
     for ws in sorted({ws for _, ws in runs}):
         gloo = runs.get(("gloo", ws), {})
         ours = {**runs.get(("gloo-on-terascale", ws), {}), }
