@@ -20,7 +20,13 @@ collective's frames:
 * **matching as in MPI**: a message matches the oldest posted receive whose source (or
   "any source") and tag agree; one that arrives before its receive waits in an unexpected
   queue, so a sender never blocks on a receiver that has not posted yet (each incoming
-  connection has a reader thread that always drains it).
+  connection has a reader thread that drains it).
+* **the waiting thread reads**: a thread that waits on a receive from a given rank reads
+  that rank's link itself while the link's reader thread stands aside, so a message
+  reaches it without a hand-off between threads (each costs a wake-up and the GIL: most
+  of a small message's latency in Python). The reader goes back to the link 20 ms after
+  the last such wait (``_LINGER_S``), and reads meanwhile, at that interval, whatever
+  arrives with nobody waiting; receives from any source are delivered by the readers.
 * **deadlines and failures as for collectives**: a receive not matched by its deadline
   fails with :class:`~terascale.PeerTimeout` ("Timed out ..." naming rank, peer, tag and
   operation); a sender whose connection closes without saying goodbye fails its receivers'
