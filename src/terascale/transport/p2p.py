@@ -521,13 +521,19 @@ class PointToPoint:
         if inbox is None or not inbox.enter():
             return
         try:
-            with inbox.read_lock:
+            # bounded: a thread that already reads this link (a wait inside a receive's
+            # callback) must not wait on itself past the deadline
+            if not inbox.read_lock.acquire(timeout=max(req.deadline - time.monotonic(), 0.0)):
+                return
+            try:
                 while not req.done() and not inbox.ended:
                     left = req.deadline - time.monotonic()
                     if left <= 0:
                         self._expire_now()
                         return
                     self._read_one(inbox, time.monotonic() + min(left, 1.0))
+            finally:
+                inbox.read_lock.release()
         finally:
             inbox.leave()
 
