@@ -1,7 +1,9 @@
 """PyTorch's own distributed test base (``DistributedTest._DistTestBase``) on a chosen backend.
 
 The equivalent of torch's ``test/distributed/test_distributed_spawn.py``: every test of the
-base class runs in freshly spawned ranks (file:// rendezvous), on one of three set-ups:
+base class runs in fresh ranks (file:// rendezvous), forked from this driver so that they
+inherit its imports (``TS_DIST_START=spawn``: spawned, as torch's driver does), on one of
+three set-ups:
 
 * ``gloo``: torch's own backend, the reference (which tests pass on this CPU machine);
 * ``terascale``: ``BACKEND=terascale``, registered in every spawned rank and added to each
