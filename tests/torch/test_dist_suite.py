@@ -19,10 +19,15 @@ HERE = Path(__file__).resolve().parent
 
 
 @pytest.mark.parametrize(("setup", "tests"), [
-    # point-to-point from any source, under the backend's own name
-    ("terascale", ["test_send_recv_any_source"]),
-    # torch's gloo-named batch_isend_irecv test, with gloo's groups created on terascale
-    ("gloo-on-terascale", ["test_batch_isend_irecv_gloo_tags"]),
+    # under the backend's own name: point-to-point from any source and with tags,
+    # all_gather_coalesced, DDP's static graph
+    ("terascale", ["test_send_recv_any_source", "test_send_recv_with_tag",
+                   "test_all_gather_coalesced_with_empty", "test_static_graph_api_cpu"]),
+    # torch's gloo-named tests, with gloo's groups created on terascale: batch_isend_irecv,
+    # sparse all_reduce, all_reduce_coalesced, monitored_barrier, a timeout's wording
+    ("gloo-on-terascale", ["test_batch_isend_irecv_gloo_tags", "test_sparse_all_reduce_sum",
+                           "test_all_reduce_coalesced_sum", "test_monitored_barrier_gloo_subgroup",
+                           "test_barrier_timeout_full_group"]),
 ])
 def test_torch_distributed_suite_subset(setup: str, tests: list[str], tmp_path: Path) -> None:
     only = tmp_path / "only.txt"

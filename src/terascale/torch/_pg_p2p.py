@@ -57,28 +57,99 @@ def is_bitwise(op: Any) -> bool:
     return any(op == o for o, _ in BITWISE)
 
 
-class P2PWork(Work):
-    """The work of a send or receive: ``wait()`` raises its failure; ``_source_rank()`` is
-    the sender of a receive (what ``dist.recv(src=None)`` returns)."""
+class SentWork(Work):
+    """The work of a send, done when it is made (a send returns once its bytes are handed
+    to the kernel); its future is made only when asked for."""
 
-    def __init__(self, fut: Future[Any], request: Request | None = None) -> None:
-        super().__init__(fut)
-        self._request = request
+    def __init__(self, value: list[torch.Tensor]) -> None:
+        dist._Work.__init__(self)
+        self._value = value
+        self._fut: Future[Any] | None = None  # type: ignore[assignment]
+        self._source = None
+
+    def get_future(self) -> Future[Any]:
+        if self._fut is None:
+            fut: Future[Any] = Future()
+            fut.set_result(self._value)
+            self._fut = fut
+        return self._fut
 
     def wait(self, timeout: Any = None) -> bool:
-        if self._request is not None:
-            try:
-                self._request.wait()  # PeerTimeout/PeerLost/CollectiveMismatch
-            except CollectiveError as e:
-                raise as_torch_error(e) from None
-        return super().wait()
+        return True
 
     def is_completed(self) -> bool:
-        return self._request.done() if self._request is not None else super().is_completed()
+        return True
+
+    def is_success(self) -> bool:
+        return True
+
+    def exception(self) -> Any:
+        return None
+
+
+class RecvWork(Work):
+    """The work of a receive: done once the message is in the tensor. ``wait()`` waits on
+    the receive itself (no other thread on the path) and raises its failure;
+    ``_source_rank()`` is the sender (what ``dist.recv(src=None)`` returns). The future is
+    made only when asked for (``get_future``): completing one takes a hand-off to the
+    group's completion thread, which a plain ``dist.recv`` has no use for."""
+
+    def __init__(self, p2p: P2P, value: list[torch.Tensor]) -> None:
+        dist._Work.__init__(self)
+        self._p2p = p2p
+        self._value = value
+        self._lock = threading.Lock()
+        self._fut: Future[Any] | None = None  # type: ignore[assignment]
+        self._source = None
+        self._request: Request | None = None
+        self._settled: Request | None = None
+
+    def _error(self, req: Request) -> BaseException | None:
+        error = req.error
+        return as_torch_error(error) if isinstance(error, CollectiveError) else error
+
+    def settle(self, req: Request) -> None:
+        """The receive completed (its callback, in the thread that completed it)."""
+        with self._lock:
+            self._settled = req
+            fut = self._fut
+        if fut is not None:  # futures are completed by the group's thread (callbacks run there)
+            self._p2p._done.put((fut, self._value, self._error(req)))
+
+    def get_future(self) -> Future[Any]:
+        with self._lock:
+            if self._fut is None:
+                self._fut = Future()
+                req = self._settled
+                if req is not None:  # done already: a new future has no callbacks yet
+                    error = self._error(req)
+                    if error is not None:
+                        self._fut.set_exception(error)
+                    else:
+                        self._fut.set_result(self._value)
+            return self._fut
+
+    def wait(self, timeout: Any = None) -> bool:
+        assert self._request is not None
+        try:
+            self._request.wait()  # PeerTimeout/PeerLost/CollectiveMismatch, by the deadline
+        except CollectiveError as e:
+            raise as_torch_error(e) from None
+        return True
+
+    def is_completed(self) -> bool:
+        return self._request is not None and self._request.done()
+
+    def is_success(self) -> bool:
+        return self.is_completed() and self._request.error is None  # type: ignore[union-attr]
+
+    def exception(self) -> Any:
+        if not self.is_completed():
+            return None
+        return self._error(self._request)  # type: ignore[arg-type]
 
     def _source_rank(self) -> int:
-        if self._request is None:
-            raise ValueError("_source_rank() is for the work of a receive")
+        assert self._request is not None
         return self._request.wait()
 
     source_rank = _source_rank
@@ -87,7 +158,7 @@ class P2PWork(Work):
 def _failed(e: BaseException) -> Work:
     fut: Future[Any] = Future()
     fut.set_exception(e)
-    return P2PWork(fut)
+    return Work(fut)
 
 
 def _security_of(comm: Communicator) -> str:
@@ -179,34 +250,45 @@ class P2P:
 
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> Work:
         self._check_peer(dst, "send")
-        t = _one(tensors, "send", self.rank).detach()
-        data = t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+        t = _one(tensors, "send", self.rank)
+        if t.requires_grad:
+            t = t.detach()
+        if t.device.type != "cpu" or not t.is_contiguous():
+            t = t.cpu().contiguous()
         try:
-            self.links.send(dst, int(tag), memoryview(data), self.timeout)
+            self.links.send(dst, int(tag), _bytes(t), self.timeout)
         except CollectiveError as e:
             return _failed(as_torch_error(e))
-        return completed(tensors)
+        return SentWork(tensors)
 
     def recv(self, tensors: list[torch.Tensor], src: int | None, tag: int) -> Work:
         if src is not None:
             self._check_peer(src, "recv")
         t = _one(tensors, "recv", self.rank)
-        out = t.detach()
+        out = t.detach() if t.requires_grad else t
         direct = out.device.type == "cpu" and out.is_contiguous()
         stage = out if direct else torch.empty(out.shape, dtype=out.dtype)
-        view = stage.reshape(-1).view(torch.uint8).numpy()
-        fut: Future[Any] = Future()
+        work = RecvWork(self, tensors)
 
         def done(req: Request) -> None:
             if req.error is None and not direct:
                 out.copy_(stage)
-            error = req.error
-            if isinstance(error, CollectiveError):
-                error = as_torch_error(error)
-            self._done.put((fut, tensors, error))
+            work.settle(req)
 
-        req = self.links.post_recv(src, int(tag), memoryview(view), self.timeout, done)
-        return P2PWork(fut, req)
+        work._request = self.links.post_recv(src, int(tag), _bytes(stage), self.timeout, done)
+        return work
+
+
+# dtypes numpy holds as they are (the others are viewed as bytes first: a torch call more)
+_NUMPY = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+          torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128}
+
+
+def _bytes(t: torch.Tensor) -> memoryview:
+    """A contiguous CPU tensor's bytes, writable, keeping its storage alive."""
+    if t.dtype in _NUMPY and t.dim() > 0:
+        return memoryview(t.numpy()).cast("B")
+    return memoryview(t.reshape(-1).view(torch.uint8).numpy())
 
 
 def _one(tensors: list[torch.Tensor], what: str, rank: int) -> torch.Tensor:

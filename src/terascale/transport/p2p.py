@@ -20,7 +20,13 @@ collective's frames:
 * **matching as in MPI**: a message matches the oldest posted receive whose source (or
   "any source") and tag agree; one that arrives before its receive waits in an unexpected
   queue, so a sender never blocks on a receiver that has not posted yet (each incoming
-  connection has a reader thread that always drains it).
+  connection has a reader thread that drains it).
+* **the waiting thread reads**: a thread that waits on a receive from a given rank reads
+  that rank's link itself while the link's reader thread stands aside, so a message
+  reaches it without a hand-off between threads (each costs a wake-up and the GIL: most
+  of a small message's latency in Python). The reader goes back to the link 20 ms after
+  the last such wait (``_LINGER_S``), and reads meanwhile, at that interval, whatever
+  arrives with nobody waiting; receives from any source are delivered by the readers.
 * **deadlines and failures as for collectives**: a receive not matched by its deadline
   fails with :class:`~terascale.PeerTimeout` ("Timed out ..." naming rank, peer, tag and
   operation); a sender whose connection closes without saying goodbye fails its receivers'
@@ -44,6 +50,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
 import select
 import socket
 import struct
@@ -65,6 +72,11 @@ _DATA, _BYE = 0, 1
 _VET_S = 10.0  # time a new connection gets to authenticate
 _PER_SOURCE = 32  # unauthenticated connections one address may hold; more evict its oldest
 _SECURITY = ("integrity", "encrypt")
+# After a thread read a link itself, its reader thread leaves the link alone this long (it
+# still reads what arrives with nobody waiting, at this interval): in a stream of receives,
+# the reader is never woken per message. It bounds how long a message nobody waits for
+# may sit unread (a sender of more than the socket buffers hold waits that long at most).
+_LINGER_S = 0.02
 
 log = logging.getLogger("terascale.transport")
 
@@ -106,7 +118,10 @@ class Request:
 
     def wait(self) -> int:
         """The source rank, once the message is in ``into``; the failure otherwise (by the
-        deadline the receive was posted with)."""
+        deadline the receive was posted with). A receive from a given rank is read from
+        that rank's link by the waiting thread itself (no hand-off from a reader thread)."""
+        if self.src is not None and not self._done.is_set():
+            self._owner._read_until(self)
         while not self._done.wait(max(self.deadline - time.monotonic(), 0) + 1.0):
             self._owner._expire_now()
         if self.error is not None:
@@ -116,9 +131,11 @@ class Request:
 
     def _finish(self, source: int | None, error: BaseException | None) -> None:
         self.source, self.error = source, error
-        self._done.set()
-        if self.callback is not None:
-            self.callback(self)
+        try:
+            if self.callback is not None:  # first: what it does is done when wait() returns
+                self.callback(self)
+        finally:
+            self._done.set()
 
 
 class _Early:
@@ -193,6 +210,7 @@ class PointToPoint:
         self._wake = threading.Condition(self._lock)
         self._closed = False
         self._incoming: list[_Link] = []
+        self._inbox: dict[int, _Inbox] = {}  # source -> its link's reading state
         self._threads = [threading.Thread(target=self._accept_loop, daemon=True,
                                           name=f"terascale-{name}-accept-{rank}"),
                          threading.Thread(target=self._deadline_loop, daemon=True,
@@ -326,8 +344,8 @@ class PointToPoint:
         timeout
             Seconds the receive may wait (its request then fails with PeerTimeout).
         callback
-            ``callback(request)`` runs when it completes, in the thread that completed it:
-            keep it short (default None)."""
+            ``callback(request)`` runs when it completes, before :meth:`Request.wait`
+            returns (in the thread that completed it: keep it short); default None."""
         what = "recv" if src is not None else "recv from any source"
         into = memoryview(into).cast("B")
         req = Request(self, src, tag, into, time.monotonic() + timeout, what)
@@ -462,22 +480,78 @@ class PointToPoint:
             return
         finally:
             self._admission.done(conn)
+        inbox = _Inbox(source, link)
         with self._lock:
             if self._closed:
                 conn.close()
+                inbox.close()
+                inbox.dispose()
                 return
             self._incoming.append(link)
-        error: CollectiveError
+            self._inbox[source] = inbox  # a redialed link replaces it for waiters
         try:
             while True:
-                # idle between messages for as long as it likes
-                kind, tag, nbytes = _HEAD.unpack(link.read(_HEAD.size, None))
-                if kind == _BYE:
-                    error = PeerLost(f"peer {source} shut its process group down",
-                                     rank=self.rank, peer=source)
-                    break
-                self._deliver(source, tag, nbytes, lambda view: link.read_into(
-                    view, time.monotonic() + self.timeout))
+                with inbox.cond:  # a thread that waits on a receive from here reads itself
+                    if inbox.ended:
+                        return
+                    if inbox.waiters:
+                        inbox.cond.wait(_LINGER_S)
+                        continue
+                    linger = inbox.linger_until - time.monotonic()
+                with inbox.read_lock:  # what came with nobody waiting for it
+                    if inbox.ended or self._read_one(inbox, 0.0):
+                        continue
+                with inbox.cond:
+                    if inbox.waiters or inbox.ended:
+                        continue
+                    if linger > 0:  # a waiter was here just now: likely back soon
+                        inbox.cond.wait(linger)
+                        continue
+                    inbox.polling = True
+                try:
+                    # idle between messages for as long as it likes; a waiter's kick ends it
+                    inbox.poll_with_kick()
+                finally:
+                    with inbox.cond:
+                        inbox.polling = False
+        finally:
+            inbox.close()
+            inbox.dispose()
+            with self._lock:
+                if self._inbox.get(source) is inbox:
+                    del self._inbox[source]
+
+    def _read_one(self, inbox: _Inbox, deadline: float | None) -> bool:
+        """Read one message from ``inbox``'s link and deliver it, if one begins by
+        ``deadline`` (0.0: only one already there); False if none did. The caller holds
+        ``inbox.read_lock``. A failed link fails its source's receives (and returns True)."""
+        link, source = inbox.link, inbox.source
+        head = bytearray(_HEAD.size)
+        view = memoryview(head)
+        try:
+            while True:
+                try:
+                    got = link.secure.recv_into(view)
+                except BlockingIOError:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return False
+                    if not link.readable(deadline):
+                        return False
+                    continue
+                if got == 0:
+                    raise ConnectionError("connection closed")
+                break
+            if got < len(head):  # the rest of a header that began: the body's deadline
+                link.read_into(view[got:], time.monotonic() + self.timeout)
+            kind, tag, nbytes = _HEAD.unpack(head)
+            if kind == _BYE:
+                raise _Goodbye
+            self._deliver(source, tag, nbytes, lambda v: link.read_into(
+                v, time.monotonic() + self.timeout))
+            return True
+        except _Goodbye:
+            error: CollectiveError = PeerLost(f"peer {source} shut its process group down",
+                                              rank=self.rank, peer=source)
         except AuthError as e:  # LinkTampered: the link stays refused
             if link.secure.ended_inside_record():  # a sender that died in mid-message
                 error = PeerLost(f"peer {source} closed the connection in the middle of a "
@@ -492,9 +566,34 @@ class PointToPoint:
         except (OSError, ConnectionError) as e:
             error = PeerLost(f"peer {source} closed the connection ({e}): its process died "
                              "or aborted", rank=self.rank, peer=source)
-        finally:
-            link.close()
+        inbox.close()
         self._fail_source(source, error)
+        return True
+
+    def _read_until(self, req: Request) -> None:
+        """Read ``req``'s source's link in this thread until ``req`` completes (its reader
+        thread parked meanwhile), or its deadline passes; returns at once when no link from
+        there is up yet (the reader thread then delivers the first message)."""
+        with self._lock:
+            inbox = self._inbox.get(req.src)  # type: ignore[arg-type]
+        if inbox is None or not inbox.enter():
+            return
+        try:
+            # bounded: a thread that already reads this link (a wait inside a receive's
+            # callback) must not wait on itself past the deadline
+            if not inbox.read_lock.acquire(timeout=max(req.deadline - time.monotonic(), 0.0)):
+                return
+            try:
+                while not req.done() and not inbox.ended:
+                    left = req.deadline - time.monotonic()
+                    if left <= 0:
+                        self._expire_now()
+                        return
+                    self._read_one(inbox, time.monotonic() + min(left, 1.0))
+            finally:
+                inbox.read_lock.release()
+        finally:
+            inbox.leave()
 
     def _fail_source(self, source: int, error: CollectiveError) -> None:
         with self._lock:
@@ -553,7 +652,10 @@ class PointToPoint:
             self._closed = True
             posted, self._posted = self._posted, []
             incoming, self._incoming = self._incoming, []
+            inboxes, self._inbox = list(self._inbox.values()), {}
             self._wake.notify_all()
+        for inbox in inboxes:
+            inbox.retire()
         for link in list(self._out.values()):
             try:
                 link.send_all([_HEAD.pack(_BYE, 0, 0)], time.monotonic() + 0.5)
@@ -578,6 +680,93 @@ class PointToPoint:
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(timeout)
+
+
+class _Goodbye(Exception):
+    """The peer's last message: it shut its group down."""
+
+
+class _Inbox:
+    """One incoming link's reading: whoever holds ``read_lock`` reads from it. Its reader
+    thread polls it while nobody waits on a receive from there; a thread that waits on one
+    (:meth:`PointToPoint._read_until`) kicks the reader out of its poll, parks it, reads the
+    link itself and lets it go on when done: the message reaches the waiting thread with
+    no hand-off between threads."""
+
+    def __init__(self, source: int, link: _Link) -> None:
+        self.source, self.link = source, link
+        self.read_lock = threading.Lock()
+        self.cond = threading.Condition(threading.Lock())
+        self.waiters = 0  # threads reading (or about to) in place of the reader
+        self.polling = False  # the reader is in (or entering) its poll
+        self.linger_until = 0.0  # the reader leaves the link to waiters until then
+        self.ended = False
+        self._kick = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+
+    def enter(self) -> bool:
+        """A waiter takes over (False: the link has ended)."""
+        with self.cond:
+            if self.ended:
+                return False
+            self.waiters += 1
+            if self.polling:
+                self._wake_reader()
+        return True
+
+    def _wake_reader(self) -> None:  # under self.cond
+        if self._kick >= 0:
+            os.eventfd_write(self._kick, 1)
+
+    def leave(self) -> None:
+        # The reader is not woken: it checks the link again within _LINGER_S, and goes
+        # back to polling it once no waiter came for that long. (A reader woken after every
+        # message would cost a thread switch a message, as much as reading it in the reader.)
+        with self.cond:
+            self.waiters -= 1
+            self.linger_until = time.monotonic() + _LINGER_S
+
+    def poll_with_kick(self) -> None:
+        """Until the link has something to read, or a waiter kicks (or the link ends)."""
+        fd = self.link.secure.fileno()
+        kick = self._kick  # only the reader disposes of it, after its last poll
+        if fd < 0 or kick < 0:
+            return
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.register(kick, select.POLLIN)
+        for f, _ in poller.poll():
+            if f == kick:
+                try:
+                    os.eventfd_read(kick)
+                except BlockingIOError:
+                    pass
+
+    def close(self) -> None:
+        """The link has ended: close it, and end the reader's wait."""
+        with self.cond:
+            if self.ended:
+                return
+            self.ended = True
+            self.cond.notify_all()
+            self._wake_reader()
+        self.link.close()
+
+    def dispose(self) -> None:
+        """The reader's last act: its kick descriptor goes."""
+        with self.cond:
+            kick, self._kick = self._kick, -1
+        if kick >= 0:
+            os.close(kick)
+
+    def retire(self) -> None:
+        """Shut the link down (its reader sees the end and closes it)."""
+        try:
+            self.link.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        with self.cond:
+            self.cond.notify_all()
+            self._wake_reader()
 
 
 class _Link:
@@ -623,6 +812,14 @@ class _Link:
         buf = bytearray(n)
         self.read_into(memoryview(buf), deadline)
         return bytes(buf)
+
+    def readable(self, deadline: float | None) -> bool:
+        """Whether the socket has bytes by ``deadline`` (None: until it does)."""
+        try:
+            self._wait(True, deadline)
+        except TimeoutError:
+            return False
+        return True
 
     def _wait(self, readable: bool, deadline: float | None) -> None:
         left = None if deadline is None else deadline - time.monotonic()
