@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from _vw_runs import numbers, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -43,28 +44,6 @@ def _counts(rng, a, x):
 
 def _classes(rng, a, x):
     return 1 + int(a[0] % 3)
-
-
-def _vw(args: list[str], cwd) -> str:
-    r = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args], cwd=cwd,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return r.stderr
-
-
-def _ts(capfd, args: list[str], cwd, monkeypatch) -> tuple[int, str]:
-    from terascale.cli import main
-
-    monkeypatch.chdir(cwd)
-    capfd.readouterr()
-    code = main(["vw", *args])
-    _, err = capfd.readouterr()
-    return code, err
-
-
-def _numbers(path) -> np.ndarray:
-    return np.array([float(v) for ln in path.read_text().splitlines()
-                     for v in re.findall(r"(?<![\w'])[-+]?\d+\.?\d*(?:e[-+]?\d+)?", ln)])
 
 
 def _avg(err: str) -> str:
@@ -130,10 +109,10 @@ def test_terascale_vw_gives_vws_predictions_and_average_loss(case, tmp_path, cap
     label, flags = CASES[case]
     (tmp_path / "d.vw").write_text("\n".join(_lines(400, 5, label)) + "\n")
     args = ["-d", "d.vw", *flags]
-    want = _vw([*args, "-p", "vw.p"], tmp_path)
-    code, got = _ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
     assert code == 0, got
-    v, t = _numbers(tmp_path / "vw.p"), _numbers(tmp_path / "ts.p")
+    v, t = numbers(tmp_path / "vw.p"), numbers(tmp_path / "ts.p")
     assert len(v) == len(t) > 0
     np.testing.assert_allclose(t, v, rtol=1e-5, atol=1e-5)
     assert _avg(got) == _avg(want)
@@ -143,16 +122,16 @@ def test_terascale_vw_gives_vws_predictions_and_average_loss(case, tmp_path, cap
 def test_raw_predictions_and_test_only_without_a_model(tmp_path, capfd, monkeypatch):
     (tmp_path / "d.vw").write_text("\n".join(_lines(300, 7, _binary01)) + "\n")
     args = ["-d", "d.vw", "--loss_function", "logistic", "--link", "logistic"]
-    _vw([*args, "-p", "vw.p", "-r", "vw.r"], tmp_path)
-    code, err = _ts(capfd, [*args, "-p", "ts.p", "-r", "ts.r"], tmp_path, monkeypatch)
+    run_vw([*args, "-p", "vw.p", "-r", "vw.r"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-p", "ts.p", "-r", "ts.r"], tmp_path, monkeypatch)
     assert code == 0, err
     for ext in ("p", "r"):
-        np.testing.assert_allclose(_numbers(tmp_path / f"ts.{ext}"),
-                                   _numbers(tmp_path / f"vw.{ext}"), rtol=1e-5, atol=1e-5)
-    want = _vw(["-t", "-d", "d.vw", "-p", "vw.t"], tmp_path)
-    code, got = _ts(capfd, ["-t", "-d", "d.vw", "-p", "ts.t"], tmp_path, monkeypatch)
+        np.testing.assert_allclose(numbers(tmp_path / f"ts.{ext}"),
+                                   numbers(tmp_path / f"vw.{ext}"), rtol=1e-5, atol=1e-5)
+    want = run_vw(["-t", "-d", "d.vw", "-p", "vw.t"], tmp_path)
+    code, got = run_ts(capfd, ["-t", "-d", "d.vw", "-p", "ts.t"], tmp_path, monkeypatch)
     assert code == 0 and _avg(got) == _avg(want)
-    assert np.all(_numbers(tmp_path / "ts.t") == _numbers(tmp_path / "vw.t"))
+    assert np.all(numbers(tmp_path / "ts.t") == numbers(tmp_path / "vw.t"))
 
 
 def test_quiet_is_silent_and_linear_train_says_where_it_differs(tmp_path, capfd,
@@ -160,7 +139,7 @@ def test_quiet_is_silent_and_linear_train_says_where_it_differs(tmp_path, capfd,
     from terascale.cli import main
 
     (tmp_path / "d.vw").write_text("\n".join(_lines(50, 3, _binary01)) + "\n")
-    code, err = _ts(capfd, ["-d", "d.vw", "--quiet"], tmp_path, monkeypatch)
+    code, err = run_ts(capfd, ["-d", "d.vw", "--quiet"], tmp_path, monkeypatch)
     assert code == 0 and err == ""
     capfd.readouterr()
     assert main(["linear", "train", "d.vw"]) == 0
@@ -180,7 +159,7 @@ def test_quiet_is_silent_and_linear_train_says_where_it_differs(tmp_path, capfd,
 def test_options_outside_the_linear_learner_are_refused_by_name(flag, words, tmp_path, capfd,
                                                                 monkeypatch):
     (tmp_path / "d.vw").write_text("\n".join(_lines(20, 3, _classes)) + "\n")
-    code, err = _ts(capfd, ["-d", "d.vw", *flag], tmp_path, monkeypatch)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flag], tmp_path, monkeypatch)
     assert code == 2 and words in err, err
 
 
@@ -189,14 +168,14 @@ def test_standard_input_with_one_worker_and_with_two(tmp_path):
     and workers each read their part of it."""
     data = "\n".join(_lines(300, 9, _real)) + "\n"
     (tmp_path / "d.vw").write_text(data)
-    _vw(["-d", "d.vw", "-p", "vw.p", "--passes", "2", "-c", "-k"], tmp_path)
+    run_vw(["-d", "d.vw", "-p", "vw.p", "--passes", "2", "-c", "-k"], tmp_path)
     ts = [sys.executable, "-m", "terascale"]
     for src in ("-",):
         r = subprocess.run([*ts, "vw", "-d", src, "-p", "ts.p", "--passes", "2", "-c", "-k"],
                            input=data, cwd=tmp_path, capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 0, r.stderr
-        np.testing.assert_allclose(_numbers(tmp_path / "ts.p"), _numbers(tmp_path / "vw.p"),
+        np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
                                    rtol=1e-5, atol=1e-5)
     with open(tmp_path / "d.vw") as f:  # a redirected file: the workers read a copy
         r = subprocess.run([*ts, "vw", "-d", "/dev/stdin", "-n", "2", "-f", "m2"], stdin=f,
@@ -216,20 +195,20 @@ def test_models_move_both_ways(flags, tmp_path, capfd, monkeypatch):
     -i reads VW's model and training continues as VW's would."""
     label = _binary01 if "logistic" in flags else _real
     (tmp_path / "d.vw").write_text("\n".join(_lines(300, 13, label)) + "\n")
-    code, err = _ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.model"], tmp_path, monkeypatch)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.model"], tmp_path, monkeypatch)
     assert code == 0, err
-    _vw(["-d", "d.vw", *flags, "-f", "vw.model"], tmp_path)
-    _vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "from_ts.p"], tmp_path)
-    _vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "from_vw.p"], tmp_path)
-    np.testing.assert_allclose(_numbers(tmp_path / "from_ts.p"),
-                               _numbers(tmp_path / "from_vw.p"), rtol=1e-5, atol=1e-6)
+    run_vw(["-d", "d.vw", *flags, "-f", "vw.model"], tmp_path)
+    run_vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "from_ts.p"], tmp_path)
+    run_vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "from_vw.p"], tmp_path)
+    np.testing.assert_allclose(numbers(tmp_path / "from_ts.p"),
+                               numbers(tmp_path / "from_vw.p"), rtol=1e-5, atol=1e-6)
     keep = [f for f in flags if f in ("--loss_function", "logistic")]
-    _vw(["-i", "vw.model", "-d", "d.vw", *keep, "-p", "more_vw.p"], tmp_path)
-    code, err = _ts(capfd, ["-i", "vw.model", "-d", "d.vw", *keep, "-p", "more_ts.p"],
+    run_vw(["-i", "vw.model", "-d", "d.vw", *keep, "-p", "more_vw.p"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.model", "-d", "d.vw", *keep, "-p", "more_ts.p"],
                     tmp_path, monkeypatch)
     assert code == 0, err
-    np.testing.assert_allclose(_numbers(tmp_path / "more_ts.p"),
-                               _numbers(tmp_path / "more_vw.p"), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(numbers(tmp_path / "more_ts.p"),
+                               numbers(tmp_path / "more_vw.p"), rtol=1e-5, atol=1e-5)
 
 
 def test_audit_prints_vws_lines(tmp_path):
@@ -256,35 +235,35 @@ def test_bfgs_regularizer_files_move_both_ways(tmp_path, capfd, monkeypatch):
     base = ["-d", "d.vw", "--bfgs", "--l2", "0.1", "-b", "10", "--holdout_off", "-c", "-k",
             "--predict_only_model"]
     out = [*base, "--passes", "60", "--termination", "0.01"]
-    _vw([*out, "--output_feature_regularizer_binary", "vw.reg"], tmp_path)
-    code, err = _ts(capfd, [*out, "--output_feature_regularizer_binary", "ts.reg"], tmp_path,
+    run_vw([*out, "--output_feature_regularizer_binary", "vw.reg"], tmp_path)
+    code, err = run_ts(capfd, [*out, "--output_feature_regularizer_binary", "ts.reg"], tmp_path,
                     monkeypatch)
     assert code == 0 and (tmp_path / "ts.reg").exists(), err
     back = [*base, "--passes", "4"]
-    _vw([*back, "--input_feature_regularizer", "ts.reg", "-p", "a.p"], tmp_path)
-    _vw([*back, "--input_feature_regularizer", "vw.reg", "-p", "b.p"], tmp_path)
-    code, err = _ts(capfd, [*back, "--input_feature_regularizer", "vw.reg", "-p", "c.p"],
+    run_vw([*back, "--input_feature_regularizer", "ts.reg", "-p", "a.p"], tmp_path)
+    run_vw([*back, "--input_feature_regularizer", "vw.reg", "-p", "b.p"], tmp_path)
+    code, err = run_ts(capfd, [*back, "--input_feature_regularizer", "vw.reg", "-p", "c.p"],
                     tmp_path, monkeypatch)
     assert code == 0, err
-    b = _numbers(tmp_path / "b.p")
+    b = numbers(tmp_path / "b.p")
     assert len(b) == 4 * 300
-    np.testing.assert_allclose(_numbers(tmp_path / "a.p"), b, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(_numbers(tmp_path / "c.p"), b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(numbers(tmp_path / "a.p"), b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(numbers(tmp_path / "c.p"), b, rtol=1e-5, atol=1e-5)
 
 
 def test_bfgs_warm_starts_from_a_vw_model(tmp_path, capfd, monkeypatch):
     """-i MODEL --bfgs: VW's batch learner starts from the model's weights, loss and
     prediction range."""
     (tmp_path / "d.vw").write_text("\n".join(_lines(200, 19, _real)) + "\n")
-    _vw(["-d", "d.vw", "-f", "m", "--predict_only_model", "-q", "ab"], tmp_path)
+    run_vw(["-d", "d.vw", "-f", "m", "--predict_only_model", "-q", "ab"], tmp_path)
     args = ["-d", "d.vw", "-i", "m", "--bfgs", "--passes", "4", "--l2", "0.5", "-c", "-k",
             "--predict_only_model"]
-    want = _vw([*args, "-p", "vw.p"], tmp_path)
-    code, got = _ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
     assert code == 0, got
-    v = _numbers(tmp_path / "vw.p")
+    v = numbers(tmp_path / "vw.p")
     assert len(v) == 4 * 200
-    np.testing.assert_allclose(_numbers(tmp_path / "ts.p"), v, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), v, rtol=1e-5, atol=1e-5)
     assert _avg(got) == _avg(want)
 
 
@@ -293,14 +272,14 @@ def test_preserved_performance_counters(tmp_path, capfd, monkeypatch):
     --preserve_performance_counters a run from -i reports the average over both runs."""
     (tmp_path / "d.vw").write_text("\n".join(_lines(200, 23, _real)) + "\n")
     (tmp_path / "e.vw").write_text("\n".join(_lines(100, 29, _real)) + "\n")
-    _vw(["-d", "d.vw", "-f", "vw.m"], tmp_path)
-    assert _ts(capfd, ["-d", "d.vw", "-f", "ts.m"], tmp_path, monkeypatch)[0] == 0
+    run_vw(["-d", "d.vw", "-f", "vw.m"], tmp_path)
+    assert run_ts(capfd, ["-d", "d.vw", "-f", "ts.m"], tmp_path, monkeypatch)[0] == 0
     more = ["-d", "e.vw", "--preserve_performance_counters"]
-    want = _avg(_vw([*more, "-i", "vw.m"], tmp_path))
-    assert _avg(_vw([*more, "-i", "ts.m"], tmp_path)) == want  # VW reads our counters
-    code, got = _ts(capfd, [*more, "-i", "vw.m"], tmp_path, monkeypatch)
+    want = _avg(run_vw([*more, "-i", "vw.m"], tmp_path))
+    assert _avg(run_vw([*more, "-i", "ts.m"], tmp_path)) == want  # VW reads our counters
+    code, got = run_ts(capfd, [*more, "-i", "vw.m"], tmp_path, monkeypatch)
     assert code == 0 and _avg(got) == want
-    assert _avg(_vw(["-d", "e.vw", "-i", "vw.m"], tmp_path)) != want  # (they count)
+    assert _avg(run_vw(["-d", "e.vw", "-i", "vw.m"], tmp_path)) != want  # (they count)
 
 
 def test_quiet_prints_nothing_in_a_fresh_process(tmp_path):
@@ -371,13 +350,13 @@ def test_oaa_model_is_vws(flags, tmp_path, capfd, monkeypatch):
         lines.append(f"{1 + a[0] % int(flags[1])} |a " + " ".join(f"f{j}" for j in a)
                      + f" x:{rng.normal():.3f} |b g{a[1] % 7}")
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
-    code, err = _ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.model", "-p", "ts.p"], tmp_path,
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.model", "-p", "ts.p"], tmp_path,
                     monkeypatch)
     assert code == 0, err
-    _vw(["-d", "d.vw", *flags, "-f", "vw.model", "-p", "vw.p"], tmp_path)
+    run_vw(["-d", "d.vw", *flags, "-f", "vw.model", "-p", "vw.p"], tmp_path)
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
-    _vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "from_ts.p"], tmp_path)
-    _vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "from_vw.p"], tmp_path)
+    run_vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "from_ts.p"], tmp_path)
+    run_vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "from_vw.p"], tmp_path)
     got = (tmp_path / "from_ts.p").read_text()
     assert got == (tmp_path / "from_vw.p").read_text() and len(set(got.split())) > 1
 
@@ -392,9 +371,9 @@ def test_oaa_on_two_workers_writes_a_model_vw_loads(tmp_path):
                             "3", "-n", n, "-f", f"m{n}", "--quiet"], cwd=tmp_path,
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
-        _vw(["-i", f"m{n}", "-t", "-d", "d.vw", "-p", f"p{n}"], tmp_path)
+        run_vw(["-i", f"m{n}", "-t", "-d", "d.vw", "-p", f"p{n}"], tmp_path)
     truth = np.array([float(ln.split()[0]) for ln in lines])
-    p1, p2 = _numbers(tmp_path / "p1"), _numbers(tmp_path / "p2")
+    p1, p2 = numbers(tmp_path / "p1"), numbers(tmp_path / "p2")
     assert (p1 == p2).mean() > 0.8 and (p2 == truth).mean() > (p1 == truth).mean() - 0.1
     r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-d", "d.vw", "--oaa", "3",
                         "-n", "2", "-p", "p"], cwd=tmp_path, capture_output=True, text=True,

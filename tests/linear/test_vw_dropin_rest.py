@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from _vw_runs import numbers, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -40,28 +39,6 @@ def _lines(n: int, seed: int, label=None) -> list[str]:
     return out
 
 
-def _vw(args: list[str], cwd) -> str:
-    r = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args], cwd=cwd,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return r.stderr
-
-
-def _ts(capfd, args: list[str], cwd, monkeypatch) -> tuple[int, str]:
-    from terascale.cli import main
-
-    monkeypatch.chdir(cwd)
-    capfd.readouterr()
-    code = main(["vw", *args])
-    _, err = capfd.readouterr()
-    return code, err
-
-
-def _numbers(path) -> np.ndarray:
-    return np.array([float(v) for ln in path.read_text().splitlines()
-                     for v in re.findall(r"(?<![\w'])[-+]?\d+\.?\d*(?:e[-+]?\d+)?", ln)])
-
-
 def _avg(err: str) -> str:
     return re.findall(r"^average loss = (.+)$", err, re.M)[-1]
 
@@ -69,10 +46,10 @@ def _avg(err: str) -> str:
 def _same(tmp_path, capfd, monkeypatch, args: list[str]) -> str:
     """Run ``args`` through VW and terascale vw with -p; the predictions and average loss
     agree (returns terascale's standard error)."""
-    want = _vw([*args, "-p", "vw.p"], tmp_path)
-    code, got = _ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
     assert code == 0, got
-    v, t = _numbers(tmp_path / "vw.p"), _numbers(tmp_path / "ts.p")
+    v, t = numbers(tmp_path / "vw.p"), numbers(tmp_path / "ts.p")
     assert len(v) == len(t) > 0
     np.testing.assert_allclose(t, v, rtol=1e-5, atol=1e-5)
     assert _avg(got) == _avg(want)
@@ -83,13 +60,13 @@ def test_feature_mask_learns_only_the_masks_weights(tmp_path, capfd, monkeypatch
     """A mask from an L1 run (VW's, its constant truncated to 0 too): training starts from
     it and updates its nonzero weights only; with -i, -i's nonzero weights are the mask."""
     (tmp_path / "d.vw").write_text("\n".join(_lines(400, 3)) + "\n")
-    _vw(["-d", "d.vw", "--l1", "0.002", "-f", "mask.model", "--predict_only_model"],
+    run_vw(["-d", "d.vw", "--l1", "0.002", "-f", "mask.model", "--predict_only_model"],
         tmp_path)
     _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "--feature_mask", "mask.model"])
-    _vw(["-d", "d.vw", "--feature_mask", "mask.model", "-f", "re.model"], tmp_path)
+    run_vw(["-d", "d.vw", "--feature_mask", "mask.model", "-f", "re.model"], tmp_path)
     _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "--feature_mask", "mask.model",
                                          "-i", "re.model", "--passes", "2", "-c", "-k"])
-    code, err = _ts(capfd, ["-d", "d.vw", "--feature_mask", "mask.model", "-q", "ab"],
+    code, err = run_ts(capfd, ["-d", "d.vw", "--feature_mask", "mask.model", "-q", "ab"],
                     tmp_path, monkeypatch)
     assert code == 2 and "--feature_mask with -q" in err
 
@@ -112,16 +89,16 @@ def test_save_per_pass_writes_vws_model_of_each_pass(tmp_path, capfd, monkeypatc
     """FILE.K after each pass K (holdout on, L2), each predicting as VW's own FILE.K."""
     (tmp_path / "d.vw").write_text("\n".join(_lines(300, 6)) + "\n")
     args = ["-d", "d.vw", "--passes", "3", "-c", "-k", "--l2", "0.001", "--save_per_pass"]
-    _vw([*args, "-f", "vw.m"], tmp_path)
-    code, err = _ts(capfd, [*args, "-f", "ts.m"], tmp_path, monkeypatch)
+    run_vw([*args, "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-f", "ts.m"], tmp_path, monkeypatch)
     assert code == 0, err
     for k in (1, 2, 3):
-        _vw(["-i", f"vw.m.{k}", "-t", "-d", "d.vw", "-p", f"vw.{k}"], tmp_path)
-        _vw(["-i", f"ts.m.{k}", "-t", "-d", "d.vw", "-p", f"ts.{k}"], tmp_path)
-        np.testing.assert_allclose(_numbers(tmp_path / f"ts.{k}"),
-                                   _numbers(tmp_path / f"vw.{k}"), rtol=1e-5, atol=1e-5)
+        run_vw(["-i", f"vw.m.{k}", "-t", "-d", "d.vw", "-p", f"vw.{k}"], tmp_path)
+        run_vw(["-i", f"ts.m.{k}", "-t", "-d", "d.vw", "-p", f"ts.{k}"], tmp_path)
+        np.testing.assert_allclose(numbers(tmp_path / f"ts.{k}"),
+                                   numbers(tmp_path / f"vw.{k}"), rtol=1e-5, atol=1e-5)
     assert not (tmp_path / "ts.m.4").exists()
-    assert not np.allclose(_numbers(tmp_path / "ts.1"), _numbers(tmp_path / "ts.3"))
+    assert not np.allclose(numbers(tmp_path / "ts.1"), numbers(tmp_path / "ts.3"))
 
 
 def _classes(rng, a, x):
@@ -134,17 +111,17 @@ def test_warm_start_from_vws_one_against_all_model(loss, tmp_path, capfd, monkey
     class's normalized sums, the others' from 0, as VW reads them), with passes; -t
     predicts as VW; the model written is the one VW writes."""
     (tmp_path / "d.vw").write_text("\n".join(_lines(300, 8, _classes)) + "\n")
-    _vw(["-d", "d.vw", "--oaa", "3", "-f", "vw.m", "--loss_function", loss], tmp_path)
+    run_vw(["-d", "d.vw", "--oaa", "3", "-f", "vw.m", "--loss_function", loss], tmp_path)
     _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "-i", "vw.m"])
     _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "-i", "vw.m", "-t"])
-    _vw(["-d", "d.vw", "-i", "vw.m", "--passes", "3", "-c", "-k", "-f", "vw2.m"], tmp_path)
-    code, err = _ts(capfd, ["-d", "d.vw", "-i", "vw.m", "--passes", "3", "-c", "-k", "-f",
+    run_vw(["-d", "d.vw", "-i", "vw.m", "--passes", "3", "-c", "-k", "-f", "vw2.m"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "vw.m", "--passes", "3", "-c", "-k", "-f",
                             "ts2.m"], tmp_path, monkeypatch)
     assert code == 0, err
     for m in ("vw2", "ts2"):
-        _vw(["-i", f"{m}.m", "-t", "-d", "d.vw", "-p", f"{m}.p"], tmp_path)
+        run_vw(["-i", f"{m}.m", "-t", "-d", "d.vw", "-p", f"{m}.p"], tmp_path)
     assert (tmp_path / "ts2.p").read_text() == (tmp_path / "vw2.p").read_text()
-    code, err = _ts(capfd, ["-d", "d.vw", "-i", "vw.m", "--oaa", "4"], tmp_path, monkeypatch)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "vw.m", "--oaa", "4"], tmp_path, monkeypatch)
     assert code == 2 and "a model of --oaa 3" in err
 
 
@@ -155,19 +132,19 @@ def test_named_labels(tmp_path, capfd, monkeypatch):
              for ln in _lines(200, 9, _classes)]
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
     args = ["-d", "d.vw", "--oaa", "3", "--named_labels", ",".join(names)]
-    _vw([*args, "-f", "vw.m", "-p", "vw.p"], tmp_path)
-    code, err = _ts(capfd, [*args, "-f", "ts.m", "-p", "ts.p"], tmp_path, monkeypatch)
+    run_vw([*args, "-f", "vw.m", "-p", "vw.p"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-f", "ts.m", "-p", "ts.p"], tmp_path, monkeypatch)
     assert code == 0, err
     got = (tmp_path / "ts.p").read_text()
     assert got == (tmp_path / "vw.p").read_text() and set(got.split()) <= set(names)
     for m in ("vw", "ts"):  # each tool reads the other's model and its names
-        _vw(["-i", f"{m}.m", "-t", "-d", "d.vw", "-p", f"{m}.t"], tmp_path)
+        run_vw(["-i", f"{m}.m", "-t", "-d", "d.vw", "-p", f"{m}.t"], tmp_path)
     assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
-    code, err = _ts(capfd, ["-d", "d.vw", "-i", "vw.m", "-t", "-p", "ts.i"], tmp_path,
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "vw.m", "-t", "-p", "ts.i"], tmp_path,
                     monkeypatch)
     assert code == 0 and (tmp_path / "ts.i").read_text() == (tmp_path / "vw.t").read_text()
     (tmp_path / "bad.vw").write_text("cat |a x\nfish |a y\n")
-    code, err = _ts(capfd, ["-d", "bad.vw", "--oaa", "3", "--named_labels", "cat,dog,bird"],
+    code, err = run_ts(capfd, ["-d", "bad.vw", "--oaa", "3", "--named_labels", "cat,dog,bird"],
                     tmp_path, monkeypatch)
     assert code == 2 and "bad.vw:2" in err and "'fish'" in err
 
@@ -188,7 +165,7 @@ def test_affix_features(tmp_path, capfd, monkeypatch):
                                          "--passes", "2", "-c", "-k"])
     _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", "--affix", "-7w,+1", "--affix",
                                          "-7w,+1"])
-    code, err = _ts(capfd, ["-d", "d.vw", "--affix", "+9"], tmp_path, monkeypatch)
+    code, err = run_ts(capfd, ["-d", "d.vw", "--affix", "+9"], tmp_path, monkeypatch)
     assert code == 2 and "--affix +9" in err
 
 
@@ -204,17 +181,17 @@ def test_a_run_without_data_writes_vws_model_and_state(tmp_path, capfd, monkeypa
              ["--readable_model", "{}2.txt", "-i", "{}1.m", "--l1_state", "89.4",
               "--no_stdin"]]
     for step in steps:
-        _vw([a.format("vw") for a in step], tmp_path)
-        code, err = _ts(capfd, [a.format("ts") for a in step], tmp_path, monkeypatch)
+        run_vw([a.format("vw") for a in step], tmp_path)
+        code, err = run_ts(capfd, [a.format("ts") for a in step], tmp_path, monkeypatch)
         assert code == 0 and "average loss = n.a." in err, err
     for k in range(3):
         assert (tmp_path / f"ts{k}.txt").read_text() == (tmp_path / f"vw{k}.txt").read_text()
     old = Path(__file__).parents[1] / "vw_suite/data/model-sets/save_resume_with_l1l2_state.model"
-    _vw(["--readable_model", "vw8.txt", "-i", str(old), "--no_stdin"], tmp_path)
-    code, err = _ts(capfd, ["--readable_model", "ts8.txt", "-i", str(old), "--no_stdin"],
+    run_vw(["--readable_model", "vw8.txt", "-i", str(old), "--no_stdin"], tmp_path)
+    code, err = run_ts(capfd, ["--readable_model", "ts8.txt", "-i", str(old), "--no_stdin"],
                     tmp_path, monkeypatch)
     assert code == 0 and (tmp_path / "ts8.txt").read_text() == (tmp_path / "vw8.txt").read_text()
-    code, err = _ts(capfd, ["-d", "ts0.txt", "--l1_state", "1"], tmp_path, monkeypatch)
+    code, err = run_ts(capfd, ["-d", "ts0.txt", "--l1_state", "1"], tmp_path, monkeypatch)
     assert code == 2 and "--l1_state" in err
 
 
@@ -229,8 +206,8 @@ def test_progress_lines_are_vws(progress, tmp_path, capfd, monkeypatch):
     def table(err: str) -> list[str]:
         return [ln for ln in err.splitlines() if len(ln.split()) == 7]
 
-    want = table(_vw(args, tmp_path))
-    code, err = _ts(capfd, args, tmp_path, monkeypatch)
+    want = table(run_vw(args, tmp_path))
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
     assert code == 0 and len(want) > 4
     assert table(err) == want
 
@@ -244,15 +221,15 @@ def test_one_against_all_writes_tags_and_refuses_negative_labels(tmp_path, capfd
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
     for flags in (["--oaa", "3"], ["--oaa", "3", "--loss_function", "logistic",
                                    "--probabilities", "--passes", "2", "-c", "-k"]):
-        _vw(["-d", "d.vw", *flags, "-p", "vw.p"], tmp_path)
-        code, err = _ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p"], tmp_path, monkeypatch)
+        run_vw(["-d", "d.vw", *flags, "-p", "vw.p"], tmp_path)
+        code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p"], tmp_path, monkeypatch)
         assert code == 0, err
         v = (tmp_path / "vw.p").read_text().split("\n")
         t = (tmp_path / "ts.p").read_text().split("\n")
         assert [ln.split()[-1:] for ln in t] == [ln.split()[-1:] for ln in v]
         assert "e7" in t[7]
     (tmp_path / "bad.vw").write_text("1 |a x\n-1 |a y\n")
-    code, err = _ts(capfd, ["-d", "bad.vw", "--oaa", "2"], tmp_path, monkeypatch)
+    code, err = run_ts(capfd, ["-d", "bad.vw", "--oaa", "2"], tmp_path, monkeypatch)
     assert code == 2 and "bad.vw:2" in err and "'-1'" in err
 
 

@@ -1,0 +1,35 @@
+"""Running one command line through the real VW and through ``terascale vw``, and reading
+what they wrote (the differential tests of the VW drop-in)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+
+def run_vw(args: list[str], cwd) -> str:
+    """``python -m vowpalwabbit ARGS`` in ``cwd``; its stderr (the progress and closing block)."""
+    r = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args], cwd=cwd,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def run_ts(capfd, args: list[str], cwd, monkeypatch) -> tuple[int, str]:
+    """``terascale vw ARGS`` in this process, in ``cwd``: its exit status and stderr."""
+    from terascale.cli import main
+
+    monkeypatch.chdir(cwd)
+    capfd.readouterr()
+    code = main(["vw", *args])
+    _, err = capfd.readouterr()
+    return code, err
+
+
+def numbers(path) -> np.ndarray:
+    """Every number in a predictions or model file, in order."""
+    return np.array([float(v) for ln in path.read_text().splitlines()
+                     for v in re.findall(r"(?<![\w'])[-+]?\d+\.?\d*(?:e[-+]?\d+)?", ln)])
