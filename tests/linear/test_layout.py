@@ -7,7 +7,7 @@ import pytest
 from _linear_data import vw_lines
 
 import terascale.linear as tl
-from terascale.linear import _train
+from terascale.linear import _recipe
 from terascale.linear._layout import column_order
 from terascale.linear._passes import Columns
 
@@ -44,11 +44,11 @@ def test_a_cached_pass_in_hot_order_equals_one_in_union_order(tmp_path, monkeypa
         return m.dense()
 
     orders = []
-    real = _train.column_order
-    monkeypatch.setattr(_train, "column_order", lambda *a: orders.append(real(*a)) or orders[-1])
+    real = _recipe.column_order
+    monkeypatch.setattr(_recipe, "column_order", lambda *a: orders.append(real(*a)) or orders[-1])
     hot = fit()
     assert orders[-1] is not None and not np.array_equal(orders[-1], np.sort(orders[-1]))
-    monkeypatch.setattr(_train, "column_order", lambda *a: None)
+    monkeypatch.setattr(_recipe, "column_order", lambda *a: None)
     plain = fit()
     assert np.any(hot != 0)
     np.testing.assert_array_equal(hot, plain)

@@ -60,9 +60,15 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
                     weights: np.ndarray | None = None) -> dict[str, float]:
     """Metrics of raw scores against labels; examples without a label (NaN) are left out.
 
-    ``loss``: the model's loss (``logistic``, ``squared`` or ``hinge``), which decides the
-    metrics; ``weights``: per-example importance weights (default None: all 1).
+    ``loss``: the model's loss (a name of ``TrainOptions.loss``), which decides the
+    metrics: a regression loss (labels read as numbers) reports ``mse``, and on 0/1 or
+    -1/+1 labels also the classification metrics; logistic loss reports ``logloss`` of
+    its probabilities; ``accuracy`` thresholds scores at 0 (at 0.5 for a regression loss
+    on 0/1 labels). ``weights``: per-example importance weights (default None: all 1).
     """
+    from ._losses import loss_spec
+
+    spec = loss_spec(loss)
     y = np.asarray(labels, dtype=np.float64)
     s = np.asarray(scores, dtype=np.float64)
     keep = ~np.isnan(y)
@@ -71,12 +77,12 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
     out: dict[str, float] = {"examples": int(len(y))}
     if len(y) == 0:
         return out
-    if loss in ("squared", "quantile", "classic"):
+    if not spec.classes:
         out["mse"] = float(np.average((s - y) ** 2, weights=wt))
         if not np.all((y == 0) | (y == 1) | (y == -1)):
             return out
     pos = y > 0
-    p = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50))) if loss == "logistic" else None
+    p = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50))) if spec.link == "logistic" else None
     if p is not None:
         pc = np.clip(p, 1e-15, 1 - 1e-15)
         # Typed locals: numpy's stubs give ufunc results an unknown dtype, which would make
@@ -84,7 +90,7 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
         log_p: npt.NDArray[np.float64] = np.log(pc)
         log_q: npt.NDArray[np.float64] = np.log1p(-pc)
         out["logloss"] = float(np.average(-(pos * log_p + (~pos) * log_q), weights=wt))
-    thresh = 0.5 if loss in ("squared", "classic") and not np.any(y < 0) else 0.0
+    thresh = 0.5 if not spec.classes and not np.any(y < 0) else 0.0
     out["accuracy"] = float(np.average((s > thresh) == pos, weights=wt))
     out["auc"] = auc(y, s)
     out["auprc"] = auprc(y, s)
