@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TextIO
 import numpy as np
 
 from .._errors import DataError
+from .._malloc import hand_back_freed_memory
 from ..communicator import Communicator
 from ._batch._batchphase import batch_phase, new_spill
 from ._combine._average import average_weights
@@ -124,6 +125,7 @@ def _space(run: Run) -> Space:
     """The union of the workers' features and its columns (a collective)."""
     opts, comm, first, blocks = run.opts, run.comm, run.first, run.blocks
     if first is not None:  # the first pass has run, in its own columns
+        hand_back_freed_memory()  # the parser's blocks, before the rows move out
         first.text.release()  # its 2**bits table: Columns makes its own
         first.weights.shrink()  # dense rows: hand back what the feature list will need
         union = union_features(first.text.features(), comm)
