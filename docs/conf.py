@@ -20,6 +20,7 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
     "sphinx.ext.intersphinx",
     "sphinxarg.ext",
@@ -36,9 +37,16 @@ autodoc_typehints = "description"
 autodoc_typehints_description_target = "all"
 autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True, "show-inheritance": True}
-autodoc_class_signature = "separated"
+autodoc_class_signature = "mixed"  # the constructor's parameters under the class
 autodoc_preserve_defaults = True
 autosummary_generate = False
+
+# Docstrings document parameters in numpy style (a ``Parameters`` section); napoleon turns
+# each entry into a field that autodoc merges with the parameter's type hint.
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+napoleon_use_param = True
+napoleon_use_rtype = False
 
 intersphinx_mapping = {
     "python": ("https://docs.python.org/3", None),

@@ -100,6 +100,24 @@ def test_package_exports_exactly_its_all(name: str) -> None:
         assert getattr(mod, n) is not None
 
 
+# What a user or an algorithm author calls: the registry, its entries, auto's choice and the
+# classic algorithms. The communicator's building blocks (fast paths, segments, chunk
+# bounds, sub-groups, the other collectives) stay in their modules.
+COLLECTIVES_SURFACE = {
+    "ALLREDUCE", "ALLREDUCE_ALGORITHMS", "AllreduceCall", "AllreduceSpec",
+    "HalvingDoublingAllreduce", "RingAllreduce", "TreeAllreduce", "allreduce_names",
+    "allreduce_spec", "choose_allreduce", "register_algorithm"}
+
+
+def test_collectives_exports_the_users_surface_only() -> None:
+    import terascale.collectives as c
+
+    assert set(c.__all__) == COLLECTIVES_SURFACE
+    for internal in ("FastAllreduce", "PairAllreduce", "ShmGroups", "bounds", "shm_barrier",
+                     "split_groups", "RingAllgather"):
+        assert not hasattr(c, internal), f"terascale.collectives exports {internal}"
+
+
 @pytest.mark.parametrize("name", [n for n, _ in PUBLIC])
 def test_public_module_is_documented(name: str) -> None:
     mod = _import(name)
@@ -261,16 +279,6 @@ def test_one_writer_of_the_environment_contract() -> None:
     assert not writers, "write TERASCALE_* only with JobEnv.to_environ():\n" + "\n".join(writers)
 
 
-# Reads of TERASCALE_* straight from os.environ outside _env.py, left to modules other
-# changes are rewriting (file: why it is still here). The list only shrinks.
-_ENV_READS_LEFT = {
-    "terascale/_init.py": "the init path's transport construction is being rewritten",
-    "terascale/engines/jobs.py": "the engines' one job runner is being rewritten",
-    "terascale/bench/_allreduce_worker.py": "also runs as a plain script in the peers' side "
-                                            "environments, where terascale is not importable",
-}
-
-
 def _environ_reads(tree: ast.AST) -> list[tuple[int, str]]:
     """``os.environ.get("TERASCALE_X")``, ``os.environ["TERASCALE_X"]``, ``"TERASCALE_X" in
     os.environ``: TERASCALE_* variables read without _env's readers."""
@@ -304,7 +312,7 @@ def test_terascale_variables_are_read_through_env() -> None:
     bad = []
     for path in sorted((SRC / "terascale").rglob("*.py")):
         rel = path.relative_to(SRC).as_posix()
-        if rel in ("terascale/_env.py", "terascale/_secret.py") or rel in _ENV_READS_LEFT:
+        if rel in ("terascale/_env.py", "terascale/_secret.py"):
             continue
         bad += [f"src/{rel}:{line}: {k}" for line, k in _environ_reads(ast.parse(path.read_text()))]
     assert not bad, "read TERASCALE_* through terascale._env:\n" + "\n".join(bad)

@@ -6,6 +6,8 @@
 * Every ``name(param=default, ...)`` written in the docs' prose that names a public
   callable uses parameters that callable has, with its defaults.
 * The API reference pages list every public name (``scripts/docs_api.py --check``).
+* Every public parameter has an entry in its numpy-style ``Parameters`` section and every
+  ``terascale`` flag a help text (``scripts/docs_api.py --undocumented``).
 """
 
 from __future__ import annotations
@@ -198,14 +200,45 @@ def _looks_like_signature(args: str, sig: inspect.Signature) -> bool:
     return True
 
 
-def test_api_reference_lists_every_public_name():
+def _docs_api():
     spec = importlib.util.spec_from_file_location("docs_api", ROOT / "scripts" / "docs_api.py")
     assert spec is not None and spec.loader is not None
     docs_api = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(docs_api)
+    return docs_api
+
+
+def test_api_reference_lists_every_public_name():
+    docs_api = _docs_api()
     stale = [name for name, text in docs_api.pages().items()
              if not (docs_api.OUT / name).is_file() or (docs_api.OUT / name).read_text() != text]
     assert not stale, f"run python scripts/docs_api.py: {stale} out of date"
+
+
+def test_every_public_parameter_and_flag_is_described():
+    missing = _docs_api().undocumented()
+    assert not missing, (f"{len(missing)} public parameters or flags have no description "
+                         "(a numpy Parameters entry, a help text):\n" + "\n".join(missing))
+
+
+def test_the_check_sees_a_missing_description():
+    docs_api = _docs_api()
+    doc = """What it does.
+
+    Parameters
+    ----------
+    a, b : int
+        Described.
+    **options
+        Described too.
+
+    Examples
+    --------
+    c
+        Not a parameter entry: another section.
+    """
+    assert docs_api.described(doc) == {"a", "b", "options"}
+    assert docs_api.described("Nothing about ``c``: prose is not an entry.") == set()
 
 
 @pytest.mark.parametrize("page", ["install.md", "quickstart.md", "concepts.md",

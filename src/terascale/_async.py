@@ -30,7 +30,14 @@ __all__ = ["Handle", "Progress", "close_at_exit"]
 
 
 class Handle:
-    """The future result of an asynchronous collective; ``wait()`` returns it."""
+    """The future result of an asynchronous collective; ``wait()`` returns it.
+
+    Parameters
+    ----------
+    what
+        The collective's description, used in the timeout's message (e.g.
+        ``"allreduce(float32[1000],sum)"``).
+    """
 
     def __init__(self, what: str) -> None:
         self.what = what
@@ -45,8 +52,11 @@ class Handle:
     def wait(self, timeout: float | None = None) -> Any:
         """Block until the collective finished; return its result or raise its error.
 
-        ``timeout``: seconds to wait at most (default None: the collective's own
-        deadline).
+        Parameters
+        ----------
+        timeout
+            Seconds to wait at most before raising :class:`~terascale.PeerTimeout` (default None:
+            until the collective's own deadline).
         """
         if not self._event.wait(timeout):
             raise PeerTimeout(f"{self.what}: not finished after waiting {timeout:g} s")

@@ -76,8 +76,17 @@ def _owned(path: Path, st: os.stat_result) -> None:
 class Checkpoint:
     """Checkpoints of one job in ``directory``; keeps the newest ``keep`` of them.
 
-    ``comm``: the job's communicator (default None: a job of one process); rank 0 writes,
-    and every rank agrees on what was saved and loaded.
+    Parameters
+    ----------
+    directory
+        Where checkpoints live (created by rank 0); the same path on every rank, shared storage when
+        ranks run on several hosts.
+    comm
+        The job's communicator (default None: a job of one process); rank 0 writes, every rank
+        agrees on what was saved and loaded.
+    keep
+        How many of the newest checkpoints to keep (default 2, at least 1); older ones are deleted
+        after a save commits.
     """
 
     def __init__(self, directory: str | os.PathLike[str], comm: Communicator | None = None, *,
@@ -206,7 +215,17 @@ class Checkpoint:
 
     # -- collective API ----------------------------------------------------------------------
     def save(self, step: int, state: Mapping[str, Any]) -> None:
-        """Commit ``state`` as checkpoint ``step`` (every rank calls this with the same step)."""
+        """Commit ``state`` as checkpoint ``step`` (every rank calls this with the same step).
+
+        Parameters
+        ----------
+        step
+            The checkpoint's number (an int >= 0, the same on every rank); :meth:`load` returns the
+            highest.
+        state
+            A mapping of names to picklable values (arrays, model and optimizer state dicts), as
+            rank 0 holds it.
+        """
         if not isinstance(step, int) or step < 0:
             raise ConfigError(f"step={step!r} must be a non-negative integer")
         steps = self.comm.allgather_object(step)

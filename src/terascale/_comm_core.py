@@ -25,7 +25,7 @@ import numpy as np
 from ._arrays import OPS
 from ._async import Handle, Progress
 from ._errors import ConfigError
-from .collectives import ShmGroups
+from .collectives.shm import ShmGroups
 from .transport import Exchange, Transport
 
 __all__ = ["CommCore", "Tracer"]
@@ -52,15 +52,35 @@ class CommCore:
                  mesh: Transport | None = None) -> None:
         """A communicator over ``transport``; :func:`terascale.init` builds the job's.
 
-        ``rank``/``size``: this rank and the number of ranks. ``local_rank``/``local_size``:
-        the same among the ranks of this host. ``transport``: this rank's links to the others
-        (a :class:`~terascale.transport.Transport`; required when ``size > 1``).
-        ``timeout``: the default deadline of every collective (seconds). ``job``: the job id
-        (names shared-memory segments). ``hosts``: every rank's host identity (ranks with
-        the same one share memory). ``tracer``: called once per collective (timelines).
-        ``addresses``: every rank's address (default loopback). ``link_rate``: the links'
-        rate between hosts in bits/s (``auto``'s cost model). ``mesh``: the former name of
-        ``transport`` (deprecated).
+        Parameters
+        ----------
+        rank
+            This rank, 0 to ``size - 1`` (default 0).
+        size
+            The number of ranks (default 1: a communicator of one process).
+        local_rank
+            This rank's place among the ranks of its host (default 0).
+        local_size
+            The number of ranks on this host (default 1).
+        transport
+            This rank's links to the others (a :class:`~terascale.transport.Transport`); required
+            when ``size > 1``.
+        timeout
+            The default deadline of every collective, in seconds (default 60).
+        job
+            The job id; names the job's shared-memory segments (default ``"local"``).
+        hosts
+            Every rank's host identity, in rank order (ranks with the same one share memory);
+            default: all ``"localhost"``.
+        tracer
+            Called once per collective (what timelines record); default None: none.
+        addresses
+            Every rank's address, in rank order (default loopback).
+        link_rate
+            The links' rate between hosts in bits/s, for ``auto``'s cost model (default None:
+            unknown).
+        mesh
+            The former name of ``transport`` (deprecated: a DeprecationWarning).
         """
         if mesh is not None:  # the keyword's name before transports were called transports
             warnings.warn("Communicator(mesh=) is deprecated: use transport=", DeprecationWarning,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import ConfigError
-from .collectives import RingAllgather
+from .collectives.allgather import RingAllgather
 from .transport import Exchange
 
 __all__ = ["ObjectCollectives"]
@@ -39,6 +39,16 @@ class ObjectCollectives:
 
         An object the root cannot pickle raises ConfigError on every rank (the root sends
         the reason instead of the payload), so nobody waits for bytes that never come.
+
+        Parameters
+        ----------
+        obj
+            On ``root``, any picklable object; ignored elsewhere (default None).
+        root
+            The rank whose object every rank gets (default 0).
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         self._check_root(root)
         payload, failed = (_pickle(obj) if self.rank == root else (b"", None))
@@ -57,6 +67,14 @@ class ObjectCollectives:
         """Pickle ``obj`` on every rank; return the list of all ranks' objects in rank order.
 
         When some rank cannot pickle its object, every rank raises ConfigError naming it.
+
+        Parameters
+        ----------
+        obj
+            This rank's object (anything picklable; sizes may differ between ranks).
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         payload, failed = _pickle(obj)
         n = len(payload) if failed is None else -len(payload)  # negative: an error message

@@ -81,14 +81,43 @@ class JobEnv:
     fields are None where the variable is not set. Its ``repr`` shows the secret as
     ``<redacted>``.
 
-    Fields: ``rank`` and ``size``: this worker's place and the job's size; ``rendezvous``:
-    the server's ``(host, port)``; ``secret``: the job secret; ``job``: the job id;
-    ``timeout``: the default deadline in seconds; ``restart``: the attempt number (0
-    first); ``host_id``: how this host is told apart; ``timeline``: where collectives are
-    recorded; ``local_rank`` and ``local_size``: the place among the workers of this host;
-    ``master``: torchrun's ``(MASTER_ADDR, MASTER_PORT)``, written beside ours when set;
-    ``encrypt``: every TCP link AES-GCM; ``bind``: where servers started inside the
-    process listen; ``link_rate``: the links' rate between hosts in bits/s.
+    Parameters
+    ----------
+    launcher
+        Who started the process (``"terascale run"``, ``"torchrun"``, ...), as
+        :func:`read_env` recognised it from the variables.
+    rank
+        This worker's place in the job, 0 to ``size - 1``.
+    size
+        The number of workers in the job.
+    rendezvous
+        The rendezvous server's ``(host, port)``; None for a job of size 1.
+    secret
+        The job secret every rank shares (bytes; shown as ``<redacted>``).
+    serve
+        Whether this process starts the rendezvous server (rank 0 outside our launchers).
+    job
+        The job id (``TERASCALE_JOB``); also names the job's shared-memory segments.
+    timeout
+        The default deadline of every collective, in seconds (``TERASCALE_TIMEOUT``).
+    restart
+        The attempt number after a restart, 0 first (``TERASCALE_RESTART``).
+    host_id
+        How this host is told apart from the others (``TERASCALE_HOST_ID``).
+    timeline
+        Where collectives are recorded as Chrome trace events (``TERASCALE_TIMELINE``).
+    local_rank
+        This worker's place among the workers of its host.
+    local_size
+        The number of workers on this host.
+    master
+        torchrun's ``(MASTER_ADDR, MASTER_PORT)``, written beside ours when set.
+    encrypt
+        Whether every TCP link is encrypted (AES-GCM), not only authenticated.
+    bind
+        The address servers started inside the process listen on (``TERASCALE_BIND``).
+    link_rate
+        The rate of the links between hosts, in bits/s (``TERASCALE_LINK_RATE``).
     """
 
     launcher: str
@@ -211,10 +240,21 @@ def read_env(env: Mapping[str, str] | None = None, *, rendezvous: str | None = N
              secret_file: str | os.PathLike[str] | None = None) -> JobEnv | None:
     """The job this process belongs to, or None when no launcher started it.
 
-    ``env`` defaults to ``os.environ``; ``rendezvous``, ``secret`` and ``secret_file``
-    override the variables as :func:`terascale.init` does. Bad values raise :class:`ConfigError`
-    naming the variable.
+    Bad values raise :class:`ConfigError` naming the variable.
 
+    Parameters
+    ----------
+    env
+        The variables to read (default ``os.environ``).
+    rendezvous
+        ``"HOST:PORT"``, overriding ``TERASCALE_RENDEZVOUS`` as :func:`terascale.init` does.
+    secret
+        The job secret, overriding ``TERASCALE_SECRET``.
+    secret_file
+        A file holding the secret, overriding ``TERASCALE_SECRET_FILE``.
+
+    Examples
+    --------
     >>> read_env({"TERASCALE_RANK": "1", "TERASCALE_SIZE": "4",
     ...           "TERASCALE_RENDEZVOUS": "10.0.0.1:29500", "TERASCALE_SECRET": "s"}).rank
     1
@@ -277,6 +317,18 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def read_timeline(env: Mapping[str, str] | None = None) -> str | None:
+    """``TERASCALE_TIMELINE``: where this process records its collectives (a launcher sets
+    it to merge every rank's part at the end); None when unset."""
+    return (os.environ if env is None else env).get("TERASCALE_TIMELINE") or None
+
+
+def read_host_id(env: Mapping[str, str] | None = None) -> str | None:
+    """``TERASCALE_HOST_ID``: this host's identity as given (``--host-id``); None when unset
+    (:func:`host_identity` then tells hosts apart)."""
+    return (os.environ if env is None else env).get("TERASCALE_HOST_ID") or None
+
+
 def read_bind(env: Mapping[str, str] | None = None) -> str | None:
     """``TERASCALE_BIND``: where the servers started in this process listen instead of the
     job's own address (``0.0.0.0``: every interface); None when unset."""
@@ -329,8 +381,10 @@ def read_transport(env: Mapping[str, str] | None = None) -> str | None:
     return (os.environ if env is None else env).get("TERASCALE_TRANSPORT", "").strip() or None
 
 
-def read_flag(env: Mapping[str, str], name: str) -> bool:
-    """A 0/1 variable (unset: False); ConfigError naming it otherwise."""
+def read_flag(env: Mapping[str, str] | None, name: str) -> bool:
+    """A 0/1 variable (unset: False) of ``env`` (None: ``os.environ``); ConfigError naming
+    it otherwise."""
+    env = os.environ if env is None else env
     raw = env.get(name, "").strip().lower()
     if raw in ("", "0", "false", "no"):
         return False

@@ -6,14 +6,14 @@
     ├── CollectiveError          a collective could not complete
     │   ├── PeerTimeout          a peer did not answer before the deadline
     │   ├── PeerLost             a peer's process or connection went away
-    │   └── CollectiveMismatch   ranks called different collectives (name, shape, dtype, op, order)
-    ├── RendezvousError          the job could not be assembled (missing ranks, server unreachable)
-    │   └── SlotTaken            another copy of this worker already holds its slot (speculative run)
-    ├── AuthError                a peer or client failed the HMAC challenge on the job secret
-    │   └── LinkTampered         an encrypted frame failed its tag (also a CollectiveError)
-    ├── DataError                bad input data (the message names the file and line)
-    ├── StorageError             a file could not be written or read (disk full, permissions)
-    └── ConfigError              bad options or environment (the message names the flag or variable)
+    │   └── CollectiveMismatch   ranks called different collectives
+    ├── RendezvousError          the job could not be assembled
+    │   └── SlotTaken            another copy of this worker holds its slot
+    ├── AuthError                a peer failed the challenge on the job secret
+    │   └── LinkTampered         a record failed its tag (also a CollectiveError)
+    ├── DataError                bad input data (names the file and line)
+    ├── StorageError             a file could not be written or read
+    └── ConfigError              bad options or environment (names the flag)
 
 Every message names the rank that raised it and, where there is one, the peer and the
 operation, so that a failure in a 100-rank job can be read from any single rank's log.
@@ -42,7 +42,19 @@ class TerascaleError(Exception):
 
 
 class CollectiveError(TerascaleError):
-    """A collective operation could not complete on this rank."""
+    """A collective operation could not complete on this rank.
+
+    Parameters
+    ----------
+    message
+        What failed, beginning with the rank (``"rank 2: allreduce: ..."``).
+    rank
+        The rank that raised it (None: unknown).
+    peer
+        The peer the failure is blamed on (None: no single peer).
+    operation
+        The collective that failed, e.g. ``"allreduce"``.
+    """
 
     def __init__(self, message: str, *, rank: int | None = None, peer: int | None = None,
                  operation: str | None = None) -> None:
@@ -77,7 +89,7 @@ class AuthError(TerascaleError):
 
 
 class LinkTampered(AuthError, CollectiveError):
-    """An encrypted frame failed authentication: altered, replayed or reordered on the wire.
+    """A link's record failed authentication: altered, replayed or reordered on the wire.
 
     Also a :class:`CollectiveError`, so the collective that received it aborts the job."""
 

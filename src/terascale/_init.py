@@ -36,7 +36,9 @@ from ._env import (
     host_identity,
     read_env,
     read_flag,
+    read_host_id,
     read_link_rate,
+    read_timeline,
     read_timeout,
     read_transport,
 )
@@ -62,44 +64,63 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
          timeline: str | None = None, link_rate: str | float | None = None) -> Communicator:
     """Join the job that launched this process and return its :class:`Communicator`.
 
-    ``timeout`` (seconds) bounds the rendezvous and is the default deadline of every
-    collective (``terascale run --timeout`` sets it for all workers; default 60).
-    ``secret`` (default TERASCALE_SECRET) or ``secret_file`` (default
-    TERASCALE_SECRET_FILE: a file only its owner can read) is the job secret every rank
-    must share; ``terascale run`` makes one, other launchers do not (ConfigError without).
+    Every rank calls it once, with the same arguments; a script run without a launcher
+    gets a communicator of size 1 (and a one-line notice, silent under ``TERASCALE_QUIET``).
     Every TCP link is authenticated (AES-GMAC records keyed per link and direction: nothing
-    on the path alters, replays or reorders a byte unnoticed, see the security guide);
-    ``encrypt`` (default TERASCALE_ENCRYPT; ``terascale run --encrypt``) encrypts it too
-    (AES-GCM). The job is encrypted when any rank asks, and a rank that asked never runs
-    a plaintext link (AuthError naming the peer that disagreed).
-    ``host_id`` overrides how hosts are told apart (default: the hostname plus a digest of
-    the boot id and network namespace, see ``TERASCALE_HOST_ID``), e.g. to test
-    hierarchical algorithms on one machine.
-    ``timeline`` (a path; ``terascale run --timeline`` sets TERASCALE_TIMELINE) records every
-    collective as Chrome trace events (see :mod:`terascale._timeline`).
-    ``link_rate`` (``"100Mbit"``, ``"10Gbit/s"`` or bits/s; default TERASCALE_LINK_RATE,
-    ``terascale run --link-rate``) is the rate of the links between hosts: ``auto`` then
-    chooses between tree and ring with the TCP link model at that rate
-    (:mod:`terascale.sim.links`) instead of thresholds measured on loopback. The job gets
-    one rate, the smallest any rank asked for (the rendezvous hands it to every rank:
-    ``Communicator.link_rate``), so every rank picks the same algorithm, run after run.
-
+    on the path alters, replays or reorders a byte unnoticed, see the security guide).
     A redundant copy of a worker (its slot already taken, as under speculative execution)
     prints why and exits with status 0. Calling ``init()`` again in the same process returns
     the same communicator while it is open (a process joins a job once; after ``close()``
     it cannot join again: ConfigError).
+
+    Parameters
+    ----------
+    timeout
+        Seconds; bounds the rendezvous and is the default deadline of every collective
+        (default ``TERASCALE_TIMEOUT``, which ``terascale run --timeout`` sets, else 60).
+        Raise it when one step legitimately takes longer (a large first batch, a slow
+        checkpoint): a rank that waits longer raises :class:`~terascale.PeerTimeout`.
+    rendezvous
+        ``"HOST:PORT"`` of rank 0's rendezvous server (default ``TERASCALE_RENDEZVOUS``, or
+        ``MASTER_ADDR:MASTER_PORT+1`` under torchrun). Needed only with a launcher that
+        does not set it.
+    secret
+        The job secret every rank must share (default ``TERASCALE_SECRET``). ``terascale
+        run`` makes one; other launchers do not, and joining without one is a ConfigError.
+    secret_file
+        A file holding the secret, readable only by its owner (default
+        ``TERASCALE_SECRET_FILE``); an alternative to ``secret`` that keeps it out of the
+        environment.
+    encrypt
+        Encrypt every link too (AES-GCM; default ``TERASCALE_ENCRYPT``, ``terascale run
+        --encrypt``). The job is encrypted when any rank asks, and a rank that asked never
+        runs a plaintext link (AuthError naming the peer that disagreed).
+    host_id
+        Overrides how hosts are told apart (default: the hostname plus a digest of the boot
+        id and network namespace, see ``TERASCALE_HOST_ID``), e.g. to test hierarchical
+        algorithms on one machine.
+    timeline
+        A path: record every collective as Chrome trace events there (default
+        ``TERASCALE_TIMELINE``, ``terascale run --timeline``); off by default.
+    link_rate
+        The rate of the links between hosts (``"100Mbit"``, ``"10Gbit/s"`` or bits/s;
+        default ``TERASCALE_LINK_RATE``, ``terascale run --link-rate``; unset: unknown).
+        ``auto`` then chooses between tree and ring with the TCP link model at that rate
+        (:mod:`terascale.sim.links`) instead of thresholds measured on loopback. The job
+        gets one rate, the smallest any rank asked for (``Communicator.link_rate``), so
+        every rank picks the same algorithm, run after run.
     """
     if timeout is None:
         timeout = read_timeout(default=DEFAULT_TIMEOUT)
     if not (timeout > 0 and math.isfinite(timeout)):  # nan and inf would break every deadline
         raise ConfigError(f"timeout={timeout} must be positive and finite (seconds)")
     job = read_env(rendezvous=rendezvous, secret=secret, secret_file=secret_file)
-    launched_timeline = os.environ.get("TERASCALE_TIMELINE")
+    launched_timeline = read_timeline()
     timeline = timeline or launched_timeline  # the launcher merges its parts at the end
     merge_at_exit = not (launched_timeline and timeline == launched_timeline)
     rate = parse_rate(link_rate, flag="link_rate") if link_rate is not None else \
         job.link_rate if job is not None else read_link_rate()
-    if job is None and not read_flag(os.environ, "TERASCALE_QUIET"):
+    if job is None and not read_flag(None, "TERASCALE_QUIET"):
         _notice_alone()
     if job is None or job.size == 1 and job.rendezvous is None:
         return attach_timeline(Communicator(timeout=timeout, link_rate=rate), timeline,
@@ -111,7 +132,7 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
         if previous is not None and not previous._closed:
             return previous
         raise ConfigError(f"rank {job.rank}: this process already joined job "
-                          f"{os.environ.get('TERASCALE_JOB', '')} and closed its communicator; "
+                          f"{job.job or ''} and closed its communicator; "
                           "a process joins a job once: call terascale.init() once and close "
                           "the communicator at the end")
     server = None
@@ -174,14 +195,14 @@ def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
     every rank must name the same one (the rendezvous refuses the job otherwise).
     """
     if encrypt is None:
-        encrypt = read_flag(os.environ, "TERASCALE_ENCRYPT")
+        encrypt = read_flag(None, "TERASCALE_ENCRYPT")
     # Every TCP link is authenticated; encrypted too when asked. Plain links exist only to
     # measure that cost, and only for a rank that asks for them itself (never a peer).
     security = "encrypt" if encrypt else \
-        "plain" if read_flag(os.environ, "TERASCALE_UNAUTHENTICATED_BENCHMARK") else "integrity"
+        "plain" if read_flag(None, "TERASCALE_UNAUTHENTICATED_BENCHMARK") else "integrity"
     if link_rate is None:
         link_rate = read_link_rate()
-    hid = host_id or os.environ.get("TERASCALE_HOST_ID") or host_identity()
+    hid = host_id or read_host_id() or host_identity()
     link = transport if isinstance(transport, Connector) else \
         connector(transport or read_transport())
     started = time.monotonic()

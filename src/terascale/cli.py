@@ -138,7 +138,13 @@ def _hint(args: argparse.Namespace, error: TerascaleError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``terascale`` command with ``argv`` (default: ``sys.argv[1:]``); the exit status."""
+    """Run the ``terascale`` command with ``argv`` (default: ``sys.argv[1:]``); the exit status.
+
+    Parameters
+    ----------
+    argv
+        The arguments (default None: ``sys.argv[1:]``).
+    """
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args, extras = parser.parse_known_args(argv)

@@ -12,21 +12,16 @@ from ._async import Handle
 from ._comm_core import CommCore
 from ._comm_objects import ObjectCollectives
 from ._errors import ConfigError
-from .collectives import (
-    AllreduceCall,
-    FastAllreduce,
-    PairAllreduce,
-    PairwiseAlltoall,
-    RingAllgather,
-    RingAllreduce,
-    TreeAllreduce,
-    TreeBroadcast,
-    allreduce_spec,
-    bounds,
-    choose_allreduce,
-    shm_barrier,
-    split_groups,
-)
+from .collectives.allgather import RingAllgather
+from .collectives.alltoall import PairwiseAlltoall
+from .collectives.broadcast import TreeBroadcast
+from .collectives.fastpath import plan_allreduce, plan_barrier
+from .collectives.groups import split_groups
+from .collectives.registry import AllreduceCall, allreduce_spec
+from .collectives.ring import RingAllreduce
+from .collectives.select import choose_allreduce
+from .collectives.shm import shm_barrier
+from .collectives.tree import TreeAllreduce
 from .transport import Exchange
 
 __all__ = ["Communicator"]
@@ -40,7 +35,6 @@ def _same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 _NOTHING = np.empty(0, np.float32)  # what a barrier through shared memory "reduces"
-_NOTHING_OP = ReduceOp("sum", _NOTHING.dtype)
 
 # Per-call work that depends only on (algorithm, op, dtype, shape) is done once per
 # communicator and kept here: the reduction op, auto's choice, the registry entry and the
@@ -85,9 +79,23 @@ class Communicator(ObjectCollectives, CommCore):
 
         The names are those of the one registry, :data:`terascale.collectives.ALLREDUCE`.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            The array (numpy, or anything with ``__array__``/``__dlpack__``: a CPU tensor) to
+            reduce; the same shape and dtype on every rank.
+        op
+            The reduction: ``"sum"`` (default), ``"prod"``, ``"min"`` or ``"max"`` (on bool: or,
+            and, and, or).
+        out
+            Where to write the result (same shape and dtype as ``x``); ``out=x`` reduces in place
+            and saves a copy. Default None: a new array.
+        algorithm
+            Which allreduce runs (see above); ``"auto"`` is right unless a benchmark of your sizes
+            says otherwise. Every rank must pass the same one.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         if timeout is None and type(x) is np.ndarray and (out is None or out is x):
             # The per-call fast path (shared memory, compiled core): a dict lookup, then one
@@ -106,7 +114,20 @@ class Communicator(ObjectCollectives, CommCore):
         ``x`` is copied when the call is made, so the caller may reuse it at once (unless
         ``out`` is ``x``). Handles may be waited in any order.
 
-        ``op``, ``algorithm`` and ``timeout`` are those of :meth:`allreduce`.
+        Parameters
+        ----------
+        x
+            As for :meth:`allreduce`; copied at the call.
+        op
+            As for :meth:`allreduce`.
+        out
+            As for :meth:`allreduce`; ``out=x`` makes the call read ``x`` in the background, so
+            leave it alone until ``wait()`` returns.
+        algorithm
+            As for :meth:`allreduce`.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         return self._allreduce(x, op, out, algorithm, timeout, asynchronous=True)
 
@@ -134,11 +155,10 @@ class Communicator(ObjectCollectives, CommCore):
             assert self._transport is not None
             # a segment: the compiled core's one call; two ranks and a small message (every
             # algorithm with fast_path="swap" alike): the TCP swap.
-            fast = FastAllreduce.plan(self._shm, rop, a.nbytes, f"allreduce({detail})",
-                                      self._context) if segment else \
-                PairAllreduce.plan(self._transport, self.rank, self.size, rop, a.shape,
-                                   f"allreduce({detail})", self._context, self._members,
-                                   spec.pair_pieces(a.size, a.dtype.itemsize))
+            fast = plan_allreduce(spec, transport=self._transport, shm=self._shm,
+                                  rank=self.rank, size=self.size, reduce=rop, shape=a.shape,
+                                  desc=f"allreduce({detail})", context=self._context,
+                                  members=self._members)
             if fast is not None:
                 if len(self._fast) >= _PLANS_MAX:
                     self._fast.clear()
@@ -184,9 +204,16 @@ class Communicator(ObjectCollectives, CommCore):
     def broadcast(self, x: Any, root: int = 0, *, timeout: float | None = None) -> Any:
         """Copy ``x`` from ``root`` to every rank, in place where ``x`` is writable; returns it.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            On ``root``, the array to send; elsewhere an array of the same shape and dtype to
+            receive into (in place when writable).
+        root
+            The rank whose ``x`` every rank gets (default 0).
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         self._check_root(root)
         a, token = as_array(x)
@@ -211,9 +238,13 @@ class Communicator(ObjectCollectives, CommCore):
     def allgather(self, x: Any, *, timeout: float | None = None) -> Any:
         """Stack every rank's ``x`` (same shape and dtype everywhere): shape ``(size, *x.shape)``.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            This rank's array; the same shape and dtype on every rank.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         return self._allgather(x, "allgather", timeout, asynchronous=False)
 
@@ -221,9 +252,13 @@ class Communicator(ObjectCollectives, CommCore):
         """:meth:`allgather` in the background; ``x`` is copied at the call, ``wait()`` returns
         the stacked array.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            This rank's array; the same shape and dtype on every rank (copied at the call).
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         return self._allgather(x, "allgather", timeout, asynchronous=True)
 
@@ -251,18 +286,27 @@ class Communicator(ObjectCollectives, CommCore):
         to rank ``j`` and row ``i`` of the result came from rank ``i``: a transpose of the
         ranks' rows.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            ``size`` equal blocks along the first axis, block ``j`` for rank ``j``; the same shape
+            and dtype on every rank.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         return self._alltoall(x, timeout, asynchronous=False)
 
     def alltoall_async(self, x: Any, *, timeout: float | None = None) -> Handle:
         """:meth:`alltoall` in the background; ``x`` is copied at the call.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            As for :meth:`alltoall`; copied at the call.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         return self._alltoall(x, timeout, asynchronous=True)
 
@@ -293,10 +337,16 @@ class Communicator(ObjectCollectives, CommCore):
         The first axis is split into ``size`` blocks as ``numpy.array_split`` does (block
         ``r`` goes to rank ``r``); a 0-d input is treated as a vector of one element.
 
-        ``op``: ``sum`` (default), ``prod``, ``min`` or ``max``, as for
-        :meth:`allreduce`. ``timeout``: seconds this call may wait for a peer before
-        raising :class:`~terascale.PeerTimeout` (default None: the communicator's
-        deadline, ``init(timeout=)``).
+        Parameters
+        ----------
+        x
+            The array to reduce; the same shape and dtype on every rank.
+        op
+            The reduction: ``"sum"`` (default), ``"prod"``, ``"min"`` or ``"max"`` (on bool: or,
+            and, and, or).
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         self._check_op(op)
         a, token = as_array(x)
@@ -304,7 +354,7 @@ class Communicator(ObjectCollectives, CommCore):
         rows = a.reshape(1) if a.ndim == 0 else a
         row_elems = int(np.prod(rows.shape[1:], dtype=np.int64))
         work = np.array(rows, order="C", copy=True).reshape(-1)
-        lo, hi = bounds(rows.shape[0], self.size)[self.rank]
+        lo, hi = RingAllreduce.scatter_rows(rows.shape[0], self.size, self.rank)
 
         def body(ex: Exchange | None) -> Any:
             if ex is not None:
@@ -319,16 +369,19 @@ class Communicator(ObjectCollectives, CommCore):
     def barrier(self, *, timeout: float | None = None) -> None:
         """Return only when every rank has entered the barrier.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         if timeout is None and self._shm.whole is not None:
             # Through the compiled core: a flat allreduce of nothing is a barrier (the same
             # descriptor as shm_barrier's, so either path meets the other).
             fast = self._fast.get("barrier")
             if fast is None:
-                fast = FastAllreduce.plan(self._shm, _NOTHING_OP, 0, "barrier()", self._context)
+                fast = plan_barrier(transport=self._transport, shm=self._shm, rank=self.rank,
+                                    size=self.size, context=self._context, members=self._members)
                 if fast is not None:
                     self._fast["barrier"] = (fast, "")
             else:
@@ -339,9 +392,9 @@ class Communicator(ObjectCollectives, CommCore):
             # Two ranks over TCP: one swap of two headers (the tree's pair exchange below).
             pair = self._fast.get("pair-barrier", False)
             if pair is False:  # (None: planned, the transport has no swap)
-                pair = self._fast["pair-barrier"] = PairAllreduce.plan(
-                    self._transport, self.rank, self.size, _NOTHING_OP, _NOTHING.shape, "barrier()",
-                    self._context, self._members, TreeAllreduce.pair_pieces(0, 1))
+                pair = self._fast["pair-barrier"] = plan_barrier(
+                    transport=self._transport, shm=self._shm, rank=self.rank, size=self.size,
+                    context=self._context, members=self._members)
             if pair is not None and self._schedule_fast("barrier", "", pair, _NOTHING, _NOTHING):
                 return
         empty = np.empty(0, np.uint8)
@@ -365,9 +418,17 @@ class Communicator(ObjectCollectives, CommCore):
         member reaches every communicator that contains it. Closing it leaves this one
         working; closing this one closes it too.
 
-        ``timeout``: seconds this call may wait for a peer before raising
-        :class:`~terascale.PeerTimeout` (default None: the communicator's deadline,
-        ``init(timeout=)``).
+        Parameters
+        ----------
+        color
+            Which sub-communicator this rank joins (an int >= 0); None or negative: none (the call
+            returns None).
+        key
+            Orders the ranks of the new communicator (default None: this rank's rank); ties are
+            broken by the rank here.
+        timeout
+            Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
+            (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
         for name, v in (("color", color), ("key", key)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):

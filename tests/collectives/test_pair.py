@@ -12,8 +12,8 @@ from _allreduce_check import make_input
 from _tcp_pair import loopback_meshes, run_both
 
 from terascale._arrays import ReduceOp
-from terascale.collectives import ALLREDUCE, PairAllreduce, allreduce_spec
-from terascale.collectives._pair import PAIR_MAX_BYTES
+from terascale.collectives import ALLREDUCE, allreduce_spec
+from terascale.collectives._pair import PAIR_MAX_BYTES, PairAllreduce
 from terascale.transport.tcp import TcpTransport
 
 # every algorithm whose two ranks swap (the registry says which)

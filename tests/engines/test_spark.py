@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ pyspark = pytest.importorskip("pyspark")
 import terascale  # noqa: E402
 import terascale.spark  # noqa: E402
 from terascale.engines.jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
+from terascale.transport.segments import job_prefix  # noqa: E402
 
 
 @pytest.fixture
@@ -46,20 +46,23 @@ def test_task_exception_reruns_stage_and_resumes_bitwise(spark, tmp_path):
     assert [w for _, w in resumed] == [w for _, w in clean]  # bitwise the same model
 
 
-def _engine_segments() -> set[str]:
-    """Shared-memory segments of engine runs (job ids "e<12 hex>-<attempt>")."""
-    names = os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
-    return {n for n in names if re.match(r"terascale-e[0-9a-f]{12}-", n)}
-
-
 def test_worker_process_death_is_recovered(spark, tmp_path):
-    before = _engine_segments()
+    record = str(tmp_path / "jobs")
+
+    def _recorded(directory, steps, fault):  # nested: pickled by value
+        with open(record, "a") as f:  # this attempt's job id, as the runner set it
+            f.write(os.environ["TERASCALE_JOB"] + "\n")
+        return checkpointed_job(directory, steps, fault=fault)
+
     fault = Fault(rank=0, step=2, marker=str(tmp_path / "fired"), kind="exit")
-    out = terascale.spark.run(checkpointed_job, num_workers=2, args=(str(tmp_path / "c"), 4),
-                              kwargs={"fault": fault}, spark=spark)
+    out = terascale.spark.run(_recorded, num_workers=2, args=(str(tmp_path / "c"), 4, fault),
+                              spark=spark)
     assert os.path.exists(fault.marker)
     assert [start for start, _ in out] == [2, 2]
-    assert _engine_segments() <= before  # the SIGKILLed attempt's segments were removed
+    jobs = set(open(record).read().split())
+    assert len(jobs) == 2  # the SIGKILLed attempt and the one that resumed
+    left = [n for n in os.listdir("/dev/shm") for j in jobs if n.startswith(job_prefix(j))]
+    assert left == []  # the SIGKILLed attempt's segments were removed
 
 
 def test_persistent_failure_is_reported(spark):

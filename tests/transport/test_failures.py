@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from terascale.testing import run_workers
+from terascale.transport.segments import job_prefix
 
 
 def _errors(outcomes: list) -> list[tuple[str, str]]:
@@ -160,7 +161,7 @@ def test_sigkill_under_the_launcher_leaves_nothing_behind(tmp_path) -> None:
     job.write_text(
         "import os, signal, time, numpy as np, terascale\n"
         "comm = terascale.init()\n"
-        f"open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        f"open({str(pids)!r}, 'a').write(f'{{os.getpid()}} {{comm.job}}\\n')\n"
         "x = np.ones(4_000_000, np.float32)\n"
         "comm.allreduce(x)  # shared memory on one host: the segment exists now\n"
         "if comm.rank == 3:\n"
@@ -168,15 +169,15 @@ def test_sigkill_under_the_launcher_leaves_nothing_behind(tmp_path) -> None:
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "while True:\n"
         "    comm.allreduce(x)\n")
-    before = {n for n in os.listdir("/dev/shm") if n.startswith("terascale-")}
     res = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "4", sys.executable,
                           str(job)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 128 + 9  # the killed worker's status
     assert res.stderr.count("PeerLost") >= 3  # every survivor raised
     assert "rank 3 failed first" in res.stderr
-    after = {n for n in os.listdir("/dev/shm") if n.startswith("terascale-")}
-    assert after <= before
-    for pid in pids.read_text().split():
+    rows = [line.split() for line in pids.read_text().splitlines()]
+    (job_id,) = {j for _, j in rows}
+    assert [n for n in os.listdir("/dev/shm") if n.startswith(job_prefix(job_id))] == []
+    for pid, _ in rows:
         stat = Path(f"/proc/{pid}/stat")
         assert not stat.exists() or stat.read_text().split()[2] == "Z", f"pid {pid} survived"
 

@@ -18,7 +18,7 @@ from terascale import AuthError, CollectiveError  # noqa: E402
 from terascale.communicator import Communicator  # noqa: E402
 from terascale.testing import run_workers  # noqa: E402
 from terascale.transport import connect_tcp, listen  # noqa: E402
-from terascale.transport._secure import RECORD, SecureLink  # noqa: E402
+from terascale.transport._secure import RECORD, RECORD_MAC, SecureLink  # noqa: E402
 
 SECRET = b"job-secret"
 
@@ -257,13 +257,18 @@ def test_frames_of_every_size_arrive_bitwise_whatever_the_reads(encrypt: bool) -
     assert not t.is_alive()
 
 
-def test_a_large_payloads_header_is_a_record_of_its_own() -> None:
-    sender, s_wire, _, _ = _link_pair()
+@pytest.mark.parametrize("encrypt", [False, True])
+def test_a_large_payloads_header_is_a_record_of_its_own(encrypt: bool) -> None:
+    sender, s_wire, _, _ = _link_pair(encrypt)
+    sender.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
     header, payload = b"h" * 48, bytes(1 << 20)
     sent = sender.sendmsg([memoryview(header), memoryview(payload)])
-    assert sent >= 48 and (sent - 48) % RECORD == 0  # whole records only, as many as fit
-    wire = s_wire.recv(4)
-    assert int.from_bytes(wire, "big") == 48 + 16  # the header's record: the header alone
+    record = RECORD if encrypt else RECORD_MAC
+    assert sent >= 48 + record and (sent - 48) % record == 0  # whole records, as many as fit
+    wire = s_wire.recv(4 + 48 + 16 + 4)
+    assert int.from_bytes(wire[:4], "big") == 48 + 16  # the header's record: the header alone
+    # and the payload's first record with it (one system call), sealed from the caller's buffer
+    assert int.from_bytes(wire[-4:], "big") == record + 16
     s_wire.recv(1 << 22)
     sender, s_wire, _, _ = _link_pair()
     assert sender.sendmsg([memoryview(header), memoryview(b"x" * 100)]) == 148
@@ -335,8 +340,10 @@ def _wire_of(sender: SecureLink, wire: socket.socket, views: list[bytes]) -> byt
     return bytes(out)
 
 
+@pytest.mark.parametrize("extra", [0, 4])  # the payload record's length with the header's
 @pytest.mark.parametrize("flip", [False, True])
-def test_a_large_record_is_read_in_place_and_checked_before_it_is_handed_over(flip: bool) -> None:
+def test_a_large_record_is_read_in_place_and_checked_before_it_is_handed_over(
+        flip: bool, extra: int) -> None:
     sender, s_wire, receiver, r_wire = _link_pair(encrypt=False)
     header, payload = b"h" * 48, np.random.default_rng(1).bytes(RECORD)
     wire = bytearray(_wire_of(sender, s_wire, [header, payload]))
@@ -345,10 +352,10 @@ def test_a_large_record_is_read_in_place_and_checked_before_it_is_handed_over(fl
     if flip:
         wire[head_len + 4 + 1000] ^= 1
     got_h, got_p = bytearray(48), bytearray(RECORD)
-    r_wire.sendall(wire[:head_len])
+    r_wire.sendall(wire[:head_len + extra])
     assert receiver.recvmsg_into([memoryview(got_h), memoryview(got_p)])[0] == 48
     half = head_len + 4 + RECORD // 2
-    r_wire.sendall(wire[head_len:half])
+    r_wire.sendall(wire[head_len + extra:half])
     with pytest.raises(BlockingIOError):  # half a record: nothing handed over yet
         receiver.recv_into(memoryview(got_p))
     assert receiver._dgot > 0  # noqa: SLF001 (it is being read in place)

@@ -26,7 +26,13 @@ def systems_of(report: dict[str, Any]) -> list[str]:
 
 
 def format_table(report: dict[str, Any]) -> str:
-    """A Markdown table: one row per (size, system), ratios to each peer measured."""
+    """A Markdown table: one row per (size, system), ratios to each peer measured.
+
+    Parameters
+    ----------
+    report
+        A report of :func:`run_bench` (or its ``--json`` file).
+    """
     rows = report["results"]
     peers = [s for s in systems_of(report) if not s.startswith(_OURS)]
     by = {(r["system"], r["bytes"]): r for r in rows}
@@ -54,7 +60,13 @@ _TCP = ("ours:tree", "ours:ring", "ours:halving_doubling")
 
 def format_targets(report: dict[str, Any]) -> str:
     """The project's targets per size: busbw of ``auto`` over gloo and over Open MPI (shared
-    memory), and of our best TCP-only algorithm over gloo (ratios of busbw, > 1: ours wins)."""
+    memory), and of our best TCP-only algorithm over gloo (ratios of busbw, > 1: ours wins).
+
+    Parameters
+    ----------
+    report
+        A report of :func:`run_bench` (or its ``--json`` file).
+    """
     by = {(r["system"], r["bytes"]): r for r in report["results"]}
     lines = ["| size | auto busbw GB/s | auto / gloo | auto / mpi-shm | best TCP (ours) | "
              "best TCP / gloo |", "|---|---|---|---|---|---|"]
@@ -77,7 +89,17 @@ def format_targets(report: dict[str, Any]) -> str:
 def crossover(report: dict[str, Any], small: str = "ours:tree",
               large: str = "ours:ring") -> int | None:
     """The largest measured size up to which ``small`` is at least as fast as ``large`` at
-    every size (the ``auto`` threshold); None if ``large`` already wins at the smallest."""
+    every size (the ``auto`` threshold); None if ``large`` already wins at the smallest.
+
+    Parameters
+    ----------
+    report
+        A report of :func:`run_bench` (or its ``--json`` file).
+    small
+        The system expected to win at small sizes (default ``"ours:tree"``).
+    large
+        The one expected to win at large sizes (default ``"ours:ring"``).
+    """
     by = {(r["system"], r["bytes"]): r["median_s"] for r in report["results"]}
     best = None
     for size in sorted(report["sizes"]):

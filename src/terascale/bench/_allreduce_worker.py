@@ -103,7 +103,9 @@ def _gloo(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    rank, size = int(os.environ["TERASCALE_RANK"]), int(os.environ["TERASCALE_SIZE"])
+    # torchrun's variables, which our launcher writes beside its own for torch programs
+    # (this file also runs where terascale is not importable)
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank,
                             world_size=size)
     try:
@@ -149,7 +151,7 @@ def _xgboost(args: argparse.Namespace) -> None:
     from xgboost import collective
 
     np.seterr(over="ignore", invalid="ignore")
-    worker_args = {**json.loads(args.tracker), "dmlc_task_id": os.environ["TERASCALE_RANK"]}
+    worker_args = {**json.loads(args.tracker), "dmlc_task_id": os.environ["RANK"]}
     one = np.zeros(1, _DTYPE)
     with collective.CommunicatorContext(**worker_args):
         size = collective.get_world_size()

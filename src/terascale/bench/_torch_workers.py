@@ -128,11 +128,14 @@ def bytes_worker(comm: Communicator, hook: str, model_name: str, steps: int) -> 
 def lmb_worker(comm: Communicator, cfg: dict[str, Any]) -> dict[str, Any]:
     """Train the small CNN on Fashion-MNIST; total batch = workers x 64 x accumulation.
 
-    ``cfg``: total_batch, lr, warmup_epochs, epochs, limit, hook, momentum, seed, half_batch,
-    and optionally onebit (``OneBitState`` keyword arguments), half_batch_momentum and
-    schedule (after the warm-up: "constant", the default, or "cosine" decay to 0). Each
-    worker's micro-batch is 64 (batch norm over 64 samples, per worker, as in Goyal et al.);
-    a total batch larger than ``64 * workers`` is made of accumulated micro-batches.
+    Parameters
+    ----------
+    cfg
+        Total_batch, lr, warmup_epochs, epochs, limit, hook, momentum, seed, half_batch, and
+        optionally onebit (``OneBitState`` keyword arguments), half_batch_momentum and schedule
+        (after the warm-up: "constant", the default, or "cosine" decay to 0). Each worker's
+        micro-batch is 64 (batch norm over 64 samples, per worker, as in Goyal et al.); a total
+        batch larger than ``64 * workers`` is made of accumulated micro-batches.
     """
     torch.set_num_threads(1)
     torch.manual_seed(cfg.get("seed", 0))

@@ -62,6 +62,11 @@ def parse_size(text: str) -> int:
 
     The spelling is :mod:`terascale._units`'s; a size here must also be a positive multiple
     of 4 bytes (the benchmark reduces float32).
+
+    Parameters
+    ----------
+    text
+        The entry, e.g. ``"64KiB"``.
     """
     value = _units.parse_size(text, flag="--sizes")
     if value < 4 or value % 4:
@@ -71,7 +76,31 @@ def parse_size(text: str) -> int:
 
 @dataclass(frozen=True, kw_only=True)
 class BenchOptions:
-    """What to run (the flags of ``terascale bench allreduce``)."""
+    """What to run (the flags of ``terascale bench allreduce``).
+
+    Parameters
+    ----------
+    nprocs
+        Ranks of every system (``-n``).
+    sizes
+        Message sizes in bytes, each a multiple of 4 (float32; default 4 KiB to 256 MiB by 4x).
+    algorithms
+        Our algorithms to time (default None: every registered one and ``auto``).
+    peers
+        The other systems to time beside ours (gloo, MPI builds, XGBoost's collective); a missing
+        one is skipped with a note.
+    iters
+        Multiplies the timed iteration counts (default 1; ``--quick`` uses 0.3).
+    limits
+        Also measure this machine's limits (memory bandwidth, loopback TCP) to read the figures
+        against (default True).
+    progress
+        Print a line per finished system (default True).
+    timeout
+        Seconds one system's run may take before it is killed (default 900).
+    encrypt
+        Also time ours over plain TCP and AES-GCM links (rows ``tcp:``/``aes:``; default False).
+    """
 
     nprocs: int
     sizes: tuple[int, ...] = DEFAULT_SIZES
@@ -180,7 +209,13 @@ def _count_lines(path: str) -> int:
 
 
 def run_bench(opts: BenchOptions) -> dict[str, Any]:
-    """Run every system; return ``{"n", "sizes", "limits", "results": [row, ...]}``."""
+    """Run every system; return ``{"n", "sizes", "limits", "results": [row, ...]}``.
+
+    Parameters
+    ----------
+    opts
+        What to run.
+    """
     if opts.nprocs < 2:
         raise ConfigError(f"-n must be at least 2 for an allreduce benchmark, got {opts.nprocs}")
     unknown = set(opts.peers) - set(PEERS)
@@ -246,7 +281,13 @@ def _progress(total: int, enabled: bool) -> Any:
 
 
 def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``allreduce`` to the ``terascale bench`` subcommands."""
+    """Add ``allreduce`` to the ``terascale bench`` subcommands.
+
+    Parameters
+    ----------
+    kinds
+        The ``terascale bench`` sub-command parsers (``add_subparsers``' result).
+    """
     p = kinds.add_parser(
         "allreduce", help="allreduce busbw vs Gloo and Open MPI, same run",
         description="Time every terascale allreduce algorithm and, when installed, "

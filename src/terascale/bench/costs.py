@@ -60,7 +60,15 @@ def _worker(comm: Any, algos: list[str], sizes: list[int]) -> dict[tuple[str, in
 
 
 def run_costs(sizes: list[int], world_sizes: list[int]) -> list[dict[str, Any]]:
-    """Measure and print the table; return one row per (n, layout, size)."""
+    """Measure and print the table; return one row per (n, layout, size).
+
+    Parameters
+    ----------
+    sizes
+        Message sizes in bytes.
+    world_sizes
+        The ranks counts to time.
+    """
     from ..testing import run_workers
 
     rows = []
@@ -87,12 +95,19 @@ def run_costs(sizes: list[int], world_sizes: list[int]) -> list[dict[str, Any]]:
 
 
 def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``costs`` to the ``terascale bench`` subcommands."""
+    """Add ``costs`` to the ``terascale bench`` subcommands.
+
+    Parameters
+    ----------
+    kinds
+        The ``terascale bench`` sub-command parsers (``add_subparsers``' result).
+    """
     p = kinds.add_parser("costs", help="per-layout allreduce times behind algorithm='auto'",
                          description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="4K,64K,1M,16M", help="message sizes (default 4K,64K,1M,16M)")
     p.add_argument("--n", default="2,3,4", help="world sizes (default 2,3,4)")
-    p.add_argument("--json", default=None, metavar="OUT.json")
+    p.add_argument("--json", default=None, metavar="OUT.json",
+                   help="also write the results as JSON to OUT.json")
     p.set_defaults(func=_main)
 
 

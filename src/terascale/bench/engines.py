@@ -180,11 +180,19 @@ def linear(reps: int, lines: int = 100_000) -> dict[str, Any]:
 
 
 def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``engines`` to the ``terascale bench`` subcommands."""
+    """Add ``engines`` to the ``terascale bench`` subcommands.
+
+    Parameters
+    ----------
+    kinds
+        The ``terascale bench`` sub-command parsers (``add_subparsers``' result).
+    """
     p = kinds.add_parser("engines", help="start-up, per-job and recovery time on Spark and Ray",
                          description=__doc__.split("\n")[0])
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--json", default=None, metavar="OUT.json")
+    p.add_argument("--reps", type=int, default=5,
+                   help="repetitions of each measurement; the median is reported")
+    p.add_argument("--json", default=None, metavar="OUT.json",
+                   help="also write the results as JSON to OUT.json")
     p.add_argument("--only", default=",".join(ENGINES),
                    help="comma list of local, spark, cluster, ray; or linear alone")
     p.add_argument("--lines", type=int, default=400_000, help="--only linear: data size")

@@ -68,7 +68,13 @@ def _header_cost(n: int = 200_000) -> tuple[float, float]:
 
 
 def run_failures(algorithms: list[str]) -> dict[str, Any]:
-    """Run the three measurements, print them, return them."""
+    """Run the three measurements, print them, return them.
+
+    Parameters
+    ----------
+    algorithms
+        The allreduce algorithms whose failure detection is timed.
+    """
     from ..testing import run_workers
 
     out: dict[str, Any] = {"detect_s": {}}
@@ -101,14 +107,21 @@ def run_failures(algorithms: list[str]) -> dict[str, Any]:
 
 
 def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``failures`` to the ``terascale bench`` subcommands."""
+    """Add ``failures`` to the ``terascale bench`` subcommands.
+
+    Parameters
+    ----------
+    kinds
+        The ``terascale bench`` sub-command parsers (``add_subparsers``' result).
+    """
     p = kinds.add_parser("failures", help="failure detection time and mismatch-check cost",
                          description=__doc__.splitlines()[0])
     # auto's algorithms: large and small messages over TCP, one host's shared memory
     default = ",".join(auto_choice(role) for role in ("large", "small", "one host"))
     p.add_argument("--algorithms", default=default,
                    help=f"algorithms to kill a rank under (default {default})")
-    p.add_argument("--json", default=None, metavar="OUT.json")
+    p.add_argument("--json", default=None, metavar="OUT.json",
+                   help="also write the results as JSON to OUT.json")
     p.set_defaults(func=_main)
 
 

@@ -42,7 +42,13 @@ RECIPES = {  # name: (terascale options, VW stage-1 flags, VW stage-2 flags or N
 
 
 def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``linear`` to the ``terascale bench`` subcommands."""
+    """Add ``linear`` to the ``terascale bench`` subcommands.
+
+    Parameters
+    ----------
+    kinds
+        The ``terascale bench`` sub-command parsers (``add_subparsers``' result).
+    """
     p = kinds.add_parser("linear", help="terascale linear vs Vowpal Wabbit, same run",
                          description=__doc__.split("\n\n")[1] if __doc__ else None)
     p.add_argument("-b", "--bits", type=int, default=24, help="hash bits (default 24)")

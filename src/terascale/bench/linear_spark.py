@@ -52,7 +52,13 @@ __all__ = ["add_spark_arguments", "run_spark"]
 
 
 def add_spark_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``--spark`` flag and its options, on the ``bench linear`` parser."""
+    """The ``--spark`` flag and its options, on the ``bench linear`` parser.
+
+    Parameters
+    ----------
+    p
+        The ``bench linear`` parser.
+    """
     g = p.add_argument_group("--spark: terascale on Spark vs MLlib")
     g.add_argument("--spark", action="store_true",
                    help="terascale.spark vs MLlib LogisticRegression on local[workers]")
@@ -421,7 +427,13 @@ def _spawn(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_spark(args: argparse.Namespace) -> int:
-    """``bench linear --spark``: every data set, every learner; a table, and ``--json``."""
+    """``bench linear --spark``: every data set, every learner; a table, and ``--json``.
+
+    Parameters
+    ----------
+    args
+        The parsed flags of ``terascale bench linear --spark``.
+    """
     if args.spark_transform:
         return run_transform(args)
     if args.spark_fit:

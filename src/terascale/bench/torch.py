@@ -41,19 +41,28 @@ __all__ = ["add_bench_parser"]
 
 
 def add_bench_parser(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``torch`` to the ``terascale bench`` subcommands."""
+    """Add ``torch`` to the ``terascale bench`` subcommands.
+
+    Parameters
+    ----------
+    kinds
+        The ``terascale bench`` sub-command parsers (``add_subparsers``' result).
+    """
     p = kinds.add_parser("torch", help="data-parallel PyTorch vs DistributedDataParallel",
                          description=__doc__.splitlines()[0])
     p.add_argument("--parts", default="throughput,bytes,lmb",
                    help="comma list of throughput, bytes, lmb, compression, p2p")
     p.add_argument("--workers", default="1,2,4", help="world sizes for throughput")
-    p.add_argument("--models", default="cnn,mlp")
+    p.add_argument("--models", default="cnn,mlp", help="comma list of cnn, mlp (throughput)")
     p.add_argument("--impls",
                    default="ddp,ddp-terascale,ddp-terascale-tcp,terascale,terascale-tcp,"
-                           "half-batch,local-sgd,ps-sync,ps-async")
+                           "half-batch,local-sgd,ps-sync,ps-async",
+                   help="comma list of the implementations to time (throughput; default: "
+                        "all of these; onebit and onebit-auto only when named)")
     p.add_argument("--batch", type=int, default=64, help="per-worker batch (throughput)")
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--steps", type=int, default=30, help="timed steps per throughput cell")
+    p.add_argument("--warmup", type=int, default=5,
+                   help="untimed steps before them (connections, allocator, caches)")
     p.add_argument("--repeats", type=int, default=2,
                    help="interleaved repetitions per throughput cell; the best is reported")
     p.add_argument("--epochs", type=int, default=5, help="epochs per large-minibatch run")

@@ -2,14 +2,13 @@
 ``run()``. The allreduce algorithms are listed once, in :mod:`.registry`, and
 :func:`register_algorithm` adds one of your own (one module and one call: it is then
 selectable by name, benchmarked and simulated); the public entry points are the methods of
-:class:`terascale.Communicator`."""
+:class:`terascale.Communicator`.
 
-from ._chunks import bounds
-from ._pair import PairAllreduce
-from .allgather import RingAllgather
-from .alltoall import PairwiseAlltoall
-from .broadcast import TreeBroadcast
-from .groups import host_groups, split_groups
+Exported here is what a user or an algorithm author needs: the registry and its entries,
+``auto``'s choice, and the three classic algorithms to build on or compare with. The
+communicator's own building blocks (broadcast, allgather, all-to-all, sub-groups, the
+shared-memory segments and the per-call fast paths) stay in their modules."""
+
 from .halving_doubling import HalvingDoublingAllreduce
 from .registry import (
     ALLREDUCE,
@@ -21,13 +20,10 @@ from .registry import (
 )
 from .ring import RingAllreduce
 from .select import ALLREDUCE_ALGORITHMS, choose_allreduce
-from .shm import FastAllreduce, ShmGroups, shm_barrier
 from .tree import TreeAllreduce
 
 __all__ = [
-    "ALLREDUCE", "ALLREDUCE_ALGORITHMS", "AllreduceCall", "AllreduceSpec", "FastAllreduce",
-    "HalvingDoublingAllreduce", "PairAllreduce", "PairwiseAlltoall", "RingAllgather", "RingAllreduce",
-    "ShmGroups", "TreeAllreduce", "TreeBroadcast", "allreduce_names", "allreduce_spec",
-    "bounds", "choose_allreduce", "host_groups", "register_algorithm", "shm_barrier",
-    "split_groups",
+    "ALLREDUCE", "ALLREDUCE_ALGORITHMS", "AllreduceCall", "AllreduceSpec",
+    "HalvingDoublingAllreduce", "RingAllreduce", "TreeAllreduce", "allreduce_names",
+    "allreduce_spec", "choose_allreduce", "register_algorithm",
 ]

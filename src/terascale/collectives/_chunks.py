@@ -8,7 +8,15 @@ __all__ = ["bounds", "chunk_bounds"]
 
 
 def bounds(count: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous ``(start, stop)`` element ranges covering ``count`` (array_split)."""
+    """``parts`` contiguous ``(start, stop)`` element ranges covering ``count`` (array_split).
+
+    Parameters
+    ----------
+    count
+        Elements to split.
+    parts
+        The number of ranges.
+    """
     q, r = divmod(count, parts)
     out, start = [], 0
     for i in range(parts):

@@ -48,7 +48,17 @@ Pieces = tuple[tuple[int, int, int], ...]
 
 
 def is_pair(size: int, count: int, itemsize: int) -> bool:
-    """Whether an allreduce of ``count`` elements over ``size`` ranks is the swap."""
+    """Whether an allreduce of ``count`` elements over ``size`` ranks is the swap.
+
+    Parameters
+    ----------
+    size
+        The number of ranks.
+    count
+        Elements of the message.
+    itemsize
+        Bytes per element.
+    """
     return size == 2 and len(chunk_bounds(0, count, itemsize, PAIR_MAX_BYTES)) == 1
 
 
@@ -89,6 +99,19 @@ class PairAllreduce:
     communicator's ``_schedule_fast`` protocol) over the transport's :class:`Swap`.
 
     Same frames as :func:`swap_in` (either rank may take either path) and the same bits.
+
+    Parameters
+    ----------
+    link
+        The transport's :class:`~terascale.transport.base.Swap` with the other rank.
+    rank
+        This rank (0 or 1).
+    reduce
+        The reduction (op and dtype).
+    theirs
+        The receive buffer for the other rank's frame.
+    pieces
+        How the swap reduces the message (the algorithm's ``pair_pieces``).
     """
 
     __slots__ = ("_link", "_pieces", "_rank", "_theirs", "_ufunc")
@@ -107,7 +130,29 @@ class PairAllreduce:
              pieces: Pieces | None) -> PairAllreduce | None:
         """The fast path of collective ``desc`` over arrays of ``shape`` (``reduce.dtype``)
         reduced by ``pieces`` (the algorithm's ``pair_pieces``; None: not a swap), or None
-        where the transport has no :class:`Swap`."""
+        where the transport has no :class:`Swap`.
+
+        Parameters
+        ----------
+        transport
+            The communicator's transport.
+        rank
+            This rank.
+        size
+            The communicator's size (2 for a swap).
+        reduce
+            The reduction (op and dtype).
+        shape
+            The arrays' shape.
+        desc
+            The collective's descriptor (name, shape, dtype, op), compared across ranks.
+        context
+            The communicator's context id.
+        members
+            The transport's ranks of the communicator (None: all).
+        pieces
+            The algorithm's ``pair_pieces`` (None: not a swap).
+        """
         if pieces is None or size != 2:
             return None
         count = int(np.prod(shape, dtype=np.int64))
@@ -118,13 +163,36 @@ class PairAllreduce:
 
     def start(self, seq: int, src: np.ndarray, dst: np.ndarray) -> object:
         """Collective ``seq`` of ``src`` into ``dst`` (the same array or disjoint ones):
-        None when done, else what :meth:`finish` continues from."""
+        None when done, else what :meth:`finish` continues from.
+
+        Parameters
+        ----------
+        seq
+            The collective's number.
+        src
+            This rank's input, flat and C-contiguous.
+        dst
+            Where the result goes (same size; may be ``src``).
+        """
         pending = self._link.start(seq, src, self._theirs)
         if pending is None:
             self._fold(src, dst)
         return pending
 
     def finish(self, ex: Exchange, pending: object, src: np.ndarray, dst: np.ndarray) -> None:
+        """Complete a swap :meth:`start` left pending, in ``ex`` (raises as ``ex.run()`` does).
+
+        Parameters
+        ----------
+        ex
+            The exchange that completes it.
+        pending
+            What :meth:`start` returned.
+        src
+            This rank's input, flat and C-contiguous.
+        dst
+            Where the result goes (same size; may be ``src``).
+        """
         self._link.finish(ex, pending, src, self._theirs)
         self._fold(src, dst)
 

@@ -121,7 +121,15 @@ def held_order(v: int, steps: Sequence[Step], p: int, k: int) -> list[int]:
 
 def traffic(steps: Sequence[Step], hosts: Sequence[Hashable]) -> tuple[float, float, float]:
     """(busiest host link direction, all host-crossing traffic, the most a rank sends inside
-    its host), in vectors, of the schedule ``steps`` over ``hosts`` (both phases)."""
+    its host), in vectors, of the schedule ``steps`` over ``hosts`` (both phases).
+
+    Parameters
+    ----------
+    steps
+        The schedule, as :func:`radix_steps` returns it.
+    hosts
+        Each rank's host.
+    """
     p = len(hosts)
     up: dict[Hashable, float] = {}
     local = [0.0] * p
@@ -152,6 +160,11 @@ def radix_steps(hosts: Sequence[Hashable]) -> list[Step]:
     hosts at 100 Mbit/s, 16 MiB, under load, 3 x 2 reached 82-88% of the link rate in three
     runs, 2 x 3 79-83%), then the larger stride: for a power of two the textbook distances
     ``p/2, p/4, ..., 1``.
+
+    Parameters
+    ----------
+    hosts
+        Each rank's host.
     """
     return list(_radix_steps(tuple(hosts)))
 

@@ -54,6 +54,21 @@ class FastAllreduce:
     every failure check of :meth:`ShmGroup.finish` (deadline, dead or failed members,
     mismatched collectives). Same bits as :class:`ShmAllreduce`: the same fold, the same
     descriptor (``desc``, the collective's as the exchange would carry it).
+
+    Parameters
+    ----------
+    g
+        The shared-memory group (segment) of the ranks.
+    kind
+        The compiled core's dtype code.
+    opcode
+        The compiled core's op code.
+    desc
+        The collective's descriptor (name, shape, dtype, op), compared across ranks.
+    context
+        The communicator's context id.
+    direct
+        Run the direct schedule (cross-memory attach) instead of the flat one (default False).
     """
 
     __slots__ = ("context", "direct", "field", "g", "held", "kind", "opcode", "start")
@@ -77,7 +92,21 @@ class FastAllreduce:
     @classmethod
     def plan(cls, groups: ShmGroups, op: ReduceOp, nbytes: int, desc: str,
              context: int) -> FastAllreduce | None:
-        """The fast path for this shape, if the whole segment exists and has the core."""
+        """The fast path for this shape, if the whole segment exists and has the core.
+
+        Parameters
+        ----------
+        groups
+            The communicator's shared-memory segments.
+        op
+            The reduction (op and dtype).
+        nbytes
+            The message size in bytes.
+        desc
+            The collective's descriptor (name, shape, dtype, op), compared across ranks.
+        context
+            The communicator's context id.
+        """
         g = groups.whole
         codes = core_codes(op.dtype, op.name)
         if g is None or g.core is None or codes is None or g.n < 2:
@@ -107,6 +136,19 @@ class FastAllreduce:
 
     def finish(self, ex: Exchange, pending: tuple[int, int, int], src: np.ndarray,
                dst: np.ndarray) -> None:
+        """Complete a collective :meth:`start` left pending: wait for the late members in ``ex``, with every failure check, and fold.
+
+        Parameters
+        ----------
+        ex
+            The exchange the communicator built for the late members.
+        pending
+            What :meth:`start` returned.
+        src
+            This rank's input, flat and C-contiguous.
+        dst
+            Where the result goes (same size; may be ``src``).
+        """
         if self.direct:
             finish_direct(self.g, ex, ex.deadline, pending, src, dst, self.kind, self.opcode)
             self.held = None

@@ -21,6 +21,19 @@ class RingAllgather:
     """``out`` holds the blocks back to back (block ``i`` at ``offsets[i]``, ``sizes[i]`` long).
 
     The caller fills block ``rank``; :meth:`run` fills the others.
+
+    Parameters
+    ----------
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    rank
+        This rank, as ``ex`` numbers ranks.
+    size
+        The number of ranks of ``ex``.
+    out
+        The blocks back to back; the caller fills block ``rank``.
+    sizes
+        Each block's length in elements.
     """
 
     def __init__(self, ex: Exchange, rank: int, size: int, out: np.ndarray,

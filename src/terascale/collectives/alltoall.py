@@ -21,7 +21,23 @@ __all__ = ["PairwiseAlltoall"]
 
 
 class PairwiseAlltoall:
-    """``src`` and ``dst`` are flat, ``size`` blocks of ``block`` elements back to back."""
+    """``src`` and ``dst`` are flat, ``size`` blocks of ``block`` elements back to back.
+
+    Parameters
+    ----------
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    rank
+        This rank, as ``ex`` numbers ranks.
+    size
+        The number of ranks of ``ex``.
+    src
+        The blocks to send, block ``j`` for rank ``j``.
+    dst
+        Where the received blocks go, block ``i`` from rank ``i``.
+    block
+        Elements per block.
+    """
 
     def __init__(self, ex: Exchange, rank: int, size: int, src: np.ndarray, dst: np.ndarray,
                  block: int) -> None:

@@ -20,7 +20,23 @@ __all__ = ["TreeBroadcast"]
 
 
 class TreeBroadcast:
-    """Broadcast a flat contiguous byte buffer in place from ``root``."""
+    """Broadcast a flat contiguous byte buffer in place from ``root``.
+
+    Parameters
+    ----------
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    rank
+        This rank, as ``ex`` numbers ranks.
+    size
+        The number of ranks of ``ex``.
+    buf
+        The byte buffer: the data on ``root``, received in place elsewhere.
+    root
+        The rank whose buffer every rank gets.
+    chunk_bytes
+        The pipeline's chunk in bytes (default 256 KiB).
+    """
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, root: int,
                  *, chunk_bytes: int = CHUNK_BYTES) -> None:

@@ -18,6 +18,13 @@ def split_groups(colors: Sequence[Hashable | None],
 
     Groups appear in the order of their lowest rank. ``colors[r]`` and ``keys[r]`` are rank
     ``r``'s arguments; every rank computes the same groups from the same lists.
+
+    Parameters
+    ----------
+    colors
+        Each rank's color, in rank order (None: no group).
+    keys
+        Each rank's key (default None: the ranks themselves).
     """
     order = sorted(range(len(colors)), key=lambda r: (0 if keys is None else keys[r], r))
     first: dict[Hashable, int] = {}
@@ -33,5 +40,11 @@ def split_groups(colors: Sequence[Hashable | None],
 
 
 def host_groups(hosts: Sequence[str]) -> list[list[int]]:
-    """Ranks grouped by host, hosts in order of their lowest rank, ranks in order."""
+    """Ranks grouped by host, hosts in order of their lowest rank, ranks in order.
+
+    Parameters
+    ----------
+    hosts
+        Each rank's host id, in rank order.
+    """
     return list(split_groups(hosts).values())

@@ -1,60 +1,49 @@
-"""Recursive halving/doubling allreduce for any world size, mixed radix (recursive multiplying).
+r"""Recursive halving/doubling allreduce for any world size (mixed radix).
 
-Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication Operations in
-MPICH" (IJHPCA 2005), section 4.4: a reduce-scatter by *recursive vector halving* followed
-by an allgather by *recursive doubling*, ``log2 p`` steps each way for ``p`` a power of
-two. Ruefenacht, Bull & Booth, "Generalisation of recursive doubling for AllReduce"
-(Parallel Computing 2017) extend it to every ``p``: factor ``p = r_1 r_2 ... r_m``; at step
-``k`` a rank exchanges with the ``r_k - 1`` other members of its group, sending
-``(r_k - 1)/r_k`` of its current segment and keeping one part; the allgather mirrors it.
-Every rank moves ``2 (p-1)/p`` of the data (bandwidth-optimal, like the ring) in
-``2 sum(r_k - 1)`` messages (the ring: ``2 (p-1)``); a prime ``p`` is one direct exchange
-each way. (MPICH's fold for other sizes -- an extra rank hands its whole vector to a
-partner -- doubles the bytes on the partner's link: 42% of the link rate on 3 and 6
-emulated hosts at 100 Mbit/s, where the ring reached 86-94%.) The schedule is in
-:mod:`._radix`.
+**What it does.**
+A reduce-scatter by *recursive vector halving*, then an allgather by *recursive doubling*
+(Rabenseifner's algorithm; Thakur, Rabenseifner & Gropp, "Optimization of Collective
+Communication Operations in MPICH", IJHPCA 2005, section 4.4), generalized to every ``p``
+by recursive multiplying (Ruefenacht, Bull & Booth, "Generalisation of recursive doubling
+for AllReduce", Parallel Computing 2017): factor ``p = r_1 r_2 ... r_m``; at step ``k`` a
+rank exchanges with the ``r_k - 1`` other members of its group, sending ``(r_k - 1)/r_k``
+of its current segment and keeping one part; the allgather mirrors it. A prime ``p`` is
+one direct exchange each way. The schedule, and the order of its steps, is
+:mod:`._radix`'s (:func:`radix_steps`).
 
 A step of radix ``r > 2`` whose parts are large (``RING_PART_BYTES``) runs as a ring among
-its group instead of the direct exchange: ``r - 1`` sub-steps, each passing one partly
-reduced part to the next member, the same bytes in the same number of messages but one
-TCP flow per link direction at a time. The direct exchange's ``r - 1`` concurrent flows
-through each rate-limited link left it idle part of the time (79-87% of the link rate on
-3 emulated hosts at 100 Mbit/s under BBR, 94% as a ring, the ring allreduce's figure);
-small parts keep the direct exchange's single message latency.
+its group (one TCP flow per link direction at a time; small parts keep the direct
+exchange's single latency). Everything is pipelined at chunk granularity across steps: a
+chunk goes on as soon as it holds what the schedule needs. A step sends a part in the
+order its receiver passes the blocks on, so the receiver's next sends overlap this step's
+transfer. Over a subset of the communicator (the leaders of the hierarchical allreduce) it
+runs on a sub-group view of the exchange.
 
-Everything is pipelined at chunk granularity with completion callbacks on the
-:class:`~terascale.transport.Exchange`, across steps: a chunk goes on as soon as it holds
-what the schedule needs, whatever step the rest of the vector is in, so a link whose
-step is done carries the next one's chunks instead of idling. (A gate that held a step's
-sends until every receive of the steps before it was complete helped under BBR, whose
-concurrent flows left rate-limited links idle; on CUBIC links, the transport's default
-(:mod:`terascale.transport._congestion`), it cost more than it saved: 16 MiB on 4
-emulated hosts at 100 Mbit/s, 92.1-93.1% of the link gated against 94.3-94.4% without;
-6 hosts 79.8-88.1% against 92.3-94.2%, alternated runs.) Each peer has a few chunks of
-scratch: its next chunk is received once one is free (until then it waits in the socket
-buffer). A step sends a
-part in the order its receiver passes the blocks on -- those that leave it soonest first,
-its own block last -- so the receiver's next sends overlap this step's transfer; over
-rate-limited TCP links (4 emulated hosts, 100 and 200 Mbit/s) that raised busbw from
-79-84% to 84-93% of TCP goodput. Every block is reduced by exactly one rank per step, its
-contributions in a fixed order (in a direct exchange: member a-1 first, then a-2, ...,
-whatever order they arrive in; round a ring: the ring's order), and copied everywhere
-else, so results are bitwise identical on all ranks and across runs.
+**When to pick it.**
+Medium and large messages where the ring's ``2 (p-1)`` latencies hurt: it moves the same
+``2 (p-1)/p`` of the data as the ring in ``2 sum(r_k - 1)`` messages (``2 log2 p`` for a
+power of two). On several hosts of several workers the steps whose groups share a host go
+first: the first step moves most of the vector and stays inside each host, so each NIC
+carries half a vector each way instead of a whole one -- on a par with the hierarchical
+allreduce without its shared-memory phases. A large prime ``p`` degenerates to one direct
+exchange with every rank (``p - 1`` concurrent flows); the ring is then the safer choice.
 
-The order of the steps comes from the host layout (:func:`radix_steps`): the steps whose
-groups share a host go first. The first step moves most of the vector, the last ``1/p``
-of it, so on 2 hosts x 2 workers the half-vector exchange stays inside each host and each
-NIC carries half a vector each way instead of a whole one (63-74% -> 122-141% of TCP
-goodput in busbw terms at 100 and 200 Mbit/s, on a par with the hierarchical allreduce).
-Without several ranks per host it is the textbook order.
+**Cost model.**
+:math:`2\sum_k (r_k - 1)\alpha + 2\frac{p-1}{p} m\beta + \frac{p-1}{p} m\gamma`
+(Thakur et al. for a power of two, ``2 log2 p`` latencies); on several hosts of several
+workers only the busiest host link's bytes pay ``beta`` (:func:`traffic`), the rest
+``delta`` (:func:`halving_doubling_time`).
 
-Over a subset of the communicator (one leader per host in the hierarchical allreduce) it
-runs on a sub-group view of the exchange (:meth:`~terascale.transport.base.Exchange.subgroup`).
+**Determinism.**
+Every block is reduced by exactly one rank per step, its contributions in a fixed order (in
+a direct exchange: member ``a-1`` first, then ``a-2``, ..., whatever order they arrive in;
+round a ring: the ring's order), and copied everywhere else: bitwise identical on all
+ranks and across runs.
 
-Two ranks and a small message (:func:`~._pair.is_pair`): the halving step and the
-doubling step would be two message latencies in a row for the bytes of one frame each
-way, so both ranks swap their whole buffers at once (:mod:`._pair`) and each block is
-reduced as the schedule reduces it: by the rank that owns it, its own operand first.
+**Two ranks.**
+Two ranks and a small message (:func:`~._pair.is_pair`) swap their whole buffers at once
+(:mod:`._pair`), and each block is reduced as the schedule reduces it: by the rank that
+owns it, its own operand first.
 """
 
 from __future__ import annotations
@@ -69,7 +58,7 @@ from .._arrays import ReduceOp
 from ..transport import Exchange
 from ..transport.base import scratch_array
 from ._chunks import bounds, chunk_bounds, view
-from ._cost import check, swap_time
+from ._cost import settle
 from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
 from ._radix import (
     arrival_order,
@@ -96,7 +85,15 @@ _FINAL = 1 << 30  # the state of a unit that holds the result
 
 
 def as_ring(radix: int, part_bytes: int) -> bool:
-    """Whether a step of ``radix`` whose parts are ``part_bytes`` runs as a ring."""
+    """Whether a step of ``radix`` whose parts are ``part_bytes`` runs as a ring.
+
+    Parameters
+    ----------
+    radix
+        The step's radix.
+    part_bytes
+        Bytes of each part of the step.
+    """
     return radix > 2 and part_bytes >= RING_PART_BYTES
 
 
@@ -115,13 +112,41 @@ class _Box:
 
 
 class HalvingDoublingAllreduce:
-    """Allreduce of a flat contiguous buffer in place; :meth:`run` moves the data."""
+    """Allreduce of a flat contiguous buffer in place; :meth:`run` moves the data.
+
+    Parameters
+    ----------
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    rank
+        This rank, as ``ex`` numbers ranks.
+    size
+        The number of ranks of ``ex``.
+    buf
+        The flat, C-contiguous buffer, reduced in place.
+    reduce
+        The reduction (op and dtype).
+    chunk_bytes
+        Bytes per message of the ring-like steps (default 512 KiB).
+    hosts
+        Each rank's host, which orders the steps (default None: one host).
+    swap
+        Two ranks and a small message run as one swap (default True); False: the general schedule.
+    """
 
     @staticmethod
     def pair_pieces(count: int, itemsize: int) -> Pieces | None:
         """Two ranks: how the swap reduces ``count`` elements (:mod:`._pair`), None when
         the message is not that small. One step of radix 2 (whatever the hosts): rank ``v``
-        reduces the block it owns after it into its own buffer; the doubling copies it."""
+        reduces the block it owns after it into its own buffer; the doubling copies it.
+
+        Parameters
+        ----------
+        count
+            Elements of the message.
+        itemsize
+            Bytes per element.
+        """
         if not is_pair(2, count, itemsize):
             return None
         steps = radix_steps([0, 1])
@@ -130,7 +155,13 @@ class HalvingDoublingAllreduce:
 
     @classmethod
     def for_call(cls, call: AllreduceCall) -> HalvingDoublingAllreduce:
-        """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
+        """Built from the registry's description of one allreduce (``src`` is ``dst``).
+
+        Parameters
+        ----------
+        call
+            The allreduce as the registry describes it.
+        """
         return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op, hosts=call.hosts)
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
@@ -320,16 +351,20 @@ def halving_doubling_time(nbytes: float, p: int, c: Any, *, ranks_per_host: int 
     several hosts of several workers only the busiest host link's bytes pay ``beta``
     (:func:`traffic`), the rest ``delta``. Two ranks and a small message: the swap.
 
-    ``nbytes``: the message size in bytes. ``c``: the machine's
-    :class:`terascale.sim.CostParams`. ``p``: ranks. ``ranks_per_host``: ranks sharing one
-    host's link (default 1).
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    p
+        Ranks.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    ranks_per_host
+        Ranks sharing one host's link (default 1).
     """
-    check(nbytes, p)
-    if p == 1:
-        return 0.0
-    c = c.for_message(nbytes).scaled(ranks_per_host)
-    if p == 2 and nbytes <= PAIR_MAX_BYTES:
-        return swap_time(nbytes, c)
+    done, c = settle(nbytes, p, c, ranks_per_host, PAIR_MAX_BYTES)
+    if done is not None:
+        return done
     f = (p - 1) / p
     nodes = p // ranks_per_host if ranks_per_host > 0 and p % ranks_per_host == 0 else p
     host = [v // (p // nodes) for v in range(p)]
@@ -342,5 +377,17 @@ def halving_doubling_time(nbytes: float, p: int, c: Any, *, ranks_per_host: int 
 
 
 def halving_doubling_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
-    """The registry's cost of halving/doubling over ``nodes`` hosts of ``per_host`` ranks."""
+    """The registry's cost of halving/doubling over ``nodes`` hosts of ``per_host`` ranks.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    per_host
+        Ranks on each host.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    """
     return halving_doubling_time(nbytes, nodes * per_host, c, ranks_per_host=per_host)

@@ -1,27 +1,41 @@
 """Allreduce over shared memory inside hosts, TCP between hosts.
 
-``hierarchical`` (as in Horovod's hierarchical allreduce and NCCL's tree/ring over nodes):
+**What it does.**
+``hierarchical`` (as Horovod's hierarchical allreduce and NCCL's trees and rings over
+nodes):
 
 1. inside each host, reduce to the host's leader (its lowest rank) through shared memory
    (:class:`~terascale.collectives.shm.ShmAllreduce` with ``to_leader``);
 2. the leaders, one per host, allreduce over TCP with the tree (small messages) or the
-   ring (large), chosen as ``auto`` chooses for that many ranks, run over a sub-group view
-   of the exchange;
+   ring (large), chosen as ``auto`` chooses for that many ranks, on a sub-group view of the
+   exchange;
 3. each leader broadcasts the result to its host through shared memory.
 
-Host groups and the leaders' group are formed by :func:`~terascale.collectives.groups.
-split_groups`, the rule ``Communicator.split`` follows: the host groups are the split with
-color = host (key = rank), the leaders' group the split with color 0 for each host's
-first rank and no color (``MPI_UNDEFINED``) for the others. The phases run as parts of the
-one collective (sub-group views of its exchange), so they are checked as that collective.
+The host groups and the leaders' group are the splits of
+:func:`~terascale.collectives.groups.split_groups` (``Communicator.split``'s rule: color =
+host for the host groups; color 0 for each host's first rank and none for the others for
+the leaders). The phases are parts of the one collective, checked as that collective.
 
-Only one rank per host touches the network, so the inter-host traffic is that of an
-allreduce over ``hosts`` ranks instead of ``size``. The reduction order is fixed (ranks in
-order inside a host, then the TCP algorithm's fixed order over hosts), and every rank gets
-the bytes its leader got, so results are bitwise identical everywhere.
+**When to pick it.**
+Several hosts with several ranks each: only one rank per host touches the network, so the
+traffic between hosts is an allreduce over ``hosts`` ranks instead of ``size``, and the
+rest is memory bandwidth. On one host it is the shared-memory allreduce; with one rank per
+host it is the TCP algorithm. ``auto`` picks it across hosts of several ranks where the
+link rate makes the network the bottleneck (:mod:`.select`).
 
-Hosts are told apart by the communicator's host ids (hostnames, or
-``TERASCALE_HOST_ID`` / ``init(host_id=...)`` to pretend several hosts on one machine).
+**Cost model.**
+The sum of its phases: a shared-memory reduce to the leader and a broadcast from it, each
+priced by :mod:`.shm`'s formula for the ``per_host`` members, plus the leaders' TCP
+allreduce over ``hosts`` ranks (the tree's or the ring's formula, Thakur, Rabenseifner &
+Gropp, IJHPCA 2005) at the full link rate, since only the leader uses the link.
+
+**Determinism.**
+The reduction order is fixed (ranks in order inside a host, then the TCP algorithm's fixed
+order over hosts), and every rank gets the bytes its leader got: bitwise identical
+everywhere.
+
+Hosts are told apart by the communicator's host ids (hostnames, or ``TERASCALE_HOST_ID`` /
+``init(host_id=...)`` to pretend several hosts on one machine).
 """
 
 from __future__ import annotations
@@ -40,10 +54,23 @@ __all__ = ["HierarchicalAllreduce", "hierarchical_cost", "hierarchical_time", "h
 
 
 class HierarchicalAllreduce:
-    """Set up from an :class:`AllreduceCall` (``src`` read in place, result in ``dst``)."""
+    """Set up from an :class:`AllreduceCall` (``src`` read in place, result in ``dst``).
+
+    Parameters
+    ----------
+    call
+        The allreduce as the registry describes it.
+    """
 
     @classmethod
     def for_call(cls, call: AllreduceCall) -> HierarchicalAllreduce:
+        """Built from the registry's description of one allreduce.
+
+        Parameters
+        ----------
+        call
+            The allreduce as the registry describes it.
+        """
         return cls(call)
 
     def __init__(self, call: AllreduceCall) -> None:
@@ -80,12 +107,32 @@ def hierarchical_time(nbytes: float, hosts: int, per_host: int, c: Any) -> float
     r"""Shared memory inside each host + ring among the host leaders + broadcast back:
     :math:`T_{shm}(q) + T_{ring}(H)`.
 
-    ``nbytes``: the message size in bytes. ``c``: the machine's
-    :class:`terascale.sim.CostParams`. ``hosts``: hosts; ``per_host``: ranks on each.
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    hosts
+        Hosts.
+    per_host
+        Ranks on each.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
     """
     return shm_time(nbytes, per_host, c) + ring_time(nbytes, hosts, c)
 
 
 def hierarchical_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
-    """The registry's cost of the hierarchical allreduce over ``nodes`` hosts."""
+    """The registry's cost of the hierarchical allreduce over ``nodes`` hosts.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    per_host
+        Ranks on each host.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    """
     return hierarchical_time(nbytes, nodes, per_host, c)

@@ -64,10 +64,25 @@ class AllreduceCall:
 
     ``src`` and ``dst`` are flat, C-contiguous and of equal size; they are the same buffer
     unless the algorithm ``reads_input`` (then ``src`` is the caller's array, read where it
-    is, and the result goes to ``dst``). ``hosts`` is each rank's host id (ranks as
-    ``ex`` numbers them), ``shm`` the communicator's shared-memory segments, ``link_rate``
-    the job's link rate between hosts in bits/s (None: not given), for algorithms that
-    choose a phase by cost.
+    is, and the result goes to ``dst``).
+
+    Parameters
+    ----------
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    src
+        The input, flat and C-contiguous; the caller's array when the algorithm ``reads_input``.
+    dst
+        Where the result goes (the same buffer as ``src`` unless the algorithm ``reads_input``).
+    op
+        The reduction (op and dtype).
+    hosts
+        Each rank's host id, ranks as ``ex`` numbers them.
+    shm
+        The communicator's shared-memory segments (default None: none).
+    link_rate
+        The job's link rate between hosts in bits/s (default None: not given), for algorithms that
+        choose a phase by cost.
     """
 
     ex: Exchange
@@ -147,17 +162,37 @@ class AllreduceSpec:
     summary: str = ""
 
     def runs_on(self, hosts: int) -> bool:
-        """Whether the algorithm can run on ``hosts`` distinct hosts."""
+        """Whether the algorithm can run on ``hosts`` distinct hosts.
+
+        Parameters
+        ----------
+        hosts
+            The number of distinct hosts.
+        """
         return self.placement == "any" or hosts <= 1
 
     def runs_with(self, size: int) -> bool:
-        """Whether the algorithm can run over ``size`` ranks."""
+        """Whether the algorithm can run over ``size`` ranks.
+
+        Parameters
+        ----------
+        size
+            The number of ranks.
+        """
         return not self.power_of_two or size & (size - 1) == 0
 
     def differs_on(self, hosts: int, per_host: int) -> bool:
         """Whether it runs on ``hosts`` hosts of ``per_host`` ranks as something other than
         another entry (a ``"host segments"`` schedule with one rank per host on several
-        hosts is its leaders' ring): what listings and comparisons offer."""
+        hosts is its leaders' ring): what listings and comparisons offer.
+
+        Parameters
+        ----------
+        hosts
+            Hosts.
+        per_host
+            Ranks on each host.
+        """
         return self.runs_on(hosts) and self.runs_with(hosts * per_host) and not (
             self.schedule == "host segments" and per_host == 1 and hosts > 1)
 
@@ -166,12 +201,26 @@ class AllreduceSpec:
         return _resolve(self.target)
 
     def build(self, call: AllreduceCall) -> Runnable:
-        """The algorithm set up for ``call`` (its class's ``for_call``)."""
+        """The algorithm set up for ``call`` (its class's ``for_call``).
+
+        Parameters
+        ----------
+        call
+            The allreduce as the registry describes it.
+        """
         return self.load().for_call(call)  # type: ignore[no-any-return]
 
     def pair_pieces(self, count: int, itemsize: int) -> tuple[tuple[int, int, int], ...] | None:
         """How two ranks reduce ``count`` elements of ``itemsize`` bytes as one swap
-        (:mod:`._pair`), or None: the algorithm has no swap, or not at this size."""
+        (:mod:`._pair`), or None: the algorithm has no swap, or not at this size.
+
+        Parameters
+        ----------
+        count
+            Elements of the message.
+        itemsize
+            Bytes per element.
+        """
         if self.fast_path != "swap":
             return None
         pieces = getattr(self.load(), "pair_pieces", None)
@@ -179,9 +228,22 @@ class AllreduceSpec:
 
     def time(self, nbytes: float, nodes: int, per_host: int, c: Any, **options: Any) -> float:
         """Its cost formula: predicted seconds for ``nbytes`` over ``nodes`` hosts of
-        ``per_host`` ranks with machine parameters ``c`` (:class:`terascale.sim.CostParams`);
-        ValueError when it has none. ``options`` (``chunk``: a pipeline's chunk in bytes,
-        None for no pipeline) go to the formula; one without a pipeline ignores them."""
+        ``per_host`` ranks with machine parameters ``c``; ValueError when it has none.
+
+        Parameters
+        ----------
+        nbytes
+            The message size in bytes.
+        nodes
+            Hosts.
+        per_host
+            Ranks on each host.
+        c
+            The machine's :class:`terascale.sim.CostParams`.
+        options
+            Passed to the formula (``chunk``: a pipeline's chunk in bytes, None for no pipeline);
+            one without a pipeline ignores them.
+        """
         if not self.cost:
             raise ValueError(f"allreduce algorithm {self.name!r} has no cost formula")
         return float(_resolve(self.cost)(nbytes, nodes, per_host, c, **options))
@@ -327,7 +389,13 @@ def allreduce_names() -> tuple[str, ...]:
 
 
 def allreduce_spec(name: str) -> AllreduceSpec:
-    """The spec of ``name``; ConfigError naming the known ones otherwise."""
+    """The spec of ``name``; ConfigError naming the known ones otherwise.
+
+    Parameters
+    ----------
+    name
+        A name of :data:`ALLREDUCE`.
+    """
     spec = ALLREDUCE.get(name)
     if spec is None:
         _load_plugins()

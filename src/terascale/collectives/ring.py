@@ -1,23 +1,35 @@
-"""Ring allreduce: reduce-scatter, then allgather, chunked and fully pipelined
-(Patarasuk & Yuan, JPDC 2009; every node masters a subset, as in Deep Speech 2, Amodei et
-al., ICML 2016).
+r"""Ring allreduce: reduce-scatter, then allgather, chunked and fully pipelined.
 
+**What it does.**
 The buffer is cut into ``size`` segments. In ``size - 1`` reduce-scatter steps each rank
 sends one segment to its right neighbour and adds the segment arriving from its left, so
 that rank ``r`` ends up owning the full reduction of one segment; ``size - 1`` allgather
-steps then pass the finished segments around. Every rank sends and receives
-``2 (n-1)/n`` times the data: bandwidth-optimal, which makes the ring the choice for large
-messages, at the price of ``2 (n-1)`` message latencies.
+steps then pass the finished segments around. Segments are cut into chunks
+(``CHUNK_BYTES``), and a chunk is forwarded the moment it is reduced, so the steps overlap.
+With ``scatter_only`` it stops after the reduce-scatter (``Communicator.reduce_scatter``;
+:meth:`RingAllreduce.scatter_rows` says which rows a rank holds).
 
-Segments are further cut into chunks, and a chunk is forwarded the moment it has been
-reduced, so the steps overlap instead of waiting for whole segments. The order of additions
-for every segment is fixed by the ring, so results are bitwise reproducible, and the
-allgather copies the same final bytes to every rank.
+**When to pick it.**
+Large messages: every rank sends and receives ``2 (p-1)/p`` of the data, the least any
+allreduce can (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
+workstations", JPDC 2009), and each link carries one flow at a time, which keeps
+rate-limited TCP links busy. Its ``2 (p-1)`` message latencies make it a poor choice for
+small messages or many ranks; there the tree (small) or halving/doubling (``2 sum(r_k-1)``
+latencies, same bytes) do better. ``auto`` picks it above the crossover in :mod:`.select`.
 
-Two ranks and a small message (:func:`~._pair.is_pair`): the two steps would be two
-message latencies in a row for the bytes of one frame each way, so both ranks swap their
-whole buffers at once (:mod:`._pair`) and reduce each segment as the ring would: segment 1
-``rank 0's op rank 1's``, segment 0 ``rank 1's op rank 0's`` -- the same bits.
+**Cost model.**
+Thakur, Rabenseifner & Gropp (IJHPCA 2005), alpha-beta-gamma:
+:math:`2(p-1)\alpha + 2\frac{p-1}{p} m\beta + \frac{p-1}{p} m\gamma`
+(:func:`ring_time`); ``ranks_per_host`` ranks sharing one host's link divide its rate.
+
+**Determinism.**
+The order of additions for every segment is fixed by the ring, and the allgather copies
+the same final bytes to every rank: bitwise identical on every rank and run.
+
+**Two ranks.**
+Two ranks and a small message (:func:`~._pair.is_pair`) swap their whole buffers at once
+(:mod:`._pair`) and reduce each segment as the ring would: segment 1 ``rank 0's op rank
+1's``, segment 0 ``rank 1's op rank 0's`` -- one latency, the same bits.
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ from .._arrays import ReduceOp
 from ..transport import Exchange
 from ..transport.base import scratch_array
 from ._chunks import bounds, chunk_bounds, view
-from ._cost import check, swap_time
+from ._cost import settle
 from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
 from .registry import AllreduceCall
 
@@ -44,14 +56,43 @@ class RingAllreduce:
     """Allreduce (or, with ``scatter_only``, reduce-scatter) of a flat buffer, in place.
 
     With ``scatter_only`` the allgather phase is skipped and rank ``r`` holds the reduced
-    segment ``r`` (rows ``bounds(rows, size)[r]``); other segments hold partial sums.
+    segment ``r`` (rows :meth:`scatter_rows`); other segments hold partial sums.
+
+    Parameters
+    ----------
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    rank
+        This rank, as ``ex`` numbers ranks.
+    size
+        The number of ranks of ``ex``.
+    buf
+        The flat, C-contiguous buffer, reduced in place.
+    reduce
+        The reduction (op and dtype).
+    scatter_only
+        Stop after the reduce-scatter (default False).
+    row_elems
+        Elements per row: segments hold whole rows (default 1).
+    chunk_bytes
+        Bytes per message (default 1 MiB).
+    swap
+        Two ranks and a small message run as one swap (default True); False: the general schedule.
     """
 
     @staticmethod
     def pair_pieces(count: int, itemsize: int) -> Pieces | None:
         """Two ranks: how the swap reduces ``count`` elements (:mod:`._pair`), None when
         the message is not that small. Rank ``r`` reduces segment ``r - 1`` into its own
-        buffer (reduce-scatter step 0 of :meth:`run`); the allgather copies it."""
+        buffer (reduce-scatter step 0 of :meth:`run`); the allgather copies it.
+
+        Parameters
+        ----------
+        count
+            Elements of the message.
+        itemsize
+            Bytes per element.
+        """
         if not is_pair(2, count, itemsize):
             return None
         (lo0, hi0), (lo1, hi1) = bounds(count, 2)
@@ -59,8 +100,31 @@ class RingAllreduce:
 
     @classmethod
     def for_call(cls, call: AllreduceCall) -> RingAllreduce:
-        """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
+        """Built from the registry's description of one allreduce (``src`` is ``dst``).
+
+        Parameters
+        ----------
+        call
+            The allreduce as the registry describes it.
+        """
         return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op)
+
+    @staticmethod
+    def scatter_rows(rows: int, size: int, rank: int) -> tuple[int, int]:
+        """The rows ``[lo, hi)`` of ``rows`` that ``rank`` of ``size`` holds reduced after a
+        reduce-scatter (``scatter_only``): contiguous parts as ``numpy.array_split`` cuts
+        them.
+
+        Parameters
+        ----------
+        rows
+            The buffer's rows (elements divided by ``row_elems``).
+        size
+            The number of ranks.
+        rank
+            The rank whose part is asked for.
+        """
+        return bounds(rows, size)[rank]
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
                  *, scatter_only: bool = False, row_elems: int = 1,
@@ -134,20 +198,36 @@ def ring_time(nbytes: float, p: int, c: Any, *, ranks_per_host: int = 1) -> floa
     r"""Ring allreduce (Patarasuk & Yuan): :math:`2(p-1)\alpha + 2\frac{p-1}{p} m\beta +
     \frac{p-1}{p} m\gamma`; two ranks and a small message: the swap.
 
-    ``nbytes``: the message size in bytes. ``c``: the machine's
-    :class:`terascale.sim.CostParams`. ``p``: ranks. ``ranks_per_host``: ranks sharing one
-    host's link (default 1).
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    p
+        Ranks.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    ranks_per_host
+        Ranks sharing one host's link (default 1).
     """
-    check(nbytes, p)
-    if p == 1:
-        return 0.0
-    c = c.for_message(nbytes).scaled(ranks_per_host)
-    if p == 2 and nbytes <= PAIR_MAX_BYTES:
-        return swap_time(nbytes, c)
+    done, c = settle(nbytes, p, c, ranks_per_host, PAIR_MAX_BYTES)
+    if done is not None:
+        return done
     f = (p - 1) / p
     return float(2 * (p - 1) * c.alpha + 2 * f * nbytes * c.beta + f * nbytes * c.gamma)
 
 
 def ring_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
-    """The registry's cost of the ring over ``nodes`` hosts of ``per_host`` ranks."""
+    """The registry's cost of the ring over ``nodes`` hosts of ``per_host`` ranks.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    per_host
+        Ranks on each host.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    """
     return ring_time(nbytes, nodes * per_host, c, ranks_per_host=per_host)

@@ -49,7 +49,15 @@ TREE_MAX_BYTES_LARGE_WORLD = 256 << 10
 
 def choose_tcp(nbytes: int, size: int) -> str:
     """The TCP algorithm for ``nbytes`` over ``size`` ranks: the registry's ``auto="small"``
-    entry up to the crossover, its ``auto="large"`` one above."""
+    entry up to the crossover, its ``auto="large"`` one above.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    size
+        The number of ranks.
+    """
     limit = TREE_MAX_BYTES.get(size, TREE_MAX_BYTES_LARGE_WORLD)
     return auto_choice("small" if nbytes <= limit else "large")
 
@@ -73,9 +81,18 @@ def choose_allreduce(nbytes: int, size: int, hosts: Sequence[str] | None = None,
                      link_rate: float | None = None) -> str:
     """The algorithm ``auto`` runs for ``nbytes`` over ``size`` ranks on ``hosts``.
 
-    ``hosts`` (each rank's host id, as in ``Communicator.hosts``) and ``link_rate`` (bits/s
-    between hosts, ``Communicator.link_rate``) are the same on every rank, so every rank
-    picks the same algorithm.
+    Its arguments are the same on every rank, so every rank picks the same algorithm.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    size
+        The number of ranks.
+    hosts
+        Each rank's host id, as in ``Communicator.hosts`` (default None: one host).
+    link_rate
+        Bits/s between hosts, ``Communicator.link_rate`` (default None: unknown).
     """
     if size > 1 and hosts is not None and len(hosts) == size:
         distinct = len(set(hosts))
@@ -110,6 +127,15 @@ def choose_by_link(nbytes: int, size: int, link_rate: float) -> str:
     per host it ties with the ring at best (88.6-96.7% of the link rate against the ring's
     93.2-96.5% on 2-6 emulated hosts at 1-16 MiB), and the ring is the one measured across
     every layout.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    size
+        Hosts (one rank each).
+    link_rate
+        The links' rate in bits/s.
     """
     if size < 3:  # one link each way: the tree's swap is the ring's, in fewer rounds
         return choose_tcp(nbytes, size)

@@ -1,4 +1,4 @@
-"""Shared-memory allreduce for the ranks of one host (and the pieces hierarchical uses).
+r"""Shared-memory allreduce for the ranks of one host (and the pieces hierarchical uses).
 
 Three schedules over a :class:`~terascale.transport.shmgroup.ShmGroup` (``n`` members, two
 areas each):
@@ -7,7 +7,7 @@ areas each):
   ``FLAT_ROUND_BYTES`` (cache-sized: the round is still in L2 when it is reduced), every
   rank copies its input into its area, one barrier, then every rank reduces all ``n``
   areas in rank order into its output. With the compiled core one call runs every round
-  (:meth:`ShmGroup.core_flat`), and the communicator's fast path (:class:`FastAllreduce`)
+  (:meth:`ShmGroup.core_flat`), and the communicator's fast path (:mod:`.fastpath`)
   needs no exchange unless a member is late. One barrier per round is what
   makes 4 KiB cost a few microseconds; the redundant reduction costs less than a second
   barrier while ``n`` is small.
@@ -22,6 +22,14 @@ areas each):
 * **direct** (large messages, where every member can reach the others' memory): no copy
   through the areas; members read and write each other's buffers in place (cross-memory
   attach), reduce-scatter + allgather in two barriers; see :mod:`._shmdirect`.
+
+When to pick it: every rank on one host (``auto`` does whenever the segment exists); the
+schedule is chosen per call by size and member count. Across hosts it is the first and last
+phase of the hierarchical allreduce. Its cost (:func:`shm_time`): per call two barriers'
+latency plus, per byte, a copy in and out and the ``(q-1)/q`` fold,
+:math:`s(2\alpha_{shm} + m(2\delta + \frac{q-1}{q}\gamma))` for ``q`` members, ``s``
+the slow-down of members sharing cores -- memory bandwidth, not the network, in the
+alpha-beta terms of Thakur, Rabenseifner & Gropp (IJHPCA 2005).
 
 Every element is reduced in rank order (``x0 op x1 op ... op x{n-1}``), elementwise: the
 flat schedule has every rank do the same operations on the same bytes, the scatter one has
@@ -53,14 +61,13 @@ from ._shmflat import (
     FLAT_MAX_BYTES,
     FLAT_MAX_N,
     FLAT_ROUND_BYTES,
-    FastAllreduce,
     finish_flat,
     flat_rounds,
 )
 from .registry import AllreduceCall
 
-__all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "FLAT_ROUND_BYTES", "FastAllreduce", "ShmAllreduce",
-           "ShmGroups", "shm_barrier", "shm_broadcast", "shm_cost", "shm_time"]
+__all__ = ["AREA_BYTES", "FLAT_MAX_BYTES", "FLAT_ROUND_BYTES", "ShmAllreduce", "ShmGroups",
+           "shm_barrier", "shm_broadcast", "shm_cost", "shm_time"]
 
 AREA_BYTES = 2 << 20
 
@@ -70,6 +77,13 @@ class ShmGroups:
 
     The collectives own them; the communicator holds one and closes it. ``whole`` is the
     segment of every member once ``algorithm="shm"`` set it up (barriers then use it).
+
+    Parameters
+    ----------
+    job
+        The job id (names the segments).
+    context
+        The communicator's context id (default 0).
     """
 
     def __init__(self, job: str, context: int = 0) -> None:
@@ -79,7 +93,15 @@ class ShmGroups:
         self._groups: dict[tuple[int, ...], ShmGroup] = {}
 
     def get(self, ex: Exchange, members: Sequence[int]) -> ShmGroup:
-        """The segment of ``members``, created collectively over them on first use."""
+        """The segment of ``members``, created collectively over them on first use.
+
+        Parameters
+        ----------
+        ex
+            The collective's exchange (links to the peers, deadline, failure reporting).
+        members
+            The ranks of the segment, as ``ex`` numbers them.
+        """
         key = tuple(members)
         g = self._groups.get(key)
         if g is None:
@@ -95,11 +117,35 @@ class ShmGroups:
 
 
 class ShmAllreduce:
-    """Allreduce (or, with ``to_leader``, reduce to member 0 only) of flat ``src`` into ``dst``."""
+    """Allreduce (or, with ``to_leader``, reduce to member 0 only) of flat ``src`` into ``dst``.
+
+    Parameters
+    ----------
+    g
+        The shared-memory group (segment) of the ranks.
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    src
+        This rank's input, flat and C-contiguous.
+    dst
+        Where the result goes (same size; may be ``src``).
+    op
+        The reduction (op and dtype).
+    deadline
+        ``time.monotonic()`` by which it must complete.
+    to_leader
+        Reduce to member 0 only (default False).
+    """
 
     @classmethod
     def for_call(cls, call: AllreduceCall) -> ShmAllreduce:
-        """``algorithm="shm"``: one segment for every rank of the exchange (one host)."""
+        """``algorithm="shm"``: one segment for every rank of the exchange (one host).
+
+        Parameters
+        ----------
+        call
+            The allreduce as the registry describes it.
+        """
         if len(set(call.hosts)) > 1:
             raise ConfigError(f"rank {call.ex.origin}: algorithm='shm' needs every rank on one "
                               f"host, but they are on {len(set(call.hosts))}; use "
@@ -247,7 +293,19 @@ class ShmAllreduce:
 
 
 def shm_broadcast(g: ShmGroup, ex: Exchange, buf: np.ndarray, deadline: float) -> None:
-    """Copy member 0's ``buf`` into every member's ``buf``, one barrier per round."""
+    """Copy member 0's ``buf`` into every member's ``buf``, one barrier per round.
+
+    Parameters
+    ----------
+    g
+        The shared-memory group (segment) of the ranks.
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    buf
+        Member 0's data, or where the others receive it.
+    deadline
+        ``time.monotonic()`` by which it must complete.
+    """
     if g.n == 1:
         return
     dt = buf.dtype
@@ -267,6 +325,13 @@ def shm_barrier(groups: ShmGroups, ex: Exchange) -> bool:
 
     Only once shared-memory allreduces set the segment up (the same on every rank): a job
     that never uses shared memory does not get a segment for its barriers.
+
+    Parameters
+    ----------
+    groups
+        The communicator's segments.
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
     """
     g = groups.whole
     if g is None:
@@ -283,8 +348,14 @@ def shm_time(nbytes: float, q: int, c: Any) -> float:
     ``q`` slices, copy out): :math:`s(2\alpha_{shm} + m(2\delta + \frac{q-1}{q}\gamma))`,
     ``s`` the slow-down of ranks sharing cores.
 
-    ``nbytes``: the message size in bytes. ``c``: the machine's
-    :class:`terascale.sim.CostParams`.
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    q
+        Ranks on the host.
     """
     check(nbytes, q)
     if q == 1:
@@ -295,5 +366,17 @@ def shm_time(nbytes: float, q: int, c: Any) -> float:
 
 
 def shm_cost(nbytes: float, nodes: int, per_host: int, c: Any, **_: Any) -> float:
-    """The registry's cost of one host's segment of ``per_host`` ranks (``nodes`` is 1)."""
+    """The registry's cost of one host's segment of ``per_host`` ranks (``nodes`` is 1).
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts (1).
+    per_host
+        Ranks on each host.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    """
     return shm_time(nbytes, per_host, c)

@@ -1,27 +1,38 @@
-"""Pipelined binary-tree allreduce: reduce toward rank 0, then broadcast back (the MPI-style
-AllReduce of Agarwal, Chapelle, Dudík & Langford, "A Reliable Effective Terascale Linear
-Learning System", JMLR 2014).
+r"""Pipelined binary-tree allreduce: reduce toward rank 0, then broadcast back.
 
-Ranks form a heap-ordered binary tree (children of ``r`` are ``2r+1`` and ``2r+2``). The
-buffer streams through in chunks: a node reduces chunk ``k`` as soon as both children sent
-it and passes it up while chunk ``k+1`` is still arriving, and the root starts the broadcast
-of chunk ``k`` at once. Each node sends at most 3x and receives at most 3x the data (6n in
-all, the bound of Agarwal et al.), and latency is ``2 log2(n)`` message times plus the pipeline fill,
-which makes the tree the right choice for small and medium messages.
+**What it does.**
+Ranks form a heap-ordered binary tree (the children of ``r`` are ``2r+1`` and ``2r+2``).
+The buffer streams through in chunks (``CHUNK_BYTES``): a node reduces chunk ``k`` as soon
+as both children sent it and passes it up while chunk ``k+1`` is still arriving, and the
+root starts the broadcast of chunk ``k`` at once -- the AllReduce of Hadoop AllReduce
+(Agarwal, Chapelle, Dudik & Langford, "A Reliable Effective Terascale Linear Learning
+System", JMLR 2014). Each node sends and receives at most 3x the data.
 
-Reduction order is fixed (own + left child, then + right child) whatever the arrival order,
-so results are bitwise reproducible and identical on every rank (the root's result is what
-everyone receives).
+**When to pick it.**
+Small and medium messages at any world size: its latency grows with ``log2 p`` where the
+ring's grows with ``p``. ``auto`` picks it below the crossover in :mod:`.select` (tens to
+hundreds of KiB on one host's loopback; larger over slow links, where latency dominates
+longer). For large messages the ring and halving/doubling move less: each tree node moves
+up to 3x the data against their ``2 (p-1)/p``.
 
-Two ranks and a message of one chunk: the tree would cost two message latencies in a row
-(child to root, root back); instead both ranks send their whole buffer at once and each
-reduces ``rank 0's op rank 1's`` itself -- one latency (:mod:`._pair`, which the ring and
-halving/doubling of two ranks use too). Each rank moves the same bytes as in the tree, and
-both compute the same expression with the same operand order, so the result is still
-bitwise identical on both. A blocking call of the same shape again takes
-:class:`~._pair.PairAllreduce` (no exchange, a receive buffer kept from call to call); an
-empty buffer (the two-rank barrier) is the same swap of two headers, so both ranks leave
-it together, one latency after the later one entered.
+**Cost model.**
+Hockney's alpha-beta model with a reduction term (Thakur, Rabenseifner & Gropp,
+"Optimization of Collective Communication Operations in MPICH", IJHPCA 2005): without a
+pipeline a reduce and a broadcast along a tree of height ``h = log2 p`` cost
+:math:`2h(\alpha + m\beta) + h\,m\gamma`. Pipelined in ``K`` chunks of ``c`` bytes:
+:math:`h(2\alpha + (r+1)c\beta + rc\gamma) + (K-1)(kc\beta + rc\gamma)` (``h, r, k``
+from :func:`tree_shape`), so the bandwidth term stops growing with ``p`` (:func:`tree_time`).
+
+**Determinism.**
+The reduction order is fixed (own + left child, then + right child) whatever the arrival
+order, and every rank receives the root's bytes: bitwise identical on every rank and run.
+
+**Two ranks.**
+Two ranks and a message of one chunk swap their whole buffers at once and each reduces
+``rank 0's op rank 1's`` itself (:mod:`._pair`): one latency instead of two in a row, the
+same bits. The communicator's blocking call of the same shape again takes the per-call
+fast path (no exchange); an empty buffer (the two-rank barrier) is the same swap of two
+headers.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ from .._arrays import ReduceOp
 from ..transport import Exchange
 from ..transport.base import scratch_array
 from ._chunks import chunk_bounds, view
-from ._cost import check, swap_time
+from ._cost import settle
 from ._pair import PAIR_MAX_BYTES, Pieces, is_pair, swap_in
 from .registry import AllreduceCall
 
@@ -47,23 +58,63 @@ _DEPTH = 4  # chunks in flight per child (scratch slots)
 
 
 def tree_links(vrank: int, size: int) -> tuple[int | None, list[int]]:
-    """Parent and children of virtual rank ``vrank`` in the heap-ordered binary tree."""
+    """Parent and children of virtual rank ``vrank`` in the heap-ordered binary tree.
+
+    Parameters
+    ----------
+    vrank
+        The virtual rank (rank relative to the root).
+    size
+        The number of ranks.
+    """
     parent = None if vrank == 0 else (vrank - 1) // 2
     return parent, [c for c in (2 * vrank + 1, 2 * vrank + 2) if c < size]
 
 
 class TreeAllreduce:
-    """Set up with the buffer (flat, contiguous, reduced in place); :meth:`run` moves data."""
+    """Set up with the buffer (flat, contiguous, reduced in place); :meth:`run` moves data.
+
+    Parameters
+    ----------
+    ex
+        The collective's exchange (links to the peers, deadline, failure reporting).
+    rank
+        This rank, as ``ex`` numbers ranks.
+    size
+        The number of ranks of ``ex``.
+    buf
+        The flat, C-contiguous buffer, reduced in place.
+    reduce
+        The reduction (op and dtype).
+    chunk_bytes
+        The pipeline's chunk in bytes (default 256 KiB).
+    swap
+        Two ranks and a small message run as one swap (default True); False: the general schedule.
+    """
 
     @staticmethod
     def pair_pieces(count: int, itemsize: int) -> Pieces | None:
         """Two ranks: how the swap reduces ``count`` elements (:mod:`._pair`), None when
-        the message is not one chunk: everything on rank 0, rank 0's op rank 1's."""
+        the message is not one chunk: everything on rank 0, rank 0's op rank 1's.
+
+        Parameters
+        ----------
+        count
+            Elements of the message.
+        itemsize
+            Bytes per element.
+        """
         return ((0, count, 0),) if is_pair(2, count, itemsize) else None
 
     @classmethod
     def for_call(cls, call: AllreduceCall) -> TreeAllreduce:
-        """Built from the registry's description of one allreduce (``src`` is ``dst``)."""
+        """Built from the registry's description of one allreduce (``src`` is ``dst``).
+
+        Parameters
+        ----------
+        call
+            The allreduce as the registry describes it.
+        """
         return cls(call.ex, call.ex.rank, call.ex.size, call.dst, call.op)
 
     def __init__(self, ex: Exchange, rank: int, size: int, buf: np.ndarray, reduce: ReduceOp,
@@ -136,7 +187,13 @@ class TreeAllreduce:
 
 # -- cost (the registry's formula; terascale.sim.model) --------------------------------------
 def tree_shape(p: int) -> tuple[int, int, int]:
-    """(depth h, most children r, most messages per chunk through one link direction k)."""
+    """(depth h, most children r, most messages per chunk through one link direction k).
+
+    Parameters
+    ----------
+    p
+        The number of ranks.
+    """
     h = p.bit_length() - 1
     r = k = 0
     for v in range(p):
@@ -152,24 +209,47 @@ def tree_time(nbytes: float, p: int, c: Any, *, chunk: int | None = CHUNK_BYTES,
 
     :math:`h(2\alpha + (r+1)c\beta + rc\gamma) + (K-1)(kc\beta + rc\gamma)` for ``K``
     chunks of ``c`` bytes (:func:`tree_shape` gives ``h, r, k``); two ranks and one chunk:
-    the swap. ``nbytes``: the message size in bytes. ``c``: the machine's
-    :class:`terascale.sim.CostParams`. ``p``: ranks. ``chunk``: the pipeline's chunk in
-    bytes. ``ranks_per_host``: ranks sharing one host's link (default 1).
+    the swap.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    p
+        Ranks.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    chunk
+        The pipeline's chunk in bytes (None: not pipelined).
+    ranks_per_host
+        Ranks sharing one host's link (default 1).
     """
-    check(nbytes, p)
-    if p == 1:
-        return 0.0
-    c = c.for_message(nbytes).scaled(ranks_per_host)
+    # two ranks and one chunk: the swap, one message each way at once
+    done, c = settle(nbytes, p, c, ranks_per_host, math.inf if chunk is None else chunk)
+    if done is not None:
+        return done
     h, r, k = tree_shape(p)
     size = nbytes if chunk is None or nbytes <= chunk else chunk
     chunks = 1 if chunk is None or nbytes <= chunk else math.ceil(nbytes / chunk)
-    if p == 2 and chunks == 1:  # the two-rank swap: one message each way, at once
-        return swap_time(size, c)
     fill = h * (2 * c.alpha + (r + 1) * size * c.beta + r * size * c.gamma)
     return float(fill + (chunks - 1) * (k * size * c.beta + r * size * c.gamma))
 
 
 def tree_cost(nbytes: float, nodes: int, per_host: int, c: Any, *,
               chunk: int | None = CHUNK_BYTES, **_: Any) -> float:
-    """The registry's cost of the tree over ``nodes`` hosts of ``per_host`` ranks."""
+    """The registry's cost of the tree over ``nodes`` hosts of ``per_host`` ranks.
+
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    per_host
+        Ranks on each host.
+    c
+        The machine's :class:`terascale.sim.CostParams`.
+    chunk
+        The pipeline's chunk in bytes (None: not pipelined).
+    """
     return tree_time(nbytes, nodes * per_host, c, chunk=chunk, ranks_per_host=per_host)

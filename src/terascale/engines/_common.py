@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from .._env import ENV_KEYS, JobEnv, parse_address
 from .._errors import ConfigError
 from ..launch import remove_job_segments
 
 __all__ = ["check_workers", "environ", "job_env", "new_run_id", "remove_stale_segments",
-           "split_parse_options"]
+           "run_rank", "split_parse_options"]
 
 
 def new_run_id() -> str:
@@ -57,6 +58,20 @@ def environ(env: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def run_rank(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+             env: dict[str, str], run_id: str, job: str, close: Callable[[], None]) -> Any:
+    """One rank in an engine's worker (a Ray actor's call, a Dask task): ``fn(*args,
+    **kwargs)`` with the job's environment ``env`` set, after removing what killed workers
+    of earlier attempts of ``run_id`` left on this host; ``close()`` at the end, whatever
+    happened (rank 0's process serves the rendezvous until rank 0 is done)."""
+    remove_stale_segments(run_id, job)
+    try:
+        with environ(env):
+            return fn(*args, **kwargs)
+    finally:
+        close()
 
 
 def remove_stale_segments(run_id: str, current_job: str | None = None) -> list[str]:

@@ -147,11 +147,7 @@ def train_linear(dataset: Any, *, num_workers: int = 2, column: str | None = Non
     column; numbers are values, other cells categories, as the CSV reader hashes a file)
     or one column of VW/libsvm lines (``format="vw"``, the default; ``column=`` picks it
     when there are several). Each of ``num_workers`` actors streams its own share
-    (``streaming_split``); ``resources_per_worker`` as in :func:`terascale.ray.run`
-    (default ``{"CPU": 0.5}``: the actors leave CPUs to the Ray Data tasks that read and
-    transform the blocks they wait for).
-    ``options`` are those of :func:`terascale.linear.train` (``bits``, ``passes``,
-    ``bfgs``, ``l2``, ``loss``...). ``storage_path``: where rank 0 writes ``model.npz``.
+    (``streaming_split``).
 
     ``on_metrics`` is called on the driver (in the calling thread) while the job runs,
     with each metrics dict as soon as rank 0 reports it: after every online pass
@@ -161,9 +157,34 @@ def train_linear(dataset: Any, *, num_workers: int = 2, column: str | None = Non
     them on to your tracker (MLflow, Ray Train's ``report`` in a Train loop, a log).
     They are also in ``model.info["ray"]["metrics"]``, and ``model.info["ray"]
     ["finished"]`` is when rank 0 finished training.
-    ``max_restarts``: how often the job is started again after an actor died or raised; a
-    restart cuts the Dataset anew (a ``streaming_split`` is read once) and trains from the
-    start, so the Dataset's source is read again.
+
+    Parameters
+    ----------
+    dataset
+        A ``ray.data.Dataset`` of table columns or of one column of lines.
+    num_workers
+        The number of actors (the world size; default 2), each streaming its share of the Dataset.
+    column
+        The column of lines when there are several (default None: the only one).
+    timeout
+        Seconds; bounds the rendezvous and every collective (default 60).
+    storage_path
+        A directory where rank 0 writes ``model.npz`` (default None: nowhere; the model comes back
+        to the driver either way).
+    resources_per_worker
+        Ray resources of each actor, as in :func:`terascale.ray.run` (default ``{"CPU": 0.5}``: the
+        actors leave CPUs to the Ray Data tasks that read and transform the blocks they wait for).
+    on_metrics
+        Called on the driver with each metrics dict while the job runs (see above; default None).
+    batch_size
+        Rows per Arrow batch an actor pulls from its split (default 4096); larger batches cost fewer
+        calls and more memory.
+    max_restarts
+        How often the job is started again after an actor died or raised (default 0). A restart cuts
+        the Dataset anew and trains from the start, so its source is read again.
+    options
+        Options of :func:`terascale.linear.train` (``bits``, ``passes``, ``bfgs``, ``l2``, ``loss``,
+        ``format``...; see :class:`terascale.linear.TrainOptions`).
     """
     from .ray import run_attempts
 

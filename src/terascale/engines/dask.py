@@ -33,6 +33,7 @@ partitions stay in the cluster's memory for the job, so a restart replays the sa
 
 from __future__ import annotations
 
+import functools
 import time
 import traceback
 from collections.abc import Callable
@@ -45,7 +46,7 @@ from .._env import read_bind
 from .._errors import ConfigError, DataError
 from ..launch.runner import Worker, run_job
 from ..rendezvous import RendezvousServer
-from ._common import check_workers, environ, new_run_id, remove_stale_segments, split_parse_options
+from ._common import check_workers, new_run_id, remove_stale_segments, run_rank, split_parse_options
 
 __all__ = ["run", "train_linear"]
 
@@ -92,12 +93,7 @@ def _close(job: str) -> None:
 def _task(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
           env: dict[str, str], run_id: str, job: str) -> Any:
     """One rank, in a Dask worker's thread: fn with the job's environment set."""
-    remove_stale_segments(run_id, job)  # what killed workers of earlier attempts left here
-    try:
-        with environ(env):
-            return fn(*args, **kwargs)
-    finally:
-        _close(job)  # rank 0's process serves; its server lives until rank 0 is done
+    return run_rank(fn, args, kwargs, env, run_id, job, functools.partial(_close, job))
 
 
 def _host(address: str) -> str:
@@ -228,6 +224,9 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
         client: Any = None) -> list[Any]:
     """Run ``fn(*args, **kwargs)`` on ``num_workers`` Dask workers; returns results by rank.
 
+    Raises :class:`terascale.launch.runner.JobFailed` (a :class:`terascale.TerascaleError`)
+    naming the rank that failed first when every attempt failed.
+
     Parameters
     ----------
     fn
@@ -248,9 +247,6 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
     client
         A ``distributed.Client`` (default: the current one; a ConfigError when there is
         none).
-
-    Raises :class:`terascale.launch.runner.JobFailed` (a :class:`terascale.TerascaleError`)
-    naming the rank that failed first when every attempt failed.
     """
     check_workers(num_workers, timeout)
     if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._checkpoint import Checkpoint
+from .._env import read_env
 from .._errors import ConfigError
 from .._init import init
 from ..testing import listening
@@ -31,10 +32,19 @@ __all__ = ["Fault", "allreduce_job", "checkpointed_job", "listening_job"]
 class Fault:
     """Fail once: at ``rank`` right after checkpoint ``step`` is committed.
 
-    ``marker`` is a file path every worker can see; it is created when the fault fires, so
-    the restarted attempt runs through. ``kind``: ``"raise"`` (an exception in the task),
-    ``"exit"`` (the worker process is SIGKILLed), ``"executor"`` (the Spark executor JVM
-    that runs the task is SIGKILLed, taking the task and its shuffle files with it).
+    Parameters
+    ----------
+    rank
+        The rank that fails.
+    step
+        The checkpoint after which it fails.
+    marker
+        A file path every worker can see; created when the fault fires, so the restarted
+        attempt runs through.
+    kind
+        ``"raise"`` (an exception in the task, the default), ``"exit"`` (the worker
+        process is SIGKILLed) or ``"executor"`` (the Spark executor JVM that runs the task
+        is SIGKILLed, taking the task and its shuffle files with it).
     """
 
     rank: int
@@ -44,7 +54,13 @@ class Fault:
 
 
 def allreduce_job(length: int = 1000) -> dict[str, Any]:
-    """Join, allreduce ``rank + 1`` over ``length`` elements, report who we were."""
+    """Join, allreduce ``rank + 1`` over ``length`` elements, report who we were.
+
+    Parameters
+    ----------
+    length
+        Elements of the allreduced array (default 1000).
+    """
     with init() as comm:
         x = np.full(length, comm.rank + 1, np.float64)
         total = comm.allreduce(x)
@@ -59,9 +75,11 @@ def listening_job() -> dict[str, Any]:
     which this host listens on that port while the job runs (empty where the rendezvous is
     on another host): the check that a runner's server is not on every interface.
     """
+    job = read_env()
     with init() as comm:
-        rendezvous = os.environ.get("TERASCALE_RENDEZVOUS", "")
-        where = listening(int(rendezvous.rpartition(":")[2] or 0)) if rendezvous else []
+        rendezvous = "" if job is None or job.rendezvous is None else \
+            f"{job.rendezvous[0]}:{job.rendezvous[1]}"
+        where = listening(job.rendezvous[1]) if rendezvous else []
         comm.barrier()  # rank 0's server is up until every rank has looked
         return {"rank": comm.rank, "rendezvous": rendezvous, "listening": where}
 
@@ -100,6 +118,17 @@ def checkpointed_job(directory: str, steps: int = 8, dim: int = 64,
 
     Returns ``(first step of this attempt, final weights as bytes)``; the bytes of a run
     that failed and resumed equal those of a run that never failed.
+
+    Parameters
+    ----------
+    directory
+        Where the checkpoints go; every attempt's rank 0 must be able to read it.
+    steps
+        Gradient steps in all (default 8).
+    dim
+        Length of the weight vector (default 64).
+    fault
+        A :class:`Fault` to inject once (default None: none).
     """
     with init() as comm:
         ckpt = Checkpoint(directory, comm)

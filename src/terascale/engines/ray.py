@@ -36,7 +36,7 @@ from .._env import read_bind
 from .._errors import ConfigError, DataError
 from ..launch.runner import Worker, run_job
 from ..rendezvous import RendezvousServer
-from ._common import check_workers, environ, new_run_id, remove_stale_segments
+from ._common import check_workers, new_run_id, remove_stale_segments, run_rank
 
 __all__ = ["run", "train_linear"]
 
@@ -65,13 +65,11 @@ class _Worker:
 
     def run(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
             env: dict[str, str], run_id: str, job: str) -> Any:
-        remove_stale_segments(run_id, job)  # what killed actors of earlier attempts left here
-        try:
-            with environ(env):
-                return fn(*args, **kwargs)
-        finally:
-            if self._server is not None:
-                self._server.close()
+        return run_rank(fn, args, kwargs, env, run_id, job, self._close)
+
+    def _close(self) -> None:
+        if self._server is not None:
+            self._server.close()
 
 
 def _ray() -> Any:
@@ -181,6 +179,8 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
     """Run ``fn(*args, **kwargs)`` on ``num_workers`` Ray actors; returns results by rank.
 
     Connects to (or starts) a Ray cluster with ``ray.init()`` when none is connected.
+    Raises :class:`terascale.launch.runner.JobFailed` naming the rank that failed first
+    when every attempt failed.
 
     Parameters
     ----------
@@ -202,9 +202,6 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
         Of the placement group: ``PACK``, ``SPREAD``, ``STRICT_PACK``, ``STRICT_SPREAD``.
     resources_per_worker
         What each actor reserves: ``{"GPU": 1}`` (as ``num_gpus``), custom resources.
-
-    Raises :class:`terascale.launch.runner.JobFailed` naming the rank that failed first
-    when every attempt failed.
     """
     return run_attempts(fn, num_workers=num_workers, args=lambda attempt: tuple(args),
                         kwargs=kwargs, timeout=timeout, max_restarts=max_restarts,

@@ -50,7 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--host-id", default=None, metavar="NAME",
                    help="this node's host identity (default: hostname plus a digest of boot id "
                         "and network namespace); ranks with one identity share memory")
-    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD ...")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD ...",
+                   help="the command every worker runs, e.g. python train.py --epochs 3")
     p.set_defaults(func=_run)
     r = sub.add_parser(
         "rendezvous", help="serve one job's rendezvous (workers started by other tools)",
@@ -59,7 +60,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                     "TERASCALE_RANK, TERASCALE_SIZE, TERASCALE_RENDEZVOUS and TERASCALE_SECRET "
                     "set. Exits 0 once every rank has joined (-v logs the host layout), "
                     "1 if they have not within --timeout.")
-    r.add_argument("--port", type=int, required=True, metavar="P")
+    r.add_argument("--port", type=int, required=True, metavar="P",
+                   help="the port to serve on (the workers' TERASCALE_RENDEZVOUS port)")
     r.add_argument("--size", type=int, required=True, metavar="N", help="ranks in the job")
     r.add_argument("--host", default="127.0.0.1", metavar="ADDR",
                    help="the address the workers are given (their TERASCALE_RENDEZVOUS host); "

@@ -3,11 +3,13 @@
 Every node's launcher joins over a :mod:`._control` link and says how many workers it has
 and which host it is; the coordinator gives each its place (the global rank of its first
 worker, the job's size) and serves each attempt's workers' rendezvous
-(:class:`terascale.rendezvous.RendezvousServer`, a fresh one per attempt). The first
-failure anywhere stops every node; the one reported is the cause, not an echo: a node
-whose ranks failed only because another did (``PeerLost``...) is a *secondary* report, and
-the coordinator waits ``_SETTLE_S`` for the primary one before it decides -- the
-stop-everything rule of Horovod and torchrun's elastic agent, with the blame kept.
+(:class:`terascale.rendezvous.RendezvousServer`, a fresh one per attempt). Each node is
+one worker of the job runner (:mod:`.runner`: ``watch``, ``stop_all``, ``restarts``), its
+report (the verdict of the node's own ``watch``) its end: the first failure anywhere stops
+every node; the one reported is the cause, not an echo (a node whose ranks failed only
+because another did, ``PeerLost``..., is a *secondary* report, and the runner waits
+``_SETTLE_S`` for the primary one) -- the stop-everything rule of Horovod and torchrun's
+elastic agent, with the blame kept.
 """
 
 from __future__ import annotations
@@ -22,16 +24,14 @@ from .._auth import Channel
 from .._bind import bind_address, bind_error
 from .._errors import ConfigError, RendezvousError
 from ..rendezvous import RendezvousServer, host_layout
-from ._blame import echoed
 from ._control import ControlLink, admit_links, silence
 from .launcher import LaunchOptions, free_port
-from .runner import restarts
+from .runner import Worker, restarts, stop_all, watch
 
 __all__ = ["Coordinator", "start_coordinator"]
 
 _STOP_GRACE_S = 4.0  # after a stop, how long the coordinator waits for the nodes' reports
 _SETTLE_S = 1.0  # after an echo of a failure (PeerLost...), how long to wait for its cause
-_CAUSE_S = 2.0  # ... and then for the node of the rank the echo names, if it has not reported
 
 
 def start_coordinator(rendezvous: tuple[str, int], bind: str | None, nnodes: int,
@@ -137,84 +137,90 @@ class Coordinator(threading.Thread):
 
     def _attempt(self, attempt: int, size: int, hello: dict[int, dict], links: dict[int, ControlLink],
                  inbox: queue.Queue) -> tuple[int, int | None, int | None, list[str]]:
+        """One attempt over every node, decided by the job runner's rules
+        (:func:`.runner.watch` over the nodes' reports, :func:`.runner.stop_all`)."""
         server = RendezvousServer(size, self._secret, host=self._bind).start()
+        nodes = [_Node(links[k], k) for k in range(self._nnodes)]
+        offsets = [sum(hello[j]["nprocs"] for j in range(k)) for k in range(self._nnodes)]
+
+        def owner(rank: int) -> int | None:
+            return next((k for k in range(self._nnodes)
+                         if offsets[k] <= rank < offsets[k] + hello[k]["nprocs"]), None)
+
+        reader = threading.Thread(target=_deliver, args=(inbox, nodes), daemon=True,
+                                  name="terascale-coordinator-reports")
         try:
             master = (self._host, free_port(self._bind))
-            offset = 0
             for k in range(self._nnodes):
-                links[k].send({"kind": "start", "attempt": attempt, "offset": offset,
+                links[k].send({"kind": "start", "attempt": attempt, "offset": offsets[k],
                                "size": size, "rendezvous": [self._host, server.address[1]],
                                "job": server.job, "master": list(master)})
-                offset += hello[k]["nprocs"]
-            pending = set(range(self._nnodes))
-            Result = tuple[int, int | None, int | None, list[str]]
-            primary: list[Result] = []
-            secondary: list[Result] = []  # ranks that failed because another one did
-            succeeded: set[int] = set()  # nodes whose workers all exited 0
-            decide_at = stop_by = float("inf")
-            waited = False  # for the node of the rank the echoes name
-            first: Result | None = None
-            while pending and time.monotonic() < stop_by:
-                if first is None and time.monotonic() >= decide_at:
-                    cause = None if primary else self._cause(secondary[0], hello)
-                    if cause is not None and cause[1] in pending and not waited:
-                        waited = True  # its node may report a moment later still
-                        decide_at = time.monotonic() + _CAUSE_S
-                        continue
-                    first = primary[0] if primary else self._echo(secondary[0], cause,
-                                                                  succeeded)
-                    stop_by = time.monotonic() + _STOP_GRACE_S
-                    for k in pending:
-                        links[k].send({"kind": "stop", "rank": first[1], "node": first[2]})
-                try:
-                    node, msg = inbox.get(timeout=0.05)
-                except queue.Empty:
-                    continue
-                if msg is None:  # a launcher is gone (killed, or cut off from us)
-                    pending.discard(node)
-                    why = links[node].error or f"the launcher of node {node} was lost"
-                    result = (1, None, node, [why])
-                elif msg.get("kind") == "result":
-                    pending.discard(node)
-                    result = (int(msg["status"]), msg.get("rank"), node, list(msg.get("tail", [])))
-                else:
-                    continue
-                if result[0] == 0:
-                    succeeded.add(node)
-                if result[0] == 0 or first is not None or (msg or {}).get("stopped"):
-                    continue
-                (secondary if (msg or {}).get("secondary") else primary).append(result)
-                # The node where it started may report a moment after the echoes elsewhere.
-                decide_at = min(decide_at, time.monotonic() + (0 if primary else _SETTLE_S))
-            if first is None and (primary or secondary):
-                first = primary[0] if primary else self._echo(
-                    secondary[0], self._cause(secondary[0], hello), succeeded)
-            if first is None and pending:  # stopped nodes that never reported
-                first = (1, None, min(pending), [f"node {min(pending)} did not report"])
-            return first or (0, None, None, [])
+            reader.start()
+            verdict = watch(nodes, settle=_SETTLE_S, owner=owner)
+            if verdict.status == 0:
+                return 0, None, None, []
+            assert verdict.rank is not None
+            first = nodes[verdict.rank]
+            rank, node, tail = first.rank, verdict.rank, first.lines
+            if verdict.blame is not None:  # a rank that left early, named by the echoes
+                tail = [f"{verdict.blame.why} (rank {first.rank} gave up first)\n", *tail]
+                rank = verdict.blame.ranks[0]
+                node = owner(rank)
+            for n in nodes:
+                n.reason = {"kind": "stop", "rank": rank, "node": node}
+            stop_all(nodes, _STOP_GRACE_S, lambda k: nodes[k].done.is_set())
+            return verdict.status, rank, node, tail
         finally:
+            for n in nodes:
+                n.kill()
+            reader.join(1.0)
             server.close()
 
-    def _cause(self, echo: tuple[int, int | None, int | None, list[str]],
-               hello: dict[int, dict]) -> tuple[int, int] | None:
-        """(rank, node) of the rank an echo names as the cause of its failure, or None."""
-        rank = echoed(ln.encode() for ln in echo[3])
-        if rank is None:
-            return None
-        offset = 0
-        for k in range(self._nnodes):
-            if offset <= rank < offset + hello[k]["nprocs"]:
-                return rank, k
-            offset += hello[k]["nprocs"]
-        return None
 
-    @staticmethod
-    def _echo(echo: tuple[int, int | None, int | None, list[str]], cause: tuple[int, int] | None,
-              succeeded: set[int]) -> tuple[int, int | None, int | None, list[str]]:
-        """The verdict when only echoes reported: the rank they name when its node's workers
-        all exited 0 (it left the job early), else the first echo."""
-        if cause is None or cause[1] not in succeeded:
-            return echo
-        why = (f"rank {cause[0]} left the job early (it exited with status 0 while rank "
-               f"{echo[1]} still needed it) (rank {echo[1]} gave up first)\n")
-        return echo[0], cause[0], cause[1], [why, *echo[3]]
+class _Node(Worker):
+    """One node's launcher as the job runner's worker: its report is its end."""
+
+    def __init__(self, link: ControlLink, node: int) -> None:
+        self.link, self.node = link, node
+        self.done = threading.Event()
+        self.status, self.rank, self.lines, self.echo = 1, None, [], False
+        self.reason: dict = {"kind": "stop"}
+
+    def report(self, status: int, rank: int | None, lines: list[str], echo: bool) -> None:
+        if not self.done.is_set():
+            self.status, self.rank, self.lines, self.echo = status, rank, lines, echo
+            self.done.set()
+
+    def wait(self) -> int:
+        self.done.wait()
+        return self.status
+
+    def tail(self) -> list[bytes]:
+        return [ln.encode() for ln in self.lines]
+
+    def secondary(self) -> bool:
+        return self.echo
+
+    def failed_rank(self) -> int | None:
+        return self.rank
+
+    def terminate(self) -> None:
+        self.link.send(self.reason)
+
+    def kill(self) -> None:
+        self.report(1, None, [f"node {self.node} did not report"], False)
+
+
+def _deliver(inbox: queue.Queue, nodes: list[_Node]) -> None:
+    """The nodes' reports of one attempt, from the control links to their :class:`_Node`."""
+    while not all(n.done.is_set() for n in nodes):
+        try:
+            k, msg = inbox.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        if msg is None:  # a launcher is gone (killed, or cut off from us)
+            why = nodes[k].link.error or f"the launcher of node {k} was lost"
+            nodes[k].report(1, None, [why], False)
+        elif msg.get("kind") == "result":
+            nodes[k].report(int(msg["status"]), msg.get("rank"), list(msg.get("tail", [])),
+                            bool(msg.get("secondary")))

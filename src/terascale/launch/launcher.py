@@ -41,13 +41,44 @@ _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
 
 def is_secondary(tail: deque[bytes]) -> bool:
     """True when a worker's last error says it failed because another rank did
-    (:func:`._blame.echoed`)."""
+    (:func:`._blame.echoed`).
+
+    Parameters
+    ----------
+    tail
+        The worker's last output lines.
+    """
     return echoed(tail) is not None
 
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchOptions:
-    """Options of :func:`launch` (the flags of ``terascale run``)."""
+    """Options of :func:`launch` (the flags of ``terascale run``).
+
+    Parameters
+    ----------
+    nprocs
+        Workers to start on this node (``-n``).
+    timeout
+        Seconds for the rendezvous and the workers' default collective deadline (``--timeout``,
+        default 60).
+    max_restarts
+        Restart every worker this many times after a failure (``--max-restarts``, default 0).
+    host_ids
+        Host identities the ranks pretend to have, round robin (default None: this host's; tests).
+    env
+        Extra environment variables of every worker.
+    prefix_output
+        Prefix each output line with its rank (default True).
+    timeline
+        A path: record every collective as Chrome trace events, merged there at the end
+        (``--timeline``; default None).
+    encrypt
+        Every TCP link AES-GCM (``--encrypt``; default False).
+    link_rate
+        The links' rate between hosts in bits/s for ``auto`` (``--link-rate``; default None:
+        unknown).
+    """
 
     nprocs: int
     timeout: float = 60.0
@@ -99,7 +130,13 @@ def _exit_status(code: int) -> int:
 
 
 def free_port(host: str) -> int:
-    """A port nobody listens on now (the kernel's pick), for torch's rank-0 store."""
+    """A port nobody listens on now (the kernel's pick), for torch's rank-0 store.
+
+    Parameters
+    ----------
+    host
+        The address to find a free port on.
+    """
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
@@ -107,7 +144,23 @@ def free_port(host: str) -> int:
 
 @dataclass(frozen=True)
 class NodePlace:
-    """This node's part of a job over several nodes (given by the node-0 coordinator)."""
+    """This node's part of a job over several nodes (given by the node-0 coordinator).
+
+    Parameters
+    ----------
+    offset
+        The global rank of this node's first worker (ranks go node by node).
+    size
+        Workers in the whole job.
+    rendezvous
+        The workers' rendezvous ``(host, port)``, served on node 0.
+    job
+        The job id.
+    master
+        torch's ``env://`` store ``(host, port)``, on node 0 (global rank 0 serves it).
+    host_id
+        This node's host identity.
+    """
 
     offset: int  # global rank of this node's first worker: ranks go node by node
     size: int  # workers in the whole job
@@ -123,8 +176,21 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
     """One attempt: returns (status, failed rank or None, that rank's last output lines,
     the stalled rank(s) when the failure was a stall).
 
-    ``place`` runs this node's workers of a job over several nodes (the coordinator serves
-    the rendezvous); ranks in the result are then global.
+    Parameters
+    ----------
+    place
+        This node's part of a job over several nodes (the coordinator serves the
+        rendezvous); ranks in the result are then global. Default None: a one-node job.
+    cmd
+        The command every worker runs.
+    opts
+        The launch options.
+    attempt
+        The attempt number, 0 first (the workers' ``TERASCALE_RESTART``).
+    secret
+        This attempt's job secret.
+    stop
+        Set to end the attempt early (Ctrl-C, another node's failure).
     """
     server = None if place is not None else RendezvousServer(opts.nprocs, secret.encode()).start()
     workers: list[_Process] = []
@@ -217,7 +283,15 @@ def stop_signals() -> Iterator[tuple[threading.Event, list[int]]]:
 
 
 def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
-    """Run ``cmd`` as ``opts.nprocs`` workers; returns the exit status for the launcher."""
+    """Run ``cmd`` as ``opts.nprocs`` workers; returns the exit status for the launcher.
+
+    Parameters
+    ----------
+    cmd
+        The command every worker runs (``["python", "train.py"]``).
+    opts
+        How to run it.
+    """
     if opts.nprocs < 1:
         raise ConfigError(f"-n must be at least 1, got {opts.nprocs}")
     if not cmd:

@@ -1,9 +1,10 @@
 """One job runner: start N workers, watch them, stop all on the first failure, blame, restart.
 
 Every way terascale runs a job -- ``terascale run`` on one node, each node of a job over
-several, and the Ray and Dask engines -- follows the same rules, written here once (node 0
-of a job over several nodes takes the restart loop; the nodes' reports it decides on are
-each node's verdict from :func:`watch`):
+several and node 0's coordinator over the nodes (a node is one of its workers, its report
+the node's own verdict from :func:`watch`), the Ray and Dask engines, and Spark (whose
+barrier stage starts as one gang: it takes the attempts, :func:`restarts`) -- follows the
+same rules, written here once:
 
 * **watch** (:func:`watch`): one waiter per worker records when it ended, so the failure
   reported is the first one in time, not the lowest rank that died in the same instant;
@@ -70,6 +71,16 @@ class Worker:
         """The worker is stopped (SIGSTOP) and cannot end on its own: stop waiting for it."""
         return False
 
+    def failed_rank(self) -> int | None:
+        """For a worker that stands for a group of ranks (a node): the global rank whose
+        failure it reports; None otherwise."""
+        return None
+
+    def secondary(self) -> bool:
+        """Its failure only echoes another rank's (its last error names that rank as the
+        cause: :func:`terascale.launch._blame.echoed`)."""
+        return echoed(self.tail()) is not None
+
     def terminate(self) -> None:
         """Ask it to end (SIGTERM); the runner kills it after a grace period."""
         self.kill()
@@ -89,10 +100,21 @@ class Worker:
 
 @dataclass
 class Verdict:
-    """How one attempt ended: ``status`` 0, or the first failure's status and ``rank``
-    (the worker's index in the attempt), its ``blame`` when a stall or an early leaver
-    explains it better, ``note`` a sentence for a failure that is no worker's exit, and
-    ``interrupted`` when ``stop`` ended it."""
+    """How one attempt ended.
+
+    Parameters
+    ----------
+    status
+        0, or the first failure's exit status.
+    rank
+        The failed worker's index in the attempt (None: no worker failed).
+    blame
+        The stalled rank(s) or early leaver, when that explains the failure better.
+    note
+        A sentence for a failure that is no worker's exit.
+    interrupted
+        Whether ``stop`` ended the attempt.
+    """
 
     status: int = 0
     rank: int | None = None
@@ -102,17 +124,41 @@ class Verdict:
 
 
 def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event | None = None,
-          waiting: Callable[[], list[int] | None] | None = None) -> Verdict:
+          waiting: Callable[[], list[int] | None] | None = None, settle: float = SETTLE_S,
+          owner: Callable[[int], int | None] | None = None) -> Verdict:
     """Wait until every worker ended or one failed; who failed first, and why.
 
-    ``offset`` is the global rank of ``workers[0]`` (a node of a job over several; the
-    workers' messages name global ranks). ``stop`` ends the watch early (interrupted).
-    ``waiting`` says which ranks the rendezvous still holds while it assembles (None once
-    complete): workers that ended with status 0 before joining while every other one waits
-    for them mean the job can never assemble, reported at once instead of at the deadline.
     The workers are left running: :func:`stop_all` ends them.
+
+    Parameters
+    ----------
+    workers
+        The workers, in rank order.
+    offset
+        The global rank of ``workers[0]`` (a node of a job over several; the workers'
+        messages name global ranks); default 0.
+    stop
+        Ends the watch early (interrupted); default None.
+    waiting
+        Says which ranks the rendezvous still holds while it assembles (None once
+        complete): workers that ended with status 0 before joining while every other one
+        waits for them mean the job can never assemble, reported at once instead of at the
+        deadline. Default None.
+    settle
+        How long (seconds), after a first failure, the echoes of it get to end too.
+    owner
+        Makes the workers groups of ranks (node 0's coordinator watching the nodes, each
+        of which watched its own workers and blamed a stall itself): it maps a global
+        rank, as an echo names it, to the index of the worker that runs it. Then a primary
+        failure is decided at once (no stall to weigh), and echoes alone are blamed on the
+        rank they name when its group ended with status 0 (it left the job early).
+        Default None.
     """
     n = len(workers)
+    grouped = owner is not None
+    if owner is None:
+        def owner(rank: int) -> int | None:
+            return rank - offset if 0 <= rank - offset < n else None
     exits: list[tuple[float, int, int]] = []  # (when, rank, status)
     lock = threading.Lock()
 
@@ -133,7 +179,7 @@ def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event |
             return sorted(e for e in exits if e[2] != 0), {e[1] for e in exits}
 
     def secondary(rank: int) -> bool:
-        return echoed(workers[rank].tail()) is not None
+        return workers[rank].secondary()
 
     while True:
         bad, gone = snapshot()
@@ -157,19 +203,21 @@ def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event |
         time.sleep(0.01)
     # Ranks that merely noticed the failure end within moments of the one that caused it;
     # give them a short window, then report the root cause.
-    settle = time.monotonic() + SETTLE_S
-    while time.monotonic() < settle:
-        _, gone = snapshot()
+    until = time.monotonic() + settle
+    while time.monotonic() < until:
+        bad, gone = snapshot()
         if all(workers[r].stopped() for r in range(n) if r not in gone):
+            break
+        if grouped and any(not secondary(e[1]) for e in bad):
             break
         time.sleep(0.01)
     bad, gone = snapshot()
     primary = [e for e in bad if not secondary(e[1])]
     # Only echoes so far: the rank they name may be slower to end than they were (its
     # traceback, its exit handlers); wait for it a little longer.
-    cause = echoed(workers[bad[0][1]].tail())
-    cause = None if cause is None else cause - offset
-    if not primary and cause is not None and 0 <= cause < n:
+    named = echoed(workers[bad[0][1]].tail())
+    cause = None if named is None else owner(named)
+    if not primary and cause is not None:
         until = time.monotonic() + CAUSE_S
         while time.monotonic() < until and not workers[cause].stopped():
             if cause in snapshot()[1]:
@@ -178,6 +226,14 @@ def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event |
         bad, gone = snapshot()
         primary = [e for e in bad if not secondary(e[1])]
     _, failed, code = (primary or bad)[0]
+    if grouped:
+        with lock:
+            done = {e[1] for e in exits if e[2] == 0}
+        if primary or named is None or cause not in done:
+            return Verdict(code, failed)
+        who = workers[failed].failed_rank()
+        return Verdict(code, failed, blame_leaver({-1 if who is None else who:
+                                                   list(workers[failed].tail())}, [named]))
     left = [r for r in range(n) if r not in gone]
     tails = {offset + e[1]: list(workers[e[1]].tail()) for e in bad}
     blame = blame_stall(tails, [offset + e[1] for e in primary], [offset + r for r in left],
@@ -192,7 +248,17 @@ def watch(workers: Sequence[Worker], *, offset: int = 0, stop: threading.Event |
 def stop_all(workers: Sequence[Worker], grace: float, ended: Callable[[int], bool]) -> None:
     """End every worker: :meth:`Worker.terminate` those still running (``ended(i)`` False),
     wait up to ``grace`` seconds for them, then :meth:`Worker.kill` every one (what a worker
-    left behind goes too)."""
+    left behind goes too).
+
+    Parameters
+    ----------
+    workers
+        The workers of this node (or attempt), in rank order.
+    grace
+        Seconds to wait after terminating before killing.
+    ended
+        ``ended(i)``: whether worker ``i`` already ended.
+    """
     running = [i for i in range(len(workers)) if not ended(i)]
     for i in running:
         workers[i].terminate()
@@ -212,8 +278,18 @@ def restarts(max_restarts: int, attempt: Callable[[int], R], ended: Callable[[R]
     """Run ``attempt(0)``, ``attempt(1)``, ... until ``ended(result)`` (success, or nothing
     to restart for) or ``max_restarts`` restarts are spent; the last result.
 
-    ``failed(n, result, again)`` hears of every attempt that did not end the job, ``again``
-    True when another attempt follows (the place for "restarting all N workers").
+    Parameters
+    ----------
+    max_restarts
+        How many restarts at most.
+    attempt
+        Runs attempt ``n`` and returns its result.
+    ended
+        True when a result ends the job (success, or nothing to restart for).
+    failed
+        ``failed(n, result, again)`` hears of every attempt that did not end the job,
+        ``again`` True when another attempt follows (the place for "restarting all N
+        workers"); default None.
     """
     for n in range(max_restarts + 1):
         result = attempt(n)
@@ -230,11 +306,29 @@ class Engine(Protocol):
     def serve(self, job: str, secret: str, size: int) -> str:
         """Start this attempt's rendezvous for ``size`` ranks (a
         :class:`terascale.rendezvous.RendezvousServer` with ``job`` and ``secret``) where
-        every worker reaches it; its ``HOST:PORT``."""
+        every worker reaches it; its ``HOST:PORT``.
+
+        Parameters
+        ----------
+        job
+            The attempt's job id.
+        secret
+            The attempt's job secret.
+        size
+            Ranks in the job.
+        """
         ...
 
     def start(self, rank: int, env: dict[str, str]) -> Worker:
-        """Start worker ``rank`` with the ``TERASCALE_*`` variables ``env`` set."""
+        """Start worker ``rank`` with the ``TERASCALE_*`` variables ``env`` set.
+
+        Parameters
+        ----------
+        rank
+            The worker's rank.
+        env
+            The variables of :meth:`terascale.JobEnv.to_environ` for that rank.
+        """
         ...
 
     def cleanup(self) -> None:
@@ -290,6 +384,9 @@ class _Ended(Worker):
     def stopped(self) -> bool:
         return self.worker.stopped()
 
+    def secondary(self) -> bool:
+        return self.worker.secondary()
+
     def kill(self) -> None:
         self.worker.kill()
 
@@ -304,8 +401,24 @@ def run_job(engine: Engine, *, size: int, run_id: str, timeout: float, max_resta
     again -- unless the first failure is a :class:`terascale.ConfigError` or
     :class:`terascale.DataError` (bad options or input fail every attempt alike), which is
     raised as it is. Raises :class:`JobFailed` naming the rank that failed first in the
-    last attempt, its error's last line and its traceback; ``name`` (``"Ray"``,
-    ``"Dask"``) starts the message.
+    last attempt, its error's last line and its traceback.
+
+    Parameters
+    ----------
+    engine
+        Starts the rendezvous and the workers (an :class:`Engine`).
+    size
+        Ranks in the job.
+    run_id
+        The run's id; attempts are ``{run_id}-r{attempt}``.
+    timeout
+        Seconds for the rendezvous and each worker's default collective deadline.
+    max_restarts
+        Restarts after a failure (0: none).
+    grace
+        Seconds a stopped worker gets before it is killed (default 5).
+    name
+        The engine's name (``"Ray"``, ``"Dask"``), which starts the messages.
     """
     def ended(a: _Attempt) -> bool:
         err = a.workers[a.verdict.rank].error() if a.verdict.rank is not None else None

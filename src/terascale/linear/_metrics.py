@@ -16,8 +16,12 @@ __all__ = ["auc", "auprc", "evaluate_scores"]
 def auc(y: np.ndarray, score: np.ndarray) -> float:
     """Area under the ROC curve of binary labels (``y > 0`` is positive).
 
-    ``y``: the labels; ``score``: any score that grows with the positive class (raw scores
-    or probabilities).
+    Parameters
+    ----------
+    y
+        The labels.
+    score
+        Any score that grows with the positive class (raw scores or probabilities).
     """
     pos = np.asarray(y) > 0
     n1 = int(pos.sum())
@@ -38,7 +42,12 @@ def auc(y: np.ndarray, score: np.ndarray) -> float:
 def auprc(y: np.ndarray, score: np.ndarray) -> float:
     """Average precision of binary labels (``y > 0`` is positive).
 
-    ``y``: the labels; ``score``: any score that grows with the positive class.
+    Parameters
+    ----------
+    y
+        The labels.
+    score
+        Any score that grows with the positive class.
     """
     pos = np.asarray(y) > 0
     n1 = int(pos.sum())
@@ -60,11 +69,20 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
                     weights: np.ndarray | None = None) -> dict[str, float]:
     """Metrics of raw scores against labels; examples without a label (NaN) are left out.
 
-    ``loss``: the model's loss (a name of ``TrainOptions.loss``), which decides the
-    metrics: a regression loss (labels read as numbers) reports ``mse``, and on 0/1 or
-    -1/+1 labels also the classification metrics; logistic loss reports ``logloss`` of
-    its probabilities; ``accuracy`` thresholds scores at 0 (at 0.5 for a regression loss
-    on 0/1 labels). ``weights``: per-example importance weights (default None: all 1).
+    Parameters
+    ----------
+    loss
+        The model's loss (a name of ``TrainOptions.loss``), which decides the metrics: a
+        regression loss (labels read as numbers) reports ``mse``, and on 0/1 or -1/+1
+        labels also the classification metrics; logistic loss reports ``logloss`` of its
+        probabilities; ``accuracy`` thresholds scores at 0 (at 0.5 for a regression loss
+        on 0/1 labels). An unknown name is a ConfigError.
+    weights
+        Per-example importance weights (default None: all 1).
+    labels
+        The labels (NaN: no label, left out).
+    scores
+        The raw scores, one per label.
     """
     from ._losses import loss_spec
 

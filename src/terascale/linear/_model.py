@@ -50,7 +50,25 @@ def predict_scores(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
 
 
 class LinearModel:
-    """Weights by hashed feature index; ``predict`` returns probabilities for logistic loss."""
+    """Weights by hashed feature index; ``predict`` returns probabilities for logistic loss.
+
+    Parameters
+    ----------
+    indices
+        The hashed indices of the features with a weight (sorted).
+    weights
+        Their weights.
+    parse
+        How text is parsed for this model (bits, interactions, format...).
+    loss
+        The loss it was trained with (``"logistic"``, ``"squared"``...), which decides what
+        ``predict`` returns.
+    info
+        The training summary (losses, timings, workers); default None: empty.
+    adaptive
+        The online learner's state (adaptive sums, normalizers, scalars) for a warm start (default
+        None: none saved).
+    """
 
     def __init__(self, *, indices: np.ndarray, weights: np.ndarray, parse: ParseOptions,
                  loss: str, info: dict[str, Any] | None = None,
@@ -114,7 +132,14 @@ class LinearModel:
     def predict_blocks(self, data: Dataset | Blocks | Sequence[str] | str
                        ) -> Iterator[tuple[Block, np.ndarray]]:
         """(block, raw scores of its examples) for every block of the data, in order: what
-        a caller that writes predictions of a file of any size iterates over."""
+        a caller that writes predictions of a file of any size iterates over.
+
+        Parameters
+        ----------
+        data
+            A :class:`Dataset`, :class:`Blocks`, a list of text lines, or a file path (parsed with
+            the model's own options).
+        """
         full = self.dense()
         const = CONSTANT_HASH & self.parse.mask
         for part in self._blocks(data):
@@ -140,8 +165,11 @@ class LinearModel:
     def decision_function(self, data: Dataset | Blocks | Sequence[str] | str) -> np.ndarray:
         """Raw scores (the linear predictor) of every example.
 
-        ``data``: a :class:`Dataset`, :class:`Blocks`, a list of text lines, or a file
-        path (parsed with the model's own options).
+        Parameters
+        ----------
+        data
+            A :class:`Dataset`, :class:`Blocks`, a list of text lines, or a file path (parsed with
+            the model's own options).
         """
         parts = [s for _, s in self.predict_blocks(data)]
         return np.concatenate(parts) if parts else np.zeros(0)
@@ -149,8 +177,11 @@ class LinearModel:
     def predict(self, data: Dataset | Blocks | Sequence[str] | str) -> np.ndarray:
         """Probabilities of the positive class for logistic loss, raw scores otherwise.
 
-        ``data``: a :class:`Dataset`, :class:`Blocks`, a list of text lines, or a file
-        path (parsed with the model's own options).
+        Parameters
+        ----------
+        data
+            A :class:`Dataset`, :class:`Blocks`, a list of text lines, or a file path (parsed with
+            the model's own options).
         """
         s = self.decision_function(data)
         from ._losses import LOSS_TABLE
@@ -161,7 +192,14 @@ class LinearModel:
 
     def evaluate(self, data: Dataset | Blocks | Sequence[str] | str) -> dict[str, float]:
         """logloss, accuracy, AUC, auPRC and examples on labelled data (streamed; only the
-        labels and scores, 12 bytes an example, are kept for the ranking metrics)."""
+        labels and scores, 12 bytes an example, are kept for the ranking metrics).
+
+        Parameters
+        ----------
+        data
+            A :class:`Dataset`, :class:`Blocks`, a list of text lines, or a file path (parsed with
+            the model's own options).
+        """
         labels, scores = [], []
         for blk, s in self.predict_blocks(data):
             labels.append(blk.labels)
@@ -173,8 +211,11 @@ class LinearModel:
     def save(self, path: str) -> None:
         """Write atomically (temporary file in the same directory, then rename).
 
-        ``path``: the model file (``.npz``); ``LinearModel.load(path)`` reads it back.
-        A failure is a :class:`~terascale.StorageError` naming the path.
+        Parameters
+        ----------
+        path
+            The model file (``.npz``); ``LinearModel.load(path)`` reads it back. A failure is a
+            :class:`~terascale.StorageError` naming the path.
         """
         # wall-clock timings (``*_s``) stay in memory: in the file they would make two
         # identical trainings write different bytes, and models must compare bitwise
@@ -222,7 +263,13 @@ class LinearModel:
 
     @classmethod
     def load(cls, path: str) -> LinearModel:
-        """Read a model; a file that is not one, or of a newer version, is a clear error."""
+        """Read a model; a file that is not one, or of a newer version, is a clear error.
+
+        Parameters
+        ----------
+        path
+            A file written by :meth:`save`.
+        """
         not_model = DataError(f"{path}: not a terascale linear model")
         if os.path.isdir(path):
             raise DataError(f"{path}: is a directory, not a model file")

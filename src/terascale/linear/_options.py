@@ -119,12 +119,15 @@ class TrainOptions:
     progress: bool = False
     #: Where the progress table goes (None: standard error).
     progress_file: TextIO | None = None
-    vw_text: bool = False          # `terascale vw`: VW's closing block, no terascale lines
-    vw_labels: bool = False        # online passes read labels as VW (_losses.RAW_LABELS)
+    #: Report as ``terascale vw`` does: VW's closing block, no terascale lines.
+    vw_text: bool = False
+    #: Online passes read labels as VW does (a label outside the loss's range as it is).
+    vw_labels: bool = False
     #: Predictions stay clipped to the range of the initial model's state, not widened to
     #: the labels learned from (VW's ``--min_prediction``/``--max_prediction``).
     fixed_range: bool = False
-    quantile_tau: float = 0.5      # the quantile of loss="quantile" (VW's --quantile_tau)
+    #: The quantile of ``loss="quantile"``, in (0, 1) (VW's ``--quantile_tau``).
+    quantile_tau: float = 0.5
 
     def __post_init__(self) -> None:
         loss_spec(self.loss)  # a known loss, or an error naming them
@@ -220,7 +223,13 @@ class TrainOptions:
         after a few passes; started from an average of N online learners it ends elsewhere
         than one worker's (measured: +5% test logloss at 2 workers, squared loss 35.0
         against 23.2 test MSE). Chained, the online pass ends at one worker's learner
-        (exactly), so N workers end the recipe at one worker's model."""
+        (exactly), so N workers end the recipe at one worker's model.
+
+        Parameters
+        ----------
+        workers
+            The number of workers in the job.
+        """
         if workers <= 1:
             return False
         return self.average == "chain" or (self.average == "auto" and bool(self.batch)
@@ -233,7 +242,13 @@ class TrainOptions:
         return "weighted" if self.average == "auto" else self.average
 
     def mix_every(self, workers: int) -> int:
-        """Examples per worker between averages during an online pass (0: none)."""
+        """Examples per worker between averages during an online pass (0: none).
+
+        Parameters
+        ----------
+        workers
+            The number of workers in the job.
+        """
         from ._combine._mixing import default_every
 
         if workers <= 1 or self.chained(workers):
@@ -279,7 +294,13 @@ class TrainOptions:
 
     def online_l2(self, total_weight: float) -> float:
         """Online runs: VW's per-example shrinkage ``--l2``. Before a batch phase, the online
-        pass does SGD on the batch objective, whose per-example share is l2 / N."""
+        pass does SGD on the batch objective, whose per-example share is l2 / N.
+
+        Parameters
+        ----------
+        total_weight
+            The sum of the examples' importance weights over the job (N).
+        """
         if not self.batch:
             return 0.0 if self.l2 is None else self.l2
         return self.batch_l2 / max(total_weight, 1.0)

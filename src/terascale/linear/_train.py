@@ -60,23 +60,36 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
     With ``comm=None`` the shard is parsed and cached first and only then is the job
     joined: the communicator this process already opened (``terascale.init()`` by the user
     or by ``terascale.torch``) is reused and left open; otherwise ``terascale.init()``
-    opens one, which is closed at the end. Options are the fields of :class:`TrainOptions`.
+    opens one, which is closed at the end.
 
-    ``initial`` warm-starts from a model (VW's ``-i``): its weights, and its adaptive
-    state when it was saved after online passes, so that training continues as one run
-    would; its parse options (bits, ``-q``, format, ...) are used, and given ones must
-    agree; weights of features the new data lacks are kept. ``predictions(p, tags)`` is
-    called with the progressive predictions (VW's ``-p`` during training) of each block of
-    examples, in input order, before learning from them: raw scores, clipped as VW clips
-    them, every pass; ``tags`` are the examples' VW tags, or None when the data has none.
-
-    ``callback(metrics)`` is called on every worker as training goes, with the job's
-    totals (the same numbers on every rank): after each online pass ``{"phase":
-    "online", "pass": p, "loss": ..., "examples": ...}`` (and ``"holdout_loss"`` when
-    examples are held out), after each L-BFGS/CG iteration ``{"phase": "bfgs"`` or
-    ``"cg", "iteration": i, "pass": p, "objective": ..., "gradient_norm": ...}``. Use
-    it to report progress to an engine (Ray's metrics, a dashboard) while the job runs;
-    it must be quick, and an exception it raises ends training on that worker.
+    Parameters
+    ----------
+    data
+        This worker's shard: a :class:`Dataset`, :class:`Blocks` (:func:`load_shard`), a
+        list of text lines, or file path(s), which are sharded over the job's workers.
+    comm
+        The job's communicator (default None: see above).
+    initial
+        Warm-start from this model (VW's ``-i``): its weights, and its adaptive state when
+        it was saved after online passes, so that training continues as one run would; its
+        parse options (bits, ``-q``, format, ...) are used, and given ones must agree;
+        weights of features the new data lacks are kept. Default None: from zero.
+    predictions
+        ``predictions(p, tags)`` is called with the progressive predictions (VW's ``-p``
+        during training) of each block of examples, in input order, before learning from
+        them: raw scores, clipped as VW clips them, every pass; ``tags`` are the examples'
+        VW tags, or None when the data has none. Default None.
+    callback
+        ``callback(metrics)`` is called on every worker as training goes, with the job's
+        totals (the same numbers on every rank): after each online pass ``{"phase":
+        "online", "pass": p, "loss": ..., "examples": ...}`` (and ``"holdout_loss"`` when
+        examples are held out), after each L-BFGS/CG iteration ``{"phase": "bfgs"`` or
+        ``"cg", "iteration": i, "pass": p, "objective": ..., "gradient_norm": ...}``. Use
+        it to report progress to an engine (Ray's metrics, a dashboard) while the job
+        runs; it must be quick, and an exception it raises ends training on that worker.
+    **options
+        The fields of :class:`TrainOptions` (``bits``, ``passes``, ``bfgs``, ``l2``,
+        ``loss``...); an unknown name is a ConfigError.
     """
     names = {f.name for f in fields(TrainOptions)}
     bad = sorted(set(options) - names)

@@ -31,7 +31,14 @@ _VW = "1 'a|a x y:2 |b z\n-1 'b|a y |b w\n1 |a x\n"
 def warm_kernels(*, full: bool = False) -> None:
     """Run a tiny parse (from a file, as workers do), train, cache and evaluate; the first
     pass from text, as a one-pass run learns. ``full``: also progressive predictions,
-    ``-q``, the libsvm and CSV readers, the workers' mixing and the synthetic writer."""
+    ``-q``, the libsvm and CSV readers, the workers' mixing and the synthetic writer.
+
+    Parameters
+    ----------
+    full
+        Also progressive predictions, ``-q``, the libsvm and CSV readers, the workers' mixing and
+        the synthetic writer (default False).
+    """
     stamp = _stamp(full)
     if os.path.exists(stamp):
         return

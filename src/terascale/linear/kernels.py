@@ -32,7 +32,23 @@ __all__ = ["KernelCost", "kernel_cost", "warm_kernels"]
 
 @dataclass(frozen=True)
 class KernelCost:
-    """Seconds per example of one online pass and of one logistic gradient pass."""
+    """Seconds per example of one online pass and of one logistic gradient pass.
+
+    Parameters
+    ----------
+    online_s
+        Seconds per example of one online pass.
+    gradient_s
+        Seconds per example of one logistic gradient pass.
+    features
+        Features per example timed.
+    examples
+        Examples timed.
+    bits
+        Hash bits of the weights.
+    reps
+        Repetitions (the fastest counts).
+    """
 
     online_s: float
     gradient_s: float
@@ -50,6 +66,19 @@ def kernel_cost(*, features: int = 124, examples: int = 200_000, bits: int = 24,
     hashed into ``2**bits`` weights, random ±1 labels; the best of ``reps`` runs after a
     warm-up call that compiles (or loads numba's cache). On a shared machine the best of a
     few is the honest figure: slower runs measure the neighbours.
+
+    Parameters
+    ----------
+    features
+        Features per example (default 124).
+    examples
+        Examples (default 200000).
+    bits
+        Hash bits of the weights (default 24).
+    seed
+        The random seed (default 0): the same seed, the same examples.
+    reps
+        Repetitions; the fastest counts (default 3).
     """
     rng = np.random.default_rng(seed)
     d = 1 << bits

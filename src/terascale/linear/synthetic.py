@@ -165,7 +165,17 @@ def _literals() -> tuple[np.ndarray, np.ndarray]:
 
 def click_chunks(n: int, *, seed: int = 0, chunk: int = 100_000) -> Iterator[bytes]:
     """The VW text of ``n`` click-style examples, ``chunk`` lines at a time (the examples
-    are a function of ``n``, ``seed`` and ``chunk``)."""
+    are a function of ``n``, ``seed`` and ``chunk``).
+
+    Parameters
+    ----------
+    n
+        The number of examples.
+    seed
+        The random seed (default 0): the same seed, the same examples.
+    chunk
+        Examples generated per chunk (default 100000); the examples depend on it.
+    """
     model = _Model()
     lit, cuts = _literals()
     rng = np.random.default_rng(seed)
@@ -192,7 +202,19 @@ def click_chunks(n: int, *, seed: int = 0, chunk: int = 100_000) -> Iterator[byt
 
 
 def write_click(path: str, n: int, *, seed: int = 0, chunk: int = 100_000) -> str:
-    """Write ``n`` click-style examples to ``path`` (atomically: temp file, then rename)."""
+    """Write ``n`` click-style examples to ``path`` (atomically: temp file, then rename).
+
+    Parameters
+    ----------
+    path
+        The file to write (atomically: a temporary file, then a rename).
+    n
+        The number of examples.
+    seed
+        The random seed (default 0): the same seed, the same examples.
+    chunk
+        Examples generated per chunk (default 100000); the examples depend on it.
+    """
     return _write(path, click_chunks(n, seed=seed, chunk=chunk))
 
 
@@ -276,7 +298,27 @@ def wide_chunks(n: int, *, seed: int = 0, features: int = 28, vocab: int = 30_00
     7 namespaces and written as scrambled decimal names (VW hashes a decimal name as its
     value, so the hashed indices are uniform). The planted logit is a fixed pseudo-random
     weight per (namespace, id), larger for common ids, plus the two numeric signals; the
-    ids' weights come from a hash, so no table of ``vocab`` weights is kept."""
+    ids' weights come from a hash, so no table of ``vocab`` weights is kept.
+
+    Parameters
+    ----------
+    n
+        The number of examples.
+    seed
+        The random seed (default 0): the same seed, the same examples.
+    features
+        Ids per example (default 28).
+    vocab
+        Ids in the whole vocabulary (default 30 million).
+    head
+        Probability that an id is a common one (default 0.3).
+    head_size
+        Common ids (default 10000).
+    tail
+        Exponent of the vocabulary's draw; larger: more ids seen once (default 2.0).
+    chunk
+        Examples generated per chunk (default 100000); the examples depend on it.
+    """
     rng = np.random.default_rng(seed)
     ns_of = (np.arange(features) * len(_WIDE_NS) // features).astype(np.int64)
     for s in range(0, n, chunk):
@@ -308,7 +350,19 @@ def wide_chunks(n: int, *, seed: int = 0, features: int = 28, vocab: int = 30_00
 
 def write_wide(path: str, n: int, *, seed: int = 0, **params: Any) -> str:
     """Write ``n`` wide sparse examples to ``path`` (see :func:`wide_chunks` for
-    ``params``), atomically."""
+    ``params``), atomically.
+
+    Parameters
+    ----------
+    path
+        The file to write (atomically: a temporary file, then a rename).
+    n
+        The number of examples.
+    seed
+        The random seed (default 0): the same seed, the same examples.
+    params
+        The other parameters of :func:`wide_chunks`.
+    """
     return _write(path, wide_chunks(n, seed=seed, **params))
 
 
@@ -334,7 +388,15 @@ def _write(path: str, chunks: Iterator[bytes]) -> str:
 
 
 def write_lines(path: str, lines: list[str]) -> str:
-    """Write lines (one example each) to ``path``."""
+    """Write lines (one example each) to ``path``.
+
+    Parameters
+    ----------
+    path
+        The file to write.
+    lines
+        The examples, one per line.
+    """
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return path
@@ -344,7 +406,19 @@ def logistic_lines(n: int, seed: int = 0, *, weights: bool = False,
                    dense: bool = False) -> list[str]:
     """Logistic data in VW text: namespaces a (3 of 40 categories) and b (4 numeric, 30%
     missing unless ``dense``), tags ``exI``, importance weights with ``weights``. The model
-    is the same for every seed."""
+    is the same for every seed.
+
+    Parameters
+    ----------
+    n
+        The number of examples.
+    seed
+        The random seed (default 0): the same seed, the same examples.
+    weights
+        Give examples importance weights (default False).
+    dense
+        No missing numeric values (default False).
+    """
     true = np.random.default_rng(12345).normal(size=60)
     rng = np.random.default_rng(seed)
     lines = []
@@ -363,7 +437,23 @@ def logistic_lines(n: int, seed: int = 0, *, weights: bool = False,
 def separable_lines(n: int, seed: int = 0, *, vocab: int = 40, k: int = 6,
                     scale: float = 2.0, prefix: str = "w") -> list[str]:
     """Linearly separable data: ``k`` of ``vocab`` features (``{prefix}{j}``) with values
-    in [0, scale), labelled by the sign of a random linear model (drawn from ``seed``)."""
+    in [0, scale), labelled by the sign of a random linear model (drawn from ``seed``).
+
+    Parameters
+    ----------
+    n
+        The number of examples.
+    seed
+        The random seed (default 0): the same seed, the same examples.
+    vocab
+        Features to choose from (default 40).
+    k
+        Features per example (default 6).
+    scale
+        Values are in [0, scale) (default 2.0).
+    prefix
+        Feature names' prefix (default ``"w"``).
+    """
     rng = np.random.default_rng(seed)
     truth = rng.standard_normal(vocab)
     lines = []
@@ -379,7 +469,21 @@ def separable_lines(n: int, seed: int = 0, *, vocab: int = 40, k: int = 6,
 def write_dense(train: str, test: str, *, n_train: int = 116_000, n_test: int = 29_000,
                 seed: int = 74) -> tuple[str, str]:
     """Dense logistic data in VW text: 74 standard-normal features in namespace ``x``, a
-    planted model (weights ~ N(0, 1/16)), labels drawn from its probability."""
+    planted model (weights ~ N(0, 1/16)), labels drawn from its probability.
+
+    Parameters
+    ----------
+    train
+        The training file to write.
+    test
+        The test file to write.
+    n_train
+        Training examples (default 116000).
+    n_test
+        Test examples (default 29000).
+    seed
+        The random seed (default 74).
+    """
     import os
 
     rng = np.random.default_rng(seed)

@@ -32,18 +32,42 @@ __all__ = ["Assignment", "join"]
 
 @dataclass(frozen=True)
 class Assignment:
-    """What rendezvous told this worker."""
+    """What rendezvous told this worker.
+
+    Parameters
+    ----------
+    rank
+        This worker's rank.
+    size
+        The job's size.
+    job
+        The job id.
+    endpoints
+        Every rank's transport endpoint, in rank order (opaque: the connector reads it).
+    hosts
+        Every rank's host identity, in rank order.
+    listener
+        This rank's handle from ``connector.listen`` (TCP: a listening socket).
+    addresses
+        Every rank's address as the rendezvous server saw it.
+    connector
+        The transport's connector that links the ranks.
+    security
+        The links' mode: ``"integrity"`` (the default) or ``"encrypt"``.
+    link_rate
+        Bits/s between hosts: the smallest any worker was told (None: unknown).
+    """
 
     rank: int
     size: int
     job: str
-    endpoints: list[str]  # every rank's transport endpoint (opaque: the connector reads it)
+    endpoints: list[str]
     hosts: list[str]
-    listener: Any  # this rank's handle from ``connector.listen`` (TCP: a listening socket)
-    addresses: list[str]  # every rank's address as the rendezvous server saw it
+    listener: Any
+    addresses: list[str]
     connector: Connector
-    security: str = "integrity"  # the links' mode: "integrity" or "encrypt" (._secure.MODES)
-    link_rate: float | None = None  # bits/s between hosts: the smallest any worker was told
+    security: str = "integrity"
+    link_rate: float | None = None
 
     @property
     def encrypt(self) -> bool:
@@ -82,21 +106,37 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
          security: str | None = None, transport: str | Connector | None = None) -> Assignment:
     """Join the job at ``address`` as ``slot``; returns the rank table once all arrived.
 
-    ``security`` (default ``"encrypt"`` when ``encrypt`` else ``"integrity"``) is this
-    worker's own request for its links; the job's is the strongest any worker asked for.
-
     Connection-level failures before the request is sent (refused, reset, closed by a
     server shedding idle strangers) are retried until the deadline; a wrong secret is not.
 
-    ``address``: the server's ``(host, port)``. ``secret``: the job secret. ``slot``: the
-    rank asked for. ``size``: the job's size (must match the server's). ``host_id``: this
-    host's identity (ranks with the same one share memory). ``timeout``: seconds until the
-    whole job must have arrived (:class:`~terascale.RendezvousError` after). ``encrypt``:
-    ask for AES-GCM links (the job is encrypted when any rank asks). ``link_rate``: the
-    links' rate in bits/s for ``auto`` (the job gets the smallest asked for).
-    ``transport``: the transport to link the ranks with, a name of
-    :data:`terascale.transport.TRANSPORTS` or a connector (default ``tcp``); this worker
-    listens with it before the request and publishes its endpoint.
+    Parameters
+    ----------
+    address
+        The server's ``(host, port)``.
+    secret
+        The job secret (bytes), the same on every worker and the server.
+    slot
+        The rank asked for, 0 to ``size - 1``.
+    size
+        The job's size (must match the server's).
+    host_id
+        This host's identity (ranks with the same one share memory).
+    timeout
+        Seconds until the whole job must have arrived (:class:`~terascale.RendezvousError`
+        after).
+    encrypt
+        Ask for AES-GCM links (default False; the job is encrypted when any rank asks).
+    link_rate
+        The links' rate between hosts in bits/s, for ``auto`` (default None: unknown; the
+        job gets the smallest any worker gave).
+    security
+        This worker's own request for its links, ``"integrity"`` or ``"encrypt"`` (default
+        None: ``"encrypt"`` when ``encrypt`` else ``"integrity"``); the job's is the
+        strongest any worker asked for.
+    transport
+        The transport to link the ranks with, a name of
+        :data:`terascale.transport.TRANSPORTS` or a connector (default None: ``tcp``); this
+        worker listens with it before the request and publishes its endpoint.
     """
     link = transport if isinstance(transport, Connector) else connector(transport)
     own = security or ("encrypt" if encrypt else "integrity")

@@ -64,10 +64,18 @@ class _Worker:
 class RendezvousServer:
     """Assembles a job of ``size`` workers; ``address`` is what workers connect to.
 
-    ``size``: workers to wait for. ``secret``: the job secret every worker must prove.
-    ``host``: the address to listen on (default loopback: workers on this machine).
-    ``port``: the port (default 0: any free one; read ``address``). ``job``: the job id
-    (default: a fresh random one).
+    Parameters
+    ----------
+    size
+        Workers to wait for.
+    secret
+        The job secret every worker must prove (bytes).
+    host
+        The address to listen on (default loopback: workers on this machine).
+    port
+        The port (default 0: any free one; read ``address``).
+    job
+        The job id (default None: a fresh random one).
     """
 
     def __init__(self, size: int, secret: bytes, *, host: str = "127.0.0.1", port: int = 0,
@@ -280,7 +288,17 @@ class RendezvousServer:
         transport's, opaque here; TCP's is ``host:port``), ``addr`` being its address as
         this server saw it. A subclass may route it elsewhere (a relay, a NAT's outside
         address); the links authenticate end to end, so a relay learns nothing and can
-        change nothing."""
+        change nothing.
+
+        Parameters
+        ----------
+        slot
+            The rank whose endpoint is asked for.
+        addr
+            Its address as this server saw the connection.
+        endpoint
+            The endpoint it published.
+        """
         return endpoint
 
 
@@ -290,6 +308,11 @@ def host_layout(hosts: list[str]) -> str:
     What the server logs (``terascale run -v`` shows it) once every rank has arrived: the
     check that hosts were told apart as the user expects (see ``terascale.init``'s
     ``host_id``).
+
+    Parameters
+    ----------
+    hosts
+        Every rank's host identity, in rank order.
     """
     ranks: dict[str, list[int]] = {}
     for r, h in enumerate(hosts):

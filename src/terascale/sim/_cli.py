@@ -35,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="with --fail: collective deadline before the job restarts (default 60 s)")
     p.add_argument("--compute", default="1s", metavar="S",
                    help="single-node compute per allreduce for the speedup plot (default 1s)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the straggler draws (default 0): the same seed, the same table")
     p.add_argument("--plot", default=None, metavar="OUT.png",
                    help="time and speedup vs nodes per algorithm")
     p.add_argument("--paper", action="store_true",
@@ -58,7 +59,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "fit only the efficiencies (reports of large messages cannot tell it)")
     p.add_argument("--link-cost-out", default=None, metavar="COST.json",
                    help="with --fit-links: write the fitted constants (for --link-cost)")
-    p.add_argument("--json", default=None, metavar="OUT.json")
+    p.add_argument("--json", default=None, metavar="OUT.json",
+                   help="also write the results as JSON to OUT.json")
     p.set_defaults(func=_main)
 
 

@@ -38,7 +38,19 @@ CHECK_FROM = 64 << 10
 
 def model_time(algorithm: str, nbytes: float, n: int, c: CostParams) -> float:
     """Predicted time of one of our algorithms with ``n`` ranks on this one host: its registry
-    entry's cost formula on one host of ``n`` ranks (ValueError when it has none)."""
+    entry's cost formula on one host of ``n`` ranks (ValueError when it has none).
+
+    Parameters
+    ----------
+    algorithm
+        A name of the registry.
+    nbytes
+        The message size in bytes.
+    n
+        Ranks on the host.
+    c
+        The machine's :class:`CostParams`.
+    """
     try:
         spec = allreduce_spec(algorithm)
     except ConfigError:
@@ -111,7 +123,15 @@ def _points(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Least squares with x >= 0 for a handful of unknowns: drop the most negative and refit."""
+    """Least squares with x >= 0 for a handful of unknowns: drop the most negative and refit.
+
+    Parameters
+    ----------
+    a
+        The design matrix (one row per measurement).
+    b
+        The measured times.
+    """
     active = list(range(a.shape[1]))
     x = np.zeros(a.shape[1])
     while active:
@@ -125,7 +145,17 @@ def nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def calibrate(report: dict[str, Any], *more: dict[str, Any],
               cores: int | None = None) -> dict[str, Any]:
-    """Fit the parameters to the reports' measurements; return them with every prediction."""
+    """Fit the parameters to the reports' measurements; return them with every prediction.
+
+    Parameters
+    ----------
+    report
+        A ``terascale bench allreduce --json`` report of this host.
+    more
+        Further such reports, fitted together with the first.
+    cores
+        Cores of the host (default None: one per rank).
+    """
     cores = cores or os.cpu_count() or 1
     pts = _points([report, *more])
     if not pts:
@@ -150,7 +180,13 @@ def calibrate(report: dict[str, Any], *more: dict[str, Any],
 
 
 def format_calibration(cal: dict[str, Any]) -> str:
-    """The fitted parameters and a Markdown table of predicted vs measured."""
+    """The fitted parameters and a Markdown table of predicted vs measured.
+
+    Parameters
+    ----------
+    cal
+        What :func:`calibrate` returned.
+    """
     from .._units import format_size, format_time
 
     pr = cal["params"]

@@ -66,7 +66,30 @@ _TREE_KIND, _RADIX_KIND = KINDS[3], KINDS[1]
 
 @dataclass(frozen=True, kw_only=True)
 class LinkCost:
-    """Calibrated constants of allreduce over TCP links (seconds; efficiencies in (0, 1])."""
+    """Calibrated constants of allreduce over TCP links (seconds; efficiencies in (0, 1]).
+
+    Parameters
+    ----------
+    alpha
+        Seconds per message round, a send/receive step (default 200 us).
+    eff_single
+        Fraction of goodput one flow per link direction gets (default 0.98).
+    eff_halving_doubling
+        Fraction halving/doubling gets, with several partners on other hosts (default 0.8).
+    eff_shared_nic
+        Fraction when several workers of a host cross its NIC in one step (default 0.8).
+    eff_tree
+        Fraction the tree's up and down streams through a node get (default 0.85).
+    mtu
+        Bytes per IP packet (default 1500).
+    tcp_ip_headers
+        Header bytes per packet (default 52).
+    framing
+        Link bytes per frame beyond the packet (default 14, what a ``tc`` rate limit counts; 38 on a
+        real wire).
+    source
+        Where the constants come from (``"defaults"`` or the fit's description).
+    """
 
     alpha: float = 200e-6          # per message round (a send/receive step)
     eff_single: float = 0.98       # one flow per link direction
@@ -79,17 +102,35 @@ class LinkCost:
     source: str = "defaults"
 
     def goodput(self, link_bits: float) -> float:
-        """TCP payload bytes per second on a link of ``link_bits`` bit/s."""
+        """TCP payload bytes per second on a link of ``link_bits`` bit/s.
+
+        Parameters
+        ----------
+        link_bits
+            The link's nominal rate in bits/s.
+        """
         return tcp_goodput(link_bits, mtu=self.mtu, framing=self.framing,
                            tcp_ip_headers=self.tcp_ip_headers)
 
     def efficiency(self, kind: str) -> float:
-        """The fraction of goodput that traffic of ``kind`` (one of :data:`KINDS`) gets."""
+        """The fraction of goodput that traffic of ``kind`` (one of :data:`KINDS`) gets.
+
+        Parameters
+        ----------
+        kind
+            A kind of traffic, one of :data:`KINDS`.
+        """
         return float(getattr(self, f"eff_{kind}"))
 
 
 def recorded(path: str | None = None) -> LinkCost:
-    """The constants fitted on emulated hosts (``path``: another such JSON file)."""
+    """The constants fitted on emulated hosts (``path``: another such JSON file).
+
+    Parameters
+    ----------
+    path
+        Another JSON file of constants (default None: the package's ``link_cost.json``).
+    """
     if path is None:
         path = os.path.join(os.path.dirname(os.path.abspath(__file__)), _RECORDED)
     try:
@@ -150,6 +191,15 @@ def schedule(algorithm: str, hosts: int, per_host: int = 1) -> dict[str, Any]:
     ``link`` is in vectors (multiply by the size); ``fill`` counts the chunks (the
     algorithm's pipeline unit, ``chunk`` bytes) that pass in series on top of it: the tree's
     pipeline fill; ``segment`` is the ranks per host that first meet in shared memory.
+
+    Parameters
+    ----------
+    algorithm
+        A name of the registry.
+    hosts
+        Hosts.
+    per_host
+        Workers on each host (default 1).
     """
     try:
         spec = allreduce_spec(algorithm)
@@ -212,7 +262,17 @@ def _schedule(kind: str, hosts: int, per_host: int) -> dict[str, Any]:
 
 
 def kind_of(algorithm: str, hosts: int, per_host: int = 1) -> str:
-    """Which efficiency prices ``algorithm``'s link traffic (one of :data:`KINDS`)."""
+    """Which efficiency prices ``algorithm``'s link traffic (one of :data:`KINDS`).
+
+    Parameters
+    ----------
+    algorithm
+        A name of the registry.
+    hosts
+        Hosts.
+    per_host
+        Workers on each host (default 1).
+    """
     return str(schedule(algorithm, hosts, per_host)["kind"])
 
 
@@ -236,7 +296,23 @@ def _terms(algorithm: str, nbytes: float, hosts: int, per_host: int, link_bits: 
 def link_time(algorithm: str, nbytes: float, hosts: int, link_bits: float,
               cost: LinkCost | None = None, *, per_host: int = 1) -> float:
     """Predicted seconds of one allreduce of ``nbytes`` over ``hosts`` hosts of ``per_host``
-    workers joined by TCP links of ``link_bits`` bit/s (the recorded constants by default)."""
+    workers joined by TCP links of ``link_bits`` bit/s (the recorded constants by default).
+
+    Parameters
+    ----------
+    algorithm
+        A name of the registry with an event schedule.
+    nbytes
+        The message size in bytes.
+    hosts
+        Hosts.
+    link_bits
+        The links' rate in bits/s.
+    cost
+        The constants (default None: :func:`recorded`).
+    per_host
+        Workers on each host (default 1).
+    """
     if hosts * per_host == 1:
         return 0.0
     cost = cost or _recorded()
@@ -266,6 +342,18 @@ def fit(reports: list[dict[str, Any]], *, check: list[dict[str, Any]] | None = N
 
     Returns the constants and every point (those of ``check`` too, not fitted on: a
     held-out test) with its prediction and relative error.
+
+    Parameters
+    ----------
+    reports
+        Cluster benchmark reports (``terascale bench allreduce --cluster --json``) to fit on.
+    check
+        Reports held out: predicted, not fitted on (default None).
+    base
+        The constants not fitted (MTU, framing) and the starting point (default: :class:`LinkCost`'s
+        defaults).
+    alpha
+        Hold alpha at this many seconds and fit only the efficiencies (default None: fit it too).
     """
     pts = _points(reports)
     if not pts:
@@ -308,7 +396,13 @@ def fit(reports: list[dict[str, Any]], *, check: list[dict[str, Any]] | None = N
 
 
 def format_fit(result: dict[str, Any]) -> str:
-    """The constants and a Markdown table: measured vs predicted busbw per point."""
+    """The constants and a Markdown table: measured vs predicted busbw per point.
+
+    Parameters
+    ----------
+    result
+        What :func:`fit` returned.
+    """
     from .._units import format_rate, format_size
 
     c = result["cost"]

@@ -88,13 +88,24 @@ TREE_CHUNK = CHUNK_BYTES
 class CostParams:
     """Machine parameters of the model (seconds, seconds per byte).
 
-    ``alpha``: seconds per message between hosts (latency plus software; default 25 us).
-    ``beta``: seconds per byte on a link (default 8/10e9: 10 Gbit/s). ``gamma``: seconds
-    per byte reduced (default 1/5e9). ``alpha_shm``: seconds per synchronization inside a
-    host (default 2 us). ``delta``: seconds per byte copied in memory (default 1/10e9).
-    ``cores``: cores per host (default None: one per rank). ``cache_bytes``: messages
-    above this size pay ``mem_factor`` times every per-byte cost (default None: never).
-    ``mem_factor``: that factor (default 1.0).
+    Parameters
+    ----------
+    alpha
+        Seconds per message between hosts (latency plus software; default 25 us).
+    beta
+        Seconds per byte on a link (default 8/10e9: 10 Gbit/s).
+    gamma
+        Seconds per byte reduced (default 1/5e9).
+    alpha_shm
+        Seconds per synchronization inside a host (default 2 us).
+    delta
+        Seconds per byte copied in memory (default 1/10e9).
+    cores
+        Cores per host (default None: one per rank).
+    cache_bytes
+        Messages above this size pay ``mem_factor`` times every per-byte cost (default None: never).
+    mem_factor
+        The factor on per-byte costs above ``cache_bytes`` (default 1.0).
     """
 
     alpha: float = 25e-6       # per message between hosts (latency + software)
@@ -108,7 +119,13 @@ class CostParams:
 
     def for_message(self, nbytes: float) -> CostParams:
         """The parameters for a message of ``nbytes``: per-byte costs grow by ``mem_factor``
-        once the message no longer fits in the (per-core) cache."""
+        once the message no longer fits in the (per-core) cache.
+
+        Parameters
+        ----------
+        nbytes
+            The message size in bytes.
+        """
         if self.cache_bytes is None or nbytes <= self.cache_bytes or self.mem_factor == 1.0:
             return replace(self, cache_bytes=None)
         f = self.mem_factor
@@ -116,12 +133,25 @@ class CostParams:
                        cache_bytes=None)
 
     def slowdown(self, ranks_per_host: int) -> float:
-        """Factor on per-byte costs when ranks share cores (1 with a core per rank)."""
+        """Factor on per-byte costs when ranks share cores (1 with a core per rank).
+
+        Parameters
+        ----------
+        ranks_per_host
+            Ranks sharing the host's cores.
+        """
         if self.cores is None:
             return 1.0
         return max(1.0, ranks_per_host / self.cores)
 
     def scaled(self, ranks_per_host: int) -> CostParams:
+        """These parameters with every cost multiplied by :meth:`slowdown` (``cores`` then None).
+
+        Parameters
+        ----------
+        ranks_per_host
+            Ranks sharing the host's cores.
+        """
         s = self.slowdown(ranks_per_host)
         return replace(self, alpha=self.alpha * s, beta=self.beta * s, gamma=self.gamma * s,
                        alpha_shm=self.alpha_shm * s, delta=self.delta * s, cores=None)
@@ -136,6 +166,18 @@ def tcp_goodput(link_bits: float, *, mtu: int = 1500, framing: int = 38,
     14, FCS 4, preamble 8, inter-frame gap 12 = 38; a ``tc`` rate limit on a veth counts the
     14-byte header only: ``framing=14``). At MTU 1500 that is 94.1% of the nominal rate
     (95.6% on an emulated link): the ceiling of busbw, before any per-message cost.
+
+    Parameters
+    ----------
+    link_bits
+        The link's nominal rate in bits/s.
+    mtu
+        Bytes per IP packet (default 1500; 9000 with jumbo frames).
+    framing
+        Bytes of link time per frame beyond the packet (default 38, a real Ethernet wire; 14 under a
+        ``tc`` rate limit).
+    tcp_ip_headers
+        Header bytes per packet (default 52: IPv4, TCP and timestamps).
     """
     if mtu <= tcp_ip_headers:
         raise ValueError(f"mtu={mtu} leaves no room for {tcp_ip_headers} bytes of headers")
@@ -150,10 +192,20 @@ def predict(algorithm: str, nbytes: float, nodes: int, c: CostParams, *,
     Flat algorithms treat all ``nodes * per_host`` ranks alike; one placed on ``"one host"``
     needs ``nodes=1``. ``nodes=1, per_host=q`` describes one machine (loopback).
 
-    ``algorithm``: a name of the registry (:func:`terascale.collectives.allreduce_names`).
-    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
-    ``nodes``: hosts. ``per_host``: ranks on each host (default 1). ``chunk``: a pipelined
-    algorithm's chunk in bytes (None: not pipelined).
+    Parameters
+    ----------
+    algorithm
+        A name of the registry (:func:`terascale.collectives.allreduce_names`).
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    c
+        The machine's :class:`CostParams`.
+    per_host
+        Ranks on each host (default 1).
+    chunk
+        A pipelined algorithm's chunk in bytes (None: not pipelined).
     """
     try:
         spec = allreduce_spec(algorithm)
@@ -169,8 +221,16 @@ def best(nbytes: float, nodes: int, c: CostParams, *, per_host: int = 1) -> tupl
     """The fastest applicable algorithm and its predicted time (the first in registry order
     of those that tie).
 
-    ``nbytes``: the message size in bytes. ``c``: the machine's :class:`CostParams`.
-    ``nodes``: hosts; ``per_host``: ranks on each (default 1).
+    Parameters
+    ----------
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    c
+        The machine's :class:`CostParams`.
+    per_host
+        Ranks on each (default 1).
     """
     names = [a for a, s in ALLREDUCE.items() if s.runs_on(nodes) and s.cost
              and s.runs_with(nodes * per_host)]

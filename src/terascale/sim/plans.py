@@ -30,7 +30,19 @@ __all__ = ["ExampleCost", "TerascalePlan", "goyal_plan", "measure_example_cost",
 
 @dataclass(frozen=True)
 class ExampleCost:
-    """Seconds per example of one online pass and of one gradient pass, and how measured."""
+    """Seconds per example of one online pass and of one gradient pass, and how measured.
+
+    Parameters
+    ----------
+    online_s
+        Seconds per example of one online pass.
+    gradient_s
+        Seconds per example of one gradient (L-BFGS) pass.
+    features_per_example
+        Features per example when measured.
+    source
+        How it was measured (machine, date, or ``"recorded"``).
+    """
 
     online_s: float
     gradient_s: float
@@ -44,6 +56,19 @@ def measure_example_cost(features: int = 124, examples: int = 200_000, bits: int
 
     :func:`terascale.linear.kernels.kernel_cost` times the adaptive, normalized,
     importance-invariant SGD pass and the logistic loss-and-gradient pass of L-BFGS.
+
+    Parameters
+    ----------
+    features
+        Features per example (default 124).
+    examples
+        Examples timed (default 200000).
+    bits
+        Hash bits of the weights (default 24).
+    seed
+        Seed of the synthetic data (default 0).
+    reps
+        Repetitions; the fastest counts (default 3).
     """
     from ..linear.kernels import kernel_cost  # numba compiles on first use: import late
 
@@ -68,6 +93,11 @@ def recorded_example_cost(path: str | None = None) -> ExampleCost:
     run and takes no measurement: timing the kernels at run time measured the machine's
     load as much as the kernels. Re-record with ``terascale simulate --paper --calibrate
     --json OUT.json`` (its ``terascale.example_cost``) on a quiet machine.
+
+    Parameters
+    ----------
+    path
+        Another JSON file of costs (default None: the package's ``example_cost.json``).
     """
     import json
     import os
@@ -93,7 +123,34 @@ def recorded_example_cost(path: str | None = None) -> ExampleCost:
 
 @dataclass(frozen=True, kw_only=True)
 class TerascalePlan:
-    """Assumptions of the Terascale run on paper (defaults: the job of Agarwal et al. 2014)."""
+    """Assumptions of the Terascale run on paper (defaults: the job of Agarwal et al. 2014).
+
+    Parameters
+    ----------
+    examples
+        Training examples (default 17e9).
+    features
+        Nonzero features in all (default 2.1e12).
+    params
+        Weights, the allreduced vector's length (default 2**24).
+    nodes
+        Workers, one per node (default 1000).
+    link_bits
+        Each node's link in bits/s (default 1 Gbit/s).
+    latency
+        Seconds per message (default 100 us: a 2011 Hadoop cluster's TCP).
+    online_passes
+        Online passes (default 1).
+    lbfgs_passes
+        L-BFGS passes, one data pass each (default 20, the CLI's ``--bfgs 20``).
+    cache_bytes_per_feature
+        Bytes per feature in the cache (default 4: compressed index, value 1 implicit).
+    disk_bytes_per_s
+        Each node's disk rate in bytes/s (default 100e6: one 2011 disk).
+    straggler
+        A straggler spec of :func:`straggler_delays` (``"none"``, ``"exp:1ms"``, ...). Default
+        ``"none"``.
+    """
 
     examples: float = 17e9
     features: float = 2.1e12
@@ -116,7 +173,17 @@ def _flat() -> list[str]:
 
 def terascale_plan(cost: ExampleCost, plan: TerascalePlan = TerascalePlan(),
                    seed: int = 0) -> dict[str, Any]:
-    """Predicted wall time of the Terascale job, term by term."""
+    """Predicted wall time of the Terascale job, term by term.
+
+    Parameters
+    ----------
+    cost
+        The per-example costs (:func:`recorded_example_cost` or :func:`measure_example_cost`).
+    plan
+        The assumptions (default: the paper's job).
+    seed
+        Seed of the straggler draw (default 0).
+    """
     from .simulator import straggler_delays
 
     per_node = plan.examples / plan.nodes
@@ -147,7 +214,23 @@ def terascale_plan(cost: ExampleCost, plan: TerascalePlan = TerascalePlan(),
 def goyal_plan(*, workers: int = 256, per_host: int = 8, params: int = 25_000_000,
                link_bits: float = 50e9, latency: float = 10e-6,
                intra_bytes_per_s: float = 20e9) -> dict[str, Any]:
-    """Per-iteration allreduce time of ResNet-50 gradients, flat and hierarchical."""
+    """Per-iteration allreduce time of ResNet-50 gradients, flat and hierarchical.
+
+    Parameters
+    ----------
+    workers
+        GPUs (default 256).
+    per_host
+        GPUs per host (default 8).
+    params
+        Model parameters, float32 (default 25e6: ResNet-50).
+    link_bits
+        Each host's link in bits/s (default 50 Gbit/s).
+    latency
+        Seconds per message between hosts (default 10 us).
+    intra_bytes_per_s
+        Bytes/s copied inside a host (default 20e9).
+    """
     hosts = workers // per_host
     m = params * 4.0
     c = CostParams(alpha=latency, beta=8.0 / link_bits, gamma=1 / 20e9, alpha_shm=5e-6,

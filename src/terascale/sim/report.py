@@ -24,7 +24,15 @@ SIM_MAX_CHUNKS = 64  # tree pipeline resolution in the simulator beyond 100 rank
 def algorithms_for(nodes: int, per_host: int) -> list[str]:
     """The registry's algorithms that can run on ``nodes`` hosts of ``per_host`` workers
     each and are priced (a cost formula), each once (shared memory inside hosts with one
-    worker per host is its leaders' ring: :meth:`~terascale.collectives.AllreduceSpec.differs_on`)."""
+    worker per host is its leaders' ring: :meth:`~terascale.collectives.AllreduceSpec.differs_on`).
+
+    Parameters
+    ----------
+    nodes
+        Hosts.
+    per_host
+        Workers on each host.
+    """
     return [a for a in allreduce_names() if ALLREDUCE[a].differs_on(nodes, per_host)
             and ALLREDUCE[a].cost]
 
@@ -39,7 +47,13 @@ def _fmt(s: float) -> str:
 
 
 def run_simulate(args: argparse.Namespace) -> dict[str, Any]:
-    """``terascale simulate``: print the per-algorithm table, return it as a dict (``--json``)."""
+    """``terascale simulate``: print the per-algorithm table, return it as a dict (``--json``).
+
+    Parameters
+    ----------
+    args
+        The parsed flags of ``terascale simulate``.
+    """
     if args.nodes < 1 or args.workers_per_host < 1:
         raise ConfigError("--nodes and --workers-per-host must be at least 1")
     m = parse_size(args.bytes, flag="--bytes")
@@ -125,7 +139,23 @@ def run_simulate(args: argparse.Namespace) -> dict[str, Any]:
 
 def sweep(m: float, nodes: int, q: int, c: CostParams, stragglers: str,
           seed: int) -> dict[str, Any]:
-    """Model and simulated time per algorithm for node counts 2, 4, ... up to ``nodes``."""
+    """Model and simulated time per algorithm for node counts 2, 4, ... up to ``nodes``.
+
+    Parameters
+    ----------
+    m
+        The message size in bytes.
+    nodes
+        The largest host count.
+    q
+        Workers per host.
+    c
+        The machine's :class:`CostParams`.
+    stragglers
+        A straggler spec of :func:`straggler_delays` (``"none"``, ``"exp:1ms"``, ...).
+    seed
+        Seed of the straggler draws.
+    """
     counts = sorted({2 ** k for k in range(1, 31) if 2 ** k < nodes} | {max(nodes, 2)})
     rng = np.random.default_rng(seed)
     data: dict[str, Any] = {"nodes": counts, "model": {}, "sim": {}}
@@ -142,6 +172,13 @@ def paper_report(*, calibrate: bool = False, example_cost: str | None = None) ->
     Plans with the per-example costs recorded with the package (or read from
     ``example_cost``), so the answer is the same on every run; ``calibrate`` times this
     machine's kernels instead (seconds, and as noisy as the machine is busy).
+
+    Parameters
+    ----------
+    calibrate
+        Time this machine's kernels instead of the recorded costs (default False).
+    example_cost
+        A JSON file of per-example costs to plan with (default None: the recorded ones).
     """
     from .plans import goyal_plan, measure_example_cost, recorded_example_cost, terascale_plan
 

@@ -44,7 +44,15 @@ __all__ = ["SimResult", "simulate", "straggler_delays"]
 
 @dataclass(frozen=True)
 class SimResult:
-    """Finish time per rank (``inf``: never finished) and summaries."""
+    """Finish time per rank (``inf``: never finished) and summaries.
+
+    Parameters
+    ----------
+    algorithm
+        The simulated algorithm's name.
+    finish
+        Each rank's finish time in seconds (``inf``: never finished).
+    """
 
     algorithm: str
     finish: np.ndarray
@@ -261,15 +269,28 @@ def simulate(algorithm: str, nbytes: float, nodes: int, c: CostParams, *, per_ho
              chunk: int | None = TREE_CHUNK, max_chunks: int | None = None) -> SimResult:
     """Simulate one allreduce of ``nbytes`` over ``nodes`` hosts of ``per_host`` ranks.
 
-    ``start`` gives each rank's arrival time at the collective (stragglers; default all 0);
-    ``fail=(rank, time)`` kills that rank at that time. ``max_chunks`` coarsens the tree's
-    pipeline (larger chunks) to bound the number of events: the steady state is unchanged,
-    the pipeline fill grows with the chunk.
-
-    ``algorithm``: a name of the registry, simulated by its entry's ``schedule`` (one
-    without: its cost formula, started when the last rank arrives, so a failure before the
-    end blocks every rank). ``c``: the machine's :class:`CostParams`.
-    ``chunk``: the tree's pipeline chunk in bytes.
+    Parameters
+    ----------
+    algorithm
+        A name of the registry, simulated by its entry's ``schedule`` (one without: its cost
+        formula, started when the last rank arrives, so a failure before the end blocks every rank).
+    c
+        The machine's :class:`CostParams`.
+    chunk
+        The tree's pipeline chunk in bytes.
+    nbytes
+        The message size in bytes.
+    nodes
+        Hosts.
+    per_host
+        Ranks on each host (default 1).
+    start
+        Each rank's arrival time at the collective in seconds (stragglers; default None: all 0).
+    fail
+        ``(rank, time)``: kill that rank at that time (default None: no failure).
+    max_chunks
+        Coarsens the tree's pipeline (larger chunks) to bound the number of events: the steady state
+        is unchanged, the pipeline fill grows with the chunk (default None: no bound).
     """
     if chunk is not None and max_chunks is not None and nbytes > chunk * max_chunks:
         chunk = math.ceil(nbytes / max_chunks)
@@ -323,8 +344,14 @@ def straggler_delays(spec: str, p: int, rng: np.random.Generator) -> np.ndarray:
     ``p-1`` late by DELAY); ``frac:F:DELAY`` (a random fraction F of the ranks late by DELAY).
     Times accept ``ms``/``us``/``s`` suffixes.
 
-    ``p``: ranks. ``rng``: the numpy generator to draw from (seed it for repeatable
-    plans).
+    Parameters
+    ----------
+    p
+        Ranks.
+    rng
+        The numpy generator to draw from (seed it for repeatable plans).
+    spec
+        One of the forms above.
     """
     parts = spec.split(":")
     kind = parts[0]

@@ -13,6 +13,11 @@ def listening(port: int) -> list[str]:
 
     Every process's sockets are listed there, so a test, a Spark task or a Ray actor can tell
     where a server of another process of its host listens. Empty off Linux.
+
+    Parameters
+    ----------
+    port
+        The TCP port to look for.
     """
     found = []
     for path, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):

@@ -37,19 +37,32 @@ def run_threads(fn: Callable[..., Any], world_size: int, *, args: Sequence[Any] 
                 expect_failure: bool = False) -> list[Any]:
     """Run ``fn(comm, *args)`` on ``world_size`` threads; return results in rank order.
 
-    ``args``: extra arguments of ``fn``. ``timeout``: seconds the whole run may take;
-    a rank still running then is reported and its transport failed, which releases every
-    rank waiting on it (a thread cannot be killed: one stuck outside a collective stays,
-    as a daemon). ``host_ids``: the host each rank pretends to live on (round robin; by
-    default they share this host, so the shared-memory algorithms run between the
-    threads as between processes). ``collective_timeout``: the communicators' deadline
-    (default ``timeout``). ``expect_failure``: return every rank's outcome instead of
-    raising -- ``("ok", value)``, ``("error", (exc_type, traceback))`` or ``("timeout",
-    None)``; otherwise the first failure raises :class:`WorkerFailed` with its traceback.
-
     A rank whose ``fn`` raises fails its transport first (an ABORT naming it, as a crashing
     process's hook does), so the other ranks raise an error naming that rank instead of
     waiting out their deadline.
+
+    Parameters
+    ----------
+    fn
+        Called as ``fn(comm, *args)`` on each rank's thread; its return value is collected.
+    world_size
+        The number of ranks (threads).
+    args
+        Extra arguments of ``fn``.
+    timeout
+        Seconds the whole run may take (default 60); a rank still running then is
+        reported and its transport failed, which releases every rank waiting on it (a
+        thread cannot be killed: one stuck outside a collective stays, as a daemon).
+    host_ids
+        The host each rank pretends to live on (round robin; default None: they share this
+        host, so the shared-memory algorithms run between the threads as between
+        processes).
+    collective_timeout
+        The communicators' deadline in seconds (default None: ``timeout``).
+    expect_failure
+        Return every rank's outcome instead of raising -- ``("ok", value)``, ``("error",
+        (exc_type, traceback))`` or ``("timeout", None)``; otherwise (the default) the
+        first failure raises :class:`WorkerFailed` with its traceback.
     """
     secret = secrets.token_hex(16).encode()
     server = RendezvousServer(world_size, secret).start()

@@ -31,7 +31,17 @@ __all__ = ["WorkerFailed", "run_workers"]
 
 
 class WorkerFailed(AssertionError):
-    """A worker raised or died; the message holds its traceback."""
+    """A worker raised or died; the message holds its traceback.
+
+    Parameters
+    ----------
+    message
+        The worker's traceback, or why it died.
+    rank
+        The rank that failed.
+    exc_type
+        The name of the exception's class (None: the worker died without raising).
+    """
 
     def __init__(self, message: str, *, rank: int, exc_type: str | None = None) -> None:
         super().__init__(message)
@@ -60,15 +70,32 @@ def run_workers(fn: Callable[..., Any], n: int, *, args: Sequence[Any] = (),
                 expect_failure: bool = False) -> list[Any]:
     """Run ``fn(comm, *args)`` on ``n`` processes; return results in rank order.
 
-    ``host_ids`` pretends ranks live on those hosts (round robin). With
-    ``expect_failure`` the per-rank outcomes are returned instead of raising: a list of
-    ``("ok", value)`` or ``("error", (exc_type, traceback))`` (``("killed", code)`` for a
-    worker that died without reporting, ``("timeout", None)`` for one still running at the
-    deadline, which is then killed).
+    Each worker is a forked process that joins the job with :func:`terascale.init`, so
+    the whole stack runs (rendezvous, TCP links, shared memory).
 
-    ``env``: extra environment variables for every worker (default None).
-    ``collective_timeout``: the workers' ``init(timeout=)`` (default None: ``init``'s
-    default deadline).
+    Parameters
+    ----------
+    fn
+        Called as ``fn(comm, *args)`` in each worker; its return value (picklable) is
+        collected.
+    n
+        The number of workers (the world size).
+    args
+        Extra arguments of ``fn``.
+    timeout
+        Seconds the whole run may take (default 60); a worker still running then is
+        killed.
+    env
+        Extra environment variables for every worker (default None).
+    host_ids
+        The hosts the ranks pretend to live on (round robin; default None: this host).
+    collective_timeout
+        The workers' ``init(timeout=)`` (default None: ``init``'s default deadline).
+    expect_failure
+        Return the per-rank outcomes instead of raising: a list of ``("ok", value)`` or
+        ``("error", (exc_type, traceback))`` (``("killed", code)`` for a worker that died
+        without reporting, ``("timeout", None)`` for one still running at the deadline).
+        Default False: the first failure raises :class:`WorkerFailed`.
     """
     ctx = mp.get_context("fork")
     secret = secrets.token_hex(16)

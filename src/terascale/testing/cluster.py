@@ -160,6 +160,11 @@ def sweep(*, everything: bool = False) -> list[str]:
     """Remove the clusters whose owner process is gone (all of ours with ``everything``).
 
     Returns the job ids removed. Safe to run at any time: live clusters are left alone.
+
+    Parameters
+    ----------
+    everything
+        Remove every emulated cluster of this machine, live ones too (default False).
     """
     removed = []
     for job, (namespaces, links) in sorted(_ours().items()):
@@ -176,6 +181,19 @@ class Cluster:
     A context manager: entering builds the hosts, leaving tears them down (and kills every
     process still running in them), whatever happened inside. Commands run on host ``i``
     with :meth:`popen` / :meth:`run`; they inherit this process's environment and files.
+
+    Parameters
+    ----------
+    hosts
+        How many emulated hosts (network namespaces), 1 up to the module's limit.
+    link
+        The rate of every host's link (``"100Mbit"``, ``"10Gbit"`` or bits/s; default ``"1Gbit"``;
+        None: unlimited, at least 100kbit otherwise).
+    job
+        A 6-character id naming the namespaces and links (default None: a random one).
+    keep
+        Leave the cluster up after this process exits, until ``down`` (the command line's ``up``;
+        default False).
     """
 
     def __init__(self, hosts: int, *, link: str | float | None = "1Gbit", job: str | None = None,
@@ -199,9 +217,23 @@ class Cluster:
 
     # names and addresses
     def namespace(self, host: int) -> str:
+        """The network namespace of ``host`` (``ip netns exec`` runs in it).
+
+        Parameters
+        ----------
+        host
+            The host's index, 0 to ``hosts - 1``.
+        """
         return f"tsc-{self.job}-{self._check(host)}"
 
     def address(self, host: int) -> str:
+        """The IPv4 address of ``host`` on the cluster's bridge.
+
+        Parameters
+        ----------
+        host
+            The host's index, 0 to ``hosts - 1``.
+        """
         return f"{SUBNET}.{10 + self._check(host)}"
 
     def _veth(self, host: int) -> str:
@@ -289,6 +321,17 @@ class Cluster:
         """Start ``argv`` on ``host`` (its own session: :meth:`down` kills its whole group).
 
         ``env`` adds to this process's environment. Other arguments go to ``Popen``.
+
+        Parameters
+        ----------
+        host
+            The host's index, 0 to ``hosts - 1``.
+        argv
+            The command and its arguments.
+        env
+            Variables added to this process's environment (default None).
+        kwargs
+            Other arguments of ``subprocess.Popen`` (``stdout``, ``text``...).
         """
         full = {**os.environ, **(env or {})}
         p = subprocess.Popen(["ip", "netns", "exec", self.namespace(host), *argv], env=full,
@@ -298,7 +341,19 @@ class Cluster:
 
     def run(self, host: int, argv: Sequence[str], *, timeout: float,
             env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
-        """Run ``argv`` on ``host`` to completion (killed at ``timeout`` s: TimeoutExpired)."""
+        """Run ``argv`` on ``host`` to completion (killed at ``timeout`` s: TimeoutExpired).
+
+        Parameters
+        ----------
+        host
+            The host's index, 0 to ``hosts - 1``.
+        argv
+            The command and its arguments.
+        timeout
+            Seconds before the command is killed (``subprocess.TimeoutExpired``).
+        env
+            Variables added to this process's environment (default None).
+        """
         p = self.popen(host, argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True)
         try:
@@ -311,13 +366,27 @@ class Cluster:
         return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
     def set_link(self, host: int, up: bool) -> None:
-        """Take ``host``'s link down (a partition: it reaches no other host) or back up."""
+        """Take ``host``'s link down (a partition: it reaches no other host) or back up.
+
+        Parameters
+        ----------
+        host
+            The host's index, 0 to ``hosts - 1``.
+        up
+            True: bring the link up; False: take it down.
+        """
         _ip("link", "set", self._veth(self._check(host)), "up" if up else "down")
 
 
 # -- command line ----------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m terascale.testing.cluster up|down``; returns the exit status."""
+    """``python -m terascale.testing.cluster up|down``; returns the exit status.
+
+    Parameters
+    ----------
+    argv
+        The arguments (default None: ``sys.argv[1:]``).
+    """
     parser = argparse.ArgumentParser(prog="python -m terascale.testing.cluster",
                                      description="Emulated hosts (network namespaces) on a bridge.")
     sub = parser.add_subparsers(dest="cmd", required=True)

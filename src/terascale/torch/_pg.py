@@ -36,7 +36,16 @@ class TerascaleProcessGroup(dist.ProcessGroup):
 
     Made by ``dist.init_process_group("terascale")`` / ``dist.new_group(backend=...)``; build
     one directly (``TerascaleProcessGroup(comm)``) to hand an existing communicator to code
-    that takes a ``process_group=``. ``owned``: close ``comm`` when the group shuts down.
+    that takes a ``process_group=``.
+
+    Parameters
+    ----------
+    comm
+        The communicator the group's collectives run on.
+    owned
+        Close ``comm`` when the group shuts down (default False).
+    timeout
+        Seconds of the point-to-point operations' deadline (default None: ``comm.timeout``).
     """
 
     def __init__(self, comm: Communicator, *, owned: bool = False,
@@ -58,12 +67,26 @@ class TerascaleProcessGroup(dist.ProcessGroup):
     # torch names every group after creating it; a Python group keeps the names itself
     # (DeviceMesh, FSDP and the functional collectives look groups up by name).
     def setGroupName(self, name: str) -> None:  # noqa: N802
+        """Record the group's name (torch calls it when it registers the group).
+
+        Parameters
+        ----------
+        name
+            The name torch gave the group.
+        """
         self._group_name = name
 
     def getGroupName(self) -> str:  # noqa: N802
         return self._group_name
 
     def setGroupDesc(self, desc: str) -> None:  # noqa: N802
+        """Record the group's description (torch calls it when it registers the group).
+
+        Parameters
+        ----------
+        desc
+            The description torch gave the group.
+        """
         self._group_desc = desc
 
     def getGroupDesc(self) -> str:  # noqa: N802

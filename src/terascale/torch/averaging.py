@@ -21,7 +21,15 @@ __all__ = ["ModelAverager", "average_buffers", "average_tensors"]
 
 def average_tensors(tensors: list[torch.Tensor], comm: Communicator) -> None:
     """Replace every tensor by its average over workers (one allreduce per dtype; float16
-    and bfloat16 are summed in float32 and rounded once)."""
+    and bfloat16 are summed in float32 and rounded once).
+
+    Parameters
+    ----------
+    tensors
+        The tensors to average in place, in the same order on every worker.
+    comm
+        The communicator.
+    """
     for ts in by_dtype(t for t in tensors if t.is_floating_point()):
         flat = torch.cat([t.detach().reshape(-1) for t in ts])
         if flat.dtype in (torch.float16, torch.bfloat16):
@@ -36,9 +44,13 @@ def average_buffers(model: torch.nn.Module, *, comm: Communicator | None = None)
     Batch norm is per worker by default (Goyal et al.); call this before evaluation or
     checkpointing so that every worker holds the same statistics.
 
-    ``model``: its floating-point buffers are averaged in place. ``comm``: the
-    communicator (default None: the process's ``terascale.init()``, made once on first use
-    and shared by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    model
+        Its floating-point buffers are averaged in place.
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
     """
     average_tensors(list(model.buffers()), resolve(comm))
 
@@ -50,9 +62,18 @@ class ModelAverager:
     identical on all workers after each averaging. Optimizer state (momentum) stays local,
     as in local SGD.
 
-    ``model``: the module whose parameters are averaged. ``comm``: the communicator
-    (default None: the process's ``terascale.init()``, made once on first use and shared
-    by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    model
+        The module whose parameters are averaged.
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
+    every
+        Average after every this many local steps (default 8); fewer: closer to synchronous SGD,
+        more traffic.
+    buffers
+        Also average floating-point buffers, e.g. batch-norm statistics (default False).
     """
 
     def __init__(self, model: torch.nn.Module, *, every: int = 8,

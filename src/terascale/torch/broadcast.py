@@ -37,10 +37,17 @@ def broadcast_parameters(model: torch.nn.Module | Iterable[torch.Tensor], root: 
                          comm: Communicator | None = None, buffers: bool = True) -> None:
     """Overwrite every worker's parameters (and, by default, buffers) with ``root``'s.
 
-    ``model`` is a module or an iterable of tensors (e.g. ``model.parameters()``).
-
-    ``comm``: the communicator (default None: the process's ``terascale.init()``, made
-    once on first use and shared by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
+    model
+        A module or an iterable of tensors (e.g. ``model.parameters()``).
+    root
+        The rank whose parameters every worker gets (default 0).
+    buffers
+        With a module: also its buffers (default True).
     """
     comm = resolve(comm)
     if comm.size == 1:
@@ -56,8 +63,15 @@ def broadcast_buffers(model: torch.nn.Module, root: int = 0, *,
                       comm: Communicator | None = None) -> None:
     """Overwrite buffers (batch-norm running statistics, ...) with ``root``'s.
 
-    ``comm``: the communicator (default None: the process's ``terascale.init()``, made
-    once on first use and shared by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
+    model
+        The module whose buffers are overwritten.
+    root
+        The rank whose buffers every worker gets (default 0).
     """
     comm = resolve(comm)
     if comm.size > 1:
@@ -82,8 +96,15 @@ def broadcast_optimizer_state(optimizer: Any, root: int = 0, *,
     :class:`~terascale.torch.DistributedOptimizer`); tensors travel through host memory and
     ``load_state_dict`` moves them to the parameters' devices.
 
-    ``comm``: the communicator (default None: the process's ``terascale.init()``, made
-    once on first use and shared by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
+    optimizer
+        The optimizer whose state is overwritten.
+    root
+        The rank whose state every worker gets (default 0).
     """
     comm = resolve(comm)
     if comm.size == 1:

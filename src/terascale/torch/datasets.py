@@ -37,7 +37,15 @@ def _idx(path: Path, ndim: int) -> np.ndarray:
 
 def fashion_mnist(train: bool = True, root: str | Path = DEFAULT_ROOT,
                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Images as float32 ``(N, 1, 28, 28)`` scaled to [0, 1] and normalized, labels int64."""
+    """Images as float32 ``(N, 1, 28, 28)`` scaled to [0, 1] and normalized, labels int64.
+
+    Parameters
+    ----------
+    train
+        The 60,000 training images (default True) or the 10,000 test images.
+    root
+        The directory of the four ``*-ubyte.gz`` files (default: where Debian's package puts them).
+    """
     prefix = "train" if train else "t10k"
     root = Path(root)
     images = _idx(root / f"{prefix}-images-idx3-ubyte.gz", 3)

@@ -53,7 +53,13 @@ class Hook(Protocol):
 
 class Done:
     """A handle whose result is already there: what a hook returns when nothing travels
-    (one worker, an empty bucket), so callers wait on every bucket alike."""
+    (one worker, an empty bucket), so callers wait on every bucket alike.
+
+    Parameters
+    ----------
+    value
+        The result ``wait()`` returns.
+    """
 
     def __init__(self, value: torch.Tensor) -> None:
         self.value = value
@@ -76,11 +82,20 @@ class _Then:
 def allreduce_hook(state: Any, comm: Communicator, index: int, grad: torch.Tensor) -> Waitable:
     """Plain sum with ``comm.allreduce_async``: exact and bitwise identical on every worker.
 
-    A hook's arguments (every hook has them, like PyTorch's communication hooks):
-    ``state``: the ``hook_state`` given to ``DistributedOptimizer`` (its own state object,
-    or None); ``comm``: the communicator; ``index``: the bucket's number, the same on
-    every worker; ``grad``: the bucket's flattened gradient. It returns a handle whose
-    ``wait()`` gives the summed gradient.
+    Every hook takes these arguments (like PyTorch's communication hooks) and returns a
+    handle whose ``wait()`` gives the summed gradient.
+
+    Parameters
+    ----------
+    state
+        The ``hook_state`` given to ``DistributedOptimizer`` (the hook's own state object, or
+        None).
+    comm
+        The communicator.
+    index
+        The bucket's number, the same on every worker.
+    grad
+        The bucket's flattened gradient.
     """
     return comm.allreduce_async(grad)
 
@@ -93,11 +108,20 @@ def fp16_hook(state: Any, comm: Communicator, index: int, grad: torch.Tensor) ->
     scaled back and returned in the gradient's dtype. Every worker receives the same
     float16 bytes, so parameters stay bitwise identical across workers.
 
-    A hook's arguments (every hook has them, like PyTorch's communication hooks):
-    ``state``: the ``hook_state`` given to ``DistributedOptimizer`` (its own state object,
-    or None); ``comm``: the communicator; ``index``: the bucket's number, the same on
-    every worker; ``grad``: the bucket's flattened gradient. It returns a handle whose
-    ``wait()`` gives the summed gradient.
+    Every hook takes these arguments (like PyTorch's communication hooks) and returns a
+    handle whose ``wait()`` gives the summed gradient.
+
+    Parameters
+    ----------
+    state
+        The ``hook_state`` given to ``DistributedOptimizer`` (the hook's own state object, or
+        None).
+    comm
+        The communicator.
+    index
+        The bucket's number, the same on every worker.
+    grad
+        The bucket's flattened gradient.
     """
     n = comm.size
     half = (grad / n).to(torch.float16)
@@ -122,85 +146,63 @@ class OneBitState:
     *server* residual, quantizes again and the 1-bit chunks are all-gathered. Two residuals
     (``worker_error``, ``server_error``) are therefore kept per bucket.
 
-    Momentum (``momentum``; DistributedOptimizer fills it in from the wrapped optimizer when
-    left None). Compressing the *gradient* of momentum SGD puts the residual inside the
-    momentum recursion: each delayed error is amplified by ``1/(1-momentum)``, and at
-    momentum 0.9 training falls far behind full precision. With ``momentum > 0`` the hook
-    compresses the *momentum* instead, as DeepSpeed's 1-bit Adam does (Tang et al. 2021) and
-    as error-compensated momentum SGD is analysed: every worker keeps its own momentum of
-    its exact gradients, ``m_i = momentum * m_i + g_i``, the compressed allreduce (with both
-    residuals) averages the ``m_i``, and the hook hands the wrapped optimizer the gradient
-    ``S_t - momentum * S_(t-1)`` whose momentum buffer is exactly that average ``S_t``. The
-    user's ``SGD(momentum=...)`` stays as it is; the residual delays the momentum, it is not
-    amplified by it. Set ``momentum=0`` for plain error-feedback on the gradient.
+    Measurements behind the defaults: ``docs/benchmarks/torch-onebit.md``; what else was
+    tried, and why it is not the default: :mod:`terascale.torch._onebit`.
 
-    Tuning guide:
-
-    * ``warmup_steps`` (default 20): steps per bucket sent in full precision before
-      compressing, the warm-up stage of 1-bit Adam: the first steps move the weights most
-      and their gradients change fastest, so a residual started then is large and stale.
-      Measured on an MLP (784-128-10) on 6,000 Fashion-MNIST images, 2 workers x 32, 300
-      steps, SGD momentum 0.9 (tests/torch/test_compression.py): full precision 77.4% test
-      accuracy; 1-bit on the gradient 70.4% (70.4-71.3% with 50-100 warm-up steps); 1-bit on
-      the momentum 76.0% without warm-up, 77.35% with 20 steps (74.1% with 50, 76.3% with
-      100: within the noise of a short run, so the default is the smallest that helped).
-      Raise it when the first epochs of 1-bit training diverge or lag. (Without
-      ``lookahead`` the residual delays part of every step, and delayed momentum SGD is
-      unstable at an LR full precision still takes: the CNN of
-      ``examples/train_fashion_mnist.py``, 4 workers, LR 0.2 from the first step, reached
-      13.5% test accuracy, 84.5% with 100 warm-up steps; with the lookahead 86.5%, against
-      86.9% in full precision.)
-    * ``block``: values per scale. Each block of ``block`` consecutive values is sent as its
-      signs times one float32 scale, the block's mean absolute value (the value that
-      minimizes the squared error of a sign code; Seide et al. use one or two per matrix
-      column). Cost: ``1 + 32/block`` bits per value, i.e. 28x fewer bytes than float32 at
-      256, 25.6x at 128, 16x at 64. Smaller blocks follow the scale more closely (layers and
-      biases differ by orders of magnitude): lower it if 1-bit training lags full
-      precision; raise it to squeeze bytes.
-    * ``start_step``: the old name of ``warmup_steps`` (the larger of the two applies).
-    * ``precondition`` (default True) and ``floor`` (0.1): divide every value by a
-      per-value magnitude frozen at the end of the warm-up before quantizing, and multiply
-      it back on arrival, as 1-bit Adam compresses its momentum divided by the frozen
-      second moment (Tang et al. 2021). One sign and one scale per block fit values of one
-      size, while SGD's momentum spans orders of magnitude within a block (layers, biases,
-      dead units): large values are paid out over many steps (the residual grows to several
-      times the momentum) and small ones are sent at the block's size. After the division
-      all values are of one size and the sign code fits them. The magnitude is the root
-      mean square, over the warm-up steps, of the exact allreduced sum (identical on every
-      worker, so nothing extra travels), raised to at least ``floor`` times its mean over
-      the bucket: a value that was near zero during the warm-up (a border pixel's weight)
-      and later is not would otherwise, divided, set the scale of its whole block (the MLP
-      of tests/torch/test_compression.py: 73.6% with a floor of 0.01, 77.25% with 0.1 or
-      0.3, 77.4% in full precision). Needs ``warmup_steps >= 1``
-      (without warm-up nothing is divided). Measured on the CNN of ``terascale bench torch
-      --parts compression`` (Fashion-MNIST, 4 workers x 64, LR 0.1, momentum 0.9, 5 epochs,
-      a single-process replay of the 4 workers, which reproduces the distributed
-      full-precision run to the digit: 88.09% / 87.85% at seeds 0 / 1): 1-bit 85.25% /
-      86.24% without it, 87.85% / 87.72% with it (floor 0.01, 20 warm-up steps; 86.93% with
-      234: the magnitude of the first steps is enough, and compression starts earlier),
-      87.62% at seed 0 with floor 0.1; the distributed run, seed 0: 87.38% (floor 0.01),
-      86.45% (0.1): about a point of run-to-run noise remains.
-    * ``lookahead`` (default True): compute each gradient near the weights full precision
-      would have reached. With error feedback the weights trail the exact run by ``lr``
-      times what the residuals still hold back (``x = x_exact + lr * e``, the "virtual
-      iterate" of Karimireddy et al. 2019, "Error Feedback Fixes SignSGD", and Stich &
-      Karimireddy 2020), a delay that, like half-batch's, makes momentum SGD unstable at an
-      LR full precision takes. So after every step
-      :class:`~terascale.torch.DistributedOptimizer` moves the model by ``-lr`` times this
-      worker's own estimate of that amount (:meth:`unpaid`: its worker residual, and its
-      server residual on the chunk it owns; the other workers' residuals are not known
-      here, and nothing extra travels) and puts the true weights back before the next
-      step and in ``flush()``: **call ``opt.flush()`` before evaluating or saving**;
-      between steps each worker's model is its own. Only for SGD (``torch.optim.SGD``,
-      :class:`~terascale.torch.MomentumCorrectedSGD`) whose momentum is the one compressed.
-      Measured on the CNN of ``terascale bench torch --parts compression`` (4 workers),
-      1-bit minus full precision over seeds 0-5: -0.18 points with a cosine-decayed LR
-      (-0.36 without lookahead), -0.27 with a constant LR (-0.65 over seeds 0-2; -1.79
-      without lookahead there); on the MLP of
-      tests/torch/test_compression.py it makes the warm-up unnecessary (83.2% without it,
-      against 77.4% in full precision; 75.8% with neither; 81.3% with both).
-
-    What else was tried, and why it is not the default: :mod:`terascale.torch._onebit`.
+    Parameters
+    ----------
+    warmup_steps
+        Steps per bucket sent in full precision before compressing (default 20), the
+        warm-up stage of 1-bit Adam: the first steps move the weights most and their
+        gradients change fastest, so a residual started then is large and stale. Raise it
+        when the first epochs of 1-bit training diverge or lag.
+    block
+        Values per scale (default 256). Each block is sent as its signs times one float32
+        scale, its mean absolute value: ``1 + 32/block`` bits per value, 28x fewer bytes
+        than float32 at 256, 16x at 64. Lower it if 1-bit training lags full precision;
+        raise it to squeeze bytes.
+    momentum
+        The momentum that is compressed (default None: DistributedOptimizer fills in the
+        wrapped optimizer's). Compressing the *gradient* of momentum SGD puts the residual
+        inside the momentum recursion, where each delayed error is amplified by
+        ``1/(1-momentum)``; with ``momentum > 0`` the hook compresses the *momentum* instead,
+        as DeepSpeed's 1-bit Adam does: every worker keeps the momentum of its exact
+        gradients, the compressed allreduce averages them, and the wrapped optimizer gets
+        the gradient whose momentum buffer is exactly that average. ``momentum=0``: plain
+        error feedback on the gradient.
+    precondition
+        Divide every value by a per-value magnitude frozen at the end of the warm-up before
+        quantizing, and multiply it back on arrival, as 1-bit Adam divides by its frozen
+        second moment (default True): one sign and one scale per block then fit values that
+        span orders of magnitude (layers, biases). Needs ``warmup_steps >= 1``.
+    floor
+        With ``precondition``: each magnitude is at least this fraction of its bucket's mean
+        (default 0.1, in (0, 1]), so a value that was near zero during the warm-up cannot set
+        the scale of its whole block later.
+    lookahead
+        Compute each gradient near the weights full precision would have reached (default
+        True): with error feedback the weights trail the exact run by ``lr`` times what the
+        residuals hold back (the "virtual iterate" of Karimireddy et al. 2019), so after
+        every step :class:`~terascale.torch.DistributedOptimizer` moves the model by ``-lr``
+        times :meth:`unpaid` and puts the true weights back before the next step and in
+        ``flush()``: **call ``opt.flush()`` before evaluating or saving**. Only for SGD whose
+        momentum is the one compressed.
+    start_step
+        The old name of ``warmup_steps`` (the larger of the two applies).
+    worker_error
+        Per bucket, this worker's quantization residual (state, filled in by the hook).
+    server_error
+        Per bucket, the residual of the chunk this worker averages (state).
+    steps
+        Per bucket, the steps seen so far (state).
+    local_momentum
+        Per bucket, this worker's momentum of its exact gradients (state).
+    average_momentum
+        Per bucket, the averaged momentum of the previous step (state).
+    second_moment
+        Per bucket, the warm-up's sum of squares and its count (state).
+    magnitude
+        Per bucket, the frozen magnitudes ``precondition`` divides by (state).
     """
 
     warmup_steps: int = 20
@@ -227,7 +229,13 @@ class OneBitState:
     def looks_past(self, optimizer: torch.optim.Optimizer) -> bool:
         """Whether the optimizer should move the model past the residuals (``lookahead``):
         only where a step moves the weights by ``lr`` times the compressed quantity, i.e.
-        SGD whose momentum is the one compressed (or none, with ``momentum=0``)."""
+        SGD whose momentum is the one compressed (or none, with ``momentum=0``).
+
+        Parameters
+        ----------
+        optimizer
+            The wrapped optimizer.
+        """
         from ._predict import SGD_FAMILY
 
         mu = self.momentum or 0.0
@@ -238,7 +246,17 @@ class OneBitState:
     def unpaid(self, index: int, rank: int, numel: int) -> torch.Tensor | None:
         """This worker's estimate of what the residuals of bucket ``index`` still hold back,
         in the units of the averaged (compressed) momentum: its own worker residual, plus its
-        server residual on the chunk it owns. None before compression starts."""
+        server residual on the chunk it owns. None before compression starts.
+
+        Parameters
+        ----------
+        index
+            The bucket's number.
+        rank
+            This worker's rank (which chunk it owns).
+        numel
+            The bucket's number of values.
+        """
         err = self.worker_error.get(index)
         if err is None:
             return None
@@ -285,11 +303,19 @@ def onebit_hook(state: OneBitState, comm: Communicator, index: int,
     the gradient's device, where the quantization error is kept and added back next step
     (Seide et al., Interspeech 2014). See :class:`OneBitState`.
 
-    A hook's arguments (every hook has them, like PyTorch's communication hooks):
-    ``state``: the ``hook_state`` given to ``DistributedOptimizer`` (its own state object,
-    or None); ``comm``: the communicator; ``index``: the bucket's number, the same on
-    every worker; ``grad``: the bucket's flattened gradient. It returns a handle whose
-    ``wait()`` gives the summed gradient. Here ``state`` is a :class:`OneBitState`.
+    Every hook takes these arguments (like PyTorch's communication hooks) and returns a
+    handle whose ``wait()`` gives the summed gradient.
+
+    Parameters
+    ----------
+    state
+        The ``hook_state`` given to ``DistributedOptimizer`` (here a :class:`OneBitState`).
+    comm
+        The communicator.
+    index
+        The bucket's number, the same on every worker.
+    grad
+        The bucket's flattened gradient.
     """
     step = state.steps.get(index, 0)
     state.steps[index] = step + 1

@@ -81,6 +81,11 @@ def compression_pays(comm: Communicator) -> bool:
     (``terascale run --link-rate 25Gbit``, ``init(link_rate=)``) so that ``auto`` knows a
     fast one. The decision depends only on what every rank holds
     alike (the host list and the link rate), so all ranks take the same one.
+
+    Parameters
+    ----------
+    comm
+        The communicator the optimizer reduces over.
     """
     if len(set(comm.hosts)) <= 1:
         return False
@@ -113,31 +118,57 @@ class DistributedOptimizer:
     """Wrap ``optimizer`` so that every ``step()`` uses gradients averaged over all workers.
 
     Use it like the wrapped optimizer (``zero_grad()``, ``loss.backward()``, ``step()``).
-    ``bucket_mb``: target bucket size (smaller buckets start communicating earlier, larger
-    ones pay fewer per-message costs; 25 MB as DDP, ~1 MB for small models on slow links);
-    ``first_bucket_mb``: the size of the first bucket, which holds the last layers and
-    should start early (1 MB, as DDP).
-    ``compression``: ``"auto"`` (the way to ask for compression), ``"onebit"``, ``"fp16"``
-    or None (the default: exact sums); ``hook_state`` may carry a :class:`OneBitState` to
-    tune the 1-bit exchange. ``"auto"`` compresses with 1-bit only where the link is slower
-    than compression's own cost (see :func:`compression_pays`); elsewhere it is the
-    uncompressed path, bitwise. The choice made is in ``self.compression``.
-    ``hook``/``hook_state``: a communication hook of one's own (see
-    :mod:`terascale.torch.hooks`); ``hook=onebit_hook`` always compresses, as asked.
-    ``backward_passes_per_step``: gradient accumulation; communication starts only on the
-    last of that many backward passes (scale the loss by ``1/k`` as usual).
-    ``half_batch``: apply gradients one step late, overlapping their communication with the
-    next minibatch; ``half_batch_predict`` (default True) computes each gradient on the
-    predicted weights of the step it is applied in; ``half_batch_momentum`` lowers the
-    momentum for the delay instead or as well ("auto", a momentum, or None, the default:
-    see :mod:`terascale.torch._delay`). ``max_grad_norm``: clip the *averaged* gradient to this global L2 norm
-    before every step (Hoffer et al. 2017 against early divergence of large batches; the
-    same on every worker because the averaged gradient is). ``algorithm``: the allreduce
-    algorithm of the uncompressed path (``auto``, ``ring``, ``tree``, ``shm``...). All
-    workers must construct it with the same model and options.
+    All workers must construct it with the same model and options.
 
-    ``comm``: the communicator (default None: the process's ``terascale.init()``, made
-    once on first use and shared by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    optimizer
+        The local optimizer (any ``torch.optim.Optimizer``); it steps on the averaged
+        gradients.
+    model
+        The module whose parameters' gradients are averaged (those with
+        ``requires_grad``).
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on
+        first use and shared by every object of ``terascale.torch``).
+    bucket_mb
+        Target bucket size in MB (default 25, as DDP). Smaller buckets start communicating
+        earlier, larger ones pay fewer per-message costs; ~1 MB suits small models on slow
+        links.
+    first_bucket_mb
+        The size of the first bucket, which holds the last layers and should start early
+        (default 1 MB, as DDP).
+    hook
+        A communication hook of one's own (see :mod:`terascale.torch.hooks`; default None:
+        the exact sum); ``hook=onebit_hook`` always compresses, as asked. Excludes
+        ``compression``.
+    hook_state
+        The hook's state, passed to every call (e.g. a :class:`OneBitState` to tune the
+        1-bit exchange; default None).
+    backward_passes_per_step
+        Gradient accumulation: communication starts only on the last of that many
+        backward passes (default 1; scale the loss by ``1/k`` as usual).
+    half_batch
+        Apply gradients one step late, overlapping their communication with the next
+        minibatch (default False).
+    max_grad_norm
+        Clip the *averaged* gradient to this global L2 norm before every step (default
+        None: no clipping; Hoffer et al. 2017 against early divergence of large batches; the
+        same on every worker because the averaged gradient is).
+    algorithm
+        The allreduce algorithm of the uncompressed path (default ``"auto"``; ``ring``,
+        ``tree``, ``shm``...).
+    half_batch_momentum
+        With ``half_batch``: lower the momentum for the delay: ``"auto"``, a momentum, or
+        None (the default; see :mod:`terascale.torch._delay`).
+    half_batch_predict
+        With ``half_batch``: compute each gradient on the predicted weights of the step it
+        is applied in (default True).
+    compression
+        ``"auto"`` (the way to ask for compression), ``"onebit"``, ``"fp16"`` or None (the
+        default: exact sums). ``"auto"`` compresses with 1-bit only where the link is slower
+        than compression's own cost (see :func:`compression_pays`); elsewhere it is the
+        uncompressed path, bitwise. The choice made is in ``self.compression``.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, model: torch.nn.Module, *,
@@ -220,9 +251,23 @@ class DistributedOptimizer:
         return self.optimizer.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Load the wrapped optimizer's state (as ``torch.optim.Optimizer.load_state_dict``).
+
+        Parameters
+        ----------
+        state
+            What :meth:`state_dict` returned.
+        """
         self.optimizer.load_state_dict(state)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradients (as the wrapped optimizer's ``zero_grad``).
+
+        Parameters
+        ----------
+        set_to_none
+            Set them to None instead of zero (default True, as torch).
+        """
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
     def set_batch_size(self, n: int | float) -> None:
@@ -231,6 +276,11 @@ class DistributedOptimizer:
         Call it before ``backward`` of a step whose batch differs from the others'; the
         averaged gradient is then ``sum_i n_i g_i / sum_i n_i``, i.e. the mean over all
         samples of the step when every ``g_i`` is a per-worker mean.
+
+        Parameters
+        ----------
+        n
+            This worker's number of samples in the coming step (> 0).
         """
         if n <= 0:
             raise ConfigError(f"batch size {n} must be positive (call join() when out of data)")
@@ -246,7 +296,14 @@ class DistributedOptimizer:
             self._sync = old
 
     def step(self, closure: Callable[[], float] | None = None) -> Any:
-        """Finish the averaging (wait for what is in flight) and step the wrapped optimizer."""
+        """Finish the averaging (wait for what is in flight) and step the wrapped optimizer.
+
+        Parameters
+        ----------
+        closure
+            Re-evaluates the model and returns the loss, as for ``torch.optim.Optimizer.step``
+            (default None).
+        """
         handles, meta = self._launch_rest(active=True)
         held = self._held
         # this worker's own gradients (the averaging assigns new tensors to p.grad, so these

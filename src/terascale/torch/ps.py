@@ -139,11 +139,21 @@ class ParameterServer:
     ``address`` is the server's (rank 0's address in the rendezvous table, where the other
     ranks already reach it; loopback when every rank is on one host).
 
-    ``mode``: ``"sync"`` (default: rank 0 applies the average of every worker's gradient
-    once per step; the same result as allreduce SGD) or ``"async"`` (each worker's
-    gradient is applied as it arrives; nondeterministic). ``comm``: the communicator
-    (default None: the process's ``terascale.init()``, made once on first use and shared
-    by every object of ``terascale.torch``).
+    Parameters
+    ----------
+    mode
+        ``"sync"`` (default: rank 0 applies the average of every worker's gradient once per step;
+        the same result as allreduce SGD) or ``"async"`` (each worker's gradient is applied as it
+        arrives; nondeterministic).
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
+    model
+        The module to train; every rank starts from rank 0's parameters.
+    lr
+        The server's SGD learning rate.
+    momentum
+        The server's SGD momentum (default 0.0).
     """
 
     def __init__(self, model: torch.nn.Module, *, lr: float, momentum: float = 0.0,

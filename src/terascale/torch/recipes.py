@@ -36,8 +36,17 @@ __all__ = ["GhostBatchNorm", "GradualWarmup", "MomentumCorrectedSGD", "clip_grad
 def scale_lr(base_lr: float, batch: int, base_batch: int, rule: str = "linear") -> float:
     """The learning rate for ``batch`` given ``base_lr`` tuned for ``base_batch``.
 
-    ``rule``: ``"linear"`` (default; Goyal et al. 2017: the LR grows with the batch) or
-    ``"sqrt"`` (Hoffer et al. 2017: with its square root).
+    Parameters
+    ----------
+    rule
+        ``"linear"`` (default; Goyal et al. 2017: the LR grows with the batch) or ``"sqrt"`` (Hoffer
+        et al. 2017: with its square root).
+    base_lr
+        The learning rate tuned for ``base_batch``.
+    batch
+        The global batch now (all workers together).
+    base_batch
+        The batch ``base_lr`` was tuned for.
     """
     if batch <= 0 or base_batch <= 0:
         raise ConfigError(f"batch={batch} and base_batch={base_batch} must be positive")
@@ -55,6 +64,19 @@ class GradualWarmup(LRScheduler):
     Call ``scheduler.step()`` after every optimizer step. Goyal et al. use
     ``start_factor = 1/k`` for a k-times larger batch (start at the small-batch LR) and 5
     epochs of warmup; ``after`` (optional) is a scheduler that takes over afterwards.
+
+    Parameters
+    ----------
+    optimizer
+        The optimizer whose learning rates are warmed up.
+    warmup_steps
+        Steps from ``start_factor * lr`` to ``lr``.
+    start_factor
+        The fraction of ``lr`` at step 0 (default 0.0).
+    after
+        A scheduler that takes over after the warm-up (default None: ``lr`` stays).
+    last_epoch
+        The index of the last step, for resuming (default -1: a fresh start, as torch's schedulers).
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, warmup_steps: int, *,
@@ -89,9 +111,16 @@ class MomentumCorrectedSGD(torch.optim.Optimizer):
     changes the LR from ``lr_old`` to ``lr_new``, the momentum buffer is rescaled by
     ``lr_new / lr_old`` so that the effective step follows the new LR at once.
 
-    ``params``: the parameters (or parameter groups) to optimize. ``lr``: the learning
-    rate. ``momentum``: the momentum factor (default 0.9; 0 <= momentum < 1).
-    ``weight_decay``: L2 penalty, scaled with the LR (default 0.0).
+    Parameters
+    ----------
+    params
+        The parameters (or parameter groups) to optimize.
+    lr
+        The learning rate.
+    momentum
+        The momentum factor (default 0.9; 0 <= momentum < 1).
+    weight_decay
+        L2 penalty, scaled with the LR (default 0.0).
     """
 
     def __init__(self, params: Iterable[Any], lr: float, momentum: float = 0.9,
@@ -134,8 +163,17 @@ class GhostBatchNorm(torch.nn.Module):
     ``running_var``, ``num_batches_tracked``, which counts ghost batches), so checkpoints
     load into ``BatchNorm1d``/``BatchNorm2d`` and back.
 
-    ``num_features``: channels (C). ``virtual_batch``: samples per ghost batch (default
-    32). ``eps`` and ``momentum``: as in ``torch.nn.BatchNorm2d`` (defaults 1e-5 and 0.1).
+    Parameters
+    ----------
+    num_features
+        Channels (C).
+    virtual_batch
+        Samples per ghost batch (default 32).
+    eps
+        Added to the variance for stability, as in ``torch.nn.BatchNorm2d`` (default 1e-5).
+    momentum
+        The running statistics' update factor, as in ``torch.nn.BatchNorm2d`` (default
+        0.1).
     """
 
     running_mean: torch.Tensor  # buffers (registered in __init__)
@@ -178,8 +216,12 @@ def clip_grad_norm(params: Iterable[torch.Tensor], max_norm: float) -> float:
     Apply it to *averaged* gradients (all workers then clip identically), e.g. through
     ``DistributedOptimizer(max_grad_norm=...)``.
 
-    ``params``: the parameters whose ``.grad`` are clipped in place; ``max_norm``: the
-    largest global L2 norm allowed.
+    Parameters
+    ----------
+    params
+        The parameters whose ``.grad`` are clipped in place.
+    max_norm
+        The largest global L2 norm allowed.
     """
     grads = [p for p in params if p.grad is not None]
     return float(torch.nn.utils.clip_grad_norm_(grads, max_norm))

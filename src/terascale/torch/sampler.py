@@ -27,17 +27,31 @@ __all__ = ["DistributedSampler"]
 class DistributedSampler(Sampler[int]):
     """Indices of this worker's shard of ``dataset`` (a sized dataset or a length).
 
-    ``dataset``: a sized dataset or its length. ``comm``: the communicator (default None:
-    the process's ``terascale.init()``, made once on first use and shared by every object
-    of ``terascale.torch``). ``num_replicas`` and ``rank``: this worker's place, instead
-    of asking ``comm`` (default None: ``comm.size`` and ``comm.rank``). ``shuffle``: a new
-    permutation every epoch, the same on every worker (seeded by ``seed + epoch``; call
-    :meth:`set_epoch`); False keeps the dataset's order. ``seed``: the base seed (default
-    0). ``drop_last``: drop the tail so every worker gets ``len // size`` indices;
-    otherwise, with ``even=True`` (default), the first indices are repeated so every
-    worker gets the same count (as torch's sampler), and ``even=False`` gives disjoint
-    shards of unequal length (use ``DistributedOptimizer.join()`` for the worker that runs
-    out first).
+    Parameters
+    ----------
+    dataset
+        A sized dataset or its length.
+    comm
+        The communicator (default None: the process's ``terascale.init()``, made once on first use
+        and shared by every object of ``terascale.torch``).
+    num_replicas
+        The number of workers, instead of asking ``comm`` (default None: ``comm.size``).
+    rank
+        This worker's place, instead of asking ``comm`` (default None: ``comm.rank``).
+    shuffle
+        A new permutation every epoch, the same on every worker (seeded by ``seed + epoch``; call
+        :meth:`set_epoch`); False keeps the dataset's order.
+    seed
+        The base seed (default 0).
+    drop_last
+        Drop the tail so every worker gets ``len // size`` indices; otherwise, with ``even=True``
+        (default), the first indices are repeated so every worker gets the same count (as torch's
+        sampler), and ``even=False`` gives disjoint shards of unequal length (use
+        ``DistributedOptimizer.join()`` for the worker that runs out first).
+    even
+        Without ``drop_last``: repeat the first indices so every worker gets the same count (default
+        True, as torch's sampler); False gives disjoint shards of unequal length (use
+        ``DistributedOptimizer.join()`` for the worker that runs out first).
     """
 
     def __init__(self, dataset: Sized | int, *, comm: Communicator | None = None,
@@ -62,7 +76,13 @@ class DistributedSampler(Sampler[int]):
             self.total = self.length
 
     def set_epoch(self, epoch: int) -> None:
-        """Use the permutation of ``epoch`` (call at the start of every epoch)."""
+        """Use the permutation of ``epoch`` (call at the start of every epoch).
+
+        Parameters
+        ----------
+        epoch
+            The epoch number, the same on every worker.
+        """
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[int]:

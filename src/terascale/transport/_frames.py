@@ -46,7 +46,17 @@ def pack_desc(desc: str) -> bytes:
 
 def collective_tag(seq: int, context: int, desc_field: bytes) -> bytes:
     """The bytes that identify one collective (``Exchange.tag``): equal on every rank that
-    called the same one; ``desc_field`` is :func:`pack_desc` of its descriptor."""
+    called the same one; ``desc_field`` is :func:`pack_desc` of its descriptor.
+
+    Parameters
+    ----------
+    seq
+        The collective's number.
+    context
+        The communicator's context id.
+    desc_field
+        :func:`pack_desc` of the descriptor.
+    """
     return _TAG_HEAD.pack(seq, context) + desc_field
 
 

@@ -13,9 +13,9 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     BLAKE2b run at a fifth and a fiftieth of that here), the plaintext is sent straight
     from the caller's buffer, and a record of 64 KiB or more that the caller's buffer
     holds whole is read straight into it and checked there, its bytes handed over only
-    once the tag passed; the header record before it is read alone, so that the
-    payload's records are still in the kernel for that (measured in
-    ``docs/benchmarks/security.md``).
+    once the tag passed; the header record before it is read with the next record's
+    length and no further, so that the payload's records are still in the kernel for
+    that (measured in ``docs/benchmarks/security.md``).
 ``encrypt`` (``--encrypt``)
     ``length u32 | AES-256-GCM(plaintext) | tag``: confidentiality as well.
 
@@ -53,14 +53,15 @@ fast as a system libcrypto 3.0, which matters more there than the Python around 
 small-frame path is one pass too: copied once into the send buffer (or, encrypting, the
 staging buffer), its tag written in place (``encrypt_into``), sent with one ``send``;
 received with one ``recv_into`` and opened straight into the caller's buffers. A larger
-payload's header is a record of its own, so that the payload
-is sealed straight from the caller's buffer into a fixed one (no copy, no allocation per
-record), and a record the caller's buffer holds whole is opened straight into it: beside
-AES-GCM itself, encryption costs the ciphertext's own trip through the kernel, not extra
-copies of the plaintext. The sender seals and sends records while the kernel takes them,
-keeps at most one record pending and reports its bytes sent only once the kernel took
-all of it, so a partly sent record is never mistaken for a partly sent frame: the pending
-record stands for the first bytes of whatever the caller sends next. A failing rank's
+payload's header is a record of its own, sent in one ``sendmsg`` with the payload's first
+record, so that the payload is sealed straight from the caller's buffer into a fixed one
+(no copy, no allocation per record), and a record the caller's buffer holds whole is
+opened straight into it: beside AES-GCM itself, encryption costs the ciphertext's own trip
+through the kernel, not extra copies of the plaintext. The sender seals and sends records
+while the kernel takes them, keeps at most those two records pending and reports their
+bytes sent only once the kernel took all of them, so a partly sent record is never
+mistaken for a partly sent frame: the pending records stand for the first bytes of
+whatever the caller sends next. A failing rank's
 ABORT goes out after it as an abort record (the top bit of its length, and a nonce of its
 own kind, authenticated like any record): the peer abandons the frame it was reading and
 reads the ABORT, so a frame stopped half-way is never completed with filler.
@@ -81,7 +82,15 @@ MODES = ("plain", "integrity", "encrypt")  # weakest first
 
 
 def stronger(mine: str, theirs: str) -> str:
-    """The stronger of two link modes; an unknown ``theirs`` leaves ``mine``."""
+    """The stronger of two link modes; an unknown ``theirs`` leaves ``mine``.
+
+    Parameters
+    ----------
+    mine
+        This side's link mode (``"integrity"`` or ``"encrypt"``).
+    theirs
+        The other side's.
+    """
     if theirs not in MODES:
         return mine
     return max(mine, theirs, key=MODES.index)
@@ -298,7 +307,8 @@ class SecureLink:
         return 0
 
     def _send_record(self, views: list[memoryview]) -> int:
-        """Seal up to RECORD bytes of ``views``; plaintext bytes now wholly in the kernel."""
+        """Seal up to RECORD bytes of ``views`` (a frame's header and the first record of
+        its large payload: both); plaintext bytes now wholly in the kernel."""
         fresh = not self._out
         if fresh:
             if not self._wbuf:  # sealed records go here: no allocation per record
@@ -307,8 +317,10 @@ class SecureLink:
             rest = sum(len(v) for v in views[1:]) if len(views) > 1 else 0
             if len(views) == 1 or len(first) >= RECORD or rest >= _JOIN:
                 # Sealed straight from the caller's buffer. A frame's header before a large
-                # payload is a record of its own: one more send, not a copy of the payload.
+                # payload is a record of its own, sent with the payload's first record in one
+                # call: no copy of the payload, no system call more.
                 plain: memoryview = first[:RECORD if self._encrypt else RECORD_MAC]
+                then = views[1] if len(views) > 1 and len(first) <= _JOIN else None
             else:  # a header and a small payload: staged together, one record, one send
                 stage, n = self._sv, 0
                 for v in views:
@@ -317,25 +329,11 @@ class SecureLink:
                     n += k
                     if n == RECORD:
                         break
-                plain = stage[:n]
-            n = len(plain)
-            head = _LEN.pack(n + _TAG)
-            nonce = self._nonce(self._sent)
-            if self._encrypt:
-                out = memoryview(self._wbuf)[: _LEN.size + n + _TAG]
-                out[: _LEN.size] = head
-                if _INTO:
-                    self._seal.encrypt_into(nonce, plain, head, out[_LEN.size:])
-                else:  # an older cryptography: one copy more
-                    out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
-                self._out = [out]
-            else:  # GMAC: the plaintext goes out as it is, from where it lies
-                tag = self._seal.encrypt(nonce, b"", plain) if self._c is None or \
-                    n > _C_MAX else self._c.tag(self._sent, 0, plain)
-                self._out = [memoryview(head), plain, memoryview(tag)] if n else \
-                    [memoryview(head), memoryview(tag)]
-            self._sent += 1
-            self._out_plain = n
+                plain, then = stage[:n], None
+            self._out, self._out_plain = [], 0
+            at = self._seal_record(plain, 0)
+            if then is not None:
+                self._seal_record(then[:RECORD if self._encrypt else RECORD_MAC], at)
         try:
             k = self._sock.sendmsg(self._out)
         except BlockingIOError:
@@ -352,8 +350,33 @@ class SecureLink:
         n, self._out_plain = self._out_plain, 0
         return n
 
+    def _seal_record(self, plain: memoryview, at: int) -> int:
+        """Seal ``plain`` as the next record and queue it after what is pending; encrypted
+        records are written to the send buffer from ``at``. Returns where the next one goes."""
+        n = len(plain)
+        head = _LEN.pack(n + _TAG)
+        nonce = self._nonce(self._sent)
+        if self._encrypt:
+            out = self._wv[at: at + _LEN.size + n + _TAG]
+            out[: _LEN.size] = head
+            if _INTO:
+                self._seal.encrypt_into(nonce, plain, head, out[_LEN.size:])
+            else:  # an older cryptography: one copy more
+                out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
+            self._out.append(out)
+            at += len(out)
+        else:  # GMAC: the plaintext goes out as it is, from where it lies
+            tag = self._seal.encrypt(nonce, b"", plain) if self._c is None or \
+                n > _C_MAX else self._c.tag(self._sent, 0, plain)
+            self._out += [memoryview(head), plain, memoryview(tag)] if n else \
+                [memoryview(head), memoryview(tag)]
+        self._sent += 1
+        self._out_plain += n
+        return at
+
     def _alloc_send(self) -> None:
-        self._wbuf = bytearray(_LEN.size + RECORD + _TAG)
+        # a record, and a frame's header record before it
+        self._wbuf = bytearray(2 * (_LEN.size + _TAG) + _JOIN + RECORD)
         self._wv = memoryview(self._wbuf)
         self._stage = bytearray(RECORD)
         self._sv = memoryview(self._stage)
@@ -508,6 +531,8 @@ class SecureLink:
                         pass
             return n, [], 0, None
         if n == -1:  # not for the compiled layer: larger records, partial or abort ones
+            if self._rstart == self._rlen and not self._encrypt and len(bufs) <= 8:
+                return self._recv_general(bufs)  # nothing buffered: a header, then _direct
             got = self._recv_small(bufs)
             if got is not None:
                 return got, [], 0, None
@@ -538,7 +563,8 @@ class SecureLink:
                     b[:k] = memoryview(self._plain)[self._pstart: self._pstart + k]
                     self._pstart += k
                 elif (self._dview is not None or not self._encrypt and len(b) >= _DIRECT
-                      and self._rstart == self._rlen) and (k := self._direct(b)) is not None:
+                      and self._rlen - self._rstart in (0, _LEN.size)) and \
+                        (k := self._direct(b)) is not None:
                     if not k:
                         break  # a record read in place is on its way: nothing to hand over yet
                 elif (size := self._record(self._cap(b, views, i))) is None:
@@ -590,22 +616,23 @@ class SecureLink:
         if self._dview is None:
             if not self._raw:
                 self._alloc_raw()
-            self._rstart = self._rlen = 0
-            try:
-                k = self._sock.recv_into(self._rawv[: _LEN.size])
-            except (BlockingIOError, InterruptedError):
-                return 0
-            if not k:
-                self._eof = True
-                return None
-            self._rlen = k
-            if k < _LEN.size:
-                return None
-            field = _LEN.unpack_from(self._raw, 0)[0]
+            if self._rlen - self._rstart != _LEN.size:  # its length, unless read before it
+                self._rstart = self._rlen = 0
+                try:
+                    k = self._sock.recv_into(self._rawv[: _LEN.size])
+                except (BlockingIOError, InterruptedError):
+                    return 0
+                if not k:
+                    self._eof = True
+                    return None
+                self._rlen = k
+                if k < _LEN.size:
+                    return None
+            field = _LEN.unpack_from(self._raw, self._rstart)[0]
             n = field - _TAG
             if field & _ABORT or not _DIRECT <= n <= min(len(b), self._rec):
                 return None
-            self._rlen = 0
+            self._rstart = self._rlen = 0
             self._dview, self._dgot, self._tgot = b[:n], 0, 0
         view, tag = self._dview, memoryview(self._dtag)
         n = len(view)
@@ -623,6 +650,8 @@ class SecureLink:
             d = min(k, n - self._dgot)
             self._dgot += d
             self._tgot += k - d
+            if k < sum(map(len, bufs)) and (self._dgot < n or self._tgot < _TAG):
+                return 0  # the kernel had no more: no second call only to hear so
         self._dview = None
         if not self._check(0, view, self._dtag):
             self._tampered(f"record #{self._opened} failed its authentication tag")
@@ -642,13 +671,13 @@ class SecureLink:
     def _cap(self, b: memoryview, views: list[memoryview], i: int) -> int:
         """How far a first read may go when ``b`` (``views[i]``) is small and a buffer after
         it takes a record in place (integrity mode: a frame's header record, then its
-        payload's): the record that fills ``b``, so that the payload's records stay in the
-        kernel for :meth:`_direct` instead of being copied through the receive buffer.
-        0: no cap."""
+        payload's): the record that fills ``b`` and the next one's length, so that the
+        payload's records stay in the kernel for :meth:`_direct` instead of being copied
+        through the receive buffer, and no system call reads the length alone. 0: no cap."""
         if self._encrypt or len(b) >= _DIRECT or self._rstart != self._rlen:
             return 0
         if any(len(x) >= _DIRECT for x in views[i + 1:]):
-            return _LEN.size + len(b) + _TAG
+            return _LEN.size + len(b) + _TAG + _LEN.size
         return 0
 
     def _record(self, cap: int = 0) -> int | None:

@@ -55,8 +55,21 @@ class PythonWaits:
         """Wait for the members of the barrier we arrived at (:meth:`.ShmGroup.barrier`, or a
         :meth:`core_round` that did not complete), then compare descriptors (``check``).
 
-        ``spun``: the core already spent the spin budget, block at once. Failures are
-        raised on every member as :meth:`.ShmGroup.barrier` describes.
+        Parameters
+        ----------
+        spun
+            The core already spent the spin budget, block at once. Failures are raised on every
+            member as :meth:`.ShmGroup.barrier` describes.
+        ex
+            The collective's exchange (its peers, deadline and failure reporting).
+        deadline
+            ``time.monotonic()`` by which every member must arrive.
+        check
+            Compare the announced collectives (the first barrier after :meth:`ShmGroup.announce`;
+            default False).
+        running
+            Every member already passed a barrier of this collective (a later round), so the wait
+            may spin for it.
         """
         target = self.epoch
         q = self._q
@@ -139,7 +152,17 @@ class PythonWaits:
         collective, withdrawing its arrival, maybe freeing its buffer), so it is watched for
         up to a second before the read's own error is raised, past the deadline if need be
         (a barrier may complete just before it, with a member that withdrew in the
-        meantime)."""
+        meantime).
+
+        Parameters
+        ----------
+        ex
+            The collective's exchange (its peers, deadline and failure reporting).
+        member
+            The member whose buffers could not be read or written.
+        err
+            The errno of the failed read or write.
+        """
         q = self._q
         try:
             until = time.monotonic() + 1.0

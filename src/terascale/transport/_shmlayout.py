@@ -48,7 +48,13 @@ def control_bytes(n: int) -> int:
 
 
 def tag_field(desc: str) -> bytes:
-    """A collective's descriptor ``desc`` as :func:`slot_tag` takes it (computed once)."""
+    """A collective's descriptor ``desc`` as :func:`slot_tag` takes it (computed once).
+
+    Parameters
+    ----------
+    desc
+        The collective's descriptor.
+    """
     return pack_desc(desc).ljust(DESC_BYTES - 16, b"\0")
 
 

@@ -61,17 +61,40 @@ class CoreRounds:
         self._counts.round = value
 
     def spin_budget(self, running: bool) -> float:
-        """Seconds the core may spin before it sleeps (:meth:`.SpinBudget.budget`)."""
+        """Seconds the core may spin before it sleeps (:meth:`.SpinBudget.budget`).
+
+        Parameters
+        ----------
+        running
+            Every member already passed a barrier of this collective (a later round), so the wait
+            may spin for it.
+        """
         return self.spin.budget(running)
 
     def wait_policy(self, running: bool) -> tuple[float, int, float]:
         """How the core waits: (spin seconds, yield mode, sleep seconds before it hands the
-        wait back to :meth:`.PythonWaits.finish`)."""
+        wait back to :meth:`.PythonWaits.finish`).
+
+        Parameters
+        ----------
+        running
+            Every member already passed a barrier of this collective (a later round), so the wait
+            may spin for it.
+        """
         return self.spin.core_policy(running)
 
     def settle(self, running: bool, slept: bool = False) -> None:
         """A wait of the core completed: the adaptive budget learns from it
-        (:meth:`.SpinBudget.settle`)."""
+        (:meth:`.SpinBudget.settle`).
+
+        Parameters
+        ----------
+        running
+            Every member already passed a barrier of this collective (a later round), so the wait
+            may spin for it.
+        slept
+            Whether the wait had to sleep (default False).
+        """
         self.spin.settle(running, slept)
 
     def core_round(self, src: np.ndarray, dst: np.ndarray, tag: bytes | None, kind: int,
@@ -85,6 +108,24 @@ class CoreRounds:
         arrived (or ``-2 - i`` for a member ``i`` that announced something else): then
         call :meth:`.PythonWaits.finish` (which waits, checks and raises as
         :meth:`.ShmGroup.barrier` does) and fold. Either way the caller advances :attr:`round` afterwards.
+
+        Parameters
+        ----------
+        src
+            This rank's input (a contiguous array).
+        dst
+            Where the folded result goes (same shape and dtype).
+        tag
+            The collective's descriptor (:meth:`ShmGroup.tag_of`) to publish and check, or None.
+        kind
+            The compiled core's dtype code (:func:`core_codes`).
+        op
+            The compiled core's op code; < 0: no fold.
+        own
+            Whether ``src`` is already in our area (no copy).
+        running
+            Every member already passed a barrier of this collective (a later round), so the wait
+            may spin for it.
         """
         self.epoch += 1
         if tag is not None:
@@ -108,6 +149,26 @@ class CoreRounds:
         ``(status, lo, hi)``: the elements ``[lo, hi)`` of the round we arrived at but
         that did not complete (``status`` as :meth:`core_round` returns it): call
         :meth:`.PythonWaits.finish`, fold it, advance :attr:`round`, go on from ``hi``.
+
+        Parameters
+        ----------
+        src
+            This rank's input (a contiguous array).
+        dst
+            Where the folded result goes (same shape and dtype).
+        tag
+            The collective's descriptor (:meth:`ShmGroup.tag_of`) to publish and check, or None.
+        kind
+            The compiled core's dtype code (:func:`core_codes`).
+        op
+            The compiled core's op code; < 0: no fold.
+        own
+            Whether ``src`` is already in our area (no copy).
+        chunk
+            Bytes per round.
+        running
+            Every member already passed a barrier of this collective (a later round), so the wait
+            may spin for it.
         """
         if tag is not None:
             self.descriptor = tag
@@ -138,6 +199,28 @@ class CoreRounds:
         it). Otherwise ``(phase, status, errno)`` as ``Group.direct`` returns it, with
         :attr:`epoch` at the last barrier we arrived at (so :meth:`.PythonWaits.finish` waits for it
         when ``errno`` is 0; else see :meth:`.PythonWaits.read_failed`).
+
+        Parameters
+        ----------
+        src
+            This rank's input (a contiguous array).
+        dst
+            Where the folded result goes (same shape and dtype).
+        tag
+            The collective's descriptor (:meth:`ShmGroup.tag_of`) to publish and check, or None.
+        kind
+            The compiled core's dtype code (:func:`core_codes`).
+        op
+            The compiled core's op code; < 0: no fold.
+        chunk
+            Bytes per round.
+        phases
+            Phases to run.
+        phase
+            The phase to start from (default 0).
+        running
+            Every member already passed a barrier of this collective (a later round), so the wait
+            may spin for it.
         """
         core = self.core
         assert core is not None

@@ -119,11 +119,29 @@ class Exchange(ABC):
     # -- moving data -------------------------------------------------------------------------
     @abstractmethod
     def send(self, peer: int, payload: memoryview | bytes) -> None:
-        """Queue ``payload`` for ``peer``; messages to one peer arrive in posting order."""
+        """Queue ``payload`` for ``peer``; messages to one peer arrive in posting order.
+
+        Parameters
+        ----------
+        peer
+            The peer's index in this exchange (0..k-1 of its members).
+        payload
+            The bytes; left alone by the caller until the exchange ends.
+        """
 
     @abstractmethod
     def recv(self, peer: int, into: memoryview, then: Callback | None = None) -> None:
-        """Receive ``peer``'s next message into ``into`` (its exact size), then call ``then``."""
+        """Receive ``peer``'s next message into ``into`` (its exact size), then call ``then``.
+
+        Parameters
+        ----------
+        peer
+            The peer's index in this exchange (0..k-1 of its members).
+        into
+            The buffer, exactly the size of the message.
+        then
+            Called once the message is in (default None), e.g. to fold it and post the next send.
+        """
 
     @abstractmethod
     def run(self) -> None:
@@ -132,19 +150,47 @@ class Exchange(ABC):
     # -- failure state -----------------------------------------------------------------------
     @abstractmethod
     def peer_name(self, peer: int) -> int:
-        """``peer``'s number in the transport (the job's rank), for messages and errors."""
+        """``peer``'s number in the transport (the job's rank), for messages and errors.
+
+        Parameters
+        ----------
+        peer
+            The peer's index in this exchange (0..k-1 of its members).
+        """
 
     @abstractmethod
     def lost(self, peer: int, why: str) -> CollectiveError:
-        """The error for ``peer`` gone (or the reason it sent when it aborted)."""
+        """The error for ``peer`` gone (or the reason it sent when it aborted).
+
+        Parameters
+        ----------
+        peer
+            The peer's index in this exchange (0..k-1 of its members).
+        why
+            What happened (a reset, an EOF, the peer's abort reason).
+        """
 
     @abstractmethod
     def mismatch(self, peer: int, theirs: str) -> CollectiveMismatch:
-        """The error for ``peer`` having called something else (``theirs`` says what)."""
+        """The error for ``peer`` having called something else (``theirs`` says what).
+
+        Parameters
+        ----------
+        peer
+            The peer's index in this exchange (0..k-1 of its members).
+        theirs
+            The description of the collective the peer called.
+        """
 
     @abstractmethod
     def abort(self, err: CollectiveError) -> None:
-        """Mark the transport failed and tell every peer ``err`` (bounded in time)."""
+        """Mark the transport failed and tell every peer ``err`` (bounded in time).
+
+        Parameters
+        ----------
+        err
+            The failure every peer is told (their errors name this rank).
+        """
 
     @abstractmethod
     def check_peer(self, peer: int, arrived: Callable[[], bool]) -> bool:
@@ -154,17 +200,38 @@ class Exchange(ABC):
         unless ``arrived()`` (called after looking) says the wait it guards is over. Returns
         True when the link holds a message of this very collective: it says nothing new
         until that message is consumed, so the caller may stop watching it for a while.
+
+        Parameters
+        ----------
+        peer
+            The peer's index in this exchange (0..k-1 of its members).
+        arrived
+            Says whether the guarded wait is over (called after looking).
         """
 
     def waitable(self, peer: int) -> int | None:
         """A file descriptor that becomes readable when ``peer`` has news (``poll(2)`` it),
-        or None: this transport has none, use :meth:`wait` (the default)."""
+        or None: this transport has none, use :meth:`wait` (the default).
+
+        Parameters
+        ----------
+        peer
+            The peer's index in this exchange (0..k-1 of its members).
+        """
         return None
 
     def wait(self, peers: Sequence[int], timeout: float) -> list[int]:
         """Block up to ``timeout`` seconds until one of ``peers`` may have news; returns
         those that may (then ask :meth:`check_peer`). The default polls :meth:`waitable`'s
-        descriptors; a transport without descriptors overrides it."""
+        descriptors; a transport without descriptors overrides it.
+
+        Parameters
+        ----------
+        peers
+            The peers to watch.
+        timeout
+            Seconds to block at most.
+        """
         fds = {}
         for p in peers:
             fd = self.waitable(p)
@@ -180,11 +247,23 @@ class Exchange(ABC):
     def scratch(self, nbytes: int) -> np.ndarray:
         """``nbytes`` of staging memory for this collective (uint8, uninitialized): the
         algorithms' receive and fold buffers. A transport that can move only from memory it
-        registered (RDMA, a GPU) overrides it; the default is ordinary host memory."""
+        registered (RDMA, a GPU) overrides it; the default is ordinary host memory.
+
+        Parameters
+        ----------
+        nbytes
+            Bytes needed.
+        """
         return np.empty(nbytes, np.uint8)
 
     def subgroup(self, members: Sequence[int]) -> Exchange:
-        """The same collective over ``members`` (peers of this exchange), renumbered 0..k-1."""
+        """The same collective over ``members`` (peers of this exchange), renumbered 0..k-1.
+
+        Parameters
+        ----------
+        members
+            Peers of this exchange, in the sub-group's order.
+        """
         return GroupView(self, members)
 
 
@@ -194,6 +273,13 @@ class GroupView(Exchange):
     The hierarchical allreduce runs the ring or the tree over one leader per host this way;
     messages keep the parent's collective number and description, so peers check them as
     part of the same collective.
+
+    Parameters
+    ----------
+    parent
+        The exchange to restrict.
+    members
+        Its peers taking part, in the sub-group's order.
     """
 
     def __init__(self, parent: Exchange, members: Sequence[int]) -> None:
@@ -254,11 +340,33 @@ class Swap(ABC):
 
     @abstractmethod
     def start(self, seq: int, send: Any, into: Any) -> Any:
-        """Send ``send``, receive into ``into`` (contiguous buffers): None when done."""
+        """Send ``send``, receive into ``into`` (contiguous buffers): None when done.
+
+        Parameters
+        ----------
+        seq
+            The collective's number.
+        send
+            Our frame's payload (a contiguous buffer).
+        into
+            Where theirs goes (a contiguous buffer of the same size).
+        """
 
     @abstractmethod
     def finish(self, ex: Exchange, pending: Any, send: Any, into: Any) -> None:
-        """Complete what :meth:`start` returned in ``ex``; raises as ``ex.run()`` does."""
+        """Complete what :meth:`start` returned in ``ex``; raises as ``ex.run()`` does.
+
+        Parameters
+        ----------
+        ex
+            The exchange that completes it.
+        pending
+            What :meth:`start` returned.
+        send
+            As given to :meth:`start`.
+        into
+            As given to :meth:`start`.
+        """
 
 
 class Transport(ABC):
@@ -279,23 +387,66 @@ class Transport(ABC):
     def exchange(self, seq: int, desc: str, what: str, deadline: float, *, context: int = 0,
                  members: Sequence[int] | None = None) -> Exchange:
         """A new exchange for collective ``seq`` of communicator ``context`` over ``members``
-        (the transport's ranks, in the communicator's order; all of them when None)."""
+        (the transport's ranks, in the communicator's order; all of them when None).
+
+        Parameters
+        ----------
+        seq
+            The collective's number in its communicator (every rank counts alike).
+        desc
+            What was called (name, shape, dtype, op); peers compare it to detect mismatches.
+        what
+            The description in messages and errors (``"allreduce #3 (ring,float32[8],sum)"``).
+        deadline
+            ``time.monotonic()`` by which the exchange must complete
+            (:class:`~terascale.PeerTimeout` after).
+        context
+            The communicator's context id (0: the job's; sub-communicators have their own).
+        members
+            The transport's ranks taking part, in the communicator's order (default None: all).
+        """
 
     def swap(self, peer: int, desc: str, nbytes: int, *, context: int = 0,
              members: Sequence[int] | None = None) -> Swap | None:
         """A :class:`Swap` with ``peer`` (numbered as in :meth:`exchange`) for collective
         ``desc`` of ``nbytes`` payload bytes each way; None: this transport has none, post
-        the frames to an exchange."""
+        the frames to an exchange.
+
+        Parameters
+        ----------
+        peer
+            The peer, numbered as in :meth:`exchange`.
+        desc
+            The collective's description.
+        nbytes
+            Payload bytes each way.
+        context
+            The communicator's context id (default 0).
+        members
+            As for :meth:`exchange` (default None: all).
+        """
         return None
 
     def scratch(self, nbytes: int) -> np.ndarray:
         """``nbytes`` of staging memory (uint8) kept beyond one collective (a fast path's
-        receive buffer); see :meth:`Exchange.scratch`."""
+        receive buffer); see :meth:`Exchange.scratch`.
+
+        Parameters
+        ----------
+        nbytes
+            Bytes needed.
+        """
         return np.empty(nbytes, np.uint8)
 
     @abstractmethod
     def fail(self, err: CollectiveError) -> None:
-        """Mark the transport failed and tell every peer why (idempotent)."""
+        """Mark the transport failed and tell every peer why (idempotent).
+
+        Parameters
+        ----------
+        err
+            The failure every peer is told.
+        """
 
     @abstractmethod
     def close(self) -> None:
@@ -305,7 +456,17 @@ class Transport(ABC):
 def scratch_array(source: Exchange | Transport, shape: int | tuple[int, ...],
                   dtype: np.dtype[Any] | type) -> np.ndarray:
     """An uninitialized array of ``shape`` and ``dtype`` in ``source``'s scratch memory
-    (:meth:`Exchange.scratch`): what an algorithm uses instead of ``np.empty``."""
+    (:meth:`Exchange.scratch`): what an algorithm uses instead of ``np.empty``.
+
+    Parameters
+    ----------
+    source
+        The exchange or transport whose scratch memory is used.
+    shape
+        The array's shape.
+    dtype
+        The array's dtype.
+    """
     dt = np.dtype(dtype)
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
     count = 1
@@ -327,29 +488,59 @@ class Connector(ABC):
     def listen(self, host: str) -> Any:
         """Get ready to be reached; returns this rank's handle (a listening socket, a mailbox).
 
-        ``host``: this rank's address as the rendezvous server sees it (where a network
-        transport listens)."""
+        Parameters
+        ----------
+        host
+            This rank's address as the rendezvous server sees it (where a network transport
+            listens).
+        """
 
     @abstractmethod
     def endpoint(self, handle: Any) -> str:
         """The opaque string the rendezvous publishes for this rank (``handle`` from
-        :meth:`listen`); only this connector's :meth:`connect` reads it."""
+        :meth:`listen`); only this connector's :meth:`connect` reads it.
+
+        Parameters
+        ----------
+        handle
+            From :meth:`listen`.
+        """
 
     @abstractmethod
     def connect(self, handle: Any, rank: int, size: int, endpoints: Sequence[str], *,
                 secret: bytes, job: str, deadline: float, security: str) -> Transport:
         """Link this rank to every other one and return the transport.
 
-        ``handle``: from :meth:`listen` (consumed: closed on failure too). ``endpoints``:
-        every rank's :meth:`endpoint`, in rank order. ``secret``: the job secret (to
-        authenticate links). ``job``: the job id. ``deadline``: ``time.monotonic()`` by which
-        every link must be up (``PeerTimeout`` naming the missing ranks otherwise).
-        ``security``: the links' mode (``terascale.transport.LINK_MODES``); a transport
-        whose links never leave the process may ignore it.
+        Parameters
+        ----------
+        handle
+            From :meth:`listen` (consumed: closed on failure too).
+        endpoints
+            Every rank's :meth:`endpoint`, in rank order.
+        secret
+            The job secret (to authenticate links).
+        job
+            The job id.
+        deadline
+            ``time.monotonic()`` by which every link must be up (``PeerTimeout`` naming the missing
+            ranks otherwise).
+        security
+            The links' mode (``terascale.transport.LINK_MODES``); a transport whose links never
+            leave the process may ignore it.
+        rank
+            This rank in the job.
+        size
+            Ranks in the job.
         """
 
     def discard(self, handle: Any) -> None:
-        """Release ``handle`` when the rendezvous failed before :meth:`connect`."""
+        """Release ``handle`` when the rendezvous failed before :meth:`connect`.
+
+        Parameters
+        ----------
+        handle
+            From :meth:`listen`.
+        """
         close = getattr(handle, "close", None)
         if close is not None:
             close()
@@ -371,8 +562,13 @@ def register_transport(name: str, target: str | Connector) -> None:
     """Make transport ``name`` selectable (``TERASCALE_TRANSPORT=name``,
     ``_init.connect(transport=name)``).
 
-    ``target``: a :class:`Connector`, or ``"package.module:Class"`` naming one (imported
-    on first use). Registering a name again replaces it.
+    Parameters
+    ----------
+    target
+        A :class:`Connector`, or ``"package.module:Class"`` naming one (imported on first use).
+        Registering a name again replaces it.
+    name
+        The transport's name.
     """
     if not name or not isinstance(name, str):
         raise ConfigError(f"transport name {name!r} must be a non-empty string")
@@ -383,7 +579,13 @@ def register_transport(name: str, target: str | Connector) -> None:
 
 def connector(name: str | None = None) -> Connector:
     """The connector of transport ``name`` (None: :data:`DEFAULT_TRANSPORT`); ConfigError
-    naming the known transports for an unknown name."""
+    naming the known transports for an unknown name.
+
+    Parameters
+    ----------
+    name
+        A name of :data:`TRANSPORTS` (default None: :data:`DEFAULT_TRANSPORT`).
+    """
     name = name or DEFAULT_TRANSPORT
     with _LOCK:
         found = _RESOLVED.get(name)

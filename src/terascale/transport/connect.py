@@ -49,7 +49,13 @@ _PER_SOURCE = 32  # unauthenticated connections one address may hold; more evict
 
 
 def listen(host: str) -> socket.socket:
-    """A listening socket on ``host`` and an ephemeral port, ready before rendezvous."""
+    """A listening socket on ``host`` and an ephemeral port, ready before rendezvous.
+
+    Parameters
+    ----------
+    host
+        The address to listen on (this rank's address as the rendezvous sees it).
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -235,12 +241,28 @@ def connect_tcp(rank: int, size: int, addrs: list[tuple[str, int]], listener: so
                 security: str | None = None) -> TcpTransport:
     """Connect to every other rank; returns the transport or raises naming the missing peers.
 
-    ``rank``/``size``: this rank and the job's size. ``addrs``: every rank's ``(host,
-    port)``. ``listener``: this rank's socket from :func:`listen` (closed here).
-    ``secret``: the job secret. ``job``: the job id (in every link's hello).
-    ``deadline``: ``time.monotonic()`` by which every link must be up. ``encrypt``: the
-    default of ``security``. ``security`` (default ``"encrypt"`` when ``encrypt`` else ``"integrity"``, see
-    :mod:`._secure`) is this rank's mode; every peer must run the same."""
+    Parameters
+    ----------
+    rank
+        This rank.
+    size
+        The job's size.
+    addrs
+        Every rank's ``(host, port)``.
+    listener
+        This rank's socket from :func:`listen` (closed here).
+    secret
+        The job secret.
+    job
+        The job id (in every link's hello).
+    deadline
+        ``time.monotonic()`` by which every link must be up.
+    encrypt
+        The default of ``security`` (default False).
+    security
+        This rank's link mode, ``"integrity"`` or ``"encrypt"`` (default None:
+        ``"encrypt"`` when ``encrypt`` else ``"integrity"``); every peer must run the same.
+    """
     mode = security or ("encrypt" if encrypt else "integrity")
     if mode not in MODES:
         raise ValueError(f"security={mode!r} must be one of {MODES}")

@@ -94,8 +94,18 @@ _TABLE_LOCK = threading.Lock()
 class InProcessTransport(Transport):
     """This rank's mailbox and its peers' (``peers[rank]``), all in this process.
 
-    Built by :class:`InProcessConnector` (``rank``/``size``: this rank and the job's size;
-    ``mine``: this rank's mailbox; ``peers``: every other rank's)."""
+    Built by :class:`InProcessConnector`.
+
+    Parameters
+    ----------
+    rank
+        This rank.
+    size
+        The job's size.
+    mine
+        This rank's mailbox.
+    peers
+        Every other rank's mailbox, by rank."""
 
     def __init__(self, rank: int, size: int, mine: _Mailbox, peers: dict[int, _Mailbox]) -> None:
         self.rank = rank
@@ -116,6 +126,15 @@ class InProcessTransport(Transport):
                                  range(self.size) if members is None else members)
 
     def post(self, peer: int, message: Message) -> None:
+        """Put ``message`` in ``peer``'s mailbox, from this rank.
+
+        Parameters
+        ----------
+        peer
+            The receiving rank.
+        message
+            The message (a copy of the payload with its header).
+        """
         self.peers[peer].put(self.rank, message)
 
     def fail(self, err: CollectiveError) -> None:
@@ -140,7 +159,25 @@ class InProcessTransport(Transport):
 
 class InProcessExchange(Exchange):
     """One collective's messages through the mailboxes; sends complete at once (a copy),
-    :meth:`run` takes the receives in order, each checked against this collective."""
+    :meth:`run` takes the receives in order, each checked against this collective.
+
+    Parameters
+    ----------
+    transport
+        This rank's :class:`InProcessTransport`.
+    seq
+        The collective's number in its communicator.
+    desc
+        What was called; checked against every message received.
+    what
+        The description in messages and errors.
+    deadline
+        ``time.monotonic()`` by which the exchange must complete.
+    context
+        The communicator's context id.
+    members
+        The transport's ranks taking part, in the communicator's order.
+    """
 
     def __init__(self, transport: InProcessTransport, seq: int, desc: str, what: str,
                  deadline: float, context: int, members: Sequence[int]) -> None:

@@ -70,7 +70,23 @@ log = logging.getLogger("terascale.transport")
 
 
 class Request:
-    """A posted receive: :meth:`wait` returns the source rank or raises the failure."""
+    """A posted receive: :meth:`wait` returns the source rank or raises the failure.
+
+    Parameters
+    ----------
+    owner
+        The :class:`PointToPoint` it was posted on.
+    src
+        The sending rank (None: any source).
+    tag
+        The message's tag.
+    into
+        The buffer, exactly the message's size.
+    deadline
+        ``time.monotonic()`` by which it must complete.
+    what
+        Its description in errors.
+    """
 
     def __init__(self, owner: PointToPoint, src: int | None, tag: int, into: memoryview,
                  deadline: float, what: str) -> None:
@@ -128,14 +144,27 @@ class _Early:
 class PointToPoint:
     """Tagged, ordered point-to-point messages of one group (see the module doc).
 
-    ``rank``/``size``: this rank in the group; ``secret``: shared by the group's ranks, or
-    a list with one per rank (index ``p``: the secret this rank shares with rank ``p``;
-    the links are authenticated with it); ``host``: the address to listen on, one the
-    other ranks reach; ``timeout``: how long a message's body may take once its header
-    arrived; ``security``: ``"integrity"`` (every byte authenticated) or ``"encrypt"``
-    (encrypted too): every rank of the group must run the same, and a rank refuses a
-    peer that offers another with an :class:`~terascale.AuthError`.
-    Call :meth:`connect_to` with every rank's :attr:`address` before sending.
+    Parameters
+    ----------
+    rank
+        This rank in the group.
+    size
+        The number of ranks in the group.
+    secret
+        Shared by the group's ranks, or a list with one per rank (index ``p``: the secret this rank
+        shares with rank ``p``; the links are authenticated with it)
+    host
+        The address to listen on, one the other ranks reach.
+    timeout
+        How long a message's body may take once its header arrived.
+    security
+        ``"integrity"`` (every byte authenticated) or ``"encrypt"`` (encrypted too): every rank of
+        the group must run the same, and a rank refuses a peer that offers another with an
+        :class:`~terascale.AuthError`. Call :meth:`connect_to` with every rank's :attr:`address`
+        before sending.
+    name
+        The group's name: in the links' hello and labels, and the threads' names (default
+        ``"p2p"``); groups of one process must differ.
     """
 
     def __init__(self, rank: int, size: int, secret: bytes | list[bytes], *,
@@ -174,7 +203,13 @@ class PointToPoint:
 
     # -- set-up -----------------------------------------------------------------------------
     def connect_to(self, addresses: list[tuple[str, int]]) -> None:
-        """Every rank's :attr:`address`, in rank order (connections are dialed lazily)."""
+        """Every rank's :attr:`address`, in rank order (connections are dialed lazily).
+
+        Parameters
+        ----------
+        addresses
+            Every rank's :attr:`address`, in rank order.
+        """
         if len(addresses) != self.size:
             raise ValueError(f"rank {self.rank}: {len(addresses)} addresses for {self.size} ranks")
         self._peers = [(str(h), int(p)) for h, p in addresses]
@@ -233,8 +268,19 @@ class PointToPoint:
 
     # -- sending ----------------------------------------------------------------------------
     def send(self, peer: int, tag: int, data: memoryview, timeout: float) -> None:
-        """Send ``data`` (bytes-like) to ``peer`` with ``tag``; returns once it is handed to
-        the kernel (the receiver's reader drains it, posted or not)."""
+        """Send ``data`` to ``peer`` with ``tag``; returns once it is handed to the kernel (the
+        receiver's reader drains it, posted or not).
+
+        Parameters
+        ----------
+        peer
+            The receiving rank.
+        tag
+            The message's tag.
+        data
+            The bytes (bytes-like).
+        timeout
+            Seconds the send may block on a full link (PeerTimeout after)."""
         if not 0 <= peer < self.size:
             raise ValueError(f"rank {self.rank}: send to rank {peer}, group of {self.size}")
         data = memoryview(data).cast("B")
@@ -267,9 +313,21 @@ class PointToPoint:
     # -- receiving --------------------------------------------------------------------------
     def post_recv(self, src: int | None, tag: int, into: memoryview, timeout: float,
                   callback: Callable[[Request], None] | None = None) -> Request:
-        """Post a receive of a message from ``src`` (``None``: any source) with ``tag`` into
-        ``into`` (exactly its size). ``callback(request)`` runs when it completes (in the
-        thread that completed it: keep it short)."""
+        """Post a receive of a message from ``src`` with ``tag``; returns its request.
+
+        Parameters
+        ----------
+        src
+            The sending rank (None: any source).
+        tag
+            The message's tag (MPI-style matching: source and tag).
+        into
+            The buffer, exactly the message's size.
+        timeout
+            Seconds the receive may wait (its request then fails with PeerTimeout).
+        callback
+            ``callback(request)`` runs when it completes, in the thread that completed it:
+            keep it short (default None)."""
         what = "recv" if src is not None else "recv from any source"
         into = memoryview(into).cast("B")
         req = Request(self, src, tag, into, time.monotonic() + timeout, what)
@@ -482,7 +540,13 @@ class PointToPoint:
 
     # -- shutdown ---------------------------------------------------------------------------
     def close(self, timeout: float = 2.0) -> None:
-        """Say goodbye to every peer we sent to, fail the receives still posted, stop."""
+        """Say goodbye to every peer we sent to, fail the receives still posted, stop.
+
+        Parameters
+        ----------
+        timeout
+            Seconds to spend on the goodbyes at most (default 2).
+        """
         with self._lock:
             if self._closed:
                 return

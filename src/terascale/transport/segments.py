@@ -21,12 +21,28 @@ SHM_DIR = "/dev/shm"
 
 
 def job_prefix(job: str) -> str:
-    """Every shared-memory segment of job ``job`` is named with this prefix."""
+    """Every shared-memory segment of job ``job`` is named with this prefix.
+
+    Parameters
+    ----------
+    job
+        The job id.
+    """
     return f"terascale-{job}-"
 
 
 def segment_name(job: str, group: Sequence[int], context: int = 0) -> str:
-    """The segment of ``group`` (ranks of the job) in communicator ``context`` of ``job``."""
+    """The segment of ``group`` (ranks of the job) in communicator ``context`` of ``job``.
+
+    Parameters
+    ----------
+    job
+        The job id.
+    group
+        The group's ranks in the job.
+    context
+        The communicator's context id (default 0: the job's).
+    """
     key = ",".join(map(str, group)) + (f"@{context:x}" if context else "")
     tag = hashlib.blake2b(key.encode(), digest_size=6).hexdigest()
     return f"{job_prefix(job)}shm-{tag}"
@@ -35,8 +51,15 @@ def segment_name(job: str, group: Sequence[int], context: int = 0) -> str:
 def remove_job_segments(job: str, *, keep: str | None = None) -> list[str]:
     """Delete the segments in /dev/shm whose names start with ``job_prefix(job)``.
 
-    ``keep`` spares those of another job id sharing that prefix (a run's current attempt
-    when ``job`` names the whole run). Returns the names removed.
+    Returns the names removed.
+
+    Parameters
+    ----------
+    keep
+        Spares the segments of this job id, which shares the prefix (a run's current
+        attempt when ``job`` names the whole run); default None.
+    job
+        The job id (or a run's id, which prefixes its attempts' ids).
     """
     removed: list[str] = []
     try:

@@ -78,7 +78,21 @@ __all__ = ["ShmGroup", "compiled_core", "core_codes", "segment_name", "slot_tag"
 class ShmGroup(CoreRounds, PythonWaits):
     """A mapped segment shared by ``group`` (ranks of the exchange on one host); ``index``
     is ours. The Python waits are :class:`.PythonWaits`', the compiled core's multi-round
-    calls :class:`.CoreRounds`'; this class owns the mapping and the barriers."""
+    calls :class:`.CoreRounds`'; this class owns the mapping and the barriers.
+
+    Parameters
+    ----------
+    mm
+        The mapped segment.
+    rank
+        Our index in ``group``.
+    group
+        The exchange's ranks that share the segment, in member order.
+    area_bytes
+        Bytes of each member's data area.
+    ex
+        The exchange of the collective that created it.
+    """
 
     def __init__(self, mm: mmap.mmap, rank: int, group: Sequence[int], area_bytes: int,
                  ex: Exchange) -> None:
@@ -122,7 +136,19 @@ class ShmGroup(CoreRounds, PythonWaits):
         return self._ctl + (2 * member + parity) * self.area_bytes
 
     def area(self, member: int, parity: int, dtype: np.dtype, count: int) -> np.ndarray:
-        """The first ``count`` elements of ``member``'s area ``parity`` as ``dtype``."""
+        """The first ``count`` elements of ``member``'s area ``parity`` as ``dtype``.
+
+        Parameters
+        ----------
+        member
+            The member's index.
+        parity
+            Which of the two alternating area sets (0 or 1).
+        dtype
+            The elements' dtype.
+        count
+            Elements wanted.
+        """
         return self._areas[member][parity][: count * dtype.itemsize].view(dtype)
 
     def areas(self, parity: int, dtype: np.dtype, count: int) -> list[np.ndarray]:
@@ -130,6 +156,15 @@ class ShmGroup(CoreRounds, PythonWaits):
 
         A loop of same-shaped allreduces then builds no views: slicing and viewing three
         arrays costs more than moving 4 KiB.
+
+        Parameters
+        ----------
+        parity
+            Which of the two alternating area sets (0 or 1).
+        dtype
+            The elements' dtype.
+        count
+            Elements wanted.
         """
         key = (parity, dtype, count)
         views = self._views.get(key)
@@ -151,6 +186,19 @@ class ShmGroup(CoreRounds, PythonWaits):
 
         A segment that cannot be created or mapped (``/dev/shm`` full or missing) fails the
         collective on every rank with a :class:`CollectiveError` naming the path.
+
+        Parameters
+        ----------
+        ex
+            The collective's exchange (its peers, deadline and failure reporting).
+        group
+            The members, numbered as ``ex`` numbers ranks.
+        job
+            The job id (names the segment).
+        area_bytes
+            Bytes of each member's data area.
+        context
+            The communicator's context id (default 0).
         """
         group = list(group)
         rank = ex.rank
@@ -173,7 +221,13 @@ class ShmGroup(CoreRounds, PythonWaits):
         """Collective: set :attr:`direct` on every member alike, True when every member has
         the compiled core and could read every other member's slot back through its own
         process and write it back unchanged (``process_vm_readv``/``writev``) and none set
-        ``TERASCALE_NO_CMA``. Two barriers, once per segment."""
+        ``TERASCALE_NO_CMA``. Two barriers, once per segment.
+
+        Parameters
+        ----------
+        ex
+            The collective's exchange (its peers, deadline and failure reporting).
+        """
         self.barrier(ex, ex.deadline)  # every member's pid and mapping are in its slot
         core, q = self.core, self._q
         self.spin.share_cores = _spin.share_scheduler(
@@ -203,23 +257,45 @@ class ShmGroup(CoreRounds, PythonWaits):
 
     # -- barriers ----------------------------------------------------------------------------
     def announce(self, ex: Exchange) -> None:
-        """Write this collective's sequence number and descriptor for the others to check."""
+        """Write this collective's sequence number and descriptor for the others to check.
+
+        Parameters
+        ----------
+        ex
+            The collective's exchange (its peers, deadline and failure reporting).
+        """
         off = self.index * SLOT + DESC + (self.round % 2) * DESC_BYTES
         self.descriptor = desc_field(ex)
         self._mv[off: off + DESC_BYTES] = self.descriptor
 
     @staticmethod
     def tag_of(ex: Exchange) -> bytes:
-        """The descriptor :meth:`announce` writes for ``ex``'s collective (128 bytes)."""
+        """The descriptor :meth:`announce` writes for ``ex``'s collective (128 bytes).
+
+        Parameters
+        ----------
+        ex
+            The collective's exchange (its peers, deadline and failure reporting).
+        """
         return desc_field(ex)
 
     def barrier(self, ex: Exchange, deadline: float, *, check: bool = False,
                 running: bool = False) -> None:
         """Arrive and wait for every member; with ``check``, compare the announced collectives.
 
-        ``check`` is for the first barrier after :meth:`announce`; ``running`` says that
-        every member has already passed a barrier of this collective (a later round), so
-        the wait may spin for it (see :data:`terascale.transport._spin.RUNNING_SPIN_S`).
+        Parameters
+        ----------
+        check
+            Compare the announced collectives: for the first barrier after
+            :meth:`announce` (default False).
+        running
+            Every member has already passed a barrier of this collective (a later round), so
+            the wait may spin for it (see :data:`terascale.transport._spin.RUNNING_SPIN_S`);
+            default False.
+        ex
+            The collective's exchange (its peers, deadline and failure reporting).
+        deadline
+            ``time.monotonic()`` by which every member must arrive.
         """
         self.epoch += 1
         target = self.epoch
@@ -254,7 +330,15 @@ def compiled_core() -> str | None:
 
 
 def core_codes(dtype: np.dtype, op: str) -> tuple[int, int] | None:
-    """The compiled core's codes for folding ``dtype`` with ``op`` (None: numpy folds)."""
+    """The compiled core's codes for folding ``dtype`` with ``op`` (None: numpy folds).
+
+    Parameters
+    ----------
+    dtype
+        The elements' dtype.
+    op
+        The reduction (``"sum"``...).
+    """
     kind = _core.KINDS.get(dtype)
     return None if kind is None else (kind, _core.OPS[op])
 

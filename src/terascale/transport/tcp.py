@@ -48,8 +48,15 @@ _ABORT_GRACE_S = 0.5  # time to deliver ABORT frames before connections are shut
 class TcpTransport(Transport):
     """Connections from this rank to every other rank (``socks[peer]``), non-blocking.
 
-    Built by :func:`~terascale.transport.connect.connect_tcp` (``rank``: this rank;
-    ``socks``: the connected, authenticated link to each other rank)."""
+    Built by :func:`~terascale.transport.connect.connect_tcp`.
+
+    Parameters
+    ----------
+    rank
+        This rank.
+    socks
+        The connected, authenticated link to each other rank, by rank.
+    """
 
     def __init__(self, rank: int, socks: dict[int, socket.socket]) -> None:
         self.rank = rank
@@ -91,7 +98,15 @@ class TcpTransport(Transport):
         return route
 
     def watch(self, peer: int, mask: int) -> None:
-        """Set the epoll events of ``peer``'s socket (0: not watched)."""
+        """Set the epoll events of ``peer``'s socket (0: not watched).
+
+        Parameters
+        ----------
+        peer
+            The peer's rank.
+        mask
+            The epoll event mask (``select.EPOLLIN``...).
+        """
         old = self._mask.get(peer, 0)
         if old == mask:
             return

@@ -35,19 +35,46 @@ KINDS = ("vector", "columns", "text")
 
 @dataclass(frozen=True)
 class Encoding:
-    """How the rows of a partition become examples; shipped to the tasks."""
+    """How the rows of a partition become examples; shipped to the tasks.
 
-    kind: str                            # "vector" | "columns" | "text"
+    Parameters
+    ----------
+    kind
+        ``"vector"`` (one Vector column), ``"columns"`` (plain columns, hashed as the CSV reader
+        hashes them) or ``"text"`` (one column of VW/libsvm lines).
+    bits
+        Hash bits of the model (``2**bits`` weights).
+    features
+        The Vector column, the plain feature columns, or the text column.
+    label
+        The label column (vector and columns kinds; None: no label).
+    weight
+        The importance-weight column (vector and columns kinds; None: weight 1).
+    categorical
+        Columns hashed as categories even when numeric (columns kind).
+    numeric
+        Per feature column: whether Spark's type is a number (else decided per cell).
+    text
+        The text kind's :func:`terascale.linear.parse_lines` options (``format``, ...).
+    constant
+        Add VW's constant (bias) feature (default True).
+    skip_bad
+        Drop rows with a bad cell instead of raising DataError (default False).
+    require_label
+        A null or NaN label is a DataError instead of "no label" (training).
+    """
+
+    kind: str
     bits: int
-    features: tuple[str, ...]            # the vector column, the plain columns or the text
-    label: str | None = None             # vector/columns: the label column
-    weight: str | None = None            # vector/columns: the importance-weight column
-    categorical: tuple[str, ...] = ()    # columns: hashed as categories even if numeric
-    numeric: tuple[bool, ...] = ()       # columns: Spark type is a number (else: per cell)
-    text: dict[str, Any] = field(default_factory=dict)  # text: parse_lines options
+    features: tuple[str, ...]
+    label: str | None = None
+    weight: str | None = None
+    categorical: tuple[str, ...] = ()
+    numeric: tuple[bool, ...] = ()
+    text: dict[str, Any] = field(default_factory=dict)
     constant: bool = True
     skip_bad: bool = False
-    require_label: bool = False          # a null/NaN label is an error, not "no label"
+    require_label: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -84,6 +111,17 @@ class Encoding:
         ``rows`` carry :attr:`columns` in order from position 0 (training), or with
         ``with_labels=False`` at least the feature columns from position 0 (scoring).
         ``where`` names the partition in errors.
+
+        Parameters
+        ----------
+        rows
+            Rows carrying :attr:`columns` in order from position 0.
+        first
+            The row number of the first row within its partition (for errors).
+        where
+            Names the partition in errors (``"partition 3"``).
+        with_labels
+            False for scoring: the rows need only the feature columns (default True).
         """
         if self.kind == "text":
             return self._text([r if isinstance(r, str) else r[0] for r in rows], first, where)
@@ -107,7 +145,17 @@ class Encoding:
     def encode_arrow(self, batch: Any, first: int, where: str) -> Dataset:
         """:meth:`encode` for training on an Arrow record batch of :attr:`columns`: the
         same Dataset, bitwise, without a Python object per row (vector and text kinds;
-        plain columns go through their Python values)."""
+        plain columns go through their Python values).
+
+        Parameters
+        ----------
+        batch
+            A ``pyarrow.RecordBatch`` of :attr:`columns`.
+        first
+            The row number of the first row within its partition (for errors).
+        where
+            Names the partition in errors (``"partition 3"``).
+        """
         from ._arrow import lines, numbers, vectors
 
         if self.kind == "text":
@@ -249,7 +297,21 @@ class Encoding:
 
     def numbers(self, cells: Sequence[Any], first: int, where: str, keep: np.ndarray,
                  name: str | None = None) -> np.ndarray:
-        """A label (or ``name``'s weight) column as float32 (null: NaN, i.e. no label)."""
+        """A label (or ``name``'s weight) column as float32 (null: NaN, i.e. no label).
+
+        Parameters
+        ----------
+        cells
+            The column's cells (numbers, None for no value).
+        first
+            The row number of the first row within its partition (for errors).
+        where
+            Names the partition in errors (``"partition 3"``).
+        keep
+            The rows kept so far (a bool array); a bad cell clears its row under ``skip_bad``.
+        name
+            The weight column's name (None: the label column).
+        """
         x = np.empty(len(cells), np.float64)
         for r, v in enumerate(cells):
             try:
@@ -261,7 +323,23 @@ class Encoding:
     def checked(self, x: np.ndarray, cells: Any, first: int, where: str, keep: np.ndarray,
                 name: str | None = None) -> np.ndarray:
         """float64 cells as float32; one not finite within float32 (NaN is no label) is a
-        DataError naming the row, or with ``skip_bad`` drops it (``keep``)."""
+        DataError naming the row, or with ``skip_bad`` drops it (``keep``).
+
+        Parameters
+        ----------
+        x
+            The cells as float64 (a cell that is no number as inf).
+        cells
+            The original cells, quoted in the error.
+        first
+            The row number of the first row within its partition (for errors).
+        where
+            Names the partition in errors (``"partition 3"``).
+        keep
+            The rows kept so far (a bool array); a bad cell clears its row under ``skip_bad``.
+        name
+            The weight column's name (None: the label column).
+        """
         if self.require_label and name in (None, self.label):
             nan = np.flatnonzero(np.isnan(x))
             if len(nan):

@@ -298,11 +298,31 @@ def train_linear(data: Any, *, num_workers: int | None = None, column: str | Non
     task's parsed partition is cached on its executor's disk under ``cache_dir`` when the
     data has an identity -- file paths (path, size, mtime), a DataFrame read from local
     files or persisted, or a user-given ``cache_key`` -- so a second call on the same data
-    does not parse again; ``cache_dir=""`` disables the cache. ``options`` are those of
-    :func:`terascale.linear.train` (``bits``, ``passes``, ``bfgs``, ``l2``, ``loss``, ...).
+    does not parse again; ``cache_dir=""`` disables the cache.
 
-    ``timeout``: seconds each task waits for its peers at the rendezvous and in every
-    collective (default 60).
+    Parameters
+    ----------
+    data
+        A DataFrame, an RDD of lines, or a path or list of paths (see above).
+    num_workers
+        The number of tasks (default None: the DataFrame's or RDD's partitions, or one per file); a
+        DataFrame or RDD is repartitioned to it.
+    column
+        The DataFrame's text column when it has several (default None: the only string column).
+    timeout
+        Seconds each task waits for its peers at the rendezvous and in every collective (default
+        60).
+    spark
+        A SparkSession (default None: the active one, or a new one).
+    cache_key
+        Names the data for the executors' cache when Spark cannot tell its identity (a DataFrame
+        computed in memory); the same key must mean the same data.
+    cache_dir
+        Where each executor caches its parsed partition (default None: the learner's default cache
+        root); ``""`` disables the cache.
+    options
+        Options of :func:`terascale.linear.train` (``bits``, ``passes``, ``bfgs``, ``l2``, ``loss``,
+        ``format``...; see :class:`terascale.linear.TrainOptions`).
     """
     parse = split_parse_options(options)
     fmt = parse["format"]

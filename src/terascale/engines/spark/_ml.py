@@ -134,7 +134,15 @@ class _LinearLearnerParams(HasFeaturesCol, HasLabelCol, HasWeightCol, HasPredict
         self.setParams(**kwargs)
 
     def setParams(self, **kwargs: Any) -> Any:
-        """Set Params by name (``lr.setParams(bits=22, passes=2)``)."""
+        """Set Params by name (``lr.setParams(bits=22, passes=2)``); returns the estimator.
+
+        Parameters
+        ----------
+        **kwargs
+            Param names and their values (see :meth:`explainParams` for every Param, its
+            default and meaning); None leaves a Param as it is. An unknown name is a
+            ConfigError listing the Params there are.
+        """
         for k in kwargs:
             if not self.hasParam(k):
                 names = ", ".join(sorted(p.name for p in self.params))
@@ -271,6 +279,13 @@ class LinearLearner(_LinearLearnerParams, Estimator, DefaultParamsReadable,
                         K > 2 fit K one-against-all models in the same job;
                         ``binomial`` refuses K > 2, ``multinomial`` always fits K models
     ==================  ==================================================================
+
+    Parameters
+    ----------
+    **kwargs
+        Params by name, as :meth:`setParams` takes them (``LinearLearner(bits=22,
+        featureCols=["x1", "x2"], numWorkers=4)``); every Param has a ``setX`` and a
+        ``getX`` too.
     """
 
     __module__ = "terascale.spark"  # the saved metadata and pickles name the public module
@@ -368,6 +383,14 @@ class LinearLearnerModel(_LinearLearnerParams, Model, MLReadable, MLWritable):
     :attr:`summary`. ``linear`` is the :class:`terascale.linear.LinearModel` (``models``:
     all K of them), whose ``indices``/``weights``/``dense()`` are the hashed weights of
     any input (VW lines, string columns).
+
+    Parameters
+    ----------
+    linear
+        The trained :class:`terascale.linear.LinearModel`, or a list of K of them (one-against-all);
+        ``fit`` passes it. None: an empty model, as ``load`` creates.
+    kwargs
+        Params by name, as for :class:`LinearLearner`.
     """
 
     __module__ = "terascale.spark"
@@ -478,7 +501,13 @@ class LinearLearnerModel(_LinearLearnerParams, Model, MLReadable, MLWritable):
         MLlib's ``LogisticRegressionModel.evaluate`` does: ``predictions`` and, computed
         when first read, ``accuracy``, ``areaUnderROC``/``areaUnderPR`` (binary),
         ``logLoss``, ``weightedPrecision``, ``weightedRecall``, ``weightedFMeasure``
-        (squared loss: ``rootMeanSquaredError``, ``r2``, ``meanAbsoluteError``)."""
+        (squared loss: ``rootMeanSquaredError``, ``r2``, ``meanAbsoluteError``).
+
+        Parameters
+        ----------
+        dataset
+            A DataFrame with the features and the label column.
+        """
         label = self.getOrDefault("labelCol")
         if label not in dataset.columns:
             raise ConfigError(f"evaluate: labelCol={label!r}: the DataFrame has no such "
@@ -491,14 +520,26 @@ class LinearLearnerModel(_LinearLearnerParams, Model, MLReadable, MLWritable):
 
     def predictRaw(self, value: Any) -> Any:
         """The raw scores of one Vector (on the driver): ``[-s, s]`` for a binary model,
-        the K scores of a K-class one, as ``rawPrediction`` in :meth:`transform`."""
+        the K scores of a K-class one, as ``rawPrediction`` in :meth:`transform`.
+
+        Parameters
+        ----------
+        value
+            One feature Vector (``pyspark.ml.linalg``) of ``numFeatures`` entries.
+        """
         from pyspark.ml.linalg import DenseVector
 
         s = self._scores(value)
         return DenseVector([-s[0], s[0]] if len(s) == 1 else s)
 
     def predictProbability(self, value: Any) -> Any:
-        """``probability`` of one Vector, as :meth:`transform` computes it."""
+        """``probability`` of one Vector, as :meth:`transform` computes it.
+
+        Parameters
+        ----------
+        value
+            One feature Vector (``pyspark.ml.linalg``) of ``numFeatures`` entries.
+        """
         from pyspark.ml.linalg import DenseVector
 
         s = self._scores(value)
@@ -508,7 +549,13 @@ class LinearLearnerModel(_LinearLearnerParams, Model, MLReadable, MLWritable):
 
     def predict(self, value: Any) -> float:
         """``prediction`` of one Vector, as :meth:`transform` computes it (the class, or
-        the score for squared loss)."""
+        the score for squared loss).
+
+        Parameters
+        ----------
+        value
+            One feature Vector (``pyspark.ml.linalg``) of ``numFeatures`` entries.
+        """
         s = self._scores(value)
         if len(s) > 1:
             return float(np.argmax(s))
@@ -747,9 +794,19 @@ def _accessors(cls: type) -> None:
     for p in cls().params:  # type: ignore[call-arg]
         cap = p.name[0].upper() + p.name[1:]
         if not hasattr(cls, "set" + cap):
-            setattr(cls, "set" + cap, lambda self, value, _n=p.name: self._set(**{_n: value}))
+            def setter(self: Any, value: Any, _n: str = p.name) -> Any:
+                return self._set(**{_n: value})
+            setter.__name__ = setter.__qualname__ = "set" + cap
+            doc = p.doc[:1].upper() + p.doc[1:].rstrip(".") + "."
+            setter.__doc__ = (f"Set the Param ``{p.name}``; returns the estimator.\n\n"
+                              f"Parameters\n----------\nvalue\n    {doc}\n")
+            setattr(cls, "set" + cap, setter)
         if not hasattr(cls, "get" + cap):
-            setattr(cls, "get" + cap, lambda self, _n=p.name: self.getOrDefault(_n))
+            def getter(self: Any, _n: str = p.name) -> Any:
+                return self.getOrDefault(_n)
+            getter.__name__ = getter.__qualname__ = "get" + cap
+            getter.__doc__ = f"The value of the Param ``{p.name}`` (its default when unset)."
+            setattr(cls, "get" + cap, getter)
 
 
 _accessors(LinearLearner)

@@ -18,7 +18,6 @@ joins the job (rank = partition id). We chose this over a server on the driver b
 
 * every stage *attempt* needs a fresh rendezvous: the slots are first-copy-wins, so the
   tasks of a rerun would be turned away by a server that already assembled attempt 0, and
-  PySpark does not tell a task its stage attempt number to pick a per-attempt server;
   a rendezvous that lives in task 0 is born and dies with its attempt;
 * the driver need not be reachable from the executors (Spark Connect, notebooks behind
   NAT), and nothing stays open on the driver after a job;
@@ -30,14 +29,16 @@ attempt, not per collective.
 
 Facts designed around (measured on Spark 4.x)
 ---------------------------------------------
-* A failed barrier *ResultStage* aborts the job; a failed barrier *ShuffleMapStage* is
-  resubmitted (up to ``spark.stage.maxConsecutiveAttempts``, default 4). So the barrier
-  stage ends in a shuffle: ``rdd.barrier().mapPartitions(task).repartition(1).collect()``
-  (for a DataFrame read as Arrow batches, ``df.mapInArrow(task, schema, barrier=True)``
-  in place of the first two).
-  With ``fn`` resuming from a :class:`terascale.Checkpoint`, a task exception or a lost
-  executor costs one restart from the last checkpoint, and -- the collectives being
-  deterministic -- ends in bitwise the same state as a run without failures.
+* A failed barrier *ResultStage* aborts the job (a failed barrier *ShuffleMapStage* would
+  be resubmitted by Spark). So one attempt is one Spark job,
+  ``rdd.barrier().mapPartitions(task).collect()`` (for a DataFrame read as Arrow batches,
+  ``df.mapInArrow(task, schema, barrier=True)``), and the attempts are the job runner's
+  (:func:`terascale.launch.runner.restarts`, as for every engine): the whole stage again,
+  up to ``spark.stage.maxConsecutiveAttempts`` attempts in all (default 4), each task told
+  its attempt (``TERASCALE_RESTART``). With ``fn`` resuming from a
+  :class:`terascale.Checkpoint`, a task exception or a lost executor costs one restart
+  from the last checkpoint, and -- the collectives being deterministic -- ends in bitwise
+  the same state as a run without failures.
 * Barrier mode refuses dynamic allocation and never launches speculative copies.
   Speculation is safe for terascale anyway: the rendezvous's slots are first-copy-wins, so
   under a non-barrier engine a speculative duplicate of a worker is told its slot is taken
@@ -52,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import os
 import pickle
 import re
@@ -65,16 +67,45 @@ from typing import Any
 from ..._bind import bind_address
 from ..._env import read_bind
 from ..._errors import ConfigError, DataError, TerascaleError
+from ...launch.runner import JobFailed, restarts
 from ...rendezvous import RendezvousServer
 from .._common import check_workers, job_env, new_run_id, remove_stale_segments
 
 __all__ = ["TaskSpec", "barrier_safe", "check_cluster", "run", "run_on_frame", "run_on_rdd",
            "session", "task_slots"]
 
+log = logging.getLogger("terascale.spark")
+
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """What every barrier task runs; shipped to the executors (pickled by reference)."""
+    """What every barrier task runs; shipped to the executors (pickled by reference).
+
+    Parameters
+    ----------
+    fn
+        The function each task calls; inside it ``terascale.init()`` joins the job.
+    size
+        The number of tasks (the job's world size).
+    timeout
+        Seconds for the rendezvous and the default deadline of every collective.
+    run_id
+        A fresh id per call; names the job and its rendezvous.
+    args
+        Positional arguments of ``fn``.
+    kwargs
+        Keyword arguments of ``fn``.
+    prepare
+        Delayed initialization: when set, ``prepare(rows)`` reads and caches the task's
+        partition before the task joins the allreduce, and ``fn`` is called as
+        ``fn(prepared, *args, **kwargs)`` (default None).
+    local
+        Every task runs on the driver's host (a local master): the rendezvous listens on
+        loopback (default False).
+    restart
+        The attempt, as the job runner counts restarts (``TERASCALE_RESTART`` in the
+        tasks); default None: not yet placed.
+    """
 
     fn: Callable[..., Any]
     size: int
@@ -82,15 +113,19 @@ class TaskSpec:
     run_id: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
-    # Delayed initialization: when set, prepare(rows) reads and caches the task's partition
-    # BEFORE the task joins the allreduce, and fn is called as fn(prepared, *args, **kwargs).
     prepare: Callable[[Iterator[Any]], Any] | None = None
-    # Every task on the driver's host (a local master): the rendezvous listens on loopback.
     local: bool = False
+    restart: int | None = None  # the attempt (TERASCALE_RESTART in the tasks)
 
 
 def session(spark: Any = None) -> Any:
-    """``spark`` or the active SparkSession, created (with the driver's interpreter) if none."""
+    """``spark`` or the active SparkSession, created (with the driver's interpreter) if none.
+
+    Parameters
+    ----------
+    spark
+        A SparkSession to use (default None: the active one, or a new one).
+    """
     if spark is not None:
         return spark
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -185,7 +220,17 @@ def _wait_for_executors(sc: Any, num_workers: int, timeout: float) -> None:
 
 def check_cluster(sc: Any, num_workers: int, timeout: float = 60.0) -> None:
     """Refuse what barrier mode cannot run (dynamic allocation, too few local slots) and,
-    under local-cluster, wait for the executors: before a job, not minutes into it."""
+    under local-cluster, wait for the executors: before a job, not minutes into it.
+
+    Parameters
+    ----------
+    sc
+        The SparkContext.
+    num_workers
+        The barrier tasks the job will start at once.
+    timeout
+        Seconds to wait for a local-cluster's executors to register (default 60).
+    """
     conf = sc.getConf()
     if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
         raise ConfigError("Spark barrier mode does not run with dynamic allocation: set "
@@ -209,12 +254,12 @@ def _barrier_task(spec: TaskSpec, rows: Iterator[Any]) -> Iterator[tuple[int, An
     """Body of one barrier task: (prepare), rendezvous via allGather, fn, (rank, result).
 
     A partition that ``prepare`` refuses (:class:`DataError`, :class:`ConfigError`: the
-    input's fault, the same on every attempt) does not fail the task, which Spark would
-    rerun ``spark.stage.maxConsecutiveAttempts`` times to the same end: every task learns of
+    input's fault, the same on every attempt) does not fail the task, which would run
+    again ``spark.stage.maxConsecutiveAttempts`` times to the same end: every task learns of
     it in the ``allGather`` it makes anyway, none joins the job, and the driver raises the
     error itself. The same holds for such an error that ``fn`` raises on every rank (a
     check the workers make together); raised on some ranks only, the others' collectives
-    fail and Spark reruns the stage as for any failure."""
+    fail and the stage runs again as for any failure."""
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
@@ -245,7 +290,8 @@ def _barrier_task(spec: TaskSpec, rows: Iterator[Any]) -> Iterator[tuple[int, An
         else:
             info = infos[0]
             with job_env(rank=rank, size=spec.size, rendezvous=info["rendezvous"],
-                         secret=info["secret"], job=info["job"], timeout=spec.timeout):
+                         secret=info["secret"], job=info["job"], timeout=spec.timeout,
+                         restart=spec.restart):
                 try:
                     if spec.prepare is not None:
                         result = spec.fn(prepared, *spec.args, **spec.kwargs)
@@ -315,43 +361,77 @@ def _python_error(e: BaseException) -> str:
 
 
 def run_on_rdd(rdd: Any, spec: TaskSpec) -> list[Any]:
-    """Run ``spec`` as a barrier stage over ``rdd`` (one task per partition) -> results."""
-    task = functools.partial(_barrier_task, _placed(spec, rdd.context))
-    # repartition(1): end the barrier stage with a shuffle, so that a failure resubmits it
-    # (a failed barrier ResultStage would abort the job instead).
-    return _collect(spec, lambda: rdd.barrier().mapPartitions(task).repartition(1).collect())
+    """Run ``spec`` as a barrier stage over ``rdd`` (one task per partition) -> results.
+
+    Parameters
+    ----------
+    rdd
+        The RDD whose partitions become the tasks (one rank per partition).
+    spec
+        What each task runs (:class:`TaskSpec`).
+    """
+    def collect(attempt: TaskSpec) -> list[tuple[int, Any]]:
+        task = functools.partial(_barrier_task, attempt)
+        return rdd.barrier().mapPartitions(task).collect()  # type: ignore[no-any-return]
+
+    return _collect(_placed(spec, rdd.context), rdd.context, collect)
 
 
 def run_on_frame(df: Any, spec: TaskSpec) -> list[Any]:
     """:func:`run_on_rdd` over a DataFrame's partitions, ``spec.prepare`` reading them as
     Arrow record batches (``mapInArrow(barrier=True)``, pyarrow): columns of numbers
     instead of a Python ``Row`` per row, which costs more than training on it."""
-    task = functools.partial(_arrow_task, _placed(spec, df.sparkSession.sparkContext))
-
-    def collect() -> list[tuple[int, Any]]:
-        out = (df.mapInArrow(task, "rank int, result binary", barrier=True)
-               .repartition(1).collect())
+    def collect(attempt: TaskSpec) -> list[tuple[int, Any]]:
+        task = functools.partial(_arrow_task, attempt)
+        out = df.mapInArrow(task, "rank int, result binary", barrier=True).collect()
         return [(r[0], pickle.loads(r[1])) for r in out]
 
-    return _collect(spec, collect)
+    sc = df.sparkSession.sparkContext
+    return _collect(_placed(spec, sc), sc, collect)
 
 
 def _placed(spec: TaskSpec, sc: Any) -> TaskSpec:
     return dataclasses.replace(spec, local=str(sc.master).startswith("local"))
 
 
-def _collect(spec: TaskSpec, job: Callable[[], Iterable[tuple[int, Any]]]) -> list[Any]:
-    """Run the barrier job, readable errors, stale segments removed; results by rank."""
+def _attempts(sc: Any) -> int:
+    """How many attempts a job gets: Spark's own setting for a stage's consecutive ones."""
     try:
-        pairs = job()
-    except Exception as e:  # Py4JJavaError and friends: keep the Python part readable
-        if e.__class__.__module__.startswith(("py4j", "pyspark")):
-            raise TerascaleError(f"terascale Spark job failed after Spark's stage retries; "
-                                 f"{_died(str(e))}last worker error:\n{_python_error(e)}"
-                                 ) from e
-        raise
-    finally:
-        remove_stale_segments(spec.run_id)  # the driver's host (all of it under local[N])
+        return max(1, int(sc.getConf().get("spark.stage.maxConsecutiveAttempts", "4")))
+    except ValueError:
+        return 4
+
+
+def _collect(spec: TaskSpec, sc: Any,
+             job: Callable[[TaskSpec], Iterable[tuple[int, Any]]]) -> list[Any]:
+    """Run the barrier job's attempts (the job runner's :func:`restarts`), readable errors,
+    stale segments removed; results by rank."""
+    attempts = _attempts(sc)
+
+    def attempt(n: int) -> tuple[Any, BaseException | None]:
+        if n > 0:  # a lost executor's replacement may still be registering
+            _wait_for_executors(sc, spec.size, spec.timeout)
+        try:
+            return job(dataclasses.replace(spec, restart=n)), None
+        except Exception as e:  # Py4JJavaError and friends: keep the Python part readable
+            if e.__class__.__module__.startswith(("py4j", "pyspark")):
+                return None, e
+            raise
+        finally:
+            remove_stale_segments(spec.run_id)  # the driver's host (all of it under local[N])
+
+    def failed(n: int, result: tuple[Any, BaseException | None], again: bool) -> None:
+        if again:
+            err = result[1]
+            last = (_python_error(err).splitlines() or [""])[-1] if err is not None else ""
+            log.warning("terascale.spark: attempt %d failed (%s%s); restarting all %d tasks "
+                        "from their checkpoint", n, _died(str(err)), last, spec.size)
+
+    pairs, error = restarts(attempts - 1, attempt, lambda r: r[1] is None, failed)
+    if error is not None:
+        raise JobFailed(f"terascale Spark job failed {attempts} time(s); {_died(str(error))}"
+                        f"every task was stopped. Last worker error:\n"
+                        f"{_python_error(error)}") from error
     results = dict(pairs)
     for r in sorted(results):  # a refused partition: its own error, at once (no retries)
         if isinstance(results[r], _Refused):
@@ -368,11 +448,27 @@ def run(fn: Callable[..., Any], *, num_workers: int, args: tuple[Any, ...] = (),
     """Run ``fn(*args, **kwargs)`` on ``num_workers`` Spark barrier tasks; results by rank.
 
     Inside ``fn``, ``terascale.init()`` joins the job (rank = the task's partition id).
-    ``timeout`` bounds the rendezvous and is the default deadline of every collective.
-    ``spark`` is a SparkSession (default: the active one, or a new one). A failing task
-    makes Spark rerun all tasks (up to ``spark.stage.maxConsecutiveAttempts`` times); make
-    ``fn`` resume from a :class:`terascale.Checkpoint` in a directory every attempt's rank
-    0 can read. Raises :class:`terascale.TerascaleError` when Spark gives up.
+    A failing task
+    reruns all tasks (``spark.stage.maxConsecutiveAttempts`` attempts in all, default 4);
+    make ``fn`` resume from a :class:`terascale.Checkpoint` in a directory every attempt's
+    rank 0 can read. Raises :class:`terascale.TerascaleError` when every attempt failed.
+
+    Parameters
+    ----------
+    fn
+        The function each task calls with ``*args, **kwargs``; it calls ``terascale.init()`` to join
+        the job. Its return value, pickled, comes back.
+    num_workers
+        The number of barrier tasks (the world size); the cluster needs that many free task slots at
+        once.
+    args
+        Positional arguments of ``fn`` (pickled to every task).
+    kwargs
+        Keyword arguments of ``fn`` (default None: none).
+    timeout
+        Seconds; bounds the rendezvous and is the default deadline of every collective (default 60).
+    spark
+        A SparkSession (default None: the active one, or a new one).
     """
     check_workers(num_workers, timeout)
     sc = session(spark).sparkContext

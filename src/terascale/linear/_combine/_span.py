@@ -84,7 +84,18 @@ def _recv_exact(s: socket.socket, n: int, deadline: float) -> bytes:
 
 
 class SpanServer:
-    """The server; ``start()`` runs it in a daemon thread, ``serve_forever()`` in this one."""
+    """The server; ``start()`` runs it in a daemon thread, ``serve_forever()`` in this one.
+
+    Parameters
+    ----------
+    port
+        The port to listen on (default VW's 26543; 0: any free one).
+    host
+        The address to listen on (default loopback: VW workers on this host only; VW's protocol has
+        no authentication).
+    quiet
+        Log nothing (default True); False logs every job to standard error.
+    """
 
     def __init__(self, port: int = DEFAULT_PORT, host: str = "127.0.0.1", quiet: bool = True) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -200,7 +211,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="address to listen on (default loopback: VW workers on this host "
                         "only; give the interface the other hosts reach, or 0.0.0.0 for "
                         "every interface -- VW's protocol has no authentication)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true",
+                   help="log nothing but the listening line (default: every job to stderr)")
     p.set_defaults(func=_serve)
 
 

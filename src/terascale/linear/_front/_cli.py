@@ -84,9 +84,9 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     _command("predict", pr)
 
     ev = cmds.add_parser("evaluate", help="metrics of a model on labelled data")
-    ev.add_argument("data", nargs="+")
+    ev.add_argument("data", nargs="+", help="labelled input files (plain, .gz or .zip)")
     ev.add_argument("-i", "--initial-regressor", dest="initial", required=True,
-                    metavar="MODEL")
+                    metavar="MODEL", help="the model to evaluate (written by -f)")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     _command("evaluate", ev)
     p.set_defaults(func=lambda args: p.print_help() or 2)
@@ -138,8 +138,11 @@ def train_flags(t: argparse.ArgumentParser) -> None:
     t.add_argument("--l2", type=float, default=None,
                    help="L2: online only, VW's per-example shrinkage; with --bfgs/--cg the "
                         "objective's l2/2 ||w||^2 (default 1.0 then)")
-    t.add_argument(*vw.names("--learning-rate", "-l"), type=float, default=0.5)
-    t.add_argument(*vw.names("--power-t"), type=float, default=0.5)
+    t.add_argument(*vw.names("--learning-rate", "-l"), type=float, default=0.5,
+                   help="online learning rate of VW's adaptive, normalized update "
+                        "(default 0.5)")
+    t.add_argument(*vw.names("--power-t"), type=float, default=0.5,
+                   help="exponent of the learning rate's decay (default 0.5)")
     t.add_argument("--average", default="auto",
                    help="how workers' online learners are combined: auto (default: chain "
                         "before --bfgs/--cg, weighted otherwise), weighted "

@@ -75,8 +75,13 @@ def _spooled(path: str) -> str:
 
 def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
     """Fail before any work when ``path`` cannot be written (not after minutes of training).
-    ``stream``: text outputs may also go to ``-``, a link such as /dev/stdout, or a pipe;
-    a model (``-f``) is renamed into place and must be a regular file."""
+
+    Parameters
+    ----------
+    stream
+        Text outputs may also go to ``-``, a link such as /dev/stdout, or a pipe; a model (``-f``)
+        is renamed into place and must be a regular file.
+    """
     from .._vw._vwtext import replaceable
 
     if path is None:

@@ -96,9 +96,23 @@ class _Base:
         self.comm = comm
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The estimator's parameters, as scikit-learn's ``get_params``.
+
+        Parameters
+        ----------
+        deep
+            Ignored (no nested estimators); scikit-learn's signature.
+        """
         return {k: getattr(self, k) for k in _PARAMS}
 
     def set_params(self, **params: Any) -> _Base:
+        """Set parameters by name, as scikit-learn's ``set_params``; returns the estimator.
+
+        Parameters
+        ----------
+        params
+            Parameter names and values (those of the constructor).
+        """
         for k, v in params.items():
             if k not in _PARAMS:
 
@@ -149,6 +163,18 @@ class _Base:
         ParseOptions(bits=int(self.bits))  # the range check, naming bits=
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> _Base:
+        """Train on ``X`` and ``y`` (the whole recipe: online passes, then L-BFGS or CG when asked); returns the estimator.
+
+        Parameters
+        ----------
+        X
+            The features: an array or sparse matrix of shape ``(n_samples, n_features)`` (hashed by
+            column index).
+        y
+            The labels (two values for the classifier, numbers for the regressor).
+        sample_weight
+            Per-example importance weights (default None: all 1).
+        """
         from .._train import train
 
         self._check_bits()
@@ -167,7 +193,21 @@ class _Base:
                     **_: Any) -> _Base:
         """One online step over these rows, continuing the adaptive state (single worker).
         As in scikit-learn, ``classes`` (both labels) is needed on the first call when its
-        rows may hold only one of them."""
+        rows may hold only one of them.
+
+        Parameters
+        ----------
+        X
+            The features: an array or sparse matrix of shape ``(n_samples, n_features)`` (hashed by
+            column index).
+        y
+            The labels (two values for the classifier, numbers for the regressor).
+        sample_weight
+            Per-example importance weights (default None: all 1).
+        classes
+            Both labels (classifier; needed on the first call when its rows may hold only one;
+            ignored by the regressor).
+        """
         from .._io._dataset import ParseOptions
         from .._losses import LOSSES
 
@@ -279,20 +319,54 @@ class LinearClassifier(_Base):
         return np.where(y == self.classes_[1], 1.0, -1.0)
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """Raw scores (log-odds of ``classes_[1]``)."""
+        """Raw scores (log-odds of ``classes_[1]``).
+
+        Parameters
+        ----------
+        X
+            The features: an array or sparse matrix of shape ``(n_samples, n_features)`` (hashed by
+            column index).
+        """
         return self._scores(X)
 
     def predict_proba(self, X: Any) -> np.ndarray:
+        """Probabilities of ``classes_[0]`` and ``classes_[1]``, shape ``(n_samples, 2)``.
+
+        Parameters
+        ----------
+        X
+            The features: an array or sparse matrix of shape ``(n_samples, n_features)`` (hashed by
+            column index).
+        """
         s = self._scores(X)
         p = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
         return np.column_stack([1 - p, p])
 
     def predict(self, X: Any) -> np.ndarray:
+        """The predicted label of each row (from ``classes_``).
+
+        Parameters
+        ----------
+        X
+            The features: an array or sparse matrix of shape ``(n_samples, n_features)`` (hashed by
+            column index).
+        """
         s = self._scores(X)  # raises NotFittedError before classes_ is read
         return self.classes_[(s > 0).astype(int)]
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """Mean accuracy (weighted by ``sample_weight`` when given)."""
+        """Mean accuracy (weighted by ``sample_weight`` when given).
+
+        Parameters
+        ----------
+        X
+            The features: an array or sparse matrix of shape ``(n_samples, n_features)`` (hashed by
+            column index).
+        y
+            The true labels.
+        sample_weight
+            Per-example importance weights (default None: all 1).
+        """
         return float(np.average(self.predict(X) == np.asarray(y).reshape(-1),
                                 weights=sample_weight))
 
@@ -326,10 +400,29 @@ class LinearRegressor(_Base):
     _loss = "squared"
 
     def predict(self, X: Any) -> np.ndarray:
+        """The predicted value of each row.
+
+        Parameters
+        ----------
+        X
+            The features: an array or sparse matrix of shape ``(n_samples, n_features)`` (hashed by
+            column index).
+        """
         return self._scores(X)
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """R^2 (weighted by ``sample_weight`` when given), as scikit-learn's."""
+        """R^2 (weighted by ``sample_weight`` when given), as scikit-learn's.
+
+        Parameters
+        ----------
+        X
+            The features: an array or sparse matrix of shape ``(n_samples, n_features)`` (hashed by
+            column index).
+        y
+            The true values.
+        sample_weight
+            Per-example importance weights (default None: all 1).
+        """
         y = np.asarray(y, np.float64).reshape(-1)
         w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, np.float64)
         r = y - self.predict(X)

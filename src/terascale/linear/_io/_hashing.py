@@ -82,13 +82,27 @@ def hashstring_nb(buf: np.ndarray, start: int, end: int, seed: int | np.int64) -
 
 
 def murmur3_32(data: bytes | str, seed: int = 0) -> int:
-    """MurmurHash3 x86_32 of ``data`` (a ``str`` is UTF-8 encoded)."""
+    """MurmurHash3 x86_32 of ``data`` (a ``str`` is UTF-8 encoded).
+
+    Parameters
+    ----------
+    data
+        The bytes to hash.
+    seed
+        The hash's seed (default 0).
+    """
     b = data.encode() if isinstance(data, str) else bytes(data)
     return int(murmur3_32_nb(np.frombuffer(b, dtype=np.uint8), 0, len(b), seed))
 
 
 def hash_space(namespace: str) -> int:
-    """The seed of a namespace, as VW's ``hash_space`` (the default namespace is 0)."""
+    """The seed of a namespace, as VW's ``hash_space`` (the default namespace is 0).
+
+    Parameters
+    ----------
+    namespace
+        The namespace's name.
+    """
     b = namespace.strip().encode()
     if not b:
         return 0
@@ -96,7 +110,17 @@ def hash_space(namespace: str) -> int:
 
 
 def hash_feature(name: str, namespace_hash: int = 0, bits: int = 32) -> int:
-    """The index of feature ``name`` in a namespace, masked to ``bits`` (VW's ``hash_feature``)."""
+    """The index of feature ``name`` in a namespace, masked to ``bits`` (VW's ``hash_feature``).
+
+    Parameters
+    ----------
+    name
+        The feature's name.
+    namespace_hash
+        Its namespace's :func:`hash_space` (default 0: the default namespace).
+    bits
+        Bits to keep (default 32).
+    """
     b = name.encode()
     h = int(hashstring_nb(np.frombuffer(b, dtype=np.uint8), 0, len(b), namespace_hash))
     return h & ((1 << bits) - 1)

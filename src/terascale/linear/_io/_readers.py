@@ -329,8 +329,16 @@ def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
     For data that may not fit in memory use :class:`TextBlocks` or the cache instead:
     they stream the same records block by block.
 
-    ``path``: the file (plain, ``.gz`` or ``.zip``); ``opts``: how to parse it
-    (:class:`ParseOptions`).
+    Parameters
+    ----------
+    path
+        The file (plain, ``.gz`` or ``.zip``).
+    opts
+        How to parse it (:class:`ParseOptions`).
+    shard
+        ``(k, n)``: part ``k`` of ``n`` (default ``(0, 1)``: the whole file).
+    need_label
+        Whether every example needs a label (default True).
     """
     from ._stream import TextBlocks
 
@@ -358,10 +366,36 @@ def parse_lines(lines: Iterable[str | bytes], *, format: str = "vw", bits: int =
     >>> len(d), d.n_features
     (2, 5)
 
-    ``format``, ``bits``, ``quadratic``, ``cubic``, ``interactions``, ``label``,
-    ``categorical``, ``ignore``, ``keep``, ``ignore_linear``, ``skip_bad`` and
-    ``constant`` mean what the fields of :class:`TrainOptions` of the same names mean
-    (defaults: VW text, 18 bits, no crosses, a constant feature).
+    The options are the :class:`ParseOptions` fields of the same names.
+
+    Parameters
+    ----------
+    lines
+        The examples, one per line (str or bytes).
+    format
+        ``"vw"`` (the default), ``"libsvm"`` or ``"csv"``.
+    bits
+        Hash bits: ``2**bits`` weights (default 18).
+    quadratic
+        Namespace pairs to cross (VW's ``-q``).
+    label
+        CSV: the label column (default ``"label"``).
+    categorical
+        CSV: columns hashed as categories even when numeric.
+    ignore
+        VW: namespaces left out, by first letter; CSV: columns left out.
+    skip_bad
+        Skip malformed lines, counting them, instead of raising DataError (default False).
+    constant
+        Add VW's bias feature (default True).
+    cubic
+        Namespace triples to cross (VW's ``--cubic``).
+    interactions
+        Crosses of two or more namespaces (VW's ``--interactions``).
+    keep
+        VW: only the namespaces starting with these letters.
+    ignore_linear
+        VW: namespaces used in interactions only.
     """
     opts = ParseOptions(format=format, bits=bits, quadratic=tuple(quadratic),
                         cubic=tuple(cubic), interactions=tuple(interactions), label=label,

@@ -33,13 +33,8 @@ def load_shard(paths: Sequence[str] | str, *, rank: int | None = None,
     """Worker ``rank`` of ``size``'s shard of ``paths`` as :class:`Blocks` (read block by
     block: a shard larger than memory is fine; ``.dataset()`` loads a small one whole).
 
-    ``rank``/``size`` default to this process's place in the job its launcher started
-    (``terascale run``, torchrun, mpirun, Spark, Ray), read from the environment without
-    joining; a plain process is rank 0 of 1 and gets everything. ``parse`` are the fields
-    of :class:`ParseOptions` (``format``, ``bits``, ``quadratic``, ``label``, ...).
-    ``cache_dir`` is the cache's directory (default ``TMPDIR/terascale-cache``; ``""``
-    streams the text on every pass): the first call streams the text into the cache, later
-    calls (the next run, a restarted worker) find it and read nothing until a pass. ::
+    The first call streams the text into the cache, later calls (the next run, a restarted
+    worker) find it and read nothing until a pass. ::
 
         ds = tl.load_shard(["day-1.vw", "day-2.vw"], bits=24)   # before terascale.init()
         with terascale.init() as comm:
@@ -47,6 +42,23 @@ def load_shard(paths: Sequence[str] | str, *, rank: int | None = None,
 
     ``train(paths)`` itself does not wait for the cache: its first online pass learns from
     the text as it is parsed while the cache is written (see :func:`shard_blocks`).
+
+    Parameters
+    ----------
+    paths
+        The job's input files (one path or several); each worker reads its share.
+    rank
+        This worker's place (default None: this process's place in the job its launcher
+        started, read from the environment without joining; a plain process is rank 0 of 1
+        and gets everything).
+    size
+        The number of workers (default None: from the environment, as ``rank``).
+    cache_dir
+        The cache's directory (default None: ``TMPDIR/terascale-cache``; ``""`` streams the
+        text on every pass).
+    **parse
+        The fields of :class:`ParseOptions` (``format``, ``bits``, ``quadratic``,
+        ``label``, ...).
     """
     return shard_blocks(paths, rank=rank, size=size, cache_dir=cache_dir, lazy=False,
                         **parse)

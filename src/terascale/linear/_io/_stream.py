@@ -231,7 +231,23 @@ def _count_lines(path: str, end: int) -> int:
 
 
 class TextBlocks(Blocks):
-    """Part ``shard = (k, n)`` of a text file, parsed chunk by chunk on every pass."""
+    """Part ``shard = (k, n)`` of a text file, parsed chunk by chunk on every pass.
+
+    Parameters
+    ----------
+    path
+        The text file (plain, ``.gz`` or ``.zip``).
+    opts
+        How to parse it (:class:`ParseOptions`).
+    shard
+        ``(k, n)``: part ``k`` of ``n`` (default ``(0, 1)``: the whole file).
+    need_label
+        Whether every example needs a label (default True; False: data to predict).
+    chunk
+        Bytes of text per parsed block (default None: 2 MiB).
+    threads
+        Parser threads (default None: the cores this process may run on, at most 8).
+    """
 
     def __init__(self, path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
                  need_label: bool = True, chunk: int | None = None,
@@ -298,7 +314,13 @@ class TextBlocks(Blocks):
 
     def map_chunks(self, fn: Callable[[Dataset], T]) -> Iterator[T]:
         """``fn`` of every parsed chunk, in order; chunks are parsed and ``fn`` applied in
-        ``threads`` threads, up to ``threads + 1`` chunks in flight."""
+        ``threads`` threads, up to ``threads + 1`` chunks in flight.
+
+        Parameters
+        ----------
+        fn
+            Called with each parsed chunk (a :class:`Dataset`).
+        """
         jobs = self._chunks()
         if self.threads == 1:
             for job in jobs:

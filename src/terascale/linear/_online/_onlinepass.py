@@ -45,10 +45,16 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
                 out: TextIO | None, prog: Progress, predictions: Predictions | None,
                 spill: Spill | None = None, mixer: Mixer | None = None) -> np.ndarray:
     """Learn from every block; returns the pass's sums ``acc`` (see ``online_chunk``).
-    ``first``: progress lines at doubling example counts; ``spill`` (the first pass before a
-    batch phase) gets every block as mapped; ``mixer``: the workers average their learners
-    every ``mixer.every`` examples (a collective; the last one after the pass, so every
-    worker ends with the same learner)."""
+
+    Parameters
+    ----------
+    first
+        Progress lines at doubling example counts; ``spill`` (the first pass before a batch phase)
+        gets every block as mapped.
+    mixer
+        The workers average their learners every ``mixer.every`` examples (a collective; the last
+        one after the pass, so every worker ends with the same learner).
+    """
     acc = np.zeros(8)
     prev = acc.copy()
     nxt = 1

@@ -1,0 +1,91 @@
+"""CPU time of a two-rank ring allreduce over TCP in each link mode, and its wall time.
+
+Launches two workers with one pretend host each (every link TCP, never shared memory) per
+link mode -- ``plain`` (unauthenticated, benchmark only), ``integrity`` (the default:
+AES-GMAC records) and ``encrypt`` (AES-GCM records) -- each timing ITERS in-place ring
+allreduces of float32 after a barrier, and prints rank 0's medians: wall time, and the
+process's CPU time (user and system) per allreduce. Wall time on a shared machine moves
+with whatever else runs; CPU time per allreduce moves far less, so it is the figure to
+compare link modes and code versions by there (``docs/benchmarks/security.md``).
+
+    python benchmarks/secure_ring.py                  # 1 MiB and 64 MiB, 3 rounds
+    SIZES=4K,1M ITERS=300 ROUNDS=5 python benchmarks/secure_ring.py
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+MODES = ("plain", "integrity", "encrypt")
+
+
+def worker(size: int, iters: int) -> None:
+    """One rank: ``iters`` timed ring allreduces of ``size`` bytes; rank 0 prints medians."""
+    import numpy as np
+
+    import terascale
+
+    np.seterr(over="ignore", invalid="ignore")  # in-place sums reach inf, at the same cost
+    comm = terascale.init(timeout=300)
+    buf = np.ones(size // 4, np.float32)
+    wall, cpu = [], []
+    for i in range(iters + 2):  # two warm-up calls
+        comm.barrier()
+        t, c = time.perf_counter(), time.process_time()
+        comm.allreduce(buf, out=buf, algorithm="ring")
+        if i >= 2:
+            wall.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+    if comm.rank == 0:
+        print(f"RESULT {statistics.median(wall)} {statistics.median(cpu)}", flush=True)
+    comm.close()
+
+
+def run(mode: str, size: int, iters: int) -> tuple[float, float]:
+    """(wall, CPU) seconds per allreduce, rank 0's medians, for one link mode."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
+    if mode == "plain":
+        env["TERASCALE_UNAUTHENTICATED_BENCHMARK"] = "1"
+    cmd = [sys.executable, "-m", "terascale", "run", "-n", "2", "--hosts", "a,b",
+           "--no-prefix", *(["--encrypt"] if mode == "encrypt" else []),
+           sys.executable, __file__, "--worker", str(size), str(iters)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            wall, cpu = map(float, line.split()[1:])
+            return wall, cpu
+    raise RuntimeError(f"{mode}: no result\n{out.stdout}\n{out.stderr}")
+
+
+def main() -> None:
+    from terascale._units import format_size, parse_size
+
+    sizes = [parse_size(s) for s in os.environ.get("SIZES", "1M,64M").split(",")]
+    rounds = int(os.environ.get("ROUNDS", "3"))
+    print(f"| size | mode | wall per allreduce | CPU per allreduce | CPU x plain "
+          f"(median of {rounds} interleaved rounds) | wall x plain |")
+    print("|------|------|------|------|------|------|")
+    for size in sizes:
+        iters = int(os.environ.get("ITERS", max(10, min(300, (256 << 20) // size))))
+        got: dict[str, list[tuple[float, float]]] = {m: [] for m in MODES}
+        for _ in range(rounds):  # modes interleaved: each round sees the same machine
+            for mode in MODES:
+                got[mode].append(run(mode, size, iters))
+        base = [statistics.median(x[k] for x in got["plain"]) for k in (0, 1)]
+        for mode in MODES:
+            wall = statistics.median(x[0] for x in got[mode])
+            cpu = statistics.median(x[1] for x in got[mode])
+            print(f"| {format_size(size)} | {mode} | {wall * 1e3:.3f} ms | {cpu * 1e3:.3f} ms "
+                  f"| {cpu / base[1]:.2f} | {wall / base[0]:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        worker(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        main()
