@@ -51,3 +51,30 @@ def test_a_freed_block_is_reused_without_page_faults():
                                  {"MALLOC_TRIM_THRESHOLD_": "131072"}])
 def test_the_users_allocator_settings_are_left_alone(env):
     assert _child("tune", **env)[:2] == ["False", "False"]
+
+
+_HAND_BACK = r"""
+import numpy as np
+from terascale._malloc import hand_back_freed_memory, keep_freed_memory
+
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS")) // 1024
+
+keep_freed_memory()
+blocks = [np.ones(1 << 20, np.float32) for _ in range(24)]  # 96 MiB of 4 MiB blocks
+blocks.insert(0, np.ones(16, np.float32))  # below them, something still held
+kept = [blocks[0]] + [b for b in blocks[1::7]]
+del blocks
+held = rss()
+hand_back_freed_memory()
+print(held, rss())
+"""
+
+
+@glibc
+def test_the_kept_blocks_go_back_at_a_phase_change():
+    out = subprocess.run([sys.executable, "-c", _HAND_BACK], capture_output=True, text=True,
+                         timeout=60, check=True)
+    held, after = map(int, out.stdout.split())
+    assert held - after > 50, (held, after)  # most of the ~80 MiB freed goes back

@@ -30,7 +30,7 @@ import platform
 
 from ._env import read_setting
 
-__all__ = ["MMAP_BYTES", "TRIM_BYTES", "keep_freed_memory"]
+__all__ = ["MMAP_BYTES", "TRIM_BYTES", "hand_back_freed_memory", "keep_freed_memory"]
 
 MMAP_BYTES = 8 << 20     # requests at least this large are mapped (and unmapped on free)
 TRIM_BYTES = 128 << 20   # free memory at a heap's top kept up to this much
@@ -38,6 +38,25 @@ TRIM_BYTES = 128 << 20   # free memory at a heap's top kept up to this much
 _M_TRIM_THRESHOLD = -1   # glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 _done: list[bool] = []
+
+
+def hand_back_freed_memory() -> None:
+    """Return the free memory the allocator kept to the system now (glibc's
+    ``malloc_trim(0)``: the heaps' tops, and the free pages inside every arena).
+
+    For the moment a phase changes what it allocates: a first pass over wide data that
+    moves to dense rows (2**bits rows mapped on their own) no longer needs the compact
+    phase's freed blocks, and would otherwise carry them, up to ``TRIM_BYTES`` an arena,
+    under its peak. Measured, one pass over 11M distinct features at ``-b 24``: the
+    process's peak 466 -> 440 MB. A no-op off glibc."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim.argtypes = [ctypes.c_size_t]
+    trim(0)
 
 
 def keep_freed_memory() -> bool:

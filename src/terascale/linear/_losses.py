@@ -18,16 +18,21 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-__all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "Loss", "d2loss", "dloss", "dloss32", "invariant_update",
-           "loss_code", "loss32", "loss_value", "square_grad32"]
+from .._errors import ConfigError
+
+__all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "VW_DEFAULT_LOSS", "Loss",
+           "by_sign", "clip_mode", "clip_prediction", "d2loss", "dloss", "dloss32",
+           "invariant_update", "loss32", "loss_code", "loss_spec", "loss_value", "losses32",
+           "square_grad32"]
 
 
 class Loss(NamedTuple):
     """One loss, as every path sees it: its code in the numba kernels (below), VW's name,
     the link of its predictions, how labels are read (``classes``: by their sign, else as
-    numbers), the metric ``evaluate`` reports, and whether the batch phase (L-BFGS/CG,
-    which needs a smooth objective or at least a subgradient it can line-search) takes
-    it."""
+    numbers), the metric ``evaluate`` reports, whether the batch phase (L-BFGS/CG, which
+    needs a smooth objective or at least a subgradient it can line-search) takes it, how
+    the online pass clips a prediction (``clip``), and the batch form's largest second
+    derivative (``curvature``: L-BFGS's first scaling; 0 for none)."""
 
     code: int
     vw_name: str
@@ -35,26 +40,31 @@ class Loss(NamedTuple):
     classes: bool    # labels are classes read by their sign (-1/+1, 0/1)
     metric: str      # logloss | mse | hinge | quantile
     batch: bool      # L-BFGS/CG accept it
+    clip: str        # fixed: [-50, 50]; labels: the labels' range; labels50: it, and [-50, 50]
+    curvature: float = 0.0
 
 
 # The one table of losses: adding one is a row here, its branches in the kernels below
 # (a code without a branch raises in the kernel, it never falls into another loss), and
-# its tests.
-# numba's cache of the online pass (``_online._update.online_chunk``, which inlines these kernels)
-# is keyed by _online/_update.py's text alone: a changed kernel here needs a change there too
-# (or a cleared ``__pycache__``), else the old kernel keeps running.
+# its tests (tests/linear/test_losses.py checks every row against every kernel, and that
+# no module outside this one names a loss).
+# numba's cache of the online pass (``_online._update.online_chunk``, which inlines these
+# kernels and reads the rows' clip and label reading) is keyed by _online/_update.py's text
+# alone: a changed kernel or row here needs a change there too (or a cleared
+# ``__pycache__``), else the old kernel keeps running.
 LOSS_TABLE = {
-    "logistic": Loss(0, "logistic", "logistic", True, "logloss", True),
-    "squared": Loss(1, "squared", "identity", False, "mse", True),
-    "hinge": Loss(2, "hinge", "identity", True, "hinge", True),
-    "quantile": Loss(3, "quantile", "identity", False, "quantile", False),
+    "logistic": Loss(0, "logistic", "logistic", True, "logloss", True, "fixed", 0.25),
+    "squared": Loss(1, "squared", "identity", False, "mse", True, "labels", 2.0),
+    "hinge": Loss(2, "hinge", "identity", True, "hinge", True, "labels", 0.0),
+    "quantile": Loss(3, "quantile", "identity", False, "quantile", False, "labels"),
     # squared loss with plain SGD's step 2 (y - p) * rate in place of the importance-
     # invariant one (VW's --loss_function classic)
-    "classic": Loss(4, "classic", "identity", False, "mse", False),
+    "classic": Loss(4, "classic", "identity", False, "mse", False, "labels"),
     # Poisson regression of counts on the log scale (VW's deviance; --link poisson gives
     # the rates exp(score))
-    "poisson": Loss(5, "poisson", "identity", False, "mse", False),
+    "poisson": Loss(5, "poisson", "identity", False, "mse", False, "labels50"),
 }
+VW_DEFAULT_LOSS = "squared"  # VW's --loss_function when none is given
 LOSSES = {name: loss.code for name, loss in LOSS_TABLE.items()}
 # The low 3 bits of a kernel's loss code are the loss; RAW_LABELS (bit 3) asks the online
 # pass to use labels as given (VW's reading: a logistic label in [-1, 1] is the soft label
@@ -65,6 +75,28 @@ _TAU = 16
 # bit 40 asks the online pass to keep the prediction range the state starts with, where it
 # otherwise widens it to every label learned from (VW's --min_prediction/--max_prediction)
 FIXED_RANGE = 1 << 40
+
+
+_CLIPS = ("fixed", "labels", "labels50")
+# the rows as the online kernel reads them, by code (-1: no loss has the code)
+_BY_SIGN = np.full(8, -1, np.int64)
+_CLIP = np.full(8, -1, np.int64)
+for _loss in LOSS_TABLE.values():
+    _BY_SIGN[_loss.code] = int(_loss.classes)
+    _CLIP[_loss.code] = _CLIPS.index(_loss.clip)
+del _loss
+
+
+def loss_spec(name: str, what: str = "loss") -> Loss:
+    """The table's row of loss ``name``; an unknown name is a ConfigError naming ``what``
+    (the parameter or flag it came from) and the losses there are."""
+    from ._names import opt
+
+    try:
+        return LOSS_TABLE[name]
+    except (KeyError, TypeError):
+        raise ConfigError(f"{opt(what)} must be one of {', '.join(LOSS_TABLE)}, not "
+                          f"{name!r}") from None
 
 
 def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5,
@@ -82,6 +114,37 @@ def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5,
 def _tau(kind: int) -> float:
     """Quantile's tau from a loss code, as VW's float."""
     return _f(((kind & (FIXED_RANGE - 1)) >> 4) / 1e6)
+
+
+@numba.njit(cache=True, inline="always")
+def by_sign(kind: int) -> bool:
+    """Whether the loss of ``kind`` reads labels as classes by their sign (its row's
+    ``classes``); an unknown code raises."""
+    s = _BY_SIGN[kind & 7]
+    if s < 0:
+        raise ValueError("unknown loss code")
+    return s == 1
+
+
+@numba.njit(cache=True, inline="always")
+def clip_mode(kind: int) -> int:
+    """How the online pass clips the predictions of ``kind``'s loss (its row's ``clip``:
+    0 fixed [-50, 50], 1 the labels' range, 2 the labels' range widened to [-50, 50]); an
+    unknown code raises."""
+    c = _CLIP[kind & 7]
+    if c < 0:
+        raise ValueError("unknown loss code")
+    return c
+
+
+@numba.njit(cache=True, inline="always")
+def clip_prediction(mode: int, p: float, lo: float, hi: float) -> float:
+    """A prediction clipped as :func:`clip_mode` says, to the labels' range [lo, hi]."""
+    if mode == 0:
+        return min(max(p, -50.0), 50.0)
+    if mode == 2:
+        return min(max(p, min(lo, -50.0)), max(hi, 50.0))
+    return min(max(p, lo), hi)
 
 
 @numba.njit(cache=True, inline="always")
@@ -217,6 +280,18 @@ def dloss32(kind: int, p: float, y: float) -> float:
     if k == 5:
         return _f(_expf(_pclamp(p)) - y)
     raise ValueError("unknown loss code")
+
+
+@numba.njit(cache=True)
+def losses32(kind: int, p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each example's :func:`loss32` (labels read by their sign where the loss reads
+    classes), for a test pass's average loss."""
+    out = np.empty(len(p))
+    sign = by_sign(kind & ~(RAW_LABELS | FIXED_RANGE))
+    for i in range(len(p)):
+        yi = (1.0 if y[i] > 0 else -1.0) if sign else y[i]
+        out[i] = loss32(kind, p[i], yi)
+    return out
 
 
 @numba.njit(cache=True, inline="always")

@@ -72,7 +72,11 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
     Parameters
     ----------
     loss
-        The model's loss (``logistic``, ``squared`` or ``hinge``), which decides the metrics.
+        The model's loss (a name of ``TrainOptions.loss``), which decides the metrics: a
+        regression loss (labels read as numbers) reports ``mse``, and on 0/1 or -1/+1
+        labels also the classification metrics; logistic loss reports ``logloss`` of its
+        probabilities; ``accuracy`` thresholds scores at 0 (at 0.5 for a regression loss
+        on 0/1 labels). An unknown name is a ConfigError.
     weights
         Per-example importance weights (default None: all 1).
     labels
@@ -80,6 +84,9 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
     scores
         The raw scores, one per label.
     """
+    from ._losses import loss_spec
+
+    spec = loss_spec(loss)
     y = np.asarray(labels, dtype=np.float64)
     s = np.asarray(scores, dtype=np.float64)
     keep = ~np.isnan(y)
@@ -88,12 +95,12 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
     out: dict[str, float] = {"examples": int(len(y))}
     if len(y) == 0:
         return out
-    if loss in ("squared", "quantile", "classic"):
+    if not spec.classes:
         out["mse"] = float(np.average((s - y) ** 2, weights=wt))
         if not np.all((y == 0) | (y == 1) | (y == -1)):
             return out
     pos = y > 0
-    p = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50))) if loss == "logistic" else None
+    p = 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50))) if spec.link == "logistic" else None
     if p is not None:
         pc = np.clip(p, 1e-15, 1 - 1e-15)
         # Typed locals: numpy's stubs give ufunc results an unknown dtype, which would make
@@ -101,7 +108,7 @@ def evaluate_scores(labels: np.ndarray, scores: np.ndarray, loss: str = "logisti
         log_p: npt.NDArray[np.float64] = np.log(pc)
         log_q: npt.NDArray[np.float64] = np.log1p(-pc)
         out["logloss"] = float(np.average(-(pos * log_p + (~pos) * log_q), weights=wt))
-    thresh = 0.5 if loss in ("squared", "classic") and not np.any(y < 0) else 0.0
+    thresh = 0.5 if not spec.classes and not np.any(y < 0) else 0.0
     out["accuracy"] = float(np.average((s > thresh) == pos, weights=wt))
     out["auc"] = auc(y, s)
     out["auprc"] = auprc(y, s)

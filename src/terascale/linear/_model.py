@@ -184,7 +184,9 @@ class LinearModel:
             the model's own options).
         """
         s = self.decision_function(data)
-        if self.loss == "logistic":
+        from ._losses import LOSS_TABLE
+
+        if LOSS_TABLE[self.loss].link == "logistic":
             return 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
         return s
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from ._io._dataset import ParseOptions
-from ._losses import LOSSES
+from ._losses import loss_spec
 from ._names import opt
 
 __all__ = ["TrainOptions"]
@@ -130,9 +130,7 @@ class TrainOptions:
     quantile_tau: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.loss not in LOSSES:
-            raise ConfigError(f"{opt('loss')} must be one of {', '.join(LOSSES)}, not "
-                              f"{self.loss!r}")
+        loss_spec(self.loss)  # a known loss, or an error naming them
         if self.average not in ("auto", "uniform", "weighted", "chain"):
             raise ConfigError(f"{opt('average')} must be auto, weighted, uniform or chain, not "
                               f"{self.average!r}")

@@ -26,7 +26,7 @@ from ...communicator import Communicator
 from .._io._blocks import Blocks
 from .._io._hashing import CONSTANT_HASH
 from .._io._spill import Spill
-from .._losses import LOSSES
+from .._losses import LOSS_TABLE
 from .._options import TrainOptions
 from .._passes import Columns, gradient_pass, learning_blocks
 from ._normalize import Reparam, column_stats, normalization_record, standardizer
@@ -90,10 +90,10 @@ def _scale_diag(reg: Reparam, stats: np.ndarray, lam: float, kind: int) -> np.nd
     so on one-hot data it is a multiple of the identity plus l2 (the full Hessian diagonal
     moves rare features fast and overfit the flights benchmark: test AUC 0.651 instead of
     0.662). Hinge has no curvature: None (L-BFGS then starts from a scaled gradient)."""
-    if kind == LOSSES["hinge"]:
+    curv = next(loss.curvature for loss in LOSS_TABLE.values() if loss.code == kind)
+    if curv == 0.0:
         return None
     d = len(reg.scale)
-    curv = 0.25 if kind == LOSSES["logistic"] else 2.0  # largest d2loss: logistic, squared
     seen = stats[d:2 * d] > 0
     return curv * float(stats[3 * d]) * seen + lam * reg.gram_diag()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...communicator import Communicator
+from .._online._state import MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
 
 __all__ = ["average_weights", "weighted_average"]
 
@@ -44,10 +45,11 @@ def average_weights(comm: Communicator, w: np.ndarray, g2: np.ndarray, nrm: np.n
     for lo in range(0, d, _CHUNK):
         hi = min(d, lo + _CHUNK)
         _average(comm, w[lo:hi], g2[lo:hi], nrm[lo:hi], how)
-    state[:2] = comm.allreduce(np.array(state[:2], np.float64))
-    if state[4] != state[5]:
-        state[4] = comm.allreduce(np.array([state[4]]), op="min")[0]
-        state[5] = comm.allreduce(np.array([state[5]]), op="max")[0]
+    sums = comm.allreduce(np.array([state[TOTAL_WEIGHT], state[SUM_NORM_X]], np.float64))
+    state[TOTAL_WEIGHT], state[SUM_NORM_X] = sums
+    if state[MIN_LABEL] != state[MAX_LABEL]:
+        state[MIN_LABEL] = comm.allreduce(np.array([state[MIN_LABEL]]), op="min")[0]
+        state[MAX_LABEL] = comm.allreduce(np.array([state[MAX_LABEL]]), op="max")[0]
 
 
 def _average(comm: Communicator, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray,

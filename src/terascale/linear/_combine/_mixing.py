@@ -115,6 +115,7 @@ import numba
 import numpy as np
 
 from ...communicator import Communicator
+from .._online._state import MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT, UPDATE_MULTIPLIER
 from .._online._update import sync_weights
 
 if TYPE_CHECKING:
@@ -272,7 +273,8 @@ class Mixer:
         for :meth:`join_states` (sent in the mix's allgather)."""
         assert self._base is not None
         st, bst = ws.state, self._base[3]
-        return np.array([st[4], st[5], st[0] - bst[0], st[1] - bst[1]])
+        return np.array([st[MIN_LABEL], st[MAX_LABEL], st[TOTAL_WEIGHT] - bst[TOTAL_WEIGHT],
+                         st[SUM_NORM_X] - bst[SUM_NORM_X]])
 
     def join_states(self, ws: Weights, states: list[np.ndarray]) -> None:
         """The workers' :meth:`local_state` (in rank order on every rank) joined: the label
@@ -280,12 +282,12 @@ class Mixer:
         same bits everywhere) and their multiplier."""
         assert self._base is not None
         st, bst = ws.state, self._base[3]
-        st[4] = min(float(x[0]) for x in states)
-        st[5] = max(float(x[1]) for x in states)
-        st[0], st[1] = bst[0], bst[1]
+        st[MIN_LABEL] = min(float(x[0]) for x in states)
+        st[MAX_LABEL] = max(float(x[1]) for x in states)
+        st[TOTAL_WEIGHT], st[SUM_NORM_X] = bst[TOTAL_WEIGHT], bst[SUM_NORM_X]
         for x in states:
-            st[0] += x[2]
-            st[1] += x[3]
+            st[TOTAL_WEIGHT] += x[2]
+            st[SUM_NORM_X] += x[3]
         _multiplier(st, 1.0 - self.q)
 
     def renormalize(self, ws: Weights, cols: np.ndarray, vals: np.ndarray) -> None:
@@ -350,10 +352,11 @@ def grown(a: np.ndarray, n: int, fill: int = 0) -> np.ndarray:
 def _multiplier(state: np.ndarray, power_t: float) -> None:
     """The normalized update's multiplier from the mixed running sums (as ``online_chunk``
     sets it after every update, in float32), so that every rank holds the same state."""
-    if state[0] <= 0 or state[1] <= 0:
+    if state[TOTAL_WEIGHT] <= 0 or state[SUM_NORM_X] <= 0:
         return
     f = np.float32
+    tw, sx = f(state[TOTAL_WEIGHT]), f(state[SUM_NORM_X])
     if power_t == 0.5:
-        state[6] = float(f(np.sqrt(f(f(state[0]) / f(state[1])))))
+        state[UPDATE_MULTIPLIER] = float(f(np.sqrt(f(tw / sx))))
     else:
-        state[6] = float(f(f(f(state[1]) / f(state[0])) ** f(f(power_t) - f(1.0))))
+        state[UPDATE_MULTIPLIER] = float(f(f(sx / tw) ** f(f(power_t) - f(1.0))))

@@ -19,6 +19,8 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 from ..._files import storage_error
+from .._losses import VW_DEFAULT_LOSS, loss_code, loss_spec
+from .._online._state import MAX_LABEL, MIN_LABEL
 
 __all__ = ["evaluate", "predict", "train"]
 
@@ -206,9 +208,11 @@ def train(args: argparse.Namespace) -> int:
 
 def _differences(options: dict[str, Any]) -> None:
     """One line on where this run's defaults are not VW's (``terascale vw`` has VW's)."""
+    from .._options import TrainOptions
+
     diffs = []
-    if options["loss"] == "logistic":
-        diffs.append("logistic loss (VW: squared)")
+    if options["loss"] == TrainOptions.loss != VW_DEFAULT_LOSS:
+        diffs.append(f"{TrainOptions.loss} loss (VW: {VW_DEFAULT_LOSS})")
     if options.get("bfgs") or options.get("cg"):
         if options["l2"] is None:
             diffs.append("L2 = 1 in the batch objective (VW: 0)")
@@ -282,34 +286,28 @@ def _model_format(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _clip(model: Any, s: np.ndarray) -> np.ndarray:
-    """VW's prediction bounds: [-50, 50] for logistic (poisson: widened to the labels the
-    learner saw), else the labels the learner saw."""
-    if model.loss == "logistic":
+    """VW's prediction bounds, as the loss's row says (``LOSS_TABLE``'s ``clip``): [-50, 50]
+    (logistic), the labels the learner saw, or those widened to [-50, 50] (poisson)."""
+    clip = loss_spec(model.loss).clip
+    if clip == "fixed":
         return np.clip(s, -50.0, 50.0)
     ad = model.adaptive
-    if model.loss == "poisson":
-        lo, hi = (ad[2][4], ad[2][5]) if ad is not None and len(ad[2]) >= 6 else (0.0, 0.0)
+    seen = ad is not None and len(ad[2]) >= 6
+    lo, hi = (float(ad[2][MIN_LABEL]), float(ad[2][MAX_LABEL])) if seen else (0.0, 0.0)
+    if clip == "labels50":
         return np.clip(s, min(lo, -50.0), max(hi, 50.0))
-    if ad is not None and len(ad[2]) >= 6 and ad[2][4] < ad[2][5]:
-        return np.clip(s, ad[2][4], ad[2][5])
-    return s
+    return np.clip(s, lo, hi) if lo < hi else s
 
 
 def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5
           ) -> np.ndarray:
+    """Each example's loss (VW's, in float: ``_losses.losses32``); ``binary``: 0/1 loss."""
     if binary:
         return ((s > 0) != (y > 0)).astype(np.float64)
-    if kind in ("squared", "classic"):
-        return (s - y) ** 2
-    if kind == "poisson":
-        return 2.0 * (y * (np.log(y + 1e-6) - s) - (y - np.exp(s)))
-    if kind == "quantile":
-        e = y - s
-        return np.where(e > 0, tau * e, (tau - 1.0) * e)
-    ys = np.where(y > 0, 1.0, -1.0)
-    if kind == "hinge":
-        return np.maximum(0.0, 1.0 - ys * s)
-    return np.logaddexp(0.0, -ys * s)
+    from .._losses import losses32
+
+    return losses32(loss_code(kind, tau=tau), np.asarray(s, np.float64),
+                    np.asarray(y, np.float64))
 
 
 def _test_only(args: argparse.Namespace, paths: list[str], how: str,
@@ -403,7 +401,7 @@ def predict(args: argparse.Namespace) -> int:
     paths = _inputs(args)
     _check_output(args.predictions, "-p")
     model = _load(args.initial)
-    how = _link(args, "identity" if args.raw or model.loss != "logistic" else "logistic")
+    how = _link(args, "identity" if args.raw else loss_spec(model.loss).link)
     if args.raw and args.link == "logistic":
         raise ConfigError("--raw and --link logistic exclude each other")
     with _Output(args.predictions) as out:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import ConfigError, DataError
+from .._losses import loss_spec
 
 __all__ = ["relabel", "split_oaa", "train_oaa"]
 
@@ -192,7 +193,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     if args.model and getattr(args, "model_format", None) == "terascale":
         raise ConfigError("--oaa -f writes VW's one-against-all model only "
                           "(--model-format vw)")
-    if args.probabilities and options["loss"] != "logistic":
+    if args.probabilities and loss_spec(options["loss"]).link != "logistic":
         raise ConfigError("--probabilities needs --loss_function logistic (as in VW)")
     if opening is not None:  # the preamble, once the options are known to be good
         opening()
@@ -313,10 +314,8 @@ def _seeds(options: dict[str, Any], tmp: str, start: list[Any] | None,
         for m, path in zip(start, paths):
             m.save(path)
         return paths
-    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
-                            for k, v in options.items() if k in ParseOptions().to_dict()})
-    state = new_state()
-    state[4], state[5] = -1.0, 1.0
+    parse = ParseOptions(**{k: v for k, v in options.items() if k in ParseOptions().to_dict()})
+    state = new_state(min_label=-1.0, max_label=1.0)
     empty = np.zeros(0, np.float32)
     path = os.path.join(tmp, "seed.model")
     LinearModel(indices=np.zeros(0, np.uint32), weights=empty, parse=parse,

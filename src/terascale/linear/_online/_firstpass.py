@@ -31,6 +31,7 @@ from dataclasses import replace
 import numba
 import numpy as np
 
+from ..._malloc import hand_back_freed_memory
 from ...communicator import Communicator
 from .._combine._mixing import Mixer, grown
 from .._io._blocks import Block, Blocks, ChainBlocks, prefetch
@@ -38,6 +39,7 @@ from .._io._cache import PendingCache
 from .._io._dataset import ParseOptions
 from .._io._setops import first_appearances
 from .._io._stream import TextBlocks
+from .._layout import HOT_PREFIX
 from .._passes import LabelScan, holdout_mask
 from ._onlinepass import Weights
 
@@ -245,6 +247,15 @@ class LocalColumns:
             cols, self.n = _assign(indices, self.pos, self.order, self.n)
             return cols
 
+    def keep_order_head(self, keep: int) -> None:
+        """Dense layout: of the compact columns' order (read once more, to move them into
+        the rows) only the first ``keep`` are read again (the frequent features first,
+        ``_layout``); the rest, up to 4 bytes a feature of 2**bits / 8, goes."""
+        with self.lock:
+            if self.dense_from >= 0:
+                self.n = min(self.n, keep)
+                self.order = self.order[:self.n].copy()
+
     def _go_dense(self, start: int) -> None:
         self.pos = np.zeros(0, np.uint32)  # before the weights grow to 2**bits
         self.seen = np.zeros(((1 << self.bits) + 7) // 8, np.uint8)
@@ -320,6 +331,9 @@ class GrowingWeights(Weights):
 
     def _to_dense(self) -> None:
         cols = self.columns
+        # the compact phase's freed blocks go back before the rows are mapped, not kept
+        # by the allocator under the dense pass's peak
+        hand_back_freed_memory()
         self.rows = _DenseRows(1 << cols.bits)
         rows = self.rows.rows
         at = cols.indices()
@@ -329,6 +343,7 @@ class GrowingWeights(Weights):
                       self.nrm[:n].astype(np.float32, copy=False))
         for j, name in enumerate(("w", "g2", "nrm")):
             setattr(self, name, rows[:, j])  # (frees the compact array)
+        cols.keep_order_head(HOT_PREFIX)
 
     def shrink(self) -> int:
         """Dense rows: gather the seen features' rows to the front and hand back the rest

@@ -29,21 +29,36 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .._losses import FIXED_RANGE, RAW_LABELS, _f, dloss32, invariant_update, loss32, square_grad32
+from .._losses import (
+    FIXED_RANGE,
+    RAW_LABELS,
+    _f,
+    by_sign,
+    clip_mode,
+    clip_prediction,
+    dloss32,
+    invariant_update,
+    loss32,
+    square_grad32,
+)
+from ._state import (
+    CONTRACTION,
+    GRAVITY,
+    MAX_LABEL,
+    MIN_LABEL,
+    STATE_SIZE,
+    SUM_NORM_X,
+    TOTAL_WEIGHT,
+    UPDATE_MULTIPLIER,
+    new_state,
+)
 
 __all__ = ["STATE_SIZE", "new_state", "online_chunk", "sync_weights"]
 
-# state: [total_weight, normalized_sum_norm_x, contraction, gravity, min_label, max_label,
-#         update_multiplier]
-STATE_SIZE = 7
 _X_MIN = 1.084202e-19  # VW's X_MIN (float); x^2 below X_MIN^2 is clamped there
 _X2_MIN = float(np.float32(np.float32(_X_MIN) * np.float32(_X_MIN)))
 _X_MIN = float(np.float32(_X_MIN))
 _FLT_MAX = float(np.finfo(np.float32).max)
-
-
-def new_state() -> np.ndarray:
-    return np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0])
 
 
 # how many examples ahead the learner asks for its weights' cache lines (_prefetch)
@@ -100,16 +115,16 @@ def _trunc(w: float, g: float) -> float:
 def sync_weights(w: np.ndarray, state: np.ndarray) -> None:
     """Fold the lazy L1 (gravity) and L2 (contraction) into the weights (VW's
     ``sync_weights``, in float)."""
-    c = state[2]
-    g = state[3]
+    c = state[CONTRACTION]
+    g = state[GRAVITY]
     if c == 1.0 and g == 0.0:
         return
     cf = _f(c)
     gf = _f(g)
     for j in range(len(w)):
         w[j] = _f(_trunc(_f(w[j]), gf) * cf)
-    state[2] = 1.0
-    state[3] = 0.0
+    state[CONTRACTION] = 1.0
+    state[GRAVITY] = 0.0
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
@@ -135,9 +150,13 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     each example's prediction before learning from it (VW's progressive ``-p``), for
     unlabelled and zero-weight examples too."""
     raw_labels = (kind & RAW_LABELS) != 0  # VW's reading of labels (_losses.RAW_LABELS)
-    fixed_range = (kind & FIXED_RANGE) != 0  # state[4:6] stays as it is (FIXED_RANGE)
+    fixed_range = (kind & FIXED_RANGE) != 0  # the label range stays as it is
     kind &= ~(RAW_LABELS | FIXED_RANGE)
-    base = kind & 7  # the loss (_losses.LOSS_TABLE); quantile's tau rides in the high bits
+    # the loss's row (_losses.LOSS_TABLE): labels read as classes by their sign (unless
+    # VW's reading is asked), predictions clipped to [-50, 50] or to the labels' range
+    sign = by_sign(kind) and not raw_labels
+    clip = clip_mode(kind)
+    track = clip != 0 and not fixed_range  # learn the labels' range
     l1 = _f(l1)
     l2 = _f(l2)
     eta = _f(eta)
@@ -155,13 +174,13 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         labelled = not math.isnan(lab)
         learn = labelled and s > 0.0
         y = lab
-        if (base == 0 or base == 2) and not raw_labels:
+        if sign:
             y = 1.0 if lab > 0 else -1.0
-        if labelled and not holdout[i] and base != 0 and not fixed_range:
+        if labelled and not holdout[i] and track:
             # VW clips squared and hinge predictions to the labels it was asked to learn
             # (zero-weight examples included, held-out ones not)
-            state[4] = min(state[4], y)
-            state[5] = max(state[5], y)
+            state[MIN_LABEL] = min(state[MIN_LABEL], y)
+            state[MAX_LABEL] = max(state[MAX_LABEL], y)
         if not learn and pred is None:
             continue
         a = indptr[i]
@@ -169,7 +188,7 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         # float32 sums: a float op's result is the double op rounded once (see _f), and
         # without a double<->float conversion per term the sum's dependency chain is
         # ~3x shorter (the same bits)
-        gravity = np.float32(state[3])
+        gravity = np.float32(state[GRAVITY])
         p32 = np.float32(0.0)
         for k in range(a, b):
             wk = np.float32(w[cols[k]])
@@ -178,15 +197,10 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
             else:
                 wk = np.float32(0.0)
             p32 += np.float32(wk * values[k])
-        p = _f(float(p32) * _f(state[2]))
+        p = _f(float(p32) * _f(state[CONTRACTION]))
         if math.isnan(p):
             p = 0.0
-        if base == 5:  # VW's poisson range starts at [-50, 50] and widens to the labels
-            p = min(max(p, min(state[4], -50.0)), max(state[5], 50.0))
-        elif base != 0:
-            p = min(max(p, state[4]), state[5])
-        else:
-            p = min(max(p, -50.0), 50.0)
+        p = clip_prediction(clip, p, state[MIN_LABEL], state[MAX_LABEL])
         if pred is not None:
             pred[i - start] = p
             if not learn:
@@ -235,25 +249,27 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
                                                neg_norm_power))
             norm_x = float(norm_x32)
             ppu = float(ppu32)
-            state[0] += s
-            state[1] += s * norm_x
+            state[TOTAL_WEIGHT] += s
+            state[SUM_NORM_X] += s * norm_x
+            tw = _f(state[TOTAL_WEIGHT])
+            sx = _f(state[SUM_NORM_X])
             if sqrt_rate:
-                state[6] = _f(math.sqrt(_f(_f(state[0]) / _f(state[1]))))
+                state[UPDATE_MULTIPLIER] = _f(math.sqrt(_f(tw / sx)))
             else:
-                state[6] = _f(_f(_f(state[1]) / _f(state[0])) ** neg_norm_power)
-            ppu = _f(ppu * state[6])
+                state[UPDATE_MULTIPLIER] = _f(_f(sx / tw) ** neg_norm_power)
+            ppu = _f(ppu * state[UPDATE_MULTIPLIER])
         u = invariant_update(kind, p, y, _f(eta * s), ppu)
         if reg and abs(u) > 1e-8:
             dl = dloss32(kind, p, y)
             eta_bar = -u / dl if abs(dl) > 1e-8 else 0.0
             if abs(dl) > 1e-8:
-                state[2] *= 1.0 - l2 * eta_bar
-            u = _f(u / _f(state[2]))
-            state[3] += eta_bar * l1
+                state[CONTRACTION] *= 1.0 - l2 * eta_bar
+            u = _f(u / _f(state[CONTRACTION]))
+            state[GRAVITY] += eta_bar * l1
         if math.isnan(u):
             u = 0.0
         if u != 0.0:
-            u = _f(u * state[6])
+            u = _f(u * state[UPDATE_MULTIPLIER])
             for k in range(a, b):
                 c = cols[k]
                 x = values[k]
@@ -261,5 +277,5 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
                     # the weight's rate after all its occurrences (VW's spare slot)
                     r = _rate(g2[c], nrm[c], sqrt_rate, minus_power_t, neg_norm_power)
                     w[c] = _f(w[c] + _f(u * _f(x * r)))
-        if state[2] < 1e-9 or state[3] > 1e3:
+        if state[CONTRACTION] < 1e-9 or state[GRAVITY] > 1e3:
             sync_weights(w, state)

@@ -1,0 +1,360 @@
+"""The recipe after the shard is read and the job joined, phase by phase.
+
+:func:`learn` runs, on every worker alike: the compact space (the union of the workers'
+features, its column order), the learner's start (the first pass's learner, a warm start
+or zeros), the job's totals and the label checks, the online passes (mixed, averaged or
+chained across workers), the batch phase (L-BFGS or CG), and the model. A :class:`Run`
+carries what the phases share, so that each phase is a function of named fields rather
+than of a dozen positional arguments. ``_train.train`` prepares the shard and the job and
+calls :func:`learn`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TextIO
+
+import numpy as np
+
+from .._errors import DataError
+from .._malloc import hand_back_freed_memory
+from ..communicator import Communicator
+from ._batch._batchphase import batch_phase, new_spill
+from ._combine._average import average_weights
+from ._combine._chain import Chain
+from ._combine._mixing import Mixer
+from ._io._blocks import Blocks
+from ._io._spill import Spill
+from ._layout import HOT_PREFIX, column_order, first_block_features
+from ._losses import LOSSES
+from ._model import LinearModel
+from ._names import opt
+from ._online._firstpass import GrowingWeights, TextPass, _mark, _set_bits, dense_threshold
+from ._online._onlinepass import Weights, online_pass
+from ._online._progress import Progress
+from ._online._update import new_state, sync_weights
+from ._options import TrainOptions
+from ._passes import Columns, EarlyStop, LabelScan, learning_blocks, union_features
+from ._resume import initial_state, merged
+
+__all__ = ["FirstPass", "Predictions", "Run", "Space", "hold_union_as_bits", "holdout_period",
+           "learn", "progress_out"]
+
+Predictions = Callable[[np.ndarray, "list[str] | None"], None]
+Callback = Callable[[dict[str, Any]], None]
+
+
+class FirstPass(NamedTuple):
+    """A first online pass that learned from the text as it was parsed."""
+
+    text: TextPass
+    weights: GrowingWeights
+    acc: np.ndarray
+    prog: Progress
+    t_on: float
+    seconds: float
+    mixes: int | None  # the workers' mixes during the pass (None: averaged at its end)
+
+
+@dataclass
+class Run:
+    """What the phases of one training run share."""
+
+    blocks: Blocks
+    comm: Communicator
+    opts: TrainOptions
+    t0: float                       # when train() began
+    t_read: float                   # seconds to read (or open) the shard
+    initial: LinearModel | None     # the warm start
+    predictions: Predictions | None
+    callback: Callback | None
+    first: FirstPass | None         # the first pass over text, when it has run
+    spill: Spill | None = None      # the batch phase's copy of the shard
+    examples: int = 0               # this worker's examples (once counted)
+    info: dict[str, Any] = field(default_factory=dict)  # the model's info, as it grows
+
+    @property
+    def out(self) -> TextIO | None:
+        return progress_out(self.opts, self.comm.rank)
+
+
+@dataclass
+class Space:
+    """The compact space every worker learns in: the union of the workers' features
+    (sorted hashes) and, where a pass maps blocks to it, its columns. While only the
+    columns' lookup table is read (the online passes), the union may be held as a bitmap
+    of 2**bits bits (``seen``, 2 MiB at ``-b 24``) instead of 4 bytes a feature."""
+
+    union: np.ndarray | None
+    columns: Columns | None
+    seen: np.ndarray | None = None
+
+    def the_union(self) -> np.ndarray:
+        """The union, rebuilt from the bitmap where it was held as one."""
+        if self.union is None:
+            assert self.seen is not None
+            self.union, self.seen = _set_bits(self.seen), None
+        return self.union
+
+
+def hold_union_as_bits(space: Space, bits: int, *, batch: bool) -> None:
+    """Without a batch phase (which reads the union) nothing but the columns' lookup
+    table reads it between the learner's start and the model, and the table maps every
+    hashed index itself: the union is held as a bitmap of 2**``bits`` bits meanwhile (11M
+    features at ``-b 24``: 42 MB less under the online passes from the cache)."""
+    cols = space.columns
+    if batch or cols is None or cols.pos is None or space.union is None:
+        return
+    seen = np.zeros(((1 << bits) + 7) // 8, np.uint8)
+    _mark(space.union, seen)
+    space.union, space.seen = None, seen
+    cols.union = np.zeros(0, np.uint32)  # (read only where there is no table)
+
+
+def holdout_period(opts: TrainOptions) -> int:
+    """Every how many examples one is held out (0: none; -N: every one after the first N,
+    VW's --holdout_after, see ``_passes.holdout_mask``)."""
+    if opts.holdout_after:
+        return -opts.holdout_after
+    frac = opts.holdout_fraction
+    return max(2, round(1.0 / frac)) if frac > 0 else 0
+
+
+def progress_out(opts: TrainOptions, rank: int) -> TextIO | None:
+    """Where this rank prints progress (rank 0 only; None: nowhere)."""
+    import sys
+
+    return (opts.progress_file or sys.stderr) if (opts.progress and rank == 0) else None
+
+
+def learn(run: Run) -> LinearModel:
+    """The recipe on this worker's shard, in the joined job (see the module's docstring)."""
+    # with a batch phase to follow, the first online pass spills the blocks it has mapped
+    # to compact columns, and no batch pass decodes the shard again (see _spill)
+    run.spill = new_spill(run.opts) if run.opts.batch and run.opts.passes > 0 else None
+    try:
+        space = _space(run)
+        ws, scan = _start(run, space)
+        online_l2 = _totals(run, scan)
+        hold_union_as_bits(space, run.blocks.bits, batch=bool(run.opts.batch))
+        _online_passes(run, space, ws, scan, online_l2)
+        normalization = _batch(run, space, ws, scan) if run.opts.batch else None
+        return _model(run, space, ws, normalization)
+    finally:
+        if run.spill is not None:
+            run.spill.close()
+
+
+def _space(run: Run) -> Space:
+    """The union of the workers' features and its columns (a collective)."""
+    opts, comm, first, blocks = run.opts, run.comm, run.first, run.blocks
+    if first is not None:  # the first pass has run, in its own columns
+        hand_back_freed_memory()  # the parser's blocks, before the rows move out
+        first.text.release()  # its 2**bits table: Columns makes its own
+        first.weights.shrink()  # dense rows: hand back what the feature list will need
+        union = union_features(first.text.features(), comm)
+    else:
+        union = union_features(blocks.features(), comm)
+    # the union's lookup table (2**bits entries: 64 MiB to zero at -b 24) only where a later
+    # pass or the batch phase maps blocks to it; one pass from text never does
+    need = first is None or opts.passes > 1 or bool(opts.batch) or opts.chained(comm.size)
+    order = None
+    # frequent features first (_layout; a collective), not before a batch, nor on wide data
+    # (past the dense switch the few frequent features are a small part of the misses, and
+    # the permutation costs 12 bytes a feature and a copy of every array at the end); the
+    # union is the same on every rank, so all ranks decide alike
+    if not opts.batch and len(union) <= dense_threshold(blocks.bits):
+        hot = np.zeros(0, np.uint32)
+        if need:
+            hot = (first.text.columns.indices()[:HOT_PREFIX] if first is not None
+                   else first_block_features(blocks))
+        order = column_order(union, need, hot, comm)
+    return Space(union, Columns(union, blocks.bits, order) if need else None)
+
+
+def _compact(a: np.ndarray) -> np.ndarray:
+    """``a`` in float32 where that loses no bit (a learner's adaptive state always is,
+    unless it came from an average over workers), else ``a`` itself."""
+    if a.dtype == np.float32:
+        return a
+    f = a.astype(np.float32)
+    return f if np.array_equal(f, a) else a
+
+
+def _start(run: Run, space: Space) -> tuple[Weights, LabelScan]:
+    """The learner to start the passes from, in the space's columns, and the label scan."""
+    opts, first, union, columns = run.opts, run.first, space.the_union(), space.columns
+    # float32 is exact for one learner's arrays, and holds the workers' averages as VW's
+    # own allreduce does (each average is taken in float64 a chunk at a time, _average,
+    # and rounded once): no float64 copy of the weight space; float64 only where the
+    # workers mix during a pass (its sums, _mixing)
+    mixes = opts.mix_every(run.comm.size) > 0
+    dtype = np.float64 if mixes else np.float32
+    fresh = False
+    if first is not None:
+        scan = first.text.scan
+        w, g2, nrm = first.weights.in_union(union, dtype)
+        state = first.weights.state
+    else:
+        scan = LabelScan(run.blocks, holdout_period(opts))
+        if run.initial is None:  # zeros, in any column order (untouched pages cost nothing)
+            w, g2, nrm = (np.zeros(len(union), dtype) for _ in range(3))
+            state, fresh = new_state(), True
+        else:
+            w, g2, nrm, state = initial_state(run.initial, union)
+    if columns is not None and not fresh:
+        w, g2, nrm = columns.to_columns(w, g2, nrm)
+    if not mixes:  # nothing but the learner and the averages write them: float32
+        w, g2, nrm = _compact(w), _compact(g2), _compact(nrm)
+    run.info.update(workers=run.comm.size, features=len(union), read_s=run.t_read)
+    if first is not None:
+        run.info["first_pass_s"] = first.seconds  # parsing, caching and learning, overlapped
+    return Weights(w, g2, nrm, state), scan
+
+
+def _totals(run: Run, scan: LabelScan) -> float:
+    """The job's totals (examples, features, skipped lines, training weight), the label
+    checks every rank makes alike, and the online passes' L2 (scaled by the weight)."""
+    opts, blocks, comm, out = run.opts, run.blocks, run.comm, run.out
+    st = blocks.stats()
+    run.examples = st.examples
+    # logistic and hinge read label > 0 as positive: LIBSVM's 2/4 or 1/2 would all be one
+    # class and train a constant model without a word
+    odd = scan.odd if opts.labels_by_sign else scan.odd[:0]
+    totals = comm.allreduce(np.array([st.examples, st.features, st.skipped,
+                                      scan.train_weight, scan.labelled, len(odd)],
+                                     np.float64))
+    what = ", ".join(blocks.sources[:3]) or "the data"
+    if totals[4] == 0:  # every rank sees the same totals, so all raise alike
+        raise DataError(f"{what}: no labelled examples to train on ({int(totals[0])} "
+                        f"examples, {int(totals[2])} bad lines skipped)")
+    if totals[5] > 0:
+        seen = ", ".join(f"{v:g}" for v in odd[:5]) or "others on other workers"
+        raise DataError(f"{what}: {opt('loss', opts.loss)} needs labels -1/+1 or 0/1, the data "
+                        f"has {seen} (recode them, or {opt('loss', 'squared')} for regression)")
+    run.info.update(examples=int(totals[0]), feature_count=int(totals[1]),
+                    skipped=int(totals[2]))
+    if out and totals[2]:
+        print(f"skipped {int(totals[2])} bad lines (--skip-bad)", file=out)
+    return opts.online_l2(float(totals[3]))
+
+
+def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
+                   online_l2: float) -> None:
+    """``opts.passes`` online passes (the first one may have run already, from the text),
+    combined across workers after each: mixed during it, averaged, or chained."""
+    opts, comm, first, info, out = run.opts, run.comm, run.first, run.info, run.out
+    blocks, columns, callback = run.blocks, space.columns, run.callback
+    period = holdout_period(opts)
+    prog = first.prog if first is not None else Progress(out)
+    t_on = first.t_on if first is not None else time.perf_counter()
+    # VW stops online passes early on the holdout loss (without a batch phase to follow)
+    stop = EarlyStop(opts.patience) if period and opts.passes > 1 and not opts.batch else None
+    every = opts.mix_every(comm.size)
+    chain = Chain(comm, run.examples) if opts.chained(comm.size) else None
+    for p in range(opts.passes):
+        # (a first pass that ran before the job was joined is averaged at its end)
+        mixer = (Mixer(comm, every, opts.power_t, sparse=not (opts.l1 or online_l2))
+                 if every > 0 and not (p == 0 and first is not None) else None)
+
+        def one_pass(p: int = p, mixer: Mixer | None = mixer) -> np.ndarray:
+            if p == 0 and first is not None:
+                if first.mixes is not None:
+                    info["mixes"] = first.mixes
+                return first.acc
+            if p == 0:
+                prog.header()
+            assert columns is not None
+            return online_pass(learning_blocks(blocks, columns, period,
+                                               chain.offset if chain else 0),
+                               ws, opts.online_kind(), opts, online_l2, p == 0, out, prog,
+                               run.predictions,
+                               run.spill if p == 0 else None, mixer)
+
+        acc = chain.run(ws, one_pass) if chain is not None else one_pass()
+        if mixer is not None:
+            info["mixes"] = info.get("mixes", 0) + mixer.mixes
+        elif chain is not None:
+            pass  # one learner, handed on: L1/L2 stay lazy across passes, as with one worker
+        elif comm.size > 1 and not (p == 0 and first is not None and first.mixes is not None):
+            # averaging needs plain weights; one worker keeps L1/L2 lazy across passes, as
+            # VW does (its end of pass folds them in only without --save_resume, VW's
+            # default), and folds them in after the last pass
+            sync_weights(ws.w, ws.state)
+            average_weights(comm, ws.w, ws.g2, ws.nrm, ws.state, opts.averaging)
+        tot = comm.allreduce(acc[:6].copy())
+        info.setdefault("pass_totals", []).append([float(v) for v in tot])
+        if out and not opts.vw_text:
+            hold_s = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""
+            how = (f"averaged every {every} examples" if "mixes" in info
+                   else "chained" if chain is not None else f"{opts.averaging} averaging")
+            print(f"pass {p + 1}: average loss {tot[0] / max(tot[1], 1e-300):.6f} over "
+                  f"{int(tot[4])} examples{hold_s} ({comm.size} workers, {how})", file=out)
+        if p == 0 and run.spill is not None:
+            run.spill.seal()
+        info.setdefault("online_loss", []).append(float(tot[0] / max(tot[1], 1e-300)))
+        if callback is not None:
+            callback({"phase": "online", "pass": p + 1, "loss": info["online_loss"][-1],
+                      "examples": int(tot[4]),
+                      **({"holdout_loss": float(tot[2] / tot[3])} if tot[3] else {})})
+        if stop is not None and stop.end_pass(tot[2], tot[3], ws.w, ws.g2, ws.nrm, ws.state):
+            info["online_passes"] = p + 1 - stop.patience
+            if out and not opts.vw_text:
+                print(f"holdout loss did not improve for {stop.patience} passes: stopped, "
+                      f"the model is pass {p + 1 - stop.patience}'s", file=out)
+            break
+    sync_weights(ws.w, ws.state)
+    info["online_s"] = time.perf_counter() - t_on
+
+
+def _after(callback: Callback | None, passes: int) -> Callback | None:
+    """The batch phase's metrics numbered after the ``passes`` online passes."""
+    if callback is None:
+        return None
+    return lambda m: callback(dict(m, **{"pass": passes + m["pass"]}))
+
+
+def _batch(run: Run, space: Space, ws: Weights, scan: LabelScan) -> Any:
+    """L-BFGS or CG from the online weights (``ws.w`` becomes the batch phase's); returns
+    the standardization the model keeps (None: none)."""
+    t_b = time.perf_counter()
+    assert space.columns is not None
+    # the batch phase needs neither the adaptive sums nor the normalizers (nor does its
+    # model keep them): their memory goes to L-BFGS
+    ws.g2 = ws.nrm = np.zeros(0, np.float32)
+    w, binfo = batch_phase(run.blocks, space.columns, holdout_period(run.opts),
+                           scan.train_weight, ws.w, run.comm, run.opts, LOSSES[run.opts.loss],
+                           run.out, run.spill, callback=_after(
+                               run.callback, len(run.info.get("online_loss", []))))
+    ws.w = w
+    normalization = binfo.pop("normalization", None)
+    run.info.update(binfo)
+    run.info["batch_s"] = time.perf_counter() - t_b
+    return normalization
+
+
+def _model(run: Run, space: Space, ws: Weights, normalization: Any) -> LinearModel:
+    """The model, in the union's order, with the learner's state for a warm start (after
+    online passes only)."""
+    opts, columns = run.opts, space.columns
+    run.info["train_s"] = time.perf_counter() - run.t0
+    if columns is not None:
+        columns.pos = None  # the lookup table (4 * 2**bits): before the union is rebuilt
+    union = space.the_union()
+    w, g2, nrm = ws.w, ws.g2, ws.nrm
+    if columns is not None:
+        w, g2, nrm = columns.to_union(w), columns.to_union(g2), columns.to_union(nrm)
+    # the model keeps float32 (LinearModel rounds to it): rounded here one array at a time,
+    # each float64 one freed before the next is rounded, instead of all three copied at once
+    ws.w = ws.g2 = ws.nrm = np.zeros(0, np.float32)  # (it holds the three arrays too)
+    w = w.astype(np.float32, copy=False)
+    g2 = g2.astype(np.float32, copy=False)
+    nrm = nrm.astype(np.float32, copy=False)
+    idx, w, adaptive = merged(run.initial, union, w,
+                              None if opts.batch else (g2, nrm, ws.state))
+    model = LinearModel(indices=idx, weights=w, parse=opts.parse_options(), loss=opts.loss,
+                        info=run.info, adaptive=adaptive)
+    model.normalization = normalization
+    return model
