@@ -26,37 +26,44 @@ def _listening() -> set[int]:
     return ports
 
 
-def _squat(before: set[int], held: list[socket.socket], stop: threading.Event) -> None:
+def _squat(before: set[int], held: list[tuple[int, socket.socket]],
+           stop: threading.Event) -> None:
     """Connect three idle sockets to every new loopback listener, as soon as it appears."""
     while not stop.is_set():
         for port in _listening() - before:
             before.add(port)
             for _ in range(3):
                 try:
-                    held.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+                    held.append((port, socket.create_connection(("127.0.0.1", port),
+                                                                timeout=1)))
                 except OSError:
                     pass
 
 
 def _train(comm, squat):  # type: ignore[no-untyped-def]
-    held: list[socket.socket] = []
+    held: list[tuple[int, socket.socket]] = []
     stop = threading.Event()
     if squat and comm.rank == 0:
         threading.Thread(target=_squat, args=(_listening(), held, stop), daemon=True).start()
     comm.barrier()
     torch.manual_seed(comm.rank)
     net = torch.nn.Linear(4, 2)
-    t0 = time.monotonic()
     ps = tt.ParameterServer(net, lr=0.1, comm=comm)
+    if squat and comm.rank == 0:  # the stranger holds the server's port before any step
+        deadline = time.monotonic() + 20
+        while ps.address[1] not in {p for p, _ in held} and time.monotonic() < deadline:
+            time.sleep(0.01)
+    t0 = time.monotonic()
     for _ in range(2):
         net.zero_grad()
         net(torch.ones(1, 4) * (comm.rank + 1)).sum().backward()
         ps.step()
     ps.close()
     stop.set()
-    for s in held:
+    for _, s in held:
         s.close()
-    return net.weight.detach().numpy().tobytes(), time.monotonic() - t0, len(held)
+    squatted = sum(p == ps.address[1] for p, _ in held)
+    return net.weight.detach().numpy().tobytes(), time.monotonic() - t0, squatted
 
 
 def test_idle_strangers_on_the_parameter_servers_port_do_not_stop_the_job() -> None:
