@@ -19,9 +19,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _segments import job_segments
 
 from terascale.collectives.registry import allreduce_names
-from terascale.launch import job_prefix
 
 SOAK = os.environ.get("TERASCALE_FAULT_ROUNDS")
 FAULTS = {
@@ -103,5 +103,5 @@ def test_fault_matrix(tmp_path: Path, fault: str, algo: str) -> None:
     assert len(lines) == 3 * rounds
     assert not [pid for _, pid in lines if _alive(int(pid))], "a worker outlived the job"
     jobs = {j for j, _ in lines}
-    left = [n for n in os.listdir("/dev/shm") if any(n.startswith(job_prefix(j)) for j in jobs)]
+    left = job_segments(*jobs)
     assert not left, left

@@ -29,10 +29,15 @@ glibc = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0
                            reason="mallopt thresholds are glibc's")
 
 
+def _without_allocator_settings() -> dict[str, str]:
+    """This process's environment less the user's allocator settings."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("TERASCALE_MALLOC", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
+
+
 def _child(how: str, **env: str) -> list[str]:
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("TERASCALE_MALLOC", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
-    out = subprocess.run([sys.executable, "-c", _CHILD, how], env={**clean, **env},
+    out = subprocess.run([sys.executable, "-c", _CHILD, how],
+                         env={**_without_allocator_settings(), **env},
                          capture_output=True, text=True, timeout=60, check=True)
     return out.stdout.split()
 
@@ -74,10 +79,8 @@ print(kept_set, held, rss())
 
 @glibc
 def test_the_kept_blocks_go_back_at_a_phase_change():
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("TERASCALE_MALLOC", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
     out = subprocess.run([sys.executable, "-c", _HAND_BACK], capture_output=True, text=True,
-                         timeout=60, check=True, env=clean)
+                         timeout=60, check=True, env=_without_allocator_settings())
     kept_set, held, after = out.stdout.split()
     assert kept_set == "True"  # the thresholds were raised: freed blocks stay in the heap
     assert int(held) - int(after) > 50, (held, after)  # most of the ~80 MiB freed goes back

@@ -13,10 +13,11 @@ full = pytest.mark.skipif(os.environ.get("TERASCALE_SPARK_FULL", "") in ("", "0"
 
 pyspark = pytest.importorskip("pyspark")
 
+from _segments import job_segments  # noqa: E402
+
 import terascale  # noqa: E402
 import terascale.spark  # noqa: E402
 from terascale.engines.jobs import Fault, allreduce_job, checkpointed_job  # noqa: E402
-from terascale.transport.segments import job_prefix  # noqa: E402
 
 
 @pytest.fixture
@@ -61,8 +62,7 @@ def test_worker_process_death_is_recovered(spark, tmp_path):
     assert [start for start, _ in out] == [2, 2]
     jobs = set(open(record).read().split())
     assert len(jobs) == 2  # the SIGKILLed attempt and the one that resumed
-    left = [n for n in os.listdir("/dev/shm") for j in jobs if n.startswith(job_prefix(j))]
-    assert left == []  # the SIGKILLed attempt's segments were removed
+    assert job_segments(*jobs) == []  # the SIGKILLed attempt's segments were removed
 
 
 def test_persistent_failure_is_reported(spark):

@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 import pytest
+from _segments import job_segments
 
 from terascale.testing import run_workers
-from terascale.transport.segments import job_prefix
 
 
 def _errors(outcomes: list) -> list[tuple[str, str]]:
@@ -176,7 +176,7 @@ def test_sigkill_under_the_launcher_leaves_nothing_behind(tmp_path) -> None:
     assert "rank 3 failed first" in res.stderr
     rows = [line.split() for line in pids.read_text().splitlines()]
     (job_id,) = {j for _, j in rows}
-    assert [n for n in os.listdir("/dev/shm") if n.startswith(job_prefix(job_id))] == []
+    assert job_segments(job_id) == []
     for pid, _ in rows:
         stat = Path(f"/proc/{pid}/stat")
         assert not stat.exists() or stat.read_text().split()[2] == "Z", f"pid {pid} survived"
