@@ -39,7 +39,7 @@ import numba
 import numpy as np
 
 from ..._background import background
-from ._dataset import Dataset, ParseOptions
+from ._dataset import Dataset, ParseOptions, example_tag
 from ._setops import unique_sorted
 
 __all__ = ["BLOCK_EXAMPLES", "Block", "Blocks", "ChainBlocks", "DatasetBlocks", "FeatureSet",
@@ -93,9 +93,7 @@ class Block:
         i
             The example's index.
         """
-        if self.tag_ptr is None or self.tag_blob is None:
-            return ""
-        return bytes(self.tag_blob[self.tag_ptr[i]:self.tag_ptr[i + 1]]).decode(errors="replace")
+        return example_tag(self.tag_ptr, self.tag_blob, i)
 
     @property
     def has_tags(self) -> bool:

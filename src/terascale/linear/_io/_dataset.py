@@ -16,13 +16,20 @@ import numpy as np
 from ..._errors import ConfigError
 from .._names import opt
 
-__all__ = ["Dataset", "ParseOptions"]
+__all__ = ["Dataset", "ParseOptions", "example_tag"]
 
 FORMATS = ("vw", "libsvm", "csv")
 # the fields that take several values (a string alone stands for one)
 _SEQUENCES = ("quadratic", "cubic", "interactions", "categorical", "ignore", "keep",
               "ignore_linear")
 
+
+def example_tag(tag_ptr: np.ndarray | None, tag_blob: np.ndarray | None, i: int) -> str:
+    """The VW tag of example ``i`` of a Dataset or Block's ``tag_ptr``/``tag_blob`` (``""``
+    when there are no tags)."""
+    if tag_ptr is None or tag_blob is None:
+        return ""
+    return bytes(tag_blob[tag_ptr[i]:tag_ptr[i + 1]]).decode(errors="replace")
 
 @dataclass(frozen=True, kw_only=True)
 class ParseOptions:
@@ -227,9 +234,7 @@ class Dataset:
         i
             The example's index.
         """
-        if self.tag_ptr is None or self.tag_blob is None:
-            return ""
-        return bytes(self.tag_blob[self.tag_ptr[i]:self.tag_ptr[i + 1]]).decode(errors="replace")
+        return example_tag(self.tag_ptr, self.tag_blob, i)
 
     @staticmethod
     def concat(parts: list[Dataset]) -> Dataset:
