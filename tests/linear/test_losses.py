@@ -69,6 +69,11 @@ def test_a_code_without_a_row_raises_in_every_kernel(code):
             kernel(code, 0.3, 1.0)
     with pytest.raises(ValueError):
         L.invariant_update(code, 0.3, 1.0, 0.1, 0.5)
+    with pytest.raises(ValueError):
+        L.sgd_update32(code, 0.3, 1.0, 0.1)
+    for form in (L.batch_value32, L.batch_first32, L.batch_second32):
+        with pytest.raises(ValueError):
+            form(code, np.zeros(2, np.float32), np.ones(2, np.float32), 0, 1)
     for kernel in (L.by_sign, L.clip_mode):
         with pytest.raises(ValueError, match="unknown loss code"):
             kernel(code)
@@ -103,6 +108,46 @@ def test_derivatives_are_the_values_derivatives(name, loss):
                     L.loss32(code, p, y), rel=1e-5, abs=1e-6)
 
 
+@pytest.mark.parametrize("name,loss", ROWS)
+def test_vws_own_learners_read_the_same_rows(name, loss):
+    """``terascale vw``'s --sgd step and --bfgs forms are the row's: the plain step is the
+    negative gradient times the rate, the float32 batch forms are the batch form's values
+    and derivatives; a loss without one raises, it never takes another's."""
+    code = L.loss_code(name, raw_labels=True, tau=0.3)
+    if L.has_sgd_update(name):
+        for p, y in ((0.3, 1.0), (-2.0, -1.0), (0.5, 2.0)):
+            if loss.classes and abs(y) != 1.0 or not loss.classes and y < 0:
+                continue
+            assert L.sgd_update32(code, p, y, 0.25) == pytest.approx(
+                -0.25 * L.dloss32(code, p, y), rel=1e-5, abs=1e-7), (name, p, y)
+    else:
+        with pytest.raises(ValueError, match="plain SGD"):
+            L.sgd_update32(code, 0.3, 1.0, 0.25)
+    p = np.linspace(-3, 3, 13).astype(np.float32)
+    lo, hi = np.float32(-10), np.float32(10)
+    forms = (L.batch_value32, L.batch_first32, L.batch_second32)
+    if not loss.batch:
+        for form in forms:
+            with pytest.raises(ValueError, match="batch form"):
+                form(code, p, np.ones_like(p), lo, hi)
+        return
+    assert name in L.batch_losses()
+    for y in (np.float32(1), np.float32(-1)):
+        ys = np.full_like(p, y)
+        v, d1, d2 = (form(code, p, ys, lo, hi) for form in forms)
+        assert all(a.dtype == np.float32 for a in (v, d1, d2))
+        for i, pi in enumerate(p.tolist()):
+            assert v[i] == pytest.approx(L.loss_value(loss.code, pi, float(y)), rel=1e-5,
+                                         abs=1e-6), (name, pi)
+            assert d1[i] == pytest.approx(L.dloss(loss.code, pi, float(y)), rel=1e-5,
+                                          abs=1e-6), (name, pi)
+            if name != "squared":  # (VW's squared: 2 inside the range, as the batch form)
+                assert d2[i] == pytest.approx(L.d2loss(loss.code, pi, float(y)), rel=1e-4,
+                                              abs=1e-6), (name, pi)
+            else:
+                assert d2[i] == 2.0
+
+
 @pytest.mark.parametrize("name,loss", [r for r in ROWS if r[1].batch])
 def test_curvature_is_the_batch_forms_largest_second_derivative(name, loss):
     grid = np.linspace(-20, 20, 4001)
@@ -131,21 +176,6 @@ def test_the_paths_read_the_rows():
                              st[MAX_LABEL]) == 50.0
 
 
-# Modules that still compare with a loss's name (file: why, and who removes it). The list
-# only shrinks: a name that no longer occurs there fails the test below.
-_NAMES_LEFT = {
-    "terascale/linear/_vw/_vwbatch.py": "VW's own --bfgs/--conjugate_gradient learner "
-                                        "(terascale vw only) reimplements VW's three losses",
-    "terascale/linear/_vw/_vwsgd.py": "VW's --sgd/--invariant learner (terascale vw only)",
-    "terascale/linear/_vw/_vwmodel.py": "VW's model header: the link it records by loss",
-    "terascale/linear/_vw/_vwtext.py": "VW's --readable_model: the prediction range by loss",
-    "terascale/engines/spark/_linear.py": "MLlib's label rules by loss: needs the table "
-                                          "through a public name of terascale.linear",
-    "terascale/engines/spark/_ml.py": "MLlib's columns by loss (as above)",
-    "terascale/engines/spark/_score.py": "MLlib's predictions by loss (as above)",
-}
-
-
 def _loss_name_comparisons(tree: ast.AST, text: str) -> list[tuple[int, str]]:
     """Comparisons of an expression that reads a loss (its text says ``loss`` or
     ``kind``) with a loss's name, or a tuple holding one (links of the same name, such as
@@ -167,20 +197,16 @@ def _loss_name_comparisons(tree: ast.AST, text: str) -> list[tuple[int, str]]:
 
 
 def test_no_module_outside_the_table_names_a_loss():
-    bad, seen = [], set()
+    bad = []
     for path in sorted((SRC / "terascale").rglob("*.py")):
         rel = path.relative_to(SRC).as_posix()
         if rel == "terascale/linear/_losses.py":
             continue
         text = path.read_text()
         hits = _loss_name_comparisons(ast.parse(text), text)
-        if hits and rel in _NAMES_LEFT:
-            seen.add(rel)
-        elif hits:
-            bad += [f"src/{rel}:{line}: {name!r}" for line, name in hits]
-    assert not bad, ("read the loss's row (terascale.linear._losses.LOSS_TABLE, loss_spec) "
+        bad += [f"src/{rel}:{line}: {name!r}" for line, name in hits]
+    assert not bad, ("read the loss's row (terascale.linear.LOSS_TABLE, loss_spec) "
                      "instead of comparing with its name:\n" + "\n".join(bad))
-    assert seen == set(_NAMES_LEFT), f"fixed, remove from _NAMES_LEFT: {set(_NAMES_LEFT) - seen}"
     probe = 'if model.loss == "logistic": pass\nif args.link == "logistic": pass\n' \
             'if kind in ("squared", "hinge"): pass\nif spec(m.loss).link == "logistic": pass\n'
     assert [n for _, n in _loss_name_comparisons(ast.parse(probe), probe)] == \

@@ -41,6 +41,7 @@ from ._io._hashing import CONSTANT_HASH, hash_feature, hash_space, murmur3_32
 from ._io._readers import parse_lines, read_file
 from ._io._shard import load_shard
 from ._io._stream import TextBlocks
+from ._losses import LOSS_TABLE, Loss
 from ._metrics import auc, auprc, evaluate_scores
 from ._model import LinearModel
 from ._train import TrainOptions, train
@@ -59,9 +60,11 @@ __all__ = [
     "ChainBlocks",
     "Dataset",
     "DatasetBlocks",
+    "LOSS_TABLE",
     "LinearClassifier",
     "LinearModel",
     "LinearRegressor",
+    "Loss",
     "ParseOptions",
     "SpanServer",
     "TextBlocks",

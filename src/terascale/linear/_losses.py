@@ -21,26 +21,49 @@ import numpy as np
 from .._errors import ConfigError
 
 __all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "VW_DEFAULT_LOSS", "Loss",
-           "by_sign", "clip_mode", "clip_prediction", "d2loss", "dloss", "dloss32",
+           "batch_first32", "batch_losses", "batch_second32", "batch_value32", "by_sign",
+           "clip_mode", "clip_prediction", "d2loss", "dloss", "dloss32", "has_sgd_update",
            "invariant_update", "loss32", "loss_code", "loss_spec", "loss_value", "losses32",
-           "square_grad32"]
+           "sgd_update32", "square_grad32"]
 
 
 class Loss(NamedTuple):
-    """One loss, as every path sees it: its code in the numba kernels (below), VW's name,
-    the link of its predictions, how labels are read (``classes``: by their sign, else as
-    numbers), the metric ``evaluate`` reports, whether the batch phase (L-BFGS/CG, which
-    needs a smooth objective or at least a subgradient it can line-search) takes it, how
-    the online pass clips a prediction (``clip``), and the batch form's largest second
-    derivative (``curvature``: L-BFGS's first scaling; 0 for none)."""
+    """One loss, as every path sees it (a row of :data:`LOSS_TABLE`).
+
+    A front end reads the row rather than the loss's name: ``link == "logistic"`` for
+    calibrated probabilities, ``classes`` for labels that are classes, ``metric`` for what
+    ``evaluate`` reports; so a new loss needs no change there.
+
+    Parameters
+    ----------
+    code
+        The loss's code in the numba kernels of ``terascale.linear``.
+    vw_name
+        Vowpal Wabbit's name for it (``--loss_function``).
+    link
+        The link of its predictions: ``"identity"`` or ``"logistic"`` (probabilities).
+    classes
+        Whether labels are classes read by their sign (-1/+1, 0/1), else numbers.
+    metric
+        The metric ``evaluate`` reports: ``"logloss"``, ``"mse"``, ``"hinge"`` or
+        ``"quantile"``.
+    batch
+        Whether the batch phase (L-BFGS/CG, which needs a smooth objective or at least a
+        subgradient it can line-search) takes it.
+    clip
+        How the online pass clips a prediction: ``"fixed"`` to [-50, 50], ``"labels"`` to
+        the labels' range, ``"labels50"`` to the labels' range widened to [-50, 50].
+    curvature
+        The batch form's largest second derivative (L-BFGS's first scaling; 0 for none).
+    """
 
     code: int
     vw_name: str
-    link: str        # identity | logistic
-    classes: bool    # labels are classes read by their sign (-1/+1, 0/1)
-    metric: str      # logloss | mse | hinge | quantile
-    batch: bool      # L-BFGS/CG accept it
-    clip: str        # fixed: [-50, 50]; labels: the labels' range; labels50: it, and [-50, 50]
+    link: str
+    classes: bool
+    metric: str
+    batch: bool
+    clip: str
     curvature: float = 0.0
 
 
@@ -368,3 +391,112 @@ def _quantile_update(p: float, y: float, scale: float, ppu: float, sp: float,
         return _f(tau * scale) if _f(tau * sp) < err else _f(err / ppu)
     normal = _f(_f(-_f(1.0 - tau)) * sp)
     return _f(_f(tau - 1.0) * scale) if normal > err else _f(err / ppu)
+
+
+# --- The forms of VW's own learners that ``terascale vw`` runs beside terascale's:
+# plain SGD's step (``--sgd``, ``--adaptive``/``--normalized`` without ``--invariant``) and
+# the batch forms of ``--bfgs``/``--conjugate_gradient``. They are numpy, not numba: VW
+# computes them in float, and numpy's float32 operations (``exp`` included) are VW's.
+
+def sgd_update32(kind: int, p: float, y: float, scale: float) -> float:
+    """VW's ``get_unsafe_update`` in float: plain SGD's step (no importance invariance) for
+    an importance-scaled learning rate ``scale``; a loss without one raises ValueError
+    (:func:`has_sgd_update` asks first)."""
+    f = np.float32
+    k = kind & 7
+    if k == 1 or k == 4:
+        return float(f(f(2.0 * f(y - p)) * f(scale)))
+    if k == 2:
+        return float(f(y * scale)) if f(y * p) < 1 else 0.0
+    if k == 0:  # VW's soft label in [-1, 1]
+        st = f(f(y + 1) / f(2))
+        a = f(f(1.0 * scale) / f(1 + f(np.exp(f(p)))))
+        b = f(f(-1.0 * scale) / f(1 + f(np.exp(f(-p)))))
+        return float(f(f(st * a) + f(f(1 - st) * b)))
+    if k == 5:
+        return float(f(-f(dloss32(kind, float(p), float(y))) * scale))
+    raise ValueError("loss code without a plain SGD step")
+
+
+def has_sgd_update(name: str) -> bool:
+    """Whether loss ``name`` has :func:`sgd_update32` (else VW's rules without
+    ``--invariant`` cannot train it here)."""
+    try:
+        sgd_update32(LOSSES[name], 0.0, 1.0, 1.0)
+    except ValueError:
+        return False
+    return True
+
+
+def batch_losses() -> list[str]:
+    """The losses with a batch form (L-BFGS/CG take them), in the table's order."""
+    return [name for name, loss in LOSS_TABLE.items() if loss.batch]
+
+
+def batch_value32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
+                  hi: np.ndarray) -> np.ndarray:
+    """VW's ``getLoss`` on float32 arrays of predictions ``p`` and labels ``y`` (a logistic
+    label in [-1, 1] is a soft label), with VW's prediction range ``[lo, hi]`` where the
+    loss uses it (squared: linear outside it): the loss ``--bfgs`` sums."""
+    f = np.float32
+    k = kind & 7
+    with np.errstate(over="ignore", invalid="ignore"):
+        if k == 1:
+            inside = (p <= hi) & (p >= lo)
+            d = p - y
+            below = np.where(y == lo, f(0), ((y - lo) * (y - lo)).astype(np.float64)
+                             + 2.0 * (y - lo).astype(np.float64) * (lo - p)).astype(f)
+            above = np.where(y == hi, f(0), ((hi - y) * (hi - y)).astype(np.float64)
+                             + 2.0 * (hi - y).astype(np.float64) * (p - hi)).astype(f)
+            return np.where(inside, d * d, np.where(p < lo, below, above)).astype(f)
+        if k == 0:
+            t = ((y - f(-1)) / f(2)).astype(f)
+            a = np.log(f(1) + np.exp(-p)).astype(f)
+            b = np.log(f(1) + np.exp(p)).astype(f)
+            return _mix_arrays(t, a, b)
+        if k == 2:
+            e = f(1) - y * p
+            return np.where(e > 0, e, f(0)).astype(f)
+    raise ValueError("loss code without a batch form")
+
+
+def batch_first32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
+                  hi: np.ndarray) -> np.ndarray:
+    """VW's ``first_derivative`` on float32 arrays (as :func:`batch_value32`)."""
+    f = np.float32
+    k = kind & 7
+    with np.errstate(over="ignore", invalid="ignore"):
+        if k == 1:
+            return (f(2) * (np.clip(p, lo, hi) - y)).astype(f)
+        if k == 0:
+            t = ((y - f(-1)) / f(2)).astype(f)
+            a = (f(-1) / (f(1) + np.exp(p))).astype(f)
+            b = (f(1) / (f(1) + np.exp(-p))).astype(f)
+            return _mix_arrays(t, a, b)
+        if k == 2:
+            return np.where(y * p >= 1, f(0), -y).astype(f)
+    raise ValueError("loss code without a batch form")
+
+
+def batch_second32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray) -> np.ndarray:
+    """VW's ``second_derivative`` on float32 arrays (as :func:`batch_value32`)."""
+    f = np.float32
+    k = kind & 7
+    with np.errstate(over="ignore", invalid="ignore"):
+        if k == 1:
+            return np.where((p <= hi) & (p >= lo), f(2), f(0)).astype(f)
+        if k == 0:
+            t = ((y - f(-1)) / f(2)).astype(f)
+            q = (f(1) / (f(1) + np.exp(p))).astype(f)
+            r = (f(1) / (f(1) + np.exp(-p))).astype(f)
+            return _mix_arrays(t, q * (f(1) - q), r * (f(1) - r))
+        if k == 2:
+            return np.zeros_like(p, dtype=f)
+    raise ValueError("loss code without a batch form")
+
+
+def _mix_arrays(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """VW's logistic on a label in [-1, 1]: t * (term for +1) + (1 - t) * (term for -1)."""
+    f = np.float32
+    return (t * a + (f(1) - t) * b).astype(f)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import ConfigError, DataError
-from ...linear import LinearModel, ParseOptions, TextBlocks
+from ...linear import LOSS_TABLE, LinearModel, ParseOptions, TextBlocks
 from .._common import check_workers, new_run_id, split_parse_options
 from ._encode import Encoding
 from ._runner import (
@@ -169,7 +169,8 @@ def _fit_job(data: Any, options: dict[str, Any], job: dict[str, Any]) -> list[Li
     opts = dict(options)
     if "l2_per_row" in job:
         opts["l2"] = job["l2_per_row"] * float(totals[1])
-    if opts.get("loss", "logistic") == "squared":
+    spec = LOSS_TABLE.get(opts.get("loss", "logistic"))
+    if spec is not None and not spec.classes:  # a regression: labels are numbers
         return [train(data, comm=comm, **opts)]
     shown = ", ".join(f"{v:g}" for v in found[:20]) + (", ..." if len(found) > 20 else "")
     binary = set(found) <= {0.0, 1.0} or set(found) <= {-1.0, 1.0}

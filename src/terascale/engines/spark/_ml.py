@@ -57,7 +57,7 @@ from pyspark.ml.util import (
 )
 
 from ..._errors import ConfigError, DataError
-from ...linear import LinearModel
+from ...linear import LOSS_TABLE, LinearModel
 from ._encode import Encoding
 from ._linear import Source, by_arrow, fit_layout, fit_rdd, numeric_columns
 from ._mlio import ModelReader, ModelWriter
@@ -559,10 +559,10 @@ class LinearLearnerModel(_LinearLearnerParams, Model, MLReadable, MLWritable):
         s = self._scores(value)
         if len(s) > 1:
             return float(np.argmax(s))
-        loss = self._trained().loss
-        if loss == "squared":
+        spec = LOSS_TABLE[self._trained().loss]
+        if not spec.classes:
             return float(s[0])
-        if loss == "logistic":
+        if spec.link == "logistic":
             with np.errstate(over="ignore"):
                 p = 1.0 / (1.0 + np.exp(-s[0]))
             return float(p > self.getOrDefault("threshold"))
@@ -615,10 +615,11 @@ class LinearLearnerModel(_LinearLearnerParams, Model, MLReadable, MLWritable):
                               f"{linear.bits} bits")
         names = [self.getOrDefault(c) for c in ("rawPredictionCol", "probabilityCol",
                                                "predictionCol")]
-        if linear.loss == "squared":
+        spec = LOSS_TABLE[linear.loss]
+        if not spec.classes:  # a regression: the prediction only
             names = ["", "", names[2]]
-        elif linear.loss != "logistic":
-            names[1] = ""  # hinge: no calibrated probability
+        elif spec.link != "logistic":
+            names[1] = ""  # (hinge) no calibrated probability
         for name in names:
             if name and name in dataset.columns:
                 raise ConfigError(f"output column {name!r} already exists in the DataFrame; "
@@ -678,8 +679,8 @@ class Evaluation:
     def _binary(self, metric: str) -> float:
         from pyspark.ml.evaluation import BinaryClassificationEvaluator
 
-        if self._loss == "squared":
-            raise ConfigError(f"{metric}: a regression (squared loss) model has "
+        if not LOSS_TABLE[self._loss].classes:
+            raise ConfigError(f"{metric}: a regression ({self._loss} loss) model has "
                               f"rootMeanSquaredError, r2, meanAbsoluteError")
         ev = BinaryClassificationEvaluator(metricName=metric, labelCol=self.labelCol,
                                            rawPredictionCol=self.rawPredictionCol)
@@ -764,6 +765,7 @@ def _score(enc: Encoding, pos: list[int], model: Any, outputs: tuple[bool, bool,
     from pyspark.ml.linalg import DenseVector
 
     linear: LinearModel = model.value
+    spec = LOSS_TABLE[linear.loss]
     want_raw, want_prob, want_pred = outputs
     ctx = TaskContext.get()
     where = f"Spark partition {ctx.partitionId() if ctx else 0}"
@@ -773,10 +775,10 @@ def _score(enc: Encoding, pos: list[int], model: Any, outputs: tuple[bool, bool,
                         with_labels=False)
         first += len(batch)
         s = linear.decision_function(ds)
-        p = (1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))) if linear.loss == "logistic" else s
+        p = (1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))) if spec.link == "logistic" else s
         for row, si, pi in zip(batch, s.tolist(), p.tolist()):
             extra: list[Any] = []
-            if linear.loss == "squared":
+            if not spec.classes:
                 if want_pred:
                     extra.append(si)
             else:

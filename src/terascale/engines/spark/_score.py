@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..._errors import DataError
-from ...linear import CONSTANT_HASH, hash_feature, hash_space
+from ...linear import CONSTANT_HASH, LOSS_TABLE, hash_feature, hash_space
 from ._encode import Encoding
 
 __all__ = ["Scorer", "has_arrow_udf", "score_columns"]
@@ -214,9 +214,10 @@ def _batch(bc: Any, how: dict[str, Any], *cols: Any) -> Any:
             raw = np.stack([-s, s], axis=1)
             p = 1.0 / (1.0 + np.exp(-s))
             prob = np.stack([1.0 - p, p], axis=1)
-            if how["loss"] == "squared":
+            spec = LOSS_TABLE[how["loss"]]
+            if not spec.classes:
                 pred = s
-            elif how["loss"] == "logistic":
+            elif spec.link == "logistic":
                 pred = (p > how["threshold"]).astype(np.float64)
             else:
                 pred = (s > 0).astype(np.float64)

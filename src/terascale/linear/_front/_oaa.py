@@ -30,6 +30,7 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 from .._losses import loss_spec
+from .._online._state import MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT, new_state
 
 __all__ = ["relabel", "split_oaa", "train_oaa"]
 
@@ -171,7 +172,6 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     (``-p``) and its closing block, on ``-n N`` workers the averaged learners (``-f``)."""
     from .._io._dataset import ParseOptions
     from .._passes import holdout_mask
-    from .._vw._vwtext import AtomicText
     from ._cli_options import job_json
     from ._worker import run_train
 
@@ -248,12 +248,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     labelled = ~np.isnan(truth)
     wrong = (pred != truth) & labelled
     if args.predictions:
-        out = AtomicText(args.predictions)
-        text = ((_format(r, b) for r, b in zip(_probabilities(s), base))
-                if args.probabilities else (_class(v, names) for v in pred))
-        text = _tagged(text, tags)
-        out.write("".join(line + "\n" for line in text))
-        out.commit()
+        _write_predictions(args, s, base, pred, names, tags)
     if not args.quiet:
         per_pass = [(float(wrong[i * n:(i + 1) * n][~hold[i * n:(i + 1) * n]].sum()),
                      float((labelled & ~hold)[i * n:(i + 1) * n].sum()),
@@ -307,7 +302,6 @@ def _seeds(options: dict[str, Any], tmp: str, start: list[Any] | None,
     either way)."""
     from .._io._dataset import ParseOptions
     from .._model import LinearModel
-    from .._online._update import new_state
 
     if start is not None:
         paths = [os.path.join(tmp, f"seed{c + 1}.model") for c in range(k_classes)]
@@ -345,7 +339,7 @@ def split_oaa(model: Any, k_classes: int) -> list[Any]:
             g2, nrm, state = model.adaptive
             state = np.array(state, np.float64)
             if c:
-                state[0] = state[1] = 0.0  # (total weight, sum of normalized norms)
+                state[TOTAL_WEIGHT] = state[SUM_NORM_X] = 0.0
             adaptive = (g2[sel], nrm[sel], state)
         out.append(LinearModel(indices=(idx[sel] >> np.uint64(shift)).astype(np.uint32),
                                weights=model.weights[sel], parse=parse, loss=model.loss,
@@ -368,6 +362,19 @@ def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
     return split_oaa(model, k_classes)
 
 
+def _write_predictions(args: argparse.Namespace, s: np.ndarray, base: np.ndarray,
+                       pred: np.ndarray, names: list[str] | None, tags: list[str]) -> None:
+    """VW's ``-p`` of ``--oaa``: each example's class (its name with --named_labels), or
+    with ``--probabilities`` every class's probability; the tag after it."""
+    from .._vw._vwtext import AtomicText
+
+    out = AtomicText(args.predictions)
+    text = ((_format(r, b) for r, b in zip(_probabilities(s), base))
+            if args.probabilities else (_class(v, names) for v in pred))
+    out.write("".join(line + "\n" for line in _tagged(text, tags)))
+    out.commit()
+
+
 def _test_only(args: argparse.Namespace, paths: list[str], files: list[list[str]],
                labels: np.ndarray, base: np.ndarray, seeds: list[str],
                names: list[str] | None, tags: list[str]) -> int:
@@ -375,12 +382,12 @@ def _test_only(args: argparse.Namespace, paths: list[str], files: list[list[str]
     the prediction (VW's), the closing block's average loss the 0/1 loss."""
     from .._model import LinearModel
     from .._vw._vwreport import test_block
-    from .._vw._vwtext import AtomicText
 
     scores = []
     for c, seed in enumerate(seeds):
         model = LinearModel.load(seed)
-        lo, hi = (-1.0, 1.0) if model.adaptive is None else model.adaptive[2][4:6]
+        st = model.adaptive[2] if model.adaptive is not None else None
+        lo, hi = (-1.0, 1.0) if st is None else (st[MIN_LABEL], st[MAX_LABEL])
         got = [np.clip(raw, lo, hi) if lo < hi else raw
                for _, raw in model.predict_blocks(files[c])]
         scores.append(np.concatenate(got).astype(np.float32) if got else np.zeros(0))
@@ -390,12 +397,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], files: list[list[str]
                         f"examples (--oaa reads one example per non-empty line)")
     pred = np.argmax(s, axis=1) + base
     if args.predictions:
-        out = AtomicText(args.predictions)
-        text = ((_format(r, b) for r, b in zip(_probabilities(s), base))
-                if args.probabilities else (_class(v, names) for v in pred))
-        text = _tagged(text, tags)
-        out.write("".join(line + "\n" for line in text))
-        out.commit()
+        _write_predictions(args, s, base, pred, names, tags)
     if not args.quiet:
         labelled = ~np.isnan(labels)
         wrong = float(((pred != labels) & labelled).sum())

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import ConfigError
+from .._online._state import CONTRACTION, GRAVITY
 
 __all__ = ["audit"]
 
@@ -36,9 +37,9 @@ def _g(v: float) -> str:
 def _line_names(line: str, parse: Any, mask: int) -> dict[int, str]:
     """Masked index -> VW's audit name, for the features of one line (the first name of an
     index wins)."""
-    from .._io._hashing import CONSTANT_HASH, FNV_PRIME, hash_space
+    from .._io._hashing import CONSTANT_HASH, hash_space
     from .._io._interactions import compile_interactions
-    from ._vwtext import _feature_hash, _sections
+    from ._vwtext import _feature_hash, _sections, crossed_names
 
     names: dict[int, str] = {}
     ignored, _ = parse.namespace_flags()
@@ -59,21 +60,8 @@ def _line_names(line: str, parse: Any, mask: int) -> dict[int, str]:
     inters = compile_interactions(parse.quadratic, parse.cubic, parse.interactions,
                                   leave_duplicates=parse.leave_duplicates)
 
-    def cross(t: tuple[int, ...], k: int, start: int, h: int, full: str) -> None:
-        feats = groups[t[k]]
-        for j in range(start, len(feats)):
-            hk, nk = feats[j]
-            hh = hk if k == 0 else ((h * FNV_PRIME) & 0xFFFFFFFF) ^ hk
-            nn = nk if k == 0 else f"{full}*{nk}"
-            if k == len(t) - 1:
-                names.setdefault(hh & mask, nn)
-            else:
-                same = t[k + 1] == t[k] and not parse.permutations
-                cross(t, k + 1, j if same else 0, hh, nn)
-
-    for t in inters:
-        if all(c in groups for c in t):
-            cross(t, 0, 0, 0, "")
+    crossed_names(inters, groups, parse.permutations,
+                  lambda h, name: names.setdefault(h & mask, name))
     return names
 
 
@@ -133,7 +121,8 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
         for i in range(n):
             a, b = int(data.indptr[i]), int(data.indptr[i + 1])
             idx, val = cols[a:b], data.values[a:b]
-            contraction, gravity = np.float32(state[2]), np.float32(state[3])
+            contraction = np.float32(state[CONTRACTION])
+            gravity = np.float32(state[GRAVITY])
             wt = w[idx]
             tw = np.where(np.abs(wt) > gravity, wt - np.sign(wt) * gravity, 0).astype(
                 np.float32) * contraction

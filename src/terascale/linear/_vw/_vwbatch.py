@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import ConfigError
+from .._online._state import MAX_LABEL, MIN_LABEL, new_state
 
 __all__ = ["train_vw_batch"]
 
@@ -53,61 +54,36 @@ _CURV_MESSAGE = ("Zero or negative curvature detected.\n"
 
 class _Loss:
     """VW's loss (value, first and second derivative) on float32 arrays, with VW's
-    prediction range (``min_label``/``max_label``) where the loss uses it."""
+    prediction range (``min_label``/``max_label``) where the loss uses it: the batch forms
+    of the loss's row (``linear/_losses.py``)."""
 
     def __init__(self, name: str) -> None:
-        if name not in ("squared", "logistic", "hinge"):
+        from .._losses import batch_losses, loss_spec
+
+        self.spec = loss_spec(name, "--loss_function")
+        if not self.spec.batch:
             raise ConfigError(f"--loss_function {name} has no batch form in terascale vw: "
-                              f"--bfgs/--conjugate_gradient take squared, logistic or hinge")
+                              f"--bfgs/--conjugate_gradient take "
+                              f"{', '.join(batch_losses())}")
         self.name = name
 
     def value(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
               ) -> np.ndarray:
-        with np.errstate(over="ignore", invalid="ignore"):
-            if self.name == "squared":
-                inside = (p <= hi) & (p >= lo)
-                d = p - y
-                below = np.where(y == lo, _F(0), ((y - lo) * (y - lo)).astype(np.float64)
-                                 + 2.0 * (y - lo).astype(np.float64) * (lo - p)).astype(_F)
-                above = np.where(y == hi, _F(0), ((hi - y) * (hi - y)).astype(np.float64)
-                                 + 2.0 * (hi - y).astype(np.float64) * (p - hi)).astype(_F)
-                return np.where(inside, d * d, np.where(p < lo, below, above)).astype(_F)
-            if self.name == "logistic":
-                t = ((y - _F(-1)) / _F(2)).astype(_F)
-                a = np.log(_F(1) + np.exp(-p)).astype(_F)
-                b = np.log(_F(1) + np.exp(p)).astype(_F)
-                return _mix(t, a, b)
-            e = _F(1) - y * p
-            return np.where(e > 0, e, _F(0)).astype(_F)
+        from .._losses import batch_value32
+
+        return batch_value32(self.spec.code, p, y, lo, hi)
 
     def first(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
               ) -> np.ndarray:
-        with np.errstate(over="ignore", invalid="ignore"):
-            if self.name == "squared":
-                return (_F(2) * (np.clip(p, lo, hi) - y)).astype(_F)
-            if self.name == "logistic":
-                t = ((y - _F(-1)) / _F(2)).astype(_F)
-                a = (_F(-1) / (_F(1) + np.exp(p))).astype(_F)
-                b = (_F(1) / (_F(1) + np.exp(-p))).astype(_F)
-                return _mix(t, a, b)
-            return np.where(y * p >= 1, _F(0), -y).astype(_F)
+        from .._losses import batch_first32
+
+        return batch_first32(self.spec.code, p, y, lo, hi)
 
     def second(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
                ) -> np.ndarray:
-        with np.errstate(over="ignore", invalid="ignore"):
-            if self.name == "squared":
-                return np.where((p <= hi) & (p >= lo), _F(2), _F(0)).astype(_F)
-            if self.name == "logistic":
-                t = ((y - _F(-1)) / _F(2)).astype(_F)
-                q = (_F(1) / (_F(1) + np.exp(p))).astype(_F)
-                r = (_F(1) / (_F(1) + np.exp(-p))).astype(_F)
-                return _mix(t, q * (_F(1) - q), r * (_F(1) - r))
-            return np.zeros_like(p, dtype=_F)
+        from .._losses import batch_second32
 
-
-def _mix(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """VW's logistic on a label in [-1, 1]: t * (term for +1) + (1 - t) * (term for -1)."""
-    return (t * a + (_F(1) - t) * b).astype(_F)
+        return batch_second32(self.spec.code, p, y, lo, hi)
 
 
 class _Data:
@@ -229,9 +205,10 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
         if start is not None:
             state.w[start.indices] = start.weights
             ad = start.adaptive
-            if ad is not None and len(ad[2]) >= 6 and ad[2][4] <= ad[2][5] and \
-                    options["loss"] not in ("logistic",):
-                state.lo, state.hi = _F(ad[2][4]), _F(ad[2][5])
+            st = ad[2] if ad is not None else None
+            if st is not None and len(st) > MAX_LABEL and \
+                    st[MIN_LABEL] <= st[MAX_LABEL] and loss.spec.clip != "fixed":
+                state.lo, state.hi = _F(st[MIN_LABEL]), _F(st[MAX_LABEL])
         for pred, partial in state.run():
             for writer, linked in writers:
                 writer.write(prediction_lines(link(pred, how, args.binary) if linked
@@ -249,11 +226,9 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
 
     if not (args.model or args.readable_model or args.invert_hash):
         return
-    from .._online._update import new_state
-
     nz = np.flatnonzero(state.w)
     st = new_state()
-    st[4], st[5] = float(state.lo), float(state.hi)  # the prediction range VW's model keeps
+    st[MIN_LABEL], st[MAX_LABEL] = float(state.lo), float(state.hi)  # VW's model keeps it
     zeros = np.zeros(len(nz), _F)
     model = LinearModel(indices=nz.astype(np.uint32), weights=state.w[nz], parse=data.parse,
                         loss=options["loss"], adaptive=(zeros, zeros, st),
@@ -291,10 +266,8 @@ def _regularizer_out(args: argparse.Namespace, data: _Data, state: _Batch,
             "created only when the convergence is reached. Try increasing the number of "
             "passes for convergence\n")
         return
-    from .._online._update import new_state
-
     st = new_state()
-    st[4], st[5] = float(state.lo), float(state.hi)  # the header keeps the label range
+    st[MIN_LABEL], st[MAX_LABEL] = float(state.lo), float(state.hi)  # the header keeps it
     empty = np.zeros(0, _F)
     model = LinearModel(indices=np.zeros(0, np.uint32), weights=empty, parse=data.parse,
                         loss=options["loss"], adaptive=(empty, empty, st))
@@ -372,8 +345,9 @@ class _Batch:
         self.predictions = np.zeros(0, _F)
         self.no_win_counter = 0
         # VW's shared data: the prediction range, the progressive and holdout losses
-        self.lo = _F(-50) if loss.name == "logistic" else _F(0)
-        self.hi = _F(50) if loss.name == "logistic" else _F(0)
+        # (a loss whose predictions are not clipped to the labels starts at [-50, 50])
+        wide = loss.spec.clip != "labels"
+        self.lo, self.hi = (_F(-50), _F(50)) if wide else (_F(0), _F(0))
         self.sum_loss = 0.0
         self.holdout_loss = self.holdout_weight = 0.0
         self.best_holdout = _FLT_MAX

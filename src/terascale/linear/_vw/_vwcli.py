@@ -16,6 +16,15 @@ import re
 from collections.abc import Sequence
 
 from ..._errors import ConfigError
+from .._online._state import (
+    CONTRACTION,
+    GRAVITY,
+    MAX_LABEL,
+    MIN_LABEL,
+    SUM_NORM_X,
+    TOTAL_WEIGHT,
+    new_state,
+)
 from . import _vwflags as vw
 
 __all__ = ["add_parser"]
@@ -212,7 +221,6 @@ def _no_data(args: argparse.Namespace) -> int:
     from .._front._cli_options import train_options
     from .._io._dataset import ParseOptions
     from .._model import LinearModel
-    from .._online._update import new_state
     from ._vwmodel import load_model, save_model
     from ._vwreport import closing_block, preamble
     from ._vwtext import write_readable
@@ -239,9 +247,9 @@ def _no_data(args: argparse.Namespace) -> int:
     if model.adaptive is not None:  # VW's: a value given wins over the model's
         state = model.adaptive[2]
         if args.l1_state is not None:
-            state[3] = args.l1_state
+            state[GRAVITY] = args.l1_state
         if args.l2_state is not None:
-            state[2] = args.l2_state
+            state[CONTRACTION] = args.l2_state
     model.info = {"examples": 0, "feature_count": 0, "pass_totals": []}
     for path, flag in ((args.model, "-f"), (args.readable_model, "--readable_model")):
         from .._front import _cli_run
@@ -541,7 +549,6 @@ def _starting_weights(args: argparse.Namespace) -> str:
     from .._io._dataset import ParseOptions
     from .._io._hashing import CONSTANT_HASH
     from .._model import LinearModel
-    from .._online._update import new_state
 
     if args.initial:
         raise ConfigError("--constant/--initial_weight set the weights training starts "
@@ -582,11 +589,11 @@ def _starting_weights(args: argparse.Namespace) -> str:
     g2 = zeros
     if args.initial_t:  # VW's gd: initial_t fake examples, each of norm and gradient 1
         g2 = np.full(len(idx), args.initial_t, np.float32)
-        state[0] = state[1] = args.initial_t
+        state[TOTAL_WEIGHT] = state[SUM_NORM_X] = args.initial_t
     if args.min_prediction is not None:  # the range stays there (_losses.FIXED_RANGE)
-        state[4] = args.min_prediction
+        state[MIN_LABEL] = args.min_prediction
     if args.max_prediction is not None:
-        state[5] = args.max_prediction
+        state[MAX_LABEL] = args.max_prediction
     LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"],
                 adaptive=(g2, zeros, state)).save(path)
     return path

@@ -32,6 +32,16 @@ from typing import Any
 import numpy as np
 
 from ..._errors import DataError
+from .._losses import loss_spec
+from .._online._state import (
+    CONTRACTION,
+    GRAVITY,
+    MAX_LABEL,
+    MIN_LABEL,
+    SUM_NORM_X,
+    TOTAL_WEIGHT,
+    new_state,
+)
 
 __all__ = ["is_vw_model", "load_model", "read_vw_model", "save_model", "write_vw_model"]
 
@@ -153,14 +163,16 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int 
         raise DataError(f"a model trained on {parse.format} input cannot be a VW model (VW "
                         f"hashes VW-format features only)")
     state = model.adaptive[2] if model.adaptive is not None else None
-    if model.loss == "logistic":
+    clip = loss_spec(model.loss).clip  # VW's range is the online pass's clip
+    labels = state if state is not None and len(state) > MAX_LABEL else None
+    if clip == "fixed":
         lo, hi = -50.0, 50.0
-    elif model.loss == "poisson":  # VW's range: [-50, 50], widened to the labels
+    elif clip == "labels50":  # [-50, 50], widened to the labels
         lo, hi = -50.0, 50.0
-        if state is not None and len(state) >= 6:
-            lo, hi = min(lo, float(state[4])), max(hi, float(state[5]))
-    elif state is not None and len(state) >= 6 and state[4] <= state[5]:
-        lo, hi = float(state[4]), float(state[5])
+        if labels is not None:
+            lo, hi = min(lo, float(labels[MIN_LABEL])), max(hi, float(labels[MAX_LABEL]))
+    elif labels is not None and labels[MIN_LABEL] <= labels[MAX_LABEL]:
+        lo, hi = float(labels[MIN_LABEL]), float(labels[MAX_LABEL])
     else:
         lo, hi = -_FLT_MAX, _FLT_MAX  # a batch model: terascale does not clip either
     out: list[bytes] = []
@@ -208,8 +220,9 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int 
         seen = float(sum(t[1] + t[3] for t in totals))
         examples = int(sum(t[4] for t in totals))
         counters = struct.pack("<fdddd f ff ddd QQ d d Q dd".replace(" ", ""),
-                               0.0, st[1], seen, loss, 0.0, 1.0, lo, hi, weight, 0.0, 0.0,
-                               examples, 0, st[0], weight, len(totals), st[3], st[2])
+                               0.0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi, weight,
+                               0.0, 0.0, examples, 0, st[TOTAL_WEIGHT], weight, len(totals),
+                               st[GRAVITY], st[CONTRACTION])
         put(counters, False)
         values = np.stack([model.weights, model.adaptive[0], model.adaptive[1]],
                           axis=1).astype("<f4")[order]
@@ -384,7 +397,6 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
     learners)."""
     from .._io._dataset import ParseOptions
     from .._model import LinearModel
-    from .._online._update import new_state
 
     with open(path, "rb") as f:
         r = _Reader(f.read(), path)
@@ -430,17 +442,17 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
                             f"{text.strip()}); terascale reads plain linear models only")
         opts.setdefault(name, []).append(val)
     resume = r.take(1, False) != b"\0"
-    state = new_state()
-    state[4], state[5] = lo, hi
+    state = new_state(min_label=lo, max_label=hi)
     counters: dict[str, float] = {}
     if resume:  # (VW 9 added the L1 and L2 state; VW 8 kept them as options)
         fmt = "<fdddd f ff ddd QQ d d Q" + ("dd" if parts >= (9, 0, 0) else "")
         vals = struct.unpack(fmt, r.take(struct.calcsize(fmt), False))
         l1_l2 = vals[16:18] if parts >= (9, 0, 0) else (
             float(opts.get("l1_state", ["0"])[0]), float(opts.get("l2_state", ["1"])[0]))
-        state[1], state[0], state[3], state[2] = vals[1], vals[13], l1_l2[0], l1_l2[1]
+        state[SUM_NORM_X], state[TOTAL_WEIGHT] = vals[1], vals[13]
+        state[GRAVITY], state[CONTRACTION] = l1_l2
         counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8]}
-        state[4], state[5] = vals[6], vals[7]
+        state[MIN_LABEL], state[MAX_LABEL] = vals[6], vals[7]
     width = 3 if resume else 1
     rest = r.data[r.pos:]
     dt = np.dtype([("i", "<u4" if bits < 31 else "<u8"), ("w", "<f4", (width,))])

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import ConfigError
+from .._online._state import MAX_LABEL, MIN_LABEL, new_state
 
 __all__ = ["train_vw_sgd"]
 
@@ -40,7 +41,15 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                  how: str, opening: Any, learning_rate_given: bool,
                  initial_t_given: bool) -> int:
     """Train with VW's gd with the rules given (see the module)."""
-    from .._losses import dloss32, loss32, loss_code, square_grad32
+    from .._losses import (
+        has_sgd_update,
+        invariant_update,
+        loss32,
+        loss_code,
+        loss_spec,
+        sgd_update32,
+        square_grad32,
+    )
     from ._vwbatch import _Data
     from ._vwtext import all_or_none, link, prediction_lines, prediction_writers
 
@@ -57,8 +66,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                           f"gd with these rules on one worker, from zero weights, without "
                           f"--oaa, --l1/--l2 or -i")
     loss = options["loss"]
-    if loss not in ("squared", "classic", "logistic", "hinge", "poisson") and not (
-            invariant and loss == "quantile"):
+    spec = loss_spec(loss, "--loss_function")
+    if not invariant and not has_sgd_update(loss):
         raise ConfigError(f"--loss_function {loss} with --{' --'.join(rules) or 'sgd'} is "
                           f"not supported by terascale vw")
     kind = loss_code(loss, raw_labels=True, tau=float(options.get("quantile_tau", 0.5)))
@@ -87,8 +96,9 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     neg_norm_power = _F(power_t - _F(1))
     total_w = nsnx = float(t) if normalized and t > 0 else 0.0  # VW's "fake" examples
     multiplier = _F(1)
-    lo = _F(-50) if loss in ("logistic", "poisson") else _F(0)
-    hi = _F(50) if loss in ("logistic", "poisson") else _F(0)
+    # VW's prediction range: a loss whose predictions are not clipped to the labels starts
+    # at [-50, 50]
+    lo, hi = (_F(-50), _F(50)) if spec.clip != "labels" else (_F(0), _F(0))
     X = data.X
     sumsq = np.asarray(data.X2.sum(axis=1, dtype=_F)).ravel().astype(_F)
     writers = prediction_writers(args)
@@ -167,13 +177,10 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                         tt = _F(seen_t + wt - holdout_w - unlabelled_w)
                         scale = _F(scale * _pow(tt, neg_power_t))
                     if invariant:
-                        update = _update(kind, loss, True, float(p), float(y), float(scale),
-                                         float(ppu))
-                    elif loss == "poisson":
-                        update = float(_F(-_F(dloss32(kind, float(p), float(y))) * scale))
+                        update = float(invariant_update(kind, float(p), float(y),
+                                                        float(scale), float(ppu)))
                     else:
-                        update = _update(kind, loss, False, float(p), float(y),
-                                         float(scale), float(ppu))
+                        update = sgd_update32(kind, float(p), float(y), float(scale))
                 if learn and sparse_l2:  # VW's gd: after the loss's update, whatever it is
                     update = float(_F(_F(update) - _F(sparse_l2 * p)))
                 if learn and not np.isnan(update) and update != 0:
@@ -254,34 +261,14 @@ def _pow(x: float, y: float) -> float:
         return _F(np.power(np.float64(x), np.float64(y)))
 
 
-def _update(kind: int, loss: str, invariant: bool, p: float, y: float, scale: float,
-            ppu: float) -> float:
-    """VW's get_update (invariant) or get_unsafe_update (plain SGD), in float."""
-    from .._losses import invariant_update
-
-    if invariant:
-        return float(invariant_update(kind, p, y, scale, ppu))
-    f = _F
-    if loss in ("squared", "classic"):
-        return float(f(f(2.0 * f(y - p)) * f(scale)))
-    if loss == "hinge":
-        return float(f(y * scale)) if f(y * p) < 1 else 0.0
-    st = f(f(y + 1) / f(2))  # logistic, VW's soft label in [-1, 1]
-    a = f(f(1.0 * scale) / f(1 + f(np.exp(f(p)))))
-    b = f(f(-1.0 * scale) / f(1 + f(np.exp(f(-p)))))
-    return float(f(f(st * a) + f(f(1 - st) * b)))
-
-
 def _save(args: argparse.Namespace, data: Any, w: np.ndarray, loss: str, lo: float,
           hi: float) -> None:
     from .._model import LinearModel
-    from .._online._update import new_state
-
     if not (args.model or args.readable_model):
         return
     nz = np.flatnonzero(w)
     state = new_state()
-    state[4], state[5] = lo, hi  # the prediction range VW's model keeps
+    state[MIN_LABEL], state[MAX_LABEL] = lo, hi  # the prediction range VW's model keeps
     zeros = np.zeros(len(nz), _F)
     model = LinearModel(indices=nz.astype(np.uint32), weights=w[nz], parse=data.parse,
                         loss=loss, adaptive=(zeros, zeros, state))

@@ -23,7 +23,7 @@ import os
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TextIO
 
 import numpy as np
@@ -31,10 +31,12 @@ import numpy as np
 from ..._errors import ConfigError, DataError
 from ..._files import make_public, storage_error
 from .._io._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space
+from .._losses import loss_spec
 from .._model import LinearModel
+from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
 
-__all__ = ["AtomicText", "feature_names", "link", "prediction_lines", "replaceable",
-           "write_readable"]
+__all__ = ["AtomicText", "crossed_names", "feature_names", "link", "prediction_lines",
+           "replaceable", "write_readable"]
 
 VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
 
@@ -240,19 +242,6 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
         if (h & mask) in live and (h & mask) not in names:
             names[h & mask] = full
 
-    def cross(t: tuple[int, ...], k: int, start: int, h: int, full: str,
-              groups: dict[int, list[tuple[int, str]]]) -> None:
-        feats = groups[t[k]]
-        for j in range(start, len(feats)):
-            hk, nk = feats[j]
-            hh = hk if k == 0 else ((h * FNV_PRIME) & 0xFFFFFFFF) ^ hk
-            nn = nk if k == 0 else f"{full}*{nk}"
-            if k == len(t) - 1:
-                name_of(hh, nn)
-            else:  # the same namespace next: pairs j >= i only, as VW (not --permutations)
-                same = t[k + 1] == t[k] and not p.permutations
-                cross(t, k + 1, j if same else 0, hh, nn, groups)
-
     for path in paths:
         for line in _lines(path):
             groups: dict[int, list[tuple[int, str]]] = {}
@@ -270,10 +259,33 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
                     g.append((h, full))
                     if not linear_off[ch]:
                         name_of(h, full)
-            for t in inters:
-                if all(c in groups for c in t):
-                    cross(t, 0, 0, 0, "", groups)
+            crossed_names(inters, groups, p.permutations, name_of)
     return names
+
+
+def crossed_names(inters: Sequence[tuple[int, ...]],
+                  groups: dict[int, list[tuple[int, str]]], permutations: bool,
+                  emit: Callable[[int, str], None]) -> None:
+    """Every crossed feature of one example, in VW's order: ``emit(hash, name)`` for each
+    (``ns^f*ns2^g``), from ``groups`` (namespace character -> its features' hashes and
+    names) and the compiled interactions ``inters``; runs of one namespace are
+    combinations (pairs j >= i), as VW's without ``--permutations``."""
+
+    def cross(t: tuple[int, ...], k: int, start: int, h: int, full: str) -> None:
+        feats = groups[t[k]]
+        for j in range(start, len(feats)):
+            hk, nk = feats[j]
+            hh = hk if k == 0 else ((h * FNV_PRIME) & 0xFFFFFFFF) ^ hk
+            nn = nk if k == 0 else f"{full}*{nk}"
+            if k == len(t) - 1:
+                emit(hh, nn)
+            else:
+                same = t[k + 1] == t[k] and not permutations
+                cross(t, k + 1, j if same else 0, hh, nn)
+
+    for t in inters:
+        if all(c in groups for c in t):
+            cross(t, 0, 0, 0, "")
 
 
 def _checksum(lo: float, hi: float, bits: int, opts: str) -> int:
@@ -310,10 +322,12 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
         for i, wi in zip(idx.tolist(), w.tolist()):
             name = names.get(i, str(i)) + ":" if names is not None else ""
             body.append(f"{name}{i}:{wi:g}\n")
-    lo, hi = (-50.0, 50.0) if model.loss == "logistic" else (-1.0, 1.0)
-    if ad is not None and model.loss != "logistic" and len(ad[2]) >= 6 and (
-            ad[2][4] != ad[2][5] or counters):
-        lo, hi = float(ad[2][4]), float(ad[2][5])
+    fixed = loss_spec(model.loss).clip == "fixed"  # ([-50, 50] whatever the labels)
+    lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
+    st = ad[2] if ad is not None else None
+    if st is not None and not fixed and len(st) > MAX_LABEL and (
+            st[MIN_LABEL] != st[MAX_LABEL] or counters):
+        lo, hi = float(st[MIN_LABEL]), float(st[MAX_LABEL])
     pa = model.parse  # the options VW keeps in a model, in the order it writes them
     opts = " ".join([f"--cubic {v}" for v in pa.cubic]
                     + [f"--interactions {v}" for v in pa.interactions]
@@ -328,16 +342,16 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             f"Checksum: {_checksum(lo, hi, model.bits, opts)}", f":{1 if ad is not None else 0}"]
     if ad is not None and counters:
         s = ad[2]
-        head += ["initial_t 0", f"norm normalizer {s[1]:g}", "t 0", "sum_loss 0",
+        head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", "t 0", "sum_loss 0",
                  "sum_loss_since_last_dump 0", "dump_interval 1", f"min_label {lo:g}",
                  f"max_label {hi:g}", "weighted_labeled_examples 0", "weighted_labels 0",
                  "weighted_unlabeled_examples 0", "example_number 0", "total_features 0",
-                 f"total_weight {s[0]:g}", "sd::oec.weighted_labeled_examples 0",
-                 "current_pass 0", f"l1_state {s[3]:g}", f"l2_state {s[2]:g}"]
+                 f"total_weight {s[TOTAL_WEIGHT]:g}", "sd::oec.weighted_labeled_examples 0",
+                 "current_pass 0", f"l1_state {s[GRAVITY]:g}", f"l2_state {s[CONTRACTION]:g}"]
     elif ad is not None:
         s = ad[2]
-        head += ["initial_t 0", f"norm normalizer {s[1]:g}", f"t {s[0]:g}",
-                 f"min_label {lo:g}", f"max_label {hi:g}", f"total_weight {s[0]:g}"]
+        head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {s[TOTAL_WEIGHT]:g}",
+                 f"min_label {lo:g}", f"max_label {hi:g}", f"total_weight {s[TOTAL_WEIGHT]:g}"]
     out = AtomicText(path)
     try:
         out.write("\n".join(head) + "\n" + text)
