@@ -10,15 +10,12 @@ it. Linux's EEVDF scheduler (6.6 on) does not preempt a running task for a woken
 equal weight before that task's slice ends, so on a core held by a helper thread each
 wake-up cost up to a slice, at every barrier of every collective.
 
-Measured on a 2-core host, two processes, each with one CPU-bound helper thread beside the
-thread calling a 3.7 MiB allreduce (the size of one mix of ``--average-every`` on the
-click-style data; the call takes 1.9-2.6 ms of CPU time either way), median wall time per
-call: helpers at nice 0: 19-30 ms; nice 5: 13 ms; nice 10: 5 ms; nice 19: 2.1 ms; the
-helpers ``SCHED_IDLE``: 1.9 ms; a 0.1 ms custom slice on the caller instead (``sched_attr``,
-``PREEMPT_SHORT``): 8 ms. So the helpers run at nice ``BACKGROUND_NICE`` (19): on an idle
-host they keep a core each as before; where they share a core with the learner, the
-learner runs whenever it can and they take what it leaves, which is the same work in the
-same order (a queue between them), so results do not change by a bit. ``SCHED_IDLE`` is
+The lower a helper's priority, the sooner the woken learner gets the core back; so the
+helpers run at nice ``BACKGROUND_NICE`` (19), where a barrier's wake-up waits about as
+little as with no helper at all. On an idle host they keep a core each; where they share a
+core with the learner, the learner runs whenever it can and they take what it leaves,
+which is the same work in the same order (a queue between them), so results do not change
+by a bit. ``SCHED_IDLE`` is
 not used: a ``SCHED_IDLE`` thread may starve for as long as any other task on the host is
 runnable, and the learner then waits for a block that never comes.
 

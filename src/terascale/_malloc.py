@@ -5,13 +5,11 @@ labels: a few MiB a block) and drops each block once learned. glibc's ``malloc``
 requests above its mmap threshold with a fresh ``mmap`` and returns them with ``munmap``
 on ``free``, and it trims the top of its heaps above its trim threshold; its dynamic
 thresholds adapt to that pattern only in the allocating thread's arena, so the parser's
-threads kept mapping new pages: every block's arrays page-faulted in and were zeroed by
-the kernel, ~0.3 us of system time per example. Measured on the 2-core host, one pass of
-``terascale linear train`` over 3M click-style examples from text (``-b 24``), one run
-each (``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_``, which set the same as
-:func:`keep_freed_memory`): glibc's defaults 224k minor page faults, 0.97 s of system
-time, 6.14 s wall; thresholds 8 MiB and 128 MiB: 41k faults, 0.28 s, 4.87 s wall, peak
-RSS 326 -> 342 MB.
+threads keep mapping new pages: every block's arrays are page-faulted in and zeroed by
+the kernel. Raising both thresholds (:func:`keep_freed_memory`) lets the
+freed blocks be reused: a pass over text takes a fifth of the page faults and a third of
+the system time, for a few percent more peak memory (the figures and their command:
+``docs/benchmarks/linear.md``, "The allocator's thresholds").
 
 The mmap threshold stays below the 2**bits tables (64 MiB at ``-b 24``), which must stay
 lazily zeroed mappings (``np.zeros`` of them touches only what is used). The cost is up to
@@ -47,8 +45,7 @@ def hand_back_freed_memory() -> None:
     For the moment a phase changes what it allocates: a first pass over wide data that
     moves to dense rows (2**bits rows mapped on their own) no longer needs the compact
     phase's freed blocks, and would otherwise carry them, up to ``TRIM_BYTES`` an arena,
-    under its peak. Measured, one pass over 11M distinct features at ``-b 24``: the
-    process's peak 466 -> 440 MB. A no-op off glibc."""
+    under its peak. A no-op off glibc."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return
     try:

@@ -17,9 +17,9 @@ communications on multicore/many-core platforms", JPDC 2013).
 Per member and message size ``S``: ``S`` read (the others' parts of our slice, our slice)
 and ``S`` written (our slice, ``n`` times), with no copy through the segment, against the
 flat schedule's copy in (``S``) and fold of every area (``n S`` read, ``S`` written) and the
-scatter schedule's copies in and out with two barriers per 2 MiB round. Pushing the folded
-chunks from cache instead of having each member pull them from memory after a third barrier
-measured 1.3x less CPU time per call. The fold is the flat schedule's, element by element
+scatter schedule's copies in and out with two barriers per 2 MiB round. Each member pushes
+its folded chunks from cache rather than having the others pull them from memory after a
+third barrier: one pass over memory and one barrier fewer. The fold is the flat schedule's, element by element
 in member order, so the bits are the same on every member and as on the copy path.
 
 A member that fails withdraws its arrival, and the others check it before writing each
@@ -37,20 +37,14 @@ from ..transport.shmgroup import ShmGroup
 __all__ = ["DIRECT_CHUNK_BYTES", "DIRECT_MIN_BYTES", "PHASES",
            "direct_allreduce", "finish_direct", "start_direct", "takes_direct"]
 
-# From this size the direct schedule runs, whatever the number of members. Measured on the
-# quiet 2-core development host (``terascale bench allreduce -n N --vs intelmpi --sizes
-# 1M,2M,4M --iters 2``, run twice each way, ``TERASCALE_NO_CMA=1`` for the copy path),
-# median per call: three members, direct against the scatter schedule, 1 MiB 269-281 vs
-# 158-211 us, 2 MiB 565-603 vs 308-344 us, 4 MiB 639-763 vs 729-848 us; four members 1
-# MiB 379-497 vs 254-312 us, 2 MiB 693-896 vs 393-475 us, 4 MiB 1.34-1.45 vs 1.84-2.01 ms.
-# Two members against the flat schedule (earlier, on the loaded host): 2 MiB 1.0x, 4 MiB
-# 1.17x less CPU, 16 MiB 1.28x, 64 MiB 1.51x. Below 4 MiB the reads' per-call cost (each
-# process_vm_readv pins the pages it reads) outweighs the copy it saves.
+# From this size the direct schedule runs, whatever the number of members: below it the
+# reads' per-call cost (each process_vm_readv pins the pages it reads) outweighs the copy
+# it saves (the figures and their command: docs/benchmarks/allreduce.md, "Where the direct
+# shared-memory schedule starts").
 DIRECT_MIN_BYTES = 4 << 20
 # Bytes per landing buffer of a peer's chunk: the n - 1 buffers, our input's chunk and our
-# output's stay in L2 while the chunk is folded (a standalone test of two processes, 8 MiB
-# read and folded, CPU time: 64 KiB chunks 3.3-3.6 ms, 256 KiB 3.2-3.4, 1 MiB 3.7-3.9:
-# fewer calls, each pinning its pages, until the chunks leave L2).
+# output's stay in L2 while the chunk is folded; smaller chunks mean more calls, each
+# pinning its pages.
 DIRECT_CHUNK_BYTES = 256 << 10
 PHASES = 2  # publish; reduce-scatter + allgather: one barrier after each
 # The buffers of direct allreduces that failed, kept for the life of the process.

@@ -3,7 +3,7 @@
 Every member must cut a flat allreduce into the same rounds (``FLAT_ROUND_BYTES``) and
 choose the flat schedule alike (``FLAT_MAX_N``, ``FLAT_MAX_BYTES``), whether it runs the
 compiled core or the pure-Python path; this module owns those numbers and their
-measurements. It also holds what drives the core's flat calls to completion
+reasons. It also holds what drives the core's flat calls to completion
 (:func:`finish_flat`, when a member was late) and the communicator's per-call fast path
 (:class:`FastAllreduce`), which runs a whole small allreduce in one call of the core
 before any exchange exists. :class:`~terascale.collectives.shm.ShmAllreduce` runs the
@@ -28,18 +28,16 @@ __all__ = ["FLAT_MAX_BYTES", "FLAT_MAX_N", "FLAT_ROUND_BYTES", "FastAllreduce", 
            "flat_rounds"]
 
 # The flat schedule's rounds: the round's input, our area and the others' areas stay in L2
-# (1-2 MiB a core on current x86) while the round is copied in and folded. Measured on the
-# development host with the compiled core (one process, its peer's area pre-filled, CPU
-# time): 16 MiB in 2 MiB rounds 4.8 ms, 512 KiB 3.3 ms, 256 KiB 2.6 ms, 128 KiB 2.5 ms,
-# 64 KiB 2.6 ms. The largest of the fast ones: every round is a barrier, and on a loaded
-# host a barrier may cost a sleep. Both paths use it: every member must cut alike.
+# (1-2 MiB a core on current x86) while the round is copied in and folded; the largest
+# round that does, since every round is a barrier and on a loaded host a barrier may cost
+# a sleep. Both paths use it: every member must cut alike.
 FLAT_ROUND_BYTES = 256 << 10
-# Measured (n=4: scatter wins from 256 KiB, 1 MiB in 0.55-0.62 vs 0.73-0.77 ms): flat while
-# n * bytes <= this.
+# Flat while n * bytes <= this: above it every member's reading of every area costs more
+# than the scatter schedule's extra copy (with four members, from 256 KiB a member).
 FLAT_MAX_BYTES = 512 << 10
-# With two ranks the flat schedule wins at every size (measured 512 KiB to 64 MiB): it
-# streams through the areas in rounds with one barrier each, and its redundant reads cost
-# the same as the scatter schedule's extra copy.
+# With two members the flat schedule wins at every size: it streams through the areas in
+# rounds with one barrier each, and its redundant reads cost the same as the scatter
+# schedule's extra copy.
 FLAT_MAX_N = 2
 
 

@@ -5,9 +5,8 @@ hashed-index order (the sorted union), the few thousand features that nearly eve
 example has are scattered over the whole space (click data at 3M examples: 303k columns,
 4.8 MB of learner state), and every example misses the cache on them. The first pass over
 text numbers its local columns in order of first appearance, which puts them together at
-the front, and its learner ran ~1.6x faster per example than the same learner over the
-sorted union (measured: 0.6 against 1.0 us an example, one worker, 3M click examples, the
-learner thread's samples under ``perf``).
+the front, and its learner runs markedly faster per example than the same learner over
+the sorted union.
 
 So the passes over the union number the features of the shard's first block first, in
 order of first appearance (every rank's, in rank order: the same on every rank), then the

@@ -23,10 +23,9 @@ to arrive soon and blocks otherwise, as adaptive mutexes do:
 With the compiled core the whole wait runs in C with the GIL released: the spin, then
 futex sleeps of at most ``BLOCK_S`` each for up to ``CORE_SLEEP_S``, woken by the member
 when it arrives; only a wait longer than that comes back to Python (which builds the
-collective's exchange and goes on sleeping with link and deadline checks). Measured with
-4 ranks on this 2-core host (4 KiB and 64 KiB, barrier + allreduce per iteration, load
-13): sleeping in Python cost 700-1100 us of CPU per iteration over the 4 ranks, sleeping
-in the core 300-450 us, and the median time per allreduce fell 2-3x.
+collective's exchange and goes on sleeping with link and deadline checks): a sleep in the
+core costs a fraction of the CPU time of one in Python, which matters most when ranks
+outnumber cores.
 
 Blocking waits are bounded (``BLOCK_S``) and the links are checked every ``CHECK_S``, so
 spinning never turns a dead or stalled member into a hang: the deadline and the failure
@@ -51,41 +50,34 @@ CHECK_S = 0.05       # how often a waiting rank checks its members' links
 # deadline) takes over: well under CHECK_S, so a dead member is still found within about
 # CHECK_S + CORE_SLEEP_S.
 CORE_SLEEP_S = 20e-3
-# More members than cores, in one scheduling group: the most a yielding spin may last.
-# Measured, 4 ranks on 2 cores, one session, 4 KiB, barrier + allreduce (load 21-28):
-# 200 us 136-144 us per allreduce, 2 ms 222-225 us (a rank whose member was descheduled
-# keeps yielding instead of sleeping), no spin 153-172 us. With the core alone (no Python
-# between the calls): 20-44 us per barrier + allreduce yielding, 47-70 us sleeping.
+# More members than cores, in one scheduling group: the most a yielding spin may last (a
+# longer one keeps yielding for a member that was descheduled, where a sleep would do).
 OVERSUBSCRIBED_SPIN_S = 200e-6
 # A member that has announced this collective (or passed its previous barrier) is running
-# it: all it has left before arriving is copying at most one area (2 MiB: 0.2 ms per copy,
-# CPU time measured with time.process_time on the loaded development host). Spin that long
-# for it, at most this, instead of paying a futex sleep and wake-up; then block as usual,
+# it: all it has left before arriving is copying at most one area (a 2 MiB copy takes a
+# few tenths of a millisecond). Spin that long for it, at most this, instead of paying a futex sleep and wake-up; then block as usual,
 # so a member that died mid-copy is still found by the link checks and the deadline.
 RUNNING_SPIN_S = 1e-3
 # A member asleep in a wait of its own, or woken and not yet running, arrives after a
-# wake-up (measured here: 50-200 us in this virtual machine): the compiled core spins this
+# wake-up (tens to hundreds of microseconds in a virtual machine): the compiled core spins this
 # long for it, where every member has a core, instead of sleeping too (see spin_wait in
 # _shmcore.c for the cost of sleeping: a wake-up at every barrier).
 WAKING_SPIN_S = 500e-6
-# A peer with a core of its own answers within this (a small allreduce or round trip is
-# 2-25 us here); a spin longer than this yields the core between its polls: a wake-up
+# A peer with a core of its own answers within this (a small allreduce or round trip takes
+# microseconds); a spin longer than this yields the core between its polls: a wake-up
 # tends to put the woken peer on the waker's core, and a spin that never yields keeps it
-# off until the spin ends in a sleep, which puts the two together again. Measured, 2 ranks
-# on 2 cores, barrier + 4 KiB allreduce over shared memory: stretches of 50-190 us per
-# call, a futex sleep in nearly every one, in about one run in three; over TCP between 2
-# emulated hosts: ~100 us per 4 KiB round trip for a whole run in one of three, against
-# ~22 us. (The compiled core's waits read it from their group, set by _shmwait.SpinBudget.)
+# off until the spin ends in a sleep, which puts the two together again, and a whole run
+# can then pay a sleep per call. (The compiled core's waits read it from their group, set
+# by _shmwait.SpinBudget.)
 YIELD_AFTER_S = 5e-6
 # Spin with sched_yield: on a loaded host the member we wait for may be queued behind us on
-# our core (measured, 2 ranks, 4 KiB, load 5.8: 54 us with yields, 70 us without).
+# our core, and the yield hands it the core.
 YIELD_WHILE_SPINNING = True
 
 
 def host_busy() -> bool:
     """More runnable processes than cores (1-minute load average): a long spin would take
-    the core the member we wait for needs (measured at load 8 on 2 cores, 1 MiB, n=2: the
-    1 ms spin for running members cost 25% more CPU time and 18% more wall time per call).
+    the core the member we wait for needs, and costs CPU time and wall time per call.
 
     Read at most every ``BUSY_CHECK_S`` (reading the load average costs microseconds, as
     much as a small allreduce; it is a one-minute average anyway)."""
@@ -109,10 +101,14 @@ def share_scheduler(pids: list[int]) -> bool:
     With the scheduler's autogroups (``/proc/sys/kernel/sched_autogroup_enabled``, Linux's
     default on many distributions) every session is a scheduling group of its own, and a
     yield only reorders the caller's group: a rank spinning with yields for a member queued
-    on its core then keeps the core until its time slice ends. Measured, 4 ranks on 2 cores,
-    4 KiB, each rank in a session of its own: a 2 ms yielding spin took 1-10 ms per
-    allreduce, sleeping at once 0.2-0.7 ms; the same ranks in one session: 200 us of
-    yielding spin 136-144 us, sleeping 153-172 us. So: no autogroups, or one session."""
+    on its core then keeps the core until its time slice ends, many times slower than a
+    sleep. So a yielding spin needs no autogroups, or one session.
+
+    Parameters
+    ----------
+    pids
+        The process ids of the group's members.
+    """
     try:
         with open("/proc/sys/kernel/sched_autogroup_enabled", "rb") as f:
             if f.read().strip() == b"0":

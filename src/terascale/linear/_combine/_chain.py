@@ -1,8 +1,8 @@
 """Chained online passes (``average="chain"``): the workers learn one after another.
 
 Averaging learners that each saw part of the data (:mod:`._average`, VW's cluster mode)
-is not one learner's result: on shuffled click data two averaged workers end +0.001 to
-+0.003 above one learner's test logloss (benchmarks/RESULTS.md). A chain gives exactly
+is not one learner's result: on shuffled click data two averaged workers end a little
+above one learner's test logloss. A chain gives exactly
 one learner's weights instead: in each pass worker 0 learns its shard, hands its learner
 (weights, adaptive sums, normalizers and the learner's scalars) to worker 1, which goes on
 learning from it on its own shard, and so on; the last one's learner goes to every
@@ -13,10 +13,9 @@ bitwise the one a single worker trains on the whole file.
 What runs in parallel is the parse: every worker parses and caches its own shard at the
 same time, worker 0 learning as it parses (:mod:`._firstpass`), the others only caching,
 then learning from their caches when their turn comes. That can only beat one worker
-where each worker has cores of its own and parsing is most of the cost; on the 2-core
-development host one worker's parser threads already use both cores, and 2 chained
-workers were slower than one (3M click examples from text: 3.47 s against 2.71 s;
-benchmarks/RESULTS.md). Later passes, and more workers, run one after another: beyond a
+where each worker has cores of its own and parsing is most of the cost: where one
+worker's parser threads already use every core, 2 chained workers are slower than one
+(the figures: ``docs/benchmarks/linear.md``, ``2w chain``). Later passes, and more workers, run one after another: beyond a
 few workers averaging scales and a chain does not. Hand-offs are broadcasts of the
 learner (3 floats per live feature), so every worker always holds the latest learner and
 a pass ends with the same bits everywhere.
@@ -38,7 +37,7 @@ from .._online._onlinepass import Weights
 __all__ = ["MIN_RATE", "Chain"]
 
 # Examples per second below which a hand-off gives up on the worker before it: a cached
-# pass runs at ~10^6 examples/s on this project's 2-core host, 50x faster.
+# pass runs at about 10^6 examples/s a core, 50x faster.
 MIN_RATE = 20_000.0
 
 

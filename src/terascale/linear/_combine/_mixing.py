@@ -27,77 +27,28 @@ scale: where a worker met a larger value than the mix's normalizer, VW's learner
 that weight ((old/new)^(2(1-p))); the mix rescales the base and every worker's weight to
 the largest normalizer first (:meth:`Mixer.renormalize`).
 
-That sum is right while the steps are small against the curvature; where they settle
-within one mix (the bias and the numeric columns of every example, which each worker
-drives to the same place) the sum of P changes goes P times as far, and the mix can
-oscillate (1M click examples, 2 workers, K = 20000: the bias swung 0.43-0.49 over the
-last mixes, against one learner's 0.345). Tried and not kept: bounding each advance by
-the part of the way to the optimum its steps cover, 1 - exp(-eta * multiplier *
-nrm^(-2(1-p)) * a / (1-p)) (for the logistic loss, whose squared gradients estimate its
-curvature). It removed the over-shoot at large K (1M K = 20000 +0.0015 instead of +0.010;
-3M K = 50000-100000 within +0.0003) but cost accuracy where the plain sum was right: at
-1M K <= 10000 +0.0004 more, and at 20k examples with K = 2000 +0.0063 against -0.0012. A
-bound per feature does not see that the features of one example move the prediction
-together, so it calls a feature settled that the joint model has not yet fitted.
+The sum is right while the steps are small against the curvature. Where they settle
+within one mix (the bias, the numeric columns every example has) the sum of P changes goes
+P times as far and the mix can over-shoot; a bound per feature does not cure it, because
+the features of one example move the prediction together.
 
-Tuning. Measured on ``terascale bench linear --large``'s click-style data, one pass from
-text, 2 workers (``terascale linear train click-N-train.vw -n 2 -b 24 --loss logistic
---average-every K --cache-dir ''``, then ``terascale linear evaluate``; logloss is
-deterministic). One learner: 0.43343 (1M), 0.43021 (3M); averaging at the end only (K = 0,
-VW's cluster mode, whose own 2-node run gives the same 0.43623 at 1M): 0.43623, 0.43159.
+Tuning K. ``K = 0`` (the default, :func:`default_every`) mixes only at the end of the pass,
+the classic one-shot average (``--average``). Mixing helps on shuffled shards and hurts on
+time-ordered ones (each worker's changes are correlated within its own part of the data,
+and a mix sums them); the result is not monotone in K. With more workers the same K
+over-shoots (stale changes pushing one way P times): shrink K as about 8000 / P^2. The
+figures (test logloss by K, 1M and 3M click examples, the flights file, the time it costs)
+are in the docs' benchmark page ``docs/benchmarks/linear.md``, "Mixing during the pass".
 
-    ======  =======  =======  =======  =======  =======
-    N       K=2000   10000    20000    50000    100000
-    ======  =======  =======  =======  =======  =======
-    1M      0.43430  0.43439  0.44444  0.43422  --
-    3M      --       0.43034  0.43020  0.43375  0.43190
-    ======  =======  =======  =======  =======  =======
-
-Before the changes were summed in one normalizer's scale: 0.43404, 0.43441, 0.44583,
-0.43435 at 1M; 0.43033, 0.43017, 0.43451, 0.43106 at 3M. The sum is not monotone in K: at
-1M K = 20000 over-shoots (+0.011) where 10000 and 50000 do not. On time-ordered shards
-mixing hurts: NYC flights (months 1-10, each worker a byte range, so one has the winter
-and the other the summer; one learner 0.50176, K = 0 0.50327), K = 2000 0.51645, 10000
-0.56392, 20000 0.54535 (binary features: no normalizer grows, as before): the workers'
-changes are correlated within their own season, and a mix sums them. The mix is a sum
-of changes computed against a model K examples old on every worker: with more workers
-the same K over-shoots (stale gradients pushing one way P times) and can diverge. At
-200k examples (one learner: 0.450): 3 workers with K = 888 end at 0.453; 4 workers at
-0.467 averaging at the end, 1.40 with K = 2000 and 0.454 with K = 500. So K should shrink
-as 8000 / P^2 (2 workers: 2000, 4: 500); beyond 4 workers it has not been measured. The
-default is 0 (see :func:`default_every` for why).
-
-Cost. A mix is one allreduce of 3 doubles per feature some worker learned from since the
-last mix (the others are the last mix on every rank: their changes are all zero; the
-workers' sets are joined by an allgather), summed in place in a buffer kept between mixes.
-Measured, 3M click examples from text, 2 workers, K = 10000 (151 mixes a worker, 303k
-features in the union, ~19k learned from between two mixes): 2.9-3.3 ms of CPU a mix
-against 5.5-6.3 ms over every feature, the same model bitwise; the wall time a mix takes is
-still mostly one worker waiting for the other (0.9-2.7 s over the 151 mixes on the 2-core
-host). Where the L1/L2 shrinkage is lazy (``--l1``, ``--l2``) every weight changes between
-mixes, and the mix is over every feature.
-
-The allgather that joins the sets also carries each worker's changed normalizers, label
-bounds and additions to the running sums, so that every rank rescales and joins them from
-the same values before the sum (in a cached pass and in the first pass over text,
-where the same allgather grows the mixed space: :class:`._firstpass.TextMixer`): two
-collectives a mix, the allgather and the sum; a mix without the sparse sets (lazy L1/L2)
-gathers the normalizers alike. The figures
-that follow predate the sparse mix (every feature of the union in every mix). Profiled at 1M
-click examples from text, 2 workers, K = 2000 (162k live features, 3.9 MB a mix, 251 mixes
-a worker; timestamps around each step on both workers, CPU time of the learner's thread,
-on the 2-core host with other jobs running), a mix took 45 ms of wall time and 19.5 ms of
-CPU: 11 ms copying the union's weights out of and back into the local columns (numpy
-gathers in hashed order), 5 ms in the two loops and the allreduce's reduction, 3 ms in the
-normalizers' max-allreduce; the rest was waiting in 4 collectives a mix (the allgather's
-sizes and ring, the sum, the max), each barrier a futex sleep whose wake-up queued behind
-the worker's own parser thread on the shared core (EEVDF lets a running task finish its
-slice: :mod:`terascale._background`, which now runs the parser at nice 19). Now: 6.2 ms of
-CPU a mix (the loops read the learner's arrays in place, 1.3 ms each; the allreduce 1.3
-ms; the allgather 1.0 ms) in 2 collectives, and ~18 ms of wall time, most of it the
-workers' drift at the allgather (arrival skew mean 12 ms, median 4 ms): time one worker
-waits for the other's K examples, not the mix's own cost. Raise K where that shows.
-``K = 0`` mixes only at the end of the pass (the classic one-shot average, ``--average``).
+Cost. A mix is two collectives: an allgather of the sets of features each worker learned
+from since the last mix (the others are the last mix on every rank: their changes are
+zero), which also carries each worker's changed normalizers, label bounds and additions to
+the running sums so that every rank rescales and joins them from the same values; and one
+allreduce of 3 doubles per feature of the union, summed in place in a buffer kept between
+mixes. The same allgather grows the mixed space in the first pass over text
+(:class:`._firstpass.TextMixer`). Where the L1/L2 shrinkage is lazy (``--l1``, ``--l2``)
+every weight changes between mixes, and the mix is over every feature. The wall time of a
+mix is mostly one worker waiting for the other's K examples: raise K where that shows.
 
 Determinism and unequal shards. Every worker mixes after every K examples of its shard
 position (independent of how the shard is cut into blocks); each mix carries a flag saying
@@ -127,18 +78,19 @@ def default_every(workers: int) -> int:
     """Examples per worker between mixes by default: 0, averaging at the end of a pass only
     (VW's cluster mode), whatever the number of workers.
 
-    Mixing is opt-in because no K helps on every data set (the module's tuning): on
-    shuffled click data 2 workers come within one learner's logloss + 0.001 at 1M and 3M
-    with K = 10000 (K = 0: +0.0028, +0.0014) but not at every K (1M, K = 20000: +0.011),
-    on the time-ordered flights file every K tried is worse than K = 0, and a K that suits
-    2 workers diverges with 4. It also costs time: the mix itself is ~3 ms of CPU in
-    2 collectives, but the workers drift apart between mixes and each mix waits for the
-    slower one (2 workers from text on the 2-core host, K = 10000: +38% training time at
-    1M, +7% at 3M; benchmarks/RESULTS.md, "Mixing during the pass"). A shard shorter than
-    K would get one mix at its end instead of VW's weighted average. Set K where the shards
-    are shuffled and accuracy matters more than time: 2 workers 10000-20000, more workers
-    8000 / P^2 (3: 888, 4: 500), where it was measured stable."""
-    del workers  # (measured for 2 workers; with more, see the module's tuning)
+    Mixing is opt-in because no K helps on every data set: it helps on shuffled shards at
+    some K, hurts on time-ordered ones at every K, a K that suits 2 workers diverges with
+    4, and each mix waits for the slower worker (the figures: ``docs/benchmarks/linear.md``,
+    "Mixing during the pass"). A shard shorter than K would get one mix at its end instead
+    of VW's weighted average. Set K where the shards are shuffled and accuracy matters more
+    than time: 2 workers 10000-20000, more workers about 8000 / P^2 (3: 888, 4: 500).
+
+    Parameters
+    ----------
+    workers
+        The number of workers (the default does not depend on it today).
+    """
+    del workers
     return 0
 
 
