@@ -156,9 +156,8 @@ def radix_steps(hosts: Sequence[Hashable]) -> list[Step]:
     least loaded host link wins, so 2 hosts x 3 workers runs the radix-3 step inside each
     host and only the radix-2 step across. Without a layout (every rank its own host) ties
     go to the larger radix first (a radix > 2 step with large parts runs as a ring, the
-    pattern that fills rate-limited TCP links best, so most bytes move that way: 6 emulated
-    hosts at 100 Mbit/s, 16 MiB, under load, 3 x 2 reached 82-88% of the link rate in three
-    runs, 2 x 3 79-83%), then the larger stride: for a power of two the textbook distances
+    pattern that fills rate-limited TCP links best, so most bytes move that way), then the
+    larger stride: for a power of two the textbook distances
     ``p/2, p/4, ..., 1``.
 
     Parameters

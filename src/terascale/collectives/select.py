@@ -38,8 +38,8 @@ ALLREDUCE_ALGORITHMS = ("auto", *ALLREDUCE)
 
 # Crossover between tree and ring, in bytes, per world size: the largest size at which the
 # tree was still at least as fast as the ring (timed with `terascale bench allreduce -n N
-# --algorithms tree,ring,halving_doubling --sizes 16K,...,16M --vs ''` for N = 2, 3, 4). Larger worlds cannot be timed on this machine; in the
-# alpha-beta model the ring's latency term 2(n-1) alpha grows faster than the tree's
+# --algorithms tree,ring,halving_doubling --sizes 16K,...,16M --vs ''` for N = 2, 3, 4).
+# Larger worlds cannot be timed on a 2-core machine; in the alpha-beta model the ring's latency term 2(n-1) alpha grows faster than the tree's
 # 2 log2(n) alpha, so the crossover grows with n and the n=4 value is a conservative bound.
 TREE_MAX_BYTES = {2: 512 << 10, 3: 128 << 10, 4: 256 << 10}
 TREE_MAX_BYTES_LARGE_WORLD = 256 << 10

@@ -198,9 +198,7 @@ class TrainOptions:
         ``cache_dir`` given, as VW's ``--cache_file`` implies ``-c``) and when this run
         reads it more than once (``passes`` > 1, an L-BFGS/CG phase). One online pass reads
         the text once, as VW without ``-c`` does: encoding and writing a cache that nothing
-        reads cost 1.1-1.7 s of the ~7.5 s of CPU of that pass (click data, 1M examples,
-        task-clock of two pairs of runs; wall times on the 2-core host moved by more than
-        that between runs)."""
+        reads would cost a fifth of that pass's CPU time."""
         if self.cache is False:
             return ""
         if self.cache or self.cache_dir is not None:

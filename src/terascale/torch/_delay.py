@@ -3,8 +3,7 @@ prediction, :mod:`terascale.torch._predict`, compensates the delay instead).
 
 Momentum correction for the delay. A stale gradient behaves like extra momentum
 (Mitliagkas, Zhang, Hadjis, Re 2016, "Asynchrony begets momentum"): momentum SGD at 0.9
-with a one-step delay overshoots (an MLP on a Fashion-MNIST subset, 2 workers, 300 steps:
-51.5% test accuracy against 77.4% without the delay). Following that paper, the explicit
+with a one-step delay overshoots, and uncorrected loses much of its accuracy. Following that paper, the explicit
 momentum is lowered so that the two compose to the one asked for,
 ``1 - mu = (1 - mu_explicit) (1 - implicit)``: the optimizer's own momentum ``mu`` is left as
 it is and the gradient it receives is rewritten, ``h_t = g_t + (mu_explicit - mu) b_(t-1)``
@@ -15,13 +14,9 @@ delay, on a quadratic of curvature ``h``, is stable only while its effective ste
 ``lr h / (1 - mu_explicit)`` stays below 1 (the product of the roots of
 ``z^2 - (1 + mu) z + mu + lr h`` is ``mu + lr h``), against ``2 (1 + mu) / (1 - mu)`` = 38
 without the delay at 0.9; lowering the explicit momentum at the same LR lowers that
-effective step on the stiff directions. Measured (one seed each): the small CNN on
-Fashion-MNIST, 4 workers x 64, LR 0.1, 5 epochs: full precision 88.09%, 0.7 (the old
-``implicit = 2/3``) 84.86%, 0.8 85.68%, 0.5 87.31%; the MLP of
-tests/torch/test_compression.py (2 workers, 300 steps): full precision 77.4%, 0.5 81.8%,
-0.7 76.9%, uncorrected 51.5% (the paper's queueing model gives ``implicit = 1/2``, i.e.
-0.8: 72.1% there). The price: flat directions move at ``lr / (1 - mu_explicit)``, 5x slower than
-``lr / (1 - mu)``; at these LRs accuracy did not suffer. A number sets ``mu_explicit``
+effective step on the stiff directions (the paper's queueing model gives ``implicit =
+1/2``, i.e. 0.8, which keeps less of that margin). The price: flat directions move at
+``lr / (1 - mu_explicit)``, 5x slower than ``lr / (1 - mu)``. A number sets ``mu_explicit``
 (lower it if half-batch lags at a high LR); None turns the correction off.
 """
 
@@ -33,7 +28,7 @@ from .._errors import ConfigError
 
 __all__ = ["DelayCorrection"]
 
-_IMPLICIT = 0.8  # momentum a one-step delay adds, measured (module docstring)
+_IMPLICIT = 0.8  # the momentum a one-step delay adds (module docstring)
 
 
 class DelayCorrection:

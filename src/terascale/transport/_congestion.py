@@ -5,14 +5,11 @@ different peer (halving/doubling, the tree), often into a link that another flow
 filling. BBR (v1, the default of some distributions and of this project's test machine)
 handles that badly: a flow that restarts after an idle step probes its bandwidth and
 round-trip time again, and two BBR flows through one rate-limited link leave it idle part
-of the time. Measured on 4 emulated hosts at 100 Mbit/s (``terascale bench allreduce
---cluster 4 --link 100Mbit``, tbf on both ends of every link): 16 MiB halving/doubling
-moved 80-88% of the link rate under BBR, with single iterations up to 50% slower than the
-best, and 92-94% under CUBIC, iteration after iteration; the ring 92-93% and 94.5%. No
-retransmission was counted under either: the difference is how each algorithm paces, not
-loss. A connection switched to CUBIC after its handshake kept the pacing BBR had turned on
-and moved 67%, so the algorithm is set on the listener, which accepted links inherit, and
-on the dialing socket before it connects. CUBIC is Linux's own default.
+of the time, with no retransmission: the difference is how each algorithm paces, not
+loss (the figures and their command: ``docs/benchmarks/cluster.md``, "CUBIC against BBR").
+A connection switched to CUBIC after its handshake keeps the pacing BBR turned on, so the
+algorithm is set on the listener, which accepted links inherit, and on the dialing socket
+before it connects. CUBIC is Linux's own default.
 
 ``TERASCALE_TCP_CONGESTION`` chooses: unset, ``cubic`` where the kernel allows it
 (``net.ipv4.tcp_allowed_congestion_control``; it nearly always does) and the host's

@@ -15,11 +15,9 @@ While their frame has not arrived it polls the socket without sleeping for up to
 ``SPIN_S`` (:mod:`._spin`; none while the host has more runnable tasks than cores,
 :func:`~._spin.oversubscribed`), then sleeps in ``poll`` on that one socket for up to
 ``CORE_SLEEP_S`` (the compiled shared-memory core's bound on the same sleep), woken by the
-frame. Handing a late frame to the exchange at once instead cost its construction, epoll
-registration and Python loop on every wait: measured on 2 emulated hosts at 10 Gbit/s
-with the host oversubscribed (load 12-14 on 2 cores, so no spin; barrier + 4 KiB
-allreduce, 300 iterations, 4 runs each way alternated), the median allreduce took
-1.4-2x longer that way (134-246 us against 75-177 us), and half of the calls went there.
+frame. Handing a late frame to the exchange at once instead would cost its construction,
+epoll registration and Python loop on every wait, which on an oversubscribed host is half
+of the calls.
 Anything else -- a send the kernel took only in part, a frame still missing after the
 sleep, a header that differs (an ABORT, another collective, a closed link) -- hands the
 frames as far as they got to an exchange (:meth:`TcpExchange.resume`), which finishes them

@@ -3,8 +3,7 @@
 L-BFGS and CG make 10-20 passes over the same examples with the same columns. Reading them
 from the parse cache each time means decoding its bit-packed indices and mapping every
 hashed index to its compact column through a 2**bits lookup table, a cache miss per
-feature: on click-style data that was 60% of a gradient pass, on the flights data more
-than half. So the first batch pass writes each block as the kernels want it (row offsets,
+feature, most of a gradient pass. So the first batch pass writes each block as the kernels want it (row offsets,
 uint32 compact columns, float32 values when the block has any other than 1, labels,
 weights, the holdout mask) to an unnamed temporary file, and every later pass maps it
 (``mmap``) and hands the kernels views of the mapped pages: no decoding, no lookups, no
