@@ -211,3 +211,19 @@ def test_no_module_outside_the_table_names_a_loss():
             'if kind in ("squared", "hinge"): pass\nif spec(m.loss).link == "logistic": pass\n'
     assert [n for _, n in _loss_name_comparisons(ast.parse(probe), probe)] == \
         ["logistic", "squared", "hinge"]
+
+
+def test_vws_own_learners_refuse_a_loss_without_their_form(tmp_path, capfd):
+    """``terascale vw --sgd`` and ``--bfgs`` ask the row, and say which losses they take."""
+    from terascale.cli import main
+
+    data = tmp_path / "q.vw"
+    data.write_text("1 |a x:1\n2 |a y:2\n")
+    assert not L.has_sgd_update("quantile") and L.has_sgd_update("squared")
+    assert main(["vw", "-d", str(data), "--sgd", "--loss_function", "quantile"]) == 2
+    assert "--loss_function quantile with --sgd is not supported" in capfd.readouterr().err
+    assert main(["vw", "-d", str(data), "--bfgs", "--passes", "2", "--loss_function",
+                 "quantile"]) == 2
+    err = capfd.readouterr().err
+    assert "quantile has no batch form" in err
+    assert ", ".join(L.batch_losses()) in err and "quantile" not in L.batch_losses()
