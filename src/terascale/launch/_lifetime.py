@@ -89,9 +89,8 @@ def _own_group(hook: Callable[[], None] | None) -> Callable[[], None]:
     only reorders the caller's group: a worker spinning with yields for a member queued on
     its core (the shared-memory waits with more ranks than cores,
     ``terascale.transport._spin``) would keep the core until its time slice ran out, so
-    those waits sleep at once instead. In one session the yields work (measured, 4 ranks on
-    2 cores, 4 KiB: 136-144 us per allreduce against 183-242 us with a session each, on a
-    loaded host). The price: under load from other sessions the job gets one session's
+    those waits sleep at once instead. In one session the yields work, and a small
+    allreduce is faster than with a session each. The price: under load from other sessions the job gets one session's
     share of the cores, not one per worker -- which is why fewer workers than cores keep a
     session each."""
     setpgid = os.setpgid

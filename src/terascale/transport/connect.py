@@ -140,7 +140,7 @@ class _Acceptor:
         self._admission = Admission(per_source=_PER_SOURCE)
         self._vetting: list[threading.Thread] = []
         # a vetted peer wakes the accept loop: the last one in ends it at once, instead of
-        # at the next timeout of the listener (measured: +100 ms on rank 0 of every init)
+        # at the next timeout of the listener (which would add that timeout to every init)
         self._wake_r, self._wake_w = socket.socketpair()
 
     def cancel(self) -> None:
