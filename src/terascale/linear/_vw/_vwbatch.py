@@ -65,7 +65,6 @@ class _Loss:
             raise ConfigError(f"--loss_function {name} has no batch form in terascale vw: "
                               f"--bfgs/--conjugate_gradient take "
                               f"{', '.join(batch_losses())}")
-        self.name = name
 
     def value(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
               ) -> np.ndarray:

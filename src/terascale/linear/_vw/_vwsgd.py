@@ -264,6 +264,7 @@ def _pow(x: float, y: float) -> float:
 def _save(args: argparse.Namespace, data: Any, w: np.ndarray, loss: str, lo: float,
           hi: float) -> None:
     from .._model import LinearModel
+
     if not (args.model or args.readable_model):
         return
     nz = np.flatnonzero(w)
