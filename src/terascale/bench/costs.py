@@ -8,7 +8,7 @@ For every world size, host layout (one host; two pretend hosts via ``TERASCALE_H
 one rank per host), algorithm and size: float32 sum in place, a barrier before every
 iteration, the slowest rank's time per iteration, the median over the iterations. Prints a
 Markdown table with the fastest algorithm per row; :mod:`terascale.collectives.select`
-cites these tables (benchmarks/RESULTS.md) for its thresholds. Sizes are spelled as in
+takes its host-layout rules from these tables. Sizes are spelled as in
 every command (``4K`` = 4096 bytes, ``4KB`` = 4000; :mod:`terascale._units`).
 """
 
