@@ -517,7 +517,9 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if args.initial_t < 0:
         raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
     if args.loss is None and not args.initial:
-        args.loss = "squared"
+        from .._losses import VW_DEFAULT_LOSS
+
+        args.loss = VW_DEFAULT_LOSS
     if args.normalize == "auto":
         args.normalize = "off"
     if args.l2 is None:

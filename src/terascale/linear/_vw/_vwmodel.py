@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import DataError
-from .._losses import loss_spec
+from .._losses import VW_DEFAULT_LOSS, loss_spec
 from .._online._state import (
     CONTRACTION,
     GRAVITY,
@@ -469,7 +469,8 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
                          constant="noconstant" not in opts,
                          ignore=tuple(opts.get("ignore", [])), keep=tuple(opts.get("keep", [])),
                          ignore_linear=tuple(opts.get("ignore_linear", [])))
-    loss = "logistic" if "logistic" in opts.get("link", []) else "squared"
+    # (the link a model records: logistic; anything else is VW's default loss)
+    loss = "logistic" if "logistic" in opts.get("link", []) else VW_DEFAULT_LOSS
     w = rows["w"].astype(np.float32)
     adaptive = (w[:, 1], w[:, 2], state) if resume else (np.zeros(len(w), np.float32),
                                                          np.zeros(len(w), np.float32), state)
