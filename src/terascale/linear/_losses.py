@@ -450,10 +450,8 @@ def batch_value32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
                              + 2.0 * (hi - y).astype(np.float64) * (p - hi)).astype(f)
             return np.where(inside, d * d, np.where(p < lo, below, above)).astype(f)
         if k == 0:
-            t = ((y - f(-1)) / f(2)).astype(f)
-            a = np.log(f(1) + np.exp(-p)).astype(f)
-            b = np.log(f(1) + np.exp(p)).astype(f)
-            return _mix_arrays(t, a, b)
+            return _soft_label(y, np.log(f(1) + np.exp(-p)).astype(f),
+                               np.log(f(1) + np.exp(p)).astype(f))
         if k == 2:
             e = f(1) - y * p
             return np.where(e > 0, e, f(0)).astype(f)
@@ -469,10 +467,8 @@ def batch_first32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
         if k == 1:
             return (f(2) * (np.clip(p, lo, hi) - y)).astype(f)
         if k == 0:
-            t = ((y - f(-1)) / f(2)).astype(f)
-            a = (f(-1) / (f(1) + np.exp(p))).astype(f)
-            b = (f(1) / (f(1) + np.exp(-p))).astype(f)
-            return _mix_arrays(t, a, b)
+            return _soft_label(y, (f(-1) / (f(1) + np.exp(p))).astype(f),
+                               (f(1) / (f(1) + np.exp(-p))).astype(f))
         if k == 2:
             return np.where(y * p >= 1, f(0), -y).astype(f)
     raise ValueError("loss code without a batch form")
@@ -487,16 +483,17 @@ def batch_second32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
         if k == 1:
             return np.where((p <= hi) & (p >= lo), f(2), f(0)).astype(f)
         if k == 0:
-            t = ((y - f(-1)) / f(2)).astype(f)
             q = (f(1) / (f(1) + np.exp(p))).astype(f)
             r = (f(1) / (f(1) + np.exp(-p))).astype(f)
-            return _mix_arrays(t, q * (f(1) - q), r * (f(1) - r))
+            return _soft_label(y, q * (f(1) - q), r * (f(1) - r))
         if k == 2:
             return np.zeros_like(p, dtype=f)
     raise ValueError("loss code without a batch form")
 
 
-def _mix_arrays(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """VW's logistic on a label in [-1, 1]: t * (term for +1) + (1 - t) * (term for -1)."""
+def _soft_label(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """VW's logistic on a label y in [-1, 1]: t * (term for +1) + (1 - t) * (term for -1),
+    t = (y + 1) / 2."""
     f = np.float32
+    t = ((y - f(-1)) / f(2)).astype(f)
     return (t * a + (f(1) - t) * b).astype(f)
