@@ -79,7 +79,7 @@ class Relay:
         if first or not self.frames:  # a record: length u32 big endian, then that much
             if len(buf) < 4:
                 return 0
-            n = 4 + int.from_bytes(buf[:4], "big")
+            n = 4 + (int.from_bytes(buf[:4], "big") & 0x7FFFFFFF)  # top bit: an abort record
         else:  # a frame: header (payload size at offset 16), then the payload
             if len(buf) < _HEADER:
                 return 0
@@ -124,13 +124,14 @@ class RelayedServer(RendezvousServer):
 
     def __init__(self, *args, link: dict, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.link, self.relays = link, []
+        self.link, self.relays = dict(link), []
+        self.relay_cls = self.link.pop("relay", Relay)  # a Relay subclass, if given
 
     def advertise(self, slot: int, addr: str, endpoint: str) -> str:
         if slot != 0:
             return endpoint
         host, _, port = endpoint.rpartition(":")
-        relay = Relay((host, int(port)), **self.link)
+        relay = self.relay_cls((host, int(port)), **self.link)
         self.relays.append(relay)
         return f"{relay.address[0]}:{relay.address[1]}"
 
@@ -189,8 +190,9 @@ def _run_job(rendezvous: tuple[str, int], secret: bytes, marker: Path,
 
 
 def _job(tmp_path: Path, *, link: dict | None = None, rendezvous: dict | None = None,
-         env: list[dict[str, str]] | None = None) -> tuple[list[dict], Path, list[Relay]]:
-    secret = secrets.token_hex(16).encode()
+         env: list[dict[str, str]] | None = None,
+         secret: bytes | None = None) -> tuple[list[dict], Path, list[Relay]]:
+    secret = secret or secrets.token_hex(16).encode()
     marker = tmp_path / "attacker-code-ran"
     with RelayedServer(2, secret, link=link or {}) as server:
         front = Relay(server.address, **(rendezvous or {}))
@@ -299,6 +301,91 @@ def test_altered_frames_abort_the_job_on_every_rank(tmp_path: Path, attack: str,
     assert "tampered" in results[0]["message"] and "from rank 1" in results[0]["message"]
     assert "aborted because rank 0 failed" in results[1]["message"]
     assert relays[1].touched == (2 if attack == "reorder" else 1)
+
+
+def _reflector() -> tuple[Mutator, Mutator]:
+    """Rank 1's own latest data record, sent back to it once in place of one of rank 0's."""
+    mine: list[bytes] = []
+    done: list[bool] = []
+
+    def up(index: int, unit: bytes) -> list[bytes]:
+        if index >= 1:
+            mine.append(unit)
+        return [unit]
+
+    def down(index: int, unit: bytes) -> list[bytes]:
+        if index >= 2 and mine and not done:
+            done.append(True)
+            return [mine[-1]]
+        return [unit]
+    return up, down
+
+
+def _abort_bit(index: int, unit: bytes) -> list[bytes]:
+    """A data record passed off as an abort record (the top bit of its length)."""
+    return [bytes([unit[0] | 0x80]) + unit[1:]] if index == 2 else [unit]
+
+
+def _huge(index: int, unit: bytes) -> list[bytes]:
+    """A record that claims 2 GiB, then 64 KiB of noise: refused before anything is allocated."""
+    return [b"\x7f\xff\xff\xff" + os.urandom(64 << 10)] if index == 2 else [unit]
+
+
+class _Truncator(Relay):
+    """Forwards half of rank 1's record 2, then cuts both ways."""
+
+    def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
+        def half(index: int, unit: bytes) -> list[bytes]:
+            if index == 2:
+                dst.sendall(unit[: len(unit) // 2])
+                raise OSError("cut")
+            return [unit]
+        return super()._pump(src, dst, prefix, half if mutate is not None else None)
+
+
+@pytest.mark.parametrize("attack", ["reflect", "abort-bit", "huge-length"])
+def test_reflected_relabelled_or_oversized_records_abort_the_job(tmp_path: Path,
+                                                                attack: str) -> None:
+    if attack == "reflect":
+        up, down = _reflector()
+        link: dict = {"up": up, "down": down}
+        victim, sender = 1, 0
+    else:
+        link = {"up": _abort_bit if attack == "abort-bit" else _huge}
+        victim, sender = 0, 1
+    results, _, relays = _job(tmp_path, link=link)
+    _all_refused(results)
+    assert "tampered" in results[victim]["message"], results
+    assert f"from rank {sender}" in results[victim]["message"], results
+    assert f"aborted because rank {victim} failed" in results[sender]["message"], results
+
+
+def test_a_record_cut_in_half_ends_the_job_on_both_ranks(tmp_path: Path) -> None:
+    results, _, relays = _job(tmp_path, link={"up": lambda index, unit: [unit],
+                                              "relay": _Truncator})
+    _all_refused(results, ("AuthError", "PeerLost"))
+
+
+def test_a_record_of_an_earlier_job_with_the_same_secret_is_refused(tmp_path: Path) -> None:
+    """Same secret, new job (a restart): every link is keyed afresh, so an old record fails."""
+    secret = secrets.token_hex(16).encode()
+    old: dict[int, bytes] = {}
+
+    def record(index: int, unit: bytes) -> list[bytes]:
+        old.setdefault(index, unit)
+        return [unit]
+
+    first, _, _ = _job(tmp_path, link={"up": record}, secret=secret)
+    assert all(r.get("ok") for r in first), first
+    assert 2 in old
+
+    def splice(index: int, unit: bytes) -> list[bytes]:
+        return [old[2]] if index == 2 else [unit]
+
+    results, _, relays = _job(tmp_path, link={"up": splice}, secret=secret)
+    _all_refused(results)
+    assert "tampered" in results[0]["message"] and "from rank 1" in results[0]["message"]
+    assert relays[1].touched == 1
 
 
 def _pickle_swap(marker: Path) -> Mutator:
