@@ -245,3 +245,31 @@ def test_a_checkpoint_another_user_could_write_is_never_unpickled(tmp_path: Path
     path.chmod(0o644)
     ck.load()
     assert marker.exists()  # the same file, owned and private again: loaded
+
+
+def test_a_checkpoint_directory_another_user_could_write_is_refused(tmp_path: Path) -> None:
+    """Whoever may rename entries there could hand back an older state under a newer step's
+    name: refused on load and on save, naming the directory."""
+    ck = Checkpoint(tmp_path / "ck")
+    assert (tmp_path / "ck").stat().st_mode & 0o777 == 0o700  # created private
+    ck.save(1, {"w": 1})
+    (tmp_path / "ck").chmod(0o777)
+    with pytest.raises(ConfigError, match=r"ck is owned by uid \d+ with mode 777.*"
+                                          "could have written the checkpoint directory"):
+        ck.load()
+    with pytest.raises(ConfigError, match="checkpoint save: .*mode 777"):
+        ck.save(2, {"w": 2})
+    (tmp_path / "ck").chmod(0o755)
+    assert ck.load() == (1, {"w": 1})
+
+
+def test_a_fifo_in_the_checkpoint_directory_is_skipped_not_waited_on(tmp_path: Path,
+                                                                     caplog) -> None:
+    ck = Checkpoint(tmp_path / "ck")
+    ck.save(1, {"w": 1})
+    os.mkfifo(tmp_path / "ck" / "step-000000000009.ckpt")  # opening it to read would block
+    with caplog.at_level(logging.WARNING, logger="terascale.checkpoint"):
+        assert ck.load() == (1, {"w": 1})
+    assert "step-000000000009.ckpt is not a regular file" in caplog.text
+    ck.save(2, {"w": 2})
+    assert ck.load() == (2, {"w": 2})
