@@ -666,3 +666,10 @@ def test_point_to_point_peers_agree_on_link_security() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_the_benchmark_plaintext_mode_needs_every_rank_to_ask_for_it(tmp_path: Path) -> None:
+    """One rank's TERASCALE_UNAUTHENTICATED_BENCHMARK never lowers another's links: the job
+    runs the strongest mode any rank asked for, so both ranks authenticate."""
+    results, _, _ = _job(tmp_path, env=[{"TERASCALE_UNAUTHENTICATED_BENCHMARK": "1"}, {}])
+    assert [(r.get("ok"), r.get("mode")) for r in results] == [(True, "integrity")] * 2, results
