@@ -16,9 +16,9 @@ So ``terascale run`` gives each of its ``n`` workers on a node ``cores // n`` of
 it may use itself (its affinity mask, in order), when ``n`` is at most that many: what
 ``mpirun --bind-to core`` (or ``--map-by slot:PE=k``) does by default for as few ranks.
 With more workers than cores nothing is bound (the scheduler shares the cores, and the
-waits yield instead of spinning). Threads a worker starts (numba, torch, the linear
-learner's readers) inherit its block and size their pools from it
-(``os.sched_getaffinity``), so they no longer compete with the other workers' threads.
+waits yield instead of spinning). Threads a worker starts inherit its block, so they no
+longer compete with the other workers' threads (the linear learner sizes its reader pool
+from it, ``os.sched_getaffinity``).
 
 Opt out with ``TERASCALE_NO_CPU_BIND=1`` in the launcher's environment (or
 ``LaunchOptions(cpu_bind=False)``): e.g. when the workers set their own affinity, or one
