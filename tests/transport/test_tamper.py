@@ -673,3 +673,72 @@ def test_the_benchmark_plaintext_mode_needs_every_rank_to_ask_for_it(tmp_path: P
     runs the strongest mode any rank asked for, so both ranks authenticate."""
     results, _, _ = _job(tmp_path, env=[{"TERASCALE_UNAUTHENTICATED_BENCHMARK": "1"}, {}])
     assert [(r.get("ok"), r.get("mode")) for r in results] == [(True, "integrity")] * 2, results
+
+
+class _Recorder(Relay):
+    """Forwards untouched and keeps every byte each dialer sent, per connection."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.sessions: list[bytearray] = []
+        super().__init__(target)
+
+    def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
+        if prefix != self.dial_prefix:
+            return super()._pump(src, dst, prefix, mutate)
+        seen = bytearray()
+        self.sessions.append(seen)
+        try:
+            while chunk := src.recv(1 << 16):
+                seen += chunk
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def _join_both(address: tuple[str, int], secret: bytes) -> list[int]:
+    """Two workers join the rendezvous at ``address`` (threads); their ranks."""
+    from terascale.rendezvous import join
+
+    ranks: list[int] = []
+
+    def go(slot: int) -> None:
+        a = join(address, secret, slot=slot, size=2, host_id="h", timeout=DEADLINE)
+        a.listener.close()
+        ranks.append(a.rank)
+
+    threads = [threading.Thread(target=go, args=(slot,)) for slot in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(DEADLINE + 5)
+    return sorted(ranks)
+
+
+def test_a_recorded_rendezvous_session_replayed_into_a_new_job_is_refused() -> None:
+    """Same secret, a later job: the recorded handshake answers an old challenge."""
+    secret = secrets.token_hex(16).encode()
+    with RendezvousServer(2, secret) as server:
+        rec = _Recorder(server.address)
+        try:
+            assert _join_both(rec.address, secret) == [0, 1]
+        finally:
+            rec.close()
+    old = bytes(rec.sessions[0])
+    assert len(old) > _DIAL_PREFIX
+    with RendezvousServer(2, secret) as server:
+        with socket.create_connection(server.address, timeout=5) as s:
+            s.settimeout(5)
+            challenge = s.recv(40)
+            s.sendall(old)
+            verdict = b""
+            while len(verdict) < 34 and (chunk := s.recv(34 - len(verdict))):
+                verdict += chunk
+        assert challenge.startswith(b"TSAUTH1\n")
+        assert verdict[:2] == b"NO", verdict
+        assert _join_both(server.address, secret) == [0, 1]  # the job is unaffected
