@@ -273,3 +273,25 @@ def test_a_fifo_in_the_checkpoint_directory_is_skipped_not_waited_on(tmp_path: P
     assert "step-000000000009.ckpt is not a regular file" in caplog.text
     ck.save(2, {"w": 2})
     assert ck.load() == (2, {"w": 2})
+
+
+def test_a_refused_directory_is_a_config_error_on_every_rank_at_once(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    ck.mkdir(mode=0o700)
+    ck.chmod(0o777)  # another user could rename entries there
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(f"""
+        import terascale
+        comm = terascale.init()
+        try:
+            terascale.Checkpoint({str(ck)!r}, comm).load()
+        except terascale.ConfigError as e:
+            print("ConfigError", e, flush=True)
+            raise SystemExit(3)
+    """))
+    res = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", "--timeout", "20",
+                          sys.executable, str(job)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 3, res.stderr
+    for rank in range(2):
+        line = next(ln for ln in res.stdout.splitlines() if ln.startswith(f"[{rank}] Config"))
+        assert "mode 777" in line and "checkpoint directory" in line, line
