@@ -238,6 +238,51 @@ def test_rewriting_the_rendezvous_replys_security_is_refused(tmp_path: Path) -> 
     assert relays[0].touched == 2
 
 
+class _HandshakeFlipper(Relay):
+    """Flips one bit of the handshake itself: of the dialer's nonce (``up``) or of the
+    acceptor's challenge (``down``)."""
+
+    def __init__(self, target: tuple[str, int], way: str) -> None:
+        self.way = way
+        super().__init__(target)
+
+    def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
+        up = prefix == self.dial_prefix
+        at = 8 + 5  # past the magic, inside the nonce or the challenge
+        if up != (self.way == "up"):
+            return super()._pump(src, dst, prefix, mutate)
+        buf = bytearray()
+        try:
+            while len(buf) <= at and (chunk := src.recv(1 << 16)):
+                buf += chunk
+            buf[at] ^= 0x01
+            dst.sendall(bytes(buf))
+            while chunk := src.recv(1 << 16):
+                dst.sendall(chunk)
+        except (OSError, IndexError):
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+@pytest.mark.parametrize("way", ["up", "down"])
+def test_a_flipped_bit_in_the_rendezvous_handshake_is_refused(tmp_path: Path, way: str) -> None:
+    secret = secrets.token_hex(16).encode()
+    with RendezvousServer(2, secret) as server:
+        front = _HandshakeFlipper(server.address, way)
+        try:
+            results = _run_job(front.address, secret, tmp_path / "m")
+        finally:
+            front.close()
+    _all_refused(results)
+    assert all("or the handshake was altered on the way" in r["message"] for r in results), \
+        results
+
+
 def test_rewriting_a_rendezvous_request_is_refused(tmp_path: Path) -> None:
     def flip(index: int, unit: bytes) -> list[bytes]:
         return [unit[:10] + bytes([unit[10] ^ 1]) + unit[11:]] if index == 0 else [unit]
