@@ -6,11 +6,9 @@ scheduler puts them. On distinct cores, a rank that waits spins (``transport._sp
 sees the answer within a few microseconds. On one core (where a wake-up tends to put them:
 the waker's core is preferred for a process it wakes), each waits for the other's time on
 that core, and a spin yields only within its own scheduling group (every worker has a
-session, so an autogroup, of its own). Measured on the 2-core development host, a two-rank
-4 KiB ring allreduce over TCP with the waits spinning: 11.6 us per call with the ranks
-bound to distinct cores, 62-64 us with both bound to one, and 35-84 us unbound, where the
-ranks shared one core in 97-100 % of the samples of ``/proc/self/stat``
-(``docs/benchmarks/security.md``).
+session, so an autogroup, of its own): several times slower for a small exchange, and
+unbound ranks were found sharing one core nearly all the time (the measurements:
+``docs/benchmarks/security.md``).
 
 So ``terascale run`` gives each of its ``n`` workers on a node ``cores // n`` of the cores
 it may use itself (its affinity mask, in order), when ``n`` is at most that many: what

@@ -146,10 +146,9 @@ def oversubscribed() -> bool:
 
     Never, for a worker that ``terascale run`` bound to a block of cores of its own
     (``BOUND``): no member of its job can be queued on its core, so a spin takes time only
-    from other jobs' tasks there, at most ``SPIN_S`` a wait, as MPI's bound ranks poll.
-    Measured on the 2-core development host at load 6-9 (other jobs), two ranks bound to a
-    core each, 4 KiB ring allreduce over TCP: 11.6 us per call spinning against 36-46 us
-    sleeping in ``epoll_wait`` (each answer then wakes the other core)."""
+    from other jobs' tasks there, at most ``SPIN_S`` a wait, as MPI's bound ranks poll;
+    sleeping in ``epoll_wait`` instead makes every answer wake the other core, several
+    times slower for a small exchange (``docs/benchmarks/security.md``)."""
     if _BOUND:
         return False
     now = time.monotonic()
