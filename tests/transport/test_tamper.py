@@ -145,18 +145,19 @@ start = time.monotonic()
 out = {}
 try:
     comm = terascale.init(timeout=float(os.environ["DEADLINE"]))
-    out["mode"] = getattr(comm._transport.socks[1 - comm.rank], "mode", "plain")
+    n = comm.size
+    out["mode"] = getattr(comm._transport.socks[(comm.rank + 1) % n], "mode", "plain")
     x = np.full(1 << 18, comm.rank + 1.0, np.float32)  # 1 MiB: several records per frame
     for i in range(8):
         y = comm.allreduce(x.copy())
-        if not (y == 3.0).all():
+        if not (y == n * (n + 1) / 2).all():
             raise AssertionError(f"wrong sum at step {i}: {sorted(set(y.tolist()))[:4]}")
         obj = comm.broadcast_object({"note": "HARMLESS-" + "o" * 200} if comm.rank == 0
                                     else None)
         if obj != {"note": "HARMLESS-" + "o" * 200}:
             raise AssertionError(f"wrong object: {obj!r:.80}")
         objs = comm.allgather_object({"note": "HARMLESS-" + "o" * 200})
-        if objs != [{"note": "HARMLESS-" + "o" * 200}] * 2:
+        if objs != [{"note": "HARMLESS-" + "o" * 200}] * n:
             raise AssertionError(f"wrong objects: {objs!r:.80}")
     comm.close()
     out["ok"] = True
@@ -170,11 +171,11 @@ print("RESULT " + json.dumps(out), flush=True)
 
 
 def _run_job(rendezvous: tuple[str, int], secret: bytes, marker: Path,
-             env: list[dict[str, str]] | None = None) -> list[dict]:
+             env: list[dict[str, str]] | None = None, n: int = 2) -> list[dict]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
     procs = []
-    for r in range(2):
-        e = {**base, "TERASCALE_RANK": str(r), "TERASCALE_SIZE": "2",
+    for r in range(n):
+        e = {**base, "TERASCALE_RANK": str(r), "TERASCALE_SIZE": str(n),
              "TERASCALE_SECRET": secret.decode(), "TERASCALE_HOST_ID": f"host{r}",
              "TERASCALE_RENDEZVOUS": f"{rendezvous[0]}:{rendezvous[1]}",
              "DEADLINE": str(DEADLINE), **(env[r] if env else {})}
@@ -787,3 +788,39 @@ def test_a_recorded_rendezvous_session_replayed_into_a_new_job_is_refused() -> N
         assert challenge.startswith(b"TSAUTH1\n")
         assert verdict[:2] == b"NO", verdict
         assert _join_both(server.address, secret) == [0, 1]  # the job is unaffected
+
+
+def _splicer() -> Mutator:
+    """Each stream through the relay (a connection's direction) has a pump thread of its
+    own: once one stream reaches a record that another stream already had at the same
+    place (past the hellos), it gets the other stream's record instead."""
+    seen: dict[int, dict[int, bytes]] = {}
+    done: list[bool] = []
+
+    def mutate(index: int, unit: bytes) -> list[bytes]:
+        me = threading.get_ident()
+        seen.setdefault(me, {})[index] = unit
+        if index < 1 or done:
+            return [unit]
+        other = next((u[index] for t, u in list(seen.items()) if t != me and index in u), None)
+        if other is None or other == unit:
+            return [unit]
+        done.append(True)
+        return [other]
+    return mutate
+
+
+def test_a_record_spliced_from_another_ranks_link_is_refused(tmp_path: Path) -> None:
+    """Three ranks: the links of ranks 1 and 2 to rank 0 both pass the relay, which moves a
+    record from one stream (a link's direction) onto another, at the same place."""
+    secret = secrets.token_hex(16).encode()
+    mutate = _splicer()
+    with RelayedServer(3, secret, link={"up": mutate, "down": mutate}) as server:
+        try:
+            results = _run_job(server.address, secret, tmp_path / "m", n=3)
+        finally:
+            for r in server.relays:
+                r.close()
+    assert server.relays[0].touched == 1
+    _all_refused(results)
+    assert all("tampered" in r["message"] for r in results), results  # the cause, everywhere
