@@ -245,3 +245,53 @@ def test_a_checkpoint_another_user_could_write_is_never_unpickled(tmp_path: Path
     path.chmod(0o644)
     ck.load()
     assert marker.exists()  # the same file, owned and private again: loaded
+
+
+def test_a_checkpoint_directory_another_user_could_write_is_refused(tmp_path: Path) -> None:
+    """Whoever may rename entries there could hand back an older state under a newer step's
+    name: refused on load and on save, naming the directory."""
+    ck = Checkpoint(tmp_path / "ck")
+    assert (tmp_path / "ck").stat().st_mode & 0o777 == 0o700  # created private
+    ck.save(1, {"w": 1})
+    (tmp_path / "ck").chmod(0o777)
+    with pytest.raises(ConfigError, match=r"ck is owned by uid \d+ with mode 777.*"
+                                          "could have written the checkpoint directory"):
+        ck.load()
+    with pytest.raises(ConfigError, match="checkpoint save: .*mode 777"):
+        ck.save(2, {"w": 2})
+    (tmp_path / "ck").chmod(0o755)
+    assert ck.load() == (1, {"w": 1})
+
+
+def test_a_fifo_in_the_checkpoint_directory_is_skipped_not_waited_on(tmp_path: Path,
+                                                                     caplog) -> None:
+    ck = Checkpoint(tmp_path / "ck")
+    ck.save(1, {"w": 1})
+    os.mkfifo(tmp_path / "ck" / "step-000000000009.ckpt")  # opening it to read would block
+    with caplog.at_level(logging.WARNING, logger="terascale.checkpoint"):
+        assert ck.load() == (1, {"w": 1})
+    assert "step-000000000009.ckpt is not a regular file" in caplog.text
+    ck.save(2, {"w": 2})
+    assert ck.load() == (2, {"w": 2})
+
+
+def test_a_refused_directory_is_a_config_error_on_every_rank_at_once(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    ck.mkdir(mode=0o700)
+    ck.chmod(0o777)  # another user could rename entries there
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent(f"""
+        import terascale
+        comm = terascale.init()
+        try:
+            terascale.Checkpoint({str(ck)!r}, comm).load()
+        except terascale.ConfigError as e:
+            print("ConfigError", e, flush=True)
+            raise SystemExit(3)
+    """))
+    res = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", "--timeout", "20",
+                          sys.executable, str(job)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 3, res.stderr
+    for rank in range(2):
+        line = next(ln for ln in res.stdout.splitlines() if ln.startswith(f"[{rank}] Config"))
+        assert "mode 777" in line and "checkpoint directory" in line, line

@@ -113,7 +113,9 @@ def dial_handshake(sock: socket.socket, secret: bytes, deadline: float) -> bytes
         raise ConnectionError(f"server closed the connection during authentication ({e})") from None
     if verdict[:2] != b"OK":
         raise AuthError("rejected: this process does not hold the job secret "
-                        "(check TERASCALE_SECRET or the secret= argument)")
+                        "(check TERASCALE_SECRET or the secret= argument), or the handshake "
+                        "was altered on the way (a refusal carries no proof: anyone on the "
+                        "path can send one)")
     if not hmac.compare_digest(verdict[2:], _mac(secret, b"accept", nonce, challenge)):
         raise AuthError("server failed to prove it holds the job secret")
     return challenge + nonce

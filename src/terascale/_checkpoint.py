@@ -26,20 +26,26 @@ Temporary files of saves that were killed (``.step-*.ckpt.*.tmp``, ``.LATEST.*.t
 removed by the next ``save`` or ``load``: only one job writes a checkpoint directory.
 
 Trust: a checkpoint is a pickle, as trusted as the job's own code. ``load`` unpickles on
-rank 0 only a file that this user owns and that no other user may write (else
-``ConfigError``), and the other ranks receive the state over the job's authenticated links
-(``broadcast_object``), never from the disk or the network unchecked. The checksum guards
+rank 0 only a regular file that this user owns and that no other user may write, in a
+directory that this user owns and no other user may write (else ``ConfigError`` on every
+rank): someone who can add, rename or remove entries there could hand back an older state
+under a newer step's name, or stall ``load`` on a FIFO. Rank 0 creates the directory
+private (``0700``); the files are read through the descriptor of the directory that was
+checked, never through its path again. The other ranks receive the state over the job's
+authenticated links (``broadcast_object``), never from the disk or the network unchecked. The checksum guards
 against torn writes, not against a writer: copy checkpoints from elsewhere only as you
 would copy code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import pickle
 import re
+import stat
 import struct
 from collections.abc import Mapping
 from pathlib import Path
@@ -61,16 +67,20 @@ _SEQ = struct.Struct("<Q")
 _HEAD = len(_MAGIC) + _SEQ.size + 32
 
 
-def _owned(path: Path, st: os.stat_result) -> None:
-    """Refuse a checkpoint that someone else could have written: it is a pickle, and
-    unpickling runs whatever code its writer put in it."""
+def _owned(path: Path, st: os.stat_result, what: str = "rank 0: checkpoint load") -> None:
+    """Refuse a checkpoint (or its directory) that someone else could have written: it is a
+    pickle, and unpickling runs whatever code its writer put in it."""
     uid = os.geteuid()
     if st.st_uid not in (uid, 0) or st.st_mode & 0o022:
+        kind = "the checkpoint directory" if stat.S_ISDIR(st.st_mode) else "it"
         raise ConfigError(
-            f"rank 0: checkpoint load: {path} is owned by uid {st.st_uid} with mode "
-            f"{st.st_mode & 0o777:03o}, so another user could have written it; a checkpoint is "
-            "a pickle, which runs code when loaded: it must belong to this user (uid "
-            f"{uid}) and not be group- or world-writable (chmod go-w)")
+            f"{what}: {path} is owned by uid {st.st_uid} with mode "
+            f"{st.st_mode & 0o777:03o}, so another user could have written {kind}; a "
+            "checkpoint is a pickle, which runs code when loaded: it must belong to this "
+            f"user (uid {uid}) and not be group- or world-writable (chmod go-w)")
+
+
+_OPEN = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO opens at once, then is refused
 
 
 class Checkpoint:
@@ -98,7 +108,7 @@ class Checkpoint:
         self.keep = keep
         if self.comm.rank == 0:
             try:
-                self.directory.mkdir(parents=True, exist_ok=True)
+                self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError as e:
                 raise storage_error("rank 0: checkpoint: cannot create the directory",
                                     self.directory, e) from None
@@ -107,9 +117,27 @@ class Checkpoint:
     def _path(self, step: int) -> Path:
         return self.directory / f"step-{step:012d}.ckpt"
 
-    def _names(self, what: str) -> list[str]:
+    def _open_dir(self, what: str) -> int | None:
+        """A descriptor of the directory, checked (:func:`_owned`); None when it is missing.
+        Everything read from it goes through this descriptor, so the directory checked is
+        the one read even if its path is swapped meanwhile."""
         try:
-            return os.listdir(self.directory)
+            fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise storage_error(f"rank {self.comm.rank}: {what}: cannot open",
+                                self.directory, e) from None
+        try:
+            _owned(self.directory, os.fstat(fd), f"rank {self.comm.rank}: {what}")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _names(self, what: str, fd: int | None = None) -> list[str]:
+        try:
+            return os.listdir(self.directory if fd is None else fd)
         except FileNotFoundError:
             return []
         except OSError as e:
@@ -122,13 +150,24 @@ class Checkpoint:
         Files of the first format (no sequence number) count as older than any other; a
         file whose header cannot be read sorts first too (``load`` reports it if reached).
         """
+        fd = self._open_dir(what)
+        if fd is None:
+            return []
+        try:
+            return self._list(what, fd)
+        finally:
+            os.close(fd)
+
+    def _list(self, what: str, dir_fd: int) -> list[tuple[int, int, Path]]:
         found = []
-        for name in self._names(what):
+        for name in self._names(what, dir_fd):
             if not (m := _NAME.match(name)):
                 continue
             path = self.directory / name
             try:
-                with open(path, "rb") as f:
+                with self._open(path, dir_fd) as f:
+                    if f is None:
+                        continue
                     head = f.read(len(_MAGIC) + _SEQ.size)
             except FileNotFoundError:
                 continue
@@ -154,8 +193,8 @@ class Checkpoint:
 
     def _commit(self, step: int, state: Mapping[str, Any]) -> None:
         what = "rank 0: checkpoint save: "
+        entries = self._entries("checkpoint save")  # the directory checked first
         self._remove_stale("checkpoint save")
-        entries = self._entries("checkpoint save")
         seq = max((e[0] for e in entries), default=-1) + 1
         body = pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL)
         head = _SEQ.pack(seq)
@@ -180,9 +219,23 @@ class Checkpoint:
             except OSError as e:
                 raise storage_error(f"{what}cannot remove the old checkpoint", old, e) from None
 
-    def _read(self, path: Path) -> dict[str, Any] | None:
+    @staticmethod
+    def _open(path: Path, dir_fd: int) -> Any:
+        """``path`` (an entry of the directory ``dir_fd``) opened for reading, or a context of
+        None when it is not a regular file (a FIFO, a device: never read, never waited on)."""
+        fd = os.open(path.name, _OPEN, dir_fd=dir_fd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            log.warning("%s is not a regular file; ignored", path)
+            return contextlib.nullcontext(None)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+
+    def _read(self, path: Path, dir_fd: int) -> dict[str, Any] | None:
         try:
-            with open(path, "rb") as f:
+            with self._open(path, dir_fd) as f:
+                if f is None:
+                    return None
                 _owned(path, os.fstat(f.fileno()))
                 raw = f.read()
         except FileNotFoundError:
@@ -203,15 +256,21 @@ class Checkpoint:
         return state
 
     def _find(self) -> tuple[int, dict[str, Any]] | None:
-        self._remove_stale("checkpoint load")
-        for _, step, path in reversed(self._entries("checkpoint load")):
-            state = self._read(path)
-            if state is not None:
-                return step, state
-            if path.exists():
-                log.warning("checkpoint %s is torn or corrupt (checksum mismatch); falling back "
-                            "to an older checkpoint", path)
-        return None
+        fd = self._open_dir("checkpoint load")
+        if fd is None:
+            return None
+        try:
+            self._remove_stale("checkpoint load")
+            for _, step, path in reversed(self._list("checkpoint load", fd)):
+                state = self._read(path, fd)
+                if state is not None:
+                    return step, state
+                if path.exists():
+                    log.warning("checkpoint %s is torn or corrupt (checksum mismatch); falling "
+                                "back to an older checkpoint", path)
+            return None
+        finally:
+            os.close(fd)
 
     # -- collective API ----------------------------------------------------------------------
     def save(self, step: int, state: Mapping[str, Any]) -> None:
@@ -233,31 +292,33 @@ class Checkpoint:
             raise CollectiveMismatch(f"rank {self.comm.rank}: checkpoint save: ranks disagree on "
                                      f"the step: {steps}", rank=self.comm.rank,
                                      operation="checkpoint")
-        failure: tuple[int | None, str] | None = None
+        failure: tuple[int | None, str, str] | None = None
         if self.comm.rank == 0:
             try:
                 self._commit(step, state)
-            except StorageError as e:
-                failure = (e.errno, str(e))
+            except (StorageError, ConfigError) as e:
+                failure = (getattr(e, "errno", None), str(e), type(e).__name__)
         # Every rank learns the outcome: a full disk on rank 0 fails the job everywhere.
         self._raise(self.comm.broadcast_object(failure, root=0))
 
-    def _raise(self, failure: tuple[int | None, str] | None) -> None:
+    def _raise(self, failure: tuple[int | None, str, str] | None) -> None:
         if failure is not None:
-            err = StorageError(failure[1] if self.comm.rank == 0 else
-                               f"rank {self.comm.rank}: {failure[1]}")
+            message = failure[1] if self.comm.rank == 0 else f"rank {self.comm.rank}: {failure[1]}"
+            if failure[2] == "ConfigError":
+                raise ConfigError(message)
+            err = StorageError(message)
             err.errno = failure[0]
             raise err
 
     def load(self) -> tuple[int, dict[str, Any]] | None:
         """The newest valid checkpoint as ``(step, state)`` on every rank, or None."""
         found: tuple[int, dict[str, Any]] | None = None
-        failure: tuple[int | None, str] | None = None
+        failure: tuple[int | None, str, str] | None = None
         if self.comm.rank == 0:
             try:
                 found = self._find()
-            except StorageError as e:
-                failure = (e.errno, str(e))
+            except (StorageError, ConfigError) as e:
+                failure = (getattr(e, "errno", None), str(e), type(e).__name__)
         try:
             failure, found = self.comm.broadcast_object((failure, found), root=0)
         except pickle.PicklingError as e:  # pragma: no cover - state pickled fine on save

@@ -17,6 +17,8 @@ Every launcher of ours (``terascale run``, the Spark and Ray runners, the test h
 ``TERASCALE_TIMELINE``       where ``init()`` records the collectives (Chrome trace events)
 ``TERASCALE_LINK_RATE``      the links' rate between hosts (``100Mbit``, bits/s): ``auto``'s
                              cost model (the rendezvous gives every rank the smallest asked)
+``TERASCALE_NODE_CORES``     the cores this node's workers share when the launcher bound each
+                             to a block of them (the spin waits count these, not the block)
 ``RANK``/``WORLD_SIZE``      torchrun's names, written beside ours when ``master`` is set, with
 ``LOCAL_RANK``, ...          ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``: torch's
                              default ``env://`` initialization then works unchanged
@@ -37,6 +39,8 @@ address, loopback when that is loopback; ``0.0.0.0`` for every interface);
 of their own (:func:`terascale.collectives.register_algorithm`): every process imports them
 on its first lookup of an algorithm, so workers started by ``terascale run`` or ``terascale
 bench`` know what the parent registered (:func:`read_algorithm_modules`).
+``TERASCALE_NO_CPU_BIND=1`` keeps ``terascale run`` from binding its workers to cores
+(:mod:`terascale.launch._cpubind`).
 ``TERASCALE_TRANSPORT`` names the transport ``init()`` links the ranks with (default
 ``tcp``; see :mod:`terascale.transport.base`; every rank must name the same one).
 """
@@ -56,11 +60,13 @@ from ._units import parse_rate
 
 __all__ = ["ENV_KEYS", "JobEnv", "SETTINGS", "host_identity", "parse_address",
            "read_algorithm_modules", "read_bind", "read_env", "read_flag", "read_link_rate",
+           "read_node_cores",
            "read_setting", "read_switch", "read_timeout", "read_transport"]
 
 ENV_KEYS = ("TERASCALE_RANK", "TERASCALE_SIZE", "TERASCALE_RENDEZVOUS", "TERASCALE_SECRET",
             "TERASCALE_JOB", "TERASCALE_TIMEOUT", "TERASCALE_RESTART", "TERASCALE_HOST_ID",
-            "TERASCALE_TIMELINE", "TERASCALE_ENCRYPT", "TERASCALE_LINK_RATE")
+            "TERASCALE_TIMELINE", "TERASCALE_ENCRYPT", "TERASCALE_LINK_RATE",
+            "TERASCALE_NODE_CORES")
 
 
 _LAUNCHERS = [  # (name, rank variable, size variable)
@@ -118,6 +124,9 @@ class JobEnv:
         The address servers started inside the process listen on (``TERASCALE_BIND``).
     link_rate
         The rate of the links between hosts, in bits/s (``TERASCALE_LINK_RATE``).
+    node_cores
+        The cores this node's workers share, when the launcher bound each worker to a block
+        of them (``TERASCALE_NODE_CORES``; default None: not bound).
     """
 
     launcher: str
@@ -137,6 +146,7 @@ class JobEnv:
     encrypt: bool = False
     bind: str | None = None
     link_rate: float | None = None  # bits/s
+    node_cores: int | None = None
 
     def to_environ(self) -> dict[str, str]:
         """The ``TERASCALE_*`` variables that make :func:`read_env` in a worker read this job.
@@ -167,6 +177,8 @@ class JobEnv:
             env["TERASCALE_ENCRYPT"] = "1"
         if self.link_rate is not None:
             env["TERASCALE_LINK_RATE"] = repr(float(self.link_rate))
+        if self.node_cores is not None:
+            env["TERASCALE_NODE_CORES"] = str(int(self.node_cores))
         if self.master is not None:  # what torchrun sets, for torch.distributed's env://
             env.update({"RANK": str(self.rank), "WORLD_SIZE": str(self.size),
                         "MASTER_ADDR": self.master[0], "MASTER_PORT": str(self.master[1]),
@@ -307,6 +319,13 @@ def read_link_rate(env: Mapping[str, str] | None = None) -> float | None:
     if not raw:
         return None
     return parse_rate(float(raw) if _is_number(raw) else raw, flag="TERASCALE_LINK_RATE")
+
+
+def read_node_cores(env: Mapping[str, str] | None = None) -> int | None:
+    """``TERASCALE_NODE_CORES``: how many cores this node's workers share when the launcher
+    bound each to a block of them; None when unset (or not a positive integer)."""
+    raw = (os.environ if env is None else env).get("TERASCALE_NODE_CORES", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def _is_number(text: str) -> bool:

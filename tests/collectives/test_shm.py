@@ -269,3 +269,35 @@ def test_a_stranger_without_the_key_gets_no_segment() -> None:
         theirs.close()
     finally:
         offer.close()
+
+
+def test_a_named_segment_squatted_before_its_creator_fails_every_member_at_once() -> None:
+    """Without memfd_create segments are named files in /dev/shm: a name taken before the
+    creator (here a directory, which even root cannot unlink as a file; a file of another
+    user is the same for anyone else) is a CollectiveError on every member, never the
+    squatter's file mapped, never a wait for the deadline."""
+    from terascale.transport import shmgroup
+
+    def fn(comm):
+        import time
+
+        shmgroup.HAVE_MEMFD = False  # this process's named fallback
+        if comm.rank == 0:
+            os.mkdir(os.path.join("/dev/shm", shmgroup.segment_name(comm.job, [0, 1])))
+        comm.barrier()
+        start = time.monotonic()
+        try:
+            comm.allreduce(np.ones(4), algorithm="shm")
+            return "finished", "", 0.0
+        except Exception as e:
+            return type(e).__name__, str(e), time.monotonic() - start
+        finally:
+            if comm.rank == 0:
+                os.rmdir(os.path.join("/dev/shm", shmgroup.segment_name(comm.job, [0, 1])))
+
+    res = [value for _, value in run_workers(fn, 2, expect_failure=True, collective_timeout=30)]
+    for rank, (kind, message, took) in enumerate(res):
+        assert kind in ("CollectiveError", "PeerLost"), (rank, kind, message)  # never OSError
+        assert took < 10, (rank, took, message)
+    assert "cannot create the shared-memory segment" in res[0][1], res
+    assert "aborted because rank 0 failed" in res[1][1], res

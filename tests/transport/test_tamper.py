@@ -79,7 +79,7 @@ class Relay:
         if first or not self.frames:  # a record: length u32 big endian, then that much
             if len(buf) < 4:
                 return 0
-            n = 4 + int.from_bytes(buf[:4], "big")
+            n = 4 + (int.from_bytes(buf[:4], "big") & 0x7FFFFFFF)  # top bit: an abort record
         else:  # a frame: header (payload size at offset 16), then the payload
             if len(buf) < _HEADER:
                 return 0
@@ -124,13 +124,14 @@ class RelayedServer(RendezvousServer):
 
     def __init__(self, *args, link: dict, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.link, self.relays = link, []
+        self.link, self.relays = dict(link), []
+        self.relay_cls = self.link.pop("relay", Relay)  # a Relay subclass, if given
 
     def advertise(self, slot: int, addr: str, endpoint: str) -> str:
         if slot != 0:
             return endpoint
         host, _, port = endpoint.rpartition(":")
-        relay = Relay((host, int(port)), **self.link)
+        relay = self.relay_cls((host, int(port)), **self.link)
         self.relays.append(relay)
         return f"{relay.address[0]}:{relay.address[1]}"
 
@@ -144,18 +145,19 @@ start = time.monotonic()
 out = {}
 try:
     comm = terascale.init(timeout=float(os.environ["DEADLINE"]))
-    out["mode"] = getattr(comm._transport.socks[1 - comm.rank], "mode", "plain")
+    n = comm.size
+    out["mode"] = getattr(comm._transport.socks[(comm.rank + 1) % n], "mode", "plain")
     x = np.full(1 << 18, comm.rank + 1.0, np.float32)  # 1 MiB: several records per frame
     for i in range(8):
         y = comm.allreduce(x.copy())
-        if not (y == 3.0).all():
+        if not (y == n * (n + 1) / 2).all():
             raise AssertionError(f"wrong sum at step {i}: {sorted(set(y.tolist()))[:4]}")
         obj = comm.broadcast_object({"note": "HARMLESS-" + "o" * 200} if comm.rank == 0
                                     else None)
         if obj != {"note": "HARMLESS-" + "o" * 200}:
             raise AssertionError(f"wrong object: {obj!r:.80}")
         objs = comm.allgather_object({"note": "HARMLESS-" + "o" * 200})
-        if objs != [{"note": "HARMLESS-" + "o" * 200}] * 2:
+        if objs != [{"note": "HARMLESS-" + "o" * 200}] * n:
             raise AssertionError(f"wrong objects: {objs!r:.80}")
     comm.close()
     out["ok"] = True
@@ -169,11 +171,11 @@ print("RESULT " + json.dumps(out), flush=True)
 
 
 def _run_job(rendezvous: tuple[str, int], secret: bytes, marker: Path,
-             env: list[dict[str, str]] | None = None) -> list[dict]:
+             env: list[dict[str, str]] | None = None, n: int = 2) -> list[dict]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
     procs = []
-    for r in range(2):
-        e = {**base, "TERASCALE_RANK": str(r), "TERASCALE_SIZE": "2",
+    for r in range(n):
+        e = {**base, "TERASCALE_RANK": str(r), "TERASCALE_SIZE": str(n),
              "TERASCALE_SECRET": secret.decode(), "TERASCALE_HOST_ID": f"host{r}",
              "TERASCALE_RENDEZVOUS": f"{rendezvous[0]}:{rendezvous[1]}",
              "DEADLINE": str(DEADLINE), **(env[r] if env else {})}
@@ -189,8 +191,9 @@ def _run_job(rendezvous: tuple[str, int], secret: bytes, marker: Path,
 
 
 def _job(tmp_path: Path, *, link: dict | None = None, rendezvous: dict | None = None,
-         env: list[dict[str, str]] | None = None) -> tuple[list[dict], Path, list[Relay]]:
-    secret = secrets.token_hex(16).encode()
+         env: list[dict[str, str]] | None = None,
+         secret: bytes | None = None) -> tuple[list[dict], Path, list[Relay]]:
+    secret = secret or secrets.token_hex(16).encode()
     marker = tmp_path / "attacker-code-ran"
     with RelayedServer(2, secret, link=link or {}) as server:
         front = Relay(server.address, **(rendezvous or {}))
@@ -234,6 +237,51 @@ def test_rewriting_the_rendezvous_replys_security_is_refused(tmp_path: Path) -> 
     assert all("rendezvous reply failed its authentication tag" in r["message"]
                for r in results), results
     assert relays[0].touched == 2
+
+
+class _HandshakeFlipper(Relay):
+    """Flips one bit of the handshake itself: of the dialer's nonce (``up``) or of the
+    acceptor's challenge (``down``)."""
+
+    def __init__(self, target: tuple[str, int], way: str) -> None:
+        self.way = way
+        super().__init__(target)
+
+    def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
+        up = prefix == self.dial_prefix
+        at = 8 + 5  # past the magic, inside the nonce or the challenge
+        if up != (self.way == "up"):
+            return super()._pump(src, dst, prefix, mutate)
+        buf = bytearray()
+        try:
+            while len(buf) <= at and (chunk := src.recv(1 << 16)):
+                buf += chunk
+            buf[at] ^= 0x01
+            dst.sendall(bytes(buf))
+            while chunk := src.recv(1 << 16):
+                dst.sendall(chunk)
+        except (OSError, IndexError):
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+@pytest.mark.parametrize("way", ["up", "down"])
+def test_a_flipped_bit_in_the_rendezvous_handshake_is_refused(tmp_path: Path, way: str) -> None:
+    secret = secrets.token_hex(16).encode()
+    with RendezvousServer(2, secret) as server:
+        front = _HandshakeFlipper(server.address, way)
+        try:
+            results = _run_job(front.address, secret, tmp_path / "m")
+        finally:
+            front.close()
+    _all_refused(results)
+    assert all("or the handshake was altered on the way" in r["message"] for r in results), \
+        results
 
 
 def test_rewriting_a_rendezvous_request_is_refused(tmp_path: Path) -> None:
@@ -299,6 +347,91 @@ def test_altered_frames_abort_the_job_on_every_rank(tmp_path: Path, attack: str,
     assert "tampered" in results[0]["message"] and "from rank 1" in results[0]["message"]
     assert "aborted because rank 0 failed" in results[1]["message"]
     assert relays[1].touched == (2 if attack == "reorder" else 1)
+
+
+def _reflector() -> tuple[Mutator, Mutator]:
+    """Rank 1's own latest data record, sent back to it once in place of one of rank 0's."""
+    mine: list[bytes] = []
+    done: list[bool] = []
+
+    def up(index: int, unit: bytes) -> list[bytes]:
+        if index >= 1:
+            mine.append(unit)
+        return [unit]
+
+    def down(index: int, unit: bytes) -> list[bytes]:
+        if index >= 2 and mine and not done:
+            done.append(True)
+            return [mine[-1]]
+        return [unit]
+    return up, down
+
+
+def _abort_bit(index: int, unit: bytes) -> list[bytes]:
+    """A data record passed off as an abort record (the top bit of its length)."""
+    return [bytes([unit[0] | 0x80]) + unit[1:]] if index == 2 else [unit]
+
+
+def _huge(index: int, unit: bytes) -> list[bytes]:
+    """A record that claims 2 GiB, then 64 KiB of noise: refused before anything is allocated."""
+    return [b"\x7f\xff\xff\xff" + os.urandom(64 << 10)] if index == 2 else [unit]
+
+
+class _Truncator(Relay):
+    """Forwards half of rank 1's record 2, then cuts both ways."""
+
+    def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
+        def half(index: int, unit: bytes) -> list[bytes]:
+            if index == 2:
+                dst.sendall(unit[: len(unit) // 2])
+                raise OSError("cut")
+            return [unit]
+        return super()._pump(src, dst, prefix, half if mutate is not None else None)
+
+
+@pytest.mark.parametrize("attack", ["reflect", "abort-bit", "huge-length"])
+def test_reflected_relabelled_or_oversized_records_abort_the_job(tmp_path: Path,
+                                                                attack: str) -> None:
+    if attack == "reflect":
+        up, down = _reflector()
+        link: dict = {"up": up, "down": down}
+        victim, sender = 1, 0
+    else:
+        link = {"up": _abort_bit if attack == "abort-bit" else _huge}
+        victim, sender = 0, 1
+    results, _, relays = _job(tmp_path, link=link)
+    _all_refused(results)
+    assert "tampered" in results[victim]["message"], results
+    assert f"from rank {sender}" in results[victim]["message"], results
+    assert f"aborted because rank {victim} failed" in results[sender]["message"], results
+
+
+def test_a_record_cut_in_half_ends_the_job_on_both_ranks(tmp_path: Path) -> None:
+    results, _, relays = _job(tmp_path, link={"up": lambda index, unit: [unit],
+                                              "relay": _Truncator})
+    _all_refused(results, ("AuthError", "PeerLost"))
+
+
+def test_a_record_of_an_earlier_job_with_the_same_secret_is_refused(tmp_path: Path) -> None:
+    """Same secret, new job (a restart): every link is keyed afresh, so an old record fails."""
+    secret = secrets.token_hex(16).encode()
+    old: dict[int, bytes] = {}
+
+    def record(index: int, unit: bytes) -> list[bytes]:
+        old.setdefault(index, unit)
+        return [unit]
+
+    first, _, _ = _job(tmp_path, link={"up": record}, secret=secret)
+    assert all(r.get("ok") for r in first), first
+    assert 2 in old
+
+    def splice(index: int, unit: bytes) -> list[bytes]:
+        return [old[2]] if index == 2 else [unit]
+
+    results, _, relays = _job(tmp_path, link={"up": splice}, secret=secret)
+    _all_refused(results)
+    assert "tampered" in results[0]["message"] and "from rank 1" in results[0]["message"]
+    assert relays[1].touched == 1
 
 
 def _pickle_swap(marker: Path) -> Mutator:
@@ -579,3 +712,115 @@ def test_point_to_point_peers_agree_on_link_security() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_the_benchmark_plaintext_mode_needs_every_rank_to_ask_for_it(tmp_path: Path) -> None:
+    """One rank's TERASCALE_UNAUTHENTICATED_BENCHMARK never lowers another's links: the job
+    runs the strongest mode any rank asked for, so both ranks authenticate."""
+    results, _, _ = _job(tmp_path, env=[{"TERASCALE_UNAUTHENTICATED_BENCHMARK": "1"}, {}])
+    assert [(r.get("ok"), r.get("mode")) for r in results] == [(True, "integrity")] * 2, results
+
+
+class _Recorder(Relay):
+    """Forwards untouched and keeps every byte each dialer sent, per connection."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.sessions: list[bytearray] = []
+        super().__init__(target)
+
+    def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
+        if prefix != self.dial_prefix:
+            return super()._pump(src, dst, prefix, mutate)
+        seen = bytearray()
+        self.sessions.append(seen)
+        try:
+            while chunk := src.recv(1 << 16):
+                seen += chunk
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def _join_both(address: tuple[str, int], secret: bytes) -> list[int]:
+    """Two workers join the rendezvous at ``address`` (threads); their ranks."""
+    from terascale.rendezvous import join
+
+    ranks: list[int] = []
+
+    def go(slot: int) -> None:
+        a = join(address, secret, slot=slot, size=2, host_id="h", timeout=DEADLINE)
+        a.listener.close()
+        ranks.append(a.rank)
+
+    threads = [threading.Thread(target=go, args=(slot,)) for slot in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(DEADLINE + 5)
+    return sorted(ranks)
+
+
+def test_a_recorded_rendezvous_session_replayed_into_a_new_job_is_refused() -> None:
+    """Same secret, a later job: the recorded handshake answers an old challenge."""
+    secret = secrets.token_hex(16).encode()
+    with RendezvousServer(2, secret) as server:
+        rec = _Recorder(server.address)
+        try:
+            assert _join_both(rec.address, secret) == [0, 1]
+        finally:
+            rec.close()
+    old = bytes(rec.sessions[0])
+    assert len(old) > _DIAL_PREFIX
+    with RendezvousServer(2, secret) as server:
+        with socket.create_connection(server.address, timeout=5) as s:
+            s.settimeout(5)
+            challenge = s.recv(40)
+            s.sendall(old)
+            verdict = b""
+            while len(verdict) < 34 and (chunk := s.recv(34 - len(verdict))):
+                verdict += chunk
+        assert challenge.startswith(b"TSAUTH1\n")
+        assert verdict[:2] == b"NO", verdict
+        assert _join_both(server.address, secret) == [0, 1]  # the job is unaffected
+
+
+def _splicer() -> Mutator:
+    """Each stream through the relay (a connection's direction) has a pump thread of its
+    own: once one stream reaches a record that another stream already had at the same
+    place (past the hellos), it gets the other stream's record instead."""
+    seen: dict[int, dict[int, bytes]] = {}
+    done: list[bool] = []
+
+    def mutate(index: int, unit: bytes) -> list[bytes]:
+        me = threading.get_ident()
+        seen.setdefault(me, {})[index] = unit
+        if index < 1 or done:
+            return [unit]
+        other = next((u[index] for t, u in list(seen.items()) if t != me and index in u), None)
+        if other is None or other == unit:
+            return [unit]
+        done.append(True)
+        return [other]
+    return mutate
+
+
+def test_a_record_spliced_from_another_ranks_link_is_refused(tmp_path: Path) -> None:
+    """Three ranks: the links of ranks 1 and 2 to rank 0 both pass the relay, which moves a
+    record from one stream (a link's direction) onto another, at the same place."""
+    secret = secrets.token_hex(16).encode()
+    mutate = _splicer()
+    with RelayedServer(3, secret, link={"up": mutate, "down": mutate}) as server:
+        try:
+            results = _run_job(server.address, secret, tmp_path / "m", n=3)
+        finally:
+            for r in server.relays:
+                r.close()
+    assert server.relays[0].touched == 1
+    _all_refused(results)
+    assert all("tampered" in r["message"] for r in results), results  # the cause, everywhere

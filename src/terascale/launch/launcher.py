@@ -29,6 +29,7 @@ from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
 from ._blame import Blame, cause_line, echoed, is_stopped
+from ._cpubind import bound, cpu_blocks
 from ._lifetime import forget_group, watch_group, worker_start
 from ._output import Output
 from .runner import Worker, restarts, stop_all, watch
@@ -78,6 +79,10 @@ class LaunchOptions:
     link_rate
         The links' rate between hosts in bits/s for ``auto`` (``--link-rate``; default None:
         unknown).
+    cpu_bind
+        Give each worker a block of this node's cores of its own when there are at most as
+        many workers as cores (True), or leave them unbound (False); default None: bind
+        unless ``TERASCALE_NO_CPU_BIND=1`` (why: :mod:`terascale.launch._cpubind`).
     """
 
     nprocs: int
@@ -89,6 +94,7 @@ class LaunchOptions:
     timeline: str | None = None
     encrypt: bool = False  # every TCP link AES-GCM (TERASCALE_ENCRYPT=1 in the workers)
     link_rate: float | None = None  # bits/s between hosts, for auto (TERASCALE_LINK_RATE)
+    cpu_bind: bool | None = None  # a block of cores per worker (None: TERASCALE_NO_CPU_BIND)
 
 
 def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
@@ -212,6 +218,7 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
     # PDEATHSIG is tied to the thread that forks: Popen is called from this thread, which
     # lives until every worker has been waited for.
     preexec, session = worker_start(opts.nprocs)
+    blocks = cpu_blocks(opts.nprocs, opts.cpu_bind)
     try:
         for rank in range(opts.nprocs):
             env = dict(os.environ)
@@ -222,12 +229,13 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                 host_id=hosts[rank], master=master, local_rank=hosts[:rank].count(hosts[rank]),
                 local_size=hosts.count(hosts[rank]), encrypt=opts.encrypt,
                 link_rate=opts.link_rate,
+                node_cores=None if blocks is None else sum(len(b) for b in blocks),
             ).to_environ())
             env["PYTHONUNBUFFERED"] = "1"
             try:
                 p = subprocess.Popen(list(cmd), env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, start_new_session=session,
-                                     preexec_fn=preexec)
+                                     preexec_fn=bound(preexec, blocks and blocks[rank]))
                 watch_group(p.pid)  # its own children die with the launcher too
             except FileNotFoundError:
                 raise ConfigError(f"command not found: {cmd[0]!r}") from None

@@ -28,7 +28,9 @@ def share_named(ex: Exchange, group: list[int], path: str, size: int) -> mmap.mm
     if rank == group[0]:
         try:
             os.unlink(path)  # a leftover of an earlier crash of this very job
-        except FileNotFoundError:
+        except OSError:
+            # Not there, or not ours to remove (another user's file, a directory): then
+            # the exclusive create below fails, and every member hears why.
             pass
         mm = _open(ex, path, size, create=True)
         try:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["BLOCK_S", "CHECK_S", "CORES", "CORE_SLEEP_S", "MIN_SPIN_S",
+__all__ = ["BLOCK_S", "BOUND", "CHECK_S", "CORES", "CORE_SLEEP_S", "MIN_SPIN_S",
            "OVERSUBSCRIBED_SPIN_S", "RUNNING_SPIN_S", "SPIN_S", "WAKING_SPIN_S",
            "YIELD_AFTER_S", "YIELD_WHILE_SPINNING", "host_busy", "oversubscribed",
            "share_scheduler"]
@@ -138,7 +138,15 @@ def oversubscribed() -> bool:
     (``/proc/loadavg``'s fourth field, every ``CROWD_CHECK_S``), smoothed over about four
     readings; spinning stops only when there are more of them than cores (by
     ``CROWD_TASKS``: a task that is runnable for one reading does not stop it, one that stays
-    does after a few). Without ``/proc``: :func:`host_busy`."""
+    does after a few). Without ``/proc``: :func:`host_busy`.
+
+    Never, for a worker that ``terascale run`` bound to a block of cores of its own
+    (``BOUND``): no member of its job can be queued on its core, so a spin takes time only
+    from other jobs' tasks there, at most ``SPIN_S`` a wait, as MPI's bound ranks poll;
+    sleeping in ``epoll_wait`` instead makes every answer wake the other core, several
+    times slower for a small exchange (``docs/benchmarks/security.md``)."""
+    if _BOUND:
+        return False
     now = time.monotonic()
     if now >= _over[0]:
         _over[0] = now + CROWD_CHECK_S
@@ -160,6 +168,18 @@ def _loadavg_fd() -> int:
     return _fd[0]
 
 
-# The cores this process may run on (its affinity mask, not the machine's count).
-CORES = _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
-    (os.cpu_count() or 1)
+def _cores() -> tuple[int, bool]:
+    """The cores this process's job shares on this node, and whether this process is bound
+    to a block of them of its own. Its affinity mask (not the machine's count), or, where
+    ``terascale run`` bound each worker to a block of its own
+    (:mod:`terascale.launch._cpubind`), all the blocks together: the other members of the
+    host run on the other blocks, so a block of one core is not an oversubscribed host."""
+    from .._env import read_node_cores
+
+    own = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1)
+    node = read_node_cores() or 0
+    return max(own, node), own < node
+
+
+(CORES, BOUND) = (_CORES, _BOUND) = _cores()
