@@ -40,7 +40,7 @@ of their own (:func:`terascale.collectives.register_algorithm`): every process i
 on its first lookup of an algorithm, so workers started by ``terascale run`` or ``terascale
 bench`` know what the parent registered (:func:`read_algorithm_modules`).
 ``TERASCALE_NO_CPU_BIND=1`` keeps ``terascale run`` from binding its workers to cores
-(:mod:`terascale.launch._cpubind`).
+(:mod:`terascale.launch.cpubind`).
 ``TERASCALE_TRANSPORT`` names the transport ``init()`` links the ranks with (default
 ``tcp``; see :mod:`terascale.transport.base`; every rank must name the same one).
 """

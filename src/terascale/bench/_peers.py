@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .._errors import ConfigError
+from ..launch.cpubind import cpu_blocks
 
 __all__ = ["SIDE_PEERS", "available_peers", "install_peer", "peer_command", "peer_environ",
            "peer_status", "peers_root", "side_job"]
@@ -91,7 +92,10 @@ def peer_command(name: str, n: int, worker_args: list[str]) -> list[str]:
     from . import _allreduce_worker
 
     worker = os.path.abspath(_allreduce_worker.__file__)
-    return [_bin(name, "mpiexec"), "-n", str(n), _bin(name, "python"), worker, *worker_args]
+    # Ranks bound as ours are: Intel MPI pins them by default, MPICH's hydra is asked to.
+    bind = ["-bind-to", "core"] if name == "mpich" and cpu_blocks(n) is not None else []
+    return [_bin(name, "mpiexec"), *bind, "-n", str(n), _bin(name, "python"), worker,
+            *worker_args]
 
 
 def peer_environ(name: str) -> dict[str, str]:

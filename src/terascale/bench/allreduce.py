@@ -37,6 +37,7 @@ from typing import Any
 from .. import _units
 from .._errors import ConfigError
 from .._units import format_size
+from ..launch.cpubind import cpu_blocks
 from ..transport.shmgroup import compiled_core
 from ._allreduce_cluster import add_cluster_flags
 from ._allreduce_report import (
@@ -148,12 +149,14 @@ def _run_launched(cmd: list[str], n: int, timeout: float, *, apart: bool = False
 def _mpirun_cmd(n: int, btl: str, cmd: list[str]) -> list[str]:
     mpirun = shutil.which("mpirun") or "mpirun"
     root = ["--allow-run-as-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
-    # pml ob1 makes the btl choice binding (no UCX); unbound ranks share the 2 cores fairly.
+    # pml ob1 makes the btl choice binding (no UCX).
     # Yielding when idle keeps Open MPI's busy polling from collapsing on a loaded machine
     # (1 MiB at n=2: 0.22 ms with it, 25-48 ms without at load 15); it is Open MPI's own
     # default whenever ranks outnumber cores. (btl_tcp_if_include lo made small messages
     # 500x slower here, so it is not set.)
-    return [mpirun, *root, "--oversubscribe", "--bind-to", "none", "-n", str(n),
+    # Bound as our workers are (one block of cores each while n <= cores, else unbound).
+    bind = "none" if cpu_blocks(n) is None else "core"
+    return [mpirun, *root, "--oversubscribe", "--bind-to", bind, "-n", str(n),
             "--mca", "pml", "ob1", "--mca", "mpi_yield_when_idle", "1", "--mca", "btl", btl,
             *cmd]
 

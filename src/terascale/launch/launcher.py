@@ -29,9 +29,9 @@ from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
 from ._blame import Blame, cause_line, echoed, is_stopped
-from ._cpubind import bound, cpu_blocks
 from ._lifetime import forget_group, watch_group, worker_start
 from ._output import Output
+from .cpubind import bound, cpu_blocks
 from .runner import Worker, restarts, stop_all, watch
 
 __all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", "run_group",
@@ -82,7 +82,7 @@ class LaunchOptions:
     cpu_bind
         Give each worker a block of this node's cores of its own when there are at most as
         many workers as cores (True), or leave them unbound (False); default None: bind
-        unless ``TERASCALE_NO_CPU_BIND=1`` (why: :mod:`terascale.launch._cpubind`).
+        unless ``TERASCALE_NO_CPU_BIND=1`` (why: :mod:`terascale.launch.cpubind`).
     """
 
     nprocs: int

@@ -172,7 +172,7 @@ def _cores() -> tuple[int, bool]:
     """The cores this process's job shares on this node, and whether this process is bound
     to a block of them of its own. Its affinity mask (not the machine's count), or, where
     ``terascale run`` bound each worker to a block of its own
-    (:mod:`terascale.launch._cpubind`), all the blocks together: the other members of the
+    (:mod:`terascale.launch.cpubind`), all the blocks together: the other members of the
     host run on the other blocks, so a block of one core is not an oversubscribed host."""
     from .._env import read_node_cores
 

@@ -55,7 +55,15 @@ def cpu_blocks(nprocs: int, bind: bool | None = None) -> list[list[int]] | None:
 
 
 def bound(hook: Callable[[], None] | None, cores: list[int] | None) -> Callable[[], None] | None:
-    """A ``preexec_fn``: ``hook``, then bind the new process to ``cores`` (None: unbound)."""
+    """A ``preexec_fn``: ``hook``, then bind the new process to ``cores``.
+
+    Parameters
+    ----------
+    hook
+        The ``preexec_fn`` to run first (None: nothing).
+    cores
+        The cores the new process may run on (None: leave it unbound).
+    """
     if cores is None:
         return hook
 
