@@ -119,6 +119,16 @@ def test_init_notice_is_silent_when_quiet_or_size_1_asked(env):
     assert "no launcher" not in proc.stderr
 
 
+def test_linear_warm_up_before_launching_workers_gives_no_notice():
+    # `terascale linear train -n 2` and `terascale demo` compile the kernels in the launcher
+    # (a process no launcher started) before starting the workers: the notice would tell a
+    # user who did run N workers that their job has size 1
+    pytest.importorskip("numba")
+    proc = _python("from terascale.linear._warm import _run; _run(False)")
+    assert proc.returncode == 0, proc.stderr
+    assert "no launcher" not in proc.stderr
+
+
 def test_run_prints_the_cause_before_the_traceback(tmp_path):
     script = tmp_path / "typo.py"
     script.write_text(textwrap.dedent("""
