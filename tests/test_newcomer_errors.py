@@ -90,7 +90,14 @@ def test_csv_read_as_vw_suggests_format_csv(capsys, tmp_path):
     data.write_text("y,a,b\n1,2,3\n0,1,1\n")
     code, text = _cli(capsys, "linear", "train", str(data), "--quiet")
     assert code == 2
-    assert f"{data}, line 1" in text and "add --format csv" in text
+    assert f"{data}, line 1" in text and "add --format csv, and --label COLUMN" in text
+    # following the hint without naming the label column: the next error says how
+    code, text = _cli(capsys, "linear", "train", str(data), "--format", "csv", "--quiet")
+    assert code == 2
+    assert "(columns: y, a, b); name the label column with --label COLUMN" in text
+    code, text = _cli(capsys, "linear", "train", str(data), "--format", "csv", "--label", "y",
+                      "--quiet", "-f", str(tmp_path / "m.model"))
+    assert code == 0 and (tmp_path / "m.model").exists()
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -17,7 +17,7 @@ import typing
 from collections.abc import Sequence
 
 from . import __version__
-from ._errors import DataError, TerascaleError
+from ._errors import ConfigError, DataError, TerascaleError
 
 __all__ = ["build_parser", "main"]
 
@@ -133,7 +133,11 @@ def _hint(args: argparse.Namespace, error: TerascaleError) -> str:
     """What to do about a common first mistake, when ``error`` is one."""
     if (isinstance(error, DataError) and getattr(args, "format", None) == "vw"
             and re.search(r"\.(csv|tsv)(\.gz)?\b", str(error))):
-        return " (this looks like a CSV file: add --format csv)"
+        return (" (this looks like a CSV file: add --format csv, and --label COLUMN unless "
+                "the label column is named 'label')")
+    if (isinstance(error, ConfigError) and getattr(args, "format", None) == "csv"
+            and str(error).startswith("--label ") and "has no such column" in str(error)):
+        return "; name the label column with --label COLUMN"
     return ""
 
 
