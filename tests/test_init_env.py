@@ -90,7 +90,7 @@ def test_unreachable_rendezvous_fails_with_advice() -> None:
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        with pytest.raises(RendezvousError, match="cannot reach the rendezvous server"):
+        with pytest.raises(RendezvousError, match="^rank 1: cannot reach the rendezvous server"):
             terascale.init(timeout=1)
     finally:
         for k, v in old.items():
