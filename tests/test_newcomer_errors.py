@@ -126,6 +126,20 @@ def test_init_notice_is_silent_when_quiet_or_size_1_asked(env):
     assert "no launcher" not in proc.stderr
 
 
+@pytest.mark.parametrize("missing, argv, extra", [
+    ("tqdm", ["bench", "allreduce", "-n", "2", "--vs", "", "--sizes", "4K"], "bench"),
+    ("torch", ["bench", "torch", "--parts", "p2p"], "torch"),
+])
+def test_a_command_without_its_extra_says_what_to_install(missing, argv, extra):
+    # the package made unimportable in a fresh interpreter, as in an install without the extra
+    proc = _python(f"import sys; sys.modules[{missing!r}] = None\n"
+                   f"from terascale.cli import main; sys.exit(main({argv!r}))")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (f"this needs the {missing!r} package, part of the {extra!r} extra: "
+            f"pip install 'terascale[{extra}]'") in proc.stderr
+
+
 def test_linear_warm_up_before_launching_workers_gives_no_notice():
     # `terascale linear train -n 2` and `terascale demo` compile the kernels in the launcher
     # (a process no launcher started) before starting the workers: the notice would tell a

