@@ -77,6 +77,16 @@ def test_parser_is_exposed_without_sphinx_roles():
     assert ":mod:" not in linear.format_help()
 
 
+def test_help_in_the_terminal_shows_no_rst_markup(capsys):
+    code, text = _cli(capsys, "bench", "failures", "--help")
+    assert code == 0 and "`terascale bench failures`: how fast" in text
+    assert "``" not in text
+    # the parser the docs render keeps the literal markup, which Sphinx turns into code
+    bench = build_parser()._subparsers._group_actions[0].choices["bench"]
+    kinds = bench._subparsers._group_actions[0].choices
+    assert "``terascale bench failures``" in kinds["failures"].description
+
+
 def test_run_a_python_script_suggests_python(capsys, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")

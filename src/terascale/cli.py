@@ -115,8 +115,22 @@ _ROLE = re.compile(r":(?:\w+:)?\w+:`~?\.?([^`]+)`")
 
 def _plain_help(parser: argparse.ArgumentParser) -> None:
     """Turn Sphinx roles into ``literal`` text in every help text, description and epilog."""
+    _rewrite_help(parser, lambda text: _ROLE.sub(r"``\1``", text))
+
+
+# reStructuredText's ``literal``: the docs' CLI page renders it, a terminal shows the quotes
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def _terminal_help(parser: argparse.ArgumentParser) -> None:
+    """``literal`` becomes `literal` in what ``--help`` prints (the docs keep the markup)."""
+    _rewrite_help(parser, lambda text: _LITERAL.sub(r"`\1`", text))
+
+
+def _rewrite_help(parser: argparse.ArgumentParser, fn: typing.Callable[[str], str]) -> None:
+    """Apply ``fn`` to every help text, description and epilog of ``parser`` and below."""
     def plain(text: str | None) -> str | None:
-        return _ROLE.sub(r"``\1``", text) if text else text
+        return fn(text) if text else text
 
     parser.description = plain(parser.description)
     parser.epilog = plain(parser.epilog)
@@ -126,7 +140,7 @@ def _plain_help(parser: argparse.ArgumentParser) -> None:
             for choice in action._choices_actions:
                 choice.help = plain(choice.help)
             for child in set(action.choices.values()):
-                _plain_help(child)
+                _rewrite_help(child, fn)
 
 
 def _hint(args: argparse.Namespace, error: TerascaleError) -> str:
@@ -169,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The arguments (default None: ``sys.argv[1:]``).
     """
     parser = build_parser()
+    _terminal_help(parser)
     argv = list(sys.argv[1:] if argv is None else argv)
     args, extras = parser.parse_known_args(argv)
     if extras:  # a command may explain its own unknown flags (linear: VW's, refused)
