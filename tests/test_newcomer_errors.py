@@ -95,6 +95,13 @@ def test_run_a_python_script_suggests_python(capsys, tmp_path):
     assert f"terascale run -n 2 python {script}" in text
 
 
+def test_run_a_misspelled_interpreter_suggests_python(capsys):
+    code, text = _cli(capsys, "run", "-n", "2", "pyhton", "train.py")
+    assert code == 2 and "command not found: 'pyhton' (did you mean 'python'?)" in text
+    code, text = _cli(capsys, "run", "-n", "2", "no-such-program-xq")
+    assert code == 2 and "'no-such-program-xq' (check its spelling and PATH)" in text
+
+
 def test_csv_read_as_vw_suggests_format_csv(capsys, tmp_path):
     data = tmp_path / "data.csv"
     data.write_text("y,a,b\n1,2,3\n0,1,1\n")
