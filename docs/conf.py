@@ -31,6 +31,9 @@ exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 root_doc = "index"
 
 myst_enable_extensions = ["colon_fence", "deflist", "fieldlist"]
+# no typographic quotes and dashes: the help texts and docstrings name flags in prose
+# (``--epochs``), which smart quotes would turn into an en dash
+smartquotes = False
 myst_heading_anchors = 3
 
 autodoc_typehints = "description"
