@@ -95,6 +95,15 @@ def test_run_a_python_script_suggests_python(capsys, tmp_path):
     assert f"terascale run -n 2 python {script}" in text
 
 
+@pytest.mark.parametrize("argv", [["-np", "2", "python", "train.py"],           # mpirun's habit
+                                  ["--nproc-per-node", "2", "python", "train.py"],  # torchrun's
+                                  ["python", "train.py", "-n", "2"]])              # -n at the end
+def test_run_without_n_says_how_to_give_it(capsys, argv):
+    code, text = _cli(capsys, "run", *argv)
+    assert code == 2 and "give the number of workers as -n N, before the command" in text
+    assert len(text.strip().splitlines()) == 1
+
+
 def test_run_a_misspelled_interpreter_suggests_python(capsys):
     code, text = _cli(capsys, "run", "-n", "2", "pyhton", "train.py")
     assert code == 2 and "command not found: 'pyhton' (did you mean 'python'?)" in text

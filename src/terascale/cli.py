@@ -36,6 +36,9 @@ class _Parser(argparse.ArgumentParser):
         if choice:  # a sub-command or a flag's value: argparse lists the choices
             names = re.findall(r"'([^']*)'", choice.group(2))
             message += did_you_mean(choice.group(1), names)
+        if "-n/--nprocs" in message:  # mpirun's -np or torchrun's --nproc-per-node, out of habit
+            message += ("; give the number of workers as -n N, before the command: "
+                        "terascale run -n 4 python train.py")
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
