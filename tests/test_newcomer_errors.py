@@ -191,3 +191,21 @@ def test_run_prints_the_cause_before_the_traceback(tmp_path):
     first = summary.strip().splitlines()[0]
     assert "ConfigError: algorithm='rign' is not known (did you mean 'ring'?)" in first
     assert summary.index("Traceback") > summary.index(first)
+
+
+def test_run_says_which_signal_ended_a_worker(tmp_path):
+    script = tmp_path / "oom.py"
+    script.write_text(textwrap.dedent("""
+        import os, signal, terascale
+        comm = terascale.init()
+        if comm.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer ends a process
+        comm.barrier()
+    """))
+    proc = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", "--timeout", "20",
+                           sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 137, proc.stderr
+    assert ("rank 1 failed first (exit status 137), killed by SIGKILL (out of memory? see "
+            "dmesg)") in proc.stderr
+
