@@ -155,6 +155,7 @@ def test_init_notice_is_silent_when_quiet_or_size_1_asked(env):
 @pytest.mark.parametrize("missing, argv, extra", [
     ("tqdm", ["bench", "allreduce", "-n", "2", "--vs", "", "--sizes", "4K"], "bench"),
     ("torch", ["bench", "torch", "--parts", "p2p"], "torch"),
+    ("matplotlib", ["simulate", "--nodes", "4", "--bytes", "1MB", "--plot", "x.png"], "bench"),
 ])
 def test_a_command_without_its_extra_says_what_to_install(missing, argv, extra):
     # the package made unimportable in a fresh interpreter, as in an install without the extra
