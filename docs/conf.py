@@ -31,6 +31,9 @@ exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 root_doc = "index"
 
 myst_enable_extensions = ["colon_fence", "deflist", "fieldlist"]
+# no typographic quotes and dashes: the help texts and docstrings name flags in prose
+# (``--epochs``), which smart quotes would turn into an en dash
+smartquotes = False
 myst_heading_anchors = 3
 
 autodoc_typehints = "description"
@@ -63,3 +66,17 @@ html_static_path = []
 # A class re-exported by its package (terascale.transport.Exchange is
 # terascale.transport.base.Exchange) has two names; a type hint naming it finds both.
 suppress_warnings = ["ref.python"]
+
+
+def _field_dashes(app, doctree, docname):
+    """The separator Sphinx puts between a parameter's name and its description (" -- ")
+    as the dash smart quotes would have made of it."""
+    from docutils import nodes
+
+    for text in list(doctree.findall(nodes.Text)):
+        if str(text) == " -- ":
+            text.parent.replace(text, nodes.Text(" \u2013 "))
+
+
+def setup(app):
+    app.connect("doctree-resolved", _field_dashes)

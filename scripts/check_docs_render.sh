@@ -42,6 +42,8 @@ print(html.unescape(re.sub(r"<[^>]+>", " ", d)))')"
     problems=()
     grep -qE ':(mod|class|func|meth|attr|data|exc|ref|doc|py:[a-z]+):`' <<<"$text" && problems+=("raw Sphinx role")
     grep -qE '```|\{(toctree|eval-rst|include|py:[a-z]+)\}' <<<"$text" && problems+=("raw MyST markup")
+    # smart quotes make the -- of a flag in prose a dash ("--epochs" shown as "–epochs")
+    grep -qE '(^|[[:space:](])(–|—)[a-z]' <<<"$text" && problems+=("a flag's -- shown as a dash")
     grep -q 'class="sidebar-tree"' <<<"$dom" || problems+=("no navigation sidebar")
     grep -q 'class="sidebar-search"' <<<"$dom" || problems+=("no search box")
     grep -q '<h1' <<<"$dom" || problems+=("no title")

@@ -52,3 +52,15 @@ def test_check_catches_raw_markup(tmp_path: Path) -> None:
     done = _check(site, "quickstart", search=False)
     assert done.returncode == 1 and "FAIL  quickstart: raw Sphinx role" in done.stdout, \
         done.stdout
+
+
+def test_check_catches_a_flag_shown_as_a_dash(tmp_path: Path) -> None:
+    site = tmp_path / "html"
+    shutil.copytree(SITE, site)
+    page = site / "quickstart.html"
+    text = page.read_text()
+    at = text.index("<h1")
+    page.write_text(text[:at] + "<p>e.g. python train.py \u2013epochs 3</p>" + text[at:])
+    done = _check(site, "quickstart", search=False)
+    assert done.returncode == 1 and "FAIL  quickstart: a flag's -- shown as a dash" in done.stdout, \
+        done.stdout

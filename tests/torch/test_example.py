@@ -40,6 +40,15 @@ def test_example_datasets_error_names_the_file(tmp_path: Path) -> None:
         fashion_mnist(True, tmp_path)
 
 
+def test_missing_dataset_says_where_to_get_it(tmp_path: Path) -> None:
+    import terascale
+    from terascale.torch.datasets import fashion_mnist
+
+    with pytest.raises(terascale.DataError, match=r"train-images-idx3-ubyte.gz: no such file;"
+                       r".*dataset-fashion-mnist.*--data DIR"):
+        fashion_mnist(True, tmp_path)
+
+
 def test_example_model_is_the_benchmarked_model() -> None:
     import importlib.util
 

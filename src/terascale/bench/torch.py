@@ -260,6 +260,8 @@ def _p2p(args: argparse.Namespace) -> list[dict[str, Any]]:
 def _main(args: argparse.Namespace) -> int:
     import os
 
+    import torch  # noqa: F401  (first: without the torch extra, the command says what to install)
+
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     parts = _csv(args.parts)
     out: dict[str, Any] = {}

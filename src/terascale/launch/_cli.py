@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import shutil
+import sys
 
 __all__ = ["add_parser"]
 
@@ -88,6 +91,11 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"cannot execute {cmd[0]!r}: a Python script runs through the "
                           f"interpreter: terascale run -n {args.nprocs} python "
                           f"{' '.join(cmd)}")
+    if cmd and os.sep not in cmd[0] and shutil.which(cmd[0]) is None:
+        pythons = ["python", "python3", os.path.basename(sys.executable)]
+        close = difflib.get_close_matches(cmd[0], pythons, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else " (check its spelling and PATH)"
+        raise ConfigError(f"command not found: {cmd[0]!r}{hint}")
     if args.nnodes != 1 or args.rendezvous is not None:
         return _run_nodes(args, cmd)
     if args.bind is not None:

@@ -325,7 +325,8 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
                                      f"{status}):\n")
                 else:
                     sys.stderr.write(f"\nterascale run: rank {failed} failed first (exit status "
-                                     f"{status}); the other workers were stopped. Its last output:\n")
+                                     f"{status}){_killed_by(status)}; the other workers were "
+                                     f"stopped. Its last output:\n")
                 sys.stderr.write("".join(f"  | {ln.decode(errors='replace')}" for ln in tail))
                 if again:
                     sys.stderr.write(f"terascale run: restarting all {opts.nprocs} workers "
@@ -341,3 +342,15 @@ def launch(cmd: Sequence[str], opts: LaunchOptions) -> int:
         finally:
             if opts.timeline:
                 merge_parts(opts.timeline)  # every rank's part file -> one Chrome trace
+
+
+def _killed_by(status: int) -> str:
+    """What an exit status of ``128 + N`` means (the worker was ended by signal N, as shells
+    report it): ``", killed by SIGKILL (out of memory? see dmesg)"`` for 137; else ``""``."""
+    if status <= 128:
+        return ""
+    try:
+        name = signal.Signals(status - 128).name
+    except ValueError:
+        return ""
+    return f", killed by {name}" + (" (out of memory? see dmesg)" if name == "SIGKILL" else "")

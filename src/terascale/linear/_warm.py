@@ -66,11 +66,14 @@ def _stamp(full: bool) -> str:
 
 
 def _run(full: bool) -> None:
+    from ..communicator import Communicator
     from ._io._cache import load_cached
     from ._io._dataset import ParseOptions
     from ._train import train
 
-    with tempfile.TemporaryDirectory(prefix="terascale-warm-") as d:
+    # a job of its own, of size 1: the launcher's process warms up, it joins no job (and
+    # init()'s "no launcher started this process" notice would mislead the user)
+    with Communicator() as alone, tempfile.TemporaryDirectory(prefix="terascale-warm-") as d:
         path = os.path.join(d, "warm.vw")
         with open(path, "w") as f:
             f.write(_VW)
@@ -79,25 +82,25 @@ def _run(full: bool) -> None:
         for _ in range(2):  # a parse, then a memory-mapped cache hit
             ds, _hit = load_cached(path, opts, cache_dir=os.path.join(d, "cache"))
             for extra in extras:
-                model = train(ds, holdout=0.34, **extra)
+                model = train(ds, comm=alone, holdout=0.34, **extra)
             model.evaluate(path)
-        train(path, cache_dir=os.path.join(d, "text"), holdout=0.0)  # learns as it parses
+        train(path, comm=alone, cache_dir=os.path.join(d, "text"), holdout=0.0)  # learns as it parses
         if full:
-            _rest(d, path)
+            _rest(d, path, alone)
 
 
-def _rest(d: str, path: str) -> None:
+def _rest(d: str, path: str, alone: Any) -> None:
     from ._combine import _mixing
     from ._train import train
     from .synthetic import write_click
 
-    train(path, quadratic=("ab",), cache_dir=os.path.join(d, "q"), holdout=0.0,
+    train(path, comm=alone, quadratic=("ab",), cache_dir=os.path.join(d, "q"), holdout=0.0,
           predictions=lambda pred, tags: None)
     for name, fmt, text in (("warm.svm", "libsvm", "1 1:0.5 3:2\n0 2:1\n"),
                             ("warm.csv", "csv", "label,a,b\n1,0.5,x\n0,2,y\n")):
         other = os.path.join(d, name)
         with open(other, "w") as f:
             f.write(text)
-        train(other, format=fmt, cache_dir="", holdout=0.0)
+        train(other, comm=alone, format=fmt, cache_dir="", holdout=0.0)
     _mixing.compile_kernels()
     write_click(os.path.join(d, "click.vw"), 10, seed=0)

@@ -82,7 +82,7 @@ class Assignment:
         return self.hosts.count(self.hosts[self.rank])
 
 
-def _connect(address: tuple[str, int], deadline: float) -> socket.socket:
+def _connect(address: tuple[str, int], deadline: float, slot: int) -> socket.socket:
     last: Exception | None = None
     while True:
         try:
@@ -90,13 +90,15 @@ def _connect(address: tuple[str, int], deadline: float) -> socket.socket:
         except (TimeoutError, ConnectionRefusedError) as e:
             last = e
         except socket.gaierror as e:
-            raise ConfigError(f"rendezvous host {address[0]!r} does not resolve ({e.strerror}); "
+            raise ConfigError(f"rank {slot}: rendezvous host {address[0]!r} does not resolve "
+                              f"({e.strerror}); "
                               "check MASTER_ADDR / TERASCALE_RENDEZVOUS") from None
         except OSError as e:
             last = e
         if time.monotonic() >= deadline:
             raise RendezvousError(
-                f"cannot reach the rendezvous server at {address[0]}:{address[1]} ({last}); "
+                f"rank {slot}: cannot reach the rendezvous server at {address[0]}:{address[1]} "
+                f"({last}); "
                 "is the launcher (or rank 0) running, and are the address and port right?")
         time.sleep(0.1)
 
@@ -144,7 +146,7 @@ def join(address: tuple[str, int], secret: bytes, *, slot: int, size: int, host_
         raise ConfigError(f"security={own!r} must be one of {', '.join(MODES)}")
     deadline = time.monotonic() + timeout
     while True:
-        sock = _connect(address, deadline)
+        sock = _connect(address, deadline, slot)
         try:
             nonces = dial_handshake(sock, secret, deadline)
             channel = Channel(secret, nonces, dialer=True, purpose="rendezvous")

@@ -265,7 +265,7 @@ class RendezvousServer:
         if table is None:
             channel.send(conn, {"ok": False, "kind": "timeout",
                              "error": f"{len(arrived)} of {self.size} workers arrived within "
-                                      f"{timeout:g} s; missing ranks {missing}"}, reply_by)
+                                      f"{timeout:.1f} s; missing ranks {missing}"}, reply_by)
             return False
         if slot == 0:
             self._report()

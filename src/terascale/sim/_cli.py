@@ -107,6 +107,8 @@ def _main(args: argparse.Namespace) -> int:
 
     from .report import paper_report, run_simulate
 
+    if getattr(args, "plot", None):
+        import matplotlib  # noqa: F401  (first: without it, say what to install before simulating)
     if args.fit_links:
         out = _fit_links(args)
         if args.json:

@@ -23,6 +23,12 @@ def _idx(path: Path, ndim: int) -> np.ndarray:
     try:
         with gzip.open(path, "rb") as f:
             raw = f.read()
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file; the four Fashion-MNIST files "
+                        "(train-images-idx3-ubyte.gz, ...) come with Debian's "
+                        "dataset-fashion-mnist package or from "
+                        "https://github.com/zalandoresearch/fashion-mnist (data/fashion): put "
+                        "them in one directory and pass it as root= (--data DIR)") from None
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e})") from None
     magic = int.from_bytes(raw[:4], "big")
