@@ -29,8 +29,9 @@ from .._io._spill import Spill
 from .._losses import LOSS_TABLE
 from .._options import TrainOptions
 from .._passes import Columns, gradient_pass, learning_blocks
+from ._linalg import axpy, dot
 from ._normalize import Reparam, column_stats, normalization_record, standardizer
-from ._optimizers import Fun, cg, lbfgs, loss_grad, reparametrized
+from ._optimizers import allocating, cg, lbfgs, loss_grad
 
 __all__ = ["batch_phase", "new_spill"]
 
@@ -43,8 +44,10 @@ def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, ki
     over the workers in one allreduce (so every rank builds the same map). It reads the
     spill when the online pass has written it, else the blocks, writing the spill."""
     d = len(w)
-    buf = np.zeros(2 * d + 4 if want_diag else d + 4)
-    stats = np.zeros(3 * d + 1)
+    width = 2 * d + 4 if want_diag else d + 4
+    # one array, allreduced in place: the gradient buffer, then the statistics
+    both = np.zeros(width + 3 * d + 1)
+    buf, stats = both[:width], both[width:]
     if spill.sealed:
         for c in spill:
             loss_grad(c.indptr, c.cols, c.values, c.labels, c.weights, c.hold, w, kind, buf,
@@ -57,10 +60,9 @@ def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, ki
             column_stats(b.indptr, cols, b.values, b.labels, b.weights, hold, stats)
             spill.add(b.start, b.indptr, cols, b.values, b.labels, b.weights, hold)
         spill.seal()
-    both = np.concatenate([buf, stats])
     if comm.size > 1:
-        both = comm.allreduce(both)
-    return both[:len(buf)], both[len(buf):]
+        comm.allreduce(both, out=both)
+    return buf, stats
 
 
 def _threads(comm: Communicator) -> int:
@@ -93,9 +95,14 @@ def _scale_diag(reg: Reparam, stats: np.ndarray, lam: float, kind: int) -> np.nd
     curv = next(loss.curvature for loss in LOSS_TABLE.values() if loss.code == kind)
     if curv == 0.0:
         return None
-    d = len(reg.scale)
-    seen = stats[d:2 * d] > 0
-    return curv * float(stats[3 * d]) * seen + lam * reg.gram_diag()
+    d = reg.size
+    out = np.empty(d)
+    np.multiply(stats[d:2 * d] > 0, curv * float(stats[3 * d]), out=out)
+    # + lam * diag(R^T R), which is 1 but on the features R changes (no temporaries)
+    at = out[reg.sel]
+    out += lam
+    out[reg.sel] = at + lam * reg.gram_diag_changed()
+    return out
 
 
 def _cg_diag(raw: np.ndarray, amap: Reparam, reg: Reparam, lam: float) -> np.ndarray:
@@ -112,17 +119,55 @@ def _cg_diag(raw: np.ndarray, amap: Reparam, reg: Reparam, lam: float) -> np.nda
     return out + lam * reg.gram_diag()
 
 
-def _replay(fun: Fun, v0: np.ndarray, first: tuple[float, np.ndarray, float]) -> Fun:
-    """``fun``, except that its first call at ``v0`` returns the value already computed."""
-    pending = [first]
+class _Objective:
+    """The batch objective in the optimizer's variables ``v`` (an
+    :class:`._optimizers.Objective`): one gradient pass at the raw weights ``w = A v``,
+    the allreduce, and the regularizer ``lam/2 ||R v||^2``, all in the caller's buffer.
+    The raw weights are ``v`` itself, changed in place where ``A`` changes it (a few
+    entries on one-hot data) and restored bit for bit after the pass, so a pass copies no
+    vector of the model's size. The first call returns ``first`` (the allreduced
+    gradient buffer of the pass that gathered the statistics, at the starting point)."""
 
-    def wrapped(v: np.ndarray) -> tuple[float, np.ndarray, float]:
-        if pending and np.array_equal(v, v0):
-            return pending.pop()
-        pending.clear()
-        return fun(v)
+    def __init__(self, spill: Spill, kind: int, comm: Communicator, threads: int,
+                 amap: Reparam, reg: Reparam, lam: float, d: int, first: np.ndarray) -> None:
+        self.spill, self.kind, self.comm, self.threads = spill, kind, comm, threads
+        self.amap, self.reg, self.lam = amap, reg, lam
+        self.size, self.width = d, d + 4
+        self._first: np.ndarray | None = first
 
-    return wrapped
+    def __call__(self, v: np.ndarray, out: np.ndarray) -> tuple[float, float]:
+        d, lam, reg = self.size, self.lam, self.reg
+        saved = self.amap.to_raw(v)
+        try:
+            if self._first is not None:  # the statistics pass was at this point
+                first, self._first = self._first, None
+                np.copyto(out[:d], first[:d])  # the gradient (then CG's diagonal, not kept)
+                np.copyto(out[d:], first[len(first) - 4:])  # the sums
+            else:
+                out.fill(0.0)
+                gradient_pass(self.spill, v, self.kind, out, False, self.threads)
+                if self.comm.size > 1:
+                    self.comm.allreduce(out, out=out)
+            f = float(out[-4])
+            hold = out[-2] / out[-1] if out[-1] > 0 else math.nan
+            gw = out[:d]
+            if reg is self.amap:  # the raw problem: R v = w, one adjoint for loss and l2
+                axpy(gw, lam, v)
+                penalty = dot(v, v)
+        finally:
+            self.amap.restore(v, saved)
+        if reg is self.amap:
+            self.amap.adjoint(gw, inplace=True)
+        else:
+            self.amap.adjoint(gw, inplace=True)
+            if len(reg.sel):
+                u = reg.forward(v)
+                gw += lam * reg.adjoint(u)
+            else:  # R = I: the standardized problem, v are the regularized weights
+                u = v
+                axpy(gw, lam, v)
+            penalty = dot(u, u)
+        return f + 0.5 * lam * penalty, hold
 
 
 def _bias_index(union: np.ndarray, opts: TrainOptions) -> int:
@@ -168,16 +213,9 @@ def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
     # the regularized variables: the standardized ones, or the raw weights w = A v
     reg = Reparam.identity(d) if opts.standardized else amap
 
-    def unpack(buf: np.ndarray) -> tuple[float, np.ndarray, float]:
-        hold = buf[-2] / buf[-1] if buf[-1] > 0 else math.nan
-        return float(buf[-4]), buf[:d], hold  # a view: the caller owns and may overwrite it
-
     threads = _threads(comm)
-
-    def data_fun(w: np.ndarray) -> tuple[float, np.ndarray, float]:
-        buf = np.zeros(d + 4)
-        gradient_pass(spill, w, kind, buf, False, threads)
-        return unpack(comm.allreduce(buf))
+    if columns.pos is not None and spill.sealed:
+        columns.pos = None  # every later pass reads the spill: the 2**bits table goes
 
     def cb(it: int, f: float, gnorm: float, hold: float, passes: int) -> None:
         if out:
@@ -190,20 +228,19 @@ def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
                       **({} if math.isnan(hold) else {"holdout_loss": float(hold)})})
 
     v0 = amap.inverse(w0)
+    del w0
     # the first pass was at w0 = A v0: its numbers are the optimizer's first evaluation
-    fun = _replay(reparametrized(data_fun, amap, reg, lam), v0,
-                  reparametrized(lambda w, b=buf0: unpack(b.copy()), amap, reg, lam)(v0))
+    obj = _Objective(spill, kind, comm, threads, amap, reg, lam, d, buf0)
     diag = (_scale_diag(reg, stats, lam, kind) if opts.bfgs
             else _cg_diag(buf0[d:2 * d], amap, reg, lam))
-    # the first pass's buffers (4 float64 a feature) and the starting point are not needed
-    # past here: their memory goes to the optimizer's vectors
-    del buf0, stats, w0
+    # the statistics are not needed past here: their memory goes to the optimizer's vectors
+    del buf0, stats
     if opts.bfgs:
-        res = lbfgs(fun, v0, max_passes=opts.bfgs, memory=opts.memory, tol=opts.tol,
+        res = lbfgs(obj, v0, max_passes=opts.bfgs, memory=opts.memory, tol=opts.tol,
                     patience=opts.patience, callback=cb, precond=diag)
     else:
         assert diag is not None
-        res = cg(fun, v0, diag, max_passes=opts.cg,
+        res = cg(allocating(obj), v0, diag, max_passes=opts.cg,
                  tol=opts.tol, patience=opts.patience, callback=cb)
     if out:
         print(f"{'L-BFGS' if opts.bfgs else 'CG'}: {res.iterations} iterations, "

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["dot", "lbfgs_direction"]
+__all__ = ["axpy", "dot", "lbfgs_direction", "lbfgs_direction_into", "weighted_dot"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -40,6 +40,40 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
 def dot(a: np.ndarray, b: np.ndarray) -> float:
     """``a @ b`` for float64 vectors, in a fixed order (see the module's docstring)."""
     return float(_dot(a, b))
+
+
+@numba.njit(cache=True, nogil=True)
+def _axpy(y: np.ndarray, a: float, x: np.ndarray) -> None:
+    for i in range(len(y)):
+        y[i] += a * x[i]
+
+
+def axpy(y: np.ndarray, a: float, x: np.ndarray) -> None:
+    """``y += a * x`` in place, the same bits as numpy's ``y += a * x`` without its
+    temporary ``a * x`` (a fresh vector of the model's size, whose pages the system must
+    zero on every call)."""
+    _axpy(y, float(a), x)
+
+
+@numba.njit(cache=True, nogil=True)
+def _weighted_dot(a: np.ndarray, m: np.ndarray, b: np.ndarray) -> float:
+    n = len(a)
+    s0 = s1 = s2 = s3 = 0.0
+    k = n - n % 4
+    for i in range(0, k, 4):
+        s0 += np.float64(a[i]) * (np.float64(m[i]) * np.float64(b[i]))
+        s1 += np.float64(a[i + 1]) * (np.float64(m[i + 1]) * np.float64(b[i + 1]))
+        s2 += np.float64(a[i + 2]) * (np.float64(m[i + 2]) * np.float64(b[i + 2]))
+        s3 += np.float64(a[i + 3]) * (np.float64(m[i + 3]) * np.float64(b[i + 3]))
+    s = (s0 + s1) + (s2 + s3)
+    for i in range(k, n):
+        s += np.float64(a[i]) * (np.float64(m[i]) * np.float64(b[i]))
+    return s
+
+
+def weighted_dot(a: np.ndarray, m: np.ndarray, b: np.ndarray) -> float:
+    """``sum a * m * b`` in float64 and :func:`dot`'s fixed order, without a temporary."""
+    return float(_weighted_dot(a, m, b))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -95,7 +129,18 @@ def _scale_dot(q: np.ndarray, minv: np.ndarray, gamma: float, z: np.ndarray) -> 
 @numba.njit(cache=True, nogil=True)
 def lbfgs_direction(g: np.ndarray, S: np.ndarray, Y: np.ndarray, rho: np.ndarray,
                     order: np.ndarray, minv: np.ndarray, gamma: float) -> np.ndarray:
-    """``-H g`` for the L-BFGS inverse Hessian of the pairs ``S[order[k]], Y[order[k]]``
+    """:func:`lbfgs_direction_into` a fresh vector."""
+    q = np.empty(len(g))
+    lbfgs_direction_into(g, S, Y, rho, order, minv, gamma, q)
+    return q
+
+
+@numba.njit(cache=True, nogil=True)
+def lbfgs_direction_into(g: np.ndarray, S: np.ndarray, Y: np.ndarray, rho: np.ndarray,
+                         order: np.ndarray, minv: np.ndarray, gamma: float,
+                         q: np.ndarray) -> None:
+    """``q = -H g`` (``q`` a float64 vector the caller owns, reused every iteration) for the
+    L-BFGS inverse Hessian of the pairs ``S[order[k]], Y[order[k]]``
     (oldest first; ``rho = 1 / (y . s)`` per row) with ``H0 = gamma * diag(minv)``.
 
     Each update of ``q`` is fused with the dot product the recursion needs next (the next
@@ -105,7 +150,6 @@ def lbfgs_direction(g: np.ndarray, S: np.ndarray, Y: np.ndarray, rho: np.ndarray
     d = len(g)
     m = len(order)
     none = S[0][:0]
-    q = np.empty(d)
     for j in range(d):
         q[j] = -g[j]
     alphas = np.empty(m)
@@ -120,4 +164,3 @@ def lbfgs_direction(g: np.ndarray, S: np.ndarray, Y: np.ndarray, rho: np.ndarray
         r = order[k]
         c = alphas[k] - rho[r] * yq
         yq = _axpy_dot(q, c, S[r], Y[order[k + 1]] if k + 1 < m else none)
-    return q

@@ -23,19 +23,46 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numba
 import numpy as np
 
 from .._losses import d2loss, dloss, loss_value
 from .._online._update import _prefetch
-from ._linalg import dot, lbfgs_direction
+from ._linalg import dot, lbfgs_direction_into, weighted_dot
 from ._normalize import Reparam
 
-__all__ = ["BatchResult", "cg", "lbfgs", "loss_grad", "reparametrized"]
+__all__ = ["BatchResult", "Objective", "allocating", "cg", "lbfgs", "loss_grad",
+           "reparametrized"]
 
 # fun(w) -> (objective, gradient, holdout loss or nan)
 Fun = Callable[[np.ndarray], tuple[float, np.ndarray, float]]
+
+
+class Objective(Protocol):
+    """The objective as :func:`lbfgs` calls it: ``f, hold = obj(v, out)`` writes the
+    gradient at ``v`` into ``out[:size]`` (``out`` has ``width`` entries, scratch beyond
+    ``size`` is the objective's) and leaves ``v`` as it found it. Buffers belong to the
+    caller, which reuses them pass after pass: on wide data a fresh vector of the model's
+    size costs its page faults (the system zeroes every page), as much as a pass's reading.
+    """
+
+    size: int
+    width: int
+
+    def __call__(self, v: np.ndarray, out: np.ndarray) -> tuple[float, float]: ...
+
+
+def allocating(obj: Objective) -> Fun:
+    """``obj`` as a :data:`Fun` that returns a fresh gradient every call (for :func:`cg`)."""
+
+    def fun(v: np.ndarray) -> tuple[float, np.ndarray, float]:
+        out = np.empty(obj.width)
+        f, hold = obj(v, out)
+        return f, out[:obj.size], hold
+
+    return fun
 
 
 def reparametrized(data_fun: Fun, amap: Reparam, reg: Reparam, lam: float) -> Fun:
@@ -174,10 +201,9 @@ class _Tracker:
         self.best_w: np.ndarray | None = None
         self.callback = callback
 
-    def __call__(self, w: np.ndarray) -> tuple[float, np.ndarray, float]:
+    def __call__(self, *args: np.ndarray) -> Any:
         self.passes += 1
-        f, g, hold = self.fun(w)
-        return f, g, hold
+        return self.fun(*args)
 
     def accept(self, it: int, w: np.ndarray, f: float, g: np.ndarray, hold: float) -> bool:
         """Record an accepted iterate; True when the holdout loss improved."""
@@ -187,7 +213,9 @@ class _Tracker:
             return True
         if hold < self.best_hold:
             self.best_hold = hold
-            self.best_w = w.copy()
+            if self.best_w is None or self.best_w.shape != w.shape:
+                self.best_w = np.empty_like(w)
+            np.copyto(self.best_w, w)  # into the same memory every time
             return True
         return False
 
@@ -277,69 +305,211 @@ def _inverse_diag(precond: np.ndarray) -> np.ndarray:
     return 1.0 / np.where(precond > 0, precond, floor)
 
 
-def lbfgs(fun: Fun, w0: np.ndarray, *, max_passes: int, memory: int = 15, tol: float = 1e-7,
-          patience: int = 3, callback: Callable[..., None] | None = None,
-          precond: np.ndarray | None = None) -> BatchResult:
-    """Minimize fun from w0 with L-BFGS; every call of fun is one pass over the data.
+def _inverse_diag32(precond: np.ndarray) -> np.ndarray:
+    """:func:`_inverse_diag` in float32, computed in place in ``precond`` (which it
+    consumes): it only scales L-BFGS's initial inverse Hessian, a guess that every line
+    search corrects, and costs 4 bytes a feature instead of 8 and of 16 in temporaries."""
+    pos = precond > 0
+    floor = float(precond.mean(where=pos)) if pos.any() else 1.0
+    np.invert(pos, out=pos)
+    np.putmask(precond, pos, floor)
+    del pos
+    np.divide(1.0, precond, out=precond)
+    return precond.astype(np.float32)
 
-    ``precond`` (a positive diagonal approximating the Hessian's) makes the initial inverse
-    Hessian ``gamma * diag(1/precond)`` instead of ``gamma * I`` (Nocedal & Wright sec.
-    7.2): raw features of very different scales (areas in the thousands next to ratios near
-    0.01) otherwise leave the problem so ill-conditioned that L-BFGS spends its passes in
-    line searches and stops far from the optimum."""
+
+class _Pool:
+    """Gradient buffers, reused: taken for an evaluation, given back when dropped. At most
+    four are ever out (the accepted gradient, the line search's best two, a trial), most
+    iterations two."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.free: list[np.ndarray] = []
+
+    def take(self) -> np.ndarray:
+        return self.free.pop() if self.free else np.empty(self.width)
+
+    def give(self, b: np.ndarray | None) -> None:
+        if b is not None:
+            self.free.append(b)
+
+
+# a trial of the line search: (step, objective, gradient buffer, holdout loss)
+_Trial = tuple[float, float, np.ndarray, float]
+
+
+class _Search:
+    """The strong Wolfe line search of :func:`_wolfe` and :func:`_zoom`, on buffers: the
+    trial point ``v + a q`` is written into ``t`` and the gradient into a pooled buffer, so
+    a search allocates nothing. Same steps, same tests, same order as those two."""
+
+    def __init__(self, tr: _Tracker, pool: _Pool, v: np.ndarray, q: np.ndarray,
+                 t: np.ndarray) -> None:
+        self.tr, self.pool, self.v, self.q, self.t = tr, pool, v, q, t
+        self.n = len(v)
+
+    def _eval(self, a: float) -> tuple[float, np.ndarray, float, float]:
+        np.multiply(self.q, a, out=self.t)
+        np.add(self.t, self.v, out=self.t)  # v + a q, bit for bit
+        b = self.pool.take()
+        f, hold = self.tr(self.t, b)
+        return f, b, hold, dot(b[:self.n], self.q)
+
+    def _pick(self, found: _Trial | None, best: _Trial | None) -> _Trial | None:
+        if found is None:
+            return best
+        if best is not None and best[2] is not found[2]:
+            self.pool.give(best[2])
+        return found
+
+    def wolfe(self, f0: float, dg0: float, alpha: float, c1: float, c2: float
+              ) -> _Trial | None:
+        a_prev, f_prev, dg_prev = 0.0, f0, dg0
+        best: _Trial | None = None
+        for i in range(20):
+            if self.tr.exhausted:
+                return best
+            f, b, hold, dg = self._eval(alpha)
+            kept = False
+            if f <= f0 + c1 * alpha * dg0 and (best is None or f < best[1]):
+                self.pool.give(best[2] if best is not None else None)
+                best, kept = (alpha, f, b, hold), True
+            if f > f0 + c1 * alpha * dg0 or (i > 0 and f >= f_prev) or not math.isfinite(f):
+                if not kept:
+                    self.pool.give(b)
+                return self._pick(self._zoom(f0, dg0, a_prev, f_prev, dg_prev, alpha, f, dg,
+                                             c1, c2), best)
+            if abs(dg) <= -c2 * dg0:
+                if best is not None and best[2] is not b:
+                    self.pool.give(best[2])
+                return alpha, f, b, hold
+            if dg >= 0:
+                if not kept:
+                    self.pool.give(b)
+                return self._pick(self._zoom(f0, dg0, alpha, f, dg, a_prev, f_prev, dg_prev,
+                                             c1, c2), best)
+            if not kept:
+                self.pool.give(b)
+            a_prev, f_prev, dg_prev = alpha, f, dg
+            alpha *= 2.0
+        return best
+
+    def _zoom(self, f0: float, dg0: float, lo: float, flo: float, dglo: float, hi: float,
+              fhi: float, dghi: float, c1: float, c2: float) -> _Trial | None:
+        best: _Trial | None = None
+        for _ in range(20):
+            if self.tr.exhausted or abs(hi - lo) < 1e-12 * max(1.0, abs(lo)):
+                return best
+            a = _cubic_min(lo, flo, dglo, hi, fhi, dghi) if math.isfinite(fhi) \
+                else 0.5 * (lo + hi)
+            f, b, hold, dg = self._eval(a)
+            kept = False
+            if f > f0 + c1 * a * dg0 or f >= flo:
+                hi, fhi, dghi = a, f, dg
+            else:
+                if best is None or f < best[1]:
+                    self.pool.give(best[2] if best is not None else None)
+                    best, kept = (a, f, b, hold), True
+                if abs(dg) <= -c2 * dg0:
+                    if best is not None and best[2] is not b:
+                        self.pool.give(best[2])
+                    return a, f, b, hold
+                if dg * (hi - lo) >= 0:
+                    hi, fhi, dghi = lo, flo, dglo
+                lo, flo, dglo = a, f, dg
+            if not kept:
+                self.pool.give(b)
+        return best
+
+
+def lbfgs(fun: Objective, w0: np.ndarray, *, max_passes: int, memory: int = 15,
+          tol: float = 1e-7, patience: int = 3, callback: Callable[..., None] | None = None,
+          precond: np.ndarray | None = None) -> BatchResult:
+    """Minimize ``fun`` (an :class:`Objective`) from ``w0`` with L-BFGS; every call of
+    ``fun`` is one pass over the data.
+
+    ``w0`` is the first iterate and L-BFGS works in its memory (float64, not copied: pass a
+    copy to keep it). ``precond`` (a positive diagonal approximating the Hessian's,
+    consumed: its memory holds the inverse) makes the initial inverse Hessian ``gamma *
+    diag(1/precond)`` instead of ``gamma * I`` (Nocedal & Wright sec. 7.2): raw features of
+    very different scales (areas in the thousands next to ratios near 0.01) otherwise
+    leave the problem so ill-conditioned that L-BFGS spends its passes in line searches
+    and stops far from the optimum.
+
+    Memory, ``n`` variables and ``m`` = ``memory``: the ``m`` pairs ``(s, y)`` in float32
+    (``8 m n`` bytes, as VW's ``--mem`` stores them; a row is touched only once a pair is
+    stored), and in float64 the iterate, the trial point, the direction, two gradient
+    buffers and the best holdout point (``48 n``), the preconditioner in float32 (``4 n``).
+    Nothing of the model's size is allocated after the first iteration: every vector
+    operation writes into these."""
+    n = fun.size
     tr = _Tracker(fun, max_passes, callback)
-    minv = None if precond is None else _inverse_diag(precond)
-    w = np.array(w0, dtype=np.float64)
-    f, g, hold = tr(w)
-    tr.accept(0, w, f, g, hold)
+    minv = None if precond is None else _inverse_diag32(precond)
+    precond = None
+    pool = _Pool(fun.width)
+    v = w0 if (w0.dtype == np.float64 and w0.flags.c_contiguous and w0.flags.writeable) \
+        else np.array(w0, np.float64)
+    g = pool.take()
+    f, hold = tr(v, g)
+    tr.accept(0, v, f, g[:n], hold)
     # the last ``memory`` pairs (s, y) as rows of a ring buffer, ``order`` oldest first, in
     # float32: they only shape the direction (every step is re-evaluated by a line search
     # on the float64 objective), and they are most of the phase's memory (2 * memory
     # vectors: 120 bytes a feature at memory 15, as VW's float ``--mem`` stores them)
-    S = np.empty((memory, len(w)), np.float32)
-    Y = np.empty((memory, len(w)), np.float32)
+    S = np.empty((memory, n), np.float32)
+    Y = np.empty((memory, n), np.float32)
     rho = np.zeros(memory)
     order: list[int] = []
-    ones = np.ones(len(w)) if minv is None else minv
+    ones = np.ones(n, np.float32) if minv is None else minv
+    q = np.empty(n)  # the direction
+    t = np.empty(n)  # the trial point, then the next iterate
     worse = 0
     it = 0
     while True:
         if tr.exhausted:
-            return _finish(tr, w, f, it, "passes", hold)
+            return _finish(tr, v, f, it, "passes", hold)
+        gv = g[:n]
         gamma = 1.0
         if order:
             s_, y_ = S[order[-1]], Y[order[-1]]
-            gamma = dot(s_, y_) / dot(y_, ones * y_ if minv is not None else y_)
-        d = lbfgs_direction(g, S, Y, rho, np.array(order, np.int64), ones, gamma)
-        if dot(g, d) >= 0:
+            gamma = dot(s_, y_) / (weighted_dot(y_, minv, y_) if minv is not None
+                                   else dot(y_, y_))
+        lbfgs_direction_into(gv, S, Y, rho, np.array(order, np.int64), ones, gamma, q)
+        if dot(gv, q) >= 0:
             order.clear()
-            d = -g if minv is None else -minv * g
+            if minv is None:
+                np.negative(gv, out=q)
+            else:
+                np.multiply(minv, gv, out=q)
+                np.negative(q, out=q)
         step0 = (1.0 if order or minv is not None  # a diagonal Newton step is well scaled
-                 else min(1.0, 1.0 / max(math.sqrt(dot(d, d)), 1e-12)))
-        found = _wolfe(tr, w, d, f, g, step0, 1e-4, 0.9)
+                 else min(1.0, 1.0 / max(math.sqrt(dot(q, q)), 1e-12)))
+        found = _Search(tr, pool, v, q, t).wolfe(f, dot(gv, q), step0, 1e-4, 0.9)
         if found is None:  # no acceptable step: out of passes, or at float precision
-            return _finish(tr, w, f, it, "passes" if tr.exhausted else "line search", hold)
-        a, f_new, g_new, hold = found
+            return _finish(tr, v, f, it, "passes" if tr.exhausted else "line search", hold)
+        a, f_new, gn, hold = found
         it += 1
-        s = a * d
-        y = g_new - g
-        w = w + s
-        sy = dot(s, y)
-        if sy > 1e-12 * dot(y, y):
-            # the oldest pair's row, or a free one (all are free after a reset)
-            r = order.pop(0) if len(order) == memory else min(set(range(memory)) - set(order))
-            S[r], Y[r] = s, y
-            sy = dot(S[r], Y[r])  # of the pair as stored
-            if sy > 0:
-                rho[r] = 1.0 / sy
-                order.append(r)
+        np.multiply(q, a, out=t)
+        np.add(t, v, out=t)  # the accepted point, as the search evaluated it
+        # the oldest pair's row, or a free one (all are free after a reset)
+        r = order.pop(0) if len(order) == memory else min(set(range(memory)) - set(order))
+        np.multiply(q, a, out=S[r], casting="unsafe")  # s = a q, rounded to float32
+        np.subtract(gn[:n], gv, out=Y[r], casting="unsafe")  # y = g_new - g
+        sy = dot(S[r], Y[r])  # of the pair as stored
+        if sy > 1e-12 * dot(Y[r], Y[r]) and sy > 0:
+            rho[r] = 1.0 / sy
+            order.append(r)
+        v, t = t, v
+        pool.give(g)
+        g = gn
         rel = (f - f_new) / max(abs(f_new), abs(f), 1e-300)
-        f, g = f_new, g_new
-        worse = 0 if tr.accept(it, w, f, g, hold) else worse + 1
+        f = f_new
+        worse = 0 if tr.accept(it, v, f, g[:n], hold) else worse + 1
         if worse >= patience:
-            return _finish(tr, w, f, it, "holdout", hold)
+            return _finish(tr, v, f, it, "holdout", hold)
         if rel < tol:
-            return _finish(tr, w, f, it, "tolerance", hold)
+            return _finish(tr, v, f, it, "tolerance", hold)
 
 
 def cg(fun: Fun, w0: np.ndarray, precond: np.ndarray, *, max_passes: int, tol: float = 1e-7,
