@@ -45,9 +45,11 @@ def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, ki
     spill when the online pass has written it, else the blocks, writing the spill."""
     d = len(w)
     width = 2 * d + 4 if want_diag else d + 4
-    # one array, allreduced in place: the gradient buffer, then the statistics
-    both = np.zeros(width + 3 * d + 1)
-    buf, stats = both[:width], both[width:]
+    # one array, allreduced in place: the gradient buffer, then the statistics; large
+    # enough to be L-BFGS's workspace afterwards (see lbfgs's ``work``), so that memory
+    # is zeroed by the system once, not once for the statistics and again for L-BFGS
+    both = np.zeros(max(width + 3 * d + 1, 2 * (d + 4) + 2 * d))
+    buf, stats = both[:width], both[width:width + 3 * d + 1]
     if spill.sealed:
         for c in spill:
             loss_grad(c.indptr, c.cols, c.values, c.labels, c.weights, c.hold, w, kind, buf,
@@ -61,8 +63,8 @@ def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, ki
             spill.add(b.start, b.indptr, cols, b.values, b.labels, b.weights, hold)
         spill.seal()
     if comm.size > 1:
-        comm.allreduce(both, out=both)
-    return buf, stats
+        comm.allreduce(both[:width + 3 * d + 1], out=both[:width + 3 * d + 1])
+    return buf, stats, both
 
 
 def _threads(comm: Communicator) -> int:
@@ -207,8 +209,9 @@ def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
                  ) -> tuple[np.ndarray, dict[str, Any]]:
     d = len(w0)
     lam = opts.batch_l2
-    w0 = np.asarray(w0, np.float64)
-    buf0, stats = _first_pass(blocks, columns, period, w0, kind, opts.cg > 0, comm, spill)
+    w0 = np.array(w0, np.float64)  # the batch phase's own: it becomes the first iterate
+    buf0, stats, work = _first_pass(blocks, columns, period, w0, kind, opts.cg > 0, comm,
+                                    spill)
     amap, numeric = standardizer(stats, _bias_index(columns.union, opts))
     # the regularized variables: the standardized ones, or the raw weights w = A v
     reg = Reparam.identity(d) if opts.standardized else amap
@@ -227,7 +230,7 @@ def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
                       "pass": passes, "objective": float(f), "gradient_norm": float(gnorm),
                       **({} if math.isnan(hold) else {"holdout_loss": float(hold)})})
 
-    v0 = amap.inverse(w0)
+    v0 = amap.inverse(w0, inplace=True)
     del w0
     # the first pass was at w0 = A v0: its numbers are the optimizer's first evaluation
     obj = _Objective(spill, kind, comm, threads, amap, reg, lam, d, buf0)
@@ -237,7 +240,7 @@ def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
     del buf0, stats
     if opts.bfgs:
         res = lbfgs(obj, v0, max_passes=opts.bfgs, memory=opts.memory, tol=opts.tol,
-                    patience=opts.patience, callback=cb, precond=diag)
+                    patience=opts.patience, callback=cb, precond=diag, work=work)
     else:
         assert diag is not None
         res = cg(allocating(obj), v0, diag, max_passes=opts.cg,

@@ -156,12 +156,14 @@ class Reparam:
             out[self.sel] = (g[self.sel] - gb * self._m) / self._s
         return out
 
-    def inverse(self, w: np.ndarray) -> np.ndarray:
-        v = w.copy()
+    def inverse(self, w: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+        """``A^{-1} w`` (into ``w`` itself with ``inplace``)."""
+        v = w if inplace else w.copy()
         if len(self.sel):
-            v[self.sel] = w[self.sel] * self._s
+            ws = w[self.sel]
             if self.bias >= 0:
-                v[self.bias] = w[self.bias] + dot(self._m, w[self.sel])
+                v[self.bias] = w[self.bias] + dot(self._m, ws)
+            v[self.sel] = ws * self._s
         return v
 
     def gram_diag(self) -> np.ndarray:

@@ -425,9 +425,16 @@ class _Search:
 
 def lbfgs(fun: Objective, w0: np.ndarray, *, max_passes: int, memory: int = 15,
           tol: float = 1e-7, patience: int = 3, callback: Callable[..., None] | None = None,
-          precond: np.ndarray | None = None) -> BatchResult:
+          precond: np.ndarray | None = None, work: np.ndarray | None = None
+          ) -> BatchResult:
     """Minimize ``fun`` (an :class:`Objective`) from ``w0`` with L-BFGS; every call of
     ``fun`` is one pass over the data.
+
+    ``work`` (optional, float64, at least ``2 * fun.width + 2 * n`` entries) is memory for
+    two gradient buffers, the direction and the trial point, the first ``fun.width``
+    entries being the buffer of the first call: the batch phase hands over the array of
+    its statistics pass, whose pages are already in memory (a fresh array's pages are
+    zeroed by the system on first touch, as costly on wide data as a pass's reading).
 
     ``w0`` is the first iterate and L-BFGS works in its memory (float64, not copied: pass a
     copy to keep it). ``precond`` (a positive diagonal approximating the Hessian's,
@@ -450,7 +457,15 @@ def lbfgs(fun: Objective, w0: np.ndarray, *, max_passes: int, memory: int = 15,
     pool = _Pool(fun.width)
     v = w0 if (w0.dtype == np.float64 and w0.flags.c_contiguous and w0.flags.writeable) \
         else np.array(w0, np.float64)
-    g = pool.take()
+    width = fun.width
+    if work is not None and len(work) >= 2 * width + 2 * n:
+        g = work[:width]
+        pool.give(work[width:2 * width])
+        q, t = work[2 * width:2 * width + n], work[2 * width + n:2 * width + 2 * n]
+    else:
+        g = pool.take()
+        q = np.empty(n)  # the direction
+        t = np.empty(n)  # the trial point, then the next iterate
     f, hold = tr(v, g)
     tr.accept(0, v, f, g[:n], hold)
     # the last ``memory`` pairs (s, y) as rows of a ring buffer, ``order`` oldest first, in
@@ -462,8 +477,6 @@ def lbfgs(fun: Objective, w0: np.ndarray, *, max_passes: int, memory: int = 15,
     rho = np.zeros(memory)
     order: list[int] = []
     ones = np.ones(n, np.float32) if minv is None else minv
-    q = np.empty(n)  # the direction
-    t = np.empty(n)  # the trial point, then the next iterate
     worse = 0
     it = 0
     while True:
