@@ -9,9 +9,12 @@ import pytest
 
 from terascale.linear._batch._linalg import (
     axpy,
+    axpy_dot,
     dot,
     lbfgs_direction,
     lbfgs_direction_into,
+    step,
+    store_pair,
     weighted_dot,
 )
 from terascale.linear._batch._normalize import Reparam
@@ -29,6 +32,21 @@ def test_axpy_and_weighted_dot_give_numpys_numbers():
         m = rng.uniform(0.1, 2.0, n).astype(np.float32)
         ref = float(np.sum(a.astype(np.float64) * (m.astype(np.float64) * a)))
         assert weighted_dot(a, m, a) == pytest.approx(ref, rel=1e-12, abs=1e-12)
+        # the fused sweeps: numpy's bits, and the dots of _dot's order
+        v, q, t = rng.normal(size=n), rng.normal(size=n), np.empty(n)
+        step(t, v, q, -0.3)
+        assert t.tobytes() == (v + -0.3 * q).tobytes()
+        z, want = y.copy(), y + 1.5 * v
+        assert axpy_dot(z, 1.5, v) == dot(v, v) and z.tobytes() == want.tobytes()
+        gn, g = rng.normal(size=n), rng.normal(size=n)
+        s32, y32 = np.empty(n, np.float32), np.empty(n, np.float32)
+        sy, yy, ymy = store_pair(q, 0.7, gn, g, s32, y32, m)
+        assert s32.tobytes() == (0.7 * q).astype(np.float32).tobytes()
+        assert y32.tobytes() == (gn - g).astype(np.float32).tobytes()
+        s64, y64 = s32.astype(np.float64), y32.astype(np.float64)
+        assert sy == pytest.approx(float(s64 @ y64), rel=1e-12, abs=1e-12)
+        assert yy == pytest.approx(float(y64 @ y64), rel=1e-12, abs=1e-12)
+        assert ymy == pytest.approx(float(y64 @ (m * y64)), rel=1e-12, abs=1e-12)
 
 
 def test_direction_into_a_reused_vector_is_the_fresh_one_bit_for_bit():
@@ -40,9 +58,10 @@ def test_direction_into_a_reused_vector_is_the_fresh_one_bit_for_bit():
     g, minv = rng.normal(size=d), rng.uniform(0.5, 2.0, d).astype(np.float32)
     order = np.array([1, 3, 0, 2])
     q = np.full(d, np.nan)  # whatever the buffer held before
-    lbfgs_direction_into(g, S, Y, rho, order, minv, 0.4, q)
+    slope = lbfgs_direction_into(g, S, Y, rho, order, minv, 0.4, q)
     assert q.tobytes() == lbfgs_direction(g, S, Y, rho, order, minv, 0.4).tobytes()
-    assert dot(g, q) < 0  # a descent direction
+    assert slope == dot(g, q) < 0  # a descent direction, its slope as dot() sums it
+    assert lbfgs_direction_into(g, S, Y, rho, order[:0], minv, 0.4, q) == dot(g, q)
 
 
 @pytest.mark.parametrize("bias", [-1, 2])

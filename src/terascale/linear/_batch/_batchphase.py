@@ -29,7 +29,7 @@ from .._io._spill import Spill
 from .._losses import LOSS_TABLE
 from .._options import TrainOptions
 from .._passes import Columns, gradient_pass, learning_blocks
-from ._linalg import axpy, dot
+from ._linalg import axpy_dot, dot
 from ._normalize import Reparam, column_stats, normalization_record, standardizer
 from ._optimizers import allocating, cg, lbfgs, loss_grad
 
@@ -146,16 +146,15 @@ class _Objective:
                 np.copyto(out[:d], first[:d])  # the gradient (then CG's diagonal, not kept)
                 np.copyto(out[d:], first[len(first) - 4:])  # the sums
             else:
-                out.fill(0.0)
-                gradient_pass(self.spill, v, self.kind, out, False, self.threads)
+                gradient_pass(self.spill, v, self.kind, out, False, self.threads,
+                              overwrite=True)
                 if self.comm.size > 1:
                     self.comm.allreduce(out, out=out)
             f = float(out[-4])
             hold = out[-2] / out[-1] if out[-1] > 0 else math.nan
             gw = out[:d]
             if reg is self.amap:  # the raw problem: R v = w, one adjoint for loss and l2
-                axpy(gw, lam, v)
-                penalty = dot(v, v)
+                penalty = axpy_dot(gw, lam, v)
         finally:
             self.amap.restore(v, saved)
         if reg is self.amap:
@@ -165,10 +164,9 @@ class _Objective:
             if len(reg.sel):
                 u = reg.forward(v)
                 gw += lam * reg.adjoint(u)
+                penalty = dot(u, u)
             else:  # R = I: the standardized problem, v are the regularized weights
-                u = v
-                axpy(gw, lam, v)
-            penalty = dot(u, u)
+                penalty = axpy_dot(gw, lam, v)
         return f + 0.5 * lam * penalty, hold
 
 

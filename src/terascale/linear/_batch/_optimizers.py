@@ -30,7 +30,7 @@ import numpy as np
 
 from .._losses import d2loss, dloss, loss_value
 from .._online._update import _prefetch
-from ._linalg import dot, lbfgs_direction_into, weighted_dot
+from ._linalg import dot, lbfgs_direction_into, step, store_pair
 from ._normalize import Reparam
 
 __all__ = ["BatchResult", "Objective", "allocating", "cg", "lbfgs", "loss_grad",
@@ -348,10 +348,11 @@ class _Search:
                  t: np.ndarray) -> None:
         self.tr, self.pool, self.v, self.q, self.t = tr, pool, v, q, t
         self.n = len(v)
+        self.last = math.nan  # the step whose point ``t`` holds
 
     def _eval(self, a: float) -> tuple[float, np.ndarray, float, float]:
-        np.multiply(self.q, a, out=self.t)
-        np.add(self.t, self.v, out=self.t)  # v + a q, bit for bit
+        step(self.t, self.v, self.q, a)  # v + a q, bit for bit
+        self.last = a
         b = self.pool.take()
         f, hold = self.tr(self.t, b)
         return f, b, hold, dot(b[:self.n], self.q)
@@ -475,6 +476,8 @@ def lbfgs(fun: Objective, w0: np.ndarray, *, max_passes: int, memory: int = 15,
     S = np.empty((memory, n), np.float32)
     Y = np.empty((memory, n), np.float32)
     rho = np.zeros(memory)
+    sy_ = np.zeros(memory)  # s . y and y . minv y of each pair (gamma)
+    ymy = np.zeros(memory)
     order: list[int] = []
     ones = np.ones(n, np.float32) if minv is None else minv
     worse = 0
@@ -484,34 +487,33 @@ def lbfgs(fun: Objective, w0: np.ndarray, *, max_passes: int, memory: int = 15,
             return _finish(tr, v, f, it, "passes", hold)
         gv = g[:n]
         gamma = 1.0
-        if order:
-            s_, y_ = S[order[-1]], Y[order[-1]]
-            gamma = dot(s_, y_) / (weighted_dot(y_, minv, y_) if minv is not None
-                                   else dot(y_, y_))
-        lbfgs_direction_into(gv, S, Y, rho, np.array(order, np.int64), ones, gamma, q)
-        if dot(gv, q) >= 0:
+        if order:  # (s . y) / (y . minv y) of the newest pair
+            gamma = sy_[order[-1]] / ymy[order[-1]]
+        slope = lbfgs_direction_into(gv, S, Y, rho, np.array(order, np.int64), ones, gamma, q)
+        if slope >= 0:
             order.clear()
             if minv is None:
                 np.negative(gv, out=q)
             else:
                 np.multiply(minv, gv, out=q)
                 np.negative(q, out=q)
+            slope = dot(gv, q)
         step0 = (1.0 if order or minv is not None  # a diagonal Newton step is well scaled
                  else min(1.0, 1.0 / max(math.sqrt(dot(q, q)), 1e-12)))
-        found = _Search(tr, pool, v, q, t).wolfe(f, dot(gv, q), step0, 1e-4, 0.9)
+        search = _Search(tr, pool, v, q, t)
+        found = search.wolfe(f, slope, step0, 1e-4, 0.9)
         if found is None:  # no acceptable step: out of passes, or at float precision
             return _finish(tr, v, f, it, "passes" if tr.exhausted else "line search", hold)
         a, f_new, gn, hold = found
         it += 1
-        np.multiply(q, a, out=t)
-        np.add(t, v, out=t)  # the accepted point, as the search evaluated it
+        if a != search.last:  # the accepted point, as the search evaluated it
+            step(t, v, q, a)
         # the oldest pair's row, or a free one (all are free after a reset)
         r = order.pop(0) if len(order) == memory else min(set(range(memory)) - set(order))
-        np.multiply(q, a, out=S[r], casting="unsafe")  # s = a q, rounded to float32
-        np.subtract(gn[:n], gv, out=Y[r], casting="unsafe")  # y = g_new - g
-        sy = dot(S[r], Y[r])  # of the pair as stored
-        if sy > 1e-12 * dot(Y[r], Y[r]) and sy > 0:
-            rho[r] = 1.0 / sy
+        # s = a q and y = g_new - g, rounded into float32, and their products as stored
+        sy, yy, ymy[r] = store_pair(q, a, gn[:n], gv, S[r], Y[r], ones)
+        if sy > 1e-12 * yy and sy > 0:
+            rho[r], sy_[r] = 1.0 / sy, sy
             order.append(r)
         v, t = t, v
         pool.give(g)
