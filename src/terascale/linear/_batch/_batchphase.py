@@ -93,12 +93,13 @@ def _scale_diag(reg: Reparam, stats: np.ndarray, lam: float, kind: int) -> np.nd
     the regularizer's ``lam * diag(R^T R)``. It ignores how often a one-hot feature occurs,
     so on one-hot data it is a multiple of the identity plus l2 (the full Hessian diagonal
     moves rare features fast and overfit the flights benchmark: test AUC 0.651 instead of
-    0.662). Hinge has no curvature: None (L-BFGS then starts from a scaled gradient)."""
+    0.662). Hinge has no curvature: None (L-BFGS then starts from a scaled gradient).
+    The diagonal overwrites the statistics' first ``d`` entries."""
     curv = next(loss.curvature for loss in LOSS_TABLE.values() if loss.code == kind)
     if curv == 0.0:
         return None
     d = reg.size
-    out = np.empty(d)
+    out = stats[:d]  # into the sums of x, which the standardizer has read: no fresh pages
     np.multiply(stats[d:2 * d] > 0, curv * float(stats[3 * d]), out=out)
     # + lam * diag(R^T R), which is 1 but on the features R changes (no temporaries)
     at = out[reg.sel]
