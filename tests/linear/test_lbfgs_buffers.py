@@ -126,3 +126,14 @@ def test_lbfgs_on_buffers_reaches_the_optimum_and_never_allocates_per_pass():
     work = np.full(2 * obj.width + 2 * 12, np.nan)
     inside = lbfgs(obj, np.zeros(12), max_passes=200, memory=5, tol=1e-15, work=work)
     assert inside.w.tobytes() == res.w.tobytes()
+
+
+def test_swept_arrays_start_unwritten_and_hold_what_is_written():
+    from terascale.linear._batch._optimizers import swept_array
+
+    a = swept_array((3, 5), np.float32)
+    assert a.shape == (3, 5) and a.dtype == np.float32 and a.flags.writeable
+    assert not a.any()  # an anonymous mapping: zero pages until written
+    a[1] = np.arange(5)
+    assert a.sum() == 10.0 and a[1].flags.c_contiguous
+    assert swept_array((0,), np.float64).shape == (0,)
