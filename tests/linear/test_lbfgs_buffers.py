@@ -137,3 +137,38 @@ def test_swept_arrays_start_unwritten_and_hold_what_is_written():
     a[1] = np.arange(5)
     assert a.sum() == 10.0 and a[1].flags.c_contiguous
     assert swept_array((0,), np.float64).shape == (0,)
+
+
+def _first_pass_both_ways(comm, spill_dir):
+    from terascale.linear._batch._batchphase import _first_pass
+    from terascale.linear._io._spill import Spill
+
+    rng = np.random.default_rng(8)
+    d = 40
+    with Spill(spill_dir) as spill:
+        start = 0
+        for k in range(5):
+            n = int(rng.integers(1, 30))
+            lens = rng.integers(0, 6, n)
+            indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+            nnz = int(indptr[-1])
+            cols = rng.integers(0, d, nnz).astype(np.uint32)
+            values = (np.ones(nnz) if k % 2 else rng.normal(size=nnz)).astype(np.float32)
+            labels = np.where(rng.random(n) < 0.5, 1.0, -1.0).astype(np.float32)
+            spill.add(start, indptr, cols, values, labels,
+                      rng.uniform(0.1, 2.0, n).astype(np.float32), rng.random(n) < 0.2)
+            start += n
+        spill.seal()
+        w = rng.normal(size=d)
+        return [tuple(a.copy() for a in _first_pass(None, None, 10, w, 0, False, comm, spill,
+                                                     threads))
+                for threads in (1, 2)]
+
+
+def test_the_statistics_pass_gives_the_same_bits_in_one_thread_or_two(tmp_path):
+    from terascale.testing import run_workers
+
+    [(one, two)] = run_workers(_first_pass_both_ways, 1, args=(str(tmp_path),), timeout=60)
+    for a, b in zip(one, two):
+        assert a.tobytes() == b.tobytes()
+    assert one[1][-1] > 0 and np.any(one[0][:40])  # weights summed, a gradient

@@ -15,9 +15,11 @@ search's rejected trials (1 pass in 9 on the flights data, 3 in 20 on click-styl
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
 import numpy as np
@@ -37,12 +39,15 @@ __all__ = ["batch_phase", "new_spill"]
 
 
 def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, kind: int,
-                want_diag: bool, comm: Communicator, spill: Spill
-                ) -> tuple[np.ndarray, np.ndarray]:
+                want_diag: bool, comm: Communicator, spill: Spill, threads: int = 1
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One streamed pass at the starting weights: the loss and gradient buffer of
     ``gradient_pass`` and the per-feature sums that :func:`standardizer` needs, both summed
-    over the workers in one allreduce (so every rank builds the same map). It reads the
-    spill when the online pass has written it, else the blocks, writing the spill."""
+    over the workers in one allreduce (so every rank builds the same map), and the array
+    that holds both (L-BFGS's workspace next). It reads the spill when the online pass has
+    written it, else the blocks, writing the spill. With ``threads=2`` and the spill
+    written, the statistics are summed in a second thread walking the spill beside the
+    gradient's (each sum in its own buffer and order: the same bits as one thread)."""
     d = len(w)
     width = 2 * d + 4 if want_diag else d + 4
     # one array, allreduced in place: the gradient buffer, then the statistics; large
@@ -50,7 +55,18 @@ def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, ki
     # is zeroed by the system once, not once for the statistics and again for L-BFGS
     both = np.zeros(max(width + 3 * d + 1, 2 * (d + 4) + 2 * d))
     buf, stats = both[:width], both[width:width + 3 * d + 1]
-    if spill.sealed:
+    if spill.sealed and threads >= 2:
+        def sums() -> None:
+            for c in spill:
+                column_stats(c.indptr, c.cols, c.values, c.labels, c.weights, c.hold, stats)
+
+        with ThreadPoolExecutor(1, thread_name_prefix="terascale-stats") as pool:
+            done = pool.submit(contextvars.copy_context().run, sums)
+            for c in spill:
+                loss_grad(c.indptr, c.cols, c.values, c.labels, c.weights, c.hold, w, kind,
+                          buf, want_diag)
+            done.result()
+    elif spill.sealed:
         for c in spill:
             loss_grad(c.indptr, c.cols, c.values, c.labels, c.weights, c.hold, w, kind, buf,
                       want_diag)
@@ -209,13 +225,13 @@ def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
     d = len(w0)
     lam = opts.batch_l2
     w0 = np.array(w0, np.float64)  # the batch phase's own: it becomes the first iterate
+    threads = _threads(comm)
     buf0, stats, work = _first_pass(blocks, columns, period, w0, kind, opts.cg > 0, comm,
-                                    spill)
+                                    spill, threads)
     amap, numeric = standardizer(stats, _bias_index(columns.union, opts))
     # the regularized variables: the standardized ones, or the raw weights w = A v
     reg = Reparam.identity(d) if opts.standardized else amap
 
-    threads = _threads(comm)
     if columns.pos is not None and spill.sealed:
         columns.pos = None  # every later pass reads the spill: the 2**bits table goes
 
