@@ -14,8 +14,8 @@ has not improved for ``patience`` iterations (then the best holdout weights are 
 
 Neither optimizer converges on raw numeric columns of very different scales by itself (a
 column ~1e5 beside one ~1e-3 makes the Hessian's condition number ~1e14; scipy's L-BFGS-B
-stalls there too): the batch phase runs them in standardized variables,
-:func:`reparametrized` with the maps of :mod:`._normalize`.
+stalls there too): the batch phase runs them in standardized variables, its objective
+(an :class:`Objective`) composed with the maps of :mod:`._normalize`.
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ import numpy as np
 from .._losses import d2loss, dloss, loss_value
 from .._online._update import _prefetch
 from ._linalg import dot, lbfgs_direction_into, step, store_pair
-from ._normalize import Reparam
 
 __all__ = ["BatchResult", "Objective", "allocating", "cg", "lbfgs", "loss_grad",
-           "reparametrized"]
+           "swept_array"]
 
 # fun(w) -> (objective, gradient, holdout loss or nan)
 Fun = Callable[[np.ndarray], tuple[float, np.ndarray, float]]
@@ -62,33 +61,6 @@ def allocating(obj: Objective) -> Fun:
         out = np.empty(obj.width)
         f, hold = obj(v, out)
         return f, out[:obj.size], hold
-
-    return fun
-
-
-def reparametrized(data_fun: Fun, amap: Reparam, reg: Reparam, lam: float) -> Fun:
-    """The objective in the optimizer's variables ``v``: ``data_fun(A v)`` (the summed,
-    unregularized loss at raw weights ``w = A v``; it returns a gradient the caller may
-    overwrite) plus ``lam/2 ||R v||^2``. With ``R = A`` that is the raw problem ``loss +
-    lam/2 ||w||^2`` preconditioned by ``A``; with ``R = I`` it is the problem on standardized
-    numeric columns (see :mod:`._normalize`)."""
-
-    def fun(v: np.ndarray) -> tuple[float, np.ndarray, float]:
-        w = amap.forward(v)
-        f, gw, hold = data_fun(w)  # gw is ours to overwrite
-        if reg is amap:  # the raw problem: R v = w, one adjoint for loss and l2 together
-            u = w
-            gw += lam * w
-            g = amap.adjoint(gw, inplace=True)
-        else:
-            g = amap.adjoint(gw, inplace=True)
-            if len(reg.sel):
-                u = reg.forward(v)
-                g += lam * reg.adjoint(u)
-            else:  # R = I: the standardized problem, v are the regularized weights
-                u = v
-                g += lam * v
-        return f + 0.5 * lam * dot(u, u), g, hold
 
     return fun
 
