@@ -186,7 +186,7 @@ def _rows(b: CompactBlock, lo: int, hi: int, w: np.ndarray, kind: int, out: np.n
 
 
 def gradient_pass(spill: Spill, w: np.ndarray, kind: int, out: np.ndarray, want_diag: bool,
-                  threads: int = 1) -> None:
+                  threads: int = 1, overwrite: bool = False) -> None:
     """One pass of ``loss_grad`` over the batch phase's spilled shard (see
     ``_batch.loss_grad`` and :mod:`._spill`), adding into ``out``.
 
@@ -196,10 +196,14 @@ def gradient_pass(spill: Spill, w: np.ndarray, kind: int, out: np.ndarray, want_
     is all zeros (as the batch phase passes it) the first half accumulates in ``out``
     itself and the second in a scratch buffer the spill keeps between passes: no fresh
     gradient-sized arrays, whose page faults cost as much as a pass's reading on wide data.
+    With ``overwrite`` the pass replaces ``out`` instead (zeroing it first, and sparing the
+    sweep that checks it for zeros).
     """
     mid = spill.examples // 2
     second = spill.scratch(len(out))
-    first = out if not out.any() else np.zeros_like(out)
+    if overwrite:
+        out.fill(0.0)
+    first = out if overwrite or not out.any() else np.zeros_like(out)
     halves = [first, second]
     if threads >= 2:
         def half(h: int) -> None:

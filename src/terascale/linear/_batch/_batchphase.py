@@ -15,9 +15,11 @@ search's rejected trials (1 pass in 9 on the flights data, 3 in 20 on click-styl
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TextIO
 
 import numpy as np
@@ -29,23 +31,42 @@ from .._io._spill import Spill
 from .._losses import LOSS_TABLE
 from .._options import TrainOptions
 from .._passes import Columns, gradient_pass, learning_blocks
+from ._linalg import axpy_dot, dot
 from ._normalize import Reparam, column_stats, normalization_record, standardizer
-from ._optimizers import Fun, cg, lbfgs, loss_grad, reparametrized
+from ._optimizers import allocating, cg, lbfgs, loss_grad
 
 __all__ = ["batch_phase", "new_spill"]
 
 
 def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, kind: int,
-                want_diag: bool, comm: Communicator, spill: Spill
-                ) -> tuple[np.ndarray, np.ndarray]:
+                want_diag: bool, comm: Communicator, spill: Spill, threads: int = 1
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One streamed pass at the starting weights: the loss and gradient buffer of
     ``gradient_pass`` and the per-feature sums that :func:`standardizer` needs, both summed
-    over the workers in one allreduce (so every rank builds the same map). It reads the
-    spill when the online pass has written it, else the blocks, writing the spill."""
+    over the workers in one allreduce (so every rank builds the same map), and the array
+    that holds both (L-BFGS's workspace next). It reads the spill when the online pass has
+    written it, else the blocks, writing the spill. With ``threads=2`` and the spill
+    written, the statistics are summed in a second thread walking the spill beside the
+    gradient's (each sum in its own buffer and order: the same bits as one thread)."""
     d = len(w)
-    buf = np.zeros(2 * d + 4 if want_diag else d + 4)
-    stats = np.zeros(3 * d + 1)
-    if spill.sealed:
+    width = 2 * d + 4 if want_diag else d + 4
+    # one array, allreduced in place: the gradient buffer, then the statistics; large
+    # enough to be L-BFGS's workspace afterwards (see lbfgs's ``work``), so that memory
+    # is zeroed by the system once, not once for the statistics and again for L-BFGS
+    both = np.zeros(max(width + 3 * d + 1, 2 * (d + 4) + 2 * d))
+    buf, stats = both[:width], both[width:width + 3 * d + 1]
+    if spill.sealed and threads >= 2:
+        def sums() -> None:
+            for c in spill:
+                column_stats(c.indptr, c.cols, c.values, c.labels, c.weights, c.hold, stats)
+
+        with ThreadPoolExecutor(1, thread_name_prefix="terascale-stats") as pool:
+            done = pool.submit(contextvars.copy_context().run, sums)
+            for c in spill:
+                loss_grad(c.indptr, c.cols, c.values, c.labels, c.weights, c.hold, w, kind,
+                          buf, want_diag)
+            done.result()
+    elif spill.sealed:
         for c in spill:
             loss_grad(c.indptr, c.cols, c.values, c.labels, c.weights, c.hold, w, kind, buf,
                       want_diag)
@@ -57,10 +78,9 @@ def _first_pass(blocks: Blocks, columns: Columns, period: int, w: np.ndarray, ki
             column_stats(b.indptr, cols, b.values, b.labels, b.weights, hold, stats)
             spill.add(b.start, b.indptr, cols, b.values, b.labels, b.weights, hold)
         spill.seal()
-    both = np.concatenate([buf, stats])
     if comm.size > 1:
-        both = comm.allreduce(both)
-    return both[:len(buf)], both[len(buf):]
+        comm.allreduce(both[:width + 3 * d + 1], out=both[:width + 3 * d + 1])
+    return buf, stats, both
 
 
 def _threads(comm: Communicator) -> int:
@@ -89,13 +109,19 @@ def _scale_diag(reg: Reparam, stats: np.ndarray, lam: float, kind: int) -> np.nd
     the regularizer's ``lam * diag(R^T R)``. It ignores how often a one-hot feature occurs,
     so on one-hot data it is a multiple of the identity plus l2 (the full Hessian diagonal
     moves rare features fast and overfit the flights benchmark: test AUC 0.651 instead of
-    0.662). Hinge has no curvature: None (L-BFGS then starts from a scaled gradient)."""
+    0.662). Hinge has no curvature: None (L-BFGS then starts from a scaled gradient).
+    The diagonal overwrites the statistics' first ``d`` entries."""
     curv = next(loss.curvature for loss in LOSS_TABLE.values() if loss.code == kind)
     if curv == 0.0:
         return None
-    d = len(reg.scale)
-    seen = stats[d:2 * d] > 0
-    return curv * float(stats[3 * d]) * seen + lam * reg.gram_diag()
+    d = reg.size
+    out = stats[:d]  # into the sums of x, which the standardizer has read: no fresh pages
+    np.multiply(stats[d:2 * d] > 0, curv * float(stats[3 * d]), out=out)
+    # + lam * diag(R^T R), which is 1 but on the features R changes (no temporaries)
+    at = out[reg.sel]
+    out += lam
+    out[reg.sel] = at + lam * reg.gram_diag_changed()
+    return out
 
 
 def _cg_diag(raw: np.ndarray, amap: Reparam, reg: Reparam, lam: float) -> np.ndarray:
@@ -112,17 +138,53 @@ def _cg_diag(raw: np.ndarray, amap: Reparam, reg: Reparam, lam: float) -> np.nda
     return out + lam * reg.gram_diag()
 
 
-def _replay(fun: Fun, v0: np.ndarray, first: tuple[float, np.ndarray, float]) -> Fun:
-    """``fun``, except that its first call at ``v0`` returns the value already computed."""
-    pending = [first]
+class _Objective:
+    """The batch objective in the optimizer's variables ``v`` (an
+    :class:`._optimizers.Objective`): one gradient pass at the raw weights ``w = A v``,
+    the allreduce, and the regularizer ``lam/2 ||R v||^2``, all in the caller's buffer.
+    The raw weights are ``v`` itself, changed in place where ``A`` changes it (a few
+    entries on one-hot data) and restored bit for bit after the pass, so a pass copies no
+    vector of the model's size. The first call returns ``first`` (the allreduced
+    gradient buffer of the pass that gathered the statistics, at the starting point)."""
 
-    def wrapped(v: np.ndarray) -> tuple[float, np.ndarray, float]:
-        if pending and np.array_equal(v, v0):
-            return pending.pop()
-        pending.clear()
-        return fun(v)
+    def __init__(self, spill: Spill, kind: int, comm: Communicator, threads: int,
+                 amap: Reparam, reg: Reparam, lam: float, d: int, first: np.ndarray) -> None:
+        self.spill, self.kind, self.comm, self.threads = spill, kind, comm, threads
+        self.amap, self.reg, self.lam = amap, reg, lam
+        self.size, self.width = d, d + 4
+        self._first: np.ndarray | None = first
 
-    return wrapped
+    def __call__(self, v: np.ndarray, out: np.ndarray) -> tuple[float, float]:
+        d, lam, reg = self.size, self.lam, self.reg
+        saved = self.amap.to_raw(v)
+        try:
+            if self._first is not None:  # the statistics pass was at this point
+                first, self._first = self._first, None
+                np.copyto(out[:d], first[:d])  # the gradient (then CG's diagonal, not kept)
+                np.copyto(out[d:], first[len(first) - 4:])  # the sums
+            else:
+                gradient_pass(self.spill, v, self.kind, out, False, self.threads,
+                              overwrite=True)
+                if self.comm.size > 1:
+                    self.comm.allreduce(out, out=out)
+            f = float(out[-4])
+            hold = out[-2] / out[-1] if out[-1] > 0 else math.nan
+            gw = out[:d]
+            if reg is self.amap:  # the raw problem: R v = w, one adjoint for loss and l2
+                penalty = axpy_dot(gw, lam, v)
+        finally:
+            self.amap.restore(v, saved)
+        if reg is self.amap:
+            self.amap.adjoint(gw, inplace=True)
+        else:
+            self.amap.adjoint(gw, inplace=True)
+            if len(reg.sel):
+                u = reg.forward(v)
+                gw += lam * reg.adjoint(u)
+                penalty = dot(u, u)
+            else:  # R = I: the standardized problem, v are the regularized weights
+                penalty = axpy_dot(gw, lam, v)
+        return f + 0.5 * lam * penalty, hold
 
 
 def _bias_index(union: np.ndarray, opts: TrainOptions) -> int:
@@ -162,22 +224,16 @@ def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
                  ) -> tuple[np.ndarray, dict[str, Any]]:
     d = len(w0)
     lam = opts.batch_l2
-    w0 = np.asarray(w0, np.float64)
-    buf0, stats = _first_pass(blocks, columns, period, w0, kind, opts.cg > 0, comm, spill)
+    w0 = np.array(w0, np.float64)  # the batch phase's own: it becomes the first iterate
+    threads = _threads(comm)
+    buf0, stats, work = _first_pass(blocks, columns, period, w0, kind, opts.cg > 0, comm,
+                                    spill, threads)
     amap, numeric = standardizer(stats, _bias_index(columns.union, opts))
     # the regularized variables: the standardized ones, or the raw weights w = A v
     reg = Reparam.identity(d) if opts.standardized else amap
 
-    def unpack(buf: np.ndarray) -> tuple[float, np.ndarray, float]:
-        hold = buf[-2] / buf[-1] if buf[-1] > 0 else math.nan
-        return float(buf[-4]), buf[:d], hold  # a view: the caller owns and may overwrite it
-
-    threads = _threads(comm)
-
-    def data_fun(w: np.ndarray) -> tuple[float, np.ndarray, float]:
-        buf = np.zeros(d + 4)
-        gradient_pass(spill, w, kind, buf, False, threads)
-        return unpack(comm.allreduce(buf))
+    if columns.pos is not None and spill.sealed:
+        columns.pos = None  # every later pass reads the spill: the 2**bits table goes
 
     def cb(it: int, f: float, gnorm: float, hold: float, passes: int) -> None:
         if out:
@@ -189,21 +245,20 @@ def _batch_phase(blocks: Blocks, columns: Columns, period: int, w0: np.ndarray,
                       "pass": passes, "objective": float(f), "gradient_norm": float(gnorm),
                       **({} if math.isnan(hold) else {"holdout_loss": float(hold)})})
 
-    v0 = amap.inverse(w0)
+    v0 = amap.inverse(w0, inplace=True)
+    del w0
     # the first pass was at w0 = A v0: its numbers are the optimizer's first evaluation
-    fun = _replay(reparametrized(data_fun, amap, reg, lam), v0,
-                  reparametrized(lambda w, b=buf0: unpack(b.copy()), amap, reg, lam)(v0))
+    obj = _Objective(spill, kind, comm, threads, amap, reg, lam, d, buf0)
     diag = (_scale_diag(reg, stats, lam, kind) if opts.bfgs
             else _cg_diag(buf0[d:2 * d], amap, reg, lam))
-    # the first pass's buffers (4 float64 a feature) and the starting point are not needed
-    # past here: their memory goes to the optimizer's vectors
-    del buf0, stats, w0
+    # the statistics are not needed past here: their memory goes to the optimizer's vectors
+    del buf0, stats
     if opts.bfgs:
-        res = lbfgs(fun, v0, max_passes=opts.bfgs, memory=opts.memory, tol=opts.tol,
-                    patience=opts.patience, callback=cb, precond=diag)
+        res = lbfgs(obj, v0, max_passes=opts.bfgs, memory=opts.memory, tol=opts.tol,
+                    patience=opts.patience, callback=cb, precond=diag, work=work)
     else:
         assert diag is not None
-        res = cg(fun, v0, diag, max_passes=opts.cg,
+        res = cg(allocating(obj), v0, diag, max_passes=opts.cg,
                  tol=opts.tol, patience=opts.patience, callback=cb)
     if out:
         print(f"{'L-BFGS' if opts.bfgs else 'CG'}: {res.iterations} iterations, "

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["dot", "lbfgs_direction"]
+__all__ = ["axpy", "axpy_dot", "dot", "lbfgs_direction", "lbfgs_direction_into", "step",
+           "store_pair", "weighted_dot"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -40,6 +41,105 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
 def dot(a: np.ndarray, b: np.ndarray) -> float:
     """``a @ b`` for float64 vectors, in a fixed order (see the module's docstring)."""
     return float(_dot(a, b))
+
+
+@numba.njit(cache=True, nogil=True)
+def _axpy(y: np.ndarray, a: float, x: np.ndarray) -> None:
+    for i in range(len(y)):
+        y[i] += a * x[i]
+
+
+def axpy(y: np.ndarray, a: float, x: np.ndarray) -> None:
+    """``y += a * x`` in place, the same bits as numpy's ``y += a * x`` without its
+    temporary ``a * x`` (a fresh vector of the model's size, whose pages the system must
+    zero on every call)."""
+    _axpy(y, float(a), x)
+
+
+@numba.njit(cache=True, nogil=True)
+def _axpy_self_dot(y: np.ndarray, a: float, x: np.ndarray) -> float:
+    n = len(y)
+    s0 = s1 = s2 = s3 = 0.0
+    k = n - n % 4
+    for i in range(0, k, 4):
+        y[i] += a * x[i]
+        y[i + 1] += a * x[i + 1]
+        y[i + 2] += a * x[i + 2]
+        y[i + 3] += a * x[i + 3]
+        s0 += x[i] * x[i]
+        s1 += x[i + 1] * x[i + 1]
+        s2 += x[i + 2] * x[i + 2]
+        s3 += x[i + 3] * x[i + 3]
+    s = (s0 + s1) + (s2 + s3)
+    for i in range(k, n):
+        y[i] += a * x[i]
+        s += x[i] * x[i]
+    return s
+
+
+def axpy_dot(y: np.ndarray, a: float, x: np.ndarray) -> float:
+    """:func:`axpy` and then ``dot(x, x)``, in one sweep (the l2 term's gradient and
+    value), the same bits as the two apart."""
+    return float(_axpy_self_dot(y, float(a), x))
+
+
+@numba.njit(cache=True, nogil=True)
+def _step(t: np.ndarray, v: np.ndarray, q: np.ndarray, a: float) -> None:
+    for i in range(len(t)):
+        t[i] = v[i] + a * q[i]
+
+
+def step(t: np.ndarray, v: np.ndarray, q: np.ndarray, a: float) -> None:
+    """``t = v + a * q`` in one sweep, the same bits as numpy's ``v + a * q``."""
+    _step(t, v, q, float(a))
+
+
+@numba.njit(cache=True, nogil=True)
+def _store_pair(q: np.ndarray, a: float, gn: np.ndarray, g: np.ndarray, s: np.ndarray,
+                y: np.ndarray, minv: np.ndarray) -> tuple[float, float, float]:
+    n = len(q)
+    sy = yy = ymy = 0.0
+    # one running sum each, in index order (the pair's own numbers, not reused elsewhere)
+    for i in range(n):
+        si = np.float32(a * q[i])
+        yi = np.float32(gn[i] - g[i])
+        s[i] = si
+        y[i] = yi
+        sf, yf = np.float64(si), np.float64(yi)
+        sy += sf * yf
+        yy += yf * yf
+        ymy += yf * (np.float64(minv[i]) * yf)
+    return sy, yy, ymy
+
+
+def store_pair(q: np.ndarray, a: float, gn: np.ndarray, g: np.ndarray, s: np.ndarray,
+               y: np.ndarray, minv: np.ndarray) -> tuple[float, float, float]:
+    """L-BFGS's new pair in one sweep: ``s = a q`` and ``y = gn - g`` rounded into the
+    float32 rows ``s`` and ``y``, and, of the pair as stored, ``(s . y, y . y, y . minv
+    y)`` (the curvature test, and the next direction's scaling ``gamma``)."""
+    sy, yy, ymy = _store_pair(q, float(a), gn, g, s, y, minv)
+    return float(sy), float(yy), float(ymy)
+
+
+@numba.njit(cache=True, nogil=True)
+def _weighted_dot(a: np.ndarray, m: np.ndarray, b: np.ndarray) -> float:
+    n = len(a)
+    s0 = s1 = s2 = s3 = 0.0
+    k = n - n % 4
+    for i in range(0, k, 4):
+        s0 += np.float64(a[i]) * (np.float64(m[i]) * np.float64(b[i]))
+        s1 += np.float64(a[i + 1]) * (np.float64(m[i + 1]) * np.float64(b[i + 1]))
+        s2 += np.float64(a[i + 2]) * (np.float64(m[i + 2]) * np.float64(b[i + 2]))
+        s3 += np.float64(a[i + 3]) * (np.float64(m[i + 3]) * np.float64(b[i + 3]))
+    s = (s0 + s1) + (s2 + s3)
+    for i in range(k, n):
+        s += np.float64(a[i]) * (np.float64(m[i]) * np.float64(b[i]))
+    return s
+
+
+def weighted_dot(a: np.ndarray, m: np.ndarray, b: np.ndarray) -> float:
+    """``sum a * m * b`` in float64 and :func:`dot`'s fixed order, without a temporary."""
+    return float(_weighted_dot(a, m, b))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -95,17 +195,29 @@ def _scale_dot(q: np.ndarray, minv: np.ndarray, gamma: float, z: np.ndarray) -> 
 @numba.njit(cache=True, nogil=True)
 def lbfgs_direction(g: np.ndarray, S: np.ndarray, Y: np.ndarray, rho: np.ndarray,
                     order: np.ndarray, minv: np.ndarray, gamma: float) -> np.ndarray:
-    """``-H g`` for the L-BFGS inverse Hessian of the pairs ``S[order[k]], Y[order[k]]``
+    """:func:`lbfgs_direction_into` a fresh vector."""
+    q = np.empty(len(g))
+    lbfgs_direction_into(g, S, Y, rho, order, minv, gamma, q)
+    return q
+
+
+@numba.njit(cache=True, nogil=True)
+def lbfgs_direction_into(g: np.ndarray, S: np.ndarray, Y: np.ndarray, rho: np.ndarray,
+                         order: np.ndarray, minv: np.ndarray, gamma: float,
+                         q: np.ndarray) -> float:
+    """``q = -H g`` (``q`` a float64 vector the caller owns, reused every iteration) for the
+    L-BFGS inverse Hessian of the pairs ``S[order[k]], Y[order[k]]``
     (oldest first; ``rho = 1 / (y . s)`` per row) with ``H0 = gamma * diag(minv)``.
 
     Each update of ``q`` is fused with the dot product the recursion needs next (the next
     pair's ``s . q`` in the first loop, ``y . q`` in the second), so the two loops sweep
     the ``2m`` float32 rows and ``q`` once each per pair instead of twice: on wide data the
-    direction is memory-bound, and the sums keep :func:`_dot`'s fixed order."""
+    direction is memory-bound, and the sums keep :func:`_dot`'s fixed order. The last
+    sweep also sums ``g . q``, which it returns (the line search's slope, the same bits
+    as ``dot(g, q)``)."""
     d = len(g)
     m = len(order)
     none = S[0][:0]
-    q = np.empty(d)
     for j in range(d):
         q[j] = -g[j]
     alphas = np.empty(m)
@@ -115,9 +227,12 @@ def lbfgs_direction(g: np.ndarray, S: np.ndarray, Y: np.ndarray, rho: np.ndarray
         a = rho[r] * sq
         alphas[k] = a
         sq = _axpy_dot(q, -a, Y[r], S[order[k - 1]] if k > 0 else none)
-    yq = _scale_dot(q, minv, gamma, Y[order[0]] if m else none)
-    for k in range(m):
+    if m == 0:
+        return _scale_dot(q, minv, gamma, g)
+    yq = _scale_dot(q, minv, gamma, Y[order[0]])
+    for k in range(m - 1):
         r = order[k]
         c = alphas[k] - rho[r] * yq
-        yq = _axpy_dot(q, c, S[r], Y[order[k + 1]] if k + 1 < m else none)
-    return q
+        yq = _axpy_dot(q, c, S[r], Y[order[k + 1]])
+    r = order[m - 1]
+    return _axpy_dot(q, alphas[m - 1] - rho[r] * yq, S[r], g)

@@ -72,34 +72,80 @@ class Reparam:
     """``w = A v``: ``w_j = v_j / scale_j``, ``w_bias = v_bias - sum_j mean_j w_j``.
 
     ``bias`` is the index of the constant feature, or -1 (then nothing is centered). Only
-    the features it changes (``sel``) are touched, so on one-hot data with millions of
-    features a pass pays a copy, not five full-length vector operations."""
+    the features it changes (``sel``) are touched, and only theirs are kept (``mean`` and
+    ``scale`` are rebuilt on demand): on one-hot data with millions of features the map
+    costs nothing a feature, and a pass pays no full-length vector operation for it."""
 
     def __init__(self, mean: np.ndarray, scale: np.ndarray, bias: int) -> None:
-        self.mean = np.asarray(mean, np.float64).copy()
-        self.scale = np.asarray(scale, np.float64).copy()
+        mean = np.asarray(mean, np.float64)
+        scale = np.asarray(scale, np.float64)
+        self.size = len(scale)
         self.bias = bias
+        changed = (scale != 1.0) | (mean != 0.0) if bias >= 0 else scale != 1.0
         if bias >= 0:
-            self.mean[bias] = 0.0
-            self.scale[bias] = 1.0
-        else:
-            self.mean[:] = 0.0
-        self.sel = np.flatnonzero((self.scale != 1.0) | (self.mean != 0.0))
-        self._m = self.mean[self.sel]
-        self._s = self.scale[self.sel]
+            changed[bias] = False
+        self.sel = np.flatnonzero(changed)
+        self._m = mean[self.sel] if bias >= 0 else np.zeros(len(self.sel))
+        self._s = scale[self.sel]
 
     @classmethod
     def identity(cls, d: int) -> Reparam:
-        return cls(np.zeros(d), np.ones(d), -1)
+        return cls.on(d, np.zeros(0, np.int64), np.zeros(0), np.ones(0), -1)
+
+    @classmethod
+    def on(cls, d: int, idx: np.ndarray, mean: np.ndarray, scale: np.ndarray,
+           bias: int) -> Reparam:
+        """The map over ``d`` features that changes the features ``idx`` alone (their
+        ``mean`` and ``scale``; every other feature has mean 0 and scale 1)."""
+        idx = np.asarray(idx, np.int64)
+        mean = np.asarray(mean, np.float64)
+        scale = np.asarray(scale, np.float64)
+        keep = ((scale != 1.0) | (mean != 0.0)) & (idx != bias) if bias >= 0 \
+            else scale != 1.0
+        out = cls.__new__(cls)
+        out.size, out.bias, out.sel = d, bias, idx[keep]
+        out._m = mean[keep] if bias >= 0 else np.zeros(int(keep.sum()))
+        out._s = scale[keep]
+        return out
+
+    @property
+    def mean(self) -> np.ndarray:
+        out = np.zeros(self.size)
+        out[self.sel] = self._m
+        return out
+
+    @property
+    def scale(self) -> np.ndarray:
+        out = np.ones(self.size)
+        out[self.sel] = self._s
+        return out
 
     def forward(self, v: np.ndarray) -> np.ndarray:
         w = v.copy()
-        if len(self.sel):
-            ws = v[self.sel] / self._s
-            w[self.sel] = ws
-            if self.bias >= 0:
-                w[self.bias] -= dot(self._m, ws)
+        self.to_raw(w)
         return w
+
+    def to_raw(self, v: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """``v`` becomes ``A v`` in place (the same bits as :meth:`forward`); returns what
+        :meth:`restore` needs to give ``v`` back bit for bit (the changed entries, a few on
+        one-hot data): a pass reads the raw weights without a copy of the model."""
+        if not len(self.sel):
+            return None
+        saved = v[self.sel]
+        vb = float(v[self.bias]) if self.bias >= 0 else 0.0
+        ws = saved / self._s
+        v[self.sel] = ws
+        if self.bias >= 0:
+            v[self.bias] -= dot(self._m, ws)
+        return saved, vb
+
+    def restore(self, v: np.ndarray, saved: tuple[np.ndarray, float] | None) -> None:
+        """Undo :meth:`to_raw` exactly."""
+        if saved is None:
+            return
+        v[self.sel] = saved[0]
+        if self.bias >= 0:
+            v[self.bias] = saved[1]
 
     def adjoint(self, g: np.ndarray, *, inplace: bool = False) -> np.ndarray:
         """``A^T g``: a gradient with respect to ``w`` as one with respect to ``v`` (into
@@ -110,33 +156,43 @@ class Reparam:
             out[self.sel] = (g[self.sel] - gb * self._m) / self._s
         return out
 
-    def inverse(self, w: np.ndarray) -> np.ndarray:
-        v = w.copy()
+    def inverse(self, w: np.ndarray, *, inplace: bool = False) -> np.ndarray:
+        """``A^{-1} w`` (into ``w`` itself with ``inplace``)."""
+        v = w if inplace else w.copy()
         if len(self.sel):
-            v[self.sel] = w[self.sel] * self._s
+            ws = w[self.sel]
             if self.bias >= 0:
-                v[self.bias] = w[self.bias] + dot(self._m, w[self.sel])
+                v[self.bias] = w[self.bias] + dot(self._m, ws)
+            v[self.sel] = ws * self._s
         return v
 
     def gram_diag(self) -> np.ndarray:
         """The diagonal of ``A^T A`` (what ``l2/2 ||A v||^2`` adds to the Hessian's)."""
-        return (1.0 + self.mean * self.mean) / (self.scale * self.scale)
+        out = np.ones(self.size)
+        out[self.sel] = self.gram_diag_changed()
+        return out
+
+    def gram_diag_changed(self) -> np.ndarray:
+        """:meth:`gram_diag` at the changed features ``sel`` (it is 1 elsewhere)."""
+        return (1.0 + self._m * self._m) / (self._s * self._s)
 
 
 def _mean_scale(stats: np.ndarray, d: int, bias: int,
-                keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean and deviation of the features ``idx`` (the numeric ones: a few on one-hot
+    data, so nothing here is of the model's size)."""
     total = stats[3 * d]
     if total <= 0:
-        return np.zeros(d), np.ones(d)
-    s1, s2 = stats[:d] / total, stats[d:2 * d] / total
+        return np.zeros(len(idx)), np.ones(len(idx))
+    s1, s2 = stats[idx] / total, stats[d + idx] / total
     centered = bias >= 0
-    mean = s1 if centered else np.zeros(d)
+    mean = s1 if centered else np.zeros(len(idx))
     var = s2 - mean * mean
     # constant columns (collinear with the bias): scale only, by the root mean square
     flat = var <= 1e-9 * s2
     mean = np.where(flat, 0.0, mean)
     var = np.where(flat, s2, var)
-    ok = keep & (s2 > 0)
+    ok = s2 > 0
     return np.where(ok, mean, 0.0), np.where(ok, np.sqrt(np.where(ok, var, 1.0)), 1.0)
 
 
@@ -150,8 +206,9 @@ def standardizer(stats: np.ndarray, bias: int) -> tuple[Reparam, np.ndarray]:
     numeric = stats[2 * d:3 * d] > 0
     if bias >= 0:
         numeric[bias] = False
-    mean, scale = _mean_scale(stats, d, bias, numeric)
-    return Reparam(mean, scale, bias), numeric
+    idx = np.flatnonzero(numeric)
+    mean, scale = _mean_scale(stats, d, bias, idx)
+    return Reparam.on(d, idx, mean, scale, bias), numeric
 
 
 def normalization_record(norm: Reparam, numeric: np.ndarray, union: np.ndarray
