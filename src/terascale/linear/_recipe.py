@@ -105,7 +105,7 @@ def hold_union_as_bits(space: Space, bits: int, *, batch: bool) -> None:
     hashed index itself: the union is held as a bitmap of 2**``bits`` bits meanwhile (11M
     features at ``-b 24``: 42 MB less under the online passes from the cache)."""
     cols = space.columns
-    if batch or cols is None or cols.pos is None or space.union is None:
+    if batch or cols is None or (cols.pos is None and cols.hash is None) or space.union is None:
         return
     seen = np.zeros(((1 << bits) + 7) // 8, np.uint8)
     _mark(space.union, seen)
@@ -342,6 +342,7 @@ def _model(run: Run, space: Space, ws: Weights, normalization: Any) -> LinearMod
     run.info["train_s"] = time.perf_counter() - run.t0
     if columns is not None:
         columns.pos = None  # the lookup table (4 * 2**bits): before the union is rebuilt
+        columns.hash = None
     union = space.the_union()
     w, g2, nrm = ws.w, ws.g2, ws.nrm
     if columns is not None:
