@@ -34,6 +34,7 @@ def test_the_hashed_map_numbers_and_finds_columns_as_the_direct_table():
 def test_the_choice_of_map():
     assert hash_slots(0) == 16 and hash_slots(1000) == 2048 and hash_slots(1024) == 2048
     assert use_hash(28, 11_000_000)  # 256 MiB against 1 GiB
+    assert use_hash(28, 17_000_000)  # 512 MiB: -b 28's wide data
     assert not use_hash(28, 40_000_000)  # 1 GiB of hash: the table
     assert not use_hash(24, 1000)  # a 64 MiB table stays
     assert Columns(np.array([5, 9], np.uint32), 28).hash is not None
@@ -45,13 +46,13 @@ def test_local_columns_move_to_the_table_once_the_hash_would_be_as_large(monkeyp
     cols = LocalColumns(16)
     assert cols.hash is not None and len(cols.pos) == 0
     rng = np.random.default_rng(1)
-    first = rng.permutation(1 << 16).astype(np.uint32)[:6000]
-    c1 = cols(first[:1000])
-    assert cols.hash is not None  # 2048 slots of 8 bytes, the table 256 KiB
-    c2 = cols(first[1000:])
+    first = rng.permutation(1 << 16).astype(np.uint32)[:12000]
+    c1 = cols(first[:8000])
+    assert cols.hash is not None  # 16384 slots of 8 bytes, half the 256 KiB table
+    c2 = cols(first[8000:])
     assert cols.hash is None and len(cols.pos) == 1 << 16
-    assert np.array_equal(np.concatenate([c1, c2]), np.arange(6000))
-    assert np.array_equal(cols(first[::-1]), np.arange(6000)[::-1])
+    assert np.array_equal(np.concatenate([c1, c2]), np.arange(12000))
+    assert np.array_equal(cols(first[::-1]), np.arange(12000)[::-1])
 
 
 def _fit(comm, path, tmp):

@@ -10,9 +10,10 @@ with 2 workers. The hashed map is an open-addressing table (linear probing, load
 1/2) of ``uint64`` entries, ``(index + 1) << 32 | column``, one cache line a lookup as the
 direct table's: ``8 * 2**ceil(log2(2 * D))`` bytes, 256 MiB for 11M features.
 
-:func:`use_hash` chooses: the hashed map where the direct table would be at least 4 times
-its size and at least 256 MiB (``-b 26`` and up with ``D`` at most ``2**bits / 16``);
-below that the direct table is small enough that its one read without a probe wins.
+:func:`use_hash` chooses: the hashed map where the direct table would be at least twice
+its size and at least 256 MiB (``-b 26`` and up with ``D`` at most ``2**bits / 8``, where
+the first pass over text moves to dense rows anyway); below ``-b 26`` the direct table is
+small enough that its one read without a probe costs less than its pages.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def hash_slots(d: int) -> int:
 def use_hash(bits: int, d: int) -> bool:
     """Whether ``d`` features at ``bits`` hash bits are better served by a hashed map than
     by a direct table of ``2**bits`` entries (see the module docstring)."""
-    return (1 << bits) >= _MIN_TABLE and 4 * 8 * hash_slots(d) <= 4 * (1 << bits)
+    return (1 << bits) >= _MIN_TABLE and 2 * 8 * hash_slots(d) <= 4 * (1 << bits)
 
 
 @numba.njit(cache=True, nogil=True)

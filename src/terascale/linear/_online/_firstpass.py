@@ -258,7 +258,7 @@ class LocalColumns:
             return cols
 
     def _to_table(self) -> None:
-        """The hashed map has grown past a quarter of the direct table: the table."""
+        """The hashed map would grow past half the direct table: the table."""
         self.hash = None
         self.pos = np.zeros(1 << self.bits, np.uint32)
         self.pos[self.order[:self.n]] = np.arange(1, self.n + 1, dtype=np.uint32)
