@@ -162,10 +162,12 @@ def _space(run: Run) -> Space:
     need = first is None or opts.passes > 1 or bool(opts.batch) or opts.chained(comm.size)
     order = None
     # frequent features first (_layout; a collective), not before a batch, nor on wide data
-    # (past the dense switch the few frequent features are a small part of the misses, and
-    # the permutation costs 12 bytes a feature and a copy of every array at the end); the
-    # union is the same on every rank, so all ranks decide alike
-    if not opts.batch and len(union) <= dense_threshold(blocks.bits):
+    # (past the dense switch, or past 2M features, -b 24's switch, at any -b: the few
+    # frequent features are a small part of the misses, and the permutation costs 12 bytes
+    # a feature and a copy of every array at the end: 10 s of a 27 s pass from the cache
+    # with 2 workers at -b 28 and 17M features, loaded host); the union is the same on
+    # every rank, so all ranks decide alike
+    if not opts.batch and len(union) <= dense_threshold(min(blocks.bits, 24)):
         hot = np.zeros(0, np.uint32)
         if need:
             hot = (first.text.columns.indices()[:HOT_PREFIX] if first is not None
