@@ -28,13 +28,27 @@ _MIN_TABLE = 1 << 26  # direct tables from 2**26 entries (256 MiB) up may be rep
 
 
 def hash_slots(d: int) -> int:
-    """Slots of a hashed map for ``d`` features: the power of two at least ``2 * d``."""
+    """Slots of a hashed map for ``d`` features: the power of two at least ``2 * d``.
+
+    Parameters
+    ----------
+    d
+        The number of features the map must hold at load at most 1/2.
+    """
     return 1 << max(4, (2 * max(d, 1) - 1).bit_length())
 
 
 def use_hash(bits: int, d: int) -> bool:
     """Whether ``d`` features at ``bits`` hash bits are better served by a hashed map than
-    by a direct table of ``2**bits`` entries (see the module docstring)."""
+    by a direct table of ``2**bits`` entries (see the module docstring).
+
+    Parameters
+    ----------
+    bits
+        The hash bits (``-b``): the direct table has ``2**bits`` entries of 4 bytes.
+    d
+        The distinct features to map (the union's size; 0 for a map that starts empty).
+    """
     return (1 << bits) >= _MIN_TABLE and 2 * 8 * hash_slots(d) <= 4 * (1 << bits)
 
 
