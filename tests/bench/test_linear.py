@@ -63,6 +63,20 @@ def test_large_recipes_are_chosen_by_short_name_and_a_bad_one_names_the_flag():
         parse_recipes("pass")
 
 
+def test_wide_takes_bits_and_interactions_from_the_command_line():
+    import argparse
+
+    from terascale.bench.linear import add_bench_parser
+
+    p = argparse.ArgumentParser()
+    add_bench_parser(p.add_subparsers())
+    args = p.parse_args(["linear", "--wide", "--bits", "28", "--quadratic", "ab,ac",
+                         "--recipes", "text,cache"])
+    assert (args.wide, args.bits, args.quadratic) == (True, 28, "ab,ac")
+    assert p.parse_args(["linear", "--wide", "-b", "20"]).bits == 20
+    assert p.parse_args(["linear", "--wide"]).bits == 24
+
+
 @pytest.mark.parametrize("cli", [True, False])
 def test_vw_cache_recipe_reads_its_own_cache_once_and_equals_the_text_pass(tmp_path, cli):
     """VW with ``-c`` reads every cache it finds, ``<data>.cache`` beside the data included:

@@ -128,8 +128,11 @@ def _runs(args: argparse.Namespace, work: str, n: int, warm: bool) -> list[dict[
     vwq = "".join(f" -q {q}" for q in quad)
     rows: list[dict[str, Any]] = []
 
-    if warm:  # load (or compile) numba's kernels once, outside the timings
-        child_in(work, "ours", {**base, "train": test, "options": {"bfgs": 2}})
+    if warm:  # load (or compile) numba's kernels once, outside the timings: with -q too
+        # (its parser's kernels: compiled inside the first timed run they made it 52 s, 7 s
+        # the next, on a loaded host)
+        child_in(work, "ours", {**base, "train": test,
+                                "options": {"bfgs": 2, **({"quadratic": quad} if quad else {})}})
 
     learners: list[tuple[str, Any]] = [
         ("vowpalwabbit", lambda o, w, s1, s2: child_in(

@@ -105,7 +105,7 @@ def hold_union_as_bits(space: Space, bits: int, *, batch: bool) -> None:
     hashed index itself: the union is held as a bitmap of 2**``bits`` bits meanwhile (11M
     features at ``-b 24``: 42 MB less under the online passes from the cache)."""
     cols = space.columns
-    if batch or cols is None or cols.pos is None or space.union is None:
+    if batch or cols is None or (cols.pos is None and cols.hash is None) or space.union is None:
         return
     seen = np.zeros(((1 << bits) + 7) // 8, np.uint8)
     _mark(space.union, seen)
@@ -162,10 +162,12 @@ def _space(run: Run) -> Space:
     need = first is None or opts.passes > 1 or bool(opts.batch) or opts.chained(comm.size)
     order = None
     # frequent features first (_layout; a collective), not before a batch, nor on wide data
-    # (past the dense switch the few frequent features are a small part of the misses, and
-    # the permutation costs 12 bytes a feature and a copy of every array at the end); the
-    # union is the same on every rank, so all ranks decide alike
-    if not opts.batch and len(union) <= dense_threshold(blocks.bits):
+    # (past the dense switch, or past 2M features, -b 24's switch, at any -b: the few
+    # frequent features are a small part of the misses, and the permutation costs 12 bytes
+    # a feature and a copy of every array at the end: 10 s of a 27 s pass from the cache
+    # with 2 workers at -b 28 and 17M features, loaded host); the union is the same on
+    # every rank, so all ranks decide alike
+    if not opts.batch and len(union) <= dense_threshold(min(blocks.bits, 24)):
         hot = np.zeros(0, np.uint32)
         if need:
             hot = (first.text.columns.indices()[:HOT_PREFIX] if first is not None
@@ -342,6 +344,7 @@ def _model(run: Run, space: Space, ws: Weights, normalization: Any) -> LinearMod
     run.info["train_s"] = time.perf_counter() - run.t0
     if columns is not None:
         columns.pos = None  # the lookup table (4 * 2**bits): before the union is rebuilt
+        columns.hash = None
     union = space.the_union()
     w, g2, nrm = ws.w, ws.g2, ws.nrm
     if columns is not None:

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..._malloc import hand_back_freed_memory
 from ...communicator import Communicator
+from .._colindex import HashIndex, use_hash
 from .._combine._mixing import Mixer, grown
 from .._io._blocks import Block, Blocks, ChainBlocks, prefetch
 from .._io._cache import PendingCache
@@ -217,7 +218,11 @@ class LocalColumns:
 
     def __init__(self, bits: int, *, dense: bool = False) -> None:
         self.bits = bits
-        self.pos = np.zeros(1 << bits, np.uint32)  # zero pages: only touched ones count
+        # a hash table while it is much smaller than a direct table of 2**bits entries
+        # (-b 26 and up; _colindex), the direct table (zero pages: only touched ones
+        # count) from the start below that, or once the hashed one has grown too large
+        self.hash: HashIndex | None = HashIndex() if use_hash(bits, 0) else None
+        self.pos = np.zeros(0 if self.hash is not None else 1 << bits, np.uint32)
         self.order = np.zeros(1 << 12, np.uint32)
         self.n = 0
         self.lock = threading.Lock()
@@ -244,8 +249,19 @@ class LocalColumns:
                                  np.uint32)
                 grown[:self.n] = self.order[:self.n]
                 self.order = grown
+            if self.hash is not None and not use_hash(self.bits, need):
+                self._to_table()
+            if self.hash is not None:
+                cols, self.n = self.hash.assign(indices, self.order, self.n)
+                return cols
             cols, self.n = _assign(indices, self.pos, self.order, self.n)
             return cols
+
+    def _to_table(self) -> None:
+        """The hashed map would grow past half the direct table: the table."""
+        self.hash = None
+        self.pos = np.zeros(1 << self.bits, np.uint32)
+        self.pos[self.order[:self.n]] = np.arange(1, self.n + 1, dtype=np.uint32)
 
     def keep_order_head(self, keep: int) -> None:
         """Dense layout: of the compact columns' order (read once more, to move them into
@@ -258,6 +274,7 @@ class LocalColumns:
 
     def _go_dense(self, start: int) -> None:
         self.pos = np.zeros(0, np.uint32)  # before the weights grow to 2**bits
+        self.hash = None
         self.seen = np.zeros(((1 << self.bits) + 7) // 8, np.uint8)
         _mark(self.order[:self.n], self.seen)
         self.dense_from = start
@@ -520,5 +537,6 @@ class TextPass:
         return self.columns.features()
 
     def release(self) -> None:
-        """Drop the 2**bits lookup table (after the pass: the union's Columns has its own)."""
+        """Drop the lookup table (after the pass: the union's Columns has its own)."""
         self.columns.pos = np.zeros(0, np.uint32)
+        self.columns.hash = None
