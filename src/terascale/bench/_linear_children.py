@@ -128,7 +128,7 @@ def _multi(spec: dict[str, Any]) -> dict[str, Any]:
         child("multi", {**spec, "warm": False})
     result = os.path.join(spec["cache"], "result")
     code = launch([sys.executable, "-m", ME, "worker", json.dumps({**spec, "result": result})],
-                  LaunchOptions(nprocs=spec["workers"], timeout=7200))
+                  LaunchOptions(nprocs=spec["workers"], timeout=7200, cpu_bind=False))
     if code:
         raise SystemExit(code)
     with open(result + ".json") as f:

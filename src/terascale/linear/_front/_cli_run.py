@@ -270,8 +270,10 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
     code = launch([sys.executable, "-m", "terascale.linear._front._worker",
                    job_json(paths, model_path or "", args.initial, options,
                             **_model_format(args))],
+                  # unbound: a worker's reader and statistics threads use every core, and
+                  # in a chained pass one worker learns while the others wait
                   LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
-                                prefix_output=False))
+                                prefix_output=False, cpu_bind=False))
     return code
 
 
