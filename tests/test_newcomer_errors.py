@@ -177,6 +177,21 @@ def test_linear_warm_up_before_launching_workers_gives_no_notice():
     assert "no launcher" not in proc.stderr
 
 
+def test_linear_train_with_one_worker_gives_no_notice(tmp_path):
+    # `terascale linear train` without -n learns in its own process: a job of size 1 that
+    # the user asked for, not a script that forgot its launcher
+    pytest.importorskip("numba")
+    data = tmp_path / "d.vw"
+    data.write_text("".join(f"{i % 2} | a{i % 7} b{i % 5}\n" for i in range(200)))
+    proc = subprocess.run([sys.executable, "-m", "terascale", "linear", "train", "-d", str(data),
+                           "-b", "12", "-f", str(tmp_path / "m")], capture_output=True,
+                          text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "TERASCALE_QUIET"})
+    assert proc.returncode == 0, proc.stderr
+    assert "no launcher" not in proc.stderr
+    assert (tmp_path / "m").exists()
+
+
 def test_run_prints_the_cause_before_the_traceback(tmp_path):
     script = tmp_path / "typo.py"
     script.write_text(textwrap.dedent("""

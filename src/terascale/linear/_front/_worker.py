@@ -31,8 +31,19 @@ def run_train(job: dict[str, Any],
     rank = 0 if env is None else env.rank
     t0 = time.perf_counter()
     initial = load_model(job["initial"]) if job.get("initial") else None
-    model = train(job["data"], comm=None, initial=initial, predictions=predictions,
-                  **job["options"])
+    # one worker that no launcher started: a job of size 1 of its own (init()'s notice
+    # that no launcher started the process is for scripts, not for the learner's CLI)
+    alone = None
+    if env is None:
+        from ...communicator import Communicator
+
+        alone = Communicator()
+    try:
+        model = train(job["data"], comm=alone, initial=initial, predictions=predictions,
+                      **job["options"])
+    finally:
+        if alone is not None:
+            alone.close()
     if rank == 0:
         if job["model"]:
             save_model(model, job["model"], job.get("model_format", "terascale"),
