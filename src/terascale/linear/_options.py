@@ -219,9 +219,9 @@ class TrainOptions:
         and the default (``"auto"``, no ``average_every``) before a batch phase. The
         batch phase minimizes one objective whatever the number of workers, but it stops
         after a few passes; started from an average of N online learners it ends elsewhere
-        than one worker's (measured: +5% test logloss at 2 workers, squared loss 35.0
-        against 23.2 test MSE). Chained, the online pass ends at one worker's learner
-        (exactly), so N workers end the recipe at one worker's model.
+        than one worker's. Chained, the online pass ends at one worker's learner
+        (exactly), so N workers end the recipe at one worker's model (the comparison:
+        ``docs/benchmarks/linear-wide.md``, "More workers, same recipe, same test loss").
 
         Parameters
         ----------
@@ -259,12 +259,11 @@ class TrainOptions:
 
     @property
     def standardized(self) -> bool:
-        """Whether the batch objective is the one on standardized numeric columns. Measured
-        with ``--bfgs 20``: on a census-style table (raw columns up to ~1e5) test AUC equals
-        the raw objective's at l2 = 1 and beats it as l2 grows (0.8924 vs 0.8872 at
-        l2 = 100); on breast_cancer as CSV (columns 1e-3..4e3) 0.9948 vs 0.9888 at l2 = 1,
-        0.9805 vs 0.9663 at l2 = 100: the l2 term then treats every column alike. So CSV
-        input standardizes by default; other formats keep VW's raw objective."""
+        """Whether the batch objective is the one on standardized numeric columns. On
+        tables whose columns have raw scales far apart (CSV input, typically), the l2
+        term of the raw objective penalizes columns unevenly; standardized, it treats every
+        column alike, which holds test AUC as l2 grows. So CSV input standardizes by
+        default; other formats keep VW's raw objective."""
         return self.normalize == "std" or (self.normalize == "auto" and self.format == "csv")
 
     def online_kind(self) -> int:
