@@ -1,7 +1,8 @@
 """Two TCP meshes of one link on loopback, and running both ranks' sides at once.
 
 Shared by the tests of the two-rank swap (tests/transport/test_tcp_swap.py) and of the
-algorithms' two-rank fast paths (tests/collectives/test_pair.py)."""
+algorithms' two-rank fast paths (tests/collectives/test_pair.py); the on-path relays of the
+tamper tests close their two sockets with :func:`shut_both`."""
 
 from __future__ import annotations
 
@@ -39,3 +40,13 @@ def run_both(a: Callable[[], None], b: Callable[[], None]) -> None:
     assert not any(t.is_alive() for t in threads)
     if errors:
         raise errors[0]
+
+
+def shut_both(*socks: socket.socket) -> None:
+    """Shut down each socket both ways, ignoring one that is already gone (a relay's two
+    ends, so that the peers on either side see the end at once)."""
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass

@@ -42,25 +42,26 @@ def test_site_renders() -> None:
     assert done.stdout.count("ok ") == len(PAGES.split()) + 1  # and the search
 
 
-def test_check_catches_raw_markup(tmp_path: Path) -> None:
+def _site_with(tmp_path: Path, html: str) -> Path:
+    """A copy of the built site whose quick start has ``html`` just before its title."""
     site = tmp_path / "html"
     shutil.copytree(SITE, site)
     page = site / "quickstart.html"
     text = page.read_text()
     at = text.index("<h1")
-    page.write_text(text[:at] + "<p>see :mod:`terascale.linear`</p>" + text[at:])
-    done = _check(site, "quickstart", search=False)
+    page.write_text(text[:at] + html + text[at:])
+    return site
+
+
+def test_check_catches_raw_markup(tmp_path: Path) -> None:
+    done = _check(_site_with(tmp_path, "<p>see :mod:`terascale.linear`</p>"), "quickstart",
+                  search=False)
     assert done.returncode == 1 and "FAIL  quickstart: raw Sphinx role" in done.stdout, \
         done.stdout
 
 
 def test_check_catches_a_flag_shown_as_a_dash(tmp_path: Path) -> None:
-    site = tmp_path / "html"
-    shutil.copytree(SITE, site)
-    page = site / "quickstart.html"
-    text = page.read_text()
-    at = text.index("<h1")
-    page.write_text(text[:at] + "<p>e.g. python train.py \u2013epochs 3</p>" + text[at:])
-    done = _check(site, "quickstart", search=False)
+    done = _check(_site_with(tmp_path, "<p>e.g. python train.py \u2013epochs 3</p>"),
+                  "quickstart", search=False)
     assert done.returncode == 1 and "FAIL  quickstart: a flag's -- shown as a dash" in done.stdout, \
         done.stdout

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from _tcp_pair import shut_both
+
 JOB = str(Path(__file__).parent / "_cluster_job.py")
 _DIAL_PREFIX = 8 + 32 + 32  # the dialer's handshake answer: magic, nonce, proof
 _ACCEPT_PREFIX = 8 + 32 + 2 + 32  # the acceptor's challenge, then its verdict and proof
@@ -73,11 +75,7 @@ class _Relay:
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut_both(src, dst)
 
     def close(self) -> None:
         self._lst.close()

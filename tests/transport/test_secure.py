@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("cryptography")
 
+from _tcp_pair import shut_both  # noqa: E402
+
 from terascale import AuthError, CollectiveError  # noqa: E402
 from terascale.communicator import Communicator  # noqa: E402
 from terascale.testing import run_workers  # noqa: E402
@@ -75,11 +77,7 @@ class _Proxy:
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut_both(src, dst)
 
 
 def _two_ranks_through(proxy_for, security: str) -> tuple[dict, dict, _Proxy]:

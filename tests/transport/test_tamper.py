@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _tcp_pair import shut_both
 
 from terascale._auth import Channel, accept_handshake
 from terascale.rendezvous import RendezvousServer
@@ -112,11 +113,7 @@ class Relay:
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut_both(src, dst)
 
 
 class RelayedServer(RendezvousServer):
@@ -263,11 +260,7 @@ class _HandshakeFlipper(Relay):
         except (OSError, IndexError):
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut_both(src, dst)
 
 
 @pytest.mark.parametrize("way", ["up", "down"])
@@ -740,11 +733,7 @@ class _Recorder(Relay):
         except OSError:
             pass
         finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut_both(src, dst)
 
 
 def _join_both(address: tuple[str, int], secret: bytes) -> list[int]:
