@@ -129,7 +129,7 @@ def _records(mine: bytes, theirs: bytes, encrypt: bool) -> Any:
     """The compiled record layer for one link (:mod:`._seclink`: AES-256-GCM contexts on
     libcrypto, keyed once), or None where it was not built or ``TERASCALE_NO_CEXT`` is set
     (then every record goes through ``cryptography``; the bytes on the wire are the same)."""
-    mod = _load_compiled("terascale.transport._seclink", 1)
+    mod = _load_compiled("terascale.transport._seclink", 2)
     return None if mod is None else mod.Records(mine, theirs, encrypt)
 
 
@@ -198,6 +198,13 @@ class SecureLink:
         self._dgot = self._tgot = 0
         self._dtag = bytearray(_TAG)
         self._broken: LinkTampered | None = None
+
+    @property
+    def _fast(self) -> bool:
+        """Whether the compiled layer has its own GHASH (VPCLMULQDQ, ``_ghash.c``), faster
+        than the wheel's at every size: then it tags and checks integrity records of any
+        size, and hashes a record read in place piece by piece as it lands."""
+        return self._c is not None and self._c.fast
 
     # -- what the mesh needs of a socket ---------------------------------------------------
     def fileno(self) -> int:
@@ -366,8 +373,8 @@ class SecureLink:
             self._out.append(out)
             at += len(out)
         else:  # GMAC: the plaintext goes out as it is, from where it lies
-            tag = self._seal.encrypt(nonce, b"", plain) if self._c is None or \
-                n > _C_MAX else self._c.tag(self._sent, 0, plain)
+            tag = self._c.tag(self._sent, 0, plain) if self._c is not None and \
+                (n <= _C_MAX or self._fast) else self._seal.encrypt(nonce, b"", plain)
             self._out += [memoryview(head), plain, memoryview(tag)] if n else \
                 [memoryview(head), memoryview(tag)]
         self._sent += 1
@@ -634,6 +641,8 @@ class SecureLink:
                 return None
             self._rstart = self._rlen = 0
             self._dview, self._dgot, self._tgot = b[:n], 0, 0
+            if self._fast:  # hashed piece by piece, each while the kernel's copy is in cache
+                self._c.open_begin(self._opened, 0)
         view, tag = self._dview, memoryview(self._dtag)
         n = len(view)
         while self._dgot < n or self._tgot < _TAG:
@@ -648,12 +657,15 @@ class SecureLink:
                 self._tampered(f"the connection closed inside a record "
                                f"({self._dgot + self._tgot} bytes of it)")
             d = min(k, n - self._dgot)
+            if d and self._fast:
+                self._c.open_update(view[self._dgot: self._dgot + d])
             self._dgot += d
             self._tgot += k - d
             if k < sum(map(len, bufs)) and (self._dgot < n or self._tgot < _TAG):
                 return 0  # the kernel had no more: no second call only to hear so
         self._dview = None
-        if not self._check(0, view, self._dtag):
+        if not (self._c.open_check(self._dtag) if self._fast else
+                self._check(0, view, self._dtag)):
             self._tampered(f"record #{self._opened} failed its authentication tag")
         self._opened += 1
         return n
@@ -770,7 +782,7 @@ class SecureLink:
 
     def _check(self, kind: int, data: memoryview, tag: Any) -> bool:
         """Whether ``tag`` is the GMAC tag of ``data``, the next record (of ``kind``)."""
-        if self._c is not None and len(data) <= _C_MAX:
+        if self._c is not None and (len(data) <= _C_MAX or self._fast):
             return bool(self._c.check(self._opened, kind, data, tag))
         try:
             self._open.decrypt(_NONCE.pack(kind, self._opened), bytes(tag), data)
