@@ -47,8 +47,6 @@ typedef struct {
      * E_K(J0) (AES-256-ECB contexts); NULL keys: libcrypto's GCM does the whole tag. */
     gh_key *gseal, *gopen;
     EVP_CIPHER_CTX *eseal, *eopen;
-    gh_state pending;  /* a tag being checked piece by piece (open_begin, _update, _check) */
-    unsigned char pending_nonce[12];
 } Records;
 
 static void make_nonce(unsigned char nonce[12], unsigned kind, unsigned long long seq) {
@@ -498,59 +496,6 @@ static PyObject *Records_check(Records *self, PyObject *args) {
     return PyBool_FromLong(rc == 0);
 }
 
-/* open_begin(seq, kind): start checking the next record's GMAC tag piece by piece, as its
- * bytes land (the compiled GHASH only: see ``fast``). */
-static PyObject *Records_open_begin(Records *self, PyObject *args) {
-    unsigned long long seq;
-    unsigned kind;
-    if (!PyArg_ParseTuple(args, "KI", &seq, &kind)) return NULL;
-    if (self->gopen == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "open_begin: no compiled GHASH on this link");
-        return NULL;
-    }
-    make_nonce(self->pending_nonce, kind, seq);
-    gh_start(&self->pending);
-    Py_RETURN_NONE;
-}
-
-/* open_update(data): hash the next piece of the record begun by open_begin. */
-static PyObject *Records_open_update(Records *self, PyObject *args) {
-    Py_buffer data;
-    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
-    if (self->gopen == NULL || enter(&self->opening) < 0) {
-        PyBuffer_Release(&data);
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_RuntimeError, "open_update: no compiled GHASH on this link");
-        return NULL;
-    }
-    if (data.len >= NOGIL_BYTES) {
-        Py_BEGIN_ALLOW_THREADS
-        gh_update(self->gopen, &self->pending, data.buf, (size_t)data.len);
-        Py_END_ALLOW_THREADS
-    } else {
-        gh_update(self->gopen, &self->pending, data.buf, (size_t)data.len);
-    }
-    self->opening = 0;
-    PyBuffer_Release(&data);
-    Py_RETURN_NONE;
-}
-
-/* open_check(tag) -> whether ``tag`` is the GMAC tag of the pieces given since open_begin. */
-static PyObject *Records_open_check(Records *self, PyObject *args) {
-    Py_buffer tag;
-    if (!PyArg_ParseTuple(args, "y*", &tag)) return NULL;
-    int ok = 0;
-    if (self->gopen != NULL && tag.len == TAG) {
-        unsigned char t[TAG];
-        gh_final(self->gopen, &self->pending, t);
-        ok = mask_tag(self->eopen, self->pending_nonce, t) == 0 &&
-             CRYPTO_memcmp(t, tag.buf, TAG) == 0;
-        gh_start(&self->pending);
-    }
-    PyBuffer_Release(&tag);
-    return PyBool_FromLong(ok);
-}
-
 static PyObject *Records_get_fast(Records *self, void *closure) {
     (void)closure;
     return PyBool_FromLong(self->gseal != NULL && self->gopen != NULL);
@@ -563,12 +508,6 @@ static PyGetSetDef Records_getset[] = {
 };
 
 static PyMethodDef Records_methods[] = {
-    {"open_begin", (PyCFunction)Records_open_begin, METH_VARARGS,
-     "open_begin(seq, kind): start checking a record's GMAC tag piece by piece"},
-    {"open_update", (PyCFunction)Records_open_update, METH_VARARGS,
-     "open_update(data): hash the record's next piece"},
-    {"open_check", (PyCFunction)Records_open_check, METH_VARARGS,
-     "open_check(tag): whether the tag holds for the pieces given"},
     {"send_small", (PyCFunction)Records_send_small, METH_VARARGS,
      "send_small(fd, views, seq, wbuf, limit): seal a small frame as one record and send it"},
     {"recv_small", (PyCFunction)Records_recv_small, METH_VARARGS,

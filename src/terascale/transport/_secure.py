@@ -201,9 +201,9 @@ class SecureLink:
 
     @property
     def _fast(self) -> bool:
-        """Whether the compiled layer has its own GHASH (VPCLMULQDQ, ``_ghash.c``), faster
-        than the wheel's at every size: then it tags and checks integrity records of any
-        size, and hashes a record read in place piece by piece as it lands."""
+        """Whether the compiled layer has its own GHASH (VPCLMULQDQ, ``_ghash.c``), as fast
+        as the wheel's and without a Python turn: then it tags and checks integrity records
+        of any size."""
         return self._c is not None and self._c.fast
 
     # -- what the mesh needs of a socket ---------------------------------------------------
@@ -641,8 +641,6 @@ class SecureLink:
                 return None
             self._rstart = self._rlen = 0
             self._dview, self._dgot, self._tgot = b[:n], 0, 0
-            if self._fast:  # hashed piece by piece, each while the kernel's copy is in cache
-                self._c.open_begin(self._opened, 0)
         view, tag = self._dview, memoryview(self._dtag)
         n = len(view)
         while self._dgot < n or self._tgot < _TAG:
@@ -657,15 +655,12 @@ class SecureLink:
                 self._tampered(f"the connection closed inside a record "
                                f"({self._dgot + self._tgot} bytes of it)")
             d = min(k, n - self._dgot)
-            if d and self._fast:
-                self._c.open_update(view[self._dgot: self._dgot + d])
             self._dgot += d
             self._tgot += k - d
             if k < sum(map(len, bufs)) and (self._dgot < n or self._tgot < _TAG):
                 return 0  # the kernel had no more: no second call only to hear so
         self._dview = None
-        if not (self._c.open_check(self._dtag) if self._fast else
-                self._check(0, view, self._dtag)):
+        if not self._check(0, view, self._dtag):
             self._tampered(f"record #{self._opened} failed its authentication tag")
         self._opened += 1
         return n
