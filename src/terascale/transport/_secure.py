@@ -47,9 +47,14 @@ them (encrypting straight from the pieces) and sends the record with one ``send`
 reads what the kernel has with one ``recv``, opens the record at its front and scatters
 it into the caller's header and payload buffers. That took the CPU time of a 4 KiB frame
 from 8 to under 5 us against 2.7 us unauthenticated (``docs/benchmarks/security.md``).
-Above 32 KiB, and where the module is not built (or ``TERASCALE_NO_CEXT=1``), the
-``cryptography`` package seals the same bytes: its own OpenSSL runs GHASH about twice as
-fast as a system libcrypto 3.0, which matters more there than the Python around it. Its
+Where the CPU has VPCLMULQDQ (AVX-512), the compiled layer also tags and checks integrity
+records of every size with a GHASH of its own (``_ghash.c``: 512-bit carry-less
+multiplication, 32 blocks a step, one reduction per step), as fast as the ``cryptography``
+wheel's OpenSSL and twice as fast as a system libcrypto 3.0, with no Python turn inside;
+``TERASCALE_NO_FAST_GHASH=1`` turns it off. Encrypted records above 32 KiB, every record
+where the module is not built (or ``TERASCALE_NO_CEXT=1``), and integrity records above
+32 KiB without VPCLMULQDQ go through the ``cryptography`` package, which writes the same
+bytes: its own OpenSSL runs GCM about twice as fast as a system libcrypto 3.0. Its
 small-frame path is one pass too: copied once into the send buffer (or, encrypting, the
 staging buffer), its tag written in place (``encrypt_into``), sent with one ``send``;
 received with one ``recv_into`` and opened straight into the caller's buffers. A larger
@@ -108,9 +113,10 @@ _NONCE = struct.Struct("<IQ")
 _ABORT = 1 << 31
 _JOIN = 64 << 10  # a frame's payload up to this travels in one record with its header
 _DIRECT = 64 << 10  # integrity mode reads a record this large straight into the caller's buffer
-# The compiled layer seals and opens records up to this size: above it the per-record Python
-# matters less than GHASH, which the ``cryptography`` wheel's own OpenSSL runs about twice
-# as fast as a system libcrypto 3.0 does (measured in docs/benchmarks/security.md).
+# The compiled layer seals and opens records up to this size on libcrypto: above it the
+# per-record Python matters less than GCM itself, which the ``cryptography`` wheel's own
+# OpenSSL runs about twice as fast as a system libcrypto 3.0 does; integrity records of any
+# size where it has its own GHASH (``SecureLink._fast``; docs/benchmarks/security.md).
 _C_MAX = 32 << 10
 
 
