@@ -7,7 +7,7 @@
  * buffers. It also computes and checks GMAC tags over large buffers with the GIL released:
  * where the CPU has VPCLMULQDQ, on a GHASH of its own (_ghash.c, about 30 GB/s per core
  * here against libcrypto 3.0's 15), libcrypto then encrypting only the tag's mask E_K(J0);
- * elsewhere, or with TERASCALE_NO_FAST_GHASH set, on libcrypto's GCM. Both give the same
+ * elsewhere, or with Records(..., fast=False), on libcrypto's GCM. Both give the same
  * tags (tests/transport/test_seclink.py checks them against cryptography's AES-GCM).
  *
  * The cipher contexts are set up once per link (the key schedule once), then only the nonce
@@ -132,7 +132,7 @@ static int gmac(Records *self, int sealing, const unsigned char nonce[12],
 static void fast_keys(const unsigned char *key, gh_key **gk, EVP_CIPHER_CTX **ecb) {
     *gk = NULL;
     *ecb = NULL;
-    if (getenv("TERASCALE_NO_FAST_GHASH") || !gh_available()) return;
+    if (!gh_available()) return;
     EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
     unsigned char zero[16] = {0}, h[16];
     int outl;
@@ -166,16 +166,19 @@ static EVP_CIPHER_CTX *new_ctx(const unsigned char *key, int sealing) {
 }
 
 static int Records_init(Records *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"seal_key", "open_key", "encrypt", NULL};
+    static char *names[] = {"seal_key", "open_key", "encrypt", "fast", NULL};
     Py_buffer sk, ok;
-    int encrypt;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*y*p", names, &sk, &ok, &encrypt)) return -1;
+    int encrypt, fast = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*y*p|p", names, &sk, &ok, &encrypt, &fast))
+        return -1;
     int bad = sk.len != 32 || ok.len != 32;
     if (!bad) {
         self->seal = new_ctx(sk.buf, 1);
         self->open = new_ctx(ok.buf, 0);
-        fast_keys(sk.buf, &self->gseal, &self->eseal);
-        fast_keys(ok.buf, &self->gopen, &self->eopen);
+        if (fast) {  /* the compiled GHASH where the CPU has it (False: libcrypto's GCM) */
+            fast_keys(sk.buf, &self->gseal, &self->eseal);
+            fast_keys(ok.buf, &self->gopen, &self->eopen);
+        }
     }
     PyBuffer_Release(&sk);
     PyBuffer_Release(&ok);
@@ -527,7 +530,8 @@ static PyTypeObject RecordsType = {
     .tp_name = "terascale.transport._seclink.Records",
     .tp_basicsize = sizeof(Records),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Records(seal_key, open_key, encrypt): one link's AES-256-GCM record contexts",
+    .tp_doc = "Records(seal_key, open_key, encrypt, fast=True): one link's AES-256-GCM record "
+              "contexts (fast: GMAC on the compiled GHASH where the CPU has VPCLMULQDQ)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Records_init,
     .tp_dealloc = (destructor)Records_dealloc,

@@ -51,7 +51,7 @@ Where the CPU has VPCLMULQDQ (AVX-512), the compiled layer also tags and checks 
 records of every size with a GHASH of its own (``_ghash.c``: 512-bit carry-less
 multiplication, 32 blocks a step, one reduction per step), as fast as the ``cryptography``
 wheel's OpenSSL and twice as fast as a system libcrypto 3.0, with no Python turn inside;
-``TERASCALE_NO_FAST_GHASH=1`` turns it off. Encrypted records above 32 KiB, every record
+``TERASCALE_NO_CEXT=1`` turns it off with the rest. Encrypted records above 32 KiB, every record
 where the module is not built (or ``TERASCALE_NO_CEXT=1``), and integrity records above
 32 KiB without VPCLMULQDQ go through the ``cryptography`` package, which writes the same
 bytes: its own OpenSSL runs GCM about twice as fast as a system libcrypto 3.0. Its
