@@ -50,11 +50,11 @@ from 8 to under 5 us against 2.7 us unauthenticated (``docs/benchmarks/security.
 Where the CPU has VPCLMULQDQ (AVX-512), the compiled layer also tags and checks integrity
 records of every size with a GHASH of its own (``_ghash.c``: 512-bit carry-less
 multiplication, 32 blocks a step, one reduction per step), as fast as the ``cryptography``
-wheel's OpenSSL and twice as fast as a system libcrypto 3.0, with no Python turn inside;
-``TERASCALE_NO_CEXT=1`` turns it off with the rest. Encrypted records above 32 KiB, every record
-where the module is not built (or ``TERASCALE_NO_CEXT=1``), and integrity records above
-32 KiB without VPCLMULQDQ go through the ``cryptography`` package, which writes the same
-bytes: its own OpenSSL runs GCM about twice as fast as a system libcrypto 3.0. Its
+wheel's OpenSSL and twice as fast as a system libcrypto 3.0, with no Python turn inside.
+Encrypted records above 32 KiB, every record where the module is not built (or
+``TERASCALE_NO_CEXT=1``), and integrity records above 32 KiB without VPCLMULQDQ go
+through the ``cryptography`` package, which writes the same bytes: its own OpenSSL runs
+GCM about twice as fast as a system libcrypto 3.0. Its
 small-frame path is one pass too: copied once into the send buffer (or, encrypting, the
 staging buffer), its tag written in place (``encrypt_into``), sent with one ``send``;
 received with one ``recv_into`` and opened straight into the caller's buffers. A larger
