@@ -16,7 +16,8 @@ $(BIN)/python:
 # setup.py builds the compiled core (src/terascale/_shm*.c, the links' record layer
 # src/terascale/transport/_seclink.c on libcrypto) in place: rebuilt when it changes.
 CORE := setup.py src/terascale/_shmcore.c src/terascale/_shmdirect.c src/terascale/_shmsmall.c \
-	src/terascale/_shmcore.h src/terascale/linear/_vw/_vwfast.c src/terascale/transport/_seclink.c
+	src/terascale/_shmcore.h src/terascale/linear/_vw/_vwfast.c src/terascale/transport/_seclink.c \
+	src/terascale/transport/_ghash.c src/terascale/transport/_ghash.h
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml $(CORE)
 	$(BIN)/pip install -q -e ".[linear]"

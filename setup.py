@@ -26,7 +26,10 @@ setup(
         Extension(
             # authenticated links' records (AES-256-GCM on OpenSSL's libcrypto: libssl-dev)
             "terascale.transport._seclink",
-            ["src/terascale/transport/_seclink.c"],
+            # _ghash.c: GHASH on VPCLMULQDQ, its functions compiled for AVX-512 by their own
+            # target attributes and run only where the CPU has it (checked at run time)
+            ["src/terascale/transport/_seclink.c", "src/terascale/transport/_ghash.c"],
+            depends=["src/terascale/transport/_ghash.h"],
             libraries=["crypto"],
             extra_compile_args=["-O2", "-std=gnu11"],
             optional=True,

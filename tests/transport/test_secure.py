@@ -115,7 +115,7 @@ def _two_ranks_through(proxy_for, security: str) -> tuple[dict, dict, _Proxy]:
 
 
 def _first_record_at(security: str) -> int:
-    hello = json.dumps({"rank": 1, "job": "job", "security": security},
+    hello = json.dumps({"rank": 1, "job": "job", "security": security, "to": 0},
                        separators=(",", ":")).encode()
     return 8 + 32 + 32 + 4 + len(hello) + 16  # handshake answer, sealed hello; then records
 
@@ -411,3 +411,35 @@ def test_a_flipped_bit_in_a_small_scattered_record_hands_nothing_over(encrypt: b
     with pytest.raises(AuthError, match="record #0 failed its authentication tag"):
         receiver.recvmsg_into([memoryview(got_h), memoryview(got_p)])
     assert not any(got_h) and not any(got_p)
+
+
+def test_a_connection_redirected_to_another_rank_fails_at_connect_naming_both() -> None:
+    """Rank 2's connection meant for rank 0 reaches rank 1 (a redirect on the path, or a
+    stale address): the sealed hello names its target, so rank 1 refuses it and says who it
+    is, and rank 2 fails at once with an AuthError naming both ranks -- rather than rank 1
+    taking it for rank 2's own link and the job failing later."""
+    listeners = [listen("127.0.0.1") for _ in range(3)]
+    real = [lst.getsockname()[:2] for lst in listeners]
+    addrs = {0: real, 1: real, 2: [real[1], real[1], real[2]]}  # rank 2's rank 0 is rank 1
+    errors: dict = {}
+    took: dict = {}
+
+    def member(rank: int) -> None:
+        start = time.monotonic()
+        try:
+            connect_tcp(rank, 3, addrs[rank], listeners[rank], SECRET, "job",
+                        time.monotonic() + 3).close()
+        except Exception as e:
+            errors[rank] = e
+        took[rank] = time.monotonic() - start
+
+    threads = [threading.Thread(target=member, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert isinstance(errors.get(2), AuthError), errors
+    assert "rank 2: the connection to rank 0" in str(errors[2])
+    assert "reached rank 1 instead" in str(errors[2])
+    assert took[2] < 2  # at connect, not at the deadline
+    assert set(errors) == {0, 1, 2}  # the others never see rank 2's links: nobody runs

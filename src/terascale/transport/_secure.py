@@ -47,9 +47,14 @@ them (encrypting straight from the pieces) and sends the record with one ``send`
 reads what the kernel has with one ``recv``, opens the record at its front and scatters
 it into the caller's header and payload buffers. That took the CPU time of a 4 KiB frame
 from 8 to under 5 us against 2.7 us unauthenticated (``docs/benchmarks/security.md``).
-Above 32 KiB, and where the module is not built (or ``TERASCALE_NO_CEXT=1``), the
-``cryptography`` package seals the same bytes: its own OpenSSL runs GHASH about twice as
-fast as a system libcrypto 3.0, which matters more there than the Python around it. Its
+Where the CPU has VPCLMULQDQ (AVX-512), the compiled layer also tags and checks integrity
+records of every size with a GHASH of its own (``_ghash.c``: 512-bit carry-less
+multiplication, 32 blocks a step, one reduction per step), as fast as the ``cryptography``
+wheel's OpenSSL and twice as fast as a system libcrypto 3.0, with no Python turn inside.
+Encrypted records above 32 KiB, every record where the module is not built (or
+``TERASCALE_NO_CEXT=1``), and integrity records above 32 KiB without VPCLMULQDQ go
+through the ``cryptography`` package, which writes the same bytes: its own OpenSSL runs
+GCM about twice as fast as a system libcrypto 3.0. Its
 small-frame path is one pass too: copied once into the send buffer (or, encrypting, the
 staging buffer), its tag written in place (``encrypt_into``), sent with one ``send``;
 received with one ``recv_into`` and opened straight into the caller's buffers. A larger
@@ -108,9 +113,10 @@ _NONCE = struct.Struct("<IQ")
 _ABORT = 1 << 31
 _JOIN = 64 << 10  # a frame's payload up to this travels in one record with its header
 _DIRECT = 64 << 10  # integrity mode reads a record this large straight into the caller's buffer
-# The compiled layer seals and opens records up to this size: above it the per-record Python
-# matters less than GHASH, which the ``cryptography`` wheel's own OpenSSL runs about twice
-# as fast as a system libcrypto 3.0 does (measured in docs/benchmarks/security.md).
+# The compiled layer seals and opens records up to this size on libcrypto: above it the
+# per-record Python matters less than GCM itself, which the ``cryptography`` wheel's own
+# OpenSSL runs about twice as fast as a system libcrypto 3.0 does; integrity records of any
+# size where it has its own GHASH (``SecureLink._fast``; docs/benchmarks/security.md).
 _C_MAX = 32 << 10
 
 
@@ -129,7 +135,7 @@ def _records(mine: bytes, theirs: bytes, encrypt: bool) -> Any:
     """The compiled record layer for one link (:mod:`._seclink`: AES-256-GCM contexts on
     libcrypto, keyed once), or None where it was not built or ``TERASCALE_NO_CEXT`` is set
     (then every record goes through ``cryptography``; the bytes on the wire are the same)."""
-    mod = _load_compiled("terascale.transport._seclink", 1)
+    mod = _load_compiled("terascale.transport._seclink", 2)
     return None if mod is None else mod.Records(mine, theirs, encrypt)
 
 
@@ -198,6 +204,13 @@ class SecureLink:
         self._dgot = self._tgot = 0
         self._dtag = bytearray(_TAG)
         self._broken: LinkTampered | None = None
+
+    @property
+    def _fast(self) -> bool:
+        """Whether the compiled layer has its own GHASH (VPCLMULQDQ, ``_ghash.c``), as fast
+        as the wheel's and without a Python turn: then it tags and checks integrity records
+        of any size."""
+        return self._c is not None and self._c.fast
 
     # -- what the mesh needs of a socket ---------------------------------------------------
     def fileno(self) -> int:
@@ -366,8 +379,8 @@ class SecureLink:
             self._out.append(out)
             at += len(out)
         else:  # GMAC: the plaintext goes out as it is, from where it lies
-            tag = self._seal.encrypt(nonce, b"", plain) if self._c is None or \
-                n > _C_MAX else self._c.tag(self._sent, 0, plain)
+            tag = self._c.tag(self._sent, 0, plain) if self._c is not None and \
+                (n <= _C_MAX or self._fast) else self._seal.encrypt(nonce, b"", plain)
             self._out += [memoryview(head), plain, memoryview(tag)] if n else \
                 [memoryview(head), memoryview(tag)]
         self._sent += 1
@@ -770,7 +783,7 @@ class SecureLink:
 
     def _check(self, kind: int, data: memoryview, tag: Any) -> bool:
         """Whether ``tag`` is the GMAC tag of ``data``, the next record (of ``kind``)."""
-        if self._c is not None and len(data) <= _C_MAX:
+        if self._c is not None and (len(data) <= _C_MAX or self._fast):
             return bool(self._c.check(self._opened, kind, data, tag))
         try:
             self._open.decrypt(_NONCE.pack(kind, self._opened), bytes(tag), data)

@@ -91,7 +91,9 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
         try:
             nonces = dial_handshake(s, secret, deadline)
             channel = Channel(secret, nonces, dialer=True, purpose=f"hello|{job}")
-            channel.send(s, {"rank": rank, "job": job, "security": mode}, deadline)
+            # the hello names both ends: a connection that reached another rank (redirected on
+            # the path, a stale address) fails here, naming both, not at its first record
+            channel.send(s, {"rank": rank, "job": job, "security": mode, "to": peer}, deadline)
             theirs = channel.recv(s, deadline, what=f"rank {rank}: hello of rank {peer}")
         except AuthError as e:
             s.close()
@@ -101,6 +103,11 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
             last = e
             time.sleep(0.05)
             continue
+        if isinstance(theirs, dict) and theirs.get("rank") != peer:
+            s.close()
+            raise AuthError(f"rank {rank}: the connection to rank {peer} at {addr[0]}:{addr[1]} "
+                            f"reached rank {theirs.get('rank')} instead (redirected on the "
+                            "path, or a stale address): refusing it")
         if not isinstance(theirs, dict) or theirs.get("security") != mode:
             s.close()
             raise _disagree(rank, peer, mode, theirs.get("security") if
@@ -209,10 +216,14 @@ class _Acceptor:
             channel = Channel(self.secret, nonces, dialer=False, purpose=f"hello|{self.job}")
             hello = channel.recv(conn, step, what=f"rank {self.rank}: a peer's hello")
             peer = int(hello["rank"])
+            if hello.get("to") != self.rank:  # a connection meant for another rank: say who
+                channel.send(conn, {"security": self.mode, "rank": self.rank}, step)  # answered
+                raise AuthError(f"rank {self.rank}: rank {peer}'s connection for rank "
+                                f"{hello.get('to')} reached this rank")
             with self._lock:
                 if hello.get("job") != self.job or peer not in self.expect or peer in self.out:
                     raise AuthError(f"unexpected hello {hello!r}")
-            channel.send(conn, {"security": self.mode}, step)
+            channel.send(conn, {"security": self.mode, "rank": self.rank}, step)
             if hello.get("security") != self.mode:  # a genuine peer: the job cannot run
                 self.errors.append(_disagree(self.rank, peer, self.mode, hello.get("security")))
                 self.cancel()
