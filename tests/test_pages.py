@@ -9,11 +9,19 @@ import pytest
 
 from terascale import _pages
 from terascale.linear._colindex import HashIndex
-from terascale.linear._online._firstpass import LocalColumns, _sort_columns
+from terascale.linear._online._firstpass import LocalColumns, _DenseRows, _sort_columns
 
 needs_smaps = pytest.mark.skipif(
     not os.path.exists("/proc/self/smaps") or not hasattr(mmap, "MADV_HUGEPAGE"),
     reason="needs Linux's /proc/self/smaps and madvise(MADV_HUGEPAGE)")
+
+
+def _thp_enabled() -> str:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read()
+    except OSError:
+        return "[never]"
 
 
 def _mapping(a: np.ndarray) -> dict[str, str]:
@@ -42,10 +50,14 @@ def _mapping(a: np.ndarray) -> dict[str, str]:
 @pytest.mark.parametrize("huge, flag, other", [(True, "hg", "nh"), (False, "nh", "hg")])
 def test_the_mapping_carries_the_policy_asked(huge, flag, other):
     a = _pages.zeros((8 << 20) // 4, np.float32, huge=huge)  # 8 MiB: numpy would ask hg
-    flags = _mapping(a)["VmFlags"].split()
+    fields = _mapping(a)
+    flags = fields["VmFlags"].split()
     assert flag in flags and other not in flags
+    assert "sh" not in flags  # private: shared anonymous memory (shmem) ignores the advice
     if not huge:  # no huge page may back it, whatever the host's THP setting
-        assert _mapping(a).get("THPeligible", "0") == "0"
+        assert fields.get("THPeligible", "0") == "0"
+    elif "[never]" not in _thp_enabled():
+        assert fields.get("THPeligible") == "1"
     a[::1024] = 1.0  # touch it: still the same mapping, still the same policy
     assert flag in _mapping(a)["VmFlags"].split()
 
@@ -82,6 +94,8 @@ def test_the_first_pass_grows_on_small_pages_and_the_cache_pass_maps_huge():
     cols(np.arange(0, 3 << 20, 3, dtype=np.uint32))
     assert "nh" in _mapping(cols.hash.table)["VmFlags"].split()
     assert "nh" in _mapping(cols.order)["VmFlags"].split()
+    rows = _DenseRows(1 << 20)  # the dense rows: written first during the pass too
+    assert "nh" in _mapping(rows.rows)["VmFlags"].split()
     full = HashIndex(1 << 20)  # the cache pass's map, at full size from the start
     assert "hg" in _mapping(full.table)["VmFlags"].split()
 

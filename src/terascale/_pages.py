@@ -18,9 +18,10 @@ written. The mapping is freed with the last array that uses it. :func:`grown` is
 larger copy of an array, for arrays that grow by doubling.
 
 Which arrays get which (``docs/design/linear-memory.md``, "Page sizes"): 4 KiB for the
-first pass's growing arrays (columns, hash map, weights), the model moved out of the
-dense rows and L-BFGS's history; huge pages for arrays allocated once at full size and
-read at random (the cache pass's lookup table and weights, the dense rows).
+first pass's arrays (columns, hash map, weights, dense rows: each page is written first
+during the pass), the model moved out of them and L-BFGS's history; huge pages for arrays
+allocated once at full size and read at random for whole passes (the cache pass's lookup
+table and weights).
 """
 
 from __future__ import annotations
@@ -29,7 +30,21 @@ import mmap
 
 import numpy as np
 
-__all__ = ["grown", "zeros"]
+__all__ = ["grown", "mapping", "zeros"]
+
+
+def mapping(size: int, *, huge: bool) -> mmap.mmap:
+    """A private anonymous mapping of ``size`` bytes (at least one page) with the page
+    policy ``huge`` (see :func:`zeros`); for callers that hand pages back themselves
+    (``madvise(MADV_DONTNEED)``). Private, not ``mmap``'s default shared mapping: shared
+    anonymous memory is shmem, which gets huge pages only where the host's
+    ``shmem_enabled`` says so (``never`` by default), whatever the mapping asks."""
+    mm = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE,
+                   prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    advice = getattr(mmap, "MADV_HUGEPAGE" if huge else "MADV_NOHUGEPAGE", None)
+    if advice is not None and size >= mmap.PAGESIZE:
+        mm.madvise(advice)
+    return mm
 
 
 def zeros(shape: int | tuple[int, ...], dtype: type | np.dtype, *,
@@ -47,11 +62,7 @@ def zeros(shape: int | tuple[int, ...], dtype: type | np.dtype, *,
     """
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
     count = int(np.prod(dims, dtype=np.int64))
-    size = count * np.dtype(dtype).itemsize
-    mm = mmap.mmap(-1, max(size, 1))
-    advice = getattr(mmap, "MADV_HUGEPAGE" if huge else "MADV_NOHUGEPAGE", None)
-    if advice is not None and size >= mmap.PAGESIZE:
-        mm.madvise(advice)
+    mm = mapping(count * np.dtype(dtype).itemsize, huge=huge)
     return np.frombuffer(mm, dtype, count).reshape(dims)
 
 
@@ -64,4 +75,5 @@ def grown(old: np.ndarray, size: int, *, huge: bool = False) -> np.ndarray:
     new = zeros(size, old.dtype, huge=huge)
     new[:len(old)] = old
     return new
+
 

@@ -192,10 +192,11 @@ class _DenseRows:
 
     def __init__(self, n: int) -> None:
         self.size = n * 12
-        self.map = mmap.mmap(-1, max(self.size, 1))  # zero pages until touched
-        if hasattr(mmap, "MADV_HUGEPAGE"):  # mapped once, then read at random by the
-            # learner for the rest of the pass: a TLB miss per feature on 4 KiB pages
-            self.map.madvise(mmap.MADV_HUGEPAGE)
+        # zero pages until touched, on 4 KiB pages: the learner reads the rows at random
+        # (a TLB miss a feature), but the pass also first-touches most of them, and a
+        # huge page's first touch (compaction, zeroing 2 MiB) cost the one-worker pass
+        # from text more system time than it saved user time (docs/design/linear-memory.md)
+        self.map = _pages.mapping(self.size, huge=False)
         self.rows = np.frombuffer(self.map, np.float32, 3 * n).reshape(n, 3)
 
     def release_from(self, row: int) -> None:
