@@ -69,7 +69,8 @@ def _put(table: np.ndarray, shift: np.uint64, keys: np.ndarray, vals: np.ndarray
 @numba.njit(cache=True, nogil=True)
 def _rehash(old: np.ndarray, table: np.ndarray, shift: np.uint64) -> None:
     """Insert every entry of ``old`` into the empty ``table`` (as stored: key and column),
-    without the temporaries of a masked copy (a fifth of a first pass's faults at -b 28)."""
+    in one sweep: a masked copy would make temporaries of the old map's size, each a
+    first touch of fresh pages, at every doubling."""
     mask = np.uint64(len(table) - 1)
     for j in range(len(old)):
         e = old[j]
@@ -134,6 +135,10 @@ class HashIndex:
     ----------
     d
         Features it should hold without growing (default 0: it starts small).
+    huge
+        Huge pages for the map (:mod:`terascale._pages`): right for a map made once at its
+        full size and read at random for whole passes (the default); a map that grows as
+        features appear is mostly first touches, cheaper on 4 KiB pages (``False``).
     """
 
     def __init__(self, d: int = 0, *, huge: bool = True) -> None:

@@ -217,7 +217,8 @@ class _DenseRows:
         """Three contiguous arrays (weights, adaptive sums, normalizers) of the first ``n``
         rows (after :meth:`shrink`), or of ``size`` entries with row k at ``at[k]``, moved
         out a chunk at a time from the end while the rows' pages are handed back: the two
-        layouts never both stand whole."""
+        layouts never both stand whole. ``huge``: the arrays on huge pages (a later pass
+        reads them at random), else on 4 KiB pages (written once here, then saved)."""
         rows = self.rows
         out = [_pages.zeros(n if at is None else size, dtype, huge=huge) for _ in range(3)]
         for hi in range(n, 0, -_CHUNK):
@@ -420,7 +421,8 @@ class GrowingWeights(Weights):
         """(w, g2, nrm) over the sorted ``union`` of every worker's features, in ``dtype``
         (float32 holds one learner exactly, and the workers' averages as VW does). Each of
         the learner's arrays is dropped as soon as it has been read, so the two layouts do
-        not add up."""
+        not add up. ``huge``: the arrays on huge pages, for a later pass that reads them at
+        random (:mod:`terascale._pages`); else 4 KiB pages, written once here."""
         out = []
         if self.rows is not None:
             n = self.shrink()
