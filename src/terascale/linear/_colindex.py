@@ -21,6 +21,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .. import _pages
+
 __all__ = ["HashIndex", "hash_slots", "use_hash"]
 
 _GOLDEN = 0x9E3779B97F4A7C15  # Fibonacci hashing: the top bits of index * 2**64 / phi
@@ -62,6 +64,21 @@ def _put(table: np.ndarray, shift: np.uint64, keys: np.ndarray, vals: np.ndarray
         while table[i] != np.uint64(0):
             i = (i + np.uint64(1)) & mask
         table[i] = (key << np.uint64(32)) | np.uint64(vals[k])
+
+
+@numba.njit(cache=True, nogil=True)
+def _rehash(old: np.ndarray, table: np.ndarray, shift: np.uint64) -> None:
+    """Insert every entry of ``old`` into the empty ``table`` (as stored: key and column),
+    in one sweep: a masked copy would make temporaries of the old map's size, each a
+    first touch of fresh pages, at every doubling."""
+    mask = np.uint64(len(table) - 1)
+    for j in range(len(old)):
+        e = old[j]
+        if e != np.uint64(0):
+            i = ((e >> np.uint64(32)) * np.uint64(_GOLDEN)) >> shift
+            while table[i] != np.uint64(0):
+                i = (i + np.uint64(1)) & mask
+            table[i] = e
 
 
 @numba.njit(cache=True, nogil=True)
@@ -118,10 +135,15 @@ class HashIndex:
     ----------
     d
         Features it should hold without growing (default 0: it starts small).
+    huge
+        Huge pages for the map (:mod:`terascale._pages`): right for a map made once at its
+        full size and read at random for whole passes (the default); a map that grows as
+        features appear is mostly first touches, cheaper on 4 KiB pages (``False``).
     """
 
-    def __init__(self, d: int = 0) -> None:
-        self.table = np.zeros(hash_slots(d), np.uint64)
+    def __init__(self, d: int = 0, *, huge: bool = True) -> None:
+        self.huge = huge
+        self.table = _pages.zeros(hash_slots(d), np.uint64, huge=huge)
         self.n = 0
 
     @property
@@ -138,11 +160,8 @@ class HashIndex:
         if hash_slots(d) <= len(self.table):
             return
         old = self.table
-        self.table = np.zeros(hash_slots(d), np.uint64)
-        used = old[old != 0]
-        del old
-        _put(self.table, self.shift, ((used >> np.uint64(32)) - np.uint64(1)).astype(np.uint32),
-             (used & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+        self.table = _pages.zeros(hash_slots(d), np.uint64, huge=self.huge)
+        _rehash(old, self.table, self.shift)
 
     def put(self, keys: np.ndarray, cols: np.ndarray) -> None:
         """Insert ``keys`` (absent, distinct) with their columns ``cols``."""

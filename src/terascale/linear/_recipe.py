@@ -197,7 +197,8 @@ def _start(run: Run, space: Space) -> tuple[Weights, LabelScan]:
     fresh = False
     if first is not None:
         scan = first.text.scan
-        w, g2, nrm = first.weights.in_union(union, dtype)
+        # huge pages where later passes read the weights at random (_pages)
+        w, g2, nrm = first.weights.in_union(union, dtype, huge=columns is not None)
         state = first.weights.state
     else:
         scan = LabelScan(run.blocks, holdout_period(opts))

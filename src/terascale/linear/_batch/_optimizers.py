@@ -21,7 +21,6 @@ stalls there too): the batch phase runs them in standardized variables, its obje
 from __future__ import annotations
 
 import math
-import mmap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -29,6 +28,7 @@ from typing import Any, Protocol
 import numba
 import numpy as np
 
+from ... import _pages
 from .._losses import d2loss, dloss, loss_value
 from .._online._update import _prefetch
 from ._linalg import dot, lbfgs_direction_into, step, store_pair
@@ -302,12 +302,7 @@ def swept_array(shape: tuple[int, ...], dtype: type) -> np.ndarray:
     and zeroed on first touch, and on a busy host that cost 3-6 s of CPU for 880 MB of
     history against 0.35 s on 4 KiB pages (the history's first writes were a fifth of the
     recipe's CPU on 11M features). The mapping is freed with the last array using it."""
-    count = int(np.prod(shape))
-    size = max(count * np.dtype(dtype).itemsize, 1)
-    mm = mmap.mmap(-1, size)
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):
-        mm.madvise(mmap.MADV_NOHUGEPAGE)
-    return np.frombuffer(mm, dtype, count).reshape(shape)
+    return _pages.zeros(shape, dtype, huge=False)
 
 
 class _Pool:

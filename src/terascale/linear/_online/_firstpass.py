@@ -31,6 +31,7 @@ from dataclasses import replace
 import numba
 import numpy as np
 
+from ... import _pages
 from ..._malloc import hand_back_freed_memory
 from ...communicator import Communicator
 from .._colindex import HashIndex, use_hash
@@ -141,6 +142,45 @@ def _scatter_rows(rows: np.ndarray, at: np.ndarray, w: np.ndarray, g2: np.ndarra
         rows[r, 2] = nrm[k]
 
 
+@numba.njit(cache=True, nogil=True)
+def _pack(idx: np.ndarray, key: np.ndarray) -> None:
+    """key[c] = idx[c] << 32 | c: sorting the keys sorts the columns by hashed index."""
+    for c in range(len(idx)):
+        key[c] = (np.uint64(idx[c]) << np.uint64(32)) | np.uint64(c)
+
+
+@numba.njit(cache=True, nogil=True)
+def _unpack(key: np.ndarray, idx: np.ndarray, perm: np.ndarray) -> None:
+    """The sorted keys' hashed indices and columns."""
+    for k in range(len(key)):
+        idx[k] = np.uint32(key[k] >> np.uint64(32))
+        perm[k] = np.uint32(key[k] & np.uint64(0xFFFFFFFF))
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather_sorted(out: np.ndarray, at: np.ndarray, src: np.ndarray, perm: np.ndarray) -> None:
+    """out[at[k]] = src[perm[k]] (out[k] where ``at`` is empty: the union is the worker's
+    own features)."""
+    if len(at) == 0:
+        for k in range(len(perm)):
+            out[k] = src[perm[k]]
+    else:
+        for k in range(len(perm)):
+            out[at[k]] = src[perm[k]]
+
+
+def _sort_columns(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the hashed indices sorted, the column of each): one sort of 64-bit keys, where
+    ``np.argsort`` took 5x longer (3.0 s against 0.6 s for 17.2M features)."""
+    key = _pages.zeros(len(idx), np.uint64, huge=False)
+    _pack(idx, key)
+    key.sort()
+    srt = _pages.zeros(len(idx), np.uint32, huge=False)
+    perm = _pages.zeros(len(idx), np.uint32, huge=False)
+    _unpack(key, srt, perm)
+    return srt, perm
+
+
 _PAGE = mmap.PAGESIZE
 _CHUNK = 1 << 20  # rows moved out of the dense layout between two releases of its pages
 
@@ -152,10 +192,11 @@ class _DenseRows:
 
     def __init__(self, n: int) -> None:
         self.size = n * 12
-        self.map = mmap.mmap(-1, max(self.size, 1))  # zero pages until touched
-        if hasattr(mmap, "MADV_HUGEPAGE"):  # as numpy asks for its large arrays: the
-            # learner reads the rows at random, a TLB miss per feature on 4 KiB pages
-            self.map.madvise(mmap.MADV_HUGEPAGE)
+        # zero pages until touched, on 4 KiB pages: the learner reads the rows at random
+        # (a TLB miss a feature), but the pass also first-touches most of them, and a
+        # huge page's first touch (compaction, zeroing 2 MiB) cost the one-worker pass
+        # from text more system time than it saved user time (docs/design/linear-memory.md)
+        self.map = _pages.mapping(self.size, huge=False)
         self.rows = np.frombuffer(self.map, np.float32, 3 * n).reshape(n, 3)
 
     def release_from(self, row: int) -> None:
@@ -172,14 +213,14 @@ class _DenseRows:
         return n
 
     def take(self, n: int, dtype: type, at: np.ndarray | None = None,
-             size: int = 0) -> list[np.ndarray]:
+             size: int = 0, *, huge: bool = False) -> list[np.ndarray]:
         """Three contiguous arrays (weights, adaptive sums, normalizers) of the first ``n``
         rows (after :meth:`shrink`), or of ``size`` entries with row k at ``at[k]``, moved
         out a chunk at a time from the end while the rows' pages are handed back: the two
-        layouts never both stand whole."""
+        layouts never both stand whole. ``huge``: the arrays on huge pages (a later pass
+        reads them at random), else on 4 KiB pages (written once here, then saved)."""
         rows = self.rows
-        out = ([np.empty(n, dtype) for _ in range(3)] if at is None
-               else [np.zeros(size, dtype) for _ in range(3)])
+        out = [_pages.zeros(n if at is None else size, dtype, huge=huge) for _ in range(3)]
         for hi in range(n, 0, -_CHUNK):
             lo = max(0, hi - _CHUNK)
             for j in range(3):
@@ -221,8 +262,10 @@ class LocalColumns:
         # a hash table while it is much smaller than a direct table of 2**bits entries
         # (-b 26 and up; _colindex), the direct table (zero pages: only touched ones
         # count) from the start below that, or once the hashed one has grown too large
-        self.hash: HashIndex | None = HashIndex() if use_hash(bits, 0) else None
-        self.pos = np.zeros(0 if self.hash is not None else 1 << bits, np.uint32)
+        # (4 KiB pages, _pages: the first pass's arrays are mostly first touches)
+        self.hash: HashIndex | None = HashIndex(huge=False) if use_hash(bits, 0) else None
+        self.pos = _pages.zeros(0 if self.hash is not None else 1 << bits, np.uint32,
+                                huge=False)
         self.order = np.zeros(1 << 12, np.uint32)
         self.n = 0
         self.lock = threading.Lock()
@@ -245,10 +288,8 @@ class LocalColumns:
                 return indices
             need = self.n + len(indices)
             if need > len(self.order):
-                grown = np.zeros(min(max(need, 2 * len(self.order)), 1 << self.bits),
-                                 np.uint32)
-                grown[:self.n] = self.order[:self.n]
-                self.order = grown
+                self.order = _pages.grown(self.order[:self.n], min(
+                    max(need, 2 * len(self.order)), 1 << self.bits))
             if self.hash is not None and not use_hash(self.bits, need):
                 self._to_table()
             if self.hash is not None:
@@ -260,7 +301,7 @@ class LocalColumns:
     def _to_table(self) -> None:
         """The hashed map would grow past half the direct table: the table."""
         self.hash = None
-        self.pos = np.zeros(1 << self.bits, np.uint32)
+        self.pos = _pages.zeros(1 << self.bits, np.uint32, huge=False)
         self.pos[self.order[:self.n]] = np.arange(1, self.n + 1, dtype=np.uint32)
 
     def keep_order_head(self, keep: int) -> None:
@@ -299,8 +340,12 @@ class LocalColumns:
         union and the move out of the dense rows both ask for it)."""
         with self.lock:
             if self._features is None:
-                self._features = (_set_bits(self.seen) if self.seen is not None
-                                  else np.sort(self.order[:self.n]))
+                if self.seen is not None:
+                    self._features = _set_bits(self.seen)
+                else:  # (on 4 KiB pages: written once, then read in order)
+                    self._features = _pages.zeros(self.n, np.uint32, huge=False)
+                    self._features[:] = self.order[:self.n]
+                    self._features.sort()
             return self._features
 
 
@@ -340,10 +385,7 @@ class GrowingWeights(Weights):
             return
         size = max(n, 2 * len(self.w))
         for name in ("w", "g2", "nrm"):
-            old = getattr(self, name)
-            new = np.zeros(size, old.dtype)
-            new[:len(old)] = old
-            setattr(self, name, new)
+            setattr(self, name, _pages.grown(getattr(self, name), size))
 
     def _to_dense(self) -> None:
         cols = self.columns
@@ -374,12 +416,13 @@ class GrowingWeights(Weights):
             self._shrunk = self.rows.shrink(self.columns.seen)
         return self._shrunk
 
-    def in_union(self, union: np.ndarray, dtype: type = np.float64
+    def in_union(self, union: np.ndarray, dtype: type = np.float64, *, huge: bool = False
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(w, g2, nrm) over the sorted ``union`` of every worker's features, in ``dtype``
         (float32 holds one learner exactly, and the workers' averages as VW does). Each of
         the learner's arrays is dropped as soon as it has been read, so the two layouts do
-        not add up."""
+        not add up. ``huge``: the arrays on huge pages, for a later pass that reads them at
+        random (:mod:`terascale._pages`); else 4 KiB pages, written once here."""
         out = []
         if self.rows is not None:
             n = self.shrink()
@@ -387,15 +430,15 @@ class GrowingWeights(Weights):
             at = None if len(own) == len(union) else _merge_positions(union, own)
             del own
             self.columns.forget()
-            out = self.rows.take(n, dtype, at, len(union))
+            out = self.rows.take(n, dtype, at, len(union), huge=huge)
             self.rows = None
             return out[0], out[1], out[2]
-        idx = self.columns.indices()
-        perm = np.argsort(idx)
-        at = _merge_positions(union, idx[perm])
+        srt, perm = _sort_columns(self.columns.indices())
+        at = srt[:0] if len(srt) == len(union) else _merge_positions(union, srt)
+        del srt
         for name in ("w", "g2", "nrm"):
-            u = np.zeros(len(union), dtype)
-            u[at] = getattr(self, name)[:len(idx)][perm]
+            u = _pages.zeros(len(union), dtype, huge=huge)
+            _gather_sorted(u, at, getattr(self, name), perm)
             out.append(u)
             setattr(self, name, np.zeros(0, np.float32))
         return out[0], out[1], out[2]
