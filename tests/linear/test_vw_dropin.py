@@ -379,3 +379,29 @@ def test_oaa_on_two_workers_writes_a_model_vw_loads(tmp_path):
                         "-n", "2", "-p", "p"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2 and "needs -n 1" in r.stderr
+
+
+def test_a_vw_model_trained_with_l1_and_l2_predicts_as_in_vw(tmp_path, capfd, monkeypatch):
+    """VW saves its lazy L1/L2 (gravity, contraction) beside weights it has not applied
+    them to: -i of that model, -t, predicts with them applied, as vw -i does."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 19, _real)) + "\n")
+    run_vw(["-d", "d.vw", "--l1", "1e-4", "--l2", "1e-4", "-f", "vw.model"], tmp_path)
+    run_vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "vw.p"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.model", "-t", "-d", "d.vw", "-p", "ts.p"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    want = numbers(tmp_path / "vw.p")
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), want, rtol=1e-5, atol=1e-6)
+    assert (want == 0).mean() < 0.5  # (the L1 shrinks, but leaves most predictions)
+
+
+def test_oaa_reads_a_last_label_word_as_the_tag_as_vw(tmp_path, capfd, monkeypatch):
+    """--oaa: ``2|a x`` and a line ``2`` are unlabelled examples tagged 2 (the label
+    section's last word touches its end), as VW reads them, not examples of class 2."""
+    (tmp_path / "d.vw").write_text("1 |a x\n2|a x\n2\n3 |a y\n2 't\n2 |a y\n3\n")
+    run_vw(["--oaa", "3", "-d", "d.vw", "-p", "vw.p"], tmp_path)
+    code, err = run_ts(capfd, ["--oaa", "3", "-d", "d.vw", "-p", "ts.p"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert _avg(err) == "0.750000"  # (4 labelled examples, as VW's closing block)

@@ -28,6 +28,8 @@ from ._io._dataset import Dataset, ParseOptions
 from ._io._hashing import CONSTANT_HASH
 from ._metrics import evaluate_scores
 from ._names import opt
+from ._online._state import STATE_SIZE
+from ._online._update import sync_weights
 
 __all__ = ["LinearModel", "predict_scores"]
 
@@ -104,10 +106,13 @@ class LinearModel:
         return self.parse.bits
 
     def dense(self) -> np.ndarray:
-        """All 2**bits weights (float32)."""
+        """All 2**bits weights (float32), as they predict: a VW model's lazy L1 and L2
+        (the learner's gravity and contraction, which VW saves unapplied) folded in."""
         if self._full is None:
             full = np.zeros(1 << self.bits, np.float32)
             full[self.indices] = self.weights
+            if self.adaptive is not None and len(self.adaptive[2]) == STATE_SIZE:
+                sync_weights(full, self.adaptive[2].copy())  # (on a copy of the state)
             self._full = full
         return self._full
 

@@ -47,10 +47,8 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
            ) -> tuple[float, str, str]:
     """(class label or nan, the label's text, the rest of the line) of one VW line
     (``names``: --named_labels, each name's class 1..K)."""
-    bar = line.find("|")
-    head = line if bar < 0 else line[:bar]
-    tokens = head.split()
-    if not tokens or tokens[0].startswith("'"):
+    tokens, _ = _head(line)
+    if not tokens:
         return math.nan, "", line
     if names is not None and tokens[0] not in names:
         raise DataError(f"{where}: label {tokens[0]!r} is not one of --named_labels "
@@ -64,21 +62,27 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
     if y < 0 or y != int(y):  # (VW reads -1 as the unsigned 4294967295: no class)
         raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
                         f"1..K (--oaa; VW reads it as an unsigned integer)")
-    start = head.index(tokens[0])
+    start = line.index(tokens[0])
     return y, tokens[0], line[start + len(tokens[0]):]
 
 
-def _tag(line: str) -> str:
-    """The example's tag, as VW reads it: the label section's last word when it starts
-    with ``'`` (without it) or touches the first ``|``."""
+def _head(line: str) -> tuple[list[str], str]:
+    """(the label section's words before the tag, the tag) of one VW line, as VW reads
+    them: the section runs to the first ``|`` (or the line's end), and its last word is
+    the tag when it starts with ``'`` (without it) or touches the section's end (``2|a x``
+    and a line ``2`` are unlabelled examples tagged ``2``)."""
     bar = line.find("|")
-    head = line if bar < 0 else line[:bar]
+    head = line.rstrip("\r\n") if bar < 0 else line[:bar]
     tokens = head.split()
-    if tokens and tokens[-1].startswith("'"):
-        return tokens[-1][1:]
-    if len(tokens) > 1 and head and not head[-1].isspace():
-        return tokens[-1]
-    return ""
+    if tokens and (tokens[-1].startswith("'") or not head[-1].isspace()):
+        tag = tokens.pop()
+        return tokens, tag[1:] if tag.startswith("'") else tag
+    return tokens, ""
+
+
+def _tag(line: str) -> str:
+    """The example's tag, as VW reads it (see :func:`_head`)."""
+    return _head(line)[1]
 
 
 def relabel(paths: list[str], k_classes: int, out_dir: str,
