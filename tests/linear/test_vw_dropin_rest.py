@@ -212,6 +212,38 @@ def test_progress_lines_are_vws(progress, tmp_path, capfd, monkeypatch):
     assert table(err) == want
 
 
+@pytest.mark.parametrize("flags", [[], ["-P", "3"], ["--passes", "3", "-c", "-k"],
+                                   ["--passes", "2", "-c", "-k", "--holdout_off"]])
+def test_progress_and_closing_block_count_weight_and_unlabelled_examples_as_vw(
+        flags, tmp_path, capfd, monkeypatch):
+    """VW's cadence counts importance weight, and its counters count unlabelled examples
+    (a line without '|' too: its label word is the tag) and leave held-out ones out: the
+    progress table and the closing block are VW's, line for line."""
+    rng = np.random.default_rng(23)
+    lines = []
+    for i in range(300):
+        y = rng.choice(["1", "-1"])
+        head = rng.choice([f"{y}", f"{y} 2.5", f"{y} 0", f"{y} 0.5 'e{i}", "", y])
+        lines.append(head if head == y else f"{head}|a x{rng.integers(20)} |b k{i % 7}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", *flags]
+
+    def table(err: str) -> list[str]:
+        return [ln for ln in err.splitlines()
+                if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
+
+    def block(err: str) -> list[str]:
+        tail = err[err.index("finished run"):].splitlines()
+        return [ln for ln in tail if not ln.startswith(("weighted label", "best const"))]
+
+    want = run_vw(args, tmp_path)
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    first = table(want) if "--passes" not in flags else table(want)[:len(table(err))]
+    assert table(err) == first and len(first) > 4
+    assert block(err) == block(want)
+
+
 def test_one_against_all_writes_tags_and_refuses_negative_labels(tmp_path, capfd,
                                                                  monkeypatch):
     """--oaa -p: each prediction with its example's tag (probabilities too), as VW; a

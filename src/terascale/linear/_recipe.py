@@ -32,7 +32,7 @@ from ._losses import LOSSES
 from ._model import LinearModel
 from ._names import opt
 from ._online._firstpass import GrowingWeights, TextPass, _mark, _set_bits, dense_threshold
-from ._online._onlinepass import Weights, online_pass
+from ._online._onlinepass import COUNTED, Weights, online_pass
 from ._online._progress import Progress
 from ._online._update import new_state, sync_weights
 from ._options import TrainOptions
@@ -286,7 +286,7 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
             # default), and folds them in after the last pass
             sync_weights(ws.w, ws.state)
             average_weights(comm, ws.w, ws.g2, ws.nrm, ws.state, opts.averaging)
-        tot = comm.allreduce(acc[:6].copy())
+        tot = comm.allreduce(np.concatenate([acc[:6], acc[COUNTED:COUNTED + 3]]))
         info.setdefault("pass_totals", []).append([float(v) for v in tot])
         if out and not opts.vw_text:
             hold_s = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""
