@@ -405,3 +405,39 @@ def test_oaa_reads_a_last_label_word_as_the_tag_as_vw(tmp_path, capfd, monkeypat
     assert code == 0, err
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
     assert _avg(err) == "0.750000"  # (4 labelled examples, as VW's closing block)
+
+
+def test_the_link_moves_with_the_model_both_ways(tmp_path, capfd, monkeypatch):
+    """VW keeps --link in the model and applies it to -i's predictions: terascale's -f
+    records it (vw -i predicts probabilities from it) and -i of VW's model applies it."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 29, _binary01)) + "\n")
+    flags = ["--loss_function", "logistic", "--link", "logistic"]
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.model"], tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw(["-d", "d.vw", *flags, "-f", "vw.model"], tmp_path)
+    run_vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "want.p"], tmp_path)
+    run_vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "vw_of_ts.p"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.model", "-t", "-d", "d.vw", "-p", "ts_of_vw.p"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    want = numbers(tmp_path / "want.p")
+    assert want.min() >= 0 and want.max() <= 1 and want.std() > 0.05  # probabilities
+    for got in ("vw_of_ts.p", "ts_of_vw.p"):
+        np.testing.assert_allclose(numbers(tmp_path / got), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_vw_model_keeps_its_learning_rate_and_power_t_for_minus_i(tmp_path, capfd,
+                                                                   monkeypatch):
+    """VW keeps -l and --power_t given in its model (``--learning_rate 0.3...``): -i of it
+    is read (was refused as another learner's) and training goes on with them where they
+    are left out, with the ones given where given, as VW's."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 31, _real)) + "\n")
+    run_vw(["-d", "d.vw", "-l", "0.3", "--power_t", "0.3", "-f", "vw.model"], tmp_path)
+    for name, more in (("kept", []), ("given", ["-l", "0.5", "--power_t", "0.5"])):
+        run_vw(["-i", "vw.model", "-d", "d.vw", *more, "-p", f"vw_{name}.p"], tmp_path)
+        code, err = run_ts(capfd, ["-i", "vw.model", "-d", "d.vw", *more, "-p",
+                                   f"ts_{name}.p"], tmp_path, monkeypatch)
+        assert code == 0, err
+        np.testing.assert_allclose(numbers(tmp_path / f"ts_{name}.p"),
+                                   numbers(tmp_path / f"vw_{name}.p"), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(numbers(tmp_path / "vw_kept.p"), numbers(tmp_path / "vw_given.p"))

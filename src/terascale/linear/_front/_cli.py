@@ -84,7 +84,9 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     _command("predict", pr)
 
     ev = cmds.add_parser("evaluate", help="metrics of a model on labelled data")
-    ev.add_argument("data", nargs="+", help="labelled input files (plain, .gz or .zip)")
+    ev.add_argument("data", nargs="*", help="labelled input files (plain, .gz or .zip)")
+    ev.add_argument("-d", "--data", dest="data_flag", action="append", default=[],
+                    metavar="FILE", help="a labelled input file, as VW's -d (repeatable)")
     ev.add_argument("-i", "--initial-regressor", dest="initial", required=True,
                     metavar="MODEL", help="the model to evaluate (written by -f)")
     ev.add_argument("--json", action="store_true", help="print one JSON object")

@@ -145,7 +145,8 @@ def train(args: argparse.Namespace) -> int:
             from .._vw._vwreport import preamble
 
             print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                           testonly=args.testonly), file=sys.stderr)
+                           testonly=args.testonly, initial_t=args.initial_t or 0.0),
+                  file=sys.stderr)
         elif not args.quiet and not args.initial:
             _differences(options)
 
@@ -170,6 +171,10 @@ def train(args: argparse.Namespace) -> int:
     if args.initial:
         initial = _load(args.initial)  # a bad model fails here, once
         _follow_model(options, initial, args)
+        how = _link(args, initial.info.get("link", "identity"))  # (VW keeps --link)
+        for k, v in initial.info.get("vw_rates", {}).items():  # VW's model's -l, --power_t
+            if not getattr(args, f"{k}_given", True):
+                options[k] = v
     from .._train import TrainOptions
 
     # bad options fail here, once, rather than in every worker
@@ -260,7 +265,8 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
                                               tags))
         with all_or_none(writers):
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
-                                                  options, **_model_format(args))),
+                                                  options, **_model_format(args),
+                                                  link=how)),
                               predictions=progressive if writers else None)
         return model
     from ...launch import LaunchOptions, launch
@@ -269,7 +275,7 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
     warm_kernels()  # compile once here rather than N times at once in the workers
     code = launch([sys.executable, "-m", "terascale.linear._front._worker",
                    job_json(paths, model_path or "", args.initial, options,
-                            **_model_format(args))],
+                            **_model_format(args), link=how)],
                   # unbound: a worker's reader and statistics threads use every core, and
                   # in a chained pass one worker learns while the others wait
                   LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
@@ -321,6 +327,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
         raise ConfigError("-t (test only) predicts with a trained model: give -i MODEL")
     _check_output(args.predictions, "-p")
     model = _load(args.initial) if args.initial else _zero_model(args)
+    how = _link(args, model.info.get("link", how))  # (VW keeps --link in the model)
     if opening is not None:
         opening()
     total = np.zeros(3)
@@ -415,10 +422,11 @@ def predict(args: argparse.Namespace) -> int:
 def evaluate(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
+    paths = _inputs(args)
     model = _load(args.initial)
-    m = model.evaluate(list(args.data))
+    m = model.evaluate(paths)
     if not m["examples"]:
-        raise DataError(f"{', '.join(args.data)}: no labelled examples to evaluate on "
+        raise DataError(f"{', '.join(paths)}: no labelled examples to evaluate on "
                         f"(use predict for unlabelled data)")
     m["seconds"] = round(time.perf_counter() - t0, 3)
     if args.json:  # strict JSON: an undefined metric (AUC of one class) is null, not NaN

@@ -45,6 +45,8 @@ def run_train(job: dict[str, Any],
         if alone is not None:
             alone.close()
     if rank == 0:
+        if job.get("link", "identity") != "identity":
+            model.info["link"] = job["link"]
         if job["model"]:
             save_model(model, job["model"], job.get("model_format", "terascale"),
                        predict_only=job.get("predict_only", False))

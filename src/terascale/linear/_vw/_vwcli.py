@@ -205,10 +205,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                 return int(_cli_run.train(args) or 0)
             return _audited(args)
 
-    # VW's --termination default (terascale linear train's --tol is 1e-7); -l left out is
-    # told apart from -l 0.5 (VW's other update rules default to 10)
+    # VW's --termination default (terascale linear train's --tol is 1e-7); -l and
+    # --power_t left out are told apart from -l 0.5 (VW's other update rules default to 10)
+    # and --power_t 0.5 (a VW model's own apply to -i where they are left out)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
-                   learning_rate=None)
+                   learning_rate=None, power_t=None)
 
 
 def _no_data(args: argparse.Namespace) -> int:
@@ -342,7 +343,7 @@ def _plain(args: argparse.Namespace) -> int:
     def opening() -> None:
         if not args.quiet:
             print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                           testonly=False), file=sys.stderr)
+                           testonly=False, initial_t=args.initial_t), file=sys.stderr)
 
     return train_vw_sgd(args, options, paths, how, opening, args.learning_rate_given,
                         args.initial_t_given)
@@ -495,7 +496,8 @@ def _batch(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(preamble({**options, "passes": options["bfgs"] or options["cg"],
                             "cache": options.get("cache")}, paths, model=args.model,
-                           predictions=args.predictions, testonly=False), file=sys.stderr)
+                           predictions=args.predictions, testonly=False,
+                           initial_t=args.initial_t), file=sys.stderr)
 
     return train_vw_batch(args, options, paths, how, opening)
 
@@ -506,6 +508,9 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     args.learning_rate_given = args.learning_rate is not None
     if args.learning_rate is None:
         args.learning_rate = 0.5
+    args.power_t_given = args.power_t is not None
+    if args.power_t is None:
+        args.power_t = 0.5
     args.initial_t_given = args.initial_t is not None
     if args.initial_t is None:
         args.initial_t = 0.0

@@ -103,9 +103,13 @@ def save_model(model: Any, path: str, fmt: str = "terascale", *,
         model.save(path)
 
 
-def _options(parse: Any, oaa: int = 0, names: list[str] | None = None) -> str:
-    """VW's serialized keep options (sorted by name; ignore/keep merged at the end)."""
+def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
+             link: str | None = None) -> str:
+    """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
+    ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``)."""
     opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
+    if link in ("logistic", "poisson"):
+        opts.append(("link", link))
     if names:
         opts.append(("named_labels", ",".join(names)))
     opts += [("cubic", v) for v in parse.cubic]
@@ -199,7 +203,7 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int 
         put(u4(len(vals)))
         for v in vals:
             put(v.encode()[:3].ljust(3, b"\0"))
-    o = _options(parse, oaa, names).encode() + b"\0"
+    o = _options(parse, oaa, names, getattr(model, "info", {}).get("link")).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it
@@ -283,7 +287,8 @@ class _Reader:
 
 _PLAIN = {"quadratic", "cubic", "interactions", "noconstant", "ignore", "ignore_linear",
           "keep", "link", "random_seed", "id", "bit_precision", "hash_seed",
-          "l1_state", "l2_state"}  # (the last two: VW 8's place for the learner's state)
+          "l1_state", "l2_state",  # (VW 8's place for the learner's state)
+          "learning_rate", "power_t"}  # (VW keeps them given: -i's run goes on with them)
 
 
 # VW's --ngram/--skips of this run (``terascale vw`` sets them after applying them to the
@@ -477,6 +482,11 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
     model = LinearModel(indices=rows["i"].astype(np.uint32), weights=w[:, 0], parse=parse,
                         loss=loss, info={"source": os.path.abspath(path),
                                          "vw_version": version, "vw_counters": counters,
+                                         **({"link": opts["link"][0]} if "link" in opts
+                                            else {}),
+                                         "vw_rates": {k: float(opts[k][0]) for k in
+                                                      ("learning_rate", "power_t")
+                                                      if k in opts},
                                          **({"oaa": int(opts["oaa"][0])} if "oaa" in opts
                                             else {})},
                         adaptive=adaptive)
