@@ -164,14 +164,14 @@ def test_options_outside_the_linear_learner_are_refused_by_name(flag, words, tmp
 
 
 def test_standard_input_with_one_worker_and_with_two(tmp_path):
-    """`-d -`, `-d /dev/stdin` and a pipe: the stream is copied to a file once, so passes
-    and workers each read their part of it."""
+    """`-d -`, `-d /dev/stdin`, a pipe, and no -d at all (VW reads standard input then):
+    the stream is copied to a file once, so passes and workers each read their part of it."""
     data = "\n".join(_lines(300, 9, _real)) + "\n"
     (tmp_path / "d.vw").write_text(data)
     run_vw(["-d", "d.vw", "-p", "vw.p", "--passes", "2", "-c", "-k"], tmp_path)
     ts = [sys.executable, "-m", "terascale"]
-    for src in ("-",):
-        r = subprocess.run([*ts, "vw", "-d", src, "-p", "ts.p", "--passes", "2", "-c", "-k"],
+    for src in (["-d", "-"], []):
+        r = subprocess.run([*ts, "vw", *src, "-p", "ts.p", "--passes", "2", "-c", "-k"],
                            input=data, cwd=tmp_path, capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 0, r.stderr

@@ -176,6 +176,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         if args.named_labels is not None and args.oaa is None:
             raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
         _vw_defaults(args)
+        if not (args.data or args.data_flag) and not args._vw_noop_no_stdin:
+            args.data_flag = ["-"]  # VW reads standard input when no -d is given
         with cli_names():
             _generate(args)
             if args.preserve_performance_counters and args.initial:
