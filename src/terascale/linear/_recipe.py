@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, TextIO
 
 import numpy as np
@@ -256,12 +256,17 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
     stop = EarlyStop(opts.patience) if period and opts.passes > 1 and not opts.batch else None
     every = opts.mix_every(comm.size)
     chain = Chain(comm, run.examples) if opts.chained(comm.size) else None
+    rate = np.float32(opts.learning_rate)  # VW's eta, times the decay after each pass (float)
     for p in range(opts.passes):
+        if p > 0 and opts.decay_learning_rate != 1.0:
+            rate = np.float32(rate * np.float32(opts.decay_learning_rate))
+            opts = replace(opts, learning_rate=float(rate))
         # (a first pass that ran before the job was joined is averaged at its end)
         mixer = (Mixer(comm, every, opts.power_t, sparse=not (opts.l1 or online_l2))
                  if every > 0 and not (p == 0 and first is not None) else None)
 
-        def one_pass(p: int = p, mixer: Mixer | None = mixer) -> np.ndarray:
+        def one_pass(p: int = p, mixer: Mixer | None = mixer,
+                     opts: TrainOptions = opts) -> np.ndarray:
             if p == 0 and first is not None:
                 if first.mixes is not None:
                     info["mixes"] = first.mixes

@@ -145,6 +145,9 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                         "(default 0.5)")
     t.add_argument(*vw.names("--power-t"), type=float, default=0.5,
                    help="exponent of the learning rate's decay (default 0.5)")
+    t.add_argument("--decay_learning_rate", type=float, default=1.0, metavar="D",
+                   help="each online pass learns at the rate of the one before times D "
+                        "(VW's; default 1)")
     t.add_argument("--average", default="auto",
                    help="how workers' online learners are combined: auto (default: chain "
                         "before --bfgs/--cg, weighted otherwise), weighted "

@@ -519,6 +519,10 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     # VW's --sgd, a strict subset of the three rules, or --sparse_l2: VW's gd in _vwsgd
     args.plain_rule = (args.sgd or 0 < len(given) < 3 or bool(args.sparse_l2)) \
         and not args.testonly
+    if args.decay_learning_rate != 1.0 and (args.plain_rule or args.audit):
+        raise ConfigError("--decay_learning_rate: terascale vw decays the rate of its "
+                          "online passes (VW's default update), not with --sgd, "
+                          "--adaptive/--normalized/--invariant alone, --sparse_l2 or --audit")
     if args.sparse_l2 < 0:
         raise ConfigError(f"--sparse_l2 must be >= 0, not {args.sparse_l2:g}")
     if args.initial_t < 0:

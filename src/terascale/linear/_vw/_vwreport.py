@@ -97,5 +97,5 @@ def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
               f"initial_t = {initial_t:g}",
               f"power_t = {options.get('power_t', 0.5):g}"]
     if options.get("passes", 1) > 1 or options.get("bfgs") or options.get("cg"):
-        lines.append("decay_learning_rate = 1")
+        lines.append(f"decay_learning_rate = {options.get('decay_learning_rate', 1.0):g}")
     return "\n".join(lines)
