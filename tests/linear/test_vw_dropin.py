@@ -444,3 +444,29 @@ def test_a_vw_model_keeps_its_learning_rate_and_power_t_for_minus_i(tmp_path, ca
         np.testing.assert_allclose(numbers(tmp_path / f"ts_{name}.p"),
                                    numbers(tmp_path / f"vw_{name}.p"), rtol=1e-5, atol=1e-6)
     assert not np.allclose(numbers(tmp_path / "vw_kept.p"), numbers(tmp_path / "vw_given.p"))
+
+
+@pytest.mark.parametrize("flags", [["--invert_hash", "names"], ["--ignore", "é"],
+                                   ["--keep", "éa"], ["--cubic", "éa"]])
+def test_bytes_that_are_not_ascii_in_names_tags_and_namespace_flags_as_vw(
+        flags, tmp_path, capfd, monkeypatch):
+    """Tags and names of any bytes are written back as read (they were U+FFFD, and an
+    --invert_hash name was its index); a non-ASCII flag letter is its UTF-8 bytes, as VW
+    reads its argument (``é`` was latin-1's one byte: --ignore é ignored nothing)."""
+    rows = [b"1 't\xff\xfe|a x\xff0 y", b"-1 caf\xc3\xa9|\xc3\xa9 x z |a y",
+            b"1 |\xc3\xa9t w |a x\xff0", b"-1 |\xa9 q |a y"]
+    (tmp_path / "d.vw").write_bytes(b"\n".join(rows * 20) + b"\n")
+    r = subprocess.run([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", *flags, "-p",
+                        "vw.p"], cwd=tmp_path, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr  # (bytes: VW names the ignored namespaces' bytes)
+    if "--invert_hash" in flags:
+        (tmp_path / "vw.names").write_bytes((tmp_path / "names").read_bytes())
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_bytes() == (tmp_path / "vw.p").read_bytes()
+    if "--invert_hash" in flags:
+        def names(p):
+            return sorted(ln.split(b":")[0] for ln in p.read_bytes().splitlines()
+                          if b"^" in ln)
+        assert names(tmp_path / "names") == names(tmp_path / "vw.names")
+        assert b"a^x\xff0" in names(tmp_path / "names")
