@@ -470,3 +470,25 @@ def test_bytes_that_are_not_ascii_in_names_tags_and_namespace_flags_as_vw(
                           if b"^" in ln)
         assert names(tmp_path / "names") == names(tmp_path / "vw.names")
         assert b"a^x\xff0" in names(tmp_path / "names")
+
+
+@pytest.mark.parametrize("rule", [["--bfgs", "--passes", "3", "-c", "-k",
+                                   "--predict_only_model"],
+                                  ["--conjugate_gradient", "--passes", "3", "-c", "-k",
+                                   "--predict_only_model"],
+                                  ["--sgd"], ["--adaptive"], ["--normalized", "--invariant"]])
+def test_models_of_vws_other_learners_predict_with_minus_t(rule, tmp_path, capfd,
+                                                           monkeypatch):
+    """A VW model whose header names its learner (--bfgs, --sgd, --adaptive, ...) was
+    refused, and one of --sgd read with the default rule's record width predicted garbage:
+    -i reads each one's weights, and -t predicts as vw -i does."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(200, 37, _real)) + "\n")
+    run_vw(["-d", "d.vw", *rule, "-f", "vw.model"], tmp_path)
+    keep = ["--predict_only_model"] if "--predict_only_model" in rule else []
+    run_vw(["-i", "vw.model", "-t", "-d", "d.vw", *keep, "-p", "vw.p"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.model", "-t", "-d", "d.vw", "-p", "ts.p"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    want = numbers(tmp_path / "vw.p")
+    assert want.std() > 0.01
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), want, rtol=1e-5, atol=1e-6)

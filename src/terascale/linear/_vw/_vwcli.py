@@ -167,8 +167,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         PRESERVED.clear()
         CADENCE[:] = [cadence(args.progress) if args.progress else (False, 2.0)]
         if args.initial:  # VW applies the model's --oaa K and --named_labels
-            from ._vwmodel import model_oaa
+            from ._vwmodel import model_oaa, model_rules
 
+            for rule in model_rules(args.initial):  # and its learner (--bfgs, --sgd, ...)
+                if rule in ("bfgs", "cg"):  # (-t predicts with its weights, as VW)
+                    if args.bfgs is None and args.cg is None and not args.testonly:
+                        setattr(args, rule, "")
+                else:
+                    setattr(args, rule, True)
             k, names = model_oaa(args.initial)
             args.oaa = args.oaa if args.oaa is not None else k
             if args.named_labels is None and names:

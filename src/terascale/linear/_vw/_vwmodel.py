@@ -372,6 +372,30 @@ def write_regularizer(model: Any, reg: np.ndarray, path: str, *, text: bool) -> 
     _write_atomic(path, data)
 
 
+# the learners a VW model's header names (VW re-applies them when it loads the model;
+# ``terascale vw`` does too, see ``model_rules``), by option -> terascale vw's flag
+_RULES = {"bfgs": "bfgs", "conjugate_gradient": "cg", "sgd": "sgd", "adaptive": "adaptive",
+          "normalized": "normalized", "invariant": "invariant"}
+
+
+def model_rules(path: str) -> list[str]:
+    """The learner options a VW model's header records (``--bfgs``, ``--sgd``,
+    ``--adaptive``...), as ``terascale vw``'s argument names (empty for terascale's
+    models): VW applies them to a run that loads the model."""
+    if not is_vw_model(path):
+        return []
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return []
+    r.take(16)
+    for _ in range(2):
+        r.take(3 * r.u4())
+    return [_RULES[t[2:]] for t in shlex.split(r.string()) if t[2:] in _RULES]
+
+
 def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
     """(K, names) when ``path`` is VW's one-against-all model (its header's ``--oaa K``
     and ``--named_labels``), else (None, None) (terascale's models too)."""
@@ -441,8 +465,8 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
         i += 2 if val else 1
         seeded = name == "hash_seed" and [val] == [str(v) for v in
                                                   GENERATION.get("hash_seed", [])]
-        if name not in _PLAIN and not seeded and not (oaa and name in ("oaa",
-                                                                       "named_labels")):
+        if name not in _PLAIN and name not in _RULES and not seeded and not (
+                oaa and name in ("oaa", "named_labels")):
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "
                             f"{text.strip()}); terascale reads plain linear models only")
         opts.setdefault(name, []).append(val)
@@ -458,7 +482,12 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
         state[GRAVITY], state[CONTRACTION] = l1_l2
         counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8]}
         state[MIN_LABEL], state[MAX_LABEL] = vals[6], vals[7]
-    width = 3 if resume else 1
+    # per weight, save_resume keeps w and the sums of the rules on: VW's default keeps the
+    # adaptive and normalized ones; a model of --sgd, or of some of the three, fewer
+    rules = [n for n in opts if n in _RULES]
+    default = not rules
+    width = 1 if not resume else 3 if default else 1 if "sgd" in rules else (
+        1 + ("adaptive" in rules) + ("normalized" in rules))
     rest = r.data[r.pos:]
     dt = np.dtype([("i", "<u4" if bits < 31 else "<u8"), ("w", "<f4", (width,))])
     if len(rest) % dt.itemsize:
@@ -477,8 +506,8 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
     # (the link a model records: logistic; anything else is VW's default loss)
     loss = "logistic" if "logistic" in opts.get("link", []) else VW_DEFAULT_LOSS
     w = rows["w"].astype(np.float32)
-    adaptive = (w[:, 1], w[:, 2], state) if resume else (np.zeros(len(w), np.float32),
-                                                         np.zeros(len(w), np.float32), state)
+    adaptive = (w[:, 1], w[:, 2], state) if resume and default else (
+        np.zeros(len(w), np.float32), np.zeros(len(w), np.float32), state)
     model = LinearModel(indices=rows["i"].astype(np.uint32), weights=w[:, 0], parse=parse,
                         loss=loss, info={"source": os.path.abspath(path),
                                          "vw_version": version, "vw_counters": counters,
