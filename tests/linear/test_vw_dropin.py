@@ -185,6 +185,9 @@ def test_standard_input_with_one_worker_and_with_two(tmp_path):
                            cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr
     assert "number of examples = 300" in r.stderr and (tmp_path / "m2").stat().st_size > 0
+    r = subprocess.run([*ts, "vw", "--cache_file", "c.cache", "--passes", "2"], input="",
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--cache_file c.cache without -d" in r.stderr
 
 
 @pytest.mark.parametrize("flags", [["-b", "24", "-q", "ab"],

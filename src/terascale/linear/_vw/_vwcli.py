@@ -183,6 +183,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
         _vw_defaults(args)
         if not (args.data or args.data_flag) and not args._vw_noop_no_stdin:
+            if args.cache_file:
+                raise ConfigError(f"--cache_file {args.cache_file[-1]} without -d: VW reads "
+                                  f"its cache then; terascale reads text and keeps its own "
+                                  f"cache: give -d FILE (or - for standard input)")
             args.data_flag = ["-"]  # VW reads standard input when no -d is given
         with cli_names():
             _generate(args)
