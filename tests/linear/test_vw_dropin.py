@@ -495,3 +495,26 @@ def test_models_of_vws_other_learners_predict_with_minus_t(rule, tmp_path, capfd
     want = numbers(tmp_path / "vw.p")
     assert want.std() > 0.01
     np.testing.assert_allclose(numbers(tmp_path / "ts.p"), want, rtol=1e-5, atol=1e-6)
+
+
+def test_unlabelled_or_empty_input_predicts_and_learns_nothing_as_vw(tmp_path, capfd,
+                                                                     monkeypatch):
+    """`-i MODEL -d unlabelled.vw -p P` without -t is how VW users predict: each example
+    predicted, nothing learned, the model written unchanged (it was "no labelled examples
+    to train on"); an empty input finishes with n.a. and an empty model, as in VW."""
+    lines = _lines(200, 41, _real)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    (tmp_path / "u.vw").write_text("\n".join(ln.split(" ", 1)[1] for ln in lines) + "\n")
+    (tmp_path / "e.vw").write_text("")
+    run_vw(["-d", "d.vw", "-f", "m"], tmp_path)
+    run_vw(["-i", "m", "-d", "u.vw", "-p", "vw.p", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "m", "-d", "u.vw", "-p", "ts.p", "-f", "ts.m"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert _avg(err) == "n.a." and "weighted example sum = 200.000000" in err
+    for m in ("vw.m", "ts.m"):
+        run_vw(["-i", m, "-t", "-d", "d.vw", "-p", f"{m}.p"], tmp_path)
+    assert (tmp_path / "ts.m.p").read_text() == (tmp_path / "vw.m.p").read_text()
+    code, err = run_ts(capfd, ["-d", "e.vw", "-f", "e.m"], tmp_path, monkeypatch)
+    assert code == 0 and _avg(err) == "n.a." and "number of examples = 0" in err, err

@@ -229,7 +229,9 @@ def _totals(run: Run, scan: LabelScan) -> float:
                                       scan.train_weight, scan.labelled, len(odd)],
                                      np.float64))
     what = ", ".join(blocks.sources[:3]) or "the data"
-    if totals[4] == 0:  # every rank sees the same totals, so all raise alike
+    # (VW's command line learns from none and predicts each one: `-i MODEL -p P` on
+    # unlabelled data is how VW users predict without -t)
+    if totals[4] == 0 and not (opts.vw_text and not opts.batch):  # (all ranks alike)
         raise DataError(f"{what}: no labelled examples to train on ({int(totals[0])} "
                         f"examples, {int(totals[2])} bad lines skipped)")
     if totals[5] > 0:
