@@ -518,3 +518,17 @@ def test_unlabelled_or_empty_input_predicts_and_learns_nothing_as_vw(tmp_path, c
     assert (tmp_path / "ts.m.p").read_text() == (tmp_path / "vw.m.p").read_text()
     code, err = run_ts(capfd, ["-d", "e.vw", "-f", "e.m"], tmp_path, monkeypatch)
     assert code == 0 and _avg(err) == "n.a." and "number of examples = 0" in err, err
+
+
+def test_test_only_counts_unlabelled_examples_weight_as_vw(tmp_path, capfd, monkeypatch):
+    """-t: VW's weighted example sum counts every example, the average loss the labelled."""
+    lines = _lines(100, 43, _real)
+    lines = [ln.split(" ", 1)[1] if i % 3 == 0 else ln for i, ln in enumerate(lines)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    run_vw(["-d", "d.vw", "-f", "m"], tmp_path)
+    want = run_vw(["-i", "m", "-t", "-d", "d.vw"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "m", "-t", "-d", "d.vw"], tmp_path, monkeypatch)
+    assert code == 0, err
+    sums = [re.findall(r"weighted example sum = (\S+)", t) for t in (want, err)]
+    assert sums[0] == sums[1] == ["100.000000"]
+    assert _avg(err) == _avg(want)

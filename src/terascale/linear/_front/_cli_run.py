@@ -330,7 +330,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     how = _link(args, model.info.get("link", how))  # (VW keeps --link in the model)
     if opening is not None:
         opening()
-    total = np.zeros(3)
+    total = np.zeros(4)  # loss, labelled weight, examples, all examples' weight
     with _Output(args.predictions) as out:
         for blk, raw in model.predict_blocks(paths):  # streamed: any file size
             s = _clip(model, raw)
@@ -340,13 +340,13 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
             ok = ~np.isnan(y) & (w > 0)
             total += [float(w[ok] @ _loss(model.loss, s[ok], y[ok], args.binary,
                                             args.quantile_tau)),
-                      float(w[ok].sum()), len(s)]
+                      float(w[ok].sum()), len(s), float(w.sum())]
     if getattr(args, "vw_mode", False):
         if not args.quiet:
             from .._vw._vwreport import test_block
 
-            print(test_block(int(total[2]), float(total[1]), float(total[0])),
-                  file=sys.stderr)
+            print(test_block(int(total[2]), float(total[1]), float(total[0]),
+                             float(total[3])), file=sys.stderr)
     elif not args.quiet:
         avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
         print(f"test only: {int(total[2])} examples, average loss = {avg}"

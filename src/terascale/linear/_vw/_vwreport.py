@@ -70,11 +70,15 @@ def closing_block(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def test_block(examples: int, weight: float, loss: float) -> str:
-    """VW's ``finished run`` block for ``-t`` (test only)."""
+def test_block(examples: int, weight: float, loss: float,
+               seen: float | None = None) -> str:
+    """VW's ``finished run`` block for ``-t`` (test only): the average loss over the
+    labelled ``weight``; ``seen``: every example's weight (VW's weighted example sum,
+    unlabelled ones included; default ``weight``)."""
     avg = f"{loss / weight:.6f}" if weight > 0 else "n.a."
+    seen = weight if seen is None else seen
     return "\n".join(["", "finished run", f"number of examples = {examples}",
-                      f"weighted example sum = {weight:.6f}", f"average loss = {avg}"])
+                      f"weighted example sum = {seen:.6f}", f"average loss = {avg}"])
 
 
 def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
