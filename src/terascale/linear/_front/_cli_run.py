@@ -138,6 +138,10 @@ def train(args: argparse.Namespace) -> int:
         options["fixed_range"] = True
     paths = _inputs(args)
     how = _link(args, "identity")
+    if args.binary and args.link in ("logistic", "poisson"):
+        raise ConfigError(f"--binary with --link {args.link}: one or the other (VW applies "
+                          f"--binary to the {args.link} link's output, which is always "
+                          f"positive: every prediction 1)")
     raw = getattr(args, "raw_predictions", None)
 
     def opening() -> None:  # once the command line is known to be good
@@ -332,7 +336,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
         opening()
     total = np.zeros(4)  # loss, labelled weight, examples, all examples' weight
     with _Output(args.predictions) as out:
-        for blk, raw in model.predict_blocks(paths):  # streamed: any file size
+        for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
             s = _clip(model, raw)
             if args.predictions:  # VW's -t writes predictions only where -p says
                 out.write(_lines(blk, s, how, args.binary))

@@ -24,9 +24,11 @@ def run_train(job: dict[str, Any],
     """Train as the job says; rank 0 saves the model (when the job names a path). Returns
     the model."""
     from ..._env import read_env
+    from .._online._progress import LINK
     from .._train import train
     from .._vw._vwmodel import load_model, save_model
 
+    LINK[:] = [job.get("link", "identity")]  # (the progress lines show what -p writes)
     env = read_env()
     rank = 0 if env is None else env.rank
     t0 = time.perf_counter()

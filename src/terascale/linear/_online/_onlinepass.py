@@ -123,7 +123,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
                 p = (shown[0] if shown is not None else pred[at - start] if pred is not None
                      else acc[7])
                 prog.line(acc, prev, int(cum_n[at]), float(cum_w[at]), float(blk.labels[at]),
-                          float(p), int(blk.indptr[end] - blk.indptr[end - 1]))
+                          float(p), int(blk.indptr[end] - blk.indptr[end - 1]), opts.binary)
                 prev = acc.copy()
                 nxt = prog.next_due(float(cum_w[at]))
             if mixer is not None:
