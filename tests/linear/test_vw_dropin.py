@@ -532,3 +532,22 @@ def test_test_only_counts_unlabelled_examples_weight_as_vw(tmp_path, capfd, monk
     sums = [re.findall(r"weighted example sum = (\S+)", t) for t in (want, err)]
     assert sums[0] == sums[1] == ["100.000000"]
     assert _avg(err) == _avg(want)
+
+
+def test_batch_learner_stopped_on_the_holdout_writes_its_best_pass_as_vw(tmp_path, capfd,
+                                                                        monkeypatch):
+    """VW's batch learner writes its model when a pass's holdout loss improves, and an
+    early termination keeps that file: the model is the best pass's, not the last one's."""
+    rng = np.random.default_rng(53)
+    lines = [f"{rng.choice([-1, 1])} |a " + " ".join(f"f{j}" for j in rng.choice(300, 6))
+             for _ in range(400)]  # labels that no feature predicts: no pass improves
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--conjugate_gradient", "--passes", "6", "-c", "-k", "--predict_only_model"]
+    want = run_vw([*args, "-f", "vw.model"], tmp_path)
+    assert "Early termination" in want
+    code, err = run_ts(capfd, [*args, "-f", "ts.model"], tmp_path, monkeypatch)
+    assert code == 0 and "Early termination" in err, err
+    for m in ("vw", "ts"):
+        run_vw(["-i", f"{m}.model", "-t", "-d", "d.vw", "--predict_only_model", "-p",
+                f"{m}.p"], tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
