@@ -521,7 +521,8 @@ def test_unlabelled_or_empty_input_predicts_and_learns_nothing_as_vw(tmp_path, c
 
 
 def test_test_only_counts_unlabelled_examples_weight_as_vw(tmp_path, capfd, monkeypatch):
-    """-t: VW's weighted example sum counts every example, the average loss the labelled."""
+    """-t: VW's progress table (there was none), and its weighted example sum counts every
+    example, the average loss the labelled."""
     lines = _lines(100, 43, _real)
     lines = [ln.split(" ", 1)[1] if i % 3 == 0 else ln for i, ln in enumerate(lines)]
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
@@ -532,6 +533,12 @@ def test_test_only_counts_unlabelled_examples_weight_as_vw(tmp_path, capfd, monk
     sums = [re.findall(r"weighted example sum = (\S+)", t) for t in (want, err)]
     assert sums[0] == sums[1] == ["100.000000"]
     assert _avg(err) == _avg(want)
+
+    def table(text: str) -> list[str]:
+        return [ln for ln in text.splitlines()
+                if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
+
+    assert table(err) == table(want) and len(table(want)) > 4
 
 
 def test_batch_learner_stopped_on_the_holdout_writes_its_best_pass_as_vw(tmp_path, capfd,

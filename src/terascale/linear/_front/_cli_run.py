@@ -322,6 +322,40 @@ def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.
                     np.asarray(y, np.float64))
 
 
+class _TestProgress:
+    """VW's progress table of a -t run, at VW's cadence in weight (``_progress``)."""
+
+    def __init__(self, how: str, binary: bool) -> None:
+        from .._online._progress import LINK, Progress
+
+        LINK[:] = [how]
+        self.prog, self.binary = Progress(sys.stderr), binary
+        self.prog.header()
+        self.due = self.prog.first_due()
+        self.sums = np.zeros(2)  # labelled loss, labelled weight
+        self.prev = self.sums.copy()
+        self.weight, self.count = 0.0, 0
+
+    def block(self, blk: Any, s: np.ndarray, loss: np.ndarray, labelled: np.ndarray) -> None:
+        """The lines due in one block: ``s`` its predictions, ``loss`` each example's
+        weighted loss and ``labelled`` its weight where labelled (else 0)."""
+        cum_w = self.weight + np.cumsum(blk.weights.astype(np.float64))
+        cum_l, cum_lw = self.sums[0] + np.cumsum(loss), self.sums[1] + np.cumsum(labelled)
+        while True:
+            at = int(np.searchsorted(cum_w, self.due))
+            if at >= len(s):
+                break
+            now = np.array([cum_l[at], cum_lw[at]])
+            self.prog.line(now, self.prev, self.count + at + 1, float(cum_w[at]),
+                           float(blk.labels[at]), float(s[at]),
+                           int(blk.indptr[at + 1] - blk.indptr[at]), self.binary)
+            self.prev = now
+            self.due = self.prog.next_due(float(cum_w[at]))
+        if len(s):
+            self.weight, self.count = float(cum_w[-1]), self.count + len(s)
+            self.sums = np.array([cum_l[-1], cum_lw[-1]])
+
+
 def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                opening: Any = None) -> int:
     """VW's -t: predictions of -i's model, no learning; the average loss on stderr."""
@@ -335,6 +369,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     if opening is not None:
         opening()
     total = np.zeros(4)  # loss, labelled weight, examples, all examples' weight
+    table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
     with _Output(args.predictions) as out:
         for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
             s = _clip(model, raw)
@@ -342,9 +377,11 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                 out.write(_lines(blk, s, how, args.binary))
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
-            total += [float(w[ok] @ _loss(model.loss, s[ok], y[ok], args.binary,
-                                            args.quantile_tau)),
-                      float(w[ok].sum()), len(s), float(w.sum())]
+            lv = np.zeros(len(s))
+            lv[ok] = w[ok] * _loss(model.loss, s[ok], y[ok], args.binary, args.quantile_tau)
+            if table is not None:
+                table.block(blk, s, lv, np.where(ok, w, 0.0))
+            total += [float(lv.sum()), float(w[ok].sum()), len(s), float(w.sum())]
     if getattr(args, "vw_mode", False):
         if not args.quiet:
             from .._vw._vwreport import test_block
