@@ -118,7 +118,7 @@ CASES = [(f, [], f) for f in ("dense_raw", "many_ns", "imp_tag", "real", "odd", 
 
 
 # VW options after which terascale vw prints no progress table (docs/guide/vw.md)
-_NO_TABLE = {"--oaa", "--sgd", "--adaptive", "--normalized", "--invariant", "--bfgs",
+_NO_TABLE = {"--sgd", "--adaptive", "--normalized", "--invariant", "--bfgs",
              "--conjugate_gradient"}
 
 

@@ -282,6 +282,35 @@ def test_binary_with_a_link_is_refused_naming_both(tmp_path, capfd, monkeypatch)
     assert code == 2 and "--binary with --link logistic" in err
 
 
+def test_one_against_all_prints_vws_table_and_weighs_its_losses(tmp_path, capfd,
+                                                                monkeypatch):
+    """--oaa: VW's progress table (there was none) and a closing block whose losses and
+    sums are weighted by the examples' importance (they were counts), unlabelled examples
+    counted."""
+    rng = np.random.default_rng(59)
+    lines = []
+    for i in range(300):
+        k = int(rng.integers(1, 4))
+        head = [f"{k}", f"{k} 2.5", f"{k} 0.5", f"'u{i}"][i % 4]
+        lines.append(f"{head} |a x{3 * k + rng.integers(4)} y{rng.integers(9)} |b z{k}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--oaa", "3"]
+
+    def table(err: str) -> list[str]:
+        return [ln for ln in err.splitlines()
+                if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
+
+    def block(err: str) -> list[str]:
+        tail = err[err.index("finished run"):].splitlines()
+        return [ln for ln in tail if not ln.startswith(("weighted label", "best const"))]
+
+    want = run_vw(args, tmp_path)
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    assert table(err) == table(want) and len(table(want)) > 4
+    assert block(err) == block(want)
+
+
 def test_one_against_all_writes_tags_and_refuses_negative_labels(tmp_path, capfd,
                                                                  monkeypatch):
     """--oaa -p: each prediction with its example's tag (probabilities too), as VW; a

@@ -70,20 +70,26 @@ class Progress:
                   f"{'label':>14} {'predict':>14} {'features':>8}", file=self.out)
 
     def line(self, acc: np.ndarray, prev: np.ndarray, counter: int, weight: float,
-             label: float, prediction: float, feats: int, binary: bool = False) -> None:
+             label: float, prediction: float, feats: int, binary: bool = False,
+             classes: bool = False) -> None:
         """One line: ``acc``/``prev`` the pass's sums now and at the last line (labelled
         loss and weight, see ``online_chunk``), then the example counter, the weight seen,
         and the last example's label (nan: unlabelled), raw prediction (shown as ``-p``
-        writes it: ``binary``'s sign, or through ``LINK``) and feature count."""
+        writes it: ``binary``'s sign, or through ``LINK``) and feature count; ``classes``:
+        the label and prediction are classes (``--oaa``), printed as integers."""
         if not self.out:
             return
         from .._vw._vwtext import link
 
-        prediction = float(link(np.array([prediction]), LINK[-1], binary)[0])
+        if classes:
+            lab = "unknown" if np.isnan(label) else f"{int(label)}"
+            pr = f"{int(prediction)}"
+        else:
+            lab = "unknown" if np.isnan(label) else f"{label:.4f}"
+            pr = f"{float(link(np.array([prediction]), LINK[-1], binary)[0]):.4f}"
         dl, dw = acc[0] - prev[0], acc[1] - prev[1]
         # (VW cuts a loss to its column's 8 characters: 134.296493 is 134.2964)
         avg = f"{acc[0] / acc[1]:.6f}"[:8] if acc[1] else "n.a."
         since = f"{dl / dw:.6f}"[:8] if dw else "n.a."
-        lab = "unknown" if np.isnan(label) else f"{label:.4f}"
         print(f"{avg:<8} {since:<8} {counter:>12d} {weight:>14.1f} {lab:>14} "
-              f"{prediction:>14.4f} {feats:>8d}", file=self.out)
+              f"{pr:>14} {feats:>8d}", file=self.out)
