@@ -447,6 +447,13 @@ def test_a_vw_model_keeps_its_learning_rate_and_power_t_for_minus_i(tmp_path, ca
         np.testing.assert_allclose(numbers(tmp_path / f"ts_{name}.p"),
                                    numbers(tmp_path / f"vw_{name}.p"), rtol=1e-5, atol=1e-6)
     assert not np.allclose(numbers(tmp_path / "vw_kept.p"), numbers(tmp_path / "vw_given.p"))
+    # and terascale's -f keeps them as VW's does: vw -i goes on with them
+    code, err = run_ts(capfd, ["-d", "d.vw", "-l", "0.3", "--power_t", "0.3", "-f",
+                               "ts.model"], tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw(["-i", "ts.model", "-d", "d.vw", "-p", "vw_of_ts.p"], tmp_path)
+    np.testing.assert_allclose(numbers(tmp_path / "vw_of_ts.p"),
+                               numbers(tmp_path / "vw_kept.p"), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("flags", [["--invert_hash", "names"], ["--ignore", "é"],
@@ -558,3 +565,16 @@ def test_batch_learner_stopped_on_the_holdout_writes_its_best_pass_as_vw(tmp_pat
         run_vw(["-i", f"{m}.model", "-t", "-d", "d.vw", "--predict_only_model", "-p",
                 f"{m}.p"], tmp_path)
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+def test_readable_model_keeps_the_link_and_rates_vw_keeps(tmp_path, capfd, monkeypatch):
+    """--readable_model's header names the options VW keeps in the model: --link and the
+    -l/--power_t given (they were left out, and its checksum with them)."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(100, 61, _binary01)) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "logistic", "--link", "logistic", "-l", "0.25",
+            "--power_t", "0.3", "-q", "ab", "--readable_model"]
+    run_vw([*args, "vw.txt"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.txt"], tmp_path, monkeypatch)
+    assert code == 0, err
+    head = [(tmp_path / f).read_text().splitlines()[:11] for f in ("vw.txt", "ts.txt")]
+    assert head[0] == head[1] and "--link logistic" in head[0][8]

@@ -251,6 +251,12 @@ def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespac
         del options["loss"]
 
 
+def _rates(args: argparse.Namespace) -> dict[str, float]:
+    """The -l/--power_t a VW command line gave (VW keeps them in its model)."""
+    return {k: float(getattr(args, k)) for k in ("learning_rate", "power_t")
+            if getattr(args, f"{k}_given", False)}
+
+
 def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,
                options: dict[str, Any], how: str) -> Any:
     """Train in this process (-n 1: returns the model) or on N workers (returns the
@@ -270,7 +276,7 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
         with all_or_none(writers):
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
                                                   options, **_model_format(args),
-                                                  link=how)),
+                                                  link=how, rates=_rates(args))),
                               predictions=progressive if writers else None)
         return model
     from ...launch import LaunchOptions, launch
@@ -279,7 +285,7 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
     warm_kernels()  # compile once here rather than N times at once in the workers
     code = launch([sys.executable, "-m", "terascale.linear._front._worker",
                    job_json(paths, model_path or "", args.initial, options,
-                            **_model_format(args), link=how)],
+                            **_model_format(args), link=how, rates=_rates(args))],
                   # unbound: a worker's reader and statistics threads use every core, and
                   # in a chained pass one worker learns while the others wait
                   LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,

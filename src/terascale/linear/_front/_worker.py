@@ -49,6 +49,8 @@ def run_train(job: dict[str, Any],
     if rank == 0:
         if job.get("link", "identity") != "identity":
             model.info["link"] = job["link"]
+        if job.get("rates"):
+            model.info["vw_rates"] = job["rates"]
         if job["model"]:
             save_model(model, job["model"], job.get("model_format", "terascale"),
                        predict_only=job.get("predict_only", False))

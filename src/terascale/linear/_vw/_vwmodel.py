@@ -104,12 +104,15 @@ def save_model(model: Any, path: str, fmt: str = "terascale", *,
 
 
 def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
-             link: str | None = None) -> str:
+             link: str | None = None, rates: dict[str, float] | None = None) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
-    ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``)."""
+    ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``);
+    ``rates``: ``learning_rate``/``power_t`` given to the run (VW keeps them in a
+    save_resume model, as its float printed to 15 digits)."""
     opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
     if link in ("logistic", "poisson"):
         opts.append(("link", link))
+    opts += [(k, f"{float(np.float32(v)):.15g}") for k, v in (rates or {}).items()]
     if names:
         opts.append(("named_labels", ",".join(names)))
     opts += [("cubic", v) for v in parse.cubic]
@@ -203,7 +206,9 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int 
         put(u4(len(vals)))
         for v in vals:
             put(v.encode()[:3].ljust(3, b"\0"))
-    o = _options(parse, oaa, names, getattr(model, "info", {}).get("link")).encode() + b"\0"
+    info = getattr(model, "info", {})
+    o = _options(parse, oaa, names, info.get("link"),
+                 None if predict_only else info.get("vw_rates")).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it

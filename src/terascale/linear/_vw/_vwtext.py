@@ -335,10 +335,16 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             st[MIN_LABEL] != st[MAX_LABEL] or counters):
         lo, hi = float(st[MIN_LABEL]), float(st[MAX_LABEL])
     pa = model.parse  # the options VW keeps in a model, in the order it writes them
-    opts = " ".join([f"--cubic {v}" for v in pa.cubic]
-                    + [f"--interactions {v}" for v in pa.interactions]
-                    + ([] if pa.constant else ["--noconstant"])
-                    + [f"--quadratic {v}" for v in pa.quadratic]
+    info = getattr(model, "info", {})
+    kept = ([f"--cubic {v}" for v in pa.cubic]
+            + [f"--interactions {v}" for v in pa.interactions]
+            + [f"--{k} {float(np.float32(v)):.15g}"
+               for k, v in (info.get("vw_rates") or {}).items()]
+            + ([f"--link {info['link']}"] if info.get("link") in ("logistic", "poisson")
+               else [])
+            + ([] if pa.constant else ["--noconstant"])
+            + [f"--quadratic {v}" for v in pa.quadratic])
+    opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {v}" for k in ("ignore", "ignore_linear", "keep")
                         for v in getattr(pa, k)] if pa.format == "vw" else []))
     text = "".join(body)
