@@ -546,6 +546,9 @@ def test_test_only_counts_unlabelled_examples_weight_as_vw(tmp_path, capfd, monk
                 if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
 
     assert table(err) == table(want) and len(table(want)) > 4
+    # the preamble's initial_t: the model's t, as VW prints it
+    assert re.findall(r"initial_t = (\S+)", err) == re.findall(r"initial_t = (\S+)", want)
+    assert re.findall(r"initial_t = (\S+)", want) == ["100"]
 
 
 def test_batch_learner_stopped_on_the_holdout_writes_its_best_pass_as_vw(tmp_path, capfd,

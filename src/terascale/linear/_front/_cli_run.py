@@ -146,11 +146,13 @@ def train(args: argparse.Namespace) -> int:
 
     def opening() -> None:  # once the command line is known to be good
         if vw_mode and not args.quiet:
+            from .._vw._vwmodel import model_t
             from .._vw._vwreport import preamble
 
+            # (VW prints the t of -i's save_resume model there)
+            t = model_t(args.initial) if args.initial else args.initial_t or 0.0
             print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                           testonly=args.testonly, initial_t=args.initial_t or 0.0),
-                  file=sys.stderr)
+                           testonly=args.testonly, initial_t=t), file=sys.stderr)
         elif not args.quiet and not args.initial:
             _differences(options)
 

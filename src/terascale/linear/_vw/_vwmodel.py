@@ -401,6 +401,27 @@ def model_rules(path: str) -> list[str]:
     return [_RULES[t[2:]] for t in shlex.split(r.string()) if t[2:] in _RULES]
 
 
+def model_t(path: str) -> float:
+    """The examples' weight a VW save_resume model has seen (VW's ``t``, which its
+    preamble prints as ``initial_t`` when it loads the model); 0 for other models."""
+    if not is_vw_model(path):
+        return 0.0
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return 0.0
+    r.take(16)
+    for _ in range(2):
+        r.take(3 * r.u4())
+    r.string()
+    r.take(8, False)  # the checksum
+    if r.take(1, False) == b"\0":
+        return 0.0
+    return float(struct.unpack("<fdd", r.take(20, False))[2])
+
+
 def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
     """(K, names) when ``path`` is VW's one-against-all model (its header's ``--oaa K``
     and ``--named_labels``), else (None, None) (terascale's models too)."""
@@ -485,7 +506,7 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
             float(opts.get("l1_state", ["0"])[0]), float(opts.get("l2_state", ["1"])[0]))
         state[SUM_NORM_X], state[TOTAL_WEIGHT] = vals[1], vals[13]
         state[GRAVITY], state[CONTRACTION] = l1_l2
-        counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8]}
+        counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8], "t": vals[2]}
         state[MIN_LABEL], state[MAX_LABEL] = vals[6], vals[7]
     # per weight, save_resume keeps w and the sums of the rules on: VW's default keeps the
     # adaptive and normalized ones; a model of --sgd, or of some of the three, fewer
