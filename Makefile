@@ -49,9 +49,11 @@ peers: install-test
 	[install_peer(name) for name in SIDE_PEERS]"
 
 # VW's own conformance tests (tests/vw_suite), each run live through pip vowpalwabbit and
-# through `terascale vw`: the table of which reproduce VW
+# through `terascale vw`: the table of which reproduce VW; then held-out data shapes and
+# daily flags side by side with VW (tests/linear/_vw_qa.py)
 test-vw: install-test
 	$(BIN)/python tests/vw_suite/_vwsuite.py
+	$(BIN)/python tests/linear/_vw_qa.py
 	TERASCALE_VW_SUITE=all $(BIN)/python -m pytest -q tests/linear/test_vw_dropin_rest.py
 
 # The engines' tests with the learner across separate executor JVMs (Spark local-cluster)

@@ -142,3 +142,18 @@ def test_a_bad_flag_value_is_one_line_naming_the_flag(capfd):
         err = capfd.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "usage" not in err, err
     assert err.startswith("terascale linear: error:")
+
+
+def test_evaluate_takes_its_data_with_d_as_train_and_predict(tmp_path, capfd):
+    # a VW user types -d everywhere: evaluate refused it as an unknown option
+    import json
+
+    data = tmp_path / "d.vw"
+    _write_vw(data)
+    _train(capfd, "-d", str(data), "-f", str(tmp_path / "m"))
+    outs = []
+    for args in ([str(data)], ["-d", str(data)]):
+        assert main(["linear", "evaluate", "-i", str(tmp_path / "m"), "--json", *args]) == 0
+        m = json.loads(capfd.readouterr().out)
+        outs.append((m["examples"], m["logloss"]))
+    assert outs[0] == outs[1] and outs[0][0] == 200

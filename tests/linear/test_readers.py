@@ -109,7 +109,6 @@ def test_vw_quadratic_crosses():
 
 @pytest.mark.parametrize("line,msg", [
     ("1 a b |x f", "not a number"),
-    ("1 x", "no '|'"),
     ("1 |a f:zz", "feature value"),
     ("1 |a:q f", "namespace scale"),
     ("1 2 3 4 |a f", "more than three"),
@@ -118,6 +117,20 @@ def test_vw_quadratic_crosses():
 def test_bad_vw_lines_raise_with_line_number(line, msg):
     with pytest.raises(DataError, match=rf"<lines>, line 3: .*{msg}"):
         parse_lines(["1 |a x", "", line, "1 |a y"])
+
+
+def test_a_line_without_a_bar_is_a_constant_only_example_as_vw_reads_it():
+    # VW: the label section runs to the line's end (before a CR), its last word the tag
+    ds = parse_lines(["1 |a x", "1", "-1 2\r", "1 2 'tg", "  1  ", "'q", "1 x"], bits=18)
+    assert len(ds) == 7
+    for i in range(1, 7):
+        a, b = ds.indptr[i], ds.indptr[i + 1]
+        assert list(ds.indices[a:b]) == [CONST] and list(ds.values[a:b]) == [1.0]
+    labels = [float(v) for v in ds.labels[1:]]
+    assert np.isnan(labels[0]) and np.isnan(labels[4])
+    assert [labels[i] for i in (1, 2, 3, 5)] == [-1.0, 1.0, 1.0, 1.0]
+    assert [float(w) for w in ds.weights[1:]] == [1.0, 1.0, 2.0, 1.0, 1.0, 1.0]
+    assert [ds.tag(i) for i in range(7)] == ["", "1", "2", "tg", "", "q", "x"]
 
 
 def test_skip_bad_counts():
@@ -198,7 +211,7 @@ def test_threaded_parse_equals_one_thread(monkeypatch):
     for a in ("indptr", "indices", "values", "labels", "weights", "tag_ptr", "tag_blob"):
         np.testing.assert_array_equal(getattr(many, a), getattr(one, a))
     with pytest.raises(DataError, match="line 2999"):
-        parse_lines(lines[:2998] + ["1 x"] + lines[:5])
+        parse_lines(lines[:2998] + ["1 x |a y"] + lines[:5])
 
 
 def test_parse_options_hold_one_string_or_any_sequence_as_a_tuple(tmp_path):

@@ -69,6 +69,9 @@ CASES = {
                                        "-b", "12"]),
     "poisson loss and link": (_counts, ["--loss_function", "poisson", "--link", "poisson",
                                         "--passes", "2", "-c", "-k"]),
+    "decay_learning_rate, passes": (_binary01, ["--decay_learning_rate", "0.6", "--passes",
+                                                "3", "-c", "-k", "--loss_function",
+                                                "logistic", "-l", "0.8"]),
     "holdout_after, one pass": (_real, ["--holdout_after", "250", "-b", "12"]),
     "holdout_after, passes": (_real, ["--holdout_after", "250", "--passes", "3", "-c", "-k"]),
     "permutations": (_real, ["-q", "aa", "--permutations", "-b", "14"]),
@@ -164,14 +167,14 @@ def test_options_outside_the_linear_learner_are_refused_by_name(flag, words, tmp
 
 
 def test_standard_input_with_one_worker_and_with_two(tmp_path):
-    """`-d -`, `-d /dev/stdin` and a pipe: the stream is copied to a file once, so passes
-    and workers each read their part of it."""
+    """`-d -`, `-d /dev/stdin`, a pipe, and no -d at all (VW reads standard input then):
+    the stream is copied to a file once, so passes and workers each read their part of it."""
     data = "\n".join(_lines(300, 9, _real)) + "\n"
     (tmp_path / "d.vw").write_text(data)
     run_vw(["-d", "d.vw", "-p", "vw.p", "--passes", "2", "-c", "-k"], tmp_path)
     ts = [sys.executable, "-m", "terascale"]
-    for src in ("-",):
-        r = subprocess.run([*ts, "vw", "-d", src, "-p", "ts.p", "--passes", "2", "-c", "-k"],
+    for src in (["-d", "-"], []):
+        r = subprocess.run([*ts, "vw", *src, "-p", "ts.p", "--passes", "2", "-c", "-k"],
                            input=data, cwd=tmp_path, capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 0, r.stderr
@@ -182,6 +185,9 @@ def test_standard_input_with_one_worker_and_with_two(tmp_path):
                            cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr
     assert "number of examples = 300" in r.stderr and (tmp_path / "m2").stat().st_size > 0
+    r = subprocess.run([*ts, "vw", "--cache_file", "c.cache", "--passes", "2"], input="",
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--cache_file c.cache without -d" in r.stderr
 
 
 @pytest.mark.parametrize("flags", [["-b", "24", "-q", "ab"],
@@ -379,3 +385,199 @@ def test_oaa_on_two_workers_writes_a_model_vw_loads(tmp_path):
                         "-n", "2", "-p", "p"], cwd=tmp_path, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2 and "needs -n 1" in r.stderr
+
+
+def test_a_vw_model_trained_with_l1_and_l2_predicts_as_in_vw(tmp_path, capfd, monkeypatch):
+    """VW saves its lazy L1/L2 (gravity, contraction) beside weights it has not applied
+    them to: -i of that model, -t, predicts with them applied, as vw -i does."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 19, _real)) + "\n")
+    run_vw(["-d", "d.vw", "--l1", "1e-4", "--l2", "1e-4", "-f", "vw.model"], tmp_path)
+    run_vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "vw.p"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.model", "-t", "-d", "d.vw", "-p", "ts.p"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    want = numbers(tmp_path / "vw.p")
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), want, rtol=1e-5, atol=1e-6)
+    assert (want == 0).mean() < 0.5  # (the L1 shrinks, but leaves most predictions)
+
+
+def test_oaa_reads_a_last_label_word_as_the_tag_as_vw(tmp_path, capfd, monkeypatch):
+    """--oaa: ``2|a x`` and a line ``2`` are unlabelled examples tagged 2 (the label
+    section's last word touches its end), as VW reads them, not examples of class 2."""
+    (tmp_path / "d.vw").write_text("1 |a x\n2|a x\n2\n3 |a y\n2 't\n2 |a y\n3\n")
+    run_vw(["--oaa", "3", "-d", "d.vw", "-p", "vw.p"], tmp_path)
+    code, err = run_ts(capfd, ["--oaa", "3", "-d", "d.vw", "-p", "ts.p"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert _avg(err) == "0.750000"  # (4 labelled examples, as VW's closing block)
+
+
+def test_the_link_moves_with_the_model_both_ways(tmp_path, capfd, monkeypatch):
+    """VW keeps --link in the model and applies it to -i's predictions: terascale's -f
+    records it (vw -i predicts probabilities from it) and -i of VW's model applies it."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 29, _binary01)) + "\n")
+    flags = ["--loss_function", "logistic", "--link", "logistic"]
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.model"], tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw(["-d", "d.vw", *flags, "-f", "vw.model"], tmp_path)
+    run_vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "want.p"], tmp_path)
+    run_vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "vw_of_ts.p"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.model", "-t", "-d", "d.vw", "-p", "ts_of_vw.p"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    want = numbers(tmp_path / "want.p")
+    assert want.min() >= 0 and want.max() <= 1 and want.std() > 0.05  # probabilities
+    for got in ("vw_of_ts.p", "ts_of_vw.p"):
+        np.testing.assert_allclose(numbers(tmp_path / got), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_vw_model_keeps_its_learning_rate_and_power_t_for_minus_i(tmp_path, capfd,
+                                                                   monkeypatch):
+    """VW keeps -l and --power_t given in its model (``--learning_rate 0.3...``): -i of it
+    is read (was refused as another learner's) and training goes on with them where they
+    are left out, with the ones given where given, as VW's."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 31, _real)) + "\n")
+    run_vw(["-d", "d.vw", "-l", "0.3", "--power_t", "0.3", "-f", "vw.model"], tmp_path)
+    for name, more in (("kept", []), ("given", ["-l", "0.5", "--power_t", "0.5"])):
+        run_vw(["-i", "vw.model", "-d", "d.vw", *more, "-p", f"vw_{name}.p"], tmp_path)
+        code, err = run_ts(capfd, ["-i", "vw.model", "-d", "d.vw", *more, "-p",
+                                   f"ts_{name}.p"], tmp_path, monkeypatch)
+        assert code == 0, err
+        np.testing.assert_allclose(numbers(tmp_path / f"ts_{name}.p"),
+                                   numbers(tmp_path / f"vw_{name}.p"), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(numbers(tmp_path / "vw_kept.p"), numbers(tmp_path / "vw_given.p"))
+    # and terascale's -f keeps them as VW's does: vw -i goes on with them
+    code, err = run_ts(capfd, ["-d", "d.vw", "-l", "0.3", "--power_t", "0.3", "-f",
+                               "ts.model"], tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw(["-i", "ts.model", "-d", "d.vw", "-p", "vw_of_ts.p"], tmp_path)
+    np.testing.assert_allclose(numbers(tmp_path / "vw_of_ts.p"),
+                               numbers(tmp_path / "vw_kept.p"), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("flags", [["--invert_hash", "names"], ["--ignore", "é"],
+                                   ["--keep", "éa"], ["--cubic", "éa"]])
+def test_bytes_that_are_not_ascii_in_names_tags_and_namespace_flags_as_vw(
+        flags, tmp_path, capfd, monkeypatch):
+    """Tags and names of any bytes are written back as read (they were U+FFFD, and an
+    --invert_hash name was its index); a non-ASCII flag letter is its UTF-8 bytes, as VW
+    reads its argument (``é`` was latin-1's one byte: --ignore é ignored nothing)."""
+    rows = [b"1 't\xff\xfe|a x\xff0 y", b"-1 caf\xc3\xa9|\xc3\xa9 x z |a y",
+            b"1 |\xc3\xa9t w |a x\xff0", b"-1 |\xa9 q |a y"]
+    (tmp_path / "d.vw").write_bytes(b"\n".join(rows * 20) + b"\n")
+    r = subprocess.run([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", *flags, "-p",
+                        "vw.p"], cwd=tmp_path, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr  # (bytes: VW names the ignored namespaces' bytes)
+    if "--invert_hash" in flags:
+        (tmp_path / "vw.names").write_bytes((tmp_path / "names").read_bytes())
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_bytes() == (tmp_path / "vw.p").read_bytes()
+    if "--invert_hash" in flags:
+        def names(p):
+            return sorted(ln.split(b":")[0] for ln in p.read_bytes().splitlines()
+                          if b"^" in ln)
+        assert names(tmp_path / "names") == names(tmp_path / "vw.names")
+        assert b"a^x\xff0" in names(tmp_path / "names")
+
+
+@pytest.mark.parametrize("rule", [["--bfgs", "--passes", "3", "-c", "-k",
+                                   "--predict_only_model"],
+                                  ["--conjugate_gradient", "--passes", "3", "-c", "-k",
+                                   "--predict_only_model"],
+                                  ["--sgd"], ["--adaptive"], ["--normalized", "--invariant"]])
+def test_models_of_vws_other_learners_predict_with_minus_t(rule, tmp_path, capfd,
+                                                           monkeypatch):
+    """A VW model whose header names its learner (--bfgs, --sgd, --adaptive, ...) was
+    refused, and one of --sgd read with the default rule's record width predicted garbage:
+    -i reads each one's weights, and -t predicts as vw -i does."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(200, 37, _real)) + "\n")
+    run_vw(["-d", "d.vw", *rule, "-f", "vw.model"], tmp_path)
+    keep = ["--predict_only_model"] if "--predict_only_model" in rule else []
+    run_vw(["-i", "vw.model", "-t", "-d", "d.vw", *keep, "-p", "vw.p"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.model", "-t", "-d", "d.vw", "-p", "ts.p"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    want = numbers(tmp_path / "vw.p")
+    assert want.std() > 0.01
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), want, rtol=1e-5, atol=1e-6)
+
+
+def test_unlabelled_or_empty_input_predicts_and_learns_nothing_as_vw(tmp_path, capfd,
+                                                                     monkeypatch):
+    """`-i MODEL -d unlabelled.vw -p P` without -t is how VW users predict: each example
+    predicted, nothing learned, the model written unchanged (it was "no labelled examples
+    to train on"); an empty input finishes with n.a. and an empty model, as in VW."""
+    lines = _lines(200, 41, _real)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    (tmp_path / "u.vw").write_text("\n".join(ln.split(" ", 1)[1] for ln in lines) + "\n")
+    (tmp_path / "e.vw").write_text("")
+    run_vw(["-d", "d.vw", "-f", "m"], tmp_path)
+    run_vw(["-i", "m", "-d", "u.vw", "-p", "vw.p", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "m", "-d", "u.vw", "-p", "ts.p", "-f", "ts.m"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert _avg(err) == "n.a." and "weighted example sum = 200.000000" in err
+    for m in ("vw.m", "ts.m"):
+        run_vw(["-i", m, "-t", "-d", "d.vw", "-p", f"{m}.p"], tmp_path)
+    assert (tmp_path / "ts.m.p").read_text() == (tmp_path / "vw.m.p").read_text()
+    code, err = run_ts(capfd, ["-d", "e.vw", "-f", "e.m"], tmp_path, monkeypatch)
+    assert code == 0 and _avg(err) == "n.a." and "number of examples = 0" in err, err
+
+
+def test_test_only_counts_unlabelled_examples_weight_as_vw(tmp_path, capfd, monkeypatch):
+    """-t: VW's progress table (there was none), and its weighted example sum counts every
+    example, the average loss the labelled."""
+    lines = _lines(100, 43, _real)
+    lines = [ln.split(" ", 1)[1] if i % 3 == 0 else ln for i, ln in enumerate(lines)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    run_vw(["-d", "d.vw", "-f", "m"], tmp_path)
+    want = run_vw(["-i", "m", "-t", "-d", "d.vw"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "m", "-t", "-d", "d.vw"], tmp_path, monkeypatch)
+    assert code == 0, err
+    sums = [re.findall(r"weighted example sum = (\S+)", t) for t in (want, err)]
+    assert sums[0] == sums[1] == ["100.000000"]
+    assert _avg(err) == _avg(want)
+
+    def table(text: str) -> list[str]:
+        return [ln for ln in text.splitlines()
+                if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
+
+    assert table(err) == table(want) and len(table(want)) > 4
+    # the preamble's initial_t: the model's t, as VW prints it
+    assert re.findall(r"initial_t = (\S+)", err) == re.findall(r"initial_t = (\S+)", want)
+    assert re.findall(r"initial_t = (\S+)", want) == ["100"]
+
+
+def test_batch_learner_stopped_on_the_holdout_writes_its_best_pass_as_vw(tmp_path, capfd,
+                                                                        monkeypatch):
+    """VW's batch learner writes its model when a pass's holdout loss improves, and an
+    early termination keeps that file: the model is the best pass's, not the last one's."""
+    rng = np.random.default_rng(53)
+    lines = [f"{rng.choice([-1, 1])} |a " + " ".join(f"f{j}" for j in rng.choice(300, 6))
+             for _ in range(400)]  # labels that no feature predicts: no pass improves
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--conjugate_gradient", "--passes", "6", "-c", "-k", "--predict_only_model"]
+    want = run_vw([*args, "-f", "vw.model"], tmp_path)
+    assert "Early termination" in want
+    code, err = run_ts(capfd, [*args, "-f", "ts.model"], tmp_path, monkeypatch)
+    assert code == 0 and "Early termination" in err, err
+    for m in ("vw", "ts"):
+        run_vw(["-i", f"{m}.model", "-t", "-d", "d.vw", "--predict_only_model", "-p",
+                f"{m}.p"], tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+def test_readable_model_keeps_the_link_and_rates_vw_keeps(tmp_path, capfd, monkeypatch):
+    """--readable_model's header names the options VW keeps in the model: --link and the
+    -l/--power_t given (they were left out, and its checksum with them)."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(100, 61, _binary01)) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "logistic", "--link", "logistic", "-l", "0.25",
+            "--power_t", "0.3", "-q", "ab", "--readable_model"]
+    run_vw([*args, "vw.txt"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.txt"], tmp_path, monkeypatch)
+    assert code == 0, err
+    head = [(tmp_path / f).read_text().splitlines()[:11] for f in ("vw.txt", "ts.txt")]
+    assert head[0] == head[1] and "--link logistic" in head[0][8]

@@ -212,6 +212,105 @@ def test_progress_lines_are_vws(progress, tmp_path, capfd, monkeypatch):
     assert table(err) == want
 
 
+@pytest.mark.parametrize("flags", [[], ["-P", "3"], ["--passes", "3", "-c", "-k"],
+                                   ["--passes", "2", "-c", "-k", "--holdout_off"]])
+def test_progress_and_closing_block_count_weight_and_unlabelled_examples_as_vw(
+        flags, tmp_path, capfd, monkeypatch):
+    """VW's cadence counts importance weight, and its counters count unlabelled examples
+    (a line without '|' too: its label word is the tag) and leave held-out ones out: the
+    progress table and the closing block are VW's, line for line."""
+    rng = np.random.default_rng(23)
+    lines = []
+    for i in range(300):
+        y = rng.choice(["1", "-1"])
+        head = rng.choice([f"{y}", f"{y} 2.5", f"{y} 0", f"{y} 0.5 'e{i}", "", y])
+        lines.append(head if head == y else f"{head}|a x{rng.integers(20)} |b k{i % 7}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", *flags]
+
+    def table(err: str) -> list[str]:
+        return [ln for ln in err.splitlines()
+                if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
+
+    def block(err: str) -> list[str]:
+        tail = err[err.index("finished run"):].splitlines()
+        return [ln for ln in tail if not ln.startswith(("weighted label", "best const"))]
+
+    want = run_vw(args, tmp_path)
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    first = table(want) if "--passes" not in flags else table(want)[:len(table(err))]
+    assert table(err) == first and len(first) > 4
+    assert block(err) == block(want)
+
+
+@pytest.mark.parametrize("flags", [["--link", "logistic", "--loss_function", "logistic"],
+                                   ["--binary"], ["--link", "poisson", "--loss_function",
+                                                  "poisson"], ["--loss_function", "squared"]])
+def test_progress_shows_predictions_as_p_writes_them_and_cuts_losses_as_vw(
+        flags, tmp_path, capfd, monkeypatch):
+    """The "current predict" column is the prediction -p writes (the link's probability or
+    rate, --binary's sign; it was the raw score), and a loss of 10 or more is cut to its
+    8-character column as VW cuts it (134.296493 is 134.2964)."""
+    def label(rng, a, x):
+        if "poisson" in flags:
+            return str(int(rng.poisson(3)))
+        if "logistic" in flags or "--binary" in flags:
+            return str(rng.choice(["-1", "1"]))
+        return f"{30 * x[0] + 10 * (a[0] % 3):.3f}"
+
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 47, label)) + "\n")
+    args = ["-d", "d.vw", *flags]
+
+    def table(err: str) -> list[str]:
+        return [ln for ln in err.splitlines()
+                if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
+
+    want = table(run_vw(args, tmp_path))
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    assert table(err) == want and len(want) > 4
+    if "squared" in flags:
+        assert any(len(ln.split()[0]) == 8 and float(ln.split()[0]) >= 10 for ln in want)
+
+
+def test_binary_with_a_link_is_refused_naming_both(tmp_path, capfd, monkeypatch):
+    """VW applies --binary to a link's always positive output (every prediction 1)."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(20, 3)) + "\n")
+    code, err = run_ts(capfd, ["-d", "d.vw", "--binary", "--link", "logistic"], tmp_path,
+                       monkeypatch)
+    assert code == 2 and "--binary with --link logistic" in err
+
+
+def test_one_against_all_prints_vws_table_and_weighs_its_losses(tmp_path, capfd,
+                                                                monkeypatch):
+    """--oaa: VW's progress table (there was none) and a closing block whose losses and
+    sums are weighted by the examples' importance (they were counts), unlabelled examples
+    counted."""
+    rng = np.random.default_rng(59)
+    lines = []
+    for i in range(300):
+        k = int(rng.integers(1, 4))
+        head = [f"{k}", f"{k} 2.5", f"{k} 0.5", f"'u{i}"][i % 4]
+        lines.append(f"{head} |a x{3 * k + rng.integers(4)} y{rng.integers(9)} |b z{k}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--oaa", "3"]
+
+    def table(err: str) -> list[str]:
+        return [ln for ln in err.splitlines()
+                if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
+
+    def block(err: str) -> list[str]:
+        tail = err[err.index("finished run"):].splitlines()
+        return [ln for ln in tail if not ln.startswith(("weighted label", "best const"))]
+
+    want = run_vw(args, tmp_path)
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    assert table(err) == table(want) and len(table(want)) > 4
+    assert block(err) == block(want)
+
+
 def test_one_against_all_writes_tags_and_refuses_negative_labels(tmp_path, capfd,
                                                                  monkeypatch):
     """--oaa -p: each prediction with its example's tag (probabilities too), as VW; a

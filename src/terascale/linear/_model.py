@@ -28,6 +28,8 @@ from ._io._dataset import Dataset, ParseOptions
 from ._io._hashing import CONSTANT_HASH
 from ._metrics import evaluate_scores
 from ._names import opt
+from ._online._state import STATE_SIZE
+from ._online._update import sync_weights
 
 __all__ = ["LinearModel", "predict_scores"]
 
@@ -45,6 +47,20 @@ def predict_scores(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
         s = 0.0
         for k in range(indptr[i], indptr[i + 1]):
             s += full[indices[k]] * values[k]
+        out[i] = s
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _scores_float(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
+                  full: np.ndarray) -> np.ndarray:
+    """Raw scores in VW's arithmetic: each product rounded to float, summed in float."""
+    n = len(indptr) - 1
+    out = np.empty(n, np.float64)
+    for i in range(n):
+        s = np.float32(0.0)
+        for k in range(indptr[i], indptr[i + 1]):
+            s += np.float32(full[indices[k]] * values[k])
         out[i] = s
     return out
 
@@ -104,10 +120,13 @@ class LinearModel:
         return self.parse.bits
 
     def dense(self) -> np.ndarray:
-        """All 2**bits weights (float32)."""
+        """All 2**bits weights (float32), as they predict: a VW model's lazy L1 and L2
+        (the learner's gravity and contraction, which VW saves unapplied) folded in."""
         if self._full is None:
             full = np.zeros(1 << self.bits, np.float32)
             full[self.indices] = self.weights
+            if self.adaptive is not None and len(self.adaptive[2]) == STATE_SIZE:
+                sync_weights(full, self.adaptive[2].copy())  # (on a copy of the state)
             self._full = full
         return self._full
 
@@ -129,8 +148,8 @@ class LinearModel:
         paths = [data] if isinstance(data, str) else list(data)
         return [TextBlocks(p, self.parse, need_label=False) for p in paths]
 
-    def predict_blocks(self, data: Dataset | Blocks | Sequence[str] | str
-                       ) -> Iterator[tuple[Block, np.ndarray]]:
+    def predict_blocks(self, data: Dataset | Blocks | Sequence[str] | str, *,
+                       vw_float: bool = False) -> Iterator[tuple[Block, np.ndarray]]:
         """(block, raw scores of its examples) for every block of the data, in order: what
         a caller that writes predictions of a file of any size iterates over.
 
@@ -139,7 +158,12 @@ class LinearModel:
         data
             A :class:`Dataset`, :class:`Blocks`, a list of text lines, or a file path (parsed with
             the model's own options).
+        vw_float
+            Sum each example's score as ``vw -t`` does, in float (each product rounded to
+            float): the digits VW prints, where a float64 sum (the default) can differ in
+            the 6th digit on examples of thousands of features.
         """
+        score = _scores_float if vw_float else predict_scores
         full = self.dense()
         const = CONSTANT_HASH & self.parse.mask
         for part in self._blocks(data):
@@ -148,7 +172,7 @@ class LinearModel:
                 if first:  # decided on a file's first block, before any output
                     self._check_columns(blk, full, const, part.sources[0])
                     first = False
-                yield blk, predict_scores(blk.indptr, blk.indices, blk.values, full)
+                yield blk, score(blk.indptr, blk.indices, blk.values, full)
 
     def _check_columns(self, blk: Block, full: np.ndarray, const: int, path: str) -> None:
         """A CSV file (which may lack the label column) none of whose columns the model

@@ -67,6 +67,10 @@ class TrainOptions:
     learning_rate: float = 0.5
     #: Exponent of the learning-rate decay (``--power_t``).
     power_t: float = 0.5
+    #: Each online pass after the first learns at the rate of the pass before times this
+    #: (VW's ``--decay_learning_rate``; 1: every pass at ``learning_rate``). Below 1 it
+    #: damps later passes, which revisit examples the learner has already fit.
+    decay_learning_rate: float = 1.0
     #: L1 strength, VW's truncated gradient; online passes only (``--l1``).
     l1: float = 0.0
     #: L2 strength; online, VW's per-example shrinkage; with ``bfgs``/``cg`` the batch
@@ -175,6 +179,9 @@ class TrainOptions:
             raise ConfigError(f"{opt('holdout')} must be in [0, 1), not {self.holdout}")
         if not self.learning_rate > 0:
             raise ConfigError(f"{opt('learning_rate')} must be > 0, not {self.learning_rate}")
+        if not self.decay_learning_rate > 0:
+            raise ConfigError(f"{opt('decay_learning_rate')} must be > 0, not "
+                              f"{self.decay_learning_rate}")
         if self.l1 < 0 or (self.l2 is not None and self.l2 < 0):
             raise ConfigError(f"{opt('l1')}/{opt('l2')} must be >= 0")
         if self.l1 > 0 and (self.bfgs or self.cg):

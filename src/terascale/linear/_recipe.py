@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, TextIO
 
 import numpy as np
@@ -32,7 +32,7 @@ from ._losses import LOSSES
 from ._model import LinearModel
 from ._names import opt
 from ._online._firstpass import GrowingWeights, TextPass, _mark, _set_bits, dense_threshold
-from ._online._onlinepass import Weights, online_pass
+from ._online._onlinepass import COUNTED, Weights, online_pass
 from ._online._progress import Progress
 from ._online._update import new_state, sync_weights
 from ._options import TrainOptions
@@ -230,7 +230,9 @@ def _totals(run: Run, scan: LabelScan) -> float:
                                       scan.train_weight, scan.labelled, len(odd)],
                                      np.float64))
     what = ", ".join(blocks.sources[:3]) or "the data"
-    if totals[4] == 0:  # every rank sees the same totals, so all raise alike
+    # (VW's command line learns from none and predicts each one: `-i MODEL -p P` on
+    # unlabelled data is how VW users predict without -t)
+    if totals[4] == 0 and not (opts.vw_text and not opts.batch):  # (all ranks alike)
         raise DataError(f"{what}: no labelled examples to train on ({int(totals[0])} "
                         f"examples, {int(totals[2])} bad lines skipped)")
     if totals[5] > 0:
@@ -257,12 +259,17 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
     stop = EarlyStop(opts.patience) if period and opts.passes > 1 and not opts.batch else None
     every = opts.mix_every(comm.size)
     chain = Chain(comm, run.examples) if opts.chained(comm.size) else None
+    rate = np.float32(opts.learning_rate)  # VW's eta, times the decay after each pass (float)
     for p in range(opts.passes):
+        if p > 0 and opts.decay_learning_rate != 1.0:
+            rate = np.float32(rate * np.float32(opts.decay_learning_rate))
+            opts = replace(opts, learning_rate=float(rate))
         # (a first pass that ran before the job was joined is averaged at its end)
         mixer = (Mixer(comm, every, opts.power_t, sparse=not (opts.l1 or online_l2))
                  if every > 0 and not (p == 0 and first is not None) else None)
 
-        def one_pass(p: int = p, mixer: Mixer | None = mixer) -> np.ndarray:
+        def one_pass(p: int = p, mixer: Mixer | None = mixer,
+                     opts: TrainOptions = opts) -> np.ndarray:
             if p == 0 and first is not None:
                 if first.mixes is not None:
                     info["mixes"] = first.mixes
@@ -287,7 +294,7 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
             # default), and folds them in after the last pass
             sync_weights(ws.w, ws.state)
             average_weights(comm, ws.w, ws.g2, ws.nrm, ws.state, opts.averaging)
-        tot = comm.allreduce(acc[:6].copy())
+        tot = comm.allreduce(np.concatenate([acc[:6], acc[COUNTED:COUNTED + 3]]))
         info.setdefault("pass_totals", []).append([float(v) for v in tot])
         if out and not opts.vw_text:
             hold_s = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""

@@ -84,7 +84,9 @@ def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     _command("predict", pr)
 
     ev = cmds.add_parser("evaluate", help="metrics of a model on labelled data")
-    ev.add_argument("data", nargs="+", help="labelled input files (plain, .gz or .zip)")
+    ev.add_argument("data", nargs="*", help="labelled input files (plain, .gz or .zip)")
+    ev.add_argument("-d", "--data", dest="data_flag", action="append", default=[],
+                    metavar="FILE", help="a labelled input file, as VW's -d (repeatable)")
     ev.add_argument("-i", "--initial-regressor", dest="initial", required=True,
                     metavar="MODEL", help="the model to evaluate (written by -f)")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
@@ -143,6 +145,9 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                         "(default 0.5)")
     t.add_argument(*vw.names("--power-t"), type=float, default=0.5,
                    help="exponent of the learning rate's decay (default 0.5)")
+    t.add_argument("--decay_learning_rate", type=float, default=1.0, metavar="D",
+                   help="each online pass learns at the rate of the one before times D "
+                        "(VW's; default 1)")
     t.add_argument("--average", default="auto",
                    help="how workers' online learners are combined: auto (default: chain "
                         "before --bfgs/--cg, weighted otherwise), weighted "

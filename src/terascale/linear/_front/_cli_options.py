@@ -63,7 +63,8 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
             "label": args.label, "categorical": cols(args.categorical),
             "ignore": ignore, "skip_bad": args.skip_bad,
             "loss": args.loss or "logistic", "quantile_tau": args.quantile_tau,
-            "learning_rate": args.learning_rate, "power_t": args.power_t, "l1": args.l1,
+            "learning_rate": args.learning_rate, "power_t": args.power_t,
+            "decay_learning_rate": args.decay_learning_rate, "l1": args.l1,
             "l2": args.l2, "passes": passes, "memory": args.memory, "tol": args.tol,
             "patience": args.patience, "average": args.average,
             "average_every": args.average_every, "holdout": holdout,
@@ -75,8 +76,12 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def job_json(data: list[str], model: str, initial: str | None,
              options: dict[str, Any], *, model_format: str = "terascale",
-             predict_only: bool = False) -> str:
+             predict_only: bool = False, link: str = "identity",
+             rates: dict[str, float] | None = None) -> str:
     """The job a worker of ``train -n N`` runs (``_worker``); ``model_format`` "vw" writes
-    VW's binary model (``predict_only``: its ``--predict_only_model`` form)."""
+    VW's binary model (``predict_only``: its ``--predict_only_model`` form); ``link``: the
+    run's ``--link``, which the model records (VW's ``-i`` applies it); ``rates``: the
+    ``-l``/``--power_t`` a VW command line gave, which VW's model keeps."""
     return json.dumps({"data": data, "model": model, "initial": initial, "options": options,
-                       "model_format": model_format, "predict_only": predict_only})
+                       "model_format": model_format, "predict_only": predict_only,
+                       "link": link, "rates": rates or {}})

@@ -138,14 +138,21 @@ def train(args: argparse.Namespace) -> int:
         options["fixed_range"] = True
     paths = _inputs(args)
     how = _link(args, "identity")
+    if args.binary and args.link in ("logistic", "poisson"):
+        raise ConfigError(f"--binary with --link {args.link}: one or the other (VW applies "
+                          f"--binary to the {args.link} link's output, which is always "
+                          f"positive: every prediction 1)")
     raw = getattr(args, "raw_predictions", None)
 
     def opening() -> None:  # once the command line is known to be good
         if vw_mode and not args.quiet:
+            from .._vw._vwmodel import model_t
             from .._vw._vwreport import preamble
 
+            # (VW prints the t of -i's save_resume model there)
+            t = model_t(args.initial) if args.initial else args.initial_t or 0.0
             print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                           testonly=args.testonly), file=sys.stderr)
+                           testonly=args.testonly, initial_t=t), file=sys.stderr)
         elif not args.quiet and not args.initial:
             _differences(options)
 
@@ -170,6 +177,10 @@ def train(args: argparse.Namespace) -> int:
     if args.initial:
         initial = _load(args.initial)  # a bad model fails here, once
         _follow_model(options, initial, args)
+        how = _link(args, initial.info.get("link", "identity"))  # (VW keeps --link)
+        for k, v in initial.info.get("vw_rates", {}).items():  # VW's model's -l, --power_t
+            if not getattr(args, f"{k}_given", True):
+                options[k] = v
     from .._train import TrainOptions
 
     # bad options fail here, once, rather than in every worker
@@ -242,6 +253,12 @@ def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespac
         del options["loss"]
 
 
+def _rates(args: argparse.Namespace) -> dict[str, float]:
+    """The -l/--power_t a VW command line gave (VW keeps them in its model)."""
+    return {k: float(getattr(args, k)) for k in ("learning_rate", "power_t")
+            if getattr(args, f"{k}_given", False)}
+
+
 def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,
                options: dict[str, Any], how: str) -> Any:
     """Train in this process (-n 1: returns the model) or on N workers (returns the
@@ -260,7 +277,8 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
                                               tags))
         with all_or_none(writers):
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
-                                                  options, **_model_format(args))),
+                                                  options, **_model_format(args),
+                                                  link=how, rates=_rates(args))),
                               predictions=progressive if writers else None)
         return model
     from ...launch import LaunchOptions, launch
@@ -269,7 +287,7 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
     warm_kernels()  # compile once here rather than N times at once in the workers
     code = launch([sys.executable, "-m", "terascale.linear._front._worker",
                    job_json(paths, model_path or "", args.initial, options,
-                            **_model_format(args))],
+                            **_model_format(args), link=how, rates=_rates(args))],
                   # unbound: a worker's reader and statistics threads use every core, and
                   # in a chained pass one worker learns while the others wait
                   LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
@@ -312,6 +330,40 @@ def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.
                     np.asarray(y, np.float64))
 
 
+class _TestProgress:
+    """VW's progress table of a -t run, at VW's cadence in weight (``_progress``)."""
+
+    def __init__(self, how: str, binary: bool) -> None:
+        from .._online._progress import LINK, Progress
+
+        LINK[:] = [how]
+        self.prog, self.binary = Progress(sys.stderr), binary
+        self.prog.header()
+        self.due = self.prog.first_due()
+        self.sums = np.zeros(2)  # labelled loss, labelled weight
+        self.prev = self.sums.copy()
+        self.weight, self.count = 0.0, 0
+
+    def block(self, blk: Any, s: np.ndarray, loss: np.ndarray, labelled: np.ndarray) -> None:
+        """The lines due in one block: ``s`` its predictions, ``loss`` each example's
+        weighted loss and ``labelled`` its weight where labelled (else 0)."""
+        cum_w = self.weight + np.cumsum(blk.weights.astype(np.float64))
+        cum_l, cum_lw = self.sums[0] + np.cumsum(loss), self.sums[1] + np.cumsum(labelled)
+        while True:
+            at = int(np.searchsorted(cum_w, self.due))
+            if at >= len(s):
+                break
+            now = np.array([cum_l[at], cum_lw[at]])
+            self.prog.line(now, self.prev, self.count + at + 1, float(cum_w[at]),
+                           float(blk.labels[at]), float(s[at]),
+                           int(blk.indptr[at + 1] - blk.indptr[at]), self.binary)
+            self.prev = now
+            self.due = self.prog.next_due(float(cum_w[at]))
+        if len(s):
+            self.weight, self.count = float(cum_w[-1]), self.count + len(s)
+            self.sums = np.array([cum_l[-1], cum_lw[-1]])
+
+
 def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                opening: Any = None) -> int:
     """VW's -t: predictions of -i's model, no learning; the average loss on stderr."""
@@ -321,25 +373,29 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
         raise ConfigError("-t (test only) predicts with a trained model: give -i MODEL")
     _check_output(args.predictions, "-p")
     model = _load(args.initial) if args.initial else _zero_model(args)
+    how = _link(args, model.info.get("link", how))  # (VW keeps --link in the model)
     if opening is not None:
         opening()
-    total = np.zeros(3)
+    total = np.zeros(4)  # loss, labelled weight, examples, all examples' weight
+    table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
     with _Output(args.predictions) as out:
-        for blk, raw in model.predict_blocks(paths):  # streamed: any file size
+        for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
             s = _clip(model, raw)
             if args.predictions:  # VW's -t writes predictions only where -p says
                 out.write(_lines(blk, s, how, args.binary))
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
-            total += [float(w[ok] @ _loss(model.loss, s[ok], y[ok], args.binary,
-                                            args.quantile_tau)),
-                      float(w[ok].sum()), len(s)]
+            lv = np.zeros(len(s))
+            lv[ok] = w[ok] * _loss(model.loss, s[ok], y[ok], args.binary, args.quantile_tau)
+            if table is not None:
+                table.block(blk, s, lv, np.where(ok, w, 0.0))
+            total += [float(lv.sum()), float(w[ok].sum()), len(s), float(w.sum())]
     if getattr(args, "vw_mode", False):
         if not args.quiet:
             from .._vw._vwreport import test_block
 
-            print(test_block(int(total[2]), float(total[1]), float(total[0])),
-                  file=sys.stderr)
+            print(test_block(int(total[2]), float(total[1]), float(total[0]),
+                             float(total[3])), file=sys.stderr)
     elif not args.quiet:
         avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
         print(f"test only: {int(total[2])} examples, average loss = {avg}"
@@ -415,10 +471,11 @@ def predict(args: argparse.Namespace) -> int:
 def evaluate(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
+    paths = _inputs(args)
     model = _load(args.initial)
-    m = model.evaluate(list(args.data))
+    m = model.evaluate(paths)
     if not m["examples"]:
-        raise DataError(f"{', '.join(args.data)}: no labelled examples to evaluate on "
+        raise DataError(f"{', '.join(paths)}: no labelled examples to evaluate on "
                         f"(use predict for unlabelled data)")
     m["seconds"] = round(time.perf_counter() - t0, 3)
     if args.json:  # strict JSON: an undefined metric (AUC of one class) is null, not NaN

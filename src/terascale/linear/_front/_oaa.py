@@ -47,10 +47,8 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
            ) -> tuple[float, str, str]:
     """(class label or nan, the label's text, the rest of the line) of one VW line
     (``names``: --named_labels, each name's class 1..K)."""
-    bar = line.find("|")
-    head = line if bar < 0 else line[:bar]
-    tokens = head.split()
-    if not tokens or tokens[0].startswith("'"):
+    tokens, _ = _head(line)
+    if not tokens:
         return math.nan, "", line
     if names is not None and tokens[0] not in names:
         raise DataError(f"{where}: label {tokens[0]!r} is not one of --named_labels "
@@ -64,21 +62,27 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
     if y < 0 or y != int(y):  # (VW reads -1 as the unsigned 4294967295: no class)
         raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
                         f"1..K (--oaa; VW reads it as an unsigned integer)")
-    start = head.index(tokens[0])
+    start = line.index(tokens[0])
     return y, tokens[0], line[start + len(tokens[0]):]
 
 
-def _tag(line: str) -> str:
-    """The example's tag, as VW reads it: the label section's last word when it starts
-    with ``'`` (without it) or touches the first ``|``."""
+def _head(line: str) -> tuple[list[str], str]:
+    """(the label section's words before the tag, the tag) of one VW line, as VW reads
+    them: the section runs to the first ``|`` (or the line's end), and its last word is
+    the tag when it starts with ``'`` (without it) or touches the section's end (``2|a x``
+    and a line ``2`` are unlabelled examples tagged ``2``)."""
     bar = line.find("|")
-    head = line if bar < 0 else line[:bar]
+    head = line.rstrip("\r\n") if bar < 0 else line[:bar]
     tokens = head.split()
-    if tokens and tokens[-1].startswith("'"):
-        return tokens[-1][1:]
-    if len(tokens) > 1 and head and not head[-1].isspace():
-        return tokens[-1]
-    return ""
+    if tokens and (tokens[-1].startswith("'") or not head[-1].isspace()):
+        tag = tokens.pop()
+        return tokens, tag[1:] if tag.startswith("'") else tag
+    return tokens, ""
+
+
+def _tag(line: str) -> str:
+    """The example's tag, as VW reads it (see :func:`_head`)."""
+    return _head(line)[1]
 
 
 def relabel(paths: list[str], k_classes: int, out_dir: str,
@@ -224,6 +228,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
             scores.append(np.concatenate(got) if got else np.zeros(0))
             models.append(model)
         s = np.stack(scores, axis=1)
+        weight, feats = _example_stats(files[0], models[0].parse)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.model:
@@ -250,11 +255,23 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     if args.predictions:
         _write_predictions(args, s, base, pred, names, tags)
     if not args.quiet:
-        per_pass = [(float(wrong[i * n:(i + 1) * n][~hold[i * n:(i + 1) * n]].sum()),
-                     float((labelled & ~hold)[i * n:(i + 1) * n].sum()),
-                     float(wrong[i * n:(i + 1) * n][hold[i * n:(i + 1) * n]].sum()),
-                     float((labelled & hold)[i * n:(i + 1) * n].sum()), n)
-                    for i in range(passes)]
+        if len(weight) != n:
+            raise DataError(f"{', '.join(paths)}: {len(weight)} examples parsed for {n} "
+                            f"labels (--oaa reads one example per non-empty line)")
+        w = np.tile(weight.astype(np.float64), passes)
+        loss = np.where(wrong, w, 0.0)  # VW's multiclass loss: the weight of a mistake
+        counted = ~labelled | ~hold  # (VW holds out labelled examples only)
+        _progress(loss[:n], np.where(labelled & ~hold, w, 0.0)[:n], counted[:n], w[:n],
+                  truth[:n], pred[:n], feats)
+        per_pass = []
+        for i in range(passes):
+            p = slice(i * n, (i + 1) * n)
+            per_pass.append((float(loss[p][~hold[p]].sum()),
+                             float(w[p][labelled[p] & ~hold[p]].sum()),
+                             float(loss[p][hold[p]].sum()),
+                             float(w[p][labelled[p] & hold[p]].sum()), n, 0.0,
+                             float(w[p][~labelled[p]].sum()), float(counted[p].sum()),
+                             float(feats[counted[p]].sum())))
         from .._vw._vwreport import closing_block, holdout_on
 
         print(closing_block({"pass_totals": [list(t) for t in per_pass],
@@ -262,6 +279,45 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
                              "examples": n, "feature_count": model.info["feature_count"]}),
               file=sys.stderr)
     return 0
+
+
+def _example_stats(files: list[str], parse: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each example's importance weight and feature count (the constant and interactions
+    counted, as VW's progress lines count them), read from one learner's input files."""
+    from .._io._stream import TextBlocks
+
+    weights, feats = [np.zeros(0, np.float32)], [np.zeros(0, np.int64)]
+    for path in files:
+        for blk in TextBlocks(path, parse, need_label=False):
+            weights.append(np.asarray(blk.weights))
+            feats.append(np.diff(np.asarray(blk.indptr)))
+    return np.concatenate(weights), np.concatenate(feats)
+
+
+def _progress(loss: np.ndarray, labelled: np.ndarray, counted: np.ndarray,
+              weight: np.ndarray, truth: np.ndarray, pred: np.ndarray,
+              feats: np.ndarray) -> None:
+    """VW's progress table of the first pass, printed after training (the K learners are
+    trained one after another): at VW's cadence in the weight of the ``counted`` examples
+    (those not held out); ``loss`` each example's weighted loss, ``labelled`` its weight
+    where it counts in the loss."""
+    from .._online._progress import Progress
+
+    prog = Progress(sys.stderr)
+    prog.header()
+    cum_w = np.cumsum(np.where(counted, weight, 0.0))
+    cum_l, cum_lw, cum_n = np.cumsum(loss), np.cumsum(labelled), np.cumsum(counted)
+    prev = np.zeros(2)
+    due = prog.first_due()
+    while True:
+        at = int(np.searchsorted(cum_w, due))
+        if at >= len(counted):
+            return
+        now = np.array([cum_l[at], cum_lw[at]])
+        prog.line(now, prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
+                  float(pred[at]), int(feats[at]), classes=True)
+        prev = now
+        due = prog.next_due(float(cum_w[at]))
 
 
 def _train_workers(args: argparse.Namespace, files: list[list[str]], seeds: list[str],

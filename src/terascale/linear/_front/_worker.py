@@ -24,9 +24,11 @@ def run_train(job: dict[str, Any],
     """Train as the job says; rank 0 saves the model (when the job names a path). Returns
     the model."""
     from ..._env import read_env
+    from .._online._progress import LINK
     from .._train import train
     from .._vw._vwmodel import load_model, save_model
 
+    LINK[:] = [job.get("link", "identity")]  # (the progress lines show what -p writes)
     env = read_env()
     rank = 0 if env is None else env.rank
     t0 = time.perf_counter()
@@ -45,6 +47,10 @@ def run_train(job: dict[str, Any],
         if alone is not None:
             alone.close()
     if rank == 0:
+        if job.get("link", "identity") != "identity":
+            model.info["link"] = job["link"]
+        if job.get("rates"):
+            model.info["vw_rates"] = job["rates"]
         if job["model"]:
             save_model(model, job["model"], job.get("model_format", "terascale"),
                        predict_only=job.get("predict_only", False))

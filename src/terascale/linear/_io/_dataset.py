@@ -29,7 +29,7 @@ def example_tag(tag_ptr: np.ndarray | None, tag_blob: np.ndarray | None, i: int)
     when there are no tags)."""
     if tag_ptr is None or tag_blob is None:
         return ""
-    return bytes(tag_blob[tag_ptr[i]:tag_ptr[i + 1]]).decode(errors="replace")
+    return bytes(tag_blob[tag_ptr[i]:tag_ptr[i + 1]]).decode("utf-8", "surrogateescape")
 
 @dataclass(frozen=True, kw_only=True)
 class ParseOptions:
@@ -138,13 +138,13 @@ class ParseOptions:
         lin = np.zeros(256, np.bool_)
         if self.format == "vw":
             for v in self.ignore:
-                ign[list(v.encode("latin-1"))] = True
+                ign[list(v.encode("utf-8", "surrogateescape"))] = True
             if self.keep:
                 ign[:] = True
                 for v in self.keep:
-                    ign[list(v.encode("latin-1"))] = False
+                    ign[list(v.encode("utf-8", "surrogateescape"))] = False
             for v in self.ignore_linear:
-                lin[list(v.encode("latin-1"))] = True
+                lin[list(v.encode("utf-8", "surrogateescape"))] = True
         return ign, lin
 
     def to_dict(self) -> dict[str, object]:

@@ -103,7 +103,7 @@ def hash_space(namespace: str) -> int:
     namespace
         The namespace's name.
     """
-    b = namespace.strip().encode()
+    b = namespace.strip().encode("utf-8", "surrogateescape")  # (bytes read as str: as read)
     if not b:
         return 0
     return int(hashstring_nb(np.frombuffer(b, dtype=np.uint8), 0, len(b), 0))
@@ -121,6 +121,6 @@ def hash_feature(name: str, namespace_hash: int = 0, bits: int = 32) -> int:
     bits
         Bits to keep (default 32).
     """
-    b = name.encode()
+    b = name.encode("utf-8", "surrogateescape")
     h = int(hashstring_nb(np.frombuffer(b, dtype=np.uint8), 0, len(b), namespace_hash))
     return h & ((1 << bits) - 1)

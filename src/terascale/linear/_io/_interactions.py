@@ -43,14 +43,16 @@ _MAX_EXPANDED = 250_000
 
 
 def _decode(spec: str, name: str) -> tuple[int, ...]:
-    """A spec as namespace bytes; ``\\xHH`` escapes as VW's ``decode_inline_hex``."""
-    raw = re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), spec)
-    try:
-        b = raw.encode("latin-1")
-    except UnicodeEncodeError:
-        raise ConfigError(f"{opt(name, spec)}: namespaces are single bytes (the first "
-                          f"letter of a namespace)") from None
-    return tuple(b)
+    """A spec as namespace bytes, as VW reads its argument: ``\\xHH`` escapes as VW's
+    ``decode_inline_hex``, other characters as their UTF-8 bytes (``é`` is two
+    namespaces, as in VW)."""
+    out = bytearray()
+    for m in re.finditer(r"\\x([0-9a-fA-F]{2})|(.)", spec, re.S):
+        if m.group(1):
+            out.append(int(m.group(1), 16))
+        else:
+            out += m.group(2).encode("utf-8", "surrogateescape")
+    return tuple(out)
 
 
 def _left_sorted(s: tuple[int, ...]) -> bool:

@@ -22,7 +22,12 @@ from ._progress import Progress
 from ._progressive import BLOCK, block_tags, zero_one
 from ._update import online_chunk
 
-__all__ = ["Weights", "online_pass"]
+__all__ = ["COUNTED", "Weights", "online_pass"]
+
+# where a pass's sums (``online_pass``) go on after ``online_chunk``'s: the unlabelled
+# examples' weight, the examples and their features not held out (VW's counters, where
+# an unlabelled example is never held out)
+COUNTED = 8
 
 Predictions = Callable[[np.ndarray, "list[str] | None"], None]
 
@@ -44,20 +49,24 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
                 kind: int, opts: TrainOptions, online_l2: float, first: bool,
                 out: TextIO | None, prog: Progress, predictions: Predictions | None,
                 spill: Spill | None = None, mixer: Mixer | None = None) -> np.ndarray:
-    """Learn from every block; returns the pass's sums ``acc`` (see ``online_chunk``).
+    """Learn from every block; returns the pass's sums ``acc``: ``online_chunk``'s eight,
+    then what VW's closing block counts over the examples not held out (``COUNTED``: the
+    unlabelled examples' weight, the examples, their features).
 
     Parameters
     ----------
     first
-        Progress lines at doubling example counts; ``spill`` (the first pass before a batch phase)
+        Progress lines at VW's cadence (see ``_progress``); ``spill`` (the first pass before a batch phase)
         gets every block as mapped.
     mixer
         The workers average their learners every ``mixer.every`` examples (a collective; the last
         one after the pass, so every worker ends with the same learner).
     """
-    acc = np.zeros(8)
+    acc = np.zeros(COUNTED + 3)
     prev = acc.copy()
+    lines = first and out is not None
     nxt = prog.first_due()
+    seen_w, seen_n = 0.0, 0  # VW's weighted_examples and example_number (not held out)
     due = mixer.next_due(0) if mixer is not None else -1
     if mixer is not None:
         mixer.start(ws)
@@ -68,26 +77,55 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         w, g2, nrm, state = ws.w, ws.g2, ws.nrm, ws.state
         n = len(blk)
         start = 0
+        unlabelled = np.isnan(blk.labels)
+        kept = unlabelled | ~np.asarray(hold, bool)  # (VW holds out labelled ones only)
+        acc[COUNTED] += float(blk.weights[unlabelled].sum())
+        acc[COUNTED + 1] += int(kept.sum())
+        acc[COUNTED + 2] += int(np.diff(blk.indptr)[kept].sum())
+        if lines:  # the weight and count seen at each example, to cut at the lines
+            cum_w = seen_w + np.cumsum(np.where(kept, blk.weights, 0.0))
+            cum_n = seen_n + np.cumsum(kept)
+            if n:
+                seen_w, seen_n = float(cum_w[-1]), int(cum_n[-1])
         while start < n:
-            end = min(n, nxt - blk.start) if first and out else n
+            end = n
+            at = -1  # the example a progress line is printed after
+            if lines:
+                at = int(np.searchsorted(cum_w, nxt))
+                end = at + 1 if at < n else n
             if mixer is not None:
                 end = min(end, due - blk.start)
             pred = None
             if predictions is not None or opts.binary:  # bounded blocks of predictions
                 end = min(end, start + BLOCK)
                 pred, before = np.empty(end - start), acc.copy()
-            online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
-                         start, end, w, g2, nrm, state, kind, opts.learning_rate,
-                         opts.power_t, opts.l1, online_l2, acc, pred)
+            line = end - 1 == at
+            shown = None  # the line's prediction of an example not learned from
+            if line and pred is None and not (blk.weights[at] > 0 and not hold[at]
+                                              and not np.isnan(blk.labels[at])):
+                shown = np.empty(1)
+                online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
+                             start, at, w, g2, nrm, state, kind, opts.learning_rate,
+                             opts.power_t, opts.l1, online_l2, acc, None)
+                online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
+                             at, end, w, g2, nrm, state, kind, opts.learning_rate,
+                             opts.power_t, opts.l1, online_l2, acc, shown)
+            else:
+                online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
+                             start, end, w, g2, nrm, state, kind, opts.learning_rate,
+                             opts.power_t, opts.l1, online_l2, acc, pred)
             if pred is not None:
                 if opts.binary:
                     zero_one(acc, before, pred, blk.labels, blk.weights, hold, start)
                 if predictions is not None:
                     predictions(pred, block_tags(blk, start, end))
-            if first and out and blk.start + end == nxt:
-                prog.line(acc, prev, blk.indptr[end] - blk.indptr[end - 1])
+            if line:
+                p = (shown[0] if shown is not None else pred[at - start] if pred is not None
+                     else acc[7])
+                prog.line(acc, prev, int(cum_n[at]), float(cum_w[at]), float(blk.labels[at]),
+                          float(p), int(blk.indptr[end] - blk.indptr[end - 1]), opts.binary)
                 prev = acc.copy()
-                nxt = prog.next_due(nxt)
+                nxt = prog.next_due(float(cum_w[at]))
             if mixer is not None:
                 mixer.seen(cols[blk.indptr[start]:blk.indptr[end]])
                 if blk.start + end == due:

@@ -45,7 +45,7 @@ def _line_names(line: str, parse: Any, mask: int) -> dict[int, str]:
     ignored, _ = parse.namespace_flags()
     groups: dict[int, list[tuple[int, str]]] = {}
     for ns, fs in _sections(line):
-        ch = ns.encode("latin-1", "replace")[0] if ns else 32
+        ch = ns.encode("utf-8", "surrogateescape")[0] if ns else 32
         if ignored[ch]:
             continue
         seed = hash_space(ns)

@@ -225,11 +225,13 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
 
     if not (args.model or args.readable_model or args.invert_hash):
         return
-    nz = np.flatnonzero(state.w)
+    w, lo, hi = (state.best if state.terminated and state.best is not None
+                 else (state.w, state.lo, state.hi))
+    nz = np.flatnonzero(w)
     st = new_state()
-    st[MIN_LABEL], st[MAX_LABEL] = float(state.lo), float(state.hi)  # VW's model keeps it
+    st[MIN_LABEL], st[MAX_LABEL] = float(lo), float(hi)  # VW's model keeps it
     zeros = np.zeros(len(nz), _F)
-    model = LinearModel(indices=nz.astype(np.uint32), weights=state.w[nz], parse=data.parse,
+    model = LinearModel(indices=nz.astype(np.uint32), weights=w[nz], parse=data.parse,
                         loss=options["loss"], adaptive=(zeros, zeros, st),
                         info={"examples": data.n, "batch_passes": state.current_pass})
     if args.model:
@@ -350,6 +352,10 @@ class _Batch:
         self.sum_loss = 0.0
         self.holdout_loss = self.holdout_weight = 0.0
         self.best_holdout = _FLT_MAX
+        # the learner VW writes when a pass's holdout loss improves; an early termination
+        # keeps that file (VW's final write is skipped then), so its model is this one
+        self.best: tuple[np.ndarray, Any, Any] | None = None
+        self.terminated = False
         self.converged = False
         self.at_max = False
         # VW's per-feature regularizer (--input_feature_regularizer): strength and target
@@ -448,11 +454,12 @@ class _Batch:
             if this < self.best_holdout:
                 self.best_holdout = this
                 self.no_win_counter = 0
+                self.best = (self.w.copy(), self.lo, self.hi)
             elif this != _FLT_MAX or math.isfinite(self.best_holdout):
                 self.no_win_counter += 1
             if self.early_stop == self.no_win_counter:
                 self.out("Early termination reached w.r.t. holdout set error")
-                done = True
+                self.terminated = done = True
         return not done
 
     # -- VW's process_pass ---------------------------------------------------------

@@ -167,8 +167,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         PRESERVED.clear()
         CADENCE[:] = [cadence(args.progress) if args.progress else (False, 2.0)]
         if args.initial:  # VW applies the model's --oaa K and --named_labels
-            from ._vwmodel import model_oaa
+            from ._vwmodel import model_oaa, model_rules
 
+            for rule in model_rules(args.initial):  # and its learner (--bfgs, --sgd, ...)
+                if rule in ("bfgs", "cg"):  # (-t predicts with its weights, as VW)
+                    if args.bfgs is None and args.cg is None and not args.testonly:
+                        setattr(args, rule, "")
+                else:
+                    setattr(args, rule, True)
             k, names = model_oaa(args.initial)
             args.oaa = args.oaa if args.oaa is not None else k
             if args.named_labels is None and names:
@@ -176,6 +182,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         if args.named_labels is not None and args.oaa is None:
             raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
         _vw_defaults(args)
+        if not (args.data or args.data_flag) and not args._vw_noop_no_stdin:
+            if args.cache_file:
+                raise ConfigError(f"--cache_file {args.cache_file[-1]} without -d: VW reads "
+                                  f"its cache then; terascale reads text and keeps its own "
+                                  f"cache: give -d FILE (or - for standard input)")
+            args.data_flag = ["-"]  # VW reads standard input when no -d is given
         with cli_names():
             _generate(args)
             if args.preserve_performance_counters and args.initial:
@@ -205,10 +217,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                 return int(_cli_run.train(args) or 0)
             return _audited(args)
 
-    # VW's --termination default (terascale linear train's --tol is 1e-7); -l left out is
-    # told apart from -l 0.5 (VW's other update rules default to 10)
+    # VW's --termination default (terascale linear train's --tol is 1e-7); -l and
+    # --power_t left out are told apart from -l 0.5 (VW's other update rules default to 10)
+    # and --power_t 0.5 (a VW model's own apply to -i where they are left out)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
-                   learning_rate=None)
+                   learning_rate=None, power_t=None)
 
 
 def _no_data(args: argparse.Namespace) -> int:
@@ -342,7 +355,7 @@ def _plain(args: argparse.Namespace) -> int:
     def opening() -> None:
         if not args.quiet:
             print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                           testonly=False), file=sys.stderr)
+                           testonly=False, initial_t=args.initial_t), file=sys.stderr)
 
     return train_vw_sgd(args, options, paths, how, opening, args.learning_rate_given,
                         args.initial_t_given)
@@ -495,7 +508,8 @@ def _batch(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(preamble({**options, "passes": options["bfgs"] or options["cg"],
                             "cache": options.get("cache")}, paths, model=args.model,
-                           predictions=args.predictions, testonly=False), file=sys.stderr)
+                           predictions=args.predictions, testonly=False,
+                           initial_t=args.initial_t), file=sys.stderr)
 
     return train_vw_batch(args, options, paths, how, opening)
 
@@ -506,12 +520,19 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     args.learning_rate_given = args.learning_rate is not None
     if args.learning_rate is None:
         args.learning_rate = 0.5
+    args.power_t_given = args.power_t is not None
+    if args.power_t is None:
+        args.power_t = 0.5
     args.initial_t_given = args.initial_t is not None
     if args.initial_t is None:
         args.initial_t = 0.0
     # VW's --sgd, a strict subset of the three rules, or --sparse_l2: VW's gd in _vwsgd
     args.plain_rule = (args.sgd or 0 < len(given) < 3 or bool(args.sparse_l2)) \
         and not args.testonly
+    if args.decay_learning_rate != 1.0 and (args.plain_rule or args.audit):
+        raise ConfigError("--decay_learning_rate: terascale vw decays the rate of its "
+                          "online passes (VW's default update), not with --sgd, "
+                          "--adaptive/--normalized/--invariant alone, --sparse_l2 or --audit")
     if args.sparse_l2 < 0:
         raise ConfigError(f"--sparse_l2 must be >= 0, not {args.sparse_l2:g}")
     if args.initial_t < 0:

@@ -53,7 +53,7 @@ REFUSED: dict[str, str] = {
                     "linear train's update is VW's default; terascale vw runs VW's other "
                     "rules (--sgd, --adaptive, --normalized, --invariant, --sparse_l2)"),
     **dict.fromkeys(("--ftrl", "--pistol", "--coin", "--freegrad",
-                     "--decay_learning_rate", "--exact_adaptive_norm"), _UPDATE),
+                     "--exact_adaptive_norm"), _UPDATE),
     **dict.fromkeys(("--span_server", "--total", "--node", "--unique_id", "--daemon",
                      "--port", "--num_children", "--threads"), _CLUSTER),
     "--affix": "linear train has no parse-time feature generation: terascale vw --affix "

@@ -103,9 +103,16 @@ def save_model(model: Any, path: str, fmt: str = "terascale", *,
         model.save(path)
 
 
-def _options(parse: Any, oaa: int = 0, names: list[str] | None = None) -> str:
-    """VW's serialized keep options (sorted by name; ignore/keep merged at the end)."""
+def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
+             link: str | None = None, rates: dict[str, float] | None = None) -> str:
+    """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
+    ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``);
+    ``rates``: ``learning_rate``/``power_t`` given to the run (VW keeps them in a
+    save_resume model, as its float printed to 15 digits)."""
     opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
+    if link in ("logistic", "poisson"):
+        opts.append(("link", link))
+    opts += [(k, f"{float(np.float32(v)):.15g}") for k, v in (rates or {}).items()]
     if names:
         opts.append(("named_labels", ",".join(names)))
     opts += [("cubic", v) for v in parse.cubic]
@@ -199,7 +206,9 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int 
         put(u4(len(vals)))
         for v in vals:
             put(v.encode()[:3].ljust(3, b"\0"))
-    o = _options(parse, oaa, names).encode() + b"\0"
+    info = getattr(model, "info", {})
+    o = _options(parse, oaa, names, info.get("link"),
+                 None if predict_only else info.get("vw_rates")).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it
@@ -283,7 +292,8 @@ class _Reader:
 
 _PLAIN = {"quadratic", "cubic", "interactions", "noconstant", "ignore", "ignore_linear",
           "keep", "link", "random_seed", "id", "bit_precision", "hash_seed",
-          "l1_state", "l2_state"}  # (the last two: VW 8's place for the learner's state)
+          "l1_state", "l2_state",  # (VW 8's place for the learner's state)
+          "learning_rate", "power_t"}  # (VW keeps them given: -i's run goes on with them)
 
 
 # VW's --ngram/--skips of this run (``terascale vw`` sets them after applying them to the
@@ -367,6 +377,51 @@ def write_regularizer(model: Any, reg: np.ndarray, path: str, *, text: bool) -> 
     _write_atomic(path, data)
 
 
+# the learners a VW model's header names (VW re-applies them when it loads the model;
+# ``terascale vw`` does too, see ``model_rules``), by option -> terascale vw's flag
+_RULES = {"bfgs": "bfgs", "conjugate_gradient": "cg", "sgd": "sgd", "adaptive": "adaptive",
+          "normalized": "normalized", "invariant": "invariant"}
+
+
+def model_rules(path: str) -> list[str]:
+    """The learner options a VW model's header records (``--bfgs``, ``--sgd``,
+    ``--adaptive``...), as ``terascale vw``'s argument names (empty for terascale's
+    models): VW applies them to a run that loads the model."""
+    if not is_vw_model(path):
+        return []
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return []
+    r.take(16)
+    for _ in range(2):
+        r.take(3 * r.u4())
+    return [_RULES[t[2:]] for t in shlex.split(r.string()) if t[2:] in _RULES]
+
+
+def model_t(path: str) -> float:
+    """The examples' weight a VW save_resume model has seen (VW's ``t``, which its
+    preamble prints as ``initial_t`` when it loads the model); 0 for other models."""
+    if not is_vw_model(path):
+        return 0.0
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return 0.0
+    r.take(16)
+    for _ in range(2):
+        r.take(3 * r.u4())
+    r.string()
+    r.take(8, False)  # the checksum
+    if r.take(1, False) == b"\0":
+        return 0.0
+    return float(struct.unpack("<fdd", r.take(20, False))[2])
+
+
 def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
     """(K, names) when ``path`` is VW's one-against-all model (its header's ``--oaa K``
     and ``--named_labels``), else (None, None) (terascale's models too)."""
@@ -436,8 +491,8 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
         i += 2 if val else 1
         seeded = name == "hash_seed" and [val] == [str(v) for v in
                                                   GENERATION.get("hash_seed", [])]
-        if name not in _PLAIN and not seeded and not (oaa and name in ("oaa",
-                                                                       "named_labels")):
+        if name not in _PLAIN and name not in _RULES and not seeded and not (
+                oaa and name in ("oaa", "named_labels")):
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "
                             f"{text.strip()}); terascale reads plain linear models only")
         opts.setdefault(name, []).append(val)
@@ -451,9 +506,14 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
             float(opts.get("l1_state", ["0"])[0]), float(opts.get("l2_state", ["1"])[0]))
         state[SUM_NORM_X], state[TOTAL_WEIGHT] = vals[1], vals[13]
         state[GRAVITY], state[CONTRACTION] = l1_l2
-        counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8]}
+        counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8], "t": vals[2]}
         state[MIN_LABEL], state[MAX_LABEL] = vals[6], vals[7]
-    width = 3 if resume else 1
+    # per weight, save_resume keeps w and the sums of the rules on: VW's default keeps the
+    # adaptive and normalized ones; a model of --sgd, or of some of the three, fewer
+    rules = [n for n in opts if n in _RULES]
+    default = not rules
+    width = 1 if not resume else 3 if default else 1 if "sgd" in rules else (
+        1 + ("adaptive" in rules) + ("normalized" in rules))
     rest = r.data[r.pos:]
     dt = np.dtype([("i", "<u4" if bits < 31 else "<u8"), ("w", "<f4", (width,))])
     if len(rest) % dt.itemsize:
@@ -472,11 +532,16 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
     # (the link a model records: logistic; anything else is VW's default loss)
     loss = "logistic" if "logistic" in opts.get("link", []) else VW_DEFAULT_LOSS
     w = rows["w"].astype(np.float32)
-    adaptive = (w[:, 1], w[:, 2], state) if resume else (np.zeros(len(w), np.float32),
-                                                         np.zeros(len(w), np.float32), state)
+    adaptive = (w[:, 1], w[:, 2], state) if resume and default else (
+        np.zeros(len(w), np.float32), np.zeros(len(w), np.float32), state)
     model = LinearModel(indices=rows["i"].astype(np.uint32), weights=w[:, 0], parse=parse,
                         loss=loss, info={"source": os.path.abspath(path),
                                          "vw_version": version, "vw_counters": counters,
+                                         **({"link": opts["link"][0]} if "link" in opts
+                                            else {}),
+                                         "vw_rates": {k: float(opts[k][0]) for k in
+                                                      ("learning_rate", "power_t")
+                                                      if k in opts},
                                          **({"oaa": int(opts["oaa"][0])} if "oaa" in opts
                                             else {})},
                         adaptive=adaptive)

@@ -2,7 +2,8 @@
 
 A line is ``[label [importance [base]]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...``. As in VW:
 the last word of the label section is the tag when it starts with ``'`` or touches the first
-``|``; a namespace ``|ns:2`` scales its values; ``| f`` is the default namespace (hash 0);
+``|``; a line without ``|`` is all label section, an example of the constant only (``1`` is
+an unlabelled example tagged ``1``, ``1 2`` label 1 with tag ``2``); a namespace ``|ns:2`` scales its values; ``| f`` is the default namespace (hash 0);
 features with value 0 are dropped; repeated features are kept (they add up in the dot
 product, and the learner updates each occurrence as VW does); the constant (bias) feature
 is added to every example; interactions (``-q ab``, ``--cubic``, ``--interactions``, with
@@ -25,7 +26,6 @@ from ._vwfloat import parse_float, read_float32
 __all__ = ["ERRORS", "parse_float", "parse_vw_bytes"]
 
 ERRORS = {
-    1: "no '|' starts the features (a VW line is [label [weight]] ['tag]|ns feature[:value] ...)",
     2: "the label section has a word that is not a number",
     3: "the label section has more than three numbers (label, importance, base)",
     4: "a feature value is not a number",
@@ -294,16 +294,19 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
         bar = ls
         while bar < n and buf[bar] != 124 and buf[bar] != 10:
             bar += 1
+        # where the label section ends: the first '|', or on a line without one (an example
+        # of the constant only, as VW reads it) the line's end before a CR
+        lend = bar
         if bar == n or buf[bar] == 10:
             k = ls
             while k < bar and _is_space(buf[k]):
                 k += 1
-            pos = bar + 1
             if k == bar:
+                pos = bar + 1
                 continue  # a blank line
-            err = 1
-        else:
-            err = 0
+            if buf[lend - 1] == 13:
+                lend -= 1
+        err = 0
         label = np.nan
         weight = 1.0
         base = 0.0
@@ -313,21 +316,21 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
             # label section: words; the last is the tag if it starts with ' or touches '|'
             nnum = 0
             i = ls
-            while i < bar and err == 0:
-                while i < bar and _is_space(buf[i]):
+            while i < lend and err == 0:
+                while i < lend and _is_space(buf[i]):
                     i += 1
-                if i >= bar:
+                if i >= lend:
                     break
                 ts = i
-                while i < bar and not _is_space(buf[i]):
+                while i < lend and not _is_space(buf[i]):
                     i += 1
                 te = i
-                if te == bar or buf[ts] == 39:
+                if te == lend or buf[ts] == 39:
                     # a tag only if it is the last word
                     j = te
-                    while j < bar and _is_space(buf[j]):
+                    while j < lend and _is_space(buf[j]):
                         j += 1
-                    if j == bar:
+                    if j == lend:
                         tag_s = ts + 1 if buf[ts] == 39 else ts
                         tag_e = te
                         continue
@@ -366,7 +369,7 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
             while stop < n and buf[stop] != 10:  # (only where an error stopped it)
                 stop += 1
             pos = stop + 1
-        elif bar < n and buf[bar] != 10:  # an error in the label section: skip the line
+        else:  # an error in the label section: skip the line
             while bar < n and buf[bar] != 10:
                 bar += 1
             pos = bar + 1

@@ -95,16 +95,21 @@ class AtomicText:
         elif path == "/dev/stderr":
             self.file = sys.stderr
         elif not replaceable(path):  # /dev/stdout, a pipe, a link: write through it
-            self.file = open(path, "w")  # noqa: SIM115 (closed in commit/discard)
+            self.file = open(path, "w", encoding="utf-8",  # noqa: SIM115 (closed in
+                             errors="surrogateescape")      # commit/discard)
         else:
             d = os.path.dirname(os.path.abspath(path))
             fd, self._tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
             make_public(fd)
-            self.file = os.fdopen(fd, "w")
+            self.file = os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape")
 
     def write(self, text: str) -> None:
         try:
-            self.file.write(text)
+            try:
+                self.file.write(text)
+            except UnicodeEncodeError:  # a tag or name of bytes that are not UTF-8, to
+                self.file.flush()       # standard output: written as they were read
+                self.file.buffer.write(text.encode("utf-8", "surrogateescape"))
         except BrokenPipeError:
             raise  # `-p /dev/stdout | head`: the caller ends quietly
         except OSError as e:  # disk full, quota, EIO: one line naming the file
@@ -162,7 +167,7 @@ def _lines(path: str) -> Iterator[str]:
     """The lines of a plain, .gz or one-member .zip file, streamed."""
     try:
         if path.endswith(".gz"):
-            with gzip.open(path, "rt", errors="replace") as f:
+            with gzip.open(path, "rt", encoding="utf-8", errors="surrogateescape") as f:
                 yield from f
             return
         if path.endswith(".zip"):
@@ -171,9 +176,10 @@ def _lines(path: str) -> Iterator[str]:
                 if len(names) != 1:
                     raise DataError(f"{path}: a .zip input must hold exactly one file")
                 with z.open(names[0]) as raw:
-                    yield from io.TextIOWrapper(raw, errors="replace")
+                    yield from io.TextIOWrapper(raw, encoding="utf-8",
+                                                errors="surrogateescape")
             return
-        with open(path, errors="replace") as f:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
             yield from f
     except (OSError, zipfile.BadZipFile, EOFError) as e:
         raise DataError(f"{path}: cannot read: {e}") from None
@@ -246,7 +252,7 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
         for line in _lines(path):
             groups: dict[int, list[tuple[int, str]]] = {}
             for ns, fs in _sections(line):
-                ch = ns.encode("latin-1", "replace")[0] if ns else 32
+                ch = ns.encode("utf-8", "surrogateescape")[0] if ns else 32
                 if ignored[ch]:
                     continue
                 seed = seeds.get(ns)
@@ -329,10 +335,16 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             st[MIN_LABEL] != st[MAX_LABEL] or counters):
         lo, hi = float(st[MIN_LABEL]), float(st[MAX_LABEL])
     pa = model.parse  # the options VW keeps in a model, in the order it writes them
-    opts = " ".join([f"--cubic {v}" for v in pa.cubic]
-                    + [f"--interactions {v}" for v in pa.interactions]
-                    + ([] if pa.constant else ["--noconstant"])
-                    + [f"--quadratic {v}" for v in pa.quadratic]
+    info = getattr(model, "info", {})
+    kept = ([f"--cubic {v}" for v in pa.cubic]
+            + [f"--interactions {v}" for v in pa.interactions]
+            + [f"--{k} {float(np.float32(v)):.15g}"
+               for k, v in (info.get("vw_rates") or {}).items()]
+            + ([f"--link {info['link']}"] if info.get("link") in ("logistic", "poisson")
+               else [])
+            + ([] if pa.constant else ["--noconstant"])
+            + [f"--quadratic {v}" for v in pa.quadratic])
+    opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {v}" for k in ("ignore", "ignore_linear", "keep")
                         for v in getattr(pa, k)] if pa.format == "vw" else []))
     text = "".join(body)

@@ -1,0 +1,208 @@
+"""A VW user's pass over ``terascale vw``: shapes of data and command lines the
+differential tests do not pin, each run through the real VW and through ``terascale vw``
+side by side (``make test-vw``; a few minutes).
+
+For each case: the progressive predictions (``-p``) and the closing block's average loss
+equal VW's (1e-5), the first pass's progress table is VW's line for line, and the models
+move both ways (VW's ``-t`` with terascale's model, terascale's ``-t`` with VW's, both
+against VW's ``-t`` with its own). Prints one row a case and exits 1 if any differs.
+
+    python tests/linear/_vw_qa.py [--keep DIR] [CASE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+
+def write_data(d: str) -> None:
+    """The data files (seeded): raw-scale dense values, many namespaces with scales and
+    repeats, importance weights and tags, 0/1 and real labels, blank and label-only lines,
+    tabs and trailing spaces, CRLF, bytes that are not UTF-8, a NUL inside a name, long
+    lines, multiclass labels."""
+    rng = np.random.default_rng(7)
+    files: dict[str, list[bytes]] = {}
+
+    def put(name: str, lines: list[str]) -> None:
+        files[name] = [ln.encode() for ln in lines]
+
+    put("dense_raw", [f"{1 if x[:3].sum() > 0 else -1} |f " + " ".join(
+        f"d{j}:{v:.6g}" for j, v in enumerate(x))
+        for x in (10 ** rng.uniform(-6, 6, (300, 6)) * rng.choice([-1, 1], (300, 6)))])
+    many = []
+    for _ in range(400):
+        parts = []
+        for ns in "abcdefghijklmnopqrstuvwxyzABCDEF"[:rng.integers(3, 21)]:
+            feats = [f"{rng.choice(list('xyzwq'))}{rng.integers(6)}"
+                     f"{rng.choice(['', ':0.5', ':-2', ':0', ':1e-3', ':3'])}"
+                     for _ in range(rng.integers(0, 5))]
+            if feats and rng.random() < 0.2:
+                feats.append(feats[0])  # a repeated feature
+            parts.append(ns + rng.choice(["", ":2.5", ":0.5", ":-1", ":0"]) + " "
+                         + " ".join(feats))
+        many.append(f"{rng.choice([-1, 1])} |" + " |".join(parts))
+    put("many_ns", many)
+    put("imp_tag", [f"{rng.choice(['-1', '1'])}{rng.choice(['', ' 2.0', ' 0.5', ' 0', ' 3'])}"
+                    f"{rng.choice(['', f' {chr(39)}tag{i}', f' t{i}', chr(39) + 'q'])}"
+                    f"|a x{rng.integers(21)} y{rng.integers(6)}:{rng.uniform(-1, 1):.3f} "
+                    f"|b k{rng.integers(10)}" for i in range(300)])
+    put("real", [f"{rng.normal(3, 10):.4f} |a x{rng.integers(21)}:{rng.uniform(0, 5):.3f} "
+                 f"|b k{rng.integers(10)}" for _ in range(300)])
+    odd = []
+    for i in range(200):
+        y = rng.choice([-1, 1])
+        odd.append(["", f"{y} |a |b x{i % 7}", f"{y} |a\tx{i % 5}\ty{i % 3}  ",
+                    f"{y} |nsé café{i % 4} 中{i % 3}", f"{y}", f"{y} |", f"{y} | anon{i % 4} b:2",
+                    f"{y} |a x{i % 11} |b z{i % 6}"][rng.integers(8)])
+    put("odd", odd)
+    files["crlf"] = [f"{rng.choice([-1, 1])} |a x{i % 11} |b z{i % 6}\r".encode()
+                     for i in range(200)]
+    files["bytes"] = [f"{rng.choice([-1, 1])} 't{i % 5}\xff|a x{i % 11}".encode("latin-1")
+                      + b" \xff\xfe%d |b z\x01%d" % (i % 3, i % 4) for i in range(200)]
+    files["nul"] = [f"{rng.choice([-1, 1])} |a x{i % 11} ab\0cd{i % 3} |b z{i % 4}".encode()
+                    for i in range(200)]
+    put("long", [f"{rng.choice([-1, 1])} |a " + " ".join(
+        f"f{j}:{v:.3f}" for j, v in zip(rng.integers(0, 100000, 3000), rng.uniform(-1, 1, 3000)))
+        for _ in range(30)])
+    put("labelonly", [str(rng.choice(["1", "-1", "1 |a x", "-1 |a y", "1 2 |a x", "1 2"]))
+                      for _ in range(100)])
+    put("multiclass", [f"{k} |a x{k * 3 + rng.integers(4)} y{rng.integers(10)} |b z{k}"
+                       for k in rng.integers(1, 5, 400)])
+    base = []
+    for i in range(1000):
+        a, b, c = rng.integers(31), rng.integers(11), rng.integers(6)
+        z = (a % 3 == 0) + (b % 2) - 0.7 + rng.normal(0, 0.5) + 0.5 * (a * b % 5 == 0)
+        base.append(f"{1 if z > 0 else -1} {rng.choice(['', '1.5 ', '0.5 '])}'e{i}|a x{a} "
+                    f"v:{rng.uniform(-1, 1):.4f} |b y{b} |c w{c}:{rng.uniform(0, 3):.3f}")
+    put("base", base)
+    for name, lines in files.items():
+        with open(os.path.join(d, f"{name}.vw"), "wb") as f:
+            f.write(b"\n".join(lines) + b"\n")
+
+
+CASES = [(f, [], f) for f in ("dense_raw", "many_ns", "imp_tag", "real", "odd", "crlf",
+                              "bytes", "nul", "long", "labelonly")] + [
+    ("logistic", ["--loss_function", "logistic"], "base"),
+    ("hinge", ["--loss_function", "hinge"], "base"),
+    ("quantile", ["--loss_function", "quantile", "--quantile_tau", "0.3"], "real"),
+    ("rates", ["-l", "0.3", "--power_t", "0.3", "--initial_t", "2"], "base"),
+    ("l1 l2", ["--l1", "1e-5", "--l2", "1e-5"], "base"),
+    ("decay, passes", ["--passes", "3", "-c", "-k", "--decay_learning_rate", "0.7"], "base"),
+    ("cache_file", ["--passes", "3", "--cache_file", "c.cache", "-k"], "base"),
+    ("holdout_off", ["--passes", "3", "-c", "-k", "--holdout_off"], "imp_tag"),
+    ("-q", ["-q", "ab", "-q", "bc"], "base"),
+    ("cubic, interactions", ["--cubic", "abc", "--interactions", "ac"], "base"),
+    ("ignore, keep", ["--keep", "a", "--keep", "b", "-q", "ab"], "base"),
+    ("noconstant -b 10", ["--noconstant", "-b", "10", "-q", "ab"], "base"),
+    ("-q ::", ["-q", "::", "--loss_function", "logistic"], "many_ns"),
+    ("oaa", ["--oaa", "4"], "multiclass"),
+    ("adaptive", ["--adaptive"], "base"),
+    ("normalized invariant", ["--normalized", "--invariant"], "base"),
+    ("bfgs", ["--bfgs", "--passes", "4", "-c", "-k", "--predict_only_model"], "base"),
+    ("conjugate_gradient", ["--conjugate_gradient", "--passes", "4", "-c", "-k",
+                            "--predict_only_model"], "many_ns"),
+    ("link logistic", ["--link", "logistic", "--loss_function", "logistic"], "base"),
+    ("min/max prediction", ["--min_prediction", "-2", "--max_prediction", "5"], "real"),
+    ("-P 100", ["-P", "100"], "base"),
+    ("-P 1.5", ["-P", "1.5", "--loss_function", "logistic"], "imp_tag"),
+    ("predict_only_model", ["--predict_only_model", "-q", "ab"], "base"),
+]
+
+
+# VW options after which terascale vw prints no progress table (docs/guide/vw.md)
+_NO_TABLE = {"--sgd", "--adaptive", "--normalized", "--invariant", "--bfgs",
+             "--conjugate_gradient"}
+
+
+def _run(tool: str, args: list[str], cwd: str) -> subprocess.CompletedProcess[bytes]:
+    cmd = ([sys.executable, "-m", "vowpalwabbit"] if tool == "vw"
+           else [sys.executable, "-m", "terascale", "vw"])
+    return subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, timeout=600)
+
+
+def _same_predictions(a: str, b: str) -> str:
+    x = open(a, "rb").read().splitlines()
+    y = open(b, "rb").read().splitlines()
+    if len(x) != len(y):
+        return f"{len(y)} lines, VW {len(x)}"
+    for i, (u, v) in enumerate(zip(x, y), 1):
+        su, sv = u.split(), v.split()
+        if len(su) != len(sv) or su[1:] != sv[1:]:
+            return f"line {i}: {v!r}, VW {u!r}"
+        if su and abs(float(su[0]) - float(sv[0])) > 1e-5 * max(1.0, abs(float(su[0]))):
+            return f"line {i}: {v!r}, VW {u!r}"
+    return "ok"
+
+
+def _table(err: bytes) -> list[bytes]:
+    return [ln for ln in err.splitlines()
+            if re.match(rb"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
+
+
+def _average(err: bytes) -> bytes:
+    m = re.findall(rb"average loss = (.*)", err)
+    return m[-1] if m else b"?"
+
+
+def check(name: str, flags: list[str], data: str, root: str) -> dict[str, str]:
+    """One case: what differs from VW (every value "ok" where nothing does)."""
+    d = os.path.join(root, re.sub(r"\W+", "_", name))
+    os.makedirs(os.path.join(d, "vw"))
+    os.makedirs(os.path.join(d, "ts"))
+    args = ["-d", os.path.join(root, f"{data}.vw"), *flags, "-p", "p", "-f", "m"]
+    want, got = _run("vw", args, os.path.join(d, "vw")), _run("ts", args, os.path.join(d, "ts"))
+    if got.returncode:
+        return {"run": got.stderr.decode(errors="replace").strip().splitlines()[-1]}
+    out = {"predictions": _same_predictions(os.path.join(d, "vw", "p"),
+                                            os.path.join(d, "ts", "p")),
+           "average loss": "ok" if _average(want.stderr) == _average(got.stderr)
+           else f"{_average(got.stderr)!r}, VW {_average(want.stderr)!r}"}
+    mine, theirs = _table(got.stderr), _table(want.stderr)
+    if not set(flags) & _NO_TABLE:  # (those print the closing block only: documented)
+        out["progress"] = "ok" if mine and mine == theirs[:len(mine)] else "differs"
+    keep = ["--predict_only_model"] if "--predict_only_model" in flags else []
+    test = ["-t", "-d", os.path.join(root, f"{data}.vw"), *keep]
+    ref = _run("vw", ["-i", "vw/m", *test, "-p", "ref.p"], d)
+    for who, model, tool in (("vw -i (terascale's model)", "ts/m", "vw"),
+                             ("terascale -i (VW's model)", "vw/m", "ts")):
+        r = _run(tool, ["-i", model, *test, "-p", f"{tool}.p"], d)
+        out[who] = (_same_predictions(os.path.join(d, "ref.p"), os.path.join(d, f"{tool}.p"))
+                    if r.returncode == 0 and ref.returncode == 0
+                    else r.stderr.decode(errors="replace").strip()[-200:])
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cases", nargs="*", help="case names (default: all)")
+    ap.add_argument("--keep", metavar="DIR", help="run in DIR and keep the files there")
+    a = ap.parse_args()
+    root = a.keep or tempfile.mkdtemp(prefix="terascale-vw-qa-")
+    os.makedirs(root, exist_ok=True)
+    try:
+        write_data(root)
+        bad = 0
+        for name, flags, data in CASES:
+            if a.cases and name not in a.cases:
+                continue
+            res = check(name, flags, data, root)
+            worse = {k: v for k, v in res.items() if v != "ok"}
+            bad += bool(worse)
+            print(f"{name:<22} {data:<11} {'ok' if not worse else worse}", flush=True)
+        print(f"{bad} case(s) differ from VW")
+        return 1 if bad else 0
+    finally:
+        if not a.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
