@@ -143,6 +143,7 @@ def _scatter_rows(rows: np.ndarray, at: np.ndarray, w: np.ndarray, g2: np.ndarra
 
 _PAGE = mmap.PAGESIZE
 _CHUNK = 1 << 20  # rows moved out of the dense layout between two releases of its pages
+_RELEASE = getattr(mmap, "MADV_REMOVE", mmap.MADV_DONTNEED)
 
 
 class _DenseRows:
@@ -159,10 +160,18 @@ class _DenseRows:
         self.rows = np.frombuffer(self.map, np.float32, 3 * n).reshape(n, 3)
 
     def release_from(self, row: int) -> None:
-        """Hand back the pages wholly past row ``row``."""
+        """Hand back the pages wholly past row ``row`` (they read as zeros after).
+
+        The mapping is shared anonymous memory (shmem): ``MADV_DONTNEED`` would only unmap
+        its pages, which the resident set then leaves while the memory stays allocated
+        until the mapping closes; ``MADV_REMOVE`` frees them. A private mapping refuses
+        it: there ``MADV_DONTNEED`` frees."""
         start = -(-row * 12 // _PAGE) * _PAGE
         if start < self.size:
-            self.map.madvise(mmap.MADV_DONTNEED, start, len(self.map) - start)
+            try:
+                self.map.madvise(_RELEASE, start, len(self.map) - start)
+            except OSError:
+                self.map.madvise(mmap.MADV_DONTNEED, start, len(self.map) - start)
 
     def shrink(self, seen: np.ndarray) -> int:
         """Gather the rows of the features in ``seen`` to the front, in index order, and
