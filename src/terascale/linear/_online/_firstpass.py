@@ -142,7 +142,9 @@ def _scatter_rows(rows: np.ndarray, at: np.ndarray, w: np.ndarray, g2: np.ndarra
 
 
 _PAGE = mmap.PAGESIZE
-_CHUNK = 1 << 20  # rows moved out of the dense layout between two releases of its pages
+_CHUNK = 1 << 18  # rows moved out of the dense layout between two releases of its pages
+# (3 MiB: the peak of the move is the rows not yet moved, the arrays so far and one chunk;
+# 12 MiB chunks put it 4-8 MB above the pass's own peak on the wide -q ab data)
 _RELEASE = getattr(mmap, "MADV_REMOVE", mmap.MADV_DONTNEED)
 
 
