@@ -126,3 +126,23 @@ def test_pickles_that_name_the_modules_before_linear_had_folders_still_load():
         assert new.encode() in now
         back = pickle.loads(now.replace(new.encode(), old.encode()))
         assert type(back) is type(obj) and back.__dict__ == obj.__dict__
+
+
+def test_a_model_drops_features_with_neither_weight_nor_state_and_copies_nothing_else():
+    parse = tl.parse_lines(["1 |a x"], bits=12).parse
+    idx = np.array([3, 5, 7, 9], np.uint32)
+    w = np.array([0.5, 0.0, 0.0, -1.0], np.float32)
+    g2 = np.array([1.0, 2.0, 0.0, 1.0], np.float32)
+    state = np.zeros(3)
+    m = tl.LinearModel(indices=idx, weights=w, parse=parse, loss="logistic",
+                       adaptive=(g2, g2.copy(), state))
+    # a zero weight with an adaptive sum resumes (kept), one with neither is dropped
+    assert m.indices.tolist() == [3, 5, 9] and m.weights.tolist() == [0.5, 0.0, -1.0]
+    assert m.adaptive is not None and m.adaptive[0].tolist() == [1.0, 2.0, 1.0]
+    plain = tl.LinearModel(indices=idx, weights=w, parse=parse, loss="logistic")
+    assert plain.indices.tolist() == [3, 9]
+    # every feature kept: the float32 arrays are the model's own, not copies
+    w = np.array([0.5, 0.25, -2.0, -1.0], np.float32)
+    full = tl.LinearModel(indices=idx, weights=w, parse=parse, loss="logistic",
+                          adaptive=(g2, g2, state))
+    assert full.weights is w and full.indices is idx and full.adaptive[0] is g2

@@ -1,5 +1,6 @@
 """The compiled VW text parser (``_vwfast.c``) gives the numba parser's output bit for bit,
-and hands every buffer it does not read in full to the numba parser."""
+interactions included, and hands every buffer it does not read in full to the numba
+parser."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import numpy as np
 import pytest
 from _linear_data import vw_lines
 
-from terascale.linear._io._interactions import interaction_table
+from terascale.linear._io._interactions import compile_interactions, interaction_table
+from terascale.linear._vw import _vwtext_fast
 from terascale.linear._vw._vwparse import parse_vw_bytes
 from terascale.linear._vw._vwtext_fast import _FAST, parse_vw
 
@@ -29,13 +31,13 @@ PLAIN = interaction_table([])
 MASK = (1 << 18) - 1
 
 
-def _status(buf: np.ndarray) -> int:
+def _status(buf: np.ndarray, table: np.ndarray = PLAIN) -> int:
     n = len(buf)
-    ncap, cap = n // 8 + 16, n // 5 + 16
+    ncap, cap = n // 8 + 16, 64 * n + 16
     return _FAST.parse(buf, MASK, True, np.empty(ncap + 1, np.int64), np.empty(cap, np.uint32),
                        np.empty(cap, np.float32), np.empty(ncap, np.float32),
                        np.empty(ncap, np.float32), np.empty(ncap + 1, np.int64),
-                       np.empty(n, np.uint8))[0]
+                       np.empty(n, np.uint8), table, *table.shape)[0]
 
 
 def _bits(a: object) -> object:
@@ -44,13 +46,13 @@ def _bits(a: object) -> object:
     return a
 
 
-def _same(text: str, skip_bad: bool = False) -> int:
+def _same(text: str, skip_bad: bool = False, table: np.ndarray = PLAIN) -> int:
     buf = np.frombuffer(text.encode(), np.uint8)
-    ref = parse_vw_bytes(buf, MASK, PLAIN, True, skip_bad, NO, NO)
-    got = parse_vw(buf, MASK, PLAIN, True, skip_bad, NO, NO)
+    ref = parse_vw_bytes(buf, MASK, table, True, skip_bad, NO, NO)
+    got = parse_vw(buf, MASK, table, True, skip_bad, NO, NO)
     n = 8 if ref[8] else 9  # (err_line is where the numba parser stopped: past an error only)
     assert [_bits(a) for a in got[:n]] == [_bits(a) for a in ref[:n]]
-    return _status(buf)
+    return _status(buf, table)
 
 
 @built
@@ -107,3 +109,46 @@ def test_random_buffers_give_the_same_bits():
         for skip in (False, True):
             used += _same(text, skip) == 0
     assert used > 300  # the C path was taken, not only the fallback
+
+
+# -q ab, a namespace crossed with itself (VW's combinations, or every ordered pair with
+# --permutations), cubics, a longer --interactions, wildcards, the default namespace
+INTERACTIONS = [(("ab",), (), ()), (("aa", "ab"), (), ()), ((), ("abb", "aab"), ()),
+                ((), (), ("abcn",)), (("a:",), (), ()), (("::",), (), ()), ((" a",), (), ())]
+
+
+@built
+@pytest.mark.parametrize("permutations", [False, True])
+@pytest.mark.parametrize("spec", INTERACTIONS, ids=lambda s: "+".join(sum(s, ())))
+def test_interactions_are_built_in_c_to_the_same_bits(spec, permutations):
+    table = interaction_table(compile_interactions(*spec), permutations)
+    rng = random.Random(hash((spec, permutations)) & 0xFFFF)
+    names = ["x", "y", "12", "007", "", "t243", "z"]
+    spaces = ["|a", "|ab", "|b", "|b:2", "|c", "|n", "| ", "|a:0", "|c:-1.5"]
+    used = 0
+    for _ in range(200):
+        lines = []
+        for _ in range(rng.randint(1, 5)):
+            line = rng.choice(["1", "-1", "0.5 2", "1 'tag", ""])
+            for ns in rng.sample(spaces, rng.randint(0, 4)):
+                line += " " + ns
+                for _ in range(rng.randint(0, 4)):
+                    f = rng.choice(names)
+                    if rng.random() < 0.5:
+                        f += ":" + rng.choice(["2", "-0.5", "0", "1e-3", "3.25"])
+                    line += " " + f
+            lines.append(line)
+        used += _same("\n".join(lines) + "\n", False, table) == 0
+    assert used > 50  # the C path was taken
+
+
+@built
+def test_a_block_whose_interactions_do_not_fit_is_parsed_again_in_c(monkeypatch):
+    """Crossing every namespace with every other makes far more features than bytes: the
+    compiled parser says its arrays are full and the block is parsed again into larger
+    ones (not handed to numba), to the numba parser's bits."""
+    monkeypatch.setattr(_vwtext_fast, "_BYTES_PER_FEATURE", [5])
+    table = interaction_table(compile_interactions(("::",), ("abc",), ("abcc",)))
+    text = "".join(f"1 |a {i} {i + 1} {i + 2}|b {i}|c {i} x y\n" for i in range(50))
+    assert _same(text, False, table) == 0
+    assert _vwtext_fast._BYTES_PER_FEATURE[0] < 1

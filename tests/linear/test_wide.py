@@ -1,14 +1,21 @@
-"""Wide data: the first pass's switch to the dense layout, and the generator."""
+"""Wide data: the first pass's switch to the dense layout (over text and over a cache),
+the dense rows' memory, and the generator."""
+
+import os
 
 import numpy as np
+import pytest
 
-from terascale.linear import synthetic, train
-from terascale.linear._online._firstpass import LocalColumns, dense_threshold
+from terascale.linear import _train, synthetic, train
+from terascale.linear._online._firstpass import LocalColumns, _DenseRows, dense_threshold
 
 
-def test_the_dense_layout_learns_bitwise_what_compact_columns_learn(tmp_path):
+@pytest.mark.parametrize("quadratic", [(), ("ab",)])
+def test_the_dense_layout_learns_bitwise_what_compact_columns_learn(tmp_path, monkeypatch,
+                                                                    quadratic):
     # -b 12 and a few thousand wide examples: the text pass moves to the dense layout
-    # after 512 distinct features; a pass over the cache runs in compact columns
+    # after 512 distinct features; a pass over the cache of such data learns in the dense
+    # layout from its first block, and in compact columns where it is told not to
     path = synthetic.write_wide(str(tmp_path / "w.vw"), 3000, seed=3, vocab=200_000)
     cols = LocalColumns(12, dense=True)
     from terascale.linear import ParseOptions, read_file
@@ -19,14 +26,50 @@ def test_the_dense_layout_learns_bitwise_what_compact_columns_learn(tmp_path):
     assert cols.dense and 0 < cols.dense_from < len(ds)
     assert np.array_equal(cols.features(), np.unique(ds.indices))
     assert dense_threshold(12) == 512
-    text = train(path, bits=12, cache=False, holdout=0.0)
-    cached = train(path, bits=12, cache_dir=str(tmp_path / "c"), passes=1, holdout=0.0)
-    again = train(path, bits=12, cache_dir=str(tmp_path / "c"), passes=1, holdout=0.0)
-    assert np.array_equal(text.indices, again.indices)
-    assert np.array_equal(text.dense(), again.dense())
-    assert np.array_equal(cached.dense(), again.dense())
-    for a, b in zip(text.adaptive[:2], again.adaptive[:2]):
-        assert np.array_equal(a, b)
+    kw = dict(bits=12, holdout=0.0, quadratic=quadratic)
+    text = train(path, cache=False, **kw)
+    cached = train(path, cache_dir=str(tmp_path / "c"), passes=1, **kw)
+    again = train(path, cache_dir=str(tmp_path / "c"), passes=1, **kw)
+    assert "first_pass_s" in again.info  # the cache's pass ran as a dense first pass
+    monkeypatch.setattr(_train, "_wide_cache", lambda blocks: False)
+    compact = train(path, cache_dir=str(tmp_path / "c"), passes=1, **kw)
+    assert "first_pass_s" not in compact.info
+    for m in (cached, again, compact):
+        assert np.array_equal(text.indices, m.indices)
+        assert text.weights.tobytes() == m.weights.tobytes()
+        for a, b in zip(text.adaptive[:2], m.adaptive[:2]):
+            assert a.tobytes() == b.tobytes()
+    # a cache of narrow data keeps compact columns
+    narrow = synthetic.write_click(str(tmp_path / "n.vw"), 500, seed=1)
+    train(narrow, bits=18, cache_dir=str(tmp_path / "c"), passes=1)
+    assert "first_pass_s" not in train(narrow, bits=18, cache_dir=str(tmp_path / "c"),
+                                       passes=1).info
+
+
+def test_the_dense_rows_free_the_pages_they_hand_back():
+    # the rows are a private anonymous mapping: pages handed back leave the memory (a
+    # private mapping's resident pages are all it holds; shmem would keep them allocated)
+    rows = _DenseRows(1 << 18)
+    rows.rows[:] = 1.0
+    addr = rows.rows.__array_interface__["data"][0]
+
+    def resident():
+        found = False
+        for line in open("/proc/self/smaps"):
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5:
+                lo, hi = (int(x, 16) for x in head[0].split("-"))
+                found = lo <= addr < hi
+                if found:
+                    assert head[1].endswith("p")  # private, not shmem
+            elif found and head[0] == "Rss:":
+                return int(head[1]) * 1024
+        raise AssertionError("the rows' mapping is not in /proc/self/smaps")
+
+    assert resident() >= 12 << 18
+    rows.release_from(1 << 17)
+    assert resident() <= (12 << 17) + 4096
+    assert not rows.rows[(1 << 17) + 1:].any() and rows.rows[:1 << 17].all()
 
 
 def test_wide_data_has_the_width_it_promises(tmp_path):

@@ -115,6 +115,11 @@ class CacheBlocks(Blocks):
     def features(self) -> np.ndarray:
         return np.load(os.path.join(self.entry, "features.npy"))
 
+    def distinct(self) -> int:
+        """How many distinct hashed features the shard has (read from the header of
+        ``features.npy``, not the features)."""
+        return len(np.load(os.path.join(self.entry, "features.npy"), mmap_mode="r"))
+
 
 def _write_entry(tmp: str, text: TextBlocks, opts: ParseOptions, path: str) -> None:
     w = EntryWriter(tmp, opts, path, _VERSION)

@@ -8,14 +8,18 @@
  *   [label [importance]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...      (or a blank line)
  *
  * numbers as [-]digits[.digits][e[-]digits] (no '+'), each namespace character in one
- * run per line, no interactions, no --ignore/--keep.
- * Features come out in parse order (which is then VW's order), the constant last.
+ * run per line, no --ignore/--keep/--ignore_linear.
+ * Features come out in parse order (which is then VW's order), the constant, then the
+ * interactions (-q, --cubic, --interactions) built from each namespace character's run as
+ * _interactions.emit_interactions builds them (VW's order, hashing and products).
  *
- * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob)
- *   -> (status, examples, features, tag bytes)
+ * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
+ *       [, table, rows, width]) -> (status, examples, features, tag bytes)
  * status 0: done; 1: the buffer holds something outside the subset (nothing usable);
  * 2: the output arrays are too small. The arrays are writable buffers of int64 (indptr,
- * one more than labels), uint32, float32, float32, float32, int64 (as indptr) and bytes.
+ * one more than labels), uint32, float32, float32, float32, int64 (as indptr) and bytes;
+ * table is _interactions.interaction_table's int32 array (rows x width, C order: the
+ * order, plus 256 for permutations, then the namespace bytes), rows 0 for none.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -168,14 +172,91 @@ static inline int read_number(const unsigned char *s, const unsigned char *e, fl
     return 1;
 }
 
+#define MAX_ORDER 32 /* longer interactions go to the numba parser */
+
+/* The interaction features of one example, appended at *nnz (status 2 where they do not
+ * fit): namespace character c's features are indices/values [gs[c], ge[c]) where
+ * opened[c] == stamp. An odometer over the terms, the last one fastest; a term that
+ * repeats the previous namespace starts at the previous term's feature (VW's
+ * combinations) unless the row permutes. The index is h = i1, then h = h * 16777619 ^ ik
+ * (FNV prime, 32 bits), masked at the end; the value the product of the values, in float. */
+static int emit_interactions(const int32_t *tab, Py_ssize_t rows, Py_ssize_t width,
+                             const uint32_t *opened, uint32_t stamp, const Py_ssize_t *gs,
+                             const Py_ssize_t *ge, uint32_t *indices, float *values,
+                             Py_ssize_t *nnz_p, Py_ssize_t fcap, uint32_t m) {
+    Py_ssize_t nnz = *nnz_p;
+    Py_ssize_t pos[MAX_ORDER];
+    uint32_t hs[MAX_ORDER];
+    float vs[MAX_ORDER];
+    for (Py_ssize_t t = 0; t < rows; t++) {
+        const int32_t *row = tab + t * width;
+        int order = row[0] & 255, permute = row[0] >= 256, ok = 1;
+        for (int k = 0; k < order; k++) {
+            int c = row[1 + k];
+            if (opened[c] != stamp || ge[c] <= gs[c]) {
+                ok = 0;
+                break;
+            }
+        }
+        if (!ok)
+            continue;
+        int k = 0;
+        pos[0] = gs[row[1]];
+        while (k >= 0) {
+            int c = row[1 + k];
+            if (pos[k] >= ge[c]) {
+                k--;
+                if (k >= 0)
+                    pos[k]++;
+                continue;
+            }
+            Py_ssize_t p = pos[k];
+            if (k == 0) {
+                hs[0] = indices[p];
+                vs[0] = values[p];
+            } else {
+                hs[k] = (hs[k - 1] * 16777619u) ^ indices[p];
+                vs[k] = vs[k - 1] * values[p];
+            }
+            if (k == order - 1) {
+                if (nnz >= fcap)
+                    return 2;
+                indices[nnz] = hs[k] & m;
+                values[nnz] = vs[k];
+                nnz++;
+                pos[k]++;
+            } else {
+                int nc = row[2 + k];
+                pos[k + 1] = nc == c && !permute ? p : gs[nc];
+                k++;
+            }
+        }
+    }
+    *nnz_p = nnz;
+    return 0;
+}
+
 static PyObject *parse(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb;
+    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0};
     unsigned long mask;
     int constant;
-    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*", &bb, &mask, &constant, &bp, &bi, &bv,
-                          &bl, &bw, &btp, &btb))
+    Py_ssize_t rows = 0, width = 0;
+    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nn", &bb, &mask, &constant, &bp, &bi,
+                          &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width))
         return NULL;
+    const int32_t *tab = bt.buf;
+    int status = 0;
+    if (rows < 0 || width < 2 || (size_t)bt.len < (size_t)(rows * width) * 4)
+        rows = 0;
+    for (Py_ssize_t t = 0; t < rows; t++) { /* anything unusual: the numba parser */
+        int order = tab[t * width] & 255;
+        if (order < 1 || order > MAX_ORDER || order > width - 1)
+            status = 1;
+        for (int k = 1; k <= order && !status; k++)
+            if (tab[t * width + k] < 0 || tab[t * width + k] > 255)
+                status = 1;
+    }
     const unsigned char *buf = bb.buf;
     const unsigned char *end = buf + bb.len;
     int64_t *indptr = bp.buf;
@@ -195,16 +276,18 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         ncap = bp.len / 8 - 1;
     if (btp.len / 8 - 1 < ncap)
         ncap = btp.len / 8 - 1;
-    int status = 0;
     Py_ssize_t nex = 0, nnz = 0, ntag = 0;
     uint32_t m = (uint32_t)mask;
     Py_BEGIN_ALLOW_THREADS
     const unsigned char *p = buf;
     uint32_t opened[256]; /* the line (+1) on which a namespace character was opened */
     memset(opened, 0, sizeof opened);
+    Py_ssize_t gs[256], ge[256]; /* that line's run of each namespace character's features */
     uint32_t stamp = 0;
     if (ncap >= 0)
         indptr[0] = tag_ptr[0] = 0;
+    if (status)
+        p = end;
     while (p < end) {
         stamp++;
         /* the label section: words up to the first '|'; the last one is the tag if it
@@ -262,6 +345,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 scale = 1.0f;
                 if (colon && !read_number(colon + 1, q, &scale)) { status = 1; goto done; }
                 if (opened[nc] == stamp && nc != ns_c) { status = 1; goto done; }
+                if (opened[nc] != stamp)
+                    gs[nc] = ge[nc] = nnz;
                 opened[nc] = stamp;
                 ns_c = nc;
                 ns_hash = ts == q ? 0 : hashstring(ts, (size_t)((colon ? colon : q) - ts), 0);
@@ -303,6 +388,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             indices[nnz] = h & m;
             values[nnz] = v;
             nnz++;
+            ge[ns_c] = nnz;
         }
         if (constant) {
             if (nnz >= fcap) { status = 2; goto done; }
@@ -310,6 +396,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             values[nnz] = 1.0f;
             nnz++;
         }
+        if (rows && (status = emit_interactions(tab, rows, width, opened, stamp, gs, ge,
+                                                indices, values, &nnz, fcap, m)))
+            goto done;
         if (tag_e > tag_s) {
             if (ntag + (tag_e - tag_s) > tcap) { status = 2; goto done; }
             memcpy(tag_blob + ntag, tag_s, (size_t)(tag_e - tag_s));
@@ -332,13 +421,15 @@ done:
     PyBuffer_Release(&bw);
     PyBuffer_Release(&btp);
     PyBuffer_Release(&btb);
+    if (bt.obj)
+        PyBuffer_Release(&bt);
     return Py_BuildValue("innn", status, nex, nnz, ntag);
 }
 
 static PyMethodDef METHODS[] = {
     {"parse", parse, METH_VARARGS,
      "parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, "
-     "tag_blob) -> (status, examples, features, tag bytes)"},
+     "tag_blob[, table, rows, width]) -> (status, examples, features, tag bytes)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_vwfast", NULL, -1, METHODS};
@@ -357,7 +448,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && PyModule_AddIntConstant(mod, "ABI", 3) < 0) {
+    if (mod && PyModule_AddIntConstant(mod, "ABI", 4) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

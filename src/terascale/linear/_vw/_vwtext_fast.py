@@ -2,11 +2,13 @@
 
 ``_vwfast.c`` reads the common case of VW text (labels, importances and tags, namespaces
 with or without a scale, ``name[:value]`` features with decimal values and ``e[-]N``
-exponents; no interactions, no ``--ignore``/``--keep``/``--ignore_linear``) to the same bits as
+exponents, each namespace in one run per line; interactions (``-q``, ``--cubic``,
+``--interactions``) built as :func:`._interactions.emit_interactions` builds them; no
+``--ignore``/``--keep``/``--ignore_linear``) to the same bits as
 :func:`._vwparse.parse_vw_bytes`, and says so when a buffer holds anything else; that
 buffer is then parsed by the numba parser, which reads every form VW reads and reports
 errors with their line. The compiled parser takes about half the numba parser's CPU time
-per example.
+per example, with or without interactions.
 
 ``TERASCALE_NO_CEXT=1`` (or a build without a C compiler) leaves the numba parser alone.
 """
@@ -20,30 +22,45 @@ from ._vwparse import parse_vw_bytes
 
 __all__ = ["parse_vw"]
 
-_ABI = 3  # the calling convention (and hashing) of _vwfast.parse this module speaks
+_ABI = 4  # the calling convention (and hashing) of _vwfast.parse this module speaks
 
 
 _FAST = load("terascale.linear._vw._vwfast", _ABI)
+
+# features a byte of text the output arrays are sized for, as a divisor: one per 5 bytes
+# (click-style text: one per ~6); interactions can make more, so a block that does not fit
+# is parsed again into arrays twice the size, and later blocks start there
+_BYTES_PER_FEATURE = [5]
+_MIN_BYTES_PER_FEATURE = 1 / 64  # past that (-q :: on short lines): the numba parser
 
 
 def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip_bad: bool,
              ignore: np.ndarray, ignore_linear: np.ndarray) -> tuple:
     """:func:`._vwparse.parse_vw_bytes`'s result, from the compiled parser where the options
     and the buffer allow it."""
-    if (_FAST is not None and table.shape[0] == 0 and not ignore.any()
-            and not ignore_linear.any()):
+    if _FAST is not None and not ignore.any() and not ignore_linear.any():
         n = len(buf)
         ncap = n // 8 + 16  # (examples of at least 8 bytes: shorter ones go to numba)
-        cap = n // 5 + 16   # a feature per 5 bytes (click-style text: one per ~6)
         indptr = np.empty(ncap + 1, np.int64)
-        indices = np.empty(cap, np.uint32)
-        values = np.empty(cap, np.float32)
         labels = np.empty(ncap, np.float32)
         weights = np.empty(ncap, np.float32)
         tag_ptr = np.empty(ncap + 1, np.int64)
         tag_blob = np.empty(n, np.uint8)  # (a tag is part of a line: never more)
-        status, nex, nnz, ntag = _FAST.parse(buf, mask, constant, indptr, indices, values,
-                                             labels, weights, tag_ptr, tag_blob)
+        table = np.ascontiguousarray(table, np.int32)
+        rows, width = table.shape
+        while True:
+            per = _BYTES_PER_FEATURE[0]
+            cap = int(n // per) + 16
+            indices = np.empty(cap, np.uint32)
+            values = np.empty(cap, np.float32)
+            status, nex, nnz, ntag = _FAST.parse(buf, mask, constant, indptr, indices,
+                                                 values, labels, weights, tag_ptr, tag_blob,
+                                                 table, rows, width)
+            # full: the features, unless the examples were (lines under 8 bytes: numba;
+            # the tags always fit); twice the room, unless that is past the bound
+            if status != 2 or nex >= ncap or per / 2 < _MIN_BYTES_PER_FEATURE:
+                break
+            _BYTES_PER_FEATURE[0] = per / 2
         if status == 0:
             # as the numba parser: the features as views where half used, else copies
             if 2 * nnz >= cap:
