@@ -1,7 +1,6 @@
 """Wide data: the first pass's switch to the dense layout (over text and over a cache),
 the dense rows' memory, and the generator."""
 
-import os
 
 import numpy as np
 import pytest
