@@ -116,7 +116,9 @@ def test_csv_read_as_vw_suggests_format_csv(capsys, tmp_path):
     data.write_text("y,a,b\n1,2,3\n0,1,1\n")
     code, text = _cli(capsys, "linear", "train", str(data), "--quiet")
     assert code == 2
-    assert f"{data}, line 1" in text and "add --format csv, and --label COLUMN" in text
+    # (VW reads a line without '|' as an unlabelled example: no line is bad, none labelled)
+    assert f"{data}: no labelled examples" in text
+    assert "add --format csv, and --label COLUMN" in text
     # following the hint without naming the label column: the next error says how
     code, text = _cli(capsys, "linear", "train", str(data), "--format", "csv", "--quiet")
     assert code == 2
