@@ -33,3 +33,19 @@ def test_warm_up_runs_once_for_the_same_sources(tmp_path, monkeypatch):
     _warm.warm_kernels(full=True)  # another level: its own stamp
     assert runs == [False, True]
     assert len([f for f in os.listdir(tmp_path) if f.startswith("terascale-warm-")]) == 2
+
+
+def test_warm_up_takes_the_wide_data_paths(monkeypatch):
+    """The warm-up's runs reach the first pass's switch to the dense layout and the hashed
+    column map, so a first run on wide data does not compile their kernels in its time."""
+    from terascale.linear import _colindex, _warm
+    from terascale.linear._online import _firstpass
+
+    seen = []
+    go_dense, reserve = _firstpass.LocalColumns._go_dense, _colindex.HashIndex.reserve
+    monkeypatch.setattr(_firstpass.LocalColumns, "_go_dense",
+                        lambda self, start: (seen.append("dense"), go_dense(self, start))[1])
+    monkeypatch.setattr(_colindex.HashIndex, "reserve",
+                        lambda self, n: (seen.append("hashed"), reserve(self, n))[1])
+    _warm._run(False)
+    assert "dense" in seen and "hashed" in seen

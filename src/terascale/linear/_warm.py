@@ -67,7 +67,9 @@ def _stamp(full: bool) -> str:
 
 def _run(full: bool) -> None:
     from ..communicator import Communicator
+    from ._io._blocks import BLOCK_EXAMPLES
     from ._io._cache import load_cached
+    from ._io._stream import CHUNK_BYTES
     from ._io._dataset import ParseOptions
     from ._train import train
 
@@ -85,6 +87,16 @@ def _run(full: bool) -> None:
                 model = train(ds, comm=alone, holdout=0.34, **extra)
             model.evaluate(path)
         train(path, comm=alone, cache_dir=os.path.join(d, "text"), holdout=0.0)  # learns as it parses
+        # wide data's paths: at -b 4 a few features pass the dense layout's threshold
+        # (2**bits / 8) and the pass switches at its second block (of text or of the cache); at -b 26 the column map
+        # is hashed. Small runs, nothing of 2**bits.
+        wide = os.path.join(d, "wide.vw")
+        with open(wide, "w") as f:
+            f.write(_VW * (max(CHUNK_BYTES, BLOCK_EXAMPLES * 20) // len(_VW) + 2))
+        for bits in (4, 26):
+            train(wide, comm=alone, bits=bits, cache=False, holdout=0.0)  # from the text
+            train(wide, comm=alone, bits=bits, cache_dir=os.path.join(d, f"b{bits}"),
+                  holdout=0.0, cache=True)
         if full:
             _rest(d, path, alone)
 
