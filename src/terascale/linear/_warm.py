@@ -69,8 +69,8 @@ def _run(full: bool) -> None:
     from ..communicator import Communicator
     from ._io._blocks import BLOCK_EXAMPLES
     from ._io._cache import load_cached
-    from ._io._stream import CHUNK_BYTES
     from ._io._dataset import ParseOptions
+    from ._io._stream import CHUNK_BYTES
     from ._train import train
 
     # a job of its own, of size 1: the launcher's process warms up, it joins no job (and
