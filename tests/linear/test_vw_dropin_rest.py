@@ -56,6 +56,18 @@ def _same(tmp_path, capfd, monkeypatch, args: list[str]) -> str:
     return got
 
 
+def _progress_table(err: str) -> list[str]:
+    """The progress table's lines of a VW-style run's standard error."""
+    return [ln for ln in err.splitlines()
+            if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
+
+
+def _closing_block(err: str) -> list[str]:
+    """The closing block's lines, less the two terascale does not print."""
+    tail = err[err.index("finished run"):].splitlines()
+    return [ln for ln in tail if not ln.startswith(("weighted label", "best const"))]
+
+
 def test_feature_mask_learns_only_the_masks_weights(tmp_path, capfd, monkeypatch):
     """A mask from an L1 run (VW's, its constant truncated to 0 too): training starts from
     it and updates its nonzero weights only; with -i, -i's nonzero weights are the mask."""
@@ -228,20 +240,14 @@ def test_progress_and_closing_block_count_weight_and_unlabelled_examples_as_vw(
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
     args = ["-d", "d.vw", *flags]
 
-    def table(err: str) -> list[str]:
-        return [ln for ln in err.splitlines()
-                if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
-
-    def block(err: str) -> list[str]:
-        tail = err[err.index("finished run"):].splitlines()
-        return [ln for ln in tail if not ln.startswith(("weighted label", "best const"))]
-
     want = run_vw(args, tmp_path)
     code, err = run_ts(capfd, args, tmp_path, monkeypatch)
     assert code == 0, err
-    first = table(want) if "--passes" not in flags else table(want)[:len(table(err))]
-    assert table(err) == first and len(first) > 4
-    assert block(err) == block(want)
+    first = _progress_table(want)
+    if "--passes" in flags:
+        first = first[:len(_progress_table(err))]
+    assert _progress_table(err) == first and len(first) > 4
+    assert _closing_block(err) == _closing_block(want)
 
 
 @pytest.mark.parametrize("flags", [["--link", "logistic", "--loss_function", "logistic"],
@@ -262,14 +268,10 @@ def test_progress_shows_predictions_as_p_writes_them_and_cuts_losses_as_vw(
     (tmp_path / "d.vw").write_text("\n".join(_lines(300, 47, label)) + "\n")
     args = ["-d", "d.vw", *flags]
 
-    def table(err: str) -> list[str]:
-        return [ln for ln in err.splitlines()
-                if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
-
-    want = table(run_vw(args, tmp_path))
+    want = _progress_table(run_vw(args, tmp_path))
     code, err = run_ts(capfd, args, tmp_path, monkeypatch)
     assert code == 0, err
-    assert table(err) == want and len(want) > 4
+    assert _progress_table(err) == want and len(want) > 4
     if "squared" in flags:
         assert any(len(ln.split()[0]) == 8 and float(ln.split()[0]) >= 10 for ln in want)
 
@@ -296,19 +298,11 @@ def test_one_against_all_prints_vws_table_and_weighs_its_losses(tmp_path, capfd,
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
     args = ["-d", "d.vw", "--oaa", "3"]
 
-    def table(err: str) -> list[str]:
-        return [ln for ln in err.splitlines()
-                if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
-
-    def block(err: str) -> list[str]:
-        tail = err[err.index("finished run"):].splitlines()
-        return [ln for ln in tail if not ln.startswith(("weighted label", "best const"))]
-
     want = run_vw(args, tmp_path)
     code, err = run_ts(capfd, args, tmp_path, monkeypatch)
     assert code == 0, err
-    assert table(err) == table(want) and len(table(want)) > 4
-    assert block(err) == block(want)
+    assert _progress_table(err) == _progress_table(want) and len(_progress_table(want)) > 4
+    assert _closing_block(err) == _closing_block(want)
 
 
 def test_one_against_all_writes_tags_and_refuses_negative_labels(tmp_path, capfd,
