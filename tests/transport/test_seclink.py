@@ -22,6 +22,15 @@ compiled = _secure._records(b"\0" * 32, b"\0" * 32, False) is not None
 needs_c = pytest.mark.skipif(not compiled, reason="transport._seclink is not built here")
 
 
+def _advance(views: list, k: int) -> None:
+    """Drop the first ``k`` bytes sent from the front of a list of memoryviews."""
+    while k:
+        step = min(k, len(views[0]))
+        views[0], k = views[0][step:], k - step
+        if not len(views[0]):
+            views.pop(0)
+
+
 def test_the_record_layer_is_built_in_ci() -> None:
     """CI builds the package from source: a broken C build must fail here, not fall back."""
     if os.environ.get("CI") != "true":
@@ -79,11 +88,7 @@ def test_compiled_and_python_ends_understand_each_other(encrypt: bool,
             k = tx.sendmsg(views)
             tx.flush()
             sent += k
-            while k:
-                step = min(k, len(views[0]))
-                views[0], k = views[0][step:], k - step
-                if not len(views[0]):
-                    views.pop(0)
+            _advance(views, k)
         assert tx.flush()
         got_h, got_p = bytearray(128), bytearray(size)
         _receive(rx, got_h, got_p)
@@ -227,11 +232,7 @@ def test_links_with_and_without_the_compiled_ghash_understand_each_other() -> No
                 if sent < len(head) + len(payload):
                     k = tx.sendmsg(views)
                     sent += k
-                    while k:
-                        d = min(k, len(views[0]))
-                        views[0], k = views[0][d:], k - d
-                        if not len(views[0]):
-                            views.pop(0)
+                    _advance(views, k)
                 tx.flush()
                 try:
                     n = rx.recvmsg_into(rviews)[0]
