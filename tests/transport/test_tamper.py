@@ -374,12 +374,18 @@ class _Truncator(Relay):
     """Forwards half of rank 1's record 2, then cuts both ways."""
 
     def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
-        def half(index: int, unit: bytes) -> list[bytes]:
-            if index == 2:
-                dst.sendall(unit[: len(unit) // 2])
-                raise OSError("cut")
-            return [unit]
-        return super()._pump(src, dst, prefix, half if mutate is not None else None)
+        return super()._pump(src, dst, prefix, _half_of_unit_two(dst, mutate))
+
+
+def _half_of_unit_two(dst, mutate):  # type: ignore[no-untyped-def]
+    """A relay's mutation (where it mutates this direction at all) that forwards half of
+    unit 2 to ``dst``, then cuts the connection."""
+    def half(index: int, unit: bytes) -> list[bytes]:
+        if index == 2:
+            dst.sendall(unit[: len(unit) // 2])
+            raise OSError("cut")
+        return [unit]
+    return half if mutate is not None else None
 
 
 @pytest.mark.parametrize("attack", ["reflect", "abort-bit", "huge-length"])
@@ -639,12 +645,7 @@ class _Cutter(P2PRelay):
     killed in mid-send (or a path that cuts the connection) looks like."""
 
     def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
-        def half(index: int, unit: bytes) -> list[bytes]:
-            if index == 2:
-                dst.sendall(unit[: len(unit) // 2])
-                raise OSError("cut")
-            return [unit]
-        return super()._pump(src, dst, prefix, half if mutate is not None else None)
+        return super()._pump(src, dst, prefix, _half_of_unit_two(dst, mutate))
 
 
 def test_a_sender_cut_off_in_mid_message_is_a_lost_peer() -> None:
