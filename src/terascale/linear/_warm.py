@@ -88,11 +88,13 @@ def _run(full: bool) -> None:
             model.evaluate(path)
         train(path, comm=alone, cache_dir=os.path.join(d, "text"), holdout=0.0)  # learns as it parses
         # wide data's paths: at -b 4 a few features pass the dense layout's threshold
-        # (2**bits / 8) and the pass switches at its second block (of text or of the cache); at -b 26 the column map
+        # (2**bits / 8), and a pass switches to it at its second block, so the file spans
+        # more than one text chunk and more than one cache block; at -b 26 the column map
         # is hashed. Small runs, nothing of 2**bits.
         wide = os.path.join(d, "wide.vw")
+        copies = max(CHUNK_BYTES // len(_VW), BLOCK_EXAMPLES // _VW.count("\n")) + 2
         with open(wide, "w") as f:
-            f.write(_VW * (max(CHUNK_BYTES, BLOCK_EXAMPLES * 20) // len(_VW) + 2))
+            f.write(_VW * copies)
         for bits in (4, 26):
             train(wide, comm=alone, bits=bits, cache=False, holdout=0.0)  # from the text
             train(wide, comm=alone, bits=bits, cache_dir=os.path.join(d, f"b{bits}"),
