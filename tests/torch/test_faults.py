@@ -58,9 +58,12 @@ def _job(launcher: str, backend: str, fault: str, mode: str, n: int = 2
     args = [str(WORKER), backend, fault, mode, str(DEADLINE)]
     if launcher == "torchrun":
         # The agent polls its workers every --monitor-interval and stops the others once one
-        # has failed; a second lets the survivors report what they saw before that.
+        # has failed; the survivors must have time to report what they saw before that, also
+        # on a loaded host (1 s was too little once in a CI run: the survivor was stopped
+        # before its report). A survivor that raises ends the job itself, so the wait costs
+        # at most one interval.
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n),
-               "--master-port", str(_free_port()), "--monitor-interval", "1", *args]
+               "--master-port", str(_free_port()), "--monitor-interval", "3", *args]
     else:
         cmd = [sys.executable, "-m", "terascale", "run", "-n", str(n), sys.executable, *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
