@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
+from .. import _pages
 from ..communicator import Communicator
 from ._batch._optimizers import loss_grad
 from ._colindex import HashIndex, use_hash
@@ -72,11 +73,16 @@ class Columns:
             self._inv[order] = np.arange(len(union), dtype=np.uint32)
         self.hash: HashIndex | None = None
         cols = self._inv if self._inv is not None else np.arange(len(union), dtype=np.uint32)
+        # huge pages (read at random for every pass), faulted in on a spare core where the
+        # run has one (_pages.prefaulting) while this thread fills them; the table only
+        # where the union writes a page of it in 4 KiB or less on average (else most of
+        # its pages would be faulted in for nothing)
         if bits <= 28 and use_hash(bits, len(union)):  # (_colindex: a fresh GiB costs)
-            self.hash = HashIndex(len(union))
+            self.hash = HashIndex(len(union), prefault=True)
             self.hash.put(union, cols)
         elif bits <= 28:
-            self.pos = np.zeros(1 << bits, np.uint32)
+            self.pos = _pages.zeros(1 << bits, np.uint32, huge=True,
+                                    prefault=len(union) << 10 >= 1 << bits)
             self.pos[union] = cols
         del cols
 
