@@ -50,6 +50,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ._background import background
 from ._errors import TerascaleError
 
 __all__ = ["Prefault", "grown", "mapping", "prefaulting", "spare_core", "zeros"]
@@ -161,9 +162,9 @@ def prefaulting(workers: int, *, timeout: float = 30.0) -> Iterator[Prefault | N
         _ACTIVE.reset(token)
         joined = pf.close(timeout)
         if not joined and not failed:
-            raise TerascaleError(f"prefault: the page-fault thread did not stop within "
-                                 f"{timeout:g} s (operation madvise(MADV_POPULATE_WRITE), "
-                                 f"rank-local, no peer)")
+            raise TerascaleError(f"prefault: the page-fault thread (madvise "
+                                 f"MADV_POPULATE_WRITE over this process's own arrays) did "
+                                 f"not stop within {timeout:g} s")
 
 
 _libc: ctypes.CDLL | None = None
@@ -252,6 +253,7 @@ class Prefault:
             return None if self._stop else self._todo.popleft()
 
     def _run(self) -> None:
+        background()  # a helper: the learner's thread keeps its core where they share one
         advise = _madvise()
         if advise is None:
             self.unsupported = True
