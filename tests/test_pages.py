@@ -107,3 +107,126 @@ def test_columns_sorted_by_index_as_argsort_sorts_them():
     ref = np.argsort(idx)
     assert np.array_equal(perm, ref) and np.array_equal(srt, idx[ref])
     assert len(_sort_columns(idx[:0])[0]) == 0
+
+
+def _resident_kib(a: np.ndarray) -> int:
+    """KiB of ``a``'s pages in memory (``mincore``: adjacent mappings with the same flags
+    are one mapping in smaps)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    page = mmap.PAGESIZE
+    addr = a.__array_interface__["data"][0]
+    pages = (a.nbytes + page - 1) // page
+    vec = ctypes.create_string_buffer(pages)
+    assert libc.mincore(addr, pages * page, vec) == 0, ctypes.get_errno()
+    return sum(b & 1 for b in vec.raw) * page // 1024
+
+
+def _prefault_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "terascale-prefault"]
+
+
+def _wait_faulted(pf: _pages.Prefault, nbytes: int, deadline: float = 30.0) -> None:
+    import time
+
+    end = time.monotonic() + deadline
+    while pf.faulted < nbytes and not pf.unsupported and time.monotonic() < end:
+        time.sleep(0.005)
+
+
+@needs_smaps
+@pytest.mark.parametrize("huge", [True, False])
+def test_prefault_makes_the_pages_resident_and_leaves_them_zero(huge):
+    pf = _pages.Prefault(chunk=1 << 20)
+    try:
+        a = _pages.zeros((12 << 20) // 8, np.float64, huge=huge)
+        b = _pages.zeros(3 << 20, np.uint8, huge=huge)
+        assert _resident_kib(a) == 0 and _resident_kib(b) == 0  # untouched so far
+        pf.add(a)
+        pf.add(b)
+        _wait_faulted(pf, a.nbytes + b.nbytes)
+        if pf.unsupported:
+            pytest.skip("the kernel has no MADV_POPULATE_WRITE (Linux 5.14+)")
+        assert pf.faulted == a.nbytes + b.nbytes
+        assert _resident_kib(a) * 1024 >= a.nbytes and _resident_kib(b) * 1024 >= b.nbytes
+        assert not a.any() and not b.any()  # faulted in as zeroed pages, nothing written
+        a[7] = 1.5
+        assert a.sum() == 1.5
+    finally:
+        assert pf.close(10.0)
+    assert not pf.running and not _prefault_threads()
+
+
+def test_prefault_stops_at_once_and_skips_arrays_dropped_before_their_turn():
+    import weakref
+
+    pf = _pages.Prefault(chunk=1 << 20)
+    big = _pages.zeros(64 << 20, np.uint8, huge=True)
+    dropped = _pages.zeros(8 << 20, np.uint8, huge=True)
+    gone = weakref.ref(dropped)
+    pf.add(big)
+    pf.add(dropped)
+    del dropped  # the thread holds no reference between chunks: the array goes now
+    assert gone() is None
+    assert pf.close(10.0)  # within one chunk, not after the 72 MiB
+    assert not pf.running and not _prefault_threads()
+    assert pf.faulted <= big.nbytes
+    pf.add(_pages.zeros(1 << 20, np.uint8, huge=False))  # after close: nothing starts
+    assert not pf.running
+
+
+@needs_smaps
+def test_prefaulting_works_only_with_a_core_beyond_the_workers():
+    cores = len(os.sched_getaffinity(0))
+    with _pages.prefaulting(cores) as pf:  # as many workers as cores: no thread
+        assert pf is None
+        a = _pages.zeros(4 << 20, np.uint8, huge=False, prefault=True)
+        assert _resident_kib(a) == 0 and not _prefault_threads()
+    assert not _pages.spare_core(cores) and _pages.spare_core(cores - 1) == (cores > 1)
+    if cores < 2:
+        return
+    with _pages.prefaulting(cores - 1) as pf:
+        assert pf is not None
+        a = _pages.zeros(4 << 20, np.uint8, huge=False, prefault=True)
+        plain = _pages.zeros(4 << 20, np.uint8, huge=False)  # not asked: left alone
+        _wait_faulted(pf, a.nbytes)
+        if not pf.unsupported:
+            assert _resident_kib(a) * 1024 >= a.nbytes and _resident_kib(plain) == 0
+    assert not _prefault_threads()  # joined when the block ends, even on an error
+    with pytest.raises(KeyError), _pages.prefaulting(cores - 1):
+        _pages.zeros(64 << 20, np.uint8, huge=True, prefault=True)
+        raise KeyError("boom")
+    assert not _prefault_threads()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core beyond 1 worker")
+def test_a_pass_from_the_cache_learns_the_same_bits_with_its_pages_prefaulted(tmp_path,
+                                                                              monkeypatch):
+    # one worker on a multi-core host: the table and the weights are handed to the
+    # thread (spied on here, not replaced), which is gone when train() returns; with no
+    # spare core nothing is handed over; both learn the same model to the bit
+    from terascale.linear import synthetic, train
+
+    path = synthetic.write_wide(str(tmp_path / "w.vw"), 3000, seed=5, vocab=100_000)
+    kw = dict(bits=18, holdout=0.0, cache_dir=str(tmp_path / "c"), passes=2)
+    train(path, **kw)  # writes the cache
+    handed: list[int] = []
+    add = _pages.Prefault.add
+    monkeypatch.setattr(_pages.Prefault, "add",
+                        lambda self, a: (handed.append(a.nbytes), add(self, a))[1])
+    on = train(path, **kw)
+    assert not _prefault_threads()
+    assert handed[0] == 4 << 18  # the 2**18 lookup table, then w, g2, nrm
+    assert handed[1:] == [4 * len(on.indices)] * 3
+    handed.clear()
+    monkeypatch.setattr(_pages, "spare_core", lambda workers: False)
+    off = train(path, **kw)
+    assert handed == [] and not _prefault_threads()
+    assert np.array_equal(on.indices, off.indices)
+    assert on.weights.tobytes() == off.weights.tobytes()
+    for a, b in zip(on.adaptive[:2], off.adaptive[:2]):
+        assert a.tobytes() == b.tobytes()

@@ -22,15 +22,40 @@ first pass's arrays (columns, hash map, weights, dense rows: each page is writte
 during the pass), the model moved out of them and L-BFGS's history; huge pages for arrays
 allocated once at full size and read at random for whole passes (the cache pass's lookup
 table and weights).
+
+Those huge pages are faulted in and zeroed by the kernel on first write, in the thread
+that writes first: the learner's. How long that takes varies from run to run with the
+host's memory (compaction; on a virtual machine, memory the hypervisor must back again),
+from nothing to a second or more of a one-worker pass from the cache at ``-b 24``. Where
+the job leaves a core idle (one worker on a multi-core host) :func:`prefaulting` moves
+that work onto it: arrays allocated with ``zeros(..., prefault=True)`` inside it are
+faulted in by a background thread (``madvise(MADV_POPULATE_WRITE)``, Linux 5.14+, in
+chunks) while the learner reads its data. The pages are the same zeroed pages the
+learner's first write would have made: no value changes, and the thread is stopped and
+joined when the block ends.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import ctypes
+import errno
 import mmap
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["grown", "mapping", "zeros"]
+from ._background import background
+from ._errors import TerascaleError
+
+__all__ = ["Prefault", "grown", "mapping", "prefaulting", "spare_core", "zeros"]
+
+MADV_POPULATE_WRITE = 23  # <linux/mman.h>, Linux 5.14+ (not in Python's mmap module)
 
 
 def mapping(size: int, *, huge: bool) -> mmap.mmap:
@@ -48,7 +73,7 @@ def mapping(size: int, *, huge: bool) -> mmap.mmap:
 
 
 def zeros(shape: int | tuple[int, ...], dtype: type | np.dtype, *,
-          huge: bool) -> np.ndarray:
+          huge: bool, prefault: bool = False) -> np.ndarray:
     """A zeroed, writable, page-aligned array in an anonymous mapping of its own.
 
     Parameters
@@ -59,11 +84,22 @@ def zeros(shape: int | tuple[int, ...], dtype: type | np.dtype, *,
         True: transparent huge pages (``MADV_HUGEPAGE``), for an array read at random
         for long after it is filled. False: 4 KiB pages (``MADV_NOHUGEPAGE``), for an
         array written once, swept in order, or soon replaced by a larger one.
+    prefault
+        True: inside a :func:`prefaulting` block that has a spare core, hand the array to
+        its background thread, which faults its pages in before the caller writes them.
+        For an array whose every page the caller will write soon (a full-size table or
+        weight array): pages it would never write would cost memory for nothing.
+        Elsewhere (no block, no spare core) it does nothing.
     """
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
     count = int(np.prod(dims, dtype=np.int64))
     mm = mapping(count * np.dtype(dtype).itemsize, huge=huge)
-    return np.frombuffer(mm, dtype, count).reshape(dims)
+    out = np.frombuffer(mm, dtype, count).reshape(dims)
+    if prefault:
+        active = _ACTIVE.get()
+        if active is not None:
+            active.add(out)
+    return out
 
 
 def grown(old: np.ndarray, size: int, *, huge: bool = False) -> np.ndarray:
@@ -77,3 +113,172 @@ def grown(old: np.ndarray, size: int, *, huge: bool = False) -> np.ndarray:
     return new
 
 
+
+
+def spare_core(workers: int) -> bool:
+    """Whether this process may run on more cores than the job has workers on this host
+    (``os.sched_getaffinity``; all cores where that is unknown): only then has a
+    background thread a core of its own. Two workers on two cores have none."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return cores > max(workers, 1)
+
+
+_ACTIVE: contextvars.ContextVar[Prefault | None] = contextvars.ContextVar(
+    "terascale_prefault", default=None)
+
+
+@contextlib.contextmanager
+def prefaulting(workers: int, *, timeout: float = 30.0) -> Iterator[Prefault | None]:
+    """A block in which ``zeros(..., prefault=True)`` arrays are faulted in by a
+    background thread, where :func:`spare_core` says a core is free for it (else the
+    block does nothing and yields None).
+
+    Parameters
+    ----------
+    workers
+        The job's workers on this host (each may run a learner on a core of its own).
+    timeout
+        Seconds the block's end waits for the thread to stop (it stops within one chunk
+        of ``madvise``, milliseconds); past that it raises :class:`TerascaleError`.
+
+    The thread is stopped and joined when the block ends, however it ends: no thread
+    outlives the block.
+    """
+    if not spare_core(workers):
+        yield None
+        return
+    pf = Prefault()
+    token = _ACTIVE.set(pf)
+    failed = False
+    try:
+        yield pf
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        _ACTIVE.reset(token)
+        joined = pf.close(timeout)
+        if not joined and not failed:
+            raise TerascaleError(f"prefault: the page-fault thread (madvise "
+                                 f"MADV_POPULATE_WRITE over this process's own arrays) did "
+                                 f"not stop within {timeout:g} s")
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def _madvise() -> ctypes._CFuncPtr | None:
+    """libc's ``madvise`` through ctypes, which lets go of the GIL during the call
+    (``mmap.madvise`` holds it: the learner's thread would wait on every chunk)."""
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        except OSError:
+            return None
+    fn = getattr(_libc, "madvise", None)
+    if fn is not None:
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        fn.restype = ctypes.c_int
+    return fn
+
+
+class Prefault:
+    """A background thread that faults in the pages of the arrays handed to it, in the
+    order they are added, each from its last chunk to its first (the code that allocates
+    an array and fills it in order, a lookup table's sorted scatter, then meets the
+    thread halfway instead of following it).
+
+    Each chunk is one ``madvise(MADV_POPULATE_WRITE)``: the kernel faults the pages in as
+    a write would, zeroed, without writing to them, so it never races with the owner's
+    own writes. Where the kernel lacks it (before Linux 5.14: ``EINVAL``) the thread stops
+    and does nothing: touching a byte per page instead would be a write racing with the
+    learner's, and a read maps only the shared zero page. The thread holds an array only
+    for the chunk it is faulting in (a weak reference otherwise): an array its owner drops
+    is skipped, never faulted in nor kept alive.
+
+    Parameters
+    ----------
+    chunk
+        Bytes per ``madvise`` (default 4 MiB, two huge pages): how soon :meth:`close`
+        stops the thread.
+    """
+
+    def __init__(self, *, chunk: int = 4 << 20) -> None:
+        self.chunk = max(chunk, mmap.PAGESIZE) // mmap.PAGESIZE * mmap.PAGESIZE
+        self.faulted = 0          # bytes faulted in so far
+        self.unsupported = False  # the kernel refused MADV_POPULATE_WRITE
+        self._todo: deque[weakref.ref[np.ndarray]] = deque()
+        self._wake = threading.Condition()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    def add(self, a: np.ndarray) -> None:
+        """Fault in ``a``'s pages after those of the arrays added before it."""
+        if a.nbytes == 0 or self.unsupported:
+            return
+        with self._wake:
+            if self._stop:
+                return
+            self._todo.append(weakref.ref(a))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="terascale-prefault")
+                self._thread.start()
+            self._wake.notify()
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Stop the thread (after its current chunk) and join it; True once it is gone
+        (False: still running after ``timeout`` seconds)."""
+        with self._wake:
+            self._stop = True
+            self._todo.clear()
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            return not self._thread.is_alive()
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _next(self) -> weakref.ref[np.ndarray] | None:
+        with self._wake:
+            while not self._todo and not self._stop:
+                self._wake.wait()
+            return None if self._stop else self._todo.popleft()
+
+    def _run(self) -> None:
+        background()  # a helper: the learner's thread keeps its core where they share one
+        advise = _madvise()
+        if advise is None:
+            self.unsupported = True
+            return
+        page = mmap.PAGESIZE
+        while (ref := self._next()) is not None:
+            a = ref()
+            if a is None:
+                continue
+            lo = a.__array_interface__["data"][0] // page * page
+            hi = a.__array_interface__["data"][0] + a.nbytes
+            del a
+            end = hi
+            while end > lo and not self._stop:
+                a = ref()  # held for this chunk only: the mapping stays while it is advised
+                if a is None:
+                    break
+                start = max(lo, (end - 1) // self.chunk * self.chunk)
+                if advise(start, end - start, MADV_POPULATE_WRITE) != 0:
+                    err = ctypes.get_errno()
+                    del a
+                    if err in (errno.EINVAL, errno.ENOSYS):
+                        self.unsupported = True
+                        return
+                    break  # ENOMEM (out of memory or unmapped), EFAULT...: leave this array
+                del a
+                self.faulted += end - start
+                end = start

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
+from .. import _pages
 from ..communicator import Communicator
 from ._batch._optimizers import loss_grad
 from ._colindex import HashIndex, use_hash
@@ -71,14 +72,21 @@ class Columns:
             self._inv = np.empty(len(union), np.uint32)
             self._inv[order] = np.arange(len(union), dtype=np.uint32)
         self.hash: HashIndex | None = None
-        cols = self._inv if self._inv is not None else np.arange(len(union), dtype=np.uint32)
+        # huge pages (read at random for every pass), faulted in on a spare core where the
+        # run has one (_pages.prefaulting) while this thread fills them; the table only
+        # where the union writes a page of it in 4 KiB or less on average (else most of
+        # its pages would be faulted in for nothing)
         if bits <= 28 and use_hash(bits, len(union)):  # (_colindex: a fresh GiB costs)
-            self.hash = HashIndex(len(union))
-            self.hash.put(union, cols)
+            self.hash = HashIndex(len(union), prefault=True)
+            self.hash.put(union, self._inv if self._inv is not None
+                          else np.arange(len(union), dtype=np.uint32))
         elif bits <= 28:
-            self.pos = np.zeros(1 << bits, np.uint32)
-            self.pos[union] = cols
-        del cols
+            self.pos = _pages.zeros(1 << bits, np.uint32, huge=True,
+                                    prefault=len(union) << 10 >= 1 << bits)
+            if self._inv is not None:
+                self.pos[union] = self._inv
+            else:  # (no column array: 4 bytes a feature fewer to fault in and fill)
+                _number(self.pos, np.asarray(union, np.uint32))
 
     def __call__(self, indices: np.ndarray) -> np.ndarray:
         # uint32: numba indexes with an unsigned integer without the negative-index check
@@ -105,6 +113,13 @@ class Columns:
         out = np.empty_like(a)
         out[self.order] = a
         return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _number(pos: np.ndarray, union: np.ndarray) -> None:
+    """pos[union[j]] = j: the lookup table of columns in the union's order."""
+    for j in range(len(union)):
+        pos[union[j]] = j
 
 
 @numba.njit(cache=True, nogil=True)

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, TextIO
 
 import numpy as np
 
+from .. import _pages
 from .._errors import DataError
 from .._malloc import hand_back_freed_memory
 from ..communicator import Communicator
@@ -90,6 +91,10 @@ class Space:
     union: np.ndarray | None
     columns: Columns | None
     seen: np.ndarray | None = None
+    size: int = field(init=False)  # the union's features, however it is held
+
+    def __post_init__(self) -> None:
+        self.size = len(self.union) if self.union is not None else 0
 
     def the_union(self) -> np.ndarray:
         """The union, rebuilt from the bitmap where it was held as one."""
@@ -135,16 +140,31 @@ def learn(run: Run) -> LinearModel:
     # to compact columns, and no batch pass decodes the shard again (see _spill)
     run.spill = new_spill(run.opts) if run.opts.batch and run.opts.passes > 0 else None
     try:
-        space = _space(run)
-        ws, scan = _start(run, space)
-        online_l2 = _totals(run, scan)
-        hold_union_as_bits(space, run.blocks.bits, batch=bool(run.opts.batch))
-        _online_passes(run, space, ws, scan, online_l2)
+        # the full-size arrays' pages faulted in on a core the job leaves idle, while this
+        # thread fills the table and reads the data (_pages.prefaulting; the thread is
+        # joined before the online passes end, before the batch phase frees its arrays)
+        with _pages.prefaulting(_workers_here(run.comm)):
+            space = _space(run)
+            if run.first is None and run.initial is None:  # (fresh weights: the size only)
+                hold_union_as_bits(space, run.blocks.bits, batch=bool(run.opts.batch))
+            ws, scan = _start(run, space)
+            online_l2 = _totals(run, scan)
+            hold_union_as_bits(space, run.blocks.bits, batch=bool(run.opts.batch))
+            _online_passes(run, space, ws, scan, online_l2)
         normalization = _batch(run, space, ws, scan) if run.opts.batch else None
         return _model(run, space, ws, normalization)
     finally:
         if run.spill is not None:
             run.spill.close()
+
+
+def _workers_here(comm: Communicator) -> int:
+    """The job's workers on this host (the launcher's count; all of them where it is
+    unknown): a background thread only gets a core beyond theirs."""
+    from .._env import read_env
+
+    env = read_env()
+    return env.local_size if env is not None and env.local_size else comm.size
 
 
 def _space(run: Run) -> Space:
@@ -187,7 +207,7 @@ def _compact(a: np.ndarray) -> np.ndarray:
 
 def _start(run: Run, space: Space) -> tuple[Weights, LabelScan]:
     """The learner to start the passes from, in the space's columns, and the label scan."""
-    opts, first, union, columns = run.opts, run.first, space.the_union(), space.columns
+    opts, first, columns = run.opts, run.first, space.columns
     # float32 is exact for one learner's arrays, and holds the workers' averages as VW's
     # own allreduce does (each average is taken in float64 a chunk at a time, _average,
     # and rounded once): no float64 copy of the weight space; float64 only where the
@@ -198,20 +218,24 @@ def _start(run: Run, space: Space) -> tuple[Weights, LabelScan]:
     if first is not None:
         scan = first.text.scan
         # huge pages where later passes read the weights at random (_pages)
-        w, g2, nrm = first.weights.in_union(union, dtype, huge=columns is not None)
+        w, g2, nrm = first.weights.in_union(space.the_union(), dtype,
+                                            huge=columns is not None)
         state = first.weights.state
     else:
-        scan = LabelScan(run.blocks, holdout_period(opts))
         if run.initial is None:  # zeros, in any column order (untouched pages cost nothing)
-            w, g2, nrm = (np.zeros(len(union), dtype) for _ in range(3))
+            # on huge pages (the passes read them at random), faulted in on a spare core
+            # while the labels are scanned and the pass starts (_pages.prefaulting)
+            w, g2, nrm = (_pages.zeros(space.size, dtype, huge=True, prefault=opts.passes > 0)
+                          for _ in range(3))
             state, fresh = new_state(), True
         else:
-            w, g2, nrm, state = initial_state(run.initial, union)
+            w, g2, nrm, state = initial_state(run.initial, space.the_union())
+        scan = LabelScan(run.blocks, holdout_period(opts))
     if columns is not None and not fresh:
         w, g2, nrm = columns.to_columns(w, g2, nrm)
     if not mixes:  # nothing but the learner and the averages write them: float32
         w, g2, nrm = _compact(w), _compact(g2), _compact(nrm)
-    run.info.update(workers=run.comm.size, features=len(union), read_s=run.t_read)
+    run.info.update(workers=run.comm.size, features=space.size, read_s=run.t_read)
     if first is not None:
         run.info["first_pass_s"] = first.seconds  # parsing, caching and learning, overlapped
     return Weights(w, g2, nrm, state), scan
