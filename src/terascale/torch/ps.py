@@ -39,6 +39,7 @@ import time
 import numpy as np
 import torch
 
+from .._admission import Admission
 from .._auth import accept_handshake, derive_keys, dial_handshake, recv_exact
 from .._env import read_bind
 from .._errors import AuthError, CollectiveError, ConfigError, LinkTampered, PeerLost, PeerTimeout
@@ -49,6 +50,8 @@ from ._flat import unflatten_into
 __all__ = ["ParameterServer"]
 
 _HELLO_S = 5.0  # time a connection to rank 0 gets to name its rank and authenticate
+_PER_SOURCE = 16  # unauthenticated connections one address may hold; more evict its oldest
+_MAX_PENDING = 256  # unauthenticated connections in all; more evict the oldest of all
 _LEN = struct.Struct(">Q")
 _NONCE = struct.Struct("<IQ")  # a message's kind (0 data, 1 notice) and its number
 _NOTICE = 1 << 63  # the top bit of a notice's length
@@ -282,20 +285,32 @@ class ParameterServer:
         self._load(flat.numpy() if self.comm.rank == 0 else self._pull_initial())
 
     def _dial(self, key: bytes) -> _Sealed:
+        """Connect to rank 0's server and authenticate; a connection closed before the
+        verdict (rank 0 sheds the oldest pending connections of a busy source, and a
+        flood of strangers may share this worker's address) is tried again until the
+        deadline."""
         rank = self.comm.rank
         deadline = time.monotonic() + self._timeout
-        try:
-            sock = socket.create_connection(self.address, timeout=_HELLO_S)
-            sock.sendall(_LEN.pack(rank))
-            nonces = dial_handshake(sock, key, deadline)
-        except AuthError as e:
-            raise AuthError(f"rank {rank}: the parameter server at {self.address[0]}:"
-                            f"{self.address[1]} failed authentication: {e}") from None
-        except (OSError, TimeoutError) as e:
-            raise PeerLost(f"rank {rank}: cannot reach the parameter server at "
-                           f"{self.address[0]}:{self.address[1]}: {e}", rank=rank, peer=0,
-                           operation="parameter server") from None
-        return _Sealed(sock, key, nonces, dialer=True, rank=rank, peer=0, limit=self.numel * 4)
+        while True:
+            sock = None
+            try:
+                sock = socket.create_connection(self.address, timeout=_HELLO_S)
+                sock.sendall(_LEN.pack(rank))
+                nonces = dial_handshake(sock, key, deadline)
+                return _Sealed(sock, key, nonces, dialer=True, rank=rank, peer=0,
+                               limit=self.numel * 4)
+            except AuthError as e:
+                sock.close()  # type: ignore[union-attr]
+                raise AuthError(f"rank {rank}: the parameter server at {self.address[0]}:"
+                                f"{self.address[1]} failed authentication: {e}") from None
+            except (OSError, TimeoutError) as e:
+                if sock is not None:
+                    sock.close()
+                if time.monotonic() + 0.05 >= deadline:
+                    raise PeerLost(f"rank {rank}: cannot reach the parameter server at "
+                                   f"{self.address[0]}:{self.address[1]}: {e}", rank=rank,
+                                   peer=0, operation=_OP) from None
+                time.sleep(0.05)
 
     # -- server side (rank 0) ----------------------------------------------------------------
     def _accept(self, listener: socket.socket, keys: list[bytes]) -> None:
@@ -305,14 +320,20 @@ class ParameterServer:
         deadline = time.monotonic() + self._timeout
         taken: set[int] = set()
         lock = threading.Lock()
+        size = self.comm.size
+        admission = Admission(per_source=max(_PER_SOURCE, size),
+                              total=max(_MAX_PENDING, 2 * size))
 
         def vet(conn: socket.socket) -> None:
             step = min(deadline, time.monotonic() + _HELLO_S)
             try:
-                (rank,) = _LEN.unpack(recv_exact(conn, _LEN.size, step))
-                if not 0 < rank < self.comm.size:
-                    raise ValueError(f"rank {rank} is not a worker")
-                nonces = accept_handshake(conn, keys[rank], step)
+                try:
+                    (rank,) = _LEN.unpack(recv_exact(conn, _LEN.size, step))
+                    if not 0 < rank < self.comm.size:
+                        raise ValueError(f"rank {rank} is not a worker")
+                    nonces = accept_handshake(conn, keys[rank], step)
+                finally:
+                    admission.done(conn)  # authenticated, or about to be closed
                 with lock:
                     if rank in taken:
                         raise ValueError(f"rank {rank} is connected already")
@@ -338,15 +359,21 @@ class ParameterServer:
                     if len(taken) == self.comm.size - 1:
                         break
                 try:
-                    conn, _ = listener.accept()
+                    conn, who = listener.accept()
                 except TimeoutError:
                     continue
+                except OSError:  # out of descriptors for now: shed the oldest stranger
+                    admission.evict(None)
+                    time.sleep(0.01)
+                    continue
+                admission.admit(conn, str(who[0]))
                 t = threading.Thread(target=vet, args=(conn,), daemon=True,
                                      name="terascale-ps-serve")
                 t.start()
                 self._threads.append(t)
         finally:
             listener.close()
+            admission.shut_all()
 
     def _serve(self, link: _Sealed, rank: int) -> None:
         server = self.server
