@@ -283,6 +283,49 @@ def test_a_connection_closed_inside_a_record_is_tampering(encrypt: bool) -> None
         receiver.recv_into(memoryview(bytearray(64)))
 
 
+def _outcome(receiver: SecureLink, room: int) -> str:
+    """What reading a closed stream gives: ``eof``, ``tampered`` or ``data`` (bytes handed
+    over)."""
+    view = memoryview(bytearray(room))
+    for _ in range(200):
+        try:
+            k = receiver.recv_into(view)
+        except BlockingIOError:
+            select.select([receiver], [], [], 0.5)
+            continue
+        except AuthError as e:
+            assert "closed inside a record" in str(e), e
+            return "tampered"
+        return "eof" if k == 0 else "data"
+    return "hang"
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+@pytest.mark.parametrize("encrypt", [False, True], ids=["integrity", "encrypt"])
+@pytest.mark.parametrize("size", [14, 100_000])  # a small record; one read in place
+def test_a_stream_cut_at_any_byte_of_a_record_hands_nothing_over(encrypt: bool, compiled: bool,
+                                                                  size: int) -> None:
+    """Cut in the length, the body or the tag, a record is never handed over (nor taken
+    for a clean end); cut before it, the stream simply ended (``PeerLost`` above)."""
+    sender, s_wire, _, _ = _link_pair(encrypt)
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert sender.sendmsg([memoryview(data)]) == size
+    record = b""
+    while len(record) < 4 + size + 16:
+        record += s_wire.recv(1 << 20)
+    n = len(record)
+    cuts = range(n) if size < 64 else sorted({0, 1, 3, 4, 5, 4 + size // 2, n - 17, n - 16,
+                                             n - 8, n - 1})
+    for cut in cuts:
+        _, _, receiver, r_wire = _link_pair(encrypt)
+        if not compiled:
+            receiver._c = None  # the pure-Python record layer (TERASCALE_NO_CEXT=1)
+        r_wire.sendall(record[:cut])
+        r_wire.close()
+        assert _outcome(receiver, size) == ("eof" if cut == 0 else "tampered"), cut
+        receiver.close()
+
+
 _PROBE = ("import sys, numpy as np, terascale\n"
           "kw = {'encrypt': True} if sys.argv[1:] == ['ask'] else {}\n"
           "with terascale.init(timeout=20, **kw) as c:\n"
