@@ -48,6 +48,21 @@ def test_a_link_left_where_the_writer_puts_its_temporary_file_is_never_written_t
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand a directory to another user")
+def test_nor_by_the_synthetic_data_writers(tmp_path: Path) -> None:
+    from terascale.linear.synthetic import write_dense
+
+    precious = tmp_path / "precious"
+    precious.write_text("the victim's file\n")
+    out = tmp_path / "bench"
+    _theirs(out)
+    for name in ("tr.vw", "te.vw"):
+        os.symlink(precious, out / f"{name}.tmp")
+    write_dense(str(out / "tr.vw"), str(out / "te.vw"), n_train=100, n_test=50)
+    assert precious.read_text() == "the victim's file\n"
+    assert len((out / "tr.vw").read_text().splitlines()) == 100
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand a directory to another user")
 def test_the_demo_refuses_a_data_directory_another_user_could_write(tmp_path: Path,
                                                                     monkeypatch) -> None:
     from terascale._demo import data_dir
