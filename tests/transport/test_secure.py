@@ -456,6 +456,39 @@ def test_a_flipped_bit_in_a_small_scattered_record_hands_nothing_over(encrypt: b
     assert not any(got_h) and not any(got_p)
 
 
+def test_a_connection_reflected_to_the_dialers_own_port_is_refused_at_connect() -> None:
+    """Rank 1's connection to rank 0, sent back on the path to rank 1's own peer port (where
+    it accepts rank 2): the dialer then answers its own challenge and the handshake passes
+    (both ends hold the secret), but the sealed hello names its target, so rank 1's acceptor
+    refuses it and its dialer fails at once with an AuthError -- no rank ever takes itself
+    for a peer."""
+    listeners = [listen("127.0.0.1") for _ in range(3)]
+    real = [lst.getsockname()[:2] for lst in listeners]
+    addrs = {0: real, 1: [real[1], real[1], real[2]], 2: real}  # rank 1's rank 0: itself
+    errors: dict = {}
+    took: dict = {}
+
+    def member(rank: int) -> None:
+        start = time.monotonic()
+        try:
+            connect_tcp(rank, 3, addrs[rank], listeners[rank], SECRET, "job",
+                        time.monotonic() + 3).close()
+        except Exception as e:
+            errors[rank] = e
+        took[rank] = time.monotonic() - start
+
+    threads = [threading.Thread(target=member, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert isinstance(errors.get(1), AuthError), errors
+    assert "rank 1: the connection to rank 0" in str(errors[1])
+    assert "reached rank 1 instead" in str(errors[1])
+    assert took[1] < 2  # at connect, not at the deadline
+    assert 0 in errors  # rank 0 never gets rank 1's link: it does not run
+
+
 def test_a_connection_redirected_to_another_rank_fails_at_connect_naming_both() -> None:
     """Rank 2's connection meant for rank 0 reaches rank 1 (a redirect on the path, or a
     stale address): the sealed hello names its target, so rank 1 refuses it and says who it
