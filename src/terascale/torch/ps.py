@@ -433,10 +433,11 @@ class ParameterServer:
         grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p))
                           .detach().reshape(-1).cpu().float() for p in self.params]).numpy()
         if self.server is not None:
+            deadline = time.monotonic() + self._timeout
             try:
-                params = self.server.push(0, grad, time.monotonic() + self._timeout)
-            except BaseException:
-                self.server.settle(time.monotonic() + self._timeout)
+                params = self.server.push(0, grad, deadline)
+            except BaseException:  # the workers hear why within this round's deadline
+                self.server.settle(max(deadline, time.monotonic() + 1.0))
                 raise
             self._load(params)
             return
