@@ -46,9 +46,16 @@ def _train(comm, squat):  # type: ignore[no-untyped-def]
     if squat and comm.rank == 0:
         threading.Thread(target=_squat, args=(_listening(), held, stop), daemon=True).start()
     comm.barrier()
+    real = socket.create_connection
+    if squat and comm.rank == 1:  # dial a moment late: the port closes once every worker is in
+        def late(*a, **k):  # type: ignore[no-untyped-def]
+            time.sleep(1.0)
+            return real(*a, **k)
+        socket.create_connection = late  # type: ignore[assignment]
     torch.manual_seed(comm.rank)
     net = torch.nn.Linear(4, 2)
     ps = tt.ParameterServer(net, lr=0.1, comm=comm)
+    socket.create_connection = real  # type: ignore[assignment]
     if squat and comm.rank == 0:  # the stranger holds the server's port before any step
         deadline = time.monotonic() + 20
         while ps.address[1] not in {p for p, _ in held} and time.monotonic() < deadline:
