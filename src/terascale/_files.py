@@ -5,6 +5,9 @@ point at the old file, or at a new name whose data never reached the disk. Durab
 needs the file's data flushed (``fsync`` of the file) before the rename and the rename
 flushed (``fsync`` of the directory) after it -- the order ext4, XFS and btrfs document
 (Pillai et al., "All File Systems Are Not Created Equal", OSDI 2014).
+
+Also here: :func:`private_dir`, the check on a directory of entries that a run later reads
+back as its own (the data caches), which another user must not be able to write.
 """
 
 from __future__ import annotations
@@ -14,9 +17,9 @@ import tempfile
 from collections.abc import Callable
 from typing import IO
 
-from ._errors import StorageError
+from ._errors import ConfigError, StorageError
 
-__all__ = ["fsync_dir", "make_public", "replace_durably", "storage_error"]
+__all__ = ["fsync_dir", "make_public", "private_dir", "replace_durably", "storage_error"]
 
 
 def make_public(fd: int) -> None:
@@ -25,6 +28,38 @@ def make_public(fd: int) -> None:
     mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
     os.umask(mask)
     os.fchmod(fd, 0o666 & ~mask)
+
+
+def private_dir(path: str, what: str, remedy: str) -> str:
+    """``path``, a directory made private (mode 0700) when missing; ``ConfigError`` naming
+    ``what`` when another user could write it (it is neither this user's nor root's, or it
+    is group- or world-writable): entries planted or swapped there would be read back as
+    this run's own. A directory under a fixed name in the shared ``/tmp`` can be made first
+    by anyone.
+
+    Parameters
+    ----------
+    path
+        The directory.
+    what
+        How the error names it (the option that gave it: ``--cache-dir /x``).
+    remedy
+        What the error suggests besides another directory (how to run without one).
+    """
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot create the directory ({e.strerror}); give a "
+                          f"writable directory, or {remedy}") from None
+    uid = os.geteuid()
+    if st.st_uid not in (uid, 0) or st.st_mode & 0o022:
+        raise ConfigError(
+            f"{what}: the directory is owned by uid {st.st_uid} with mode "
+            f"{st.st_mode & 0o777:03o}, so another user could plant or replace what this "
+            f"run reads back from it; give a directory of this user's (uid {uid}) that "
+            f"others cannot write (chmod go-w), or {remedy}")
+    return path
 
 
 def storage_error(what: str, path: str | os.PathLike[str], e: OSError) -> StorageError:

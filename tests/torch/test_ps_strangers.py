@@ -46,9 +46,16 @@ def _train(comm, squat):  # type: ignore[no-untyped-def]
     if squat and comm.rank == 0:
         threading.Thread(target=_squat, args=(_listening(), held, stop), daemon=True).start()
     comm.barrier()
+    real = socket.create_connection
+    if squat and comm.rank == 1:  # dial a moment late: the port closes once every worker is in
+        def late(*a, **k):  # type: ignore[no-untyped-def]
+            time.sleep(1.0)
+            return real(*a, **k)
+        socket.create_connection = late  # type: ignore[assignment]
     torch.manual_seed(comm.rank)
     net = torch.nn.Linear(4, 2)
     ps = tt.ParameterServer(net, lr=0.1, comm=comm)
+    socket.create_connection = real  # type: ignore[assignment]
     if squat and comm.rank == 0:  # the stranger holds the server's port before any step
         deadline = time.monotonic() + 20
         while ps.address[1] not in {p for p, _ in held} and time.monotonic() < deadline:
@@ -112,3 +119,41 @@ def test_a_parameter_server_message_altered_replayed_or_reflected_is_refused() -
         fresh._opened = 1  # the next message it expects is the worker's second
         with pytest.raises(LinkTampered, match="rank 0: parameter-server link with rank 1"):
             fresh.recv(deadline)
+
+
+def _flooded(comm, n_idle):  # type: ignore[no-untyped-def]
+    """Rank 0 floods its own server port with idle connections before worker 1 (held back
+    a moment) dials; returns the most vetting threads rank 0 held, and the weights."""
+    real = socket.create_connection
+    if comm.rank == 1:  # the only connection made after init is the parameter server's
+        def late(*a, **k):  # type: ignore[no-untyped-def]
+            time.sleep(3.5)
+            return real(*a, **k)
+        socket.create_connection = late  # type: ignore[assignment]
+    net = torch.nn.Linear(4, 2)
+    ps = tt.ParameterServer(net, lr=0.1, comm=comm)
+    socket.create_connection = real  # type: ignore[assignment]
+    most, idle = 0, []
+    if comm.rank == 0:  # connected without waiting, as a flood would
+        for _ in range(n_idle):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(ps.address)
+            idle.append(s)
+        end = time.monotonic() + 3.2
+        while time.monotonic() < end:
+            most = max(most, sum(t.name == "terascale-ps-serve" for t in threading.enumerate()))
+            time.sleep(0.02)
+    net.zero_grad()
+    net(torch.ones(1, 4) * (comm.rank + 1)).sum().backward()
+    ps.step()
+    ps.close()
+    for s in idle:
+        s.close()
+    return most, net.weight.detach().numpy().tobytes()
+
+
+def test_a_flood_of_idle_connections_holds_a_bounded_number_of_threads() -> None:
+    out = run_workers(_flooded, 2, timeout=60, args=(600,))
+    assert out[0][1] == out[1][1]  # the job went on
+    assert out[0][0] <= 30, f"rank 0 held {out[0][0]} vetting threads for 600 idle strangers"

@@ -283,6 +283,49 @@ def test_a_connection_closed_inside_a_record_is_tampering(encrypt: bool) -> None
         receiver.recv_into(memoryview(bytearray(64)))
 
 
+def _outcome(receiver: SecureLink, room: int) -> str:
+    """What reading a closed stream gives: ``eof``, ``tampered`` or ``data`` (bytes handed
+    over)."""
+    view = memoryview(bytearray(room))
+    for _ in range(200):
+        try:
+            k = receiver.recv_into(view)
+        except BlockingIOError:
+            select.select([receiver], [], [], 0.5)
+            continue
+        except AuthError as e:
+            assert "closed inside a record" in str(e), e
+            return "tampered"
+        return "eof" if k == 0 else "data"
+    return "hang"
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+@pytest.mark.parametrize("encrypt", [False, True], ids=["integrity", "encrypt"])
+@pytest.mark.parametrize("size", [14, 100_000])  # a small record; one read in place
+def test_a_stream_cut_at_any_byte_of_a_record_hands_nothing_over(encrypt: bool, compiled: bool,
+                                                                  size: int) -> None:
+    """Cut in the length, the body or the tag, a record is never handed over (nor taken
+    for a clean end); cut before it, the stream simply ended (``PeerLost`` above)."""
+    sender, s_wire, _, _ = _link_pair(encrypt)
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert sender.sendmsg([memoryview(data)]) == size
+    record = b""
+    while len(record) < 4 + size + 16:
+        record += s_wire.recv(1 << 20)
+    n = len(record)
+    cuts = range(n) if size < 64 else sorted({0, 1, 3, 4, 5, 4 + size // 2, n - 17, n - 16,
+                                             n - 8, n - 1})
+    for cut in cuts:
+        _, _, receiver, r_wire = _link_pair(encrypt)
+        if not compiled:
+            receiver._c = None  # the pure-Python record layer (TERASCALE_NO_CEXT=1)
+        r_wire.sendall(record[:cut])
+        r_wire.close()
+        assert _outcome(receiver, size) == ("eof" if cut == 0 else "tampered"), cut
+        receiver.close()
+
+
 _PROBE = ("import sys, numpy as np, terascale\n"
           "kw = {'encrypt': True} if sys.argv[1:] == ['ask'] else {}\n"
           "with terascale.init(timeout=20, **kw) as c:\n"
@@ -411,6 +454,41 @@ def test_a_flipped_bit_in_a_small_scattered_record_hands_nothing_over(encrypt: b
     with pytest.raises(AuthError, match="record #0 failed its authentication tag"):
         receiver.recvmsg_into([memoryview(got_h), memoryview(got_p)])
     assert not any(got_h) and not any(got_p)
+
+
+def test_a_connection_reflected_to_the_dialers_own_port_is_refused_at_connect() -> None:
+    """Rank 1's connection to rank 0, sent back on the path to rank 1's own peer port (where
+    it accepts rank 2): the dialer then answers its own challenge and the handshake passes
+    (both ends hold the secret), but the sealed hello names its target, so rank 1's acceptor
+    refuses it and its dialer fails at once with an AuthError -- no rank ever takes itself
+    for a peer."""
+    listeners = [listen("127.0.0.1") for _ in range(3)]
+    real = [lst.getsockname()[:2] for lst in listeners]
+    addrs = {0: real, 1: [real[1], real[1], real[2]], 2: real}  # rank 1's rank 0: itself
+    errors: dict = {}
+    took: dict = {}
+
+    def member(rank: int) -> None:
+        if rank == 2:  # later: rank 1's port still vets (it waits for rank 2) at the reflection
+            time.sleep(1.0)
+        start = time.monotonic()
+        try:
+            connect_tcp(rank, 3, addrs[rank], listeners[rank], SECRET, "job",
+                        time.monotonic() + 3).close()
+        except Exception as e:
+            errors[rank] = e
+        took[rank] = time.monotonic() - start
+
+    threads = [threading.Thread(target=member, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert isinstance(errors.get(1), AuthError), errors
+    assert "rank 1: the connection to rank 0" in str(errors[1])
+    assert "reached rank 1 instead" in str(errors[1])
+    assert took[1] < 2  # at connect, not at the deadline
+    assert 0 in errors  # rank 0 never gets rank 1's link: it does not run
 
 
 def test_a_connection_redirected_to_another_rank_fails_at_connect_naming_both() -> None:

@@ -144,6 +144,7 @@ try:
     comm = terascale.init(timeout=float(os.environ["DEADLINE"]))
     n = comm.size
     out["mode"] = getattr(comm._transport.socks[(comm.rank + 1) % n], "mode", "plain")
+    out["compiled"] = getattr(comm._transport.socks[(comm.rank + 1) % n], "_c", None) is not None
     x = np.full(1 << 18, comm.rank + 1.0, np.float32)  # 1 MiB: several records per frame
     for i in range(8):
         y = comm.allreduce(x.copy())
@@ -814,3 +815,33 @@ def test_a_record_spliced_from_another_ranks_link_is_refused(tmp_path: Path) -> 
     assert server.relays[0].touched == 1
     _all_refused(results)
     assert all("tampered" in r["message"] for r in results), results  # the cause, everywhere
+
+
+# The pure-Python record layer (no compiled module, as where it was not built) checks the
+# same records: the attacks above, on ranks that run it, in both modes.
+@pytest.mark.parametrize(("security", "attack"), [
+    ("integrity", "flip"), ("integrity", "abort-bit"), ("integrity", "huge-length"),
+    ("encrypt", "replay"), ("encrypt", "reflect"), ("integrity", "cut")])
+def test_the_python_record_layer_refuses_the_same_attacks(tmp_path: Path, security: str,
+                                                          attack: str) -> None:
+    env = [{"TERASCALE_NO_CEXT": "1", **({"TERASCALE_ENCRYPT": "1"} if security == "encrypt"
+                                         else {})}] * 2
+    victim, sender = 0, 1
+    if attack == "reflect":
+        up, down = _reflector()
+        link: dict = {"up": up, "down": down}
+        victim, sender = 1, 0
+    elif attack == "cut":
+        link = {"up": lambda index, unit: [unit], "relay": _Truncator}
+    else:
+        link = {"up": {"flip": _flip, "abort-bit": _abort_bit, "huge-length": _huge,
+                       "replay": _replayer()}[attack]}
+    results, _, _ = _job(tmp_path, link=link, env=env)
+    assert not any(r.get("compiled", True) for r in results), results  # the Python layer ran
+    if attack == "cut":
+        _all_refused(results, ("AuthError", "PeerLost"))
+        return
+    _all_refused(results)
+    assert "tampered" in results[victim]["message"], results
+    assert f"from rank {sender}" in results[victim]["message"], results
+    assert f"aborted because rank {victim} failed" in results[sender]["message"], results

@@ -22,9 +22,9 @@ from typing import IO, Any
 
 import numpy as np
 
-from .._files import replace_durably
+from .._files import private_dir, replace_durably
 
-__all__ = ["child", "child_in", "cut_shards", "test_metrics"]
+__all__ = ["child", "child_in", "cut_shards", "test_metrics", "work_dir"]
 
 ME = "terascale.bench._linear_children"
 
@@ -191,3 +191,20 @@ if __name__ == "__main__":
         _worker(json.loads(spec_json))
     else:
         print(json.dumps(_kinds()[kind](json.loads(spec_json))))
+
+
+def work_dir(given: str | None) -> str:
+    """Where the linear benchmarks keep their data and outputs: ``--dir``, else
+    ``TMPDIR/terascale-bench-linear``, made private and refused (``ConfigError``) when
+    another user could write it: VW and the benchmark write predictions and models there by
+    name, and would write through a link that user left in their place.
+
+    Parameters
+    ----------
+    given
+        The ``--dir`` flag's value (None or empty: the default).
+    """
+    if given:
+        return given
+    path = os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
+    return private_dir(path, f"terascale bench linear: {path}", "give --dir DIR")

@@ -53,12 +53,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import time
 from typing import Any
 
 from .._errors import ConfigError
-from ._linear_children import child_in
+from ._linear_children import child_in, work_dir
 
 __all__ = ["parse_count", "run_large"]
 
@@ -199,7 +198,7 @@ def _table(rows: list[dict[str, Any]]) -> None:
 def run_large(args: argparse.Namespace) -> int:
     sizes = [parse_count(s) for s in args.sizes.split(",") if s.strip()]
     parse_recipes(getattr(args, "recipes", None))  # a bad name fails before any work
-    work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
+    work = work_dir(args.dir)
     os.makedirs(work, exist_ok=True)
     kind = "--wide" if getattr(args, "wide", False) else "--large"
     print(f"terascale bench linear {kind}: sizes {', '.join(map(_label, sizes))}, "

@@ -26,10 +26,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 from typing import Any
 
-from ._linear_children import child, child_in
+from ._linear_children import child, child_in, work_dir
 
 __all__ = ["RECIPES", "add_bench_parser"]
 
@@ -104,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
         return run_large(args)
     repeat = args.repeat or 3
 
-    work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
+    work = work_dir(args.dir)
     if args.dense:
         os.makedirs(work, exist_ok=True)
         train_p, test_p = (os.path.join(work, f"dense-{k}.vw") for k in ("train", "test"))

@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from ._linear_children import work_dir
+
 __all__ = ["add_spark_arguments", "run_spark"]
 
 
@@ -320,7 +322,7 @@ def _fit_child(spec: dict[str, Any]) -> dict[str, Any]:
 
 def run_fit(args: argparse.Namespace) -> int:
     """``bench linear --spark --spark-fit``: fit times and test scores, one session."""
-    work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
+    work = work_dir(args.dir)
     os.makedirs(work, exist_ok=True)
     sets = {}
     for name in [d.strip() for d in args.spark_data.split(",") if d.strip()]:
@@ -390,7 +392,7 @@ def _transform_child(spec: dict[str, Any]) -> dict[str, Any]:
 
 def run_transform(args: argparse.Namespace) -> int:
     """``bench linear --spark --spark-transform``: the table of transform times."""
-    work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
+    work = work_dir(args.dir)
     os.makedirs(work, exist_ok=True)
     sparse = {name: _data(name, work, args.spark_rows, args.spark_bits)["test"]
               for name in [d.strip() for d in args.spark_data.split(",") if d.strip()]}
@@ -438,7 +440,7 @@ def run_spark(args: argparse.Namespace) -> int:
         return run_transform(args)
     if args.spark_fit:
         return run_fit(args)
-    work = args.dir or os.path.join(tempfile.gettempdir(), "terascale-bench-linear")
+    work = work_dir(args.dir)
     os.makedirs(work, exist_ok=True)
     bits, workers = args.spark_bits, args.workers
     results: dict[str, Any] = {"master": f"local[{workers}]", "bits": bits, "datasets": {}}

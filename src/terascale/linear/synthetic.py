@@ -484,7 +484,6 @@ def write_dense(train: str, test: str, *, n_train: int = 116_000, n_test: int = 
     seed
         The random seed (default 74).
     """
-    import os
 
     rng = np.random.default_rng(seed)
     true = rng.normal(size=74) / 4
@@ -492,7 +491,6 @@ def write_dense(train: str, test: str, *, n_train: int = 116_000, n_test: int = 
         X = rng.normal(size=(n, 74)).astype(np.float32)
         y = np.where(rng.random(n) < 1 / (1 + np.exp(-(X @ true))), "1", "-1")
         feats = [" ".join(f"f{j}:{v:.4g}" for j, v in enumerate(row)) for row in X]
-        with open(path + ".tmp", "w") as f:
-            f.write("".join(f"{lab} |x {fs}\n" for lab, fs in zip(y, feats)))
-        os.replace(path + ".tmp", path)
+        # (a temporary file made afresh, never through a name someone left beside it)
+        _write(path, iter(["".join(f"{lab} |x {fs}\n" for lab, fs in zip(y, feats)).encode()]))
     return train, test

@@ -18,10 +18,19 @@ crosses the wire, run the HMAC handshake on it (:mod:`terascale._auth`) and seal
 message after it with AES-256-GCM, a key per direction and a counter per message. An
 altered, replayed or reordered message raises :class:`~terascale._errors.LinkTampered`; a
 stranger on rank 0's port holds one vetting thread for a few seconds, never the job.
+
+A failure ends every rank, within the communicator's deadline, with an error naming rank,
+peer and operation: the side that finds a message altered (or the connection gone) tells the
+other over the direction still intact, in a sealed notice (the top bit of its length, a
+nonce of its own kind, so nothing else can pass for one), and rank 0 hands the same verdict
+to every worker at its next exchange. A synchronous round waits at most the communicator's
+timeout for the workers' gradients (``PeerTimeout`` naming the missing ranks), so no rank
+waits forever on a round that cannot complete.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import threading
@@ -30,9 +39,10 @@ import time
 import numpy as np
 import torch
 
+from .._admission import Admission
 from .._auth import accept_handshake, derive_keys, dial_handshake, recv_exact
 from .._env import read_bind
-from .._errors import AuthError, ConfigError, LinkTampered, PeerLost, PeerTimeout
+from .._errors import AuthError, CollectiveError, ConfigError, LinkTampered, PeerLost, PeerTimeout
 from ..communicator import Communicator
 from ._comm import resolve
 from ._flat import unflatten_into
@@ -40,8 +50,14 @@ from ._flat import unflatten_into
 __all__ = ["ParameterServer"]
 
 _HELLO_S = 5.0  # time a connection to rank 0 gets to name its rank and authenticate
+_PER_SOURCE = 16  # unauthenticated connections one address may hold; more evict its oldest
+_MAX_PENDING = 256  # unauthenticated connections in all; more evict the oldest of all
 _LEN = struct.Struct(">Q")
-_NONCE = struct.Struct("<4xQ")
+_NONCE = struct.Struct("<IQ")  # a message's kind (0 data, 1 notice) and its number
+_NOTICE = 1 << 63  # the top bit of a notice's length
+_NOTICE_MAX = 4096  # a notice's text, at most
+_KINDS = {c.__name__: c for c in (LinkTampered, PeerLost, PeerTimeout)}
+_OP = "parameter server"
 
 
 class _Sealed:
@@ -59,29 +75,49 @@ class _Sealed:
         self._sent = self._opened = 0
         self.rank, self.peer, self._limit = rank, peer, limit
 
-    def send(self, data: bytes, deadline: float) -> None:
-        head = _LEN.pack(len(data) + 16)
-        body = self._seal.encrypt(_NONCE.pack(self._sent), data, head)
+    def send(self, data: bytes, deadline: float, *, notice: bool = False) -> None:
+        head = _LEN.pack((len(data) + 16) | (_NOTICE if notice else 0))
+        body = self._seal.encrypt(_NONCE.pack(notice, self._sent), data, head)
         self._sent += 1
         self.sock.settimeout(max(deadline - time.monotonic(), 0.001))
         self.sock.sendall(head + body)
 
     def recv(self, deadline: float) -> bytes:
+        """The next message. A notice from the other side raises the error it carries (as
+        this rank's, naming the other side); an altered message raises LinkTampered."""
         what = f"rank {self.rank}: parameter-server link with rank {self.peer}"
         head = recv_exact(self.sock, _LEN.size, deadline)
-        (n,) = _LEN.unpack(head)
-        if not 16 <= n <= self._limit + 16:
+        (field,) = _LEN.unpack(head)
+        notice, n = bool(field & _NOTICE), field & ~_NOTICE
+        if not 16 <= n <= (_NOTICE_MAX if notice else self._limit) + 16:
             raise LinkTampered(f"{what}: a message claims {n} bytes (altered on the wire?)",
-                               rank=self.rank, peer=self.peer, operation="parameter server")
+                               rank=self.rank, peer=self.peer, operation=_OP)
         body = recv_exact(self.sock, n, deadline)
         try:
-            data = self._open.decrypt(_NONCE.pack(self._opened), body, head)
+            data = self._open.decrypt(_NONCE.pack(notice, self._opened), body, head)
         except Exception:  # cryptography's InvalidTag
             raise LinkTampered(f"{what}: a message failed its authentication tag (altered, "
                                "replayed or reordered on the wire)", rank=self.rank,
-                               peer=self.peer, operation="parameter server") from None
+                               peer=self.peer, operation=_OP) from None
         self._opened += 1
+        if notice:
+            info = json.loads(data)
+            cls = _KINDS.get(str(info.get("type")), PeerLost)
+            err = cls(f"rank {self.rank}: rank {self.peer} ended the parameter-server link: "
+                      f"{info.get('message')}", rank=self.rank, peer=self.peer, operation=_OP)
+            err.from_link = self  # type: ignore[attr-defined]  # the other side knows already
+            raise err
         return data
+
+    def tell(self, err: BaseException, deadline: float) -> None:
+        """Tell the other side why this link ends (best effort: it may be gone)."""
+        if getattr(err, "from_link", None) is self:
+            return
+        text = json.dumps({"type": type(err).__name__, "message": str(err)[:_NOTICE_MAX - 200]})
+        try:
+            self.send(text.encode(), deadline, notice=True)
+        except OSError:
+            pass
 
     def close(self) -> None:
         try:
@@ -103,9 +139,15 @@ class _Server:
         self.current = self.master.detach().numpy().copy()
         self.initial = self.current
         self.updates = 0
+        self.failure: BaseException | None = None
+        self.serving = 0  # serving threads still running (each ends with its worker told)
 
-    def push(self, rank: int, grad: np.ndarray) -> np.ndarray:
+    def push(self, rank: int, grad: np.ndarray, deadline: float) -> np.ndarray:
+        """Apply ``rank``'s gradient (sync: once every rank's is in, waiting until
+        ``deadline`` at most); raises the job's first failure instead, if there was one."""
         with self.cv:
+            if self.failure is not None:
+                raise self.failure
             if self.mode == "async":
                 self._apply(grad)
                 return self.current
@@ -119,10 +161,41 @@ class _Server:
                 self.round = {}
                 self.generation += 1
                 self.cv.notify_all()
-            else:
-                while self.generation == gen:
-                    self.cv.wait()
+            while self.generation == gen and self.failure is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = sorted(set(range(self.n)) - set(self.round))
+                    self.failure = PeerTimeout(
+                        f"rank 0: parameter server round {gen} timed out waiting for the "
+                        f"gradients of ranks {missing}", rank=0, peer=missing[0], operation=_OP)
+                    self.cv.notify_all()
+                    break
+                self.cv.wait(left)
+            if self.generation == gen:
+                assert self.failure is not None
+                raise self.failure
             return self.current
+
+    def serving_threads(self, delta: int) -> None:
+        """A serving thread started (+1) or ended, its worker told why (-1)."""
+        with self.cv:
+            self.serving += delta
+            self.cv.notify_all()
+
+    def settle(self, deadline: float) -> None:
+        """Wait (until ``deadline`` at most) for the serving threads to end: after a
+        failure, each tells its worker at the worker's next exchange, before this process
+        may exit and leave the worker with only a lost connection."""
+        with self.cv:
+            while self.serving and (left := deadline - time.monotonic()) > 0:
+                self.cv.wait(left)
+
+    def fail(self, err: BaseException) -> None:
+        """Record the job's first failure and wake every rank waiting on a round."""
+        with self.cv:
+            if self.failure is None:
+                self.failure = err
+            self.cv.notify_all()
 
     def _apply(self, grad: np.ndarray) -> None:
         self.master.grad = torch.from_numpy(grad)
@@ -212,20 +285,32 @@ class ParameterServer:
         self._load(flat.numpy() if self.comm.rank == 0 else self._pull_initial())
 
     def _dial(self, key: bytes) -> _Sealed:
+        """Connect to rank 0's server and authenticate; a connection closed before the
+        verdict (rank 0 sheds the oldest pending connections of a busy source, and a
+        flood of strangers may share this worker's address) is tried again until the
+        deadline."""
         rank = self.comm.rank
         deadline = time.monotonic() + self._timeout
-        try:
-            sock = socket.create_connection(self.address, timeout=_HELLO_S)
-            sock.sendall(_LEN.pack(rank))
-            nonces = dial_handshake(sock, key, deadline)
-        except AuthError as e:
-            raise AuthError(f"rank {rank}: the parameter server at {self.address[0]}:"
-                            f"{self.address[1]} failed authentication: {e}") from None
-        except (OSError, TimeoutError) as e:
-            raise PeerLost(f"rank {rank}: cannot reach the parameter server at "
-                           f"{self.address[0]}:{self.address[1]}: {e}", rank=rank, peer=0,
-                           operation="parameter server") from None
-        return _Sealed(sock, key, nonces, dialer=True, rank=rank, peer=0, limit=self.numel * 4)
+        while True:
+            sock = None
+            try:
+                sock = socket.create_connection(self.address, timeout=_HELLO_S)
+                sock.sendall(_LEN.pack(rank))
+                nonces = dial_handshake(sock, key, deadline)
+                return _Sealed(sock, key, nonces, dialer=True, rank=rank, peer=0,
+                               limit=self.numel * 4)
+            except AuthError as e:
+                sock.close()  # type: ignore[union-attr]
+                raise AuthError(f"rank {rank}: the parameter server at {self.address[0]}:"
+                                f"{self.address[1]} failed authentication: {e}") from None
+            except (OSError, TimeoutError) as e:
+                if sock is not None:
+                    sock.close()
+                if time.monotonic() + 0.05 >= deadline:
+                    raise PeerLost(f"rank {rank}: cannot reach the parameter server at "
+                                   f"{self.address[0]}:{self.address[1]}: {e}", rank=rank,
+                                   peer=0, operation=_OP) from None
+                time.sleep(0.05)
 
     # -- server side (rank 0) ----------------------------------------------------------------
     def _accept(self, listener: socket.socket, keys: list[bytes]) -> None:
@@ -235,14 +320,20 @@ class ParameterServer:
         deadline = time.monotonic() + self._timeout
         taken: set[int] = set()
         lock = threading.Lock()
+        size = self.comm.size
+        admission = Admission(per_source=max(_PER_SOURCE, size),
+                              total=max(_MAX_PENDING, 2 * size))
 
         def vet(conn: socket.socket) -> None:
             step = min(deadline, time.monotonic() + _HELLO_S)
             try:
-                (rank,) = _LEN.unpack(recv_exact(conn, _LEN.size, step))
-                if not 0 < rank < self.comm.size:
-                    raise ValueError(f"rank {rank} is not a worker")
-                nonces = accept_handshake(conn, keys[rank], step)
+                try:
+                    (rank,) = _LEN.unpack(recv_exact(conn, _LEN.size, step))
+                    if not 0 < rank < self.comm.size:
+                        raise ValueError(f"rank {rank} is not a worker")
+                    nonces = accept_handshake(conn, keys[rank], step)
+                finally:
+                    admission.done(conn)  # authenticated, or about to be closed
                 with lock:
                     if rank in taken:
                         raise ValueError(f"rank {rank} is connected already")
@@ -250,7 +341,12 @@ class ParameterServer:
                 link = _Sealed(conn, keys[rank], nonces, dialer=False, rank=0, peer=rank,
                                limit=self.numel * 4)
                 assert self.server is not None
-                link.send(self.server.initial.tobytes(), time.monotonic() + self._timeout)
+                self.server.serving_threads(+1)
+                try:
+                    link.send(self.server.initial.tobytes(), time.monotonic() + self._timeout)
+                except BaseException:
+                    self.server.serving_threads(-1)
+                    raise
             except (OSError, ValueError, AuthError, struct.error):
                 conn.close()  # a stranger, a wrong key or garbage: the job goes on
                 return
@@ -263,31 +359,47 @@ class ParameterServer:
                     if len(taken) == self.comm.size - 1:
                         break
                 try:
-                    conn, _ = listener.accept()
+                    conn, who = listener.accept()
                 except TimeoutError:
                     continue
+                except OSError:  # out of descriptors for now: shed the oldest stranger
+                    admission.evict(None)
+                    time.sleep(0.01)
+                    continue
+                admission.admit(conn, str(who[0]))
                 t = threading.Thread(target=vet, args=(conn,), daemon=True,
                                      name="terascale-ps-serve")
                 t.start()
                 self._threads.append(t)
         finally:
             listener.close()
+            admission.shut_all()
 
     def _serve(self, link: _Sealed, rank: int) -> None:
-        assert self.server is not None
+        server = self.server
+        assert server is not None
+        err: BaseException
         try:
-            while True:
-                # A worker's next gradient comes within its step time; the deadline is
-                # the job's, so a lost worker frees this thread (its rank sees PeerLost).
-                payload = link.recv(time.monotonic() + 10 * self._timeout)
-                if not payload:
-                    return
-                params = self.server.push(rank, np.frombuffer(payload, np.float32).copy())
-                link.send(params.tobytes(), time.monotonic() + self._timeout)
-        except (OSError, TimeoutError, ValueError, AuthError):
-            return
+            try:
+                while True:
+                    # A worker's next gradient comes within its step time; the deadline is
+                    # the job's, so a lost worker frees this thread (its rank sees PeerLost).
+                    payload = link.recv(time.monotonic() + 10 * self._timeout)
+                    if not payload:
+                        return
+                    params = server.push(rank, np.frombuffer(payload, np.float32).copy(),
+                                         time.monotonic() + self._timeout)
+                    link.send(params.tobytes(), time.monotonic() + self._timeout)
+            except (AuthError, CollectiveError) as e:  # this link's verdict, or the job's
+                err = e
+            except (OSError, TimeoutError, ValueError) as e:
+                err = PeerLost(f"rank 0: lost worker rank {rank} on the parameter-server link "
+                               f"({e})", rank=0, peer=rank, operation=_OP)
+            server.fail(err)
+            link.tell(err, time.monotonic() + 1.0)
         finally:
             link.close()
+            server.serving_threads(-1)
 
     # -- worker side -------------------------------------------------------------------------
     def _pull_initial(self) -> np.ndarray:
@@ -296,12 +408,19 @@ class ParameterServer:
 
     def _recv(self) -> bytes:
         assert self._conn is not None
+        rank = self.comm.rank
         try:
             return self._conn.recv(time.monotonic() + self._timeout)
+        except LinkTampered as e:  # rank 0 must know too: it would wait on this rank's round
+            self._conn.tell(e, time.monotonic() + 1.0)
+            raise
         except TimeoutError:
-            raise PeerTimeout(f"rank {self.comm.rank}: the parameter server did not answer "
-                              f"within {self._timeout:g} s", rank=self.comm.rank, peer=0,
-                              operation="parameter server") from None
+            raise PeerTimeout(f"rank {rank}: the parameter server did not answer "
+                              f"within {self._timeout:g} s", rank=rank, peer=0,
+                              operation=_OP) from None
+        except OSError as e:
+            raise PeerLost(f"rank {rank}: the parameter server went away: {e}",
+                           rank=rank, peer=0, operation=_OP) from None
 
     def _flat_params(self) -> torch.Tensor:
         return torch.cat([p.detach().reshape(-1).cpu().float() for p in self.params])
@@ -314,16 +433,22 @@ class ParameterServer:
         grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p))
                           .detach().reshape(-1).cpu().float() for p in self.params]).numpy()
         if self.server is not None:
-            self._load(self.server.push(0, grad))
+            deadline = time.monotonic() + self._timeout
+            try:
+                params = self.server.push(0, grad, deadline)
+            except BaseException:  # the workers hear why within this round's deadline
+                self.server.settle(max(deadline, time.monotonic() + 1.0))
+                raise
+            self._load(params)
             return
         assert self._conn is not None
         try:
             self._conn.send(grad.tobytes(), time.monotonic() + self._timeout)
             self.bytes_sent += grad.nbytes
-            params = np.frombuffer(self._recv(), np.float32)
-        except (ConnectionError, OSError) as e:
+        except OSError as e:
             raise PeerLost(f"rank {self.comm.rank}: the parameter server went away: {e}",
-                           rank=self.comm.rank, peer=0, operation="parameter server") from None
+                           rank=self.comm.rank, peer=0, operation=_OP) from None
+        params = np.frombuffer(self._recv(), np.float32)
         self.bytes_received += params.nbytes
         self._load(params)
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import ConfigError
+from ..._files import private_dir
 from ...linear import Dataset, ParseOptions
 
 __all__ = ["CHUNK", "Shard", "ShardWriter", "chunks", "dataframe_identity", "default_cache_dir",
@@ -199,6 +200,10 @@ def open_shard(identity: str | None, cache_dir: str | None, part: tuple[int, int
     """
     root = default_cache_dir() if cache_dir is None else cache_dir
     cacheable = identity is not None and root != ""
+    if cacheable:  # an entry there is read back as this data: nobody else may write it
+        parents = [os.path.dirname(root)] if cache_dir is None else []  # TMPDIR's fixed name
+        for d in (*parents, root):
+            private_dir(d, f"cacheDir {root}", "cacheDir='' for none")
     base = root if cacheable else tempfile.gettempdir()
     ident = json.dumps([_VERSION, identity, describe, list(part)])
     entry = os.path.join(base, f"p{part[0]}of{part[1]}-"

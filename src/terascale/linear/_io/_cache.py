@@ -15,6 +15,13 @@ resident).
 An entry is keyed by the file's path, size and mtime, the parse options and the shard; it
 is written into a temporary directory, fsynced and renamed into place, so a crash never
 leaves a half-written cache. Later passes and later runs read it.
+
+Those keys are no secret (anyone who can list the data's directory can compute them), and
+the default root sits in the shared temporary directory under a fixed name, so an entry is
+only as trustworthy as the directory that holds it: a cache root that another user could
+write (theirs, or group- or world-writable) is refused before anything in it is read
+(:func:`checked_root`), since an entry planted or swapped there would be trained on as this
+data without a word. A root made here is made private (mode 0700).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..._errors import ConfigError
-from ..._files import fsync_dir
+from ..._files import fsync_dir, private_dir
 from .._names import opt
 from ._blocks import Block, Blocks, ShardStats
 from ._cachefmt import FIELDS, decode_block, decode_labels, label_bytes
@@ -38,13 +45,26 @@ from ._cachewrite import EntryWriter
 from ._dataset import ParseOptions
 from ._stream import TextBlocks
 
-__all__ = ["CacheBlocks", "PendingCache", "cache_key", "default_cache_dir", "load_cached"]
+__all__ = ["CacheBlocks", "PendingCache", "cache_key", "checked_root", "default_cache_dir",
+           "load_cached"]
 
 _VERSION = 4  # 4: VW features in VW's order, VW's float parsing (3: streamed blocks)
 
 
 def default_cache_dir() -> str:
     return os.path.join(tempfile.gettempdir(), "terascale-cache")
+
+
+def checked_root(root: str) -> str:
+    """``root``, made (private) when missing; ``ConfigError`` when another user could write
+    it, so could plant or replace the entries a run reads as its data.
+
+    Parameters
+    ----------
+    root
+        The cache's directory (``cache_dir``, or :func:`default_cache_dir`).
+    """
+    return private_dir(root, opt("cache_dir", root), f"{opt('cache_dir', repr(''))} for none")
 
 
 def cache_key(path: str, opts: ParseOptions, shard: tuple[int, int]) -> str:
@@ -266,7 +286,7 @@ def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1
         if not os.path.exists(path):
             text.stats()  # raises the DataError (no such file)
         return text, False
-    root = cache_dir or default_cache_dir()
+    root = checked_root(cache_dir or default_cache_dir())
     entry = os.path.join(root, cache_key(path, opts, shard))
     if os.path.exists(os.path.join(entry, "meta.json")):
         try:
