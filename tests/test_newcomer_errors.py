@@ -42,6 +42,16 @@ def test_misspelled_flag_of_a_subcommand(capsys):
     assert len(text.strip().splitlines()) == 1  # one line, no 90-flag usage dump
 
 
+def test_verbose_after_the_subcommand_is_the_global_flag(capsys):
+    # `terascale run -n 2 -v ...` once said "unrecognized arguments: -v (did you mean '-v'?)"
+    code, text = _cli(capsys, "bench", "allreduce", "-v", "--algoritms", "tree")
+    assert code == 2 and "unrecognized arguments: --algoritms" in text and "-v" not in text
+    proc = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "1", "-v",
+                           sys.executable, "-c", "pass"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_misspelled_flag_of_linear_train(capsys, tmp_path):
     code, text = _cli(capsys, "linear", "train", "--pases", "2", str(tmp_path / "x.vw"))
     assert code == 2

@@ -177,6 +177,10 @@ def _missing_extra(error: ModuleNotFoundError) -> str | None:
             f"pip install 'terascale[{extra}]' (from a clone: pip install -e '.[{extra}]')")
 
 
+# Global flags a sub-command has not claimed for itself are taken after it too.
+_GLOBAL_FLAGS = ("-v", "--verbose")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``terascale`` command with ``argv`` (default: ``sys.argv[1:]``); the exit status.
 
@@ -189,6 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _terminal_help(parser)
     argv = list(sys.argv[1:] if argv is None else argv)
     args, extras = parser.parse_known_args(argv)
+    if any(e in _GLOBAL_FLAGS for e in extras):  # `terascale run -v ...`: the global flag, late
+        args.verbose = True
+        extras = [e for e in extras if e not in _GLOBAL_FLAGS]
     if extras:  # a command may explain its own unknown flags (linear: VW's, refused)
         explain = getattr(args, "unknown_args", None)
         if explain is None:
