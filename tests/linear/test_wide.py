@@ -179,3 +179,38 @@ def test_dense_rows_averaged_in_place_give_the_unions_average_bitwise(tmp_path, 
         assert got[1].tobytes() == want[1].tobytes() == union[0][1].tobytes()
         for a, b in zip(got[2], want[2]):
             assert a.tobytes() == b.tobytes()
+
+
+def _cache_pass(comm, path, cache_dir, wide):
+    from terascale.linear import _train as t
+
+    if not wide:  # compact columns over the union, whatever its width
+        t._wide = lambda distinct, bits: False
+    kw = dict(bits=14, holdout=0.0, cache_dir=f"{cache_dir}-{comm.rank}", passes=1)
+    train([path], comm=comm, **kw)  # (writes the cache where it is not yet written)
+    together = []
+    real = t._wide_union
+    t._wide_union = lambda *a: together.append(real(*a)) or together[-1]
+    m = train([path], comm=comm, **kw)
+    return m.indices, m.weights, m.adaptive, "first_pass_s" in m.info, together
+
+
+def test_caches_wide_together_learn_in_dense_rows_and_give_the_same_model(tmp_path):
+    # at -b 14 each worker's cache holds ~8.9k features (below 2/3 of 2**14: compact by
+    # itself) and their union 12.8k (above it): the workers' passes over their caches
+    # learn in dense rows, averaged in place; the model is the compact columns' one
+    from terascale.testing import run_workers
+
+    path = synthetic.write_wide(str(tmp_path / "w.vw"), 1000, seed=5, vocab=200_000)
+    cache = str(tmp_path / "c")
+    rows = run_workers(_cache_pass, 2, args=(path, cache, True), timeout=300)
+    cols = run_workers(_cache_pass, 2, args=(path, cache, False), timeout=300)
+    assert [r[3] for r in rows] == [True, True]
+    assert [r[4] for r in rows] == [[True], [True]]  # wide together, not each by itself
+    assert [r[3] for r in cols] == [False, False]
+    assert 3 * len(cols[0][0]) >= 2 << 14
+    for got, want in zip(rows, cols):
+        assert np.array_equal(got[0], want[0])
+        assert got[1].tobytes() == want[1].tobytes() == cols[0][1].tobytes()
+        for a, b in zip(got[2], want[2]):
+            assert a.tobytes() == b.tobytes()
