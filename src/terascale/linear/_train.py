@@ -43,7 +43,7 @@ from ._io._dataset import Dataset, ParseOptions
 from ._io._shard import job_rank, shard_blocks
 from ._model import LinearModel
 from ._names import opt
-from ._online._firstpass import GrowingWeights, TextMixer, TextPass, _mark
+from ._online._firstpass import GrowingWeights, TextMixer, TextPass, _mark, count_bits
 from ._online._onlinepass import online_pass
 from ._online._progress import Progress
 from ._online._update import new_state
@@ -230,7 +230,7 @@ def _wide_union(blocks: Blocks, comm: Communicator, mine: bool) -> bool:
     for p in caches or []:
         _mark(np.asarray(p.features(), np.uint32), seen)
     union_bitmap(comm, seen)
-    return caches is not None and _wide(int(np.bitwise_count(seen).sum()), blocks.bits)
+    return caches is not None and _wide(count_bits(seen), blocks.bits)
 
 
 def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,
