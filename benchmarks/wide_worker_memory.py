@@ -82,13 +82,14 @@ def _worker(spec: dict) -> None:
     t = time.perf_counter()
     model = train([PATH], **opts)
     secs = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     env = read_env()
     rank = 0 if env is None else env.rank
-    digest = hashlib.sha1(model.indices.tobytes() + model.weights.tobytes()).hexdigest()
+    digest = hashlib.sha1(memoryview(model.indices))
+    digest.update(memoryview(model.weights))
     with open(os.path.join(spec["dir"], f"phases.{rank}.json"), "w") as f:
-        json.dump({"seconds": secs, "peak": resource.getrusage(
-            resource.RUSAGE_SELF).ru_maxrss // 1024, "phases": [(p, peaks[p]) for p in order],
-            "features": len(model.indices), "model": digest[:12]}, f)
+        json.dump({"seconds": secs, "peak": peak, "phases": [(p, peaks[p]) for p in order],
+                   "features": len(model.indices), "model": digest.hexdigest()[:12]}, f)
 
 
 def main() -> None:
