@@ -189,8 +189,11 @@ def _average_rows(run: Run) -> bool:
 
     A feature a worker never saw has zeros in its row there (weight, adaptive sum,
     normalizer), as it has in the union's columns the other way, and the averages are
-    elementwise: the same bits as averaging in the union (in rank order, as the
-    shared-memory allreduce sums, the same whatever the position of a feature). What it
+    elementwise: the same bits as averaging in the union with two workers (a sum of two
+    is the same in either order) and on one host (the shared-memory allreduce sums in
+    rank order wherever a feature sits); across hosts with three or more, a ring's order
+    depends on a feature's position, so the model is the same on every rank and run but
+    may differ in the last bits from the union's. What it
     saves is the end of the pass's peak: no sorted feature list per worker, no gathered
     lists, no union beside the rows, no learner moved into the union before averaging
     (``docs/design/linear-memory.md``)."""
