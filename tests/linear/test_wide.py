@@ -134,3 +134,83 @@ def test_workers_average_dense_rows_as_they_average_compact_columns(tmp_path):
     cached = run_workers(_one_pass, 2, args=(path, str(tmp_path / "c")), timeout=300)
     assert np.array_equal(text[0], text[1])
     assert np.array_equal(text[0], cached[0])
+
+
+def _averaged(comm, path, how, l1, dense):
+    # one pass from text averaged at its end; counts the exchanges of feature lists
+    from terascale.linear import _recipe
+    from terascale.linear._io import _stream
+    from terascale.linear._online import _firstpass
+
+    # blocks of ~200 examples (and the skip to a worker's first record as short, or the
+    # rest of its shard comes as one block): each worker's pass switches at its 2nd block
+    _stream.CHUNK_BYTES = _stream._SCAN = 64 << 10
+    calls = []
+    real = _recipe.union_features
+    _recipe.union_features = lambda *a: calls.append(1) or real(*a)
+    if not dense:  # the first pass stays in compact columns: averaged in the union
+        _firstpass.dense_threshold = lambda bits: 1 << 62
+    seen = []
+    real_pass = _recipe._average_rows
+    _recipe._average_rows = lambda run: seen.append(run.first.weights.rows is not None) or \
+        real_pass(run)
+    m = train([path], comm=comm, bits=12, holdout=0.0, cache=False, average=how, l1=l1)
+    return m.indices, m.weights, m.adaptive, len(calls), seen
+
+
+@pytest.mark.parametrize("workers, how, l1", [(2, "weighted", 0.0), (3, "uniform", 1e-6)])
+def test_dense_rows_averaged_in_place_give_the_unions_average_bitwise(tmp_path, workers,
+                                                                       how, l1):
+    # every worker's text pass ends in dense rows: the rows are averaged over all 2**bits
+    # hashed indices and the union is the or of the workers' bitmaps, with no feature
+    # list exchanged; the model is the one the workers make averaging in the union
+    from terascale.testing import run_workers
+
+    path = synthetic.write_wide(str(tmp_path / "w.vw"), 4000, seed=5, vocab=200_000)
+    rows = run_workers(_averaged, workers, args=(path, how, l1, True), timeout=300)
+    union = run_workers(_averaged, workers, args=(path, how, l1, False), timeout=300)
+    assert [r[4] for r in rows] == [[True]] * workers  # every pass ended in dense rows
+    assert [r[4] for r in union] == [[False]] * workers
+    assert [r[3] for r in rows] == [0] * workers
+    assert [r[3] for r in union] == [1] * workers
+    assert len(union[0][0]) > 4000
+    for got, want in zip(rows, union):  # (the state's update multiplier is each rank's)
+        assert np.array_equal(got[0], want[0])
+        assert got[1].tobytes() == want[1].tobytes() == union[0][1].tobytes()
+        for a, b in zip(got[2], want[2]):
+            assert a.tobytes() == b.tobytes()
+
+
+def _cache_pass(comm, path, cache_dir, wide):
+    from terascale.linear import _train as t
+
+    if not wide:  # compact columns over the union, whatever its width
+        t._wide = lambda distinct, bits: False
+    kw = dict(bits=14, holdout=0.0, cache_dir=f"{cache_dir}-{comm.rank}", passes=1)
+    train([path], comm=comm, **kw)  # (writes the cache where it is not yet written)
+    together = []
+    real = t._wide_union
+    t._wide_union = lambda *a: together.append(real(*a)) or together[-1]
+    m = train([path], comm=comm, **kw)
+    return m.indices, m.weights, m.adaptive, "first_pass_s" in m.info, together
+
+
+def test_caches_wide_together_learn_in_dense_rows_and_give_the_same_model(tmp_path):
+    # at -b 14 each worker's cache holds ~8.9k features (below 2/3 of 2**14: compact by
+    # itself) and their union 12.8k (above it): the workers' passes over their caches
+    # learn in dense rows, averaged in place; the model is the compact columns' one
+    from terascale.testing import run_workers
+
+    path = synthetic.write_wide(str(tmp_path / "w.vw"), 1000, seed=5, vocab=200_000)
+    cache = str(tmp_path / "c")
+    rows = run_workers(_cache_pass, 2, args=(path, cache, True), timeout=300)
+    cols = run_workers(_cache_pass, 2, args=(path, cache, False), timeout=300)
+    assert [r[3] for r in rows] == [True, True]
+    assert [r[4] for r in rows] == [[True], [True]]  # wide together, not each by itself
+    assert [r[3] for r in cols] == [False, False]
+    assert 3 * len(cols[0][0]) >= 2 << 14
+    for got, want in zip(rows, cols):
+        assert np.array_equal(got[0], want[0])
+        assert got[1].tobytes() == want[1].tobytes() == cols[0][1].tobytes()
+        for a, b in zip(got[2], want[2]):
+            assert a.tobytes() == b.tobytes()

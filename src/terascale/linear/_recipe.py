@@ -23,7 +23,7 @@ from .._errors import DataError
 from .._malloc import hand_back_freed_memory
 from ..communicator import Communicator
 from ._batch._batchphase import batch_phase, new_spill
-from ._combine._average import average_weights
+from ._combine._average import average_weights, union_bitmap
 from ._combine._chain import Chain
 from ._combine._mixing import Mixer
 from ._io._blocks import Blocks
@@ -35,6 +35,7 @@ from ._names import opt
 from ._online._firstpass import GrowingWeights, TextPass, _mark, _set_bits, dense_threshold
 from ._online._onlinepass import COUNTED, Weights, online_pass
 from ._online._progress import Progress
+from ._online._state import CONTRACTION, GRAVITY
 from ._online._update import new_state, sync_weights
 from ._options import TrainOptions
 from ._passes import Columns, EarlyStop, LabelScan, learning_blocks, union_features
@@ -74,6 +75,7 @@ class Run:
     first: FirstPass | None         # the first pass over text, when it has run
     spill: Spill | None = None      # the batch phase's copy of the shard
     examples: int = 0               # this worker's examples (once counted)
+    averaged: bool = False          # the first pass's learners averaged in their dense rows
     info: dict[str, Any] = field(default_factory=dict)  # the model's info, as it grows
 
     @property
@@ -173,8 +175,11 @@ def _space(run: Run) -> Space:
     if first is not None:  # the first pass has run, in its own columns
         hand_back_freed_memory()  # the parser's blocks, before the rows move out
         first.text.release()  # its 2**bits table: Columns makes its own
+        averaged = _average_rows(run)  # (the first pass's bitmap is the union's now)
         first.weights.shrink()  # dense rows: hand back what the feature list will need
-        union = union_features(first.text.features(), comm)
+        union = first.text.features()
+        if not averaged:
+            union = union_features(union, comm)
     else:
         union = union_features(blocks.features(), comm)
     # the union's lookup table (2**bits entries: 64 MiB to zero at -b 24) only where a later
@@ -194,6 +199,41 @@ def _space(run: Run) -> Space:
                    else first_block_features(blocks))
         order = column_order(union, need, hot, comm)
     return Space(union, Columns(union, blocks.bits, order) if need else None)
+
+
+def _average_rows(run: Run) -> bool:
+    """Where every worker's first pass ended in dense rows (``2**bits`` rows by hashed
+    index, :class:`._online._firstpass.GrowingWeights`) and the pass is to be averaged at
+    its end, average the rows themselves, before any union is built, and make the
+    first pass's bitmap of features the union's (a collective; whether it ran).
+
+    A feature a worker never saw has zeros in its row there (weight, adaptive sum,
+    normalizer), as it has in the union's columns the other way, and the averages are
+    elementwise: the same bits as averaging in the union with two workers (a sum of two
+    is the same in either order) and on one host (the shared-memory allreduce sums in
+    rank order wherever a feature sits); across hosts with three or more, a ring's order
+    depends on a feature's position, so the model is the same on every rank and run but
+    may differ in the last bits from the union's. What it
+    saves is the end of the pass's peak: no sorted feature list per worker, no gathered
+    lists, no union beside the rows, no learner moved into the union before averaging
+    (``docs/design/linear-memory.md``)."""
+    opts, comm, first = run.opts, run.comm, run.first
+    if (first is None or comm.size == 1 or first.mixes is not None
+            or opts.chained(comm.size)):
+        return False
+    ws = first.weights
+    if not comm.allreduce(np.array([ws.rows is not None]), op="min")[0]:  # (bool: and)
+        return False
+    seen = first.text.columns.seen
+    assert seen is not None
+    if ws.state[CONTRACTION] != 1.0 or ws.state[GRAVITY] != 0.0:  # (as _online_passes)
+        sync_weights(ws.w, ws.state)
+    average_weights(comm, ws.w, ws.g2, ws.nrm, ws.state, opts.averaging)
+    union_bitmap(comm, seen)
+    first.text.columns.forget()
+    hand_back_freed_memory()  # the collectives' buffers, before the union's arrays
+    run.averaged = True
+    return True
 
 
 def _compact(a: np.ndarray) -> np.ndarray:
@@ -312,7 +352,8 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
             info["mixes"] = info.get("mixes", 0) + mixer.mixes
         elif chain is not None:
             pass  # one learner, handed on: L1/L2 stay lazy across passes, as with one worker
-        elif comm.size > 1 and not (p == 0 and first is not None and first.mixes is not None):
+        elif comm.size > 1 and not (p == 0 and (run.averaged or (
+                first is not None and first.mixes is not None))):
             # averaging needs plain weights; one worker keeps L1/L2 lazy across passes, as
             # VW does (its end of pass folds them in only without --save_resume, VW's
             # default), and folds them in after the last pass

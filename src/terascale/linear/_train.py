@@ -31,16 +31,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any
 
+import numpy as np
+
 from .._errors import ConfigError
 from .._malloc import keep_freed_memory
 from ..communicator import Communicator
+from ._combine._average import union_bitmap
 from ._io._blocks import Blocks, ChainBlocks, as_blocks
 from ._io._cache import CacheBlocks, PendingCache
 from ._io._dataset import Dataset, ParseOptions
 from ._io._shard import job_rank, shard_blocks
 from ._model import LinearModel
 from ._names import opt
-from ._online._firstpass import GrowingWeights, TextMixer, TextPass
+from ._online._firstpass import GrowingWeights, TextMixer, TextPass, _mark, count_bits
 from ._online._onlinepass import online_pass
 from ._online._progress import Progress
 from ._online._update import new_state
@@ -158,10 +161,12 @@ def _prepare_and_train(data: Dataset | Blocks | Sequence[str] | str,
     # workers that average during the pass (_mixing) join first, the pass needs the job
     text = TextPass.wanted(blocks, batch=batch, warm=warm, passes=opts.passes)
     mixing = opts.mix_every(size) > 0
-    # a cache of wide data: its first pass learns in the dense rows from the start
-    wide = (not text and not mixing and not opts.chained(size)
-            and TextPass.lazy(opts.parse_options(), batch=batch, warm=warm,
-                              passes=opts.passes) and _wide_cache(blocks))
+    # a cache of wide data: its first pass learns in the dense rows from the start (a
+    # shard wide by itself, before the job is joined; one wide with the others', after)
+    cacheable = (not mixing and not opts.chained(size)
+                 and TextPass.lazy(opts.parse_options(), batch=batch, warm=warm,
+                                   passes=opts.passes))
+    wide = cacheable and not text and _wide_cache(blocks)
     first = None
     if (text or wide) and not mixing:
         first = _text_pass(blocks, opts, rank, predictions, dense_now=wide)
@@ -175,6 +180,8 @@ def _prepare_and_train(data: Dataset | Blocks | Sequence[str] | str,
     try:
         if text and first is None:
             first = _text_pass(blocks, opts, comm.rank, predictions, comm)
+        elif cacheable and comm.size > 1 and _wide_union(blocks, comm, first is None):
+            first = _text_pass(blocks, opts, comm.rank, predictions, dense_now=True)
         return learn(Run(blocks, comm, opts, t0, t_read, initial, predictions, callback,
                          first))
     finally:
@@ -182,18 +189,48 @@ def _prepare_and_train(data: Dataset | Blocks | Sequence[str] | str,
             comm.close()
 
 
-def _wide_cache(blocks: Blocks) -> bool:
-    """Whether ``blocks`` are a written cache with so many distinct features ``D`` that the
-    dense rows (12 bytes for each of the ``2**bits`` indices) are no larger than compact
-    columns and their lookup table (``12 * D + 4 * 2**bits``): ``3 * D >= 2 * 2**bits``.
-    Below that the rows cost more memory, and zeroing them more time than they save (two
-    workers each with 6M of the wide data's features at ``-b 24``: 8% slower, loaded
-    host)."""
+def _caches(blocks: Blocks) -> list[CacheBlocks] | None:
+    """The written caches ``blocks`` read, or None where any part is still text."""
     parts = list(blocks.parts) if isinstance(blocks, ChainBlocks) else [blocks]
     caches = [p.done() if isinstance(p, PendingCache) and not p.pending else p
               for p in parts]
-    return (all(isinstance(p, CacheBlocks) for p in caches)
-            and 3 * max(p.distinct() for p in caches) >= 2 << blocks.bits)
+    return caches if all(isinstance(p, CacheBlocks) for p in caches) else None
+
+
+def _wide(distinct: int, bits: int) -> bool:
+    """Whether ``distinct`` features make the dense rows (12 bytes for each of the
+    ``2**bits`` indices) no larger than compact columns and their lookup table (``12 * D
+    + 4 * 2**bits``): ``3 * D >= 2 * 2**bits``. Below that the rows cost more memory, and
+    zeroing them more time than they save (two workers over the wide data's 11M features
+    at ``-b 24``: 8% slower, loaded host)."""
+    return 3 * distinct >= 2 << bits
+
+
+def _wide_cache(blocks: Blocks) -> bool:
+    """Whether ``blocks`` are a written cache whose own distinct features are :func:`_wide`."""
+    caches = _caches(blocks)
+    return caches is not None and _wide(max(p.distinct() for p in caches), blocks.bits)
+
+
+def _wide_union(blocks: Blocks, comm: Communicator, mine: bool) -> bool:
+    """Whether this worker's cache pass (``mine``: it has not run a first pass yet) should
+    learn in the dense rows because the union of the workers' features is :func:`_wide`
+    (a collective of every worker that may learn from a cache in one pass; one flag, and
+    where some worker asks, the or of the workers' bitmaps of ``2**bits`` bits).
+
+    After the pass the learners are averaged in the union: in compact columns it holds a
+    ``2**bits`` table and 12 bytes for every feature of the union, not of the shard
+    (``-q ab`` on the wide data at ``-b 24``: two shards of 9.4M features, a union of
+    14.5M, 238 MB against the rows' 201), and dense rows are averaged in place, without
+    the union beside them (:func:`._recipe._average_rows`)."""
+    caches = _caches(blocks) if mine else None
+    if not comm.allreduce(np.array([caches is not None]), op="max")[0]:  # (bool: or)
+        return False
+    seen = np.zeros(((1 << blocks.bits) + 7) // 8, np.uint8)
+    for p in caches or []:
+        _mark(np.asarray(p.features(), np.uint32), seen)
+    union_bitmap(comm, seen)
+    return caches is not None and _wide(count_bits(seen), blocks.bits)
 
 
 def _text_pass(blocks: Blocks, opts: TrainOptions, rank: int,

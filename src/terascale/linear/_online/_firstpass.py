@@ -45,7 +45,8 @@ from .._layout import HOT_PREFIX
 from .._passes import LabelScan, holdout_mask
 from ._onlinepass import Weights
 
-__all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "dense_threshold"]
+__all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "count_bits",
+           "dense_threshold"]
 
 _MAX_BITS = 28  # the local lookup table: 1 GiB at most (VW's weights there: 4 GiB)
 
@@ -74,6 +75,18 @@ def _mark(indices: np.ndarray, seen: np.ndarray) -> None:
     for k in range(len(indices)):
         h = indices[k]
         seen[h >> 3] |= np.uint8(1) << np.uint8(h & 7)
+
+
+@numba.njit(cache=True, nogil=True)
+def count_bits(seen: np.ndarray) -> int:
+    """How many bits of the bitmap ``seen`` are set."""
+    n = 0
+    for i in range(len(seen)):
+        b = seen[i]
+        while b:
+            n += 1
+            b &= b - np.uint8(1)
+    return n
 
 
 @numba.njit(cache=True, nogil=True)
