@@ -2,7 +2,8 @@
 
 Launches two workers with one pretend host each (every link TCP, never shared memory) per
 link mode -- ``plain`` (unauthenticated, benchmark only), ``integrity`` (the default:
-AES-GMAC records) and ``encrypt`` (AES-GCM records) -- each timing ITERS in-place ring
+AES-GMAC records) and ``encrypt`` (AEGIS-256X4 records where the compiled record layer is
+built, else AES-256-GCM) -- each timing ITERS in-place ring
 allreduces of float32 after a barrier, and prints rank 0's medians: wall time, and the
 process's CPU time (user and system) per allreduce. Wall time on a shared machine moves
 with whatever else runs; CPU time per allreduce moves far less, so it is the figure to
