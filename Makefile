@@ -14,10 +14,12 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 # setup.py builds the compiled core (src/terascale/_shm*.c, the links' record layer
-# src/terascale/transport/_seclink.c on libcrypto) in place: rebuilt when it changes.
+# src/terascale/transport/_seclink.c on libcrypto and the vendored libaegis) in place:
+# rebuilt when it changes.
 CORE := setup.py src/terascale/_shmcore.c src/terascale/_shmdirect.c src/terascale/_shmsmall.c \
 	src/terascale/_shmcore.h src/terascale/linear/_vw/_vwfast.c src/terascale/transport/_seclink.c \
-	src/terascale/transport/_ghash.c src/terascale/transport/_ghash.h
+	src/terascale/transport/_ghash.c src/terascale/transport/_ghash.h \
+	$(wildcard src/terascale/transport/_aegis/*/*.[ch])
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml $(CORE)
 	$(BIN)/pip install -q -e ".[linear]"

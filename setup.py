@@ -2,15 +2,31 @@
 
 ``terascale._shmcore`` (the shared-memory transport's per-call work),
 ``terascale.transport._seclink`` (authenticated links' records, on OpenSSL's libcrypto:
-the ``libssl-dev`` headers) and ``terascale.linear._vw._vwfast`` (the common case of VW text)
+the ``libssl-dev`` headers; and AEGIS-256X4 for encrypted links from libaegis, whose C
+sources are vendored under ``transport/_aegis`` with their MIT licence and built here,
+each implementation choosing its instruction set by pragma and the best one picked when
+the module loads) and ``terascale.linear._vw._vwfast`` (the common case of VW text)
 are plain C against the CPython API: gcc (or any C compiler) builds them during
 ``pip install``. All are optional: where they cannot be built, the install still succeeds,
 the shared-memory transport runs its pure-Python path, links seal their records through
-the ``cryptography`` package, and VW text is parsed by the numba parser alone
+the ``cryptography`` package (and encrypted links agree on AES-256-GCM, the cipher every
+build has), and VW text is parsed by the numba parser alone
 (``TERASCALE_NO_CEXT=1`` selects those paths at run time too).
 """
 
+import glob
+import os
+
 from setuptools import Extension, setup
+
+# libaegis (MIT, vendored unmodified but for its init: _aegis/README.md): AEGIS-256X4 only
+_AEGIS = "src/terascale/transport/_aegis"
+_AEGIS_SOURCES = [
+    "common/common.c", "common/cpu.c", "common/softaes.c",
+    *(f"aegis256x4/aegis256x4{v}.c" for v in
+      ("", "_aesni", "_avx2", "_avx512", "_soft", "_neon_aes", "_altivec")),
+]
+_AEGIS_HEADERS = sorted(os.path.relpath(h, _AEGIS) for h in glob.glob(f"{_AEGIS}/*/*.h"))
 
 setup(
     ext_modules=[
@@ -24,14 +40,21 @@ setup(
             optional=True,
         ),
         Extension(
-            # authenticated links' records (AES-256-GCM on OpenSSL's libcrypto: libssl-dev)
+            # authenticated links' records (AES-256-GCM on OpenSSL's libcrypto: libssl-dev;
+            # AEGIS-256X4 on the vendored libaegis)
             "terascale.transport._seclink",
             # _ghash.c: GHASH on VPCLMULQDQ, its functions compiled for AVX-512 by their own
-            # target attributes and run only where the CPU has it (checked at run time)
-            ["src/terascale/transport/_seclink.c", "src/terascale/transport/_ghash.c"],
-            depends=["src/terascale/transport/_ghash.h"],
+            # target attributes and run only where the CPU has it (checked at run time);
+            # libaegis's implementations likewise select their instruction sets by pragma,
+            # and its aegis_init picks one at run time (no -m flags on any file)
+            ["src/terascale/transport/_seclink.c", "src/terascale/transport/_ghash.c",
+             *(f"{_AEGIS}/{f}" for f in _AEGIS_SOURCES)],
+            depends=["src/terascale/transport/_ghash.h",
+                     *(f"{_AEGIS}/{f}" for f in _AEGIS_HEADERS)],
+            include_dirs=[f"{_AEGIS}/include"],
             libraries=["crypto"],
-            extra_compile_args=["-O2", "-std=gnu11"],
+            # hidden: libaegis's symbols stay inside the module (PyInit_ is exported)
+            extra_compile_args=["-O2", "-std=gnu11", "-fvisibility=hidden"],
             optional=True,
         ),
         Extension(

@@ -2,9 +2,12 @@
 
 Launches two workers with one pretend host each (every link TCP, never shared memory) per
 link mode -- ``plain`` (unauthenticated, benchmark only), ``integrity`` (the default:
-AES-GMAC records) and ``encrypt`` (AES-GCM records) -- each timing ITERS in-place ring
+AES-GMAC records) and ``encrypt`` (AEGIS-256X4 records where the compiled record layer is
+built, else AES-256-GCM) -- each timing ITERS in-place ring
 allreduces of float32 after a barrier, and prints rank 0's medians: wall time, and the
-process's CPU time (user and system) per allreduce. Wall time on a shared machine moves
+process's CPU time (user and system) per allreduce, and how often it slept (voluntary
+context switches per allreduce: a rank that sleeps waits to be woken, and on a loaded host
+for its core back, which its CPU time does not show). Wall time on a shared machine moves
 with whatever else runs; CPU time per allreduce moves far less, so it is the figure to
 compare link modes and code versions by there (``docs/benchmarks/security.md``).
 
@@ -24,6 +27,8 @@ MODES = ("plain", "integrity", "encrypt")
 
 def worker(size: int, iters: int) -> None:
     """One rank: ``iters`` timed ring allreduces of ``size`` bytes; rank 0 prints medians."""
+    import resource
+
     import numpy as np
 
     import terascale
@@ -31,21 +36,25 @@ def worker(size: int, iters: int) -> None:
     np.seterr(over="ignore", invalid="ignore")  # in-place sums reach inf, at the same cost
     comm = terascale.init(timeout=300)
     buf = np.ones(size // 4, np.float32)
-    wall, cpu = [], []
+    wall, cpu, sleeps = [], [], 0
     for i in range(iters + 2):  # two warm-up calls
         comm.barrier()
+        s = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
         t, c = time.perf_counter(), time.process_time()
         comm.allreduce(buf, out=buf, algorithm="ring")
         if i >= 2:
             wall.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
+            sleeps += resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - s
     if comm.rank == 0:
-        print(f"RESULT {statistics.median(wall)} {statistics.median(cpu)}", flush=True)
+        print(f"RESULT {statistics.median(wall)} {statistics.median(cpu)} {sleeps / iters}",
+              flush=True)
     comm.close()
 
 
-def run(mode: str, size: int, iters: int) -> tuple[float, float]:
-    """(wall, CPU) seconds per allreduce, rank 0's medians, for one link mode."""
+def run(mode: str, size: int, iters: int) -> tuple[float, float, float]:
+    """(wall, CPU) seconds per allreduce, rank 0's medians, and its sleeps per allreduce,
+    for one link mode."""
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
@@ -57,8 +66,8 @@ def run(mode: str, size: int, iters: int) -> tuple[float, float]:
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
-            wall, cpu = map(float, line.split()[1:])
-            return wall, cpu
+            wall, cpu, sleeps = map(float, line.split()[1:])
+            return wall, cpu, sleeps
     raise RuntimeError(f"{mode}: no result\n{out.stdout}\n{out.stderr}")
 
 
@@ -68,11 +77,11 @@ def main() -> None:
     sizes = [parse_size(s) for s in os.environ.get("SIZES", "1M,64M").split(",")]
     rounds = int(os.environ.get("ROUNDS", "3"))
     print(f"| size | mode | wall per allreduce | CPU per allreduce | CPU x plain "
-          f"(median of {rounds} interleaved rounds) | wall x plain |")
-    print("|------|------|------|------|------|------|")
+          f"(median of {rounds} interleaved rounds) | wall x plain | sleeps per allreduce |")
+    print("|------|------|------|------|------|------|------|")
     for size in sizes:
         iters = int(os.environ.get("ITERS", max(10, min(300, (256 << 20) // size))))
-        got: dict[str, list[tuple[float, float]]] = {m: [] for m in MODES}
+        got: dict[str, list[tuple[float, float, float]]] = {m: [] for m in MODES}
         for _ in range(rounds):  # modes interleaved: each round sees the same machine
             for mode in MODES:
                 got[mode].append(run(mode, size, iters))
@@ -80,8 +89,9 @@ def main() -> None:
         for mode in MODES:
             wall = statistics.median(x[0] for x in got[mode])
             cpu = statistics.median(x[1] for x in got[mode])
+            sleeps = statistics.median(x[2] for x in got[mode])
             print(f"| {format_size(size)} | {mode} | {wall * 1e3:.3f} ms | {cpu * 1e3:.3f} ms "
-                  f"| {cpu / base[1]:.2f} | {wall / base[0]:.2f} |", flush=True)
+                  f"| {cpu / base[1]:.2f} | {wall / base[0]:.2f} | {sleeps:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -38,16 +38,19 @@ def test_the_record_layer_is_built_in_ci() -> None:
     assert compiled, "transport/_seclink.c was not built (libssl-dev missing?)"
 
 
-def _pair(encrypt: bool, c_sender: bool, c_receiver: bool) -> tuple[SecureLink, SecureLink]:
+def _pair(encrypt: bool, c_sender: bool, c_receiver: bool,
+          cipher: str = _secure.GCM) -> tuple[SecureLink, SecureLink]:
+    """Two ends of a link over a socket pair; an end without ``c_*`` runs the Python record
+    path (under AEGIS-256X4 that path still seals through the compiled cipher)."""
     a, b = socket.socketpair()
     for s in (a, b):
         s.setblocking(False)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
     nonces = bytes(range(64))
     tx = SecureLink(a, SECRET, nonces, "job", dialer=0, acceptor=1, rank=0, peer=1,
-                    encrypt=encrypt)
+                    encrypt=encrypt, cipher=cipher)
     rx = SecureLink(b, SECRET, nonces, "job", dialer=0, acceptor=1, rank=1, peer=0,
-                    encrypt=encrypt)
+                    encrypt=encrypt, cipher=cipher)
     if not c_sender:
         tx._c = None
     if not c_receiver:
@@ -71,13 +74,14 @@ def _receive(rx: SecureLink, head: bytearray, body: bytearray) -> None:
 
 
 @needs_c
-@pytest.mark.parametrize("encrypt", [False, True])
+@pytest.mark.parametrize("mode", ["integrity", "encrypt", "aegis"])
 @pytest.mark.parametrize("ends", [(True, False), (False, True), (True, True)])
-def test_compiled_and_python_ends_understand_each_other(encrypt: bool,
+def test_compiled_and_python_ends_understand_each_other(mode: str,
                                                         ends: tuple[bool, bool]) -> None:
     """Frames of every size around the compiled layer's limit, both ways round: each
     arrives bitwise, whichever end seals or opens it in C."""
-    tx, rx = _pair(encrypt, *ends)
+    tx, rx = _pair(mode != "integrity", *ends, cipher=_secure.AEGIS if mode == "aegis"
+                   else _secure.GCM)
     rng = np.random.default_rng(7)
     for size in (1, 100, 4096, _secure._C_MAX - 128, _secure._C_MAX - 127, _secure._C_MAX,
                  50_000, 200_000):
@@ -115,19 +119,20 @@ def test_the_compiled_layer_writes_the_pythons_bytes(encrypt: bool) -> None:
 
 
 @needs_c
-@pytest.mark.parametrize("encrypt", [False, True])
+@pytest.mark.parametrize("mode", ["integrity", "encrypt", "aegis"])
 @pytest.mark.parametrize("where", [0, 4 + 5, -1])
-def test_a_tampered_compiled_record_hands_nothing_over(encrypt: bool, where: int) -> None:
+def test_a_tampered_compiled_record_hands_nothing_over(mode: str, where: int) -> None:
     """A bit flipped in the length, the body or the tag: AuthError, the caller's buffers
     untouched (zero), and the link refused from then on."""
     a, wire_in = socket.socketpair()
     wire_out, b = socket.socketpair()
     for s in (a, b):
         s.setblocking(False)
+    encrypt, cipher = mode != "integrity", _secure.AEGIS if mode == "aegis" else _secure.GCM
     tx = SecureLink(a, SECRET, bytes(64), "job", dialer=0, acceptor=1, rank=0, peer=1,
-                    encrypt=encrypt)
+                    encrypt=encrypt, cipher=cipher)
     rx = SecureLink(b, SECRET, bytes(64), "job", dialer=0, acceptor=1, rank=1, peer=0,
-                    encrypt=encrypt)
+                    encrypt=encrypt, cipher=cipher)
     assert tx.sendmsg([b"h" * 128, b"p" * 2048]) == 128 + 2048
     record = bytearray(wire_in.recv(1 << 16))
     record[3 if where == 0 else where] ^= 1  # the length's low byte: a record of 1 byte less
@@ -244,3 +249,133 @@ def test_links_with_and_without_the_compiled_ghash_understand_each_other() -> No
                     if not len(rviews[0]):
                         rviews.pop(0)
             assert bytes(got_h) == head and bytes(got_p) == payload, size
+
+
+# AEGIS-256X4 (draft-irtf-cfrg-aegis-aead, test vector A.3 for AEGIS-256X4, 128-bit tag)
+_KAT_KEY = bytes(range(32))
+_KAT_NONCE = bytes(range(16, 48))
+_KAT_AD = bytes([1, 2, 3, 4]) * 2
+_KAT_MSG = bytes([4, 5, 6, 7]) * 30
+_KAT_CT = bytes.fromhex(
+    "bfc2085b7e8017da99b0b6d646ae4d01f4ba8f2e7dfca1d759ae48a135139b9aaac6b4f5db810d426be1fd"
+    "aff4e1454153a34b11da78ed7e418ee2ee9853042e95536aecbb694cea1b16a478eb0d4d1bf6509b1ce652"
+    "a45af58e0e46ffccfa2d0426e702391d2ff5813808b81748a490dd656465fed61f09")
+_KAT_TAG = bytes.fromhex("b63b611b13975e2f3dc3cb6c2397bfcd")
+
+
+@needs_c
+def test_aegis_256x4_gives_the_drafts_test_vector() -> None:
+    """The vendored libaegis, through the record layer's calls: the draft's ciphertext and
+    tag, the message back from them, and a flipped bit of either refused with the
+    destination wiped."""
+    records = _secure._records(_KAT_KEY, _KAT_KEY, True, _secure.AEGIS)
+    assert records.cipher == _secure.AEGIS
+    out = bytearray(len(_KAT_MSG) + 16)
+    records.seal(_KAT_NONCE, _KAT_MSG, _KAT_AD, out)
+    assert bytes(out) == _KAT_CT + _KAT_TAG
+    back = bytearray(len(_KAT_MSG))
+    assert records.open(_KAT_NONCE, bytes(out), _KAT_AD, back) and bytes(back) == _KAT_MSG
+    for at in (0, len(_KAT_MSG) + 3):  # the ciphertext, the tag
+        bad = bytearray(out)
+        bad[at] ^= 0x80
+        back = bytearray(b"x" * len(_KAT_MSG))
+        assert not records.open(_KAT_NONCE, bytes(bad), _KAT_AD, back)
+        assert not any(back)
+
+
+@needs_c
+def test_a_large_aegis_record_round_trips_and_a_flipped_bit_is_wiped() -> None:
+    """Records above the size that is sealed and opened in prefetched steps: every length
+    around a step's edge comes back bitwise; a bit flipped anywhere is refused and leaves
+    the destination zero."""
+    records = _secure._records(_KAT_KEY, _KAT_KEY, True, _secure.AEGIS)
+    rng = np.random.default_rng(3)
+    for n in (64 << 10, (64 << 10) + 1, 200_003, 256 << 10):
+        data = rng.bytes(n)
+        out = bytearray(n + 16)
+        records.seal(bytes(12), data, b"head", out)
+        back = bytearray(n)
+        assert records.open(bytes(12), bytes(out), b"head", back) and bytes(back) == data
+        assert not records.open(bytes(12), bytes(out), b"hea!", back) and not any(back)
+        bad = bytearray(out)
+        bad[n - 4097] ^= 1
+        back = bytearray(b"x" * n)
+        assert not records.open(bytes(12), bytes(bad), b"head", back) and not any(back)
+
+
+@needs_c
+def test_an_aegis_record_is_the_documented_construction() -> None:
+    """A record on an AEGIS-256X4 link is ``len | AEGIS-256X4(key, nonce, plaintext, ad=len)
+    | tag``, the key from HKDF labelled with the cipher, the 32-byte nonce the record's
+    kind and sequence number zero-padded: rebuilt here from those parts alone."""
+    a, b = socket.socketpair()
+    tx = SecureLink(a, SECRET, bytes(64), "job", dialer=0, acceptor=1, rank=0, peer=1,
+                    encrypt=True, cipher=_secure.AEGIS)
+    frame = b"h" * 128 + b"p" * 4096
+    for seq in range(2):
+        assert tx.sendmsg([frame[:128], frame[128:]]) == len(frame)
+        wire = b.recv(1 << 16)
+        key = _secure.link_keys(SECRET, bytes(64), "job", 0, 1, "encrypt", _secure.AEGIS)[0]
+        assert key != _secure.link_keys(SECRET, bytes(64), "job", 0, 1, "encrypt")[0]
+        head = (len(frame) + 16).to_bytes(4, "big")
+        out = bytearray(len(frame) + 16)
+        nonce = (0).to_bytes(4, "little") + seq.to_bytes(8, "little") + bytes(20)
+        _secure._records(key, key, True, _secure.AEGIS).seal(nonce, frame, head, out)
+        assert wire == head + bytes(out)
+    a.close()
+    b.close()
+
+
+def test_the_cipher_is_the_dialers_first_that_both_run() -> None:
+    """AEGIS-256X4 where both ends have it, AES-256-GCM (the floor) where either lacks it or
+    says nothing; a cipher this process does not run is refused at the link."""
+    mine = _secure.ciphers()
+    assert mine[-1] == _secure.GCM
+    assert _secure.agree_cipher([_secure.GCM]) == _secure.GCM
+    assert _secure.agree_cipher(None) == _secure.GCM
+    assert _secure.agree_cipher(["rot13", 7]) == _secure.GCM
+    assert _secure.agree_cipher([_secure.AEGIS, _secure.GCM]) == mine[0]
+    if compiled:
+        assert mine == (_secure.AEGIS, _secure.GCM)
+    a, b = socket.socketpair()
+    with pytest.raises(Exception, match="not one this process runs"):
+        SecureLink(a, SECRET, bytes(64), "job", dialer=0, acceptor=1, rank=0, peer=1,
+                   encrypt=True, cipher="rot13")
+    a.close()
+    b.close()
+
+
+_MIXED = """
+import os, sys
+if os.environ["TERASCALE_RANK"] in sys.argv[1].split(","):
+    os.environ["TERASCALE_NO_CEXT"] = "1"
+import numpy as np
+import terascale
+comm = terascale.init(timeout=60)
+x = np.arange(300_000, dtype=np.float32) * (comm.rank + 1)  # several records each way
+comm.allreduce(x, out=x, algorithm="ring")
+link = comm._transport.socks[1 - comm.rank]
+print("RESULT", comm.rank, link.cipher, x.tobytes() == (np.arange(300_000, dtype=np.float32)
+      * 3).tobytes(), flush=True)
+comm.close()
+"""
+
+
+@needs_c
+@pytest.mark.parametrize("plain_ranks, cipher", [("1", "aes-256-gcm"), ("", "aegis-256x4")])
+def test_an_encrypted_job_with_a_rank_without_the_compiled_layer(tmp_path, plain_ranks: str,
+                                                                 cipher: str) -> None:
+    """Two real ranks over TCP, ``--encrypt``: where one runs without the compiled layer
+    (``TERASCALE_NO_CEXT=1``) the link agrees on AES-256-GCM, else on AEGIS-256X4, and
+    either way both ranks get the bitwise same sum."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "mixed.py"
+    script.write_text(_MIXED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
+    out = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", "--hosts", "a,b",
+                          "--encrypt", "--no-prefix", sys.executable, str(script), plain_ranks],
+                         capture_output=True, text=True, timeout=120, env=env)
+    lines = sorted(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
+    assert lines == [f"RESULT 0 {cipher} True", f"RESULT 1 {cipher} True"], out.stderr[-2000:]

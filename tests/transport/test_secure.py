@@ -20,7 +20,7 @@ from terascale import AuthError, CollectiveError  # noqa: E402
 from terascale.communicator import Communicator  # noqa: E402
 from terascale.testing import run_workers  # noqa: E402
 from terascale.transport import connect_tcp, listen  # noqa: E402
-from terascale.transport._secure import RECORD, RECORD_MAC, SecureLink  # noqa: E402
+from terascale.transport._secure import RECORD, RECORD_MAC, SecureLink, ciphers  # noqa: E402
 
 SECRET = b"job-secret"
 
@@ -115,8 +115,8 @@ def _two_ranks_through(proxy_for, security: str) -> tuple[dict, dict, _Proxy]:
 
 
 def _first_record_at(security: str) -> int:
-    hello = json.dumps({"rank": 1, "job": "job", "security": security, "to": 0},
-                       separators=(",", ":")).encode()
+    hello = json.dumps({"rank": 1, "job": "job", "security": security, "to": 0,
+                        "ciphers": list(ciphers())}, separators=(",", ":")).encode()
     return 8 + 32 + 32 + 4 + len(hello) + 16  # handshake answer, sealed hello; then records
 
 

@@ -36,7 +36,7 @@ from .._admission import Admission
 from .._auth import Channel, accept_handshake, dial_handshake, drop_reason
 from .._errors import AuthError, ConfigError, PeerTimeout
 from ._congestion import tune
-from ._secure import MODES
+from ._secure import MODES, agree_cipher, ciphers
 from .base import Connector
 from .tcp import TcpTransport
 
@@ -79,7 +79,7 @@ def _disagree(rank: int, peer: int, mine: str, theirs: object) -> AuthError:
 
 
 def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
-          deadline: float, mode: str) -> tuple[socket.socket, bytes]:
+          deadline: float, mode: str) -> tuple[socket.socket, bytes, str]:
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
@@ -93,7 +93,9 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
             channel = Channel(secret, nonces, dialer=True, purpose=f"hello|{job}")
             # the hello names both ends: a connection that reached another rank (redirected on
             # the path, a stale address) fails here, naming both, not at its first record
-            channel.send(s, {"rank": rank, "job": job, "security": mode, "to": peer}, deadline)
+            # and the ciphers this rank runs encrypted links with: the acceptor picks one
+            channel.send(s, {"rank": rank, "job": job, "security": mode, "to": peer,
+                             "ciphers": list(ciphers())}, deadline)
             theirs = channel.recv(s, deadline, what=f"rank {rank}: hello of rank {peer}")
         except AuthError as e:
             s.close()
@@ -112,7 +114,12 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
             s.close()
             raise _disagree(rank, peer, mode, theirs.get("security") if
                             isinstance(theirs, dict) else None)
-        return s, nonces
+        cipher = theirs.get("cipher", "aes-256-gcm")
+        if cipher not in ciphers():
+            s.close()
+            raise AuthError(f"rank {rank}: rank {peer} chose cipher {cipher!r}, which this "
+                            f"rank did not offer ({', '.join(ciphers())})")
+        return s, nonces, str(cipher)
     raise PeerTimeout(f"rank {rank}: could not connect to rank {peer} at {addr[0]}:{addr[1]} "
                       f"before the deadline ({last})", rank=rank, peer=peer, operation="connect")
 
@@ -140,7 +147,7 @@ class _Acceptor:
                  job: str, deadline: float, mode: str) -> None:
         self.rank, self.expect, self.listener, self.mode = rank, expect, listener, mode
         self.secret, self.job, self.deadline = secret, job, deadline
-        self.out: dict[int, tuple[socket.socket, bytes]] = {}
+        self.out: dict[int, tuple[socket.socket, bytes, str]] = {}
         self.errors: list[Exception] = []
         self.stop = threading.Event()
         self._lock = threading.Lock()
@@ -223,7 +230,9 @@ class _Acceptor:
             with self._lock:
                 if hello.get("job") != self.job or peer not in self.expect or peer in self.out:
                     raise AuthError(f"unexpected hello {hello!r}")
-            channel.send(conn, {"security": self.mode, "rank": self.rank}, step)
+            cipher = agree_cipher(hello.get("ciphers"))
+            channel.send(conn, {"security": self.mode, "rank": self.rank, "cipher": cipher},
+                         step)
             if hello.get("security") != self.mode:  # a genuine peer: the job cannot run
                 self.errors.append(_disagree(self.rank, peer, self.mode, hello.get("security")))
                 self.cancel()
@@ -232,7 +241,7 @@ class _Acceptor:
                 # a peer's link now, no stranger's: the loop may end the moment it is in,
                 # and its end shuts every connection still pending
                 self._admission.done(conn)
-                self.out[peer] = (conn, nonces)
+                self.out[peer] = (conn, nonces, cipher)
             vetted = True
         except (AuthError, OSError, TimeoutError, ValueError, KeyError, TypeError) as e:
             self._admission.dropped(drop_reason(e, "sent a bad hello"), str(who[0]))
@@ -280,7 +289,7 @@ def connect_tcp(rank: int, size: int, addrs: list[tuple[str, int]], listener: so
     acc = _Acceptor(rank, set(range(rank + 1, size)), listener, secret, job, deadline, mode)
     acceptor = threading.Thread(target=acc.run, name="terascale-accept", daemon=True)
     acceptor.start()
-    dialed: dict[int, tuple[socket.socket, bytes]] = {}
+    dialed: dict[int, tuple[socket.socket, bytes, str]] = {}
     try:
         for peer in range(rank):
             dialed[peer] = _dial(rank, peer, addrs[peer], secret, job, deadline, mode)
@@ -294,20 +303,22 @@ def connect_tcp(rank: int, size: int, addrs: list[tuple[str, int]], listener: so
         if line is not None:
             log.warning("%s", line)
     if acc.errors:
-        for s, _ in [*dialed.values(), *acc.out.values()]:
+        for s, *_ in [*dialed.values(), *acc.out.values()]:
             s.close()
         raise acc.errors[0]
-    links: dict[int, socket.socket] = {p: s for p, (s, _) in [*dialed.items(), *acc.out.items()]}
+    links: dict[int, socket.socket] = {p: s for p, (s, *_) in [*dialed.items(), *acc.out.items()]}
     if mode != "plain":
         from ._secure import SecureLink
 
         secure = mode == "encrypt"
-        for peer, (s, nonces) in dialed.items():
+        for peer, (s, nonces, cipher) in dialed.items():
             links[peer] = SecureLink(s, secret, nonces, job, dialer=rank, acceptor=peer,
-                                     rank=rank, peer=peer, encrypt=secure)  # type: ignore[assignment]
-        for peer, (s, nonces) in acc.out.items():
+                                     rank=rank, peer=peer, encrypt=secure,
+                                     cipher=cipher)  # type: ignore[assignment]
+        for peer, (s, nonces, cipher) in acc.out.items():
             links[peer] = SecureLink(s, secret, nonces, job, dialer=peer, acceptor=rank,
-                                     rank=rank, peer=peer, encrypt=secure)  # type: ignore[assignment]
+                                     rank=rank, peer=peer, encrypt=secure,
+                                     cipher=cipher)  # type: ignore[assignment]
     return TcpTransport(rank, links)
 
 

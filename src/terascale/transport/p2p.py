@@ -62,7 +62,7 @@ from .._admission import Admission
 from .._async import close_at_exit
 from .._auth import Channel, accept_handshake, dial_handshake, drop_reason, recv_exact
 from .._errors import AuthError, CollectiveError, CollectiveMismatch, PeerLost, PeerTimeout
-from ._secure import SecureLink
+from ._secure import SecureLink, agree_cipher, ciphers
 
 __all__ = ["PointToPoint", "Request"]
 
@@ -260,13 +260,18 @@ class PointToPoint:
             nonces = dial_handshake(sock, secret, deadline)
             channel = Channel(secret, nonces, dialer=True, purpose=f"hello|{label}")
             channel.send(sock, {"rank": self.rank, "group": self.name,
-                                "security": self.security}, deadline)
+                                "security": self.security, "ciphers": list(ciphers())},
+                         deadline)
             theirs = channel.recv(sock, deadline, what=f"rank {self.rank}: hello of rank {peer}")
             mode = theirs.get("security") if isinstance(theirs, dict) else None
             if mode != self.security:
                 raise AuthError(f"rank {self.rank}: rank {peer} runs {mode} point-to-point "
                                 f"links, this rank {self.security}: refusing to send to it "
                                 "(the ranks disagree on the job's link security)")
+            cipher = theirs.get("cipher", "aes-256-gcm")
+            if cipher not in ciphers():
+                raise AuthError(f"rank {self.rank}: rank {peer} chose cipher {cipher!r}, "
+                                f"which this rank did not offer ({', '.join(ciphers())})")
         except AuthError as e:
             if sock is not None:
                 sock.close()
@@ -280,7 +285,7 @@ class PointToPoint:
                            operation="send") from None
         link = _Link(SecureLink(sock, secret, nonces, label, dialer=self.rank, acceptor=peer,
                                 rank=self.rank, peer=peer,
-                                encrypt=self.security == "encrypt"))
+                                encrypt=self.security == "encrypt", cipher=str(cipher)))
         self._out[peer] = link
         return link
 
@@ -459,13 +464,14 @@ class PointToPoint:
         hello = channel.recv(conn, deadline, what=f"rank {self.rank}: a peer's hello")
         if hello.get("rank") != source or hello.get("group") != self.name:
             raise AuthError(f"unexpected hello {hello!r}")
-        channel.send(conn, {"security": self.security}, deadline)
+        cipher = agree_cipher(hello.get("ciphers"))
+        channel.send(conn, {"security": self.security, "cipher": cipher}, deadline)
         if hello.get("security") != self.security:
             raise AuthError(f"rank {source} offers {hello.get('security')} point-to-point "
                             f"links, this rank runs {self.security}")
         return source, _Link(SecureLink(conn, secret, nonces, label, dialer=source,
                                         acceptor=self.rank, rank=self.rank, peer=source,
-                                        encrypt=self.security == "encrypt"))
+                                        encrypt=self.security == "encrypt", cipher=cipher))
 
     def _reader(self, conn: socket.socket, who: str) -> None:
         try:

@@ -1,0 +1,9 @@
+#ifndef aegis256x4_neon_aes_H
+#define aegis256x4_neon_aes_H
+
+#include "../common/common.h"
+#include "implementations.h"
+
+extern struct aegis256x4_implementation aegis256x4_neon_aes_implementation;
+
+#endif
