@@ -32,7 +32,7 @@ from ._losses import LOSSES
 from ._model import LinearModel
 from ._names import opt
 from ._online._firstpass import GrowingWeights, TextPass, _mark, _set_bits, dense_threshold
-from ._online._onlinepass import COUNTED, Weights, online_pass
+from ._online._onlinepass import COUNTED, LABELS, Weights, distinct_labels, online_pass
 from ._online._progress import Progress
 from ._online._update import new_state, sync_weights
 from ._options import TrainOptions
@@ -254,6 +254,7 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
     blocks, columns, callback = run.blocks, space.columns, run.callback
     period = holdout_period(opts)
     prog = first.prog if first is not None else Progress(out)
+    prog.holdout = bool(period)
     t_on = first.t_on if first is not None else time.perf_counter()
     # VW stops online passes early on the holdout loss (without a batch phase to follow)
     stop = EarlyStop(opts.patience) if period and opts.passes > 1 and not opts.batch else None
@@ -294,8 +295,12 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
             # default), and folds them in after the last pass
             sync_weights(ws.w, ws.state)
             average_weights(comm, ws.w, ws.g2, ws.nrm, ws.state, opts.averaging)
-        tot = comm.allreduce(np.concatenate([acc[:6], acc[COUNTED:COUNTED + 3]]))
+        tot = comm.allreduce(np.concatenate([acc[:6], acc[COUNTED:COUNTED + 4]]))
         info.setdefault("pass_totals", []).append([float(v) for v in tot])
+        if p == 0:  # the distinct labels (up to LABELS) of every worker's shard
+            mine = acc[COUNTED + 4:COUNTED + 4 + LABELS]
+            shards = np.ravel(comm.allgather(mine) if comm.size > 1 else mine)
+            info["labels"] = distinct_labels([], shards[~np.isnan(shards)])
         if out and not opts.vw_text:
             hold_s = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""
             how = (f"averaged every {every} examples" if "mixes" in info

@@ -59,7 +59,10 @@ def run_train(job: dict[str, Any],
             from .._vw._vwreport import closing_block, holdout_on
 
             if job["options"].get("progress"):
-                print(closing_block({**i, "holdout": holdout_on(job["options"])}),
+                opts = job["options"]
+                print(closing_block({**i, "holdout": holdout_on(opts), "loss": model.loss,
+                                     "quantile_tau": opts.get("quantile_tau", 0.5),
+                                     "best_constant": job.get("best_constant", True)}),
                       file=sys.stderr)
             return model
         if not job["options"].get("progress", True):  # --quiet

@@ -7,15 +7,26 @@ marked ``h``; when passes hold out examples but no pass held any out (fewer than
 examples), VW prints ``undefined (no holdout)``. ``closing_block`` computes it from the per-pass sums the
 learner records (``model.info["pass_totals"]``: loss, weight, holdout loss, holdout weight,
 examples, features, and over the examples not held out: the unlabelled ones' weight, the
-examples, their features), so that the figures are VW's on the same data.
+examples, their features, the labelled ones' sum of label x weight), so that the figures
+are VW's on the same data.
+
+VW's ``weighted label sum`` is that last sum over every pass; its ``best constant`` (the
+prediction a model of the constant alone would make: the weighted mean label for squared
+loss, the log-odds for logistic, the majority label for hinge, the tau-quantile of two
+labels for quantile) and ``best constant's loss`` are computed as VW's
+``get_best_constant`` does, in float32, from that sum, the labelled weight and the
+distinct labels seen (``info["labels"]``: the loss is printed only when the labels take
+two values or one; other losses print neither, as in VW).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PRESERVED", "average_loss", "closing_block", "holdout_on", "preamble",
-           "test_block"]
+import numpy as np
+
+__all__ = ["PRESERVED", "average_loss", "best_constant", "closing_block", "holdout_on",
+           "preamble", "test_block"]
 
 # VW's --preserve_performance_counters: the loss and labelled weight of the runs before
 # (read from -i's VW model), which the closing block's average loss then includes
@@ -45,14 +56,87 @@ def average_loss(totals: list[list[float]], holdout: bool = False) -> str:
     return f"{loss / weight:.6f}" if weight > 0 else "n.a."
 
 
+def _loss32(loss: str, tau: float, p: np.float32, y: np.float32) -> np.float32:
+    """VW's ``get_loss`` of one prediction in float32 (the losses that have a best
+    constant)."""
+    f = np.float32
+    if loss in ("squared", "classic"):
+        return f((p - y) * (p - y))
+    if loss == "logistic":
+        return f(np.log(f(1) + np.exp(f(-y * p))))
+    if loss == "hinge":
+        return f(max(f(0), f(f(1) - y * p)))
+    e = f(y - p)  # quantile
+    return f(f(tau) * e) if e > 0 else f(-f(f(1) - f(tau)) * e)
+
+
+def best_constant(loss: str, tau: float, label_sum: float, weight: float,
+                  labels: list[float]) -> list[str]:
+    """VW's ``best constant`` and ``best constant's loss`` lines (none where VW prints
+    none).
+
+    Parameters
+    ----------
+    loss
+        The loss's VW name (``squared``, ``classic``, ``logistic``, ``hinge``,
+        ``quantile``; any other prints nothing, as in VW).
+    tau
+        ``--quantile_tau``.
+    label_sum
+        VW's ``weighted_labels``: the labelled examples' sum of label x weight, held-out
+        examples left out.
+    weight
+        VW's ``weighted_labeled_examples``: those examples' weight.
+    labels
+        The distinct labels seen (held-out examples included), sorted: the first three
+        are enough (three mean "more than two").
+    """
+    if not labels:
+        return []
+    f = np.float32
+    more = len(labels) > 2
+    l1, l2 = f(labels[0]), f(labels[1]) if len(labels) > 1 else f(0)
+    if l1 > l2:
+        l1, l2 = l2, l1
+    if l1 == l2:
+        return []
+    c1 = f(f(label_sum - float(l2) * weight) / f(l1 - l2))
+    c2 = f(f(weight) - c1)
+    if c1 + c2 <= 0:
+        return []
+    if loss in ("squared", "classic"):
+        best = f(f(label_sum) / f(weight))
+    elif more:
+        return []
+    elif loss == "hinge":
+        best = f(-1) if c2 <= c1 else f(1)
+    elif loss == "logistic":
+        l1, l2 = f(-1), f(1)
+        best = f(1) if c1 <= 0 else f(-1) if c2 <= 0 else f(np.log(f(c2 / c1)))
+    elif loss == "quantile":
+        best = l2 if f(f(tau) * f(c1 + c2)) < c2 else l1
+    else:
+        return []
+    lines = [f"best constant = {best:.6f}"]
+    if not more:
+        total = f(_loss32(loss, tau, best, l1) * c1) if c1 > 0 else f(0)
+        total = f(total + (f(_loss32(loss, tau, best, l2) * c2) if c2 > 0 else f(0)))
+        lines.append(f"best constant's loss = {f(total / f(c1 + c2)):.6f}")
+    return lines
+
+
 def closing_block(info: dict[str, Any]) -> str:
-    """VW's ``finished run`` block for a training run (``info["holdout"]``: whether the
-    run held examples out, :func:`holdout_on`)."""
+    """VW's ``finished run`` block for a training run.
+
+    ``info``: the model's (``pass_totals``, ``examples``, ``feature_count``, ``labels``),
+    with ``holdout`` (whether the run held examples out, :func:`holdout_on`) and, for the
+    best constant, ``loss``, ``quantile_tau`` and ``best_constant`` (False:
+    ``--dont_output_best_constant``)."""
     totals = info.get("pass_totals", [])
     passes = max(len(totals), 1)
     examples = int(info.get("examples", 0))
     features = int(info.get("feature_count", 0))
-    weight = sum(t[1] for t in totals)
+    weight = labelled = sum(t[1] for t in totals)
     if totals and all(len(t) >= 9 for t in totals):
         # the online passes' counters, as VW's: over the examples not held out, the
         # unlabelled ones' weight too, the features of every pass
@@ -64,21 +148,50 @@ def closing_block(info: dict[str, Any]) -> str:
         lines += [f"number of examples per pass = {examples}", f"passes used = {passes}"]
     else:
         lines.append(f"number of examples = {examples}")
+    label_sum = sum(t[9] for t in totals) if all(len(t) >= 10 for t in totals) else 0.0
     lines += [f"weighted example sum = {weight:.6f}",
-              f"average loss = {average_loss(totals, bool(info.get('holdout')))}",
-              f"total feature number = {features}"]
+              f"weighted label sum = {label_sum:.6f}",
+              f"average loss = {average_loss(totals, bool(info.get('holdout')))}"]
+    if info.get("best_constant", True) and "loss" in info:
+        lines += best_constant(info["loss"], float(info.get("quantile_tau", 0.5)),
+                               label_sum, labelled, list(info.get("labels", [])))
+    lines.append(f"total feature number = {features}")
     return "\n".join(lines)
 
 
-def test_block(examples: int, weight: float, loss: float,
-               seen: float | None = None) -> str:
-    """VW's ``finished run`` block for ``-t`` (test only): the average loss over the
-    labelled ``weight``; ``seen``: every example's weight (VW's weighted example sum,
-    unlabelled ones included; default ``weight``)."""
+def test_block(examples: int, weight: float, loss: float, seen: float | None = None, *,
+               label_sum: float | None = None, features: int | None = None,
+               labels: list[float] | None = None, loss_name: str | None = None,
+               tau: float = 0.5) -> str:
+    """VW's ``finished run`` block for ``-t`` (test only).
+
+    Parameters
+    ----------
+    examples, weight, loss
+        The examples read, the labelled ones' weight and their summed (weighted) loss: the
+        average loss is ``loss / weight``.
+    seen
+        Every example's weight (VW's weighted example sum, unlabelled ones included;
+        default ``weight``).
+    label_sum, features
+        VW's ``weighted label sum`` (label x weight over the labelled examples) and
+        ``total feature number``; None leaves the line out.
+    labels, loss_name, tau
+        The distinct labels seen (:func:`best_constant`), the loss's VW name (None: no
+        best constant, ``--dont_output_best_constant``) and ``--quantile_tau``.
+    """
     avg = f"{loss / weight:.6f}" if weight > 0 else "n.a."
     seen = weight if seen is None else seen
-    return "\n".join(["", "finished run", f"number of examples = {examples}",
-                      f"weighted example sum = {seen:.6f}", f"average loss = {avg}"])
+    lines = ["", "finished run", f"number of examples = {examples}",
+             f"weighted example sum = {seen:.6f}"]
+    if label_sum is not None:
+        lines.append(f"weighted label sum = {label_sum:.6f}")
+    lines.append(f"average loss = {avg}")
+    if loss_name is not None and label_sum is not None:
+        lines += best_constant(loss_name, tau, label_sum, weight, list(labels or []))
+    if features is not None:
+        lines.append(f"total feature number = {features}")
+    return "\n".join(lines)
 
 
 def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
