@@ -155,10 +155,15 @@ def test_named_labels(tmp_path, capfd, monkeypatch):
     code, err = run_ts(capfd, ["-d", "d.vw", "-i", "vw.m", "-t", "-p", "ts.i"], tmp_path,
                     monkeypatch)
     assert code == 0 and (tmp_path / "ts.i").read_text() == (tmp_path / "vw.t").read_text()
-    (tmp_path / "bad.vw").write_text("cat |a x\nfish |a y\n")
-    code, err = run_ts(capfd, ["-d", "bad.vw", "--oaa", "3", "--named_labels", "cat,dog,bird"],
-                    tmp_path, monkeypatch)
-    assert code == 2 and "bad.vw:2" in err and "'fish'" in err
+    # a label that is not a name is VW's class 0 (with a warning): the classes are
+    # 0-indexed from there on, as after a label 0, and its name is empty
+    (tmp_path / "odd.vw").write_text("".join(f"{n} |a x{i % 3} y\n" for i, n in enumerate(
+        ["fish", "cat", "dog", "fish", "bird", "cow", "cat", "dog", "fish", "bird"] * 3)))
+    args = ["-d", "odd.vw", "--oaa", "3", "--named_labels", ",".join(names), "-p"]
+    want = run_vw([*args, "vw.p"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.p"], tmp_path, monkeypatch)
+    assert code == 0 and "Missing named label 'cow'" in err and _avg(err) == _avg(want)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
 
 
 def test_affix_features(tmp_path, capfd, monkeypatch):
