@@ -320,7 +320,13 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
                 print(f"holdout loss did not improve for {stop.patience} passes: stopped, "
                       f"the model is pass {p + 1 - stop.patience}'s", file=out)
             break
-    sync_weights(ws.w, ws.state)
+    if not (opts.vw_text and comm.size == 1 and not opts.batch):
+        sync_weights(ws.w, ws.state)
+    # (else, as VW's save_resume learner, the lazy L1/L2 stay in the state: the model
+    # keeps its weights unapplied, as VW's model does, and predicts with them applied)
+    # where VW's progress table stopped (the counters its model keeps): the next line's
+    # weight, the loss and labelled weight at the last line
+    info["vw_progress"] = [float(prog.due), float(prog.prev[0]), float(prog.prev[1])]
     info["online_s"] = time.perf_counter() - t_on
 
 

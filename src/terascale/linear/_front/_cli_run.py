@@ -204,7 +204,8 @@ def train(args: argparse.Namespace) -> int:
         if model is not None and args.readable_model:
             from .._vw._vwtext import write_readable
 
-            write_readable(model, args.readable_model)
+            write_readable(model, args.readable_model,
+                           predict_only=bool(getattr(args, "predict_only_model", False)))
         if model is not None and args.invert_hash:
             from .._vw._vwtext import feature_names, write_readable
 

@@ -46,6 +46,11 @@ def run_train(job: dict[str, Any],
     finally:
         if alone is not None:
             alone.close()
+    if job.get("predict_only") and model.adaptive is not None:
+        # VW's learner without save_resume folds the lazy L1/L2 into the weights
+        from .._online._update import sync_weights
+
+        sync_weights(model.weights, model.adaptive[2])
     if rank == 0:
         if job.get("link", "identity") != "identity":
             model.info["link"] = job["link"]
