@@ -72,7 +72,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                           f"not supported by terascale vw")
     kind = loss_code(loss, raw_labels=True, tau=float(options.get("quantile_tau", 0.5)))
     passes = int(options.get("passes", 1))
-    holdout_off = options.get("holdout") == 0.0 or passes == 1
+    holdout_off = options.get("holdout") == 0.0 or (
+        passes == 1 and not options.get("holdout_after"))
     period = int(args.holdout_period or 10)
     data = _Data(paths, options, period, int(options.get("holdout_after", 0)), holdout_off)
     power_t = _F(options.get("power_t", 0.5))
@@ -127,7 +128,9 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                 y = data.labels[i]
                 wt = float(data.weights[i])
                 learn = bool(data.learn[i])
-                if learn:  # VW's scorer widens the range before predicting
+                if data.labelled[i] and not data.test[i]:
+                    # VW's scorer widens the range before predicting (zero-weight
+                    # examples too)
                     lo, hi = min(lo, y), max(hi, y)
                 s = _F(0)
                 for k in range(len(idx)):
@@ -281,11 +284,33 @@ def _average(total_w: float, nsnx: float, adaptive: bool, sqrt_rate: bool,
     return _pow(_F(nsnx / total_w), neg_norm_power)
 
 
+def _libm_powf() -> Any:
+    """C's ``powf`` (the C library's, as VW calls it), or None where it cannot be loaded."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        powf = libm.powf
+    except (OSError, AttributeError):
+        return None
+    powf.restype = ctypes.c_float
+    powf.argtypes = [ctypes.c_float, ctypes.c_float]
+    return powf
+
+
+_POWF = _libm_powf()
+
+
 def _pow(x: float, y: float) -> float:
-    """C's powf as VW's build gives it: the double power rounded once (numpy's float32
-    power can differ in the last bit)."""
+    """C's powf, as VW computes its learning rate's decay: the C library's own (the double
+    power rounded to float differs from it in the last bit now and then, e.g. at
+    364.5^-0.5, and the difference grows with the importance-weighted steps after it;
+    numpy's float32 power differs more often)."""
     import math
 
+    if _POWF is not None:
+        return _F(_POWF(_F(x), _F(y)))
     try:
         return _F(math.pow(float(x), float(y)))
     except (OverflowError, ValueError):
