@@ -46,7 +46,8 @@ def holdout_on(options: dict[str, Any]) -> bool:
 def average_loss(totals: list[list[float]], holdout: bool = False) -> str:
     """VW's ``average loss`` from the per-pass sums (``n.a.`` without any example);
     ``holdout``: the run held examples out (:func:`holdout_on`)."""
-    held = [(t[2] / t[3]) for t in totals if t[3] > 0]
+    # (VW keeps each pass's holdout loss as a float: summarize_holdout_set)
+    held = [float(np.float32(t[2] / t[3])) for t in totals if t[3] > 0]
     if held:  # passes > 1 hold out every k-th example; --holdout_after, even one pass
         return f"{min(held):.6f} h"
     if holdout:
