@@ -13,14 +13,15 @@ are VW's on the same data.
 VW's ``weighted label sum`` is that last sum over every pass; its ``best constant`` (the
 prediction a model of the constant alone would make: the weighted mean label for squared
 loss, the log-odds for logistic, the majority label for hinge, the tau-quantile of two
-labels for quantile) and ``best constant's loss`` are computed as VW's
-``get_best_constant`` does, in float32, from that sum, the labelled weight and the
-distinct labels seen (``info["labels"]``: the loss is printed only when the labels take
-two values or one; other losses print neither, as in VW).
+labels for quantile: the loss row's ``best_constant``) and ``best constant's loss`` are
+computed as VW's ``get_best_constant`` does, in float32, from that sum, the labelled
+weight and the distinct labels seen (``info["labels"]``: the loss is printed only when
+the labels take two values or one; other losses print neither, as in VW).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,14 @@ def holdout_on(options: dict[str, Any]) -> bool:
     return int(options.get("passes") or 1) > 1 and (frac is None or frac > 0)
 
 
+def _fixed(v: float) -> str:
+    """A number as VW's stream prints it fixed to 6 decimals (a NaN with its sign: C++
+    writes a negative one ``-nan``)."""
+    if math.isnan(v):
+        return "-nan" if math.copysign(1.0, v) < 0 else "nan"
+    return f"{v:.6f}"
+
+
 def average_loss(totals: list[list[float]], holdout: bool = False) -> str:
     """VW's ``average loss`` from the per-pass sums (``n.a.`` without any example);
     ``holdout``: the run held examples out (:func:`holdout_on`)."""
@@ -54,21 +63,7 @@ def average_loss(totals: list[list[float]], holdout: bool = False) -> str:
         return "undefined (no holdout)"
     loss = sum(t[0] for t in totals) + PRESERVED.get("sum_loss", 0.0)
     weight = sum(t[1] for t in totals) + PRESERVED.get("weighted_labeled_examples", 0.0)
-    return f"{loss / weight:.6f}" if weight > 0 else "n.a."
-
-
-def _loss32(loss: str, tau: float, p: np.float32, y: np.float32) -> np.float32:
-    """VW's ``get_loss`` of one prediction in float32 (the losses that have a best
-    constant)."""
-    f = np.float32
-    if loss in ("squared", "classic"):
-        return f((p - y) * (p - y))
-    if loss == "logistic":
-        return f(np.log(f(1) + np.exp(f(-y * p))))
-    if loss == "hinge":
-        return f(max(f(0), f(f(1) - y * p)))
-    e = f(y - p)  # quantile
-    return f(f(tau) * e) if e > 0 else f(-f(f(1) - f(tau)) * e)
+    return _fixed(loss / weight) if weight > 0 else "n.a."
 
 
 def best_constant(loss: str, tau: float, label_sum: float, weight: float,
@@ -79,8 +74,8 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
     Parameters
     ----------
     loss
-        The loss's VW name (``squared``, ``classic``, ``logistic``, ``hinge``,
-        ``quantile``; any other prints nothing, as in VW).
+        The loss's name (its row's ``best_constant`` says how VW finds it; a loss without
+        one prints nothing, as in VW).
     tau
         ``--quantile_tau``.
     label_sum
@@ -92,7 +87,10 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         The distinct labels seen (held-out examples included), sorted: the first three
         are enough (three mean "more than two").
     """
-    if not labels:
+    from .._losses import loss32, loss_code, loss_spec
+
+    how = loss_spec(loss).best_constant
+    if not labels or not how:
         return []
     f = np.float32
     more = len(labels) > 2
@@ -105,23 +103,26 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
     c2 = f(f(weight) - c1)
     if c1 + c2 <= 0:
         return []
-    if loss in ("squared", "classic"):
+    if how == "mean":
         best = f(f(label_sum) / f(weight))
-    elif more:
+    elif more:  # (VW has the others' formulas for two labels only)
         return []
-    elif loss == "hinge":
+    elif how == "majority":
         best = f(-1) if c2 <= c1 else f(1)
-    elif loss == "logistic":
+    elif how == "log_odds":
         l1, l2 = f(-1), f(1)
         best = f(1) if c1 <= 0 else f(-1) if c2 <= 0 else f(np.log(f(c2 / c1)))
-    elif loss == "quantile":
+    else:  # quantile
         best = l2 if f(f(tau) * f(c1 + c2)) < c2 else l1
-    else:
-        return []
     lines = [f"best constant = {best:.6f}"]
-    if not more:
-        total = f(_loss32(loss, tau, best, l1) * c1) if c1 > 0 else f(0)
-        total = f(total + (f(_loss32(loss, tau, best, l2) * c2) if c2 > 0 else f(0)))
+    if not more:  # VW's get_loss of the constant, in float
+        kind = loss_code(loss, raw_labels=True, tau=tau)
+
+        def at(y: np.float32) -> np.float32:
+            return f(loss32(kind, float(best), float(y)))
+
+        total = f(at(l1) * c1) if c1 > 0 else f(0)
+        total = f(total + (f(at(l2) * c2) if c2 > 0 else f(0)))
         lines.append(f"best constant's loss = {f(total / f(c1 + c2)):.6f}")
     return lines
 
@@ -181,7 +182,7 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
         The distinct labels seen (:func:`best_constant`), the loss's VW name (None: no
         best constant, ``--dont_output_best_constant``) and ``--quantile_tau``.
     """
-    avg = f"{loss / weight:.6f}" if weight > 0 else "n.a."
+    avg = _fixed(loss / weight) if weight > 0 else "n.a."
     seen = weight if seen is None else seen
     lines = ["", "finished run", f"number of examples = {examples}",
              f"weighted example sum = {seen:.6f}"]
