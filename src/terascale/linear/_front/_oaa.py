@@ -89,13 +89,14 @@ def _tag(line: str) -> str:
 
 def relabel(paths: list[str], k_classes: int, out_dir: str,
             names: list[str] | None = None, say: bool = False
-            ) -> tuple[list[list[str]], np.ndarray, np.ndarray, list[str]]:
+            ) -> tuple[list[list[str]], np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Write, for each learner c = 0..K-1, the input with labels +1 (its class) or -1
     (other classes), unlabelled lines unchanged. Returns the K lists of files, the
     examples' class labels (nan for unlabelled ones), the first class number each
     example is predicted with (1 until a label 0 is seen, as VW's oaa: labels are 0..K-1
     from that example on, and the examples after it are predicted so; a label K first fixes
-    them to 1..K), and the examples' tags. ``names``: the labels are these names, classes
+    them to 1..K), the first class number once the example's label is read (what VW's
+    --probabilities lines name the classes with), and the examples' tags. ``names``: the labels are these names, classes
     1..K in order (VW's --named_labels; a label that is not a name is class 0, as VW's
     dictionary reads it, with VW's warning); ``say``: print VW's line on standard output
     when the indexing is decided."""
@@ -104,6 +105,7 @@ def relabel(paths: list[str], k_classes: int, out_dir: str,
     files: list[list[str]] = [[] for _ in range(k_classes)]
     labels: list[float] = []
     first: list[int] = []
+    after: list[int] = []
     indexing = 2  # VW's: 2 undecided (classes 1..K meanwhile), then 0 or 1
     for n, path in enumerate(paths):
         outs = []
@@ -135,6 +137,7 @@ def relabel(paths: list[str], k_classes: int, out_dir: str,
                     labels.append(y)
                     tags.append(_tag(line))
                     base = 0 if indexing == 0 else 1
+                    after.append(base)
                     for c, o in enumerate(outs):  # (a label out of range: -1 for all,
                         if math.isnan(y):             # as VW, which warns)
                             o.write(line)
@@ -143,7 +146,8 @@ def relabel(paths: list[str], k_classes: int, out_dir: str,
         finally:
             for o in outs:
                 o.close()
-    return files, np.array(labels, np.float64), np.array(first, np.int64), tags
+    return (files, np.array(labels, np.float64), np.array(first, np.int64),
+            np.array(after, np.int64), tags)
 
 
 def _names(args: argparse.Namespace, k_classes: int) -> list[str] | None:
@@ -219,7 +223,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         opening()
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
-        files, labels, base, tags = relabel(paths, k_classes, tmp, names,
+        files, labels, base, after, tags = relabel(paths, k_classes, tmp, names,
                                             say=not (args.quiet or args.testonly))
         # VW interleaves the K learners in its 2**b weights: class c of feature index i
         # at (i * 2**s + c) mod 2**b, s = ceil(log2 K), so each learner has b - s bits
@@ -258,20 +262,24 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise DataError(f"{', '.join(paths)}: {len(s)} predictions for {n} examples "
                         f"(--oaa reads one example per non-empty line)")
     passes = len(s) // n
-    if passes > 1 and base[0] != base[-1]:
+    if passes > 1 and after[0] != after[-1]:
         raise DataError(f"{', '.join(paths)}: the first label 0 comes after other labels: "
                         f"VW's --oaa then reads the labels before it as 1..K in the first "
                         f"pass and as 0..K-1 in later ones, which terascale does not "
                         f"reproduce; write classes 1..K, or train one pass")
-    base = np.concatenate([base] + [np.full(n, base[-1])] * (passes - 1))
-    pred = np.argmax(s, axis=1) + base  # the first of equal scores, as VW
+    later = [np.full(n, after[-1])] * (passes - 1)
+    named = np.concatenate([after, *later])  # (how --probabilities names the classes)
+    # the first of equal scores, as VW; with the indexing VW predicts with (its
+    # --probabilities reports the class with the indexing after the label)
+    pred = np.argmax(s, axis=1) + (named if args.probabilities
+                                   else np.concatenate([base, *later]))
     truth = np.tile(labels, passes)
     period = _period(options, passes)
     hold = np.tile(holdout_mask(0, n, period), passes)
     labelled = ~np.isnan(truth)
     wrong = (pred != truth) & labelled
     if args.predictions:
-        _write_predictions(args, s, base, pred, names, tags)
+        _write_predictions(args, s, named, pred, names, tags)
     if not args.quiet:
         if len(weight) != n:
             raise DataError(f"{', '.join(paths)}: {len(weight)} examples parsed for {n} "
