@@ -387,6 +387,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
         opening()
     from .._online._onlinepass import LABELS, distinct_labels
 
+    # VW reports the loss the command line names, whatever the model was trained with
+    loss = (args.loss or model.loss) if vw_mode else model.loss
     total = np.zeros(6)  # loss, labelled weight, examples, all examples' weight, the
     # labelled examples' label x weight, features (VW's counters)
     labels: list[float] = []
@@ -399,7 +401,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
             lv = np.zeros(len(s))
-            lv[ok] = w[ok] * _loss(model.loss, s[ok], y[ok], args.binary, args.quantile_tau)
+            lv[ok] = w[ok] * _loss(loss, s[ok], y[ok], args.binary, args.quantile_tau)
             if table is not None:
                 table.block(blk, s, lv, np.where(ok, w, 0.0))
             has = ~np.isnan(y)
@@ -414,7 +416,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
             print(test_block(int(total[2]), float(total[1]), float(total[0]),
                              float(total[3]), label_sum=float(total[4]),
                              features=int(total[5]), labels=labels,
-                             loss_name=model.loss if _best_constant(args) else None,
+                             loss_name=loss if _best_constant(args) else None,
                              tau=args.quantile_tau), file=sys.stderr)
     elif not args.quiet:
         avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
