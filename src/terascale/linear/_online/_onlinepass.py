@@ -71,9 +71,9 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     acc = np.zeros(COUNTED + 4 + LABELS)
     labels_seen: list[float] = []
     lines = out is not None and (first or opts.vw_text)
-    if first:
+    if first:  # (a run that prints no line keeps VW's first dump_interval, 1)
         prog.restart()
-        prog.due = prog.first_due()
+        prog.due = prog.first_due() if lines else 1.0
     nxt = prog.due
     # VW's weighted_examples and example_number (not held out), over the passes so far
     seen_w, seen_n = prog.seen_w, prog.seen_n
