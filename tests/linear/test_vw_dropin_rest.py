@@ -430,7 +430,7 @@ def test_default_learner_with_importance_weights_is_vws_to_the_printed_digit(
     -p line is VW's as written (a float product there drifted in the last digit)."""
     rng = np.random.default_rng(31)
     lines = []
-    for i in range(800):
+    for _ in range(800):
         a, b, c = rng.integers(31), rng.integers(11), rng.integers(6)
         z = (a % 3 == 0) + (b % 2) - 0.7 + rng.normal(0, 0.5)
         lines.append(f"{1 if z > 0 else -1} {rng.choice(['', '1.5 ', '0.5 '])}|a x{a} "
