@@ -540,6 +540,13 @@ def test_test_only_counts_unlabelled_examples_weight_as_vw(tmp_path, capfd, monk
     sums = [re.findall(r"weighted example sum = (\S+)", t) for t in (want, err)]
     assert sums[0] == sums[1] == ["100.000000"]
     assert _avg(err) == _avg(want)
+    # the closing block in full: the weighted label sum, best constant, feature count;
+    # the loss the command line names, whatever the model was trained with (VW's)
+    assert err[err.index("finished run"):] == want[want.index("finished run"):]
+    args = ["-i", "m", "-t", "-d", "d.vw", "--loss_function", "quantile"]
+    want = run_vw(args, tmp_path)
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0 and err[err.index("finished run"):] == want[want.index("finished run"):]
 
     def table(text: str) -> list[str]:
         return [ln for ln in text.splitlines()

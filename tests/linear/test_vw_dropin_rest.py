@@ -58,14 +58,14 @@ def _same(tmp_path, capfd, monkeypatch, args: list[str]) -> str:
 
 def _progress_table(err: str) -> list[str]:
     """The progress table's lines of a VW-style run's standard error."""
-    return [ln for ln in err.splitlines()
-            if re.match(r"(\d|n\.a\.)", ln) and len(ln.split()) == 7]
+    return [ln for ln in err.splitlines()  # (a holdout line ends with h)
+            if re.match(r"(\d|n\.a\.| unknown)", ln)
+            and (len(ln.split()) == 7 or len(ln.split()) == 8 and ln.endswith(" h"))]
 
 
 def _closing_block(err: str) -> list[str]:
-    """The closing block's lines, less the two terascale does not print."""
-    tail = err[err.index("finished run"):].splitlines()
-    return [ln for ln in tail if not ln.startswith(("weighted label", "best const"))]
+    """The closing block's lines."""
+    return err[err.index("finished run"):].splitlines()
 
 
 def test_feature_mask_learns_only_the_masks_weights(tmp_path, capfd, monkeypatch):
@@ -155,10 +155,15 @@ def test_named_labels(tmp_path, capfd, monkeypatch):
     code, err = run_ts(capfd, ["-d", "d.vw", "-i", "vw.m", "-t", "-p", "ts.i"], tmp_path,
                     monkeypatch)
     assert code == 0 and (tmp_path / "ts.i").read_text() == (tmp_path / "vw.t").read_text()
-    (tmp_path / "bad.vw").write_text("cat |a x\nfish |a y\n")
-    code, err = run_ts(capfd, ["-d", "bad.vw", "--oaa", "3", "--named_labels", "cat,dog,bird"],
-                    tmp_path, monkeypatch)
-    assert code == 2 and "bad.vw:2" in err and "'fish'" in err
+    # a label that is not a name is VW's class 0 (with a warning): the classes are
+    # 0-indexed from there on, as after a label 0, and its name is empty
+    (tmp_path / "odd.vw").write_text("".join(f"{n} |a x{i % 3} y\n" for i, n in enumerate(
+        ["fish", "cat", "dog", "fish", "bird", "cow", "cat", "dog", "fish", "bird"] * 3)))
+    args = ["-d", "odd.vw", "--oaa", "3", "--named_labels", ",".join(names), "-p"]
+    want = run_vw([*args, "vw.p"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.p"], tmp_path, monkeypatch)
+    assert code == 0 and "Missing named label 'cow'" in err and _avg(err) == _avg(want)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
 
 
 def test_affix_features(tmp_path, capfd, monkeypatch):
@@ -224,13 +229,26 @@ def test_progress_lines_are_vws(progress, tmp_path, capfd, monkeypatch):
     assert table(err) == want
 
 
-@pytest.mark.parametrize("flags", [[], ["-P", "3"], ["--passes", "3", "-c", "-k"],
-                                   ["--passes", "2", "-c", "-k", "--holdout_off"]])
+@pytest.mark.parametrize("flags", [
+    [], ["--passes", "3", "-c", "-k"], ["--sgd", "--passes", "2", "-c", "-k"],
+    _more(["-P", "3"]), _more(["--passes", "2", "-c", "-k", "--holdout_off"]),
+    _more(["--passes", "4", "-c", "-k", "--holdout_period", "3", "-P", "40"]),
+    _more(["--loss_function", "logistic", "--passes", "3", "-c", "-k"]),
+    _more(["--loss_function", "hinge"]),
+    _more(["--loss_function", "quantile", "--quantile_tau", "0.3", "--passes", "2", "-c",
+           "-k", "--holdout_off"]),
+    _more(["--adaptive", "--invariant", "--passes", "3", "-c", "-k"]),
+    _more(["--normalized", "--loss_function", "logistic"]),
+    _more(["--bfgs", "--passes", "3", "-c", "-k"]),
+    _more(["--dont_output_best_constant", "-l", "0.1"]),
+])
 def test_progress_and_closing_block_count_weight_and_unlabelled_examples_as_vw(
         flags, tmp_path, capfd, monkeypatch):
     """VW's cadence counts importance weight, and its counters count unlabelled examples
     (a line without '|' too: its label word is the tag) and leave held-out ones out: the
-    progress table and the closing block are VW's, line for line."""
+    progress table of every pass (holdout losses marked h) and the closing block (the
+    weighted label sum and best constant too) are VW's, line for line, for VW's update
+    rules and losses."""
     rng = np.random.default_rng(23)
     lines = []
     for i in range(300):
@@ -243,11 +261,13 @@ def test_progress_and_closing_block_count_weight_and_unlabelled_examples_as_vw(
     want = run_vw(args, tmp_path)
     code, err = run_ts(capfd, args, tmp_path, monkeypatch)
     assert code == 0, err
-    first = _progress_table(want)
-    if "--passes" in flags:
-        first = first[:len(_progress_table(err))]
-    assert _progress_table(err) == first and len(first) > 4
+    table = _progress_table(want)
+    assert _progress_table(err) == table and (len(table) > 4 or "--bfgs" in flags)
+    if "--passes" in flags and not {"--holdout_off", "--bfgs"} & set(flags):
+        assert table[-1].endswith(" h")
     assert _closing_block(err) == _closing_block(want)
+    assert any(ln.startswith("best constant") for ln in _closing_block(want)) == (
+        "--dont_output_best_constant" not in flags)
 
 
 @pytest.mark.parametrize("flags", [["--link", "logistic", "--loss_function", "logistic"],
@@ -296,13 +316,17 @@ def test_one_against_all_prints_vws_table_and_weighs_its_losses(tmp_path, capfd,
         head = [f"{k}", f"{k} 2.5", f"{k} 0.5", f"'u{i}"][i % 4]
         lines.append(f"{head} |a x{3 * k + rng.integers(4)} y{rng.integers(9)} |b z{k}")
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
-    args = ["-d", "d.vw", "--oaa", "3"]
-
-    want = run_vw(args, tmp_path)
-    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
-    assert code == 0, err
-    assert _progress_table(err) == _progress_table(want) and len(_progress_table(want)) > 4
-    assert _closing_block(err) == _closing_block(want)
+    run_vw(["-d", "d.vw", "--oaa", "3", "-f", "vw.m"], tmp_path)
+    # one pass; three, whose lines from the second pass on are the holdout's (h); -t
+    for args in (["-d", "d.vw", "--oaa", "3"], ["-d", "d.vw", "--oaa", "3", "--passes", "3",
+                                                "-c", "-k"], ["-d", "d.vw", "-t", "-i", "vw.m"]):
+        want = run_vw(args, tmp_path)
+        code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+        assert code == 0, err
+        assert _progress_table(err) == _progress_table(want)
+        assert len(_progress_table(want)) > 4
+        assert _closing_block(err) == _closing_block(want)
+        assert _progress_table(want)[-1].endswith(" h") == ("--passes" in args)
 
 
 def test_one_against_all_writes_tags_and_refuses_negative_labels(tmp_path, capfd,
@@ -349,3 +373,68 @@ def test_vws_other_update_rules(flags, tmp_path, capfd, monkeypatch):
                  for k, ln in enumerate(_lines(300, 13))]
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
     _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", *flags])
+
+
+@pytest.mark.parametrize("flags", [
+    ["--l1", "1e-3", "--l2", "1e-4"],
+    _more(["--l1", "1e-3", "--passes", "2", "-c", "-k"]),
+    _more(["--l1", "1e-3", "--predict_only_model"]),
+    _more(["-q", "ab", "-P", "7"]), _more(["--quiet", "-P", "7"]),
+])
+def test_readable_model_after_training_is_vws(flags, tmp_path, capfd, monkeypatch):
+    """--readable_model after training: VW's text byte for byte, its performance counters
+    (sum_loss, weighted_labels, example_number, total_features, where the progress table
+    stopped, ...) and, after --l1, the weights VW keeps unapplied (those L1 zeroes too)
+    with its l1_state; --predict_only_model: the L1 applied, the nonzero weights alone."""
+    (tmp_path / "d.vw").write_text("\n".join(  # (importance weights 2.5 among them)
+        ln if k % 5 else ln.replace(" |a", " 2.5 |a", 1)
+        for k, ln in enumerate(_lines(300, 17))) + "\n")
+    args = ["-d", "d.vw", *flags, "--readable_model"]
+    run_vw([*args, "vw.txt"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.txt"], tmp_path, monkeypatch)
+    assert code == 0, err
+    want = (tmp_path / "vw.txt").read_text()
+    assert (tmp_path / "ts.txt").read_text() == want
+    if "--predict_only_model" in flags:  # (no learner state: weights alone)
+        assert "l1_state" not in want and "sum_loss" not in want
+    else:
+        assert "sum_loss 0\n" not in want and "sum_loss" in want
+        assert ("l1_state 0\n" in want) == ("--l1" not in flags)
+
+
+@pytest.mark.parametrize("flags", [["--sgd"], _more(["--sgd", "--passes", "3", "-c", "-k"]),
+                                   _more(["--invariant", "--holdout_after", "150"]),
+                                   _more(["--sgd", "--loss_function", "hinge", "-l", "3"])])
+def test_plain_sgd_with_importance_weights_is_vws_to_the_printed_digit(
+        flags, tmp_path, capfd, monkeypatch):
+    """VW's plain SGD (learning rate 10: the weights grow, so a last-bit difference in a
+    step shows in later predictions) on importance weights 0 to 3.7 and labels whose range
+    widens: every -p line as VW writes it."""
+    rng = np.random.default_rng(4)
+    (tmp_path / "d.vw").write_text("".join(
+        f"{rng.normal() * (1 + i / 100):.4f} {rng.choice([1, 2, 0.5, 0, 3.7])} |a "
+        f"x{rng.integers(30)} y:{rng.normal():.3f} |b z{rng.integers(7)}\n"
+        for i in range(400)))
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", *flags])
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+@pytest.mark.parametrize("flags", [["--loss_function", "hinge"],
+                                   _more(["--cubic", "abc", "--loss_function", "logistic"]),
+                                   _more(["--l1", "1e-4", "--l2", "1e-4", "--passes", "2",
+                                          "-c", "-k"])])
+def test_default_learner_with_importance_weights_is_vws_to_the_printed_digit(
+        flags, tmp_path, capfd, monkeypatch):
+    """VW's default update (adaptive, normalized, invariant) on importance weights 0.5 and
+    1.5: the normalizer's running sum adds weight x norm in double, as VW does, so every
+    -p line is VW's as written (a float product there drifted in the last digit)."""
+    rng = np.random.default_rng(31)
+    lines = []
+    for _ in range(800):
+        a, b, c = rng.integers(31), rng.integers(11), rng.integers(6)
+        z = (a % 3 == 0) + (b % 2) - 0.7 + rng.normal(0, 0.5)
+        lines.append(f"{1 if z > 0 else -1} {rng.choice(['', '1.5 ', '0.5 '])}|a x{a} "
+                     f"v:{rng.uniform(-1, 1):.4f} |b y{b} |c w{c}:{rng.uniform(0, 3):.3f}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", *flags])
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()

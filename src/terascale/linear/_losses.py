@@ -55,6 +55,11 @@ class Loss(NamedTuple):
         the labels' range, ``"labels50"`` to the labels' range widened to [-50, 50].
     curvature
         The batch form's largest second derivative (L-BFGS's first scaling; 0 for none).
+    best_constant
+        How VW's closing block finds the best constant prediction (``get_best_constant``):
+        ``"mean"`` the weighted mean label, ``"log_odds"`` the log-odds of two labels,
+        ``"majority"`` the label of more weight, ``"quantile"`` the one of two labels at
+        the tau-quantile; ``""`` none (VW prints none).
     """
 
     code: int
@@ -65,6 +70,7 @@ class Loss(NamedTuple):
     batch: bool
     clip: str
     curvature: float = 0.0
+    best_constant: str = ""
 
 
 # The one table of losses: adding one is a row here, its branches in the kernels below
@@ -76,13 +82,15 @@ class Loss(NamedTuple):
 # alone: a changed kernel or row here needs a change there too (or a cleared
 # ``__pycache__``), else the old kernel keeps running.
 LOSS_TABLE = {
-    "logistic": Loss(0, "logistic", "logistic", True, "logloss", True, "fixed", 0.25),
-    "squared": Loss(1, "squared", "identity", False, "mse", True, "labels", 2.0),
-    "hinge": Loss(2, "hinge", "identity", True, "hinge", True, "labels", 0.0),
-    "quantile": Loss(3, "quantile", "identity", False, "quantile", False, "labels"),
+    "logistic": Loss(0, "logistic", "logistic", True, "logloss", True, "fixed", 0.25,
+                     "log_odds"),
+    "squared": Loss(1, "squared", "identity", False, "mse", True, "labels", 2.0, "mean"),
+    "hinge": Loss(2, "hinge", "identity", True, "hinge", True, "labels", 0.0, "majority"),
+    "quantile": Loss(3, "quantile", "identity", False, "quantile", False, "labels", 0.0,
+                     "quantile"),
     # squared loss with plain SGD's step 2 (y - p) * rate in place of the importance-
     # invariant one (VW's --loss_function classic)
-    "classic": Loss(4, "classic", "identity", False, "mse", False, "labels"),
+    "classic": Loss(4, "classic", "identity", False, "mse", False, "labels", 0.0, "mean"),
     # Poisson regression of counts on the log scale (VW's deviance; --link poisson gives
     # the rates exp(score))
     "poisson": Loss(5, "poisson", "identity", False, "mse", False, "labels50"),
@@ -410,8 +418,9 @@ def sgd_update32(kind: int, p: float, y: float, scale: float) -> float:
         return float(f(y * scale)) if f(y * p) < 1 else 0.0
     if k == 0:  # VW's soft label in [-1, 1]
         st = f(f(y + 1) / f(2))
-        a = f(f(1.0 * scale) / f(1 + f(np.exp(f(p)))))
-        b = f(f(-1.0 * scale) / f(1 + f(np.exp(f(-p)))))
+        # (C's expf, as the online kernel's: numpy's float32 exp differs in the last bit)
+        a = f(f(1.0 * scale) / f(1 + f(_expf(f(p)))))
+        b = f(f(-1.0 * scale) / f(1 + f(_expf(f(-p)))))
         return float(f(f(st * a) + f(f(1 - st) * b)))
     if k == 5:
         return float(f(-f(dloss32(kind, float(p), float(y))) * scale))

@@ -33,7 +33,7 @@ from ._losses import LOSSES
 from ._model import LinearModel
 from ._names import opt
 from ._online._firstpass import GrowingWeights, TextPass, _mark, _set_bits, dense_threshold
-from ._online._onlinepass import COUNTED, Weights, online_pass
+from ._online._onlinepass import COUNTED, LABELS, Weights, distinct_labels, online_pass
 from ._online._progress import Progress
 from ._online._state import CONTRACTION, GRAVITY
 from ._online._update import new_state, sync_weights
@@ -318,6 +318,7 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
     blocks, columns, callback = run.blocks, space.columns, run.callback
     period = holdout_period(opts)
     prog = first.prog if first is not None else Progress(out)
+    prog.holdout = bool(period)
     t_on = first.t_on if first is not None else time.perf_counter()
     # VW stops online passes early on the holdout loss (without a batch phase to follow)
     stop = EarlyStop(opts.patience) if period and opts.passes > 1 and not opts.batch else None
@@ -359,8 +360,12 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
             # default), and folds them in after the last pass
             sync_weights(ws.w, ws.state)
             average_weights(comm, ws.w, ws.g2, ws.nrm, ws.state, opts.averaging)
-        tot = comm.allreduce(np.concatenate([acc[:6], acc[COUNTED:COUNTED + 3]]))
+        tot = comm.allreduce(np.concatenate([acc[:6], acc[COUNTED:COUNTED + 4]]))
         info.setdefault("pass_totals", []).append([float(v) for v in tot])
+        if p == 0:  # the distinct labels (up to LABELS) of every worker's shard
+            mine = acc[COUNTED + 4:COUNTED + 4 + LABELS]
+            shards = np.ravel(comm.allgather(mine) if comm.size > 1 else mine)
+            info["labels"] = distinct_labels([], shards[~np.isnan(shards)])
         if out and not opts.vw_text:
             hold_s = f", holdout loss {tot[2] / tot[3]:.6f}" if tot[3] else ""
             how = (f"averaged every {every} examples" if "mixes" in info
@@ -380,7 +385,13 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
                 print(f"holdout loss did not improve for {stop.patience} passes: stopped, "
                       f"the model is pass {p + 1 - stop.patience}'s", file=out)
             break
-    sync_weights(ws.w, ws.state)
+    if not (opts.vw_text and comm.size == 1 and not opts.batch):
+        sync_weights(ws.w, ws.state)
+    # (else, as VW's save_resume learner, the lazy L1/L2 stay in the state: the model
+    # keeps its weights unapplied, as VW's model does, and predicts with them applied)
+    # where VW's progress table stopped (the counters its model keeps): the next line's
+    # weight, the loss and labelled weight at the last line
+    info["vw_progress"] = [float(prog.due), float(prog.prev[0]), float(prog.prev[1])]
     info["online_s"] = time.perf_counter() - t_on
 
 

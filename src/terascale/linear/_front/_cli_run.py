@@ -204,7 +204,8 @@ def train(args: argparse.Namespace) -> int:
         if model is not None and args.readable_model:
             from .._vw._vwtext import write_readable
 
-            write_readable(model, args.readable_model)
+            write_readable(model, args.readable_model,
+                           predict_only=bool(getattr(args, "predict_only_model", False)))
         if model is not None and args.invert_hash:
             from .._vw._vwtext import feature_names, write_readable
 
@@ -278,7 +279,8 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
         with all_or_none(writers):
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
                                                   options, **_model_format(args),
-                                                  link=how, rates=_rates(args))),
+                                                  link=how, rates=_rates(args),
+                                                  best_constant=_best_constant(args))),
                               predictions=progressive if writers else None)
         return model
     from ...launch import LaunchOptions, launch
@@ -287,12 +289,19 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
     warm_kernels()  # compile once here rather than N times at once in the workers
     code = launch([sys.executable, "-m", "terascale.linear._front._worker",
                    job_json(paths, model_path or "", args.initial, options,
-                            **_model_format(args), link=how, rates=_rates(args))],
+                            **_model_format(args), link=how, rates=_rates(args),
+                            best_constant=_best_constant(args))],
                   # unbound: a worker's reader and statistics threads use every core, and
                   # in a chained pass one worker learns while the others wait
                   LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
                                 prefix_output=False, cpu_bind=False))
     return code
+
+
+def _best_constant(args: argparse.Namespace) -> bool:
+    """Whether VW's closing block reports the best constant (not with
+    ``--dont_output_best_constant``)."""
+    return not getattr(args, "dont_output_best_constant", False)
 
 
 def _model_format(args: argparse.Namespace) -> dict[str, Any]:
@@ -376,7 +385,13 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     how = _link(args, model.info.get("link", how))  # (VW keeps --link in the model)
     if opening is not None:
         opening()
-    total = np.zeros(4)  # loss, labelled weight, examples, all examples' weight
+    from .._online._onlinepass import LABELS, distinct_labels
+
+    # VW reports the loss the command line names, whatever the model was trained with
+    loss = (args.loss or model.loss) if vw_mode else model.loss
+    total = np.zeros(6)  # loss, labelled weight, examples, all examples' weight, the
+    # labelled examples' label x weight, features (VW's counters)
+    labels: list[float] = []
     table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
     with _Output(args.predictions) as out:
         for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
@@ -386,16 +401,23 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
             lv = np.zeros(len(s))
-            lv[ok] = w[ok] * _loss(model.loss, s[ok], y[ok], args.binary, args.quantile_tau)
+            lv[ok] = w[ok] * _loss(loss, s[ok], y[ok], args.binary, args.quantile_tau)
             if table is not None:
                 table.block(blk, s, lv, np.where(ok, w, 0.0))
-            total += [float(lv.sum()), float(w[ok].sum()), len(s), float(w.sum())]
+            has = ~np.isnan(y)
+            total += [float(lv.sum()), float(w[ok].sum()), len(s), float(w.sum()),
+                      float(np.dot(y[has], w[has])), int(blk.indptr[-1] - blk.indptr[0])]
+            if len(labels) < LABELS:
+                labels = distinct_labels(labels, y[has])
     if getattr(args, "vw_mode", False):
         if not args.quiet:
             from .._vw._vwreport import test_block
 
             print(test_block(int(total[2]), float(total[1]), float(total[0]),
-                             float(total[3])), file=sys.stderr)
+                             float(total[3]), label_sum=float(total[4]),
+                             features=int(total[5]), labels=labels,
+                             loss_name=loss if _best_constant(args) else None,
+                             tau=args.quantile_tau), file=sys.stderr)
     elif not args.quiet:
         avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
         print(f"test only: {int(total[2])} examples, average loss = {avg}"

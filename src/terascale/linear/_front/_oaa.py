@@ -51,9 +51,11 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
     if not tokens:
         return math.nan, "", line
     if names is not None and tokens[0] not in names:
-        raise DataError(f"{where}: label {tokens[0]!r} is not one of --named_labels "
-                        f"{','.join(names)} (VW warns and learns it as an unknown class; "
-                        f"terascale refuses it)")
+        # VW's named-label dictionary reads a name it lacks as class 0 (which makes the
+        # classes 0-indexed, as a label 0 does), and warns
+        print(f"[warning] Missing named label '{tokens[0]}'", file=sys.stderr)
+        start = line.index(tokens[0])
+        return 0.0, tokens[0], line[start + len(tokens[0]):]
     try:
         y = float(names[tokens[0]] if names is not None else tokens[0])
     except ValueError:
@@ -86,19 +88,24 @@ def _tag(line: str) -> str:
 
 
 def relabel(paths: list[str], k_classes: int, out_dir: str,
-            names: list[str] | None = None
-            ) -> tuple[list[list[str]], np.ndarray, np.ndarray, list[str]]:
+            names: list[str] | None = None, say: bool = False
+            ) -> tuple[list[list[str]], np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """Write, for each learner c = 0..K-1, the input with labels +1 (its class) or -1
     (other classes), unlabelled lines unchanged. Returns the K lists of files, the
-    examples' class labels (nan for unlabelled ones) and the first class number at each
-    example (1 until a label 0 is seen, as VW's oaa: labels are then 0..K-1 from that
-    example on; a label K first fixes them to 1..K), and the examples' tags. ``names``: the labels are these
-    names, classes 1..K in order (VW's --named_labels)."""
+    examples' class labels (nan for unlabelled ones), the first class number each
+    example is predicted with (1 until a label 0 is seen, as VW's oaa: labels are 0..K-1
+    from that example on, and the examples after it are predicted so; a label K first fixes
+    them to 1..K), the first class number once the example's label is read (what VW's
+    --probabilities lines name the classes with), and the examples' tags. ``names``: the labels are these names, classes
+    1..K in order (VW's --named_labels; a label that is not a name is class 0, as VW's
+    dictionary reads it, with VW's warning); ``say``: print VW's line on standard output
+    when the indexing is decided."""
     table = None if names is None else {n: c for c, n in enumerate(names, 1)}
     tags: list[str] = []
     files: list[list[str]] = [[] for _ in range(k_classes)]
     labels: list[float] = []
     first: list[int] = []
+    after: list[int] = []
     indexing = 2  # VW's: 2 undecided (classes 1..K meanwhile), then 0 or 1
     for n, path in enumerate(paths):
         outs = []
@@ -114,14 +121,23 @@ def relabel(paths: list[str], k_classes: int, out_dir: str,
                             o.write(line)
                         continue
                     y, _, rest = _label(line, f"{path}:{i}", table)
+                    # VW predicts before it learns: with the indexing of the examples
+                    # before this one (undecided: classes 1..K)
+                    first.append(0 if indexing == 0 else 1)
                     if indexing == 2 and y == 0:
                         indexing = 0
+                        if say:
+                            print("[info] label 0 found -- labels are now considered "
+                                  "0-indexed.")
                     elif indexing == 2 and y == k_classes:
                         indexing = 1
+                        if say:
+                            print(f"[info] label {k_classes} found -- labels are now "
+                                  f"considered 1-indexed.")
                     labels.append(y)
                     tags.append(_tag(line))
                     base = 0 if indexing == 0 else 1
-                    first.append(base)
+                    after.append(base)
                     for c, o in enumerate(outs):  # (a label out of range: -1 for all,
                         if math.isnan(y):             # as VW, which warns)
                             o.write(line)
@@ -130,7 +146,8 @@ def relabel(paths: list[str], k_classes: int, out_dir: str,
         finally:
             for o in outs:
                 o.close()
-    return files, np.array(labels, np.float64), np.array(first, np.int64), tags
+    return (files, np.array(labels, np.float64), np.array(first, np.int64),
+            np.array(after, np.int64), tags)
 
 
 def _names(args: argparse.Namespace, k_classes: int) -> list[str] | None:
@@ -157,8 +174,11 @@ def _tagged(lines: Any, tags: list[str]) -> Any:
 
 
 def _class(v: float, names: list[str] | None) -> str:
-    """A predicted class as VW writes it: its number, or its name."""
-    return str(int(v)) if names is None else names[int(v) - 1]
+    """A predicted class as VW writes it: its number, or its name (nothing for class 0,
+    which has none)."""
+    if names is None:
+        return str(int(v))
+    return names[int(v) - 1] if 1 <= int(v) <= len(names) else ""
 
 
 def _probabilities(scores: np.ndarray) -> np.ndarray:
@@ -203,7 +223,8 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         opening()
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
-        files, labels, base, tags = relabel(paths, k_classes, tmp, names)
+        files, labels, base, after, tags = relabel(paths, k_classes, tmp, names,
+                                            say=not (args.quiet or args.testonly))
         # VW interleaves the K learners in its 2**b weights: class c of feature index i
         # at (i * 2**s + c) mod 2**b, s = ceil(log2 K), so each learner has b - s bits
         shift = (k_classes - 1).bit_length()
@@ -212,8 +233,9 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
                               f"class 2**(b - {shift}) weights; use -b {shift + 1} or more")
         options = dict(options, bits=options["bits"] - shift)
         seeds = _seeds(options, tmp, start, k_classes)
-        if args.testonly:
-            return _test_only(args, paths, files, labels, base, seeds, names, tags)
+        if args.testonly:  # (VW's indexing is decided by learning: 1..K here)
+            return _test_only(args, paths, files, labels, np.ones_like(base), seeds, names,
+                              tags)
         scores = []
         models = []
         opts = dict(options, progress=False, vw_text=False)
@@ -240,20 +262,24 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise DataError(f"{', '.join(paths)}: {len(s)} predictions for {n} examples "
                         f"(--oaa reads one example per non-empty line)")
     passes = len(s) // n
-    if passes > 1 and base[0] != base[-1]:
+    if passes > 1 and after[0] != after[-1]:
         raise DataError(f"{', '.join(paths)}: the first label 0 comes after other labels: "
                         f"VW's --oaa then reads the labels before it as 1..K in the first "
                         f"pass and as 0..K-1 in later ones, which terascale does not "
                         f"reproduce; write classes 1..K, or train one pass")
-    base = np.concatenate([base] + [np.full(n, base[-1])] * (passes - 1))
-    pred = np.argmax(s, axis=1) + base  # the first of equal scores, as VW
+    later = [np.full(n, after[-1])] * (passes - 1)
+    named = np.concatenate([after, *later])  # (how --probabilities names the classes)
+    # the first of equal scores, as VW; with the indexing VW predicts with (its
+    # --probabilities reports the class with the indexing after the label)
+    pred = np.argmax(s, axis=1) + (named if args.probabilities
+                                   else np.concatenate([base, *later]))
     truth = np.tile(labels, passes)
     period = _period(options, passes)
     hold = np.tile(holdout_mask(0, n, period), passes)
     labelled = ~np.isnan(truth)
     wrong = (pred != truth) & labelled
     if args.predictions:
-        _write_predictions(args, s, base, pred, names, tags)
+        _write_predictions(args, s, named, pred, names, tags)
     if not args.quiet:
         if len(weight) != n:
             raise DataError(f"{', '.join(paths)}: {len(weight)} examples parsed for {n} "
@@ -261,8 +287,8 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         w = np.tile(weight.astype(np.float64), passes)
         loss = np.where(wrong, w, 0.0)  # VW's multiclass loss: the weight of a mistake
         counted = ~labelled | ~hold  # (VW holds out labelled examples only)
-        _progress(loss[:n], np.where(labelled & ~hold, w, 0.0)[:n], counted[:n], w[:n],
-                  truth[:n], pred[:n], feats)
+        _progress(loss, hold, labelled, counted, w, truth, pred, feats,
+                  bool(period) and passes > 1, names)
         per_pass = []
         for i in range(passes):
             p = slice(i * n, (i + 1) * n)
@@ -294,29 +320,39 @@ def _example_stats(files: list[str], parse: Any) -> tuple[np.ndarray, np.ndarray
     return np.concatenate(weights), np.concatenate(feats)
 
 
-def _progress(loss: np.ndarray, labelled: np.ndarray, counted: np.ndarray,
-              weight: np.ndarray, truth: np.ndarray, pred: np.ndarray,
-              feats: np.ndarray) -> None:
-    """VW's progress table of the first pass, printed after training (the K learners are
+def _progress(loss: np.ndarray, hold: np.ndarray, labelled: np.ndarray,
+              counted: np.ndarray, weight: np.ndarray, truth: np.ndarray, pred: np.ndarray,
+              feats: np.ndarray, holdout: bool, names: list[str] | None = None) -> None:
+    """VW's progress table of every pass, printed after training (the K learners are
     trained one after another): at VW's cadence in the weight of the ``counted`` examples
-    (those not held out); ``loss`` each example's weighted loss, ``labelled`` its weight
-    where it counts in the loss."""
+    (those not held out), over the passes' examples one after another (``feats``: one
+    pass's feature counts); ``loss`` each example's weighted 0/1 loss, ``hold`` whether
+    it is held out; with ``holdout`` the lines of the second pass on show the holdout
+    loss, marked ``h``, as VW's; ``names``: the classes' names (--named_labels)."""
     from .._online._progress import Progress
 
     prog = Progress(sys.stderr)
+    prog.names = names
+    prog.holdout = holdout
     prog.header()
+    learnt, held = labelled & ~hold, labelled & hold
+    cum = np.stack([np.cumsum(np.where(learnt, loss, 0.0)),
+                    np.cumsum(np.where(learnt, weight, 0.0)),
+                    np.cumsum(np.where(held, loss, 0.0)),
+                    np.cumsum(np.where(held, weight, 0.0))], axis=1)
     cum_w = np.cumsum(np.where(counted, weight, 0.0))
-    cum_l, cum_lw, cum_n = np.cumsum(loss), np.cumsum(labelled), np.cumsum(counted)
-    prev = np.zeros(2)
+    cum_n = np.cumsum(counted)
+    n = max(len(feats), 1)
     due = prog.first_due()
     while True:
         at = int(np.searchsorted(cum_w, due))
         if at >= len(counted):
             return
-        now = np.array([cum_l[at], cum_lw[at]])
-        prog.line(now, prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
-                  float(pred[at]), int(feats[at]), classes=True)
-        prev = now
+        prog.passes = at // n
+        now = cum[at]
+        prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
+                  float(pred[at]), int(feats[at % n]), classes=True)
+        prog.prev = now
         due = prog.next_due(float(cum_w[at]))
 
 
@@ -455,9 +491,19 @@ def _test_only(args: argparse.Namespace, paths: list[str], files: list[list[str]
     if args.predictions:
         _write_predictions(args, s, base, pred, names, tags)
     if not args.quiet:
+        weight, feats = _example_stats(files[0], model.parse)
+        if len(weight) != len(labels):
+            raise DataError(f"{', '.join(paths)}: {len(weight)} examples parsed for "
+                            f"{len(labels)} labels (--oaa reads one example per non-empty "
+                            f"line)")
+        w = weight.astype(np.float64)
         labelled = ~np.isnan(labels)
-        wrong = float(((pred != labels) & labelled).sum())
-        print(test_block(len(labels), float(labelled.sum()), wrong), file=sys.stderr)
+        loss = np.where((pred != labels) & labelled, w, 0.0)
+        none = np.zeros(len(labels), bool)
+        _progress(loss, none, labelled, ~none, w, labels, pred, feats, False, names)
+        print(test_block(len(labels), float(w[labelled].sum()), float(loss.sum()),
+                         float(w.sum()), label_sum=0.0, features=int(feats.sum())),
+              file=sys.stderr)
     return 0
 
 

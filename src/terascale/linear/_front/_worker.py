@@ -46,6 +46,11 @@ def run_train(job: dict[str, Any],
     finally:
         if alone is not None:
             alone.close()
+    if job.get("predict_only") and model.adaptive is not None:
+        # VW's learner without save_resume folds the lazy L1/L2 into the weights
+        from .._online._update import sync_weights
+
+        sync_weights(model.weights, model.adaptive[2])
     if rank == 0:
         if job.get("link", "identity") != "identity":
             model.info["link"] = job["link"]
@@ -59,7 +64,10 @@ def run_train(job: dict[str, Any],
             from .._vw._vwreport import closing_block, holdout_on
 
             if job["options"].get("progress"):
-                print(closing_block({**i, "holdout": holdout_on(job["options"])}),
+                opts = job["options"]
+                print(closing_block({**i, "holdout": holdout_on(opts), "loss": model.loss,
+                                     "quantile_tau": opts.get("quantile_tau", 0.5),
+                                     "best_constant": job.get("best_constant", True)}),
                       file=sys.stderr)
             return model
         if not job["options"].get("progress", True):  # --quiet

@@ -22,12 +22,16 @@ from ._progress import Progress
 from ._progressive import BLOCK, block_tags, zero_one
 from ._update import online_chunk
 
-__all__ = ["COUNTED", "Weights", "online_pass"]
+__all__ = ["COUNTED", "LABELS", "Weights", "online_pass"]
 
 # where a pass's sums (``online_pass``) go on after ``online_chunk``'s: the unlabelled
 # examples' weight, the examples and their features not held out (VW's counters, where
-# an unlabelled example is never held out)
+# an unlabelled example is never held out), the labelled examples' sum of label x weight
+# (VW's weighted_labels); then LABELS slots: the first distinct labels seen (NaN where
+# fewer), held-out examples included (VW's best constant needs the two labels, or knowing
+# that there were more)
 COUNTED = 8
+LABELS = 3
 
 Predictions = Callable[[np.ndarray, "list[str] | None"], None]
 
@@ -51,22 +55,28 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
                 spill: Spill | None = None, mixer: Mixer | None = None) -> np.ndarray:
     """Learn from every block; returns the pass's sums ``acc``: ``online_chunk``'s eight,
     then what VW's closing block counts over the examples not held out (``COUNTED``: the
-    unlabelled examples' weight, the examples, their features).
+    unlabelled examples' weight, the examples, their features, the labelled ones' label x
+    weight), then the first ``LABELS`` distinct labels seen (NaN where fewer).
 
     Parameters
     ----------
     first
-        Progress lines at VW's cadence (see ``_progress``); ``spill`` (the first pass before a batch phase)
-        gets every block as mapped.
+        The run's first pass: progress lines at VW's cadence (see ``_progress``), which
+        later passes go on with under ``terascale vw`` (``opts.vw_text``); ``spill`` (the
+        first pass before a batch phase) gets every block as mapped.
     mixer
         The workers average their learners every ``mixer.every`` examples (a collective; the last
         one after the pass, so every worker ends with the same learner).
     """
-    acc = np.zeros(COUNTED + 3)
-    prev = acc.copy()
-    lines = first and out is not None
-    nxt = prog.first_due()
-    seen_w, seen_n = 0.0, 0  # VW's weighted_examples and example_number (not held out)
+    acc = np.zeros(COUNTED + 4 + LABELS)
+    labels_seen: list[float] = []
+    lines = out is not None and (first or opts.vw_text)
+    if first:  # (a run that prints no line keeps VW's first dump_interval, 1)
+        prog.restart()
+        prog.due = prog.first_due() if lines else 1.0
+    nxt = prog.due
+    # VW's weighted_examples and example_number (not held out), over the passes so far
+    seen_w, seen_n = prog.seen_w, prog.seen_n
     due = mixer.next_due(0) if mixer is not None else -1
     if mixer is not None:
         mixer.start(ws)
@@ -82,6 +92,11 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         acc[COUNTED] += float(blk.weights[unlabelled].sum())
         acc[COUNTED + 1] += int(kept.sum())
         acc[COUNTED + 2] += int(np.diff(blk.indptr)[kept].sum())
+        taught = ~unlabelled & ~np.asarray(hold, bool)
+        acc[COUNTED + 3] += float(np.dot(blk.labels[taught].astype(np.float64),
+                                         blk.weights[taught].astype(np.float64)))
+        if len(labels_seen) < LABELS:
+            labels_seen = distinct_labels(labels_seen, blk.labels[~unlabelled])
         if lines:  # the weight and count seen at each example, to cut at the lines
             cum_w = seen_w + np.cumsum(np.where(kept, blk.weights, 0.0))
             cum_n = seen_n + np.cumsum(kept)
@@ -122,10 +137,12 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             if line:
                 p = (shown[0] if shown is not None else pred[at - start] if pred is not None
                      else acc[7])
-                prog.line(acc, prev, int(cum_n[at]), float(cum_w[at]), float(blk.labels[at]),
-                          float(p), int(blk.indptr[end] - blk.indptr[end - 1]), opts.binary)
-                prev = acc.copy()
-                nxt = prog.next_due(float(cum_w[at]))
+                now = prog.done + acc[:4]  # (over the passes so far)
+                prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
+                          float(blk.labels[at]), float(p),
+                          int(blk.indptr[end] - blk.indptr[end - 1]), opts.binary)
+                prog.prev = now
+                nxt = prog.due = prog.next_due(float(cum_w[at]))
             if mixer is not None:
                 mixer.seen(cols[blk.indptr[start]:blk.indptr[end]])
                 if blk.start + end == due:
@@ -135,4 +152,14 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             start = end
     if mixer is not None:
         mixer.finish(ws)
+    if lines:
+        prog.end_pass(acc, seen_w, seen_n)
+    acc[COUNTED + 4:] = np.nan
+    acc[COUNTED + 4:COUNTED + 4 + len(labels_seen)] = labels_seen
     return acc
+
+
+def distinct_labels(seen: list[float], labels: np.ndarray) -> list[float]:
+    """``seen`` and the values of ``labels`` not in it, sorted, at most ``LABELS`` of them
+    (enough to tell one, two or more than two distinct labels apart)."""
+    return sorted(set(seen) | set(np.unique(labels)[:LABELS].tolist()))[:LABELS]

@@ -8,6 +8,12 @@ it in ``CADENCE``: an integer N every N of weight (additive), a number with a po
 multiplies (as VW reads ``-P``: below or at 1.0 it adds 1.0). The columns are VW's: the
 example counter counts every example not held out, an unlabelled one's label is
 ``unknown``, and a loss over no labelled weight is ``n.a.``.
+
+Lines go on through the later passes of a ``terascale vw`` run, as VW's do: the counter,
+the weight and the cadence carry on from pass to pass, and the loss columns are over
+every pass so far; in a run that holds examples out, the lines of the second pass on
+report the holdout loss (every pass's held-out examples so far, and since the last such
+line) marked ``h``, VW's columns for it.
 """
 
 from __future__ import annotations
@@ -48,6 +54,28 @@ class Progress:
         self.since_loss = 0.0
         self.since_w = 0.0
         self.interval = 1.0
+        self.due = 1.0  # the weight of the next line
+        #: the classes' names (``--oaa`` with ``--named_labels``): the table shows them
+        self.names: list[str] | None = None
+        #: the run holds examples out (its lines from the second pass on are ``h``'s)
+        self.holdout = False
+        self.restart()
+
+    def restart(self) -> None:
+        """Start the run's count over: no pass done, nothing seen."""
+        #: passes finished, and the sums of their (loss, labelled weight, holdout loss,
+        #: holdout weight); the weight and examples seen (VW's counters)
+        self.passes, self.done = 0, np.zeros(4)
+        self.seen_w, self.seen_n = 0.0, 0
+        #: those sums at the last line, and at the last holdout line
+        self.prev, self.hprev = np.zeros(4), np.zeros(4)
+
+    def end_pass(self, acc: np.ndarray, seen_w: float, seen_n: int) -> None:
+        """A pass is over: ``acc`` its sums (``online_chunk``'s), ``seen_w``/``seen_n``
+        the weight and examples seen so far in the run."""
+        self.passes += 1
+        self.done = self.done + acc[:4]
+        self.seen_w, self.seen_n = seen_w, seen_n
 
     def first_due(self) -> float:
         """The weight at which the first line is printed (VW's first ``dump_interval``)."""
@@ -81,15 +109,31 @@ class Progress:
             return
         from .._vw._vwtext import link
 
-        if classes:
+        if classes and self.names is not None:  # (class 0 has no name: VW's unknown)
+            k = len(self.names)
+            lab = (self.names[int(label) - 1] if not np.isnan(label) and 1 <= label <= k
+                   else "unknown")
+            pr = self.names[int(prediction) - 1] if 1 <= prediction <= k else "unknown"
+        elif classes:
             lab = "unknown" if np.isnan(label) else f"{int(label)}"
             pr = f"{int(prediction)}"
         else:
             lab = "unknown" if np.isnan(label) else f"{label:.4f}"
             pr = f"{float(link(np.array([prediction]), LINK[-1], binary)[0]):.4f}"
-        dl, dw = acc[0] - prev[0], acc[1] - prev[1]
-        # (VW cuts a loss to its column's 8 characters: 134.296493 is 134.2964)
-        avg = f"{acc[0] / acc[1]:.6f}"[:8] if acc[1] else "n.a."
-        since = f"{dl / dw:.6f}"[:8] if dw else "n.a."
+        held = ""
+        if self.holdout and self.passes >= 1 and len(acc) >= 4:
+            # VW's holdout columns: over every held-out example so far, and since the
+            # last holdout line (" unknown" without any)
+            dl, dw = acc[2] - self.hprev[2], acc[3] - self.hprev[3]
+            avg = (f"{acc[2] / acc[3]:.6f}"[:8] if acc[2] != 0 or acc[3] != 0
+                   else " unknown")
+            since = f"{dl / dw:.6f}"[:8] if dl != 0 or dw != 0 else " unknown"
+            self.hprev = np.array(acc[:4], float)
+            held = " h"
+        else:
+            dl, dw = acc[0] - prev[0], acc[1] - prev[1]
+            # (VW cuts a loss to its column's 8 characters: 134.296493 is 134.2964)
+            avg = f"{acc[0] / acc[1]:.6f}"[:8] if acc[1] else "n.a."
+            since = f"{dl / dw:.6f}"[:8] if dw else "n.a."
         print(f"{avg:<8} {since:<8} {counter:>12d} {weight:>14.1f} {lab:>14} "
-              f"{pr:>14} {feats:>8d}", file=self.out)
+              f"{pr:>14} {feats:>8d}{held}", file=self.out)

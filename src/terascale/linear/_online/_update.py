@@ -250,10 +250,11 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
                 norm_x32 += np.float32(nx2)
                 ppu32 += np.float32(x2 * _rate(g2[c], nrm[c], sqrt_rate, minus_power_t,
                                                neg_norm_power))
-            norm_x = float(norm_x32)
             ppu = float(ppu32)
             state[TOTAL_WEIGHT] += s
-            state[SUM_NORM_X] += s * norm_x
+            # (in double, as VW's (double)weight * norm_x: numba multiplies the float32
+            # weight by the norm in float32 otherwise)
+            state[SUM_NORM_X] += np.float64(s) * np.float64(norm_x32)
             tw = _f(state[TOTAL_WEIGHT])
             sx = _f(state[SUM_NORM_X])
             if sqrt_rate:

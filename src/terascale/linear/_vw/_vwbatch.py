@@ -215,7 +215,8 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     _outputs(args, data, state, options)
     _regularizer_out(args, data, state, options, out)
     if not args.quiet:
-        print(_closing(state, data, holdout_off), file=sys.stderr)
+        print(_closing(state, data, holdout_off, options["loss"],
+                       not args.dont_output_best_constant), file=sys.stderr)
     return 0
 
 
@@ -284,8 +285,12 @@ def _inputs_of(args: argparse.Namespace) -> list[str]:
     return _inputs(args)
 
 
-def _closing(state: _Batch, data: _Data, holdout_off: bool) -> str:
-    """VW's ``finished run`` block for a batch run."""
+def _closing(state: _Batch, data: _Data, holdout_off: bool, loss: str,
+             best: bool) -> str:
+    """VW's ``finished run`` block for a batch run (``best``: with VW's best constant)."""
+    from .._online._onlinepass import distinct_labels
+    from ._vwreport import best_constant
+
     passes = state.passes_done
     examples = int(np.count_nonzero(~data.holdout)) * passes
     lines = ["", "finished run"]
@@ -294,7 +299,7 @@ def _closing(state: _Batch, data: _Data, holdout_off: bool) -> str:
     else:
         lines += [f"number of examples per pass = {examples // passes}",
                   f"passes used = {passes}"]
-    weight = float(data.weights.astype(np.float64).sum()) * passes
+    weight = float(data.weights[~data.holdout].astype(np.float64).sum()) * passes
     labelled = data.labelled & ~data.holdout
     wl = float(data.weights[labelled].astype(np.float64).sum()) * passes
     if holdout_off:
@@ -303,11 +308,15 @@ def _closing(state: _Batch, data: _Data, holdout_off: bool) -> str:
         avg = "undefined (no holdout)"
     else:
         avg = f"{state.best_holdout:.6f} h"
+    label_sum = float(np.dot(data.labels[labelled].astype(np.float64),
+                             data.weights[labelled].astype(np.float64))) * passes
     lines += [f"weighted example sum = {weight:.6f}",
-              f"weighted label sum = "
-              f"{float((data.labels[labelled] * data.weights[labelled]).astype(np.float64).sum()) * passes:.6f}",
-              f"average loss = {avg}",
-              f"total feature number = {int(data.features[~data.holdout].sum()) * passes}"]
+              f"weighted label sum = {label_sum:.6f}",
+              f"average loss = {avg}"]
+    if best:
+        lines += best_constant(loss, 0.5, label_sum, wl,
+                               distinct_labels([], data.labels[data.labelled]))
+    lines.append(f"total feature number = {int(data.features[~data.holdout].sum()) * passes}")
     return "\n".join(lines)
 
 

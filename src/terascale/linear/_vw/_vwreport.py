@@ -7,15 +7,27 @@ marked ``h``; when passes hold out examples but no pass held any out (fewer than
 examples), VW prints ``undefined (no holdout)``. ``closing_block`` computes it from the per-pass sums the
 learner records (``model.info["pass_totals"]``: loss, weight, holdout loss, holdout weight,
 examples, features, and over the examples not held out: the unlabelled ones' weight, the
-examples, their features), so that the figures are VW's on the same data.
+examples, their features, the labelled ones' sum of label x weight), so that the figures
+are VW's on the same data.
+
+VW's ``weighted label sum`` is that last sum over every pass; its ``best constant`` (the
+prediction a model of the constant alone would make: the weighted mean label for squared
+loss, the log-odds for logistic, the majority label for hinge, the tau-quantile of two
+labels for quantile: the loss row's ``best_constant``) and ``best constant's loss`` are
+computed as VW's ``get_best_constant`` does, in float32, from that sum, the labelled
+weight and the distinct labels seen (``info["labels"]``: the loss is printed only when
+the labels take two values or one; other losses print neither, as in VW).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-__all__ = ["PRESERVED", "average_loss", "closing_block", "holdout_on", "preamble",
-           "test_block"]
+import numpy as np
+
+__all__ = ["PRESERVED", "average_loss", "best_constant", "closing_block", "holdout_on",
+           "preamble", "test_block"]
 
 # VW's --preserve_performance_counters: the loss and labelled weight of the runs before
 # (read from -i's VW model), which the closing block's average loss then includes
@@ -32,27 +44,101 @@ def holdout_on(options: dict[str, Any]) -> bool:
     return int(options.get("passes") or 1) > 1 and (frac is None or frac > 0)
 
 
+def _fixed(v: float) -> str:
+    """A number as VW's stream prints it fixed to 6 decimals (a NaN with its sign: C++
+    writes a negative one ``-nan``)."""
+    if math.isnan(v):
+        return "-nan" if math.copysign(1.0, v) < 0 else "nan"
+    return f"{v:.6f}"
+
+
 def average_loss(totals: list[list[float]], holdout: bool = False) -> str:
     """VW's ``average loss`` from the per-pass sums (``n.a.`` without any example);
     ``holdout``: the run held examples out (:func:`holdout_on`)."""
-    held = [(t[2] / t[3]) for t in totals if t[3] > 0]
+    # (VW keeps each pass's holdout loss as a float: summarize_holdout_set)
+    held = [float(np.float32(t[2] / t[3])) for t in totals if t[3] > 0]
     if held:  # passes > 1 hold out every k-th example; --holdout_after, even one pass
         return f"{min(held):.6f} h"
     if holdout:
         return "undefined (no holdout)"
     loss = sum(t[0] for t in totals) + PRESERVED.get("sum_loss", 0.0)
     weight = sum(t[1] for t in totals) + PRESERVED.get("weighted_labeled_examples", 0.0)
-    return f"{loss / weight:.6f}" if weight > 0 else "n.a."
+    return _fixed(loss / weight) if weight > 0 else "n.a."
+
+
+def best_constant(loss: str, tau: float, label_sum: float, weight: float,
+                  labels: list[float]) -> list[str]:
+    """VW's ``best constant`` and ``best constant's loss`` lines (none where VW prints
+    none).
+
+    Parameters
+    ----------
+    loss
+        The loss's name (its row's ``best_constant`` says how VW finds it; a loss without
+        one prints nothing, as in VW).
+    tau
+        ``--quantile_tau``.
+    label_sum
+        VW's ``weighted_labels``: the labelled examples' sum of label x weight, held-out
+        examples left out.
+    weight
+        VW's ``weighted_labeled_examples``: those examples' weight.
+    labels
+        The distinct labels seen (held-out examples included), sorted: the first three
+        are enough (three mean "more than two").
+    """
+    from .._losses import loss32, loss_code, loss_spec
+
+    how = loss_spec(loss).best_constant
+    if not labels or not how:
+        return []
+    f = np.float32
+    more = len(labels) > 2
+    l1, l2 = f(labels[0]), f(labels[1]) if len(labels) > 1 else f(0)
+    if l1 > l2:
+        l1, l2 = l2, l1
+    if l1 == l2:
+        return []
+    c1 = f(f(label_sum - float(l2) * weight) / f(l1 - l2))
+    c2 = f(f(weight) - c1)
+    if c1 + c2 <= 0:
+        return []
+    if how == "mean":
+        best = f(f(label_sum) / f(weight))
+    elif more:  # (VW has the others' formulas for two labels only)
+        return []
+    elif how == "majority":
+        best = f(-1) if c2 <= c1 else f(1)
+    elif how == "log_odds":
+        l1, l2 = f(-1), f(1)
+        best = f(1) if c1 <= 0 else f(-1) if c2 <= 0 else f(np.log(f(c2 / c1)))
+    else:  # quantile
+        best = l2 if f(f(tau) * f(c1 + c2)) < c2 else l1
+    lines = [f"best constant = {best:.6f}"]
+    if not more:  # VW's get_loss of the constant, in float
+        kind = loss_code(loss, raw_labels=True, tau=tau)
+
+        def at(y: np.float32) -> np.float32:
+            return f(loss32(kind, float(best), float(y)))
+
+        total = f(at(l1) * c1) if c1 > 0 else f(0)
+        total = f(total + (f(at(l2) * c2) if c2 > 0 else f(0)))
+        lines.append(f"best constant's loss = {f(total / f(c1 + c2)):.6f}")
+    return lines
 
 
 def closing_block(info: dict[str, Any]) -> str:
-    """VW's ``finished run`` block for a training run (``info["holdout"]``: whether the
-    run held examples out, :func:`holdout_on`)."""
+    """VW's ``finished run`` block for a training run.
+
+    ``info``: the model's (``pass_totals``, ``examples``, ``feature_count``, ``labels``),
+    with ``holdout`` (whether the run held examples out, :func:`holdout_on`) and, for the
+    best constant, ``loss``, ``quantile_tau`` and ``best_constant`` (False:
+    ``--dont_output_best_constant``)."""
     totals = info.get("pass_totals", [])
     passes = max(len(totals), 1)
     examples = int(info.get("examples", 0))
     features = int(info.get("feature_count", 0))
-    weight = sum(t[1] for t in totals)
+    weight = labelled = sum(t[1] for t in totals)
     if totals and all(len(t) >= 9 for t in totals):
         # the online passes' counters, as VW's: over the examples not held out, the
         # unlabelled ones' weight too, the features of every pass
@@ -64,21 +150,50 @@ def closing_block(info: dict[str, Any]) -> str:
         lines += [f"number of examples per pass = {examples}", f"passes used = {passes}"]
     else:
         lines.append(f"number of examples = {examples}")
+    label_sum = sum(t[9] for t in totals) if all(len(t) >= 10 for t in totals) else 0.0
     lines += [f"weighted example sum = {weight:.6f}",
-              f"average loss = {average_loss(totals, bool(info.get('holdout')))}",
-              f"total feature number = {features}"]
+              f"weighted label sum = {label_sum:.6f}",
+              f"average loss = {average_loss(totals, bool(info.get('holdout')))}"]
+    if info.get("best_constant", True) and "loss" in info:
+        lines += best_constant(info["loss"], float(info.get("quantile_tau", 0.5)),
+                               label_sum, labelled, list(info.get("labels", [])))
+    lines.append(f"total feature number = {features}")
     return "\n".join(lines)
 
 
-def test_block(examples: int, weight: float, loss: float,
-               seen: float | None = None) -> str:
-    """VW's ``finished run`` block for ``-t`` (test only): the average loss over the
-    labelled ``weight``; ``seen``: every example's weight (VW's weighted example sum,
-    unlabelled ones included; default ``weight``)."""
-    avg = f"{loss / weight:.6f}" if weight > 0 else "n.a."
+def test_block(examples: int, weight: float, loss: float, seen: float | None = None, *,
+               label_sum: float | None = None, features: int | None = None,
+               labels: list[float] | None = None, loss_name: str | None = None,
+               tau: float = 0.5) -> str:
+    """VW's ``finished run`` block for ``-t`` (test only).
+
+    Parameters
+    ----------
+    examples, weight, loss
+        The examples read, the labelled ones' weight and their summed (weighted) loss: the
+        average loss is ``loss / weight``.
+    seen
+        Every example's weight (VW's weighted example sum, unlabelled ones included;
+        default ``weight``).
+    label_sum, features
+        VW's ``weighted label sum`` (label x weight over the labelled examples) and
+        ``total feature number``; None leaves the line out.
+    labels, loss_name, tau
+        The distinct labels seen (:func:`best_constant`), the loss's VW name (None: no
+        best constant, ``--dont_output_best_constant``) and ``--quantile_tau``.
+    """
+    avg = _fixed(loss / weight) if weight > 0 else "n.a."
     seen = weight if seen is None else seen
-    return "\n".join(["", "finished run", f"number of examples = {examples}",
-                      f"weighted example sum = {seen:.6f}", f"average loss = {avg}"])
+    lines = ["", "finished run", f"number of examples = {examples}",
+             f"weighted example sum = {seen:.6f}"]
+    if label_sum is not None:
+        lines.append(f"weighted label sum = {label_sum:.6f}")
+    lines.append(f"average loss = {avg}")
+    if loss_name is not None and label_sum is not None:
+        lines += best_constant(loss_name, tau, label_sum, weight, list(labels or []))
+    if features is not None:
+        lines.append(f"total feature number = {features}")
+    return "\n".join(lines)
 
 
 def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,

@@ -72,7 +72,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                           f"not supported by terascale vw")
     kind = loss_code(loss, raw_labels=True, tau=float(options.get("quantile_tau", 0.5)))
     passes = int(options.get("passes", 1))
-    holdout_off = options.get("holdout") == 0.0 or passes == 1
+    holdout_off = options.get("holdout") == 0.0 or (
+        passes == 1 and not options.get("holdout_after"))
     period = int(args.holdout_period or 10)
     data = _Data(paths, options, period, int(options.get("holdout_after", 0)), holdout_off)
     power_t = _F(options.get("power_t", 0.5))
@@ -102,6 +103,15 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     X = data.X
     sumsq = np.asarray(data.X2.sum(axis=1, dtype=_F)).ravel().astype(_F)
     writers = prediction_writers(args)
+    from .._online._onlinepass import distinct_labels
+    from .._online._progress import LINK, Progress
+
+    LINK[:] = [how]  # (the progress lines show what -p writes)
+    prog = Progress(None if args.quiet else sys.stderr)
+    prog.holdout = not holdout_off
+    prog.header()
+    prog.due = prog.first_due()
+    kept = ~data.holdout  # VW's counters: every example but the held-out labelled ones
     totals = []
     best, no_win = np.inf, 0
     seen_t = t  # VW's sd->t: initial_t plus every example's weight
@@ -111,13 +121,16 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             preds = np.empty(data.n, _F)
             partials = np.empty(data.n, _F)
             tot = [0.0, 0.0, 0.0, 0.0, float(data.n)]
+            seen_w, seen_n = prog.seen_w, prog.seen_n
             for i in range(data.n):
                 a, b = X.indptr[i], X.indptr[i + 1]
                 idx, val = X.indices[a:b], X.data[a:b]
                 y = data.labels[i]
                 wt = float(data.weights[i])
                 learn = bool(data.learn[i])
-                if learn:  # VW's scorer widens the range before predicting
+                if data.labelled[i] and not data.test[i]:
+                    # VW's scorer widens the range before predicting (zero-weight
+                    # examples too)
                     lo, hi = min(lo, y), max(hi, y)
                 s = _F(0)
                 for k in range(len(idx)):
@@ -194,6 +207,14 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                                 w[idx[k]] = _F(w[idx[k]] + _F(u * _F(x * rate[idx[k]])))
                         else:
                             w[idx[k]] = _F(w[idx[k]] + _F(u * x))
+                if kept[i]:
+                    seen_w, seen_n = seen_w + wt, seen_n + 1
+                    if seen_w >= prog.due:  # VW's progress line, after the example
+                        now = prog.done + np.array(tot[:4])
+                        prog.line(now, prog.prev, seen_n, seen_w, float(y), float(p),
+                                  int(data.features[i]), args.binary)
+                        prog.prev = now
+                        prog.due = prog.next_due(seen_w)
                 seen_t += wt
                 if data.holdout[i]:
                     holdout_w += wt
@@ -202,6 +223,15 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             for writer, linked in writers:
                 writer.write(prediction_lines(link(preds, how, args.binary) if linked
                                               else partials, data.tags))
+            prog.end_pass(np.array(tot[:4]), seen_w, seen_n)
+            # VW's counters of the pass: features, and over the examples not held out the
+            # unlabelled ones' weight, the examples, their features, label x weight
+            taught = kept & data.labelled
+            tot += [float(data.features.sum()),
+                    float(data.weights[~data.labelled].astype(np.float64).sum()),
+                    float(kept.sum()), float(data.features[kept].sum()),
+                    float(np.dot(data.labels[taught].astype(np.float64),
+                                 data.weights[taught].astype(np.float64)))]
             totals.append(tot)
             if not holdout_off:
                 this = tot[2] / tot[3] if tot[3] > 0 else np.inf
@@ -217,7 +247,11 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
 
         print(closing_block({"pass_totals": totals, "examples": data.n,
                              "holdout": holdout_on(options),
-                             "feature_count": int(data.features.sum())}), file=sys.stderr)
+                             "feature_count": int(data.features.sum()),
+                             "labels": distinct_labels([], data.labels[data.labelled]),
+                             "loss": loss, "quantile_tau": options.get("quantile_tau", 0.5),
+                             "best_constant": not args.dont_output_best_constant}),
+              file=sys.stderr)
     return 0
 
 
@@ -250,11 +284,33 @@ def _average(total_w: float, nsnx: float, adaptive: bool, sqrt_rate: bool,
     return _pow(_F(nsnx / total_w), neg_norm_power)
 
 
+def _libm_powf() -> Any:
+    """C's ``powf`` (the C library's, as VW calls it), or None where it cannot be loaded."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        powf = libm.powf
+    except (OSError, AttributeError):
+        return None
+    powf.restype = ctypes.c_float
+    powf.argtypes = [ctypes.c_float, ctypes.c_float]
+    return powf
+
+
+_POWF = _libm_powf()
+
+
 def _pow(x: float, y: float) -> float:
-    """C's powf as VW's build gives it: the double power rounded once (numpy's float32
-    power can differ in the last bit)."""
+    """C's powf, as VW computes its learning rate's decay: the C library's own (the double
+    power rounded to float differs from it in the last bit now and then, e.g. at
+    364.5^-0.5, and the difference grows with the importance-weighted steps after it;
+    numpy's float32 power differs more often)."""
     import math
 
+    if _POWF is not None:
+        return _F(_POWF(_F(x), _F(y)))
     try:
         return _F(math.pow(float(x), float(y)))
     except (OverflowError, ValueError):

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -307,15 +307,39 @@ def _checksum(lo: float, hi: float, bits: int, opts: str) -> int:
     return h
 
 
+def _counters(totals: list[list[float]], progress: list[float] | None
+              ) -> dict[str, Any]:
+    """VW's performance counters (``shared_data``) from a run's per-pass sums (see
+    ``_vwreport``) and where its progress table stopped (``progress``: the next line's
+    weight, the loss and labelled weight at the last line; None: no line printed)."""
+    loss = float(sum(t[0] for t in totals))
+    labelled = float(sum(t[1] for t in totals))
+    due, at_loss, at_weight = progress if progress else (1.0, 0.0, 0.0)
+    return {"t": float(sum(t[1] + t[3] + t[6] for t in totals)), "sum_loss": loss,
+            "since": loss - at_loss, "dump": due, "labelled": labelled,
+            "labels": float(sum(t[9] for t in totals)),
+            "unlabelled": float(sum(t[6] for t in totals)),
+            "examples": int(sum(t[7] for t in totals)),
+            "features": int(sum(t[8] for t in totals)), "old": at_weight}
+
+
 def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None,
-                   *, counters: bool = False) -> None:
+                   *, counters: bool = False, predict_only: bool = False) -> None:
     """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;
-    ``counters``: with every line of VW's learner state, its performance counters at 0
-    (a model no example was learned from in this run: VW resets them when it reads one)."""
+    ``counters``: with every line of VW's learner state and its performance counters: at
+    0 for a model no example was learned from in this run (VW resets them when it reads
+    one), else from the run's sums (``model.info["pass_totals"]``, written so whenever the
+    model has them): VW's ``t`` (every example's weight), ``sum_loss``, the labelled and
+    unlabelled weight, ``weighted_labels``, ``example_number``, ``total_features``, the
+    passes, and where the progress table stopped (``dump_interval``, the loss since).
+    ``predict_only``: VW's ``--predict_only_model`` form, the nonzero weights alone."""
     order = np.argsort(model.indices, kind="stable")
     idx = model.indices[order]
     w = model.weights[order]
     ad = model.adaptive
+    if predict_only:
+        nonzero = w != 0
+        idx, w, ad = idx[nonzero], w[nonzero], None
     body = []
     if ad is not None:
         g2, nrm = ad[0][order], ad[1][order]
@@ -330,7 +354,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             body.append(f"{name}{i}:{wi:g}\n")
     fixed = loss_spec(model.loss).clip == "fixed"  # ([-50, 50] whatever the labels)
     lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
-    st = ad[2] if ad is not None else None
+    st = model.adaptive[2] if model.adaptive is not None else None
     if st is not None and not fixed and len(st) > MAX_LABEL and (
             st[MIN_LABEL] != st[MAX_LABEL] or counters):
         lo, hi = float(st[MIN_LABEL]), float(st[MAX_LABEL])
@@ -352,14 +376,21 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             f"bits:{model.bits}", "lda:0", "0 ngram:", "0 skip:",
             f"options:{' ' + opts if opts else ''}",
             f"Checksum: {_checksum(lo, hi, model.bits, opts)}", f":{1 if ad is not None else 0}"]
-    if ad is not None and counters:
+    totals = info.get("pass_totals")
+    if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
-        head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", "t 0", "sum_loss 0",
-                 "sum_loss_since_last_dump 0", "dump_interval 1", f"min_label {lo:g}",
-                 f"max_label {hi:g}", "weighted_labeled_examples 0", "weighted_labels 0",
-                 "weighted_unlabeled_examples 0", "example_number 0", "total_features 0",
-                 f"total_weight {s[TOTAL_WEIGHT]:g}", "sd::oec.weighted_labeled_examples 0",
-                 "current_pass 0", f"l1_state {s[GRAVITY]:g}", f"l2_state {s[CONTRACTION]:g}"]
+        c = _counters(totals or [], info.get("vw_progress"))
+        head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
+                 f"sum_loss {c['sum_loss']:g}", f"sum_loss_since_last_dump {c['since']:g}",
+                 f"dump_interval {c['dump']:g}", f"min_label {lo:g}", f"max_label {hi:g}",
+                 f"weighted_labeled_examples {c['labelled']:g}",
+                 f"weighted_labels {c['labels']:g}",
+                 f"weighted_unlabeled_examples {c['unlabelled']:g}",
+                 f"example_number {c['examples']:d}", f"total_features {c['features']:d}",
+                 f"total_weight {s[TOTAL_WEIGHT]:g}",
+                 f"sd::oec.weighted_labeled_examples {c['old']:g}",
+                 f"current_pass {len(totals or [])}", f"l1_state {s[GRAVITY]:g}",
+                 f"l2_state {s[CONTRACTION]:g}"]
     elif ad is not None:
         s = ad[2]
         head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {s[TOTAL_WEIGHT]:g}",
