@@ -367,23 +367,14 @@ def write_wide(path: str, n: int, *, seed: int = 0, **params: Any) -> str:
 
 
 def _write(path: str, chunks: Iterator[bytes]) -> str:
-    import os
-    import tempfile
+    from .._files import make_public, replace_durably
 
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-synthetic-", dir=d)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 is for secrets, this is data
-        with os.fdopen(fd, "wb") as f:
-            for data in chunks:
-                f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    def write(f: Any) -> None:
+        make_public(f.fileno())  # mkstemp's 0600 is for secrets, this is data
+        for data in chunks:
+            f.write(data)
+
+    replace_durably(path, write, prefix=".tmp-synthetic-")
     return path
 
 

@@ -12,10 +12,9 @@ day of month is left out on purpose: across months it only memorizes past storms
 from __future__ import annotations
 
 import os
-import tempfile
 
 from ..._errors import ConfigError
-from ..._files import make_public
+from ..._files import make_public, replace_durably
 
 __all__ = ["flights_csv", "write_flights"]
 
@@ -68,18 +67,9 @@ def write_flights(out_dir: str) -> tuple[str, str]:
             + " |f " + col("carrier") + col("flight") + " |t " + col("tailnum") + " |k " + dist)
     is_train = (df["month"] <= 10).to_numpy()
     for path, part in ((train, text[is_train]), (test, text[~is_train])):
-        # a temporary file made afresh (O_EXCL: never through a name someone left there,
-        # such as a link to another file), then renamed over the final name
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-flights-", dir=out_dir)
-        try:
-            make_public(fd)  # mkstemp's 0600 is for secrets; this is data
-            with os.fdopen(fd, "w") as f:
-                f.write("\n".join(part.tolist()) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        # a temporary file made afresh (never through a name someone left there, such as a
+        # link to another file), fsynced, then renamed over the final name
+        body = ("\n".join(part.tolist()) + "\n").encode()
+        replace_durably(path, lambda f, b=body: (make_public(f.fileno()), f.write(b)),
+                        prefix=".tmp-flights-")
     return train, test
