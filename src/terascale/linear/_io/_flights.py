@@ -55,7 +55,7 @@ def write_flights(out_dir: str) -> tuple[str, str]:
     df = pd.read_csv(flights_csv())
     df = df[df["dep_delay"].notna()]
     label = (df["dep_delay"] > 15).map({True: "1", False: "-1"})
-    wday = pd.to_datetime(df[["year", "month", "day"]]).dt.dayofweek.astype(str)
+    wday = pd.to_datetime(df[["year", "month", "day"]]).dt.day_of_week.astype(str)
 
     def col(c: str) -> pd.Series:
         return df[c].astype(str).str.replace(" ", "_", regex=False)
