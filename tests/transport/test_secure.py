@@ -8,6 +8,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -456,20 +457,18 @@ def test_a_flipped_bit_in_a_small_scattered_record_hands_nothing_over(encrypt: b
     assert not any(got_h) and not any(got_p)
 
 
-def test_a_connection_reflected_to_the_dialers_own_port_is_refused_at_connect() -> None:
-    """Rank 1's connection to rank 0, sent back on the path to rank 1's own peer port (where
-    it accepts rank 2): the dialer then answers its own challenge and the handshake passes
-    (both ends hold the secret), but the sealed hello names its target, so rank 1's acceptor
-    refuses it and its dialer fails at once with an AuthError -- no rank ever takes itself
-    for a peer."""
+def _connect_three(view: Callable[[list], dict], late: int | None = None
+                   ) -> tuple[dict, dict]:
+    """Three ranks connect, each over its view of the others' addresses (``view(real)``:
+    rank -> the three addresses it dials; rank ``late`` starts a second late): what each
+    raised and how long it took."""
     listeners = [listen("127.0.0.1") for _ in range(3)]
-    real = [lst.getsockname()[:2] for lst in listeners]
-    addrs = {0: real, 1: [real[1], real[1], real[2]], 2: real}  # rank 1's rank 0: itself
+    addrs = view([lst.getsockname()[:2] for lst in listeners])
     errors: dict = {}
     took: dict = {}
 
     def member(rank: int) -> None:
-        if rank == 2:  # later: rank 1's port still vets (it waits for rank 2) at the reflection
+        if rank == late:
             time.sleep(1.0)
         start = time.monotonic()
         try:
@@ -484,6 +483,19 @@ def test_a_connection_reflected_to_the_dialers_own_port_is_refused_at_connect() 
         t.start()
     for t in threads:
         t.join(20)
+    return errors, took
+
+
+def test_a_connection_reflected_to_the_dialers_own_port_is_refused_at_connect() -> None:
+    """Rank 1's connection to rank 0, sent back on the path to rank 1's own peer port (where
+    it accepts rank 2): the dialer then answers its own challenge and the handshake passes
+    (both ends hold the secret), but the sealed hello names its target, so rank 1's acceptor
+    refuses it and its dialer fails at once with an AuthError -- no rank ever takes itself
+    for a peer."""
+    # rank 1's rank 0: itself; rank 2 starts later, so rank 1's port still vets (it waits
+    # for rank 2) when the reflected connection arrives
+    errors, took = _connect_three(lambda real: {0: real, 1: [real[1], real[1], real[2]],
+                                                2: real}, late=2)
     assert isinstance(errors.get(1), AuthError), errors
     assert "rank 1: the connection to rank 0" in str(errors[1])
     assert "reached rank 1 instead" in str(errors[1])
@@ -496,26 +508,9 @@ def test_a_connection_redirected_to_another_rank_fails_at_connect_naming_both() 
     stale address): the sealed hello names its target, so rank 1 refuses it and says who it
     is, and rank 2 fails at once with an AuthError naming both ranks -- rather than rank 1
     taking it for rank 2's own link and the job failing later."""
-    listeners = [listen("127.0.0.1") for _ in range(3)]
-    real = [lst.getsockname()[:2] for lst in listeners]
-    addrs = {0: real, 1: real, 2: [real[1], real[1], real[2]]}  # rank 2's rank 0 is rank 1
-    errors: dict = {}
-    took: dict = {}
-
-    def member(rank: int) -> None:
-        start = time.monotonic()
-        try:
-            connect_tcp(rank, 3, addrs[rank], listeners[rank], SECRET, "job",
-                        time.monotonic() + 3).close()
-        except Exception as e:
-            errors[rank] = e
-        took[rank] = time.monotonic() - start
-
-    threads = [threading.Thread(target=member, args=(r,)) for r in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(20)
+    # rank 2's rank 0 is rank 1
+    errors, took = _connect_three(lambda real: {0: real, 1: real,
+                                                2: [real[1], real[1], real[2]]})
     assert isinstance(errors.get(2), AuthError), errors
     assert "rank 2: the connection to rank 0" in str(errors[2])
     assert "reached rank 1 instead" in str(errors[2])
