@@ -92,13 +92,7 @@ def count_bits(seen: np.ndarray) -> int:
 @numba.njit(cache=True, nogil=True)
 def _set_bits(seen: np.ndarray) -> np.ndarray:
     """The positions of the set bits of ``seen``, ascending (uint32)."""
-    n = 0
-    for i in range(len(seen)):
-        b = seen[i]
-        while b:
-            n += 1
-            b &= b - np.uint8(1)
-    out = np.empty(n, np.uint32)
+    out = np.empty(count_bits(seen), np.uint32)
     k = 0
     for i in range(len(seen)):
         b = seen[i]
