@@ -54,6 +54,8 @@ def run_train(job: dict[str, Any],
     if rank == 0:
         if job.get("link", "identity") != "identity":
             model.info["link"] = job["link"]
+        if job["options"].get("binary"):
+            model.info["binary"] = True  # (VW keeps --binary in its model)
         if job.get("rates"):
             model.info["vw_rates"] = job["rates"]
         if job["model"]:

@@ -366,6 +366,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                for k, v in (info.get("vw_rates") or {}).items()]
             + ([f"--link {info['link']}"] if info.get("link") in ("logistic", "poisson")
                else [])
+            + (["--binary"] if info.get("binary") else [])
             + ([] if pa.constant else ["--noconstant"])
             + [f"--quadratic {v}" for v in pa.quadratic])
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])

@@ -1,0 +1,57 @@
+"""`terascale vw` against the vowpalwabbit package on a VW user's everyday habits: a model
+trained with ``--binary`` read by the other tool, and ``-t -i A -f B`` (VW's way to
+convert or inspect a model without learning)."""
+
+from __future__ import annotations
+
+import pytest
+from _vw_runs import numbers, run_ts, run_vw
+
+pytest.importorskip("vowpalwabbit")
+
+
+def _data(path, n=120):
+    lines = []
+    for i in range(n):
+        y = 1 if (i * 7919) % 3 else -1
+        lines.append(f"{y} {1 + i % 3} 0 'e{i}|a:.5 x{i % 9}:1e-3 x{i % 9} y{i % 4}:-2.5e1 "
+                     f"|b |c z{i % 5} z{i % 5}:2")
+    path.write_text("\n".join(lines))  # (the last line without its newline)
+
+
+def test_binary_is_kept_in_the_model_and_applied_by_the_other_tool(tmp_path, capfd,
+                                                                    monkeypatch):
+    """VW keeps --binary in its model and applies it to -i's predictions: -1/1 lines."""
+    _data(tmp_path / "d.vw")
+    train = ["-d", "d.vw", "--loss_function", "hinge", "--binary", "--quiet"]
+    run_vw([*train, "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*train, "-f", "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    test = ["-t", "-d", "d.vw", "--quiet"]
+    run_vw([*test, "-i", "vw.m", "-p", "ref.p"], tmp_path)
+    run_vw([*test, "-i", "ts.m", "-p", "vw.p"], tmp_path)  # VW with terascale's model
+    code, err = run_ts(capfd, [*test, "-i", "vw.m", "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, err  # (a model of --binary was refused)
+    ref = numbers(tmp_path / "ref.p")
+    assert set(ref) == {-1.0, 1.0}
+    for name in ("vw.p", "ts.p"):
+        assert (numbers(tmp_path / name) == ref).all(), name
+
+
+def test_test_only_writes_the_model_it_tested_with(tmp_path, capfd, monkeypatch):
+    """``-t -i A -f B --readable_model R`` writes B and R from A, nothing learned, as VW
+    does (they were silently left unwritten)."""
+    _data(tmp_path / "d.vw")
+    run_vw(["-d", "d.vw", "-q", "ac", "-f", "a.m", "--quiet"], tmp_path)
+    code, err = run_ts(capfd, ["-t", "-d", "d.vw", "-i", "a.m", "-f", "b.m",
+                               "--readable_model", "b.txt", "--invert_hash", "b.inv"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    for name in ("b.txt", "b.inv"):
+        assert "options: --quadratic ac" in (tmp_path / name).read_text(), name
+    assert "a^x1" in (tmp_path / "b.inv").read_text()
+    test = ["-t", "-d", "d.vw", "--quiet"]
+    run_vw([*test, "-i", "a.m", "-p", "a.p"], tmp_path)
+    run_vw([*test, "-i", "b.m", "-p", "b.p"], tmp_path)
+    assert len(numbers(tmp_path / "a.p")) == 120
+    assert (numbers(tmp_path / "a.p") == numbers(tmp_path / "b.p")).all()
