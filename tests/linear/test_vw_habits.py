@@ -55,3 +55,24 @@ def test_test_only_writes_the_model_it_tested_with(tmp_path, capfd, monkeypatch)
     run_vw([*test, "-i", "b.m", "-p", "b.p"], tmp_path)
     assert len(numbers(tmp_path / "a.p")) == 120
     assert (numbers(tmp_path / "a.p") == numbers(tmp_path / "b.p")).all()
+
+
+def test_training_continued_in_steps_carries_vws_t(tmp_path, capfd, monkeypatch):
+    """VW carries -i's ``t`` on (it resets the other counters): the third step's preamble
+    (``initial_t``) and the readable model's ``t`` are VW's; ``t`` counts the weight of the
+    unlabelled examples too."""
+    lines = [f"{'' if i % 7 == 0 else 1 - 2 * (i % 3 == 0)} 'e{i}|a x{i % 9} |c z{i % 5}"
+             for i in range(120)]
+    (tmp_path / "h1.vw").write_text("\n".join(lines[:60]) + "\n")
+    (tmp_path / "h2.vw").write_text("\n".join(lines[60:]) + "\n")
+    for who, run in (("vw", lambda a: (0, run_vw(a, tmp_path))),
+                     ("ts", lambda a: run_ts(capfd, a, tmp_path, monkeypatch))):
+        assert run(["-d", "h1.vw", "-f", f"{who}1", "--quiet"])[0] == 0
+        assert run(["-i", f"{who}1", "-d", "h2.vw", "-f", f"{who}2",
+                    "--readable_model", f"{who}.txt", "--quiet"])[0] == 0
+    want = run_vw(["-i", "vw2", "-d", "h1.vw"], tmp_path)
+    code, got = run_ts(capfd, ["-i", "ts2", "-d", "h1.vw"], tmp_path, monkeypatch)
+    assert code == 0, got
+    t = [ln for ln in want.splitlines() if ln.startswith("initial_t")]
+    assert t and t == [ln for ln in got.splitlines() if ln.startswith("initial_t")]
+    assert (tmp_path / "vw.txt").read_text() == (tmp_path / "ts.txt").read_text()

@@ -231,7 +231,9 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int 
         totals = model.info.get("pass_totals", [])
         loss = float(sum(t[0] for t in totals))
         weight = float(sum(t[1] for t in totals))
-        seen = float(sum(t[1] + t[3] for t in totals))
+        # (t: the weight of every example not held out, labelled or not, and -i's t)
+        seen = float(sum(t[1] + t[3] + (t[6] if len(t) > 6 else 0.0) for t in totals)
+                     ) + model.info.get("vw_t0", 0.0)
         examples = int(sum(t[4] for t in totals))
         counters = struct.pack("<fdddd f ff ddd QQ d d Q dd".replace(" ", ""),
                                0.0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi, weight,

@@ -381,6 +381,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
         c = _counters(totals or [], info.get("vw_progress"))
+        c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
         head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
                  f"sum_loss {c['sum_loss']:g}", f"sum_loss_since_last_dump {c['since']:g}",
                  f"dump_interval {c['dump']:g}", f"min_label {lo:g}", f"max_label {hi:g}",
