@@ -76,3 +76,16 @@ def test_training_continued_in_steps_carries_vws_t(tmp_path, capfd, monkeypatch)
     t = [ln for ln in want.splitlines() if ln.startswith("initial_t")]
     assert t and t == [ln for ln in got.splitlines() if ln.startswith("initial_t")]
     assert (tmp_path / "vw.txt").read_text() == (tmp_path / "ts.txt").read_text()
+
+
+def test_invert_hash_with_predict_only_model_is_vws(tmp_path, capfd, monkeypatch):
+    """``--invert_hash`` with ``--predict_only_model``: VW's weights-only text, as
+    ``--readable_model`` (it was written in the save_resume form)."""
+    _data(tmp_path / "d.vw")
+    args = ["-d", "d.vw", "-q", "ac", "--predict_only_model", "--quiet", "--invert_hash"]
+    run_vw([*args, "vw.inv"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.inv"], tmp_path, monkeypatch)
+    assert code == 0, err
+    want = (tmp_path / "vw.inv").read_text()
+    assert "\n:0\n" in want and "a^x1*c^z1:" in want
+    assert (tmp_path / "ts.inv").read_text() == want

@@ -211,7 +211,8 @@ def train(args: argparse.Namespace) -> int:
         if model is not None and args.invert_hash:
             from .._vw._vwtext import feature_names, write_readable
 
-            write_readable(model, args.invert_hash, feature_names(paths, model))
+            write_readable(model, args.invert_hash, feature_names(paths, model),
+                           predict_only=bool(getattr(args, "predict_only_model", False)))
     finally:
         if tmp_dir is not None:
             import shutil
@@ -450,7 +451,8 @@ def _write_unchanged(args: argparse.Namespace, model: Any, paths: list[str]) -> 
     if getattr(args, "invert_hash", None):
         from .._vw._vwtext import feature_names, write_readable
 
-        write_readable(model, args.invert_hash, feature_names(paths, model))
+        write_readable(model, args.invert_hash, feature_names(paths, model),
+                       predict_only=predict_only)
 
 
 def _zero_model(args: argparse.Namespace) -> Any:
