@@ -104,6 +104,10 @@ def write_data(d: str) -> None:
         with open(os.path.join(d, f"{name}.vw"), "wb") as f:
             # (the habits file ends without a newline, as an editor may leave it)
             f.write(b"\n".join(lines) + (b"" if name == "habits" else b"\n"))
+    half = len(files["habits"]) // 2  # (training continued in two steps)
+    for name, part in (("habits_a", files["habits"][:half]), ("habits_b", files["habits"][half:])):
+        with open(os.path.join(d, f"{name}.vw"), "wb") as f:
+            f.write(b"\n".join(part) + b"\n")
     with open(os.path.join(d, "habits.vw"), "rb") as f, \
             open(os.path.join(d, "habits.gz"), "wb") as g:
         g.write(gzip.compress(f.read(), mtime=0))
@@ -168,6 +172,13 @@ CASES = [(f, [], f) for f in ("dense_raw", "many_ns", "imp_tag", "real", "odd", 
     ("habits ignore", ["--ignore", "c", "--noconstant"], "habits"),
     ("-b 30 sparse", ["-b", "30"], "sparse"),
     ("l1 sparse", ["--l1", "1e-6"], "sparse"),
+    ("invert_hash", ["-q", "ac", "--invert_hash", "ih"], "habits"),
+    ("invert_hash predict_only", ["-q", "ac", "--invert_hash", "ih", "--predict_only_model"],
+     "habits"),
+    ("readable_model l1", ["--l1", "1e-5", "--readable_model", "rm"], "habits"),
+    # A+B: trained on A (-f), then -i of that model on B (each tool its own model)
+    ("two steps", ["--save_resume", "--readable_model", "rm"], "habits_a+habits_b"),
+    ("two steps passes", ["--passes", "2", "-c", "-k"], "habits_a+habits_b"),
 ]
 
 
@@ -216,15 +227,27 @@ def check(name: str, flags: list[str], data: str, root: str) -> dict[str, str]:
     d = os.path.join(root, re.sub(r"\W+", "_", name))
     os.makedirs(os.path.join(d, "vw"))
     os.makedirs(os.path.join(d, "ts"))
+    first, _, data = data.rpartition("+")
     path = os.path.join(root, data if "." in data else f"{data}.vw")
     args = ["-d", path, *flags, "-p", "p", "-f", "m"]
+    if first:  # the first step, then -i of its model
+        for tool in ("vw", "ts"):
+            _run(tool, ["-d", os.path.join(root, f"{first}.vw"), *flags, "-f", "m0"],
+                 os.path.join(d, tool))
+        args += ["-i", "m0"]
     want, got = _run("vw", args, os.path.join(d, "vw")), _run("ts", args, os.path.join(d, "ts"))
+    out: dict[str, str] = {}
     if got.returncode:
         return {"run": got.stderr.decode(errors="replace").strip().splitlines()[-1]}
-    out = {"predictions": _same_predictions(os.path.join(d, "vw", "p"),
-                                            os.path.join(d, "ts", "p")),
-           "average loss": "ok" if _average(want.stderr) == _average(got.stderr)
-           else f"{_average(got.stderr)!r}, VW {_average(want.stderr)!r}"}
+    for flag in ("--readable_model", "--invert_hash"):  # their text, line for line
+        if flag in flags:
+            file = flags[flags.index(flag) + 1]
+            texts = [open(os.path.join(d, t, file), "rb").read() for t in ("vw", "ts")]
+            out[flag] = "ok" if texts[0] == texts[1] else "differs"
+    out.update({"predictions": _same_predictions(os.path.join(d, "vw", "p"),
+                                                 os.path.join(d, "ts", "p")),
+                "average loss": "ok" if _average(want.stderr) == _average(got.stderr)
+                else f"{_average(got.stderr)!r}, VW {_average(want.stderr)!r}"})
     mine, theirs = _table(got.stderr), _table(want.stderr)
     if not set(flags) & _NO_TABLE:
         out["progress"] = "ok" if mine and mine == theirs else "differs"
