@@ -100,6 +100,10 @@ def write_data(d: str) -> None:
     put("sparse", [f"{rng.choice([-1, 1])} |w " + " ".join(
         f"f{j}:{v:.3f}" for j, v in zip(rng.integers(0, 10 ** 6, 20), rng.uniform(-1, 1, 20)))
         + f" |s t{rng.integers(50)}" for _ in range(400)])
+    put("strings", [f"{rng.choice([-1, 1])} |u color:{rng.choice(['red', 'blue', 'Grün'])} "
+                    f"age:{rng.integers(18, 80)} city:{rng.choice(['paris', 'São_Paulo', 'x1'])}"
+                    f" |i cat:{rng.choice(['book', 'toy', 'a7'])} price:{rng.uniform(1, 50):.2f}"
+                    for _ in range(300)])
     for name, lines in files.items():
         with open(os.path.join(d, f"{name}.vw"), "wb") as f:
             # (the habits file ends without a newline, as an editor may leave it)
@@ -173,6 +177,7 @@ CASES = [(f, [], f) for f in ("dense_raw", "many_ns", "imp_tag", "real", "odd", 
     ("-b 30 sparse", ["-b", "30"], "sparse"),
     ("l1 sparse", ["--l1", "1e-6"], "sparse"),
     ("invert_hash", ["-q", "ac", "--invert_hash", "ih"], "habits"),
+    ("string values", ["-q", "ui", "--invert_hash", "ih"], "strings"),
     ("invert_hash predict_only", ["-q", "ac", "--invert_hash", "ih", "--predict_only_model"],
      "habits"),
     ("readable_model l1", ["--l1", "1e-5", "--readable_model", "rm"], "habits"),

@@ -89,3 +89,24 @@ def test_invert_hash_with_predict_only_model_is_vws(tmp_path, capfd, monkeypatch
     want = (tmp_path / "vw.inv").read_text()
     assert "\n:0\n" in want and "a^x1*c^z1:" in want
     assert (tmp_path / "ts.inv").read_text() == want
+
+
+def test_string_feature_values_are_vws_name_caret_value(tmp_path, capfd, monkeypatch):
+    """``color:red`` is VW 9's feature ``color^red`` (value 1, the value hashed with the
+    name's hash as seed), in predictions, -q and --invert_hash; ``nan`` and ``2a`` stay
+    errors naming the line (VW reads them as 0 and 2)."""
+    rows = [f"{1 - 2 * (i % 3 == 0)} |u color:{['red', 'blue', 'Grün'][i % 3]} age:{i % 50}"
+            f" |i cat:{['book', 'toy'][i % 2]}" for i in range(90)]
+    (tmp_path / "s.vw").write_text("\n".join(rows) + "\n")
+    args = ["-d", "s.vw", "-q", "ui", "--quiet", "--invert_hash"]
+    run_vw([*args, "vw.inv", "-p", "vw.p"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.inv", "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (numbers(tmp_path / "ts.p") == numbers(tmp_path / "vw.p")).all()
+    want = (tmp_path / "vw.inv").read_text()
+    assert "u^color^red*i^cat^book:" in want
+    assert (tmp_path / "ts.inv").read_text() == want
+    for bad in ("x:nan", "x:2a"):
+        (tmp_path / "b.vw").write_text(f"1 |a y\n1 |a {bad}\n")
+        code, err = run_ts(capfd, ["-d", "b.vw"], tmp_path, monkeypatch)
+        assert code != 0 and "b.vw, line 2: a feature value is not a number" in err, err

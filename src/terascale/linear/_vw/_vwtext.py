@@ -189,7 +189,8 @@ def _sections(line: str) -> Iterable[tuple[str, list[tuple[str, int]]]]:
     """(namespace, [(feature name, anonymous count)]) of one VW line (the label part before
     the first '|'). An anonymous feature (``:v``) has name ``""`` and its running count in
     the namespace (counted before a zero value drops it, as VW's parser counts); a named
-    one has count -1. :func:`_feature_hash` turns an entry into its 32-bit index."""
+    one has count -1; a string value (``name:text``) has name ``name^text`` and count
+    -2 - len(name). :func:`_feature_hash` turns an entry into its 32-bit index."""
     parts = line.rstrip("\r\n").split("|")
     for sec in parts[1:]:
         toks = sec.split()
@@ -211,7 +212,10 @@ def _sections(line: str) -> Iterable[tuple[str, list[tuple[str, int]]]]:
                     if float(val) == 0.0:
                         continue  # VW drops zero-valued features
                 except ValueError:
-                    pass
+                    if name and val[0] not in "0123456789+-." and \
+                            val[:3].lower() not in ("nan", "inf"):
+                        # a string value: VW 9's name^value (see _vwparse._text_value)
+                        name, k = f"{name}^{val}", -2 - len(name)
             names.append((name, k))
         yield ns, names
 
@@ -221,6 +225,9 @@ def _feature_hash(name: str, anon: int, seed: int) -> int:
     VW gives an anonymous feature the namespace hash plus its running count."""
     if anon >= 0:
         return (seed + anon) & 0xFFFFFFFF
+    if anon <= -2:  # name^text: the text hashed with the name's hash as seed
+        at = -2 - anon
+        return hash_feature(name[at + 1:], hash_feature(name[:at], seed, 32), 32)
     return hash_feature(name, seed, 32)
 
 
