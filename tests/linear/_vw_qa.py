@@ -5,7 +5,9 @@ side by side (``make test-vw``; a few minutes).
 For each case: the progressive predictions (``-p``) and the closing block's average loss
 equal VW's (1e-5), the progress table of every pass and the closing block are VW's line
 for line, and the models move both ways (VW's ``-t`` with terascale's model, terascale's
-``-t`` with VW's, both against VW's ``-t`` with its own). Prints one row a case and exits 1 if any differs.
+``-t`` with VW's, both against VW's ``-t`` with its own); ``--readable_model`` and
+``--invert_hash`` files are VW's byte for byte; a case on data ``A+B`` trains on A first
+(``-f``), then runs with ``-i`` on B. Prints one row a case and exits 1 if any differs.
 
     python tests/linear/_vw_qa.py [--keep DIR] [CASE ...]
 """
