@@ -5,7 +5,9 @@ side by side (``make test-vw``; a few minutes).
 For each case: the progressive predictions (``-p``) and the closing block's average loss
 equal VW's (1e-5), the progress table of every pass and the closing block are VW's line
 for line, and the models move both ways (VW's ``-t`` with terascale's model, terascale's
-``-t`` with VW's, both against VW's ``-t`` with its own). Prints one row a case and exits 1 if any differs.
+``-t`` with VW's, both against VW's ``-t`` with its own); ``--readable_model`` and
+``--invert_hash`` files are VW's byte for byte; a case on data ``A+B`` trains on A first
+(``-f``), then runs with ``-i`` on B. Prints one row a case and exits 1 if any differs.
 
     python tests/linear/_vw_qa.py [--keep DIR] [CASE ...]
 """
@@ -13,6 +15,7 @@ for line, and the models move both ways (VW's ``-t`` with terascale's model, ter
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import re
 import shutil
@@ -83,9 +86,37 @@ def write_data(d: str) -> None:
         base.append(f"{1 if z > 0 else -1} {rng.choice(['', '1.5 ', '0.5 '])}'e{i}|a x{a} "
                     f"v:{rng.uniform(-1, 1):.4f} |b y{b} |c w{c}:{rng.uniform(0, 3):.3f}")
     put("base", base)
+    habits = []  # a second user's file: numbers written as C reads them (.5, 1e-3, +3,
+    # 1E2, huge and negative values), namespace weights, empty namespaces, repeats in one
+    # example, labels with weight and a zero base, tags with and without a space, UTF-8
+    for i in range(300):
+        y = rng.choice(["1", "-1"])
+        label = rng.choice([y, f"{y} 2 0", f"{y} 0.5 0", f"{y} 1 0", f"{y} 1e-1"])
+        tag = rng.choice(["", f" 'tag{i}", f"'t{i}"])
+        v = rng.choice(["1e-3", ".5", "-7", "1e6", "-2.5e4", "1E2", "+3", "0.000001"])
+        habits.append(f"{label}{tag}|a:{rng.choice(['2', '.5', '-1', '1e-2'])} x{i % 9}:{v} "
+                      f"x{i % 9} y{i % 4}:-0.5 |b |c z{i % 5} z{i % 5}:2 |é ü{i % 3}:1.5")
+    put("habits", habits)
+    put("constonly", [str(rng.choice(["1 |", "-1 |a", f"1 |a x{i % 3}", "-1 |b ",
+                                      f"1 0.5 |c :{i % 4} :2"])) for i in range(100)])
+    put("sparse", [f"{rng.choice([-1, 1])} |w " + " ".join(
+        f"f{j}:{v:.3f}" for j, v in zip(rng.integers(0, 10 ** 6, 20), rng.uniform(-1, 1, 20)))
+        + f" |s t{rng.integers(50)}" for _ in range(400)])
+    put("strings", [f"{rng.choice([-1, 1])} |u color:{rng.choice(['red', 'blue', 'Grün'])} "
+                    f"age:{rng.integers(18, 80)} city:{rng.choice(['paris', 'São_Paulo', 'x1'])}"
+                    f" |i cat:{rng.choice(['book', 'toy', 'a7'])} price:{rng.uniform(1, 50):.2f}"
+                    for _ in range(300)])
     for name, lines in files.items():
         with open(os.path.join(d, f"{name}.vw"), "wb") as f:
-            f.write(b"\n".join(lines) + b"\n")
+            # (the habits file ends without a newline, as an editor may leave it)
+            f.write(b"\n".join(lines) + (b"" if name == "habits" else b"\n"))
+    half = len(files["habits"]) // 2  # (training continued in two steps)
+    for name, part in (("habits_a", files["habits"][:half]), ("habits_b", files["habits"][half:])):
+        with open(os.path.join(d, f"{name}.vw"), "wb") as f:
+            f.write(b"\n".join(part) + b"\n")
+    with open(os.path.join(d, "habits.vw"), "rb") as f, \
+            open(os.path.join(d, "habits.gz"), "wb") as g:
+        g.write(gzip.compress(f.read(), mtime=0))
 
 
 CASES = [(f, [], f) for f in ("dense_raw", "many_ns", "imp_tag", "real", "odd", "crlf",
@@ -136,6 +167,25 @@ CASES = [(f, [], f) for f in ("dense_raw", "many_ns", "imp_tag", "real", "odd", 
      "imp_tag"),
     ("cubic logistic passes", ["--cubic", "abc", "--loss_function", "logistic", "--passes",
                                "2", "-c", "-k"], "base"),
+    # a second user's habits on their own files (habits: see write_data)
+    ("habits", [], "habits"),
+    ("constant only", [], "constonly"),
+    ("gzip input", [], "habits.gz"),
+    ("habits passes", ["--passes", "3", "-c", "-k", "--holdout_off"], "habits"),
+    ("habits link logistic", ["--link", "logistic", "--loss_function", "logistic"], "habits"),
+    ("hinge binary", ["--loss_function", "hinge", "--binary"], "habits"),
+    ("habits -q ::", ["-q", "::"], "habits"),
+    ("habits ignore", ["--ignore", "c", "--noconstant"], "habits"),
+    ("-b 30 sparse", ["-b", "30"], "sparse"),
+    ("l1 sparse", ["--l1", "1e-6"], "sparse"),
+    ("invert_hash", ["-q", "ac", "--invert_hash", "ih"], "habits"),
+    ("string values", ["-q", "ui", "--invert_hash", "ih"], "strings"),
+    ("invert_hash predict_only", ["-q", "ac", "--invert_hash", "ih", "--predict_only_model"],
+     "habits"),
+    ("readable_model l1", ["--l1", "1e-5", "--readable_model", "rm"], "habits"),
+    # A+B: trained on A (-f), then -i of that model on B (each tool its own model)
+    ("two steps", ["--save_resume", "--readable_model", "rm"], "habits_a+habits_b"),
+    ("two steps passes", ["--passes", "2", "-c", "-k"], "habits_a+habits_b"),
 ]
 
 
@@ -184,21 +234,34 @@ def check(name: str, flags: list[str], data: str, root: str) -> dict[str, str]:
     d = os.path.join(root, re.sub(r"\W+", "_", name))
     os.makedirs(os.path.join(d, "vw"))
     os.makedirs(os.path.join(d, "ts"))
-    args = ["-d", os.path.join(root, f"{data}.vw"), *flags, "-p", "p", "-f", "m"]
+    first, _, data = data.rpartition("+")
+    path = os.path.join(root, data if "." in data else f"{data}.vw")
+    args = ["-d", path, *flags, "-p", "p", "-f", "m"]
+    if first:  # the first step, then -i of its model
+        for tool in ("vw", "ts"):
+            _run(tool, ["-d", os.path.join(root, f"{first}.vw"), *flags, "-f", "m0"],
+                 os.path.join(d, tool))
+        args += ["-i", "m0"]
     want, got = _run("vw", args, os.path.join(d, "vw")), _run("ts", args, os.path.join(d, "ts"))
+    out: dict[str, str] = {}
     if got.returncode:
         return {"run": got.stderr.decode(errors="replace").strip().splitlines()[-1]}
-    out = {"predictions": _same_predictions(os.path.join(d, "vw", "p"),
-                                            os.path.join(d, "ts", "p")),
-           "average loss": "ok" if _average(want.stderr) == _average(got.stderr)
-           else f"{_average(got.stderr)!r}, VW {_average(want.stderr)!r}"}
+    for flag in ("--readable_model", "--invert_hash"):  # their text, line for line
+        if flag in flags:
+            file = flags[flags.index(flag) + 1]
+            texts = [open(os.path.join(d, t, file), "rb").read() for t in ("vw", "ts")]
+            out[flag] = "ok" if texts[0] == texts[1] else "differs"
+    out.update({"predictions": _same_predictions(os.path.join(d, "vw", "p"),
+                                                 os.path.join(d, "ts", "p")),
+                "average loss": "ok" if _average(want.stderr) == _average(got.stderr)
+                else f"{_average(got.stderr)!r}, VW {_average(want.stderr)!r}"})
     mine, theirs = _table(got.stderr), _table(want.stderr)
     if not set(flags) & _NO_TABLE:
         out["progress"] = "ok" if mine and mine == theirs else "differs"
     out["closing block"] = ("ok" if _closing(got.stderr) == _closing(want.stderr)
                             else f"{_closing(got.stderr)!r}, VW {_closing(want.stderr)!r}")
     keep = ["--predict_only_model"] if "--predict_only_model" in flags else []
-    test = ["-t", "-d", os.path.join(root, f"{data}.vw"), *keep]
+    test = ["-t", "-d", path, *keep]
     ref = _run("vw", ["-i", "vw/m", *test, "-p", "ref.p"], d)
     for who, model, tool in (("vw -i (terascale's model)", "ts/m", "vw"),
                              ("terascale -i (VW's model)", "vw/m", "ts")):

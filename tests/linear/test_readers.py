@@ -109,7 +109,8 @@ def test_vw_quadratic_crosses():
 
 @pytest.mark.parametrize("line,msg", [
     ("1 a b |x f", "not a number"),
-    ("1 |a f:zz", "feature value"),
+    ("1 |a f:nan", "feature value"),  # (f:zz is the string value f^zz, as in VW 9)
+    ("1 |a f:2z", "feature value"),
     ("1 |a:q f", "namespace scale"),
     ("1 2 3 4 |a f", "more than three"),
     ("1 -2 |a f", "negative"),
@@ -134,7 +135,7 @@ def test_a_line_without_a_bar_is_a_constant_only_example_as_vw_reads_it():
 
 
 def test_skip_bad_counts():
-    ds = parse_lines(["1 |a x", "oops |a", "-1 |a y:q", "-1 |a z"], skip_bad=True)
+    ds = parse_lines(["1 |a x", "oops |a", "-1 |a y:1q", "-1 |a z"], skip_bad=True)
     assert len(ds) == 2 and ds.skipped == 2
     assert list(ds.labels) == [1.0, -1.0]
 

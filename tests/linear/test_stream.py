@@ -116,7 +116,7 @@ def test_csv_shards_stream_quoted_line_breaks(tmp_path, small_chunks):
 
 def test_bad_line_in_a_later_shard_names_its_line(tmp_path, small_chunks):
     lines = vw_lines(400, seed=1)
-    lines[350] = "1 |a x:notanumber"
+    lines[350] = "1 |a x:1notanumber"
     path = tmp_path / "bad.vw"
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(DataError, match=r"bad\.vw, line 351: a feature value is not a number"):

@@ -178,6 +178,8 @@ def train(args: argparse.Namespace) -> int:
         initial = _load(args.initial)  # a bad model fails here, once
         _follow_model(options, initial, args)
         how = _link(args, initial.info.get("link", "identity"))  # (VW keeps --link)
+        if initial.info.get("binary"):  # (and --binary)
+            args.binary = options["binary"] = True
         for k, v in initial.info.get("vw_rates", {}).items():  # VW's model's -l, --power_t
             if not getattr(args, f"{k}_given", True):
                 options[k] = v
@@ -209,7 +211,8 @@ def train(args: argparse.Namespace) -> int:
         if model is not None and args.invert_hash:
             from .._vw._vwtext import feature_names, write_readable
 
-            write_readable(model, args.invert_hash, feature_names(paths, model))
+            write_readable(model, args.invert_hash, feature_names(paths, model),
+                           predict_only=bool(getattr(args, "predict_only_model", False)))
     finally:
         if tmp_dir is not None:
             import shutil
@@ -381,8 +384,14 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     if not args.initial and not vw_mode:
         raise ConfigError("-t (test only) predicts with a trained model: give -i MODEL")
     _check_output(args.predictions, "-p")
+    if args.model:
+        _check_output(args.model, "-f", stream=False)
+    for path, flag in ((getattr(args, "readable_model", None), "--readable_model"),
+                       (getattr(args, "invert_hash", None), "--invert_hash")):
+        _check_output(path, flag)
     model = _load(args.initial) if args.initial else _zero_model(args)
     how = _link(args, model.info.get("link", how))  # (VW keeps --link in the model)
+    args.binary = args.binary or bool(model.info.get("binary"))  # (and --binary)
     if opening is not None:
         opening()
     from .._online._onlinepass import LABELS, distinct_labels
@@ -422,7 +431,28 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
         avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
         print(f"test only: {int(total[2])} examples, average loss = {avg}"
               f"{' (0/1 loss)' if args.binary else ''}", file=sys.stderr)
+    _write_unchanged(args, model, paths)
     return 0
+
+
+def _write_unchanged(args: argparse.Namespace, model: Any, paths: list[str]) -> None:
+    """-t with -f, --readable_model or --invert_hash: VW writes the model it tested with
+    (nothing learned), so that ``-t -i A -f B`` converts a model; here, too."""
+    from .._vw._vwmodel import save_model
+
+    if args.model:
+        fmt = _model_format(args)
+        save_model(model, args.model, fmt["model_format"], predict_only=fmt["predict_only"])
+    predict_only = bool(getattr(args, "predict_only_model", False))
+    if getattr(args, "readable_model", None):
+        from .._vw._vwtext import write_readable
+
+        write_readable(model, args.readable_model, predict_only=predict_only)
+    if getattr(args, "invert_hash", None):
+        from .._vw._vwtext import feature_names, write_readable
+
+        write_readable(model, args.invert_hash, feature_names(paths, model),
+                       predict_only=predict_only)
 
 
 def _zero_model(args: argparse.Namespace) -> Any:

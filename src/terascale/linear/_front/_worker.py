@@ -54,6 +54,12 @@ def run_train(job: dict[str, Any],
     if rank == 0:
         if job.get("link", "identity") != "identity":
             model.info["link"] = job["link"]
+        t0_vw = (initial.info.get("vw_counters") or {}).get("t") if initial is not None \
+            else None
+        if t0_vw:  # VW carries -i's t on (it resets the other counters)
+            model.info["vw_t0"] = float(t0_vw)
+        if job["options"].get("binary"):
+            model.info["binary"] = True  # (VW keeps --binary in its model)
         if job.get("rates"):
             model.info["vw_rates"] = job["rates"]
         if job["model"]:

@@ -104,14 +104,18 @@ def save_model(model: Any, path: str, fmt: str = "terascale", *,
 
 
 def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
-             link: str | None = None, rates: dict[str, float] | None = None) -> str:
+             link: str | None = None, rates: dict[str, float] | None = None,
+             binary: bool = False) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
     ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``);
+    ``binary``: the model's ``--binary`` (kept and applied to ``-i``'s predictions alike);
     ``rates``: ``learning_rate``/``power_t`` given to the run (VW keeps them in a
     save_resume model, as its float printed to 15 digits)."""
     opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
     if link in ("logistic", "poisson"):
         opts.append(("link", link))
+    if binary:
+        opts.append(("binary", ""))
     opts += [(k, f"{float(np.float32(v)):.15g}") for k, v in (rates or {}).items()]
     if names:
         opts.append(("named_labels", ",".join(names)))
@@ -208,7 +212,8 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int 
             put(v.encode()[:3].ljust(3, b"\0"))
     info = getattr(model, "info", {})
     o = _options(parse, oaa, names, info.get("link"),
-                 None if predict_only else info.get("vw_rates")).encode() + b"\0"
+                 None if predict_only else info.get("vw_rates"),
+                 bool(info.get("binary"))).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it
@@ -226,7 +231,9 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int 
         totals = model.info.get("pass_totals", [])
         loss = float(sum(t[0] for t in totals))
         weight = float(sum(t[1] for t in totals))
-        seen = float(sum(t[1] + t[3] for t in totals))
+        # (t: the weight of every example not held out, labelled or not, and -i's t)
+        seen = float(sum(t[1] + t[3] + (t[6] if len(t) > 6 else 0.0) for t in totals)
+                     ) + model.info.get("vw_t0", 0.0)
         examples = int(sum(t[4] for t in totals))
         counters = struct.pack("<fdddd f ff ddd QQ d d Q dd".replace(" ", ""),
                                0.0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi, weight,
@@ -291,7 +298,7 @@ class _Reader:
 
 
 _PLAIN = {"quadratic", "cubic", "interactions", "noconstant", "ignore", "ignore_linear",
-          "keep", "link", "random_seed", "id", "bit_precision", "hash_seed",
+          "keep", "link", "binary", "random_seed", "id", "bit_precision", "hash_seed",
           "l1_state", "l2_state",  # (VW 8's place for the learner's state)
           "learning_rate", "power_t"}  # (VW keeps them given: -i's run goes on with them)
 
@@ -539,6 +546,7 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
                                          "vw_version": version, "vw_counters": counters,
                                          **({"link": opts["link"][0]} if "link" in opts
                                             else {}),
+                                         **({"binary": True} if "binary" in opts else {}),
                                          "vw_rates": {k: float(opts[k][0]) for k in
                                                       ("learning_rate", "power_t")
                                                       if k in opts},

@@ -46,6 +46,23 @@ def _is_space(c: int) -> bool:
 
 
 @numba.njit(cache=True)
+def _text_value(buf: np.ndarray, s: int, e: int) -> bool:
+    """Whether a feature's value ``buf[s:e]`` is text, which VW 9 reads as a string value
+    (``color:red`` is the feature ``color^red`` with value 1, hashed with the name's hash as
+    seed): a value that does not start as a number does (C's ``strtof`` reads none of it);
+    ``nan``, ``inf`` and a number with trailing bytes (``2a``) do not, and stay errors."""
+    if s >= e:
+        return False
+    c = buf[s] | 32  # (lower case)
+    if (48 <= buf[s] <= 57) or buf[s] == 43 or buf[s] == 45 or buf[s] == 46:
+        return False
+    if e - s >= 3 and ((c == 110 and buf[s + 1] | 32 == 97 and buf[s + 2] | 32 == 110) or
+                       (c == 105 and buf[s + 1] | 32 == 110 and buf[s + 2] | 32 == 102)):
+        return False  # nan, inf, infinity
+    return True
+
+
+@numba.njit(cache=True)
 def _number_prefix(buf: np.ndarray, ts: int, te: int) -> tuple[float, bool]:
     """A label word that only starts with a number (``1:1``, ``2abc``): that number, as
     VW's simple-label parser reads it (its ``float_of_string`` stops at the first character
@@ -134,12 +151,15 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
         te = i
         fv = 1.0
         name_e = te
+        text = False  # a string value (name:text, VW 9's chain hash)
         if colon >= ts:
             name_e = colon
             fv, ok = read_float32(buf, colon + 1, te)
             if not ok:
-                err = 4
-                break
+                if colon == ts or not _text_value(buf, colon + 1, te):
+                    err = 4
+                    break
+                fv, text = 1.0, True
         v32 = scale * np.float32(fv)  # VW: namespace scale times value, in float
         # an anonymous feature (:v) is the namespace hash plus its running count in this
         # namespace, counted before a zero value drops it, as VW's parser does
@@ -157,6 +177,8 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
                 h = murmur3_32_nb(buf, ts, name_e, ns_hash)
             else:
                 h = hashstring_nb(buf, ts, name_e, ns_hash)
+            if text:  # VW: the value's hash, seeded with the name's
+                h = hashstring_nb(buf, colon + 1, te, h)
         indices[nnz] = h & mask
         values[nnz] = v32
         nsch[nnz] = ns_c

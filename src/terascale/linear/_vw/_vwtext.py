@@ -189,7 +189,8 @@ def _sections(line: str) -> Iterable[tuple[str, list[tuple[str, int]]]]:
     """(namespace, [(feature name, anonymous count)]) of one VW line (the label part before
     the first '|'). An anonymous feature (``:v``) has name ``""`` and its running count in
     the namespace (counted before a zero value drops it, as VW's parser counts); a named
-    one has count -1. :func:`_feature_hash` turns an entry into its 32-bit index."""
+    one has count -1; a string value (``name:text``) has name ``name^text`` and count
+    -2 - len(name). :func:`_feature_hash` turns an entry into its 32-bit index."""
     parts = line.rstrip("\r\n").split("|")
     for sec in parts[1:]:
         toks = sec.split()
@@ -211,7 +212,10 @@ def _sections(line: str) -> Iterable[tuple[str, list[tuple[str, int]]]]:
                     if float(val) == 0.0:
                         continue  # VW drops zero-valued features
                 except ValueError:
-                    pass
+                    if name and val[0] not in "0123456789+-." and \
+                            val[:3].lower() not in ("nan", "inf"):
+                        # a string value: VW 9's name^value (see _vwparse._text_value)
+                        name, k = f"{name}^{val}", -2 - len(name)
             names.append((name, k))
         yield ns, names
 
@@ -221,6 +225,9 @@ def _feature_hash(name: str, anon: int, seed: int) -> int:
     VW gives an anonymous feature the namespace hash plus its running count."""
     if anon >= 0:
         return (seed + anon) & 0xFFFFFFFF
+    if anon <= -2:  # name^text: the text hashed with the name's hash as seed
+        at = -2 - anon
+        return hash_feature(name[at + 1:], hash_feature(name[:at], seed, 32), 32)
     return hash_feature(name, seed, 32)
 
 
@@ -366,6 +373,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                for k, v in (info.get("vw_rates") or {}).items()]
             + ([f"--link {info['link']}"] if info.get("link") in ("logistic", "poisson")
                else [])
+            + (["--binary"] if info.get("binary") else [])
             + ([] if pa.constant else ["--noconstant"])
             + [f"--quadratic {v}" for v in pa.quadratic])
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
@@ -380,6 +388,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
         c = _counters(totals or [], info.get("vw_progress"))
+        c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
         head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
                  f"sum_loss {c['sum_loss']:g}", f"sum_loss_since_last_dump {c['since']:g}",
                  f"dump_interval {c['dump']:g}", f"min_label {lo:g}", f"max_label {hi:g}",
