@@ -114,10 +114,19 @@ def test_vw_quadratic_crosses():
     ("1 |a:q f", "namespace scale"),
     ("1 2 3 4 |a f", "more than three"),
     ("1 -2 |a f", "negative"),
+    ("1 |a x:1:2", "more than one ':'"),  # VW reads x:1 and drops the rest: refused
 ])
 def test_bad_vw_lines_raise_with_line_number(line, msg):
     with pytest.raises(DataError, match=rf"<lines>, line 3: .*{msg}"):
         parse_lines(["1 |a x", "", line, "1 |a y"])
+
+
+def test_two_colons_are_refused_by_the_compiled_parser_too(tmp_path):
+    # the compiled parser hands such a buffer to the numba parser, which names the line
+    path = tmp_path / "x.vw"
+    path.write_text("".join(f"1 |a f{i} g:0.5\n" for i in range(500)) + "1 |a x:1:2\n")
+    with pytest.raises(DataError, match=r"x\.vw, line 501: a feature has more than one"):
+        read_file(str(path), ParseOptions(bits=18))
 
 
 def test_a_line_without_a_bar_is_a_constant_only_example_as_vw_reads_it():

@@ -358,11 +358,15 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 continue;
             }
             const unsigned char *ts = q, *colon = NULL;
+            int colons = 0;
             while (q < end && !SEP[*q]) {
-                if (*q == ':')
+                if (*q == ':') {
                     colon = q;
+                    colons++;
+                }
                 q++;
             }
+            if (colons > 1) { status = 1; goto done; } /* x:1:2: the numba parser refuses it */
             float v = 1.0f;
             const unsigned char *ne = q;
             if (colon) {

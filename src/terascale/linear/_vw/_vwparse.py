@@ -33,6 +33,8 @@ ERRORS = {
     6: "an importance weight is negative",
     7: "a base (the third label number, VW's initial prediction) other than 0 is not "
        "supported: fold it into a feature",
+    8: "a feature has more than one ':' (VW reads name:value; it reads x:1:2 as x with "
+       "value 1 and drops the rest of the namespace, which terascale does not reproduce)",
 }
 
 
@@ -141,14 +143,19 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
             continue
         ts = i
         colon = ts - 1  # the last ':' of the token, found on the way (one pass per token)
+        colons = 0
         while i < n:
             c = buf[i]
             if _SEP[c]:
                 break
             if c == 58:
                 colon = i
+                colons += 1
             i += 1
         te = i
+        if colons > 1:
+            err = 8
+            break
         fv = 1.0
         name_e = te
         text = False  # a string value (name:text, VW 9's chain hash)
