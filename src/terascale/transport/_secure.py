@@ -91,10 +91,10 @@ import struct
 from typing import Any
 
 from .._cext import load as _load_compiled
-from .._errors import ConfigError, LinkTampered
+from .._errors import AuthError, ConfigError, LinkTampered
 
 __all__ = ["CIPHERS", "MODES", "RECORD", "RECORD_MAC", "SecureLink", "agree_cipher",
-           "ciphers", "stronger"]
+           "chosen_cipher", "ciphers", "stronger"]
 
 MODES = ("plain", "integrity", "encrypt")  # weakest first
 # The AEADs of encrypted records, preferred first. AES-256-GCM is the floor every build has
@@ -129,6 +129,17 @@ def agree_cipher(offered: Any) -> str:
             if c in mine:
                 return str(c)
     return GCM
+
+
+def chosen_cipher(theirs: Any, rank: int, peer: int) -> str:
+    """The cipher the accepting ``peer`` chose in its sealed hello ``theirs`` (a dict), after
+    :func:`agree_cipher` on its side: it must be one this ``rank`` offered, else
+    :class:`AuthError`. A peer that names none chose AES-256-GCM."""
+    cipher = theirs.get("cipher", GCM)
+    if cipher not in ciphers():
+        raise AuthError(f"rank {rank}: rank {peer} chose cipher {cipher!r}, which this rank "
+                        f"did not offer ({', '.join(ciphers())})")
+    return str(cipher)
 
 
 def stronger(mine: str, theirs: str) -> str:
@@ -195,9 +206,8 @@ class _Aegis:
     ciphers share one record path. A failed tag raises ``ValueError`` (AESGCM: InvalidTag),
     with nothing handed over: the destination is wiped."""
 
-    def __init__(self, records: Any, sealing: bool) -> None:
+    def __init__(self, records: Any) -> None:
         self._r = records
-        self._sealing = sealing
 
     def encrypt_into(self, nonce: bytes, data: Any, aad: Any, out: Any) -> None:
         self._r.seal(nonce, data, aad, out)
@@ -265,7 +275,7 @@ class SecureLink:
         self._sock = sock
         self._c = _records(mine, theirs, encrypt, self.cipher)
         if self.cipher == AEGIS:
-            self._seal, self._open = _Aegis(self._c, True), _Aegis(self._c, False)
+            self._seal = self._open = _Aegis(self._c)  # (its keys are per direction)
         else:
             self._seal, self._open = _aead(mine), _aead(theirs)
         self.rank, self.peer = rank, peer

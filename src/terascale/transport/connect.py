@@ -36,7 +36,7 @@ from .._admission import Admission
 from .._auth import Channel, accept_handshake, dial_handshake, drop_reason
 from .._errors import AuthError, ConfigError, PeerTimeout
 from ._congestion import tune
-from ._secure import MODES, agree_cipher, ciphers
+from ._secure import MODES, agree_cipher, chosen_cipher, ciphers
 from .base import Connector
 from .tcp import TcpTransport
 
@@ -114,12 +114,12 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
             s.close()
             raise _disagree(rank, peer, mode, theirs.get("security") if
                             isinstance(theirs, dict) else None)
-        cipher = theirs.get("cipher", "aes-256-gcm")
-        if cipher not in ciphers():
+        try:
+            cipher = chosen_cipher(theirs, rank, peer)
+        except AuthError:
             s.close()
-            raise AuthError(f"rank {rank}: rank {peer} chose cipher {cipher!r}, which this "
-                            f"rank did not offer ({', '.join(ciphers())})")
-        return s, nonces, str(cipher)
+            raise
+        return s, nonces, cipher
     raise PeerTimeout(f"rank {rank}: could not connect to rank {peer} at {addr[0]}:{addr[1]} "
                       f"before the deadline ({last})", rank=rank, peer=peer, operation="connect")
 

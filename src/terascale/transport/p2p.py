@@ -62,7 +62,7 @@ from .._admission import Admission
 from .._async import close_at_exit
 from .._auth import Channel, accept_handshake, dial_handshake, drop_reason, recv_exact
 from .._errors import AuthError, CollectiveError, CollectiveMismatch, PeerLost, PeerTimeout
-from ._secure import SecureLink, agree_cipher, ciphers
+from ._secure import SecureLink, agree_cipher, chosen_cipher, ciphers
 
 __all__ = ["PointToPoint", "Request"]
 
@@ -268,10 +268,7 @@ class PointToPoint:
                 raise AuthError(f"rank {self.rank}: rank {peer} runs {mode} point-to-point "
                                 f"links, this rank {self.security}: refusing to send to it "
                                 "(the ranks disagree on the job's link security)")
-            cipher = theirs.get("cipher", "aes-256-gcm")
-            if cipher not in ciphers():
-                raise AuthError(f"rank {self.rank}: rank {peer} chose cipher {cipher!r}, "
-                                f"which this rank did not offer ({', '.join(ciphers())})")
+            cipher = chosen_cipher(theirs, self.rank, peer)
         except AuthError as e:
             if sock is not None:
                 sock.close()
@@ -285,7 +282,7 @@ class PointToPoint:
                            operation="send") from None
         link = _Link(SecureLink(sock, secret, nonces, label, dialer=self.rank, acceptor=peer,
                                 rank=self.rank, peer=peer,
-                                encrypt=self.security == "encrypt", cipher=str(cipher)))
+                                encrypt=self.security == "encrypt", cipher=cipher))
         self._out[peer] = link
         return link
 
