@@ -80,6 +80,31 @@ static void aegis_nonce(unsigned char out[AEGIS_NONCE], const unsigned char nonc
     memcpy(out, nonce, 12);
 }
 
+/* One piece into an AEGIS-256X4 state; a large one PF_STEP bytes at a time, the next
+ * step's lines of ``ahead`` (what the cipher will touch that is likely out of the caches:
+ * the plaintext sealing, the destination opening) requested first. 0, or -1 when opening
+ * fails (the state's running tag check). */
+static int aegis_piece(aegis256x4_state *st, int sealing, unsigned char *out,
+                       const unsigned char *in, size_t len) {
+    const unsigned char *ahead = sealing ? in : out;
+    size_t step = len >= PF_MIN ? PF_STEP : len;
+    for (size_t at = 0; at < len; at += step) {
+        size_t k = len - at < step ? len - at : step;
+        if (step == PF_STEP)
+            for (size_t p = at + PF_STEP; p < at + 2 * PF_STEP && p < len; p += 64) {
+                if (sealing)  /* (the read/write hint must be a constant) */
+                    __builtin_prefetch(ahead + p, 0, 3);
+                else
+                    __builtin_prefetch(ahead + p, 1, 3);
+            }
+        if (sealing)
+            aegis256x4_state_encrypt_update(st, out + at, in + at, k);
+        else if (aegis256x4_state_decrypt_update(st, out + at, in + at, k) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Seal the pieces (ciphertext to ``out``, then the 16-byte tag) under AEGIS-256X4. */
 static void aegis_seal(const unsigned char *key, const unsigned char npub[AEGIS_NONCE],
                        const unsigned char *ad, size_t adlen,
@@ -92,24 +117,9 @@ static void aegis_seal(const unsigned char *key, const unsigned char npub[AEGIS_
         return;
     }
     aegis256x4_state st;
-    if (n == 1) {  /* a large buffer, likely out of the caches: read ahead of the cipher */
-        const unsigned char *m = piece[0];
-        size_t len = (size_t)size[0];
-        aegis256x4_state_init(&st, ad, adlen, npub, key);
-        for (size_t at = 0; at < len; at += PF_STEP) {
-            size_t k = len - at < PF_STEP ? len - at : PF_STEP;
-            for (size_t p = at + PF_STEP; p < at + 2 * PF_STEP && p < len; p += 64)
-                __builtin_prefetch(m + p, 0, 3);
-            aegis256x4_state_encrypt_update(&st, out + at, m + at, k);
-        }
-        aegis256x4_state_encrypt_final(&st, out + len, TAG);
-        OPENSSL_cleanse(&st, sizeof st);
-        return;
-    }
     aegis256x4_state_init(&st, ad, adlen, npub, key);
     for (int i = 0; i < n; i++) {
-        if (!size[i]) continue;
-        aegis256x4_state_encrypt_update(&st, out + total, piece[i], (size_t)size[i]);
+        aegis_piece(&st, 1, out + total, piece[i], (size_t)size[i]);
         total += (size_t)size[i];
     }
     aegis256x4_state_encrypt_final(&st, out + total, TAG);
@@ -122,23 +132,8 @@ static int aegis_open(const unsigned char *key, const unsigned char npub[AEGIS_N
                       const unsigned char *ad, size_t adlen, const unsigned char *src,
                       Py_ssize_t body, unsigned char *const *piece, const Py_ssize_t *size,
                       int n) {
-    int failed;
-    if (n == 1 && size[0] >= body && body >= PF_MIN) {  /* into memory likely out of the
-                                                           caches: claim it ahead */
-        aegis256x4_state st;
-        unsigned char *d = piece[0];
-        size_t len = (size_t)body;
-        aegis256x4_state_init(&st, ad, adlen, npub, key);
-        failed = 0;
-        for (size_t at = 0; at < len && !failed; at += PF_STEP) {
-            size_t k = len - at < PF_STEP ? len - at : PF_STEP;
-            for (size_t p = at + PF_STEP; p < at + 2 * PF_STEP && p < len; p += 64)
-                __builtin_prefetch(d + p, 1, 3);
-            failed = aegis256x4_state_decrypt_update(&st, d + at, src + at, k) != 0;
-        }
-        failed = failed || aegis256x4_state_decrypt_final(&st, src + body, TAG) != 0;
-        OPENSSL_cleanse(&st, sizeof st);
-    } else if (n == 1 && size[0] >= body) {
+    int failed = 0;
+    if (n == 1 && size[0] >= body && body < PF_MIN) {
         failed = aegis256x4_decrypt_detached(piece[0], src, (size_t)body, src + body, TAG, ad,
                                              adlen, npub, key) != 0;
     } else {
@@ -146,11 +141,9 @@ static int aegis_open(const unsigned char *key, const unsigned char npub[AEGIS_N
         aegis256x4_state_init(&st, ad, adlen, npub, key);
         Py_ssize_t left = body;
         const unsigned char *c = src;
-        failed = 0;
         for (int i = 0; i < n && left && !failed; i++) {
             Py_ssize_t k = size[i] < left ? size[i] : left;
-            if (!k) continue;
-            failed = aegis256x4_state_decrypt_update(&st, piece[i], c, (size_t)k) != 0;
+            failed = aegis_piece(&st, 0, piece[i], c, (size_t)k) != 0;
             c += k;
             left -= k;
         }
