@@ -25,6 +25,12 @@
  * and the 32-byte nonce kind u32 LE | sequence number u64 LE | 20 zero bytes. It comes from
  * libaegis (vendored in _aegis/, MIT), which picks VAES/AVX-512, VAES/AVX2, AES-NI or
  * portable code when the module loads; it runs at about twice AES-256-GCM's speed here.
+ *
+ * A large record that the caller's buffer holds whole is read straight into it
+ * (direct_begin, then recv_direct until it is whole) and opened piece by piece as the
+ * pieces land, while they are in the core's cache: decrypted in place (AEGIS-256X4) or
+ * hashed (GMAC on the compiled GHASH); the tag is checked once the record is whole, and if
+ * it fails, or the stream ends inside the record, every byte it wrote there is wiped.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -12,10 +12,11 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     GHASH runs at tens of GB/s per core (PCLMULQDQ; AES-GCM encryption and keyed
     BLAKE2b run at a fifth and a fiftieth of that here), the plaintext is sent straight
     from the caller's buffer, and a record of 64 KiB or more that the caller's buffer
-    holds whole is read straight into it and checked there, its bytes handed over only
-    once the tag passed; the header record before it is read with the next record's
-    length and no further, so that the payload's records are still in the kernel for
-    that (measured in ``docs/benchmarks/security.md``).
+    holds whole is read straight into it and checked there (hashed piece by piece as the
+    pieces land, where the compiled layer has its own GHASH), its bytes handed over only
+    once the tag passed and wiped if it fails; the header record before it is read with
+    the next record's length and no further, so that the payload's records are still in
+    the kernel for that (measured in ``docs/benchmarks/security.md``).
 ``encrypt`` (``--encrypt``)
     ``length u32 | AEAD(plaintext) | tag``: confidentiality as well. The AEAD is
     AEGIS-256X4 (draft-irtf-cfrg-aegis-aead; a CAESAR finalist built on the AES round,
@@ -27,6 +28,11 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     path can change the choice, and two ends that disagreed would fail their first
     record. AEGIS-256X4 takes the same 32-byte key; its 32-byte nonce is the record's
     12-byte one zero-padded; the tag stays 16 bytes, so the record format is the same.
+    An AEGIS-256X4 record of 64 KiB or more that the caller's buffer holds whole is read
+    as integrity records are: straight into that buffer, each piece decrypted in place by
+    the compiled layer as it lands (still in the core's cache; no receive buffer, no
+    second pass), handed over once the tag passed, wiped if it fails or the stream ends
+    inside it.
 
 The record's length is authenticated too (associated data, or GHASH's own length
 block). Keys: HKDF-SHA256 (RFC 5869) over the job secret, salted with the two fresh
