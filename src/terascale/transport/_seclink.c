@@ -25,11 +25,18 @@
  * and the 32-byte nonce kind u32 LE | sequence number u64 LE | 20 zero bytes. It comes from
  * libaegis (vendored in _aegis/, MIT), which picks VAES/AVX-512, VAES/AVX2, AES-NI or
  * portable code when the module loads; it runs at about twice AES-256-GCM's speed here.
+ *
+ * A large record that the caller's buffer holds whole is read straight into it
+ * (direct_begin, then recv_direct until it is whole) and opened piece by piece as the
+ * pieces land, while they are in the core's cache: decrypted in place (AEGIS-256X4) or
+ * hashed (GMAC on the compiled GHASH); the tag is checked once the record is whole, and if
+ * it fails, or the stream ends inside the record, every byte it wrote there is wiped.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <errno.h>
+#include <sys/uio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -62,16 +69,26 @@ typedef struct {
     /* cipher 1: encrypted records are AEGIS-256X4 under these keys (0: AES-256-GCM) */
     int aegis;
     unsigned char kseal[32], kopen[32];
+    /* A record being read in place (recv_direct): opened piece by piece as it lands, its
+     * AEGIS-256X4 state (encrypted) or running GHASH and nonce (integrity) kept here. */
+    int dactive;
+    aegis256x4_state dst;
+    gh_state dgh;
+    unsigned char dnonce[12];
 } Records;
 
 #define AEGIS_NONCE 32
-/* AEGIS over a buffer of PF_MIN bytes or more goes PF_STEP bytes at a time, the next step's
- * cache lines requested first: a large record's plaintext (sealing) or destination
+/* AEGIS over a buffer of PF_MIN bytes or more goes PF_STEP bytes at a time, the lines
+ * PF_AHEAD bytes on requested first: a large record's plaintext (sealing) or destination
  * (opening) is the caller's buffer, often out of the caches (a ring allreduce's own
  * segment), and the cipher alone would wait for each line in turn. Measured on a 64 MiB
  * stream in 1 MiB frames: the sending calls' CPU time 16-18 ms without, 13-15 ms with;
- * the receiving calls' 17-20 against 15-16.5 (docs/benchmarks/security.md). */
-#define PF_STEP 4096
+ * the receiving calls' 17-20 against 15-16.5. A step of 1 KiB (16 lines requested at a
+ * time, what the core's line-fill buffers hold) rather than 4 KiB (64 lines, which waited
+ * for free buffers): one 1 MiB frame 288-299 us against 309-320 us of CPU
+ * (docs/benchmarks/security.md). */
+#define PF_STEP 1024
+#define PF_AHEAD 4096
 #define PF_MIN (64 << 10)
 
 /* A record's AEGIS-256X4 nonce from its 12-byte one (kind | sequence number), zero-padded. */
@@ -91,7 +108,7 @@ static int aegis_piece(aegis256x4_state *st, int sealing, unsigned char *out,
     for (size_t at = 0; at < len; at += step) {
         size_t k = len - at < step ? len - at : step;
         if (step == PF_STEP)
-            for (size_t p = at + PF_STEP; p < at + 2 * PF_STEP && p < len; p += 64) {
+            for (size_t p = at + PF_AHEAD; p < at + PF_AHEAD + PF_STEP && p < len; p += 64) {
                 if (sealing)  /* (the read/write hint must be a constant) */
                     __builtin_prefetch(ahead + p, 0, 3);
                 else
@@ -323,6 +340,8 @@ static void Records_dealloc(Records *self) {
     PyMem_RawFree(self->gopen);
     OPENSSL_cleanse(self->kseal, sizeof self->kseal);
     OPENSSL_cleanse(self->kopen, sizeof self->kopen);
+    OPENSSL_cleanse(&self->dst, sizeof self->dst);
+    OPENSSL_cleanse(&self->dgh, sizeof self->dgh);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -496,7 +515,7 @@ static PyObject *Records_recv_small(Records *self, PyObject *args) {
     unsigned char *r = raw.buf;
     if (enter(&self->opening) < 0) goto done;
     if (rstart == rlen) {
-        if (!room || (!self->encrypt && room >= direct)) goto out;
+        if (!room || room >= direct) goto out;
         ssize_t k;
         Py_BEGIN_ALLOW_THREADS
         do {
@@ -728,6 +747,140 @@ static PyObject *Records_open(Records *self, PyObject *args) {
     return result;
 }
 
+/* direct_begin(seq, kind, head): start opening the record whose 4-byte length field is
+ * ``head`` in place (recv_direct). Only for records this object opens piece by piece:
+ * AEGIS-256X4 ones, or integrity ones where it has the compiled GHASH (``fast``). */
+static PyObject *Records_direct_begin(Records *self, PyObject *args) {
+    unsigned long long seq;
+    unsigned kind;
+    Py_buffer head;
+    if (!PyArg_ParseTuple(args, "KIy*", &seq, &kind, &head)) return NULL;
+    PyObject *result = NULL;
+    if (head.len != LEN) {
+        PyErr_SetString(PyExc_ValueError, "direct_begin: head is the 4-byte length field");
+    } else if (self->encrypt ? !self->aegis : self->gopen == NULL) {
+        PyErr_SetString(PyExc_ValueError, "direct_begin: this link's records are not opened "
+                                          "in place (AES-256-GCM, or no compiled GHASH)");
+    } else if (enter(&self->opening) == 0) {
+        make_nonce(self->dnonce, kind, seq);
+        if (self->encrypt) {
+            unsigned char npub[AEGIS_NONCE];
+            aegis_nonce(npub, self->dnonce);
+            aegis256x4_state_init(&self->dst, head.buf, LEN, npub, self->kopen);
+        } else {
+            gh_start(&self->dgh);
+        }
+        self->dactive = 1;
+        self->opening = 0;
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    PyBuffer_Release(&head);
+    return result;
+}
+
+/* The bytes [from, to) of a record read in place just landed: decrypt them where they lie
+ * (AEGIS-256X4), or hash them (GMAC), while they are still in the core's cache. */
+static void direct_take(Records *self, unsigned char *view, Py_ssize_t from, Py_ssize_t to) {
+    if (to <= from) return;
+    if (self->encrypt)
+        aegis_piece(&self->dst, 0, view + from, view + from, (size_t)(to - from));
+    else
+        gh_update(self->gopen, &self->dgh, view + from, (size_t)(to - from));
+}
+
+/* recv_direct(fd, view, got, tag, tgot) -> (got, tgot, status)
+ *
+ * Read the body of the record begun with direct_begin straight into ``view`` (its exact
+ * plaintext size) and its tag into ``tag``, ``got`` and ``tgot`` bytes of them having come
+ * before; each piece is opened where it landed as it lands (decrypted in place, or
+ * hashed). Reads until the record is whole, the kernel has no more, or a read comes back
+ * short. status: 0 not whole yet; 1 whole and its tag passed (the plaintext is in
+ * ``view``); -1 its tag failed, -2 the stream ended inside it: both with ``view`` wiped
+ * (nothing of an unauthenticated record stays in the caller's buffer). */
+static PyObject *Records_recv_direct(Records *self, PyObject *args) {
+    int fd;
+    Py_buffer view, tag;
+    Py_ssize_t got, tgot;
+    if (!PyArg_ParseTuple(args, "iw*nw*n", &fd, &view, &got, &tag, &tgot)) return NULL;
+    PyObject *result = NULL;
+    if (!self->dactive) {
+        PyErr_SetString(PyExc_ValueError, "recv_direct: no record begun (direct_begin)");
+        goto done;
+    }
+    if (tag.len != TAG || got < 0 || got > view.len || tgot < 0 || tgot > TAG ||
+        (tgot && got < view.len)) {
+        PyErr_SetString(PyExc_ValueError, "recv_direct: offsets outside the record");
+        goto done;
+    }
+    if (enter(&self->opening) < 0) goto done;
+    unsigned char *v = view.buf, *t = tag.buf;
+    Py_ssize_t n = view.len;
+    int status = 0, err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (got < n || tgot < TAG) {
+        struct iovec iov[2];
+        int cnt = 0;
+        if (got < n) {
+            iov[cnt].iov_base = v + got;
+            iov[cnt++].iov_len = (size_t)(n - got);
+        }
+        iov[cnt].iov_base = t + tgot;
+        iov[cnt++].iov_len = (size_t)(TAG - tgot);
+        size_t want = 0;
+        for (int i = 0; i < cnt; i++) want += iov[i].iov_len;
+        struct msghdr msg;
+        memset(&msg, 0, sizeof msg);
+        msg.msg_iov = iov;
+        msg.msg_iovlen = (size_t)cnt;
+        ssize_t k = recvmsg(fd, &msg, 0);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) err = errno;
+            break;
+        }
+        if (k == 0) {
+            status = -2;
+            break;
+        }
+        Py_ssize_t d = n - got < (Py_ssize_t)k ? n - got : (Py_ssize_t)k;
+        direct_take(self, v, got, got + d);
+        got += d;
+        tgot += (Py_ssize_t)k - d;
+        if ((size_t)k < want && (got < n || tgot < TAG))
+            break;  /* the kernel had no more: no second call only to hear so */
+    }
+    if (!status && !err && got == n && tgot == TAG) {
+        int ok;
+        if (self->encrypt) {
+            ok = aegis256x4_state_decrypt_final(&self->dst, t, TAG) == 0;
+        } else {
+            unsigned char s[TAG];
+            gh_final(self->gopen, &self->dgh, s);
+            ok = mask_tag(self->eopen, self->dnonce, s) == 0 && CRYPTO_memcmp(s, t, TAG) == 0;
+        }
+        status = ok ? 1 : -1;
+    }
+    if (status < 0)  /* nothing handed over: what landed (and was decrypted) is wiped */
+        memset(v, 0, (size_t)n);
+    Py_END_ALLOW_THREADS
+    if (status) {
+        self->dactive = 0;
+        OPENSSL_cleanse(&self->dst, sizeof self->dst);
+    }
+    self->opening = 0;
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+    } else {
+        result = Py_BuildValue("nni", got, tgot, status);
+    }
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&tag);
+    return result;
+}
+
 static PyObject *Records_get_fast(Records *self, void *closure) {
     (void)closure;
     return PyBool_FromLong(self->gseal != NULL && self->gopen != NULL);
@@ -758,6 +911,10 @@ static PyMethodDef Records_methods[] = {
      "seal(nonce, data, aad, out): AEGIS-256X4 ciphertext and tag of data into out"},
     {"open", (PyCFunction)Records_open, METH_VARARGS,
      "open(nonce, body, aad, dest): whether body's AEGIS-256X4 tag holds; plaintext to dest"},
+    {"direct_begin", (PyCFunction)Records_direct_begin, METH_VARARGS,
+     "direct_begin(seq, kind, head): start opening a record in place (recv_direct)"},
+    {"recv_direct", (PyCFunction)Records_recv_direct, METH_VARARGS,
+     "recv_direct(fd, view, got, tag, tgot): read a record into view, opening it as it lands"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -796,6 +953,6 @@ PyMODINIT_FUNC PyInit__seclink(void) {
         Py_DECREF(m);
         return NULL;
     }
-    PyModule_AddIntConstant(m, "ABI", 3);
+    PyModule_AddIntConstant(m, "ABI", 4);
     return m;
 }

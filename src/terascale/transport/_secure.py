@@ -12,10 +12,11 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     GHASH runs at tens of GB/s per core (PCLMULQDQ; AES-GCM encryption and keyed
     BLAKE2b run at a fifth and a fiftieth of that here), the plaintext is sent straight
     from the caller's buffer, and a record of 64 KiB or more that the caller's buffer
-    holds whole is read straight into it and checked there, its bytes handed over only
-    once the tag passed; the header record before it is read with the next record's
-    length and no further, so that the payload's records are still in the kernel for
-    that (measured in ``docs/benchmarks/security.md``).
+    holds whole is read straight into it and checked there (hashed piece by piece as the
+    pieces land, where the compiled layer has its own GHASH), its bytes handed over only
+    once the tag passed and wiped if it fails; the header record before it is read with
+    the next record's length and no further, so that the payload's records are still in
+    the kernel for that (measured in ``docs/benchmarks/security.md``).
 ``encrypt`` (``--encrypt``)
     ``length u32 | AEAD(plaintext) | tag``: confidentiality as well. The AEAD is
     AEGIS-256X4 (draft-irtf-cfrg-aegis-aead; a CAESAR finalist built on the AES round,
@@ -27,6 +28,11 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     path can change the choice, and two ends that disagreed would fail their first
     record. AEGIS-256X4 takes the same 32-byte key; its 32-byte nonce is the record's
     12-byte one zero-padded; the tag stays 16 bytes, so the record format is the same.
+    An AEGIS-256X4 record of 64 KiB or more that the caller's buffer holds whole is read
+    as integrity records are: straight into that buffer, each piece decrypted in place by
+    the compiled layer as it lands (still in the core's cache; no receive buffer, no
+    second pass), handed over once the tag passed, wiped if it fails or the stream ends
+    inside it.
 
 The record's length is authenticated too (associated data, or GHASH's own length
 block). Keys: HKDF-SHA256 (RFC 5869) over the job secret, salted with the two fresh
@@ -188,7 +194,7 @@ _INTO = _has_into()  # seal and open in place (newer cryptography); else one cop
 
 
 def _compiled() -> Any:
-    return _load_compiled("terascale.transport._seclink", 3)
+    return _load_compiled("terascale.transport._seclink", 4)
 
 
 def _records(mine: bytes, theirs: bytes, encrypt: bool, cipher: str = GCM) -> Any:
@@ -310,6 +316,21 @@ class SecureLink:
         as the wheel's and without a Python turn: then it tags and checks integrity records
         of any size."""
         return self._c is not None and self._c.fast
+
+    @property
+    def _dc(self) -> bool:
+        """Whether the compiled layer reads a large record in place and opens each piece of
+        it as it lands (:meth:`_direct`): AEGIS-256X4 records decrypted in place, integrity
+        records hashed by its own GHASH."""
+        c = self._c
+        return c is not None and (self.cipher == AEGIS if self._encrypt else bool(c.fast))
+
+    @property
+    def _inplace(self) -> bool:
+        """Whether records of ``_DIRECT`` bytes or more are read straight into the caller's
+        buffer and opened there (:meth:`_direct`): integrity records always, encrypted
+        ones where the compiled layer decrypts them in place (:attr:`_dc`)."""
+        return not self._encrypt or self._dc
 
     # -- what the mesh needs of a socket ---------------------------------------------------
     def fileno(self) -> int:
@@ -563,7 +584,7 @@ class SecureLink:
             views.append(b)
             room += len(b)
         if self._rstart == self._rlen:  # nothing buffered: what the kernel has
-            if not room or not self._encrypt and room >= _DIRECT:
+            if not room or self._inplace and room >= _DIRECT:
                 return None
             if not self._raw:
                 self._alloc_raw()
@@ -625,7 +646,8 @@ class SecureLink:
         if not self._raw:
             self._alloc_raw()
         n, self._rstart, self._rlen = self._c.recv_small(
-            self._sock.fileno(), self._raw, self._rstart, self._rlen, bufs, self._opened, _DIRECT, _C_MAX)
+            self._sock.fileno(), self._raw, self._rstart, self._rlen, bufs, self._opened,
+            _DIRECT if self._inplace else 1 << 62, _C_MAX)
         if n >= 0:
             self._opened += 1
             if self._rstart < self._rlen:  # more records waiting: read them too
@@ -643,7 +665,7 @@ class SecureLink:
                         pass
             return n, [], 0, None
         if n == -1:  # not for the compiled layer: larger records, partial or abort ones
-            if self._rstart == self._rlen and not self._encrypt and len(bufs) <= 8:
+            if self._rstart == self._rlen and self._inplace and len(bufs) <= 8:
                 return self._recv_general(bufs)  # nothing buffered: a header, then _direct
             got = self._recv_small(bufs)
             if got is not None:
@@ -674,7 +696,7 @@ class SecureLink:
                     k = min(len(b), self._pend - self._pstart)
                     b[:k] = memoryview(self._plain)[self._pstart: self._pstart + k]
                     self._pstart += k
-                elif (self._dview is not None or not self._encrypt and len(b) >= _DIRECT
+                elif (self._dview is not None or self._inplace and len(b) >= _DIRECT
                       and self._rlen - self._rstart in (0, _LEN.size)) and \
                         (k := self._direct(b)) is not None:
                     if not k:
@@ -746,8 +768,23 @@ class SecureLink:
                 return None
             self._rstart = self._rlen = 0
             self._dview, self._dgot, self._tgot = b[:n], 0, 0
+            if self._dc:
+                self._c.direct_begin(self._opened, 0, _LEN.pack(field))
         view, tag = self._dview, memoryview(self._dtag)
         n = len(view)
+        if self._dc:  # read and opened piece by piece in one compiled call
+            self._dgot, self._tgot, status = self._c.recv_direct(
+                self._sock.fileno(), view, self._dgot, self._dtag, self._tgot)
+            if not status:
+                return 0
+            self._dview = None
+            if status == -2:
+                self._eof = True
+                self._tampered("the connection closed inside a record")
+            if status < 0:
+                self._tampered(f"record #{self._opened} failed its authentication tag")
+            self._opened += 1
+            return n
         while self._dgot < n or self._tgot < _TAG:
             bufs = [view[self._dgot:], tag] if self._dgot < n else [tag[self._tgot:]]
             try:
@@ -757,6 +794,7 @@ class SecureLink:
             if not k:
                 self._eof = True
                 self._dview = None
+                view[:] = bytes(n)  # nothing of an unauthenticated record is left behind
                 self._tampered(f"the connection closed inside a record "
                                f"({self._dgot + self._tgot} bytes of it)")
             d = min(k, n - self._dgot)
@@ -766,6 +804,7 @@ class SecureLink:
                 return 0  # the kernel had no more: no second call only to hear so
         self._dview = None
         if not self._check(0, view, self._dtag):
+            view[:] = bytes(n)
             self._tampered(f"record #{self._opened} failed its authentication tag")
         self._opened += 1
         return n
@@ -786,7 +825,7 @@ class SecureLink:
         payload's): the record that fills ``b`` and the next one's length, so that the
         payload's records stay in the kernel for :meth:`_direct` instead of being copied
         through the receive buffer, and no system call reads the length alone. 0: no cap."""
-        if self._encrypt or len(b) >= _DIRECT or self._rstart != self._rlen:
+        if not self._inplace or len(b) >= _DIRECT or self._rstart != self._rlen:
             return 0
         if any(len(x) >= _DIRECT for x in views[i + 1:]):
             return _LEN.size + len(b) + _TAG + _LEN.size
@@ -811,7 +850,7 @@ class SecureLink:
             raw[:left] = raw[self._rstart: self._rlen]
             self._rstart, self._rlen = 0, left
         limit = len(raw)
-        if not self._encrypt and self._rlen - self._rstart >= _LEN.size:
+        if self._inplace and self._rlen - self._rstart >= _LEN.size:
             end = self._rstart + _LEN.size + (_LEN.unpack_from(raw, self._rstart)[0] & ~_ABORT)
             if end - self._rstart >= _DIRECT:  # a large record: read no further than its end,
                 limit = min(end, limit)  # so that the next one can be read in place
