@@ -1,0 +1,81 @@
+"""`terascale vw` on shapes the wide bench does not have (``benchmarks/heldout_shapes.py``
+runs them at full size beside the real VW): what those runs found, on small data."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from _vw_runs import numbers, run_ts, run_vw
+
+pytest.importorskip("vowpalwabbit")
+
+
+def _hex_lines(n: int, seed: int) -> list[str]:
+    """Rows of 40 hexadecimal ids, most of them seen once (many distinct features)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        ids = rng.integers(0, 1 << 40, size=40)
+        ids[:4] = rng.integers(0, 50, size=4)
+        y = 1 if (ids[:4] % 3).sum() > 4 else -1
+        out.append(f"{y} |a " + " ".join(f"{v:x}" for v in ids))
+    return out
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_vw_model_is_written_in_pieces_that_vw_loads(resume, tmp_path, capfd,
+                                                         monkeypatch):
+    """-f in VW's format writes the weights a piece at a time: the real vw -i loads a
+    model written in many pieces and predicts as with the model terascale learned (which
+    predicts as VW's own), and writing it holds a fraction of the model in memory."""
+    from terascale.linear._vw import _vwmodel
+
+    (tmp_path / "d.vw").write_text("\n".join(_hex_lines(2000, 3)) + "\n")
+    flags = ["-b", "22", "--loss_function", "logistic"]
+    flags += [] if resume else ["--predict_only_model"]
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-f", "one.model"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    model = _vwmodel.read_vw_model(str(tmp_path / "one.model"))
+    assert len(model.indices) > 40 * 997  # many pieces
+    _vwmodel.write_vw_model(model, str(tmp_path / "whole.model"), predict_only=not resume)
+    monkeypatch.setattr(_vwmodel, "_CHUNK", 997)
+    tracemalloc.start()
+    try:
+        _vwmodel.write_vw_model(model, str(tmp_path / "pieces.model"),
+                                predict_only=not resume)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    size = (tmp_path / "pieces.model").stat().st_size
+    assert (tmp_path / "pieces.model").read_bytes() == (tmp_path / "whole.model").read_bytes()
+    assert peak < size / 4, (peak, size)  # (in one piece: over 3 times the size)
+    run_vw(["-d", "d.vw", *flags, "-f", "vw.model"], tmp_path)
+    for name in ("one", "pieces", "vw"):
+        run_vw(["-i", f"{name}.model", "-t", "-d", "d.vw", "-p", f"{name}.p"], tmp_path)
+    assert (tmp_path / "pieces.p").read_text() == (tmp_path / "one.p").read_text()
+    np.testing.assert_allclose(numbers(tmp_path / "pieces.p"), numbers(tmp_path / "vw.p"),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_an_unsorted_model_is_written_in_index_order(tmp_path, monkeypatch):
+    """A model whose indices are not in order (one-against-all's learners, a model built
+    by hand) is written in VW's index order, pieces and all: vw -i predicts with it."""
+    from terascale.linear import LinearModel
+    from terascale.linear._vw import _vwmodel
+
+    (tmp_path / "d.vw").write_text("\n".join(_hex_lines(300, 4)) + "\n")
+    run_vw(["-d", "d.vw", "-b", "18", "-f", "vw.model", "--predict_only_model"], tmp_path)
+    ref = _vwmodel.read_vw_model(str(tmp_path / "vw.model"))
+    perm = np.random.default_rng(0).permutation(len(ref.indices))
+    monkeypatch.setattr(_vwmodel, "_CHUNK", 101)
+    for name, order in (("sorted", slice(None)), ("shuffled", perm)):
+        m = LinearModel(indices=ref.indices[order], weights=ref.weights[order],
+                        parse=ref.parse, loss=ref.loss, info=ref.info)
+        _vwmodel.write_vw_model(m, str(tmp_path / f"{name}.model"), predict_only=True)
+        run_vw(["-i", f"{name}.model", "-t", "-d", "d.vw", "-p", f"{name}.p"], tmp_path)
+    assert (tmp_path / "shuffled.model").read_bytes() == (tmp_path / "sorted.model").read_bytes()
+    p = (tmp_path / "shuffled.p").read_text()
+    assert p == (tmp_path / "sorted.p").read_text() and len(set(p.split())) > 10
