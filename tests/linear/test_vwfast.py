@@ -71,10 +71,22 @@ def test_click_style_lines_are_read_in_c_to_the_same_bits():
 
 
 @built
+def test_a_namespace_character_opened_again_is_grouped_in_c():
+    """|user x |geo y |unit z (u twice, as long namespace names often share their first
+    letter): read in C, grouped by namespace character in order of first appearance, as
+    the numba parser and VW order them, with and without interactions."""
+    text = ("1 |a x |b y |a z\n-1 0.5 'tag |user_id u1 |geo g1 g2 |unit:2 w:3 |g g3 |:1\n"
+            "1 |a |b y |a z 12:2 |a |c q\n0 |a:0 gone |b y |a:-1.5 back 7\n")
+    assert _same(text) == 0
+    for spec in ((("ab", "ua"), (), ()), ((), ("aab", "gug"), ()), (("::",), (), ())):
+        assert _same(text, table=interaction_table(compile_interactions(*spec))) == 0
+
+
+@built
 @pytest.mark.parametrize("text", [
     "1 |a x:1e+4\n", "1 |a x:1e\n", "1 |a x:1e400\n", "1 |a x:4e38\n", "1 |a x:+1\n",
     "1 'tag 2 |a x\n", "'tag\n", "1 |a:q x\n", "1 |a:+2 x\n",
-    "1 |a x |b y |a z\n", "1 2 3 |a x\n", "1 -2 |a x\n", "junk\n", "1 |a x:\n",
+    "1 2 3 |a x\n", "1 -2 |a x\n", "junk\n", "1 |a x:\n",
     "1 |a x:1.2.3\n", "1 |a x:" + "9" * 41 + "\n"])
 def test_what_c_does_not_read_goes_to_numba(text):
     for skip in (False, True):
