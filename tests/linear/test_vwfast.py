@@ -27,17 +27,19 @@ def test_the_compiled_parser_is_built_in_ci():
     assert _FAST is not None, "terascale.linear._vw._vwfast did not build (see setup.py)"
 
 NO = np.zeros(256, np.bool_)
+IGNORE_AN = NO.copy()
+IGNORE_AN[[ord("a"), ord("n")]] = True
 PLAIN = interaction_table([])
 MASK = (1 << 18) - 1
 
 
-def _status(buf: np.ndarray, table: np.ndarray = PLAIN) -> int:
+def _status(buf: np.ndarray, table: np.ndarray = PLAIN, ignore: np.ndarray = NO) -> int:
     n = len(buf)
     ncap, cap = n // 8 + 16, 64 * n + 16
     return _FAST.parse(buf, MASK, True, np.empty(ncap + 1, np.int64), np.empty(cap, np.uint32),
                        np.empty(cap, np.float32), np.empty(ncap, np.float32),
                        np.empty(ncap, np.float32), np.empty(ncap + 1, np.int64),
-                       np.empty(n, np.uint8), table, *table.shape)[0]
+                       np.empty(n, np.uint8), table, *table.shape, ignore.view(np.uint8))[0]
 
 
 def _bits(a: object) -> object:
@@ -46,13 +48,14 @@ def _bits(a: object) -> object:
     return a
 
 
-def _same(text: str, skip_bad: bool = False, table: np.ndarray = PLAIN) -> int:
+def _same(text: str, skip_bad: bool = False, table: np.ndarray = PLAIN,
+          ignore: np.ndarray = NO) -> int:
     buf = np.frombuffer(text.encode(), np.uint8)
-    ref = parse_vw_bytes(buf, MASK, table, True, skip_bad, NO, NO)
-    got = parse_vw(buf, MASK, table, True, skip_bad, NO, NO)
+    ref = parse_vw_bytes(buf, MASK, table, True, skip_bad, ignore, NO)
+    got = parse_vw(buf, MASK, table, True, skip_bad, ignore, NO)
     n = 8 if ref[8] else 9  # (err_line is where the numba parser stopped: past an error only)
     assert [_bits(a) for a in got[:n]] == [_bits(a) for a in ref[:n]]
-    return _status(buf, table)
+    return _status(buf, table, ignore)
 
 
 @built
@@ -80,6 +83,22 @@ def test_a_namespace_character_opened_again_is_grouped_in_c():
     assert _same(text) == 0
     for spec in ((("ab", "ua"), (), ()), ((), ("aab", "gug"), ()), (("::",), (), ())):
         assert _same(text, table=interaction_table(compile_interactions(*spec))) == 0
+
+
+@built
+@pytest.mark.parametrize("drop", ["a", "bu", " g"])
+def test_ignore_and_keep_are_read_in_c_to_the_same_bits(drop):
+    """--ignore (and --keep, its complement) in C: the namespace characters' features are
+    dropped, their anonymous features still counted, interactions built without them."""
+    ignore = np.zeros(256, np.bool_)
+    ignore[[ord(c) for c in drop]] = True
+    text = ("1 |a x :2 |b y |a z\n-1 0.5 'tag |user_id u1 :3 |geo g1 g2 |unit:2 w:3 | 7\n"
+            "1 |b y |c q 12:2\n")
+    for keep in (False, True):
+        mask = ~ignore if keep else ignore
+        assert _same(text, ignore=mask) == 0
+        assert _same(text, table=interaction_table(compile_interactions(("ab", "ug"), (), ())),
+                     ignore=mask) == 0
 
 
 @built
@@ -120,6 +139,7 @@ def test_random_buffers_give_the_same_bits():
         text = "\n".join(lines) + rng.choice(["", "\n", "\r\n"])
         for skip in (False, True):
             used += _same(text, skip) == 0
+        _same(text, False, ignore=IGNORE_AN)
     assert used > 300  # the C path was taken, not only the fallback
 
 

@@ -7,7 +7,8 @@
  *
  *   [label [importance]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...      (or a blank line)
  *
- * numbers as [-]digits[.digits][e[-]digits] (no '+'), no --ignore/--keep/--ignore_linear.
+ * numbers as [-]digits[.digits][e[-]digits] (no '+'), no --ignore_linear (--ignore and
+ * --keep: the namespace characters to drop, as 256 bytes).
  * Features come out in VW's order: the parse order, or where a namespace character comes
  * back later in a line (|user x |geo y |unit z), grouped by namespace character in order
  * of first appearance as VW's ec.indices holds them; then the constant, then the
@@ -15,7 +16,7 @@
  * _interactions.emit_interactions builds them (VW's order, hashing and products).
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
- *       [, table, rows, width]) -> (status, examples, features, tag bytes)
+ *       [, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)
  * status 0: done; 1: the buffer holds something outside the subset (nothing usable);
  * 2: the output arrays are too small (MemoryError where the line's scratch cannot be had). The arrays are writable buffers of int64 (indptr,
  * one more than labels), uint32, float32, float32, float32, int64 (as indptr) and bytes;
@@ -240,13 +241,18 @@ static int emit_interactions(const int32_t *tab, Py_ssize_t rows, Py_ssize_t wid
 
 static PyObject *parse(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0};
+    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0}, bg = {0};
     unsigned long mask;
     int constant;
     Py_ssize_t rows = 0, width = 0;
-    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nn", &bb, &mask, &constant, &bp, &bi,
-                          &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width))
+    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nny*", &bb, &mask, &constant, &bp, &bi,
+                          &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width, &bg))
         return NULL;
+    /* --ignore/--keep: a nonzero byte drops that namespace character's features */
+    unsigned char drop[256];
+    memset(drop, 0, sizeof drop);
+    if (bg.obj)
+        memcpy(drop, bg.buf, bg.len < 256 ? (size_t)bg.len : 256);
     const int32_t *tab = bt.buf;
     int status = 0;
     if (rows < 0 || width < 2 || (size_t)bt.len < (size_t)(rows * width) * 4)
@@ -393,14 +399,14 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             uint32_t h;
             if (ne == ts)
                 h = ns_hash + anon++;
-            else if (v == 0.0f)
+            else if (v == 0.0f || drop[ns_c])
                 continue;
             else {
                 unsigned c0 = *ts;
                 h = (c0 < '0' || c0 > '9') ? murmur3(ts, (size_t)(ne - ts), ns_hash)
                                            : hashstring(ts, (size_t)(ne - ts), ns_hash);
             }
-            if (v == 0.0f)
+            if (v == 0.0f || drop[ns_c])
                 continue;
             if (nnz >= fcap) { status = 2; goto done; }
             indices[nnz] = h & m;
@@ -483,6 +489,8 @@ done:
     PyBuffer_Release(&btb);
     if (bt.obj)
         PyBuffer_Release(&bt);
+    if (bg.obj)
+        PyBuffer_Release(&bg);
     if (status == 3)
         return PyErr_NoMemory();
     return Py_BuildValue("innn", status, nex, nnz, ntag);
@@ -491,7 +499,7 @@ done:
 static PyMethodDef METHODS[] = {
     {"parse", parse, METH_VARARGS,
      "parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, "
-     "tag_blob[, table, rows, width]) -> (status, examples, features, tag bytes)"},
+     "tag_blob[, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_vwfast", NULL, -1, METHODS};
@@ -510,7 +518,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && PyModule_AddIntConstant(mod, "ABI", 4) < 0) {
+    if (mod && PyModule_AddIntConstant(mod, "ABI", 5) < 0) {
         Py_DECREF(mod);
         return NULL;
     }
