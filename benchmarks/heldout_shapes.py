@@ -136,6 +136,7 @@ def _lines_oaa(n: int, seed: int, k: int = 10) -> list[str]:
 SHAPES = {
     # name: (lines(n, seed), train examples, test examples)
     "ns12": (_lines_ns12, 200_000, 20_000),
+    "one": (_lines_ns12, 1, 1),  # each tool's start-up and exit
     "long": (lambda n, s: _lines_fixed(n, s, 500, 2_000_000, zipf=1.1), 20_000, 2_000),
     "short": (_lines_short, 3_000_000, 100_000),
     # ids in hexadecimal, hashed as strings (VW places integer names at their value)
@@ -151,6 +152,7 @@ BFGS = "-b 20 --loss_function logistic --bfgs --passes 10 -k --predict_only_mode
 # input form: "text", "gz", "cache" (-c, timed on the second run), "cache_file", "stdin";
 # a fourth item: flags terascale alone gets (its workers)
 CASES = {
+    "start-up": ("one", "-b 20", "text"),
     "ns12": ("ns12", "-b 20", "text"),
     "ns12-logistic": ("ns12", "-b 20 --loss_function logistic -l 0.7 --power_t 0.3 "
                       "--l1 1e-8 --l2 1e-7", "text"),
@@ -300,8 +302,9 @@ def run_case(root: str, name: str) -> dict:
             timed(cmd, work)   # writes the cache, untimed
         wall, rss, _ = timed(cmd, work, stdin)
         row[f"{tool}_s"], row[f"{tool}_mb"] = wall, rss
+        keep = ["--predict_only_model"] if "--predict_only_model" in flags else []
         timed([*base, "-t", "-i", f"{tool}.model", "-d", test, "-p", f"{tool}.test",
-               "--quiet"], work)
+               "--quiet", *keep], work)
         p = _preds(os.path.join(work, f"{tool}.test"))
         if kind == "logistic" and "--link" not in flags:
             pass   # raw scores, as the loss wants

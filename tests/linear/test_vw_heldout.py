@@ -79,3 +79,21 @@ def test_an_unsorted_model_is_written_in_index_order(tmp_path, monkeypatch):
     assert (tmp_path / "shuffled.model").read_bytes() == (tmp_path / "sorted.model").read_bytes()
     p = (tmp_path / "shuffled.p").read_text()
     assert p == (tmp_path / "sorted.p").read_text() and len(set(p.split())) > 10
+
+
+def test_bfgs_on_several_workers_says_it_is_not_vws(tmp_path):
+    """--bfgs with -n 2 runs terascale's batch optimizer, whose model is not VW's: the run
+    says so (and --quiet does not); with one worker it is VW's, and nothing is said."""
+    import subprocess
+    import sys
+
+    (tmp_path / "d.vw").write_text("\n".join(_hex_lines(400, 5)) + "\n")
+    base = [sys.executable, "-m", "terascale", "vw", "-d", "d.vw", "-b", "16",
+            "--loss_function", "logistic", "--bfgs", "--passes", "3", "-c", "-k"]
+    said = "not VW's (-n 1 gives VW's model)"
+    for extra, expect in ((["-n", "2"], True), (["-n", "2", "--quiet"], False),
+                          ([], False)):
+        r = subprocess.run([*base, *extra], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=180)
+        assert r.returncode == 0, r.stderr
+        assert (said in r.stderr) == expect, r.stderr
