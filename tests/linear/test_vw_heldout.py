@@ -97,3 +97,30 @@ def test_bfgs_on_several_workers_says_it_is_not_vws(tmp_path):
                            timeout=180)
         assert r.returncode == 0, r.stderr
         assert (said in r.stderr) == expect, r.stderr
+
+
+def test_the_readable_model_is_written_in_pieces(tmp_path, capfd, monkeypatch):
+    """--readable_model formats and writes the weights a piece at a time: the text is VW's
+    own, and writing it holds a fraction of the text in memory."""
+    from terascale.linear._vw import _vwmodel, _vwtext
+
+    (tmp_path / "d.vw").write_text("\n".join(_hex_lines(1500, 6)) + "\n")
+    flags = ["-d", "d.vw", "-b", "20", "--loss_function", "logistic"]
+    monkeypatch.setattr(_vwtext, "_LINES", 997)
+    code, err = run_ts(capfd, [*flags, "--readable_model", "ts.txt", "-f", "ts.model"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw([*flags, "--readable_model", "vw.txt"], tmp_path)
+    text = (tmp_path / "ts.txt").read_text()
+    assert text == (tmp_path / "vw.txt").read_text() and text.count("\n") > 40 * 997
+    model = _vwmodel.read_vw_model(str(tmp_path / "ts.model"))
+    tracemalloc.start()
+    try:
+        _vwtext.write_readable(model, str(tmp_path / "again.txt"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    size = (tmp_path / "again.txt").stat().st_size
+    # (the weights' arrays, 16 bytes a feature, against ~30 of text; the text in one
+    # piece, its lines as str objects and joined, took over 3 times the size)
+    assert size > len(text) // 2 and peak < size, (peak, size)

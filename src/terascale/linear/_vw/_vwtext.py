@@ -330,6 +330,30 @@ def _counters(totals: list[list[float]], progress: list[float] | None
             "features": int(sum(t[8] for t in totals)), "old": at_weight}
 
 
+# weights formatted and written this many at a time (the text of a whole model of 15M
+# features would stand in memory beside it: ~60 bytes a line, and as many str objects)
+_LINES = 1 << 16
+
+
+def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
+                    nrm: np.ndarray | None, names: dict[int, str] | None) -> Iterator[str]:
+    """The readable model's weight lines, ``_LINES`` at a time: ``[name:]index:weight``,
+    with the adaptive sum and the normalizer after it where ``g2`` is given."""
+    for a in range(0, len(idx), _LINES):
+        part = slice(a, a + _LINES)
+        body = []
+        if g2 is not None and nrm is not None:
+            for i, wi, gi, ni in zip(idx[part].tolist(), w[part].tolist(),
+                                     g2[part].tolist(), nrm[part].tolist()):
+                name = names.get(i, str(i)) + ":" if names is not None else ""
+                body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
+        else:
+            for i, wi in zip(idx[part].tolist(), w[part].tolist()):
+                name = names.get(i, str(i)) + ":" if names is not None else ""
+                body.append(f"{name}{i}:{wi:g}\n")
+        yield "".join(body)
+
+
 def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None,
                    *, counters: bool = False, predict_only: bool = False) -> None:
     """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;
@@ -340,25 +364,20 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     unlabelled weight, ``weighted_labels``, ``example_number``, ``total_features``, the
     passes, and where the progress table stopped (``dump_interval``, the loss since).
     ``predict_only``: VW's ``--predict_only_model`` form, the nonzero weights alone."""
-    order = np.argsort(model.indices, kind="stable")
-    idx = model.indices[order]
+    idx = model.indices
+    order = slice(None)  # (a model's indices are most often in order already)
+    if len(idx) > 1 and not bool(np.all(idx[1:] > idx[:-1])):
+        order = np.argsort(idx, kind="stable")
+    idx = idx[order]
     w = model.weights[order]
     ad = model.adaptive
     if predict_only:
         nonzero = w != 0
         idx, w, ad = idx[nonzero], w[nonzero], None
-    body = []
+    g2 = nrm = None
     if ad is not None:
-        g2, nrm = ad[0][order], ad[1][order]
         keep = w != 0
-        for i, wi, gi, ni in zip(idx[keep].tolist(), w[keep].tolist(), g2[keep].tolist(),
-                                 nrm[keep].tolist()):
-            name = names.get(i, str(i)) + ":" if names is not None else ""
-            body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
-    else:
-        for i, wi in zip(idx.tolist(), w.tolist()):
-            name = names.get(i, str(i)) + ":" if names is not None else ""
-            body.append(f"{name}{i}:{wi:g}\n")
+        idx, w, g2, nrm = idx[keep], w[keep], ad[0][order][keep], ad[1][order][keep]
     fixed = loss_spec(model.loss).clip == "fixed"  # ([-50, 50] whatever the labels)
     lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
     st = model.adaptive[2] if model.adaptive is not None else None
@@ -379,7 +398,6 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {v}" for k in ("ignore", "ignore_linear", "keep")
                         for v in getattr(pa, k)] if pa.format == "vw" else []))
-    text = "".join(body)
     head = [f"Version {VW_LAYOUT}", "Id ", f"Min label:{lo:g}", f"Max label:{hi:g}",
             f"bits:{model.bits}", "lda:0", "0 ngram:", "0 skip:",
             f"options:{' ' + opts if opts else ''}",
@@ -406,7 +424,9 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                  f"min_label {lo:g}", f"max_label {hi:g}", f"total_weight {s[TOTAL_WEIGHT]:g}"]
     out = AtomicText(path)
     try:
-        out.write("\n".join(head) + "\n" + text)
+        out.write("\n".join(head) + "\n")
+        for piece in _readable_lines(idx, w, g2, nrm, names):
+            out.write(piece)
         out.commit()
     except BaseException:
         out.discard()
