@@ -124,3 +124,23 @@ def test_the_readable_model_is_written_in_pieces(tmp_path, capfd, monkeypatch):
     # (the weights' arrays, 16 bytes a feature, against ~30 of text; the text in one
     # piece, its lines as str objects and joined, took over 3 times the size)
     assert size > len(text) // 2 and peak < size, (peak, size)
+
+
+def test_invert_hash_names_every_kind_of_feature_as_vw(tmp_path, capfd, monkeypatch):
+    """--invert_hash hashes a namespace's plain names in one call: the file is VW's byte
+    for byte with names of digits, UTF-8, anonymous features, string values, a namespace
+    that comes back, a scale and -q."""
+    rng = np.random.default_rng(7)
+    lines = []
+    for i in range(300):
+        a, b = rng.integers(0, 40, size=2)
+        lines.append(f"{(-1) ** i} |user_id u{a} {b} é{a % 5} :1.5 color:{'rb'[a % 2]}ed "
+                     f"|geo:2 g{b} 0{a} |unit w{a}:2.5 |g back{b % 3}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    flags = ["-d", "d.vw", "-b", "18", "-q", "ug", "--invert_hash"]
+    code, err = run_ts(capfd, [*flags, "ts.inv"], tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw([*flags, "vw.inv"], tmp_path)
+    text = (tmp_path / "ts.inv").read_text()
+    assert text == (tmp_path / "vw.inv").read_text()
+    assert "user_id^color^red" in text and "g^back1" in text and "*g^" in text

@@ -26,11 +26,12 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
+import numba
 import numpy as np
 
 from ..._errors import ConfigError, DataError
 from ..._files import make_public, storage_error
-from .._io._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space
+from .._io._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space, hashstring_nb
 from .._losses import loss_spec
 from .._model import LinearModel
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
@@ -231,6 +232,28 @@ def _feature_hash(name: str, anon: int, seed: int) -> int:
     return hash_feature(name, seed, 32)
 
 
+@numba.njit(cache=True, nogil=True)
+def _hash_names(buf: np.ndarray, ends: np.ndarray, seed: int) -> np.ndarray:
+    """VW's hashes of the names ``buf[ends[j-1]:ends[j]]`` in a namespace hashed to
+    ``seed``: one call for a namespace's names (a call a name cost ~6 us in Python)."""
+    out = np.empty(len(ends), np.int64)
+    s = 0
+    for j in range(len(ends)):
+        out[j] = hashstring_nb(buf, s, ends[j], seed)
+        s = ends[j]
+    return out
+
+
+def _section_hashes(fs: list[tuple[str, int]], seed: int) -> list[int]:
+    """The 32-bit index of each :func:`_sections` entry of one namespace, as
+    :func:`_feature_hash` gives it, the plain names hashed in one call."""
+    plain = [f.encode("utf-8", "surrogateescape") for f, k in fs if k == -1]
+    hs = iter(_hash_names(np.frombuffer(b"".join(plain), np.uint8),
+                          np.cumsum([len(b) for b in plain], dtype=np.int64),
+                          seed).tolist() if plain else [])
+    return [next(hs) if k == -1 else _feature_hash(f, k, seed) for f, k in fs]
+
+
 def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
     """Hashed index -> VW's name (``ns^f``, ``ns^f*ns2^g``, ``Constant``) for the features
     of ``paths`` that carry a weight in ``model``, built as the parser builds the features
@@ -266,8 +289,7 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
                 if seed is None:
                     seed = seeds[ns] = hash_space(ns)
                 g = groups.setdefault(ch, [])
-                for f, k in fs:
-                    h = _feature_hash(f, k, seed)
+                for (f, _), h in zip(fs, _section_hashes(fs, seed)):
                     full = f"{ns}^{f}" if ns else f
                     g.append((h, full))
                     if not linear_off[ch]:
