@@ -39,7 +39,7 @@ def _line_names(line: str, parse: Any, mask: int) -> dict[int, str]:
     index wins)."""
     from .._io._hashing import CONSTANT_HASH, hash_space
     from .._io._interactions import compile_interactions
-    from ._vwtext import _feature_hash, _sections, crossed_names
+    from ._vwtext import _section_hashes, _sections, crossed_names
 
     names: dict[int, str] = {}
     ignored, _ = parse.namespace_flags()
@@ -50,8 +50,7 @@ def _line_names(line: str, parse: Any, mask: int) -> dict[int, str]:
             continue
         seed = hash_space(ns)
         g = groups.setdefault(ch, [])
-        for f, k in fs:
-            h = _feature_hash(f, k, seed)
+        for (f, _), h in zip(fs, _section_hashes(fs, seed)):
             full = f"{ns}^{f}" if ns else f
             g.append((h, full))
             names.setdefault(h & mask, full)
