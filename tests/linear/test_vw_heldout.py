@@ -144,3 +144,25 @@ def test_invert_hash_names_every_kind_of_feature_as_vw(tmp_path, capfd, monkeypa
     text = (tmp_path / "ts.inv").read_text()
     assert text == (tmp_path / "vw.inv").read_text()
     assert "user_id^color^red" in text and "g^back1" in text and "*g^" in text
+
+
+def test_audit_names_each_of_two_features_that_collide_in_an_example(tmp_path):
+    """--audit at -b 6 (most examples hold two features at one index, crosses included):
+    each feature printed under its own name, VW's audit byte for byte."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(8)
+    lines = [f"{rng.normal():.3f} |user u{rng.integers(0, 30)} v{rng.integers(0, 30)} "
+             f"|geo g{rng.integers(0, 30)} |Device d{rng.integers(0, 30)} :2" for _ in range(60)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--audit", "-q", "ug", "-b", "6"]
+    runs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        runs.append(r.stdout)
+    assert runs[0].count("\n") == 120 and "user^u" in runs[0]
+    assert runs[1] == runs[0]
