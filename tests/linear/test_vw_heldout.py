@@ -147,14 +147,16 @@ def test_invert_hash_names_every_kind_of_feature_as_vw(tmp_path, capfd, monkeypa
 
 
 def test_audit_names_each_of_two_features_that_collide_in_an_example(tmp_path):
-    """--audit at -b 6 (most examples hold two features at one index, crosses included):
-    each feature printed under its own name, VW's audit byte for byte."""
+    """--audit at -b 6 (most examples hold two features at one index, crosses included;
+    a namespace letter that comes back later in the line): each feature printed under its
+    own name, in VW's order, VW's audit byte for byte."""
     import subprocess
     import sys
 
     rng = np.random.default_rng(8)
     lines = [f"{rng.normal():.3f} |user u{rng.integers(0, 30)} v{rng.integers(0, 30)} "
-             f"|geo g{rng.integers(0, 30)} |Device d{rng.integers(0, 30)} :2" for _ in range(60)]
+             f"|geo g{rng.integers(0, 30)} |Device d{rng.integers(0, 30)} :2"
+             + (f" |u w{rng.integers(0, 30)} |gone:0 x" if i % 2 else "") for i in range(60)]
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
     args = ["-d", "d.vw", "--audit", "-q", "ug", "-b", "6"]
     runs = []

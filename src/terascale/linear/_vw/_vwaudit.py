@@ -46,14 +46,18 @@ def _line_names(line: str, parse: Any, mask: int) -> dict[int, list[str]]:
     groups: dict[int, list[tuple[int, str]]] = {}
     for ns, fs in _sections(line):
         ch = ns.encode("utf-8", "surrogateescape")[0] if ns else 32
-        if ignored[ch]:
+        if ignored[ch] or not fs:
             continue
         seed = hash_space(ns)
         g = groups.setdefault(ch, [])
         for (f, _), h in zip(fs, _section_hashes(fs, seed)):
             full = f"{ns}^{f}" if ns else f
             g.append((h, full))
-            if not linear_off[ch]:
+    # the linear features in the parser's order: by namespace character, in order of
+    # their first feature (a character that comes back later in a line joins its group)
+    for ch, g in groups.items():
+        if not linear_off[ch]:
+            for h, full in g:
                 names.setdefault(h & mask, []).append(full)
     if parse.constant:
         names.setdefault(CONSTANT_HASH & mask, []).append("Constant")

@@ -200,7 +200,11 @@ def _sections(line: str) -> Iterable[tuple[str, list[tuple[str, int]]]]:
         if sec[:1].isspace():
             ns, feats = "", toks
         else:
-            ns, feats = toks[0].split(":", 1)[0], toks[1:]
+            ns, _, scale = toks[0].partition(":")
+            feats = toks[1:]
+            with contextlib.suppress(ValueError):
+                if scale and float(scale) == 0.0:
+                    continue  # |ns:0: every value times 0, dropped as VW drops them
         names = []
         anon = 0
         for f in feats:
