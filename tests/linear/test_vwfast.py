@@ -27,17 +27,19 @@ def test_the_compiled_parser_is_built_in_ci():
     assert _FAST is not None, "terascale.linear._vw._vwfast did not build (see setup.py)"
 
 NO = np.zeros(256, np.bool_)
+IGNORE_AN = NO.copy()
+IGNORE_AN[[ord("a"), ord("n")]] = True
 PLAIN = interaction_table([])
 MASK = (1 << 18) - 1
 
 
-def _status(buf: np.ndarray, table: np.ndarray = PLAIN) -> int:
+def _status(buf: np.ndarray, table: np.ndarray = PLAIN, ignore: np.ndarray = NO) -> int:
     n = len(buf)
     ncap, cap = n // 8 + 16, 64 * n + 16
     return _FAST.parse(buf, MASK, True, np.empty(ncap + 1, np.int64), np.empty(cap, np.uint32),
                        np.empty(cap, np.float32), np.empty(ncap, np.float32),
                        np.empty(ncap, np.float32), np.empty(ncap + 1, np.int64),
-                       np.empty(n, np.uint8), table, *table.shape)[0]
+                       np.empty(n, np.uint8), table, *table.shape, ignore.view(np.uint8))[0]
 
 
 def _bits(a: object) -> object:
@@ -46,13 +48,14 @@ def _bits(a: object) -> object:
     return a
 
 
-def _same(text: str, skip_bad: bool = False, table: np.ndarray = PLAIN) -> int:
+def _same(text: str, skip_bad: bool = False, table: np.ndarray = PLAIN,
+          ignore: np.ndarray = NO) -> int:
     buf = np.frombuffer(text.encode(), np.uint8)
-    ref = parse_vw_bytes(buf, MASK, table, True, skip_bad, NO, NO)
-    got = parse_vw(buf, MASK, table, True, skip_bad, NO, NO)
+    ref = parse_vw_bytes(buf, MASK, table, True, skip_bad, ignore, NO)
+    got = parse_vw(buf, MASK, table, True, skip_bad, ignore, NO)
     n = 8 if ref[8] else 9  # (err_line is where the numba parser stopped: past an error only)
     assert [_bits(a) for a in got[:n]] == [_bits(a) for a in ref[:n]]
-    return _status(buf, table)
+    return _status(buf, table, ignore)
 
 
 @built
@@ -71,10 +74,38 @@ def test_click_style_lines_are_read_in_c_to_the_same_bits():
 
 
 @built
+def test_a_namespace_character_opened_again_is_grouped_in_c():
+    """|user x |geo y |unit z (u twice, as long namespace names often share their first
+    letter): read in C, grouped by namespace character in order of first appearance, as
+    the numba parser and VW order them, with and without interactions."""
+    text = ("1 |a x |b y |a z\n-1 0.5 'tag |user_id u1 |geo g1 g2 |unit:2 w:3 |g g3 |:1\n"
+            "1 |a |b y |a z 12:2 |a |c q\n0 |a:0 gone |b y |a:-1.5 back 7\n")
+    assert _same(text) == 0
+    for spec in ((("ab", "ua"), (), ()), ((), ("aab", "gug"), ()), (("::",), (), ())):
+        assert _same(text, table=interaction_table(compile_interactions(*spec))) == 0
+
+
+@built
+@pytest.mark.parametrize("drop", ["a", "bu", " g"])
+def test_ignore_and_keep_are_read_in_c_to_the_same_bits(drop):
+    """--ignore (and --keep, its complement) in C: the namespace characters' features are
+    dropped, their anonymous features still counted, interactions built without them."""
+    ignore = np.zeros(256, np.bool_)
+    ignore[[ord(c) for c in drop]] = True
+    text = ("1 |a x :2 |b y |a z\n-1 0.5 'tag |user_id u1 :3 |geo g1 g2 |unit:2 w:3 | 7\n"
+            "1 |b y |c q 12:2\n")
+    for keep in (False, True):
+        mask = ~ignore if keep else ignore
+        assert _same(text, ignore=mask) == 0
+        assert _same(text, table=interaction_table(compile_interactions(("ab", "ug"), (), ())),
+                     ignore=mask) == 0
+
+
+@built
 @pytest.mark.parametrize("text", [
     "1 |a x:1e+4\n", "1 |a x:1e\n", "1 |a x:1e400\n", "1 |a x:4e38\n", "1 |a x:+1\n",
     "1 'tag 2 |a x\n", "'tag\n", "1 |a:q x\n", "1 |a:+2 x\n",
-    "1 |a x |b y |a z\n", "1 2 3 |a x\n", "1 -2 |a x\n", "junk\n", "1 |a x:\n",
+    "1 2 3 |a x\n", "1 -2 |a x\n", "junk\n", "1 |a x:\n",
     "1 |a x:1.2.3\n", "1 |a x:" + "9" * 41 + "\n"])
 def test_what_c_does_not_read_goes_to_numba(text):
     for skip in (False, True):
@@ -108,6 +139,7 @@ def test_random_buffers_give_the_same_bits():
         text = "\n".join(lines) + rng.choice(["", "\n", "\r\n"])
         for skip in (False, True):
             used += _same(text, skip) == 0
+        _same(text, False, ignore=IGNORE_AN)
     assert used > 300  # the C path was taken, not only the fallback
 
 

@@ -44,18 +44,18 @@ def _open_text(path: str) -> Any:
 
 
 def _label(line: str, where: str, names: dict[str, int] | None = None
-           ) -> tuple[float, str, str]:
-    """(class label or nan, the label's text, the rest of the line) of one VW line
-    (``names``: --named_labels, each name's class 1..K)."""
-    tokens, _ = _head(line)
+           ) -> tuple[float, str, str, str]:
+    """(class label or nan, the label's text, the rest of the line, the tag) of one VW
+    line (``names``: --named_labels, each name's class 1..K)."""
+    tokens, tag = _head(line)
     if not tokens:
-        return math.nan, "", line
+        return math.nan, "", line, tag
     if names is not None and tokens[0] not in names:
         # VW's named-label dictionary reads a name it lacks as class 0 (which makes the
         # classes 0-indexed, as a label 0 does), and warns
         print(f"[warning] Missing named label '{tokens[0]}'", file=sys.stderr)
         start = line.index(tokens[0])
-        return 0.0, tokens[0], line[start + len(tokens[0]):]
+        return 0.0, tokens[0], line[start + len(tokens[0]):], tag
     try:
         y = float(names[tokens[0]] if names is not None else tokens[0])
     except ValueError:
@@ -65,7 +65,16 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
         raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
                         f"1..K (--oaa; VW reads it as an unsigned integer)")
     start = line.index(tokens[0])
-    return y, tokens[0], line[start + len(tokens[0]):]
+    return y, tokens[0], line[start + len(tokens[0]):], tag
+
+
+_FLUSH = 4096  # lines gathered per learner before they are written
+
+
+def _flush(outs: list[Any], pending: list[list[str]]) -> None:
+    for o, lines in zip(outs, pending):
+        o.write("".join(lines))
+        lines.clear()
 
 
 def _head(line: str) -> tuple[list[str], str]:
@@ -113,14 +122,17 @@ def relabel(paths: list[str], k_classes: int, out_dir: str,
             name = os.path.join(out_dir, f"class{c + 1}-{n}.vw")
             files[c].append(name)
             outs.append(open(name, "w", encoding="utf-8", errors="surrogateescape"))
+        # each learner's lines gathered and written _FLUSH lines at a time (a write a
+        # line and learner made the rewrite most of --oaa's time on short rows)
+        pending: list[list[str]] = [[] for _ in range(k_classes)]
         try:
             with _open_text(path) as f:
                 for i, line in enumerate(f, 1):
                     if not line.strip():
-                        for o in outs:
-                            o.write(line)
+                        for lines in pending:
+                            lines.append(line)
                         continue
-                    y, _, rest = _label(line, f"{path}:{i}", table)
+                    y, _, rest, tag = _label(line, f"{path}:{i}", table)
                     # VW predicts before it learns: with the indexing of the examples
                     # before this one (undecided: classes 1..K)
                     first.append(0 if indexing == 0 else 1)
@@ -135,14 +147,21 @@ def relabel(paths: list[str], k_classes: int, out_dir: str,
                             print(f"[info] label {k_classes} found -- labels are now "
                                   f"considered 1-indexed.")
                     labels.append(y)
-                    tags.append(_tag(line))
+                    tags.append(tag)
                     base = 0 if indexing == 0 else 1
                     after.append(base)
-                    for c, o in enumerate(outs):  # (a label out of range: -1 for all,
-                        if math.isnan(y):             # as VW, which warns)
-                            o.write(line)
-                        else:
-                            o.write(("1" if y == c + base else "-1") + rest)
+                    if math.isnan(y):  # (a label out of range: -1 for all, as VW, which
+                        for lines in pending:  # warns)
+                            lines.append(line)
+                    else:
+                        neg = "-1" + rest
+                        for lines in pending:
+                            lines.append(neg)
+                        if 0 <= y - base < k_classes:
+                            pending[int(y - base)][-1] = "1" + rest
+                    if i % _FLUSH == 0:
+                        _flush(outs, pending)
+            _flush(outs, pending)
         finally:
             for o in outs:
                 o.close()

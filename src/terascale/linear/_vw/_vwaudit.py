@@ -34,35 +34,47 @@ def _g(v: float) -> str:
     return f"{float(np.float32(v)):g}"
 
 
-def _line_names(line: str, parse: Any, mask: int) -> dict[int, str]:
-    """Masked index -> VW's audit name, for the features of one line (the first name of an
-    index wins)."""
+def _line_names(line: str, parse: Any, mask: int) -> dict[int, list[str]]:
+    """Masked index -> VW's audit names of the features of one line at that index, in the
+    parser's order (two features that collide in one example keep a name each)."""
     from .._io._hashing import CONSTANT_HASH, hash_space
     from .._io._interactions import compile_interactions
-    from ._vwtext import _feature_hash, _sections, crossed_names
+    from ._vwtext import _section_hashes, _sections, crossed_names
 
-    names: dict[int, str] = {}
-    ignored, _ = parse.namespace_flags()
+    names: dict[int, list[str]] = {}
+    ignored, linear_off = parse.namespace_flags()
     groups: dict[int, list[tuple[int, str]]] = {}
     for ns, fs in _sections(line):
         ch = ns.encode("utf-8", "surrogateescape")[0] if ns else 32
-        if ignored[ch]:
+        if ignored[ch] or not fs:
             continue
         seed = hash_space(ns)
         g = groups.setdefault(ch, [])
-        for f, k in fs:
-            h = _feature_hash(f, k, seed)
+        for (f, _), h in zip(fs, _section_hashes(fs, seed)):
             full = f"{ns}^{f}" if ns else f
             g.append((h, full))
-            names.setdefault(h & mask, full)
+    # the linear features in the parser's order: by namespace character, in order of
+    # their first feature (a character that comes back later in a line joins its group)
+    for ch, g in groups.items():
+        if not linear_off[ch]:
+            for h, full in g:
+                names.setdefault(h & mask, []).append(full)
     if parse.constant:
-        names.setdefault(CONSTANT_HASH & mask, "Constant")
+        names.setdefault(CONSTANT_HASH & mask, []).append("Constant")
     inters = compile_interactions(parse.quadratic, parse.cubic, parse.interactions,
                                   leave_duplicates=parse.leave_duplicates)
 
     crossed_names(inters, groups, parse.permutations,
-                  lambda h, name: names.setdefault(h & mask, name))
+                  lambda h, name: names.setdefault(h & mask, []).append(name))
     return names
+
+
+def _next_name(names: dict[int, list[str]], j: int) -> str:
+    """The name of the next feature at index ``j`` (its last name once each is used)."""
+    q = names.get(j)
+    if not q:
+        return ""
+    return q.pop(0) if len(q) > 1 else q[0]
 
 
 def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -> None:
@@ -135,7 +147,7 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
             items = []
             for k in range(len(idx)):
                 j = int(idx[k])
-                name = names_i.get(j, "")
+                name = _next_name(names_i, j)
                 if p > 0 and parse.constant and j == _const(mask) and const == 0:
                     name, const = "Constant", 1
                 text = f"{name}:{j}:{_g(val[k])}:{_g(tw[k])}@{_g(g2b[k])}"

@@ -202,6 +202,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             if (args.bfgs is not None or args.cg is not None) and not args.testonly \
                     and args.nprocs == 1:
                 return _batch(args)
+            if (args.bfgs is not None or args.cg is not None) and not args.testonly \
+                    and not args.quiet:  # (-n N: said at run time, as VW's user expects VW's)
+                import sys
+
+                print("terascale vw: --bfgs/--conjugate_gradient with -n N runs terascale's "
+                      "batch optimizer over the workers' shards, not VW's: its model and "
+                      "losses are not VW's (-n 1 gives VW's model), and the closing block "
+                      "counts no online pass", file=sys.stderr)
             if args.hessian_on or args.no_bias_regularization or \
                     args.input_feature_regularizer or \
                     args.output_feature_regularizer_binary or \

@@ -7,16 +7,18 @@
  *
  *   [label [importance]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...      (or a blank line)
  *
- * numbers as [-]digits[.digits][e[-]digits] (no '+'), each namespace character in one
- * run per line, no --ignore/--keep/--ignore_linear.
- * Features come out in parse order (which is then VW's order), the constant, then the
+ * numbers as [-]digits[.digits][e[-]digits] (no '+'), no --ignore_linear (--ignore and
+ * --keep: the namespace characters to drop, as 256 bytes).
+ * Features come out in VW's order: the parse order, or where a namespace character comes
+ * back later in a line (|user x |geo y |unit z), grouped by namespace character in order
+ * of first appearance as VW's ec.indices holds them; then the constant, then the
  * interactions (-q, --cubic, --interactions) built from each namespace character's run as
  * _interactions.emit_interactions builds them (VW's order, hashing and products).
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
- *       [, table, rows, width]) -> (status, examples, features, tag bytes)
+ *       [, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)
  * status 0: done; 1: the buffer holds something outside the subset (nothing usable);
- * 2: the output arrays are too small. The arrays are writable buffers of int64 (indptr,
+ * 2: the output arrays are too small (MemoryError where the line's scratch cannot be had). The arrays are writable buffers of int64 (indptr,
  * one more than labels), uint32, float32, float32, float32, int64 (as indptr) and bytes;
  * table is _interactions.interaction_table's int32 array (rows x width, C order: the
  * order, plus 256 for permutations, then the namespace bytes), rows 0 for none.
@@ -24,6 +26,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CONSTANT_HASH 11650396u
@@ -238,13 +241,18 @@ static int emit_interactions(const int32_t *tab, Py_ssize_t rows, Py_ssize_t wid
 
 static PyObject *parse(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0};
+    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0}, bg = {0};
     unsigned long mask;
     int constant;
     Py_ssize_t rows = 0, width = 0;
-    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nn", &bb, &mask, &constant, &bp, &bi,
-                          &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width))
+    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nny*", &bb, &mask, &constant, &bp, &bi,
+                          &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width, &bg))
         return NULL;
+    /* --ignore/--keep: a nonzero byte drops that namespace character's features */
+    unsigned char drop[256];
+    memset(drop, 0, sizeof drop);
+    if (bg.obj)
+        memcpy(drop, bg.buf, bg.len < 256 ? (size_t)bg.len : 256);
     const int32_t *tab = bt.buf;
     int status = 0;
     if (rows < 0 || width < 2 || (size_t)bt.len < (size_t)(rows * width) * 4)
@@ -284,6 +292,16 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     memset(opened, 0, sizeof opened);
     Py_ssize_t gs[256], ge[256]; /* that line's run of each namespace character's features */
     uint32_t stamp = 0;
+    /* a namespace character opened again after another one (|user_id x |geo y |unit z:
+     * u twice): the line's features are grouped by namespace character, in order of
+     * first appearance, as VW's ec.indices and the numba parser order them; nsb holds
+     * each feature's character, tmp_i/tmp_v the line while it is regrouped */
+    unsigned char *nsb = NULL;
+    uint32_t *tmp_i = NULL;
+    float *tmp_v = NULL;
+    Py_ssize_t tmp_cap = 0;
+    if (fcap > 0 && (nsb = malloc((size_t)fcap)) == NULL)
+        status = 3;
     if (ncap >= 0)
         indptr[0] = tag_ptr[0] = 0;
     if (status)
@@ -330,7 +348,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         if (nex >= ncap) { status = 2; goto done; }
         /* the features, from the first '|' to the line's end */
         uint32_t ns_hash = 0, anon = 0; /* anon: the namespace's running count of :v features */
-        int ns_c = -1;
+        int ns_c = -1, regroup = 0;
+        const Py_ssize_t ex_start = nnz;
         float scale = 1.0f;
         while (q < end && *q != '\n') {
             unsigned char c = *q;
@@ -344,7 +363,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
                 scale = 1.0f;
                 if (colon && !read_number(colon + 1, q, &scale)) { status = 1; goto done; }
-                if (opened[nc] == stamp && nc != ns_c) { status = 1; goto done; }
+                if (opened[nc] == stamp && nc != ns_c)
+                    regroup = 1;
                 if (opened[nc] != stamp)
                     gs[nc] = ge[nc] = nnz;
                 opened[nc] = stamp;
@@ -379,20 +399,59 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             uint32_t h;
             if (ne == ts)
                 h = ns_hash + anon++;
-            else if (v == 0.0f)
+            else if (v == 0.0f || drop[ns_c])
                 continue;
             else {
                 unsigned c0 = *ts;
                 h = (c0 < '0' || c0 > '9') ? murmur3(ts, (size_t)(ne - ts), ns_hash)
                                            : hashstring(ts, (size_t)(ne - ts), ns_hash);
             }
-            if (v == 0.0f)
+            if (v == 0.0f || drop[ns_c])
                 continue;
             if (nnz >= fcap) { status = 2; goto done; }
             indices[nnz] = h & m;
             values[nnz] = v;
+            nsb[nnz] = (unsigned char)ns_c;
             nnz++;
             ge[ns_c] = nnz;
+        }
+        if (regroup) {
+            Py_ssize_t cnt = nnz - ex_start;
+            if (cnt > tmp_cap) {
+                free(tmp_i);
+                free(tmp_v);
+                tmp_cap = 2 * cnt;
+                tmp_i = malloc((size_t)tmp_cap * 4);
+                tmp_v = malloc((size_t)tmp_cap * 4);
+                if (!tmp_i || !tmp_v) { tmp_cap = 0; status = 3; goto done; }
+            }
+            Py_ssize_t count[256];
+            unsigned char order[256];
+            int no = 0;
+            for (int c = 0; c < 256; c++)
+                if (opened[c] == stamp) {
+                    count[c] = 0;
+                    gs[c] = ge[c] = ex_start; /* (a namespace without features: empty) */
+                }
+            for (Py_ssize_t k = ex_start; k < nnz; k++) {
+                unsigned char c = nsb[k];
+                if (count[c]++ == 0)
+                    order[no++] = c;
+            }
+            Py_ssize_t off = ex_start;
+            for (int o = 0; o < no; o++) {
+                unsigned char c = order[o];
+                gs[c] = ge[c] = off;
+                off += count[c];
+            }
+            for (Py_ssize_t k = ex_start; k < nnz; k++) {
+                unsigned char c = nsb[k];
+                tmp_i[ge[c] - ex_start] = indices[k];
+                tmp_v[ge[c] - ex_start] = values[k];
+                ge[c]++;
+            }
+            memcpy(indices + ex_start, tmp_i, (size_t)cnt * 4);
+            memcpy(values + ex_start, tmp_v, (size_t)cnt * 4);
         }
         if (constant) {
             if (nnz >= fcap) { status = 2; goto done; }
@@ -416,6 +475,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         p = q + 1;
     }
 done:
+    free(nsb);
+    free(tmp_i);
+    free(tmp_v);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&bb);
     PyBuffer_Release(&bp);
@@ -427,13 +489,17 @@ done:
     PyBuffer_Release(&btb);
     if (bt.obj)
         PyBuffer_Release(&bt);
+    if (bg.obj)
+        PyBuffer_Release(&bg);
+    if (status == 3)
+        return PyErr_NoMemory();
     return Py_BuildValue("innn", status, nex, nnz, ntag);
 }
 
 static PyMethodDef METHODS[] = {
     {"parse", parse, METH_VARARGS,
      "parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, "
-     "tag_blob[, table, rows, width]) -> (status, examples, features, tag bytes)"},
+     "tag_blob[, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_vwfast", NULL, -1, METHODS};
@@ -452,7 +518,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && PyModule_AddIntConstant(mod, "ABI", 4) < 0) {
+    if (mod && PyModule_AddIntConstant(mod, "ABI", 5) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

@@ -26,11 +26,12 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
+import numba
 import numpy as np
 
 from ..._errors import ConfigError, DataError
 from ..._files import make_public, storage_error
-from .._io._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space
+from .._io._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space, hashstring_nb
 from .._losses import loss_spec
 from .._model import LinearModel
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
@@ -199,7 +200,11 @@ def _sections(line: str) -> Iterable[tuple[str, list[tuple[str, int]]]]:
         if sec[:1].isspace():
             ns, feats = "", toks
         else:
-            ns, feats = toks[0].split(":", 1)[0], toks[1:]
+            ns, _, scale = toks[0].partition(":")
+            feats = toks[1:]
+            with contextlib.suppress(ValueError):
+                if scale and float(scale) == 0.0:
+                    continue  # |ns:0: every value times 0, dropped as VW drops them
         names = []
         anon = 0
         for f in feats:
@@ -229,6 +234,28 @@ def _feature_hash(name: str, anon: int, seed: int) -> int:
         at = -2 - anon
         return hash_feature(name[at + 1:], hash_feature(name[:at], seed, 32), 32)
     return hash_feature(name, seed, 32)
+
+
+@numba.njit(cache=True, nogil=True)
+def _hash_names(buf: np.ndarray, ends: np.ndarray, seed: int) -> np.ndarray:
+    """VW's hashes of the names ``buf[ends[j-1]:ends[j]]`` in a namespace hashed to
+    ``seed``: one call for a namespace's names (a call a name cost ~6 us in Python)."""
+    out = np.empty(len(ends), np.int64)
+    s = 0
+    for j in range(len(ends)):
+        out[j] = hashstring_nb(buf, s, ends[j], seed)
+        s = ends[j]
+    return out
+
+
+def _section_hashes(fs: list[tuple[str, int]], seed: int) -> list[int]:
+    """The 32-bit index of each :func:`_sections` entry of one namespace, as
+    :func:`_feature_hash` gives it, the plain names hashed in one call."""
+    plain = [f.encode("utf-8", "surrogateescape") for f, k in fs if k == -1]
+    hs = iter(_hash_names(np.frombuffer(b"".join(plain), np.uint8),
+                          np.cumsum([len(b) for b in plain], dtype=np.int64),
+                          seed).tolist() if plain else [])
+    return [next(hs) if k == -1 else _feature_hash(f, k, seed) for f, k in fs]
 
 
 def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
@@ -266,8 +293,7 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
                 if seed is None:
                     seed = seeds[ns] = hash_space(ns)
                 g = groups.setdefault(ch, [])
-                for f, k in fs:
-                    h = _feature_hash(f, k, seed)
+                for (f, _), h in zip(fs, _section_hashes(fs, seed)):
                     full = f"{ns}^{f}" if ns else f
                     g.append((h, full))
                     if not linear_off[ch]:
@@ -330,6 +356,30 @@ def _counters(totals: list[list[float]], progress: list[float] | None
             "features": int(sum(t[8] for t in totals)), "old": at_weight}
 
 
+# weights formatted and written this many at a time (the text of a whole model of 15M
+# features would stand in memory beside it: ~60 bytes a line, and as many str objects)
+_LINES = 1 << 16
+
+
+def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
+                    nrm: np.ndarray | None, names: dict[int, str] | None) -> Iterator[str]:
+    """The readable model's weight lines, ``_LINES`` at a time: ``[name:]index:weight``,
+    with the adaptive sum and the normalizer after it where ``g2`` is given."""
+    for a in range(0, len(idx), _LINES):
+        part = slice(a, a + _LINES)
+        body = []
+        if g2 is not None and nrm is not None:
+            for i, wi, gi, ni in zip(idx[part].tolist(), w[part].tolist(),
+                                     g2[part].tolist(), nrm[part].tolist()):
+                name = names.get(i, str(i)) + ":" if names is not None else ""
+                body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
+        else:
+            for i, wi in zip(idx[part].tolist(), w[part].tolist()):
+                name = names.get(i, str(i)) + ":" if names is not None else ""
+                body.append(f"{name}{i}:{wi:g}\n")
+        yield "".join(body)
+
+
 def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None,
                    *, counters: bool = False, predict_only: bool = False) -> None:
     """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;
@@ -340,25 +390,20 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     unlabelled weight, ``weighted_labels``, ``example_number``, ``total_features``, the
     passes, and where the progress table stopped (``dump_interval``, the loss since).
     ``predict_only``: VW's ``--predict_only_model`` form, the nonzero weights alone."""
-    order = np.argsort(model.indices, kind="stable")
-    idx = model.indices[order]
+    idx = model.indices
+    order = slice(None)  # (a model's indices are most often in order already)
+    if len(idx) > 1 and not bool(np.all(idx[1:] > idx[:-1])):
+        order = np.argsort(idx, kind="stable")
+    idx = idx[order]
     w = model.weights[order]
     ad = model.adaptive
     if predict_only:
         nonzero = w != 0
         idx, w, ad = idx[nonzero], w[nonzero], None
-    body = []
+    g2 = nrm = None
     if ad is not None:
-        g2, nrm = ad[0][order], ad[1][order]
         keep = w != 0
-        for i, wi, gi, ni in zip(idx[keep].tolist(), w[keep].tolist(), g2[keep].tolist(),
-                                 nrm[keep].tolist()):
-            name = names.get(i, str(i)) + ":" if names is not None else ""
-            body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
-    else:
-        for i, wi in zip(idx.tolist(), w.tolist()):
-            name = names.get(i, str(i)) + ":" if names is not None else ""
-            body.append(f"{name}{i}:{wi:g}\n")
+        idx, w, g2, nrm = idx[keep], w[keep], ad[0][order][keep], ad[1][order][keep]
     fixed = loss_spec(model.loss).clip == "fixed"  # ([-50, 50] whatever the labels)
     lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
     st = model.adaptive[2] if model.adaptive is not None else None
@@ -379,7 +424,6 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {v}" for k in ("ignore", "ignore_linear", "keep")
                         for v in getattr(pa, k)] if pa.format == "vw" else []))
-    text = "".join(body)
     head = [f"Version {VW_LAYOUT}", "Id ", f"Min label:{lo:g}", f"Max label:{hi:g}",
             f"bits:{model.bits}", "lda:0", "0 ngram:", "0 skip:",
             f"options:{' ' + opts if opts else ''}",
@@ -406,7 +450,9 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                  f"min_label {lo:g}", f"max_label {hi:g}", f"total_weight {s[TOTAL_WEIGHT]:g}"]
     out = AtomicText(path)
     try:
-        out.write("\n".join(head) + "\n" + text)
+        out.write("\n".join(head) + "\n")
+        for piece in _readable_lines(idx, w, g2, nrm, names):
+            out.write(piece)
         out.commit()
     except BaseException:
         out.discard()

@@ -2,9 +2,9 @@
 
 ``_vwfast.c`` reads the common case of VW text (labels, importances and tags, namespaces
 with or without a scale, ``name[:value]`` features with decimal values and ``e[-]N``
-exponents, each namespace in one run per line; interactions (``-q``, ``--cubic``,
-``--interactions``) built as :func:`._interactions.emit_interactions` builds them; no
-``--ignore``/``--keep``/``--ignore_linear``) to the same bits as
+exponents, namespaces that come back later in a line (grouped as VW groups them); interactions (``-q``, ``--cubic``,
+``--interactions``) built as :func:`._interactions.emit_interactions` builds them;
+``--ignore``/``--keep``, not ``--ignore_linear``) to the same bits as
 :func:`._vwparse.parse_vw_bytes`, and says so when a buffer holds anything else; that
 buffer is then parsed by the numba parser, which reads every form VW reads and reports
 errors with their line. The compiled parser takes about half the numba parser's CPU time
@@ -22,7 +22,7 @@ from ._vwparse import parse_vw_bytes
 
 __all__ = ["parse_vw"]
 
-_ABI = 4  # the calling convention (and hashing) of _vwfast.parse this module speaks
+_ABI = 5  # the calling convention (and hashing) of _vwfast.parse this module speaks
 
 
 _FAST = load("terascale.linear._vw._vwfast", _ABI)
@@ -38,7 +38,7 @@ def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip
              ignore: np.ndarray, ignore_linear: np.ndarray) -> tuple:
     """:func:`._vwparse.parse_vw_bytes`'s result, from the compiled parser where the options
     and the buffer allow it."""
-    if _FAST is not None and not ignore.any() and not ignore_linear.any():
+    if _FAST is not None and not ignore_linear.any():
         n = len(buf)
         ncap = n // 8 + 16  # (examples of at least 8 bytes: shorter ones go to numba)
         indptr = np.empty(ncap + 1, np.int64)
@@ -48,6 +48,7 @@ def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip
         tag_blob = np.empty(n, np.uint8)  # (a tag is part of a line: never more)
         table = np.ascontiguousarray(table, np.int32)
         rows, width = table.shape
+        drop = np.ascontiguousarray(ignore, np.uint8)
         while True:
             per = _BYTES_PER_FEATURE[0]
             cap = int(n // per) + 16
@@ -55,7 +56,7 @@ def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip
             values = np.empty(cap, np.float32)
             status, nex, nnz, ntag = _FAST.parse(buf, mask, constant, indptr, indices,
                                                  values, labels, weights, tag_ptr, tag_blob,
-                                                 table, rows, width)
+                                                 table, rows, width, drop)
             # full: the features, unless the examples were (lines under 8 bytes: numba;
             # the tags always fit); twice the room, unless that is past the bound
             if status != 2 or nex >= ncap or per / 2 < _MIN_BYTES_PER_FEATURE:

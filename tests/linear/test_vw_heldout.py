@@ -1,0 +1,170 @@
+"""`terascale vw` on shapes the wide bench does not have (``benchmarks/heldout_shapes.py``
+runs them at full size beside the real VW): what those runs found, on small data."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from _vw_runs import numbers, run_ts, run_vw
+
+pytest.importorskip("vowpalwabbit")
+
+
+def _hex_lines(n: int, seed: int) -> list[str]:
+    """Rows of 40 hexadecimal ids, most of them seen once (many distinct features)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        ids = rng.integers(0, 1 << 40, size=40)
+        ids[:4] = rng.integers(0, 50, size=4)
+        y = 1 if (ids[:4] % 3).sum() > 4 else -1
+        out.append(f"{y} |a " + " ".join(f"{v:x}" for v in ids))
+    return out
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_vw_model_is_written_in_pieces_that_vw_loads(resume, tmp_path, capfd,
+                                                         monkeypatch):
+    """-f in VW's format writes the weights a piece at a time: the real vw -i loads a
+    model written in many pieces and predicts as with the model terascale learned (which
+    predicts as VW's own), and writing it holds a fraction of the model in memory."""
+    from terascale.linear._vw import _vwmodel
+
+    (tmp_path / "d.vw").write_text("\n".join(_hex_lines(2000, 3)) + "\n")
+    flags = ["-b", "22", "--loss_function", "logistic"]
+    flags += [] if resume else ["--predict_only_model"]
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-f", "one.model"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    model = _vwmodel.read_vw_model(str(tmp_path / "one.model"))
+    assert len(model.indices) > 40 * 997  # many pieces
+    _vwmodel.write_vw_model(model, str(tmp_path / "whole.model"), predict_only=not resume)
+    monkeypatch.setattr(_vwmodel, "_CHUNK", 997)
+    tracemalloc.start()
+    try:
+        _vwmodel.write_vw_model(model, str(tmp_path / "pieces.model"),
+                                predict_only=not resume)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    size = (tmp_path / "pieces.model").stat().st_size
+    assert (tmp_path / "pieces.model").read_bytes() == (tmp_path / "whole.model").read_bytes()
+    assert peak < size / 4, (peak, size)  # (in one piece: over 3 times the size)
+    run_vw(["-d", "d.vw", *flags, "-f", "vw.model"], tmp_path)
+    for name in ("one", "pieces", "vw"):
+        run_vw(["-i", f"{name}.model", "-t", "-d", "d.vw", "-p", f"{name}.p"], tmp_path)
+    assert (tmp_path / "pieces.p").read_text() == (tmp_path / "one.p").read_text()
+    np.testing.assert_allclose(numbers(tmp_path / "pieces.p"), numbers(tmp_path / "vw.p"),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_an_unsorted_model_is_written_in_index_order(tmp_path, monkeypatch):
+    """A model whose indices are not in order (one-against-all's learners, a model built
+    by hand) is written in VW's index order, pieces and all: vw -i predicts with it."""
+    from terascale.linear import LinearModel
+    from terascale.linear._vw import _vwmodel
+
+    (tmp_path / "d.vw").write_text("\n".join(_hex_lines(300, 4)) + "\n")
+    run_vw(["-d", "d.vw", "-b", "18", "-f", "vw.model", "--predict_only_model"], tmp_path)
+    ref = _vwmodel.read_vw_model(str(tmp_path / "vw.model"))
+    perm = np.random.default_rng(0).permutation(len(ref.indices))
+    monkeypatch.setattr(_vwmodel, "_CHUNK", 101)
+    for name, order in (("sorted", slice(None)), ("shuffled", perm)):
+        m = LinearModel(indices=ref.indices[order], weights=ref.weights[order],
+                        parse=ref.parse, loss=ref.loss, info=ref.info)
+        _vwmodel.write_vw_model(m, str(tmp_path / f"{name}.model"), predict_only=True)
+        run_vw(["-i", f"{name}.model", "-t", "-d", "d.vw", "-p", f"{name}.p"], tmp_path)
+    assert (tmp_path / "shuffled.model").read_bytes() == (tmp_path / "sorted.model").read_bytes()
+    p = (tmp_path / "shuffled.p").read_text()
+    assert p == (tmp_path / "sorted.p").read_text() and len(set(p.split())) > 10
+
+
+def test_bfgs_on_several_workers_says_it_is_not_vws(tmp_path):
+    """--bfgs with -n 2 runs terascale's batch optimizer, whose model is not VW's: the run
+    says so (and --quiet does not); with one worker it is VW's, and nothing is said."""
+    import subprocess
+    import sys
+
+    (tmp_path / "d.vw").write_text("\n".join(_hex_lines(400, 5)) + "\n")
+    base = [sys.executable, "-m", "terascale", "vw", "-d", "d.vw", "-b", "16",
+            "--loss_function", "logistic", "--bfgs", "--passes", "3", "-c", "-k"]
+    said = "not VW's (-n 1 gives VW's model)"
+    for extra, expect in ((["-n", "2"], True), (["-n", "2", "--quiet"], False),
+                          ([], False)):
+        r = subprocess.run([*base, *extra], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=180)
+        assert r.returncode == 0, r.stderr
+        assert (said in r.stderr) == expect, r.stderr
+
+
+def test_the_readable_model_is_written_in_pieces(tmp_path, capfd, monkeypatch):
+    """--readable_model formats and writes the weights a piece at a time: the text is VW's
+    own, and writing it holds a fraction of the text in memory."""
+    from terascale.linear._vw import _vwmodel, _vwtext
+
+    (tmp_path / "d.vw").write_text("\n".join(_hex_lines(1500, 6)) + "\n")
+    flags = ["-d", "d.vw", "-b", "20", "--loss_function", "logistic"]
+    monkeypatch.setattr(_vwtext, "_LINES", 997)
+    code, err = run_ts(capfd, [*flags, "--readable_model", "ts.txt", "-f", "ts.model"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw([*flags, "--readable_model", "vw.txt"], tmp_path)
+    text = (tmp_path / "ts.txt").read_text()
+    assert text == (tmp_path / "vw.txt").read_text() and text.count("\n") > 40 * 997
+    model = _vwmodel.read_vw_model(str(tmp_path / "ts.model"))
+    tracemalloc.start()
+    try:
+        _vwtext.write_readable(model, str(tmp_path / "again.txt"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    size = (tmp_path / "again.txt").stat().st_size
+    # (the weights' arrays, 16 bytes a feature, against ~30 of text; the text in one
+    # piece, its lines as str objects and joined, took over 3 times the size)
+    assert size > len(text) // 2 and peak < size, (peak, size)
+
+
+def test_invert_hash_names_every_kind_of_feature_as_vw(tmp_path, capfd, monkeypatch):
+    """--invert_hash hashes a namespace's plain names in one call: the file is VW's byte
+    for byte with names of digits, UTF-8, anonymous features, string values, a namespace
+    that comes back, a scale and -q."""
+    rng = np.random.default_rng(7)
+    lines = []
+    for i in range(300):
+        a, b = rng.integers(0, 40, size=2)
+        lines.append(f"{(-1) ** i} |user_id u{a} {b} é{a % 5} :1.5 color:{'rb'[a % 2]}ed "
+                     f"|geo:2 g{b} 0{a} |unit w{a}:2.5 |g back{b % 3}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    flags = ["-d", "d.vw", "-b", "18", "-q", "ug", "--invert_hash"]
+    code, err = run_ts(capfd, [*flags, "ts.inv"], tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw([*flags, "vw.inv"], tmp_path)
+    text = (tmp_path / "ts.inv").read_text()
+    assert text == (tmp_path / "vw.inv").read_text()
+    assert "user_id^color^red" in text and "g^back1" in text and "*g^" in text
+
+
+def test_audit_names_each_of_two_features_that_collide_in_an_example(tmp_path):
+    """--audit at -b 6 (most examples hold two features at one index, crosses included;
+    a namespace letter that comes back later in the line): each feature printed under its
+    own name, in VW's order, VW's audit byte for byte."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(8)
+    lines = [f"{rng.normal():.3f} |user u{rng.integers(0, 30)} v{rng.integers(0, 30)} "
+             f"|geo g{rng.integers(0, 30)} |Device d{rng.integers(0, 30)} :2"
+             + (f" |u w{rng.integers(0, 30)} |gone:0 x" if i % 2 else "") for i in range(60)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--audit", "-q", "ug", "-b", "6"]
+    runs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        runs.append(r.stdout)
+    assert runs[0].count("\n") == 120 and "user^u" in runs[0]
+    assert runs[1] == runs[0]
