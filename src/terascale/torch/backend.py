@@ -241,7 +241,28 @@ def _join_through_store(store: Any, rank: int, size: int, timeout: float) -> Com
         raise ConfigError(f"rank {rank} of {size}: rank 0 uses the job secret the user gave "
                           "(TERASCALE_SECRET / TERASCALE_SECRET_FILE); give it to this rank too")
     host, _, port = address.rpartition(":")
-    return connect(rank, size, (host, int(port)), secret.encode(), timeout=limit, server=server)
+    try:
+        return connect(rank, size, (host, int(port)), secret.encode(), timeout=limit,
+                       server=server)
+    finally:
+        if server is not None:
+            _forget_rendezvous(store)
+
+
+def _forget_rendezvous(store: Any) -> None:
+    """Rank 0, once its group joined or failed to: remove the address and secret from
+    torch's store.
+
+    Every rank read them before it joined, and the store outlives the group: torchrun's
+    agent keeps one store across the attempts of an elastic restart (``--max-restarts``),
+    and a program may make the group again after ``destroy_process_group``. A rank of the
+    next attempt that started before its rank 0 must wait for the new address, not dial
+    the old one until its deadline."""
+    for key in ("terascale/rendezvous", "terascale/secret"):
+        try:
+            store.delete_key(key)
+        except Exception:  # a store without deletion (FileStore): the keys stay
+            pass
 
 
 def _user_secret() -> bytes | None:
