@@ -203,7 +203,8 @@ def train_linear(dataset: Any, *, num_workers: int = 2, column: str | None = Non
     column
         The column of lines when there are several (default None: the only one).
     timeout
-        Seconds; bounds the rendezvous and every collective (default 60).
+        Seconds; bounds the rendezvous, every collective and each actor's wait for its next
+        batch of the Dataset (default 60).
     storage_path
         A directory where rank 0 writes ``model.npz`` (default None: nowhere; the model comes back
         to the driver either way).
