@@ -40,6 +40,7 @@ def main() -> None:
         opt.zero_grad()
         net(torch.randn(16, 8, generator=g)).square().mean().backward()
         opt.step()
+    os.makedirs(out, exist_ok=True)
     torch.save({k: v.clone() for k, v in net.module.state_dict().items()},
                os.path.join(out, f"rank{rank}.pt"))
     print(f"rank {rank} finished attempt {attempt}", flush=True)
