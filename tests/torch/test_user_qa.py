@@ -78,3 +78,60 @@ def test_work_wait_with_a_timeout_ends_by_it() -> None:
     assert kind == "PeerTimeout", (kind, waited, text)
     assert 0.9 < waited < 3.0, waited
     assert text.startswith("rank 0: ") and "1 s" in text, text
+
+
+def _views_and_dtypes(comm: object, port: int) -> dict[str, object]:
+    rank = comm.rank  # type: ignore[attr-defined]
+    dist.init_process_group("terascale", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2, timeout=datetime.timedelta(seconds=30))
+    out: dict[str, torch.Tensor] = {}
+    base = torch.arange(24.0).reshape(4, 6) + rank
+    dist.all_reduce(base[:, ::2])  # a strided view: only its elements change
+    out["all_reduce view"] = base
+    base = torch.arange(24.0).reshape(4, 6) + rank
+    dist.broadcast(base[:, 1], src=1)
+    out["broadcast view"] = base
+    big = torch.zeros(2, 5, 2)
+    dist.all_gather([big[i, :, 0] for i in range(2)], torch.arange(5.0) + 10 * rank)
+    out["all_gather into views"] = big
+    for dtype in (torch.complex64, torch.complex128, torch.int16, torch.bool):
+        t = torch.tensor([1, 2, 3]) + rank
+        t = (t % 2 == 0) if dtype == torch.bool else t.to(dtype) * (1 - 1j if dtype.is_complex
+                                                                     else 1)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX if dtype == torch.bool else dist.ReduceOp.SUM)
+        out[str(dtype)] = t
+    dist.destroy_process_group()
+    # tensors leave the worker as bytes (a tensor pickled across processes shares memory
+    # with a process that is gone by then)
+    return {k: (t.dtype, tuple(t.shape), t.numpy().tobytes()) for k, t in out.items()}
+
+
+def _tensor(sent: tuple[object, tuple[int, ...], bytes]) -> object:
+    dtype, shape, data = sent
+    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)  # type: ignore[arg-type]
+
+
+def test_views_and_uncommon_dtypes_reduce_in_place() -> None:
+    """In-place collectives on strided views write the view's elements and nothing else of
+    their base (gloo writes the base's first elements instead), and complex, int16 and bool
+    tensors reduce (gloo refuses int16)."""
+    from terascale.testing import run_workers
+
+    results = run_workers(_views_and_dtypes, 2, args=(_free_port(),), timeout=60)
+    for rank, sent in enumerate(results):
+        got = {k: _tensor(v) for k, v in sent.items()}
+        mine = torch.arange(24.0).reshape(4, 6) + rank
+        want = mine.clone()
+        want[:, ::2] = 2 * torch.arange(24.0).reshape(4, 6)[:, ::2] + 1
+        assert torch.equal(got["all_reduce view"], want), rank
+        want = mine.clone()
+        want[:, 1] = torch.arange(24.0).reshape(4, 6)[:, 1] + 1
+        assert torch.equal(got["broadcast view"], want), rank
+        want = torch.zeros(2, 5, 2)
+        want[:, :, 0] = torch.stack([torch.arange(5.0), torch.arange(5.0) + 10])
+        assert torch.equal(got["all_gather into views"], want), rank
+        for dtype in (torch.complex64, torch.complex128):
+            assert torch.equal(got[str(dtype)],
+                               torch.tensor([3, 5, 7]).to(dtype) * (1 - 1j)), (rank, dtype)
+        assert torch.equal(got["torch.int16"], torch.tensor([3, 5, 7], dtype=torch.int16))
+        assert torch.equal(got["torch.bool"], torch.tensor([True, True, True]))
