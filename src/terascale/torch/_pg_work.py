@@ -40,7 +40,6 @@ import torch.distributed as dist
 from torch.futures import Future
 
 from .._async import close_at_exit
-from .._errors import PeerTimeout
 
 __all__ = ["Completer", "Work", "completed", "eager_under_compile", "failed"]
 
@@ -90,15 +89,17 @@ class Work(dist._Work):
     def wait(self, timeout: Any = None) -> bool:
         """Wait for the collective; its error raised with its own type. ``timeout`` (a
         ``timedelta``, as torch passes it) stops the wait sooner than the group's deadline
-        with a PeerTimeout, as gloo's ``wait(timeout)`` does; the collective itself goes on
-        and ends by its deadline."""
+        with a PeerTimeout that is also a ``RuntimeError`` (what gloo's ``wait(timeout)``
+        raises); the collective itself goes on and ends by its deadline."""
         seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
         if isinstance(seconds, (int, float)) and seconds > 0 and not self._fut.done():
             done = threading.Event()
             self._fut.add_done_callback(lambda _: done.set())
             if not done.wait(seconds):
+                from ._pg_p2p import TorchTimeout  # (it imports this module)
+
                 who = f"rank {self._rank}" if self._rank is not None else "this rank"
-                raise PeerTimeout(f"{who}: work.wait(timeout={seconds:g} s) ran out before "
+                raise TorchTimeout(f"{who}: work.wait(timeout={seconds:g} s) ran out before "
                                   f"the collective completed (it goes on, and ends by the "
                                   f"group's deadline)", rank=self._rank, operation="wait")
         try:
