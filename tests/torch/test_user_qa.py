@@ -138,3 +138,32 @@ def test_views_and_uncommon_dtypes_reduce_in_place() -> None:
                                torch.tensor([3, 5, 7]).to(dtype) * (1 - 1j)), (rank, dtype)
         assert torch.equal(got["torch.int16"], torch.tensor([3, 5, 7], dtype=torch.int16))
         assert torch.equal(got["torch.bool"], torch.tensor([True, True, True]))
+
+
+def _destroy_early(comm: object, port: int) -> str:
+    import time
+
+    rank = comm.rank  # type: ignore[attr-defined]
+    dist.init_process_group("terascale", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2, timeout=datetime.timedelta(seconds=30))
+    dist.all_reduce(torch.ones(2))
+    if rank == 1:  # leaves the group while rank 0 goes on; its process stays
+        dist.destroy_process_group()
+        time.sleep(3.0)
+        return "left"
+    try:
+        dist.all_reduce(torch.ones(2))
+    except terascale.PeerLost as e:
+        return str(e)
+    return "no error"
+
+
+def test_a_peer_that_destroys_its_group_is_not_said_to_have_exited() -> None:
+    """A rank that calls destroy_process_group while its peer is in a collective: the peer
+    gets PeerLost at once, naming the rank, and the message does not claim that rank's
+    process ended (it is still running)."""
+    from terascale.testing import run_workers
+
+    text = run_workers(_destroy_early, 2, args=(_free_port(),), timeout=60)[0]
+    assert "lost peer rank 1" in text, text
+    assert "closed its communicator" in text, text

@@ -96,8 +96,8 @@ def _cause_first(error: BaseException, rank: int | None) -> str | None:
     if m.group(1):
         return f"rank {m.group(1)} failed first; {me} was aborted by it"
     if m.group(2):
-        return (f"rank {m.group(2)} was lost first (its process ended: it crashed, was killed "
-                f"or exited before the others); {me} lost it")
+        return (f"rank {m.group(2)} was lost first (it crashed, was killed, exited or closed "
+                f"its group before the others); {me} lost it")
     return (f"rank {m.group(3)} stalled (it did not reach the collective within the deadline); "
             f"{me} gave up waiting for it")
 
