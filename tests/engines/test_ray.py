@@ -143,3 +143,19 @@ def test_train_linear_reports_metrics_while_the_job_runs():
     # the first pass's metrics were on the driver while training still had passes to go
     assert got[0][0] < info["finished"], (got[0][0], info["finished"], len(got))
     assert got[0][1]["time"] <= got[0][0]
+
+
+def test_train_linear_whose_blocks_never_come_fails_within_the_deadline():
+    """Three actors of half a CPU on this two-CPU cluster leave no whole CPU to the Ray Data
+    tasks that make their blocks: each actor waits for its first batch. That wait has the
+    job's deadline too: a ConfigError naming the worker and what it waited for, not a job
+    that never ends. (Last in the module: the unplaceable read tasks are left behind.)"""
+    import time
+
+    lines = ray.data.from_items([{"text": f"{1 if i % 2 else -1} |f a:{i % 7}"}
+                                 for i in range(60)])
+    began = time.monotonic()
+    with pytest.raises(terascale.ConfigError, match=r"Ray worker \d: no batch of the "
+                       r"Dataset arrived within 12 s"):
+        terascale.ray.train_linear(lines, passes=1, num_workers=3, timeout=12)
+    assert time.monotonic() - began < 60

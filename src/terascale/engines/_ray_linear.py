@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import queue as _queue
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -86,7 +87,7 @@ def _worker(shards: list[Any], enc: Any, options: dict[str, Any], storage: str |
     parts: list[Dataset] = []
     first = 0
     cols = list(enc.columns)
-    for b in it.iter_batches(batch_size=batch_size, batch_format="pyarrow"):
+    for b in _batches(it, batch_size, timeout, where):
         if b.num_rows == 0:
             continue
         missing = [c for c in cols if c not in b.column_names]
@@ -114,6 +115,41 @@ def _worker(shards: list[Any], enc: Any, options: dict[str, Any], storage: str |
         saved = _store(model, storage)
     return {"model": model if comm.rank == 0 else None, "rows": first, "metrics": metrics,
             "saved": saved, "finished": finished}
+
+
+def _batches(split: Any, batch_size: int, timeout: float, where: str) -> Iterator[Any]:
+    """The Arrow batches of one ``streaming_split`` share, each within ``timeout`` s of the
+    one before.
+
+    Ray Data's iterator waits without end for blocks its tasks never make (e.g. the actors
+    hold the CPUs those tasks need); read on a thread of its own, a batch that does not
+    come by the deadline is a ConfigError on this rank, which ends the job (its actors are
+    killed, the thread with them)."""
+    batches: _queue.Queue[tuple[str, Any]] = _queue.Queue(maxsize=2)
+
+    def read() -> None:
+        try:
+            for b in split.iter_batches(batch_size=batch_size, batch_format="pyarrow"):
+                batches.put(("batch", b))
+            batches.put(("end", None))
+        except BaseException as e:  # handed to the reader below, raised there
+            batches.put(("error", e))
+
+    threading.Thread(target=read, daemon=True, name="terascale-ray-read").start()
+    while True:
+        try:
+            kind, value = batches.get(timeout=timeout)
+        except _queue.Empty:
+            raise ConfigError(
+                f"{where}: no batch of the Dataset arrived within {timeout:g} s; its blocks "
+                f"come from Ray Data tasks, which need CPUs the actors leave free (lower "
+                f"num_workers or resources_per_worker), or a slow source needs a longer "
+                f"timeout") from None
+        if kind == "end":
+            return
+        if kind == "error":
+            raise value
+        yield value
 
 
 def _store(model: LinearModel, storage: str) -> str:
@@ -167,7 +203,8 @@ def train_linear(dataset: Any, *, num_workers: int = 2, column: str | None = Non
     column
         The column of lines when there are several (default None: the only one).
     timeout
-        Seconds; bounds the rendezvous and every collective (default 60).
+        Seconds; bounds the rendezvous, every collective and each actor's wait for its next
+        batch of the Dataset (default 60).
     storage_path
         A directory where rank 0 writes ``model.npz`` (default None: nowhere; the model comes back
         to the driver either way).

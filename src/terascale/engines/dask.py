@@ -276,16 +276,16 @@ def _train(parts: list[Any], enc: Any, options: dict[str, Any], storage: str | N
     from ._ray_linear import _store
 
     comm = terascale.init()
-    where = f"Dask rank {comm.rank}"
     cols = list(enc.columns)
     encoded, first = [], 0
-    for part in parts:
+    for k, part in enumerate(parts):  # partitions rank, rank + size, rank + 2 size, ...
         if len(part) == 0:
             continue
         batch = pa.RecordBatch.from_pandas(part[cols], preserve_index=False)
         rows = list(zip(*[batch.column(c).to_pylist() for c in cols]))
-        encoded.append(enc.encode(rows, first, where))
+        encoded.append(enc.encode(rows, 0, f"Dask partition {comm.rank + k * comm.size}"))
         first += len(rows)
+    where = f"Dask rank {comm.rank}"
     total = comm.allreduce(np.array([float(first)]))
     if total[0] == 0:
         raise DataError("train_linear: the dask DataFrame has no rows")

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._env import read_bind
-from .._errors import ConfigError, DataError
+from .._errors import ConfigError, DataError, RendezvousError
 from ..launch.runner import Worker, run_job
 from ..rendezvous import RendezvousServer
 from ._common import check_workers, new_run_id, remove_stale_segments, run_rank
@@ -157,8 +157,15 @@ class _RayEngine:
         self.job = job
         self.attempt += 1
         self.attempt_args = self.args(self.attempt)
-        return str(ray.get(self.actors[0].serve.remote(job, secret, _one_node(ray, self.pg)),
-                           timeout=self.timeout))
+        try:
+            return str(ray.get(self.actors[0].serve.remote(job, secret,
+                                                           _one_node(ray, self.pg)),
+                               timeout=self.timeout))
+        except ray.exceptions.GetTimeoutError:
+            raise RendezvousError(
+                f"Ray: the actor of rank 0, which serves the rendezvous, did not start "
+                f"within {self.timeout:g} s (timeout=); a busy cluster starts actors slowly"
+            ) from None
 
     def start(self, rank: int, env: dict[str, str]) -> Worker:
         ref = self.actors[rank].run.remote(self.fn, self.attempt_args, self.kwargs, env=env,

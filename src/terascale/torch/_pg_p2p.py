@@ -42,6 +42,7 @@ from .._errors import CollectiveError, ConfigError, PeerLost, PeerTimeout
 from ..communicator import Communicator
 from ..transport import stronger_mode as stronger
 from ..transport.p2p import PointToPoint, Request
+from ._pg_staging import op_name
 from ._pg_work import Work, completed
 
 __all__ = ["BITWISE", "P2P", "TorchPeerLost", "TorchTimeout", "allgather_coalesced", "as_torch_error",
@@ -307,7 +308,7 @@ def bitwise_allreduce(pg: Any, tensors: list[torch.Tensor], op: Any) -> Work:
     fold = next(f for o, f in BITWISE if op == o)
     for t in tensors:
         if t.is_floating_point() or t.is_complex():
-            raise ConfigError(f"rank {pg.rank()}: {op} needs an integer or bool tensor, not "
+            raise ConfigError(f"rank {pg.rank()}: {op_name(op)} needs an integer or bool tensor, not "
                               f"{t.dtype}")
         rows = [torch.empty_like(t) for _ in range(pg.size())]
         pg.allgather([rows], [t]).wait()
@@ -323,7 +324,7 @@ def sparse_allreduce(pg: Any, tensors: list[torch.Tensor], op: Any) -> Work:
     concatenation coalesced (values at one index summed in rank order); the result is
     written into the input tensor (torch's ``all_reduce`` contract) and the work's result."""
     if op != dist.ReduceOp.SUM:
-        raise ConfigError(f"rank {pg.rank()}: sparse all_reduce supports SUM only, not {op}")
+        raise ConfigError(f"rank {pg.rank()}: sparse all_reduce supports SUM only, not {op_name(op)}")
     out = []
     for t in tensors:
         c = t.coalesce()

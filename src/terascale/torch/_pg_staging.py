@@ -53,8 +53,15 @@ def reduce_op(opts: Any, rank: int) -> tuple[str, bool]:
             return name, False
     if op == dist.ReduceOp.AVG:
         return "sum", True
-    raise ConfigError(f"rank {rank}: the terascale backend reduces with SUM, "
-                      f"AVG, PRODUCT, MIN or MAX, not {op}")
+    raise ConfigError(f"rank {rank}: the terascale backend reduces with SUM, AVG, PRODUCT, "
+                      f"MIN, MAX, BAND, BOR or BXOR, not {op_name(op)}")
+
+
+def op_name(op: Any) -> str:
+    """``ReduceOp.BAND`` for a ``ReduceOp`` (whose own repr is an object's address)."""
+    kind = getattr(op, "op", op)  # a ReduceOp holds its RedOpType in .op
+    name = getattr(kind, "name", None)
+    return f"ReduceOp.{name}" if name else repr(op)
 
 
 def reducible(t: torch.Tensor, avg: bool, rank: int) -> torch.Tensor:

@@ -79,12 +79,29 @@ class Work(dist._Work):
     """A collective's work object: ``wait()`` raises the collective's own error (torch's
     future-wrapping work would report success; the future's error is that error as text)."""
 
-    def __init__(self, fut: Future[Any], source: Future[Any] | None = None) -> None:
+    def __init__(self, fut: Future[Any], source: Future[Any] | None = None,
+                 rank: int | None = None) -> None:
         super().__init__()
         self._fut = fut
         self._source = source
+        self._rank = rank
 
     def wait(self, timeout: Any = None) -> bool:
+        """Wait for the collective; its error raised with its own type. ``timeout`` (a
+        ``timedelta``, as torch passes it) stops the wait sooner than the group's deadline
+        with a PeerTimeout that is also a ``RuntimeError`` (what gloo's ``wait(timeout)``
+        raises); the collective itself goes on and ends by its deadline."""
+        seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+        if isinstance(seconds, (int, float)) and seconds > 0 and not self._fut.done():
+            done = threading.Event()
+            self._fut.add_done_callback(lambda _: done.set())
+            if not done.wait(seconds):
+                from ._pg_p2p import TorchTimeout  # (it imports this module)
+
+                who = f"rank {self._rank}" if self._rank is not None else "this rank"
+                raise TorchTimeout(f"{who}: work.wait(timeout={seconds:g} s) ran out before "
+                                  f"the collective completed (it goes on, and ends by the "
+                                  f"group's deadline)", rank=self._rank, operation="wait")
         try:
             self._fut.wait()  # every collective has a deadline: this wait ends by it
         except Exception:
@@ -169,7 +186,7 @@ class Completer:
         """The work object of ``finish([h.wait() for h in handles])`` (see :meth:`add`)."""
         source, fut = _pair()
         self._submit(handles, finish, source)
-        return Work(fut, source)
+        return Work(fut, source, self._rank)
 
     def add(self, handles: list[Any], finish: Callable[[list[Any]], Any]) -> Future[Any]:
         """The future of ``finish([h.wait() for h in handles])``, completed by a pool thread;

@@ -96,8 +96,8 @@ def _cause_first(error: BaseException, rank: int | None) -> str | None:
     if m.group(1):
         return f"rank {m.group(1)} failed first; {me} was aborted by it"
     if m.group(2):
-        return (f"rank {m.group(2)} was lost first (its process ended: it crashed, was killed "
-                f"or exited before the others); {me} lost it")
+        return (f"rank {m.group(2)} was lost first (it crashed, was killed, exited or closed "
+                f"its group before the others); {me} lost it")
     return (f"rank {m.group(3)} stalled (it did not reach the collective within the deadline); "
             f"{me} gave up waiting for it")
 
@@ -241,7 +241,28 @@ def _join_through_store(store: Any, rank: int, size: int, timeout: float) -> Com
         raise ConfigError(f"rank {rank} of {size}: rank 0 uses the job secret the user gave "
                           "(TERASCALE_SECRET / TERASCALE_SECRET_FILE); give it to this rank too")
     host, _, port = address.rpartition(":")
-    return connect(rank, size, (host, int(port)), secret.encode(), timeout=limit, server=server)
+    try:
+        return connect(rank, size, (host, int(port)), secret.encode(), timeout=limit,
+                       server=server)
+    finally:
+        if server is not None:
+            _forget_rendezvous(store)
+
+
+def _forget_rendezvous(store: Any) -> None:
+    """Rank 0, once its group joined or failed to: remove the address and secret from
+    torch's store.
+
+    Every rank read them before it joined, and the store outlives the group: torchrun's
+    agent keeps one store across the attempts of an elastic restart (``--max-restarts``),
+    and a program may make the group again after ``destroy_process_group``. A rank of the
+    next attempt that started before its rank 0 must wait for the new address, not dial
+    the old one until its deadline."""
+    for key in ("terascale/rendezvous", "terascale/secret"):
+        try:
+            store.delete_key(key)
+        except Exception:  # a store without deletion (FileStore): the keys stay
+            pass
 
 
 def _user_secret() -> bytes | None:

@@ -263,7 +263,8 @@ class TcpExchange(Exchange):
         if arrived():
             return False  # the next collective's traffic, or a clean exit after this one
         if not head:
-            raise self.lost(peer, "connection closed: its process exited")
+            raise self.lost(peer, "connection closed: its process exited or it closed its "
+                            "communicator")
         if len(head) < HEADER:
             return False
         parsed = unpack_header(head)

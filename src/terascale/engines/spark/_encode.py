@@ -18,6 +18,7 @@ Three encodings, one per kind of input:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,8 @@ import numpy as np
 from ..._errors import ConfigError, DataError
 from ...linear import CONSTANT_HASH, Dataset, ParseOptions, hash_feature, hash_space, parse_lines
 from ._vectorcsr import F32_MAX, vector_csr
+
+_LINE = re.compile(r"<lines>, line (\d+): (.*)", re.S)
 
 __all__ = ["Encoding", "not_a_vector"]
 
@@ -204,8 +207,11 @@ class Encoding:
             raise DataError(f"{where}, row {first + i}: the text column is null")
         try:
             return parse_lines(lines, **self.text)
-        except DataError as e:  # parse_lines counts lines from 1 within this chunk
-            raise DataError(f"{where}, rows from {first}: {e}") from None
+        except DataError as e:  # parse_lines: "<lines>, line N: ..." (N from 1 in the chunk)
+            at = _LINE.match(str(e))
+            if at is None:
+                raise DataError(f"{where}, rows from {first}: {e}") from None
+            raise DataError(f"{where}, row {first + int(at[1]) - 1}: {at[2]}") from None
 
     def _vectors(self, rows: Sequence[Any], first: int,
                  where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
