@@ -7,7 +7,8 @@ functions: ``pass`` (the first pass, before the union), ``space`` (the union; in
 averaged in place), ``in_union`` (the learner moved into the union's arrays),
 ``average`` (after the passes, in the union), ``model``; ``name+`` is the rest of the
 phase that called ``name``. Prints, per worker, the run's seconds, its peak RSS
-(``ru_maxrss``), each phase's peak, and a hash of the model (the same bits before and
+(``ru_maxrss``), each phase's peak (and the anonymous, file-backed and shared-memory
+parts of the resident set at that peak), and a hash of the model (the same bits before and
 after a change).
 
     terascale bench linear --wide --sizes 1M --recipes text --repeat 1   # writes the data
@@ -35,22 +36,46 @@ peaks: dict[str, int] = {}
 order: list[str] = []
 
 
-def _rss_mb() -> int:
+at_peak: dict[str, tuple[int, int, int]] = {}
+
+
+def _rss_kb() -> tuple[int, int, int, int]:
+    """VmRSS and its anonymous, file-backed and shared-memory parts, KiB."""
+    got = dict.fromkeys(("VmRSS", "RssAnon", "RssFile", "RssShmem"), 0)
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) // 1024
-    return 0
+            key = line.split(":", 1)[0]
+            if key in got:
+                got[key] = int(line.split()[1])
+    return got["VmRSS"], got["RssAnon"], got["RssFile"], got["RssShmem"]
 
 
 def _sample() -> None:
     while True:
-        r, p = _rss_mb(), phase[0]
+        (r, *parts), p = _rss_kb(), phase[0]
+        r //= 1024
         if p not in peaks:
             peaks[p] = 0
             order.append(p)
-        peaks[p] = max(peaks[p], r)
+        if r > peaks[p]:
+            peaks[p] = r
+            at_peak[p] = tuple(x // 1024 for x in parts)
         time.sleep(0.002)
+
+
+def _smaps() -> list[tuple[str, int]]:
+    """The resident KiB of this process's mappings at the end of the run, by what is
+    mapped (a file, ``[heap]``, anonymous memory), largest first."""
+    by: dict[str, int] = {}
+    name = ""
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and ":" not in head[0]:
+                name = head[5] if len(head) > 5 else "[anon]"
+            elif head and head[0] == "Rss:":
+                by[name] = by.get(name, 0) + int(head[1])
+    return sorted(by.items(), key=lambda kv: -kv[1])[:25]
 
 
 def _mark(owner, name: str) -> None:
@@ -68,6 +93,9 @@ def _mark(owner, name: str) -> None:
 
 
 def _worker(spec: dict) -> None:
+    from terascale._malloc import keep_freed_memory
+
+    keep_freed_memory()  # as train() does, before this thread could take an arena of its own
     threading.Thread(target=_sample, daemon=True).start()
     from terascale import read_env
     from terascale.linear import _recipe, train
@@ -88,7 +116,8 @@ def _worker(spec: dict) -> None:
     digest = hashlib.sha1(memoryview(model.indices))
     digest.update(memoryview(model.weights))
     with open(os.path.join(spec["dir"], f"phases.{rank}.json"), "w") as f:
-        json.dump({"seconds": secs, "peak": peak, "phases": [(p, peaks[p]) for p in order],
+        json.dump({"smaps": _smaps(), "seconds": secs, "peak": peak, "phases": [(p, peaks[p]) for p in order],
+                   "parts": [(p, at_peak.get(p)) for p in order],
                    "features": len(model.indices), "model": digest.hexdigest()[:12]}, f)
 
 
@@ -99,6 +128,8 @@ def main() -> None:
     ap.add_argument("--recipe", choices=("text", "cache"), default="text")
     ap.add_argument("--quadratic", default="", help="e.g. ab (default none)")
     ap.add_argument("--bits", type=int, default=24)
+    ap.add_argument("--smaps", action="store_true",
+                    help="print each worker's largest resident mappings at the end")
     args = ap.parse_args()
     from terascale.launch import LaunchOptions, launch
 
@@ -121,6 +152,11 @@ def main() -> None:
         print(f"worker {k}: {r['seconds']:.2f} s, peak {r['peak']} MB, {r['features']} "
               f"features, model {r['model']}")
         print("  " + "  ".join(f"{p} {v}" for p, v in r["phases"]))
+        print("  anon/file/shmem at each peak: " + "  ".join(
+            f"{p} {'/'.join(map(str, v or ()))}" for p, v in r["parts"]))
+        if args.smaps:
+            print("  resident KiB by mapping at the end: " + ", ".join(
+                f"{os.path.basename(n)} {kb}" for n, kb in r["smaps"]))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ glibc = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0
 def _without_allocator_settings() -> dict[str, str]:
     """This process's environment less the user's allocator settings."""
     return {k: v for k, v in os.environ.items()
-            if k not in ("TERASCALE_MALLOC", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
+            if k not in ("TERASCALE_MALLOC", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
+                         "MALLOC_ARENA_MAX")}
 
 
 def _child(how: str, **env: str) -> list[str]:
@@ -84,3 +85,39 @@ def test_the_kept_blocks_go_back_at_a_phase_change():
     kept_set, held, after = out.stdout.split()
     assert kept_set == "True"  # the thresholds were raised: freed blocks stay in the heap
     assert int(held) - int(after) > 50, (held, after)  # most of the ~80 MiB freed goes back
+
+
+_THREADS = r"""
+import sys, threading
+import numpy as np
+from terascale._malloc import hand_back_freed_memory, keep_freed_memory
+
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("RssAnon")) // 1024
+
+if sys.argv[1] == "tune":
+    keep_freed_memory()
+base = rss()
+
+def parse():  # a parser thread: blocks allocated in turn, the last ones freed at the end
+    blocks = [np.ones(1 << 20, np.float32) for _ in range(6)]  # 24 MiB of 4 MiB blocks
+    del blocks
+
+threads = [threading.Thread(target=parse) for _ in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+hand_back_freed_memory()
+print(rss() - base)
+"""
+
+
+@glibc
+def test_blocks_freed_by_other_threads_go_back_at_a_phase_change():
+    # with an arena per thread the raised trim threshold kept each thread heap's top (the
+    # blocks it freed last) resident, and malloc_trim does not trim a thread heap's top
+    out = subprocess.run([sys.executable, "-c", _THREADS, "tune"], capture_output=True,
+                         text=True, timeout=60, check=True, env=_without_allocator_settings())
+    assert int(out.stdout) < 8, out.stdout  # of the 48 MiB the two threads held

@@ -230,3 +230,40 @@ def test_a_pass_from_the_cache_learns_the_same_bits_with_its_pages_prefaulted(tm
     assert on.weights.tobytes() == off.weights.tobytes()
     for a, b in zip(on.adaptive[:2], off.adaptive[:2]):
         assert a.tobytes() == b.tobytes()
+
+
+@needs_smaps
+def test_give_back_frees_the_tail_and_keeps_the_head():
+    a = _pages.zeros(4 << 20, np.uint32, huge=False)  # 16 MiB, every page touched
+    a[:] = np.arange(len(a), dtype=np.uint32)
+    assert _resident_kib(a) * 1024 >= a.nbytes
+    head = a[:1000]
+    _pages.give_back(a, head.nbytes)
+    assert _resident_kib(a) <= 8  # the head's page (or two) is all that stays
+    assert np.array_equal(head, np.arange(1000, dtype=np.uint32))
+    assert not a[1 << 20:].any()  # the tail reads as zeros again, and is writable
+    a[-1] = 7
+    assert a[-1] == 7
+
+
+def test_a_one_pass_cache_run_builds_its_model_in_the_tables_pages(tmp_path, monkeypatch):
+    # the union, held as bits during the pass, comes back into the lookup table's pages
+    # (no fresh array), and the model is the one a fresh array gives, to the bit
+    from terascale.linear import _recipe, synthetic, train
+
+    path = synthetic.write_wide(str(tmp_path / "w.vw"), 3000, seed=5, vocab=100_000)
+    kw = dict(bits=18, holdout=0.0, cache_dir=str(tmp_path / "c"), passes=1)
+    train(path, **kw)  # writes the cache
+    rooms: list[bool] = []
+    union = _recipe.Space.the_union
+    monkeypatch.setattr(_recipe.Space, "the_union",
+                        lambda self, room=None: (rooms.append(room is not None),
+                                                 union(self, room))[1])
+    kept = train(path, **kw)
+    assert rooms == [True]
+    monkeypatch.setattr(_recipe.Space, "the_union", lambda self, room=None: union(self))
+    fresh = train(path, **kw)
+    assert np.array_equal(kept.indices, fresh.indices)
+    assert kept.weights.tobytes() == fresh.weights.tobytes()
+    for a, b in zip(kept.adaptive[:2], fresh.adaptive[:2]):
+        assert a.tobytes() == b.tobytes()

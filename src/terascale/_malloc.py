@@ -11,13 +11,22 @@ freed blocks be reused: a pass over text takes a fifth of the page faults and a 
 the system time, for a few percent more peak memory (the figures and their command:
 ``docs/benchmarks/linear.md``, "The allocator's thresholds").
 
+One arena for the whole process (``M_ARENA_MAX`` 1): glibc gives each thread that
+allocates an arena of its own, and ``malloc_trim`` hands back only the main arena's top
+and the free blocks inside the others' heaps, never a thread heap's top, which ``free``
+trims only above the (raised) trim threshold. The parser's threads allocate the blocks
+there, so each kept the last blocks it freed, 6-7 MiB, resident for the rest of the run:
+12 MB of a one-pass run's peak over wide data (``docs/design/linear-memory.md``). In one
+arena every block comes back with :func:`hand_back_freed_memory`. The threads that share
+it allocate a few arrays a block (the parse's output), not at a rate that contends.
+
 The mmap threshold stays below the 2**bits tables (64 MiB at ``-b 24``), which must stay
 lazily zeroed mappings (``np.zeros`` of them touches only what is used). The cost is up to
 ``TRIM_BYTES`` of freed memory kept per arena for reuse instead of returned to the system.
 
 Process-wide (``mallopt``), glibc only, done once; not done where the user has set glibc's
 own variables (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``, which glibc reads at
-start) or ``TERASCALE_MALLOC=system``.
+start; ``MALLOC_ARENA_MAX`` leaves the arenas alone) or ``TERASCALE_MALLOC=system``.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ TRIM_BYTES = 128 << 20   # free memory at a heap's top kept up to this much
 
 _M_TRIM_THRESHOLD = -1   # glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
 _done: list[bool] = []
 
 
@@ -57,7 +67,8 @@ def hand_back_freed_memory() -> None:
 
 
 def keep_freed_memory() -> bool:
-    """Raise glibc's mmap and trim thresholds (see the module); whether they were set now."""
+    """Raise glibc's mmap and trim thresholds and keep one arena (see the module); whether
+    the thresholds were set now."""
     if _done:
         return False
     _done.append(True)
@@ -72,5 +83,7 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
+    if "MALLOC_ARENA_MAX" not in os.environ:
+        mallopt(_M_ARENA_MAX, 1)
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD,
                                                                           TRIM_BYTES))

@@ -53,7 +53,7 @@ import numpy as np
 from ._background import background
 from ._errors import TerascaleError
 
-__all__ = ["Prefault", "grown", "mapping", "prefaulting", "spare_core", "zeros"]
+__all__ = ["Prefault", "give_back", "grown", "mapping", "prefaulting", "spare_core", "zeros"]
 
 MADV_POPULATE_WRITE = 23  # <linux/mman.h>, Linux 5.14+ (not in Python's mmap module)
 
@@ -113,6 +113,29 @@ def grown(old: np.ndarray, size: int, *, huge: bool = False) -> np.ndarray:
     return new
 
 
+
+
+def give_back(a: np.ndarray, keep: int) -> None:
+    """Hand the pages of ``a`` past its first ``keep`` bytes back to the system (zeroed if
+    touched again), for an array of :func:`zeros` whose tail is no longer read: the head
+    stays, its pages resident, the rest of the mapping costs nothing. Only for
+    :func:`zeros` arrays (a private mapping of their own: the pages given back are no other
+    array's).
+
+    Parameters
+    ----------
+    a
+        A contiguous array of :func:`zeros` (or a view of its start).
+    keep
+        Bytes at its start that stay (rounded up to a page).
+    """
+    page = mmap.PAGESIZE
+    start = a.__array_interface__["data"][0]
+    lo = -(-(start + keep) // page) * page
+    hi = (start + a.nbytes) // page * page
+    advise = _madvise()
+    if advise is not None and hi > lo:
+        advise(lo, hi - lo, mmap.MADV_DONTNEED)
 
 
 def spare_core(workers: int) -> bool:

@@ -62,6 +62,44 @@ def test_async_layouts_and_segment_unlinked_while_running() -> None:
     assert _leftovers(res[0][-1]) == []
 
 
+def _segment_kib() -> tuple[int, int]:
+    """(size, resident) KiB of this process's mapping of its shared-memory segment."""
+    size = rss = 0
+    mine = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and ":" not in head[0]:
+                name = head[5] if len(head) > 5 else ""
+                mine = name.startswith(("/memfd:terascale-", "/dev/shm/terascale-"))
+                if mine:
+                    lo, hi = (int(x, 16) for x in head[0].split("-"))
+                    size += (hi - lo) >> 10
+            elif mine and head and head[0] == "Rss:":
+                rss += int(head[1])
+    return size, rss
+
+
+def test_two_members_hold_only_the_part_of_the_segment_they_use(path: str) -> None:
+    """The segment is not populated whole: two members' calls, small or large, touch a
+    flat round of each area (the rest would be 2 MiB areas nobody writes), and the
+    results are the same."""
+    def fn(comm):
+        small = comm.allreduce(np.full(1000, comm.rank + 1.0), algorithm="shm")
+        big = comm.allreduce(np.full(3 << 20, comm.rank + 1, np.float32), algorithm="shm")
+        return small[0], float(big[0]), float(big[-1]), _segment_kib()
+
+    from terascale.collectives.shm import AREA_BYTES
+    from terascale.transport._shmlayout import control_bytes
+    from terascale.transport.shmgroup import FAULTED_AREA_BYTES
+
+    for small, first, last, (size, rss) in run_workers(fn, 2):
+        assert (small, first, last) == (3.0, 3.0, 3.0)
+        assert size >= 4 * AREA_BYTES >> 10  # the four areas are mapped...
+        # ...a flat round of each resident, beside the control slots
+        assert rss <= 4 * FAULTED_AREA_BYTES + control_bytes(2) >> 10
+
+
 def test_killed_worker_is_detected_and_nothing_is_left(path: str) -> None:
     def fn(comm):
         x = np.ones(3 << 20, np.float32)

@@ -32,7 +32,14 @@ from ._layout import HOT_PREFIX, column_order, first_block_features
 from ._losses import LOSSES
 from ._model import LinearModel
 from ._names import opt
-from ._online._firstpass import GrowingWeights, TextPass, _mark, _set_bits, dense_threshold
+from ._online._firstpass import (
+    GrowingWeights,
+    TextPass,
+    _mark,
+    _set_bits,
+    _set_bits_into,
+    dense_threshold,
+)
 from ._online._onlinepass import COUNTED, LABELS, Weights, distinct_labels, online_pass
 from ._online._progress import Progress
 from ._online._state import CONTRACTION, GRAVITY
@@ -98,11 +105,25 @@ class Space:
     def __post_init__(self) -> None:
         self.size = len(self.union) if self.union is not None else 0
 
-    def the_union(self) -> np.ndarray:
-        """The union, rebuilt from the bitmap where it was held as one."""
+    def the_union(self, room: np.ndarray | None = None) -> np.ndarray:
+        """The union, rebuilt from the bitmap where it was held as one: into the start of
+        ``room`` where given (a uint32 array of :func:`terascale._pages.zeros` that nothing
+        reads any more, as long as the union at least: the columns' lookup table at the
+        end of the passes), its pages past the union handed back; else a fresh array.
+
+        The table's pages are resident already: rebuilt there, the union (44 MB at 11M
+        features) faults in no fresh page, where on a virtual machine that hands freed
+        memory back to its host a fresh page can cost 10 us or more to touch first
+        (``docs/design/linear-memory.md``, "Fresh pages")."""
         if self.union is None:
             assert self.seen is not None
-            self.union, self.seen = _set_bits(self.seen), None
+            if room is not None and room.dtype == np.uint32 and len(room) >= self.size:
+                union = room[:self.size]
+                _set_bits_into(self.seen, union)
+                _pages.give_back(room, union.nbytes)
+            else:
+                union = _set_bits(self.seen)
+            self.union, self.seen = union, None
         return self.union
 
 
@@ -426,10 +447,15 @@ def _model(run: Run, space: Space, ws: Weights, normalization: Any) -> LinearMod
     online passes only)."""
     opts, columns = run.opts, space.columns
     run.info["train_s"] = time.perf_counter() - run.t0
-    if columns is not None:
-        columns.pos = None  # the lookup table (4 * 2**bits): before the union is rebuilt
+    room = None
+    if columns is not None:  # the lookup table (4 * 2**bits) or hashed map: its pages take
+        # the union where it is rebuilt from bits, and it is freed before the model's arrays
+        room = (columns.pos if columns.pos is not None else
+                columns.hash.table.view(np.uint32) if columns.hash is not None else None)
+        columns.pos = None
         columns.hash = None
-    union = space.the_union()
+    union = space.the_union(room)
+    del room
     w, g2, nrm = ws.w, ws.g2, ws.nrm
     if columns is not None:
         w, g2, nrm = columns.to_union(w), columns.to_union(g2), columns.to_union(nrm)

@@ -270,9 +270,9 @@ def _segment_error(ex: Exchange, verb: str, label: str, e: OSError) -> Collectiv
 
 
 def _map(ex: Exchange, fd: int, size: int, label: str) -> mmap.mmap:
-    """Map the segment, its pages populated up front."""
+    """Map the segment (not populated: :class:`~.shmgroup.ShmGroup` faults in the parts
+    every collective uses; an area's rest becomes resident only where a call writes it)."""
     try:
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-        return mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     except OSError as e:
         raise _segment_error(ex, "map", label, e) from None

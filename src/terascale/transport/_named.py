@@ -54,14 +54,14 @@ def share_named(ex: Exchange, group: list[int], path: str, size: int) -> mmap.mm
 
 def _open(ex: Exchange, path: str, size: int, *, create: bool,
           creator: int | None = None) -> mmap.mmap:
-    """Create (or open) and map the segment, its pages populated up front."""
+    """Create (or open) and map the segment (not populated: see ``_memfd._map``)."""
     try:
         fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
         try:
             if create:
                 os.ftruncate(fd, size)
-            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            return mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            return mmap.mmap(fd, size, flags=mmap.MAP_SHARED,
+                             prot=mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)
     except OSError as e:

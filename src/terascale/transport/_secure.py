@@ -190,7 +190,10 @@ def _has_into() -> bool:
     return hasattr(AESGCM, "encrypt_into") and hasattr(AESGCM, "decrypt_into")
 
 
-_INTO = _has_into()  # seal and open in place (newer cryptography); else one copy more
+# seal and open in place (newer cryptography); else one copy more. Asked by the first
+# SecureLink, not at import: a process that opens no link (one worker) never loads
+# cryptography (7 MB of resident library pages)
+_INTO: bool | None = None
 
 
 def _compiled() -> Any:
@@ -268,6 +271,9 @@ class SecureLink:
     def __init__(self, sock: socket.socket, secret: bytes, nonces: bytes, job: str, *,
                  dialer: int, acceptor: int, rank: int, peer: int,
                  encrypt: bool = True, cipher: str = GCM) -> None:
+        global _INTO
+        if _INTO is None:
+            _INTO = _has_into()
         self.mode = "encrypt" if encrypt else "integrity"
         # integrity records are GMAC whatever was agreed for encryption
         self.cipher = cipher if encrypt else GCM

@@ -72,7 +72,36 @@ from ._spin import BLOCK_S
 from .base import Exchange
 from .segments import SHM_DIR, segment_name
 
-__all__ = ["ShmGroup", "compiled_core", "core_codes", "segment_name", "slot_tag", "tag_field"]
+__all__ = ["FAULTED_AREA_BYTES", "ShmGroup", "compiled_core", "core_codes", "segment_name",
+           "slot_tag", "tag_field"]
+
+# The part of every area faulted in when the segment is mapped: a flat round's
+# (collectives/_shmflat.FLAT_ROUND_BYTES), all that calls of up to that size, the
+# latency-bound ones, ever touch. The rest of an area becomes resident in a process only
+# once a call moves that much through it (the scatter schedule, three members or more);
+# two members never do (their large calls go direct or in flat rounds), so a two-worker
+# job holds 1 MiB of the segment, not the 8 MiB of its four 2 MiB areas.
+FAULTED_AREA_BYTES = 256 << 10
+MADV_POPULATE_WRITE = 23  # <linux/mman.h>, Linux 5.14+ (not in Python's mmap module)
+
+
+def _fault_in(mm: mmap.mmap, ctl: int, area_bytes: int, n: int) -> None:
+    """Fault in the control block and the first :data:`FAULTED_AREA_BYTES` of each of the
+    ``2 * n`` areas (``madvise(MADV_POPULATE_WRITE)``: zeroed pages, nothing written, so no
+    member's data can be overwritten). Where the kernel lacks it (before 5.14) the pages
+    fault in on first use instead."""
+    page = mmap.PAGESIZE
+    head = -(-min(area_bytes, FAULTED_AREA_BYTES) // page) * page
+    parts = [(0, ctl)] + [(ctl + k * area_bytes, head) for k in range(2 * n)]
+    for start, length in parts:
+        start_page = start // page * page
+        length = min(length + start - start_page, len(mm) - start_page)
+        if length <= 0:
+            continue
+        try:
+            mm.madvise(MADV_POPULATE_WRITE, start_page, length)
+        except (OSError, ValueError):
+            return
 
 
 class ShmGroup(CoreRounds, PythonWaits):
@@ -107,6 +136,7 @@ class ShmGroup(CoreRounds, PythonWaits):
         self.descriptor = b""
         self._ctl = control_bytes(self.n)
         self._bytes = np.frombuffer(mm, np.uint8)
+        _fault_in(mm, self._ctl, area_bytes, self.n)
         self._areas = [[self._bytes[self._area_off(i, k): self._area_off(i, k) + area_bytes]
                         for k in (0, 1)] for i in range(self.n)]
         self._others = [i for i in range(self.n) if i != self.index]

@@ -93,6 +93,13 @@ def count_bits(seen: np.ndarray) -> int:
 def _set_bits(seen: np.ndarray) -> np.ndarray:
     """The positions of the set bits of ``seen``, ascending (uint32)."""
     out = np.empty(count_bits(seen), np.uint32)
+    _set_bits_into(seen, out)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _set_bits_into(seen: np.ndarray, out: np.ndarray) -> None:
+    """:func:`_set_bits` written into ``out`` (uint32, at least as long as the bits set)."""
     k = 0
     for i in range(len(seen)):
         b = seen[i]
@@ -101,7 +108,6 @@ def _set_bits(seen: np.ndarray) -> np.ndarray:
                 if b & (np.uint8(1) << np.uint8(j)):
                     out[k] = np.uint32(i * 8 + j)
                     k += 1
-    return out
 
 
 @numba.njit(cache=True, nogil=True)
