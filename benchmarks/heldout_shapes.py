@@ -319,7 +319,19 @@ def run_case(root: str, name: str) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    root, names = argv[0], argv[1:] or list(CASES)
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="heldout_shapes.py", description="VW-format data of held-out shapes; the real "
+        "VW beside terascale vw on each, same flags, same run")
+    parser.add_argument("dir", help="where the data sets are generated (once) and run")
+    parser.add_argument("cases", nargs="*", metavar="CASE",
+                        help=f"the cases to run (default: all): {', '.join(CASES)}")
+    args = parser.parse_args(argv)
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; the cases: {', '.join(CASES)}")
+    root, names = args.dir, args.cases or list(CASES)
     os.makedirs(root, exist_ok=True)
     print("| case | flags | input | VW s | terascale s | speed vs VW | VW MB | "
           "terascale MB | max pred diff | VW test loss | terascale test loss |")
