@@ -304,6 +304,21 @@ def as_blocks(data: Dataset | Blocks) -> Blocks:
     return data if isinstance(data, Blocks) else DatasetBlocks(data)
 
 
+def _numba_ready() -> None:
+    """numba's one-time set-up of its compiler target, here on the caller's thread.
+
+    The first numba kernel a process calls, even one loaded from numba's cache, first loads
+    every implementation registry of numba's CPU target (its modules, and through
+    ``numba.np.arraymath`` scipy's BLAS: ~0.3 s of a one-line ``terascale vw`` run). The
+    producer below, at the helper threads' low priority, would often be the one to call a
+    kernel first, and the learner would wait for that set-up at nice 19 behind every other
+    process of a busy host. Done here it runs at the learner's priority; later calls return
+    at once (numba calls the same ``refresh`` before every kernel it loads)."""
+    from numba.core.registry import cpu_target
+
+    cpu_target.target_context.refresh()
+
+
 def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
     """``items``, produced by a background thread up to ``depth`` ahead: reading and
     decoding the next block (``pread``, numpy, nogil numba) overlaps the learner's kernel
@@ -338,6 +353,7 @@ def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
 
     t = threading.Thread(target=contextvars.copy_context().run, args=(produce,),
                          name="terascale-prefetch", daemon=True)
+    _numba_ready()
     t.start()
     try:
         while True:
