@@ -49,6 +49,7 @@ __all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "count_bit
            "dense_threshold", "few_repeats"]
 
 _MAX_BITS = 28  # the local lookup table: 1 GiB at most (VW's weights there: 4 GiB)
+_EARLY_MAX_BITS = 26  # few_repeats: dense rows of 768 MiB at most
 
 
 @numba.njit(cache=True, nogil=True)
@@ -270,15 +271,19 @@ def few_repeats(bits: int, distinct: int, occurrences: int) -> bool:
     to the dense layout before :func:`dense_threshold`: at least ``2**bits / 64`` distinct
     features, at least 7/8 of the occurrences each a new feature.
 
-    Data where nearly every feature is new goes on past the threshold (one pass over 200k
-    examples of 100 features each, ~20M features: the hashed map grows by doubling to
+    Data where nearly every feature is new reaches the threshold anyway, and the compact
+    phase before it is pure cost: the hashed map (``-b 26``) grows by doubling to
     ``2**bits / 8`` features, then the compact arrays are scattered at random into the
-    rows, the rows' pages faulted in one write at a time), and by then the rows are no
-    larger than what Vowpal Wabbit holds for the same data: with ``2**bits / 64`` features
-    at random its strided array of 16-byte rows has four features a page, and nearly every
-    one of its pages is touched. Data with a head of frequent features (click logs, the
-    bench's wide data: a third of the ids from 10k common ones) repeats more than 1 in 8 and
-    keeps the threshold. The layout never changes a weight (``tests/linear/test_wide.py``).
+    rows, faulting their pages in one write at a time (at ``-b 26`` on the held-out
+    ``distinct`` data, 20M features, about a quarter of the run's CPU). Switching once
+    ``2**bits / 64`` features have appeared costs no memory Vowpal Wabbit would not hold:
+    that many features at random put four in every page of its array of 16-byte rows, so
+    nearly every page of it is touched. Up to ``-b 26`` only (rows of 768 MiB): at
+    ``-b 28`` the rows' 3 GiB are more than the compact pass holds for the same data
+    (17.2M features, 1.2 GB at its peak), so there the threshold alone decides. Data with
+    a head of frequent features (click logs; the bench's wide data, a third of its ids
+    from 10k common ones) repeats more than 1 in 8 and keeps the threshold. The layout
+    never changes a weight (``tests/linear/test_wide.py``).
 
     Parameters
     ----------
@@ -289,7 +294,8 @@ def few_repeats(bits: int, distinct: int, occurrences: int) -> bool:
     occurrences
         Features seen so far, repeats included.
     """
-    return distinct >= 1 << max(bits - 6, 0) and 8 * distinct >= 7 * occurrences
+    return (bits <= _EARLY_MAX_BITS and distinct >= 1 << max(bits - 6, 0)
+            and 8 * distinct >= 7 * occurrences)
 
 
 class LocalColumns:
