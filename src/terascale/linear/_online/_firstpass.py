@@ -275,7 +275,7 @@ def few_repeats(bits: int, distinct: int, occurrences: int) -> bool:
     phase before it is pure cost: the hashed map (``-b 26``) grows by doubling to
     ``2**bits / 8`` features, then the compact arrays are scattered at random into the
     rows, faulting their pages in one write at a time (at ``-b 26`` on the held-out
-    ``distinct`` data, 20M features, about a quarter of the run's CPU). Switching once
+    ``distinct`` data, ~16M features, a fifth of the run's CPU time). Switching once
     ``2**bits / 64`` features have appeared costs no memory Vowpal Wabbit would not hold:
     that many features at random put four in every page of its array of 16-byte rows, so
     nearly every page of it is touched. Up to ``-b 26`` only (rows of 768 MiB): at
