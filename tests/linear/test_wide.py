@@ -269,3 +269,30 @@ def test_data_of_features_seen_once_moves_to_dense_rows_early_and_learns_the_sam
     assert early.weights.tobytes() == compact.weights.tobytes()
     for a, b in zip(early.adaptive[:2], compact.adaptive[:2]):
         assert a.tobytes() == b.tobytes()
+
+
+def test_the_switch_comes_a_block_early_rather_than_build_the_table_for_one_block(
+        monkeypatch):
+    # the hashed map (from 2**16 entries here, 2**26 in use) would have to become the
+    # direct table one block before the threshold: the columns go dense instead
+    from terascale.linear import _colindex
+    from terascale.linear._online import _firstpass
+
+    monkeypatch.setattr(_colindex, "_MIN_TABLE", 1 << 16)
+    monkeypatch.setattr(_firstpass, "few_repeats", lambda *a: False)
+    monkeypatch.setattr(LocalColumns, "_to_table", lambda self: pytest.fail("table built"))
+    cols = LocalColumns(16, dense=True)
+    assert cols.hash is not None
+    rng = np.random.default_rng(0)
+    space = rng.permutation(1 << 16).astype(np.uint32)
+    seen: list[np.ndarray] = []
+    for b in range(40):  # 500 new features a block, each twice
+        new = space[500 * b:500 * (b + 1)]
+        block = np.concatenate([new, new])
+        cols(block, 1000 * b)
+        seen.append(new)
+        if cols.dense:
+            break
+    # at block 15, 7500 features and 1000 indices to come: a map for 8500 is past 2**13
+    assert cols.dense and cols.dense_from == 15_000 and cols.n == 7500
+    assert np.array_equal(cols.features(), np.sort(np.concatenate(seen)))
