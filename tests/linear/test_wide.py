@@ -214,3 +214,85 @@ def test_caches_wide_together_learn_in_dense_rows_and_give_the_same_model(tmp_pa
         assert got[1].tobytes() == want[1].tobytes() == cols[0][1].tobytes()
         for a, b in zip(got[2], want[2]):
             assert a.tobytes() == b.tobytes()
+
+
+def _distinct(path, n, width, seed):
+    # n examples of `width` features each named once in the whole file (nearly every
+    # hashed feature new: the held-out "distinct" shape in small)
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        for i in range(n):
+            names = " ".join(f"u{i}_{j}:{rng.random():.3f}" for j in range(width))
+            f.write(f"{1 if rng.random() < 0.5 else -1} |a {names}\n")
+    return path
+
+
+def test_data_of_features_seen_once_moves_to_dense_rows_early_and_learns_the_same(
+        tmp_path, monkeypatch):
+    from terascale.linear import ParseOptions, read_file
+    from terascale.linear._online import _firstpass
+    from terascale.linear._online._firstpass import few_repeats
+
+    path = _distinct(str(tmp_path / "d.vw"), 300, 20, seed=4)
+    ds = read_file(path, ParseOptions(bits=16))
+    assert len(np.unique(ds.indices)) < dense_threshold(16)  # never reaches the threshold
+    cols = LocalColumns(16, dense=True)
+    for s in range(0, len(ds), 100):
+        cols(ds.indices[ds.indptr[s]:ds.indptr[min(s + 100, len(ds))]], s)
+    assert cols.dense_from == 100  # after the first block: 2000 features, ~all new
+    assert np.array_equal(cols.features(), np.unique(ds.indices))
+    # the bench's wide data (a third of its ids from 10k common ones) keeps the threshold
+    wide = synthetic.write_wide(str(tmp_path / "w.vw"), 1000, seed=2)
+    wd = read_file(wide, ParseOptions(bits=18))
+    cols = LocalColumns(18, dense=True)
+    for s in range(0, len(wd), 200):
+        cols(wd.indices[wd.indptr[s]:wd.indptr[min(s + 200, len(wd))]], s)
+    assert not cols.dense and len(np.unique(wd.indices)) >= 1 << 12
+    assert not few_repeats(16, 1023, 1023) and few_repeats(16, 1024, 1170)
+    assert not few_repeats(16, 1024, 1171)
+    assert few_repeats(26, 1 << 20, 1 << 20) and not few_repeats(28, 1 << 24, 1 << 24)
+    # the early switch changes no bit: the same model as compact columns throughout
+    from terascale.linear._io import _stream
+
+    monkeypatch.setattr(_stream, "CHUNK_BYTES", 8 << 10)  # blocks of ~40 examples
+    switched = []
+    real = _firstpass.GrowingWeights._to_dense
+    monkeypatch.setattr(_firstpass.GrowingWeights, "_to_dense",
+                        lambda self: switched.append(self.columns.dense_from) or real(self))
+    kw = dict(bits=16, holdout=0.0, cache=False, loss="logistic")
+    early = train(path, **kw)
+    assert len(switched) == 1 and 0 < switched[0] < 100
+    monkeypatch.setattr(_firstpass, "few_repeats", lambda *a: False)
+    compact = train(path, **kw)
+    assert len(switched) == 1
+    assert np.array_equal(early.indices, compact.indices)
+    assert early.weights.tobytes() == compact.weights.tobytes()
+    for a, b in zip(early.adaptive[:2], compact.adaptive[:2]):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_the_switch_comes_a_block_early_rather_than_build_the_table_for_one_block(
+        monkeypatch):
+    # the hashed map (from 2**16 entries here, 2**26 in use) would have to become the
+    # direct table one block before the threshold: the columns go dense instead
+    from terascale.linear import _colindex
+    from terascale.linear._online import _firstpass
+
+    monkeypatch.setattr(_colindex, "_MIN_TABLE", 1 << 16)
+    monkeypatch.setattr(_firstpass, "few_repeats", lambda *a: False)
+    monkeypatch.setattr(LocalColumns, "_to_table", lambda self: pytest.fail("table built"))
+    cols = LocalColumns(16, dense=True)
+    assert cols.hash is not None
+    rng = np.random.default_rng(0)
+    space = rng.permutation(1 << 16).astype(np.uint32)
+    seen: list[np.ndarray] = []
+    for b in range(40):  # 500 new features a block, each twice
+        new = space[500 * b:500 * (b + 1)]
+        block = np.concatenate([new, new])
+        cols(block, 1000 * b)
+        seen.append(new)
+        if cols.dense:
+            break
+    # at block 15, 7500 features and 1000 indices to come: a map for 8500 is past 2**13
+    assert cols.dense and cols.dense_from == 15_000 and cols.n == 7500
+    assert np.array_equal(cols.features(), np.sort(np.concatenate(seen)))

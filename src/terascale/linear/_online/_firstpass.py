@@ -46,9 +46,10 @@ from .._passes import LabelScan, holdout_mask
 from ._onlinepass import Weights
 
 __all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "count_bits",
-           "dense_threshold"]
+           "dense_threshold", "few_repeats"]
 
 _MAX_BITS = 28  # the local lookup table: 1 GiB at most (VW's weights there: 4 GiB)
+_EARLY_MAX_BITS = 26  # few_repeats: dense rows of 768 MiB at most
 
 
 @numba.njit(cache=True, nogil=True)
@@ -265,6 +266,38 @@ def dense_threshold(bits: int) -> int:
     return 1 << max(bits - 3, 0)
 
 
+def few_repeats(bits: int, distinct: int, occurrences: int) -> bool:
+    """Whether a first pass that has seen ``distinct`` features in ``occurrences`` may move
+    to the dense layout before :func:`dense_threshold`: at least ``2**bits / 64`` distinct
+    features, at least 7/8 of the occurrences each a new feature.
+
+    Data where nearly every feature is new reaches the threshold anyway, and the compact
+    phase before it is pure cost: the hashed map (``-b 26``) grows by doubling to
+    ``2**bits / 8`` features, then the compact arrays are scattered at random into the
+    rows, faulting their pages in one write at a time (at ``-b 26`` on the held-out
+    ``distinct`` data, ~16M features, a fifth of the run's CPU time). Switching once
+    ``2**bits / 64`` features have appeared costs no memory Vowpal Wabbit would not hold:
+    that many features at random put four in every page of its array of 16-byte rows, so
+    nearly every page of it is touched. Up to ``-b 26`` only (rows of 768 MiB): at
+    ``-b 28`` the rows' 3 GiB are more than the compact pass holds for the same data
+    (17.2M features, 1.2 GB at its peak), so there the threshold alone decides. Data with
+    a head of frequent features (click logs; the bench's wide data, a third of its ids
+    from 10k common ones) repeats more than 1 in 8 and keeps the threshold. The layout
+    never changes a weight (``tests/linear/test_wide.py``).
+
+    Parameters
+    ----------
+    bits
+        The hash bits (``-b``).
+    distinct
+        Distinct hashed features seen so far.
+    occurrences
+        Features seen so far, repeats included.
+    """
+    return (bits <= _EARLY_MAX_BITS and distinct >= 1 << max(bits - 6, 0)
+            and 8 * distinct >= 7 * occurrences)
+
+
 class LocalColumns:
     """Hashed index -> column in order of first appearance (one 2**bits table). Columns
     are given in the thread that maps the next blocks and, while mixing, in the learner's:
@@ -287,6 +320,7 @@ class LocalColumns:
                                 huge=False)
         self.order = np.zeros(1 << 12, np.uint32)
         self.n = 0
+        self.occurrences = 0  # indices mapped to compact columns (repeats included)
         self.lock = threading.Lock()
         self.switch_at = dense_threshold(bits) if dense else -1
         self.dense_from = -1  # first example mapped densely (-1: compact so far)
@@ -299,12 +333,13 @@ class LocalColumns:
         indices = np.asarray(indices, np.uint32)
         with self.lock:
             self._features = None
-            if self.dense_from < 0 and 0 <= self.switch_at <= self.n and start >= 0:
+            if self.dense_from < 0 and start >= 0 and self._should_switch(len(indices)):
                 self._go_dense(start)
             if self.dense_from >= 0:
                 assert self.seen is not None
                 _mark(indices, self.seen)
                 return indices
+            self.occurrences += len(indices)
             need = self.n + len(indices)
             if need > len(self.order):
                 self.order = _pages.grown(self.order[:self.n], min(
@@ -316,6 +351,19 @@ class LocalColumns:
                 return cols
             cols, self.n = _assign(indices, self.pos, self.order, self.n)
             return cols
+
+    def _should_switch(self, incoming: int) -> bool:
+        """Whether to move to dense rows before a block of ``incoming`` indices: past
+        :func:`dense_threshold`; or the hashed map would have to become the direct table
+        for this block (the threshold is one block away: the table would be dropped at the
+        next); or the features seen so far are nearly all distinct (:func:`few_repeats`)."""
+        if not 0 <= self.switch_at <= 1 << self.bits:  # (past the space: never)
+            return False
+        if self.switch_at <= self.n:
+            return True
+        if self.hash is not None and not use_hash(self.bits, self.n + incoming):
+            return True
+        return few_repeats(self.bits, self.n, self.occurrences)
 
     def _to_table(self) -> None:
         """The hashed map would grow past half the direct table: the table."""
