@@ -100,15 +100,18 @@ def _run(full: bool) -> None:
             train(wide, comm=alone, bits=bits, cache_dir=os.path.join(d, f"b{bits}"),
                   holdout=0.0, cache=True)
         if full:
-            _rest(d, path, alone)
+            _rest(d, path, wide, alone)
 
 
-def _rest(d: str, path: str, alone: Any) -> None:
+def _rest(d: str, path: str, wide: str, alone: Any) -> None:
     from ._combine import _mixing
     from ._train import train
     from .synthetic import write_click
 
     train(path, comm=alone, quadratic=("ab",), cache_dir=os.path.join(d, "q"), holdout=0.0,
+          predictions=lambda pred, tags: None)
+    # progressive predictions past the switch to dense rows (the learner on row views)
+    train(wide, comm=alone, bits=4, cache=False, holdout=0.0,
           predictions=lambda pred, tags: None)
     for name, fmt, text in (("warm.svm", "libsvm", "1 1:0.5 3:2\n0 2:1\n"),
                             ("warm.csv", "csv", "label,a,b\n1,0.5,x\n0,2,y\n")):
