@@ -83,6 +83,45 @@ def test_work_wait_with_a_timeout_ends_by_it() -> None:
     assert text.startswith("rank 0: ") and "1 s" in text, text
 
 
+def _timed_recv(comm: object, port: int) -> tuple[str, float, str, list[float]]:
+    import time
+
+    rank = comm.rank  # type: ignore[attr-defined]
+    dist.init_process_group("terascale", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2, timeout=datetime.timedelta(seconds=30))
+    if rank == 1:  # sends late: rank 0's wait(timeout=) runs out first
+        time.sleep(3.0)
+        dist.send(torch.arange(4.0) + 7, dst=0)
+        return ("sent", 0.0, "", [])
+    got = torch.zeros(4)
+    work = dist.irecv(got, src=1)
+    began = time.monotonic()
+    try:
+        work.wait(timeout=datetime.timedelta(seconds=1))
+    except Exception as e:  # noqa: BLE001 (the type is what the test checks)
+        kind = "PeerTimeout" if isinstance(e, terascale.PeerTimeout) else type(e).__name__
+        first = (kind + (" RuntimeError" if isinstance(e, RuntimeError) else ""),
+                 time.monotonic() - began, str(e))
+    else:
+        first = ("no error", time.monotonic() - began, "")
+    work.wait()  # the receive stays posted, and completes once rank 1 sends
+    return (*first, got.tolist())
+
+
+def test_irecv_wait_with_a_timeout_ends_by_it() -> None:
+    """``irecv(...).wait(timeout=)`` stops waiting after ``timeout`` with a PeerTimeout
+    naming rank and peer that is also a RuntimeError (as gloo's); the receive stays
+    posted, and a later ``wait()`` gets the message."""
+    from terascale.testing import run_workers
+
+    kind, waited, text, got = run_workers(_timed_recv, 2, args=(_free_port(),),
+                                          timeout=60)[0]
+    assert kind == "PeerTimeout RuntimeError", (kind, waited, text)
+    assert 0.9 < waited < 2.5, waited
+    assert "rank 0" in text and "peer 1" in text and "1 s" in text, text
+    assert got == [7.0, 8.0, 9.0, 10.0]
+
+
 def _views_and_dtypes(comm: object, port: int) -> dict[str, object]:
     rank = comm.rank  # type: ignore[attr-defined]
     dist.init_process_group("terascale", init_method=f"tcp://127.0.0.1:{port}", rank=rank,

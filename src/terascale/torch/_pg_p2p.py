@@ -131,9 +131,16 @@ class RecvWork(Work):
             return self._fut
 
     def wait(self, timeout: Any = None) -> bool:
+        """Wait for the message; its failure raised as torch code catches it. ``timeout``
+        (a ``timedelta``, as torch passes it) stops the wait sooner than the group's
+        deadline with a PeerTimeout that is also a ``RuntimeError`` (as gloo's
+        ``wait(timeout)``); the receive stays posted and a later ``wait`` completes it."""
         assert self._request is not None
+        seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+        if not isinstance(seconds, (int, float)) or seconds <= 0:
+            seconds = None
         try:
-            self._request.wait()  # PeerTimeout/PeerLost/CollectiveMismatch, by the deadline
+            self._request.wait(seconds)  # PeerTimeout/PeerLost/CollectiveMismatch
         except CollectiveError as e:
             raise as_torch_error(e) from None
         return True

@@ -116,13 +116,38 @@ class Request:
     def done(self) -> bool:
         return self._done.is_set()
 
-    def wait(self) -> int:
+    def wait(self, timeout: float | None = None) -> int:
         """The source rank, once the message is in ``into``; the failure otherwise (by the
         deadline the receive was posted with). A receive from a given rank is read from
-        that rank's link by the waiting thread itself (no hand-off from a reader thread)."""
+        that rank's link by the waiting thread itself (no hand-off from a reader thread).
+
+        Parameters
+        ----------
+        timeout
+            Seconds to wait at most (default None: until the receive's own deadline). Past
+            it a :class:`~terascale.PeerTimeout` is raised and the receive stays posted: a
+            later ``wait`` can still complete it. A message that began to arrive is read
+            whole first (its body has the link's deadline), so a timeout never leaves a
+            link in the middle of a message.
+        """
+        until = None if timeout is None else time.monotonic() + max(float(timeout), 0.0)
         if self.src is not None and not self._done.is_set():
-            self._owner._read_until(self)
-        while not self._done.wait(max(self.deadline - time.monotonic(), 0) + 1.0):
+            self._owner._read_until(self, until)
+        while True:
+            now = time.monotonic()
+            limit = max(self.deadline - now, 0) + 1.0
+            if until is not None:
+                if now >= until and not self._done.is_set():
+                    owner = self._owner
+                    peer = "any peer" if self.src is None else f"peer {self.src}"
+                    raise PeerTimeout(
+                        f"Timed out: rank {owner.rank}: wait(timeout={timeout:g} s) on "
+                        f"{self.what} from {peer} (tag {self.tag}) ran out before the "
+                        f"message arrived; the receive stays posted", rank=owner.rank,
+                        peer=self.src, operation=self.what)
+                limit = min(limit, max(until - now, 0.0))
+            if self._done.wait(limit):
+                break
             self._owner._expire_now()
         if self.error is not None:
             raise self.error
@@ -573,10 +598,11 @@ class PointToPoint:
         self._fail_source(source, error)
         return True
 
-    def _read_until(self, req: Request) -> None:
+    def _read_until(self, req: Request, until: float | None = None) -> None:
         """Read ``req``'s source's link in this thread until ``req`` completes (its reader
-        thread parked meanwhile), or its deadline passes; returns at once when no link from
-        there is up yet (the reader thread then delivers the first message)."""
+        thread parked meanwhile), or its deadline passes, or ``until`` (a caller's shorter
+        wait) passes with no message begun; returns at once when no link from there is up
+        yet (the reader thread then delivers the first message)."""
         with self._lock:
             inbox = self._inbox.get(req.src)  # type: ignore[arg-type]
         if inbox is None or not inbox.enter():
@@ -584,15 +610,19 @@ class PointToPoint:
         try:
             # bounded: a thread that already reads this link (a wait inside a receive's
             # callback) must not wait on itself past the deadline
-            if not inbox.read_lock.acquire(timeout=max(req.deadline - time.monotonic(), 0.0)):
+            end = req.deadline if until is None else min(req.deadline, until)
+            if not inbox.read_lock.acquire(timeout=max(end - time.monotonic(), 0.0)):
                 return
             try:
                 while not req.done() and not inbox.ended:
-                    left = req.deadline - time.monotonic()
+                    now = time.monotonic()
+                    left = req.deadline - now
                     if left <= 0:
                         self._expire_now()
                         return
-                    self._read_one(inbox, time.monotonic() + min(left, 1.0))
+                    if until is not None and now >= until:
+                        return  # the caller's own wait ran out (the receive stays posted)
+                    self._read_one(inbox, now + min(left, 1.0, end - now))
             finally:
                 inbox.read_lock.release()
         finally:
