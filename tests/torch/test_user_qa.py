@@ -47,6 +47,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _wait_for_one_second(work: object) -> tuple[str, float, str]:
+    """``work.wait(timeout=1 s)``: what it raised (its kind, and whether it is also a
+    RuntimeError), how long it waited and its message."""
+    import time
+
+    began = time.monotonic()
+    try:
+        work.wait(timeout=datetime.timedelta(seconds=1))  # type: ignore[attr-defined]
+    except Exception as e:  # noqa: BLE001 (the type is what the test checks)
+        kind = "PeerTimeout" if isinstance(e, terascale.PeerTimeout) else type(e).__name__
+        return (kind + (" RuntimeError" if isinstance(e, RuntimeError) else ""),
+                time.monotonic() - began, str(e))
+    return ("no error", time.monotonic() - began, "")
+
+
 def _timed_wait(comm: object, port: int) -> tuple[str, float, str]:
     import time
 
@@ -58,15 +73,7 @@ def _timed_wait(comm: object, port: int) -> tuple[str, float, str]:
         dist.all_reduce(torch.ones(4))
         return ("late", 0.0, "")
     work = dist.all_reduce(torch.ones(4), async_op=True)
-    began = time.monotonic()
-    try:
-        work.wait(timeout=datetime.timedelta(seconds=1))
-    except Exception as e:  # noqa: BLE001 (the type is what the test checks)
-        kind = "PeerTimeout" if isinstance(e, terascale.PeerTimeout) else type(e).__name__
-        first = (kind + (" RuntimeError" if isinstance(e, RuntimeError) else ""),
-                 time.monotonic() - began, str(e))
-    else:
-        first = ("no error", time.monotonic() - began, "")
+    first = _wait_for_one_second(work)
     work.wait()  # the collective itself goes on, and completes once rank 1 is there
     return first
 
@@ -95,15 +102,7 @@ def _timed_recv(comm: object, port: int) -> tuple[str, float, str, list[float]]:
         return ("sent", 0.0, "", [])
     got = torch.zeros(4)
     work = dist.irecv(got, src=1)
-    began = time.monotonic()
-    try:
-        work.wait(timeout=datetime.timedelta(seconds=1))
-    except Exception as e:  # noqa: BLE001 (the type is what the test checks)
-        kind = "PeerTimeout" if isinstance(e, terascale.PeerTimeout) else type(e).__name__
-        first = (kind + (" RuntimeError" if isinstance(e, RuntimeError) else ""),
-                 time.monotonic() - began, str(e))
-    else:
-        first = ("no error", time.monotonic() - began, "")
+    first = _wait_for_one_second(work)
     work.wait()  # the receive stays posted, and completes once rank 1 sends
     return (*first, got.tolist())
 
