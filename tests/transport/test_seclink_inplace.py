@@ -171,8 +171,11 @@ def test_a_record_altered_or_moved_in_a_large_message_is_wiped_and_refused(mode:
     head, body = bytearray(48), bytearray(len(payload))
     outcome, got = _receive(receiver, head, body)
     assert outcome.startswith("tampered:") and "record #2 failed" in outcome, outcome
-    assert got == 48 + rec  # the header and the first record, nothing after
-    assert bytes(body[:rec]) == payload[:rec]
+    # the header and at most the first record were handed over, nothing after: a call
+    # that opened the first record and went on into the refused one raises, so whether
+    # the first was counted depends on how the bytes came in
+    assert got in (48, 48 + rec), got
+    assert bytes(body[:got - 48]) == payload[:got - 48]
     assert not any(body[rec:]), "bytes of a refused record were left in the buffer"
     receiver.close()  # the feeder's last writes fail now
     t.join(10)
