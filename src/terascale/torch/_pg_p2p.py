@@ -43,7 +43,7 @@ from ..communicator import Communicator
 from ..transport import stronger_mode as stronger
 from ..transport.p2p import PointToPoint, Request
 from ._pg_staging import op_name
-from ._pg_work import Work, completed
+from ._pg_work import Work, completed, wait_seconds
 
 __all__ = ["BITWISE", "P2P", "TorchPeerLost", "TorchTimeout", "allgather_coalesced", "as_torch_error",
            "bitwise_allreduce", "is_bitwise", "monitored_barrier", "sparse_allreduce", "torch_timeout"]
@@ -136,11 +136,8 @@ class RecvWork(Work):
         deadline with a PeerTimeout that is also a ``RuntimeError`` (as gloo's
         ``wait(timeout)``); the receive stays posted and a later ``wait`` completes it."""
         assert self._request is not None
-        seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
-        if not isinstance(seconds, (int, float)) or seconds <= 0:
-            seconds = None
         try:
-            self._request.wait(seconds)  # PeerTimeout/PeerLost/CollectiveMismatch
+            self._request.wait(wait_seconds(timeout))  # PeerTimeout/PeerLost/CollectiveMismatch
         except CollectiveError as e:
             raise as_torch_error(e) from None
         return True

@@ -41,7 +41,7 @@ from torch.futures import Future
 
 from .._async import close_at_exit
 
-__all__ = ["Completer", "Work", "completed", "eager_under_compile", "failed"]
+__all__ = ["Completer", "Work", "completed", "eager_under_compile", "failed", "wait_seconds"]
 
 _IDLE_S = 30.0  # a completion thread with nothing to do for this long ends
 
@@ -75,6 +75,14 @@ def _pair() -> tuple[Future[Any], Future[Any]]:
     return source, source.then(_unwrap)
 
 
+def wait_seconds(timeout: Any) -> float | None:
+    """A ``wait(timeout=)`` argument in seconds: torch passes a ``timedelta``; a number is
+    taken as seconds; None, zero or less means no timeout of the caller's own (the group's
+    deadline)."""
+    seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+    return float(seconds) if isinstance(seconds, (int, float)) and seconds > 0 else None
+
+
 class Work(dist._Work):
     """A collective's work object: ``wait()`` raises the collective's own error (torch's
     future-wrapping work would report success; the future's error is that error as text)."""
@@ -91,8 +99,8 @@ class Work(dist._Work):
         ``timedelta``, as torch passes it) stops the wait sooner than the group's deadline
         with a PeerTimeout that is also a ``RuntimeError`` (what gloo's ``wait(timeout)``
         raises); the collective itself goes on and ends by its deadline."""
-        seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
-        if isinstance(seconds, (int, float)) and seconds > 0 and not self._fut.done():
+        seconds = wait_seconds(timeout)
+        if seconds is not None and not self._fut.done():
             done = threading.Event()
             self._fut.add_done_callback(lambda _: done.set())
             if not done.wait(seconds):
