@@ -250,7 +250,8 @@ def test_data_of_features_seen_once_moves_to_dense_rows_early_and_learns_the_sam
     assert not cols.dense and len(np.unique(wd.indices)) >= 1 << 12
     assert not few_repeats(16, 1023, 1023) and few_repeats(16, 1024, 1170)
     assert not few_repeats(16, 1024, 1171)
-    assert few_repeats(26, 1 << 20, 1 << 20) and not few_repeats(28, 1 << 24, 1 << 24)
+    assert few_repeats(26, 1 << 20, 1 << 20) and few_repeats(27, 1 << 21, 1 << 21)
+    assert not few_repeats(28, 1 << 24, 1 << 24)
     # the early switch changes no bit: the same model as compact columns throughout
     from terascale.linear._io import _stream
 

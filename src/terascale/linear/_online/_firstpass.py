@@ -49,7 +49,7 @@ __all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "count_bit
            "dense_threshold", "few_repeats"]
 
 _MAX_BITS = 28  # the local lookup table: 1 GiB at most (VW's weights there: 4 GiB)
-_EARLY_MAX_BITS = 26  # few_repeats: dense rows of 768 MiB at most
+_EARLY_MAX_BITS = 27  # few_repeats: dense rows of 1.5 GiB at most
 
 
 @numba.njit(cache=True, nogil=True)
@@ -300,12 +300,15 @@ def few_repeats(bits: int, distinct: int, occurrences: int) -> bool:
     ``distinct`` data, ~16M features, a fifth of the run's CPU time). Switching once
     ``2**bits / 64`` features have appeared costs no memory Vowpal Wabbit would not hold:
     that many features at random put four in every page of its array of 16-byte rows, so
-    nearly every page of it is touched. Up to ``-b 26`` only (rows of 768 MiB): at
-    ``-b 28`` the rows' 3 GiB are more than the compact pass holds for the same data
-    (17.2M features, 1.2 GB at its peak), so there the threshold alone decides. Data with
-    a head of frequent features (click logs; the bench's wide data, a third of its ids
-    from 10k common ones) repeats more than 1 in 8 and keeps the threshold. The layout
-    never changes a weight (``tests/linear/test_wide.py``).
+    nearly every page of it is touched. Up to ``-b 27`` only (rows of 1.5 GiB): at
+    ``-b 27`` the same data kept compact columns until the hashed map could grow no more
+    (``2**24`` features, near the end of the pass), then scattered 16M of them into the
+    rows: 1.97 GB at its peak and 40% more CPU time than switching early (1.75 GB);
+    at ``-b 28`` the rows' 3 GiB are more than the compact pass holds for the same data
+    (17.2M features, 1.2 GB at its peak, and less CPU time), so there the threshold alone
+    decides. Data with a head of frequent features (click logs; the bench's wide data, a
+    third of its ids from 10k common ones) repeats more than 1 in 8 and keeps the
+    threshold. The layout never changes a weight (``tests/linear/test_wide.py``).
 
     Parameters
     ----------
