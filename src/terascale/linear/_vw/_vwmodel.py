@@ -300,10 +300,7 @@ def _write_atomic(path: str, data: bytes | Iterable[Any]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=".terascale-", dir=d)
         try:
             with os.fdopen(fd, "wb") as f:
-                for piece in [data] if isinstance(data, bytes) else data:
-                    view = memoryview(piece).cast("B")
-                    for a in range(0, len(view), _WRITE):
-                        f.write(view[a:a + _WRITE])
+                _write_pieces(f, data)
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):
@@ -311,6 +308,15 @@ def _write_atomic(path: str, data: bytes | Iterable[Any]) -> None:
             raise
     except OSError as e:
         raise storage_error("cannot write the model", path, e) from None
+
+
+def _write_pieces(f: Any, data: bytes | Iterable[Any]) -> None:
+    """``data`` (bytes, or pieces of bytes or buffers) written to the file ``f`` at most
+    ``_WRITE`` bytes a ``write``."""
+    for piece in [data] if isinstance(data, bytes) else data:
+        view = memoryview(piece).cast("B")
+        for a in range(0, len(view), _WRITE):
+            f.write(view[a:a + _WRITE])
 
 
 class _Reader:
