@@ -91,3 +91,26 @@ def test_no_write_hands_the_kernel_more_than_the_limit(monkeypatch):
     f = Recorder()
     _vwmodel._write_pieces(f, b"y" * 10_000)  # (one bytes object: sliced alike)
     assert f.sizes == [4096, 4096, 1808] and bytes(f.data) == b"y" * 10_000
+
+
+def test_the_model_is_flushed_to_disk_and_gets_the_usual_mode(tmp_path, monkeypatch):
+    # the file's data reaches the disk before the rename, the rename after it (as a
+    # terascale model's), and the file has open()'s mode under the umask, not mkstemp's 0600
+    import os
+
+    from terascale.linear._vw import _vwmodel
+
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.fstat(fd)) or real(fd))
+    old = os.umask(0o027)
+    try:
+        _vwmodel._write_atomic(str(tmp_path / "m.model"), [b"abc", b"def"])
+    finally:
+        os.umask(old)
+    st = os.stat(tmp_path / "m.model")
+    assert (tmp_path / "m.model").read_bytes() == b"abcdef"
+    assert st.st_mode & 0o777 == 0o640
+    # the file (its inode: the one renamed into place), then the directory
+    assert [s.st_ino for s in synced] == [st.st_ino, os.stat(tmp_path).st_ino]
+    assert os.listdir(tmp_path) == ["m.model"]

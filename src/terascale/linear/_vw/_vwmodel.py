@@ -289,20 +289,27 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
 
 
 def _write_atomic(path: str, data: bytes | Iterable[Any]) -> None:
-    """A temporary file next to ``path``, renamed into place (a reader never sees half);
-    ``data`` is the file's bytes, or its pieces in order (bytes or buffers, each written
-    before the next is asked for), handed to the kernel at most ``_WRITE`` bytes a call."""
+    """A temporary file next to ``path``, written, flushed to the disk and renamed into
+    place, the rename flushed too (a reader never sees half, and after a power loss the
+    name points at the whole new file or the old one: ``terascale._files``), with the mode
+    ``open()`` would give it; ``data`` is the file's bytes, or its pieces in order (bytes
+    or buffers, each written before the next is asked for), handed to the kernel at most
+    ``_WRITE`` bytes a call."""
     import tempfile
 
-    from ..._files import storage_error
+    from ..._files import fsync_dir, make_public, storage_error
 
     d = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".terascale-", dir=d)
         try:
             with os.fdopen(fd, "wb") as f:
+                make_public(f.fileno())
                 _write_pieces(f, data)
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, path)
+            fsync_dir(d)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
