@@ -213,11 +213,6 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
               opening: Any = None) -> int:
     """``--oaa K``: K learners; on one worker VW's progressive multiclass predictions
     (``-p``) and its closing block, on ``-n N`` workers the averaged learners (``-f``)."""
-    from .._io._dataset import ParseOptions
-    from .._passes import holdout_mask
-    from ._cli_options import job_json
-    from ._worker import run_train
-
     k_classes = int(args.oaa)
     if k_classes < 2:
         raise ConfigError(f"--oaa {k_classes}: needs at least 2 classes")
@@ -240,90 +235,25 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise ConfigError("--probabilities needs --loss_function logistic (as in VW)")
     if opening is not None:  # the preamble, once the options are known to be good
         opening()
+    shift = (k_classes - 1).bit_length()
+    if options["bits"] - shift < 1:
+        raise ConfigError(f"--oaa {k_classes} -b {options['bits']}: VW gives each "
+                          f"class 2**(b - {shift}) weights; use -b {shift + 1} or more")
+    if args.nprocs == 1 and not args.testonly:
+        return _train_one(args, paths, dict(options, bits=options["bits"] - shift),
+                          k_classes, names, start)
+    if not args.testonly:
+        return _launch(args, paths, dict(options, bits=options["bits"] - shift), k_classes,
+                       names)
+    # -t: each class's learner scores the examples (VW's indexing is decided by
+    # learning: classes 1..K here)
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
-        files, labels, base, after, tags = relabel(paths, k_classes, tmp, names,
-                                            say=not (args.quiet or args.testonly))
-        # VW interleaves the K learners in its 2**b weights: class c of feature index i
-        # at (i * 2**s + c) mod 2**b, s = ceil(log2 K), so each learner has b - s bits
-        shift = (k_classes - 1).bit_length()
-        if options["bits"] - shift < 1:
-            raise ConfigError(f"--oaa {k_classes} -b {options['bits']}: VW gives each "
-                              f"class 2**(b - {shift}) weights; use -b {shift + 1} or more")
-        options = dict(options, bits=options["bits"] - shift)
-        seeds = _seeds(options, tmp, start, k_classes)
-        if args.testonly:  # (VW's indexing is decided by learning: 1..K here)
-            return _test_only(args, paths, files, labels, np.ones_like(base), seeds, names,
-                              tags)
-        scores = []
-        models = []
-        opts = dict(options, progress=False, vw_text=False)
-        for k in ParseOptions().to_dict():  # they come with the seed model
-            opts.pop(k, None)
-        if args.nprocs != 1:
-            return _train_workers(args, files, seeds, opts, tmp, k_classes, names)
-        for c in range(k_classes):
-            got: list[np.ndarray] = []
-            model = run_train(json.loads(job_json(files[c], "", seeds[c], opts)),
-                              predictions=lambda p, tags, got=got: got.append(p.copy()))
-            scores.append(np.concatenate(got) if got else np.zeros(0))
-            models.append(model)
-        s = np.stack(scores, axis=1)
-        weight, feats = _example_stats(files[0], models[0].parse)
+        files, labels, base, _, tags = relabel(paths, k_classes, tmp, names, say=False)
+        seeds = _seeds(dict(options, bits=options["bits"] - shift), tmp, start, k_classes)
+        return _test_only(args, paths, files, labels, np.ones_like(base), seeds, names, tags)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if args.model:
-        from .._vw._vwmodel import write_vw_oaa_model
-
-        write_vw_oaa_model(models, args.model, names)
-    n = len(labels)
-    if n == 0 or len(s) % n:
-        raise DataError(f"{', '.join(paths)}: {len(s)} predictions for {n} examples "
-                        f"(--oaa reads one example per non-empty line)")
-    passes = len(s) // n
-    if passes > 1 and after[0] != after[-1]:
-        raise DataError(f"{', '.join(paths)}: the first label 0 comes after other labels: "
-                        f"VW's --oaa then reads the labels before it as 1..K in the first "
-                        f"pass and as 0..K-1 in later ones, which terascale does not "
-                        f"reproduce; write classes 1..K, or train one pass")
-    later = [np.full(n, after[-1])] * (passes - 1)
-    named = np.concatenate([after, *later])  # (how --probabilities names the classes)
-    # the first of equal scores, as VW; with the indexing VW predicts with (its
-    # --probabilities reports the class with the indexing after the label)
-    pred = np.argmax(s, axis=1) + (named if args.probabilities
-                                   else np.concatenate([base, *later]))
-    truth = np.tile(labels, passes)
-    period = _period(options, passes)
-    hold = np.tile(holdout_mask(0, n, period), passes)
-    labelled = ~np.isnan(truth)
-    wrong = (pred != truth) & labelled
-    if args.predictions:
-        _write_predictions(args, s, named, pred, names, tags)
-    if not args.quiet:
-        if len(weight) != n:
-            raise DataError(f"{', '.join(paths)}: {len(weight)} examples parsed for {n} "
-                            f"labels (--oaa reads one example per non-empty line)")
-        w = np.tile(weight.astype(np.float64), passes)
-        loss = np.where(wrong, w, 0.0)  # VW's multiclass loss: the weight of a mistake
-        counted = ~labelled | ~hold  # (VW holds out labelled examples only)
-        _progress(loss, hold, labelled, counted, w, truth, pred, feats,
-                  bool(period) and passes > 1, names)
-        per_pass = []
-        for i in range(passes):
-            p = slice(i * n, (i + 1) * n)
-            per_pass.append((float(loss[p][~hold[p]].sum()),
-                             float(w[p][labelled[p] & ~hold[p]].sum()),
-                             float(loss[p][hold[p]].sum()),
-                             float(w[p][labelled[p] & hold[p]].sum()), n, 0.0,
-                             float(w[p][~labelled[p]].sum()), float(counted[p].sum()),
-                             float(feats[counted[p]].sum())))
-        from .._vw._vwreport import closing_block, holdout_on
-
-        print(closing_block({"pass_totals": [list(t) for t in per_pass],
-                             "holdout": holdout_on({**options, "passes": passes}),
-                             "examples": n, "feature_count": model.info["feature_count"]}),
-              file=sys.stderr)
-    return 0
 
 
 def _example_stats(files: list[str], parse: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -375,33 +305,30 @@ def _progress(loss: np.ndarray, hold: np.ndarray, labelled: np.ndarray,
         due = prog.next_due(float(cum_w[at]))
 
 
-def _train_workers(args: argparse.Namespace, files: list[list[str]], seeds: list[str],
-                   opts: dict[str, Any], tmp: str, k_classes: int,
-                   names: list[str] | None) -> int:
-    """``--oaa K -n N``: each class's learner on N workers, one class after another, its
-    weights averaged across the workers as the binary learner's are; ``-f`` then writes
-    VW's one-against-all model of the K averaged learners."""
+def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
+            k_classes: int, names: list[str] | None) -> int:
+    """``--oaa K -n N``: N workers (:mod:`._oaaworker`), each learning the K learners on
+    its shard in one pass over it, each class's learner averaged across the workers
+    after every pass as the binary learner's is (``--average``: weighted by default);
+    ``-f`` then writes VW's one-against-all model of the K averaged learners. Each worker
+    numbers the classes from its own shard's labels (1..K until a label 0), as each
+    node of VW's cluster mode does."""
     from ...launch import LaunchOptions, launch
-    from .._model import LinearModel
     from .._warm import warm_kernels
-    from ._cli_options import job_json
 
-    warm_kernels()  # compile once here rather than N times at once in the workers
-    models = []
-    for c in range(k_classes):
-        path = os.path.join(tmp, f"class{c + 1}.model")
-        code = launch([sys.executable, "-m", "terascale.linear._front._worker",
-                       job_json(files[c], path, seeds[c], opts)],
+    tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
+    try:
+        data = paths if names is None else _numbered(paths, k_classes, names, tmp)
+        job = {"data": data, "paths": paths, "options": options, "k": k_classes,
+               "names": names, "model": args.model, "quiet": True,
+               "probabilities": False, "initial": args.initial}
+        warm_kernels()  # compile once here rather than N times at once in the workers
+        return launch([sys.executable, "-m", "terascale.linear._front._oaaworker",
+                       json.dumps(job)],
                       LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
                                     prefix_output=False))
-        if code:
-            return code
-        models.append(LinearModel.load(path))
-    if args.model:
-        from .._vw._vwmodel import write_vw_oaa_model
-
-        write_vw_oaa_model(models, args.model, names)
-    return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _seeds(options: dict[str, Any], tmp: str, start: list[Any] | None,
@@ -526,8 +453,267 @@ def _test_only(args: argparse.Namespace, paths: list[str], files: list[list[str]
     return 0
 
 
-def _period(options: dict[str, Any], passes: int) -> int:
-    frac = options.get("holdout")
-    if frac is None:
-        frac = 0.1 if passes > 1 else 0.0
-    return max(2, round(1.0 / frac)) if frac > 0 else 0
+def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str) -> list[str]:
+    """--named_labels: the input once more with each name replaced by its class number
+    (1..K; a label that is not a name is class 0, with VW's warning), so that the data is
+    parsed as numbered classes; one copy, whatever K."""
+    table = {n: c for c, n in enumerate(names, 1)}
+    out = []
+    for n, path in enumerate(paths):
+        name = os.path.join(out_dir, f"numbered-{n}.vw")
+        with _open_text(path) as f, open(name, "w", encoding="utf-8",
+                                          errors="surrogateescape") as o:
+            lines: list[str] = []
+            for i, line in enumerate(f, 1):
+                if line.strip():
+                    y, _, rest, _ = _label(line, f"{path}:{i}", table)
+                    if not math.isnan(y):
+                        line = f"{int(y)}{rest}"
+                lines.append(line)
+                if len(lines) >= _FLUSH:
+                    o.write("".join(lines))
+                    lines.clear()
+            o.write("".join(lines))
+        out.append(name)
+    return out
+
+
+def _bad_label(paths: list[str], k_classes: int) -> None:
+    """Raise the DataError of the first line whose label is not a class number (its file
+    and line), reading the text again: only after the parser's labels showed one."""
+    for path in paths:
+        with _open_text(path) as f:
+            for i, line in enumerate(f, 1):
+                if line.strip():
+                    _label(line, f"{path}:{i}")
+    raise DataError(f"{', '.join(paths)}: a multiclass label is not a class number 1..K "
+                    f"(--oaa {k_classes})")
+
+
+class _Indexing:
+    """VW's oaa reads labels 1..K until a label 0 (then 0..K-1 from that example on) or a
+    label K (1..K for good) decides; each example is predicted with the classes as they
+    were before its label was read, and learned (and named by --probabilities) as they
+    are after it."""
+
+    def __init__(self, k_classes: int, say: bool) -> None:
+        self.k, self.say = k_classes, say
+        self.state = 2  # 2: undecided (classes 1..K meanwhile); then 0 or 1
+        self.first_after: int | None = None
+
+    def block(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each example's first class number when predicted, and once its label is read)."""
+        n = len(labels)
+        now = 0 if self.state == 0 else 1
+        before, after = np.full(n, now, np.int64), np.full(n, now, np.int64)
+        if self.state == 2:
+            hit = np.flatnonzero((labels == 0) | (labels == self.k))
+            if len(hit):
+                j = int(hit[0])
+                self.state = 0 if labels[j] == 0 else 1
+                before[j + 1:] = after[j:] = self.state
+                if self.say:
+                    print(f"[info] label {'0' if self.state == 0 else self.k} found -- "
+                          f"labels are now considered {self.state}-indexed.")
+        if self.first_after is None and n:
+            self.first_after = int(after[0])
+        return before, after
+
+    @property
+    def base(self) -> int:
+        """The first class number now (0 once a label 0 decided, else 1)."""
+        return 0 if self.state == 0 else 1
+
+
+class _Table:
+    """VW's progress table of --oaa, line by line as the blocks are learned, and the
+    sums of each pass for its closing block."""
+
+    def __init__(self, quiet: bool, holdout: bool, names: list[str] | None) -> None:
+        from .._online._progress import Progress
+
+        self.prog = None if quiet else Progress(sys.stderr)
+        self.cum, self.cum_w, self.cum_n = np.zeros(4), 0.0, 0
+        self.due = 1.0
+        if self.prog is not None:
+            self.prog.names, self.prog.holdout = names, holdout
+            self.prog.header()
+            self.due = self.prog.first_due()
+        self.passes: list[np.ndarray] = []
+
+    def block(self, p: int, truth: np.ndarray, pred: np.ndarray, weight: np.ndarray,
+              hold: np.ndarray, feats: np.ndarray) -> None:
+        """Pass ``p``'s block: the labels (NaN: none), predicted classes, importance
+        weights, the holdout and each example's feature count."""
+        if len(self.passes) <= p:
+            self.passes.append(np.zeros(9))
+        w = weight.astype(np.float64)
+        labelled = ~np.isnan(truth)
+        loss = np.where((pred != truth) & labelled, w, 0.0)  # VW's: a mistake's weight
+        counted = ~labelled | ~hold  # (VW holds out labelled examples only)
+        learnt, held = labelled & ~hold, labelled & hold
+        t = self.passes[p]
+        t += (loss[~hold].sum(), w[learnt].sum(), loss[hold].sum(), w[held].sum(),
+              len(truth), 0.0, w[~labelled].sum(), counted.sum(), feats[counted].sum())
+        cum = self.cum + np.stack([np.cumsum(np.where(learnt, loss, 0.0)),
+                                   np.cumsum(np.where(learnt, w, 0.0)),
+                                   np.cumsum(np.where(held, loss, 0.0)),
+                                   np.cumsum(np.where(held, w, 0.0))], axis=1)
+        cum_w = self.cum_w + np.cumsum(np.where(counted, w, 0.0))
+        cum_n = self.cum_n + np.cumsum(counted)
+        prog = self.prog
+        while prog is not None:
+            at = int(np.searchsorted(cum_w, self.due))
+            if at >= len(truth):
+                break
+            prog.passes = p
+            prog.line(cum[at], prog.prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
+                      float(pred[at]), int(feats[at]), classes=True)
+            prog.prev = cum[at]
+            self.due = prog.next_due(float(cum_w[at]))
+        if len(truth):
+            self.cum, self.cum_w, self.cum_n = cum[-1], float(cum_w[-1]), int(cum_n[-1])
+
+
+def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
+               k_classes: int, names: list[str] | None, start: list[Any] | None) -> int:
+    """``--oaa K`` on one worker: the data parsed once a pass, the K learners updated
+    block by block (:mod:`._oaapass`), VW's progressive predictions (``-p``), table and
+    closing block written as the blocks go; ``options["bits"]`` is each learner's."""
+    from .._vw._vwtext import AtomicText
+
+    tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
+    out = None
+    try:
+        data = paths if names is None else _numbered(paths, k_classes, names, tmp)
+        out = AtomicText(args.predictions) if args.predictions else None
+
+        def write(blk: Any, s: np.ndarray, pred: np.ndarray, after: np.ndarray) -> None:
+            if out is not None:
+                _write_block(out, bool(args.probabilities), blk, s, pred, after, names)
+
+        job = {"data": data, "paths": paths, "options": options, "k": k_classes,
+               "names": names, "model": args.model, "quiet": bool(args.quiet),
+               "probabilities": bool(args.probabilities)}
+        run_oaa(job, start, write)
+        if out is not None:
+            out.commit()
+            out = None
+    finally:
+        if out is not None:
+            out.discard()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
+            write: Any = None, comm: Any = None) -> None:
+    """Train the K learners of ``job`` on this worker's shard (every worker of a job
+    with ``comm``: after each pass each class's learner is averaged over the workers as
+    the binary learner's is, and rank 0 writes the model); ``write(block, scores,
+    predicted classes, first class numbers)`` gets each block's progressive predictions.
+
+    ``job``: ``data`` (the files, classes numbered), ``paths`` (as the user named them),
+    ``options`` (``TrainOptions``' fields, ``bits`` each learner's), ``k``, ``names``,
+    ``model`` (VW's model to write, or None), ``quiet``, ``probabilities``."""
+    from .._combine._average import average_weights
+    from .._io._shard import shard_blocks
+    from .._online._update import sync_weights
+    from .._options import TrainOptions
+    from .._passes import EarlyStop
+    from .._recipe import holdout_period
+    from ._oaapass import Learners, blocks_once, oaa_pass
+
+    k_classes, names, options = int(job["k"]), job["names"], dict(job["options"])
+    rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
+    if start is not None:  # VW's model's parse options (-q, --noconstant, ...) rule
+        options.update({k: (tuple(v) if isinstance(v, list) else v)
+                        for k, v in start[0].parse.to_dict().items()})
+    opts = TrainOptions(**{k: (tuple(v) if isinstance(v, list) else v)
+                           for k, v in options.items()
+                           if k in TrainOptions.__dataclass_fields__})
+    blocks = shard_blocks(job["data"], rank=rank, size=size, cache_dir=opts.cache_root(),
+                          lazy=True, **opts.parse_options().__dict__)
+    learners = Learners(k_classes, opts.bits, start)
+    period = holdout_period(opts)
+    passes = opts.passes
+    stop = EarlyStop(opts.patience) if period and passes > 1 else None
+    quiet = job["quiet"] or rank > 0
+    index = _Indexing(k_classes, say=not quiet)
+    table = _Table(quiet or size > 1, bool(period) and passes > 1, names)
+    kind = opts.online_kind()
+    l2 = opts.online_l2(0.0)
+    rate = np.float32(opts.learning_rate)
+    fixed: list[np.ndarray] = []  # each block's first class numbers (predicted, learned)
+    at = [0]  # the pass under way
+
+    def targets(blk: Any) -> np.ndarray:
+        lab = blk.labels
+        if (~np.isnan(lab) & ((lab < 0) | (lab != np.floor(lab)))).any():
+            _bad_label(job["data"], k_classes)
+        if at[0] == 0:
+            fixed[:] = index.block(lab)
+        else:  # (later passes: the classes as the first pass ended with them)
+            fixed[:] = [np.full(len(lab), index.base, np.int64)] * 2
+        return lab.astype(np.float64) - fixed[1]  # (nan stays nan)
+
+    for p in range(passes):
+        at[0] = p
+        if p > 0 and opts.decay_learning_rate != 1.0:
+            rate = np.float32(rate * np.float32(opts.decay_learning_rate))
+        for sc in oaa_pass(blocks_once(blocks), learners, targets, kind, float(rate),
+                           opts.power_t, opts.l1, l2, period):
+            blk, s = sc.block, sc.scores
+            before, after = fixed
+            # the first of equal scores, as VW; predicted with the classes numbered as
+            # before the label was read (--probabilities names them as after it)
+            pred = np.argmax(s, axis=1) + (after if job["probabilities"] else before)
+            table.block(p, blk.labels.astype(np.float64), pred, blk.weights, sc.hold,
+                        np.diff(blk.indptr))
+            if write is not None:
+                write(blk, s, pred, after)
+        if p == 0 and passes > 1 and index.first_after not in (None, index.base):
+            raise DataError(f"{', '.join(job['paths'])}: the first label 0 comes after "
+                            f"other labels: VW's --oaa then reads the labels before it as "
+                            f"1..K in the first pass and as 0..K-1 in later ones, which "
+                            f"terascale does not reproduce; write classes 1..K, or train "
+                            f"one pass")
+        if size > 1:  # each class's learner averaged at the end of the pass
+            for c in range(k_classes):
+                w, g2, nrm, state = learners.views(c)
+                sync_weights(w, state)
+                average_weights(comm, w, g2, nrm, state, opts.averaging)
+        t = table.passes[p] if p < len(table.passes) else np.zeros(9)
+        held = comm.allreduce(t[2:4].copy()) if size > 1 else t[2:4]
+        if stop is not None and stop.end_pass(held[0], held[1], learners.arrays,
+                                              learners.states):
+            break
+    learners.finish()
+    if job["model"] and rank == 0:
+        from .._vw._vwmodel import write_vw_oaa_model
+
+        parse = start[0].parse if start is not None else opts.parse_options()
+        write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names)
+    if not quiet and size == 1:
+        from .._vw._vwreport import closing_block, holdout_on
+
+        totals = [list(map(float, t)) for t in table.passes] or [[0.0] * 9]
+        print(closing_block({"pass_totals": totals,
+                             "holdout": holdout_on({**options, "passes": passes}),
+                             "examples": int(totals[0][4])}), file=sys.stderr)
+
+
+def _write_block(out: Any, probabilities: bool, blk: Any, s: np.ndarray,
+                 pred: np.ndarray, after: np.ndarray, names: list[str] | None) -> None:
+    """One block's lines of VW's ``-p`` of ``--oaa`` (see :func:`_write_predictions`)."""
+    if probabilities:
+        text = [_format(r, b) for r, b in zip(_probabilities(s), after.tolist())]
+    elif names is None:
+        text = [str(v) for v in pred.tolist()]
+    else:
+        text = [_class(v, names) for v in pred.tolist()]
+    if blk.has_tags:
+        text = [f"{ln} {t}" if t else ln
+                for ln, t in zip(text, (blk.tag(i) for i in range(len(text))))]
+    out.write("".join(ln + "\n" for ln in text))
