@@ -583,25 +583,32 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
     from .._vw._vwtext import AtomicText
 
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
-    out = None
+    out = raw = None
     try:
         data = paths if names is None else _numbered(paths, k_classes, names, tmp)
         out = AtomicText(args.predictions) if args.predictions else None
+        raw_path = getattr(args, "raw_predictions", None)
+        raw = AtomicText(raw_path) if raw_path else None
 
-        def write(blk: Any, s: np.ndarray, pred: np.ndarray, after: np.ndarray) -> None:
+        def write(blk: Any, s: np.ndarray, pred: np.ndarray, before: np.ndarray,
+                  after: np.ndarray) -> None:
             if out is not None:
                 _write_block(out, bool(args.probabilities), blk, s, pred, after, names)
+            if raw is not None:
+                _write_lines(raw, blk, [_raw_line(r, b) for r, b in zip(s, before.tolist())])
 
         job = {"data": data, "paths": paths, "options": options, "k": k_classes,
                "names": names, "model": args.model, "quiet": bool(args.quiet),
                "probabilities": bool(args.probabilities)}
         run_oaa(job, start, write)
-        if out is not None:
-            out.commit()
-            out = None
+        for f in (out, raw):
+            if f is not None:
+                f.commit()
+        out = raw = None
     finally:
-        if out is not None:
-            out.discard()
+        for f in (out, raw):
+            if f is not None:
+                f.discard()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
@@ -612,7 +619,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     """Train the K learners of ``job`` on this worker's shard (every worker of a job
     with ``comm``: after each pass each class's learner is averaged over the workers as
     the binary learner's is, and rank 0 writes the model); ``write(block, scores,
-    predicted classes, first class numbers)`` gets each block's progressive predictions.
+    predicted classes, first class numbers before and after each label was read)`` gets
+    each block's progressive predictions.
 
     ``job``: ``data`` (the files, classes numbered), ``paths`` (as the user named them),
     ``options`` (``TrainOptions``' fields, ``bits`` each learner's), ``k``, ``names``,
@@ -672,7 +680,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             table.block(p, blk.labels.astype(np.float64), pred, blk.weights, sc.hold,
                         np.diff(blk.indptr))
             if write is not None:
-                write(blk, s, pred, after)
+                write(blk, s, pred, before, after)
         if p == 0 and passes > 1 and index.first_after not in (None, index.base):
             raise DataError(f"{', '.join(job['paths'])}: the first label 0 comes after "
                             f"other labels: VW's --oaa then reads the labels before it as "
@@ -713,6 +721,21 @@ def _write_block(out: Any, probabilities: bool, blk: Any, s: np.ndarray,
         text = [str(v) for v in pred.tolist()]
     else:
         text = [_class(v, names) for v in pred.tolist()]
+    _write_lines(out, blk, text)
+
+
+def _raw_line(scores: np.ndarray, first: int) -> str:
+    """VW's ``-r`` line of ``--oaa``: every learner's score, numbered with the classes as
+    the example was predicted (``first``); numbered from 0, VW lists the last learner's
+    score first, as class 0, then learner i's as class i + 1 (its ``oaa.cc`` does so)."""
+    v = [f"{float(x):g}" for x in scores]
+    if first == 0:
+        return " " + " ".join(f"{c}:{x}" for c, x in enumerate([v[-1], *v[:-1]]))
+    return " " + " ".join(f"{c}:{x}" for c, x in enumerate(v, 1))
+
+
+def _write_lines(out: Any, blk: Any, text: list[str]) -> None:
+    """One line per example of ``blk``, each with its tag after it, as VW writes them."""
     if blk.has_tags:
         text = [f"{ln} {t}" if t else ln
                 for ln, t in zip(text, (blk.tag(i) for i in range(len(text))))]
