@@ -95,11 +95,13 @@ class Learners:
             seen |= (w != 0) | (nrm != 0)
         idx = np.flatnonzero(seen).astype(np.uint32)
         out = []
+        none = np.zeros(0, np.float32)
         for c in range(self.k):
-            w, g2, nrm, state = self.views(c)
+            w, _, _, state = self.views(c)
+            # (VW's one-against-all model is written in its predict-only form: the
+            # weights and the state's label range, no adaptive sums)
             out.append(SimpleNamespace(indices=idx, weights=w[idx], parse=parse, loss=loss,
-                                       adaptive=(g2[idx], nrm[idx], state.copy()),
-                                       info={}))
+                                       adaptive=(none, none, state.copy()), info={}))
         return out
 
 
