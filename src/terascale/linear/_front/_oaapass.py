@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from ..._errors import DataError
 from .._io._blocks import Block, Blocks, ChainBlocks, prefetch
 from .._io._cache import PendingCache
 from .._model import LinearModel
@@ -183,12 +182,3 @@ def oaa_pass(blocks: Iterator[Block], learners: Learners,
                          w, g2, nrm, state, kind, eta, power_t, l1, l2, acc, scores[c])
         yield Scored(blk, scores.T, hold)
 
-
-def check_labels(labels: np.ndarray, where: Callable[[int], str]) -> None:
-    """Multiclass labels must be class numbers (integers >= 0) or missing; ``where(i)``
-    names example ``i`` of the block (its file and line) for the error."""
-    bad = ~np.isnan(labels) & ((labels < 0) | (labels != np.floor(labels)))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise DataError(f"{where(i)}: multiclass label {float(labels[i]):g} is not a class "
-                        f"number 1..K (--oaa; VW reads it as an unsigned integer)")
