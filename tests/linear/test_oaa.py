@@ -1,7 +1,8 @@
 """``--oaa K`` (one-against-all) learned in one pass over data parsed once, against the
 real VW (``vowpalwabbit``) on generated data: every progressive prediction (``-p``), every
 class's raw score (``-r``), the closing block and the model VW loads, with K = 3 and 10,
-``-q``, logistic loss, labels from 0, passes over a cache; ``-n 2`` deterministic; and
+``-q``, logistic loss, labels from 0, passes over a cache, L1 and L2; ``-n 2``
+deterministic; and
 ``terascale linear train --oaa`` on the same path."""
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ CASES = {
     "K=5, passes over a cache file": (5, 1, ["--oaa", "5", "--passes", "3", "--cache_file",
                                              "c.cache", "-k", "--decay_learning_rate",
                                              "0.8"]),
+    # VW's K learners share one lazy L1/L2 state: learned example by example
+    "K=4, L1 and L2": (4, 1, ["--oaa", "4", "--l1", "1e-4", "--l2", "1e-3", "-q", "ab"]),
 }
 
 

@@ -1,15 +1,18 @@
 """The K learners of one-against-all (``--oaa K``) trained in one pass over data parsed once.
 
-VW's ``oaa`` reduction parses each example once and updates its K binary learners in
-turn: learner c sees label +1 when the example is of class c and -1 otherwise, and the
-prediction is the class whose learner scores highest. The learners share nothing but the
-data (VW interleaves their weights in one array at offsets 0..K-1 of each feature's index,
-so they never collide, and keeps each one's normalized-update sums apart), so the order in
-which their updates interleave does not matter: here each block of parsed examples is
-learned by learner 0, then learner 1, ..., each time with the binary learner's own kernel
-(:func:`.._online._update.online_chunk`, the same loss, adaptive, normalized and
-invariant update, the same float operations in the same order), and each learner's
-result is the one it would have alone, VW's.
+VW's ``oaa`` reduction parses each example once, scores it with its K binary learners,
+then updates them in turn: learner c sees label +1 when the example is of class c and -1
+otherwise, and the prediction is the class whose learner scores highest. Without L1/L2
+the learners share nothing but the data (VW interleaves their weights in one array at
+offsets 0..K-1 of each feature's index, so they never collide, and keeps each one's
+normalized-update sums apart), so the order in which their updates interleave does not
+matter: here each block of parsed examples is learned by learner 0, then learner 1, ...,
+each time with the binary learner's own kernel (:func:`.._online._update.online_chunk`,
+the same loss, adaptive, normalized and invariant update, the same float operations in
+the same order), and each learner's result is the one it would have alone, VW's. With
+``--l1``/``--l2`` VW's learners share the lazy truncation and shrinkage (its
+``shared_data``), so the block is learned example by example as VW does
+(:func:`.._online._update.oaa_chunk`, the same operations).
 
 Layout and memory. Learner c keeps its weights, adaptive sums and normalizers in three
 contiguous float32 arrays of ``2**(b - s)`` entries (``s = ceil(log2 K)``: VW gives each
@@ -35,7 +38,7 @@ from .._io._blocks import Block, Blocks, ChainBlocks, prefetch
 from .._io._cache import PendingCache
 from .._model import LinearModel
 from .._online._state import new_state
-from .._online._update import online_chunk, sync_weights
+from .._online._update import oaa_chunk, online_chunk, sync_weights
 from .._passes import holdout_mask
 
 __all__ = ["Learners", "Scored", "blocks_once", "oaa_pass"]
@@ -171,9 +174,17 @@ def oaa_pass(blocks: Iterator[Block], learners: Learners,
         n = len(blk)
         hold = holdout_mask(blk.start, n, period)
         t = targets(blk)
+        scores = np.empty((k, n))
+        if l1 > 0.0 or l2 > 0.0:  # the learners share the lazy L1/L2: example by example
+            oaa_chunk(blk.indptr, blk.indices, blk.values, t, blk.weights, hold,
+                      learners.arrays, learners.states, kind, eta, power_t, l1, l2, scores)
+            yield Scored(blk, scores.T, hold)
+            continue
+        # else nothing is shared: the block learner by learner, each one's three arrays
+        # in cache for the whole block (the same bits, 25-30% less CPU than example by
+        # example, where every feature's K learners are K * 3 cache misses)
         labelled = ~np.isnan(t)
         y = np.empty(n, np.float32)
-        scores = np.empty((k, n))
         for c in range(k):
             y[:] = np.where(t == c, 1.0, -1.0)
             y[~labelled] = np.nan
