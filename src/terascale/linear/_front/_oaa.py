@@ -3,12 +3,14 @@
 VW's ``oaa`` reduction learns, for each example of class c, K binary examples: label +1
 for class c's learner and -1 for the others. Each learner has its own weights (VW
 interleaves them in one array, so they never collide) and its own learner state (VW
-keeps the normalized update's sums per interleaved model), so the K learners are
-independent and can be trained one after another on the same data with the labels
-rewritten. That is what this module does, with the online learner terascale already
-shares with VW bit for bit; the prediction is the class whose learner scores highest
-(the first on a tie, as VW), and with ``--probabilities`` each learner's logistic
-probability, normalized to sum 1 (VW's output: ``1:0.25 2:0.25 ...``).
+keeps the normalized update's sums per interleaved model). Training parses the data once
+a pass and learns each block of examples with the K learners (:mod:`._oaapass`, with the
+online learner terascale shares with VW bit for bit); ``-n N`` runs that pass in every
+worker (:mod:`._oaaworker`) and averages each class's learner after each pass; ``-t``
+scores relabelled copies of the input, one per learner. The prediction is the class whose
+learner scores highest (the first on a tie, as VW), and with ``--probabilities`` each
+learner's logistic probability, normalized to sum 1 (VW's output: ``1:0.25 2:0.25 ...``);
+``-r`` writes every learner's score.
 
 The reported ``average loss`` is VW's multiclass 0/1 loss of the progressive predictions
 (with passes and holdout: the best pass's holdout error, marked ``h``).
@@ -32,7 +34,7 @@ from ..._errors import ConfigError, DataError
 from .._losses import loss_spec
 from .._online._state import MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT, new_state
 
-__all__ = ["relabel", "split_oaa", "train_oaa"]
+__all__ = ["relabel", "run_oaa", "split_oaa", "train_oaa"]
 
 
 def _open_text(path: str) -> Any:
