@@ -7,7 +7,7 @@ keeps the normalized update's sums per interleaved model). Training parses the d
 a pass and learns each block of examples with the K learners (:mod:`._oaapass`, with the
 online learner terascale shares with VW bit for bit); ``-n N`` runs that pass in every
 worker (:mod:`._oaaworker`) and averages each class's learner after each pass; ``-t``
-scores relabelled copies of the input, one per learner. The prediction is the class whose
+runs the same pass with nothing learned. The prediction is the class whose
 learner scores highest (the first on a tie, as VW), and with ``--probabilities`` each
 learner's logistic probability, normalized to sum 1 (VW's output: ``1:0.25 2:0.25 ...``);
 ``-r`` writes every learner's score.
@@ -32,9 +32,9 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 from .._losses import loss_spec
-from .._online._state import MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT, new_state
+from .._online._state import SUM_NORM_X, TOTAL_WEIGHT
 
-__all__ = ["relabel", "run_oaa", "split_oaa", "train_oaa"]
+__all__ = ["run_oaa", "split_oaa", "train_oaa"]
 
 
 def _open_text(path: str) -> Any:
@@ -70,13 +70,7 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
     return y, tokens[0], line[start + len(tokens[0]):], tag
 
 
-_FLUSH = 4096  # lines gathered per learner before they are written
-
-
-def _flush(outs: list[Any], pending: list[list[str]]) -> None:
-    for o, lines in zip(outs, pending):
-        o.write("".join(lines))
-        lines.clear()
+_FLUSH = 4096  # lines gathered before they are written (--named_labels' numbered copy)
 
 
 def _head(line: str) -> tuple[list[str], str]:
@@ -93,84 +87,6 @@ def _head(line: str) -> tuple[list[str], str]:
     return tokens, ""
 
 
-def _tag(line: str) -> str:
-    """The example's tag, as VW reads it (see :func:`_head`)."""
-    return _head(line)[1]
-
-
-def relabel(paths: list[str], k_classes: int, out_dir: str,
-            names: list[str] | None = None, say: bool = False
-            ) -> tuple[list[list[str]], np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """Write, for each learner c = 0..K-1, the input with labels +1 (its class) or -1
-    (other classes), unlabelled lines unchanged. Returns the K lists of files, the
-    examples' class labels (nan for unlabelled ones), the first class number each
-    example is predicted with (1 until a label 0 is seen, as VW's oaa: labels are 0..K-1
-    from that example on, and the examples after it are predicted so; a label K first fixes
-    them to 1..K), the first class number once the example's label is read (what VW's
-    --probabilities lines name the classes with), and the examples' tags. ``names``: the labels are these names, classes
-    1..K in order (VW's --named_labels; a label that is not a name is class 0, as VW's
-    dictionary reads it, with VW's warning); ``say``: print VW's line on standard output
-    when the indexing is decided."""
-    table = None if names is None else {n: c for c, n in enumerate(names, 1)}
-    tags: list[str] = []
-    files: list[list[str]] = [[] for _ in range(k_classes)]
-    labels: list[float] = []
-    first: list[int] = []
-    after: list[int] = []
-    indexing = 2  # VW's: 2 undecided (classes 1..K meanwhile), then 0 or 1
-    for n, path in enumerate(paths):
-        outs = []
-        for c in range(k_classes):
-            name = os.path.join(out_dir, f"class{c + 1}-{n}.vw")
-            files[c].append(name)
-            outs.append(open(name, "w", encoding="utf-8", errors="surrogateescape"))
-        # each learner's lines gathered and written _FLUSH lines at a time (a write a
-        # line and learner made the rewrite most of --oaa's time on short rows)
-        pending: list[list[str]] = [[] for _ in range(k_classes)]
-        try:
-            with _open_text(path) as f:
-                for i, line in enumerate(f, 1):
-                    if not line.strip():
-                        for lines in pending:
-                            lines.append(line)
-                        continue
-                    y, _, rest, tag = _label(line, f"{path}:{i}", table)
-                    # VW predicts before it learns: with the indexing of the examples
-                    # before this one (undecided: classes 1..K)
-                    first.append(0 if indexing == 0 else 1)
-                    if indexing == 2 and y == 0:
-                        indexing = 0
-                        if say:
-                            print("[info] label 0 found -- labels are now considered "
-                                  "0-indexed.")
-                    elif indexing == 2 and y == k_classes:
-                        indexing = 1
-                        if say:
-                            print(f"[info] label {k_classes} found -- labels are now "
-                                  f"considered 1-indexed.")
-                    labels.append(y)
-                    tags.append(tag)
-                    base = 0 if indexing == 0 else 1
-                    after.append(base)
-                    if math.isnan(y):  # (a label out of range: -1 for all, as VW, which
-                        for lines in pending:  # warns)
-                            lines.append(line)
-                    else:
-                        neg = "-1" + rest
-                        for lines in pending:
-                            lines.append(neg)
-                        if 0 <= y - base < k_classes:
-                            pending[int(y - base)][-1] = "1" + rest
-                    if i % _FLUSH == 0:
-                        _flush(outs, pending)
-            _flush(outs, pending)
-        finally:
-            for o in outs:
-                o.close()
-    return (files, np.array(labels, np.float64), np.array(first, np.int64),
-            np.array(after, np.int64), tags)
-
-
 def _names(args: argparse.Namespace, k_classes: int) -> list[str] | None:
     """--named_labels A,B,...: the K class names (None without it)."""
     spec = getattr(args, "named_labels", None)
@@ -184,14 +100,6 @@ def _names(args: argparse.Namespace, k_classes: int) -> list[str] | None:
         raise ConfigError("--named_labels with --probabilities is not supported by "
                           "terascale vw")
     return names
-
-
-def _tagged(lines: Any, tags: list[str]) -> Any:
-    """Each prediction line with its example's tag after it, as VW writes them (the
-    lines of every pass, in order)."""
-    import itertools
-
-    return (f"{ln} {t}" if t else ln for ln, t in zip(lines, itertools.cycle(tags or [""])))
 
 
 def _class(v: float, names: list[str] | None) -> str:
@@ -241,70 +149,11 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     if options["bits"] - shift < 1:
         raise ConfigError(f"--oaa {k_classes} -b {options['bits']}: VW gives each "
                           f"class 2**(b - {shift}) weights; use -b {shift + 1} or more")
-    if args.nprocs == 1 and not args.testonly:
+    if args.nprocs == 1 or args.testonly:  # (-t: one process, whatever -n)
         return _train_one(args, paths, dict(options, bits=options["bits"] - shift),
                           k_classes, names, start)
-    if not args.testonly:
-        return _launch(args, paths, dict(options, bits=options["bits"] - shift), k_classes,
-                       names)
-    # -t: each class's learner scores the examples (VW's indexing is decided by
-    # learning: classes 1..K here)
-    tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
-    try:
-        files, labels, base, _, tags = relabel(paths, k_classes, tmp, names, say=False)
-        seeds = _seeds(dict(options, bits=options["bits"] - shift), tmp, start, k_classes)
-        return _test_only(args, paths, files, labels, np.ones_like(base), seeds, names, tags)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _example_stats(files: list[str], parse: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Each example's importance weight and feature count (the constant and interactions
-    counted, as VW's progress lines count them), read from one learner's input files."""
-    from .._io._stream import TextBlocks
-
-    weights, feats = [np.zeros(0, np.float32)], [np.zeros(0, np.int64)]
-    for path in files:
-        for blk in TextBlocks(path, parse, need_label=False):
-            weights.append(np.asarray(blk.weights))
-            feats.append(np.diff(np.asarray(blk.indptr)))
-    return np.concatenate(weights), np.concatenate(feats)
-
-
-def _progress(loss: np.ndarray, hold: np.ndarray, labelled: np.ndarray,
-              counted: np.ndarray, weight: np.ndarray, truth: np.ndarray, pred: np.ndarray,
-              feats: np.ndarray, holdout: bool, names: list[str] | None = None) -> None:
-    """VW's progress table of every pass, printed after training (the K learners are
-    trained one after another): at VW's cadence in the weight of the ``counted`` examples
-    (those not held out), over the passes' examples one after another (``feats``: one
-    pass's feature counts); ``loss`` each example's weighted 0/1 loss, ``hold`` whether
-    it is held out; with ``holdout`` the lines of the second pass on show the holdout
-    loss, marked ``h``, as VW's; ``names``: the classes' names (--named_labels)."""
-    from .._online._progress import Progress
-
-    prog = Progress(sys.stderr)
-    prog.names = names
-    prog.holdout = holdout
-    prog.header()
-    learnt, held = labelled & ~hold, labelled & hold
-    cum = np.stack([np.cumsum(np.where(learnt, loss, 0.0)),
-                    np.cumsum(np.where(learnt, weight, 0.0)),
-                    np.cumsum(np.where(held, loss, 0.0)),
-                    np.cumsum(np.where(held, weight, 0.0))], axis=1)
-    cum_w = np.cumsum(np.where(counted, weight, 0.0))
-    cum_n = np.cumsum(counted)
-    n = max(len(feats), 1)
-    due = prog.first_due()
-    while True:
-        at = int(np.searchsorted(cum_w, due))
-        if at >= len(counted):
-            return
-        prog.passes = at // n
-        now = cum[at]
-        prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
-                  float(pred[at]), int(feats[at % n]), classes=True)
-        prog.prev = now
-        due = prog.next_due(float(cum_w[at]))
+    return _launch(args, paths, dict(options, bits=options["bits"] - shift), k_classes,
+                   names)
 
 
 def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
@@ -331,30 +180,6 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
                                     prefix_output=False))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _seeds(options: dict[str, Any], tmp: str, start: list[Any] | None,
-           k_classes: int) -> list[str]:
-    """Each class's starting model: ``start``'s learners (-i), else a model with no
-    weights whose learner has seen labels -1 and +1: in VW the K learners share the label
-    range that squared, hinge and quantile predictions are clipped to, and after the first
-    labelled example it is [-1, 1] for all of them (the first example's predictions are 0
-    either way)."""
-    from .._io._dataset import ParseOptions
-    from .._model import LinearModel
-
-    if start is not None:
-        paths = [os.path.join(tmp, f"seed{c + 1}.model") for c in range(k_classes)]
-        for m, path in zip(start, paths):
-            m.save(path)
-        return paths
-    parse = ParseOptions(**{k: v for k, v in options.items() if k in ParseOptions().to_dict()})
-    state = new_state(min_label=-1.0, max_label=1.0)
-    empty = np.zeros(0, np.float32)
-    path = os.path.join(tmp, "seed.model")
-    LinearModel(indices=np.zeros(0, np.uint32), weights=empty, parse=parse,
-                loss=options["loss"], adaptive=(empty, empty, state)).save(path)
-    return [path] * k_classes
 
 
 def split_oaa(model: Any, k_classes: int) -> list[Any]:
@@ -400,59 +225,6 @@ def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
         raise ConfigError(f"--oaa {k_classes}: -i {args.initial} is "
                           f"{f'a model of --oaa {k}' if k else 'not a one-against-all model'}")
     return split_oaa(model, k_classes)
-
-
-def _write_predictions(args: argparse.Namespace, s: np.ndarray, base: np.ndarray,
-                       pred: np.ndarray, names: list[str] | None, tags: list[str]) -> None:
-    """VW's ``-p`` of ``--oaa``: each example's class (its name with --named_labels), or
-    with ``--probabilities`` every class's probability; the tag after it."""
-    from .._vw._vwtext import AtomicText
-
-    out = AtomicText(args.predictions)
-    text = ((_format(r, b) for r, b in zip(_probabilities(s), base))
-            if args.probabilities else (_class(v, names) for v in pred))
-    out.write("".join(line + "\n" for line in _tagged(text, tags)))
-    out.commit()
-
-
-def _test_only(args: argparse.Namespace, paths: list[str], files: list[list[str]],
-               labels: np.ndarray, base: np.ndarray, seeds: list[str],
-               names: list[str] | None, tags: list[str]) -> int:
-    """``--oaa K -t``: each class's learner scores the examples, the first best class is
-    the prediction (VW's), the closing block's average loss the 0/1 loss."""
-    from .._model import LinearModel
-    from .._vw._vwreport import test_block
-
-    scores = []
-    for c, seed in enumerate(seeds):
-        model = LinearModel.load(seed)
-        st = model.adaptive[2] if model.adaptive is not None else None
-        lo, hi = (-1.0, 1.0) if st is None else (st[MIN_LABEL], st[MAX_LABEL])
-        got = [np.clip(raw, lo, hi) if lo < hi else raw
-               for _, raw in model.predict_blocks(files[c])]
-        scores.append(np.concatenate(got).astype(np.float32) if got else np.zeros(0))
-    s = np.stack(scores, axis=1)
-    if len(s) != len(labels):
-        raise DataError(f"{', '.join(paths)}: {len(s)} predictions for {len(labels)} "
-                        f"examples (--oaa reads one example per non-empty line)")
-    pred = np.argmax(s, axis=1) + base
-    if args.predictions:
-        _write_predictions(args, s, base, pred, names, tags)
-    if not args.quiet:
-        weight, feats = _example_stats(files[0], model.parse)
-        if len(weight) != len(labels):
-            raise DataError(f"{', '.join(paths)}: {len(weight)} examples parsed for "
-                            f"{len(labels)} labels (--oaa reads one example per non-empty "
-                            f"line)")
-        w = weight.astype(np.float64)
-        labelled = ~np.isnan(labels)
-        loss = np.where((pred != labels) & labelled, w, 0.0)
-        none = np.zeros(len(labels), bool)
-        _progress(loss, none, labelled, ~none, w, labels, pred, feats, False, names)
-        print(test_block(len(labels), float(w[labelled].sum()), float(loss.sum()),
-                         float(w.sum()), label_sum=0.0, features=int(feats.sum())),
-              file=sys.stderr)
-    return 0
 
 
 def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str) -> list[str]:
@@ -600,8 +372,9 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
                 _write_lines(raw, blk, [_raw_line(r, b) for r, b in zip(s, before.tolist())])
 
         job = {"data": data, "paths": paths, "options": options, "k": k_classes,
-               "names": names, "model": args.model, "quiet": bool(args.quiet),
-               "probabilities": bool(args.probabilities)}
+               "names": names, "model": None if args.testonly else args.model,
+               "quiet": bool(args.quiet), "probabilities": bool(args.probabilities),
+               "test": bool(args.testonly)}
         run_oaa(job, start, write)
         for f in (out, raw):
             if f is not None:
@@ -626,7 +399,9 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
 
     ``job``: ``data`` (the files, classes numbered), ``paths`` (as the user named them),
     ``options`` (``TrainOptions``' fields, ``bits`` each learner's), ``k``, ``names``,
-    ``model`` (VW's model to write, or None), ``quiet``, ``probabilities``."""
+    ``model`` (VW's model to write, or None), ``quiet``, ``probabilities``, ``test``
+    (``-t``: the learners score the examples, learn nothing; classes 1..K, as VW's indexing
+    is decided by learning; VW's test block)."""
     from .._combine._average import average_weights
     from .._io._shard import shard_blocks
     from .._online._update import sync_weights
@@ -647,7 +422,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
                           lazy=True, **opts.parse_options().__dict__)
     learners = Learners(k_classes, opts.bits, start)
     period = holdout_period(opts)
-    passes = opts.passes
+    test = bool(job.get("test"))
+    passes = 1 if test else opts.passes
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
     quiet = job["quiet"] or rank > 0
     index = _Indexing(k_classes, say=not quiet)
@@ -662,6 +438,9 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         lab = blk.labels
         if (~np.isnan(lab) & ((lab < 0) | (lab != np.floor(lab)))).any():
             _bad_label(job["data"], k_classes)
+        if test:  # (NaN: every learner scores the example, none learns)
+            fixed[:] = [np.ones(len(lab), np.int64)] * 2
+            return np.full(len(lab), np.nan)
         if at[0] == 0:
             fixed[:] = index.block(lab)
         else:  # (later passes: the classes as the first pass ended with them)
@@ -699,6 +478,14 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         if stop is not None and stop.end_pass(held[0], held[1], learners.arrays,
                                               learners.states):
             break
+    if test:
+        if not quiet:
+            from .._vw._vwreport import test_block
+
+            t = table.passes[0] if table.passes else np.zeros(9)
+            print(test_block(int(t[4]), float(t[1]), float(t[0]), float(t[1] + t[6]),
+                             label_sum=0.0, features=int(t[8])), file=sys.stderr)
+        return
     learners.finish()
     if job["model"] and rank == 0:
         from .._vw._vwmodel import write_vw_oaa_model
