@@ -12,18 +12,27 @@ on two cores, so once it has run a stamp is left next to numba's cache (the pack
 compiled; the next call finds the stamp and returns at once. A stamp that outlives the
 cache it speaks for (the cache deleted by hand) costs only the compilations in the
 workers, never a wrong result: numba checks each cached kernel against its source itself.
+
+:func:`defer_numba_probes` is the ``terascale vw``/``linear`` command's own start-up: numba
+loads every registry of its compiler target before the first kernel, even one from its
+cache, and two of them probe optional packages the linear kernels never use (scipy's BLAS,
+imported for ``np.dot`` in compiled code, and cffi's C parser). Deferred, a one-line run
+does not import them; a kernel that needs one gets it when numba types that kernel.
 """
 
 from __future__ import annotations
 
 import glob
 import hashlib
+import importlib
+import importlib.abc
 import os
 import sys
 import tempfile
+from types import FrameType, ModuleType
 from typing import Any
 
-__all__ = ["warm_kernels"]
+__all__ = ["defer_numba_probes", "warm_kernels"]
 
 _VW = "1 'a|a x y:2 |b z\n-1 'b|a y |b w\n1 |a x\n"
 
@@ -121,3 +130,106 @@ def _rest(d: str, path: str, wide: str, alone: Any) -> None:
         train(other, comm=alone, format=fmt, cache_dir="", holdout=0.0)
     _mixing.compile_kernels()
     write_click(os.path.join(d, "click.vw"), 10, seed=0)
+
+
+# numba's import-time probes of optional packages: (the numba module, the function of it
+# that probes, the packages it imports) -> how to probe again when the answer is first read
+# (the module's flag, and the function that gives its real value).
+_PROBES = {
+    # arraymath's _HAVE_BLAS: np.dot/np.vdot through BLAS in np.convolve and np.correlate
+    # (the linalg functions import scipy themselves when a kernel using them is typed)
+    ("numba.np.arraymath", "_check_blas"): ("scipy", "_HAVE_BLAS", "_blas_probe"),
+    # cffi_utils's SUPPORTED and ffi: typing calls to cffi functions
+    ("numba.core.typing.cffi_utils", "<module>"): ("cffi", "SUPPORTED", "_cffi_probe"),
+}
+
+
+def defer_numba_probes() -> None:
+    """Keep numba's import-time probes of scipy's BLAS and cffi out of this process's
+    start-up; each runs, as numba would have run it, when its answer is first needed.
+
+    numba's compiler target loads all of its registries before the first kernel of a
+    process runs, even a kernel loaded from its on-disk cache. Two of them import optional
+    packages to see whether they are there: ``numba.np.arraymath`` imports
+    ``scipy.linalg.cython_blas`` (all of ``scipy.linalg``: ~0.15 s and 17 MB) and
+    ``numba.core.typing.cffi_utils`` builds a ``cffi.FFI`` (its C parser: ~0.03 s). The
+    linear kernels use neither: they call no BLAS routine and no cffi function. This imports
+    those two numba modules now, with an import finder that refuses exactly the probes'
+    imports while they run (nothing else is refused, on any thread; the finder is gone when
+    this returns), and replaces each probe's flag by an object that runs numba's own probe
+    the first time the flag is read: a kernel compiled later with ``np.convolve`` or a cffi
+    function gets what it would have got, so no compiled code and no result changes.
+
+    For a process that is the command itself (``terascale vw``, ``terascale linear``, a
+    ``-n N`` worker): a library caller's process keeps numba's start-up as it is. Once
+    numba's modules are loaded (a second call, or any numba kernel already run) there is
+    nothing to defer and it does nothing.
+    """
+    pending = {key: value for key, value in _PROBES.items() if key[0] not in sys.modules}
+    if not pending:
+        return
+    finder = _RefuseProbes(pending)
+    sys.meta_path.insert(0, finder)
+    try:
+        for module, _probe in pending:
+            importlib.import_module(module)
+    finally:
+        sys.meta_path.remove(finder)
+    for (module, _probe), (_package, flag, fn) in pending.items():
+        mod = sys.modules[module]
+        if module in finder.refused and getattr(mod, flag, None) is False:
+            setattr(mod, flag, _LazyProbe(mod, flag, globals()[fn]))
+
+
+class _RefuseProbes(importlib.abc.MetaPathFinder):
+    """Refuses a package to the numba function that probes for it, and nothing else."""
+
+    def __init__(self, pending: dict[tuple[str, str], tuple[str, str, str]]) -> None:
+        self.pending = pending
+        self.refused: set[str] = set()
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        top = name.partition(".")[0]
+        for (module, probe), (package, _flag, _fn) in self.pending.items():
+            if top == package and _running(sys._getframe(1), module, probe):
+                self.refused.add(module)
+                raise ImportError(f"{name}: numba's probe of it deferred by terascale",
+                                  name=name)
+        return None  # any other import: the next finder's
+
+
+def _running(frame: FrameType | None, module: str, function: str) -> bool:
+    """Whether ``function`` of ``module`` is on the stack above ``frame``."""
+    while frame is not None:
+        if frame.f_code.co_name == function and frame.f_globals.get("__name__") == module:
+            return True
+        frame = frame.f_back
+    return False
+
+
+class _LazyProbe:
+    """A numba module's probe flag, probed when first read (``if not _HAVE_BLAS``)."""
+
+    def __init__(self, module: ModuleType, flag: str, probe: Any) -> None:
+        self.module, self.flag, self.probe = module, flag, probe
+
+    def __bool__(self) -> bool:
+        value = bool(self.probe(self.module))
+        setattr(self.module, self.flag, value)
+        return value
+
+
+def _blas_probe(arraymath: ModuleType) -> bool:
+    """numba's own (``_check_blas``: ``scipy.linalg.cython_blas`` importable)."""
+    return bool(arraymath._check_blas())
+
+
+def _cffi_probe(cffi_utils: ModuleType) -> bool:
+    """numba's own: ``cffi`` importable, one ``FFI`` (its module names both)."""
+    try:
+        import cffi
+        ffi = cffi.FFI()
+    except ImportError:
+        return False
+    cffi_utils.cffi, cffi_utils.ffi = cffi, ffi
+    return True
