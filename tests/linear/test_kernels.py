@@ -111,3 +111,17 @@ def test_deferred_numba_probes_are_not_run_at_start_up_and_answer_as_numba_does(
     assert plain["flags"] == ["bool", "bool"]
     assert deferred["results"] == plain["results"]
     assert deferred["after"] == plain["after"] == [True, True, 5.0]
+
+
+def test_a_library_callers_process_keeps_numbas_start_up_and_its_collector(tmp_path):
+    """Only the command's own process defers numba's probes and freezes its set-up: a
+    library caller's train() leaves ``sys.meta_path`` and the collector as they were."""
+    import gc
+    import sys
+
+    from terascale.linear import train
+
+    (tmp_path / "d.vw").write_text("1 |a x y\n-1 |a y z\n")
+    finders, frozen = list(sys.meta_path), gc.get_freeze_count()
+    train(str(tmp_path / "d.vw"), bits=12, holdout=0.0, cache=False)
+    assert list(sys.meta_path) == finders and gc.get_freeze_count() == frozen

@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from .._warm import defer_numba_probes
+    from .._warm import as_command
 
-    defer_numba_probes()  # a worker's process is the command's own, as -n 1's
+    as_command()  # a worker's process is the command's own, as -n 1's
     sys.exit(main(sys.argv[1:]))

@@ -320,13 +320,17 @@ def _numba_ready() -> Iterator[None]:
     first blocks meanwhile (the C parser releases the GIL; on a one-line file there is
     nothing to overlap), and a kernel it calls first waits for the set-up instead of
     running it. Later calls return at once (numba calls the same ``refresh`` before every
-    kernel it loads)."""
+    kernel it loads). In the command's own process what is alive then is frozen
+    (``_warm.numba_set_up``)."""
     from numba.core.compiler_lock import global_compiler_lock
     from numba.core.registry import cpu_target
+
+    from .._warm import numba_set_up
 
     with global_compiler_lock:
         yield
         cpu_target.target_context.refresh()
+    numba_set_up()
 
 
 def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
