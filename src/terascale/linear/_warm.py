@@ -32,6 +32,7 @@ import importlib.abc
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
@@ -135,6 +136,10 @@ def _rest(d: str, path: str, wide: str, alone: Any) -> None:
     write_click(os.path.join(d, "click.vw"), 10, seed=0)
 
 
+_command = False  # this process is the command's own: as_command() ran
+_frozen = False   # numba_set_up() froze the collector's generations
+
+
 def as_command() -> None:
     """The ``terascale vw``/``linear`` command's start-up in its own process (a ``-n N``
     worker's too; never a library caller's): numba's probes deferred
@@ -143,10 +148,6 @@ def as_command() -> None:
     global _command
     _command = True
     defer_numba_probes()
-
-
-_command = False  # this process is the command's own: as_command() ran
-_frozen = False
 
 
 def numba_set_up() -> None:
@@ -164,15 +165,32 @@ def numba_set_up() -> None:
         gc.freeze()
 
 
-# numba's import-time probes of optional packages: (the numba module, the function of it
-# that probes, the packages it imports) -> how to probe again when the answer is first read
-# (the module's flag, and the function that gives its real value).
-_PROBES = {
-    # arraymath's _HAVE_BLAS: np.dot/np.vdot through BLAS in np.convolve and np.correlate
-    # (the linalg functions import scipy themselves when a kernel using them is typed)
-    ("numba.np.arraymath", "_check_blas"): ("scipy", "_HAVE_BLAS", "_blas_probe"),
-    # cffi_utils's SUPPORTED and ffi: typing calls to cffi functions
-    ("numba.core.typing.cffi_utils", "<module>"): ("cffi", "SUPPORTED", "_cffi_probe"),
+def _blas_probe(arraymath: ModuleType) -> bool:
+    """numba's own (``_check_blas``: ``scipy.linalg.cython_blas`` importable)."""
+    return bool(arraymath._check_blas())
+
+
+def _cffi_probe(cffi_utils: ModuleType) -> bool:
+    """numba's own: ``cffi`` importable, one ``FFI`` (its module names both)."""
+    try:
+        import cffi
+        ffi = cffi.FFI()
+    except ImportError:
+        return False
+    vars(cffi_utils).update(cffi=cffi, ffi=ffi)
+    return True
+
+
+# numba's import-time probes of optional packages: (the numba module, its function that
+# probes) -> (the package it imports, the module's flag holding the answer, how to get the
+# answer later, as numba would have).
+_Probes = dict[tuple[str, str], tuple[str, str, Callable[[ModuleType], bool]]]
+_PROBES: _Probes = {
+    # arraymath's _HAVE_BLAS: np.dot through BLAS in np.convolve and np.correlate (the
+    # linalg functions import scipy themselves when a kernel using them is typed)
+    ("numba.np.arraymath", "_check_blas"): ("scipy", "_HAVE_BLAS", _blas_probe),
+    # cffi_utils's SUPPORTED (and its ffi): typing calls to cffi functions
+    ("numba.core.typing.cffi_utils", "<module>"): ("cffi", "SUPPORTED", _cffi_probe),
 }
 
 
@@ -194,9 +212,8 @@ def defer_numba_probes() -> None:
 
     For a process that is the command itself (:func:`as_command`: ``terascale vw``,
     ``terascale linear``, a ``-n N`` worker): a library caller's process keeps numba's
-    start-up as it is. Once
-    numba's modules are loaded (a second call, or any numba kernel already run) there is
-    nothing to defer and it does nothing.
+    start-up as it is. Once numba's modules are loaded (a second call, or any numba kernel
+    already run) there is nothing to defer and it does nothing.
     """
     pending = {key: value for key, value in _PROBES.items() if key[0] not in sys.modules}
     if not pending:
@@ -208,16 +225,16 @@ def defer_numba_probes() -> None:
             importlib.import_module(module)
     finally:
         sys.meta_path.remove(finder)
-    for (module, _probe), (_package, flag, fn) in pending.items():
+    for (module, _probe), (_package, flag, probe) in pending.items():
         mod = sys.modules[module]
         if module in finder.refused and getattr(mod, flag, None) is False:
-            setattr(mod, flag, _LazyProbe(mod, flag, globals()[fn]))
+            setattr(mod, flag, _LazyProbe(mod, flag, probe))
 
 
 class _RefuseProbes(importlib.abc.MetaPathFinder):
     """Refuses a package to the numba function that probes for it, and nothing else."""
 
-    def __init__(self, pending: dict[tuple[str, str], tuple[str, str, str]]) -> None:
+    def __init__(self, pending: _Probes) -> None:
         self.pending = pending
         self.refused: set[str] = set()
 
@@ -243,26 +260,11 @@ def _running(frame: FrameType | None, module: str, function: str) -> bool:
 class _LazyProbe:
     """A numba module's probe flag, probed when first read (``if not _HAVE_BLAS``)."""
 
-    def __init__(self, module: ModuleType, flag: str, probe: Any) -> None:
+    def __init__(self, module: ModuleType, flag: str,
+                 probe: Callable[[ModuleType], bool]) -> None:
         self.module, self.flag, self.probe = module, flag, probe
 
     def __bool__(self) -> bool:
         value = bool(self.probe(self.module))
         setattr(self.module, self.flag, value)
         return value
-
-
-def _blas_probe(arraymath: ModuleType) -> bool:
-    """numba's own (``_check_blas``: ``scipy.linalg.cython_blas`` importable)."""
-    return bool(arraymath._check_blas())
-
-
-def _cffi_probe(cffi_utils: ModuleType) -> bool:
-    """numba's own: ``cffi`` importable, one ``FFI`` (its module names both)."""
-    try:
-        import cffi
-        ffi = cffi.FFI()
-    except ImportError:
-        return False
-    cffi_utils.cffi, cffi_utils.ffi = cffi, ffi
-    return True
