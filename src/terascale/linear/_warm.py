@@ -240,19 +240,24 @@ class _RefuseProbes(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
         top = name.partition(".")[0]
-        for (module, probe), (package, _flag, _fn) in self.pending.items():
-            if top == package and _running(sys._getframe(1), module, probe):
+        for (module, probe), (package, flag, _fn) in self.pending.items():
+            if top == package and _running(sys._getframe(1), module, probe, flag):
                 self.refused.add(module)
                 raise ImportError(f"{name}: numba's probe of it deferred by terascale",
                                   name=name)
         return None  # any other import: the next finder's
 
 
-def _running(frame: FrameType | None, module: str, function: str) -> bool:
-    """Whether ``function`` of ``module`` is on the stack above ``frame``."""
+def _running(frame: FrameType | None, module: str, function: str, flag: str) -> bool:
+    """Whether ``function`` of ``module`` is on the stack above ``frame``, while the
+    module's own code, which names ``flag``, is being run (a numba that probes elsewhere,
+    or keeps the answer under another name, is not refused: its probe runs as it is)."""
+    found = False
     while frame is not None:
-        if frame.f_code.co_name == function and frame.f_globals.get("__name__") == module:
-            return True
+        if frame.f_globals.get("__name__") == module:
+            found = found or frame.f_code.co_name == function
+            if frame.f_code.co_name == "<module>":
+                return found and flag in frame.f_code.co_names
         frame = frame.f_back
     return False
 
