@@ -370,6 +370,23 @@ class SecureLink:
         plaintext bytes now wholly in the kernel (as a socket's ``sendmsg`` returns what it
         took: a caller that sends one call's worth, such as a two-rank swap, is not sent
         back to its slow path after the first record)."""
+        if self._out and self._frames:  # the pending records first, then the rest compiled
+            n = self._send_record(views)
+            if not n or self._out:
+                return n
+            rest, skip = [], n
+            for v in map(_bytes_view, views):
+                if skip >= len(v):
+                    skip -= len(v)
+                else:
+                    rest.append(v[skip:])
+                    skip = 0
+            if not rest:
+                return n
+            try:
+                return n + self.sendmsg(rest)
+            except BlockingIOError:
+                return n
         if not self._out:
             if (c := self._c) is not None:
                 if not self._wbuf:
