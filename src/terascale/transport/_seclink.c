@@ -9,6 +9,8 @@
  * here against libcrypto 3.0's 15), libcrypto then encrypting only the tag's mask E_K(J0);
  * elsewhere, or with Records(..., fast=False), on libcrypto's GCM. Both give the same
  * tags (tests/transport/test_seclink.py checks them against cryptography's AES-GCM).
+ * With that GHASH, a large integrity frame is one call each way (send_frame, recv_frame):
+ * its records tagged and sent, or read, checked and handed over, with no Python per record.
  *
  * The cipher contexts are set up once per link (the key schedule once), then only the nonce
  * changes per record: that, not GHASH, is most of what a tag on a few KiB costs through a

@@ -65,8 +65,14 @@ it into the caller's header and payload buffers. That took the CPU time of a 4 K
 from 8 to under 5 us against 2.7 us unauthenticated (``docs/benchmarks/security.md``).
 Where the CPU has VPCLMULQDQ (AVX-512), the compiled layer also tags and checks integrity
 records of every size with a GHASH of its own (``_ghash.c``: 512-bit carry-less
-multiplication, 32 blocks a step, one reduction per step), as fast as the ``cryptography``
+multiplication, 64 blocks a step, one reduction per step), as fast as the ``cryptography``
 wheel's OpenSSL and twice as fast as a system libcrypto 3.0, with no Python turn inside.
+There, a frame of integrity records larger than ``_JOIN`` is one compiled call each way
+(``Records.send_frame``: its header's record and its payload's records tagged and sent from
+the caller's buffers in one ``sendmsg`` per record, while the kernel takes them whole;
+``Records.recv_frame``: the header's record read with the next record's length, checked and
+copied out, the payload's record then read in place and hashed as it lands), with the GIL
+released, instead of several Python calls per record: the records on the wire are the same.
 Encrypted AES-256-GCM records above 32 KiB, every record where the module is not built
 (or ``TERASCALE_NO_CEXT=1``), and integrity records above 32 KiB without VPCLMULQDQ go
 through the ``cryptography`` package, which writes the same bytes: its own OpenSSL runs
