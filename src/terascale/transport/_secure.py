@@ -622,7 +622,7 @@ class SecureLink:
     def recvmsg_into(self, bufs: list[memoryview]) -> tuple[int, list[object], int, None]:
         if self._pstart == self._pend and self._broken is None and not self._aborted:
             if self._dview is not None:
-                if self._dc:  # a record on its way in place: only it, one compiled call
+                if self._frames:  # an integrity record on its way in place: one compiled call
                     if not (k := self._direct(self._dview)):
                         raise BlockingIOError("no whole record yet")
                     return k, [], 0, None
