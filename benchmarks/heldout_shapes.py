@@ -18,7 +18,7 @@ The shapes (``SHAPES``): many namespaces with short and long names, raw-scale nu
 values, importance weights and tags; long rows (500 features); very short rows (2-3
 features, few distinct); 200k rows with ~20M distinct features (for ``-b 26``/``-b 28``);
 two namespaces of very different widths (for ``-q``/``--cubic``); multiclass labels on
-wide rows (``--oaa``).
+wide rows (``--oaa``; also 1M rows of 10 classes, and of 3).
 """
 
 from __future__ import annotations
@@ -144,6 +144,9 @@ SHAPES = {
                  10_000),
     "widths": (_lines_widths, 300_000, 30_000),
     "oaa": (_lines_oaa, 200_000, 20_000),
+    # the same draw, 1M examples: 10 classes, and 3
+    "oaa1m": (_lines_oaa, 1_000_000, 20_000),
+    "oaa3-1m": (lambda n, s: _lines_oaa(n, s, 3), 1_000_000, 20_000),
 }
 
 BFGS = "-b 20 --loss_function logistic --bfgs --passes 10 -k --predict_only_model"
@@ -177,6 +180,8 @@ CASES = {
     "widths-q": ("widths", "-b 24 -q uw --loss_function logistic", "text"),
     "widths-cubic": ("widths", "-b 24 --cubic uwx --loss_function logistic", "text"),
     "oaa": ("oaa", "-b 22 --oaa 10", "text"),
+    "oaa-1m": ("oaa1m", "-b 22 --oaa 10", "text"),
+    "oaa3-1m": ("oaa3-1m", "-b 22 --oaa 3", "text"),
     "ns12-bfgs": ("ns12", BFGS, "cache"),
     # terascale with two workers (VW with one; -p needs one worker)
     "ns12-bfgs-2w": ("ns12", BFGS, "cache", "-n 2"),

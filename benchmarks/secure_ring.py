@@ -13,6 +13,12 @@ compare link modes and code versions by there (``docs/benchmarks/security.md``).
 
     python benchmarks/secure_ring.py                  # 1 MiB and 64 MiB, 3 rounds
     SIZES=4K,1M ITERS=300 ROUNDS=5 python benchmarks/secure_ring.py
+
+Two code versions side by side: ``TREES`` names their ``src`` directories (each built in
+place), the first one's plain row is the reference of every ratio, and each round runs
+every tree and mode in turn, so that all see the same machine; ``MODES`` picks the modes:
+
+    TREES=/tmp/before/src,src MODES=plain,integrity python benchmarks/secure_ring.py
 """
 
 from __future__ import annotations
@@ -52,12 +58,14 @@ def worker(size: int, iters: int) -> None:
     comm.close()
 
 
-def run(mode: str, size: int, iters: int) -> tuple[float, float, float]:
+def run(mode: str, size: int, iters: int, src: str = "") -> tuple[float, float, float]:
     """(wall, CPU) seconds per allreduce, rank 0's medians, and its sleeps per allreduce,
-    for one link mode."""
+    for one link mode (of the code in ``src``, else the one on the path)."""
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
+    if src:
+        env["PYTHONPATH"] = os.path.abspath(src)
     if mode == "plain":
         env["TERASCALE_UNAUTHENTICATED_BENCHMARK"] = "1"
     cmd = [sys.executable, "-m", "terascale", "run", "-n", "2", "--hosts", "a,b",
@@ -76,22 +84,29 @@ def main() -> None:
 
     sizes = [parse_size(s) for s in os.environ.get("SIZES", "1M,64M").split(",")]
     rounds = int(os.environ.get("ROUNDS", "3"))
-    print(f"| size | mode | wall per allreduce | CPU per allreduce | CPU x plain "
+    trees = [t for t in os.environ.get("TREES", "").split(",") if t] or [""]
+    modes = [m for m in os.environ.get("MODES", ",".join(MODES)).split(",") if m]
+    if "plain" not in modes:
+        modes.insert(0, "plain")
+    print(f"| size | code | mode | wall per allreduce | CPU per allreduce | CPU x plain "
           f"(median of {rounds} interleaved rounds) | wall x plain | sleeps per allreduce |")
-    print("|------|------|------|------|------|------|------|")
+    print("|------|------|------|------|------|------|------|------|")
     for size in sizes:
         iters = int(os.environ.get("ITERS", max(10, min(300, (256 << 20) // size))))
-        got: dict[str, list[tuple[float, float, float]]] = {m: [] for m in MODES}
-        for _ in range(rounds):  # modes interleaved: each round sees the same machine
-            for mode in MODES:
-                got[mode].append(run(mode, size, iters))
-        base = [statistics.median(x[k] for x in got["plain"]) for k in (0, 1)]
-        for mode in MODES:
-            wall = statistics.median(x[0] for x in got[mode])
-            cpu = statistics.median(x[1] for x in got[mode])
-            sleeps = statistics.median(x[2] for x in got[mode])
-            print(f"| {format_size(size)} | {mode} | {wall * 1e3:.3f} ms | {cpu * 1e3:.3f} ms "
-                  f"| {cpu / base[1]:.2f} | {wall / base[0]:.2f} | {sleeps:.2f} |", flush=True)
+        runs = [(t, m) for t in trees for m in modes if m != "plain" or t == trees[0]]
+        got: dict[tuple[str, str], list[tuple[float, float, float]]] = {r: [] for r in runs}
+        for _ in range(rounds):  # interleaved: each round sees the same machine
+            for tree, mode in runs:
+                got[tree, mode].append(run(mode, size, iters, tree))
+        base = [statistics.median(x[k] for x in got[trees[0], "plain"]) for k in (0, 1)]
+        for tree, mode in runs:
+            xs = got[tree, mode]
+            wall = statistics.median(x[0] for x in xs)
+            cpu = statistics.median(x[1] for x in xs)
+            sleeps = statistics.median(x[2] for x in xs)
+            print(f"| {format_size(size)} | {tree or '-'} | {mode} | {wall * 1e3:.3f} ms | "
+                  f"{cpu * 1e3:.3f} ms | {cpu / base[1]:.2f} | {wall / base[0]:.2f} | "
+                  f"{sleeps:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

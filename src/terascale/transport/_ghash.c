@@ -2,9 +2,9 @@
  *
  * GHASH_H(X_1..X_m) = X_1 H^m + X_2 H^(m-1) + ... + X_m H in GF(2^128) (NIST SP 800-38D).
  * Hashing one block at a time puts a multiplication and a reduction on the critical path
- * of every block; instead each step of the main loop takes GH_STRIDE (32) blocks, the
+ * of every block; instead each step of the main loop takes GH_STRIDE (64) blocks, the
  * running hash folded into the first: four blocks per instruction, each multiplied by its
- * own power of H (H^32 .. H^1, computed once per key), the 256-bit products summed
+ * own power of H (H^64 .. H^1, computed once per key), the 256-bit products summed
  * unreduced, and one reduction per step ("aggregated reduction": Gueron and Kounavis,
  * "Intel Carry-Less Multiplication Instruction and its Usage for Computing the GCM Mode",
  * Intel white paper 323640, and Gueron, "AES-GCM for efficient authenticated encryption --
@@ -134,7 +134,7 @@ static TARGET void blocks(const gh_key *key, unsigned char accp[16], const unsig
         p += 16 * GH_STRIDE;
         nblocks -= GH_STRIDE;
     }
-    if (nblocks) {  /* the last n < 32 blocks: powers H^n .. H^1 */
+    if (nblocks) {  /* the last n < GH_STRIDE blocks: powers H^n .. H^1 */
         size_t n = nblocks, j = 0;
         const unsigned char *pn = pw + 16 * (GH_STRIDE - n);
         __m512i lo = _mm512_setzero_si512(), mi = lo, hi = lo;

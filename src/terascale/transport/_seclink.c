@@ -9,6 +9,8 @@
  * here against libcrypto 3.0's 15), libcrypto then encrypting only the tag's mask E_K(J0);
  * elsewhere, or with Records(..., fast=False), on libcrypto's GCM. Both give the same
  * tags (tests/transport/test_seclink.py checks them against cryptography's AES-GCM).
+ * With that GHASH, a large integrity frame is one call each way (send_frame, recv_frame):
+ * its records tagged and sent, or read, checked and handed over, with no Python per record.
  *
  * The cipher contexts are set up once per link (the key schedule once), then only the nonce
  * changes per record: that, not GHASH, is most of what a tag on a few KiB costs through a
@@ -475,6 +477,141 @@ done:
     return result;
 }
 
+/* send_frame(fd, views, seq, wbuf, maxrec, join) -> (plain, sealed, gsent, ghead, goff, glen)
+ * or None.
+ *
+ * A large integrity frame in one call, its records tagged on the compiled GHASH and sent
+ * straight from the caller's buffers with the GIL released: what SecureLink's general path
+ * does record by record in Python, with the same records on the wire. ``views`` is either
+ * [payload] (more than ``join`` bytes) or [header, payload] (a header of 1 to ``join``
+ * bytes, a payload of at least ``join``): the header is a record of its own, sent in one
+ * sendmsg with the payload's first record; the payload goes in records of at most
+ * ``maxrec`` bytes. Records are tagged and sent while the kernel takes them whole; the
+ * first it does not take whole (or at all) is still sealed: it stays pending.
+ *
+ * plain: the plaintext bytes of the records now wholly in the kernel; sealed: the records
+ * sealed (sequence numbers used, from ``seq``); gsent -1 when nothing is pending, else the
+ * pending records' bytes the kernel took, those records being ``wbuf[0:4] header
+ * wbuf[4:20]`` when ``ghead`` >= 0 (the header's length), then ``wbuf[20:24]
+ * payload[goff:goff+glen] wbuf[24:40]``. None: not a frame for this call (encrypted
+ * links, no compiled GHASH, other shapes). */
+static PyObject *Records_send_frame(Records *self, PyObject *args) {
+    int fd;
+    PyObject *list;
+    unsigned long long seq;
+    Py_buffer wbuf;
+    Py_ssize_t maxrec, join;
+    if (!PyArg_ParseTuple(args, "iOKw*nn", &fd, &list, &seq, &wbuf, &maxrec, &join))
+        return NULL;
+    if (self->encrypt || self->gseal == NULL || wbuf.len < 2 * (LEN + TAG) || maxrec <= 0 ||
+        (PyList_Check(list) || PyTuple_Check(list) ? PySequence_Fast_GET_SIZE(list) : 0) < 1) {
+        PyBuffer_Release(&wbuf);
+        if (!PyList_Check(list) && !PyTuple_Check(list))
+            return PyErr_SetString(PyExc_TypeError, "views: a list or a tuple"), NULL;
+        Py_RETURN_NONE;
+    }
+    Py_buffer views[MAXPIECES];
+    int n = get_views(list, views, 0);
+    if (n < 0) {
+        PyBuffer_Release(&wbuf);
+        if (n == -2) Py_RETURN_NONE;
+        return NULL;
+    }
+    Py_buffer *head = n == 2 ? &views[0] : NULL, *pay = &views[n - 1];
+    int shape = n == 1 ? pay->len > join
+                       : n == 2 && head->len > 0 && head->len <= join && pay->len >= join;
+    if (!shape || enter(&self->sealing) < 0) {
+        release_views(views, n);
+        PyBuffer_Release(&wbuf);
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    unsigned char *w = wbuf.buf, nonce[12];
+    const unsigned char *pb = pay->buf;
+    Py_ssize_t plen = pay->len, off = 0, done = 0, gsent = -1, ghead = -1, goff = 0, glen = 0;
+    unsigned long long sealed = 0;
+    int failed = 0, err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (off < plen) {
+        Py_ssize_t chunk = plen - off < maxrec ? plen - off : maxrec, total = 0;
+        struct iovec iov[6];
+        int cnt = 0;
+        const unsigned char *p;
+        if (head != NULL) {  /* the header's record first, in the same call */
+            put_len(w, (unsigned)(head->len + TAG));
+            make_nonce(nonce, 0, seq + sealed);
+            p = head->buf;
+            failed = gmac(self, 1, nonce, &p, &head->len, 1, w + LEN) < 0;
+            sealed++;
+            iov[cnt].iov_base = w;
+            iov[cnt++].iov_len = LEN;
+            iov[cnt].iov_base = head->buf;
+            iov[cnt++].iov_len = (size_t)head->len;
+            iov[cnt].iov_base = w + LEN;
+            iov[cnt++].iov_len = TAG;
+            total += LEN + head->len + TAG;
+        }
+        put_len(w + LEN + TAG, (unsigned)(chunk + TAG));
+        make_nonce(nonce, 0, seq + sealed);
+        p = pb + off;
+        failed = failed || gmac(self, 1, nonce, &p, &chunk, 1, w + 2 * LEN + TAG) < 0;
+        sealed++;
+        if (failed) break;
+        iov[cnt].iov_base = w + LEN + TAG;
+        iov[cnt++].iov_len = LEN;
+        iov[cnt].iov_base = (void *)(pb + off);
+        iov[cnt++].iov_len = (size_t)chunk;
+        iov[cnt].iov_base = w + 2 * LEN + TAG;
+        iov[cnt++].iov_len = TAG;
+        total += LEN + chunk + TAG;
+        Py_ssize_t sent = 0;
+        int first = 0;  /* the first iovec not wholly sent */
+        while (sent < total) {
+            struct msghdr msg;
+            memset(&msg, 0, sizeof msg);
+            msg.msg_iov = iov + first;
+            msg.msg_iovlen = (size_t)(cnt - first);
+            ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
+            if (k < 0) {
+                if (errno == EINTR) continue;
+                if (errno != EAGAIN && errno != EWOULDBLOCK) err = errno;
+                break;
+            }
+            sent += k;
+            while (k > 0 && first < cnt) {  /* step past what went */
+                if ((size_t)k >= iov[first].iov_len) {
+                    k -= (ssize_t)iov[first].iov_len;
+                    first++;
+                } else {
+                    iov[first].iov_base = (unsigned char *)iov[first].iov_base + k;
+                    iov[first].iov_len -= (size_t)k;
+                    k = 0;
+                }
+            }
+        }
+        if (sent < total) {  /* sealed, not (all) sent: pending, for the caller to finish */
+            gsent = sent;
+            ghead = head != NULL ? head->len : -1;
+            goff = off;
+            glen = chunk;
+            break;
+        }
+        done += (head != NULL ? head->len : 0) + chunk;
+        off += chunk;
+        head = NULL;
+    }
+    Py_END_ALLOW_THREADS
+    self->sealing = 0;
+    release_views(views, n);
+    PyBuffer_Release(&wbuf);
+    if (failed) return ssl_error("sealing a record"), NULL;
+    if (err) {  /* a broken link, as socket.sendmsg raises it */
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return Py_BuildValue("nKnnnn", done, sealed, gsent, ghead, goff, glen);
+}
+
 /* recv_small(fd, raw, rstart, rlen, views, seq, direct) -> (status, rstart, rlen)
  *
  * The common receive in one call: when raw[rstart:rlen] is empty, read what the kernel has
@@ -789,35 +926,14 @@ static void direct_take(Records *self, unsigned char *view, Py_ssize_t from, Py_
         gh_update(self->gopen, &self->dgh, view + from, (size_t)(to - from));
 }
 
-/* recv_direct(fd, view, got, tag, tgot) -> (got, tgot, status)
- *
- * Read the body of the record begun with direct_begin straight into ``view`` (its exact
- * plaintext size) and its tag into ``tag``, ``got`` and ``tgot`` bytes of them having come
- * before; each piece is opened where it landed as it lands (decrypted in place, or
- * hashed). Reads until the record is whole, the kernel has no more, or a read comes back
- * short. status: 0 not whole yet; 1 whole and its tag passed (the plaintext is in
- * ``view``); -1 its tag failed, -2 the stream ended inside it: both with ``view`` wiped
- * (nothing of an unauthenticated record stays in the caller's buffer). */
-static PyObject *Records_recv_direct(Records *self, PyObject *args) {
-    int fd;
-    Py_buffer view, tag;
-    Py_ssize_t got, tgot;
-    if (!PyArg_ParseTuple(args, "iw*nw*n", &fd, &view, &got, &tag, &tgot)) return NULL;
-    PyObject *result = NULL;
-    if (!self->dactive) {
-        PyErr_SetString(PyExc_ValueError, "recv_direct: no record begun (direct_begin)");
-        goto done;
-    }
-    if (tag.len != TAG || got < 0 || got > view.len || tgot < 0 || tgot > TAG ||
-        (tgot && got < view.len)) {
-        PyErr_SetString(PyExc_ValueError, "recv_direct: offsets outside the record");
-        goto done;
-    }
-    if (enter(&self->opening) < 0) goto done;
-    unsigned char *v = view.buf, *t = tag.buf;
-    Py_ssize_t n = view.len;
+/* The loop of recv_direct, with the GIL released: read the record begun in place into ``v``
+ * (``n`` bytes) and its tag into ``t``, opening each piece as it lands, until it is whole,
+ * the kernel has no more, or a read comes back short; then check its tag. Its status (as
+ * recv_direct's); ``*err`` an errno for a failed read. */
+static int direct_loop(Records *self, int fd, unsigned char *v, Py_ssize_t n, unsigned char *t,
+                       Py_ssize_t *gotp, Py_ssize_t *tgotp, int *errp) {
+    Py_ssize_t got = *gotp, tgot = *tgotp;
     int status = 0, err = 0;
-    Py_BEGIN_ALLOW_THREADS
     while (got < n || tgot < TAG) {
         struct iovec iov[2];
         int cnt = 0;
@@ -863,6 +979,157 @@ static PyObject *Records_recv_direct(Records *self, PyObject *args) {
     }
     if (status < 0)  /* nothing handed over: what landed (and was decrypted) is wiped */
         memset(v, 0, (size_t)n);
+    *gotp = got;
+    *tgotp = tgot;
+    *errp = err;
+    return status;
+}
+
+/* recv_frame(fd, raw, views, seq, direct, maxrec, tag)
+ *     -> (status, got, opened, rstart, rlen, dlen, dgot, tgot)
+ *
+ * The receive of a large integrity frame in one call, the GIL released: what SecureLink's
+ * general path does in Python, on the same records. For an empty receive buffer ``raw`` and
+ * ``views`` either [header, payload] (a header buffer under ``direct`` bytes, a payload
+ * buffer of at least ``direct``) or [payload]: one recv of the header's record and the next
+ * record's length and no further (so that the payload's record is still in the kernel),
+ * the header's record checked and copied out, then the payload's record, if it is a data
+ * record of ``direct`` to ``maxrec`` bytes that the payload buffer holds whole, begun in
+ * place and read as recv_direct reads it (its tag into ``tag``).
+ *
+ * status 0: ``got`` plaintext bytes handed over, ``opened`` records opened (from ``seq``),
+ * the receive buffer now raw[rstart:rlen], and when ``dlen`` > 0 a record of ``dlen`` bytes
+ * read in place is on its way (``dgot`` and ``tgot`` of its body and tag came: go on with
+ * recv_direct). -1: not for this call (another shape, a partial, abort or other record):
+ * nothing handed over, what was read is in raw[rstart:rlen] for the general path. -2: the
+ * stream ended with nothing read. -3: record ``seq + opened`` failed its tag (a payload
+ * record read in place is wiped). -4: nothing came (EAGAIN). -5: the stream ended inside
+ * the record read in place (wiped). */
+static PyObject *Records_recv_frame(Records *self, PyObject *args) {
+    int fd;
+    Py_buffer raw, tag;
+    PyObject *list;
+    unsigned long long seq;
+    Py_ssize_t direct, maxrec;
+    if (!PyArg_ParseTuple(args, "iw*OKnnw*", &fd, &raw, &list, &seq, &direct, &maxrec, &tag))
+        return NULL;
+    Py_buffer views[MAXPIECES];
+    int n = get_views(list, views, 1);
+    PyObject *result = NULL;
+    if (n == -1) goto release;
+    long status = -1;
+    Py_ssize_t got = 0, rstart = 0, rlen = 0, dlen = 0, dgot = 0, tgot = 0;
+    int opened = 0, err = 0;
+    Py_buffer *head = n == 2 ? &views[0] : NULL, *pay = n >= 1 ? &views[n - 1] : NULL;
+    Py_ssize_t hlen = head != NULL ? head->len : 0;
+    if (self->encrypt || self->gopen == NULL || self->dactive || tag.len != TAG ||
+        n < 1 || n > 2 || pay->len < direct || hlen >= direct || hlen > maxrec ||
+        (head != NULL && !hlen) || raw.len < 2 * LEN + hlen + TAG) {
+        result = Py_BuildValue("lninnnnn", status, got, opened, rstart, rlen, dlen, dgot, tgot);
+        goto release;
+    }
+    if (enter(&self->opening) < 0) goto release;
+    unsigned char *r = raw.buf, nonce[12];
+    Py_ssize_t cap = head != NULL ? 2 * LEN + hlen + TAG : LEN;
+    Py_BEGIN_ALLOW_THREADS
+    ssize_t k;
+    do {
+        k = recv(fd, r, (size_t)cap, 0);
+    } while (k < 0 && errno == EINTR);
+    if (k < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) status = -4;
+        else err = errno;
+    } else if (k == 0) {
+        status = -2;
+    } else {
+        rlen = k;
+        if (head != NULL && k >= LEN) {  /* the header's record, if whole and of its size */
+            unsigned size = get_len(r);
+            if (size == (unsigned)(hlen + TAG) && k >= LEN + (ssize_t)size) {
+                const unsigned char *src = r + LEN;
+                make_nonce(nonce, 0, seq);
+                if (gmac(self, 0, nonce, &src, &hlen, 1, r + LEN + hlen) < 0) {
+                    status = -3;
+                } else {
+                    memcpy(head->buf, src, (size_t)hlen);
+                    got = hlen;
+                    opened = 1;
+                    rstart = LEN + size;
+                    status = 0;
+                }
+            }
+        }
+        if (rlen - rstart == LEN && (head == NULL || status == 0)) {  /* the payload's length */
+            unsigned size = get_len(r + rstart);
+            Py_ssize_t body = (Py_ssize_t)(size & 0x7fffffffu) - TAG;
+            if (!(size & 0x80000000u) && body >= direct && body <= maxrec && body <= pay->len) {
+                make_nonce(self->dnonce, 0, seq + (unsigned long long)opened);
+                gh_start(&self->dgh);
+                self->dactive = 1;
+                rstart = rlen = 0;
+                dlen = body;
+                int ds = direct_loop(self, fd, pay->buf, body, tag.buf, &dgot, &tgot, &err);
+                status = 0;
+                if (ds) {
+                    self->dactive = 0;
+                    dlen = 0;
+                }
+                if (ds == 1) {
+                    got += body;
+                    opened++;
+                } else if (ds == -1) {
+                    status = -3;
+                } else if (ds == -2) {
+                    status = -5;
+                }
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    self->opening = 0;
+    if (err && status != -3 && status != -5) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+    } else {
+        result = Py_BuildValue("lninnnnn", status, got, opened, rstart, rlen, dlen, dgot, tgot);
+    }
+release:
+    if (n > 0) release_views(views, n);
+    PyBuffer_Release(&raw);
+    PyBuffer_Release(&tag);
+    return result;
+}
+
+/* recv_direct(fd, view, got, tag, tgot) -> (got, tgot, status)
+ *
+ * Read the body of the record begun with direct_begin straight into ``view`` (its exact
+ * plaintext size) and its tag into ``tag``, ``got`` and ``tgot`` bytes of them having come
+ * before; each piece is opened where it landed as it lands (decrypted in place, or
+ * hashed). Reads until the record is whole, the kernel has no more, or a read comes back
+ * short. status: 0 not whole yet; 1 whole and its tag passed (the plaintext is in
+ * ``view``); -1 its tag failed, -2 the stream ended inside it: both with ``view`` wiped
+ * (nothing of an unauthenticated record stays in the caller's buffer). */
+static PyObject *Records_recv_direct(Records *self, PyObject *args) {
+    int fd;
+    Py_buffer view, tag;
+    Py_ssize_t got, tgot;
+    if (!PyArg_ParseTuple(args, "iw*nw*n", &fd, &view, &got, &tag, &tgot)) return NULL;
+    PyObject *result = NULL;
+    if (!self->dactive) {
+        PyErr_SetString(PyExc_ValueError, "recv_direct: no record begun (direct_begin)");
+        goto done;
+    }
+    if (tag.len != TAG || got < 0 || got > view.len || tgot < 0 || tgot > TAG ||
+        (tgot && got < view.len)) {
+        PyErr_SetString(PyExc_ValueError, "recv_direct: offsets outside the record");
+        goto done;
+    }
+    if (enter(&self->opening) < 0) goto done;
+    unsigned char *v = view.buf, *t = tag.buf;
+    Py_ssize_t n = view.len;
+    int status, err;
+    Py_BEGIN_ALLOW_THREADS
+    status = direct_loop(self, fd, v, n, t, &got, &tgot, &err);
     Py_END_ALLOW_THREADS
     if (status) {
         self->dactive = 0;
@@ -902,6 +1169,8 @@ static PyGetSetDef Records_getset[] = {
 static PyMethodDef Records_methods[] = {
     {"send_small", (PyCFunction)Records_send_small, METH_VARARGS,
      "send_small(fd, views, seq, wbuf, limit): seal a small frame as one record and send it"},
+    {"send_frame", (PyCFunction)Records_send_frame, METH_VARARGS,
+     "send_frame(fd, views, seq, wbuf, maxrec, join): tag and send a large integrity frame"},
     {"recv_small", (PyCFunction)Records_recv_small, METH_VARARGS,
      "recv_small(fd, raw, rstart, rlen, views, seq, direct, maxrec): read, open, scatter"},
     {"tag", (PyCFunction)Records_tag, METH_VARARGS, "tag(seq, kind, data): a GMAC tag"},
@@ -913,6 +1182,8 @@ static PyMethodDef Records_methods[] = {
      "open(nonce, body, aad, dest): whether body's AEGIS-256X4 tag holds; plaintext to dest"},
     {"direct_begin", (PyCFunction)Records_direct_begin, METH_VARARGS,
      "direct_begin(seq, kind, head): start opening a record in place (recv_direct)"},
+    {"recv_frame", (PyCFunction)Records_recv_frame, METH_VARARGS,
+     "recv_frame(fd, raw, views, seq, direct, maxrec, tag): receive a large integrity frame"},
     {"recv_direct", (PyCFunction)Records_recv_direct, METH_VARARGS,
      "recv_direct(fd, view, got, tag, tgot): read a record into view, opening it as it lands"},
     {NULL, NULL, 0, NULL},
@@ -953,6 +1224,6 @@ PyMODINIT_FUNC PyInit__seclink(void) {
         Py_DECREF(m);
         return NULL;
     }
-    PyModule_AddIntConstant(m, "ABI", 4);
+    PyModule_AddIntConstant(m, "ABI", 5);
     return m;
 }

@@ -65,8 +65,14 @@ it into the caller's header and payload buffers. That took the CPU time of a 4 K
 from 8 to under 5 us against 2.7 us unauthenticated (``docs/benchmarks/security.md``).
 Where the CPU has VPCLMULQDQ (AVX-512), the compiled layer also tags and checks integrity
 records of every size with a GHASH of its own (``_ghash.c``: 512-bit carry-less
-multiplication, 32 blocks a step, one reduction per step), as fast as the ``cryptography``
+multiplication, 64 blocks a step, one reduction per step), as fast as the ``cryptography``
 wheel's OpenSSL and twice as fast as a system libcrypto 3.0, with no Python turn inside.
+There, a frame of integrity records larger than ``_JOIN`` is one compiled call each way
+(``Records.send_frame``: its header's record and its payload's records tagged and sent from
+the caller's buffers in one ``sendmsg`` per record, while the kernel takes them whole;
+``Records.recv_frame``: the header's record read with the next record's length, checked and
+copied out, the payload's record then read in place and hashed as it lands), with the GIL
+released, instead of several Python calls per record: the records on the wire are the same.
 Encrypted AES-256-GCM records above 32 KiB, every record where the module is not built
 (or ``TERASCALE_NO_CEXT=1``), and integrity records above 32 KiB without VPCLMULQDQ go
 through the ``cryptography`` package, which writes the same bytes: its own OpenSSL runs
@@ -197,7 +203,7 @@ _INTO: bool | None = None
 
 
 def _compiled() -> Any:
-    return _load_compiled("terascale.transport._seclink", 4)
+    return _load_compiled("terascale.transport._seclink", 5)
 
 
 def _records(mine: bytes, theirs: bytes, encrypt: bool, cipher: str = GCM) -> Any:
@@ -324,6 +330,14 @@ class SecureLink:
         return self._c is not None and self._c.fast
 
     @property
+    def _frames(self) -> bool:
+        """Whether a large integrity frame is sent, and received, in one compiled call each
+        (``Records.send_frame``, ``Records.recv_frame``): integrity records tagged and
+        checked by the compiled GHASH."""
+        c = self._c
+        return c is not None and not self._encrypt and c.fast
+
+    @property
     def _dc(self) -> bool:
         """Whether the compiled layer reads a large record in place and opens each piece of
         it as it lands (:meth:`_direct`): AEGIS-256X4 records decrypted in place, integrity
@@ -362,11 +376,33 @@ class SecureLink:
         plaintext bytes now wholly in the kernel (as a socket's ``sendmsg`` returns what it
         took: a caller that sends one call's worth, such as a two-rank swap, is not sent
         back to its slow path after the first record)."""
+        if self._out and self._frames:  # the pending records first, then the rest compiled
+            n = self._send_record(views)
+            if not n or self._out:
+                return n
+            rest, skip = [], n
+            for v in map(_bytes_view, views):
+                if skip >= len(v):
+                    skip -= len(v)
+                else:
+                    rest.append(v[skip:])
+                    skip = 0
+            if not rest:
+                return n
+            try:
+                return n + self.sendmsg(rest)
+            except BlockingIOError:
+                return n
         if not self._out:
             if (c := self._c) is not None:
                 if not self._wbuf:
                     self._alloc_send()
                 r = c.send_small(self._sock.fileno(), views, self._sent, self._wbuf, _C_MAX)
+                if r is None and self._frames:  # a large integrity frame: one compiled call
+                    r = c.send_frame(self._sock.fileno(), views, self._sent, self._wbuf,
+                                     RECORD_MAC, _JOIN)
+                    if r is not None:
+                        return self._sent_frame(views, r)
                 if r is None and _INTO:
                     r = self._send_small(views)
                     if r is not None:
@@ -403,6 +439,23 @@ class SecureLink:
                     views[0] = views[0][n:]
                     n = 0
         return total
+
+    def _sent_frame(self, views: list[Any], r: tuple[int, int, int, int, int, int]) -> int:
+        """What ``Records.send_frame`` did: the records it sealed counted, the one the kernel
+        did not take whole kept pending (as :meth:`_send_record` keeps it); the plaintext
+        bytes wholly in the kernel."""
+        done, sealed, gsent, ghead, goff, glen = r
+        self._sent += sealed
+        if gsent >= 0:
+            wv = self._wv
+            out = [wv[:_LEN.size], _bytes_view(views[0]), wv[_LEN.size: _LEN.size + _TAG]] \
+                if ghead >= 0 else []
+            at = _LEN.size + _TAG
+            out += [wv[at: at + _LEN.size], _bytes_view(views[-1])[goff: goff + glen],
+                    wv[at + _LEN.size: at + _LEN.size + _TAG]]
+            self._out, self._out_plain = out, max(ghead, 0) + glen
+            self._trim(gsent)
+        return done
 
     def _send_small(self, views: list[Any]) -> int | None:
         """A frame of at most ``_JOIN`` bytes as one record, sealed and sent in one call:
@@ -567,8 +620,16 @@ class SecureLink:
         return self.recvmsg_into([buf])[0]
 
     def recvmsg_into(self, bufs: list[memoryview]) -> tuple[int, list[object], int, None]:
-        if self._pstart == self._pend and self._dview is None and self._broken is None \
-                and not self._aborted:
+        if self._pstart == self._pend and self._broken is None and not self._aborted:
+            if self._dview is not None:
+                if self._frames:  # an integrity record on its way in place: one compiled call
+                    if not (k := self._direct(self._dview)):
+                        raise BlockingIOError("no whole record yet")
+                    return k, [], 0, None
+                return self._recv_general(bufs)
+            if self._frames and self._rstart == self._rlen and len(bufs) <= 2 and \
+                    len(bufs[-1]) >= _DIRECT:
+                return self._recv_frame(bufs)
             if self._c is not None:
                 return self._recv_compiled(bufs)
             got = self._recv_small(bufs)
@@ -645,6 +706,35 @@ class SecureLink:
             except BlockingIOError:
                 pass
         return n
+
+    def _recv_frame(self, bufs: list[Any]) -> tuple[int, list[object], int, None]:
+        """A large integrity frame's header record and its payload's first record read in
+        place, in one compiled call (``Records.recv_frame``), or the next record of a payload
+        (``bufs``: its rest); anything else the general path takes, from what that call
+        left in the receive buffer."""
+        if not self._raw:
+            self._alloc_raw()
+        status, got, opened, self._rstart, self._rlen, dlen, dgot, tgot = self._c.recv_frame(
+            self._sock.fileno(), self._raw, bufs, self._opened, _DIRECT, self._rec, self._dtag)
+        if status == -1:
+            return self._recv_general(bufs)
+        if status == -4:
+            raise BlockingIOError("no whole record yet")
+        if status == -2:
+            self._eof = True
+            return 0, [], 0, None
+        self._opened += opened
+        if status == -3:
+            self._tampered(f"record #{self._opened} failed its authentication tag")
+        if status == -5:
+            self._eof = True
+            self._tampered("the connection closed inside a record")
+        if dlen:
+            self._dview = _bytes_view(bufs[-1])[:dlen]
+            self._dgot, self._tgot = dgot, tgot
+        if not got:
+            raise BlockingIOError("no whole record yet")
+        return got, [], 0, None
 
     def _recv_compiled(self, bufs: list[Any]) -> tuple[int, list[object], int, None]:
         """:meth:`_recv_small` in one compiled call (read, open, scatter); what it leaves

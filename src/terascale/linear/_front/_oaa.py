@@ -3,12 +3,14 @@
 VW's ``oaa`` reduction learns, for each example of class c, K binary examples: label +1
 for class c's learner and -1 for the others. Each learner has its own weights (VW
 interleaves them in one array, so they never collide) and its own learner state (VW
-keeps the normalized update's sums per interleaved model), so the K learners are
-independent and can be trained one after another on the same data with the labels
-rewritten. That is what this module does, with the online learner terascale already
-shares with VW bit for bit; the prediction is the class whose learner scores highest
-(the first on a tie, as VW), and with ``--probabilities`` each learner's logistic
-probability, normalized to sum 1 (VW's output: ``1:0.25 2:0.25 ...``).
+keeps the normalized update's sums per interleaved model). Training parses the data once
+a pass and learns each block of examples with the K learners (:mod:`._oaapass`, with the
+online learner terascale shares with VW bit for bit); ``-n N`` runs that pass in every
+worker (:mod:`._oaaworker`) and averages each class's learner after each pass; ``-t``
+runs the same pass with nothing learned. The prediction is the class whose
+learner scores highest (the first on a tie, as VW), and with ``--probabilities`` each
+learner's logistic probability, normalized to sum 1 (VW's output: ``1:0.25 2:0.25 ...``);
+``-r`` writes every learner's score.
 
 The reported ``average loss`` is VW's multiclass 0/1 loss of the progressive predictions
 (with passes and holdout: the best pass's holdout error, marked ``h``).
@@ -30,9 +32,9 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 from .._losses import loss_spec
-from .._online._state import MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT, new_state
+from .._online._state import SUM_NORM_X, TOTAL_WEIGHT
 
-__all__ = ["relabel", "split_oaa", "train_oaa"]
+__all__ = ["run_oaa", "split_oaa", "train_oaa"]
 
 
 def _open_text(path: str) -> Any:
@@ -68,13 +70,7 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
     return y, tokens[0], line[start + len(tokens[0]):], tag
 
 
-_FLUSH = 4096  # lines gathered per learner before they are written
-
-
-def _flush(outs: list[Any], pending: list[list[str]]) -> None:
-    for o, lines in zip(outs, pending):
-        o.write("".join(lines))
-        lines.clear()
+_FLUSH = 4096  # lines gathered before they are written (--named_labels' numbered copy)
 
 
 def _head(line: str) -> tuple[list[str], str]:
@@ -91,84 +87,6 @@ def _head(line: str) -> tuple[list[str], str]:
     return tokens, ""
 
 
-def _tag(line: str) -> str:
-    """The example's tag, as VW reads it (see :func:`_head`)."""
-    return _head(line)[1]
-
-
-def relabel(paths: list[str], k_classes: int, out_dir: str,
-            names: list[str] | None = None, say: bool = False
-            ) -> tuple[list[list[str]], np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """Write, for each learner c = 0..K-1, the input with labels +1 (its class) or -1
-    (other classes), unlabelled lines unchanged. Returns the K lists of files, the
-    examples' class labels (nan for unlabelled ones), the first class number each
-    example is predicted with (1 until a label 0 is seen, as VW's oaa: labels are 0..K-1
-    from that example on, and the examples after it are predicted so; a label K first fixes
-    them to 1..K), the first class number once the example's label is read (what VW's
-    --probabilities lines name the classes with), and the examples' tags. ``names``: the labels are these names, classes
-    1..K in order (VW's --named_labels; a label that is not a name is class 0, as VW's
-    dictionary reads it, with VW's warning); ``say``: print VW's line on standard output
-    when the indexing is decided."""
-    table = None if names is None else {n: c for c, n in enumerate(names, 1)}
-    tags: list[str] = []
-    files: list[list[str]] = [[] for _ in range(k_classes)]
-    labels: list[float] = []
-    first: list[int] = []
-    after: list[int] = []
-    indexing = 2  # VW's: 2 undecided (classes 1..K meanwhile), then 0 or 1
-    for n, path in enumerate(paths):
-        outs = []
-        for c in range(k_classes):
-            name = os.path.join(out_dir, f"class{c + 1}-{n}.vw")
-            files[c].append(name)
-            outs.append(open(name, "w", encoding="utf-8", errors="surrogateescape"))
-        # each learner's lines gathered and written _FLUSH lines at a time (a write a
-        # line and learner made the rewrite most of --oaa's time on short rows)
-        pending: list[list[str]] = [[] for _ in range(k_classes)]
-        try:
-            with _open_text(path) as f:
-                for i, line in enumerate(f, 1):
-                    if not line.strip():
-                        for lines in pending:
-                            lines.append(line)
-                        continue
-                    y, _, rest, tag = _label(line, f"{path}:{i}", table)
-                    # VW predicts before it learns: with the indexing of the examples
-                    # before this one (undecided: classes 1..K)
-                    first.append(0 if indexing == 0 else 1)
-                    if indexing == 2 and y == 0:
-                        indexing = 0
-                        if say:
-                            print("[info] label 0 found -- labels are now considered "
-                                  "0-indexed.")
-                    elif indexing == 2 and y == k_classes:
-                        indexing = 1
-                        if say:
-                            print(f"[info] label {k_classes} found -- labels are now "
-                                  f"considered 1-indexed.")
-                    labels.append(y)
-                    tags.append(tag)
-                    base = 0 if indexing == 0 else 1
-                    after.append(base)
-                    if math.isnan(y):  # (a label out of range: -1 for all, as VW, which
-                        for lines in pending:  # warns)
-                            lines.append(line)
-                    else:
-                        neg = "-1" + rest
-                        for lines in pending:
-                            lines.append(neg)
-                        if 0 <= y - base < k_classes:
-                            pending[int(y - base)][-1] = "1" + rest
-                    if i % _FLUSH == 0:
-                        _flush(outs, pending)
-            _flush(outs, pending)
-        finally:
-            for o in outs:
-                o.close()
-    return (files, np.array(labels, np.float64), np.array(first, np.int64),
-            np.array(after, np.int64), tags)
-
-
 def _names(args: argparse.Namespace, k_classes: int) -> list[str] | None:
     """--named_labels A,B,...: the K class names (None without it)."""
     spec = getattr(args, "named_labels", None)
@@ -182,14 +100,6 @@ def _names(args: argparse.Namespace, k_classes: int) -> list[str] | None:
         raise ConfigError("--named_labels with --probabilities is not supported by "
                           "terascale vw")
     return names
-
-
-def _tagged(lines: Any, tags: list[str]) -> Any:
-    """Each prediction line with its example's tag after it, as VW writes them (the
-    lines of every pass, in order)."""
-    import itertools
-
-    return (f"{ln} {t}" if t else ln for ln, t in zip(lines, itertools.cycle(tags or [""])))
 
 
 def _class(v: float, names: list[str] | None) -> str:
@@ -213,11 +123,6 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
               opening: Any = None) -> int:
     """``--oaa K``: K learners; on one worker VW's progressive multiclass predictions
     (``-p``) and its closing block, on ``-n N`` workers the averaged learners (``-f``)."""
-    from .._io._dataset import ParseOptions
-    from .._passes import holdout_mask
-    from ._cli_options import job_json
-    from ._worker import run_train
-
     k_classes = int(args.oaa)
     if k_classes < 2:
         raise ConfigError(f"--oaa {k_classes}: needs at least 2 classes")
@@ -240,192 +145,41 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise ConfigError("--probabilities needs --loss_function logistic (as in VW)")
     if opening is not None:  # the preamble, once the options are known to be good
         opening()
+    shift = (k_classes - 1).bit_length()
+    if options["bits"] - shift < 1:
+        raise ConfigError(f"--oaa {k_classes} -b {options['bits']}: VW gives each "
+                          f"class 2**(b - {shift}) weights; use -b {shift + 1} or more")
+    if args.nprocs == 1 or args.testonly:  # (-t: one process, whatever -n)
+        return _train_one(args, paths, dict(options, bits=options["bits"] - shift),
+                          k_classes, names, start)
+    return _launch(args, paths, dict(options, bits=options["bits"] - shift), k_classes,
+                   names)
+
+
+def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
+            k_classes: int, names: list[str] | None) -> int:
+    """``--oaa K -n N``: N workers (:mod:`._oaaworker`), each learning the K learners on
+    its shard in one pass over it, each class's learner averaged across the workers
+    after every pass as the binary learner's is (``--average``: weighted by default);
+    ``-f`` then writes VW's one-against-all model of the K averaged learners. Each worker
+    numbers the classes from its own shard's labels (1..K until a label 0), as each
+    node of VW's cluster mode does."""
+    from ...launch import LaunchOptions, launch
+    from .._warm import warm_kernels
+
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
-        files, labels, base, after, tags = relabel(paths, k_classes, tmp, names,
-                                            say=not (args.quiet or args.testonly))
-        # VW interleaves the K learners in its 2**b weights: class c of feature index i
-        # at (i * 2**s + c) mod 2**b, s = ceil(log2 K), so each learner has b - s bits
-        shift = (k_classes - 1).bit_length()
-        if options["bits"] - shift < 1:
-            raise ConfigError(f"--oaa {k_classes} -b {options['bits']}: VW gives each "
-                              f"class 2**(b - {shift}) weights; use -b {shift + 1} or more")
-        options = dict(options, bits=options["bits"] - shift)
-        seeds = _seeds(options, tmp, start, k_classes)
-        if args.testonly:  # (VW's indexing is decided by learning: 1..K here)
-            return _test_only(args, paths, files, labels, np.ones_like(base), seeds, names,
-                              tags)
-        scores = []
-        models = []
-        opts = dict(options, progress=False, vw_text=False)
-        for k in ParseOptions().to_dict():  # they come with the seed model
-            opts.pop(k, None)
-        if args.nprocs != 1:
-            return _train_workers(args, files, seeds, opts, tmp, k_classes, names)
-        for c in range(k_classes):
-            got: list[np.ndarray] = []
-            model = run_train(json.loads(job_json(files[c], "", seeds[c], opts)),
-                              predictions=lambda p, tags, got=got: got.append(p.copy()))
-            scores.append(np.concatenate(got) if got else np.zeros(0))
-            models.append(model)
-        s = np.stack(scores, axis=1)
-        weight, feats = _example_stats(files[0], models[0].parse)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    if args.model:
-        from .._vw._vwmodel import write_vw_oaa_model
-
-        write_vw_oaa_model(models, args.model, names)
-    n = len(labels)
-    if n == 0 or len(s) % n:
-        raise DataError(f"{', '.join(paths)}: {len(s)} predictions for {n} examples "
-                        f"(--oaa reads one example per non-empty line)")
-    passes = len(s) // n
-    if passes > 1 and after[0] != after[-1]:
-        raise DataError(f"{', '.join(paths)}: the first label 0 comes after other labels: "
-                        f"VW's --oaa then reads the labels before it as 1..K in the first "
-                        f"pass and as 0..K-1 in later ones, which terascale does not "
-                        f"reproduce; write classes 1..K, or train one pass")
-    later = [np.full(n, after[-1])] * (passes - 1)
-    named = np.concatenate([after, *later])  # (how --probabilities names the classes)
-    # the first of equal scores, as VW; with the indexing VW predicts with (its
-    # --probabilities reports the class with the indexing after the label)
-    pred = np.argmax(s, axis=1) + (named if args.probabilities
-                                   else np.concatenate([base, *later]))
-    truth = np.tile(labels, passes)
-    period = _period(options, passes)
-    hold = np.tile(holdout_mask(0, n, period), passes)
-    labelled = ~np.isnan(truth)
-    wrong = (pred != truth) & labelled
-    if args.predictions:
-        _write_predictions(args, s, named, pred, names, tags)
-    if not args.quiet:
-        if len(weight) != n:
-            raise DataError(f"{', '.join(paths)}: {len(weight)} examples parsed for {n} "
-                            f"labels (--oaa reads one example per non-empty line)")
-        w = np.tile(weight.astype(np.float64), passes)
-        loss = np.where(wrong, w, 0.0)  # VW's multiclass loss: the weight of a mistake
-        counted = ~labelled | ~hold  # (VW holds out labelled examples only)
-        _progress(loss, hold, labelled, counted, w, truth, pred, feats,
-                  bool(period) and passes > 1, names)
-        per_pass = []
-        for i in range(passes):
-            p = slice(i * n, (i + 1) * n)
-            per_pass.append((float(loss[p][~hold[p]].sum()),
-                             float(w[p][labelled[p] & ~hold[p]].sum()),
-                             float(loss[p][hold[p]].sum()),
-                             float(w[p][labelled[p] & hold[p]].sum()), n, 0.0,
-                             float(w[p][~labelled[p]].sum()), float(counted[p].sum()),
-                             float(feats[counted[p]].sum())))
-        from .._vw._vwreport import closing_block, holdout_on
-
-        print(closing_block({"pass_totals": [list(t) for t in per_pass],
-                             "holdout": holdout_on({**options, "passes": passes}),
-                             "examples": n, "feature_count": model.info["feature_count"]}),
-              file=sys.stderr)
-    return 0
-
-
-def _example_stats(files: list[str], parse: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Each example's importance weight and feature count (the constant and interactions
-    counted, as VW's progress lines count them), read from one learner's input files."""
-    from .._io._stream import TextBlocks
-
-    weights, feats = [np.zeros(0, np.float32)], [np.zeros(0, np.int64)]
-    for path in files:
-        for blk in TextBlocks(path, parse, need_label=False):
-            weights.append(np.asarray(blk.weights))
-            feats.append(np.diff(np.asarray(blk.indptr)))
-    return np.concatenate(weights), np.concatenate(feats)
-
-
-def _progress(loss: np.ndarray, hold: np.ndarray, labelled: np.ndarray,
-              counted: np.ndarray, weight: np.ndarray, truth: np.ndarray, pred: np.ndarray,
-              feats: np.ndarray, holdout: bool, names: list[str] | None = None) -> None:
-    """VW's progress table of every pass, printed after training (the K learners are
-    trained one after another): at VW's cadence in the weight of the ``counted`` examples
-    (those not held out), over the passes' examples one after another (``feats``: one
-    pass's feature counts); ``loss`` each example's weighted 0/1 loss, ``hold`` whether
-    it is held out; with ``holdout`` the lines of the second pass on show the holdout
-    loss, marked ``h``, as VW's; ``names``: the classes' names (--named_labels)."""
-    from .._online._progress import Progress
-
-    prog = Progress(sys.stderr)
-    prog.names = names
-    prog.holdout = holdout
-    prog.header()
-    learnt, held = labelled & ~hold, labelled & hold
-    cum = np.stack([np.cumsum(np.where(learnt, loss, 0.0)),
-                    np.cumsum(np.where(learnt, weight, 0.0)),
-                    np.cumsum(np.where(held, loss, 0.0)),
-                    np.cumsum(np.where(held, weight, 0.0))], axis=1)
-    cum_w = np.cumsum(np.where(counted, weight, 0.0))
-    cum_n = np.cumsum(counted)
-    n = max(len(feats), 1)
-    due = prog.first_due()
-    while True:
-        at = int(np.searchsorted(cum_w, due))
-        if at >= len(counted):
-            return
-        prog.passes = at // n
-        now = cum[at]
-        prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
-                  float(pred[at]), int(feats[at % n]), classes=True)
-        prog.prev = now
-        due = prog.next_due(float(cum_w[at]))
-
-
-def _train_workers(args: argparse.Namespace, files: list[list[str]], seeds: list[str],
-                   opts: dict[str, Any], tmp: str, k_classes: int,
-                   names: list[str] | None) -> int:
-    """``--oaa K -n N``: each class's learner on N workers, one class after another, its
-    weights averaged across the workers as the binary learner's are; ``-f`` then writes
-    VW's one-against-all model of the K averaged learners."""
-    from ...launch import LaunchOptions, launch
-    from .._model import LinearModel
-    from .._warm import warm_kernels
-    from ._cli_options import job_json
-
-    warm_kernels()  # compile once here rather than N times at once in the workers
-    models = []
-    for c in range(k_classes):
-        path = os.path.join(tmp, f"class{c + 1}.model")
-        code = launch([sys.executable, "-m", "terascale.linear._front._worker",
-                       job_json(files[c], path, seeds[c], opts)],
+        data = paths if names is None else _numbered(paths, k_classes, names, tmp)
+        job = {"data": data, "paths": paths, "options": options, "k": k_classes,
+               "names": names, "model": args.model, "quiet": True,
+               "probabilities": False, "initial": args.initial}
+        warm_kernels()  # compile once here rather than N times at once in the workers
+        return launch([sys.executable, "-m", "terascale.linear._front._oaaworker",
+                       json.dumps(job)],
                       LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
                                     prefix_output=False))
-        if code:
-            return code
-        models.append(LinearModel.load(path))
-    if args.model:
-        from .._vw._vwmodel import write_vw_oaa_model
-
-        write_vw_oaa_model(models, args.model, names)
-    return 0
-
-
-def _seeds(options: dict[str, Any], tmp: str, start: list[Any] | None,
-           k_classes: int) -> list[str]:
-    """Each class's starting model: ``start``'s learners (-i), else a model with no
-    weights whose learner has seen labels -1 and +1: in VW the K learners share the label
-    range that squared, hinge and quantile predictions are clipped to, and after the first
-    labelled example it is [-1, 1] for all of them (the first example's predictions are 0
-    either way)."""
-    from .._io._dataset import ParseOptions
-    from .._model import LinearModel
-
-    if start is not None:
-        paths = [os.path.join(tmp, f"seed{c + 1}.model") for c in range(k_classes)]
-        for m, path in zip(start, paths):
-            m.save(path)
-        return paths
-    parse = ParseOptions(**{k: v for k, v in options.items() if k in ParseOptions().to_dict()})
-    state = new_state(min_label=-1.0, max_label=1.0)
-    empty = np.zeros(0, np.float32)
-    path = os.path.join(tmp, "seed.model")
-    LinearModel(indices=np.zeros(0, np.uint32), weights=empty, parse=parse,
-                loss=options["loss"], adaptive=(empty, empty, state)).save(path)
-    return [path] * k_classes
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def split_oaa(model: Any, k_classes: int) -> list[Any]:
@@ -473,61 +227,305 @@ def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
     return split_oaa(model, k_classes)
 
 
-def _write_predictions(args: argparse.Namespace, s: np.ndarray, base: np.ndarray,
-                       pred: np.ndarray, names: list[str] | None, tags: list[str]) -> None:
-    """VW's ``-p`` of ``--oaa``: each example's class (its name with --named_labels), or
-    with ``--probabilities`` every class's probability; the tag after it."""
+def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str) -> list[str]:
+    """--named_labels: the input once more with each name replaced by its class number
+    (1..K; a label that is not a name is class 0, with VW's warning), so that the data is
+    parsed as numbered classes; one copy, whatever K."""
+    table = {n: c for c, n in enumerate(names, 1)}
+    out = []
+    for n, path in enumerate(paths):
+        name = os.path.join(out_dir, f"numbered-{n}.vw")
+        with _open_text(path) as f, open(name, "w", encoding="utf-8",
+                                          errors="surrogateescape") as o:
+            lines: list[str] = []
+            for i, line in enumerate(f, 1):
+                if line.strip():
+                    y, _, rest, _ = _label(line, f"{path}:{i}", table)
+                    if not math.isnan(y):
+                        line = f"{int(y)}{rest}"
+                lines.append(line)
+                if len(lines) >= _FLUSH:
+                    o.write("".join(lines))
+                    lines.clear()
+            o.write("".join(lines))
+        out.append(name)
+    return out
+
+
+def _bad_label(paths: list[str], k_classes: int) -> None:
+    """Raise the DataError of the first line whose label is not a class number (its file
+    and line), reading the text again: only after the parser's labels showed one."""
+    for path in paths:
+        with _open_text(path) as f:
+            for i, line in enumerate(f, 1):
+                if line.strip():
+                    _label(line, f"{path}:{i}")
+    raise DataError(f"{', '.join(paths)}: a multiclass label is not a class number 1..K "
+                    f"(--oaa {k_classes})")
+
+
+class _Indexing:
+    """VW's oaa reads labels 1..K until a label 0 (then 0..K-1 from that example on) or a
+    label K (1..K for good) decides; each example is predicted with the classes as they
+    were before its label was read, and learned (and named by --probabilities) as they
+    are after it."""
+
+    def __init__(self, k_classes: int, say: bool) -> None:
+        self.k, self.say = k_classes, say
+        self.state = 2  # 2: undecided (classes 1..K meanwhile); then 0 or 1
+        self.first_after: int | None = None
+
+    def block(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each example's first class number when predicted, and once its label is read)."""
+        n = len(labels)
+        now = 0 if self.state == 0 else 1
+        before, after = np.full(n, now, np.int64), np.full(n, now, np.int64)
+        if self.state == 2:
+            hit = np.flatnonzero((labels == 0) | (labels == self.k))
+            if len(hit):
+                j = int(hit[0])
+                self.state = 0 if labels[j] == 0 else 1
+                before[j + 1:] = after[j:] = self.state
+                if self.say:
+                    print(f"[info] label {'0' if self.state == 0 else self.k} found -- "
+                          f"labels are now considered {self.state}-indexed.")
+        if self.first_after is None and n:
+            self.first_after = int(after[0])
+        return before, after
+
+    @property
+    def base(self) -> int:
+        """The first class number now (0 once a label 0 decided, else 1)."""
+        return 0 if self.state == 0 else 1
+
+
+class _Table:
+    """VW's progress table of --oaa, line by line as the blocks are learned, and the
+    sums of each pass for its closing block."""
+
+    def __init__(self, quiet: bool, holdout: bool, names: list[str] | None) -> None:
+        from .._online._progress import Progress
+
+        self.prog = None if quiet else Progress(sys.stderr)
+        self.cum, self.cum_w, self.cum_n = np.zeros(4), 0.0, 0
+        self.due = 1.0
+        if self.prog is not None:
+            self.prog.names, self.prog.holdout = names, holdout
+            self.prog.header()
+            self.due = self.prog.first_due()
+        self.passes: list[np.ndarray] = []
+
+    def block(self, p: int, truth: np.ndarray, pred: np.ndarray, weight: np.ndarray,
+              hold: np.ndarray, feats: np.ndarray) -> None:
+        """Pass ``p``'s block: the labels (NaN: none), predicted classes, importance
+        weights, the holdout and each example's feature count."""
+        if len(self.passes) <= p:
+            self.passes.append(np.zeros(9))
+        w = weight.astype(np.float64)
+        labelled = ~np.isnan(truth)
+        loss = np.where((pred != truth) & labelled, w, 0.0)  # VW's: a mistake's weight
+        counted = ~labelled | ~hold  # (VW holds out labelled examples only)
+        learnt, held = labelled & ~hold, labelled & hold
+        t = self.passes[p]
+        t += (loss[~hold].sum(), w[learnt].sum(), loss[hold].sum(), w[held].sum(),
+              len(truth), 0.0, w[~labelled].sum(), counted.sum(), feats[counted].sum())
+        cum = self.cum + np.stack([np.cumsum(np.where(learnt, loss, 0.0)),
+                                   np.cumsum(np.where(learnt, w, 0.0)),
+                                   np.cumsum(np.where(held, loss, 0.0)),
+                                   np.cumsum(np.where(held, w, 0.0))], axis=1)
+        cum_w = self.cum_w + np.cumsum(np.where(counted, w, 0.0))
+        cum_n = self.cum_n + np.cumsum(counted)
+        prog = self.prog
+        while prog is not None:
+            at = int(np.searchsorted(cum_w, self.due))
+            if at >= len(truth):
+                break
+            prog.passes = p
+            prog.line(cum[at], prog.prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
+                      float(pred[at]), int(feats[at]), classes=True)
+            prog.prev = cum[at]
+            self.due = prog.next_due(float(cum_w[at]))
+        if len(truth):
+            self.cum, self.cum_w, self.cum_n = cum[-1], float(cum_w[-1]), int(cum_n[-1])
+
+
+def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
+               k_classes: int, names: list[str] | None, start: list[Any] | None) -> int:
+    """``--oaa K`` on one worker: the data parsed once a pass, the K learners updated
+    block by block (:mod:`._oaapass`), VW's progressive predictions (``-p``), table and
+    closing block written as the blocks go; ``options["bits"]`` is each learner's."""
     from .._vw._vwtext import AtomicText
 
-    out = AtomicText(args.predictions)
-    text = ((_format(r, b) for r, b in zip(_probabilities(s), base))
-            if args.probabilities else (_class(v, names) for v in pred))
-    out.write("".join(line + "\n" for line in _tagged(text, tags)))
-    out.commit()
+    tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
+    out = raw = None
+    try:
+        data = paths if names is None else _numbered(paths, k_classes, names, tmp)
+        out = AtomicText(args.predictions) if args.predictions else None
+        raw_path = getattr(args, "raw_predictions", None)
+        raw = AtomicText(raw_path) if raw_path else None
 
+        def write(blk: Any, s: np.ndarray, pred: np.ndarray, before: np.ndarray,
+                  after: np.ndarray) -> None:
+            if out is not None:
+                _write_block(out, bool(args.probabilities), blk, s, pred, after, names)
+            if raw is not None:
+                _write_lines(raw, blk, [_raw_line(r, b) for r, b in zip(s, before.tolist())])
 
-def _test_only(args: argparse.Namespace, paths: list[str], files: list[list[str]],
-               labels: np.ndarray, base: np.ndarray, seeds: list[str],
-               names: list[str] | None, tags: list[str]) -> int:
-    """``--oaa K -t``: each class's learner scores the examples, the first best class is
-    the prediction (VW's), the closing block's average loss the 0/1 loss."""
-    from .._model import LinearModel
-    from .._vw._vwreport import test_block
-
-    scores = []
-    for c, seed in enumerate(seeds):
-        model = LinearModel.load(seed)
-        st = model.adaptive[2] if model.adaptive is not None else None
-        lo, hi = (-1.0, 1.0) if st is None else (st[MIN_LABEL], st[MAX_LABEL])
-        got = [np.clip(raw, lo, hi) if lo < hi else raw
-               for _, raw in model.predict_blocks(files[c])]
-        scores.append(np.concatenate(got).astype(np.float32) if got else np.zeros(0))
-    s = np.stack(scores, axis=1)
-    if len(s) != len(labels):
-        raise DataError(f"{', '.join(paths)}: {len(s)} predictions for {len(labels)} "
-                        f"examples (--oaa reads one example per non-empty line)")
-    pred = np.argmax(s, axis=1) + base
-    if args.predictions:
-        _write_predictions(args, s, base, pred, names, tags)
-    if not args.quiet:
-        weight, feats = _example_stats(files[0], model.parse)
-        if len(weight) != len(labels):
-            raise DataError(f"{', '.join(paths)}: {len(weight)} examples parsed for "
-                            f"{len(labels)} labels (--oaa reads one example per non-empty "
-                            f"line)")
-        w = weight.astype(np.float64)
-        labelled = ~np.isnan(labels)
-        loss = np.where((pred != labels) & labelled, w, 0.0)
-        none = np.zeros(len(labels), bool)
-        _progress(loss, none, labelled, ~none, w, labels, pred, feats, False, names)
-        print(test_block(len(labels), float(w[labelled].sum()), float(loss.sum()),
-                         float(w.sum()), label_sum=0.0, features=int(feats.sum())),
-              file=sys.stderr)
+        job = {"data": data, "paths": paths, "options": options, "k": k_classes,
+               "names": names, "model": None if args.testonly else args.model,
+               "quiet": bool(args.quiet), "probabilities": bool(args.probabilities),
+               "test": bool(args.testonly)}
+        run_oaa(job, start, write)
+        for f in (out, raw):
+            if f is not None:
+                f.commit()
+        out = raw = None
+    finally:
+        for f in (out, raw):
+            if f is not None:
+                f.discard()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
-def _period(options: dict[str, Any], passes: int) -> int:
-    frac = options.get("holdout")
-    if frac is None:
-        frac = 0.1 if passes > 1 else 0.0
-    return max(2, round(1.0 / frac)) if frac > 0 else 0
+def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
+            write: Any = None, comm: Any = None) -> None:
+    """Train the K learners of ``job`` on this worker's shard (every worker of a job
+    with ``comm``: after each pass each class's learner is averaged over the workers as
+    the binary learner's is, and rank 0 writes the model); ``write(block, scores,
+    predicted classes, first class numbers before and after each label was read)`` gets
+    each block's progressive predictions.
+
+    ``job``: ``data`` (the files, classes numbered), ``paths`` (as the user named them),
+    ``options`` (``TrainOptions``' fields, ``bits`` each learner's), ``k``, ``names``,
+    ``model`` (VW's model to write, or None), ``quiet``, ``probabilities``, ``test``
+    (``-t``: the learners score the examples, learn nothing; classes 1..K, as VW's indexing
+    is decided by learning; VW's test block)."""
+    from .._combine._average import average_weights
+    from .._io._shard import shard_blocks
+    from .._online._update import sync_weights
+    from .._options import TrainOptions
+    from .._passes import EarlyStop
+    from .._recipe import holdout_period
+    from ._oaapass import Learners, blocks_once, oaa_pass
+
+    k_classes, names, options = int(job["k"]), job["names"], dict(job["options"])
+    rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
+    if start is not None:  # VW's model's parse options (-q, --noconstant, ...) rule
+        options.update({k: (tuple(v) if isinstance(v, list) else v)
+                        for k, v in start[0].parse.to_dict().items()})
+    opts = TrainOptions(**{k: (tuple(v) if isinstance(v, list) else v)
+                           for k, v in options.items()
+                           if k in TrainOptions.__dataclass_fields__})
+    blocks = shard_blocks(job["data"], rank=rank, size=size, cache_dir=opts.cache_root(),
+                          lazy=True, **opts.parse_options().__dict__)
+    learners = Learners(k_classes, opts.bits, start)
+    period = holdout_period(opts)
+    test = bool(job.get("test"))
+    passes = 1 if test else opts.passes
+    stop = EarlyStop(opts.patience) if period and passes > 1 else None
+    quiet = job["quiet"] or rank > 0
+    index = _Indexing(k_classes, say=not quiet)
+    table = _Table(quiet or size > 1, bool(period) and passes > 1, names)
+    kind = opts.online_kind()
+    l2 = opts.online_l2(0.0)
+    rate = np.float32(opts.learning_rate)
+    fixed: list[np.ndarray] = []  # each block's first class numbers (predicted, learned)
+    at = [0]  # the pass under way
+
+    def targets(blk: Any) -> np.ndarray:
+        lab = blk.labels
+        if (~np.isnan(lab) & ((lab < 0) | (lab != np.floor(lab)))).any():
+            _bad_label(job["data"], k_classes)
+        if test:  # (NaN: every learner scores the example, none learns)
+            fixed[:] = [np.ones(len(lab), np.int64)] * 2
+            return np.full(len(lab), np.nan)
+        if at[0] == 0:
+            fixed[:] = index.block(lab)
+        else:  # (later passes: the classes as the first pass ended with them)
+            fixed[:] = [np.full(len(lab), index.base, np.int64)] * 2
+        return lab.astype(np.float64) - fixed[1]  # (nan stays nan)
+
+    for p in range(passes):
+        at[0] = p
+        if p > 0 and opts.decay_learning_rate != 1.0:
+            rate = np.float32(rate * np.float32(opts.decay_learning_rate))
+        for sc in oaa_pass(blocks_once(blocks), learners, targets, kind, float(rate),
+                           opts.power_t, opts.l1, l2, period):
+            blk, s = sc.block, sc.scores
+            before, after = fixed
+            # the first of equal scores, as VW; predicted with the classes numbered as
+            # before the label was read (--probabilities names them as after it)
+            pred = np.argmax(s, axis=1) + (after if job["probabilities"] else before)
+            table.block(p, blk.labels.astype(np.float64), pred, blk.weights, sc.hold,
+                        np.diff(blk.indptr))
+            if write is not None:
+                write(blk, s, pred, before, after)
+        if p == 0 and passes > 1 and index.first_after not in (None, index.base):
+            raise DataError(f"{', '.join(job['paths'])}: the first label 0 comes after "
+                            f"other labels: VW's --oaa then reads the labels before it as "
+                            f"1..K in the first pass and as 0..K-1 in later ones, which "
+                            f"terascale does not reproduce; write classes 1..K, or train "
+                            f"one pass")
+        if size > 1:  # each class's learner averaged at the end of the pass
+            for c in range(k_classes):
+                w, g2, nrm, state = learners.views(c)
+                sync_weights(w, state)
+                average_weights(comm, w, g2, nrm, state, opts.averaging)
+        t = table.passes[p] if p < len(table.passes) else np.zeros(9)
+        held = comm.allreduce(t[2:4].copy()) if size > 1 else t[2:4]
+        if stop is not None and stop.end_pass(held[0], held[1], learners.arrays,
+                                              learners.states):
+            break
+    if test:
+        if not quiet:
+            from .._vw._vwreport import test_block
+
+            t = table.passes[0] if table.passes else np.zeros(9)
+            print(test_block(int(t[4]), float(t[1]), float(t[0]), float(t[1] + t[6]),
+                             label_sum=0.0, features=int(t[8])), file=sys.stderr)
+        return
+    learners.finish()
+    if job["model"] and rank == 0:
+        from .._vw._vwmodel import write_vw_oaa_model
+
+        parse = start[0].parse if start is not None else opts.parse_options()
+        write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names)
+    if not quiet and size == 1:
+        from .._vw._vwreport import closing_block, holdout_on
+
+        totals = [list(map(float, t)) for t in table.passes] or [[0.0] * 9]
+        print(closing_block({"pass_totals": totals,
+                             "holdout": holdout_on({**options, "passes": passes}),
+                             "examples": int(totals[0][4])}), file=sys.stderr)
+
+
+def _write_block(out: Any, probabilities: bool, blk: Any, s: np.ndarray,
+                 pred: np.ndarray, after: np.ndarray, names: list[str] | None) -> None:
+    """One block's lines of VW's ``-p`` of ``--oaa`` (see :func:`_write_predictions`)."""
+    if probabilities:
+        text = [_format(r, b) for r, b in zip(_probabilities(s), after.tolist())]
+    elif names is None:
+        text = [str(v) for v in pred.tolist()]
+    else:
+        text = [_class(v, names) for v in pred.tolist()]
+    _write_lines(out, blk, text)
+
+
+def _raw_line(scores: np.ndarray, first: int) -> str:
+    """VW's ``-r`` line of ``--oaa``: every learner's score, numbered with the classes as
+    the example was predicted (``first``); numbered from 0, VW lists the last learner's
+    score first, as class 0, then learner i's as class i + 1 (its ``oaa.cc`` does so)."""
+    v = [f"{float(x):g}" for x in scores]
+    if first == 0:
+        return " " + " ".join(f"{c}:{x}" for c, x in enumerate([v[-1], *v[:-1]]))
+    return " " + " ".join(f"{c}:{x}" for c, x in enumerate(v, 1))
+
+
+def _write_lines(out: Any, blk: Any, text: list[str]) -> None:
+    """One line per example of ``blk``, each with its tag after it, as VW writes them."""
+    if blk.has_tags:
+        text = [f"{ln} {t}" if t else ln
+                for ln, t in zip(text, (blk.tag(i) for i in range(len(text))))]
+    out.write("".join(ln + "\n" for ln in text))

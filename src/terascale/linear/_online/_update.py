@@ -53,7 +53,7 @@ from ._state import (
     new_state,
 )
 
-__all__ = ["STATE_SIZE", "new_state", "online_chunk", "sync_weights"]
+__all__ = ["STATE_SIZE", "new_state", "oaa_chunk", "online_chunk", "sync_weights"]
 
 _X_MIN = 1.084202e-19  # VW's X_MIN (float); x^2 below X_MIN^2 is clamped there
 _X2_MIN = float(np.float32(np.float32(_X_MIN) * np.float32(_X_MIN)))
@@ -139,6 +139,101 @@ def _rate(g2: float, nrm: float, sqrt_rate: bool, minus_power_t: float,
     return _f(_f(g2 ** minus_power_t) * _f(_f(nrm * nrm) ** neg_norm_power))
 
 
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _score(cols: np.ndarray, values: np.ndarray, a: int, b: int, w: np.ndarray,
+           gravity: float, contraction: float) -> float:
+    """An example's raw prediction (features ``a..b``), VW's: each weight moved towards 0
+    by the lazy L1 ``gravity`` (in float32) and the sum scaled by the lazy L2
+    ``contraction``; NaN is 0 (not yet clipped)."""
+    # float32 sums: a float op's result is the double op rounded once (see _f), and
+    # without a double<->float conversion per term the sum's dependency chain is
+    # ~3x shorter (the same bits)
+    g32 = np.float32(gravity)
+    p32 = np.float32(0.0)
+    for k in range(a, b):
+        wk = np.float32(w[cols[k]])
+        if g32 < abs(wk):  # _trunc in float32 (a NaN weight counts 0, as there)
+            wk = wk - g32 if wk > 0 else wk + g32
+        else:
+            wk = np.float32(0.0)
+        p32 += np.float32(wk * values[k])
+    p = _f(float(p32) * _f(contraction))
+    if math.isnan(p):
+        p = 0.0
+    return p
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _learn(cols: np.ndarray, values: np.ndarray, a: int, b: int, w: np.ndarray,
+           g2: np.ndarray, nrm: np.ndarray, state: np.ndarray, lazy: np.ndarray, kind: int,
+           p: float, y: float, s: float, eta: float, l1: float, l2: float, reg: bool,
+           sqrt_rate: bool, minus_power_t: float, neg_norm_power: float) -> bool:
+    """VW's update from one example of weight ``s``, label ``y``, prediction ``p`` whose
+    float loss is above 0 (features ``a..b``): the adaptive sums and normalizers, the
+    learner's normalized sums (``state``), the lazy L1/L2 (``lazy``'s ``CONTRACTION`` and
+    ``GRAVITY``: the learner's own state, or one shared by several learners, as VW's
+    one-against-all learners share it), the weights. Returns whether the lazy L1/L2 must
+    be folded into the weights now (every weight of every learner sharing them)."""
+    gsq = _f(s * square_grad32(kind, p, y))
+    ppu = 1.0
+    if gsq != 0.0:
+        norm_x32 = np.float32(0.0)
+        ppu32 = np.float32(0.0)
+        for k in range(a, b):
+            c = cols[k]
+            x = values[k]
+            x2 = _f(x * x)
+            if x2 < _X2_MIN:
+                x = _X_MIN if x > 0 else -_X_MIN
+                x2 = _X2_MIN
+            g2[c] = _f(g2[c] + _f(gsq * x2))
+            ax = abs(x)
+            if ax > nrm[c]:  # a new scale: rescale the weight as if it had been the old one
+                if nrm[c] > 0.0:
+                    if sqrt_rate:
+                        w[c] = _f(w[c] * _f(nrm[c] / ax))
+                    else:
+                        rs = _f(ax / nrm[c])
+                        w[c] = _f(w[c] * _f(_f(rs * rs) ** neg_norm_power))
+                nrm[c] = ax
+            nx2 = _f(x2 / _f(nrm[c] * nrm[c])) if x2 <= _FLT_MAX else 1.0
+            norm_x32 += np.float32(nx2)
+            ppu32 += np.float32(x2 * _rate(g2[c], nrm[c], sqrt_rate, minus_power_t,
+                                           neg_norm_power))
+        ppu = float(ppu32)
+        state[TOTAL_WEIGHT] += s
+        # (in double, as VW's (double)weight * norm_x: numba multiplies the float32
+        # weight by the norm in float32 otherwise)
+        state[SUM_NORM_X] += np.float64(s) * np.float64(norm_x32)
+        tw = _f(state[TOTAL_WEIGHT])
+        sx = _f(state[SUM_NORM_X])
+        if sqrt_rate:
+            state[UPDATE_MULTIPLIER] = _f(math.sqrt(_f(tw / sx)))
+        else:
+            state[UPDATE_MULTIPLIER] = _f(_f(sx / tw) ** neg_norm_power)
+        ppu = _f(ppu * state[UPDATE_MULTIPLIER])
+    u = invariant_update(kind, p, y, _f(eta * s), ppu)
+    if reg and abs(u) > 1e-8:
+        dl = dloss32(kind, p, y)
+        eta_bar = -u / dl if abs(dl) > 1e-8 else 0.0
+        if abs(dl) > 1e-8:
+            lazy[CONTRACTION] *= 1.0 - l2 * eta_bar
+        u = _f(u / _f(lazy[CONTRACTION]))
+        lazy[GRAVITY] += eta_bar * l1
+    if math.isnan(u):
+        u = 0.0
+    if u != 0.0:
+        u = _f(u * state[UPDATE_MULTIPLIER])
+        for k in range(a, b):
+            c = cols[k]
+            x = values[k]
+            if abs(x) <= _FLT_MAX:
+                # the weight's rate after all its occurrences (VW's spare slot)
+                r = _rate(g2[c], nrm[c], sqrt_rate, minus_power_t, neg_norm_power)
+                w[c] = _f(w[c] + _f(u * _f(x * r)))
+    return lazy[CONTRACTION] < 1e-9 or lazy[GRAVITY] > 1e3
+
+
 # nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch);
 # error_model numpy: 1/0 is inf, as in C
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -188,21 +283,7 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
             continue
         a = indptr[i]
         b = indptr[i + 1]
-        # float32 sums: a float op's result is the double op rounded once (see _f), and
-        # without a double<->float conversion per term the sum's dependency chain is
-        # ~3x shorter (the same bits)
-        gravity = np.float32(state[GRAVITY])
-        p32 = np.float32(0.0)
-        for k in range(a, b):
-            wk = np.float32(w[cols[k]])
-            if gravity < abs(wk):  # _trunc in float32 (a NaN weight counts 0, as there)
-                wk = wk - gravity if wk > 0 else wk + gravity
-            else:
-                wk = np.float32(0.0)
-            p32 += np.float32(wk * values[k])
-        p = _f(float(p32) * _f(state[CONTRACTION]))
-        if math.isnan(p):
-            p = 0.0
+        p = _score(cols, values, a, b, w, state[GRAVITY], state[CONTRACTION])
         p = clip_prediction(clip, p, state[MIN_LABEL], state[MAX_LABEL])
         if pred is not None:
             pred[i - start] = p
@@ -224,62 +305,77 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
         out[1] += s
         if lv <= 0.0:  # VW: nothing to learn once the float loss is 0
             continue
-        gsq = _f(s * square_grad32(kind, p, y))
-        ppu = 1.0
-        if gsq != 0.0:
-            norm_x32 = np.float32(0.0)
-            ppu32 = np.float32(0.0)
-            for k in range(a, b):
-                c = cols[k]
-                x = values[k]
-                x2 = _f(x * x)
-                if x2 < _X2_MIN:
-                    x = _X_MIN if x > 0 else -_X_MIN
-                    x2 = _X2_MIN
-                g2[c] = _f(g2[c] + _f(gsq * x2))
-                ax = abs(x)
-                if ax > nrm[c]:  # a new scale: rescale the weight as if it had been the old one
-                    if nrm[c] > 0.0:
-                        if sqrt_rate:
-                            w[c] = _f(w[c] * _f(nrm[c] / ax))
-                        else:
-                            rs = _f(ax / nrm[c])
-                            w[c] = _f(w[c] * _f(_f(rs * rs) ** neg_norm_power))
-                    nrm[c] = ax
-                nx2 = _f(x2 / _f(nrm[c] * nrm[c])) if x2 <= _FLT_MAX else 1.0
-                norm_x32 += np.float32(nx2)
-                ppu32 += np.float32(x2 * _rate(g2[c], nrm[c], sqrt_rate, minus_power_t,
-                                               neg_norm_power))
-            ppu = float(ppu32)
-            state[TOTAL_WEIGHT] += s
-            # (in double, as VW's (double)weight * norm_x: numba multiplies the float32
-            # weight by the norm in float32 otherwise)
-            state[SUM_NORM_X] += np.float64(s) * np.float64(norm_x32)
-            tw = _f(state[TOTAL_WEIGHT])
-            sx = _f(state[SUM_NORM_X])
-            if sqrt_rate:
-                state[UPDATE_MULTIPLIER] = _f(math.sqrt(_f(tw / sx)))
-            else:
-                state[UPDATE_MULTIPLIER] = _f(_f(sx / tw) ** neg_norm_power)
-            ppu = _f(ppu * state[UPDATE_MULTIPLIER])
-        u = invariant_update(kind, p, y, _f(eta * s), ppu)
-        if reg and abs(u) > 1e-8:
-            dl = dloss32(kind, p, y)
-            eta_bar = -u / dl if abs(dl) > 1e-8 else 0.0
-            if abs(dl) > 1e-8:
-                state[CONTRACTION] *= 1.0 - l2 * eta_bar
-            u = _f(u / _f(state[CONTRACTION]))
-            state[GRAVITY] += eta_bar * l1
-        if math.isnan(u):
-            u = 0.0
-        if u != 0.0:
-            u = _f(u * state[UPDATE_MULTIPLIER])
-            for k in range(a, b):
-                c = cols[k]
-                x = values[k]
-                if abs(x) <= _FLT_MAX:
-                    # the weight's rate after all its occurrences (VW's spare slot)
-                    r = _rate(g2[c], nrm[c], sqrt_rate, minus_power_t, neg_norm_power)
-                    w[c] = _f(w[c] + _f(u * _f(x * r)))
-        if state[CONTRACTION] < 1e-9 or state[GRAVITY] > 1e3:
+        if _learn(cols, values, a, b, w, g2, nrm, state, state, kind, p, y, s, eta, l1, l2,
+                  reg, sqrt_rate, minus_power_t, neg_norm_power):
             sync_weights(w, state)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets: np.ndarray,
+              weights: np.ndarray, holdout: np.ndarray, arrays: np.ndarray,
+              states: np.ndarray, kind: int, eta: float, power_t: float, l1: float,
+              l2: float, scores: np.ndarray) -> None:
+    """One-against-all's K binary learners over the examples of one block, as VW's
+    ``oaa`` reduction runs them: each example's K scores first (VW's multipredict: every
+    learner as it was before the example), into ``scores[c, i]``, then each learner's
+    update in class order, learner c with label +1 where ``targets[i] == c`` and -1
+    elsewhere (NaN: unlabelled; unlabelled, zero-weight and held-out examples are scored
+    only). Each learner's prediction and update are the binary learner's (``_score``,
+    ``_learn``: :func:`online_chunk`'s operations in its order).
+
+    ``arrays``: ``(K, 3, D)`` float32, each learner's weights, adaptive sums and
+    normalizers; ``states``: ``(K, STATE_SIZE)``, each learner's normalized sums and label
+    range, and the lazy L1/L2 (``CONTRACTION``, ``GRAVITY``) that VW's K learners share:
+    learner 0's row is read and written, and copied to the others after each example."""
+    raw_labels = (kind & RAW_LABELS) != 0
+    fixed_range = (kind & FIXED_RANGE) != 0
+    kind &= ~(RAW_LABELS | FIXED_RANGE)
+    sign = by_sign(kind) and not raw_labels
+    clip = clip_mode(kind)
+    track = clip != 0 and not fixed_range
+    l1 = _f(l1)
+    l2 = _f(l2)
+    eta = _f(eta)
+    reg = l1 > 0.0 or l2 > 0.0
+    sqrt_rate = power_t == 0.5
+    minus_power_t = _f(-power_t)
+    neg_norm_power = _f(_f(power_t) - 1.0)
+    k_classes = arrays.shape[0]
+    lazy = states[0]
+    for i in range(len(targets)):
+        t = targets[i]
+        s = weights[i]
+        labelled = not math.isnan(t)
+        learn = labelled and s > 0.0 and not holdout[i]
+        a = indptr[i]
+        b = indptr[i + 1]
+        for c in range(k_classes):
+            st = states[c]
+            if labelled and not holdout[i] and track:
+                y = 1.0 if t == c else -1.0
+                st[MIN_LABEL] = min(st[MIN_LABEL], y)
+                st[MAX_LABEL] = max(st[MAX_LABEL], y)
+            p = _score(cols, values, a, b, arrays[c, 0], lazy[GRAVITY], lazy[CONTRACTION])
+            scores[c, i] = clip_prediction(clip, p, st[MIN_LABEL], st[MAX_LABEL])
+        if not learn:
+            continue
+        for c in range(k_classes):
+            y = 1.0 if t == c else -1.0
+            if sign:
+                y = 1.0 if y > 0 else -1.0
+            p = scores[c, i]
+            if loss32(kind, p, y) <= 0.0:  # VW: nothing to learn once the float loss is 0
+                continue
+            if _learn(cols, values, a, b, arrays[c, 0], arrays[c, 1], arrays[c, 2],
+                      states[c], lazy, kind, p, y, s, eta, l1, l2, reg, sqrt_rate,
+                      minus_power_t, neg_norm_power):
+                # VW folds the shared L1/L2 into every learner's weights
+                for cc in range(k_classes):
+                    states[cc, CONTRACTION] = lazy[CONTRACTION]
+                    states[cc, GRAVITY] = lazy[GRAVITY]
+                for cc in range(k_classes - 1, -1, -1):  # (learner 0's row reset last)
+                    sync_weights(arrays[cc, 0], states[cc])
+        if reg:
+            for c in range(1, k_classes):
+                states[c, CONTRACTION] = lazy[CONTRACTION]
+                states[c, GRAVITY] = lazy[GRAVITY]

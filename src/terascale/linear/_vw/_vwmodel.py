@@ -154,9 +154,15 @@ def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = N
 
     k = len(models)
     shift = max(0, (k - 1).bit_length())
-    idx = np.concatenate([(m.indices.astype(np.uint64) << np.uint64(shift)) + np.uint64(c)
-                          for c, m in enumerate(models)])
-    w = np.concatenate([m.weights for m in models]).astype(np.float32)
+    if all(m.indices is models[0].indices for m in models):
+        # the learners over one sorted feature list: interleaved, VW's order already
+        idx = ((models[0].indices.astype(np.uint64)[:, None] << np.uint64(shift))
+               + np.arange(k, dtype=np.uint64)).ravel()
+        w = np.stack([m.weights for m in models], axis=1).astype(np.float32).ravel()
+    else:
+        idx = np.concatenate([(m.indices.astype(np.uint64) << np.uint64(shift))
+                              + np.uint64(c) for c, m in enumerate(models)])
+        w = np.concatenate([m.weights for m in models]).astype(np.float32)
     first = models[0]
     # (the learners share VW's prediction range: the header's, from the first's state)
     parse = dataclasses.replace(first.parse, bits=first.parse.bits + shift)

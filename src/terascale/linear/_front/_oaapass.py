@@ -1,0 +1,195 @@
+"""The K learners of one-against-all (``--oaa K``) trained in one pass over data parsed once.
+
+VW's ``oaa`` reduction parses each example once, scores it with its K binary learners,
+then updates them in turn: learner c sees label +1 when the example is of class c and -1
+otherwise, and the prediction is the class whose learner scores highest. Without L1/L2
+the learners share nothing but the data (VW interleaves their weights in one array at
+offsets 0..K-1 of each feature's index, so they never collide, and keeps each one's
+normalized-update sums apart), so the order in which their updates interleave does not
+matter: here each block of parsed examples is learned by learner 0, then learner 1, ...,
+each time with the binary learner's own kernel (:func:`.._online._update.online_chunk`,
+the same loss, adaptive, normalized and invariant update, the same float operations in
+the same order), and each learner's result is the one it would have alone, VW's. With
+``--l1``/``--l2`` VW's learners share the lazy truncation and shrinkage (its
+``shared_data``), so the block is learned example by example as VW does
+(:func:`.._online._update.oaa_chunk`, the same operations).
+
+Layout and memory. Learner c keeps its weights, adaptive sums and normalizers in three
+contiguous float32 arrays of ``2**(b - s)`` entries (``s = ceil(log2 K)``: VW gives each
+class that many weights of its ``2**b``), rows ``c`` of one ``(K, 3, 2**(b - s))`` array:
+``12 K 2**(b - s)`` bytes, at most VW's ``16 * 2**b`` for ``-b b``. Contiguous arrays keep
+the kernel at its compact-column speed (strided views of VW's interleaved rows made it
+twice as slow). Per example nothing is kept: each block's K scores are turned into its
+predictions, progress lines and losses, then dropped.
+
+Tuning: none; the block size is the reader's (``_io._stream.CHUNK_BYTES`` of text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from .._io._blocks import Block, Blocks, ChainBlocks, prefetch
+from .._io._cache import PendingCache
+from .._model import LinearModel
+from .._online._state import new_state
+from .._online._update import oaa_chunk, online_chunk, sync_weights
+from .._passes import holdout_mask
+
+__all__ = ["Learners", "Scored", "blocks_once", "oaa_pass"]
+
+
+class Learners:
+    """The K binary learners of ``--oaa K``, each over ``2**bits`` hashed features.
+
+    Parameters
+    ----------
+    k_classes
+        K, the number of classes (and learners).
+    bits
+        Each learner's hash bits: ``b - ceil(log2 K)`` for VW's ``-b b``.
+    start
+        The K learners to continue from (VW's ``-i`` of a one-against-all model, split
+        by :func:`._oaa.split_oaa`), or None: zeros, with the label range ``[-1, 1]`` that
+        VW's learners share after the first labelled example.
+    """
+
+    def __init__(self, k_classes: int, bits: int, start: list[LinearModel] | None = None
+                 ) -> None:
+        self.k = k_classes
+        self.bits = bits
+        # (calloc'd: only the pages of features seen are ever touched)
+        self.arrays = np.zeros((k_classes, 3, 1 << bits), np.float32)
+        self.states = np.stack([new_state(min_label=-1.0, max_label=1.0)] * k_classes)
+        for c, m in enumerate(start or []):
+            idx = np.asarray(m.indices, np.int64)
+            self.arrays[c, 0, idx] = m.weights
+            if m.adaptive is not None:
+                g2, nrm, state = m.adaptive
+                self.arrays[c, 1, idx] = g2
+                self.arrays[c, 2, idx] = nrm
+                self.states[c, :len(state)] = state
+
+    def views(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Learner ``c``'s (weights, adaptive sums, normalizers, state), in place."""
+        a = self.arrays[c]
+        return a[0], a[1], a[2], self.states[c]
+
+    def finish(self) -> None:
+        """Fold each learner's lazy L1/L2 into its weights (the end of training)."""
+        for c in range(self.k):
+            w, _, _, state = self.views(c)
+            sync_weights(w, state)
+
+    def models(self, parse: Any, loss: str) -> list[SimpleNamespace]:
+        """The K learners as VW's writer takes them (``indices``, ``weights``, ``parse``,
+        ``loss``, ``adaptive``, ``info``), over one sorted list of the features any of them has
+        seen or was given (:func:`.._vw._vwmodel.write_vw_oaa_model` interleaves them
+        without a sort)."""
+        seen = np.zeros(1 << self.bits, np.bool_)
+        for c in range(self.k):
+            w, _, nrm, _ = self.views(c)
+            seen |= (w != 0) | (nrm != 0)
+        idx = np.flatnonzero(seen).astype(np.uint32)
+        out = []
+        none = np.zeros(0, np.float32)
+        for c in range(self.k):
+            w, _, _, state = self.views(c)
+            # (VW's one-against-all model is written in its predict-only form: the
+            # weights and the state's label range, no adaptive sums)
+            out.append(SimpleNamespace(indices=idx, weights=w[idx], parse=parse, loss=loss,
+                                       adaptive=(none, none, state.copy()), info={}))
+        return out
+
+
+def blocks_once(blocks: Blocks) -> Iterator[Block]:
+    """One pass over ``blocks``, a shard still to be cached parsed once (its cache written
+    meanwhile, :class:`._io._cache.PendingCache`), positions running on over the parts;
+    parsed a block ahead in another thread (:func:`._io._blocks.prefetch`)."""
+    parts = list(blocks.parts) if isinstance(blocks, ChainBlocks) else [blocks]
+
+    def produce() -> Iterator[Block]:
+        off = 0
+        for p in parts:
+            src = p.stream() if isinstance(p, PendingCache) and p.pending else iter(p)
+            n = 0
+            for b in src:
+                n = b.start + len(b)
+                yield replace(b, start=b.start + off) if off else b
+            off += n
+
+    return prefetch(produce())
+
+
+class Scored:
+    """One block after the K learners predicted (and learned from) it.
+
+    Parameters
+    ----------
+    block
+        The block.
+    scores
+        Each example's K scores (float64, ``(n, K)``), clipped as VW clips them, each
+        computed before the learner learned from the example (progressive).
+    hold
+        Which examples were held out.
+    """
+
+    def __init__(self, block: Block, scores: np.ndarray, hold: np.ndarray) -> None:
+        self.block, self.scores, self.hold = block, scores, hold
+
+
+def oaa_pass(blocks: Iterator[Block], learners: Learners,
+             targets: Callable[[Block], np.ndarray], kind: int, eta: float, power_t: float,
+             l1: float, l2: float, period: int) -> Iterator[Scored]:
+    """One online pass of the K learners: for each block, each learner predicts every
+    example and learns from it (learner c with the labels ``targets(block) == c``: +1,
+    else -1; NaN targets: unlabelled, predicted only); yields each block's scores.
+
+    Parameters
+    ----------
+    blocks
+        The parsed examples (:func:`blocks_once`).
+    learners
+        The K learners, updated in place.
+    targets
+        Each example's class index 0..K-1 (float; -1 or any other value: no learner's
+        class, every learner sees -1; NaN: unlabelled).
+    kind, eta, power_t, l1, l2
+        The binary learner's loss code (``TrainOptions.online_kind``), learning rate (this
+        pass's), decay and regularization, as :func:`.._online._update.online_chunk` takes
+        them.
+    period
+        The holdout rule (``_recipe.holdout_period``): held-out examples are predicted,
+        not learned from.
+    """
+    k = learners.k
+    acc = np.zeros(8)
+    for blk in blocks:
+        n = len(blk)
+        hold = holdout_mask(blk.start, n, period)
+        t = targets(blk)
+        scores = np.empty((k, n))
+        if l1 > 0.0 or l2 > 0.0:  # the learners share the lazy L1/L2: example by example
+            oaa_chunk(blk.indptr, blk.indices, blk.values, t, blk.weights, hold,
+                      learners.arrays, learners.states, kind, eta, power_t, l1, l2, scores)
+            yield Scored(blk, scores.T, hold)
+            continue
+        # else nothing is shared: the block learner by learner, each one's three arrays
+        # in cache for the whole block (the same bits, 25-30% less CPU than example by
+        # example, where every feature's K learners are K * 3 cache misses)
+        labelled = ~np.isnan(t)
+        y = np.empty(n, np.float32)
+        for c in range(k):
+            y[:] = np.where(t == c, 1.0, -1.0)
+            y[~labelled] = np.nan
+            w, g2, nrm, state = learners.views(c)
+            online_chunk(blk.indptr, blk.indices, blk.values, y, blk.weights, hold, 0, n,
+                         w, g2, nrm, state, kind, eta, power_t, l1, l2, acc, scores[c])
+        yield Scored(blk, scores.T, hold)
+

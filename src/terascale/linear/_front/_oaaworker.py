@@ -1,0 +1,44 @@
+"""One worker of ``--oaa K -n N`` (started by the launcher; the job comes as one JSON
+argument): it joins the job, learns the K learners on its shard (:func:`._oaa.run_oaa`),
+averaging each class's learner over the workers after every pass; rank 0 writes the
+model."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+__all__ = ["main"]
+
+
+def main(argv: list[str]) -> int:
+    """Run one worker; a user error is one line on stderr, exit 2 (as ``_worker``)."""
+    from ..._errors import TerascaleError
+    from ..._init import init
+    from .._names import cli_names
+    from ._oaa import run_oaa, split_oaa
+
+    job = json.loads(argv[0])
+    try:
+        with cli_names():
+            start = None
+            if job.get("initial"):
+                from .._vw._vwmodel import read_vw_model
+
+                start = split_oaa(read_vw_model(job["initial"], oaa=True), int(job["k"]))
+            comm = init()
+            try:
+                run_oaa(job, start, None, comm)
+            finally:
+                comm.close()
+    except TerascaleError as e:
+        print(f"terascale linear: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    from .._warm import as_command
+
+    as_command()  # a worker's process is the command's own, as -n 1's
+    sys.exit(main(sys.argv[1:]))
