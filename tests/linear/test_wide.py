@@ -250,7 +250,8 @@ def test_data_of_features_seen_once_moves_to_dense_rows_early_and_learns_the_sam
     assert not cols.dense and len(np.unique(wd.indices)) >= 1 << 12
     assert not few_repeats(16, 1023, 1023) and few_repeats(16, 1024, 1170)
     assert not few_repeats(16, 1024, 1171)
-    assert few_repeats(26, 1 << 20, 1 << 20) and not few_repeats(28, 1 << 24, 1 << 24)
+    assert few_repeats(26, 1 << 20, 1 << 20) and few_repeats(27, 1 << 21, 1 << 21)
+    assert not few_repeats(28, 1 << 24, 1 << 24)
     # the early switch changes no bit: the same model as compact columns throughout
     from terascale.linear._io import _stream
 
@@ -296,3 +297,26 @@ def test_the_switch_comes_a_block_early_rather_than_build_the_table_for_one_bloc
     # at block 15, 7500 features and 1000 indices to come: a map for 8500 is past 2**13
     assert cols.dense and cols.dense_from == 15_000 and cols.n == 7500
     assert np.array_equal(cols.features(), np.sort(np.concatenate(seen)))
+
+
+def test_shrinking_dense_rows_lists_the_features_and_keeps_their_rows():
+    # the sweep that gathers the seen features' rows to the front lists them too (the
+    # bitmap read a byte at a time through tables), and hands back the rows past them
+    from terascale.linear._online._firstpass import _set_bits, count_bits
+
+    bits = 20
+    rng = np.random.default_rng(7)
+    seen = np.zeros((1 << bits) // 8, np.uint8)
+    on = np.unique(rng.integers(0, 1 << bits, 60_000))
+    on = np.concatenate([[0, 1, 7, 8], on, [(1 << bits) - 1]])  # (the ends of bytes)
+    np.bitwise_or.at(seen, on >> 3, (1 << (on & 7)).astype(np.uint8))
+    want = np.flatnonzero(np.unpackbits(seen, bitorder="little"))
+    assert count_bits(seen) == len(want)
+    assert np.array_equal(_set_bits(seen), want)
+    rows = _DenseRows(1 << bits)
+    rows.rows[:] = rng.random(((1 << bits), 3), dtype=np.float32)
+    before = rows.rows[want].copy()
+    n, feat = rows.shrink(seen)
+    assert n == len(want) and feat.dtype == np.uint32 and np.array_equal(feat, want)
+    assert rows.rows[:n].tobytes() == before.tobytes()
+    assert not rows.rows[-(-n * 12 // 4096) * 4096 // 12 + 1:].any()  # handed back

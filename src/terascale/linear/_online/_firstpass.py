@@ -49,7 +49,7 @@ __all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "count_bit
            "dense_threshold", "few_repeats"]
 
 _MAX_BITS = 28  # the local lookup table: 1 GiB at most (VW's weights there: 4 GiB)
-_EARLY_MAX_BITS = 26  # few_repeats: dense rows of 768 MiB at most
+_EARLY_MAX_BITS = 27  # few_repeats: dense rows of 1.5 GiB at most
 
 
 @numba.njit(cache=True, nogil=True)
@@ -78,15 +78,22 @@ def _mark(indices: np.ndarray, seen: np.ndarray) -> None:
         seen[h >> 3] |= np.uint8(1) << np.uint8(h & 7)
 
 
+# per byte value: how many bits are set, and which (the set bits of a bitmap are read a
+# byte at a time through these, not tested one at a time: a branch a bit, mispredicted
+# about as often as not on a bitmap a quarter full, made listing 16M features 3x slower)
+_COUNT = np.array([bin(v).count("1") for v in range(256)], np.uint8)
+_BITS = np.zeros((256, 8), np.uint8)
+for _v in range(256):
+    _BITS[_v, :_COUNT[_v]] = [j for j in range(8) if _v >> j & 1]
+del _v
+
+
 @numba.njit(cache=True, nogil=True)
 def count_bits(seen: np.ndarray) -> int:
     """How many bits of the bitmap ``seen`` are set."""
     n = 0
     for i in range(len(seen)):
-        b = seen[i]
-        while b:
-            n += 1
-            b &= b - np.uint8(1)
+        n += _COUNT[seen[i]]
     return n
 
 
@@ -104,11 +111,9 @@ def _set_bits_into(seen: np.ndarray, out: np.ndarray) -> None:
     k = 0
     for i in range(len(seen)):
         b = seen[i]
-        if b:
-            for j in range(8):
-                if b & (np.uint8(1) << np.uint8(j)):
-                    out[k] = np.uint32(i * 8 + j)
-                    k += 1
+        for t in range(_COUNT[b]):
+            out[k + t] = np.uint32(i * 8 + _BITS[b, t])
+        k += _COUNT[b]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -126,21 +131,21 @@ def _merge_positions(union: np.ndarray, sorted_idx: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather_rows(rows: np.ndarray, seen: np.ndarray) -> int:
-    """rows[k] = rows[h] for the k-th set bit h of ``seen``, in place (h >= k: every row
-    is read before it is overwritten); returns how many bits are set."""
-    k = 0
-    for i in range(len(seen)):
+def _gather_rows(rows: np.ndarray, seen: np.ndarray, feat: np.ndarray, lo: int, hi: int,
+                 k: int) -> int:
+    """For the set bits h of the bytes ``lo:hi`` of ``seen``, in order: the k-th one's
+    index ``feat[k] = h`` and row ``rows[k] = rows[h]``, in place (h >= k: every row is
+    read before it is overwritten); returns the next k."""
+    for i in range(lo, hi):
         b = seen[i]
-        if b:
-            for j in range(8):
-                if b & (np.uint8(1) << np.uint8(j)):
-                    h = i * 8 + j
-                    if h != k:
-                        rows[k, 0] = rows[h, 0]
-                        rows[k, 1] = rows[h, 1]
-                        rows[k, 2] = rows[h, 2]
-                    k += 1
+        for t in range(_COUNT[b]):
+            h = i * 8 + _BITS[b, t]
+            feat[k] = h
+            if h != k:
+                rows[k, 0] = rows[h, 0]
+                rows[k, 1] = rows[h, 1]
+                rows[k, 2] = rows[h, 2]
+            k += 1
     return k
 
 
@@ -225,12 +230,29 @@ class _DenseRows:
         if start < self.size:
             self.map.madvise(mmap.MADV_DONTNEED, start, len(self.map) - start)
 
-    def shrink(self, seen: np.ndarray) -> int:
+    def release(self, start: int, end: int) -> None:
+        """Hand back the pages wholly inside rows ``start:end`` (they read as zeros
+        after)."""
+        lo = -(-start * 12 // _PAGE) * _PAGE
+        hi = min(end * 12 // _PAGE * _PAGE, len(self.map))
+        if lo < hi:
+            self.map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+    def shrink(self, seen: np.ndarray) -> tuple[int, np.ndarray]:
         """Gather the rows of the features in ``seen`` to the front, in index order, and
-        hand back the pages past them; returns their number."""
-        n = _gather_rows(self.rows, seen)
+        hand back the pages past them; returns their number and their hashed indices
+        (sorted). The rows past the last feature's are handed back as the gather passes
+        them, so the feature list (4 bytes a feature) grows while they go."""
+        n = count_bits(seen)
+        feat = _pages.zeros(n, np.uint32, huge=False)
+        k = 0
+        step = _CHUNK // 8  # (bytes of the bitmap: _CHUNK rows)
+        for lo in range(0, len(seen), step):
+            hi = min(lo + step, len(seen))
+            k = _gather_rows(self.rows, seen, feat, lo, hi, k)
+            self.release(n, hi * 8)  # (rows at n and past it are never written again)
         self.release_from(n)
-        return n
+        return n, feat
 
     def take(self, n: int, dtype: type, at: np.ndarray | None = None,
              size: int = 0, *, huge: bool = False) -> list[np.ndarray]:
@@ -278,12 +300,15 @@ def few_repeats(bits: int, distinct: int, occurrences: int) -> bool:
     ``distinct`` data, ~16M features, a fifth of the run's CPU time). Switching once
     ``2**bits / 64`` features have appeared costs no memory Vowpal Wabbit would not hold:
     that many features at random put four in every page of its array of 16-byte rows, so
-    nearly every page of it is touched. Up to ``-b 26`` only (rows of 768 MiB): at
-    ``-b 28`` the rows' 3 GiB are more than the compact pass holds for the same data
-    (17.2M features, 1.2 GB at its peak), so there the threshold alone decides. Data with
-    a head of frequent features (click logs; the bench's wide data, a third of its ids
-    from 10k common ones) repeats more than 1 in 8 and keeps the threshold. The layout
-    never changes a weight (``tests/linear/test_wide.py``).
+    nearly every page of it is touched. Up to ``-b 27`` only (rows of 1.5 GiB): at
+    ``-b 27`` the same data kept compact columns until the hashed map could grow no more
+    (``2**24`` features, near the end of the pass), then scattered 16M of them into the
+    rows: 1.97 GB at its peak and 40% more CPU time than switching early (1.75 GB);
+    at ``-b 28`` the rows' 3 GiB are more than the compact pass holds for the same data
+    (17.2M features, 1.2 GB at its peak, and less CPU time), so there the threshold alone
+    decides. Data with a head of frequent features (click logs; the bench's wide data, a
+    third of its ids from 10k common ones) repeats more than 1 in 8 and keeps the
+    threshold. The layout never changes a weight (``tests/linear/test_wide.py``).
 
     Parameters
     ----------
@@ -402,6 +427,12 @@ class LocalColumns:
         with self.lock:
             self._features = None
 
+    def keep_features(self, feat: np.ndarray) -> None:
+        """Dense layout: ``feat`` is every feature that appeared, sorted (listed while the
+        rows were gathered): what :meth:`features` returns until more are mapped."""
+        with self.lock:
+            self._features = feat
+
     def features(self) -> np.ndarray:
         """Every feature that appeared, sorted (one array, kept until more are mapped: the
         union and the move out of the dense rows both ask for it)."""
@@ -471,16 +502,18 @@ class GrowingWeights(Weights):
         cols.keep_order_head(HOT_PREFIX)
 
     def shrink(self) -> int:
-        """Dense rows: gather the seen features' rows to the front and hand back the rest
-        (before the sorted feature list is built, so the two do not add up); returns the
-        number of features. Idempotent."""
+        """Dense rows: gather the seen features' rows to the front, list the features
+        (sorted: the columns' :meth:`LocalColumns.features` from then on) in the same sweep
+        of the bitmap, and hand back the rest as the sweep passes it, so the list and the
+        rows do not add up; returns the number of features. Idempotent."""
         if self.rows is None:
             return 0
         if self._shrunk < 0:
             for name in ("w", "g2", "nrm"):
                 setattr(self, name, np.zeros(0, np.float32))  # (views of the rows)
             assert self.columns.seen is not None
-            self._shrunk = self.rows.shrink(self.columns.seen)
+            self._shrunk, feat = self.rows.shrink(self.columns.seen)
+            self.columns.keep_features(feat)  # (features() reads the bitmap no more)
         return self._shrunk
 
     def in_union(self, union: np.ndarray, dtype: type = np.float64, *, huge: bool = False

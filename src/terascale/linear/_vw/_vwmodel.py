@@ -177,19 +177,30 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int 
               index_bits: int = 0, names: list[str] | None = None) -> bytes:
     """VW's model file (``weights=False``: its header only, up to the checksum); ``oaa``
     K: a one-against-all model whose indices carry ``index_bits`` more bits."""
-    return b"".join(_vw_chunks(model, predict_only=predict_only, weights=weights, oaa=oaa,
-                               index_bits=index_bits, names=names))
+    return b"".join([bytes(p) for p in _vw_chunks(
+        model, predict_only=predict_only, weights=weights, oaa=oaa, index_bits=index_bits,
+        names=names)])  # (each piece copied before the next is formatted into its buffer)
 
 
-# weights written a chunk at a time: 20 bytes a feature in a save_resume model, 20 MiB
-_CHUNK = 1 << 20
+# weights formatted a piece at a time into one buffer of this many features (256 KiB in
+# a save_resume model's 16-byte records), which is written before the next is formatted
+_CHUNK = 1 << 14
+# the most bytes one write() hands the kernel: Linux 6.x (ext4 and others with large
+# folios) puts a large write in large page-cache folios, and on a virtual machine whose
+# host takes free 2 MiB blocks back (free page reporting) each is fresh memory to the
+# host: the 253 MB model written 16 MiB at a time took 2.5-3.3 s there, 0.1-0.2 s in
+# pieces of 256 KiB; 64 MiB files took 0.02 s in writes of 64-256 KiB every time, and
+# 0.25-0.9 s in most rounds of 1-16 MiB (benchmarks/write_sizes.py). VW writes 64 KiB
+_WRITE = 256 << 10
 
 
 def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int = 0,
-               index_bits: int = 0, names: list[str] | None = None) -> Iterator[bytes]:
+               index_bits: int = 0, names: list[str] | None = None) -> Iterator[Any]:
     """:func:`_vw_bytes` in pieces: the header, then the weights in index order, at most
-    ``_CHUNK`` features a piece (a model of 20M features at ``-b 26`` took 7.5 s and 480
-    MB over the model itself to write as one ``bytes``; the pieces need neither)."""
+    ``_CHUNK`` features a piece, each formatted into the same buffer: a piece is valid
+    until the next is asked for (write or copy it first). Writing a model takes no memory
+    beyond the buffer (a model of 20M features at ``-b 26`` took 7.5 s and 480 MB over the
+    model itself to write as one ``bytes``)."""
     parse = model.parse
     if parse.format != "vw":
         raise DataError(f"a model trained on {parse.format} input cannot be a VW model (VW "
@@ -268,39 +279,58 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
     cols = [model.weights, *(model.adaptive[:2] if resume else ())]
     itype = "<u4" if parse.bits + index_bits < 31 else "<u8"
     dtype = np.dtype([("i", itype), ("w", "<f4", (len(cols),))])
+    buf = np.empty(min(_CHUNK, len(idx)), dtype)
     for a in range(0, len(idx), _CHUNK):
         part = slice(a, a + _CHUNK) if order is None else order[a:a + _CHUNK]
-        ip = idx[part]
-        rows = np.empty(len(ip), dtype)
+        ip, vals = idx[part], [c[part] for c in cols]
+        if not resume:  # (weights only: VW writes the nonzero ones)
+            keep = vals[0] != 0
+            if not keep.all():
+                ip, vals = ip[keep], [v[keep] for v in vals]
+        rows = buf[:len(ip)]
         rows["i"] = ip
-        for j, c in enumerate(cols):
-            rows["w"][:, j] = c[part]
-        if not resume:
-            rows = rows[rows["w"][:, 0] != 0]
-        yield rows.tobytes()
+        for j, v in enumerate(vals):
+            rows["w"][:, j] = v
+        yield rows.view(np.uint8)
 
 
-def _write_atomic(path: str, data: bytes | Iterable[bytes]) -> None:
-    """A temporary file next to ``path``, renamed into place (a reader never sees half);
-    ``data`` is the file's bytes or its pieces in order."""
+def _write_atomic(path: str, data: bytes | Iterable[Any]) -> None:
+    """A temporary file next to ``path``, written, flushed to the disk and renamed into
+    place, the rename flushed too (a reader never sees half, and after a power loss the
+    name points at the whole new file or the old one: ``terascale._files``), with the mode
+    ``open()`` would give it; ``data`` is the file's bytes, or its pieces in order (bytes
+    or buffers, each written before the next is asked for), handed to the kernel at most
+    ``_WRITE`` bytes a call."""
     import tempfile
 
-    from ..._files import storage_error
+    from ..._files import fsync_dir, make_public, storage_error
 
     d = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".terascale-", dir=d)
         try:
             with os.fdopen(fd, "wb") as f:
-                for piece in [data] if isinstance(data, bytes) else data:
-                    f.write(piece)
+                make_public(f.fileno())
+                _write_pieces(f, data)
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, path)
+            fsync_dir(d)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
     except OSError as e:
         raise storage_error("cannot write the model", path, e) from None
+
+
+def _write_pieces(f: Any, data: bytes | Iterable[Any]) -> None:
+    """``data`` (bytes, or pieces of bytes or buffers) written to the file ``f`` at most
+    ``_WRITE`` bytes a ``write``."""
+    for piece in [data] if isinstance(data, bytes) else data:
+        view = memoryview(piece).cast("B")
+        for a in range(0, len(view), _WRITE):
+            f.write(view[a:a + _WRITE])
 
 
 class _Reader:
