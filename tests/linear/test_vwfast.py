@@ -184,3 +184,37 @@ def test_a_block_whose_interactions_do_not_fit_is_parsed_again_in_c(monkeypatch)
     text = "".join(f"1 |a {i} {i + 1} {i + 2}|b {i}|c {i} x y\n" for i in range(50))
     assert _same(text, False, table) == 0
     assert _vwtext_fast._BYTES_PER_FEATURE[0] < 1
+
+
+@built
+def test_names_read_a_word_at_a_time_give_the_same_bits():
+    """Names of 1-7 bytes are read eight bytes at a time (where they end, whether all
+    digits, their value): every length, digits with leading zeros, letters, bytes above
+    0x7f and NUL next to digits, names that end at a ':' or a '|' or on the buffer's last
+    bytes, long rows and reopened namespaces, to the numba parser's bits."""
+    rng = random.Random(7)
+    names = ["0", "7", "00", "42", "999", "0009", "12345", "1234567", "9999999", "12345678",
+             "123456789", "4294967295", "99999999999999", "a", "ab", "f1", "1f", "abcdefg",
+             "abcdefgh", "x" * 9, "é", "1é", "12\x003", "\x00", "9/", ":5", "/0", "7:2",
+             "12:0", "3:1e3"]
+    used = 0
+    for _ in range(300):
+        lines = []
+        for _ in range(rng.randint(1, 4)):
+            line = rng.choice(["1", "-1 0.5", "0.5 2 'tag", "1 'a"])
+            for _ in range(rng.randint(1, 6)):
+                line += " " + rng.choice(["|a", "|b", "|ab", "|a:2", "| ", "|b:0.5", "|c"])
+                line += "".join(rng.choice([" ", "\t", "  "]) + rng.choice(names)
+                                for _ in range(rng.randint(0, 12)))
+            lines.append(line)
+        text = "\n".join(lines) + rng.choice(["", "\n", " \n", "\r\n", "|"])
+        used += _same(text) == 0
+        _same(text, table=interaction_table(compile_interactions(("ab",), (), ())))
+    assert used > 100  # the C path was taken
+    long_row = "1 |a " + " ".join(str(rng.randrange(1 << 22)) for _ in range(500)) + \
+        " |b " + " ".join(f"f{rng.randrange(99999)}" for _ in range(500)) + " |a 1 22 333\n"
+    assert _same(long_row * 20) == 0
+    many = "1 " + " ".join(f"|{chr(97 + k % 20)} {k}" for k in range(1100)) + "\n"
+    assert _same(many) == 1  # more namespaces than the compiled parser keeps: numba
+    few = "1 " + " ".join(f"|{chr(97 + k % 20)} {k}" for k in range(1000)) + "\n"
+    assert _same(few) == 0

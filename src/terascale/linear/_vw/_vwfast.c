@@ -75,6 +75,35 @@ static uint32_t murmur3(const unsigned char *p, size_t n, uint32_t seed) {
     return h;
 }
 
+/* murmur3 of the n (1..7) low bytes of x: the same bits, read from the word */
+static inline uint32_t murmur3_word(uint64_t x, int n, uint32_t seed) {
+    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
+    uint32_t h = seed, k;
+    if (n >= 4) {
+        k = (uint32_t)x * c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+        h = rotl32(h, 13);
+        h = h * 5 + 0xe6546b64u;
+        x >>= 32;
+    }
+    if (n & 3) {
+        k = (uint32_t)x & ((1u << (8 * (n & 3))) - 1);
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+    }
+    h ^= (uint32_t)n;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
 /* VW's hashstring: an all-digit string hashes to its value plus the seed */
 static inline uint32_t hashstring(const unsigned char *p, size_t n, uint32_t seed) {
     uint64_t v = 0;
@@ -175,7 +204,45 @@ static inline int read_number(const unsigned char *s, const unsigned char *e, fl
     return 1;
 }
 
+/* Eight bytes at a time: most feature names are short (a few letters and digits), and a
+ * byte-by-byte scan pays a mispredicted branch where each name ends and another where its
+ * digits end. A word of the next eight bytes (little-endian: the first byte lowest) says
+ * at once where the name stops, whether it is all digits and, if so, its value. */
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* the high bit of every zero byte of v, exact up to the lowest one (a borrow can mark a
+ * byte above it; only the lowest is used) */
+static inline uint64_t zero_bytes(uint64_t v) { return (v - ONES) & ~v & HIGHS; }
+
+/* the bytes of x that end a feature's name: space, tab, CR, LF, '|' and ':' */
+static inline uint64_t name_stops(uint64_t x) {
+    return zero_bytes(x ^ (ONES * ' ')) | zero_bytes(x ^ (ONES * '\t')) |
+           zero_bytes(x ^ (ONES * '\r')) | zero_bytes(x ^ (ONES * '\n')) |
+           zero_bytes(x ^ (ONES * '|')) | zero_bytes(x ^ (ONES * ':'));
+}
+
+/* whether the bytes of x under keep are all '0'..'9' (a byte 0x3N with N + 6 < 16); the
+ * carry of x + 0x06.. out of a byte >= 0xFA only reaches bytes above one already refused */
+static inline int all_digits(uint64_t x, uint64_t keep) {
+    const uint64_t hi = 0xF0F0F0F0F0F0F0F0ull, d = ONES * 0x30;
+    return ((((x & hi) ^ d) | (((x + ONES * 6) & hi) ^ d)) & keep) == 0;
+}
+
+/* the value of the n (1..8) decimal digits in the low bytes of x: they are moved to the
+ * top as a zero-padded 8-digit number, whose digits are combined in pairs, fours, eights
+ * (Lemire, "Faster integer parsing", 2018); a borrow of the subtraction only moves up
+ * from the bytes past the digits, which the shift drops */
+static inline uint32_t digits_value(uint64_t x, int n) {
+    uint64_t t = (x - ONES * '0') << (8 * (8 - n));
+    t = t * 10 + (t >> 8);
+    t = (((t & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+         (((t >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+    return (uint32_t)t;
+}
+
 #define MAX_ORDER 32 /* longer interactions go to the numba parser */
+#define MAX_SEGS 1024 /* namespaces opened on one line (more: the numba parser) */
 
 /* The interaction features of one example, appended at *nnz (status 2 where they do not
  * fit): namespace character c's features are indices/values [gs[c], ge[c]) where
@@ -292,16 +359,21 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     memset(opened, 0, sizeof opened);
     Py_ssize_t gs[256], ge[256]; /* that line's run of each namespace character's features */
     uint32_t stamp = 0;
+    unsigned char line_ns[256]; /* the namespace characters opened on the line, in order */
+    int n_line_ns = 0;
     /* a namespace character opened again after another one (|user_id x |geo y |unit z:
      * u twice): the line's features are grouped by namespace character, in order of
-     * first appearance, as VW's ec.indices and the numba parser order them; nsb holds
-     * each feature's character, tmp_i/tmp_v the line while it is regrouped */
-    unsigned char *nsb = NULL;
+     * first appearance, as VW's ec.indices and the numba parser order them. Each '|'
+     * starts a segment of the line's features (seg_s: where in indices); the segments of
+     * one character are chained (seg_next) from first_seg to last_seg, and a line that
+     * reopens a character is moved through tmp_i/tmp_v a segment at a time. A line with
+     * more than MAX_SEGS namespaces goes to the numba parser. */
+    Py_ssize_t seg_s[MAX_SEGS + 1];
+    int seg_next[MAX_SEGS], first_seg[256], last_seg[256], n_seg = 0;
+    unsigned char seg_c[MAX_SEGS];
     uint32_t *tmp_i = NULL;
     float *tmp_v = NULL;
     Py_ssize_t tmp_cap = 0;
-    if (fcap > 0 && (nsb = malloc((size_t)fcap)) == NULL)
-        status = 3;
     if (ncap >= 0)
         indptr[0] = tag_ptr[0] = 0;
     if (status)
@@ -348,6 +420,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         if (nex >= ncap) { status = 2; goto done; }
         /* the features, from the first '|' to the line's end */
         uint32_t ns_hash = 0, anon = 0; /* anon: the namespace's running count of :v features */
+        n_line_ns = n_seg = 0;
         int ns_c = -1, regroup = 0;
         const Py_ssize_t ex_start = nnz;
         float scale = 1.0f;
@@ -363,10 +436,18 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
                 scale = 1.0f;
                 if (colon && !read_number(colon + 1, q, &scale)) { status = 1; goto done; }
-                if (opened[nc] == stamp && nc != ns_c)
-                    regroup = 1;
-                if (opened[nc] != stamp)
-                    gs[nc] = ge[nc] = nnz;
+                if (n_seg == MAX_SEGS) { status = 1; goto done; }
+                seg_s[n_seg] = nnz;
+                seg_next[n_seg] = -1;
+                seg_c[n_seg] = (unsigned char)nc;
+                if (opened[nc] == stamp) {
+                    regroup |= nc != ns_c;
+                    seg_next[last_seg[nc]] = n_seg;
+                } else {
+                    first_seg[nc] = n_seg;
+                    line_ns[n_line_ns++] = (unsigned char)nc;
+                }
+                last_seg[nc] = n_seg++;
                 opened[nc] = stamp;
                 ns_c = nc;
                 ns_hash = ts == q ? 0 : hashstring(ts, (size_t)((colon ? colon : q) - ts), 0);
@@ -376,6 +457,25 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             if (is_space(c)) {
                 q++;
                 continue;
+            }
+            if (end - q >= 8) { /* a name of 1-7 bytes, no value: a word at a time */
+                uint64_t x;
+                memcpy(&x, q, 8);
+                uint64_t st = name_stops(x);
+                int n = st ? __builtin_ctzll(st) >> 3 : 0;
+                if (n > 0 && q[n] != ':') {
+                    q += n;
+                    if (scale == 0.0f || drop[ns_c]) /* (the value: scale * 1, exactly) */
+                        continue;
+                    uint32_t h = all_digits(x, (1ull << (8 * n)) - 1)
+                                     ? digits_value(x, n) + ns_hash /* VW's hashstring */
+                                     : murmur3_word(x, n, ns_hash);
+                    if (nnz >= fcap) { status = 2; goto done; }
+                    indices[nnz] = h & m;
+                    values[nnz] = scale;
+                    nnz++;
+                    continue;
+                }
             }
             const unsigned char *ts = q, *colon = NULL;
             int colons = 0;
@@ -411,10 +511,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             if (nnz >= fcap) { status = 2; goto done; }
             indices[nnz] = h & m;
             values[nnz] = v;
-            nsb[nnz] = (unsigned char)ns_c;
             nnz++;
-            ge[ns_c] = nnz;
         }
+        seg_s[n_seg] = nnz; /* (the last segment's end) */
         if (regroup) {
             Py_ssize_t cnt = nnz - ex_start;
             if (cnt > tmp_cap) {
@@ -425,33 +524,42 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 tmp_v = malloc((size_t)tmp_cap * 4);
                 if (!tmp_i || !tmp_v) { tmp_cap = 0; status = 3; goto done; }
             }
-            Py_ssize_t count[256];
+            /* in order of each character's first feature (one without: empty) */
             unsigned char order[256];
             int no = 0;
-            for (int c = 0; c < 256; c++)
-                if (opened[c] == stamp) {
-                    count[c] = 0;
-                    gs[c] = ge[c] = ex_start; /* (a namespace without features: empty) */
-                }
-            for (Py_ssize_t k = ex_start; k < nnz; k++) {
-                unsigned char c = nsb[k];
-                if (count[c]++ == 0)
+            for (int j = 0; j < n_line_ns; j++)
+                gs[line_ns[j]] = ge[line_ns[j]] = -1;
+            for (int g = 0; g < n_seg; g++) {
+                unsigned char c = seg_c[g];
+                if (seg_s[g + 1] > seg_s[g] && gs[c] < 0) {
+                    gs[c] = 0;
                     order[no++] = c;
+                }
             }
-            Py_ssize_t off = ex_start;
-            for (int o = 0; o < no; o++) {
-                unsigned char c = order[o];
-                gs[c] = ge[c] = off;
-                off += count[c];
-            }
-            for (Py_ssize_t k = ex_start; k < nnz; k++) {
-                unsigned char c = nsb[k];
-                tmp_i[ge[c] - ex_start] = indices[k];
-                tmp_v[ge[c] - ex_start] = values[k];
-                ge[c]++;
+            for (int j = 0; j < n_line_ns; j++)
+                if (gs[line_ns[j]] < 0)
+                    gs[line_ns[j]] = ge[line_ns[j]] = ex_start;
+            Py_ssize_t off = 0;
+            for (int j = 0; j < no; j++) {
+                unsigned char c = order[j];
+                gs[c] = ex_start + off;
+                for (int g = first_seg[c]; g >= 0; g = seg_next[g]) {
+                    Py_ssize_t a = seg_s[g], len = seg_s[g + 1] - a;
+                    memcpy(tmp_i + off, indices + a, (size_t)len * 4);
+                    memcpy(tmp_v + off, values + a, (size_t)len * 4);
+                    off += len;
+                }
+                ge[c] = ex_start + off;
             }
             memcpy(indices + ex_start, tmp_i, (size_t)cnt * 4);
             memcpy(values + ex_start, tmp_v, (size_t)cnt * 4);
+        } else {
+            /* each character's segments are adjacent (|a x |a y): one run */
+            for (int j = 0; j < n_line_ns; j++) {
+                unsigned char c = line_ns[j];
+                gs[c] = seg_s[first_seg[c]];
+                ge[c] = seg_s[last_seg[c] + 1];
+            }
         }
         if (constant) {
             if (nnz >= fcap) { status = 2; goto done; }
@@ -475,7 +583,6 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         p = q + 1;
     }
 done:
-    free(nsb);
     free(tmp_i);
     free(tmp_v);
     Py_END_ALLOW_THREADS
