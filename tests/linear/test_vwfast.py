@@ -218,3 +218,47 @@ def test_names_read_a_word_at_a_time_give_the_same_bits():
     assert _same(many) == 1  # more namespaces than the compiled parser keeps: numba
     few = "1 " + " ".join(f"|{chr(97 + k % 20)} {k}" for k in range(1000)) + "\n"
     assert _same(few) == 0
+
+
+@built
+def test_prediction_lines_are_written_in_c_as_in_python():
+    """VW's -p text from C (numbers as Python's str(int(v)) or f"{v:.6f}", the block's tag
+    bytes) is the text the Python formatting gives, ties at the sixth decimal, -0, whole
+    numbers past 1e15, empty tags and bytes that are not UTF-8 included."""
+    from terascale.linear._io._blocks import Block
+    from terascale.linear._online._progressive import block_tags
+    from terascale.linear._vw._vwtext import prediction_lines
+
+    rng = np.random.default_rng(3)
+    v = np.concatenate([rng.normal(0, 1, 3000), rng.normal(0, 1e7, 300),
+                        np.round(rng.normal(0, 100, 300)),
+                        [0.0, -0.0, 2.0 ** -7, -(2.0 ** -7), 2.5e-6, 1e15, 1e16, -1e15,
+                         999999999999999.0, 3.4e38, -3.4e38, 1e-30, 16777217.0]])
+    n = len(v)
+    tags = [("" if i % 3 == 0 else f"t{i}") for i in range(n)]
+    tags[5] = "caf\udce9"  # a byte that is not UTF-8, kept as read (surrogateescape)
+    blob = "".join(tags).encode("utf-8", "surrogateescape")
+    ptr = np.concatenate([[0], np.cumsum([len(t.encode("utf-8", "surrogateescape"))
+                                          for t in tags])]).astype(np.int64)
+    blk = Block(start=0, indptr=np.zeros(n + 1, np.int64), indices=np.zeros(0, np.uint32),
+                values=np.zeros(0, np.float32), labels=np.zeros(n, np.float32),
+                weights=np.ones(n, np.float32), tag_ptr=ptr,
+                tag_blob=np.frombuffer(blob, np.uint8))
+    for a, b in ((0, n), (7, n - 5)):
+        lazy = block_tags(blk, a, b)
+        assert list(lazy) == tags[a:b] and lazy[-1] == tags[b - 1]
+        want = "".join(f"{_vwtext_num(x)} {t}\n" if t else f"{_vwtext_num(x)}\n"
+                       for x, t in zip(v[:b - a].astype(np.float32).tolist(), tags[a:b]))
+        assert prediction_lines(v[:b - a], lazy) == want
+        assert prediction_lines(v[:b - a], list(lazy)) == want  # (the Python path)
+    assert prediction_lines(v, None) == "".join(f"{_vwtext_num(x)}\n"
+                                                for x in v.astype(np.float32).tolist())
+    odd = np.array([1.5, np.nan, np.inf, -np.inf])
+    assert prediction_lines(odd, None) == "1.500000\nnan\ninf\n-inf\n"
+
+
+def _vwtext_num(v: float) -> str:
+    import math
+    if math.isfinite(v) and v == math.floor(v) and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.6f}"

@@ -27,6 +27,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #define CONSTANT_HASH 11650396u
@@ -603,7 +604,84 @@ done:
     return Py_BuildValue("innn", status, nex, nnz, ntag);
 }
 
+/* VW's -p lines (terascale.linear._vw._vwtext.prediction_lines): each float64 value (a
+ * float32 widened) as Python's str(int(v)) where it is a whole number below 1e15 in
+ * magnitude, else as f"{v:.6f}" (both correctly rounded, as glibc's printf), then " tag"
+ * where the example has a tag, then a newline. tag_ptr (int64, n + 1 entries) and
+ * tag_blob (uint8) are a Block's, read from example `first` on; an empty tag_ptr: none.
+ * Non-finite values are the caller's (returns None). */
+static PyObject *format_predictions(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bv, bp, bb;
+    Py_ssize_t first;
+    if (!PyArg_ParseTuple(args, "y*y*y*n", &bv, &bp, &bb, &first))
+        return NULL;
+    const double *v = bv.buf;
+    Py_ssize_t n = bv.len / 8;
+    const int64_t *tp = bp.buf;
+    const unsigned char *blob = bb.buf;
+    int tags = bp.len / 8 >= first + n + 1 && first >= 0;
+    PyObject *out = NULL;
+    Py_ssize_t cap = 0;
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        if (!isfinite(v[i]))
+            ok = 0;
+    }
+    if (tags) { /* the tags' bytes, checked against the blob once */
+        int64_t a = tp[first], b = tp[first + n];
+        if (a < 0 || b < a || b > bb.len)
+            ok = 0;
+        for (Py_ssize_t i = first; i < first + n && ok; i++)
+            if (tp[i + 1] < tp[i])
+                ok = 0;
+        cap = ok ? (Py_ssize_t)(b - a) + n : 0;
+    }
+    if (!ok) {
+        PyBuffer_Release(&bv);
+        PyBuffer_Release(&bp);
+        PyBuffer_Release(&bb);
+        Py_RETURN_NONE;
+    }
+    cap += n * 48 + 1; /* a float32's %.6f: at most 39 digits, sign, point, 6 decimals */
+    char *buf = malloc((size_t)cap);
+    if (!buf) {
+        PyBuffer_Release(&bv);
+        PyBuffer_Release(&bp);
+        PyBuffer_Release(&bb);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t k = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double x = v[i];
+        if (x == 0.0)
+            buf[k++] = '0'; /* (-0.0 too: str(int(-0.0))) */
+        else if (x == floor(x) && fabs(x) < 1e15)
+            k += snprintf(buf + k, (size_t)(cap - k), "%.0f", x);
+        else
+            k += snprintf(buf + k, (size_t)(cap - k), "%.6f", x);
+        if (tags && tp[first + i + 1] > tp[first + i]) {
+            Py_ssize_t len = (Py_ssize_t)(tp[first + i + 1] - tp[first + i]);
+            buf[k++] = ' ';
+            memcpy(buf + k, blob + tp[first + i], (size_t)len);
+            k += len;
+        }
+        buf[k++] = '\n';
+    }
+    Py_END_ALLOW_THREADS
+    out = PyBytes_FromStringAndSize(buf, k);
+    free(buf);
+    PyBuffer_Release(&bv);
+    PyBuffer_Release(&bp);
+    PyBuffer_Release(&bb);
+    return out;
+}
+
 static PyMethodDef METHODS[] = {
+    {"format_predictions", format_predictions, METH_VARARGS,
+     "format_predictions(values, tag_ptr, tag_blob, first) -> bytes (None: a value is not "
+     "finite)"},
     {"parse", parse, METH_VARARGS,
      "parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, "
      "tag_blob[, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)"},
@@ -625,7 +703,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && PyModule_AddIntConstant(mod, "ABI", 5) < 0) {
+    if (mod && PyModule_AddIntConstant(mod, "ABI", 6) < 0) {
         Py_DECREF(mod);
         return NULL;
     }
