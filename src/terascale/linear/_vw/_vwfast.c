@@ -223,6 +223,23 @@ static inline uint64_t name_stops(uint64_t x) {
            zero_bytes(x ^ (ONES * '|')) | zero_bytes(x ^ (ONES * ':'));
 }
 
+/* the first byte at or after q that ends a token (space, tab, CR, LF, '|'), or end */
+static inline const unsigned char *token_end(const unsigned char *q, const unsigned char *end) {
+    while (end - q >= 8) {
+        uint64_t x;
+        memcpy(&x, q, 8);
+        uint64_t st = zero_bytes(x ^ (ONES * ' ')) | zero_bytes(x ^ (ONES * '\t')) |
+                      zero_bytes(x ^ (ONES * '\r')) | zero_bytes(x ^ (ONES * '\n')) |
+                      zero_bytes(x ^ (ONES * '|'));
+        if (st)
+            return q + (__builtin_ctzll(st) >> 3);
+        q += 8;
+    }
+    while (q < end && !SEP[*q])
+        q++;
+    return q;
+}
+
 /* whether the bytes of x under keep are all '0'..'9' (a byte 0x3N with N + 6 < 16); the
  * carry of x + 0x06.. out of a byte >= 0xFA only reaches bytes above one already refused */
 static inline int all_digits(uint64_t x, uint64_t keep) {
@@ -360,6 +377,11 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     memset(opened, 0, sizeof opened);
     Py_ssize_t gs[256], ge[256]; /* that line's run of each namespace character's features */
     uint32_t stamp = 0;
+    const unsigned char *ns_name[256]; /* each character's last namespace name, its hash */
+    size_t ns_len[256];
+    uint32_t ns_h[256];
+    for (int c = 0; c < 256; c++)
+        ns_len[c] = SIZE_MAX;
     unsigned char line_ns[256]; /* the namespace characters opened on the line, in order */
     int n_line_ns = 0;
     /* a namespace character opened again after another one (|user_id x |geo y |unit z:
@@ -430,8 +452,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             if (c == '|') {
                 q++;
                 const unsigned char *ts = q;
-                while (q < end && !SEP[*q])
-                    q++;
+                q = token_end(q, end);
                 int nc = ts == q ? ' ' : *ts;
                 /* |name:scale (the first ':'): the scale multiplies the values, in float */
                 const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
@@ -451,7 +472,17 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 last_seg[nc] = n_seg++;
                 opened[nc] = stamp;
                 ns_c = nc;
-                ns_hash = ts == q ? 0 : hashstring(ts, (size_t)((colon ? colon : q) - ts), 0);
+                /* the namespace's hash: the last one of this character's, where the name
+                 * is the same (most lines open the same namespaces) */
+                size_t nl = (size_t)((colon ? colon : q) - ts);
+                if (nl == ns_len[nc] && memcmp(ts, ns_name[nc], nl) == 0) {
+                    ns_hash = ns_h[nc];
+                } else {
+                    ns_hash = nl ? hashstring(ts, nl, 0) : 0;
+                    ns_name[nc] = ts;
+                    ns_len[nc] = nl;
+                    ns_h[nc] = ns_hash;
+                }
                 anon = 0;
                 continue;
             }
@@ -478,16 +509,11 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                     continue;
                 }
             }
-            const unsigned char *ts = q, *colon = NULL;
-            int colons = 0;
-            while (q < end && !SEP[*q]) {
-                if (*q == ':') {
-                    colon = q;
-                    colons++;
-                }
-                q++;
-            }
-            if (colons > 1) { status = 1; goto done; } /* x:1:2: the numba parser refuses it */
+            const unsigned char *ts = q;
+            q = token_end(q, end);
+            const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
+            if (colon && memchr(colon + 1, ':', (size_t)(q - colon - 1)))
+                { status = 1; goto done; } /* x:1:2: the numba parser refuses it */
             float v = 1.0f;
             const unsigned char *ne = q;
             if (colon) {
@@ -545,10 +571,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 unsigned char c = order[j];
                 gs[c] = ex_start + off;
                 for (int g = first_seg[c]; g >= 0; g = seg_next[g]) {
-                    Py_ssize_t a = seg_s[g], len = seg_s[g + 1] - a;
-                    memcpy(tmp_i + off, indices + a, (size_t)len * 4);
-                    memcpy(tmp_v + off, values + a, (size_t)len * 4);
-                    off += len;
+                    for (Py_ssize_t a = seg_s[g]; a < seg_s[g + 1]; a++, off++) {
+                        tmp_i[off] = indices[a]; /* (a few features a segment) */
+                        tmp_v[off] = values[a];
+                    }
                 }
                 ge[c] = ex_start + off;
             }
@@ -610,6 +636,51 @@ done:
  * where the example has a tag, then a newline. tag_ptr (int64, n + 1 entries) and
  * tag_blob (uint8) are a Block's, read from example `first` on; an empty tag_ptr: none.
  * Non-finite values are the caller's (returns None). */
+/* the decimal digits of u at out; their count */
+static inline int put_u64(char *out, uint64_t u) {
+    char t[24];
+    int n = 0;
+    do {
+        t[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    for (int i = 0; i < n; i++)
+        out[i] = t[n - 1 - i];
+    return n;
+}
+
+/* x as str(int(x)) (a whole number below 1e15) or as "%.6f", at out; the bytes written.
+ * A float32's value times 10^6 is exact in a double (at most 24 + 14 significant bits),
+ * so below 2^53 / 10^6 its "%.6f" is that product rounded half to even, as printf rounds
+ * the exact decimal value; anything else goes to snprintf. */
+static inline int put_prediction(char *out, size_t room, double x) {
+    if (x == 0.0) {
+        out[0] = '0'; /* (-0.0 too: str(int(-0.0))) */
+        return 1;
+    }
+    double a = fabs(x);
+    int k = 0;
+    if (x == floor(x) && a < 1e15) {
+        if (x < 0)
+            out[k++] = '-';
+        return k + put_u64(out + k, (uint64_t)a);
+    }
+    if (a < 9e9 && (double)(float)x == x && a >= 1e-30) {
+        double r = nearbyint(a * 1e6); /* (exact product; ties to even) */
+        uint64_t u = (uint64_t)r, ip = u / 1000000, fp = u % 1000000;
+        if (x < 0)
+            out[k++] = '-';
+        k += put_u64(out + k, ip);
+        out[k++] = '.';
+        for (int i = 5; i >= 0; i--) {
+            out[k + i] = (char)('0' + fp % 10);
+            fp /= 10;
+        }
+        return k + 6;
+    }
+    return snprintf(out, room, "%.6f", x);
+}
+
 static PyObject *format_predictions(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bv, bp, bb;
@@ -654,13 +725,7 @@ static PyObject *format_predictions(PyObject *self, PyObject *args) {
     Py_ssize_t k = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        double x = v[i];
-        if (x == 0.0)
-            buf[k++] = '0'; /* (-0.0 too: str(int(-0.0))) */
-        else if (x == floor(x) && fabs(x) < 1e15)
-            k += snprintf(buf + k, (size_t)(cap - k), "%.0f", x);
-        else
-            k += snprintf(buf + k, (size_t)(cap - k), "%.6f", x);
+        k += put_prediction(buf + k, (size_t)(cap - k), v[i]);
         if (tags && tp[first + i + 1] > tp[first + i]) {
             Py_ssize_t len = (Py_ssize_t)(tp[first + i + 1] - tp[first + i]);
             buf[k++] = ' ';
