@@ -255,6 +255,10 @@ def test_prediction_lines_are_written_in_c_as_in_python():
                                                 for x in v.astype(np.float32).tolist())
     odd = np.array([1.5, np.nan, np.inf, -np.inf])
     assert prediction_lines(odd, None) == "1.500000\nnan\ninf\n-inf\n"
+    two = np.array([1.5, 2.0])  # tags that do not cover the examples: the caller's
+    assert _FAST.format_predictions(two, ptr[:2], blk.tag_blob, 0) is None
+    assert _FAST.format_predictions(two, ptr, blk.tag_blob, n - 1) is None
+    assert _FAST.format_predictions(two, ptr, blk.tag_blob[:1], 0) is None
 
 
 def _vwtext_num(v: float) -> str:

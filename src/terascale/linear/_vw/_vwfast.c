@@ -635,7 +635,8 @@ done:
  * magnitude, else as f"{v:.6f}" (both correctly rounded, as glibc's printf), then " tag"
  * where the example has a tag, then a newline. tag_ptr (int64, n + 1 entries) and
  * tag_blob (uint8) are a Block's, read from example `first` on; an empty tag_ptr: none.
- * Non-finite values are the caller's (returns None). */
+ * Non-finite values, and tags that do not cover the examples, are the caller's (returns
+ * None). */
 /* the decimal digits of u at out; their count */
 static inline int put_u64(char *out, uint64_t u) {
     char t[24];
@@ -691,15 +692,15 @@ static PyObject *format_predictions(PyObject *self, PyObject *args) {
     Py_ssize_t n = bv.len / 8;
     const int64_t *tp = bp.buf;
     const unsigned char *blob = bb.buf;
-    int tags = bp.len / 8 >= first + n + 1 && first >= 0;
+    int tags = bp.len > 0;
     PyObject *out = NULL;
     Py_ssize_t cap = 0;
-    int ok = 1;
+    int ok = !tags || (first >= 0 && bp.len / 8 >= first + n + 1); /* else: the caller's */
     for (Py_ssize_t i = 0; i < n && ok; i++) {
         if (!isfinite(v[i]))
             ok = 0;
     }
-    if (tags) { /* the tags' bytes, checked against the blob once */
+    if (tags && ok) { /* the tags' bytes, checked against the blob once */
         int64_t a = tp[first], b = tp[first + n];
         if (a < 0 || b < a || b > bb.len)
             ok = 0;
