@@ -17,6 +17,7 @@
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
  *       [, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)
+ * (format_predictions, VW's -p lines, is at the end.)
  * status 0: done; 1: the buffer holds something outside the subset (nothing usable);
  * 2: the output arrays are too small (MemoryError where the line's scratch cannot be had). The arrays are writable buffers of int64 (indptr,
  * one more than labels), uint32, float32, float32, float32, int64 (as indptr) and bytes;
@@ -630,13 +631,6 @@ done:
     return Py_BuildValue("innn", status, nex, nnz, ntag);
 }
 
-/* VW's -p lines (terascale.linear._vw._vwtext.prediction_lines): each float64 value (a
- * float32 widened) as Python's str(int(v)) where it is a whole number below 1e15 in
- * magnitude, else as f"{v:.6f}" (both correctly rounded, as glibc's printf), then " tag"
- * where the example has a tag, then a newline. tag_ptr (int64, n + 1 entries) and
- * tag_blob (uint8) are a Block's, read from example `first` on; an empty tag_ptr: none.
- * Non-finite values, and tags that do not cover the examples, are the caller's (returns
- * None). */
 /* the decimal digits of u at out; their count */
 static inline int put_u64(char *out, uint64_t u) {
     char t[24];
@@ -682,6 +676,13 @@ static inline int put_prediction(char *out, size_t room, double x) {
     return snprintf(out, room, "%.6f", x);
 }
 
+/* VW's -p lines (terascale.linear._vw._vwtext.prediction_lines): each float64 value (a
+ * float32 widened) as Python's str(int(v)) where it is a whole number below 1e15 in
+ * magnitude, else as f"{v:.6f}" (both correctly rounded, as glibc's printf), then " tag"
+ * where the example has a tag, then a newline. tag_ptr (int64, n + 1 entries) and
+ * tag_blob (uint8) are a Block's, read from example `first` on; an empty tag_ptr: none.
+ * Non-finite values, and tags that do not cover the examples, are the caller's (returns
+ * None). */
 static PyObject *format_predictions(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bv, bp, bb;
