@@ -222,7 +222,13 @@ def _run(args: argparse.Namespace, command: bool) -> int:
     LLVM's object graphs included: a sixth of a one-line ``terascale vw`` run. One
     collection here (every finalizer of the run's garbage runs, as before) and then
     ``gc.freeze`` (what survives is left to the operating system) cut that to a third.
-    Called from Python (``main(argv)``), the caller's process goes on: nothing is frozen."""
+    Called from Python (``main(argv)``), the caller's process goes on: nothing is frozen,
+    and a command's ``as_command`` is not called: process-wide start-up settings an area
+    gives its commands with ``set_defaults(as_command=...)``, for a process that is the
+    command's own and runs no code of a caller's (linear's: numba's start-up)."""
+    setup = getattr(args, "as_command", None) if command else None
+    if setup is not None:
+        setup()
     try:
         return int(args.func(args) or 0)
     finally:

@@ -49,3 +49,83 @@ def test_warm_up_takes_the_wide_data_paths(monkeypatch):
                         lambda self, n: (seen.append("hashed"), reserve(self, n))[1])
     _warm._run(False)
     assert "dense" in seen and "hashed" in seen
+
+
+_PROBED = """
+import ctypes.util, json, sys
+import numpy as np
+if sys.argv[1] == "deferred":
+    from terascale.linear._warm import defer_numba_probes
+    defer_numba_probes()
+import numba
+from numba.core.typing import cffi_utils
+from numba.np import arraymath
+
+sys.path.insert(0, sys.argv[2])
+from first_kernel import total
+
+total(np.ones(3))  # the first kernel (from numba's cache): numba's target loads its registries
+out = {"loaded": sorted(m for m in ("scipy.linalg", "pycparser") if m in sys.modules),
+       "flags": [type(arraymath._HAVE_BLAS).__name__, type(cffi_utils.SUPPORTED).__name__]}
+
+@numba.njit
+def blas(a, b):  # np.convolve: through BLAS (np.dot) when numba's probe found it
+    return np.convolve(a, b)
+
+import cffi
+ffi = cffi.FFI()
+ffi.cdef("double cbrt(double);")
+cbrt = ffi.dlopen(ctypes.util.find_library("m")).cbrt
+
+@numba.njit
+def cube_root(x):  # a cffi function, typed through numba's cffi support
+    return cbrt(x)
+
+c = blas(np.linspace(0.1, 1.0, 7), np.linspace(-1.0, 2.0, 7))
+import scipy.linalg  # the user's own import of what the probe deferred
+out["results"] = [v.hex() for v in c] + [cube_root(2.0).hex()]
+out["after"] = [arraymath._HAVE_BLAS, cffi_utils.SUPPORTED, scipy.linalg.norm([3.0, 4.0])]
+print(json.dumps(out))
+"""
+
+
+def test_deferred_numba_probes_are_not_run_at_start_up_and_answer_as_numba_does(
+        tmp_path) -> None:
+    """A command's process defers numba's probes of scipy's BLAS and cffi: its first kernel
+    imports neither, and a kernel that needs them compiles to the same results as in a
+    process that probed at start-up (and the user's own ``import scipy.linalg`` works)."""
+    import json
+    import subprocess
+    import sys
+
+    import pytest
+
+    for package in ("scipy.linalg", "cffi", "pycparser"):  # what numba's probes look for
+        pytest.importorskip(package)
+    (tmp_path / "first_kernel.py").write_text(
+        "import numba\n\n@numba.njit(cache=True)\ndef total(a):\n    return a.sum()\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    runs = {how: json.loads(subprocess.run([sys.executable, "-c", _PROBED, how, str(tmp_path)],
+                                           check=True, capture_output=True, text=True,
+                                           env=env, timeout=300).stdout)
+            for how in ("numba", "deferred")}  # the first compiles `total` into the cache
+    deferred, plain = runs["deferred"], runs["numba"]
+    assert deferred["loaded"] == [] and deferred["flags"] == ["_LazyProbe", "_LazyProbe"]
+    assert plain["loaded"] == ["pycparser", "scipy.linalg"]
+    assert plain["flags"] == ["bool", "bool"]
+    assert deferred["results"] == plain["results"]
+    assert deferred["after"] == plain["after"] == [True, True, 5.0]
+
+
+def test_a_library_callers_process_keeps_numbas_start_up_and_its_collector(tmp_path):
+    """Only the command's own process defers numba's probes and freezes its set-up: a
+    library caller's train() leaves ``sys.meta_path`` and the collector as they were."""
+    import gc
+    import sys
+
+    from terascale.linear import train
+
+    (tmp_path / "d.vw").write_text("1 |a x y\n-1 |a y z\n")
+    finders, frozen = list(sys.meta_path), gc.get_freeze_count()
+    train(str(tmp_path / "d.vw"), bits=12, holdout=0.0, cache=False)
+    assert list(sys.meta_path) == finders and gc.get_freeze_count() == frozen

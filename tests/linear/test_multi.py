@@ -334,3 +334,22 @@ def test_the_recipe_on_more_workers_ends_within_one_percent_of_one_workers_test_
     for n in (2, 4):
         got = test_loss(run_workers(_recipe_fit, n, args=(n, lines, opts), timeout=180)[0])
         assert abs(got - one) <= 0.01 * one, (n, got, one)
+
+
+def test_workers_that_saw_no_example_take_part_in_every_collective(tmp_path):
+    # one line for three workers: two learn nothing, yet average with the one that did;
+    # the model is the one worker's (their adaptive sums are 0, so they weigh nothing)
+    import subprocess
+    import sys
+
+    data = tmp_path / "one.vw"
+    data.write_text("1 |a x y\n")
+    models = []
+    for n in ("1", "3"):
+        model = tmp_path / f"m{n}.vw"
+        r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-n", n, "-d", str(data),
+                            "-f", str(model), "--quiet"], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        models.append(model.read_bytes())
+    assert models[0] == models[1]

@@ -12,18 +12,31 @@ on two cores, so once it has run a stamp is left next to numba's cache (the pack
 compiled; the next call finds the stamp and returns at once. A stamp that outlives the
 cache it speaks for (the cache deleted by hand) costs only the compilations in the
 workers, never a wrong result: numba checks each cached kernel against its source itself.
+
+:func:`as_command` is the ``terascale vw``/``linear`` command's own start-up (never a
+library caller's): numba loads every registry of its compiler target before the first
+kernel, even one from its cache, and two of them probe optional packages the linear
+kernels never use (scipy's BLAS, imported for ``np.dot`` in compiled code, and cffi's C
+parser): deferred (:func:`defer_numba_probes`), a one-line run does not import them, and a
+kernel that needs one gets it when numba types that kernel. Once numba's target is set up,
+its object graph is frozen out of the collector's work (:func:`numba_set_up`).
 """
 
 from __future__ import annotations
 
+import gc
 import glob
 import hashlib
+import importlib
+import importlib.abc
 import os
 import sys
 import tempfile
+from collections.abc import Callable
+from types import FrameType, ModuleType
 from typing import Any
 
-__all__ = ["warm_kernels"]
+__all__ = ["as_command", "defer_numba_probes", "numba_set_up", "warm_kernels"]
 
 _VW = "1 'a|a x y:2 |b z\n-1 'b|a y |b w\n1 |a x\n"
 
@@ -121,3 +134,142 @@ def _rest(d: str, path: str, wide: str, alone: Any) -> None:
         train(other, comm=alone, format=fmt, cache_dir="", holdout=0.0)
     _mixing.compile_kernels()
     write_click(os.path.join(d, "click.vw"), 10, seed=0)
+
+
+_command = False  # this process is the command's own: as_command() ran
+_frozen = False   # numba_set_up() froze the collector's generations
+
+
+def as_command() -> None:
+    """The ``terascale vw``/``linear`` command's start-up in its own process (a ``-n N``
+    worker's too; never a library caller's): numba's probes deferred
+    (:func:`defer_numba_probes`), and once numba's target is set up, what is alive then is
+    frozen (:func:`numba_set_up`)."""
+    global _command
+    _command = True
+    defer_numba_probes()
+
+
+def numba_set_up() -> None:
+    """numba's compiler target was just set up (the first kernel of the run is next): in
+    the command's own process, the first time, ``gc.freeze`` what is alive.
+
+    numba's and LLVM's object graphs (~120,000 tracked objects, no garbage among them)
+    live until the exit, where the command's last collection traversed them all again:
+    ~50 ms of a one-line run. Frozen, the collector leaves them out of every collection
+    that follows, the last one included; what the run creates later is collected as
+    before. Once: a second freeze would keep the cyclic garbage made in between."""
+    global _frozen
+    if _command and not _frozen:
+        _frozen = True
+        gc.freeze()
+
+
+def _blas_probe(arraymath: ModuleType) -> bool:
+    """numba's own (``_check_blas``: ``scipy.linalg.cython_blas`` importable)."""
+    return bool(arraymath._check_blas())
+
+
+def _cffi_probe(cffi_utils: ModuleType) -> bool:
+    """numba's own: ``cffi`` importable, one ``FFI`` (its module names both)."""
+    try:
+        import cffi
+        ffi = cffi.FFI()
+    except ImportError:
+        return False
+    vars(cffi_utils).update(cffi=cffi, ffi=ffi)
+    return True
+
+
+# numba's import-time probes of optional packages: (the numba module, its function that
+# probes) -> (the package it imports, the module's flag holding the answer, how to get the
+# answer later, as numba would have).
+_Probes = dict[tuple[str, str], tuple[str, str, Callable[[ModuleType], bool]]]
+_PROBES: _Probes = {
+    # arraymath's _HAVE_BLAS: np.dot through BLAS in np.convolve and np.correlate (the
+    # linalg functions import scipy themselves when a kernel using them is typed)
+    ("numba.np.arraymath", "_check_blas"): ("scipy", "_HAVE_BLAS", _blas_probe),
+    # cffi_utils's SUPPORTED (and its ffi): typing calls to cffi functions
+    ("numba.core.typing.cffi_utils", "<module>"): ("cffi", "SUPPORTED", _cffi_probe),
+}
+
+
+def defer_numba_probes() -> None:
+    """Keep numba's import-time probes of scipy's BLAS and cffi out of this process's
+    start-up; each runs, as numba would have run it, when its answer is first needed.
+
+    numba's compiler target loads all of its registries before the first kernel of a
+    process runs, even a kernel loaded from its on-disk cache. Two of them import optional
+    packages to see whether they are there: ``numba.np.arraymath`` imports
+    ``scipy.linalg.cython_blas`` (all of ``scipy.linalg``: ~0.15 s and 17 MB) and
+    ``numba.core.typing.cffi_utils`` builds a ``cffi.FFI`` (its C parser: ~0.03 s). The
+    linear kernels use neither: they call no BLAS routine and no cffi function. This imports
+    those two numba modules now, with an import finder that refuses exactly the probes'
+    imports while they run (nothing else is refused, on any thread; the finder is gone when
+    this returns), and replaces each probe's flag by an object that runs numba's own probe
+    the first time the flag is read: a kernel compiled later with ``np.convolve`` or a cffi
+    function gets what it would have got, so no compiled code and no result changes.
+
+    For a process that is the command itself (:func:`as_command`: ``terascale vw``,
+    ``terascale linear``, a ``-n N`` worker): a library caller's process keeps numba's
+    start-up as it is. Once numba's modules are loaded (a second call, or any numba kernel
+    already run) there is nothing to defer and it does nothing.
+    """
+    pending = {key: value for key, value in _PROBES.items() if key[0] not in sys.modules}
+    if not pending:
+        return
+    finder = _RefuseProbes(pending)
+    sys.meta_path.insert(0, finder)
+    try:
+        for module, _probe in pending:
+            importlib.import_module(module)
+    finally:
+        sys.meta_path.remove(finder)
+    for (module, _probe), (_package, flag, probe) in pending.items():
+        mod = sys.modules[module]
+        if module in finder.refused and getattr(mod, flag, None) is False:
+            setattr(mod, flag, _LazyProbe(mod, flag, probe))
+
+
+class _RefuseProbes(importlib.abc.MetaPathFinder):
+    """Refuses a package to the numba function that probes for it, and nothing else."""
+
+    def __init__(self, pending: _Probes) -> None:
+        self.pending = pending
+        self.refused: set[str] = set()
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        top = name.partition(".")[0]
+        for (module, probe), (package, flag, _fn) in self.pending.items():
+            if top == package and _running(sys._getframe(1), module, probe, flag):
+                self.refused.add(module)
+                raise ImportError(f"{name}: numba's probe of it deferred by terascale",
+                                  name=name)
+        return None  # any other import: the next finder's
+
+
+def _running(frame: FrameType | None, module: str, function: str, flag: str) -> bool:
+    """Whether ``function`` of ``module`` is on the stack above ``frame``, while the
+    module's own code, which names ``flag``, is being run (a numba that probes elsewhere,
+    or keeps the answer under another name, is not refused: its probe runs as it is)."""
+    found = False
+    while frame is not None:
+        if frame.f_globals.get("__name__") == module:
+            found = found or frame.f_code.co_name == function
+            if frame.f_code.co_name == "<module>":
+                return found and flag in frame.f_code.co_names
+        frame = frame.f_back
+    return False
+
+
+class _LazyProbe:
+    """A numba module's probe flag, probed when first read (``if not _HAVE_BLAS``)."""
+
+    def __init__(self, module: ModuleType, flag: str,
+                 probe: Callable[[ModuleType], bool]) -> None:
+        self.module, self.flag, self.probe = module, flag, probe
+
+    def __bool__(self) -> bool:
+        value = bool(self.probe(self.module))
+        setattr(self.module, self.flag, value)
+        return value

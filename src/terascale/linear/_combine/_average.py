@@ -66,9 +66,11 @@ def average_weights(comm: Communicator, w: np.ndarray, g2: np.ndarray, nrm: np.n
         _average(comm, w[lo:hi], g2[lo:hi], nrm[lo:hi], how, one[:n], two[:2 * n])
     sums = comm.allreduce(np.array([state[TOTAL_WEIGHT], state[SUM_NORM_X]], np.float64))
     state[TOTAL_WEIGHT], state[SUM_NORM_X] = sums
-    if state[MIN_LABEL] != state[MAX_LABEL]:
-        state[MIN_LABEL] = comm.allreduce(np.array([state[MIN_LABEL]]), op="min")[0]
-        state[MAX_LABEL] = comm.allreduce(np.array([state[MAX_LABEL]]), op="max")[0]
+    # every worker takes part, one that saw no example too (its range is the initial one,
+    # which every worker's contains): a condition on its own state would leave it out of
+    # a collective the others call
+    lo_hi = comm.allreduce(np.array([state[MIN_LABEL], -state[MAX_LABEL]]), op="min")
+    state[MIN_LABEL], state[MAX_LABEL] = lo_hi[0], -lo_hi[1]
 
 
 def _average(comm: Communicator, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray,

@@ -103,4 +103,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    from .._warm import as_command
+
+    as_command()  # a worker's process is the command's own, as -n 1's
     sys.exit(main(sys.argv[1:]))

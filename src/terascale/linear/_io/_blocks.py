@@ -28,6 +28,7 @@ block size is their chunk size (``_stream.CHUNK_BYTES`` of text per block).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import queue
 import threading
@@ -304,19 +305,32 @@ def as_blocks(data: Dataset | Blocks) -> Blocks:
     return data if isinstance(data, Blocks) else DatasetBlocks(data)
 
 
-def _numba_ready() -> None:
-    """numba's one-time set-up of its compiler target, here on the caller's thread.
+@contextlib.contextmanager
+def _numba_ready() -> Iterator[None]:
+    """numba's one-time set-up of its compiler target, on the caller's thread, while the
+    body runs (it starts the prefetch thread, which reads and parses meanwhile).
 
     The first numba kernel a process calls, even one loaded from numba's cache, first loads
-    every implementation registry of numba's CPU target (its modules, and through
-    ``numba.np.arraymath`` scipy's BLAS: ~0.3 s of a one-line ``terascale vw`` run). The
-    producer below, at the helper threads' low priority, would often be the one to call a
-    kernel first, and the learner would wait for that set-up at nice 19 behind every other
-    process of a busy host. Done here it runs at the learner's priority; later calls return
-    at once (numba calls the same ``refresh`` before every kernel it loads)."""
+    every implementation registry of numba's CPU target (~0.1-0.3 s of a one-line
+    ``terascale vw`` run, more where its probes of scipy and cffi are not deferred:
+    ``_warm.defer_numba_probes``). The producer below, at the helper threads' low priority,
+    would often be the one to call a kernel first, and the learner would wait for that
+    set-up at nice 19 behind every other process of a busy host. Here it runs at the
+    learner's priority, under numba's compiler lock: the producer reads and parses its
+    first blocks meanwhile (the C parser releases the GIL; on a one-line file there is
+    nothing to overlap), and a kernel it calls first waits for the set-up instead of
+    running it. Later calls return at once (numba calls the same ``refresh`` before every
+    kernel it loads). In the command's own process what is alive then is frozen
+    (``_warm.numba_set_up``)."""
+    from numba.core.compiler_lock import global_compiler_lock
     from numba.core.registry import cpu_target
 
-    cpu_target.target_context.refresh()
+    from .._warm import numba_set_up
+
+    with global_compiler_lock:
+        yield
+        cpu_target.target_context.refresh()
+    numba_set_up()
 
 
 def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
@@ -353,8 +367,8 @@ def prefetch(items: Iterator[T], depth: int = 2) -> Iterator[T]:
 
     t = threading.Thread(target=contextvars.copy_context().run, args=(produce,),
                          name="terascale-prefetch", daemon=True)
-    _numba_ready()
-    t.start()
+    with _numba_ready():
+        t.start()
     try:
         while True:
             kind, x = q.get()
