@@ -266,3 +266,56 @@ def _vwtext_num(v: float) -> str:
     if math.isfinite(v) and v == math.floor(v) and abs(v) < 1e15:
         return str(int(v))
     return f"{v:.6f}"
+
+
+def _shapes_text(rng: random.Random) -> str:
+    """Lines of the held-out shapes: 12 namespaces (two pairs sharing a first letter, so
+    reopened on every line), raw-scale values, importance weights, tags; and rows of 500
+    numeric ids of 1-9 digits in 5 namespaces."""
+    names = ["a", "b", "user_profile", "geo_location_region", "d", "Device", "e",
+             "item_category_path", "f", "g", "publisher_site_domain", "c"]
+    lines = []
+    for i in range(400):
+        head = rng.choice(["1", "-1"]) + rng.choice(["", " 0.5", " 2", " 3"])
+        head += rng.choice(["", f" 't{i} ", f" t{i}", " "])  # (an unquoted tag touches |)
+        parts = []
+        for ns in names:
+            feats = [f"f{int(rng.paretovariate(1.2)) % 5000}" for _ in range(rng.randint(1, 3))]
+            if ns == "item_category_path":
+                feats.append(f"price:{rng.lognormvariate(12, 2):.1f}")
+            if ns == "d":
+                feats.append(f"delta:{rng.gauss(0, 50):.3f}")
+            parts.append(f"|{ns} " + " ".join(feats))
+        lines.append(head + " ".join(parts))
+    for _ in range(40):
+        row = rng.choice(["1", "-1"])
+        for ns in "abcde":
+            row += f" |{ns} " + " ".join(str(rng.randrange(10 ** rng.randint(1, 9)))
+                                         for _ in range(100))
+        lines.append(row)
+    rng.shuffle(lines)
+    return "\n".join(lines) + "\n"
+
+
+@built
+@pytest.mark.parametrize("flags", [["-b", "20"], ["-b", "22", "--interactions", "ugi",
+                                                  "--loss_function", "logistic"]])
+def test_long_rows_and_many_namespaces_predict_as_vw(tmp_path, capfd, monkeypatch, flags):
+    """The held-out shapes through the compiled parser: terascale vw's progressive
+    predictions are the real VW's, byte for byte (its -p text); a bad line among them is
+    still named by file and line."""
+    from _vw_runs import run_ts, run_vw
+
+    text = _shapes_text(random.Random(11))
+    assert _status(np.frombuffer(text.encode(), np.uint8)) == 0  # read in C, all of it
+    (tmp_path / "d.vw").write_text(text)
+    run_vw(["-d", "d.vw", *flags, "-p", "vw.p", "--quiet"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p", "--quiet"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    lines = (tmp_path / "d.vw").read_text().splitlines(keepends=True)
+    lines.insert(300, "1 0.5 'bad |a x:1:2 |b y\n")
+    (tmp_path / "bad.vw").write_text("".join(lines))
+    code, err = run_ts(capfd, ["-d", "bad.vw", *flags, "--quiet"], tmp_path, monkeypatch)
+    assert code != 0 and "bad.vw, line 301" in err, err
