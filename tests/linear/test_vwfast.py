@@ -184,3 +184,138 @@ def test_a_block_whose_interactions_do_not_fit_is_parsed_again_in_c(monkeypatch)
     text = "".join(f"1 |a {i} {i + 1} {i + 2}|b {i}|c {i} x y\n" for i in range(50))
     assert _same(text, False, table) == 0
     assert _vwtext_fast._BYTES_PER_FEATURE[0] < 1
+
+
+@built
+def test_names_read_a_word_at_a_time_give_the_same_bits():
+    """Names of 1-7 bytes are read eight bytes at a time (where they end, whether all
+    digits, their value): every length, digits with leading zeros, letters, bytes above
+    0x7f and NUL next to digits, names that end at a ':' or a '|' or on the buffer's last
+    bytes, long rows and reopened namespaces, to the numba parser's bits."""
+    rng = random.Random(7)
+    names = ["0", "7", "00", "42", "999", "0009", "12345", "1234567", "9999999", "12345678",
+             "123456789", "4294967295", "99999999999999", "a", "ab", "f1", "1f", "abcdefg",
+             "abcdefgh", "x" * 9, "é", "1é", "12\x003", "\x00", "9/", ":5", "/0", "7:2",
+             "12:0", "3:1e3"]
+    used = 0
+    for _ in range(300):
+        lines = []
+        for _ in range(rng.randint(1, 4)):
+            line = rng.choice(["1", "-1 0.5", "0.5 2 'tag", "1 'a"])
+            for _ in range(rng.randint(1, 6)):
+                line += " " + rng.choice(["|a", "|b", "|ab", "|a:2", "| ", "|b:0.5", "|c"])
+                line += "".join(rng.choice([" ", "\t", "  "]) + rng.choice(names)
+                                for _ in range(rng.randint(0, 12)))
+            lines.append(line)
+        text = "\n".join(lines) + rng.choice(["", "\n", " \n", "\r\n", "|"])
+        used += _same(text) == 0
+        _same(text, table=interaction_table(compile_interactions(("ab",), (), ())))
+    assert used > 100  # the C path was taken
+    long_row = "1 |a " + " ".join(str(rng.randrange(1 << 22)) for _ in range(500)) + \
+        " |b " + " ".join(f"f{rng.randrange(99999)}" for _ in range(500)) + " |a 1 22 333\n"
+    assert _same(long_row * 20) == 0
+    many = "1 " + " ".join(f"|{chr(97 + k % 20)} {k}" for k in range(1100)) + "\n"
+    assert _same(many) == 1  # more namespaces than the compiled parser keeps: numba
+    few = "1 " + " ".join(f"|{chr(97 + k % 20)} {k}" for k in range(1000)) + "\n"
+    assert _same(few) == 0
+
+
+@built
+def test_prediction_lines_are_written_in_c_as_in_python():
+    """VW's -p text from C (numbers as Python's str(int(v)) or f"{v:.6f}", the block's tag
+    bytes) is the text the Python formatting gives, ties at the sixth decimal, -0, whole
+    numbers past 1e15, empty tags and bytes that are not UTF-8 included."""
+    from terascale.linear._io._blocks import Block
+    from terascale.linear._online._progressive import block_tags
+    from terascale.linear._vw._vwtext import prediction_lines
+
+    rng = np.random.default_rng(3)
+    v = np.concatenate([rng.normal(0, 1, 3000), rng.normal(0, 1e7, 300),
+                        np.round(rng.normal(0, 100, 300)),
+                        [0.0, -0.0, 2.0 ** -7, -(2.0 ** -7), 2.5e-6, 1e15, 1e16, -1e15,
+                         999999999999999.0, 3.4e38, -3.4e38, 1e-30, 16777217.0]])
+    n = len(v)
+    tags = [("" if i % 3 == 0 else f"t{i}") for i in range(n)]
+    tags[5] = "caf\udce9"  # a byte that is not UTF-8, kept as read (surrogateescape)
+    blob = "".join(tags).encode("utf-8", "surrogateescape")
+    ptr = np.concatenate([[0], np.cumsum([len(t.encode("utf-8", "surrogateescape"))
+                                          for t in tags])]).astype(np.int64)
+    blk = Block(start=0, indptr=np.zeros(n + 1, np.int64), indices=np.zeros(0, np.uint32),
+                values=np.zeros(0, np.float32), labels=np.zeros(n, np.float32),
+                weights=np.ones(n, np.float32), tag_ptr=ptr,
+                tag_blob=np.frombuffer(blob, np.uint8))
+    for a, b in ((0, n), (7, n - 5)):
+        lazy = block_tags(blk, a, b)
+        assert list(lazy) == tags[a:b] and lazy[-1] == tags[b - 1]
+        want = "".join(f"{_vwtext_num(x)} {t}\n" if t else f"{_vwtext_num(x)}\n"
+                       for x, t in zip(v[:b - a].astype(np.float32).tolist(), tags[a:b]))
+        assert prediction_lines(v[:b - a], lazy) == want
+        assert prediction_lines(v[:b - a], list(lazy)) == want  # (the Python path)
+    assert prediction_lines(v, None) == "".join(f"{_vwtext_num(x)}\n"
+                                                for x in v.astype(np.float32).tolist())
+    odd = np.array([1.5, np.nan, np.inf, -np.inf])
+    assert prediction_lines(odd, None) == "1.500000\nnan\ninf\n-inf\n"
+    two = np.array([1.5, 2.0])  # tags that do not cover the examples: the caller's
+    assert _FAST.format_predictions(two, ptr[:2], blk.tag_blob, 0) is None
+    assert _FAST.format_predictions(two, ptr, blk.tag_blob, n - 1) is None
+    assert _FAST.format_predictions(two, ptr, blk.tag_blob[:1], 0) is None
+
+
+def _vwtext_num(v: float) -> str:
+    import math
+    if math.isfinite(v) and v == math.floor(v) and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.6f}"
+
+
+def _shapes_text(rng: random.Random) -> str:
+    """Lines of the held-out shapes: 12 namespaces (two pairs sharing a first letter, so
+    reopened on every line), raw-scale values, importance weights, tags; and rows of 500
+    numeric ids of 1-9 digits in 5 namespaces."""
+    names = ["a", "b", "user_profile", "geo_location_region", "d", "Device", "e",
+             "item_category_path", "f", "g", "publisher_site_domain", "c"]
+    lines = []
+    for i in range(400):
+        head = rng.choice(["1", "-1"]) + rng.choice(["", " 0.5", " 2", " 3"])
+        head += rng.choice(["", f" 't{i} ", f" t{i}", " "])  # (an unquoted tag touches |)
+        parts = []
+        for ns in names:
+            feats = [f"f{int(rng.paretovariate(1.2)) % 5000}" for _ in range(rng.randint(1, 3))]
+            if ns == "item_category_path":
+                feats.append(f"price:{rng.lognormvariate(12, 2):.1f}")
+            if ns == "d":
+                feats.append(f"delta:{rng.gauss(0, 50):.3f}")
+            parts.append(f"|{ns} " + " ".join(feats))
+        lines.append(head + " ".join(parts))
+    for _ in range(40):
+        row = rng.choice(["1", "-1"])
+        for ns in "abcde":
+            row += f" |{ns} " + " ".join(str(rng.randrange(10 ** rng.randint(1, 9)))
+                                         for _ in range(100))
+        lines.append(row)
+    rng.shuffle(lines)
+    return "\n".join(lines) + "\n"
+
+
+@built
+@pytest.mark.parametrize("flags", [["-b", "20"], ["-b", "22", "--interactions", "ugi",
+                                                  "--loss_function", "logistic"]])
+def test_long_rows_and_many_namespaces_predict_as_vw(tmp_path, capfd, monkeypatch, flags):
+    """The held-out shapes through the compiled parser: terascale vw's progressive
+    predictions are the real VW's, byte for byte (its -p text); a bad line among them is
+    still named by file and line."""
+    from _vw_runs import run_ts, run_vw
+
+    text = _shapes_text(random.Random(11))
+    assert _status(np.frombuffer(text.encode(), np.uint8)) == 0  # read in C, all of it
+    (tmp_path / "d.vw").write_text(text)
+    run_vw(["-d", "d.vw", *flags, "-p", "vw.p", "--quiet"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p", "--quiet"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    lines = (tmp_path / "d.vw").read_text().splitlines(keepends=True)
+    lines.insert(300, "1 0.5 'bad |a x:1:2 |b y\n")
+    (tmp_path / "bad.vw").write_text("".join(lines))
+    code, err = run_ts(capfd, ["-d", "bad.vw", *flags, "--quiet"], tmp_path, monkeypatch)
+    assert code != 0 and "bad.vw, line 301" in err, err

@@ -468,10 +468,10 @@ def _zero_model(args: argparse.Namespace) -> Any:
 
 
 def _lines(blk: Any, s: np.ndarray, how: str, binary: bool) -> str:
+    from .._online._progressive import block_tags
     from .._vw._vwtext import link, prediction_lines
 
-    tags = [blk.tag(i) for i in range(len(s))] if blk.has_tags else None
-    return prediction_lines(link(s, how, binary), tags)
+    return prediction_lines(link(s, how, binary), block_tags(blk, 0, len(s)))
 
 
 class _Output:

@@ -9,20 +9,48 @@ prediction per example of the shard.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from .._io._blocks import Block
 
-__all__ = ["BLOCK", "block_tags", "zero_one"]
+__all__ = ["BLOCK", "BlockTags", "block_tags", "zero_one"]
 
 BLOCK = 1 << 16
 
 
-def block_tags(ds: Block, start: int, end: int) -> list[str] | None:
+class BlockTags(Sequence):
+    """The VW tags of examples [start, end) of a block, as a sequence of str made on
+    demand; the -p writer reads the block's tag bytes instead (no str per example).
+
+    Parameters
+    ----------
+    block
+        The block (its ``tag_ptr`` and ``tag_blob``).
+    start, end
+        The examples' range in the block.
+    """
+
+    def __init__(self, block: Block, start: int, end: int) -> None:
+        self.block, self.start, self.end = block, start, end
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def __getitem__(self, i):  # noqa: ANN001, ANN204 (Sequence's int and slice forms)
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self.block.tag(self.start + (i % len(self)))
+
+
+def block_tags(ds: Block, start: int, end: int) -> BlockTags | None:
     """VW tags of examples [start, end), or None when the data has none."""
     if ds.tag_ptr is None or not len(ds.tag_ptr) or ds.tag_ptr[-1] == 0:
         return None
-    return [ds.tag(i) for i in range(start, end)]
+    return BlockTags(ds, start, end)
 
 
 def zero_one(acc: np.ndarray, before: np.ndarray, pred: np.ndarray, labels: np.ndarray,

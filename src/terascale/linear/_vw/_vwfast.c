@@ -17,6 +17,7 @@
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
  *       [, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)
+ * (format_predictions, VW's -p lines, is at the end.)
  * status 0: done; 1: the buffer holds something outside the subset (nothing usable);
  * 2: the output arrays are too small (MemoryError where the line's scratch cannot be had). The arrays are writable buffers of int64 (indptr,
  * one more than labels), uint32, float32, float32, float32, int64 (as indptr) and bytes;
@@ -27,6 +28,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #define CONSTANT_HASH 11650396u
@@ -61,6 +63,35 @@ static uint32_t murmur3(const unsigned char *p, size_t n, uint32_t seed) {
     case 2: k ^= (uint32_t)t[1] << 8;  /* fall through */
     case 1:
         k ^= t[0];
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+    }
+    h ^= (uint32_t)n;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
+/* murmur3 of the n (1..7) low bytes of x: the same bits, read from the word */
+static inline uint32_t murmur3_word(uint64_t x, int n, uint32_t seed) {
+    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
+    uint32_t h = seed, k;
+    if (n >= 4) {
+        k = (uint32_t)x * c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+        h = rotl32(h, 13);
+        h = h * 5 + 0xe6546b64u;
+        x >>= 32;
+    }
+    if (n & 3) {
+        k = (uint32_t)x & ((1u << (8 * (n & 3))) - 1);
         k *= c1;
         k = rotl32(k, 15);
         k *= c2;
@@ -175,7 +206,62 @@ static inline int read_number(const unsigned char *s, const unsigned char *e, fl
     return 1;
 }
 
+/* Eight bytes at a time: most feature names are short (a few letters and digits), and a
+ * byte-by-byte scan pays a mispredicted branch where each name ends and another where its
+ * digits end. A word of the next eight bytes (little-endian: the first byte lowest) says
+ * at once where the name stops, whether it is all digits and, if so, its value. */
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* the high bit of every zero byte of v, exact up to the lowest one (a borrow can mark a
+ * byte above it; only the lowest is used) */
+static inline uint64_t zero_bytes(uint64_t v) { return (v - ONES) & ~v & HIGHS; }
+
+/* the bytes of x that end a feature's name: space, tab, CR, LF, '|' and ':' */
+static inline uint64_t name_stops(uint64_t x) {
+    return zero_bytes(x ^ (ONES * ' ')) | zero_bytes(x ^ (ONES * '\t')) |
+           zero_bytes(x ^ (ONES * '\r')) | zero_bytes(x ^ (ONES * '\n')) |
+           zero_bytes(x ^ (ONES * '|')) | zero_bytes(x ^ (ONES * ':'));
+}
+
+/* the first byte at or after q that ends a token (space, tab, CR, LF, '|'), or end */
+static inline const unsigned char *token_end(const unsigned char *q, const unsigned char *end) {
+    while (end - q >= 8) {
+        uint64_t x;
+        memcpy(&x, q, 8);
+        uint64_t st = zero_bytes(x ^ (ONES * ' ')) | zero_bytes(x ^ (ONES * '\t')) |
+                      zero_bytes(x ^ (ONES * '\r')) | zero_bytes(x ^ (ONES * '\n')) |
+                      zero_bytes(x ^ (ONES * '|'));
+        if (st)
+            return q + (__builtin_ctzll(st) >> 3);
+        q += 8;
+    }
+    while (q < end && !SEP[*q])
+        q++;
+    return q;
+}
+
+/* whether the bytes of x under keep are all '0'..'9' (a byte 0x3N with N + 6 < 16); the
+ * carry of x + 0x06.. out of a byte >= 0xFA only reaches bytes above one already refused */
+static inline int all_digits(uint64_t x, uint64_t keep) {
+    const uint64_t hi = 0xF0F0F0F0F0F0F0F0ull, d = ONES * 0x30;
+    return ((((x & hi) ^ d) | (((x + ONES * 6) & hi) ^ d)) & keep) == 0;
+}
+
+/* the value of the n (1..8) decimal digits in the low bytes of x: they are moved to the
+ * top as a zero-padded 8-digit number, whose digits are combined in pairs, fours, eights
+ * (Lemire, "Faster integer parsing", 2018); a borrow of the subtraction only moves up
+ * from the bytes past the digits, which the shift drops */
+static inline uint32_t digits_value(uint64_t x, int n) {
+    uint64_t t = (x - ONES * '0') << (8 * (8 - n));
+    t = t * 10 + (t >> 8);
+    t = (((t & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+         (((t >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+    return (uint32_t)t;
+}
+
 #define MAX_ORDER 32 /* longer interactions go to the numba parser */
+#define MAX_SEGS 1024 /* namespaces opened on one line (more: the numba parser) */
 
 /* The interaction features of one example, appended at *nnz (status 2 where they do not
  * fit): namespace character c's features are indices/values [gs[c], ge[c]) where
@@ -292,16 +378,26 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     memset(opened, 0, sizeof opened);
     Py_ssize_t gs[256], ge[256]; /* that line's run of each namespace character's features */
     uint32_t stamp = 0;
+    const unsigned char *ns_name[256]; /* each character's last namespace name, its hash */
+    size_t ns_len[256];
+    uint32_t ns_h[256];
+    for (int c = 0; c < 256; c++)
+        ns_len[c] = SIZE_MAX;
+    unsigned char line_ns[256]; /* the namespace characters opened on the line, in order */
+    int n_line_ns = 0;
     /* a namespace character opened again after another one (|user_id x |geo y |unit z:
      * u twice): the line's features are grouped by namespace character, in order of
-     * first appearance, as VW's ec.indices and the numba parser order them; nsb holds
-     * each feature's character, tmp_i/tmp_v the line while it is regrouped */
-    unsigned char *nsb = NULL;
+     * first appearance, as VW's ec.indices and the numba parser order them. Each '|'
+     * starts a segment of the line's features (seg_s: where in indices); the segments of
+     * one character are chained (seg_next) from first_seg to last_seg, and a line that
+     * reopens a character is moved through tmp_i/tmp_v a segment at a time. A line with
+     * more than MAX_SEGS namespaces goes to the numba parser. */
+    Py_ssize_t seg_s[MAX_SEGS + 1];
+    int seg_next[MAX_SEGS], first_seg[256], last_seg[256], n_seg = 0;
+    unsigned char seg_c[MAX_SEGS];
     uint32_t *tmp_i = NULL;
     float *tmp_v = NULL;
     Py_ssize_t tmp_cap = 0;
-    if (fcap > 0 && (nsb = malloc((size_t)fcap)) == NULL)
-        status = 3;
     if (ncap >= 0)
         indptr[0] = tag_ptr[0] = 0;
     if (status)
@@ -348,6 +444,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         if (nex >= ncap) { status = 2; goto done; }
         /* the features, from the first '|' to the line's end */
         uint32_t ns_hash = 0, anon = 0; /* anon: the namespace's running count of :v features */
+        n_line_ns = n_seg = 0;
         int ns_c = -1, regroup = 0;
         const Py_ssize_t ex_start = nnz;
         float scale = 1.0f;
@@ -356,20 +453,37 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             if (c == '|') {
                 q++;
                 const unsigned char *ts = q;
-                while (q < end && !SEP[*q])
-                    q++;
+                q = token_end(q, end);
                 int nc = ts == q ? ' ' : *ts;
                 /* |name:scale (the first ':'): the scale multiplies the values, in float */
                 const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
                 scale = 1.0f;
                 if (colon && !read_number(colon + 1, q, &scale)) { status = 1; goto done; }
-                if (opened[nc] == stamp && nc != ns_c)
-                    regroup = 1;
-                if (opened[nc] != stamp)
-                    gs[nc] = ge[nc] = nnz;
+                if (n_seg == MAX_SEGS) { status = 1; goto done; }
+                seg_s[n_seg] = nnz;
+                seg_next[n_seg] = -1;
+                seg_c[n_seg] = (unsigned char)nc;
+                if (opened[nc] == stamp) {
+                    regroup |= nc != ns_c;
+                    seg_next[last_seg[nc]] = n_seg;
+                } else {
+                    first_seg[nc] = n_seg;
+                    line_ns[n_line_ns++] = (unsigned char)nc;
+                }
+                last_seg[nc] = n_seg++;
                 opened[nc] = stamp;
                 ns_c = nc;
-                ns_hash = ts == q ? 0 : hashstring(ts, (size_t)((colon ? colon : q) - ts), 0);
+                /* the namespace's hash: the last one of this character's, where the name
+                 * is the same (most lines open the same namespaces) */
+                size_t nl = (size_t)((colon ? colon : q) - ts);
+                if (nl == ns_len[nc] && memcmp(ts, ns_name[nc], nl) == 0) {
+                    ns_hash = ns_h[nc];
+                } else {
+                    ns_hash = nl ? hashstring(ts, nl, 0) : 0;
+                    ns_name[nc] = ts;
+                    ns_len[nc] = nl;
+                    ns_h[nc] = ns_hash;
+                }
                 anon = 0;
                 continue;
             }
@@ -377,16 +491,30 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 q++;
                 continue;
             }
-            const unsigned char *ts = q, *colon = NULL;
-            int colons = 0;
-            while (q < end && !SEP[*q]) {
-                if (*q == ':') {
-                    colon = q;
-                    colons++;
+            if (end - q >= 8) { /* a name of 1-7 bytes, no value: a word at a time */
+                uint64_t x;
+                memcpy(&x, q, 8);
+                uint64_t st = name_stops(x);
+                int n = st ? __builtin_ctzll(st) >> 3 : 0;
+                if (n > 0 && q[n] != ':') {
+                    q += n;
+                    if (scale == 0.0f || drop[ns_c]) /* (the value: scale * 1, exactly) */
+                        continue;
+                    uint32_t h = all_digits(x, (1ull << (8 * n)) - 1)
+                                     ? digits_value(x, n) + ns_hash /* VW's hashstring */
+                                     : murmur3_word(x, n, ns_hash);
+                    if (nnz >= fcap) { status = 2; goto done; }
+                    indices[nnz] = h & m;
+                    values[nnz] = scale;
+                    nnz++;
+                    continue;
                 }
-                q++;
             }
-            if (colons > 1) { status = 1; goto done; } /* x:1:2: the numba parser refuses it */
+            const unsigned char *ts = q;
+            q = token_end(q, end);
+            const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
+            if (colon && memchr(colon + 1, ':', (size_t)(q - colon - 1)))
+                { status = 1; goto done; } /* x:1:2: the numba parser refuses it */
             float v = 1.0f;
             const unsigned char *ne = q;
             if (colon) {
@@ -411,10 +539,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             if (nnz >= fcap) { status = 2; goto done; }
             indices[nnz] = h & m;
             values[nnz] = v;
-            nsb[nnz] = (unsigned char)ns_c;
             nnz++;
-            ge[ns_c] = nnz;
         }
+        seg_s[n_seg] = nnz; /* (the last segment's end) */
         if (regroup) {
             Py_ssize_t cnt = nnz - ex_start;
             if (cnt > tmp_cap) {
@@ -425,33 +552,42 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 tmp_v = malloc((size_t)tmp_cap * 4);
                 if (!tmp_i || !tmp_v) { tmp_cap = 0; status = 3; goto done; }
             }
-            Py_ssize_t count[256];
+            /* in order of each character's first feature (one without: empty) */
             unsigned char order[256];
             int no = 0;
-            for (int c = 0; c < 256; c++)
-                if (opened[c] == stamp) {
-                    count[c] = 0;
-                    gs[c] = ge[c] = ex_start; /* (a namespace without features: empty) */
-                }
-            for (Py_ssize_t k = ex_start; k < nnz; k++) {
-                unsigned char c = nsb[k];
-                if (count[c]++ == 0)
+            for (int j = 0; j < n_line_ns; j++)
+                gs[line_ns[j]] = ge[line_ns[j]] = -1;
+            for (int g = 0; g < n_seg; g++) {
+                unsigned char c = seg_c[g];
+                if (seg_s[g + 1] > seg_s[g] && gs[c] < 0) {
+                    gs[c] = 0;
                     order[no++] = c;
+                }
             }
-            Py_ssize_t off = ex_start;
-            for (int o = 0; o < no; o++) {
-                unsigned char c = order[o];
-                gs[c] = ge[c] = off;
-                off += count[c];
-            }
-            for (Py_ssize_t k = ex_start; k < nnz; k++) {
-                unsigned char c = nsb[k];
-                tmp_i[ge[c] - ex_start] = indices[k];
-                tmp_v[ge[c] - ex_start] = values[k];
-                ge[c]++;
+            for (int j = 0; j < n_line_ns; j++)
+                if (gs[line_ns[j]] < 0)
+                    gs[line_ns[j]] = ge[line_ns[j]] = ex_start;
+            Py_ssize_t off = 0;
+            for (int j = 0; j < no; j++) {
+                unsigned char c = order[j];
+                gs[c] = ex_start + off;
+                for (int g = first_seg[c]; g >= 0; g = seg_next[g]) {
+                    for (Py_ssize_t a = seg_s[g]; a < seg_s[g + 1]; a++, off++) {
+                        tmp_i[off] = indices[a]; /* (a few features a segment) */
+                        tmp_v[off] = values[a];
+                    }
+                }
+                ge[c] = ex_start + off;
             }
             memcpy(indices + ex_start, tmp_i, (size_t)cnt * 4);
             memcpy(values + ex_start, tmp_v, (size_t)cnt * 4);
+        } else {
+            /* each character's segments are adjacent (|a x |a y): one run */
+            for (int j = 0; j < n_line_ns; j++) {
+                unsigned char c = line_ns[j];
+                gs[c] = seg_s[first_seg[c]];
+                ge[c] = seg_s[last_seg[c] + 1];
+            }
         }
         if (constant) {
             if (nnz >= fcap) { status = 2; goto done; }
@@ -475,7 +611,6 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         p = q + 1;
     }
 done:
-    free(nsb);
     free(tmp_i);
     free(tmp_v);
     Py_END_ALLOW_THREADS
@@ -496,7 +631,124 @@ done:
     return Py_BuildValue("innn", status, nex, nnz, ntag);
 }
 
+/* the decimal digits of u at out; their count */
+static inline int put_u64(char *out, uint64_t u) {
+    char t[24];
+    int n = 0;
+    do {
+        t[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    for (int i = 0; i < n; i++)
+        out[i] = t[n - 1 - i];
+    return n;
+}
+
+/* x as str(int(x)) (a whole number below 1e15) or as "%.6f", at out; the bytes written.
+ * A float32's value times 10^6 is exact in a double (at most 24 + 14 significant bits),
+ * so below 2^53 / 10^6 its "%.6f" is that product rounded half to even, as printf rounds
+ * the exact decimal value; anything else goes to snprintf. */
+static inline int put_prediction(char *out, size_t room, double x) {
+    if (x == 0.0) {
+        out[0] = '0'; /* (-0.0 too: str(int(-0.0))) */
+        return 1;
+    }
+    double a = fabs(x);
+    int k = 0;
+    if (x == floor(x) && a < 1e15) {
+        if (x < 0)
+            out[k++] = '-';
+        return k + put_u64(out + k, (uint64_t)a);
+    }
+    if (a < 9e9 && (double)(float)x == x && a >= 1e-30) {
+        double r = nearbyint(a * 1e6); /* (exact product; ties to even) */
+        uint64_t u = (uint64_t)r, ip = u / 1000000, fp = u % 1000000;
+        if (x < 0)
+            out[k++] = '-';
+        k += put_u64(out + k, ip);
+        out[k++] = '.';
+        for (int i = 5; i >= 0; i--) {
+            out[k + i] = (char)('0' + fp % 10);
+            fp /= 10;
+        }
+        return k + 6;
+    }
+    return snprintf(out, room, "%.6f", x);
+}
+
+/* VW's -p lines (terascale.linear._vw._vwtext.prediction_lines): each float64 value (a
+ * float32 widened) as Python's str(int(v)) where it is a whole number below 1e15 in
+ * magnitude, else as f"{v:.6f}" (both correctly rounded, as glibc's printf), then " tag"
+ * where the example has a tag, then a newline. tag_ptr (int64, n + 1 entries) and
+ * tag_blob (uint8) are a Block's, read from example `first` on; an empty tag_ptr: none.
+ * Non-finite values, and tags that do not cover the examples, are the caller's (returns
+ * None). */
+static PyObject *format_predictions(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bv, bp, bb;
+    Py_ssize_t first;
+    if (!PyArg_ParseTuple(args, "y*y*y*n", &bv, &bp, &bb, &first))
+        return NULL;
+    const double *v = bv.buf;
+    Py_ssize_t n = bv.len / 8;
+    const int64_t *tp = bp.buf;
+    const unsigned char *blob = bb.buf;
+    int tags = bp.len > 0;
+    PyObject *out = NULL;
+    Py_ssize_t cap = 0;
+    int ok = !tags || (first >= 0 && bp.len / 8 >= first + n + 1); /* else: the caller's */
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        if (!isfinite(v[i]))
+            ok = 0;
+    }
+    if (tags && ok) { /* the tags' bytes, checked against the blob once */
+        int64_t a = tp[first], b = tp[first + n];
+        if (a < 0 || b < a || b > bb.len)
+            ok = 0;
+        for (Py_ssize_t i = first; i < first + n && ok; i++)
+            if (tp[i + 1] < tp[i])
+                ok = 0;
+        cap = ok ? (Py_ssize_t)(b - a) + n : 0;
+    }
+    if (!ok) {
+        PyBuffer_Release(&bv);
+        PyBuffer_Release(&bp);
+        PyBuffer_Release(&bb);
+        Py_RETURN_NONE;
+    }
+    cap += n * 48 + 1; /* a float32's %.6f: at most 39 digits, sign, point, 6 decimals */
+    char *buf = malloc((size_t)cap);
+    if (!buf) {
+        PyBuffer_Release(&bv);
+        PyBuffer_Release(&bp);
+        PyBuffer_Release(&bb);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t k = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        k += put_prediction(buf + k, (size_t)(cap - k), v[i]);
+        if (tags && tp[first + i + 1] > tp[first + i]) {
+            Py_ssize_t len = (Py_ssize_t)(tp[first + i + 1] - tp[first + i]);
+            buf[k++] = ' ';
+            memcpy(buf + k, blob + tp[first + i], (size_t)len);
+            k += len;
+        }
+        buf[k++] = '\n';
+    }
+    Py_END_ALLOW_THREADS
+    out = PyBytes_FromStringAndSize(buf, k);
+    free(buf);
+    PyBuffer_Release(&bv);
+    PyBuffer_Release(&bp);
+    PyBuffer_Release(&bb);
+    return out;
+}
+
 static PyMethodDef METHODS[] = {
+    {"format_predictions", format_predictions, METH_VARARGS,
+     "format_predictions(values, tag_ptr, tag_blob, first) -> bytes (None: a value is not "
+     "finite)"},
     {"parse", parse, METH_VARARGS,
      "parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, "
      "tag_blob[, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)"},
@@ -518,7 +770,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && PyModule_AddIntConstant(mod, "ABI", 5) < 0) {
+    if (mod && PyModule_AddIntConstant(mod, "ABI", 6) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

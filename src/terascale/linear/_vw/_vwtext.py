@@ -64,6 +64,15 @@ def _num(v: float) -> str:
 def prediction_lines(values: np.ndarray, tags: Sequence[str] | None) -> str:
     """VW's -p lines for these predictions (``value tag`` where an example has a tag)."""
     vals = values.astype(np.float32).astype(np.float64)  # VW's predictions are float32
+    from .._online._progressive import BlockTags
+    from ._vwtext_fast import format_predictions
+
+    if isinstance(tags, BlockTags):  # (the block's tag bytes, read in C)
+        fast = format_predictions(vals, tags.block.tag_ptr, tags.block.tag_blob, tags.start)
+    else:
+        fast = format_predictions(vals) if tags is None else None
+    if fast is not None:
+        return fast
     if tags is None:
         return "".join(_num(v) + "\n" for v in vals.tolist())
     return "".join(f"{_num(v)} {t}\n" if t else _num(v) + "\n"
