@@ -15,11 +15,39 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
-from typing import IO
+from typing import IO, Any
 
 from ._errors import ConfigError, StorageError
 
-__all__ = ["fsync_dir", "make_public", "private_dir", "replace_durably", "storage_error"]
+__all__ = ["WRITE_PIECE", "PieceWriter", "fsync_dir", "make_public", "private_dir",
+           "replace_durably", "storage_error"]
+
+# The most bytes one write() hands the kernel for a large file. Linux 6.x (ext4 and the
+# other file systems with large folios) puts a large write in large page-cache folios, and
+# on a virtual machine whose host takes free 2 MiB blocks back (free page reporting) each
+# is fresh memory from the host, filled slowly: a 256 MB np.savez took 1.8-2.4 s in its
+# 16 MiB writes once the host had taken the memory back, and 0.3 s in writes of 256 KiB
+# (benchmarks/write_sizes.py measures the threshold: writes of 64-256 KiB were fast every
+# time, 1-16 MiB slow in most rounds). VW writes 64 KiB at a time.
+WRITE_PIECE = 256 << 10
+
+
+class PieceWriter:
+    """A binary file whose ``write`` hands the kernel at most ``piece`` bytes a call (the
+    rest of the file's methods are the file's own): for writers that take a file and write
+    it in large pieces (``np.save``, ``np.savez``)."""
+
+    def __init__(self, f: IO[bytes], piece: int = WRITE_PIECE) -> None:
+        self._f, self._piece = f, piece
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        for a in range(0, len(view), self._piece):
+            self._f.write(view[a:a + self._piece])
+        return len(view)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
 
 
 def make_public(fd: int) -> None:

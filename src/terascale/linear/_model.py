@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from .._errors import ConfigError, DataError
-from .._files import fsync_dir, make_public, storage_error
+from .._files import PieceWriter, fsync_dir, make_public, storage_error
 from ._io._blocks import Block, Blocks, DatasetBlocks, as_blocks
 from ._io._dataset import Dataset, ParseOptions
 from ._io._hashing import CONSTANT_HASH
@@ -291,7 +291,7 @@ class LinearModel:
                 if self.normalization is not None:
                     header["normalize"] = self.normalization[0]
                     extra.update(self.normalization[1])
-                np.savez(f, indices=self.indices, weights=self.weights,
+                np.savez(PieceWriter(f), indices=self.indices, weights=self.weights,
                          header=np.frombuffer(json.dumps(header).encode(), np.uint8), **extra)
                 f.flush()
                 os.fsync(f.fileno())  # the data is on disk before the name points at it

@@ -134,14 +134,21 @@ def _rest(d: str, path: str, wide: str, alone: Any) -> None:
         train(other, comm=alone, format=fmt, cache_dir="", holdout=0.0)
     _mixing.compile_kernels()
     write_click(os.path.join(d, "click.vw"), 10, seed=0)
-    # --oaa: its K learners in one pass, and example by example under --l1/--l2
-    from ..cli import main
+    # --oaa: its K learners in one pass, and example by example under --l1/--l2 (the
+    # command's own parser: `terascale vw` is in this area)
+    import argparse
 
+    from ._vw._vwcli import add_parser
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    add_parser(sub)
     oaa = os.path.join(d, "oaa.vw")
     with open(oaa, "w") as f:
         f.write("1 |a x\n2 |a y\n3 |b z x\n")
     for extra in ((), ("--l2", "1e-9")):
-        main(["vw", "--oaa", "3", "-d", oaa, "-b", "18", "--quiet", *extra])
+        args = sub.choices["vw"].parse_args(["--oaa", "3", "-d", oaa, "-b", "18", "--quiet",
+                                             *extra])
+        args.func(args)
 
 
 _command = False  # this process is the command's own: as_command() ran

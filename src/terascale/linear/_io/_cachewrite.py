@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..._background import background
+from ..._files import PieceWriter
 from ._blocks import FeatureSet
 from ._cachefmt import FIELDS, encode_block
 from ._dataset import Dataset, ParseOptions
@@ -46,9 +47,9 @@ class Encoded(NamedTuple):
 def fsync_write(path: str, data: bytes | None = None, arr: np.ndarray | None = None) -> None:
     with open(path, "wb") as f:
         if arr is not None:
-            np.save(f, arr)
+            np.save(PieceWriter(f), arr)
         elif data is not None:
-            f.write(data)
+            PieceWriter(f).write(data)
         f.flush()
         os.fsync(f.fileno())
 
@@ -67,6 +68,7 @@ class EntryWriter:
         self._error: BaseException | None = None
         self._stop = threading.Event()
         self._f = open(os.path.join(tmp, "data.bin"), "wb")  # noqa: SIM115 (closed in finish/abort)
+        self._out = PieceWriter(self._f)  # large records handed to the kernel in pieces
         self._thread = threading.Thread(target=self._run, name="terascale-cache-writer",
                                         daemon=True)
         self._thread.start()
@@ -111,7 +113,7 @@ class EntryWriter:
                 rec = self._q.get()
                 if rec is None or self._stop.is_set():
                     return
-                self._f.write(rec)
+                self._out.write(rec)
                 unsynced += len(rec)
                 if unsynced >= SYNC_BYTES:  # spread the final fsync's work over the pass
                     self._f.flush()

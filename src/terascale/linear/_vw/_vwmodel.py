@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import DataError
+from ..._files import WRITE_PIECE
 from .._losses import VW_DEFAULT_LOSS, loss_spec
 from .._online._state import (
     CONTRACTION,
@@ -185,13 +186,8 @@ def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int 
 # weights formatted a piece at a time into one buffer of this many features (256 KiB in
 # a save_resume model's 16-byte records), which is written before the next is formatted
 _CHUNK = 1 << 14
-# the most bytes one write() hands the kernel: Linux 6.x (ext4 and others with large
-# folios) puts a large write in large page-cache folios, and on a virtual machine whose
-# host takes free 2 MiB blocks back (free page reporting) each is fresh memory to the
-# host: the 253 MB model written 16 MiB at a time took 2.5-3.3 s there, 0.1-0.2 s in
-# pieces of 256 KiB; 64 MiB files took 0.02 s in writes of 64-256 KiB every time, and
-# 0.25-0.9 s in most rounds of 1-16 MiB (benchmarks/write_sizes.py). VW writes 64 KiB
-_WRITE = 256 << 10
+# the most bytes one write() hands the kernel (see terascale._files.WRITE_PIECE)
+_WRITE = WRITE_PIECE
 
 
 def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int = 0,
