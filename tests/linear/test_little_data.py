@@ -137,7 +137,7 @@ VW_FULL = [
     (["--loss_function", "logistic"], "1"),
     (["--passes", "3", "-c", "-k", "--holdout_period", "2"], None),
     (["--bfgs", "--passes", "3", "-c", "-k", "-q", "ab"], "2"),
-    (["--oaa", "3"], None),
+    (["--oaa", "3"], "1"),
     (["--oaa", "3", "--passes", "2", "-c", "-k"], None),
 ]
 
