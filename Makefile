@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch first, pinned to the CPU build on local disk, so that `torch>=2.3` is already met.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: demo test test-matrix test-engines test-vw test-torch install install-test system-deps peers lint bench clean docs docs-check docs-snippets
+.PHONY: demo test test-matrix test-little-data test-engines test-vw test-torch install install-test system-deps peers lint bench clean docs docs-check docs-snippets
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -95,6 +95,11 @@ docs-snippets: install-test
 test-matrix: install-test
 	TERASCALE_MATRIX_FULL=1 $(BIN)/python -m pytest -q tests/collectives/test_matrix.py \
 	  tests/collectives/test_register_algorithm.py
+
+# Workers with little or no data of their own, in full: every flag combination of
+# `terascale vw` on one and two lines for three workers (CI runs a quick subset).
+test-little-data: install-test
+	TERASCALE_LITTLE_DATA_FULL=1 $(BIN)/python -m pytest -q tests/linear/test_little_data.py
 
 lint: install-test
 	$(BIN)/ruff check src tests examples

@@ -153,3 +153,15 @@ def test_train_linear_bad_input_is_named():
         terascale.dask.train_linear(ddf[ddf.a > 100], format="csv", label="y")
     with pytest.raises(terascale.ConfigError, match="dask DataFrame, not DataFrame"):
         terascale.dask.train_linear(table, format="csv", label="y")
+
+
+def test_train_linear_with_a_rank_that_has_no_partition():
+    """One row in one partition for two ranks: the rank without a partition takes part in
+    every collective, and the model is one worker's on that row."""
+    from terascale.linear import parse_lines, train
+
+    line = "1 |a x y"
+    ddf = dd.from_pandas(pd.DataFrame({"value": [line]}), npartitions=1, sort=False)
+    model = terascale.dask.train_linear(ddf, num_workers=2, bits=12)
+    assert model.info["dask"]["rows"] == [1, 0]
+    assert np.array_equal(model.dense(), train(parse_lines([line], bits=12)).dense())

@@ -145,6 +145,20 @@ def test_train_linear_reports_metrics_while_the_job_runs():
     assert got[0][1]["time"] <= got[0][0]
 
 
+def test_train_linear_with_an_actor_whose_split_is_empty():
+    """One row for two actors: the actor whose split holds nothing takes part in every
+    collective, and the model is one worker's on that row."""
+    import numpy as np
+
+    from terascale.linear import parse_lines, train
+
+    line = "1 |a x y"
+    model = terascale.ray.train_linear(ray.data.from_items([{"text": line}]), num_workers=2,
+                                       bits=12)
+    assert sorted(model.info["ray"]["rows"]) == [0, 1]
+    assert np.array_equal(model.dense(), train(parse_lines([line], bits=12)).dense())
+
+
 def test_train_linear_whose_blocks_never_come_fails_within_the_deadline():
     """Three actors of half a CPU on this two-CPU cluster leave no whole CPU to the Ray Data
     tasks that make their blocks: each actor waits for its first batch. That wait has the

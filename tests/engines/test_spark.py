@@ -125,6 +125,19 @@ def test_train_linear_on_partitions_equals_local_workers(spark, tmp_path):
     assert np.array_equal(from_files.dense(), local[0])
 
 
+def test_train_linear_with_a_task_whose_file_is_empty(spark, tmp_path):
+    """Two files for two tasks, one of them empty: that task takes part in every collective,
+    and the model is one worker's on the other file's line."""
+    from terascale.linear import parse_lines, train
+
+    files = [tmp_path / "one.vw", tmp_path / "none.vw"]
+    files[0].write_text("1 |a x y\n")
+    files[1].write_text("")
+    model = terascale.spark.train_linear([str(f) for f in files], spark=spark, cache_dir="",
+                                         bits=12)
+    assert np.array_equal(model.dense(), train(parse_lines(["1 |a x y"], bits=12)).dense())
+
+
 def test_train_linear_on_a_tabular_dataframe(spark):
     rng = np.random.default_rng(5)
     x = rng.standard_normal((300, 3))

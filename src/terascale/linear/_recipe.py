@@ -196,7 +196,9 @@ def _space(run: Run) -> Space:
     if first is not None:  # the first pass has run, in its own columns
         hand_back_freed_memory()  # the parser's blocks, before the rows move out
         first.text.release()  # its 2**bits table: Columns makes its own
-        averaged = _average_rows(run)  # (the first pass's bitmap is the union's now)
+    # (a collective on every rank, one that read its shard from a cache too)
+    averaged = _average_rows(run)  # (the first pass's bitmap is the union's now)
+    if first is not None:
         first.weights.shrink()  # dense rows: hand back what the feature list will need
         union = first.text.features()
         if not averaged:
@@ -239,12 +241,15 @@ def _average_rows(run: Run) -> bool:
     lists, no union beside the rows, no learner moved into the union before averaging
     (``docs/design/linear-memory.md``)."""
     opts, comm, first = run.opts, run.comm, run.first
-    if (first is None or comm.size == 1 or first.mixes is not None
-            or opts.chained(comm.size)):
+    # only what every rank knows alike decides before the collective: a worker that read
+    # its shard from a cache ran no first pass, yet the others' allreduce waits for it
+    if comm.size == 1 or opts.chained(comm.size) or opts.mix_every(comm.size):
         return False
+    rows = first is not None and first.weights.rows is not None
+    if not comm.allreduce(np.array([rows]), op="min")[0]:  # (bool: and)
+        return False
+    assert first is not None
     ws = first.weights
-    if not comm.allreduce(np.array([ws.rows is not None]), op="min")[0]:  # (bool: and)
-        return False
     seen = first.text.columns.seen
     assert seen is not None
     if ws.state[CONTRACTION] != 1.0 or ws.state[GRAVITY] != 0.0:  # (as _online_passes)

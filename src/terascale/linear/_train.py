@@ -178,6 +178,10 @@ def _prepare_and_train(data: Dataset | Blocks | Sequence[str] | str,
         if comm is None:
             comm, own = init(), True
     try:
+        if mixing and comm.size > 1:
+            # the first pass mixes (a collective): where any worker parses text, every
+            # worker runs it, one whose shard is a cache over its cache
+            text = bool(comm.allreduce(np.array([text]), op="max")[0])  # (bool: or)
         if text and first is None:
             first = _text_pass(blocks, opts, comm.rank, predictions, comm)
         elif cacheable and comm.size > 1 and _wide_union(blocks, comm, first is None):
