@@ -146,3 +146,36 @@ def test_a_model_drops_features_with_neither_weight_nor_state_and_copies_nothing
     full = tl.LinearModel(indices=idx, weights=w, parse=parse, loss="logistic",
                           adaptive=(g2, g2, state))
     assert full.weights is w and full.indices is idx and full.adaptive[0] is g2
+
+
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_keep_learned_moves_in_place_what_the_model_would_copy_out(adaptive):
+    from terascale.linear._model import keep_learned
+
+    rng = np.random.default_rng(7)
+    n = 5000
+    idx = np.sort(rng.choice(1 << 24, n, replace=False)).astype(np.uint32)
+    w = rng.standard_normal(n).astype(np.float32)
+    w[rng.random(n) < 0.4] = 0.0
+    w[3] = np.nan  # (kept: not equal to 0)
+    g2 = np.abs(rng.standard_normal(n)).astype(np.float32)
+    g2[rng.random(n) < 0.5] = 0.0
+    nrm = rng.random(n).astype(np.float32)
+    parse = tl.parse_lines(["1 |a x"], bits=24).parse
+    ref = tl.LinearModel(indices=idx, weights=w, parse=parse, loss="squared",
+                         adaptive=(g2, nrm, np.zeros(3)) if adaptive else None)
+    bufs = [a.copy() for a in (idx, w, g2, nrm)]
+    e = np.zeros(0, np.float32)
+    k = keep_learned(bufs[0], bufs[1], *(bufs[2:] if adaptive else (e, e)))
+    assert 0 < k < n and k == len(ref.indices)
+    model = tl.LinearModel(indices=bufs[0][:k], weights=bufs[1][:k], parse=parse,
+                           loss="squared",
+                           adaptive=(bufs[2][:k], bufs[3][:k], np.zeros(3)) if adaptive
+                           else None)
+    # bit for bit the mask's result, and the model holds the moved arrays themselves
+    assert model.indices.tobytes() == ref.indices.tobytes()
+    assert model.weights.tobytes() == ref.weights.tobytes()
+    assert np.shares_memory(model.weights, bufs[1])
+    if adaptive:
+        assert model.adaptive[0].tobytes() == ref.adaptive[0].tobytes()
+        assert model.adaptive[1].tobytes() == ref.adaptive[1].tobytes()

@@ -320,3 +320,38 @@ def test_shrinking_dense_rows_lists_the_features_and_keeps_their_rows():
     assert n == len(want) and feat.dtype == np.uint32 and np.array_equal(feat, want)
     assert rows.rows[:n].tobytes() == before.tobytes()
     assert not rows.rows[-(-n * 12 // 4096) * 4096 // 12 + 1:].any()  # handed back
+
+
+def test_compact_columns_in_interleaved_rows_learn_what_three_arrays_learn(tmp_path,
+                                                                          monkeypatch):
+    # one learner's compact columns are (n, 3) float32 rows, grown by doubling; the
+    # three float64 arrays of a mixing learner hold the same values (each rounded to
+    # float by the update): the same model bit for bit, predictions included
+    from terascale.linear._online._firstpass import GrowingWeights
+
+    path = synthetic.write_click(str(tmp_path / "c.vw"), 3000, seed=5)
+    kw = dict(bits=18, holdout=0.0, cache=False)
+    seen = []
+
+    class Spy(GrowingWeights):
+        def __init__(self, columns, state, *, compact=False, force=None):
+            super().__init__(columns, state, compact=compact if force is None else force)
+            seen.append((self._grid is not None, self.w.strides[0]))
+
+        def fit(self, block=None):
+            super().fit(block)
+            seen.append((self._grid is not None, self.w.strides[0]))
+
+    monkeypatch.setattr(_train, "GrowingWeights", Spy)
+    rows = train(path, **kw)
+    assert seen and all(s == (True, 12) for s in seen)
+    assert len(rows.indices) > 1 << 12  # (the rows grew)
+    seen.clear()
+    monkeypatch.setattr(_train, "GrowingWeights",
+                        lambda c, s, compact=False: Spy(c, s, force=False))
+    three = train(path, **kw)
+    assert seen and all(s == (False, 8) for s in seen)
+    assert rows.indices.tobytes() == three.indices.tobytes()
+    assert rows.weights.tobytes() == three.weights.tobytes()
+    for a, b in zip(rows.adaptive[:2], three.adaptive[:2]):
+        assert a.tobytes() == b.tobytes()

@@ -31,7 +31,7 @@ from ._names import opt
 from ._online._state import STATE_SIZE
 from ._online._update import sync_weights
 
-__all__ = ["LinearModel", "predict_scores"]
+__all__ = ["LinearModel", "keep_learned", "predict_scores"]
 
 MAGIC = "terascale-linear"
 VERSION = 1
@@ -75,6 +75,39 @@ def _every_kept(weights: np.ndarray, adaptive: np.ndarray) -> bool:
         if weights[k] == 0 and not (check and adaptive[k] != 0):
             return False
     return True
+
+
+@numba.njit(cache=True, nogil=True)
+def keep_learned(indices: np.ndarray, weights: np.ndarray, g2: np.ndarray,
+                 nrm: np.ndarray) -> int:
+    """Move the features :class:`LinearModel` keeps (a non-zero weight, or with ``g2`` not
+    empty a non-zero adaptive sum) to the front of the four arrays, in order, in place;
+    returns their number. A trainer hands over arrays it owns and the model takes their
+    first entries as they are: no fresh arrays at the end of a run, whose first touch
+    (2 MiB pages zeroed, on a virtual machine pages its host may have to back again) cost
+    more than the move (``docs/design/linear-memory.md``, "Fresh pages").
+
+    Parameters
+    ----------
+    indices, weights
+        The features' hashed indices and weights (the same length), rewritten in place.
+    g2, nrm
+        Their adaptive sums and normalizers, rewritten in place; both empty: the weights
+        alone decide.
+    """
+    check = len(g2) > 0
+    n = 0
+    for k in range(len(weights)):
+        if weights[k] == 0 and not (check and g2[k] != 0):
+            continue
+        if n != k:
+            indices[n] = indices[k]
+            weights[n] = weights[k]
+            if check:
+                g2[n] = g2[k]
+                nrm[n] = nrm[k]
+        n += 1
+    return n
 
 
 class LinearModel:

@@ -30,7 +30,7 @@ from ._io._blocks import Blocks
 from ._io._spill import Spill
 from ._layout import HOT_PREFIX, column_order, first_block_features
 from ._losses import LOSSES
-from ._model import LinearModel
+from ._model import LinearModel, keep_learned
 from ._names import opt
 from ._online._firstpass import (
     GrowingWeights,
@@ -472,6 +472,14 @@ def _model(run: Run, space: Space, ws: Weights, normalization: Any) -> LinearMod
     nrm = nrm.astype(np.float32, copy=False)
     idx, w, adaptive = merged(run.initial, union, w,
                               None if opts.batch else (g2, nrm, ws.state))
+    # the features the model keeps moved to the front in place (these arrays are this
+    # run's own: nothing reads them after the model), not copied into fresh ones
+    if adaptive is None:
+        n = keep_learned(idx, w, w[:0], w[:0])
+    else:
+        n = keep_learned(idx, w, adaptive[0], adaptive[1])
+        adaptive = (adaptive[0][:n], adaptive[1][:n], adaptive[2])
+    idx, w = idx[:n], w[:n]
     model = LinearModel(indices=idx, weights=w, parse=opts.parse_options(), loss=opts.loss,
                         info=run.info, adaptive=adaptive)
     model.normalization = normalization
