@@ -19,6 +19,7 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 from ..._files import storage_error
+from .._batch._linalg import dot
 from .._losses import VW_DEFAULT_LOSS, loss_code, loss_spec
 from .._online._state import MAX_LABEL, MIN_LABEL
 
@@ -415,7 +416,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                 table.block(blk, s, lv, np.where(ok, w, 0.0))
             has = ~np.isnan(y)
             total += [float(lv.sum()), float(w[ok].sum()), len(s), float(w.sum()),
-                      float(np.dot(y[has], w[has])), int(blk.indptr[-1] - blk.indptr[0])]
+                      dot(y[has].astype(np.float64), w[has].astype(np.float64)), int(blk.indptr[-1] - blk.indptr[0])]
             if len(labels) < LABELS:
                 labels = distinct_labels(labels, y[has])
     if getattr(args, "vw_mode", False):

@@ -14,6 +14,7 @@ from typing import TextIO
 
 import numpy as np
 
+from .._batch._linalg import dot
 from .._combine._mixing import Mixer
 from .._io._blocks import Block
 from .._io._spill import Spill
@@ -93,8 +94,8 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         acc[COUNTED + 1] += int(kept.sum())
         acc[COUNTED + 2] += int(np.diff(blk.indptr)[kept].sum())
         taught = ~unlabelled & ~np.asarray(hold, bool)
-        acc[COUNTED + 3] += float(np.dot(blk.labels[taught].astype(np.float64),
-                                         blk.weights[taught].astype(np.float64)))
+        acc[COUNTED + 3] += dot(blk.labels[taught].astype(np.float64),
+                                  blk.weights[taught].astype(np.float64))
         if len(labels_seen) < LABELS:
             labels_seen = distinct_labels(labels_seen, blk.labels[~unlabelled])
         if lines:  # the weight and count seen at each example, to cut at the lines

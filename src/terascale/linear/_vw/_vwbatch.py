@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import ConfigError
+from .._batch._linalg import dot
 from .._online._state import MAX_LABEL, MIN_LABEL, new_state
 
 __all__ = ["train_vw_batch"]
@@ -308,8 +309,8 @@ def _closing(state: _Batch, data: _Data, holdout_off: bool, loss: str,
         avg = "undefined (no holdout)"
     else:
         avg = f"{state.best_holdout:.6f} h"
-    label_sum = float(np.dot(data.labels[labelled].astype(np.float64),
-                             data.weights[labelled].astype(np.float64))) * passes
+    label_sum = dot(data.labels[labelled].astype(np.float64),
+                    data.weights[labelled].astype(np.float64)) * passes
     lines += [f"weighted example sum = {weight:.6f}",
               f"weighted label sum = {label_sum:.6f}",
               f"average loss = {avg}"]

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import ConfigError
+from .._batch._linalg import dot
 from .._online._state import MAX_LABEL, MIN_LABEL, new_state
 
 __all__ = ["train_vw_sgd"]
@@ -230,8 +231,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             tot += [float(data.features.sum()),
                     float(data.weights[~data.labelled].astype(np.float64).sum()),
                     float(kept.sum()), float(data.features[kept].sum()),
-                    float(np.dot(data.labels[taught].astype(np.float64),
-                                 data.weights[taught].astype(np.float64)))]
+                    dot(data.labels[taught].astype(np.float64),
+                        data.weights[taught].astype(np.float64))]
             totals.append(tot)
             if not holdout_off:
                 this = tot[2] / tot[3] if tot[3] > 0 else np.inf
