@@ -5,36 +5,33 @@ model."""
 
 from __future__ import annotations
 
-import json
 import sys
+from typing import Any
 
 __all__ = ["main"]
 
 
 def main(argv: list[str]) -> int:
     """Run one worker; a user error is one line on stderr, exit 2 (as ``_worker``)."""
-    from ..._errors import TerascaleError
+    from ._worker import run_worker
+
+    return run_worker(_run, argv)
+
+
+def _run(job: dict[str, Any]) -> None:
     from ..._init import init
-    from .._names import cli_names
     from ._oaa import run_oaa, split_oaa
 
-    job = json.loads(argv[0])
-    try:
-        with cli_names():
-            start = None
-            if job.get("initial"):
-                from .._vw._vwmodel import read_vw_model
+    start = None
+    if job.get("initial"):
+        from .._vw._vwmodel import read_vw_model
 
-                start = split_oaa(read_vw_model(job["initial"], oaa=True), int(job["k"]))
-            comm = init()
-            try:
-                run_oaa(job, start, None, comm)
-            finally:
-                comm.close()
-    except TerascaleError as e:
-        print(f"terascale linear: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+        start = split_oaa(read_vw_model(job["initial"], oaa=True), int(job["k"]))
+    comm = init()
+    try:
+        run_oaa(job, start, None, comm)
+    finally:
+        comm.close()
 
 
 if __name__ == "__main__":

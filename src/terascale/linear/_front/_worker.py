@@ -88,14 +88,20 @@ def run_train(job: dict[str, Any],
 
 
 def main(argv: list[str]) -> int:
-    """Run one worker; a user error (bad data, options) is one line on stderr, exit 2,
-    as with ``-n 1``, instead of a traceback from every worker."""
+    """Run one worker (:func:`run_worker` of :func:`run_train`)."""
+    return run_worker(run_train, argv)
+
+
+def run_worker(run: Callable[[dict[str, Any]], object], argv: list[str]) -> int:
+    """``run`` on the job given as one JSON argument; a user error (bad data, options) is
+    one line on stderr, exit 2, as with ``-n 1``, instead of a traceback from every
+    worker."""
     from ..._errors import TerascaleError
     from .._names import cli_names
 
     try:
         with cli_names():  # errors name the flags the user typed
-            run_train(json.loads(argv[0]))
+            run(json.loads(argv[0]))
     except TerascaleError as e:
         print(f"terascale linear: error: {e}", file=sys.stderr)
         return 2

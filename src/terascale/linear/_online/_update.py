@@ -234,6 +234,22 @@ def _learn(cols: np.ndarray, values: np.ndarray, a: int, b: int, w: np.ndarray,
     return lazy[CONTRACTION] < 1e-9 or lazy[GRAVITY] > 1e3
 
 
+@numba.njit(cache=True, inline="always")
+def _settings(kind: int, eta: float, power_t: float, l1: float, l2: float):  # type: ignore[no-untyped-def]
+    """A kernel's settings from its arguments: the loss's row of ``_losses.LOSS_TABLE``
+    (without the flags), labels read as classes by their sign (unless VW's reading of
+    labels is asked: ``RAW_LABELS``), predictions clipped to [-50, 50] or to the labels'
+    range (learnt unless ``FIXED_RANGE``), and the rates in float32 as VW keeps them."""
+    raw_labels = (kind & RAW_LABELS) != 0
+    fixed_range = (kind & FIXED_RANGE) != 0
+    kind &= ~(RAW_LABELS | FIXED_RANGE)
+    clip = clip_mode(kind)
+    l1, l2 = _f(l1), _f(l2)
+    return (kind, by_sign(kind) and not raw_labels, clip, clip != 0 and not fixed_range,
+            l1, l2, _f(eta), l1 > 0.0 or l2 > 0.0, power_t == 0.5, _f(-power_t),
+            _f(_f(power_t) - 1.0))
+
+
 # nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch);
 # error_model numpy: 1/0 is inf, as in C
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -247,21 +263,8 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     prediction (for progress lines). With ``pred`` (length end - start) it also writes
     each example's prediction before learning from it (VW's progressive ``-p``), for
     unlabelled and zero-weight examples too."""
-    raw_labels = (kind & RAW_LABELS) != 0  # VW's reading of labels (_losses.RAW_LABELS)
-    fixed_range = (kind & FIXED_RANGE) != 0  # the label range stays as it is
-    kind &= ~(RAW_LABELS | FIXED_RANGE)
-    # the loss's row (_losses.LOSS_TABLE): labels read as classes by their sign (unless
-    # VW's reading is asked), predictions clipped to [-50, 50] or to the labels' range
-    sign = by_sign(kind) and not raw_labels
-    clip = clip_mode(kind)
-    track = clip != 0 and not fixed_range  # learn the labels' range
-    l1 = _f(l1)
-    l2 = _f(l2)
-    eta = _f(eta)
-    reg = l1 > 0.0 or l2 > 0.0
-    sqrt_rate = power_t == 0.5
-    minus_power_t = _f(-power_t)
-    neg_norm_power = _f(_f(power_t) - 1.0)
+    (kind, sign, clip, track, l1, l2, eta, reg, sqrt_rate, minus_power_t,
+     neg_norm_power) = _settings(kind, eta, power_t, l1, l2)
     rows = w.strides[0] != w.itemsize  # views of one (n, 3) array: the dense layout
     for i in range(start, min(start + _AHEAD, end)):
         _ask(indptr, cols, i, end, w, g2, nrm, rows)
@@ -327,19 +330,8 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
     normalizers; ``states``: ``(K, STATE_SIZE)``, each learner's normalized sums and label
     range, and the lazy L1/L2 (``CONTRACTION``, ``GRAVITY``) that VW's K learners share:
     learner 0's row is read and written, and copied to the others after each example."""
-    raw_labels = (kind & RAW_LABELS) != 0
-    fixed_range = (kind & FIXED_RANGE) != 0
-    kind &= ~(RAW_LABELS | FIXED_RANGE)
-    sign = by_sign(kind) and not raw_labels
-    clip = clip_mode(kind)
-    track = clip != 0 and not fixed_range
-    l1 = _f(l1)
-    l2 = _f(l2)
-    eta = _f(eta)
-    reg = l1 > 0.0 or l2 > 0.0
-    sqrt_rate = power_t == 0.5
-    minus_power_t = _f(-power_t)
-    neg_norm_power = _f(_f(power_t) - 1.0)
+    (kind, sign, clip, track, l1, l2, eta, reg, sqrt_rate, minus_power_t,
+     neg_norm_power) = _settings(kind, eta, power_t, l1, l2)
     k_classes = arrays.shape[0]
     lazy = states[0]
     for i in range(len(targets)):

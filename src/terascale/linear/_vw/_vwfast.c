@@ -42,6 +42,17 @@ static unsigned char SEP[256];
 
 static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
 
+/* murmur3's finalization of the hash h of n bytes */
+static inline uint32_t fmix32(uint32_t h, size_t n) {
+    h ^= (uint32_t)n;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
 static uint32_t murmur3(const unsigned char *p, size_t n, uint32_t seed) {
     const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
     uint32_t h = seed;
@@ -68,13 +79,7 @@ static uint32_t murmur3(const unsigned char *p, size_t n, uint32_t seed) {
         k *= c2;
         h ^= k;
     }
-    h ^= (uint32_t)n;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
+    return fmix32(h, n);
 }
 
 /* murmur3 of the n (1..7) low bytes of x: the same bits, read from the word */
@@ -97,13 +102,7 @@ static inline uint32_t murmur3_word(uint64_t x, int n, uint32_t seed) {
         k *= c2;
         h ^= k;
     }
-    h ^= (uint32_t)n;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
+    return fmix32(h, n);
 }
 
 /* VW's hashstring: an all-digit string hashes to its value plus the seed */
