@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import DataError
-from ..._files import WRITE_PIECE
+from ..._files import WRITE_PIECE, PieceWriter
 from .._losses import VW_DEFAULT_LOSS, loss_spec
 from .._online._state import (
     CONTRACTION,
@@ -297,36 +297,18 @@ def _write_atomic(path: str, data: bytes | Iterable[Any]) -> None:
     ``open()`` would give it; ``data`` is the file's bytes, or its pieces in order (bytes
     or buffers, each written before the next is asked for), handed to the kernel at most
     ``_WRITE`` bytes a call."""
-    import tempfile
+    from ..._files import make_public, replace_durably
 
-    from ..._files import fsync_dir, make_public, storage_error
-
-    d = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".terascale-", dir=d)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                make_public(f.fileno())
-                _write_pieces(f, data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            fsync_dir(d)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    except OSError as e:
-        raise storage_error("cannot write the model", path, e) from None
+    replace_durably(path, lambda f: (make_public(f.fileno()), _write_pieces(f, data)),
+                    prefix=".terascale-", what="model: ")
 
 
 def _write_pieces(f: Any, data: bytes | Iterable[Any]) -> None:
     """``data`` (bytes, or pieces of bytes or buffers) written to the file ``f`` at most
     ``_WRITE`` bytes a ``write``."""
+    out = PieceWriter(f, _WRITE)
     for piece in [data] if isinstance(data, bytes) else data:
-        view = memoryview(piece).cast("B")
-        for a in range(0, len(view), _WRITE):
-            f.write(view[a:a + _WRITE])
+        out.write(piece)
 
 
 class _Reader:
