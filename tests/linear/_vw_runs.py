@@ -10,6 +10,21 @@ import sys
 import numpy as np
 
 
+def hex_id_lines(n: int, seed: int, *, ids: int, common: int, of: int,
+                 above: int) -> list[str]:
+    """Rows of ``ids`` hexadecimal ids of 2**40 (nearly every feature new), the first
+    ``common`` of them drawn from ``of`` common ones instead; the label is 1 where those
+    common ids' residues mod 3 sum to more than ``above``, else -1."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        row = rng.integers(0, 1 << 40, size=ids)
+        row[:common] = rng.integers(0, of, size=common)
+        y = 1 if (row[:common] % 3).sum() > above else -1
+        out.append(f"{y} |a " + " ".join(f"{v:x}" for v in row))
+    return out
+
+
 def run_vw(args: list[str], cwd) -> str:
     """``python -m vowpalwabbit ARGS`` in ``cwd``; its stderr (the progress and closing block)."""
     r = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args], cwd=cwd,

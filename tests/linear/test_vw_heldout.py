@@ -7,21 +7,14 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from _vw_runs import numbers, run_ts, run_vw
+from _vw_runs import hex_id_lines, numbers, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
 
 def _hex_lines(n: int, seed: int) -> list[str]:
     """Rows of 40 hexadecimal ids, most of them seen once (many distinct features)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        ids = rng.integers(0, 1 << 40, size=40)
-        ids[:4] = rng.integers(0, 50, size=4)
-        y = 1 if (ids[:4] % 3).sum() > 4 else -1
-        out.append(f"{y} |a " + " ".join(f"{v:x}" for v in ids))
-    return out
+    return hex_id_lines(n, seed, ids=40, common=4, of=50, above=4)
 
 
 @pytest.mark.parametrize("resume", [True, False])

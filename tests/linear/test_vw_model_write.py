@@ -9,7 +9,7 @@ import hashlib
 
 import numpy as np
 import pytest
-from _vw_runs import run_ts, run_vw
+from _vw_runs import hex_id_lines, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -24,14 +24,7 @@ PINNED = {
 def distinct_lines(n: int = 600, seed: int = 11) -> list[str]:
     """Rows of 30 hexadecimal ids of 2**40 (nearly every feature new) and 3 of 40 common
     ones, the label from the common ones: the first pass moves to dense rows early."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        ids = rng.integers(0, 1 << 40, size=33)
-        ids[:3] = rng.integers(0, 40, size=3)
-        y = 1 if (ids[:3] % 3).sum() > 2 else -1
-        out.append(f"{y} |a " + " ".join(f"{v:x}" for v in ids))
-    return out
+    return hex_id_lines(n, seed, ids=33, common=3, of=40, above=2)
 
 
 FLAGS = {"resume": ["-b", "16", "--loss_function", "logistic"],
