@@ -16,19 +16,11 @@ pytest.importorskip("cryptography")
 from terascale import AuthError  # noqa: E402
 from terascale.transport import _secure  # noqa: E402
 from terascale.transport._secure import SecureLink  # noqa: E402
+from terascale.transport._tcp_stream import drop_sent  # noqa: E402
 
 SECRET = b"job-secret"
 compiled = _secure._records(b"\0" * 32, b"\0" * 32, False) is not None
 needs_c = pytest.mark.skipif(not compiled, reason="transport._seclink is not built here")
-
-
-def _advance(views: list, k: int) -> None:
-    """Drop the first ``k`` bytes sent from the front of a list of memoryviews."""
-    while k:
-        step = min(k, len(views[0]))
-        views[0], k = views[0][step:], k - step
-        if not len(views[0]):
-            views.pop(0)
 
 
 def test_the_record_layer_is_built_in_ci() -> None:
@@ -92,7 +84,7 @@ def test_compiled_and_python_ends_understand_each_other(mode: str,
             k = tx.sendmsg(views)
             tx.flush()
             sent += k
-            _advance(views, k)
+            drop_sent(views, k)
         assert tx.flush()
         got_h, got_p = bytearray(128), bytearray(size)
         _receive(rx, got_h, got_p)
@@ -237,7 +229,7 @@ def test_links_with_and_without_the_compiled_ghash_understand_each_other() -> No
                 if sent < len(head) + len(payload):
                     k = tx.sendmsg(views)
                     sent += k
-                    _advance(views, k)
+                    drop_sent(views, k)
                 tx.flush()
                 try:
                     n = rx.recvmsg_into(rviews)[0]

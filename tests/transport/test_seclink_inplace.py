@@ -17,6 +17,7 @@ pytest.importorskip("cryptography")
 
 from terascale import AuthError  # noqa: E402
 from terascale.transport._secure import AEGIS, GCM, RECORD, RECORD_MAC, SecureLink, ciphers  # noqa: E402
+from terascale.transport._tcp_stream import drop_sent  # noqa: E402
 
 SECRET = b"job-secret"
 MODES = ["integrity", "integrity-python", "aegis"]
@@ -49,15 +50,9 @@ def _wire(sender: SecureLink, wire: socket.socket, views: list[bytes]) -> bytes:
     pending = [memoryview(v) for v in views]
     while pending:
         try:
-            n = sender.sendmsg(pending)
+            drop_sent(pending, sender.sendmsg(pending))
         except BlockingIOError:
-            n = 0
-        while n:
-            if n >= len(pending[0]):
-                n -= len(pending.pop(0))
-            else:
-                pending[0] = pending[0][n:]
-                n = 0
+            pass
         try:
             while True:
                 out += wire.recv(1 << 20)

@@ -104,6 +104,7 @@ from typing import Any
 
 from .._cext import load as _load_compiled
 from .._errors import AuthError, ConfigError, LinkTampered
+from ._tcp_stream import drop_sent
 
 __all__ = ["CIPHERS", "MODES", "RECORD", "RECORD_MAC", "SecureLink", "agree_cipher",
            "chosen_cipher", "ciphers", "stronger"]
@@ -432,12 +433,7 @@ class SecureLink:
             if not n:
                 return total  # a record is pending: it stands for the bytes after ``total``
             total += n
-            while n:
-                if n >= len(views[0]):
-                    n -= len(views.pop(0))
-                else:
-                    views[0] = views[0][n:]
-                    n = 0
+            drop_sent(views, n)
         return total
 
     def _sent_frame(self, views: list[Any], r: tuple[int, int, int, int, int, int]) -> int:

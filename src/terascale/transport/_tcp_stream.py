@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ._frames import ABORT, HEADER, unpack_header
 
-__all__ = ["PendingRecv", "PendingSend", "peek_header", "recv_some", "send_some"]
+__all__ = ["PendingRecv", "PendingSend", "drop_sent", "peek_header", "recv_some", "send_some"]
 
 
 class PendingSend:
@@ -46,16 +46,20 @@ def send_some(sock: socket.socket, item: PendingSend) -> int:
 
     Returns the bytes sent; raises ``BlockingIOError`` when the link takes nothing and
     ``OSError`` when it failed."""
-    sent = n = sock.sendmsg(item.views)
-    views = item.views
+    sent = sock.sendmsg(item.views)
+    drop_sent(item.views, sent)
+    return sent
+
+
+def drop_sent(views: list[memoryview], n: int) -> None:
+    """Drop the first ``n`` bytes, the part a ``sendmsg`` took, from the front of
+    ``views`` in place (views sent whole are removed, a view sent in part is cut)."""
     while n and views:
         if n >= len(views[0]):
-            n -= len(views[0])
-            views.pop(0)
+            n -= len(views.pop(0))
         else:
             views[0] = views[0][n:]
             n = 0
-    return sent
 
 
 def recv_some(sock: socket.socket, item: PendingRecv) -> int:

@@ -63,6 +63,7 @@ from .._async import close_at_exit
 from .._auth import Channel, accept_handshake, dial_handshake, drop_reason, recv_exact
 from .._errors import AuthError, CollectiveError, CollectiveMismatch, PeerLost, PeerTimeout
 from ._secure import SecureLink, agree_cipher, chosen_cipher, ciphers
+from ._tcp_stream import drop_sent
 
 __all__ = ["PointToPoint", "Request"]
 
@@ -815,15 +816,9 @@ class _Link:
         pending = [memoryview(v).cast("B") for v in views if len(v)]
         while pending:
             try:
-                n = self.secure.sendmsg(pending)
+                drop_sent(pending, self.secure.sendmsg(pending))
             except BlockingIOError:
-                n = 0
-            while n:
-                if n >= len(pending[0]):
-                    n -= len(pending.pop(0))
-                else:
-                    pending[0] = pending[0][n:]
-                    n = 0
+                pass
             if pending:
                 self._wait(False, deadline)
 
