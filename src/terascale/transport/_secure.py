@@ -271,6 +271,18 @@ def _bytes_view(buf: Any) -> memoryview:
     return memoryview(buf).cast("B")
 
 
+def _after(bufs: list[Any], n: int) -> list[memoryview]:
+    """The bytes of ``bufs`` past their first ``n``, as views (empty ones left out)."""
+    rest = []
+    for b in map(_bytes_view, bufs):
+        if n >= len(b):
+            n -= len(b)
+        else:
+            rest.append(b[n:])
+            n = 0
+    return rest
+
+
 class SecureLink:
     """A non-blocking socket look-alike that authenticates (and with ``encrypt``,
     encrypts) everything sent over ``sock``."""
@@ -381,13 +393,7 @@ class SecureLink:
             n = self._send_record(views)
             if not n or self._out:
                 return n
-            rest, skip = [], n
-            for v in map(_bytes_view, views):
-                if skip >= len(v):
-                    skip -= len(v)
-                else:
-                    rest.append(v[skip:])
-                    skip = 0
+            rest = _after(views, n)
             if not rest:
                 return n
             try:
@@ -743,13 +749,7 @@ class SecureLink:
         if n >= 0:
             self._opened += 1
             if self._rstart < self._rlen:  # more records waiting: read them too
-                rest, skip = [], n
-                for b in map(_bytes_view, bufs):
-                    if skip >= len(b):
-                        skip -= len(b)
-                    else:
-                        rest.append(b[skip:])
-                        skip = 0
+                rest = _after(bufs, n)
                 if rest:
                     try:
                         return n + self._recv_general(rest)[0], [], 0, None
