@@ -18,15 +18,14 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     ``TERASCALE_LINK_MAC=gmac`` offers GMAC alone). Nobody on the path can alter, replay,
     drop, duplicate, reorder or splice a record unnoticed; they can read it. The MAC runs
     at tens of GB/s per core (AEGISMAC-128X4 about twice as fast as the VPCLMULQDQ GHASH
-    on a large hot buffer on VAES/AVX-512, and as fast on a 4 KiB record within a few
-    tenths of a microsecond; AES-GCM encryption and keyed BLAKE2b run at a fraction of
-    that), the plaintext is sent straight from the caller's buffer, and
-    a record of 64 KiB or more that the caller's buffer holds whole is read straight into
-    it and checked there (hashed piece by piece as the pieces land, where the compiled
-    layer runs the MAC), its bytes handed over only once the tag passed and wiped if it
-    fails; the header record before it is read with the next record's length and no
-    further, so that the payload's records are still in the kernel for that (measured in
-    ``docs/benchmarks/security.md``).
+    on a large hot buffer on VAES/AVX-512, and as fast on a 4 KiB record; AES-GCM
+    encryption and keyed BLAKE2b run at a fraction of that), the plaintext is sent
+    straight from the caller's buffer, and a record of 64 KiB or more that the caller's
+    buffer holds whole is read straight into it and checked there (hashed piece by piece
+    as the pieces land, where the compiled layer runs the MAC), its bytes handed over only
+    once the tag passed and wiped if it fails; the header record before it is read with
+    the next record's length and no further, so that the payload's records are still in
+    the kernel for that (measured in ``docs/benchmarks/security.md``).
 ``encrypt`` (``--encrypt``)
     ``length u32 | AEAD(plaintext) | tag``: confidentiality as well. The AEAD is
     AEGIS-256X4 (draft-irtf-cfrg-aegis-aead; a CAESAR finalist built on the AES round,
@@ -191,7 +190,8 @@ def chosen_cipher(theirs: Any, rank: int, peer: int, mode: str = "encrypt") -> s
     ``mode``, else :class:`AuthError`. A peer that names none chose AES-256-GCM (GMAC)."""
     cipher = theirs.get("cipher", _floor(mode))
     if cipher not in ciphers(mode):
-        raise AuthError(f"rank {rank}: rank {peer} chose cipher {cipher!r}, which this rank "
+        what = "cipher" if mode == "encrypt" else "MAC"
+        raise AuthError(f"rank {rank}: rank {peer} chose {what} {cipher!r}, which this rank "
                         f"did not offer ({', '.join(ciphers(mode))})")
     return str(cipher)
 
