@@ -167,7 +167,8 @@ def agree_cipher(offered: Any, mode: str = "encrypt") -> str:
 
     The hellos are sealed and the choice is bound into the link's keys (:func:`link_keys`),
     so nobody on the path can steer it; a peer that names none (or none of ours) gets
-    AES-256-GCM, or GMAC, which every build runs.
+    AES-256-GCM, or GMAC, which every build runs (named ``aes-256-gcm`` for a peer whose
+    offer names no MACs: a build that predates them calls GMAC by its cipher's name).
 
     Parameters
     ----------
@@ -181,6 +182,8 @@ def agree_cipher(offered: Any, mode: str = "encrypt") -> str:
         for c in offered:
             if c in mine:
                 return str(c)
+        if mode != "encrypt" and not any(c in MACS for c in offered):
+            return GCM  # a peer that offers no MACs knows GMAC by its cipher's name
     return _floor(mode)
 
 
@@ -189,6 +192,8 @@ def chosen_cipher(theirs: Any, rank: int, peer: int, mode: str = "encrypt") -> s
     dict), after :func:`agree_cipher` on its side: it must be one this ``rank`` offered for
     ``mode``, else :class:`AuthError`. A peer that names none chose AES-256-GCM (GMAC)."""
     cipher = theirs.get("cipher", _floor(mode))
+    if mode != "encrypt" and cipher == GCM:
+        cipher = GMAC  # a peer that knows no MACs names GMAC by its cipher's name
     if cipher not in ciphers(mode):
         what = "cipher" if mode == "encrypt" else "MAC"
         raise AuthError(f"rank {rank}: rank {peer} chose {what} {cipher!r}, which this rank "
