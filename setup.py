@@ -2,7 +2,8 @@
 
 ``terascale._shmcore`` (the shared-memory transport's per-call work),
 ``terascale.transport._seclink`` (authenticated links' records, on OpenSSL's libcrypto:
-the ``libssl-dev`` headers; and AEGIS-256X4 for encrypted links from libaegis, whose C
+the ``libssl-dev`` headers; and AEGIS-128X4 as the MAC of integrity links and AEGIS-256X4
+for encrypted links from libaegis, whose C
 sources are vendored under ``transport/_aegis`` with their MIT licence and built here,
 each implementation choosing its instruction set by pragma and the best one picked when
 the module loads) and ``terascale.linear._vw._vwfast`` (the common case of VW text)
@@ -19,11 +20,12 @@ import os
 
 from setuptools import Extension, setup
 
-# libaegis (MIT, vendored unmodified but for its init: _aegis/README.md): AEGIS-256X4 only
+# libaegis (MIT, vendored unmodified but for its init: _aegis/README.md): AEGIS-128X4 (the
+# MAC of integrity records) and AEGIS-256X4 (the cipher of encrypted ones) only
 _AEGIS = "src/terascale/transport/_aegis"
 _AEGIS_SOURCES = [
     "common/common.c", "common/cpu.c", "common/softaes.c",
-    *(f"aegis256x4/aegis256x4{v}.c" for v in
+    *(f"{a}/{a}{v}.c" for a in ("aegis128x4", "aegis256x4") for v in
       ("", "_aesni", "_avx2", "_avx512", "_soft", "_neon_aes", "_altivec")),
 ]
 _AEGIS_HEADERS = sorted(os.path.relpath(h, _AEGIS) for h in glob.glob(f"{_AEGIS}/*/*.h"))
@@ -41,7 +43,7 @@ setup(
         ),
         Extension(
             # authenticated links' records (AES-256-GCM on OpenSSL's libcrypto: libssl-dev;
-            # AEGIS-256X4 on the vendored libaegis)
+            # AEGIS-128X4 as a MAC and AEGIS-256X4 on the vendored libaegis)
             "terascale.transport._seclink",
             # _ghash.c: GHASH on VPCLMULQDQ, its functions compiled for AVX-512 by their own
             # target attributes and run only where the CPU has it (checked at run time);

@@ -2,8 +2,10 @@
 
 Launches two workers with one pretend host each (every link TCP, never shared memory) per
 link mode -- ``plain`` (unauthenticated, benchmark only), ``integrity`` (the default:
-AES-GMAC records) and ``encrypt`` (AEGIS-256X4 records where the compiled record layer is
-built, else AES-256-GCM) -- each timing ITERS in-place ring
+AEGISMAC-128X4 records where the compiled record layer is built and the CPU has AES
+instructions, else GMAC), ``integrity-gmac`` (GMAC records: ``TERASCALE_LINK_MAC=gmac``;
+not run unless named in ``MODES``) and ``encrypt`` (AEGIS-256X4 records where the compiled
+record layer is built, else AES-256-GCM) -- each timing ITERS in-place ring
 allreduces of float32 after a barrier, and prints rank 0's medians: wall time, and the
 process's CPU time (user and system) per allreduce, and how often it slept (voluntary
 context switches per allreduce: a rank that sleeps waits to be woken, and on a loaded host
@@ -19,6 +21,7 @@ place), the first one's plain row is the reference of every ratio, and each roun
 every tree and mode in turn, so that all see the same machine; ``MODES`` picks the modes:
 
     TREES=/tmp/before/src,src MODES=plain,integrity python benchmarks/secure_ring.py
+    MODES=plain,integrity-gmac,integrity python benchmarks/secure_ring.py   # the two MACs
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ def run(mode: str, size: int, iters: int, src: str = "") -> tuple[float, float, 
         env["PYTHONPATH"] = os.path.abspath(src)
     if mode == "plain":
         env["TERASCALE_UNAUTHENTICATED_BENCHMARK"] = "1"
+    if mode == "integrity-gmac":
+        env["TERASCALE_LINK_MAC"] = "gmac"
     cmd = [sys.executable, "-m", "terascale", "run", "-n", "2", "--hosts", "a,b",
            "--no-prefix", *(["--encrypt"] if mode == "encrypt" else []),
            sys.executable, __file__, "--worker", str(size), str(iters)]

@@ -360,6 +360,8 @@ SETTINGS = {
     "TERASCALE_NO_CEXT": "1: the pure-Python paths, no compiled module (terascale._cext)",
     "TERASCALE_NO_CMA": "1: shared memory never reads another member's memory "
                         "(terascale.transport._core)",
+    "TERASCALE_LINK_MAC": "gmac: integrity-only links offer GMAC only, not AEGISMAC-128X4 "
+                          "(terascale.transport._secure)",
     "TERASCALE_MALLOC": "system: leave glibc's allocator thresholds alone (terascale._malloc)",
     "TERASCALE_BACKGROUND_NICE": "the helper threads' nice, 0-19 (terascale._background)",
 }

@@ -65,15 +65,25 @@ def _receive(rx: SecureLink, head: bytearray, body: bytearray) -> None:
                 views.pop(0)
 
 
+# a test's mode: its link mode, and the cipher or MAC ("amac": AEGISMAC-128X4)
+_CIPHER = {"integrity": _secure.GCM, "encrypt": _secure.GCM, "aegis": _secure.AEGIS,
+           "amac": _secure.AEGISMAC}
+
+
+def _needs_amac(mode: str) -> None:
+    if mode == "amac" and _secure.AEGISMAC not in _secure.ciphers("integrity"):
+        pytest.skip("AEGISMAC-128X4 needs the compiled record layer and AES instructions")
+
+
 @needs_c
-@pytest.mark.parametrize("mode", ["integrity", "encrypt", "aegis"])
+@pytest.mark.parametrize("mode", ["integrity", "amac", "encrypt", "aegis"])
 @pytest.mark.parametrize("ends", [(True, False), (False, True), (True, True)])
 def test_compiled_and_python_ends_understand_each_other(mode: str,
                                                         ends: tuple[bool, bool]) -> None:
     """Frames of every size around the compiled layer's limit, both ways round: each
     arrives bitwise, whichever end seals or opens it in C."""
-    tx, rx = _pair(mode != "integrity", *ends, cipher=_secure.AEGIS if mode == "aegis"
-                   else _secure.GCM)
+    _needs_amac(mode)
+    tx, rx = _pair(mode in ("encrypt", "aegis"), *ends, cipher=_CIPHER[mode])
     rng = np.random.default_rng(7)
     for size in (1, 100, 4096, _secure._C_MAX - 128, _secure._C_MAX - 127, _secure._C_MAX,
                  50_000, 200_000):
@@ -111,16 +121,17 @@ def test_the_compiled_layer_writes_the_pythons_bytes(encrypt: bool) -> None:
 
 
 @needs_c
-@pytest.mark.parametrize("mode", ["integrity", "encrypt", "aegis"])
+@pytest.mark.parametrize("mode", ["integrity", "amac", "encrypt", "aegis"])
 @pytest.mark.parametrize("where", [0, 4 + 5, -1])
 def test_a_tampered_compiled_record_hands_nothing_over(mode: str, where: int) -> None:
     """A bit flipped in the length, the body or the tag: AuthError, the caller's buffers
     untouched (zero), and the link refused from then on."""
+    _needs_amac(mode)
     a, wire_in = socket.socketpair()
     wire_out, b = socket.socketpair()
     for s in (a, b):
         s.setblocking(False)
-    encrypt, cipher = mode != "integrity", _secure.AEGIS if mode == "aegis" else _secure.GCM
+    encrypt, cipher = mode in ("encrypt", "aegis"), _CIPHER[mode]
     tx = SecureLink(a, SECRET, bytes(64), "job", dialer=0, acceptor=1, rank=0, peer=1,
                     encrypt=encrypt, cipher=cipher)
     rx = SecureLink(b, SECRET, bytes(64), "job", dialer=0, acceptor=1, rank=1, peer=0,
@@ -318,6 +329,112 @@ def test_an_aegis_record_is_the_documented_construction() -> None:
     b.close()
 
 
+# draft-irtf-cfrg-aegis-aead, "AEGISMAC-128X4" test vector (libaegis's test suite has it too)
+_MAC_KEY = bytes.fromhex("10010000000000000000000000000000")
+_MAC_NONCE = bytes.fromhex("10000200000000000000000000000000")
+_MAC_DATA = bytes(range(35))
+_MAC_TAG = bytes.fromhex("c45a98fd9ab8956ce616eb008cfe4e53")
+
+
+@needs_c
+def test_aegismac_128x4_gives_the_drafts_test_vector() -> None:
+    """The vendored AEGIS-128X4 as a MAC, through the record layer's ``tag``/``check`` (its
+    key the first 16 bytes of the link's, its nonce the record's kind and sequence number
+    zero-padded: here the draft's nonce): the draft's 128-bit tag, and a flipped bit of the
+    data or the tag refused."""
+    records = _secure._records(_MAC_KEY + bytes(16), _MAC_KEY + bytes(16), False,
+                               _secure.AEGISMAC)
+    assert records.cipher == _secure.AEGISMAC and records.fast
+    kind, seq = int.from_bytes(_MAC_NONCE[:4], "little"), int.from_bytes(_MAC_NONCE[4:12], "little")
+    assert not any(_MAC_NONCE[12:])
+    assert records.tag(seq, kind, _MAC_DATA) == _MAC_TAG
+    assert records.check(seq, kind, _MAC_DATA, _MAC_TAG)
+    assert not records.check(seq, kind, _MAC_DATA[:-1] + b"\x23", _MAC_TAG)
+    assert not records.check(seq, kind, _MAC_DATA, _MAC_TAG[:-1] + b"\x52")
+    assert not records.check(seq + 1, kind, _MAC_DATA, _MAC_TAG)
+
+
+@needs_c
+def test_an_aegismac_record_is_the_documented_construction() -> None:
+    """A record on an AEGISMAC-128X4 link is ``len | plaintext | AEGISMAC-128X4(key[:16],
+    nonce, plaintext)``, the key from HKDF labelled with the MAC (no key shared with GMAC
+    or a cipher), the 16-byte nonce the record's kind and sequence number zero-padded: an
+    abort record's tag under kind 1. Rebuilt here from those parts alone."""
+    _needs_amac("amac")
+    a, b = socket.socketpair()
+    tx = SecureLink(a, SECRET, bytes(64), "job", dialer=0, acceptor=1, rank=0, peer=1,
+                    encrypt=False, cipher=_secure.AEGISMAC)
+    assert tx.cipher == _secure.AEGISMAC
+    key = _secure.link_keys(SECRET, bytes(64), "job", 0, 1, "integrity", _secure.AEGISMAC)[0]
+    others = [_secure.link_keys(SECRET, bytes(64), "job", 0, 1, "integrity")[0],
+              *(_secure.link_keys(SECRET, bytes(64), "job", 0, 1, "encrypt", c)[0]
+                for c in _secure.CIPHERS)]
+    assert key not in others
+    mac = _secure._records(key, key, False, _secure.AEGISMAC)
+    frame = b"h" * 128 + b"p" * 4096
+    for seq in range(2):
+        assert tx.sendmsg([frame[:128], frame[128:]]) == len(frame)
+        wire = b.recv(1 << 16)
+        assert wire == (len(frame) + 16).to_bytes(4, "big") + frame + mac.tag(seq, 0, frame)
+    tx.queue_abort(b"ABORT")
+    assert tx.flush()
+    wire = b.recv(1 << 16)
+    assert wire == (0x80000000 | 21).to_bytes(4, "big") + b"ABORT" + mac.tag(2, 1, b"ABORT")
+    a.close()
+    b.close()
+
+
+@needs_c
+def test_ends_that_disagree_on_the_mac_fail_their_first_record() -> None:
+    """A link whose ends run different MACs (whatever made them disagree): the first record
+    is refused as tampered, nothing handed over."""
+    _needs_amac("amac")
+    for mine, theirs in ((_secure.AEGISMAC, _secure.GMAC), (_secure.GMAC, _secure.AEGISMAC)):
+        a, b = socket.socketpair()
+        for s in (a, b):
+            s.setblocking(False)
+        tx = SecureLink(a, SECRET, bytes(64), "job", dialer=0, acceptor=1, rank=0, peer=1,
+                        encrypt=False, cipher=mine)
+        rx = SecureLink(b, SECRET, bytes(64), "job", dialer=0, acceptor=1, rank=1, peer=0,
+                        encrypt=False, cipher=theirs)
+        assert tx.sendmsg([b"h" * 128, b"p" * 2048]) == 128 + 2048
+        got_h, got_p = bytearray(128), bytearray(2048)
+        with pytest.raises(AuthError, match="tampered"):
+            rx.recvmsg_into([memoryview(got_h), memoryview(got_p)])
+        assert not any(got_h) and not any(got_p)
+        a.close()
+        b.close()
+
+
+def test_the_mac_is_the_dialers_first_that_both_run(monkeypatch) -> None:
+    """Integrity links: AEGISMAC-128X4 where both ends run it in hardware, GMAC (the floor)
+    where either lacks it, says nothing or offers GMAC alone (``TERASCALE_LINK_MAC=gmac``);
+    the dialer refuses an answer naming a MAC it did not offer."""
+    mine = _secure.ciphers("integrity")
+    assert mine[-1] == _secure.GMAC
+    assert _secure.agree_cipher([_secure.GMAC], "integrity") == _secure.GMAC
+    assert _secure.agree_cipher(None, "integrity") == _secure.GMAC
+    # a build without MACs offers its ciphers and takes "aes-256-gcm" for GMAC, both ways
+    assert _secure.agree_cipher([_secure.AEGIS, _secure.GCM], "integrity") == _secure.GCM
+    assert _secure.chosen_cipher({"cipher": _secure.GCM}, 0, 1, "integrity") == _secure.GMAC
+    assert _secure.agree_cipher(list(_secure.MACS), "integrity") == mine[0]
+    assert _secure.agree_cipher(list(_secure.MACS), "encrypt") == _secure.GCM
+    if compiled and _secure._compiled().AEGIS_HARDWARE:
+        assert mine == (_secure.AEGISMAC, _secure.GMAC)
+        assert _secure.chosen_cipher({"cipher": _secure.AEGISMAC}, 0, 1, "integrity") == \
+            _secure.AEGISMAC
+    assert _secure.chosen_cipher({}, 0, 1, "integrity") == _secure.GMAC
+    monkeypatch.setenv("TERASCALE_LINK_MAC", "gmac")
+    assert _secure.ciphers("integrity") == (_secure.GMAC,)
+    assert _secure.agree_cipher(list(_secure.MACS), "integrity") == _secure.GMAC
+    with pytest.raises(AuthError, match="did not offer"):
+        _secure.chosen_cipher({"cipher": _secure.AEGISMAC}, 0, 1, "integrity")
+    assert _secure.ciphers("encrypt") == _secure.ciphers()  # the ciphers are not touched
+    monkeypatch.setenv("TERASCALE_LINK_MAC", "sha1")
+    with pytest.raises(Exception, match="TERASCALE_LINK_MAC"):
+        _secure.ciphers("integrity")
+
+
 def test_the_cipher_is_the_dialers_first_that_both_run() -> None:
     """AEGIS-256X4 where both ends have it, AES-256-GCM (the floor) where either lacks it or
     says nothing; a cipher this process does not run is refused at the link."""
@@ -341,33 +458,46 @@ _MIXED = """
 import os, sys
 if os.environ["TERASCALE_RANK"] in sys.argv[1].split(","):
     os.environ["TERASCALE_NO_CEXT"] = "1"
+if os.environ["TERASCALE_RANK"] in sys.argv[2].split(","):
+    os.environ["TERASCALE_LINK_MAC"] = "gmac"
 import numpy as np
 import terascale
 comm = terascale.init(timeout=60)
 x = np.arange(300_000, dtype=np.float32) * (comm.rank + 1)  # several records each way
 comm.allreduce(x, out=x, algorithm="ring")
 link = comm._transport.socks[1 - comm.rank]
-print("RESULT", comm.rank, link.cipher, x.tobytes() == (np.arange(300_000, dtype=np.float32)
-      * 3).tobytes(), flush=True)
+print("RESULT", comm.rank, link.mode, link.cipher, x.tobytes() == (np.arange(300_000,
+      dtype=np.float32) * 3).tobytes(), flush=True)
 comm.close()
 """
 
 
 @needs_c
-@pytest.mark.parametrize("plain_ranks, cipher", [("1", "aes-256-gcm"), ("", "aegis-256x4")])
-def test_an_encrypted_job_with_a_rank_without_the_compiled_layer(tmp_path, plain_ranks: str,
-                                                                 cipher: str) -> None:
-    """Two real ranks over TCP, ``--encrypt``: where one runs without the compiled layer
-    (``TERASCALE_NO_CEXT=1``) the link agrees on AES-256-GCM, else on AEGIS-256X4, and
-    either way both ranks get the bitwise same sum."""
+@pytest.mark.parametrize("security, plain_ranks, gmac_ranks, cipher", [
+    ("encrypt", "1", "", "aes-256-gcm"), ("encrypt", "", "", "aegis-256x4"),
+    ("integrity", "", "", "best"), ("integrity", "0", "", "aes-256-gmac"),
+    ("integrity", "1", "", "aes-256-gmac"), ("integrity", "", "0", "aes-256-gmac"),
+    ("integrity", "", "1", "aes-256-gmac")])
+def test_a_job_with_a_rank_without_the_compiled_layer(tmp_path, security: str, plain_ranks: str,
+                                                      gmac_ranks: str, cipher: str) -> None:
+    """Two real ranks over TCP. ``--encrypt``: where one runs without the compiled layer
+    (``TERASCALE_NO_CEXT=1``) the link agrees on AES-256-GCM, else on AEGIS-256X4.
+    Integrity-only: AEGISMAC-128X4 where both ends run it in hardware, GMAC where either
+    end (the dialling or the accepting one) runs without the compiled layer or offers GMAC
+    alone (``TERASCALE_LINK_MAC=gmac``). Either way both ranks run the same and get the
+    bitwise same sum."""
     import subprocess
     import sys
 
+    if cipher == "best":
+        cipher = _secure.ciphers("integrity")[0]
     script = tmp_path / "mixed.py"
     script.write_text(_MIXED)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TERASCALE_")}
     out = subprocess.run([sys.executable, "-m", "terascale", "run", "-n", "2", "--hosts", "a,b",
-                          "--encrypt", "--no-prefix", sys.executable, str(script), plain_ranks],
+                          *(["--encrypt"] if security == "encrypt" else []), "--no-prefix",
+                          sys.executable, str(script), plain_ranks, gmac_ranks],
                          capture_output=True, text=True, timeout=120, env=env)
     lines = sorted(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
-    assert lines == [f"RESULT 0 {cipher} True", f"RESULT 1 {cipher} True"], out.stderr[-2000:]
+    assert lines == [f"RESULT 0 {security} {cipher} True", f"RESULT 1 {security} {cipher} True"], \
+        out.stderr[-2000:]

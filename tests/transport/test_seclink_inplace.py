@@ -1,5 +1,6 @@
 """Large records read straight into the caller's buffer and opened there, piece by piece as
-they land (integrity records hashed, AEGIS-256X4 ones decrypted in place): whatever the
+they land (integrity records hashed, under GMAC or AEGISMAC-128X4, AEGIS-256X4 ones
+decrypted in place): whatever the
 reads, the bytes arrive whole; a record cut short, altered in the middle of a large
 message, or moved from its place hands nothing over and leaves nothing of itself in the
 caller's buffer."""
@@ -16,16 +17,28 @@ import pytest
 pytest.importorskip("cryptography")
 
 from terascale import AuthError  # noqa: E402
-from terascale.transport._secure import AEGIS, GCM, RECORD, RECORD_MAC, SecureLink, ciphers  # noqa: E402
+from terascale.transport._secure import (  # noqa: E402
+    AEGIS,
+    AEGISMAC,
+    GCM,
+    RECORD,
+    RECORD_MAC,
+    SecureLink,
+    ciphers,
+)
 from terascale.transport._tcp_stream import drop_sent  # noqa: E402
 
 SECRET = b"job-secret"
-MODES = ["integrity", "integrity-python", "aegis"]
+# integrity links under GMAC, then AEGISMAC-128X4 ("amac"); "-python": the receiver runs the
+# Python record path
+MODES = ["integrity", "integrity-python", "amac", "amac-python", "aegis"]
 
 
 def _needs(mode: str) -> None:
     if mode == "aegis" and AEGIS not in ciphers():
         pytest.skip("AEGIS-256X4 needs the compiled record layer")
+    if mode.startswith("amac") and AEGISMAC not in ciphers("integrity"):
+        pytest.skip("AEGISMAC-128X4 needs the compiled record layer and AES instructions")
 
 
 def _pair(mode: str) -> tuple[SecureLink, socket.socket, SecureLink, socket.socket]:
@@ -35,11 +48,12 @@ def _pair(mode: str) -> tuple[SecureLink, socket.socket, SecureLink, socket.sock
     r_app, r_wire = socket.socketpair()
     for s in (s_app, r_app, s_wire):
         s.setblocking(False)
-    kw = {"encrypt": mode == "aegis", "cipher": AEGIS if mode == "aegis" else GCM}
+    kw = {"encrypt": mode == "aegis",
+          "cipher": AEGIS if mode == "aegis" else AEGISMAC if mode.startswith("amac") else GCM}
     sender = SecureLink(s_app, SECRET, nonces, "job", dialer=1, acceptor=0, rank=1, peer=0, **kw)
     receiver = SecureLink(r_app, SECRET, nonces, "job", dialer=1, acceptor=0, rank=0, peer=1,
                           **kw)
-    if mode == "integrity-python":
+    if mode.endswith("-python"):
         receiver._c = None  # the pure-Python record layer (TERASCALE_NO_CEXT=1)
     return sender, s_wire, receiver, r_wire
 
@@ -124,7 +138,7 @@ def _receive(receiver: SecureLink, head: bytearray, body: bytearray) -> tuple[st
 
 def _frame(mode: str) -> tuple[bytes, bytes, int]:
     """A frame's header and a payload of three whole records and a part of one."""
-    rec = RECORD_MAC if mode.startswith("integrity") else RECORD
+    rec = RECORD if mode == "aegis" else RECORD_MAC
     payload = np.random.default_rng(3).bytes(3 * rec + 1000)
     return b"h" * 48, payload, rec
 

@@ -145,6 +145,7 @@ try:
     n = comm.size
     out["mode"] = getattr(comm._transport.socks[(comm.rank + 1) % n], "mode", "plain")
     out["compiled"] = getattr(comm._transport.socks[(comm.rank + 1) % n], "_c", None) is not None
+    out["cipher"] = getattr(comm._transport.socks[(comm.rank + 1) % n], "cipher", None)
     x = np.full(1 << 18, comm.rank + 1.0, np.float32)  # 1 MiB: several records per frame
     for i in range(8):
         y = comm.allreduce(x.copy())
@@ -327,16 +328,36 @@ def _replayer() -> Mutator:
     return mutate
 
 
-# Records are framed alike in both modes: every attack on the default, two on encryption.
+# The ranks' environment per link security: the default (integrity-only, AEGISMAC-128X4 where
+# the CPU runs it in hardware, else GMAC), GMAC alone, encryption.
+_SECURITY = {"integrity": {}, "gmac": {"TERASCALE_LINK_MAC": "gmac"},
+             "encrypt": {"TERASCALE_ENCRYPT": "1"}}
+
+
+def _security_env(security: str) -> list[dict[str, str]]:
+    return [_SECURITY[security]] * 2
+
+
+def _ran(results: list[dict], security: str) -> None:
+    """Every rank's links ran the MAC (or cipher) that ``security`` stands for."""
+    from terascale.transport._secure import GMAC, ciphers
+
+    want = {"integrity": ciphers("integrity")[0], "gmac": GMAC,
+            "encrypt": ciphers("encrypt")[0]}[security]
+    assert [r.get("cipher") for r in results] == [want] * len(results), results
+
+
+# Records are framed alike in both modes and under both MACs: every attack on the default,
+# two on GMAC where the default is AEGISMAC-128X4, two on encryption.
 @pytest.mark.parametrize(("security", "attack"), [
     *(("integrity", a) for a in ("flip", "drop", "duplicate", "reorder", "replay")),
-    ("encrypt", "flip"), ("encrypt", "reorder")])
+    ("gmac", "flip"), ("gmac", "replay"), ("encrypt", "flip"), ("encrypt", "reorder")])
 def test_altered_frames_abort_the_job_on_every_rank(tmp_path: Path, attack: str,
                                                     security: str) -> None:
     mutate = {"flip": _flip, "drop": _drop, "duplicate": _duplicate,
               "reorder": _reorderer(), "replay": _replayer()}[attack]
-    env = [{"TERASCALE_ENCRYPT": "1"}] * 2 if security == "encrypt" else None
-    results, _, relays = _job(tmp_path, link={"up": mutate}, env=env)
+    results, _, relays = _job(tmp_path, link={"up": mutate}, env=_security_env(security))
+    _ran(results, security)
     _all_refused(results)
     assert "tampered" in results[0]["message"] and "from rank 1" in results[0]["message"]
     assert "aborted because rank 0 failed" in results[1]["message"]
@@ -389,9 +410,10 @@ def _half_of_unit_two(dst, mutate):  # type: ignore[no-untyped-def]
     return half if mutate is not None else None
 
 
+@pytest.mark.parametrize("security", ["integrity", "gmac"])
 @pytest.mark.parametrize("attack", ["reflect", "abort-bit", "huge-length"])
-def test_reflected_relabelled_or_oversized_records_abort_the_job(tmp_path: Path,
-                                                                attack: str) -> None:
+def test_reflected_relabelled_or_oversized_records_abort_the_job(tmp_path: Path, attack: str,
+                                                                security: str) -> None:
     if attack == "reflect":
         up, down = _reflector()
         link: dict = {"up": up, "down": down}
@@ -399,16 +421,35 @@ def test_reflected_relabelled_or_oversized_records_abort_the_job(tmp_path: Path,
     else:
         link = {"up": _abort_bit if attack == "abort-bit" else _huge}
         victim, sender = 0, 1
-    results, _, relays = _job(tmp_path, link=link)
+    results, _, relays = _job(tmp_path, link=link, env=_security_env(security))
+    _ran(results, security)
     _all_refused(results)
     assert "tampered" in results[victim]["message"], results
     assert f"from rank {sender}" in results[victim]["message"], results
     assert f"aborted because rank {victim} failed" in results[sender]["message"], results
 
 
-def test_a_record_cut_in_half_ends_the_job_on_both_ranks(tmp_path: Path) -> None:
+def _forged_choice(index: int, unit: bytes) -> list[bytes]:
+    """The accepting rank's sealed hello (unit 0 back to the dialer: its link security and
+    the MAC or cipher it chose) with one bit of its sealed body changed."""
+    return [unit[:-20] + bytes([unit[-20] ^ 1]) + unit[-19:]] if index == 0 else [unit]
+
+
+def test_a_forged_choice_of_mac_is_refused_before_any_record(tmp_path: Path) -> None:
+    """Both ends of a link take the MAC the accepting end chose in its sealed hello; a relay
+    that alters that hello (to name another MAC, or anything else) is refused at once by the
+    dialling rank, naming the link, and the job ends on every rank without running."""
+    results, _, relays = _job(tmp_path, link={"down": _forged_choice})
+    assert relays[1].touched >= 1
+    _all_refused(results, ("AuthError", "PeerLost"))
+    assert "refused" in results[1]["message"] and "rank 0" in results[1]["message"], results
+
+
+@pytest.mark.parametrize("security", ["integrity", "gmac"])
+def test_a_record_cut_in_half_ends_the_job_on_both_ranks(tmp_path: Path, security: str) -> None:
     results, _, relays = _job(tmp_path, link={"up": lambda index, unit: [unit],
-                                              "relay": _Truncator})
+                                              "relay": _Truncator}, env=_security_env(security))
+    _ran(results, security)
     _all_refused(results, ("AuthError", "PeerLost"))
 
 

@@ -13,7 +13,8 @@ from .._units import format_size, format_time
 __all__ = ["crossover", "format_encryption", "format_limits", "format_table", "format_targets",
            "systems_of"]
 
-# our rows: as launched; over TCP unauthenticated, authenticated (GMAC), encrypted (--encrypt)
+# our rows: as launched; over TCP unauthenticated, authenticated (GMAC or AEGISMAC-128X4),
+# encrypted (--encrypt)
 _OURS = ("ours:", "tcp:", "mac:", "aes:")
 
 
@@ -120,13 +121,15 @@ def format_limits(limits: dict[str, float]) -> str:
 
 
 def format_encryption(report: dict[str, Any]) -> str:
-    """Per size and algorithm: unauthenticated TCP, authenticated (GMAC) and encrypted
-    (AES-GCM) links, their median times and the ratios to unauthenticated TCP.
+    """Per size and algorithm: unauthenticated TCP, authenticated (``mac``: GMAC or
+    AEGISMAC-128X4) and encrypted (``aes``: AEGIS-256X4 or AES-256-GCM) links, their median
+    times and the ratios to unauthenticated TCP, then a line naming the MAC and cipher the
+    links agreed on (where the report has them).
 
     The 4 KiB row is the latency cost (one record per message each way), the largest rows
-    the throughput cost (GHASH, or AES-GCM, per byte, and one copy on receipt, on one core
-    per rank). Reports without ``mac:`` rows (before links were always authenticated)
-    print their two columns alone.
+    the throughput cost (the MAC, or the cipher, per byte, on one core per rank). Reports
+    without ``mac:`` rows (before links were always authenticated) print their two columns
+    alone.
     """
     by = {(r["system"], r["bytes"]): r for r in report["results"]}
     algos = [s[4:] for s in systems_of(report) if s.startswith("tcp:")]
@@ -151,4 +154,9 @@ def format_encryption(report: dict[str, Any]) -> str:
                 cell(mac, plain, False), cell(secure, plain, False),
                 f"{plain['busbw'] / 1e9:.3f}", cell(mac, plain, True),
                 cell(secure, plain, True)]) + " |")
+    agreed = {label: r["link"] for r in report["results"] if "link" in r
+              for label in ("mac", "aes") if r["system"].startswith(f"{label}:")}
+    if agreed:
+        lines.append("\nlinks: " + "; ".join(f"{k} {v}" for k, v in sorted(agreed.items(),
+                                                                         reverse=True)))
     return "\n".join(lines)

@@ -58,13 +58,25 @@ def _time_loop(run: Callable[[], None], barrier: Callable[[], None], warm: int,
     return times
 
 
-def _record(out: str, variant: str, nbytes: int, times: np.ndarray, n: int) -> None:
+def _record(out: str, variant: str, nbytes: int, times: np.ndarray, n: int,
+            link: str | None = None) -> None:
     med = float(np.median(times))
     row = {"system": variant, "bytes": nbytes, "n": n, "iters": int(times.size),
            "median_s": med, "p10_s": float(np.percentile(times, 10)),
            "p90_s": float(np.percentile(times, 90)), "min_s": float(times.min())}
+    if link is not None:
+        row["link"] = link
     with open(out, "a") as f:
         f.write(json.dumps(row) + "\n")
+
+
+def _link_algorithm(comm: object) -> str | None:
+    """The cipher or MAC of this rank's authenticated TCP links (what they agreed), or None
+    where they are unauthenticated or not TCP."""
+    socks = getattr(getattr(comm, "_transport", None), "socks", None)
+    if not isinstance(socks, dict):
+        return None
+    return next((str(s.cipher) for s in socks.values() if hasattr(s, "cipher")), None)
 
 
 def _ours(args: argparse.Namespace) -> None:
@@ -76,6 +88,7 @@ def _ours(args: argparse.Namespace) -> None:
     np.seterr(over="ignore", invalid="ignore")
     comm = terascale.init(timeout=args.timeout)
     algos = list(dict.fromkeys(args.algorithms.split(",")))
+    link = _link_algorithm(comm)
     try:
         # Sizes outside, algorithms inside: the algorithms compared at one size run back to
         # back, under the same conditions of a shared machine.
@@ -93,7 +106,7 @@ def _ours(args: argparse.Namespace) -> None:
                     continue
                 times = comm.allreduce(times, op="max")
                 if comm.rank == 0:
-                    _record(args.out, f"{args.label}:{algo}", nbytes, times, comm.size)
+                    _record(args.out, f"{args.label}:{algo}", nbytes, times, comm.size, link)
     finally:
         comm.close()
 

@@ -4,22 +4,28 @@
  * only does, in one call each and on OpenSSL's libcrypto (EVP, AES-256-GCM), what a record
  * of a small frame costs in Python: gather the frame's pieces, seal them, send the record;
  * read what the kernel has, open the record at its front and scatter it into the caller's
- * buffers. It also computes and checks GMAC tags over large buffers with the GIL released:
- * where the CPU has VPCLMULQDQ, on a GHASH of its own (_ghash.c, about 30 GB/s per core
- * here against libcrypto 3.0's 15), libcrypto then encrypting only the tag's mask E_K(J0);
- * elsewhere, or with Records(..., fast=False), on libcrypto's GCM. Both give the same
- * tags (tests/transport/test_seclink.py checks them against cryptography's AES-GCM).
- * With that GHASH, a large integrity frame is one call each way (send_frame, recv_frame):
- * its records tagged and sent, or read, checked and handed over, with no Python per record.
+ * buffers. It also computes and checks integrity tags over large buffers with the GIL
+ * released, through one MAC interface (mac_start, mac_update, mac_final): AEGISMAC-128X4
+ * (libaegis's AEGIS-128X4 as a MAC, draft-irtf-cfrg-aegis-aead) where the two ends agreed
+ * on it, else GMAC: where the CPU has VPCLMULQDQ on a GHASH of its own (_ghash.c, about
+ * 24-30 GB/s per core against libcrypto 3.0's 15), libcrypto then encrypting only the
+ * tag's mask E_K(J0); elsewhere, or with Records(..., fast=False), on libcrypto's GCM.
+ * Both GMACs give the same tags (tests/transport/test_seclink.py checks them against
+ * cryptography's AES-GCM). With a compiled MAC, a large integrity frame is one call each
+ * way (send_frame, recv_frame): its records tagged and sent, or read, checked and handed
+ * over, with no Python per record.
  *
  * The cipher contexts are set up once per link (the key schedule once), then only the nonce
  * changes per record: that, not GHASH, is most of what a tag on a few KiB costs through a
  * general-purpose binding. The bytes on the wire are exactly those of the Python path:
  *
  *   integrity:  len u32 BE | plaintext | tag     tag = AES-GCM(nonce, "", aad=plaintext)
+ *                                                 or AEGISMAC-128X4(key[:16], nonce | 0^32,
+ *                                                                   plaintext)
  *   encrypt:    len u32 BE | ciphertext | tag    AES-GCM(nonce, plaintext, aad=len field)
  *
- * with len = body + 16 and nonce = kind u32 LE | sequence number u64 LE (kind 0: data).
+ * with len = body + 16 and nonce = kind u32 LE | sequence number u64 LE (kind 0: data, 1:
+ * an abort record, whose len also has its top bit set).
  *
  * Encrypted links may run AEGIS-256X4 instead of AES-256-GCM (the two ends agree on it in
  * their sealed hello; transport/_secure.py): the same record, the ciphertext and 16-byte
@@ -47,6 +53,7 @@
 #include <openssl/evp.h>
 
 #include "_ghash.h"
+#include "_aegis/common/cpu.h"
 #include "aegis.h"
 
 #define TAG 16
@@ -55,6 +62,14 @@
 /* Release the GIL around the crypto only for buffers this large (below, the switch costs
  * more than it lets others run). */
 #define NOGIL_BYTES (64 << 10)
+
+/* A running MAC of an integrity record (mac_start, mac_update, mac_final): AEGISMAC-128X4,
+ * or GMAC on the compiled GHASH (the tag's mask E_K(J0) needs the record's nonce). */
+typedef struct {
+    aegis128x4_mac_state am;
+    gh_state gh;
+    unsigned char nonce[12];
+} mac_state;
 
 typedef struct {
     PyObject_HEAD
@@ -70,13 +85,15 @@ typedef struct {
     EVP_CIPHER_CTX *eseal, *eopen;
     /* cipher 1: encrypted records are AEGIS-256X4 under these keys (0: AES-256-GCM) */
     int aegis;
+    /* amac 1: integrity records are tagged with AEGISMAC-128X4 under the first 16 bytes of
+     * these keys (0: GMAC) */
+    int amac;
     unsigned char kseal[32], kopen[32];
     /* A record being read in place (recv_direct): opened piece by piece as it lands, its
-     * AEGIS-256X4 state (encrypted) or running GHASH and nonce (integrity) kept here. */
+     * AEGIS-256X4 state (encrypted) or running MAC (integrity) kept here. */
     int dactive;
     aegis256x4_state dst;
-    gh_state dgh;
-    unsigned char dnonce[12];
+    mac_state dmac;
 } Records;
 
 #define AEGIS_NONCE 32
@@ -233,25 +250,73 @@ static int mask_tag(EVP_CIPHER_CTX *ecb, const unsigned char nonce[12], unsigned
     return 0;
 }
 
-/* GMAC as gmac_evp does it, on the compiled GHASH where the link has it: the tag is
- * GHASH_H(pieces) xor E_K(J0) (SP 800-38D with an empty plaintext), bit-equal to GCM's. */
-static int gmac(Records *self, int sealing, const unsigned char nonce[12],
-                const unsigned char *const *piece, const Py_ssize_t *size, int n,
-                unsigned char tag[TAG]) {
-    gh_key *key = sealing ? self->gseal : self->gopen;
-    if (key == NULL)
-        return gmac_evp(sealing ? self->seal : self->open, sealing, nonce, piece, size, n, tag);
-    gh_state st;
-    unsigned char t[TAG];
-    gh_start(&st);
-    for (int i = 0; i < n; i++) gh_update(key, &st, piece[i], (size_t)size[i]);
-    gh_final(key, &st, t);
-    if (mask_tag(sealing ? self->eseal : self->eopen, nonce, t) < 0) return -1;
-    if (sealing) {
-        memcpy(tag, t, TAG);
-        return 0;
+/* Whether this link's integrity records in one direction have a compiled MAC (mac_start,
+ * mac_update, mac_final): AEGISMAC-128X4, or GMAC on the compiled GHASH; else only
+ * libcrypto's GCM (mac() through gmac_evp), which is not run piece by piece here. */
+static int mac_fast(const Records *self, int sealing) {
+    return self->amac || (sealing ? self->gseal : self->gopen) != NULL;
+}
+
+/* Begin the MAC of the record under ``nonce`` (kind | sequence number). AEGISMAC-128X4's
+ * 16-byte nonce is the record's 12 bytes zero-padded; its key, the first 16 bytes of the
+ * direction's. Only where mac_fast. */
+static void mac_start(Records *self, int sealing, mac_state *st, const unsigned char nonce[12]) {
+    memcpy(st->nonce, nonce, 12);
+    if (self->amac) {
+        unsigned char npub[16] = {0};
+        memcpy(npub, nonce, 12);
+        aegis128x4_mac_init(&st->am, sealing ? self->kseal : self->kopen, npub);
+    } else {
+        gh_start(&st->gh);
     }
-    return CRYPTO_memcmp(t, tag, TAG) ? -1 : 0;
+}
+
+/* Hash ``len`` more bytes of the record (any split gives the same tag). */
+static void mac_update(Records *self, int sealing, mac_state *st, const unsigned char *p,
+                       size_t len) {
+    if (!len) return;
+    if (self->amac)
+        aegis128x4_mac_update(&st->am, p, len);
+    else
+        gh_update(sealing ? self->gseal : self->gopen, &st->gh, p, len);
+}
+
+/* Sealing: the tag into ``tag``; opening: whether ``tag`` holds (compared in constant
+ * time). 0, or -1 (a failed tag, or libcrypto failed; no exception set). The state is wiped. */
+static int mac_final(Records *self, int sealing, mac_state *st, unsigned char tag[TAG]) {
+    unsigned char t[TAG];
+    int rc = 0;
+    if (self->amac) {
+        aegis128x4_mac_final(&st->am, t, TAG);
+    } else {
+        gh_final(sealing ? self->gseal : self->gopen, &st->gh, t);
+        rc = mask_tag(sealing ? self->eseal : self->eopen, st->nonce, t);
+    }
+    if (!rc) {
+        if (sealing)
+            memcpy(tag, t, TAG);
+        else
+            rc = CRYPTO_memcmp(t, tag, TAG) ? -1 : 0;
+    }
+    OPENSSL_cleanse(t, sizeof t);
+    if (self->amac)
+        OPENSSL_cleanse(&st->am, sizeof st->am);
+    return rc;
+}
+
+/* The MAC of a record's pieces under ``nonce``: sealing, the tag into ``tag``; opening,
+ * whether ``tag`` holds (0, or -1 with no exception set). AEGISMAC-128X4, or GMAC as
+ * gmac_evp does it: on the compiled GHASH where the link has it, the tag GHASH_H(pieces)
+ * xor E_K(J0) (SP 800-38D with an empty plaintext), bit-equal to GCM's. */
+static int mac(Records *self, int sealing, const unsigned char nonce[12],
+               const unsigned char *const *piece, const Py_ssize_t *size, int n,
+               unsigned char tag[TAG]) {
+    if (!mac_fast(self, sealing))
+        return gmac_evp(sealing ? self->seal : self->open, sealing, nonce, piece, size, n, tag);
+    mac_state st;
+    mac_start(self, sealing, &st, nonce);
+    for (int i = 0; i < n; i++) mac_update(self, sealing, &st, piece[i], (size_t)size[i]);
+    return mac_final(self, sealing, &st, tag);
 }
 
 /* The compiled GHASH's key for AES key ``key`` (H = E_K(0)) and its ECB context, or
@@ -301,13 +366,16 @@ static int Records_init(Records *self, PyObject *args, PyObject *kw) {
                                      &cipher))
         return -1;
     int bad = sk.len != 32 || ok.len != 32;
-    if (strcmp(cipher, "aegis-256x4") == 0) {
+    if (encrypt && strcmp(cipher, "aegis-256x4") == 0) {
         self->aegis = 1;
-    } else if (strcmp(cipher, "aes-256-gcm") != 0) {
+    } else if (!encrypt && strcmp(cipher, "aegismac-128x4") == 0) {
+        self->amac = 1;
+    } else if (strcmp(cipher, "aes-256-gcm") != 0 &&
+               (encrypt || strcmp(cipher, "aes-256-gmac") != 0)) {
         PyBuffer_Release(&sk);
         PyBuffer_Release(&ok);
-        PyErr_Format(PyExc_ValueError, "Records: cipher=%s is not aes-256-gcm or aegis-256x4",
-                     cipher);
+        PyErr_Format(PyExc_ValueError, "Records: cipher=%s is not aes-256-gcm or aegis-256x4 "
+                     "(encrypting), aes-256-gmac or aegismac-128x4 (integrity)", cipher);
         return -1;
     }
     if (!bad) {
@@ -315,7 +383,8 @@ static int Records_init(Records *self, PyObject *args, PyObject *kw) {
         memcpy(self->kopen, ok.buf, 32);
         self->seal = new_ctx(sk.buf, 1);
         self->open = new_ctx(ok.buf, 0);
-        if (fast) {  /* the compiled GHASH where the CPU has it (False: libcrypto's GCM) */
+        if (fast && !self->amac) {  /* the compiled GHASH where the CPU has it (False:
+                                     * libcrypto's GCM) */
             fast_keys(sk.buf, &self->gseal, &self->eseal);
             fast_keys(ok.buf, &self->gopen, &self->eopen);
         }
@@ -343,7 +412,7 @@ static void Records_dealloc(Records *self) {
     OPENSSL_cleanse(self->kseal, sizeof self->kseal);
     OPENSSL_cleanse(self->kopen, sizeof self->kopen);
     OPENSSL_cleanse(&self->dst, sizeof self->dst);
-    OPENSSL_cleanse(&self->dgh, sizeof self->dgh);
+    OPENSSL_cleanse(&self->dmac, sizeof self->dmac);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -446,7 +515,7 @@ static PyObject *Records_send_small(Records *self, PyObject *args) {
             at += views[i].len;
         }
         const unsigned char *p = w + LEN;
-        failed = gmac(self, 1, nonce, &p, &total, 1, tag) < 0;
+        failed = mac(self, 1, nonce, &p, &total, 1, tag) < 0;
         memcpy(w + LEN + total, tag, TAG);
     }
     if (!failed) {
@@ -503,7 +572,7 @@ static PyObject *Records_send_frame(Records *self, PyObject *args) {
     Py_ssize_t maxrec, join;
     if (!PyArg_ParseTuple(args, "iOKw*nn", &fd, &list, &seq, &wbuf, &maxrec, &join))
         return NULL;
-    if (self->encrypt || self->gseal == NULL || wbuf.len < 2 * (LEN + TAG) || maxrec <= 0 ||
+    if (self->encrypt || !mac_fast(self, 1) || wbuf.len < 2 * (LEN + TAG) || maxrec <= 0 ||
         (PyList_Check(list) || PyTuple_Check(list) ? PySequence_Fast_GET_SIZE(list) : 0) < 1) {
         PyBuffer_Release(&wbuf);
         if (!PyList_Check(list) && !PyTuple_Check(list))
@@ -541,7 +610,7 @@ static PyObject *Records_send_frame(Records *self, PyObject *args) {
             put_len(w, (unsigned)(head->len + TAG));
             make_nonce(nonce, 0, seq + sealed);
             p = head->buf;
-            failed = gmac(self, 1, nonce, &p, &head->len, 1, w + LEN) < 0;
+            failed = mac(self, 1, nonce, &p, &head->len, 1, w + LEN) < 0;
             sealed++;
             iov[cnt].iov_base = w;
             iov[cnt++].iov_len = LEN;
@@ -554,7 +623,7 @@ static PyObject *Records_send_frame(Records *self, PyObject *args) {
         put_len(w + LEN + TAG, (unsigned)(chunk + TAG));
         make_nonce(nonce, 0, seq + sealed);
         p = pb + off;
-        failed = failed || gmac(self, 1, nonce, &p, &chunk, 1, w + 2 * LEN + TAG) < 0;
+        failed = failed || mac(self, 1, nonce, &p, &chunk, 1, w + 2 * LEN + TAG) < 0;
         sealed++;
         if (failed) break;
         iov[cnt].iov_base = w + LEN + TAG;
@@ -719,7 +788,7 @@ static PyObject *Records_recv_small(Records *self, PyObject *args) {
             }
         }
     } else {  /* checked where it lies, then copied out */
-        failed = gmac(self, 0, nonce, &src, &body, 1, rec + LEN + body) < 0;
+        failed = mac(self, 0, nonce, &src, &body, 1, rec + LEN + body) < 0;
         Py_ssize_t left = body;
         for (int i = 0; i < n && left && !failed; i++) {
             Py_ssize_t k = views[i].len < left ? views[i].len : left;
@@ -748,7 +817,7 @@ done:
     return result;
 }
 
-/* tag(seq, kind, data) -> the 16-byte GMAC tag of ``data`` (sealing direction). */
+/* tag(seq, kind, data) -> the 16-byte integrity tag of ``data`` (sealing direction). */
 static PyObject *Records_tag(Records *self, PyObject *args) {
     unsigned long long seq;
     unsigned kind;
@@ -764,10 +833,10 @@ static PyObject *Records_tag(Records *self, PyObject *args) {
     make_nonce(nonce, kind, seq);
     if (data.len >= NOGIL_BYTES) {
         Py_BEGIN_ALLOW_THREADS
-        rc = gmac(self, 1, nonce, &p, &data.len, 1, tag);
+        rc = mac(self, 1, nonce, &p, &data.len, 1, tag);
         Py_END_ALLOW_THREADS
     } else {
-        rc = gmac(self, 1, nonce, &p, &data.len, 1, tag);
+        rc = mac(self, 1, nonce, &p, &data.len, 1, tag);
     }
     self->sealing = 0;
     PyBuffer_Release(&data);
@@ -775,7 +844,7 @@ static PyObject *Records_tag(Records *self, PyObject *args) {
     return PyBytes_FromStringAndSize((const char *)tag, TAG);
 }
 
-/* check(seq, kind, data, tag) -> whether ``tag`` is the GMAC tag of ``data`` (opening). */
+/* check(seq, kind, data, tag) -> whether ``tag`` is the integrity tag of ``data`` (opening). */
 static PyObject *Records_check(Records *self, PyObject *args) {
     unsigned long long seq;
     unsigned kind;
@@ -789,10 +858,10 @@ static PyObject *Records_check(Records *self, PyObject *args) {
         make_nonce(nonce, kind, seq);
         if (data.len >= NOGIL_BYTES) {
             Py_BEGIN_ALLOW_THREADS
-            rc = gmac(self, 0, nonce, &p, &data.len, 1, t);
+            rc = mac(self, 0, nonce, &p, &data.len, 1, t);
             Py_END_ALLOW_THREADS
         } else {
-            rc = gmac(self, 0, nonce, &p, &data.len, 1, t);
+            rc = mac(self, 0, nonce, &p, &data.len, 1, t);
         }
         self->opening = 0;
     }
@@ -895,17 +964,18 @@ static PyObject *Records_direct_begin(Records *self, PyObject *args) {
     PyObject *result = NULL;
     if (head.len != LEN) {
         PyErr_SetString(PyExc_ValueError, "direct_begin: head is the 4-byte length field");
-    } else if (self->encrypt ? !self->aegis : self->gopen == NULL) {
+    } else if (self->encrypt ? !self->aegis : !mac_fast(self, 0)) {
         PyErr_SetString(PyExc_ValueError, "direct_begin: this link's records are not opened "
-                                          "in place (AES-256-GCM, or no compiled GHASH)");
+                                          "in place (AES-256-GCM, or no compiled MAC)");
     } else if (enter(&self->opening) == 0) {
-        make_nonce(self->dnonce, kind, seq);
+        unsigned char nonce[12];
+        make_nonce(nonce, kind, seq);
         if (self->encrypt) {
             unsigned char npub[AEGIS_NONCE];
-            aegis_nonce(npub, self->dnonce);
+            aegis_nonce(npub, nonce);
             aegis256x4_state_init(&self->dst, head.buf, LEN, npub, self->kopen);
         } else {
-            gh_start(&self->dgh);
+            mac_start(self, 0, &self->dmac, nonce);
         }
         self->dactive = 1;
         self->opening = 0;
@@ -917,13 +987,13 @@ static PyObject *Records_direct_begin(Records *self, PyObject *args) {
 }
 
 /* The bytes [from, to) of a record read in place just landed: decrypt them where they lie
- * (AEGIS-256X4), or hash them (GMAC), while they are still in the core's cache. */
+ * (AEGIS-256X4), or hash them (the integrity MAC), while they are still in the core's cache. */
 static void direct_take(Records *self, unsigned char *view, Py_ssize_t from, Py_ssize_t to) {
     if (to <= from) return;
     if (self->encrypt)
         aegis_piece(&self->dst, 0, view + from, view + from, (size_t)(to - from));
     else
-        gh_update(self->gopen, &self->dgh, view + from, (size_t)(to - from));
+        mac_update(self, 0, &self->dmac, view + from, (size_t)(to - from));
 }
 
 /* The loop of recv_direct, with the GIL released: read the record begun in place into ``v``
@@ -971,9 +1041,7 @@ static int direct_loop(Records *self, int fd, unsigned char *v, Py_ssize_t n, un
         if (self->encrypt) {
             ok = aegis256x4_state_decrypt_final(&self->dst, t, TAG) == 0;
         } else {
-            unsigned char s[TAG];
-            gh_final(self->gopen, &self->dgh, s);
-            ok = mask_tag(self->eopen, self->dnonce, s) == 0 && CRYPTO_memcmp(s, t, TAG) == 0;
+            ok = mac_final(self, 0, &self->dmac, t) == 0;
         }
         status = ok ? 1 : -1;
     }
@@ -1022,7 +1090,7 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
     int opened = 0, err = 0;
     Py_buffer *head = n == 2 ? &views[0] : NULL, *pay = n >= 1 ? &views[n - 1] : NULL;
     Py_ssize_t hlen = head != NULL ? head->len : 0;
-    if (self->encrypt || self->gopen == NULL || self->dactive || tag.len != TAG ||
+    if (self->encrypt || !mac_fast(self, 0) || self->dactive || tag.len != TAG ||
         n < 1 || n > 2 || pay->len < direct || hlen >= direct || hlen > maxrec ||
         (head != NULL && !hlen) || raw.len < 2 * LEN + hlen + TAG) {
         result = Py_BuildValue("lninnnnn", status, got, opened, rstart, rlen, dlen, dgot, tgot);
@@ -1048,7 +1116,7 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
             if (size == (unsigned)(hlen + TAG) && k >= LEN + (ssize_t)size) {
                 const unsigned char *src = r + LEN;
                 make_nonce(nonce, 0, seq);
-                if (gmac(self, 0, nonce, &src, &hlen, 1, r + LEN + hlen) < 0) {
+                if (mac(self, 0, nonce, &src, &hlen, 1, r + LEN + hlen) < 0) {
                     status = -3;
                 } else {
                     memcpy(head->buf, src, (size_t)hlen);
@@ -1063,8 +1131,8 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
             unsigned size = get_len(r + rstart);
             Py_ssize_t body = (Py_ssize_t)(size & 0x7fffffffu) - TAG;
             if (!(size & 0x80000000u) && body >= direct && body <= maxrec && body <= pay->len) {
-                make_nonce(self->dnonce, 0, seq + (unsigned long long)opened);
-                gh_start(&self->dgh);
+                make_nonce(nonce, 0, seq + (unsigned long long)opened);
+                mac_start(self, 0, &self->dmac, nonce);
                 self->dactive = 1;
                 rstart = rlen = 0;
                 dlen = body;
@@ -1134,6 +1202,7 @@ static PyObject *Records_recv_direct(Records *self, PyObject *args) {
     if (status) {
         self->dactive = 0;
         OPENSSL_cleanse(&self->dst, sizeof self->dst);
+        OPENSSL_cleanse(&self->dmac, sizeof self->dmac);
     }
     self->opening = 0;
     if (err) {
@@ -1150,19 +1219,23 @@ done:
 
 static PyObject *Records_get_fast(Records *self, void *closure) {
     (void)closure;
-    return PyBool_FromLong(self->gseal != NULL && self->gopen != NULL);
+    return PyBool_FromLong(mac_fast(self, 1) && mac_fast(self, 0));
 }
 
 static PyObject *Records_get_cipher(Records *self, void *closure) {
     (void)closure;
-    return PyUnicode_FromString(self->aegis ? "aegis-256x4" : "aes-256-gcm");
+    if (self->encrypt)
+        return PyUnicode_FromString(self->aegis ? "aegis-256x4" : "aes-256-gcm");
+    return PyUnicode_FromString(self->amac ? "aegismac-128x4" : "aes-256-gmac");
 }
 
 static PyGetSetDef Records_getset[] = {
     {"fast", (getter)Records_get_fast, NULL,
-     "whether GMAC tags run on the compiled VPCLMULQDQ GHASH (else libcrypto's GCM)", NULL},
+     "whether integrity tags run on a compiled MAC (AEGISMAC-128X4, or GMAC on the "
+     "VPCLMULQDQ GHASH; else libcrypto's GCM)", NULL},
     {"cipher", (getter)Records_get_cipher, NULL,
-     "the cipher of encrypted records: 'aes-256-gcm' or 'aegis-256x4'", NULL},
+     "the records' algorithm: encrypting 'aes-256-gcm' or 'aegis-256x4'; integrity "
+     "'aes-256-gmac' or 'aegismac-128x4'", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1173,9 +1246,10 @@ static PyMethodDef Records_methods[] = {
      "send_frame(fd, views, seq, wbuf, maxrec, join): tag and send a large integrity frame"},
     {"recv_small", (PyCFunction)Records_recv_small, METH_VARARGS,
      "recv_small(fd, raw, rstart, rlen, views, seq, direct, maxrec): read, open, scatter"},
-    {"tag", (PyCFunction)Records_tag, METH_VARARGS, "tag(seq, kind, data): a GMAC tag"},
+    {"tag", (PyCFunction)Records_tag, METH_VARARGS,
+     "tag(seq, kind, data): an integrity record's tag (GMAC or AEGISMAC-128X4)"},
     {"check", (PyCFunction)Records_check, METH_VARARGS,
-     "check(seq, kind, data, tag): whether a GMAC tag holds"},
+     "check(seq, kind, data, tag): whether an integrity record's tag holds"},
     {"seal", (PyCFunction)Records_seal, METH_VARARGS,
      "seal(nonce, data, aad, out): AEGIS-256X4 ciphertext and tag of data into out"},
     {"open", (PyCFunction)Records_open, METH_VARARGS,
@@ -1196,7 +1270,8 @@ static PyTypeObject RecordsType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Records(seal_key, open_key, encrypt, fast=True, cipher='aes-256-gcm'): one "
               "link's record contexts (fast: GMAC on the compiled GHASH where the CPU has "
-              "VPCLMULQDQ; cipher: of encrypted records, 'aes-256-gcm' or 'aegis-256x4')",
+              "VPCLMULQDQ; cipher: of encrypted records, 'aes-256-gcm' or 'aegis-256x4'; of "
+              "integrity records, 'aes-256-gmac' (also 'aes-256-gcm') or 'aegismac-128x4')",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Records_init,
     .tp_dealloc = (destructor)Records_dealloc,
@@ -1206,13 +1281,28 @@ static PyTypeObject RecordsType = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "terascale.transport._seclink",
-    "The per-record work of authenticated links (AES-256-GCM on libcrypto, AEGIS-256X4 on "
-    "libaegis).", -1, NULL,
+    "The per-record work of authenticated links (AES-256-GCM on libcrypto, AEGIS-256X4 and "
+    "AEGISMAC-128X4 on libaegis).", -1, NULL,
 };
+
+/* Whether libaegis runs AEGIS-128X4 on the CPU's AES instructions here (the implementation
+ * aegis_init picked is not the portable one): only then is AEGISMAC-128X4 offered for
+ * integrity links, where it is faster than GMAC. */
+static int aegis_in_hardware(void) {
+#if defined(__aarch64__) || defined(_M_ARM64)
+    return aegis_runtime_has_neon_aes();
+#elif defined(__x86_64__) || defined(_M_AMD64) || defined(__i386__) || defined(_M_IX86)
+    return aegis_runtime_has_aesni() && aegis_runtime_has_avx();
+#elif defined(__ALTIVEC__) && defined(__CRYPTO__)
+    return aegis_runtime_has_altivec();
+#else
+    return 0;
+#endif
+}
 
 PyMODINIT_FUNC PyInit__seclink(void) {
     if (aegis_init() != 0) {
-        PyErr_SetString(PyExc_RuntimeError, "libaegis: no implementation of AEGIS-256X4");
+        PyErr_SetString(PyExc_RuntimeError, "libaegis: no implementation of AEGIS");
         return NULL;
     }
     if (PyType_Ready(&RecordsType) < 0) return NULL;
@@ -1224,6 +1314,7 @@ PyMODINIT_FUNC PyInit__seclink(void) {
         Py_DECREF(m);
         return NULL;
     }
-    PyModule_AddIntConstant(m, "ABI", 5);
+    PyModule_AddIntConstant(m, "ABI", 6);
+    PyModule_AddIntConstant(m, "AEGIS_HARDWARE", aegis_in_hardware());
     return m;
 }

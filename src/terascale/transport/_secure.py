@@ -6,14 +6,23 @@ with ``MSG_PEEK``, ``send``), so the exchange runs unchanged over it. Every byte
 sends, frame headers and payloads alike, travels inside records, in one of two modes:
 
 ``integrity`` (the default)
-    ``length u32 | plaintext | GMAC tag``: AES-256-GCM with the plaintext as associated
-    data and nothing to encrypt (GMAC, NIST SP 800-38D). Nobody on the path can alter,
-    replay, drop, duplicate, reorder or splice a record unnoticed; they can read it.
-    GHASH runs at tens of GB/s per core (PCLMULQDQ; AES-GCM encryption and keyed
-    BLAKE2b run at a fifth and a fiftieth of that here), the plaintext is sent straight
-    from the caller's buffer, and a record of 64 KiB or more that the caller's buffer
-    holds whole is read straight into it and checked there (hashed piece by piece as the
-    pieces land, where the compiled layer has its own GHASH), its bytes handed over only
+    ``length u32 | plaintext | tag``, the tag a MAC of the plaintext: AEGISMAC-128X4
+    (draft-irtf-cfrg-aegis-aead, "AEGIS as a MAC": AEGIS-128X4 absorbing the plaintext,
+    its 16-byte key the first half of the direction's HKDF key, its 16-byte nonce the
+    record's 12-byte one zero-padded) where both ends have the compiled record layer and a
+    CPU on which libaegis runs the AES round in hardware, else GMAC (AES-256-GCM with the
+    plaintext as associated data and nothing to encrypt, NIST SP 800-38D), which every
+    build runs. The two ends agree on the MAC as they do on a cipher (:func:`agree_cipher`:
+    the dialling end's offer in its sealed hello, AEGISMAC-128X4 first where it runs it,
+    the accepting end's choice in its own, the MAC in the keys' HKDF label; an end with
+    ``TERASCALE_LINK_MAC=gmac`` offers GMAC alone). Nobody on the path can alter, replay,
+    drop, duplicate, reorder or splice a record unnoticed; they can read it. The MAC runs
+    at tens of GB/s per core (AEGISMAC-128X4 about twice as fast as the VPCLMULQDQ GHASH
+    on a large hot buffer on VAES/AVX-512, and as fast on a 4 KiB record; AES-GCM
+    encryption and keyed BLAKE2b run at a fraction of that), the plaintext is sent
+    straight from the caller's buffer, and a record of 64 KiB or more that the caller's
+    buffer holds whole is read straight into it and checked there (hashed piece by piece
+    as the pieces land, where the compiled layer runs the MAC), its bytes handed over only
     once the tag passed and wiped if it fails; the header record before it is read with
     the next record's length and no further, so that the payload's records are still in
     the kernel for that (measured in ``docs/benchmarks/security.md``).
@@ -34,12 +43,13 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     second pass), handed over once the tag passed, wiped if it fails or the stream ends
     inside it.
 
-The record's length is authenticated too (associated data, or GHASH's own length
-block). Keys: HKDF-SHA256 (RFC 5869) over the job secret, salted with the two fresh
-nonces of this connection's handshake and bound to the mode (and cipher), the job id and
-both ranks,
-gives one key per direction (as WireGuard and TLS 1.3 do); a record's nonce is its
-64-bit sequence number in that direction, never sent. A flipped bit, a replayed, dropped,
+The record's length is authenticated too (associated data, or the MAC's own length
+block: GHASH's, AEGISMAC's finalization), and its abort bit through the nonce's kind.
+Keys: HKDF-SHA256 (RFC 5869) over the job secret, salted with the two fresh nonces of this
+connection's handshake and bound to the mode (and cipher, or AEGISMAC-128X4), the job id
+and both ranks, gives one key per direction (as WireGuard and TLS 1.3 do), never one key
+for two algorithms; a record's nonce is its kind and 64-bit sequence number in that
+direction, never sent. A flipped bit, a replayed, dropped,
 duplicated, reordered or re-spliced record therefore fails the tag check and raises
 :class:`~terascale._errors.LinkTampered` (an ``AuthError``) on the receiving rank, which
 aborts the job like any failure of a collective; the tampered link stays refused. Traffic
@@ -52,8 +62,8 @@ A third mode, ``plain`` (no records), exists only for measuring what the other t
 refuses a link whose peer runs a weaker mode than its own.
 
 Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext when encrypting and
-``RECORD_MAC`` (1 MiB) in integrity mode, so AES-GCM runs on large buffers (several GB/s
-per core with AES-NI; GMAC tens of GB/s) and the per-record cost (20 bytes, one call)
+``RECORD_MAC`` (1 MiB) in integrity mode, so the cipher runs on large buffers (several
+GB/s per core with AES-NI; the MACs tens of GB/s) and the per-record cost (20 bytes, one call)
 stays small, while a record is still in the core's cache when the kernel copies it; a
 link's receive buffer holds two records (allocated when it first receives). A frame of up
 to 64 KiB is one record (4 KiB messages pay one record each way). Up to 32 KiB, the
@@ -63,10 +73,11 @@ them (encrypting straight from the pieces) and sends the record with one ``send`
 reads what the kernel has with one ``recv``, opens the record at its front and scatters
 it into the caller's header and payload buffers. That took the CPU time of a 4 KiB frame
 from 8 to under 5 us against 2.7 us unauthenticated (``docs/benchmarks/security.md``).
-Where the CPU has VPCLMULQDQ (AVX-512), the compiled layer also tags and checks integrity
-records of every size with a GHASH of its own (``_ghash.c``: 512-bit carry-less
-multiplication, 64 blocks a step, one reduction per step), as fast as the ``cryptography``
-wheel's OpenSSL and twice as fast as a system libcrypto 3.0, with no Python turn inside.
+Under AEGISMAC-128X4, and under GMAC where the CPU has VPCLMULQDQ (AVX-512), the compiled
+layer tags and checks integrity records of every size itself (one MAC interface, start,
+update, final: libaegis, or a GHASH of its own, ``_ghash.c``: 512-bit carry-less
+multiplication, 64 blocks a step, one reduction per step, as fast as the ``cryptography``
+wheel's OpenSSL and twice as fast as a system libcrypto 3.0), with no Python turn inside.
 There, a frame of integrity records larger than ``_JOIN`` is one compiled call each way
 (``Records.send_frame``: its header's record and its payload's records tagged and sent from
 the caller's buffers in one ``sendmsg`` per record, while the kernel takes them whole;
@@ -74,7 +85,7 @@ the caller's buffers in one ``sendmsg`` per record, while the kernel takes them 
 copied out, the payload's record then read in place and hashed as it lands), with the GIL
 released, instead of several Python calls per record: the records on the wire are the same.
 Encrypted AES-256-GCM records above 32 KiB, every record where the module is not built
-(or ``TERASCALE_NO_CEXT=1``), and integrity records above 32 KiB without VPCLMULQDQ go
+(or ``TERASCALE_NO_CEXT=1``), and GMAC records above 32 KiB without VPCLMULQDQ go
 through the ``cryptography`` package, which writes the same bytes: its own OpenSSL runs
 GCM about twice as fast as a system libcrypto 3.0. AEGIS-256X4 records above 32 KiB are
 sealed and opened by the compiled layer's libaegis from this module's record path, with
@@ -103,10 +114,11 @@ import struct
 from typing import Any
 
 from .._cext import load as _load_compiled
+from .._env import read_setting
 from .._errors import AuthError, ConfigError, LinkTampered
 from ._tcp_stream import drop_sent
 
-__all__ = ["CIPHERS", "MODES", "RECORD", "RECORD_MAC", "SecureLink", "agree_cipher",
+__all__ = ["CIPHERS", "MACS", "MODES", "RECORD", "RECORD_MAC", "SecureLink", "agree_cipher",
            "chosen_cipher", "ciphers", "stronger"]
 
 MODES = ("plain", "integrity", "encrypt")  # weakest first
@@ -114,44 +126,78 @@ MODES = ("plain", "integrity", "encrypt")  # weakest first
 # (the ``cryptography`` package); AEGIS-256X4 needs the compiled record layer.
 GCM, AEGIS = "aes-256-gcm", "aegis-256x4"
 CIPHERS = (AEGIS, GCM)
+# The MACs of integrity records, preferred first. GMAC (AES-256-GCM with nothing to encrypt)
+# is the floor every build has; AEGISMAC-128X4 needs the compiled record layer and a CPU on
+# which libaegis runs the AES round in hardware.
+GMAC, AEGISMAC = "aes-256-gmac", "aegismac-128x4"
+MACS = (AEGISMAC, GMAC)
 
 
-def ciphers() -> tuple[str, ...]:
-    """The ciphers this process can run encrypted links with, preferred first: AEGIS-256X4
-    where the compiled record layer is built (and ``TERASCALE_NO_CEXT`` is unset), then
-    AES-256-GCM, which every build has."""
-    return CIPHERS if _compiled() is not None else (GCM,)
+def ciphers(mode: str = "encrypt") -> tuple[str, ...]:
+    """What this process can run links of ``mode`` with, preferred first. Encrypting:
+    AEGIS-256X4 where the compiled record layer is built (and ``TERASCALE_NO_CEXT`` is
+    unset), then AES-256-GCM, which every build has. Integrity (any other mode): the MACs,
+    AEGISMAC-128X4 where the compiled layer is built and libaegis runs it on the CPU's AES
+    instructions (AES-NI, VAES, ARMv8 or POWER crypto; about twice GMAC's speed on VAES
+    hardware), then GMAC, which every build has."""
+    mod = _compiled()
+    if mode == "encrypt":
+        return CIPHERS if mod is not None else (GCM,)
+    return MACS if mod is not None and mod.AEGIS_HARDWARE and not _gmac_only() else (GMAC,)
 
 
-def agree_cipher(offered: Any) -> str:
-    """The cipher of an encrypted link: the first of ``offered`` (the dialling side's
-    :func:`ciphers`, from its sealed hello) that this process runs too.
+def _gmac_only() -> bool:
+    """``TERASCALE_LINK_MAC=gmac``: this process offers GMAC alone for integrity links (to
+    compare the two MACs, or to keep a job's links on one)."""
+    value = (read_setting("TERASCALE_LINK_MAC") or "").strip().lower()
+    if value not in ("", "auto", "gmac"):
+        raise ConfigError(f"TERASCALE_LINK_MAC={value!r}: 'gmac' (GMAC only) or 'auto' "
+                          "(AEGISMAC-128X4 where the CPU runs it in hardware, else GMAC)")
+    return value == "gmac"
+
+
+def _floor(mode: str) -> str:
+    return GCM if mode == "encrypt" else GMAC
+
+
+def agree_cipher(offered: Any, mode: str = "encrypt") -> str:
+    """The cipher (encrypting) or MAC (integrity) of a link in ``mode``: the first of
+    ``offered`` (the dialling side's :func:`ciphers`, from its sealed hello) that this
+    process runs too.
 
     The hellos are sealed and the choice is bound into the link's keys (:func:`link_keys`),
-    so nobody on the path can steer it; a peer that names no ciphers (or none of ours)
-    gets AES-256-GCM, which every build runs.
+    so nobody on the path can steer it; a peer that names none (or none of ours) gets
+    AES-256-GCM, or GMAC, which every build runs (named ``aes-256-gcm`` for a peer whose
+    offer names no MACs: a build that predates them calls GMAC by its cipher's name).
 
     Parameters
     ----------
     offered
         The dialling side's list, preferred first (anything else counts as none).
+    mode
+        This side's link mode (``"encrypt"``, else the integrity MACs are agreed).
     """
-    mine = ciphers()
+    mine = ciphers(mode)
     if isinstance(offered, list):
         for c in offered:
             if c in mine:
                 return str(c)
-    return GCM
+        if mode != "encrypt" and not any(c in MACS for c in offered):
+            return GCM  # a peer that offers no MACs knows GMAC by its cipher's name
+    return _floor(mode)
 
 
-def chosen_cipher(theirs: Any, rank: int, peer: int) -> str:
-    """The cipher the accepting ``peer`` chose in its sealed hello ``theirs`` (a dict), after
-    :func:`agree_cipher` on its side: it must be one this ``rank`` offered, else
-    :class:`AuthError`. A peer that names none chose AES-256-GCM."""
-    cipher = theirs.get("cipher", GCM)
-    if cipher not in ciphers():
-        raise AuthError(f"rank {rank}: rank {peer} chose cipher {cipher!r}, which this rank "
-                        f"did not offer ({', '.join(ciphers())})")
+def chosen_cipher(theirs: Any, rank: int, peer: int, mode: str = "encrypt") -> str:
+    """The cipher (or MAC) the accepting ``peer`` chose in its sealed hello ``theirs`` (a
+    dict), after :func:`agree_cipher` on its side: it must be one this ``rank`` offered for
+    ``mode``, else :class:`AuthError`. A peer that names none chose AES-256-GCM (GMAC)."""
+    cipher = theirs.get("cipher", _floor(mode))
+    if mode != "encrypt" and cipher == GCM:
+        cipher = GMAC  # a peer that knows no MACs names GMAC by its cipher's name
+    if cipher not in ciphers(mode):
+        what = "cipher" if mode == "encrypt" else "MAC"
+        raise AuthError(f"rank {rank}: rank {peer} chose {what} {cipher!r}, which this rank "
+                        f"did not offer ({', '.join(ciphers(mode))})")
     return str(cipher)
 
 
@@ -170,7 +216,7 @@ def stronger(mine: str, theirs: str) -> str:
     return max(mine, theirs, key=MODES.index)
 
 RECORD = 256 << 10
-# Integrity records sealed straight from the caller's buffer may be larger: GMAC is cheap, so
+# Integrity records sealed straight from the caller's buffer may be larger: the MAC is cheap, so
 # fewer records means fewer system calls and Python turns per byte, and a record this size
 # is still in the core's cache (2 MiB of L2 here) when the kernel copies it after its tag.
 RECORD_MAC = 1 << 20
@@ -185,7 +231,7 @@ _DIRECT = 64 << 10  # integrity mode reads a record this large straight into the
 # The compiled layer seals and opens records up to this size on libcrypto: above it the
 # per-record Python matters less than GCM itself, which the ``cryptography`` wheel's own
 # OpenSSL runs about twice as fast as a system libcrypto 3.0 does; integrity records of any
-# size where it has its own GHASH (``SecureLink._fast``; docs/benchmarks/security.md).
+# size where it runs the MAC itself (``SecureLink._fast``; docs/benchmarks/security.md).
 _C_MAX = 32 << 10
 
 
@@ -204,14 +250,15 @@ _INTO: bool | None = None
 
 
 def _compiled() -> Any:
-    return _load_compiled("terascale.transport._seclink", 5)
+    return _load_compiled("terascale.transport._seclink", 6)
 
 
 def _records(mine: bytes, theirs: bytes, encrypt: bool, cipher: str = GCM) -> Any:
     """The compiled record layer for one link (:mod:`._seclink`: AES-256-GCM contexts on
-    libcrypto, keyed once, or AEGIS-256X4 on libaegis), or None where it was not built or
-    ``TERASCALE_NO_CEXT`` is set (then every record goes through ``cryptography``; the
-    bytes on the wire are the same, and encrypted links agree on AES-256-GCM)."""
+    libcrypto, keyed once, or AEGIS-256X4 and AEGISMAC-128X4 on libaegis), or None where it
+    was not built or ``TERASCALE_NO_CEXT`` is set (then every record goes through
+    ``cryptography``; the bytes on the wire are the same, and links agree on AES-256-GCM or
+    GMAC)."""
     mod = _compiled()
     return None if mod is None else mod.Records(mine, theirs, encrypt, cipher=cipher)
 
@@ -243,6 +290,29 @@ class _Aegis:
         return bytes(dest)
 
 
+class _AegisMac:
+    """One link's AEGISMAC-128X4 (the compiled layer's ``tag``/``check``) behind the calls
+    :class:`SecureLink` makes of ``cryptography``'s ``AESGCM`` for GMAC (nothing to
+    encrypt, the record's plaintext as associated data), so that both MACs share one record
+    path. A failed tag raises ``ValueError`` (AESGCM: InvalidTag)."""
+
+    def __init__(self, records: Any) -> None:
+        self._r = records
+
+    def encrypt(self, nonce: bytes, data: Any, aad: Any) -> bytes:
+        kind, seq = _NONCE.unpack(nonce)
+        return bytes(self._r.tag(seq, kind, aad))
+
+    def encrypt_into(self, nonce: bytes, data: Any, aad: Any, out: Any) -> None:
+        out[:] = self.encrypt(nonce, data, aad)
+
+    def decrypt(self, nonce: bytes, tag: Any, aad: Any) -> bytes:
+        kind, seq = _NONCE.unpack(nonce)
+        if not self._r.check(seq, kind, aad, tag):
+            raise ValueError("authentication tag")
+        return b""
+
+
 def _aead(key: bytes):  # type: ignore[no-untyped-def]
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -254,13 +324,14 @@ def _aead(key: bytes):  # type: ignore[no-untyped-def]
 
 def link_keys(secret: bytes, nonces: bytes, job: str, dialer: int, acceptor: int,
               mode: str = "encrypt", cipher: str = GCM) -> tuple[bytes, bytes]:
-    """(dialer -> acceptor key, acceptor -> dialer key) for one connection in ``mode`` (and,
-    encrypting, ``cipher``: the agreed cipher is part of the label, so two ends that
-    disagree on it, whatever made them, share no key and fail their first record)."""
+    """(dialer -> acceptor key, acceptor -> dialer key) for one connection in ``mode`` (and
+    ``cipher``, encrypting, or AEGISMAC-128X4, in integrity mode: the agreed algorithm is
+    part of the label, so two ends that disagree on it, whatever made them, share no key and
+    fail their first record, and no key serves two algorithms)."""
     from .._auth import derive_keys
 
     _aead(b"\0" * 32)  # a clear ConfigError without cryptography
-    what = f"{mode}|{cipher}" if mode == "encrypt" else mode
+    what = f"{mode}|{cipher}" if mode == "encrypt" or cipher == AEGISMAC else mode
     return derive_keys(secret, nonces, f"link|{what}|{job}|{dialer}>{acceptor}")
 
 
@@ -294,11 +365,11 @@ class SecureLink:
         if _INTO is None:
             _INTO = _has_into()
         self.mode = "encrypt" if encrypt else "integrity"
-        # integrity records are GMAC whatever was agreed for encryption
-        self.cipher = cipher if encrypt else GCM
-        if self.cipher not in ciphers():
+        # the records' algorithm: the agreed cipher, or MAC (GMAC is AES-256-GCM's)
+        self.cipher = cipher if encrypt or cipher != GCM else GMAC
+        if self.cipher not in ciphers(self.mode):
             raise ConfigError(f"rank {rank}: cipher {cipher!r} for the link with rank {peer} "
-                              f"is not one this process runs ({', '.join(ciphers())})")
+                              f"is not one this process runs ({', '.join(ciphers(self.mode))})")
         self._encrypt = encrypt
         self._rec = RECORD if encrypt else RECORD_MAC  # the largest record either way
         d2a, a2d = link_keys(secret, nonces, job, dialer, acceptor, self.mode, self.cipher)
@@ -307,6 +378,8 @@ class SecureLink:
         self._c = _records(mine, theirs, encrypt, self.cipher)
         if self.cipher == AEGIS:
             self._seal = self._open = _Aegis(self._c)  # (its keys are per direction)
+        elif self.cipher == AEGISMAC:
+            self._seal = self._open = _AegisMac(self._c)
         else:
             self._seal, self._open = _aead(mine), _aead(theirs)
         self.rank, self.peer = rank, peer
@@ -337,16 +410,17 @@ class SecureLink:
 
     @property
     def _fast(self) -> bool:
-        """Whether the compiled layer has its own GHASH (VPCLMULQDQ, ``_ghash.c``), as fast
-        as the wheel's and without a Python turn: then it tags and checks integrity records
-        of any size."""
+        """Whether the compiled layer runs the integrity MAC itself (AEGISMAC-128X4, or GMAC
+        on its own GHASH where the CPU has VPCLMULQDQ, ``_ghash.c``), as fast as the wheel's
+        or faster and without a Python turn: then it tags and checks integrity records of
+        any size."""
         return self._c is not None and self._c.fast
 
     @property
     def _frames(self) -> bool:
         """Whether a large integrity frame is sent, and received, in one compiled call each
         (``Records.send_frame``, ``Records.recv_frame``): integrity records tagged and
-        checked by the compiled GHASH."""
+        checked by the compiled MAC."""
         c = self._c
         return c is not None and not self._encrypt and c.fast
 
@@ -354,7 +428,7 @@ class SecureLink:
     def _dc(self) -> bool:
         """Whether the compiled layer reads a large record in place and opens each piece of
         it as it lands (:meth:`_direct`): AEGIS-256X4 records decrypted in place, integrity
-        records hashed by its own GHASH."""
+        records hashed by its own MAC."""
         c = self._c
         return c is not None and (self.cipher == AEGIS if self._encrypt else bool(c.fast))
 
@@ -559,7 +633,7 @@ class SecureLink:
                 out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
             self._out.append(out)
             at += len(out)
-        else:  # GMAC: the plaintext goes out as it is, from where it lies
+        else:  # a MAC: the plaintext goes out as it is, from where it lies
             tag = self._c.tag(self._sent, 0, plain) if self._c is not None and \
                 (n <= _C_MAX or self._fast) else self._seal.encrypt(nonce, b"", plain)
             self._out += [memoryview(head), plain, memoryview(tag)] if n else \
@@ -685,7 +759,7 @@ class SecureLink:
                     plain = self._sv if self._stage else self._scratch()
                     self._open.decrypt_into(nonce, body, self._rawv[at: at + _LEN.size],
                                             plain[:n])
-                else:  # GMAC: check the tag, then hand the plaintext over
+                else:  # a MAC: check the tag, then hand the plaintext over
                     self._open.decrypt(nonce, body[n:], body[:n])
                     plain = body
             except Exception:  # cryptography's InvalidTag
@@ -998,7 +1072,7 @@ class SecureLink:
         head, body = raw[at: at + _LEN.size], raw[at + _LEN.size: end]
         nonce = _NONCE.pack(head[0] >> 7, self._opened)  # the top bit: an abort record
         try:
-            if not self._encrypt:  # GMAC: check the tag, then hand the plaintext over
+            if not self._encrypt:  # a MAC: check the tag, then hand the plaintext over
                 if not self._check(head[0] >> 7, body[:-_TAG], body[-_TAG:]):
                     raise ValueError("tag")
                 dest[:] = body[:-_TAG]
@@ -1012,7 +1086,7 @@ class SecureLink:
         self._rstart = end
 
     def _check(self, kind: int, data: memoryview, tag: Any) -> bool:
-        """Whether ``tag`` is the GMAC tag of ``data``, the next record (of ``kind``)."""
+        """Whether ``tag`` is the MAC's tag of ``data``, the next record (of ``kind``)."""
         if self._c is not None and (len(data) <= _C_MAX or self._fast):
             return bool(self._c.check(self._opened, kind, data, tag))
         try:

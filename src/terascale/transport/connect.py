@@ -93,9 +93,10 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
             channel = Channel(secret, nonces, dialer=True, purpose=f"hello|{job}")
             # the hello names both ends: a connection that reached another rank (redirected on
             # the path, a stale address) fails here, naming both, not at its first record
-            # and the ciphers this rank runs encrypted links with: the acceptor picks one
+            # and the ciphers (or, integrity-only, the MACs) this rank runs links of its mode
+            # with: the acceptor picks one
             channel.send(s, {"rank": rank, "job": job, "security": mode, "to": peer,
-                             "ciphers": list(ciphers())}, deadline)
+                             "ciphers": list(ciphers(mode))}, deadline)
             theirs = channel.recv(s, deadline, what=f"rank {rank}: hello of rank {peer}")
         except AuthError as e:
             s.close()
@@ -115,7 +116,7 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
             raise _disagree(rank, peer, mode, theirs.get("security") if
                             isinstance(theirs, dict) else None)
         try:
-            cipher = chosen_cipher(theirs, rank, peer)
+            cipher = chosen_cipher(theirs, rank, peer, mode)
         except AuthError:
             s.close()
             raise
@@ -230,7 +231,7 @@ class _Acceptor:
             with self._lock:
                 if hello.get("job") != self.job or peer not in self.expect or peer in self.out:
                     raise AuthError(f"unexpected hello {hello!r}")
-            cipher = agree_cipher(hello.get("ciphers"))
+            cipher = agree_cipher(hello.get("ciphers"), self.mode)
             channel.send(conn, {"security": self.mode, "rank": self.rank, "cipher": cipher},
                          step)
             if hello.get("security") != self.mode:  # a genuine peer: the job cannot run

@@ -286,7 +286,8 @@ class PointToPoint:
             nonces = dial_handshake(sock, secret, deadline)
             channel = Channel(secret, nonces, dialer=True, purpose=f"hello|{label}")
             channel.send(sock, {"rank": self.rank, "group": self.name,
-                                "security": self.security, "ciphers": list(ciphers())},
+                                "security": self.security,
+                                "ciphers": list(ciphers(self.security))},
                          deadline)
             theirs = channel.recv(sock, deadline, what=f"rank {self.rank}: hello of rank {peer}")
             mode = theirs.get("security") if isinstance(theirs, dict) else None
@@ -294,7 +295,7 @@ class PointToPoint:
                 raise AuthError(f"rank {self.rank}: rank {peer} runs {mode} point-to-point "
                                 f"links, this rank {self.security}: refusing to send to it "
                                 "(the ranks disagree on the job's link security)")
-            cipher = chosen_cipher(theirs, self.rank, peer)
+            cipher = chosen_cipher(theirs, self.rank, peer, self.security)
         except AuthError as e:
             if sock is not None:
                 sock.close()
@@ -487,7 +488,7 @@ class PointToPoint:
         hello = channel.recv(conn, deadline, what=f"rank {self.rank}: a peer's hello")
         if hello.get("rank") != source or hello.get("group") != self.name:
             raise AuthError(f"unexpected hello {hello!r}")
-        cipher = agree_cipher(hello.get("ciphers"))
+        cipher = agree_cipher(hello.get("ciphers"), self.security)
         channel.send(conn, {"security": self.security, "cipher": cipher}, deadline)
         if hello.get("security") != self.security:
             raise AuthError(f"rank {source} offers {hello.get('security')} point-to-point "

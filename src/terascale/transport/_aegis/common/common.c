@@ -38,7 +38,9 @@ aegis_verify_32(const uint8_t *x, const uint8_t *y)
     return aegis_verify_n(x, y, 32);
 }
 
-/* terascale: only AEGIS-256X4 is vendored, so only its implementation is picked. */
+/* terascale: only AEGIS-128X4 and AEGIS-256X4 are vendored, so only their implementations
+ * are picked. */
+extern int aegis128x4_pick_best_implementation(void);
 extern int aegis256x4_pick_best_implementation(void);
 
 int
@@ -52,7 +54,7 @@ aegis_init(void)
     if (aegis_runtime_get_cpu_features() != 0) {
         return 0;
     }
-    if (aegis256x4_pick_best_implementation() != 0) {
+    if (aegis128x4_pick_best_implementation() != 0 || aegis256x4_pick_best_implementation() != 0) {
         return -1;
     }
     initialized = 1;
