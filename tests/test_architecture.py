@@ -424,6 +424,59 @@ def test_linear_train_imports_no_optional_stack(tmp_path: Path) -> None:
     assert out.stdout.split("\n")[-2] == "0 []", out.stdout + out.stderr
 
 
+# What a job of several ranks needs and a one-worker run does not: the links, the
+# rendezvous, the algorithms, checkpoints; and the estimators the command line never uses.
+_MULTI_RANK_ONLY = ("terascale.transport", "terascale.rendezvous", "terascale.collectives",
+                    "terascale._checkpoint", "terascale.launch", "terascale.linear._front._sklearn",
+                    "sklearn")
+
+
+def _imported(stderr: str) -> set[str]:
+    """The modules ``python -X importtime`` reported importing."""
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2}
+
+
+@pytest.mark.parametrize("command", [["vw", "-d"], ["linear", "train", "--quiet"]])
+def test_a_one_worker_command_imports_nothing_of_a_multi_rank_job(
+        tmp_path: Path, command: list[str]) -> None:
+    data = tmp_path / "small.vw"
+    data.write_text("".join(f"{i % 2} |a x{i % 7}:0.5 y |b z{i % 3}\n" for i in range(40)))
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "terascale", *command,
+                          str(data), "-f", str(tmp_path / "m"), "-b", "10"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    imported = _imported(out.stderr)
+    assert "terascale.linear._train" in imported  # it did run, and -X importtime reported it
+    heavy = sorted(m for m in imported if m.startswith(_MULTI_RANK_ONLY))
+    assert not heavy, f"terascale {' '.join(command)} on one worker imported {heavy}"
+
+
+# The process that launches -n N workers: it checks the options and learns nothing.
+_LAUNCHER = """
+import sys
+from terascale.cli import main
+sys.argv = ["terascale", *sys.argv[1:]]
+rc = main()
+print(rc, sorted(m for m in sys.modules if m.partition(".")[0] in ("numba", "llvmlite")))
+"""
+
+
+def test_the_launcher_of_n_workers_imports_no_numba(tmp_path: Path) -> None:
+    data = tmp_path / "small.vw"
+    data.write_text("".join(f"{i % 2} |a x{i % 7}:0.5 y |b z{i % 3}\n" for i in range(40)))
+    args = ["vw", "-n", "2", "-d", str(data), "-b", "10", "-q", "ab", "--quiet",
+            "-f", str(tmp_path / "m")]
+    # the first run compiles the kernels if this tree's are not in numba's cache yet
+    subprocess.run([sys.executable, "-m", "terascale", *args], check=True, timeout=300,
+                   capture_output=True)
+    out = subprocess.run([sys.executable, "-c", _LAUNCHER, *args], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines()[-1] == "0 []", out.stdout[-3000:]
+    assert (tmp_path / "m").stat().st_size > 0  # the workers learned and rank 0 wrote it
+
+
 def test_a_transport_is_one_module_and_one_registry_line() -> None:
     """ARCHITECTURE.md, "How to add a transport": outside ``transport/`` nothing imports a
     particular transport (the communicator, the rendezvous and ``init()`` reach them through

@@ -6,9 +6,8 @@
 [1.0, 2.0]
 """
 
-from ._async import Handle
-from ._checkpoint import Checkpoint
-from ._env import JobEnv, read_env
+import typing as _typing
+
 from ._errors import (
     AuthError,
     CollectiveError,
@@ -22,8 +21,35 @@ from ._errors import (
     StorageError,
     TerascaleError,
 )
-from ._init import init
-from .communicator import Communicator
+
+if _typing.TYPE_CHECKING:
+    from ._async import Handle
+    from ._checkpoint import Checkpoint
+    from ._env import JobEnv, read_env
+    from ._init import init
+    from .communicator import Communicator
+
+# The names a program reaches through ``terascale.X``, imported on first use (PEP 562): a
+# process that only imports a subpackage (a one-worker ``terascale vw`` run, whose
+# communicator has size 1) loads neither the collectives, the transport nor checkpoints.
+_LAZY = {"Checkpoint": "._checkpoint", "Communicator": ".communicator", "Handle": "._async",
+         "JobEnv": "._env", "init": "._init", "read_env": "._env"}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

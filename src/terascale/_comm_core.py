@@ -18,15 +18,17 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._arrays import OPS
 from ._async import Handle, Progress
 from ._errors import ConfigError
-from .collectives.shm import ShmGroups
-from .transport import Exchange, Transport
+
+if TYPE_CHECKING:
+    from .collectives.shm import ShmGroups
+    from .transport import Exchange, Transport
 
 __all__ = ["CommCore", "Tracer"]
 
@@ -110,7 +112,13 @@ class CommCore:
         self._splits = 0
         self._progress = self._shared.progress
         self._order = self._shared.order
-        self._shm = ShmGroups(job)
+        # Shared-memory segments, for ranks that have peers: a communicator of one process
+        # neither needs them nor imports the collectives (a tenth of a second of start-up).
+        self._shm: ShmGroups | None = None
+        if size > 1:
+            from .collectives.shm import ShmGroups
+
+            self._shm = ShmGroups(job)
         self._plans: dict[Any, Any] = {}  # allreduce's per-shape plans (communicator.py)
         self._fast: dict[Any, Any] = {}   # ... and their fast paths, where they have one
         self._children: weakref.WeakSet[CommCore] = weakref.WeakSet()
@@ -161,6 +169,8 @@ class CommCore:
         child._order = self._shared.order
         child._members = tuple(self._transport_rank(r) for r in group)
         child._context = context
+        from .collectives.shm import ShmGroups
+
         child._shm = ShmGroups(self.job, context)
         child._owner = False
         self._children.add(child)
@@ -278,7 +288,8 @@ class CommCore:
             self._closed = True
             for child in list(self._children):
                 child.close()
-            self._shm.close()
+            if self._shm is not None:
+                self._shm.close()
             if self._owner:
                 self._progress.close()
                 if self._transport is not None:

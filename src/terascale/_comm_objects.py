@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._errors import ConfigError
-from .collectives.allgather import RingAllgather
-from .transport import Exchange
+
+if TYPE_CHECKING:
+    from .transport import Exchange
 
 __all__ = ["ObjectCollectives"]
 
@@ -86,6 +87,8 @@ class ObjectCollectives:
 
         def body(ex: Exchange | None) -> list[Any]:
             if ex is not None:
+                from .collectives.allgather import RingAllgather
+
                 RingAllgather(ex, self.rank, self.size, out, sizes).run()
             starts = [sum(sizes[:i]) for i in range(self.size)]
             blobs = [out[s: s + k].tobytes() for s, k in zip(starts, sizes)]

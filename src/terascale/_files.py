@@ -20,7 +20,7 @@ from typing import IO, Any
 from ._errors import ConfigError, StorageError
 
 __all__ = ["WRITE_PIECE", "PieceWriter", "fsync_dir", "make_public", "private_dir",
-           "replace_durably", "storage_error"]
+           "replace_durably", "replaceable", "storage_error"]
 
 # The most bytes one write() hands the kernel for a large file. Linux 6.x (ext4 and the
 # other file systems with large folios) puts a large write in large page-cache folios, and
@@ -104,6 +104,20 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replaceable(path: str) -> bool:
+    """Whether ``path`` may be replaced by renaming a temporary file over it: a new name or a
+    regular file, never a symbolic link (``/dev/stdout``) or a device."""
+    if os.path.islink(path):
+        return False
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return True
+    import stat
+
+    return stat.S_ISREG(st.st_mode)
 
 
 def replace_durably(path: str | os.PathLike[str], write: Callable[[IO[bytes]], object], *,

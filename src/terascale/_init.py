@@ -28,7 +28,7 @@ import os
 import sys
 import time
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._bind import bind_address, bind_error
 from ._env import (
@@ -46,8 +46,10 @@ from ._errors import CollectiveError, ConfigError, PeerLost, SlotTaken
 from ._timeline import attach as attach_timeline
 from ._units import parse_rate
 from .communicator import Communicator
-from .rendezvous import RendezvousServer, join
-from .transport import Connector, connector
+
+if TYPE_CHECKING:  # imported by a job of several ranks only (a tenth of a second)
+    from .rendezvous import RendezvousServer
+    from .transport import Connector
 
 __all__ = ["JobEnv", "connect", "init", "joined", "read_env"]
 
@@ -164,6 +166,8 @@ def _notice_alone() -> None:
 
 def _serve(job: JobEnv) -> RendezvousServer:
     """Rank 0's rendezvous server, listening where the job said it would be (not 0.0.0.0)."""
+    from .rendezvous import RendezvousServer
+
     assert job.rendezvous is not None
     host, port = job.rendezvous
     bind = bind_address(host, bind=job.bind, what="rank 0: rendezvous host",
@@ -194,6 +198,9 @@ def connect(rank: int, size: int, rendezvous: tuple[str, int], secret: bytes, *,
     :class:`~terascale.transport.Connector`) defaults to TERASCALE_TRANSPORT, else ``tcp``;
     every rank must name the same one (the rendezvous refuses the job otherwise).
     """
+    from .rendezvous import join
+    from .transport import Connector, connector
+
     if encrypt is None:
         encrypt = read_flag(None, "TERASCALE_ENCRYPT")
     # Every TCP link is authenticated; encrypted too when asked. Plain links exist only to

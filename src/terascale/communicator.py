@@ -1,9 +1,14 @@
-"""The public :class:`Communicator`: collectives over numpy arrays and CPU torch tensors."""
+"""The public :class:`Communicator`: collectives over numpy arrays and CPU torch tensors.
+
+The algorithms (:mod:`terascale.collectives`) and the links (:mod:`terascale.transport`) are
+imported by the first collective that has peers to reach: a communicator of size 1, whose
+collectives are copies, never loads them (a tenth of a second of a one-worker run's start).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -12,17 +17,10 @@ from ._async import Handle
 from ._comm_core import CommCore
 from ._comm_objects import ObjectCollectives
 from ._errors import ConfigError
-from .collectives.allgather import RingAllgather
-from .collectives.alltoall import PairwiseAlltoall
-from .collectives.broadcast import TreeBroadcast
-from .collectives.fastpath import plan_allreduce, plan_barrier
-from .collectives.groups import split_groups
-from .collectives.registry import AllreduceCall, allreduce_spec
-from .collectives.ring import RingAllreduce
-from .collectives.select import choose_allreduce
-from .collectives.shm import shm_barrier
-from .collectives.tree import TreeAllreduce
-from .transport import Exchange
+
+if TYPE_CHECKING:
+    from .collectives.registry import AllreduceSpec
+    from .transport import Exchange
 
 __all__ = ["Communicator"]
 
@@ -136,23 +134,31 @@ class Communicator(ObjectCollectives, CommCore):
         self._check_op(op)
         a, token = as_array(x)
         key = (algorithm, op, a.dtype, a.shape)
-        plan = self._plans.get(key)
+        plan: tuple[ReduceOp, AllreduceSpec | None, str] | None = self._plans.get(key)
         if plan is None:
             rop = ReduceOp(op, a.dtype)
-            algo = choose_allreduce(a.nbytes, self.size, self.hosts, self.link_rate) \
-                if algorithm == "auto" else algorithm
-            spec = allreduce_spec(algo)
-            if not spec.runs_with(self.size):
-                raise ConfigError(f"rank {self.rank}: algorithm={algo!r} needs a world size "
-                                  f"that is a power of two, not {self.size}")
-            plan = (rop, spec, f"{algo},{describe(a)},{op}")
+            if self.size == 1 and algorithm == "auto":  # one rank: a copy, no algorithm runs
+                plan = (rop, None, f"{algorithm},{describe(a)},{op}")
+            else:
+                from .collectives.registry import allreduce_spec
+                from .collectives.select import choose_allreduce
+
+                algo = choose_allreduce(a.nbytes, self.size, self.hosts, self.link_rate) \
+                    if algorithm == "auto" else algorithm
+                chosen = allreduce_spec(algo)
+                if not chosen.runs_with(self.size):
+                    raise ConfigError(f"rank {self.rank}: algorithm={algo!r} needs a world "
+                                      f"size that is a power of two, not {self.size}")
+                plan = (rop, chosen, f"{algo},{describe(a)},{op}")
             if len(self._plans) >= _PLANS_MAX:
                 self._plans.clear()
             self._plans[key] = plan
         rop, spec, detail = plan
-        segment = spec.fast_path == "segment"
+        segment = spec is not None and spec.fast_path == "segment"
         if key not in self._fast and self.size > 1 and (segment or self.size == 2):
-            assert self._transport is not None
+            from .collectives.fastpath import plan_allreduce
+
+            assert self._transport is not None and self._shm is not None and spec is not None
             # a segment: the compiled core's one call; two ranks and a small message (every
             # algorithm with fast_path="swap" alike): the TCP swap.
             fast = plan_allreduce(spec, transport=self._transport, shm=self._shm,
@@ -175,7 +181,7 @@ class Communicator(ObjectCollectives, CommCore):
             raise ConfigError(f"rank {self.rank}: allreduce out= is read-only")
         in_place = target is not None and target.flags.c_contiguous and target.flags.writeable
         # Algorithms that read x where it is (shared memory) need no defensive copy.
-        direct = spec.reads_input and not asynchronous and self.size > 1
+        direct = spec is not None and spec.reads_input and not asynchronous and self.size > 1
         if in_place:
             assert target is not None
             if not _same_buffer(target, a):
@@ -189,6 +195,9 @@ class Communicator(ObjectCollectives, CommCore):
 
         def body(ex: Exchange | None) -> Any:
             if ex is not None:
+                from .collectives.registry import AllreduceCall
+
+                assert spec is not None  # (ranks to reach)
                 spec.build(AllreduceCall(ex, src, work, rop, self.hosts, self._shm,
                                          self.link_rate)).run()
             if target is None:
@@ -225,6 +234,8 @@ class Communicator(ObjectCollectives, CommCore):
 
         def body(ex: Exchange | None) -> Any:
             if ex is not None:
+                from .collectives.broadcast import TreeBroadcast
+
                 TreeBroadcast(ex, self.rank, self.size, work, root).run()
             if not in_place:
                 return restore(work.reshape(a.shape), token)
@@ -270,6 +281,8 @@ class Communicator(ObjectCollectives, CommCore):
 
         def body(ex: Exchange | None) -> Any:
             if ex is not None:
+                from .collectives.allgather import RingAllgather
+
                 RingAllgather(ex, self.rank, self.size, out.reshape(-1), [a.size] * self.size).run()
             return restore(out, token)
 
@@ -325,6 +338,8 @@ class Communicator(ObjectCollectives, CommCore):
             if ex is None:
                 np.copyto(out, src)
             else:
+                from .collectives.alltoall import PairwiseAlltoall
+
                 PairwiseAlltoall(ex, self.rank, self.size, src.reshape(-1), out.reshape(-1),
                                  a.size // self.size).run()
             return restore(out, token)
@@ -354,6 +369,8 @@ class Communicator(ObjectCollectives, CommCore):
         rows = a.reshape(1) if a.ndim == 0 else a
         row_elems = int(np.prod(rows.shape[1:], dtype=np.int64))
         work = np.array(rows, order="C", copy=True).reshape(-1)
+        from .collectives.ring import RingAllreduce
+
         lo, hi = RingAllreduce.scatter_rows(rows.shape[0], self.size, self.rank)
 
         def body(ex: Exchange | None) -> Any:
@@ -375,11 +392,13 @@ class Communicator(ObjectCollectives, CommCore):
             Seconds this call may wait for a peer before raising :class:`~terascale.PeerTimeout`
             (default None: the communicator's deadline, ``init(timeout=)``, 60 s unless set).
         """
-        if timeout is None and self._shm.whole is not None:
+        if timeout is None and self._shm is not None and self._shm.whole is not None:
             # Through the compiled core: a flat allreduce of nothing is a barrier (the same
             # descriptor as shm_barrier's, so either path meets the other).
             fast = self._fast.get("barrier")
             if fast is None:
+                from .collectives.fastpath import plan_barrier
+
                 fast = plan_barrier(transport=self._transport, shm=self._shm, rank=self.rank,
                                     size=self.size, context=self._context, members=self._members)
                 if fast is not None:
@@ -392,6 +411,9 @@ class Communicator(ObjectCollectives, CommCore):
             # Two ranks over TCP: one swap of two headers (the tree's pair exchange below).
             pair = self._fast.get("pair-barrier", False)
             if pair is False:  # (None: planned, the transport has no swap)
+                from .collectives.fastpath import plan_barrier
+
+                assert self._shm is not None  # (two ranks)
                 pair = self._fast["pair-barrier"] = plan_barrier(
                     transport=self._transport, shm=self._shm, rank=self.rank, size=self.size,
                     context=self._context, members=self._members)
@@ -400,7 +422,13 @@ class Communicator(ObjectCollectives, CommCore):
         empty = np.empty(0, np.uint8)
 
         def body(ex: Exchange | None) -> None:
-            if ex is not None and not shm_barrier(self._shm, ex):
+            if ex is None:
+                return
+            from .collectives.shm import shm_barrier
+            from .collectives.tree import TreeAllreduce
+
+            assert self._shm is not None  # (ranks to meet)
+            if not shm_barrier(self._shm, ex):
                 TreeAllreduce(ex, self.rank, self.size, empty, ReduceOp("sum", empty.dtype)).run()
 
         self._schedule("barrier", "", body, timeout, False)
@@ -439,6 +467,8 @@ class Communicator(ObjectCollectives, CommCore):
         self._splits += 1
         table = self._allgather(np.array([mine, order], np.int64), "split", timeout, False)
         colors: list[Hashable | None] = [int(c) if c >= 0 else None for c in table[:, 0]]
+        from .collectives.groups import split_groups
+
         groups = split_groups(colors, [int(k) for k in table[:, 1]])
         if mine < 0:
             return None

@@ -29,29 +29,58 @@ text, or an in-memory Dataset), so memory stays flat however large the shard. Op
 those of :class:`TrainOptions`.
 """
 
-import sys as _sys
+import typing as _typing
 
-from . import _front, _io
-from ._combine._span import SpanServer
-from ._front._sklearn import LinearClassifier, LinearRegressor
-from ._io._blocks import Block, Blocks, ChainBlocks, DatasetBlocks
-from ._io._dataset import Dataset, ParseOptions
-from ._io._flights import write_flights
-from ._io._hashing import CONSTANT_HASH, hash_feature, hash_space, murmur3_32
-from ._io._readers import parse_lines, read_file
-from ._io._shard import load_shard
-from ._io._stream import TextBlocks
-from ._losses import LOSS_TABLE, Loss
-from ._metrics import auc, auprc, evaluate_scores
-from ._model import LinearModel
-from ._train import TrainOptions, train
+if _typing.TYPE_CHECKING:
+    from ._combine._span import SpanServer
+    from ._front._sklearn import LinearClassifier, LinearRegressor
+    from ._io._blocks import Block, Blocks, ChainBlocks, DatasetBlocks
+    from ._io._dataset import Dataset, ParseOptions
+    from ._io._flights import write_flights
+    from ._io._hashing import CONSTANT_HASH, hash_feature, hash_space, murmur3_32
+    from ._io._readers import parse_lines, read_file
+    from ._io._shard import load_shard
+    from ._io._stream import TextBlocks
+    from ._losses import LOSS_TABLE, Loss
+    from ._metrics import auc, auprc, evaluate_scores
+    from ._model import LinearModel
+    from ._train import TrainOptions, train
 
-# Pickles name a class by the module that defines it: those written before linear/ had
-# folders name these three by their old paths, which must go on loading.
-for _old, _new in (("_dataset", _io._dataset), ("_blocks", _io._blocks),
-                   ("_sklearn", _front._sklearn)):
-    _sys.modules.setdefault(f"{__name__}.{_old}", _new)
-del _old, _new
+# Each public name and the module that defines it, imported on first use (PEP 562): the
+# ``terascale vw`` command imports only the modules its run uses (not the estimators, the
+# span server or the flights data), a tenth of a second of a small run's start.
+_LAZY = {
+    **dict.fromkeys(["SpanServer"], "._combine._span"),
+    **dict.fromkeys(["LinearClassifier", "LinearRegressor"], "._front._sklearn"),
+    **dict.fromkeys(["Block", "Blocks", "ChainBlocks", "DatasetBlocks"], "._io._blocks"),
+    **dict.fromkeys(["Dataset", "ParseOptions"], "._io._dataset"),
+    **dict.fromkeys(["write_flights"], "._io._flights"),
+    **dict.fromkeys(["CONSTANT_HASH", "hash_feature", "hash_space", "murmur3_32"],
+                    "._io._hashing"),
+    **dict.fromkeys(["parse_lines", "read_file"], "._io._readers"),
+    **dict.fromkeys(["load_shard"], "._io._shard"),
+    **dict.fromkeys(["TextBlocks"], "._io._stream"),
+    **dict.fromkeys(["LOSS_TABLE", "Loss"], "._losses"),
+    **dict.fromkeys(["auc", "auprc", "evaluate_scores"], "._metrics"),
+    **dict.fromkeys(["LinearModel"], "._model"),
+    **dict.fromkeys(["TrainOptions", "train"], "._train"),
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Block",

@@ -13,132 +13,30 @@ VW's to the last bit where it can be; the batch phase uses the double versions.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numba
 import numpy as np
 
-from .._errors import ConfigError
+# The table and its codes are ``_losstable``'s (numba-free callers import it there), read
+# here by the kernels below as module globals.
+from ._losstable import (
+    _BY_SIGN,
+    _CLIP,
+    FIXED_RANGE,
+    LOSS_TABLE,
+    LOSSES,
+    RAW_LABELS,
+    VW_DEFAULT_LOSS,
+    Loss,
+    loss_code,
+    loss_spec,
+)
 
 __all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "VW_DEFAULT_LOSS", "Loss",
            "batch_first32", "batch_losses", "batch_second32", "batch_value32", "by_sign",
            "clip_mode", "clip_prediction", "d2loss", "dloss", "dloss32", "has_sgd_update",
            "invariant_update", "loss32", "loss_code", "loss_spec", "loss_value", "losses32",
            "sgd_update32", "square_grad32"]
-
-
-class Loss(NamedTuple):
-    """One loss, as every path sees it (a row of :data:`LOSS_TABLE`).
-
-    A front end reads the row rather than the loss's name: ``link == "logistic"`` for
-    calibrated probabilities, ``classes`` for labels that are classes, ``metric`` for what
-    ``evaluate`` reports; so a new loss needs no change there.
-
-    Parameters
-    ----------
-    code
-        The loss's code in the numba kernels of ``terascale.linear``.
-    vw_name
-        Vowpal Wabbit's name for it (``--loss_function``).
-    link
-        The link of its predictions: ``"identity"`` or ``"logistic"`` (probabilities).
-    classes
-        Whether labels are classes read by their sign (-1/+1, 0/1), else numbers.
-    metric
-        The metric ``evaluate`` reports: ``"logloss"``, ``"mse"``, ``"hinge"`` or
-        ``"quantile"``.
-    batch
-        Whether the batch phase (L-BFGS/CG, which needs a smooth objective or at least a
-        subgradient it can line-search) takes it.
-    clip
-        How the online pass clips a prediction: ``"fixed"`` to [-50, 50], ``"labels"`` to
-        the labels' range, ``"labels50"`` to the labels' range widened to [-50, 50].
-    curvature
-        The batch form's largest second derivative (L-BFGS's first scaling; 0 for none).
-    best_constant
-        How VW's closing block finds the best constant prediction (``get_best_constant``):
-        ``"mean"`` the weighted mean label, ``"log_odds"`` the log-odds of two labels,
-        ``"majority"`` the label of more weight, ``"quantile"`` the one of two labels at
-        the tau-quantile; ``""`` none (VW prints none).
-    """
-
-    code: int
-    vw_name: str
-    link: str
-    classes: bool
-    metric: str
-    batch: bool
-    clip: str
-    curvature: float = 0.0
-    best_constant: str = ""
-
-
-# The one table of losses: adding one is a row here, its branches in the kernels below
-# (a code without a branch raises in the kernel, it never falls into another loss), and
-# its tests (tests/linear/test_losses.py checks every row against every kernel, and that
-# no module outside this one names a loss).
-# numba's cache of the online pass (``_online._update.online_chunk``, which inlines these
-# kernels and reads the rows' clip and label reading) is keyed by _online/_update.py's text
-# alone: a changed kernel or row here needs a change there too (or a cleared
-# ``__pycache__``), else the old kernel keeps running.
-LOSS_TABLE = {
-    "logistic": Loss(0, "logistic", "logistic", True, "logloss", True, "fixed", 0.25,
-                     "log_odds"),
-    "squared": Loss(1, "squared", "identity", False, "mse", True, "labels", 2.0, "mean"),
-    "hinge": Loss(2, "hinge", "identity", True, "hinge", True, "labels", 0.0, "majority"),
-    "quantile": Loss(3, "quantile", "identity", False, "quantile", False, "labels", 0.0,
-                     "quantile"),
-    # squared loss with plain SGD's step 2 (y - p) * rate in place of the importance-
-    # invariant one (VW's --loss_function classic)
-    "classic": Loss(4, "classic", "identity", False, "mse", False, "labels", 0.0, "mean"),
-    # Poisson regression of counts on the log scale (VW's deviance; --link poisson gives
-    # the rates exp(score))
-    "poisson": Loss(5, "poisson", "identity", False, "mse", False, "labels50"),
-}
-VW_DEFAULT_LOSS = "squared"  # VW's --loss_function when none is given
-LOSSES = {name: loss.code for name, loss in LOSS_TABLE.items()}
-# The low 3 bits of a kernel's loss code are the loss; RAW_LABELS (bit 3) asks the online
-# pass to use labels as given (VW's reading: a logistic label in [-1, 1] is the soft label
-# (y + 1) / 2, hinge takes y as it is) rather than by their sign (terascale linear train's
-# reading: 0/1 labels are two classes); bits 4.. carry quantile's tau in millionths.
-RAW_LABELS = 8
-_TAU = 16
-# bit 40 asks the online pass to keep the prediction range the state starts with, where it
-# otherwise widens it to every label learned from (VW's --min_prediction/--max_prediction)
-FIXED_RANGE = 1 << 40
-
-
-_CLIPS = ("fixed", "labels", "labels50")
-# the rows as the online kernel reads them, by code (-1: no loss has the code)
-_BY_SIGN = np.full(8, -1, np.int64)
-_CLIP = np.full(8, -1, np.int64)
-for _loss in LOSS_TABLE.values():
-    _BY_SIGN[_loss.code] = int(_loss.classes)
-    _CLIP[_loss.code] = _CLIPS.index(_loss.clip)
-del _loss
-
-
-def loss_spec(name: str, what: str = "loss") -> Loss:
-    """The table's row of loss ``name``; an unknown name is a ConfigError naming ``what``
-    (the parameter or flag it came from) and the losses there are."""
-    from ._names import opt
-
-    try:
-        return LOSS_TABLE[name]
-    except (KeyError, TypeError):
-        raise ConfigError(f"{opt(what)} must be one of {', '.join(LOSS_TABLE)}, not "
-                          f"{name!r}") from None
-
-
-def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5,
-              fixed_range: bool = False) -> int:
-    """The kernel code of loss ``name`` (with VW's label reading; quantile's tau; a fixed
-    prediction range)."""
-    code = LOSSES[name] + (RAW_LABELS if raw_labels else 0) + (FIXED_RANGE if fixed_range
-                                                               else 0)
-    if name == "quantile":
-        code += _TAU * round(tau * 1_000_000)
-    return code
 
 
 @numba.njit(cache=True, inline="always")

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from ._io._dataset import ParseOptions
-from ._losses import loss_spec
+from ._losstable import loss_spec
 from ._names import opt
 
 __all__ = ["TrainOptions"]
@@ -142,7 +142,7 @@ class TrainOptions:
             raise ConfigError(f"{opt('average', 'chain')} hands one learner from worker to "
                               f"worker: there is nothing to average every "
                               f"{self.average_every} examples ({opt('average_every')})")
-        from ._losses import LOSS_TABLE
+        from ._losstable import LOSS_TABLE
 
         if (self.bfgs or self.cg) and not LOSS_TABLE[self.loss].batch:
             raise ConfigError(f"{opt('loss', self.loss)} has no batch form: L-BFGS/CG "
@@ -277,7 +277,7 @@ class TrainOptions:
         """The loss code of the online passes: with ``vw_labels`` and no batch phase,
         labels are used as VW uses them (a logistic label 0 is the soft label 1/2, not
         class -1); the batch phase always reads a label by its sign."""
-        from ._losses import loss_code
+        from ._losstable import loss_code
 
         return loss_code(self.loss, raw_labels=self.vw_labels and not self.batch,
                          tau=self.quantile_tau, fixed_range=self.fixed_range)
@@ -286,7 +286,7 @@ class TrainOptions:
     def labels_by_sign(self) -> bool:
         """Whether the online passes read labels as classes by their sign (so that any
         other label than -1/0/1 is refused)."""
-        from ._losses import LOSS_TABLE
+        from ._losstable import LOSS_TABLE
 
         return LOSS_TABLE[self.loss].classes and not (self.vw_labels and not self.batch)
 

@@ -159,10 +159,63 @@ def as_command() -> None:
     """The ``terascale vw``/``linear`` command's start-up in its own process (a ``-n N``
     worker's too; never a library caller's): numba's probes deferred
     (:func:`defer_numba_probes`), and once numba's target is set up, what is alive then is
-    frozen (:func:`numba_set_up`)."""
+    frozen (:func:`numba_set_up`).
+
+    The deferral runs when numba is first imported, not here: the process that launches
+    ``-n N`` workers checks the options, learns nothing and never imports numba (a fifth
+    of a second of its start-up, before the first worker starts)."""
     global _command
     _command = True
-    defer_numba_probes()
+    if "numba" in sys.modules:
+        defer_numba_probes()
+    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport("numba", defer_numba_probes))
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``then()`` right after the first import of the top-level package ``name``: the
+    finder that would have found it finds it, its loader runs it, and ``then`` runs as the
+    import's last step, on the importing thread. Inert afterwards: it stays in
+    ``sys.meta_path`` (removing it could make another thread's import, iterating that list
+    at that moment, skip a finder)."""
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name, self.then, self.done = name, then, False
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if self.done or name != self.name:
+            return None
+        self.done = True
+        spec = None
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is not self and find is not None:
+                spec = find(name, path, target)
+                if spec is not None:
+                    break
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenLoader(spec.loader, self.then)
+        return spec
+
+
+class _ThenLoader(importlib.abc.Loader):
+    """``loader``, then ``then()`` once the module has run (anything else: ``loader``'s)."""
+
+    def __init__(self, loader: Any, then: Callable[[], None]) -> None:
+        self._loader, self._then = loader, then
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        module.__loader__ = self._loader  # (the package's own again)
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        self._then()
+
+    def __getattr__(self, name: str) -> Any:  # get_resource_reader, is_package, ...
+        return getattr(self._loader, name)
 
 
 def numba_set_up() -> None:

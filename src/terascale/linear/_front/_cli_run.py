@@ -19,8 +19,7 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 from ..._files import storage_error
-from .._batch._linalg import dot
-from .._losses import VW_DEFAULT_LOSS, loss_code, loss_spec
+from .._losstable import VW_DEFAULT_LOSS, loss_code, loss_spec
 from .._online._state import MAX_LABEL, MIN_LABEL
 
 __all__ = ["evaluate", "predict", "train"]
@@ -83,7 +82,7 @@ def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
         Text outputs may also go to ``-``, a link such as /dev/stdout, or a pipe; a model (``-f``)
         is renamed into place and must be a regular file.
     """
-    from .._vw._vwtext import replaceable
+    from ..._files import replaceable
 
     if path is None:
         return
@@ -184,7 +183,7 @@ def train(args: argparse.Namespace) -> int:
         for k, v in initial.info.get("vw_rates", {}).items():  # VW's model's -l, --power_t
             if not getattr(args, f"{k}_given", True):
                 options[k] = v
-    from .._train import TrainOptions
+    from .._options import TrainOptions
 
     # bad options fail here, once, rather than in every worker
     checked: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
@@ -395,6 +394,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     args.binary = args.binary or bool(model.info.get("binary"))  # (and --binary)
     if opening is not None:
         opening()
+    from .._batch._linalg import dot
     from .._online._onlinepass import LABELS, distinct_labels
 
     # VW reports the loss the command line names, whatever the model was trained with

@@ -432,13 +432,13 @@ def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:
     ``gd`` leaves every weight that is 0 alone: the mask is the nonzero weights of -i's model,
     or of MODEL without -i, which training then starts from. A constant whose weight is 0
     there is left out (``--noconstant``: the same predictions, and the model says so)."""
+    if args.feature_mask is None or args.testonly:
+        return None
     import numpy as np
 
     from .._io._hashing import CONSTANT_HASH
     from ._vwmodel import load_model
 
-    if args.feature_mask is None or args.testonly:
-        return None
     if not args.initial:
         args.initial = args.feature_mask
     try:
@@ -546,7 +546,7 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if args.initial_t < 0:
         raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
     if args.loss is None and not args.initial:
-        from .._losses import VW_DEFAULT_LOSS
+        from .._losstable import VW_DEFAULT_LOSS
 
         args.loss = VW_DEFAULT_LOSS
     if args.normalize == "auto":

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..._errors import DataError
 from ..._files import WRITE_PIECE, PieceWriter
-from .._losses import VW_DEFAULT_LOSS, loss_spec
+from .._losstable import VW_DEFAULT_LOSS, loss_spec
 from .._online._state import (
     CONTRACTION,
     GRAVITY,

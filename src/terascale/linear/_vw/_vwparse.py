@@ -19,8 +19,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .._io._crossing import count_interactions, emit_interactions
 from .._io._hashing import CONSTANT_HASH, hashstring_nb, murmur3_32_nb
-from .._io._interactions import count_interactions, emit_interactions
 from ._vwfloat import parse_float, read_float32
 
 __all__ = ["ERRORS", "parse_float", "parse_vw_bytes"]

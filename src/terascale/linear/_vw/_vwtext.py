@@ -30,14 +30,14 @@ import numba
 import numpy as np
 
 from ..._errors import ConfigError, DataError
-from ..._files import make_public, storage_error
+from ..._files import make_public, replaceable, storage_error
 from .._io._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space, hashstring_nb
 from .._losses import loss_spec
 from .._model import LinearModel
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
 
 __all__ = ["AtomicText", "crossed_names", "feature_names", "link", "prediction_lines",
-           "replaceable", "write_readable"]
+           "write_readable"]
 
 VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
 
@@ -77,20 +77,6 @@ def prediction_lines(values: np.ndarray, tags: Sequence[str] | None) -> str:
         return "".join(_num(v) + "\n" for v in vals.tolist())
     return "".join(f"{_num(v)} {t}\n" if t else _num(v) + "\n"
                    for v, t in zip(vals.tolist(), tags))
-
-
-def replaceable(path: str) -> bool:
-    """Whether ``path`` may be replaced by renaming a temporary file over it: a new name or a
-    regular file, never a symbolic link (``/dev/stdout``) or a device."""
-    if os.path.islink(path):
-        return False
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return True
-    import stat
-
-    return stat.S_ISREG(st.st_mode)
 
 
 class AtomicText:
