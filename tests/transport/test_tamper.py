@@ -886,3 +886,31 @@ def test_the_python_record_layer_refuses_the_same_attacks(tmp_path: Path, securi
     assert "tampered" in results[victim]["message"], results
     assert f"from rank {sender}" in results[victim]["message"], results
     assert f"aborted because rank {victim} failed" in results[sender]["message"], results
+
+
+def _hello_flip(index: int, unit: bytes) -> list[bytes]:
+    """One bit of the dialling end's sealed hello (unit 0) changed."""
+    return [unit[:-20] + bytes([unit[-20] ^ 1]) + unit[-19:]] if index == 0 else [unit]
+
+
+@pytest.mark.parametrize("security", ["integrity", "encrypt"])
+def test_a_point_to_point_hello_altered_on_the_path_fails_the_send(security: str) -> None:
+    """The receiver answers a hello that failed its tag after a good handshake, sealed, so
+    the sender's send fails at once with an AuthError naming both ranks (not a lost peer)."""
+    from terascale import AuthError
+    from terascale.transport.p2p import PointToPoint
+
+    secret = secrets.token_bytes(32)
+    ends = [PointToPoint(r, 2, secret, security=security, timeout=DEADLINE) for r in (0, 1)]
+    relay = P2PRelay(tuple(ends[0].address), up=_hello_flip)
+    try:
+        ends[0].connect_to([tuple(ends[0].address), tuple(ends[1].address)])
+        ends[1].connect_to([relay.address, tuple(ends[1].address)])
+        with pytest.raises(AuthError, match="rank 1: point-to-point link to rank 0 refused: "
+                                            "rank 0 says this rank's hello failed"):
+            ends[1].send(0, 0, memoryview(bytes(64)), DEADLINE)
+        assert relay.touched == 1
+    finally:
+        relay.close()
+        for end in ends:
+            end.close()

@@ -36,7 +36,7 @@ from .._admission import Admission
 from .._auth import Channel, accept_handshake, dial_handshake, drop_reason
 from .._errors import AuthError, ConfigError, LinkTampered, PeerTimeout
 from ._congestion import tune
-from ._secure import MODES, agree_cipher, chosen_cipher, ciphers
+from ._secure import HELLO_ALTERED, MODES, agree_cipher, chosen_cipher, ciphers
 from .base import Connector
 from .tcp import TcpTransport
 
@@ -45,7 +45,6 @@ __all__ = ["TcpConnector", "connect_tcp", "listen"]
 log = logging.getLogger("terascale.transport")
 
 _VET_S = 5.0  # time a connection gets to authenticate and name itself
-_ALTERED = "hello failed its authentication tag"  # an acceptor's sealed refusal
 _PER_SOURCE = 32  # unauthenticated connections one address may hold; more evict its oldest
 
 
@@ -99,7 +98,7 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
             channel.send(s, {"rank": rank, "job": job, "security": mode, "to": peer,
                              "ciphers": list(ciphers(mode))}, deadline)
             theirs = channel.recv(s, deadline, what=f"rank {rank}: hello of rank {peer}")
-            if isinstance(theirs, dict) and theirs.get("refused") == _ALTERED:
+            if isinstance(theirs, dict) and theirs.get("refused") == HELLO_ALTERED:
                 raise AuthError(f"rank {peer} says this rank's hello failed its authentication "
                                 "tag: altered on the path")
         except AuthError as e:
@@ -233,7 +232,7 @@ class _Acceptor:
                 # altered on the path (or a rank of another job on the same secret, which
                 # cannot open this). Told so, sealed, it fails at once instead of dialling
                 # again through the same path until its deadline.
-                channel.send(conn, {"refused": _ALTERED, "rank": self.rank}, step)
+                channel.send(conn, {"refused": HELLO_ALTERED, "rank": self.rank}, step)
                 raise
             peer = int(hello["rank"])
             if hello.get("to") != self.rank:  # a connection meant for another rank: say who
