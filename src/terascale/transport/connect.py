@@ -232,7 +232,10 @@ class _Acceptor:
                 # altered on the path (or a rank of another job on the same secret, which
                 # cannot open this). Told so, sealed, it fails at once instead of dialling
                 # again through the same path until its deadline.
-                channel.send(conn, {"refused": HELLO_ALTERED, "rank": self.rank}, step)
+                # (no rank in it: a dialer of the release before this one, which knows no
+                # refusal, then fails at once on "reached rank None instead" rather than on a
+                # link security of None)
+                channel.send(conn, {"refused": HELLO_ALTERED}, step)
                 raise
             peer = int(hello["rank"])
             if hello.get("to") != self.rank:  # a connection meant for another rank: say who
