@@ -914,3 +914,51 @@ def test_a_point_to_point_hello_altered_on_the_path_fails_the_send(security: str
         relay.close()
         for end in ends:
             end.close()
+
+
+class _CrossSplicer(Relay):
+    """Relays both of rank 0's links in a job of three (from ranks 1 and 2), and once puts a
+    data record of one link (either direction) in place of a data record of the other link,
+    or of the other direction: the records are genuine, only on the wrong link."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.seen: dict[tuple, bytes] = {}  # (dialer's address, way) -> its latest data record
+        self.done = False
+        self._lock = threading.Lock()
+
+    def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
+        up = prefix == self.dial_prefix
+        key = (src.getpeername() if up else dst.getpeername(), up)
+
+        def splice(index: int, unit: bytes) -> list[bytes]:
+            with self._lock:
+                other = [u for k, u in self.seen.items() if k[0] != key[0] or k[1] != up]
+                if index >= 2:
+                    self.seen[key] = unit
+                if index >= 2 and other and not self.done:
+                    self.done = True
+                    return [other[0]]
+            return [unit]
+        return super()._pump(src, dst, prefix, splice)
+
+
+@pytest.mark.parametrize("security", ["integrity", "encrypt"])
+def test_a_record_spliced_from_another_link_of_the_job_is_refused(tmp_path: Path,
+                                                                  security: str) -> None:
+    """Three ranks; a genuine record of one of rank 0's links (or of its other direction)
+    replayed on another: keys are per connection, direction and pair of ranks, so it fails
+    its tag and every rank stops."""
+    secret = secrets.token_hex(16).encode()
+    link = {"up": lambda index, unit: [unit], "down": lambda index, unit: [unit],
+            "relay": _CrossSplicer}
+    with RelayedServer(3, secret, link=link) as server:
+        try:
+            results = _run_job(server.address, secret, tmp_path / "attacker-code-ran",
+                               [_SECURITY[security]] * 3, n=3)
+        finally:
+            for r in server.relays:
+                r.close()
+    assert [r.touched for r in server.relays] == [1]
+    _all_refused(results)
+    assert any("tampered" in r["message"] for r in results), results
