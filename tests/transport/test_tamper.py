@@ -962,3 +962,23 @@ def test_a_record_spliced_from_another_link_of_the_job_is_refused(tmp_path: Path
     assert [r.touched for r in server.relays] == [1]
     _all_refused(results)
     assert any("tampered" in r["message"] for r in results), results
+
+
+_NO_CEXT = {"TERASCALE_NO_CEXT": "1"}
+
+
+@pytest.mark.parametrize(("ends", "agreed"), [
+    ([_NO_CEXT, {}], "aes-256-gmac"),  # the compiled layer off on one end only
+    ([{}, _NO_CEXT], "aes-256-gmac"),
+    ([{}, _SECURITY["gmac"]], "aes-256-gmac"),  # GMAC forced on one end only
+    ([_SECURITY["encrypt"], {**_SECURITY["encrypt"], **_NO_CEXT}], "aes-256-gcm")])
+def test_ends_that_agreed_on_the_floor_still_refuse_an_altered_record(
+        tmp_path: Path, ends: list[dict[str, str]], agreed: str) -> None:
+    """Two ends that differ (one without the compiled layer, or offering GMAC alone) agree
+    on GMAC (or AES-256-GCM), and a flipped or replayed record still stops the job."""
+    for attack in (_flip, _replayer()):
+        results, _, relays = _job(tmp_path, link={"up": attack}, env=ends)
+        assert [r.get("cipher") for r in results] == [agreed] * 2, results
+        _all_refused(results)
+        assert "tampered" in results[0]["message"] and "from rank 1" in results[0]["message"]
+        assert relays[1].touched == 1
