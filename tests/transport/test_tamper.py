@@ -982,3 +982,27 @@ def test_ends_that_agreed_on_the_floor_still_refuse_an_altered_record(
         _all_refused(results)
         assert "tampered" in results[0]["message"] and "from rank 1" in results[0]["message"]
         assert relays[1].touched == 1
+
+
+_MALFORMED: dict[str, Mutator] = {
+    # a record of no bytes (with a tag of noise, or with none) before a genuine one
+    "zero-length": lambda i, u: [b"\0\0\0\0" + os.urandom(16), u] if i == 2 else [u],
+    "empty-abort": lambda i, u: [b"\x80\0\0\0", u] if i == 2 else [u],
+    # an abort record of noise: its tag cannot pass
+    "forged-abort": lambda i, u: [b"\x80\0\0\x10" + os.urandom(16), u] if i == 2 else [u],
+    # a genuine record with its tag cut off and its length made to match
+    "tag-stripped": lambda i, u: ([(int.from_bytes(u[:4], "big") - 16).to_bytes(4, "big")
+                                   + u[4:-16]] if i == 2 else [u]),
+}
+
+
+@pytest.mark.parametrize("security", ["integrity", "encrypt"])
+@pytest.mark.parametrize("attack", sorted(_MALFORMED))
+def test_empty_forged_abort_or_tagless_records_abort_the_job(tmp_path: Path, attack: str,
+                                                            security: str) -> None:
+    results, _, relays = _job(tmp_path, link={"up": _MALFORMED[attack]},
+                              env=_security_env(security))
+    _ran(results, security)
+    _all_refused(results)
+    assert "tampered" in results[0]["message"] and "from rank 1" in results[0]["message"]
+    assert relays[1].touched == 1
