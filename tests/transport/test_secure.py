@@ -516,3 +516,37 @@ def test_a_connection_redirected_to_another_rank_fails_at_connect_naming_both() 
     assert "reached rank 1 instead" in str(errors[2])
     assert took[2] < 2  # at connect, not at the deadline
     assert set(errors) == {0, 1, 2}  # the others never see rank 2's links: nobody runs
+
+
+def test_a_hello_altered_on_the_path_fails_the_dialer_at_connect() -> None:
+    """A relay flips one bit of rank 1's sealed hello to rank 0. The handshake before it
+    passed (both ends hold the secret), so rank 0 answers, sealed, that the hello failed its
+    tag, and rank 1 fails at once with an AuthError naming both ranks and the altered hello,
+    instead of dialling again through the same relay until its deadline."""
+    hello_body = 8 + 32 + 32 + 4 + 10  # handshake answer, the hello's length, into its body
+    listeners = [listen("127.0.0.1") for _ in range(2)]
+    real = [lst.getsockname()[:2] for lst in listeners]
+    proxy = _Proxy(real[0], hello_body)
+    addrs = {0: real, 1: [proxy.address, real[1]]}
+    errors: dict = {}
+    took: dict = {}
+
+    def member(rank: int) -> None:
+        start = time.monotonic()
+        try:
+            connect_tcp(rank, 2, addrs[rank], listeners[rank], SECRET, "job",
+                        time.monotonic() + 3).close()
+        except Exception as e:
+            errors[rank] = e
+        took[rank] = time.monotonic() - start
+
+    threads = [threading.Thread(target=member, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert isinstance(errors.get(1), AuthError), errors
+    assert "rank 1: connection to rank 0 refused" in str(errors[1]), errors
+    assert "hello" in str(errors[1]) and "failed its authentication tag" in str(errors[1])
+    assert took[1] < 2  # at connect, not at the deadline
+    assert 0 in errors  # rank 0 never gets rank 1's link: it does not run

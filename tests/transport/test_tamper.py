@@ -886,3 +886,123 @@ def test_the_python_record_layer_refuses_the_same_attacks(tmp_path: Path, securi
     assert "tampered" in results[victim]["message"], results
     assert f"from rank {sender}" in results[victim]["message"], results
     assert f"aborted because rank {victim} failed" in results[sender]["message"], results
+
+
+def _hello_flip(index: int, unit: bytes) -> list[bytes]:
+    """One bit of the dialling end's sealed hello (unit 0) changed."""
+    return [unit[:-20] + bytes([unit[-20] ^ 1]) + unit[-19:]] if index == 0 else [unit]
+
+
+@pytest.mark.parametrize("security", ["integrity", "encrypt"])
+def test_a_point_to_point_hello_altered_on_the_path_fails_the_send(security: str) -> None:
+    """The receiver answers a hello that failed its tag after a good handshake, sealed, so
+    the sender's send fails at once with an AuthError naming both ranks (not a lost peer)."""
+    from terascale import AuthError
+    from terascale.transport.p2p import PointToPoint
+
+    secret = secrets.token_bytes(32)
+    ends = [PointToPoint(r, 2, secret, security=security, timeout=DEADLINE) for r in (0, 1)]
+    relay = P2PRelay(tuple(ends[0].address), up=_hello_flip)
+    try:
+        ends[0].connect_to([tuple(ends[0].address), tuple(ends[1].address)])
+        ends[1].connect_to([relay.address, tuple(ends[1].address)])
+        with pytest.raises(AuthError, match="rank 1: point-to-point link to rank 0 refused: "
+                                            "rank 0 says this rank's hello failed"):
+            ends[1].send(0, 0, memoryview(bytes(64)), DEADLINE)
+        assert relay.touched == 1
+    finally:
+        relay.close()
+        for end in ends:
+            end.close()
+
+
+class _CrossSplicer(Relay):
+    """Relays both of rank 0's links in a job of three (from ranks 1 and 2), and once puts a
+    data record of one link (either direction) in place of a data record of the other link,
+    or of the other direction: the records are genuine, only on the wrong link."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.seen: dict[tuple, bytes] = {}  # (dialer's address, way) -> its latest data record
+        self.done = False
+        self._lock = threading.Lock()
+
+    def _pump(self, src, dst, prefix, mutate):  # type: ignore[no-untyped-def]
+        up = prefix == self.dial_prefix
+        key = (src.getpeername() if up else dst.getpeername(), up)
+
+        def splice(index: int, unit: bytes) -> list[bytes]:
+            with self._lock:
+                other = [u for k, u in self.seen.items() if k[0] != key[0] or k[1] != up]
+                if index >= 2:
+                    self.seen[key] = unit
+                if index >= 2 and other and not self.done:
+                    self.done = True
+                    return [other[0]]
+            return [unit]
+        return super()._pump(src, dst, prefix, splice)
+
+
+@pytest.mark.parametrize("security", ["integrity", "encrypt"])
+def test_a_record_spliced_from_another_link_of_the_job_is_refused(tmp_path: Path,
+                                                                  security: str) -> None:
+    """Three ranks; a genuine record of one of rank 0's links (or of its other direction)
+    replayed on another: keys are per connection, direction and pair of ranks, so it fails
+    its tag and every rank stops."""
+    secret = secrets.token_hex(16).encode()
+    link = {"up": lambda index, unit: [unit], "down": lambda index, unit: [unit],
+            "relay": _CrossSplicer}
+    with RelayedServer(3, secret, link=link) as server:
+        try:
+            results = _run_job(server.address, secret, tmp_path / "attacker-code-ran",
+                               [_SECURITY[security]] * 3, n=3)
+        finally:
+            for r in server.relays:
+                r.close()
+    assert [r.touched for r in server.relays] == [1]
+    _all_refused(results)
+    assert any("tampered" in r["message"] for r in results), results
+
+
+_NO_CEXT = {"TERASCALE_NO_CEXT": "1"}
+
+
+@pytest.mark.parametrize(("ends", "agreed"), [
+    ([_NO_CEXT, {}], "aes-256-gmac"),  # the compiled layer off on one end only
+    ([{}, _NO_CEXT], "aes-256-gmac"),
+    ([{}, _SECURITY["gmac"]], "aes-256-gmac"),  # GMAC forced on one end only
+    ([_SECURITY["encrypt"], {**_SECURITY["encrypt"], **_NO_CEXT}], "aes-256-gcm")])
+def test_ends_that_agreed_on_the_floor_still_refuse_an_altered_record(
+        tmp_path: Path, ends: list[dict[str, str]], agreed: str) -> None:
+    """Two ends that differ (one without the compiled layer, or offering GMAC alone) agree
+    on GMAC (or AES-256-GCM), and a flipped or replayed record still stops the job."""
+    for attack in (_flip, _replayer()):
+        results, _, relays = _job(tmp_path, link={"up": attack}, env=ends)
+        assert [r.get("cipher") for r in results] == [agreed] * 2, results
+        _all_refused(results)
+        assert "tampered" in results[0]["message"] and "from rank 1" in results[0]["message"]
+        assert relays[1].touched == 1
+
+
+_MALFORMED: dict[str, Mutator] = {
+    # a record of no bytes (with a tag of noise, or with none) before a genuine one
+    "zero-length": lambda i, u: [b"\0\0\0\0" + os.urandom(16), u] if i == 2 else [u],
+    "empty-abort": lambda i, u: [b"\x80\0\0\0", u] if i == 2 else [u],
+    # an abort record of noise: its tag cannot pass
+    "forged-abort": lambda i, u: [b"\x80\0\0\x10" + os.urandom(16), u] if i == 2 else [u],
+    # a genuine record with its tag cut off and its length made to match
+    "tag-stripped": lambda i, u: ([(int.from_bytes(u[:4], "big") - 16).to_bytes(4, "big")
+                                   + u[4:-16]] if i == 2 else [u]),
+}
+
+
+@pytest.mark.parametrize("security", ["integrity", "encrypt"])
+@pytest.mark.parametrize("attack", sorted(_MALFORMED))
+def test_empty_forged_abort_or_tagless_records_abort_the_job(tmp_path: Path, attack: str,
+                                                            security: str) -> None:
+    results, _, relays = _job(tmp_path, link={"up": _MALFORMED[attack]},
+                              env=_security_env(security))
+    _ran(results, security)
+    _all_refused(results)
+    assert "tampered" in results[0]["message"] and "from rank 1" in results[0]["message"]
+    assert relays[1].touched == 1

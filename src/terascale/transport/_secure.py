@@ -131,6 +131,9 @@ CIPHERS = (AEGIS, GCM)
 # which libaegis runs the AES round in hardware.
 GMAC, AEGISMAC = "aes-256-gmac", "aegismac-128x4"
 MACS = (AEGISMAC, GMAC)
+# An accepting end's sealed answer to a hello that failed its tag after a good handshake
+# (altered on the path): the dialling end fails at once with an AuthError.
+HELLO_ALTERED = "hello failed its authentication tag"
 
 
 def ciphers(mode: str = "encrypt") -> tuple[str, ...]:

@@ -61,8 +61,15 @@ from collections.abc import Callable
 from .._admission import Admission
 from .._async import close_at_exit
 from .._auth import Channel, accept_handshake, dial_handshake, drop_reason, recv_exact
-from .._errors import AuthError, CollectiveError, CollectiveMismatch, PeerLost, PeerTimeout
-from ._secure import SecureLink, agree_cipher, chosen_cipher, ciphers
+from .._errors import (
+    AuthError,
+    CollectiveError,
+    CollectiveMismatch,
+    LinkTampered,
+    PeerLost,
+    PeerTimeout,
+)
+from ._secure import HELLO_ALTERED, SecureLink, agree_cipher, chosen_cipher, ciphers
 from ._tcp_stream import drop_sent
 
 __all__ = ["PointToPoint", "Request"]
@@ -290,6 +297,9 @@ class PointToPoint:
                                 "ciphers": list(ciphers(self.security))},
                          deadline)
             theirs = channel.recv(sock, deadline, what=f"rank {self.rank}: hello of rank {peer}")
+            if isinstance(theirs, dict) and theirs.get("refused") == HELLO_ALTERED:
+                raise AuthError(f"rank {peer} says this rank's hello failed its authentication "
+                                "tag: altered on the path")
             mode = theirs.get("security") if isinstance(theirs, dict) else None
             if mode != self.security:
                 raise AuthError(f"rank {self.rank}: rank {peer} runs {mode} point-to-point "
@@ -485,7 +495,13 @@ class PointToPoint:
         label = self._label(source, self.rank)
         nonces = accept_handshake(conn, secret, deadline)
         channel = Channel(secret, nonces, dialer=False, purpose=f"hello|{label}")
-        hello = channel.recv(conn, deadline, what=f"rank {self.rank}: a peer's hello")
+        try:
+            hello = channel.recv(conn, deadline, what=f"rank {self.rank}: a peer's hello")
+        except LinkTampered:
+            # it proved the pair's secret: a genuine sender's hello altered on the path; told
+            # so, sealed, it fails its send with an AuthError at once
+            channel.send(conn, {"refused": HELLO_ALTERED}, deadline)
+            raise
         if hello.get("rank") != source or hello.get("group") != self.name:
             raise AuthError(f"unexpected hello {hello!r}")
         cipher = agree_cipher(hello.get("ciphers"), self.security)
