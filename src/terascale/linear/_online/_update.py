@@ -326,8 +326,8 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
     only). Each learner's prediction and update are the binary learner's (``_score``,
     ``_learn``: :func:`online_chunk`'s operations in its order).
 
-    ``arrays``: ``(K, 3, D)`` float32, each learner's weights, adaptive sums and
-    normalizers; ``states``: ``(K, STATE_SIZE)``, each learner's normalized sums and label
+    ``arrays``: ``(K, D, 3)`` float32, each learner's rows of weight, adaptive sum and
+    normalizer; ``states``: ``(K, STATE_SIZE)``, each learner's normalized sums and label
     range, and the lazy L1/L2 (``CONTRACTION``, ``GRAVITY``) that VW's K learners share:
     learner 0's row is read and written, and copied to the others after each example."""
     (kind, sign, clip, track, l1, l2, eta, reg, sqrt_rate, minus_power_t,
@@ -347,7 +347,8 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
                 y = 1.0 if t == c else -1.0
                 st[MIN_LABEL] = min(st[MIN_LABEL], y)
                 st[MAX_LABEL] = max(st[MAX_LABEL], y)
-            p = _score(cols, values, a, b, arrays[c, 0], lazy[GRAVITY], lazy[CONTRACTION])
+            p = _score(cols, values, a, b, arrays[c, :, 0], lazy[GRAVITY],
+                       lazy[CONTRACTION])
             scores[c, i] = clip_prediction(clip, p, st[MIN_LABEL], st[MAX_LABEL])
         if not learn:
             continue
@@ -358,7 +359,7 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
             p = scores[c, i]
             if loss32(kind, p, y) <= 0.0:  # VW: nothing to learn once the float loss is 0
                 continue
-            if _learn(cols, values, a, b, arrays[c, 0], arrays[c, 1], arrays[c, 2],
+            if _learn(cols, values, a, b, arrays[c, :, 0], arrays[c, :, 1], arrays[c, :, 2],
                       states[c], lazy, kind, p, y, s, eta, l1, l2, reg, sqrt_rate,
                       minus_power_t, neg_norm_power):
                 # VW folds the shared L1/L2 into every learner's weights
@@ -366,7 +367,7 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
                     states[cc, CONTRACTION] = lazy[CONTRACTION]
                     states[cc, GRAVITY] = lazy[GRAVITY]
                 for cc in range(k_classes - 1, -1, -1):  # (learner 0's row reset last)
-                    sync_weights(arrays[cc, 0], states[cc])
+                    sync_weights(arrays[cc, :, 0], states[cc])
         if reg:
             for c in range(1, k_classes):
                 states[c, CONTRACTION] = lazy[CONTRACTION]
