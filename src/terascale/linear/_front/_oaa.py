@@ -507,6 +507,14 @@ def _write_block(out: Any, probabilities: bool, blk: Any, s: np.ndarray,
     if probabilities:
         text = [_format(r, b) for r, b in zip(_probabilities(s), after.tolist())]
     elif names is None:
+        if len(pred) and 0 <= pred.min() and pred.max() < 1 << 24:  # (exact in float32)
+            # the class numbers as VW's -p numbers (an integer's digits) and the block's
+            # tags, formatted in C: a str per example cost ~0.2 us, 0.2 s a million examples
+            from .._online._progressive import block_tags
+            from .._vw._vwtext import prediction_lines
+
+            out.write(prediction_lines(pred.astype(np.float64), block_tags(blk, 0, len(pred))))
+            return
         text = [str(v) for v in pred.tolist()]
     else:
         text = [_class(v, names) for v in pred.tolist()]
