@@ -6,6 +6,7 @@ import argparse
 import gc
 import importlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -42,12 +43,15 @@ def test_one_line_vw_run_imports_only_the_linear_area(tmp_path: Path):
                     "-p", {str(tmp_path / "p.txt")!r}, "-f", {str(tmp_path / "m.vw")!r}]
         rc = main()
         with open({str(tmp_path / "mods.json")!r}, "w") as f:
-            json.dump([rc, sorted(sys.modules), gc.get_threshold()], f)
-    """)
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
-    rc, mods, thresholds = json.loads((tmp_path / "mods.json").read_text())
+            json.dump([rc, sorted(sys.modules), gc.get_threshold(),
+                       os.environ.get("OPENBLAS_NUM_THREADS")], f)
+    """).replace("import gc, json, sys", "import gc, json, os, sys")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, env=env)
+    rc, mods, thresholds, blas = json.loads((tmp_path / "mods.json").read_text())
     assert rc == 0
     assert tuple(thresholds) == cli._COMMAND_GC  # the command's process, its collector
+    assert blas == "1"  # no BLAS threads started at numpy's import
     assert "terascale.linear._train" in mods  # it did learn
     assert "numba.np.arraymath" in mods  # numba's target was set up (its probes deferred)
     heavy = [m for m in mods if m.startswith(_NOT_FOR_VW)]

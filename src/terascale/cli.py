@@ -214,6 +214,12 @@ _GLOBAL_FLAGS = ("-v", "--verbose")
 # 10,000 allocations longer; objects freed by their reference count are freed as before.
 _COMMAND_GC = (10_000, 10, 10)
 
+# The linear learner's commands run no BLAS (their sums are the learner's own kernels), but
+# numpy's OpenBLAS starts a pool of threads when numpy is imported, one per core, that spin
+# a while: ~60 ms of a one-line ``terascale vw`` run on 2 cores. Their processes (and the
+# workers they start) get one BLAS thread unless the user set OPENBLAS_NUM_THREADS.
+_BLAS_FREE = ("vw", "linear", "span-server")
+
 
 def _run(args: argparse.Namespace, command: bool) -> int:
     """Run the parsed command; as the process's command, leave its exit little to do.
@@ -249,6 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command:
         gc.set_threshold(*_COMMAND_GC)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if command and argv and argv[0] in _BLAS_FREE and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = _parser_for(argv)
     _terminal_help(parser)
     args, extras = parser.parse_known_args(argv)
