@@ -572,7 +572,8 @@ static PyObject *Records_send_frame(Records *self, PyObject *args) {
     Py_ssize_t maxrec, join;
     if (!PyArg_ParseTuple(args, "iOKw*nn", &fd, &list, &seq, &wbuf, &maxrec, &join))
         return NULL;
-    if (self->encrypt || !mac_fast(self, 1) || wbuf.len < 2 * (LEN + TAG) || maxrec <= 0 ||
+    if ((self->encrypt ? !self->aegis : !mac_fast(self, 1)) || wbuf.len < 2 * (LEN + TAG) ||
+        maxrec <= 0 || (self->encrypt && wbuf.len < 2 * (LEN + TAG) + join + maxrec) ||
         (PyList_Check(list) || PyTuple_Check(list) ? PySequence_Fast_GET_SIZE(list) : 0) < 1) {
         PyBuffer_Release(&wbuf);
         if (!PyList_Check(list) && !PyTuple_Check(list))
@@ -606,33 +607,55 @@ static PyObject *Records_send_frame(Records *self, PyObject *args) {
         struct iovec iov[6];
         int cnt = 0;
         const unsigned char *p;
-        if (head != NULL) {  /* the header's record first, in the same call */
-            put_len(w, (unsigned)(head->len + TAG));
+        if (self->encrypt) {  /* sealed into wbuf, the header's record first: one iovec */
+            unsigned char npub[AEGIS_NONCE];
+            if (head != NULL) {
+                put_len(w, (unsigned)(head->len + TAG));
+                make_nonce(nonce, 0, seq + sealed);
+                aegis_nonce(npub, nonce);
+                p = head->buf;
+                aegis_seal(self->kseal, npub, w, LEN, &p, &head->len, 1, w + LEN);
+                sealed++;
+                total = LEN + head->len + TAG;
+            }
+            put_len(w + total, (unsigned)(chunk + TAG));
             make_nonce(nonce, 0, seq + sealed);
-            p = head->buf;
-            failed = mac(self, 1, nonce, &p, &head->len, 1, w + LEN) < 0;
+            aegis_nonce(npub, nonce);
+            p = pb + off;
+            aegis_seal(self->kseal, npub, w + total, LEN, &p, &chunk, 1, w + total + LEN);
             sealed++;
+            total += LEN + chunk + TAG;
             iov[cnt].iov_base = w;
+            iov[cnt++].iov_len = (size_t)total;
+        } else {
+            if (head != NULL) {  /* the header's record first, in the same call */
+                put_len(w, (unsigned)(head->len + TAG));
+                make_nonce(nonce, 0, seq + sealed);
+                p = head->buf;
+                failed = mac(self, 1, nonce, &p, &head->len, 1, w + LEN) < 0;
+                sealed++;
+                iov[cnt].iov_base = w;
+                iov[cnt++].iov_len = LEN;
+                iov[cnt].iov_base = head->buf;
+                iov[cnt++].iov_len = (size_t)head->len;
+                iov[cnt].iov_base = w + LEN;
+                iov[cnt++].iov_len = TAG;
+                total += LEN + head->len + TAG;
+            }
+            put_len(w + LEN + TAG, (unsigned)(chunk + TAG));
+            make_nonce(nonce, 0, seq + sealed);
+            p = pb + off;
+            failed = failed || mac(self, 1, nonce, &p, &chunk, 1, w + 2 * LEN + TAG) < 0;
+            sealed++;
+            if (failed) break;
+            iov[cnt].iov_base = w + LEN + TAG;
             iov[cnt++].iov_len = LEN;
-            iov[cnt].iov_base = head->buf;
-            iov[cnt++].iov_len = (size_t)head->len;
-            iov[cnt].iov_base = w + LEN;
+            iov[cnt].iov_base = (void *)(pb + off);
+            iov[cnt++].iov_len = (size_t)chunk;
+            iov[cnt].iov_base = w + 2 * LEN + TAG;
             iov[cnt++].iov_len = TAG;
-            total += LEN + head->len + TAG;
+            total += LEN + chunk + TAG;
         }
-        put_len(w + LEN + TAG, (unsigned)(chunk + TAG));
-        make_nonce(nonce, 0, seq + sealed);
-        p = pb + off;
-        failed = failed || mac(self, 1, nonce, &p, &chunk, 1, w + 2 * LEN + TAG) < 0;
-        sealed++;
-        if (failed) break;
-        iov[cnt].iov_base = w + LEN + TAG;
-        iov[cnt++].iov_len = LEN;
-        iov[cnt].iov_base = (void *)(pb + off);
-        iov[cnt++].iov_len = (size_t)chunk;
-        iov[cnt].iov_base = w + 2 * LEN + TAG;
-        iov[cnt++].iov_len = TAG;
-        total += LEN + chunk + TAG;
         Py_ssize_t sent = 0;
         int first = 0;  /* the first iovec not wholly sent */
         while (sent < total) {
@@ -1090,7 +1113,7 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
     int opened = 0, err = 0;
     Py_buffer *head = n == 2 ? &views[0] : NULL, *pay = n >= 1 ? &views[n - 1] : NULL;
     Py_ssize_t hlen = head != NULL ? head->len : 0;
-    if (self->encrypt || !mac_fast(self, 0) || self->dactive || tag.len != TAG ||
+    if ((self->encrypt ? !self->aegis : !mac_fast(self, 0)) || self->dactive || tag.len != TAG ||
         n < 1 || n > 2 || pay->len < direct || hlen >= direct || hlen > maxrec ||
         (head != NULL && !hlen) || raw.len < 2 * LEN + hlen + TAG) {
         result = Py_BuildValue("lninnnnn", status, got, opened, rstart, rlen, dlen, dgot, tgot);
@@ -1116,10 +1139,14 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
             if (size == (unsigned)(hlen + TAG) && k >= LEN + (ssize_t)size) {
                 const unsigned char *src = r + LEN;
                 make_nonce(nonce, 0, seq);
-                if (mac(self, 0, nonce, &src, &hlen, 1, r + LEN + hlen) < 0) {
+                unsigned char npub[AEGIS_NONCE], *hb = head->buf;
+                aegis_nonce(npub, nonce);
+                if (self->encrypt ? aegis_open(self->kopen, npub, r, LEN, src, hlen, &hb, &hlen, 1)
+                                    < 0
+                                  : mac(self, 0, nonce, &src, &hlen, 1, r + LEN + hlen) < 0) {
                     status = -3;
                 } else {
-                    memcpy(head->buf, src, (size_t)hlen);
+                    if (!self->encrypt) memcpy(head->buf, src, (size_t)hlen);
                     got = hlen;
                     opened = 1;
                     rstart = LEN + size;
@@ -1132,7 +1159,13 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
             Py_ssize_t body = (Py_ssize_t)(size & 0x7fffffffu) - TAG;
             if (!(size & 0x80000000u) && body >= direct && body <= maxrec && body <= pay->len) {
                 make_nonce(nonce, 0, seq + (unsigned long long)opened);
-                mac_start(self, 0, &self->dmac, nonce);
+                if (self->encrypt) {  /* the length field is the record's associated data */
+                    unsigned char npub[AEGIS_NONCE];
+                    aegis_nonce(npub, nonce);
+                    aegis256x4_state_init(&self->dst, r + rstart, LEN, npub, self->kopen);
+                } else {
+                    mac_start(self, 0, &self->dmac, nonce);
+                }
                 self->dactive = 1;
                 rstart = rlen = 0;
                 dlen = body;

@@ -418,11 +418,11 @@ class SecureLink:
 
     @property
     def _frames(self) -> bool:
-        """Whether a large integrity frame is sent, and received, in one compiled call each
+        """Whether a large frame is sent, and received, in one compiled call each
         (``Records.send_frame``, ``Records.recv_frame``): integrity records tagged and
-        checked by the compiled MAC."""
+        checked by the compiled MAC, AEGIS-256X4 records sealed and opened by libaegis."""
         c = self._c
-        return c is not None and not self._encrypt and c.fast
+        return c is not None and (self.cipher == AEGIS if self._encrypt else bool(c.fast))
 
     @property
     def _dc(self) -> bool:
@@ -481,7 +481,7 @@ class SecureLink:
                 r = c.send_small(self._sock.fileno(), views, self._sent, self._wbuf, _C_MAX)
                 if r is None and self._frames:  # a large integrity frame: one compiled call
                     r = c.send_frame(self._sock.fileno(), views, self._sent, self._wbuf,
-                                     RECORD_MAC, _JOIN)
+                                     self._rec, _JOIN)
                     if r is not None:
                         return self._sent_frame(views, r)
                 if r is None and _INTO:
@@ -522,7 +522,11 @@ class SecureLink:
         bytes wholly in the kernel."""
         done, sealed, gsent, ghead, goff, glen = r
         self._sent += sealed
-        if gsent >= 0:
+        if gsent >= 0 and self._encrypt:  # sealed into the send buffer, the header's first
+            end = (_LEN.size + ghead + _TAG if ghead >= 0 else 0) + _LEN.size + glen + _TAG
+            self._out, self._out_plain = [self._wv[:end]], max(ghead, 0) + glen
+            self._trim(gsent)
+        elif gsent >= 0:
             wv = self._wv
             out = [wv[:_LEN.size], _bytes_view(views[0]), wv[_LEN.size: _LEN.size + _TAG]] \
                 if ghead >= 0 else []
