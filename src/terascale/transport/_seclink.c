@@ -13,7 +13,9 @@
  * Both GMACs give the same tags (tests/transport/test_seclink.py checks them against
  * cryptography's AES-GCM). With a compiled MAC, a large integrity frame is one call each
  * way (send_frame, recv_frame): its records tagged and sent, or read, checked and handed
- * over, with no Python per record.
+ * over, with no Python per record. So is a large AEGIS-256X4 frame: each record sealed from
+ * the caller's buffer into the send buffer and sent, or read in place and decrypted as it
+ * lands.
  *
  * The cipher contexts are set up once per link (the key schedule once), then only the nonce
  * changes per record: that, not GHASH, is most of what a tag on a few KiB costs through a
@@ -549,8 +551,9 @@ done:
 /* send_frame(fd, views, seq, wbuf, maxrec, join) -> (plain, sealed, gsent, ghead, goff, glen)
  * or None.
  *
- * A large integrity frame in one call, its records tagged on the compiled GHASH and sent
- * straight from the caller's buffers with the GIL released: what SecureLink's general path
+ * A large frame in one call with the GIL released, integrity records tagged by the compiled
+ * MAC and sent straight from the caller's buffers, AEGIS-256X4 records sealed from them
+ * into ``wbuf`` (the header's record first, then the payload's: one iovec) and sent: what SecureLink's general path
  * does record by record in Python, with the same records on the wire. ``views`` is either
  * [payload] (more than ``join`` bytes) or [header, payload] (a header of 1 to ``join``
  * bytes, a payload of at least ``join``): the header is a record of its own, sent in one
@@ -562,8 +565,10 @@ done:
  * sealed (sequence numbers used, from ``seq``); gsent -1 when nothing is pending, else the
  * pending records' bytes the kernel took, those records being ``wbuf[0:4] header
  * wbuf[4:20]`` when ``ghead`` >= 0 (the header's length), then ``wbuf[20:24]
- * payload[goff:goff+glen] wbuf[24:40]``. None: not a frame for this call (encrypted
- * links, no compiled GHASH, other shapes). */
+ * payload[goff:goff+glen] wbuf[24:40]``; encrypting, the header's sealed record (when
+ * ``ghead`` >= 0) then the payload's lie in ``wbuf`` from its start, which must hold
+ * ``2 * (4 + 16) + join + maxrec`` bytes. None: not a frame for this call (AES-256-GCM
+ * links, no compiled MAC, other shapes). */
 static PyObject *Records_send_frame(Records *self, PyObject *args) {
     int fd;
     PyObject *list;
@@ -1079,12 +1084,13 @@ static int direct_loop(Records *self, int fd, unsigned char *v, Py_ssize_t n, un
 /* recv_frame(fd, raw, views, seq, direct, maxrec, tag)
  *     -> (status, got, opened, rstart, rlen, dlen, dgot, tgot)
  *
- * The receive of a large integrity frame in one call, the GIL released: what SecureLink's
+ * The receive of a large integrity or AEGIS-256X4 frame in one call, the GIL released: what SecureLink's
  * general path does in Python, on the same records. For an empty receive buffer ``raw`` and
  * ``views`` either [header, payload] (a header buffer under ``direct`` bytes, a payload
  * buffer of at least ``direct``) or [payload]: one recv of the header's record and the next
  * record's length and no further (so that the payload's record is still in the kernel),
- * the header's record checked and copied out, then the payload's record, if it is a data
+ * the header's record checked and copied out (decrypted straight into its buffer, wiped if it
+ * fails), then the payload's record, if it is a data
  * record of ``direct`` to ``maxrec`` bytes that the payload buffer holds whole, begun in
  * place and read as recv_direct reads it (its tag into ``tag``).
  *
@@ -1174,6 +1180,8 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
                 if (ds) {
                     self->dactive = 0;
                     dlen = 0;
+                    OPENSSL_cleanse(&self->dst, sizeof self->dst);
+                    OPENSSL_cleanse(&self->dmac, sizeof self->dmac);
                 }
                 if (ds == 1) {
                     got += body;
@@ -1276,7 +1284,7 @@ static PyMethodDef Records_methods[] = {
     {"send_small", (PyCFunction)Records_send_small, METH_VARARGS,
      "send_small(fd, views, seq, wbuf, limit): seal a small frame as one record and send it"},
     {"send_frame", (PyCFunction)Records_send_frame, METH_VARARGS,
-     "send_frame(fd, views, seq, wbuf, maxrec, join): tag and send a large integrity frame"},
+     "send_frame(fd, views, seq, wbuf, maxrec, join): seal and send a large frame"},
     {"recv_small", (PyCFunction)Records_recv_small, METH_VARARGS,
      "recv_small(fd, raw, rstart, rlen, views, seq, direct, maxrec): read, open, scatter"},
     {"tag", (PyCFunction)Records_tag, METH_VARARGS,
@@ -1290,7 +1298,7 @@ static PyMethodDef Records_methods[] = {
     {"direct_begin", (PyCFunction)Records_direct_begin, METH_VARARGS,
      "direct_begin(seq, kind, head): start opening a record in place (recv_direct)"},
     {"recv_frame", (PyCFunction)Records_recv_frame, METH_VARARGS,
-     "recv_frame(fd, raw, views, seq, direct, maxrec, tag): receive a large integrity frame"},
+     "recv_frame(fd, raw, views, seq, direct, maxrec, tag): receive a large frame"},
     {"recv_direct", (PyCFunction)Records_recv_direct, METH_VARARGS,
      "recv_direct(fd, view, got, tag, tgot): read a record into view, opening it as it lands"},
     {NULL, NULL, 0, NULL},

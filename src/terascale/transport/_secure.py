@@ -41,7 +41,8 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     as integrity records are: straight into that buffer, each piece decrypted in place by
     the compiled layer as it lands (still in the core's cache; no receive buffer, no
     second pass), handed over once the tag passed, wiped if it fails or the stream ends
-    inside it.
+    inside it. A large AEGIS-256X4 frame is one compiled call each way, as a large
+    integrity frame is (below).
 
 The record's length is authenticated too (associated data, or the MAC's own length
 block: GHASH's, AEGISMAC's finalization), and its abort bit through the nonce's kind.
@@ -64,7 +65,9 @@ refuses a link whose peer runs a weaker mode than its own.
 Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext when encrypting and
 ``RECORD_MAC`` (1 MiB) in integrity mode, so the cipher runs on large buffers (several
 GB/s per core with AES-NI; the MACs tens of GB/s) and the per-record cost (20 bytes, one call)
-stays small, while a record is still in the core's cache when the kernel copies it; a
+stays small, while a record is still in the core's cache when the kernel copies it
+(encrypted records are not made larger: a receiver of an earlier build refuses a record
+over 256 KiB, and within one compiled call a record costs one ``sendmsg`` and 20 bytes); a
 link's receive buffer holds two records (allocated when it first receives). A frame of up
 to 64 KiB is one record (4 KiB messages pay one record each way). Up to 32 KiB, the
 compiled record layer (:mod:`._seclink`, C on OpenSSL's libcrypto, cipher contexts keyed
@@ -84,12 +87,18 @@ the caller's buffers in one ``sendmsg`` per record, while the kernel takes them 
 ``Records.recv_frame``: the header's record read with the next record's length, checked and
 copied out, the payload's record then read in place and hashed as it lands), with the GIL
 released, instead of several Python calls per record: the records on the wire are the same.
-Encrypted AES-256-GCM records above 32 KiB, every record where the module is not built
+So is a frame of AEGIS-256X4 records larger than ``_JOIN`` (``send_frame``: each record
+sealed from the caller's buffer into the send buffer, the header's and the payload's first
+in one ``sendmsg``; ``recv_frame``: the header's record decrypted straight into its buffer,
+the payload's read in place and decrypted as it lands, as :meth:`SecureLink._direct` reads
+it): at 1 MiB that took rank 0's CPU per ring allreduce from 1.64x to 1.43x plain
+(``docs/benchmarks/security.md``). Encrypted AES-256-GCM records above 32 KiB, every record where the module is not built
 (or ``TERASCALE_NO_CEXT=1``), and GMAC records above 32 KiB without VPCLMULQDQ go
 through the ``cryptography`` package, which writes the same bytes: its own OpenSSL runs
-GCM about twice as fast as a system libcrypto 3.0. AEGIS-256X4 records above 32 KiB are
-sealed and opened by the compiled layer's libaegis from this module's record path, with
-the GIL released (``_Aegis``: the same calls as ``cryptography``'s AESGCM). Its
+GCM about twice as fast as a system libcrypto 3.0. Other AEGIS-256X4 records above 32 KiB
+(a frame of at most ``_JOIN``, the rest of a payload after ``recv_frame``) are sealed and
+opened by the compiled layer's libaegis from this module's record path, with the GIL
+released (``_Aegis``: the same calls as ``cryptography``'s AESGCM). Its
 small-frame path is one pass too: copied once into the send buffer (or, encrypting, the
 staging buffer), its tag written in place (``encrypt_into``), sent with one ``send``;
 received with one ``recv_into`` and opened straight into the caller's buffers. A larger
