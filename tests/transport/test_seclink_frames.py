@@ -189,3 +189,29 @@ def test_a_flipped_moved_or_replayed_record_of_a_frame_is_refused_and_wiped(atta
         assert got in (0, 128) and not any(body), got
     receiver.close()
     t.join(10)
+
+
+@MODES
+@pytest.mark.parametrize("record", [1, 2, 3])
+def test_a_later_record_of_a_long_payload_flipped_is_refused_and_wiped(record: int,
+                                                                      mode: str) -> None:
+    """A payload of three whole records and a part, read in place one record after the
+    other by the same call where the kernel has them: its ``record``-th record flipped in
+    the middle is refused (LinkTampered naming it) and nothing of it is left in the
+    buffer; the records before it arrived bitwise."""
+    _compiled_frames(mode)
+    rec = RECORD if mode == "aegis" else RECORD_MAC
+    header, payload = _frame(3 * rec + 5000)
+    sender, s_wire, receiver, r_wire = _pair(mode)
+    wire = bytearray(_wire(sender, s_wire, [header, payload]))
+    start, end = _records(bytes(wire))[record]
+    wire[(start + end) // 2] ^= 0x04
+    t = _feed(r_wire, bytes(wire), [1 << 20, 4 + rec + 16 + 2, 70_001])
+    head, body = bytearray(128), bytearray(len(payload))
+    outcome, _ = _receive(receiver, head, body)
+    assert outcome.startswith("tampered:") and f"record #{record} failed" in outcome, outcome
+    before = (record - 1) * rec
+    assert bytes(body[:before]) == payload[:before]
+    assert not any(body[before:])
+    receiver.close()
+    t.join(10)

@@ -1160,38 +1160,53 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
                 }
             }
         }
-        if (rlen - rstart == LEN && (head == NULL || status == 0)) {  /* the payload's length */
+        /* the payload's records, each read in place, while the kernel has them whole */
+        Py_ssize_t poff = 0;
+        while (rlen - rstart == LEN && (head == NULL || status == 0)) {
             unsigned size = get_len(r + rstart);
             Py_ssize_t body = (Py_ssize_t)(size & 0x7fffffffu) - TAG;
-            if (!(size & 0x80000000u) && body >= direct && body <= maxrec && body <= pay->len) {
-                make_nonce(nonce, 0, seq + (unsigned long long)opened);
-                if (self->encrypt) {  /* the length field is the record's associated data */
-                    unsigned char npub[AEGIS_NONCE];
-                    aegis_nonce(npub, nonce);
-                    aegis256x4_state_init(&self->dst, r + rstart, LEN, npub, self->kopen);
-                } else {
-                    mac_start(self, 0, &self->dmac, nonce);
-                }
-                self->dactive = 1;
-                rstart = rlen = 0;
-                dlen = body;
-                int ds = direct_loop(self, fd, pay->buf, body, tag.buf, &dgot, &tgot, &err);
-                status = 0;
-                if (ds) {
-                    self->dactive = 0;
-                    dlen = 0;
-                    OPENSSL_cleanse(&self->dst, sizeof self->dst);
-                    OPENSSL_cleanse(&self->dmac, sizeof self->dmac);
-                }
-                if (ds == 1) {
-                    got += body;
-                    opened++;
-                } else if (ds == -1) {
-                    status = -3;
-                } else if (ds == -2) {
-                    status = -5;
-                }
+            if (size & 0x80000000u || body < direct || body > maxrec || body > pay->len - poff)
+                break;
+            make_nonce(nonce, 0, seq + (unsigned long long)opened);
+            if (self->encrypt) {  /* the length field is the record's associated data */
+                unsigned char npub[AEGIS_NONCE];
+                aegis_nonce(npub, nonce);
+                aegis256x4_state_init(&self->dst, r + rstart, LEN, npub, self->kopen);
+            } else {
+                mac_start(self, 0, &self->dmac, nonce);
             }
+            self->dactive = 1;
+            rstart = rlen = 0;
+            dlen = body;
+            dgot = tgot = 0;
+            int ds = direct_loop(self, fd, (unsigned char *)pay->buf + poff, body, tag.buf,
+                                 &dgot, &tgot, &err);
+            status = 0;
+            if (ds) {
+                self->dactive = 0;
+                dlen = 0;
+                OPENSSL_cleanse(&self->dst, sizeof self->dst);
+                OPENSSL_cleanse(&self->dmac, sizeof self->dmac);
+            }
+            if (ds == -1) {
+                status = -3;
+            } else if (ds == -2) {
+                status = -5;
+            }
+            if (ds != 1)
+                break;
+            got += body;
+            opened++;
+            poff += body;
+            if (pay->len - poff < direct)
+                break;
+            /* the next record's length, and no further: its body is read in place */
+            do {
+                k = recv(fd, r, LEN, 0);
+            } while (k < 0 && errno == EINTR);
+            if (k <= 0)  /* nothing yet, or the end or an error: the next call hears it */
+                break;
+            rlen = k;
         }
     }
     Py_END_ALLOW_THREADS

@@ -797,10 +797,10 @@ class SecureLink:
         return n
 
     def _recv_frame(self, bufs: list[Any]) -> tuple[int, list[object], int, None]:
-        """A large integrity frame's header record and its payload's first record read in
-        place, in one compiled call (``Records.recv_frame``), or the next record of a payload
-        (``bufs``: its rest); anything else the general path takes, from what that call
-        left in the receive buffer."""
+        """A large frame's header record and its payload's records read in place, while
+        the kernel has them, in one compiled call (``Records.recv_frame``), or the next
+        records of a payload (``bufs``: its rest); anything else the general path takes,
+        from what that call left in the receive buffer."""
         if not self._raw:
             self._alloc_raw()
         status, got, opened, self._rstart, self._rlen, dlen, dgot, tgot = self._c.recv_frame(
@@ -818,8 +818,9 @@ class SecureLink:
         if status == -5:
             self._eof = True
             self._tampered("the connection closed inside a record")
-        if dlen:
-            self._dview = _bytes_view(bufs[-1])[:dlen]
+        if dlen:  # on its way in place, after the payload's records handed over
+            at = got - len(_bytes_view(bufs[0])) if len(bufs) == 2 else got
+            self._dview = _bytes_view(bufs[-1])[at: at + dlen]
             self._dgot, self._tgot = dgot, tgot
         if not got:
             raise BlockingIOError("no whole record yet")
