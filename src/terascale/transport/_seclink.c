@@ -1092,11 +1092,14 @@ static int direct_loop(Records *self, int fd, unsigned char *v, Py_ssize_t n, un
  * the header's record checked and copied out (decrypted straight into its buffer, wiped if it
  * fails), then the payload's record, if it is a data
  * record of ``direct`` to ``maxrec`` bytes that the payload buffer holds whole, begun in
- * place and read as recv_direct reads it (its tag into ``tag``).
+ * place and read as recv_direct reads it (its tag into ``tag``); once it passed, the next
+ * record's length (one recv of 4 bytes, where the payload buffer has ``direct`` bytes left)
+ * and that record the same way, while the kernel has them.
  *
  * status 0: ``got`` plaintext bytes handed over, ``opened`` records opened (from ``seq``),
  * the receive buffer now raw[rstart:rlen], and when ``dlen`` > 0 a record of ``dlen`` bytes
- * read in place is on its way (``dgot`` and ``tgot`` of its body and tag came: go on with
+ * read in place is on its way, in the payload buffer right after the payload bytes handed
+ * over (``dgot`` and ``tgot`` of its body and tag came: go on with
  * recv_direct). -1: not for this call (another shape, a partial, abort or other record):
  * nothing handed over, what was read is in raw[rstart:rlen] for the general path. -2: the
  * stream ended with nothing read. -3: record ``seq + opened`` failed its tag (a payload

@@ -85,13 +85,14 @@ There, a frame of integrity records larger than ``_JOIN`` is one compiled call e
 (``Records.send_frame``: its header's record and its payload's records tagged and sent from
 the caller's buffers in one ``sendmsg`` per record, while the kernel takes them whole;
 ``Records.recv_frame``: the header's record read with the next record's length, checked and
-copied out, the payload's record then read in place and hashed as it lands), with the GIL
+copied out, the payload's records then read in place and hashed as they land), with the GIL
 released, instead of several Python calls per record: the records on the wire are the same.
 So is a frame of AEGIS-256X4 records larger than ``_JOIN`` (``send_frame``: each record
 sealed from the caller's buffer into the send buffer, the header's and the payload's first
 in one ``sendmsg``; ``recv_frame``: the header's record decrypted straight into its buffer,
-the payload's read in place and decrypted as it lands, as :meth:`SecureLink._direct` reads
-it): at 1 MiB that took rank 0's CPU per ring allreduce from 1.64x to 1.43x plain
+the payload's records read in place one after the other, each decrypted as it lands, as
+:meth:`SecureLink._direct` reads it, while the kernel has them): at 1 MiB that took rank
+0's CPU per ring allreduce from 1.64-1.73x to 1.43-1.47x plain on a loaded 2-core Zen 4
 (``docs/benchmarks/security.md``). Encrypted AES-256-GCM records above 32 KiB, every record where the module is not built
 (or ``TERASCALE_NO_CEXT=1``), and GMAC records above 32 KiB without VPCLMULQDQ go
 through the ``cryptography`` package, which writes the same bytes: its own OpenSSL runs
