@@ -13,7 +13,9 @@
  * Both GMACs give the same tags (tests/transport/test_seclink.py checks them against
  * cryptography's AES-GCM). With a compiled MAC, a large integrity frame is one call each
  * way (send_frame, recv_frame): its records tagged and sent, or read, checked and handed
- * over, with no Python per record.
+ * over, with no Python per record. So is a large AEGIS-256X4 frame: each record sealed from
+ * the caller's buffer into the send buffer and sent, or read in place and decrypted as it
+ * lands.
  *
  * The cipher contexts are set up once per link (the key schedule once), then only the nonce
  * changes per record: that, not GHASH, is most of what a tag on a few KiB costs through a
@@ -549,8 +551,9 @@ done:
 /* send_frame(fd, views, seq, wbuf, maxrec, join) -> (plain, sealed, gsent, ghead, goff, glen)
  * or None.
  *
- * A large integrity frame in one call, its records tagged on the compiled GHASH and sent
- * straight from the caller's buffers with the GIL released: what SecureLink's general path
+ * A large frame in one call with the GIL released, integrity records tagged by the compiled
+ * MAC and sent straight from the caller's buffers, AEGIS-256X4 records sealed from them
+ * into ``wbuf`` (the header's record first, then the payload's: one iovec) and sent: what SecureLink's general path
  * does record by record in Python, with the same records on the wire. ``views`` is either
  * [payload] (more than ``join`` bytes) or [header, payload] (a header of 1 to ``join``
  * bytes, a payload of at least ``join``): the header is a record of its own, sent in one
@@ -562,8 +565,10 @@ done:
  * sealed (sequence numbers used, from ``seq``); gsent -1 when nothing is pending, else the
  * pending records' bytes the kernel took, those records being ``wbuf[0:4] header
  * wbuf[4:20]`` when ``ghead`` >= 0 (the header's length), then ``wbuf[20:24]
- * payload[goff:goff+glen] wbuf[24:40]``. None: not a frame for this call (encrypted
- * links, no compiled GHASH, other shapes). */
+ * payload[goff:goff+glen] wbuf[24:40]``; encrypting, the header's sealed record (when
+ * ``ghead`` >= 0) then the payload's lie in ``wbuf`` from its start, which must hold
+ * ``2 * (4 + 16) + join + maxrec`` bytes. None: not a frame for this call (AES-256-GCM
+ * links, no compiled MAC, other shapes). */
 static PyObject *Records_send_frame(Records *self, PyObject *args) {
     int fd;
     PyObject *list;
@@ -572,7 +577,8 @@ static PyObject *Records_send_frame(Records *self, PyObject *args) {
     Py_ssize_t maxrec, join;
     if (!PyArg_ParseTuple(args, "iOKw*nn", &fd, &list, &seq, &wbuf, &maxrec, &join))
         return NULL;
-    if (self->encrypt || !mac_fast(self, 1) || wbuf.len < 2 * (LEN + TAG) || maxrec <= 0 ||
+    if ((self->encrypt ? !self->aegis : !mac_fast(self, 1)) || wbuf.len < 2 * (LEN + TAG) ||
+        maxrec <= 0 || (self->encrypt && wbuf.len < 2 * (LEN + TAG) + join + maxrec) ||
         (PyList_Check(list) || PyTuple_Check(list) ? PySequence_Fast_GET_SIZE(list) : 0) < 1) {
         PyBuffer_Release(&wbuf);
         if (!PyList_Check(list) && !PyTuple_Check(list))
@@ -606,33 +612,55 @@ static PyObject *Records_send_frame(Records *self, PyObject *args) {
         struct iovec iov[6];
         int cnt = 0;
         const unsigned char *p;
-        if (head != NULL) {  /* the header's record first, in the same call */
-            put_len(w, (unsigned)(head->len + TAG));
+        if (self->encrypt) {  /* sealed into wbuf, the header's record first: one iovec */
+            unsigned char npub[AEGIS_NONCE];
+            if (head != NULL) {
+                put_len(w, (unsigned)(head->len + TAG));
+                make_nonce(nonce, 0, seq + sealed);
+                aegis_nonce(npub, nonce);
+                p = head->buf;
+                aegis_seal(self->kseal, npub, w, LEN, &p, &head->len, 1, w + LEN);
+                sealed++;
+                total = LEN + head->len + TAG;
+            }
+            put_len(w + total, (unsigned)(chunk + TAG));
             make_nonce(nonce, 0, seq + sealed);
-            p = head->buf;
-            failed = mac(self, 1, nonce, &p, &head->len, 1, w + LEN) < 0;
+            aegis_nonce(npub, nonce);
+            p = pb + off;
+            aegis_seal(self->kseal, npub, w + total, LEN, &p, &chunk, 1, w + total + LEN);
             sealed++;
+            total += LEN + chunk + TAG;
             iov[cnt].iov_base = w;
+            iov[cnt++].iov_len = (size_t)total;
+        } else {
+            if (head != NULL) {  /* the header's record first, in the same call */
+                put_len(w, (unsigned)(head->len + TAG));
+                make_nonce(nonce, 0, seq + sealed);
+                p = head->buf;
+                failed = mac(self, 1, nonce, &p, &head->len, 1, w + LEN) < 0;
+                sealed++;
+                iov[cnt].iov_base = w;
+                iov[cnt++].iov_len = LEN;
+                iov[cnt].iov_base = head->buf;
+                iov[cnt++].iov_len = (size_t)head->len;
+                iov[cnt].iov_base = w + LEN;
+                iov[cnt++].iov_len = TAG;
+                total += LEN + head->len + TAG;
+            }
+            put_len(w + LEN + TAG, (unsigned)(chunk + TAG));
+            make_nonce(nonce, 0, seq + sealed);
+            p = pb + off;
+            failed = failed || mac(self, 1, nonce, &p, &chunk, 1, w + 2 * LEN + TAG) < 0;
+            sealed++;
+            if (failed) break;
+            iov[cnt].iov_base = w + LEN + TAG;
             iov[cnt++].iov_len = LEN;
-            iov[cnt].iov_base = head->buf;
-            iov[cnt++].iov_len = (size_t)head->len;
-            iov[cnt].iov_base = w + LEN;
+            iov[cnt].iov_base = (void *)(pb + off);
+            iov[cnt++].iov_len = (size_t)chunk;
+            iov[cnt].iov_base = w + 2 * LEN + TAG;
             iov[cnt++].iov_len = TAG;
-            total += LEN + head->len + TAG;
+            total += LEN + chunk + TAG;
         }
-        put_len(w + LEN + TAG, (unsigned)(chunk + TAG));
-        make_nonce(nonce, 0, seq + sealed);
-        p = pb + off;
-        failed = failed || mac(self, 1, nonce, &p, &chunk, 1, w + 2 * LEN + TAG) < 0;
-        sealed++;
-        if (failed) break;
-        iov[cnt].iov_base = w + LEN + TAG;
-        iov[cnt++].iov_len = LEN;
-        iov[cnt].iov_base = (void *)(pb + off);
-        iov[cnt++].iov_len = (size_t)chunk;
-        iov[cnt].iov_base = w + 2 * LEN + TAG;
-        iov[cnt++].iov_len = TAG;
-        total += LEN + chunk + TAG;
         Py_ssize_t sent = 0;
         int first = 0;  /* the first iovec not wholly sent */
         while (sent < total) {
@@ -1056,18 +1084,22 @@ static int direct_loop(Records *self, int fd, unsigned char *v, Py_ssize_t n, un
 /* recv_frame(fd, raw, views, seq, direct, maxrec, tag)
  *     -> (status, got, opened, rstart, rlen, dlen, dgot, tgot)
  *
- * The receive of a large integrity frame in one call, the GIL released: what SecureLink's
+ * The receive of a large integrity or AEGIS-256X4 frame in one call, the GIL released: what SecureLink's
  * general path does in Python, on the same records. For an empty receive buffer ``raw`` and
  * ``views`` either [header, payload] (a header buffer under ``direct`` bytes, a payload
  * buffer of at least ``direct``) or [payload]: one recv of the header's record and the next
  * record's length and no further (so that the payload's record is still in the kernel),
- * the header's record checked and copied out, then the payload's record, if it is a data
+ * the header's record checked and copied out (decrypted straight into its buffer, wiped if it
+ * fails), then the payload's record, if it is a data
  * record of ``direct`` to ``maxrec`` bytes that the payload buffer holds whole, begun in
- * place and read as recv_direct reads it (its tag into ``tag``).
+ * place and read as recv_direct reads it (its tag into ``tag``); once it passed, the next
+ * record's length (one recv of 4 bytes, where the payload buffer has ``direct`` bytes left)
+ * and that record the same way, while the kernel has them.
  *
  * status 0: ``got`` plaintext bytes handed over, ``opened`` records opened (from ``seq``),
  * the receive buffer now raw[rstart:rlen], and when ``dlen`` > 0 a record of ``dlen`` bytes
- * read in place is on its way (``dgot`` and ``tgot`` of its body and tag came: go on with
+ * read in place is on its way, in the payload buffer right after the payload bytes handed
+ * over (``dgot`` and ``tgot`` of its body and tag came: go on with
  * recv_direct). -1: not for this call (another shape, a partial, abort or other record):
  * nothing handed over, what was read is in raw[rstart:rlen] for the general path. -2: the
  * stream ended with nothing read. -3: record ``seq + opened`` failed its tag (a payload
@@ -1090,7 +1122,7 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
     int opened = 0, err = 0;
     Py_buffer *head = n == 2 ? &views[0] : NULL, *pay = n >= 1 ? &views[n - 1] : NULL;
     Py_ssize_t hlen = head != NULL ? head->len : 0;
-    if (self->encrypt || !mac_fast(self, 0) || self->dactive || tag.len != TAG ||
+    if ((self->encrypt ? !self->aegis : !mac_fast(self, 0)) || self->dactive || tag.len != TAG ||
         n < 1 || n > 2 || pay->len < direct || hlen >= direct || hlen > maxrec ||
         (head != NULL && !hlen) || raw.len < 2 * LEN + hlen + TAG) {
         result = Py_BuildValue("lninnnnn", status, got, opened, rstart, rlen, dlen, dgot, tgot);
@@ -1116,10 +1148,14 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
             if (size == (unsigned)(hlen + TAG) && k >= LEN + (ssize_t)size) {
                 const unsigned char *src = r + LEN;
                 make_nonce(nonce, 0, seq);
-                if (mac(self, 0, nonce, &src, &hlen, 1, r + LEN + hlen) < 0) {
+                unsigned char npub[AEGIS_NONCE], *hb = head->buf;
+                aegis_nonce(npub, nonce);
+                if (self->encrypt ? aegis_open(self->kopen, npub, r, LEN, src, hlen, &hb, &hlen, 1)
+                                    < 0
+                                  : mac(self, 0, nonce, &src, &hlen, 1, r + LEN + hlen) < 0) {
                     status = -3;
                 } else {
-                    memcpy(head->buf, src, (size_t)hlen);
+                    if (!self->encrypt) memcpy(head->buf, src, (size_t)hlen);
                     got = hlen;
                     opened = 1;
                     rstart = LEN + size;
@@ -1127,30 +1163,53 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
                 }
             }
         }
-        if (rlen - rstart == LEN && (head == NULL || status == 0)) {  /* the payload's length */
+        /* the payload's records, each read in place, while the kernel has them whole */
+        Py_ssize_t poff = 0;
+        while (rlen - rstart == LEN && (head == NULL || status == 0)) {
             unsigned size = get_len(r + rstart);
             Py_ssize_t body = (Py_ssize_t)(size & 0x7fffffffu) - TAG;
-            if (!(size & 0x80000000u) && body >= direct && body <= maxrec && body <= pay->len) {
-                make_nonce(nonce, 0, seq + (unsigned long long)opened);
+            if (size & 0x80000000u || body < direct || body > maxrec || body > pay->len - poff)
+                break;
+            make_nonce(nonce, 0, seq + (unsigned long long)opened);
+            if (self->encrypt) {  /* the length field is the record's associated data */
+                unsigned char npub[AEGIS_NONCE];
+                aegis_nonce(npub, nonce);
+                aegis256x4_state_init(&self->dst, r + rstart, LEN, npub, self->kopen);
+            } else {
                 mac_start(self, 0, &self->dmac, nonce);
-                self->dactive = 1;
-                rstart = rlen = 0;
-                dlen = body;
-                int ds = direct_loop(self, fd, pay->buf, body, tag.buf, &dgot, &tgot, &err);
-                status = 0;
-                if (ds) {
-                    self->dactive = 0;
-                    dlen = 0;
-                }
-                if (ds == 1) {
-                    got += body;
-                    opened++;
-                } else if (ds == -1) {
-                    status = -3;
-                } else if (ds == -2) {
-                    status = -5;
-                }
             }
+            self->dactive = 1;
+            rstart = rlen = 0;
+            dlen = body;
+            dgot = tgot = 0;
+            int ds = direct_loop(self, fd, (unsigned char *)pay->buf + poff, body, tag.buf,
+                                 &dgot, &tgot, &err);
+            status = 0;
+            if (ds) {
+                self->dactive = 0;
+                dlen = 0;
+                OPENSSL_cleanse(&self->dst, sizeof self->dst);
+                OPENSSL_cleanse(&self->dmac, sizeof self->dmac);
+            }
+            if (ds == -1) {
+                status = -3;
+            } else if (ds == -2) {
+                status = -5;
+            }
+            if (ds != 1)
+                break;
+            got += body;
+            opened++;
+            poff += body;
+            if (pay->len - poff < direct)
+                break;
+            /* the next record's length, and no further: its body is read in place */
+            do {
+                k = recv(fd, r, LEN, 0);
+            } while (k < 0 && errno == EINTR);
+            if (k <= 0)  /* nothing yet, or the end or an error: the next call hears it */
+                break;
+            rlen = k;
         }
     }
     Py_END_ALLOW_THREADS
@@ -1243,7 +1302,7 @@ static PyMethodDef Records_methods[] = {
     {"send_small", (PyCFunction)Records_send_small, METH_VARARGS,
      "send_small(fd, views, seq, wbuf, limit): seal a small frame as one record and send it"},
     {"send_frame", (PyCFunction)Records_send_frame, METH_VARARGS,
-     "send_frame(fd, views, seq, wbuf, maxrec, join): tag and send a large integrity frame"},
+     "send_frame(fd, views, seq, wbuf, maxrec, join): seal and send a large frame"},
     {"recv_small", (PyCFunction)Records_recv_small, METH_VARARGS,
      "recv_small(fd, raw, rstart, rlen, views, seq, direct, maxrec): read, open, scatter"},
     {"tag", (PyCFunction)Records_tag, METH_VARARGS,
@@ -1257,7 +1316,7 @@ static PyMethodDef Records_methods[] = {
     {"direct_begin", (PyCFunction)Records_direct_begin, METH_VARARGS,
      "direct_begin(seq, kind, head): start opening a record in place (recv_direct)"},
     {"recv_frame", (PyCFunction)Records_recv_frame, METH_VARARGS,
-     "recv_frame(fd, raw, views, seq, direct, maxrec, tag): receive a large integrity frame"},
+     "recv_frame(fd, raw, views, seq, direct, maxrec, tag): receive a large frame"},
     {"recv_direct", (PyCFunction)Records_recv_direct, METH_VARARGS,
      "recv_direct(fd, view, got, tag, tgot): read a record into view, opening it as it lands"},
     {NULL, NULL, 0, NULL},

@@ -41,7 +41,8 @@ sends, frame headers and payloads alike, travels inside records, in one of two m
     as integrity records are: straight into that buffer, each piece decrypted in place by
     the compiled layer as it lands (still in the core's cache; no receive buffer, no
     second pass), handed over once the tag passed, wiped if it fails or the stream ends
-    inside it.
+    inside it. A large AEGIS-256X4 frame is one compiled call each way, as a large
+    integrity frame is (below).
 
 The record's length is authenticated too (associated data, or the MAC's own length
 block: GHASH's, AEGISMAC's finalization), and its abort bit through the nonce's kind.
@@ -64,7 +65,9 @@ refuses a link whose peer runs a weaker mode than its own.
 Tuning: a record holds at most ``RECORD`` (256 KiB) of plaintext when encrypting and
 ``RECORD_MAC`` (1 MiB) in integrity mode, so the cipher runs on large buffers (several
 GB/s per core with AES-NI; the MACs tens of GB/s) and the per-record cost (20 bytes, one call)
-stays small, while a record is still in the core's cache when the kernel copies it; a
+stays small, while a record is still in the core's cache when the kernel copies it
+(encrypted records are not made larger: a receiver of an earlier build refuses a record
+over 256 KiB, and within one compiled call a record costs one ``sendmsg`` and 20 bytes); a
 link's receive buffer holds two records (allocated when it first receives). A frame of up
 to 64 KiB is one record (4 KiB messages pay one record each way). Up to 32 KiB, the
 compiled record layer (:mod:`._seclink`, C on OpenSSL's libcrypto, cipher contexts keyed
@@ -82,14 +85,21 @@ There, a frame of integrity records larger than ``_JOIN`` is one compiled call e
 (``Records.send_frame``: its header's record and its payload's records tagged and sent from
 the caller's buffers in one ``sendmsg`` per record, while the kernel takes them whole;
 ``Records.recv_frame``: the header's record read with the next record's length, checked and
-copied out, the payload's record then read in place and hashed as it lands), with the GIL
+copied out, the payload's records then read in place and hashed as they land), with the GIL
 released, instead of several Python calls per record: the records on the wire are the same.
-Encrypted AES-256-GCM records above 32 KiB, every record where the module is not built
+So is a frame of AEGIS-256X4 records larger than ``_JOIN`` (``send_frame``: each record
+sealed from the caller's buffer into the send buffer, the header's and the payload's first
+in one ``sendmsg``; ``recv_frame``: the header's record decrypted straight into its buffer,
+the payload's records read in place one after the other, each decrypted as it lands, as
+:meth:`SecureLink._direct` reads it, while the kernel has them): at 1 MiB that took rank
+0's CPU per ring allreduce from 1.64-1.73x to 1.43-1.47x plain on a loaded 2-core Zen 4
+(``docs/benchmarks/security.md``). Encrypted AES-256-GCM records above 32 KiB, every record where the module is not built
 (or ``TERASCALE_NO_CEXT=1``), and GMAC records above 32 KiB without VPCLMULQDQ go
 through the ``cryptography`` package, which writes the same bytes: its own OpenSSL runs
-GCM about twice as fast as a system libcrypto 3.0. AEGIS-256X4 records above 32 KiB are
-sealed and opened by the compiled layer's libaegis from this module's record path, with
-the GIL released (``_Aegis``: the same calls as ``cryptography``'s AESGCM). Its
+GCM about twice as fast as a system libcrypto 3.0. Other AEGIS-256X4 records above 32 KiB
+(a frame of at most ``_JOIN``, the rest of a payload after ``recv_frame``) are sealed and
+opened by the compiled layer's libaegis from this module's record path, with the GIL
+released (``_Aegis``: the same calls as ``cryptography``'s AESGCM). Its
 small-frame path is one pass too: copied once into the send buffer (or, encrypting, the
 staging buffer), its tag written in place (``encrypt_into``), sent with one ``send``;
 received with one ``recv_into`` and opened straight into the caller's buffers. A larger
@@ -421,11 +431,11 @@ class SecureLink:
 
     @property
     def _frames(self) -> bool:
-        """Whether a large integrity frame is sent, and received, in one compiled call each
+        """Whether a large frame is sent, and received, in one compiled call each
         (``Records.send_frame``, ``Records.recv_frame``): integrity records tagged and
-        checked by the compiled MAC."""
+        checked by the compiled MAC, AEGIS-256X4 records sealed and opened by libaegis."""
         c = self._c
-        return c is not None and not self._encrypt and c.fast
+        return c is not None and (self.cipher == AEGIS if self._encrypt else bool(c.fast))
 
     @property
     def _dc(self) -> bool:
@@ -484,7 +494,7 @@ class SecureLink:
                 r = c.send_small(self._sock.fileno(), views, self._sent, self._wbuf, _C_MAX)
                 if r is None and self._frames:  # a large integrity frame: one compiled call
                     r = c.send_frame(self._sock.fileno(), views, self._sent, self._wbuf,
-                                     RECORD_MAC, _JOIN)
+                                     self._rec, _JOIN)
                     if r is not None:
                         return self._sent_frame(views, r)
                 if r is None and _INTO:
@@ -525,7 +535,11 @@ class SecureLink:
         bytes wholly in the kernel."""
         done, sealed, gsent, ghead, goff, glen = r
         self._sent += sealed
-        if gsent >= 0:
+        if gsent >= 0 and self._encrypt:  # sealed into the send buffer, the header's first
+            end = (_LEN.size + ghead + _TAG if ghead >= 0 else 0) + _LEN.size + glen + _TAG
+            self._out, self._out_plain = [self._wv[:end]], max(ghead, 0) + glen
+            self._trim(gsent)
+        elif gsent >= 0:
             wv = self._wv
             out = [wv[:_LEN.size], _bytes_view(views[0]), wv[_LEN.size: _LEN.size + _TAG]] \
                 if ghead >= 0 else []
@@ -787,10 +801,10 @@ class SecureLink:
         return n
 
     def _recv_frame(self, bufs: list[Any]) -> tuple[int, list[object], int, None]:
-        """A large integrity frame's header record and its payload's first record read in
-        place, in one compiled call (``Records.recv_frame``), or the next record of a payload
-        (``bufs``: its rest); anything else the general path takes, from what that call
-        left in the receive buffer."""
+        """A large frame's header record and its payload's records read in place, while
+        the kernel has them, in one compiled call (``Records.recv_frame``), or the next
+        records of a payload (``bufs``: its rest); anything else the general path takes,
+        from what that call left in the receive buffer."""
         if not self._raw:
             self._alloc_raw()
         status, got, opened, self._rstart, self._rlen, dlen, dgot, tgot = self._c.recv_frame(
@@ -808,8 +822,9 @@ class SecureLink:
         if status == -5:
             self._eof = True
             self._tampered("the connection closed inside a record")
-        if dlen:
-            self._dview = _bytes_view(bufs[-1])[:dlen]
+        if dlen:  # on its way in place, after the payload's records handed over
+            at = got - len(_bytes_view(bufs[0])) if len(bufs) == 2 else got
+            self._dview = _bytes_view(bufs[-1])[at: at + dlen]
             self._dgot, self._tgot = dgot, tgot
         if not got:
             raise BlockingIOError("no whole record yet")
