@@ -48,7 +48,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 LAYERS: dict[str, int] = {
     **dict.fromkeys(["_errors", "_units", "_env", "_secret", "_arrays", "_async", "_auth", "_timeline",
                      "_files", "_bind", "_admission", "_shmcore", "_background",
-                     "_malloc", "_pages", "_cext"], 0),
+                     "_malloc", "_pages", "_cext", "_lazy"], 0),
     "transport": 1,
     "rendezvous": 2, "collectives": 2,
     **dict.fromkeys(["communicator", "_comm_core", "_comm_objects", "_init", "_checkpoint",

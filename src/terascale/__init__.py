@@ -21,6 +21,7 @@ from ._errors import (
     StorageError,
     TerascaleError,
 )
+from ._lazy import lazy_names as _lazy_names
 
 if _typing.TYPE_CHECKING:
     from ._async import Handle
@@ -36,19 +37,7 @@ _LAZY = {"Checkpoint": "._checkpoint", "Communicator": ".communicator", "Handle"
          "JobEnv": "._env", "init": "._init", "read_env": "._env"}
 
 
-def __getattr__(name: str) -> _typing.Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY, globals())
 
 
 __version__ = "0.1.0"

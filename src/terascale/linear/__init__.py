@@ -31,6 +31,8 @@ those of :class:`TrainOptions`.
 
 import typing as _typing
 
+from .._lazy import lazy_names as _lazy_names
+
 if _typing.TYPE_CHECKING:
     from ._combine._span import SpanServer
     from ._front._sklearn import LinearClassifier, LinearRegressor
@@ -67,19 +69,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> _typing.Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [
