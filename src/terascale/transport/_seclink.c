@@ -981,6 +981,23 @@ static PyObject *Records_open(Records *self, PyObject *args) {
     return result;
 }
 
+/* Begin opening in place the record of ``kind`` and sequence number ``seq`` whose length
+ * field is ``len``: AEGIS-256X4's state (the length field its associated data), or the
+ * integrity MAC's. Its pieces then go through direct_take. */
+static void direct_start(Records *self, unsigned kind, unsigned long long seq,
+                         const unsigned char len[LEN]) {
+    unsigned char nonce[12];
+    make_nonce(nonce, kind, seq);
+    if (self->encrypt) {
+        unsigned char npub[AEGIS_NONCE];
+        aegis_nonce(npub, nonce);
+        aegis256x4_state_init(&self->dst, len, LEN, npub, self->kopen);
+    } else {
+        mac_start(self, 0, &self->dmac, nonce);
+    }
+    self->dactive = 1;
+}
+
 /* direct_begin(seq, kind, head): start opening the record whose 4-byte length field is
  * ``head`` in place (recv_direct). Only for records this object opens piece by piece:
  * AEGIS-256X4 ones, or integrity ones where it has the compiled GHASH (``fast``). */
@@ -996,16 +1013,7 @@ static PyObject *Records_direct_begin(Records *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "direct_begin: this link's records are not opened "
                                           "in place (AES-256-GCM, or no compiled MAC)");
     } else if (enter(&self->opening) == 0) {
-        unsigned char nonce[12];
-        make_nonce(nonce, kind, seq);
-        if (self->encrypt) {
-            unsigned char npub[AEGIS_NONCE];
-            aegis_nonce(npub, nonce);
-            aegis256x4_state_init(&self->dst, head.buf, LEN, npub, self->kopen);
-        } else {
-            mac_start(self, 0, &self->dmac, nonce);
-        }
-        self->dactive = 1;
+        direct_start(self, kind, seq, head.buf);
         self->opening = 0;
         result = Py_None;
         Py_INCREF(result);
@@ -1170,15 +1178,7 @@ static PyObject *Records_recv_frame(Records *self, PyObject *args) {
             Py_ssize_t body = (Py_ssize_t)(size & 0x7fffffffu) - TAG;
             if (size & 0x80000000u || body < direct || body > maxrec || body > pay->len - poff)
                 break;
-            make_nonce(nonce, 0, seq + (unsigned long long)opened);
-            if (self->encrypt) {  /* the length field is the record's associated data */
-                unsigned char npub[AEGIS_NONCE];
-                aegis_nonce(npub, nonce);
-                aegis256x4_state_init(&self->dst, r + rstart, LEN, npub, self->kopen);
-            } else {
-                mac_start(self, 0, &self->dmac, nonce);
-            }
-            self->dactive = 1;
+            direct_start(self, 0, seq + (unsigned long long)opened, r + rstart);
             rstart = rlen = 0;
             dlen = body;
             dgot = tgot = 0;
