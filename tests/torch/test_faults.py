@@ -7,7 +7,8 @@ launchers (``terascale run``, torchrun), each a real job of ``_fault_worker.py``
 surviving rank must raise the terascale error naming rank 1 within the deadline, no process
 may die of a signal it did not ask for (before, DDP's reducer segfaulted on every survivor),
 and the launcher's summary must name rank 1. gloo runs the same jobs where it behaves as a
-backend should (it aborts on a mismatch): its survivors raise as ours do.
+backend should (it aborts on a mismatch): its survivors raise as ours do (whether gloo's
+process then exits cleanly is not compared: it may abort at exit).
 
 CI runs a subset that crosses every fault, every kind of training and both launchers once;
 ``TERASCALE_TORCH_FULL=1`` (``make test-torch``) runs the whole matrix.
@@ -88,7 +89,10 @@ def _summary(launcher: str, text: str) -> str:
 def _check(launcher: str, backend: str, fault: str, mode: str, n: int = 2) -> None:
     status, text, reports = _job(launcher, backend, fault, mode, n)
     assert status != 0, text[-3000:]
-    for crash in CRASHES:
+    # gloo is the reference for what survivors raise, not for how they exit: its survivor has
+    # been seen to abort after its report ("terminate called without an active exception",
+    # a gloo thread still joinable at exit) in one CI run of the kill-ddp job
+    for crash in CRASHES if backend == "terascale" else ():
         assert crash not in text, (crash, text[-4000:])
     survivors = [r for r in range(n) if r != 1]
     for rank in survivors:
