@@ -189,6 +189,8 @@ def _loss_name_comparisons(tree: ast.AST, text: str) -> list[tuple[int, str]]:
                  and n.value in L.LOSS_TABLE]
         names += [e.value for n in sides if isinstance(n, (ast.Tuple, ast.List, ast.Set))
                   for e in n.elts if isinstance(e, ast.Constant) and e.value in L.LOSS_TABLE]
+        if not names:
+            continue  # (get_source_segment splits the whole text at each call: only here)
         other = " ".join(ast.get_source_segment(text, n) or "" for n in sides)
         if names and ("loss" in other or "kind" in other or ".name" in other) and \
                 "link" not in other:

@@ -26,14 +26,14 @@ def _positional_reads(text: str) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(text)):
         if not isinstance(node, ast.Subscript):
             continue
-        seg = ast.get_source_segment(text, node.value) or ""
+        seg = ast.unparse(node.value)  # (get_source_segment splits the text at each call)
         if not (seg in _HOLDERS or seg.endswith(".state") or seg.endswith("adaptive[2]")):
             continue
         sl = node.slice
         if isinstance(sl, ast.Constant) and isinstance(sl.value, int) or (
                 isinstance(sl, ast.Slice) and any(isinstance(b, ast.Constant)
                                                   for b in (sl.lower, sl.upper))):
-            found.append((node.lineno, ast.get_source_segment(text, node) or ""))
+            found.append((node.lineno, ast.unparse(node)))
     return found
 
 

@@ -129,7 +129,7 @@ from .._errors import AuthError, ConfigError, LinkTampered
 from ._tcp_stream import drop_sent
 
 __all__ = ["CIPHERS", "MACS", "MODES", "RECORD", "RECORD_MAC", "SecureLink", "agree_cipher",
-           "chosen_cipher", "ciphers", "stronger"]
+           "chosen_cipher", "ciphers", "hello_refused", "recv_hello", "stronger"]
 
 MODES = ("plain", "integrity", "encrypt")  # weakest first
 # The AEADs of encrypted records, preferred first. AES-256-GCM is the floor every build has
@@ -142,7 +142,8 @@ CIPHERS = (AEGIS, GCM)
 GMAC, AEGISMAC = "aes-256-gmac", "aegismac-128x4"
 MACS = (AEGISMAC, GMAC)
 # An accepting end's sealed answer to a hello that failed its tag after a good handshake
-# (altered on the path): the dialling end fails at once with an AuthError.
+# (altered on the path): the dialling end fails at once with an AuthError (recv_hello,
+# hello_refused).
 HELLO_ALTERED = "hello failed its authentication tag"
 
 
@@ -212,6 +213,30 @@ def chosen_cipher(theirs: Any, rank: int, peer: int, mode: str = "encrypt") -> s
         raise AuthError(f"rank {rank}: rank {peer} chose {what} {cipher!r}, which this rank "
                         f"did not offer ({', '.join(ciphers(mode))})")
     return str(cipher)
+
+
+def recv_hello(channel: Any, conn: socket.socket, deadline: float, what: str) -> Any:
+    """The accepting end's receive of a dialer's sealed hello (``channel`` an
+    :class:`terascale._auth.Channel` after a good handshake). A hello that fails its tag came
+    from a dialer that proved the secret, altered on the path (or from a rank of another job
+    on the same secret, which cannot open it): the dialer is told so, sealed, so that it
+    fails at once (:func:`hello_refused`) instead of dialling again through the same path
+    until its deadline; :class:`LinkTampered` is raised here."""
+    try:
+        return channel.recv(conn, deadline, what=what)
+    except LinkTampered:
+        # (no rank in the answer: a dialer of a release that knows no refusal then fails at
+        # once on "reached rank None instead" rather than on a link security of None)
+        channel.send(conn, {"refused": HELLO_ALTERED}, deadline)
+        raise
+
+
+def hello_refused(theirs: Any, peer: int) -> None:
+    """Raise :class:`AuthError` when the accepting ``peer``'s sealed answer ``theirs`` says
+    this rank's hello failed its tag (:func:`recv_hello`)."""
+    if isinstance(theirs, dict) and theirs.get("refused") == HELLO_ALTERED:
+        raise AuthError(f"rank {peer} says this rank's hello failed its authentication tag: "
+                        "altered on the path")
 
 
 def stronger(mine: str, theirs: str) -> str:

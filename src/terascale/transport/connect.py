@@ -34,9 +34,9 @@ from typing import Any
 
 from .._admission import Admission
 from .._auth import Channel, accept_handshake, dial_handshake, drop_reason
-from .._errors import AuthError, ConfigError, LinkTampered, PeerTimeout
+from .._errors import AuthError, ConfigError, PeerTimeout
 from ._congestion import tune
-from ._secure import HELLO_ALTERED, MODES, agree_cipher, chosen_cipher, ciphers
+from ._secure import MODES, agree_cipher, chosen_cipher, ciphers, hello_refused, recv_hello
 from .base import Connector
 from .tcp import TcpTransport
 
@@ -98,9 +98,7 @@ def _dial(rank: int, peer: int, addr: tuple[str, int], secret: bytes, job: str,
             channel.send(s, {"rank": rank, "job": job, "security": mode, "to": peer,
                              "ciphers": list(ciphers(mode))}, deadline)
             theirs = channel.recv(s, deadline, what=f"rank {rank}: hello of rank {peer}")
-            if isinstance(theirs, dict) and theirs.get("refused") == HELLO_ALTERED:
-                raise AuthError(f"rank {peer} says this rank's hello failed its authentication "
-                                "tag: altered on the path")
+            hello_refused(theirs, peer)
         except AuthError as e:
             s.close()
             raise AuthError(f"rank {rank}: connection to rank {peer} refused: {e}") from None
@@ -225,18 +223,7 @@ class _Acceptor:
         try:
             nonces = accept_handshake(conn, self.secret, step)
             channel = Channel(self.secret, nonces, dialer=False, purpose=f"hello|{self.job}")
-            try:
-                hello = channel.recv(conn, step, what=f"rank {self.rank}: a peer's hello")
-            except LinkTampered:
-                # It proved the secret in the handshake: a genuine dialer whose hello was
-                # altered on the path (or a rank of another job on the same secret, which
-                # cannot open this). Told so, sealed, it fails at once instead of dialling
-                # again through the same path until its deadline.
-                # (no rank in it: a dialer of the release before this one, which knows no
-                # refusal, then fails at once on "reached rank None instead" rather than on a
-                # link security of None)
-                channel.send(conn, {"refused": HELLO_ALTERED}, step)
-                raise
+            hello = recv_hello(channel, conn, step, f"rank {self.rank}: a peer's hello")
             peer = int(hello["rank"])
             if hello.get("to") != self.rank:  # a connection meant for another rank: say who
                 channel.send(conn, {"security": self.mode, "rank": self.rank}, step)  # answered

@@ -65,11 +65,17 @@ from .._errors import (
     AuthError,
     CollectiveError,
     CollectiveMismatch,
-    LinkTampered,
     PeerLost,
     PeerTimeout,
 )
-from ._secure import HELLO_ALTERED, SecureLink, agree_cipher, chosen_cipher, ciphers
+from ._secure import (
+    SecureLink,
+    agree_cipher,
+    chosen_cipher,
+    ciphers,
+    hello_refused,
+    recv_hello,
+)
 from ._tcp_stream import drop_sent
 
 __all__ = ["PointToPoint", "Request"]
@@ -297,9 +303,7 @@ class PointToPoint:
                                 "ciphers": list(ciphers(self.security))},
                          deadline)
             theirs = channel.recv(sock, deadline, what=f"rank {self.rank}: hello of rank {peer}")
-            if isinstance(theirs, dict) and theirs.get("refused") == HELLO_ALTERED:
-                raise AuthError(f"rank {peer} says this rank's hello failed its authentication "
-                                "tag: altered on the path")
+            hello_refused(theirs, peer)
             mode = theirs.get("security") if isinstance(theirs, dict) else None
             if mode != self.security:
                 raise AuthError(f"rank {self.rank}: rank {peer} runs {mode} point-to-point "
@@ -495,13 +499,7 @@ class PointToPoint:
         label = self._label(source, self.rank)
         nonces = accept_handshake(conn, secret, deadline)
         channel = Channel(secret, nonces, dialer=False, purpose=f"hello|{label}")
-        try:
-            hello = channel.recv(conn, deadline, what=f"rank {self.rank}: a peer's hello")
-        except LinkTampered:
-            # it proved the pair's secret: a genuine sender's hello altered on the path; told
-            # so, sealed, it fails its send with an AuthError at once
-            channel.send(conn, {"refused": HELLO_ALTERED}, deadline)
-            raise
+        hello = recv_hello(channel, conn, deadline, f"rank {self.rank}: a peer's hello")
         if hello.get("rank") != source or hello.get("group") != self.name:
             raise AuthError(f"unexpected hello {hello!r}")
         cipher = agree_cipher(hello.get("ciphers"), self.security)
