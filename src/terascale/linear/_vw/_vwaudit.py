@@ -34,12 +34,14 @@ def _g(v: float) -> str:
     return f"{float(np.float32(v)):g}"
 
 
-def _line_names(line: str, parse: Any, mask: int) -> dict[int, list[str]]:
+def _line_names(line: str, parse: Any, mask: int, hash_seed: int = 0,
+                every: bool = False) -> dict[int, list[str]]:
     """Masked index -> VW's audit names of the features of one line at that index, in the
-    parser's order (two features that collide in one example keep a name each)."""
-    from .._io._hashing import CONSTANT_HASH, hash_space
+    parser's order (two features that collide in one example keep a name each), hashed
+    under ``--hash_seed hash_seed`` and (``every``) ``--hash all``."""
+    from .._io._hashing import CONSTANT_HASH
     from .._io._interactions import compile_interactions
-    from ._vwtext import _section_hashes, _sections, crossed_names
+    from ._vwtext import _section_hashes, _sections, crossed_names, namespace_hash
 
     names: dict[int, list[str]] = {}
     ignored, linear_off = parse.namespace_flags()
@@ -48,9 +50,9 @@ def _line_names(line: str, parse: Any, mask: int) -> dict[int, list[str]]:
         ch = ns.encode("utf-8", "surrogateescape")[0] if ns else 32
         if ignored[ch] or not fs:
             continue
-        seed = hash_space(ns)
+        seed = namespace_hash(ns, hash_seed, every)
         g = groups.setdefault(ch, [])
-        for (f, _), h in zip(fs, _section_hashes(fs, seed)):
+        for (f, _), h in zip(fs, _section_hashes(fs, seed, every)):
             full = f"{ns}^{f}" if ns else f
             g.append((h, full))
     # the linear features in the parser's order: by namespace character, in order of
@@ -113,8 +115,11 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
             g2[start.indices] = start.adaptive[0]
             nrm[start.indices] = start.adaptive[1]
             state[:len(start.adaptive[2])] = start.adaptive[2]
-    names = [_line_names(line, parse, mask) for path in paths for line in _lines(path)
-             if "|" in line]
+    from ._vwgen import SOURCES
+
+    names = [_line_names(line, parse, mask, seed, every) for path in paths
+             for src, seed, every in [SOURCES.get(path, (path, 0, False))]
+             for line in _lines(src) if "|" in line]
     if len(names) != len(data):
         names = [{} for _ in range(len(data))]  # (a line the parser reads otherwise)
     period = _period(opts)

@@ -64,6 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "is random)")
     g.add_argument("--hash_seed", type=int, default=0,
                    help="VW's hash seed: every hash of a name starts from it (default 0)")
+    g.add_argument("--hash", choices=("strings", "all"), default="strings",
+                   help="VW's hashing of names: strings (the default) takes a name of "
+                        "digits as its own index (plus its namespace's hash); all hashes "
+                        "every name with MurmurHash3")
     g.add_argument("-a", "--audit", action="store_true",
                    help="print every example's prediction and features (name, index, "
                         "value, weight, sum of squared gradients) on standard output, as VW "
@@ -398,19 +402,26 @@ def _generate(args: argparse.Namespace) -> None:
     from ._vwmodel import GENERATION, model_generation
 
     if args.initial:  # VW's model keeps them
-        grams, skips, seed = model_generation(args.initial)
+        grams, skips, seed, hashing, _ = model_generation(args.initial)
         if not (args.ngram or args.skips):
             args.ngram, args.skips = grams, skips
         args.hash_seed = args.hash_seed or seed
+        if hashing == "all":
+            args.hash = "all"
+    keep = _feature_mask(args)
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
-                                hash_seed=args.hash_seed, keep=_feature_mask(args),
-                                affix=args.affix)
+                                hash_seed=args.hash_seed, keep=keep,
+                                affix=args.affix, hash_all=args.hash == "all")
     if gen is None:
         return
+    if args.initial:  # (-i's -b, as the run uses it)
+        from ._vwmodel import load_model
+
+        gen.bits = model_generation(args.initial)[4] or load_model(args.initial).parse.bits
     if args.format != "vw":
-        raise ConfigError("--ngram/--skips/--feature_limit/--redefine/--hash_seed work on VW "
-                          "text input (--format vw)")
+        raise ConfigError("--ngram/--skips/--feature_limit/--redefine/--hash_seed/--hash all "
+                          "work on VW text input (--format vw)")
     if args.affix and (args.ignore or args.keep or args.ignore_linear or
                        any(":" in v for v in (*args.quadratic, *args.cubic,
                                               *args.interactions))):
@@ -422,7 +433,8 @@ def _generate(args: argparse.Namespace) -> None:
     args.data = rewrite_inputs(_cli_run._inputs(args), gen)
     args.data_flag = []
     GENERATION.update(ngram=list(args.ngram), skips=list(args.skips),
-                      hash_seed=[args.hash_seed] if args.hash_seed else [])
+                      hash_seed=[args.hash_seed] if args.hash_seed else [],
+                      hash=["all"] if gen.hash_all else [])
 
 
 def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:

