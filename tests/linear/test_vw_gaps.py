@@ -101,3 +101,31 @@ def _audits(args: list[str], cwd) -> bool:
     assert runs[0].count("\n") > 20 and "\ta^" in runs[0] + runs[1]
     assert runs[1] == runs[0]
     return True
+
+
+def _namespace_lines(n: int, seed: int) -> list[str]:
+    """Rows of three namespaces, one of which comes back later in the line."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = rng.choice(40, size=3, replace=False)
+        b = rng.choice(10, size=2, replace=False)
+        x = rng.normal()
+        y = 0.3 * a.sum() / 40 + 0.5 * x
+        out.append(f"{y:.4f} 't{i}|a " + " ".join(f"f{j}" for j in a) + f" x:{x:.3f} |b "
+                   + " ".join(f"g{j}" for j in b) + f" |c h{i % 5} |a k{i % 3}")
+    return out
+
+
+@pytest.mark.parametrize("flags", [
+    ["--ignore_linear", "a", "-q", "ab"],
+    ["--ignore_linear", "ab", "--cubic", "abc"],
+    ["-q", "aa", "--ignore_linear", "a"],
+    ["--ignore", "b", "-q", "ac"],
+    ["--keep", "ab", "-q", "ab", "--ignore_linear", "a", "-b", "10"],
+    # colliding indices (-b 8): an ignored linear feature shows the weight learned there
+    ["--ignore", "c", "--ignore_linear", "b", "-q", "ab", "-b", "8", "--passes", "3", "-c",
+     "-k", "--holdout_off"]])
+def test_audit_with_ignore_linear_ignore_keep_and_crosses(flags, tmp_path):
+    (tmp_path / "d.vw").write_text("\n".join(_namespace_lines(40, 1)) + "\n")
+    assert _audits(["-d", "d.vw", "--audit", *flags], tmp_path)

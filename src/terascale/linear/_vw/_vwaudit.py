@@ -6,7 +6,9 @@ tab-separated line of its features, the crosses and the constant included, each 
 namespace, ``a^x*b^y`` for a cross, ``Constant``; empty after the first pass, which VW
 reads from its cache without names), its hashed index, its value, its weight before the
 example is learned from and the weight's sum of squared gradients; sorted by
-``|weight * value|``, largest first (ties keep VW's feature order).
+``|weight * value|``, largest first (ties keep VW's feature order). The linear features
+of ``--ignore_linear``'s namespaces are listed too, as VW lists them: they are in the
+example (its crosses use them) though the learner skips them.
 
 The audit is a replay: after ``terascale vw`` has trained as usual (its ``-p``, model and
 closing block are those of the normal run), the same online learner (``_online``'s kernel,
@@ -18,6 +20,7 @@ is meant for the small files one audits; one worker, online passes only.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -103,6 +106,13 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
         start = None
         parse = ParseOptions(**{k: v for k, v in checked.items() if k in keys})
     data = Dataset.concat([read_file(p, parse, need_label=False) for p in paths])
+    # VW's audit lists the linear features --ignore_linear leaves out of learning too
+    # (where they sit in the example, with the weight at their index): the printed
+    # features are those of the same parse without --ignore_linear
+    shown_parse = dataclasses.replace(parse, ignore_linear=()) if parse.ignore_linear \
+        else parse
+    shown = data if shown_parse is parse else Dataset.concat(
+        [read_file(p, shown_parse, need_label=False) for p in paths])
     size = 1 << parse.bits
     mask = size - 1
     w = np.zeros(size, np.float32)
@@ -117,7 +127,7 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
             state[:len(start.adaptive[2])] = start.adaptive[2]
     from ._vwgen import SOURCES
 
-    names = [_line_names(line, parse, mask, seed, every) for path in paths
+    names = [_line_names(line, shown_parse, mask, seed, every) for path in paths
              for src, seed, every in [SOURCES.get(path, (path, 0, False))]
              for line in _lines(src) if "|" in line]
     if len(names) != len(data):
@@ -128,6 +138,7 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
 
     hold = holdout_mask(0, n, period)
     cols = data.indices.astype(np.uint32)
+    shown_cols = shown.indices.astype(np.uint32)
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
     pred = np.empty(1)
@@ -136,8 +147,8 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
     for p in range(opts.passes):
         acc = np.zeros(8)
         for i in range(n):
-            a, b = int(data.indptr[i]), int(data.indptr[i + 1])
-            idx, val = cols[a:b], data.values[a:b]
+            a, b = int(shown.indptr[i]), int(shown.indptr[i + 1])
+            idx, val = shown_cols[a:b], shown.values[a:b]
             contraction = np.float32(state[CONTRACTION])
             gravity = np.float32(state[GRAVITY])
             wt = w[idx]
