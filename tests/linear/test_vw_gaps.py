@@ -129,3 +129,44 @@ def _namespace_lines(n: int, seed: int) -> list[str]:
 def test_audit_with_ignore_linear_ignore_keep_and_crosses(flags, tmp_path):
     (tmp_path / "d.vw").write_text("\n".join(_namespace_lines(40, 1)) + "\n")
     assert _audits(["-d", "d.vw", "--audit", *flags], tmp_path)
+
+
+def _class_lines(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = rng.choice(40, size=4, replace=False)
+        x = rng.normal(size=2)
+        out.append(f"{1 + int(a[0] % 3)} 't{i}|a " + " ".join(f"f{j}" for j in a)
+                   + f" x:{x[0]:.4f} |b z:{x[1]:.4f}")
+    return out
+
+
+def _block(err: str) -> dict[str, str]:
+    tail = err[err.index("finished run"):]
+    return dict(ln.split(" = ", 1) for ln in tail.splitlines() if " = " in ln)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_oaa_on_workers_prints_the_jobs_table_and_closing_block(workers, tmp_path, capfd,
+                                                                 monkeypatch):
+    """--oaa K -n N: rank 0 prints VW's table (over its shard, as the binary learner's
+    -n N does) and one closing block whose counters are the whole job's: VW's on the
+    same data, where they do not depend on the learner."""
+    (tmp_path / "d.vw").write_text("\n".join(_class_lines(1500, 6)) + "\n")
+    want = run_vw(["-d", "d.vw", "--oaa", "3"], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw", "--oaa", "3", "-n", str(workers)], tmp_path,
+                       monkeypatch)
+    assert code == 0, got
+    assert got.count("finished run") == 1 and got.count("average  since") == 1
+    lines = [ln for ln in got.splitlines() if re.match(r"^\d\.\d{6} \d\.\d{6} +\d+ ", ln)]
+    assert len(lines) >= 8  # (1, 2, 4, ... of rank 0's shard of 1500 / N examples)
+    g, w = _block(got), _block(want)
+    assert set(g) == set(w)
+    for key in ("number of examples", "weighted example sum", "weighted label sum",
+                "total feature number"):
+        assert g[key] == w[key], key
+    assert 0.2 < float(g["average loss"]) < 0.8  # (mistakes over the job's 1500 examples)
+    code, got = run_ts(capfd, ["-d", "d.vw", "--oaa", "3", "-n", str(workers), "--quiet"],
+                       tmp_path, monkeypatch)
+    assert code == 0 and got == ""
