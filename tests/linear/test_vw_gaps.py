@@ -170,3 +170,74 @@ def test_oaa_on_workers_prints_the_jobs_table_and_closing_block(workers, tmp_pat
     code, got = run_ts(capfd, ["-d", "d.vw", "--oaa", "3", "-n", str(workers), "--quiet"],
                        tmp_path, monkeypatch)
     assert code == 0 and got == ""
+
+
+def _real_lines(n: int, seed: int, logistic: bool = False) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = rng.choice(40, size=4, replace=False)
+        b = rng.choice(15, size=2, replace=False)
+        x = rng.normal(size=2)
+        y = 0.3 * a.sum() / 40 + 0.5 * x[0] + 0.1 * rng.normal()
+        label = f"{1 if y > 0.6 else -1}" if logistic else f"{y:.5f}"
+        out.append(f"{label} 't{i}|a " + " ".join(f"f{j}" for j in a) + f" x:{x[0]:.4f} |b "
+                   + " ".join(f"g{j}" for j in b) + f" z:{x[1]:.4f}")
+    return out
+
+
+def _predicted(model: str, cwd) -> np.ndarray:
+    run_vw(["-i", model, "-t", "-d", "d.vw", "-p", f"{model}.p", "--predict_only_model",
+            "--quiet"], cwd)
+    return np.loadtxt(cwd / f"{model}.p", usecols=0)
+
+
+@pytest.mark.parametrize("flags", [
+    ["--bfgs", "--passes", "8", "--l2", "0.01"],
+    ["--bfgs", "--passes", "12", "--l2", "0.001", "--holdout_off", "-q", "ab"],
+    ["--conjugate_gradient", "--passes", "6", "--l2", "0.01"],
+    ["--bfgs", "--passes", "10", "--hessian_on", "--loss_function", "logistic", "--l2",
+     "0.1"]])
+def test_bfgs_on_workers_is_vws_batch_learner(flags, tmp_path, capfd, monkeypatch):
+    """--bfgs -n N: VW's batch learner with each pass's sums added over the workers: 2 and
+    3 workers end within 1e-4 (relative) of one worker's predictions and of VW's
+    single-node model, with VW's closing block (the holdout and the counts the whole
+    input's)."""
+    logistic = "logistic" in flags
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(1200, 5, logistic)) + "\n")
+    args = ["-d", "d.vw", *flags, "-c", "-k", "--predict_only_model"]
+    want = run_vw([*args, "-f", "vw.m"], tmp_path)
+    vw = _predicted("vw.m", tmp_path)
+    got = {}
+    for n in (1, 2, 3):
+        code, err = run_ts(capfd, [*args, "-n", str(n), "-f", f"ts{n}.m"], tmp_path,
+                           monkeypatch)
+        assert code == 0, err
+        got[n] = _predicted(f"ts{n}.m", tmp_path)
+        assert err.count("finished run") == 1
+        # the closing block: N workers' counts are one worker's, whose are VW's (but for
+        # the total feature number with -q, which terascale counts with the crosses)
+        block = _block(err)
+        loss_t = block.pop("average loss")
+        ref = {k: v for k, v in _block(want).items() if k != "average loss"}
+        if "-q" in flags:
+            assert block.pop("total feature number") != ref.pop("total feature number")
+        assert block == ref
+        # relative 1e-4, and where a prediction is near 0 (a sum of larger weights'
+        # terms) 1e-5 of the largest prediction
+        atol = 1e-5 * float(np.abs(vw).max())
+        np.testing.assert_allclose(got[n], vw, rtol=1e-4, atol=atol, err_msg=f"-n {n}")
+        np.testing.assert_allclose(got[n], got[1], rtol=1e-4, atol=atol, err_msg=f"-n {n}")
+        if n == 1:
+            np.testing.assert_allclose(got[1], vw, rtol=1e-5, atol=2e-6)
+        loss_w = _block(want)["average loss"]
+        assert loss_t.endswith("h") == loss_w.endswith("h")
+        assert abs(float(loss_t.split()[0]) / float(loss_w.split()[0]) - 1) < 1e-4
+    assert not np.array_equal(vw, np.zeros_like(vw))
+
+
+def test_bfgs_on_workers_refuses_progressive_predictions(tmp_path, capfd, monkeypatch):
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(100, 5)) + "\n")
+    code, err = run_ts(capfd, ["-d", "d.vw", "--bfgs", "--passes", "3", "-n", "2", "-p",
+                               "p.txt"], tmp_path, monkeypatch)
+    assert code != 0 and "-p" in err and "-n 1" in err

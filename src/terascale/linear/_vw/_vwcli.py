@@ -203,24 +203,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             if args.l1_state is not None or args.l2_state is not None:
                 raise ConfigError("--l1_state/--l2_state: terascale vw sets them in a run "
                                   "without data (--no_stdin, no -d) only")
-            if (args.bfgs is not None or args.cg is not None) and not args.testonly \
-                    and args.nprocs == 1:
+            if (args.bfgs is not None or args.cg is not None) and not args.testonly:
                 return _batch(args)
-            if (args.bfgs is not None or args.cg is not None) and not args.testonly \
-                    and not args.quiet:  # (-n N: said at run time, as VW's user expects VW's)
-                import sys
-
-                print("terascale vw: --bfgs/--conjugate_gradient with -n N runs terascale's "
-                      "batch optimizer over the workers' shards, not VW's: its model and "
-                      "losses are not VW's (-n 1 gives VW's model), and the closing block "
-                      "counts no online pass", file=sys.stderr)
             if args.hessian_on or args.no_bias_regularization or \
                     args.input_feature_regularizer or \
                     args.output_feature_regularizer_binary or \
                     args.output_feature_regularizer_text:
                 raise ConfigError("--hessian_on/--no_bias_regularization and the "
                                   "feature regularizer files go with "
-                                  "--bfgs/--conjugate_gradient on one worker")
+                                  "--bfgs/--conjugate_gradient")
             if args.plain_rule:
                 return _plain(args)
             if args.save_per_pass:
@@ -497,7 +488,8 @@ def _temporary_model(model: object) -> str:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    """VW's --bfgs/--conjugate_gradient on one worker (``_vwbatch``)."""
+    """VW's --bfgs/--conjugate_gradient (``_vwbatch``), on one worker or on -n N
+    (``_vwbatchworker``: the passes' sums added over the workers)."""
     import sys
 
     from .._front import _cli_run
@@ -531,7 +523,19 @@ def _batch(args: argparse.Namespace) -> int:
                            predictions=args.predictions, testonly=False,
                            initial_t=args.initial_t), file=sys.stderr)
 
-    return train_vw_batch(args, options, paths, how, opening)
+    if args.nprocs == 1:
+        return train_vw_batch(args, options, paths, how, opening)
+    # -n N: VW's batch learner in every worker, the passes' sums added over them
+    from ...launch import LaunchOptions, launch
+    from ._vwbatch import check_batch
+    from ._vwbatchworker import job_of
+
+    check_batch(args, options)
+    opening()
+    return launch([sys.executable, "-m", "terascale.linear._vw._vwbatchworker",
+                   job_of(args, options, paths, how)],
+                  LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
+                                prefix_output=False))
 
 
 def _vw_defaults(args: argparse.Namespace) -> None:
