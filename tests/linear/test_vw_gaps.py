@@ -241,3 +241,16 @@ def test_bfgs_on_workers_refuses_progressive_predictions(tmp_path, capfd, monkey
     code, err = run_ts(capfd, ["-d", "d.vw", "--bfgs", "--passes", "3", "-n", "2", "-p",
                                "p.txt"], tmp_path, monkeypatch)
     assert code != 0 and "-p" in err and "-n 1" in err
+
+
+def test_hash_all_model_through_a_run_without_data(tmp_path, capfd, monkeypatch):
+    """-i of a --hash all model with --no_stdin and no -d: -f writes it with --hash all
+    (as VW), and vw -t predicts with it as with the original."""
+    (tmp_path / "d.vw").write_text("\n".join(_digit_lines(200, 8)) + "\n")
+    run_vw(["-d", "d.vw", "--hash", "all", "-f", "vw.model"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.model", "--no_stdin", "-f", "ts.model"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    for m in ("vw", "ts"):
+        run_vw(["-i", f"{m}.model", "-t", "-d", "d.vw", "-p", f"{m}.t"], tmp_path)
+    assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()

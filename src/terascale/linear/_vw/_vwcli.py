@@ -421,8 +421,9 @@ def _generate(args: argparse.Namespace) -> None:
     if (args.ngram or args.skips) and args.model and args.nprocs > 1:
         raise ConfigError("-f with --ngram/--skips needs -n 1 (the model records them for "
                           "vw -i, as VW's does)")
-    args.data = rewrite_inputs(_cli_run._inputs(args), gen)
-    args.data_flag = []
+    if args.data or args.data_flag or not args._vw_noop_no_stdin:  # (a run without data
+        args.data = rewrite_inputs(_cli_run._inputs(args), gen)     # keeps the flags only)
+        args.data_flag = []
     GENERATION.update(ngram=list(args.ngram), skips=list(args.skips),
                       hash_seed=[args.hash_seed] if args.hash_seed else [],
                       hash=["all"] if gen.hash_all else [])
