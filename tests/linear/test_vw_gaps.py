@@ -125,7 +125,11 @@ def _namespace_lines(n: int, seed: int) -> list[str]:
     ["--keep", "ab", "-q", "ab", "--ignore_linear", "a", "-b", "10"],
     # colliding indices (-b 8): an ignored linear feature shows the weight learned there
     ["--ignore", "c", "--ignore_linear", "b", "-q", "ab", "-b", "8", "--passes", "3", "-c",
-     "-k", "--holdout_off"]])
+     "-k", "--holdout_off"],
+    # VW's notes on standard output before the lines: a wildcard, a duplicate removed,
+    # characters reordered
+    ["--interactions", "a:", "--ignore_linear", "c"],
+    ["--cubic", "a::", "-q", "ab", "-q", "ba", "-b", "12"]])
 def test_audit_with_ignore_linear_ignore_keep_and_crosses(flags, tmp_path):
     (tmp_path / "d.vw").write_text("\n".join(_namespace_lines(40, 1)) + "\n")
     assert _audits(["-d", "d.vw", "--audit", *flags], tmp_path)
@@ -254,3 +258,24 @@ def test_hash_all_model_through_a_run_without_data(tmp_path, capfd, monkeypatch)
     for m in ("vw", "ts"):
         run_vw(["-i", f"{m}.model", "-t", "-d", "d.vw", "-p", f"{m}.t"], tmp_path)
     assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
+
+
+@pytest.mark.parametrize("flags", [["-q", "a:", "-q", ":a", "--cubic", "a::"],
+                                   ["-q", "ab", "-q", "ba", "--cubic", "aab", "--cubic",
+                                    "bab"],
+                                   ["-q", "aa", "--cubic", "a::", "--quiet"],
+                                   ["-q", "a:", "--leave_duplicate_interactions"]])
+def test_interaction_notes_on_standard_output(flags, tmp_path):
+    """VW's [info]/[warning] lines about deduplicated interactions, on standard output
+    (where VW's logger writes them), the same text."""
+    (tmp_path / "d.vw").write_text("\n".join(_namespace_lines(20, 2)) + "\n")
+    outs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, "-d", "d.vw", *flags], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert outs[1] == outs[0]
+    assert ("[" in outs[0]) == ("--quiet" not in flags and "--leave_duplicate_interactions"
+                                not in flags)

@@ -186,6 +186,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         if args.named_labels is not None and args.oaa is None:
             raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
         _vw_defaults(args)
+        _interaction_notes(args)
         if not (args.data or args.data_flag) and not args._vw_noop_no_stdin:
             if args.cache_file:
                 raise ConfigError(f"--cache_file {args.cache_file[-1]} without -d: VW reads "
@@ -225,6 +226,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     # and --power_t 0.5 (a VW model's own apply to -i where they are left out)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
                    learning_rate=None, power_t=None)
+
+
+def _interaction_notes(args: argparse.Namespace) -> None:
+    """VW's notes on standard output about the interactions it deduplicates (a wildcard
+    given; duplicates removed; characters reordered), unless --quiet or
+    --leave_duplicate_interactions."""
+    from .._io._interactions import duplicate_counts
+
+    if args.quiet or args.leave_duplicate_interactions or not (
+            args.quadratic or args.cubic or args.interactions):
+        return
+    wildcard, removed, reordered = duplicate_counts(tuple(args.quadratic),
+                                                    tuple(args.cubic),
+                                                    tuple(args.interactions))
+    again = "You can use --leave_duplicate_interactions to disable this behaviour."
+    if wildcard:
+        print(f"[info] Any duplicate namespace interactions will be removed\n{again}")
+    if removed:
+        print(f"[warning] Duplicate namespace interactions were found. Removed: {removed}."
+              f"\n{again}")
+    if reordered:
+        print(f"[warning] Some interactions contain duplicate characters and their "
+              f"characters order has been changed. Interactions affected: {reordered}.")
 
 
 def _no_data(args: argparse.Namespace) -> int:
