@@ -124,10 +124,10 @@ def _vw(capfd, *args: str) -> tuple[int, str]:
 
 # terascale vw's flags on 1 or 2 lines for 3 workers (and 2): every run ends with exit 0;
 # where one worker holds every line, the model is the one of the runs named: "1" one
-# worker's (VW's online learner on every line), "2" two workers' (the batch optimizer
-# over the workers' shards, which -n 1 does not run: it runs VW's own BFGS)
+# worker's (VW's online learner on every line, or VW's BFGS, whose sums over the workers
+# then add zeros)
 VW_CASES = [
-    (["--bfgs", "--passes", "3", "-c", "-k"], "2"),
+    (["--bfgs", "--passes", "3", "-c", "-k", "--predict_only_model"], "1"),
 ]
 VW_FULL = [
     (["--passes", "3", "-c", "-k", "--holdout_period", "2", "--early_terminate", "1"], None),
@@ -136,7 +136,7 @@ VW_FULL = [
     (["-q", "ab"], "1"),
     (["--loss_function", "logistic"], "1"),
     (["--passes", "3", "-c", "-k", "--holdout_period", "2"], None),
-    (["--bfgs", "--passes", "3", "-c", "-k", "-q", "ab"], "2"),
+    (["--bfgs", "--passes", "3", "-c", "-k", "-q", "ab", "--predict_only_model"], "1"),
     (["--oaa", "3"], "1"),
     (["--oaa", "3", "--passes", "2", "-c", "-k"], None),
 ]

@@ -171,7 +171,7 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
     try:
         data = paths if names is None else _numbered(paths, k_classes, names, tmp)
         job = {"data": data, "paths": paths, "options": options, "k": k_classes,
-               "names": names, "model": args.model, "quiet": True,
+               "names": names, "model": args.model, "quiet": bool(args.quiet),
                "probabilities": False, "initial": args.initial}
         warm_kernels()  # compile once here rather than N times at once in the workers
         return launch([sys.executable, "-m", "terascale.linear._front._oaaworker",
@@ -427,7 +427,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
     quiet = job["quiet"] or rank > 0
     index = _Indexing(k_classes, say=not quiet)
-    table = _Table(quiet or size > 1, bool(period) and passes > 1, names)
+    table = _Table(quiet, bool(period) and passes > 1, names)  # (rank 0's shard's lines)
+    job_totals: list[np.ndarray] = []  # each pass's sums over every worker
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
     rate = np.float32(opts.learning_rate)
@@ -474,7 +475,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
                 sync_weights(w, state)
                 average_weights(comm, w, g2, nrm, state, opts.averaging)
         t = table.passes[p] if p < len(table.passes) else np.zeros(9)
-        held = comm.allreduce(t[2:4].copy()) if size > 1 else t[2:4]
+        job_totals.append(comm.allreduce(t.copy()) if size > 1 else t)
+        held = job_totals[-1][2:4]
         if stop is not None and stop.end_pass(held[0], held[1], learners.arrays,
                                               learners.states):
             break
@@ -492,10 +494,11 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
 
         parse = start[0].parse if start is not None else opts.parse_options()
         write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names)
-    if not quiet and size == 1:
+    if not quiet:  # (the job's counts: every worker's sums)
         from .._vw._vwreport import closing_block, holdout_on
 
-        totals = [list(map(float, t)) for t in table.passes] or [[0.0] * 9]
+        totals = [list(map(float, t)) for t in (job_totals if size > 1 else table.passes)
+                  ] or [[0.0] * 9]
         print(closing_block({"pass_totals": totals,
                              "holdout": holdout_on({**options, "passes": passes}),
                              "examples": int(totals[0][4])}), file=sys.stderr)

@@ -38,7 +38,7 @@ import numpy as np
 from ..._errors import ConfigError
 from .._names import opt
 
-__all__ = ["WILDCARD", "compile_interactions", "interaction_table"]
+__all__ = ["WILDCARD", "compile_interactions", "duplicate_counts", "interaction_table"]
 
 WILDCARD = 58  # ':'
 _UNIVERSE = [c for c in range(32, 127) if c != WILDCARD]  # VW's interaction namespaces
@@ -108,6 +108,17 @@ def _expand(inter: tuple[int, ...], names: list[int],
             r.insert(k, c)
         out.append(tuple(r))
     return out
+
+
+def duplicate_counts(quadratic: tuple[str, ...] = (), cubic: tuple[str, ...] = (),
+                     interactions: tuple[str, ...] = ()) -> tuple[bool, int, int]:
+    """What VW's ``sort_and_filter_duplicate_interactions`` reports of the interactions
+    given (without ``--leave_duplicate_interactions``): whether one has a wildcard, how
+    many are removed as duplicates, how many have their characters reordered."""
+    specs = _sorted_list([_decode(v, "") for v in (*quadratic, *cubic, *interactions)])
+    kept = _sort_filter(specs)
+    reordered = sum(1 for t in kept if _left_sorted(tuple(sorted(t))))
+    return any(WILDCARD in t for t in specs), len(specs) - len(kept), reordered
 
 
 def compile_interactions(quadratic: tuple[str, ...] = (), cubic: tuple[str, ...] = (),

@@ -6,7 +6,9 @@ tab-separated line of its features, the crosses and the constant included, each 
 namespace, ``a^x*b^y`` for a cross, ``Constant``; empty after the first pass, which VW
 reads from its cache without names), its hashed index, its value, its weight before the
 example is learned from and the weight's sum of squared gradients; sorted by
-``|weight * value|``, largest first (ties keep VW's feature order).
+``|weight * value|``, largest first (ties keep VW's feature order). The linear features
+of ``--ignore_linear``'s namespaces are listed too, as VW lists them: they are in the
+example (its crosses use them) though the learner skips them.
 
 The audit is a replay: after ``terascale vw`` has trained as usual (its ``-p``, model and
 closing block are those of the normal run), the same online learner (``_online``'s kernel,
@@ -18,6 +20,7 @@ is meant for the small files one audits; one worker, online passes only.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -34,12 +37,14 @@ def _g(v: float) -> str:
     return f"{float(np.float32(v)):g}"
 
 
-def _line_names(line: str, parse: Any, mask: int) -> dict[int, list[str]]:
+def _line_names(line: str, parse: Any, mask: int, hash_seed: int = 0,
+                every: bool = False) -> dict[int, list[str]]:
     """Masked index -> VW's audit names of the features of one line at that index, in the
-    parser's order (two features that collide in one example keep a name each)."""
-    from .._io._hashing import CONSTANT_HASH, hash_space
+    parser's order (two features that collide in one example keep a name each), hashed
+    under ``--hash_seed hash_seed`` and (``every``) ``--hash all``."""
+    from .._io._hashing import CONSTANT_HASH
     from .._io._interactions import compile_interactions
-    from ._vwtext import _section_hashes, _sections, crossed_names
+    from ._vwtext import _section_hashes, _sections, crossed_names, namespace_hash
 
     names: dict[int, list[str]] = {}
     ignored, linear_off = parse.namespace_flags()
@@ -48,9 +53,9 @@ def _line_names(line: str, parse: Any, mask: int) -> dict[int, list[str]]:
         ch = ns.encode("utf-8", "surrogateescape")[0] if ns else 32
         if ignored[ch] or not fs:
             continue
-        seed = hash_space(ns)
+        seed = namespace_hash(ns, hash_seed, every)
         g = groups.setdefault(ch, [])
-        for (f, _), h in zip(fs, _section_hashes(fs, seed)):
+        for (f, _), h in zip(fs, _section_hashes(fs, seed, every)):
             full = f"{ns}^{f}" if ns else f
             g.append((h, full))
     # the linear features in the parser's order: by namespace character, in order of
@@ -101,6 +106,13 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
         start = None
         parse = ParseOptions(**{k: v for k, v in checked.items() if k in keys})
     data = Dataset.concat([read_file(p, parse, need_label=False) for p in paths])
+    # VW's audit lists the linear features --ignore_linear leaves out of learning too
+    # (where they sit in the example, with the weight at their index): the printed
+    # features are those of the same parse without --ignore_linear
+    shown_parse = dataclasses.replace(parse, ignore_linear=()) if parse.ignore_linear \
+        else parse
+    shown = data if shown_parse is parse else Dataset.concat(
+        [read_file(p, shown_parse, need_label=False) for p in paths])
     size = 1 << parse.bits
     mask = size - 1
     w = np.zeros(size, np.float32)
@@ -113,8 +125,11 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
             g2[start.indices] = start.adaptive[0]
             nrm[start.indices] = start.adaptive[1]
             state[:len(start.adaptive[2])] = start.adaptive[2]
-    names = [_line_names(line, parse, mask) for path in paths for line in _lines(path)
-             if "|" in line]
+    from ._vwgen import SOURCES
+
+    names = [_line_names(line, shown_parse, mask, seed, every) for path in paths
+             for src, seed, every in [SOURCES.get(path, (path, 0, False))]
+             for line in _lines(src) if "|" in line]
     if len(names) != len(data):
         names = [{} for _ in range(len(data))]  # (a line the parser reads otherwise)
     period = _period(opts)
@@ -123,6 +138,7 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
 
     hold = holdout_mask(0, n, period)
     cols = data.indices.astype(np.uint32)
+    shown_cols = shown.indices.astype(np.uint32)
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
     pred = np.empty(1)
@@ -131,8 +147,8 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
     for p in range(opts.passes):
         acc = np.zeros(8)
         for i in range(n):
-            a, b = int(data.indptr[i]), int(data.indptr[i + 1])
-            idx, val = cols[a:b], data.values[a:b]
+            a, b = int(shown.indptr[i]), int(shown.indptr[i + 1])
+            idx, val = shown_cols[a:b], shown.values[a:b]
             contraction = np.float32(state[CONTRACTION])
             gravity = np.float32(state[GRAVITY])
             wt = w[idx]

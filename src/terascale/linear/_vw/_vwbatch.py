@@ -24,8 +24,10 @@ implemented it in VW), with VW's outputs. This module is that algorithm, pass by
 
 Weights, gradients, directions and the correction pairs are float32 arrays of 2^b entries,
 as in VW, and VW's double accumulators are float64 sums, so that the passes follow VW's to
-float rounding. One worker only (VW's cluster mode of ``--bfgs`` is terascale's ``linear
-train -n N --bfgs``, its own batch phase).
+float rounding. With ``-n N`` (:mod:`._vwbatchworker`) each worker learns from every N-th
+example and the pass's sums are added over the workers, as VW's cluster mode adds them:
+the same passes as one worker's, up to the order of the sums (``terascale linear train
+-n N --bfgs`` is terascale's own batch phase instead).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from ..._errors import ConfigError
 from .._batch._linalg import dot
 from .._online._state import MAX_LABEL, MIN_LABEL, new_state
 
-__all__ = ["train_vw_batch"]
+__all__ = ["check_batch", "train_vw_batch"]
 
 _MAX_PRECOND_RATIO = np.float32(10000.0)
 _FLT_MAX = float(np.finfo(np.float32).max)
@@ -91,7 +93,8 @@ class _Data:
     labels (NaN: none), importance weights, tags, and which are held out."""
 
     def __init__(self, paths: list[str], options: dict[str, Any], holdout_period: int,
-                 holdout_after: int, holdout_off: bool) -> None:
+                 holdout_after: int, holdout_off: bool, rank: int = 0, size: int = 1
+                 ) -> None:
         import scipy.sparse as sp
 
         from .._io._dataset import Dataset, ParseOptions
@@ -129,6 +132,27 @@ class _Data:
         self.learn = labelled & ~self.test & (self.weights > 0)
         self.holdout = labelled & self.test    # counted in the holdout loss
         self.labelled = labelled
+        # the whole input's, whichever share this worker learns from: the labels that
+        # widen the prediction range as the examples go, and the closing block's counts
+        self.range_labels = np.where(self.learn, self.labels, np.nan).astype(np.float64)
+        self.all = {k: getattr(self, k) for k in ("labels", "weights", "holdout",
+                                                  "labelled", "features")}
+        self.rows: np.ndarray | None = None
+        if size > 1:
+            self._share(rank, size)
+
+    def _share(self, rank: int, size: int) -> None:
+        """Keep every ``size``-th example from the ``rank``-th on (each worker of
+        ``--bfgs -n N`` learns from one share; the holdout and the prediction range are
+        the whole input's, so the passes are one worker's)."""
+        rows = np.arange(rank, self.n, size)
+        self.rows, self.n = rows, len(rows)
+        self.X, self.X2 = self.X[rows], self.X2[rows]
+        self.XT, self.X2T = self.X.T.tocsr(), self.X2.T.tocsr()
+        for k in ("labels", "weights", "features", "test", "learn", "holdout", "labelled"):
+            setattr(self, k, getattr(self, k)[rows])
+        if self.tags is not None:
+            self.tags = [self.tags[i] for i in rows.tolist()]
 
     def dot(self, w: np.ndarray) -> np.ndarray:
         return (self.X @ w).astype(_F)
@@ -146,14 +170,9 @@ class _Progress:
             sys.stderr.flush()
 
 
-def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
-                   how: str, opening: Callable[[], None]) -> int:
-    """Run VW's ``--bfgs``/``--conjugate_gradient`` on ``paths`` with ``options`` (the
-    flags of ``terascale vw``), writing ``-p``/``-r`` per pass, ``-f``, the readable model
-    and VW's closing block; returns the exit status."""
-    from ._vwtext import all_or_none, link, prediction_lines, prediction_writers
-
-    cg = bool(options.get("cg"))
+def check_batch(args: argparse.Namespace, options: dict[str, Any]) -> None:
+    """VW's refusals of a ``--bfgs``/``--conjugate_gradient`` command line (before any
+    worker starts)."""
     passes = int(options.get("bfgs") or options.get("cg") or 0)
     if passes < 2:
         raise ConfigError("--bfgs/--conjugate_gradient: at least 2 passes must be used "
@@ -162,6 +181,29 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
         raise ConfigError("-f/-i with --bfgs/--conjugate_gradient: VW's BFGS does not "
                           "support models with save_resume data; add --predict_only_model "
                           "(as VW requires)")
+    if args.nprocs > 1 and (args.predictions or getattr(args, "raw_predictions", None)):
+        raise ConfigError("--bfgs/--conjugate_gradient with -n N: -p/-r need -n 1 (each "
+                          "worker predicts its share of the examples); train with -n N "
+                          "and -f, then predict with -i MODEL -t")
+
+
+def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
+                   how: str, opening: Callable[[], None], comm: Any = None) -> int:
+    """Run VW's ``--bfgs``/``--conjugate_gradient`` on ``paths`` with ``options`` (the
+    flags of ``terascale vw``), writing ``-p``/``-r`` per pass, ``-f``, the readable model
+    and VW's closing block; returns the exit status.
+
+    With ``comm`` (``-n N``) every worker reads the input and learns from every N-th
+    example (its share); each pass's gradient, preconditioner, losses and curvature are
+    summed over the workers (VW's cluster mode of its batch learner), so every worker
+    takes the same steps, one worker's up to the order of the sums; rank 0 prints and
+    writes."""
+    from ._vwtext import all_or_none, link, prediction_lines, prediction_writers
+
+    check_batch(args, options)
+    rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
+    cg = bool(options.get("cg"))
+    passes = int(options.get("bfgs") or options.get("cg") or 0)
     start = None
     if args.initial:  # VW's batch learner starts from the model's weights and range
         from ._vwmodel import load_model
@@ -182,7 +224,8 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     period = 10
     if args.holdout_period is not None:
         period = int(args.holdout_period)
-    data = _Data(paths, options, period, int(options.get("holdout_after", 0)), holdout_off)
+    data = _Data(paths, options, period, int(options.get("holdout_after", 0)), holdout_off,
+                 rank, size)
     reg = None
     if args.input_feature_regularizer:
         from ._vwmodel import read_regularizer
@@ -190,7 +233,7 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
         reg, reg_lo, reg_hi = read_regularizer(args.input_feature_regularizer,
                                                data.parse.bits)
     opening()
-    out = _Progress(args.quiet)
+    out = _Progress(args.quiet or rank > 0)
     out(f"enabling {'BFGS based optimization' if m > 0 else 'conjugate gradient optimization via BFGS'} "
         f"{'with curvature calculation' if hessian_on else '**without** curvature calculation'}\n")
     out("{:>2s} {:<10s}\t{:<10s}\t{:<10s}\t {:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<s}\n"
@@ -199,7 +242,7 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     writers = prediction_writers(args)
     with all_or_none(writers):
         state = _Batch(data, loss, m, l2, rel_threshold, hessian_on, no_bias,
-                       holdout_off, int(args.patience), passes, out, reg)
+                       holdout_off, int(args.patience), passes, out, reg, comm)
         if reg is not None:  # VW reads the file's header: its prediction range too
             state.lo, state.hi = _F(reg_lo), _F(reg_hi)
         if start is not None:
@@ -213,6 +256,8 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
             for writer, linked in writers:
                 writer.write(prediction_lines(link(pred, how, args.binary) if linked
                                               else partial, data.tags))
+    if rank > 0:
+        return 0
     _outputs(args, data, state, options)
     _regularizer_out(args, data, state, options, out)
     if not args.quiet:
@@ -235,7 +280,8 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
     zeros = np.zeros(len(nz), _F)
     model = LinearModel(indices=nz.astype(np.uint32), weights=w[nz], parse=data.parse,
                         loss=options["loss"], adaptive=(zeros, zeros, st),
-                        info={"examples": data.n, "batch_passes": state.current_pass})
+                        info={"examples": len(data.all["labels"]),
+                              "batch_passes": state.current_pass})
     if args.model:
         from ._vwmodel import save_model
 
@@ -293,31 +339,33 @@ def _closing(state: _Batch, data: _Data, holdout_off: bool, loss: str,
     from ._vwreport import best_constant
 
     passes = state.passes_done
-    examples = int(np.count_nonzero(~data.holdout)) * passes
+    d = data.all  # (the whole input's, with workers too)
+    holdout, weights, labels, feats = d["holdout"], d["weights"], d["labels"], d["features"]
+    examples = int(np.count_nonzero(~holdout)) * passes
     lines = ["", "finished run"]
     if passes <= 1:
         lines.append(f"number of examples = {examples}")
     else:
         lines += [f"number of examples per pass = {examples // passes}",
                   f"passes used = {passes}"]
-    weight = float(data.weights[~data.holdout].astype(np.float64).sum()) * passes
-    labelled = data.labelled & ~data.holdout
-    wl = float(data.weights[labelled].astype(np.float64).sum()) * passes
+    weight = float(weights[~holdout].astype(np.float64).sum()) * passes
+    labelled = d["labelled"] & ~holdout
+    wl = float(weights[labelled].astype(np.float64).sum()) * passes
     if holdout_off:
         avg = f"{state.sum_loss / wl:.6f}" if wl > 0 else "n.a."
     elif state.best_holdout in (_FLT_MAX, _FLT_MAX * 0.5):
         avg = "undefined (no holdout)"
     else:
         avg = f"{state.best_holdout:.6f} h"
-    label_sum = dot(data.labels[labelled].astype(np.float64),
-                    data.weights[labelled].astype(np.float64)) * passes
+    label_sum = dot(labels[labelled].astype(np.float64),
+                    weights[labelled].astype(np.float64)) * passes
     lines += [f"weighted example sum = {weight:.6f}",
               f"weighted label sum = {label_sum:.6f}",
               f"average loss = {avg}"]
     if best:
         lines += best_constant(loss, 0.5, label_sum, wl,
-                               distinct_labels([], data.labels[data.labelled]))
-    lines.append(f"total feature number = {int(data.features[~data.holdout].sum()) * passes}")
+                               distinct_labels([], labels[d["labelled"]]))
+    lines.append(f"total feature number = {int(feats[~holdout].sum()) * passes}")
     return "\n".join(lines)
 
 
@@ -327,9 +375,10 @@ class _Batch:
     def __init__(self, data: _Data, loss: _Loss, m: int, l2: float, rel_threshold: float,
                  hessian_on: bool, no_bias: bool, holdout_off: bool, early_stop: int,
                  final_pass: int, out: Callable[[str], None],
-                 regularizers: np.ndarray | None = None) -> None:
+                 regularizers: np.ndarray | None = None, comm: Any = None) -> None:
         from .._io._hashing import CONSTANT_HASH
 
+        self.comm = comm  # (-n N: the workers' communicator; each learns from a share)
         self.d, self.loss, self.m, self.l2 = data, loss, m, l2
         self.rel_threshold = rel_threshold
         self.hessian_on, self.no_bias = hessian_on, no_bias
@@ -381,13 +430,15 @@ class _Batch:
         """The prediction range each example sees: VW widens it to every label learned
         from, this one's included, before predicting."""
         d = self.d
-        y = np.where(d.learn, d.labels, np.nan).astype(np.float64)
+        y = d.range_labels
         lo = np.fmin.accumulate(np.where(np.isnan(y), np.inf, y))
         hi = np.fmax.accumulate(np.where(np.isnan(y), -np.inf, y))
         lo = np.minimum(lo, float(self.lo)).astype(_F)
         hi = np.maximum(hi, float(self.hi)).astype(_F)
-        if d.n:
+        if len(y):
             self.lo, self.hi = _F(lo[-1]), _F(hi[-1])
+        if d.rows is not None:
+            lo, hi = lo[d.rows], hi[d.rows]
         return lo, hi
 
     def _pass(self) -> tuple[np.ndarray, np.ndarray]:
@@ -398,14 +449,16 @@ class _Batch:
             pred = np.where(np.isnan(partial), _F(0), np.clip(partial, lo, hi)).astype(_F)
         y = np.where(d.labelled, d.labels, _F(0)).astype(_F)
         wt = d.weights
-        if self.first_pass:
-            self.importance_weight_sum += float(wt[d.learn].astype(np.float64).sum())
+        # this pass's sums (VW's accumulators; with workers, summed over them)
+        iws = float(wt[d.learn].astype(np.float64).sum()) if self.first_pass else 0.0
+        dg = dcond = None
+        dloss = dcurv = 0.0
         learn = d.learn
         if self.gradient_pass:
             ex_loss = (loss.value(pred, y, lo, hi) * wt).astype(_F)
             grad = np.where(learn, (loss.first(pred, y, lo, hi) * wt).astype(_F), _F(0))
-            self.g += (d.XT @ grad.astype(_F)).astype(_F)
-            self.loss_sum += float(ex_loss[learn].astype(np.float64).sum())
+            dg = (d.XT @ grad.astype(_F)).astype(_F)
+            dloss = float(ex_loss[learn].astype(np.float64).sum())
             self.predictions = pred[learn]
             out_pred, out_partial = pred, partial
         else:  # curvature along the direction; predictions of the last gradient pass
@@ -417,7 +470,7 @@ class _Batch:
             if k < len(idx) and k:  # VW reuses the last one when the data grew
                 stored[idx[k:]] = self.predictions[k - 1]
             sd = loss.second(stored, y, lo, hi).astype(np.float64)
-            self.curvature += float((dx * dx * sd * wt)[learn].sum())
+            dcurv = float((dx * dx * sd * wt)[learn].sum())
             ex_loss = (loss.value(stored, y, lo, hi) * wt).astype(_F)
             out_pred = np.where(learn, stored, pred).astype(_F)
             out_partial = np.where(learn, stored, partial).astype(_F)
@@ -425,16 +478,46 @@ class _Batch:
                                (loss.value(pred, y, lo, hi) * wt).astype(_F))
         if self.preconditioner_pass:
             c = np.where(learn, (loss.second(out_pred, y, lo, hi) * wt).astype(_F), _F(0))
-            self.cond += (d.X2T @ c.astype(_F)).astype(_F)
+            dcond = (d.X2T @ c.astype(_F)).astype(_F)
         # VW's shared data: every learned example's loss; the held-out ones apart
         if self.gradient_pass:
             hl = (loss.value(pred, y, lo, hi) * wt).astype(_F)
         else:
             hl = ex_loss
-        self.sum_loss += float(ex_loss[learn].astype(np.float64).sum())
-        self.holdout_loss = float(hl[d.holdout].astype(np.float64).sum())
-        self.holdout_weight = float(wt[d.holdout].astype(np.float64).sum())
+        sums = np.array([iws, dloss, dcurv, float(ex_loss[learn].astype(np.float64).sum()),
+                         float(hl[d.holdout].astype(np.float64).sum()),
+                         float(wt[d.holdout].astype(np.float64).sum())])
+        if self.comm is not None and self.comm.size > 1:
+            dg, dcond, sums = self._allreduce(dg, dcond, sums)
+        self.importance_weight_sum += sums[0]
+        if dg is not None:
+            self.g += dg
+            self.loss_sum += sums[1]
+        self.curvature += sums[2]
+        if dcond is not None:
+            self.cond += dcond
+        self.sum_loss += sums[3]
+        self.holdout_loss, self.holdout_weight = sums[4], sums[5]
         return out_pred, out_partial
+
+    def _allreduce(self, dg: np.ndarray | None, dcond: np.ndarray | None,
+                   sums: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None,
+                                              np.ndarray]:
+        """The pass's gradient, preconditioner and sums over every worker (VW's
+        ``accumulate`` and ``accumulate_scalar``), in one allreduce of float64: each
+        vector is a float32 sum of its worker's examples, added in double."""
+        parts = [v.astype(np.float64) for v in (dg, dcond) if v is not None]
+        total = self.comm.allreduce(np.concatenate([*parts, sums]))
+        size = len(self.w)
+        at = 0
+        out: list[np.ndarray | None] = []
+        for v in (dg, dcond):
+            if v is None:
+                out.append(None)
+            else:
+                out.append(total[at:at + size].astype(_F))
+                at += size
+        return out[0], out[1], total[at:]
 
     def run(self):  # noqa: ANN201 (a generator of each pass's predictions)
         """Pass after pass (yielding each pass's predictions and raw scores) until VW's

@@ -64,6 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "is random)")
     g.add_argument("--hash_seed", type=int, default=0,
                    help="VW's hash seed: every hash of a name starts from it (default 0)")
+    g.add_argument("--hash", choices=("strings", "all"), default="strings",
+                   help="VW's hashing of names: strings (the default) takes a name of "
+                        "digits as its own index (plus its namespace's hash); all hashes "
+                        "every name with MurmurHash3")
     g.add_argument("-a", "--audit", action="store_true",
                    help="print every example's prediction and features (name, index, "
                         "value, weight, sum of squared gradients) on standard output, as VW "
@@ -182,6 +186,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         if args.named_labels is not None and args.oaa is None:
             raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
         _vw_defaults(args)
+        _interaction_notes(args)
         if not (args.data or args.data_flag) and not args._vw_noop_no_stdin:
             if args.cache_file:
                 raise ConfigError(f"--cache_file {args.cache_file[-1]} without -d: VW reads "
@@ -199,24 +204,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             if args.l1_state is not None or args.l2_state is not None:
                 raise ConfigError("--l1_state/--l2_state: terascale vw sets them in a run "
                                   "without data (--no_stdin, no -d) only")
-            if (args.bfgs is not None or args.cg is not None) and not args.testonly \
-                    and args.nprocs == 1:
+            if (args.bfgs is not None or args.cg is not None) and not args.testonly:
                 return _batch(args)
-            if (args.bfgs is not None or args.cg is not None) and not args.testonly \
-                    and not args.quiet:  # (-n N: said at run time, as VW's user expects VW's)
-                import sys
-
-                print("terascale vw: --bfgs/--conjugate_gradient with -n N runs terascale's "
-                      "batch optimizer over the workers' shards, not VW's: its model and "
-                      "losses are not VW's (-n 1 gives VW's model), and the closing block "
-                      "counts no online pass", file=sys.stderr)
             if args.hessian_on or args.no_bias_regularization or \
                     args.input_feature_regularizer or \
                     args.output_feature_regularizer_binary or \
                     args.output_feature_regularizer_text:
                 raise ConfigError("--hessian_on/--no_bias_regularization and the "
                                   "feature regularizer files go with "
-                                  "--bfgs/--conjugate_gradient on one worker")
+                                  "--bfgs/--conjugate_gradient")
             if args.plain_rule:
                 return _plain(args)
             if args.save_per_pass:
@@ -230,6 +226,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     # and --power_t 0.5 (a VW model's own apply to -i where they are left out)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
                    learning_rate=None, power_t=None)
+
+
+def _interaction_notes(args: argparse.Namespace) -> None:
+    """VW's notes on standard output about the interactions it deduplicates (a wildcard
+    given; duplicates removed; characters reordered), unless --quiet or
+    --leave_duplicate_interactions."""
+    from .._io._interactions import duplicate_counts
+
+    if args.quiet or args.leave_duplicate_interactions or not (
+            args.quadratic or args.cubic or args.interactions):
+        return
+    wildcard, removed, reordered = duplicate_counts(tuple(args.quadratic),
+                                                    tuple(args.cubic),
+                                                    tuple(args.interactions))
+    again = "You can use --leave_duplicate_interactions to disable this behaviour."
+    if wildcard:
+        print(f"[info] Any duplicate namespace interactions will be removed\n{again}")
+    if removed:
+        print(f"[warning] Duplicate namespace interactions were found. Removed: {removed}."
+              f"\n{again}")
+    if reordered:
+        print(f"[warning] Some interactions contain duplicate characters and their "
+              f"characters order has been changed. Interactions affected: {reordered}.")
 
 
 def _no_data(args: argparse.Namespace) -> int:
@@ -398,19 +417,26 @@ def _generate(args: argparse.Namespace) -> None:
     from ._vwmodel import GENERATION, model_generation
 
     if args.initial:  # VW's model keeps them
-        grams, skips, seed = model_generation(args.initial)
+        grams, skips, seed, hashing, _ = model_generation(args.initial)
         if not (args.ngram or args.skips):
             args.ngram, args.skips = grams, skips
         args.hash_seed = args.hash_seed or seed
+        if hashing == "all":
+            args.hash = "all"
+    keep = _feature_mask(args)
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
-                                hash_seed=args.hash_seed, keep=_feature_mask(args),
-                                affix=args.affix)
+                                hash_seed=args.hash_seed, keep=keep,
+                                affix=args.affix, hash_all=args.hash == "all")
     if gen is None:
         return
+    if args.initial:  # (-i's -b, as the run uses it)
+        from ._vwmodel import load_model
+
+        gen.bits = model_generation(args.initial)[4] or load_model(args.initial).parse.bits
     if args.format != "vw":
-        raise ConfigError("--ngram/--skips/--feature_limit/--redefine/--hash_seed work on VW "
-                          "text input (--format vw)")
+        raise ConfigError("--ngram/--skips/--feature_limit/--redefine/--hash_seed/--hash all "
+                          "work on VW text input (--format vw)")
     if args.affix and (args.ignore or args.keep or args.ignore_linear or
                        any(":" in v for v in (*args.quadratic, *args.cubic,
                                               *args.interactions))):
@@ -419,10 +445,12 @@ def _generate(args: argparse.Namespace) -> None:
     if (args.ngram or args.skips) and args.model and args.nprocs > 1:
         raise ConfigError("-f with --ngram/--skips needs -n 1 (the model records them for "
                           "vw -i, as VW's does)")
-    args.data = rewrite_inputs(_cli_run._inputs(args), gen)
-    args.data_flag = []
+    if args.data or args.data_flag or not args._vw_noop_no_stdin:  # (a run without data
+        args.data = rewrite_inputs(_cli_run._inputs(args), gen)     # keeps the flags only)
+        args.data_flag = []
     GENERATION.update(ngram=list(args.ngram), skips=list(args.skips),
-                      hash_seed=[args.hash_seed] if args.hash_seed else [])
+                      hash_seed=[args.hash_seed] if args.hash_seed else [],
+                      hash=["all"] if gen.hash_all else [])
 
 
 def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:
@@ -485,7 +513,8 @@ def _temporary_model(model: object) -> str:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    """VW's --bfgs/--conjugate_gradient on one worker (``_vwbatch``)."""
+    """VW's --bfgs/--conjugate_gradient (``_vwbatch``), on one worker or on -n N
+    (``_vwbatchworker``: the passes' sums added over the workers)."""
     import sys
 
     from .._front import _cli_run
@@ -519,7 +548,19 @@ def _batch(args: argparse.Namespace) -> int:
                            predictions=args.predictions, testonly=False,
                            initial_t=args.initial_t), file=sys.stderr)
 
-    return train_vw_batch(args, options, paths, how, opening)
+    if args.nprocs == 1:
+        return train_vw_batch(args, options, paths, how, opening)
+    # -n N: VW's batch learner in every worker, the passes' sums added over them
+    from ...launch import LaunchOptions, launch
+    from ._vwbatch import check_batch
+    from ._vwbatchworker import job_of
+
+    check_batch(args, options)
+    opening()
+    return launch([sys.executable, "-m", "terascale.linear._vw._vwbatchworker",
+                   job_of(args, options, paths, how)],
+                  LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
+                                prefix_output=False))
 
 
 def _vw_defaults(args: argparse.Namespace) -> None:

@@ -74,7 +74,8 @@ REFUSED: dict[str, str] = {
     "--search": "learning to search is not part of terascale: use vowpalwabbit",
     "--top": "top-k prediction is not part of terascale",
     "--marginal": "the marginal reduction is not part of terascale",
-    "--hash": "terascale hashes as VW's default (--hash strings) only",
+    "--hash": "linear train hashes as VW's default (--hash strings); terascale vw --hash "
+              "all hashes every name as VW's",
     "--hash_seed": "linear train hashes with VW's default seed 0; terascale vw --hash_seed "
                    "S seeds the hashes as VW does",
     "--cache_file": "terascale names and keys its caches itself: --cache-dir DIR sets where",

@@ -1,6 +1,6 @@
 """VW's parse-time feature generation for ``terascale vw``: ``--redefine``, ``--ngram``,
-``--skips``, ``--feature_limit``, ``--hash_seed``, ``--affix``, and ``--feature_mask``'s
-filter.
+``--skips``, ``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--affix``, and
+``--feature_mask``'s filter.
 
 VW applies these while it parses a line, to each namespace's list of hashed features:
 ``--redefine N:=S`` files the namespaces whose names start with a letter of S under the
@@ -10,7 +10,9 @@ appends, per namespace letter, every n-gram of its features in the order they ap
 with up to K features skipped between the words, of value 1 and index
 ``i1 * 27942141 + i2 ...`` (VW's ``kskip_ngram_transformer``); ``--feature_limit [ns]N``
 keeps the N features of lowest index (sorted, duplicates dropped); ``--hash_seed S``
-seeds every hash of a name. ``--affix [+-]L[ns],...`` adds, for each named feature of
+seeds every hash of a name; ``--hash all`` hashes every name of a feature or namespace
+with MurmurHash3, where VW's default (``--hash strings``) takes an all-digit name's value
+as its hash. ``--affix [+-]L[ns],...`` adds, for each named feature of
 namespace ns (the default one without ns), its prefix (``+``) or suffix (``-``) of L
 characters as a feature of VW's affix namespace (character 132), of the feature's value
 and index ``hash(affix, namespace hash) * (13903957 + code * 27942141)``, where code is
@@ -25,8 +27,10 @@ these flags is given: each line is rewritten with every feature named by its fin
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
 does), under the namespace letter it ends in. The parser then adds the constant and the
 interactions as always, so the examples are VW's bit for bit; the hot path never sees these
-flags. The rewritten copy lives in a temporary file (removed at exit); feature names
-(``--invert_hash``) are the generated ones, not the original words.
+flags. The rewritten copy lives in a temporary file (removed at exit). Where only the hashes
+change (``--hash_seed``, ``--hash all``), ``SOURCES`` maps the copy back to its input and
+its hashing, and ``--audit`` and ``--invert_hash`` name the features by the original words;
+with the other flags their names are the generated ones.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 
-__all__ = ["FeatureGen", "rewrite_inputs"]
+__all__ = ["INPUTS", "SOURCES", "FeatureGen", "rewrite_inputs"]
 
 QUADRATIC_CONSTANT = 27942141  # VW's multiplier of an n-gram's indices
 AFFIX_CONSTANT = 13903957
@@ -49,6 +53,10 @@ AFFIX_NAMESPACE = 132
 _AFFIX_NAME = "\x7faffix"  # how the rewritten text names it (any name: its hash is undone)
 _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
+
+# a rewritten copy -> (its input, --hash_seed, --hash all), where only the hashes changed
+SOURCES: dict[str, tuple[str, int, bool]] = {}
+INPUTS: dict[str, str] = {}  # a rewritten copy -> its input (the preamble names the input)
 
 
 def _atoi(s: str) -> int:
@@ -138,16 +146,18 @@ class FeatureGen:
     seed: int = 0
     keep: frozenset[int] | None = None  # --feature_mask: the indices that may be updated
     affix: dict[int, list[tuple[bool, int, int]]] = field(default_factory=dict)
+    hash_all: bool = False  # --hash all: every name hashed with MurmurHash3
 
     @classmethod
     def from_flags(cls, *, bits: int, ngram: Sequence[str], skips: Sequence[str],
                    feature_limit: Sequence[str], redefine: Sequence[str],
                    hash_seed: int, keep: frozenset[int] | None = None,
-                   affix: Sequence[str] = ()) -> FeatureGen | None:
+                   affix: Sequence[str] = (), hash_all: bool = False
+                   ) -> FeatureGen | None:
         """None when no flag of VW's feature generation is given (``keep``: the indices
         of ``--feature_mask``'s nonzero weights)."""
         if not (ngram or skips or feature_limit or redefine or hash_seed
-                or keep is not None or affix):
+                or keep is not None or affix or hash_all):
             return None
         if affix and (ngram or feature_limit):
             raise ConfigError("--affix with --ngram/--feature_limit is not supported by "
@@ -159,7 +169,13 @@ class FeatureGen:
         return cls(bits=bits, ngram=_table(ngram, "--ngram"), skips=_table(skips, "--skips"),
                    limit=_table(feature_limit, "--feature_limit"),
                    redefine=_redefine(redefine), seed=hash_seed, keep=keep,
-                   affix=_affix(affix))
+                   affix=_affix(affix), hash_all=hash_all)
+
+    @property
+    def renames_only(self) -> bool:
+        """Whether only the hashes change: each feature keeps its place and word."""
+        return not (self.ngram or self.skips or self.limit or self.redefine is not None
+                    or self.keep is not None or self.affix)
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))
@@ -190,7 +206,7 @@ class FeatureGen:
                 c = name.encode()[0]
                 if self.redefine is not None:
                     c = self.redefine[c]
-                ns_hash = _hashstring(name, self.seed)
+                ns_hash = _hashstring(name, self.seed, self.hash_all)
                 feats = toks[1:]
             scale = _float(scale_tok, where) if scale_tok else 1.0
             out = groups.setdefault(c, [])
@@ -202,7 +218,7 @@ class FeatureGen:
                 if v == 0:
                     continue  # VW drops zero-valued features
                 if name:
-                    h = _hashstring(name, ns_hash)
+                    h = _hashstring(name, ns_hash, self.hash_all)
                 else:
                     h = (ns_hash + anon) & _U32
                     anon += 1
@@ -211,7 +227,8 @@ class FeatureGen:
                     afx = groups.setdefault(AFFIX_NAMESPACE, [])
                     for prefix, ln, code in self.affix[c]:
                         b = name.encode()  # (VW cuts bytes)
-                        h = (_hashbytes(b[:ln] if prefix else b[-ln:], ns_hash)
+                        h = (_hashbytes(b[:ln] if prefix else b[-ln:], ns_hash,
+                                        self.hash_all)
                              * (AFFIX_CONSTANT + code * QUADRATIC_CONSTANT)) & _U64
                         afx.append((h & mask, float(v), val if colon else None, scale_tok))
         lines = []
@@ -283,17 +300,16 @@ def _limited(fs: list, limit: int, mask: int) -> list:
     return kept
 
 
-def _hashstring(s: str, seed: int) -> int:
+def _hashstring(s: str, seed: int, every: bool = False) -> int:
+    """VW's hash of a name: ``hashstring`` (``every``: ``--hash all``'s MurmurHash3)."""
+    return _hashbytes(s.encode(), seed, every)
+
+
+def _hashbytes(b: bytes, seed: int, every: bool = False) -> int:
     from .._io._hashing import hashstring_nb
 
-    b = s.strip().encode()
-    return int(hashstring_nb(np.frombuffer(b, np.uint8), 0, len(b), seed)) if b else \
-        _murmur(b"", seed)
-
-
-def _hashbytes(b: bytes, seed: int) -> int:
-    from .._io._hashing import hashstring_nb
-
+    if every:
+        return _murmur(b, seed)
     b = b.strip(b" \t")
     return int(hashstring_nb(np.frombuffer(b, np.uint8), 0, len(b), seed)) if b else \
         _murmur(b"", seed)
@@ -327,5 +343,8 @@ def rewrite_inputs(paths: Sequence[str], gen: FeatureGen) -> list[str]:
         with os.fdopen(fd, "w") as f:
             for k, text in enumerate(_lines(path), 1):
                 f.write(gen.line(text, f"{path}:{k}") + "\n")
+        INPUTS[tmp] = path
+        if gen.renames_only:
+            SOURCES[tmp] = (path, gen.seed, gen.hash_all)
         out.append(tmp)
     return out

@@ -128,6 +128,8 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
     opts += [("quadratic", v) for v in parse.quadratic]
     if GENERATION.get("hash_seed"):
         opts.append(("hash_seed", str(GENERATION["hash_seed"][0])))
+    if GENERATION.get("hash"):
+        opts.append(("hash", GENERATION["hash"][0]))
     text = "".join(f" --{k}" + (f" {v}" if v else "") for k, v in sorted(opts))
     for name, values in (("ignore", parse.ignore), ("ignore_linear", parse.ignore_linear),
                          ("keep", parse.keep)):
@@ -345,27 +347,30 @@ _PLAIN = {"quadratic", "cubic", "interactions", "noconstant", "ignore", "ignore_
 GENERATION: dict[str, list[str]] = {}
 
 
-def model_generation(path: str) -> tuple[list[str], list[str], int]:
-    """The --ngram, --skips and --hash_seed values a VW model file records (empty, empty,
-    0 for terascale's)."""
+def model_generation(path: str) -> tuple[list[str], list[str], int, str, int | None]:
+    """The --ngram, --skips, --hash_seed and --hash values a VW model file records, and its
+    -b (empty, empty, 0, "strings", None for terascale's)."""
     if not is_vw_model(path):
-        return [], [], 0
+        return [], [], 0, "strings", None
     with open(path, "rb") as f:
         r = _Reader(f.read(), path)
     r.string(False)
     r.string()
     if r.take(1) != b"m":
-        return [], [], 0
-    r.take(12)
+        return [], [], 0, "strings", None
+    r.take(8)
+    bits = r.u4()
     r.u4()
     grams = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
     skips = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
     tokens = shlex.split(r.string())
-    seed = 0
+    seed, hashing = 0, "strings"
     for a, b in zip(tokens, tokens[1:]):
         if a == "--hash_seed" and b.isdigit():
             seed = int(b)
-    return grams, skips, seed
+        if a == "--hash" and b == "all":
+            hashing = b
+    return grams, skips, seed, hashing, bits
 
 
 def read_regularizer(path: str, bits: int) -> tuple[np.ndarray, float, float]:
@@ -532,8 +537,9 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
         val = tokens[i + 1] if i + 1 < len(tokens) and not tokens[i + 1].startswith("--") \
             else ""
         i += 2 if val else 1
-        seeded = name == "hash_seed" and [val] == [str(v) for v in
-                                                  GENERATION.get("hash_seed", [])]
+        seeded = (name == "hash_seed" and [val] == [str(v) for v in
+                                                   GENERATION.get("hash_seed", [])]) or \
+            (name == "hash" and [val] in (["strings"], GENERATION.get("hash")))
         if name not in _PLAIN and name not in _RULES and not seeded and not (
                 oaa and name in ("oaa", "named_labels")):
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "

@@ -201,6 +201,9 @@ def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
     """VW's lines before the progress table, in VW's order: where the model and
     predictions go, the input, then the learning rate's schedule (``initial_t``: VW's
     ``--initial_t``)."""
+    from ._vwgen import INPUTS
+
+    paths = [INPUTS.get(p, p) for p in paths]
     lines = []
     if testonly:
         lines.append("only testing")

@@ -31,7 +31,15 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 from ..._files import make_public, replaceable, storage_error
-from .._io._hashing import CONSTANT_HASH, FNV_PRIME, hash_feature, hash_space, hashstring_nb
+from .._io._hashing import (
+    CONSTANT_HASH,
+    FNV_PRIME,
+    hash_feature,
+    hash_space,
+    hashstring_nb,
+    murmur3_32,
+    murmur3_32_nb,
+)
 from .._losses import loss_spec
 from .._model import LinearModel
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
@@ -220,37 +228,63 @@ def _sections(line: str) -> Iterable[tuple[str, list[tuple[str, int]]]]:
         yield ns, names
 
 
-def _feature_hash(name: str, anon: int, seed: int) -> int:
+def _feature_hash(name: str, anon: int, seed: int, every: bool = False) -> int:
     """The 32-bit index of a :func:`_sections` entry in the namespace hashed to ``seed``:
-    VW gives an anonymous feature the namespace hash plus its running count."""
+    VW gives an anonymous feature the namespace hash plus its running count (``every``:
+    ``--hash all``, every name hashed with MurmurHash3)."""
+    def h(s: str, seed: int) -> int:
+        return murmur3_32(s.encode("utf-8", "surrogateescape"), seed) if every else \
+            hash_feature(s, seed, 32)
+
     if anon >= 0:
         return (seed + anon) & 0xFFFFFFFF
     if anon <= -2:  # name^text: the text hashed with the name's hash as seed
         at = -2 - anon
-        return hash_feature(name[at + 1:], hash_feature(name[:at], seed, 32), 32)
-    return hash_feature(name, seed, 32)
+        return h(name[at + 1:], h(name[:at], seed))
+    return h(name, seed)
+
+
+def _generation(key: str) -> list[str]:
+    """This run's VW feature generation value ``key`` (``_vwmodel.GENERATION``)."""
+    from ._vwmodel import GENERATION
+
+    return list(GENERATION.get(key, []))
+
+
+def namespace_hash(ns: str, seed: int = 0, every: bool = False) -> int:
+    """VW's hash of namespace ``ns`` ("" the default one) under ``--hash_seed seed`` and
+    (``every``) ``--hash all``."""
+    if not ns:
+        return murmur3_32(b"", seed) if seed else 0
+    if not (seed or every):
+        return hash_space(ns)
+    from ._vwgen import _hashstring
+
+    return _hashstring(ns, seed, every)
 
 
 @numba.njit(cache=True, nogil=True)
-def _hash_names(buf: np.ndarray, ends: np.ndarray, seed: int) -> np.ndarray:
+def _hash_names(buf: np.ndarray, ends: np.ndarray, seed: int, every: bool) -> np.ndarray:
     """VW's hashes of the names ``buf[ends[j-1]:ends[j]]`` in a namespace hashed to
-    ``seed``: one call for a namespace's names (a call a name cost ~6 us in Python)."""
+    ``seed`` (``every``: MurmurHash3 even of a name of digits): one call for a namespace's
+    names (a call a name cost ~6 us in Python)."""
     out = np.empty(len(ends), np.int64)
     s = 0
     for j in range(len(ends)):
-        out[j] = hashstring_nb(buf, s, ends[j], seed)
+        out[j] = murmur3_32_nb(buf, s, ends[j], seed) if every else \
+            hashstring_nb(buf, s, ends[j], seed)
         s = ends[j]
     return out
 
 
-def _section_hashes(fs: list[tuple[str, int]], seed: int) -> list[int]:
+def _section_hashes(fs: list[tuple[str, int]], seed: int, every: bool = False) -> list[int]:
     """The 32-bit index of each :func:`_sections` entry of one namespace, as
     :func:`_feature_hash` gives it, the plain names hashed in one call."""
     plain = [f.encode("utf-8", "surrogateescape") for f, k in fs if k == -1]
     hs = iter(_hash_names(np.frombuffer(b"".join(plain), np.uint8),
                           np.cumsum([len(b) for b in plain], dtype=np.int64),
-                          seed).tolist() if plain else [])
-    return [next(hs) if k == -1 else _feature_hash(f, k, seed) for f, k in fs]
+                          seed, every).tolist() if plain else [])
+    return [next(hs) if k == -1 else _feature_hash(f, k, seed, every) for f, k in fs]
 
 
 def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
@@ -271,13 +305,15 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
     ignored, linear_off = p.namespace_flags()
     inters = compile_interactions(p.quadratic, p.cubic, p.interactions,
                                   leave_duplicates=p.leave_duplicates)
-    seeds: dict[str, int] = {}
-
     def name_of(h: int, full: str) -> None:
         if (h & mask) in live and (h & mask) not in names:
             names[h & mask] = full
 
+    from ._vwgen import SOURCES
+
     for path in paths:
+        path, hash_seed, every = SOURCES.get(path, (path, 0, False))
+        seeds: dict[str, int] = {}
         for line in _lines(path):
             groups: dict[int, list[tuple[int, str]]] = {}
             for ns, fs in _sections(line):
@@ -286,9 +322,9 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
                     continue
                 seed = seeds.get(ns)
                 if seed is None:
-                    seed = seeds[ns] = hash_space(ns)
+                    seed = seeds[ns] = namespace_hash(ns, hash_seed, every)
                 g = groups.setdefault(ch, [])
-                for (f, _), h in zip(fs, _section_hashes(fs, seed)):
+                for (f, _), h in zip(fs, _section_hashes(fs, seed, every)):
                     full = f"{ns}^{f}" if ns else f
                     g.append((h, full))
                     if not linear_off[ch]:
@@ -415,7 +451,9 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                else [])
             + (["--binary"] if info.get("binary") else [])
             + ([] if pa.constant else ["--noconstant"])
-            + [f"--quadratic {v}" for v in pa.quadratic])
+            + [f"--quadratic {v}" for v in pa.quadratic]
+            + [f"--hash {v}" for v in _generation("hash")]
+            + [f"--hash_seed {v}" for v in _generation("hash_seed")])
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {v}" for k in ("ignore", "ignore_linear", "keep")
                         for v in getattr(pa, k)] if pa.format == "vw" else []))

@@ -1,0 +1,63 @@
+"""One worker of ``terascale vw --bfgs -n N`` (started by the launcher; the job comes as
+one JSON argument): it joins the job and runs VW's batch learner on its share of the
+examples (:func:`._vwbatch.train_vw_batch` with the communicator), the passes' sums added
+over the workers; rank 0 prints the per-pass table and the closing block and writes the
+model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["job_of", "main"]
+
+
+def job_of(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
+           how: str) -> str:
+    """The JSON job the workers run: the command line's values (those JSON can carry),
+    the training options, the inputs and this run's VW feature generation."""
+    from ._vwgen import INPUTS, SOURCES
+    from ._vwmodel import GENERATION
+
+    values = {}
+    for k, v in vars(args).items():
+        try:
+            json.dumps(v)
+        except TypeError:
+            continue
+        values[k] = v
+    return json.dumps({"args": values, "options": options, "paths": paths, "how": how,
+                       "generation": GENERATION, "sources": SOURCES, "inputs": INPUTS})
+
+
+def main(argv: list[str]) -> int:
+    """Run one worker; a user error is one line on stderr, exit 2 (as ``_worker``)."""
+    from .._front._worker import run_worker
+
+    return run_worker(_run, argv)
+
+
+def _run(job: dict[str, Any]) -> None:
+    from ..._init import init
+    from ._vwbatch import train_vw_batch
+    from ._vwgen import INPUTS, SOURCES
+    from ._vwmodel import GENERATION
+
+    GENERATION.update(job["generation"])
+    SOURCES.update({k: tuple(v) for k, v in job["sources"].items()})
+    INPUTS.update(job["inputs"])
+    args = argparse.Namespace(**job["args"])
+    comm = init()
+    try:
+        train_vw_batch(args, job["options"], job["paths"], job["how"], lambda: None, comm)
+    finally:
+        comm.close()
+
+
+if __name__ == "__main__":
+    from .._warm import as_command
+
+    as_command()
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,281 @@
+"""`terascale vw` against the vowpalwabbit package where VW's behaviour is easy to miss:
+``--hash all`` (names of digits hashed as strings, on every input path: text, cache, -n N,
+-i and -t, --audit, --invert_hash, --readable_model), --audit's lines with --ignore_linear,
+--ignore, --keep and -q, and the progress table and closing block of --oaa K -n N."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _vw_runs import run_ts, run_vw
+
+pytest.importorskip("vowpalwabbit")
+
+
+def _digit_lines(n: int, seed: int) -> list[str]:
+    """Rows whose feature names and one namespace's name are digits (where --hash all and
+    VW's default differ), with named and anonymous features and a tag."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = rng.choice(60, size=4, replace=False)
+        b = rng.choice(20, size=2, replace=False)
+        x = rng.normal(size=2)
+        y = 0.02 * a.sum() / 4 + 0.5 * x[0] + 0.1 * rng.normal()
+        out.append(f"{y:.5f} 't{i}|a " + " ".join(str(j) for j in a) + f" w{a[0]}"
+                   + f" 7:{x[0]:.4f} |12 " + " ".join(str(j) for j in b)
+                   + f" |  :{x[1]:.4f} {b[0] + 100}")
+    return out
+
+
+@pytest.mark.parametrize("flags", [[], ["-q", "a1", "--passes", "3", "-c", "-k"],
+                                   ["--hash_seed", "5", "-b", "20", "--l2", "1e-6"]])
+def test_hash_all_gives_vws_predictions_models_and_names(flags, tmp_path, capfd,
+                                                         monkeypatch):
+    (tmp_path / "d.vw").write_text("\n".join(_digit_lines(300, 3)) + "\n")
+    named = "-c" not in flags  # (VW's --invert_hash reads no cache)
+    args = ["-d", "d.vw", "--hash", "all", *flags, "--readable_model", "rm.txt",
+            *(["--invert_hash", "inv.txt"] if named else [])]
+    run_vw([*args, "-p", "vw.p", "-f", "vw.model"], tmp_path)
+    for f in ("inv.txt", "rm.txt")[not named:]:
+        (tmp_path / f).rename(tmp_path / f"vw.{f}")
+    code, err = run_ts(capfd, [*args, "-p", "ts.p", "-f", "ts.model"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    strings = tmp_path / "strings.p"
+    run_vw(["-d", "d.vw", *flags, "-p", str(strings)], tmp_path)
+    assert strings.read_text() != (tmp_path / "vw.p").read_text()  # (the data tell them apart)
+    # the weights by index and by name: VW's to the bit (the header's options included)
+    assert (tmp_path / "rm.txt").read_text() == (tmp_path / "vw.rm.txt").read_text()
+    if named:
+        assert sorted((tmp_path / "inv.txt").read_text().splitlines()) == \
+            sorted((tmp_path / "vw.inv.txt").read_text().splitlines())
+    # each model carries --hash all: -t with either one, in either program, predicts alike
+    run_vw(["-i", "ts.model", "-t", "-d", "d.vw", "-p", "vw_from_ts.t"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.model", "-t", "-d", "d.vw", "-p", "ts_from_vw.t"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw(["-i", "vw.model", "-t", "-d", "d.vw", "-p", "vw.t"], tmp_path)
+    want = (tmp_path / "vw.t").read_text()
+    assert (tmp_path / "vw_from_ts.t").read_text() == want
+    assert (tmp_path / "ts_from_vw.t").read_text() == want
+
+
+def test_hash_all_on_two_workers_and_in_linear_train(tmp_path, capfd, monkeypatch):
+    """-n 2 hashes as one worker does (its model's weights equal one worker's where both
+    learn the same indices); terascale linear train still refuses --hash by name."""
+    from terascale.cli import main
+
+    (tmp_path / "d.vw").write_text("\n".join(_digit_lines(400, 4)) + "\n")
+    run_vw(["-d", "d.vw", "--hash", "all", "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "--hash", "all", "-n", "2",
+                               "--readable_model", "ts.rm"], tmp_path, monkeypatch)
+    assert code == 0, err
+    idx = lambda p: set(re.findall(r"^(\d+):", p.read_text(), re.M))  # noqa: E731
+    assert len(idx(tmp_path / "vw.rm")) > 100
+    assert idx(tmp_path / "ts.rm") == idx(tmp_path / "vw.rm")
+    capfd.readouterr()
+    assert main(["linear", "train", "-d", str(tmp_path / "d.vw"), "--hash", "all"]) != 0
+    assert "--hash" in capfd.readouterr().err
+
+
+def test_hash_all_audit_prints_vws_lines(tmp_path):
+    (tmp_path / "d.vw").write_text("\n".join(_digit_lines(40, 5)) + "\n")
+    args = ["-d", "d.vw", "--audit", "--hash", "all", "-q", "1a", "-b", "14"]
+    assert _audits(args, tmp_path)
+
+
+def _audits(args: list[str], cwd) -> bool:
+    runs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        runs.append(r.stdout)
+    assert runs[0].count("\n") > 20 and "\ta^" in runs[0] + runs[1]
+    assert runs[1] == runs[0]
+    return True
+
+
+def _namespace_lines(n: int, seed: int) -> list[str]:
+    """Rows of three namespaces, one of which comes back later in the line."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = rng.choice(40, size=3, replace=False)
+        b = rng.choice(10, size=2, replace=False)
+        x = rng.normal()
+        y = 0.3 * a.sum() / 40 + 0.5 * x
+        out.append(f"{y:.4f} 't{i}|a " + " ".join(f"f{j}" for j in a) + f" x:{x:.3f} |b "
+                   + " ".join(f"g{j}" for j in b) + f" |c h{i % 5} |a k{i % 3}")
+    return out
+
+
+@pytest.mark.parametrize("flags", [
+    ["--ignore_linear", "a", "-q", "ab"],
+    ["--ignore_linear", "ab", "--cubic", "abc"],
+    ["-q", "aa", "--ignore_linear", "a"],
+    ["--ignore", "b", "-q", "ac"],
+    ["--keep", "ab", "-q", "ab", "--ignore_linear", "a", "-b", "10"],
+    # colliding indices (-b 8): an ignored linear feature shows the weight learned there
+    ["--ignore", "c", "--ignore_linear", "b", "-q", "ab", "-b", "8", "--passes", "3", "-c",
+     "-k", "--holdout_off"],
+    # VW's notes on standard output before the lines: a wildcard, a duplicate removed,
+    # characters reordered
+    ["--interactions", "a:", "--ignore_linear", "c"],
+    ["--cubic", "a::", "-q", "ab", "-q", "ba", "-b", "12"]])
+def test_audit_with_ignore_linear_ignore_keep_and_crosses(flags, tmp_path):
+    (tmp_path / "d.vw").write_text("\n".join(_namespace_lines(40, 1)) + "\n")
+    assert _audits(["-d", "d.vw", "--audit", *flags], tmp_path)
+
+
+def _class_lines(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = rng.choice(40, size=4, replace=False)
+        x = rng.normal(size=2)
+        out.append(f"{1 + int(a[0] % 3)} 't{i}|a " + " ".join(f"f{j}" for j in a)
+                   + f" x:{x[0]:.4f} |b z:{x[1]:.4f}")
+    return out
+
+
+def _block(err: str) -> dict[str, str]:
+    tail = err[err.index("finished run"):]
+    return dict(ln.split(" = ", 1) for ln in tail.splitlines() if " = " in ln)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_oaa_on_workers_prints_the_jobs_table_and_closing_block(workers, tmp_path, capfd,
+                                                                 monkeypatch):
+    """--oaa K -n N: rank 0 prints VW's table (over its shard, as the binary learner's
+    -n N does) and one closing block whose counters are the whole job's: VW's on the
+    same data, where they do not depend on the learner."""
+    (tmp_path / "d.vw").write_text("\n".join(_class_lines(1500, 6)) + "\n")
+    want = run_vw(["-d", "d.vw", "--oaa", "3"], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw", "--oaa", "3", "-n", str(workers)], tmp_path,
+                       monkeypatch)
+    assert code == 0, got
+    assert got.count("finished run") == 1 and got.count("average  since") == 1
+    lines = [ln for ln in got.splitlines() if re.match(r"^\d\.\d{6} \d\.\d{6} +\d+ ", ln)]
+    assert len(lines) >= 8  # (1, 2, 4, ... of rank 0's shard of 1500 / N examples)
+    g, w = _block(got), _block(want)
+    assert set(g) == set(w)
+    for key in ("number of examples", "weighted example sum", "weighted label sum",
+                "total feature number"):
+        assert g[key] == w[key], key
+    assert 0.2 < float(g["average loss"]) < 0.8  # (mistakes over the job's 1500 examples)
+    code, got = run_ts(capfd, ["-d", "d.vw", "--oaa", "3", "-n", str(workers), "--quiet"],
+                       tmp_path, monkeypatch)
+    assert code == 0 and got == ""
+
+
+def _real_lines(n: int, seed: int, logistic: bool = False) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = rng.choice(40, size=4, replace=False)
+        b = rng.choice(15, size=2, replace=False)
+        x = rng.normal(size=2)
+        y = 0.3 * a.sum() / 40 + 0.5 * x[0] + 0.1 * rng.normal()
+        label = f"{1 if y > 0.6 else -1}" if logistic else f"{y:.5f}"
+        out.append(f"{label} 't{i}|a " + " ".join(f"f{j}" for j in a) + f" x:{x[0]:.4f} |b "
+                   + " ".join(f"g{j}" for j in b) + f" z:{x[1]:.4f}")
+    return out
+
+
+def _predicted(model: str, cwd) -> np.ndarray:
+    run_vw(["-i", model, "-t", "-d", "d.vw", "-p", f"{model}.p", "--predict_only_model",
+            "--quiet"], cwd)
+    return np.loadtxt(cwd / f"{model}.p", usecols=0)
+
+
+@pytest.mark.parametrize("flags", [
+    ["--bfgs", "--passes", "8", "--l2", "0.01"],
+    ["--bfgs", "--passes", "12", "--l2", "0.001", "--holdout_off", "-q", "ab"],
+    ["--conjugate_gradient", "--passes", "6", "--l2", "0.01"],
+    ["--bfgs", "--passes", "10", "--hessian_on", "--loss_function", "logistic", "--l2",
+     "0.1"]])
+def test_bfgs_on_workers_is_vws_batch_learner(flags, tmp_path, capfd, monkeypatch):
+    """--bfgs -n N: VW's batch learner with each pass's sums added over the workers: 2 and
+    3 workers end within 1e-4 (relative) of one worker's predictions and of VW's
+    single-node model, with VW's closing block (the holdout and the counts the whole
+    input's)."""
+    logistic = "logistic" in flags
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(1200, 5, logistic)) + "\n")
+    args = ["-d", "d.vw", *flags, "-c", "-k", "--predict_only_model"]
+    want = run_vw([*args, "-f", "vw.m"], tmp_path)
+    vw = _predicted("vw.m", tmp_path)
+    got = {}
+    for n in (1, 2, 3):
+        code, err = run_ts(capfd, [*args, "-n", str(n), "-f", f"ts{n}.m"], tmp_path,
+                           monkeypatch)
+        assert code == 0, err
+        got[n] = _predicted(f"ts{n}.m", tmp_path)
+        assert err.count("finished run") == 1
+        # the closing block: N workers' counts are one worker's, whose are VW's (but for
+        # the total feature number with -q, which terascale counts with the crosses)
+        block = _block(err)
+        loss_t = block.pop("average loss")
+        ref = {k: v for k, v in _block(want).items() if k != "average loss"}
+        if "-q" in flags:
+            assert block.pop("total feature number") != ref.pop("total feature number")
+        assert block == ref
+        # relative 1e-4, and where a prediction is near 0 (a sum of larger weights'
+        # terms) 1e-5 of the largest prediction
+        atol = 1e-5 * float(np.abs(vw).max())
+        np.testing.assert_allclose(got[n], vw, rtol=1e-4, atol=atol, err_msg=f"-n {n}")
+        np.testing.assert_allclose(got[n], got[1], rtol=1e-4, atol=atol, err_msg=f"-n {n}")
+        if n == 1:
+            np.testing.assert_allclose(got[1], vw, rtol=1e-5, atol=2e-6)
+        loss_w = _block(want)["average loss"]
+        assert loss_t.endswith("h") == loss_w.endswith("h")
+        assert abs(float(loss_t.split()[0]) / float(loss_w.split()[0]) - 1) < 1e-4
+    assert not np.array_equal(vw, np.zeros_like(vw))
+
+
+def test_bfgs_on_workers_refuses_progressive_predictions(tmp_path, capfd, monkeypatch):
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(100, 5)) + "\n")
+    code, err = run_ts(capfd, ["-d", "d.vw", "--bfgs", "--passes", "3", "-n", "2", "-p",
+                               "p.txt"], tmp_path, monkeypatch)
+    assert code != 0 and "-p" in err and "-n 1" in err
+
+
+def test_hash_all_model_through_a_run_without_data(tmp_path, capfd, monkeypatch):
+    """-i of a --hash all model with --no_stdin and no -d: -f writes it with --hash all
+    (as VW), and vw -t predicts with it as with the original."""
+    (tmp_path / "d.vw").write_text("\n".join(_digit_lines(200, 8)) + "\n")
+    run_vw(["-d", "d.vw", "--hash", "all", "-f", "vw.model"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.model", "--no_stdin", "-f", "ts.model"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    for m in ("vw", "ts"):
+        run_vw(["-i", f"{m}.model", "-t", "-d", "d.vw", "-p", f"{m}.t"], tmp_path)
+    assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
+
+
+@pytest.mark.parametrize("flags", [["-q", "a:", "-q", ":a", "--cubic", "a::"],
+                                   ["-q", "ab", "-q", "ba", "--cubic", "aab", "--cubic",
+                                    "bab"],
+                                   ["-q", "aa", "--cubic", "a::", "--quiet"],
+                                   ["-q", "a:", "--leave_duplicate_interactions"]])
+def test_interaction_notes_on_standard_output(flags, tmp_path):
+    """VW's [info]/[warning] lines about deduplicated interactions, on standard output
+    (where VW's logger writes them), the same text."""
+    (tmp_path / "d.vw").write_text("\n".join(_namespace_lines(20, 2)) + "\n")
+    outs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, "-d", "d.vw", *flags], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert outs[1] == outs[0]
+    assert ("[" in outs[0]) == ("--quiet" not in flags and "--leave_duplicate_interactions"
+                                not in flags)
