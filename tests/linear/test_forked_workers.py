@@ -24,10 +24,15 @@ def _vw(args: list[str], cwd, exec_workers: bool = False) -> subprocess.Complete
     ["--loss_function", "logistic", "-b", "18"],
     ["-q", "ab", "--passes", "3", "-c", "-k", "--holdout_off"],
     ["--loss_function", "logistic", "--bfgs", "--passes", "4", "-k", "-c"],
+    ["--oaa", "3", "--passes", "2", "-c", "-k"],
 ])
 def test_forked_workers_learn_the_exec_workers_model(tmp_path, flags):
     data = tmp_path / "train.vw"
-    data.write_text("\n".join(vw_lines(3000, seed=11)) + "\n")
+    lines = vw_lines(3000, seed=11)
+    if "--oaa" in flags:  # classes 1..3 (from the label's sign and a feature count)
+        lines = [f"{(ln.split()[0] == '1') + 1 + (len(ln) % 2)} {ln.split(' ', 1)[1]}"
+                 for ln in lines]
+    data.write_text("\n".join(lines) + "\n")
     models = []
     for i, exec_workers in enumerate((False, False, True)):
         r = _vw([*flags, "-d", str(data), "-n", "2", "-f", f"m{i}", "--quiet"], tmp_path,
