@@ -93,7 +93,7 @@ def fork_worker(run: Callable[[], int], env: dict[str, str], *, session: bool,
     for stream in (sys.stdout, sys.stderr):  # (else the worker would write it again)
         try:
             stream.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):  # (closed, or None: no stream)
             pass
     try:
         pid = os.fork()

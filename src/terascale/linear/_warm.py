@@ -185,7 +185,8 @@ def forking(target: Callable[[], int], options: dict[str, Any]) -> Callable[[], 
 
 
 def _load_kernels(options: dict[str, Any]) -> None:
-    """Train once on three lines with ``options`` (no output, a cache of its own)."""
+    """Train once on three lines with ``options`` (no output, a cache of its own), and
+    call the kernels only workers of a job of several call."""
     from ..communicator import Communicator
     from ._options import TrainOptions
     from ._train import train
@@ -202,6 +203,16 @@ def _load_kernels(options: dict[str, Any]) -> None:
             train(path, comm=alone, **opts)
         except Exception:  # (three lines a loss refuses: the workers load what they call)
             pass
+    # what only a job of several workers calls: the union of their features, and the lazy
+    # L1/L2 folded into the weights before they are averaged
+    import numpy as np
+
+    from ._io._setops import union_sorted
+    from ._online._state import new_state
+    from ._online._update import sync_weights
+
+    union_sorted([np.array([1, 3], np.uint32), np.array([2], np.uint32)])
+    sync_weights(np.zeros(1, np.float32), new_state())
 
 
 _command = False  # this process is the command's own: as_command() ran
