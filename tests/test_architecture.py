@@ -20,6 +20,7 @@ import __future__
 import ast
 import importlib
 import inspect
+import os
 import pkgutil
 import re
 import subprocess
@@ -452,7 +453,7 @@ def test_a_one_worker_command_imports_nothing_of_a_multi_rank_job(
     assert not heavy, f"terascale {' '.join(command)} on one worker imported {heavy}"
 
 
-# The process that launches -n N workers: it checks the options and learns nothing.
+# The process that launches -n N workers, and the numba modules it has imported.
 _LAUNCHER = """
 import sys
 from terascale.cli import main
@@ -462,7 +463,11 @@ print(rc, sorted(m for m in sys.modules if m.partition(".")[0] in ("numba", "llv
 """
 
 
-def test_the_launcher_of_n_workers_imports_no_numba(tmp_path: Path) -> None:
+@pytest.mark.parametrize("exec_workers", ["1", "0"])
+def test_the_launcher_of_n_workers_imports_numba_only_to_fork_them(
+        tmp_path: Path, exec_workers: str) -> None:
+    """Workers started as programs of their own: the launcher checks the options and
+    imports no numba. Forked (the default): it loads the learner once, for all of them."""
     data = tmp_path / "small.vw"
     data.write_text("".join(f"{i % 2} |a x{i % 7}:0.5 y |b z{i % 3}\n" for i in range(40)))
     args = ["vw", "-n", "2", "-d", str(data), "-b", "10", "-q", "ab", "--quiet",
@@ -471,9 +476,15 @@ def test_the_launcher_of_n_workers_imports_no_numba(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "terascale", *args], check=True, timeout=300,
                    capture_output=True)
     out = subprocess.run([sys.executable, "-c", _LAUNCHER, *args], capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=120,
+                         env={**os.environ, "TERASCALE_EXEC_WORKERS": exec_workers})
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.splitlines()[-1] == "0 []", out.stdout[-3000:]
+    rc, loaded = out.stdout.splitlines()[-1].split(" ", 1)
+    assert rc == "0"
+    if exec_workers == "1":
+        assert loaded == "[]", out.stdout[-3000:]
+    else:
+        assert "'numba'" in loaded and "'llvmlite'" in loaded
     assert (tmp_path / "m").stat().st_size > 0  # the workers learned and rank 0 wrote it
 
 

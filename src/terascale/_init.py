@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # imported by a job of several ranks only (a tenth of a secon
     from .rendezvous import RendezvousServer
     from .transport import Connector
 
-__all__ = ["JobEnv", "connect", "init", "joined", "read_env"]
+__all__ = ["JobEnv", "connect", "init", "joined", "load_joining", "read_env"]
 
 log = logging.getLogger("terascale")
 DEFAULT_TIMEOUT = 60.0
@@ -149,6 +149,23 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
     comm = attach_timeline(comm, timeline, merge_at_exit=merge_at_exit)
     _JOINED[key] = (os.getpid(), weakref.ref(comm))
     return comm
+
+
+def load_joining() -> None:
+    """Import now what joining a job of two or more processes imports on its way: the
+    control channel's key derivation and cipher, the shared-memory groups, the
+    collectives. For a launcher that forks its workers (``LaunchOptions.fork``): each
+    joins without importing them again (a tenth of a second of a worker's start-up on two
+    busy cores), and the launcher's rendezvous server has them before the first worker
+    calls."""
+    import importlib
+
+    for name in ("cryptography.hazmat.primitives.hashes",
+                 "cryptography.hazmat.primitives.kdf.hkdf",
+                 "cryptography.hazmat.primitives.ciphers.aead", "encodings.idna"):
+        importlib.import_module(name)
+    from .collectives import allgather, fastpath, registry, ring, select, shm, tree  # noqa: F401
+    from .transport import shmgroup  # noqa: F401
 
 
 _NOTICED: list[bool] = []

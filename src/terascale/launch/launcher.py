@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .._env import JobEnv
@@ -29,6 +29,7 @@ from .._timeline import clear_parts, merge_parts
 from ..rendezvous import RendezvousServer
 from ..transport.segments import remove_job_segments
 from ._blame import Blame, cause_line, echoed, is_stopped
+from ._fork import Forked, fork_worker
 from ._lifetime import forget_group, watch_group, worker_start
 from ._output import Output
 from .cpubind import bound, cpu_blocks
@@ -83,6 +84,13 @@ class LaunchOptions:
         Give each worker a block of this node's cores of its own when there are at most as
         many workers as cores (True), or leave them unbound (False); default None: bind
         unless ``TERASCALE_NO_CPU_BIND=1`` (why: :mod:`terascale.launch.cpubind`).
+    fork
+        Each worker runs this function in a process forked from the launcher, and exits
+        with the status it returns, instead of running ``cmd`` (which stays the command a
+        message names, and what runs where the platform cannot fork). For a launcher
+        that has already imported and loaded what its workers run: they start without
+        an interpreter's start-up or imports of their own (``terascale.launch._fork``
+        says what a forked worker inherits and what it is given afresh). Default None.
     """
 
     nprocs: int
@@ -95,9 +103,10 @@ class LaunchOptions:
     encrypt: bool = False  # every TCP link AES-GCM (TERASCALE_ENCRYPT=1 in the workers)
     link_rate: float | None = None  # bits/s between hosts, for auto (TERASCALE_LINK_RATE)
     cpu_bind: bool | None = None  # a block of cores per worker (None: TERASCALE_NO_CPU_BIND)
+    fork: Callable[[], int] | None = None  # each worker: this, forked (cmd: exec'd)
 
 
-def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+def _kill_group(proc: subprocess.Popen[bytes] | Forked, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -107,7 +116,8 @@ def _kill_group(proc: subprocess.Popen[bytes], sig: int) -> None:
 class _Process(Worker):
     """A worker process of ``terascale run`` (its own process group), for the runner."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], stdout: Output, stderr: Output) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes] | Forked, stdout: Output,
+                 stderr: Output) -> None:
         self.proc, self.stdout, self.stderr = proc, stdout, stderr
 
     def wait(self) -> int:
@@ -219,6 +229,9 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
     # lives until every worker has been waited for.
     preexec, session = worker_start(opts.nprocs)
     blocks = cpu_blocks(opts.nprocs, opts.cpu_bind)
+    # every worker is started before any thread watches one (a forked worker inherits
+    # the threads' absence, _fork)
+    procs: list[subprocess.Popen[bytes] | Forked] = []
     try:
         for rank in range(opts.nprocs):
             env = dict(os.environ)
@@ -232,15 +245,22 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                 node_cores=None if blocks is None else sum(len(b) for b in blocks),
             ).to_environ())
             env["PYTHONUNBUFFERED"] = "1"
-            try:
-                p = subprocess.Popen(list(cmd), env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=session,
-                                     preexec_fn=bound(preexec, blocks and blocks[rank]))
-                watch_group(p.pid)  # its own children die with the launcher too
-            except FileNotFoundError:
-                raise ConfigError(f"command not found: {cmd[0]!r}") from None
-            except PermissionError:
-                raise ConfigError(f"cannot execute {cmd[0]!r}") from None
+            start = bound(preexec, blocks and blocks[rank])
+            p: subprocess.Popen[bytes] | Forked
+            if opts.fork is not None and hasattr(os, "fork"):
+                p = fork_worker(opts.fork, env, session=session, preexec=start)
+            else:
+                try:
+                    p = subprocess.Popen(list(cmd), env=env, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, start_new_session=session,
+                                         preexec_fn=start)
+                except FileNotFoundError:
+                    raise ConfigError(f"command not found: {cmd[0]!r}") from None
+                except PermissionError:
+                    raise ConfigError(f"cannot execute {cmd[0]!r}") from None
+            procs.append(p)
+            watch_group(p.pid)  # its own children die with the launcher too
+        for rank, p in enumerate(procs):
             assert p.stdout is not None and p.stderr is not None
             workers.append(_Process(
                 p, Output(offset + rank, p.stdout, sys.stdout.buffer, lock, opts.prefix_output),
@@ -252,6 +272,10 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
         if verdict.note is not None:
             sys.stderr.write(f"terascale run: {verdict.note}\n")
     finally:
+        for p in procs[len(workers):]:  # started, never watched: a later start failed
+            _kill_group(p, signal.SIGKILL)
+            p.wait()
+            forget_group(p.pid)
         stop_all(workers, _GRACE_S, lambda i: workers[i].proc.poll() is not None)
         for w in workers:
             w.stdout.join(2.0)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
-__all__ = ["as_command", "defer_numba_probes", "numba_set_up", "warm_kernels"]
+__all__ = ["as_command", "defer_numba_probes", "forking", "numba_set_up", "warm_kernels"]
 
 _VW = "1 'a|a x y:2 |b z\n-1 'b|a y |b w\n1 |a x\n"
 
@@ -66,11 +66,17 @@ def warm_kernels(*, full: bool = False) -> None:
 
 def _stamp(full: bool) -> str:
     """The stamp's path for the current numba, Python and sources (importing numba alone
-    would cost a third of a second: its version comes from the installed metadata)."""
-    from importlib.metadata import version
+    would cost a third of a second: where it is not imported yet, its version comes from
+    the installed metadata)."""
+    numba = sys.modules.get("numba")  # (imported: its own version, without the lookup)
+    if numba is not None:
+        release = numba.__version__
+    else:
+        from importlib.metadata import version
 
+        release = version("numba")
     here = os.path.dirname(os.path.abspath(__file__))
-    h = hashlib.sha256(f"{version('numba')} {sys.version} {full}".encode())
+    h = hashlib.sha256(f"{release} {sys.version} {full}".encode())
     for path in sorted(glob.glob(os.path.join(here, "**", "*.py"), recursive=True)):
         st = os.stat(path)
         h.update(f"{path} {st.st_mtime_ns} {st.st_size}".encode())
@@ -151,6 +157,64 @@ def _rest(d: str, path: str, wide: str, alone: Any) -> None:
         args.func(args)
 
 
+def forking(target: Callable[[], int], options: dict[str, Any]) -> Callable[[], int] | None:
+    """``target`` for the launcher to fork its ``-n N`` workers from this process
+    (``LaunchOptions.fork``), once this process has loaded what a worker of a job with
+    these train ``options`` runs; None where the workers are to be started as programs of
+    their own: a process that is not the command's own (a library caller's, whose threads
+    and state are not the command's to hand on), or ``TERASCALE_EXEC_WORKERS=1``.
+
+    Loaded here, once, instead of in each worker: the learner's modules, numba's compiler
+    target and the kernels a run with ``options`` calls first (a run of three lines of
+    VW text, in a job of its own, whose model is dropped; other formats: the modules
+    only). A forked worker has them all; a kernel the real data needs beyond those
+    (wide rows past the dense switch) loads in the worker, as it would have."""
+    from .._env import read_switch
+
+    if not _command or read_switch("TERASCALE_EXEC_WORKERS") or not hasattr(os, "fork"):
+        return None
+    from .._init import load_joining
+    from ._front import _worker  # noqa: F401  (the worker's modules)
+    from ._vw import _vwmodel, _vwreport  # noqa: F401
+
+    load_joining()
+
+    if options.get("format", "vw") == "vw":
+        _load_kernels(options)
+    return target
+
+
+def _load_kernels(options: dict[str, Any]) -> None:
+    """Train once on three lines with ``options`` (no output, a cache of its own), and
+    call the kernels only workers of a job of several call."""
+    from ..communicator import Communicator
+    from ._options import TrainOptions
+    from ._train import train
+
+    opts = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    with Communicator() as alone, tempfile.TemporaryDirectory(prefix="terascale-warm-") as d:
+        path = os.path.join(d, "warm.vw")
+        with open(path, "w") as f:
+            f.write(_VW)
+        try:
+            if TrainOptions(**opts).cache_root() != "":  # a cache, as the job's: here
+                opts["cache_dir"] = os.path.join(d, "cache")
+            opts["progress"] = False
+            train(path, comm=alone, **opts)
+        except Exception:  # (three lines a loss refuses: the workers load what they call)
+            pass
+    # what only a job of several workers calls: the union of their features, and the lazy
+    # L1/L2 folded into the weights before they are averaged
+    import numpy as np
+
+    from ._io._setops import union_sorted
+    from ._online._state import new_state
+    from ._online._update import sync_weights
+
+    union_sorted([np.array([1, 3], np.uint32), np.array([2], np.uint32)])
+    sync_weights(np.zeros(1, np.float32), new_state())
+
+
 _command = False  # this process is the command's own: as_command() ran
 _frozen = False   # numba_set_up() froze the collector's generations
 
@@ -162,8 +226,10 @@ def as_command() -> None:
     frozen (:func:`numba_set_up`).
 
     The deferral runs when numba is first imported, not here: the process that launches
-    ``-n N`` workers checks the options, learns nothing and never imports numba (a fifth
-    of a second of its start-up, before the first worker starts)."""
+    ``-n N`` workers imports numba only to fork its workers with the learner loaded
+    (:func:`forking`); one that starts them as programs of their own
+    (``TERASCALE_EXEC_WORKERS=1``) checks the options, learns nothing and never imports it
+    (a fifth of a second of its start-up, before the first worker starts)."""
     global _command
     _command = True
     if "numba" in sys.modules:

@@ -287,18 +287,27 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
                               predictions=progressive if writers else None)
         return model
     from ...launch import LaunchOptions, launch
-    from .._warm import warm_kernels  # not .kernels: that imports numba at once
+    from .._warm import forking, warm_kernels  # not .kernels: that imports numba at once
 
+    job = job_json(paths, model_path or "", args.initial, options, **_model_format(args),
+                   link=how, rates=_rates(args), best_constant=_best_constant(args))
+    # the workers forked from here, with the learner loaded (_warm.forking), or started
+    # as programs of their own
+    fork = forking(lambda: _worker_main(job), options)
     warm_kernels()  # compile once here rather than N times at once in the workers
-    code = launch([sys.executable, "-m", "terascale.linear._front._worker",
-                   job_json(paths, model_path or "", args.initial, options,
-                            **_model_format(args), link=how, rates=_rates(args),
-                            best_constant=_best_constant(args))],
+    code = launch([sys.executable, "-m", "terascale.linear._front._worker", job],
                   # unbound: a worker's reader and statistics threads use every core, and
                   # in a chained pass one worker learns while the others wait
                   LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
-                                prefix_output=False, cpu_bind=False))
+                                prefix_output=False, cpu_bind=False, fork=fork))
     return code
+
+
+def _worker_main(job: str) -> int:
+    """A ``-n N`` worker forked from the launcher: the worker module's ``main``."""
+    from ._worker import main
+
+    return main([job])
 
 
 def _best_constant(args: argparse.Namespace) -> bool:

@@ -165,21 +165,29 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
     numbers the classes from its own shard's labels (1..K until a label 0), as each
     node of VW's cluster mode does."""
     from ...launch import LaunchOptions, launch
-    from .._warm import warm_kernels
+    from .._warm import forking, warm_kernels
 
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
         data = paths if names is None else _numbered(paths, k_classes, names, tmp)
-        job = {"data": data, "paths": paths, "options": options, "k": k_classes,
-               "names": names, "model": args.model, "quiet": bool(args.quiet),
-               "probabilities": False, "initial": args.initial}
+        job = json.dumps({"data": data, "paths": paths, "options": options, "k": k_classes,
+                          "names": names, "model": args.model, "quiet": bool(args.quiet),
+                          "probabilities": False, "initial": args.initial})
+        # forked from here once the learner is loaded (_warm.forking), or programs
+        fork = forking(lambda: _oaa_worker(job), options)
         warm_kernels()  # compile once here rather than N times at once in the workers
-        return launch([sys.executable, "-m", "terascale.linear._front._oaaworker",
-                       json.dumps(job)],
+        return launch([sys.executable, "-m", "terascale.linear._front._oaaworker", job],
                       LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
-                                    prefix_output=False))
+                                    prefix_output=False, fork=fork))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _oaa_worker(job: str) -> int:
+    """A ``--oaa K -n N`` worker forked from the launcher: its module's ``main``."""
+    from ._oaaworker import main
+
+    return main([job])
 
 
 def split_oaa(model: Any, k_classes: int) -> list[Any]:

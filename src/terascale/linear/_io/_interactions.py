@@ -24,7 +24,7 @@ features come out in the same order:
 
 The kernels that form an example's crossed features from :func:`interaction_table` are
 ``_crossing``'s: checking options here (``ParseOptions``, in a launcher of ``-n N``
-workers too) imports no numba.
+workers before it loads the learner, or that never does) imports no numba.
 """
 
 from __future__ import annotations
