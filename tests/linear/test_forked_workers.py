@@ -23,7 +23,7 @@ def _vw(args: list[str], cwd, exec_workers: bool = False) -> subprocess.Complete
 @pytest.mark.parametrize("flags", [
     ["--loss_function", "logistic", "-b", "18"],
     ["-q", "ab", "--passes", "3", "-c", "-k", "--holdout_off"],
-    ["--loss_function", "logistic", "--bfgs", "--passes", "4", "-k", "-c"],
+    ["--loss_function", "logistic", "--l2", "1e-4", "--passes", "4", "-k", "-c"],
     ["--oaa", "3", "--passes", "2", "-c", "-k"],
 ])
 def test_forked_workers_learn_the_exec_workers_model(tmp_path, flags):
