@@ -171,6 +171,23 @@ class _Parser:
         return (ds.indptr, ds.indices, ds.values, ds.labels, ds.weights, tp, tb)
 
 
+def _parsed(paths: list[str], reader: _Parser) -> Any:
+    """Each chunk of every input, parsed: the next one in another thread while the caller
+    learns from this one (the parsers and the learner release the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="terascale-parse") as ex:
+        pending = None
+        for path in paths:
+            for text, line in _chunks(path):
+                nxt = ex.submit(reader.parse, text, path, line)
+                if pending is not None:
+                    yield pending.result()
+                pending = nxt
+        if pending is not None:
+            yield pending.result()
+
+
 def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
     """``seen`` and the distinct labelled values of ``labels``, sorted, at most 3 (as
     :func:`._online._onlinepass.distinct_labels`)."""
@@ -244,56 +261,55 @@ def train(args: argparse.Namespace) -> int:
                 writer.write(text.decode("utf-8", "surrogateescape"))
 
     with all_or_none(writers):
-        for path in paths:
-            for text, line in _chunks(path):
-                b = reader.parse(text, path, line)
-                indptr, labels, weights = b[0], b[3], b[4]
-                n = len(labels)
-                if n == 0:
-                    continue
-                unl = np.isnan(labels)
-                counted[0] += float(weights[unl].sum())
-                counted[1] += n
-                counted[2] += int(indptr[n] - indptr[0])
-                lab64 = labels[~unl].astype(np.float64)
-                counted[3] += float(np.dot(lab64, weights[~unl].astype(np.float64)))
-                if len(labels_seen) < 3:
-                    labels_seen = _distinct(labels_seen, labels)
+        for b in _parsed(paths, reader):
+            indptr, labels, weights = b[0], b[3], b[4]
+            n = len(labels)
+            if n == 0:
+                continue
+            unl = np.isnan(labels)
+            counted[0] += float(weights[unl].sum())
+            counted[1] += n
+            counted[2] += int(indptr[n] - indptr[0])
+            lab64 = labels[~unl].astype(np.float64)
+            counted[3] += float(np.dot(lab64, weights[~unl].astype(np.float64)))
+            if len(labels_seen) < 3:
+                labels_seen = _distinct(labels_seen, labels)
+            if out is not None:
+                # (a float32 running sum, as the numba pass cuts its lines)
+                cum_w = seen_w + np.cumsum(weights)
+                cum_n = seen_n + np.arange(1, n + 1)
+                seen_w, seen_n = float(cum_w[-1]), int(cum_n[-1])
+            start = 0
+            while start < n:
+                end, at = n, -1
                 if out is not None:
-                    cum_w = seen_w + np.cumsum(weights, dtype=np.float64)
-                    cum_n = seen_n + np.arange(1, n + 1)
-                    seen_w, seen_n = float(cum_w[-1]), int(cum_n[-1])
-                start = 0
-                while start < n:
-                    end, at = n, -1
-                    if out is not None:
-                        at = int(np.searchsorted(cum_w, nxt))
-                        end = at + 1 if at < n else n
-                    pred = None
-                    if writers:
-                        end = min(end, start + _BLOCK)
-                        pred = np.empty(end - start)
-                    line_due = end - 1 == at
-                    shown = None
-                    if line_due and pred is None and not (weights[at] > 0
-                                                          and not unl[at]):
-                        shown = np.empty(1)
-                        learn(b, start, at, None)
-                        learn(b, at, end, shown)
-                    else:
-                        learn(b, start, end, pred)
-                    if pred is not None:
-                        write(pred, b, start)
-                    if line_due:
-                        p = (shown[0] if shown is not None else
-                             pred[at - start] if pred is not None else acc[7])
-                        now = prog.done + acc[:4]
-                        prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
-                                  float(labels[at]), float(p),
-                                  int(indptr[end] - indptr[end - 1]))
-                        prog.prev = now
-                        nxt = prog.due = prog.next_due(float(cum_w[at]))
-                    start = end
+                    at = int(np.searchsorted(cum_w, nxt))
+                    end = at + 1 if at < n else n
+                pred = None
+                if writers:
+                    end = min(end, start + _BLOCK)
+                    pred = np.empty(end - start)
+                line_due = end - 1 == at
+                shown = None
+                if line_due and pred is None and not (weights[at] > 0
+                                                      and not unl[at]):
+                    shown = np.empty(1)
+                    learn(b, start, at, None)
+                    learn(b, at, end, shown)
+                else:
+                    learn(b, start, end, pred)
+                if pred is not None:
+                    write(pred, b, start)
+                if line_due:
+                    p = (shown[0] if shown is not None else
+                         pred[at - start] if pred is not None else acc[7])
+                    now = prog.done + acc[:4]
+                    prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
+                              float(labels[at]), float(p),
+                              int(indptr[end] - indptr[end - 1]))
+                    prog.prev = now
+                    nxt = prog.due = prog.next_due(float(cum_w[at]))
+                start = end
     totals = [[float(v) for v in np.concatenate([acc[:6], counted])]]
     if args.model:
         _save(args, parse, table, state, options, totals, how, prog)
