@@ -168,6 +168,7 @@ def _args(line: list[str]) -> argparse.Namespace:
     (["--ignore_linear", "a"], "--ignore_linear"),
     (["-c"], "a cache"),
     (["-b", "40"], "-b 40"),
+    (["-b", "26"], "-b 26"),
 ])
 def test_runs_outside_the_compiled_path_say_why(line, why):
     from terascale.linear._vw._vwonline import c_path

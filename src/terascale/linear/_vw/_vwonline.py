@@ -11,13 +11,16 @@ and ~100 MB of a run). Its progress lines, closing block and model are the numba
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
 (``-n N``, passes, ``-i`` and the starting weights, ``--oaa``, ``--binary``, a cache,
 terascale's model format, ``--readable_model``/``--invert_hash``, ``--ignore_linear``,
-``.zip`` input, a table over half the memory) runs the numba pass, which covers every
+poisson loss, ``.zip`` input, ``-b`` above 24 or a table over half the memory) runs the
+numba pass, which covers every
 option. Text outside the compiled parser's subset is parsed by the numba parser, chunk by
 chunk, as the numba pass parses it.
 
-Tuning: the compiled path is never slower than the numba pass on the held-out shapes
-(``benchmarks/heldout_shapes.py``), so it is taken whenever it covers a run;
-``TERASCALE_NO_CEXT=1`` turns it off with the rest of the compiled core.
+Tuning: on the held-out shapes (``benchmarks/heldout_shapes.py``) the compiled path took
+0.4-1.0x the numba pass's time with less memory up to ``-b 24``, so it is taken wherever
+it covers a run there; above ``-b 24`` (``_MAX_BITS``) the numba pass's rows of the
+features seen take less memory than the dense table. ``TERASCALE_NO_CEXT=1`` turns it
+off with the rest of the compiled core.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ __all__ = ["c_path", "train"]
 _ABI = 7  # _vwfast's calling convention this module speaks
 _CHUNK = 1 << 20  # text parsed and learned from at a time
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
+# the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
+# all over by wide data (-b 26, 15.8M distinct features: 1180 MB peak against the numba
+# pass's 948, though 0.6x its time), and a run that large does not notice start-up
+_MAX_BITS = 24
 
 
 def _fast() -> Any:
@@ -80,6 +87,9 @@ def c_path(args: argparse.Namespace) -> str | None:
     for off, flag in checks:
         if off:
             return f"{flag} runs the numba pass"
+    if args.bits > _MAX_BITS:
+        return (f"-b {args.bits}: above -b {_MAX_BITS} the numba pass, whose rows hold the "
+                f"features seen, takes less memory than the dense table")
     need = 12 << args.bits
     if need > _memory() // 2:
         return f"-b {args.bits}: the dense table ({need >> 20} MiB) is over half the memory"
