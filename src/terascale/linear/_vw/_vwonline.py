@@ -17,8 +17,8 @@ option. Text outside the compiled parser's subset is parsed by the numba parser,
 chunk, as the numba pass parses it.
 
 Tuning: on the held-out shapes (``benchmarks/heldout_shapes.py``) the compiled path took
-0.4-1.0x the numba pass's time with less memory up to ``-b 24``, so it is taken wherever
-it covers a run there; above ``-b 24`` (``_MAX_BITS``) the numba pass's rows of the
+0.4-0.9x the numba pass's time up to ``-b 24`` (long rows of 500 features at parity: the
+update's cache misses are the same), so it is taken wherever it covers a run there; above ``-b 24`` (``_MAX_BITS``) the numba pass's rows of the
 features seen take less memory than the dense table. ``TERASCALE_NO_CEXT=1`` turns it
 off with the rest of the compiled core.
 """
