@@ -6,7 +6,8 @@ the ``libssl-dev`` headers; and AEGIS-128X4 as the MAC of integrity links and AE
 for encrypted links from libaegis, whose C
 sources are vendored under ``transport/_aegis`` with their MIT licence and built here,
 each implementation choosing its instruction set by pragma and the best one picked when
-the module loads) and ``terascale.linear._vw._vwfast`` (the common case of VW text)
+the module loads) and ``terascale.linear._vw._vwfast`` (the common case of VW text, and VW's online learner
+for one worker)
 are plain C against the CPython API: gcc (or any C compiler) builds them during
 ``pip install``. All are optional: where they cannot be built, the install still succeeds,
 the shared-memory transport runs its pure-Python path, links seal their records through
@@ -61,9 +62,14 @@ setup(
         ),
         Extension(
             "terascale.linear._vw._vwfast",
-            ["src/terascale/linear/_vw/_vwfast.c"],
-            # VW's float loop rounds every operation: no fused multiply-add
-            extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off"],
+            ["src/terascale/linear/_vw/_vwfast.c", "src/terascale/linear/_vw/_vwlearn.c"],
+            depends=["src/terascale/linear/_vw/_vwlearn.h"],
+            # VW's float loop rounds every operation: no fused multiply-add; libm's functions
+            # called as written (gcc may narrow (float)exp((double)f) to expf(f), which rounds
+            # differently: the online learner calls each as VW and the numba pass do)
+            extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off",
+                                *(f"-fno-builtin-{f}" for f in
+                                  ("exp", "expf", "log", "logf", "pow", "powf", "sqrt"))],
             optional=True,
         ),
     ],

@@ -17,7 +17,9 @@ def test_first_kernel_set_up_runs_on_the_learners_thread(tmp_path: Path):
         import threading
         from numba.core import cpu
         from terascale.cli import main
+        from terascale.linear._vw import _vwonline
 
+        _vwonline.c_path = lambda args: "the numba pass"  # (not the compiled learner)
         load = cpu.CPUContext.load_additional_registries
         threads = []
 

@@ -107,7 +107,7 @@ class Progress:
         the label and prediction are classes (``--oaa``), printed as integers."""
         if not self.out:
             return
-        from .._vw._vwtext import link
+        from .._vw._vwout import link
 
         if classes and self.names is not None:  # (class 0 has no name: VW's unknown)
             k = len(self.names)

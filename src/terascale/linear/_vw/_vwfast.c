@@ -17,7 +17,8 @@
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
  *       [, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)
- * (format_predictions, VW's -p lines, is at the end.)
+ * (format_predictions, VW's -p lines, is at the end; learn, VW's online update, is
+ * _vwlearn.c's.)
  * status 0: done; 1: the buffer holds something outside the subset (nothing usable);
  * 2: the output arrays are too small (MemoryError where the line's scratch cannot be had). The arrays are writable buffers of int64 (indptr,
  * one more than labels), uint32, float32, float32, float32, int64 (as indptr) and bytes;
@@ -30,6 +31,8 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+
+#include "_vwlearn.h"
 
 #define CONSTANT_HASH 11650396u
 
@@ -748,6 +751,13 @@ static PyMethodDef METHODS[] = {
     {"format_predictions", format_predictions, METH_VARARGS,
      "format_predictions(values, tag_ptr, tag_blob, first) -> bytes (None: a value is not "
      "finite)"},
+    {"learn", vw_learn, METH_VARARGS,
+     "learn(indptr, indices, values, labels, weights, start, end, table, state, kind, eta, "
+     "power_t, l1, l2, out, pred, by_sign, clip): VW's online update over examples "
+     "[start, end) (_vwlearn.c)"},
+    {"loss32", vw_loss32, METH_VARARGS, "loss32(kind, p, y): VW's get_loss in float"},
+    {"sync", vw_sync, METH_VARARGS,
+     "sync(table, state): fold the lazy L1/L2 into the table's weights"},
     {"parse", parse, METH_VARARGS,
      "parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, "
      "tag_blob[, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)"},
@@ -766,10 +776,12 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
         POS10[k] = p;
         p = p * 10.0f;
     }
+    vw_learn_init();
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && PyModule_AddIntConstant(mod, "ABI", 6) < 0) {
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 7) < 0 ||
+                PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiii)", 0, 1, 2, 3, 4)) < 0)) {
         Py_DECREF(mod);
         return NULL;
     }

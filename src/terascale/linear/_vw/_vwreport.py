@@ -87,7 +87,7 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         The distinct labels seen (held-out examples included), sorted: the first three
         are enough (three mean "more than two").
     """
-    from .._losses import loss32, loss_code, loss_spec
+    from .._losstable import loss_code, loss_spec
 
     how = loss_spec(loss).best_constant
     if not labels or not how:
@@ -117,6 +117,7 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
     lines = [f"best constant = {best:.6f}"]
     if not more:  # VW's get_loss of the constant, in float
         kind = loss_code(loss, raw_labels=True, tau=tau)
+        loss32 = _loss32()
 
         def at(y: np.float32) -> np.float32:
             return f(loss32(kind, float(best), float(y)))
@@ -125,6 +126,19 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         total = f(total + (f(at(l2) * c2) if c2 > 0 else f(0)))
         lines.append(f"best constant's loss = {f(total / f(c1 + c2)):.6f}")
     return lines
+
+
+def _loss32() -> Any:
+    """VW's ``get_loss`` in float: the compiled core's where it is built (a run of the
+    compiled learner imports no numba), else the numba kernel (the same bits)."""
+    from ..._cext import load
+
+    fast = load("terascale.linear._vw._vwfast", 7)
+    if fast is not None:
+        return fast.loss32
+    from .._losses import loss32
+
+    return loss32
 
 
 def closing_block(info: dict[str, Any]) -> str:

@@ -14,23 +14,17 @@ parsing): as many names as there are distinct features, never the examples.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gzip
 import io
-import math
-import os
-import sys
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 import numba
 import numpy as np
 
 from ..._errors import ConfigError, DataError
-from ..._files import make_public, replaceable, storage_error
 from .._io._hashing import (
     CONSTANT_HASH,
     FNV_PRIME,
@@ -43,128 +37,19 @@ from .._io._hashing import (
 from .._losses import loss_spec
 from .._model import LinearModel
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
+from ._vwout import (  # noqa: F401 (where -p's writers were, for their callers)
+    AtomicText,
+    _num,
+    all_or_none,
+    link,
+    prediction_lines,
+    prediction_writers,
+)
 
 __all__ = ["AtomicText", "crossed_names", "feature_names", "link", "prediction_lines",
            "write_readable"]
 
 VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
-
-
-def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
-    """VW's output of raw scores: ``--binary`` signs (a score of 0 is -1, as in VW), else
-    ``--link logistic`` probabilities, ``--link poisson`` rates exp(score), else the scores
-    (``--link identity``)."""
-    if binary:
-        return np.where(scores > 0, 1.0, -1.0)
-    if how == "logistic":
-        return 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
-    if how == "poisson":
-        return np.exp(scores)
-    return scores
-
-
-def _num(v: float) -> str:
-    if math.isfinite(v) and v == math.floor(v) and abs(v) < 1e15:
-        return str(int(v))
-    return f"{v:.6f}"
-
-
-def prediction_lines(values: np.ndarray, tags: Sequence[str] | None) -> str:
-    """VW's -p lines for these predictions (``value tag`` where an example has a tag)."""
-    vals = values.astype(np.float32).astype(np.float64)  # VW's predictions are float32
-    from .._online._progressive import BlockTags
-    from ._vwtext_fast import format_predictions
-
-    if isinstance(tags, BlockTags):  # (the block's tag bytes, read in C)
-        fast = format_predictions(vals, tags.block.tag_ptr, tags.block.tag_blob, tags.start)
-    else:
-        fast = format_predictions(vals) if tags is None else None
-    if fast is not None:
-        return fast
-    if tags is None:
-        return "".join(_num(v) + "\n" for v in vals.tolist())
-    return "".join(f"{_num(v)} {t}\n" if t else _num(v) + "\n"
-                   for v, t in zip(vals.tolist(), tags))
-
-
-class AtomicText:
-    """A text file that appears (renamed into place, fsynced) only when closed without error:
-    an interrupted run leaves no half-written output behind."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._tmp: str | None = None
-        if path in ("-", "/dev/stdout"):  # VW users write `-p /dev/stdout`
-            self.file: TextIO = sys.stdout
-        elif path == "/dev/stderr":
-            self.file = sys.stderr
-        elif not replaceable(path):  # /dev/stdout, a pipe, a link: write through it
-            self.file = open(path, "w", encoding="utf-8",  # noqa: SIM115 (closed in
-                             errors="surrogateescape")      # commit/discard)
-        else:
-            d = os.path.dirname(os.path.abspath(path))
-            fd, self._tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-            make_public(fd)
-            self.file = os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape")
-
-    def write(self, text: str) -> None:
-        try:
-            try:
-                self.file.write(text)
-            except UnicodeEncodeError:  # a tag or name of bytes that are not UTF-8, to
-                self.file.flush()       # standard output: written as they were read
-                self.file.buffer.write(text.encode("utf-8", "surrogateescape"))
-        except BrokenPipeError:
-            raise  # `-p /dev/stdout | head`: the caller ends quietly
-        except OSError as e:  # disk full, quota, EIO: one line naming the file
-            raise storage_error("cannot write", self.path, e) from None
-
-    def commit(self) -> None:
-        try:
-            self.file.flush()
-            if self._tmp is None:
-                if self.file not in (sys.stdout, sys.stderr):
-                    self.file.close()
-                return
-            os.fsync(self.file.fileno())
-            self.file.close()
-            os.replace(self._tmp, self.path)
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            self.discard()
-            raise storage_error("cannot write", self.path, e) from None
-
-    def discard(self) -> None:
-        if self.file not in (sys.stdout, sys.stderr):
-            try:
-                self.file.close()
-            except OSError:  # the buffered rest cannot be written either: it is dropped
-                pass
-        if self._tmp is not None and os.path.exists(self._tmp):
-            os.unlink(self._tmp)
-
-
-def prediction_writers(args: argparse.Namespace) -> list[tuple[AtomicText, bool]]:
-    """The ``-p`` (linked: True) and ``-r`` (raw: False) files of a VW command line, each an
-    :class:`AtomicText`, in that order; those not asked for are left out."""
-    raw = getattr(args, "raw_predictions", None)
-    return [(AtomicText(path), linked) for path, linked in
-            ((args.predictions, True), (raw, False)) if path]
-
-
-@contextlib.contextmanager
-def all_or_none(writers: list[tuple[AtomicText, bool]]) -> Iterator[None]:
-    """Commit every writer once the block ends; discard every one if it raises (a run
-    that fails leaves no partial prediction file)."""
-    try:
-        yield
-    except BaseException:
-        for writer, _ in writers:
-            writer.discard()
-        raise
-    for writer, _ in writers:
-        writer.commit()
 
 
 def _lines(path: str) -> Iterator[str]:

@@ -1,0 +1,449 @@
+/* VW's online learner (gd with --adaptive --normalized --invariant, its default) in C, for
+ * the one-worker, one-pass run of `terascale vw` (terascale.linear._vw._vwonline): the same
+ * operations, in the same order and precision, as the numba pass
+ * (terascale.linear._online._update.online_chunk and the float kernels of
+ * terascale.linear._losses), so that its predictions and model are those bits: each
+ * float32 step there is a float operation here (or a double one rounded once to float,
+ * which is the same result for + - * / sqrt), the running sums are double, and exp, log,
+ * and log are libm's float functions where the numba kernel's argument is a float (as
+ * VW calls them on its floats; LLVM narrows numba's calls so), double ones elsewhere.
+ * Compiled without fused multiply-adds, and with no builtin narrowing of libm's calls
+ * (setup.py: -ffp-contract=off, -fno-builtin-*).
+ *
+ * The weights are VW's dense table: 2^b rows of (weight, adaptive sum, normalizer),
+ * float32, indexed by the hashed feature, as the parser (_vwfast.parse) emits it.
+ *
+ * A loss is its code in terascale.linear._losstable (the low 3 bits; quantile's tau in
+ * bits 4..39 in millionths; RAW_LABELS, FIXED_RANGE); how a loss reads labels and clips
+ * predictions is the table's (its by_sign and clip rows, passed in by the caller), the
+ * branches below are each code's formulas: LOSS_CODES (the module's constant) lists the
+ * codes they cover (poisson's runs the numba pass); another code raises ValueError.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_vwlearn.h"
+
+#define RAW_LABELS 8LL
+#define FIXED_RANGE (1LL << 40)
+/* the learner's state fields (terascale.linear._online._state) */
+enum { TOTAL_WEIGHT, SUM_NORM_X, CONTRACTION, GRAVITY, MIN_LABEL, MAX_LABEL,
+       UPDATE_MULTIPLIER, STATE_SIZE };
+#define AHEAD 2 /* examples ahead whose rows are prefetched */
+
+static inline double f32(double x) { return (double)(float)x; }
+
+/* VW's X_MIN (float) and its square, as _update's */
+static double X_MIN, X2_MIN;
+
+static inline double maxd(double a, double b) { return b > a ? b : a; }
+static inline double mind(double a, double b) { return b < a ? b : a; }
+
+static inline double tau_of(long long kind) {
+    return f32((double)((kind & (FIXED_RANGE - 1)) >> 4) / 1e6);
+}
+
+static inline double exp_f(double x) { return x < 88.8 ? (double)expf((float)x) : INFINITY; }
+static inline double soft(double y) { return f32(f32(y + 1.0) / 2.0); }
+static inline double mix(double y, double a, double b) {
+    double t = soft(y);
+    return f32(f32(t * a) + f32(f32(1.0 - t) * b));
+}
+static inline double logloss32(double p, double y) {
+    return (double)logf((float)(1.0 + exp_f(f32(-y * p))));
+}
+
+static inline double wexpmx(double x) {
+    double w = x >= 1.0 ? 0.86 * x + 0.01 : exp(0.8 * x - 0.65);
+    double r = x >= 1.0 ? x - log(w) - w : 0.2 * x + 0.65 - w;
+    double t = 1.0 + w;
+    double u = 2.0 * t * (t + 2.0 * r / 3.0);
+    return f32(w * (1.0 + r / t * (u - r) / (u - 2.0 * r)) - x);
+}
+
+/* *bad set where the code has no branch */
+static double loss32(long long kind, double p, double y, int *bad) {
+    int k = (int)(kind & 7);
+    switch (k) {
+    case 0:
+        if (y == 1.0 || y == -1.0)
+            return logloss32(p, y);
+        return mix(y, logloss32(p, 1.0), logloss32(p, -1.0));
+    case 1:
+    case 4: {
+        double d = f32(p - y);
+        return f32(d * d);
+    }
+    case 2: {
+        double m = f32(1.0 - f32(y * p));
+        return m > 0 ? m : 0.0;
+    }
+    case 3: {
+        double tau = tau_of(kind), e = f32(y - p);
+        return e > 0 ? f32(tau * e) : f32(f32(-f32(1.0 - tau)) * e);
+    }
+    }
+    *bad = 1;
+    return 0.0;
+}
+
+static double dloss32(long long kind, double p, double y, int *bad) {
+    int k = (int)(kind & 7);
+    switch (k) {
+    case 0:
+        if (y == 1.0 || y == -1.0)
+            return f32(-y / f32(1.0 + exp_f(f32(y * p))));
+        return mix(y, f32(-1.0 / f32(1.0 + exp_f(p))), f32(1.0 / f32(1.0 + exp_f(-p))));
+    case 1:
+    case 4:
+        return f32(2.0 * f32(p - y));
+    case 2:
+        return f32(y * p) < 1.0 ? -y : 0.0;
+    case 3: {
+        double e = f32(y - p);
+        if (e == 0.0)
+            return 0.0;
+        return e > 0 ? -tau_of(kind) : f32(1.0 - tau_of(kind));
+    }
+    }
+    *bad = 1;
+    return 0.0;
+}
+
+static inline double square_grad32(long long kind, double p, double y, int *bad) {
+    int k = (int)(kind & 7);
+    if (k == 1 || k == 4) {
+        double d = f32(p - y);
+        return f32(f32(4.0 * d) * d);
+    }
+    double g = dloss32(kind, p, y, bad);
+    return f32(g * g);
+}
+
+static inline double logistic_update(double p, double y, double scale, double ppu,
+                                     double sp) {
+    double z = f32(y * p), d = exp_f(z);
+    if (sp < 1e-6)
+        return f32(f32(y * scale) / f32(1.0 + d));
+    double x = f32(f32(sp + z) + d);
+    return f32(-f32(f32(y * wexpmx(x)) + p) / ppu);
+}
+
+static inline double quantile_update(double p, double y, double scale, double ppu, double sp,
+                                     double tau) {
+    double err = f32(y - p);
+    if (err == 0.0)
+        return 0.0;
+    if (err > 0)
+        return f32(tau * sp) < err ? f32(tau * scale) : f32(err / ppu);
+    double normal = f32(f32(-f32(1.0 - tau)) * sp);
+    return normal > err ? f32(f32(tau - 1.0) * scale) : f32(err / ppu);
+}
+
+/* VW's get_update in float (_losses.invariant_update) */
+static double invariant_update(long long kind, double p, double y, double scale, double ppu,
+                               int *bad) {
+    double sp = f32(scale * ppu);
+    int k = (int)(kind & 7);
+    switch (k) {
+    case 0:
+        if (y == 1.0 || y == -1.0)
+            return logistic_update(p, y, scale, ppu, sp);
+        return mix(y, logistic_update(p, 1.0, scale, ppu, sp),
+                   logistic_update(p, -1.0, scale, ppu, sp));
+    case 3:
+        return quantile_update(p, y, scale, ppu, sp, tau_of(kind));
+    case 4:
+        return f32(f32(2.0 * f32(y - p)) * scale);
+    case 1: {
+        if (sp < 1e-6)
+            return f32(f32(2.0 * f32(y - p)) * scale);
+        double e = exp_f(f32(f32(-2.0 * scale) * ppu));
+        return f32(f32(f32(y - p) * f32(1.0 - e)) / ppu);
+    }
+    case 2: {
+        if (f32(y * p) >= 1.0)
+            return 0.0;
+        double err = f32(1.0 - f32(y * p));
+        return y * (sp < err ? scale : f32(err / ppu));
+    }
+    }
+    *bad = 1;
+    return 0.0;
+}
+
+typedef struct {
+    long long kind;
+    int sign, clip, track, reg, sqrt_rate;
+    double l1, l2, eta, minus_power_t, neg_norm_power;
+} settings;
+
+/* VW's compute_rate_decay in float (_update._rate, float32 arrays) */
+static inline double rate(float g2, float nrm, const settings *st) {
+    if (st->sqrt_rate)
+        return (double)((1.0f / sqrtf(g2)) * (1.0f / nrm));
+    return f32((double)powf(g2, (float)st->minus_power_t) *
+               (double)powf(nrm * nrm, (float)st->neg_norm_power));
+}
+
+static inline double clip_prediction(int mode, double p, double lo, double hi) {
+    if (mode == 0)
+        return mind(maxd(p, -50.0), 50.0);
+    if (mode == 2)
+        return mind(maxd(p, mind(lo, -50.0)), maxd(hi, 50.0));
+    return mind(maxd(p, lo), hi);
+}
+
+static inline double score(const uint32_t *cols, const float *values, int64_t a, int64_t b,
+                           const float *t, double gravity, double contraction) {
+    float g32 = (float)gravity, p32 = 0.0f;
+    for (int64_t k = a; k < b; k++) {
+        float wk = t[3 * (size_t)cols[k]];
+        wk = g32 < fabsf(wk) ? wk - (wk > 0 ? g32 : -g32) : 0.0f;
+        p32 += wk * values[k];
+    }
+    double p = f32((double)p32 * f32(contraction));
+    return isnan(p) ? 0.0 : p;
+}
+
+static inline double trunc_weight(double w, double g) {
+    if (g < fabs(w))
+        return w > 0 ? f32(w - g) : f32(w + g);
+    return 0.0;
+}
+
+/* VW's sync_weights (_update.sync_weights) over the whole table */
+static void sync_table(float *t, size_t rows, double *state) {
+    double c = state[CONTRACTION], g = state[GRAVITY];
+    if (c == 1.0 && g == 0.0)
+        return;
+    double cf = f32(c), gf = f32(g);
+    for (size_t j = 0; j < rows; j++)
+        t[3 * j] = (float)(trunc_weight((double)t[3 * j], gf) * cf);
+    state[CONTRACTION] = 1.0;
+    state[GRAVITY] = 0.0;
+}
+
+/* _update._learn: the update from one example whose float loss is above 0; returns
+ * whether the lazy L1/L2 must be folded into the weights now */
+static int learn_one(const uint32_t *cols, const float *values, int64_t a, int64_t b,
+                     float *t, double *state, const settings *st, double p, double y,
+                     double s, int *bad) {
+    long long kind = st->kind;
+    double gsq = f32(s * square_grad32(kind, p, y, bad));
+    double ppu = 1.0;
+    if (gsq != 0.0) {
+        float norm_x32 = 0.0f, ppu32 = 0.0f;
+        for (int64_t k = a; k < b; k++) {
+            float *row = t + 3 * (size_t)cols[k];
+            double x = values[k];
+            double x2 = f32(x * x);
+            if (x2 < X2_MIN) {
+                x = x > 0 ? X_MIN : -X_MIN;
+                x2 = X2_MIN;
+            }
+            row[1] = (float)((double)row[1] + f32(gsq * x2));
+            double ax = fabs(x);
+            if (ax > row[2]) {
+                if (row[2] > 0.0f) {
+                    if (st->sqrt_rate)
+                        row[0] = (float)((double)row[0] * f32((double)row[2] / ax));
+                    else {
+                        double rs = f32(ax / row[2]);
+                        row[0] = (float)((double)row[0] *
+                                         (double)powf((float)(rs * rs), (float)st->neg_norm_power));
+                    }
+                }
+                row[2] = (float)ax;
+            }
+            double nx2 = x2 <= FLT_MAX ? (double)((float)x2 / (row[2] * row[2])) : 1.0;
+            norm_x32 += (float)nx2;
+            ppu32 += (float)(x2 * rate(row[1], row[2], st));
+        }
+        ppu = (double)ppu32;
+        state[TOTAL_WEIGHT] += s;
+        state[SUM_NORM_X] += s * (double)norm_x32;
+        double tw = f32(state[TOTAL_WEIGHT]), sx = f32(state[SUM_NORM_X]);
+        if (st->sqrt_rate)
+            state[UPDATE_MULTIPLIER] = f32(sqrt(f32(tw / sx)));
+        else
+            state[UPDATE_MULTIPLIER] = (double)powf((float)(sx / tw), (float)st->neg_norm_power);
+        ppu = f32(ppu * state[UPDATE_MULTIPLIER]);
+    }
+    double u = invariant_update(kind, p, y, f32(st->eta * s), ppu, bad);
+    if (st->reg && fabs(u) > 1e-8) {
+        double dl = dloss32(kind, p, y, bad);
+        double eta_bar = fabs(dl) > 1e-8 ? -u / dl : 0.0;
+        if (fabs(dl) > 1e-8)
+            state[CONTRACTION] *= 1.0 - st->l2 * eta_bar;
+        u = f32(u / f32(state[CONTRACTION]));
+        state[GRAVITY] += eta_bar * st->l1;
+    }
+    if (isnan(u))
+        u = 0.0;
+    if (u != 0.0) {
+        u = f32(u * state[UPDATE_MULTIPLIER]);
+        for (int64_t k = a; k < b; k++) {
+            float *row = t + 3 * (size_t)cols[k];
+            double x = values[k];
+            if (fabs(x) <= FLT_MAX) {
+                double r = rate(row[1], row[2], st);
+                row[0] = (float)((double)row[0] + f32(u * f32(x * r)));
+            }
+        }
+    }
+    return state[CONTRACTION] < 1e-9 || state[GRAVITY] > 1e3;
+}
+
+static inline void ask(const int64_t *indptr, const uint32_t *cols, Py_ssize_t i,
+                       Py_ssize_t end, const float *t) {
+    if (i < end)
+        for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) {
+            const float *row = t + 3 * (size_t)cols[k];
+            __builtin_prefetch(row, 1, 3);
+            __builtin_prefetch(row + 2, 1, 3);
+        }
+}
+
+PyObject *vw_learn(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bp, bi, bv, bl, bw, bt, bs, bo, bpr, bsg, bcl;
+    Py_ssize_t start, end;
+    long long kind;
+    double eta, power_t, l1, l2;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nnw*w*Lddddw*w*y*y*", &bp, &bi, &bv, &bl, &bw,
+                          &start, &end, &bt, &bs, &kind, &eta, &power_t, &l1, &l2, &bo,
+                          &bpr, &bsg, &bcl))
+        return NULL;
+    const int64_t *indptr = bp.buf;
+    const uint32_t *cols = bi.buf;
+    const float *values = bv.buf, *labels = bl.buf, *weights = bw.buf;
+    float *t = bt.buf;
+    double *state = bs.buf, *out = bo.buf, *pred = bpr.len ? bpr.buf : NULL;
+    const int64_t *by_sign = bsg.buf, *clips = bcl.buf;
+    size_t rows = (size_t)bt.len / 12;
+    const char *err = NULL;
+    Py_ssize_t nex = bl.len / 4;
+    if (bs.len < STATE_SIZE * 8 || bo.len < 8 * 8 || bsg.len < 8 * 8 || bcl.len < 8 * 8)
+        err = "learn: state, out, by_sign or clip is too short";
+    else if (start < 0 || end < start || end > nex || bw.len / 4 < end ||
+             bp.len / 8 < end + 1 || (pred && bpr.len / 8 < end - start))
+        err = "learn: examples out of range";
+    else if (end > start && (indptr[start] < 0 || indptr[end] > bi.len / 4 ||
+                             indptr[end] > bv.len / 4))
+        err = "learn: features out of range";
+    else
+        for (int64_t k = end > start ? indptr[start] : 0; k < (end > start ? indptr[end] : 0);
+             k++)
+            if (cols[k] >= rows) {
+                err = "learn: a feature index past the table";
+                break;
+            }
+    settings st;
+    st.kind = kind & ~(RAW_LABELS | FIXED_RANGE);
+    int raw_labels = (kind & RAW_LABELS) != 0, fixed_range = (kind & FIXED_RANGE) != 0;
+    if (!err && (by_sign[st.kind & 7] < 0 || clips[st.kind & 7] < 0))
+        err = "learn: unknown loss code";
+    int bad = 0;
+    if (!err) {
+        st.sign = by_sign[st.kind & 7] == 1 && !raw_labels;
+        st.clip = (int)clips[st.kind & 7];
+        st.track = st.clip != 0 && !fixed_range;
+        st.l1 = f32(l1);
+        st.l2 = f32(l2);
+        st.eta = f32(eta);
+        st.reg = st.l1 > 0.0 || st.l2 > 0.0;
+        st.sqrt_rate = power_t == 0.5;
+        st.minus_power_t = f32(-power_t);
+        st.neg_norm_power = f32(f32(power_t) - 1.0);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = start; i < start + AHEAD && i < end; i++)
+            ask(indptr, cols, i, end, t);
+        for (Py_ssize_t i = start; i < end && !bad; i++) {
+            ask(indptr, cols, i + AHEAD, end, t);
+            double lab = labels[i], s = weights[i];
+            int labelled = !isnan(lab), learn = labelled && s > 0.0;
+            double y = lab;
+            if (st.sign)
+                y = lab > 0 ? 1.0 : -1.0;
+            if (labelled && st.track) {
+                state[MIN_LABEL] = mind(state[MIN_LABEL], y);
+                state[MAX_LABEL] = maxd(state[MAX_LABEL], y);
+            }
+            if (!learn && !pred)
+                continue;
+            int64_t a = indptr[i], b = indptr[i + 1];
+            double p = score(cols, values, a, b, t, state[GRAVITY], state[CONTRACTION]);
+            p = clip_prediction(st.clip, p, state[MIN_LABEL], state[MAX_LABEL]);
+            if (pred) {
+                pred[i - start] = p;
+                if (!learn)
+                    continue;
+            }
+            double lv = loss32(st.kind, p, y, &bad);
+            double slv = f32(lv * s);
+            out[4] += 1.0;
+            out[5] += (double)(b - a);
+            out[6] = lab;
+            out[7] = p;
+            out[0] += slv;
+            out[1] += s;
+            if (lv <= 0.0)
+                continue;
+            if (learn_one(cols, values, a, b, t, state, &st, p, y, s, &bad))
+                sync_table(t, rows, state);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bo, &bpr, &bsg, &bcl};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+        PyBuffer_Release(all[k]);
+    if (bad)
+        err = "learn: unknown loss code";
+    if (err) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject *vw_sync(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bt, bs;
+    if (!PyArg_ParseTuple(args, "w*w*", &bt, &bs))
+        return NULL;
+    int ok = bs.len >= STATE_SIZE * 8;
+    if (ok)
+        sync_table(bt.buf, (size_t)bt.len / 12, bs.buf);
+    PyBuffer_Release(&bt);
+    PyBuffer_Release(&bs);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "sync: state is too short");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject *vw_loss32(PyObject *self, PyObject *args) {
+    (void)self;
+    long long kind;
+    double p, y;
+    if (!PyArg_ParseTuple(args, "Ldd", &kind, &p, &y))
+        return NULL;
+    int bad = 0;
+    double v = loss32(kind, p, y, &bad);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "unknown loss code");
+        return NULL;
+    }
+    return PyFloat_FromDouble(v);
+}
+
+void vw_learn_init(void) {
+    X_MIN = (double)(float)1.084202e-19;
+    X2_MIN = (double)((float)X_MIN * (float)X_MIN);
+}

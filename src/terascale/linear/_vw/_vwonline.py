@@ -1,0 +1,392 @@
+"""``terascale vw`` on one worker, one pass: VW's online learner in the compiled core.
+
+The common run (one worker, one online pass of VW's default update over VW text, written
+to ``-p``/``-r``/``-f``) parses each chunk of text with ``_vwfast.parse`` and learns from
+it with ``_vwfast.learn`` (``_vwlearn.c``: :func:`._online._update.online_chunk`'s
+operations, in its precision) in VW's dense table of ``2**b`` rows; it imports no numba,
+so that a small file starts as VW does (numba's import and first compiled call are ~0.4 s
+and ~100 MB of a run). Its progress lines, closing block and model are the numba pass's
+(the same code prints and writes them), its predictions and weights the same bits.
+
+:func:`c_path` says whether a run takes it, and why not: anything it does not cover
+(``-n N``, passes, ``-i`` and the starting weights, ``--oaa``, ``--binary``, a cache,
+terascale's model format, ``--readable_model``/``--invert_hash``, ``--ignore_linear``,
+poisson loss, ``.zip`` input, ``-b`` above 24 or a table over half the memory) runs the
+numba pass, which covers every
+option. Text outside the compiled parser's subset is parsed by the numba parser, chunk by
+chunk, as the numba pass parses it.
+
+Tuning: on the held-out shapes (``benchmarks/heldout_shapes.py``) the compiled path took
+0.4-0.9x the numba pass's time up to ``-b 24`` (long rows of 500 features at parity: the
+update's cache misses are the same), so it is taken wherever it covers a run there; above ``-b 24`` (``_MAX_BITS``) the numba pass's rows of the
+features seen take less memory than the dense table. ``TERASCALE_NO_CEXT=1`` turns it
+off with the rest of the compiled core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..._cext import load
+from ..._errors import ConfigError, DataError
+
+__all__ = ["c_path", "train"]
+
+_ABI = 7  # _vwfast's calling convention this module speaks
+_CHUNK = 1 << 20  # text parsed and learned from at a time
+_BLOCK = 1 << 16  # progressive predictions formatted at a time
+# the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
+# all over by wide data (-b 26, 15.8M distinct features: 1180 MB peak against the numba
+# pass's 948, though 0.6x its time), and a run that large does not notice start-up
+_MAX_BITS = 24
+
+
+def _fast() -> Any:
+    return load("terascale.linear._vw._vwfast", _ABI)
+
+
+def _memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def c_path(args: argparse.Namespace) -> str | None:
+    """None where this ``terascale vw`` run (its flags after VW's defaults) learns in the
+    compiled core; else why it runs the numba pass."""
+    from .._losstable import LOSS_TABLE
+
+    fast = _fast()
+    if fast is None:
+        return "the compiled core is not built (or TERASCALE_NO_CEXT is set)"
+    checks = (
+        (args.nprocs != 1, "-n N"),
+        (args.passes not in (None, 1), "--passes"),
+        (bool(args.holdout_after), "--holdout_after"),
+        (args.testonly, "-t"),
+        (args.oaa is not None, "--oaa"),
+        (args.bfgs is not None or args.cg is not None, "--bfgs/--conjugate_gradient"),
+        (args.audit, "--audit"),
+        (args.initial is not None, "-i or starting weights"),
+        (args.format != "vw", "--format"),
+        (args.binary, "--binary"),
+        (bool(args.cache or args.cache_file), "a cache"),
+        (args.model_format not in (None, "vw"), "terascale's model format"),
+        (bool(args.readable_model or args.invert_hash), "--readable_model/--invert_hash"),
+        (bool(args.ignore_linear), "--ignore_linear"),
+        (args.loss not in LOSS_TABLE or LOSS_TABLE[args.loss].code not in fast.LOSS_CODES,
+         f"--loss_function {args.loss}"),
+        (bool(getattr(args, "probabilities", False)), "--probabilities"),
+    )
+    for off, flag in checks:
+        if off:
+            return f"{flag} runs the numba pass"
+    if args.bits > _MAX_BITS:
+        return (f"-b {args.bits}: above -b {_MAX_BITS} the numba pass, whose rows hold the "
+                f"features seen, takes less memory than the dense table")
+    need = 12 << args.bits
+    if need > _memory() // 2:
+        return f"-b {args.bits}: the dense table ({need >> 20} MiB) is over half the memory"
+    for p in list(args.data) + list(args.data_flag):
+        if p.endswith(".zip"):
+            return f"{p}: .zip input runs the numba pass"
+    return None
+
+
+def _open(path: str) -> Any:
+    import gzip
+
+    try:
+        if path.endswith(".gz"):
+            return gzip.open(path, "rb")
+        return open(path, "rb")  # noqa: SIM115 (closed by the caller)
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read: {e}") from None
+
+
+def _chunks(path: str) -> Any:
+    """The file's text in chunks cut after a line break (the last one as it ends), each
+    with the line number it starts at."""
+    import zlib
+
+    line = 1
+    rest = b""
+    with _open(path) as f:
+        while True:
+            try:
+                data = f.read(_CHUNK)
+            except (OSError, EOFError, zlib.error) as e:
+                raise DataError(f"{path}: cannot read: {e}") from None
+            if not data:
+                break
+            data = rest + data
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            rest = data[cut:]
+            yield data[:cut], line
+            line += data.count(b"\n", 0, cut)
+    if rest:
+        yield rest, line
+
+
+class _Parser:
+    """VW text to CSR arrays: the compiled parser, the numba parser where it declines."""
+
+    def __init__(self, opts: Any) -> None:
+        self.opts = opts
+        self.table = np.ascontiguousarray(opts.interaction_table(), np.int32)
+        self.drop = np.ascontiguousarray(opts.namespace_flags()[0], np.uint8)
+        self.per = 5  # bytes per feature the arrays are sized for (halved where short)
+
+    def parse(self, text: bytes, source: str, line: int) -> tuple:
+        fast = _fast()
+        n = len(text)
+        buf = np.frombuffer(text, np.uint8)
+        ncap = n + 16
+        indptr = np.empty(ncap + 1, np.int64)
+        labels = np.empty(ncap, np.float32)
+        weights = np.empty(ncap, np.float32)
+        tag_ptr = np.empty(ncap + 1, np.int64)
+        tag_blob = np.empty(n, np.uint8)
+        rows, width = self.table.shape
+        while True:
+            cap = int(n // self.per) + 16
+            indices = np.empty(cap, np.uint32)
+            values = np.empty(cap, np.float32)
+            status, nex, nnz, ntag = fast.parse(buf, self.opts.mask, self.opts.constant,
+                                                indptr, indices, values, labels, weights,
+                                                tag_ptr, tag_blob, self.table, rows, width,
+                                                self.drop)
+            if status != 2 or self.per < 1 / 64:
+                break
+            self.per /= 2
+        if status == 0:
+            return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
+                    weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag])
+        from .._io._readers import _parse_one  # (numba: text outside the C subset)
+
+        ds = _parse_one(buf, self.opts, source, line)
+        tp = ds.tag_ptr if ds.tag_ptr is not None else np.zeros(len(ds.labels) + 1, np.int64)
+        tb = ds.tag_blob if ds.tag_blob is not None else np.zeros(0, np.uint8)
+        return (ds.indptr, ds.indices, ds.values, ds.labels, ds.weights, tp, tb)
+
+
+def _parsed(paths: list[str], reader: _Parser) -> Any:
+    """Each chunk of every input, parsed: the next one in another thread while the caller
+    learns from this one (the parsers and the learner release the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="terascale-parse") as ex:
+        pending = None
+        for path in paths:
+            for text, line in _chunks(path):
+                nxt = ex.submit(reader.parse, text, path, line)
+                if pending is not None:
+                    yield pending.result()
+                pending = nxt
+        if pending is not None:
+            yield pending.result()
+
+
+def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
+    """``seen`` and the distinct labelled values of ``labels``, sorted, at most 3 (as
+    :func:`._online._onlinepass.distinct_labels`)."""
+    return sorted(set(seen) | set(np.unique(labels[~np.isnan(labels)])[:3].tolist()))[:3]
+
+
+def train(args: argparse.Namespace) -> int:
+    """The run :func:`c_path` admits: learn, print VW's lines, write -p, -r and -f."""
+    from .._front import _cli_run
+    from .._front._cli_options import train_options
+    from .._io._dataset import ParseOptions
+    from .._losstable import _BY_SIGN, _CLIP
+    from .._online._progress import LINK, Progress
+    from .._online._state import new_state
+    from .._options import TrainOptions
+    from ._vwout import all_or_none, link, prediction_writers
+    from ._vwreport import closing_block, preamble
+
+    fast = _fast()
+    if args.quiet:
+        from ..._env import set_quiet
+
+        set_quiet()
+    options = train_options(args)
+    options["vw_text"] = options["vw_labels"] = True
+    paths = _cli_run._inputs(args)
+    how = _cli_run._link(args, "identity")
+    _cli_run._check_output(args.model, "-f", stream=False)
+    for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r")):
+        _cli_run._check_output(path, flag)
+    opts = TrainOptions(**{k: tuple(v) if isinstance(v, list) else v
+                           for k, v in options.items()})
+    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                            for k, v in options.items() if k in ParseOptions().to_dict()})
+    if not args.quiet:
+        print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                       testonly=False, initial_t=args.initial_t or 0.0), file=sys.stderr)
+    LINK[:] = [how]
+    kind = opts.online_kind()
+    l2 = opts.online_l2(0.0)
+    table = np.zeros((1 << parse.bits, 3), np.float32)  # (calloc: pages on first touch)
+    state = new_state()
+    acc = np.zeros(8)
+    counted = np.zeros(4)  # unlabelled weight, examples, features, label x weight
+    labels_seen: list[float] = []
+    out = sys.stderr if not args.quiet else None
+    prog = Progress(out)
+    prog.header()
+    prog.restart()
+    nxt = prog.due = prog.first_due() if out else 1.0
+    seen_w, seen_n = 0.0, 0
+    reader = _Parser(parse)
+    writers = prediction_writers(args)
+
+    def learn(b: tuple, start: int, end: int, pred: np.ndarray | None) -> None:
+        fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, table, state, kind,
+                   opts.learning_rate, opts.power_t, opts.l1, l2, acc,
+                   pred if pred is not None else _NONE, _BY_SIGN, _CLIP)
+
+    def write(p: np.ndarray, b: tuple, start: int) -> None:
+        for writer, linked in writers:
+            v = (link(p, how, False) if linked else p).astype(np.float32).astype(np.float64)
+            text = fast.format_predictions(v, b[5], b[6], start)
+            if text is None:
+                from ._vwout import prediction_lines
+
+                tags = [bytes(b[6][b[5][i]:b[5][i + 1]]).decode("utf-8", "surrogateescape")
+                        for i in range(start, start + len(p))]
+                writer.write(prediction_lines(v, tags))
+            else:
+                writer.write(text.decode("utf-8", "surrogateescape"))
+
+    with all_or_none(writers):
+        for b in _parsed(paths, reader):
+            indptr, labels, weights = b[0], b[3], b[4]
+            n = len(labels)
+            if n == 0:
+                continue
+            unl = np.isnan(labels)
+            counted[0] += float(weights[unl].sum())
+            counted[1] += n
+            counted[2] += int(indptr[n] - indptr[0])
+            lab64 = labels[~unl].astype(np.float64)
+            counted[3] += float(np.dot(lab64, weights[~unl].astype(np.float64)))
+            if len(labels_seen) < 3:
+                labels_seen = _distinct(labels_seen, labels)
+            if out is not None:
+                # (a float32 running sum, as the numba pass cuts its lines)
+                cum_w = seen_w + np.cumsum(weights)
+                cum_n = seen_n + np.arange(1, n + 1)
+                seen_w, seen_n = float(cum_w[-1]), int(cum_n[-1])
+            start = 0
+            while start < n:
+                end, at = n, -1
+                if out is not None:
+                    at = int(np.searchsorted(cum_w, nxt))
+                    end = at + 1 if at < n else n
+                pred = None
+                if writers:
+                    end = min(end, start + _BLOCK)
+                    pred = np.empty(end - start)
+                line_due = end - 1 == at
+                shown = None
+                if line_due and pred is None and not (weights[at] > 0
+                                                      and not unl[at]):
+                    shown = np.empty(1)
+                    learn(b, start, at, None)
+                    learn(b, at, end, shown)
+                else:
+                    learn(b, start, end, pred)
+                if pred is not None:
+                    write(pred, b, start)
+                if line_due:
+                    p = (shown[0] if shown is not None else
+                         pred[at - start] if pred is not None else acc[7])
+                    now = prog.done + acc[:4]
+                    prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
+                              float(labels[at]), float(p),
+                              int(indptr[end] - indptr[end - 1]))
+                    prog.prev = now
+                    nxt = prog.due = prog.next_due(float(cum_w[at]))
+                start = end
+    totals = [[float(v) for v in np.concatenate([acc[:6], counted])]]
+    if args.model:
+        _save(args, parse, table, state, options, totals, how, prog)
+    if not args.quiet:
+        print(closing_block({"pass_totals": totals, "labels": labels_seen,
+                             "holdout": False, "loss": opts.loss,
+                             "quantile_tau": opts.quantile_tau,
+                             "best_constant": not args.dont_output_best_constant}),
+              file=sys.stderr)
+    return 0
+
+
+_NONE = np.zeros(0)
+
+
+def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.ndarray,
+          options: dict[str, Any], totals: list[list[float]], how: str, prog: Any) -> None:
+    """``-f``: VW's model, as the numba pass's run writes it (its save_resume form, or
+    ``--predict_only_model``'s weights with the lazy L1/L2 folded in)."""
+    from types import SimpleNamespace
+
+    from .._front._cli_run import _rates
+    from ._vwmodel import write_vw_model
+
+    predict_only = bool(args.predict_only_model)
+    if predict_only:
+        _fast().sync(table, state)
+    idx = _used_rows(table)
+    info: dict[str, Any] = {"pass_totals": totals,
+                            "vw_progress": [float(prog.due), float(prog.prev[0]),
+                                            float(prog.prev[1])]}
+    if how != "identity":
+        info["link"] = how
+    rates = _rates(args)
+    if rates:
+        info["vw_rates"] = rates
+    model = SimpleNamespace(indices=idx, weights=_Column(table, idx, 0), parse=parse,
+                            loss=options["loss"], info=info,
+                            adaptive=(_Column(table, idx, 1), _Column(table, idx, 2), state))
+    try:
+        write_vw_model(model, args.model, predict_only=predict_only)
+    except OSError as e:
+        raise ConfigError(f"-f {args.model}: cannot write: {e}") from None
+
+
+_ROWS = 1 << 20  # rows of the table scanned at a time for the ones in use
+
+
+def _used_rows(table: np.ndarray) -> np.ndarray:
+    """The indices (uint32, ascending) of the table's rows with any nonzero value, found a
+    slice at a time (no whole-table temporaries: at ``-b 26`` those were 270 MB over the
+    table's 805)."""
+    parts = [a + np.flatnonzero(table[a:a + _ROWS].any(axis=1))
+             for a in range(0, len(table), _ROWS)]
+    return np.concatenate(parts).astype(np.uint32) if parts else np.zeros(0, np.uint32)
+
+
+class _Column:
+    """Column ``j`` of the table's rows ``idx``, read a slice at a time as the model
+    writer asks (``_vwmodel._vw_chunks`` formats the model in pieces): no copy of the
+    learner beside the table."""
+
+    def __init__(self, table: np.ndarray, idx: np.ndarray, j: int) -> None:
+        self.table, self.idx, self.j = table, idx, j
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+    def __getitem__(self, part: slice) -> np.ndarray:
+        return self.table[self.idx[part], self.j]

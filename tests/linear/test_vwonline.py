@@ -1,0 +1,211 @@
+"""The compiled one-worker learner of ``terascale vw`` (``_vwonline``, ``_vwlearn.c``)
+against the numba pass (the same command with ``TERASCALE_NO_CEXT=1``) and the real VW:
+predictions, raw predictions, the progress table and closing block, and ``-f``'s model,
+bit for bit; a run of it imports no numba; and the rule that says which runs take it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from terascale._cext import load
+
+FAST = load("terascale.linear._vw._vwfast", 7)
+built = pytest.mark.skipif(FAST is None, reason="terascale.linear._vw._vwfast was not built")
+
+
+def _lines(n: int, seed: int, labels: str) -> list[str]:
+    """VW text: real or -1/+1 labels (some unlabelled), importances, tags, scaled
+    namespaces, repeated features and values down to 1e-3."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        if labels == "real":
+            lab = str(rng.choice(["1", "-1", "0", "0.5", "3.25", "-2", ""]))
+        else:
+            lab = str(rng.choice(["1", "-1", "1", "-1", ""]))
+        imp = str(rng.choice(["", "", " 2", " 0.5", " 0"])) if lab else ""
+        tag = f" 'ex{i}" if rng.random() < 0.3 else ""
+        parts = []
+        for _ in range(int(rng.integers(1, 4))):
+            ns = str(rng.choice(list("abcde")))
+            scale = str(rng.choice(["", "", ":0.5"]))
+            feats = " ".join(
+                f"f{rng.integers(0, 50)}" if rng.random() < 0.5 else
+                f"g{rng.integers(0, 20)}:{rng.choice(['1.5', '-0.25', '3', '1e-3', '100'])}"
+                for _ in range(int(rng.integers(1, 7))))
+            parts.append(f"|{ns}{scale} {feats}")
+        out.append((lab + imp + tag + " " + " ".join(parts)).strip())
+    return out
+
+
+def _run(cmd: list[str], cwd, env: dict | None = None) -> str:
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **(env or {})})
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def _three(tmp_path, data, args: list[str]) -> dict[str, dict[str, bytes]]:
+    """The files and stderr of the compiled path, the numba pass and VW, each in its
+    own directory (the same names)."""
+    got = {}
+    for who, cmd, env in (
+            ("c", [sys.executable, "-m", "terascale", "vw"], None),
+            ("numba", [sys.executable, "-m", "terascale", "vw"], {"TERASCALE_NO_CEXT": "1"}),
+            ("vw", [sys.executable, "-m", "vowpalwabbit"], None)):
+        d = tmp_path / who
+        d.mkdir()
+        err = _run([*cmd, "-d", str(data), *args, "-p", "p", "-r", "r", "-f", "m"], d, env)
+        got[who] = {"err": err.encode(), **{f: (d / f).read_bytes() for f in "prm"}}
+    return got
+
+
+CASES = [
+    ("real", []),
+    ("real", ["--loss_function", "squared", "-l", "0.3", "--power_t", "0.4"]),
+    ("real", ["--loss_function", "quantile", "--quantile_tau", "0.3"]),
+    ("real", ["--loss_function", "classic"]),
+    ("real", ["--l1", "1e-4"]),
+    ("real", ["--l2", "1e-3"]),
+    ("real", ["-q", "ab", "--cubic", "abc", "-b", "20"]),
+    ("real", ["--noconstant", "--ignore", "a", "--predict_only_model"]),
+    ("real", ["-P", "100"]),
+    ("sign", ["--loss_function", "logistic"]),
+    ("sign", ["--loss_function", "logistic", "--power_t", "0.3", "-l", "2"]),
+    ("sign", ["--loss_function", "hinge"]),
+]
+
+
+@built
+@pytest.mark.parametrize(("labels", "args"), CASES, ids=[" ".join(a) or "defaults"
+                                                         for _, a in CASES])
+def test_compiled_learner_equals_the_numba_pass_and_vw(tmp_path, labels, args):
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_lines(2500, len(args), labels)) + "\n")
+    got = _three(tmp_path, data, args)
+    for f in ("p", "r", "m", "err"):
+        assert got["c"][f] == got["numba"][f], f
+    assert got["c"]["p"] == got["vw"]["p"]
+    # VW reads the compiled path's model as its own: the same predictions with -t
+    _run([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-i", "c/m", "-t", "-p",
+          "pc"], tmp_path)
+    _run([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-i", "vw/m", "-t", "-p",
+          "pv"], tmp_path)
+    assert (tmp_path / "pc").read_bytes() == (tmp_path / "pv").read_bytes()
+
+
+@built
+def test_gzip_and_standard_input_read_as_the_file(tmp_path):
+    import gzip
+
+    text = "\n".join(_lines(800, 7, "real")) + "\n"
+    (tmp_path / "d.vw").write_text(text)
+    with gzip.open(tmp_path / "d.vw.gz", "wt") as f:
+        f.write(text)
+    cmd = [sys.executable, "-m", "terascale", "vw", "--quiet", "-p"]
+    _run([*cmd, "plain", "-d", "d.vw"], tmp_path)
+    _run([*cmd, "gz", "-d", "d.vw.gz"], tmp_path)
+    r = subprocess.run([*cmd, "stdin"], cwd=tmp_path, input=text, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    plain = (tmp_path / "plain").read_bytes()
+    assert plain == (tmp_path / "gz").read_bytes() == (tmp_path / "stdin").read_bytes()
+    assert plain.count(b"\n") == 800
+
+
+@built
+def test_text_outside_the_compiled_parser_is_parsed_by_the_numba_parser(tmp_path):
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x:+1 y\n-1 |b z:1e+2\n" + "\n".join(_lines(300, 3, "real")) + "\n")
+    got = _three(tmp_path, data, [])
+    assert got["c"]["p"] == got["numba"]["p"] == got["vw"]["p"]
+    assert got["c"]["m"] == got["numba"]["m"]
+
+
+@built
+def test_a_one_line_run_imports_no_numba(tmp_path):
+    (tmp_path / "one.vw").write_text("1 | a b c\n")
+    code = ("import sys, runpy\n"
+            "sys.argv = ['terascale', 'vw', '-d', 'one.vw', '-f', 'm', '-p', 'p']\n"
+            "try:\n    runpy.run_module('terascale', run_name='__main__')\n"
+            "except SystemExit as e:\n    assert not e.code, e.code\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('numba', 'llvmlite')))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+    assert (tmp_path / "p").read_text() == "0\n" and (tmp_path / "m").stat().st_size > 0
+
+
+def _args(line: list[str]) -> argparse.Namespace:
+    """``terascale vw LINE``'s flags after VW's defaults, as the run sees them."""
+    from terascale.cli import build_parser
+    from terascale.linear._vw._vwcli import _vw_defaults
+
+    args, extras = build_parser().parse_known_args(["vw", *line])
+    assert not extras
+    _vw_defaults(args)
+    return args
+
+
+@built
+@pytest.mark.parametrize(("line", "why"), [
+    (["-n", "2"], "-n N"),
+    (["--passes", "2"], "--passes"),
+    (["--oaa", "3"], "--oaa"),
+    (["--binary"], "--binary"),
+    (["--loss_function", "poisson"], "--loss_function poisson"),
+    (["--readable_model", "r.txt"], "--readable_model"),
+    (["--model-format", "terascale"], "terascale's model format"),
+    (["--initial_weight", "0.1"], "-i or starting weights"),
+    (["--ignore_linear", "a"], "--ignore_linear"),
+    (["-c"], "a cache"),
+    (["-b", "40"], "-b 40"),
+    (["-b", "26"], "-b 26"),
+])
+def test_runs_outside_the_compiled_path_say_why(line, why):
+    from terascale.linear._vw._vwonline import c_path
+
+    reason = c_path(_args(["-d", "x.vw", *line]))
+    assert reason is not None and why in reason
+
+
+@built
+@pytest.mark.parametrize("line", [[], ["--loss_function", "logistic", "-q", "ab"],
+                                  ["--loss_function", "hinge", "-p", "p", "-r", "r"],
+                                  ["--l1", "1e-5", "--l2", "1e-4", "-b", "22"]])
+def test_common_runs_take_the_compiled_path(line):
+    from terascale.linear._vw._vwonline import c_path
+
+    assert c_path(_args(["-d", "x.vw", *line])) is None
+
+
+def test_without_the_compiled_core_every_run_takes_the_numba_pass(monkeypatch):
+    from terascale.linear._vw import _vwonline
+
+    monkeypatch.setattr(_vwonline, "_fast", lambda: None)
+    assert "not built" in (_vwonline.c_path(_args(["-d", "x.vw"])) or "")
+
+
+@built
+def test_loss32_is_the_numba_kernel():
+    from terascale.linear._losses import loss32
+    from terascale.linear._losstable import LOSS_TABLE, loss_code
+
+    rng = np.random.default_rng(0)
+    for name, row in LOSS_TABLE.items():
+        if row.code not in FAST.LOSS_CODES:
+            with pytest.raises(ValueError):
+                FAST.loss32(loss_code(name), 0.5, 1.0)
+            continue
+        kind = loss_code(name, raw_labels=True, tau=0.3)
+        for p, y in zip(rng.normal(0, 20, 300).astype(np.float32),
+                        rng.choice([-1.0, 1.0, 0.0, 0.25, 2.5], 300)):
+            assert FAST.loss32(kind, float(p), y) == loss32(kind, float(p), y), (name, p, y)
