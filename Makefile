@@ -94,7 +94,7 @@ docs-snippets: install-test
 # one tests/collectives/_direct_allreduce.py registers) at world sizes 1-9; CI runs a subset.
 test-matrix: install-test
 	TERASCALE_MATRIX_FULL=1 $(BIN)/python -m pytest -q tests/collectives/test_matrix.py \
-	  tests/collectives/test_register_algorithm.py
+	  tests/collectives/test_register_algorithm.py tests/collectives/test_halving_doubling.py
 
 # Workers with little or no data of their own, in full: every flag combination of
 # `terascale vw` on one and two lines for three workers (CI runs a quick subset).

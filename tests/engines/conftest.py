@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 _CONF = {  # the masters the modules ask for
-    "local[2]": {"spark.sql.shuffle.partitions": "2"},
+    # two attempts of a barrier job: a rerun happens, and a job that fails every attempt
+    # (a worker killed each time) gives up after two, not Spark's default four
+    "local[2]": {"spark.sql.shuffle.partitions": "2", "spark.stage.maxConsecutiveAttempts": "2"},
     "local-cluster[2,1,1024]": {"spark.executor.memory": "512m"},
 }
 
