@@ -48,3 +48,24 @@ def numbers(path) -> np.ndarray:
     """Every number in a predictions or model file, in order."""
     return np.array([float(v) for ln in path.read_text().splitlines()
                      for v in re.findall(r"(?<![\w'])[-+]?\d+\.?\d*(?:e[-+]?\d+)?", ln)])
+
+
+def ab_lines(n: int, seed: int, label) -> list[str]:
+    """``n`` rows of two namespaces (``a``: four of 40 words and a real ``x``; ``b``: two
+    of 15 and ``z``), tagged, labelled by ``label(rng, a, x)``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        a = rng.choice(40, size=4, replace=False)
+        b = rng.choice(15, size=2, replace=False)
+        x = rng.normal(size=2)
+        y = label(rng, a, x)
+        feats = " ".join(f"f{j}" for j in a)
+        out.append(f"{y} 't{i}|a {feats} x:{x[0]:.4f} |b " + " ".join(f"g{j}" for j in b)
+                   + f" z:{x[1]:.4f}")
+    return out
+
+
+def real_label(rng, a, x) -> str:
+    """A real label of :func:`ab_lines`' rows: linear in ``a``'s words and ``x``, noisy."""
+    return f"{0.3 * a.sum() / 40 + 0.5 * x[0] + 0.1 * rng.normal():.5f}"

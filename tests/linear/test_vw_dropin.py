@@ -11,27 +11,11 @@ import sys
 
 import numpy as np
 import pytest
+from _vw_runs import ab_lines as _lines
 from _vw_runs import numbers, run_ts, run_vw
+from _vw_runs import real_label as _real
 
 pytest.importorskip("vowpalwabbit")
-
-
-def _lines(n: int, seed: int, label) -> list[str]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        a = rng.choice(40, size=4, replace=False)
-        b = rng.choice(15, size=2, replace=False)
-        x = rng.normal(size=2)
-        y = label(rng, a, x)
-        feats = " ".join(f"f{j}" for j in a)
-        out.append(f"{y} 't{i}|a {feats} x:{x[0]:.4f} |b " + " ".join(f"g{j}" for j in b)
-                   + f" z:{x[1]:.4f}")
-    return out
-
-
-def _real(rng, a, x):
-    return f"{0.3 * a.sum() / 40 + 0.5 * x[0] + 0.1 * rng.normal():.5f}"
 
 
 def _binary01(rng, a, x):

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import run_ts, run_vw
+from _vw_runs import ab_lines, real_label, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -177,17 +177,11 @@ def test_oaa_on_workers_prints_the_jobs_table_and_closing_block(workers, tmp_pat
 
 
 def _real_lines(n: int, seed: int, logistic: bool = False) -> list[str]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        a = rng.choice(40, size=4, replace=False)
-        b = rng.choice(15, size=2, replace=False)
-        x = rng.normal(size=2)
-        y = 0.3 * a.sum() / 40 + 0.5 * x[0] + 0.1 * rng.normal()
-        label = f"{1 if y > 0.6 else -1}" if logistic else f"{y:.5f}"
-        out.append(f"{label} 't{i}|a " + " ".join(f"f{j}" for j in a) + f" x:{x[0]:.4f} |b "
-                   + " ".join(f"g{j}" for j in b) + f" z:{x[1]:.4f}")
-    return out
+    return ab_lines(n, seed, _signed if logistic else real_label)
+
+
+def _signed(rng, a, x) -> int:
+    return 1 if 0.3 * a.sum() / 40 + 0.5 * x[0] + 0.1 * rng.normal() > 0.6 else -1
 
 
 def _predicted(model: str, cwd) -> np.ndarray:

@@ -161,6 +161,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "adaptive, normalized or invariant update")
 
     def run(args: argparse.Namespace) -> int:
+        from ._vwmodel import GENERATION
+        from ._vwreport import PRESERVED
+
+        try:
+            return _run(args)
+        finally:  # this run's: a later in-process command (linear train) must not see them
+            GENERATION.clear()
+            PRESERVED.clear()
+
+    def _run(args: argparse.Namespace) -> int:
         from .._front import _cli_run
         from .._names import cli_names
         from .._online._progress import CADENCE, cadence
