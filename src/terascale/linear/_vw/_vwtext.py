@@ -43,6 +43,7 @@ from .._io._hashing import (
 from .._losses import loss_spec
 from .._model import LinearModel
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
+from ._vwflags import LINKS
 
 __all__ = ["AtomicText", "crossed_names", "feature_names", "link", "prediction_lines",
            "write_readable"]
@@ -52,15 +53,30 @@ VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
 
 def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
     """VW's output of raw scores: ``--binary`` signs (a score of 0 is -1, as in VW), else
-    ``--link logistic`` probabilities, ``--link poisson`` rates exp(score), else the scores
-    (``--link identity``)."""
+    ``--link logistic`` probabilities, ``--link glf1`` the logistic stretched to (-1, 1)
+    (``2 / (1 + exp(-score)) - 1``, in float as VW), ``--link poisson`` rates exp(score),
+    else the scores (``--link identity``)."""
     if binary:
         return np.where(scores > 0, 1.0, -1.0)
     if how == "logistic":
         return 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
+    if how == "glf1":
+        return _glf1(np.asarray(scores, np.float32)).astype(np.float64)
     if how == "poisson":
         return np.exp(scores)
     return scores
+
+
+@numba.njit(cache=True)
+def _glf1(scores: np.ndarray) -> np.ndarray:
+    """VW's glf1 link in float, with C's ``expf`` (numba's float32 ``exp``; numpy's, and a
+    double exp rounded to float, differ from it in the last bit, which -p's six digits
+    show)."""
+    out = np.empty(len(scores), np.float32)
+    one, two = np.float32(1.0), np.float32(2.0)
+    for i in range(len(scores)):
+        out[i] = two / (one + math.exp(-scores[i])) - one
+    return out
 
 
 def _num(v: float) -> str:
@@ -447,8 +463,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             + [f"--interactions {v}" for v in pa.interactions]
             + [f"--{k} {float(np.float32(v)):.15g}"
                for k, v in (info.get("vw_rates") or {}).items()]
-            + ([f"--link {info['link']}"] if info.get("link") in ("logistic", "poisson")
-               else [])
+            + ([f"--link {info['link']}"] if info.get("link") in LINKS[1:] else [])
             + (["--binary"] if info.get("binary") else [])
             + ([] if pa.constant else ["--noconstant"])
             + [f"--quadratic {v}" for v in pa.quadratic]
