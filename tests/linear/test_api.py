@@ -37,6 +37,8 @@ def test_option_errors_name_the_python_parameter_and_the_cli_the_flag(tmp_path, 
     with pytest.raises(ConfigError, match=r"^learning_rate= must be > 0"):
         tl.train(ds, learning_rate=0)
     with pytest.raises(ConfigError, match=r"^loss= must be one of"):
+        tl.train(ds, loss="pinball")
+    with pytest.raises(ConfigError, match=r"^loss='expectile' needs expectile_q= in"):
         tl.train(ds, loss="expectile")
     with pytest.raises(ConfigError, match=r"bits=16: the data was parsed with bits=12"):
         tl.train(ds, bits=16)

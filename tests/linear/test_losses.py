@@ -37,14 +37,14 @@ def test_the_table_is_consistent():
         assert loss.link in ("identity", "logistic"), name
         assert loss.metric in ("logloss", "mse", "hinge", "quantile"), name
         assert loss.clip in ("fixed", "labels", "labels50"), name
-        assert tl.TrainOptions(loss=name).loss == name
+        assert tl.TrainOptions(loss=name, expectile_q=0.3).loss == name
     assert L.VW_DEFAULT_LOSS in L.LOSS_TABLE
     assert UNUSED, "a code must be left to prove that unknown codes raise"
 
 
 @pytest.mark.parametrize("name,loss", ROWS)
 def test_every_row_has_its_branch_in_every_kernel(name, loss):
-    code = L.loss_code(name, tau=0.3)
+    code = L.loss_code(name, tau=0.3, q=0.3)
     for p, y in ((0.3, 1.0), (-2.0, -1.0), (0.5, 2.0), (-1.0, 0.5)):
         if (loss.classes and abs(y) != 1.0) or (not loss.classes and y < 0):
             continue
@@ -88,7 +88,7 @@ def test_a_code_without_a_row_raises_in_every_kernel(code):
 
 @pytest.mark.parametrize("name,loss", ROWS)
 def test_derivatives_are_the_values_derivatives(name, loss):
-    code = L.loss_code(name, tau=0.3)
+    code = L.loss_code(name, tau=0.3, q=0.3)
     ys = (1.0, -1.0) if loss.classes else (1.7, -0.4)
     if name == "poisson":
         ys = (3.0, 0.5)
@@ -113,7 +113,7 @@ def test_vws_own_learners_read_the_same_rows(name, loss):
     """``terascale vw``'s --sgd step and --bfgs forms are the row's: the plain step is the
     negative gradient times the rate, the float32 batch forms are the batch form's values
     and derivatives; a loss without one raises, it never takes another's."""
-    code = L.loss_code(name, raw_labels=True, tau=0.3)
+    code = L.loss_code(name, raw_labels=True, tau=0.3, q=0.3)
     if L.has_sgd_update(name):
         for p, y in ((0.3, 1.0), (-2.0, -1.0), (0.5, 2.0)):
             if loss.classes and abs(y) != 1.0 or not loss.classes and y < 0:
@@ -229,3 +229,20 @@ def test_vws_own_learners_refuse_a_loss_without_their_form(tmp_path, capfd):
     err = capfd.readouterr().err
     assert "quantile has no batch form" in err
     assert ", ".join(L.batch_losses()) in err and "quantile" not in L.batch_losses()
+
+
+def test_expectile_weighs_the_two_sides_of_the_label_q_and_1_minus_q():
+    """The q-expectile's loss is squared loss weighted q where the prediction is above the
+    label and 1 - q below: its minimizer over a sample is the q-expectile (below the mean
+    for q < 0.5)."""
+    code = L.loss_code("expectile", q=0.2)
+    assert L.loss32(code, 3.0, 1.0) == pytest.approx(0.2 * 4.0)
+    assert L.loss32(code, -1.0, 1.0) == pytest.approx(0.8 * 4.0)
+    assert L.square_grad32(code, 3.0, 1.0) == pytest.approx(0.04 * 16.0)
+    ys = np.array([0.0, 1.0, 5.0])
+    ps = np.linspace(-1, 6, 7001)
+    best = ps[np.argmin([sum(L.loss32(code, p, y) for y in ys) for p in ps])]
+    # 0.2 (e - 0) + 0.2 (e - 1) = 0.8 (5 - e): e = 3.5, the mean being 2
+    assert best == pytest.approx(3.5, abs=2e-3)
+    with pytest.raises(ConfigError, match="expectile_q"):
+        tl.TrainOptions(loss="expectile", expectile_q=0.6)

@@ -87,7 +87,39 @@ CASES = {
                                                  "--passes", "2", "-c", "-k"]),
     "conjugate gradient": (_real, ["--conjugate_gradient", "--passes", "5", "--l2", "1",
                                    "--holdout_off", "-c", "-k", "-r", "raw"]),
+    "expectile q 0.2, passes, -q": (_real, ["--loss_function", "expectile", "--expectile_q",
+                                            "0.2", "--passes", "3", "-c", "-k", "-q", "ab"]),
+    "expectile with --sgd": (_real, ["--sgd", "--loss_function", "expectile",
+                                     "--expectile_q", "0.3", "-l", "0.05"]),
+    "glf1 link, expectile, l2": (_real, ["--link", "glf1", "--loss_function", "expectile",
+                                         "--expectile_q", "0.4", "--l2", "1e-4"]),
 }
+
+
+@pytest.mark.parametrize("flags", [
+    ["--loss_function", "expectile", "--expectile_q", "0.25", "-q", "ab"],
+    ["--loss_function", "expectile", "--expectile_q", "0.1", "--passes", "2", "-c", "-k"],
+    ["--link", "glf1", "-l", "2"],
+])
+def test_expectile_and_glf1_equal_vw_to_the_bit(flags, tmp_path, capfd, monkeypatch):
+    """Expectile loss and the glf1 link: -p, --readable_model and VW's progress table and
+    closing block byte for byte; -f's model predicts in the real VW as VW's own."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(1500, 11, _real)) + "\n")
+    args = ["-d", "d.vw", *flags]
+    want = run_vw([*args, "-p", "vw.p", "--readable_model", "vw.rm", "-f", "vw.m"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p", "--readable_model", "ts.rm", "-f",
+                               "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, got
+    for ext in ("p", "rm"):
+        assert (tmp_path / f"ts.{ext}").read_bytes() == (tmp_path / f"vw.{ext}").read_bytes()
+
+    def table(err: str) -> list[str]:
+        return [ln for ln in err.splitlines() if re.match(r"^[\d.]+ [\d.]+ |^(number|weighted|average|best|total)", ln)]
+
+    assert table(got) == table(want) and table(want)
+    for m in ("vw", "ts"):
+        run_vw(["-t", "-i", f"{m}.m", "-d", "d.vw", "-p", f"{m}.t"], tmp_path)
+    assert (tmp_path / "ts.t").read_bytes() == (tmp_path / "vw.t").read_bytes()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

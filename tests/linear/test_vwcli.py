@@ -146,8 +146,8 @@ def test_vw_flags_terascale_does_not_have_are_refused_clearly(data, capfd):
     assert code == 2 and "needs -n 1" in err
     code, _, err = _ts(capfd, "train", f, "--bfgs")
     assert code == 2 and "needs --passes >= 2" in err
-    code, _, err = _ts(capfd, "train", f, "--link", "glf1")
-    assert code == 2 and "--link glf1" in err
+    code, _, err = _ts(capfd, "train", f, "--link", "probit")
+    assert code == 2 and "--link probit" in err and "glf1" in err
     code, _, err = _ts(capfd, "train", f, "-t")
     assert code == 2 and "give -i MODEL" in err
     _vw("-d", "a.vw", "-f", "vw.model", cwd=str(data))
@@ -157,8 +157,10 @@ def test_vw_flags_terascale_does_not_have_are_refused_clearly(data, capfd):
     _vw("-d", "cb.vw", "--cb", "2", "-f", "cb.model", cwd=str(data))
     code, _, err = _ts(capfd, "predict", f, "-i", str(data / "cb.model"))
     assert code == 2 and "a Vowpal Wabbit model of --cb" in err
-    code, _, err = _ts(capfd, "train", "--loss_function", "expectile", f)
+    code, _, err = _ts(capfd, "train", "--loss_function", "pinball", f)
     assert code == 2 and "--loss/--loss_function must be one of" in err
+    code, _, err = _ts(capfd, "train", "--loss_function", "expectile", f)
+    assert code == 2 and "needs --expectile_q in (0, 0.5]" in err
 
 
 def test_bare_bfgs_takes_its_passes_from_passes_as_vw(data, capfd):

@@ -41,7 +41,7 @@ __all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "VW_DEFAULT_LOSS
 
 @numba.njit(cache=True, inline="always")
 def _tau(kind: int) -> float:
-    """Quantile's tau from a loss code, as VW's float."""
+    """Quantile's tau (expectile's q) from a loss code, as VW's float."""
     return _f(((kind & (FIXED_RANGE - 1)) >> 4) / 1e6)
 
 
@@ -182,6 +182,9 @@ def loss32(kind: int, p: float, y: float) -> float:
         tau = _tau(kind)
         e = _f(y - p)
         return _f(tau * e) if e > 0 else _f(_f(-_f(1.0 - tau)) * e)
+    if k == 6:
+        d = _f(p - y)
+        return _f(_f(d * d) * _expectile_weight(kind, p, y))
     if k == 5:  # the deviance
         c = _pclamp(p)
         t = _f(y * _f(_f(math.log(_f(y + _f(1e-6)))) - c)) if y + 1e-6 > 0 else math.nan
@@ -208,6 +211,8 @@ def dloss32(kind: int, p: float, y: float) -> float:
         return -_tau(kind) if e > 0 else _f(1.0 - _tau(kind))
     if k == 5:
         return _f(_expf(_pclamp(p)) - y)
+    if k == 6:
+        return _f(_f(2.0 * _f(p - y)) * _expectile_weight(kind, p, y))
     raise ValueError("unknown loss code")
 
 
@@ -230,6 +235,10 @@ def square_grad32(kind: int, p: float, y: float) -> float:
     if k == 1 or k == 4:
         d = _f(p - y)
         return _f(_f(4.0 * d) * d)
+    if k == 6:  # squared's, times the weight squared (not the square of dloss32)
+        d = _f(p - y)
+        v = _expectile_weight(kind, p, y)
+        return _f(_f(_f(4.0 * d) * d) * _f(v * v))
     g = dloss32(kind, p, y)
     return _f(g * g)
 
@@ -262,6 +271,10 @@ def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) ->
         if not math.isfinite(inner):
             return _f(-_f(c + _f(math.log(_f(scale * ppu)))) / ppu)
         return _f(-_f(math.log1p(inner)) / ppu)
+    if k == 6:  # squared's step at the scale weighted by the side of the label
+        scale = _f(_expectile_weight(kind, p, y) * scale)
+        sp = _f(scale * ppu)
+        k = 1
     if k == 1:
         if sp < 1e-6:
             return _f(_f(2.0 * _f(y - p)) * scale)
@@ -273,6 +286,15 @@ def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) ->
         return 0.0
     err = _f(1.0 - _f(y * p))
     return y * (scale if sp < err else _f(err / ppu))
+
+
+@numba.njit(cache=True, inline="always")
+def _expectile_weight(kind: int, p: float, y: float) -> float:
+    """Expectile's weight of squared loss at prediction ``p``, label ``y``: q where the
+    prediction is above the label, 1 - q elsewhere (q at most 0.5: the larger weight is on
+    labels above the prediction), in float."""
+    q = _tau(kind)
+    return q if _f(y - p) < 0 else _f(1.0 - q)
 
 
 @numba.njit(cache=True, inline="always")
@@ -322,6 +344,9 @@ def sgd_update32(kind: int, p: float, y: float, scale: float) -> float:
         return float(f(f(st * a) + f(f(1 - st) * b)))
     if k == 5:
         return float(f(-f(dloss32(kind, float(p), float(y))) * scale))
+    if k == 6:
+        s = f(f(_expectile_weight(kind, float(p), float(y))) * f(scale))
+        return float(f(f(2.0 * f(y - p)) * s))
     raise ValueError("loss code without a plain SGD step")
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from .._errors import ConfigError
 
 __all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "VW_DEFAULT_LOSS", "Loss",
-           "loss_code", "loss_spec"]
+           "check_parameters", "loss_code", "loss_spec"]
 
 
 class Loss(NamedTuple):
@@ -85,13 +85,18 @@ LOSS_TABLE = {
     # Poisson regression of counts on the log scale (VW's deviance; --link poisson gives
     # the rates exp(score))
     "poisson": Loss(5, "poisson", "identity", False, "mse", False, "labels50"),
+    # the asymmetric squared loss of the q-expectile: squared's loss, derivatives and step
+    # weighted q where the prediction is above the label, 1 - q where below (VW's
+    # --loss_function expectile --expectile_q Q, q in (0, 0.5])
+    "expectile": Loss(6, "expectile", "identity", False, "mse", False, "labels"),
 }
 VW_DEFAULT_LOSS = "squared"  # VW's --loss_function when none is given
 LOSSES = {name: loss.code for name, loss in LOSS_TABLE.items()}
 # The low 3 bits of a kernel's loss code are the loss; RAW_LABELS (bit 3) asks the online
 # pass to use labels as given (VW's reading: a logistic label in [-1, 1] is the soft label
 # (y + 1) / 2, hinge takes y as it is) rather than by their sign (terascale linear train's
-# reading: 0/1 labels are two classes); bits 4.. carry quantile's tau in millionths.
+# reading: 0/1 labels are two classes); bits 4.. carry quantile's tau or expectile's q in
+# millionths.
 RAW_LABELS = 8
 _TAU = 16
 # bit 40 asks the online pass to keep the prediction range the state starts with, where it
@@ -121,12 +126,28 @@ def loss_spec(name: str, what: str = "loss") -> Loss:
                           f"{name!r}") from None
 
 
+def check_parameters(name: str, *, tau: float, q: float | None) -> None:
+    """A ConfigError where loss ``name``'s parameter is outside its range: quantile's tau
+    in (0, 1) (0.5 unless given), expectile's q in (0, 0.5], which must be given (as VW
+    requires it: q = 0.5 is half the squared loss, no default a user would mean)."""
+    from ._names import opt
+
+    if not 0.0 < tau < 1.0:
+        raise ConfigError(f"{opt('quantile_tau')} must be in (0, 1), not {tau}")
+    if name == "expectile" and (q is None or not 0.0 < q <= 0.5):
+        raise ConfigError(f"{opt('loss', 'expectile')} needs {opt('expectile_q')} in "
+                          f"(0, 0.5]" + ("" if q is None else f", not {q}"))
+
+
 def loss_code(name: str, *, raw_labels: bool = False, tau: float = 0.5,
-              fixed_range: bool = False) -> int:
-    """The kernel code of loss ``name`` (with VW's label reading; quantile's tau; a fixed
-    prediction range)."""
+              q: float | None = 0.5, fixed_range: bool = False) -> int:
+    """The kernel code of loss ``name`` (with VW's label reading; quantile's tau;
+    expectile's q; a fixed prediction range)."""
     code = LOSSES[name] + (RAW_LABELS if raw_labels else 0) + (FIXED_RANGE if fixed_range
                                                                else 0)
     if name == "quantile":
         code += _TAU * round(tau * 1_000_000)
+    elif name == "expectile":
+        check_parameters(name, tau=tau, q=q)
+        code += _TAU * round((q or 0.0) * 1_000_000)
     return code

@@ -27,6 +27,7 @@ FLAGS = {
     "average_every": "--average-every", "holdout": "--holdout",
     "patience": "--patience", "cache_dir": "--cache-dir", "cache": "-c/--cache",
     "binary": "--binary", "quantile_tau": "--quantile_tau",
+    "expectile_q": "--expectile_q",
     "initial": "-i/--initial-regressor", "predictions": "-p/--predictions",
 }
 

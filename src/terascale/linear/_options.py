@@ -132,6 +132,10 @@ class TrainOptions:
     fixed_range: bool = False
     #: The quantile of ``loss="quantile"``, in (0, 1) (VW's ``--quantile_tau``).
     quantile_tau: float = 0.5
+    #: The expectile of ``loss="expectile"``, in (0, 0.5], required with it (VW's
+    #: ``--expectile_q``): the weight of a label below the prediction, 1 - q that of one
+    #: above (0.5: half the squared loss; 0.1: a prediction near the labels' low tail).
+    expectile_q: float | None = None
 
     def __post_init__(self) -> None:
         loss_spec(self.loss)  # a known loss, or an error naming them
@@ -142,14 +146,12 @@ class TrainOptions:
             raise ConfigError(f"{opt('average', 'chain')} hands one learner from worker to "
                               f"worker: there is nothing to average every "
                               f"{self.average_every} examples ({opt('average_every')})")
-        from ._losstable import LOSS_TABLE
+        from ._losstable import LOSS_TABLE, check_parameters
 
         if (self.bfgs or self.cg) and not LOSS_TABLE[self.loss].batch:
             raise ConfigError(f"{opt('loss', self.loss)} has no batch form: L-BFGS/CG "
                               f"({opt('bfgs')}/{opt('cg')}) need logistic, squared or hinge")
-        if not 0.0 < self.quantile_tau < 1.0:
-            raise ConfigError(f"{opt('quantile_tau')} must be in (0, 1), not "
-                              f"{self.quantile_tau}")
+        check_parameters(self.loss, tau=self.quantile_tau, q=self.expectile_q)
         if self.bfgs and self.cg:
             raise ConfigError(f"{opt('bfgs')} and {opt('cg')} exclude each other")
         if isinstance(self.normalize, bool):  # normalize=True/False from Python
@@ -280,7 +282,7 @@ class TrainOptions:
         from ._losstable import loss_code
 
         return loss_code(self.loss, raw_labels=self.vw_labels and not self.batch,
-                         tau=self.quantile_tau, fixed_range=self.fixed_range)
+                         tau=self.quantile_tau, q=self.expectile_q, fixed_range=self.fixed_range)
 
     @property
     def labels_by_sign(self) -> bool:

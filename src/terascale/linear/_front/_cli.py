@@ -57,8 +57,9 @@ def _io_flags(p: argparse.ArgumentParser, *, predict: bool) -> None:
                         "standard output)" if predict else
                    "progressive predictions while training (VW's -p): each example "
                    "predicted before it is learned, every pass; needs -n 1")
-    p.add_argument("--link", default=None, metavar="identity|logistic|poisson",
-                   help="VW's output link: logistic turns scores into probabilities "
+    p.add_argument("--link", default=None, metavar="identity|logistic|glf1|poisson",
+                   help="VW's output link: logistic turns scores into probabilities, glf1 "
+                        "into (-1, 1), poisson into rates exp(score) "
                         "(default: " + ("probabilities for logistic models)" if predict
                                         else "identity, raw scores as VW writes them)"))
     p.add_argument("--binary", action="store_true",
@@ -119,6 +120,10 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                         "last three online passes only (terascale vw: squared by default)")
     t.add_argument("--quantile_tau", type=float, default=0.5, metavar="TAU",
                    help="the quantile that --loss quantile learns (default 0.5: the median)")
+    t.add_argument("--expectile_q", type=float, default=None, metavar="Q",
+                   help="the expectile that --loss expectile learns, in (0, 0.5], required "
+                        "with it: the weight of labels below the prediction, 1 - Q that of "
+                        "those above")
     t.add_argument("--passes", type=int, default=None,
                    help="online passes (default 1); with a bare --bfgs/--cg, as in VW, "
                         "the passes of L-BFGS/CG")

@@ -63,6 +63,7 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
             "label": args.label, "categorical": cols(args.categorical),
             "ignore": ignore, "skip_bad": args.skip_bad,
             "loss": args.loss or "logistic", "quantile_tau": args.quantile_tau,
+            "expectile_q": args.expectile_q,
             "learning_rate": args.learning_rate, "power_t": args.power_t,
             "decay_learning_rate": args.decay_learning_rate, "l1": args.l1,
             "l2": args.l2, "passes": passes, "memory": args.memory, "tol": args.tol,

@@ -111,10 +111,11 @@ def _load(path: str) -> Any:
 
 
 def _link(args: argparse.Namespace, default: str) -> str:
+    from .._vw._vwflags import LINKS
+
     how = args.link or default
-    if how not in ("identity", "logistic", "poisson"):
-        raise ConfigError(f"--link {how}: terascale has identity, logistic and poisson "
-                          f"(VW's glf1 link is not supported)")
+    if how not in LINKS:
+        raise ConfigError(f"--link {how}: VW's links are {', '.join(LINKS)}")
     return how
 
 
@@ -340,14 +341,14 @@ def _clip(model: Any, s: np.ndarray) -> np.ndarray:
     return np.clip(s, lo, hi) if lo < hi else s
 
 
-def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5
-          ) -> np.ndarray:
+def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5,
+          q: float | None = 0.5) -> np.ndarray:
     """Each example's loss (VW's, in float: ``_losses.losses32``); ``binary``: 0/1 loss."""
     if binary:
         return ((s > 0) != (y > 0)).astype(np.float64)
     from .._losses import losses32
 
-    return losses32(loss_code(kind, tau=tau), np.asarray(s, np.float64),
+    return losses32(loss_code(kind, tau=tau, q=q), np.asarray(s, np.float64),
                     np.asarray(y, np.float64))
 
 
@@ -420,7 +421,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
             lv = np.zeros(len(s))
-            lv[ok] = w[ok] * _loss(loss, s[ok], y[ok], args.binary, args.quantile_tau)
+            lv[ok] = w[ok] * _loss(loss, s[ok], y[ok], args.binary, args.quantile_tau,
+                                     args.expectile_q)
             if table is not None:
                 table.block(blk, s, lv, np.where(ok, w, 0.0))
             has = ~np.isnan(y)

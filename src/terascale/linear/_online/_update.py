@@ -29,6 +29,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+# (the kernels below inline the losses of _losses.LOSS_TABLE, codes 0-6: numba's cache of
+# this module is keyed by this file alone, so a changed loss changes this line too)
 from .._losses import (
     FIXED_RANGE,
     RAW_LABELS,

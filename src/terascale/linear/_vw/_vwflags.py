@@ -14,7 +14,9 @@ from collections.abc import Sequence
 
 from ..._errors import ConfigError
 
-__all__ = ["ACCEPTED", "REFUSED", "SPELLINGS", "names", "unknown_flags"]
+__all__ = ["ACCEPTED", "LINKS", "REFUSED", "SPELLINGS", "names", "unknown_flags"]
+
+LINKS = ("identity", "logistic", "glf1", "poisson")  # VW's --link, every one of them
 
 # terascale flag -> VW's spellings of it
 SPELLINGS: dict[str, tuple[str, ...]] = {

@@ -44,6 +44,7 @@ from .._online._state import (
     TOTAL_WEIGHT,
     new_state,
 )
+from ._vwflags import LINKS
 
 __all__ = ["is_vw_model", "load_model", "read_vw_model", "save_model", "write_vw_model"]
 
@@ -114,7 +115,7 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
     ``rates``: ``learning_rate``/``power_t`` given to the run (VW keeps them in a
     save_resume model, as its float printed to 15 digits)."""
     opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
-    if link in ("logistic", "poisson"):
+    if link in LINKS[1:]:
         opts.append(("link", link))
     if binary:
         opts.append(("binary", ""))

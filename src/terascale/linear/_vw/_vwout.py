@@ -26,12 +26,17 @@ __all__ = ["AtomicText", "all_or_none", "link", "prediction_lines", "prediction_
 
 def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
     """VW's output of raw scores: ``--binary`` signs (a score of 0 is -1, as in VW), else
-    ``--link logistic`` probabilities, ``--link poisson`` rates exp(score), else the scores
-    (``--link identity``)."""
+    ``--link logistic`` probabilities, ``--link glf1`` the logistic stretched to (-1, 1)
+    (``2 / (1 + exp(-score)) - 1``, in float as VW), ``--link poisson`` rates exp(score),
+    else the scores (``--link identity``)."""
     if binary:
         return np.where(scores > 0, 1.0, -1.0)
     if how == "logistic":
         return 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
+    if how == "glf1":  # (a numba kernel: C's expf, to VW's last bit)
+        from ._vwtext import glf1
+
+        return glf1(np.asarray(scores, np.float32)).astype(np.float64)
     if how == "poisson":
         return np.exp(scores)
     return scores

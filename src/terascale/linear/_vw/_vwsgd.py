@@ -71,7 +71,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     if not invariant and not has_sgd_update(loss):
         raise ConfigError(f"--loss_function {loss} with --{' --'.join(rules) or 'sgd'} is "
                           f"not supported by terascale vw")
-    kind = loss_code(loss, raw_labels=True, tau=float(options.get("quantile_tau", 0.5)))
+    kind = loss_code(loss, raw_labels=True, tau=float(options.get("quantile_tau", 0.5)),
+                     q=options.get("expectile_q"))
     passes = int(options.get("passes", 1))
     holdout_off = options.get("holdout") == 0.0 or (
         passes == 1 and not options.get("holdout_after"))

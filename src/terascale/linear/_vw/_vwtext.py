@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import math
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -37,6 +38,7 @@ from .._io._hashing import (
 from .._losses import loss_spec
 from .._model import LinearModel
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
+from ._vwflags import LINKS
 from ._vwout import (  # noqa: F401 (where -p's writers were, for their callers)
     AtomicText,
     _num,
@@ -50,6 +52,18 @@ __all__ = ["AtomicText", "crossed_names", "feature_names", "link", "prediction_l
            "write_readable"]
 
 VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
+
+
+@numba.njit(cache=True)
+def glf1(scores: np.ndarray) -> np.ndarray:
+    """VW's glf1 link in float, with C's ``expf`` (numba's float32 ``exp``; numpy's, and a
+    double exp rounded to float, differ from it in the last bit, which -p's six digits
+    show)."""
+    out = np.empty(len(scores), np.float32)
+    one, two = np.float32(1.0), np.float32(2.0)
+    for i in range(len(scores)):
+        out[i] = two / (one + math.exp(-scores[i])) - one
+    return out
 
 
 def _lines(path: str) -> Iterator[str]:
@@ -332,8 +346,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             + [f"--interactions {v}" for v in pa.interactions]
             + [f"--{k} {float(np.float32(v)):.15g}"
                for k, v in (info.get("vw_rates") or {}).items()]
-            + ([f"--link {info['link']}"] if info.get("link") in ("logistic", "poisson")
-               else [])
+            + ([f"--link {info['link']}"] if info.get("link") in LINKS[1:] else [])
             + (["--binary"] if info.get("binary") else [])
             + ([] if pa.constant else ["--noconstant"])
             + [f"--quadratic {v}" for v in pa.quadratic]
