@@ -17,7 +17,8 @@ $(BIN)/python:
 # src/terascale/transport/_seclink.c on libcrypto and the vendored libaegis) in place:
 # rebuilt when it changes.
 CORE := setup.py src/terascale/_shmcore.c src/terascale/_shmdirect.c src/terascale/_shmsmall.c \
-	src/terascale/_shmcore.h src/terascale/linear/_vw/_vwfast.c src/terascale/transport/_seclink.c \
+	src/terascale/_shmcore.h src/terascale/linear/_vw/_vwfast.c src/terascale/linear/_vw/_vwlearn.c \
+	src/terascale/linear/_vw/_vwlearn.h src/terascale/transport/_seclink.c \
 	src/terascale/transport/_ghash.c src/terascale/transport/_ghash.h \
 	$(wildcard src/terascale/transport/_aegis/*/*.[ch])
 
@@ -56,7 +57,8 @@ peers: install-test
 test-vw: install-test
 	$(BIN)/python tests/vw_suite/_vwsuite.py
 	$(BIN)/python tests/linear/_vw_qa.py
-	TERASCALE_VW_SUITE=all $(BIN)/python -m pytest -q tests/linear/test_vw_dropin_rest.py
+	TERASCALE_VW_SUITE=all $(BIN)/python -m pytest -q tests/linear/test_vw_dropin_rest.py \
+	  tests/linear/test_vw_gaps.py
 
 # The engines' tests with the learner across separate executor JVMs (Spark local-cluster)
 test-engines: install-test
@@ -94,7 +96,8 @@ docs-snippets: install-test
 # one tests/collectives/_direct_allreduce.py registers) at world sizes 1-9; CI runs a subset.
 test-matrix: install-test
 	TERASCALE_MATRIX_FULL=1 $(BIN)/python -m pytest -q tests/collectives/test_matrix.py \
-	  tests/collectives/test_register_algorithm.py tests/collectives/test_halving_doubling.py
+	  tests/collectives/test_register_algorithm.py tests/collectives/test_halving_doubling.py \
+	  tests/test_fault_matrix.py
 
 # Workers with little or no data of their own, in full: every flag combination of
 # `terascale vw` on one and two lines for three workers (CI runs a quick subset).

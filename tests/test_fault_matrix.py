@@ -68,6 +68,9 @@ def test_the_diagonal_restarts_every_fault_and_every_algorithm() -> None:
     assert {a for _, a in restarted} == set(allreduce_names())
 
 
+FULL = os.environ.get("TERASCALE_MATRIX_FULL", "") not in ("", "0")
+
+
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -78,6 +81,10 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("algo", allreduce_names())
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fault_matrix(tmp_path: Path, fault: str, algo: str) -> None:
+    if fault == "sigstop" and algo not in ("ring", "hierarchical") and not FULL:
+        # a stopped rank is found by the links' deadline, whatever the algorithm: CI runs
+        # it under the flat and the two-level ring; make test-matrix under every one
+        pytest.skip("the same deadline path: TERASCALE_MATRIX_FULL=1 (make test-matrix)")
     rounds = _rounds(fault, algo)
     pids = tmp_path / "pids"
     job = tmp_path / "job.py"

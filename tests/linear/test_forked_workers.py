@@ -34,13 +34,12 @@ def test_forked_workers_learn_the_exec_workers_model(tmp_path, flags):
                  for ln in lines]
     data.write_text("\n".join(lines) + "\n")
     models = []
-    for i, exec_workers in enumerate((False, False, True)):
+    for i, exec_workers in enumerate((False, True)):
         r = _vw([*flags, "-d", str(data), "-n", "2", "-f", f"m{i}", "--quiet"], tmp_path,
                 exec_workers)
         assert r.returncode == 0, r.stderr
         models.append((tmp_path / f"m{i}").read_bytes())
-    assert models[0] == models[1]  # run to run
-    assert models[0] == models[2]  # forked or exec'd
+    assert models[0] == models[1]  # forked or exec'd (and so run to run)
 
 
 def test_a_forked_workers_error_names_its_rank_and_line(tmp_path):

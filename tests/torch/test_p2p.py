@@ -3,6 +3,7 @@ against gloo on the same inputs in the same run (real worker processes)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from typing import Any
@@ -246,6 +247,9 @@ def test_point_to_point_deadline_mismatch_monitored_barrier_and_lost_peer() -> N
     assert out[1] == ("ok", "ok"), out[1]
 
 
+@pytest.mark.skipif(os.environ.get("TERASCALE_TORCH_FULL") != "1",
+                    reason="the bench's torchrun jobs (its p2p code is the tests' above): "
+                           "TERASCALE_TORCH_FULL=1 (make test-torch)")
 def test_bench_torch_p2p_reports_both_backends(tmp_path: Any) -> None:
     # `terascale bench torch --parts p2p`: a ping-pong on terascale and on gloo under torchrun
     import json
