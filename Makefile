@@ -66,15 +66,15 @@ test-engines: install-test
 
 # On a fresh clone numba compiles the linear kernels on first use (about 45 s of one core):
 # that runs in the background while the peers install, the lint and the docs build take the
-# other core, so the suite finds them compiled. The suite runs on three pytest-xdist
-# workers, a test file (and all of tests/engines) on one worker: many tests wait on
-# processes, sockets and deadlines, and three at a time keep two cores busy.
+# other core, so the suite finds them compiled. The suite runs on two pytest-xdist workers,
+# a test file (and all of tests/engines) on one worker: most tests wait on processes,
+# sockets and deadlines, and two at a time keep both cores busy.
 test: install-test
 	@TERASCALE_QUIET=1 $(BIN)/python -c "from terascale.linear.kernels import warm_kernels; warm_kernels(full=True)" & \
 	warm=$$!; rc=0; \
 	{ $(MAKE) peers && $(BIN)/ruff check src tests examples && $(MAKE) docs; } || rc=$$?; \
 	wait $$warm || rc=$$?; exit $$rc
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # The documentation site (Sphinx, MyST pages, autodoc, sphinx-argparse) into docs/_build/html;
 # any warning fails the build. The API pages are written by scripts/docs_api.py; its --check

@@ -32,7 +32,7 @@ def _numba_kernels_compiled_once():
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Under pytest-xdist (``make test`` runs ``-n 3 --dist loadfile``): a file's tests run
+    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadfile``): a file's tests run
     on one worker, in order, and so do all of ``tests/engines`` (one Spark session, whose
     py4j socket a forked process must not inherit mid-use)."""
     from xdist.scheduler import LoadFileScheduling
