@@ -33,6 +33,19 @@ def run_vw(args: list[str], cwd) -> str:
     return r.stderr
 
 
+def stdouts(args: list[str], cwd) -> tuple[str, str]:
+    """The standard output (``--audit``'s lines) of ``python -m vowpalwabbit ARGS`` and of
+    ``python -m terascale vw ARGS``, each run as a program in ``cwd``."""
+    runs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        runs.append(r.stdout)
+    return runs[0], runs[1]
+
+
 def run_ts(capfd, args: list[str], cwd, monkeypatch) -> tuple[int, str]:
     """``terascale vw ARGS`` in this process, in ``cwd``: its exit status and stderr."""
     from terascale.cli import main

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import ab_lines, real_label, run_ts, run_vw
+from _vw_runs import ab_lines, real_label, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -97,13 +97,7 @@ def test_hash_all_audit_prints_vws_lines(tmp_path):
 
 
 def _audits(args: list[str], cwd) -> bool:
-    runs = []
-    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
-                [sys.executable, "-m", "terascale", "vw"]):
-        r = subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True,
-                           timeout=120)
-        assert r.returncode == 0, r.stderr
-        runs.append(r.stdout)
+    runs = stdouts(args, cwd)
     assert runs[0].count("\n") > 20 and "\ta^" in runs[0] + runs[1]
     assert runs[1] == runs[0]
     return True

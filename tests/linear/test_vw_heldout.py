@@ -7,7 +7,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from _vw_runs import hex_id_lines, numbers, run_ts, run_vw
+from _vw_runs import hex_id_lines, numbers, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -152,8 +152,6 @@ def test_audit_names_each_of_two_features_that_collide_in_an_example(tmp_path):
     """--audit at -b 6 (most examples hold two features at one index, crosses included;
     a namespace letter that comes back later in the line): each feature printed under its
     own name, in VW's order, VW's audit byte for byte."""
-    import subprocess
-    import sys
 
     rng = np.random.default_rng(8)
     lines = [f"{rng.normal():.3f} |user u{rng.integers(0, 30)} v{rng.integers(0, 30)} "
@@ -161,12 +159,6 @@ def test_audit_names_each_of_two_features_that_collide_in_an_example(tmp_path):
              + (f" |u w{rng.integers(0, 30)} |gone:0 x" if i % 2 else "") for i in range(60)]
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
     args = ["-d", "d.vw", "--audit", "-q", "ug", "-b", "6"]
-    runs = []
-    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
-                [sys.executable, "-m", "terascale", "vw"]):
-        r = subprocess.run([*cmd, *args], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=120)
-        assert r.returncode == 0, r.stderr
-        runs.append(r.stdout)
+    runs = stdouts(args, tmp_path)
     assert runs[0].count("\n") == 120 and "user^u" in runs[0]
     assert runs[1] == runs[0]
