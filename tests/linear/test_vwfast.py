@@ -227,7 +227,7 @@ def test_prediction_lines_are_written_in_c_as_in_python():
     numbers past 1e15, empty tags and bytes that are not UTF-8 included."""
     from terascale.linear._io._blocks import Block
     from terascale.linear._online._progressive import block_tags
-    from terascale.linear._vw._vwtext import prediction_lines
+    from terascale.linear._vw._vwout import prediction_lines
 
     rng = np.random.default_rng(3)
     v = np.concatenate([rng.normal(0, 1, 3000), rng.normal(0, 1e7, 300),

@@ -271,7 +271,7 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
     from ._cli_options import job_json
 
     if args.nprocs == 1:
-        from .._vw._vwtext import all_or_none, link, prediction_lines, prediction_writers
+        from .._vw._vwout import all_or_none, link, prediction_lines, prediction_writers
         from ._worker import run_train
 
         writers = prediction_writers(args)
@@ -481,7 +481,7 @@ def _zero_model(args: argparse.Namespace) -> Any:
 
 def _lines(blk: Any, s: np.ndarray, how: str, binary: bool) -> str:
     from .._online._progressive import block_tags
-    from .._vw._vwtext import link, prediction_lines
+    from .._vw._vwout import link, prediction_lines
 
     return prediction_lines(link(s, how, binary), block_tags(blk, 0, len(s)))
 
@@ -490,7 +490,7 @@ class _Output:
     """-p FILE written atomically, or standard output (a closed pipe ends quietly)."""
 
     def __init__(self, path: str | None) -> None:
-        from .._vw._vwtext import AtomicText
+        from .._vw._vwout import AtomicText
 
         self.file = AtomicText(path) if path else None
 

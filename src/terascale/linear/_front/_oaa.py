@@ -362,7 +362,7 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
     """``--oaa K`` on one worker: the data parsed once a pass, the K learners updated
     block by block (:mod:`._oaapass`), VW's progressive predictions (``-p``), table and
     closing block written as the blocks go; ``options["bits"]`` is each learner's."""
-    from .._vw._vwtext import AtomicText
+    from .._vw._vwout import AtomicText
 
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
     out = raw = None
@@ -522,7 +522,7 @@ def _write_block(out: Any, probabilities: bool, blk: Any, s: np.ndarray,
             # the class numbers as VW's -p numbers (an integer's digits) and the block's
             # tags, formatted in C: a str per example cost ~0.2 us, 0.2 s a million examples
             from .._online._progressive import block_tags
-            from .._vw._vwtext import prediction_lines
+            from .._vw._vwout import prediction_lines
 
             out.write(prediction_lines(pred.astype(np.float64), block_tags(blk, 0, len(pred))))
             return

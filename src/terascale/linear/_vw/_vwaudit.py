@@ -88,7 +88,8 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
     from .._io._readers import read_file
     from .._online._update import new_state, online_chunk
     from .._train import TrainOptions, _period
-    from ._vwtext import _lines, _num
+    from ._vwout import _num
+    from ._vwtext import _lines
 
     if args.nprocs != 1 or args.oaa is not None or options.get("bfgs") or \
             options.get("cg") or args.testonly:

@@ -198,7 +198,7 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     summed over the workers (VW's cluster mode of its batch learner), so every worker
     takes the same steps, one worker's up to the order of the sums; rank 0 prints and
     writes."""
-    from ._vwtext import all_or_none, link, prediction_lines, prediction_writers
+    from ._vwout import all_or_none, link, prediction_lines, prediction_writers
 
     check_batch(args, options)
     rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)

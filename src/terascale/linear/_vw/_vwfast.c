@@ -678,7 +678,7 @@ static inline int put_prediction(char *out, size_t room, double x) {
     return snprintf(out, room, "%.6f", x);
 }
 
-/* VW's -p lines (terascale.linear._vw._vwtext.prediction_lines): each float64 value (a
+/* VW's -p lines (terascale.linear._vw._vwout.prediction_lines): each float64 value (a
  * float32 widened) as Python's str(int(v)) where it is a whole number below 1e15 in
  * magnitude, else as f"{v:.6f}" (both correctly rounded, as glibc's printf), then " tag"
  * where the example has a tag, then a newline. tag_ptr (int64, n + 1 entries) and

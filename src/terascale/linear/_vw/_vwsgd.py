@@ -52,7 +52,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         square_grad32,
     )
     from ._vwbatch import _Data
-    from ._vwtext import all_or_none, link, prediction_lines, prediction_writers
+    from ._vwout import all_or_none, link, prediction_lines, prediction_writers
 
     rules = [n for n in ("adaptive", "normalized", "invariant") if getattr(args, n)]
     if not rules and not args.sgd:  # --sparse_l2 alone: VW's default rules

@@ -39,17 +39,9 @@ from .._losses import loss_spec
 from .._model import LinearModel
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
 from ._vwflags import LINKS
-from ._vwout import (  # noqa: F401 (where -p's writers were, for their callers)
-    AtomicText,
-    _num,
-    all_or_none,
-    link,
-    prediction_lines,
-    prediction_writers,
-)
+from ._vwout import AtomicText
 
-__all__ = ["AtomicText", "crossed_names", "feature_names", "link", "prediction_lines",
-           "write_readable"]
+__all__ = ["crossed_names", "feature_names", "write_readable"]
 
 VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
 

@@ -83,7 +83,7 @@ _NO_BLOB = np.zeros(0, np.uint8)
 
 def format_predictions(values: np.ndarray, tag_ptr: np.ndarray | None = None,
                        tag_blob: np.ndarray | None = None, first: int = 0) -> str | None:
-    """VW's ``-p`` text of ``values`` (float64), as :func:`._vwtext.prediction_lines` writes
+    """VW's ``-p`` text of ``values`` (float64), as :func:`._vwout.prediction_lines` writes
     it, each line with the tag of example ``first + i`` of ``tag_ptr``/``tag_blob`` (a
     Block's) where it has one; None where the compiled module is missing or a value is
     not finite (the caller formats them)."""
