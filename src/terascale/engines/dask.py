@@ -96,6 +96,21 @@ def _task(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
     return run_rank(fn, args, kwargs, env, run_id, job, functools.partial(_close, job))
 
 
+def _members(client: Any) -> set[str]:
+    """The addresses of the cluster's worker processes, asked of the scheduler now.
+
+    Not ``client.scheduler_info()["workers"]``: since distributed 2025 the client refreshes
+    that shared copy every two seconds *without* per-worker entries, so a thread reading it
+    right after its own update can find no workers at all (a live worker taken for a dead
+    one). Its own ``identity`` call's answer is this thread's alone.
+    """
+    import inspect
+
+    if "n_workers" in inspect.signature(client.scheduler_info).parameters:
+        return set(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
+    return set(client.scheduler_info()["workers"])
+
+
 def _host(address: str) -> str:
     """``tcp://10.0.0.5:40000`` -> ``10.0.0.5`` (``[::1]`` -> ``::1``)."""
     where = address.split("://", 1)[-1].rsplit(":", 1)[0]
@@ -116,7 +131,7 @@ class _TaskRun(Worker):
         # A worker process restarted by its nanny comes back at a new address (its port is
         # the kernel's pick unless fixed with --worker-port).
         try:
-            return self.address in self.client.scheduler_info()["workers"]
+            return self.address in _members(self.client)
         except Exception:  # a query that failed is no death; a lost scheduler fails the task
             return True
 
@@ -197,7 +212,7 @@ class _DaskEngine:
 
     def cleanup(self) -> None:
         remove_stale_segments(self.run_id)  # the client's host
-        present = self.client.scheduler_info()["workers"]
+        present = _members(self.client)
         if self.workers and self.workers[0] in present:
             try:  # rank 0's task never ran: its server is still up
                 self.client.run(_close, self.job, workers=[self.workers[0]])
@@ -209,7 +224,7 @@ def _pick(client: Any, size: int, timeout: float) -> list[str]:
     """``size`` workers' addresses, in address order; waits for them up to ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
-        workers = client.scheduler_info()["workers"]
+        workers = _members(client)
         if len(workers) >= size:
             return sorted(workers)[:size]
         if time.monotonic() >= deadline:
