@@ -81,6 +81,8 @@ CASES = [
     ("sign", ["--loss_function", "logistic"]),
     ("sign", ["--loss_function", "logistic", "--power_t", "0.3", "-l", "2"]),
     ("sign", ["--loss_function", "hinge"]),
+    ("count", ["--loss_function", "poisson"]),
+    ("count", ["--loss_function", "poisson", "-l", "0.1", "--power_t", "0.3"]),
     ("real", ["--link", "glf1", "-l", "2"]),
 ]
 
@@ -132,7 +134,7 @@ def test_text_outside_the_compiled_parser_is_parsed_by_the_numba_parser(tmp_path
 
 
 @built
-@pytest.mark.parametrize("extra", [[], ["--link", "glf1"]])
+@pytest.mark.parametrize("extra", [[], ["--link", "glf1"], ["--loss_function", "poisson"]])
 def test_a_one_line_run_imports_no_numba(tmp_path, extra):
     (tmp_path / "one.vw").write_text("1 | a b c\n")
     code = ("import sys, runpy\n"
@@ -165,7 +167,7 @@ def _args(line: list[str]) -> argparse.Namespace:
     (["--passes", "2"], "--passes"),
     (["--oaa", "3"], "--oaa"),
     (["--binary"], "--binary"),
-    (["--loss_function", "poisson"], "--loss_function poisson"),
+    (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
     (["--readable_model", "r.txt"], "--readable_model"),
     (["--model-format", "terascale"], "terascale's model format"),
     (["--initial_weight", "0.1"], "-i or starting weights"),

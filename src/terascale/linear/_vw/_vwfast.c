@@ -808,7 +808,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
     if (mod && (PyModule_AddIntConstant(mod, "ABI", 8) < 0 ||
-                PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiii)", 0, 1, 2, 3, 4)) < 0)) {
+                PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;
     }

@@ -11,7 +11,7 @@ and ~100 MB of a run). Its progress lines, closing block and model are the numba
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
 (``-n N``, passes, ``-i`` and the starting weights, ``--oaa``, ``--binary``, a cache,
 terascale's model format, ``--readable_model``/``--invert_hash``, ``--ignore_linear``,
-poisson loss, ``.zip`` input, ``-b`` above 24 or a table over half the memory) runs the
+expectile loss, ``.zip`` input, ``-b`` above 24 or a table over half the memory) runs the
 numba pass, which covers every
 option. Text outside the compiled parser's subset is parsed by the numba parser, chunk by
 chunk, as the numba pass parses it.
