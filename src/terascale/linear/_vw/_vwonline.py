@@ -352,7 +352,7 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     from types import SimpleNamespace
 
     from .._front._cli_run import _rates
-    from ._vwmodel import write_vw_model
+    from ._vwmodel import run_generation, write_vw_model
 
     predict_only = bool(args.predict_only_model)
     if predict_only:
@@ -360,7 +360,8 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     idx = _used_rows(table)
     info: dict[str, Any] = {"pass_totals": totals,
                             "vw_progress": [float(prog.due), float(prog.prev[0]),
-                                            float(prog.prev[1])]}
+                                            float(prog.prev[1])],
+                            "vw_generation": run_generation(args)}
     if how != "identity":
         info["link"] = how
     rates = _rates(args)
