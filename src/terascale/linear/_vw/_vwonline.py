@@ -382,9 +382,15 @@ _ROWS = 1 << 20  # rows of the table scanned at a time for the ones in use
 def _used_rows(table: np.ndarray) -> np.ndarray:
     """The indices (uint32, ascending) of the table's rows with any nonzero value, found a
     slice at a time (no whole-table temporaries: at ``-b 26`` those were 270 MB over the
-    table's 805)."""
-    parts = [a + np.flatnonzero(table[a:a + _ROWS].any(axis=1))
-             for a in range(0, len(table), _ROWS)]
+    table's 805), a column at a time (``any(axis=1)`` over rows of three took 5x longer:
+    0.74 s at ``-b 24``, 3.6 ms at ``-b 18``)."""
+    parts = []
+    for a in range(0, len(table), _ROWS):
+        rows = table[a:a + _ROWS]
+        used = rows[:, 0] != 0
+        used |= rows[:, 1] != 0
+        used |= rows[:, 2] != 0
+        parts.append(a + np.flatnonzero(used))
     return np.concatenate(parts).astype(np.uint32) if parts else np.zeros(0, np.uint32)
 
 
