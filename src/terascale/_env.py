@@ -47,16 +47,12 @@ bench`` know what the parent registered (:func:`read_algorithm_modules`).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from ._errors import ConfigError
-from ._secret import read_secret
-from ._units import parse_rate
 
 __all__ = ["ENV_KEYS", "JobEnv", "SETTINGS", "host_identity", "parse_address",
            "read_algorithm_modules", "read_bind", "read_env", "read_flag", "read_link_rate",
@@ -206,6 +202,9 @@ def host_identity() -> str:
     ``TERASCALE_HOST_ID`` or ``--host-id`` overrides it, for hosts that share ``/dev/shm``
     across namespaces on purpose or for tests that pretend several hosts.
     """
+    import hashlib
+    import socket
+
     parts = []
     for path in ("/proc/sys/kernel/random/boot_id", "/proc/self/ns/net"):
         try:
@@ -296,6 +295,8 @@ def read_env(env: Mapping[str, str] | None = None, *, rendezvous: str | None = N
         raise ConfigError(f"started by {name} as rank {rank} of {size}, but no rendezvous address "
                           "is set: pass init(rendezvous='HOST:PORT') or set TERASCALE_RENDEZVOUS "
                           "(or MASTER_ADDR and MASTER_PORT)")
+    from ._secret import read_secret
+
     secret_bytes = read_secret(env, secret, secret_file, name, rank, size, addr)
     serve = name != "terascale run" and rank == 0 and addr is not None
     restart = _int_var(env, "TERASCALE_RESTART") if "TERASCALE_RESTART" in env else None
@@ -318,6 +319,8 @@ def read_link_rate(env: Mapping[str, str] | None = None) -> float | None:
     raw = (os.environ if env is None else env).get("TERASCALE_LINK_RATE", "").strip()
     if not raw:
         return None
+    from ._units import parse_rate
+
     return parse_rate(float(raw) if _is_number(raw) else raw, flag="TERASCALE_LINK_RATE")
 
 

@@ -7,7 +7,6 @@ function in its ``_cli`` module; heavy imports happen only when a command runs.
 from __future__ import annotations
 
 import argparse
-import difflib
 import gc
 import importlib
 import logging
@@ -58,6 +57,8 @@ def did_you_mean(word: str, known: Sequence[str]) -> str:
     """``" (did you mean 'x'?)"`` for the closest of ``known`` to a misspelled ``word``, or
     ``""`` when none is close. Flags are compared without their dashes, and must be closer
     (difflib's ratio 0.75, against 0.6 for names): ``--frobnicate`` is no ``--format``."""
+    import difflib
+
     flag = word.startswith("-")
     names = {k.lstrip("-") if flag else k: k for k in known}
     close = difflib.get_close_matches(word.lstrip("-") if flag else word, list(names), n=1,

@@ -206,3 +206,55 @@ def test_outputs_to_standard_output_and_devices_are_never_replaced(data, capfd):
     os.symlink("m", data / "latest")
     model.save(str(data / "latest"))  # through the link: the link stays a link
     assert os.path.islink(data / "latest") and LinearModel.load(str(data / "latest"))
+
+
+def test_a_vw_run_sees_no_other_runs_feature_generation(tmp_path, monkeypatch):
+    """``terascale vw``'s feature generation (--ngram, --hash_seed) goes with the run's
+    options: a run that starts and ends in the same process while another is about to
+    write its model changes neither model (each equals the model its run writes alone)."""
+    import threading
+
+    from terascale.cli import main
+    from terascale.linear._vw import _vwmodel
+
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(LINES) + "\n")
+    runs = {"gen": ["--ngram", "2", "--hash_seed", "7"], "plain": []}
+
+    def line(name: str, where) -> list[str]:
+        return ["vw", "-d", str(data), *runs[name], "-f", str(where / name), "--quiet"]
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    for name in runs:
+        r = subprocess.run([sys.executable, "-m", "terascale", *line(name, alone)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    together = tmp_path / "together"
+    together.mkdir()
+    go, done = threading.Event(), threading.Event()
+    write = _vwmodel.write_vw_model
+
+    def write_after_the_other_run(model, path, **kw):
+        if path.endswith("gen"):  # the other run starts and ends here
+            go.set()
+            assert done.wait(300)
+        write(model, path, **kw)
+
+    monkeypatch.setattr(_vwmodel, "write_vw_model", write_after_the_other_run)
+    codes = {}
+
+    def plain() -> None:
+        assert go.wait(300)
+        try:
+            codes["plain"] = main(line("plain", together))
+        finally:
+            done.set()
+
+    t = threading.Thread(target=plain)
+    t.start()
+    codes["gen"] = main(line("gen", together))
+    t.join(300)
+    assert codes == {"gen": 0, "plain": 0}
+    for name in runs:
+        assert (together / name).read_bytes() == (alone / name).read_bytes(), name

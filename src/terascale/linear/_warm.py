@@ -25,13 +25,9 @@ its object graph is frozen out of the collector's work (:func:`numba_set_up`).
 from __future__ import annotations
 
 import gc
-import glob
-import hashlib
 import importlib
-import importlib.abc
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
@@ -75,6 +71,9 @@ def _stamp(full: bool) -> str:
         from importlib.metadata import version
 
         release = version("numba")
+    import glob
+    import hashlib
+
     here = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256(f"{release} {sys.version} {full}".encode())
     for path in sorted(glob.glob(os.path.join(here, "**", "*.py"), recursive=True)):
@@ -85,6 +84,8 @@ def _stamp(full: bool) -> str:
 
 
 def _run(full: bool) -> None:
+    import tempfile
+
     from ..communicator import Communicator
     from ._io._blocks import BLOCK_EXAMPLES
     from ._io._cache import load_cached
@@ -190,6 +191,8 @@ def forking(target: Callable[[], int], options: dict[str, Any]) -> Callable[[], 
 def _load_kernels(options: dict[str, Any]) -> None:
     """Train once on three lines with ``options`` (no output, a cache of its own), and
     call the kernels only workers of a job of several call."""
+    import tempfile
+
     from ..communicator import Communicator
     from ._options import TrainOptions
     from ._train import train
@@ -241,7 +244,7 @@ def as_command() -> None:
         sys.meta_path.insert(0, _AfterImport("numba", defer_numba_probes))
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
+class _AfterImport:
     """Runs ``then()`` right after the first import of the top-level package ``name``: the
     finder that would have found it finds it, its loader runs it, and ``then`` runs as the
     import's last step, on the importing thread. Inert afterwards: it stays in
@@ -267,7 +270,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-class _ThenLoader(importlib.abc.Loader):
+class _ThenLoader:
     """``loader``, then ``then()`` once the module has run (anything else: ``loader``'s)."""
 
     def __init__(self, loader: Any, then: Callable[[], None]) -> None:
@@ -368,7 +371,7 @@ def defer_numba_probes() -> None:
             setattr(mod, flag, _LazyProbe(mod, flag, probe))
 
 
-class _RefuseProbes(importlib.abc.MetaPathFinder):
+class _RefuseProbes:
     """Refuses a package to the numba function that probes for it, and nothing else."""
 
     def __init__(self, pending: _Probes) -> None:

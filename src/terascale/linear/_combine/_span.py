@@ -22,7 +22,6 @@ hello inline, so one idle connection stops every job behind it).
 
 from __future__ import annotations
 
-import argparse
 import math
 import socket
 import struct
@@ -33,10 +32,10 @@ import time
 from ..._admission import Admission
 from ..._bind import bind_error
 from ..._errors import ConfigError
+from ._spancli import DEFAULT_PORT
 
-__all__ = ["SpanServer", "add_parser", "build_tree"]
+__all__ = ["SpanServer", "build_tree"]
 
-DEFAULT_PORT = 26543
 _HELLO_S = 5.0  # a connection must send its hello (unique id, total, node) within this
 _TREE_S = 60.0  # once a job's nodes are all in, each must send its port within this
 _PER_SOURCE = 64  # connections one address may hold before their hello; more evict its oldest
@@ -199,25 +198,3 @@ class SpanServer:
                 c.sendall(nodes[p][1] + ports[p])
             else:
                 c.sendall(b"\xff" * 4 + struct.pack("<i", -1))
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("span-server", help="spanning-tree server for Vowpal Wabbit clusters",
-                       description="Serve VW's spanning-tree protocol, so that vowpalwabbit "
-                                   "(--span_server HOST --total N --node K --unique_id U) "
-                                   "runs in cluster mode without VW's C++ daemon.")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default loopback: VW workers on this host "
-                        "only; give the interface the other hosts reach, or 0.0.0.0 for "
-                        "every interface -- VW's protocol has no authentication)")
-    p.add_argument("--quiet", action="store_true",
-                   help="log nothing but the listening line (default: every job to stderr)")
-    p.set_defaults(func=_serve)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    srv = SpanServer(args.port, args.host, quiet=args.quiet)
-    print(f"span-server: listening on {args.host}:{srv.port}", file=sys.stderr, flush=True)
-    srv.serve_forever()
-    return 0

@@ -18,13 +18,13 @@ __all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from .._combine import _span
+    from .._combine import _spancli
     from .._vw import _vwcli
     from .._warm import as_command
 
     _add_linear(sub)
     _vwcli.add_parser(sub)
-    _span.add_parser(sub)
+    _spancli.add_parser(sub)
     for name in ("linear", "vw"):  # run as the process's own command: its start-up
         sub.choices[name].set_defaults(as_command=as_command)
 

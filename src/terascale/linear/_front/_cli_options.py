@@ -78,12 +78,18 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
 def job_json(data: list[str], model: str, initial: str | None,
              options: dict[str, Any], *, model_format: str = "terascale",
              predict_only: bool = False, link: str = "identity",
-             rates: dict[str, float] | None = None, best_constant: bool = True) -> str:
+             rates: dict[str, float] | None = None, best_constant: bool = True,
+             generation: dict[str, list[str]] | None = None,
+             preserved: dict[str, float] | None = None) -> str:
     """The job a worker of ``train -n N`` runs (``_worker``); ``model_format`` "vw" writes
     VW's binary model (``predict_only``: its ``--predict_only_model`` form); ``link``: the
     run's ``--link``, which the model records (VW's ``-i`` applies it); ``rates``: the
     ``-l``/``--power_t`` a VW command line gave, which VW's model keeps; ``best_constant``:
-    VW's closing block reports the best constant (False: ``--dont_output_best_constant``)."""
+    VW's closing block reports the best constant (False: ``--dont_output_best_constant``);
+    ``generation``: a ``terascale vw`` run's VW feature generation (the model records it,
+    -i's must equal it); ``preserved``: -i's counters under
+    ``--preserve_performance_counters`` (the closing block adds them)."""
     return json.dumps({"data": data, "model": model, "initial": initial, "options": options,
                        "model_format": model_format, "predict_only": predict_only,
-                       "link": link, "rates": rates or {}, "best_constant": best_constant})
+                       "link": link, "rates": rates or {}, "best_constant": best_constant,
+                       "generation": generation or {}, "preserved": preserved or {}})

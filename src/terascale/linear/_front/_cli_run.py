@@ -103,11 +103,17 @@ def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
         raise ConfigError(f"{flag} {path}: directory {d} is not writable")
 
 
-def _load(path: str) -> Any:
-    """A terascale model, or a Vowpal Wabbit binary model (a plain linear learner's)."""
-    from .._vw._vwmodel import load_model
+def _load(path: str, args: argparse.Namespace | None = None) -> Any:
+    """A terascale model, or a Vowpal Wabbit binary model (a plain linear learner's; under
+    ``terascale vw``, with the run's feature generation, which its header must record and
+    its info then carries to what is written from it)."""
+    from .._vw._vwmodel import load_model, run_generation
 
-    return load_model(path)
+    generation = run_generation(args)
+    model = load_model(path, generation)
+    if generation:
+        model.info = {**model.info, "vw_generation": generation}
+    return model
 
 
 def _link(args: argparse.Namespace, default: str) -> str:
@@ -176,7 +182,7 @@ def train(args: argparse.Namespace) -> int:
 
         return train_oaa(args, paths, options, opening)
     if args.initial:
-        initial = _load(args.initial)  # a bad model fails here, once
+        initial = _load(args.initial, args)  # a bad model fails here, once
         _follow_model(options, initial, args)
         how = _link(args, initial.info.get("link", "identity"))  # (VW keeps --link)
         if initial.info.get("binary"):  # (and --binary)
@@ -203,7 +209,7 @@ def train(args: argparse.Namespace) -> int:
                 return model
             model = None
         if model is None and (args.readable_model or args.invert_hash):
-            model = _load(model_path)  # type: ignore[arg-type]
+            model = _load(model_path, args)  # type: ignore[arg-type]
         if model is not None and args.readable_model:
             from .._vw._vwtext import write_readable
 
@@ -264,6 +270,13 @@ def _rates(args: argparse.Namespace) -> dict[str, float]:
             if getattr(args, f"{k}_given", False)}
 
 
+def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
+    """A ``terascale vw`` run's feature generation and -i's preserved counters, for the
+    job (:func:`._cli_options.job_json`)."""
+    return {"generation": getattr(args, "vw_generation", None),
+            "preserved": getattr(args, "vw_preserved", None)}
+
+
 def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,
                options: dict[str, Any], how: str) -> Any:
     """Train in this process (-n 1: returns the model) or on N workers (returns the
@@ -284,14 +297,16 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
                                                   options, **_model_format(args),
                                                   link=how, rates=_rates(args),
-                                                  best_constant=_best_constant(args))),
+                                                  best_constant=_best_constant(args),
+                                                  **_vw_run(args))),
                               predictions=progressive if writers else None)
         return model
     from ...launch import LaunchOptions, launch
     from .._warm import forking, warm_kernels  # not .kernels: that imports numba at once
 
     job = job_json(paths, model_path or "", args.initial, options, **_model_format(args),
-                   link=how, rates=_rates(args), best_constant=_best_constant(args))
+                   link=how, rates=_rates(args), best_constant=_best_constant(args),
+                   **_vw_run(args))
     # the workers forked from here, with the learner loaded (_warm.forking), or started
     # as programs of their own
     fork = forking(lambda: _worker_main(job), options)
@@ -399,7 +414,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     for path, flag in ((getattr(args, "readable_model", None), "--readable_model"),
                        (getattr(args, "invert_hash", None), "--invert_hash")):
         _check_output(path, flag)
-    model = _load(args.initial) if args.initial else _zero_model(args)
+    model = _load(args.initial, args) if args.initial else _zero_model(args)
     how = _link(args, model.info.get("link", how))  # (VW keeps --link in the model)
     args.binary = args.binary or bool(model.info.get("binary"))  # (and --binary)
     if opening is not None:
@@ -450,8 +465,10 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
 def _write_unchanged(args: argparse.Namespace, model: Any, paths: list[str]) -> None:
     """-t with -f, --readable_model or --invert_hash: VW writes the model it tested with
     (nothing learned), so that ``-t -i A -f B`` converts a model; here, too."""
-    from .._vw._vwmodel import save_model
+    from .._vw._vwmodel import run_generation, save_model
 
+    if run_generation(args):
+        model.info = {**model.info, "vw_generation": run_generation(args)}
     if args.model:
         fmt = _model_format(args)
         save_model(model, args.model, fmt["model_format"], predict_only=fmt["predict_only"])

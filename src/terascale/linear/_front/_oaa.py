@@ -172,7 +172,8 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
         data = paths if names is None else _numbered(paths, k_classes, names, tmp)
         job = json.dumps({"data": data, "paths": paths, "options": options, "k": k_classes,
                           "names": names, "model": args.model, "quiet": bool(args.quiet),
-                          "probabilities": False, "initial": args.initial})
+                          "probabilities": False, "initial": args.initial,
+                          **_vw_run(args)})
         # forked from here once the learner is loaded (_warm.forking), or programs
         fork = forking(lambda: _oaa_worker(job), options)
         warm_kernels()  # compile once here rather than N times at once in the workers
@@ -220,6 +221,13 @@ def split_oaa(model: Any, k_classes: int) -> list[Any]:
     return out
 
 
+def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``terascale vw`` run's VW feature generation (the model records it) and
+    ``--preserve_performance_counters``' counters of -i (the closing block adds them)."""
+    return {"generation": getattr(args, "vw_generation", None) or {},
+            "preserved": getattr(args, "vw_preserved", None) or {}}
+
+
 def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
     """-i MODEL with --oaa K: VW's one-against-all model of K classes, as K learners."""
     from .._vw._vwmodel import is_vw_model, read_vw_model
@@ -227,7 +235,8 @@ def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
     if not is_vw_model(args.initial):
         raise ConfigError(f"--oaa -i {args.initial}: -i takes VW's one-against-all model "
                           f"(terascale writes its --oaa models in VW's format)")
-    model = read_vw_model(args.initial, oaa=True)
+    model = read_vw_model(args.initial, oaa=True,
+                          generation=getattr(args, "vw_generation", None))
     k = model.info.get("oaa")
     if k != k_classes:
         raise ConfigError(f"--oaa {k_classes}: -i {args.initial} is "
@@ -382,7 +391,7 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
         job = {"data": data, "paths": paths, "options": options, "k": k_classes,
                "names": names, "model": None if args.testonly else args.model,
                "quiet": bool(args.quiet), "probabilities": bool(args.probabilities),
-               "test": bool(args.testonly)}
+               "test": bool(args.testonly), **_vw_run(args)}
         run_oaa(job, start, write)
         for f in (out, raw):
             if f is not None:
@@ -409,7 +418,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     ``options`` (``TrainOptions``' fields, ``bits`` each learner's), ``k``, ``names``,
     ``model`` (VW's model to write, or None), ``quiet``, ``probabilities``, ``test``
     (``-t``: the learners score the examples, learn nothing; classes 1..K, as VW's indexing
-    is decided by learning; VW's test block)."""
+    is decided by learning; VW's test block), ``generation`` and ``preserved``
+    (:func:`_vw_run`)."""
     from .._combine._average import average_weights
     from .._io._shard import shard_blocks
     from .._online._update import sync_weights
@@ -501,13 +511,14 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         from .._vw._vwmodel import write_vw_oaa_model
 
         parse = start[0].parse if start is not None else opts.parse_options()
-        write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names)
+        write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names,
+                           job.get("generation"))
     if not quiet:  # (the job's counts: every worker's sums)
         from .._vw._vwreport import closing_block, holdout_on
 
         totals = [list(map(float, t)) for t in (job_totals if size > 1 else table.passes)
                   ] or [[0.0] * 9]
-        print(closing_block({"pass_totals": totals,
+        print(closing_block({"pass_totals": totals, "vw_preserved": job.get("preserved"),
                              "holdout": holdout_on({**options, "passes": passes}),
                              "examples": int(totals[0][4])}), file=sys.stderr)
 

@@ -26,7 +26,8 @@ def _run(job: dict[str, Any]) -> None:
     if job.get("initial"):
         from .._vw._vwmodel import read_vw_model
 
-        start = split_oaa(read_vw_model(job["initial"], oaa=True), int(job["k"]))
+        start = split_oaa(read_vw_model(job["initial"], oaa=True,
+                                        generation=job.get("generation")), int(job["k"]))
     comm = init()
     try:
         run_oaa(job, start, None, comm)

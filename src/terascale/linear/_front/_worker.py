@@ -32,7 +32,8 @@ def run_train(job: dict[str, Any],
     env = read_env()
     rank = 0 if env is None else env.rank
     t0 = time.perf_counter()
-    initial = load_model(job["initial"]) if job.get("initial") else None
+    initial = load_model(job["initial"], job.get("generation")) if job.get("initial") \
+        else None
     # one worker that no launcher started: a job of size 1 of its own (init()'s notice
     # that no launcher started the process is for scripts, not for the learner's CLI)
     alone = None
@@ -62,6 +63,8 @@ def run_train(job: dict[str, Any],
             model.info["binary"] = True  # (VW keeps --binary in its model)
         if job.get("rates"):
             model.info["vw_rates"] = job["rates"]
+        if job.get("generation"):
+            model.info["vw_generation"] = job["generation"]
         if job["model"]:
             save_model(model, job["model"], job.get("model_format", "terascale"),
                        predict_only=job.get("predict_only", False))
@@ -72,6 +75,7 @@ def run_train(job: dict[str, Any],
             if job["options"].get("progress"):
                 opts = job["options"]
                 print(closing_block({**i, "holdout": holdout_on(opts), "loss": model.loss,
+                                     "vw_preserved": job.get("preserved") or {},
                                      "quantile_tau": opts.get("quantile_tau", 0.5),
                                      "best_constant": job.get("best_constant", True)}),
                       file=sys.stderr)

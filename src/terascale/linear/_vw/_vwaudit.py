@@ -101,7 +101,7 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
     if args.initial:
         from ._vwmodel import load_model
 
-        start = load_model(args.initial)
+        start = load_model(args.initial, getattr(args, "vw_generation", None))
         parse = start.parse
     else:
         start = None

@@ -208,7 +208,7 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     if args.initial:  # VW's batch learner starts from the model's weights and range
         from ._vwmodel import load_model
 
-        start = load_model(args.initial)
+        start = load_model(args.initial, getattr(args, "vw_generation", None))
         options = {**options, **start.parse.to_dict()}
         if args.loss is None:  # the model's (VW's: squared unless it was linked logistic)
             options["loss"] = start.loss
@@ -269,6 +269,7 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
 def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
              options: dict[str, Any]) -> None:
     from .._model import LinearModel
+    from ._vwmodel import run_generation
 
     if not (args.model or args.readable_model or args.invert_hash):
         return
@@ -281,7 +282,8 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
     model = LinearModel(indices=nz.astype(np.uint32), weights=w[nz], parse=data.parse,
                         loss=options["loss"], adaptive=(zeros, zeros, st),
                         info={"examples": len(data.all["labels"]),
-                              "batch_passes": state.current_pass})
+                              "batch_passes": state.current_pass,
+                              "vw_generation": run_generation(args)})
     if args.model:
         from ._vwmodel import save_model
 
@@ -291,7 +293,8 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
         from ._vwtext import write_readable
 
         write_readable(LinearModel(indices=model.indices, weights=model.weights,
-                                   parse=model.parse, loss=model.loss),
+                                   parse=model.parse, loss=model.loss,
+                                   info={"vw_generation": run_generation(args)}),
                        args.readable_model)
     if args.invert_hash:
         from ._vwtext import feature_names, write_readable

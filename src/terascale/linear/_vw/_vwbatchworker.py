@@ -16,10 +16,9 @@ __all__ = ["job_of", "main"]
 
 def job_of(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
            how: str) -> str:
-    """The JSON job the workers run: the command line's values (those JSON can carry),
-    the training options, the inputs and this run's VW feature generation."""
+    """The JSON job the workers run: the command line's values (those JSON can carry:
+    the run's VW feature generation among them), the training options and the inputs."""
     from ._vwgen import INPUTS, SOURCES
-    from ._vwmodel import GENERATION
 
     values = {}
     for k, v in vars(args).items():
@@ -29,7 +28,7 @@ def job_of(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
             continue
         values[k] = v
     return json.dumps({"args": values, "options": options, "paths": paths, "how": how,
-                       "generation": GENERATION, "sources": SOURCES, "inputs": INPUTS})
+                       "sources": SOURCES, "inputs": INPUTS})
 
 
 def main(argv: list[str]) -> int:
@@ -43,9 +42,7 @@ def _run(job: dict[str, Any]) -> None:
     from ..._init import init
     from ._vwbatch import train_vw_batch
     from ._vwgen import INPUTS, SOURCES
-    from ._vwmodel import GENERATION
 
-    GENERATION.update(job["generation"])
     SOURCES.update({k: tuple(v) for k, v in job["sources"].items()})
     INPUTS.update(job["inputs"])
     args = argparse.Namespace(**job["args"])

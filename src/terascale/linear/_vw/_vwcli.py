@@ -161,24 +161,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "adaptive, normalized or invariant update")
 
     def run(args: argparse.Namespace) -> int:
-        from ._vwmodel import GENERATION
-        from ._vwreport import PRESERVED
-
-        try:
-            return _run(args)
-        finally:  # this run's: a later in-process command (linear train) must not see them
-            GENERATION.clear()
-            PRESERVED.clear()
-
-    def _run(args: argparse.Namespace) -> int:
         from .._front import _cli_run
         from .._names import cli_names
         from .._online._progress import CADENCE, cadence
-        from ._vwmodel import GENERATION
-        from ._vwreport import PRESERVED
 
-        GENERATION.clear()  # (this run's, not an earlier in-process run's)
-        PRESERVED.clear()
+        # the run's feature generation (_generate) and -i's counters: with its options,
+        # where its models are read and written and its closing block printed
+        args.vw_generation, args.vw_preserved = {}, {}
         CADENCE[:] = [cadence(args.progress) if args.progress else (False, 2.0)]
         if args.initial:  # VW applies the model's --oaa K and --named_labels
             from ._vwmodel import model_oaa, model_rules
@@ -208,7 +197,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             if args.preserve_performance_counters and args.initial:
                 from ._vwmodel import load_model
 
-                PRESERVED.update(load_model(args.initial).info.get("vw_counters", {}))
+                args.vw_preserved = dict(load_model(
+                    args.initial, args.vw_generation).info.get("vw_counters", {}))
             if not (args.data or args.data_flag) and args._vw_noop_no_stdin:
                 return _no_data(args)
             if args.l1_state is not None or args.l2_state is not None:
@@ -286,7 +276,7 @@ def _no_data(args: argparse.Namespace) -> int:
     if args.initial:  # with the interactions given added to the model's, as VW's
         import dataclasses
 
-        model = load_model(args.initial)
+        model = load_model(args.initial, args.vw_generation)
         merged = {k: tuple(dict.fromkeys((*getattr(model.parse, k), *getattr(args, k))))
                   for k in ("quadratic", "cubic", "interactions")}
         model.parse = dataclasses.replace(model.parse, **merged)
@@ -304,7 +294,8 @@ def _no_data(args: argparse.Namespace) -> int:
             state[GRAVITY] = args.l1_state
         if args.l2_state is not None:
             state[CONTRACTION] = args.l2_state
-    model.info = {"examples": 0, "feature_count": 0, "pass_totals": []}
+    model.info = {"examples": 0, "feature_count": 0, "pass_totals": [],
+                  "vw_generation": args.vw_generation, "vw_preserved": args.vw_preserved}
     for path, flag in ((args.model, "-f"), (args.readable_model, "--readable_model")):
         from .._front import _cli_run
 
@@ -428,7 +419,7 @@ def _generate(args: argparse.Namespace) -> None:
     """VW's parse-time feature generation (``_vwgen``): the inputs are rewritten once."""
     from .._front import _cli_run
     from ._vwgen import FeatureGen, rewrite_inputs
-    from ._vwmodel import GENERATION, model_generation
+    from ._vwmodel import model_generation
 
     if args.initial:  # VW's model keeps them
         grams, skips, seed, hashing, _ = model_generation(args.initial)
@@ -447,7 +438,8 @@ def _generate(args: argparse.Namespace) -> None:
     if args.initial:  # (-i's -b, as the run uses it)
         from ._vwmodel import load_model
 
-        gen.bits = model_generation(args.initial)[4] or load_model(args.initial).parse.bits
+        gen.bits = model_generation(args.initial)[4] or \
+            load_model(args.initial, args.vw_generation).parse.bits
     if args.format != "vw":
         raise ConfigError("--ngram/--skips/--feature_limit/--redefine/--hash_seed/--hash all "
                           "work on VW text input (--format vw)")
@@ -462,9 +454,9 @@ def _generate(args: argparse.Namespace) -> None:
     if args.data or args.data_flag or not args._vw_noop_no_stdin:  # (a run without data
         args.data = rewrite_inputs(_cli_run._inputs(args), gen)     # keeps the flags only)
         args.data_flag = []
-    GENERATION.update(ngram=list(args.ngram), skips=list(args.skips),
-                      hash_seed=[args.hash_seed] if args.hash_seed else [],
-                      hash=["all"] if gen.hash_all else [])
+    args.vw_generation = {"ngram": list(args.ngram), "skips": list(args.skips),
+                          "hash_seed": [args.hash_seed] if args.hash_seed else [],
+                          "hash": ["all"] if gen.hash_all else []}
 
 
 def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:
@@ -484,7 +476,7 @@ def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:
     if not args.initial:
         args.initial = args.feature_mask
     try:
-        model = load_model(args.initial)
+        model = load_model(args.initial, getattr(args, "vw_generation", None))
     except OSError as e:
         raise ConfigError(f"--feature_mask/-i {args.initial}: {e.strerror or e}") from None
     parse = model.parse

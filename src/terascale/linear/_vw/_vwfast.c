@@ -747,7 +747,34 @@ static PyObject *format_predictions(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* VW's --link glf1 in float: 2 / (1 + expf(-s)) - 1 for each float32 score of src, into
+ * dst (float32, as long); expf called as written (-fno-builtin-expf), as numba's float32
+ * exp and VW call it. */
+static PyObject *glf1(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bs, bd;
+    if (!PyArg_ParseTuple(args, "y*w*", &bs, &bd))
+        return NULL;
+    if (bs.len != bd.len || bs.len % 4) {
+        PyBuffer_Release(&bs);
+        PyBuffer_Release(&bd);
+        PyErr_SetString(PyExc_ValueError, "glf1: src and dst are float32 arrays of one length");
+        return NULL;
+    }
+    const float *src = bs.buf;
+    float *dst = bd.buf;
+    Py_ssize_t n = bs.len / 4;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        dst[i] = 2.0f / (1.0f + expf(-src[i])) - 1.0f;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&bs);
+    PyBuffer_Release(&bd);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef METHODS[] = {
+    {"glf1", glf1, METH_VARARGS, "glf1(src, dst): VW's glf1 link of float32 scores, in float"},
     {"format_predictions", format_predictions, METH_VARARGS,
      "format_predictions(values, tag_ptr, tag_blob, first) -> bytes (None: a value is not "
      "finite)"},
@@ -780,8 +807,8 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 7) < 0 ||
-                PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiii)", 0, 1, 2, 3, 4)) < 0)) {
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 8) < 0 ||
+                PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;
     }

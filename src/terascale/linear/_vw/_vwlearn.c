@@ -17,7 +17,7 @@
  * bits 4..39 in millionths; RAW_LABELS, FIXED_RANGE); how a loss reads labels and clips
  * predictions is the table's (its by_sign and clip rows, passed in by the caller), the
  * branches below are each code's formulas: LOSS_CODES (the module's constant) lists the
- * codes they cover (poisson's runs the numba pass); another code raises ValueError.
+ * codes they cover (expectile's runs the numba pass); another code raises ValueError.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -48,6 +48,11 @@ static inline double tau_of(long long kind) {
 }
 
 static inline double exp_f(double x) { return x < 88.8 ? (double)expf((float)x) : INFINITY; }
+static inline double log_f(double x) { return (double)logf((float)x); }
+/* VW's poisson clamp of a score to [-44, 44], and its exp: a clipped prediction is a
+ * double to numba (its clip mixes the labels' range in), so its exp is the double one */
+static inline double pclamp(double p) { return p < -44.0 ? -44.0 : p > 44.0 ? 44.0 : p; }
+static inline double pexp(double c) { return c < 88.8 ? f32(exp(c)) : INFINITY; }
 static inline double soft(double y) { return f32(f32(y + 1.0) / 2.0); }
 static inline double mix(double y, double a, double b) {
     double t = soft(y);
@@ -86,6 +91,11 @@ static double loss32(long long kind, double p, double y, int *bad) {
         double tau = tau_of(kind), e = f32(y - p);
         return e > 0 ? f32(tau * e) : f32(f32(-f32(1.0 - tau)) * e);
     }
+    case 5: { /* poisson's deviance */
+        double c = pclamp(p);
+        double t = y + 1e-6 > 0 ? f32(y * f32(log_f(f32(y + f32(1e-6))) - c)) : NAN;
+        return f32(2.0 * f32(t - f32(y - pexp(c))));
+    }
     }
     *bad = 1;
     return 0.0;
@@ -109,6 +119,8 @@ static double dloss32(long long kind, double p, double y, int *bad) {
             return 0.0;
         return e > 0 ? -tau_of(kind) : f32(1.0 - tau_of(kind));
     }
+    case 5:
+        return f32(pexp(pclamp(p)) - y);
     }
     *bad = 1;
     return 0.0;
@@ -144,6 +156,22 @@ static inline double quantile_update(double p, double y, double scale, double pp
     return normal > err ? f32(f32(tau - 1.0) * scale) : f32(err / ppu);
 }
 
+/* VW's poisson get_update in float, with its guards against overflow */
+static inline double poisson_update(double p, double y, double scale, double ppu) {
+    double c = pclamp(p), ep = pexp(c);
+    if (y > 0) {
+        double a = f32(f32(y * scale) * ppu);
+        if (a > 44.0)
+            return f32(-f32(c - log_f(y)) / ppu);
+        double e = a < 88.7 ? (double)expm1f((float)a) : INFINITY;
+        return f32(f32(y * scale) - f32((double)log1pf((float)f32(ep * e) / (float)y) / ppu));
+    }
+    double inner = f32(f32(ep * scale) * ppu);
+    if (!isfinite(inner))
+        return f32(-f32(c + log_f(f32(scale * ppu))) / ppu);
+    return f32(-(double)log1pf((float)inner) / ppu);
+}
+
 /* VW's get_update in float (_losses.invariant_update) */
 static double invariant_update(long long kind, double p, double y, double scale, double ppu,
                                int *bad) {
@@ -171,6 +199,8 @@ static double invariant_update(long long kind, double p, double y, double scale,
         double err = f32(1.0 - f32(y * p));
         return y * (sp < err ? scale : f32(err / ppu));
     }
+    case 5:
+        return poisson_update(p, y, scale, ppu);
     }
     *bad = 1;
     return 0.0;

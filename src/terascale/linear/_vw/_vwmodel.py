@@ -46,7 +46,8 @@ from .._online._state import (
 )
 from ._vwflags import LINKS
 
-__all__ = ["is_vw_model", "load_model", "read_vw_model", "save_model", "write_vw_model"]
+__all__ = ["is_vw_model", "load_model", "read_vw_model", "run_generation", "save_model",
+           "write_vw_model"]
 
 VERSION = "9.0.0"  # the oldest VW 9 reads it; every field below is in its format
 _FLT_MAX = float(np.finfo(np.float32).max)
@@ -90,11 +91,13 @@ def is_vw_model(path: str) -> bool:
     return 0 < n <= 12 and head[4:4 + n - 1].replace(b".", b"").isdigit()
 
 
-def load_model(path: str) -> Any:
-    """A terascale model, or a VW binary model read as one."""
+def load_model(path: str, generation: dict[str, list[str]] | None = None) -> Any:
+    """A terascale model, or a VW binary model read as one (``generation``: the run's VW
+    feature generation, :func:`run_generation`, which a VW model's must equal)."""
     from .._model import LinearModel
 
-    return read_vw_model(path) if is_vw_model(path) else LinearModel.load(path)
+    return read_vw_model(path, generation=generation) if is_vw_model(path) else \
+        LinearModel.load(path)
 
 
 def save_model(model: Any, path: str, fmt: str = "terascale", *,
@@ -108,8 +111,9 @@ def save_model(model: Any, path: str, fmt: str = "terascale", *,
 
 def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
              link: str | None = None, rates: dict[str, float] | None = None,
-             binary: bool = False) -> str:
+             binary: bool = False, generation: dict[str, list[str]] | None = None) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
+    ``generation``: the run's ``--hash_seed``/``--hash all`` (:func:`run_generation`);
     ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``);
     ``binary``: the model's ``--binary`` (kept and applied to ``-i``'s predictions alike);
     ``rates``: ``learning_rate``/``power_t`` given to the run (VW keeps them in a
@@ -127,10 +131,11 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
     if not parse.constant:
         opts.append(("noconstant", ""))
     opts += [("quadratic", v) for v in parse.quadratic]
-    if GENERATION.get("hash_seed"):
-        opts.append(("hash_seed", str(GENERATION["hash_seed"][0])))
-    if GENERATION.get("hash"):
-        opts.append(("hash", GENERATION["hash"][0]))
+    gen = generation or {}
+    if gen.get("hash_seed"):
+        opts.append(("hash_seed", str(gen["hash_seed"][0])))
+    if gen.get("hash"):
+        opts.append(("hash", gen["hash"][0]))
     text = "".join(f" --{k}" + (f" {v}" if v else "") for k, v in sorted(opts))
     for name, values in (("ignore", parse.ignore), ("ignore_linear", parse.ignore_linear),
                          ("keep", parse.keep)):
@@ -146,13 +151,13 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
     _write_atomic(path, _vw_chunks(model, predict_only=predict_only))
 
 
-def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = None
-                       ) -> None:
+def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = None,
+                       generation: dict[str, list[str]] | None = None) -> None:
     """Write the K learners of ``--oaa K`` as VW's one-against-all model (its
     ``--predict_only_model`` form): VW interleaves the learners' weights, class c's weight
     of feature index i at ``i * 2**s + c`` (s = ceil(log2 K)) in its 2**b weights, under
-    the header option ``--oaa K`` (and ``--named_labels``, with ``names``): each learner
-    was trained with b - s bits."""
+    the header option ``--oaa K`` (and ``--named_labels``, with ``names``; ``generation``:
+    the run's, :func:`run_generation`): each learner was trained with b - s bits."""
     import dataclasses
     from types import SimpleNamespace
 
@@ -172,7 +177,7 @@ def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = N
     parse = dataclasses.replace(first.parse, bits=first.parse.bits + shift)
     merged = SimpleNamespace(indices=idx, weights=w, parse=parse, loss=first.loss,
                              adaptive=first.adaptive and (None, None, first.adaptive[2]),
-                             info=first.info)
+                             info={**first.info, "vw_generation": generation or {}})
     _write_atomic(path, _vw_chunks(merged, predict_only=True, oaa=k, index_bits=shift,
                                    names=names))
 
@@ -236,15 +241,16 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
     put(struct.pack("<f", hi))
     put(u4(parse.bits))
     put(u4(0))  # lda
+    info = getattr(model, "info", {})
+    gen = info.get("vw_generation") or {}
     for key in ("ngram", "skips"):  # VW's --ngram/--skips values, 3 bytes each
-        vals = GENERATION.get(key, [])
+        vals = gen.get(key, [])
         put(u4(len(vals)))
         for v in vals:
             put(v.encode()[:3].ljust(3, b"\0"))
-    info = getattr(model, "info", {})
     o = _options(parse, oaa, names, info.get("link"),
                  None if predict_only else info.get("vw_rates"),
-                 bool(info.get("binary"))).encode() + b"\0"
+                 bool(info.get("binary")), gen).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it
@@ -342,10 +348,13 @@ _PLAIN = {"quadratic", "cubic", "interactions", "noconstant", "ignore", "ignore_
           "learning_rate", "power_t"}  # (VW keeps them given: -i's run goes on with them)
 
 
-# VW's --ngram/--skips of this run (``terascale vw`` sets them after applying them to the
-# input): -f records them in the model's header, as VW does, and -i accepts a model that
-# has the same ones
-GENERATION: dict[str, list[str]] = {}
+def run_generation(args: Any) -> dict[str, list[str]]:
+    """The run's VW feature generation: its ``--ngram``, ``--skips``, ``--hash_seed`` and
+    ``--hash all`` (``terascale vw`` keeps them in ``args.vw_generation`` once it has
+    applied them to the input; empty for other commands). A model's ``info`` carries them
+    to -f (``info["vw_generation"]``: its header records them, as VW's does), and -i
+    accepts a VW model that has the same ones; nothing of one run is left for the next."""
+    return dict(getattr(args, "vw_generation", None) or {})
 
 
 def model_generation(path: str) -> tuple[list[str], list[str], int, str, int | None]:
@@ -495,7 +504,8 @@ def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
     return k, names
 
 
-def read_vw_model(path: str, *, oaa: bool = False) -> Any:
+def read_vw_model(path: str, *, oaa: bool = False,
+                  generation: dict[str, list[str]] | None = None) -> Any:
     """A VW binary model (a plain linear learner's) as a LinearModel; ``oaa``: also VW's
     one-against-all model (``info["oaa"]`` = K; :func:`._oaa.split_oaa` gives its K
     learners)."""
@@ -520,8 +530,8 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
         raise DataError(f"{path}: an LDA model (VW's --lda), not a linear learner's")
     grams = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
     skips = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
-    if (grams or skips) and (grams, skips) != (GENERATION.get("ngram"),
-                                               GENERATION.get("skips")):
+    gen = generation or {}
+    if (grams or skips) and (grams, skips) != (gen.get("ngram"), gen.get("skips")):
         raise DataError(f"{path}: trained with --ngram/--skips ({' '.join(grams)}; "
                         f"{' '.join(skips) or 'no skips'}): terascale vw -i generates them "
                         f"as VW does; other terascale commands do not")
@@ -539,8 +549,8 @@ def read_vw_model(path: str, *, oaa: bool = False) -> Any:
             else ""
         i += 2 if val else 1
         seeded = (name == "hash_seed" and [val] == [str(v) for v in
-                                                   GENERATION.get("hash_seed", [])]) or \
-            (name == "hash" and [val] in (["strings"], GENERATION.get("hash")))
+                                                   gen.get("hash_seed", [])]) or \
+            (name == "hash" and [val] in (["strings"], gen.get("hash")))
         if name not in _PLAIN and name not in _RULES and not seeded and not (
                 oaa and name in ("oaa", "named_labels")):
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "

@@ -33,13 +33,26 @@ def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
         return np.where(scores > 0, 1.0, -1.0)
     if how == "logistic":
         return 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
-    if how == "glf1":  # (a numba kernel: C's expf, to VW's last bit)
-        from ._vwtext import glf1
-
-        return glf1(np.asarray(scores, np.float32)).astype(np.float64)
+    if how == "glf1":  # (in float, with C's expf: numpy's differs from VW's in the last bit)
+        return _glf1(np.ascontiguousarray(scores, np.float32)).astype(np.float64)
     if how == "poisson":
         return np.exp(scores)
     return scores
+
+
+def _glf1(scores: np.ndarray) -> np.ndarray:
+    """VW's glf1 link of float32 scores: the compiled core's loop, else numba's kernel
+    (importing numba costs a one-line run more than the rest of it)."""
+    from ..._cext import load
+
+    fast = load("terascale.linear._vw._vwfast", 8)
+    if fast is None:
+        from ._vwtext import glf1
+
+        return glf1(scores)  # type: ignore[no-any-return]
+    out = np.empty_like(scores)
+    fast.glf1(scores, out)
+    return out
 
 
 def _num(v: float) -> str:

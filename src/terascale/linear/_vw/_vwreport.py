@@ -26,13 +26,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PRESERVED", "average_loss", "best_constant", "closing_block", "holdout_on",
+__all__ = ["average_loss", "best_constant", "closing_block", "holdout_on",
            "preamble", "test_block"]
-
-# VW's --preserve_performance_counters: the loss and labelled weight of the runs before
-# (read from -i's VW model), which the closing block's average loss then includes
-PRESERVED: dict[str, float] = {}
-
 
 def holdout_on(options: dict[str, Any]) -> bool:
     """Whether a run with these training options holds examples out, as VW's
@@ -52,17 +47,21 @@ def _fixed(v: float) -> str:
     return f"{v:.6f}"
 
 
-def average_loss(totals: list[list[float]], holdout: bool = False) -> str:
+def average_loss(totals: list[list[float]], holdout: bool = False,
+                 preserved: dict[str, float] | None = None) -> str:
     """VW's ``average loss`` from the per-pass sums (``n.a.`` without any example);
-    ``holdout``: the run held examples out (:func:`holdout_on`)."""
+    ``holdout``: the run held examples out (:func:`holdout_on`); ``preserved``: VW's
+    ``--preserve_performance_counters``, the loss and labelled weight of the runs before
+    (read from -i's VW model), which the average then includes."""
+    preserved = preserved or {}
     # (VW keeps each pass's holdout loss as a float: summarize_holdout_set)
     held = [float(np.float32(t[2] / t[3])) for t in totals if t[3] > 0]
     if held:  # passes > 1 hold out every k-th example; --holdout_after, even one pass
         return f"{min(held):.6f} h"
     if holdout:
         return "undefined (no holdout)"
-    loss = sum(t[0] for t in totals) + PRESERVED.get("sum_loss", 0.0)
-    weight = sum(t[1] for t in totals) + PRESERVED.get("weighted_labeled_examples", 0.0)
+    loss = sum(t[0] for t in totals) + preserved.get("sum_loss", 0.0)
+    weight = sum(t[1] for t in totals) + preserved.get("weighted_labeled_examples", 0.0)
     return _fixed(loss / weight) if weight > 0 else "n.a."
 
 
@@ -133,7 +132,7 @@ def _loss32() -> Any:
     compiled learner imports no numba), else the numba kernel (the same bits)."""
     from ..._cext import load
 
-    fast = load("terascale.linear._vw._vwfast", 7)
+    fast = load("terascale.linear._vw._vwfast", 8)
     if fast is not None:
         return fast.loss32
     from .._losses import loss32
@@ -145,7 +144,8 @@ def closing_block(info: dict[str, Any]) -> str:
     """VW's ``finished run`` block for a training run.
 
     ``info``: the model's (``pass_totals``, ``examples``, ``feature_count``, ``labels``),
-    with ``holdout`` (whether the run held examples out, :func:`holdout_on`) and, for the
+    with ``holdout`` (whether the run held examples out, :func:`holdout_on`),
+    ``vw_preserved`` (-i's counters under ``--preserve_performance_counters``) and, for the
     best constant, ``loss``, ``quantile_tau`` and ``best_constant`` (False:
     ``--dont_output_best_constant``)."""
     totals = info.get("pass_totals", [])
@@ -167,7 +167,8 @@ def closing_block(info: dict[str, Any]) -> str:
     label_sum = sum(t[9] for t in totals) if all(len(t) >= 10 for t in totals) else 0.0
     lines += [f"weighted example sum = {weight:.6f}",
               f"weighted label sum = {label_sum:.6f}",
-              f"average loss = {average_loss(totals, bool(info.get('holdout')))}"]
+              f"average loss = "
+              f"{average_loss(totals, bool(info.get('holdout')), info.get('vw_preserved'))}"]
     if info.get("best_constant", True) and "loss" in info:
         lines += best_constant(info["loss"], float(info.get("quantile_tau", 0.5)),
                                label_sum, labelled, list(info.get("labels", [])))

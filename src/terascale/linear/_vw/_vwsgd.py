@@ -322,6 +322,7 @@ def _pow(x: float, y: float) -> float:
 def _save(args: argparse.Namespace, data: Any, w: np.ndarray, loss: str, lo: float,
           hi: float) -> None:
     from .._model import LinearModel
+    from ._vwmodel import run_generation
 
     if not (args.model or args.readable_model):
         return
@@ -330,7 +331,8 @@ def _save(args: argparse.Namespace, data: Any, w: np.ndarray, loss: str, lo: flo
     state[MIN_LABEL], state[MAX_LABEL] = lo, hi  # the prediction range VW's model keeps
     zeros = np.zeros(len(nz), _F)
     model = LinearModel(indices=nz.astype(np.uint32), weights=w[nz], parse=data.parse,
-                        loss=loss, adaptive=(zeros, zeros, state))
+                        loss=loss, adaptive=(zeros, zeros, state),
+                        info={"vw_generation": run_generation(args)})
     if args.model:
         from ._vwmodel import save_model
 

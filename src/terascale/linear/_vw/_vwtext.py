@@ -135,11 +135,10 @@ def _feature_hash(name: str, anon: int, seed: int, every: bool = False) -> int:
     return h(name, seed)
 
 
-def _generation(key: str) -> list[str]:
-    """This run's VW feature generation value ``key`` (``_vwmodel.GENERATION``)."""
-    from ._vwmodel import GENERATION
-
-    return list(GENERATION.get(key, []))
+def _generation(model: LinearModel, key: str) -> list[str]:
+    """The VW feature generation value ``key`` of the run that wrote ``model``
+    (``info["vw_generation"]``, :func:`._vwmodel.run_generation`)."""
+    return list(((getattr(model, "info", None) or {}).get("vw_generation") or {}).get(key, []))
 
 
 def namespace_hash(ns: str, seed: int = 0, every: bool = False) -> int:
@@ -342,8 +341,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             + (["--binary"] if info.get("binary") else [])
             + ([] if pa.constant else ["--noconstant"])
             + [f"--quadratic {v}" for v in pa.quadratic]
-            + [f"--hash {v}" for v in _generation("hash")]
-            + [f"--hash_seed {v}" for v in _generation("hash_seed")])
+            + [f"--hash {v}" for v in _generation(model, "hash")]
+            + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")])
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {v}" for k in ("ignore", "ignore_linear", "keep")
                         for v in getattr(pa, k)] if pa.format == "vw" else []))
