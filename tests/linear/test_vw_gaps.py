@@ -241,6 +241,43 @@ def test_bfgs_on_workers_refuses_progressive_predictions(tmp_path, capfd, monkey
     assert code != 0 and "-p" in err and "-n 1" in err
 
 
+def _env() -> dict[str, str]:
+    """This process's environment, the terascale it imports first on the path."""
+    import terascale
+
+    src = os.path.dirname(os.path.dirname(terascale.__file__))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [src, *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+def test_bfgs_takes_expectile_with_its_q_as_vw(tmp_path):
+    """--loss_function expectile --expectile_q Q with --bfgs (VW takes the pair): every
+    pass's predictions and the weights are VW's to the bit without holdout; with VW's
+    holdout, within float rounding; another q gives other predictions."""
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(400, 5)) + "\n")
+    base = ["-d", "d.vw", "--bfgs", "--passes", "6", "--l2", "0.01", "-c", "-k",
+            "--loss_function", "expectile", "--predict_only_model"]
+    got = {}
+    for q, holdout in (("0.3", ["--holdout_off"]), ("0.05", [])):
+        args = [*base, "--expectile_q", q, *holdout]
+        run_vw([*args, "-p", "vw.p", "--readable_model", "vw.rm"], tmp_path)
+        # (as a program: the bits are VW's where no library loaded beside it sets the
+        # float unit's modes)
+        r = subprocess.run([sys.executable, "-m", "terascale", "vw", *args, "-p", "ts.p",
+                            "--readable_model", "ts.rm"], cwd=tmp_path, env=_env(),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        vw, ts = (np.loadtxt(tmp_path / f, usecols=0) for f in ("vw.p", "ts.p"))
+        got[q] = ts
+        weights = [(tmp_path / f).read_text().split("\n:0\n", 1)[1] for f in ("vw.rm", "ts.rm")]
+        if not holdout:  # (VW's holdout)
+            np.testing.assert_allclose(ts, vw, rtol=1e-5, atol=1e-6)
+        else:
+            assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+            assert weights[1] == weights[0]
+    assert not np.allclose(got["0.3"], got["0.05"], rtol=1e-2)
+
+
 def test_hash_all_model_through_a_run_without_data(tmp_path, capfd, monkeypatch):
     """-i of a --hash all model with --no_stdin and no -d: -f writes it with --hash all
     (as VW), and vw -t predicts with it as with the original."""

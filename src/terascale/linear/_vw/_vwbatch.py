@@ -60,32 +60,34 @@ class _Loss:
     prediction range (``min_label``/``max_label``) where the loss uses it: the batch forms
     of the loss's row (``linear/_losses.py``)."""
 
-    def __init__(self, name: str) -> None:
-        from .._losses import batch_losses, loss_spec
+    def __init__(self, name: str, q: float | None = None) -> None:
+        from .._losses import loss_code, loss_spec, vw_batch_losses
 
         self.spec = loss_spec(name, "--loss_function")
-        if not self.spec.batch:
+        if name not in vw_batch_losses():
             raise ConfigError(f"--loss_function {name} has no batch form in terascale vw: "
                               f"--bfgs/--conjugate_gradient take "
-                              f"{', '.join(batch_losses())}")
+                              f"{', '.join(vw_batch_losses())}")
+        # the kernel code, with expectile's q in its bits (--expectile_q)
+        self.code = loss_code(name, q=q)
 
     def value(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
               ) -> np.ndarray:
         from .._losses import batch_value32
 
-        return batch_value32(self.spec.code, p, y, lo, hi)
+        return batch_value32(self.code, p, y, lo, hi)
 
     def first(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
               ) -> np.ndarray:
         from .._losses import batch_first32
 
-        return batch_first32(self.spec.code, p, y, lo, hi)
+        return batch_first32(self.code, p, y, lo, hi)
 
     def second(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
                ) -> np.ndarray:
         from .._losses import batch_second32
 
-        return batch_second32(self.spec.code, p, y, lo, hi)
+        return batch_second32(self.code, p, y, lo, hi)
 
 
 class _Data:
@@ -212,7 +214,7 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
         options = {**options, **start.parse.to_dict()}
         if args.loss is None:  # the model's (VW's: squared unless it was linked logistic)
             options["loss"] = start.loss
-    loss = _Loss(options["loss"])  # (after -i: a model gives its loss)
+    loss = _Loss(options["loss"], options.get("expectile_q"))  # (-i: the model's loss)
     m = 0 if cg else int(options.get("memory", 15))
     if m < 0:
         raise ConfigError(f"--mem must be >= 0, not {m}")
