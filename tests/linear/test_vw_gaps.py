@@ -310,3 +310,78 @@ def test_interaction_notes_on_standard_output(flags, tmp_path):
     assert outs[1] == outs[0]
     assert ("[" in outs[0]) == ("--quiet" not in flags and "--leave_duplicate_interactions"
                                 not in flags)
+
+
+def _shares(comm, paths, options):
+    from terascale.linear._vw._vwbatch import _Data
+
+    d = _Data(paths, options, 10, 0, False, comm)
+    return (d.n, d.labels, d.holdout, d.learn, d.range_lo, d.range_hi, d.range_all,
+            d.total, d.closing)
+
+
+@pytest.mark.parametrize("files", [1, 2])
+def test_bfgs_workers_read_only_their_share(files, tmp_path):
+    """--bfgs -n N: each worker parses only its share (the k-th byte range of each file, as
+    the one-pass -n N reads), yet its holdout, prediction ranges and closing counts are
+    the whole input's at its examples' places: one worker's, share by share."""
+    from terascale.linear._io._dataset import ParseOptions
+    from terascale.linear._io._readers import read_file
+    from terascale.testing import run_threads
+
+    lines = _real_lines(331, 7)
+    lines[5] = "|a f1 f2"  # (an example without a label: learned from by none)
+    paths = []
+    for i in range(files):
+        part = lines[i * len(lines) // files:(i + 1) * len(lines) // files]
+        (tmp_path / f"d{i}.vw").write_text("\n".join(part) + "\n")
+        paths.append(str(tmp_path / f"d{i}.vw"))
+    options = {"bits": 18}
+    one = _shares(None, paths, options)
+    got = run_threads(_shares, 3, args=(paths, options))
+    assert sum(g[0] for g in got) == one[0] == len(lines) == one[7]
+    assert all(0 < g[0] < one[0] for g in got)
+    # the whole input's order: file by file, each file's byte ranges in rank order
+    order = []
+    at = 0
+    for p in paths:
+        sizes = [len(read_file(p, ParseOptions(), shard=(k, 3), need_label=False))
+                 for k in range(3)]
+        order += [(k, at + sum(sizes[:k]), sizes[k]) for k in range(3)]
+        at += sum(sizes)
+    seen = [0, 0, 0]
+    for k, start, size in order:
+        for field in (1, 2, 3, 4, 5):
+            np.testing.assert_array_equal(got[k][field][seen[k]:seen[k] + size],
+                                          one[field][start:start + size])
+        seen[k] += size
+    for g in got:
+        assert g[6] == one[6] and g[7] == one[7] and g[8] == one[8]
+    assert np.any(one[2]) and one[4][0] > one[4][-1]  # (a holdout; the range widens)
+
+
+def test_bfgs_workers_shares_of_gzip_and_standard_input(tmp_path):
+    """--bfgs -n 2 reads its shares of a .gz file's text and of standard input (copied to
+    a file first, as the one-pass -n N does): the same model to the bit as from the plain
+    file; a truncated .gz is an error naming it."""
+    import gzip
+
+    text = "\n".join(_real_lines(600, 9)) + "\n"
+    (tmp_path / "d.vw").write_text(text)
+    (tmp_path / "d.vw.gz").write_bytes(gzip.compress(text.encode()))
+    (tmp_path / "cut.vw.gz").write_bytes(gzip.compress(text.encode())[:-200])
+    flags = ["--bfgs", "--passes", "5", "--l2", "0.01", "-n", "2", "--quiet",
+             "--readable_model"]
+    ts = [sys.executable, "-m", "terascale", "vw"]
+    models = []
+    for name, data in (("plain", ["-d", "d.vw"]), ("gz", ["-d", "d.vw.gz"]),
+                       ("stdin", [])):
+        r = subprocess.run([*ts, *data, *flags, f"{name}.rm"], cwd=tmp_path, env=_env(),
+                           input=text if name == "stdin" else None, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        models.append((tmp_path / f"{name}.rm").read_text())
+    assert models[1] == models[0] and models[2] == models[0]
+    r = subprocess.run([*ts, "-d", "cut.vw.gz", *flags, "cut.rm"], cwd=tmp_path,
+                       env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "cut.vw.gz: cannot read" in r.stderr
