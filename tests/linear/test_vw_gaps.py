@@ -363,25 +363,27 @@ def test_bfgs_workers_read_only_their_share(files, tmp_path):
 def test_bfgs_workers_shares_of_gzip_and_standard_input(tmp_path):
     """--bfgs -n 2 reads its shares of a .gz file's text and of standard input (copied to
     a file first, as the one-pass -n N does): the same model to the bit as from the plain
-    file; a truncated .gz is an error naming it."""
+    file, and as 3 workers'; a truncated .gz is an error naming it."""
     import gzip
 
     text = "\n".join(_real_lines(600, 9)) + "\n"
     (tmp_path / "d.vw").write_text(text)
     (tmp_path / "d.vw.gz").write_bytes(gzip.compress(text.encode()))
     (tmp_path / "cut.vw.gz").write_bytes(gzip.compress(text.encode())[:-200])
-    flags = ["--bfgs", "--passes", "5", "--l2", "0.01", "-n", "2", "--quiet",
-             "--readable_model"]
+    flags = ["--bfgs", "--passes", "5", "--l2", "0.01", "--quiet", "--readable_model"]
     ts = [sys.executable, "-m", "terascale", "vw"]
     models = []
-    for name, data in (("plain", ["-d", "d.vw"]), ("gz", ["-d", "d.vw.gz"]),
-                       ("stdin", [])):
+    for name, data in (("plain", ["-d", "d.vw", "-n", "2"]),
+                       ("gz", ["-d", "d.vw.gz", "-n", "2"]), ("stdin", ["-n", "2"]),
+                       ("three", ["-d", "d.vw", "-n", "3"])):
         r = subprocess.run([*ts, *data, *flags, f"{name}.rm"], cwd=tmp_path, env=_env(),
                            input=text if name == "stdin" else None, capture_output=True,
                            text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         models.append((tmp_path / f"{name}.rm").read_text())
     assert models[1] == models[0] and models[2] == models[0]
-    r = subprocess.run([*ts, "-d", "cut.vw.gz", *flags, "cut.rm"], cwd=tmp_path,
+    # the workers' sums are float64 until their total: 3 workers' weights are 2 workers'
+    assert models[3] == models[0]
+    r = subprocess.run([*ts, "-d", "cut.vw.gz", "-n", "2", *flags, "cut.rm"], cwd=tmp_path,
                        env=_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "cut.vw.gz: cannot read" in r.stderr

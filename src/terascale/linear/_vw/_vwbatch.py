@@ -428,6 +428,12 @@ class _Batch:
         from .._io._hashing import CONSTANT_HASH
 
         self.comm = comm  # (-n N: the workers' communicator; each learns from a share)
+        # the accumulator of the examples' terms of the gradient and preconditioner: one
+        # worker adds them in float32 in the examples' order, as VW; N workers add each
+        # share's in float64, then the shares' (_allreduce), and round the total to float32
+        # once, so that where the input is cut hardly matters: N = 2, 3, 4 round to the
+        # same float32 sums but where a float64 sum falls on a rounding boundary
+        self.acc = np.float64 if comm is not None and comm.size > 1 else _F
         self.d, self.loss, self.m, self.l2 = data, loss, m, l2
         self.rel_threshold = rel_threshold
         self.hessian_on, self.no_bias = hessian_on, no_bias
@@ -502,7 +508,7 @@ class _Batch:
         if self.gradient_pass:
             ex_loss = (loss.value(pred, y, lo, hi) * wt).astype(_F)
             grad = np.where(learn, (loss.first(pred, y, lo, hi) * wt).astype(_F), _F(0))
-            dg = (d.XT @ grad.astype(_F)).astype(_F)
+            dg = d.XT @ grad.astype(self.acc)
             dloss = float(ex_loss[learn].astype(np.float64).sum())
             self.predictions = pred[learn]
             out_pred, out_partial = pred, partial
@@ -523,7 +529,7 @@ class _Batch:
                                (loss.value(pred, y, lo, hi) * wt).astype(_F))
         if self.preconditioner_pass:
             c = np.where(learn, (loss.second(out_pred, y, lo, hi) * wt).astype(_F), _F(0))
-            dcond = (d.X2T @ c.astype(_F)).astype(_F)
+            dcond = d.X2T @ c.astype(self.acc)
         # VW's shared data: every learned example's loss; the held-out ones apart
         if self.gradient_pass:
             hl = (loss.value(pred, y, lo, hi) * wt).astype(_F)
@@ -534,6 +540,8 @@ class _Batch:
                          float(wt[d.holdout].astype(np.float64).sum())])
         if self.comm is not None and self.comm.size > 1:
             dg, dcond, sums = self._allreduce(dg, dcond, sums)
+        dg = None if dg is None else dg.astype(_F, copy=False)
+        dcond = None if dcond is None else dcond.astype(_F, copy=False)
         self.importance_weight_sum += sums[0]
         if dg is not None:
             self.g += dg
@@ -550,7 +558,7 @@ class _Batch:
                                               np.ndarray]:
         """The pass's gradient, preconditioner and sums over every worker (VW's
         ``accumulate`` and ``accumulate_scalar``), in one allreduce of float64: each
-        vector is a float32 sum of its worker's examples, added in double."""
+        vector is a float64 sum of its worker's examples (``acc``), added in double."""
         parts = [v.astype(np.float64) for v in (dg, dcond) if v is not None]
         total = self.comm.allreduce(np.concatenate([*parts, sums]))
         size = len(self.w)
