@@ -320,11 +320,12 @@ def _shares(comm, paths, options):
             d.total, d.closing)
 
 
-@pytest.mark.parametrize("files", [1, 2])
+@pytest.mark.parametrize("files", [1, 2, 4])
 def test_bfgs_workers_read_only_their_share(files, tmp_path):
-    """--bfgs -n N: each worker parses only its share (the k-th byte range of each file, as
-    the one-pass -n N reads), yet its holdout, prediction ranges and closing counts are
-    the whole input's at its examples' places: one worker's, share by share."""
+    """--bfgs -n N: each worker parses only its share (the k-th byte range of each file,
+    or every N-th file when there are N or more, as the one-pass -n N reads), yet its
+    holdout, prediction ranges and closing counts are the whole input's at its examples'
+    places: one worker's, share by share."""
     from terascale.linear._io._dataset import ParseOptions
     from terascale.linear._io._readers import read_file
     from terascale.testing import run_threads
@@ -344,7 +345,12 @@ def test_bfgs_workers_read_only_their_share(files, tmp_path):
     # the whole input's order: file by file, each file's byte ranges in rank order
     order = []
     at = 0
-    for p in paths:
+    for i, p in enumerate(paths):
+        if files >= 3:  # whole files, the i-th to worker i mod 3
+            size = len(read_file(p, ParseOptions(), need_label=False))
+            order.append((i % 3, at, size))
+            at += size
+            continue
         sizes = [len(read_file(p, ParseOptions(), shard=(k, 3), need_label=False))
                  for k in range(3)]
         order += [(k, at + sum(sizes[:k]), sizes[k]) for k in range(3)]
