@@ -126,10 +126,22 @@ def test_vws_own_learners_read_the_same_rows(name, loss):
     p = np.linspace(-3, 3, 13).astype(np.float32)
     lo, hi = np.float32(-10), np.float32(10)
     forms = (L.batch_value32, L.batch_first32, L.batch_second32)
-    if not loss.batch:
+    if name not in L.vw_batch_losses():
+        assert not loss.batch
         for form in forms:
             with pytest.raises(ValueError, match="batch form"):
                 form(code, p, np.ones_like(p), lo, hi)
+        return
+    if not loss.batch:  # (expectile) the online kernels' values, inside the range
+        for y in (np.float32(1), np.float32(-1)):
+            ys = np.full_like(p, y)
+            v, d1, d2 = (form(code, p, ys, lo, hi) for form in forms)
+            assert all(a.dtype == np.float32 for a in (v, d1, d2))
+            for i, pi in enumerate(p.tolist()):
+                assert v[i] == L.loss32(code, pi, float(y)), (name, pi)
+                assert d1[i] == L.dloss32(code, pi, float(y)), (name, pi)
+                if pi != y:  # squared's 2, times the side's weight (the loss over d^2)
+                    assert d2[i] == pytest.approx(2 * v[i] / (pi - y) ** 2, rel=1e-6)
         return
     assert name in L.batch_losses()
     for y in (np.float32(1), np.float32(-1)):
@@ -228,7 +240,7 @@ def test_vws_own_learners_refuse_a_loss_without_their_form(tmp_path, capfd):
                  "quantile"]) == 2
     err = capfd.readouterr().err
     assert "quantile has no batch form" in err
-    assert ", ".join(L.batch_losses()) in err and "quantile" not in L.batch_losses()
+    assert ", ".join(L.vw_batch_losses()) in err and "quantile" not in L.vw_batch_losses()
 
 
 def test_expectile_weighs_the_two_sides_of_the_label_q_and_1_minus_q():

@@ -241,6 +241,43 @@ def test_bfgs_on_workers_refuses_progressive_predictions(tmp_path, capfd, monkey
     assert code != 0 and "-p" in err and "-n 1" in err
 
 
+def _env() -> dict[str, str]:
+    """This process's environment, the terascale it imports first on the path."""
+    import terascale
+
+    src = os.path.dirname(os.path.dirname(terascale.__file__))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [src, *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+def test_bfgs_takes_expectile_with_its_q_as_vw(tmp_path):
+    """--loss_function expectile --expectile_q Q with --bfgs (VW takes the pair): every
+    pass's predictions and the weights are VW's to the bit without holdout; with VW's
+    holdout, within float rounding; another q gives other predictions."""
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(400, 5)) + "\n")
+    base = ["-d", "d.vw", "--bfgs", "--passes", "6", "--l2", "0.01", "-c", "-k",
+            "--loss_function", "expectile", "--predict_only_model"]
+    got = {}
+    for q, holdout in (("0.3", ["--holdout_off"]), ("0.05", [])):
+        args = [*base, "--expectile_q", q, *holdout]
+        run_vw([*args, "-p", "vw.p", "--readable_model", "vw.rm"], tmp_path)
+        # (as a program: the bits are VW's where no library loaded beside it sets the
+        # float unit's modes)
+        r = subprocess.run([sys.executable, "-m", "terascale", "vw", *args, "-p", "ts.p",
+                            "--readable_model", "ts.rm"], cwd=tmp_path, env=_env(),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        vw, ts = (np.loadtxt(tmp_path / f, usecols=0) for f in ("vw.p", "ts.p"))
+        got[q] = ts
+        weights = [(tmp_path / f).read_text().split("\n:0\n", 1)[1] for f in ("vw.rm", "ts.rm")]
+        if not holdout:  # (VW's holdout)
+            np.testing.assert_allclose(ts, vw, rtol=1e-5, atol=1e-6)
+        else:
+            assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+            assert weights[1] == weights[0]
+    assert not np.allclose(got["0.3"], got["0.05"], rtol=1e-2)
+
+
 def test_hash_all_model_through_a_run_without_data(tmp_path, capfd, monkeypatch):
     """-i of a --hash all model with --no_stdin and no -d: -f writes it with --hash all
     (as VW), and vw -t predicts with it as with the original."""
@@ -273,3 +310,86 @@ def test_interaction_notes_on_standard_output(flags, tmp_path):
     assert outs[1] == outs[0]
     assert ("[" in outs[0]) == ("--quiet" not in flags and "--leave_duplicate_interactions"
                                 not in flags)
+
+
+def _shares(comm, paths, options):
+    from terascale.linear._vw._vwbatch import _Data
+
+    d = _Data(paths, options, 10, 0, False, comm)
+    return (d.n, d.labels, d.holdout, d.learn, d.range_lo, d.range_hi, d.range_all,
+            d.total, d.closing)
+
+
+@pytest.mark.parametrize("files", [1, 2, 4])
+def test_bfgs_workers_read_only_their_share(files, tmp_path):
+    """--bfgs -n N: each worker parses only its share (the k-th byte range of each file,
+    or every N-th file when there are N or more, as the one-pass -n N reads), yet its
+    holdout, prediction ranges and closing counts are the whole input's at its examples'
+    places: one worker's, share by share."""
+    from terascale.linear._io._dataset import ParseOptions
+    from terascale.linear._io._readers import read_file
+    from terascale.testing import run_threads
+
+    lines = _real_lines(331, 7)
+    lines[5] = "|a f1 f2"  # (an example without a label: learned from by none)
+    paths = []
+    for i in range(files):
+        part = lines[i * len(lines) // files:(i + 1) * len(lines) // files]
+        (tmp_path / f"d{i}.vw").write_text("\n".join(part) + "\n")
+        paths.append(str(tmp_path / f"d{i}.vw"))
+    options = {"bits": 18}
+    one = _shares(None, paths, options)
+    got = run_threads(_shares, 3, args=(paths, options))
+    assert sum(g[0] for g in got) == one[0] == len(lines) == one[7]
+    assert all(0 < g[0] < one[0] for g in got)
+    # the whole input's order: file by file, each file's byte ranges in rank order
+    order = []
+    at = 0
+    for i, p in enumerate(paths):
+        if files >= 3:  # whole files, the i-th to worker i mod 3
+            size = len(read_file(p, ParseOptions(), need_label=False))
+            order.append((i % 3, at, size))
+            at += size
+            continue
+        sizes = [len(read_file(p, ParseOptions(), shard=(k, 3), need_label=False))
+                 for k in range(3)]
+        order += [(k, at + sum(sizes[:k]), sizes[k]) for k in range(3)]
+        at += sum(sizes)
+    seen = [0, 0, 0]
+    for k, start, size in order:
+        for field in (1, 2, 3, 4, 5):
+            np.testing.assert_array_equal(got[k][field][seen[k]:seen[k] + size],
+                                          one[field][start:start + size])
+        seen[k] += size
+    for g in got:
+        assert g[6] == one[6] and g[7] == one[7] and g[8] == one[8]
+    assert np.any(one[2]) and one[4][0] > one[4][-1]  # (a holdout; the range widens)
+
+
+def test_bfgs_workers_shares_of_gzip_and_standard_input(tmp_path):
+    """--bfgs -n 2 reads its shares of a .gz file's text and of standard input (copied to
+    a file first, as the one-pass -n N does): the same model to the bit as from the plain
+    file, and as 3 workers'; a truncated .gz is an error naming it."""
+    import gzip
+
+    text = "\n".join(_real_lines(600, 9)) + "\n"
+    (tmp_path / "d.vw").write_text(text)
+    (tmp_path / "d.vw.gz").write_bytes(gzip.compress(text.encode()))
+    (tmp_path / "cut.vw.gz").write_bytes(gzip.compress(text.encode())[:-200])
+    flags = ["--bfgs", "--passes", "5", "--l2", "0.01", "--quiet", "--readable_model"]
+    ts = [sys.executable, "-m", "terascale", "vw"]
+    models = []
+    for name, data in (("plain", ["-d", "d.vw", "-n", "2"]),
+                       ("gz", ["-d", "d.vw.gz", "-n", "2"]), ("stdin", ["-n", "2"]),
+                       ("three", ["-d", "d.vw", "-n", "3"])):
+        r = subprocess.run([*ts, *data, *flags, f"{name}.rm"], cwd=tmp_path, env=_env(),
+                           input=text if name == "stdin" else None, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        models.append((tmp_path / f"{name}.rm").read_text())
+    assert models[1] == models[0] and models[2] == models[0]
+    # the workers' sums are float64 until their total: 3 workers' weights are 2 workers'
+    assert models[3] == models[0]
+    r = subprocess.run([*ts, "-d", "cut.vw.gz", "-n", "2", *flags, "cut.rm"], cwd=tmp_path,
+                       env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "cut.vw.gz: cannot read" in r.stderr

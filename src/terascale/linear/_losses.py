@@ -36,7 +36,7 @@ __all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "VW_DEFAULT_LOSS
            "batch_first32", "batch_losses", "batch_second32", "batch_value32", "by_sign",
            "clip_mode", "clip_prediction", "d2loss", "dloss", "dloss32", "has_sgd_update",
            "invariant_update", "loss32", "loss_code", "loss_spec", "loss_value", "losses32",
-           "sgd_update32", "square_grad32"]
+           "sgd_update32", "square_grad32", "vw_batch_losses"]
 
 
 @numba.njit(cache=True, inline="always")
@@ -365,13 +365,38 @@ def batch_losses() -> list[str]:
     return [name for name, loss in LOSS_TABLE.items() if loss.batch]
 
 
+def vw_batch_losses() -> list[str]:
+    """The losses with float32 batch forms (:func:`batch_value32`: VW's own batch learner,
+    ``terascale vw --bfgs``/``--conjugate_gradient``, takes them), in the table's order:
+    the batch forms and expectile (squared's forms weighted by the side of the label)."""
+    one = np.zeros(1, np.float32)
+    out = []
+    for name, code in LOSSES.items():
+        try:
+            batch_value32(code, one, one, one, one)
+        except ValueError:
+            continue
+        out.append(name)
+    return out
+
+
+def _side_weight32(kind: int, p: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Expectile's weight of each example in float32 (VW's): q where the prediction is
+    above the label, 1 - q elsewhere, q from the code's bits."""
+    q = np.float32(((kind & (FIXED_RANGE - 1)) >> 4) / 1e6)
+    return np.where((y - p).astype(np.float32) < 0, q, np.float32(1) - q)
+
+
 def batch_value32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
                   hi: np.ndarray) -> np.ndarray:
     """VW's ``getLoss`` on float32 arrays of predictions ``p`` and labels ``y`` (a logistic
     label in [-1, 1] is a soft label), with VW's prediction range ``[lo, hi]`` where the
-    loss uses it (squared: linear outside it): the loss ``--bfgs`` sums."""
+    loss uses it (squared: linear outside it): the loss ``--bfgs`` sums; expectile's
+    is squared's times :func:`_side_weight32`, as VW's."""
     f = np.float32
     k = kind & 7
+    if k == 6:
+        return (batch_value32(1, p, y, lo, hi) * _side_weight32(kind, p, y)).astype(f)
     with np.errstate(over="ignore", invalid="ignore"):
         if k == 1:
             inside = (p <= hi) & (p >= lo)
@@ -395,6 +420,8 @@ def batch_first32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
     """VW's ``first_derivative`` on float32 arrays (as :func:`batch_value32`)."""
     f = np.float32
     k = kind & 7
+    if k == 6:
+        return (batch_first32(1, p, y, lo, hi) * _side_weight32(kind, p, y)).astype(f)
     with np.errstate(over="ignore", invalid="ignore"):
         if k == 1:
             return (f(2) * (np.clip(p, lo, hi) - y)).astype(f)
@@ -411,6 +438,8 @@ def batch_second32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
     """VW's ``second_derivative`` on float32 arrays (as :func:`batch_value32`)."""
     f = np.float32
     k = kind & 7
+    if k == 6:
+        return (batch_second32(1, p, y, lo, hi) * _side_weight32(kind, p, y)).astype(f)
     with np.errstate(over="ignore", invalid="ignore"):
         if k == 1:
             return np.where((p <= hi) & (p >= lo), f(2), f(0)).astype(f)

@@ -24,10 +24,12 @@ implemented it in VW), with VW's outputs. This module is that algorithm, pass by
 
 Weights, gradients, directions and the correction pairs are float32 arrays of 2^b entries,
 as in VW, and VW's double accumulators are float64 sums, so that the passes follow VW's to
-float rounding. With ``-n N`` (:mod:`._vwbatchworker`) each worker learns from every N-th
-example and the pass's sums are added over the workers, as VW's cluster mode adds them:
-the same passes as one worker's, up to the order of the sums (``terascale linear train
--n N --bfgs`` is terascale's own batch phase instead).
+float rounding. With ``-n N`` (:mod:`._vwbatchworker`) each worker parses and learns from
+its share only (the one-pass ``-n N``'s: the k-th byte range of each file, cut at line
+ends, or every N-th file), and the pass's sums are added over the workers, as VW's cluster
+mode adds them: the same passes as one worker's, up to the order of the sums; a worker
+holds 1/N of the examples (``terascale linear train -n N --bfgs`` is terascale's own
+batch phase instead).
 """
 
 from __future__ import annotations
@@ -60,50 +62,61 @@ class _Loss:
     prediction range (``min_label``/``max_label``) where the loss uses it: the batch forms
     of the loss's row (``linear/_losses.py``)."""
 
-    def __init__(self, name: str) -> None:
-        from .._losses import batch_losses, loss_spec
+    def __init__(self, name: str, q: float | None = None) -> None:
+        from .._losses import loss_code, loss_spec, vw_batch_losses
 
         self.spec = loss_spec(name, "--loss_function")
-        if not self.spec.batch:
+        if name not in vw_batch_losses():
             raise ConfigError(f"--loss_function {name} has no batch form in terascale vw: "
                               f"--bfgs/--conjugate_gradient take "
-                              f"{', '.join(batch_losses())}")
+                              f"{', '.join(vw_batch_losses())}")
+        # the kernel code, with expectile's q in its bits (--expectile_q)
+        self.code = loss_code(name, q=q)
 
     def value(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
               ) -> np.ndarray:
         from .._losses import batch_value32
 
-        return batch_value32(self.spec.code, p, y, lo, hi)
+        return batch_value32(self.code, p, y, lo, hi)
 
     def first(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
               ) -> np.ndarray:
         from .._losses import batch_first32
 
-        return batch_first32(self.spec.code, p, y, lo, hi)
+        return batch_first32(self.code, p, y, lo, hi)
 
     def second(self, p: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.ndarray
                ) -> np.ndarray:
         from .._losses import batch_second32
 
-        return batch_second32(self.spec.code, p, y, lo, hi)
+        return batch_second32(self.code, p, y, lo, hi)
 
 
 class _Data:
     """The examples of one pass, as VW hands them to the learner: hashed features (CSR),
-    labels (NaN: none), importance weights, tags, and which are held out."""
+    labels (NaN: none), importance weights, tags, and which are held out.
+
+    With ``comm`` (``-n N``) this worker reads only its share, as the one-pass ``-n N``
+    does (:func:`.._io._readers.shard_files`: every N-th file when there are N files or
+    more, else the rank-th of N byte ranges of each file, cut at line ends); the shares'
+    example counts and label ranges are exchanged once, so that the holdout (every
+    ``holdout_period``-th example) and the prediction range each example sees are the
+    whole input's, in its order, and the passes one worker's."""
 
     def __init__(self, paths: list[str], options: dict[str, Any], holdout_period: int,
-                 holdout_after: int, holdout_off: bool, rank: int = 0, size: int = 1
-                 ) -> None:
+                 holdout_after: int, holdout_off: bool, comm: Any = None) -> None:
         import scipy.sparse as sp
 
         from .._io._dataset import Dataset, ParseOptions
-        from .._io._readers import read_file
+        from .._io._readers import read_file, shard_files
 
+        rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
         keys = ParseOptions().to_dict()
         parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
                                 for k, v in options.items() if k in keys})
-        data = Dataset.concat([read_file(p, parse, need_label=False) for p in paths])
+        parts = shard_files(paths, rank, size)
+        sets = [read_file(p, parse, shard=sh, need_label=False) for p, sh in parts]
+        data = Dataset.concat(sets)
         self.parse = parse
         self.size = 1 << parse.bits
         n = len(data)
@@ -121,7 +134,16 @@ class _Data:
         self.tags = [data.tag(i) for i in range(n)] if data.tag_ptr is not None else None
         self.features = np.diff(data.indptr)
         labelled = ~np.isnan(self.labels)
-        counter = np.arange(1, n + 1)
+        # each share's place in the whole input: segment (file, part) in file order
+        whole = len(paths) >= size
+        segments = len(paths) if whole else len(paths) * size
+        own = [0] if size == 1 else list(range(rank, len(paths), size)) if whole else \
+            [i * size + rank for i in range(len(paths))]
+        lens = [len(d) for d in sets] if size > 1 else [n]
+        counts = _gathered(comm, segments if size > 1 else 1, own, lens, 0, "sum"
+                           ).astype(np.int64)
+        counter = np.concatenate([np.arange(1, k + 1) + counts[:seg].sum()
+                                  for seg, k in zip(own, lens)]) if n else np.zeros(0, int)
         if holdout_off:
             held = np.zeros(n, bool)
         elif holdout_after:
@@ -132,30 +154,62 @@ class _Data:
         self.learn = labelled & ~self.test & (self.weights > 0)
         self.holdout = labelled & self.test    # counted in the holdout loss
         self.labelled = labelled
-        # the whole input's, whichever share this worker learns from: the labels that
-        # widen the prediction range as the examples go, and the closing block's counts
-        self.range_labels = np.where(self.learn, self.labels, np.nan).astype(np.float64)
-        self.all = {k: getattr(self, k) for k in ("labels", "weights", "holdout",
-                                                  "labelled", "features")}
-        self.rows: np.ndarray | None = None
-        if size > 1:
-            self._share(rank, size)
-
-    def _share(self, rank: int, size: int) -> None:
-        """Keep every ``size``-th example from the ``rank``-th on (each worker of
-        ``--bfgs -n N`` learns from one share; the holdout and the prediction range are
-        the whole input's, so the passes are one worker's)."""
-        rows = np.arange(rank, self.n, size)
-        self.rows, self.n = rows, len(rows)
-        self.X, self.X2 = self.X[rows], self.X2[rows]
-        self.XT, self.X2T = self.X.T.tocsr(), self.X2.T.tocsr()
-        for k in ("labels", "weights", "features", "test", "learn", "holdout", "labelled"):
-            setattr(self, k, getattr(self, k)[rows])
-        if self.tags is not None:
-            self.tags = [self.tags[i] for i in rows.tolist()]
+        # the prediction range each example sees: the labels learned from up to it (it
+        # included), in the whole input's order: the shares before this one's, then its own
+        y = np.where(self.learn, self.labels, np.nan).astype(np.float64)
+        bounds = np.cumsum([0, *lens])
+        mins = [float(np.fmin.reduce(y[a:b], initial=np.inf)) for a, b in zip(bounds, bounds[1:])]
+        maxs = [float(np.fmax.reduce(y[a:b], initial=-np.inf)) for a, b in zip(bounds, bounds[1:])]
+        ranges = _gathered(comm, 2 * len(counts), own + [len(counts) + k for k in own],
+                           mins + [-v for v in maxs], np.inf, "min")
+        seg_lo, seg_hi = ranges[:len(counts)], -ranges[len(counts):]
+        lo, hi = np.empty(n), np.empty(n)
+        for seg, a, b in zip(own, bounds, bounds[1:]):
+            part = y[a:b]
+            lo[a:b] = np.minimum(seg_lo[:seg].min(initial=np.inf), np.fmin.accumulate(
+                np.where(np.isnan(part), np.inf, part)))
+            hi[a:b] = np.maximum(seg_hi[:seg].max(initial=-np.inf), np.fmax.accumulate(
+                np.where(np.isnan(part), -np.inf, part)))
+        self.range_lo, self.range_hi = lo, hi
+        self.range_all = (float(seg_lo.min(initial=np.inf)), float(seg_hi.max(initial=-np.inf)))
+        self.total = int(counts.sum())
+        self.closing = _closing_sums(comm, self)
 
     def dot(self, w: np.ndarray) -> np.ndarray:
         return (self.X @ w).astype(_F)
+
+
+def _gathered(comm: Any, length: int, own: list[int], values: list[float], fill: float,
+              op: str) -> np.ndarray:
+    """A float64 array of ``length`` with this worker's ``values`` at its places ``own``
+    and every other worker's at theirs (the others ``fill``), combined with ``op``."""
+    out = np.full(length, fill, np.float64)
+    out[own] = values
+    if comm is not None and comm.size > 1:
+        out = np.asarray(comm.allreduce(out, op), np.float64)
+    return out
+
+
+def _closing_sums(comm: Any, d: _Data) -> dict[str, Any]:
+    """The closing block's counts over the whole input (every worker's share): examples
+    and weight not held out, the labelled ones' weight and label sum, the distinct labels
+    and the features."""
+    from .._online._onlinepass import distinct_labels
+
+    kept = ~d.holdout
+    labelled = d.labelled & kept
+    mine = ([float(np.count_nonzero(kept)), float(d.weights[kept].astype(np.float64).sum()),
+             float(d.weights[labelled].astype(np.float64).sum()),
+             dot(d.labels[labelled].astype(np.float64), d.weights[labelled].astype(np.float64)),
+             float(d.features[kept].sum())],
+            distinct_labels([], d.labels[d.labelled]))
+    every = [mine] if comm is None or comm.size == 1 else comm.allgather_object(mine)
+    sums = [sum(v[0][i] for v in every) for i in range(5)]
+    seen: list[float] = []
+    for _, labels in every:
+        seen = distinct_labels(seen, np.asarray(labels))
+    return {"examples": int(sums[0]), "weight": sums[1], "labelled_weight": sums[2],
+            "label_sum": sums[3], "features": int(sums[4]), "labels": seen}
 
 
 class _Progress:
@@ -193,15 +247,15 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     flags of ``terascale vw``), writing ``-p``/``-r`` per pass, ``-f``, the readable model
     and VW's closing block; returns the exit status.
 
-    With ``comm`` (``-n N``) every worker reads the input and learns from every N-th
-    example (its share); each pass's gradient, preconditioner, losses and curvature are
+    With ``comm`` (``-n N``) every worker reads and learns from its share of the input
+    (:class:`_Data`); each pass's gradient, preconditioner, losses and curvature are
     summed over the workers (VW's cluster mode of its batch learner), so every worker
     takes the same steps, one worker's up to the order of the sums; rank 0 prints and
     writes."""
     from ._vwout import all_or_none, link, prediction_lines, prediction_writers
 
     check_batch(args, options)
-    rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
+    rank = comm.rank if comm is not None else 0
     cg = bool(options.get("cg"))
     passes = int(options.get("bfgs") or options.get("cg") or 0)
     start = None
@@ -212,7 +266,7 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
         options = {**options, **start.parse.to_dict()}
         if args.loss is None:  # the model's (VW's: squared unless it was linked logistic)
             options["loss"] = start.loss
-    loss = _Loss(options["loss"])  # (after -i: a model gives its loss)
+    loss = _Loss(options["loss"], options.get("expectile_q"))  # (-i: the model's loss)
     m = 0 if cg else int(options.get("memory", 15))
     if m < 0:
         raise ConfigError(f"--mem must be >= 0, not {m}")
@@ -225,7 +279,7 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     if args.holdout_period is not None:
         period = int(args.holdout_period)
     data = _Data(paths, options, period, int(options.get("holdout_after", 0)), holdout_off,
-                 rank, size)
+                 comm)
     reg = None
     if args.input_feature_regularizer:
         from ._vwmodel import read_regularizer
@@ -281,7 +335,7 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
     zeros = np.zeros(len(nz), _F)
     model = LinearModel(indices=nz.astype(np.uint32), weights=w[nz], parse=data.parse,
                         loss=options["loss"], adaptive=(zeros, zeros, st),
-                        info={"examples": len(data.all["labels"]),
+                        info={"examples": data.total,
                               "batch_passes": state.current_pass,
                               "vw_generation": run_generation(args)})
     if args.model:
@@ -338,37 +392,32 @@ def _inputs_of(args: argparse.Namespace) -> list[str]:
 def _closing(state: _Batch, data: _Data, holdout_off: bool, loss: str,
              best: bool) -> str:
     """VW's ``finished run`` block for a batch run (``best``: with VW's best constant)."""
-    from .._online._onlinepass import distinct_labels
     from ._vwreport import best_constant
 
     passes = state.passes_done
-    d = data.all  # (the whole input's, with workers too)
-    holdout, weights, labels, feats = d["holdout"], d["weights"], d["labels"], d["features"]
-    examples = int(np.count_nonzero(~holdout)) * passes
+    c = data.closing  # (the whole input's, with workers too)
+    examples = c["examples"] * passes
     lines = ["", "finished run"]
     if passes <= 1:
         lines.append(f"number of examples = {examples}")
     else:
         lines += [f"number of examples per pass = {examples // passes}",
                   f"passes used = {passes}"]
-    weight = float(weights[~holdout].astype(np.float64).sum()) * passes
-    labelled = d["labelled"] & ~holdout
-    wl = float(weights[labelled].astype(np.float64).sum()) * passes
+    weight = c["weight"] * passes
+    wl = c["labelled_weight"] * passes
     if holdout_off:
         avg = f"{state.sum_loss / wl:.6f}" if wl > 0 else "n.a."
     elif state.best_holdout in (_FLT_MAX, _FLT_MAX * 0.5):
         avg = "undefined (no holdout)"
     else:
         avg = f"{state.best_holdout:.6f} h"
-    label_sum = dot(labels[labelled].astype(np.float64),
-                    weights[labelled].astype(np.float64)) * passes
+    label_sum = c["label_sum"] * passes
     lines += [f"weighted example sum = {weight:.6f}",
               f"weighted label sum = {label_sum:.6f}",
               f"average loss = {avg}"]
     if best:
-        lines += best_constant(loss, 0.5, label_sum, wl,
-                               distinct_labels([], labels[d["labelled"]]))
-    lines.append(f"total feature number = {int(feats[~holdout].sum()) * passes}")
+        lines += best_constant(loss, 0.5, label_sum, wl, c["labels"])
+    lines.append(f"total feature number = {c['features'] * passes}")
     return "\n".join(lines)
 
 
@@ -382,6 +431,12 @@ class _Batch:
         from .._io._hashing import CONSTANT_HASH
 
         self.comm = comm  # (-n N: the workers' communicator; each learns from a share)
+        # the accumulator of the examples' terms of the gradient and preconditioner: one
+        # worker adds them in float32 in the examples' order, as VW; N workers add each
+        # share's in float64, then the shares' (_allreduce), and round the total to float32
+        # once, so that where the input is cut hardly matters: N = 2, 3, 4 round to the
+        # same float32 sums but where a float64 sum falls on a rounding boundary
+        self.acc = np.float64 if comm is not None and comm.size > 1 else _F
         self.d, self.loss, self.m, self.l2 = data, loss, m, l2
         self.rel_threshold = rel_threshold
         self.hessian_on, self.no_bias = hessian_on, no_bias
@@ -433,15 +488,11 @@ class _Batch:
         """The prediction range each example sees: VW widens it to every label learned
         from, this one's included, before predicting."""
         d = self.d
-        y = d.range_labels
-        lo = np.fmin.accumulate(np.where(np.isnan(y), np.inf, y))
-        hi = np.fmax.accumulate(np.where(np.isnan(y), -np.inf, y))
-        lo = np.minimum(lo, float(self.lo)).astype(_F)
-        hi = np.maximum(hi, float(self.hi)).astype(_F)
-        if len(y):
-            self.lo, self.hi = _F(lo[-1]), _F(hi[-1])
-        if d.rows is not None:
-            lo, hi = lo[d.rows], hi[d.rows]
+        lo = np.minimum(d.range_lo, float(self.lo)).astype(_F)
+        hi = np.maximum(d.range_hi, float(self.hi)).astype(_F)
+        if d.total:  # (the whole input's last: every worker's next pass starts from it)
+            self.lo = _F(min(d.range_all[0], float(self.lo)))
+            self.hi = _F(max(d.range_all[1], float(self.hi)))
         return lo, hi
 
     def _pass(self) -> tuple[np.ndarray, np.ndarray]:
@@ -460,7 +511,7 @@ class _Batch:
         if self.gradient_pass:
             ex_loss = (loss.value(pred, y, lo, hi) * wt).astype(_F)
             grad = np.where(learn, (loss.first(pred, y, lo, hi) * wt).astype(_F), _F(0))
-            dg = (d.XT @ grad.astype(_F)).astype(_F)
+            dg = d.XT @ grad.astype(self.acc)
             dloss = float(ex_loss[learn].astype(np.float64).sum())
             self.predictions = pred[learn]
             out_pred, out_partial = pred, partial
@@ -481,7 +532,7 @@ class _Batch:
                                (loss.value(pred, y, lo, hi) * wt).astype(_F))
         if self.preconditioner_pass:
             c = np.where(learn, (loss.second(out_pred, y, lo, hi) * wt).astype(_F), _F(0))
-            dcond = (d.X2T @ c.astype(_F)).astype(_F)
+            dcond = d.X2T @ c.astype(self.acc)
         # VW's shared data: every learned example's loss; the held-out ones apart
         if self.gradient_pass:
             hl = (loss.value(pred, y, lo, hi) * wt).astype(_F)
@@ -492,6 +543,8 @@ class _Batch:
                          float(wt[d.holdout].astype(np.float64).sum())])
         if self.comm is not None and self.comm.size > 1:
             dg, dcond, sums = self._allreduce(dg, dcond, sums)
+        dg = None if dg is None else dg.astype(_F, copy=False)
+        dcond = None if dcond is None else dcond.astype(_F, copy=False)
         self.importance_weight_sum += sums[0]
         if dg is not None:
             self.g += dg
@@ -508,7 +561,7 @@ class _Batch:
                                               np.ndarray]:
         """The pass's gradient, preconditioner and sums over every worker (VW's
         ``accumulate`` and ``accumulate_scalar``), in one allreduce of float64: each
-        vector is a float32 sum of its worker's examples, added in double."""
+        vector is a float64 sum of its worker's examples (``acc``), added in double."""
         parts = [v.astype(np.float64) for v in (dg, dcond) if v is not None]
         total = self.comm.allreduce(np.concatenate([*parts, sums]))
         size = len(self.w)
