@@ -411,11 +411,12 @@ def test_first_pass_keeps_the_adaptive_state_in_float32_without_losing_a_bit(tmp
     d = int(cols.max()) + 1
     got = []
     for dtype in (np.float32, np.float64):
-        w, g2, nrm = np.zeros(d), np.zeros(d, dtype), np.zeros(d, dtype)
+        w, g2, nrm = np.zeros(d, dtype), np.zeros(d, dtype), np.zeros(d, dtype)
         st, acc = new_state(), np.zeros(8)
         online_chunk(ds.indptr, cols, ds.values, ds.labels, ds.weights,
                      np.zeros(len(ds), np.bool_), 0, len(ds), w, g2, nrm, st, 0, 0.5, 0.5,
                      0.0, 0.0, acc, None)
-        got.append((w, g2.astype(np.float64), nrm.astype(np.float64), st, acc))
+        got.append((w.astype(np.float64), g2.astype(np.float64), nrm.astype(np.float64),
+                    st, acc))
     for a, b in zip(*got):
         assert np.array_equal(a, b)

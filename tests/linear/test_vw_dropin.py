@@ -352,7 +352,7 @@ def test_compiled_and_numba_parsers_agree_on_anonymous_features():
         pytest.skip("the compiled parser is not built")
     buf = np.frombuffer(("\n".join(_ANON) + "\n").encode(), np.uint8)
     none = np.zeros(256, bool)
-    table = np.zeros((0, 4), np.int64)
+    table = np.zeros((0, 4), np.int32)  # (interaction_table's type, as the runs pass it)
     fast = _vwtext_fast.parse_vw(buf, (1 << 18) - 1, table, True, False, none, none)
     slow = parse_vw_bytes(buf, (1 << 18) - 1, table, True, False, none, none)
     for a, b in zip(fast[:3], slow[:3]):

@@ -40,13 +40,14 @@ _VW = "1 'a|a x y:2 |b z\n-1 'b|a y |b w\n1 |a x\n"
 def warm_kernels(*, full: bool = False) -> None:
     """Run a tiny parse (from a file, as workers do), train, cache and evaluate; the first
     pass from text, as a one-pass run learns. ``full``: also progressive predictions,
-    ``-q``, the libsvm and CSV readers, the workers' mixing and the synthetic writer.
+    ``-q``, the libsvm and CSV readers, the workers' mixing (and the learner over their
+    float64 sums) and the synthetic writer.
 
     Parameters
     ----------
     full
-        Also progressive predictions, ``-q``, the libsvm and CSV readers, the workers' mixing and
-        the synthetic writer (default False).
+        Also progressive predictions, ``-q``, the libsvm and CSV readers, the workers' mixing
+        (and the learner over their float64 sums) and the synthetic writer (default False).
     """
     stamp = _stamp(full)
     if os.path.exists(stamp):
@@ -140,6 +141,16 @@ def _rest(d: str, path: str, wide: str, alone: Any) -> None:
             f.write(text)
         train(other, comm=alone, format=fmt, cache_dir="", holdout=0.0)
     _mixing.compile_kernels()
+    # the learner over float64 arrays: the workers' sums where they mix during a pass
+    # (-n N) and scikit-learn's partial_fit; the passes above ran it over float32 ones
+    import numpy as np
+
+    from ._online._update import new_state, online_chunk
+
+    z = np.zeros(1)
+    online_chunk(np.array([0, 1], np.int64), np.zeros(1, np.uint32), np.ones(1, np.float32),
+                 np.ones(1, np.float32), np.ones(1, np.float32), np.zeros(1, np.bool_), 0, 1,
+                 z, z.copy(), z.copy(), new_state(), 0, 0.5, 0.5, 0.0, 0.0, np.zeros(8))
     write_click(os.path.join(d, "click.vw"), 10, seed=0)
     # --oaa: its K learners in one pass, and example by example under --l1/--l2 (the
     # command's own parser: `terascale vw` is in this area)

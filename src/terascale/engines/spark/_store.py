@@ -183,7 +183,9 @@ def _map(directory: str, parse: ParseOptions | None, bits: int,
         path = os.path.join(directory, name)
         if os.path.getsize(path) != sizes[name] * np.dtype(dtype).itemsize:
             raise ValueError(f"truncated cache file {name}")
-        arrays[name] = (np.memmap(path, dtype=dtype, mode="r") if sizes[name]
+        # copy-on-write, never written: numba compiles its kernels once more for read-only
+        # arrays, and the learner's are compiled (and warmed) for writable ones
+        arrays[name] = (np.memmap(path, dtype=dtype, mode="c") if sizes[name]
                         else np.zeros(0, dtype))
     return Dataset(bits=bits, skipped=int(meta["skipped"]), sources=sources, parse=parse,
                    **arrays)

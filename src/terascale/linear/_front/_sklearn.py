@@ -228,7 +228,7 @@ class _Base:
             self.n_features_in_ = int(X.shape[1])
         w, g2, nrm, state = online
         acc = np.zeros(8)
-        # uint32 columns and an explicit None: the signature the passes compile, not another
+        # uint32 columns and float64 arrays: the kernel a worker's mixed pass compiles
         online_chunk(ds.indptr, np.asarray(ds.indices, np.uint32), ds.values, ds.labels,
                      ds.weights, np.zeros(len(ds), np.bool_), 0, len(ds), w, g2, nrm, state,
                      LOSSES[self._loss], self.learning_rate, self.power_t, self.l1,

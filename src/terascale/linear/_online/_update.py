@@ -260,9 +260,9 @@ def _settings(kind: int, eta: float, power_t: float, l1: float, l2: float):  # t
             _f(_f(power_t) - 1.0))
 
 
-# nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch);
-# error_model numpy: 1/0 is inf, as in C
-@numba.njit(cache=True, nogil=True, error_model="numpy")
+_NO_PRED = np.empty(0)  # (the kernel's ``pred`` where none is asked for)
+
+
 def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
                  weights: np.ndarray, holdout: np.ndarray, start: int, end: int,
                  w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
@@ -270,9 +270,31 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
                  out: np.ndarray, pred: np.ndarray | None = None) -> None:
     """Learn from examples [start, end); adds to ``out`` = [train loss, train weight,
     holdout loss, holdout weight, examples, features] and sets out[6:8] = last label,
-    prediction (for progress lines). With ``pred`` (length end - start) it also writes
-    each example's prediction before learning from it (VW's progressive ``-p``), for
-    unlabelled and zero-weight examples too."""
+    prediction (for progress lines). With ``pred`` (float64, length end - start) it also
+    writes each example's prediction before learning from it (VW's progressive ``-p``),
+    for unlabelled and zero-weight examples too.
+
+    numba compiles the kernel once per combination of argument types (tens of seconds
+    each, kept in its on-disk cache): with or without ``pred`` is one argument type here
+    (an empty array and a flag), and the scalars are Python's int and float whatever the
+    caller holds, so a run with ``-p`` and one without share the compiled kernel. The
+    arrays' types are the caller's: ``w``, ``g2``, ``nrm`` are float32 column views of
+    the dense rows (``GrowingWeights``), float32 arrays (later passes) or float64 arrays
+    (the workers' mixed sums); float32 and float64 arrays give the same bits."""
+    _online_chunk(indptr, cols, values, labels, weights, holdout, int(start), int(end), w, g2,
+                  nrm, state, int(kind), float(eta), float(power_t), float(l1), float(l2), out,
+                  _NO_PRED if pred is None else pred, pred is not None)
+
+
+# nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch);
+# error_model numpy: 1/0 is inf, as in C
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
+                  labels: np.ndarray, weights: np.ndarray, holdout: np.ndarray, start: int,
+                  end: int, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
+                  kind: int, eta: float, power_t: float, l1: float, l2: float,
+                  out: np.ndarray, pred: np.ndarray, predict: bool) -> None:
+    """:func:`online_chunk`'s loop; ``predict``: write ``pred``."""
     (kind, sign, clip, track, l1, l2, eta, reg, sqrt_rate, minus_power_t,
      neg_norm_power) = _settings(kind, eta, power_t, l1, l2)
     rows = w.strides[0] != w.itemsize  # views of one (n, 3) array: the dense layout
@@ -292,13 +314,13 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
             # (zero-weight examples included, held-out ones not)
             state[MIN_LABEL] = min(state[MIN_LABEL], y)
             state[MAX_LABEL] = max(state[MAX_LABEL], y)
-        if not learn and pred is None:
+        if not learn and not predict:
             continue
         a = indptr[i]
         b = indptr[i + 1]
         p = _score(cols, values, a, b, w, state[GRAVITY], state[CONTRACTION])
         p = clip_prediction(clip, p, state[MIN_LABEL], state[MAX_LABEL])
-        if pred is not None:
+        if predict:
             pred[i - start] = p
             if not learn:
                 continue

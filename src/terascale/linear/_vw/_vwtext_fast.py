@@ -41,6 +41,7 @@ def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip
              ignore: np.ndarray, ignore_linear: np.ndarray) -> tuple:
     """:func:`._vwparse.parse_vw_bytes`'s result, from the compiled parser where the options
     and the buffer allow it."""
+    table = np.ascontiguousarray(table, np.int32)  # (one type: one compiled numba parser)
     if _FAST is not None and not ignore_linear.any():
         n = len(buf)
         ncap = n // 8 + 16  # (examples of at least 8 bytes: shorter ones go to numba)
@@ -49,7 +50,6 @@ def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip
         weights = np.empty(ncap, np.float32)
         tag_ptr = np.empty(ncap + 1, np.int64)
         tag_blob = np.empty(n, np.uint8)  # (a tag is part of a line: never more)
-        table = np.ascontiguousarray(table, np.int32)
         rows, width = table.shape
         drop = np.ascontiguousarray(ignore, np.uint8)
         while True:
