@@ -66,6 +66,31 @@ def test_a_launcher_with_another_thread_runs_the_command(tmp_path: Path) -> None
     assert "failed first (exit status 99)" in res.stderr
 
 
+def test_a_restart_forks_its_workers_again(tmp_path: Path) -> None:
+    """The previous attempt's threads (its rendezvous server's, its watchers) have ended
+    before the next attempt forks: its workers run the function, not the command."""
+    script = tmp_path / "launcher.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        from terascale.launch import LaunchOptions, launch
+
+        def worker():
+            import terascale
+            comm = terascale.init()
+            if os.environ["TERASCALE_RESTART"] == "0" and comm.rank == 1:
+                return 3
+            comm.barrier()
+            return 0
+
+        sys.exit(launch([sys.executable, "-c", "raise SystemExit(99)"],
+                        LaunchOptions(nprocs=2, timeout=30, max_restarts=1, fork=worker)))
+    """))
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=90)
+    assert "restarting all 2 workers (restart 1 of 1)" in res.stderr
+    assert res.returncode == 0, res.stderr
+
+
 def test_a_forked_worker_that_never_joins_fails_the_job_at_the_deadline(tmp_path: Path
                                                                        ) -> None:
     res = _launch(tmp_path, """

@@ -11,10 +11,11 @@ What a fork inherits, and what is done about it, in the child:
 
 * threads: only the forking thread goes on, and every lock another thread held at that
   instant stays held in the child for good. So a worker is forked only while the
-  launcher runs no other Python thread (``launcher.run_group`` checks, and otherwise runs
-  the command instead): every thread of an attempt -- the rendezvous server's, the
-  output pumps, the watchers -- starts after its last worker is forked; the workers that
-  reach the rendezvous first wait in its listening socket's backlog until then. (A
+  launcher runs no other Python thread (``launcher.run_group`` checks, on a restart once
+  the previous attempt's threads have ended, and otherwise runs the command): every
+  thread of an attempt -- the rendezvous server's, the output pumps, the watchers --
+  starts after its last worker is forked; the workers that reach the rendezvous first
+  wait in its listening socket's backlog until then. (A
   server thread serving the first worker while the next one is forked may be importing
   a module on its behalf, the cipher's on a first connection: that worker would wait
   forever on the module's import lock, and its rank never arrive.) numba's parallel

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ __all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", 
            "stop_signals"]
 
 _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
+_SETTLE_S = 2.0  # on a restart: how long its previous attempt's threads get to end before a fork
 
 
 def is_secondary(tail: deque[bytes]) -> bool:
@@ -236,7 +238,8 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
     # every worker is started before any thread of this attempt runs (the rendezvous
     # server's, the output pumps, the watchers): a worker is forked only while this
     # thread is the process's only one, else it runs cmd (_fork says why)
-    fork = opts.fork if hasattr(os, "fork") and threading.active_count() == 1 else None
+    fork = opts.fork if opts.fork is not None and hasattr(os, "fork") and \
+        _alone(_SETTLE_S if attempt else 0.0) else None
     procs: list[subprocess.Popen[bytes] | Forked] = []
     try:
         for rank in range(opts.nprocs):
@@ -296,6 +299,18 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
         tail = workers[failed].tail() or list(workers[failed].stdout.tail)
         failed += offset
     return status, failed, tail, blame
+
+
+def _alone(wait: float) -> bool:
+    """Whether this thread is the process's only Python thread, waiting up to ``wait``
+    seconds for the others to end (a previous attempt's: its watchers and its rendezvous
+    clients end within moments of its workers)."""
+    until = time.monotonic() + wait
+    while threading.active_count() > 1:
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 @contextlib.contextmanager
