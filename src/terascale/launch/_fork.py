@@ -9,11 +9,18 @@ worker's function directly.
 
 What a fork inherits, and what is done about it, in the child:
 
-* threads: only the forking thread goes on. The launcher forks every worker before it
-  starts a thread of its own for them (output pumps, watchers); the rendezvous server's
-  thread exists, and the child never touches its state. numba's parallel pool is never
-  started in the launcher (its kernels run one thread there); OpenBLAS stops its pool
-  around ``fork`` itself (its ``pthread_atfork`` handlers).
+* threads: only the forking thread goes on, and every lock another thread held at that
+  instant stays held in the child for good. So a worker is forked only while the
+  launcher runs no other Python thread (``launcher.run_group`` checks, on a restart once
+  the previous attempt's threads have ended, and otherwise runs the command): every
+  thread of an attempt -- the rendezvous server's, the output pumps, the watchers --
+  starts after its last worker is forked; the workers that reach the rendezvous first
+  wait in its listening socket's backlog until then. (A
+  server thread serving the first worker while the next one is forked may be importing
+  a module on its behalf, the cipher's on a first connection: that worker would wait
+  forever on the module's import lock, and its rank never arrive.) numba's parallel
+  pool is never started in the launcher (its kernels run one thread there); OpenBLAS
+  stops its pool around ``fork`` itself (its ``pthread_atfork`` handlers).
 * descriptors: everything above 2 is closed (the rendezvous's listening socket, the
   watchdog's pipe, other workers' pipes), then standard output and error are this
   worker's pipes, with fresh ``sys.stdout``/``sys.stderr`` written through (no buffer or

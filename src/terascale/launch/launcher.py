@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ __all__ = ["LaunchOptions", "NodePlace", "free_port", "is_secondary", "launch", 
            "stop_signals"]
 
 _GRACE_S = 1.5  # between SIGTERM and SIGKILL of the surviving workers
+_SETTLE_S = 2.0  # on a restart: how long its previous attempt's threads get to end before a fork
 
 
 def is_secondary(tail: deque[bytes]) -> bool:
@@ -87,7 +89,9 @@ class LaunchOptions:
     fork
         Each worker runs this function in a process forked from the launcher, and exits
         with the status it returns, instead of running ``cmd`` (which stays the command a
-        message names, and what runs where the platform cannot fork). For a launcher
+        message names, and what runs where the platform cannot fork, or where the
+        launcher runs a thread besides the one that starts the workers: a thread of the
+        caller's, or of a restart's previous attempt not yet ended). For a launcher
         that has already imported and loaded what its workers run: they start without
         an interpreter's start-up or imports of their own (``terascale.launch._fork``
         says what a forked worker inherits and what it is given afresh). Default None.
@@ -208,7 +212,9 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
     stop
         Set to end the attempt early (Ctrl-C, another node's failure).
     """
-    server = None if place is not None else RendezvousServer(opts.nprocs, secret.encode()).start()
+    # the server's thread starts once every worker is started (below): a forked worker
+    # must not inherit a lock a thread of ours held at the fork (_fork)
+    server = None if place is not None else RendezvousServer(opts.nprocs, secret.encode())
     workers: list[_Process] = []
     lock = threading.Lock()
     if server is not None:
@@ -229,8 +235,11 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
     # lives until every worker has been waited for.
     preexec, session = worker_start(opts.nprocs)
     blocks = cpu_blocks(opts.nprocs, opts.cpu_bind)
-    # every worker is started before any thread watches one (a forked worker inherits
-    # the threads' absence, _fork)
+    # every worker is started before any thread of this attempt runs (the rendezvous
+    # server's, the output pumps, the watchers): a worker is forked only while this
+    # thread is the process's only one, else it runs cmd (_fork says why)
+    fork = opts.fork if opts.fork is not None and hasattr(os, "fork") and \
+        _alone(_SETTLE_S if attempt else 0.0) else None
     procs: list[subprocess.Popen[bytes] | Forked] = []
     try:
         for rank in range(opts.nprocs):
@@ -247,8 +256,8 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
             env["PYTHONUNBUFFERED"] = "1"
             start = bound(preexec, blocks and blocks[rank])
             p: subprocess.Popen[bytes] | Forked
-            if opts.fork is not None and hasattr(os, "fork"):
-                p = fork_worker(opts.fork, env, session=session, preexec=start)
+            if fork is not None:
+                p = fork_worker(fork, env, session=session, preexec=start)
             else:
                 try:
                     p = subprocess.Popen(list(cmd), env=env, stdout=subprocess.PIPE,
@@ -260,6 +269,8 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
                     raise ConfigError(f"cannot execute {cmd[0]!r}") from None
             procs.append(p)
             watch_group(p.pid)  # its own children die with the launcher too
+        if server is not None:
+            server.start()  # the workers that came first wait in its listening backlog
         for rank, p in enumerate(procs):
             assert p.stdout is not None and p.stderr is not None
             workers.append(_Process(
@@ -288,6 +299,18 @@ def run_group(cmd: Sequence[str], opts: LaunchOptions, attempt: int, secret: str
         tail = workers[failed].tail() or list(workers[failed].stdout.tail)
         failed += offset
     return status, failed, tail, blame
+
+
+def _alone(wait: float) -> bool:
+    """Whether this thread is the process's only Python thread, waiting up to ``wait``
+    seconds for the others to end (a previous attempt's: its watchers and its rendezvous
+    clients end within moments of its workers)."""
+    until = time.monotonic() + wait
+    while threading.active_count() > 1:
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 @contextlib.contextmanager

@@ -183,8 +183,9 @@ def forking(target: Callable[[], int], options: dict[str, Any]) -> Callable[[], 
     (wide rows past the dense switch) loads in the worker, as it would have."""
     from .._env import read_setting
 
-    # opt-in: a forked worker once never reached the rendezvous (under three test runs at
-    # once on two cores), not yet explained; workers are programs of their own by default
+    # opt-in; by default workers are programs of their own. A worker is forked only while
+    # the launcher runs no other thread (launch._fork), so none holds a lock (an import's)
+    # the worker would wait on forever
     if not _command or (read_setting("TERASCALE_EXEC_WORKERS") or "1") != "0" or \
             not hasattr(os, "fork"):
         return None

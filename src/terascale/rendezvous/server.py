@@ -129,14 +129,23 @@ class RendezvousServer:
         log.warning("%s", line)
 
     def close(self) -> None:
+        """Stop serving; the serving thread has ended on return (within its accept poll,
+        0.5 s, at worst), so a launcher's next attempt can fork again (``launch._fork``).
+        Clients being served finish or fail on their own deadlines."""
         self._report()
         self._closed.set()
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the thread's accept at once
+        except OSError:
+            pass
         try:
             self._sock.close()
         except OSError:
             pass
         with self._cond:
             self._cond.notify_all()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
 
     def __enter__(self) -> RendezvousServer:
         return self.start()
