@@ -276,10 +276,12 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
 
         writers = prediction_writers(args)
 
-        def progressive(p: np.ndarray, tags: list[str] | None) -> None:
-            for writer, linked in writers:
-                writer.write(prediction_lines(link(p, how, args.binary) if linked else p,
-                                              tags))
+        def progressive(p: np.ndarray, tags: list[str] | None,
+                        raw: np.ndarray | None = None) -> None:
+            for writer, linked in writers:  # (-r: the scores before VW's clip)
+                writer.write(prediction_lines(link(p, how, args.binary) if linked
+                                              else p if raw is None else raw, tags))
+        progressive.raw = any(not linked for _, linked in writers)  # type: ignore[attr-defined]
         with all_or_none(writers):
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
                                                   options, **_model_format(args),
@@ -396,7 +398,9 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     _check_output(args.predictions, "-p")
     if args.model:
         _check_output(args.model, "-f", stream=False)
-    for path, flag in ((getattr(args, "readable_model", None), "--readable_model"),
+    scores = getattr(args, "raw_predictions", None)  # VW's -r: the scores before the clip
+    for path, flag in ((scores, "-r"),
+                       (getattr(args, "readable_model", None), "--readable_model"),
                        (getattr(args, "invert_hash", None), "--invert_hash")):
         _check_output(path, flag)
     model = _load(args.initial) if args.initial else _zero_model(args)
@@ -413,11 +417,13 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     # labelled examples' label x weight, features (VW's counters)
     labels: list[float] = []
     table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
-    with _Output(args.predictions) as out:
+    with _Output(args.predictions) as out, _Output(scores) as raw_out:
         for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
             s = _clip(model, raw)
             if args.predictions:  # VW's -t writes predictions only where -p says
                 out.write(_lines(blk, s, how, args.binary))
+            if scores:
+                raw_out.write(_lines(blk, raw, "identity", False))
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
             lv = np.zeros(len(s))

@@ -272,7 +272,8 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     holdout loss, holdout weight, examples, features] and sets out[6:8] = last label,
     prediction (for progress lines). With ``pred`` (length end - start) it also writes
     each example's prediction before learning from it (VW's progressive ``-p``), for
-    unlabelled and zero-weight examples too."""
+    unlabelled and zero-weight examples too; with twice that length, the second half
+    gets each raw score before the clip to the label range (VW's ``-r``)."""
     (kind, sign, clip, track, l1, l2, eta, reg, sqrt_rate, minus_power_t,
      neg_norm_power) = _settings(kind, eta, power_t, l1, l2)
     rows = w.strides[0] != w.itemsize  # views of one (n, 3) array: the dense layout
@@ -296,10 +297,12 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
             continue
         a = indptr[i]
         b = indptr[i + 1]
-        p = _score(cols, values, a, b, w, state[GRAVITY], state[CONTRACTION])
-        p = clip_prediction(clip, p, state[MIN_LABEL], state[MAX_LABEL])
+        raw = _score(cols, values, a, b, w, state[GRAVITY], state[CONTRACTION])
+        p = clip_prediction(clip, raw, state[MIN_LABEL], state[MAX_LABEL])
         if pred is not None:
             pred[i - start] = p
+            if len(pred) >= 2 * (end - start):  # VW's raw score (-r) in the second half
+                pred[end - start + i - start] = raw
             if not learn:
                 continue
         # VW's example loss, in float (a logistic loss past y*p ~ 16.6 is exactly 0, which
