@@ -40,3 +40,22 @@ def test_raw_predictions_are_the_scores_before_the_clip(flags, tmp_path, capfd,
     assert code == 0, err
     np.testing.assert_allclose(numbers(tmp_path / "ts.tr"), numbers(tmp_path / "vw.tr"),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_poisson_with_negative_labels_learns_nothing_from_them_as_vw(tmp_path, capfd,
+                                                                    monkeypatch):
+    """VW's poisson loss of a negative label is NaN (C's logf): the example teaches
+    nothing, and the closing block prints the average loss as -nan."""
+    rng = np.random.default_rng(5)
+    lines = [f"{rng.normal(0.5, 2):.3f} |a f{rng.integers(10)} x:{rng.uniform():.3f}"
+             for _ in range(120)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "poisson"]
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
+                               rtol=1e-5, atol=1e-6)
+    assert "average loss = -nan" in want and "average loss = -nan" in got
+    assert got.splitlines()[-7:] == want.splitlines()[-7:]  # (the closing block)
+

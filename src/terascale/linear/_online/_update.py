@@ -319,7 +319,8 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
             continue
         out[0] += slv
         out[1] += s
-        if lv <= 0.0:  # VW: nothing to learn once the float loss is 0
+        if not lv > 0.0:  # VW: nothing to learn once the float loss is 0 (or NaN: a
+            # negative label under poisson)
             continue
         if _learn(cols, values, a, b, w, g2, nrm, state, state, kind, p, y, s, eta, l1, l2,
                   reg, sqrt_rate, minus_power_t, neg_norm_power):
@@ -370,7 +371,8 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
             if sign:
                 y = 1.0 if y > 0 else -1.0
             p = scores[c, i]
-            if loss32(kind, p, y) <= 0.0:  # VW: nothing to learn once the float loss is 0
+            if not loss32(kind, p, y) > 0.0:  # VW: nothing to learn at a float loss of 0
+                # (or NaN)
                 continue
             if _learn(cols, values, a, b, arrays[c, :, 0], arrays[c, :, 1], arrays[c, :, 2],
                       states[c], lazy, kind, p, y, s, eta, l1, l2, reg, sqrt_rate,

@@ -396,7 +396,7 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
             out[7] = p;
             out[0] += slv;
             out[1] += s;
-            if (lv <= 0.0)
+            if (!(lv > 0.0)) /* a loss of 0 or NaN (poisson's negative label): as VW */
                 continue;
             if (learn_one(cols, values, a, b, t, state, &st, p, y, s, &bad))
                 sync_table(t, rows, state);
