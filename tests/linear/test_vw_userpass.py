@@ -1,6 +1,6 @@
 """`terascale vw` against the vowpalwabbit package on what a user's own command lines
 write: ``-r``'s raw scores (before VW's clip to the label range) on every learner and
-under ``-t``."""
+under ``-t``, poisson's loss of a negative label, the batch learners' model headers"""
 
 from __future__ import annotations
 
@@ -59,3 +59,27 @@ def test_poisson_with_negative_labels_learns_nothing_from_them_as_vw(tmp_path, c
     assert "average loss = -nan" in want and "average loss = -nan" in got
     assert got.splitlines()[-7:] == want.splitlines()[-7:]  # (the closing block)
 
+
+@pytest.mark.parametrize("flags", [["--bfgs", "-q", "ab"],
+                                   ["--conjugate_gradient", "--loss_function", "logistic"]])
+def test_batch_learners_readable_model_and_model_header_are_vws(flags, tmp_path, capfd,
+                                                                monkeypatch):
+    """--bfgs/--conjugate_gradient: --readable_model is VW's byte for byte (the labels'
+    range, the learner in the options) and -f's model names the learner as VW's does."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(200, 6, _sign)) + "\n")
+    args = ["-d", "d.vw", *flags, "--passes", "3", "-c", "-k", "--predict_only_model"]
+    run_vw([*args, "--readable_model", "vw.rm", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm", "-f", "ts.m"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+    learner = flags[0].encode()
+    assert learner in (tmp_path / "vw.m").read_bytes()[:80]
+    assert learner in (tmp_path / "ts.m").read_bytes()[:80]
+    for m in ("vw", "ts"):  # (VW's -i runs the model's learner: --predict_only_model)
+        run_vw(["-t", "-i", f"{m}.m", "-d", "d.vw", "--predict_only_model", "-p", f"{m}.t"],
+               tmp_path)
+    assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
+    code, err = run_ts(capfd, [*args[:-1], "--readable_model", "x.rm"], tmp_path,
+                       monkeypatch)
+    assert code != 0 and "--predict_only_model" in err

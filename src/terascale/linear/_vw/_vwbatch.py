@@ -177,10 +177,10 @@ def check_batch(args: argparse.Namespace, options: dict[str, Any]) -> None:
     if passes < 2:
         raise ConfigError("--bfgs/--conjugate_gradient: at least 2 passes must be used "
                           "(VW's rule): --passes N")
-    if (args.model or args.initial) and not args.predict_only_model:
-        raise ConfigError("-f/-i with --bfgs/--conjugate_gradient: VW's BFGS does not "
-                          "support models with save_resume data; add --predict_only_model "
-                          "(as VW requires)")
+    if (args.model or args.initial or args.readable_model) and not args.predict_only_model:
+        raise ConfigError("-f/-i/--readable_model with --bfgs/--conjugate_gradient: VW's "
+                          "BFGS does not support models with save_resume data; add "
+                          "--predict_only_model (as VW requires)")
     if args.nprocs > 1 and (args.predictions or getattr(args, "raw_predictions", None)):
         raise ConfigError("--bfgs/--conjugate_gradient with -n N: -p/-r need -n 1 (each "
                           "worker predicts its share of the examples); train with -n N "
@@ -281,7 +281,9 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
     model = LinearModel(indices=nz.astype(np.uint32), weights=w[nz], parse=data.parse,
                         loss=options["loss"], adaptive=(zeros, zeros, st),
                         info={"examples": len(data.all["labels"]),
-                              "batch_passes": state.current_pass})
+                              "batch_passes": state.current_pass,
+                              "vw_learner": "bfgs" if options["bfgs"] else
+                              "conjugate_gradient"})
     if args.model:
         from ._vwmodel import save_model
 
@@ -290,9 +292,7 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
     if args.readable_model:
         from ._vwtext import write_readable
 
-        write_readable(LinearModel(indices=model.indices, weights=model.weights,
-                                   parse=model.parse, loss=model.loss),
-                       args.readable_model)
+        write_readable(model, args.readable_model, predict_only=True)  # (its label range)
     if args.invert_hash:
         from ._vwtext import feature_names, write_readable
 

@@ -108,8 +108,10 @@ def save_model(model: Any, path: str, fmt: str = "terascale", *,
 
 def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
              link: str | None = None, rates: dict[str, float] | None = None,
-             binary: bool = False) -> str:
+             binary: bool = False, learner: str | None = None) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
+    ``learner``: VW's batch learner the model comes from (``bfgs`` or
+    ``conjugate_gradient``, which VW's ``-i`` runs again);
     ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``);
     ``binary``: the model's ``--binary`` (kept and applied to ``-i``'s predictions alike);
     ``rates``: ``learning_rate``/``power_t`` given to the run (VW keeps them in a
@@ -119,6 +121,8 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
         opts.append(("link", link))
     if binary:
         opts.append(("binary", ""))
+    if learner:
+        opts.append((learner, ""))
     opts += [(k, f"{float(np.float32(v)):.15g}") for k, v in (rates or {}).items()]
     if names:
         opts.append(("named_labels", ",".join(names)))
@@ -244,7 +248,7 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
     info = getattr(model, "info", {})
     o = _options(parse, oaa, names, info.get("link"),
                  None if predict_only else info.get("vw_rates"),
-                 bool(info.get("binary"))).encode() + b"\0"
+                 bool(info.get("binary")), info.get("vw_learner")).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it

@@ -340,6 +340,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                for k, v in (info.get("vw_rates") or {}).items()]
             + ([f"--link {info['link']}"] if info.get("link") in LINKS[1:] else [])
             + (["--binary"] if info.get("binary") else [])
+            + ([f"--{info['vw_learner']}"] if info.get("vw_learner") else [])
             + ([] if pa.constant else ["--noconstant"])
             + [f"--quadratic {v}" for v in pa.quadratic]
             + [f"--hash {v}" for v in _generation("hash")]
