@@ -83,3 +83,23 @@ def test_batch_learners_readable_model_and_model_header_are_vws(flags, tmp_path,
     code, err = run_ts(capfd, [*args[:-1], "--readable_model", "x.rm"], tmp_path,
                        monkeypatch)
     assert code != 0 and "--predict_only_model" in err
+
+
+def test_sort_features_drops_repeated_features_as_vw(tmp_path, capfd, monkeypatch):
+    """--sort_features: VW sorts each namespace's features by index and keeps a repeated
+    one once (the smallest value), which changes what is learned."""
+    rng = np.random.default_rng(8)
+    lines = [f"{rng.choice([-1, 1])} |a x{i % 5} x{i % 5}:{rng.uniform(-2, 2):.3f} "
+             f"y{rng.integers(7)} |b z{i % 3} w:{rng.uniform():.3f} z{i % 3}"
+             for i in range(150)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--sort_features", "-q", "ab"]
+    run_vw([*args, "-p", "vw.p", "--readable_model", "vw.rm"], tmp_path)
+    run_vw(["-d", "d.vw", "-q", "ab", "-p", "unsorted.p"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-p", "ts.p", "--readable_model", "ts.rm"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "vw.p").read_text() != (tmp_path / "unsorted.p").read_text()
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
+                               rtol=1e-5, atol=1e-6)
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()

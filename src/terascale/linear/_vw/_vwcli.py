@@ -85,6 +85,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "VW's --affix")
     f.add_argument("--feature_limit", action="append", default=[], metavar="[NS]N",
                    help="keep the N features of lowest hash of each namespace (or of NS)")
+    f.add_argument("--sort_features", action="store_true",
+                   help="each namespace's features sorted by their index and a repeated "
+                        "index kept once (the smallest value), as VW's")
     f.add_argument("--redefine", action="append", default=[], metavar="N:=S",
                    help="namespaces starting with a letter of S (':' all) count as "
                         "namespace N for -q, --ignore and --keep; repeatable, in order")
@@ -441,7 +444,8 @@ def _generate(args: argparse.Namespace) -> None:
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
                                 hash_seed=args.hash_seed, keep=keep,
-                                affix=args.affix, hash_all=args.hash == "all")
+                                affix=args.affix, hash_all=args.hash == "all",
+                                sort_features=args.sort_features)
     if gen is None:
         return
     if args.initial:  # (-i's -b, as the run uses it)

@@ -98,7 +98,9 @@ REFUSED: dict[str, str] = {
     "--max_prediction": "linear train clips predictions to the labels learned from, as VW "
                         "by default; terascale vw --max_prediction HI fixes the bound",
     "--examples": "not supported: give the data you want to learn from",
-    "--sort_features": "not supported (it changes nothing that terascale computes)",
+    "--sort_features": "linear train has no parse-time feature generation: terascale vw "
+                       "--sort_features sorts each namespace's features and drops repeats "
+                       "as VW",
     "--save_per_pass": "linear train writes one model at the end (-f); terascale vw "
                        "--save_per_pass writes each pass's as VW",
     **dict.fromkeys(("--output_feature_regularizer_binary",

@@ -1,5 +1,6 @@
 """VW's parse-time feature generation for ``terascale vw``: ``--redefine``, ``--ngram``,
-``--skips``, ``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--affix``, and
+``--skips``, ``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--affix``,
+``--sort_features`` (``--feature_limit`` without a limit: sorted, repeats dropped) and
 ``--feature_mask``'s filter.
 
 VW applies these while it parses a line, to each namespace's list of hashed features:
@@ -147,18 +148,22 @@ class FeatureGen:
     keep: frozenset[int] | None = None  # --feature_mask: the indices that may be updated
     affix: dict[int, list[tuple[bool, int, int]]] = field(default_factory=dict)
     hash_all: bool = False  # --hash all: every name hashed with MurmurHash3
+    sort: bool = False  # --sort_features: each namespace's features by index, repeats dropped
 
     @classmethod
     def from_flags(cls, *, bits: int, ngram: Sequence[str], skips: Sequence[str],
                    feature_limit: Sequence[str], redefine: Sequence[str],
                    hash_seed: int, keep: frozenset[int] | None = None,
-                   affix: Sequence[str] = (), hash_all: bool = False
-                   ) -> FeatureGen | None:
+                   affix: Sequence[str] = (), hash_all: bool = False,
+                   sort_features: bool = False) -> FeatureGen | None:
         """None when no flag of VW's feature generation is given (``keep``: the indices
         of ``--feature_mask``'s nonzero weights)."""
         if not (ngram or skips or feature_limit or redefine or hash_seed
-                or keep is not None or affix or hash_all):
+                or keep is not None or affix or hash_all or sort_features):
             return None
+        if sort_features and (ngram or feature_limit or affix):
+            raise ConfigError("--sort_features with --ngram/--feature_limit/--affix is not "
+                              "supported by terascale vw")
         if affix and (ngram or feature_limit):
             raise ConfigError("--affix with --ngram/--feature_limit is not supported by "
                               "terascale vw")
@@ -169,13 +174,13 @@ class FeatureGen:
         return cls(bits=bits, ngram=_table(ngram, "--ngram"), skips=_table(skips, "--skips"),
                    limit=_table(feature_limit, "--feature_limit"),
                    redefine=_redefine(redefine), seed=hash_seed, keep=keep,
-                   affix=_affix(affix), hash_all=hash_all)
+                   affix=_affix(affix), hash_all=hash_all, sort=sort_features)
 
     @property
     def renames_only(self) -> bool:
         """Whether only the hashes change: each feature keeps its place and word."""
         return not (self.ngram or self.skips or self.limit or self.redefine is not None
-                    or self.keep is not None or self.affix)
+                    or self.keep is not None or self.affix or self.sort)
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))
@@ -241,6 +246,8 @@ class FeatureGen:
             lim = self._of(self.limit, c, -1)
             if 0 <= lim < len(fs):
                 fs = _limited(fs, lim, mask)
+            elif self.sort:  # (VW's unique_sort_features: feature_limit without a limit)
+                fs = _limited(fs, len(fs), mask)
             if self.keep is not None:
                 fs = [f for f in fs if f[0] & mask in self.keep]
             letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else chr(c)
