@@ -103,3 +103,23 @@ def test_sort_features_drops_repeated_features_as_vw(tmp_path, capfd, monkeypatc
     np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
                                rtol=1e-5, atol=1e-6)
     assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+
+
+@pytest.mark.parametrize("flags", [["--hash", "all"], ["--hash_seed", "7", "-q", "ui"]])
+def test_string_values_under_the_rewritten_hashes_are_vws(flags, tmp_path, capfd,
+                                                          monkeypatch):
+    """``color:red`` is VW 9's feature color^red under --hash all and --hash_seed too
+    (the rewrite in front of the parser read it as a bad number)."""
+    rng = np.random.default_rng(9)
+    lines = [f"{rng.choice([-1, 1])} |u color:{rng.choice(['red', 'blue'])} "
+             f"age:{rng.integers(18, 80)} |i cat:{rng.choice(['book', 'a7'])} p:1.5"
+             for _ in range(100)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", *flags]
+    run_vw([*args, "-p", "vw.p", "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-p", "ts.p", "--readable_model", "ts.rm"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
+                               rtol=1e-5, atol=1e-6)
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()

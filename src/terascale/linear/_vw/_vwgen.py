@@ -218,11 +218,17 @@ class FeatureGen:
             anon = 0
             for tok in feats:
                 name, colon, val = tok.rpartition(":") if ":" in tok else (tok, "", "")
+                text = bool(colon and name and _text(val))
+                if text:  # VW 9's string value: name^value, of value 1, hashed in the name's
+                    colon, h = "", _hashstring(val, _hashstring(name, ns_hash, self.hash_all),
+                                               self.hash_all)
                 v = np.float32(scale) * np.float32(_float(val, where)) if colon else \
                     np.float32(scale)
                 if v == 0:
                     continue  # VW drops zero-valued features
-                if name:
+                if text:
+                    pass
+                elif name:
                     h = _hashstring(name, ns_hash, self.hash_all)
                 else:
                     h = (ns_hash + anon) & _U32
@@ -326,6 +332,13 @@ def _murmur(b: bytes, seed: int) -> int:
     from .._io._hashing import murmur3_32
 
     return murmur3_32(b, seed)
+
+
+def _text(val: str) -> bool:
+    """Whether a feature's value is text, a string value to VW 9 (as ``_vwparse``'s
+    ``_text_value``: it does not start as a number, nor is it nan or inf)."""
+    return bool(val) and val[0] not in "0123456789+-." and \
+        val[:3].lower() not in ("nan", "inf")
 
 
 def _float(tok: str, where: str) -> float:
