@@ -123,3 +123,19 @@ def test_string_values_under_the_rewritten_hashes_are_vws(flags, tmp_path, capfd
     np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
                                rtol=1e-5, atol=1e-6)
     assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+
+
+@pytest.mark.parametrize("then", [["-t"], ["--passes", "2", "-c", "-k"]])
+def test_a_model_of_a_linked_logistic_run_is_read_with_vws_default_loss(then, tmp_path,
+                                                                       capfd, monkeypatch):
+    """VW's model keeps --link, never the loss: -i without --loss_function learns and
+    reports squared loss and clips to the model's label range, whatever trained it."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(200, 7, _sign)) + "\n")
+    run_vw(["-d", "d.vw", "--link", "logistic", "-f", "m", "--quiet"], tmp_path)
+    args = ["-d", "d.vw", "-i", "m", *then]
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
+                               rtol=1e-5, atol=1e-6)
+    assert got[got.index("finished run"):] == want[want.index("finished run"):]

@@ -329,10 +329,11 @@ def _model_format(args: argparse.Namespace) -> dict[str, Any]:
             "predict_only": bool(getattr(args, "predict_only_model", False))}
 
 
-def _clip(model: Any, s: np.ndarray) -> np.ndarray:
+def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
     """VW's prediction bounds, as the loss's row says (``LOSS_TABLE``'s ``clip``): [-50, 50]
-    (logistic), the labels the learner saw, or those widened to [-50, 50] (poisson)."""
-    clip = loss_spec(model.loss).clip
+    (logistic), the labels the learner saw, or those widened to [-50, 50] (poisson);
+    ``loss``: the run's (VW's -t clips as the command line's loss, not the model's)."""
+    clip = loss_spec(loss or model.loss).clip
     if clip == "fixed":
         return np.clip(s, -50.0, 50.0)
     ad = model.adaptive
@@ -419,7 +420,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
     with _Output(args.predictions) as out, _Output(scores) as raw_out:
         for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
-            s = _clip(model, raw)
+            s = _clip(model, raw, loss if vw_mode else None)
             if args.predictions:  # VW's -t writes predictions only where -p says
                 out.write(_lines(blk, s, how, args.binary))
             if scores:

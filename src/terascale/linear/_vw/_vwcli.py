@@ -604,7 +604,7 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         raise ConfigError(f"--sparse_l2 must be >= 0, not {args.sparse_l2:g}")
     if args.initial_t < 0:
         raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
-    if args.loss is None and not args.initial:
+    if args.loss is None:  # (with -i too: VW's model does not keep the loss)
         from .._losstable import VW_DEFAULT_LOSS
 
         args.loss = VW_DEFAULT_LOSS
