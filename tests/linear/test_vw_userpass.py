@@ -139,3 +139,20 @@ def test_a_model_of_a_linked_logistic_run_is_read_with_vws_default_loss(then, tm
     np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
                                rtol=1e-5, atol=1e-6)
     assert got[got.index("finished run"):] == want[want.index("finished run"):]
+
+
+@pytest.mark.parametrize("loss", ["logistic", "hinge"])
+def test_binary_with_zero_one_labels_keeps_the_loss_of_the_zero_labels(loss, tmp_path,
+                                                                       capfd, monkeypatch):
+    """--binary on labels 0/1: VW's 0/1 loss is for labels -1 and 1; a 0 label keeps the
+    loss function's value (the table and the average loss say so)."""
+    lines = [ln.replace("-1 ", "0 ", 1) if ln.startswith("-1 ") else ln
+             for ln in ab_lines(200, 8, _sign)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--binary", "--loss_function", loss, "--passes", "2", "-c", "-k"]
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    table = [ln for ln in got.splitlines() if ln[:1].isdigit() or "loss =" in ln]
+    assert table == [ln for ln in want.splitlines() if ln[:1].isdigit() or "loss =" in ln]

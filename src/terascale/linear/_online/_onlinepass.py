@@ -135,7 +135,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             if pred is not None:
                 if opts.binary:
                     zero_one(acc, before, pred[:end - start], blk.labels, blk.weights, hold,
-                             start)
+                             start, kind)
                 if raw:  # (VW's -r: the scores before the clip to the label range)
                     predictions(pred[:end - start], block_tags(blk, start, end),
                                 pred[end - start:])
