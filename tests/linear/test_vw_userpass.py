@@ -156,3 +156,9 @@ def test_binary_with_zero_one_labels_keeps_the_loss_of_the_zero_labels(loss, tmp
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
     table = [ln for ln in got.splitlines() if ln[:1].isdigit() or "loss =" in ln]
     assert table == [ln for ln in want.splitlines() if ln[:1].isdigit() or "loss =" in ln]
+
+
+def test_classweight_is_refused_naming_the_flag(tmp_path, capfd, monkeypatch):
+    (tmp_path / "d.vw").write_text("1 |a x\n-1 |a y\n")
+    code, err = run_ts(capfd, ["-d", "d.vw", "--classweight", "1:2"], tmp_path, monkeypatch)
+    assert code != 0 and "--classweight" in err and "importance weight" in err

@@ -46,8 +46,9 @@ _FEATURES = ("feature generation beyond -q/--interactions is not supported: writ
 # VW flag -> why terascale refuses it, and what to use instead
 REFUSED: dict[str, str] = {
     **dict.fromkeys(("--ect", "--csoaa", "--csoaa_ldf", "--wap", "--wap_ldf",
-                     "--log_multi", "--recall_tree", "--multilabel_oaa", "--classweight",
-                     "--plt"), _MULTICLASS),
+                     "--log_multi", "--recall_tree", "--multilabel_oaa", "--plt"), _MULTICLASS),
+    "--classweight": "VW's class weights are not supported: give each example its "
+                     "importance weight in the data (the number after the label)",
     **dict.fromkeys(("--cb", "--cb_adf", "--cb_explore", "--cb_explore_adf", "--cbify",
                      "--warm_cb", "--explore_eval", "--ccb_explore_adf", "--slates",
                      "--cats", "--cb_dro"), _BANDIT),
