@@ -65,13 +65,15 @@ def test_poisson_with_negative_labels_learns_nothing_from_them_as_vw(tmp_path, c
 def test_batch_learners_readable_model_and_model_header_are_vws(flags, tmp_path, capfd,
                                                                 monkeypatch):
     """--bfgs/--conjugate_gradient: --readable_model is VW's byte for byte (the labels'
-    range, the learner in the options) and -f's model names the learner as VW's does."""
+    range, the learner in the options), -f's model names the learner as VW's does, and
+    the closing block counts the examples' own features, not their interactions."""
     (tmp_path / "d.vw").write_text("\n".join(ab_lines(200, 6, _sign)) + "\n")
     args = ["-d", "d.vw", *flags, "--passes", "3", "-c", "-k", "--predict_only_model"]
-    run_vw([*args, "--readable_model", "vw.rm", "-f", "vw.m"], tmp_path)
+    want = run_vw([*args, "--readable_model", "vw.rm", "-f", "vw.m"], tmp_path)
     code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm", "-f", "ts.m"], tmp_path,
                        monkeypatch)
     assert code == 0, err
+    assert err[err.index("finished run"):] == want[want.index("finished run"):]
     assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
     learner = flags[0].encode()
     assert learner in (tmp_path / "vw.m").read_bytes()[:80]

@@ -120,6 +120,13 @@ class _Data:
         self.weights = data.weights.astype(_F)
         self.tags = [data.tag(i) for i in range(n)] if data.tag_ptr is not None else None
         self.features = np.diff(data.indptr)
+        if (parse.quadratic or parse.cubic or parse.interactions) and "-" not in paths:
+            # VW's batch learners count an example's own features, not its interactions
+            import dataclasses
+
+            own = dataclasses.replace(parse, quadratic=(), cubic=(), interactions=())
+            self.features = np.diff(Dataset.concat(
+                [read_file(p, own, need_label=False) for p in paths]).indptr)
         labelled = ~np.isnan(self.labels)
         counter = np.arange(1, n + 1)
         if holdout_off:
