@@ -164,3 +164,13 @@ def test_classweight_is_refused_naming_the_flag(tmp_path, capfd, monkeypatch):
     (tmp_path / "d.vw").write_text("1 |a x\n-1 |a y\n")
     code, err = run_ts(capfd, ["-d", "d.vw", "--classweight", "1:2"], tmp_path, monkeypatch)
     assert code != 0 and "--classweight" in err and "importance weight" in err
+
+
+def test_readable_model_merges_repeated_ignore_and_keep_as_vw(tmp_path, capfd, monkeypatch):
+    """--keep a --keep c is one '--keep ac' in VW's --readable_model header (as in -f's)."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(60, 2, _sign)) + "\n")
+    args = ["-d", "d.vw", "--keep", "b", "--keep", "a", "--ignore", "c", "--ignore", "z"]
+    run_vw([*args, "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()

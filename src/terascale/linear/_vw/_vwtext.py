@@ -346,8 +346,9 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             + [f"--hash {v}" for v in _generation("hash")]
             + [f"--hash_seed {v}" for v in _generation("hash_seed")])
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
-                    + ([f"--{k} {v}" for k in ("ignore", "ignore_linear", "keep")
-                        for v in getattr(pa, k)] if pa.format == "vw" else []))
+                    + ([f"--{k} {''.join(sorted({c for v in getattr(pa, k) for c in v}))}"
+                        for k in ("ignore", "ignore_linear", "keep") if getattr(pa, k)]
+                       if pa.format == "vw" else []))  # (merged, as VW's, and -f's)
     head = [f"Version {VW_LAYOUT}", "Id ", f"Min label:{lo:g}", f"Max label:{hi:g}",
             f"bits:{model.bits}", "lda:0", "0 ngram:", "0 skip:",
             f"options:{' ' + opts if opts else ''}",
