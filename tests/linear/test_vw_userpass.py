@@ -174,3 +174,18 @@ def test_readable_model_merges_repeated_ignore_and_keep_as_vw(tmp_path, capfd, m
     code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm"], tmp_path, monkeypatch)
     assert code == 0, err
     assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+
+
+def test_vws_notes_on_standard_output(tmp_path):
+    """VW's notes on the options (--save_resume, --readable_model without
+    --predict_only_model, -r with --binary) after those on -q, in VW's order; none with
+    --quiet."""
+    from _vw_runs import stdouts
+
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(30, 3, _sign)) + "\n")
+    args = ["-d", "d.vw", "--save_resume", "--readable_model", "rm", "-q", "ab", "-q", "ab",
+            "--binary", "-r", "r"]
+    vw, ts = stdouts(args, tmp_path)
+    assert ts == vw and vw.count("\n") == 5
+    vw, ts = stdouts([*args, "--quiet"], tmp_path)
+    assert ts == vw == ""

@@ -200,6 +200,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
         _vw_defaults(args)
         _interaction_notes(args)
+        _notes(args)
         if not (args.data or args.data_flag) and not args._vw_noop_no_stdin:
             if args.cache_file:
                 raise ConfigError(f"--cache_file {args.cache_file[-1]} without -d: VW reads "
@@ -266,6 +267,24 @@ def _interaction_notes(args: argparse.Namespace) -> None:
     if reordered:
         print(f"[warning] Some interactions contain duplicate characters and their "
               f"characters order has been changed. Interactions affected: {reordered}.")
+
+
+def _notes(args: argparse.Namespace) -> None:
+    """VW's notes on standard output about the options given, after those on the
+    interactions and in VW's order, unless --quiet."""
+    if args.quiet:
+        return
+    if args._vw_noop_save_resume:
+        print("[warning] --save_resume flag is deprecated -- learning can now continue on "
+              "saved models by default.")
+    if (args.readable_model or args.invert_hash) and not args.predict_only_model:
+        print("[info] VW 9.0.0 introduced a change to the default model save behavior. "
+              "Please use '--predict_only_model' when using either '--invert_hash' or "
+              "'--readable_model' to get the old behavior. Details: "
+              "https://vowpalwabbit.org/link/1")
+    if args.binary and args.raw_predictions:
+        print("[warning] --raw_predictions has no defined value when --binary specified, "
+              "expect no output")
 
 
 def _no_data(args: argparse.Namespace) -> int:
