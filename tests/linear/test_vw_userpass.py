@@ -189,3 +189,17 @@ def test_vws_notes_on_standard_output(tmp_path):
     assert ts == vw and vw.count("\n") == 5
     vw, ts = stdouts([*args, "--quiet"], tmp_path)
     assert ts == vw == ""
+
+
+def test_poisson_readable_model_has_vws_label_range(tmp_path, capfd, monkeypatch):
+    """Poisson's prediction range is [-50, 50] widened to the labels, in --readable_model's
+    header as in -f's model."""
+    rng = np.random.default_rng(4)
+    lines = [f"{rng.poisson(2)} |a f{rng.integers(10)} x:{rng.uniform():.3f}"
+             for _ in range(80)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "poisson"]
+    run_vw([*args, "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()

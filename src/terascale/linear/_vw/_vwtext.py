@@ -332,6 +332,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     if st is not None and not fixed and len(st) > MAX_LABEL and (
             st[MIN_LABEL] != st[MAX_LABEL] or counters):
         lo, hi = float(st[MIN_LABEL]), float(st[MAX_LABEL])
+    if loss_spec(model.loss).clip == "labels50":  # (poisson: [-50, 50] widened to them)
+        lo, hi = min(lo, -50.0), max(hi, 50.0)
     pa = model.parse  # the options VW keeps in a model, in the order it writes them
     info = getattr(model, "info", {})
     kept = ([f"--cubic {v}" for v in pa.cubic]
