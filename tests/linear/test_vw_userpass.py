@@ -203,3 +203,19 @@ def test_poisson_readable_model_has_vws_label_range(tmp_path, capfd, monkeypatch
     code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm"], tmp_path, monkeypatch)
     assert code == 0, err
     assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+
+
+def test_the_rates_of_the_model_continued_are_kept_in_the_model_written(tmp_path, capfd,
+                                                                       monkeypatch):
+    """-i of a model trained with -l/--power_t: the run uses them and the model it writes
+    keeps them (--readable_model's options), as VW's."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(80, 5, _sign)) + "\n")
+    run_vw(["-d", "d.vw", "-l", "0.2", "--power_t", "0.3", "-f", "m0", "--quiet"], tmp_path)
+    args = ["-d", "d.vw", "-i", "m0"]
+    run_vw([*args, "-p", "vw.p", "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-p", "ts.p", "--readable_model", "ts.rm"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert "--learning_rate 0.2" in (tmp_path / "vw.rm").read_text()
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()

@@ -184,6 +184,7 @@ def train(args: argparse.Namespace) -> int:
         for k, v in initial.info.get("vw_rates", {}).items():  # VW's model's -l, --power_t
             if not getattr(args, f"{k}_given", True):
                 options[k] = v
+                args._model_rates = {**getattr(args, "_model_rates", {}), k: v}
     from .._options import TrainOptions
 
     # bad options fail here, once, rather than in every worker
@@ -259,9 +260,11 @@ def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespac
 
 
 def _rates(args: argparse.Namespace) -> dict[str, float]:
-    """The -l/--power_t a VW command line gave (VW keeps them in its model)."""
-    return {k: float(getattr(args, k)) for k in ("learning_rate", "power_t")
-            if getattr(args, f"{k}_given", False)}
+    """The -l/--power_t a VW command line gave, or -i's model had (VW keeps them in its
+    model, and in the model it writes from it)."""
+    given = {k: float(getattr(args, k)) for k in ("learning_rate", "power_t")
+             if getattr(args, f"{k}_given", False)}
+    return {**getattr(args, "_model_rates", {}), **given}
 
 
 def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,
