@@ -187,7 +187,10 @@ def loss32(kind: int, p: float, y: float) -> float:
         return _f(_f(d * d) * _expectile_weight(kind, p, y))
     if k == 5:  # the deviance
         c = _pclamp(p)
-        t = _f(y * _f(_f(math.log(_f(y + _f(1e-6)))) - c)) if y + 1e-6 > 0 else math.nan
+        # (a label below 0: C's logf gives a NaN with its sign bit set, which VW prints
+        # -nan and never learns from)
+        t = (_f(y * _f(_f(math.log(_f(y + _f(1e-6)))) - c)) if y + 1e-6 > 0
+             else math.copysign(math.nan, -1.0))
         return _f(2.0 * _f(t - _f(y - _expf(c))))
     raise ValueError("unknown loss code")
 

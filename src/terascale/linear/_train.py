@@ -82,7 +82,9 @@ def train(data: Dataset | Blocks | Sequence[str] | str, *, comm: Communicator | 
         ``predictions(p, tags)`` is called with the progressive predictions (VW's ``-p``
         during training) of each block of examples, in input order, before learning from
         them: raw scores, clipped as VW clips them, every pass; ``tags`` are the examples'
-        VW tags, or None when the data has none. Default None.
+        VW tags, or None when the data has none. A callable with an attribute ``raw``
+        that is true is called ``predictions(p, tags, raw)``, ``raw`` the scores before
+        that clip (VW's ``-r``). Default None.
     callback
         ``callback(metrics)`` is called on every worker as training goes, with the job's
         totals (the same numbers on every rank): after each online pass ``{"phase":

@@ -190,6 +190,7 @@ def train(args: argparse.Namespace) -> int:
         for k, v in initial.info.get("vw_rates", {}).items():  # VW's model's -l, --power_t
             if not getattr(args, f"{k}_given", True):
                 options[k] = v
+                args._model_rates = {**getattr(args, "_model_rates", {}), k: v}
     from .._options import TrainOptions
 
     # bad options fail here, once, rather than in every worker
@@ -265,9 +266,11 @@ def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespac
 
 
 def _rates(args: argparse.Namespace) -> dict[str, float]:
-    """The -l/--power_t a VW command line gave (VW keeps them in its model)."""
-    return {k: float(getattr(args, k)) for k in ("learning_rate", "power_t")
-            if getattr(args, f"{k}_given", False)}
+    """The -l/--power_t a VW command line gave, or -i's model had (VW keeps them in its
+    model, and in the model it writes from it)."""
+    given = {k: float(getattr(args, k)) for k in ("learning_rate", "power_t")
+             if getattr(args, f"{k}_given", False)}
+    return {**getattr(args, "_model_rates", {}), **given}
 
 
 def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
@@ -289,10 +292,12 @@ def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | Non
 
         writers = prediction_writers(args)
 
-        def progressive(p: np.ndarray, tags: list[str] | None) -> None:
-            for writer, linked in writers:
-                writer.write(prediction_lines(link(p, how, args.binary) if linked else p,
-                                              tags))
+        def progressive(p: np.ndarray, tags: list[str] | None,
+                        raw: np.ndarray | None = None) -> None:
+            for writer, linked in writers:  # (-r: the scores before VW's clip)
+                writer.write(prediction_lines(link(p, how, args.binary) if linked
+                                              else p if raw is None else raw, tags))
+        progressive.raw = any(not linked for _, linked in writers)  # type: ignore[attr-defined]
         with all_or_none(writers):
             model = run_train(json.loads(job_json(paths, model_path or "", args.initial,
                                                   options, **_model_format(args),
@@ -342,10 +347,11 @@ def _model_format(args: argparse.Namespace) -> dict[str, Any]:
             "predict_only": bool(getattr(args, "predict_only_model", False))}
 
 
-def _clip(model: Any, s: np.ndarray) -> np.ndarray:
+def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
     """VW's prediction bounds, as the loss's row says (``LOSS_TABLE``'s ``clip``): [-50, 50]
-    (logistic), the labels the learner saw, or those widened to [-50, 50] (poisson)."""
-    clip = loss_spec(model.loss).clip
+    (logistic), the labels the learner saw, or those widened to [-50, 50] (poisson);
+    ``loss``: the run's (VW's -t clips as the command line's loss, not the model's)."""
+    clip = loss_spec(loss or model.loss).clip
     if clip == "fixed":
         return np.clip(s, -50.0, 50.0)
     ad = model.adaptive
@@ -411,7 +417,9 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     _check_output(args.predictions, "-p")
     if args.model:
         _check_output(args.model, "-f", stream=False)
-    for path, flag in ((getattr(args, "readable_model", None), "--readable_model"),
+    scores = getattr(args, "raw_predictions", None)  # VW's -r: the scores before the clip
+    for path, flag in ((scores, "-r"),
+                       (getattr(args, "readable_model", None), "--readable_model"),
                        (getattr(args, "invert_hash", None), "--invert_hash")):
         _check_output(path, flag)
     model = _load(args.initial, args) if args.initial else _zero_model(args)
@@ -428,11 +436,13 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     # labelled examples' label x weight, features (VW's counters)
     labels: list[float] = []
     table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
-    with _Output(args.predictions) as out:
+    with _Output(args.predictions) as out, _Output(scores) as raw_out:
         for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
-            s = _clip(model, raw)
+            s = _clip(model, raw, loss if vw_mode else None)
             if args.predictions:  # VW's -t writes predictions only where -p says
                 out.write(_lines(blk, s, how, args.binary))
+            if scores:
+                raw_out.write(_lines(blk, raw, "identity", False))
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
             lv = np.zeros(len(s))

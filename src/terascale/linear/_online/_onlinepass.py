@@ -69,6 +69,8 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         The workers average their learners every ``mixer.every`` examples (a collective; the last
         one after the pass, so every worker ends with the same learner).
     """
+    # a callback that asks for them (VW's -r) also gets the raw scores, before the clip
+    raw = predictions is not None and getattr(predictions, "raw", False)
     acc = np.zeros(COUNTED + 4 + LABELS)
     labels_seen: list[float] = []
     lines = out is not None and (first or opts.vw_text)
@@ -114,7 +116,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             pred = None
             if predictions is not None or opts.binary:  # bounded blocks of predictions
                 end = min(end, start + BLOCK)
-                pred, before = np.empty(end - start), acc.copy()
+                pred, before = np.empty((2 if raw else 1) * (end - start)), acc.copy()
             line = end - 1 == at
             shown = None  # the line's prediction of an example not learned from
             if line and pred is None and not (blk.weights[at] > 0 and not hold[at]
@@ -132,8 +134,12 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
                              opts.power_t, opts.l1, online_l2, acc, pred)
             if pred is not None:
                 if opts.binary:
-                    zero_one(acc, before, pred, blk.labels, blk.weights, hold, start)
-                if predictions is not None:
+                    zero_one(acc, before, pred[:end - start], blk.labels, blk.weights, hold,
+                             start, kind)
+                if raw:  # (VW's -r: the scores before the clip to the label range)
+                    predictions(pred[:end - start], block_tags(blk, start, end),
+                                pred[end - start:])
+                elif predictions is not None:
                     predictions(pred, block_tags(blk, start, end))
             if line:
                 p = (shown[0] if shown is not None else pred[at - start] if pred is not None

@@ -125,15 +125,23 @@ class Progress:
             # VW's holdout columns: over every held-out example so far, and since the
             # last holdout line (" unknown" without any)
             dl, dw = acc[2] - self.hprev[2], acc[3] - self.hprev[3]
-            avg = (f"{acc[2] / acc[3]:.6f}"[:8] if acc[2] != 0 or acc[3] != 0
+            avg = (_fixed(acc[2] / acc[3])[:8] if acc[2] != 0 or acc[3] != 0
                    else " unknown")
-            since = f"{dl / dw:.6f}"[:8] if dl != 0 or dw != 0 else " unknown"
+            since = _fixed(dl / dw)[:8] if dl != 0 or dw != 0 else " unknown"
             self.hprev = np.array(acc[:4], float)
             held = " h"
         else:
             dl, dw = acc[0] - prev[0], acc[1] - prev[1]
             # (VW cuts a loss to its column's 8 characters: 134.296493 is 134.2964)
-            avg = f"{acc[0] / acc[1]:.6f}"[:8] if acc[1] else "n.a."
-            since = f"{dl / dw:.6f}"[:8] if dw else "n.a."
+            avg = _fixed(acc[0] / acc[1])[:8] if acc[1] else "n.a."
+            since = _fixed(dl / dw)[:8] if dw else "n.a."
         print(f"{avg:<8} {since:<8} {counter:>12d} {weight:>14.1f} {lab:>14} "
               f"{pr:>14} {feats:>8d}{held}", file=self.out)
+
+
+def _fixed(v: float) -> str:
+    """A loss as VW prints it, to 6 decimals (a NaN with its sign: C++ writes a negative
+    one ``-nan``)."""
+    if v != v:
+        return "-nan" if np.copysign(1.0, v) < 0 else "nan"
+    return f"{v:.6f}"

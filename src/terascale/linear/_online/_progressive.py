@@ -54,15 +54,29 @@ def block_tags(ds: Block, start: int, end: int) -> BlockTags | None:
 
 
 def zero_one(acc: np.ndarray, before: np.ndarray, pred: np.ndarray, labels: np.ndarray,
-             weights: np.ndarray, holdout: np.ndarray, start: int) -> None:
+             weights: np.ndarray, holdout: np.ndarray, start: int,
+             kind: int | None = None) -> None:
     """Replace the block's loss sums in ``acc`` (train loss acc[0], holdout loss acc[2];
     ``before`` is acc before the block) by VW's ``--binary`` 0/1 loss of sign(prediction),
-    and the last prediction (acc[7]) by its sign."""
+    and the last prediction (acc[7]) by its sign. With the kernel's loss ``kind``, an
+    example whose label is not -1 or 1 (0 of 0/1 labels) keeps the loss's own value, as
+    VW's binary reduction keeps it there."""
     end = start + len(pred)
     lab = labels[start:end]
     s = weights[start:end]
     ok = ~np.isnan(lab) & (s > 0)
     wrong = s * ((pred > 0) != (lab > 0)) * ok
+    odd = np.flatnonzero(ok & (np.abs(lab) != 1.0)) if kind is not None else ()
+    if len(odd):
+        from .._losses import loss32
+        from .._losstable import _BY_SIGN, RAW_LABELS
+
+        sign = _BY_SIGN[kind & 7] == 1 and not kind & RAW_LABELS
+        wrong = wrong.astype(np.float64)
+        for i in odd.tolist():  # (the kernel's float loss of the clipped prediction)
+            y = (1.0 if lab[i] > 0 else -1.0) if sign else float(lab[i])
+            wrong[i] = float(np.float32(np.float32(loss32(kind, float(pred[i]), y))
+                                        * np.float32(s[i])))
     hold = holdout[start:end]
     acc[0] = before[0] + float(np.sum(wrong[~hold]))
     acc[2] = before[2] + float(np.sum(wrong[hold]))

@@ -272,7 +272,8 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     holdout loss, holdout weight, examples, features] and sets out[6:8] = last label,
     prediction (for progress lines). With ``pred`` (float64, length end - start) it also
     writes each example's prediction before learning from it (VW's progressive ``-p``),
-    for unlabelled and zero-weight examples too.
+    for unlabelled and zero-weight examples too; with twice that length, the second half
+    gets each raw score before the clip to the label range (VW's ``-r``).
 
     numba compiles the kernel once per combination of argument types (tens of seconds
     each, kept in its on-disk cache): with or without ``pred`` is one argument type here
@@ -318,10 +319,12 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
             continue
         a = indptr[i]
         b = indptr[i + 1]
-        p = _score(cols, values, a, b, w, state[GRAVITY], state[CONTRACTION])
-        p = clip_prediction(clip, p, state[MIN_LABEL], state[MAX_LABEL])
+        raw = _score(cols, values, a, b, w, state[GRAVITY], state[CONTRACTION])
+        p = clip_prediction(clip, raw, state[MIN_LABEL], state[MAX_LABEL])
         if predict:
             pred[i - start] = p
+            if len(pred) >= 2 * (end - start):  # VW's raw score (-r) in the second half
+                pred[end - start + i - start] = raw
             if not learn:
                 continue
         # VW's example loss, in float (a logistic loss past y*p ~ 16.6 is exactly 0, which
@@ -338,7 +341,8 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
             continue
         out[0] += slv
         out[1] += s
-        if lv <= 0.0:  # VW: nothing to learn once the float loss is 0
+        if not lv > 0.0:  # VW: nothing to learn once the float loss is 0 (or NaN: a
+            # negative label under poisson)
             continue
         if _learn(cols, values, a, b, w, g2, nrm, state, state, kind, p, y, s, eta, l1, l2,
                   reg, sqrt_rate, minus_power_t, neg_norm_power):
@@ -389,7 +393,8 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
             if sign:
                 y = 1.0 if y > 0 else -1.0
             p = scores[c, i]
-            if loss32(kind, p, y) <= 0.0:  # VW: nothing to learn once the float loss is 0
+            if not loss32(kind, p, y) > 0.0:  # VW: nothing to learn at a float loss of 0
+                # (or NaN)
                 continue
             if _learn(cols, values, a, b, arrays[c, :, 0], arrays[c, :, 1], arrays[c, :, 2],
                       states[c], lazy, kind, p, y, s, eta, l1, l2, reg, sqrt_rate,

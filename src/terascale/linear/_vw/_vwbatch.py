@@ -133,6 +133,13 @@ class _Data:
         self.weights = data.weights.astype(_F)
         self.tags = [data.tag(i) for i in range(n)] if data.tag_ptr is not None else None
         self.features = np.diff(data.indptr)
+        if (parse.quadratic or parse.cubic or parse.interactions) and "-" not in paths:
+            # VW's batch learners count an example's own features, not its interactions
+            import dataclasses
+
+            plain = dataclasses.replace(parse, quadratic=(), cubic=(), interactions=())
+            self.features = np.diff(Dataset.concat(
+                [read_file(p, plain, shard=sh, need_label=False) for p, sh in parts]).indptr)
         labelled = ~np.isnan(self.labels)
         # each share's place in the whole input: segment (file, part) in file order
         whole = len(paths) >= size
@@ -231,10 +238,10 @@ def check_batch(args: argparse.Namespace, options: dict[str, Any]) -> None:
     if passes < 2:
         raise ConfigError("--bfgs/--conjugate_gradient: at least 2 passes must be used "
                           "(VW's rule): --passes N")
-    if (args.model or args.initial) and not args.predict_only_model:
-        raise ConfigError("-f/-i with --bfgs/--conjugate_gradient: VW's BFGS does not "
-                          "support models with save_resume data; add --predict_only_model "
-                          "(as VW requires)")
+    if (args.model or args.initial or args.readable_model) and not args.predict_only_model:
+        raise ConfigError("-f/-i/--readable_model with --bfgs/--conjugate_gradient: VW's "
+                          "BFGS does not support models with save_resume data; add "
+                          "--predict_only_model (as VW requires)")
     if args.nprocs > 1 and (args.predictions or getattr(args, "raw_predictions", None)):
         raise ConfigError("--bfgs/--conjugate_gradient with -n N: -p/-r need -n 1 (each "
                           "worker predicts its share of the examples); train with -n N "
@@ -337,7 +344,9 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
                         loss=options["loss"], adaptive=(zeros, zeros, st),
                         info={"examples": data.total,
                               "batch_passes": state.current_pass,
-                              "vw_generation": run_generation(args)})
+                              "vw_generation": run_generation(args),
+                              "vw_learner": "bfgs" if options["bfgs"] else
+                              "conjugate_gradient"})
     if args.model:
         from ._vwmodel import save_model
 
@@ -346,10 +355,7 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
     if args.readable_model:
         from ._vwtext import write_readable
 
-        write_readable(LinearModel(indices=model.indices, weights=model.weights,
-                                   parse=model.parse, loss=model.loss,
-                                   info={"vw_generation": run_generation(args)}),
-                       args.readable_model)
+        write_readable(model, args.readable_model, predict_only=True)  # (its label range)
     if args.invert_hash:
         from ._vwtext import feature_names, write_readable
 

@@ -85,6 +85,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "VW's --affix")
     f.add_argument("--feature_limit", action="append", default=[], metavar="[NS]N",
                    help="keep the N features of lowest hash of each namespace (or of NS)")
+    f.add_argument("--sort_features", action="store_true",
+                   help="each namespace's features sorted by their index and a repeated "
+                        "index kept once (the smallest value), as VW's")
     f.add_argument("--redefine", action="append", default=[], metavar="N:=S",
                    help="namespaces starting with a letter of S (':' all) count as "
                         "namespace N for -q, --ignore and --keep; repeatable, in order")
@@ -186,6 +189,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
         _vw_defaults(args)
         _interaction_notes(args)
+        _notes(args)
         if not (args.data or args.data_flag) and not args._vw_noop_no_stdin:
             if args.cache_file:
                 raise ConfigError(f"--cache_file {args.cache_file[-1]} without -d: VW reads "
@@ -253,6 +257,24 @@ def _interaction_notes(args: argparse.Namespace) -> None:
     if reordered:
         print(f"[warning] Some interactions contain duplicate characters and their "
               f"characters order has been changed. Interactions affected: {reordered}.")
+
+
+def _notes(args: argparse.Namespace) -> None:
+    """VW's notes on standard output about the options given, after those on the
+    interactions and in VW's order, unless --quiet."""
+    if args.quiet:
+        return
+    if args._vw_noop_save_resume:
+        print("[warning] --save_resume flag is deprecated -- learning can now continue on "
+              "saved models by default.")
+    if (args.readable_model or args.invert_hash) and not args.predict_only_model:
+        print("[info] VW 9.0.0 introduced a change to the default model save behavior. "
+              "Please use '--predict_only_model' when using either '--invert_hash' or "
+              "'--readable_model' to get the old behavior. Details: "
+              "https://vowpalwabbit.org/link/1")
+    if args.binary and args.raw_predictions:
+        print("[warning] --raw_predictions has no defined value when --binary specified, "
+              "expect no output")
 
 
 def _no_data(args: argparse.Namespace) -> int:
@@ -432,7 +454,8 @@ def _generate(args: argparse.Namespace) -> None:
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
                                 hash_seed=args.hash_seed, keep=keep,
-                                affix=args.affix, hash_all=args.hash == "all")
+                                affix=args.affix, hash_all=args.hash == "all",
+                                sort_features=args.sort_features)
     if gen is None:
         return
     if args.initial:  # (-i's -b, as the run uses it)
@@ -592,7 +615,7 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         raise ConfigError(f"--sparse_l2 must be >= 0, not {args.sparse_l2:g}")
     if args.initial_t < 0:
         raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
-    if args.loss is None and not args.initial:
+    if args.loss is None:  # (with -i too: VW's model does not keep the loss)
         from .._losstable import VW_DEFAULT_LOSS
 
         args.loss = VW_DEFAULT_LOSS

@@ -46,8 +46,9 @@ _FEATURES = ("feature generation beyond -q/--interactions is not supported: writ
 # VW flag -> why terascale refuses it, and what to use instead
 REFUSED: dict[str, str] = {
     **dict.fromkeys(("--ect", "--csoaa", "--csoaa_ldf", "--wap", "--wap_ldf",
-                     "--log_multi", "--recall_tree", "--multilabel_oaa", "--classweight",
-                     "--plt"), _MULTICLASS),
+                     "--log_multi", "--recall_tree", "--multilabel_oaa", "--plt"), _MULTICLASS),
+    "--classweight": "VW's class weights are not supported: give each example its "
+                     "importance weight in the data (the number after the label)",
     **dict.fromkeys(("--cb", "--cb_adf", "--cb_explore", "--cb_explore_adf", "--cbify",
                      "--warm_cb", "--explore_eval", "--ccb_explore_adf", "--slates",
                      "--cats", "--cb_dro"), _BANDIT),
@@ -98,7 +99,9 @@ REFUSED: dict[str, str] = {
     "--max_prediction": "linear train clips predictions to the labels learned from, as VW "
                         "by default; terascale vw --max_prediction HI fixes the bound",
     "--examples": "not supported: give the data you want to learn from",
-    "--sort_features": "not supported (it changes nothing that terascale computes)",
+    "--sort_features": "linear train has no parse-time feature generation: terascale vw "
+                       "--sort_features sorts each namespace's features and drops repeats "
+                       "as VW",
     "--save_per_pass": "linear train writes one model at the end (-f); terascale vw "
                        "--save_per_pass writes each pass's as VW",
     **dict.fromkeys(("--output_feature_regularizer_binary",

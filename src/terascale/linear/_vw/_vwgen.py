@@ -1,5 +1,6 @@
 """VW's parse-time feature generation for ``terascale vw``: ``--redefine``, ``--ngram``,
-``--skips``, ``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--affix``, and
+``--skips``, ``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--affix``,
+``--sort_features`` (``--feature_limit`` without a limit: sorted, repeats dropped) and
 ``--feature_mask``'s filter.
 
 VW applies these while it parses a line, to each namespace's list of hashed features:
@@ -147,18 +148,22 @@ class FeatureGen:
     keep: frozenset[int] | None = None  # --feature_mask: the indices that may be updated
     affix: dict[int, list[tuple[bool, int, int]]] = field(default_factory=dict)
     hash_all: bool = False  # --hash all: every name hashed with MurmurHash3
+    sort: bool = False  # --sort_features: each namespace's features by index, repeats dropped
 
     @classmethod
     def from_flags(cls, *, bits: int, ngram: Sequence[str], skips: Sequence[str],
                    feature_limit: Sequence[str], redefine: Sequence[str],
                    hash_seed: int, keep: frozenset[int] | None = None,
-                   affix: Sequence[str] = (), hash_all: bool = False
-                   ) -> FeatureGen | None:
+                   affix: Sequence[str] = (), hash_all: bool = False,
+                   sort_features: bool = False) -> FeatureGen | None:
         """None when no flag of VW's feature generation is given (``keep``: the indices
         of ``--feature_mask``'s nonzero weights)."""
         if not (ngram or skips or feature_limit or redefine or hash_seed
-                or keep is not None or affix or hash_all):
+                or keep is not None or affix or hash_all or sort_features):
             return None
+        if sort_features and (ngram or feature_limit or affix):
+            raise ConfigError("--sort_features with --ngram/--feature_limit/--affix is not "
+                              "supported by terascale vw")
         if affix and (ngram or feature_limit):
             raise ConfigError("--affix with --ngram/--feature_limit is not supported by "
                               "terascale vw")
@@ -169,13 +174,13 @@ class FeatureGen:
         return cls(bits=bits, ngram=_table(ngram, "--ngram"), skips=_table(skips, "--skips"),
                    limit=_table(feature_limit, "--feature_limit"),
                    redefine=_redefine(redefine), seed=hash_seed, keep=keep,
-                   affix=_affix(affix), hash_all=hash_all)
+                   affix=_affix(affix), hash_all=hash_all, sort=sort_features)
 
     @property
     def renames_only(self) -> bool:
         """Whether only the hashes change: each feature keeps its place and word."""
         return not (self.ngram or self.skips or self.limit or self.redefine is not None
-                    or self.keep is not None or self.affix)
+                    or self.keep is not None or self.affix or self.sort)
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))
@@ -213,11 +218,17 @@ class FeatureGen:
             anon = 0
             for tok in feats:
                 name, colon, val = tok.rpartition(":") if ":" in tok else (tok, "", "")
+                text = bool(colon and name and _text(val))
+                if text:  # VW 9's string value: name^value, of value 1, hashed in the name's
+                    colon, h = "", _hashstring(val, _hashstring(name, ns_hash, self.hash_all),
+                                               self.hash_all)
                 v = np.float32(scale) * np.float32(_float(val, where)) if colon else \
                     np.float32(scale)
                 if v == 0:
                     continue  # VW drops zero-valued features
-                if name:
+                if text:
+                    pass
+                elif name:
                     h = _hashstring(name, ns_hash, self.hash_all)
                 else:
                     h = (ns_hash + anon) & _U32
@@ -241,6 +252,8 @@ class FeatureGen:
             lim = self._of(self.limit, c, -1)
             if 0 <= lim < len(fs):
                 fs = _limited(fs, lim, mask)
+            elif self.sort:  # (VW's unique_sort_features: feature_limit without a limit)
+                fs = _limited(fs, len(fs), mask)
             if self.keep is not None:
                 fs = [f for f in fs if f[0] & mask in self.keep]
             letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else chr(c)
@@ -319,6 +332,13 @@ def _murmur(b: bytes, seed: int) -> int:
     from .._io._hashing import murmur3_32
 
     return murmur3_32(b, seed)
+
+
+def _text(val: str) -> bool:
+    """Whether a feature's value is text, a string value to VW 9 (as ``_vwparse``'s
+    ``_text_value``: it does not start as a number, nor is it nan or inf)."""
+    return bool(val) and val[0] not in "0123456789+-." and \
+        val[:3].lower() not in ("nan", "inf")
 
 
 def _float(tok: str, where: str) -> float:

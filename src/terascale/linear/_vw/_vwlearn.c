@@ -354,6 +354,8 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
     const float *values = bv.buf, *labels = bl.buf, *weights = bw.buf;
     float *t = bt.buf;
     double *state = bs.buf, *out = bo.buf, *pred = bpr.len ? bpr.buf : NULL;
+    /* pred of twice the length: the second half gets the scores before the clip (-r) */
+    double *raw = pred && bpr.len / 8 >= 2 * (end - start) ? pred + (end - start) : NULL;
     const int64_t *by_sign = bsg.buf, *clips = bcl.buf;
     size_t rows = (size_t)bt.len / 12;
     const char *err = NULL;
@@ -408,6 +410,8 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
                 continue;
             int64_t a = indptr[i], b = indptr[i + 1];
             double p = score(cols, values, a, b, t, state[GRAVITY], state[CONTRACTION]);
+            if (raw)
+                raw[i - start] = p;
             p = clip_prediction(st.clip, p, state[MIN_LABEL], state[MAX_LABEL]);
             if (pred) {
                 pred[i - start] = p;
@@ -422,7 +426,7 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
             out[7] = p;
             out[0] += slv;
             out[1] += s;
-            if (lv <= 0.0)
+            if (!(lv > 0.0)) /* a loss of 0 or NaN (poisson's negative label): as VW */
                 continue;
             if (learn_one(cols, values, a, b, t, state, &st, p, y, s, &bad))
                 sync_table(t, rows, state);

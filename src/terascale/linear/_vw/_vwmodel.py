@@ -111,9 +111,12 @@ def save_model(model: Any, path: str, fmt: str = "terascale", *,
 
 def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
              link: str | None = None, rates: dict[str, float] | None = None,
-             binary: bool = False, generation: dict[str, list[str]] | None = None) -> str:
+             binary: bool = False, generation: dict[str, list[str]] | None = None,
+             learner: str | None = None) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
     ``generation``: the run's ``--hash_seed``/``--hash all`` (:func:`run_generation`);
+    ``learner``: VW's batch learner the model comes from (``bfgs`` or
+    ``conjugate_gradient``, which VW's ``-i`` runs again);
     ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``);
     ``binary``: the model's ``--binary`` (kept and applied to ``-i``'s predictions alike);
     ``rates``: ``learning_rate``/``power_t`` given to the run (VW keeps them in a
@@ -123,6 +126,8 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
         opts.append(("link", link))
     if binary:
         opts.append(("binary", ""))
+    if learner:
+        opts.append((learner, ""))
     opts += [(k, f"{float(np.float32(v)):.15g}") for k, v in (rates or {}).items()]
     if names:
         opts.append(("named_labels", ",".join(names)))
@@ -250,7 +255,7 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
             put(v.encode()[:3].ljust(3, b"\0"))
     o = _options(parse, oaa, names, info.get("link"),
                  None if predict_only else info.get("vw_rates"),
-                 bool(info.get("binary")), gen).encode() + b"\0"
+                 bool(info.get("binary")), gen, info.get("vw_learner")).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it

@@ -267,9 +267,13 @@ def train(args: argparse.Namespace) -> int:
                    opts.learning_rate, opts.power_t, opts.l1, l2, acc,
                    pred if pred is not None else _NONE, _BY_SIGN, _CLIP)
 
-    def write(p: np.ndarray, b: tuple, start: int) -> None:
+    raw = args.raw_predictions is not None  # (the second half of pred: VW's -r scores)
+
+    def write(pred: np.ndarray, b: tuple, start: int, n: int) -> None:
+        p = pred[:n]
         for writer, linked in writers:
-            v = (link(p, how, False) if linked else p).astype(np.float32).astype(np.float64)
+            v = (link(p, how, False) if linked else pred[n:] if raw else p
+                 ).astype(np.float32).astype(np.float64)
             text = fast.format_predictions(v, b[5], b[6], start)
             if text is None:
                 from ._vwout import prediction_lines
@@ -308,7 +312,7 @@ def train(args: argparse.Namespace) -> int:
                 pred = None
                 if writers:
                     end = min(end, start + _BLOCK)
-                    pred = np.empty(end - start)
+                    pred = np.empty((2 if raw else 1) * (end - start))
                 line_due = end - 1 == at
                 shown = None
                 if line_due and pred is None and not (weights[at] > 0
@@ -319,7 +323,7 @@ def train(args: argparse.Namespace) -> int:
                 else:
                     learn(b, start, end, pred)
                 if pred is not None:
-                    write(pred, b, start)
+                    write(pred, b, start, end - start)
                 if line_due:
                     p = (shown[0] if shown is not None else
                          pred[at - start] if pred is not None else acc[7])

@@ -331,6 +331,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     if st is not None and not fixed and len(st) > MAX_LABEL and (
             st[MIN_LABEL] != st[MAX_LABEL] or counters):
         lo, hi = float(st[MIN_LABEL]), float(st[MAX_LABEL])
+    if loss_spec(model.loss).clip == "labels50":  # (poisson: [-50, 50] widened to them)
+        lo, hi = min(lo, -50.0), max(hi, 50.0)
     pa = model.parse  # the options VW keeps in a model, in the order it writes them
     info = getattr(model, "info", {})
     kept = ([f"--cubic {v}" for v in pa.cubic]
@@ -339,13 +341,15 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                for k, v in (info.get("vw_rates") or {}).items()]
             + ([f"--link {info['link']}"] if info.get("link") in LINKS[1:] else [])
             + (["--binary"] if info.get("binary") else [])
+            + ([f"--{info['vw_learner']}"] if info.get("vw_learner") else [])
             + ([] if pa.constant else ["--noconstant"])
             + [f"--quadratic {v}" for v in pa.quadratic]
             + [f"--hash {v}" for v in _generation(model, "hash")]
             + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")])
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
-                    + ([f"--{k} {v}" for k in ("ignore", "ignore_linear", "keep")
-                        for v in getattr(pa, k)] if pa.format == "vw" else []))
+                    + ([f"--{k} {''.join(sorted({c for v in getattr(pa, k) for c in v}))}"
+                        for k in ("ignore", "ignore_linear", "keep") if getattr(pa, k)]
+                       if pa.format == "vw" else []))  # (merged, as VW's, and -f's)
     head = [f"Version {VW_LAYOUT}", "Id ", f"Min label:{lo:g}", f"Max label:{hi:g}",
             f"bits:{model.bits}", "lda:0", "0 ngram:", "0 skip:",
             f"options:{' ' + opts if opts else ''}",

@@ -1,0 +1,221 @@
+"""`terascale vw` against the vowpalwabbit package on what a user's own command lines
+write: ``-r``'s raw scores (before VW's clip to the label range) on every learner and
+under ``-t``, poisson's loss of a negative label, the batch learners' model headers"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _vw_runs import ab_lines, numbers, run_ts, run_vw
+
+pytest.importorskip("vowpalwabbit")
+
+
+def _sign(rng, a, x) -> str:
+    return "1" if (a % 3 == 0).sum() + x[0] > 1.2 else "-1"
+
+
+@pytest.mark.parametrize("flags", [
+    [],
+    ["-q", "ab", "--passes", "3", "-c", "-k"],
+    ["--l1", "1e-4"],
+    ["--l2", "1e-3", "--passes", "2", "-c", "-k", "--holdout_off"],
+])
+def test_raw_predictions_are_the_scores_before_the_clip(flags, tmp_path, capfd,
+                                                        monkeypatch):
+    """Squared loss on labels -1/1 predicts past them: -p is clipped, -r is not (VW's)."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(300, 4, _sign)) + "\n")
+    args = ["-d", "d.vw", *flags, "-f", "m"]
+    run_vw([*args, "-p", "vw.p", "-r", "vw.r"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-p", "ts.p", "-r", "ts.r"], tmp_path, monkeypatch)
+    assert code == 0, err
+    vr = numbers(tmp_path / "vw.r")
+    assert np.abs(vr).max() > 1.05  # (the data make VW clip: -r and -p tell it)
+    for ext in ("p", "r"):
+        np.testing.assert_allclose(numbers(tmp_path / f"ts.{ext}"),
+                                   numbers(tmp_path / f"vw.{ext}"), rtol=1e-5, atol=1e-6)
+    run_vw(["-t", "-i", "m", "-d", "d.vw", "-r", "vw.tr"], tmp_path)
+    code, err = run_ts(capfd, ["-t", "-i", "m", "-d", "d.vw", "-r", "ts.tr"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    np.testing.assert_allclose(numbers(tmp_path / "ts.tr"), numbers(tmp_path / "vw.tr"),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_poisson_with_negative_labels_learns_nothing_from_them_as_vw(tmp_path, capfd,
+                                                                    monkeypatch):
+    """VW's poisson loss of a negative label is NaN (C's logf): the example teaches
+    nothing, and the closing block prints the average loss as -nan."""
+    rng = np.random.default_rng(5)
+    lines = [f"{rng.normal(0.5, 2):.3f} |a f{rng.integers(10)} x:{rng.uniform():.3f}"
+             for _ in range(120)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "poisson"]
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
+                               rtol=1e-5, atol=1e-6)
+    assert "average loss = -nan" in want and "average loss = -nan" in got
+    assert got.splitlines()[-7:] == want.splitlines()[-7:]  # (the closing block)
+
+
+@pytest.mark.parametrize("flags", [["--bfgs", "-q", "ab"],
+                                   ["--conjugate_gradient", "--loss_function", "logistic"]])
+def test_batch_learners_readable_model_and_model_header_are_vws(flags, tmp_path, capfd,
+                                                                monkeypatch):
+    """--bfgs/--conjugate_gradient: --readable_model is VW's byte for byte (the labels'
+    range, the learner in the options), -f's model names the learner as VW's does, and
+    the closing block counts the examples' own features, not their interactions."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(200, 6, _sign)) + "\n")
+    args = ["-d", "d.vw", *flags, "--passes", "3", "-c", "-k", "--predict_only_model"]
+    want = run_vw([*args, "--readable_model", "vw.rm", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm", "-f", "ts.m"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert err[err.index("finished run"):] == want[want.index("finished run"):]
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+    learner = flags[0].encode()
+    assert learner in (tmp_path / "vw.m").read_bytes()[:80]
+    assert learner in (tmp_path / "ts.m").read_bytes()[:80]
+    for m in ("vw", "ts"):  # (VW's -i runs the model's learner: --predict_only_model)
+        run_vw(["-t", "-i", f"{m}.m", "-d", "d.vw", "--predict_only_model", "-p", f"{m}.t"],
+               tmp_path)
+    assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
+    code, err = run_ts(capfd, [*args[:-1], "--readable_model", "x.rm"], tmp_path,
+                       monkeypatch)
+    assert code != 0 and "--predict_only_model" in err
+
+
+def test_sort_features_drops_repeated_features_as_vw(tmp_path, capfd, monkeypatch):
+    """--sort_features: VW sorts each namespace's features by index and keeps a repeated
+    one once (the smallest value), which changes what is learned."""
+    rng = np.random.default_rng(8)
+    lines = [f"{rng.choice([-1, 1])} |a x{i % 5} x{i % 5}:{rng.uniform(-2, 2):.3f} "
+             f"y{rng.integers(7)} |b z{i % 3} w:{rng.uniform():.3f} z{i % 3}"
+             for i in range(150)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--sort_features", "-q", "ab"]
+    run_vw([*args, "-p", "vw.p", "--readable_model", "vw.rm"], tmp_path)
+    run_vw(["-d", "d.vw", "-q", "ab", "-p", "unsorted.p"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-p", "ts.p", "--readable_model", "ts.rm"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "vw.p").read_text() != (tmp_path / "unsorted.p").read_text()
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
+                               rtol=1e-5, atol=1e-6)
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+
+
+@pytest.mark.parametrize("flags", [["--hash", "all"], ["--hash_seed", "7", "-q", "ui"]])
+def test_string_values_under_the_rewritten_hashes_are_vws(flags, tmp_path, capfd,
+                                                          monkeypatch):
+    """``color:red`` is VW 9's feature color^red under --hash all and --hash_seed too
+    (the rewrite in front of the parser read it as a bad number)."""
+    rng = np.random.default_rng(9)
+    lines = [f"{rng.choice([-1, 1])} |u color:{rng.choice(['red', 'blue'])} "
+             f"age:{rng.integers(18, 80)} |i cat:{rng.choice(['book', 'a7'])} p:1.5"
+             for _ in range(100)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", *flags]
+    run_vw([*args, "-p", "vw.p", "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-p", "ts.p", "--readable_model", "ts.rm"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
+                               rtol=1e-5, atol=1e-6)
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+
+
+@pytest.mark.parametrize("then", [["-t"], ["--passes", "2", "-c", "-k"]])
+def test_a_model_of_a_linked_logistic_run_is_read_with_vws_default_loss(then, tmp_path,
+                                                                       capfd, monkeypatch):
+    """VW's model keeps --link, never the loss: -i without --loss_function learns and
+    reports squared loss and clips to the model's label range, whatever trained it."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(200, 7, _sign)) + "\n")
+    run_vw(["-d", "d.vw", "--link", "logistic", "-f", "m", "--quiet"], tmp_path)
+    args = ["-d", "d.vw", "-i", "m", *then]
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
+                               rtol=1e-5, atol=1e-6)
+    assert got[got.index("finished run"):] == want[want.index("finished run"):]
+
+
+@pytest.mark.parametrize("loss", ["logistic", "hinge"])
+def test_binary_with_zero_one_labels_keeps_the_loss_of_the_zero_labels(loss, tmp_path,
+                                                                       capfd, monkeypatch):
+    """--binary on labels 0/1: VW's 0/1 loss is for labels -1 and 1; a 0 label keeps the
+    loss function's value (the table and the average loss say so)."""
+    lines = [ln.replace("-1 ", "0 ", 1) if ln.startswith("-1 ") else ln
+             for ln in ab_lines(200, 8, _sign)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--binary", "--loss_function", loss, "--passes", "2", "-c", "-k"]
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    table = [ln for ln in got.splitlines() if ln[:1].isdigit() or "loss =" in ln]
+    assert table == [ln for ln in want.splitlines() if ln[:1].isdigit() or "loss =" in ln]
+
+
+def test_classweight_is_refused_naming_the_flag(tmp_path, capfd, monkeypatch):
+    (tmp_path / "d.vw").write_text("1 |a x\n-1 |a y\n")
+    code, err = run_ts(capfd, ["-d", "d.vw", "--classweight", "1:2"], tmp_path, monkeypatch)
+    assert code != 0 and "--classweight" in err and "importance weight" in err
+
+
+def test_readable_model_merges_repeated_ignore_and_keep_as_vw(tmp_path, capfd, monkeypatch):
+    """--keep a --keep c is one '--keep ac' in VW's --readable_model header (as in -f's)."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(60, 2, _sign)) + "\n")
+    args = ["-d", "d.vw", "--keep", "b", "--keep", "a", "--ignore", "c", "--ignore", "z"]
+    run_vw([*args, "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+
+
+def test_vws_notes_on_standard_output(tmp_path):
+    """VW's notes on the options (--save_resume, --readable_model without
+    --predict_only_model, -r with --binary) after those on -q, in VW's order; none with
+    --quiet."""
+    from _vw_runs import stdouts
+
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(30, 3, _sign)) + "\n")
+    args = ["-d", "d.vw", "--save_resume", "--readable_model", "rm", "-q", "ab", "-q", "ab",
+            "--binary", "-r", "r"]
+    vw, ts = stdouts(args, tmp_path)
+    assert ts == vw and vw.count("\n") == 5
+    vw, ts = stdouts([*args, "--quiet"], tmp_path)
+    assert ts == vw == ""
+
+
+def test_poisson_readable_model_has_vws_label_range(tmp_path, capfd, monkeypatch):
+    """Poisson's prediction range is [-50, 50] widened to the labels, in --readable_model's
+    header as in -f's model."""
+    rng = np.random.default_rng(4)
+    lines = [f"{rng.poisson(2)} |a f{rng.integers(10)} x:{rng.uniform():.3f}"
+             for _ in range(80)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "poisson"]
+    run_vw([*args, "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+
+
+def test_the_rates_of_the_model_continued_are_kept_in_the_model_written(tmp_path, capfd,
+                                                                       monkeypatch):
+    """-i of a model trained with -l/--power_t: the run uses them and the model it writes
+    keeps them (--readable_model's options), as VW's."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(80, 5, _sign)) + "\n")
+    run_vw(["-d", "d.vw", "-l", "0.2", "--power_t", "0.3", "-f", "m0", "--quiet"], tmp_path)
+    args = ["-d", "d.vw", "-i", "m0"]
+    run_vw([*args, "-p", "vw.p", "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-p", "ts.p", "--readable_model", "ts.rm"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert "--learning_rate 0.2" in (tmp_path / "vw.rm").read_text()
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
