@@ -408,7 +408,9 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     vw_mode = getattr(args, "vw_mode", False)
     if not args.initial and not vw_mode:
         raise ConfigError("-t (test only) predicts with a trained model: give -i MODEL")
+    raw = getattr(args, "raw_predictions", None)
     _check_output(args.predictions, "-p")
+    _check_output(raw, "-r")
     if args.model:
         _check_output(args.model, "-f", stream=False)
     for path, flag in ((getattr(args, "readable_model", None), "--readable_model"),
@@ -428,11 +430,13 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     # labelled examples' label x weight, features (VW's counters)
     labels: list[float] = []
     table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
-    with _Output(args.predictions) as out:
-        for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
-            s = _clip(model, raw)
+    with _Output(args.predictions) as out, _Output(raw) as raw_out:
+        for blk, scores in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
+            s = _clip(model, scores)
             if args.predictions:  # VW's -t writes predictions only where -p says
                 out.write(_lines(blk, s, how, args.binary))
+            if raw:  # (and -r's scores, before the clipping)
+                raw_out.write(_lines(blk, scores, "identity", False))
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
             lv = np.zeros(len(s))
