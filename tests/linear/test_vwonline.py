@@ -168,6 +168,22 @@ def test_a_test_only_run_counts_unlabelled_examples(tmp_path):
 
 
 @built
+def test_a_test_only_run_the_compiled_path_hands_on_reads_standard_input_once(tmp_path):
+    text = "\n".join(_lines(300, 8, "real")) + "\n"
+    (tmp_path / "d.vw").write_text(text)
+    _run([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-b", "25", "-f", "m",
+          "--quiet"], tmp_path)  # (-b 25: the model's table is the numba pass's)
+    r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-t", "-i", "m", "-p", "p",
+                        "--quiet"], cwd=tmp_path, input=text, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    _run([sys.executable, "-m", "vowpalwabbit", "-t", "-i", "m", "-d", "d.vw", "-p", "pv",
+          "--quiet"], tmp_path)
+    assert (tmp_path / "p").read_bytes() == (tmp_path / "pv").read_bytes()
+    assert (tmp_path / "p").read_bytes().count(b"\n") == 300
+
+
+@built
 def test_gzip_and_standard_input_read_as_the_file(tmp_path):
     import gzip
 

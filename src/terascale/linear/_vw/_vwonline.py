@@ -449,7 +449,8 @@ def test(args: argparse.Namespace) -> int:
     options = train_options(args)
     options["vw_text"] = options["vw_labels"] = True
     paths = _cli_run._inputs(args)
-    how = _cli_run._link(args, "identity")
+    args.data, args.data_flag = paths, []  # (standard input read once: the numba pass
+    how = _cli_run._link(args, "identity")  # below reads the same copy)
     if args.binary and args.link in ("logistic", "poisson"):
         return int(_cli_run.train(args) or 0)  # (which says why not)
     _cli_run._check_output(args.predictions, "-p")
