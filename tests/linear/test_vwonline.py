@@ -15,7 +15,7 @@ import pytest
 
 from terascale._cext import load
 
-FAST = load("terascale.linear._vw._vwfast", 8)
+FAST = load("terascale.linear._vw._vwfast", 9)
 built = pytest.mark.skipif(FAST is None, reason="terascale.linear._vw._vwfast was not built")
 
 
@@ -105,6 +105,84 @@ def test_compiled_learner_equals_the_numba_pass_and_vw(tmp_path, labels, args):
     assert (tmp_path / "pc").read_bytes() == (tmp_path / "pv").read_bytes()
 
 
+TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t run's flags
+    ("real", [], "vw", []),
+    ("real", ["--l1", "1e-4", "--l2", "1e-4"], "terascale", []),
+    ("real", ["-q", "ab", "--cubic", "abc"], "vw", ["--loss_function", "quantile"]),
+    ("sign", ["--loss_function", "logistic", "-q", "ab"], "vw", []),
+    ("sign", ["--loss_function", "logistic", "-q", "ab"], "terascale", ["--link", "logistic"]),
+    ("sign", ["--loss_function", "hinge"], "terascale", ["--binary"]),
+    ("count", ["--loss_function", "poisson"], "vw", ["--quiet"]),
+]
+
+
+def _tested(tmp_path, data, model, args: list[str]) -> dict[str, dict[str, bytes]]:
+    """``-t -i model``'s -p, -r and stderr: the compiled path, the numba pass and VW."""
+    got = {}
+    for who, cmd, env in (
+            ("c", [sys.executable, "-m", "terascale", "vw"], None),
+            ("numba", [sys.executable, "-m", "terascale", "vw"], {"TERASCALE_NO_CEXT": "1"}),
+            ("vw", [sys.executable, "-m", "vowpalwabbit"], None)):
+        d = tmp_path / f"t-{who}"
+        d.mkdir()
+        err = _run([*cmd, "-t", "-i", str(model), "-d", str(data), *args, "-p", "p", "-r",
+                    "r"], d, env)
+        got[who] = {"err": err.encode(), **{f: (d / f).read_bytes() for f in "pr"}}
+    return got
+
+
+@built
+@pytest.mark.parametrize(("labels", "train", "who", "args"), TEST_CASES,
+                         ids=[f"{w} {' '.join(t)} -t {' '.join(a)}"
+                              for _, t, w, a in TEST_CASES])
+def test_test_only_runs_equal_the_numba_pass_and_vw(tmp_path, labels, train, who, args):
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_lines(1500, len(train) + len(args), labels)) + "\n")
+    test = tmp_path / "t.vw"
+    test.write_text("\n".join(_lines(1500, 99, labels)) + "\n")
+    cmd = [sys.executable, "-m", "vowpalwabbit" if who == "vw" else "terascale"]
+    _run([*cmd, *([] if who == "vw" else ["vw"]), "-d", str(data), *train, "-f", "m",
+          "--quiet"], tmp_path)
+    got = _tested(tmp_path, test, tmp_path / "m", args)
+    for f in ("p", "r", "err"):
+        assert got["c"][f] == got["numba"][f], f
+    assert got["c"]["r"] == got["vw"]["r"]
+    if "logistic" not in args:  # (VW's logistic link in float: the last digit, at times)
+        assert got["c"]["p"] == got["vw"]["p"]
+
+
+@built
+def test_a_test_only_run_counts_unlabelled_examples(tmp_path):
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_lines(1000, 5, "real")) + "\n")
+    _run([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-f", "m", "--quiet"],
+         tmp_path)
+    test = tmp_path / "u.vw"
+    test.write_text("".join("|" + line.split("|", 1)[1] + "\n"
+                            for line in _lines(700, 6, "real")))
+    got = _tested(tmp_path, test, tmp_path / "m", [])
+    for f in ("p", "r", "err"):
+        assert got["c"][f] == got["numba"][f], f
+    assert got["c"]["p"] == got["vw"]["p"] and got["c"]["r"] == got["vw"]["r"]
+    assert b"number of examples = 700" in got["c"]["err"]
+
+
+@built
+def test_a_test_only_run_the_compiled_path_hands_on_reads_standard_input_once(tmp_path):
+    text = "\n".join(_lines(300, 8, "real")) + "\n"
+    (tmp_path / "d.vw").write_text(text)
+    _run([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-b", "25", "-f", "m",
+          "--quiet"], tmp_path)  # (-b 25: the model's table is the numba pass's)
+    r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-t", "-i", "m", "-p", "p",
+                        "--quiet"], cwd=tmp_path, input=text, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    _run([sys.executable, "-m", "vowpalwabbit", "-t", "-i", "m", "-d", "d.vw", "-p", "pv",
+          "--quiet"], tmp_path)
+    assert (tmp_path / "p").read_bytes() == (tmp_path / "pv").read_bytes()
+    assert (tmp_path / "p").read_bytes().count(b"\n") == 300
+
+
 @built
 def test_gzip_and_standard_input_read_as_the_file(tmp_path):
     import gzip
@@ -134,11 +212,17 @@ def test_text_outside_the_compiled_parser_is_parsed_by_the_numba_parser(tmp_path
 
 
 @built
-@pytest.mark.parametrize("extra", [[], ["--link", "glf1"], ["--loss_function", "poisson"]])
+@pytest.mark.parametrize("extra", [[], ["--link", "glf1"], ["--loss_function", "poisson"],
+                                   ["-t", "-i", "m0", "-r", "r"]])
 def test_a_one_line_run_imports_no_numba(tmp_path, extra):
     (tmp_path / "one.vw").write_text("1 | a b c\n")
+    test = "-t" in extra
+    if test:  # (predictions of a model that has learned nothing: 0)
+        _run([sys.executable, "-m", "vowpalwabbit", "-d", "one.vw", "-f", "m0", "--quiet",
+              "-l", "0"], tmp_path)
+    flags = [*([] if test else ["-f", "m"]), "-p", "p", *extra]
     code = ("import sys, runpy\n"
-            f"sys.argv = ['terascale', 'vw', '-d', 'one.vw', '-f', 'm', '-p', 'p', *{extra}]\n"
+            f"sys.argv = ['terascale', 'vw', '-d', 'one.vw', *{flags}]\n"
             "try:\n    runpy.run_module('terascale', run_name='__main__')\n"
             "except SystemExit as e:\n    assert not e.code, e.code\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
@@ -147,7 +231,8 @@ def test_a_one_line_run_imports_no_numba(tmp_path, extra):
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
-    assert (tmp_path / "p").read_text() == "0\n" and (tmp_path / "m").stat().st_size > 0
+    assert (tmp_path / "p").read_text() == "0\n"
+    assert (tmp_path / ("r" if test else "m")).stat().st_size > 0
 
 
 def _args(line: list[str]) -> argparse.Namespace:
@@ -175,6 +260,7 @@ def _args(line: list[str]) -> argparse.Namespace:
     (["-c"], "a cache"),
     (["-b", "40"], "-b 40"),
     (["-b", "26"], "-b 26"),
+    (["-t"], "-t without -i"),
 ])
 def test_runs_outside_the_compiled_path_say_why(line, why):
     from terascale.linear._vw._vwonline import c_path

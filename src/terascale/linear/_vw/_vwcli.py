@@ -222,10 +222,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             if args.save_per_pass:
                 return _save_per_pass(args)
             if not args.audit:
-                from ._vwonline import c_path, train
+                from ._vwonline import c_path, test, train
 
                 if c_path(args) is None:  # (one worker, one pass: the compiled learner)
-                    return train(args)
+                    return test(args) if args.testonly else train(args)
                 return int(_cli_run.train(args) or 0)
             return _audited(args)
 

@@ -783,6 +783,10 @@ static PyMethodDef METHODS[] = {
      "power_t, l1, l2, out, pred, by_sign, clip): VW's online update over examples "
      "[start, end) (_vwlearn.c)"},
     {"loss32", vw_loss32, METH_VARARGS, "loss32(kind, p, y): VW's get_loss in float"},
+    {"test", vw_test, METH_VARARGS,
+     "test(indptr, indices, values, labels, weights, start, end, table, kind, clip, lo, hi, "
+     "binary, by_sign, raw, pred, loss): VW's -t scores, predictions and weighted losses "
+     "over examples [start, end) (_vwlearn.c)"},
     {"sync", vw_sync, METH_VARARGS,
      "sync(table, state): fold the lazy L1/L2 into the table's weights"},
     {"parse", parse, METH_VARARGS,
@@ -807,7 +811,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 8) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 9) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

@@ -481,3 +481,86 @@ void vw_learn_init(void) {
     X_MIN = (double)(float)1.084202e-19;
     X2_MIN = (double)((float)X_MIN * (float)X_MIN);
 }
+
+/* VW's -t (terascale.linear._front._cli_run._test_only): each example's prediction from
+ * the table's weights (summed in float, each product a float, as _model._scores_float:
+ * the weights with the lazy L1/L2 already folded in, vw_sync) in `raw`, then clipped as
+ * _cli_run._clip (`clip`: the model's loss's rule, the _losstable _CLIPS index; lo, hi:
+ * VW's min and max label; the "labels" rule clips only where lo < hi) in `pred`, and
+ * where labelled with weight > 0 its loss times its weight (_losses.losses32 of `kind`:
+ * labels read by their sign where the loss reads classes; `binary`: the 0/1 loss), else 0,
+ * in `loss`. Nothing is learned. */
+PyObject *vw_test(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bp, bi, bv, bl, bw, bt, bsg, braw, bpr, bls;
+    Py_ssize_t start, end;
+    long long kind;
+    int clip, binary;
+    double lo, hi;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nny*Liddpy*w*w*w*", &bp, &bi, &bv, &bl, &bw,
+                          &start, &end, &bt, &kind, &clip, &lo, &hi, &binary, &bsg, &braw,
+                          &bpr, &bls))
+        return NULL;
+    const int64_t *indptr = bp.buf;
+    const uint32_t *cols = bi.buf;
+    const float *values = bv.buf, *labels = bl.buf, *weights = bw.buf, *t = bt.buf;
+    const int64_t *by_sign = bsg.buf;
+    double *raw = braw.buf, *pred = bpr.buf, *loss = bls.buf;
+    size_t rows = (size_t)bt.len / 12;
+    Py_ssize_t nex = bl.len / 4;
+    const char *err = NULL;
+    if (bsg.len < 8 * 8)
+        err = "test: by_sign is too short";
+    else if (start < 0 || end < start || end > nex || bw.len / 4 < end ||
+             bp.len / 8 < end + 1 || braw.len / 8 < end - start ||
+             bpr.len / 8 < end - start || bls.len / 8 < end - start)
+        err = "test: examples out of range";
+    else if (end > start && (indptr[start] < 0 || indptr[end] > bi.len / 4 ||
+                             indptr[end] > bv.len / 4))
+        err = "test: features out of range";
+    else
+        for (int64_t k = end > start ? indptr[start] : 0; k < (end > start ? indptr[end] : 0);
+             k++)
+            if (cols[k] >= rows) {
+                err = "test: a feature index past the table";
+                break;
+            }
+    long long code = kind & ~(RAW_LABELS | FIXED_RANGE);
+    if (!err && (by_sign[code & 7] < 0 || clip < 0 || clip > 2))
+        err = "test: unknown loss code or clip rule";
+    int bad = 0;
+    if (!err) {
+        int sign = by_sign[code & 7] == 1 && !(kind & RAW_LABELS);
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = start; i < end && !bad; i++) {
+            float p32 = 0.0f;
+            for (int64_t k = indptr[i]; k < indptr[i + 1]; k++)
+                p32 += t[3 * (size_t)cols[k]] * values[k];
+            double p = p32;
+            raw[i - start] = p;
+            if (clip != 1 || lo < hi)
+                p = clip_prediction(clip, p, lo, hi);
+            pred[i - start] = p;
+            double lab = labels[i], s = weights[i], lv = 0.0;
+            if (!isnan(lab) && s > 0.0) {
+                if (binary)
+                    lv = (p > 0) != (lab > 0);
+                else
+                    lv = loss32(code, p, sign ? (lab > 0 ? 1.0 : -1.0) : lab, &bad);
+                lv = s * lv;
+            }
+            loss[i - start] = lv;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bsg, &braw, &bpr, &bls};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+        PyBuffer_Release(all[k]);
+    if (bad)
+        err = "test: unknown loss code";
+    if (err) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}

@@ -510,12 +510,12 @@ def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
 
 
 def read_vw_model(path: str, *, oaa: bool = False,
-                  generation: dict[str, list[str]] | None = None) -> Any:
+                  generation: dict[str, list[str]] | None = None, plain: bool = False) -> Any:
     """A VW binary model (a plain linear learner's) as a LinearModel; ``oaa``: also VW's
     one-against-all model (``info["oaa"]`` = K; :func:`._oaa.split_oaa` gives its K
-    learners)."""
+    learners); ``plain``: its fields in a namespace (no LinearModel, whose module imports
+    numba: the compiled ``-t`` run reads them, :mod:`._vwonline`)."""
     from .._io._dataset import ParseOptions
-    from .._model import LinearModel
 
     with open(path, "rb") as f:
         r = _Reader(f.read(), path)
@@ -599,6 +599,10 @@ def read_vw_model(path: str, *, oaa: bool = False,
     w = rows["w"].astype(np.float32)
     adaptive = (w[:, 1], w[:, 2], state) if resume and default else (
         np.zeros(len(w), np.float32), np.zeros(len(w), np.float32), state)
+    if plain:
+        from types import SimpleNamespace as LinearModel
+    else:
+        from .._model import LinearModel
     model = LinearModel(indices=rows["i"].astype(np.uint32), weights=w[:, 0], parse=parse,
                         loss=loss, info={"source": os.path.abspath(path),
                                          "vw_version": version, "vw_counters": counters,

@@ -8,8 +8,14 @@ so that a small file starts as VW does (numba's import and first compiled call a
 and ~100 MB of a run). Its progress lines, closing block and model are the numba pass's
 (the same code prints and writes them), its predictions and weights the same bits.
 
+A test run (``-t -i MODEL`` of VW's model format, without ``-f``) scores in it too
+(``_vwfast.test``: the model's weights in the dense table, the lazy L1/L2 folded in, the
+scores clipped and the losses taken as ``_cli_run._test_only``'s, ``--binary``'s 0/1 loss
+included) and prints that run's progress table and closing block (its code).
+
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
-(``-n N``, passes, ``-i`` and the starting weights, ``--oaa``, ``--binary``, a cache,
+(``-n N``, passes, ``-i`` and the starting weights when learning, ``-t`` without ``-i``
+or with ``-f``, ``--oaa``, ``--binary`` when learning, a cache,
 terascale's model format, ``--readable_model``/``--invert_hash``, ``--ignore_linear``,
 expectile loss, ``.zip`` input, ``-b`` above 24 or a table over half the memory) runs the
 numba pass, which covers every
@@ -35,9 +41,9 @@ import numpy as np
 from ..._cext import load
 from ..._errors import ConfigError, DataError
 
-__all__ = ["c_path", "train"]
+__all__ = ["c_path", "test", "train"]
 
-_ABI = 8  # _vwfast's calling convention this module speaks
+_ABI = 9  # _vwfast's calling convention this module speaks
 _CHUNK = 1 << 20  # text parsed and learned from at a time
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
 # the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
@@ -60,8 +66,6 @@ def _memory() -> int:
 def c_path(args: argparse.Namespace) -> str | None:
     """None where this ``terascale vw`` run (its flags after VW's defaults) learns in the
     compiled core; else why it runs the numba pass."""
-    from .._losstable import LOSS_TABLE
-
     fast = _fast()
     if fast is None:
         return "the compiled core is not built (or TERASCALE_NO_CEXT is set)"
@@ -69,18 +73,21 @@ def c_path(args: argparse.Namespace) -> str | None:
         (args.nprocs != 1, "-n N"),
         (args.passes not in (None, 1), "--passes"),
         (bool(args.holdout_after), "--holdout_after"),
-        (args.testonly, "-t"),
+        (args.testonly and not args.initial, "-t without -i"),
+        (args.testonly and bool(args.model), "-t with -f"),
         (args.oaa is not None, "--oaa"),
         (args.bfgs is not None or args.cg is not None, "--bfgs/--conjugate_gradient"),
         (args.audit, "--audit"),
-        (args.initial is not None, "-i or starting weights"),
+        (args.initial is not None and not args.testonly, "-i or starting weights"),
+        (bool(args.testonly and args.initial) and not _vw_model(args.initial),
+         "-t -i of terascale's model format (or starting weights)"),
         (args.format != "vw", "--format"),
-        (args.binary, "--binary"),
+        (args.binary and not args.testonly, "--binary"),
         (bool(args.cache or args.cache_file), "a cache"),
         (args.model_format not in (None, "vw"), "terascale's model format"),
         (bool(args.readable_model or args.invert_hash), "--readable_model/--invert_hash"),
         (bool(args.ignore_linear), "--ignore_linear"),
-        (args.loss not in LOSS_TABLE or LOSS_TABLE[args.loss].code not in fast.LOSS_CODES,
+        (not _covered(args.loss, fast) and not (args.testonly and args.loss is None),
          f"--loss_function {args.loss}"),
         (bool(getattr(args, "probabilities", False)), "--probabilities"),
     )
@@ -97,6 +104,19 @@ def c_path(args: argparse.Namespace) -> str | None:
         if p.endswith(".zip"):
             return f"{p}: .zip input runs the numba pass"
     return None
+
+
+def _covered(loss: str | None, fast: Any) -> bool:
+    """Whether the compiled learner has loss ``loss``'s formulas."""
+    from .._losstable import LOSS_TABLE
+
+    return loss in LOSS_TABLE and LOSS_TABLE[loss].code in fast.LOSS_CODES
+
+
+def _vw_model(path: str) -> bool:
+    from ._vwmodel import is_vw_model
+
+    return is_vw_model(path)
 
 
 def _open(path: str) -> Any:
@@ -411,3 +431,114 @@ class _Column:
 
     def __getitem__(self, part: slice) -> np.ndarray:
         return self.table[self.idx[part], self.j]
+
+
+def test(args: argparse.Namespace) -> int:
+    """The ``-t -i MODEL`` run :func:`c_path` admits (VW's model): the model's predictions,
+    no learning, VW's progress table and closing block of a test run (``_cli_run._test_only``,
+    whose rules and output these are); a model this path does not cover (its loss, its
+    ``-b``) runs the numba pass."""
+    from .._front import _cli_run
+    from .._front._cli_options import train_options
+    from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code
+    from ._vwmodel import model_t, read_vw_model
+    from ._vwout import all_or_none, link, prediction_writers
+    from ._vwreport import preamble, test_block
+
+    fast = _fast()
+    if args.quiet:
+        from ..._env import set_quiet
+
+        set_quiet()
+    options = train_options(args)
+    options["vw_text"] = options["vw_labels"] = True
+    paths = _cli_run._inputs(args)
+    args.data, args.data_flag = paths, []  # (standard input read once: the numba pass
+    how = _cli_run._link(args, "identity")  # below reads the same copy)
+    if args.binary and args.link in ("logistic", "poisson"):
+        return int(_cli_run.train(args) or 0)  # (which says why not)
+    _cli_run._check_output(args.predictions, "-p")
+    _cli_run._check_output(args.raw_predictions, "-r")
+    model = read_vw_model(args.initial, generation=_generation(args), plain=True)
+    loss = args.loss or model.loss  # (VW reports the command line's loss)
+    bits = model.parse.bits
+    if not _covered(loss, fast) or bits > _MAX_BITS or (12 << bits) > _memory() // 2:
+        return int(_cli_run.train(args) or 0)
+    how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
+    binary = bool(args.binary or model.info.get("binary"))  # (and --binary)
+    if not args.quiet:
+        print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                       testonly=True, initial_t=model_t(args.initial)), file=sys.stderr)
+    table = np.zeros((1 << bits, 3), np.float32)
+    table[model.indices, 0] = model.weights
+    state = model.adaptive[2] if model.adaptive is not None else None
+    lo = hi = 0.0  # (_cli_run._clip's rule: the model's loss's, in its label range)
+    if state is not None and len(state) >= 6:
+        from .._online._state import MAX_LABEL, MIN_LABEL
+
+        fast.sync(table, state.copy())  # (the lazy L1/L2, as the model predicts)
+        lo, hi = float(state[MIN_LABEL]), float(state[MAX_LABEL])
+    clip = int(_CLIP[LOSS_TABLE[model.loss].code])
+    kind = loss_code(loss, tau=args.quantile_tau, q=args.expectile_q)
+    total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
+    labels_seen: list[float] = []
+    progress = None
+    if not args.quiet:
+        progress = _cli_run._TestProgress(how, binary)
+    writers = prediction_writers(args)
+    reader = _Parser(model.parse)
+    with all_or_none(writers):
+        for b in _parsed(paths, reader):
+            indptr, labels, weights = b[0], b[3], b[4]
+            n = len(labels)
+            if n == 0:
+                continue
+            for start in range(0, n, _BLOCK):
+                end = min(n, start + _BLOCK)
+                raw, s, lv = np.empty(end - start), np.empty(end - start), np.empty(end - start)
+                fast.test(indptr, b[1], b[2], labels, weights, start, end, table, kind, clip,
+                          lo, hi, binary, _BY_SIGN, raw, s, lv)
+                for writer, linked in writers:  # (-r: the scores before the clipping)
+                    v = link(s, how, binary) if linked else raw
+                    writer.write(_lines(fast, v, b, start))
+                y = labels[start:end].astype(np.float64)
+                w = weights[start:end].astype(np.float64)
+                ok = ~np.isnan(y) & (w > 0)
+                if progress is not None:
+                    from types import SimpleNamespace
+
+                    blk = SimpleNamespace(weights=weights[start:end], labels=labels[start:end],
+                                          indptr=indptr[start:end + 1])
+                    progress.block(blk, s, lv, np.where(ok, w, 0.0))
+                has = ~np.isnan(y)
+                total += [float(lv.sum()), float(w[ok].sum()), end - start, float(w.sum()),
+                          float(np.dot(y[has], w[has])), int(indptr[end] - indptr[start])]
+                if len(labels_seen) < 3:
+                    labels_seen = _distinct(labels_seen, labels[start:end])
+    if not args.quiet:
+        print(test_block(int(total[2]), float(total[1]), float(total[0]), float(total[3]),
+                         label_sum=float(total[4]), features=int(total[5]),
+                         labels=labels_seen,
+                         loss_name=loss if not args.dont_output_best_constant else None,
+                         tau=args.quantile_tau), file=sys.stderr)
+    return 0
+
+
+def _lines(fast: Any, values: np.ndarray, b: tuple, start: int) -> str:
+    """VW's -p/-r lines of ``values``, the predictions of parsed chunk ``b``'s examples
+    from ``start`` on (their tags)."""
+    v = values.astype(np.float32).astype(np.float64)  # (VW's predictions are float32)
+    text = fast.format_predictions(v, b[5], b[6], start)
+    if text is not None:
+        return text.decode("utf-8", "surrogateescape")
+    from ._vwout import prediction_lines
+
+    tags = [bytes(b[6][b[5][i]:b[5][i + 1]]).decode("utf-8", "surrogateescape")
+            for i in range(start, start + len(v))]
+    return prediction_lines(v, tags)
+
+
+def _generation(args: argparse.Namespace) -> Any:
+    from ._vwmodel import run_generation
+
+    return run_generation(args)

@@ -45,7 +45,7 @@ def _glf1(scores: np.ndarray) -> np.ndarray:
     (importing numba costs a one-line run more than the rest of it)."""
     from ..._cext import load
 
-    fast = load("terascale.linear._vw._vwfast", 8)
+    fast = load("terascale.linear._vw._vwfast", 9)
     if fast is None:
         from ._vwtext import glf1
 
