@@ -219,3 +219,44 @@ def test_the_rates_of_the_model_continued_are_kept_in_the_model_written(tmp_path
     assert "--learning_rate 0.2" in (tmp_path / "vw.rm").read_text()
     assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+@pytest.mark.parametrize("flags", [
+    ["--loss_function", "logistic", "--link", "logistic", "-l", "2"],
+    ["--loss_function", "logistic", "--oaa", "4", "--probabilities"],
+])
+def test_probabilities_are_vws_to_the_byte(flags, tmp_path, capfd, monkeypatch):
+    """VW's scorer takes the logistic in float (C's expf) and --probabilities normalizes
+    by the reciprocal of the classes' float sum: a double logistic rounded to float, or a
+    division, changes -p's sixth digit on about one line in a hundred."""
+    rng = np.random.default_rng(7)
+    oaa = "--oaa" in flags
+    lines = []
+    for _ in range(1500):
+        y = int(rng.integers(1, 5)) if oaa else int(rng.choice([-1, 1]))
+        feats = " ".join(f"f{rng.integers(300)}:{rng.normal() * 3:.3f}" for _ in range(6))
+        lines.append(f"{y} |a {feats} y{abs(y) * int(rng.integers(3))}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    run_vw(["-d", "d.vw", *flags, "-p", "vw.p", "-f", "m"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_bytes() == (tmp_path / "vw.p").read_bytes()
+    if not oaa:  # and serving VW's model: the same probabilities
+        code, err = run_ts(capfd, ["-t", "-i", "m", "-d", "d.vw", "-p", "ts.t"], tmp_path,
+                           monkeypatch)
+        assert code == 0, err
+        run_vw(["-t", "-i", "m", "-d", "d.vw", "-p", "vw.t"], tmp_path)
+        assert (tmp_path / "ts.t").read_bytes() == (tmp_path / "vw.t").read_bytes()
+
+
+def test_whole_predictions_of_any_size_print_as_vw():
+    """VW prints a whole-valued prediction without decimals, however large (poisson's
+    link reaches 1e15 and past it)."""
+    from terascale.linear._vw._vwout import prediction_lines
+
+    values = np.array([3.0, -7.0, 1e15, 2.0 ** 60, -(2.0 ** 70), 0.5], np.float32)
+    want = "".join(f"{v:.0f}\n" if v == np.floor(v) else f"{v:.6f}\n"
+                   for v in values.astype(np.float64))
+    assert prediction_lines(values.astype(np.float64), None) == want  # (the compiled core)
+    tagged = want.replace("\n", " t\n")
+    assert prediction_lines(values.astype(np.float64), ["t"] * len(values)) == tagged

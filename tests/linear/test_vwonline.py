@@ -15,7 +15,7 @@ import pytest
 
 from terascale._cext import load
 
-FAST = load("terascale.linear._vw._vwfast", 9)
+FAST = load("terascale.linear._vw._vwfast", 10)
 built = pytest.mark.skipif(FAST is None, reason="terascale.linear._vw._vwfast was not built")
 
 

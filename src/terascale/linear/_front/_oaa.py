@@ -111,8 +111,16 @@ def _class(v: float, names: list[str] | None) -> str:
 
 
 def _probabilities(scores: np.ndarray) -> np.ndarray:
-    p = (1.0 / (1.0 + np.exp(-scores.astype(np.float32)))).astype(np.float32)
-    return p / p.sum(axis=1, keepdims=True)
+    """VW's --probabilities in float: each class's logistic (C's expf), the row's sum taken
+    class by class, then each times the sum's reciprocal (not divided by it)."""
+    from .._vw._vwout import link
+
+    p = link(scores.astype(np.float32).ravel(), "logistic", False).astype(np.float32)
+    p = p.reshape(scores.shape)
+    total = np.zeros(len(p), np.float32)
+    for c in range(p.shape[1]):
+        total += p[:, c]
+    return p * (np.float32(1.0) / total)[:, None]
 
 
 def _format(row: np.ndarray, base: int) -> str:

@@ -646,7 +646,7 @@ static inline int put_u64(char *out, uint64_t u) {
     return n;
 }
 
-/* x as str(int(x)) (a whole number below 1e15) or as "%.6f", at out; the bytes written.
+/* x as str(int(x)) (a whole number) or as "%.6f", at out; the bytes written.
  * A float32's value times 10^6 is exact in a double (at most 24 + 14 significant bits),
  * so below 2^53 / 10^6 its "%.6f" is that product rounded half to even, as printf rounds
  * the exact decimal value; anything else goes to snprintf. */
@@ -657,7 +657,9 @@ static inline int put_prediction(char *out, size_t room, double x) {
     }
     double a = fabs(x);
     int k = 0;
-    if (x == floor(x) && a < 1e15) {
+    if (x == floor(x)) { /* (VW: std::fixed with precision 0) */
+        if (a >= 1e15)
+            return snprintf(out, room, "%.0f", x);
         if (x < 0)
             out[k++] = '-';
         return k + put_u64(out + k, (uint64_t)a);
@@ -679,8 +681,8 @@ static inline int put_prediction(char *out, size_t room, double x) {
 }
 
 /* VW's -p lines (terascale.linear._vw._vwout.prediction_lines): each float64 value (a
- * float32 widened) as Python's str(int(v)) where it is a whole number below 1e15 in
- * magnitude, else as f"{v:.6f}" (both correctly rounded, as glibc's printf), then " tag"
+ * float32 widened) as Python's str(int(v)) where it is a whole number, else as
+ * f"{v:.6f}" (both correctly rounded, as glibc's printf), then " tag"
  * where the example has a tag, then a newline. tag_ptr (int64, n + 1 entries) and
  * tag_blob (uint8) are a Block's, read from example `first` on; an empty tag_ptr: none.
  * Non-finite values, and tags that do not cover the examples, are the caller's (returns
@@ -747,26 +749,37 @@ static PyObject *format_predictions(PyObject *self, PyObject *args) {
     return out;
 }
 
-/* VW's --link glf1 in float: 2 / (1 + expf(-s)) - 1 for each float32 score of src, into
- * dst (float32, as long); expf called as written (-fno-builtin-expf), as numba's float32
- * exp and VW call it. */
-static PyObject *glf1(PyObject *self, PyObject *args) {
+/* VW's --link in float (its scorer: C's expf on float32 scores), for each score of src
+ * into dst: code 0 logistic 1 / (1 + expf(-s)), 1 glf1 2 / (1 + expf(-s)) - 1, 2 poisson
+ * expf(s); expf called as written (-fno-builtin-expf), as numba's float32 exp and VW
+ * call it. A double exp rounded to float, or numpy's float32 exp, differs from it in the
+ * last bit, which -p's six digits show. */
+static PyObject *vw_link(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bs, bd;
-    if (!PyArg_ParseTuple(args, "y*w*", &bs, &bd))
+    int code;
+    if (!PyArg_ParseTuple(args, "y*w*i", &bs, &bd, &code))
         return NULL;
-    if (bs.len != bd.len || bs.len % 4) {
+    if (bs.len != bd.len || bs.len % 4 || code < 0 || code > 2) {
         PyBuffer_Release(&bs);
         PyBuffer_Release(&bd);
-        PyErr_SetString(PyExc_ValueError, "glf1: src and dst are float32 arrays of one length");
+        PyErr_SetString(PyExc_ValueError,
+                        "link: src and dst are float32 arrays of one length, code 0, 1 or 2");
         return NULL;
     }
     const float *src = bs.buf;
     float *dst = bd.buf;
     Py_ssize_t n = bs.len / 4;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++)
-        dst[i] = 2.0f / (1.0f + expf(-src[i])) - 1.0f;
+    if (code == 0)
+        for (Py_ssize_t i = 0; i < n; i++)
+            dst[i] = 1.0f / (1.0f + expf(-src[i]));
+    else if (code == 1)
+        for (Py_ssize_t i = 0; i < n; i++)
+            dst[i] = 2.0f / (1.0f + expf(-src[i])) - 1.0f;
+    else
+        for (Py_ssize_t i = 0; i < n; i++)
+            dst[i] = expf(src[i]);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&bs);
     PyBuffer_Release(&bd);
@@ -774,7 +787,9 @@ static PyObject *glf1(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef METHODS[] = {
-    {"glf1", glf1, METH_VARARGS, "glf1(src, dst): VW's glf1 link of float32 scores, in float"},
+    {"link", vw_link, METH_VARARGS,
+     "link(src, dst, code): VW's --link of float32 scores in float (0 logistic, 1 glf1, "
+     "2 poisson)"},
     {"format_predictions", format_predictions, METH_VARARGS,
      "format_predictions(values, tag_ptr, tag_blob, first) -> bytes (None: a value is not "
      "finite)"},
@@ -811,7 +826,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 9) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 10) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

@@ -27,36 +27,35 @@ __all__ = ["AtomicText", "all_or_none", "link", "prediction_lines", "prediction_
 def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
     """VW's output of raw scores: ``--binary`` signs (a score of 0 is -1, as in VW), else
     ``--link logistic`` probabilities, ``--link glf1`` the logistic stretched to (-1, 1)
-    (``2 / (1 + exp(-score)) - 1``, in float as VW), ``--link poisson`` rates exp(score),
-    else the scores (``--link identity``)."""
+    (``2 / (1 + exp(-score)) - 1``), ``--link poisson`` rates exp(score), each in float
+    as VW computes them, else the scores (``--link identity``)."""
     if binary:
         return np.where(scores > 0, 1.0, -1.0)
-    if how == "logistic":
-        return 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
-    if how == "glf1":  # (in float, with C's expf: numpy's differs from VW's in the last bit)
-        return _glf1(np.ascontiguousarray(scores, np.float32)).astype(np.float64)
-    if how == "poisson":
-        return np.exp(scores)
+    if how in _LINK_CODES:  # (in float, with C's expf, as VW's scorer)
+        return _link32(np.ascontiguousarray(scores, np.float32), how).astype(np.float64)
     return scores
 
 
-def _glf1(scores: np.ndarray) -> np.ndarray:
-    """VW's glf1 link of float32 scores: the compiled core's loop, else numba's kernel
+_LINK_CODES = {"logistic": 0, "glf1": 1, "poisson": 2}  # _vwfast.link's codes
+
+
+def _link32(scores: np.ndarray, how: str) -> np.ndarray:
+    """VW's link of float32 scores in float: the compiled core's loop, else numba's kernel
     (importing numba costs a one-line run more than the rest of it)."""
     from ..._cext import load
 
-    fast = load("terascale.linear._vw._vwfast", 9)
+    fast = load("terascale.linear._vw._vwfast", 10)
     if fast is None:
-        from ._vwtext import glf1
+        from ._vwtext import link32
 
-        return glf1(scores)  # type: ignore[no-any-return]
+        return link32(scores, _LINK_CODES[how])  # type: ignore[no-any-return]
     out = np.empty_like(scores)
-    fast.glf1(scores, out)
+    fast.link(scores, out, _LINK_CODES[how])
     return out
 
 
 def _num(v: float) -> str:
-    if math.isfinite(v) and v == math.floor(v) and abs(v) < 1e15:
+    if math.isfinite(v) and v == math.floor(v):  # (VW: std::fixed, precision 0)
         return str(int(v))
     return f"{v:.6f}"
 

@@ -47,14 +47,19 @@ VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
 
 
 @numba.njit(cache=True)
-def glf1(scores: np.ndarray) -> np.ndarray:
-    """VW's glf1 link in float, with C's ``expf`` (numba's float32 ``exp``; numpy's, and a
-    double exp rounded to float, differ from it in the last bit, which -p's six digits
-    show)."""
+def link32(scores: np.ndarray, code: int) -> np.ndarray:
+    """VW's link in float (code 0 logistic, 1 glf1, 2 poisson), with C's ``expf``
+    (numba's float32 ``exp``; numpy's, and a double exp rounded to float, differ from it in
+    the last bit, which -p's six digits show): where the compiled core is not built."""
     out = np.empty(len(scores), np.float32)
     one, two = np.float32(1.0), np.float32(2.0)
     for i in range(len(scores)):
-        out[i] = two / (one + math.exp(-scores[i])) - one
+        if code == 0:
+            out[i] = one / (one + math.exp(-scores[i]))
+        elif code == 1:
+            out[i] = two / (one + math.exp(-scores[i])) - one
+        else:
+            out[i] = math.exp(scores[i])
     return out
 
 
