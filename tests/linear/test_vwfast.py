@@ -263,7 +263,7 @@ def test_prediction_lines_are_written_in_c_as_in_python():
 
 def _vwtext_num(v: float) -> str:
     import math
-    if math.isfinite(v) and v == math.floor(v) and abs(v) < 1e15:
+    if math.isfinite(v) and v == math.floor(v):  # (VW: std::fixed, precision 0)
         return str(int(v))
     return f"{v:.6f}"
 
