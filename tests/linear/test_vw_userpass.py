@@ -260,3 +260,20 @@ def test_whole_predictions_of_any_size_print_as_vw():
     assert prediction_lines(values.astype(np.float64), None) == want  # (the compiled core)
     tagged = want.replace("\n", " t\n")
     assert prediction_lines(values.astype(np.float64), ["t"] * len(values)) == tagged
+
+
+@pytest.mark.parametrize("again", [[], ["--l1", "1e-4"]])
+def test_an_l1_model_continued_learns_from_its_raw_weights_as_vw(again, tmp_path, capfd,
+                                                                  monkeypatch):
+    """VW keeps an --l1 model's raw weights and its gravity: -t truncates with it, a run
+    that continues it without --l1 predicts and learns from the raw weights, one with
+    --l1 truncates with the gravity it goes on adding to."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(400, 6, _sign)) + "\n")
+    run_vw(["-d", "d.vw", "--l1", "1e-3", "-f", "m"], tmp_path)
+    for extra in (again, ["-t"]):
+        args = ["-i", "m", "-d", "d.vw", *extra]
+        run_vw([*args, "-p", "vw.p"], tmp_path)
+        code, err = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+        assert code == 0, err
+        np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
+                                   rtol=1e-5, atol=1e-6)

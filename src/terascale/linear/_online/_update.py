@@ -319,7 +319,10 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
             continue
         a = indptr[i]
         b = indptr[i + 1]
-        raw = _score(cols, values, a, b, w, state[GRAVITY], state[CONTRACTION])
+        # the lazy L1 truncates only where this run learns with L1: VW continues an -i
+        # model's raw weights without it (its gravity kept for -t and the next --l1 run)
+        raw = _score(cols, values, a, b, w, state[GRAVITY] if l1 > 0.0 else 0.0,
+                     state[CONTRACTION])
         p = clip_prediction(clip, raw, state[MIN_LABEL], state[MAX_LABEL])
         if predict:
             pred[i - start] = p
@@ -383,8 +386,8 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
                 y = 1.0 if t == c else -1.0
                 st[MIN_LABEL] = min(st[MIN_LABEL], y)
                 st[MAX_LABEL] = max(st[MAX_LABEL], y)
-            p = _score(cols, values, a, b, arrays[c, :, 0], lazy[GRAVITY],
-                       lazy[CONTRACTION])
+            p = _score(cols, values, a, b, arrays[c, :, 0],
+                       lazy[GRAVITY] if l1 > 0.0 else 0.0, lazy[CONTRACTION])
             scores[c, i] = clip_prediction(clip, p, st[MIN_LABEL], st[MAX_LABEL])
         if not learn:
             continue

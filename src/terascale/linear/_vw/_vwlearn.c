@@ -93,7 +93,9 @@ static double loss32(long long kind, double p, double y, int *bad) {
     }
     case 5: { /* poisson's deviance */
         double c = pclamp(p);
-        double t = y + 1e-6 > 0 ? f32(y * f32(log_f(f32(y + f32(1e-6))) - c)) : NAN;
+        /* (a label below 0: C's logf gives a NaN with its sign bit set, which VW prints
+         * -nan and never learns from) */
+        double t = y + 1e-6 > 0 ? f32(y * f32(log_f(f32(y + f32(1e-6))) - c)) : -NAN;
         return f32(2.0 * f32(t - f32(y - pexp(c))));
     }
     }
@@ -409,7 +411,9 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
             if (!learn && !pred)
                 continue;
             int64_t a = indptr[i], b = indptr[i + 1];
-            double p = score(cols, values, a, b, t, state[GRAVITY], state[CONTRACTION]);
+            /* the lazy L1 truncates only where this run learns with L1 (VW) */
+            double p = score(cols, values, a, b, t, st.l1 > 0.0 ? state[GRAVITY] : 0.0,
+                             state[CONTRACTION]);
             if (raw)
                 raw[i - start] = p;
             p = clip_prediction(st.clip, p, state[MIN_LABEL], state[MAX_LABEL]);
