@@ -29,7 +29,10 @@ with terascale.init() as comm:
         from terascale.testing import listening
 
         rdv = int(os.environ["TERASCALE_RENDEZVOUS"].rpartition(":")[2])
-        print(f"rank {comm.rank} listen {','.join(listening(rdv))} "
+        # node 0's launcher serves the rendezvous (this rank's parent on node 0): its
+        # sockets only, not another test's server on the same port at another address
+        server = int(os.environ.get("JOB_SERVER_PID", os.getppid()))
+        print(f"rank {comm.rank} listen {','.join(listening(rdv, pid=server))} "
               f"master {os.environ['MASTER_ADDR']}", flush=True)
     if mode == "die" and comm.rank == victim and os.environ.get("TERASCALE_RESTART") == "0":
         raise SystemExit(7)

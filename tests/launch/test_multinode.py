@@ -86,7 +86,8 @@ def test_node_0_listens_on_the_rendezvous_address_only(python: str, secret: Path
         pytest.skip("this host has no non-loopback IPv4 address")
     port = _port()
     extra = ["--bind", "0.0.0.0"] if where.startswith("--bind") else []
-    start = _local({"JOB_MODE": "listen"})
+    env = {"JOB_MODE": "listen"}
+    start = _local(env)
 
     def node(k: int) -> subprocess.Popen:
         return start(k, [python, "-m", "terascale", "run", "-n", "1", "--nnodes", "2",
@@ -96,9 +97,12 @@ def test_node_0_listens_on_the_rendezvous_address_only(python: str, secret: Path
     procs = [node(0)]
     try:
         deadline = time.monotonic() + 60
-        while not listening(port) and time.monotonic() < deadline and procs[0].poll() is None:
+        server = procs[0].pid  # (node 0's launcher: its sockets, not another test's)
+        while (not listening(port, server) and time.monotonic() < deadline
+               and procs[0].poll() is None):
             time.sleep(0.05)
-        coordinator = listening(port)  # until every node has joined
+        coordinator = listening(port, server)  # until every node has joined
+        env["JOB_SERVER_PID"] = str(server)
         procs.append(node(1))
         results = _finish(procs, 120)
     finally:

@@ -376,7 +376,8 @@ def test_bfgs_workers_shares_of_gzip_and_standard_input(tmp_path):
     (tmp_path / "d.vw").write_text(text)
     (tmp_path / "d.vw.gz").write_bytes(gzip.compress(text.encode()))
     (tmp_path / "cut.vw.gz").write_bytes(gzip.compress(text.encode())[:-200])
-    flags = ["--bfgs", "--passes", "5", "--l2", "0.01", "--quiet", "--readable_model"]
+    flags = ["--bfgs", "--passes", "5", "--l2", "0.01", "--quiet", "--predict_only_model",
+             "--readable_model"]
     ts = [sys.executable, "-m", "terascale", "vw"]
     models = []
     for name, data in (("plain", ["-d", "d.vw", "-n", "2"]),

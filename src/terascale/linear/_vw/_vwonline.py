@@ -472,13 +472,13 @@ def test(args: argparse.Namespace) -> int:
     table = np.zeros((1 << bits, 3), np.float32)
     table[model.indices, 0] = model.weights
     state = model.adaptive[2] if model.adaptive is not None else None
-    lo = hi = 0.0  # (_cli_run._clip's rule: the model's loss's, in its label range)
+    lo = hi = 0.0  # (_cli_run._clip's rule: the run's loss's, in the model's label range)
     if state is not None and len(state) >= 6:
         from .._online._state import MAX_LABEL, MIN_LABEL
 
         fast.sync(table, state.copy())  # (the lazy L1/L2, as the model predicts)
         lo, hi = float(state[MIN_LABEL]), float(state[MAX_LABEL])
-    clip = int(_CLIP[LOSS_TABLE[model.loss].code])
+    clip = int(_CLIP[LOSS_TABLE[loss].code])  # (VW's -t clips as the command line's loss)
     kind = loss_code(loss, tau=args.quantile_tau, q=args.expectile_q)
     total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
     labels_seen: list[float] = []
