@@ -237,7 +237,6 @@ def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
 def train(args: argparse.Namespace) -> int:
     """The run :func:`c_path` admits: learn, print VW's lines, write -p, -r and -f."""
     from .._front import _cli_run
-    from .._front._cli_options import train_options
     from .._io._dataset import ParseOptions
     from .._losstable import _BY_SIGN, _CLIP
     from .._online._progress import LINK, Progress
@@ -246,15 +245,7 @@ def train(args: argparse.Namespace) -> int:
     from ._vwout import all_or_none, link, prediction_writers
     from ._vwreport import closing_block, preamble
 
-    fast = _fast()
-    if args.quiet:
-        from ..._env import set_quiet
-
-        set_quiet()
-    options = train_options(args)
-    options["vw_text"] = options["vw_labels"] = True
-    paths = _cli_run._inputs(args)
-    how = _cli_run._link(args, "identity")
+    fast, options, paths, how = _begin(args)
     _cli_run._check_output(args.model, "-f", stream=False)
     for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r")):
         _cli_run._check_output(path, flag)
@@ -439,22 +430,14 @@ def test(args: argparse.Namespace) -> int:
     whose rules and output these are); a model this path does not cover (its loss, its
     ``-b``) runs the numba pass."""
     from .._front import _cli_run
-    from .._front._cli_options import train_options
     from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code
     from ._vwmodel import model_t, read_vw_model
     from ._vwout import all_or_none, link, prediction_writers
     from ._vwreport import preamble, test_block
 
-    fast = _fast()
-    if args.quiet:
-        from ..._env import set_quiet
-
-        set_quiet()
-    options = train_options(args)
-    options["vw_text"] = options["vw_labels"] = True
-    paths = _cli_run._inputs(args)
+    fast, options, paths, how = _begin(args)
     args.data, args.data_flag = paths, []  # (standard input read once: the numba pass
-    how = _cli_run._link(args, "identity")  # below reads the same copy)
+    # below reads the same copy)
     if args.binary and args.link in ("logistic", "poisson"):
         return int(_cli_run.train(args) or 0)  # (which says why not)
     _cli_run._check_output(args.predictions, "-p")
@@ -542,3 +525,19 @@ def _generation(args: argparse.Namespace) -> Any:
     from ._vwmodel import run_generation
 
     return run_generation(args)
+
+
+def _begin(args: argparse.Namespace) -> tuple[Any, dict[str, Any], list[str], str]:
+    """What a compiled run starts with: the module, ``--quiet``, the training options as
+    VW reads text, the inputs (standard input copied once) and the output link."""
+    from .._front import _cli_run
+    from .._front._cli_options import train_options
+
+    fast = _fast()
+    if args.quiet:
+        from ..._env import set_quiet
+
+        set_quiet()
+    options = train_options(args)
+    options["vw_text"] = options["vw_labels"] = True
+    return fast, options, _cli_run._inputs(args), _cli_run._link(args, "identity")
