@@ -277,3 +277,23 @@ def test_an_l1_model_continued_learns_from_its_raw_weights_as_vw(again, tmp_path
         assert code == 0, err
         np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_poisson_readable_model_keeps_nan_sums_and_zero_weights_as_vw(tmp_path, capfd,
+                                                                      monkeypatch):
+    """--readable_model's learner state as VW writes it where poisson meets a negative
+    label: the NaN loss sums print ``-nan`` (C's sign), and a weight at 0 whose adaptive
+    or normalized sum is not (its one update was NaN, VW's 0) is listed."""
+    rng = np.random.default_rng(5)
+    lines = [f"{rng.normal(0.5, 2):.3f} |a f{rng.integers(10)} x:{rng.uniform():.3f}"
+             for _ in range(120)]
+    lines[40] = "2 |a f3 big:1e30"  # (a gradient past float: the update is NaN, w stays 0)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "poisson"]
+    run_vw([*args, "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm"], tmp_path, monkeypatch)
+    assert code == 0, err
+    want = (tmp_path / "vw.rm").read_text()
+    assert "sum_loss -nan" in want and any(  # (the data have both)
+        ln.split(":")[1].startswith("0 ") for ln in want.splitlines()[29:])
+    assert (tmp_path / "ts.rm").read_text() == want
