@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _vw_runs import ab_lines, numbers, run_ts, run_vw
+from _vw_runs import ab_lines, numbers, real_label, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -297,3 +297,18 @@ def test_poisson_readable_model_keeps_nan_sums_and_zero_weights_as_vw(tmp_path, 
     assert "sum_loss -nan" in want and any(  # (the data have both)
         ln.split(":")[1].startswith("0 ") for ln in want.splitlines()[29:])
     assert (tmp_path / "ts.rm").read_text() == want
+
+
+def test_a_model_with_ignore_linear_predicts_without_those_linear_terms(tmp_path, capfd,
+                                                                        monkeypatch):
+    """-t -i of a model trained with --ignore_linear applies it, as VW reads it from the
+    model's options: the namespace's own features stay out, its interactions in (-b 10:
+    their slots hold other features' weights, which they would add)."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(150, 8, real_label)) + "\n")
+    run_vw(["-d", "d.vw", "-q", "ab", "--ignore_linear", "a", "-b", "10", "-f", "m",
+            "--quiet"], tmp_path)
+    args = ["-t", "-i", "m", "-d", "d.vw"]
+    run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
