@@ -312,3 +312,17 @@ def test_a_model_with_ignore_linear_predicts_without_those_linear_terms(tmp_path
     code, err = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
     assert code == 0, err
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+def test_a_label_too_wide_for_its_column_is_cut_as_vw(tmp_path, capfd, monkeypatch):
+    """The progress table's label and prediction columns are 14 characters: VW cuts a
+    wider value (123456798720.0000) to 11 and ``...``."""
+    lines = ["2 |a y", "3 |a x y", "3 |a y:2", "1 |a x", "-2 |a y", "7 |a x", "4 |b z",
+             "1 |b z"] * 2
+    lines[-1] = "123456789012.5 |a x"  # (the last line printed: its loss is the last)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    want = run_vw(["-d", "d.vw"], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert "12345679872..." in want
+    assert got[got.index("average  since"):] == want[want.index("average  since"):]
