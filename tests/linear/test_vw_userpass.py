@@ -326,3 +326,14 @@ def test_a_label_too_wide_for_its_column_is_cut_as_vw(tmp_path, capfd, monkeypat
     assert code == 0, got
     assert "12345679872..." in want
     assert got[got.index("average  since"):] == want[want.index("average  since"):]
+
+
+def test_starting_sums_with_a_model_name_the_flag_given(tmp_path, capfd, monkeypatch):
+    """-i MODEL with --initial_t (or another flag that sets where training starts) is
+    refused naming that flag, not another."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(20, 3, _sign)) + "\n")
+    code, err = run_ts(capfd, ["-d", "d.vw", "-f", "m", "--quiet"], tmp_path, monkeypatch)
+    assert code == 0, err
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "m", "--initial_t", "2"], tmp_path,
+                       monkeypatch)
+    assert code != 0 and "--initial_t set" in err and "-i MODEL" in err
