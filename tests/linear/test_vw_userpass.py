@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _vw_runs import ab_lines, numbers, run_ts, run_vw
+from _vw_runs import ab_lines, numbers, real_label, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -277,3 +277,63 @@ def test_an_l1_model_continued_learns_from_its_raw_weights_as_vw(again, tmp_path
         assert code == 0, err
         np.testing.assert_allclose(numbers(tmp_path / "ts.p"), numbers(tmp_path / "vw.p"),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_poisson_readable_model_keeps_nan_sums_and_zero_weights_as_vw(tmp_path, capfd,
+                                                                      monkeypatch):
+    """--readable_model's learner state as VW writes it where poisson meets a negative
+    label: the NaN loss sums print ``-nan`` (C's sign), and a weight at 0 whose adaptive
+    or normalized sum is not (its one update was NaN, VW's 0) is listed."""
+    rng = np.random.default_rng(5)
+    lines = [f"{rng.normal(0.5, 2):.3f} |a f{rng.integers(10)} x:{rng.uniform():.3f}"
+             for _ in range(120)]
+    lines[40] = "2 |a f3 big:1e30"  # (a gradient past float: the update is NaN, w stays 0)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "poisson"]
+    run_vw([*args, "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm"], tmp_path, monkeypatch)
+    assert code == 0, err
+    want = (tmp_path / "vw.rm").read_text()
+    assert "sum_loss -nan" in want and any(  # (the data have both)
+        ln.split(":")[1].startswith("0 ") for ln in want.splitlines()[29:])
+    assert (tmp_path / "ts.rm").read_text() == want
+
+
+def test_a_model_with_ignore_linear_predicts_without_those_linear_terms(tmp_path, capfd,
+                                                                        monkeypatch):
+    """-t -i of a model trained with --ignore_linear applies it, as VW reads it from the
+    model's options: the namespace's own features stay out, its interactions in (-b 10:
+    their slots hold other features' weights, which they would add)."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(150, 8, real_label)) + "\n")
+    run_vw(["-d", "d.vw", "-q", "ab", "--ignore_linear", "a", "-b", "10", "-f", "m",
+            "--quiet"], tmp_path)
+    args = ["-t", "-i", "m", "-d", "d.vw"]
+    run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+def test_a_label_too_wide_for_its_column_is_cut_as_vw(tmp_path, capfd, monkeypatch):
+    """The progress table's label and prediction columns are 14 characters: VW cuts a
+    wider value (123456798720.0000) to 11 and ``...``."""
+    lines = ["2 |a y", "3 |a x y", "3 |a y:2", "1 |a x", "-2 |a y", "7 |a x", "4 |b z",
+             "1 |b z"] * 2
+    lines[-1] = "123456789012.5 |a x"  # (the last line printed: its loss is the last)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    want = run_vw(["-d", "d.vw"], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert "12345679872..." in want
+    assert got[got.index("average  since"):] == want[want.index("average  since"):]
+
+
+def test_starting_sums_with_a_model_name_the_flag_given(tmp_path, capfd, monkeypatch):
+    """-i MODEL with --initial_t (or another flag that sets where training starts) is
+    refused naming that flag, not another."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(20, 3, _sign)) + "\n")
+    code, err = run_ts(capfd, ["-d", "d.vw", "-f", "m", "--quiet"], tmp_path, monkeypatch)
+    assert code == 0, err
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "m", "--initial_t", "2"], tmp_path,
+                       monkeypatch)
+    assert code != 0 and "--initial_t set" in err and "-i MODEL" in err

@@ -135,8 +135,14 @@ class Progress:
             # (VW cuts a loss to its column's 8 characters: 134.296493 is 134.2964)
             avg = _fixed(acc[0] / acc[1])[:8] if acc[1] else "n.a."
             since = _fixed(dl / dw)[:8] if dw else "n.a."
-        print(f"{avg:<8} {since:<8} {counter:>12d} {weight:>14.1f} {lab:>14} "
-              f"{pr:>14} {feats:>8d}{held}", file=self.out)
+        print(f"{avg:<8} {since:<8} {counter:>12d} {weight:>14.1f} {_fit(lab):>14} "
+              f"{_fit(pr):>14} {feats:>8d}{held}", file=self.out)
+
+
+def _fit(text: str, width: int = 14) -> str:
+    """A label or prediction in its column as VW fits it: one too wide (a huge value
+    printed with its 4 decimals) is cut to the column and ends in ``...``."""
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _fixed(v: float) -> str:

@@ -652,8 +652,15 @@ def _starting_weights(args: argparse.Namespace) -> str:
     from .._model import LinearModel
 
     if args.initial:
-        raise ConfigError("--constant/--initial_weight set the weights training starts "
-                          "from: they exclude -i MODEL, whose weights it starts from")
+        given = [flag for flag, on in (
+            ("--constant", args.constant), ("--initial_weight", args.initial_weight),
+            ("--random_weights", args.random_weights),
+            ("--normal_weights", args.normal_weights),
+            ("--truncated_normal_weights", args.truncated_normal_weights),
+            ("--initial_t", args.initial_t)) if on]
+        raise ConfigError(f"{'/'.join(given) or '--constant/--initial_weight'} set the "
+                          f"weights and sums training starts from: not supported with -i "
+                          f"MODEL, whose weights it starts from, by terascale vw")
     o = train_options(args)
     parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
                             for k, v in o.items() if k in ParseOptions().to_dict()})

@@ -428,7 +428,7 @@ def test(args: argparse.Namespace) -> int:
     """The ``-t -i MODEL`` run :func:`c_path` admits (VW's model): the model's predictions,
     no learning, VW's progress table and closing block of a test run (``_cli_run._test_only``,
     whose rules and output these are); a model this path does not cover (its loss, its
-    ``-b``) runs the numba pass."""
+    ``-b``, its ``--ignore_linear``) runs the numba pass."""
     from .._front import _cli_run
     from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code
     from ._vwmodel import model_t, read_vw_model
@@ -445,7 +445,8 @@ def test(args: argparse.Namespace) -> int:
     model = read_vw_model(args.initial, generation=_generation(args), plain=True)
     loss = args.loss or model.loss  # (VW reports the command line's loss)
     bits = model.parse.bits
-    if not _covered(loss, fast) or bits > _MAX_BITS or (12 << bits) > _memory() // 2:
+    if (not _covered(loss, fast) or bits > _MAX_BITS or (12 << bits) > _memory() // 2
+            or model.parse.ignore_linear):  # (the model's --ignore_linear: the numba parse)
         return int(_cli_run.train(args) or 0)
     how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
     binary = bool(args.binary or model.info.get("binary"))  # (and --binary)

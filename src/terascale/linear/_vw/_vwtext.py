@@ -306,6 +306,14 @@ def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
         yield "".join(body)
 
 
+def _g(v: float) -> str:
+    """A number as VW's stream prints it (``%g``; a NaN with its sign: C++ writes a negative
+    one ``-nan``, as poisson's loss of a negative label is)."""
+    if math.isnan(v):
+        return "-nan" if math.copysign(1.0, v) < 0 else "nan"
+    return f"{v:g}"
+
+
 def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None,
                    *, counters: bool = False, predict_only: bool = False) -> None:
     """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;
@@ -327,9 +335,10 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
         nonzero = w != 0
         idx, w, ad = idx[nonzero], w[nonzero], None
     g2 = nrm = None
-    if ad is not None:
-        keep = w != 0
-        idx, w, g2, nrm = idx[keep], w[keep], ad[0][order][keep], ad[1][order][keep]
+    if ad is not None:  # (VW's: a weight whose value or either sum is not 0)
+        g2, nrm = ad[0][order], ad[1][order]
+        keep = (w != 0) | (g2 != 0) | (nrm != 0)
+        idx, w, g2, nrm = idx[keep], w[keep], g2[keep], nrm[keep]
     fixed = loss_spec(model.loss).clip == "fixed"  # ([-50, 50] whatever the labels)
     lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
     st = model.adaptive[2] if model.adaptive is not None else None
@@ -365,7 +374,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
         c = _counters(totals or [], info.get("vw_progress"))
         c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
         head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
-                 f"sum_loss {c['sum_loss']:g}", f"sum_loss_since_last_dump {c['since']:g}",
+                 f"sum_loss {_g(c['sum_loss'])}",
+                 f"sum_loss_since_last_dump {_g(c['since'])}",
                  f"dump_interval {c['dump']:g}", f"min_label {lo:g}", f"max_label {hi:g}",
                  f"weighted_labeled_examples {c['labelled']:g}",
                  f"weighted_labels {c['labels']:g}",
