@@ -337,3 +337,20 @@ def test_starting_sums_with_a_model_name_the_flag_given(tmp_path, capfd, monkeyp
     code, err = run_ts(capfd, ["-d", "d.vw", "-i", "m", "--initial_t", "2"], tmp_path,
                        monkeypatch)
     assert code != 0 and "--initial_t set" in err and "-i MODEL" in err
+
+
+@pytest.mark.parametrize("flags", [[], ["--l1", "1e-6"]])
+def test_oaa_scores_leave_out_values_within_1e_10_of_zero_as_vw(flags, tmp_path, capfd,
+                                                                monkeypatch):
+    """VW's one-against-all scores its K learners at once (multipredict), which skips a
+    feature whose value is within 1e-10 of 0, in -t and while learning; under --l1 its
+    truncating variant keeps it."""
+    (tmp_path / "d.vw").write_text("1 |a x:2\n2 |a x:1\n3 |a y\n1 |a x\n2 |a x:1e-20 y:3e-11\n"
+                                   "3 |a x:1e-9\n")
+    (tmp_path / "t.vw").write_text("1 |a x:1e-20\n2 |a x:1e-9\n3 |a x:1e-11 y:1e-12\n")
+    for args in (["-d", "d.vw", "--oaa", "3", "--noconstant", *flags, "-f", "m"],
+                 ["-t", "-i", "m", "-d", "t.vw", *flags]):
+        run_vw([*args, "-r", "vw.r"], tmp_path)
+        code, err = run_ts(capfd, [*args, "-r", "ts.r"], tmp_path, monkeypatch)
+        assert code == 0, err
+        assert (tmp_path / "ts.r").read_text() == (tmp_path / "vw.r").read_text()

@@ -195,6 +195,7 @@ def oaa_pass(blocks: Iterator[Block], learners: Learners,
             y[~labelled] = np.nan
             w, g2, nrm, state = learners.views(c)
             online_chunk(blk.indptr, blk.indices, blk.values, y, blk.weights, hold, 0, n,
-                         w, g2, nrm, state, kind, eta, power_t, l1, l2, acc, scores[c])
+                         w, g2, nrm, state, kind, eta, power_t, l1, l2, acc, scores[c],
+                         multi=True)
         yield Scored(blk, scores.T, hold)
 

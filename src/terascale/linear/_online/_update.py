@@ -147,6 +147,27 @@ def _rate(g2: float, nrm: float, sqrt_rate: bool, minus_power_t: float,
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
+def _multi_score(cols: np.ndarray, values: np.ndarray, a: int, b: int, w: np.ndarray,
+                 gravity: float, contraction: float, l1: bool) -> float:
+    """One learner's raw prediction among one-against-all's K, VW's multipredict: as
+    :func:`_score`, but without L1 a feature whose value is within 1e-10 of 0 adds nothing
+    (VW's ``vec_add_multipredict``; its truncating variant, under L1, adds it)."""
+    g32 = np.float32(gravity)
+    p32 = np.float32(0.0)
+    for k in range(a, b):
+        x = values[k]
+        if not l1 and -1e-10 < x < 1e-10:
+            continue
+        wk = np.float32(w[cols[k]])
+        wk = wk - (g32 if wk > 0 else -g32) if g32 < abs(wk) else np.float32(0.0)
+        p32 += np.float32(wk * x)
+    p = _f(float(p32) * _f(contraction))
+    if math.isnan(p):
+        p = 0.0
+    return p
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _score(cols: np.ndarray, values: np.ndarray, a: int, b: int, w: np.ndarray,
            gravity: float, contraction: float) -> float:
     """An example's raw prediction (features ``a..b``), VW's: each weight moved towards 0
@@ -267,7 +288,8 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
                  weights: np.ndarray, holdout: np.ndarray, start: int, end: int,
                  w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
                  kind: int, eta: float, power_t: float, l1: float, l2: float,
-                 out: np.ndarray, pred: np.ndarray | None = None) -> None:
+                 out: np.ndarray, pred: np.ndarray | None = None, multi: bool = False
+                 ) -> None:
     """Learn from examples [start, end); adds to ``out`` = [train loss, train weight,
     holdout loss, holdout weight, examples, features] and sets out[6:8] = last label,
     prediction (for progress lines). With ``pred`` (float64, length end - start) it also
@@ -281,10 +303,13 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     caller holds, so a run with ``-p`` and one without share the compiled kernel. The
     arrays' types are the caller's: ``w``, ``g2``, ``nrm`` are float32 column views of
     the dense rows (``GrowingWeights``), float32 arrays (later passes) or float64 arrays
-    (the workers' mixed sums); float32 and float64 arrays give the same bits."""
+    (the workers' mixed sums); float32 and float64 arrays give the same bits.
+
+    ``multi``: the learner is one of one-against-all's K, scored as VW's multipredict
+    scores them (:func:`_multi_score`)."""
     _online_chunk(indptr, cols, values, labels, weights, holdout, int(start), int(end), w, g2,
                   nrm, state, int(kind), float(eta), float(power_t), float(l1), float(l2), out,
-                  _NO_PRED if pred is None else pred, pred is not None)
+                  _NO_PRED if pred is None else pred, pred is not None, bool(multi))
 
 
 # nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch);
@@ -294,8 +319,9 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
                   labels: np.ndarray, weights: np.ndarray, holdout: np.ndarray, start: int,
                   end: int, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
                   kind: int, eta: float, power_t: float, l1: float, l2: float,
-                  out: np.ndarray, pred: np.ndarray, predict: bool) -> None:
-    """:func:`online_chunk`'s loop; ``predict``: write ``pred``."""
+                  out: np.ndarray, pred: np.ndarray, predict: bool, multi: bool) -> None:
+    """:func:`online_chunk`'s loop; ``predict``: write ``pred``; ``multi``: score as VW's
+    multipredict."""
     (kind, sign, clip, track, l1, l2, eta, reg, sqrt_rate, minus_power_t,
      neg_norm_power) = _settings(kind, eta, power_t, l1, l2)
     rows = w.strides[0] != w.itemsize  # views of one (n, 3) array: the dense layout
@@ -321,8 +347,9 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
         b = indptr[i + 1]
         # the lazy L1 truncates only where this run learns with L1: VW continues an -i
         # model's raw weights without it (its gravity kept for -t and the next --l1 run)
-        raw = _score(cols, values, a, b, w, state[GRAVITY] if l1 > 0.0 else 0.0,
-                     state[CONTRACTION])
+        gravity = state[GRAVITY] if l1 > 0.0 else 0.0
+        raw = (_multi_score(cols, values, a, b, w, gravity, state[CONTRACTION], l1 > 0.0)
+               if multi else _score(cols, values, a, b, w, gravity, state[CONTRACTION]))
         p = clip_prediction(clip, raw, state[MIN_LABEL], state[MAX_LABEL])
         if predict:
             pred[i - start] = p
@@ -386,8 +413,8 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
                 y = 1.0 if t == c else -1.0
                 st[MIN_LABEL] = min(st[MIN_LABEL], y)
                 st[MAX_LABEL] = max(st[MAX_LABEL], y)
-            p = _score(cols, values, a, b, arrays[c, :, 0],
-                       lazy[GRAVITY] if l1 > 0.0 else 0.0, lazy[CONTRACTION])
+            p = _multi_score(cols, values, a, b, arrays[c, :, 0],
+                             lazy[GRAVITY] if l1 > 0.0 else 0.0, lazy[CONTRACTION], l1 > 0.0)
             scores[c, i] = clip_prediction(clip, p, st[MIN_LABEL], st[MAX_LABEL])
         if not learn:
             continue
