@@ -354,3 +354,24 @@ def test_oaa_scores_leave_out_values_within_1e_10_of_zero_as_vw(flags, tmp_path,
         code, err = run_ts(capfd, [*args, "-r", "ts.r"], tmp_path, monkeypatch)
         assert code == 0, err
         assert (tmp_path / "ts.r").read_text() == (tmp_path / "vw.r").read_text()
+
+
+@pytest.mark.parametrize("step", ["1", "7", "1.5"])
+def test_the_progress_cadence_of_fractional_weights_is_vws(step, tmp_path, capfd,
+                                                           monkeypatch):
+    """VW sums the weights in double and puts the next line at the float of that sum plus
+    (or times) -P's step, in float: a float32 sum, or the step added before the rounding,
+    moves a line by one example where the weights have decimals."""
+    rng = np.random.default_rng(11)
+    lines = []
+    for i in range(300):
+        w = f" {rng.uniform(0.5, 3):.2f}" if rng.random() < 0.3 else ""
+        lines.append(f"{rng.choice([-1, 1])}{w} 't{i}|a f{rng.integers(40)} x:{rng.normal():.3f}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    want = run_vw(["-d", "d.vw", "-P", step], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw", "-P", step], tmp_path, monkeypatch)
+    assert code == 0, got
+
+    def rows(text: str) -> list[str]:
+        return [ln for ln in text.splitlines() if ln[:1].isdigit()]
+    assert len(rows(want)) > 10 and rows(got) == rows(want)

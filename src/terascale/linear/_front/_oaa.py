@@ -358,7 +358,7 @@ class _Table:
                                    np.cumsum(np.where(learnt, w, 0.0)),
                                    np.cumsum(np.where(held, loss, 0.0)),
                                    np.cumsum(np.where(held, w, 0.0))], axis=1)
-        cum_w = self.cum_w + np.cumsum(np.where(counted, w, 0.0))
+        cum_w = self.cum_w + np.cumsum(np.where(counted, w, 0.0), dtype=np.float64)
         cum_n = self.cum_n + np.cumsum(counted)
         prog = self.prog
         while prog is not None:

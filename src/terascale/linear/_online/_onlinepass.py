@@ -101,7 +101,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         if len(labels_seen) < LABELS:
             labels_seen = distinct_labels(labels_seen, blk.labels[~unlabelled])
         if lines:  # the weight and count seen at each example, to cut at the lines
-            cum_w = seen_w + np.cumsum(np.where(kept, blk.weights, 0.0))
+            cum_w = seen_w + np.cumsum(np.where(kept, blk.weights, 0.0), dtype=np.float64)
             cum_n = seen_n + np.cumsum(kept)
             if n:
                 seen_w, seen_n = float(cum_w[-1]), int(cum_n[-1])

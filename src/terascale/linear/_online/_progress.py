@@ -85,9 +85,11 @@ class Progress:
 
     def next_due(self, weight: float) -> float:
         """The weight of the next line after one printed at ``weight``: VW's next
-        ``dump_interval`` is the weight at this line plus or times the step (a float)."""
+        ``dump_interval`` is the weight at this line, as a float, plus or times the step, in
+        float (compared with the weight's double sum)."""
         add, step = CADENCE[-1]
-        self.interval = float(np.float32(weight + step if add else weight * step))
+        w32, s32 = np.float32(weight), np.float32(step)
+        self.interval = float(w32 + s32 if add else w32 * s32)
         return self.interval
 
     def header(self) -> None:
@@ -123,11 +125,11 @@ class Progress:
         held = ""
         if self.holdout and self.passes >= 1 and len(acc) >= 4:
             # VW's holdout columns: over every held-out example so far, and since the
-            # last holdout line (" unknown" without any)
+            # last holdout line ("unknown" without any, as VW 9 writes it)
             dl, dw = acc[2] - self.hprev[2], acc[3] - self.hprev[3]
             avg = (_fixed(acc[2] / acc[3])[:8] if acc[2] != 0 or acc[3] != 0
-                   else " unknown")
-            since = _fixed(dl / dw)[:8] if dl != 0 or dw != 0 else " unknown"
+                   else "unknown")
+            since = _fixed(dl / dw)[:8] if dl != 0 or dw != 0 else "unknown"
             self.hprev = np.array(acc[:4], float)
             held = " h"
         else:

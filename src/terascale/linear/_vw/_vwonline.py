@@ -311,7 +311,7 @@ def train(args: argparse.Namespace) -> int:
                 labels_seen = _distinct(labels_seen, labels)
             if out is not None:
                 # (a float32 running sum, as the numba pass cuts its lines)
-                cum_w = seen_w + np.cumsum(weights)
+                cum_w = seen_w + np.cumsum(weights, dtype=np.float64)  # (VW: a double sum)
                 cum_n = seen_n + np.arange(1, n + 1)
                 seen_w, seen_n = float(cum_w[-1]), int(cum_n[-1])
             start = 0
