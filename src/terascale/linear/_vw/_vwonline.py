@@ -283,17 +283,8 @@ def train(args: argparse.Namespace) -> int:
     def write(pred: np.ndarray, b: tuple, start: int, n: int) -> None:
         p = pred[:n]
         for writer, linked in writers:
-            v = (link(p, how, False) if linked else pred[n:] if raw else p
-                 ).astype(np.float32).astype(np.float64)
-            text = fast.format_predictions(v, b[5], b[6], start)
-            if text is None:
-                from ._vwout import prediction_lines
-
-                tags = [bytes(b[6][b[5][i]:b[5][i + 1]]).decode("utf-8", "surrogateescape")
-                        for i in range(start, start + len(p))]
-                writer.write(prediction_lines(v, tags))
-            else:
-                writer.write(text.decode("utf-8", "surrogateescape"))
+            writer.write(_lines(fast, link(p, how, False) if linked else pred[n:] if raw
+                                else p, b, start))
 
     with all_or_none(writers):
         for b in _parsed(paths, reader):
@@ -431,7 +422,7 @@ def test(args: argparse.Namespace) -> int:
     ``-b``, its ``--ignore_linear``) runs the numba pass."""
     from .._front import _cli_run
     from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code
-    from ._vwmodel import model_t, read_vw_model
+    from ._vwmodel import model_t, read_vw_model, run_generation
     from ._vwout import all_or_none, link, prediction_writers
     from ._vwreport import preamble, test_block
 
@@ -442,7 +433,7 @@ def test(args: argparse.Namespace) -> int:
         return int(_cli_run.train(args) or 0)  # (which says why not)
     _cli_run._check_output(args.predictions, "-p")
     _cli_run._check_output(args.raw_predictions, "-r")
-    model = read_vw_model(args.initial, generation=_generation(args), plain=True)
+    model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
     loss = args.loss or model.loss  # (VW reports the command line's loss)
     bits = model.parse.bits
     if (not _covered(loss, fast) or bits > _MAX_BITS or (12 << bits) > _memory() // 2
@@ -520,12 +511,6 @@ def _lines(fast: Any, values: np.ndarray, b: tuple, start: int) -> str:
     tags = [bytes(b[6][b[5][i]:b[5][i + 1]]).decode("utf-8", "surrogateescape")
             for i in range(start, start + len(v))]
     return prediction_lines(v, tags)
-
-
-def _generation(args: argparse.Namespace) -> Any:
-    from ._vwmodel import run_generation
-
-    return run_generation(args)
 
 
 def _begin(args: argparse.Namespace) -> tuple[Any, dict[str, Any], list[str], str]:
