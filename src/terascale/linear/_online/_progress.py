@@ -22,7 +22,7 @@ from typing import TextIO
 
 import numpy as np
 
-__all__ = ["CADENCE", "LINK", "Progress", "cadence"]
+__all__ = ["CADENCE", "LINK", "Progress", "cadence", "fixed"]
 
 # (additive, step) of this process's progress lines: VW's default doubling
 CADENCE: list[tuple[bool, float]] = [(False, 2.0)]
@@ -127,16 +127,16 @@ class Progress:
             # VW's holdout columns: over every held-out example so far, and since the
             # last holdout line ("unknown" without any, as VW 9 writes it)
             dl, dw = acc[2] - self.hprev[2], acc[3] - self.hprev[3]
-            avg = (_fixed(acc[2] / acc[3])[:8] if acc[2] != 0 or acc[3] != 0
+            avg = (fixed(acc[2] / acc[3])[:8] if acc[2] != 0 or acc[3] != 0
                    else "unknown")
-            since = _fixed(dl / dw)[:8] if dl != 0 or dw != 0 else "unknown"
+            since = fixed(dl / dw)[:8] if dl != 0 or dw != 0 else "unknown"
             self.hprev = np.array(acc[:4], float)
             held = " h"
         else:
             dl, dw = acc[0] - prev[0], acc[1] - prev[1]
             # (VW cuts a loss to its column's 8 characters: 134.296493 is 134.2964)
-            avg = _fixed(acc[0] / acc[1])[:8] if acc[1] else "n.a."
-            since = _fixed(dl / dw)[:8] if dw else "n.a."
+            avg = fixed(acc[0] / acc[1])[:8] if acc[1] else "n.a."
+            since = fixed(dl / dw)[:8] if dw else "n.a."
         print(f"{avg:<8} {since:<8} {counter:>12d} {weight:>14.1f} {_fit(lab):>14} "
               f"{_fit(pr):>14} {feats:>8d}{held}", file=self.out)
 
@@ -147,7 +147,7 @@ def _fit(text: str, width: int = 14) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def _fixed(v: float) -> str:
+def fixed(v: float) -> str:
     """A loss as VW prints it, to 6 decimals (a NaN with its sign: C++ writes a negative
     one ``-nan``)."""
     if v != v:

@@ -21,10 +21,11 @@ the labels take two values or one; other losses print neither, as in VW).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
+
+from .._online._progress import fixed as _fixed
 
 __all__ = ["average_loss", "best_constant", "closing_block", "holdout_on",
            "preamble", "test_block"]
@@ -37,14 +38,6 @@ def holdout_on(options: dict[str, Any]) -> bool:
         return True
     frac = options.get("holdout")
     return int(options.get("passes") or 1) > 1 and (frac is None or frac > 0)
-
-
-def _fixed(v: float) -> str:
-    """A number as VW's stream prints it fixed to 6 decimals (a NaN with its sign: C++
-    writes a negative one ``-nan``)."""
-    if math.isnan(v):
-        return "-nan" if math.copysign(1.0, v) < 0 else "nan"
-    return f"{v:.6f}"
 
 
 def average_loss(totals: list[list[float]], holdout: bool = False,
