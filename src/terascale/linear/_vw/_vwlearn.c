@@ -489,7 +489,7 @@ void vw_learn_init(void) {
 /* VW's -t (terascale.linear._front._cli_run._test_only): each example's prediction from
  * the table's weights (summed in float, each product a float, as _model._scores_float:
  * the weights with the lazy L1/L2 already folded in, vw_sync) in `raw`, then clipped as
- * _cli_run._clip (`clip`: the model's loss's rule, the _losstable _CLIPS index; lo, hi:
+ * _cli_run._clip (`clip`: the run's loss's rule, the _losstable _CLIPS index; lo, hi:
  * VW's min and max label; the "labels" rule clips only where lo < hi) in `pred`, and
  * where labelled with weight > 0 its loss times its weight (_losses.losses32 of `kind`:
  * labels read by their sign where the loss reads classes; `binary`: the 0/1 loss), else 0,
