@@ -367,9 +367,9 @@ SETTINGS = {
                           "(terascale.transport._secure)",
     "TERASCALE_MALLOC": "system: leave glibc's allocator thresholds alone (terascale._malloc)",
     "TERASCALE_BACKGROUND_NICE": "the helper threads' nice, 0-19 (terascale._background)",
-    "TERASCALE_EXEC_WORKERS": "0: the linear learner's -n N workers are forked from the "
-                              "launcher once it has loaded the learner (opt-in); unset or "
-                              "1: programs of their own (terascale.linear._warm.forking)",
+    "TERASCALE_EXEC_WORKERS": "1: the linear learner's -n N workers are programs of their "
+                              "own; unset or 0: forked from the launcher once it has "
+                              "loaded the learner (terascale.linear._warm.forking)",
 }
 
 

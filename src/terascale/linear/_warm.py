@@ -174,7 +174,7 @@ def forking(target: Callable[[], int], options: dict[str, Any]) -> Callable[[], 
     (``LaunchOptions.fork``), once this process has loaded what a worker of a job with
     these train ``options`` runs; None where the workers are to be started as programs of
     their own: a process that is not the command's own (a library caller's, whose threads
-    and state are not the command's to hand on), unless ``TERASCALE_EXEC_WORKERS=0`` (opt-in).
+    and state are not the command's to hand on), or ``TERASCALE_EXEC_WORKERS=1``.
 
     Loaded here, once, instead of in each worker: the learner's modules, numba's compiler
     target and the kernels a run with ``options`` calls first (a run of three lines of
@@ -183,10 +183,9 @@ def forking(target: Callable[[], int], options: dict[str, Any]) -> Callable[[], 
     (wide rows past the dense switch) loads in the worker, as it would have."""
     from .._env import read_setting
 
-    # opt-in; by default workers are programs of their own. A worker is forked only while
-    # the launcher runs no other thread (launch._fork), so none holds a lock (an import's)
-    # the worker would wait on forever
-    if not _command or (read_setting("TERASCALE_EXEC_WORKERS") or "1") != "0" or \
+    # a worker is forked only while the launcher runs no other thread (launch._fork), so
+    # none holds a lock (an import's) the worker would wait on forever
+    if not _command or (read_setting("TERASCALE_EXEC_WORKERS") or "0") != "0" or \
             not hasattr(os, "fork"):
         return None
     from .._init import load_joining
