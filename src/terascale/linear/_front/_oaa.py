@@ -150,7 +150,9 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise ConfigError("--oaa -f writes VW's one-against-all model only "
                           "(--model-format vw)")
     if args.probabilities and loss_spec(options["loss"]).link != "logistic":
-        raise ConfigError("--probabilities needs --loss_function logistic (as in VW)")
+        # (VW's --probabilities takes each score's logistic whatever the loss, and warns)
+        print(f"[warning] --probabilities should be used only with --loss_function="
+              f"logistic, currently using: {options['loss']}")
     if opening is not None:  # the preamble, once the options are known to be good
         opening()
     shift = (k_classes - 1).bit_length()
@@ -299,6 +301,8 @@ class _Indexing:
         self.k, self.say = k_classes, say
         self.state = 2  # 2: undecided (classes 1..K meanwhile); then 0 or 1
         self.first_after: int | None = None
+        #: VW's [info] line on the decision, and the block's example it came with
+        self.note: tuple[int, str] | None = None
 
     def block(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(each example's first class number when predicted, and once its label is read)."""
@@ -312,8 +316,9 @@ class _Indexing:
                 self.state = 0 if labels[j] == 0 else 1
                 before[j + 1:] = after[j:] = self.state
                 if self.say:
-                    print(f"[info] label {'0' if self.state == 0 else self.k} found -- "
-                          f"labels are now considered {self.state}-indexed.")
+                    self.note = (j, f"[info] label {'0' if self.state == 0 else self.k} "
+                                    f"found -- labels are now considered "
+                                    f"{self.state}-indexed.")
         if self.first_after is None and n:
             self.first_after = int(after[0])
         return before, after
@@ -326,9 +331,14 @@ class _Indexing:
 
 class _Table:
     """VW's progress table of --oaa, line by line as the blocks are learned, and the
-    sums of each pass for its closing block."""
+    sums of each pass for its closing block; with ``probabilities`` (``--probabilities``)
+    VW's columns and losses of it: the predicted class with its probability (``2(38%)``),
+    an unlabelled example's label as VW's unsigned ``4294967295`` (and counted a mistake,
+    as VW's 0/1 loss of it counts it), and the multiclass log loss of the closing
+    block."""
 
-    def __init__(self, quiet: bool, holdout: bool, names: list[str] | None) -> None:
+    def __init__(self, quiet: bool, holdout: bool, names: list[str] | None,
+                 probabilities: bool = False) -> None:
         from .._online._progress import Progress
 
         self.prog = None if quiet else Progress(sys.stderr)
@@ -339,22 +349,37 @@ class _Table:
             self.prog.header()
             self.due = self.prog.first_due()
         self.passes: list[np.ndarray] = []
+        self.probabilities = probabilities
+        #: VW's multiclass log loss sums: of the examples learned from, and of its test
+        #: examples (held out, or unlabelled)
+        self.log_loss = np.zeros(2)
 
     def block(self, p: int, truth: np.ndarray, pred: np.ndarray, weight: np.ndarray,
-              hold: np.ndarray, feats: np.ndarray) -> None:
+              hold: np.ndarray, feats: np.ndarray, probs: np.ndarray | None = None,
+              first: np.ndarray | None = None, note: tuple[int, str] | None = None
+              ) -> None:
         """Pass ``p``'s block: the labels (NaN: none), predicted classes, importance
-        weights, the holdout and each example's feature count."""
+        weights, the holdout and each example's feature count; with ``probabilities``
+        each class's probability and each example's first class number once its label
+        was read (``first``); ``note``: VW's ``[info]`` line (stdout) and the example
+        before whose line it comes."""
         if len(self.passes) <= p:
             self.passes.append(np.zeros(9))
         w = weight.astype(np.float64)
         labelled = ~np.isnan(truth)
-        loss = np.where((pred != truth) & labelled, w, 0.0)  # VW's: a mistake's weight
-        counted = ~labelled | ~hold  # (VW holds out labelled examples only)
-        learnt, held = labelled & ~hold, labelled & hold
+        held = labelled & hold  # (VW holds out labelled examples only)
+        counted, learnt = ~held, labelled & ~hold
+        if probs is None:
+            loss = np.where((pred != truth) & labelled, w, 0.0)  # VW's: a mistake's weight
+        else:  # (an unlabelled example's class, VW's 4294967295, is never the predicted)
+            loss = np.where(pred != truth, w, 0.0)
+            ll = _log_losses(probs, truth, first, weight)
+            test = hold | ~labelled  # (VW's test_only)
+            self.log_loss += (ll[~test].sum(), ll[test].sum())
         t = self.passes[p]
-        t += (loss[~hold].sum(), w[learnt].sum(), loss[hold].sum(), w[held].sum(),
+        t += (loss[counted].sum(), w[learnt].sum(), loss[held].sum(), w[held].sum(),
               len(truth), 0.0, w[~labelled].sum(), counted.sum(), feats[counted].sum())
-        cum = self.cum + np.stack([np.cumsum(np.where(learnt, loss, 0.0)),
+        cum = self.cum + np.stack([np.cumsum(np.where(counted, loss, 0.0)),
                                    np.cumsum(np.where(learnt, w, 0.0)),
                                    np.cumsum(np.where(held, loss, 0.0)),
                                    np.cumsum(np.where(held, w, 0.0))], axis=1)
@@ -365,13 +390,45 @@ class _Table:
             at = int(np.searchsorted(cum_w, self.due))
             if at >= len(truth):
                 break
+            if note is not None and at >= note[0]:
+                _say(note[1])
+                note = None
+            text = None
+            if probs is not None:  # (VW prints the label as its unsigned integer)
+                pct = float(np.float32(100) * probs[at].max())
+                text = ("4294967295" if np.isnan(truth[at]) else f"{int(truth[at])}",
+                        f"{int(pred[at])}({pct:2.0f}%)")
             prog.passes = p
             prog.line(cum[at], prog.prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
-                      float(pred[at]), int(feats[at]), classes=True)
+                      float(pred[at]), int(feats[at]), classes=True, text=text)
             prog.prev = cum[at]
             self.due = prog.next_due(float(cum_w[at]))
+        if note is not None:
+            _say(note[1])
         if len(truth):
             self.cum, self.cum_w, self.cum_n = cum[-1], float(cum_w[-1]), int(cum_n[-1])
+
+
+def _say(line: str) -> None:
+    """VW's ``[info]`` line on stdout, between the table's lines on stderr."""
+    sys.stderr.flush()
+    print(line, flush=True)
+
+
+def _log_losses(probs: np.ndarray, truth: np.ndarray, first: np.ndarray | None,
+                weight: np.ndarray) -> np.ndarray:
+    """VW's multiclass log loss of each example, in float: minus the log of the
+    probability of its class (VW's unsigned label, less 1 unless the classes are
+    0-indexed, modulo K: an unlabelled example's 4294967295 picks one), times its weight;
+    999 where that probability is 0 (not weighted, as in VW)."""
+    n, k = probs.shape
+    lab = np.where(np.isnan(truth), 4294967295.0, truth).astype(np.int64)
+    shift = np.ones(n, np.int64) if first is None else (first != 0).astype(np.int64)
+    idx = ((lab - shift) % (1 << 32)) % k
+    p = probs[np.arange(n), idx]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ll = (-np.log(p.astype(np.float64))).astype(np.float32) * weight.astype(np.float32)
+    return np.where(p > 0, ll, np.float32(999)).astype(np.float64)
 
 
 def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
@@ -390,9 +447,9 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
         raw = AtomicText(raw_path) if raw_path else None
 
         def write(blk: Any, s: np.ndarray, pred: np.ndarray, before: np.ndarray,
-                  after: np.ndarray) -> None:
+                  after: np.ndarray, probs: np.ndarray | None) -> None:
             if out is not None:
-                _write_block(out, bool(args.probabilities), blk, s, pred, after, names)
+                _write_block(out, probs, blk, pred, after, names)
             if raw is not None:
                 _write_lines(raw, blk, [_raw_line(r, b) for r, b in zip(s, before.tolist())])
 
@@ -419,8 +476,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     """Train the K learners of ``job`` on this worker's shard (every worker of a job
     with ``comm``: after each pass each class's learner is averaged over the workers as
     the binary learner's is, and rank 0 writes the model); ``write(block, scores,
-    predicted classes, first class numbers before and after each label was read)`` gets
-    each block's progressive predictions.
+    predicted classes, first class numbers before and after each label was read, each
+    class's probability or None)`` gets each block's progressive predictions.
 
     ``job``: ``data`` (the files, classes numbered), ``paths`` (as the user named them),
     ``options`` (``TrainOptions``' fields, ``bits`` each learner's), ``k``, ``names``,
@@ -453,7 +510,9 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
     quiet = job["quiet"] or rank > 0
     index = _Indexing(k_classes, say=not quiet)
-    table = _Table(quiet, bool(period) and passes > 1, names)  # (rank 0's shard's lines)
+    probabilities = bool(job["probabilities"])
+    table = _Table(quiet, bool(period) and passes > 1, names,  # (rank 0's shard's lines)
+                   probabilities)
     job_totals: list[np.ndarray] = []  # each pass's sums over every worker
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
@@ -484,11 +543,13 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             before, after = fixed
             # the first of equal scores, as VW; predicted with the classes numbered as
             # before the label was read (--probabilities names them as after it)
-            pred = np.argmax(s, axis=1) + (after if job["probabilities"] else before)
+            pred = np.argmax(s, axis=1) + (after if probabilities else before)
+            probs = _probabilities(s) if probabilities else None
             table.block(p, blk.labels.astype(np.float64), pred, blk.weights, sc.hold,
-                        np.diff(blk.indptr))
+                        np.diff(blk.indptr), probs, after, index.note)
+            index.note = None
             if write is not None:
-                write(blk, s, pred, before, after)
+                write(blk, s, pred, before, after, probs)
         if p == 0 and passes > 1 and index.first_after not in (None, index.base):
             raise DataError(f"{', '.join(job['paths'])}: the first label 0 comes after "
                             f"other labels: VW's --oaa then reads the labels before it as "
@@ -512,7 +573,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
 
             t = table.passes[0] if table.passes else np.zeros(9)
             print(test_block(int(t[4]), float(t[1]), float(t[0]), float(t[1] + t[6]),
-                             label_sum=0.0, features=int(t[8])), file=sys.stderr)
+                             label_sum=0.0, features=int(t[8]),
+                             log_loss=_log_loss_text(table, [t], False)), file=sys.stderr)
         return
     learners.finish()
     if job["model"] and rank == 0:
@@ -526,16 +588,31 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
 
         totals = [list(map(float, t)) for t in (job_totals if size > 1 else table.passes)
                   ] or [[0.0] * 9]
+        holdout = holdout_on({**options, "passes": passes})
         print(closing_block({"pass_totals": totals, "vw_preserved": job.get("preserved"),
-                             "holdout": holdout_on({**options, "passes": passes}),
-                             "examples": int(totals[0][4])}), file=sys.stderr)
+                             "holdout": holdout, "examples": int(totals[0][4]),
+                             "multiclass_log_loss": _log_loss_text(table, totals, holdout)}),
+              file=sys.stderr)
 
 
-def _write_block(out: Any, probabilities: bool, blk: Any, s: np.ndarray,
-                 pred: np.ndarray, after: np.ndarray, names: list[str] | None) -> None:
-    """One block's lines of VW's ``-p`` of ``--oaa`` (see :func:`_write_predictions`)."""
-    if probabilities:
-        text = [_format(r, b) for r, b in zip(_probabilities(s), after.tolist())]
+def _log_loss_text(table: _Table, totals: list[Any], holdout: bool) -> str | None:
+    """VW's ``average multiclass log loss`` of a ``--probabilities`` run (None without):
+    the log loss of the examples learned from, or with a holdout of its test examples,
+    over the labelled weight learned from."""
+    if not table.probabilities:
+        return None
+    from .._vw._vwreport import multiclass_log_loss
+
+    return multiclass_log_loss(float(table.log_loss[1 if holdout else 0]),
+                               sum(float(t[1]) for t in totals), holdout)
+
+
+def _write_block(out: Any, probs: np.ndarray | None, blk: Any, pred: np.ndarray,
+                 after: np.ndarray, names: list[str] | None) -> None:
+    """One block's lines of VW's ``-p`` of ``--oaa``: each class's probability
+    (``probs``, ``--probabilities``), else the predicted class, each with its tag."""
+    if probs is not None:
+        text = [_format(r, b) for r, b in zip(probs, after.tolist())]
     elif names is None:
         if len(pred) and 0 <= pred.min() and pred.max() < 1 << 24:  # (exact in float32)
             # the class numbers as VW's -p numbers (an integer's digits) and the block's

@@ -1,0 +1,76 @@
+"""`terascale vw --oaa K` against the vowpalwabbit package: the progress table and closing
+block byte for byte (``--probabilities`` too), on small generated data with importance
+weights, tags and unlabelled examples. CI runs one case of each; ``make test-vw``
+(``TERASCALE_VW_SUITE=all``) runs every parametrization."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from _vw_runs import run_ts, run_vw
+
+pytest.importorskip("vowpalwabbit")
+
+_FULL = pytest.mark.skipif(os.environ.get("TERASCALE_VW_SUITE") != "all",
+                           reason="one case in CI; all with TERASCALE_VW_SUITE=all")
+
+
+def _more(*values):
+    return pytest.param(*values, marks=_FULL)
+
+
+def _classes(n: int, k: int, seed: int, *, first: int = 1, unlabelled: float = 0.1,
+             labels=None) -> list[str]:
+    """``n`` rows of classes ``first..first+k-1`` (``labels``: their words), some
+    weighted, some unlabelled (``unlabelled`` of them), each tagged; the features tell
+    the class apart, noisily."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        c = int(rng.integers(first, first + k))
+        r = rng.random()
+        lab = "" if r < unlabelled else str(c) if labels is None else labels[c - first]
+        if lab and r < 0.3:
+            lab += f" {rng.choice([0.5, 2, 3.25])}"
+        out.append(f"{lab} 't{i}|a x{3 * c + rng.integers(5)} y{rng.integers(19)} "
+                   f"|b z{c % 4} w:{rng.normal():.3f}")
+    return out
+
+
+def _table_on(err: str) -> str:
+    """A run's standard error from its progress table's header on."""
+    return err[err.index("average  since"):]
+
+
+_LOGISTIC = ["--loss_function", "logistic", "--probabilities"]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--oaa", "12", *_LOGISTIC],  # (one class's probability below 10%: ``( 8%)``)
+    _more(["--oaa", "4", "--probabilities"]),  # (VW's warning; the scores' logistic)
+    _more(["--oaa", "4", *_LOGISTIC, "-P", "0.5", "-l", "2"]),
+    ["--oaa", "4", *_LOGISTIC, "--passes", "3", "-c", "-k", "--holdout_period", "4"],
+    _more(["--oaa", "4", *_LOGISTIC, "--passes", "2", "-c", "-k", "--holdout_off"])])
+def test_oaa_probabilities_table_and_closing_block_are_vws(flags, tmp_path, capfd,
+                                                           monkeypatch):
+    """--oaa K --probabilities: VW's table (the predicted class with its probability,
+    an unlabelled example's label 4294967295 and its 0/1 loss counted, as VW's) and
+    closing block with its ``average multiclass log loss`` (of the test examples, ``h``,
+    with a holdout), byte for byte; the same run -t from VW's model."""
+    k = int(flags[1])
+    (tmp_path / "d.vw").write_text("\n".join(_classes(600, k, 5)) + "\n")
+    want = run_vw(["-d", "d.vw", *flags], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw", *flags], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    assert "4294967295" in want and "average multiclass log loss" in want
+    if "--passes" in flags:
+        return
+    run_vw(["-d", "d.vw", *flags, "-f", "m", "--quiet"], tmp_path)
+    args = ["-d", "d.vw", "-t", "-i", "m", "--probabilities"]
+    want = run_vw(args, tmp_path)
+    code, got = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
