@@ -74,3 +74,22 @@ def test_oaa_probabilities_table_and_closing_block_are_vws(flags, tmp_path, capf
     code, got = run_ts(capfd, args, tmp_path, monkeypatch)
     assert code == 0, got
     assert _table_on(got) == _table_on(want)
+
+
+@pytest.mark.parametrize("flags", [["--passes", "3", "-c", "-k"],
+                                   _more(["--passes", "2", "-c", "-k", *_LOGISTIC])])
+def test_oaa_indexing_is_decided_by_a_learned_example_as_vws(flags, tmp_path, capfd,
+                                                             monkeypatch):
+    """The first label 0 on a held-out example (the 10th) does not make the classes
+    0-indexed (VW decides as it learns); a later one does, for the later passes too, as
+    in VW: its table, closing block and predictions."""
+    lines = _classes(400, 3, 11, unlabelled=0.05)  # (1..3: no label 4 decides first)
+    lines[9] = "0" + lines[9][lines[9].index(" '"):]
+    lines[57] = "0" + lines[57][lines[57].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    want = run_vw(["-d", "d.vw", "--oaa", "4", *flags, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw", "--oaa", "4", *flags, "-p", "ts.p"], tmp_path,
+                       monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()

@@ -293,9 +293,9 @@ def _bad_label(paths: list[str], k_classes: int) -> None:
 
 class _Indexing:
     """VW's oaa reads labels 1..K until a label 0 (then 0..K-1 from that example on) or a
-    label K (1..K for good) decides; each example is predicted with the classes as they
-    were before its label was read, and learned (and named by --probabilities) as they
-    are after it."""
+    label K (1..K for good) of an example it learns from decides (a held-out one does
+    not); each example is predicted with the classes as they were before its label was
+    read, and learned (and named by --probabilities) as they are after it."""
 
     def __init__(self, k_classes: int, say: bool) -> None:
         self.k, self.say = k_classes, say
@@ -304,13 +304,14 @@ class _Indexing:
         #: VW's [info] line on the decision, and the block's example it came with
         self.note: tuple[int, str] | None = None
 
-    def block(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(each example's first class number when predicted, and once its label is read)."""
+    def block(self, labels: np.ndarray, hold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each example's first class number when predicted, and once its label is read)
+        of a block whose held-out examples are ``hold``."""
         n = len(labels)
         now = 0 if self.state == 0 else 1
         before, after = np.full(n, now, np.int64), np.full(n, now, np.int64)
         if self.state == 2:
-            hit = np.flatnonzero((labels == 0) | (labels == self.k))
+            hit = np.flatnonzero(((labels == 0) | (labels == self.k)) & ~hold)
             if len(hit):
                 j = int(hit[0])
                 self.state = 0 if labels[j] == 0 else 1
@@ -520,7 +521,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     fixed: list[np.ndarray] = []  # each block's first class numbers (predicted, learned)
     at = [0]  # the pass under way
 
-    def targets(blk: Any) -> np.ndarray:
+    def targets(blk: Any, hold: np.ndarray) -> np.ndarray:
         lab = blk.labels
         if (~np.isnan(lab) & ((lab < 0) | (lab != np.floor(lab)))).any():
             _bad_label(job["data"], k_classes)
@@ -528,7 +529,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             fixed[:] = [np.ones(len(lab), np.int64)] * 2
             return np.full(len(lab), np.nan)
         if at[0] == 0:
-            fixed[:] = index.block(lab)
+            fixed[:] = index.block(lab, hold)
         else:  # (later passes: the classes as the first pass ended with them)
             fixed[:] = [np.full(len(lab), index.base, np.int64)] * 2
         return lab.astype(np.float64) - fixed[1]  # (nan stays nan)
@@ -550,12 +551,13 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             index.note = None
             if write is not None:
                 write(blk, s, pred, before, after, probs)
-        if p == 0 and passes > 1 and index.first_after not in (None, index.base):
+        if (size > 1 and p == 0 and passes > 1
+                and index.first_after not in (None, index.base)):
             raise DataError(f"{', '.join(job['paths'])}: the first label 0 comes after "
                             f"other labels: VW's --oaa then reads the labels before it as "
                             f"1..K in the first pass and as 0..K-1 in later ones, which "
-                            f"terascale does not reproduce; write classes 1..K, or train "
-                            f"one pass")
+                            f"the workers of -n N, each deciding on its shard, do not "
+                            f"reproduce; write classes 1..K, train one pass, or -n 1")
         if size > 1:  # each class's learner averaged at the end of the pass
             for c in range(k_classes):
                 w, g2, nrm, state = learners.views(c)
