@@ -58,14 +58,17 @@ def test_oaa_probabilities_table_and_closing_block_are_vws(flags, tmp_path, capf
     """--oaa K --probabilities: VW's table (the predicted class with its probability,
     an unlabelled example's label 4294967295 and its 0/1 loss counted, as VW's) and
     closing block with its ``average multiclass log loss`` (of the test examples, ``h``,
-    with a holdout), byte for byte; the same run -t from VW's model."""
+    with a holdout), byte for byte; ``-r`` empty, as VW's; the same run -t from VW's
+    model."""
     k = int(flags[1])
     (tmp_path / "d.vw").write_text("\n".join(_classes(600, k, 5)) + "\n")
-    want = run_vw(["-d", "d.vw", *flags], tmp_path)
-    code, got = run_ts(capfd, ["-d", "d.vw", *flags], tmp_path, monkeypatch)
+    want = run_vw(["-d", "d.vw", *flags, "-r", "vw.r"], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw", *flags, "-r", "ts.r"], tmp_path, monkeypatch)
     assert code == 0, got
     assert _table_on(got) == _table_on(want)
     assert "4294967295" in want and "average multiclass log loss" in want
+    # (VW writes no raw scores with --probabilities)
+    assert (tmp_path / "ts.r").read_text() == (tmp_path / "vw.r").read_text()
     if "--passes" in flags:
         return
     run_vw(["-d", "d.vw", *flags, "-f", "m", "--quiet"], tmp_path)

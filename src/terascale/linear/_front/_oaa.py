@@ -451,7 +451,7 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
                   after: np.ndarray, probs: np.ndarray | None) -> None:
             if out is not None:
                 _write_block(out, probs, blk, pred, after, names)
-            if raw is not None:
+            if raw is not None and probs is None:  # (VW's -r is empty with --probabilities)
                 _write_lines(raw, blk, [_raw_line(r, b) for r, b in zip(s, before.tolist())])
 
         job = {"data": data, "paths": paths, "options": options, "k": k_classes,
