@@ -96,3 +96,19 @@ def test_oaa_indexing_is_decided_by_a_learned_example_as_vws(flags, tmp_path, ca
     assert code == 0, got
     assert _table_on(got) == _table_on(want)
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+def test_oaa_named_labels_with_probabilities_are_vws(tmp_path, capfd, monkeypatch):
+    """--named_labels with --probabilities: -p names each class's probability, the table
+    names the label and, as VW (which reads the predicted class where the probabilities
+    are), predicts ``unknown``; a name not among them is VW's class 0."""
+    names = ["cat", "dog", "emu", "yak"]  # (yak: not a named label)
+    lines = _classes(300, 4, 13, labels=names)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    flags = ["--oaa", "3", "--named_labels", "cat,dog,emu", *_LOGISTIC]
+    want = run_vw(["-d", "d.vw", *flags, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert "dog:" in (tmp_path / "vw.p").read_text()

@@ -96,9 +96,6 @@ def _names(args: argparse.Namespace, k_classes: int) -> list[str] | None:
     if len(names) != k_classes or len(set(names)) != k_classes or not all(names):
         raise ConfigError(f"--named_labels {spec}: {k_classes} distinct names for --oaa "
                           f"{k_classes}, separated by commas")
-    if getattr(args, "probabilities", False):
-        raise ConfigError("--named_labels with --probabilities is not supported by "
-                          "terascale vw")
     return names
 
 
@@ -123,7 +120,12 @@ def _probabilities(scores: np.ndarray) -> np.ndarray:
     return p * (np.float32(1.0) / total)[:, None]
 
 
-def _format(row: np.ndarray, base: int) -> str:
+def _format(row: np.ndarray, base: int, names: list[str] | None = None) -> str:
+    """VW's ``-p`` line of ``--probabilities``: each class (its name with
+    ``--named_labels``: class 0 has none) and its probability."""
+    if names is not None:
+        return " ".join(f"{_class(c + base, names)}:{float(v):.6g}"
+                        for c, v in enumerate(row))
     return " ".join(f"{c + base}:{float(v):.6g}" for c, v in enumerate(row))
 
 
@@ -395,7 +397,13 @@ class _Table:
                 _say(note[1])
                 note = None
             text = None
-            if probs is not None:  # (VW prints the label as its unsigned integer)
+            if probs is not None and prog.names is not None:
+                # (VW names the label, and reads the predicted class where its
+                # probabilities are: no class's name, ``unknown``)
+                k = len(prog.names)
+                text = (prog.names[int(truth[at]) - 1] if 1 <= truth[at] <= k
+                        else "unknown", "unknown")
+            elif probs is not None:  # (VW prints the label as its unsigned integer)
                 pct = float(np.float32(100) * probs[at].max())
                 text = ("4294967295" if np.isnan(truth[at]) else f"{int(truth[at])}",
                         f"{int(pred[at])}({pct:2.0f}%)")
@@ -614,7 +622,7 @@ def _write_block(out: Any, probs: np.ndarray | None, blk: Any, pred: np.ndarray,
     """One block's lines of VW's ``-p`` of ``--oaa``: each class's probability
     (``probs``, ``--probabilities``), else the predicted class, each with its tag."""
     if probs is not None:
-        text = [_format(r, b) for r, b in zip(probs, after.tolist())]
+        text = [_format(r, b, names) for r, b in zip(probs, after.tolist())]
     elif names is None:
         if len(pred) and 0 <= pred.min() and pred.max() < 1 << 24:  # (exact in float32)
             # the class numbers as VW's -p numbers (an integer's digits) and the block's
