@@ -112,3 +112,21 @@ def test_oaa_named_labels_with_probabilities_are_vws(tmp_path, capfd, monkeypatc
     assert _table_on(got) == _table_on(want)
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
     assert "dog:" in (tmp_path / "vw.p").read_text()
+
+
+@pytest.mark.parametrize("flags", [[], _more(_LOGISTIC), _more(["--passes", "2", "-c", "-k"])])
+def test_oaa_negative_and_large_labels_are_read_as_vw(flags, tmp_path, capfd, monkeypatch):
+    """VW reads a class as a C int taken unsigned: -1 is 4294967295, its "no class" (an
+    unlabelled example, with its weight), -2 a class no learner has (a mistake, the
+    table's ``unknown``), 7 of --oaa 3 the same: VW's table, closing block and -p."""
+    lines = _classes(240, 3, 17, unlabelled=0.0)
+    heads = ["-1", "-1 2", "-2", "7 0.5"]
+    for i in range(5, 240, 9):
+        lines[i] = heads[i % 4] + lines[i][lines[i].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--oaa", "3", *flags]
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()

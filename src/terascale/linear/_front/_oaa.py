@@ -63,9 +63,9 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
     except ValueError:
         raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
                         f"1..K (--oaa)") from None
-    if y < 0 or y != int(y):  # (VW reads -1 as the unsigned 4294967295: no class)
+    if y != int(y):  # (VW's parser refuses a label with a fraction too)
         raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
-                        f"1..K (--oaa; VW reads it as an unsigned integer)")
+                        f"1..K (--oaa: an integer)")
     start = line.index(tokens[0])
     return y, tokens[0], line[start + len(tokens[0]):], tag
 
@@ -281,15 +281,27 @@ def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str) 
     return out
 
 
+def _unsigned(labels: np.ndarray) -> np.ndarray:
+    """Integer labels as VW's multiclass parser reads them: a C int taken as unsigned
+    (modulo 2**32: -2 is the class 4294967294, which no learner has, a mistake whatever
+    the prediction); 4294967295 (-1) is VW's "no class", an unlabelled example (NaN),
+    whatever its importance weight."""
+    lab = labels.astype(np.float64)
+    if ((lab < 0) | (lab >= 4294967295.0)).any():
+        lab = np.mod(lab, 4294967296.0)
+        lab[lab == 4294967295.0] = np.nan
+    return lab
+
+
 def _bad_label(paths: list[str], k_classes: int) -> None:
-    """Raise the DataError of the first line whose label is not a class number (its file
+    """Raise the DataError of the first line whose label is not an integer (its file
     and line), reading the text again: only after the parser's labels showed one."""
     for path in paths:
         with _open_text(path) as f:
             for i, line in enumerate(f, 1):
                 if line.strip():
                     _label(line, f"{path}:{i}")
-    raise DataError(f"{', '.join(paths)}: a multiclass label is not a class number 1..K "
+    raise DataError(f"{', '.join(paths)}: a multiclass label is not an integer "
                     f"(--oaa {k_classes})")
 
 
@@ -527,12 +539,13 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     l2 = opts.online_l2(0.0)
     rate = np.float32(opts.learning_rate)
     fixed: list[np.ndarray] = []  # each block's first class numbers (predicted, learned)
+    labels = [np.zeros(0)]  # the block's classes, as VW reads them (_unsigned)
     at = [0]  # the pass under way
 
     def targets(blk: Any, hold: np.ndarray) -> np.ndarray:
-        lab = blk.labels
-        if (~np.isnan(lab) & ((lab < 0) | (lab != np.floor(lab)))).any():
+        if (~np.isnan(blk.labels) & (blk.labels != np.floor(blk.labels))).any():
             _bad_label(job["data"], k_classes)
+        lab = labels[0] = _unsigned(blk.labels)
         if test:  # (NaN: every learner scores the example, none learns)
             fixed[:] = [np.ones(len(lab), np.int64)] * 2
             return np.full(len(lab), np.nan)
@@ -554,7 +567,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             # before the label was read (--probabilities names them as after it)
             pred = np.argmax(s, axis=1) + (after if probabilities else before)
             probs = _probabilities(s) if probabilities else None
-            table.block(p, blk.labels.astype(np.float64), pred, blk.weights, sc.hold,
+            table.block(p, labels[0], pred, blk.weights, sc.hold,
                         np.diff(blk.indptr), probs, after, index.note)
             index.note = None
             if write is not None:

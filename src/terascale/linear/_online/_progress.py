@@ -119,8 +119,8 @@ class Progress:
             lab = (self.names[int(label) - 1] if not np.isnan(label) and 1 <= label <= k
                    else "unknown")
             pr = self.names[int(prediction) - 1] if 1 <= prediction <= k else "unknown"
-        elif classes:
-            lab = "unknown" if np.isnan(label) else f"{int(label)}"
+        elif classes:  # (VW's unsigned class from INT_MAX up: unknown)
+            lab = "unknown" if np.isnan(label) or label >= 2147483647 else f"{int(label)}"
             pr = f"{int(prediction)}"
         else:
             lab = "unknown" if np.isnan(label) else f"{label:.4f}"
