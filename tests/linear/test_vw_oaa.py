@@ -130,3 +130,33 @@ def test_oaa_negative_and_large_labels_are_read_as_vw(flags, tmp_path, capfd, mo
     assert code == 0, got
     assert _table_on(got) == _table_on(want)
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+@pytest.mark.parametrize("flags", [
+    ["--oaa", "3", "-q", "ab", "-l", "0.3", "--named_labels", "cat,dog,emu"],
+    _more(["--oaa", "5", "--l1", "0.0001", "--noconstant", "--loss_function", "logistic"]),
+    _more(["--oaa", "4", "--predict_only_model", "--l2", "0.001"]),
+    _more(["--oaa", "3", "--quiet", "-b", "6"])])
+def test_oaa_readable_model_and_invert_hash_are_vws(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K --readable_model/--invert_hash: VW's text byte for byte: the K learners'
+    rows interleaved (class c of feature i at i * 2**s + c), the first class's state and
+    the run's counters in the header (``--oaa K`` among its options), ``name[c]`` for
+    class c > 0; and -i of VW's model, whose ``t`` VW carries on."""
+    k = int(flags[1])
+    names = flags[flags.index("--named_labels") + 1].split(",") if "--named_labels" in \
+        flags else None
+    (tmp_path / "d.vw").write_text("\n".join(_classes(300, k, 19, labels=names)) + "\n")
+    runs = [(["-d", "d.vw", *flags], "")]
+    if "--quiet" in flags:
+        run_vw(["-d", "d.vw", *flags, "-f", "m"], tmp_path)
+        runs.append((["-d", "d.vw", "-i", "m", "--quiet"], "i"))
+    for args, tag in runs:
+        run_vw([*args, "--readable_model", f"vw{tag}.r", "--invert_hash", f"vw{tag}.i"],
+               tmp_path)
+        code, err = run_ts(capfd, [*args, "--readable_model", f"ts{tag}.r",
+                                   "--invert_hash", f"ts{tag}.i"], tmp_path, monkeypatch)
+        assert code == 0, err
+        for ext in ("r", "i"):
+            want = (tmp_path / f"vw{tag}.{ext}").read_text()
+            assert (tmp_path / f"ts{tag}.{ext}").read_text() == want
+        assert "[1]:" in want and f"--oaa {k}" in want

@@ -140,9 +140,9 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise ConfigError("--oaa with -n N: -p/--probabilities need -n 1 (progressive "
                           "predictions come from one learner in input order); train with "
                           "-n N and -f, then predict with -i MODEL -t")
-    if args.readable_model or args.invert_hash:
-        raise ConfigError("--oaa: --readable_model and --invert_hash are not supported "
-                          "with one-against-all (predictions: -p; -f writes VW's model)")
+    if (args.readable_model or args.invert_hash) and (args.nprocs != 1 or args.testonly):
+        raise ConfigError("--oaa: --readable_model and --invert_hash need one worker and "
+                          "training (not -n N, not -t; -f writes VW's model)")
     names = _names(args, k_classes)
     start = _initial(args, k_classes) if args.initial else None
     if start is not None:  # VW's model sets -b (and the loss, unless given)
@@ -214,6 +214,7 @@ def split_oaa(model: Any, k_classes: int) -> list[Any]:
     from .._model import LinearModel
 
     shift = (k_classes - 1).bit_length()
+    counters = model.info.get("vw_counters") or {}
     idx = model.indices.astype(np.uint64)
     cls = (idx & np.uint64((1 << shift) - 1)).astype(np.int64)
     parse = dataclasses.replace(model.parse, bits=model.parse.bits - shift)
@@ -229,8 +230,15 @@ def split_oaa(model: Any, k_classes: int) -> list[Any]:
             adaptive = (g2[sel], nrm[sel], state)
         out.append(LinearModel(indices=(idx[sel] >> np.uint64(shift)).astype(np.uint32),
                                weights=model.weights[sel], parse=parse, loss=model.loss,
-                               adaptive=adaptive))
+                               adaptive=adaptive, info={"vw_counters": counters}))
     return out
+
+
+def _rates(args: argparse.Namespace) -> dict[str, float]:
+    """The ``-l``/``--power_t`` VW keeps in its save_resume model's options."""
+    from ._cli_run import _rates as rates
+
+    return dict(rates(args))
 
 
 def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
@@ -477,7 +485,10 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
         job = {"data": data, "paths": paths, "options": options, "k": k_classes,
                "names": names, "model": None if args.testonly else args.model,
                "quiet": bool(args.quiet), "probabilities": bool(args.probabilities),
-               "test": bool(args.testonly), **_vw_run(args)}
+               "test": bool(args.testonly), "readable": args.readable_model,
+               "invert": args.invert_hash, "rates": _rates(args),
+               "predict_only": bool(getattr(args, "predict_only_model", False)),
+               **_vw_run(args)}
         run_oaa(job, start, write)
         for f in (out, raw):
             if f is not None:
@@ -599,11 +610,17 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
                              label_sum=0.0, features=int(t[8]),
                              log_loss=_log_loss_text(table, [t], False)), file=sys.stderr)
         return
+    readable = bool(job.get("readable") or job.get("invert"))
+    t0 = float((start[0].info.get("vw_counters") or {}).get("t") or 0.0) if start else 0.0
+    parse = start[0].parse if start is not None else opts.parse_options()
+    if readable and not job.get("predict_only"):  # (the weights as VW keeps them)
+        _write_readable(job, learners, parse, opts.loss, table, t0)
     learners.finish()
+    if readable and job.get("predict_only"):  # (L1/L2 applied, the nonzero weights)
+        _write_readable(job, learners, parse, opts.loss, table, t0)
     if job["model"] and rank == 0:
         from .._vw._vwmodel import write_vw_oaa_model
 
-        parse = start[0].parse if start is not None else opts.parse_options()
         write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names,
                            job.get("generation"))
     if not quiet:  # (the job's counts: every worker's sums)
@@ -616,6 +633,47 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
                              "holdout": holdout, "examples": int(totals[0][4]),
                              "multiclass_log_loss": _log_loss_text(table, totals, holdout)}),
               file=sys.stderr)
+
+
+def _write_readable(job: dict[str, Any], learners: Any, parse: Any, loss: str,
+                    table: _Table, t0: float) -> None:
+    """VW's ``--readable_model``/``--invert_hash`` of ``--oaa K``: its save_resume text of
+    the K learners interleaved as VW keeps them (class c's row of feature i at
+    ``i * 2**s + c``), the first class's learner state and the run's counters in the
+    header (``t0``: -i's ``t``, which VW carries on), each name of ``--invert_hash``
+    with ``[c]`` after it for class c > 0."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from .._vw._vwtext import feature_names, write_readable
+
+    k, a = learners.k, learners.arrays
+    shift = (k - 1).bit_length()
+    feats = np.flatnonzero((a != 0).any(axis=(0, 2))).astype(np.uint64)
+    rows = (feats[:, None] << np.uint64(shift)) + np.arange(k, dtype=np.uint64)
+    cols = [np.ascontiguousarray(a[:, feats, j].T).ravel() for j in range(3)]
+    prog = table.prog
+    info = {"pass_totals": [[*map(float, t), 0.0] for t in table.passes],  # (no label sum)
+            "vw_progress": None if prog is None else [float(table.due), float(prog.prev[0]),
+                                                      float(prog.prev[1])],
+            "vw_generation": job.get("generation") or {}, "vw_rates": job.get("rates"),
+            "vw_t0": t0}
+    bits = parse.bits + shift
+    model = SimpleNamespace(indices=rows.ravel(), weights=cols[0], bits=bits, loss=loss,
+                            parse=dataclasses.replace(parse, bits=bits), info=info,
+                            adaptive=(cols[1], cols[2], learners.states[0]))
+    extra = [f"--oaa {k}"] + ([f"--named_labels {','.join(job['names'])}"]
+                              if job["names"] else [])
+    only = bool(job.get("predict_only"))
+    if job.get("readable"):
+        write_readable(model, job["readable"], counters=not only, predict_only=only,
+                       options=extra)
+    if job.get("invert"):
+        base = feature_names(job["paths"], SimpleNamespace(parse=parse, indices=feats))
+        names = {(h << shift) + c: f"{n}[{c}]" if c else n
+                 for h, n in base.items() for c in range(k)}
+        write_readable(model, job["invert"], names, counters=not only, predict_only=only,
+                       options=extra)
 
 
 def _log_loss_text(table: _Table, totals: list[Any], holdout: bool) -> str | None:

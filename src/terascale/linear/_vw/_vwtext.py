@@ -315,7 +315,8 @@ def _g(v: float) -> str:
 
 
 def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None,
-                   *, counters: bool = False, predict_only: bool = False) -> None:
+                   *, counters: bool = False, predict_only: bool = False,
+                   options: Sequence[str] = ()) -> None:
     """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;
     ``counters``: with every line of VW's learner state and its performance counters: at
     0 for a model no example was learned from in this run (VW resets them when it reads
@@ -323,7 +324,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     model has them): VW's ``t`` (every example's weight), ``sum_loss``, the labelled and
     unlabelled weight, ``weighted_labels``, ``example_number``, ``total_features``, the
     passes, and where the progress table stopped (``dump_interval``, the loss since).
-    ``predict_only``: VW's ``--predict_only_model`` form, the nonzero weights alone."""
+    ``predict_only``: VW's ``--predict_only_model`` form, the nonzero weights alone;
+    ``options``: more of VW's kept options for the header (``--oaa K``), sorted in."""
     idx = model.indices
     order = slice(None)  # (a model's indices are most often in order already)
     if len(idx) > 1 and not bool(np.all(idx[1:] > idx[:-1])):
@@ -359,7 +361,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             + ([] if pa.constant else ["--noconstant"])
             + [f"--quadratic {v}" for v in pa.quadratic]
             + [f"--hash {v}" for v in _generation(model, "hash")]
-            + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")])
+            + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")]
+            + list(options))
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {''.join(sorted({c for v in getattr(pa, k) for c in v}))}"
                         for k in ("ignore", "ignore_linear", "keep") if getattr(pa, k)]
