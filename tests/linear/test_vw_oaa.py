@@ -160,3 +160,35 @@ def test_oaa_readable_model_and_invert_hash_are_vws(flags, tmp_path, capfd, monk
             want = (tmp_path / f"vw{tag}.{ext}").read_text()
             assert (tmp_path / f"ts{tag}.{ext}").read_text() == want
         assert "[1]:" in want and f"--oaa {k}" in want
+
+
+def _after_version(path) -> bytes:
+    """A VW model's bytes after its version string (terascale writes 9.0.0's)."""
+    b = path.read_bytes()
+    return b[4 + int.from_bytes(b[:4], "little"):]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--oaa", "5", "--passes", "3", "-c", "-k", "--l2", "0.0001"],
+    _more(["--oaa", "3", "--named_labels", "cat,dog,emu", "-q", "ab", "-l", "0.3"]),
+    _more(["--oaa", "4", "--loss_function", "logistic", "--probabilities", "-P", "5"])])
+def test_oaa_model_is_vws_save_resume_model(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K -f: VW's save_resume model byte for byte after the version string (the
+    K learners' weights, adaptive sums and normalizers interleaved, the first class's
+    state, the run's counters), so that VW's -i trains on from it as from its own; and
+    from -i of VW's model, the same again (its t carried on)."""
+    k = int(flags[1])
+    names = flags[flags.index("--named_labels") + 1].split(",") if "--named_labels" in \
+        flags else None
+    (tmp_path / "d.vw").write_text("\n".join(_classes(300, k, 23, labels=names)) + "\n")
+    run_vw(["-d", "d.vw", *flags, "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    run_vw(["-d", "d.vw", "-i", "vw.m", "-f", "vw2.m", "-p", "vw.p"], tmp_path)
+    run_vw(["-d", "d.vw", "-i", "ts.m", "-p", "ts.p"], tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "vw.m", "-f", "ts2.m"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert _after_version(tmp_path / "ts2.m") == _after_version(tmp_path / "vw2.m")

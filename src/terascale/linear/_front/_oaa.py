@@ -148,6 +148,10 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     if start is not None:  # VW's model sets -b (and the loss, unless given)
         options = dict(options, bits=start[0].parse.bits + (k_classes - 1).bit_length(),
                        loss=args.loss or start[0].loss)
+        for k, v in start[0].info["vw_rates"].items():  # (and -l, --power_t it kept)
+            if not getattr(args, f"{k}_given", True):
+                options[k] = v
+                args._model_rates = {**getattr(args, "_model_rates", {}), k: v}
     if args.model and getattr(args, "model_format", None) == "terascale":
         raise ConfigError("--oaa -f writes VW's one-against-all model only "
                           "(--model-format vw)")
@@ -185,6 +189,8 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
         job = json.dumps({"data": data, "paths": paths, "options": options, "k": k_classes,
                           "names": names, "model": args.model, "quiet": bool(args.quiet),
                           "probabilities": False, "initial": args.initial,
+                          "rates": _rates(args),
+                          "predict_only": bool(getattr(args, "predict_only_model", False)),
                           **_vw_run(args)})
         # forked from here once the learner is loaded (_warm.forking), or programs
         fork = forking(lambda: _oaa_worker(job), options)
@@ -230,7 +236,9 @@ def split_oaa(model: Any, k_classes: int) -> list[Any]:
             adaptive = (g2[sel], nrm[sel], state)
         out.append(LinearModel(indices=(idx[sel] >> np.uint64(shift)).astype(np.uint32),
                                weights=model.weights[sel], parse=parse, loss=model.loss,
-                               adaptive=adaptive, info={"vw_counters": counters}))
+                               adaptive=adaptive,
+                               info={"vw_counters": counters,
+                                     "vw_rates": model.info.get("vw_rates") or {}}))
     return out
 
 
@@ -613,12 +621,25 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     readable = bool(job.get("readable") or job.get("invert"))
     t0 = float((start[0].info.get("vw_counters") or {}).get("t") or 0.0) if start else 0.0
     parse = start[0].parse if start is not None else opts.parse_options()
-    if readable and not job.get("predict_only"):  # (the weights as VW keeps them)
-        _write_readable(job, learners, parse, opts.loss, table, t0)
+    prog = table.prog
+    progress = None if prog is None else [float(table.due), float(prog.prev[0]),
+                                          float(prog.prev[1])]
+    only = bool(job.get("predict_only"))
+    if not only and rank == 0 and (readable or job["model"]):
+        # VW's save_resume form: the weights as VW keeps them, L1/L2 not applied
+        model = _interleaved(job, learners, parse, opts.loss,
+                             job_totals if size > 1 else table.passes, progress, t0)
+        if readable:
+            _write_readable(job, model, parse, k_classes)
+        if job["model"]:
+            from .._vw._vwmodel import write_vw_oaa_resume
+
+            write_vw_oaa_resume(model, job["model"], k_classes, names)
     learners.finish()
-    if readable and job.get("predict_only"):  # (L1/L2 applied, the nonzero weights)
-        _write_readable(job, learners, parse, opts.loss, table, t0)
-    if job["model"] and rank == 0:
+    if only and readable:  # (L1/L2 applied, the nonzero weights)
+        _write_readable(job, _interleaved(job, learners, parse, opts.loss, table.passes,
+                                          progress, t0), parse, k_classes)
+    if only and job["model"] and rank == 0:
         from .._vw._vwmodel import write_vw_oaa_model
 
         write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names,
@@ -635,33 +656,46 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
               file=sys.stderr)
 
 
-def _write_readable(job: dict[str, Any], learners: Any, parse: Any, loss: str,
-                    table: _Table, t0: float) -> None:
-    """VW's ``--readable_model``/``--invert_hash`` of ``--oaa K``: its save_resume text of
-    the K learners interleaved as VW keeps them (class c's row of feature i at
-    ``i * 2**s + c``), the first class's learner state and the run's counters in the
-    header (``t0``: -i's ``t``, which VW carries on), each name of ``--invert_hash``
-    with ``[c]`` after it for class c > 0."""
+def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
+                 totals: list[Any], progress: list[float] | None, t0: float) -> Any:
+    """The K learners as one VW model of ``--oaa K``, as VW keeps them: class c's row
+    (weight, adaptive sum, normalizer) of feature i at ``i * 2**s + c`` (s =
+    ceil(log2 K)) over VW's 2**b weights (the rows not all 0, as VW writes them), the
+    first class's learner state, and the run's counters (``totals``: its per-pass sums;
+    ``progress``: where its table stopped; ``t0``: -i's ``t``, which VW carries on);
+    ``feats``: the features with a row."""
     import dataclasses
     from types import SimpleNamespace
 
-    from .._vw._vwtext import feature_names, write_readable
+    from .._vw._vwtext import vw_counters
 
     k, a = learners.k, learners.arrays
     shift = (k - 1).bit_length()
     feats = np.flatnonzero((a != 0).any(axis=(0, 2))).astype(np.uint64)
     rows = (feats[:, None] << np.uint64(shift)) + np.arange(k, dtype=np.uint64)
     cols = [np.ascontiguousarray(a[:, feats, j].T).ravel() for j in range(3)]
-    prog = table.prog
-    info = {"pass_totals": [[*map(float, t), 0.0] for t in table.passes],  # (no label sum)
-            "vw_progress": None if prog is None else [float(table.due), float(prog.prev[0]),
-                                                      float(prog.prev[1])],
-            "vw_generation": job.get("generation") or {}, "vw_rates": job.get("rates"),
-            "vw_t0": t0}
+    keep = (cols[0] != 0) | (cols[1] != 0) | (cols[2] != 0)  # (VW's rows: not all 0)
+    rows, cols = rows.ravel()[keep], [c[keep] for c in cols]
+    info = {"pass_totals": [[*map(float, t[:9]), 0.0] for t in totals],  # (no label sum)
+            "vw_progress": progress, "vw_generation": job.get("generation") or {},
+            "vw_rates": job.get("rates"), "vw_t0": t0}
+    out = vw_counters(info["pass_totals"], progress)
+    info["vw_counters_out"] = dict(out, t=out["t"] + t0)
     bits = parse.bits + shift
-    model = SimpleNamespace(indices=rows.ravel(), weights=cols[0], bits=bits, loss=loss,
-                            parse=dataclasses.replace(parse, bits=bits), info=info,
-                            adaptive=(cols[1], cols[2], learners.states[0]))
+    return SimpleNamespace(indices=rows, weights=cols[0], bits=bits, loss=loss,
+                           parse=dataclasses.replace(parse, bits=bits), info=info,
+                           adaptive=(cols[1], cols[2], learners.states[0]), feats=feats)
+
+
+def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int) -> None:
+    """VW's ``--readable_model``/``--invert_hash`` of ``--oaa K`` (``model``:
+    :func:`_interleaved`): its save_resume text, with ``--oaa K`` among the header's
+    options, each name of ``--invert_hash`` with ``[c]`` after it for class c > 0."""
+    from types import SimpleNamespace
+
+    from .._vw._vwtext import feature_names, write_readable
+
+    shift = (k - 1).bit_length()
     extra = [f"--oaa {k}"] + ([f"--named_labels {','.join(job['names'])}"]
                               if job["names"] else [])
     only = bool(job.get("predict_only"))
@@ -669,7 +703,7 @@ def _write_readable(job: dict[str, Any], learners: Any, parse: Any, loss: str,
         write_readable(model, job["readable"], counters=not only, predict_only=only,
                        options=extra)
     if job.get("invert"):
-        base = feature_names(job["paths"], SimpleNamespace(parse=parse, indices=feats))
+        base = feature_names(job["paths"], SimpleNamespace(parse=parse, indices=model.feats))
         names = {(h << shift) + c: f"{n}[{c}]" if c else n
                  for h, n in base.items() for c in range(k)}
         write_readable(model, job["invert"], names, counters=not only, predict_only=only,

@@ -187,6 +187,18 @@ def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = N
                                    names=names))
 
 
+def write_vw_oaa_resume(model: Any, path: str, k: int, names: list[str] | None = None
+                        ) -> None:
+    """Write ``--oaa K``'s model in VW's save_resume form: ``model`` the K learners
+    interleaved as VW keeps them (class c's weight, adaptive sum and normalizer of feature
+    i at ``i * 2**s + c``, ``parse.bits`` VW's b), the first class's learner state (the
+    one VW saves) and the run's counters in ``info`` (``vw_counters_out``: VW's
+    ``shared_data`` as :func:`._vwtext.vw_counters` gives them, written as they are)."""
+    shift = max(0, (k - 1).bit_length())
+    _write_atomic(path, _vw_chunks(model, predict_only=False, oaa=k, index_bits=shift,
+                                   names=names))
+
+
 def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int = 0,
               index_bits: int = 0, names: list[str] | None = None) -> bytes:
     """VW's model file (``weights=False``: its header only, up to the checksum); ``oaa``
@@ -280,10 +292,18 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
         seen = float(sum(t[1] + t[3] + (t[6] if len(t) > 6 else 0.0) for t in totals)
                      ) + model.info.get("vw_t0", 0.0)
         examples = int(sum(t[4] for t in totals))
-        counters = struct.pack("<fdddd f ff ddd QQ d d Q dd".replace(" ", ""),
-                               0.0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi, weight,
-                               0.0, 0.0, examples, 0, st[TOTAL_WEIGHT], weight, len(totals),
-                               st[GRAVITY], st[CONTRACTION])
+        fmt = "<fdddd f ff ddd QQ d d Q dd".replace(" ", "")
+        c = info.get("vw_counters_out")  # (VW's own, where the run kept them all)
+        if c is not None:
+            counters = struct.pack(fmt, 0.0, st[SUM_NORM_X], c["t"], c["sum_loss"],
+                                   c["since"], c["dump"], lo, hi, c["labelled"],
+                                   c["labels"], c["unlabelled"], c["examples"],
+                                   c["features"], st[TOTAL_WEIGHT], c["old"], len(totals),
+                                   st[GRAVITY], st[CONTRACTION])
+        else:
+            counters = struct.pack(fmt, 0.0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi,
+                                   weight, 0.0, 0.0, examples, 0, st[TOTAL_WEIGHT], weight,
+                                   len(totals), st[GRAVITY], st[CONTRACTION])
         put(counters, False)
     yield b"".join(out)
     cols = [model.weights, *(model.adaptive[:2] if resume else ())]

@@ -41,7 +41,7 @@ from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NOR
 from ._vwflags import LINKS
 from ._vwout import AtomicText
 
-__all__ = ["crossed_names", "feature_names", "write_readable"]
+__all__ = ["crossed_names", "feature_names", "vw_counters", "write_readable"]
 
 VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
 
@@ -266,7 +266,7 @@ def _checksum(lo: float, hi: float, bits: int, opts: str) -> int:
     return h
 
 
-def _counters(totals: list[list[float]], progress: list[float] | None
+def vw_counters(totals: list[list[float]], progress: list[float] | None
               ) -> dict[str, Any]:
     """VW's performance counters (``shared_data``) from a run's per-pass sums (see
     ``_vwreport``) and where its progress table stopped (``progress``: the next line's
@@ -374,7 +374,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     totals = info.get("pass_totals")
     if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
-        c = _counters(totals or [], info.get("vw_progress"))
+        c = vw_counters(totals or [], info.get("vw_progress"))
         c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
         head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
                  f"sum_loss {_g(c['sum_loss'])}",
