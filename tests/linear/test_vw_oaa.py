@@ -6,6 +6,8 @@ weights, tags and unlabelled examples. CI runs one case of each; ``make test-vw`
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -192,3 +194,28 @@ def test_oaa_model_is_vws_save_resume_model(flags, tmp_path, capfd, monkeypatch)
                        monkeypatch)
     assert code == 0, err
     assert _after_version(tmp_path / "ts2.m") == _after_version(tmp_path / "vw2.m")
+
+
+def _merged(cmd: list[str], cwd) -> str:
+    """A program's standard output and error as one stream (as a terminal shows them)."""
+    r = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout
+    return r.stdout
+
+
+@pytest.mark.parametrize("flags", [["--oaa", "3"],
+                                   _more(["--oaa", "3", "--passes", "2", "-c", "-k"])])
+def test_oaa_info_and_warnings_come_where_vw_prints_them(flags, tmp_path):
+    """VW's lines on standard output (the [info] line of the classes' indexing, a
+    warning for each learned label out of their range) come between the table's lines
+    where VW prints them: the two streams merged, from the table on, are VW's."""
+    lines = _classes(200, 2, 29, unlabelled=0.05)  # (classes 1, 2: undecided until 0)
+    for i, head in ((3, "5"), (40, "0"), (41, "3"), (77, "7 2"), (130, "-2")):
+        lines[i] = head + lines[i][lines[i].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", *flags]
+    want = _merged([sys.executable, "-m", "vowpalwabbit", *args], tmp_path)
+    got = _merged([sys.executable, "-m", "terascale", "vw", *args], tmp_path)
+    assert "[info] label 0 found" in want and "This won't work for 0-indexed" in want
+    assert _table_on(got) == _table_on(want)

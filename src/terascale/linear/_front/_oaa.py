@@ -26,6 +26,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ def _open_text(path: str) -> Any:
     return open(path, encoding="utf-8", errors="surrogateescape")
 
 
-def _label(line: str, where: str, names: dict[str, int] | None = None
+def _label(line: str, where: str, names: dict[str, int] | None = None, say: bool = True
            ) -> tuple[float, str, str, str]:
     """(class label or nan, the label's text, the rest of the line, the tag) of one VW
     line (``names``: --named_labels, each name's class 1..K)."""
@@ -55,7 +56,8 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
     if names is not None and tokens[0] not in names:
         # VW's named-label dictionary reads a name it lacks as class 0 (which makes the
         # classes 0-indexed, as a label 0 does), and warns
-        print(f"[warning] Missing named label '{tokens[0]}'", file=sys.stderr)
+        if say:  # (on standard output, as VW's, unless --quiet)
+            print(f"[warning] Missing named label '{tokens[0]}'")
         start = line.index(tokens[0])
         return 0.0, tokens[0], line[start + len(tokens[0]):], tag
     try:
@@ -155,7 +157,8 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     if args.model and getattr(args, "model_format", None) == "terascale":
         raise ConfigError("--oaa -f writes VW's one-against-all model only "
                           "(--model-format vw)")
-    if args.probabilities and loss_spec(options["loss"]).link != "logistic":
+    if (args.probabilities and loss_spec(options["loss"]).link != "logistic"
+            and not args.quiet):
         # (VW's --probabilities takes each score's logistic whatever the loss, and warns)
         print(f"[warning] --probabilities should be used only with --loss_function="
               f"logistic, currently using: {options['loss']}")
@@ -185,7 +188,8 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
 
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
-        data = paths if names is None else _numbered(paths, k_classes, names, tmp)
+        data = paths if names is None else _numbered(paths, k_classes, names, tmp,
+                                                          not args.quiet)
         job = json.dumps({"data": data, "paths": paths, "options": options, "k": k_classes,
                           "names": names, "model": args.model, "quiet": bool(args.quiet),
                           "probabilities": False, "initial": args.initial,
@@ -272,10 +276,11 @@ def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
     return split_oaa(model, k_classes)
 
 
-def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str) -> list[str]:
+def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str,
+              say: bool = True) -> list[str]:
     """--named_labels: the input once more with each name replaced by its class number
-    (1..K; a label that is not a name is class 0, with VW's warning), so that the data is
-    parsed as numbered classes; one copy, whatever K."""
+    (1..K; a label that is not a name is class 0, with VW's warning where ``say``), so
+    that the data is parsed as numbered classes; one copy, whatever K."""
     table = {n: c for c, n in enumerate(names, 1)}
     out = []
     for n, path in enumerate(paths):
@@ -285,7 +290,7 @@ def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str) 
             lines: list[str] = []
             for i, line in enumerate(f, 1):
                 if line.strip():
-                    y, _, rest, _ = _label(line, f"{path}:{i}", table)
+                    y, _, rest, _ = _label(line, f"{path}:{i}", table, say)
                     if not math.isnan(y):
                         line = f"{int(y)}{rest}"
                 lines.append(line)
@@ -331,27 +336,43 @@ class _Indexing:
         self.k, self.say = k_classes, say
         self.state = 2  # 2: undecided (classes 1..K meanwhile); then 0 or 1
         self.first_after: int | None = None
-        #: VW's [info] line on the decision, and the block's example it came with
-        self.note: tuple[int, str] | None = None
+        #: VW's lines on standard output the block's examples came with (its [info] on
+        #: the decision, its warnings on labels out of range), each with its example
+        self.notes: list[tuple[int, str]] = []
 
-    def block(self, labels: np.ndarray, hold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def block(self, labels: np.ndarray, hold: np.ndarray, first: bool = True
+              ) -> tuple[np.ndarray, np.ndarray]:
         """(each example's first class number when predicted, and once its label is read)
-        of a block whose held-out examples are ``hold``."""
+        of a block whose held-out examples are ``hold``; ``first``: of the first pass
+        (the later passes keep the classes as it ended with them)."""
         n = len(labels)
         now = 0 if self.state == 0 else 1
         before, after = np.full(n, now, np.int64), np.full(n, now, np.int64)
-        if self.state == 2:
-            hit = np.flatnonzero(((labels == 0) | (labels == self.k)) & ~hold)
+        states = np.full(n, self.state, np.int64)
+        learnt = ~np.isnan(labels) & ~hold
+        if self.state == 2 and first:
+            hit = np.flatnonzero(((labels == 0) | (labels == self.k)) & learnt)
             if len(hit):
                 j = int(hit[0])
-                self.state = 0 if labels[j] == 0 else 1
+                self.state = states[j:] = 0 if labels[j] == 0 else 1
                 before[j + 1:] = after[j:] = self.state
                 if self.say:
-                    self.note = (j, f"[info] label {'0' if self.state == 0 else self.k} "
-                                    f"found -- labels are now considered "
-                                    f"{self.state}-indexed.")
+                    self.notes.append((j, f"[info] label "
+                                          f"{'0' if self.state == 0 else self.k} found -- "
+                                          f"labels are now considered "
+                                          f"{self.state}-indexed."))
         if self.first_after is None and n:
             self.first_after = int(after[0])
+        if self.say:  # VW's warning for each label out of the classes' range it learns
+            k = self.k
+            out = learnt & (((states == 0) & (labels >= k))
+                            | ((states == 1) & ((labels < 1) | (labels > k))))
+            for j in np.flatnonzero(out).tolist():
+                lo, hi, how = (0, k - 1, 0) if states[j] == 0 else (1, k, 1)
+                self.notes.append((j, f"[warning] label {int(labels[j])} is not in "
+                                      f"{{{lo},{hi}}}. This won't work for {how}-indexed "
+                                      f"actions."))
+            self.notes.sort(key=lambda t: t[0])  # (stable: the [info] line first)
         return before, after
 
     @property
@@ -387,13 +408,13 @@ class _Table:
 
     def block(self, p: int, truth: np.ndarray, pred: np.ndarray, weight: np.ndarray,
               hold: np.ndarray, feats: np.ndarray, probs: np.ndarray | None = None,
-              first: np.ndarray | None = None, note: tuple[int, str] | None = None
+              first: np.ndarray | None = None, notes: Sequence[tuple[int, str]] = ()
               ) -> None:
         """Pass ``p``'s block: the labels (NaN: none), predicted classes, importance
         weights, the holdout and each example's feature count; with ``probabilities``
         each class's probability and each example's first class number once its label
-        was read (``first``); ``note``: VW's ``[info]`` line (stdout) and the example
-        before whose line it comes."""
+        was read (``first``); ``notes``: VW's lines on standard output and the
+        example before whose line each comes, in order."""
         if len(self.passes) <= p:
             self.passes.append(np.zeros(9))
         w = weight.astype(np.float64)
@@ -416,14 +437,14 @@ class _Table:
                                    np.cumsum(np.where(held, w, 0.0))], axis=1)
         cum_w = self.cum_w + np.cumsum(np.where(counted, w, 0.0), dtype=np.float64)
         cum_n = self.cum_n + np.cumsum(counted)
-        prog = self.prog
+        prog, said = self.prog, 0
         while prog is not None:
             at = int(np.searchsorted(cum_w, self.due))
             if at >= len(truth):
                 break
-            if note is not None and at >= note[0]:
-                _say(note[1])
-                note = None
+            while said < len(notes) and at >= notes[said][0]:
+                _say(notes[said][1])
+                said += 1
             text = None
             if probs is not None and prog.names is not None:
                 # (VW names the label, and reads the predicted class where its
@@ -440,14 +461,14 @@ class _Table:
                       float(pred[at]), int(feats[at]), classes=True, text=text)
             prog.prev = cum[at]
             self.due = prog.next_due(float(cum_w[at]))
-        if note is not None:
-            _say(note[1])
+        for _, line in notes[said:]:
+            _say(line)
         if len(truth):
             self.cum, self.cum_w, self.cum_n = cum[-1], float(cum_w[-1]), int(cum_n[-1])
 
 
 def _say(line: str) -> None:
-    """VW's ``[info]`` line on stdout, between the table's lines on stderr."""
+    """VW's line on stdout (``[info]``, ``[warning]``), between the table's on stderr."""
     sys.stderr.flush()
     print(line, flush=True)
 
@@ -478,7 +499,8 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
     out = raw = None
     try:
-        data = paths if names is None else _numbered(paths, k_classes, names, tmp)
+        data = paths if names is None else _numbered(paths, k_classes, names, tmp,
+                                                          not args.quiet)
         out = AtomicText(args.predictions) if args.predictions else None
         raw_path = getattr(args, "raw_predictions", None)
         raw = AtomicText(raw_path) if raw_path else None
@@ -568,10 +590,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         if test:  # (NaN: every learner scores the example, none learns)
             fixed[:] = [np.ones(len(lab), np.int64)] * 2
             return np.full(len(lab), np.nan)
-        if at[0] == 0:
-            fixed[:] = index.block(lab, hold)
-        else:  # (later passes: the classes as the first pass ended with them)
-            fixed[:] = [np.full(len(lab), index.base, np.int64)] * 2
+        fixed[:] = index.block(lab, hold, at[0] == 0)
         return lab.astype(np.float64) - fixed[1]  # (nan stays nan)
 
     for p in range(passes):
@@ -587,8 +606,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             pred = np.argmax(s, axis=1) + (after if probabilities else before)
             probs = _probabilities(s) if probabilities else None
             table.block(p, labels[0], pred, blk.weights, sc.hold,
-                        np.diff(blk.indptr), probs, after, index.note)
-            index.note = None
+                        np.diff(blk.indptr), probs, after, index.notes)
+            index.notes = []
             if write is not None:
                 write(blk, s, pred, before, after, probs)
         if (size > 1 and p == 0 and passes > 1
