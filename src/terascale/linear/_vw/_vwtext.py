@@ -289,19 +289,21 @@ _LINES = 1 << 16
 
 def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
                     nrm: np.ndarray | None, names: dict[int, str] | None) -> Iterator[str]:
-    """The readable model's weight lines, ``_LINES`` at a time: ``[name:]index:weight``,
-    with the adaptive sum and the normalizer after it where ``g2`` is given."""
+    """The readable model's weight lines, ``_LINES`` at a time: ``[name:]index:weight``
+    (a weight ``names`` does not name, one of features the data did not have, without a
+    name, as VW writes it), with the adaptive sum and the normalizer after it where
+    ``g2`` is given."""
     for a in range(0, len(idx), _LINES):
         part = slice(a, a + _LINES)
         body = []
         if g2 is not None and nrm is not None:
             for i, wi, gi, ni in zip(idx[part].tolist(), w[part].tolist(),
                                      g2[part].tolist(), nrm[part].tolist()):
-                name = names.get(i, str(i)) + ":" if names is not None else ""
+                name = names[i] + ":" if names is not None and i in names else ""
                 body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
         else:
             for i, wi in zip(idx[part].tolist(), w[part].tolist()):
-                name = names.get(i, str(i)) + ":" if names is not None else ""
+                name = names[i] + ":" if names is not None and i in names else ""
                 body.append(f"{name}{i}:{wi:g}\n")
         yield "".join(body)
 
