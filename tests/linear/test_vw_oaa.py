@@ -219,3 +219,23 @@ def test_oaa_info_and_warnings_come_where_vw_prints_them(flags, tmp_path):
     got = _merged([sys.executable, "-m", "terascale", "vw", *args], tmp_path)
     assert "[info] label 0 found" in want and "This won't work for 0-indexed" in want
     assert _table_on(got) == _table_on(want)
+
+
+@pytest.mark.parametrize("flags", [[], _more(["--probabilities"]),
+                                   _more(["--predict_only_model"])])
+def test_oaa_test_run_writes_vws_model_and_text(flags, tmp_path, capfd, monkeypatch):
+    """-t -i MODEL with -f, --readable_model and --invert_hash under --oaa: VW's model
+    and text after the test run (its counters added to -i's t, each nonzero weight
+    without its sums; a weight the test data does not name by its index alone)."""
+    (tmp_path / "d.vw").write_text("\n".join(_classes(300, 4, 31)) + "\n")
+    (tmp_path / "t.vw").write_text("\n".join(_classes(40, 4, 37)) + "\n")
+    run_vw(["-d", "d.vw", "--oaa", "4", "-f", "m", "--quiet"], tmp_path)
+    args = ["-d", "t.vw", "-t", "-i", "m", *flags]
+    run_vw([*args, "-f", "vw.m", "--readable_model", "vw.r", "--invert_hash", "vw.i"],
+           tmp_path)
+    code, err = run_ts(capfd, [*args, "-f", "ts.m", "--readable_model", "ts.r",
+                               "--invert_hash", "ts.i"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    for ext in ("r", "i"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()

@@ -142,9 +142,9 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise ConfigError("--oaa with -n N: -p/--probabilities need -n 1 (progressive "
                           "predictions come from one learner in input order); train with "
                           "-n N and -f, then predict with -i MODEL -t")
-    if (args.readable_model or args.invert_hash) and (args.nprocs != 1 or args.testonly):
-        raise ConfigError("--oaa: --readable_model and --invert_hash need one worker and "
-                          "training (not -n N, not -t; -f writes VW's model)")
+    if (args.readable_model or args.invert_hash) and args.nprocs != 1 and not args.testonly:
+        raise ConfigError("--oaa: --readable_model and --invert_hash need one worker "
+                          "(-f writes VW's model)")
     names = _names(args, k_classes)
     start = _initial(args, k_classes) if args.initial else None
     if start is not None:  # VW's model sets -b (and the loss, unless given)
@@ -513,7 +513,7 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
                 _write_lines(raw, blk, [_raw_line(r, b) for r, b in zip(s, before.tolist())])
 
         job = {"data": data, "paths": paths, "options": options, "k": k_classes,
-               "names": names, "model": None if args.testonly else args.model,
+               "names": names, "model": args.model,
                "quiet": bool(args.quiet), "probabilities": bool(args.probabilities),
                "test": bool(args.testonly), "readable": args.readable_model,
                "invert": args.invert_hash, "rates": _rates(args),
@@ -636,7 +636,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             print(test_block(int(t[4]), float(t[1]), float(t[0]), float(t[1] + t[6]),
                              label_sum=0.0, features=int(t[8]),
                              log_loss=_log_loss_text(table, [t], False)), file=sys.stderr)
-        return
+        if not (job["model"] or job.get("readable") or job.get("invert")):
+            return
     readable = bool(job.get("readable") or job.get("invert"))
     t0 = float((start[0].info.get("vw_counters") or {}).get("t") or 0.0) if start else 0.0
     parse = start[0].parse if start is not None else opts.parse_options()
@@ -649,11 +650,11 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         model = _interleaved(job, learners, parse, opts.loss,
                              job_totals if size > 1 else table.passes, progress, t0)
         if readable:
-            _write_readable(job, model, parse, k_classes)
+            _write_readable(job, model, parse, k_classes, test)
         if job["model"]:
             from .._vw._vwmodel import write_vw_oaa_resume
 
-            write_vw_oaa_resume(model, job["model"], k_classes, names)
+            write_vw_oaa_resume(model, job["model"], k_classes, names, bare=test)
     learners.finish()
     if only and readable:  # (L1/L2 applied, the nonzero weights)
         _write_readable(job, _interleaved(job, learners, parse, opts.loss, table.passes,
@@ -663,7 +664,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
 
         write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names,
                            job.get("generation"))
-    if not quiet:  # (the job's counts: every worker's sums)
+    if not quiet and not test:  # (the job's counts: every worker's sums)
         from .._vw._vwreport import closing_block, holdout_on
 
         totals = [list(map(float, t)) for t in (job_totals if size > 1 else table.passes)
@@ -706,10 +707,12 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
                            adaptive=(cols[1], cols[2], learners.states[0]), feats=feats)
 
 
-def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int) -> None:
+def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
+                    bare: bool = False) -> None:
     """VW's ``--readable_model``/``--invert_hash`` of ``--oaa K`` (``model``:
     :func:`_interleaved`): its save_resume text, with ``--oaa K`` among the header's
-    options, each name of ``--invert_hash`` with ``[c]`` after it for class c > 0."""
+    options, each name of ``--invert_hash`` with ``[c]`` after it for class c > 0;
+    ``bare``: each nonzero weight without its sums (VW's text after a ``-t`` run)."""
     from types import SimpleNamespace
 
     from .._vw._vwtext import feature_names, write_readable
@@ -720,13 +723,13 @@ def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int) -> None
     only = bool(job.get("predict_only"))
     if job.get("readable"):
         write_readable(model, job["readable"], counters=not only, predict_only=only,
-                       options=extra)
+                       options=extra, bare=bare)
     if job.get("invert"):
         base = feature_names(job["paths"], SimpleNamespace(parse=parse, indices=model.feats))
         names = {(h << shift) + c: f"{n}[{c}]" if c else n
                  for h, n in base.items() for c in range(k)}
         write_readable(model, job["invert"], names, counters=not only, predict_only=only,
-                       options=extra)
+                       options=extra, bare=bare)
 
 
 def _log_loss_text(table: _Table, totals: list[Any], holdout: bool) -> str | None:

@@ -187,16 +187,18 @@ def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = N
                                    names=names))
 
 
-def write_vw_oaa_resume(model: Any, path: str, k: int, names: list[str] | None = None
-                        ) -> None:
+def write_vw_oaa_resume(model: Any, path: str, k: int, names: list[str] | None = None,
+                        bare: bool = False) -> None:
     """Write ``--oaa K``'s model in VW's save_resume form: ``model`` the K learners
     interleaved as VW keeps them (class c's weight, adaptive sum and normalizer of feature
     i at ``i * 2**s + c``, ``parse.bits`` VW's b), the first class's learner state (the
     one VW saves) and the run's counters in ``info`` (``vw_counters_out``: VW's
-    ``shared_data`` as :func:`._vwtext.vw_counters` gives them, written as they are)."""
+    ``shared_data`` as :func:`._vwtext.vw_counters` gives them, written as they are);
+    ``bare``: the nonzero weights without their sums after the counters (VW's model
+    after a ``-t`` run)."""
     shift = max(0, (k - 1).bit_length())
     _write_atomic(path, _vw_chunks(model, predict_only=False, oaa=k, index_bits=shift,
-                                   names=names))
+                                   names=names, bare=bare))
 
 
 def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int = 0,
@@ -216,12 +218,14 @@ _WRITE = WRITE_PIECE
 
 
 def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int = 0,
-               index_bits: int = 0, names: list[str] | None = None) -> Iterator[Any]:
+               index_bits: int = 0, names: list[str] | None = None,
+               bare: bool = False) -> Iterator[Any]:
     """:func:`_vw_bytes` in pieces: the header, then the weights in index order, at most
     ``_CHUNK`` features a piece, each formatted into the same buffer: a piece is valid
     until the next is asked for (write or copy it first). Writing a model takes no memory
     beyond the buffer (a model of 20M features at ``-b 26`` took 7.5 s and 480 MB over the
-    model itself to write as one ``bytes``)."""
+    model itself to write as one ``bytes``); ``bare``: a save_resume header and counters,
+    then the nonzero weights alone."""
     parse = model.parse
     if parse.format != "vw":
         raise DataError(f"a model trained on {parse.format} input cannot be a VW model (VW "
@@ -306,14 +310,14 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
                                    len(totals), st[GRAVITY], st[CONTRACTION])
         put(counters, False)
     yield b"".join(out)
-    cols = [model.weights, *(model.adaptive[:2] if resume else ())]
+    cols = [model.weights, *(model.adaptive[:2] if resume and not bare else ())]
     itype = "<u4" if parse.bits + index_bits < 31 else "<u8"
     dtype = np.dtype([("i", itype), ("w", "<f4", (len(cols),))])
     buf = np.empty(min(_CHUNK, len(idx)), dtype)
     for a in range(0, len(idx), _CHUNK):
         part = slice(a, a + _CHUNK) if order is None else order[a:a + _CHUNK]
         ip, vals = idx[part], [c[part] for c in cols]
-        if not resume:  # (weights only: VW writes the nonzero ones)
+        if not resume or bare:  # (weights only: VW writes the nonzero ones)
             keep = vals[0] != 0
             if not keep.all():
                 ip, vals = ip[keep], [v[keep] for v in vals]

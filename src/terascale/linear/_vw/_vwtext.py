@@ -288,22 +288,25 @@ _LINES = 1 << 16
 
 
 def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
-                    nrm: np.ndarray | None, names: dict[int, str] | None) -> Iterator[str]:
+                    nrm: np.ndarray | None, names: dict[int, str] | None,
+                    unnamed: str = "") -> Iterator[str]:
     """The readable model's weight lines, ``_LINES`` at a time: ``[name:]index:weight``
-    (a weight ``names`` does not name, one of features the data did not have, without a
-    name, as VW writes it), with the adaptive sum and the normalizer after it where
+    (a weight ``names`` does not name, one of features the data did not have, with
+    ``unnamed`` before its index, as VW writes it: nothing in the save_resume form, ``:``
+    in the weights-only one), with the adaptive sum and the normalizer after it where
     ``g2`` is given."""
+    none = unnamed if names is not None else ""
     for a in range(0, len(idx), _LINES):
         part = slice(a, a + _LINES)
         body = []
         if g2 is not None and nrm is not None:
             for i, wi, gi, ni in zip(idx[part].tolist(), w[part].tolist(),
                                      g2[part].tolist(), nrm[part].tolist()):
-                name = names[i] + ":" if names is not None and i in names else ""
+                name = names[i] + ":" if names is not None and i in names else none
                 body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
         else:
             for i, wi in zip(idx[part].tolist(), w[part].tolist()):
-                name = names[i] + ":" if names is not None and i in names else ""
+                name = names[i] + ":" if names is not None and i in names else none
                 body.append(f"{name}{i}:{wi:g}\n")
         yield "".join(body)
 
@@ -318,7 +321,7 @@ def _g(v: float) -> str:
 
 def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None,
                    *, counters: bool = False, predict_only: bool = False,
-                   options: Sequence[str] = ()) -> None:
+                   options: Sequence[str] = (), bare: bool = False) -> None:
     """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;
     ``counters``: with every line of VW's learner state and its performance counters: at
     0 for a model no example was learned from in this run (VW resets them when it reads
@@ -327,7 +330,9 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     unlabelled weight, ``weighted_labels``, ``example_number``, ``total_features``, the
     passes, and where the progress table stopped (``dump_interval``, the loss since).
     ``predict_only``: VW's ``--predict_only_model`` form, the nonzero weights alone;
-    ``options``: more of VW's kept options for the header (``--oaa K``), sorted in."""
+    ``options``: more of VW's kept options for the header (``--oaa K``), sorted in;
+    ``bare``: the header's state and counters, but each nonzero weight's line without its
+    sums (VW's text of a model after a ``-t`` run)."""
     idx = model.indices
     order = slice(None)  # (a model's indices are most often in order already)
     if len(idx) > 1 and not bool(np.all(idx[1:] > idx[:-1])):
@@ -397,7 +402,10 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     out = AtomicText(path)
     try:
         out.write("\n".join(head) + "\n")
-        for piece in _readable_lines(idx, w, g2, nrm, names):
+        if bare:
+            nonzero = w != 0
+            idx, w, g2, nrm = idx[nonzero], w[nonzero], None, None
+        for piece in _readable_lines(idx, w, g2, nrm, names, "" if ad is not None else ":"):
             out.write(piece)
         out.commit()
     except BaseException:
