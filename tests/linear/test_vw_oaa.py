@@ -239,3 +239,23 @@ def test_oaa_test_run_writes_vws_model_and_text(flags, tmp_path, capfd, monkeypa
     assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
     for ext in ("r", "i"):
         assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+
+
+@pytest.mark.parametrize("flags", [["--oaa", "3", "--scores"],
+                                   _more(["--oaa", "3", "--scores", "--passes", "2", "-c",
+                                          "-k", "--named_labels", "cat,dog,emu"])])
+def test_oaa_scores_are_vws(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K --scores: -p writes each class's score (named with --named_labels), -r
+    nothing, and the table and closing block are VW's (the predicted class without a
+    probability, an unlabelled example's label 4294967295 and its mistake counted)."""
+    names = flags[flags.index("--named_labels") + 1].split(",") if "--named_labels" in \
+        flags else None
+    (tmp_path / "d.vw").write_text("\n".join(_classes(300, 3, 41, labels=names)) + "\n")
+    args = ["-d", "d.vw", *flags]
+    want = run_vw([*args, "-p", "vw.p", "-r", "vw.r"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p", "-r", "ts.r"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    for ext in ("p", "r"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    assert ":" in (tmp_path / "vw.p").read_text()

@@ -139,6 +139,8 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                         "binary learner per class, the prediction is the best-scoring class")
     t.add_argument("--probabilities", action="store_true",
                    help="with --oaa and logistic loss: -p writes each class's probability")
+    t.add_argument("--scores", action="store_true",
+                   help="with --oaa: -p writes each class's score (VW's --scores)")
     t.add_argument("--mem", type=int, default=15, dest="memory", help="L-BFGS memory")
     t.add_argument("--normalize", nargs="?", const="std", default="auto", metavar="MODE",
                    help="with --bfgs/--cg: regularize the numeric columns standardized "

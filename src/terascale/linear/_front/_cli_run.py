@@ -177,6 +177,8 @@ def train(args: argparse.Namespace) -> int:
                           "`terascale linear predict DATA -i MODEL -p FILE`")
     if args.probabilities and not args.oaa:
         raise ConfigError("--probabilities goes with --oaa K (each class's probability)")
+    if getattr(args, "scores", False) and not args.oaa:
+        raise ConfigError("--scores goes with --oaa K (each class's score)")
     if args.oaa is not None:
         from ._oaa import train_oaa
 

@@ -138,10 +138,13 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     k_classes = int(args.oaa)
     if k_classes < 2:
         raise ConfigError(f"--oaa {k_classes}: needs at least 2 classes")
-    if args.nprocs != 1 and (args.predictions or args.probabilities):
-        raise ConfigError("--oaa with -n N: -p/--probabilities need -n 1 (progressive "
-                          "predictions come from one learner in input order); train with "
-                          "-n N and -f, then predict with -i MODEL -t")
+    if args.probabilities and getattr(args, "scores", False):
+        args.scores = False  # (VW: --probabilities rules)
+    if args.nprocs != 1 and (args.predictions or args.probabilities
+                             or getattr(args, "scores", False)):
+        raise ConfigError("--oaa with -n N: -p/--probabilities/--scores need -n 1 "
+                          "(progressive predictions come from one learner in input "
+                          "order); train with -n N and -f, then predict with -i MODEL -t")
     if (args.readable_model or args.invert_hash) and args.nprocs != 1 and not args.testonly:
         raise ConfigError("--oaa: --readable_model and --invert_hash need one worker "
                           "(-f writes VW's model)")
@@ -390,7 +393,7 @@ class _Table:
     block."""
 
     def __init__(self, quiet: bool, holdout: bool, names: list[str] | None,
-                 probabilities: bool = False) -> None:
+                 probabilities: bool = False, scores: bool = False) -> None:
         from .._online._progress import Progress
 
         self.prog = None if quiet else Progress(sys.stderr)
@@ -401,7 +404,7 @@ class _Table:
             self.prog.header()
             self.due = self.prog.first_due()
         self.passes: list[np.ndarray] = []
-        self.probabilities = probabilities
+        self.probabilities, self.scores = probabilities, scores
         #: VW's multiclass log loss sums: of the examples learned from, and of its test
         #: examples (held out, or unlabelled)
         self.log_loss = np.zeros(2)
@@ -413,7 +416,7 @@ class _Table:
         """Pass ``p``'s block: the labels (NaN: none), predicted classes, importance
         weights, the holdout and each example's feature count; with ``probabilities``
         each class's probability and each example's first class number once its label
-        was read (``first``); ``notes``: VW's lines on standard output and the
+        was read (``first``; ``--scores``: each class's score); ``notes``: VW's lines on standard output and the
         example before whose line each comes, in order."""
         if len(self.passes) <= p:
             self.passes.append(np.zeros(9))
@@ -425,9 +428,10 @@ class _Table:
             loss = np.where((pred != truth) & labelled, w, 0.0)  # VW's: a mistake's weight
         else:  # (an unlabelled example's class, VW's 4294967295, is never the predicted)
             loss = np.where(pred != truth, w, 0.0)
-            ll = _log_losses(probs, truth, first, weight)
-            test = hold | ~labelled  # (VW's test_only)
-            self.log_loss += (ll[~test].sum(), ll[test].sum())
+            if self.probabilities:
+                ll = _log_losses(probs, truth, first, weight)
+                test = hold | ~labelled  # (VW's test_only)
+                self.log_loss += (ll[~test].sum(), ll[test].sum())
         t = self.passes[p]
         t += (loss[counted].sum(), w[learnt].sum(), loss[held].sum(), w[held].sum(),
               len(truth), 0.0, w[~labelled].sum(), counted.sum(), feats[counted].sum())
@@ -455,7 +459,8 @@ class _Table:
             elif probs is not None:  # (VW prints the label as its unsigned integer)
                 pct = float(np.float32(100) * probs[at].max())
                 text = ("4294967295" if np.isnan(truth[at]) else f"{int(truth[at])}",
-                        f"{int(pred[at])}({pct:2.0f}%)")
+                        f"{int(pred[at])}({pct:2.0f}%)" if self.probabilities
+                        else f"{int(pred[at])}")
             prog.passes = p
             prog.line(cum[at], prog.prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
                       float(pred[at]), int(feats[at]), classes=True, text=text)
@@ -515,6 +520,7 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
         job = {"data": data, "paths": paths, "options": options, "k": k_classes,
                "names": names, "model": args.model,
                "quiet": bool(args.quiet), "probabilities": bool(args.probabilities),
+               "scores": bool(getattr(args, "scores", False)),
                "test": bool(args.testonly), "readable": args.readable_model,
                "invert": args.invert_hash, "rates": _rates(args),
                "predict_only": bool(getattr(args, "predict_only_model", False)),
@@ -572,9 +578,9 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
     quiet = job["quiet"] or rank > 0
     index = _Indexing(k_classes, say=not quiet)
-    probabilities = bool(job["probabilities"])
+    probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
     table = _Table(quiet, bool(period) and passes > 1, names,  # (rank 0's shard's lines)
-                   probabilities)
+                   probabilities, scores)
     job_totals: list[np.ndarray] = []  # each pass's sums over every worker
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
@@ -603,8 +609,9 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             before, after = fixed
             # the first of equal scores, as VW; predicted with the classes numbered as
             # before the label was read (--probabilities names them as after it)
-            pred = np.argmax(s, axis=1) + (after if probabilities else before)
-            probs = _probabilities(s) if probabilities else None
+            pred = np.argmax(s, axis=1) + (after if probabilities or scores else before)
+            probs = (_probabilities(s) if probabilities
+                     else s.astype(np.float32) if scores else None)
             table.block(p, labels[0], pred, blk.weights, sc.hold,
                         np.diff(blk.indptr), probs, after, index.notes)
             index.notes = []

@@ -90,6 +90,7 @@ def c_path(args: argparse.Namespace) -> str | None:
         (not _covered(args.loss, fast) and not (args.testonly and args.loss is None),
          f"--loss_function {args.loss}"),
         (bool(getattr(args, "probabilities", False)), "--probabilities"),
+        (bool(getattr(args, "scores", False)), "--scores"),
     )
     for off, flag in checks:
         if off:
