@@ -259,3 +259,36 @@ def test_oaa_scores_are_vws(flags, tmp_path, capfd, monkeypatch):
     for ext in ("p", "r"):
         assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
     assert ":" in (tmp_path / "vw.p").read_text()
+
+
+@pytest.mark.parametrize("flags", [["--indexing", "0"],
+                                   _more(["--indexing", "1", "--passes", "2", "-c", "-k"])])
+def test_oaa_indexing_given_is_vws(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K --indexing 0|1: the classes' numbering from the start (no [info] line, no
+    decision): VW's table, -p, -r, readable model and model (which keeps --indexing, and
+    whose -t run numbers the classes so); refused without --oaa (VW keeps it in a binary
+    model, where it means nothing)."""
+    lines = _classes(300, 4, 43, first=0)  # (classes 0..3)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    out = {}
+    for tool, tag in (("vw", "vw"), ("ts", "ts")):
+        args = ["-d", "d.vw", "--oaa", "4", *flags, "-p", f"{tag}.p", "-r", f"{tag}.r",
+                "-f", f"{tag}.m", "--readable_model", f"{tag}.t"]
+        if tool == "vw":
+            out[tag] = run_vw(args, tmp_path)
+        else:
+            code, out[tag] = run_ts(capfd, args, tmp_path, monkeypatch)
+            assert code == 0, out[tag]
+    assert _table_on(out["ts"]) == _table_on(out["vw"])
+    for ext in ("p", "r", "t"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    assert f"--indexing {flags[1]}" in (tmp_path / "vw.t").read_text()
+    args = ["-d", "d.vw", "-t", "-i", "vw.m"]
+    want = run_vw([*args, "-p", "vw.tp"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.tp"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    assert (tmp_path / "ts.tp").read_text() == (tmp_path / "vw.tp").read_text()
+    code, err = run_ts(capfd, ["-d", "d.vw", "--indexing", "1"], tmp_path, monkeypatch)
+    assert code == 2 and "--indexing goes with --oaa" in err

@@ -150,6 +150,8 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
                           "(-f writes VW's model)")
     names = _names(args, k_classes)
     start = _initial(args, k_classes) if args.initial else None
+    if start is not None and getattr(args, "indexing", None) is None:
+        args.indexing = start[0].info.get("indexing")  # (VW keeps --indexing)
     if start is not None:  # VW's model sets -b (and the loss, unless given)
         options = dict(options, bits=start[0].parse.bits + (k_classes - 1).bit_length(),
                        loss=args.loss or start[0].loss)
@@ -196,7 +198,7 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
         job = json.dumps({"data": data, "paths": paths, "options": options, "k": k_classes,
                           "names": names, "model": args.model, "quiet": bool(args.quiet),
                           "probabilities": False, "initial": args.initial,
-                          "rates": _rates(args),
+                          "rates": _rates(args), "indexing": getattr(args, "indexing", None),
                           "predict_only": bool(getattr(args, "predict_only_model", False)),
                           **_vw_run(args)})
         # forked from here once the learner is loaded (_warm.forking), or programs
@@ -245,7 +247,8 @@ def split_oaa(model: Any, k_classes: int) -> list[Any]:
                                weights=model.weights[sel], parse=parse, loss=model.loss,
                                adaptive=adaptive,
                                info={"vw_counters": counters,
-                                     "vw_rates": model.info.get("vw_rates") or {}}))
+                                     "vw_rates": model.info.get("vw_rates") or {},
+                                     "indexing": model.info.get("indexing")}))
     return out
 
 
@@ -335,9 +338,10 @@ class _Indexing:
     not); each example is predicted with the classes as they were before its label was
     read, and learned (and named by --probabilities) as they are after it."""
 
-    def __init__(self, k_classes: int, say: bool) -> None:
+    def __init__(self, k_classes: int, say: bool, given: int | None = None) -> None:
         self.k, self.say = k_classes, say
-        self.state = 2  # 2: undecided (classes 1..K meanwhile); then 0 or 1
+        # 2: undecided (classes 1..K meanwhile); then 0 or 1 (--indexing: from the start)
+        self.state = 2 if given is None else int(given)
         self.first_after: int | None = None
         #: VW's lines on standard output the block's examples came with (its [info] on
         #: the decision, its warnings on labels out of range), each with its example
@@ -523,6 +527,7 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
                "scores": bool(getattr(args, "scores", False)),
                "test": bool(args.testonly), "readable": args.readable_model,
                "invert": args.invert_hash, "rates": _rates(args),
+               "indexing": getattr(args, "indexing", None),
                "predict_only": bool(getattr(args, "predict_only_model", False)),
                **_vw_run(args)}
         run_oaa(job, start, write)
@@ -577,7 +582,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     passes = 1 if test else opts.passes
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
     quiet = job["quiet"] or rank > 0
-    index = _Indexing(k_classes, say=not quiet)
+    index = _Indexing(k_classes, say=not quiet, given=job.get("indexing"))
     probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
     table = _Table(quiet, bool(period) and passes > 1, names,  # (rank 0's shard's lines)
                    probabilities, scores)
@@ -594,7 +599,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             _bad_label(job["data"], k_classes)
         lab = labels[0] = _unsigned(blk.labels)
         if test:  # (NaN: every learner scores the example, none learns)
-            fixed[:] = [np.ones(len(lab), np.int64)] * 2
+            fixed[:] = [np.full(len(lab), index.base, np.int64)] * 2
             return np.full(len(lab), np.nan)
         fixed[:] = index.block(lab, hold, at[0] == 0)
         return lab.astype(np.float64) - fixed[1]  # (nan stays nan)
@@ -670,7 +675,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         from .._vw._vwmodel import write_vw_oaa_model
 
         write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names,
-                           job.get("generation"))
+                           job.get("generation"), job.get("indexing"))
     if not quiet and not test:  # (the job's counts: every worker's sums)
         from .._vw._vwreport import closing_block, holdout_on
 
@@ -705,7 +710,7 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     rows, cols = rows.ravel()[keep], [c[keep] for c in cols]
     info = {"pass_totals": [[*map(float, t[:9]), 0.0] for t in totals],  # (no label sum)
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
-            "vw_rates": job.get("rates"), "vw_t0": t0}
+            "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing")}
     out = vw_counters(info["pass_totals"], progress)
     info["vw_counters_out"] = dict(out, t=out["t"] + t0)
     bits = parse.bits + shift
@@ -725,8 +730,10 @@ def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
     from .._vw._vwtext import feature_names, write_readable
 
     shift = (k - 1).bit_length()
-    extra = [f"--oaa {k}"] + ([f"--named_labels {','.join(job['names'])}"]
-                              if job["names"] else [])
+    extra = ([f"--oaa {k}"] + ([f"--named_labels {','.join(job['names'])}"]
+                               if job["names"] else [])
+             + ([f"--indexing {job['indexing']}"] if job.get("indexing") is not None
+                else []))
     only = bool(job.get("predict_only"))
     if job.get("readable"):
         write_readable(model, job["readable"], counters=not only, predict_only=only,

@@ -91,6 +91,7 @@ def c_path(args: argparse.Namespace) -> str | None:
          f"--loss_function {args.loss}"),
         (bool(getattr(args, "probabilities", False)), "--probabilities"),
         (bool(getattr(args, "scores", False)), "--scores"),
+        (getattr(args, "indexing", None) is not None, "--indexing"),
     )
     for off, flag in checks:
         if off:
