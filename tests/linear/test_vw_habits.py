@@ -91,6 +91,23 @@ def test_invert_hash_with_predict_only_model_is_vws(tmp_path, capfd, monkeypatch
     assert (tmp_path / "ts.inv").read_text() == want
 
 
+def test_invert_hash_of_weights_the_data_does_not_name_is_vws(tmp_path, capfd,
+                                                              monkeypatch):
+    """``-i A --invert_hash`` on data without some of A's features: VW writes their
+    weights by index alone, without a name."""
+    _data(tmp_path / "d.vw")
+    run_vw(["-d", "d.vw", "-q", "ac", "-f", "a.m", "--quiet"], tmp_path)
+    (tmp_path / "few.vw").write_text("1 |a x1 y2\n-1 |c z3\n")
+    args = ["-d", "few.vw", "-i", "a.m", "--quiet", "--invert_hash"]
+    run_vw([*args, "vw.inv"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.inv"], tmp_path, monkeypatch)
+    assert code == 0, err
+    want = (tmp_path / "vw.inv").read_text()
+    assert "a^x1:" in want and any(ln.count(":") == 1 and ln[0].isdigit()
+                                   for ln in want.splitlines())
+    assert (tmp_path / "ts.inv").read_text() == want
+
+
 def test_string_feature_values_are_vws_name_caret_value(tmp_path, capfd, monkeypatch):
     """``color:red`` is VW 9's feature ``color^red`` (value 1, the value hashed with the
     name's hash as seed), in predictions, -q and --invert_hash; ``nan`` and ``2a`` stay

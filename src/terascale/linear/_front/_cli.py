@@ -139,6 +139,11 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                         "binary learner per class, the prediction is the best-scoring class")
     t.add_argument("--probabilities", action="store_true",
                    help="with --oaa and logistic loss: -p writes each class's probability")
+    t.add_argument("--indexing", type=int, choices=(0, 1), default=None,
+                   help="with --oaa: classes 0..K-1 or 1..K from the start (VW's "
+                        "--indexing; by default the first label 0 or K decides)")
+    t.add_argument("--scores", action="store_true",
+                   help="with --oaa: -p writes each class's score (VW's --scores)")
     t.add_argument("--mem", type=int, default=15, dest="memory", help="L-BFGS memory")
     t.add_argument("--normalize", nargs="?", const="std", default="auto", metavar="MODE",
                    help="with --bfgs/--cg: regularize the numeric columns standardized "

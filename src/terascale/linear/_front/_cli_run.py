@@ -163,6 +163,10 @@ def train(args: argparse.Namespace) -> int:
         elif not args.quiet and not args.initial:
             _differences(options)
 
+    if getattr(args, "indexing", None) is not None and not args.oaa:
+        raise ConfigError("--indexing goes with --oaa K (VW keeps it in the model of the "
+                          "binary learner too, where it means nothing; terascale refuses "
+                          "it there)")
     if args.testonly and args.oaa is None:  # (--oaa -t: its K learners score the data)
         return _test_only(args, paths, how, opening)
     _check_output(args.model, "-f", stream=False)
@@ -177,6 +181,8 @@ def train(args: argparse.Namespace) -> int:
                           "`terascale linear predict DATA -i MODEL -p FILE`")
     if args.probabilities and not args.oaa:
         raise ConfigError("--probabilities goes with --oaa K (each class's probability)")
+    if getattr(args, "scores", False) and not args.oaa:
+        raise ConfigError("--scores goes with --oaa K (each class's score)")
     if args.oaa is not None:
         from ._oaa import train_oaa
 

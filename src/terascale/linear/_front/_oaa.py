@@ -26,6 +26,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ def _open_text(path: str) -> Any:
     return open(path, encoding="utf-8", errors="surrogateescape")
 
 
-def _label(line: str, where: str, names: dict[str, int] | None = None
+def _label(line: str, where: str, names: dict[str, int] | None = None, say: bool = True
            ) -> tuple[float, str, str, str]:
     """(class label or nan, the label's text, the rest of the line, the tag) of one VW
     line (``names``: --named_labels, each name's class 1..K)."""
@@ -55,7 +56,8 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
     if names is not None and tokens[0] not in names:
         # VW's named-label dictionary reads a name it lacks as class 0 (which makes the
         # classes 0-indexed, as a label 0 does), and warns
-        print(f"[warning] Missing named label '{tokens[0]}'", file=sys.stderr)
+        if say:  # (on standard output, as VW's, unless --quiet)
+            print(f"[warning] Missing named label '{tokens[0]}'")
         start = line.index(tokens[0])
         return 0.0, tokens[0], line[start + len(tokens[0]):], tag
     try:
@@ -63,9 +65,9 @@ def _label(line: str, where: str, names: dict[str, int] | None = None
     except ValueError:
         raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
                         f"1..K (--oaa)") from None
-    if y < 0 or y != int(y):  # (VW reads -1 as the unsigned 4294967295: no class)
+    if y != int(y):  # (VW's parser refuses a label with a fraction too)
         raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
-                        f"1..K (--oaa; VW reads it as an unsigned integer)")
+                        f"1..K (--oaa: an integer)")
     start = line.index(tokens[0])
     return y, tokens[0], line[start + len(tokens[0]):], tag
 
@@ -96,9 +98,6 @@ def _names(args: argparse.Namespace, k_classes: int) -> list[str] | None:
     if len(names) != k_classes or len(set(names)) != k_classes or not all(names):
         raise ConfigError(f"--named_labels {spec}: {k_classes} distinct names for --oaa "
                           f"{k_classes}, separated by commas")
-    if getattr(args, "probabilities", False):
-        raise ConfigError("--named_labels with --probabilities is not supported by "
-                          "terascale vw")
     return names
 
 
@@ -123,7 +122,12 @@ def _probabilities(scores: np.ndarray) -> np.ndarray:
     return p * (np.float32(1.0) / total)[:, None]
 
 
-def _format(row: np.ndarray, base: int) -> str:
+def _format(row: np.ndarray, base: int, names: list[str] | None = None) -> str:
+    """VW's ``-p`` line of ``--probabilities``: each class (its name with
+    ``--named_labels``: class 0 has none) and its probability."""
+    if names is not None:
+        return " ".join(f"{_class(c + base, names)}:{float(v):.6g}"
+                        for c, v in enumerate(row))
     return " ".join(f"{c + base}:{float(v):.6g}" for c, v in enumerate(row))
 
 
@@ -134,23 +138,35 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     k_classes = int(args.oaa)
     if k_classes < 2:
         raise ConfigError(f"--oaa {k_classes}: needs at least 2 classes")
-    if args.nprocs != 1 and (args.predictions or args.probabilities):
-        raise ConfigError("--oaa with -n N: -p/--probabilities need -n 1 (progressive "
-                          "predictions come from one learner in input order); train with "
-                          "-n N and -f, then predict with -i MODEL -t")
-    if args.readable_model or args.invert_hash:
-        raise ConfigError("--oaa: --readable_model and --invert_hash are not supported "
-                          "with one-against-all (predictions: -p; -f writes VW's model)")
+    if args.probabilities and getattr(args, "scores", False):
+        args.scores = False  # (VW: --probabilities rules)
+    if args.nprocs != 1 and (args.predictions or args.probabilities
+                             or getattr(args, "scores", False)):
+        raise ConfigError("--oaa with -n N: -p/--probabilities/--scores need -n 1 "
+                          "(progressive predictions come from one learner in input "
+                          "order); train with -n N and -f, then predict with -i MODEL -t")
+    if (args.readable_model or args.invert_hash) and args.nprocs != 1 and not args.testonly:
+        raise ConfigError("--oaa: --readable_model and --invert_hash need one worker "
+                          "(-f writes VW's model)")
     names = _names(args, k_classes)
     start = _initial(args, k_classes) if args.initial else None
+    if start is not None and getattr(args, "indexing", None) is None:
+        args.indexing = start[0].info.get("indexing")  # (VW keeps --indexing)
     if start is not None:  # VW's model sets -b (and the loss, unless given)
         options = dict(options, bits=start[0].parse.bits + (k_classes - 1).bit_length(),
                        loss=args.loss or start[0].loss)
+        for k, v in start[0].info["vw_rates"].items():  # (and -l, --power_t it kept)
+            if not getattr(args, f"{k}_given", True):
+                options[k] = v
+                args._model_rates = {**getattr(args, "_model_rates", {}), k: v}
     if args.model and getattr(args, "model_format", None) == "terascale":
         raise ConfigError("--oaa -f writes VW's one-against-all model only "
                           "(--model-format vw)")
-    if args.probabilities and loss_spec(options["loss"]).link != "logistic":
-        raise ConfigError("--probabilities needs --loss_function logistic (as in VW)")
+    if (args.probabilities and loss_spec(options["loss"]).link != "logistic"
+            and not args.quiet):
+        # (VW's --probabilities takes each score's logistic whatever the loss, and warns)
+        print(f"[warning] --probabilities should be used only with --loss_function="
+              f"logistic, currently using: {options['loss']}")
     if opening is not None:  # the preamble, once the options are known to be good
         opening()
     shift = (k_classes - 1).bit_length()
@@ -177,10 +193,13 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
 
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-")
     try:
-        data = paths if names is None else _numbered(paths, k_classes, names, tmp)
+        data = paths if names is None else _numbered(paths, k_classes, names, tmp,
+                                                          not args.quiet)
         job = json.dumps({"data": data, "paths": paths, "options": options, "k": k_classes,
                           "names": names, "model": args.model, "quiet": bool(args.quiet),
                           "probabilities": False, "initial": args.initial,
+                          "rates": _rates(args), "indexing": getattr(args, "indexing", None),
+                          "predict_only": bool(getattr(args, "predict_only_model", False)),
                           **_vw_run(args)})
         # forked from here once the learner is loaded (_warm.forking), or programs
         fork = forking(lambda: _oaa_worker(job), options)
@@ -210,6 +229,7 @@ def split_oaa(model: Any, k_classes: int) -> list[Any]:
     from .._model import LinearModel
 
     shift = (k_classes - 1).bit_length()
+    counters = model.info.get("vw_counters") or {}
     idx = model.indices.astype(np.uint64)
     cls = (idx & np.uint64((1 << shift) - 1)).astype(np.int64)
     parse = dataclasses.replace(model.parse, bits=model.parse.bits - shift)
@@ -225,8 +245,18 @@ def split_oaa(model: Any, k_classes: int) -> list[Any]:
             adaptive = (g2[sel], nrm[sel], state)
         out.append(LinearModel(indices=(idx[sel] >> np.uint64(shift)).astype(np.uint32),
                                weights=model.weights[sel], parse=parse, loss=model.loss,
-                               adaptive=adaptive))
+                               adaptive=adaptive,
+                               info={"vw_counters": counters,
+                                     "vw_rates": model.info.get("vw_rates") or {},
+                                     "indexing": model.info.get("indexing")}))
     return out
+
+
+def _rates(args: argparse.Namespace) -> dict[str, float]:
+    """The ``-l``/``--power_t`` VW keeps in its save_resume model's options."""
+    from ._cli_run import _rates as rates
+
+    return dict(rates(args))
 
 
 def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
@@ -252,10 +282,11 @@ def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
     return split_oaa(model, k_classes)
 
 
-def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str) -> list[str]:
+def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str,
+              say: bool = True) -> list[str]:
     """--named_labels: the input once more with each name replaced by its class number
-    (1..K; a label that is not a name is class 0, with VW's warning), so that the data is
-    parsed as numbered classes; one copy, whatever K."""
+    (1..K; a label that is not a name is class 0, with VW's warning where ``say``), so
+    that the data is parsed as numbered classes; one copy, whatever K."""
     table = {n: c for c, n in enumerate(names, 1)}
     out = []
     for n, path in enumerate(paths):
@@ -265,7 +296,7 @@ def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str) 
             lines: list[str] = []
             for i, line in enumerate(f, 1):
                 if line.strip():
-                    y, _, rest, _ = _label(line, f"{path}:{i}", table)
+                    y, _, rest, _ = _label(line, f"{path}:{i}", table, say)
                     if not math.isnan(y):
                         line = f"{int(y)}{rest}"
                 lines.append(line)
@@ -277,45 +308,78 @@ def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str) 
     return out
 
 
+def _unsigned(labels: np.ndarray) -> np.ndarray:
+    """Integer labels as VW's multiclass parser reads them: a C int taken as unsigned
+    (modulo 2**32: -2 is the class 4294967294, which no learner has, a mistake whatever
+    the prediction); 4294967295 (-1) is VW's "no class", an unlabelled example (NaN),
+    whatever its importance weight."""
+    lab = labels.astype(np.float64)
+    if ((lab < 0) | (lab >= 4294967295.0)).any():
+        lab = np.mod(lab, 4294967296.0)
+        lab[lab == 4294967295.0] = np.nan
+    return lab
+
+
 def _bad_label(paths: list[str], k_classes: int) -> None:
-    """Raise the DataError of the first line whose label is not a class number (its file
+    """Raise the DataError of the first line whose label is not an integer (its file
     and line), reading the text again: only after the parser's labels showed one."""
     for path in paths:
         with _open_text(path) as f:
             for i, line in enumerate(f, 1):
                 if line.strip():
                     _label(line, f"{path}:{i}")
-    raise DataError(f"{', '.join(paths)}: a multiclass label is not a class number 1..K "
+    raise DataError(f"{', '.join(paths)}: a multiclass label is not an integer "
                     f"(--oaa {k_classes})")
 
 
 class _Indexing:
     """VW's oaa reads labels 1..K until a label 0 (then 0..K-1 from that example on) or a
-    label K (1..K for good) decides; each example is predicted with the classes as they
-    were before its label was read, and learned (and named by --probabilities) as they
-    are after it."""
+    label K (1..K for good) of an example it learns from decides (a held-out one does
+    not); each example is predicted with the classes as they were before its label was
+    read, and learned (and named by --probabilities) as they are after it."""
 
-    def __init__(self, k_classes: int, say: bool) -> None:
+    def __init__(self, k_classes: int, say: bool, given: int | None = None) -> None:
         self.k, self.say = k_classes, say
-        self.state = 2  # 2: undecided (classes 1..K meanwhile); then 0 or 1
+        # 2: undecided (classes 1..K meanwhile); then 0 or 1 (--indexing: from the start)
+        self.state = 2 if given is None else int(given)
         self.first_after: int | None = None
+        #: VW's lines on standard output the block's examples came with (its [info] on
+        #: the decision, its warnings on labels out of range), each with its example
+        self.notes: list[tuple[int, str]] = []
 
-    def block(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(each example's first class number when predicted, and once its label is read)."""
+    def block(self, labels: np.ndarray, hold: np.ndarray, first: bool = True
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """(each example's first class number when predicted, and once its label is read)
+        of a block whose held-out examples are ``hold``; ``first``: of the first pass
+        (the later passes keep the classes as it ended with them)."""
         n = len(labels)
         now = 0 if self.state == 0 else 1
         before, after = np.full(n, now, np.int64), np.full(n, now, np.int64)
-        if self.state == 2:
-            hit = np.flatnonzero((labels == 0) | (labels == self.k))
+        states = np.full(n, self.state, np.int64)
+        learnt = ~np.isnan(labels) & ~hold
+        if self.state == 2 and first:
+            hit = np.flatnonzero(((labels == 0) | (labels == self.k)) & learnt)
             if len(hit):
                 j = int(hit[0])
-                self.state = 0 if labels[j] == 0 else 1
+                self.state = states[j:] = 0 if labels[j] == 0 else 1
                 before[j + 1:] = after[j:] = self.state
                 if self.say:
-                    print(f"[info] label {'0' if self.state == 0 else self.k} found -- "
-                          f"labels are now considered {self.state}-indexed.")
+                    self.notes.append((j, f"[info] label "
+                                          f"{'0' if self.state == 0 else self.k} found -- "
+                                          f"labels are now considered "
+                                          f"{self.state}-indexed."))
         if self.first_after is None and n:
             self.first_after = int(after[0])
+        if self.say:  # VW's warning for each label out of the classes' range it learns
+            k = self.k
+            out = learnt & (((states == 0) & (labels >= k))
+                            | ((states == 1) & ((labels < 1) | (labels > k))))
+            for j in np.flatnonzero(out).tolist():
+                lo, hi, how = (0, k - 1, 0) if states[j] == 0 else (1, k, 1)
+                self.notes.append((j, f"[warning] label {int(labels[j])} is not in "
+                                      f"{{{lo},{hi}}}. This won't work for {how}-indexed "
+                                      f"actions."))
+            self.notes.sort(key=lambda t: t[0])  # (stable: the [info] line first)
         return before, after
 
     @property
@@ -326,9 +390,14 @@ class _Indexing:
 
 class _Table:
     """VW's progress table of --oaa, line by line as the blocks are learned, and the
-    sums of each pass for its closing block."""
+    sums of each pass for its closing block; with ``probabilities`` (``--probabilities``)
+    VW's columns and losses of it: the predicted class with its probability (``2(38%)``),
+    an unlabelled example's label as VW's unsigned ``4294967295`` (and counted a mistake,
+    as VW's 0/1 loss of it counts it), and the multiclass log loss of the closing
+    block."""
 
-    def __init__(self, quiet: bool, holdout: bool, names: list[str] | None) -> None:
+    def __init__(self, quiet: bool, holdout: bool, names: list[str] | None,
+                 probabilities: bool = False, scores: bool = False) -> None:
         from .._online._progress import Progress
 
         self.prog = None if quiet else Progress(sys.stderr)
@@ -339,39 +408,94 @@ class _Table:
             self.prog.header()
             self.due = self.prog.first_due()
         self.passes: list[np.ndarray] = []
+        self.probabilities, self.scores = probabilities, scores
+        #: VW's multiclass log loss sums: of the examples learned from, and of its test
+        #: examples (held out, or unlabelled)
+        self.log_loss = np.zeros(2)
 
     def block(self, p: int, truth: np.ndarray, pred: np.ndarray, weight: np.ndarray,
-              hold: np.ndarray, feats: np.ndarray) -> None:
+              hold: np.ndarray, feats: np.ndarray, probs: np.ndarray | None = None,
+              first: np.ndarray | None = None, notes: Sequence[tuple[int, str]] = ()
+              ) -> None:
         """Pass ``p``'s block: the labels (NaN: none), predicted classes, importance
-        weights, the holdout and each example's feature count."""
+        weights, the holdout and each example's feature count; with ``probabilities``
+        each class's probability and each example's first class number once its label
+        was read (``first``; ``--scores``: each class's score); ``notes``: VW's lines on standard output and the
+        example before whose line each comes, in order."""
         if len(self.passes) <= p:
             self.passes.append(np.zeros(9))
         w = weight.astype(np.float64)
         labelled = ~np.isnan(truth)
-        loss = np.where((pred != truth) & labelled, w, 0.0)  # VW's: a mistake's weight
-        counted = ~labelled | ~hold  # (VW holds out labelled examples only)
-        learnt, held = labelled & ~hold, labelled & hold
+        held = labelled & hold  # (VW holds out labelled examples only)
+        counted, learnt = ~held, labelled & ~hold
+        if probs is None:
+            loss = np.where((pred != truth) & labelled, w, 0.0)  # VW's: a mistake's weight
+        else:  # (an unlabelled example's class, VW's 4294967295, is never the predicted)
+            loss = np.where(pred != truth, w, 0.0)
+            if self.probabilities:
+                ll = _log_losses(probs, truth, first, weight)
+                test = hold | ~labelled  # (VW's test_only)
+                self.log_loss += (ll[~test].sum(), ll[test].sum())
         t = self.passes[p]
-        t += (loss[~hold].sum(), w[learnt].sum(), loss[hold].sum(), w[held].sum(),
+        t += (loss[counted].sum(), w[learnt].sum(), loss[held].sum(), w[held].sum(),
               len(truth), 0.0, w[~labelled].sum(), counted.sum(), feats[counted].sum())
-        cum = self.cum + np.stack([np.cumsum(np.where(learnt, loss, 0.0)),
+        cum = self.cum + np.stack([np.cumsum(np.where(counted, loss, 0.0)),
                                    np.cumsum(np.where(learnt, w, 0.0)),
                                    np.cumsum(np.where(held, loss, 0.0)),
                                    np.cumsum(np.where(held, w, 0.0))], axis=1)
         cum_w = self.cum_w + np.cumsum(np.where(counted, w, 0.0), dtype=np.float64)
         cum_n = self.cum_n + np.cumsum(counted)
-        prog = self.prog
+        prog, said = self.prog, 0
         while prog is not None:
             at = int(np.searchsorted(cum_w, self.due))
             if at >= len(truth):
                 break
+            while said < len(notes) and at >= notes[said][0]:
+                _say(notes[said][1])
+                said += 1
+            text = None
+            if probs is not None and prog.names is not None:
+                # (VW names the label, and reads the predicted class where its
+                # probabilities are: no class's name, ``unknown``)
+                k = len(prog.names)
+                text = (prog.names[int(truth[at]) - 1] if 1 <= truth[at] <= k
+                        else "unknown", "unknown")
+            elif probs is not None:  # (VW prints the label as its unsigned integer)
+                pct = float(np.float32(100) * probs[at].max())
+                text = ("4294967295" if np.isnan(truth[at]) else f"{int(truth[at])}",
+                        f"{int(pred[at])}({pct:2.0f}%)" if self.probabilities
+                        else f"{int(pred[at])}")
             prog.passes = p
             prog.line(cum[at], prog.prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
-                      float(pred[at]), int(feats[at]), classes=True)
+                      float(pred[at]), int(feats[at]), classes=True, text=text)
             prog.prev = cum[at]
             self.due = prog.next_due(float(cum_w[at]))
+        for _, line in notes[said:]:
+            _say(line)
         if len(truth):
             self.cum, self.cum_w, self.cum_n = cum[-1], float(cum_w[-1]), int(cum_n[-1])
+
+
+def _say(line: str) -> None:
+    """VW's line on stdout (``[info]``, ``[warning]``), between the table's on stderr."""
+    sys.stderr.flush()
+    print(line, flush=True)
+
+
+def _log_losses(probs: np.ndarray, truth: np.ndarray, first: np.ndarray | None,
+                weight: np.ndarray) -> np.ndarray:
+    """VW's multiclass log loss of each example, in float: minus the log of the
+    probability of its class (VW's unsigned label, less 1 unless the classes are
+    0-indexed, modulo K: an unlabelled example's 4294967295 picks one), times its weight;
+    999 where that probability is 0 (not weighted, as in VW)."""
+    n, k = probs.shape
+    lab = np.where(np.isnan(truth), 4294967295.0, truth).astype(np.int64)
+    shift = np.ones(n, np.int64) if first is None else (first != 0).astype(np.int64)
+    idx = ((lab - shift) % (1 << 32)) % k
+    p = probs[np.arange(n), idx]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ll = (-np.log(p.astype(np.float64))).astype(np.float32) * weight.astype(np.float32)
+    return np.where(p > 0, ll, np.float32(999)).astype(np.float64)
 
 
 def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
@@ -384,22 +508,28 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
     out = raw = None
     try:
-        data = paths if names is None else _numbered(paths, k_classes, names, tmp)
+        data = paths if names is None else _numbered(paths, k_classes, names, tmp,
+                                                          not args.quiet)
         out = AtomicText(args.predictions) if args.predictions else None
         raw_path = getattr(args, "raw_predictions", None)
         raw = AtomicText(raw_path) if raw_path else None
 
         def write(blk: Any, s: np.ndarray, pred: np.ndarray, before: np.ndarray,
-                  after: np.ndarray) -> None:
+                  after: np.ndarray, probs: np.ndarray | None) -> None:
             if out is not None:
-                _write_block(out, bool(args.probabilities), blk, s, pred, after, names)
-            if raw is not None:
+                _write_block(out, probs, blk, pred, after, names)
+            if raw is not None and probs is None:  # (VW's -r is empty with --probabilities)
                 _write_lines(raw, blk, [_raw_line(r, b) for r, b in zip(s, before.tolist())])
 
         job = {"data": data, "paths": paths, "options": options, "k": k_classes,
-               "names": names, "model": None if args.testonly else args.model,
+               "names": names, "model": args.model,
                "quiet": bool(args.quiet), "probabilities": bool(args.probabilities),
-               "test": bool(args.testonly), **_vw_run(args)}
+               "scores": bool(getattr(args, "scores", False)),
+               "test": bool(args.testonly), "readable": args.readable_model,
+               "invert": args.invert_hash, "rates": _rates(args),
+               "indexing": getattr(args, "indexing", None),
+               "predict_only": bool(getattr(args, "predict_only_model", False)),
+               **_vw_run(args)}
         run_oaa(job, start, write)
         for f in (out, raw):
             if f is not None:
@@ -419,8 +549,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     """Train the K learners of ``job`` on this worker's shard (every worker of a job
     with ``comm``: after each pass each class's learner is averaged over the workers as
     the binary learner's is, and rank 0 writes the model); ``write(block, scores,
-    predicted classes, first class numbers before and after each label was read)`` gets
-    each block's progressive predictions.
+    predicted classes, first class numbers before and after each label was read, each
+    class's probability or None)`` gets each block's progressive predictions.
 
     ``job``: ``data`` (the files, classes numbered), ``paths`` (as the user named them),
     ``options`` (``TrainOptions``' fields, ``bits`` each learner's), ``k``, ``names``,
@@ -452,26 +582,26 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     passes = 1 if test else opts.passes
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
     quiet = job["quiet"] or rank > 0
-    index = _Indexing(k_classes, say=not quiet)
-    table = _Table(quiet, bool(period) and passes > 1, names)  # (rank 0's shard's lines)
+    index = _Indexing(k_classes, say=not quiet, given=job.get("indexing"))
+    probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
+    table = _Table(quiet, bool(period) and passes > 1, names,  # (rank 0's shard's lines)
+                   probabilities, scores)
     job_totals: list[np.ndarray] = []  # each pass's sums over every worker
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
     rate = np.float32(opts.learning_rate)
     fixed: list[np.ndarray] = []  # each block's first class numbers (predicted, learned)
+    labels = [np.zeros(0)]  # the block's classes, as VW reads them (_unsigned)
     at = [0]  # the pass under way
 
-    def targets(blk: Any) -> np.ndarray:
-        lab = blk.labels
-        if (~np.isnan(lab) & ((lab < 0) | (lab != np.floor(lab)))).any():
+    def targets(blk: Any, hold: np.ndarray) -> np.ndarray:
+        if (~np.isnan(blk.labels) & (blk.labels != np.floor(blk.labels))).any():
             _bad_label(job["data"], k_classes)
+        lab = labels[0] = _unsigned(blk.labels)
         if test:  # (NaN: every learner scores the example, none learns)
-            fixed[:] = [np.ones(len(lab), np.int64)] * 2
-            return np.full(len(lab), np.nan)
-        if at[0] == 0:
-            fixed[:] = index.block(lab)
-        else:  # (later passes: the classes as the first pass ended with them)
             fixed[:] = [np.full(len(lab), index.base, np.int64)] * 2
+            return np.full(len(lab), np.nan)
+        fixed[:] = index.block(lab, hold, at[0] == 0)
         return lab.astype(np.float64) - fixed[1]  # (nan stays nan)
 
     for p in range(passes):
@@ -484,17 +614,21 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             before, after = fixed
             # the first of equal scores, as VW; predicted with the classes numbered as
             # before the label was read (--probabilities names them as after it)
-            pred = np.argmax(s, axis=1) + (after if job["probabilities"] else before)
-            table.block(p, blk.labels.astype(np.float64), pred, blk.weights, sc.hold,
-                        np.diff(blk.indptr))
+            pred = np.argmax(s, axis=1) + (after if probabilities or scores else before)
+            probs = (_probabilities(s) if probabilities
+                     else s.astype(np.float32) if scores else None)
+            table.block(p, labels[0], pred, blk.weights, sc.hold,
+                        np.diff(blk.indptr), probs, after, index.notes)
+            index.notes = []
             if write is not None:
-                write(blk, s, pred, before, after)
-        if p == 0 and passes > 1 and index.first_after not in (None, index.base):
+                write(blk, s, pred, before, after, probs)
+        if (size > 1 and p == 0 and passes > 1
+                and index.first_after not in (None, index.base)):
             raise DataError(f"{', '.join(job['paths'])}: the first label 0 comes after "
                             f"other labels: VW's --oaa then reads the labels before it as "
                             f"1..K in the first pass and as 0..K-1 in later ones, which "
-                            f"terascale does not reproduce; write classes 1..K, or train "
-                            f"one pass")
+                            f"the workers of -n N, each deciding on its shard, do not "
+                            f"reproduce; write classes 1..K, train one pass, or -n 1")
         if size > 1:  # each class's learner averaged at the end of the pass
             for c in range(k_classes):
                 w, g2, nrm, state = learners.views(c)
@@ -512,30 +646,124 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
 
             t = table.passes[0] if table.passes else np.zeros(9)
             print(test_block(int(t[4]), float(t[1]), float(t[0]), float(t[1] + t[6]),
-                             label_sum=0.0, features=int(t[8])), file=sys.stderr)
-        return
+                             label_sum=0.0, features=int(t[8]),
+                             log_loss=_log_loss_text(table, [t], False)), file=sys.stderr)
+        if not (job["model"] or job.get("readable") or job.get("invert")):
+            return
+    readable = bool(job.get("readable") or job.get("invert"))
+    t0 = float((start[0].info.get("vw_counters") or {}).get("t") or 0.0) if start else 0.0
+    parse = start[0].parse if start is not None else opts.parse_options()
+    prog = table.prog
+    progress = None if prog is None else [float(table.due), float(prog.prev[0]),
+                                          float(prog.prev[1])]
+    only = bool(job.get("predict_only"))
+    if not only and rank == 0 and (readable or job["model"]):
+        # VW's save_resume form: the weights as VW keeps them, L1/L2 not applied
+        model = _interleaved(job, learners, parse, opts.loss,
+                             job_totals if size > 1 else table.passes, progress, t0)
+        if readable:
+            _write_readable(job, model, parse, k_classes, test)
+        if job["model"]:
+            from .._vw._vwmodel import write_vw_oaa_resume
+
+            write_vw_oaa_resume(model, job["model"], k_classes, names, bare=test)
     learners.finish()
-    if job["model"] and rank == 0:
+    if only and readable:  # (L1/L2 applied, the nonzero weights)
+        _write_readable(job, _interleaved(job, learners, parse, opts.loss, table.passes,
+                                          progress, t0), parse, k_classes)
+    if only and job["model"] and rank == 0:
         from .._vw._vwmodel import write_vw_oaa_model
 
-        parse = start[0].parse if start is not None else opts.parse_options()
         write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names,
-                           job.get("generation"))
-    if not quiet:  # (the job's counts: every worker's sums)
+                           job.get("generation"), job.get("indexing"))
+    if not quiet and not test:  # (the job's counts: every worker's sums)
         from .._vw._vwreport import closing_block, holdout_on
 
         totals = [list(map(float, t)) for t in (job_totals if size > 1 else table.passes)
                   ] or [[0.0] * 9]
+        holdout = holdout_on({**options, "passes": passes})
         print(closing_block({"pass_totals": totals, "vw_preserved": job.get("preserved"),
-                             "holdout": holdout_on({**options, "passes": passes}),
-                             "examples": int(totals[0][4])}), file=sys.stderr)
+                             "holdout": holdout, "examples": int(totals[0][4]),
+                             "multiclass_log_loss": _log_loss_text(table, totals, holdout)}),
+              file=sys.stderr)
 
 
-def _write_block(out: Any, probabilities: bool, blk: Any, s: np.ndarray,
-                 pred: np.ndarray, after: np.ndarray, names: list[str] | None) -> None:
-    """One block's lines of VW's ``-p`` of ``--oaa`` (see :func:`_write_predictions`)."""
-    if probabilities:
-        text = [_format(r, b) for r, b in zip(_probabilities(s), after.tolist())]
+def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
+                 totals: list[Any], progress: list[float] | None, t0: float) -> Any:
+    """The K learners as one VW model of ``--oaa K``, as VW keeps them: class c's row
+    (weight, adaptive sum, normalizer) of feature i at ``i * 2**s + c`` (s =
+    ceil(log2 K)) over VW's 2**b weights (the rows not all 0, as VW writes them), the
+    first class's learner state, and the run's counters (``totals``: its per-pass sums;
+    ``progress``: where its table stopped; ``t0``: -i's ``t``, which VW carries on);
+    ``feats``: the features with a row."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from .._vw._vwtext import vw_counters
+
+    k, a = learners.k, learners.arrays
+    shift = (k - 1).bit_length()
+    feats = np.flatnonzero((a != 0).any(axis=(0, 2))).astype(np.uint64)
+    rows = (feats[:, None] << np.uint64(shift)) + np.arange(k, dtype=np.uint64)
+    cols = [np.ascontiguousarray(a[:, feats, j].T).ravel() for j in range(3)]
+    keep = (cols[0] != 0) | (cols[1] != 0) | (cols[2] != 0)  # (VW's rows: not all 0)
+    rows, cols = rows.ravel()[keep], [c[keep] for c in cols]
+    info = {"pass_totals": [[*map(float, t[:9]), 0.0] for t in totals],  # (no label sum)
+            "vw_progress": progress, "vw_generation": job.get("generation") or {},
+            "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing")}
+    out = vw_counters(info["pass_totals"], progress)
+    info["vw_counters_out"] = dict(out, t=out["t"] + t0)
+    bits = parse.bits + shift
+    return SimpleNamespace(indices=rows, weights=cols[0], bits=bits, loss=loss,
+                           parse=dataclasses.replace(parse, bits=bits), info=info,
+                           adaptive=(cols[1], cols[2], learners.states[0]), feats=feats)
+
+
+def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
+                    bare: bool = False) -> None:
+    """VW's ``--readable_model``/``--invert_hash`` of ``--oaa K`` (``model``:
+    :func:`_interleaved`): its save_resume text, with ``--oaa K`` among the header's
+    options, each name of ``--invert_hash`` with ``[c]`` after it for class c > 0;
+    ``bare``: each nonzero weight without its sums (VW's text after a ``-t`` run)."""
+    from types import SimpleNamespace
+
+    from .._vw._vwtext import feature_names, write_readable
+
+    shift = (k - 1).bit_length()
+    extra = ([f"--oaa {k}"] + ([f"--named_labels {','.join(job['names'])}"]
+                               if job["names"] else [])
+             + ([f"--indexing {job['indexing']}"] if job.get("indexing") is not None
+                else []))
+    only = bool(job.get("predict_only"))
+    if job.get("readable"):
+        write_readable(model, job["readable"], counters=not only, predict_only=only,
+                       options=extra, bare=bare)
+    if job.get("invert"):
+        base = feature_names(job["paths"], SimpleNamespace(parse=parse, indices=model.feats))
+        names = {(h << shift) + c: f"{n}[{c}]" if c else n
+                 for h, n in base.items() for c in range(k)}
+        write_readable(model, job["invert"], names, counters=not only, predict_only=only,
+                       options=extra, bare=bare)
+
+
+def _log_loss_text(table: _Table, totals: list[Any], holdout: bool) -> str | None:
+    """VW's ``average multiclass log loss`` of a ``--probabilities`` run (None without):
+    the log loss of the examples learned from, or with a holdout of its test examples,
+    over the labelled weight learned from."""
+    if not table.probabilities:
+        return None
+    from .._vw._vwreport import multiclass_log_loss
+
+    return multiclass_log_loss(float(table.log_loss[1 if holdout else 0]),
+                               sum(float(t[1]) for t in totals), holdout)
+
+
+def _write_block(out: Any, probs: np.ndarray | None, blk: Any, pred: np.ndarray,
+                 after: np.ndarray, names: list[str] | None) -> None:
+    """One block's lines of VW's ``-p`` of ``--oaa``: each class's probability
+    (``probs``, ``--probabilities``), else the predicted class, each with its tag."""
+    if probs is not None:
+        text = [_format(r, b, names) for r, b in zip(probs, after.tolist())]
     elif names is None:
         if len(pred) and 0 <= pred.min() and pred.max() < 1 << 24:  # (exact in float32)
             # the class numbers as VW's -p numbers (an integer's digits) and the block's

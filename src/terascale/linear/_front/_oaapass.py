@@ -150,10 +150,10 @@ class Scored:
 
 
 def oaa_pass(blocks: Iterator[Block], learners: Learners,
-             targets: Callable[[Block], np.ndarray], kind: int, eta: float, power_t: float,
+             targets: Callable[[Block, np.ndarray], np.ndarray], kind: int, eta: float, power_t: float,
              l1: float, l2: float, period: int) -> Iterator[Scored]:
     """One online pass of the K learners: for each block, each learner predicts every
-    example and learns from it (learner c with the labels ``targets(block) == c``: +1,
+    example and learns from it (learner c with the labels ``targets(block, hold) == c``: +1,
     else -1; NaN targets: unlabelled, predicted only); yields each block's scores.
 
     Parameters
@@ -164,7 +164,8 @@ def oaa_pass(blocks: Iterator[Block], learners: Learners,
         The K learners, updated in place.
     targets
         Each example's class index 0..K-1 (float; -1 or any other value: no learner's
-        class, every learner sees -1; NaN: unlabelled).
+        class, every learner sees -1; NaN: unlabelled), given the block and which of its
+        examples are held out.
     kind, eta, power_t, l1, l2
         The binary learner's loss code (``TrainOptions.online_kind``), learning rate (this
         pass's), decay and regularization, as :func:`.._online._update.online_chunk` takes
@@ -178,7 +179,7 @@ def oaa_pass(blocks: Iterator[Block], learners: Learners,
     for blk in blocks:
         n = len(blk)
         hold = holdout_mask(blk.start, n, period)
-        t = targets(blk)
+        t = targets(blk, hold)
         scores = np.empty((k, n))
         if l1 > 0.0 or l2 > 0.0:  # the learners share the lazy L1/L2: example by example
             oaa_chunk(blk.indptr, blk.indices, blk.values, t, blk.weights, hold,

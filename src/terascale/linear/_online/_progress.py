@@ -101,23 +101,26 @@ class Progress:
 
     def line(self, acc: np.ndarray, prev: np.ndarray, counter: int, weight: float,
              label: float, prediction: float, feats: int, binary: bool = False,
-             classes: bool = False) -> None:
+             classes: bool = False, text: tuple[str, str] | None = None) -> None:
         """One line: ``acc``/``prev`` the pass's sums now and at the last line (labelled
         loss and weight, see ``online_chunk``), then the example counter, the weight seen,
         and the last example's label (nan: unlabelled), raw prediction (shown as ``-p``
         writes it: ``binary``'s sign, or through ``LINK``) and feature count; ``classes``:
-        the label and prediction are classes (``--oaa``), printed as integers."""
+        the label and prediction are classes (``--oaa``), printed as integers; ``text``:
+        the label and prediction columns as given (``--oaa --probabilities``' own)."""
         if not self.out:
             return
         from .._vw._vwout import link
 
-        if classes and self.names is not None:  # (class 0 has no name: VW's unknown)
+        if text is not None:
+            lab, pr = text
+        elif classes and self.names is not None:  # (class 0 has no name: VW's unknown)
             k = len(self.names)
             lab = (self.names[int(label) - 1] if not np.isnan(label) and 1 <= label <= k
                    else "unknown")
             pr = self.names[int(prediction) - 1] if 1 <= prediction <= k else "unknown"
-        elif classes:
-            lab = "unknown" if np.isnan(label) else f"{int(label)}"
+        elif classes:  # (VW's unsigned class from INT_MAX up: unknown)
+            lab = "unknown" if np.isnan(label) or label >= 2147483647 else f"{int(label)}"
             pr = f"{int(prediction)}"
         else:
             lab = "unknown" if np.isnan(label) else f"{label:.4f}"

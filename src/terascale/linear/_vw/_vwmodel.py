@@ -112,7 +112,7 @@ def save_model(model: Any, path: str, fmt: str = "terascale", *,
 def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
              link: str | None = None, rates: dict[str, float] | None = None,
              binary: bool = False, generation: dict[str, list[str]] | None = None,
-             learner: str | None = None) -> str:
+             learner: str | None = None, indexing: int | None = None) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
     ``generation``: the run's ``--hash_seed``/``--hash all`` (:func:`run_generation`);
     ``learner``: VW's batch learner the model comes from (``bfgs`` or
@@ -120,7 +120,8 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
     ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``);
     ``binary``: the model's ``--binary`` (kept and applied to ``-i``'s predictions alike);
     ``rates``: ``learning_rate``/``power_t`` given to the run (VW keeps them in a
-    save_resume model, as its float printed to 15 digits)."""
+    save_resume model, as its float printed to 15 digits); ``indexing``: ``--oaa``'s
+    ``--indexing`` given."""
     opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
     if link in LINKS[1:]:
         opts.append(("link", link))
@@ -131,6 +132,8 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
     opts += [(k, f"{float(np.float32(v)):.15g}") for k, v in (rates or {}).items()]
     if names:
         opts.append(("named_labels", ",".join(names)))
+    if indexing is not None:
+        opts.append(("indexing", str(indexing)))
     opts += [("cubic", v) for v in parse.cubic]
     opts += [("interactions", v) for v in parse.interactions]
     if not parse.constant:
@@ -157,12 +160,14 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
 
 
 def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = None,
-                       generation: dict[str, list[str]] | None = None) -> None:
+                       generation: dict[str, list[str]] | None = None,
+                       indexing: int | None = None) -> None:
     """Write the K learners of ``--oaa K`` as VW's one-against-all model (its
     ``--predict_only_model`` form): VW interleaves the learners' weights, class c's weight
     of feature index i at ``i * 2**s + c`` (s = ceil(log2 K)) in its 2**b weights, under
     the header option ``--oaa K`` (and ``--named_labels``, with ``names``; ``generation``:
-    the run's, :func:`run_generation`): each learner was trained with b - s bits."""
+    the run's, :func:`run_generation`; ``indexing``: ``--indexing`` given): each learner
+    was trained with b - s bits."""
     import dataclasses
     from types import SimpleNamespace
 
@@ -182,9 +187,24 @@ def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = N
     parse = dataclasses.replace(first.parse, bits=first.parse.bits + shift)
     merged = SimpleNamespace(indices=idx, weights=w, parse=parse, loss=first.loss,
                              adaptive=first.adaptive and (None, None, first.adaptive[2]),
-                             info={**first.info, "vw_generation": generation or {}})
+                             info={**first.info, "vw_generation": generation or {},
+                                   "vw_indexing": indexing})
     _write_atomic(path, _vw_chunks(merged, predict_only=True, oaa=k, index_bits=shift,
                                    names=names))
+
+
+def write_vw_oaa_resume(model: Any, path: str, k: int, names: list[str] | None = None,
+                        bare: bool = False) -> None:
+    """Write ``--oaa K``'s model in VW's save_resume form: ``model`` the K learners
+    interleaved as VW keeps them (class c's weight, adaptive sum and normalizer of feature
+    i at ``i * 2**s + c``, ``parse.bits`` VW's b), the first class's learner state (the
+    one VW saves) and the run's counters in ``info`` (``vw_counters_out``: VW's
+    ``shared_data`` as :func:`._vwtext.vw_counters` gives them, written as they are);
+    ``bare``: the nonzero weights without their sums after the counters (VW's model
+    after a ``-t`` run)."""
+    shift = max(0, (k - 1).bit_length())
+    _write_atomic(path, _vw_chunks(model, predict_only=False, oaa=k, index_bits=shift,
+                                   names=names, bare=bare))
 
 
 def _vw_bytes(model: Any, *, predict_only: bool, weights: bool = True, oaa: int = 0,
@@ -204,12 +224,14 @@ _WRITE = WRITE_PIECE
 
 
 def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int = 0,
-               index_bits: int = 0, names: list[str] | None = None) -> Iterator[Any]:
+               index_bits: int = 0, names: list[str] | None = None,
+               bare: bool = False) -> Iterator[Any]:
     """:func:`_vw_bytes` in pieces: the header, then the weights in index order, at most
     ``_CHUNK`` features a piece, each formatted into the same buffer: a piece is valid
     until the next is asked for (write or copy it first). Writing a model takes no memory
     beyond the buffer (a model of 20M features at ``-b 26`` took 7.5 s and 480 MB over the
-    model itself to write as one ``bytes``)."""
+    model itself to write as one ``bytes``); ``bare``: a save_resume header and counters,
+    then the nonzero weights alone."""
     parse = model.parse
     if parse.format != "vw":
         raise DataError(f"a model trained on {parse.format} input cannot be a VW model (VW "
@@ -255,7 +277,8 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
             put(v.encode()[:3].ljust(3, b"\0"))
     o = _options(parse, oaa, names, info.get("link"),
                  None if predict_only else info.get("vw_rates"),
-                 bool(info.get("binary")), gen, info.get("vw_learner")).encode() + b"\0"
+                 bool(info.get("binary")), gen, info.get("vw_learner"),
+                 info.get("vw_indexing")).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it
@@ -280,20 +303,28 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
         seen = float(sum(t[1] + t[3] + (t[6] if len(t) > 6 else 0.0) for t in totals)
                      ) + model.info.get("vw_t0", 0.0)
         examples = int(sum(t[4] for t in totals))
-        counters = struct.pack("<fdddd f ff ddd QQ d d Q dd".replace(" ", ""),
-                               0.0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi, weight,
-                               0.0, 0.0, examples, 0, st[TOTAL_WEIGHT], weight, len(totals),
-                               st[GRAVITY], st[CONTRACTION])
+        fmt = "<fdddd f ff ddd QQ d d Q dd".replace(" ", "")
+        c = info.get("vw_counters_out")  # (VW's own, where the run kept them all)
+        if c is not None:
+            counters = struct.pack(fmt, 0.0, st[SUM_NORM_X], c["t"], c["sum_loss"],
+                                   c["since"], c["dump"], lo, hi, c["labelled"],
+                                   c["labels"], c["unlabelled"], c["examples"],
+                                   c["features"], st[TOTAL_WEIGHT], c["old"], len(totals),
+                                   st[GRAVITY], st[CONTRACTION])
+        else:
+            counters = struct.pack(fmt, 0.0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi,
+                                   weight, 0.0, 0.0, examples, 0, st[TOTAL_WEIGHT], weight,
+                                   len(totals), st[GRAVITY], st[CONTRACTION])
         put(counters, False)
     yield b"".join(out)
-    cols = [model.weights, *(model.adaptive[:2] if resume else ())]
+    cols = [model.weights, *(model.adaptive[:2] if resume and not bare else ())]
     itype = "<u4" if parse.bits + index_bits < 31 else "<u8"
     dtype = np.dtype([("i", itype), ("w", "<f4", (len(cols),))])
     buf = np.empty(min(_CHUNK, len(idx)), dtype)
     for a in range(0, len(idx), _CHUNK):
         part = slice(a, a + _CHUNK) if order is None else order[a:a + _CHUNK]
         ip, vals = idx[part], [c[part] for c in cols]
-        if not resume:  # (weights only: VW writes the nonzero ones)
+        if not resume or bare:  # (weights only: VW writes the nonzero ones)
             keep = vals[0] != 0
             if not keep.all():
                 ip, vals = ip[keep], [v[keep] for v in vals]
@@ -557,7 +588,7 @@ def read_vw_model(path: str, *, oaa: bool = False,
                                                    gen.get("hash_seed", [])]) or \
             (name == "hash" and [val] in (["strings"], gen.get("hash")))
         if name not in _PLAIN and name not in _RULES and not seeded and not (
-                oaa and name in ("oaa", "named_labels")):
+                oaa and name in ("oaa", "named_labels", "indexing")):
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "
                             f"{text.strip()}); terascale reads plain linear models only")
         opts.setdefault(name, []).append(val)
@@ -613,6 +644,8 @@ def read_vw_model(path: str, *, oaa: bool = False,
                                                       ("learning_rate", "power_t")
                                                       if k in opts},
                                          **({"oaa": int(opts["oaa"][0])} if "oaa" in opts
-                                            else {})},
+                                            else {}),
+                                         **({"indexing": int(opts["indexing"][0])}
+                                            if "indexing" in opts else {})},
                         adaptive=adaptive)
     return model

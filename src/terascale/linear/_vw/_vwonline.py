@@ -90,6 +90,8 @@ def c_path(args: argparse.Namespace) -> str | None:
         (not _covered(args.loss, fast) and not (args.testonly and args.loss is None),
          f"--loss_function {args.loss}"),
         (bool(getattr(args, "probabilities", False)), "--probabilities"),
+        (bool(getattr(args, "scores", False)), "--scores"),
+        (getattr(args, "indexing", None) is not None, "--indexing"),
     )
     for off, flag in checks:
         if off:

@@ -28,7 +28,7 @@ import numpy as np
 from .._online._progress import fixed as _fixed
 
 __all__ = ["average_loss", "best_constant", "closing_block", "holdout_on",
-           "preamble", "test_block"]
+           "multiclass_log_loss", "preamble", "test_block"]
 
 def holdout_on(options: dict[str, Any]) -> bool:
     """Whether a run with these training options holds examples out, as VW's
@@ -56,6 +56,16 @@ def average_loss(totals: list[list[float]], holdout: bool = False,
     loss = sum(t[0] for t in totals) + preserved.get("sum_loss", 0.0)
     weight = sum(t[1] for t in totals) + preserved.get("weighted_labeled_examples", 0.0)
     return _fixed(loss / weight) if weight > 0 else "n.a."
+
+
+def multiclass_log_loss(loss: float, weight: float, holdout: bool = False) -> str:
+    """VW's ``average multiclass log loss`` (``--oaa K --probabilities``): the summed log
+    loss over the labelled weight not held out, as VW divides them (its sum, with
+    ``holdout``, is the held-out and unlabelled examples', marked ``h``; over no weight:
+    C's ``inf`` or ``-nan``)."""
+    with np.errstate(all="ignore"):
+        v = float(np.float64(loss) / np.float64(weight))
+    return _fixed(v) + (" h" if holdout else "")
 
 
 def best_constant(loss: str, tau: float, label_sum: float, weight: float,
@@ -138,7 +148,8 @@ def closing_block(info: dict[str, Any]) -> str:
 
     ``info``: the model's (``pass_totals``, ``examples``, ``feature_count``, ``labels``),
     with ``holdout`` (whether the run held examples out, :func:`holdout_on`),
-    ``vw_preserved`` (-i's counters under ``--preserve_performance_counters``) and, for the
+    ``vw_preserved`` (-i's counters under ``--preserve_performance_counters``),
+    ``multiclass_log_loss`` (its line's value, :func:`multiclass_log_loss`) and, for the
     best constant, ``loss``, ``quantile_tau`` and ``best_constant`` (False:
     ``--dont_output_best_constant``)."""
     totals = info.get("pass_totals", [])
@@ -162,6 +173,8 @@ def closing_block(info: dict[str, Any]) -> str:
               f"weighted label sum = {label_sum:.6f}",
               f"average loss = "
               f"{average_loss(totals, bool(info.get('holdout')), info.get('vw_preserved'))}"]
+    if info.get("multiclass_log_loss") is not None:
+        lines.append(f"average multiclass log loss = {info['multiclass_log_loss']}")
     if info.get("best_constant", True) and "loss" in info:
         lines += best_constant(info["loss"], float(info.get("quantile_tau", 0.5)),
                                label_sum, labelled, list(info.get("labels", [])))
@@ -172,7 +185,7 @@ def closing_block(info: dict[str, Any]) -> str:
 def test_block(examples: int, weight: float, loss: float, seen: float | None = None, *,
                label_sum: float | None = None, features: int | None = None,
                labels: list[float] | None = None, loss_name: str | None = None,
-               tau: float = 0.5) -> str:
+               tau: float = 0.5, log_loss: str | None = None) -> str:
     """VW's ``finished run`` block for ``-t`` (test only).
 
     Parameters
@@ -189,6 +202,8 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
     labels, loss_name, tau
         The distinct labels seen (:func:`best_constant`), the loss's VW name (None: no
         best constant, ``--dont_output_best_constant``) and ``--quantile_tau``.
+    log_loss
+        VW's ``average multiclass log loss`` (:func:`multiclass_log_loss`), or None.
     """
     avg = _fixed(loss / weight) if weight > 0 else "n.a."
     seen = weight if seen is None else seen
@@ -197,6 +212,8 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
     if label_sum is not None:
         lines.append(f"weighted label sum = {label_sum:.6f}")
     lines.append(f"average loss = {avg}")
+    if log_loss is not None:
+        lines.append(f"average multiclass log loss = {log_loss}")
     if loss_name is not None and label_sum is not None:
         lines += best_constant(loss_name, tau, label_sum, weight, list(labels or []))
     if features is not None:

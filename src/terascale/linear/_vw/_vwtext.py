@@ -41,7 +41,7 @@ from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NOR
 from ._vwflags import LINKS
 from ._vwout import AtomicText
 
-__all__ = ["crossed_names", "feature_names", "write_readable"]
+__all__ = ["crossed_names", "feature_names", "vw_counters", "write_readable"]
 
 VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
 
@@ -266,7 +266,7 @@ def _checksum(lo: float, hi: float, bits: int, opts: str) -> int:
     return h
 
 
-def _counters(totals: list[list[float]], progress: list[float] | None
+def vw_counters(totals: list[list[float]], progress: list[float] | None
               ) -> dict[str, Any]:
     """VW's performance counters (``shared_data``) from a run's per-pass sums (see
     ``_vwreport``) and where its progress table stopped (``progress``: the next line's
@@ -288,20 +288,25 @@ _LINES = 1 << 16
 
 
 def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
-                    nrm: np.ndarray | None, names: dict[int, str] | None) -> Iterator[str]:
-    """The readable model's weight lines, ``_LINES`` at a time: ``[name:]index:weight``,
-    with the adaptive sum and the normalizer after it where ``g2`` is given."""
+                    nrm: np.ndarray | None, names: dict[int, str] | None,
+                    unnamed: str = "") -> Iterator[str]:
+    """The readable model's weight lines, ``_LINES`` at a time: ``[name:]index:weight``
+    (a weight ``names`` does not name, one of features the data did not have, with
+    ``unnamed`` before its index, as VW writes it: nothing in the save_resume form, ``:``
+    in the weights-only one), with the adaptive sum and the normalizer after it where
+    ``g2`` is given."""
+    none = unnamed if names is not None else ""
     for a in range(0, len(idx), _LINES):
         part = slice(a, a + _LINES)
         body = []
         if g2 is not None and nrm is not None:
             for i, wi, gi, ni in zip(idx[part].tolist(), w[part].tolist(),
                                      g2[part].tolist(), nrm[part].tolist()):
-                name = names.get(i, str(i)) + ":" if names is not None else ""
+                name = names[i] + ":" if names is not None and i in names else none
                 body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
         else:
             for i, wi in zip(idx[part].tolist(), w[part].tolist()):
-                name = names.get(i, str(i)) + ":" if names is not None else ""
+                name = names[i] + ":" if names is not None and i in names else none
                 body.append(f"{name}{i}:{wi:g}\n")
         yield "".join(body)
 
@@ -315,7 +320,8 @@ def _g(v: float) -> str:
 
 
 def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None,
-                   *, counters: bool = False, predict_only: bool = False) -> None:
+                   *, counters: bool = False, predict_only: bool = False,
+                   options: Sequence[str] = (), bare: bool = False) -> None:
     """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;
     ``counters``: with every line of VW's learner state and its performance counters: at
     0 for a model no example was learned from in this run (VW resets them when it reads
@@ -323,7 +329,10 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     model has them): VW's ``t`` (every example's weight), ``sum_loss``, the labelled and
     unlabelled weight, ``weighted_labels``, ``example_number``, ``total_features``, the
     passes, and where the progress table stopped (``dump_interval``, the loss since).
-    ``predict_only``: VW's ``--predict_only_model`` form, the nonzero weights alone."""
+    ``predict_only``: VW's ``--predict_only_model`` form, the nonzero weights alone;
+    ``options``: more of VW's kept options for the header (``--oaa K``), sorted in;
+    ``bare``: the header's state and counters, but each nonzero weight's line without its
+    sums (VW's text of a model after a ``-t`` run)."""
     idx = model.indices
     order = slice(None)  # (a model's indices are most often in order already)
     if len(idx) > 1 and not bool(np.all(idx[1:] > idx[:-1])):
@@ -359,7 +368,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             + ([] if pa.constant else ["--noconstant"])
             + [f"--quadratic {v}" for v in pa.quadratic]
             + [f"--hash {v}" for v in _generation(model, "hash")]
-            + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")])
+            + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")]
+            + list(options))
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {''.join(sorted({c for v in getattr(pa, k) for c in v}))}"
                         for k in ("ignore", "ignore_linear", "keep") if getattr(pa, k)]
@@ -371,7 +381,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     totals = info.get("pass_totals")
     if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
-        c = _counters(totals or [], info.get("vw_progress"))
+        c = vw_counters(totals or [], info.get("vw_progress"))
         c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
         head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
                  f"sum_loss {_g(c['sum_loss'])}",
@@ -392,7 +402,10 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     out = AtomicText(path)
     try:
         out.write("\n".join(head) + "\n")
-        for piece in _readable_lines(idx, w, g2, nrm, names):
+        if bare:
+            nonzero = w != 0
+            idx, w, g2, nrm = idx[nonzero], w[nonzero], None, None
+        for piece in _readable_lines(idx, w, g2, nrm, names, "" if ad is not None else ":"):
             out.write(piece)
         out.commit()
     except BaseException:

@@ -1,0 +1,294 @@
+"""`terascale vw --oaa K` against the vowpalwabbit package: the progress table and closing
+block byte for byte (``--probabilities`` too), on small generated data with importance
+weights, tags and unlabelled examples. CI runs one case of each; ``make test-vw``
+(``TERASCALE_VW_SUITE=all``) runs every parametrization."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _vw_runs import run_ts, run_vw
+
+pytest.importorskip("vowpalwabbit")
+
+_FULL = pytest.mark.skipif(os.environ.get("TERASCALE_VW_SUITE") != "all",
+                           reason="one case in CI; all with TERASCALE_VW_SUITE=all")
+
+
+def _more(*values):
+    return pytest.param(*values, marks=_FULL)
+
+
+def _classes(n: int, k: int, seed: int, *, first: int = 1, unlabelled: float = 0.1,
+             labels=None) -> list[str]:
+    """``n`` rows of classes ``first..first+k-1`` (``labels``: their words), some
+    weighted, some unlabelled (``unlabelled`` of them), each tagged; the features tell
+    the class apart, noisily."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        c = int(rng.integers(first, first + k))
+        r = rng.random()
+        lab = "" if r < unlabelled else str(c) if labels is None else labels[c - first]
+        if lab and r < 0.3:
+            lab += f" {rng.choice([0.5, 2, 3.25])}"
+        out.append(f"{lab} 't{i}|a x{3 * c + rng.integers(5)} y{rng.integers(19)} "
+                   f"|b z{c % 4} w:{rng.normal():.3f}")
+    return out
+
+
+def _table_on(err: str) -> str:
+    """A run's standard error from its progress table's header on."""
+    return err[err.index("average  since"):]
+
+
+_LOGISTIC = ["--loss_function", "logistic", "--probabilities"]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--oaa", "12", *_LOGISTIC],  # (one class's probability below 10%: ``( 8%)``)
+    _more(["--oaa", "4", "--probabilities"]),  # (VW's warning; the scores' logistic)
+    _more(["--oaa", "4", *_LOGISTIC, "-P", "0.5", "-l", "2"]),
+    ["--oaa", "4", *_LOGISTIC, "--passes", "3", "-c", "-k", "--holdout_period", "4"],
+    _more(["--oaa", "4", *_LOGISTIC, "--passes", "2", "-c", "-k", "--holdout_off"])])
+def test_oaa_probabilities_table_and_closing_block_are_vws(flags, tmp_path, capfd,
+                                                           monkeypatch):
+    """--oaa K --probabilities: VW's table (the predicted class with its probability,
+    an unlabelled example's label 4294967295 and its 0/1 loss counted, as VW's) and
+    closing block with its ``average multiclass log loss`` (of the test examples, ``h``,
+    with a holdout), byte for byte; ``-r`` empty, as VW's; the same run -t from VW's
+    model."""
+    k = int(flags[1])
+    (tmp_path / "d.vw").write_text("\n".join(_classes(600, k, 5)) + "\n")
+    want = run_vw(["-d", "d.vw", *flags, "-r", "vw.r"], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw", *flags, "-r", "ts.r"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    assert "4294967295" in want and "average multiclass log loss" in want
+    # (VW writes no raw scores with --probabilities)
+    assert (tmp_path / "ts.r").read_text() == (tmp_path / "vw.r").read_text()
+    if "--passes" in flags:
+        return
+    run_vw(["-d", "d.vw", *flags, "-f", "m", "--quiet"], tmp_path)
+    args = ["-d", "d.vw", "-t", "-i", "m", "--probabilities"]
+    want = run_vw(args, tmp_path)
+    code, got = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+
+
+@pytest.mark.parametrize("flags", [["--passes", "3", "-c", "-k"],
+                                   _more(["--passes", "2", "-c", "-k", *_LOGISTIC])])
+def test_oaa_indexing_is_decided_by_a_learned_example_as_vws(flags, tmp_path, capfd,
+                                                             monkeypatch):
+    """The first label 0 on a held-out example (the 10th) does not make the classes
+    0-indexed (VW decides as it learns); a later one does, for the later passes too, as
+    in VW: its table, closing block and predictions."""
+    lines = _classes(400, 3, 11, unlabelled=0.05)  # (1..3: no label 4 decides first)
+    lines[9] = "0" + lines[9][lines[9].index(" '"):]
+    lines[57] = "0" + lines[57][lines[57].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    want = run_vw(["-d", "d.vw", "--oaa", "4", *flags, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw", "--oaa", "4", *flags, "-p", "ts.p"], tmp_path,
+                       monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+def test_oaa_named_labels_with_probabilities_are_vws(tmp_path, capfd, monkeypatch):
+    """--named_labels with --probabilities: -p names each class's probability, the table
+    names the label and, as VW (which reads the predicted class where the probabilities
+    are), predicts ``unknown``; a name not among them is VW's class 0."""
+    names = ["cat", "dog", "emu", "yak"]  # (yak: not a named label)
+    lines = _classes(300, 4, 13, labels=names)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    flags = ["--oaa", "3", "--named_labels", "cat,dog,emu", *_LOGISTIC]
+    want = run_vw(["-d", "d.vw", *flags, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert "dog:" in (tmp_path / "vw.p").read_text()
+
+
+@pytest.mark.parametrize("flags", [[], _more(_LOGISTIC), _more(["--passes", "2", "-c", "-k"])])
+def test_oaa_negative_and_large_labels_are_read_as_vw(flags, tmp_path, capfd, monkeypatch):
+    """VW reads a class as a C int taken unsigned: -1 is 4294967295, its "no class" (an
+    unlabelled example, with its weight), -2 a class no learner has (a mistake, the
+    table's ``unknown``), 7 of --oaa 3 the same: VW's table, closing block and -p."""
+    lines = _classes(240, 3, 17, unlabelled=0.0)
+    heads = ["-1", "-1 2", "-2", "7 0.5"]
+    for i in range(5, 240, 9):
+        lines[i] = heads[i % 4] + lines[i][lines[i].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--oaa", "3", *flags]
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+@pytest.mark.parametrize("flags", [
+    ["--oaa", "3", "-q", "ab", "-l", "0.3", "--named_labels", "cat,dog,emu"],
+    _more(["--oaa", "5", "--l1", "0.0001", "--noconstant", "--loss_function", "logistic"]),
+    _more(["--oaa", "4", "--predict_only_model", "--l2", "0.001"]),
+    _more(["--oaa", "3", "--quiet", "-b", "6"])])
+def test_oaa_readable_model_and_invert_hash_are_vws(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K --readable_model/--invert_hash: VW's text byte for byte: the K learners'
+    rows interleaved (class c of feature i at i * 2**s + c), the first class's state and
+    the run's counters in the header (``--oaa K`` among its options), ``name[c]`` for
+    class c > 0; and -i of VW's model, whose ``t`` VW carries on."""
+    k = int(flags[1])
+    names = flags[flags.index("--named_labels") + 1].split(",") if "--named_labels" in \
+        flags else None
+    (tmp_path / "d.vw").write_text("\n".join(_classes(300, k, 19, labels=names)) + "\n")
+    runs = [(["-d", "d.vw", *flags], "")]
+    if "--quiet" in flags:
+        run_vw(["-d", "d.vw", *flags, "-f", "m"], tmp_path)
+        runs.append((["-d", "d.vw", "-i", "m", "--quiet"], "i"))
+    for args, tag in runs:
+        run_vw([*args, "--readable_model", f"vw{tag}.r", "--invert_hash", f"vw{tag}.i"],
+               tmp_path)
+        code, err = run_ts(capfd, [*args, "--readable_model", f"ts{tag}.r",
+                                   "--invert_hash", f"ts{tag}.i"], tmp_path, monkeypatch)
+        assert code == 0, err
+        for ext in ("r", "i"):
+            want = (tmp_path / f"vw{tag}.{ext}").read_text()
+            assert (tmp_path / f"ts{tag}.{ext}").read_text() == want
+        assert "[1]:" in want and f"--oaa {k}" in want
+
+
+def _after_version(path) -> bytes:
+    """A VW model's bytes after its version string (terascale writes 9.0.0's)."""
+    b = path.read_bytes()
+    return b[4 + int.from_bytes(b[:4], "little"):]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--oaa", "5", "--passes", "3", "-c", "-k", "--l2", "0.0001"],
+    _more(["--oaa", "3", "--named_labels", "cat,dog,emu", "-q", "ab", "-l", "0.3"]),
+    _more(["--oaa", "4", "--loss_function", "logistic", "--probabilities", "-P", "5"])])
+def test_oaa_model_is_vws_save_resume_model(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K -f: VW's save_resume model byte for byte after the version string (the
+    K learners' weights, adaptive sums and normalizers interleaved, the first class's
+    state, the run's counters), so that VW's -i trains on from it as from its own; and
+    from -i of VW's model, the same again (its t carried on)."""
+    k = int(flags[1])
+    names = flags[flags.index("--named_labels") + 1].split(",") if "--named_labels" in \
+        flags else None
+    (tmp_path / "d.vw").write_text("\n".join(_classes(300, k, 23, labels=names)) + "\n")
+    run_vw(["-d", "d.vw", *flags, "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-f", "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    run_vw(["-d", "d.vw", "-i", "vw.m", "-f", "vw2.m", "-p", "vw.p"], tmp_path)
+    run_vw(["-d", "d.vw", "-i", "ts.m", "-p", "ts.p"], tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "vw.m", "-f", "ts2.m"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert _after_version(tmp_path / "ts2.m") == _after_version(tmp_path / "vw2.m")
+
+
+def _merged(cmd: list[str], cwd) -> str:
+    """A program's standard output and error as one stream (as a terminal shows them)."""
+    r = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout
+    return r.stdout
+
+
+@pytest.mark.parametrize("flags", [["--oaa", "3"],
+                                   _more(["--oaa", "3", "--passes", "2", "-c", "-k"])])
+def test_oaa_info_and_warnings_come_where_vw_prints_them(flags, tmp_path):
+    """VW's lines on standard output (the [info] line of the classes' indexing, a
+    warning for each learned label out of their range) come between the table's lines
+    where VW prints them: the two streams merged, from the table on, are VW's."""
+    lines = _classes(200, 2, 29, unlabelled=0.05)  # (classes 1, 2: undecided until 0)
+    for i, head in ((3, "5"), (40, "0"), (41, "3"), (77, "7 2"), (130, "-2")):
+        lines[i] = head + lines[i][lines[i].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", *flags]
+    want = _merged([sys.executable, "-m", "vowpalwabbit", *args], tmp_path)
+    got = _merged([sys.executable, "-m", "terascale", "vw", *args], tmp_path)
+    assert "[info] label 0 found" in want and "This won't work for 0-indexed" in want
+    assert _table_on(got) == _table_on(want)
+
+
+@pytest.mark.parametrize("flags", [[], _more(["--probabilities"]),
+                                   _more(["--predict_only_model"])])
+def test_oaa_test_run_writes_vws_model_and_text(flags, tmp_path, capfd, monkeypatch):
+    """-t -i MODEL with -f, --readable_model and --invert_hash under --oaa: VW's model
+    and text after the test run (its counters added to -i's t, each nonzero weight
+    without its sums; a weight the test data does not name by its index alone)."""
+    (tmp_path / "d.vw").write_text("\n".join(_classes(300, 4, 31)) + "\n")
+    (tmp_path / "t.vw").write_text("\n".join(_classes(40, 4, 37)) + "\n")
+    run_vw(["-d", "d.vw", "--oaa", "4", "-f", "m", "--quiet"], tmp_path)
+    args = ["-d", "t.vw", "-t", "-i", "m", *flags]
+    run_vw([*args, "-f", "vw.m", "--readable_model", "vw.r", "--invert_hash", "vw.i"],
+           tmp_path)
+    code, err = run_ts(capfd, [*args, "-f", "ts.m", "--readable_model", "ts.r",
+                               "--invert_hash", "ts.i"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    for ext in ("r", "i"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+
+
+@pytest.mark.parametrize("flags", [["--oaa", "3", "--scores"],
+                                   _more(["--oaa", "3", "--scores", "--passes", "2", "-c",
+                                          "-k", "--named_labels", "cat,dog,emu"])])
+def test_oaa_scores_are_vws(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K --scores: -p writes each class's score (named with --named_labels), -r
+    nothing, and the table and closing block are VW's (the predicted class without a
+    probability, an unlabelled example's label 4294967295 and its mistake counted)."""
+    names = flags[flags.index("--named_labels") + 1].split(",") if "--named_labels" in \
+        flags else None
+    (tmp_path / "d.vw").write_text("\n".join(_classes(300, 3, 41, labels=names)) + "\n")
+    args = ["-d", "d.vw", *flags]
+    want = run_vw([*args, "-p", "vw.p", "-r", "vw.r"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p", "-r", "ts.r"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    for ext in ("p", "r"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    assert ":" in (tmp_path / "vw.p").read_text()
+
+
+@pytest.mark.parametrize("flags", [["--indexing", "0"],
+                                   _more(["--indexing", "1", "--passes", "2", "-c", "-k"])])
+def test_oaa_indexing_given_is_vws(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K --indexing 0|1: the classes' numbering from the start (no [info] line, no
+    decision): VW's table, -p, -r, readable model and model (which keeps --indexing, and
+    whose -t run numbers the classes so); refused without --oaa (VW keeps it in a binary
+    model, where it means nothing)."""
+    lines = _classes(300, 4, 43, first=0)  # (classes 0..3)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    out = {}
+    for tool, tag in (("vw", "vw"), ("ts", "ts")):
+        args = ["-d", "d.vw", "--oaa", "4", *flags, "-p", f"{tag}.p", "-r", f"{tag}.r",
+                "-f", f"{tag}.m", "--readable_model", f"{tag}.t"]
+        if tool == "vw":
+            out[tag] = run_vw(args, tmp_path)
+        else:
+            code, out[tag] = run_ts(capfd, args, tmp_path, monkeypatch)
+            assert code == 0, out[tag]
+    assert _table_on(out["ts"]) == _table_on(out["vw"])
+    for ext in ("p", "r", "t"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    assert f"--indexing {flags[1]}" in (tmp_path / "vw.t").read_text()
+    args = ["-d", "d.vw", "-t", "-i", "vw.m"]
+    want = run_vw([*args, "-p", "vw.tp"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.tp"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    assert (tmp_path / "ts.tp").read_text() == (tmp_path / "vw.tp").read_text()
+    code, err = run_ts(capfd, ["-d", "d.vw", "--indexing", "1"], tmp_path, monkeypatch)
+    assert code == 2 and "--indexing goes with --oaa" in err
