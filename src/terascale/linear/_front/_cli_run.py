@@ -150,6 +150,7 @@ def train(args: argparse.Namespace) -> int:
                           f"--binary to the {args.link} link's output, which is always "
                           f"positive: every prediction 1)")
     raw = getattr(args, "raw_predictions", None)
+    kept: list[dict[str, Any]] = [{}]  # (-i's model's -b, -q, ...: VW prints them)
 
     def opening() -> None:  # once the command line is known to be good
         if vw_mode and not args.quiet:
@@ -158,8 +159,9 @@ def train(args: argparse.Namespace) -> int:
 
             # (VW prints the t of -i's save_resume model there)
             t = model_t(args.initial) if args.initial else args.initial_t or 0.0
-            print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                           testonly=args.testonly, initial_t=t), file=sys.stderr)
+            print(preamble({**kept[0], **options}, paths, model=args.model,
+                           predictions=args.predictions, testonly=args.testonly,
+                           initial_t=t), file=sys.stderr)
         elif not args.quiet and not args.initial:
             _differences(options)
 
@@ -184,6 +186,7 @@ def train(args: argparse.Namespace) -> int:
     if args.initial:
         initial = _load(args.initial, args)  # a bad model fails here, once
         _follow_model(options, initial, args)
+        kept[0] = initial.parse.to_dict()
         how = _link(args, initial.info.get("link", "identity"))  # (VW keeps --link)
         if initial.info.get("binary"):  # (and --binary)
             args.binary = options["binary"] = True
