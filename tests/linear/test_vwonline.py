@@ -113,6 +113,9 @@ WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's
      ["--loss_function", "logistic", "--power_t", "0.3"]),
     ("count", ["--loss_function", "poisson", "--noconstant"], "terascale",
      ["--loss_function", "poisson", "-P", "50"]),
+    # VW: the command line's -q/--cubic/--interactions replace the model's three
+    ("real", ["-q", "ab"], "vw", ["--cubic", "abc"]),
+    ("real", [], "terascale", ["-q", "ab", "--interactions", "cde"]),
 ]
 
 
@@ -150,6 +153,7 @@ TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t 
     ("sign", ["--loss_function", "logistic", "-q", "ab"], "terascale", ["--link", "logistic"]),
     ("sign", ["--loss_function", "hinge"], "terascale", ["--binary"]),
     ("count", ["--loss_function", "poisson"], "vw", ["--quiet"]),
+    ("real", ["-q", "ab", "--cubic", "abc"], "vw", ["-q", "ba"]),  # (replaces the model's)
 ]
 
 

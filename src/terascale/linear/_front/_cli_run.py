@@ -113,7 +113,21 @@ def _load(path: str, args: argparse.Namespace | None = None) -> Any:
     model = load_model(path, generation)
     if generation:
         model.info = {**model.info, "vw_generation": generation}
+    if args is not None:
+        vw_interactions(model, args)
     return model
+
+
+def vw_interactions(model: Any, args: argparse.Namespace) -> None:
+    """``terascale vw -i`` with ``-q``/``--cubic``/``--interactions`` given
+    (``args.vw_interactions``): the model's three replaced by the command line's, as VW
+    does (the same with ``job["interactions"]`` in a worker)."""
+    given = getattr(args, "vw_interactions", None)
+    if given:
+        import dataclasses
+
+        model.parse = dataclasses.replace(model.parse, **{k: tuple(v)
+                                                          for k, v in given.items()})
 
 
 def _link(args: argparse.Namespace, default: str) -> str:
@@ -280,7 +294,8 @@ def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
     """A ``terascale vw`` run's feature generation and -i's preserved counters, for the
     job (:func:`._cli_options.job_json`)."""
     return {"generation": getattr(args, "vw_generation", None),
-            "preserved": getattr(args, "vw_preserved", None)}
+            "preserved": getattr(args, "vw_preserved", None),
+            "interactions": getattr(args, "vw_interactions", None)}
 
 
 def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,

@@ -34,6 +34,11 @@ def run_train(job: dict[str, Any],
     t0 = time.perf_counter()
     initial = load_model(job["initial"], job.get("generation")) if job.get("initial") \
         else None
+    if initial is not None and job.get("interactions"):  # (VW's: the run's replace -i's)
+        import dataclasses
+
+        initial.parse = dataclasses.replace(initial.parse, **{
+            k: tuple(v) for k, v in job["interactions"].items()})
     # one worker that no launcher started: a job of size 1 of its own (init()'s notice
     # that no launcher started the process is for scripts, not for the learner's CLI)
     alone = None

@@ -187,6 +187,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                 args.named_labels = ",".join(names)
         if args.named_labels is not None and args.oaa is None:
             raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
+        _overridden_interactions(args)
         _vw_defaults(args)
         _interaction_notes(args)
         _notes(args)
@@ -234,6 +235,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     # and --power_t 0.5 (a VW model's own apply to -i where they are left out)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
                    learning_rate=None, power_t=None)
+
+
+def _overridden_interactions(args: argparse.Namespace) -> None:
+    """VW's -i with -q/--cubic/--interactions given: the command line's three replace the
+    model's three (``args.vw_interactions``, which ``_cli_run.vw_interactions`` applies to
+    the model wherever it is read), with VW's warning on standard output where the model
+    had any; without any given, the model's apply."""
+    args.vw_interactions = None
+    if not args.initial or not (args.quadratic or args.cubic or args.interactions):
+        return
+    from ._vwmodel import model_interactions
+
+    args.vw_interactions = {k: list(getattr(args, k))
+                            for k in ("quadratic", "cubic", "interactions")}
+    if not args.quiet and model_interactions(args.initial):
+        print("[warning] model file has set of {-q, --cubic, --interactions} settings "
+              "stored, but they'll be OVERRIDDEN by set of {-q, --cubic, --interactions} "
+              "settings from command line.")
 
 
 def _interaction_notes(args: argparse.Namespace) -> None:
@@ -295,13 +314,11 @@ def _no_data(args: argparse.Namespace) -> int:
         raise ConfigError("a run without data (--no_stdin, no -d): --oaa, --invert_hash "
                           "and --audit are not supported by terascale vw")
     options = train_options(args)
-    if args.initial:  # with the interactions given added to the model's, as VW's
-        import dataclasses
+    if args.initial:  # (the interactions given replace the model's, as VW's)
+        from .._front._cli_run import vw_interactions
 
         model = load_model(args.initial, args.vw_generation)
-        merged = {k: tuple(dict.fromkeys((*getattr(model.parse, k), *getattr(args, k))))
-                  for k in ("quadratic", "cubic", "interactions")}
-        model.parse = dataclasses.replace(model.parse, **merged)
+        vw_interactions(model, args)
     else:
         parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
                                 for k, v in options.items()
@@ -368,7 +385,7 @@ def _save_per_pass(args: argparse.Namespace) -> int:
         path = f"{args.model}.{k}"
         opts = dict(options, passes=k)
         if args.initial:
-            _cli_run._follow_model(opts, _cli_run._load(args.initial), args)
+            _cli_run._follow_model(opts, _cli_run._load(args.initial, args), args)
         model = _cli_run._run_train(quiet, list(args.data), path, opts, "identity")
         if len(model.info.get("pass_totals", [])) < k:  # stopped early: VW saved no more
             import os

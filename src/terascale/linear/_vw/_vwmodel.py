@@ -485,6 +485,27 @@ def model_t(path: str) -> float:
     return float(struct.unpack("<fdd", r.take(20, False))[2])
 
 
+def model_interactions(path: str) -> bool:
+    """Whether the model at ``path`` has any ``-q``/``--cubic``/``--interactions`` (a VW
+    model's header, read alone; a terascale model's parse options)."""
+    if not is_vw_model(path):
+        from .._model import LinearModel
+
+        p = LinearModel.load(path).parse
+        return bool(p.quadratic or p.cubic or p.interactions)
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return False
+    r.take(16)
+    for _ in range(2):
+        r.take(3 * r.u4())
+    return any(t in ("--quadratic", "--cubic", "--interactions")
+               for t in shlex.split(r.string()))
+
+
 def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
     """(K, names) when ``path`` is VW's one-against-all model (its header's ``--oaa K``
     and ``--named_labels``), else (None, None) (terascale's models too)."""

@@ -380,6 +380,7 @@ def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
     from ._vwmodel import read_vw_model, run_generation
 
     model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
+    _cli_run.vw_interactions(model, args)
     bits = model.parse.bits
     if (model.info.get("binary") or model.parse.ignore_linear or bits > _MAX_BITS
             or (12 << bits) > _memory() // 2):
@@ -480,6 +481,7 @@ def test(args: argparse.Namespace) -> int:
     _cli_run._check_output(args.predictions, "-p")
     _cli_run._check_output(args.raw_predictions, "-r")
     model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
+    _cli_run.vw_interactions(model, args)
     loss = args.loss or model.loss  # (VW reports the command line's loss)
     bits = model.parse.bits
     if (not _covered(loss, fast) or bits > _MAX_BITS or (12 << bits) > _memory() // 2
