@@ -116,6 +116,10 @@ WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's
     # VW: the command line's -q/--cubic/--interactions replace the model's three
     ("real", ["-q", "ab"], "vw", ["--cubic", "abc"]),
     ("real", [], "terascale", ["-q", "ab", "--interactions", "cde"]),
+    # --initial_t: every weight's sum starts there, the model's rows (and a save_resume
+    # model's sums and state) over it
+    ("real", [], "vw", ["--initial_t", "3"]),
+    ("real", ["--predict_only_model"], "vw", ["--initial_t", "3", "-b", "18"]),
 ]
 
 
@@ -126,6 +130,8 @@ WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's
 def test_warm_starts_equal_the_numba_pass_and_vw(tmp_path, labels, first, who, args):
     data = tmp_path / "first.vw"
     data.write_text("\n".join(_lines(800, len(first), labels)) + "\n")
+    if "--initial_t" in args:  # (the next run's features, new ones included)
+        data.write_text("\n".join(_lines(800, len(first), labels)[:50]) + "\n")
     cmd = [sys.executable, "-m", "vowpalwabbit" if who == "vw" else "terascale"]
     _run([*cmd, *([] if who == "vw" else ["vw"]), "-d", str(data), *first, "-f", "m0",
           "--quiet"], tmp_path)
@@ -137,12 +143,13 @@ def test_warm_starts_equal_the_numba_pass_and_vw(tmp_path, labels, first, who, a
     assert got["c"]["p"] == got["vw"]["p"] and got["c"]["r"] == got["vw"]["r"]
     vw_lines = [ln for ln in got["vw"]["err"].decode().splitlines()
                 if not ln.startswith(("Enabled", "Input", "Output", "raw", "using l",
-                                              "creating"))]
+                                      "creating"))]
     assert got["c"]["err"].decode().splitlines() == vw_lines
-    for m in ("c", "vw"):  # (VW reads the model as its own: the same predictions again)
-        _run([sys.executable, "-m", "vowpalwabbit", "-d", str(more), "-i", f"{m}/m", "-t",
-              "-p", f"p{m}"], tmp_path)
-    assert (tmp_path / "pc").read_bytes() == (tmp_path / "pvw").read_bytes()
+    # VW reads the model as its own: its weights, sums and counters are VW's model's
+    for m in ("c", "vw"):
+        _run([sys.executable, "-m", "vowpalwabbit", "--no_stdin", "-i", f"{m}/m",
+              "--readable_model", f"rm{m}"], tmp_path)
+    assert (tmp_path / "rmc").read_text() == (tmp_path / "rmvw").read_text()
 
 
 TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t run's flags

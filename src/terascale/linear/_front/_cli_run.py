@@ -114,20 +114,53 @@ def _load(path: str, args: argparse.Namespace | None = None) -> Any:
     if generation:
         model.info = {**model.info, "vw_generation": generation}
     if args is not None:
-        vw_interactions(model, args)
+        vw_start(model, args)
     return model
 
 
-def vw_interactions(model: Any, args: argparse.Namespace) -> None:
-    """``terascale vw -i`` with ``-q``/``--cubic``/``--interactions`` given
-    (``args.vw_interactions``): the model's three replaced by the command line's, as VW
-    does (the same with ``job["interactions"]`` in a worker)."""
+def vw_start(model: Any, args: argparse.Namespace) -> None:
+    """What a ``terascale vw`` command line changes in -i's model, as VW does (the same
+    from ``job["interactions"]`` and ``job["initial_t"]`` in a worker): ``-q``/``--cubic``/
+    ``--interactions`` given (``args.vw_interactions``) replace the model's three;
+    ``--initial_t`` (``args.vw_initial_t``) gives every one of the 2**b weights that sum
+    to start from (VW's gd sets it before it reads the model), the model's rows over it:
+    their weights, and a save_resume model's sums and learner state; a model without that
+    state starts the learner as ``--initial_t`` alone does (that many examples of norm 1)."""
     given = getattr(args, "vw_interactions", None)
     if given:
         import dataclasses
 
         model.parse = dataclasses.replace(model.parse, **{k: tuple(v)
                                                           for k, v in given.items()})
+    t = getattr(args, "vw_initial_t", None)
+    if t:
+        _initial_t(model, float(t))
+
+
+def _initial_t(model: Any, t: float) -> None:
+    from .._online._state import SUM_NORM_X, TOTAL_WEIGHT, new_state
+
+    bits = model.parse.bits
+    if bits > 24:
+        raise ConfigError(f"--initial_t with -i sets all 2^b weights' sums: up to -b 24, "
+                          f"not -b {bits}")
+    size = 1 << bits
+    idx = np.asarray(model.indices, np.int64)
+    w, g2, nrm = np.zeros(size, np.float32), np.full(size, t, np.float32), \
+        np.zeros(size, np.float32)
+    w[idx] = model.weights
+    # (a VW model read without its save_resume state has no counters; terascale's models
+    # keep the state wherever they have the sums)
+    resume = model.adaptive is not None and bool(model.info.get("vw_counters", True))
+    if resume:
+        g2[idx], nrm[idx] = model.adaptive[0], model.adaptive[1]
+        state = model.adaptive[2]
+    else:  # (VW's counters start at t, its model keeps initial_t)
+        state = model.adaptive[2].copy() if model.adaptive is not None else new_state()
+        state[TOTAL_WEIGHT] = state[SUM_NORM_X] = t
+        model.info = {**model.info, "vw_counters": {"t": t, "initial_t": t}}
+    model.indices = np.arange(size, dtype=np.uint32)
+    model.weights, model.adaptive = w, (g2, nrm, state)
 
 
 def _link(args: argparse.Namespace, default: str) -> str:
@@ -172,7 +205,7 @@ def train(args: argparse.Namespace) -> int:
             from .._vw._vwreport import preamble
 
             # (VW prints the t of -i's save_resume model there)
-            t = model_t(args.initial) if args.initial else args.initial_t or 0.0
+            t = (model_t(args.initial) if args.initial else 0.0) or args.initial_t or 0.0
             print(preamble({**kept[0], **options}, paths, model=args.model,
                            predictions=args.predictions, testonly=args.testonly,
                            initial_t=t), file=sys.stderr)
@@ -295,7 +328,8 @@ def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
     job (:func:`._cli_options.job_json`)."""
     return {"generation": getattr(args, "vw_generation", None),
             "preserved": getattr(args, "vw_preserved", None),
-            "interactions": getattr(args, "vw_interactions", None)}
+            "interactions": getattr(args, "vw_interactions", None),
+            "initial_t": getattr(args, "vw_initial_t", None)}
 
 
 def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,

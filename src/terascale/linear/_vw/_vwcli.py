@@ -315,10 +315,10 @@ def _no_data(args: argparse.Namespace) -> int:
                           "and --audit are not supported by terascale vw")
     options = train_options(args)
     if args.initial:  # (the interactions given replace the model's, as VW's)
-        from .._front._cli_run import vw_interactions
+        from .._front._cli_run import vw_start
 
         model = load_model(args.initial, args.vw_generation)
-        vw_interactions(model, args)
+        vw_start(model, args)
     else:
         parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
                                 for k, v in options.items()
@@ -647,9 +647,16 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if ranged and (args.oaa or args.initial):
         raise ConfigError("--min_prediction/--max_prediction: not supported with "
                           f"{'--oaa' if args.oaa else '-i MODEL'} by terascale vw")
+    # --initial_t with -i: the sums every weight starts from, under -i's model
+    # (_cli_run.vw_start); -t learns nothing, VW's batch learner has no such sums
+    args.vw_initial_t = None
+    if args.initial and args.initial_t and not (args.plain_rule or args.testonly
+                                                or args.bfgs is not None
+                                                or args.cg is not None):
+        args.vw_initial_t = args.initial_t
     if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
-            or args.truncated_normal_weights or (args.initial_t and not args.plain_rule)
-            or ranged):
+            or args.truncated_normal_weights or ranged or (
+                args.initial_t and not args.plain_rule and not args.initial)):
         args.initial = _starting_weights(args)
         args.starting_weights = True
 
@@ -673,8 +680,7 @@ def _starting_weights(args: argparse.Namespace) -> str:
             ("--constant", args.constant), ("--initial_weight", args.initial_weight),
             ("--random_weights", args.random_weights),
             ("--normal_weights", args.normal_weights),
-            ("--truncated_normal_weights", args.truncated_normal_weights),
-            ("--initial_t", args.initial_t)) if on]
+            ("--truncated_normal_weights", args.truncated_normal_weights)) if on]
         raise ConfigError(f"{'/'.join(given) or '--constant/--initial_weight'} set the "
                           f"weights and sums training starts from: not supported with -i "
                           f"MODEL, whose weights it starts from, by terascale vw")
@@ -719,7 +725,9 @@ def _starting_weights(args: argparse.Namespace) -> str:
         state[MIN_LABEL] = args.min_prediction
     if args.max_prediction is not None:
         state[MAX_LABEL] = args.max_prediction
-    LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"],
+    info = {"vw_counters": {"t": args.initial_t, "initial_t": args.initial_t}} \
+        if args.initial_t else {}  # (VW's counters start at t, its model keeps initial_t)
+    LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"], info=info,
                 adaptive=(g2, zeros, state)).save(path)
     return path
 

@@ -281,7 +281,8 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
                      ) + model.info.get("vw_t0", 0.0)
         examples = int(sum(t[4] for t in totals))
         counters = struct.pack("<fdddd f ff ddd QQ d d Q dd".replace(" ", ""),
-                               0.0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi, weight,
+                               model.info.get("vw_initial_t", 0.0), st[SUM_NORM_X], seen,
+                               loss, 0.0, 1.0, lo, hi, weight,
                                0.0, 0.0, examples, 0, st[TOTAL_WEIGHT], weight, len(totals),
                                st[GRAVITY], st[CONTRACTION])
         put(counters, False)
@@ -592,7 +593,8 @@ def read_vw_model(path: str, *, oaa: bool = False,
             float(opts.get("l1_state", ["0"])[0]), float(opts.get("l2_state", ["1"])[0]))
         state[SUM_NORM_X], state[TOTAL_WEIGHT] = vals[1], vals[13]
         state[GRAVITY], state[CONTRACTION] = l1_l2
-        counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8], "t": vals[2]}
+        counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8], "t": vals[2],
+                    "initial_t": vals[0]}
         state[MIN_LABEL], state[MAX_LABEL] = vals[6], vals[7]
     # per weight, save_resume keeps w and the sums of the rules on: VW's default keeps the
     # adaptive and normalized ones; a model of --sgd, or of some of the three, fewer

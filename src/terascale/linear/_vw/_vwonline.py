@@ -267,8 +267,9 @@ def train(args: argparse.Namespace) -> int:
         from ._vwmodel import model_t
 
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                       testonly=False, initial_t=model_t(args.initial) if model is not None
-                       else args.initial_t or 0.0), file=sys.stderr)
+                       testonly=False, initial_t=(model_t(args.initial) if model is not None
+                                                  else 0.0) or args.initial_t or 0.0),
+              file=sys.stderr)
     LINK[:] = [how]
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
@@ -356,8 +357,8 @@ def train(args: argparse.Namespace) -> int:
                 start = end
     totals = [[float(v) for v in np.concatenate([acc[:6], counted])]]
     if args.model:
-        t0 = (model.info.get("vw_counters") or {}).get("t") if model is not None else None
-        _save(args, parse, table, state, options, totals, how, prog, t0)
+        _save(args, parse, table, state, options, totals, how, prog,
+              (model.info.get("vw_counters") or {}) if model is not None else {})
     if not args.quiet:
         print(closing_block({"pass_totals": totals, "labels": labels_seen,
                              "holdout": False, "loss": opts.loss,
@@ -380,7 +381,7 @@ def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
     from ._vwmodel import read_vw_model, run_generation
 
     model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
-    _cli_run.vw_interactions(model, args)
+    _cli_run.vw_start(model, args)
     bits = model.parse.bits
     if (model.info.get("binary") or model.parse.ignore_linear or bits > _MAX_BITS
             or (12 << bits) > _memory() // 2):
@@ -396,10 +397,10 @@ def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
 
 def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.ndarray,
           options: dict[str, Any], totals: list[list[float]], how: str, prog: Any,
-          t0: float | None = None) -> None:
+          counters: dict[str, float]) -> None:
     """``-f``: VW's model, as the numba pass's run writes it (its save_resume form, or
-    ``--predict_only_model``'s weights with the lazy L1/L2 folded in); ``t0``: -i's
-    examples' weight, which VW's counter carries on."""
+    ``--predict_only_model``'s weights with the lazy L1/L2 folded in); ``counters``: -i's
+    (its examples' weight ``t`` and its ``initial_t``, which VW's carry on)."""
     from types import SimpleNamespace
 
     from .._front._cli_run import _rates
@@ -415,8 +416,10 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
                             "vw_generation": run_generation(args)}
     if how != "identity":
         info["link"] = how
-    if t0:
-        info["vw_t0"] = float(t0)
+    if counters.get("t"):
+        info["vw_t0"] = float(counters["t"])
+    if counters.get("initial_t"):
+        info["vw_initial_t"] = float(counters["initial_t"])
     rates = _rates(args)
     if rates:
         info["vw_rates"] = rates
@@ -481,7 +484,7 @@ def test(args: argparse.Namespace) -> int:
     _cli_run._check_output(args.predictions, "-p")
     _cli_run._check_output(args.raw_predictions, "-r")
     model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
-    _cli_run.vw_interactions(model, args)
+    _cli_run.vw_start(model, args)
     loss = args.loss or model.loss  # (VW reports the command line's loss)
     bits = model.parse.bits
     if (not _covered(loss, fast) or bits > _MAX_BITS or (12 << bits) > _memory() // 2
