@@ -120,6 +120,10 @@ WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's
     # model's sums and state) over it
     ("real", [], "vw", ["--initial_t", "3"]),
     ("real", ["--predict_only_model"], "vw", ["--initial_t", "3", "-b", "18"]),
+    # the range: the bounds given over a model's header's; a save_resume model's wins
+    ("real", ["--predict_only_model"], "vw", ["--min_prediction", "-0.5",
+                                              "--max_prediction", "1"]),
+    ("real", [], "vw", ["--max_prediction", "0.5"]),
 ]
 
 
@@ -161,6 +165,8 @@ TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t 
     ("sign", ["--loss_function", "hinge"], "terascale", ["--binary"]),
     ("count", ["--loss_function", "poisson"], "vw", ["--quiet"]),
     ("real", ["-q", "ab", "--cubic", "abc"], "vw", ["-q", "ba"]),  # (replaces the model's)
+    ("real", ["--predict_only_model"], "vw", ["--max_prediction", "0.5"]),
+    ("real", [], "vw", ["--min_prediction", "0"]),
 ]
 
 

@@ -125,19 +125,36 @@ def vw_start(model: Any, args: argparse.Namespace) -> None:
     ``--initial_t`` (``args.vw_initial_t``) gives every one of the 2**b weights that sum
     to start from (VW's gd sets it before it reads the model), the model's rows over it:
     their weights, and a save_resume model's sums and learner state; a model without that
-    state starts the learner as ``--initial_t`` alone does (that many examples of norm 1)."""
+    state starts the learner as ``--initial_t`` alone does (that many examples of norm 1).
+    ``--min_prediction``/``--max_prediction`` (``args.vw_range``) replace the bounds of
+    the label range a model without that state starts from (its header's); a save_resume
+    model's own range wins, as in VW."""
+    from .._online._state import MAX_LABEL, MIN_LABEL, new_state
+
+    # (a VW model read without its save_resume state has no counters; terascale's models
+    # keep the state wherever they have the sums)
+    resume = model.adaptive is not None and bool(model.info.get("vw_counters", True))
     given = getattr(args, "vw_interactions", None)
     if given:
         import dataclasses
 
         model.parse = dataclasses.replace(model.parse, **{k: tuple(v)
                                                           for k, v in given.items()})
+    bounds = getattr(args, "vw_range", None)
+    if bounds and not resume:
+        if model.adaptive is None:
+            zeros = np.zeros(len(model.indices), np.float32)
+            model.adaptive = (zeros, zeros.copy(), new_state())
+        state = model.adaptive[2]
+        for at, v in zip((MIN_LABEL, MAX_LABEL), bounds):
+            if v is not None:
+                state[at] = v
     t = getattr(args, "vw_initial_t", None)
     if t:
-        _initial_t(model, float(t))
+        _initial_t(model, float(t), resume)
 
 
-def _initial_t(model: Any, t: float) -> None:
+def _initial_t(model: Any, t: float, resume: bool) -> None:
     from .._online._state import SUM_NORM_X, TOTAL_WEIGHT, new_state
 
     bits = model.parse.bits
@@ -149,9 +166,6 @@ def _initial_t(model: Any, t: float) -> None:
     w, g2, nrm = np.zeros(size, np.float32), np.full(size, t, np.float32), \
         np.zeros(size, np.float32)
     w[idx] = model.weights
-    # (a VW model read without its save_resume state has no counters; terascale's models
-    # keep the state wherever they have the sums)
-    resume = model.adaptive is not None and bool(model.info.get("vw_counters", True))
     if resume:
         g2[idx], nrm[idx] = model.adaptive[0], model.adaptive[1]
         state = model.adaptive[2]
@@ -329,7 +343,8 @@ def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
     return {"generation": getattr(args, "vw_generation", None),
             "preserved": getattr(args, "vw_preserved", None),
             "interactions": getattr(args, "vw_interactions", None),
-            "initial_t": getattr(args, "vw_initial_t", None)}
+            "initial_t": getattr(args, "vw_initial_t", None),
+            "label_range": getattr(args, "vw_range", None)}
 
 
 def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,

@@ -40,7 +40,8 @@ def run_train(job: dict[str, Any],
         from ._cli_run import vw_start
 
         vw_start(initial, SimpleNamespace(vw_interactions=job.get("interactions"),
-                                          vw_initial_t=job.get("initial_t")))
+                                          vw_initial_t=job.get("initial_t"),
+                                          vw_range=job.get("range")))
     # one worker that no launcher started: a job of size 1 of its own (init()'s notice
     # that no launcher started the process is for scripts, not for the learner's CLI)
     alone = None

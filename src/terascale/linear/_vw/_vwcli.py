@@ -644,9 +644,13 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         args.cache = True
     args.vw_mode = True
     ranged = args.min_prediction is not None or args.max_prediction is not None
-    if ranged and (args.oaa or args.initial):
-        raise ConfigError("--min_prediction/--max_prediction: not supported with "
-                          f"{'--oaa' if args.oaa else '-i MODEL'} by terascale vw")
+    if ranged and args.oaa:
+        raise ConfigError("--min_prediction/--max_prediction: not supported with --oaa by "
+                          "terascale vw")
+    # with -i: the range -i's model starts from, the bounds given over it
+    # (_cli_run.vw_start); the range stays there (options' fixed_range)
+    args.vw_range = [args.min_prediction, args.max_prediction] \
+        if ranged and args.initial else None
     # --initial_t with -i: the sums every weight starts from, under -i's model
     # (_cli_run.vw_start); -t learns nothing, VW's batch learner has no such sums
     args.vw_initial_t = None
@@ -655,8 +659,8 @@ def _vw_defaults(args: argparse.Namespace) -> None:
                                                 or args.cg is not None):
         args.vw_initial_t = args.initial_t
     if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
-            or args.truncated_normal_weights or ranged or (
-                args.initial_t and not args.plain_rule and not args.initial)):
+            or args.truncated_normal_weights or ((ranged or (
+                args.initial_t and not args.plain_rule)) and not args.initial)):
         args.initial = _starting_weights(args)
         args.starting_weights = True
 

@@ -577,4 +577,6 @@ def _begin(args: argparse.Namespace) -> tuple[Any, dict[str, Any], list[str], st
         set_quiet()
     options = train_options(args)
     options["vw_text"] = options["vw_labels"] = True
+    if args.min_prediction is not None or args.max_prediction is not None:
+        options["fixed_range"] = True  # (-i's range, or the one given over it, stays)
     return fast, options, _cli_run._inputs(args), _cli_run._link(args, "identity")
