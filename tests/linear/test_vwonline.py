@@ -84,6 +84,9 @@ CASES = [
     ("count", ["--loss_function", "poisson"]),
     ("count", ["--loss_function", "poisson", "-l", "0.1", "--power_t", "0.3"]),
     ("real", ["--link", "glf1", "-l", "2"]),
+    # VW's -l 0: no weight moves, the sums and counters do
+    ("real", ["-l", "0", "--l1", "1e-4"]),
+    ("sign", ["--loss_function", "logistic", "-l", "0"]),
 ]
 
 
