@@ -119,6 +119,8 @@ WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's
     # VW: the command line's -q/--cubic/--interactions replace the model's three
     ("real", ["-q", "ab"], "vw", ["--cubic", "abc"]),
     ("real", [], "terascale", ["-q", "ab", "--interactions", "cde"]),
+    # --noconstant given drops the model's constant (its weight stays in the model)
+    ("real", [], "vw", ["--noconstant"]),
     # --initial_t: every weight's sum starts there, the model's rows (and a save_resume
     # model's sums and state) over it
     ("real", [], "vw", ["--initial_t", "3"]),
@@ -170,6 +172,7 @@ TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t 
     ("real", ["-q", "ab", "--cubic", "abc"], "vw", ["-q", "ba"]),  # (replaces the model's)
     ("real", ["--predict_only_model"], "vw", ["--max_prediction", "0.5"]),
     ("real", [], "vw", ["--min_prediction", "0"]),
+    ("real", [], "vw", ["--noconstant"]),
 ]
 
 

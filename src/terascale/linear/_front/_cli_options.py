@@ -81,7 +81,7 @@ def job_json(data: list[str], model: str, initial: str | None,
              rates: dict[str, float] | None = None, best_constant: bool = True,
              generation: dict[str, list[str]] | None = None,
              preserved: dict[str, float] | None = None,
-             interactions: dict[str, list[str]] | None = None,
+             interactions: dict[str, Any] | None = None,
              initial_t: float | None = None,
              label_range: list[float | None] | None = None) -> str:
     """The job a worker of ``train -n N`` runs (``_worker``); ``model_format`` "vw" writes
@@ -92,8 +92,8 @@ def job_json(data: list[str], model: str, initial: str | None,
     ``generation``: a ``terascale vw`` run's VW feature generation (the model records it,
     -i's must equal it); ``preserved``: -i's counters under
     ``--preserve_performance_counters`` (the closing block adds them); ``interactions``:
-    a ``terascale vw`` run's ``-q``/``--cubic``/``--interactions``, which replace -i's
-    (VW's rule); ``initial_t``, ``label_range``: its ``--initial_t`` and
+    a ``terascale vw`` run's ``-q``/``--cubic``/``--interactions`` (and ``--noconstant``),
+    which replace -i's (VW's rule); ``initial_t``, ``label_range``: its ``--initial_t`` and
     ``--min_prediction``/``--max_prediction`` with -i (``_cli_run.vw_start``)."""
     return json.dumps({"data": data, "model": model, "initial": initial, "options": options,
                        "model_format": model_format, "predict_only": predict_only,

@@ -239,16 +239,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def _overridden_interactions(args: argparse.Namespace) -> None:
     """VW's -i with -q/--cubic/--interactions given: the command line's three replace the
-    model's three (``args.vw_interactions``, which ``_cli_run.vw_interactions`` applies to
-    the model wherever it is read), with VW's warning on standard output where the model
-    had any; without any given, the model's apply."""
+    model's three (``args.vw_interactions``, which ``_cli_run.vw_start`` applies to the
+    model wherever it is read), with VW's warning on standard output where the model had
+    any; without any given, the model's apply. ``--noconstant`` given drops the model's
+    constant feature (VW's options add up: the model's ``--noconstant`` applies too)."""
     args.vw_interactions = None
-    if not args.initial or not (args.quadratic or args.cubic or args.interactions):
+    if not args.initial:
+        return
+    if args.noconstant:
+        args.vw_interactions = {"constant": False}
+    if not (args.quadratic or args.cubic or args.interactions):
         return
     from ._vwmodel import model_interactions
 
-    args.vw_interactions = {k: list(getattr(args, k))
-                            for k in ("quadratic", "cubic", "interactions")}
+    args.vw_interactions = {**(args.vw_interactions or {}),
+                            **{k: list(getattr(args, k))
+                               for k in ("quadratic", "cubic", "interactions")}}
     if not args.quiet and model_interactions(args.initial):
         print("[warning] model file has set of {-q, --cubic, --interactions} settings "
               "stored, but they'll be OVERRIDDEN by set of {-q, --cubic, --interactions} "
