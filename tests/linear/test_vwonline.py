@@ -119,8 +119,10 @@ WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's
     # VW: the command line's -q/--cubic/--interactions replace the model's three
     ("real", ["-q", "ab"], "vw", ["--cubic", "abc"]),
     ("real", [], "terascale", ["-q", "ab", "--interactions", "cde"]),
-    # --noconstant given drops the model's constant (its weight stays in the model)
+    # --noconstant given drops the model's constant (its weight stays in the model);
+    # --ignore/--keep given add to the model's
     ("real", [], "vw", ["--noconstant"]),
+    ("real", ["--ignore", "c"], "vw", ["--ignore", "b"]),
     # --initial_t: every weight's sum starts there, the model's rows (and a save_resume
     # model's sums and state) over it
     ("real", [], "vw", ["--initial_t", "3"]),
@@ -152,7 +154,7 @@ def test_warm_starts_equal_the_numba_pass_and_vw(tmp_path, labels, first, who, a
     assert got["c"]["p"] == got["vw"]["p"] and got["c"]["r"] == got["vw"]["r"]
     vw_lines = [ln for ln in got["vw"]["err"].decode().splitlines()
                 if not ln.startswith(("Enabled", "Input", "Output", "raw", "using l",
-                                      "creating"))]
+                                      "creating", "ignoring"))]
     assert got["c"]["err"].decode().splitlines() == vw_lines
     # VW reads the model as its own: its weights, sums and counters are VW's model's
     for m in ("c", "vw"):

@@ -121,9 +121,10 @@ def _load(path: str, args: argparse.Namespace | None = None) -> Any:
 def vw_start(model: Any, args: argparse.Namespace) -> None:
     """What a ``terascale vw`` command line changes in -i's model, as VW does (the same
     from ``job["interactions"]`` and ``job["initial_t"]`` in a worker): ``-q``/``--cubic``/
-    ``--interactions`` given replace the model's three, and ``--noconstant`` given drops
-    its constant feature (``args.vw_interactions``: those parse options; the constant's
-    weight stays in the model, unused);
+    ``--interactions`` given replace the model's three, ``--ignore``/``--keep`` given add
+    to the model's and ``--noconstant`` given drops its constant feature
+    (``args.vw_interactions``: those parse options; the constant's weight stays in the
+    model, unused);
     ``--initial_t`` (``args.vw_initial_t``) gives every one of the 2**b weights that sum
     to start from (VW's gd sets it before it reads the model), the model's rows over it:
     their weights, and a save_resume model's sums and learner state; a model without that
@@ -141,7 +142,9 @@ def vw_start(model: Any, args: argparse.Namespace) -> None:
         import dataclasses
 
         model.parse = dataclasses.replace(model.parse, **{
-            k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
+            k: (tuple(dict.fromkeys((*getattr(model.parse, k), *v)))
+                if k in ("ignore", "keep") else tuple(v) if isinstance(v, list) else v)
+            for k, v in given.items()})
     bounds = getattr(args, "vw_range", None)
     if bounds and not resume:
         if model.adaptive is None:
@@ -321,6 +324,8 @@ def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespac
 
     defaults = ParseOptions().to_dict()
     have = initial.parse.to_dict()
+    for k in getattr(args, "vw_interactions", None) or {}:  # (vw_start made them -i's)
+        options.pop(k, None)
     for k, v in defaults.items():
         if k in options and options[k] == v:
             del options[k]
