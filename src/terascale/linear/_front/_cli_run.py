@@ -103,17 +103,18 @@ def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
         raise ConfigError(f"{flag} {path}: directory {d} is not writable")
 
 
-def _load(path: str, args: argparse.Namespace | None = None) -> Any:
+def _load(path: str, args: argparse.Namespace | None = None, *, start: bool = True) -> Any:
     """A terascale model, or a Vowpal Wabbit binary model (a plain linear learner's; under
     ``terascale vw``, with the run's feature generation, which its header must record and
-    its info then carries to what is written from it)."""
+    its info then carries to what is written from it); ``start``: -i's model, with what
+    the command line changes in it (:func:`vw_start`), not a model the run wrote."""
     from .._vw._vwmodel import load_model, run_generation
 
     generation = run_generation(args)
     model = load_model(path, generation)
     if generation:
         model.info = {**model.info, "vw_generation": generation}
-    if args is not None:
+    if args is not None and start:
         vw_start(model, args)
     return model
 
@@ -279,7 +280,7 @@ def train(args: argparse.Namespace) -> int:
                 return model
             model = None
         if model is None and (args.readable_model or args.invert_hash):
-            model = _load(model_path, args)  # type: ignore[arg-type]
+            model = _load(model_path, args, start=False)  # type: ignore[arg-type]
         if model is not None and args.readable_model:
             from .._vw._vwtext import write_readable
 
