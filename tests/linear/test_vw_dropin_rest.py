@@ -200,12 +200,15 @@ def test_a_run_without_data_writes_vws_model_and_state(tmp_path, capfd, monkeypa
              ["--readable_model", "{}1.txt", "-f", "{}1.m", "-i", "{}0.m", "--l1_state",
               "5.34", "--l2_state", "0.003", "--no_stdin", "-q", "ab"],
              ["--readable_model", "{}2.txt", "-i", "{}1.m", "--l1_state", "89.4",
-              "--no_stdin"]]
+              "--no_stdin"],
+             # (the interactions given replace the model's, -q ab: VW's rule)
+             ["--readable_model", "{}3.txt", "-i", "{}1.m", "--cubic", "abc", "--no_stdin"]]
     for step in steps:
         run_vw([a.format("vw") for a in step], tmp_path)
         code, err = run_ts(capfd, [a.format("ts") for a in step], tmp_path, monkeypatch)
         assert code == 0 and "average loss = n.a." in err, err
-    for k in range(3):
+    assert "options: --cubic abc\n" in (tmp_path / "vw3.txt").read_text()
+    for k in range(4):
         assert (tmp_path / f"ts{k}.txt").read_text() == (tmp_path / f"vw{k}.txt").read_text()
     old = Path(__file__).parents[1] / "vw_suite/data/model-sets/save_resume_with_l1l2_state.model"
     run_vw(["--readable_model", "vw8.txt", "-i", str(old), "--no_stdin"], tmp_path)

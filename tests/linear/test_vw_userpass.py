@@ -328,15 +328,17 @@ def test_a_label_too_wide_for_its_column_is_cut_as_vw(tmp_path, capfd, monkeypat
     assert got[got.index("average  since"):] == want[want.index("average  since"):]
 
 
-def test_starting_sums_with_a_model_name_the_flag_given(tmp_path, capfd, monkeypatch):
-    """-i MODEL with --initial_t (or another flag that sets where training starts) is
-    refused naming that flag, not another."""
+def test_starting_weights_with_a_model_name_the_flag_given(tmp_path, capfd, monkeypatch):
+    """-i MODEL with --initial_weight (or another flag that sets the weights training
+    starts from) is refused naming that flag, not another (--initial_t with -i is VW's:
+    test_vwonline's warm starts)."""
     (tmp_path / "d.vw").write_text("\n".join(ab_lines(20, 3, _sign)) + "\n")
     code, err = run_ts(capfd, ["-d", "d.vw", "-f", "m", "--quiet"], tmp_path, monkeypatch)
     assert code == 0, err
-    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "m", "--initial_t", "2"], tmp_path,
-                       monkeypatch)
-    assert code != 0 and "--initial_t set" in err and "-i MODEL" in err
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "m", "--initial_weight", "2",
+                               "--initial_t", "2"], tmp_path, monkeypatch)
+    assert code != 0 and "--initial_weight set" in err and "-i MODEL" in err
+    assert "--initial_t" not in err
 
 
 @pytest.mark.parametrize("flags", [[], ["--l1", "1e-6"]])

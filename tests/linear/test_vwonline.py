@@ -84,6 +84,9 @@ CASES = [
     ("count", ["--loss_function", "poisson"]),
     ("count", ["--loss_function", "poisson", "-l", "0.1", "--power_t", "0.3"]),
     ("real", ["--link", "glf1", "-l", "2"]),
+    # VW's -l 0: no weight moves, the sums and counters do
+    ("real", ["-l", "0", "--l1", "1e-4"]),
+    ("sign", ["--loss_function", "logistic", "-l", "0"]),
 ]
 
 
@@ -105,6 +108,61 @@ def test_compiled_learner_equals_the_numba_pass_and_vw(tmp_path, labels, args):
     assert (tmp_path / "pc").read_bytes() == (tmp_path / "pv").read_bytes()
 
 
+WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's flags
+    ("real", [], "vw", []),
+    ("real", ["--predict_only_model"], "vw", ["--l1", "1e-4", "--l2", "1e-4"]),
+    ("real", ["-q", "ab", "--cubic", "abc", "-b", "20", "-l", "0.3"], "terascale", []),
+    ("sign", ["--loss_function", "logistic", "--link", "logistic"], "vw",
+     ["--loss_function", "logistic", "--power_t", "0.3"]),
+    ("count", ["--loss_function", "poisson", "--noconstant"], "terascale",
+     ["--loss_function", "poisson", "-P", "50"]),
+    # VW: the command line's -q/--cubic/--interactions replace the model's three
+    ("real", ["-q", "ab"], "vw", ["--cubic", "abc"]),
+    ("real", [], "terascale", ["-q", "ab", "--interactions", "cde"]),
+    # --noconstant given drops the model's constant (its weight stays in the model);
+    # --ignore/--keep given add to the model's
+    ("real", [], "vw", ["--noconstant"]),
+    ("real", ["--ignore", "c"], "vw", ["--ignore", "b"]),
+    # --initial_t: every weight's sum starts there, the model's rows (and a save_resume
+    # model's sums and state) over it
+    ("real", [], "vw", ["--initial_t", "3"]),
+    ("real", ["--predict_only_model"], "vw", ["--initial_t", "3", "-b", "18"]),
+    # the range: the bounds given over a model's header's; a save_resume model's wins
+    ("real", ["--predict_only_model"], "vw", ["--min_prediction", "-0.5",
+                                              "--max_prediction", "1"]),
+    ("real", [], "vw", ["--max_prediction", "0.5"]),
+]
+
+
+@built
+@pytest.mark.parametrize(("labels", "first", "who", "args"), WARM_CASES,
+                         ids=[f"{w} {' '.join(f)} -i {' '.join(a)}"
+                              for _, f, w, a in WARM_CASES])
+def test_warm_starts_equal_the_numba_pass_and_vw(tmp_path, labels, first, who, args):
+    data = tmp_path / "first.vw"
+    data.write_text("\n".join(_lines(800, len(first), labels)) + "\n")
+    if "--initial_t" in args:  # (the next run's features, new ones included)
+        data.write_text("\n".join(_lines(800, len(first), labels)[:50]) + "\n")
+    cmd = [sys.executable, "-m", "vowpalwabbit" if who == "vw" else "terascale"]
+    _run([*cmd, *([] if who == "vw" else ["vw"]), "-d", str(data), *first, "-f", "m0",
+          "--quiet"], tmp_path)
+    more = tmp_path / "d.vw"
+    more.write_text("\n".join(_lines(800, 50 + len(args), labels)) + "\n")
+    got = _three(tmp_path, more, ["-i", str(tmp_path / "m0"), *args])
+    for f in ("p", "r", "m", "err"):
+        assert got["c"][f] == got["numba"][f], f
+    assert got["c"]["p"] == got["vw"]["p"] and got["c"]["r"] == got["vw"]["r"]
+    vw_lines = [ln for ln in got["vw"]["err"].decode().splitlines()
+                if not ln.startswith(("Enabled", "Input", "Output", "raw", "using l",
+                                      "creating", "ignoring"))]
+    assert got["c"]["err"].decode().splitlines() == vw_lines
+    # VW reads the model as its own: its weights, sums and counters are VW's model's
+    for m in ("c", "vw"):
+        _run([sys.executable, "-m", "vowpalwabbit", "--no_stdin", "-i", f"{m}/m",
+              "--readable_model", f"rm{m}"], tmp_path)
+    assert (tmp_path / "rmc").read_text() == (tmp_path / "rmvw").read_text()
+
+
 TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t run's flags
     ("real", [], "vw", []),
     ("real", ["--l1", "1e-4", "--l2", "1e-4"], "terascale", []),
@@ -113,6 +171,10 @@ TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t 
     ("sign", ["--loss_function", "logistic", "-q", "ab"], "terascale", ["--link", "logistic"]),
     ("sign", ["--loss_function", "hinge"], "terascale", ["--binary"]),
     ("count", ["--loss_function", "poisson"], "vw", ["--quiet"]),
+    ("real", ["-q", "ab", "--cubic", "abc"], "vw", ["-q", "ba"]),  # (replaces the model's)
+    ("real", ["--predict_only_model"], "vw", ["--max_prediction", "0.5"]),
+    ("real", [], "vw", ["--min_prediction", "0"]),
+    ("real", [], "vw", ["--noconstant"]),
 ]
 
 
@@ -213,13 +275,14 @@ def test_text_outside_the_compiled_parser_is_parsed_by_the_numba_parser(tmp_path
 
 @built
 @pytest.mark.parametrize("extra", [[], ["--link", "glf1"], ["--loss_function", "poisson"],
-                                   ["-t", "-i", "m0", "-r", "r"]])
+                                   ["-t", "-i", "m0", "-r", "r"], ["-i", "m0"]])
 def test_a_one_line_run_imports_no_numba(tmp_path, extra):
     (tmp_path / "one.vw").write_text("1 | a b c\n")
     test = "-t" in extra
-    if test:  # (predictions of a model that has learned nothing: 0)
-        _run([sys.executable, "-m", "vowpalwabbit", "-d", "one.vw", "-f", "m0", "--quiet",
-              "-l", "0"], tmp_path)
+    if "-i" in extra:  # (predictions of a model that has learned nothing: 0)
+        (tmp_path / "zero.vw").write_text("0 | a b c\n")
+        _run([sys.executable, "-m", "vowpalwabbit", "-d", "zero.vw", "-f", "m0", "--quiet"],
+             tmp_path)
     flags = [*([] if test else ["-f", "m"]), "-p", "p", *extra]
     code = ("import sys, runpy\n"
             f"sys.argv = ['terascale', 'vw', '-d', 'one.vw', *{flags}]\n"
@@ -255,7 +318,7 @@ def _args(line: list[str]) -> argparse.Namespace:
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
     (["--readable_model", "r.txt"], "--readable_model"),
     (["--model-format", "terascale"], "terascale's model format"),
-    (["--initial_weight", "0.1"], "-i or starting weights"),
+    (["--initial_weight", "0.1"], "starting weights"),
     (["--ignore_linear", "a"], "--ignore_linear"),
     (["-c"], "a cache"),
     (["-b", "40"], "-b 40"),

@@ -179,7 +179,8 @@ class TrainOptions:
             raise ConfigError(f"{opt('passes')} 0 needs {opt('bfgs')} or {opt('cg')}")
         if self.holdout is not None and not 0.0 <= self.holdout < 1.0:
             raise ConfigError(f"{opt('holdout')} must be in [0, 1), not {self.holdout}")
-        if not self.learning_rate > 0:
+        # (VW's -l 0 learns nothing and sums the gradients: terascale vw takes it as VW)
+        if not (self.learning_rate > 0 or (self.vw_text and self.learning_rate == 0)):
             raise ConfigError(f"{opt('learning_rate')} must be > 0, not {self.learning_rate}")
         if not self.decay_learning_rate > 0:
             raise ConfigError(f"{opt('decay_learning_rate')} must be > 0, not "

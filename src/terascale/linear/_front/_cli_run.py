@@ -103,17 +103,84 @@ def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
         raise ConfigError(f"{flag} {path}: directory {d} is not writable")
 
 
-def _load(path: str, args: argparse.Namespace | None = None) -> Any:
+def _load(path: str, args: argparse.Namespace | None = None, *, start: bool = True) -> Any:
     """A terascale model, or a Vowpal Wabbit binary model (a plain linear learner's; under
     ``terascale vw``, with the run's feature generation, which its header must record and
-    its info then carries to what is written from it)."""
+    its info then carries to what is written from it); ``start``: -i's model, with what
+    the command line changes in it (:func:`vw_start`), not a model the run wrote."""
     from .._vw._vwmodel import load_model, run_generation
 
     generation = run_generation(args)
     model = load_model(path, generation)
     if generation:
         model.info = {**model.info, "vw_generation": generation}
+    if args is not None and start:
+        vw_start(model, args)
     return model
+
+
+def vw_start(model: Any, args: argparse.Namespace) -> None:
+    """What a ``terascale vw`` command line changes in -i's model, as VW does (the same
+    from ``job["interactions"]`` and ``job["initial_t"]`` in a worker): ``-q``/``--cubic``/
+    ``--interactions`` given replace the model's three, ``--ignore``/``--keep`` given add
+    to the model's and ``--noconstant`` given drops its constant feature
+    (``args.vw_interactions``: those parse options; the constant's weight stays in the
+    model, unused);
+    ``--initial_t`` (``args.vw_initial_t``) gives every one of the 2**b weights that sum
+    to start from (VW's gd sets it before it reads the model), the model's rows over it:
+    their weights, and a save_resume model's sums and learner state; a model without that
+    state starts the learner as ``--initial_t`` alone does (that many examples of norm 1).
+    ``--min_prediction``/``--max_prediction`` (``args.vw_range``) replace the bounds of
+    the label range a model without that state starts from (its header's); a save_resume
+    model's own range wins, as in VW."""
+    from .._online._state import MAX_LABEL, MIN_LABEL, new_state
+
+    # (a VW model read without its save_resume state has no counters; terascale's models
+    # keep the state wherever they have the sums)
+    resume = model.adaptive is not None and bool(model.info.get("vw_counters", True))
+    given = getattr(args, "vw_interactions", None)
+    if given:
+        import dataclasses
+
+        model.parse = dataclasses.replace(model.parse, **{
+            k: (tuple(dict.fromkeys((*getattr(model.parse, k), *v)))
+                if k in ("ignore", "keep") else tuple(v) if isinstance(v, list) else v)
+            for k, v in given.items()})
+    bounds = getattr(args, "vw_range", None)
+    if bounds and not resume:
+        if model.adaptive is None:
+            zeros = np.zeros(len(model.indices), np.float32)
+            model.adaptive = (zeros, zeros.copy(), new_state())
+        state = model.adaptive[2]
+        for at, v in zip((MIN_LABEL, MAX_LABEL), bounds):
+            if v is not None:
+                state[at] = v
+    t = getattr(args, "vw_initial_t", None)
+    if t:
+        _initial_t(model, float(t), resume)
+
+
+def _initial_t(model: Any, t: float, resume: bool) -> None:
+    from .._online._state import SUM_NORM_X, TOTAL_WEIGHT, new_state
+
+    bits = model.parse.bits
+    if bits > 24:
+        raise ConfigError(f"--initial_t with -i sets all 2^b weights' sums: up to -b 24, "
+                          f"not -b {bits}")
+    size = 1 << bits
+    idx = np.asarray(model.indices, np.int64)
+    w, g2, nrm = np.zeros(size, np.float32), np.full(size, t, np.float32), \
+        np.zeros(size, np.float32)
+    w[idx] = model.weights
+    if resume:
+        g2[idx], nrm[idx] = model.adaptive[0], model.adaptive[1]
+        state = model.adaptive[2]
+    else:  # (VW's counters start at t, its model keeps initial_t)
+        state = model.adaptive[2].copy() if model.adaptive is not None else new_state()
+        state[TOTAL_WEIGHT] = state[SUM_NORM_X] = t
+        model.info = {**model.info, "vw_counters": {"t": t, "initial_t": t}}
+    model.indices = np.arange(size, dtype=np.uint32)
+    model.weights, model.adaptive = w, (g2, nrm, state)
 
 
 def _link(args: argparse.Namespace, default: str) -> str:
@@ -150,6 +217,7 @@ def train(args: argparse.Namespace) -> int:
                           f"--binary to the {args.link} link's output, which is always "
                           f"positive: every prediction 1)")
     raw = getattr(args, "raw_predictions", None)
+    kept: list[dict[str, Any]] = [{}]  # (-i's model's -b, -q, ...: VW prints them)
 
     def opening() -> None:  # once the command line is known to be good
         if vw_mode and not args.quiet:
@@ -157,9 +225,10 @@ def train(args: argparse.Namespace) -> int:
             from .._vw._vwreport import preamble
 
             # (VW prints the t of -i's save_resume model there)
-            t = model_t(args.initial) if args.initial else args.initial_t or 0.0
-            print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                           testonly=args.testonly, initial_t=t), file=sys.stderr)
+            t = (model_t(args.initial) if args.initial else 0.0) or args.initial_t or 0.0
+            print(preamble({**kept[0], **options}, paths, model=args.model,
+                           predictions=args.predictions, testonly=args.testonly,
+                           initial_t=t), file=sys.stderr)
         elif not args.quiet and not args.initial:
             _differences(options)
 
@@ -190,6 +259,7 @@ def train(args: argparse.Namespace) -> int:
     if args.initial:
         initial = _load(args.initial, args)  # a bad model fails here, once
         _follow_model(options, initial, args)
+        kept[0] = initial.parse.to_dict()
         how = _link(args, initial.info.get("link", "identity"))  # (VW keeps --link)
         if initial.info.get("binary"):  # (and --binary)
             args.binary = options["binary"] = True
@@ -216,7 +286,7 @@ def train(args: argparse.Namespace) -> int:
                 return model
             model = None
         if model is None and (args.readable_model or args.invert_hash):
-            model = _load(model_path, args)  # type: ignore[arg-type]
+            model = _load(model_path, args, start=False)  # type: ignore[arg-type]
         if model is not None and args.readable_model:
             from .._vw._vwtext import write_readable
 
@@ -261,6 +331,8 @@ def _follow_model(options: dict[str, Any], initial: Any, args: argparse.Namespac
 
     defaults = ParseOptions().to_dict()
     have = initial.parse.to_dict()
+    for k in getattr(args, "vw_interactions", None) or {}:  # (vw_start made them -i's)
+        options.pop(k, None)
     for k, v in defaults.items():
         if k in options and options[k] == v:
             del options[k]
@@ -283,7 +355,10 @@ def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
     """A ``terascale vw`` run's feature generation and -i's preserved counters, for the
     job (:func:`._cli_options.job_json`)."""
     return {"generation": getattr(args, "vw_generation", None),
-            "preserved": getattr(args, "vw_preserved", None)}
+            "preserved": getattr(args, "vw_preserved", None),
+            "interactions": getattr(args, "vw_interactions", None),
+            "initial_t": getattr(args, "vw_initial_t", None),
+            "label_range": getattr(args, "vw_range", None)}
 
 
 def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,

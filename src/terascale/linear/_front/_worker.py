@@ -34,6 +34,14 @@ def run_train(job: dict[str, Any],
     t0 = time.perf_counter()
     initial = load_model(job["initial"], job.get("generation")) if job.get("initial") \
         else None
+    if initial is not None:  # (what the VW command line changes in -i's model)
+        from types import SimpleNamespace
+
+        from ._cli_run import vw_start
+
+        vw_start(initial, SimpleNamespace(vw_interactions=job.get("interactions"),
+                                          vw_initial_t=job.get("initial_t"),
+                                          vw_range=job.get("range")))
     # one worker that no launcher started: a job of size 1 of its own (init()'s notice
     # that no launcher started the process is for scripts, not for the learner's CLI)
     alone = None
@@ -55,10 +63,11 @@ def run_train(job: dict[str, Any],
     if rank == 0:
         if job.get("link", "identity") != "identity":
             model.info["link"] = job["link"]
-        t0_vw = (initial.info.get("vw_counters") or {}).get("t") if initial is not None \
-            else None
-        if t0_vw:  # VW carries -i's t on (it resets the other counters)
-            model.info["vw_t0"] = float(t0_vw)
+        counters = (initial.info.get("vw_counters") or {}) if initial is not None else {}
+        if counters.get("t"):  # VW carries -i's t on (it resets the other counters)
+            model.info["vw_t0"] = float(counters["t"])
+        if counters.get("initial_t"):  # (and the initial_t its model keeps)
+            model.info["vw_initial_t"] = float(counters["initial_t"])
         if job["options"].get("binary"):
             model.info["binary"] = True  # (VW keeps --binary in its model)
         if job.get("rates"):

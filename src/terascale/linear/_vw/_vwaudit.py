@@ -99,9 +99,11 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
     opts = TrainOptions(**checked)
     keys = ParseOptions().to_dict()
     if args.initial:
+        from .._front._cli_run import vw_start
         from ._vwmodel import load_model
 
         start = load_model(args.initial, getattr(args, "vw_generation", None))
+        vw_start(start, args)  # (-q/--cubic/--interactions given replace -i's)
         parse = start.parse
     else:
         start = None

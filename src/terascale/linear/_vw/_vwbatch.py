@@ -267,9 +267,11 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     passes = int(options.get("bfgs") or options.get("cg") or 0)
     start = None
     if args.initial:  # VW's batch learner starts from the model's weights and range
+        from .._front._cli_run import vw_start
         from ._vwmodel import load_model
 
         start = load_model(args.initial, getattr(args, "vw_generation", None))
+        vw_start(start, args)  # (-q/--cubic/--interactions given replace -i's)
         options = {**options, **start.parse.to_dict()}
         if args.loss is None:  # the model's (VW's: squared unless it was linked logistic)
             options["loss"] = start.loss

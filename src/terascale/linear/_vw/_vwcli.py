@@ -187,6 +187,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                 args.named_labels = ",".join(names)
         if args.named_labels is not None and args.oaa is None:
             raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
+        _overridden_interactions(args)
         _vw_defaults(args)
         _interaction_notes(args)
         _notes(args)
@@ -234,6 +235,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     # and --power_t 0.5 (a VW model's own apply to -i where they are left out)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
                    learning_rate=None, power_t=None)
+
+
+def _overridden_interactions(args: argparse.Namespace) -> None:
+    """VW's -i with -q/--cubic/--interactions given: the command line's three replace the
+    model's three (``args.vw_interactions``, which ``_cli_run.vw_start`` applies to the
+    model wherever it is read), with VW's warning on standard output where the model had
+    any; without any given, the model's apply. ``--noconstant`` given drops the model's
+    constant feature, and ``--ignore``/``--keep`` given add their namespaces to the
+    model's (VW's options add up: the model's apply too)."""
+    args.vw_interactions = None
+    if not args.initial:
+        return
+    given: dict[str, object] = {k: list(getattr(args, k)) for k in ("ignore", "keep")
+                                if getattr(args, k)}  # (added to the model's, as VW's)
+    if args.noconstant:
+        given["constant"] = False
+    args.vw_interactions = given or None
+    if not (args.quadratic or args.cubic or args.interactions):
+        return
+    from ._vwmodel import model_interactions
+
+    args.vw_interactions = {**(args.vw_interactions or {}),
+                            **{k: list(getattr(args, k))
+                               for k in ("quadratic", "cubic", "interactions")}}
+    if not args.quiet and model_interactions(args.initial):
+        print("[warning] model file has set of {-q, --cubic, --interactions} settings "
+              "stored, but they'll be OVERRIDDEN by set of {-q, --cubic, --interactions} "
+              "settings from command line.")
 
 
 def _interaction_notes(args: argparse.Namespace) -> None:
@@ -295,13 +324,11 @@ def _no_data(args: argparse.Namespace) -> int:
         raise ConfigError("a run without data (--no_stdin, no -d): --oaa, --invert_hash "
                           "and --audit are not supported by terascale vw")
     options = train_options(args)
-    if args.initial:  # with the interactions given added to the model's, as VW's
-        import dataclasses
+    if args.initial:  # (the interactions given replace the model's, as VW's)
+        from .._front._cli_run import vw_start
 
         model = load_model(args.initial, args.vw_generation)
-        merged = {k: tuple(dict.fromkeys((*getattr(model.parse, k), *getattr(args, k))))
-                  for k in ("quadratic", "cubic", "interactions")}
-        model.parse = dataclasses.replace(model.parse, **merged)
+        vw_start(model, args)
     else:
         parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
                                 for k, v in options.items()
@@ -368,7 +395,7 @@ def _save_per_pass(args: argparse.Namespace) -> int:
         path = f"{args.model}.{k}"
         opts = dict(options, passes=k)
         if args.initial:
-            _cli_run._follow_model(opts, _cli_run._load(args.initial), args)
+            _cli_run._follow_model(opts, _cli_run._load(args.initial, args), args)
         model = _cli_run._run_train(quiet, list(args.data), path, opts, "identity")
         if len(model.info.get("pass_totals", [])) < k:  # stopped early: VW saved no more
             import os
@@ -627,12 +654,23 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         args.cache = True
     args.vw_mode = True
     ranged = args.min_prediction is not None or args.max_prediction is not None
-    if ranged and (args.oaa or args.initial):
-        raise ConfigError("--min_prediction/--max_prediction: not supported with "
-                          f"{'--oaa' if args.oaa else '-i MODEL'} by terascale vw")
+    if ranged and args.oaa:
+        raise ConfigError("--min_prediction/--max_prediction: not supported with --oaa by "
+                          "terascale vw")
+    # with -i: the range -i's model starts from, the bounds given over it
+    # (_cli_run.vw_start); the range stays there (options' fixed_range)
+    args.vw_range = [args.min_prediction, args.max_prediction] \
+        if ranged and args.initial else None
+    # --initial_t with -i: the sums every weight starts from, under -i's model
+    # (_cli_run.vw_start); -t learns nothing, VW's batch learner has no such sums
+    args.vw_initial_t = None
+    if args.initial and args.initial_t and not (args.plain_rule or args.testonly
+                                                or args.bfgs is not None
+                                                or args.cg is not None):
+        args.vw_initial_t = args.initial_t
     if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
-            or args.truncated_normal_weights or (args.initial_t and not args.plain_rule)
-            or ranged):
+            or args.truncated_normal_weights or ((ranged or (
+                args.initial_t and not args.plain_rule)) and not args.initial)):
         args.initial = _starting_weights(args)
         args.starting_weights = True
 
@@ -656,8 +694,7 @@ def _starting_weights(args: argparse.Namespace) -> str:
             ("--constant", args.constant), ("--initial_weight", args.initial_weight),
             ("--random_weights", args.random_weights),
             ("--normal_weights", args.normal_weights),
-            ("--truncated_normal_weights", args.truncated_normal_weights),
-            ("--initial_t", args.initial_t)) if on]
+            ("--truncated_normal_weights", args.truncated_normal_weights)) if on]
         raise ConfigError(f"{'/'.join(given) or '--constant/--initial_weight'} set the "
                           f"weights and sums training starts from: not supported with -i "
                           f"MODEL, whose weights it starts from, by terascale vw")
@@ -702,7 +739,9 @@ def _starting_weights(args: argparse.Namespace) -> str:
         state[MIN_LABEL] = args.min_prediction
     if args.max_prediction is not None:
         state[MAX_LABEL] = args.max_prediction
-    LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"],
+    info = {"vw_counters": {"t": args.initial_t, "initial_t": args.initial_t}} \
+        if args.initial_t else {}  # (VW's counters start at t, its model keeps initial_t)
+    LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"], info=info,
                 adaptive=(g2, zeros, state)).save(path)
     return path
 

@@ -303,16 +303,17 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
         seen = float(sum(t[1] + t[3] + (t[6] if len(t) > 6 else 0.0) for t in totals)
                      ) + model.info.get("vw_t0", 0.0)
         examples = int(sum(t[4] for t in totals))
+        t0 = model.info.get("vw_initial_t", 0.0)  # (VW's initial_t)
         fmt = "<fdddd f ff ddd QQ d d Q dd".replace(" ", "")
         c = info.get("vw_counters_out")  # (VW's own, where the run kept them all)
         if c is not None:
-            counters = struct.pack(fmt, 0.0, st[SUM_NORM_X], c["t"], c["sum_loss"],
+            counters = struct.pack(fmt, t0, st[SUM_NORM_X], c["t"], c["sum_loss"],
                                    c["since"], c["dump"], lo, hi, c["labelled"],
                                    c["labels"], c["unlabelled"], c["examples"],
                                    c["features"], st[TOTAL_WEIGHT], c["old"], len(totals),
                                    st[GRAVITY], st[CONTRACTION])
         else:
-            counters = struct.pack(fmt, 0.0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi,
+            counters = struct.pack(fmt, t0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi,
                                    weight, 0.0, 0.0, examples, 0, st[TOTAL_WEIGHT], weight,
                                    len(totals), st[GRAVITY], st[CONTRACTION])
         put(counters, False)
@@ -516,6 +517,27 @@ def model_t(path: str) -> float:
     return float(struct.unpack("<fdd", r.take(20, False))[2])
 
 
+def model_interactions(path: str) -> bool:
+    """Whether the model at ``path`` has any ``-q``/``--cubic``/``--interactions`` (a VW
+    model's header, read alone; a terascale model's parse options)."""
+    if not is_vw_model(path):
+        from .._model import LinearModel
+
+        p = LinearModel.load(path).parse
+        return bool(p.quadratic or p.cubic or p.interactions)
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return False
+    r.take(16)
+    for _ in range(2):
+        r.take(3 * r.u4())
+    return any(t in ("--quadratic", "--cubic", "--interactions")
+               for t in shlex.split(r.string()))
+
+
 def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
     """(K, names) when ``path`` is VW's one-against-all model (its header's ``--oaa K``
     and ``--named_labels``), else (None, None) (terascale's models too)."""
@@ -602,7 +624,8 @@ def read_vw_model(path: str, *, oaa: bool = False,
             float(opts.get("l1_state", ["0"])[0]), float(opts.get("l2_state", ["1"])[0]))
         state[SUM_NORM_X], state[TOTAL_WEIGHT] = vals[1], vals[13]
         state[GRAVITY], state[CONTRACTION] = l1_l2
-        counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8], "t": vals[2]}
+        counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8], "t": vals[2],
+                    "initial_t": vals[0]}
         state[MIN_LABEL], state[MAX_LABEL] = vals[6], vals[7]
     # per weight, save_resume keeps w and the sums of the rules on: VW's default keeps the
     # adaptive and normalized ones; a model of --sgd, or of some of the three, fewer

@@ -11,10 +11,14 @@ and ~100 MB of a run). Its progress lines, closing block and model are the numba
 A test run (``-t -i MODEL`` of VW's model format, without ``-f``) scores in it too
 (``_vwfast.test``: the model's weights in the dense table, the lazy L1/L2 folded in, the
 scores clipped and the losses taken as ``_cli_run._test_only``'s, ``--binary``'s 0/1 loss
-included) and prints that run's progress table and closing block (its code).
+included) and prints that run's progress table and closing block (its code). A run
+that learns on from such a model (``-i MODEL`` without ``-t``) starts from its weights
+and saved learner state in the dense table (``_resume.initial_state``'s), with its
+``-b``, ``-q``, ``--link`` and ``-l``/``--power_t`` applied as ``_cli_run.train``
+applies them: a one-line warm start imports no numba either.
 
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
-(``-n N``, passes, ``-i`` and the starting weights when learning, ``-t`` without ``-i``
+(``-n N``, passes, the starting weights and ``-i`` of terascale's model format, ``-t`` without ``-i``
 or with ``-f``, ``--oaa``, ``--binary`` when learning, a cache,
 terascale's model format, ``--readable_model``/``--invert_hash``, ``--ignore_linear``,
 expectile loss, ``.zip`` input, ``-b`` above 24 or a table over half the memory) runs the
@@ -78,9 +82,8 @@ def c_path(args: argparse.Namespace) -> str | None:
         (args.oaa is not None, "--oaa"),
         (args.bfgs is not None or args.cg is not None, "--bfgs/--conjugate_gradient"),
         (args.audit, "--audit"),
-        (args.initial is not None and not args.testonly, "-i or starting weights"),
-        (bool(args.testonly and args.initial) and not _vw_model(args.initial),
-         "-t -i of terascale's model format (or starting weights)"),
+        (args.initial is not None and not _vw_model(args.initial),
+         "-i of terascale's model format (or starting weights)"),
         (args.format != "vw", "--format"),
         (args.binary and not args.testonly, "--binary"),
         (bool(args.cache or args.cache_file), "a cache"),
@@ -248,6 +251,13 @@ def train(args: argparse.Namespace) -> int:
     from ._vwreport import closing_block, preamble
 
     fast, options, paths, how = _begin(args)
+    model = None
+    if args.initial:
+        args.data, args.data_flag = paths, []  # (standard input read once, as test's)
+        model = _initial(args, options)
+        if model is None:
+            return int(_cli_run.train(args) or 0)
+        how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
     _cli_run._check_output(args.model, "-f", stream=False)
     for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r")):
         _cli_run._check_output(path, flag)
@@ -256,13 +266,22 @@ def train(args: argparse.Namespace) -> int:
     parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
                             for k, v in options.items() if k in ParseOptions().to_dict()})
     if not args.quiet:
+        from ._vwmodel import model_t
+
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                       testonly=False, initial_t=args.initial_t or 0.0), file=sys.stderr)
+                       testonly=False, initial_t=(model_t(args.initial) if model is not None
+                                                  else 0.0) or args.initial_t or 0.0),
+              file=sys.stderr)
     LINK[:] = [how]
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
     table = np.zeros((1 << parse.bits, 3), np.float32)  # (calloc: pages on first touch)
     state = new_state()
+    if model is not None:  # (_resume.initial_state's, in the dense table)
+        table[model.indices, 0] = model.weights
+        table[model.indices, 1] = model.adaptive[0]
+        table[model.indices, 2] = model.adaptive[1]
+        state[:len(model.adaptive[2])] = model.adaptive[2]
     acc = np.zeros(8)
     counted = np.zeros(4)  # unlabelled weight, examples, features, label x weight
     labels_seen: list[float] = []
@@ -340,10 +359,12 @@ def train(args: argparse.Namespace) -> int:
                 start = end
     totals = [[float(v) for v in np.concatenate([acc[:6], counted])]]
     if args.model:
-        _save(args, parse, table, state, options, totals, how, prog)
+        _save(args, parse, table, state, options, totals, how, prog,
+              (model.info.get("vw_counters") or {}) if model is not None else {})
     if not args.quiet:
         print(closing_block({"pass_totals": totals, "labels": labels_seen,
                              "holdout": False, "loss": opts.loss,
+                             "vw_preserved": getattr(args, "vw_preserved", None) or {},
                              "quantile_tau": opts.quantile_tau,
                              "best_constant": not args.dont_output_best_constant}),
               file=sys.stderr)
@@ -353,10 +374,35 @@ def train(args: argparse.Namespace) -> int:
 _NONE = np.zeros(0)
 
 
+def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
+    """-i's VW model for a run that learns from it, its parse options, ``-l`` and
+    ``--power_t`` made the run's (``options``) as ``_cli_run.train`` makes them; None where
+    the numba pass runs it (the model's ``--binary`` or ``--ignore_linear``, its ``-b``
+    above ``_MAX_BITS`` or a table over half the memory)."""
+    from .._front import _cli_run
+    from ._vwmodel import read_vw_model, run_generation
+
+    model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
+    _cli_run.vw_start(model, args)
+    bits = model.parse.bits
+    if (model.info.get("binary") or model.parse.ignore_linear or bits > _MAX_BITS
+            or (12 << bits) > _memory() // 2):
+        return None
+    _cli_run._follow_model(options, model, args)
+    options.update(model.parse.to_dict())
+    for k, v in model.info.get("vw_rates", {}).items():  # VW's model's -l, --power_t
+        if not getattr(args, f"{k}_given", True):
+            options[k] = v
+            args._model_rates = {**getattr(args, "_model_rates", {}), k: v}
+    return model
+
+
 def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.ndarray,
-          options: dict[str, Any], totals: list[list[float]], how: str, prog: Any) -> None:
+          options: dict[str, Any], totals: list[list[float]], how: str, prog: Any,
+          counters: dict[str, float]) -> None:
     """``-f``: VW's model, as the numba pass's run writes it (its save_resume form, or
-    ``--predict_only_model``'s weights with the lazy L1/L2 folded in)."""
+    ``--predict_only_model``'s weights with the lazy L1/L2 folded in); ``counters``: -i's
+    (its examples' weight ``t`` and its ``initial_t``, which VW's carry on)."""
     from types import SimpleNamespace
 
     from .._front._cli_run import _rates
@@ -372,6 +418,10 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
                             "vw_generation": run_generation(args)}
     if how != "identity":
         info["link"] = how
+    if counters.get("t"):
+        info["vw_t0"] = float(counters["t"])
+    if counters.get("initial_t"):
+        info["vw_initial_t"] = float(counters["initial_t"])
     rates = _rates(args)
     if rates:
         info["vw_rates"] = rates
@@ -436,6 +486,7 @@ def test(args: argparse.Namespace) -> int:
     _cli_run._check_output(args.predictions, "-p")
     _cli_run._check_output(args.raw_predictions, "-r")
     model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
+    _cli_run.vw_start(model, args)
     loss = args.loss or model.loss  # (VW reports the command line's loss)
     bits = model.parse.bits
     if (not _covered(loss, fast) or bits > _MAX_BITS or (12 << bits) > _memory() // 2
@@ -528,4 +579,6 @@ def _begin(args: argparse.Namespace) -> tuple[Any, dict[str, Any], list[str], st
         set_quiet()
     options = train_options(args)
     options["vw_text"] = options["vw_labels"] = True
+    if args.min_prediction is not None or args.max_prediction is not None:
+        options["fixed_range"] = True  # (-i's range, or the one given over it, stays)
     return fast, options, _cli_run._inputs(args), _cli_run._link(args, "identity")

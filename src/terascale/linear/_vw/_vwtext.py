@@ -383,7 +383,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
         s = ad[2]
         c = vw_counters(totals or [], info.get("vw_progress"))
         c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
-        head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
+        head += [f"initial_t {info.get('vw_initial_t', 0.0):g}",
+                 f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
                  f"sum_loss {_g(c['sum_loss'])}",
                  f"sum_loss_since_last_dump {_g(c['since'])}",
                  f"dump_interval {c['dump']:g}", f"min_label {lo:g}", f"max_label {hi:g}",
