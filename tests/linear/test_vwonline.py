@@ -15,7 +15,7 @@ import pytest
 
 from terascale._cext import load
 
-FAST = load("terascale.linear._vw._vwfast", 10)
+FAST = load("terascale.linear._vw._vwfast", 11)
 built = pytest.mark.skipif(FAST is None, reason="terascale.linear._vw._vwfast was not built")
 
 
@@ -84,6 +84,8 @@ CASES = [
     ("count", ["--loss_function", "poisson"]),
     ("count", ["--loss_function", "poisson", "-l", "0.1", "--power_t", "0.3"]),
     ("real", ["--link", "glf1", "-l", "2"]),
+    ("sign", ["--ngram", "2", "--loss_function", "logistic"]),
+    ("real", ["--ngram", "a3", "--skips", "a1", "-q", "ab", "--ignore", "d"]),
 ]
 
 
@@ -207,6 +209,19 @@ def test_text_outside_the_compiled_parser_is_parsed_by_the_numba_parser(tmp_path
     data = tmp_path / "d.vw"
     data.write_text("1 |a x:+1 y\n-1 |b z:1e+2\n" + "\n".join(_lines(300, 3, "real")) + "\n")
     got = _three(tmp_path, data, [])
+    assert got["c"]["p"] == got["numba"]["p"] == got["vw"]["p"]
+    assert got["c"]["m"] == got["numba"]["m"]
+
+
+@built
+def test_n_grams_of_text_outside_the_compiled_parser_are_written_into_it(tmp_path):
+    """--ngram: the compiled parser makes the n-grams; a chunk it does not read is
+    rewritten with them (``_vwgen``) and parsed so, to the same predictions and model."""
+    data = tmp_path / "d.vw"
+    lines = _lines(3000, 4, "real")
+    lines[2000] = "1 |a x:+1 y z |b w v"
+    data.write_text("\n".join(lines) + "\n")
+    got = _three(tmp_path, data, ["--ngram", "2", "--skips", "1"])
     assert got["c"]["p"] == got["numba"]["p"] == got["vw"]["p"]
     assert got["c"]["m"] == got["numba"]["m"]
 

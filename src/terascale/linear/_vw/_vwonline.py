@@ -8,6 +8,10 @@ so that a small file starts as VW does (numba's import and first compiled call a
 and ~100 MB of a run). Its progress lines, closing block and model are the numba pass's
 (the same code prints and writes them), its predictions and weights the same bits.
 
+``--ngram``/``--skips`` alone (no other flag of ``_vwgen``'s) are made there too: the
+compiled parser appends each namespace's n-grams after its features, as VW does, and a
+chunk it does not read is rewritten by ``_vwgen`` and parsed so.
+
 A test run (``-t -i MODEL`` of VW's model format, without ``-f``) scores in it too
 (``_vwfast.test``: the model's weights in the dense table, the lazy L1/L2 folded in, the
 scores clipped and the losses taken as ``_cli_run._test_only``'s, ``--binary``'s 0/1 loss
@@ -43,7 +47,7 @@ from ..._errors import ConfigError, DataError
 
 __all__ = ["c_path", "test", "train"]
 
-_ABI = 10  # _vwfast's calling convention this module speaks
+_ABI = 11  # _vwfast's calling convention this module speaks
 _CHUNK = 1 << 20  # text parsed and learned from at a time
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
 # the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
@@ -162,37 +166,63 @@ def _chunks(path: str) -> Any:
 class _Parser:
     """VW text to CSR arrays: the compiled parser, the numba parser where it declines."""
 
-    def __init__(self, opts: Any) -> None:
+    def __init__(self, opts: Any, gen: Any = None) -> None:
         self.opts = opts
         self.table = np.ascontiguousarray(opts.interaction_table(), np.int32)
         self.drop = np.ascontiguousarray(opts.namespace_flags()[0], np.uint8)
+        # --ngram/--skips (gen: their _vwgen.FeatureGen) made by the compiled parser: each
+        # namespace character's n, then its skips; text it declines is rewritten by gen
+        self.gen, self.grams, self.plain = gen, (), None
+        if gen is not None:
+            grams = np.array([gen._of(gen.ngram, c) for c in range(256)]
+                             + [gen._of(gen.skips, c) for c in range(256)])
+            self.grams = (np.clip(grams, 0, 255).astype(np.uint8),)
+            self.plain = _Parser(opts)
         self.per = 5  # bytes per feature the arrays are sized for (halved where short)
+        self.per_line = 32  # bytes per example (halved where shorter; at 1, any text fits)
 
     def parse(self, text: bytes, source: str, line: int) -> tuple:
+        """One chunk's arrays, sized by the bytes per feature and per example seen so far
+        (a chunk sized for its worst case, an example every byte, held 25 MB per MiB of
+        text, and the chunks in flight touched other pages of it each time: on 500 numeric
+        features a line, 106 MB peak against 48 MB sized so)."""
         fast = _fast()
         n = len(text)
         buf = np.frombuffer(text, np.uint8)
-        ncap = n + 16
-        indptr = np.empty(ncap + 1, np.int64)
-        labels = np.empty(ncap, np.float32)
-        weights = np.empty(ncap, np.float32)
-        tag_ptr = np.empty(ncap + 1, np.int64)
         tag_blob = np.empty(n, np.uint8)
         rows, width = self.table.shape
         while True:
+            ncap = int(n // self.per_line) + 16
+            indptr = np.empty(ncap + 1, np.int64)
+            labels = np.empty(ncap, np.float32)
+            weights = np.empty(ncap, np.float32)
+            tag_ptr = np.empty(ncap + 1, np.int64)
             cap = int(n // self.per) + 16
             indices = np.empty(cap, np.uint32)
             values = np.empty(cap, np.float32)
             status, nex, nnz, ntag = fast.parse(buf, self.opts.mask, self.opts.constant,
                                                 indptr, indices, values, labels, weights,
                                                 tag_ptr, tag_blob, self.table, rows, width,
-                                                self.drop)
-            if status != 2 or self.per < 1 / 64:
+                                                self.drop, *self.grams)
+            if status != 2:
                 break
-            self.per /= 2
+            if nex >= ncap and self.per_line > 1:
+                self.per_line //= 2
+            elif self.per < 1 / 64:
+                break
+            else:
+                self.per /= 2
         if status == 0:
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
                     weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag])
+        if self.gen is not None:  # (the n-grams written into the text, then parsed)
+            import io
+
+            lines = io.StringIO(text.decode("utf-8", "surrogateescape"), newline=None)
+            rewritten = "".join(self.gen.line(t, f"{source}:{line + k}") + "\n"
+                                for k, t in enumerate(lines))
+            return self.plain.parse(rewritten.encode("utf-8", "surrogateescape"), source,
+                                    line)
         from .._io._readers import _parse_one  # (numba: text outside the C subset)
 
         ds = _parse_one(buf, self.opts, source, line)
@@ -203,9 +233,11 @@ class _Parser:
 
 def _parsed(paths: list[str], reader: _Parser) -> Any:
     """Each chunk of every input, parsed: the next one in another thread while the caller
-    learns from this one (the parsers and the learner release the GIL). Input of one chunk
-    is parsed here: no thread (nor ``concurrent.futures`` and ``logging``, a tenth of a
-    one-line run's imports) for nothing to overlap."""
+    learns from this one (the parsers and the learner release the GIL), the allocator
+    keeping the freed arrays for the next chunks (``_malloc``: a fifth of the page faults
+    on dense rows). Input of one chunk is parsed here: no thread (nor
+    ``concurrent.futures``, ``logging`` and ``ctypes``, a tenth of a one-line run's
+    imports) for nothing to overlap."""
     chunks = ((text, path, line) for path in paths for text, line in _chunks(path))
     first = next(chunks, None)
     second = next(chunks, None) if first is not None else None
@@ -216,6 +248,9 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
     import itertools
     from concurrent.futures import ThreadPoolExecutor
 
+    from ..._malloc import keep_freed_memory
+
+    keep_freed_memory()  # each chunk's arrays reused, not mapped and faulted in afresh
     with ThreadPoolExecutor(1, thread_name_prefix="terascale-parse") as ex:
         pending = ex.submit(reader.parse, *first)
         for chunk in itertools.chain([second], chunks):
@@ -270,7 +305,7 @@ def train(args: argparse.Namespace) -> int:
     prog.restart()
     nxt = prog.due = prog.first_due() if out else 1.0
     seen_w, seen_n = 0.0, 0
-    reader = _Parser(parse)
+    reader = _Parser(parse, getattr(args, "vw_grams", None))
     writers = prediction_writers(args)
 
     def learn(b: tuple, start: int, end: int, pred: np.ndarray | None) -> None:
