@@ -13,7 +13,8 @@ compiled parser appends each namespace's n-grams after its features, as VW does,
 chunk it does not read is rewritten by ``_vwgen`` and parsed so.
 
 A test run (``-t -i MODEL`` of VW's model format, without ``-f``) scores in it too
-(``_vwfast.test``: the model's weights in the dense table, the lazy L1/L2 folded in, the
+(``_vwfast.test``: the model's weights alone in a dense table of 4 bytes a row, at any
+``-b`` whose table fits in half the memory, the lazy L1/L2 folded in, the
 scores clipped and the losses taken as ``_cli_run._test_only``'s, ``--binary``'s 0/1 loss
 included) and prints that run's progress table and closing block (its code).
 
@@ -136,17 +137,19 @@ def _open(path: str) -> Any:
         raise DataError(f"{path}: cannot read: {e}") from None
 
 
-def _chunks(path: str) -> Any:
+def _chunks(path: str, size: list[int] | None = None) -> Any:
     """The file's text in chunks cut after a line break (the last one as it ends), each
-    with the line number it starts at."""
+    with the line number it starts at; ``size[0]`` bytes read at a time (the caller may
+    change it between chunks), ``_CHUNK`` without it."""
     import zlib
 
     line = 1
     rest = b""
+    size = size or [_CHUNK]
     with _open(path) as f:
         while True:
             try:
-                data = f.read(_CHUNK)
+                data = f.read(size[0])
             except (OSError, EOFError, zlib.error) as e:
                 raise DataError(f"{path}: cannot read: {e}") from None
             if not data:
@@ -238,7 +241,8 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
     on dense rows). Input of one chunk is parsed here: no thread (nor
     ``concurrent.futures``, ``logging`` and ``ctypes``, a tenth of a one-line run's
     imports) for nothing to overlap."""
-    chunks = ((text, path, line) for path in paths for text, line in _chunks(path))
+    size = [_CHUNK // 4]  # (the first two chunks are read before either is parsed)
+    chunks = ((text, path, line) for path in paths for text, line in _chunks(path, size))
     first = next(chunks, None)
     second = next(chunks, None) if first is not None else None
     if second is None:
@@ -255,9 +259,22 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
         pending = ex.submit(reader.parse, *first)
         for chunk in itertools.chain([second], chunks):
             nxt = ex.submit(reader.parse, *chunk)
-            yield pending.result()
+            b = pending.result()
+            size[0] = _chunk_bytes(len(chunk[0]), len(b[1]))
+            yield b
             pending = nxt
         yield pending.result()
+
+
+_FEATURES = 1 << 18  # features a chunk is read for: 2 MiB of indices and values
+
+
+def _chunk_bytes(n: int, features: int) -> int:
+    """The bytes of text to read next, after a chunk of ``n`` bytes gave ``features``: about
+    ``_FEATURES`` features, ``_CHUNK`` at most, a quarter of it at least. Rows that
+    ``-q``/``--cubic`` multiply (a feature every 0.6 bytes) held 13 MB of arrays per MiB
+    of text, with two or three chunks in flight; 256 KiB of them learn in the same time."""
+    return max(_CHUNK // 4, min(_CHUNK, n * _FEATURES // max(features, 1)))
 
 
 def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
@@ -453,8 +470,9 @@ class _Column:
 def test(args: argparse.Namespace) -> int:
     """The ``-t -i MODEL`` run :func:`c_path` admits (VW's model): the model's predictions,
     no learning, VW's progress table and closing block of a test run (``_cli_run._test_only``,
-    whose rules and output these are); a model this path does not cover (its loss, its
-    ``-b``, its ``--ignore_linear``) runs the numba pass."""
+    whose rules and output these are); a model this path does not cover (its loss, a
+    ``-b`` whose weights are over half the memory, its ``--ignore_linear``) runs the numba
+    pass."""
     from .._front import _cli_run
     from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code
     from ._vwmodel import model_t, read_vw_model, run_generation
@@ -471,7 +489,7 @@ def test(args: argparse.Namespace) -> int:
     model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
     loss = args.loss or model.loss  # (VW reports the command line's loss)
     bits = model.parse.bits
-    if (not _covered(loss, fast) or bits > _MAX_BITS or (12 << bits) > _memory() // 2
+    if (not _covered(loss, fast) or (4 << bits) > _memory() // 2
             or model.parse.ignore_linear):  # (the model's --ignore_linear: the numba parse)
         return int(_cli_run.train(args) or 0)
     how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
@@ -479,15 +497,21 @@ def test(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
                        testonly=True, initial_t=model_t(args.initial)), file=sys.stderr)
-    table = np.zeros((1 << bits, 3), np.float32)
-    table[model.indices, 0] = model.weights
+    # the weights alone, 4 bytes a row (VW's -t table: -b 26, 256 MB; the learner's rows
+    # of three, or the numba pass above -b 24, held 1286 MB of a 7M-feature model)
+    table = np.zeros(1 << bits, np.float32)
+    w_model = np.asarray(model.weights, np.float32)
     state = model.adaptive[2] if model.adaptive is not None else None
     lo = hi = 0.0  # (_cli_run._clip's rule: the run's loss's, in the model's label range)
     if state is not None and len(state) >= 6:
         from .._online._state import MAX_LABEL, MIN_LABEL
 
-        fast.sync(table, state.copy())  # (the lazy L1/L2, as the model predicts)
+        rows = np.zeros((len(w_model), 3), np.float32)  # (the model's rows: sync is per row)
+        rows[:, 0] = w_model
+        fast.sync(rows, state.copy())  # (the lazy L1/L2, as the model predicts)
+        w_model = rows[:, 0]
         lo, hi = float(state[MIN_LABEL]), float(state[MAX_LABEL])
+    table[model.indices] = w_model
     clip = int(_CLIP[LOSS_TABLE[loss].code])  # (VW's -t clips as the command line's loss)
     kind = loss_code(loss, tau=args.quantile_tau, q=args.expectile_q)
     total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
@@ -507,7 +531,7 @@ def test(args: argparse.Namespace) -> int:
                 end = min(n, start + _BLOCK)
                 raw, s, lv = np.empty(end - start), np.empty(end - start), np.empty(end - start)
                 fast.test(indptr, b[1], b[2], labels, weights, start, end, table, kind, clip,
-                          lo, hi, binary, _BY_SIGN, raw, s, lv)
+                          lo, hi, binary, _BY_SIGN, raw, s, lv, 1)
                 for writer, linked in writers:  # (-r: the scores before the clipping)
                     v = link(s, how, binary) if linked else raw
                     writer.write(_lines(fast, v, b, start))
