@@ -115,6 +115,8 @@ TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t 
     ("sign", ["--loss_function", "logistic", "-q", "ab"], "terascale", ["--link", "logistic"]),
     ("sign", ["--loss_function", "hinge"], "terascale", ["--binary"]),
     ("count", ["--loss_function", "poisson"], "vw", ["--quiet"]),
+    # above -b 24: the weights alone in the table (the learner's rows take the numba pass)
+    ("sign", ["--loss_function", "logistic", "-b", "25", "--l1", "1e-6"], "vw", []),
 ]
 
 
