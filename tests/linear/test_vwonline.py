@@ -15,7 +15,7 @@ import pytest
 
 from terascale._cext import load
 
-FAST = load("terascale.linear._vw._vwfast", 10)
+FAST = load("terascale.linear._vw._vwfast", 11)
 built = pytest.mark.skipif(FAST is None, reason="terascale.linear._vw._vwfast was not built")
 
 
@@ -87,6 +87,8 @@ CASES = [
     # VW's -l 0: no weight moves, the sums and counters do
     ("real", ["-l", "0", "--l1", "1e-4"]),
     ("sign", ["--loss_function", "logistic", "-l", "0"]),
+    ("sign", ["--ngram", "2", "--loss_function", "logistic"]),
+    ("real", ["--ngram", "a3", "--skips", "a1", "-q", "ab", "--ignore", "d"]),
 ]
 
 
@@ -175,6 +177,8 @@ TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t 
     ("real", ["--predict_only_model"], "vw", ["--max_prediction", "0.5"]),
     ("real", [], "vw", ["--min_prediction", "0"]),
     ("real", [], "vw", ["--noconstant"]),
+    # above -b 24: the weights alone in the table (the learner's rows take the numba pass)
+    ("sign", ["--loss_function", "logistic", "-b", "25", "--l1", "1e-6"], "vw", []),
 ]
 
 
@@ -269,6 +273,19 @@ def test_text_outside_the_compiled_parser_is_parsed_by_the_numba_parser(tmp_path
     data = tmp_path / "d.vw"
     data.write_text("1 |a x:+1 y\n-1 |b z:1e+2\n" + "\n".join(_lines(300, 3, "real")) + "\n")
     got = _three(tmp_path, data, [])
+    assert got["c"]["p"] == got["numba"]["p"] == got["vw"]["p"]
+    assert got["c"]["m"] == got["numba"]["m"]
+
+
+@built
+def test_n_grams_of_text_outside_the_compiled_parser_are_written_into_it(tmp_path):
+    """--ngram: the compiled parser makes the n-grams; a chunk it does not read is
+    rewritten with them (``_vwgen``) and parsed so, to the same predictions and model."""
+    data = tmp_path / "d.vw"
+    lines = _lines(3000, 4, "real")
+    lines[2000] = "1 |a x:+1 y z |b w v"
+    data.write_text("\n".join(lines) + "\n")
+    got = _three(tmp_path, data, ["--ngram", "2", "--skips", "1"])
     assert got["c"]["p"] == got["numba"]["p"] == got["vw"]["p"]
     assert got["c"]["m"] == got["numba"]["m"]
 

@@ -121,14 +121,17 @@ class _Data:
         self.size = 1 << parse.bits
         n = len(data)
         self.n = n
-        values, indices = data.values.astype(_F), data.indices.astype(np.int64)
+        # (int32 indices where they fit, as scipy keeps them: no int64 copy beside them)
+        index = np.int32 if self.size <= np.iinfo(np.int32).max else np.int64
+        values, indices = data.values.astype(_F), data.indices.astype(index)
         self.X = sp.csr_matrix((values, indices, data.indptr), shape=(n, self.size))
-        # x^2 of each occurrence: a feature twice in an example (a hash collision, a
-        # repeated name) adds two squares to the preconditioner, as in VW, not one
-        self.X2 = sp.csr_matrix((values * values, indices, data.indptr),
-                                shape=(n, self.size))
         self.XT = self.X.T.tocsr()
-        self.X2T = self.X2.T.tocsr()
+        # x^2 of each occurrence: a feature twice in an example (a hash collision, a
+        # repeated name) adds two squares to the preconditioner, as in VW, not one; the
+        # squares in XT's places, sharing its indices (a transposed copy of its own held
+        # 16 bytes per feature more: 300 MB of 1M examples of 19 features)
+        self.X2T = sp.csr_matrix((self.XT.data * self.XT.data, self.XT.indices,
+                                  self.XT.indptr), shape=self.XT.shape)
         self.labels = data.labels.astype(_F)
         self.weights = data.weights.astype(_F)
         self.tags = [data.tag(i) for i in range(n)] if data.tag_ptr is not None else None
@@ -181,6 +184,15 @@ class _Data:
         self.range_all = (float(seg_lo.min(initial=np.inf)), float(seg_hi.max(initial=-np.inf)))
         self.total = int(counts.sum())
         self.closing = _closing_sums(comm, self)
+
+    @property
+    def X2(self) -> Any:  # noqa: N802 (the matrix's name)
+        """The squares of ``X``'s values in its places (built when asked: VW's SGD rules'
+        per-example sums)."""
+        import scipy.sparse as sp
+
+        return sp.csr_matrix((self.X.data * self.X.data, self.X.indices, self.X.indptr),
+                             shape=self.X.shape)
 
     def dot(self, w: np.ndarray) -> np.ndarray:
         return (self.X @ w).astype(_F)

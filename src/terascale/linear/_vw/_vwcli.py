@@ -501,12 +501,18 @@ def _generate(args: argparse.Namespace) -> None:
     if (args.ngram or args.skips) and args.model and args.nprocs > 1:
         raise ConfigError("-f with --ngram/--skips needs -n 1 (the model records them for "
                           "vw -i, as VW's does)")
-    if args.data or args.data_flag or not args._vw_noop_no_stdin:  # (a run without data
-        args.data = rewrite_inputs(_cli_run._inputs(args), gen)     # keeps the flags only)
-        args.data_flag = []
+    if gen.grams_only and not (args.testonly or args.plain_rule or args.save_per_pass):
+        from ._vwonline import c_path
+
+        if c_path(args) is None:  # the compiled parser makes the n-grams, line by line
+            args.vw_grams = gen
+            gen = None
+    if gen is not None and (args.data or args.data_flag or not args._vw_noop_no_stdin):
+        args.data = rewrite_inputs(_cli_run._inputs(args), gen)  # (a run without data
+        args.data_flag = []                                       # keeps the flags only)
     args.vw_generation = {"ngram": list(args.ngram), "skips": list(args.skips),
                           "hash_seed": [args.hash_seed] if args.hash_seed else [],
-                          "hash": ["all"] if gen.hash_all else []}
+                          "hash": ["all"] if args.hash == "all" else []}
 
 
 def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:

@@ -14,9 +14,12 @@
  * of first appearance as VW's ec.indices holds them; then the constant, then the
  * interactions (-q, --cubic, --interactions) built from each namespace character's run as
  * _interactions.emit_interactions builds them (VW's order, hashing and products).
+ * grams (512 bytes: --ngram's n of each namespace character, then its --skips) appends
+ * each namespace's n-grams after its features, as VW's kskip_ngram_transformer (and
+ * _vwgen's rewrite of the text) does.
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
- *       [, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)
+ *       [, table, rows, width[, ignore[, grams]]]) -> (status, examples, features, tag bytes)
  * (format_predictions, VW's -p lines, is at the end; learn, VW's online update, is
  * _vwlearn.c's.)
  * status 0: done; 1: the buffer holds something outside the subset (nothing usable);
@@ -327,15 +330,107 @@ static int emit_interactions(const int32_t *tab, Py_ssize_t rows, Py_ssize_t wid
     return 0;
 }
 
+#define GRAM_CONSTANT 27942141ull /* VW's multiplier of an n-gram's indices */
+
+/* VW's add_grams (kskip_ngram_transformer) over one namespace's indices idx[0, len): the
+ * n-grams with up to skip_gram skips, of value 1, appended at *pos (2: no room). mask
+ * holds the offsets of the words of the gram being built (mask[0] = 0). */
+static int add_grams(const uint32_t *idx, Py_ssize_t len, int ngram, int skip_gram, int *mask,
+                     int nmask, int skips, uint32_t *out_i, float *out_v, Py_ssize_t *pos,
+                     Py_ssize_t fcap, uint32_t m) {
+    if (ngram == 0 && mask[nmask - 1] < len) {
+        for (Py_ssize_t i = 0; i < len - mask[nmask - 1]; i++) {
+            uint64_t h = idx[i];
+            for (int k = 1; k < nmask; k++)
+                h = h * GRAM_CONSTANT + idx[i + mask[k]];
+            if (*pos >= fcap)
+                return 2;
+            out_i[*pos] = (uint32_t)h & m;
+            out_v[*pos] = 1.0f;
+            (*pos)++;
+        }
+    }
+    if (ngram > 0) {
+        mask[nmask] = mask[nmask - 1] + 1 + skips;
+        int st = add_grams(idx, len, ngram - 1, skip_gram, mask, nmask + 1, 0, out_i, out_v, pos,
+                           fcap, m);
+        if (st)
+            return st;
+    }
+    if (skip_gram > 0 && ngram > 0)
+        return add_grams(idx, len, ngram, skip_gram - 1, mask, nmask, skips + 1, out_i, out_v,
+                         pos, fcap, m);
+    return 0;
+}
+
+#define MAX_GRAM 16 /* longer n-grams (or more skips) go to the caller's rewrite */
+
+/* --ngram/--skips: each namespace's n-grams right after its features (VW's order; the
+ * interactions then cross them too). The line's features [start, *nnz_p), in runs
+ * gs[c]..ge[c] of its namespace characters line_ns, are laid out again through tmp_i/tmp_v
+ * (cap entries, the line's features at least). */
+static int line_grams(const unsigned char *gn, const unsigned char *gk,
+                      const unsigned char *line_ns, int n_line_ns, Py_ssize_t *gs,
+                      Py_ssize_t *ge, Py_ssize_t start, uint32_t *indices, float *values,
+                      Py_ssize_t *nnz_p, Py_ssize_t fcap, uint32_t m, uint32_t *tmp_i,
+                      float *tmp_v) {
+    unsigned char order[256];
+    int no = 0, any = 0;
+    for (int j = 0; j < n_line_ns; j++) { /* the characters with features, by position */
+        unsigned char c = line_ns[j];
+        if (ge[c] <= gs[c])
+            continue;
+        any |= gn[c] > 1;
+        int a = no++;
+        while (a > 0 && gs[order[a - 1]] > gs[c]) {
+            order[a] = order[a - 1];
+            a--;
+        }
+        order[a] = c;
+    }
+    if (!any)
+        return 0;
+    Py_ssize_t cnt = *nnz_p - start, pos = start;
+    memcpy(tmp_i, indices + start, (size_t)cnt * 4);
+    memcpy(tmp_v, values + start, (size_t)cnt * 4);
+    for (int j = 0; j < no; j++) {
+        unsigned char c = order[j];
+        Py_ssize_t len = ge[c] - gs[c], from = gs[c] - start;
+        if (pos + len > fcap)
+            return 2;
+        memcpy(indices + pos, tmp_i + from, (size_t)len * 4);
+        memcpy(values + pos, tmp_v + from, (size_t)len * 4);
+        gs[c] = pos;
+        pos += len;
+        int mask[MAX_GRAM + 2];
+        for (int n = 1; n < gn[c]; n++) {
+            mask[0] = 0;
+            int st = add_grams(indices + gs[c], len, n, gk[c], mask, 1, 0, indices, values,
+                               &pos, fcap, m);
+            if (st)
+                return st;
+        }
+        ge[c] = pos;
+    }
+    *nnz_p = pos;
+    return 0;
+}
+
 static PyObject *parse(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0}, bg = {0};
+    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0}, bg = {0}, bn = {0};
     unsigned long mask;
     int constant;
     Py_ssize_t rows = 0, width = 0;
-    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nny*", &bb, &mask, &constant, &bp, &bi,
-                          &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width, &bg))
+    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nny*y*", &bb, &mask, &constant, &bp, &bi,
+                          &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width, &bg, &bn))
         return NULL;
+    /* --ngram/--skips: n (0 or 1: none) of each namespace character, then its skips */
+    const unsigned char *gram_n = NULL, *gram_k = NULL;
+    if (bn.obj && bn.len >= 512) {
+        gram_n = bn.buf;
+        gram_k = gram_n + 256;
+    }
     /* --ignore/--keep: a nonzero byte drops that namespace character's features */
     unsigned char drop[256];
     memset(drop, 0, sizeof drop);
@@ -402,6 +497,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     Py_ssize_t tmp_cap = 0;
     if (ncap >= 0)
         indptr[0] = tag_ptr[0] = 0;
+    for (int c = 0; gram_n && c < 256; c++)
+        if (gram_n[c] > MAX_GRAM || gram_k[c] > MAX_GRAM)
+            status = 1;
     if (status)
         p = end;
     while (p < end) {
@@ -511,6 +609,24 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                     nnz++;
                     continue;
                 }
+                if (n > 0) { /* name:value, the name of 1-7 bytes in the word */
+                    const unsigned char *vs = q + n + 1;
+                    q = token_end(vs, end);
+                    float v;
+                    /* (a second ':' is no number: the numba parser refuses x:1:2) */
+                    if (!read_number(vs, q, &v)) { status = 1; goto done; }
+                    v = scale * v;
+                    if (v == 0.0f || drop[ns_c])
+                        continue;
+                    uint32_t h = all_digits(x, (1ull << (8 * n)) - 1)
+                                     ? digits_value(x, n) + ns_hash
+                                     : murmur3_word(x, n, ns_hash);
+                    if (nnz >= fcap) { status = 2; goto done; }
+                    indices[nnz] = h & m;
+                    values[nnz] = v;
+                    nnz++;
+                    continue;
+                }
             }
             const unsigned char *ts = q;
             q = token_end(q, end);
@@ -591,6 +707,20 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 ge[c] = seg_s[last_seg[c] + 1];
             }
         }
+        if (gram_n) {
+            Py_ssize_t cnt = nnz - ex_start;
+            if (cnt > tmp_cap) {
+                free(tmp_i);
+                free(tmp_v);
+                tmp_cap = 2 * cnt;
+                tmp_i = malloc((size_t)tmp_cap * 4);
+                tmp_v = malloc((size_t)tmp_cap * 4);
+                if (!tmp_i || !tmp_v) { tmp_cap = 0; status = 3; goto done; }
+            }
+            if ((status = line_grams(gram_n, gram_k, line_ns, n_line_ns, gs, ge, ex_start,
+                                     indices, values, &nnz, fcap, m, tmp_i, tmp_v)))
+                goto done;
+        }
         if (constant) {
             if (nnz >= fcap) { status = 2; goto done; }
             indices[nnz] = CONSTANT_HASH & m;
@@ -628,6 +758,8 @@ done:
         PyBuffer_Release(&bt);
     if (bg.obj)
         PyBuffer_Release(&bg);
+    if (bn.obj)
+        PyBuffer_Release(&bn);
     if (status == 3)
         return PyErr_NoMemory();
     return Py_BuildValue("innn", status, nex, nnz, ntag);
@@ -826,7 +958,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 10) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 11) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

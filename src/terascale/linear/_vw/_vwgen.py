@@ -24,7 +24,9 @@ is 0 stays out of every sum) drops the features whose index is not in the mask's
 nonzero weights: the same examples for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
-these flags is given: each line is rewritten with every feature named by its final hash (an
+these flags is given (``--ngram``/``--skips`` alone, on a run the compiled learner takes,
+are made by its parser instead, ``_vwonline``: this rewrite, in Python, takes ~20x VW's
+CPU time on 20-60 words a line): each line is rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
 does), under the namespace letter it ends in. The parser then adds the constant and the
 interactions as always, so the examples are VW's bit for bit; the hot path never sees these
@@ -181,6 +183,13 @@ class FeatureGen:
         """Whether only the hashes change: each feature keeps its place and word."""
         return not (self.ngram or self.skips or self.limit or self.redefine is not None
                     or self.keep is not None or self.affix or self.sort)
+
+    @property
+    def grams_only(self) -> bool:
+        """Whether only ``--ngram``/``--skips`` are asked for (the compiled parser's)."""
+        return bool(self.ngram or self.skips) and not (
+            self.limit or self.redefine is not None or self.seed or self.keep is not None
+            or self.affix or self.hash_all or self.sort)
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))

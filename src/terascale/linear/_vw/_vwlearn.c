@@ -493,7 +493,8 @@ void vw_learn_init(void) {
  * VW's min and max label; the "labels" rule clips only where lo < hi) in `pred`, and
  * where labelled with weight > 0 its loss times its weight (_losses.losses32 of `kind`:
  * labels read by their sign where the loss reads classes; `binary`: the 0/1 loss), else 0,
- * in `loss`. Nothing is learned. */
+ * in `loss`. Nothing is learned. The table's rows are of `stride` floats (3, the
+ * default; 1: the weights alone, as a test run needs them). */
 PyObject *vw_test(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bp, bi, bv, bl, bw, bt, bsg, braw, bpr, bls;
@@ -501,16 +502,19 @@ PyObject *vw_test(PyObject *self, PyObject *args) {
     long long kind;
     int clip, binary;
     double lo, hi;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nny*Liddpy*w*w*w*", &bp, &bi, &bv, &bl, &bw,
+    Py_ssize_t stride = 3;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nny*Liddpy*w*w*w*|n", &bp, &bi, &bv, &bl, &bw,
                           &start, &end, &bt, &kind, &clip, &lo, &hi, &binary, &bsg, &braw,
-                          &bpr, &bls))
+                          &bpr, &bls, &stride))
         return NULL;
+    if (stride != 1)
+        stride = 3;
     const int64_t *indptr = bp.buf;
     const uint32_t *cols = bi.buf;
     const float *values = bv.buf, *labels = bl.buf, *weights = bw.buf, *t = bt.buf;
     const int64_t *by_sign = bsg.buf;
     double *raw = braw.buf, *pred = bpr.buf, *loss = bls.buf;
-    size_t rows = (size_t)bt.len / 12;
+    size_t rows = (size_t)bt.len / (4 * (size_t)stride);
     Py_ssize_t nex = bl.len / 4;
     const char *err = NULL;
     if (bsg.len < 8 * 8)
@@ -539,7 +543,7 @@ PyObject *vw_test(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = start; i < end && !bad; i++) {
             float p32 = 0.0f;
             for (int64_t k = indptr[i]; k < indptr[i + 1]; k++)
-                p32 += t[3 * (size_t)cols[k]] * values[k];
+                p32 += t[stride * (size_t)cols[k]] * values[k];
             double p = p32;
             raw[i - start] = p;
             if (clip != 1 || lo < hi)

@@ -8,8 +8,13 @@ so that a small file starts as VW does (numba's import and first compiled call a
 and ~100 MB of a run). Its progress lines, closing block and model are the numba pass's
 (the same code prints and writes them), its predictions and weights the same bits.
 
+``--ngram``/``--skips`` alone (no other flag of ``_vwgen``'s) are made there too: the
+compiled parser appends each namespace's n-grams after its features, as VW does, and a
+chunk it does not read is rewritten by ``_vwgen`` and parsed so.
+
 A test run (``-t -i MODEL`` of VW's model format, without ``-f``) scores in it too
-(``_vwfast.test``: the model's weights in the dense table, the lazy L1/L2 folded in, the
+(``_vwfast.test``: the model's weights alone in a dense table of 4 bytes a row, at any
+``-b`` whose table fits in half the memory, the lazy L1/L2 folded in, the
 scores clipped and the losses taken as ``_cli_run._test_only``'s, ``--binary``'s 0/1 loss
 included) and prints that run's progress table and closing block (its code). A run
 that learns on from such a model (``-i MODEL`` without ``-t``) starts from its weights
@@ -47,7 +52,7 @@ from ..._errors import ConfigError, DataError
 
 __all__ = ["c_path", "test", "train"]
 
-_ABI = 10  # _vwfast's calling convention this module speaks
+_ABI = 11  # _vwfast's calling convention this module speaks
 _CHUNK = 1 << 20  # text parsed and learned from at a time
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
 # the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
@@ -137,17 +142,19 @@ def _open(path: str) -> Any:
         raise DataError(f"{path}: cannot read: {e}") from None
 
 
-def _chunks(path: str) -> Any:
+def _chunks(path: str, size: list[int] | None = None) -> Any:
     """The file's text in chunks cut after a line break (the last one as it ends), each
-    with the line number it starts at."""
+    with the line number it starts at; ``size[0]`` bytes read at a time (the caller may
+    change it between chunks), ``_CHUNK`` without it."""
     import zlib
 
     line = 1
     rest = b""
+    size = size or [_CHUNK]
     with _open(path) as f:
         while True:
             try:
-                data = f.read(_CHUNK)
+                data = f.read(size[0])
             except (OSError, EOFError, zlib.error) as e:
                 raise DataError(f"{path}: cannot read: {e}") from None
             if not data:
@@ -167,37 +174,63 @@ def _chunks(path: str) -> Any:
 class _Parser:
     """VW text to CSR arrays: the compiled parser, the numba parser where it declines."""
 
-    def __init__(self, opts: Any) -> None:
+    def __init__(self, opts: Any, gen: Any = None) -> None:
         self.opts = opts
         self.table = np.ascontiguousarray(opts.interaction_table(), np.int32)
         self.drop = np.ascontiguousarray(opts.namespace_flags()[0], np.uint8)
+        # --ngram/--skips (gen: their _vwgen.FeatureGen) made by the compiled parser: each
+        # namespace character's n, then its skips; text it declines is rewritten by gen
+        self.gen, self.grams, self.plain = gen, (), None
+        if gen is not None:
+            grams = np.array([gen._of(gen.ngram, c) for c in range(256)]
+                             + [gen._of(gen.skips, c) for c in range(256)])
+            self.grams = (np.clip(grams, 0, 255).astype(np.uint8),)
+            self.plain = _Parser(opts)
         self.per = 5  # bytes per feature the arrays are sized for (halved where short)
+        self.per_line = 32  # bytes per example (halved where shorter; at 1, any text fits)
 
     def parse(self, text: bytes, source: str, line: int) -> tuple:
+        """One chunk's arrays, sized by the bytes per feature and per example seen so far
+        (a chunk sized for its worst case, an example every byte, held 25 MB per MiB of
+        text, and the chunks in flight touched other pages of it each time: on 500 numeric
+        features a line, 106 MB peak against 48 MB sized so)."""
         fast = _fast()
         n = len(text)
         buf = np.frombuffer(text, np.uint8)
-        ncap = n + 16
-        indptr = np.empty(ncap + 1, np.int64)
-        labels = np.empty(ncap, np.float32)
-        weights = np.empty(ncap, np.float32)
-        tag_ptr = np.empty(ncap + 1, np.int64)
         tag_blob = np.empty(n, np.uint8)
         rows, width = self.table.shape
         while True:
+            ncap = int(n // self.per_line) + 16
+            indptr = np.empty(ncap + 1, np.int64)
+            labels = np.empty(ncap, np.float32)
+            weights = np.empty(ncap, np.float32)
+            tag_ptr = np.empty(ncap + 1, np.int64)
             cap = int(n // self.per) + 16
             indices = np.empty(cap, np.uint32)
             values = np.empty(cap, np.float32)
             status, nex, nnz, ntag = fast.parse(buf, self.opts.mask, self.opts.constant,
                                                 indptr, indices, values, labels, weights,
                                                 tag_ptr, tag_blob, self.table, rows, width,
-                                                self.drop)
-            if status != 2 or self.per < 1 / 64:
+                                                self.drop, *self.grams)
+            if status != 2:
                 break
-            self.per /= 2
+            if nex >= ncap and self.per_line > 1:
+                self.per_line //= 2
+            elif self.per < 1 / 64:
+                break
+            else:
+                self.per /= 2
         if status == 0:
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
                     weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag])
+        if self.gen is not None:  # (the n-grams written into the text, then parsed)
+            import io
+
+            lines = io.StringIO(text.decode("utf-8", "surrogateescape"), newline=None)
+            rewritten = "".join(self.gen.line(t, f"{source}:{line + k}") + "\n"
+                                for k, t in enumerate(lines))
+            return self.plain.parse(rewritten.encode("utf-8", "surrogateescape"), source,
+                                    line)
         from .._io._readers import _parse_one  # (numba: text outside the C subset)
 
         ds = _parse_one(buf, self.opts, source, line)
@@ -208,10 +241,13 @@ class _Parser:
 
 def _parsed(paths: list[str], reader: _Parser) -> Any:
     """Each chunk of every input, parsed: the next one in another thread while the caller
-    learns from this one (the parsers and the learner release the GIL). Input of one chunk
-    is parsed here: no thread (nor ``concurrent.futures`` and ``logging``, a tenth of a
-    one-line run's imports) for nothing to overlap."""
-    chunks = ((text, path, line) for path in paths for text, line in _chunks(path))
+    learns from this one (the parsers and the learner release the GIL), the allocator
+    keeping the freed arrays for the next chunks (``_malloc``: a fifth of the page faults
+    on dense rows). Input of one chunk is parsed here: no thread (nor
+    ``concurrent.futures``, ``logging`` and ``ctypes``, a tenth of a one-line run's
+    imports) for nothing to overlap."""
+    size = [_CHUNK // 4]  # (the first two chunks are read before either is parsed)
+    chunks = ((text, path, line) for path in paths for text, line in _chunks(path, size))
     first = next(chunks, None)
     second = next(chunks, None) if first is not None else None
     if second is None:
@@ -221,13 +257,29 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
     import itertools
     from concurrent.futures import ThreadPoolExecutor
 
+    from ..._malloc import keep_freed_memory
+
+    keep_freed_memory()  # each chunk's arrays reused, not mapped and faulted in afresh
     with ThreadPoolExecutor(1, thread_name_prefix="terascale-parse") as ex:
         pending = ex.submit(reader.parse, *first)
         for chunk in itertools.chain([second], chunks):
             nxt = ex.submit(reader.parse, *chunk)
-            yield pending.result()
+            b = pending.result()
+            size[0] = _chunk_bytes(len(chunk[0]), len(b[1]))
+            yield b
             pending = nxt
         yield pending.result()
+
+
+_FEATURES = 1 << 18  # features a chunk is read for: 2 MiB of indices and values
+
+
+def _chunk_bytes(n: int, features: int) -> int:
+    """The bytes of text to read next, after a chunk of ``n`` bytes gave ``features``: about
+    ``_FEATURES`` features, ``_CHUNK`` at most, a quarter of it at least. Rows that
+    ``-q``/``--cubic`` multiply (a feature every 0.6 bytes) held 13 MB of arrays per MiB
+    of text, with two or three chunks in flight; 256 KiB of them learn in the same time."""
+    return max(_CHUNK // 4, min(_CHUNK, n * _FEATURES // max(features, 1)))
 
 
 def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
@@ -291,7 +343,7 @@ def train(args: argparse.Namespace) -> int:
     prog.restart()
     nxt = prog.due = prog.first_due() if out else 1.0
     seen_w, seen_n = 0.0, 0
-    reader = _Parser(parse)
+    reader = _Parser(parse, getattr(args, "vw_grams", None))
     writers = prediction_writers(args)
 
     def learn(b: tuple, start: int, end: int, pred: np.ndarray | None) -> None:
@@ -470,8 +522,9 @@ class _Column:
 def test(args: argparse.Namespace) -> int:
     """The ``-t -i MODEL`` run :func:`c_path` admits (VW's model): the model's predictions,
     no learning, VW's progress table and closing block of a test run (``_cli_run._test_only``,
-    whose rules and output these are); a model this path does not cover (its loss, its
-    ``-b``, its ``--ignore_linear``) runs the numba pass."""
+    whose rules and output these are); a model this path does not cover (its loss, a
+    ``-b`` whose weights are over half the memory, its ``--ignore_linear``) runs the numba
+    pass."""
     from .._front import _cli_run
     from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code
     from ._vwmodel import model_t, read_vw_model, run_generation
@@ -489,7 +542,7 @@ def test(args: argparse.Namespace) -> int:
     _cli_run.vw_start(model, args)
     loss = args.loss or model.loss  # (VW reports the command line's loss)
     bits = model.parse.bits
-    if (not _covered(loss, fast) or bits > _MAX_BITS or (12 << bits) > _memory() // 2
+    if (not _covered(loss, fast) or (4 << bits) > _memory() // 2
             or model.parse.ignore_linear):  # (the model's --ignore_linear: the numba parse)
         return int(_cli_run.train(args) or 0)
     how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
@@ -497,15 +550,21 @@ def test(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
                        testonly=True, initial_t=model_t(args.initial)), file=sys.stderr)
-    table = np.zeros((1 << bits, 3), np.float32)
-    table[model.indices, 0] = model.weights
+    # the weights alone, 4 bytes a row (VW's -t table: -b 26, 256 MB; the learner's rows
+    # of three, or the numba pass above -b 24, held 1286 MB of a 7M-feature model)
+    table = np.zeros(1 << bits, np.float32)
+    w_model = np.asarray(model.weights, np.float32)
     state = model.adaptive[2] if model.adaptive is not None else None
     lo = hi = 0.0  # (_cli_run._clip's rule: the run's loss's, in the model's label range)
     if state is not None and len(state) >= 6:
         from .._online._state import MAX_LABEL, MIN_LABEL
 
-        fast.sync(table, state.copy())  # (the lazy L1/L2, as the model predicts)
+        rows = np.zeros((len(w_model), 3), np.float32)  # (the model's rows: sync is per row)
+        rows[:, 0] = w_model
+        fast.sync(rows, state.copy())  # (the lazy L1/L2, as the model predicts)
+        w_model = rows[:, 0]
         lo, hi = float(state[MIN_LABEL]), float(state[MAX_LABEL])
+    table[model.indices] = w_model
     clip = int(_CLIP[LOSS_TABLE[loss].code])  # (VW's -t clips as the command line's loss)
     kind = loss_code(loss, tau=args.quantile_tau, q=args.expectile_q)
     total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
@@ -525,7 +584,7 @@ def test(args: argparse.Namespace) -> int:
                 end = min(n, start + _BLOCK)
                 raw, s, lv = np.empty(end - start), np.empty(end - start), np.empty(end - start)
                 fast.test(indptr, b[1], b[2], labels, weights, start, end, table, kind, clip,
-                          lo, hi, binary, _BY_SIGN, raw, s, lv)
+                          lo, hi, binary, _BY_SIGN, raw, s, lv, 1)
                 for writer, linked in writers:  # (-r: the scores before the clipping)
                     v = link(s, how, binary) if linked else raw
                     writer.write(_lines(fast, v, b, start))
