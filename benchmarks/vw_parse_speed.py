@@ -9,7 +9,7 @@ ends (as a text pass reads it, ``_stream.CHUNK_BYTES``) and parses every chunk w
 where it hands a chunk back), ``REPEATS`` times (default 3); prints the best run's CPU
 seconds, nanoseconds per feature and per byte. The allocator is set as ``terascale vw``
 sets it (``_malloc.keep_freed_memory``). Then the ``-p`` text of 65536 predictions with
-a tag each (``_progressive.block_tags`` and ``_vwtext.prediction_lines``, as the online pass
+a tag each (``_progressive.block_tags`` and ``_vwout.prediction_lines``, as the online pass
 writes them), best of ``REPEATS``, per example.
 """
 
@@ -24,7 +24,7 @@ from terascale._malloc import keep_freed_memory
 from terascale.linear._io._blocks import Block
 from terascale.linear._io._dataset import ParseOptions
 from terascale.linear._online._progressive import block_tags
-from terascale.linear._vw._vwtext import prediction_lines
+from terascale.linear._vw._vwout import prediction_lines
 from terascale.linear._vw._vwtext_fast import parse_vw
 
 CHUNK = 1 << 20

@@ -520,3 +520,18 @@ def test_a_transport_is_one_module_and_one_registry_line() -> None:
              if "inprocess" in p.read_text()}
     assert named == {"transport/inprocess.py", "transport/base.py", "transport/__init__.py",
                      "testing/_threads.py"}, named
+
+
+def test_every_benchmark_script_imports() -> None:
+    """The scripts under ``benchmarks/`` (the commands the benchmark pages cite) import
+    what they use from the package as it is now: a name moved or renamed fails here, not
+    when a reader reruns a page's command."""
+    scripts = sorted((ROOT / "benchmarks").glob("*.py"))
+    assert scripts
+    code = ("import importlib.util, sys\n"
+            "for path in sys.argv[1:]:\n"
+            "    spec = importlib.util.spec_from_file_location('bench_script', path)\n"
+            "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n")
+    out = subprocess.run([sys.executable, "-c", code, *map(str, scripts)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
