@@ -292,3 +292,12 @@ def test_oaa_indexing_given_is_vws(flags, tmp_path, capfd, monkeypatch):
     assert (tmp_path / "ts.tp").read_text() == (tmp_path / "vw.tp").read_text()
     code, err = run_ts(capfd, ["-d", "d.vw", "--indexing", "1"], tmp_path, monkeypatch)
     assert code == 2 and "--indexing goes with --oaa" in err
+
+
+@pytest.mark.parametrize("flag", [["--initial_t", "2"], ["--initial_weight", "0.1"]])
+def test_oaa_starting_weights_are_refused_naming_them(flag, tmp_path, capfd, monkeypatch):
+    """--oaa with VW's starting-weight options: refused naming them (it was refused as a
+    -i of a temporary file in terascale's format)."""
+    (tmp_path / "d.vw").write_text("\n".join(_classes(20, 3, 47)) + "\n")
+    code, err = run_ts(capfd, ["-d", "d.vw", "--oaa", "3", *flag], tmp_path, monkeypatch)
+    assert code == 2 and flag[0] in err and "with --oaa" in err and ".model" not in err

@@ -633,6 +633,10 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
             or args.truncated_normal_weights or (args.initial_t and not args.plain_rule)
             or ranged):
+        if args.oaa:
+            raise ConfigError("--constant/--initial_weight/--random_weights/--normal_weights/"
+                              "--truncated_normal_weights/--initial_t with --oaa are not "
+                              "supported by terascale vw")
         args.initial = _starting_weights(args)
         args.starting_weights = True
 
