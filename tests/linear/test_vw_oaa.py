@@ -292,3 +292,38 @@ def test_oaa_indexing_given_is_vws(flags, tmp_path, capfd, monkeypatch):
     assert (tmp_path / "ts.tp").read_text() == (tmp_path / "vw.tp").read_text()
     code, err = run_ts(capfd, ["-d", "d.vw", "--indexing", "1"], tmp_path, monkeypatch)
     assert code == 2 and "--indexing goes with --oaa" in err
+
+
+@pytest.mark.parametrize("flag", [["--initial_t", "2"], ["--initial_weight", "0.1"]])
+def test_oaa_starting_weights_are_refused_naming_them(flag, tmp_path, capfd, monkeypatch):
+    """--oaa with VW's starting-weight options: refused naming them (it was refused as a
+    -i of a temporary file in terascale's format)."""
+    (tmp_path / "d.vw").write_text("\n".join(_classes(20, 3, 47)) + "\n")
+    code, err = run_ts(capfd, ["-d", "d.vw", "--oaa", "3", *flag], tmp_path, monkeypatch)
+    assert code == 2 and flag[0] in err and "with --oaa" in err and ".model" not in err
+
+
+def test_oaa_link_is_vws_where_it_is_reproduced(tmp_path, capfd, monkeypatch):
+    """--oaa with --link: -t of VW's model that keeps --link logistic writes VW's linked
+    scores (-r) and its classes; --link identity given (or replaced by --probabilities)
+    is kept in the model, as VW's; training through a link (VW's learners learn from
+    their linked scores) is refused."""
+    (tmp_path / "d.vw").write_text("\n".join(_classes(200, 4, 53)) + "\n")
+    run_vw(["-d", "d.vw", "--oaa", "4", "--link", "logistic", "-f", "m", "--quiet"],
+           tmp_path)
+    args = ["-d", "d.vw", "-t", "-i", "m"]
+    run_vw([*args, "-p", "vw.p", "-r", "vw.r"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-p", "ts.p", "-r", "ts.r"], tmp_path, monkeypatch)
+    assert code == 0, err
+    for ext in ("p", "r"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    for flags in (["--link", "identity"],
+                  ["--link", "logistic", "--probabilities", "--loss_function", "logistic"]):
+        args = ["-d", "d.vw", "--oaa", "4", *flags, "--quiet", "--readable_model"]
+        run_vw([*args, "vw.t"], tmp_path)
+        code, err = run_ts(capfd, [*args, "ts.t"], tmp_path, monkeypatch)
+        assert code == 0, err
+        assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
+        assert "--link identity" in (tmp_path / "vw.t").read_text()
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "m"], tmp_path, monkeypatch)
+    assert code == 2 and "--link logistic (kept in -i m)" in err

@@ -152,6 +152,18 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
     start = _initial(args, k_classes) if args.initial else None
     if start is not None and getattr(args, "indexing", None) is None:
         args.indexing = start[0].info.get("indexing")  # (VW keeps --indexing)
+    if start is not None and not args.link:
+        args.link = start[0].info.get("link")  # (and --link)
+    if args.link:
+        from ._cli_run import _link
+
+        _link(args, "identity")  # (VW's links only)
+    if _scorer(args) and not args.testonly:
+        raise ConfigError(f"--oaa with --link {args.link}"
+                          f"{f' (kept in -i {args.initial})' if args.initial else ''}: VW's K "
+                          f"learners learn from their linked scores, which terascale vw "
+                          f"does not reproduce (-t predicts with it; --probabilities gives "
+                          f"each class's logistic)")
     if start is not None:  # VW's model sets -b (and the loss, unless given)
         options = dict(options, bits=start[0].parse.bits + (k_classes - 1).bit_length(),
                        loss=args.loss or start[0].loss)
@@ -199,6 +211,7 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
                           "names": names, "model": args.model, "quiet": bool(args.quiet),
                           "probabilities": False, "initial": args.initial,
                           "rates": _rates(args), "indexing": getattr(args, "indexing", None),
+                          "link": _scorer(args), "model_link": _kept_link(args),
                           "predict_only": bool(getattr(args, "predict_only_model", False)),
                           **_vw_run(args)})
         # forked from here once the learner is loaded (_warm.forking), or programs
@@ -248,8 +261,22 @@ def split_oaa(model: Any, k_classes: int) -> list[Any]:
                                adaptive=adaptive,
                                info={"vw_counters": counters,
                                      "vw_rates": model.info.get("vw_rates") or {},
-                                     "indexing": model.info.get("indexing")}))
+                                     "indexing": model.info.get("indexing"),
+                                     "link": model.info.get("link")}))
     return out
+
+
+def _scorer(args: argparse.Namespace) -> str | None:
+    """The ``--link`` VW's K learners score through (None: identity; ``--probabilities``
+    takes the scores' logistic itself, and VW replaces the link with identity there)."""
+    how = args.link
+    return None if how in (None, "identity") or args.probabilities else how
+
+
+def _kept_link(args: argparse.Namespace) -> str | None:
+    """The ``--link`` VW keeps in the model: the one given (``identity`` too), which
+    ``--probabilities`` replaces with ``identity``."""
+    return None if not args.link else "identity" if args.probabilities else args.link
 
 
 def _rates(args: argparse.Namespace) -> dict[str, float]:
@@ -527,7 +554,8 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
                "scores": bool(getattr(args, "scores", False)),
                "test": bool(args.testonly), "readable": args.readable_model,
                "invert": args.invert_hash, "rates": _rates(args),
-               "indexing": getattr(args, "indexing", None),
+               "indexing": getattr(args, "indexing", None), "link": _scorer(args),
+               "model_link": _kept_link(args),
                "predict_only": bool(getattr(args, "predict_only_model", False)),
                **_vw_run(args)}
         run_oaa(job, start, write)
@@ -611,6 +639,10 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         for sc in oaa_pass(blocks_once(blocks), learners, targets, kind, float(rate),
                            opts.power_t, opts.l1, l2, period):
             blk, s = sc.block, sc.scores
+            if job.get("link"):  # (VW's scorer under oaa: each learner's score linked)
+                from .._vw._vwout import link
+
+                s = link(s.ravel(), job["link"], False).reshape(s.shape)
             before, after = fixed
             # the first of equal scores, as VW; predicted with the classes numbered as
             # before the label was read (--probabilities names them as after it)
@@ -675,7 +707,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         from .._vw._vwmodel import write_vw_oaa_model
 
         write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names,
-                           job.get("generation"), job.get("indexing"))
+                           job.get("generation"), job.get("indexing"),
+                           job.get("model_link"))
     if not quiet and not test:  # (the job's counts: every worker's sums)
         from .._vw._vwreport import closing_block, holdout_on
 
@@ -710,7 +743,8 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     rows, cols = rows.ravel()[keep], [c[keep] for c in cols]
     info = {"pass_totals": [[*map(float, t[:9]), 0.0] for t in totals],  # (no label sum)
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
-            "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing")}
+            "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
+            "link": job.get("model_link")}
     out = vw_counters(info["pass_totals"], progress)
     info["vw_counters_out"] = dict(out, t=out["t"] + t0)
     bits = parse.bits + shift
@@ -733,7 +767,8 @@ def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
     extra = ([f"--oaa {k}"] + ([f"--named_labels {','.join(job['names'])}"]
                                if job["names"] else [])
              + ([f"--indexing {job['indexing']}"] if job.get("indexing") is not None
-                else []))
+                else [])
+             + (["--link identity"] if job.get("model_link") == "identity" else []))
     only = bool(job.get("predict_only"))
     if job.get("readable"):
         write_readable(model, job["readable"], counters=not only, predict_only=only,

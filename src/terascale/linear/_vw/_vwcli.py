@@ -673,10 +673,17 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if args.initial and args.initial_t and not (args.plain_rule or args.testonly
                                                 or args.bfgs is not None
                                                 or args.cg is not None):
+        if args.oaa:
+            raise ConfigError("--initial_t with -i MODEL and --oaa: not supported by "
+                              "terascale vw")
         args.vw_initial_t = args.initial_t
     if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
             or args.truncated_normal_weights or ((ranged or (
                 args.initial_t and not args.plain_rule)) and not args.initial)):
+        if args.oaa:
+            raise ConfigError("--constant/--initial_weight/--random_weights/--normal_weights/"
+                              "--truncated_normal_weights/--initial_t with --oaa are not "
+                              "supported by terascale vw")
         args.initial = _starting_weights(args)
         args.starting_weights = True
 

@@ -117,13 +117,14 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
     ``generation``: the run's ``--hash_seed``/``--hash all`` (:func:`run_generation`);
     ``learner``: VW's batch learner the model comes from (``bfgs`` or
     ``conjugate_gradient``, which VW's ``-i`` runs again);
-    ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``);
+    ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``; a
+    one-against-all model keeps ``identity`` given too);
     ``binary``: the model's ``--binary`` (kept and applied to ``-i``'s predictions alike);
     ``rates``: ``learning_rate``/``power_t`` given to the run (VW keeps them in a
     save_resume model, as its float printed to 15 digits); ``indexing``: ``--oaa``'s
     ``--indexing`` given."""
     opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
-    if link in LINKS[1:]:
+    if link in LINKS[1:] or (oaa and link):  # (VW keeps --oaa's --link identity given)
         opts.append(("link", link))
     if binary:
         opts.append(("binary", ""))
@@ -161,13 +162,13 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
 
 def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = None,
                        generation: dict[str, list[str]] | None = None,
-                       indexing: int | None = None) -> None:
+                       indexing: int | None = None, link: str | None = None) -> None:
     """Write the K learners of ``--oaa K`` as VW's one-against-all model (its
     ``--predict_only_model`` form): VW interleaves the learners' weights, class c's weight
     of feature index i at ``i * 2**s + c`` (s = ceil(log2 K)) in its 2**b weights, under
     the header option ``--oaa K`` (and ``--named_labels``, with ``names``; ``generation``:
-    the run's, :func:`run_generation`; ``indexing``: ``--indexing`` given): each learner
-    was trained with b - s bits."""
+    the run's, :func:`run_generation`; ``indexing``: ``--indexing`` given; ``link``: the
+    ``--link`` the learners score through): each learner was trained with b - s bits."""
     import dataclasses
     from types import SimpleNamespace
 
@@ -188,7 +189,7 @@ def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = N
     merged = SimpleNamespace(indices=idx, weights=w, parse=parse, loss=first.loss,
                              adaptive=first.adaptive and (None, None, first.adaptive[2]),
                              info={**first.info, "vw_generation": generation or {},
-                                   "vw_indexing": indexing})
+                                   "vw_indexing": indexing, "link": link})
     _write_atomic(path, _vw_chunks(merged, predict_only=True, oaa=k, index_bits=shift,
                                    names=names))
 
