@@ -159,6 +159,8 @@ def train(args: argparse.Namespace) -> int:
             # (VW prints the t of -i's save_resume model there)
             t = model_t(args.initial) if args.initial else args.initial_t or 0.0
             print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                           raw=getattr(args, "raw_predictions", None), initial=args.initial,
+                           cache=getattr(args, "vw_cache", None),
                            testonly=args.testonly, initial_t=t), file=sys.stderr)
         elif not args.quiet and not args.initial:
             _differences(options)

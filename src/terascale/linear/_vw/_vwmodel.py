@@ -485,6 +485,23 @@ def model_t(path: str) -> float:
     return float(struct.unpack("<fdd", r.take(20, False))[2])
 
 
+def model_options(path: str) -> list[str]:
+    """The options line of a VW model's header, split as a command line (``--quadratic
+    ui --ignore e ...``); empty for terascale's models."""
+    if not is_vw_model(path):
+        return []
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return []
+    r.take(16)
+    for _ in range(2):
+        r.take(3 * r.u4())
+    return shlex.split(r.string())
+
+
 def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
     """(K, names) when ``path`` is VW's one-against-all model (its header's ``--oaa K``
     and ``--named_labels``), else (None, None) (terascale's models too)."""

@@ -255,6 +255,8 @@ def train(args: argparse.Namespace) -> int:
                             for k, v in options.items() if k in ParseOptions().to_dict()})
     if not args.quiet:
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                       raw=getattr(args, "raw_predictions", None), initial=args.initial,
+                       cache=getattr(args, "vw_cache", None),
                        testonly=False, initial_t=args.initial_t or 0.0), file=sys.stderr)
     LINK[:] = [how]
     kind = opts.online_kind()
@@ -443,6 +445,8 @@ def test(args: argparse.Namespace) -> int:
     binary = bool(args.binary or model.info.get("binary"))  # (and --binary)
     if not args.quiet:
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                       raw=getattr(args, "raw_predictions", None), initial=args.initial,
+                       cache=getattr(args, "vw_cache", None),
                        testonly=True, initial_t=model_t(args.initial)), file=sys.stderr)
     table = np.zeros((1 << bits, 3), np.float32)
     table[model.indices, 0] = model.weights

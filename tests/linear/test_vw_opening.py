@@ -1,0 +1,56 @@
+"""`terascale vw` against the vowpalwabbit package on what a run prints before its table:
+VW's preamble (-r's file, the cache file, -i's -b), its lines on the interactions and the
+namespaces ignored or kept, its notes on --ngram/--skips/--feature_limit, and the batch
+learner's lines in VW's order."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from _vw_runs import ab_lines, real_label, run_vw
+
+pytest.importorskip("vowpalwabbit")
+
+_VW_ONLY = ("Enabled learners", "Input label", "Output pred")  # (VW's reduction stack)
+
+
+def _both(args: list[str], cwd) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(stdout, stderr) of the real VW and of ``terascale vw``, each run as a program in
+    ``cwd``; VW's three lines on its reduction stack left out."""
+    runs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        err = "".join(ln for ln in r.stderr.splitlines(keepends=True)
+                      if not ln.startswith(_VW_ONLY))
+        runs.append((r.stdout, err))
+    return runs[0], runs[1]
+
+
+@pytest.mark.parametrize("flags", [
+    ["-q", "ab", "-q", "ba", "--cubic", "abb", "--ignore", "c", "--ignore", "Da",
+     "--keep", "ab", "-b", "12", "--passes", "2", "-c", "-k", "-p", "p", "-r", "r"],
+    ["--ngram", "a2", "--ngram", "3", "--skips", "a1", "--feature_limit", "b1",
+     "--interactions", "a:", "--cache_file", "x.cache", "--holdout_off", "--passes", "2"],
+    ["--bfgs", "--passes", "3", "-c", "-k", "-q", "ab", "-r", "r", "-f", "m",
+     "--predict_only_model"],
+])
+def test_what_a_run_prints_before_its_table_is_vws(flags, tmp_path):
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(120, 3, real_label)) + "\n")
+    vw, ts = _both(["-d", "d.vw", *flags], tmp_path)
+    assert ts[0] == vw[0]  # (the notes on standard output)
+    assert ts[1] == vw[1]
+
+
+def test_a_test_run_prints_the_models_bits_rates_and_interactions_as_vw(tmp_path):
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(60, 4, real_label)) + "\n")
+    run_vw(["-d", "d.vw", "-b", "14", "-q", "ab", "--ignore", "c", "-l", "0.05",
+            "--power_t", "0.3", "-f", "m", "--quiet"], tmp_path)
+    vw, ts = _both(["-t", "-i", "m", "-d", "d.vw", "-r", "r"], tmp_path)
+    assert "Num weight bits = 14" in vw[1] and "creating quadratic" in vw[1]
+    assert "learning rate = 0.05" in vw[1]
+    assert ts == vw
