@@ -1,7 +1,9 @@
 """`terascale vw` against the vowpalwabbit package on what a run prints before its table:
 VW's preamble (-r's file, the cache file, -i's -b), its lines on the interactions and the
 namespaces ignored or kept, its notes on --ngram/--skips/--feature_limit, and the batch
-learner's lines in VW's order."""
+learner's lines in VW's order; and what a model's header keeps of the feature generation
+(--ngram/--skips in --readable_model, --hash and --hash_seed given at their defaults,
+--redefine, each option's values in the order given)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from _vw_runs import ab_lines, real_label, run_vw
+from _vw_runs import ab_lines, numbers, real_label, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -54,3 +56,31 @@ def test_a_test_run_prints_the_models_bits_rates_and_interactions_as_vw(tmp_path
     assert "Num weight bits = 14" in vw[1] and "creating quadratic" in vw[1]
     assert "learning rate = 0.05" in vw[1]
     assert ts == vw
+
+
+@pytest.mark.parametrize("flags", [["--hash", "strings", "--hash_seed", "0"],
+                                   ["--ngram", "a2", "--ngram", "b3", "--skips", "a1"],
+                                   ["--redefine", "x:=ab", "--redefine", ":=c", "-q", "xc",
+                                    "-q", "cx"]])
+def test_model_header_keeps_the_generation_given(flags, tmp_path, capfd, monkeypatch):
+    """VW keeps --hash and --hash_seed given at their defaults and --redefine in the
+    model's options (a name's values in the order given), and writes --ngram/--skips's
+    values in --readable_model's ngram and skip lines; each tool's -t of the other's
+    model then predicts as VW's own (--redefine applied from the model)."""
+    lines = [ln + f" |c k{i % 4}"
+             for i, ln in enumerate(ab_lines(60, 5, real_label))]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", *flags, "--quiet"]
+    run_vw([*args, "--readable_model", "vw.rm", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm", "-f", "ts.m"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+    run_vw(["-t", "-i", "vw.m", "-d", "d.vw", "-p", "want.p", "--quiet"], tmp_path)
+    run_vw(["-t", "-i", "ts.m", "-d", "d.vw", "-p", "vw_ts.p", "--quiet"], tmp_path)
+    code, err = run_ts(capfd, ["-t", "-i", "vw.m", "-d", "d.vw", "-p", "ts_vw.p", "--quiet"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    want = numbers(tmp_path / "want.p")
+    for got in ("vw_ts.p", "ts_vw.p"):
+        assert list(numbers(tmp_path / got)) == list(want)

@@ -519,8 +519,11 @@ def _generate(args: argparse.Namespace) -> None:
     """VW's parse-time feature generation (``_vwgen``): the inputs are rewritten once."""
     from .._front import _cli_run
     from ._vwgen import FeatureGen, rewrite_inputs
-    from ._vwmodel import model_generation
+    from ._vwmodel import model_generation, model_options
 
+    # (--hash and --hash_seed given, even at their defaults, are kept in VW's model)
+    given = {"hash_seed": [args.hash_seed] if args.hash_seed is not None else [],
+             "hash": [args.hash] if args.hash else []}
     args.hash_seed = args.hash_seed or 0
     if args.initial:  # VW's model keeps them
         grams, skips, seed, hashing, _ = model_generation(args.initial)
@@ -529,6 +532,9 @@ def _generate(args: argparse.Namespace) -> None:
         args.hash_seed = args.hash_seed or seed
         if hashing == "all":
             args.hash = "all"
+        if not args.redefine:  # (and its --redefine, which VW applies to -i's run)
+            saved = model_options(args.initial)
+            args.redefine = [b for a, b in zip(saved, saved[1:]) if a == "--redefine"]
     keep = _feature_mask(args)
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
@@ -536,6 +542,7 @@ def _generate(args: argparse.Namespace) -> None:
                                 affix=args.affix, hash_all=args.hash == "all",
                                 sort_features=args.sort_features)
     if gen is None:
+        args.vw_generation = {k: v for k, v in given.items() if v}
         return
     if args.initial:  # (-i's -b, as the run uses it)
         from ._vwmodel import load_model
@@ -557,8 +564,10 @@ def _generate(args: argparse.Namespace) -> None:
         args.data = rewrite_inputs(_cli_run._inputs(args), gen)     # keeps the flags only)
         args.data_flag = []
     args.vw_generation = {"ngram": list(args.ngram), "skips": list(args.skips),
-                          "hash_seed": [args.hash_seed] if args.hash_seed else [],
-                          "hash": ["all"] if gen.hash_all else []}
+                          "hash_seed": [args.hash_seed] if args.hash_seed else
+                          given["hash_seed"],
+                          "hash": ["all"] if gen.hash_all else given["hash"],
+                          "redefine": list(args.redefine or [])}
 
 
 def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:

@@ -114,7 +114,8 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
              binary: bool = False, generation: dict[str, list[str]] | None = None,
              learner: str | None = None) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
-    ``generation``: the run's ``--hash_seed``/``--hash all`` (:func:`run_generation`);
+    ``generation``: the run's ``--hash_seed``/``--hash``/``--redefine``
+    (:func:`run_generation`);
     ``learner``: VW's batch learner the model comes from (``bfgs`` or
     ``conjugate_gradient``, which VW's ``-i`` runs again);
     ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``);
@@ -141,7 +142,10 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
         opts.append(("hash_seed", str(gen["hash_seed"][0])))
     if gen.get("hash"):
         opts.append(("hash", gen["hash"][0]))
-    text = "".join(f" --{k}" + (f" {v}" if v else "") for k, v in sorted(opts))
+    opts += [("redefine", v) for v in gen.get("redefine", [])]
+    # (by name; a name's values in the order given, as VW's)
+    text = "".join(f" --{k}" + (f" {v}" if v else "")
+                   for k, v in sorted(opts, key=lambda o: o[0]))
     for name, values in (("ignore", parse.ignore), ("ignore_linear", parse.ignore_linear),
                          ("keep", parse.keep)):
         letters = sorted({c for v in values for c in v})
@@ -572,7 +576,8 @@ def read_vw_model(path: str, *, oaa: bool = False,
         i += 2 if val else 1
         seeded = (name == "hash_seed" and [val] == [str(v) for v in
                                                    gen.get("hash_seed", [])]) or \
-            (name == "hash" and [val] in (["strings"], gen.get("hash")))
+            (name == "hash" and [val] in (["strings"], gen.get("hash"))) or \
+            (name == "redefine" and val in gen.get("redefine", []))
         if name not in _PLAIN and name not in _RULES and not seeded and not (
                 oaa and name in ("oaa", "named_labels")):
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "

@@ -253,14 +253,17 @@ def crossed_names(inters: Sequence[tuple[int, ...]],
             cross(t, 0, 0, 0, "")
 
 
-def _checksum(lo: float, hi: float, bits: int, opts: str) -> int:
+def _checksum(lo: float, hi: float, bits: int, opts: str,
+              grams: list[str] | None = None, skips: list[str] | None = None) -> int:
     """VW's header checksum of a text model: its hash chained over each text write after
-    the version line (``0 ngram:`` and its line end are two writes, as in VW)."""
+    the version line (``2 ngram:``, each of ``--ngram``'s values with its space, and the
+    line end are separate writes, as in VW; ``--skips`` alike)."""
     from ._vwmodel import _murmur
 
-    h = 0
+    h, grams, skips = 0, grams or [], skips or []
     for part in ("Id \n", f"Min label:{lo:g}\n", f"Max label:{hi:g}\n", f"bits:{bits}\n",
-                 "lda:0\n", "0 ngram:", "\n", "0 skip:", "\n",
+                 "lda:0\n", f"{len(grams)} ngram:", *(f"{g} " for g in grams), "\n",
+                 f"{len(skips)} skip:", *(f"{k} " for k in skips), "\n",
                  f"options:{' ' + opts if opts else ''}\n"):
         h = _murmur(part.encode(), h)
     return h
@@ -359,15 +362,20 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             + ([] if pa.constant else ["--noconstant"])
             + [f"--quadratic {v}" for v in pa.quadratic]
             + [f"--hash {v}" for v in _generation(model, "hash")]
-            + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")])
+            + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")]
+            + [f"--redefine {v}" for v in _generation(model, "redefine")])
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {''.join(sorted({c for v in getattr(pa, k) for c in v}))}"
                         for k in ("ignore", "ignore_linear", "keep") if getattr(pa, k)]
                        if pa.format == "vw" else []))  # (merged, as VW's, and -f's)
+    grams, skips = _generation(model, "ngram"), _generation(model, "skips")
     head = [f"Version {VW_LAYOUT}", "Id ", f"Min label:{lo:g}", f"Max label:{hi:g}",
-            f"bits:{model.bits}", "lda:0", "0 ngram:", "0 skip:",
+            f"bits:{model.bits}", "lda:0",
+            f"{len(grams)} ngram:" + "".join(f"{g} " for g in grams),
+            f"{len(skips)} skip:" + "".join(f"{k} " for k in skips),
             f"options:{' ' + opts if opts else ''}",
-            f"Checksum: {_checksum(lo, hi, model.bits, opts)}", f":{1 if ad is not None else 0}"]
+            f"Checksum: {_checksum(lo, hi, model.bits, opts, grams, skips)}",
+            f":{1 if ad is not None else 0}"]
     totals = info.get("pass_totals")
     if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
