@@ -40,12 +40,40 @@ def _both(args: list[str], cwd) -> tuple[tuple[str, str], tuple[str, str]]:
      "--interactions", "a:", "--cache_file", "x.cache", "--holdout_off", "--passes", "2"],
     ["--bfgs", "--passes", "3", "-c", "-k", "-q", "ab", "-r", "r", "-f", "m",
      "--predict_only_model"],
+    ["--l1", "1e-6", "--l2", "1e-5", "--initial_t", "4", "--passes", "2", "-c", "-k",
+     "--readable_model", "rm"],
 ])
 def test_what_a_run_prints_before_its_table_is_vws(flags, tmp_path):
     (tmp_path / "d.vw").write_text("\n".join(ab_lines(120, 3, real_label)) + "\n")
     vw, ts = _both(["-d", "d.vw", *flags], tmp_path)
     assert ts[0] == vw[0]  # (the notes on standard output)
     assert ts[1] == vw[1]
+
+
+def test_initial_t_is_kept_in_the_model_as_vw(tmp_path, capfd, monkeypatch):
+    """VW's t starts at --initial_t; its model keeps both (the readable header's
+    ``initial_t`` and ``t``, the binary's counters, which -i carries on)."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(80, 6, real_label)) + "\n")
+    args = ["-d", "d.vw", "--initial_t", "10", "--passes", "2", "-c", "-k", "--quiet"]
+    run_vw([*args, "--readable_model", "vw.rm", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm", "-f", "ts.m"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert "initial_t 10" in (tmp_path / "vw.rm").read_text()
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+    for m in ("vw", "ts"):
+        run_vw(["-i", f"{m}.m", "-d", "d.vw", "-p", f"{m}.p", "--quiet"], tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+def test_a_named_labels_test_run_prints_its_lines_as_vw(tmp_path):
+    lines = [f"{['cat', 'dog', 'emu'][i % 3]} 't{i}|a f{i % 3} g{i % 5}" for i in range(40)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    run_vw(["-d", "d.vw", "--oaa", "3", "--named_labels", "cat,dog,emu", "-f", "m",
+            "--quiet"], tmp_path)
+    vw, ts = _both(["-t", "-i", "m", "-d", "d.vw", "-p", "p", "--l2", "1e-3"], tmp_path)
+    assert "only testing\nparsed 3 named labels\nusing l2" in vw[1]
+    assert ts == vw
 
 
 def test_a_test_run_prints_the_models_bits_rates_and_interactions_as_vw(tmp_path):

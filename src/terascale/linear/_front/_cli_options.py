@@ -80,7 +80,7 @@ def job_json(data: list[str], model: str, initial: str | None,
              predict_only: bool = False, link: str = "identity",
              rates: dict[str, float] | None = None, best_constant: bool = True,
              generation: dict[str, list[str]] | None = None,
-             preserved: dict[str, float] | None = None) -> str:
+             preserved: dict[str, float] | None = None, initial_t: float = 0.0) -> str:
     """The job a worker of ``train -n N`` runs (``_worker``); ``model_format`` "vw" writes
     VW's binary model (``predict_only``: its ``--predict_only_model`` form); ``link``: the
     run's ``--link``, which the model records (VW's ``-i`` applies it); ``rates``: the
@@ -88,8 +88,10 @@ def job_json(data: list[str], model: str, initial: str | None,
     VW's closing block reports the best constant (False: ``--dont_output_best_constant``);
     ``generation``: a ``terascale vw`` run's VW feature generation (the model records it,
     -i's must equal it); ``preserved``: -i's counters under
-    ``--preserve_performance_counters`` (the closing block adds them)."""
+    ``--preserve_performance_counters`` (the closing block adds them); ``initial_t``: VW's
+    --initial_t, which its model keeps and counts in its ``t``."""
     return json.dumps({"data": data, "model": model, "initial": initial, "options": options,
                        "model_format": model_format, "predict_only": predict_only,
                        "link": link, "rates": rates or {}, "best_constant": best_constant,
-                       "generation": generation or {}, "preserved": preserved or {}})
+                       "generation": generation or {}, "preserved": preserved or {},
+                       "initial_t": initial_t})

@@ -157,11 +157,13 @@ def train(args: argparse.Namespace) -> int:
             from .._vw._vwreport import preamble
 
             # (VW prints the t of -i's save_resume model there)
-            t = model_t(args.initial) if args.initial else args.initial_t or 0.0
+            # (not the starting weights terascale vw writes for --initial_t and the like)
+            t = model_t(args.initial) if args.initial and not getattr(
+                args, "starting_weights", False) else args.initial_t or 0.0
             print(preamble(options, paths, model=args.model, predictions=args.predictions,
                            raw=getattr(args, "raw_predictions", None), initial=args.initial,
                            cache=getattr(args, "vw_cache", None),
-                           testonly=args.testonly, initial_t=t), file=sys.stderr)
+                           initial_t=t), file=sys.stderr)
         elif not args.quiet and not args.initial:
             _differences(options)
 
@@ -276,10 +278,12 @@ def _rates(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
-    """A ``terascale vw`` run's feature generation and -i's preserved counters, for the
-    job (:func:`._cli_options.job_json`)."""
+    """A ``terascale vw`` run's feature generation, -i's preserved counters and the
+    --initial_t its starting weights carry, for the job (:func:`._cli_options.job_json`)."""
     return {"generation": getattr(args, "vw_generation", None),
-            "preserved": getattr(args, "vw_preserved", None)}
+            "preserved": getattr(args, "vw_preserved", None),
+            "initial_t": float(args.initial_t or 0.0)
+            if getattr(args, "starting_weights", False) else 0.0}
 
 
 def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,

@@ -59,6 +59,9 @@ def run_train(job: dict[str, Any],
             else None
         if t0_vw:  # VW carries -i's t on (it resets the other counters)
             model.info["vw_t0"] = float(t0_vw)
+        if job.get("initial_t"):  # VW's t starts at --initial_t, which its model keeps
+            model.info["vw_initial_t"] = float(job["initial_t"])
+            model.info["vw_t0"] = model.info.get("vw_t0", 0.0) + float(job["initial_t"])
         if job["options"].get("binary"):
             model.info["binary"] = True  # (VW keeps --binary in its model)
         if job.get("rates"):

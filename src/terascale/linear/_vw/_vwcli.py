@@ -313,10 +313,11 @@ def _notes(args: argparse.Namespace) -> None:
 
 def _namespace_lines(args: argparse.Namespace) -> None:
     """VW's first lines on standard error, unless --quiet: the interactions as given
-    (``creating quadratic features for pairs: ui ic``, then the cubic and other ones) and
+    (``creating quadratic features for pairs: ui ic``, then the cubic and other ones),
     the namespaces' first bytes that --ignore, --ignore_linear and --keep name, in byte
-    order. With -i of a VW model, its interactions where the command line gives none and
-    its namespaces with the command line's, as VW merges the model's options."""
+    order, then ``only testing`` (-t), the named labels' count and the online learner's
+    L1 and L2. With -i of a VW model, its interactions where the command line gives none
+    and its namespaces with the command line's, as VW merges the model's options."""
     import sys
 
     from ._vwmodel import model_options
@@ -349,6 +350,13 @@ def _namespace_lines(args: argparse.Namespace) -> None:
             lines.append(f"{text} beginning with:"
                          + "".join(" " + bytes([b]).decode("utf-8", "replace")
                                    for b in first))
+    if args.testonly:  # (then the example options', and gd's regularization)
+        lines.append("only testing")
+    if args.named_labels:
+        lines.append(f"parsed {len(args.named_labels.split(','))} named labels")
+    if args.bfgs is None and args.cg is None:
+        lines += [f"using {name} regularization = {value:g}"
+                  for name, value in (("l1", args.l1), ("l2", args.l2)) if value]
     if lines:
         print("\n".join(lines), file=sys.stderr)
 
@@ -399,7 +407,7 @@ def _no_data(args: argparse.Namespace) -> int:
 
         _cli_run._check_output(path, flag, stream=flag != "-f")
     if not args.quiet:
-        print(preamble(options, [], model=args.model, predictions=None, testonly=False),
+        print(preamble(options, [], model=args.model, predictions=None),
               file=sys.stderr)
     if args.model:
         save_model(model, args.model, "vw", predict_only=args.predict_only_model)
@@ -487,7 +495,7 @@ def _plain(args: argparse.Namespace) -> int:
             print(preamble(options, paths, model=args.model, predictions=args.predictions,
                            raw=getattr(args, "raw_predictions", None), initial=args.initial,
                            cache=getattr(args, "vw_cache", None),
-                           testonly=False, initial_t=args.initial_t), file=sys.stderr)
+                           initial_t=args.initial_t), file=sys.stderr)
 
     return train_vw_sgd(args, options, paths, how, opening, args.learning_rate_given,
                         args.initial_t_given)
@@ -667,7 +675,7 @@ def _batch(args: argparse.Namespace) -> int:
                          "cache": options.get("cache")}, paths, model=args.model,
                         predictions=args.predictions,
                         raw=getattr(args, "raw_predictions", None), initial=args.initial,
-                        cache=getattr(args, "vw_cache", None), testonly=False,
+                        cache=getattr(args, "vw_cache", None),
                         initial_t=args.initial_t).split("\n")
         cut = next(i for i, ln in enumerate(text)
                    if ln.startswith(("creating cache_file", "using no cache")))

@@ -285,7 +285,7 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
                      ) + model.info.get("vw_t0", 0.0)
         examples = int(sum(t[4] for t in totals))
         counters = struct.pack("<fdddd f ff ddd QQ d d Q dd".replace(" ", ""),
-                               0.0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi, weight,
+                               model.info.get("vw_initial_t", 0.0), st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi, weight,
                                0.0, 0.0, examples, 0, st[TOTAL_WEIGHT], weight, len(totals),
                                st[GRAVITY], st[CONTRACTION])
         put(counters, False)

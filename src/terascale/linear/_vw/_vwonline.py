@@ -257,7 +257,7 @@ def train(args: argparse.Namespace) -> int:
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
                        raw=getattr(args, "raw_predictions", None), initial=args.initial,
                        cache=getattr(args, "vw_cache", None),
-                       testonly=False, initial_t=args.initial_t or 0.0), file=sys.stderr)
+                       initial_t=args.initial_t or 0.0), file=sys.stderr)
     LINK[:] = [how]
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
@@ -447,7 +447,7 @@ def test(args: argparse.Namespace) -> int:
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
                        raw=getattr(args, "raw_predictions", None), initial=args.initial,
                        cache=getattr(args, "vw_cache", None),
-                       testonly=True, initial_t=model_t(args.initial)), file=sys.stderr)
+                       initial_t=model_t(args.initial)), file=sys.stderr)
     table = np.zeros((1 << bits, 3), np.float32)
     table[model.indices, 0] = model.weights
     state = model.adaptive[2] if model.adaptive is not None else None

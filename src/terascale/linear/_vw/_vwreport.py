@@ -205,7 +205,7 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
 
 
 def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
-             predictions: str | None, testonly: bool, initial_t: float = 0.0,
+             predictions: str | None, initial_t: float = 0.0,
              raw: str | None = None, initial: str | None = None,
              cache: list[str] | None = None) -> str:
     """VW's lines before the progress table, in VW's order: where the model,
@@ -219,9 +219,7 @@ def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
     bits = model_generation(initial)[4] if initial else None
 
     paths = [INPUTS.get(p, p) for p in paths]
-    lines = []
-    if testonly:
-        lines.append("only testing")
+    lines = []  # (-t's "only testing" comes before, with VW's lines on the options)
     if model:
         lines.append(f"final_regressor = {model}")
     if predictions:

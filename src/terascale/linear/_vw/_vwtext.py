@@ -381,7 +381,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
         s = ad[2]
         c = _counters(totals or [], info.get("vw_progress"))
         c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
-        head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
+        head += [f"initial_t {info.get('vw_initial_t', 0.0):g}", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
                  f"sum_loss {_g(c['sum_loss'])}",
                  f"sum_loss_since_last_dump {_g(c['since'])}",
                  f"dump_interval {c['dump']:g}", f"min_label {lo:g}", f"max_label {hi:g}",
@@ -395,7 +395,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                  f"l2_state {s[CONTRACTION]:g}"]
     elif ad is not None:
         s = ad[2]
-        head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {s[TOTAL_WEIGHT]:g}",
+        head += [f"initial_t {info.get('vw_initial_t', 0.0):g}", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {s[TOTAL_WEIGHT]:g}",
                  f"min_label {lo:g}", f"max_label {hi:g}", f"total_weight {s[TOTAL_WEIGHT]:g}"]
     out = AtomicText(path)
     try:
