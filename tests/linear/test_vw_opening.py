@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from _vw_runs import ab_lines, numbers, real_label, run_ts, run_vw
 
@@ -112,3 +113,29 @@ def test_model_header_keeps_the_generation_given(flags, tmp_path, capfd, monkeyp
     want = numbers(tmp_path / "want.p")
     for got in ("vw_ts.p", "ts_vw.p"):
         assert list(numbers(tmp_path / got)) == list(want)
+
+
+def test_an_early_stopped_model_keeps_the_counters_of_its_pass_as_vw(tmp_path, capfd,
+                                                                    monkeypatch):
+    """The holdout stops the passes and keeps an earlier pass's model: VW wrote it at the
+    end of that pass, with that pass's counters (t, sum_loss, example_number, the progress
+    table's place), which --readable_model shows and -i carries on."""
+    rng = np.random.default_rng(5)  # (a click log: Zipf ids, weighted examples)
+    lines = []
+    for i in range(200):
+        u, it = min(rng.zipf(1.3), 5000), min(rng.zipf(1.5), 3000)
+        y = 1 if (u % 3 == 0) ^ (it % 5 == 0) ^ (rng.uniform() < 0.1) else -1
+        lines.append(f"{y}{rng.choice(['', ' 0.25', ' 2.5'])} 'c{i}|user u{u} |item i{it} "
+                     f"|ctx h{rng.integers(24)}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--passes", "5", "-c", "-k", "--early_terminate", "1", "--quiet"]
+    run_vw([*args, "--readable_model", "vw.rm", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "--readable_model", "ts.rm", "-f", "ts.m"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    want = (tmp_path / "vw.rm").read_text()
+    assert "current_pass 3" in want  # (the data stop it after pass 4)
+    assert (tmp_path / "ts.rm").read_text() == want
+    for m in ("vw", "ts"):
+        run_vw(["-i", f"{m}.m", "-d", "d.vw", "-p", f"{m}.p", "--quiet"], tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()

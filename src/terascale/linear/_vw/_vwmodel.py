@@ -276,8 +276,9 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
         st = np.asarray(state, np.float64)
         # VW's performance counters from the run's per-pass sums (what
         # --preserve_performance_counters carries on): t, sum_loss, the labelled weight,
-        # the examples learned from, the passes
+        # the examples learned from, the passes (up to the pass whose model the holdout kept)
         totals = model.info.get("pass_totals", [])
+        totals = totals[:model.info.get("online_passes", len(totals))]
         loss = float(sum(t[0] for t in totals))
         weight = float(sum(t[1] for t in totals))
         # (t: the weight of every example not held out, labelled or not, and -i's t)

@@ -376,7 +376,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             f"options:{' ' + opts if opts else ''}",
             f"Checksum: {_checksum(lo, hi, model.bits, opts, grams, skips)}",
             f":{1 if ad is not None else 0}"]
-    totals = info.get("pass_totals")
+    totals = info.get("pass_totals")  # (up to the pass whose model the holdout kept)
+    totals = totals[:info.get("online_passes", len(totals))] if totals else totals
     if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
         c = _counters(totals or [], info.get("vw_progress"))
