@@ -43,6 +43,9 @@ def _both(args: list[str], cwd) -> tuple[tuple[str, str], tuple[str, str]]:
      "--predict_only_model"],
     ["--l1", "1e-6", "--l2", "1e-5", "--initial_t", "4", "--passes", "2", "-c", "-k",
      "--readable_model", "rm"],
+    ["--conjugate_gradient", "--l1", "1e-6", "--l2", "1e-2", "--passes", "2", "-c", "-k"],
+    ["--sgd", "-l", "0.2", "--initial_t", "4", "--power_t", "0.4"],
+    ["--invariant"],
 ])
 def test_what_a_run_prints_before_its_table_is_vws(flags, tmp_path):
     (tmp_path / "d.vw").write_text("\n".join(ab_lines(120, 3, real_label)) + "\n")

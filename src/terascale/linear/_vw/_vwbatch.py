@@ -747,7 +747,7 @@ class _Batch:
                 self.step_size = _F(0)
                 status = "curv"
             elif dd == 0.0:
-                out("Derivative 0 detected.\n")
+                out.note("Derivative 0 detected.")
                 self.step_size = _F(0)
                 status = "conv"
             else:

@@ -315,8 +315,8 @@ def _namespace_lines(args: argparse.Namespace) -> None:
     """VW's first lines on standard error, unless --quiet: the interactions as given
     (``creating quadratic features for pairs: ui ic``, then the cubic and other ones),
     the namespaces' first bytes that --ignore, --ignore_linear and --keep name, in byte
-    order, then ``only testing`` (-t), the named labels' count and the online learner's
-    L1 and L2. With -i of a VW model, its interactions where the command line gives none
+    order, then ``only testing`` (-t), the named labels' count and the L1 (not with
+    --bfgs) and L2. With -i of a VW model, its interactions where the command line gives none
     and its namespaces with the command line's, as VW merges the model's options."""
     import sys
 
@@ -354,9 +354,9 @@ def _namespace_lines(args: argparse.Namespace) -> None:
         lines.append("only testing")
     if args.named_labels:
         lines.append(f"parsed {len(args.named_labels.split(','))} named labels")
-    if args.bfgs is None and args.cg is None:
-        lines += [f"using {name} regularization = {value:g}"
-                  for name, value in (("l1", args.l1), ("l2", args.l2)) if value]
+    l1 = 0.0 if args.bfgs is not None else args.l1  # (VW says nothing of it with --bfgs)
+    lines += [f"using {name} regularization = {value:g}"
+              for name, value in (("l1", l1), ("l2", args.l2)) if value]
     if lines:
         print("\n".join(lines), file=sys.stderr)
 
@@ -490,12 +490,15 @@ def _plain(args: argparse.Namespace) -> int:
         raise ConfigError("--invert_hash with VW's other update rules is not supported by "
                           "terascale vw (--readable_model is)")
 
-    def opening() -> None:
+    def opening(eta: float, t: float) -> None:
+        """VW's preamble, with the rate and initial_t the rules start from (without the
+        adaptive rule VW's rate is eta times initial_t^power_t, and prints so)."""
         if not args.quiet:
-            print(preamble(options, paths, model=args.model, predictions=args.predictions,
+            print(preamble({**options, "learning_rate": eta}, paths, model=args.model,
+                           predictions=args.predictions,
                            raw=getattr(args, "raw_predictions", None), initial=args.initial,
-                           cache=getattr(args, "vw_cache", None),
-                           initial_t=args.initial_t), file=sys.stderr)
+                           cache=getattr(args, "vw_cache", None), initial_t=t),
+                  file=sys.stderr)
 
     return train_vw_sgd(args, options, paths, how, opening, args.learning_rate_given,
                         args.initial_t_given)
