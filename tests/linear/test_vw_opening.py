@@ -19,14 +19,16 @@ pytest.importorskip("vowpalwabbit")
 _VW_ONLY = ("Enabled learners", "Input label", "Output pred")  # (VW's reduction stack)
 
 
-def _both(args: list[str], cwd) -> tuple[tuple[str, str], tuple[str, str]]:
+def _both(args: list[str], cwd, stdin=None) -> tuple[tuple[str, str], tuple[str, str]]:
     """(stdout, stderr) of the real VW and of ``terascale vw``, each run as a program in
-    ``cwd``; VW's three lines on its reduction stack left out."""
+    ``cwd`` (``stdin``: a file both read as their standard input); VW's three lines on its
+    reduction stack left out."""
     runs = []
     for cmd in ([sys.executable, "-m", "vowpalwabbit"],
                 [sys.executable, "-m", "terascale", "vw"]):
-        r = subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True,
-                           timeout=120)
+        with open(stdin or "/dev/null", "rb") as f:
+            r = subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True,
+                               timeout=120, stdin=f)
         assert r.returncode == 0, r.stderr
         err = "".join(ln for ln in r.stderr.splitlines(keepends=True)
                       if not ln.startswith(_VW_ONLY))
@@ -77,6 +79,16 @@ def test_a_named_labels_test_run_prints_its_lines_as_vw(tmp_path):
             "--quiet"], tmp_path)
     vw, ts = _both(["-t", "-i", "m", "-d", "d.vw", "-p", "p", "--l2", "1e-3"], tmp_path)
     assert "only testing\nparsed 3 named labels\nusing l2" in vw[1]
+    assert ts == vw
+
+
+@pytest.mark.parametrize("flags", [[], ["--ngram", "a2"]])
+def test_standard_input_is_named_as_given(flags, tmp_path):
+    """-d /dev/stdin: the preamble names it so, not the copy terascale reads (nor the
+    copy's rewrite by the feature generation)."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(50, 7, real_label)) + "\n")
+    vw, ts = _both(["-d", "/dev/stdin", *flags], tmp_path, stdin=tmp_path / "d.vw")
+    assert "Reading datafile = /dev/stdin" in vw[1]
     assert ts == vw
 
 

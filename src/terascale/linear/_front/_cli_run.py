@@ -70,6 +70,10 @@ def _spooled(path: str) -> str:
                     shutil.copyfileobj(src, out, 1 << 20)
     except OSError as e:
         raise storage_error("cannot copy standard input to", tmp, e) from None
+    if path != "-":  # (VW's preamble names the stream as given: /dev/stdin, a pipe)
+        from .._vw._vwgen import INPUTS
+
+        INPUTS[tmp] = path
     return tmp
 
 

@@ -204,6 +204,16 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
     return "\n".join(lines)
 
 
+def _given(path: str, inputs: dict[str, str]) -> str:
+    """The input as the command line named it, through the copies made of it (a stream
+    spooled to a file, that file rewritten by the feature generation)."""
+    for _ in range(len(inputs)):
+        if path not in inputs:
+            break
+        path = inputs[path]
+    return path
+
+
 def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
              predictions: str | None, initial_t: float = 0.0,
              raw: str | None = None, initial: str | None = None,
@@ -218,7 +228,7 @@ def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
 
     bits = model_generation(initial)[4] if initial else None
 
-    paths = [INPUTS.get(p, p) for p in paths]
+    paths = [_given(p, INPUTS) for p in paths]
     lines = []  # (-t's "only testing" comes before, with VW's lines on the options)
     if model:
         lines.append(f"final_regressor = {model}")
