@@ -543,9 +543,11 @@ def _generate(args: argparse.Namespace) -> None:
         args.hash_seed = args.hash_seed or seed
         if hashing == "all":
             args.hash = "all"
-        if not args.redefine:  # (and its --redefine, which VW applies to -i's run)
-            saved = model_options(args.initial)
+        saved = model_options(args.initial)  # (and its --redefine and --affix, which VW
+        if not args.redefine:                # applies to -i's run)
             args.redefine = [b for a, b in zip(saved, saved[1:]) if a == "--redefine"]
+        if not args.affix:
+            args.affix = [b for a, b in zip(saved, saved[1:]) if a == "--affix"]
     keep = _feature_mask(args)
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
@@ -578,7 +580,8 @@ def _generate(args: argparse.Namespace) -> None:
                           "hash_seed": [args.hash_seed] if args.hash_seed else
                           given["hash_seed"],
                           "hash": ["all"] if gen.hash_all else given["hash"],
-                          "redefine": list(args.redefine or [])}
+                          "redefine": list(args.redefine or []),
+                          "affix": list(args.affix or [])}
 
 
 def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:

@@ -114,7 +114,7 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
              binary: bool = False, generation: dict[str, list[str]] | None = None,
              learner: str | None = None) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
-    ``generation``: the run's ``--hash_seed``/``--hash``/``--redefine``
+    ``generation``: the run's ``--hash_seed``/``--hash``/``--redefine``/``--affix``
     (:func:`run_generation`);
     ``learner``: VW's batch learner the model comes from (``bfgs`` or
     ``conjugate_gradient``, which VW's ``-i`` runs again);
@@ -143,6 +143,7 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
     if gen.get("hash"):
         opts.append(("hash", gen["hash"][0]))
     opts += [("redefine", v) for v in gen.get("redefine", [])]
+    opts += [("affix", v) for v in gen.get("affix", [])[:1]]
     # (by name; a name's values in the order given, as VW's)
     text = "".join(f" --{k}" + (f" {v}" if v else "")
                    for k, v in sorted(opts, key=lambda o: o[0]))
@@ -578,7 +579,7 @@ def read_vw_model(path: str, *, oaa: bool = False,
         seeded = (name == "hash_seed" and [val] == [str(v) for v in
                                                    gen.get("hash_seed", [])]) or \
             (name == "hash" and [val] in (["strings"], gen.get("hash"))) or \
-            (name == "redefine" and val in gen.get("redefine", []))
+            (name in ("redefine", "affix") and val in gen.get(name, []))
         if name not in _PLAIN and name not in _RULES and not seeded and not (
                 oaa and name in ("oaa", "named_labels")):
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "

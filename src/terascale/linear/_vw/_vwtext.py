@@ -363,7 +363,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             + [f"--quadratic {v}" for v in pa.quadratic]
             + [f"--hash {v}" for v in _generation(model, "hash")]
             + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")]
-            + [f"--redefine {v}" for v in _generation(model, "redefine")])
+            + [f"--redefine {v}" for v in _generation(model, "redefine")]
+            + [f"--affix {v}" for v in _generation(model, "affix")[:1]])
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {''.join(sorted({c for v in getattr(pa, k) for c in v}))}"
                         for k in ("ignore", "ignore_linear", "keep") if getattr(pa, k)]
