@@ -161,3 +161,23 @@ def test_an_early_stopped_model_keeps_the_counters_of_its_pass_as_vw(tmp_path, c
     for m in ("vw", "ts"):
         run_vw(["-i", f"{m}.m", "-d", "d.vw", "-p", f"{m}.p", "--quiet"], tmp_path)
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_a_binary_models_test_run_keeps_the_loss_of_other_labels(fast, tmp_path, capfd,
+                                                                 monkeypatch):
+    """-t -i of a --binary model on 0/1 labels: VW's 0/1 loss is for labels -1 and 1; a
+    0 label keeps the loss function's (squared: -t's, the model keeps no loss), in the
+    compiled scorer and in the numba pass alike."""
+    lines = [ln.replace("-1 ", "0 ", 1) if ln.startswith("-1 ") else ln
+             for ln in ab_lines(120, 8, lambda rng, a, x: str(rng.choice([-1, 1])))]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    run_vw(["-d", "d.vw", "--binary", "--loss_function", "logistic", "-f", "m", "--quiet"],
+           tmp_path)
+    if fast == "0":
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    args = ["-t", "-i", "m", "-d", "d.vw"]
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert got[got.index("average  since"):] == want[want.index("average  since"):]

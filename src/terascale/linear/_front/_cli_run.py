@@ -374,13 +374,16 @@ def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
 
 def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5,
           q: float | None = 0.5) -> np.ndarray:
-    """Each example's loss (VW's, in float: ``_losses.losses32``); ``binary``: 0/1 loss."""
-    if binary:
-        return ((s > 0) != (y > 0)).astype(np.float64)
+    """Each example's loss (VW's, in float: ``_losses.losses32``); ``binary``: 0/1 loss
+    where the label is -1 or 1 (VW's other labels keep the loss function's)."""
     from .._losses import losses32
 
-    return losses32(loss_code(kind, tau=tau, q=q), np.asarray(s, np.float64),
-                    np.asarray(y, np.float64))
+    lv = losses32(loss_code(kind, tau=tau, q=q), np.asarray(s, np.float64),
+                  np.asarray(y, np.float64))
+    if binary:
+        pm = np.abs(y) == 1
+        lv[pm] = (s[pm] > 0) != (y[pm] > 0)
+    return lv
 
 
 class _TestProgress:
