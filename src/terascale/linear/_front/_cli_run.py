@@ -70,6 +70,10 @@ def _spooled(path: str) -> str:
                     shutil.copyfileobj(src, out, 1 << 20)
     except OSError as e:
         raise storage_error("cannot copy standard input to", tmp, e) from None
+    if path != "-":  # (VW's preamble names the stream as given: /dev/stdin, a pipe)
+        from .._vw._vwgen import INPUTS
+
+        INPUTS[tmp] = path
     return tmp
 
 
@@ -227,7 +231,9 @@ def train(args: argparse.Namespace) -> int:
             # (VW prints the t of -i's save_resume model there)
             t = (model_t(args.initial) if args.initial else 0.0) or args.initial_t or 0.0
             print(preamble({**kept[0], **options}, paths, model=args.model,
-                           predictions=args.predictions, testonly=args.testonly,
+                           predictions=args.predictions,
+                           raw=getattr(args, "raw_predictions", None), initial=args.initial,
+                           cache=getattr(args, "vw_cache", None),
                            initial_t=t), file=sys.stderr)
         elif not args.quiet and not args.initial:
             _differences(options)
@@ -352,8 +358,8 @@ def _rates(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
-    """A ``terascale vw`` run's feature generation and -i's preserved counters, for the
-    job (:func:`._cli_options.job_json`)."""
+    """A ``terascale vw`` run's feature generation, -i's preserved counters and the
+    --initial_t its starting weights carry, for the job (:func:`._cli_options.job_json`)."""
     return {"generation": getattr(args, "vw_generation", None),
             "preserved": getattr(args, "vw_preserved", None),
             "interactions": getattr(args, "vw_interactions", None),
@@ -445,13 +451,16 @@ def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
 
 def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5,
           q: float | None = 0.5) -> np.ndarray:
-    """Each example's loss (VW's, in float: ``_losses.losses32``); ``binary``: 0/1 loss."""
-    if binary:
-        return ((s > 0) != (y > 0)).astype(np.float64)
+    """Each example's loss (VW's, in float: ``_losses.losses32``); ``binary``: 0/1 loss
+    where the label is -1 or 1 (VW's other labels keep the loss function's)."""
     from .._losses import losses32
 
-    return losses32(loss_code(kind, tau=tau, q=q), np.asarray(s, np.float64),
-                    np.asarray(y, np.float64))
+    lv = losses32(loss_code(kind, tau=tau, q=q), np.asarray(s, np.float64),
+                  np.asarray(y, np.float64))
+    if binary:
+        pm = np.abs(y) == 1
+        lv[pm] = (s[pm] > 0) != (y[pm] > 0)
+    return lv
 
 
 class _TestProgress:

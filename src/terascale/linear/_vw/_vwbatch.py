@@ -242,6 +242,11 @@ class _Progress:
             sys.stderr.write(text)
             sys.stderr.flush()
 
+    def note(self, text: str) -> None:
+        """One of VW's ``[info]`` notes, which its logger writes on standard output."""
+        if not self.quiet:
+            print(f"[info] {text}", flush=True)
+
 
 def check_batch(args: argparse.Namespace, options: dict[str, Any]) -> None:
     """VW's refusals of a ``--bfgs``/``--conjugate_gradient`` command line (before any
@@ -261,7 +266,7 @@ def check_batch(args: argparse.Namespace, options: dict[str, Any]) -> None:
 
 
 def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
-                   how: str, opening: Callable[[], None], comm: Any = None) -> int:
+                   how: str, opening: Callable[..., None], comm: Any = None) -> int:
     """Run VW's ``--bfgs``/``--conjugate_gradient`` on ``paths`` with ``options`` (the
     flags of ``terascale vw``), writing ``-p``/``-r`` per pass, ``-f``, the readable model
     and VW's closing block; returns the exit status.
@@ -307,13 +312,18 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
 
         reg, reg_lo, reg_hi = read_regularizer(args.input_feature_regularizer,
                                                data.parse.bits)
-    opening()
+    opening(0)  # (VW prints where its outputs go, then its learner's lines, then the rest)
     out = _Progress(args.quiet or rank > 0)
+    # (VW's note on its memory: 2m floats, or one for the conjugate gradient, and a
+    # weight's 4, per weight)
+    out.note(f"m = {m}, allocated {((1 << data.parse.bits) * (4 * (2 * m or 1) + 16)) >> 20}M"
+             f" for weights and mem")
     out(f"enabling {'BFGS based optimization' if m > 0 else 'conjugate gradient optimization via BFGS'} "
         f"{'with curvature calculation' if hessian_on else '**without** curvature calculation'}\n")
     out("{:>2s} {:<10s}\t{:<10s}\t{:<10s}\t {:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<s}\n"
         .format("##", "avg. loss", "der. mag.", "d. m. cond.", "wolfe1", "wolfe2",
                 "mix fraction", "curvature", "dir. magnitude", "step size"))
+    opening(1)
     writers = prediction_writers(args)
     with all_or_none(writers):
         state = _Batch(data, loss, m, l2, rel_threshold, hessian_on, no_bias,
@@ -446,7 +456,7 @@ class _Batch:
 
     def __init__(self, data: _Data, loss: _Loss, m: int, l2: float, rel_threshold: float,
                  hessian_on: bool, no_bias: bool, holdout_off: bool, early_stop: int,
-                 final_pass: int, out: Callable[[str], None],
+                 final_pass: int, out: _Progress,
                  regularizers: np.ndarray | None = None, comm: Any = None) -> None:
         from .._io._hashing import CONSTANT_HASH
 
@@ -729,7 +739,7 @@ class _Batch:
                 self.curvature = 0.0
                 self.step_size = _F(1)
                 if not self._iter_middle():
-                    out(f"In bfgs_iter_middle: {_CURV_MESSAGE}\n")
+                    out.note(f"In bfgs_iter_middle: {_CURV_MESSAGE}")
                     self.step_size = _F(0)
                     status = "curv"
                 if self.hessian_on:
@@ -747,11 +757,11 @@ class _Batch:
             dd = float(np.float32((self.mem[self.origin % self.stride].astype(np.float64)
                                    * self.dir).sum()))
             if self.curvature == 0.0 and dd != 0.0:
-                out(f"{_CURV_MESSAGE}\n")
+                out.note(_CURV_MESSAGE)
                 self.step_size = _F(0)
                 status = "curv"
             elif dd == 0.0:
-                out("Derivative 0 detected.\n")
+                out.note("Derivative 0 detected.")
                 self.step_size = _F(0)
                 status = "conv"
             else:

@@ -48,7 +48,7 @@ def _run(job: dict[str, Any]) -> None:
     args = argparse.Namespace(**job["args"])
     comm = init()
     try:
-        train_vw_batch(args, job["options"], job["paths"], job["how"], lambda: None, comm)
+        train_vw_batch(args, job["options"], job["paths"], job["how"], lambda *_: None, comm)
     finally:
         comm.close()
 

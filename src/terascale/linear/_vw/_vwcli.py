@@ -62,9 +62,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     g.add_argument("--random_seed", type=int, default=0,
                    help="the seed of --random_weights (nothing else in a linear learner "
                         "is random)")
-    g.add_argument("--hash_seed", type=int, default=0,
+    g.add_argument("--hash_seed", type=int, default=None,
                    help="VW's hash seed: every hash of a name starts from it (default 0)")
-    g.add_argument("--hash", choices=("strings", "all"), default="strings",
+    g.add_argument("--hash", choices=("strings", "all"), default=None,
                    help="VW's hashing of names: strings (the default) takes a name of "
                         "digits as its own index (plus its namespace's hash); all hashes "
                         "every name with MurmurHash3")
@@ -189,8 +189,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             raise ConfigError("--named_labels goes with --oaa K (terascale vw's multiclass)")
         _overridden_interactions(args)
         _vw_defaults(args)
+        if args.testonly and args.initial:  # (VW's preamble prints a model's -l/--power_t
+            from ._vwmodel import model_options  # where they are left out; -t learns
+            saved = model_options(args.initial)  # nothing)
+            for a, b in zip(saved, saved[1:]):
+                if a in ("--learning_rate", "--power_t") and \
+                        not getattr(args, f"{a[2:]}_given"):
+                    setattr(args, a[2:], float(b))
+        _generation_notes(args)
         _interaction_notes(args)
         _notes(args)
+        _namespace_lines(args)
         if not (args.data or args.data_flag) and not args._vw_noop_no_stdin:
             if args.cache_file:
                 raise ConfigError(f"--cache_file {args.cache_file[-1]} without -d: VW reads "
@@ -265,6 +274,31 @@ def _overridden_interactions(args: argparse.Namespace) -> None:
               "settings from command line.")
 
 
+def _generation_notes(args: argparse.Namespace) -> None:
+    """VW's notes on standard output about its parse-time features, unless --quiet: one
+    per --ngram and --skips value (a model's with -i), then one per --feature_limit
+    value, each number read as C's atoi reads it."""
+    from ._vwgen import _atoi
+    from ._vwmodel import model_generation
+
+    if args.quiet:
+        return
+    grams, skips = list(args.ngram), list(args.skips)
+    if args.initial and not (grams or skips):
+        grams, skips = model_generation(args.initial)[:2]
+    for values, what in ((grams, "grams"), (skips, "skips")):
+        for v in values:
+            if v[:1].isdigit():
+                print(f"[info] Generating {_atoi(v)}-{what} for all namespaces.")
+            elif v:
+                print(f"[info] Generating {_atoi(v[1:])}-{what} for {v[0]} namespaces.")
+    for v in args.feature_limit or []:
+        if v[:1].isdigit():
+            print(f"[warning] limiting to {_atoi(v)} features for each namespace.")
+        elif v:
+            print(f"[warning] limiting to {_atoi(v[1:])} for namespaces {v[0]}")
+
+
 def _interaction_notes(args: argparse.Namespace) -> None:
     """VW's notes on standard output about the interactions it deduplicates (a wildcard
     given; duplicates removed; characters reordered), unless --quiet or
@@ -304,6 +338,56 @@ def _notes(args: argparse.Namespace) -> None:
     if args.binary and args.raw_predictions:
         print("[warning] --raw_predictions has no defined value when --binary specified, "
               "expect no output")
+
+
+def _namespace_lines(args: argparse.Namespace) -> None:
+    """VW's first lines on standard error, unless --quiet: the interactions as given
+    (``creating quadratic features for pairs: ui ic``, then the cubic and other ones),
+    the namespaces' first bytes that --ignore, --ignore_linear and --keep name, in byte
+    order, then ``only testing`` (-t), the named labels' count and the L1 (not with
+    --bfgs) and L2. With -i of a VW model, its interactions where the command line gives none
+    and its namespaces with the command line's, as VW merges the model's options."""
+    import sys
+
+    from ._vwmodel import model_options
+
+    if args.quiet:
+        return
+    saved = model_options(args.initial) if args.initial else []
+
+    def given(flag: str, name: str, merge: bool) -> list[str]:
+        mine = list(getattr(args, name) or [])
+        theirs = [b for a, b in zip(saved, saved[1:]) if a == flag]
+        return mine + theirs if merge else mine
+
+    own = bool(args.quadratic or args.cubic or args.interactions)
+    lines = []
+    for flag, name, text in (("--quadratic", "quadratic", "quadratic features for pairs"),
+                             ("--cubic", "cubic", "cubic features for triples"),
+                             ("--interactions", "interactions",
+                              "features for following interactions")):
+        values = given(flag, name, not own)
+        if values:
+            lines.append(f"creating {text}: " + " ".join(values))
+    for flag, name, text in (("--ignore", "ignore", "ignoring namespaces"),
+                             ("--ignore_linear", "ignore_linear",
+                              "ignoring linear terms for namespaces"),
+                             ("--keep", "keep", "using namespaces")):
+        values = given(flag, name, True)
+        if values:
+            first = sorted({b for v in values for b in v.encode()})
+            lines.append(f"{text} beginning with:"
+                         + "".join(" " + bytes([b]).decode("utf-8", "replace")
+                                   for b in first))
+    if args.testonly:  # (then the example options', and gd's regularization)
+        lines.append("only testing")
+    if args.named_labels:
+        lines.append(f"parsed {len(args.named_labels.split(','))} named labels")
+    l1 = 0.0 if args.bfgs is not None else args.l1  # (VW says nothing of it with --bfgs)
+    lines += [f"using {name} regularization = {value:g}"
+              for name, value in (("l1", l1), ("l2", args.l2)) if value]
+    if lines:
+        print("\n".join(lines), file=sys.stderr)
 
 
 def _no_data(args: argparse.Namespace) -> int:
@@ -350,7 +434,7 @@ def _no_data(args: argparse.Namespace) -> int:
 
         _cli_run._check_output(path, flag, stream=flag != "-f")
     if not args.quiet:
-        print(preamble(options, [], model=args.model, predictions=None, testonly=False),
+        print(preamble(options, [], model=args.model, predictions=None),
               file=sys.stderr)
     if args.model:
         save_model(model, args.model, "vw", predict_only=args.predict_only_model)
@@ -433,10 +517,15 @@ def _plain(args: argparse.Namespace) -> int:
         raise ConfigError("--invert_hash with VW's other update rules is not supported by "
                           "terascale vw (--readable_model is)")
 
-    def opening() -> None:
+    def opening(eta: float, t: float) -> None:
+        """VW's preamble, with the rate and initial_t the rules start from (without the
+        adaptive rule VW's rate is eta times initial_t^power_t, and prints so)."""
         if not args.quiet:
-            print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                           testonly=False, initial_t=args.initial_t), file=sys.stderr)
+            print(preamble({**options, "learning_rate": eta}, paths, model=args.model,
+                           predictions=args.predictions,
+                           raw=getattr(args, "raw_predictions", None), initial=args.initial,
+                           cache=getattr(args, "vw_cache", None), initial_t=t),
+                  file=sys.stderr)
 
     return train_vw_sgd(args, options, paths, how, opening, args.learning_rate_given,
                         args.initial_t_given)
@@ -468,8 +557,12 @@ def _generate(args: argparse.Namespace) -> None:
     """VW's parse-time feature generation (``_vwgen``): the inputs are rewritten once."""
     from .._front import _cli_run
     from ._vwgen import FeatureGen, rewrite_inputs
-    from ._vwmodel import model_generation
+    from ._vwmodel import model_generation, model_options
 
+    # (--hash and --hash_seed given, even at their defaults, are kept in VW's model)
+    given = {"hash_seed": [args.hash_seed] if args.hash_seed is not None else [],
+             "hash": [args.hash] if args.hash else []}
+    args.hash_seed = args.hash_seed or 0
     if args.initial:  # VW's model keeps them
         grams, skips, seed, hashing, _ = model_generation(args.initial)
         if not (args.ngram or args.skips):
@@ -477,6 +570,11 @@ def _generate(args: argparse.Namespace) -> None:
         args.hash_seed = args.hash_seed or seed
         if hashing == "all":
             args.hash = "all"
+        saved = model_options(args.initial)  # (and its --redefine and --affix, which VW
+        if not args.redefine:                # applies to -i's run)
+            args.redefine = [b for a, b in zip(saved, saved[1:]) if a == "--redefine"]
+        if not args.affix:
+            args.affix = [b for a, b in zip(saved, saved[1:]) if a == "--affix"]
     keep = _feature_mask(args)
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
@@ -484,6 +582,7 @@ def _generate(args: argparse.Namespace) -> None:
                                 affix=args.affix, hash_all=args.hash == "all",
                                 sort_features=args.sort_features)
     if gen is None:
+        args.vw_generation = {k: v for k, v in given.items() if v}
         return
     if args.initial:  # (-i's -b, as the run uses it)
         from ._vwmodel import load_model
@@ -511,8 +610,11 @@ def _generate(args: argparse.Namespace) -> None:
         args.data = rewrite_inputs(_cli_run._inputs(args), gen)  # (a run without data
         args.data_flag = []                                       # keeps the flags only)
     args.vw_generation = {"ngram": list(args.ngram), "skips": list(args.skips),
-                          "hash_seed": [args.hash_seed] if args.hash_seed else [],
-                          "hash": ["all"] if args.hash == "all" else []}
+                          "hash_seed": [args.hash_seed] if args.hash_seed else
+                          given["hash_seed"],
+                          "hash": ["all"] if args.hash == "all" else given["hash"],
+                          "redefine": list(args.redefine or []),
+                          "affix": list(args.affix or [])}
 
 
 def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:
@@ -603,12 +705,22 @@ def _batch(args: argparse.Namespace) -> int:
         _cli_run._check_output(path, flag)
     _cli_run._check_output(args.model, "-f", stream=False)
 
-    def opening() -> None:
-        if not args.quiet:
-            print(preamble({**options, "passes": options["bfgs"] or options["cg"],
-                            "cache": options.get("cache")}, paths, model=args.model,
-                           predictions=args.predictions, testonly=False,
-                           initial_t=args.initial_t), file=sys.stderr)
+    def opening(part: int | None = None) -> None:
+        """VW's preamble; ``part`` 0: its lines up to the cache's (VW prints them before
+        its batch learner's), 1: the rest."""
+        if args.quiet:
+            return
+        text = preamble({**options, "passes": options["bfgs"] or options["cg"],
+                         "cache": options.get("cache")}, paths, model=args.model,
+                        predictions=args.predictions,
+                        raw=getattr(args, "raw_predictions", None), initial=args.initial,
+                        cache=getattr(args, "vw_cache", None),
+                        initial_t=args.initial_t).split("\n")
+        cut = next(i for i, ln in enumerate(text)
+                   if ln.startswith(("creating cache_file", "using no cache")))
+        text = text if part is None else text[:cut] if part == 0 else text[cut:]
+        if text:
+            print("\n".join(text), file=sys.stderr)
 
     if args.nprocs == 1:
         return train_vw_batch(args, options, paths, how, opening)
@@ -656,6 +768,10 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         args.normalize = "off"
     if args.l2 is None:
         args.l2 = 0.0
+    # the cache files VW would create (-c: the data file's name and .cache), which the
+    # preamble names; terascale keeps its own cache instead
+    data = (args.data_flag or args.data or [""])[0]
+    args.vw_cache = list(args.cache_file) or ([f"{data}.cache"] if args.cache else [])
     if args.cache_file:
         args.cache = True
     args.vw_mode = True

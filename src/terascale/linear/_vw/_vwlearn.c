@@ -551,7 +551,8 @@ PyObject *vw_test(PyObject *self, PyObject *args) {
             pred[i - start] = p;
             double lab = labels[i], s = weights[i], lv = 0.0;
             if (!isnan(lab) && s > 0.0) {
-                if (binary)
+                if (binary && (lab == 1.0 || lab == -1.0))  /* (other labels keep the
+                                                                 * loss function's, as VW) */
                     lv = (p > 0) != (lab > 0);
                 else
                     lv = loss32(code, p, sign ? (lab > 0 ? 1.0 : -1.0) : lab, &bad);

@@ -114,7 +114,8 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
              binary: bool = False, generation: dict[str, list[str]] | None = None,
              learner: str | None = None, indexing: int | None = None) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
-    ``generation``: the run's ``--hash_seed``/``--hash all`` (:func:`run_generation`);
+    ``generation``: the run's ``--hash_seed``/``--hash``/``--redefine``/``--affix``
+    (:func:`run_generation`);
     ``learner``: VW's batch learner the model comes from (``bfgs`` or
     ``conjugate_gradient``, which VW's ``-i`` runs again);
     ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``; a
@@ -145,7 +146,11 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
         opts.append(("hash_seed", str(gen["hash_seed"][0])))
     if gen.get("hash"):
         opts.append(("hash", gen["hash"][0]))
-    text = "".join(f" --{k}" + (f" {v}" if v else "") for k, v in sorted(opts))
+    opts += [("redefine", v) for v in gen.get("redefine", [])]
+    opts += [("affix", v) for v in gen.get("affix", [])[:1]]
+    # (by name; a name's values in the order given, as VW's)
+    text = "".join(f" --{k}" + (f" {v}" if v else "")
+                   for k, v in sorted(opts, key=lambda o: o[0]))
     for name, values in (("ignore", parse.ignore), ("ignore_linear", parse.ignore_linear),
                          ("keep", parse.keep)):
         letters = sorted({c for v in values for c in v})
@@ -296,8 +301,9 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
         st = np.asarray(state, np.float64)
         # VW's performance counters from the run's per-pass sums (what
         # --preserve_performance_counters carries on): t, sum_loss, the labelled weight,
-        # the examples learned from, the passes
+        # the examples learned from, the passes (up to the pass whose model the holdout kept)
         totals = model.info.get("pass_totals", [])
+        totals = totals[:model.info.get("online_passes", len(totals))]
         loss = float(sum(t[0] for t in totals))
         weight = float(sum(t[1] for t in totals))
         # (t: the weight of every example not held out, labelled or not, and -i's t)
@@ -518,6 +524,23 @@ def model_t(path: str) -> float:
     return float(struct.unpack("<fdd", r.take(20, False))[2])
 
 
+def model_options(path: str) -> list[str]:
+    """The options line of a VW model's header, split as a command line (``--quadratic
+    ui --ignore e ...``); empty for terascale's models."""
+    if not is_vw_model(path):
+        return []
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return []
+    r.take(16)
+    for _ in range(2):
+        r.take(3 * r.u4())
+    return shlex.split(r.string())
+
+
 def model_interactions(path: str) -> bool:
     """Whether the model at ``path`` has any ``-q``/``--cubic``/``--interactions`` (a VW
     model's header, read alone; a terascale model's parse options)."""
@@ -526,17 +549,7 @@ def model_interactions(path: str) -> bool:
 
         p = LinearModel.load(path).parse
         return bool(p.quadratic or p.cubic or p.interactions)
-    with open(path, "rb") as f:
-        r = _Reader(f.read(), path)
-    r.string(False)
-    r.string()
-    if r.take(1) != b"m":
-        return False
-    r.take(16)
-    for _ in range(2):
-        r.take(3 * r.u4())
-    return any(t in ("--quadratic", "--cubic", "--interactions")
-               for t in shlex.split(r.string()))
+    return any(t in ("--quadratic", "--cubic", "--interactions") for t in model_options(path))
 
 
 def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
@@ -609,7 +622,8 @@ def read_vw_model(path: str, *, oaa: bool = False,
         i += 2 if val else 1
         seeded = (name == "hash_seed" and [val] == [str(v) for v in
                                                    gen.get("hash_seed", [])]) or \
-            (name == "hash" and [val] in (["strings"], gen.get("hash")))
+            (name == "hash" and [val] in (["strings"], gen.get("hash"))) or \
+            (name in ("redefine", "affix") and val in gen.get(name, []))
         if name not in _PLAIN and name not in _RULES and not seeded and not (
                 oaa and name in ("oaa", "named_labels", "indexing")):
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "

@@ -321,8 +321,10 @@ def train(args: argparse.Namespace) -> int:
         from ._vwmodel import model_t
 
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                       testonly=False, initial_t=(model_t(args.initial) if model is not None
-                                                  else 0.0) or args.initial_t or 0.0),
+                       raw=getattr(args, "raw_predictions", None), initial=args.initial,
+                       cache=getattr(args, "vw_cache", None),
+                       initial_t=(model_t(args.initial) if model is not None
+                                  else 0.0) or args.initial_t or 0.0),
               file=sys.stderr)
     LINK[:] = [how]
     kind = opts.online_kind()
@@ -549,7 +551,9 @@ def test(args: argparse.Namespace) -> int:
     binary = bool(args.binary or model.info.get("binary"))  # (and --binary)
     if not args.quiet:
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                       testonly=True, initial_t=model_t(args.initial)), file=sys.stderr)
+                       raw=getattr(args, "raw_predictions", None), initial=args.initial,
+                       cache=getattr(args, "vw_cache", None),
+                       initial_t=model_t(args.initial)), file=sys.stderr)
     # the weights alone, 4 bytes a row (VW's -t table: -b 26, 256 MB; the learner's rows
     # of three, or the numba pass above -b 24, held 1286 MB of a 7M-feature model)
     table = np.zeros(1 << bits, np.float32)

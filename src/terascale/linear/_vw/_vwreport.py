@@ -221,25 +221,45 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
     return "\n".join(lines)
 
 
-def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
-             predictions: str | None, testonly: bool, initial_t: float = 0.0) -> str:
-    """VW's lines before the progress table, in VW's order: where the model and
-    predictions go, the input, then the learning rate's schedule (``initial_t``: VW's
-    ``--initial_t``)."""
-    from ._vwgen import INPUTS
+def _given(path: str, inputs: dict[str, str]) -> str:
+    """The input as the command line named it, through the copies made of it (a stream
+    spooled to a file, that file rewritten by the feature generation)."""
+    for _ in range(len(inputs)):
+        if path not in inputs:
+            break
+        path = inputs[path]
+    return path
 
-    paths = [INPUTS.get(p, p) for p in paths]
-    lines = []
-    if testonly:
-        lines.append("only testing")
+
+def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
+             predictions: str | None, initial_t: float = 0.0,
+             raw: str | None = None, initial: str | None = None,
+             cache: list[str] | None = None) -> str:
+    """VW's lines before the progress table, in VW's order: where the model,
+    predictions and raw predictions (``raw``: ``-r``'s file) go, the cache files VW
+    would create (``cache``: ``-c``'s or ``--cache_file``'s names), the input, then the
+    weight bits (``initial``: ``-i``'s model, whose own -b VW prints) and the learning
+    rate's schedule (``initial_t``: VW's ``--initial_t``)."""
+    from ._vwgen import INPUTS
+    from ._vwmodel import model_generation
+
+    bits = model_generation(initial)[4] if initial else None
+
+    paths = [_given(p, INPUTS) for p in paths]
+    lines = []  # (-t's "only testing" comes before, with VW's lines on the options)
     if model:
         lines.append(f"final_regressor = {model}")
     if predictions:
         lines.append(f"predictions = {predictions}")
-    lines += ["using no cache" if not options.get("cache") else "using cache",
-              f"Reading datafile = {', '.join(paths)}",
+    if raw:
+        lines.append(f"raw predictions = {raw}")
+    if options.get("cache"):
+        lines.append(f"creating cache_file = {(cache or [''])[0]}")
+    else:
+        lines.append("using no cache")
+    lines += [f"Reading datafile = {', '.join(paths)}",
               f"num sources = {len(paths)}",
-              f"Num weight bits = {options.get('bits', 18)}",
+              f"Num weight bits = {bits or options.get('bits', 18)}",
               f"learning rate = {options.get('learning_rate', 0.5):g}",
               f"initial_t = {initial_t:g}",
               f"power_t = {options.get('power_t', 0.5):g}"]

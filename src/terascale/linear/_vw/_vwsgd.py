@@ -86,7 +86,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     else:
         t = float(args.initial_t) if initial_t_given else 1.0
         eta = _F(eta * _F(np.power(_F(t), power_t)))
-    opening()
+    opening(float(eta), t)
     size = data.size
     w = np.zeros(size, _F)
     # per weight: sum of squared gradients (VW starts it at initial_t), largest |x|, rate

@@ -253,14 +253,17 @@ def crossed_names(inters: Sequence[tuple[int, ...]],
             cross(t, 0, 0, 0, "")
 
 
-def _checksum(lo: float, hi: float, bits: int, opts: str) -> int:
+def _checksum(lo: float, hi: float, bits: int, opts: str,
+              grams: list[str] | None = None, skips: list[str] | None = None) -> int:
     """VW's header checksum of a text model: its hash chained over each text write after
-    the version line (``0 ngram:`` and its line end are two writes, as in VW)."""
+    the version line (``2 ngram:``, each of ``--ngram``'s values with its space, and the
+    line end are separate writes, as in VW; ``--skips`` alike)."""
     from ._vwmodel import _murmur
 
-    h = 0
+    h, grams, skips = 0, grams or [], skips or []
     for part in ("Id \n", f"Min label:{lo:g}\n", f"Max label:{hi:g}\n", f"bits:{bits}\n",
-                 "lda:0\n", "0 ngram:", "\n", "0 skip:", "\n",
+                 "lda:0\n", f"{len(grams)} ngram:", *(f"{g} " for g in grams), "\n",
+                 f"{len(skips)} skip:", *(f"{k} " for k in skips), "\n",
                  f"options:{' ' + opts if opts else ''}\n"):
         h = _murmur(part.encode(), h)
     return h
@@ -369,16 +372,23 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             + [f"--quadratic {v}" for v in pa.quadratic]
             + [f"--hash {v}" for v in _generation(model, "hash")]
             + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")]
+            + [f"--redefine {v}" for v in _generation(model, "redefine")]
+            + [f"--affix {v}" for v in _generation(model, "affix")[:1]]
             + list(options))
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {''.join(sorted({c for v in getattr(pa, k) for c in v}))}"
                         for k in ("ignore", "ignore_linear", "keep") if getattr(pa, k)]
                        if pa.format == "vw" else []))  # (merged, as VW's, and -f's)
+    grams, skips = _generation(model, "ngram"), _generation(model, "skips")
     head = [f"Version {VW_LAYOUT}", "Id ", f"Min label:{lo:g}", f"Max label:{hi:g}",
-            f"bits:{model.bits}", "lda:0", "0 ngram:", "0 skip:",
+            f"bits:{model.bits}", "lda:0",
+            f"{len(grams)} ngram:" + "".join(f"{g} " for g in grams),
+            f"{len(skips)} skip:" + "".join(f"{k} " for k in skips),
             f"options:{' ' + opts if opts else ''}",
-            f"Checksum: {_checksum(lo, hi, model.bits, opts)}", f":{1 if ad is not None else 0}"]
-    totals = info.get("pass_totals")
+            f"Checksum: {_checksum(lo, hi, model.bits, opts, grams, skips)}",
+            f":{1 if ad is not None else 0}"]
+    totals = info.get("pass_totals")  # (up to the pass whose model the holdout kept)
+    totals = totals[:info.get("online_passes", len(totals))] if totals else totals
     if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
         c = vw_counters(totals or [], info.get("vw_progress"))
@@ -398,7 +408,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                  f"l2_state {s[CONTRACTION]:g}"]
     elif ad is not None:
         s = ad[2]
-        head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {s[TOTAL_WEIGHT]:g}",
+        head += [f"initial_t {info.get('vw_initial_t', 0.0):g}",
+                 f"norm normalizer {s[SUM_NORM_X]:g}", f"t {s[TOTAL_WEIGHT]:g}",
                  f"min_label {lo:g}", f"max_label {hi:g}", f"total_weight {s[TOTAL_WEIGHT]:g}"]
     out = AtomicText(path)
     try:
