@@ -181,6 +181,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         setattr(args, rule, "")
                 else:
                     setattr(args, rule, True)
+            _check_sums(args)
             k, names = model_oaa(args.initial)
             args.oaa = args.oaa if args.oaa is not None else k
             if args.named_labels is None and names:
@@ -234,6 +235,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     # and --power_t 0.5 (a VW model's own apply to -i where they are left out)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
                    learning_rate=None, power_t=None)
+
+
+def _check_sums(args: argparse.Namespace) -> None:
+    """-i of VW's save_resume model goes on with the update rules of the model and the
+    command line together; VW reads its records with those rules' widths (the adaptive sum,
+    the normalizer, neither or both after each weight), so a model whose records keep
+    other sums is refused by name (VW reads garbage, or stops on an index out of range)."""
+    from ._vwmodel import model_sums, record_sums
+
+    have = model_sums(args.initial)
+    if args.testonly or have is None:
+        return
+    given = [n for n in ("sgd", *_UPDATE_RULE) if getattr(args, n)]
+    if record_sums(given) != have:
+        named = {(True, True): "VW's default update (adaptive and normalized sums)",
+                 (True, False): "--adaptive (its adaptive sums)",
+                 (False, True): "--normalized (its normalizers)",
+                 (False, False): "--sgd or --invariant (weights alone)"}
+        raise ConfigError(f"-i {args.initial}: a model of {named[have]}, whose records "
+                          f"keep other sums than those of this run's rules "
+                          f"({' '.join('--' + n for n in given) or 'the default'}) "
+                          f"read: leave out the rules the model was not trained with, or "
+                          f"train on from its --predict_only_model form")
 
 
 def _interaction_notes(args: argparse.Namespace) -> None:
@@ -406,10 +430,11 @@ def _plain(args: argparse.Namespace) -> int:
         raise ConfigError("--invert_hash with VW's other update rules is not supported by "
                           "terascale vw (--readable_model is)")
 
-    def opening() -> None:
+    def opening(learning_rate: float, t: float) -> None:
         if not args.quiet:
-            print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                           testonly=False, initial_t=args.initial_t), file=sys.stderr)
+            print(preamble({**options, "learning_rate": learning_rate}, paths,
+                           model=args.model, predictions=args.predictions, testonly=False,
+                           initial_t=t), file=sys.stderr)
 
     return train_vw_sgd(args, options, paths, how, opening, args.learning_rate_given,
                         args.initial_t_given)

@@ -18,7 +18,11 @@ rules too.
 
 It runs example by example in Python over the parsed examples (one worker; the small data
 such options are used on): predictions, ``-p``/``-r``, holdout and VW's closing block as the
-main learner gives them. L1/L2, ``-i`` and ``-n N`` are refused.
+main learner gives them. ``-f`` writes VW's save_resume model of the rules (each record the
+weight and the sums of the rules on, the rules in its options, its ``t``, ``initial_t`` and
+normalized sums), from which ``-i`` continues as VW's (a model whose records keep other
+sums than the run's rules is refused: VW reads them with the run's widths). L1/L2 and
+``-n N`` are refused.
 """
 
 from __future__ import annotations
@@ -31,7 +35,13 @@ import numpy as np
 
 from ..._errors import ConfigError
 from .._batch._linalg import dot
-from .._online._state import MAX_LABEL, MIN_LABEL, new_state
+from .._online._state import (
+    MAX_LABEL,
+    MIN_LABEL,
+    SUM_NORM_X,
+    TOTAL_WEIGHT,
+    new_state,
+)
 
 __all__ = ["train_vw_sgd"]
 
@@ -60,12 +70,18 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     invariant = "invariant" in rules
     adaptive, normalized = "adaptive" in rules, "normalized" in rules
     sparse_l2 = _F(getattr(args, "sparse_l2", 0.0) or 0.0)
-    if args.nprocs != 1 or args.oaa is not None or args.initial or options.get("l1") or \
-            options.get("l2") or args.testonly and not args.initial:
+    if args.nprocs != 1 or args.oaa is not None or options.get("l1") or \
+            options.get("l2"):
         raise ConfigError(f"--{' --'.join(rules) or 'sgd'}"
                           f"{' --sparse_l2' if sparse_l2 else ''}: terascale vw runs VW's "
-                          f"gd with these rules on one worker, from zero weights, without "
-                          f"--oaa, --l1/--l2 or -i")
+                          f"gd with these rules on one worker, without --oaa or --l1/--l2")
+    initial = _initial(args, options) if args.initial else None
+    if initial is not None:  # (VW keeps -l, --link and --binary in its model)
+        learning_rate_given = learning_rate_given or \
+            "learning_rate" in initial.info.get("vw_rates", {})
+        if args.link is None and initial.info.get("link"):
+            how = initial.info["link"]
+        args.binary = args.binary or bool(initial.info.get("binary"))
     loss = options["loss"]
     spec = loss_spec(loss, "--loss_function")
     if not invariant and not has_sgd_update(loss):
@@ -86,7 +102,6 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     else:
         t = float(args.initial_t) if initial_t_given else 1.0
         eta = _F(eta * _F(np.power(_F(t), power_t)))
-    opening()
     size = data.size
     w = np.zeros(size, _F)
     # per weight: sum of squared gradients (VW starts it at initial_t), largest |x|, rate
@@ -97,11 +112,28 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     neg_power_t = _F(-power_t)
     # (VW sets it before it reads the rules, when adaptive is still on: power_t - 1 always)
     neg_norm_power = _F(power_t - _F(1))
-    total_w = nsnx = float(t) if normalized and t > 0 else 0.0  # VW's "fake" examples
+    # VW's "fake" examples: initial_t of them, norm 1 (its state has them, any rules)
+    total_w = nsnx = float(args.initial_t) if initial_t_given and args.initial_t > 0 else 0.0
     multiplier = _F(1)
     # VW's prediction range: a loss whose predictions are not clipped to the labels starts
     # at [-50, 50]
     lo, hi = (_F(-50), _F(50)) if spec.clip != "labels" else (_F(0), _F(0))
+    seen_t = t  # VW's sd->t: initial_t plus every example's weight
+    initial_t = t
+    if initial is not None:  # VW's -i: the weights, sums and counters its model keeps
+        idx0, st = initial.indices.astype(np.int64), initial.adaptive[2]
+        w[idx0] = initial.weights
+        if adaptive:
+            g2[idx0] = initial.adaptive[0]
+        if normalized:
+            nrm[idx0] = initial.adaptive[1]
+        lo, hi = _F(min(lo, st[MIN_LABEL])), _F(max(hi, st[MAX_LABEL]))
+        counters = initial.info.get("vw_counters") or {}
+        if counters:  # (save_resume: its t, initial_t and normalized sums go on)
+            seen_t, initial_t = counters["t"], counters["initial_t"]
+            total_w, nsnx = float(st[TOTAL_WEIGHT]), float(st[SUM_NORM_X])
+    t0, state0 = seen_t, (total_w, nsnx)
+    opening(float(eta), seen_t)  # (VW's preamble: its rate and t once set up)
     X = data.X
     sumsq = np.asarray(data.X2.sum(axis=1, dtype=_F)).ravel().astype(_F)
     writers = prediction_writers(args)
@@ -116,7 +148,6 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     kept = ~data.holdout  # VW's counters: every example but the held-out labelled ones
     totals = []
     best, no_win = np.inf, 0
-    seen_t = t  # VW's sd->t: initial_t plus every example's weight
     holdout_w = unlabelled_w = 0.0
     with all_or_none(writers):
         for _p in range(passes):
@@ -211,7 +242,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                             w[idx[k]] = _F(w[idx[k]] + _F(u * x))
                 if kept[i]:
                     seen_w, seen_n = seen_w + wt, seen_n + 1
-                    if seen_w >= prog.due:  # VW's progress line, after the example
+                    if prog.out is not None and seen_w >= prog.due:  # VW's line, after it
                         now = prog.done + np.array(tot[:4])
                         prog.line(now, prog.prev, seen_n, seen_w, float(y), float(p),
                                   int(data.features[i]), args.binary)
@@ -243,7 +274,15 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     no_win += 1
                 if no_win >= int(args.patience):
                     break
-    _save(args, data, w, loss, float(lo), float(hi))
+    if args.model or args.readable_model:
+        state = new_state(min_label=float(lo), max_label=float(hi))
+        # (a normalized run's sums; VW's state keeps the fake examples' with any rules)
+        state[TOTAL_WEIGHT], state[SUM_NORM_X] = (total_w, nsnx) if normalized else state0
+        keep = [n for n in ("sgd", "adaptive", "normalized", "invariant") if getattr(args, n)]
+        _save(args, data, (w, g2 if adaptive else None, nrm if normalized else None),
+              state, loss, how, {"pass_totals": totals, "vw_progress": [
+                  float(prog.due), float(prog.prev[0]), float(prog.prev[1])],
+                  "vw_t0": t0, "vw_initial_t": initial_t, "vw_rules": keep})
     if not args.quiet:
         from ._vwreport import closing_block, holdout_on
 
@@ -252,7 +291,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                              "feature_count": int(data.features.sum()),
                              "labels": distinct_labels([], data.labels[data.labelled]),
                              "loss": loss, "quantile_tau": options.get("quantile_tau", 0.5),
-                             "best_constant": not args.dont_output_best_constant}),
+                             "best_constant": not args.dont_output_best_constant,
+                             "vw_preserved": args.vw_preserved}),
               file=sys.stderr)
     return 0
 
@@ -319,27 +359,61 @@ def _pow(x: float, y: float) -> float:
         return _F(np.power(np.float64(x), np.float64(y)))
 
 
-def _save(args: argparse.Namespace, data: Any, w: np.ndarray, loss: str, lo: float,
-          hi: float) -> None:
+def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
+    """-i's model, its parse options (-b, -q, ...) those of the run, its -l/--power_t the
+    run's where the command line leaves them out (VW keeps them in its model). (A model
+    whose records keep other sums than the run's rules is refused before: ``_vwcli``.)"""
+    from .._front._cli_run import _follow_model, _load
+
+    model = _load(args.initial, args)
+    if not model.info.get("vw_version") or model.info.get("oaa"):
+        raise ConfigError(f"-i {args.initial}: VW's update rules other than its default "
+                          f"continue from a VW model of a plain linear learner (-f of "
+                          f"vw or terascale vw)")
+    _follow_model(options, model, args)
+    for k, v in model.parse.to_dict().items():
+        options.setdefault(k, v)
+    for k, v in model.info.get("vw_rates", {}).items():  # VW's model's -l, --power_t
+        if not getattr(args, f"{k}_given", True):
+            options[k] = v
+            args._model_rates = {**getattr(args, "_model_rates", {}), k: v}
+    return model
+
+
+def _save(args: argparse.Namespace, data: Any, columns: tuple[Any, Any, Any],
+          state: np.ndarray, loss: str, how: str, info: dict[str, Any]) -> None:
+    """-f and --readable_model: VW's save_resume model of the run's rules (the weights,
+    the sums those rules keep, its counters, the rules and -l/--power_t given, its link),
+    or with --predict_only_model the nonzero weights alone."""
+    from .._front._cli_run import _rates
     from .._model import LinearModel
     from ._vwmodel import run_generation
 
-    if not (args.model or args.readable_model):
-        return
-    nz = np.flatnonzero(w)
-    state = new_state()
-    state[MIN_LABEL], state[MAX_LABEL] = lo, hi  # the prediction range VW's model keeps
+    w, g2, nrm = columns
+    used = w != 0
+    for c in (g2, nrm):
+        if c is not None:
+            used |= c != 0
+    nz = np.flatnonzero(used)
     zeros = np.zeros(len(nz), _F)
+    info = {**info, "vw_generation": run_generation(args)}
+    if how != "identity":
+        info["link"] = how
+    if args.binary:
+        info["binary"] = True
+    if _rates(args):
+        info["vw_rates"] = _rates(args)
     model = LinearModel(indices=nz.astype(np.uint32), weights=w[nz], parse=data.parse,
-                        loss=loss, adaptive=(zeros, zeros, state),
-                        info={"vw_generation": run_generation(args)})
+                        loss=loss, info=info, adaptive=(
+                            g2[nz] if g2 is not None else zeros,
+                            nrm[nz] if nrm is not None else zeros, state))
     if args.model:
         from ._vwmodel import save_model
 
-        save_model(model, args.model, args.model_format or "vw", predict_only=True)
+        save_model(model, args.model, args.model_format or "vw",
+                   predict_only=bool(args.predict_only_model))
     if args.readable_model:
         from ._vwtext import write_readable
 
-        write_readable(LinearModel(indices=model.indices, weights=model.weights,
-                                   parse=model.parse, loss=model.loss),
-                       args.readable_model)
+        write_readable(model, args.readable_model,
+                       predict_only=bool(args.predict_only_model))

@@ -290,15 +290,22 @@ _LINES = 1 << 16
 def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
                     nrm: np.ndarray | None, names: dict[int, str] | None) -> Iterator[str]:
     """The readable model's weight lines, ``_LINES`` at a time: ``[name:]index:weight``,
-    with the adaptive sum and the normalizer after it where ``g2`` is given."""
+    with the adaptive sum and the normalizer after it where they are given (either alone
+    for a model of one of the two rules)."""
     for a in range(0, len(idx), _LINES):
         part = slice(a, a + _LINES)
         body = []
-        if g2 is not None and nrm is not None:
+        sums = [c for c in (g2, nrm) if c is not None]
+        if len(sums) == 2:
             for i, wi, gi, ni in zip(idx[part].tolist(), w[part].tolist(),
                                      g2[part].tolist(), nrm[part].tolist()):
                 name = names.get(i, str(i)) + ":" if names is not None else ""
                 body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
+        elif sums:
+            for i, wi, si in zip(idx[part].tolist(), w[part].tolist(),
+                                 sums[0][part].tolist()):
+                name = names.get(i, str(i)) + ":" if names is not None else ""
+                body.append(f"{name}{i}:{wi:g} {si:g}\n")
         else:
             for i, wi in zip(idx[part].tolist(), w[part].tolist()):
                 name = names.get(i, str(i)) + ":" if names is not None else ""
@@ -335,10 +342,21 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
         nonzero = w != 0
         idx, w, ad = idx[nonzero], w[nonzero], None
     g2 = nrm = None
-    if ad is not None:  # (VW's: a weight whose value or either sum is not 0)
-        g2, nrm = ad[0][order], ad[1][order]
-        keep = (w != 0) | (g2 != 0) | (nrm != 0)
-        idx, w, g2, nrm = idx[keep], w[keep], g2[keep], nrm[keep]
+    info = getattr(model, "info", {})
+    rules = [] if predict_only else list(info.get("vw_rules") or [])
+    if ad is not None:  # (VW's: a weight whose value or any sum its rules keep is not 0)
+        from ._vwmodel import record_sums
+
+        has_g2, has_nrm = record_sums(rules)
+        g2 = ad[0][order] if has_g2 else None
+        nrm = ad[1][order] if has_nrm else None
+        keep = w != 0
+        for c in (g2, nrm):
+            if c is not None:
+                keep |= c != 0
+        idx, w = idx[keep], w[keep]
+        g2 = g2[keep] if g2 is not None else None
+        nrm = nrm[keep] if nrm is not None else None
     fixed = loss_spec(model.loss).clip == "fixed"  # ([-50, 50] whatever the labels)
     lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
     st = model.adaptive[2] if model.adaptive is not None else None
@@ -348,8 +366,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     if loss_spec(model.loss).clip == "labels50":  # (poisson: [-50, 50] widened to them)
         lo, hi = min(lo, -50.0), max(hi, 50.0)
     pa = model.parse  # the options VW keeps in a model, in the order it writes them
-    info = getattr(model, "info", {})
-    kept = ([f"--cubic {v}" for v in pa.cubic]
+    kept = ([f"--{r}" for r in rules] + [f"--cubic {v}" for v in pa.cubic]
             + [f"--interactions {v}" for v in pa.interactions]
             + [f"--{k} {float(np.float32(v)):.15g}"
                for k, v in (info.get("vw_rates") or {}).items()]
@@ -373,7 +390,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
         s = ad[2]
         c = _counters(totals or [], info.get("vw_progress"))
         c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
-        head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
+        head += [f"initial_t {info.get('vw_initial_t', 0.0):g}",
+                 f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
                  f"sum_loss {_g(c['sum_loss'])}",
                  f"sum_loss_since_last_dump {_g(c['since'])}",
                  f"dump_interval {c['dump']:g}", f"min_label {lo:g}", f"max_label {hi:g}",
