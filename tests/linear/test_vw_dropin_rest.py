@@ -447,7 +447,7 @@ def _after_version(path) -> bytes:
 
 
 @pytest.mark.parametrize("flags", [
-    ["--sgd"], ["--adaptive", "--initial_t", "3"],
+    ["--sgd", "-q", "ab"], ["--adaptive", "--initial_t", "3"],
     ["--normalized", "--invariant", "-l", "2", "--power_t", "0.4"],
     _more(["--adaptive", "--normalized", "--sgd"]), _more(["--sparse_l2", "0.05"]),
     _more(["--normalized", "--loss_function", "logistic", "--link", "logistic"]),
@@ -458,7 +458,8 @@ def test_models_of_vws_other_update_rules_move_both_ways(flags, tmp_path, capfd,
     of them): the rules in its options, each record the weight and the sums of the rules
     on, its counters (t, initial_t, the normalized sums): -f and --readable_model write
     VW's bytes; -i of VW's model continues as VW's (its -p and -f), VW's -i of ours too;
-    a model whose records keep other sums than the run's rules is refused."""
+    a model whose records keep other sums than the run's rules is refused. The counters
+    count each example's features with its crosses, as VW's gd (its batch learners not)."""
     rng = np.random.default_rng(8)
     labels = (lambda r, a, x: str(int(r.integers(2)))) if "logistic" in flags else None
     (tmp_path / "d.vw").write_text("\n".join(_lines(150, 21, labels)) + "\n")

@@ -135,6 +135,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     t0, state0 = seen_t, (total_w, nsnx)
     opening(float(eta), seen_t)  # (VW's preamble: its rate and t once set up)
     X = data.X
+    features = np.diff(X.indptr)  # (VW's gd counts the crosses too; its batch learners not)
     sumsq = np.asarray(data.X2.sum(axis=1, dtype=_F)).ravel().astype(_F)
     writers = prediction_writers(args)
     from .._online._onlinepass import distinct_labels
@@ -245,7 +246,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     if prog.out is not None and seen_w >= prog.due:  # VW's line, after it
                         now = prog.done + np.array(tot[:4])
                         prog.line(now, prog.prev, seen_n, seen_w, float(y), float(p),
-                                  int(data.features[i]), args.binary)
+                                  int(features[i]), args.binary)
                         prog.prev = now
                         prog.due = prog.next_due(seen_w)
                 seen_t += wt
@@ -260,9 +261,9 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             # VW's counters of the pass: features, and over the examples not held out the
             # unlabelled ones' weight, the examples, their features, label x weight
             taught = kept & data.labelled
-            tot += [float(data.features.sum()),
+            tot += [float(features.sum()),
                     float(data.weights[~data.labelled].astype(np.float64).sum()),
-                    float(kept.sum()), float(data.features[kept].sum()),
+                    float(kept.sum()), float(features[kept].sum()),
                     dot(data.labels[taught].astype(np.float64),
                         data.weights[taught].astype(np.float64))]
             totals.append(tot)
@@ -288,7 +289,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
 
         print(closing_block({"pass_totals": totals, "examples": data.n,
                              "holdout": holdout_on(options),
-                             "feature_count": int(data.features.sum()),
+                             "feature_count": int(features.sum()),
                              "labels": distinct_labels([], data.labels[data.labelled]),
                              "loss": loss, "quantile_tau": options.get("quantile_tau", 0.5),
                              "best_constant": not args.dont_output_best_constant,
