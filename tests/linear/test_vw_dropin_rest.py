@@ -497,3 +497,26 @@ def test_models_of_vws_other_update_rules_move_both_ways(flags, tmp_path, capfd,
         code, err = run_ts(capfd, ["-i", "vw.m", "-d", "e.vw", *other], tmp_path,
                            monkeypatch)
         assert code == 2 and "vw.m" in err and "sums" in err, err
+
+
+@pytest.mark.parametrize("flags", [
+    ["--invariant"], _more(["--invariant", "--power_t", "0.4", "--passes", "2", "-c", "-k"]),
+    _more(["--invariant", "--sparse_l2", "0.01", "--noconstant"]),
+    _more(["--invariant", "-q", "ab", "--cubic", "abb", "-q", "cc"]),
+    _more(["--invariant", "--interactions", "abc", "-q", "ca", "--permutations"]),
+])
+def test_invariant_alone_takes_vws_sum_of_squares(flags, tmp_path, capfd, monkeypatch):
+    """--invariant alone: the invariant step takes the example's sum of x^2 as VW adds it
+    (each namespace's squares in float, a namespace given twice going on with its sum, then
+    the namespaces' sums, the constant's last, then the crosses' from the namespaces'
+    sums): every -p line and the model are VW's (the squares summed in the row's order
+    moved the last printed digit on a few lines)."""
+    lines = [ln + (" |a h:0.37 |c q:1.5" if i % 4 == 0 else "")
+             + (" |b:0.5 k" if i % 5 == 0 else "") for i, ln in enumerate(_lines(300, 13))]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", *flags, "--quiet", "-p"]
+    run_vw([*args, "vw.p", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.p", "-f", "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")

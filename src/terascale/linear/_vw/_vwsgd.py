@@ -136,7 +136,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     opening(float(eta), seen_t)  # (VW's preamble: its rate and t once set up)
     X = data.X
     features = np.diff(X.indptr)  # (VW's gd counts the crosses too; its batch learners not)
-    sumsq = np.asarray(data.X2.sum(axis=1, dtype=_F)).ravel().astype(_F)
+    sumsq = _sum_feat_sq(data, paths) if invariant and not (adaptive or normalized) \
+        else None
     writers = prediction_writers(args)
     from .._online._onlinepass import distinct_labels
     from .._online._progress import LINK, Progress
@@ -182,7 +183,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                         tot[1] += wt
                 update = 0.0
                 if learn and loss32(kind, float(p), float(y)) > 0:
-                    ppu = sumsq[i]
+                    ppu = sumsq[i] if sumsq is not None else _F(0)
                     if adaptive or normalized:  # VW's get_pred_per_update
                         gsq = _F(_F(wt) * _F(square_grad32(kind, float(p), float(y))))
                         ppu = _F(1)
@@ -296,6 +297,95 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                              "vw_preserved": args.vw_preserved}),
               file=sys.stderr)
     return 0
+
+
+def _sum_feat_sq(data: Any, paths: list[str]) -> np.ndarray:
+    """Each example's ``sum x^2`` as VW's ``get_total_sum_feat_sq`` adds it (the invariant
+    step of ``--invariant`` alone takes it): in float, each namespace's squares in the order
+    its features come (a namespace given twice goes on with its sum: the parser puts its
+    features together), then the namespaces' sums in the order they first appear, the
+    constant's last, then the crosses' (VW's ``eval_sum_ft_squared_of_generated_ft``: per
+    interaction the product of its namespaces' sums, a namespace crossed with itself k times
+    the sum over its k-combinations). The namespaces are those of the input's lines; where a
+    row's features are not theirs in that order (an input read once from standard input,
+    ``--ignore_linear``, a wildcard interaction) its squares are added in the row's order."""
+    from .._io._interactions import compile_interactions
+    from ._vwtext import _lines, _sections
+
+    X = data.X
+    x2 = (X.data * X.data).astype(_F)
+    out = np.empty(data.n, _F)
+    parse = data.parse
+    inters = compile_interactions(parse.quadratic, parse.cubic, parse.interactions,
+                                  leave_duplicates=parse.leave_duplicates)
+    lines: Any = iter(())
+    if "-" not in paths and not parse.ignore_linear and \
+            not any(ord(":") in t for t in inters):
+        lines = (ln for p in paths for ln in _lines(p) if ln.strip())
+    ignored, _ = parse.namespace_flags()
+    const = 1 if parse.constant else 0
+    for i in range(data.n):
+        a, b = int(X.indptr[i]), int(X.indptr[i + 1])
+        line = next(lines, None)
+        counts: dict[int, int] = {}  # (a namespace's features are together in the row)
+        for ns, fs in _sections(line) if line is not None else ():
+            ch = ns.encode("utf-8", "surrogateescape")[0] if ns else 32
+            if not ignored[ch] and fs:
+                counts[ch] = counts.get(ch, 0) + len(fs)
+        sums: dict[int, Any] = {}
+        spans: dict[int, tuple[int, int]] = {}
+        pos = a
+        for ch, m in counts.items():
+            acc = _F(0)
+            for k in range(pos, min(pos + m, b)):
+                acc = _F(acc + x2[k])
+            sums[ch], spans[ch] = acc, (pos, pos + m)
+            pos += m
+        total = _F(0)
+        if line is None or pos + const > b or (not inters and b - pos > const):
+            for k in range(a, b):  # (not the line's namespaces)
+                total = _F(total + x2[k])
+            out[i] = total
+            continue
+        for v in sums.values():
+            total = _F(total + v)
+        if const:
+            total = _F(total + x2[pos])
+        if inters:
+            total = _F(total + _crosses_sq(inters, sums, spans, x2, parse.permutations))
+        out[i] = total
+    return out
+
+
+def _crosses_sq(inters: list[tuple[int, ...]], sums: dict[int, Any],
+                spans: dict[int, tuple[int, int]], x2: np.ndarray, permutations: bool) -> Any:
+    """VW's sum of the squares of an example's crossed features, from its namespaces'
+    sums (``sums``) and squares (``x2[spans[ns]]``), in float."""
+    outer = _F(0)
+    for inter in inters:
+        prod = _F(1)
+        j = 0
+        while j < len(inter):
+            ns = inter[j]
+            if permutations or j == len(inter) - 1 or inter[j + 1] != ns:
+                prod = _F(prod * sums.get(ns, _F(0)))
+                j += 1
+            else:  # ns crossed with itself k times: the sum over its k-combinations
+                k = 2
+                while j + k < len(inter) and inter[j + k] == ns:
+                    k += 1
+                res = [_F(0)] * k
+                lo, hi = spans.get(ns, (0, 0))
+                for x in x2[lo:hi]:
+                    res[0] = _F(res[0] + x)
+                    for m in range(1, k):
+                        res[m] = _F(res[m] + _F(res[m - 1] * x))
+                prod = _F(prod * res[k - 1])
+                j += k
+            if prod == 0 and not permutations:
+                break
+        outer = _F(outer + prod)
+    return outer
 
 
 _X_MIN = _F(1.084202e-19)
