@@ -21,8 +21,12 @@ such options are used on): predictions, ``-p``/``-r``, holdout and VW's closing 
 main learner gives them. ``-f`` writes VW's save_resume model of the rules (each record the
 weight and the sums of the rules on, the rules in its options, its ``t``, ``initial_t`` and
 normalized sums), from which ``-i`` continues as VW's (a model whose records keep other
-sums than the run's rules is refused: VW reads them with the run's widths). L1/L2 and
-``-n N`` are refused.
+sums than the run's rules is refused: VW reads them with the run's widths). ``--l1`` and
+``--l2`` are VW's lazy ones: a gravity and a contraction in double, each weight truncated
+by the gravity (in float) as it is read for a prediction, the sum scaled by the
+contraction, the update divided by it, both folded into the weights where they grow past
+VW's bounds and, with ``--predict_only_model``, at the end of each pass. ``-n N`` is
+refused.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ import numpy as np
 from ..._errors import ConfigError
 from .._batch._linalg import dot
 from .._online._state import (
+    CONTRACTION,
+    GRAVITY,
     MAX_LABEL,
     MIN_LABEL,
     SUM_NORM_X,
@@ -53,6 +59,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                  initial_t_given: bool) -> int:
     """Train with VW's gd with the rules given (see the module)."""
     from .._losses import (
+        dloss32,
         has_sgd_update,
         invariant_update,
         loss32,
@@ -70,11 +77,10 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     invariant = "invariant" in rules
     adaptive, normalized = "adaptive" in rules, "normalized" in rules
     sparse_l2 = _F(getattr(args, "sparse_l2", 0.0) or 0.0)
-    if args.nprocs != 1 or args.oaa is not None or options.get("l1") or \
-            options.get("l2"):
+    if args.nprocs != 1 or args.oaa is not None:
         raise ConfigError(f"--{' --'.join(rules) or 'sgd'}"
                           f"{' --sparse_l2' if sparse_l2 else ''}: terascale vw runs VW's "
-                          f"gd with these rules on one worker, without --oaa or --l1/--l2")
+                          f"gd with these rules on one worker, without --oaa")
     initial = _initial(args, options) if args.initial else None
     if initial is not None:  # (VW keeps -l, --link and --binary in its model)
         learning_rate_given = learning_rate_given or \
@@ -120,6 +126,9 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     lo, hi = (_F(-50), _F(50)) if spec.clip != "labels" else (_F(0), _F(0))
     seen_t = t  # VW's sd->t: initial_t plus every example's weight
     initial_t = t
+    # VW's L1/L2: lazy, its gravity and contraction in double (the model's go on)
+    l1, l2 = float(_F(options.get("l1") or 0.0)), float(_F(options.get("l2") or 0.0))
+    gravity, contraction = 0.0, 1.0
     if initial is not None:  # VW's -i: the weights, sums and counters its model keeps
         idx0, st = initial.indices.astype(np.int64), initial.adaptive[2]
         w[idx0] = initial.weights
@@ -128,6 +137,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         if normalized:
             nrm[idx0] = initial.adaptive[1]
         lo, hi = _F(min(lo, st[MIN_LABEL])), _F(max(hi, st[MAX_LABEL]))
+        gravity, contraction = float(st[GRAVITY]), float(st[CONTRACTION])
         counters = initial.info.get("vw_counters") or {}
         if counters:  # (save_resume: its t, initial_t and normalized sums go on)
             seen_t, initial_t = counters["t"], counters["initial_t"]
@@ -168,8 +178,16 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     # examples too)
                     lo, hi = min(lo, y), max(hi, y)
                 s = _F(0)
-                for k in range(len(idx)):
-                    s = _F(s + _F(w[idx[k]] * val[k]))
+                if l1 > 0:  # each weight moved towards 0 by the gravity first
+                    g32 = _F(gravity)
+                    for k in range(len(idx)):
+                        wk = w[idx[k]]
+                        wk = _F(wk - (g32 if wk > 0 else -g32)) if g32 < abs(wk) else _F(0)
+                        s = _F(s + _F(wk * val[k]))
+                else:
+                    for k in range(len(idx)):
+                        s = _F(s + _F(w[idx[k]] * val[k]))
+                s = _F(float(s) * _F(contraction))
                 partials[i] = s
                 p = _F(0) if np.isnan(s) else _F(min(max(s, lo), hi))
                 preds[i] = p
@@ -229,6 +247,13 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                                                         float(scale), float(ppu)))
                     else:
                         update = sgd_update32(kind, float(p), float(y), float(scale))
+                    if (l1 > 0 or l2 > 0) and abs(update) > 1e-8:  # VW's lazy L1/L2
+                        dl = float(dloss32(kind, float(p), float(y)))
+                        eta_bar = -update / dl if abs(dl) > 1e-8 else 0.0
+                        if abs(dl) > 1e-8:
+                            contraction *= 1.0 - l2 * eta_bar
+                        update = float(_F(_F(update) / _F(contraction)))
+                        gravity += eta_bar * l1
                 if learn and sparse_l2:  # VW's gd: after the loss's update, whatever it is
                     update = float(_F(_F(update) - _F(sparse_l2 * p)))
                 if learn and not np.isnan(update) and update != 0:
@@ -242,6 +267,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                                 w[idx[k]] = _F(w[idx[k]] + _F(u * _F(x * rate[idx[k]])))
                         else:
                             w[idx[k]] = _F(w[idx[k]] + _F(u * x))
+                if contraction < 1e-9 or gravity > 1e3:  # folded in now (VW's)
+                    gravity, contraction = _sync(w, gravity, contraction)
                 if kept[i]:
                     seen_w, seen_n = seen_w + wt, seen_n + 1
                     if prog.out is not None and seen_w >= prog.due:  # VW's line, after it
@@ -259,6 +286,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                 writer.write(prediction_lines(link(preds, how, args.binary) if linked
                                               else partials, data.tags))
             prog.end_pass(np.array(tot[:4]), seen_w, seen_n)
+            if args.predict_only_model:  # (VW's learner without save_resume, each pass)
+                gravity, contraction = _sync(w, gravity, contraction)
             # VW's counters of the pass: features, and over the examples not held out the
             # unlabelled ones' weight, the examples, their features, label x weight
             taught = kept & data.labelled
@@ -280,6 +309,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         state = new_state(min_label=float(lo), max_label=float(hi))
         # (a normalized run's sums; VW's state keeps the fake examples' with any rules)
         state[TOTAL_WEIGHT], state[SUM_NORM_X] = (total_w, nsnx) if normalized else state0
+        state[GRAVITY], state[CONTRACTION] = gravity, contraction
         keep = [n for n in ("sgd", "adaptive", "normalized", "invariant") if getattr(args, n)]
         _save(args, data, (w, g2 if adaptive else None, nrm if normalized else None),
               state, loss, how, {"pass_totals": totals, "vw_progress": [
@@ -386,6 +416,16 @@ def _crosses_sq(inters: list[tuple[int, ...]], sums: dict[int, Any],
                 break
         outer = _F(outer + prod)
     return outer
+
+
+def _sync(w: np.ndarray, gravity: float, contraction: float) -> tuple[float, float]:
+    """VW's ``sync_weights``: the lazy L1 and L2 folded into every weight (in float);
+    returns the gravity and contraction after it (0 and 1)."""
+    if gravity == 0.0 and contraction == 1.0:
+        return gravity, contraction
+    g, c = _F(gravity), _F(contraction)
+    w[:] = np.where(g < np.abs(w), w - np.where(w > 0, g, -g), _F(0)).astype(_F) * c
+    return 0.0, 1.0
 
 
 _X_MIN = _F(1.084202e-19)
