@@ -16,9 +16,9 @@ and normalized VW's defaults are learning rate 10 and ``initial_t`` 1. ``--spars
 subtracts ``L * prediction`` from every example's update (VW's ``gd``), with the default
 rules too.
 
-It runs example by example in Python over the parsed examples (one worker; the small data
-such options are used on): predictions, ``-p``/``-r``, holdout and VW's closing block as the
-main learner gives them. ``-f`` writes VW's save_resume model of the rules (each record the
+It runs on one worker over the parsed examples, each pass one numba kernel taking them one
+by one (``_vwgdpass``), the run's bookkeeping here: predictions, ``-p``/``-r``, holdout and
+VW's closing block as the main learner gives them. ``-f`` writes VW's save_resume model of the rules (each record the
 weight and the sums of the rules on, the rules in its options, its ``t``, ``initial_t`` and
 normalized sums), from which ``-i`` continues as VW's (a model whose records keep other
 sums than the run's rules is refused: VW reads them with the run's widths). ``--l1`` and
@@ -59,14 +59,9 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                  initial_t_given: bool) -> int:
     """Train with VW's gd with the rules given (see the module)."""
     from .._losses import (
-        dloss32,
         has_sgd_update,
-        invariant_update,
-        loss32,
         loss_code,
         loss_spec,
-        sgd_update32,
-        square_grad32,
     )
     from ._vwbatch import _Data
     from ._vwout import all_or_none, link, prediction_lines, prediction_writers
@@ -120,7 +115,6 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     neg_norm_power = _F(power_t - _F(1))
     # VW's "fake" examples: initial_t of them, norm 1 (its state has them, any rules)
     total_w = nsnx = float(args.initial_t) if initial_t_given and args.initial_t > 0 else 0.0
-    multiplier = _F(1)
     # VW's prediction range: a loss whose predictions are not clipped to the labels starts
     # at [-50, 50]
     lo, hi = (_F(-50), _F(50)) if spec.clip != "labels" else (_F(0), _F(0))
@@ -160,134 +154,59 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     kept = ~data.holdout  # VW's counters: every example but the held-out labelled ones
     totals = []
     best, no_win = np.inf, 0
-    holdout_w = unlabelled_w = 0.0
+    from . import _vwgdpass as gd
+
+    sc = np.zeros(gd.SIZE)
+    sc[gd.LO], sc[gd.HI], sc[gd.TOTAL_W], sc[gd.NSNX] = lo, hi, total_w, nsnx
+    sc[gd.MULTIPLIER], sc[gd.SEEN_T], sc[gd.GRAVITY], sc[gd.CONTRACTION] = \
+        1.0, seen_t, gravity, contraction
+    labelled = data.labelled
+    weights64 = data.weights.astype(np.float64)
+    counted = labelled & (data.weights > 0)  # (the loss sums' examples)
+    sums_of = [counted & ~data.holdout, counted & data.holdout]
+    indices = X.indices.astype(np.int64)
     with all_or_none(writers):
         for _p in range(passes):
             preds = np.empty(data.n, _F)
             partials = np.empty(data.n, _F)
-            tot = [0.0, 0.0, 0.0, 0.0, float(data.n)]
-            seen_w, seen_n = prog.seen_w, prog.seen_n
-            for i in range(data.n):
-                a, b = X.indptr[i], X.indptr[i + 1]
-                idx, val = X.indices[a:b], X.data[a:b]
-                y = data.labels[i]
-                wt = float(data.weights[i])
-                learn = bool(data.learn[i])
-                if data.labelled[i] and not data.test[i]:
-                    # VW's scorer widens the range before predicting (zero-weight
-                    # examples too)
-                    lo, hi = min(lo, y), max(hi, y)
-                s = _F(0)
-                if l1 > 0:  # each weight moved towards 0 by the gravity first
-                    g32 = _F(gravity)
-                    for k in range(len(idx)):
-                        wk = w[idx[k]]
-                        wk = _F(wk - (g32 if wk > 0 else -g32)) if g32 < abs(wk) else _F(0)
-                        s = _F(s + _F(wk * val[k]))
-                else:
-                    for k in range(len(idx)):
-                        s = _F(s + _F(w[idx[k]] * val[k]))
-                s = _F(float(s) * _F(contraction))
-                partials[i] = s
-                p = _F(0) if np.isnan(s) else _F(min(max(s, lo), hi))
-                preds[i] = p
-                if data.labelled[i] and wt > 0:
-                    ex_loss = float(_F(_F(loss32(kind, float(p), float(y))) * _F(wt)))
-                    if data.holdout[i]:
-                        tot[2] += ex_loss
-                        tot[3] += wt
-                    else:
-                        tot[0] += ex_loss
-                        tot[1] += wt
-                update = 0.0
-                if learn and loss32(kind, float(p), float(y)) > 0:
-                    ppu = sumsq[i] if sumsq is not None else _F(0)
-                    if adaptive or normalized:  # VW's get_pred_per_update
-                        gsq = _F(_F(wt) * _F(square_grad32(kind, float(p), float(y))))
-                        ppu = _F(1)
-                        if gsq != 0:
-                            norm_x, ppu32 = _F(0), _F(0)
-                            for k in range(len(idx)):
-                                c, x = idx[k], _F(val[k])
-                                x2 = _F(x * x)
-                                if x2 < _X2_MIN:
-                                    x, x2 = (_X_MIN if x > 0 else -_X_MIN), _X2_MIN
-                                if adaptive:
-                                    g2[c] = _F(g2[c] + _F(gsq * x2))
-                                if normalized:
-                                    ax = abs(x)
-                                    if ax > nrm[c]:  # rescaled as if the new scale were old
-                                        if nrm[c] > 0:
-                                            if sqrt_rate:
-                                                rs = _F(nrm[c] / ax)
-                                                w[c] = _F(w[c] * (rs if adaptive
-                                                                  else _F(rs * rs)))
-                                            else:
-                                                rs = _F(ax / nrm[c])
-                                                w[c] = _F(w[c] * _pow(_F(rs * rs),
-                                                                      neg_norm_power))
-                                        nrm[c] = ax
-                                    norm_x = _F(norm_x + _F(x2 / _F(nrm[c] * nrm[c])))
-                                rate[c] = _decay(g2[c], nrm[c], adaptive, normalized,
-                                                 sqrt_rate, neg_power_t, neg_norm_power)
-                                ppu32 = _F(ppu32 + _F(x2 * rate[c]))
-                            ppu = ppu32
-                            if normalized:
-                                nsnx += float(wt) * float(norm_x)
-                                total_w += float(wt)
-                                multiplier = _average(_F(total_w), _F(nsnx), adaptive,
-                                                      sqrt_rate, neg_norm_power)
-                                ppu = _F(ppu * multiplier)
-                    scale = _F(eta * _F(wt))
-                    if not adaptive:
-                        tt = _F(seen_t + wt - holdout_w - unlabelled_w)
-                        scale = _F(scale * _pow(tt, neg_power_t))
-                    if invariant:
-                        update = float(invariant_update(kind, float(p), float(y),
-                                                        float(scale), float(ppu)))
-                    else:
-                        update = sgd_update32(kind, float(p), float(y), float(scale))
-                    if (l1 > 0 or l2 > 0) and abs(update) > 1e-8:  # VW's lazy L1/L2
-                        dl = float(dloss32(kind, float(p), float(y)))
-                        eta_bar = -update / dl if abs(dl) > 1e-8 else 0.0
-                        if abs(dl) > 1e-8:
-                            contraction *= 1.0 - l2 * eta_bar
-                        update = float(_F(_F(update) / _F(contraction)))
-                        gravity += eta_bar * l1
-                if learn and sparse_l2:  # VW's gd: after the loss's update, whatever it is
-                    update = float(_F(_F(update) - _F(sparse_l2 * p)))
-                if learn and not np.isnan(update) and update != 0:
-                    u = _F(update)
-                    if normalized:
-                        u = _F(u * multiplier)
-                    for k in range(len(idx)):
-                        x = _F(val[k])
-                        if adaptive or normalized:
-                            if abs(x) <= _FLT_MAX:
-                                w[idx[k]] = _F(w[idx[k]] + _F(u * _F(x * rate[idx[k]])))
-                        else:
-                            w[idx[k]] = _F(w[idx[k]] + _F(u * x))
-                if contraction < 1e-9 or gravity > 1e3:  # folded in now (VW's)
-                    gravity, contraction = _sync(w, gravity, contraction)
-                if kept[i]:
-                    seen_w, seen_n = seen_w + wt, seen_n + 1
-                    if prog.out is not None and seen_w >= prog.due:  # VW's line, after it
-                        now = prog.done + np.array(tot[:4])
-                        prog.line(now, prog.prev, seen_n, seen_w, float(y), float(p),
-                                  int(features[i]), args.binary)
-                        prog.prev = now
-                        prog.due = prog.next_due(seen_w)
-                seen_t += wt
-                if data.holdout[i]:
-                    holdout_w += wt
-                elif not data.labelled[i]:
-                    unlabelled_w += wt
+            losses = np.zeros(data.n)
+            gd.gd_pass(X.indptr.astype(np.int64), indices, X.data, np.zeros(0, _F)
+                       if sumsq is None else sumsq, data.labels, data.weights,
+                       data.learn, labelled & ~data.test, labelled, data.holdout, w, g2,
+                       nrm, rate, sc, kind, adaptive, normalized, invariant, sqrt_rate,
+                       float(neg_power_t), float(neg_norm_power), float(eta),
+                       float(sparse_l2), l1, l2, preds, partials, losses)
+            # the pass's sums, running as VW's counters run (each a sequential double sum)
+            runs = [np.cumsum(np.where(m, v, 0.0)) for m in sums_of
+                    for v in (losses, weights64)]
+            tot = [float(r[-1]) if len(r) else 0.0 for r in runs] + [float(data.n)]
+            seen_w = prog.seen_w + np.cumsum(np.where(kept, weights64, 0.0))
+            seen_n = prog.seen_n + np.cumsum(kept)
+            at = 0
+            while prog.out is not None and at < data.n:  # VW's lines, after their example
+                at = int(np.searchsorted(seen_w, prog.due)) if seen_w[-1] >= prog.due \
+                    else data.n
+                while at < data.n and not kept[at]:
+                    at += 1
+                if at >= data.n:
+                    break
+                now = prog.done + np.array([float(r[at]) for r in runs])
+                prog.line(now, prog.prev, int(seen_n[at]), float(seen_w[at]),
+                          float(data.labels[at]), float(preds[at]), int(features[at]),
+                          args.binary)
+                prog.prev = now
+                prog.due = prog.next_due(float(seen_w[at]))
+                at += 1
+            if data.n:
+                seen_w, seen_n = float(seen_w[-1]), int(seen_n[-1])
+            else:
+                seen_w, seen_n = prog.seen_w, prog.seen_n
             for writer, linked in writers:
                 writer.write(prediction_lines(link(preds, how, args.binary) if linked
                                               else partials, data.tags))
             prog.end_pass(np.array(tot[:4]), seen_w, seen_n)
             if args.predict_only_model:  # (VW's learner without save_resume, each pass)
-                gravity, contraction = _sync(w, gravity, contraction)
+                gd.sync_weights(w, sc)
             # VW's counters of the pass: features, and over the examples not held out the
             # unlabelled ones' weight, the examples, their features, label x weight
             taught = kept & data.labelled
@@ -305,6 +224,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     no_win += 1
                 if no_win >= int(args.patience):
                     break
+    lo, hi, total_w, nsnx = sc[gd.LO], sc[gd.HI], sc[gd.TOTAL_W], sc[gd.NSNX]
+    gravity, contraction = sc[gd.GRAVITY], sc[gd.CONTRACTION]
     if args.model or args.readable_model:
         state = new_state(min_label=float(lo), max_label=float(hi))
         # (a normalized run's sums; VW's state keeps the fake examples' with any rules)
@@ -416,78 +337,6 @@ def _crosses_sq(inters: list[tuple[int, ...]], sums: dict[int, Any],
                 break
         outer = _F(outer + prod)
     return outer
-
-
-def _sync(w: np.ndarray, gravity: float, contraction: float) -> tuple[float, float]:
-    """VW's ``sync_weights``: the lazy L1 and L2 folded into every weight (in float);
-    returns the gravity and contraction after it (0 and 1)."""
-    if gravity == 0.0 and contraction == 1.0:
-        return gravity, contraction
-    g, c = _F(gravity), _F(contraction)
-    w[:] = np.where(g < np.abs(w), w - np.where(w > 0, g, -g), _F(0)).astype(_F) * c
-    return 0.0, 1.0
-
-
-_X_MIN = _F(1.084202e-19)
-_X2_MIN = _F(_X_MIN * _X_MIN)
-_FLT_MAX = _F(np.finfo(np.float32).max)
-
-
-def _decay(g2: float, nrm: float, adaptive: bool, normalized: bool, sqrt_rate: bool,
-           neg_power_t: float, neg_norm_power: float) -> float:
-    """VW's ``compute_rate_decay``: a weight's rate from its sums, in float."""
-    r = _F(1)
-    if adaptive:
-        r = _F(_F(1) / _F(np.sqrt(g2))) if sqrt_rate else _pow(g2, neg_power_t)
-    if normalized:
-        if sqrt_rate:
-            inv = _F(_F(1) / _F(nrm))
-            r = _F(r * inv) if adaptive else _F(r * _F(inv * inv))
-        else:
-            r = _F(r * _pow(_F(_F(nrm) * _F(nrm)), neg_norm_power))
-    return r
-
-
-def _average(total_w: float, nsnx: float, adaptive: bool, sqrt_rate: bool,
-             neg_norm_power: float) -> float:
-    """VW's ``average_update``: the normalized rule's multiplier."""
-    if sqrt_rate:
-        avg = _F(total_w / nsnx)
-        return _F(np.sqrt(avg)) if adaptive else avg
-    return _pow(_F(nsnx / total_w), neg_norm_power)
-
-
-def _libm_powf() -> Any:
-    """C's ``powf`` (the C library's, as VW calls it), or None where it cannot be loaded."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-        powf = libm.powf
-    except (OSError, AttributeError):
-        return None
-    powf.restype = ctypes.c_float
-    powf.argtypes = [ctypes.c_float, ctypes.c_float]
-    return powf
-
-
-_POWF = _libm_powf()
-
-
-def _pow(x: float, y: float) -> float:
-    """C's powf, as VW computes its learning rate's decay: the C library's own (the double
-    power rounded to float differs from it in the last bit now and then, e.g. at
-    364.5^-0.5, and the difference grows with the importance-weighted steps after it;
-    numpy's float32 power differs more often)."""
-    import math
-
-    if _POWF is not None:
-        return _F(_POWF(_F(x), _F(y)))
-    try:
-        return _F(math.pow(float(x), float(y)))
-    except (OverflowError, ValueError):
-        return _F(np.power(np.float64(x), np.float64(y)))
 
 
 def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
