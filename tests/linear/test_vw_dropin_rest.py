@@ -488,6 +488,8 @@ def test_models_of_vws_other_update_rules_move_both_ways(flags, tmp_path, capfd,
     assert code == 0, err
     assert _after_version(tmp_path / "tspo.m") == _after_version(tmp_path / "po.m")
     then = ["-d", "e.vw", "--passes", "2", "-c", "-k", "--holdout_off"]
+    if "--initial_t" in flags:  # (the sums of the weights the model has not: -i's own)
+        then += ["--initial_t", "4"]
     want = run_vw(["-i", "vw.m", *then, "-p", "vw.p", "-f", "vw2.m"], tmp_path)
     code, got = run_ts(capfd, ["-i", "vw.m", *then, "-p", "ts.p", "-f", "ts2.m"], tmp_path,
                        monkeypatch)
