@@ -48,8 +48,8 @@ from .._online._state import (
 )
 from ._vwflags import LINKS
 
-__all__ = ["is_vw_model", "load_model", "read_vw_model", "run_generation", "save_model",
-           "write_vw_model"]
+__all__ = ["is_vw_model", "load_model", "read_vw_model", "run_counters", "run_generation",
+           "save_model", "write_vw_model"]
 
 VERSION = "9.0.0"  # the oldest VW 9 reads it; every field below is in its format
 _FLT_MAX = float(np.finfo(np.float32).max)
@@ -153,6 +153,22 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
         if letters:
             text += f" --{name} " + "".join(letters)
     return text
+
+
+def run_counters(totals: list[list[float]], progress: list[float] | None
+              ) -> dict[str, Any]:
+    """VW's performance counters (``shared_data``) from a run's per-pass sums (see
+    ``_vwreport``; its model and ``--readable_model`` keep them) and where its progress table stopped (``progress``: the next line's
+    weight, the loss and labelled weight at the last line; None: no line printed)."""
+    loss = float(sum(t[0] for t in totals))
+    labelled = float(sum(t[1] for t in totals))
+    due, at_loss, at_weight = progress if progress else (1.0, 0.0, 0.0)
+    return {"t": float(sum(t[1] + t[3] + t[6] for t in totals)), "sum_loss": loss,
+            "since": loss - at_loss, "dump": due, "labelled": labelled,
+            "labels": float(sum(t[9] for t in totals)),
+            "unlabelled": float(sum(t[6] for t in totals)),
+            "examples": int(sum(t[7] for t in totals)),
+            "features": int(sum(t[8] for t in totals)), "old": at_weight}
 
 
 def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None:
@@ -289,9 +305,7 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
         examples = int(sum(t[4] for t in totals))
         since, dump, labels, unlabelled, features, old = loss, 1.0, 0.0, 0.0, 0, weight
         if totals and all(len(t) >= 10 for t in totals):  # the run's full counters
-            from ._vwtext import _counters
-
-            c = _counters(totals, model.info.get("vw_progress"))
+            c = run_counters(totals, model.info.get("vw_progress"))
             since, dump, labels, unlabelled = c["since"], c["dump"], c["labels"], \
                 c["unlabelled"]
             examples, features, old = c["examples"], c["features"], c["old"]

@@ -20,7 +20,6 @@ import io
 import math
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
 
 import numba
 import numpy as np
@@ -39,6 +38,7 @@ from .._losses import loss_spec
 from .._model import LinearModel
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
 from ._vwflags import LINKS
+from ._vwmodel import run_counters
 from ._vwout import AtomicText
 
 __all__ = ["crossed_names", "feature_names", "write_readable"]
@@ -266,22 +266,6 @@ def _checksum(lo: float, hi: float, bits: int, opts: str) -> int:
     return h
 
 
-def _counters(totals: list[list[float]], progress: list[float] | None
-              ) -> dict[str, Any]:
-    """VW's performance counters (``shared_data``) from a run's per-pass sums (see
-    ``_vwreport``) and where its progress table stopped (``progress``: the next line's
-    weight, the loss and labelled weight at the last line; None: no line printed)."""
-    loss = float(sum(t[0] for t in totals))
-    labelled = float(sum(t[1] for t in totals))
-    due, at_loss, at_weight = progress if progress else (1.0, 0.0, 0.0)
-    return {"t": float(sum(t[1] + t[3] + t[6] for t in totals)), "sum_loss": loss,
-            "since": loss - at_loss, "dump": due, "labelled": labelled,
-            "labels": float(sum(t[9] for t in totals)),
-            "unlabelled": float(sum(t[6] for t in totals)),
-            "examples": int(sum(t[7] for t in totals)),
-            "features": int(sum(t[8] for t in totals)), "old": at_weight}
-
-
 # weights formatted and written this many at a time (the text of a whole model of 15M
 # features would stand in memory beside it: ~60 bytes a line, and as many str objects)
 _LINES = 1 << 16
@@ -388,7 +372,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     totals = info.get("pass_totals")
     if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
-        c = _counters(totals or [], info.get("vw_progress"))
+        c = run_counters(totals or [], info.get("vw_progress"))
         c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
         head += [f"initial_t {info.get('vw_initial_t', 0.0):g}",
                  f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
