@@ -501,6 +501,16 @@ def test_models_of_vws_other_update_rules_move_both_ways(flags, tmp_path, capfd,
         == [ln for ln in want.splitlines() if ln.startswith(("learning rate", "initial_t"))]
     run_vw(["-i", "ts.m", *then, "-p", "vw3.p"], tmp_path)
     assert (tmp_path / "vw3.p").read_text() == (tmp_path / "vw.p").read_text()
+    # -t -f writes the model as read (its counters are not the test run's, as VW's are),
+    # the initial_t VW read back out
+    run_vw(["-i", "vw.m", "-t", "-d", "e.vw", "--readable_model", "vwt.txt"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.m", "-t", "-d", "e.vw", "--readable_model",
+                               "tst.txt"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert [ln for ln in (tmp_path / "tst.txt").read_text().splitlines()
+            if ln.startswith("initial_t")] == [
+        ln for ln in (tmp_path / "vwt.txt").read_text().splitlines()
+        if ln.startswith("initial_t")]
     other = [r for r in ("--normalized", "--adaptive") if r not in flags][:1]
     if other and "--predict_only_model" not in flags:  # (records of another width)
         code, err = run_ts(capfd, ["-i", "vw.m", "-d", "e.vw", *other], tmp_path,

@@ -673,6 +673,8 @@ def read_vw_model(path: str, *, oaa: bool = False,
     model = LinearModel(indices=rows["i"].astype(np.uint32), weights=w[:, 0], parse=parse,
                         loss=loss, info={"source": os.path.abspath(path),
                                          "vw_version": version, "vw_counters": counters,
+                                         # (VW writes the initial_t it read back out)
+                                         "vw_initial_t": counters.get("initial_t", 0.0),
                                          **({"link": opts["link"][0]} if "link" in opts
                                             else {}),
                                          **({"binary": True} if "binary" in opts else {}),

@@ -389,7 +389,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                  f"l2_state {s[CONTRACTION]:g}"]
     elif ad is not None:
         s = ad[2]
-        head += ["initial_t 0", f"norm normalizer {s[SUM_NORM_X]:g}", f"t {s[TOTAL_WEIGHT]:g}",
+        head += [f"initial_t {info.get('vw_initial_t', 0.0):g}",
+                 f"norm normalizer {s[SUM_NORM_X]:g}", f"t {s[TOTAL_WEIGHT]:g}",
                  f"min_label {lo:g}", f"max_label {hi:g}", f"total_weight {s[TOTAL_WEIGHT]:g}"]
     out = AtomicText(path)
     try:
