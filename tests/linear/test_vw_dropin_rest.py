@@ -446,3 +446,104 @@ def test_default_learner_with_importance_weights_is_vws_to_the_printed_digit(
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
     _same(tmp_path, capfd, monkeypatch, ["-d", "d.vw", *flags])
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
+def _after_version(path) -> bytes:
+    """A VW model file's bytes after its version string (terascale writes 9.0.0's)."""
+    data = path.read_bytes()
+    return data[4 + int.from_bytes(data[:4], "little"):]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--sgd", "-q", "ab"], ["--adaptive", "--initial_t", "3"],
+    ["--normalized", "--invariant", "-l", "2", "--power_t", "0.4"],
+    _more(["--adaptive", "--normalized", "--sgd"]), _more(["--sparse_l2", "0.05"]),
+    _more(["--normalized", "--loss_function", "logistic", "--link", "logistic"]),
+    ["--adaptive", "--l1", "1e-3", "--l2", "1e-4"],
+    _more(["--sgd", "--l2", "1e-3", "--passes", "3", "-c", "-k", "--holdout_off"]),
+    _more(["--invariant", "--l1", "5e-3", "--sparse_l2", "0.01"]),
+    _more(["--normalized", "--invariant", "--l1", "1e-3", "--passes", "3", "-c", "-k",
+           "--holdout_off", "--predict_only_model"]),
+])
+def test_models_of_vws_other_update_rules_move_both_ways(flags, tmp_path, capfd,
+                                                         monkeypatch):
+    """VW's save_resume model of --sgd, --adaptive, --normalized, --invariant (alone or two
+    of them): the rules in its options, each record the weight and the sums of the rules
+    on, its counters (t, initial_t, the normalized sums): -f and --readable_model write
+    VW's bytes; -i of VW's model continues as VW's (its -p and -f), VW's -i of ours too;
+    a model whose records keep other sums than the run's rules is refused. The counters
+    count each example's features with its crosses, as VW's gd (its batch learners not).
+    --l1/--l2: VW's lazy gravity and contraction, kept unapplied in the save_resume model
+    with their state, folded in at each pass's end with --predict_only_model."""
+    rng = np.random.default_rng(8)
+    labels = (lambda r, a, x: str(int(r.integers(2)))) if "logistic" in flags else None
+    (tmp_path / "d.vw").write_text("\n".join(_lines(150, 21, labels)) + "\n")
+    (tmp_path / "e.vw").write_text("\n".join(
+        ln if rng.random() < 0.8 else ln.replace(" |a", " 2.5 |a", 1)
+        for ln in _lines(120, 22, labels)) + "\n")
+    first = ["-d", "d.vw", *flags, "--quiet"]
+    run_vw([*first, "-f", "vw.m", "--readable_model", "vw.txt"], tmp_path)
+    code, err = run_ts(capfd, [*first, "-f", "ts.m", "--readable_model", "ts.txt"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    assert (tmp_path / "ts.txt").read_text().split("\n", 1)[1] == \
+        (tmp_path / "vw.txt").read_text().split("\n", 1)[1]
+    run_vw(["-d", "d.vw", *flags, "-f", "po.m", "--predict_only_model", "--quiet"],
+           tmp_path)
+    code, err = run_ts(capfd, [*first, "-f", "tspo.m", "--predict_only_model"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert _after_version(tmp_path / "tspo.m") == _after_version(tmp_path / "po.m")
+    then = ["-d", "e.vw", "--passes", "2", "-c", "-k", "--holdout_off"]
+    if "--initial_t" in flags:  # (the sums of the weights the model has not: -i's own)
+        then += ["--initial_t", "4"]
+    want = run_vw(["-i", "vw.m", *then, "-p", "vw.p", "-f", "vw2.m"], tmp_path)
+    code, got = run_ts(capfd, ["-i", "vw.m", *then, "-p", "ts.p", "-f", "ts2.m"], tmp_path,
+                       monkeypatch)
+    assert code == 0, got
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert _after_version(tmp_path / "ts2.m") == _after_version(tmp_path / "vw2.m")
+    assert _progress_table(got) == _progress_table(want)
+    assert [ln for ln in got.splitlines() if ln.startswith(("learning rate", "initial_t"))] \
+        == [ln for ln in want.splitlines() if ln.startswith(("learning rate", "initial_t"))]
+    run_vw(["-i", "ts.m", *then, "-p", "vw3.p"], tmp_path)
+    assert (tmp_path / "vw3.p").read_text() == (tmp_path / "vw.p").read_text()
+    # -t -f writes the model as read (its counters are not the test run's, as VW's are),
+    # the initial_t VW read back out
+    run_vw(["-i", "vw.m", "-t", "-d", "e.vw", "--readable_model", "vwt.txt"], tmp_path)
+    code, err = run_ts(capfd, ["-i", "vw.m", "-t", "-d", "e.vw", "--readable_model",
+                               "tst.txt"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert [ln for ln in (tmp_path / "tst.txt").read_text().splitlines()
+            if ln.startswith("initial_t")] == [
+        ln for ln in (tmp_path / "vwt.txt").read_text().splitlines()
+        if ln.startswith("initial_t")]
+    other = [r for r in ("--normalized", "--adaptive") if r not in flags][:1]
+    if other and "--predict_only_model" not in flags:  # (records of another width)
+        code, err = run_ts(capfd, ["-i", "vw.m", "-d", "e.vw", *other], tmp_path,
+                           monkeypatch)
+        assert code == 2 and "vw.m" in err and "sums" in err, err
+
+
+@pytest.mark.parametrize("flags", [
+    ["--invariant"], _more(["--invariant", "--power_t", "0.4", "--passes", "2", "-c", "-k"]),
+    _more(["--invariant", "--sparse_l2", "0.01", "--noconstant"]),
+    _more(["--invariant", "-q", "ab", "--cubic", "abb", "-q", "cc"]),
+    _more(["--invariant", "--interactions", "abc", "-q", "ca", "--permutations"]),
+])
+def test_invariant_alone_takes_vws_sum_of_squares(flags, tmp_path, capfd, monkeypatch):
+    """--invariant alone: the invariant step takes the example's sum of x^2 as VW adds it
+    (each namespace's squares in float, a namespace given twice going on with its sum, then
+    the namespaces' sums, the constant's last, then the crosses' from the namespaces'
+    sums): every -p line and the model are VW's (the squares summed in the row's order
+    moved the last printed digit on a few lines)."""
+    lines = [ln + (" |a h:0.37 |c q:1.5" if i % 4 == 0 else "")
+             + (" |b:0.5 k" if i % 5 == 0 else "") for i, ln in enumerate(_lines(300, 13))]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", *flags, "--quiet", "-p"]
+    run_vw([*args, "vw.p", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.p", "-f", "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")

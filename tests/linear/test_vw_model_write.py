@@ -1,6 +1,7 @@
 """`-f` in VW's format at the end of a first pass in dense rows: the bytes are those the
 earlier writer (the whole model formatted at once, 1M features a write) gave, pinned by
-their digests, whatever the pieces; the real ``vw -i`` predicts with them as with VW's own
+their digests, whatever the pieces, and VW's own after the version string; the real
+``vw -i`` predicts with them as with VW's own
 model; and the kernel is never handed more than ``_WRITE`` bytes at once."""
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from _vw_runs import hex_id_lines, run_ts, run_vw
 pytest.importorskip("vowpalwabbit")
 
 # sha256 of the two models below as terascale wrote them before the writer formatted them
-# a piece at a time into one buffer (commit 79c23d0: the whole model in one piece here)
+# a piece at a time into one buffer (commit 79c23d0: the whole model in one piece here);
+# the save_resume one with VW's performance counters (the loss since the last progress
+# line, its dump_interval, the weighted labels, the features), as VW's own
 PINNED = {
-    "resume": "4da09a1df357e9834f1c09d6d7c985646c03eb1702bd0511dc68e664662e8f23",
+    "resume": "d9dcd5b462ba0addae52f2736798ddda24c8403c86375bdd5688e2b7b0e247e5",
     "predict_only": "1689d9c97167ce402840751bb0dc6185a4e0b232a151a06833e51e59a5d68f57",
 }
 
@@ -59,6 +62,8 @@ def test_the_model_is_the_earlier_writers_bytes_and_vw_predicts_with_it(
         assert len(data) > 20 * 1000
         assert hashlib.sha256(data).hexdigest() == PINNED[form], form
         run_vw(["-d", "d.vw", *flags, "-f", f"vw-{form}.model"], tmp_path)
+        vw = (tmp_path / f"vw-{form}.model").read_bytes()  # (after the version strings)
+        assert data[4 + data[0]:] == vw[4 + vw[0]:], form
         for who in ("ts", "vw"):
             run_vw(["-i", f"{who}-{form}.model", "-t", "-d", "d.vw", "-p", f"{who}.p",
                     "--quiet"], tmp_path)

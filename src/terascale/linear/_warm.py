@@ -167,6 +167,9 @@ def _rest(d: str, path: str, wide: str, alone: Any) -> None:
         args = sub.choices["vw"].parse_args(["--oaa", "3", "-d", oaa, "-b", "18", "--quiet",
                                              *extra])
         args.func(args)
+    # VW's gd with its other update rules: each pass one kernel (_vw._vwgdpass)
+    args = sub.choices["vw"].parse_args(["--sgd", "-d", oaa, "-b", "18", "--quiet"])
+    args.func(args)
 
 
 def forking(target: Callable[[], int], options: dict[str, Any]) -> Callable[[], int] | None:

@@ -732,7 +732,7 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     import dataclasses
     from types import SimpleNamespace
 
-    from .._vw._vwtext import vw_counters
+    from .._vw._vwmodel import run_counters
 
     k, a = learners.k, learners.arrays
     shift = (k - 1).bit_length()
@@ -745,7 +745,7 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
             "link": job.get("model_link")}
-    out = vw_counters(info["pass_totals"], progress)
+    out = run_counters(info["pass_totals"], progress)
     info["vw_counters_out"] = dict(out, t=out["t"] + t0)
     bits = parse.bits + shift
     return SimpleNamespace(indices=rows, weights=cols[0], bits=bits, loss=loss,

@@ -181,6 +181,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         setattr(args, rule, "")
                 else:
                     setattr(args, rule, True)
+            _check_sums(args)
             k, names = model_oaa(args.initial)
             args.oaa = args.oaa if args.oaa is not None else k
             if args.named_labels is None and names:
@@ -297,6 +298,29 @@ def _generation_notes(args: argparse.Namespace) -> None:
             print(f"[warning] limiting to {_atoi(v)} features for each namespace.")
         elif v:
             print(f"[warning] limiting to {_atoi(v[1:])} for namespaces {v[0]}")
+
+
+def _check_sums(args: argparse.Namespace) -> None:
+    """-i of VW's save_resume model goes on with the update rules of the model and the
+    command line together; VW reads its records with those rules' widths (the adaptive sum,
+    the normalizer, neither or both after each weight), so a model whose records keep
+    other sums is refused by name (VW reads garbage, or stops on an index out of range)."""
+    from ._vwmodel import model_sums, record_sums
+
+    have = model_sums(args.initial)
+    if args.testonly or have is None:
+        return
+    given = [n for n in ("sgd", *_UPDATE_RULE) if getattr(args, n)]
+    if record_sums(given) != have:
+        named = {(True, True): "VW's default update (adaptive and normalized sums)",
+                 (True, False): "--adaptive (its adaptive sums)",
+                 (False, True): "--normalized (its normalizers)",
+                 (False, False): "--sgd or --invariant (weights alone)"}
+        raise ConfigError(f"-i {args.initial}: a model of {named[have]}, whose records "
+                          f"keep other sums than those of this run's rules "
+                          f"({' '.join('--' + n for n in given) or 'the default'}) "
+                          f"read: leave out the rules the model was not trained with, or "
+                          f"train on from its --predict_only_model form")
 
 
 def _interaction_notes(args: argparse.Namespace) -> None:

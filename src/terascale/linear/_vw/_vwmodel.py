@@ -12,8 +12,10 @@ The layout is VW's ``save_load_header`` (``parse_regressor.cc``) followed by ``g
   (written as uint32 4, then the hash);
 * ``gd``: one byte, ``save_resume``; with it the learner's state (initial_t, the
   normalized update's sums, the example counters, L1/L2 state), then per nonzero weight
-  its index (uint32 below ``-b 31``, else uint64) and w, or w, adaptive sum and
-  normalizer with the state.
+  its index (uint32 below ``-b 31``, else uint64) and w, or with the state w and the sums
+  of the update rules on: adaptive sum and normalizer for VW's default, one of them for
+  ``--adaptive`` or ``--normalized`` without the other, none for ``--sgd`` or
+  ``--invariant`` alone (the rules given are in the options then).
 
 ``write_vw_model`` writes the ``--predict_only_model`` form (weights only) or, for a model
 saved after online passes, VW's default save_resume form, from which ``vw -i`` continues
@@ -46,8 +48,8 @@ from .._online._state import (
 )
 from ._vwflags import LINKS
 
-__all__ = ["is_vw_model", "load_model", "read_vw_model", "run_generation", "save_model",
-           "write_vw_model"]
+__all__ = ["is_vw_model", "load_model", "read_vw_model", "run_counters", "run_generation",
+           "save_model", "write_vw_model"]
 
 VERSION = "9.0.0"  # the oldest VW 9 reads it; every field below is in its format
 _FLT_MAX = float(np.finfo(np.float32).max)
@@ -112,7 +114,8 @@ def save_model(model: Any, path: str, fmt: str = "terascale", *,
 def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
              link: str | None = None, rates: dict[str, float] | None = None,
              binary: bool = False, generation: dict[str, list[str]] | None = None,
-             learner: str | None = None, indexing: int | None = None) -> str:
+             learner: str | None = None, indexing: int | None = None,
+             rules: Iterable[str] = ()) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
     ``generation``: the run's ``--hash_seed``/``--hash``/``--redefine``/``--affix``
     (:func:`run_generation`);
@@ -123,7 +126,9 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
     ``binary``: the model's ``--binary`` (kept and applied to ``-i``'s predictions alike);
     ``rates``: ``learning_rate``/``power_t`` given to the run (VW keeps them in a
     save_resume model, as its float printed to 15 digits); ``indexing``: ``--oaa``'s
-    ``--indexing`` given."""
+    ``--indexing`` given; ``rules``: the update rules given (``sgd``, ``adaptive``,
+    ``normalized``, ``invariant``: VW keeps them in a save_resume model, whose records
+    carry the sums of those rules)."""
     opts: list[tuple[str, str]] = [("oaa", str(oaa))] if oaa else []
     if link in LINKS[1:] or (oaa and link):  # (VW keeps --oaa's --link identity given)
         opts.append(("link", link))
@@ -131,6 +136,7 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
         opts.append(("binary", ""))
     if learner:
         opts.append((learner, ""))
+    opts += [(r, "") for r in rules]
     opts += [(k, f"{float(np.float32(v)):.15g}") for k, v in (rates or {}).items()]
     if names:
         opts.append(("named_labels", ",".join(names)))
@@ -157,6 +163,23 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
         if letters:
             text += f" --{name} " + "".join(letters)
     return text
+
+
+def run_counters(totals: list[list[float]], progress: list[float] | None
+                 ) -> dict[str, Any]:
+    """VW's performance counters (``shared_data``) from a run's per-pass sums (see
+    ``_vwreport``; its model and ``--readable_model`` keep them) and where its progress
+    table stopped (``progress``: the next line's weight, the loss and labelled weight at
+    the last line; None: no line printed)."""
+    loss = float(sum(t[0] for t in totals))
+    labelled = float(sum(t[1] for t in totals))
+    due, at_loss, at_weight = progress if progress else (1.0, 0.0, 0.0)
+    return {"t": float(sum(t[1] + t[3] + t[6] for t in totals)), "sum_loss": loss,
+            "since": loss - at_loss, "dump": due, "labelled": labelled,
+            "labels": float(sum(t[9] for t in totals)),
+            "unlabelled": float(sum(t[6] for t in totals)),
+            "examples": int(sum(t[7] for t in totals)),
+            "features": int(sum(t[8] for t in totals)), "old": at_weight}
 
 
 def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None:
@@ -205,7 +228,7 @@ def write_vw_oaa_resume(model: Any, path: str, k: int, names: list[str] | None =
     interleaved as VW keeps them (class c's weight, adaptive sum and normalizer of feature
     i at ``i * 2**s + c``, ``parse.bits`` VW's b), the first class's learner state (the
     one VW saves) and the run's counters in ``info`` (``vw_counters_out``: VW's
-    ``shared_data`` as :func:`._vwtext.vw_counters` gives them, written as they are);
+    ``shared_data`` as :func:`run_counters` gives them, written as they are);
     ``bare``: the nonzero weights without their sums after the counters (VW's model
     after a ``-t`` run)."""
     shift = max(0, (k - 1).bit_length())
@@ -281,10 +304,11 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
         put(u4(len(vals)))
         for v in vals:
             put(v.encode()[:3].ljust(3, b"\0"))
+    rules = info.get("vw_rules") or []
     o = _options(parse, oaa, names, info.get("link"),
                  None if predict_only else info.get("vw_rates"),
                  bool(info.get("binary")), gen, info.get("vw_learner"),
-                 info.get("vw_indexing")).encode() + b"\0"
+                 info.get("vw_indexing"), () if predict_only else rules).encode() + b"\0"
     put(u4(len(o)))
     put(o)
     put(u4(4) + u4(h[0]), False)  # length-prefixed, as VW writes it
@@ -320,22 +344,34 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
                                    c["features"], st[TOTAL_WEIGHT], c["old"], len(totals),
                                    st[GRAVITY], st[CONTRACTION])
         else:
-            counters = struct.pack(fmt, t0, st[SUM_NORM_X], seen, loss, 0.0, 1.0, lo, hi,
-                                   weight, 0.0, 0.0, examples, 0, st[TOTAL_WEIGHT], weight,
-                                   len(totals), st[GRAVITY], st[CONTRACTION])
+            since, dump, labels, unlabelled, features, old = loss, 1.0, 0.0, 0.0, 0, weight
+            if totals and all(len(t) >= 10 for t in totals):  # the run's full counters
+                c = run_counters(totals, model.info.get("vw_progress"))
+                since, dump, labels, unlabelled = c["since"], c["dump"], c["labels"], \
+                    c["unlabelled"]
+                examples, features, old = c["examples"], c["features"], c["old"]
+            counters = struct.pack(fmt, t0, st[SUM_NORM_X], seen, loss, since, dump, lo, hi,
+                                   weight, labels, unlabelled, examples, features,
+                                   st[TOTAL_WEIGHT], old, len(totals), st[GRAVITY],
+                                   st[CONTRACTION])
         put(counters, False)
     yield b"".join(out)
-    cols = [model.weights, *(model.adaptive[:2] if resume and not bare else ())]
+    cols = [model.weights]
+    if resume and not bare:  # the sums of the rules on (VW's default: both)
+        adaptive, normalized = record_sums(rules)
+        cols += [model.adaptive[0]] if adaptive else []
+        cols += [model.adaptive[1]] if normalized else []
     itype = "<u4" if parse.bits + index_bits < 31 else "<u8"
     dtype = np.dtype([("i", itype), ("w", "<f4", (len(cols),))])
     buf = np.empty(min(_CHUNK, len(idx)), dtype)
     for a in range(0, len(idx), _CHUNK):
         part = slice(a, a + _CHUNK) if order is None else order[a:a + _CHUNK]
         ip, vals = idx[part], [c[part] for c in cols]
-        if not resume or bare:  # (weights only: VW writes the nonzero ones)
-            keep = vals[0] != 0
-            if not keep.all():
-                ip, vals = ip[keep], [v[keep] for v in vals]
+        keep = vals[0] != 0  # (VW writes a record where any of its values is not 0)
+        for v in vals[1:]:
+            keep |= v != 0
+        if not keep.all():
+            ip, vals = ip[keep], [v[keep] for v in vals]
         rows = buf[:len(ip)]
         rows["i"] = ip
         for j, v in enumerate(vals):
@@ -485,6 +521,16 @@ _RULES = {"bfgs": "bfgs", "conjugate_gradient": "cg", "sgd": "sgd", "adaptive": 
           "normalized": "normalized", "invariant": "invariant"}
 
 
+def record_sums(rules: Iterable[str]) -> tuple[bool, bool]:
+    """Whether a save_resume record of a model of the update ``rules`` its header names
+    (``sgd``, ``adaptive``, ``normalized``, ``invariant``; none: VW's default, all three)
+    carries the adaptive sum, and the normalizer, after the weight (VW's ``gd``)."""
+    rules = [r for r in rules if r in ("sgd", "adaptive", "normalized", "invariant")]
+    if not rules:
+        return True, True
+    return "adaptive" in rules, "normalized" in rules
+
+
 def model_rules(path: str) -> list[str]:
     """The learner options a VW model's header records (``--bfgs``, ``--sgd``,
     ``--adaptive``...), as ``terascale vw``'s argument names (empty for terascale's
@@ -501,6 +547,27 @@ def model_rules(path: str) -> list[str]:
     for _ in range(2):
         r.take(3 * r.u4())
     return [_RULES[t[2:]] for t in shlex.split(r.string()) if t[2:] in _RULES]
+
+
+def model_sums(path: str) -> tuple[bool, bool] | None:
+    """Whether the records of a VW save_resume model of gd carry the adaptive sum and the
+    normalizer (:func:`record_sums` of the rules its header names); None for any other
+    model (weights alone, a batch learner's, terascale's)."""
+    rules = model_rules(path)
+    if not is_vw_model(path) or "bfgs" in rules or "cg" in rules:
+        return None
+    with open(path, "rb") as f:
+        r = _Reader(f.read(), path)
+    r.string(False)
+    r.string()
+    if r.take(1) != b"m":
+        return None
+    r.take(16)
+    for _ in range(2):
+        r.take(3 * r.u4())
+    r.string()
+    r.take(8, False)  # the checksum
+    return record_sums(rules) if r.take(1, False) != b"\0" else None
 
 
 def model_t(path: str) -> float:
@@ -640,14 +707,14 @@ def read_vw_model(path: str, *, oaa: bool = False,
         state[SUM_NORM_X], state[TOTAL_WEIGHT] = vals[1], vals[13]
         state[GRAVITY], state[CONTRACTION] = l1_l2
         counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8], "t": vals[2],
-                    "initial_t": vals[0]}
+                    "initial_t": vals[0], "weighted_unlabeled_examples": vals[10]}
         state[MIN_LABEL], state[MAX_LABEL] = vals[6], vals[7]
     # per weight, save_resume keeps w and the sums of the rules on: VW's default keeps the
     # adaptive and normalized ones; a model of --sgd, or of some of the three, fewer
     rules = [n for n in opts if n in _RULES]
-    default = not rules
-    width = 1 if not resume else 3 if default else 1 if "sgd" in rules else (
-        1 + ("adaptive" in rules) + ("normalized" in rules))
+    batch = "bfgs" in rules or "conjugate_gradient" in rules  # (weights alone)
+    has_g2, has_nrm = record_sums(rules) if resume and not batch else (False, False)
+    width = 1 + has_g2 + has_nrm
     rest = r.data[r.pos:]
     dt = np.dtype([("i", "<u4" if bits < 31 else "<u8"), ("w", "<f4", (width,))])
     if len(rest) % dt.itemsize:
@@ -666,8 +733,8 @@ def read_vw_model(path: str, *, oaa: bool = False,
     # (the link a model records: logistic; anything else is VW's default loss)
     loss = "logistic" if "logistic" in opts.get("link", []) else VW_DEFAULT_LOSS
     w = rows["w"].astype(np.float32)
-    adaptive = (w[:, 1], w[:, 2], state) if resume and default else (
-        np.zeros(len(w), np.float32), np.zeros(len(w), np.float32), state)
+    zeros = np.zeros(len(w), np.float32)
+    adaptive = (w[:, 1] if has_g2 else zeros, w[:, 1 + has_g2] if has_nrm else zeros, state)
     if plain:
         from types import SimpleNamespace as LinearModel
     else:
@@ -675,6 +742,8 @@ def read_vw_model(path: str, *, oaa: bool = False,
     model = LinearModel(indices=rows["i"].astype(np.uint32), weights=w[:, 0], parse=parse,
                         loss=loss, info={"source": os.path.abspath(path),
                                          "vw_version": version, "vw_counters": counters,
+                                         # (VW writes the initial_t it read back out)
+                                         "vw_initial_t": counters.get("initial_t", 0.0),
                                          **({"link": opts["link"][0]} if "link" in opts
                                             else {}),
                                          **({"binary": True} if "binary" in opts else {}),
@@ -684,6 +753,10 @@ def read_vw_model(path: str, *, oaa: bool = False,
                                          **({"oaa": int(opts["oaa"][0])} if "oaa" in opts
                                             else {}),
                                          **({"indexing": int(opts["indexing"][0])}
-                                            if "indexing" in opts else {})},
+                                            if "indexing" in opts else {}),
+                                         **({"vw_rules": [r for r in rules
+                                                          if r not in ("bfgs",
+                                                                       "conjugate_gradient")]}
+                                            if rules else {})},
                         adaptive=adaptive)
     return model

@@ -16,9 +16,17 @@ and normalized VW's defaults are learning rate 10 and ``initial_t`` 1. ``--spars
 subtracts ``L * prediction`` from every example's update (VW's ``gd``), with the default
 rules too.
 
-It runs example by example in Python over the parsed examples (one worker; the small data
-such options are used on): predictions, ``-p``/``-r``, holdout and VW's closing block as the
-main learner gives them. L1/L2, ``-i`` and ``-n N`` are refused.
+It runs on one worker over the parsed examples, each pass one numba kernel taking them one
+by one (``_vwgdpass``), the run's bookkeeping here: predictions, ``-p``/``-r``, holdout and
+VW's closing block as the main learner gives them. ``-f`` writes VW's save_resume model of the rules (each record the
+weight and the sums of the rules on, the rules in its options, its ``t``, ``initial_t`` and
+normalized sums), from which ``-i`` continues as VW's (a model whose records keep other
+sums than the run's rules is refused: VW reads them with the run's widths). ``--l1`` and
+``--l2`` are VW's lazy ones: a gravity and a contraction in double, each weight truncated
+by the gravity (in float) as it is read for a prediction, the sum scaled by the
+contraction, the update divided by it, both folded into the weights where they grow past
+VW's bounds and, with ``--predict_only_model``, at the end of each pass. ``-n N`` is
+refused.
 """
 
 from __future__ import annotations
@@ -31,7 +39,15 @@ import numpy as np
 
 from ..._errors import ConfigError
 from .._batch._linalg import dot
-from .._online._state import MAX_LABEL, MIN_LABEL, new_state
+from .._online._state import (
+    CONTRACTION,
+    GRAVITY,
+    MAX_LABEL,
+    MIN_LABEL,
+    SUM_NORM_X,
+    TOTAL_WEIGHT,
+    new_state,
+)
 
 __all__ = ["train_vw_sgd"]
 
@@ -44,12 +60,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     """Train with VW's gd with the rules given (see the module)."""
     from .._losses import (
         has_sgd_update,
-        invariant_update,
-        loss32,
         loss_code,
         loss_spec,
-        sgd_update32,
-        square_grad32,
     )
     from ._vwbatch import _Data
     from ._vwout import all_or_none, link, prediction_lines, prediction_writers
@@ -60,12 +72,17 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     invariant = "invariant" in rules
     adaptive, normalized = "adaptive" in rules, "normalized" in rules
     sparse_l2 = _F(getattr(args, "sparse_l2", 0.0) or 0.0)
-    if args.nprocs != 1 or args.oaa is not None or args.initial or options.get("l1") or \
-            options.get("l2") or args.testonly and not args.initial:
+    if args.nprocs != 1 or args.oaa is not None:
         raise ConfigError(f"--{' --'.join(rules) or 'sgd'}"
                           f"{' --sparse_l2' if sparse_l2 else ''}: terascale vw runs VW's "
-                          f"gd with these rules on one worker, from zero weights, without "
-                          f"--oaa, --l1/--l2 or -i")
+                          f"gd with these rules on one worker, without --oaa")
+    initial = _initial(args, options) if args.initial else None
+    if initial is not None:  # (VW keeps -l, --link and --binary in its model)
+        learning_rate_given = learning_rate_given or \
+            "learning_rate" in initial.info.get("vw_rates", {})
+        if args.link is None and initial.info.get("link"):
+            how = initial.info["link"]
+        args.binary = args.binary or bool(initial.info.get("binary"))
     loss = options["loss"]
     spec = loss_spec(loss, "--loss_function")
     if not invariant and not has_sgd_update(loss):
@@ -86,7 +103,6 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     else:
         t = float(args.initial_t) if initial_t_given else 1.0
         eta = _F(eta * _F(np.power(_F(t), power_t)))
-    opening(float(eta), t)
     size = data.size
     w = np.zeros(size, _F)
     # per weight: sum of squared gradients (VW starts it at initial_t), largest |x|, rate
@@ -97,13 +113,35 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     neg_power_t = _F(-power_t)
     # (VW sets it before it reads the rules, when adaptive is still on: power_t - 1 always)
     neg_norm_power = _F(power_t - _F(1))
-    total_w = nsnx = float(t) if normalized and t > 0 else 0.0  # VW's "fake" examples
-    multiplier = _F(1)
+    # VW's "fake" examples: initial_t of them, norm 1 (its state has them, any rules)
+    total_w = nsnx = float(args.initial_t) if initial_t_given and args.initial_t > 0 else 0.0
     # VW's prediction range: a loss whose predictions are not clipped to the labels starts
     # at [-50, 50]
     lo, hi = (_F(-50), _F(50)) if spec.clip != "labels" else (_F(0), _F(0))
+    seen_t = t  # VW's sd->t: initial_t plus every example's weight
+    initial_t = t
+    # VW's L1/L2: lazy, its gravity and contraction in double (the model's go on)
+    l1, l2 = float(_F(options.get("l1") or 0.0)), float(_F(options.get("l2") or 0.0))
+    gravity, contraction = 0.0, 1.0
+    if initial is not None:  # VW's -i: the weights, sums and counters its model keeps
+        idx0, st = initial.indices.astype(np.int64), initial.adaptive[2]
+        w[idx0] = initial.weights
+        if adaptive:
+            g2[idx0] = initial.adaptive[0]
+        if normalized:
+            nrm[idx0] = initial.adaptive[1]
+        lo, hi = _F(min(lo, st[MIN_LABEL])), _F(max(hi, st[MAX_LABEL]))
+        gravity, contraction = float(st[GRAVITY]), float(st[CONTRACTION])
+        counters = initial.info.get("vw_counters") or {}
+        if counters:  # (save_resume: its t, initial_t and normalized sums go on)
+            seen_t, initial_t = counters["t"], counters["initial_t"]
+            total_w, nsnx = float(st[TOTAL_WEIGHT]), float(st[SUM_NORM_X])
+    t0, state0 = seen_t, (total_w, nsnx)
+    opening(float(eta), seen_t)  # (VW's preamble: its rate and t once set up)
     X = data.X
-    sumsq = np.asarray(data.X2.sum(axis=1, dtype=_F)).ravel().astype(_F)
+    features = np.diff(X.indptr)  # (VW's gd counts the crosses too; its batch learners not)
+    sumsq = _sum_feat_sq(data, paths) if invariant and not (adaptive or normalized) \
+        else None
     writers = prediction_writers(args)
     from .._online._onlinepass import distinct_labels
     from .._online._progress import LINK, Progress
@@ -116,122 +154,65 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     kept = ~data.holdout  # VW's counters: every example but the held-out labelled ones
     totals = []
     best, no_win = np.inf, 0
-    seen_t = t  # VW's sd->t: initial_t plus every example's weight
-    holdout_w = unlabelled_w = 0.0
+    from . import _vwgdpass as gd
+
+    sc = np.zeros(gd.SIZE)
+    sc[gd.LO], sc[gd.HI], sc[gd.TOTAL_W], sc[gd.NSNX] = lo, hi, total_w, nsnx
+    sc[gd.MULTIPLIER], sc[gd.SEEN_T], sc[gd.GRAVITY], sc[gd.CONTRACTION] = \
+        1.0, seen_t, gravity, contraction
+    labelled = data.labelled
+    weights64 = data.weights.astype(np.float64)
+    counted = labelled & (data.weights > 0)  # (the loss sums' examples)
+    sums_of = [counted & ~data.holdout, counted & data.holdout]
+    indices = X.indices.astype(np.int64)
     with all_or_none(writers):
         for _p in range(passes):
             preds = np.empty(data.n, _F)
             partials = np.empty(data.n, _F)
-            tot = [0.0, 0.0, 0.0, 0.0, float(data.n)]
-            seen_w, seen_n = prog.seen_w, prog.seen_n
-            for i in range(data.n):
-                a, b = X.indptr[i], X.indptr[i + 1]
-                idx, val = X.indices[a:b], X.data[a:b]
-                y = data.labels[i]
-                wt = float(data.weights[i])
-                learn = bool(data.learn[i])
-                if data.labelled[i] and not data.test[i]:
-                    # VW's scorer widens the range before predicting (zero-weight
-                    # examples too)
-                    lo, hi = min(lo, y), max(hi, y)
-                s = _F(0)
-                for k in range(len(idx)):
-                    s = _F(s + _F(w[idx[k]] * val[k]))
-                partials[i] = s
-                p = _F(0) if np.isnan(s) else _F(min(max(s, lo), hi))
-                preds[i] = p
-                if data.labelled[i] and wt > 0:
-                    ex_loss = float(_F(_F(loss32(kind, float(p), float(y))) * _F(wt)))
-                    if data.holdout[i]:
-                        tot[2] += ex_loss
-                        tot[3] += wt
-                    else:
-                        tot[0] += ex_loss
-                        tot[1] += wt
-                update = 0.0
-                if learn and loss32(kind, float(p), float(y)) > 0:
-                    ppu = sumsq[i]
-                    if adaptive or normalized:  # VW's get_pred_per_update
-                        gsq = _F(_F(wt) * _F(square_grad32(kind, float(p), float(y))))
-                        ppu = _F(1)
-                        if gsq != 0:
-                            norm_x, ppu32 = _F(0), _F(0)
-                            for k in range(len(idx)):
-                                c, x = idx[k], _F(val[k])
-                                x2 = _F(x * x)
-                                if x2 < _X2_MIN:
-                                    x, x2 = (_X_MIN if x > 0 else -_X_MIN), _X2_MIN
-                                if adaptive:
-                                    g2[c] = _F(g2[c] + _F(gsq * x2))
-                                if normalized:
-                                    ax = abs(x)
-                                    if ax > nrm[c]:  # rescaled as if the new scale were old
-                                        if nrm[c] > 0:
-                                            if sqrt_rate:
-                                                rs = _F(nrm[c] / ax)
-                                                w[c] = _F(w[c] * (rs if adaptive
-                                                                  else _F(rs * rs)))
-                                            else:
-                                                rs = _F(ax / nrm[c])
-                                                w[c] = _F(w[c] * _pow(_F(rs * rs),
-                                                                      neg_norm_power))
-                                        nrm[c] = ax
-                                    norm_x = _F(norm_x + _F(x2 / _F(nrm[c] * nrm[c])))
-                                rate[c] = _decay(g2[c], nrm[c], adaptive, normalized,
-                                                 sqrt_rate, neg_power_t, neg_norm_power)
-                                ppu32 = _F(ppu32 + _F(x2 * rate[c]))
-                            ppu = ppu32
-                            if normalized:
-                                nsnx += float(wt) * float(norm_x)
-                                total_w += float(wt)
-                                multiplier = _average(_F(total_w), _F(nsnx), adaptive,
-                                                      sqrt_rate, neg_norm_power)
-                                ppu = _F(ppu * multiplier)
-                    scale = _F(eta * _F(wt))
-                    if not adaptive:
-                        tt = _F(seen_t + wt - holdout_w - unlabelled_w)
-                        scale = _F(scale * _pow(tt, neg_power_t))
-                    if invariant:
-                        update = float(invariant_update(kind, float(p), float(y),
-                                                        float(scale), float(ppu)))
-                    else:
-                        update = sgd_update32(kind, float(p), float(y), float(scale))
-                if learn and sparse_l2:  # VW's gd: after the loss's update, whatever it is
-                    update = float(_F(_F(update) - _F(sparse_l2 * p)))
-                if learn and not np.isnan(update) and update != 0:
-                    u = _F(update)
-                    if normalized:
-                        u = _F(u * multiplier)
-                    for k in range(len(idx)):
-                        x = _F(val[k])
-                        if adaptive or normalized:
-                            if abs(x) <= _FLT_MAX:
-                                w[idx[k]] = _F(w[idx[k]] + _F(u * _F(x * rate[idx[k]])))
-                        else:
-                            w[idx[k]] = _F(w[idx[k]] + _F(u * x))
-                if kept[i]:
-                    seen_w, seen_n = seen_w + wt, seen_n + 1
-                    if seen_w >= prog.due:  # VW's progress line, after the example
-                        now = prog.done + np.array(tot[:4])
-                        prog.line(now, prog.prev, seen_n, seen_w, float(y), float(p),
-                                  int(data.features[i]), args.binary)
-                        prog.prev = now
-                        prog.due = prog.next_due(seen_w)
-                seen_t += wt
-                if data.holdout[i]:
-                    holdout_w += wt
-                elif not data.labelled[i]:
-                    unlabelled_w += wt
+            losses = np.zeros(data.n)
+            gd.gd_pass(X.indptr.astype(np.int64), indices, X.data, np.zeros(0, _F)
+                       if sumsq is None else sumsq, data.labels, data.weights,
+                       data.learn, labelled & ~data.test, labelled, data.holdout, w, g2,
+                       nrm, rate, sc, kind, adaptive, normalized, invariant, sqrt_rate,
+                       float(neg_power_t), float(neg_norm_power), float(eta),
+                       float(sparse_l2), l1, l2, preds, partials, losses)
+            # the pass's sums, running as VW's counters run (each a sequential double sum)
+            runs = [np.cumsum(np.where(m, v, 0.0)) for m in sums_of
+                    for v in (losses, weights64)]
+            tot = [float(r[-1]) if len(r) else 0.0 for r in runs] + [float(data.n)]
+            seen_w = prog.seen_w + np.cumsum(np.where(kept, weights64, 0.0))
+            seen_n = prog.seen_n + np.cumsum(kept)
+            at = 0
+            while prog.out is not None and at < data.n:  # VW's lines, after their example
+                at = int(np.searchsorted(seen_w, prog.due)) if seen_w[-1] >= prog.due \
+                    else data.n
+                while at < data.n and not kept[at]:
+                    at += 1
+                if at >= data.n:
+                    break
+                now = prog.done + np.array([float(r[at]) for r in runs])
+                prog.line(now, prog.prev, int(seen_n[at]), float(seen_w[at]),
+                          float(data.labels[at]), float(preds[at]), int(features[at]),
+                          args.binary)
+                prog.prev = now
+                prog.due = prog.next_due(float(seen_w[at]))
+                at += 1
+            if data.n:
+                seen_w, seen_n = float(seen_w[-1]), int(seen_n[-1])
+            else:
+                seen_w, seen_n = prog.seen_w, prog.seen_n
             for writer, linked in writers:
                 writer.write(prediction_lines(link(preds, how, args.binary) if linked
                                               else partials, data.tags))
             prog.end_pass(np.array(tot[:4]), seen_w, seen_n)
+            if args.predict_only_model:  # (VW's learner without save_resume, each pass)
+                gd.sync_weights(w, sc)
             # VW's counters of the pass: features, and over the examples not held out the
             # unlabelled ones' weight, the examples, their features, label x weight
             taught = kept & data.labelled
-            tot += [float(data.features.sum()),
+            tot += [float(features.sum()),
                     float(data.weights[~data.labelled].astype(np.float64).sum()),
-                    float(kept.sum()), float(data.features[kept].sum()),
+                    float(kept.sum()), float(features[kept].sum()),
                     dot(data.labels[taught].astype(np.float64),
                         data.weights[taught].astype(np.float64))]
             totals.append(tot)
@@ -243,103 +224,176 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     no_win += 1
                 if no_win >= int(args.patience):
                     break
-    _save(args, data, w, loss, float(lo), float(hi))
+    lo, hi, total_w, nsnx = sc[gd.LO], sc[gd.HI], sc[gd.TOTAL_W], sc[gd.NSNX]
+    gravity, contraction = sc[gd.GRAVITY], sc[gd.CONTRACTION]
+    if args.model or args.readable_model:
+        state = new_state(min_label=float(lo), max_label=float(hi))
+        # (a normalized run's sums; VW's state keeps the fake examples' with any rules)
+        state[TOTAL_WEIGHT], state[SUM_NORM_X] = (total_w, nsnx) if normalized else state0
+        state[GRAVITY], state[CONTRACTION] = gravity, contraction
+        keep = [n for n in ("sgd", "adaptive", "normalized", "invariant") if getattr(args, n)]
+        _save(args, data, (w, g2 if adaptive else None, nrm if normalized else None),
+              state, loss, how, {"pass_totals": totals, "vw_progress": [
+                  float(prog.due), float(prog.prev[0]), float(prog.prev[1])],
+                  "vw_t0": t0, "vw_initial_t": initial_t, "vw_rules": keep})
     if not args.quiet:
         from ._vwreport import closing_block, holdout_on
 
         print(closing_block({"pass_totals": totals, "examples": data.n,
                              "holdout": holdout_on(options),
-                             "feature_count": int(data.features.sum()),
+                             "feature_count": int(features.sum()),
                              "labels": distinct_labels([], data.labels[data.labelled]),
                              "loss": loss, "quantile_tau": options.get("quantile_tau", 0.5),
-                             "best_constant": not args.dont_output_best_constant}),
+                             "best_constant": not args.dont_output_best_constant,
+                             "vw_preserved": args.vw_preserved}),
               file=sys.stderr)
     return 0
 
 
-_X_MIN = _F(1.084202e-19)
-_X2_MIN = _F(_X_MIN * _X_MIN)
-_FLT_MAX = _F(np.finfo(np.float32).max)
+def _sum_feat_sq(data: Any, paths: list[str]) -> np.ndarray:
+    """Each example's ``sum x^2`` as VW's ``get_total_sum_feat_sq`` adds it (the invariant
+    step of ``--invariant`` alone takes it): in float, each namespace's squares in the order
+    its features come (a namespace given twice goes on with its sum: the parser puts its
+    features together), then the namespaces' sums in the order they first appear, the
+    constant's last, then the crosses' (VW's ``eval_sum_ft_squared_of_generated_ft``: per
+    interaction the product of its namespaces' sums, a namespace crossed with itself k times
+    the sum over its k-combinations). The namespaces are those of the input's lines; where a
+    row's features are not theirs in that order (an input read once from standard input,
+    ``--ignore_linear``, a wildcard interaction) its squares are added in the row's order."""
+    from .._io._interactions import compile_interactions
+    from ._vwtext import _lines, _sections
+
+    X = data.X
+    x2 = (X.data * X.data).astype(_F)
+    out = np.empty(data.n, _F)
+    parse = data.parse
+    inters = compile_interactions(parse.quadratic, parse.cubic, parse.interactions,
+                                  leave_duplicates=parse.leave_duplicates)
+    lines: Any = iter(())
+    if "-" not in paths and not parse.ignore_linear and \
+            not any(ord(":") in t for t in inters):
+        lines = (ln for p in paths for ln in _lines(p) if ln.strip())
+    ignored, _ = parse.namespace_flags()
+    const = 1 if parse.constant else 0
+    for i in range(data.n):
+        a, b = int(X.indptr[i]), int(X.indptr[i + 1])
+        line = next(lines, None)
+        counts: dict[int, int] = {}  # (a namespace's features are together in the row)
+        for ns, fs in _sections(line) if line is not None else ():
+            ch = ns.encode("utf-8", "surrogateescape")[0] if ns else 32
+            if not ignored[ch] and fs:
+                counts[ch] = counts.get(ch, 0) + len(fs)
+        sums: dict[int, Any] = {}
+        spans: dict[int, tuple[int, int]] = {}
+        pos = a
+        for ch, m in counts.items():
+            acc = _F(0)
+            for k in range(pos, min(pos + m, b)):
+                acc = _F(acc + x2[k])
+            sums[ch], spans[ch] = acc, (pos, pos + m)
+            pos += m
+        total = _F(0)
+        if line is None or pos + const > b or (not inters and b - pos > const):
+            for k in range(a, b):  # (not the line's namespaces)
+                total = _F(total + x2[k])
+            out[i] = total
+            continue
+        for v in sums.values():
+            total = _F(total + v)
+        if const:
+            total = _F(total + x2[pos])
+        if inters:
+            total = _F(total + _crosses_sq(inters, sums, spans, x2, parse.permutations))
+        out[i] = total
+    return out
 
 
-def _decay(g2: float, nrm: float, adaptive: bool, normalized: bool, sqrt_rate: bool,
-           neg_power_t: float, neg_norm_power: float) -> float:
-    """VW's ``compute_rate_decay``: a weight's rate from its sums, in float."""
-    r = _F(1)
-    if adaptive:
-        r = _F(_F(1) / _F(np.sqrt(g2))) if sqrt_rate else _pow(g2, neg_power_t)
-    if normalized:
-        if sqrt_rate:
-            inv = _F(_F(1) / _F(nrm))
-            r = _F(r * inv) if adaptive else _F(r * _F(inv * inv))
-        else:
-            r = _F(r * _pow(_F(_F(nrm) * _F(nrm)), neg_norm_power))
-    return r
+def _crosses_sq(inters: list[tuple[int, ...]], sums: dict[int, Any],
+                spans: dict[int, tuple[int, int]], x2: np.ndarray, permutations: bool) -> Any:
+    """VW's sum of the squares of an example's crossed features, from its namespaces'
+    sums (``sums``) and squares (``x2[spans[ns]]``), in float."""
+    outer = _F(0)
+    for inter in inters:
+        prod = _F(1)
+        j = 0
+        while j < len(inter):
+            ns = inter[j]
+            if permutations or j == len(inter) - 1 or inter[j + 1] != ns:
+                prod = _F(prod * sums.get(ns, _F(0)))
+                j += 1
+            else:  # ns crossed with itself k times: the sum over its k-combinations
+                k = 2
+                while j + k < len(inter) and inter[j + k] == ns:
+                    k += 1
+                res = [_F(0)] * k
+                lo, hi = spans.get(ns, (0, 0))
+                for x in x2[lo:hi]:
+                    res[0] = _F(res[0] + x)
+                    for m in range(1, k):
+                        res[m] = _F(res[m] + _F(res[m - 1] * x))
+                prod = _F(prod * res[k - 1])
+                j += k
+            if prod == 0 and not permutations:
+                break
+        outer = _F(outer + prod)
+    return outer
 
 
-def _average(total_w: float, nsnx: float, adaptive: bool, sqrt_rate: bool,
-             neg_norm_power: float) -> float:
-    """VW's ``average_update``: the normalized rule's multiplier."""
-    if sqrt_rate:
-        avg = _F(total_w / nsnx)
-        return _F(np.sqrt(avg)) if adaptive else avg
-    return _pow(_F(nsnx / total_w), neg_norm_power)
+def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
+    """-i's model, its parse options (-b, -q, ...) those of the run, its -l/--power_t the
+    run's where the command line leaves them out (VW keeps them in its model). (A model
+    whose records keep other sums than the run's rules is refused before: ``_vwcli``.)"""
+    from .._front._cli_run import _follow_model, _load
+
+    model = _load(args.initial, args)
+    if not model.info.get("vw_version") or model.info.get("oaa"):
+        raise ConfigError(f"-i {args.initial}: VW's update rules other than its default "
+                          f"continue from a VW model of a plain linear learner (-f of "
+                          f"vw or terascale vw)")
+    _follow_model(options, model, args)
+    for k, v in model.parse.to_dict().items():
+        options.setdefault(k, v)
+    for k, v in model.info.get("vw_rates", {}).items():  # VW's model's -l, --power_t
+        if not getattr(args, f"{k}_given", True):
+            options[k] = v
+            args._model_rates = {**getattr(args, "_model_rates", {}), k: v}
+    return model
 
 
-def _libm_powf() -> Any:
-    """C's ``powf`` (the C library's, as VW calls it), or None where it cannot be loaded."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-        powf = libm.powf
-    except (OSError, AttributeError):
-        return None
-    powf.restype = ctypes.c_float
-    powf.argtypes = [ctypes.c_float, ctypes.c_float]
-    return powf
-
-
-_POWF = _libm_powf()
-
-
-def _pow(x: float, y: float) -> float:
-    """C's powf, as VW computes its learning rate's decay: the C library's own (the double
-    power rounded to float differs from it in the last bit now and then, e.g. at
-    364.5^-0.5, and the difference grows with the importance-weighted steps after it;
-    numpy's float32 power differs more often)."""
-    import math
-
-    if _POWF is not None:
-        return _F(_POWF(_F(x), _F(y)))
-    try:
-        return _F(math.pow(float(x), float(y)))
-    except (OverflowError, ValueError):
-        return _F(np.power(np.float64(x), np.float64(y)))
-
-
-def _save(args: argparse.Namespace, data: Any, w: np.ndarray, loss: str, lo: float,
-          hi: float) -> None:
+def _save(args: argparse.Namespace, data: Any, columns: tuple[Any, Any, Any],
+          state: np.ndarray, loss: str, how: str, info: dict[str, Any]) -> None:
+    """-f and --readable_model: VW's save_resume model of the run's rules (the weights,
+    the sums those rules keep, its counters, the rules and -l/--power_t given, its link),
+    or with --predict_only_model the nonzero weights alone."""
+    from .._front._cli_run import _rates
     from .._model import LinearModel
     from ._vwmodel import run_generation
 
-    if not (args.model or args.readable_model):
-        return
-    nz = np.flatnonzero(w)
-    state = new_state()
-    state[MIN_LABEL], state[MAX_LABEL] = lo, hi  # the prediction range VW's model keeps
+    w, g2, nrm = columns
+    used = w != 0
+    for c in (g2, nrm):
+        if c is not None:
+            used |= c != 0
+    nz = np.flatnonzero(used)
     zeros = np.zeros(len(nz), _F)
+    info = {**info, "vw_generation": run_generation(args)}
+    if how != "identity":
+        info["link"] = how
+    if args.binary:
+        info["binary"] = True
+    if _rates(args):
+        info["vw_rates"] = _rates(args)
     model = LinearModel(indices=nz.astype(np.uint32), weights=w[nz], parse=data.parse,
-                        loss=loss, adaptive=(zeros, zeros, state),
-                        info={"vw_generation": run_generation(args)})
+                        loss=loss, info=info, adaptive=(
+                            g2[nz] if g2 is not None else zeros,
+                            nrm[nz] if nrm is not None else zeros, state))
     if args.model:
         from ._vwmodel import save_model
 
-        save_model(model, args.model, args.model_format or "vw", predict_only=True)
+        save_model(model, args.model, args.model_format or "vw",
+                   predict_only=bool(args.predict_only_model))
     if args.readable_model:
         from ._vwtext import write_readable
 
-        write_readable(LinearModel(indices=model.indices, weights=model.weights,
-                                   parse=model.parse, loss=model.loss),
-                       args.readable_model)
+        write_readable(model, args.readable_model,
+                       predict_only=bool(args.predict_only_model))

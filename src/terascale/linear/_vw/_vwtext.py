@@ -20,7 +20,6 @@ import io
 import math
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
 
 import numba
 import numpy as np
@@ -39,9 +38,10 @@ from .._losses import loss_spec
 from .._model import LinearModel
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
 from ._vwflags import LINKS
+from ._vwmodel import run_counters
 from ._vwout import AtomicText
 
-__all__ = ["crossed_names", "feature_names", "vw_counters", "write_readable"]
+__all__ = ["crossed_names", "feature_names", "write_readable"]
 
 VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
 
@@ -269,22 +269,6 @@ def _checksum(lo: float, hi: float, bits: int, opts: str,
     return h
 
 
-def vw_counters(totals: list[list[float]], progress: list[float] | None
-              ) -> dict[str, Any]:
-    """VW's performance counters (``shared_data``) from a run's per-pass sums (see
-    ``_vwreport``) and where its progress table stopped (``progress``: the next line's
-    weight, the loss and labelled weight at the last line; None: no line printed)."""
-    loss = float(sum(t[0] for t in totals))
-    labelled = float(sum(t[1] for t in totals))
-    due, at_loss, at_weight = progress if progress else (1.0, 0.0, 0.0)
-    return {"t": float(sum(t[1] + t[3] + t[6] for t in totals)), "sum_loss": loss,
-            "since": loss - at_loss, "dump": due, "labelled": labelled,
-            "labels": float(sum(t[9] for t in totals)),
-            "unlabelled": float(sum(t[6] for t in totals)),
-            "examples": int(sum(t[7] for t in totals)),
-            "features": int(sum(t[8] for t in totals)), "old": at_weight}
-
-
 # weights formatted and written this many at a time (the text of a whole model of 15M
 # features would stand in memory beside it: ~60 bytes a line, and as many str objects)
 _LINES = 1 << 16
@@ -296,17 +280,23 @@ def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
     """The readable model's weight lines, ``_LINES`` at a time: ``[name:]index:weight``
     (a weight ``names`` does not name, one of features the data did not have, with
     ``unnamed`` before its index, as VW writes it: nothing in the save_resume form, ``:``
-    in the weights-only one), with the adaptive sum and the normalizer after it where
-    ``g2`` is given."""
+    in the weights-only one), with the adaptive sum and the normalizer after it where they
+    are given (either alone for a model of one of the two rules)."""
     none = unnamed if names is not None else ""
     for a in range(0, len(idx), _LINES):
         part = slice(a, a + _LINES)
         body = []
-        if g2 is not None and nrm is not None:
+        sums = [c for c in (g2, nrm) if c is not None]
+        if len(sums) == 2:
             for i, wi, gi, ni in zip(idx[part].tolist(), w[part].tolist(),
                                      g2[part].tolist(), nrm[part].tolist()):
                 name = names[i] + ":" if names is not None and i in names else none
                 body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
+        elif sums:
+            for i, wi, si in zip(idx[part].tolist(), w[part].tolist(),
+                                 sums[0][part].tolist()):
+                name = names[i] + ":" if names is not None and i in names else none
+                body.append(f"{name}{i}:{wi:g} {si:g}\n")
         else:
             for i, wi in zip(idx[part].tolist(), w[part].tolist()):
                 name = names[i] + ":" if names is not None and i in names else none
@@ -347,10 +337,21 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
         nonzero = w != 0
         idx, w, ad = idx[nonzero], w[nonzero], None
     g2 = nrm = None
-    if ad is not None:  # (VW's: a weight whose value or either sum is not 0)
-        g2, nrm = ad[0][order], ad[1][order]
-        keep = (w != 0) | (g2 != 0) | (nrm != 0)
-        idx, w, g2, nrm = idx[keep], w[keep], g2[keep], nrm[keep]
+    info = getattr(model, "info", {})
+    rules = [] if predict_only else list(info.get("vw_rules") or [])
+    if ad is not None:  # (VW's: a weight whose value or any sum its rules keep is not 0)
+        from ._vwmodel import record_sums
+
+        has_g2, has_nrm = record_sums(rules)
+        g2 = ad[0][order] if has_g2 else None
+        nrm = ad[1][order] if has_nrm else None
+        keep = w != 0
+        for c in (g2, nrm):
+            if c is not None:
+                keep |= c != 0
+        idx, w = idx[keep], w[keep]
+        g2 = g2[keep] if g2 is not None else None
+        nrm = nrm[keep] if nrm is not None else None
     fixed = loss_spec(model.loss).clip == "fixed"  # ([-50, 50] whatever the labels)
     lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
     st = model.adaptive[2] if model.adaptive is not None else None
@@ -360,8 +361,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     if loss_spec(model.loss).clip == "labels50":  # (poisson: [-50, 50] widened to them)
         lo, hi = min(lo, -50.0), max(hi, 50.0)
     pa = model.parse  # the options VW keeps in a model, in the order it writes them
-    info = getattr(model, "info", {})
-    kept = ([f"--cubic {v}" for v in pa.cubic]
+    kept = ([f"--{r}" for r in rules] + [f"--cubic {v}" for v in pa.cubic]
             + [f"--interactions {v}" for v in pa.interactions]
             + [f"--{k} {float(np.float32(v)):.15g}"
                for k, v in (info.get("vw_rates") or {}).items()]
@@ -391,7 +391,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     totals = totals[:info.get("online_passes", len(totals))] if totals else totals
     if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
-        c = vw_counters(totals or [], info.get("vw_progress"))
+        c = run_counters(totals or [], info.get("vw_progress"))
         c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
         head += [f"initial_t {info.get('vw_initial_t', 0.0):g}",
                  f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
