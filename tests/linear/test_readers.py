@@ -73,12 +73,15 @@ def test_vw_label_weight_tag_and_default_namespace():
 
 def test_vw_empty_namespace_zero_values_repeats_and_blank_lines():
     ds = parse_lines(["1 |a |b x", "", "   ", "-1 |a x:0 y y", "1 |"], bits=18)
-    assert len(ds) == 3
+    # as VW: the empty line is no example (its place counted for the holdout), the line of
+    # blanks an unlabelled one of the constant only
+    assert len(ds) == 4 and ds.blanks is not None and ds.blanks.tolist() == [1]
     assert row(ds, 0)[0] == [hash_feature("x", hash_space("b"), 18)]
-    idx, val = row(ds, 1)  # x:0 dropped, repeated y kept twice (they add up)
+    assert row(ds, 1) == ([], []) and np.isnan(ds.labels[1])
+    idx, val = row(ds, 2)  # x:0 dropped, repeated y kept twice (they add up)
     assert idx == [hash_feature("y", hash_space("a"), 18)] * 2 and val == [1.0, 1.0]
-    assert row(ds, 2) == ([], [])  # only the constant
-    assert ds.n_features == (1 + 1) + (2 + 1) + 1  # features + constant per example
+    assert row(ds, 3) == ([], [])  # only the constant
+    assert ds.n_features == (1 + 1) + 1 + (2 + 1) + 1  # features + constant per example
 
 
 def test_vw_features_come_out_grouped_by_namespace_character():

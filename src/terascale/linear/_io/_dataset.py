@@ -204,6 +204,10 @@ class Dataset:
         The files it was read from.
     parse
         How the text was parsed (default None: built by hand).
+    blanks
+        VW text's empty lines: for each, the index of the example it precedes (int64,
+        sorted, ``n`` for one after the last example), or None: none. VW counts them as
+        examples for the holdout (:func:`._passes.holdout_mask`).
     """
 
     indptr: np.ndarray     # int64, n + 1
@@ -217,6 +221,7 @@ class Dataset:
     skipped: int = 0                    # bad lines skipped with skip_bad
     sources: list[str] = field(default_factory=list)
     parse: ParseOptions | None = None   # how the text was parsed (None: built by hand)
+    blanks: np.ndarray | None = None    # int64: the example each empty line precedes
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -263,6 +268,8 @@ class Dataset:
             tag_ptr = np.concatenate([np.zeros(1, np.int64)]
                                      + [ptr[1:] + o for (ptr, _), o in zip(tags, toffs[:-1])])
             tag_blob = np.concatenate([blob for _, blob in tags])
+        starts = np.cumsum([0] + [len(p) for p in parts])
+        blanks = [p.blanks + o for p, o in zip(parts, starts[:-1]) if p.blanks is not None]
         return Dataset(indptr=indptr.astype(np.int64),
                        indices=np.concatenate([p.indices for p in parts]),
                        values=np.concatenate([p.values for p in parts]),
@@ -270,4 +277,5 @@ class Dataset:
                        weights=np.concatenate([p.weights for p in parts]),
                        bits=bits, tag_ptr=tag_ptr, tag_blob=tag_blob,
                        skipped=sum(p.skipped for p in parts),
-                       sources=[s for p in parts for s in p.sources], parse=parts[0].parse)
+                       sources=[s for p in parts for s in p.sources], parse=parts[0].parse,
+                       blanks=np.concatenate(blanks).astype(np.int64) if blanks else None)

@@ -149,8 +149,15 @@ class _Data:
         lens = [len(d) for d in sets] if size > 1 else [n]
         counts = _gathered(comm, segments if size > 1 else 1, own, lens, 0, "sum"
                            ).astype(np.int64)
-        counter = np.concatenate([np.arange(1, k + 1) + counts[:seg].sum()
-                                  for seg, k in zip(own, lens)]) if n else np.zeros(0, int)
+        # VW counts each empty line of the text as an example for the holdout
+        blanks = [d.blanks for d in sets] if size > 1 else [data.blanks]
+        nblank = [0 if b is None else len(b) for b in blanks]
+        skips = (_gathered(comm, segments, own, nblank, 0, "sum").astype(np.int64)
+                 if size > 1 else np.zeros(1, np.int64))
+        counter = np.concatenate([
+            np.arange(1, k + 1) + counts[:seg].sum() + skips[:seg].sum()
+            + (0 if b is None else np.searchsorted(b, np.arange(k), "right"))
+            for seg, k, b in zip(own, lens, blanks)]) if n else np.zeros(0, int)
         if holdout_off:
             held = np.zeros(n, bool)
         elif holdout_after:

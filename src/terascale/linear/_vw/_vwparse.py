@@ -276,7 +276,11 @@ def _grouped(nsch: np.ndarray, indices: np.ndarray, values: np.ndarray, ex_start
 def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool,
                    skip_bad: bool, ignore: np.ndarray, ignore_linear: np.ndarray):  # noqa: ANN201
     """Parse VW text; returns (indptr, indices, values, labels, weights, tag_ptr, tag_blob,
-    skipped, err_code, err_line) where err_line counts lines from 0 (blank lines included).
+    skipped, err_code, err_line, blanks) where err_line counts lines from 0 (empty lines
+    included) and ``blanks`` holds, for each empty line (``\\n`` or ``\\r\\n`` alone), the
+    index of the example it precedes: VW counts an empty line as an example for the holdout
+    (``--holdout_period``, ``--holdout_after``) and learns nothing from it. A line of
+    spaces and tabs is, as in VW, an unlabelled example of the constant only.
 
     ``table`` is :func:`._interactions.interaction_table`; ``ignore`` and ``ignore_linear``
     are 256 flags by namespace character (``--ignore``/``--keep``, ``--ignore_linear``).
@@ -315,6 +319,8 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
     opened = np.zeros(256, np.int64)  # the line (+1) on which a namespace character opened
     plain = table.shape[0] == 0 and not ignore_linear.any()
     runs = True
+    blanks = np.empty(16, np.int64)
+    nblank = 0
     while pos < n:
         line += 1
         ls = pos
@@ -327,12 +333,14 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
         # of the constant only, as VW reads it) the line's end before a CR
         lend = bar
         if bar == n or buf[bar] == 10:
-            k = ls
-            while k < bar and _is_space(buf[k]):
-                k += 1
-            if k == bar:
+            if bar == ls or (bar == ls + 1 and buf[ls] == 13):
+                # an empty line: no example, but VW counts it as one for the holdout
+                if nblank == len(blanks):
+                    blanks = _grow_i(blanks, 2 * nblank)
+                blanks[nblank] = nex
+                nblank += 1
                 pos = bar + 1
-                continue  # a blank line
+                continue
             if buf[lend - 1] == 13:
                 lend -= 1
         err = 0
@@ -408,7 +416,8 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                 nnz = ex_start
                 continue
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], weights[:nex],
-                    tag_ptr[:nex + 1], tag_blob[:ntag], skipped, err, line)
+                    tag_ptr[:nex + 1], tag_blob[:ntag], skipped, err, line,
+                    blanks[:nblank].copy())
         if runs and plain:  # the parsed order is VW's: no grouping, no interactions
             if constant:
                 if nnz == len(indices):
@@ -445,4 +454,4 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
         indices, values = indices[:nnz].copy(), values[:nnz].copy()
     return (indptr[:nex + 1].copy(), indices, values, labels[:nex].copy(),
             weights[:nex].copy(), tag_ptr[:nex + 1].copy(), tag_blob[:ntag].copy(),
-            skipped, 0, line)
+            skipped, 0, line, blanks[:nblank].copy())

@@ -1,0 +1,77 @@
+"""`terascale vw` against the vowpalwabbit package where VW counts what is easy to miss:
+empty lines in the holdout's count of examples."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from _vw_runs import numbers, run_ts, run_vw
+
+pytest.importorskip("vowpalwabbit")
+
+
+def _closing(err: str) -> str:
+    return err[err.index("finished run"):]
+
+
+def _weights(path) -> dict[int, float]:
+    return {int(i): float(w) for i, w in re.findall(r"^(\d+):(\S+)", path.read_text(), re.M)}
+
+
+def _blank_lines(n: int, seed: int) -> str:
+    """Labelled rows with, between them, empty lines (alone, with a CR, three in a row:
+    VW's multi-line terminator) and lines of spaces and tabs."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        if i % 23 == 4:
+            out.append("")
+        if i % 37 == 6:
+            out += ["", "", ""]
+        if i % 41 == 9:
+            out.append("\r")
+        if i % 43 == 11:
+            out.append(" \t")
+        y = 1 if rng.random() < 0.5 else -1
+        out.append(f"{y} |a f{rng.integers(30)} g{rng.integers(30)} x:{rng.normal():.3f}")
+    return "".join(x + "\n" for x in out)
+
+
+@pytest.mark.parametrize("flags", [["--passes", "3", "-c", "-k"],
+                                   ["--passes", "3", "-c", "-k", "--holdout_period", "7"],
+                                   ["--holdout_after", "150"]])
+def test_empty_lines_count_in_the_holdout_as_vw(flags, tmp_path, capfd, monkeypatch):
+    """VW counts each empty line (a CR alone too) as an example for the holdout, and reads
+    a line of blanks as an unlabelled example: the same examples are held out, so the
+    predictions, the weights and the closing block are VW's (from the text, then from
+    the cache)."""
+    (tmp_path / "d.vw").write_bytes(_blank_lines(300, 5).encode())
+    out = ["-p", "{}.p", "--readable_model", "{}.rm"]
+    vw = run_vw(["-d", "d.vw", *flags, *(a.format("vw") for a in out)], tmp_path)
+    for run in ("text", "cache"):
+        code, err = run_ts(capfd, ["-d", "d.vw", *flags, *(a.format(run) for a in out)],
+                           tmp_path, monkeypatch)
+        assert code == 0, err
+        assert _closing(err) == _closing(vw)
+        assert (tmp_path / f"{run}.p").read_text() == (tmp_path / "vw.p").read_text()
+        assert _weights(tmp_path / f"{run}.rm") == _weights(tmp_path / "vw.rm")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_empty_lines_count_in_the_batch_learners_holdout(workers, tmp_path, capfd,
+                                                           monkeypatch):
+    """--bfgs holds out VW's examples, on one worker or each reading a share of the text
+    (the empty lines of the shares before counted)."""
+    (tmp_path / "d.vw").write_bytes(_blank_lines(300, 6).encode())
+    flags = ["--bfgs", "--passes", "4", "-c", "-k", "--predict_only_model"]
+    vw = run_vw(["-d", "d.vw", *flags, "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-n", str(workers), *flags,
+                               "--readable_model", "ts.rm"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert _closing(err).split("\n")[:9] == _closing(vw).split("\n")[:9]
+    a, b = _weights(tmp_path / "vw.rm"), _weights(tmp_path / "ts.rm")
+    assert a.keys() == b.keys()
+    np.testing.assert_allclose([b[k] for k in a], [a[k] for k in a], rtol=1e-5, atol=1e-6)
+    assert len(numbers(tmp_path / "ts.rm")) > 0
