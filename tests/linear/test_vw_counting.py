@@ -1,5 +1,6 @@
 """`terascale vw` against the vowpalwabbit package where VW counts what is easy to miss:
-empty lines in the holdout's count of examples."""
+empty lines in the holdout's count of examples, the progress table's sums since its last
+line, --loss_function poisson's warnings on a negative label."""
 
 from __future__ import annotations
 
@@ -75,3 +76,32 @@ def test_empty_lines_count_in_the_batch_learners_holdout(workers, tmp_path, capf
     assert a.keys() == b.keys()
     np.testing.assert_allclose([b[k] for k in a], [a[k] for k in a], rtol=1e-5, atol=1e-6)
     assert len(numbers(tmp_path / "ts.rm")) > 0
+
+
+def _table(err: str) -> str:
+    return err[err.index("average  since"):err.index("finished run")]
+
+
+@pytest.mark.parametrize("flags", [["-P", "5"], ["-P", "5", "--passes", "3", "-c", "-k"],
+                                   ["-P", "5", "-t", "-i", "m.vw"]])
+def test_since_last_after_a_huge_loss_is_vws(flags, tmp_path, capfd, monkeypatch):
+    """After a loss near 1e22 the table's ``since last`` is VW's small value (its own sum
+    since the last line, not a difference of running sums), learning or under -t, and so
+    is the model's sum_loss_since_last_dump."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for i in range(200):
+        y = 1e11 if i == 3 else 3e10 if i == 40 else rng.normal()
+        rows.append(f"{y:.6g} |a f{rng.integers(20)} x:{rng.normal():.3f}\n")
+    (tmp_path / "d.vw").write_text("".join(rows))
+    run_vw(["-d", "d.vw", "-f", "m.vw"], tmp_path)
+    vw = run_vw(["-d", "d.vw", *flags, "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "--readable_model", "ts.rm"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert _table(err) == _table(vw)
+    if "-t" not in flags:  # (-t writes the model read: its counters are the model's)
+        since = [re.findall(r"^sum_loss_since_last_dump.*$", (tmp_path / f).read_text(),
+                            re.M) for f in ("vw.rm", "ts.rm")]
+        assert since[0] and since[0] == since[1]
+

@@ -416,8 +416,8 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
     # (else, as VW's save_resume learner, the lazy L1/L2 stay in the state: the model
     # keeps its weights unapplied, as VW's model does, and predicts with them applied)
     # where VW's progress table stopped (the counters its model keeps): the next line's
-    # weight, the loss and labelled weight at the last line
-    info["vw_progress"] = [float(prog.due), float(prog.prev[0]), float(prog.prev[1])]
+    # weight, the loss since the last line (VW's sum) and the labelled weight at it
+    info["vw_progress"] = [float(prog.due), float(prog.since[0]), float(prog.prev[1])]
     info["online_s"] = time.perf_counter() - t_on
 
 

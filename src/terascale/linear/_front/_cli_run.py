@@ -392,16 +392,24 @@ class _TestProgress:
         weighted loss and ``labelled`` its weight where labelled (else 0)."""
         cum_w = self.weight + np.cumsum(blk.weights.astype(np.float64))
         cum_l, cum_lw = self.sums[0] + np.cumsum(loss), self.sums[1] + np.cumsum(labelled)
+        since = self.prog.since  # (VW's sums since the last line, kept apart: see fold)
+        self.prog.folds = True
+        cut = 0
         while True:
             at = int(np.searchsorted(cum_w, self.due))
             if at >= len(s):
                 break
+            since[0] += float(np.sum(loss[cut:at + 1]))
+            since[1] += float(np.sum(labelled[cut:at + 1]))
+            cut = at + 1
             now = np.array([cum_l[at], cum_lw[at]])
             self.prog.line(now, self.prev, self.count + at + 1, float(cum_w[at]),
                            float(blk.labels[at]), float(s[at]),
                            int(blk.indptr[at + 1] - blk.indptr[at]), self.binary)
             self.prev = now
             self.due = self.prog.next_due(float(cum_w[at]))
+        since[0] += float(np.sum(loss[cut:]))
+        since[1] += float(np.sum(labelled[cut:]))
         if len(s):
             self.weight, self.count = float(cum_w[-1]), self.count + len(s)
             self.sums = np.array([cum_l[-1], cum_lw[-1]])

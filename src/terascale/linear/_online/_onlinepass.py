@@ -25,6 +25,8 @@ from ._update import online_chunk
 
 __all__ = ["COUNTED", "LABELS", "Weights", "online_pass"]
 
+_ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0)
+
 # where a pass's sums (``online_pass``) go on after ``online_chunk``'s: the unlabelled
 # examples' weight, the examples and their features not held out (VW's counters, where
 # an unlabelled example is never held out), the labelled examples' sum of label x weight
@@ -116,31 +118,32 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             pred = None
             if predictions is not None or opts.binary:  # bounded blocks of predictions
                 end = min(end, start + BLOCK)
-                pred, before = np.empty((2 if raw else 1) * (end - start)), acc.copy()
+                pred = np.empty((2 if raw else 1) * (end - start))
             line = end - 1 == at
             shown = None  # the line's prediction of an example not learned from
+            # the chunk's sums, added to the pass's and to the table's since its last line
+            seg = np.zeros(8)
             if line and pred is None and not (blk.weights[at] > 0 and not hold[at]
                                               and not np.isnan(blk.labels[at])):
                 shown = np.empty(1)
                 online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
                              start, at, w, g2, nrm, state, kind, opts.learning_rate,
-                             opts.power_t, opts.l1, online_l2, acc, None)
+                             opts.power_t, opts.l1, online_l2, seg, None)
                 online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
                              at, end, w, g2, nrm, state, kind, opts.learning_rate,
-                             opts.power_t, opts.l1, online_l2, acc, shown)
+                             opts.power_t, opts.l1, online_l2, seg, shown)
             else:
                 online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
                              start, end, w, g2, nrm, state, kind, opts.learning_rate,
-                             opts.power_t, opts.l1, online_l2, acc, pred)
-            if pred is not None:
-                if opts.binary:
-                    zero_one(acc, before, pred[:end - start], blk.labels, blk.weights, hold,
-                             start, kind)
-                if raw:  # (VW's -r: the scores before the clip to the label range)
-                    predictions(pred[:end - start], block_tags(blk, start, end),
-                                pred[end - start:])
-                elif predictions is not None:
-                    predictions(pred, block_tags(blk, start, end))
+                             opts.power_t, opts.l1, online_l2, seg, pred)
+            if opts.binary and pred is not None:
+                zero_one(seg, _ZEROS, pred[:end - start], blk.labels, blk.weights, hold,
+                         start, kind)
+            prog.fold(acc, seg, end - start)
+            if pred is not None and raw:  # (VW's -r: the scores before the clip)
+                predictions(pred[:end - start], block_tags(blk, start, end), pred[end - start:])
+            elif pred is not None and predictions is not None:
+                predictions(pred, block_tags(blk, start, end))
             if line:
                 p = (shown[0] if shown is not None else pred[at - start] if pred is not None
                      else acc[7])

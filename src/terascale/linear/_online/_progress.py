@@ -69,6 +69,21 @@ class Progress:
         self.seen_w, self.seen_n = 0.0, 0
         #: those sums at the last line, and at the last holdout line
         self.prev, self.hprev = np.zeros(4), np.zeros(4)
+        #: VW's sums since the last line (loss, labelled weight) and since the last holdout
+        #: line (holdout loss, weight), kept apart from the run's as VW keeps them: a
+        #: difference of running sums loses a small loss after one many orders larger
+        self.since = np.zeros(4)
+        self.folds = False
+
+    def fold(self, acc: np.ndarray, seg: np.ndarray, n: int) -> None:
+        """Add the sums ``seg`` of a chunk of ``n`` examples, learned from zeros, to the
+        pass's ``acc`` (its last label and prediction too) and to the sums since the last
+        line."""
+        self.folds = True
+        acc[:6] += seg[:6]
+        if n > 0:
+            acc[6:8] = seg[6:8]
+        self.since += seg[:4]
 
     def end_pass(self, acc: np.ndarray, seen_w: float, seen_n: int) -> None:
         """A pass is over: ``acc`` its sums (``online_chunk``'s), ``seen_w``/``seen_n``
@@ -107,6 +122,18 @@ class Progress:
         and the last example's label (nan: unlabelled), raw prediction (shown as ``-p``
         writes it: ``binary``'s sign, or through ``LINK``) and feature count; ``classes``:
         the label and prediction are classes (``--oaa``), printed as integers."""
+        hline = self.holdout and self.passes >= 1 and len(acc) >= 4
+        # the sums since the last line: VW's where the learner's chunks are folded in,
+        # else (a caller that keeps only the run's sums) their difference
+        sums = self.since.copy()
+        if not self.folds:
+            sums[:2] = acc[:2] - prev[:2]
+            if len(acc) >= 4:
+                sums[2:] = acc[2:4] - self.hprev[2:]
+        self.since[:2] = 0.0  # (VW restarts them at every line, the holdout's at its own)
+        if hline:
+            self.since[2:] = 0.0
+            self.hprev = np.array(acc[:4], float)
         if not self.out:
             return
         from .._vw._vwout import link
@@ -123,17 +150,16 @@ class Progress:
             lab = "unknown" if np.isnan(label) else f"{label:.4f}"
             pr = f"{float(link(np.array([prediction]), LINK[-1], binary)[0]):.4f}"
         held = ""
-        if self.holdout and self.passes >= 1 and len(acc) >= 4:
+        if hline:
             # VW's holdout columns: over every held-out example so far, and since the
             # last holdout line ("unknown" without any, as VW 9 writes it)
-            dl, dw = acc[2] - self.hprev[2], acc[3] - self.hprev[3]
+            dl, dw = sums[2], sums[3]
             avg = (fixed(acc[2] / acc[3])[:8] if acc[2] != 0 or acc[3] != 0
                    else "unknown")
             since = fixed(dl / dw)[:8] if dl != 0 or dw != 0 else "unknown"
-            self.hprev = np.array(acc[:4], float)
             held = " h"
         else:
-            dl, dw = acc[0] - prev[0], acc[1] - prev[1]
+            dl, dw = sums[0], sums[1]
             # (VW cuts a loss to its column's 8 characters: 134.296493 is 134.2964)
             avg = fixed(acc[0] / acc[1])[:8] if acc[1] else "n.a."
             since = fixed(dl / dw)[:8] if dw else "n.a."

@@ -274,9 +274,11 @@ def train(args: argparse.Namespace) -> int:
     writers = prediction_writers(args)
 
     def learn(b: tuple, start: int, end: int, pred: np.ndarray | None) -> None:
+        seg = np.zeros(8)  # (the chunk's sums: the run's, and the table's since its line)
         fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, table, state, kind,
-                   opts.learning_rate, opts.power_t, opts.l1, l2, acc,
+                   opts.learning_rate, opts.power_t, opts.l1, l2, seg,
                    pred if pred is not None else _NONE, _BY_SIGN, _CLIP)
+        prog.fold(acc, seg, end - start)
 
     raw = args.raw_predictions is not None  # (the second half of pred: VW's -r scores)
 
@@ -365,7 +367,7 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
         _fast().sync(table, state)
     idx = _used_rows(table)
     info: dict[str, Any] = {"pass_totals": totals,
-                            "vw_progress": [float(prog.due), float(prog.prev[0]),
+                            "vw_progress": [float(prog.due), float(prog.since[0]),
                                             float(prog.prev[1])],
                             "vw_generation": run_generation(args)}
     if how != "identity":
