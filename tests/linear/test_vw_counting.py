@@ -5,10 +5,12 @@ line, --loss_function poisson's warnings on a negative label."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
-from _vw_runs import numbers, run_ts, run_vw
+from _vw_runs import numbers, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -105,3 +107,26 @@ def test_since_last_after_a_huge_loss_is_vws(flags, tmp_path, capfd, monkeypatch
                             re.M) for f in ("vw.rm", "ts.rm")]
         assert since[0] and since[0] == since[1]
 
+
+@pytest.mark.parametrize("flags", [["-P", "3"], ["--passes", "2", "-c", "-k"],
+                                   ["-t", "-P", "3"]])
+def test_poisson_on_negative_labels_warns_and_counts_as_vw(flags, tmp_path):
+    """A negative label under --loss_function poisson: VW's [warning] lines on standard
+    output (two for an example learned from, one held out or under -t, none at weight
+    0, the label as VW prints it), and its table, whose since-last column is finite again
+    after the line that had the label."""
+    rows = ["1 |a x:1", "2 |a y:2", "-1 |a x:0.5 y", "3 |a z", "-2 0 |a x"]
+    rows += ["1.5 |a y:0.3", "2 |a x"] * 3 + ["-0.1 |a x", "-1e-7 |a y", "-123456789 |a x"]
+    rows.insert(9, "-7 |a y")  # (the 10th: held out with --passes)
+    rows += ["1.5 |a y:0.3", "2 |a x"] * 8
+    (tmp_path / "d.vw").write_text("\n".join(rows) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "poisson", *flags]
+    vw, ts = stdouts(args, tmp_path)
+    assert vw.count("[warning]") >= 5 and ts == vw
+    errs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"], [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        errs.append(_table(r.stderr))
+    assert re.search(r"^-nan +\d", errs[0], re.M)  # (since last: finite again)
+    assert errs[1] == errs[0]

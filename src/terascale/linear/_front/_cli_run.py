@@ -386,10 +386,16 @@ class _TestProgress:
         self.sums = np.zeros(2)  # labelled loss, labelled weight
         self.prev = self.sums.copy()
         self.weight, self.count = 0.0, 0
+        #: the run's loss is poisson: VW's [warning] line for each negative label
+        self.poisson = False
 
     def block(self, blk: Any, s: np.ndarray, loss: np.ndarray, labelled: np.ndarray) -> None:
         """The lines due in one block: ``s`` its predictions, ``loss`` each example's
         weighted loss and ``labelled`` its weight where labelled (else 0)."""
+        if self.poisson:
+            from .._online._progressive import poisson_warnings
+
+            poisson_warnings(blk.labels, blk.weights, None, 0, len(s), False, sys.stdout)
         cum_w = self.weight + np.cumsum(blk.weights.astype(np.float64))
         cum_l, cum_lw = self.sums[0] + np.cumsum(loss), self.sums[1] + np.cumsum(labelled)
         since = self.prog.since  # (VW's sums since the last line, kept apart: see fold)
@@ -444,6 +450,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     # labelled examples' label x weight, features (VW's counters)
     labels: list[float] = []
     table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
+    if table is not None:
+        table.poisson = (args.loss or model.loss) == "poisson"
     with _Output(args.predictions) as out, _Output(scores) as raw_out:
         for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
             s = _clip(model, raw, loss if vw_mode else None)

@@ -9,6 +9,7 @@ not depend on those cuts.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
@@ -20,7 +21,7 @@ from .._io._blocks import Block
 from .._io._spill import Spill
 from .._options import TrainOptions
 from ._progress import Progress
-from ._progressive import BLOCK, block_tags, zero_one
+from ._progressive import BLOCK, block_tags, poisson_warnings, zero_one
 from ._update import online_chunk
 
 __all__ = ["COUNTED", "LABELS", "Weights", "online_pass"]
@@ -76,6 +77,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     acc = np.zeros(COUNTED + 4 + LABELS)
     labels_seen: list[float] = []
     lines = out is not None and (first or opts.vw_text)
+    warn = out is not None and opts.vw_text and opts.loss == "poisson"  # (VW's, on stdout)
     if first:  # (a run that prints no line keeps VW's first dump_interval, 1)
         prog.restart()
         prog.due = prog.first_due() if lines else 1.0
@@ -140,6 +142,8 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
                 zero_one(seg, _ZEROS, pred[:end - start], blk.labels, blk.weights, hold,
                          start, kind)
             prog.fold(acc, seg, end - start)
+            if warn:
+                poisson_warnings(blk.labels, blk.weights, hold, start, end, True, sys.stdout)
             if pred is not None and raw:  # (VW's -r: the scores before the clip)
                 predictions(pred[:end - start], block_tags(blk, start, end), pred[end - start:])
             elif pred is not None and predictions is not None:

@@ -240,6 +240,7 @@ def train(args: argparse.Namespace) -> int:
     from .._io._dataset import ParseOptions
     from .._losstable import _BY_SIGN, _CLIP
     from .._online._progress import LINK, Progress
+    from .._online._progressive import poisson_warnings
     from .._online._state import new_state
     from .._options import TrainOptions
     from ._vwout import all_or_none, link, prediction_writers
@@ -269,6 +270,7 @@ def train(args: argparse.Namespace) -> int:
     prog.header()
     prog.restart()
     nxt = prog.due = prog.first_due() if out else 1.0
+    warn = out is not None and opts.loss == "poisson"  # (VW's [warning] lines, on stdout)
     seen_w, seen_n = 0.0, 0
     reader = _Parser(parse)
     writers = prediction_writers(args)
@@ -279,6 +281,8 @@ def train(args: argparse.Namespace) -> int:
                    opts.learning_rate, opts.power_t, opts.l1, l2, seg,
                    pred if pred is not None else _NONE, _BY_SIGN, _CLIP)
         prog.fold(acc, seg, end - start)
+        if warn:
+            poisson_warnings(b[3], b[4], None, start, end, True, sys.stdout)
 
     raw = args.raw_predictions is not None  # (the second half of pred: VW's -r scores)
 
@@ -462,6 +466,7 @@ def test(args: argparse.Namespace) -> int:
     progress = None
     if not args.quiet:
         progress = _cli_run._TestProgress(how, binary)
+        progress.poisson = loss == "poisson"
     writers = prediction_writers(args)
     reader = _Parser(model.parse)
     with all_or_none(writers):
