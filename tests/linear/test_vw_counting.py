@@ -1,6 +1,7 @@
 """`terascale vw` against the vowpalwabbit package where VW counts what is easy to miss:
 empty lines in the holdout's count of examples, the progress table's sums since its last
-line, --loss_function poisson's warnings on a negative label."""
+line, --loss_function poisson's warnings on a negative label, --ignore_linear's features
+in the feature counts."""
 
 from __future__ import annotations
 
@@ -130,3 +131,34 @@ def test_poisson_on_negative_labels_warns_and_counts_as_vw(flags, tmp_path):
         errs.append(_table(r.stderr))
     assert re.search(r"^-nan +\d", errs[0], re.M)  # (since last: finite again)
     assert errs[1] == errs[0]
+
+
+def _features(err: str) -> list[str]:
+    """The table's current-features column and the closing block's total."""
+    rows = [ln.split() for ln in _table(err).splitlines()[2:] if ln.strip()]
+    return [r[-1] for r in rows] + re.findall(r"^total feature number = \d+", err, re.M)
+
+
+@pytest.mark.parametrize("flags", [["--ignore_linear", "a", "-q", "ab"],
+                                   ["--ignore_linear", "ab", "--passes", "2", "-c", "-k",
+                                    "--holdout_off", "-q", "ab"],
+                                   ["--ignore_linear", "a", "--noconstant"]])
+def test_ignore_linear_features_are_counted_as_vw(flags, tmp_path, capfd, monkeypatch):
+    """VW counts the features --ignore_linear leaves out of learning: the table's current
+    features, the total feature number and the model's total_features are VW's (from the
+    text and from the cache), and so is -t's table with the model."""
+    (tmp_path / "d.vw").write_text("1 |a x y z |b p q\n-1 |a x |b q r s\n1 |a y |b p\n"
+                                   "-1 |b q\n1 |a x y\n")
+    out = ["-P", "1", "--readable_model", "{}.rm", "-f", "{}.model"]
+    vw = run_vw(["-d", "d.vw", *flags, *(a.format("vw") for a in out)], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, *(a.format("ts") for a in out)],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    assert _features(err) == _features(vw) and _features(vw)[-1] != "total feature number = 0"
+    total = [re.findall(r"^total_features.*$", (tmp_path / f"{r}.rm").read_text(), re.M)
+             for r in ("vw", "ts")]
+    assert total[0] and total[0] == total[1]
+    test = ["-d", "d.vw", "-t", "-i", "vw.model", "-P", "1"]
+    code, err = run_ts(capfd, test, tmp_path, monkeypatch)
+    assert code == 0, err
+    assert _features(err) == _features(run_vw(test, tmp_path))

@@ -411,7 +411,7 @@ class _TestProgress:
             now = np.array([cum_l[at], cum_lw[at]])
             self.prog.line(now, self.prev, self.count + at + 1, float(cum_w[at]),
                            float(blk.labels[at]), float(s[at]),
-                           int(blk.indptr[at + 1] - blk.indptr[at]), self.binary)
+                           int(blk.counted(at, at + 1)[0]), self.binary)
             self.prev = now
             self.due = self.prog.next_due(float(cum_w[at]))
         since[0] += float(np.sum(loss[cut:]))
@@ -468,7 +468,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                 table.block(blk, s, lv, np.where(ok, w, 0.0))
             has = ~np.isnan(y)
             total += [float(lv.sum()), float(w[ok].sum()), len(s), float(w.sum()),
-                      dot(y[has].astype(np.float64), w[has].astype(np.float64)), int(blk.indptr[-1] - blk.indptr[0])]
+                      dot(y[has].astype(np.float64), w[has].astype(np.float64)),
+                      int(blk.counted(0, len(s)).sum())]
             if len(labels) < LABELS:
                 labels = distinct_labels(labels, y[has])
     if getattr(args, "vw_mode", False):

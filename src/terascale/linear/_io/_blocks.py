@@ -75,6 +75,8 @@ class Block:
     blanks
         VW text's empty lines in it: for each, the index in the block of the example it
         precedes (int64, sorted; ``len`` after the last), or None: none.
+    ignored
+        Each example's count of features ``--ignore_linear`` dropped (int64), or None.
     """
 
     start: int
@@ -86,6 +88,13 @@ class Block:
     tag_ptr: np.ndarray | None = None   # int64, n + 1 into tag_blob
     tag_blob: np.ndarray | None = None  # uint8
     blanks: np.ndarray | None = None    # int64, the example each empty line precedes
+    ignored: np.ndarray | None = None   # int64, n: --ignore_linear's features (VW counts)
+
+    def counted(self, start: int, end: int) -> np.ndarray:
+        """The feature count VW gives examples [start, end): those held, and those
+        ``--ignore_linear`` dropped."""
+        n = np.diff(self.indptr[start:end + 1])
+        return n + self.ignored[start:end] if self.ignored is not None else n
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -155,8 +164,8 @@ class Blocks:
         """Everything in memory (small data and tests only: this is what Blocks avoid)."""
         parts = [Dataset(indptr=b.indptr, indices=b.indices, values=b.values,
                          labels=b.labels, weights=b.weights, bits=self.bits,
-                         tag_ptr=b.tag_ptr, tag_blob=b.tag_blob, blanks=b.blanks)
-                 for b in self]
+                         tag_ptr=b.tag_ptr, tag_blob=b.tag_blob, blanks=b.blanks,
+                         ignored=b.ignored) for b in self]
         if not parts:
             parts = [Dataset(indptr=np.zeros(1, np.int64), indices=np.zeros(0, np.uint32),
                              values=np.zeros(0, np.float32), labels=np.zeros(0, np.float32),
@@ -243,7 +252,8 @@ class DatasetBlocks(Blocks):
                         indices=np.asarray(ds.indices[a:b]),
                         values=np.asarray(ds.values[a:b]), labels=np.asarray(ds.labels[s:e]),
                         weights=np.asarray(ds.weights[s:e]), tag_ptr=tp, tag_blob=tb,
-                        blanks=_blanks_in(ds.blanks, s, e, n))
+                        blanks=_blanks_in(ds.blanks, s, e, n),
+                        ignored=None if ds.ignored is None else ds.ignored[s:e])
 
     def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
         yield 0, np.asarray(self.ds.labels), np.asarray(self.ds.weights), self.ds.blanks
@@ -294,7 +304,8 @@ class ChainBlocks(Blocks):
             for b in p:
                 yield Block(start=b.start + off, indptr=b.indptr, indices=b.indices,
                             values=b.values, labels=b.labels, weights=b.weights,
-                            tag_ptr=b.tag_ptr, tag_blob=b.tag_blob, blanks=b.blanks)
+                            tag_ptr=b.tag_ptr, tag_blob=b.tag_blob, blanks=b.blanks,
+                            ignored=b.ignored)
 
     def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
         offs = self._offsets() if len(self.parts) > 1 else [0]

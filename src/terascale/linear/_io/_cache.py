@@ -40,7 +40,14 @@ from ..._errors import ConfigError
 from ..._files import fsync_dir, private_dir
 from .._names import opt
 from ._blocks import Block, Blocks, ShardStats
-from ._cachefmt import FIELDS, decode_blanks, decode_block, decode_labels, label_bytes
+from ._cachefmt import (
+    FIELDS,
+    decode_blanks,
+    decode_block,
+    decode_ignored,
+    decode_labels,
+    label_bytes,
+)
 from ._cachewrite import EntryWriter
 from ._dataset import ParseOptions
 from ._stream import TextBlocks
@@ -48,7 +55,7 @@ from ._stream import TextBlocks
 __all__ = ["CacheBlocks", "PendingCache", "cache_key", "checked_root", "default_cache_dir",
            "load_cached"]
 
-_VERSION = 5  # 5: VW's empty lines kept (4: VW features in VW's order, VW's float parsing)
+_VERSION = 6  # 6: --ignore_linear's counts (5: VW's empty lines; 4: VW's feature order)
 
 
 def default_cache_dir() -> str:
@@ -116,7 +123,8 @@ class CacheBlocks(Blocks):
                 rec, n, nnz, flags, ntag, self.bits)
             yield Block(start=start, indptr=indptr, indices=indices, values=values,
                         labels=labels, weights=weights, tag_ptr=tp, tag_blob=tb,
-                        blanks=decode_blanks(rec, n, nnz, flags, ntag, self.bits))
+                        blanks=decode_blanks(rec, n, nnz, flags, ntag, self.bits),
+                        ignored=decode_ignored(rec, n, nnz, flags, ntag, self.bits))
             start += n
 
     def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
@@ -241,7 +249,8 @@ class PendingCache(Blocks):
                 w.put(e)
                 yield Block(start=start, indptr=ds.indptr, indices=ds.indices,
                             values=ds.values, labels=ds.labels, weights=ds.weights,
-                            tag_ptr=ds.tag_ptr, tag_blob=ds.tag_blob, blanks=ds.blanks)
+                            tag_ptr=ds.tag_ptr, tag_blob=ds.tag_blob, blanks=ds.blanks,
+                            ignored=ds.ignored)
                 start += len(ds)
             w.finish()
             _commit(tmp, self.entry, self.root)

@@ -208,6 +208,9 @@ class Dataset:
         VW text's empty lines: for each, the index of the example it precedes (int64,
         sorted, ``n`` for one after the last example), or None: none. VW counts them as
         examples for the holdout (:func:`._passes.holdout_mask`).
+    ignored
+        Each example's count of features ``--ignore_linear`` dropped (int64, n), or None:
+        none. VW counts them in its feature counts.
     """
 
     indptr: np.ndarray     # int64, n + 1
@@ -222,6 +225,7 @@ class Dataset:
     sources: list[str] = field(default_factory=list)
     parse: ParseOptions | None = None   # how the text was parsed (None: built by hand)
     blanks: np.ndarray | None = None    # int64: the example each empty line precedes
+    ignored: np.ndarray | None = None   # int64, n: --ignore_linear's features (VW counts)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -270,6 +274,9 @@ class Dataset:
             tag_blob = np.concatenate([blob for _, blob in tags])
         starts = np.cumsum([0] + [len(p) for p in parts])
         blanks = [p.blanks + o for p, o in zip(parts, starts[:-1]) if p.blanks is not None]
+        ignored = (np.concatenate([p.ignored if p.ignored is not None
+                                   else np.zeros(len(p), np.int64) for p in parts])
+                   if any(p.ignored is not None for p in parts) else None)
         return Dataset(indptr=indptr.astype(np.int64),
                        indices=np.concatenate([p.indices for p in parts]),
                        values=np.concatenate([p.values for p in parts]),
@@ -278,4 +285,5 @@ class Dataset:
                        bits=bits, tag_ptr=tag_ptr, tag_blob=tag_blob,
                        skipped=sum(p.skipped for p in parts),
                        sources=[s for p in parts for s in p.sources], parse=parts[0].parse,
-                       blanks=np.concatenate(blanks).astype(np.int64) if blanks else None)
+                       blanks=np.concatenate(blanks).astype(np.int64) if blanks else None,
+                       ignored=ignored)

@@ -213,14 +213,14 @@ def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str,
                first_line: int | Callable[[], int]) -> Dataset:
     if opts.format == "vw":
         (indptr, indices, values, labels, weights, tag_ptr, tag_blob, skipped, err,
-         line, blanks) = parse_vw(buf, opts.mask, opts.interaction_table(), opts.constant,
+         line, blanks, ignored) = parse_vw(buf, opts.mask, opts.interaction_table(), opts.constant,
                                 opts.skip_bad, *opts.namespace_flags())
         msgs = ERRORS
     else:
         indptr, indices, values, labels, skipped, err, line = _parse_libsvm(
             buf, opts.mask, opts.constant, opts.skip_bad)
         weights = np.ones(len(labels), np.float32)
-        tag_ptr = tag_blob = blanks = None
+        tag_ptr = tag_blob = blanks = ignored = None
         msgs = _LIBSVM_ERRORS
     if err:
         if callable(first_line):  # counted only now: a worker that seeked has no count
@@ -230,7 +230,8 @@ def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str,
     return Dataset(indptr=indptr, indices=indices, values=values, labels=labels,
                    weights=weights, bits=opts.bits, tag_ptr=tag_ptr, tag_blob=tag_blob,
                    skipped=int(skipped), sources=[source], parse=opts,
-                   blanks=blanks if blanks is not None and len(blanks) else None)
+                   blanks=blanks if blanks is not None and len(blanks) else None,
+                   ignored=ignored if ignored is not None and len(ignored) else None)
 
 
 def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int,

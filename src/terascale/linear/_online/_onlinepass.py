@@ -98,7 +98,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         kept = unlabelled | ~np.asarray(hold, bool)  # (VW holds out labelled ones only)
         acc[COUNTED] += float(blk.weights[unlabelled].sum())
         acc[COUNTED + 1] += int(kept.sum())
-        acc[COUNTED + 2] += int(np.diff(blk.indptr)[kept].sum())
+        acc[COUNTED + 2] += int(blk.counted(0, n)[kept].sum())  # (VW's count)
         taught = ~unlabelled & ~np.asarray(hold, bool)
         acc[COUNTED + 3] += dot(blk.labels[taught].astype(np.float64),
                                   blk.weights[taught].astype(np.float64))
@@ -154,7 +154,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
                 now = prog.done + acc[:4]  # (over the passes so far)
                 prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
                           float(blk.labels[at]), float(p),
-                          int(blk.indptr[end] - blk.indptr[end - 1]), opts.binary)
+                          int(blk.counted(end - 1, end)[0]), opts.binary)
                 prog.prev = now
                 nxt = prog.due = prog.next_due(float(cum_w[at]))
             if mixer is not None:

@@ -132,14 +132,19 @@ class _Data:
         self.labels = data.labels.astype(_F)
         self.weights = data.weights.astype(_F)
         self.tags = [data.tag(i) for i in range(n)] if data.tag_ptr is not None else None
-        self.features = np.diff(data.indptr)
+        self.features = np.diff(data.indptr)  # (VW's count: --ignore_linear's included)
+        if data.ignored is not None:
+            self.features = self.features + data.ignored
         if (parse.quadratic or parse.cubic or parse.interactions) and "-" not in paths:
             # VW's batch learners count an example's own features, not its interactions
             import dataclasses
 
             plain = dataclasses.replace(parse, quadratic=(), cubic=(), interactions=())
-            self.features = np.diff(Dataset.concat(
-                [read_file(p, plain, shard=sh, need_label=False) for p, sh in parts]).indptr)
+            own = Dataset.concat([read_file(p, plain, shard=sh, need_label=False)
+                                  for p, sh in parts])
+            self.features = np.diff(own.indptr)
+            if own.ignored is not None:
+                self.features = self.features + own.ignored
         labelled = ~np.isnan(self.labels)
         # each share's place in the whole input: segment (file, part) in file order
         whole = len(paths) >= size

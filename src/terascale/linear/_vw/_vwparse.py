@@ -211,6 +211,7 @@ def _grouped(nsch: np.ndarray, indices: np.ndarray, values: np.ndarray, ex_start
     no = 0
     runs = True
     prev = -1
+    dropped = 0  # --ignore_linear's features (VW counts them)
     for k in range(ex_start, nnz):
         c = nsch[k]
         if cnt[c] == 0:
@@ -242,6 +243,7 @@ def _grouped(nsch: np.ndarray, indices: np.ndarray, values: np.ndarray, ex_start
         for q in range(no):
             c = order[q]
             if ignore_linear[c]:
+                dropped += gend[c] - gstart[c]
                 continue
             for k in range(gstart[c], gend[c]):
                 indices[nnz] = gidx[k]
@@ -269,15 +271,27 @@ def _grouped(nsch: np.ndarray, indices: np.ndarray, values: np.ndarray, ex_start
         cnt[c] = 0
         gstart[c] = 0
         gend[c] = 0
-    return nnz, indices, values, nsch, gidx, gval
+    return nnz, indices, values, nsch, gidx, gval, dropped
+
+
+@numba.njit(cache=True, nogil=True)
+def _counts(a: np.ndarray, k: int, n: int) -> np.ndarray:
+    """The first ``k`` counts of ``a``, zeros to ``n``; empty where all are 0."""
+    if k == 0:
+        return np.zeros(0, np.int64)
+    out = np.zeros(n, np.int64)
+    out[:k] = a[:k]
+    return out
 
 
 @numba.njit(cache=True, nogil=True)
 def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool,
                    skip_bad: bool, ignore: np.ndarray, ignore_linear: np.ndarray):  # noqa: ANN201
     """Parse VW text; returns (indptr, indices, values, labels, weights, tag_ptr, tag_blob,
-    skipped, err_code, err_line, blanks) where err_line counts lines from 0 (empty lines
-    included) and ``blanks`` holds, for each empty line (``\\n`` or ``\\r\\n`` alone), the
+    skipped, err_code, err_line, blanks, ignored) where err_line counts lines from 0 (empty
+    lines included), ``ignored`` is each example's count of ``--ignore_linear``'s features
+    (which VW counts in its feature counts; empty where there are none) and ``blanks``
+    holds, for each empty line (``\\n`` or ``\\r\\n`` alone), the
     index of the example it precedes: VW counts an empty line as an example for the holdout
     (``--holdout_period``, ``--holdout_after``) and learns nothing from it. A line of
     spaces and tabs is, as in VW, an unlabelled example of the constant only.
@@ -321,6 +335,8 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
     runs = True
     blanks = np.empty(16, np.int64)
     nblank = 0
+    ignored = np.zeros(0, np.int64)  # per example up to the last with any (see the end)
+    nignored = 0
     while pos < n:
         line += 1
         ls = pos
@@ -417,7 +433,7 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                 continue
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], weights[:nex],
                     tag_ptr[:nex + 1], tag_blob[:ntag], skipped, err, line,
-                    blanks[:nblank].copy())
+                    blanks[:nblank].copy(), ignored[:0].copy())
         if runs and plain:  # the parsed order is VW's: no grouping, no interactions
             if constant:
                 if nnz == len(indices):
@@ -428,9 +444,14 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                 values[nnz] = 1.0
                 nnz += 1
         else:
-            nnz, indices, values, nsch, gidx, gval = _grouped(
+            nnz, indices, values, nsch, gidx, gval, dropped = _grouped(
                 nsch, indices, values, ex_start, nnz, ignore_linear, table, constant,
                 const_idx, mask, gidx, gval, gstart, gend, cnt, order)
+            if dropped:
+                ignored = _grow_i(ignored, nex + 1)
+                ignored[nignored:nex] = 0
+                ignored[nex] = dropped
+                nignored = nex + 1
         if nex + 1 >= len(labels):
             labels = _grow_i(labels, nex + 2)
             weights = _grow_i(weights, nex + 2)
@@ -454,4 +475,4 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
         indices, values = indices[:nnz].copy(), values[:nnz].copy()
     return (indptr[:nex + 1].copy(), indices, values, labels[:nex].copy(),
             weights[:nex].copy(), tag_ptr[:nex + 1].copy(), tag_blob[:ntag].copy(),
-            skipped, 0, line, blanks[:nblank].copy())
+            skipped, 0, line, blanks[:nblank].copy(), _counts(ignored, nignored, nex))
