@@ -193,9 +193,11 @@ class _Parser:
         if status == 0:
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
                     weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag])
+        from .._io._dataset import vw_notes
         from .._io._readers import _parse_one  # (numba: text outside the C subset)
 
         ds = _parse_one(buf, self.opts, source, line)
+        vw_notes(ds)
         tp = ds.tag_ptr if ds.tag_ptr is not None else np.zeros(len(ds.labels) + 1, np.int64)
         tb = ds.tag_blob if ds.tag_blob is not None else np.zeros(0, np.uint8)
         return (ds.indptr, ds.indices, ds.values, ds.labels, ds.weights, tp, tb)
