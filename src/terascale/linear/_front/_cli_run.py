@@ -373,6 +373,14 @@ def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.
                     np.asarray(y, np.float64))
 
 
+def _counted(blk: Any, i: int) -> int:
+    """Example ``i``'s feature count as VW counts it (:meth:`Block.counted`; the compiled
+    run's blocks hold no --ignore_linear)."""
+    if hasattr(blk, "counted"):
+        return int(blk.counted(i, i + 1)[0])
+    return int(blk.indptr[i + 1] - blk.indptr[i])
+
+
 class _TestProgress:
     """VW's progress table of a -t run, at VW's cadence in weight (``_progress``)."""
 
@@ -393,7 +401,7 @@ class _TestProgress:
         """The lines due in one block: ``s`` its predictions, ``loss`` each example's
         weighted loss and ``labelled`` its weight where labelled (else 0)."""
         if self.poisson:
-            from .._online._progressive import poisson_warnings
+            from .._online._progress import poisson_warnings
 
             poisson_warnings(blk.labels, blk.weights, None, 0, len(s), False, sys.stdout)
         cum_w = self.weight + np.cumsum(blk.weights.astype(np.float64))
@@ -411,7 +419,7 @@ class _TestProgress:
             now = np.array([cum_l[at], cum_lw[at]])
             self.prog.line(now, self.prev, self.count + at + 1, float(cum_w[at]),
                            float(blk.labels[at]), float(s[at]),
-                           int(blk.counted(at, at + 1)[0]), self.binary)
+                           _counted(blk, at), self.binary)
             self.prev = now
             self.due = self.prog.next_due(float(cum_w[at]))
         since[0] += float(np.sum(loss[cut:]))

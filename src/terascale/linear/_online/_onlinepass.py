@@ -20,8 +20,8 @@ from .._combine._mixing import Mixer
 from .._io._blocks import Block
 from .._io._spill import Spill
 from .._options import TrainOptions
-from ._progress import Progress
-from ._progressive import BLOCK, block_tags, poisson_warnings, zero_one
+from ._progress import Progress, poisson_warnings
+from ._progressive import BLOCK, block_tags, zero_one
 from ._update import online_chunk
 
 __all__ = ["COUNTED", "LABELS", "Weights", "online_pass"]

@@ -14,6 +14,9 @@ the weight and the cadence carry on from pass to pass, and the loss columns are 
 every pass so far; in a run that holds examples out, the lines of the second pass on
 report the holdout loss (every pass's held-out examples so far, and since the last such
 line) marked ``h``, VW's columns for it.
+
+VW's ``[warning]`` lines of ``--loss_function poisson`` on a negative label
+(:func:`poisson_warnings`) go where the lines go, on standard output.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import TextIO
 
 import numpy as np
 
-__all__ = ["CADENCE", "LINK", "Progress", "cadence", "fixed"]
+__all__ = ["CADENCE", "LINK", "Progress", "cadence", "fixed", "poisson_warnings"]
 
 # (additive, step) of this process's progress lines: VW's default doubling
 CADENCE: list[tuple[bool, float]] = [(False, 2.0)]
@@ -165,6 +168,35 @@ class Progress:
             since = fixed(dl / dw)[:8] if dw else "n.a."
         print(f"{avg:<8} {since:<8} {counter:>12d} {weight:>14.1f} {_fit(lab):>14} "
               f"{_fit(pr):>14} {feats:>8d}{held}", file=self.out)
+
+
+def _fmt(v: float) -> str:
+    """A float label as VW's logger formats it (the shortest digits of the float, in fixed
+    notation for exponents -4 to 15, else as 1e+20)."""
+    x = np.float32(v)
+    e = int(np.format_float_scientific(x, unique=True).split("e")[1])
+    if -4 <= e < 16:
+        return np.format_float_positional(x, unique=True, trim="-")
+    return np.format_float_scientific(x, unique=True, trim="-", exp_digits=2)
+
+
+def poisson_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | None,
+                     start: int, end: int, learned: bool, out: TextIO) -> None:
+    """VW's ``[warning]`` lines for the negative labels of examples [start, end) under
+    ``--loss_function poisson`` (its loss of such a label is NaN): one where VW computes
+    the loss (a held-out example, or ``learned`` False: ``-t``), two where it also
+    updates; none at weight 0. VW writes them to standard output."""
+    lab = labels[start:end]
+    neg = np.flatnonzero((lab < 0) & (weights[start:end] > 0))
+    if not len(neg):
+        return
+    text = []
+    for i in neg.tolist():
+        once = ("[warning] The poisson loss function expects a label >= 0 but received "
+                f"'{_fmt(lab[i])}'.\n")
+        twice = learned and not (hold is not None and hold[start + i])
+        text.append(once * (2 if twice else 1))
+    out.write("".join(text))
 
 
 def _fit(text: str, width: int = 14) -> str:

@@ -1,5 +1,4 @@
-"""Progressive predictions (VW's ``-p`` while training), ``--binary``'s 0/1 loss and VW's
-``[warning]`` lines of ``--loss_function poisson`` on a negative label.
+"""Progressive predictions (VW's ``-p`` while training) and ``--binary``'s 0/1 loss.
 
 Each example is predicted with the weights learned from the examples before it, then
 learned from: progressive validation (Blum, Kalai & Langford, COLT 1999), an honest
@@ -11,13 +10,12 @@ prediction per example of the shard.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TextIO
 
 import numpy as np
 
 from .._io._blocks import Block
 
-__all__ = ["BLOCK", "BlockTags", "block_tags", "poisson_warnings", "zero_one"]
+__all__ = ["BLOCK", "BlockTags", "block_tags", "zero_one"]
 
 BLOCK = 1 << 16
 
@@ -85,31 +83,3 @@ def zero_one(acc: np.ndarray, before: np.ndarray, pred: np.ndarray, labels: np.n
     if np.any(ok):
         acc[7] = 1.0 if acc[7] > 0 else -1.0
 
-
-def _fmt(v: float) -> str:
-    """A float label as VW's logger formats it (the shortest digits of the float, in fixed
-    notation for exponents -4 to 15, else as 1e+20)."""
-    x = np.float32(v)
-    e = int(np.format_float_scientific(x, unique=True).split("e")[1])
-    if -4 <= e < 16:
-        return np.format_float_positional(x, unique=True, trim="-")
-    return np.format_float_scientific(x, unique=True, trim="-", exp_digits=2)
-
-
-def poisson_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | None,
-                     start: int, end: int, learned: bool, out: TextIO) -> None:
-    """VW's ``[warning]`` lines for the negative labels of examples [start, end) under
-    ``--loss_function poisson`` (its loss of such a label is NaN): one where VW computes
-    the loss (a held-out example, or ``learned`` False: ``-t``), two where it also
-    updates; none at weight 0. VW writes them to standard output."""
-    lab = labels[start:end]
-    neg = np.flatnonzero((lab < 0) & (weights[start:end] > 0))
-    if not len(neg):
-        return
-    text = []
-    for i in neg.tolist():
-        once = ("[warning] The poisson loss function expects a label >= 0 but received "
-                f"'{_fmt(lab[i])}'.\n")
-        twice = learned and not (hold is not None and hold[start + i])
-        text.append(once * (2 if twice else 1))
-    out.write("".join(text))

@@ -242,7 +242,6 @@ def train(args: argparse.Namespace) -> int:
     from .._io._dataset import ParseOptions
     from .._losstable import _BY_SIGN, _CLIP
     from .._online._progress import LINK, Progress
-    from .._online._progressive import poisson_warnings
     from .._online._state import new_state
     from .._options import TrainOptions
     from ._vwout import all_or_none, link, prediction_writers
@@ -283,7 +282,9 @@ def train(args: argparse.Namespace) -> int:
                    opts.learning_rate, opts.power_t, opts.l1, l2, seg,
                    pred if pred is not None else _NONE, _BY_SIGN, _CLIP)
         prog.fold(acc, seg, end - start)
-        if warn:
+        if warn:  # (imported here: a run without it imports no numba)
+            from .._online._progress import poisson_warnings
+
             poisson_warnings(b[3], b[4], None, start, end, True, sys.stdout)
 
     raw = args.raw_predictions is not None  # (the second half of pred: VW's -r scores)
