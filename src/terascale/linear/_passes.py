@@ -24,7 +24,7 @@ from ._io._blocks import Block, Blocks, prefetch
 from ._io._setops import union_sorted
 from ._io._spill import CompactBlock, Spill
 
-__all__ = ["Columns", "EarlyStop", "LabelScan", "gradient_pass", "holdout_mask",
+__all__ = ["Columns", "EarlyStop", "Holdout", "LabelScan", "gradient_pass", "holdout_mask",
            "union_features"]
 
 
@@ -131,15 +131,37 @@ def _lookup(pos: np.ndarray, indices: np.ndarray, out: np.ndarray) -> None:
         out[k] = pos[indices[k]]
 
 
-def holdout_mask(start: int, n: int, period: int) -> np.ndarray:
+def holdout_mask(start: int, n: int, period: int, blanks: np.ndarray | None = None,
+                 before: int = 0) -> np.ndarray:
     """Examples ``start .. start + n`` of the shard that are held out: every ``period``-th
     (VW's ``--holdout_period``), counted over the whole shard; a negative period -N holds
-    out every example after the first N (VW's ``--holdout_after``)."""
-    if period < 0:
-        return np.arange(start, start + n, dtype=np.int64) >= -period
+    out every example after the first N (VW's ``--holdout_after``). VW counts each empty
+    line of its text as an example: ``before`` of them come before the block, ``blanks``
+    (a Block's) inside it."""
     if period == 0:
         return np.zeros(n, np.bool_)
-    return (np.arange(start, start + n, dtype=np.int64) % period) == period - 1
+    pos = np.arange(start + before, start + before + n, dtype=np.int64)
+    if blanks is not None and len(blanks):
+        pos += np.searchsorted(blanks, np.arange(n), "right")
+    if period < 0:
+        return pos >= -period
+    return (pos % period) == period - 1
+
+
+class Holdout:
+    """:func:`holdout_mask` of a pass's blocks, called in their order from the shard's
+    first: it counts the empty lines of the blocks before. ``offset``: where the shard
+    starts in a chain's concatenation, in examples (the other shards' empty lines are not
+    counted)."""
+
+    def __init__(self, period: int, offset: int = 0) -> None:
+        self.period, self.offset, self.before = period, offset, 0
+
+    def __call__(self, start: int, n: int, blanks: np.ndarray | None) -> np.ndarray:
+        hold = holdout_mask(self.offset + start, n, self.period, blanks, self.before)
+        if blanks is not None:
+            self.before += len(blanks)
+        return hold
 
 
 @numba.njit(cache=True)
@@ -171,14 +193,17 @@ class LabelScan:
         self._acc = np.zeros(2)
         self._odd: set[float] = set()
         self._buf = np.zeros(64, np.float32)
+        self._holdout = Holdout(period)
         if blocks is not None:
-            for start, labels, weights in blocks.label_blocks():
-                self.add(start, labels, weights)
+            for start, labels, weights, blanks in blocks.label_blocks():
+                self.add(start, labels, weights, blanks=blanks)
 
     def add(self, start: int, labels: np.ndarray, weights: np.ndarray,
-            hold: np.ndarray | None = None) -> None:
+            hold: np.ndarray | None = None, blanks: np.ndarray | None = None) -> None:
+        """A block's labels and weights, in order; ``hold`` its holdout mask where known,
+        else counted here (with ``blanks``, the block's empty lines)."""
         if hold is None:
-            hold = holdout_mask(start, len(labels), self.period)
+            hold = self._holdout(start, len(labels), blanks)
         k = _scan(labels, weights, hold, self._acc, self._buf)
         if len(self._odd) < 64:
             self._odd.update(float(x) for x in self._buf[:k])
@@ -201,7 +226,8 @@ def learning_blocks(blocks: Blocks, columns: Columns, period: int, offset: int =
     """(block, its compact columns, its holdout mask) for one pass, read, decoded and
     mapped a block ahead of the learner (:func:`._blocks.prefetch`); the holdout counts
     examples from ``offset`` (where the shard starts in a chain's concatenation)."""
-    return prefetch((b, columns(b.indices), holdout_mask(offset + b.start, len(b), period))
+    holdout = Holdout(period, offset)
+    return prefetch((b, columns(b.indices), holdout(b.start, len(b), b.blanks))
                     for b in blocks)
 
 

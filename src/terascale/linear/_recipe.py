@@ -389,7 +389,7 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
             average_weights(comm, ws.w, ws.g2, ws.nrm, ws.state, opts.averaging)
         tot = comm.allreduce(np.concatenate([acc[:6], acc[COUNTED:COUNTED + 4]]))
         info.setdefault("pass_totals", []).append([float(v) for v in tot])
-        marks.append([float(prog.due), float(prog.prev[0]), float(prog.prev[1])])
+        marks.append([float(prog.due), float(prog.since[0]), float(prog.prev[1])])
         if p == 0:  # the distinct labels (up to LABELS) of every worker's shard
             mine = acc[COUNTED + 4:COUNTED + 4 + LABELS]
             shards = np.ravel(comm.allgather(mine) if comm.size > 1 else mine)
@@ -418,10 +418,10 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
     # (else, as VW's save_resume learner, the lazy L1/L2 stay in the state: the model
     # keeps its weights unapplied, as VW's model does, and predicts with them applied)
     # where VW's progress table stopped (the counters its model keeps): the next line's
-    # weight, the loss and labelled weight at the last line
+    # weight, the loss since the last line (VW's sum) and the labelled weight at it
     # (of the pass whose model is kept where the holdout stopped the passes early)
     info["vw_progress"] = marks[info.get("online_passes", len(marks)) - 1] if marks else [
-        float(prog.due), float(prog.prev[0]), float(prog.prev[1])]
+        float(prog.due), float(prog.since[0]), float(prog.prev[1])]
     info["online_s"] = time.perf_counter() - t_on
 
 

@@ -463,6 +463,14 @@ def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.
     return lv
 
 
+def _counted(blk: Any, i: int) -> int:
+    """Example ``i``'s feature count as VW counts it (:meth:`Block.counted`; the compiled
+    run's blocks hold no --ignore_linear)."""
+    if hasattr(blk, "counted"):
+        return int(blk.counted(i, i + 1)[0])
+    return int(blk.indptr[i + 1] - blk.indptr[i])
+
+
 class _TestProgress:
     """VW's progress table of a -t run, at VW's cadence in weight (``_progress``)."""
 
@@ -476,22 +484,36 @@ class _TestProgress:
         self.sums = np.zeros(2)  # labelled loss, labelled weight
         self.prev = self.sums.copy()
         self.weight, self.count = 0.0, 0
+        #: the run's loss is poisson: VW's [warning] line for each negative label
+        self.poisson = False
 
     def block(self, blk: Any, s: np.ndarray, loss: np.ndarray, labelled: np.ndarray) -> None:
         """The lines due in one block: ``s`` its predictions, ``loss`` each example's
         weighted loss and ``labelled`` its weight where labelled (else 0)."""
+        if self.poisson:
+            from .._online._progress import poisson_warnings
+
+            poisson_warnings(blk.labels, blk.weights, None, 0, len(s), False, sys.stdout)
         cum_w = self.weight + np.cumsum(blk.weights.astype(np.float64))
         cum_l, cum_lw = self.sums[0] + np.cumsum(loss), self.sums[1] + np.cumsum(labelled)
+        since = self.prog.since  # (VW's sums since the last line, kept apart: see fold)
+        self.prog.folds = True
+        cut = 0
         while True:
             at = int(np.searchsorted(cum_w, self.due))
             if at >= len(s):
                 break
+            since[0] += float(np.sum(loss[cut:at + 1]))
+            since[1] += float(np.sum(labelled[cut:at + 1]))
+            cut = at + 1
             now = np.array([cum_l[at], cum_lw[at]])
             self.prog.line(now, self.prev, self.count + at + 1, float(cum_w[at]),
                            float(blk.labels[at]), float(s[at]),
-                           int(blk.indptr[at + 1] - blk.indptr[at]), self.binary)
+                           _counted(blk, at), self.binary)
             self.prev = now
             self.due = self.prog.next_due(float(cum_w[at]))
+        since[0] += float(np.sum(loss[cut:]))
+        since[1] += float(np.sum(labelled[cut:]))
         if len(s):
             self.weight, self.count = float(cum_w[-1]), self.count + len(s)
             self.sums = np.array([cum_l[-1], cum_lw[-1]])
@@ -526,6 +548,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     # labelled examples' label x weight, features (VW's counters)
     labels: list[float] = []
     table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
+    if table is not None:
+        table.poisson = (args.loss or model.loss) == "poisson"
     with _Output(args.predictions) as out, _Output(scores) as raw_out:
         for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
             s = _clip(model, raw, loss if vw_mode else None)
@@ -542,7 +566,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                 table.block(blk, s, lv, np.where(ok, w, 0.0))
             has = ~np.isnan(y)
             total += [float(lv.sum()), float(w[ok].sum()), len(s), float(w.sum()),
-                      dot(y[has].astype(np.float64), w[has].astype(np.float64)), int(blk.indptr[-1] - blk.indptr[0])]
+                      dot(y[has].astype(np.float64), w[has].astype(np.float64)),
+                      int(blk.counted(0, len(s)).sum())]
             if len(labels) < LABELS:
                 labels = distinct_labels(labels, y[has])
     if getattr(args, "vw_mode", False):

@@ -686,13 +686,15 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     t0 = float((start[0].info.get("vw_counters") or {}).get("t") or 0.0) if start else 0.0
     parse = start[0].parse if start is not None else opts.parse_options()
     prog = table.prog
-    progress = None if prog is None else [float(table.due), float(prog.prev[0]),
-                                          float(prog.prev[1])]
+    totals = job_totals if size > 1 else table.passes
+    # (the loss since the table's last line: VW's sum, from this table's running sums)
+    progress = None if prog is None else [
+        float(table.due), float(sum(t[0] for t in totals)) - float(prog.prev[0]),
+        float(prog.prev[1])]
     only = bool(job.get("predict_only"))
     if not only and rank == 0 and (readable or job["model"]):
         # VW's save_resume form: the weights as VW keeps them, L1/L2 not applied
-        model = _interleaved(job, learners, parse, opts.loss,
-                             job_totals if size > 1 else table.passes, progress, t0)
+        model = _interleaved(job, learners, parse, opts.loss, totals, progress, t0)
         if readable:
             _write_readable(job, model, parse, k_classes, test)
         if job["model"]:

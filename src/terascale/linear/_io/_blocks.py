@@ -72,6 +72,11 @@ class Block:
         Offsets into ``tag_blob`` of each example's VW tag (int64, n + 1), or None: no tags.
     tag_blob
         The VW tags' bytes (uint8), or None.
+    blanks
+        VW text's empty lines in it: for each, the index in the block of the example it
+        precedes (int64, sorted; ``len`` after the last), or None: none.
+    ignored
+        Each example's count of features ``--ignore_linear`` dropped (int64), or None.
     """
 
     start: int
@@ -82,6 +87,14 @@ class Block:
     weights: np.ndarray     # float32
     tag_ptr: np.ndarray | None = None   # int64, n + 1 into tag_blob
     tag_blob: np.ndarray | None = None  # uint8
+    blanks: np.ndarray | None = None    # int64, the example each empty line precedes
+    ignored: np.ndarray | None = None   # int64, n: --ignore_linear's features (VW counts)
+
+    def counted(self, start: int, end: int) -> np.ndarray:
+        """The feature count VW gives examples [start, end): those held, and those
+        ``--ignore_linear`` dropped."""
+        n = np.diff(self.indptr[start:end + 1])
+        return n + self.ignored[start:end] if self.ignored is not None else n
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -125,10 +138,10 @@ class Blocks:
     def __len__(self) -> int:
         return self.stats().examples
 
-    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        """(start, labels, weights) of every block: what counting and checks need."""
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
+        """(start, labels, weights, blanks) of every block: what counting and checks need."""
         for b in self:
-            yield b.start, b.labels, b.weights
+            yield b.start, b.labels, b.weights, b.blanks
 
     def stats(self) -> ShardStats:
         n = nnz = 0
@@ -151,7 +164,8 @@ class Blocks:
         """Everything in memory (small data and tests only: this is what Blocks avoid)."""
         parts = [Dataset(indptr=b.indptr, indices=b.indices, values=b.values,
                          labels=b.labels, weights=b.weights, bits=self.bits,
-                         tag_ptr=b.tag_ptr, tag_blob=b.tag_blob) for b in self]
+                         tag_ptr=b.tag_ptr, tag_blob=b.tag_blob, blanks=b.blanks,
+                         ignored=b.ignored) for b in self]
         if not parts:
             parts = [Dataset(indptr=np.zeros(1, np.int64), indices=np.zeros(0, np.uint32),
                              values=np.zeros(0, np.float32), labels=np.zeros(0, np.float32),
@@ -194,6 +208,16 @@ class FeatureSet:
         return unique_sorted(np.concatenate(self.parts)).astype(np.uint32)
 
 
+def _blanks_in(blanks: np.ndarray | None, s: int, e: int, n: int) -> np.ndarray | None:
+    """The empty lines before examples ``s .. e`` (and after the last, where ``e == n``),
+    counted from ``s``."""
+    if blanks is None:
+        return None
+    lo = int(np.searchsorted(blanks, s, "left"))
+    hi = int(np.searchsorted(blanks, e, "right" if e == n else "left"))
+    return blanks[lo:hi] - s if hi > lo else None
+
+
 class DatasetBlocks(Blocks):
     """An in-memory Dataset as blocks of ``block_examples`` (views, no copies).
 
@@ -227,10 +251,12 @@ class DatasetBlocks(Blocks):
             yield Block(start=s, indptr=np.asarray(indptr[s:e + 1]) - a,
                         indices=np.asarray(ds.indices[a:b]),
                         values=np.asarray(ds.values[a:b]), labels=np.asarray(ds.labels[s:e]),
-                        weights=np.asarray(ds.weights[s:e]), tag_ptr=tp, tag_blob=tb)
+                        weights=np.asarray(ds.weights[s:e]), tag_ptr=tp, tag_blob=tb,
+                        blanks=_blanks_in(ds.blanks, s, e, n),
+                        ignored=None if ds.ignored is None else ds.ignored[s:e])
 
-    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        yield 0, np.asarray(self.ds.labels), np.asarray(self.ds.weights)
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
+        yield 0, np.asarray(self.ds.labels), np.asarray(self.ds.weights), self.ds.blanks
 
     def stats(self) -> ShardStats:
         return ShardStats(len(self.ds), self.ds.n_features, self.ds.skipped)
@@ -278,13 +304,14 @@ class ChainBlocks(Blocks):
             for b in p:
                 yield Block(start=b.start + off, indptr=b.indptr, indices=b.indices,
                             values=b.values, labels=b.labels, weights=b.weights,
-                            tag_ptr=b.tag_ptr, tag_blob=b.tag_blob)
+                            tag_ptr=b.tag_ptr, tag_blob=b.tag_blob, blanks=b.blanks,
+                            ignored=b.ignored)
 
-    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
         offs = self._offsets() if len(self.parts) > 1 else [0]
         for p, off in zip(self.parts, offs):
-            for s, lab, w in p.label_blocks():
-                yield s + off, lab, w
+            for s, lab, w, bl in p.label_blocks():
+                yield s + off, lab, w, bl
 
     def stats(self) -> ShardStats:
         st = [p.stats() for p in self.parts]

@@ -40,15 +40,22 @@ from ..._errors import ConfigError
 from ..._files import fsync_dir, private_dir
 from .._names import opt
 from ._blocks import Block, Blocks, ShardStats
-from ._cachefmt import FIELDS, decode_block, decode_labels, label_bytes
+from ._cachefmt import (
+    FIELDS,
+    decode_blanks,
+    decode_block,
+    decode_ignored,
+    decode_labels,
+    label_bytes,
+)
 from ._cachewrite import EntryWriter
-from ._dataset import ParseOptions
+from ._dataset import ParseOptions, vw_notes
 from ._stream import TextBlocks
 
 __all__ = ["CacheBlocks", "PendingCache", "cache_key", "checked_root", "default_cache_dir",
            "load_cached"]
 
-_VERSION = 4  # 4: VW features in VW's order, VW's float parsing (3: streamed blocks)
+_VERSION = 6  # 6: --ignore_linear's counts (5: VW's empty lines; 4: VW's feature order)
 
 
 def default_cache_dir() -> str:
@@ -115,15 +122,17 @@ class CacheBlocks(Blocks):
             indptr, indices, values, labels, weights, tp, tb = decode_block(
                 rec, n, nnz, flags, ntag, self.bits)
             yield Block(start=start, indptr=indptr, indices=indices, values=values,
-                        labels=labels, weights=weights, tag_ptr=tp, tag_blob=tb)
+                        labels=labels, weights=weights, tag_ptr=tp, tag_blob=tb,
+                        blanks=decode_blanks(rec, n, nnz, flags, ntag, self.bits),
+                        ignored=decode_ignored(rec, n, nnz, flags, ntag, self.bits))
             start += n
 
-    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
         start = 0
         for rec, row in self._records(prefix=True):
             n, nnz, flags, ntag = (int(x) for x in row[2:])
             labels, weights = decode_labels(rec, n, nnz, flags, ntag, self.bits)
-            yield start, labels, weights
+            yield start, labels, weights, decode_blanks(rec, n, nnz, flags, ntag, self.bits)
             start += n
 
     def stats(self) -> ShardStats:
@@ -237,10 +246,12 @@ class PendingCache(Blocks):
             w = EntryWriter(tmp, self.opts, self.path, _VERSION)
             start = 0
             for ds, e in self.text.map_chunks(lambda ds: (ds, w.encode(ds))):
+                vw_notes(ds)
                 w.put(e)
                 yield Block(start=start, indptr=ds.indptr, indices=ds.indices,
                             values=ds.values, labels=ds.labels, weights=ds.weights,
-                            tag_ptr=ds.tag_ptr, tag_blob=ds.tag_blob)
+                            tag_ptr=ds.tag_ptr, tag_blob=ds.tag_blob, blanks=ds.blanks,
+                            ignored=ds.ignored)
                 start += len(ds)
             w.finish()
             _commit(tmp, self.entry, self.root)
@@ -265,7 +276,7 @@ class PendingCache(Blocks):
     def __iter__(self) -> Iterator[Block]:
         return iter(self.done())
 
-    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
         return self.done().label_blocks()
 
     def stats(self) -> ShardStats:

@@ -3,7 +3,9 @@
 A record holds, in order: the examples' feature counts (1, 2 or 4 bytes each, the
 smallest that fits the block), the labels (one byte each when every label of the block
 is -1, 0, 1 or missing, else float32), the importance weights (omitted when all are 1),
-the tags (lengths and bytes, omitted when none), the hashed indices bit-packed at ``bits``
+the count of VW text's empty lines before each example and after the last (omitted when
+none: VW counts them for the holdout), the features ``--ignore_linear`` dropped from
+each example (omitted when none: VW counts them), the tags (lengths and bytes, omitted when none), the hashed indices bit-packed at ``bits``
 bits each (2.25 bytes at ``-b 18``, VW's cache spends a varint of the index delta, 3-5
 bytes on hashed ids), a bitmap of which values are not 1.0, and those values as float32
 (one-hot and bag-of-words features store no value at all). Decoding restores the arrays
@@ -15,7 +17,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["FIELDS", "decode_block", "decode_labels", "encode_block", "label_bytes"]
+__all__ = ["FIELDS", "decode_blanks", "decode_block", "decode_ignored", "decode_labels",
+           "encode_block", "label_bytes"]
 
 # a block's row in the cache's index: byte offset, byte length, examples, features, flags,
 # tag bytes
@@ -24,6 +27,8 @@ _W = 1        # flags: weights stored
 _LCODE = 2    # labels stored as int8 codes
 _TAGS = 4     # tags stored
 _LW_SHIFT = 3  # bits 3-4: bytes per feature count (1, 2, 4)
+_BLANKS = 32  # empty lines stored
+_IGNORED = 64  # --ignore_linear's feature counts stored
 _NAN_CODE = 127
 
 
@@ -96,8 +101,10 @@ def _packed_len(nnz: int, bits: int) -> int:
 
 def encode_block(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
                  labels: np.ndarray, weights: np.ndarray, tag_ptr: np.ndarray | None,
-                 tag_blob: np.ndarray | None, bits: int) -> tuple[bytes, int, int]:
-    """(record, flags, tag bytes) of one block (``indptr[0] == 0``)."""
+                 tag_blob: np.ndarray | None, bits: int, blanks: np.ndarray | None = None,
+                 ignored: np.ndarray | None = None) -> tuple[bytes, int, int]:
+    """(record, flags, tag bytes) of one block (``indptr[0] == 0``; ``blanks`` and
+    ``ignored`` as a Block's)."""
     n = len(labels)
     nnz = int(indptr[-1])
     lens = np.diff(indptr)
@@ -117,6 +124,12 @@ def encode_block(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
     if not np.all(w == 1.0):
         parts.append(w.astype("<f4").view(np.uint8))
         flags |= _W
+    if blanks is not None and len(blanks):
+        parts.append(np.bincount(blanks, minlength=n + 1).astype("<u4").view(np.uint8))
+        flags |= _BLANKS
+    if ignored is not None and np.any(ignored):
+        parts.append(np.asarray(ignored).astype("<u4").view(np.uint8))
+        flags |= _IGNORED
     ntag = 0
     if tag_ptr is not None and tag_blob is not None and len(tag_ptr) and tag_ptr[-1] > 0:
         ntag = int(tag_ptr[-1] - tag_ptr[0])
@@ -134,11 +147,11 @@ def encode_block(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
 
 
 def _sections(n: int, nnz: int, flags: int, ntag: int, bits: int) -> list[int]:
-    """Byte offsets of the record's sections (lens, labels, weights, tag lens, tag bytes,
-    indices, bitmap, values)."""
+    """Byte offsets of the record's sections (lens, labels, weights, empty lines, ignored
+    counts, tag lens, tag bytes, indices, bitmap, values)."""
     lw = (1, 2, 4)[(flags >> _LW_SHIFT) & 3]
     sizes = [n * lw, n if flags & _LCODE else 4 * n, 4 * n if flags & _W else 0,
-             4 * n if flags & _TAGS else 0, ntag if flags & _TAGS else 0,
+             4 * (n + 1) if flags & _BLANKS else 0, 4 * n if flags & _IGNORED else 0, 4 * n if flags & _TAGS else 0, ntag if flags & _TAGS else 0,
              _packed_len(nnz, bits), (nnz + 7) // 8]
     return list(np.cumsum([0] + sizes).tolist())
 
@@ -158,8 +171,28 @@ def decode_labels(rec: np.ndarray, n: int, nnz: int, flags: int, ntag: int,
 
 
 def label_bytes(n: int, nnz: int, flags: int, ntag: int, bits: int) -> int:
-    """How many leading bytes of a record :func:`decode_labels` reads."""
-    return _sections(n, nnz, flags, ntag, bits)[3]
+    """How many leading bytes of a record :func:`decode_labels` and :func:`decode_blanks`
+    read."""
+    return _sections(n, nnz, flags, ntag, bits)[5]
+
+
+def decode_blanks(rec: np.ndarray, n: int, nnz: int, flags: int, ntag: int,
+                  bits: int) -> np.ndarray | None:
+    """The record's empty lines (a Block's ``blanks``), from its prefix; None: none."""
+    if not flags & _BLANKS:
+        return None
+    off = _sections(n, nnz, flags, ntag, bits)
+    counts = rec[off[3]:off[4]].view("<u4")
+    return np.repeat(np.arange(n + 1, dtype=np.int64), counts)
+
+
+def decode_ignored(rec: np.ndarray, n: int, nnz: int, flags: int, ntag: int,
+                   bits: int) -> np.ndarray | None:
+    """The record's ``--ignore_linear`` counts (a Block's ``ignored``); None: none."""
+    if not flags & _IGNORED:
+        return None
+    off = _sections(n, nnz, flags, ntag, bits)
+    return rec[off[4]:off[5]].view("<u4").astype(np.int64)
 
 
 def decode_block(rec: np.ndarray, n: int, nnz: int, flags: int, ntag: int, bits: int
@@ -174,13 +207,13 @@ def decode_block(rec: np.ndarray, n: int, nnz: int, flags: int, ntag: int, bits:
     tag_ptr = tag_blob = None
     if flags & _TAGS:
         tag_ptr = np.zeros(n + 1, np.int64)
-        np.cumsum(rec[off[3]:off[4]].view("<u4"), out=tag_ptr[1:])
-        tag_blob = rec[off[4]:off[5]].copy()
+        np.cumsum(rec[off[5]:off[6]].view("<u4"), out=tag_ptr[1:])
+        tag_blob = rec[off[6]:off[7]].copy()
     indices = np.empty(nnz, np.uint32)
-    _unpack(rec[off[5]:off[6]], bits, indices)
+    _unpack(rec[off[7]:off[8]], bits, indices)
     values = np.empty(nnz, np.float32)
-    stored = (len(rec) - off[7]) // 4
-    if _unvalues(rec[off[6]:off[7]], rec[off[7]:off[7] + 4 * stored].view("<f4"),
+    stored = (len(rec) - off[9]) // 4
+    if _unvalues(rec[off[8]:off[9]], rec[off[9]:off[9] + 4 * stored].view("<f4"),
                  values) != stored:
         raise ValueError("cache record: its values do not match its bitmap")
     return indptr, indices, values, labels, weights, tag_ptr, tag_blob

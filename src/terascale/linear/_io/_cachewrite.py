@@ -76,7 +76,8 @@ class EntryWriter:
     def encode(self, ds: Dataset) -> Encoded:
         """The block's record (run it in the parser's threads)."""
         rec, flags, ntag = encode_block(ds.indptr, ds.indices, ds.values, ds.labels,
-                                        ds.weights, ds.tag_ptr, ds.tag_blob, self.opts.bits)
+                                        ds.weights, ds.tag_ptr, ds.tag_blob, self.opts.bits,
+                                        ds.blanks, ds.ignored)
         with self._lock:
             self._feats.add(ds.indices)
         return Encoded(rec, flags, ntag, len(ds), ds.n_features, ds.skipped)

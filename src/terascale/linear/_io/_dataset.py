@@ -8,6 +8,7 @@ order, so a learner never hashes.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 from ..._errors import ConfigError
 from .._names import opt
 
-__all__ = ["Dataset", "ParseOptions", "example_tag"]
+__all__ = ["Dataset", "ParseOptions", "example_tag", "vw_notes"]
 
 FORMATS = ("vw", "libsvm", "csv")
 # the fields that take several values (a string alone stands for one)
@@ -204,6 +205,16 @@ class Dataset:
         The files it was read from.
     parse
         How the text was parsed (default None: built by hand).
+    blanks
+        VW text's empty lines: for each, the index of the example it precedes (int64,
+        sorted, ``n`` for one after the last example), or None: none. VW counts them as
+        examples for the holdout (:func:`._passes.holdout_mask`).
+    ignored
+        Each example's count of features ``--ignore_linear`` dropped (int64, n), or None:
+        none. VW counts them in its feature counts.
+    notes
+        VW's warnings on the label sections it read anyway (``[warning] '#' is not a good
+        float, replacing with 0``), in order, or None: none (see :func:`vw_notes`).
     """
 
     indptr: np.ndarray     # int64, n + 1
@@ -217,6 +228,9 @@ class Dataset:
     skipped: int = 0                    # bad lines skipped with skip_bad
     sources: list[str] = field(default_factory=list)
     parse: ParseOptions | None = None   # how the text was parsed (None: built by hand)
+    blanks: np.ndarray | None = None    # int64: the example each empty line precedes
+    ignored: np.ndarray | None = None   # int64, n: --ignore_linear's features (VW counts)
+    notes: list[str] | None = None      # VW's warnings on label sections, in order
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -263,6 +277,11 @@ class Dataset:
             tag_ptr = np.concatenate([np.zeros(1, np.int64)]
                                      + [ptr[1:] + o for (ptr, _), o in zip(tags, toffs[:-1])])
             tag_blob = np.concatenate([blob for _, blob in tags])
+        starts = np.cumsum([0] + [len(p) for p in parts])
+        blanks = [p.blanks + o for p, o in zip(parts, starts[:-1]) if p.blanks is not None]
+        ignored = (np.concatenate([p.ignored if p.ignored is not None
+                                   else np.zeros(len(p), np.int64) for p in parts])
+                   if any(p.ignored is not None for p in parts) else None)
         return Dataset(indptr=indptr.astype(np.int64),
                        indices=np.concatenate([p.indices for p in parts]),
                        values=np.concatenate([p.values for p in parts]),
@@ -270,4 +289,14 @@ class Dataset:
                        weights=np.concatenate([p.weights for p in parts]),
                        bits=bits, tag_ptr=tag_ptr, tag_blob=tag_blob,
                        skipped=sum(p.skipped for p in parts),
-                       sources=[s for p in parts for s in p.sources], parse=parts[0].parse)
+                       sources=[s for p in parts for s in p.sources], parse=parts[0].parse,
+                       blanks=np.concatenate(blanks).astype(np.int64) if blanks else None,
+                       ignored=ignored,
+                       notes=[t for p in parts for t in p.notes or []] or None)
+
+
+def vw_notes(ds: Dataset) -> None:
+    """Print a parsed chunk's notes (VW's warnings on label sections it reads anyway) on
+    standard output, where VW prints them; called in the chunks' order."""
+    if ds.notes:
+        sys.stdout.write("".join(f"{n}\n" for n in ds.notes))

@@ -27,7 +27,7 @@ import numpy as np
 from ..._background import background
 from ..._errors import DataError
 from ._blocks import Block, Blocks, ShardStats
-from ._dataset import Dataset, ParseOptions
+from ._dataset import Dataset, ParseOptions, vw_notes
 
 __all__ = ["CHUNK_BYTES", "TextBlocks", "parse_threads", "stream_size"]
 
@@ -347,11 +347,12 @@ class TextBlocks(Blocks):
     def __iter__(self) -> Iterator[Block]:
         start = skipped = nnz = 0
         for ds in self.datasets():
+            vw_notes(ds)
             skipped += ds.skipped
             nnz += ds.n_features
             yield Block(start=start, indptr=ds.indptr, indices=ds.indices, values=ds.values,
                         labels=ds.labels, weights=ds.weights, tag_ptr=ds.tag_ptr,
-                        tag_blob=ds.tag_blob)
+                        tag_blob=ds.tag_blob, blanks=ds.blanks, ignored=ds.ignored)
             start += len(ds)
         self._stats = ShardStats(start, nnz, skipped)
 

@@ -42,7 +42,7 @@ from .._io._dataset import ParseOptions
 from .._io._setops import first_appearances
 from .._io._stream import TextBlocks
 from .._layout import HOT_PREFIX
-from .._passes import LabelScan, holdout_mask
+from .._passes import Holdout, LabelScan
 from ._onlinepass import Weights
 
 __all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "count_bits",
@@ -684,9 +684,10 @@ class TextPass:
         """(block, local columns, holdout mask), produced a block ahead in another thread
         (the one that also gathers the parser's blocks and feeds the cache writer)."""
         def produce() -> Iterator[tuple[Block, np.ndarray, np.ndarray]]:
+            holdout = Holdout(self.period)
             for b in self._blocks():
                 cols = self.columns(b.indices, b.start)
-                hold = holdout_mask(b.start, len(b), self.period)
+                hold = holdout(b.start, len(b), b.blanks)
                 self.scan.add(b.start, b.labels, b.weights, hold)
                 yield b, cols, hold
 

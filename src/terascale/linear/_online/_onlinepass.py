@@ -9,6 +9,7 @@ not depend on those cuts.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
@@ -19,11 +20,13 @@ from .._combine._mixing import Mixer
 from .._io._blocks import Block
 from .._io._spill import Spill
 from .._options import TrainOptions
-from ._progress import Progress
+from ._progress import Progress, poisson_warnings
 from ._progressive import BLOCK, block_tags, zero_one
 from ._update import online_chunk
 
 __all__ = ["COUNTED", "LABELS", "Weights", "online_pass"]
+
+_ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0)
 
 # where a pass's sums (``online_pass``) go on after ``online_chunk``'s: the unlabelled
 # examples' weight, the examples and their features not held out (VW's counters, where
@@ -74,6 +77,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     acc = np.zeros(COUNTED + 4 + LABELS)
     labels_seen: list[float] = []
     lines = out is not None and (first or opts.vw_text)
+    warn = out is not None and opts.vw_text and opts.loss == "poisson"  # (VW's, on stdout)
     if first:  # (a run that prints no line keeps VW's first dump_interval, 1)
         prog.restart()
         prog.due = prog.first_due() if lines else 1.0
@@ -94,7 +98,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         kept = unlabelled | ~np.asarray(hold, bool)  # (VW holds out labelled ones only)
         acc[COUNTED] += float(blk.weights[unlabelled].sum())
         acc[COUNTED + 1] += int(kept.sum())
-        acc[COUNTED + 2] += int(np.diff(blk.indptr)[kept].sum())
+        acc[COUNTED + 2] += int(blk.counted(0, n)[kept].sum())  # (VW's count)
         taught = ~unlabelled & ~np.asarray(hold, bool)
         acc[COUNTED + 3] += dot(blk.labels[taught].astype(np.float64),
                                   blk.weights[taught].astype(np.float64))
@@ -116,38 +120,41 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             pred = None
             if predictions is not None or opts.binary:  # bounded blocks of predictions
                 end = min(end, start + BLOCK)
-                pred, before = np.empty((2 if raw else 1) * (end - start)), acc.copy()
+                pred = np.empty((2 if raw else 1) * (end - start))
             line = end - 1 == at
             shown = None  # the line's prediction of an example not learned from
+            # the chunk's sums, added to the pass's and to the table's since its last line
+            seg = np.zeros(8)
             if line and pred is None and not (blk.weights[at] > 0 and not hold[at]
                                               and not np.isnan(blk.labels[at])):
                 shown = np.empty(1)
                 online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
                              start, at, w, g2, nrm, state, kind, opts.learning_rate,
-                             opts.power_t, opts.l1, online_l2, acc, None)
+                             opts.power_t, opts.l1, online_l2, seg, None)
                 online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
                              at, end, w, g2, nrm, state, kind, opts.learning_rate,
-                             opts.power_t, opts.l1, online_l2, acc, shown)
+                             opts.power_t, opts.l1, online_l2, seg, shown)
             else:
                 online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
                              start, end, w, g2, nrm, state, kind, opts.learning_rate,
-                             opts.power_t, opts.l1, online_l2, acc, pred)
-            if pred is not None:
-                if opts.binary:
-                    zero_one(acc, before, pred[:end - start], blk.labels, blk.weights, hold,
-                             start, kind)
-                if raw:  # (VW's -r: the scores before the clip to the label range)
-                    predictions(pred[:end - start], block_tags(blk, start, end),
-                                pred[end - start:])
-                elif predictions is not None:
-                    predictions(pred, block_tags(blk, start, end))
+                             opts.power_t, opts.l1, online_l2, seg, pred)
+            if opts.binary and pred is not None:
+                zero_one(seg, _ZEROS, pred[:end - start], blk.labels, blk.weights, hold,
+                         start, kind)
+            prog.fold(acc, seg, end - start)
+            if warn:
+                poisson_warnings(blk.labels, blk.weights, hold, start, end, True, sys.stdout)
+            if pred is not None and raw:  # (VW's -r: the scores before the clip)
+                predictions(pred[:end - start], block_tags(blk, start, end), pred[end - start:])
+            elif pred is not None and predictions is not None:
+                predictions(pred, block_tags(blk, start, end))
             if line:
                 p = (shown[0] if shown is not None else pred[at - start] if pred is not None
                      else acc[7])
                 now = prog.done + acc[:4]  # (over the passes so far)
                 prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
                           float(blk.labels[at]), float(p),
-                          int(blk.indptr[end] - blk.indptr[end - 1]), opts.binary)
+                          int(blk.counted(end - 1, end)[0]), opts.binary)
                 prog.prev = now
                 nxt = prog.due = prog.next_due(float(cum_w[at]))
             if mixer is not None:

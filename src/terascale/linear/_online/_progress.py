@@ -14,6 +14,9 @@ the weight and the cadence carry on from pass to pass, and the loss columns are 
 every pass so far; in a run that holds examples out, the lines of the second pass on
 report the holdout loss (every pass's held-out examples so far, and since the last such
 line) marked ``h``, VW's columns for it.
+
+VW's ``[warning]`` lines of ``--loss_function poisson`` on a negative label
+(:func:`poisson_warnings`) go where the lines go, on standard output.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import TextIO
 
 import numpy as np
 
-__all__ = ["CADENCE", "LINK", "Progress", "cadence", "fixed"]
+__all__ = ["CADENCE", "LINK", "Progress", "cadence", "fixed", "poisson_warnings"]
 
 # (additive, step) of this process's progress lines: VW's default doubling
 CADENCE: list[tuple[bool, float]] = [(False, 2.0)]
@@ -69,6 +72,21 @@ class Progress:
         self.seen_w, self.seen_n = 0.0, 0
         #: those sums at the last line, and at the last holdout line
         self.prev, self.hprev = np.zeros(4), np.zeros(4)
+        #: VW's sums since the last line (loss, labelled weight) and since the last holdout
+        #: line (holdout loss, weight), kept apart from the run's as VW keeps them: a
+        #: difference of running sums loses a small loss after one many orders larger
+        self.since = np.zeros(4)
+        self.folds = False
+
+    def fold(self, acc: np.ndarray, seg: np.ndarray, n: int) -> None:
+        """Add the sums ``seg`` of a chunk of ``n`` examples, learned from zeros, to the
+        pass's ``acc`` (its last label and prediction too) and to the sums since the last
+        line."""
+        self.folds = True
+        acc[:6] += seg[:6]
+        if n > 0:
+            acc[6:8] = seg[6:8]
+        self.since += seg[:4]
 
     def end_pass(self, acc: np.ndarray, seen_w: float, seen_n: int) -> None:
         """A pass is over: ``acc`` its sums (``online_chunk``'s), ``seen_w``/``seen_n``
@@ -108,6 +126,18 @@ class Progress:
         writes it: ``binary``'s sign, or through ``LINK``) and feature count; ``classes``:
         the label and prediction are classes (``--oaa``), printed as integers; ``text``:
         the label and prediction columns as given (``--oaa --probabilities``' own)."""
+        hline = self.holdout and self.passes >= 1 and len(acc) >= 4
+        # the sums since the last line: VW's where the learner's chunks are folded in,
+        # else (a caller that keeps only the run's sums) their difference
+        sums = self.since.copy()
+        if not self.folds:
+            sums[:2] = acc[:2] - prev[:2]
+            if len(acc) >= 4:
+                sums[2:] = acc[2:4] - self.hprev[2:]
+        self.since[:2] = 0.0  # (VW restarts them at every line, the holdout's at its own)
+        if hline:
+            self.since[2:] = 0.0
+            self.hprev = np.array(acc[:4], float)
         if not self.out:
             return
         from .._vw._vwout import link
@@ -126,22 +156,50 @@ class Progress:
             lab = "unknown" if np.isnan(label) else f"{label:.4f}"
             pr = f"{float(link(np.array([prediction]), LINK[-1], binary)[0]):.4f}"
         held = ""
-        if self.holdout and self.passes >= 1 and len(acc) >= 4:
+        if hline:
             # VW's holdout columns: over every held-out example so far, and since the
             # last holdout line ("unknown" without any, as VW 9 writes it)
-            dl, dw = acc[2] - self.hprev[2], acc[3] - self.hprev[3]
+            dl, dw = sums[2], sums[3]
             avg = (fixed(acc[2] / acc[3])[:8] if acc[2] != 0 or acc[3] != 0
                    else "unknown")
             since = fixed(dl / dw)[:8] if dl != 0 or dw != 0 else "unknown"
-            self.hprev = np.array(acc[:4], float)
             held = " h"
         else:
-            dl, dw = acc[0] - prev[0], acc[1] - prev[1]
+            dl, dw = sums[0], sums[1]
             # (VW cuts a loss to its column's 8 characters: 134.296493 is 134.2964)
             avg = fixed(acc[0] / acc[1])[:8] if acc[1] else "n.a."
             since = fixed(dl / dw)[:8] if dw else "n.a."
         print(f"{avg:<8} {since:<8} {counter:>12d} {weight:>14.1f} {_fit(lab):>14} "
               f"{_fit(pr):>14} {feats:>8d}{held}", file=self.out)
+
+
+def _fmt(v: float) -> str:
+    """A float label as VW's logger formats it (the shortest digits of the float, in fixed
+    notation for exponents -4 to 15, else as 1e+20)."""
+    x = np.float32(v)
+    e = int(np.format_float_scientific(x, unique=True).split("e")[1])
+    if -4 <= e < 16:
+        return np.format_float_positional(x, unique=True, trim="-")
+    return np.format_float_scientific(x, unique=True, trim="-", exp_digits=2)
+
+
+def poisson_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | None,
+                     start: int, end: int, learned: bool, out: TextIO) -> None:
+    """VW's ``[warning]`` lines for the negative labels of examples [start, end) under
+    ``--loss_function poisson`` (its loss of such a label is NaN): one where VW computes
+    the loss (a held-out example, or ``learned`` False: ``-t``), two where it also
+    updates; none at weight 0. VW writes them to standard output."""
+    lab = labels[start:end]
+    neg = np.flatnonzero((lab < 0) & (weights[start:end] > 0))
+    if not len(neg):
+        return
+    text = []
+    for i in neg.tolist():
+        once = ("[warning] The poisson loss function expects a label >= 0 but received "
+                f"'{_fmt(lab[i])}'.\n")
+        twice = learned and not (hold is not None and hold[start + i])
+        text.append(once * (2 if twice else 1))
+    out.write("".join(text))
 
 
 def _fit(text: str, width: int = 14) -> str:

@@ -82,3 +82,4 @@ def zero_one(acc: np.ndarray, before: np.ndarray, pred: np.ndarray, labels: np.n
     acc[2] = before[2] + float(np.sum(wrong[hold]))
     if np.any(ok):
         acc[7] = 1.0 if acc[7] > 0 else -1.0
+

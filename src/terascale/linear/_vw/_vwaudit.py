@@ -132,14 +132,14 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
 
     names = [_line_names(line, shown_parse, mask, seed, every) for path in paths
              for src, seed, every in [SOURCES.get(path, (path, 0, False))]
-             for line in _lines(src) if "|" in line]
+             for line in _lines(src) if line.rstrip("\r\n")]  # (an empty line: no example)
     if len(names) != len(data):
         names = [{} for _ in range(len(data))]  # (a line the parser reads otherwise)
     period = _period(opts)
     n = len(data)
     from .._passes import holdout_mask
 
-    hold = holdout_mask(0, n, period)
+    hold = holdout_mask(0, n, period, data.blanks)
     cols = data.indices.astype(np.uint32)
     shown_cols = shown.indices.astype(np.uint32)
     kind = opts.online_kind()

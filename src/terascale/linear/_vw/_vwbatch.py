@@ -135,14 +135,19 @@ class _Data:
         self.labels = data.labels.astype(_F)
         self.weights = data.weights.astype(_F)
         self.tags = [data.tag(i) for i in range(n)] if data.tag_ptr is not None else None
-        self.features = np.diff(data.indptr)
+        self.features = np.diff(data.indptr)  # (VW's count: --ignore_linear's included)
+        if data.ignored is not None:
+            self.features = self.features + data.ignored
         if (parse.quadratic or parse.cubic or parse.interactions) and "-" not in paths:
             # VW's batch learners count an example's own features, not its interactions
             import dataclasses
 
             plain = dataclasses.replace(parse, quadratic=(), cubic=(), interactions=())
-            self.features = np.diff(Dataset.concat(
-                [read_file(p, plain, shard=sh, need_label=False) for p, sh in parts]).indptr)
+            own = Dataset.concat([read_file(p, plain, shard=sh, need_label=False)
+                                  for p, sh in parts])
+            self.features = np.diff(own.indptr)
+            if own.ignored is not None:
+                self.features = self.features + own.ignored
         labelled = ~np.isnan(self.labels)
         # each share's place in the whole input: segment (file, part) in file order
         whole = len(paths) >= size
@@ -152,8 +157,15 @@ class _Data:
         lens = [len(d) for d in sets] if size > 1 else [n]
         counts = _gathered(comm, segments if size > 1 else 1, own, lens, 0, "sum"
                            ).astype(np.int64)
-        counter = np.concatenate([np.arange(1, k + 1) + counts[:seg].sum()
-                                  for seg, k in zip(own, lens)]) if n else np.zeros(0, int)
+        # VW counts each empty line of the text as an example for the holdout
+        blanks = [d.blanks for d in sets] if size > 1 else [data.blanks]
+        nblank = [0 if b is None else len(b) for b in blanks]
+        skips = (_gathered(comm, segments, own, nblank, 0, "sum").astype(np.int64)
+                 if size > 1 else np.zeros(1, np.int64))
+        counter = np.concatenate([
+            np.arange(1, k + 1) + counts[:seg].sum() + skips[:seg].sum()
+            + (0 if b is None else np.searchsorted(b, np.arange(k), "right"))
+            for seg, k, b in zip(own, lens, blanks)]) if n else np.zeros(0, int)
         if holdout_off:
             held = np.zeros(n, bool)
         elif holdout_after:

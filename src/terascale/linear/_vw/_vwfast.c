@@ -5,7 +5,9 @@
  * buffer holds anything outside the subset; the caller then parses that buffer with the
  * numba parser, which also reports errors with their line. The subset, per line:
  *
- *   [label [importance]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...      (or a blank line)
+ *   [label [importance]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...
+ *
+ * (a line without '|', empty lines included, goes to the numba parser: it keeps their count)
  *
  * numbers as [-]digits[.digits][e[-]digits] (no '+'), no --ignore_linear (--ignore and
  * --keep: the namespace characters to drop, as 256 bytes).
@@ -537,9 +539,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             nnum++;
         }
         if (q == end || *q == '\n') {
-            if (nnum) { status = 1; goto done; } /* no '|': an error line */
-            p = q + 1;                           /* a blank line */
-            continue;
+            /* no '|': an error line, an example of the constant only, or an empty line
+             * (VW counts it for the holdout): the numba parser reads them */
+            status = 1;
+            goto done;
         }
         if (nex >= ncap) { status = 2; goto done; }
         /* the features, from the first '|' to the line's end */

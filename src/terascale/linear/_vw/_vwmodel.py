@@ -169,13 +169,13 @@ def run_counters(totals: list[list[float]], progress: list[float] | None
                  ) -> dict[str, Any]:
     """VW's performance counters (``shared_data``) from a run's per-pass sums (see
     ``_vwreport``; its model and ``--readable_model`` keep them) and where its progress
-    table stopped (``progress``: the next line's weight, the loss and labelled weight at
-    the last line; None: no line printed)."""
+    table stopped (``progress``: the next line's weight, the loss since the last line
+    (VW's own sum) and the labelled weight at it; None: no line printed)."""
     loss = float(sum(t[0] for t in totals))
     labelled = float(sum(t[1] for t in totals))
-    due, at_loss, at_weight = progress if progress else (1.0, 0.0, 0.0)
+    due, since, at_weight = progress if progress else (1.0, loss, 0.0)
     return {"t": float(sum(t[1] + t[3] + t[6] for t in totals)), "sum_loss": loss,
-            "since": loss - at_loss, "dump": due, "labelled": labelled,
+            "since": since, "dump": due, "labelled": labelled,
             "labels": float(sum(t[9] for t in totals)),
             "unlabelled": float(sum(t[6] for t in totals)),
             "examples": int(sum(t[7] for t in totals)),

@@ -231,9 +231,11 @@ class _Parser:
                                 for k, t in enumerate(lines))
             return self.plain.parse(rewritten.encode("utf-8", "surrogateescape"), source,
                                     line)
+        from .._io._dataset import vw_notes
         from .._io._readers import _parse_one  # (numba: text outside the C subset)
 
         ds = _parse_one(buf, self.opts, source, line)
+        vw_notes(ds)
         tp = ds.tag_ptr if ds.tag_ptr is not None else np.zeros(len(ds.labels) + 1, np.int64)
         tb = ds.tag_blob if ds.tag_blob is not None else np.zeros(0, np.uint8)
         return (ds.indptr, ds.indices, ds.values, ds.labels, ds.weights, tp, tb)
@@ -344,14 +346,21 @@ def train(args: argparse.Namespace) -> int:
     prog.header()
     prog.restart()
     nxt = prog.due = prog.first_due() if out else 1.0
+    warn = out is not None and opts.loss == "poisson"  # (VW's [warning] lines, on stdout)
     seen_w, seen_n = 0.0, 0
     reader = _Parser(parse, getattr(args, "vw_grams", None))
     writers = prediction_writers(args)
 
     def learn(b: tuple, start: int, end: int, pred: np.ndarray | None) -> None:
+        seg = np.zeros(8)  # (the chunk's sums: the run's, and the table's since its line)
         fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, table, state, kind,
-                   opts.learning_rate, opts.power_t, opts.l1, l2, acc,
+                   opts.learning_rate, opts.power_t, opts.l1, l2, seg,
                    pred if pred is not None else _NONE, _BY_SIGN, _CLIP)
+        prog.fold(acc, seg, end - start)
+        if warn:  # (imported here: a run without it imports no numba)
+            from .._online._progress import poisson_warnings
+
+            poisson_warnings(b[3], b[4], None, start, end, True, sys.stdout)
 
     raw = args.raw_predictions is not None  # (the second half of pred: VW's -r scores)
 
@@ -467,7 +476,7 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
         _fast().sync(table, state)
     idx = _used_rows(table)
     info: dict[str, Any] = {"pass_totals": totals,
-                            "vw_progress": [float(prog.due), float(prog.prev[0]),
+                            "vw_progress": [float(prog.due), float(prog.since[0]),
                                             float(prog.prev[1])],
                             "vw_generation": run_generation(args)}
     if how != "identity":
@@ -576,6 +585,7 @@ def test(args: argparse.Namespace) -> int:
     progress = None
     if not args.quiet:
         progress = _cli_run._TestProgress(how, binary)
+        progress.poisson = loss == "poisson"
     writers = prediction_writers(args)
     reader = _Parser(model.parse)
     with all_or_none(writers):

@@ -234,7 +234,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         keep = [n for n in ("sgd", "adaptive", "normalized", "invariant") if getattr(args, n)]
         _save(args, data, (w, g2 if adaptive else None, nrm if normalized else None),
               state, loss, how, {"pass_totals": totals, "vw_progress": [
-                  float(prog.due), float(prog.prev[0]), float(prog.prev[1])],
+                  float(prog.due), sum(t[0] for t in totals) - float(prog.prev[0]),
+                  float(prog.prev[1])],
                   "vw_t0": t0, "vw_initial_t": initial_t, "vw_rules": keep})
     if not args.quiet:
         from ._vwreport import closing_block, holdout_on

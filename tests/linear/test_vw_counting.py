@@ -1,0 +1,183 @@
+"""`terascale vw` against the vowpalwabbit package where VW counts what is easy to miss:
+empty lines in the holdout's count of examples, the progress table's sums since its last
+line, --loss_function poisson's warnings on a negative label, --ignore_linear's features
+in the feature counts, the label sections VW reads with a warning."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _vw_runs import numbers, run_ts, run_vw, stdouts
+
+pytest.importorskip("vowpalwabbit")
+
+
+def _closing(err: str) -> str:
+    return err[err.index("finished run"):]
+
+
+def _weights(path) -> dict[int, float]:
+    return {int(i): float(w) for i, w in re.findall(r"^(\d+):(\S+)", path.read_text(), re.M)}
+
+
+def _blank_lines(n: int, seed: int) -> str:
+    """Labelled rows with, between them, empty lines (alone, with a CR, three in a row:
+    VW's multi-line terminator) and lines of spaces and tabs."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        if i % 23 == 4:
+            out.append("")
+        if i % 37 == 6:
+            out += ["", "", ""]
+        if i % 41 == 9:
+            out.append("\r")
+        if i % 43 == 11:
+            out.append(" \t")
+        y = 1 if rng.random() < 0.5 else -1
+        out.append(f"{y} |a f{rng.integers(30)} g{rng.integers(30)} x:{rng.normal():.3f}")
+    return "".join(x + "\n" for x in out)
+
+
+@pytest.mark.parametrize("flags", [["--passes", "3", "-c", "-k"],
+                                   ["--passes", "3", "-c", "-k", "--holdout_period", "7"],
+                                   ["--holdout_after", "150"]])
+def test_empty_lines_count_in_the_holdout_as_vw(flags, tmp_path, capfd, monkeypatch):
+    """VW counts each empty line (a CR alone too) as an example for the holdout, and reads
+    a line of blanks as an unlabelled example: the same examples are held out, so the
+    predictions, the weights and the closing block are VW's (from the text, then from
+    the cache)."""
+    (tmp_path / "d.vw").write_bytes(_blank_lines(300, 5).encode())
+    out = ["-p", "{}.p", "--readable_model", "{}.rm"]
+    vw = run_vw(["-d", "d.vw", *flags, *(a.format("vw") for a in out)], tmp_path)
+    for run in ("text", "cache"):
+        code, err = run_ts(capfd, ["-d", "d.vw", *flags, *(a.format(run) for a in out)],
+                           tmp_path, monkeypatch)
+        assert code == 0, err
+        assert _closing(err) == _closing(vw)
+        assert (tmp_path / f"{run}.p").read_text() == (tmp_path / "vw.p").read_text()
+        assert _weights(tmp_path / f"{run}.rm") == _weights(tmp_path / "vw.rm")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_empty_lines_count_in_the_batch_learners_holdout(workers, tmp_path, capfd,
+                                                           monkeypatch):
+    """--bfgs holds out VW's examples, on one worker or each reading a share of the text
+    (the empty lines of the shares before counted)."""
+    (tmp_path / "d.vw").write_bytes(_blank_lines(300, 6).encode())
+    flags = ["--bfgs", "--passes", "4", "-c", "-k", "--predict_only_model"]
+    vw = run_vw(["-d", "d.vw", *flags, "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-n", str(workers), *flags,
+                               "--readable_model", "ts.rm"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert _closing(err).split("\n")[:9] == _closing(vw).split("\n")[:9]
+    a, b = _weights(tmp_path / "vw.rm"), _weights(tmp_path / "ts.rm")
+    assert a.keys() == b.keys()
+    np.testing.assert_allclose([b[k] for k in a], [a[k] for k in a], rtol=1e-5, atol=1e-6)
+    assert len(numbers(tmp_path / "ts.rm")) > 0
+
+
+def _table(err: str) -> str:
+    return err[err.index("average  since"):err.index("finished run")]
+
+
+@pytest.mark.parametrize("flags", [["-P", "5"], ["-P", "5", "--passes", "3", "-c", "-k"],
+                                   ["-P", "5", "-t", "-i", "m.vw"]])
+def test_since_last_after_a_huge_loss_is_vws(flags, tmp_path, capfd, monkeypatch):
+    """After a loss near 1e22 the table's ``since last`` is VW's small value (its own sum
+    since the last line, not a difference of running sums), learning or under -t, and so
+    is the model's sum_loss_since_last_dump."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for i in range(200):
+        y = 1e11 if i == 3 else 3e10 if i == 40 else rng.normal()
+        rows.append(f"{y:.6g} |a f{rng.integers(20)} x:{rng.normal():.3f}\n")
+    (tmp_path / "d.vw").write_text("".join(rows))
+    run_vw(["-d", "d.vw", "-f", "m.vw"], tmp_path)
+    vw = run_vw(["-d", "d.vw", *flags, "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "--readable_model", "ts.rm"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert _table(err) == _table(vw)
+    if "-t" not in flags:  # (-t writes the model read: its counters are the model's)
+        since = [re.findall(r"^sum_loss_since_last_dump.*$", (tmp_path / f).read_text(),
+                            re.M) for f in ("vw.rm", "ts.rm")]
+        assert since[0] and since[0] == since[1]
+
+
+@pytest.mark.parametrize("flags", [["-P", "3"], ["--passes", "2", "-c", "-k"],
+                                   ["-t", "-P", "3"]])
+def test_poisson_on_negative_labels_warns_and_counts_as_vw(flags, tmp_path):
+    """A negative label under --loss_function poisson: VW's [warning] lines on standard
+    output (two for an example learned from, one held out or under -t, none at weight
+    0, the label as VW prints it), and its table, whose since-last column is finite again
+    after the line that had the label."""
+    rows = ["1 |a x:1", "2 |a y:2", "-1 |a x:0.5 y", "3 |a z", "-2 0 |a x"]
+    rows += ["1.5 |a y:0.3", "2 |a x"] * 3 + ["-0.1 |a x", "-1e-7 |a y", "-123456789 |a x"]
+    rows.insert(9, "-7 |a y")  # (the 10th: held out with --passes)
+    rows += ["1.5 |a y:0.3", "2 |a x"] * 8
+    (tmp_path / "d.vw").write_text("\n".join(rows) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "poisson", *flags]
+    vw, ts = stdouts(args, tmp_path)
+    assert vw.count("[warning]") >= 5 and ts == vw
+    errs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"], [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        errs.append(_table(r.stderr))
+    assert re.search(r"^-nan +\d", errs[0], re.M)  # (since last: finite again)
+    assert errs[1] == errs[0]
+
+
+def _features(err: str) -> list[str]:
+    """The table's current-features column and the closing block's total."""
+    rows = [ln.split() for ln in _table(err).splitlines()[2:] if ln.strip()]
+    return [r[-1] for r in rows] + re.findall(r"^total feature number = \d+", err, re.M)
+
+
+@pytest.mark.parametrize("flags", [["--ignore_linear", "a", "-q", "ab"],
+                                   ["--ignore_linear", "ab", "--passes", "2", "-c", "-k",
+                                    "--holdout_off", "-q", "ab"],
+                                   ["--ignore_linear", "a", "--noconstant"]])
+def test_ignore_linear_features_are_counted_as_vw(flags, tmp_path, capfd, monkeypatch):
+    """VW counts the features --ignore_linear leaves out of learning: the table's current
+    features, the total feature number and the model's total_features are VW's (from the
+    text and from the cache), and so is -t's table with the model."""
+    (tmp_path / "d.vw").write_text("1 |a x y z |b p q\n-1 |a x |b q r s\n1 |a y |b p\n"
+                                   "-1 |b q\n1 |a x y\n")
+    out = ["-P", "1", "--readable_model", "{}.rm", "-f", "{}.model"]
+    vw = run_vw(["-d", "d.vw", *flags, *(a.format("vw") for a in out)], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, *(a.format("ts") for a in out)],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    assert _features(err) == _features(vw) and _features(vw)[-1] != "total feature number = 0"
+    total = [re.findall(r"^total_features.*$", (tmp_path / f"{r}.rm").read_text(), re.M)
+             for r in ("vw", "ts")]
+    assert total[0] and total[0] == total[1]
+    test = ["-d", "d.vw", "-t", "-i", "vw.model", "-P", "1"]
+    code, err = run_ts(capfd, test, tmp_path, monkeypatch)
+    assert code == 0, err
+    assert _features(err) == _features(run_vw(test, tmp_path))
+
+
+@pytest.mark.parametrize("flags", [["-P", "1"], ["--passes", "2", "-c", "-k", "-P", "1"]])
+def test_label_sections_vw_warns_on_are_read_as_vw(flags, tmp_path):
+    """A label word that is no number (``# text |a f``: label 0, weight 0) and a label of
+    more than three words (read unlabelled): VW's warning and error lines on standard
+    output, once (the cache holds the parsed examples), and its table and predictions."""
+    (tmp_path / "d.vw").write_text("1 |a f\n# text |a f\n1 2 0 4 |a g\n-1 abc |a f\n"
+                                   "abc |a g\n1 2 0 4 5 'tag|a f\n-1 |a g\n" * 3)
+    args = ["-d", "d.vw", "-p", "p", *flags]
+    runs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"], [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, *args], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        runs.append((r.stdout, _table(r.stderr), _closing(r.stderr),
+                     (tmp_path / "p").read_text()))
+    assert runs[0][0].count("[warning] 'abc' is not a good float") == 6
+    assert runs[1] == runs[0]
