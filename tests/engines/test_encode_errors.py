@@ -15,11 +15,11 @@ def _text() -> Encoding:
 
 
 def test_a_bad_line_is_named_by_its_row_in_the_partition() -> None:
-    lines = ["1 |f a:1", "-1 |f b:2", "nan |f a:1", "1 |f c"]
+    lines = ["1 |f a:1", "-1 |f b:2", "abc |f a:1", "1 |f c"]
     with pytest.raises(DataError) as e:
         _text().encode(lines, 40, "Spark partition 3")
     assert str(e.value).startswith("Spark partition 3, row 42: the label section has a word "
-                                   "that is not a number: 'nan |f a:1'"), str(e.value)
+                                   "that is not a number: 'abc |f a:1'"), str(e.value)
 
 
 def test_a_null_line_is_named_the_same_way() -> None:

@@ -1,7 +1,7 @@
 """`terascale vw` against the vowpalwabbit package where VW counts what is easy to miss:
 empty lines in the holdout's count of examples, the progress table's sums since its last
 line, --loss_function poisson's warnings on a negative label, --ignore_linear's features
-in the feature counts, the label sections VW reads with a warning."""
+in the feature counts."""
 
 from __future__ import annotations
 
@@ -162,22 +162,3 @@ def test_ignore_linear_features_are_counted_as_vw(flags, tmp_path, capfd, monkey
     code, err = run_ts(capfd, test, tmp_path, monkeypatch)
     assert code == 0, err
     assert _features(err) == _features(run_vw(test, tmp_path))
-
-
-@pytest.mark.parametrize("flags", [["-P", "1"], ["--passes", "2", "-c", "-k", "-P", "1"]])
-def test_label_sections_vw_warns_on_are_read_as_vw(flags, tmp_path):
-    """A label word that is no number (``# text |a f``: label 0, weight 0) and a label of
-    more than three words (read unlabelled): VW's warning and error lines on standard
-    output, once (the cache holds the parsed examples), and its table and predictions."""
-    (tmp_path / "d.vw").write_text("1 |a f\n# text |a f\n1 2 0 4 |a g\n-1 abc |a f\n"
-                                   "abc |a g\n1 2 0 4 5 'tag|a f\n-1 |a g\n" * 3)
-    args = ["-d", "d.vw", "-p", "p", *flags]
-    runs = []
-    for cmd in ([sys.executable, "-m", "vowpalwabbit"], [sys.executable, "-m", "terascale", "vw"]):
-        r = subprocess.run([*cmd, *args], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=120)
-        assert r.returncode == 0, r.stderr
-        runs.append((r.stdout, _table(r.stderr), _closing(r.stderr),
-                     (tmp_path / "p").read_text()))
-    assert runs[0][0].count("[warning] 'abc' is not a good float") == 6
-    assert runs[1] == runs[0]

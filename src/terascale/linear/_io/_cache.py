@@ -49,7 +49,7 @@ from ._cachefmt import (
     label_bytes,
 )
 from ._cachewrite import EntryWriter
-from ._dataset import ParseOptions, vw_notes
+from ._dataset import ParseOptions
 from ._stream import TextBlocks
 
 __all__ = ["CacheBlocks", "PendingCache", "cache_key", "checked_root", "default_cache_dir",
@@ -246,7 +246,6 @@ class PendingCache(Blocks):
             w = EntryWriter(tmp, self.opts, self.path, _VERSION)
             start = 0
             for ds, e in self.text.map_chunks(lambda ds: (ds, w.encode(ds))):
-                vw_notes(ds)
                 w.put(e)
                 yield Block(start=start, indptr=ds.indptr, indices=ds.indices,
                             values=ds.values, labels=ds.labels, weights=ds.weights,

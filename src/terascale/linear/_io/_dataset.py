@@ -8,7 +8,6 @@ order, so a learner never hashes.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 from ..._errors import ConfigError
 from .._names import opt
 
-__all__ = ["Dataset", "ParseOptions", "example_tag", "vw_notes"]
+__all__ = ["Dataset", "ParseOptions", "example_tag"]
 
 FORMATS = ("vw", "libsvm", "csv")
 # the fields that take several values (a string alone stands for one)
@@ -212,9 +211,6 @@ class Dataset:
     ignored
         Each example's count of features ``--ignore_linear`` dropped (int64, n), or None:
         none. VW counts them in its feature counts.
-    notes
-        VW's warnings on the label sections it read anyway (``[warning] '#' is not a good
-        float, replacing with 0``), in order, or None: none (see :func:`vw_notes`).
     """
 
     indptr: np.ndarray     # int64, n + 1
@@ -230,7 +226,6 @@ class Dataset:
     parse: ParseOptions | None = None   # how the text was parsed (None: built by hand)
     blanks: np.ndarray | None = None    # int64: the example each empty line precedes
     ignored: np.ndarray | None = None   # int64, n: --ignore_linear's features (VW counts)
-    notes: list[str] | None = None      # VW's warnings on label sections, in order
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -291,12 +286,4 @@ class Dataset:
                        skipped=sum(p.skipped for p in parts),
                        sources=[s for p in parts for s in p.sources], parse=parts[0].parse,
                        blanks=np.concatenate(blanks).astype(np.int64) if blanks else None,
-                       ignored=ignored,
-                       notes=[t for p in parts for t in p.notes or []] or None)
-
-
-def vw_notes(ds: Dataset) -> None:
-    """Print a parsed chunk's notes (VW's warnings on label sections it reads anyway) on
-    standard output, where VW prints them; called in the chunks' order."""
-    if ds.notes:
-        sys.stdout.write("".join(f"{n}\n" for n in ds.notes))
+                       ignored=ignored)

@@ -27,7 +27,7 @@ import numpy as np
 from ..._background import background
 from ..._errors import DataError
 from ._blocks import Block, Blocks, ShardStats
-from ._dataset import Dataset, ParseOptions, vw_notes
+from ._dataset import Dataset, ParseOptions
 
 __all__ = ["CHUNK_BYTES", "TextBlocks", "parse_threads", "stream_size"]
 
@@ -347,7 +347,6 @@ class TextBlocks(Blocks):
     def __iter__(self) -> Iterator[Block]:
         start = skipped = nnz = 0
         for ds in self.datasets():
-            vw_notes(ds)
             skipped += ds.skipped
             nnz += ds.n_features
             yield Block(start=start, indptr=ds.indptr, indices=ds.indices, values=ds.values,

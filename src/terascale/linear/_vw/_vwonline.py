@@ -231,11 +231,9 @@ class _Parser:
                                 for k, t in enumerate(lines))
             return self.plain.parse(rewritten.encode("utf-8", "surrogateescape"), source,
                                     line)
-        from .._io._dataset import vw_notes
         from .._io._readers import _parse_one  # (numba: text outside the C subset)
 
         ds = _parse_one(buf, self.opts, source, line)
-        vw_notes(ds)
         tp = ds.tag_ptr if ds.tag_ptr is not None else np.zeros(len(ds.labels) + 1, np.int64)
         tb = ds.tag_blob if ds.tag_blob is not None else np.zeros(0, np.uint8)
         return (ds.indptr, ds.indices, ds.values, ds.labels, ds.weights, tp, tb)
@@ -297,7 +295,7 @@ def train(args: argparse.Namespace) -> int:
     """The run :func:`c_path` admits: learn, print VW's lines, write -p, -r and -f."""
     from .._front import _cli_run
     from .._io._dataset import ParseOptions
-    from .._losstable import _BY_SIGN, _CLIP
+    from .._losstable import _BY_SIGN, _CLIP, loss_spec
     from .._online._progress import LINK, Progress
     from .._online._state import new_state
     from .._options import TrainOptions
@@ -346,7 +344,7 @@ def train(args: argparse.Namespace) -> int:
     prog.header()
     prog.restart()
     nxt = prog.due = prog.first_due() if out else 1.0
-    warn = out is not None and opts.loss == "poisson"  # (VW's [warning] lines, on stdout)
+    warn = out is not None and loss_spec(opts.loss).counts  # (VW's [warning]s, on stdout)
     seen_w, seen_n = 0.0, 0
     reader = _Parser(parse, getattr(args, "vw_grams", None))
     writers = prediction_writers(args)
@@ -537,7 +535,7 @@ def test(args: argparse.Namespace) -> int:
     ``-b`` whose weights are over half the memory, its ``--ignore_linear``) runs the numba
     pass."""
     from .._front import _cli_run
-    from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code
+    from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code, loss_spec
     from ._vwmodel import model_t, read_vw_model, run_generation
     from ._vwout import all_or_none, link, prediction_writers
     from ._vwreport import preamble, test_block
@@ -585,7 +583,7 @@ def test(args: argparse.Namespace) -> int:
     progress = None
     if not args.quiet:
         progress = _cli_run._TestProgress(how, binary)
-        progress.poisson = loss == "poisson"
+        progress.poisson = loss_spec(loss).counts
     writers = prediction_writers(args)
     reader = _Parser(model.parse)
     with all_or_none(writers):

@@ -275,26 +275,6 @@ def _grouped(nsch: np.ndarray, indices: np.ndarray, values: np.ndarray, ex_start
 
 
 @numba.njit(cache=True, nogil=True)
-def _no_number(buf: np.ndarray, ts: int, te: int) -> bool:
-    """Whether a label word has no number at its start (VW then warns and reads 0): not a
-    digit or '.', after one sign; ``inf`` and ``nan`` are not read so (VW reads the
-    first, warns on the second: both stay errors)."""
-    k = ts + 1 if buf[ts] == 45 or buf[ts] == 43 else ts
-    if k < te and (48 <= buf[k] <= 57 or buf[k] == 46):
-        return False
-    c = buf[k] | 32 if k < te else 0
-    return not (c == 105 or c == 110)  # (i, n)
-
-
-@numba.njit(cache=True, nogil=True)
-def _note(notes: np.ndarray, k: int, kind: int, count: int, s: int, e: int) -> np.ndarray:
-    """Row ``k`` of the notes: (kind, count, start, end)."""
-    notes = _grow_i(notes, 4 * k + 4)
-    notes[4 * k], notes[4 * k + 1], notes[4 * k + 2], notes[4 * k + 3] = kind, count, s, e
-    return notes
-
-
-@numba.njit(cache=True, nogil=True)
 def _counts(a: np.ndarray, k: int, n: int) -> np.ndarray:
     """The first ``k`` counts of ``a``, zeros to ``n``; empty where all are 0."""
     if k == 0:
@@ -308,10 +288,8 @@ def _counts(a: np.ndarray, k: int, n: int) -> np.ndarray:
 def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool,
                    skip_bad: bool, ignore: np.ndarray, ignore_linear: np.ndarray):  # noqa: ANN201
     """Parse VW text; returns (indptr, indices, values, labels, weights, tag_ptr, tag_blob,
-    skipped, err_code, err_line, blanks, ignored, notes) where err_line counts lines from 0
-    (empty lines included), ``notes`` are VW's warnings on label sections it reads anyway
-    (rows of kind, count, start, end: 1 a word that is no number, read as 0; 2 more than
-    three words, the example read unlabelled; see ``_io._dataset.vw_notes``), ``ignored`` is each example's count of ``--ignore_linear``'s features
+    skipped, err_code, err_line, blanks, ignored) where err_line counts lines from 0 (empty
+    lines included), ``ignored`` is each example's count of ``--ignore_linear``'s features
     (which VW counts in its feature counts; empty where there are none) and ``blanks``
     holds, for each empty line (``\\n`` or ``\\r\\n`` alone), the
     index of the example it precedes: VW counts an empty line as an example for the holdout
@@ -359,10 +337,6 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
     nblank = 0
     ignored = np.zeros(0, np.int64)  # per example up to the last with any (see the end)
     nignored = 0
-    # VW's warnings on label sections it reads anyway: (kind, count, start, end) rows
-    notes = np.empty(64, np.int64)
-    nnote = 0
-    pend = np.empty(6, np.int64)  # a line's words that are no number (their notes)
     while pos < n:
         line += 1
         ls = pos
@@ -391,9 +365,6 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
         base = 0.0
         tag_s = 0
         tag_e = 0
-        npend = 0
-        negative = False
-        words_s = words_e = ls
         if err == 0:
             # label section: words; the last is the tag if it starts with ' or touches '|'
             nnum = 0
@@ -419,35 +390,19 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                 v, ok = read_float32(buf, ts, te)
                 if not ok:
                     v, ok = _number_prefix(buf, ts, te)
-                if not ok and nnum < 3 and _no_number(buf, ts, te):
-                    # VW: "'#' is not a good float, replacing with 0"
-                    v, ok = np.float32(0.0), True
-                    pend[2 * npend], pend[2 * npend + 1] = ts, te
-                    npend += 1
-                if nnum == 0:
-                    words_s = ts
-                words_e = te
-                if not ok and nnum < 3:
+                if not ok:
                     err = 2
                 elif nnum == 0:
                     label = v
                 elif nnum == 1:
                     weight = v
-                    negative = v < 0
+                    if v < 0:
+                        err = 6
                 elif nnum == 2:
                     base = v
+                elif nnum >= 3:
+                    err = 3
                 nnum += 1
-            if err == 0 and nnum > 3:
-                # VW: "Error: 4 is too many tokens for a simple label: ...", and the example
-                # is read unlabelled (its words are not read as numbers)
-                label, weight, base, negative, npend = np.nan, 1.0, 0.0, False, 0
-                notes = _note(notes, nnote, 2, nnum, words_s, words_e)
-                nnote += 1
-            for k in range(npend):
-                notes = _note(notes, nnote, 1, 0, pend[2 * k], pend[2 * k + 1])
-                nnote += 1
-            if err == 0 and negative:
-                err = 6
             if err == 0 and base != 0.0:
                 err = 7
         ex_start = nnz
@@ -478,7 +433,7 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                 continue
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], weights[:nex],
                     tag_ptr[:nex + 1], tag_blob[:ntag], skipped, err, line,
-                    blanks[:nblank].copy(), ignored[:0].copy(), notes[:4 * nnote].copy())
+                    blanks[:nblank].copy(), ignored[:0].copy())
         if runs and plain:  # the parsed order is VW's: no grouping, no interactions
             if constant:
                 if nnz == len(indices):
@@ -520,5 +475,4 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
         indices, values = indices[:nnz].copy(), values[:nnz].copy()
     return (indptr[:nex + 1].copy(), indices, values, labels[:nex].copy(),
             weights[:nex].copy(), tag_ptr[:nex + 1].copy(), tag_blob[:ntag].copy(),
-            skipped, 0, line, blanks[:nblank].copy(), _counts(ignored, nignored, nex),
-            notes[:4 * nnote].copy())
+            skipped, 0, line, blanks[:nblank].copy(), _counts(ignored, nignored, nex))

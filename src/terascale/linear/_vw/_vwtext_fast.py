@@ -73,8 +73,7 @@ def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip
                 indices, values = indices[:nnz].copy(), values[:nnz].copy()
             return (indptr[:nex + 1].copy(), indices, values, labels[:nex].copy(),
                     weights[:nex].copy(), tag_ptr[:nex + 1].copy(), tag_blob[:ntag].copy(),
-                    0, 0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64),
-                    np.zeros(0, np.int64))
+                    0, 0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64))
     return parse_vw_bytes(buf, mask, table, constant, skip_bad, ignore, ignore_linear)
 
 
