@@ -51,6 +51,9 @@ class Loss(NamedTuple):
         ``"mean"`` the weighted mean label, ``"log_odds"`` the log-odds of two labels,
         ``"majority"`` the label of more weight, ``"quantile"`` the one of two labels at
         the tau-quantile; ``""`` none (VW prints none).
+    counts
+        Whether labels are counts: VW learns nothing from a negative label and warns of
+        it (``[warning]`` lines on standard output, where the progress table goes).
     """
 
     code: int
@@ -62,6 +65,7 @@ class Loss(NamedTuple):
     clip: str
     curvature: float = 0.0
     best_constant: str = ""
+    counts: bool = False
 
 
 # The one table of losses: adding one is a row here, its branches in the kernels below
@@ -84,7 +88,7 @@ LOSS_TABLE = {
     "classic": Loss(4, "classic", "identity", False, "mse", False, "labels", 0.0, "mean"),
     # Poisson regression of counts on the log scale (VW's deviance; --link poisson gives
     # the rates exp(score))
-    "poisson": Loss(5, "poisson", "identity", False, "mse", False, "labels50"),
+    "poisson": Loss(5, "poisson", "identity", False, "mse", False, "labels50", counts=True),
     # the asymmetric squared loss of the q-expectile: squared's loss, derivatives and step
     # weighted q where the prediction is above the label, 1 - q where below (VW's
     # --loss_function expectile --expectile_q Q, q in (0, 0.5])

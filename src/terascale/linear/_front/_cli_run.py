@@ -549,7 +549,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     labels: list[float] = []
     table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
     if table is not None:
-        table.poisson = (args.loss or model.loss) == "poisson"
+        table.poisson = loss_spec(args.loss or model.loss).counts
     with _Output(args.predictions) as out, _Output(scores) as raw_out:
         for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
             s = _clip(model, raw, loss if vw_mode else None)

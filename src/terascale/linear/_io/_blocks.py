@@ -92,7 +92,13 @@ class Block:
 
     def counted(self, start: int, end: int) -> np.ndarray:
         """The feature count VW gives examples [start, end): those held, and those
-        ``--ignore_linear`` dropped."""
+        ``--ignore_linear`` dropped.
+
+        Parameters
+        ----------
+        start, end
+            The first example and the one after the last, in this block.
+        """
         n = np.diff(self.indptr[start:end + 1])
         return n + self.ignored[start:end] if self.ignored is not None else n
 

@@ -19,6 +19,7 @@ from .._batch._linalg import dot
 from .._combine._mixing import Mixer
 from .._io._blocks import Block
 from .._io._spill import Spill
+from .._losstable import loss_spec
 from .._options import TrainOptions
 from ._progress import Progress, poisson_warnings
 from ._progressive import BLOCK, block_tags, zero_one
@@ -77,7 +78,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     acc = np.zeros(COUNTED + 4 + LABELS)
     labels_seen: list[float] = []
     lines = out is not None and (first or opts.vw_text)
-    warn = out is not None and opts.vw_text and opts.loss == "poisson"  # (VW's, on stdout)
+    warn = out is not None and opts.vw_text and loss_spec(opts.loss).counts  # (VW's, stdout)
     if first:  # (a run that prints no line keeps VW's first dump_interval, 1)
         prog.restart()
         prog.due = prog.first_due() if lines else 1.0
