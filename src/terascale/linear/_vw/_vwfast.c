@@ -418,6 +418,21 @@ static int line_grams(const unsigned char *gn, const unsigned char *gk,
     return 0;
 }
 
+/* Grows the line's scratch copies of its indices and values to 2 n (the old ones freed);
+   0 where memory ran out (*cap is then 0; the caller's exit path frees what is left). */
+static int grow_scratch(uint32_t **idx, float **val, Py_ssize_t *cap, Py_ssize_t n) {
+    free(*idx);
+    free(*val);
+    *cap = 2 * n;
+    *idx = malloc((size_t)*cap * 4);
+    *val = malloc((size_t)*cap * 4);
+    if (!*idx || !*val) {
+        *cap = 0;
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *parse(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0}, bg = {0}, bn = {0};
@@ -665,13 +680,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         seg_s[n_seg] = nnz; /* (the last segment's end) */
         if (regroup) {
             Py_ssize_t cnt = nnz - ex_start;
-            if (cnt > tmp_cap) {
-                free(tmp_i);
-                free(tmp_v);
-                tmp_cap = 2 * cnt;
-                tmp_i = malloc((size_t)tmp_cap * 4);
-                tmp_v = malloc((size_t)tmp_cap * 4);
-                if (!tmp_i || !tmp_v) { tmp_cap = 0; status = 3; goto done; }
+            if (cnt > tmp_cap && !grow_scratch(&tmp_i, &tmp_v, &tmp_cap, cnt)) {
+                status = 3;
+                goto done;
             }
             /* in order of each character's first feature (one without: empty) */
             unsigned char order[256];
@@ -712,13 +723,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         }
         if (gram_n) {
             Py_ssize_t cnt = nnz - ex_start;
-            if (cnt > tmp_cap) {
-                free(tmp_i);
-                free(tmp_v);
-                tmp_cap = 2 * cnt;
-                tmp_i = malloc((size_t)tmp_cap * 4);
-                tmp_v = malloc((size_t)tmp_cap * 4);
-                if (!tmp_i || !tmp_v) { tmp_cap = 0; status = 3; goto done; }
+            if (cnt > tmp_cap && !grow_scratch(&tmp_i, &tmp_v, &tmp_cap, cnt)) {
+                status = 3;
+                goto done;
             }
             if ((status = line_grams(gram_n, gram_k, line_ns, n_line_ns, gs, ge, ex_start,
                                      indices, values, &nnz, fcap, m, tmp_i, tmp_v)))

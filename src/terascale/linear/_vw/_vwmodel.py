@@ -531,41 +531,41 @@ def record_sums(rules: Iterable[str]) -> tuple[bool, bool]:
     return "adaptive" in rules, "normalized" in rules
 
 
-def model_rules(path: str) -> list[str]:
-    """The learner options a VW model's header records (``--bfgs``, ``--sgd``,
-    ``--adaptive``...), as ``terascale vw``'s argument names (empty for terascale's
-    models): VW applies them to a run that loads the model."""
+def _past_options(path: str) -> tuple[Any, str] | None:
+    """A reader of the VW model at ``path`` past its header's options line, and that
+    line; None for terascale's models and VW's models without one."""
     if not is_vw_model(path):
-        return []
+        return None
     with open(path, "rb") as f:
         r = _Reader(f.read(), path)
     r.string(False)
     r.string()
     if r.take(1) != b"m":
-        return []
+        return None
     r.take(16)
     for _ in range(2):
         r.take(3 * r.u4())
-    return [_RULES[t[2:]] for t in shlex.split(r.string()) if t[2:] in _RULES]
+    return r, r.string()
+
+
+def model_rules(path: str) -> list[str]:
+    """The learner options a VW model's header records (``--bfgs``, ``--sgd``,
+    ``--adaptive``...), as ``terascale vw``'s argument names (empty for terascale's
+    models): VW applies them to a run that loads the model."""
+    return [_RULES[t[2:]] for t in model_options(path) if t[2:] in _RULES]
 
 
 def model_sums(path: str) -> tuple[bool, bool] | None:
     """Whether the records of a VW save_resume model of gd carry the adaptive sum and the
     normalizer (:func:`record_sums` of the rules its header names); None for any other
     model (weights alone, a batch learner's, terascale's)."""
-    rules = model_rules(path)
-    if not is_vw_model(path) or "bfgs" in rules or "cg" in rules:
+    head = _past_options(path)
+    if head is None:
         return None
-    with open(path, "rb") as f:
-        r = _Reader(f.read(), path)
-    r.string(False)
-    r.string()
-    if r.take(1) != b"m":
+    r, options = head
+    rules = [_RULES[t[2:]] for t in shlex.split(options) if t[2:] in _RULES]
+    if "bfgs" in rules or "cg" in rules:
         return None
-    r.take(16)
-    for _ in range(2):
-        r.take(3 * r.u4())
-    r.string()
     r.take(8, False)  # the checksum
     return record_sums(rules) if r.take(1, False) != b"\0" else None
 
@@ -573,18 +573,10 @@ def model_sums(path: str) -> tuple[bool, bool] | None:
 def model_t(path: str) -> float:
     """The examples' weight a VW save_resume model has seen (VW's ``t``, which its
     preamble prints as ``initial_t`` when it loads the model); 0 for other models."""
-    if not is_vw_model(path):
+    head = _past_options(path)
+    if head is None:
         return 0.0
-    with open(path, "rb") as f:
-        r = _Reader(f.read(), path)
-    r.string(False)
-    r.string()
-    if r.take(1) != b"m":
-        return 0.0
-    r.take(16)
-    for _ in range(2):
-        r.take(3 * r.u4())
-    r.string()
+    r = head[0]
     r.take(8, False)  # the checksum
     if r.take(1, False) == b"\0":
         return 0.0
@@ -594,18 +586,8 @@ def model_t(path: str) -> float:
 def model_options(path: str) -> list[str]:
     """The options line of a VW model's header, split as a command line (``--quadratic
     ui --ignore e ...``); empty for terascale's models."""
-    if not is_vw_model(path):
-        return []
-    with open(path, "rb") as f:
-        r = _Reader(f.read(), path)
-    r.string(False)
-    r.string()
-    if r.take(1) != b"m":
-        return []
-    r.take(16)
-    for _ in range(2):
-        r.take(3 * r.u4())
-    return shlex.split(r.string())
+    head = _past_options(path)
+    return [] if head is None else shlex.split(head[1])
 
 
 def model_interactions(path: str) -> bool:
@@ -622,18 +604,7 @@ def model_interactions(path: str) -> bool:
 def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
     """(K, names) when ``path`` is VW's one-against-all model (its header's ``--oaa K``
     and ``--named_labels``), else (None, None) (terascale's models too)."""
-    if not is_vw_model(path):
-        return None, None
-    with open(path, "rb") as f:
-        r = _Reader(f.read(), path)
-    r.string(False)
-    r.string()
-    if r.take(1) != b"m":
-        return None, None
-    r.take(16)
-    for _ in range(2):
-        r.take(3 * r.u4())
-    tokens = shlex.split(r.string())
+    tokens = model_options(path)
     k, names = None, None
     for a, b in zip(tokens, tokens[1:]):
         if a == "--oaa" and b.isdigit():
