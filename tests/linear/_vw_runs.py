@@ -3,11 +3,22 @@ what they wrote (the differential tests of the VW drop-in)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 
 import numpy as np
+import pytest
+
+# the other parametrizations of a test, run by make test-vw (CI runs one case of each)
+FULL = pytest.mark.skipif(os.environ.get("TERASCALE_VW_SUITE") != "all",
+                          reason="one case in CI; all with TERASCALE_VW_SUITE=all")
+
+
+def more(*values):
+    """A parametrization that only ``make test-vw`` (``TERASCALE_VW_SUITE=all``) runs."""
+    return pytest.param(*values, marks=FULL)
 
 
 def hex_id_lines(n: int, seed: int, *, ids: int, common: int, of: int,

@@ -7,22 +7,14 @@ every prediction equal to VW's to 1e-5. CI runs one case of each; ``make test-vw
 
 from __future__ import annotations
 
-import os
 import re
 
 import numpy as np
 import pytest
-from _vw_runs import numbers, run_ts, run_vw
+from _vw_runs import more, numbers, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
-# the other parametrizations of a test: make test-vw
-_FULL = pytest.mark.skipif(os.environ.get("TERASCALE_VW_SUITE") != "all",
-                           reason="one case in CI; all with TERASCALE_VW_SUITE=all")
-
-
-def _more(*values):
-    return pytest.param(*values, marks=_FULL)
 
 
 def _lines(n: int, seed: int, label=None) -> list[str]:
@@ -117,7 +109,7 @@ def _classes(rng, a, x):
     return 1 + int(a[0] % 3)
 
 
-@pytest.mark.parametrize("loss", ["logistic", _more("squared")])
+@pytest.mark.parametrize("loss", ["logistic", more("squared")])
 def test_warm_start_from_vws_one_against_all_model(loss, tmp_path, capfd, monkeypatch):
     """-i of VW's --oaa model (save_resume form): training goes on as VW's (its first
     class's normalized sums, the others' from 0, as VW reads them), with passes; -t
@@ -219,8 +211,8 @@ def test_a_run_without_data_writes_vws_model_and_state(tmp_path, capfd, monkeypa
     assert code == 2 and "--l1_state" in err
 
 
-@pytest.mark.parametrize("progress", [["-P", "1.5"], _more([]), _more(["-P", "7"]),
-                                      _more(["--progress", "0.5"])])
+@pytest.mark.parametrize("progress", [["-P", "1.5"], more([]), more(["-P", "7"]),
+                                      more(["--progress", "0.5"])])
 def test_progress_lines_are_vws(progress, tmp_path, capfd, monkeypatch):
     """The progress table: VW's columns and numbers, at VW's cadence (-P N adds N,
     -P F multiplies the count at each line)."""
@@ -238,16 +230,16 @@ def test_progress_lines_are_vws(progress, tmp_path, capfd, monkeypatch):
 
 @pytest.mark.parametrize("flags", [
     [], ["--passes", "3", "-c", "-k"], ["--sgd", "--passes", "2", "-c", "-k"],
-    _more(["-P", "3"]), _more(["--passes", "2", "-c", "-k", "--holdout_off"]),
-    _more(["--passes", "4", "-c", "-k", "--holdout_period", "3", "-P", "40"]),
-    _more(["--loss_function", "logistic", "--passes", "3", "-c", "-k"]),
-    _more(["--loss_function", "hinge"]),
-    _more(["--loss_function", "quantile", "--quantile_tau", "0.3", "--passes", "2", "-c",
+    more(["-P", "3"]), more(["--passes", "2", "-c", "-k", "--holdout_off"]),
+    more(["--passes", "4", "-c", "-k", "--holdout_period", "3", "-P", "40"]),
+    more(["--loss_function", "logistic", "--passes", "3", "-c", "-k"]),
+    more(["--loss_function", "hinge"]),
+    more(["--loss_function", "quantile", "--quantile_tau", "0.3", "--passes", "2", "-c",
            "-k", "--holdout_off"]),
-    _more(["--adaptive", "--invariant", "--passes", "3", "-c", "-k"]),
-    _more(["--normalized", "--loss_function", "logistic"]),
-    _more(["--bfgs", "--passes", "3", "-c", "-k"]),
-    _more(["--dont_output_best_constant", "-l", "0.1"]),
+    more(["--adaptive", "--invariant", "--passes", "3", "-c", "-k"]),
+    more(["--normalized", "--loss_function", "logistic"]),
+    more(["--bfgs", "--passes", "3", "-c", "-k"]),
+    more(["--dont_output_best_constant", "-l", "0.1"]),
 ])
 def test_progress_and_closing_block_count_weight_and_unlabelled_examples_as_vw(
         flags, tmp_path, capfd, monkeypatch):
@@ -361,12 +353,12 @@ def test_one_against_all_writes_tags_and_refuses_fractional_labels(tmp_path, cap
 @pytest.mark.parametrize("flags", [
     ["--normalized", "--power_t", "0.3", "-l", "0.2"],
     ["--sparse_l2", "0.05", "--adaptive", "--invariant", "--initial_t", "1"],
-    _more(["--adaptive"]),
-    _more(["--normalized", "--invariant", "--power_t", "0.7", "--initial_t", "3"]),
-    _more(["--adaptive", "--normalized", "--power_t", "0.3"]),
-    _more(["--sparse_l2", "0.01"]), _more(["--sgd", "--power_t", "0.3"]),
-    _more(["--normalized", "--loss_function", "poisson", "--link", "poisson", "-l", "0.1"]),
-    _more(["--sparse_l2", "0.01", "--passes", "2", "-c", "-k", "--loss_function",
+    more(["--adaptive"]),
+    more(["--normalized", "--invariant", "--power_t", "0.7", "--initial_t", "3"]),
+    more(["--adaptive", "--normalized", "--power_t", "0.3"]),
+    more(["--sparse_l2", "0.01"]), more(["--sgd", "--power_t", "0.3"]),
+    more(["--normalized", "--loss_function", "poisson", "--link", "poisson", "-l", "0.1"]),
+    more(["--sparse_l2", "0.01", "--passes", "2", "-c", "-k", "--loss_function",
            "logistic"]),
 ])
 def test_vws_other_update_rules(flags, tmp_path, capfd, monkeypatch):
@@ -385,9 +377,9 @@ def test_vws_other_update_rules(flags, tmp_path, capfd, monkeypatch):
 
 @pytest.mark.parametrize("flags", [
     ["--l1", "1e-3", "--l2", "1e-4"],
-    _more(["--l1", "1e-3", "--passes", "2", "-c", "-k"]),
-    _more(["--l1", "1e-3", "--predict_only_model"]),
-    _more(["-q", "ab", "-P", "7"]), _more(["--quiet", "-P", "7"]),
+    more(["--l1", "1e-3", "--passes", "2", "-c", "-k"]),
+    more(["--l1", "1e-3", "--predict_only_model"]),
+    more(["-q", "ab", "-P", "7"]), more(["--quiet", "-P", "7"]),
 ])
 def test_readable_model_after_training_is_vws(flags, tmp_path, capfd, monkeypatch):
     """--readable_model after training: VW's text byte for byte, its performance counters
@@ -410,9 +402,9 @@ def test_readable_model_after_training_is_vws(flags, tmp_path, capfd, monkeypatc
         assert ("l1_state 0\n" in want) == ("--l1" not in flags)
 
 
-@pytest.mark.parametrize("flags", [["--sgd"], _more(["--sgd", "--passes", "3", "-c", "-k"]),
-                                   _more(["--invariant", "--holdout_after", "150"]),
-                                   _more(["--sgd", "--loss_function", "hinge", "-l", "3"])])
+@pytest.mark.parametrize("flags", [["--sgd"], more(["--sgd", "--passes", "3", "-c", "-k"]),
+                                   more(["--invariant", "--holdout_after", "150"]),
+                                   more(["--sgd", "--loss_function", "hinge", "-l", "3"])])
 def test_plain_sgd_with_importance_weights_is_vws_to_the_printed_digit(
         flags, tmp_path, capfd, monkeypatch):
     """VW's plain SGD (learning rate 10: the weights grow, so a last-bit difference in a
@@ -428,8 +420,8 @@ def test_plain_sgd_with_importance_weights_is_vws_to_the_printed_digit(
 
 
 @pytest.mark.parametrize("flags", [["--loss_function", "hinge"],
-                                   _more(["--cubic", "abc", "--loss_function", "logistic"]),
-                                   _more(["--l1", "1e-4", "--l2", "1e-4", "--passes", "2",
+                                   more(["--cubic", "abc", "--loss_function", "logistic"]),
+                                   more(["--l1", "1e-4", "--l2", "1e-4", "--passes", "2",
                                           "-c", "-k"])])
 def test_default_learner_with_importance_weights_is_vws_to_the_printed_digit(
         flags, tmp_path, capfd, monkeypatch):
@@ -457,12 +449,12 @@ def _after_version(path) -> bytes:
 @pytest.mark.parametrize("flags", [
     ["--sgd", "-q", "ab"], ["--adaptive", "--initial_t", "3"],
     ["--normalized", "--invariant", "-l", "2", "--power_t", "0.4"],
-    _more(["--adaptive", "--normalized", "--sgd"]), _more(["--sparse_l2", "0.05"]),
-    _more(["--normalized", "--loss_function", "logistic", "--link", "logistic"]),
+    more(["--adaptive", "--normalized", "--sgd"]), more(["--sparse_l2", "0.05"]),
+    more(["--normalized", "--loss_function", "logistic", "--link", "logistic"]),
     ["--adaptive", "--l1", "1e-3", "--l2", "1e-4"],
-    _more(["--sgd", "--l2", "1e-3", "--passes", "3", "-c", "-k", "--holdout_off"]),
-    _more(["--invariant", "--l1", "5e-3", "--sparse_l2", "0.01"]),
-    _more(["--normalized", "--invariant", "--l1", "1e-3", "--passes", "3", "-c", "-k",
+    more(["--sgd", "--l2", "1e-3", "--passes", "3", "-c", "-k", "--holdout_off"]),
+    more(["--invariant", "--l1", "5e-3", "--sparse_l2", "0.01"]),
+    more(["--normalized", "--invariant", "--l1", "1e-3", "--passes", "3", "-c", "-k",
            "--holdout_off", "--predict_only_model"]),
 ])
 def test_models_of_vws_other_update_rules_move_both_ways(flags, tmp_path, capfd,
@@ -527,10 +519,10 @@ def test_models_of_vws_other_update_rules_move_both_ways(flags, tmp_path, capfd,
 
 
 @pytest.mark.parametrize("flags", [
-    ["--invariant"], _more(["--invariant", "--power_t", "0.4", "--passes", "2", "-c", "-k"]),
-    _more(["--invariant", "--sparse_l2", "0.01", "--noconstant"]),
-    _more(["--invariant", "-q", "ab", "--cubic", "abb", "-q", "cc"]),
-    _more(["--invariant", "--interactions", "abc", "-q", "ca", "--permutations"]),
+    ["--invariant"], more(["--invariant", "--power_t", "0.4", "--passes", "2", "-c", "-k"]),
+    more(["--invariant", "--sparse_l2", "0.01", "--noconstant"]),
+    more(["--invariant", "-q", "ab", "--cubic", "abb", "-q", "cc"]),
+    more(["--invariant", "--interactions", "abc", "-q", "ca", "--permutations"]),
 ])
 def test_invariant_alone_takes_vws_sum_of_squares(flags, tmp_path, capfd, monkeypatch):
     """--invariant alone: the invariant step takes the example's sum of x^2 as VW adds it

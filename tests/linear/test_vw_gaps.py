@@ -12,14 +12,9 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import ab_lines, real_label, run_ts, run_vw, stdouts
+from _vw_runs import FULL, ab_lines, real_label, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
-
-# CI runs one case of a kind where the next ones take the same path; make test-vw
-# (TERASCALE_VW_SUITE=all) runs them all
-_FULL = pytest.mark.skipif(os.environ.get("TERASCALE_VW_SUITE") != "all",
-                           reason="the same path as the case CI runs: TERASCALE_VW_SUITE=all")
 
 
 def _digit_lines(n: int, seed: int) -> list[str]:
@@ -151,7 +146,7 @@ def _block(err: str) -> dict[str, str]:
     return dict(ln.split(" = ", 1) for ln in tail.splitlines() if " = " in ln)
 
 
-@pytest.mark.parametrize("workers", [pytest.param(2, marks=_FULL), 3])
+@pytest.mark.parametrize("workers", [pytest.param(2, marks=FULL), 3])
 def test_oaa_on_workers_prints_the_jobs_table_and_closing_block(workers, tmp_path, capfd,
                                                                  monkeypatch):
     """--oaa K -n N: rank 0 prints VW's table (over its shard, as the binary learner's
@@ -191,11 +186,11 @@ def _predicted(model: str, cwd) -> np.ndarray:
 
 
 @pytest.mark.parametrize("flags", [
-    pytest.param(["--bfgs", "--passes", "8", "--l2", "0.01"], marks=_FULL),
+    pytest.param(["--bfgs", "--passes", "8", "--l2", "0.01"], marks=FULL),
     ["--bfgs", "--passes", "12", "--l2", "0.001", "--holdout_off", "-q", "ab"],
     ["--conjugate_gradient", "--passes", "6", "--l2", "0.01"],
     pytest.param(["--bfgs", "--passes", "10", "--hessian_on", "--loss_function", "logistic",
-                  "--l2", "0.1"], marks=_FULL)])
+                  "--l2", "0.1"], marks=FULL)])
 def test_bfgs_on_workers_is_vws_batch_learner(flags, tmp_path, capfd, monkeypatch):
     """--bfgs -n N: VW's batch learner with each pass's sums added over the workers: 3
     workers end within 1e-4 (relative) of one worker's predictions and of VW's

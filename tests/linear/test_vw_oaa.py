@@ -5,22 +5,15 @@ weights, tags and unlabelled examples. CI runs one case of each; ``make test-vw`
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from _vw_runs import run_ts, run_vw
+from _vw_runs import more, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
-_FULL = pytest.mark.skipif(os.environ.get("TERASCALE_VW_SUITE") != "all",
-                           reason="one case in CI; all with TERASCALE_VW_SUITE=all")
-
-
-def _more(*values):
-    return pytest.param(*values, marks=_FULL)
 
 
 def _classes(n: int, k: int, seed: int, *, first: int = 1, unlabelled: float = 0.1,
@@ -51,10 +44,10 @@ _LOGISTIC = ["--loss_function", "logistic", "--probabilities"]
 
 @pytest.mark.parametrize("flags", [
     ["--oaa", "12", *_LOGISTIC],  # (one class's probability below 10%: ``( 8%)``)
-    _more(["--oaa", "4", "--probabilities"]),  # (VW's warning; the scores' logistic)
-    _more(["--oaa", "4", *_LOGISTIC, "-P", "0.5", "-l", "2"]),
+    more(["--oaa", "4", "--probabilities"]),  # (VW's warning; the scores' logistic)
+    more(["--oaa", "4", *_LOGISTIC, "-P", "0.5", "-l", "2"]),
     ["--oaa", "4", *_LOGISTIC, "--passes", "3", "-c", "-k", "--holdout_period", "4"],
-    _more(["--oaa", "4", *_LOGISTIC, "--passes", "2", "-c", "-k", "--holdout_off"])])
+    more(["--oaa", "4", *_LOGISTIC, "--passes", "2", "-c", "-k", "--holdout_off"])])
 def test_oaa_probabilities_table_and_closing_block_are_vws(flags, tmp_path, capfd,
                                                            monkeypatch):
     """--oaa K --probabilities: VW's table (the predicted class with its probability,
@@ -82,7 +75,7 @@ def test_oaa_probabilities_table_and_closing_block_are_vws(flags, tmp_path, capf
 
 
 @pytest.mark.parametrize("flags", [["--passes", "3", "-c", "-k"],
-                                   _more(["--passes", "2", "-c", "-k", *_LOGISTIC])])
+                                   more(["--passes", "2", "-c", "-k", *_LOGISTIC])])
 def test_oaa_indexing_is_decided_by_a_learned_example_as_vws(flags, tmp_path, capfd,
                                                              monkeypatch):
     """The first label 0 on a held-out example (the 10th) does not make the classes
@@ -116,7 +109,7 @@ def test_oaa_named_labels_with_probabilities_are_vws(tmp_path, capfd, monkeypatc
     assert "dog:" in (tmp_path / "vw.p").read_text()
 
 
-@pytest.mark.parametrize("flags", [[], _more(_LOGISTIC), _more(["--passes", "2", "-c", "-k"])])
+@pytest.mark.parametrize("flags", [[], more(_LOGISTIC), more(["--passes", "2", "-c", "-k"])])
 def test_oaa_negative_and_large_labels_are_read_as_vw(flags, tmp_path, capfd, monkeypatch):
     """VW reads a class as a C int taken unsigned: -1 is 4294967295, its "no class" (an
     unlabelled example, with its weight), -2 a class no learner has (a mistake, the
@@ -136,9 +129,9 @@ def test_oaa_negative_and_large_labels_are_read_as_vw(flags, tmp_path, capfd, mo
 
 @pytest.mark.parametrize("flags", [
     ["--oaa", "3", "-q", "ab", "-l", "0.3", "--named_labels", "cat,dog,emu"],
-    _more(["--oaa", "5", "--l1", "0.0001", "--noconstant", "--loss_function", "logistic"]),
-    _more(["--oaa", "4", "--predict_only_model", "--l2", "0.001"]),
-    _more(["--oaa", "3", "--quiet", "-b", "6"])])
+    more(["--oaa", "5", "--l1", "0.0001", "--noconstant", "--loss_function", "logistic"]),
+    more(["--oaa", "4", "--predict_only_model", "--l2", "0.001"]),
+    more(["--oaa", "3", "--quiet", "-b", "6"])])
 def test_oaa_readable_model_and_invert_hash_are_vws(flags, tmp_path, capfd, monkeypatch):
     """--oaa K --readable_model/--invert_hash: VW's text byte for byte: the K learners'
     rows interleaved (class c of feature i at i * 2**s + c), the first class's state and
@@ -172,8 +165,8 @@ def _after_version(path) -> bytes:
 
 @pytest.mark.parametrize("flags", [
     ["--oaa", "5", "--passes", "3", "-c", "-k", "--l2", "0.0001"],
-    _more(["--oaa", "3", "--named_labels", "cat,dog,emu", "-q", "ab", "-l", "0.3"]),
-    _more(["--oaa", "4", "--loss_function", "logistic", "--probabilities", "-P", "5"])])
+    more(["--oaa", "3", "--named_labels", "cat,dog,emu", "-q", "ab", "-l", "0.3"]),
+    more(["--oaa", "4", "--loss_function", "logistic", "--probabilities", "-P", "5"])])
 def test_oaa_model_is_vws_save_resume_model(flags, tmp_path, capfd, monkeypatch):
     """--oaa K -f: VW's save_resume model byte for byte after the version string (the
     K learners' weights, adaptive sums and normalizers interleaved, the first class's
@@ -205,7 +198,7 @@ def _merged(cmd: list[str], cwd) -> str:
 
 
 @pytest.mark.parametrize("flags", [["--oaa", "3"],
-                                   _more(["--oaa", "3", "--passes", "2", "-c", "-k"])])
+                                   more(["--oaa", "3", "--passes", "2", "-c", "-k"])])
 def test_oaa_info_and_warnings_come_where_vw_prints_them(flags, tmp_path):
     """VW's lines on standard output (the [info] line of the classes' indexing, a
     warning for each learned label out of their range) come between the table's lines
@@ -221,8 +214,8 @@ def test_oaa_info_and_warnings_come_where_vw_prints_them(flags, tmp_path):
     assert _table_on(got) == _table_on(want)
 
 
-@pytest.mark.parametrize("flags", [[], _more(["--probabilities"]),
-                                   _more(["--predict_only_model"])])
+@pytest.mark.parametrize("flags", [[], more(["--probabilities"]),
+                                   more(["--predict_only_model"])])
 def test_oaa_test_run_writes_vws_model_and_text(flags, tmp_path, capfd, monkeypatch):
     """-t -i MODEL with -f, --readable_model and --invert_hash under --oaa: VW's model
     and text after the test run (its counters added to -i's t, each nonzero weight
@@ -242,7 +235,7 @@ def test_oaa_test_run_writes_vws_model_and_text(flags, tmp_path, capfd, monkeypa
 
 
 @pytest.mark.parametrize("flags", [["--oaa", "3", "--scores"],
-                                   _more(["--oaa", "3", "--scores", "--passes", "2", "-c",
+                                   more(["--oaa", "3", "--scores", "--passes", "2", "-c",
                                           "-k", "--named_labels", "cat,dog,emu"])])
 def test_oaa_scores_are_vws(flags, tmp_path, capfd, monkeypatch):
     """--oaa K --scores: -p writes each class's score (named with --named_labels), -r
@@ -262,7 +255,7 @@ def test_oaa_scores_are_vws(flags, tmp_path, capfd, monkeypatch):
 
 
 @pytest.mark.parametrize("flags", [["--indexing", "0"],
-                                   _more(["--indexing", "1", "--passes", "2", "-c", "-k"])])
+                                   more(["--indexing", "1", "--passes", "2", "-c", "-k"])])
 def test_oaa_indexing_given_is_vws(flags, tmp_path, capfd, monkeypatch):
     """--oaa K --indexing 0|1: the classes' numbering from the start (no [info] line, no
     decision): VW's table, -p, -r, readable model and model (which keeps --indexing, and
