@@ -400,6 +400,18 @@ def _write_pieces(f: Any, data: bytes | Iterable[Any]) -> None:
         out.write(piece)
 
 
+def _header_reader(path: str) -> _Reader:
+    """A reader of the VW model at ``path`` for its header: the file mapped, so that only
+    the pages read are (the helpers that look at a model's header run several times at a
+    run's start; each read the whole file, hundreds of MB for a -b 26 model)."""
+    import mmap
+
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        data: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    return _Reader(data, path)
+
+
 class _Reader:
     def __init__(self, data: bytes, path: str) -> None:
         self.data, self.pos, self.path, self.h = data, 0, path, 0
@@ -442,8 +454,7 @@ def model_generation(path: str) -> tuple[list[str], list[str], int, str, int | N
     -b (empty, empty, 0, "strings", None for terascale's)."""
     if not is_vw_model(path):
         return [], [], 0, "strings", None
-    with open(path, "rb") as f:
-        r = _Reader(f.read(), path)
+    r = _header_reader(path)
     r.string(False)
     r.string()
     if r.take(1) != b"m":
@@ -536,8 +547,7 @@ def _past_options(path: str) -> tuple[Any, str] | None:
     line; None for terascale's models and VW's models without one."""
     if not is_vw_model(path):
         return None
-    with open(path, "rb") as f:
-        r = _Reader(f.read(), path)
+    r = _header_reader(path)
     r.string(False)
     r.string()
     if r.take(1) != b"m":
@@ -548,11 +558,16 @@ def _past_options(path: str) -> tuple[Any, str] | None:
     return r, r.string()
 
 
+def _rules_of(tokens: list[str]) -> list[str]:
+    """The learner options among a model header's option tokens, as argument names."""
+    return [_RULES[t[2:]] for t in tokens if t[2:] in _RULES]
+
+
 def model_rules(path: str) -> list[str]:
     """The learner options a VW model's header records (``--bfgs``, ``--sgd``,
     ``--adaptive``...), as ``terascale vw``'s argument names (empty for terascale's
     models): VW applies them to a run that loads the model."""
-    return [_RULES[t[2:]] for t in model_options(path) if t[2:] in _RULES]
+    return _rules_of(model_options(path))
 
 
 def model_sums(path: str) -> tuple[bool, bool] | None:
@@ -563,7 +578,7 @@ def model_sums(path: str) -> tuple[bool, bool] | None:
     if head is None:
         return None
     r, options = head
-    rules = [_RULES[t[2:]] for t in shlex.split(options) if t[2:] in _RULES]
+    rules = _rules_of(shlex.split(options))
     if "bfgs" in rules or "cg" in rules:
         return None
     r.take(8, False)  # the checksum
