@@ -58,22 +58,23 @@ test-vw: install-test
 	$(BIN)/python tests/vw_suite/_vwsuite.py
 	$(BIN)/python tests/linear/_vw_qa.py
 	TERASCALE_VW_SUITE=all $(BIN)/python -m pytest -q tests/linear/test_vw_dropin_rest.py \
-	  tests/linear/test_vw_gaps.py
+	  tests/linear/test_vw_gaps.py tests/linear/test_vw_oaa.py tests/linear/test_vwonline.py
 
 # The engines' tests with the learner across separate executor JVMs (Spark local-cluster)
 test-engines: install-test
 	TERASCALE_SPARK_FULL=1 $(BIN)/python -m pytest -q tests/engines
 
 # On a fresh clone numba compiles the linear kernels on first use (about 45 s of one core):
-# that runs in the background while the peers install, the lint and the docs build take the
-# other core, so the suite finds them compiled. The suite runs on two pytest-xdist workers,
-# a test file (and all of tests/engines) on one worker: most tests wait on processes,
-# sockets and deadlines, and two at a time keep both cores busy.
+# that runs in the background while the lint and the docs build take the other core, so the
+# suite finds them compiled; the peers' environments install beside them (mostly waiting on
+# the package index). The suite runs on two pytest-xdist workers, a test file (and all of
+# tests/engines) on one worker: most tests wait on processes, sockets and deadlines, and two
+# at a time keep both cores busy.
 test: install-test
 	@TERASCALE_QUIET=1 $(BIN)/python -c "from terascale.linear.kernels import warm_kernels; warm_kernels(full=True)" & \
-	warm=$$!; rc=0; \
-	{ $(MAKE) peers && $(BIN)/ruff check src tests examples && $(MAKE) docs; } || rc=$$?; \
-	wait $$warm || rc=$$?; exit $$rc
+	warm=$$!; $(MAKE) peers & peers=$$!; rc=0; \
+	{ $(BIN)/ruff check src tests examples && $(MAKE) docs; } || rc=$$?; \
+	wait $$warm || rc=$$?; wait $$peers || rc=$$?; exit $$rc
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # The documentation site (Sphinx, MyST pages, autodoc, sphinx-argparse) into docs/_build/html;

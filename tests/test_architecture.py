@@ -18,6 +18,7 @@ from __future__ import annotations
 import __future__
 
 import ast
+import functools
 import importlib
 import inspect
 import os
@@ -138,11 +139,24 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path, module: str) -> list[tuple[str, int]]:
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """``path`` parsed, once for all the rules of this file."""
+    return ast.parse(path.read_text())
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``path``'s tree (``ast.walk``'s order), once for all the rules."""
+    return tuple(ast.walk(_tree(path)))
+
+
+@functools.cache
+def _imports(path: Path, module: str) -> tuple[tuple[str, int], ...]:
     """Every terascale module or name ``path`` imports (relative imports resolved)."""
     is_pkg = path.name == "__init__.py"
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
@@ -159,7 +173,7 @@ def _imports(path: Path, module: str) -> list[tuple[str, int]]:
             targets = [node.value]
         line = getattr(node, "lineno", 0)
         found += [(t, line) for t in targets if t.split(".")[0] == "terascale"]
-    return found
+    return tuple(found)
 
 
 def _owner(target: str) -> str | None:
@@ -265,7 +279,7 @@ def test_one_writer_of_the_environment_contract() -> None:
     for path in sorted((SRC / "terascale").rglob("*.py")):
         if path.name == "_env.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             keys: list[ast.expr | None] = []
             if isinstance(node, ast.Dict):
                 keys = list(node.keys)
@@ -315,7 +329,7 @@ def test_terascale_variables_are_read_through_env() -> None:
         rel = path.relative_to(SRC).as_posix()
         if rel in ("terascale/_env.py", "terascale/_secret.py"):
             continue
-        bad += [f"src/{rel}:{line}: {k}" for line, k in _environ_reads(ast.parse(path.read_text()))]
+        bad += [f"src/{rel}:{line}: {k}" for line, k in _environ_reads(_tree(path))]
     assert not bad, "read TERASCALE_* through terascale._env:\n" + "\n".join(bad)
     probe = ast.parse('import os\nos.environ.get("TERASCALE_X")\n"TERASCALE_Y" in os.environ\n'
                       'os.environ["TERASCALE_Z"]\nos.environ.get("HOME")\n')
@@ -347,7 +361,7 @@ def test_the_secret_is_read_only_by_secret_py() -> None:
     opt-out); everyone else calls ``user_secret``/``read_secret``."""
     bad = [f"src/{p.relative_to(SRC).as_posix()}:{line}"
            for p in sorted((SRC / "terascale").rglob("*.py")) if p.name != "_secret.py"
-           for line in _secret_reads(ast.parse(p.read_text()))]
+           for line in _secret_reads(_tree(p))]
     assert not bad, "read the secret through terascale._secret:\n" + "\n".join(bad)
     probe = ast.parse('e.get("TERASCALE_SECRET")\ne["TERASCALE_SECRET_FILE"]\n'
                       '"TERASCALE_INSECURE_NO_SECRET" in e\ne.get("TERASCALE_JOB")\n')
@@ -385,9 +399,8 @@ def test_only_the_registry_and_its_own_module_name_an_algorithm() -> None:
     bad = []
     for path in sorted((SRC / "terascale").rglob("*.py")):
         module, rel = _module_name(path), path.relative_to(SRC).as_posix()
-        tree = ast.parse(path.read_text())
-        docs = _docstrings(tree)
-        for node in ast.walk(tree):
+        docs = _docstrings(_tree(path))
+        for node in _nodes(path):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
                     node.value in owners and id(node) not in docs and \
                     module not in owners[node.value] and \
