@@ -244,8 +244,8 @@ what = sys.argv[4]
 out = {}
 try:
     if what in ("train", "online"):  # online: the first pass learns as it parses
-        batch = {"bfgs": 2} if what == "train" else {}
-        m = tl.train(sys.argv[1], cache_dir=sys.argv[2], bits=16, passes=2, holdout=0.1,
+        batch = {"bfgs": 2} if what == "train" else {}  # (one pass: the cache written)
+        m = tl.train(sys.argv[1], cache_dir=sys.argv[2], bits=16, passes=1, holdout=0.1,
                      **batch)
         out["examples"] = m.info["examples"]
         out["logloss"] = m.info["online_loss"][-1]
