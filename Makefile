@@ -58,7 +58,8 @@ test-vw: install-test
 	$(BIN)/python tests/vw_suite/_vwsuite.py
 	$(BIN)/python tests/linear/_vw_qa.py
 	TERASCALE_VW_SUITE=all $(BIN)/python -m pytest -q tests/linear/test_vw_dropin_rest.py \
-	  tests/linear/test_vw_gaps.py tests/linear/test_vw_oaa.py tests/linear/test_vwonline.py
+	  tests/linear/test_vw_gaps.py tests/linear/test_vw_oaa.py tests/linear/test_vwonline.py \
+	  tests/linear/test_vw_differential.py
 
 # The engines' tests with the learner across separate executor JVMs (Spark local-cluster)
 test-engines: install-test

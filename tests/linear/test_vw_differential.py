@@ -144,7 +144,8 @@ def check(tmp_path, lines: list[str], loss: str, opts: dict) -> None:
 
 
 @pytest.mark.parametrize("loss", ["logistic", "squared", "hinge"])
-@settings(max_examples=25, deadline=None, derandomize=True,
+@settings(max_examples=25 if os.environ.get("TERASCALE_VW_SUITE") == "all" else 12,
+          deadline=None, derandomize=True,  # (make test-vw draws 25 cases of each loss)
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(data=st.data())
