@@ -268,6 +268,22 @@ def test_gzip_and_standard_input_read_as_the_file(tmp_path):
 
 
 @built
+def test_a_vw_models_records_read_in_slices_are_its_weights(tmp_path):
+    from terascale.linear._vw._vwmodel import read_vw_model
+
+    (tmp_path / "d.vw").write_text("\n".join(_lines(500, 12, "real")) + "\n")
+    _run([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-q", "ab", "-f", "m",
+          "--quiet"], tmp_path)
+    whole = read_vw_model(str(tmp_path / "m"), plain=True)
+    lazy = read_vw_model(str(tmp_path / "m"), plain=True, records=False)
+    assert lazy.indices is None and len(lazy.records) == len(whole.indices) > 100
+    assert np.array_equal(lazy.adaptive[2], whole.adaptive[2])
+    got = [(i.copy(), w.copy()) for i, w in lazy.records.slices(37)]
+    assert np.array_equal(np.concatenate([i for i, _ in got]), whole.indices)
+    assert np.array_equal(np.concatenate([w for _, w in got]), whole.weights)
+
+
+@built
 def test_text_outside_the_compiled_parser_is_parsed_by_the_numba_parser(tmp_path):
     data = tmp_path / "d.vw"
     data.write_text("1 |a x:+1 y\n-1 |b z:1e+2\n" + "\n".join(_lines(300, 3, "real")) + "\n")

@@ -547,7 +547,11 @@ def test(args: argparse.Namespace) -> int:
         return int(_cli_run.train(args) or 0)  # (which says why not)
     _cli_run._check_output(args.predictions, "-p")
     _cli_run._check_output(args.raw_predictions, "-r")
-    model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
+    # the header alone: the weight records are read a slice at a time into the table
+    # below (--initial_t gives every row a sum: the whole model, as the numba pass reads it)
+    lazy = not getattr(args, "vw_initial_t", None)
+    model = read_vw_model(args.initial, generation=run_generation(args), plain=True,
+                          records=not lazy)
     _cli_run.vw_start(model, args)
     loss = args.loss or model.loss  # (VW reports the command line's loss)
     bits = model.parse.bits
@@ -556,26 +560,30 @@ def test(args: argparse.Namespace) -> int:
         return int(_cli_run.train(args) or 0)
     how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
     binary = bool(args.binary or model.info.get("binary"))  # (and --binary)
+    # the weights alone, 4 bytes a row (VW's -t table: -b 26, 256 MB; the learner's rows
+    # of three, or the numba pass above -b 24, held 1286 MB of a 7M-feature model)
+    table = np.zeros(1 << bits, np.float32)
+    state = model.adaptive[2] if model.adaptive is not None else None
+    lo = hi = 0.0  # (_cli_run._clip's rule: the run's loss's, in the model's label range)
+    synced = state is not None and len(state) >= 6
+    if synced:
+        from .._online._state import MAX_LABEL, MIN_LABEL
+
+        lo, hi = float(state[MIN_LABEL]), float(state[MAX_LABEL])
+    parts = model.records.slices() if lazy else [(model.indices, model.weights)]
+    for idx, w in parts:
+        w = np.asarray(w, np.float32)
+        if synced:  # (the lazy L1/L2, as the model predicts; sync is per row)
+            rows = np.zeros((len(w), 3), np.float32)
+            rows[:, 0] = w
+            fast.sync(rows, state.copy())
+            w = rows[:, 0]
+        table[idx] = w
     if not args.quiet:
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
                        raw=getattr(args, "raw_predictions", None), initial=args.initial,
                        cache=getattr(args, "vw_cache", None),
                        initial_t=model_t(args.initial)), file=sys.stderr)
-    # the weights alone, 4 bytes a row (VW's -t table: -b 26, 256 MB; the learner's rows
-    # of three, or the numba pass above -b 24, held 1286 MB of a 7M-feature model)
-    table = np.zeros(1 << bits, np.float32)
-    w_model = np.asarray(model.weights, np.float32)
-    state = model.adaptive[2] if model.adaptive is not None else None
-    lo = hi = 0.0  # (_cli_run._clip's rule: the run's loss's, in the model's label range)
-    if state is not None and len(state) >= 6:
-        from .._online._state import MAX_LABEL, MIN_LABEL
-
-        rows = np.zeros((len(w_model), 3), np.float32)  # (the model's rows: sync is per row)
-        rows[:, 0] = w_model
-        fast.sync(rows, state.copy())  # (the lazy L1/L2, as the model predicts)
-        w_model = rows[:, 0]
-        lo, hi = float(state[MIN_LABEL]), float(state[MAX_LABEL])
-    table[model.indices] = w_model
     clip = int(_CLIP[LOSS_TABLE[loss].code])  # (VW's -t clips as the command line's loss)
     kind = loss_code(loss, tau=args.quantile_tau, q=args.expectile_q)
     total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
