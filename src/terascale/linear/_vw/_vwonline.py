@@ -145,7 +145,9 @@ def _open(path: str) -> Any:
 def _chunks(path: str, size: list[int] | None = None) -> Any:
     """The file's text in chunks cut after a line break (the last one as it ends), each
     with the line number it starts at; ``size[0]`` bytes read at a time (the caller may
-    change it between chunks), ``_CHUNK`` without it."""
+    change it between chunks), ``_CHUNK`` without it. Each chunk is read into a buffer of
+    its own after the previous one's unfinished line and cut there (no copy of the text:
+    a chunk held three copies of itself while it was read, two while it was in flight)."""
     import zlib
 
     line = 1
@@ -153,20 +155,23 @@ def _chunks(path: str, size: list[int] | None = None) -> Any:
     size = size or [_CHUNK]
     with _open(path) as f:
         while True:
+            data = bytearray(len(rest) + size[0])
+            data[:len(rest)] = rest
             try:
-                data = f.read(size[0])
+                got = f.readinto(memoryview(data)[len(rest):])
             except (OSError, EOFError, zlib.error) as e:
                 raise DataError(f"{path}: cannot read: {e}") from None
-            if not data:
+            if not got:
                 break
-            data = rest + data
-            cut = data.rfind(b"\n") + 1
+            end = len(rest) + got
+            cut = data.rfind(b"\n", 0, end) + 1
             if cut == 0:
-                rest = data
+                rest = bytes(data[:end])
                 continue
-            rest = data[cut:]
-            yield data[:cut], line
-            line += data.count(b"\n", 0, cut)
+            rest = bytes(data[cut:end])
+            del data[cut:]
+            yield data, line
+            line += data.count(b"\n")
     if rest:
         yield rest, line
 
@@ -245,7 +250,10 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
     keeping the freed arrays for the next chunks (``_malloc``: a fifth of the page faults
     on dense rows). Input of one chunk is parsed here: no thread (nor
     ``concurrent.futures``, ``logging`` and ``ctypes``, a tenth of a one-line run's
-    imports) for nothing to overlap."""
+    imports) for nothing to overlap. Two chunks' arrays at most stand at once, the one
+    learned from and the one parsed, where the caller drops its references to a chunk
+    before it asks for the next (a third, the one learned from before, had stood
+    beside them while the next parse began: ~5 MB of a dense or short-row run's peak)."""
     size = [_CHUNK // 4]  # (the first two chunks are read before either is parsed)
     chunks = ((text, path, line) for path in paths for text, line in _chunks(path, size))
     first = next(chunks, None)
@@ -263,23 +271,28 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
     with ThreadPoolExecutor(1, thread_name_prefix="terascale-parse") as ex:
         pending = ex.submit(reader.parse, *first)
         for chunk in itertools.chain([second], chunks):
-            nxt = ex.submit(reader.parse, *chunk)
             b = pending.result()
-            size[0] = _chunk_bytes(len(chunk[0]), len(b[1]))
+            pending = ex.submit(reader.parse, *chunk)
+            size[0] = _chunk_bytes(len(chunk[0]), len(b[1]), len(b[3]))
             yield b
-            pending = nxt
+            del b
         yield pending.result()
 
 
 _FEATURES = 1 << 18  # features a chunk is read for: 2 MiB of indices and values
+_EXAMPLES = 1 << 14  # examples a chunk is read for: ~1 MiB of their arrays
 
 
-def _chunk_bytes(n: int, features: int) -> int:
-    """The bytes of text to read next, after a chunk of ``n`` bytes gave ``features``: about
-    ``_FEATURES`` features, ``_CHUNK`` at most, a quarter of it at least. Rows that
-    ``-q``/``--cubic`` multiply (a feature every 0.6 bytes) held 13 MB of arrays per MiB
-    of text, with two or three chunks in flight; 256 KiB of them learn in the same time."""
-    return max(_CHUNK // 4, min(_CHUNK, n * _FEATURES // max(features, 1)))
+def _chunk_bytes(n: int, features: int, examples: int) -> int:
+    """The bytes of text to read next, after a chunk of ``n`` bytes gave ``features`` in
+    ``examples``: about ``_FEATURES`` features or ``_EXAMPLES`` examples, whichever comes
+    first, ``_CHUNK`` at most, a quarter of it at least. Rows that ``-q``/``--cubic``
+    multiply (a feature every 0.6 bytes) held 13 MB of arrays per MiB of text, with two
+    or three chunks in flight; 256 KiB of them learn in the same time. Rows of 1-3
+    features (18 bytes a line: 58k examples a MiB, ~70 bytes of arrays each) held 15 MB
+    over a one-line run's memory in 1 MiB chunks."""
+    return max(_CHUNK // 4, min(_CHUNK, n * _FEATURES // max(features, 1),
+                                n * _EXAMPLES // max(examples, 1)))
 
 
 def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
@@ -418,6 +431,7 @@ def train(args: argparse.Namespace) -> int:
                     prog.prev = now
                     nxt = prog.due = prog.next_due(float(cum_w[at]))
                 start = end
+            del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
     totals = [[float(v) for v in np.concatenate([acc[:6], counted])]]
     if args.model:
         _save(args, parse, table, state, options, totals, how, prog,
@@ -622,6 +636,8 @@ def test(args: argparse.Namespace) -> int:
                           float(np.dot(y[has], w[has])), int(indptr[end] - indptr[start])]
                 if len(labels_seen) < 3:
                     labels_seen = _distinct(labels_seen, labels[start:end])
+            blk = None
+            del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
     if not args.quiet:
         print(test_block(int(total[2]), float(total[1]), float(total[0]), float(total[3]),
                          label_sum=float(total[4]), features=int(total[5]),
