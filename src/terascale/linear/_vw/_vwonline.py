@@ -14,7 +14,9 @@ chunk it does not read is rewritten by ``_vwgen`` and parsed so.
 
 A test run (``-t -i MODEL`` of VW's model format, without ``-f``) scores in it too
 (``_vwfast.test``: the model's weights alone in a dense table of 4 bytes a row, at any
-``-b`` whose table fits in half the memory, the lazy L1/L2 folded in, the
+``-b`` whose table fits in half the memory, read from the file 64k records at a time
+(``_vwmodel.VWRecords``: the table and a slice, not the model, in memory), the lazy
+L1/L2 folded in, the
 scores clipped and the losses taken as ``_cli_run._test_only``'s, ``--binary``'s 0/1 loss
 included) and prints that run's progress table and closing block (its code). A run
 that learns on from such a model (``-i MODEL`` without ``-t``) starts from its weights
