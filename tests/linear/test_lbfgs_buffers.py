@@ -172,3 +172,20 @@ def test_the_statistics_pass_gives_the_same_bits_in_one_thread_or_two(tmp_path):
     for a, b in zip(one, two):
         assert a.tobytes() == b.tobytes()
     assert one[1][-1] > 0 and np.any(one[0][:40])  # weights summed, a gradient
+
+
+def test_vws_batch_sums_a_chunk_at_a_time_give_numpys_pairwise_sums():
+    """``terascale vw --bfgs``'s float64 sums over 2^b vectors, made a chunk at a time
+    without the whole temporaries: numpy's pairwise sum to the bit, at every size."""
+    from terascale.linear._vw._vwbatch import _SUM_CHUNK, _product_sum, _sum64
+
+    rng = np.random.default_rng(5)
+    for n in (7, 1000, 2 * _SUM_CHUNK, 1 << 19, 3 * _SUM_CHUNK):
+        a = (rng.normal(size=n) * 10.0 ** rng.integers(-6, 6, n)).astype(np.float32)
+        b = rng.normal(size=n).astype(np.float32)
+        c = rng.random(n).astype(np.float32)
+        a64 = a.astype(np.float64)
+        assert _sum64(lambda k, a=a, c=c: a[k].astype(np.float64) * a[k].astype(np.float64)
+                      * c[k],
+                      n) == float((a64 * a64 * c).sum())
+        assert _product_sum(a, b) == float((a64 * b).sum())

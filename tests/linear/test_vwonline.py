@@ -278,6 +278,49 @@ def test_gzip_and_standard_input_read_as_the_file(tmp_path):
 
 
 @built
+def test_text_read_in_small_chunks_parses_as_one_chunk(tmp_path, monkeypatch):
+    """The chunk reader (one buffer a chunk, cut after its last line break, a line longer
+    than a chunk carried on) and the parse of the next chunk beside the learning of this
+    one: the same arrays and line numbers as the text parsed at once."""
+    from terascale.linear._io._dataset import ParseOptions
+    from terascale.linear._vw import _vwonline
+
+    lines = _lines(3000, 11, "real")
+    lines[1234] = "1 |a " + " ".join(f"w{k}" for k in range(400))  # (over a chunk)
+    path = tmp_path / "d.vw"
+    path.write_bytes(("\n".join(lines)).encode())  # (the last line without its break)
+    whole = _vwonline._Parser(ParseOptions(bits=18)).parse(path.read_bytes(), "d", 1)
+    monkeypatch.setattr(_vwonline, "_CHUNK", 4096)
+    starts = [line for _, line in _vwonline._chunks(str(path), [1024])]
+    assert len(starts) > 20 and starts[0] == 1
+    got = list(_vwonline._parsed([str(path)], _vwonline._Parser(ParseOptions(bits=18))))
+    assert len(got) > 20
+    assert sum(len(b[3]) for b in got) == 3000
+    for k in (1, 2, 3, 4, 6):  # indices, values, labels, weights, the tags' bytes
+        parts = [b[k] for b in got]
+        assert np.array_equal(np.concatenate(parts), whole[k], equal_nan=k == 3), k
+    for k in (0, 5):  # each example's features and tag
+        parts = [np.diff(b[k]) for b in got]
+        assert np.array_equal(np.concatenate(parts), np.diff(whole[k])), k
+
+
+@built
+def test_a_vw_models_records_read_in_slices_are_its_weights(tmp_path):
+    from terascale.linear._vw._vwmodel import read_vw_model
+
+    (tmp_path / "d.vw").write_text("\n".join(_lines(500, 12, "real")) + "\n")
+    _run([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-q", "ab", "-f", "m",
+          "--quiet"], tmp_path)
+    whole = read_vw_model(str(tmp_path / "m"), plain=True)
+    lazy = read_vw_model(str(tmp_path / "m"), plain=True, records=False)
+    assert lazy.indices is None and len(lazy.records) == len(whole.indices) > 100
+    assert np.array_equal(lazy.adaptive[2], whole.adaptive[2])
+    got = [(i.copy(), w.copy()) for i, w in lazy.records.slices(37)]
+    assert np.array_equal(np.concatenate([i for i, _ in got]), whole.indices)
+    assert np.array_equal(np.concatenate([w for _, w in got]), whole.weights)
+
+
+@built
 def test_text_outside_the_compiled_parser_is_parsed_by_the_numba_parser(tmp_path):
     data = tmp_path / "d.vw"
     data.write_text("1 |a x:+1 y\n-1 |b z:1e+2\n" + "\n".join(_lines(300, 3, "real")) + "\n")

@@ -57,6 +57,32 @@ _CURV_MESSAGE = ("Zero or negative curvature detected.\n"
                  "and further decrease in the objective cannot be reliably detected.")
 
 
+_SUM_CHUNK = 1 << 16  # entries of a float64 sum's terms made at a time (512 KiB)
+
+
+def _sum64(term: Callable[[slice], np.ndarray], n: int) -> float:
+    """``float(term(slice(0, n)).sum())``, numpy's pairwise sum of a float64 expression of
+    ``n`` entries, made ``_SUM_CHUNK`` entries at a time and the chunks' sums added in
+    numpy's own pairwise order (for ``n`` a power of two, as every 2^b vector is, its
+    halves down to a chunk are whole chunks): the same bits without the whole float64
+    temporaries, 32 MB each at ``-b 22`` and several at once in an L-BFGS step."""
+    if n & (n - 1) or n < 2 * _SUM_CHUNK:
+        return float(term(slice(0, n)).sum())
+    sums = [float(term(slice(a, a + _SUM_CHUNK)).sum()) for a in range(0, n, _SUM_CHUNK)]
+    while len(sums) > 1:
+        sums = [sums[i] + sums[i + 1] for i in range(0, len(sums), 2)]
+    return sums[0]
+
+
+def _f64(v: np.ndarray) -> np.ndarray:
+    return v.astype(np.float64)
+
+
+def _product_sum(a: np.ndarray, b: np.ndarray) -> float:
+    """``float((a.astype(np.float64) * b).sum())``, a chunk at a time (:func:`_sum64`)."""
+    return _sum64(lambda k: a[k].astype(np.float64) * b[k], len(a))
+
+
 class _Loss:
     """VW's loss (value, first and second derivative) on float32 arrays, with VW's
     prediction range (``min_label``/``max_label``) where the loss uses it: the batch forms
@@ -123,15 +149,14 @@ class _Data:
         self.n = n
         # (int32 indices where they fit, as scipy keeps them: no int64 copy beside them)
         index = np.int32 if self.size <= np.iinfo(np.int32).max else np.int64
-        values, indices = data.values.astype(_F), data.indices.astype(index)
+        # (the parse's arrays themselves where they are X's types: the uint32 indices,
+        # below 2^b <= 2^30, read as int32; copies of both stood beside X's transpose
+        # while it was built, 150 MB of 1M examples of 19 features at the run's peak)
+        values = data.values.astype(_F, copy=False)
+        indices = data.indices.view(np.int32) if index is np.int32 and \
+            data.indices.dtype == np.uint32 else data.indices.astype(index)
         self.X = sp.csr_matrix((values, indices, data.indptr), shape=(n, self.size))
         self.XT = self.X.T.tocsr()
-        # x^2 of each occurrence: a feature twice in an example (a hash collision, a
-        # repeated name) adds two squares to the preconditioner, as in VW, not one; the
-        # squares in XT's places, sharing its indices (a transposed copy of its own held
-        # 16 bytes per feature more: 300 MB of 1M examples of 19 features)
-        self.X2T = sp.csr_matrix((self.XT.data * self.XT.data, self.XT.indices,
-                                  self.XT.indptr), shape=self.XT.shape)
         self.labels = data.labels.astype(_F)
         self.weights = data.weights.astype(_F)
         self.tags = [data.tag(i) for i in range(n)] if data.tag_ptr is not None else None
@@ -196,6 +221,24 @@ class _Data:
         self.range_all = (float(seg_lo.min(initial=np.inf)), float(seg_hi.max(initial=-np.inf)))
         self.total = int(counts.sum())
         self.closing = _closing_sums(comm, self)
+        from ..._malloc import hand_back_freed_memory
+
+        # (the parse's freed blocks, which the passes' 2^b vectors would stand on: 47 MB
+        # of 1M examples of 19 features)
+        hand_back_freed_memory()
+
+    @property
+    def X2T(self) -> Any:  # noqa: N802 (the matrix's name)
+        """x^2 of each occurrence in ``XT``'s places, sharing its indices, built when asked
+        (the first pass's preconditioner alone: held for the run, its 4 bytes an
+        occurrence were 76 MB of 1M examples of 19 features at the last passes' peak; a
+        transposed copy of its own had held 16 bytes more). A feature twice in an
+        example (a hash collision, a repeated name) adds two squares to the
+        preconditioner, as in VW, not one."""
+        import scipy.sparse as sp
+
+        return sp.csr_matrix((self.XT.data * self.XT.data, self.XT.indices,
+                              self.XT.indptr), shape=self.XT.shape)
 
     @property
     def X2(self) -> Any:  # noqa: N802 (the matrix's name)
@@ -669,7 +712,8 @@ class _Batch:
             reg, target = self.reg[0::2], self.reg[1::2]
             delta = (w - target).astype(_F)
             self.g += reg * delta
-            ret = float((0.5 * reg.astype(np.float64) * delta * delta).sum())
+            ret = _sum64(lambda k: 0.5 * reg[k].astype(np.float64) * delta[k] * delta[k],
+                         len(w))
             if self.no_bias:
                 c = self.const
                 self.g[c] -= reg[c] * delta[c]
@@ -677,7 +721,7 @@ class _Batch:
             return ret
         reg = _F(self.l2)
         self.g += reg * w
-        ret = float((0.5 * float(reg) * w.astype(np.float64) * w).sum())
+        ret = _sum64(lambda k: 0.5 * float(reg) * w[k].astype(np.float64) * w[k], len(w))
         if self.no_bias:
             wc = w[self.const]
             self.g[self.const] -= reg * wc
@@ -757,17 +801,19 @@ class _Batch:
                 if self.hessian_on:
                     self.gradient_pass = False
                 else:
-                    d_mag = float(np.float32((self.dir.astype(np.float64) ** 2).sum()))
+                    d_mag = float(np.float32(self._square_sum(self.dir)))
                     out("{:<10s}\t{:<10.5f}\t{:<.5f}\n".format("", d_mag, self.step_size))
                     self.w += self.step_size * self.dir
         else:  # a curvature pass has ended
+            dv, n = self.dir, len(self.dir)
             if self.reg is not None:
-                self.curvature += float((self.reg[0::2].astype(np.float64)
-                                         * self.dir.astype(np.float64) ** 2).sum())
+                reg = self.reg[0::2]
+                self.curvature += _sum64(lambda k: reg[k].astype(np.float64)
+                                         * dv[k].astype(np.float64) ** 2, n)
             elif self.l2 > 0:
-                self.curvature += float((self.l2 * self.dir.astype(np.float64) ** 2).sum())
-            dd = float(np.float32((self.mem[self.origin % self.stride].astype(np.float64)
-                                   * self.dir).sum()))
+                self.curvature += _sum64(lambda k: self.l2 * dv[k].astype(np.float64) ** 2,
+                                         n)
+            dd = float(np.float32(_product_sum(self.mem[self.origin % self.stride], dv)))
             if self.curvature == 0.0 and dd != 0.0:
                 out.note(_CURV_MESSAGE)
                 self.step_size = _F(0)
@@ -778,7 +824,7 @@ class _Batch:
                 status = "conv"
             else:
                 self.step_size = _F(-dd / float(np.float32(self.curvature)))
-            d_mag = float(np.float32((self.dir.astype(np.float64) ** 2).sum()))
+            d_mag = float(np.float32(self._square_sum(self.dir)))
             self.w += self.step_size * self.dir
             out(f"{self.curvature / iws:<10.5f}\t{d_mag:<10.5f}\t{self.step_size:<.5f}\n")
             self.gradient_pass = True
@@ -787,14 +833,18 @@ class _Batch:
         self.preconditioner_pass = False
         return status
 
+    @staticmethod
+    def _square_sum(v: np.ndarray) -> float:
+        return _sum64(lambda k: v[k].astype(np.float64) ** 2, len(v))
+
     def _iter_start(self) -> None:
-        g, c = self.g.astype(np.float64), self.cond
+        g, c = self.g, self.cond
         self.origin = 0
         if self.m > 0:
             self.mem[1 % self.stride] = self.w
         self.mem[0] = self.g
-        g1_hg1 = float((g * g * c).sum())
-        g1_g1 = float((g * g).sum())
+        g1_hg1 = _sum64(lambda k: _f64(g[k]) * _f64(g[k]) * c[k], len(g))
+        g1_g1 = _sum64(lambda k: _f64(g[k]) * _f64(g[k]), len(g))
         self.dir = (-self.cond * self.g).astype(_F)
         self.g[:] = 0
         self.lastj = 0
@@ -809,9 +859,8 @@ class _Batch:
         mem, g, c = self.mem, self.g, self.cond
         if self.m == 0:  # conjugate gradient (Polak-Ribiere, preconditioned)
             old = mem[self._slot(0)]
-            y = (g - old).astype(np.float64)
-            g_hy = float((g.astype(np.float64) * c * y).sum())
-            g_hg = float((old.astype(np.float64) * c * old).sum())
+            g_hy = _sum64(lambda k: _f64(g[k]) * c[k] * _f64(g[k] - old[k]), len(g))
+            g_hg = _sum64(lambda k: _f64(old[k]) * c[k] * old[k], len(g))
             beta = float(np.float32(g_hy / g_hg)) if g_hg != 0 else math.nan
             if beta < 0 or math.isnan(beta):
                 beta = 0.0
@@ -826,10 +875,10 @@ class _Batch:
         mem[ys] = g - mem[ys]
         mem[ss] = self.w - mem[ss]
         self.dir = g.copy()
-        y64, s64 = mem[ys].astype(np.float64), mem[ss].astype(np.float64)
-        y_s = float((y64 * s64).sum())
-        y_hy = float((y64 * y64 * c).sum())
-        s_q = float((s64 * g).sum())
+        y_, s_, n = mem[ys], mem[ss], len(g)
+        y_s = _sum64(lambda k: _f64(y_[k]) * _f64(s_[k]), n)
+        y_hy = _sum64(lambda k: _f64(y_[k]) * _f64(y_[k]) * c[k], n)
+        s_q = _sum64(lambda k: _f64(s_[k]) * g[k], n)
         if y_s <= 0 or y_hy <= 0:
             return False
         rho, alpha, lastj = self.rho, self.alpha, self.lastj
@@ -839,15 +888,15 @@ class _Batch:
         for j in range(lastj):
             alpha[j] = rho[j] * s_q
             d -= _F(alpha[j]) * mem[self._slot(2 * j)]
-            s_q = float((mem[self._slot(2 * j + 3)].astype(np.float64) * d).sum())
+            s_q = _product_sum(mem[self._slot(2 * j + 3)], d)
         alpha[lastj] = rho[lastj] * s_q
         d -= _F(alpha[lastj]) * mem[self._slot(2 * lastj)]
         d *= gamma * c
-        y_r = float((mem[self._slot(2 * lastj)].astype(np.float64) * d).sum())
+        y_r = _product_sum(mem[self._slot(2 * lastj)], d)
         for j in range(lastj, 0, -1):
             coef = alpha[j] - rho[j] * y_r
             d += _F(coef) * mem[self._slot(2 * j + 1)]
-            y_r = float((mem[self._slot(2 * j - 2)].astype(np.float64) * d).sum())
+            y_r = _product_sum(mem[self._slot(2 * j - 2)], d)
         coef = alpha[0] - rho[0] * y_r
         self.dir = (-d - _F(coef) * mem[self._slot(1)]).astype(_F)
         self.lastj = lastj + 1 if lastj < self.m - 1 else self.m - 1
@@ -860,11 +909,11 @@ class _Batch:
         return True
 
     def _wolfe_eval(self) -> tuple[float, float]:
-        g64 = self.g.astype(np.float64)
-        g0_d = float((self.mem[self._slot(0)].astype(np.float64) * self.dir).sum())
-        g1_d = float((g64 * self.dir).sum())
-        g1_hg1 = float((g64 * g64 * self.cond).sum())
-        g1_g1 = float((g64 * g64).sum())
+        g, dv, c, n = self.g, self.dir, self.cond, len(self.g)
+        g0_d = _product_sum(self.mem[self._slot(0)], dv)
+        g1_d = _sum64(lambda k: _f64(g[k]) * dv[k], n)
+        g1_hg1 = _sum64(lambda k: _f64(g[k]) * _f64(g[k]) * c[k], n)
+        g1_g1 = _sum64(lambda k: _f64(g[k]) * _f64(g[k]), n)
         step = float(self.step_size)
         with np.errstate(divide="ignore", invalid="ignore"):
             wolfe1 = float(np.float64(self.loss_sum - self.previous_loss_sum)

@@ -630,15 +630,23 @@ def model_oaa(path: str) -> tuple[int | None, list[str] | None]:
 
 
 def read_vw_model(path: str, *, oaa: bool = False,
-                  generation: dict[str, list[str]] | None = None, plain: bool = False) -> Any:
+                  generation: dict[str, list[str]] | None = None, plain: bool = False,
+                  records: bool = True) -> Any:
     """A VW binary model (a plain linear learner's) as a LinearModel; ``oaa``: also VW's
     one-against-all model (``info["oaa"]`` = K; :func:`._oaa.split_oaa` gives its K
     learners); ``plain``: its fields in a namespace (no LinearModel, whose module imports
-    numba: the compiled ``-t`` run reads them, :mod:`._vwonline`)."""
+    numba: the compiled ``-t`` run reads them, :mod:`._vwonline`); ``records=False`` (with
+    ``plain``): the header alone, the weight records left in the file for
+    ``model.records`` (:class:`VWRecords`) to read a slice at a time (``indices`` and
+    ``weights`` None, ``adaptive`` its state alone): a -b 26 model of 7M features held
+    400 MB read whole and unpacked beside the 256 MB table it fills."""
     from .._io._dataset import ParseOptions
 
-    with open(path, "rb") as f:
-        r = _Reader(f.read(), path)
+    if records:
+        with open(path, "rb") as f:
+            r = _Reader(f.read(), path)
+    else:
+        r = _header_reader(path)
     version = r.string(False)
     parts = tuple(int(x) for x in version.split(".")[:3] if x.isdigit())
     if parts < (8, 0, 3):
@@ -701,15 +709,16 @@ def read_vw_model(path: str, *, oaa: bool = False,
     batch = "bfgs" in rules or "conjugate_gradient" in rules  # (weights alone)
     has_g2, has_nrm = record_sums(rules) if resume and not batch else (False, False)
     width = 1 + has_g2 + has_nrm
-    rest = r.data[r.pos:]
     dt = np.dtype([("i", "<u4" if bits < 31 else "<u8"), ("w", "<f4", (width,))])
-    if len(rest) % dt.itemsize:
+    size = len(r.data) - r.pos
+    if size % dt.itemsize:
         raise DataError(f"{path}: the weights of the Vowpal Wabbit model do not fill whole "
-                        f"records ({len(rest)} bytes of {dt.itemsize}); a model of another "
+                        f"records ({size} bytes of {dt.itemsize}); a model of another "
                         f"update rule (--sgd, --adaptive alone, --ftrl) is not supported")
-    rows = np.frombuffer(rest, dt)
-    if len(rows) and int(rows["i"].max()) >= 1 << bits:
-        raise DataError(f"{path}: weight index {int(rows['i'].max())} beyond -b {bits}")
+    stored = VWRecords(path, r.pos, size // dt.itemsize, dt, bits)
+    if records:
+        rows = np.frombuffer(r.data[r.pos:], dt)
+        stored.check(rows["i"])
     parse = ParseOptions(bits=bits, quadratic=tuple(opts.get("quadratic", [])),
                          cubic=tuple(opts.get("cubic", [])),
                          interactions=tuple(opts.get("interactions", [])),
@@ -718,14 +727,19 @@ def read_vw_model(path: str, *, oaa: bool = False,
                          ignore_linear=tuple(opts.get("ignore_linear", [])))
     # (the link a model records: logistic; anything else is VW's default loss)
     loss = "logistic" if "logistic" in opts.get("link", []) else VW_DEFAULT_LOSS
-    w = rows["w"].astype(np.float32)
-    zeros = np.zeros(len(w), np.float32)
-    adaptive = (w[:, 1] if has_g2 else zeros, w[:, 1 + has_g2] if has_nrm else zeros, state)
+    if records:
+        w = rows["w"].astype(np.float32)
+        zeros = np.zeros(len(w), np.float32)
+        adaptive: tuple = (w[:, 1] if has_g2 else zeros, w[:, 1 + has_g2] if has_nrm
+                           else zeros, state)
+        indices, weights = rows["i"].astype(np.uint32), w[:, 0]
+    else:
+        adaptive, indices, weights = (None, None, state), None, None
     if plain:
         from types import SimpleNamespace as LinearModel
     else:
         from .._model import LinearModel
-    model = LinearModel(indices=rows["i"].astype(np.uint32), weights=w[:, 0], parse=parse,
+    model = LinearModel(indices=indices, weights=weights, parse=parse,
                         loss=loss, info={"source": os.path.abspath(path),
                                          "vw_version": version, "vw_counters": counters,
                                          # (VW writes the initial_t it read back out)
@@ -745,4 +759,42 @@ def read_vw_model(path: str, *, oaa: bool = False,
                                                                        "conjugate_gradient")]}
                                             if rules else {})},
                         adaptive=adaptive)
+    if not records:
+        model.records = stored
     return model
+
+
+class VWRecords:
+    """The weight records of a VW model file (``count`` of numpy type ``dt`` from byte
+    ``offset``: an index and w, then the sums a save_resume model keeps), read a slice at
+    a time into one buffer: the memory of a slice, whatever the model's size."""
+
+    def __init__(self, path: str, offset: int, count: int, dt: np.dtype, bits: int) -> None:
+        self.path, self.offset, self.count, self.dt, self.bits = path, offset, count, dt, bits
+
+    def __len__(self) -> int:
+        return self.count
+
+    def check(self, indices: np.ndarray) -> None:
+        if len(indices) and int(indices.max()) >= 1 << self.bits:
+            raise DataError(f"{self.path}: weight index {int(indices.max())} beyond "
+                            f"-b {self.bits}")
+
+    def slices(self, n: int = 1 << 16) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(indices, w) of up to ``n`` records at a time, in the file's order: views of
+        a buffer the next slice overwrites (use each before asking for the next)."""
+        size = self.dt.itemsize
+        buf = bytearray(min(n, max(self.count, 1)) * size)
+        done = 0
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            while done < self.count:
+                k = min(n, self.count - done)
+                view = memoryview(buf)[:k * size]
+                if f.readinto(view) != k * size:
+                    raise DataError(f"{self.path}: a truncated Vowpal Wabbit model (its "
+                                    f"weights end before record {done + k})")
+                rows = np.frombuffer(buf, self.dt, count=k)
+                self.check(rows["i"])
+                yield rows["i"], rows["w"][:, 0]
+                done += k

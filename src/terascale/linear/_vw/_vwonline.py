@@ -14,7 +14,9 @@ chunk it does not read is rewritten by ``_vwgen`` and parsed so.
 
 A test run (``-t -i MODEL`` of VW's model format, without ``-f``) scores in it too
 (``_vwfast.test``: the model's weights alone in a dense table of 4 bytes a row, at any
-``-b`` whose table fits in half the memory, the lazy L1/L2 folded in, the
+``-b`` whose table fits in half the memory, read from the file 64k records at a time
+(``_vwmodel.VWRecords``: the table and a slice, not the model, in memory), the lazy
+L1/L2 folded in, the
 scores clipped and the losses taken as ``_cli_run._test_only``'s, ``--binary``'s 0/1 loss
 included) and prints that run's progress table and closing block (its code). A run
 that learns on from such a model (``-i MODEL`` without ``-t``) starts from its weights
@@ -145,7 +147,9 @@ def _open(path: str) -> Any:
 def _chunks(path: str, size: list[int] | None = None) -> Any:
     """The file's text in chunks cut after a line break (the last one as it ends), each
     with the line number it starts at; ``size[0]`` bytes read at a time (the caller may
-    change it between chunks), ``_CHUNK`` without it."""
+    change it between chunks), ``_CHUNK`` without it. Each chunk is read into a buffer of
+    its own after the previous one's unfinished line and cut there (no copy of the text:
+    a chunk held three copies of itself while it was read, two while it was in flight)."""
     import zlib
 
     line = 1
@@ -153,20 +157,23 @@ def _chunks(path: str, size: list[int] | None = None) -> Any:
     size = size or [_CHUNK]
     with _open(path) as f:
         while True:
+            data = bytearray(len(rest) + size[0])
+            data[:len(rest)] = rest
             try:
-                data = f.read(size[0])
+                got = f.readinto(memoryview(data)[len(rest):])
             except (OSError, EOFError, zlib.error) as e:
                 raise DataError(f"{path}: cannot read: {e}") from None
-            if not data:
+            if not got:
                 break
-            data = rest + data
-            cut = data.rfind(b"\n") + 1
+            end = len(rest) + got
+            cut = data.rfind(b"\n", 0, end) + 1
             if cut == 0:
-                rest = data
+                rest = bytes(data[:end])
                 continue
-            rest = data[cut:]
-            yield data[:cut], line
-            line += data.count(b"\n", 0, cut)
+            rest = bytes(data[cut:end])
+            del data[cut:]
+            yield data, line
+            line += data.count(b"\n")
     if rest:
         yield rest, line
 
@@ -245,7 +252,10 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
     keeping the freed arrays for the next chunks (``_malloc``: a fifth of the page faults
     on dense rows). Input of one chunk is parsed here: no thread (nor
     ``concurrent.futures``, ``logging`` and ``ctypes``, a tenth of a one-line run's
-    imports) for nothing to overlap."""
+    imports) for nothing to overlap. Two chunks' arrays at most stand at once, the one
+    learned from and the one parsed, where the caller drops its references to a chunk
+    before it asks for the next (a third, the one learned from before, had stood
+    beside them while the next parse began: ~5 MB of a dense or short-row run's peak)."""
     size = [_CHUNK // 4]  # (the first two chunks are read before either is parsed)
     chunks = ((text, path, line) for path in paths for text, line in _chunks(path, size))
     first = next(chunks, None)
@@ -263,23 +273,28 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
     with ThreadPoolExecutor(1, thread_name_prefix="terascale-parse") as ex:
         pending = ex.submit(reader.parse, *first)
         for chunk in itertools.chain([second], chunks):
-            nxt = ex.submit(reader.parse, *chunk)
             b = pending.result()
-            size[0] = _chunk_bytes(len(chunk[0]), len(b[1]))
+            pending = ex.submit(reader.parse, *chunk)
+            size[0] = _chunk_bytes(len(chunk[0]), len(b[1]), len(b[3]))
             yield b
-            pending = nxt
+            del b
         yield pending.result()
 
 
 _FEATURES = 1 << 18  # features a chunk is read for: 2 MiB of indices and values
+_EXAMPLES = 1 << 14  # examples a chunk is read for: ~1 MiB of their arrays
 
 
-def _chunk_bytes(n: int, features: int) -> int:
-    """The bytes of text to read next, after a chunk of ``n`` bytes gave ``features``: about
-    ``_FEATURES`` features, ``_CHUNK`` at most, a quarter of it at least. Rows that
-    ``-q``/``--cubic`` multiply (a feature every 0.6 bytes) held 13 MB of arrays per MiB
-    of text, with two or three chunks in flight; 256 KiB of them learn in the same time."""
-    return max(_CHUNK // 4, min(_CHUNK, n * _FEATURES // max(features, 1)))
+def _chunk_bytes(n: int, features: int, examples: int) -> int:
+    """The bytes of text to read next, after a chunk of ``n`` bytes gave ``features`` in
+    ``examples``: about ``_FEATURES`` features or ``_EXAMPLES`` examples, whichever comes
+    first, ``_CHUNK`` at most, a quarter of it at least. Rows that ``-q``/``--cubic``
+    multiply (a feature every 0.6 bytes) held 13 MB of arrays per MiB of text, with two
+    or three chunks in flight; 256 KiB of them learn in the same time. Rows of 1-3
+    features (18 bytes a line: 58k examples a MiB, ~70 bytes of arrays each) held 15 MB
+    over a one-line run's memory in 1 MiB chunks."""
+    return max(_CHUNK // 4, min(_CHUNK, n * _FEATURES // max(features, 1),
+                                n * _EXAMPLES // max(examples, 1)))
 
 
 def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
@@ -418,6 +433,7 @@ def train(args: argparse.Namespace) -> int:
                     prog.prev = now
                     nxt = prog.due = prog.next_due(float(cum_w[at]))
                 start = end
+            del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
     totals = [[float(v) for v in np.concatenate([acc[:6], counted])]]
     if args.model:
         _save(args, parse, table, state, options, totals, how, prog,
@@ -547,7 +563,11 @@ def test(args: argparse.Namespace) -> int:
         return int(_cli_run.train(args) or 0)  # (which says why not)
     _cli_run._check_output(args.predictions, "-p")
     _cli_run._check_output(args.raw_predictions, "-r")
-    model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
+    # the header alone: the weight records are read a slice at a time into the table
+    # below (--initial_t gives every row a sum: the whole model, as the numba pass reads it)
+    lazy = not getattr(args, "vw_initial_t", None)
+    model = read_vw_model(args.initial, generation=run_generation(args), plain=True,
+                          records=not lazy)
     _cli_run.vw_start(model, args)
     loss = args.loss or model.loss  # (VW reports the command line's loss)
     bits = model.parse.bits
@@ -556,26 +576,30 @@ def test(args: argparse.Namespace) -> int:
         return int(_cli_run.train(args) or 0)
     how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
     binary = bool(args.binary or model.info.get("binary"))  # (and --binary)
+    # the weights alone, 4 bytes a row (VW's -t table: -b 26, 256 MB; the learner's rows
+    # of three, or the numba pass above -b 24, held 1286 MB of a 7M-feature model)
+    table = np.zeros(1 << bits, np.float32)
+    state = model.adaptive[2] if model.adaptive is not None else None
+    lo = hi = 0.0  # (_cli_run._clip's rule: the run's loss's, in the model's label range)
+    synced = state is not None and len(state) >= 6
+    if synced:
+        from .._online._state import MAX_LABEL, MIN_LABEL
+
+        lo, hi = float(state[MIN_LABEL]), float(state[MAX_LABEL])
+    parts = model.records.slices() if lazy else [(model.indices, model.weights)]
+    for idx, w in parts:
+        w = np.asarray(w, np.float32)
+        if synced:  # (the lazy L1/L2, as the model predicts; sync is per row)
+            rows = np.zeros((len(w), 3), np.float32)
+            rows[:, 0] = w
+            fast.sync(rows, state.copy())
+            w = rows[:, 0]
+        table[idx] = w
     if not args.quiet:
         print(preamble(options, paths, model=args.model, predictions=args.predictions,
                        raw=getattr(args, "raw_predictions", None), initial=args.initial,
                        cache=getattr(args, "vw_cache", None),
                        initial_t=model_t(args.initial)), file=sys.stderr)
-    # the weights alone, 4 bytes a row (VW's -t table: -b 26, 256 MB; the learner's rows
-    # of three, or the numba pass above -b 24, held 1286 MB of a 7M-feature model)
-    table = np.zeros(1 << bits, np.float32)
-    w_model = np.asarray(model.weights, np.float32)
-    state = model.adaptive[2] if model.adaptive is not None else None
-    lo = hi = 0.0  # (_cli_run._clip's rule: the run's loss's, in the model's label range)
-    if state is not None and len(state) >= 6:
-        from .._online._state import MAX_LABEL, MIN_LABEL
-
-        rows = np.zeros((len(w_model), 3), np.float32)  # (the model's rows: sync is per row)
-        rows[:, 0] = w_model
-        fast.sync(rows, state.copy())  # (the lazy L1/L2, as the model predicts)
-        w_model = rows[:, 0]
-        lo, hi = float(state[MIN_LABEL]), float(state[MAX_LABEL])
-    table[model.indices] = w_model
     clip = int(_CLIP[LOSS_TABLE[loss].code])  # (VW's -t clips as the command line's loss)
     kind = loss_code(loss, tau=args.quantile_tau, q=args.expectile_q)
     total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
@@ -614,6 +638,8 @@ def test(args: argparse.Namespace) -> int:
                           float(np.dot(y[has], w[has])), int(indptr[end] - indptr[start])]
                 if len(labels_seen) < 3:
                     labels_seen = _distinct(labels_seen, labels[start:end])
+            blk = None
+            del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
     if not args.quiet:
         print(test_block(int(total[2]), float(total[1]), float(total[0]), float(total[3]),
                          label_sum=float(total[4]), features=int(total[5]),
