@@ -320,3 +320,34 @@ def test_oaa_link_is_vws_where_it_is_reproduced(tmp_path, capfd, monkeypatch):
         assert "--link identity" in (tmp_path / "vw.t").read_text()
     code, err = run_ts(capfd, ["-d", "d.vw", "-i", "m"], tmp_path, monkeypatch)
     assert code == 2 and "--link logistic (kept in -i m)" in err
+
+
+@pytest.mark.parametrize("flags", [["--noconstant"], more(["--noconstant", "--l2", "0.001"])])
+def test_oaa_label_range_is_vws_shared_one(flags, tmp_path, capfd, monkeypatch):
+    """VW's K learners share one label range, empty ([0, 0]) until an example is learned:
+    labels of no class first (every learner learns -1) leave its top at 0, so that a
+    positive score is clipped to 0 until a class's label comes: VW's -r, -p, table and
+    readable model (its ``min_label``/``max_label``), and -i of VW's model of them."""
+    lines = _classes(150, 3, 59, unlabelled=0.05)
+    for i in range(12):  # (5 of --oaa 3, undecided indexing: no learner's class)
+        lines[i] = "5" + lines[i][lines[i].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    (tmp_path / "h.vw").write_text("\n".join(lines[:12]) + "\n")
+    args = ["-d", "d.vw", "--oaa", "3", *flags]
+    want = run_vw([*args, "-p", "vw.p", "-r", "vw.r"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p", "-r", "ts.r"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert _table_on(got) == _table_on(want)
+    for ext in ("p", "r"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    args = ["-d", "h.vw", "--oaa", "3", *flags, "--quiet", "--readable_model"]
+    run_vw([*args, "vw.t", "-f", "m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "ts.t"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
+    assert "max_label 0" in (tmp_path / "vw.t").read_text()
+    args = ["-d", "d.vw", "-i", "m", "--quiet"]
+    run_vw([*args, "-r", "vw.ir"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-r", "ts.ir"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.ir").read_text() == (tmp_path / "vw.ir").read_text()
