@@ -287,13 +287,39 @@ def test_oaa_indexing_given_is_vws(flags, tmp_path, capfd, monkeypatch):
     assert code == 2 and "--indexing goes with --oaa" in err
 
 
-@pytest.mark.parametrize("flag", [["--initial_t", "2"], ["--initial_weight", "0.1"]])
-def test_oaa_starting_weights_are_refused_naming_them(flag, tmp_path, capfd, monkeypatch):
-    """--oaa with VW's starting-weight options: refused naming them (it was refused as a
-    -i of a temporary file in terascale's format)."""
-    (tmp_path / "d.vw").write_text("\n".join(_classes(20, 3, 47)) + "\n")
-    code, err = run_ts(capfd, ["-d", "d.vw", "--oaa", "3", *flag], tmp_path, monkeypatch)
-    assert code == 2 and flag[0] in err and "with --oaa" in err and ".model" not in err
+@pytest.mark.parametrize("flags", [
+    ["--initial_weight", "0.1", "--initial_t", "2", "--min_prediction", "-0.5"],
+    more(["--constant", "0.5", "--l2", "0.0001", "--max_prediction", "0.6"]),
+    more(["--normal_weights", "--passes", "2", "-c", "-k"]),
+    more(["--random_weights", "--random_seed", "3"])])
+def test_oaa_starting_weights_and_range_are_vws(flags, tmp_path, capfd, monkeypatch):
+    """--oaa with VW's starting weights (drawn over VW's 2**b interleaved weights, so
+    that --constant sets the weight VW's does, of no constant) and a fixed prediction
+    range: VW's table, -p, -r, readable model and model (but --random_weights', whose
+    options VW writes with a --random_seed of its own); and -i of the model with
+    --initial_t, whose sums every weight starts from under the model's."""
+    (tmp_path / "d.vw").write_text("\n".join(_classes(200, 4, 47)) + "\n")
+    out = {}
+    for tool in ("vw", "ts"):
+        args = ["-d", "d.vw", "--oaa", "4", "-b", "12", *flags, "-p", f"{tool}.p",
+                "-r", f"{tool}.r", "-f", f"{tool}.m", "--readable_model", f"{tool}.t"]
+        if tool == "vw":
+            out[tool] = run_vw(args, tmp_path)
+        else:
+            code, out[tool] = run_ts(capfd, args, tmp_path, monkeypatch)
+            assert code == 0, out[tool]
+    assert _table_on(out["ts"]) == _table_on(out["vw"])
+    for ext in ("p", "r") if "--random_weights" in flags else ("p", "r", "t"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    if "--random_weights" in flags:
+        return
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    args = ["-d", "d.vw", "-i", "vw.m", "--initial_t", "3", "--quiet"]
+    run_vw([*args, "-r", "vw.ir", "-f", "vw.im"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-r", "ts.ir", "-f", "ts.im"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.ir").read_text() == (tmp_path / "vw.ir").read_text()
+    assert _after_version(tmp_path / "ts.im") == _after_version(tmp_path / "vw.im")
 
 
 def test_oaa_link_is_vws_where_it_is_reproduced(tmp_path, capfd, monkeypatch):

@@ -210,6 +210,7 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
         job = json.dumps({"data": data, "paths": paths, "options": options, "k": k_classes,
                           "names": names, "model": args.model, "quiet": bool(args.quiet),
                           "probabilities": False, "initial": args.initial,
+                          "starting_weights": bool(getattr(args, "starting_weights", False)),
                           "rates": _rates(args), "indexing": getattr(args, "indexing", None),
                           "link": _scorer(args), "model_link": _kept_link(args),
                           "predict_only": bool(getattr(args, "predict_only_model", False)),
@@ -294,14 +295,30 @@ def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
-    """-i MODEL with --oaa K: VW's one-against-all model of K classes, as K learners."""
+    """-i MODEL with --oaa K: VW's one-against-all model of K classes, as K learners; or
+    VW's starting weights (``--initial_weight``, ``--random_weights``, ``--constant``,
+    ``--initial_t``, ``--min_prediction``...: ``args.starting_weights``), drawn over VW's
+    2**b interleaved weights as VW draws them, split as VW's model is."""
     from .._vw._vwmodel import is_vw_model, read_vw_model
 
+    if getattr(args, "starting_weights", False):
+        from .._model import LinearModel
+
+        return split_oaa(LinearModel.load(args.initial), k_classes)
     if not is_vw_model(args.initial):
         raise ConfigError(f"--oaa -i {args.initial}: -i takes VW's one-against-all model "
                           f"(terascale writes its --oaa models in VW's format)")
     model = read_vw_model(args.initial, oaa=True,
                           generation=getattr(args, "vw_generation", None))
+    if getattr(args, "vw_initial_t", None) or getattr(args, "vw_range", None):
+        # (--initial_t: every weight's sums under the model's; --min_prediction/
+        # --max_prediction: a model without VW's learner state starts from them)
+        from types import SimpleNamespace
+
+        from ._cli_run import vw_start
+
+        vw_start(model, SimpleNamespace(vw_initial_t=getattr(args, "vw_initial_t", None),
+                                        vw_range=getattr(args, "vw_range", None)))
     k = model.info.get("oaa")
     if k != k_classes:
         raise ConfigError(f"--oaa {k_classes}: -i {args.initial} is "
@@ -683,7 +700,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         if not (job["model"] or job.get("readable") or job.get("invert")):
             return
     readable = bool(job.get("readable") or job.get("invert"))
-    t0 = float((start[0].info.get("vw_counters") or {}).get("t") or 0.0) if start else 0.0
+    kept = (start[0].info.get("vw_counters") or {}) if start else {}
+    t0 = float(kept.get("t") or 0.0)
     parse = start[0].parse if start is not None else opts.parse_options()
     prog = table.prog
     totals = job_totals if size > 1 else table.passes
@@ -694,7 +712,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     only = bool(job.get("predict_only"))
     if not only and rank == 0 and (readable or job["model"]):
         # VW's save_resume form: the weights as VW keeps them, L1/L2 not applied
-        model = _interleaved(job, learners, parse, opts.loss, totals, progress, t0)
+        model = _interleaved(job, learners, parse, opts.loss, totals, progress, t0,
+                             float(kept.get("initial_t") or 0.0))
         if readable:
             _write_readable(job, model, parse, k_classes, test)
         if job["model"]:
@@ -704,7 +723,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     learners.finish()
     if only and readable:  # (L1/L2 applied, the nonzero weights)
         _write_readable(job, _interleaved(job, learners, parse, opts.loss, table.passes,
-                                          progress, t0), parse, k_classes)
+                                          progress, t0, float(kept.get("initial_t") or 0.0)),
+                        parse, k_classes)
     if only and job["model"] and rank == 0:
         from .._vw._vwmodel import write_vw_oaa_model
 
@@ -724,12 +744,14 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
 
 
 def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
-                 totals: list[Any], progress: list[float] | None, t0: float) -> Any:
+                 totals: list[Any], progress: list[float] | None, t0: float,
+                 initial_t: float = 0.0) -> Any:
     """The K learners as one VW model of ``--oaa K``, as VW keeps them: class c's row
     (weight, adaptive sum, normalizer) of feature i at ``i * 2**s + c`` (s =
     ceil(log2 K)) over VW's 2**b weights (the rows not all 0, as VW writes them), the
     first class's learner state, and the run's counters (``totals``: its per-pass sums;
-    ``progress``: where its table stopped; ``t0``: -i's ``t``, which VW carries on);
+    ``progress``: where its table stopped; ``t0``: -i's ``t``, which VW carries on;
+    ``initial_t``: VW's ``--initial_t``, or -i's, which its header keeps);
     ``feats``: the features with a row."""
     import dataclasses
     from types import SimpleNamespace
@@ -746,6 +768,7 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     info = {"pass_totals": [[*map(float, t[:9]), 0.0] for t in totals],  # (no label sum)
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
+            "vw_initial_t": initial_t,
             "link": job.get("model_link")}
     out = run_counters(info["pass_totals"], progress)
     info["vw_counters_out"] = dict(out, t=out["t"] + t0)

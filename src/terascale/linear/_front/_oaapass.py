@@ -82,6 +82,9 @@ class Learners:
                 self.arrays[c, idx, 1] = g2
                 self.arrays[c, idx, 2] = nrm
                 self.states[c, :len(state)] = state
+        # (VW's label range is two floats: --min_prediction 0.6 clips to 0.6f)
+        bounds = self.states[:, MIN_LABEL:MAX_LABEL + 1]
+        bounds[:] = bounds.astype(np.float32)
 
     def views(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Learner ``c``'s (weights, adaptive sums, normalizers, state), in place: views of
