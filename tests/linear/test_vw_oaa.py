@@ -325,8 +325,8 @@ def test_oaa_starting_weights_and_range_are_vws(flags, tmp_path, capfd, monkeypa
 def test_oaa_link_is_vws_where_it_is_reproduced(tmp_path, capfd, monkeypatch):
     """--oaa with --link: -t of VW's model that keeps --link logistic writes VW's linked
     scores (-r) and its classes; --link identity given (or replaced by --probabilities)
-    is kept in the model, as VW's; training through a link (VW's learners learn from
-    their linked scores) is refused."""
+    is kept in the model, as VW's; -i of the model trains on through its link, as VW's
+    (its learners learn from their linked scores)."""
     (tmp_path / "d.vw").write_text("\n".join(_classes(200, 4, 53)) + "\n")
     run_vw(["-d", "d.vw", "--oaa", "4", "--link", "logistic", "-f", "m", "--quiet"],
            tmp_path)
@@ -344,8 +344,36 @@ def test_oaa_link_is_vws_where_it_is_reproduced(tmp_path, capfd, monkeypatch):
         assert code == 0, err
         assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
         assert "--link identity" in (tmp_path / "vw.t").read_text()
-    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "m"], tmp_path, monkeypatch)
-    assert code == 2 and "--link logistic (kept in -i m)" in err
+    args = ["-d", "d.vw", "-i", "m", "--quiet"]
+    run_vw([*args, "-r", "vw.ir"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-r", "ts.ir"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.ir").read_text() == (tmp_path / "vw.ir").read_text()
+
+
+@pytest.mark.parametrize("flags", [
+    ["--link", "logistic"],
+    more(["--link", "glf1", "--l2", "0.001", "--passes", "2", "-c", "-k"]),
+    more(["--link", "poisson", "--l1", "0.0001"])])
+def test_oaa_learns_from_linked_scores_as_vw(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K --link L: VW's K learners learn from their linked scores (its scorer
+    links each before oaa hands it to the update; under the squared loss, the loss and
+    derivative clipped to the labels' range, which --link poisson's scores pass): VW's
+    table, -p, -r (linked), readable model and model."""
+    (tmp_path / "d.vw").write_text("\n".join(_classes(200, 4, 61)) + "\n")
+    out = {}
+    for tool in ("vw", "ts"):
+        args = ["-d", "d.vw", "--oaa", "4", *flags, "-p", f"{tool}.p", "-r", f"{tool}.r",
+                "-f", f"{tool}.m", "--readable_model", f"{tool}.t"]
+        if tool == "vw":
+            out[tool] = run_vw(args, tmp_path)
+        else:
+            code, out[tool] = run_ts(capfd, args, tmp_path, monkeypatch)
+            assert code == 0, out[tool]
+    assert _table_on(out["ts"]) == _table_on(out["vw"])
+    for ext in ("p", "r", "t"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
 
 
 @pytest.mark.parametrize("flags", [["--noconstant"], more(["--noconstant", "--l2", "0.001"])])

@@ -10,7 +10,9 @@ worker (:mod:`._oaaworker`) and averages each class's learner after each pass; `
 runs the same pass with nothing learned. The prediction is the class whose
 learner scores highest (the first on a tie, as VW), and with ``--probabilities`` each
 learner's logistic probability, normalized to sum 1 (VW's output: ``1:0.25 2:0.25 ...``);
-``-r`` writes every learner's score.
+``-r`` writes every learner's score. With ``--link`` (not ``--probabilities``, which VW
+runs with identity) each learner learns from its linked score, as VW's scorer hands
+the linked score to oaa's update.
 
 The reported ``average loss`` is VW's multiclass 0/1 loss of the progressive predictions
 (with passes and holdout: the best pass's holdout error, marked ``h``).
@@ -158,12 +160,6 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         from ._cli_run import _link
 
         _link(args, "identity")  # (VW's links only)
-    if _scorer(args) and not args.testonly:
-        raise ConfigError(f"--oaa with --link {args.link}"
-                          f"{f' (kept in -i {args.initial})' if args.initial else ''}: VW's K "
-                          f"learners learn from their linked scores, which terascale vw "
-                          f"does not reproduce (-t predicts with it; --probabilities gives "
-                          f"each class's logistic)")
     if start is not None:  # VW's model sets -b (and the loss, unless given)
         options = dict(options, bits=start[0].parse.bits + (k_classes - 1).bit_length(),
                        loss=args.loss or start[0].loss)
@@ -609,6 +605,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     from .._options import TrainOptions
     from .._passes import EarlyStop
     from .._recipe import holdout_period
+    from .._vw._vwout import _LINK_CODES
     from ._oaapass import Learners, blocks_once, oaa_pass
 
     k_classes, names, options = int(job["k"]), job["names"], dict(job["options"])
@@ -638,6 +635,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     fixed: list[np.ndarray] = []  # each block's first class numbers (predicted, learned)
     labels = [np.zeros(0)]  # the block's classes, as VW reads them (_unsigned)
     at = [0]  # the pass under way
+    # VW's learners learn from their linked scores (its scorer links them first)
+    linked = _LINK_CODES[job["link"]] if job.get("link") and not test else -1
 
     def targets(blk: Any, hold: np.ndarray) -> np.ndarray:
         if (~np.isnan(blk.labels) & (blk.labels != np.floor(blk.labels))).any():
@@ -654,7 +653,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         if p > 0 and opts.decay_learning_rate != 1.0:
             rate = np.float32(rate * np.float32(opts.decay_learning_rate))
         for sc in oaa_pass(blocks_once(blocks), learners, targets, kind, float(rate),
-                           opts.power_t, opts.l1, l2, period):
+                           opts.power_t, opts.l1, l2, period, linked):
             blk, s = sc.block, sc.scores
             if job.get("link"):  # (VW's scorer under oaa: each learner's score linked)
                 from .._vw._vwout import link

@@ -158,7 +158,7 @@ class Scored:
 
 def oaa_pass(blocks: Iterator[Block], learners: Learners,
              targets: Callable[[Block, np.ndarray], np.ndarray], kind: int, eta: float, power_t: float,
-             l1: float, l2: float, period: int) -> Iterator[Scored]:
+             l1: float, l2: float, period: int, link: int = -1) -> Iterator[Scored]:
     """One online pass of the K learners: for each block, each learner predicts every
     example and learns from it (learner c with the labels ``targets(block, hold) == c``: +1,
     else -1; NaN targets: unlabelled, predicted only); yields each block's scores.
@@ -180,6 +180,10 @@ def oaa_pass(blocks: Iterator[Block], learners: Learners,
     period
         The holdout rule (``_recipe.holdout_period``): held-out examples are predicted,
         not learned from.
+    link
+        VW's ``--link`` the learners learn through (0 logistic, 1 glf1, 2 poisson; -1
+        none): example by example (:func:`.._online._update.oaa_chunk`); the scores
+        yielded are unlinked.
 
     The label range the scores are clipped to is VW's ``shared_data``'s, one for the K
     learners: each example is scored with the range of the examples learned before it
@@ -203,7 +207,8 @@ def oaa_pass(blocks: Iterator[Block], learners: Learners,
                 part, ta, ha = scores, t, hold
             else:
                 part, ta, ha = np.empty((k, b - a)), t[a:b], hold[a:b]
-            _learn_part(blk, a, b, ta, ha, learners, kind, eta, power_t, l1, l2, acc, part)
+            _learn_part(blk, a, b, ta, ha, learners, kind, eta, power_t, l1, l2, acc, part,
+                        link, track)
             if part is not scores:
                 scores[:, a:b] = part
         yield Scored(blk, scores.T, hold)
@@ -241,15 +246,18 @@ def _parts(t: np.ndarray, hold: np.ndarray, states: np.ndarray, track: bool
 
 def _learn_part(blk: Block, a: int, b: int, t: np.ndarray, hold: np.ndarray,
                 learners: Learners, kind: int, eta: float, power_t: float, l1: float,
-                l2: float, acc: np.ndarray, scores: np.ndarray) -> None:
+                l2: float, acc: np.ndarray, scores: np.ndarray, link: int, widen: bool
+                ) -> None:
     """The K learners over the block's examples ``[a, b)`` (``t``, ``hold``: theirs),
-    their scores into ``scores`` (``(K, b - a)``)."""
+    their scores into ``scores`` (``(K, b - a)``); ``link``, ``widen``: as
+    :func:`.._online._update.oaa_chunk` takes them."""
     k = learners.k
     indptr = blk.indptr if a == 0 and b == len(blk) else blk.indptr[a:b + 1]
     weights = blk.weights if a == 0 and b == len(blk) else blk.weights[a:b]
-    if l1 > 0.0 or l2 > 0.0:  # the learners share the lazy L1/L2: example by example
+    if l1 > 0.0 or l2 > 0.0 or link >= 0:  # the learners share the lazy L1/L2 (or
+        # learn from linked scores): example by example
         oaa_chunk(indptr, blk.indices, blk.values, t, weights, hold, learners.arrays,
-                  learners.states, kind, eta, power_t, l1, l2, scores)
+                  learners.states, kind, eta, power_t, l1, l2, scores, link, widen)
         return
     # else nothing is shared: learner by learner, each one's three arrays in cache for
     # the whole block (the same bits, 25-30% less CPU than example by example, where
