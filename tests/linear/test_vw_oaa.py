@@ -405,3 +405,37 @@ def test_oaa_label_range_is_vws_shared_one(flags, tmp_path, capfd, monkeypatch):
     code, err = run_ts(capfd, [*args, "-r", "ts.ir"], tmp_path, monkeypatch)
     assert code == 0, err
     assert (tmp_path / "ts.ir").read_text() == (tmp_path / "vw.ir").read_text()
+
+
+@pytest.mark.parametrize("train_on", [False, more(True)])
+def test_oaa_workers_write_vws_text_and_model_that_trains_on_as_vws(train_on, tmp_path,
+                                                                    capfd, monkeypatch):
+    """--oaa K -n 2 with --readable_model/--invert_hash: VW's text of the model -f writes
+    (VW's own text of it, read back with its counters: but its ``current_pass``, which
+    VW's run of no data counts on); --invert_hash names the rows; and -i of that model
+    trains on as VW's -i of it (-r, model)."""
+    lines = _classes(200, 3, 67)
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    (tmp_path / "e.vw").write_text("")
+    code, err = run_ts(capfd, ["-d", "d.vw", "--oaa", "3", "-n", "2", "-f", "m",
+                               "--readable_model", "ts.t", "--invert_hash", "ts.i"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw(["-d", "e.vw", "-i", "m", "--preserve_performance_counters", "--quiet",
+            "--readable_model", "vw.t"], tmp_path)
+
+    def text(name):
+        return [ln for ln in (tmp_path / name).read_text().splitlines()
+                if not ln.startswith("current_pass")]
+
+    assert text("ts.t") == text("vw.t")
+    named = (tmp_path / "ts.i").read_text()
+    assert "x3[1]:" in named or "a^x3[1]:" in named
+    if not train_on:
+        return
+    args = ["-d", "d.vw", "-i", "m", "--quiet"]
+    run_vw([*args, "-r", "vw.r", "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-r", "ts.r", "-f", "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.r").read_text() == (tmp_path / "vw.r").read_text()
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")

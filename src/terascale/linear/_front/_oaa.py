@@ -147,9 +147,6 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise ConfigError("--oaa with -n N: -p/--probabilities/--scores need -n 1 "
                           "(progressive predictions come from one learner in input "
                           "order); train with -n N and -f, then predict with -i MODEL -t")
-    if (args.readable_model or args.invert_hash) and args.nprocs != 1 and not args.testonly:
-        raise ConfigError("--oaa: --readable_model and --invert_hash need one worker "
-                          "(-f writes VW's model)")
     names = _names(args, k_classes)
     start = _initial(args, k_classes) if args.initial else None
     if start is not None and getattr(args, "indexing", None) is None:
@@ -205,6 +202,7 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
                                                           not args.quiet)
         job = json.dumps({"data": data, "paths": paths, "options": options, "k": k_classes,
                           "names": names, "model": args.model, "quiet": bool(args.quiet),
+                          "readable": args.readable_model, "invert": args.invert_hash,
                           "probabilities": False, "initial": args.initial,
                           "starting_weights": bool(getattr(args, "starting_weights", False)),
                           "rates": _rates(args), "indexing": getattr(args, "indexing", None),
@@ -720,7 +718,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
 
             write_vw_oaa_resume(model, job["model"], k_classes, names, bare=test)
     learners.finish()
-    if only and readable:  # (L1/L2 applied, the nonzero weights)
+    if only and readable and rank == 0:  # (L1/L2 applied, the nonzero weights)
         _write_readable(job, _interleaved(job, learners, parse, opts.loss, table.passes,
                                           progress, t0, float(kept.get("initial_t") or 0.0)),
                         parse, k_classes)
