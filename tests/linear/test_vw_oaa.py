@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import more, run_ts, run_vw
+from _vw_runs import FULL, more, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -407,9 +407,9 @@ def test_oaa_label_range_is_vws_shared_one(flags, tmp_path, capfd, monkeypatch):
     assert (tmp_path / "ts.ir").read_text() == (tmp_path / "vw.ir").read_text()
 
 
-@pytest.mark.parametrize("train_on", [False, more(True)])
-def test_oaa_workers_write_vws_text_and_model_that_trains_on_as_vws(train_on, tmp_path,
-                                                                    capfd, monkeypatch):
+@FULL  # (CI: test_oaa.py's run of two workers checks their text)
+def test_oaa_workers_write_vws_text_and_model_that_trains_on_as_vws(tmp_path, capfd,
+                                                                    monkeypatch):
     """--oaa K -n 2 with --readable_model/--invert_hash: VW's text of the model -f writes
     (VW's own text of it, read back with its counters: but its ``current_pass``, which
     VW's run of no data counts on); --invert_hash names the rows; and -i of that model
@@ -431,8 +431,6 @@ def test_oaa_workers_write_vws_text_and_model_that_trains_on_as_vws(train_on, tm
     assert text("ts.t") == text("vw.t")
     named = (tmp_path / "ts.i").read_text()
     assert "x3[1]:" in named or "a^x3[1]:" in named
-    if not train_on:
-        return
     args = ["-d", "d.vw", "-i", "m", "--quiet"]
     run_vw([*args, "-r", "vw.r", "-f", "vw.m"], tmp_path)
     code, err = run_ts(capfd, [*args, "-r", "ts.r", "-f", "ts.m"], tmp_path, monkeypatch)
