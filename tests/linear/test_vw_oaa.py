@@ -437,3 +437,27 @@ def test_oaa_workers_write_vws_text_and_model_that_trains_on_as_vws(tmp_path, ca
     assert code == 0, err
     assert (tmp_path / "ts.r").read_text() == (tmp_path / "vw.r").read_text()
     assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+
+
+@pytest.mark.parametrize("flags", [["--passes", "3", "-c", "-k"],
+                                   more(["--holdout_after", "150", "--passes", "2", "-c",
+                                         "-k", *_LOGISTIC])])
+def test_oaa_empty_lines_count_in_the_holdout_as_vws(flags, tmp_path, capfd, monkeypatch):
+    """--oaa K with a holdout (--passes N, --holdout_after): VW counts each empty line of
+    the text as an example of the holdout, so that other examples are held out after
+    one: VW's table, closing block, -p and model."""
+    lines = _classes(200, 4, 71)
+    for i in (3, 17, 18, 40, 77, 120):
+        lines.insert(i, "")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n\n")
+    out = {}
+    for tool in ("vw", "ts"):
+        args = ["-d", "d.vw", "--oaa", "4", *flags, "-p", f"{tool}.p", "-f", f"{tool}.m"]
+        if tool == "vw":
+            out[tool] = run_vw(args, tmp_path)
+        else:
+            code, out[tool] = run_ts(capfd, args, tmp_path, monkeypatch)
+            assert code == 0, out[tool]
+    assert _table_on(out["ts"]) == _table_on(out["vw"])
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")

@@ -43,7 +43,7 @@ from .._losses import FIXED_RANGE
 from .._model import LinearModel
 from .._online._state import MAX_LABEL, MIN_LABEL, new_state
 from .._online._update import oaa_chunk, online_chunk, sync_weights
-from .._passes import holdout_mask
+from .._passes import Holdout
 
 __all__ = ["Learners", "Scored", "blocks_once", "oaa_pass"]
 
@@ -179,7 +179,7 @@ def oaa_pass(blocks: Iterator[Block], learners: Learners,
         them.
     period
         The holdout rule (``_recipe.holdout_period``): held-out examples are predicted,
-        not learned from.
+        not learned from; the text's empty lines count as examples there, as in VW.
     link
         VW's ``--link`` the learners learn through (0 logistic, 1 glf1, 2 poisson; -1
         none): example by example (:func:`.._online._update.oaa_chunk`); the scores
@@ -197,9 +197,10 @@ def oaa_pass(blocks: Iterator[Block], learners: Learners,
     acc = np.zeros(8)
     track = not kind & FIXED_RANGE  # (--min_prediction/--max_prediction: fixed)
     kind |= FIXED_RANGE
+    held = Holdout(period)  # (VW counts each empty line of the text as an example)
     for blk in blocks:
         n = len(blk)
-        hold = holdout_mask(blk.start, n, period)
+        hold = held(blk.start, n, blk.blanks)
         t = targets(blk, hold)
         scores = np.empty((k, n))
         for a, b in _parts(t, hold, learners.states, track):
