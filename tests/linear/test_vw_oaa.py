@@ -461,3 +461,46 @@ def test_oaa_empty_lines_count_in_the_holdout_as_vws(flags, tmp_path, capfd, mon
     assert _table_on(out["ts"]) == _table_on(out["vw"])
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
     assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+
+
+@pytest.mark.parametrize("flags", [["-p", "{}.p", "-r", "{}.r"],
+                                   more([*_LOGISTIC, "-p", "{}.p", "--readable_model",
+                                         "{}.r"])])
+def test_oaa_label_with_a_fraction_ends_the_input_as_vws(flags, tmp_path, capfd,
+                                                         monkeypatch):
+    """A label with a fraction (``1.5``, ``1e-3``) under --oaa: VW's multiclass parser
+    throws at the character after the integer C's strtol reads, logs the error on
+    standard output (``[error] vw example #N...``, N counting the empty lines) and reads
+    no more: the run learns the examples before it and ends as at the input's end (its
+    model counting no pass done): VW's stdout lines, table, closing block, -p, -r and
+    model; with a holdout (VW then ends inside its first pass) refused with the line."""
+    lines = _classes(120, 4, 73, unlabelled=0.0)
+    lines.insert(30, "")
+    lines[70] = "1e-3" + lines[70][lines[70].index(" '"):]
+    lines[90] = "1.5" + lines[90][lines[90].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    from terascale.cli import main
+
+    def args(tool):
+        return ["-d", "d.vw", "--oaa", "4", "-f", f"{tool}.m",
+                *[f.format(tool) for f in flags]]
+
+    vw = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args("vw")], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=120)
+    assert vw.returncode == 0, vw.stderr
+    monkeypatch.chdir(tmp_path)
+    capfd.readouterr()
+    assert main(["vw", *args("ts")]) == 0
+    out, err = capfd.readouterr()
+    # (VW's parser thread prints its error as it runs ahead of the learner: the order of
+    # the stdout lines varies from run to run)
+    assert sorted(out.splitlines()) == sorted(vw.stdout.splitlines())
+    assert "#70(multiclass.cc:52): Malformed example: label has trailing character(s): e" \
+        in vw.stdout
+    assert _table_on(err) == _table_on(vw.stderr)
+    for ext in ("p", "r"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    code, err = run_ts(capfd, ["-d", "d.vw", "--oaa", "4", "--passes", "2", "-c", "-k"],
+                       tmp_path, monkeypatch)
+    assert code == 2 and "d.vw:71: multiclass label '1e-3'" in err

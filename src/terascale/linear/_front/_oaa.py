@@ -25,10 +25,11 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,7 @@ def _label(line: str, where: str, names: dict[str, int] | None = None, say: bool
            ) -> tuple[float, str, str, str]:
     """(class label or nan, the label's text, the rest of the line, the tag) of one VW
     line (``names``: --named_labels, each name's class 1..K)."""
-    tokens, tag = _head(line)
+    tokens, tag = _head_words(line)
     if not tokens:
         return math.nan, "", line, tag
     if names is not None and tokens[0] not in names:
@@ -67,9 +68,6 @@ def _label(line: str, where: str, names: dict[str, int] | None = None, say: bool
     except ValueError:
         raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
                         f"1..K (--oaa)") from None
-    if y != int(y):  # (VW's parser refuses a label with a fraction too)
-        raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
-                        f"1..K (--oaa: an integer)")
     start = line.index(tokens[0])
     return y, tokens[0], line[start + len(tokens[0]):], tag
 
@@ -77,7 +75,7 @@ def _label(line: str, where: str, names: dict[str, int] | None = None, say: bool
 _FLUSH = 4096  # lines gathered before they are written (--named_labels' numbered copy)
 
 
-def _head(line: str) -> tuple[list[str], str]:
+def _head_words(line: str) -> tuple[list[str], str]:
     """(the label section's words before the tag, the tag) of one VW line, as VW reads
     them: the section runs to the first ``|`` (or the line's end), and its last word is
     the tag when it starts with ``'`` (without it) or touches the section's end (``2|a x``
@@ -358,16 +356,76 @@ def _unsigned(labels: np.ndarray) -> np.ndarray:
     return lab
 
 
-def _bad_label(paths: list[str], k_classes: int) -> None:
-    """Raise the DataError of the first line whose label is not an integer (its file
-    and line), reading the text again: only after the parser's labels showed one."""
-    for path in paths:
+def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
+                     quiet: bool, stopped: list[bool]) -> Iterator[Any]:
+    """The blocks of the first pass up to the first example whose label has a fraction
+    (``1.5``): VW's multiclass parser reads a label with C's ``strtol``, throws at the
+    character after its integer (``Malformed example: label has trailing character(s):
+    .``) and reads no more of the input; the run learns the examples before it and ends
+    as if the input ended there (its error on standard output, unless --quiet).
+    ``refuse``: a holdout or several workers (VW then ends its run inside the first pass,
+    with no holdout loss): the DataError of its file and line instead. ``stopped`` gets
+    True where it stops (VW's model then counts no pass done)."""
+    for blk in blocks:
+        lab = blk.labels
+        bad = np.flatnonzero(~np.isnan(lab) & (lab != np.floor(lab)))
+        if not len(bad):
+            yield blk
+            continue
+        where, number, word = _malformed_line(job["data"], job["paths"])
+        if refuse:
+            raise DataError(f"{where}: multiclass label {word!r} is not a class number "
+                            f"1..K (--oaa: an integer); VW stops reading there, which "
+                            f"terascale vw reproduces on one worker without a holdout")
+        if not quiet:
+            print(f"[error] vw example #{number}(multiclass.cc:52): Malformed example: "
+                  f"label has trailing character(s): {_after_int(word)}", flush=True)
+        stopped.append(True)
+        j = int(bad[0])
+        if j:
+            yield _head(blk, j)
+        return
+
+
+def _head(blk: Any, j: int) -> Any:
+    """Block ``blk``'s first ``j`` examples."""
+    import dataclasses
+
+    nnz = int(blk.indptr[j])
+    return dataclasses.replace(
+        blk, indptr=blk.indptr[:j + 1], indices=blk.indices[:nnz], values=blk.values[:nnz],
+        labels=blk.labels[:j], weights=blk.weights[:j],
+        tag_ptr=None if blk.tag_ptr is None else blk.tag_ptr[:j + 1],
+        blanks=None if blk.blanks is None else blk.blanks[blk.blanks < j],
+        ignored=None if blk.ignored is None else blk.ignored[:j])
+
+
+def _malformed_line(data: list[str], paths: list[str]) -> tuple[str, int, str]:
+    """(file:line, VW's example number: the lines before it, empty ones too, and its label
+    word) of the first line whose label has a fraction, reading the text again: only
+    after the parser's labels showed one."""
+    number = 0
+    for path, name in zip(data, paths):
         with _open_text(path) as f:
             for i, line in enumerate(f, 1):
-                if line.strip():
-                    _label(line, f"{path}:{i}")
-    raise DataError(f"{', '.join(paths)}: a multiclass label is not an integer "
-                    f"(--oaa {k_classes})")
+                tokens, _ = _head_words(line)
+                if tokens:
+                    try:
+                        y = float(tokens[0])
+                    except ValueError:
+                        y = 0.0
+                    if y != math.floor(y):
+                        return f"{name}:{i}", number, tokens[0]
+                number += 1
+    raise DataError(f"{', '.join(paths)}: a multiclass label is not an integer (--oaa)")
+
+
+def _after_int(word: str) -> str:
+    """The character after the integer C's ``strtol`` reads at the start of ``word`` (its
+    first where it reads none), which VW's error names."""
+    m = re.match(r"\s*[-+]?\d+", word)
+    rest = word[m.end():] if m else word
+    return rest[:1]
 
 
 class _Indexing:
@@ -633,12 +691,11 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     fixed: list[np.ndarray] = []  # each block's first class numbers (predicted, learned)
     labels = [np.zeros(0)]  # the block's classes, as VW reads them (_unsigned)
     at = [0]  # the pass under way
+    stopped: list[bool] = []  # (VW's parser stopped inside the first pass)
     # VW's learners learn from their linked scores (its scorer links them first)
     linked = _LINK_CODES[job["link"]] if job.get("link") and not test else -1
 
     def targets(blk: Any, hold: np.ndarray) -> np.ndarray:
-        if (~np.isnan(blk.labels) & (blk.labels != np.floor(blk.labels))).any():
-            _bad_label(job["data"], k_classes)
         lab = labels[0] = _unsigned(blk.labels)
         if test:  # (NaN: every learner scores the example, none learns)
             fixed[:] = [np.full(len(lab), index.base, np.int64)] * 2
@@ -650,7 +707,11 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         at[0] = p
         if p > 0 and opts.decay_learning_rate != 1.0:
             rate = np.float32(rate * np.float32(opts.decay_learning_rate))
-        for sc in oaa_pass(blocks_once(blocks), learners, targets, kind, float(rate),
+        stream = blocks_once(blocks)
+        if p == 0:  # (VW's multiclass parser stops at a label with a fraction)
+            stream = _until_malformed(stream, job, size > 1 or bool(period), quiet,
+                                      stopped)
+        for sc in oaa_pass(stream, learners, targets, kind, float(rate),
                            opts.power_t, opts.l1, l2, period, linked):
             blk, s = sc.block, sc.scores
             if job.get("link"):  # (VW's scorer under oaa: each learner's score linked)
@@ -707,6 +768,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         float(table.due), float(sum(t[0] for t in totals)) - float(prog.prev[0]),
         float(prog.prev[1])]
     only = bool(job.get("predict_only"))
+    if stopped:  # (VW's counters: no pass done)
+        job = dict(job, current_pass=0)
     if not only and rank == 0 and (readable or job["model"]):
         # VW's save_resume form: the weights as VW keeps them, L1/L2 not applied
         model = _interleaved(job, learners, parse, opts.loss, totals, progress, t0,
@@ -766,6 +829,7 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
             "vw_initial_t": initial_t,
+            **({"vw_current_pass": job["current_pass"]} if "current_pass" in job else {}),
             "link": job.get("model_link")}
     out = run_counters(info["pass_totals"], progress)
     info["vw_counters_out"] = dict(out, t=out["t"] + t0)
