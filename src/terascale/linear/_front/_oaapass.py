@@ -224,10 +224,10 @@ def _parts(t: np.ndarray, hold: np.ndarray, states: np.ndarray, track: bool
     a = 0
     while a < n:
         lo, hi = states[0, MIN_LABEL], states[0, MAX_LABEL]
-        learnt = ~np.isnan(t[a:]) & ~hold[a:]
         if not track or (lo <= -1.0 and hi >= 1.0):
             yield a, n
             return
+        learnt = ~np.isnan(t[a:]) & ~hold[a:]
         # (K >= 2: every learned example gives some learner -1; +1 only with a class)
         widen = learnt & (lo > -1.0)
         if hi < 1.0:
