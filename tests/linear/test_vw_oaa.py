@@ -465,15 +465,18 @@ def test_oaa_empty_lines_count_in_the_holdout_as_vws(flags, tmp_path, capfd, mon
 
 @pytest.mark.parametrize("flags", [["-p", "{}.p", "-r", "{}.r"],
                                    more([*_LOGISTIC, "-p", "{}.p", "--readable_model",
-                                         "{}.r"])])
+                                         "{}.r"]),
+                                   more(["--passes", "2", "-c", "-k", "--holdout_off",
+                                         "-p", "{}.p", "-r", "{}.r"])])
 def test_oaa_label_with_a_fraction_ends_the_input_as_vws(flags, tmp_path, capfd,
                                                          monkeypatch):
     """A label with a fraction (``1.5``, ``1e-3``) under --oaa: VW's multiclass parser
     throws at the character after the integer C's strtol reads, logs the error on
     standard output (``[error] vw example #N...``, N counting the empty lines) and reads
     no more: the run learns the examples before it and ends as at the input's end (its
-    model counting no pass done): VW's stdout lines, table, closing block, -p, -r and
-    model; with a holdout (VW then ends inside its first pass) refused with the line."""
+    model counting no pass done; over several passes without a holdout, in the first):
+    VW's stdout lines, table, closing block, -p, -r and model; with a holdout (VW then
+    ends inside its first pass, with no holdout loss) refused with the line."""
     lines = _classes(120, 4, 73, unlabelled=0.0)
     lines.insert(30, "")
     lines[70] = "1e-3" + lines[70][lines[70].index(" '"):]

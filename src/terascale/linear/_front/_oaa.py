@@ -363,8 +363,9 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
     character after its integer (``Malformed example: label has trailing character(s):
     .``) and reads no more of the input; the run learns the examples before it and ends
     as if the input ended there (its error on standard output, unless --quiet).
-    ``refuse``: passes, a holdout or several workers (VW then ends its run inside the
-    first pass, with no holdout loss): the DataError of its file and line instead. ``stopped`` gets
+    ``refuse``: a holdout or several workers (VW then ends its run inside the first
+    pass, with no holdout loss): the DataError of its file and line instead; over
+    several passes without a holdout the run ends there, as VW's. ``stopped`` gets
     True where it stops (VW's model then counts no pass done)."""
     for blk in blocks:
         lab = blk.labels
@@ -376,8 +377,7 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
         if refuse:
             raise DataError(f"{where}: multiclass label {word!r} is not a class number "
                             f"1..K (--oaa: an integer); VW stops reading there, which "
-                            f"terascale vw reproduces in one pass on one worker, without "
-                            f"a holdout")
+                            f"terascale vw reproduces on one worker without a holdout")
         if not quiet:
             print(f"[error] vw example #{number}(multiclass.cc:52): Malformed example: "
                   f"label has trailing character(s): {_after_int(word)}", flush=True)
@@ -710,8 +710,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             rate = np.float32(rate * np.float32(opts.decay_learning_rate))
         stream = blocks_once(blocks)
         if p == 0:  # (VW's multiclass parser stops at a label with a fraction)
-            stream = _until_malformed(stream, job, size > 1 or passes > 1 or bool(period),
-                                      quiet, stopped)
+            stream = _until_malformed(stream, job, size > 1 or bool(period), quiet,
+                                      stopped)
         for sc in oaa_pass(stream, learners, targets, kind, float(rate),
                            opts.power_t, opts.l1, l2, period, linked):
             blk, s = sc.block, sc.scores
@@ -747,6 +747,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         held = job_totals[-1][2:4]
         if stop is not None and stop.end_pass(held[0], held[1], learners.arrays,
                                               learners.states):
+            break
+        if stopped:  # (VW's run ends where its parser stopped)
             break
     if test:
         if not quiet:
