@@ -78,13 +78,23 @@ def test_two_workers_are_deterministic_and_vw_loads_their_model(tmp_path, capfd,
                                                                  monkeypatch):
     """-n 2: each worker learns the K learners on its half in one pass, each class's
     learner averaged after it; two runs write the same bytes, and VW's predictions from
-    the model are as good as from one worker's (within a few percent)."""
+    the model are as good as from one worker's (within a few percent); --readable_model
+    writes VW's text of the model (VW's own, read back with its counters, but for the
+    ``current_pass`` its run of no data counts on)."""
     labels = _data(tmp_path / "d.vw", 3000, 4, 12)
     ts = [sys.executable, "-m", "terascale", "vw", "-d", "d.vw", "--oaa", "4", "--quiet"]
     for name in ("a", "b"):
-        r = subprocess.run([*ts, "-n", "2", "-f", f"{name}.m"], cwd=tmp_path,
+        text = ["--readable_model", "b.t"] if name == "b" else []
+        r = subprocess.run([*ts, "-n", "2", "-f", f"{name}.m", *text], cwd=tmp_path,
                            capture_output=True, text=True, timeout=180)
         assert r.returncode == 0, r.stderr
+    (tmp_path / "e.vw").write_text("")
+    run_vw(["-d", "e.vw", "-i", "b.m", "--preserve_performance_counters", "--quiet",
+            "--readable_model", "vw.t"], tmp_path)
+    assert [ln for ln in (tmp_path / "b.t").read_text().splitlines()
+            if not ln.startswith("current_pass")] == \
+        [ln for ln in (tmp_path / "vw.t").read_text().splitlines()
+         if not ln.startswith("current_pass")]
     code, err = run_ts(capfd, ts[4:] + ["-f", "one.m"], tmp_path, monkeypatch)
     assert code == 0, err
     assert (tmp_path / "a.m").read_bytes() == (tmp_path / "b.m").read_bytes()

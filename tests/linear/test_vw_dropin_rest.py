@@ -331,8 +331,8 @@ def test_one_against_all_prints_vws_table_and_weighs_its_losses(tmp_path, capfd,
 def test_one_against_all_writes_tags_and_refuses_fractional_labels(tmp_path, capfd,
                                                                    monkeypatch):
     """--oaa -p: each prediction with its example's tag (probabilities too), as VW; a
-    label with a fraction (VW: "label has trailing character(s)") is refused with its
-    line."""
+    label with a fraction (VW: "label has trailing character(s)", and it reads no
+    more) ends the input, and is refused with its line under a holdout."""
     lines = [f"{_classes(None, np.array([i * 7]), None)} 'e{i}|a f{i % 13} g{i % 5}"
              for i in range(120)]
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
@@ -347,6 +347,9 @@ def test_one_against_all_writes_tags_and_refuses_fractional_labels(tmp_path, cap
         assert "e7" in t[7]
     (tmp_path / "bad.vw").write_text("1 |a x\n-1.5 |a y\n")
     code, err = run_ts(capfd, ["-d", "bad.vw", "--oaa", "2"], tmp_path, monkeypatch)
+    assert code == 0 and "number of examples = 1\n" in err
+    code, err = run_ts(capfd, ["-d", "bad.vw", "--oaa", "2", "--passes", "2", "-c"],
+                       tmp_path, monkeypatch)
     assert code == 2 and "bad.vw:2" in err and "'-1.5'" in err
 
 

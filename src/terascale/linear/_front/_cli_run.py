@@ -205,9 +205,9 @@ def train(args: argparse.Namespace) -> int:
         from ..._env import set_quiet
 
         set_quiet()
-    if args.holdout_after and (args.nprocs > 1 or args.oaa):
-        raise ConfigError(f"--holdout_after {args.holdout_after}: one worker without --oaa "
-                          f"only (there, --holdout_period K)")
+    if args.holdout_after and args.nprocs > 1:
+        raise ConfigError(f"--holdout_after {args.holdout_after}: one worker only (there, "
+                          f"--holdout_period K)")
     options = train_options(args)  # (a bare `--bfgs FILE` gives FILE back to the inputs)
     vw_mode = getattr(args, "vw_mode", False)
     options["vw_text"] = options["vw_labels"] = vw_mode

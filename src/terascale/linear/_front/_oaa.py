@@ -10,7 +10,9 @@ worker (:mod:`._oaaworker`) and averages each class's learner after each pass; `
 runs the same pass with nothing learned. The prediction is the class whose
 learner scores highest (the first on a tie, as VW), and with ``--probabilities`` each
 learner's logistic probability, normalized to sum 1 (VW's output: ``1:0.25 2:0.25 ...``);
-``-r`` writes every learner's score.
+``-r`` writes every learner's score. With ``--link`` (not ``--probabilities``, which VW
+runs with identity) each learner learns from its linked score, as VW's scorer hands
+the linked score to oaa's update.
 
 The reported ``average loss`` is VW's multiclass 0/1 loss of the progressive predictions
 (with passes and holdout: the best pass's holdout error, marked ``h``).
@@ -23,10 +25,11 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,7 +53,7 @@ def _label(line: str, where: str, names: dict[str, int] | None = None, say: bool
            ) -> tuple[float, str, str, str]:
     """(class label or nan, the label's text, the rest of the line, the tag) of one VW
     line (``names``: --named_labels, each name's class 1..K)."""
-    tokens, tag = _head(line)
+    tokens, tag = _head_words(line)
     if not tokens:
         return math.nan, "", line, tag
     if names is not None and tokens[0] not in names:
@@ -65,9 +68,6 @@ def _label(line: str, where: str, names: dict[str, int] | None = None, say: bool
     except ValueError:
         raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
                         f"1..K (--oaa)") from None
-    if y != int(y):  # (VW's parser refuses a label with a fraction too)
-        raise DataError(f"{where}: multiclass label {tokens[0]!r} is not a class number "
-                        f"1..K (--oaa: an integer)")
     start = line.index(tokens[0])
     return y, tokens[0], line[start + len(tokens[0]):], tag
 
@@ -75,7 +75,7 @@ def _label(line: str, where: str, names: dict[str, int] | None = None, say: bool
 _FLUSH = 4096  # lines gathered before they are written (--named_labels' numbered copy)
 
 
-def _head(line: str) -> tuple[list[str], str]:
+def _head_words(line: str) -> tuple[list[str], str]:
     """(the label section's words before the tag, the tag) of one VW line, as VW reads
     them: the section runs to the first ``|`` (or the line's end), and its last word is
     the tag when it starts with ``'`` (without it) or touches the section's end (``2|a x``
@@ -145,9 +145,6 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise ConfigError("--oaa with -n N: -p/--probabilities/--scores need -n 1 "
                           "(progressive predictions come from one learner in input "
                           "order); train with -n N and -f, then predict with -i MODEL -t")
-    if (args.readable_model or args.invert_hash) and args.nprocs != 1 and not args.testonly:
-        raise ConfigError("--oaa: --readable_model and --invert_hash need one worker "
-                          "(-f writes VW's model)")
     names = _names(args, k_classes)
     start = _initial(args, k_classes) if args.initial else None
     if start is not None and getattr(args, "indexing", None) is None:
@@ -158,12 +155,6 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         from ._cli_run import _link
 
         _link(args, "identity")  # (VW's links only)
-    if _scorer(args) and not args.testonly:
-        raise ConfigError(f"--oaa with --link {args.link}"
-                          f"{f' (kept in -i {args.initial})' if args.initial else ''}: VW's K "
-                          f"learners learn from their linked scores, which terascale vw "
-                          f"does not reproduce (-t predicts with it; --probabilities gives "
-                          f"each class's logistic)")
     if start is not None:  # VW's model sets -b (and the loss, unless given)
         options = dict(options, bits=start[0].parse.bits + (k_classes - 1).bit_length(),
                        loss=args.loss or start[0].loss)
@@ -209,7 +200,9 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
                                                           not args.quiet)
         job = json.dumps({"data": data, "paths": paths, "options": options, "k": k_classes,
                           "names": names, "model": args.model, "quiet": bool(args.quiet),
+                          "readable": args.readable_model, "invert": args.invert_hash,
                           "probabilities": False, "initial": args.initial,
+                          "starting_weights": bool(getattr(args, "starting_weights", False)),
                           "rates": _rates(args), "indexing": getattr(args, "indexing", None),
                           "link": _scorer(args), "model_link": _kept_link(args),
                           "predict_only": bool(getattr(args, "predict_only_model", False)),
@@ -294,14 +287,30 @@ def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
-    """-i MODEL with --oaa K: VW's one-against-all model of K classes, as K learners."""
+    """-i MODEL with --oaa K: VW's one-against-all model of K classes, as K learners; or
+    VW's starting weights (``--initial_weight``, ``--random_weights``, ``--constant``,
+    ``--initial_t``, ``--min_prediction``...: ``args.starting_weights``), drawn over VW's
+    2**b interleaved weights as VW draws them, split as VW's model is."""
     from .._vw._vwmodel import is_vw_model, read_vw_model
 
+    if getattr(args, "starting_weights", False):
+        from .._model import LinearModel
+
+        return split_oaa(LinearModel.load(args.initial), k_classes)
     if not is_vw_model(args.initial):
         raise ConfigError(f"--oaa -i {args.initial}: -i takes VW's one-against-all model "
                           f"(terascale writes its --oaa models in VW's format)")
     model = read_vw_model(args.initial, oaa=True,
                           generation=getattr(args, "vw_generation", None))
+    if getattr(args, "vw_initial_t", None) or getattr(args, "vw_range", None):
+        # (--initial_t: every weight's sums under the model's; --min_prediction/
+        # --max_prediction: a model without VW's learner state starts from them)
+        from types import SimpleNamespace
+
+        from ._cli_run import vw_start
+
+        vw_start(model, SimpleNamespace(vw_initial_t=getattr(args, "vw_initial_t", None),
+                                        vw_range=getattr(args, "vw_range", None)))
     k = model.info.get("oaa")
     if k != k_classes:
         raise ConfigError(f"--oaa {k_classes}: -i {args.initial} is "
@@ -347,16 +356,77 @@ def _unsigned(labels: np.ndarray) -> np.ndarray:
     return lab
 
 
-def _bad_label(paths: list[str], k_classes: int) -> None:
-    """Raise the DataError of the first line whose label is not an integer (its file
-    and line), reading the text again: only after the parser's labels showed one."""
-    for path in paths:
+def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
+                     quiet: bool, stopped: list[bool]) -> Iterator[Any]:
+    """The blocks of the first pass up to the first example whose label has a fraction
+    (``1.5``): VW's multiclass parser reads a label with C's ``strtol``, throws at the
+    character after its integer (``Malformed example: label has trailing character(s):
+    .``) and reads no more of the input; the run learns the examples before it and ends
+    as if the input ended there (its error on standard output, unless --quiet).
+    ``refuse``: a holdout or several workers (VW then ends its run inside the first
+    pass, with no holdout loss): the DataError of its file and line instead; over
+    several passes without a holdout the run ends there, as VW's. ``stopped`` gets
+    True where it stops (VW's model then counts no pass done)."""
+    for blk in blocks:
+        lab = blk.labels
+        bad = np.flatnonzero(~np.isnan(lab) & (lab != np.floor(lab)))
+        if not len(bad):
+            yield blk
+            continue
+        where, number, word = _malformed_line(job["data"], job["paths"])
+        if refuse:
+            raise DataError(f"{where}: multiclass label {word!r} is not a class number "
+                            f"1..K (--oaa: an integer); VW stops reading there, which "
+                            f"terascale vw reproduces on one worker without a holdout")
+        if not quiet:
+            print(f"[error] vw example #{number}(multiclass.cc:52): Malformed example: "
+                  f"label has trailing character(s): {_after_int(word)}", flush=True)
+        stopped.append(True)
+        j = int(bad[0])
+        if j:
+            yield _head(blk, j)
+        return
+
+
+def _head(blk: Any, j: int) -> Any:
+    """Block ``blk``'s first ``j`` examples."""
+    import dataclasses
+
+    nnz = int(blk.indptr[j])
+    return dataclasses.replace(
+        blk, indptr=blk.indptr[:j + 1], indices=blk.indices[:nnz], values=blk.values[:nnz],
+        labels=blk.labels[:j], weights=blk.weights[:j],
+        tag_ptr=None if blk.tag_ptr is None else blk.tag_ptr[:j + 1],
+        blanks=None if blk.blanks is None else blk.blanks[blk.blanks < j],
+        ignored=None if blk.ignored is None else blk.ignored[:j])
+
+
+def _malformed_line(data: list[str], paths: list[str]) -> tuple[str, int, str]:
+    """(file:line, VW's example number: the lines before it, empty ones too, and its label
+    word) of the first line whose label has a fraction, reading the text again: only
+    after the parser's labels showed one."""
+    number = 0
+    for path, name in zip(data, paths):
         with _open_text(path) as f:
             for i, line in enumerate(f, 1):
-                if line.strip():
-                    _label(line, f"{path}:{i}")
-    raise DataError(f"{', '.join(paths)}: a multiclass label is not an integer "
-                    f"(--oaa {k_classes})")
+                tokens, _ = _head_words(line)
+                if tokens:
+                    try:
+                        y = float(tokens[0])
+                    except ValueError:
+                        y = 0.0
+                    if y != math.floor(y):
+                        return f"{name}:{i}", number, tokens[0]
+                number += 1
+    raise DataError(f"{', '.join(paths)}: a multiclass label is not an integer (--oaa)")
+
+
+def _after_int(word: str) -> str:
+    """The character after the integer C's ``strtol`` reads at the start of ``word`` (its
+    first where it reads none), which VW's error names."""
+    m = re.match(r"\s*[-+]?\d+", word)
+    rest = word[m.end():] if m else word
+    return rest[:1]
 
 
 class _Indexing:
@@ -592,6 +662,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     from .._options import TrainOptions
     from .._passes import EarlyStop
     from .._recipe import holdout_period
+    from .._vw._vwout import _LINK_CODES
     from ._oaapass import Learners, blocks_once, oaa_pass
 
     k_classes, names, options = int(job["k"]), job["names"], dict(job["options"])
@@ -621,10 +692,11 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     fixed: list[np.ndarray] = []  # each block's first class numbers (predicted, learned)
     labels = [np.zeros(0)]  # the block's classes, as VW reads them (_unsigned)
     at = [0]  # the pass under way
+    stopped: list[bool] = []  # (VW's parser stopped inside the first pass)
+    # VW's learners learn from their linked scores (its scorer links them first)
+    linked = _LINK_CODES[job["link"]] if job.get("link") and not test else -1
 
     def targets(blk: Any, hold: np.ndarray) -> np.ndarray:
-        if (~np.isnan(blk.labels) & (blk.labels != np.floor(blk.labels))).any():
-            _bad_label(job["data"], k_classes)
         lab = labels[0] = _unsigned(blk.labels)
         if test:  # (NaN: every learner scores the example, none learns)
             fixed[:] = [np.full(len(lab), index.base, np.int64)] * 2
@@ -636,8 +708,12 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         at[0] = p
         if p > 0 and opts.decay_learning_rate != 1.0:
             rate = np.float32(rate * np.float32(opts.decay_learning_rate))
-        for sc in oaa_pass(blocks_once(blocks), learners, targets, kind, float(rate),
-                           opts.power_t, opts.l1, l2, period):
+        stream = blocks_once(blocks)
+        if p == 0:  # (VW's multiclass parser stops at a label with a fraction)
+            stream = _until_malformed(stream, job, size > 1 or bool(period), quiet,
+                                      stopped)
+        for sc in oaa_pass(stream, learners, targets, kind, float(rate),
+                           opts.power_t, opts.l1, l2, period, linked):
             blk, s = sc.block, sc.scores
             if job.get("link"):  # (VW's scorer under oaa: each learner's score linked)
                 from .._vw._vwout import link
@@ -672,6 +748,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         if stop is not None and stop.end_pass(held[0], held[1], learners.arrays,
                                               learners.states):
             break
+        if stopped:  # (VW's run ends where its parser stopped)
+            break
     if test:
         if not quiet:
             from .._vw._vwreport import test_block
@@ -683,7 +761,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         if not (job["model"] or job.get("readable") or job.get("invert")):
             return
     readable = bool(job.get("readable") or job.get("invert"))
-    t0 = float((start[0].info.get("vw_counters") or {}).get("t") or 0.0) if start else 0.0
+    kept = (start[0].info.get("vw_counters") or {}) if start else {}
+    t0 = float(kept.get("t") or 0.0)
     parse = start[0].parse if start is not None else opts.parse_options()
     prog = table.prog
     totals = job_totals if size > 1 else table.passes
@@ -692,9 +771,12 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         float(table.due), float(sum(t[0] for t in totals)) - float(prog.prev[0]),
         float(prog.prev[1])]
     only = bool(job.get("predict_only"))
+    if stopped:  # (VW's counters: no pass done)
+        job = dict(job, current_pass=0)
     if not only and rank == 0 and (readable or job["model"]):
         # VW's save_resume form: the weights as VW keeps them, L1/L2 not applied
-        model = _interleaved(job, learners, parse, opts.loss, totals, progress, t0)
+        model = _interleaved(job, learners, parse, opts.loss, totals, progress, t0,
+                             float(kept.get("initial_t") or 0.0))
         if readable:
             _write_readable(job, model, parse, k_classes, test)
         if job["model"]:
@@ -702,9 +784,10 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
 
             write_vw_oaa_resume(model, job["model"], k_classes, names, bare=test)
     learners.finish()
-    if only and readable:  # (L1/L2 applied, the nonzero weights)
+    if only and readable and rank == 0:  # (L1/L2 applied, the nonzero weights)
         _write_readable(job, _interleaved(job, learners, parse, opts.loss, table.passes,
-                                          progress, t0), parse, k_classes)
+                                          progress, t0, float(kept.get("initial_t") or 0.0)),
+                        parse, k_classes)
     if only and job["model"] and rank == 0:
         from .._vw._vwmodel import write_vw_oaa_model
 
@@ -724,12 +807,14 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
 
 
 def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
-                 totals: list[Any], progress: list[float] | None, t0: float) -> Any:
+                 totals: list[Any], progress: list[float] | None, t0: float,
+                 initial_t: float = 0.0) -> Any:
     """The K learners as one VW model of ``--oaa K``, as VW keeps them: class c's row
     (weight, adaptive sum, normalizer) of feature i at ``i * 2**s + c`` (s =
     ceil(log2 K)) over VW's 2**b weights (the rows not all 0, as VW writes them), the
     first class's learner state, and the run's counters (``totals``: its per-pass sums;
-    ``progress``: where its table stopped; ``t0``: -i's ``t``, which VW carries on);
+    ``progress``: where its table stopped; ``t0``: -i's ``t``, which VW carries on;
+    ``initial_t``: VW's ``--initial_t``, or -i's, which its header keeps);
     ``feats``: the features with a row."""
     import dataclasses
     from types import SimpleNamespace
@@ -746,6 +831,8 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     info = {"pass_totals": [[*map(float, t[:9]), 0.0] for t in totals],  # (no label sum)
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
+            "vw_initial_t": initial_t,
+            **({"vw_current_pass": job["current_pass"]} if "current_pass" in job else {}),
             "link": job.get("model_link")}
     out = run_counters(info["pass_totals"], progress)
     info["vw_counters_out"] = dict(out, t=out["t"] + t0)

@@ -39,10 +39,11 @@ import numpy as np
 
 from .._io._blocks import Block, Blocks, ChainBlocks, prefetch
 from .._io._cache import PendingCache
+from .._losses import FIXED_RANGE
 from .._model import LinearModel
-from .._online._state import new_state
+from .._online._state import MAX_LABEL, MIN_LABEL, new_state
 from .._online._update import oaa_chunk, online_chunk, sync_weights
-from .._passes import holdout_mask
+from .._passes import Holdout
 
 __all__ = ["Learners", "Scored", "blocks_once", "oaa_pass"]
 
@@ -58,8 +59,11 @@ class Learners:
         Each learner's hash bits: ``b - ceil(log2 K)`` for VW's ``-b b``.
     start
         The K learners to continue from (VW's ``-i`` of a one-against-all model, split
-        by :func:`._oaa.split_oaa`), or None: zeros, with the label range ``[-1, 1]`` that
-        VW's learners share after the first labelled example.
+        by :func:`._oaa.split_oaa`: its label range), or None: zeros, with VW's empty
+        label range ``[0, 0]``.
+
+    The K learners share one label range, as VW's share its ``shared_data``: every
+    learner's state holds the same bounds (:func:`oaa_pass` widens them).
     """
 
     def __init__(self, k_classes: int, bits: int, start: list[LinearModel] | None = None
@@ -69,7 +73,7 @@ class Learners:
         # (calloc'd: only the pages of features seen are ever touched); a learner's
         # weight, adaptive sum and normalizer of a feature are one row (module docstring)
         self.arrays = np.zeros((k_classes, 1 << bits, 3), np.float32)
-        self.states = np.stack([new_state(min_label=-1.0, max_label=1.0)] * k_classes)
+        self.states = np.stack([new_state()] * k_classes)
         for c, m in enumerate(start or []):
             idx = np.asarray(m.indices, np.int64)
             self.arrays[c, idx, 0] = m.weights
@@ -78,6 +82,9 @@ class Learners:
                 self.arrays[c, idx, 1] = g2
                 self.arrays[c, idx, 2] = nrm
                 self.states[c, :len(state)] = state
+        # (VW's label range is two floats: --min_prediction 0.6 clips to 0.6f)
+        bounds = self.states[:, MIN_LABEL:MAX_LABEL + 1]
+        bounds[:] = bounds.astype(np.float32)
 
     def views(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Learner ``c``'s (weights, adaptive sums, normalizers, state), in place: views of
@@ -151,7 +158,7 @@ class Scored:
 
 def oaa_pass(blocks: Iterator[Block], learners: Learners,
              targets: Callable[[Block, np.ndarray], np.ndarray], kind: int, eta: float, power_t: float,
-             l1: float, l2: float, period: int) -> Iterator[Scored]:
+             l1: float, l2: float, period: int, link: int = -1) -> Iterator[Scored]:
     """One online pass of the K learners: for each block, each learner predicts every
     example and learns from it (learner c with the labels ``targets(block, hold) == c``: +1,
     else -1; NaN targets: unlabelled, predicted only); yields each block's scores.
@@ -172,31 +179,97 @@ def oaa_pass(blocks: Iterator[Block], learners: Learners,
         them.
     period
         The holdout rule (``_recipe.holdout_period``): held-out examples are predicted,
-        not learned from.
+        not learned from; the text's empty lines count as examples there, as in VW.
+    link
+        VW's ``--link`` the learners learn through (0 logistic, 1 glf1, 2 poisson; -1
+        none): example by example (:func:`.._online._update.oaa_chunk`); the scores
+        yielded are unlinked.
+
+    The label range the scores are clipped to is VW's ``shared_data``'s, one for the K
+    learners: each example is scored with the range of the examples learned before it
+    (VW's multipredict comes first), then widened to its K labels (-1, and +1 where a
+    learner has its class; zero-weight examples too, held-out ones not). The kernels
+    run with that range fixed (``FIXED_RANGE``), on the parts of the block over which
+    it does not change: it changes at most twice in a run (VW's empty ``[0, 0]`` to
+    ``[-1, 1]``), so a block is one part but for those.
     """
     k = learners.k
     acc = np.zeros(8)
+    track = not kind & FIXED_RANGE  # (--min_prediction/--max_prediction: fixed)
+    kind |= FIXED_RANGE
+    held = Holdout(period)  # (VW counts each empty line of the text as an example)
     for blk in blocks:
         n = len(blk)
-        hold = holdout_mask(blk.start, n, period)
+        hold = held(blk.start, n, blk.blanks)
         t = targets(blk, hold)
         scores = np.empty((k, n))
-        if l1 > 0.0 or l2 > 0.0:  # the learners share the lazy L1/L2: example by example
-            oaa_chunk(blk.indptr, blk.indices, blk.values, t, blk.weights, hold,
-                      learners.arrays, learners.states, kind, eta, power_t, l1, l2, scores)
-            yield Scored(blk, scores.T, hold)
-            continue
-        # else nothing is shared: the block learner by learner, each one's three arrays
-        # in cache for the whole block (the same bits, 25-30% less CPU than example by
-        # example, where every feature's K learners are K * 3 cache misses)
-        labelled = ~np.isnan(t)
-        y = np.empty(n, np.float32)
-        for c in range(k):
-            y[:] = np.where(t == c, 1.0, -1.0)
-            y[~labelled] = np.nan
-            w, g2, nrm, state = learners.views(c)
-            online_chunk(blk.indptr, blk.indices, blk.values, y, blk.weights, hold, 0, n,
-                         w, g2, nrm, state, kind, eta, power_t, l1, l2, acc, scores[c],
-                         multi=True)
+        for a, b in _parts(t, hold, learners.states, track):
+            if a == 0 and b == n:
+                part, ta, ha = scores, t, hold
+            else:
+                part, ta, ha = np.empty((k, b - a)), t[a:b], hold[a:b]
+            _learn_part(blk, a, b, ta, ha, learners, kind, eta, power_t, l1, l2, acc, part,
+                        link, track)
+            if part is not scores:
+                scores[:, a:b] = part
         yield Scored(blk, scores.T, hold)
+
+
+def _parts(t: np.ndarray, hold: np.ndarray, states: np.ndarray, track: bool
+           ) -> Iterator[tuple[int, int]]:
+    """The parts ``[a, b)`` of a block over which the learners' shared label range
+    stays as it is, each part's last example the one whose labels widen it (``states``:
+    widened once its part is yielded, before the next one)."""
+    n = len(t)
+    a = 0
+    while a < n:
+        lo, hi = states[0, MIN_LABEL], states[0, MAX_LABEL]
+        if not track or (lo <= -1.0 and hi >= 1.0):
+            yield a, n
+            return
+        learnt = ~np.isnan(t[a:]) & ~hold[a:]
+        # (K >= 2: every learned example gives some learner -1; +1 only with a class)
+        widen = learnt & (lo > -1.0)
+        if hi < 1.0:
+            widen |= learnt & (t[a:] >= 0) & (t[a:] < len(states))
+        at = np.flatnonzero(widen)
+        if not len(at):
+            yield a, n
+            return
+        b = a + int(at[0]) + 1
+        yield a, b
+        y = t[b - 1]
+        states[:, MIN_LABEL] = min(lo, -1.0)
+        if 0 <= y < len(states):
+            states[:, MAX_LABEL] = max(hi, 1.0)
+        a = b
+
+
+def _learn_part(blk: Block, a: int, b: int, t: np.ndarray, hold: np.ndarray,
+                learners: Learners, kind: int, eta: float, power_t: float, l1: float,
+                l2: float, acc: np.ndarray, scores: np.ndarray, link: int, widen: bool
+                ) -> None:
+    """The K learners over the block's examples ``[a, b)`` (``t``, ``hold``: theirs),
+    their scores into ``scores`` (``(K, b - a)``); ``link``, ``widen``: as
+    :func:`.._online._update.oaa_chunk` takes them."""
+    k = learners.k
+    indptr = blk.indptr if a == 0 and b == len(blk) else blk.indptr[a:b + 1]
+    weights = blk.weights if a == 0 and b == len(blk) else blk.weights[a:b]
+    if l1 > 0.0 or l2 > 0.0 or link >= 0:  # the learners share the lazy L1/L2 (or
+        # learn from linked scores): example by example
+        oaa_chunk(indptr, blk.indices, blk.values, t, weights, hold, learners.arrays,
+                  learners.states, kind, eta, power_t, l1, l2, scores, link, widen)
+        return
+    # else nothing is shared: learner by learner, each one's three arrays in cache for
+    # the whole block (the same bits, 25-30% less CPU than example by example, where
+    # every feature's K learners are K * 3 cache misses)
+    labelled = ~np.isnan(t)
+    n = b - a
+    y = np.empty(n, np.float32)
+    for c in range(k):
+        y[:] = np.where(t == c, 1.0, -1.0)
+        y[~labelled] = np.nan
+        w, g2, nrm, state = learners.views(c)
+        online_chunk(indptr, blk.indices, blk.values, y, weights, hold, 0, n, w, g2, nrm,
+                     state, kind, eta, power_t, l1, l2, acc, scores[c], multi=True)
 

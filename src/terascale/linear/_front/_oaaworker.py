@@ -23,7 +23,11 @@ def _run(job: dict[str, Any]) -> None:
     from ._oaa import run_oaa, split_oaa
 
     start = None
-    if job.get("initial"):
+    if job.get("starting_weights"):  # (VW's starting weights: _oaa._initial)
+        from .._model import LinearModel
+
+        start = split_oaa(LinearModel.load(job["initial"]), int(job["k"]))
+    elif job.get("initial"):
         from .._vw._vwmodel import read_vw_model
 
         start = split_oaa(read_vw_model(job["initial"], oaa=True,

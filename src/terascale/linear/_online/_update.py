@@ -33,6 +33,7 @@ from numba.extending import intrinsic
 # this module is keyed by this file alone, so a changed loss changes this line too)
 from .._losses import (
     FIXED_RANGE,
+    LOSSES,
     RAW_LABELS,
     _f,
     by_sign,
@@ -65,6 +66,7 @@ _FLT_MAX = float(np.finfo(np.float32).max)
 
 # how many examples ahead the learner asks for its weights' cache lines (_prefetch)
 _AHEAD = 2
+_SQUARED = LOSSES["squared"]
 
 
 @intrinsic
@@ -196,9 +198,10 @@ def _score(cols: np.ndarray, values: np.ndarray, a: int, b: int, w: np.ndarray,
 def _learn(cols: np.ndarray, values: np.ndarray, a: int, b: int, w: np.ndarray,
            g2: np.ndarray, nrm: np.ndarray, state: np.ndarray, lazy: np.ndarray, kind: int,
            p: float, y: float, s: float, eta: float, l1: float, l2: float, reg: bool,
-           sqrt_rate: bool, minus_power_t: float, neg_norm_power: float) -> bool:
+           sqrt_rate: bool, minus_power_t: float, neg_norm_power: float, pd: float) -> bool:
     """VW's update from one example of weight ``s``, label ``y``, prediction ``p`` whose
-    float loss is above 0 (features ``a..b``): the adaptive sums and normalizers, the
+    float loss is above 0 (features ``a..b``; ``pd``: the prediction the lazy L1/L2's
+    derivative takes, ``p`` but where VW's squared loss clips a linked score): the adaptive sums and normalizers, the
     learner's normalized sums (``state``), the lazy L1/L2 (``lazy``'s ``CONTRACTION`` and
     ``GRAVITY``: the learner's own state, or one shared by several learners, as VW's
     one-against-all learners share it), the weights. Returns whether the lazy L1/L2 must
@@ -245,7 +248,7 @@ def _learn(cols: np.ndarray, values: np.ndarray, a: int, b: int, w: np.ndarray,
         ppu = _f(ppu * state[UPDATE_MULTIPLIER])
     u = invariant_update(kind, p, y, _f(eta * s), ppu)
     if reg and abs(u) > 1e-8:
-        dl = dloss32(kind, p, y)
+        dl = dloss32(kind, pd, y)
         eta_bar = -u / dl if abs(dl) > 1e-8 else 0.0
         if abs(dl) > 1e-8:
             lazy[CONTRACTION] *= 1.0 - l2 * eta_bar
@@ -375,15 +378,28 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
             # negative label under poisson)
             continue
         if _learn(cols, values, a, b, w, g2, nrm, state, state, kind, p, y, s, eta, l1, l2,
-                  reg, sqrt_rate, minus_power_t, neg_norm_power):
+                  reg, sqrt_rate, minus_power_t, neg_norm_power, p):
             sync_weights(w, state)
+
+
+@numba.njit(cache=True, inline="always", error_model="numpy")
+def _linked(p: float, link: int) -> float:
+    """VW's scorer's link of a clipped score, in float with C's ``expf`` (numba's float32
+    ``exp``), as ``_vw._vwtext.link32``: 0 logistic, 1 glf1, 2 poisson."""
+    one = np.float32(1.0)
+    x = np.float32(p)
+    if link == 0:
+        return float(one / (one + math.exp(-x)))
+    if link == 1:
+        return float(np.float32(2.0) / (one + math.exp(-x)) - one)
+    return float(np.float32(math.exp(x)))
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets: np.ndarray,
               weights: np.ndarray, holdout: np.ndarray, arrays: np.ndarray,
               states: np.ndarray, kind: int, eta: float, power_t: float, l1: float,
-              l2: float, scores: np.ndarray) -> None:
+              l2: float, scores: np.ndarray, link: int, widen: bool) -> None:
     """One-against-all's K binary learners over the examples of one block, as VW's
     ``oaa`` reduction runs them: each example's K scores first (VW's multipredict: every
     learner as it was before the example), into ``scores[c, i]``, then each learner's
@@ -395,11 +411,19 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
     ``arrays``: ``(K, D, 3)`` float32, each learner's rows of weight, adaptive sum and
     normalizer; ``states``: ``(K, STATE_SIZE)``, each learner's normalized sums and label
     range, and the lazy L1/L2 (``CONTRACTION``, ``GRAVITY``) that VW's K learners share:
-    learner 0's row is read and written, and copied to the others after each example."""
+    learner 0's row is read and written, and copied to the others after each example.
+
+    ``link`` (VW's ``--link``: 0 logistic, 1 glf1, 2 poisson; -1 none): VW's learners
+    learn from their linked scores (its scorer links each score before oaa hands it to
+    the update), and the squared loss VW checks before an update is then its loss
+    clipped to the labels' range as it is at that learner's update (``widen``: the range
+    widens with each learner's label, class by class; else it stays): 0 where a score
+    past a bound has that bound for label. ``scores`` stay unlinked (clipped)."""
     (kind, sign, clip, track, l1, l2, eta, reg, sqrt_rate, minus_power_t,
      neg_norm_power) = _settings(kind, eta, power_t, l1, l2)
     k_classes = arrays.shape[0]
     lazy = states[0]
+    squared = kind == _SQUARED
     for i in range(len(targets)):
         t = targets[i]
         s = weights[i]
@@ -418,17 +442,29 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
             scores[c, i] = clip_prediction(clip, p, st[MIN_LABEL], st[MAX_LABEL])
         if not learn:
             continue
+        lo = states[0, MIN_LABEL]
+        hi = states[0, MAX_LABEL]
         for c in range(k_classes):
             y = 1.0 if t == c else -1.0
             if sign:
                 y = 1.0 if y > 0 else -1.0
             p = scores[c, i]
+            pd = p
+            if link >= 0:
+                p = pd = _linked(p, link)
+                if widen:
+                    lo = min(lo, y)
+                    hi = max(hi, y)
+                if squared and ((p > hi and y == hi) or (p < lo and y == lo)):
+                    continue  # (VW's squared loss of a score past the bound it learns: 0)
+                if squared:  # (and its derivative takes the score clipped to the range)
+                    pd = min(max(p, lo), hi)
             if not loss32(kind, p, y) > 0.0:  # VW: nothing to learn at a float loss of 0
                 # (or NaN)
                 continue
             if _learn(cols, values, a, b, arrays[c, :, 0], arrays[c, :, 1], arrays[c, :, 2],
                       states[c], lazy, kind, p, y, s, eta, l1, l2, reg, sqrt_rate,
-                      minus_power_t, neg_norm_power):
+                      minus_power_t, neg_norm_power, pd):
                 # VW folds the shared L1/L2 into every learner's weights
                 for cc in range(k_classes):
                     states[cc, CONTRACTION] = lazy[CONTRACTION]

@@ -800,9 +800,6 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         args.cache = True
     args.vw_mode = True
     ranged = args.min_prediction is not None or args.max_prediction is not None
-    if ranged and args.oaa:
-        raise ConfigError("--min_prediction/--max_prediction: not supported with --oaa by "
-                          "terascale vw")
     # with -i: the range -i's model starts from, the bounds given over it
     # (_cli_run.vw_start); the range stays there (options' fixed_range)
     args.vw_range = [args.min_prediction, args.max_prediction] \
@@ -813,17 +810,10 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if args.initial and args.initial_t and not (args.plain_rule or args.testonly
                                                 or args.bfgs is not None
                                                 or args.cg is not None):
-        if args.oaa:
-            raise ConfigError("--initial_t with -i MODEL and --oaa: not supported by "
-                              "terascale vw")
         args.vw_initial_t = args.initial_t
     if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
             or args.truncated_normal_weights or ((ranged or (
                 args.initial_t and not args.plain_rule)) and not args.initial)):
-        if args.oaa:
-            raise ConfigError("--constant/--initial_weight/--random_weights/--normal_weights/"
-                              "--truncated_normal_weights/--initial_t with --oaa are not "
-                              "supported by terascale vw")
         args.initial = _starting_weights(args)
         args.starting_weights = True
 

@@ -341,7 +341,8 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
             counters = struct.pack(fmt, t0, st[SUM_NORM_X], c["t"], c["sum_loss"],
                                    c["since"], c["dump"], lo, hi, c["labelled"],
                                    c["labels"], c["unlabelled"], c["examples"],
-                                   c["features"], st[TOTAL_WEIGHT], c["old"], len(totals),
+                                   c["features"], st[TOTAL_WEIGHT], c["old"],
+                                   info.get("vw_current_pass", len(totals)),
                                    st[GRAVITY], st[CONTRACTION])
         else:
             since, dump, labels, unlabelled, features, old = loss, 1.0, 0.0, 0.0, 0, weight

@@ -404,7 +404,8 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                  f"example_number {c['examples']:d}", f"total_features {c['features']:d}",
                  f"total_weight {s[TOTAL_WEIGHT]:g}",
                  f"sd::oec.weighted_labeled_examples {c['old']:g}",
-                 f"current_pass {len(totals or [])}", f"l1_state {s[GRAVITY]:g}",
+                 f"current_pass {info.get('vw_current_pass', len(totals or []))}",
+                 f"l1_state {s[GRAVITY]:g}",
                  f"l2_state {s[CONTRACTION]:g}"]
     elif ad is not None:
         s = ad[2]
