@@ -535,12 +535,17 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                        (getattr(args, "invert_hash", None), "--invert_hash")):
         _check_output(path, flag)
     model = _load(args.initial, args) if args.initial else _zero_model(args)
+    if vw_mode and getattr(args, "oaa", None) is None:  # (VW's reading of label sections)
+        import dataclasses
+
+        model.parse = dataclasses.replace(model.parse, lenient_labels=True)
     how = _link(args, model.info.get("link", how))  # (VW keeps --link in the model)
     args.binary = args.binary or bool(model.info.get("binary"))  # (and --binary)
     if opening is not None:
         opening()
     from .._batch._linalg import dot
     from .._online._onlinepass import LABELS, distinct_labels
+    from .._online._progress import label_notes
 
     # VW reports the loss the command line names, whatever the model was trained with
     loss = (args.loss or model.loss) if vw_mode else model.loss
@@ -563,6 +568,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
             lv[ok] = w[ok] * _loss(loss, s[ok], y[ok], args.binary, args.quantile_tau,
                                      args.expectile_q)
             if table is not None:
+                if blk.notes:
+                    label_notes(blk.notes, sys.stdout)
                 table.block(blk, s, lv, np.where(ok, w, 0.0))
             has = ~np.isnan(y)
             total += [float(lv.sum()), float(w[ok].sum()), len(s), float(w.sum()),

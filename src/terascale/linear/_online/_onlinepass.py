@@ -21,7 +21,7 @@ from .._io._blocks import Block
 from .._io._spill import Spill
 from .._losstable import loss_spec
 from .._options import TrainOptions
-from ._progress import Progress, poisson_warnings
+from ._progress import Progress, label_notes, poisson_warnings
 from ._progressive import BLOCK, block_tags, zero_one
 from ._update import online_chunk
 
@@ -89,6 +89,8 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     if mixer is not None:
         mixer.start(ws)
     for blk, cols, hold in items:
+        if out is not None and first and blk.notes:  # (VW's, on its label sections)
+            label_notes(blk.notes, sys.stdout)
         if spill is not None:
             spill.add(blk.start, blk.indptr, cols, blk.values, blk.labels, blk.weights, hold)
         ws.fit(blk)

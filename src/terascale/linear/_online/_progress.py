@@ -16,7 +16,8 @@ report the holdout loss (every pass's held-out examples so far, and since the la
 line) marked ``h``, VW's columns for it.
 
 VW's ``[warning]`` lines of ``--loss_function poisson`` on a negative label
-(:func:`poisson_warnings`) go where the lines go, on standard output.
+(:func:`poisson_warnings`) and its lines on the label sections it reads with a warning
+(:func:`label_notes`) go where the lines go, on standard output.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import TextIO
 
 import numpy as np
 
-__all__ = ["CADENCE", "LINK", "Progress", "cadence", "fixed", "poisson_warnings"]
+__all__ = ["CADENCE", "LINK", "Progress", "cadence", "fixed", "label_notes",
+           "poisson_warnings"]
 
 # (additive, step) of this process's progress lines: VW's default doubling
 CADENCE: list[tuple[bool, float]] = [(False, 2.0)]
@@ -200,6 +202,14 @@ def poisson_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray |
         twice = learned and not (hold is not None and hold[start + i])
         text.append(once * (2 if twice else 1))
     out.write("".join(text))
+
+
+def label_notes(notes: tuple[str, ...] | list[str], out: TextIO) -> None:
+    """VW's lines on the label sections of a block's text (:attr:`.Block.notes`), printed
+    on standard output before its examples are learned from, on the first pass only (VW
+    prints them as it parses the text; a cache keeps them for a later run's first pass,
+    as VW's ``-k`` parses again)."""
+    out.write("".join(f"{n}\n" for n in notes))
 
 
 def _fit(text: str, width: int = 14) -> str:
