@@ -41,9 +41,37 @@ def test_label_sections_vw_warns_of_are_read_as_vw(flags, tmp_path):
     vw = _outputs([sys.executable, "-m", "vowpalwabbit"], args, tmp_path)
     ts = _outputs([sys.executable, "-m", "terascale", "vw"], args, tmp_path)
     assert vw[0].count("is not a good float") == 15 and vw[0].count("too many tokens") == 6
-    if "--binary" in flags:  # (VW's lines on its labels 0, which terascale does not print)
-        vw = ("".join(ln for ln in vw[0].splitlines(True) if "-1 or 1" not in ln), *vw[1:])
     assert ts == vw
+
+
+@pytest.mark.parametrize("flags", [
+    ["--binary", "--loss_function", "hinge", "--passes", "2", "-c", "-k", "-P", "3"],
+    more(["--loss_function", "hinge", "-P", "1"]), more(["--binary", "-P", "1"]),
+    more(["-t", "-i", "m", "--binary", "--loss_function", "hinge"]),
+    more(["-t", "-i", "m", "--loss_function", "hinge", "-P", "1"]),
+    more(["--loss_function", "logistic", "--passes", "2", "-c", "-k", "-P", "1"]),
+    more(["-t", "-i", "m", "--loss_function", "logistic"]),
+])
+def test_labels_binary_and_the_loss_do_not_expect_are_told_of_as_vw(flags, tmp_path):
+    """A label other than -1 and 1: --binary's ``[error]`` line (one per labelled example
+    and pass, at weight 0 and held out too) and the hinge loss's ``[warning]`` (logistic's
+    outside [-1, 1]: two where VW learns, one held out or under -t, none at weight 0), as
+    VW's, in its order."""
+    rows = "1 |a f\n0 |a g\n0.5 |a f\n0 0 |a g\n-1e-3 |a f\n1e20 |a f\n |a f\n-1 |a g\n"
+    (tmp_path / "d.vw").write_text(rows + "3 2 |a f\n-0 |a f\n" + rows)
+    vw = [sys.executable, "-m", "vowpalwabbit"]
+    if "-i" in flags:
+        subprocess.run([*vw, "-d", "d.vw", "-f", "m", "--quiet"], cwd=tmp_path, check=True,
+                       timeout=120)
+    args = ["-d", "d.vw", *flags]
+    want = _outputs(vw, args, tmp_path)
+    ts = _outputs([sys.executable, "-m", "terascale", "vw"], args, tmp_path)
+    assert ("as loss function expects" in want[0]) == ("--binary" in flags)
+    assert ("the hinge loss function expects" in want[0]) == ("hinge" in flags)
+    assert ("the logistic loss function expects" in want[0]) == ("logistic" in flags)
+    if "-t" in flags:  # (-t's loss of such labels is read by their sign, see the guide:
+        ts, want = (ts[0], ts[2]), (want[0], want[2])  # the lines and -p are VW's)
+    assert ts == want
 
 
 @FULL

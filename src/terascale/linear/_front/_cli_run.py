@@ -484,16 +484,19 @@ class _TestProgress:
         self.sums = np.zeros(2)  # labelled loss, labelled weight
         self.prev = self.sums.copy()
         self.weight, self.count = 0.0, 0
-        #: the run's loss is poisson: VW's [warning] line for each negative label
-        self.poisson = False
+        #: the run's loss (its name): VW's lines on the labels it, or --binary, does not
+        #: expect (``_progress.label_warnings``)
+        self.loss = ""
 
     def block(self, blk: Any, s: np.ndarray, loss: np.ndarray, labelled: np.ndarray) -> None:
         """The lines due in one block: ``s`` its predictions, ``loss`` each example's
         weighted loss and ``labelled`` its weight where labelled (else 0)."""
-        if self.poisson:
-            from .._online._progress import poisson_warnings
+        if self.loss:
+            from .._online._progress import label_warnings, warns_of_labels
 
-            poisson_warnings(blk.labels, blk.weights, None, 0, len(s), False, sys.stdout)
+            if warns_of_labels(self.loss, self.binary):
+                label_warnings(blk.labels, blk.weights, None, 0, len(s), False, sys.stdout,
+                               loss=self.loss, binary=self.binary)
         cum_w = self.weight + np.cumsum(blk.weights.astype(np.float64))
         cum_l, cum_lw = self.sums[0] + np.cumsum(loss), self.sums[1] + np.cumsum(labelled)
         since = self.prog.since  # (VW's sums since the last line, kept apart: see fold)
@@ -554,7 +557,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     labels: list[float] = []
     table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
     if table is not None:
-        table.poisson = loss_spec(args.loss or model.loss).counts
+        table.loss = args.loss or model.loss
     with _Output(args.predictions) as out, _Output(scores) as raw_out:
         for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
             s = _clip(model, raw, loss if vw_mode else None)

@@ -347,7 +347,8 @@ def train(args: argparse.Namespace) -> int:
     prog.header()
     prog.restart()
     nxt = prog.due = prog.first_due() if out else 1.0
-    warn = out is not None and loss_spec(opts.loss).counts  # (VW's [warning]s, on stdout)
+    # (VW's lines on the labels the loss does not expect, on standard output)
+    warn = out is not None and bool(loss_spec(opts.loss).warns)
     seen_w, seen_n = 0.0, 0
     reader = _Parser(parse, getattr(args, "vw_grams", None))
     writers = prediction_writers(args)
@@ -359,9 +360,10 @@ def train(args: argparse.Namespace) -> int:
                    pred if pred is not None else _NONE, _BY_SIGN, _CLIP)
         prog.fold(acc, seg, end - start)
         if warn:  # (imported here: a run without it imports no numba)
-            from .._online._progress import poisson_warnings
+            from .._online._progress import label_warnings
 
-            poisson_warnings(b[3], b[4], None, start, end, True, sys.stdout)
+            label_warnings(b[3], b[4], None, start, end, True, sys.stdout, loss=opts.loss,
+                           binary=False)
 
     raw = args.raw_predictions is not None  # (the second half of pred: VW's -r scores)
 
@@ -542,7 +544,7 @@ def test(args: argparse.Namespace) -> int:
     import dataclasses
 
     from .._front import _cli_run
-    from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code, loss_spec
+    from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code
     from .._online._progress import label_notes
     from ._vwmodel import model_t, read_vw_model, run_generation
     from ._vwout import all_or_none, link, prediction_writers
@@ -591,7 +593,7 @@ def test(args: argparse.Namespace) -> int:
     progress = None
     if not args.quiet:
         progress = _cli_run._TestProgress(how, binary)
-        progress.poisson = loss_spec(loss).counts
+        progress.loss = loss
     writers = prediction_writers(args)
     reader = _Parser(dataclasses.replace(model.parse, lenient_labels=args.oaa is None))
     with all_or_none(writers):
