@@ -450,12 +450,13 @@ def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
 
 
 def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5,
-          q: float | None = 0.5) -> np.ndarray:
+          q: float | None = 0.5, raw: bool = False) -> np.ndarray:
     """Each example's loss (VW's, in float: ``_losses.losses32``); ``binary``: 0/1 loss
-    where the label is -1 or 1 (VW's other labels keep the loss function's)."""
+    where the label is -1 or 1 (VW's other labels keep the loss function's); ``raw``:
+    labels as VW reads them (a hinge or logistic label as it is, not by its sign)."""
     from .._losses import losses32
 
-    lv = losses32(loss_code(kind, tau=tau, q=q), np.asarray(s, np.float64),
+    lv = losses32(loss_code(kind, raw_labels=raw, tau=tau, q=q), np.asarray(s, np.float64),
                   np.asarray(y, np.float64))
     if binary:
         pm = np.abs(y) == 1
@@ -569,7 +570,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
             ok = ~np.isnan(y) & (w > 0)
             lv = np.zeros(len(s))
             lv[ok] = w[ok] * _loss(loss, s[ok], y[ok], args.binary, args.quantile_tau,
-                                     args.expectile_q)
+                                     args.expectile_q, raw=vw_mode)
             if table is not None:
                 if blk.notes:
                     label_notes(blk.notes, sys.stdout)

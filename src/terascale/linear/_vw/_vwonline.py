@@ -587,7 +587,7 @@ def test(args: argparse.Namespace) -> int:
         lo, hi = float(state[MIN_LABEL]), float(state[MAX_LABEL])
     table[model.indices] = w_model
     clip = int(_CLIP[LOSS_TABLE[loss].code])  # (VW's -t clips as the command line's loss)
-    kind = loss_code(loss, tau=args.quantile_tau, q=args.expectile_q)
+    kind = loss_code(loss, raw_labels=True, tau=args.quantile_tau, q=args.expectile_q)
     total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
     labels_seen: list[float] = []
     progress = None
