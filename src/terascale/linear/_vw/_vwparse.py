@@ -11,7 +11,9 @@ is added to every example; interactions (``-q ab``, ``--cubic``, ``--interaction
 VW reads them (see ``_vwfloat``); ``--ignore``/``--keep`` drop namespaces by their first
 letter and ``--ignore_linear`` keeps them for interactions only. A label-section word
 that only starts with a number (``1:1``) is that number, as VW reads it. Malformed lines are
-reported with an error code and the line number, or skipped and counted.
+reported with an error code and the line number, or skipped and counted; with ``lenient``
+(``terascale vw``'s ``ParseOptions.lenient_labels``) the label sections VW reads with a
+warning are read as VW reads them, and its lines returned as notes.
 """
 
 from __future__ import annotations
