@@ -45,7 +45,7 @@ def test_forked_workers_learn_the_exec_workers_model(tmp_path, flags):
 def test_a_forked_workers_error_names_its_rank_and_line(tmp_path):
     data = tmp_path / "bad.vw"
     lines = vw_lines(400, seed=3)
-    lines[350] = "abc |a x"  # in worker 1's half
+    lines[350] = "1 -1 |a x"  # in worker 1's half (a negative weight: refused)
     data.write_text("\n".join(lines) + "\n")
     r = _vw(["-d", str(data), "-n", "2", "--quiet"], tmp_path)
     assert r.returncode == 2, r.stderr

@@ -158,9 +158,10 @@ def test_terascale_vw_on_fewer_lines_than_workers(tmp_path, capfd, lines):
 
 
 def test_terascale_vw_with_a_shard_of_bad_lines_only(tmp_path, capfd):
-    # --skip-bad: worker 0's shard is one bad line, worker 1's one good line
+    # --skip-bad: worker 0's shard is one bad line (a negative importance weight, which
+    # terascale vw refuses), worker 1's one good line
     data = tmp_path / "bad.vw"
-    data.write_text("abc |a x\n1 |a y\n")
+    data.write_text("1 -1 |a x\n1 |a y\n")
     code, out = _vw(capfd, "-n", "2", "-d", str(data), "--skip-bad", "--passes", "2", "-c",
                     "-k", "-f", str(tmp_path / "m"))
     assert code == 0, out

@@ -124,6 +124,75 @@ def test_bad_vw_lines_raise_with_line_number(line, msg):
         parse_lines(["1 |a x", "", line, "1 |a y"])
 
 
+# label sections VW reads with a warning: (line, label, weight, VW's lines); VW's numbers
+# (9.11.9: `vw -d` of the line, its weighted label and example sums and standard output)
+_LENIENT = [
+    ("# text |a f", 0.0, 0.0, ["[warning] '#' is not a good float, replacing with 0",
+                               "[warning] 'text' is not a good float, replacing with 0"]),
+    ("nan |a f", 0.0, 1.0, ["[warning] 'nan' is not a good float, replacing with 0"]),
+    ("1 -nan 0 |a f", 1.0, 0.0, ["[warning] '-nan' is not a good float, replacing with 0"]),
+    ("+ |a f", 0.0, 1.0, ["[warning] '+' is not a good float, replacing with 0"]),
+    ("1 2 0 4 'tag|a f", np.nan, 1.0,
+     ["[error] Error: 4 is too many tokens for a simple label: 1 2 0 4"]),
+    ("inf x  -3 0 5 |a f", np.nan, 1.0,
+     ["[error] Error: 5 is too many tokens for a simple label: inf x -3 0 5"]),
+    # read by VW's own loop or strtof without a warning, as VW
+    ("- |a f", 0.0, 1.0, []), ("e5 |a f", 0.0, 1.0, []), ("1e |a f", 1.0, 1.0, []),
+    ("2.5e- |a f", 2.5, 1.0, []), ("1-2 |a f", 1.0, 1.0, []), ("+.5x 1ee |a f", 0.5, 1.0, []),
+]
+
+
+def _lenient(lines):
+    from terascale.linear._io._readers import parse_bytes
+
+    return parse_bytes(np.frombuffer("\n".join(lines).encode(), np.uint8),
+                       ParseOptions(lenient_labels=True))
+
+
+@pytest.mark.parametrize("line,label,weight,notes", _LENIENT)
+def test_vw_label_sections_read_leniently_as_vw(line, label, weight, notes, tmp_path):
+    """With ``lenient_labels`` (``terascale vw``'s) a label section VW warns of is read as
+    VW reads it, with its lines; without, each line that differs is refused."""
+    ds = _lenient(["1 |a x", line, "-1 |a y"])
+    np.testing.assert_array_equal(ds.labels, [1.0, label, -1.0])
+    assert ds.weights[1] == weight and (ds.notes or []) == notes
+    if "tag" in line:
+        assert ds.tag(1) == "tag"
+    if notes:
+        with pytest.raises(DataError, match=r"<lines>, line 2: the label section has "):
+            parse_lines(["1 |a x", line, "-1 |a y"])
+        # a file, through the compiled parser's hand-over too, in both front ends' reader
+        path = tmp_path / "d.vw"
+        path.write_text("".join(f"1 |a f{i}\n" for i in range(300)) + line + "\n")
+        with pytest.raises(DataError, match=r"d\.vw, line 301: the label section has "):
+            read_file(str(path), ParseOptions())
+        assert read_file(str(path), ParseOptions(lenient_labels=True)).notes == notes
+
+
+@pytest.mark.parametrize("line,msg", [("inf |a f", "not a number"),
+                                      ("1 Infinity |a f", "not a number"),
+                                      ("1 -2 |a f", "negative"),
+                                      ("1 1 2 |a f", "base")])
+def test_lenient_labels_still_refuse_what_vw_reads_as_infinite_or_negative(line, msg):
+    with pytest.raises(DataError, match=rf"<lines>, line 1: .*{msg}"):
+        _lenient([line])
+
+
+def test_a_lenient_cache_keeps_its_notes_and_serves_no_strict_read(tmp_path):
+    from terascale.linear._io._cache import load_cached
+
+    path = tmp_path / "d.vw"
+    path.write_text("1 |a x\nabc |a y\n")
+    lenient = ParseOptions(lenient_labels=True)
+    blocks, hit = load_cached(str(path), lenient, cache_dir=str(tmp_path / "c"))
+    assert [b.notes for b in blocks] == [("[warning] 'abc' is not a good float, "
+                                         "replacing with 0",)]
+    blocks, hit = load_cached(str(path), lenient, cache_dir=str(tmp_path / "c"))
+    assert hit and [b.notes for b in blocks][0][0].startswith("[warning] 'abc'")
+    with pytest.raises(DataError, match=r"d\.vw, line 2: the label section has a word"):
+        load_cached(str(path), ParseOptions(), cache_dir=str(tmp_path / "c"))
+
+
 def test_two_colons_are_refused_by_the_compiled_parser_too(tmp_path):
     # the compiled parser hands such a buffer to the numba parser, which names the line
     path = tmp_path / "x.vw"

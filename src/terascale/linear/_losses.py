@@ -222,9 +222,10 @@ def dloss32(kind: int, p: float, y: float) -> float:
 @numba.njit(cache=True)
 def losses32(kind: int, p: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Each example's :func:`loss32` (labels read by their sign where the loss reads
-    classes), for a test pass's average loss."""
+    classes, unless ``kind`` has RAW_LABELS: VW's reading), for a test pass's average
+    loss."""
     out = np.empty(len(p))
-    sign = by_sign(kind & ~(RAW_LABELS | FIXED_RANGE))
+    sign = by_sign(kind & ~(RAW_LABELS | FIXED_RANGE)) and not kind & RAW_LABELS
     for i in range(len(p)):
         yi = (1.0 if y[i] > 0 else -1.0) if sign else y[i]
         out[i] = loss32(kind, p[i], yi)

@@ -54,6 +54,11 @@ class Loss(NamedTuple):
     counts
         Whether labels are counts: VW learns nothing from a negative label and warns of
         it (``[warning]`` lines on standard output, where the progress table goes).
+    warns
+        The labels VW's loss function warns of where it computes the loss: ``"negative"``,
+        ``"not -1 or 1"``, ``"outside [-1, 1]"``, or ``""`` none.
+    warning
+        VW's line then (``{}``: the label as VW's logger writes it).
     """
 
     code: int
@@ -66,6 +71,8 @@ class Loss(NamedTuple):
     curvature: float = 0.0
     best_constant: str = ""
     counts: bool = False
+    warns: str = ""
+    warning: str = ""
 
 
 # The one table of losses: adding one is a row here, its branches in the kernels below
@@ -78,9 +85,12 @@ class Loss(NamedTuple):
 # ``__pycache__``), else the old kernel keeps running.
 LOSS_TABLE = {
     "logistic": Loss(0, "logistic", "logistic", True, "logloss", True, "fixed", 0.25,
-                     "log_odds"),
+                     "log_odds", warns="outside [-1, 1]", warning="[warning] The label {} "
+                     "is not in the range [-1,1] as the logistic loss function expects."),
     "squared": Loss(1, "squared", "identity", False, "mse", True, "labels", 2.0, "mean"),
-    "hinge": Loss(2, "hinge", "identity", True, "hinge", True, "labels", 0.0, "majority"),
+    "hinge": Loss(2, "hinge", "identity", True, "hinge", True, "labels", 0.0, "majority",
+                  warns="not -1 or 1", warning="[warning] The label {} is not -1 or 1 or in "
+                  "[0,1] as the hinge loss function expects."),
     "quantile": Loss(3, "quantile", "identity", False, "quantile", False, "labels", 0.0,
                      "quantile"),
     # squared loss with plain SGD's step 2 (y - p) * rate in place of the importance-
@@ -88,7 +98,9 @@ LOSS_TABLE = {
     "classic": Loss(4, "classic", "identity", False, "mse", False, "labels", 0.0, "mean"),
     # Poisson regression of counts on the log scale (VW's deviance; --link poisson gives
     # the rates exp(score))
-    "poisson": Loss(5, "poisson", "identity", False, "mse", False, "labels50", counts=True),
+    "poisson": Loss(5, "poisson", "identity", False, "mse", False, "labels50", counts=True,
+                    warns="negative", warning="[warning] The poisson loss function expects "
+                    "a label >= 0 but received '{}'."),
     # the asymmetric squared loss of the q-expectile: squared's loss, derivatives and step
     # weighted q where the prediction is above the label, 1 - q where below (VW's
     # --loss_function expectile --expectile_q Q, q in (0, 0.5])

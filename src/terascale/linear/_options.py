@@ -59,6 +59,10 @@ class TrainOptions:
     #: Skip malformed lines, counting them, instead of raising
     #: :class:`~terascale.DataError` (``--skip-bad``).
     skip_bad: bool = False
+    #: Read VW text's label sections as VW does where it warns and reads on
+    #: (:attr:`.ParseOptions.lenient_labels`; ``terascale vw`` sets it, its lines printed
+    #: on standard output with the progress lines).
+    lenient_labels: bool = False
     #: Add VW's constant (bias) feature; False is ``--noconstant``.
     constant: bool = True
     #: ``"logistic"`` (labels -1/+1 or 0/1), ``"squared"`` or ``"hinge"`` (``--loss``).
@@ -221,6 +225,7 @@ class TrainOptions:
                             label=self.label, categorical=self.categorical,
                             ignore=self.ignore, keep=self.keep,
                             ignore_linear=self.ignore_linear, skip_bad=self.skip_bad,
+                            lenient_labels=self.lenient_labels,
                             constant=self.constant, permutations=self.permutations,
                             leave_duplicates=self.leave_duplicates)
 

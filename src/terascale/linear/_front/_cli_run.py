@@ -450,12 +450,13 @@ def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
 
 
 def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5,
-          q: float | None = 0.5) -> np.ndarray:
+          q: float | None = 0.5, raw: bool = False) -> np.ndarray:
     """Each example's loss (VW's, in float: ``_losses.losses32``); ``binary``: 0/1 loss
-    where the label is -1 or 1 (VW's other labels keep the loss function's)."""
+    where the label is -1 or 1 (VW's other labels keep the loss function's); ``raw``:
+    labels as VW reads them (a hinge or logistic label as it is, not by its sign)."""
     from .._losses import losses32
 
-    lv = losses32(loss_code(kind, tau=tau, q=q), np.asarray(s, np.float64),
+    lv = losses32(loss_code(kind, raw_labels=raw, tau=tau, q=q), np.asarray(s, np.float64),
                   np.asarray(y, np.float64))
     if binary:
         pm = np.abs(y) == 1
@@ -484,16 +485,19 @@ class _TestProgress:
         self.sums = np.zeros(2)  # labelled loss, labelled weight
         self.prev = self.sums.copy()
         self.weight, self.count = 0.0, 0
-        #: the run's loss is poisson: VW's [warning] line for each negative label
-        self.poisson = False
+        #: the run's loss (its name): VW's lines on the labels it, or --binary, does not
+        #: expect (``_progress.label_warnings``)
+        self.loss = ""
 
     def block(self, blk: Any, s: np.ndarray, loss: np.ndarray, labelled: np.ndarray) -> None:
         """The lines due in one block: ``s`` its predictions, ``loss`` each example's
         weighted loss and ``labelled`` its weight where labelled (else 0)."""
-        if self.poisson:
-            from .._online._progress import poisson_warnings
+        if self.loss:
+            from .._online._progress import label_warnings, warns_of_labels
 
-            poisson_warnings(blk.labels, blk.weights, None, 0, len(s), False, sys.stdout)
+            if warns_of_labels(self.loss, self.binary):
+                label_warnings(blk.labels, blk.weights, None, 0, len(s), False, sys.stdout,
+                               loss=self.loss, binary=self.binary)
         cum_w = self.weight + np.cumsum(blk.weights.astype(np.float64))
         cum_l, cum_lw = self.sums[0] + np.cumsum(loss), self.sums[1] + np.cumsum(labelled)
         since = self.prog.since  # (VW's sums since the last line, kept apart: see fold)
@@ -535,12 +539,17 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                        (getattr(args, "invert_hash", None), "--invert_hash")):
         _check_output(path, flag)
     model = _load(args.initial, args) if args.initial else _zero_model(args)
+    if vw_mode and getattr(args, "oaa", None) is None:  # (VW's reading of label sections)
+        import dataclasses
+
+        model.parse = dataclasses.replace(model.parse, lenient_labels=True)
     how = _link(args, model.info.get("link", how))  # (VW keeps --link in the model)
     args.binary = args.binary or bool(model.info.get("binary"))  # (and --binary)
     if opening is not None:
         opening()
     from .._batch._linalg import dot
     from .._online._onlinepass import LABELS, distinct_labels
+    from .._online._progress import label_notes
 
     # VW reports the loss the command line names, whatever the model was trained with
     loss = (args.loss or model.loss) if vw_mode else model.loss
@@ -549,7 +558,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     labels: list[float] = []
     table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
     if table is not None:
-        table.poisson = loss_spec(args.loss or model.loss).counts
+        table.loss = args.loss or model.loss
     with _Output(args.predictions) as out, _Output(scores) as raw_out:
         for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
             s = _clip(model, raw, loss if vw_mode else None)
@@ -561,8 +570,10 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
             ok = ~np.isnan(y) & (w > 0)
             lv = np.zeros(len(s))
             lv[ok] = w[ok] * _loss(loss, s[ok], y[ok], args.binary, args.quantile_tau,
-                                     args.expectile_q)
+                                     args.expectile_q, raw=vw_mode)
             if table is not None:
+                if blk.notes:
+                    label_notes(blk.notes, sys.stdout)
                 table.block(blk, s, lv, np.where(ok, w, 0.0))
             has = ~np.isnan(y)
             total += [float(lv.sum()), float(w[ok].sum()), len(s), float(w.sum()),

@@ -77,6 +77,10 @@ class Block:
         precedes (int64, sorted; ``len`` after the last), or None: none.
     ignored
         Each example's count of features ``--ignore_linear`` dropped (int64), or None.
+    notes
+        VW's lines on the label sections of its text read with
+        :attr:`.ParseOptions.lenient_labels` (:attr:`.Dataset.notes`; a cache keeps them),
+        or None: none. VW prints them as it parses: ``terascale vw`` on the first pass.
     """
 
     start: int
@@ -89,6 +93,7 @@ class Block:
     tag_blob: np.ndarray | None = None  # uint8
     blanks: np.ndarray | None = None    # int64, the example each empty line precedes
     ignored: np.ndarray | None = None   # int64, n: --ignore_linear's features (VW counts)
+    notes: tuple[str, ...] | None = None  # VW's lines on label sections (lenient_labels)
 
     def counted(self, start: int, end: int) -> np.ndarray:
         """The feature count VW gives examples [start, end): those held, and those
@@ -171,7 +176,8 @@ class Blocks:
         parts = [Dataset(indptr=b.indptr, indices=b.indices, values=b.values,
                          labels=b.labels, weights=b.weights, bits=self.bits,
                          tag_ptr=b.tag_ptr, tag_blob=b.tag_blob, blanks=b.blanks,
-                         ignored=b.ignored) for b in self]
+                         ignored=b.ignored, notes=list(b.notes) if b.notes else None)
+                 for b in self]
         if not parts:
             parts = [Dataset(indptr=np.zeros(1, np.int64), indices=np.zeros(0, np.uint32),
                              values=np.zeros(0, np.float32), labels=np.zeros(0, np.float32),
@@ -259,7 +265,8 @@ class DatasetBlocks(Blocks):
                         values=np.asarray(ds.values[a:b]), labels=np.asarray(ds.labels[s:e]),
                         weights=np.asarray(ds.weights[s:e]), tag_ptr=tp, tag_blob=tb,
                         blanks=_blanks_in(ds.blanks, s, e, n),
-                        ignored=None if ds.ignored is None else ds.ignored[s:e])
+                        ignored=None if ds.ignored is None else ds.ignored[s:e],
+                        notes=tuple(ds.notes) if ds.notes and s == 0 else None)
 
     def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
         yield 0, np.asarray(self.ds.labels), np.asarray(self.ds.weights), self.ds.blanks
@@ -311,7 +318,7 @@ class ChainBlocks(Blocks):
                 yield Block(start=b.start + off, indptr=b.indptr, indices=b.indices,
                             values=b.values, labels=b.labels, weights=b.weights,
                             tag_ptr=b.tag_ptr, tag_blob=b.tag_blob, blanks=b.blanks,
-                            ignored=b.ignored)
+                            ignored=b.ignored, notes=b.notes)
 
     def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
         offs = self._offsets() if len(self.parts) > 1 else [0]

@@ -55,7 +55,8 @@ from ._stream import TextBlocks
 __all__ = ["CacheBlocks", "PendingCache", "cache_key", "checked_root", "default_cache_dir",
            "load_cached"]
 
-_VERSION = 6  # 6: --ignore_linear's counts (5: VW's empty lines; 4: VW's feature order)
+_VERSION = 7  # 7: VW's lines on label sections (6: --ignore_linear's counts; 5: VW's empty
+# lines; 4: VW's feature order)
 
 
 def default_cache_dir() -> str:
@@ -77,7 +78,8 @@ def checked_root(root: str) -> str:
 def cache_key(path: str, opts: ParseOptions, shard: tuple[int, int]) -> str:
     st = os.stat(path)
     ident = json.dumps([_VERSION, os.path.abspath(path), st.st_size, st.st_mtime_ns,
-                        opts.to_dict(), opts.skip_bad, list(shard)], sort_keys=True)
+                        opts.to_dict(), opts.skip_bad, opts.lenient_labels,
+                        list(shard)], sort_keys=True)
     base = os.path.basename(path)[:40]
     return f"{base}.{hashlib.sha1(ident.encode()).hexdigest()[:16]}"
 
@@ -100,6 +102,9 @@ class CacheBlocks(Blocks):
         self._stats = ShardStats(int(meta["examples"]), int(meta["features"]),
                                  int(meta["skipped"]))
         self.size_bytes = int(meta["bytes"])
+        # by block: VW's lines on the text's label sections (ParseOptions.lenient_labels),
+        # which terascale vw prints on the first pass whether it parsed the text or not
+        self.notes = {int(k): tuple(v) for k, v in meta.get("notes", {}).items()}
 
     def _records(self, prefix: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         fd = os.open(os.path.join(self.entry, "data.bin"), os.O_RDONLY)
@@ -117,14 +122,15 @@ class CacheBlocks(Blocks):
 
     def __iter__(self) -> Iterator[Block]:
         start = 0
-        for rec, row in self._records(prefix=False):
+        for k, (rec, row) in enumerate(self._records(prefix=False)):
             n, nnz, flags, ntag = (int(x) for x in row[2:])
             indptr, indices, values, labels, weights, tp, tb = decode_block(
                 rec, n, nnz, flags, ntag, self.bits)
             yield Block(start=start, indptr=indptr, indices=indices, values=values,
                         labels=labels, weights=weights, tag_ptr=tp, tag_blob=tb,
                         blanks=decode_blanks(rec, n, nnz, flags, ntag, self.bits),
-                        ignored=decode_ignored(rec, n, nnz, flags, ntag, self.bits))
+                        ignored=decode_ignored(rec, n, nnz, flags, ntag, self.bits),
+                        notes=self.notes.get(k))
             start += n
 
     def label_blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
@@ -250,7 +256,7 @@ class PendingCache(Blocks):
                 yield Block(start=start, indptr=ds.indptr, indices=ds.indices,
                             values=ds.values, labels=ds.labels, weights=ds.weights,
                             tag_ptr=ds.tag_ptr, tag_blob=ds.tag_blob, blanks=ds.blanks,
-                            ignored=ds.ignored)
+                            ignored=ds.ignored, notes=ds.notes and tuple(ds.notes))
                 start += len(ds)
             w.finish()
             _commit(tmp, self.entry, self.root)

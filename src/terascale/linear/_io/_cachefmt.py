@@ -114,7 +114,8 @@ def encode_block(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
     parts: list[np.ndarray] = [lens.astype(f"<u{lw}").view(np.uint8)]
     lab = np.asarray(labels, np.float32)
     isnan = np.isnan(lab)
-    if np.all(isnan | (lab == -1) | (lab == 0) | (lab == 1)):
+    # (-0.0, VW's reading of the label '-', is a float: VW's table prints it -0.0000)
+    if np.all(isnan | (lab == -1) | ((lab == 0) & ~np.signbit(lab)) | (lab == 1)):
         code = np.where(isnan, _NAN_CODE, np.nan_to_num(lab)).astype(np.int8)
         parts.append(code.view(np.uint8))
         flags |= _LCODE

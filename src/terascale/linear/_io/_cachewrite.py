@@ -42,6 +42,7 @@ class Encoded(NamedTuple):
     examples: int
     features: int
     skipped: int
+    notes: list[str] | None = None  # VW's lines on its label sections (Dataset.notes)
 
 
 def fsync_write(path: str, data: bytes | None = None, arr: np.ndarray | None = None) -> None:
@@ -63,6 +64,7 @@ class EntryWriter:
         self._feats = FeatureSet(opts.bits)
         self._lock = threading.Lock()
         self._rows: list[tuple[int, int, int, int, int, int]] = []
+        self._notes: dict[int, list[str]] = {}  # by block: VW's lines on label sections
         self._off = self._examples = self._nnz = self._skipped = 0
         self._q: queue.Queue[bytes | None] = queue.Queue(DEPTH)
         self._error: BaseException | None = None
@@ -80,7 +82,7 @@ class EntryWriter:
                                         ds.blanks, ds.ignored)
         with self._lock:
             self._feats.add(ds.indices)
-        return Encoded(rec, flags, ntag, len(ds), ds.n_features, ds.skipped)
+        return Encoded(rec, flags, ntag, len(ds), ds.n_features, ds.skipped, ds.notes)
 
     def put(self, e: Encoded) -> None:
         """Queue the next block's record for the writer thread (blocks only while the
@@ -88,6 +90,8 @@ class EntryWriter:
         self._skipped += e.skipped
         if e.examples == 0:
             return
+        if e.notes:
+            self._notes[len(self._rows)] = list(e.notes)
         self._rows.append((self._off, len(e.rec), e.examples, e.features, e.flags, e.ntag))
         self._off += len(e.rec)
         self._examples += e.examples
@@ -144,7 +148,9 @@ class EntryWriter:
         fsync_write(os.path.join(tmp, "features.npy"), arr=self._feats.result())
         meta = {"version": self.version, "source": self.source, "bits": self.opts.bits,
                 "examples": self._examples, "features": self._nnz,
-                "skipped": self._skipped, "bytes": self._off, "blocks": len(self._rows)}
+                "skipped": self._skipped, "bytes": self._off, "blocks": len(self._rows),
+                **({"notes": {str(k): v for k, v in self._notes.items()}}
+                   if self._notes else {})}
         fsync_write(os.path.join(tmp, "meta.json"), data=json.dumps(meta).encode())
 
     def abort(self) -> None:

@@ -72,6 +72,15 @@ class ParseOptions:
     leave_duplicates
         VW's ``--leave_duplicate_interactions``: ``-q ab -q ba`` crosses twice (default
         False).
+    lenient_labels
+        Read VW text's label sections as VW does where it warns and reads on (``terascale
+        vw`` sets it; default False: such a line is an error naming its file and line): a
+        label word that is no number or NaN is 0 (``abc |a f``; VW's ``[warning] 'abc' is
+        not a good float, replacing with 0``), a label of more than three words leaves the
+        example unlabelled (VW's ``[error] Error: 4 is too many tokens for a simple
+        label: ...``); the lines are in :attr:`Dataset.notes`. Like ``skip_bad`` it is
+        how the text is read, not what a model means: not in :meth:`to_dict`, in the
+        cache's key.
     """
 
     format: str = "vw"
@@ -88,6 +97,7 @@ class ParseOptions:
     skip_bad: bool = False
     permutations: bool = False
     leave_duplicates: bool = False
+    lenient_labels: bool = False
 
     def __post_init__(self) -> None:
         from ._interactions import compile_interactions
@@ -211,6 +221,10 @@ class Dataset:
     ignored
         Each example's count of features ``--ignore_linear`` dropped (int64, n), or None:
         none. VW counts them in its feature counts.
+    notes
+        With :attr:`ParseOptions.lenient_labels`, VW's lines on the label sections it read
+        anyway (``[warning] 'abc' is not a good float, replacing with 0``), in order, or
+        None: none. ``terascale vw`` prints them on standard output, where VW does.
     """
 
     indptr: np.ndarray     # int64, n + 1
@@ -226,6 +240,7 @@ class Dataset:
     parse: ParseOptions | None = None   # how the text was parsed (None: built by hand)
     blanks: np.ndarray | None = None    # int64: the example each empty line precedes
     ignored: np.ndarray | None = None   # int64, n: --ignore_linear's features (VW counts)
+    notes: list[str] | None = None      # VW's lines on label sections (lenient_labels), in order
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -286,4 +301,5 @@ class Dataset:
                        skipped=sum(p.skipped for p in parts),
                        sources=[s for p in parts for s in p.sources], parse=parts[0].parse,
                        blanks=np.concatenate(blanks).astype(np.int64) if blanks else None,
-                       ignored=ignored)
+                       ignored=ignored,
+                       notes=[t for p in parts for t in p.notes or []] or None)

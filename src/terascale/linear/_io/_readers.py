@@ -213,14 +213,15 @@ def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str,
                first_line: int | Callable[[], int]) -> Dataset:
     if opts.format == "vw":
         (indptr, indices, values, labels, weights, tag_ptr, tag_blob, skipped, err,
-         line, blanks, ignored) = parse_vw(buf, opts.mask, opts.interaction_table(), opts.constant,
-                                opts.skip_bad, *opts.namespace_flags())
+         line, blanks, ignored, notes) = parse_vw(buf, opts.mask, opts.interaction_table(),
+                                                  opts.constant, opts.skip_bad,
+                                                  *opts.namespace_flags(), opts.lenient_labels)
         msgs = ERRORS
     else:
         indptr, indices, values, labels, skipped, err, line = _parse_libsvm(
             buf, opts.mask, opts.constant, opts.skip_bad)
         weights = np.ones(len(labels), np.float32)
-        tag_ptr = tag_blob = blanks = ignored = None
+        tag_ptr = tag_blob = blanks = ignored = notes = None
         msgs = _LIBSVM_ERRORS
     if err:
         if callable(first_line):  # counted only now: a worker that seeked has no count
@@ -231,7 +232,22 @@ def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str,
                    weights=weights, bits=opts.bits, tag_ptr=tag_ptr, tag_blob=tag_blob,
                    skipped=int(skipped), sources=[source], parse=opts,
                    blanks=blanks if blanks is not None and len(blanks) else None,
-                   ignored=ignored if ignored is not None and len(ignored) else None)
+                   ignored=ignored if ignored is not None and len(ignored) else None,
+                   notes=_notes(buf, notes) if notes is not None and len(notes) else None)
+
+
+def _notes(buf: np.ndarray, rows: np.ndarray) -> list[str]:
+    """VW's lines for the parser's notes (``parse_vw_bytes``, ``lenient_labels``): its warning
+    on a label word that is no number, its error on a label of more than three words."""
+    out = []
+    for kind, count, s, e in rows.reshape(-1, 4).tolist():
+        text = bytes(buf[s:e]).decode("utf-8", "surrogateescape")
+        if kind == 1:
+            out.append(f"[warning] '{text}' is not a good float, replacing with 0")
+        else:
+            out.append(f"[error] Error: {count} is too many tokens for a simple label: "
+                       + " ".join(text.split()))
+    return out
 
 
 def _parse_csv(data: bytes, opts: ParseOptions, *, source: str, first_line: int,

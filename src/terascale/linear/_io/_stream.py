@@ -351,7 +351,8 @@ class TextBlocks(Blocks):
             nnz += ds.n_features
             yield Block(start=start, indptr=ds.indptr, indices=ds.indices, values=ds.values,
                         labels=ds.labels, weights=ds.weights, tag_ptr=ds.tag_ptr,
-                        tag_blob=ds.tag_blob, blanks=ds.blanks, ignored=ds.ignored)
+                        tag_blob=ds.tag_blob, blanks=ds.blanks, ignored=ds.ignored,
+                        notes=ds.notes and tuple(ds.notes))
             start += len(ds)
         self._stats = ShardStats(start, nnz, skipped)
 

@@ -19,9 +19,8 @@ from .._batch._linalg import dot
 from .._combine._mixing import Mixer
 from .._io._blocks import Block
 from .._io._spill import Spill
-from .._losstable import loss_spec
 from .._options import TrainOptions
-from ._progress import Progress, poisson_warnings
+from ._progress import Progress, label_notes, label_warnings, warns_of_labels
 from ._progressive import BLOCK, block_tags, zero_one
 from ._update import online_chunk
 
@@ -78,7 +77,8 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     acc = np.zeros(COUNTED + 4 + LABELS)
     labels_seen: list[float] = []
     lines = out is not None and (first or opts.vw_text)
-    warn = out is not None and opts.vw_text and loss_spec(opts.loss).counts  # (VW's, stdout)
+    # (VW's lines on labels its loss or --binary does not expect, on standard output)
+    warn = out is not None and opts.vw_text and warns_of_labels(opts.loss, opts.binary)
     if first:  # (a run that prints no line keeps VW's first dump_interval, 1)
         prog.restart()
         prog.due = prog.first_due() if lines else 1.0
@@ -89,6 +89,8 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     if mixer is not None:
         mixer.start(ws)
     for blk, cols, hold in items:
+        if out is not None and first and blk.notes:  # (VW's, on its label sections)
+            label_notes(blk.notes, sys.stdout)
         if spill is not None:
             spill.add(blk.start, blk.indptr, cols, blk.values, blk.labels, blk.weights, hold)
         ws.fit(blk)
@@ -144,7 +146,8 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
                          start, kind)
             prog.fold(acc, seg, end - start)
             if warn:
-                poisson_warnings(blk.labels, blk.weights, hold, start, end, True, sys.stdout)
+                label_warnings(blk.labels, blk.weights, hold, start, end, True, sys.stdout,
+                               loss=opts.loss, binary=opts.binary)
             if pred is not None and raw:  # (VW's -r: the scores before the clip)
                 predictions(pred[:end - start], block_tags(blk, start, end), pred[end - start:])
             elif pred is not None and predictions is not None:

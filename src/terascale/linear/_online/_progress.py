@@ -15,8 +15,10 @@ every pass so far; in a run that holds examples out, the lines of the second pas
 report the holdout loss (every pass's held-out examples so far, and since the last such
 line) marked ``h``, VW's columns for it.
 
-VW's ``[warning]`` lines of ``--loss_function poisson`` on a negative label
-(:func:`poisson_warnings`) go where the lines go, on standard output.
+VW's lines on the labels its loss or ``--binary`` does not expect (``--loss_function
+poisson`` on a negative label, hinge or ``--binary`` on one other than -1 and 1:
+:func:`label_warnings`) and on the label sections it reads with a warning
+(:func:`label_notes`) go where the lines go, on standard output.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import TextIO
 
 import numpy as np
 
-__all__ = ["CADENCE", "LINK", "Progress", "cadence", "fixed", "poisson_warnings"]
+__all__ = ["CADENCE", "LINK", "Progress", "cadence", "fixed", "label_notes",
+           "label_warnings", "warns_of_labels"]
 
 # (additive, step) of this process's progress lines: VW's default doubling
 CADENCE: list[tuple[bool, float]] = [(False, 2.0)]
@@ -183,23 +186,62 @@ def _fmt(v: float) -> str:
     return np.format_float_scientific(x, unique=True, trim="-", exp_digits=2)
 
 
-def poisson_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | None,
-                     start: int, end: int, learned: bool, out: TextIO) -> None:
-    """VW's ``[warning]`` lines for the negative labels of examples [start, end) under
-    ``--loss_function poisson`` (its loss of such a label is NaN): one where VW computes
-    the loss (a held-out example, or ``learned`` False: ``-t``), two where it also
-    updates; none at weight 0. VW writes them to standard output."""
+# --binary's line on a label other than -1 and 1 (standard output)
+_BINARY = "[error] The label '{}' is not -1 or 1 as loss function expects.\n"
+
+
+def warns_of_labels(loss: str, binary: bool) -> bool:
+    """Whether VW prints lines on some labels of a run of ``loss`` (its name) and
+    ``--binary`` (see :func:`label_warnings`)."""
+    from .._losstable import loss_spec
+
+    return bool(loss_spec(loss).warns) or binary
+
+
+def label_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | None,
+                   start: int, end: int, learned: bool, out: TextIO, *, loss: str,
+                   binary: bool) -> None:
+    """VW's lines on the labels of examples [start, end) that its loss function does not
+    expect (its row's ``warns``: ``--loss_function poisson``'s ``[warning]`` on a negative
+    label, whose loss is NaN; hinge's on a label other than -1 and 1; logistic's on one
+    outside [-1, 1]): one where VW
+    computes the loss (a held-out example, or ``learned`` False: ``-t``), two where it
+    also updates, none at weight 0; then ``--binary``'s ``[error]`` on a label other than
+    -1 and 1, one per labelled example, at weight 0 and held out too. VW writes them to
+    standard output."""
+    from .._losstable import loss_spec
+
+    spec = loss_spec(loss)
     lab = labels[start:end]
-    neg = np.flatnonzero((lab < 0) & (weights[start:end] > 0))
-    if not len(neg):
-        return
+    labelled = ~np.isnan(lab)
+    if spec.warns == "negative":
+        of_loss = lab < 0
+    elif spec.warns == "not -1 or 1":
+        of_loss = labelled & (lab != 1) & (lab != -1)
+    elif spec.warns == "outside [-1, 1]":
+        of_loss = labelled & (np.abs(lab) > 1)
+    else:
+        of_loss = np.zeros(len(lab), bool)
+    of_loss &= weights[start:end] > 0
+    of_binary = labelled & (np.abs(lab) != 1) if binary else np.zeros(len(lab), bool)
     text = []
-    for i in neg.tolist():
-        once = ("[warning] The poisson loss function expects a label >= 0 but received "
-                f"'{_fmt(lab[i])}'.\n")
-        twice = learned and not (hold is not None and hold[start + i])
-        text.append(once * (2 if twice else 1))
-    out.write("".join(text))
+    for i in np.flatnonzero(of_loss | of_binary).tolist():
+        v = _fmt(lab[i])
+        if of_loss[i]:
+            twice = learned and not (hold is not None and hold[start + i])
+            text.append(f"{spec.warning.format(v)}\n" * (2 if twice else 1))
+        if of_binary[i]:
+            text.append(_BINARY.format(v))
+    if text:
+        out.write("".join(text))
+
+
+def label_notes(notes: tuple[str, ...] | list[str], out: TextIO) -> None:
+    """VW's lines on the label sections of a block's text (:attr:`.Block.notes`), printed
+    on standard output before its examples are learned from, on the first pass only (VW
+    prints them as it parses the text; a cache keeps them for a later run's first pass,
+    as VW's ``-k`` parses again)."""
+    out.write("".join(f"{n}\n" for n in notes))
 
 
 def _fit(text: str, width: int = 14) -> str:

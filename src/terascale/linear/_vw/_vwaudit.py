@@ -108,6 +108,8 @@ def audit(args: argparse.Namespace, paths: list[str], options: dict[str, Any]) -
     else:
         start = None
         parse = ParseOptions(**{k: v for k, v in checked.items() if k in keys})
+    # (the training run before printed VW's lines on the label sections read so)
+    parse = dataclasses.replace(parse, lenient_labels=opts.lenient_labels)
     data = Dataset.concat([read_file(p, parse, need_label=False) for p in paths])
     # VW's audit lists the linear features --ignore_linear leaves out of learning too
     # (where they sit in the example, with the weight at their index): the printed

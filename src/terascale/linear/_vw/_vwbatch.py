@@ -139,11 +139,13 @@ class _Data:
         rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
         keys = ParseOptions().to_dict()
         parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
-                                for k, v in options.items() if k in keys})
+                                for k, v in options.items() if k in keys},
+                             lenient_labels=bool(options.get("lenient_labels")))
         parts = shard_files(paths, rank, size)
         sets = [read_file(p, parse, shard=sh, need_label=False) for p, sh in parts]
         data = Dataset.concat(sets)
         self.parse = parse
+        self.notes = data.notes or []  # VW's lines on its label sections (its share's)
         self.size = 1 << parse.bits
         n = len(data)
         self.n = n
@@ -373,6 +375,8 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     # weight's 4, per weight)
     out.note(f"m = {m}, allocated {((1 << data.parse.bits) * (4 * (2 * m or 1) + 16)) >> 20}M"
              f" for weights and mem")
+    if data.notes and not out.quiet:  # (VW parses as its first pass starts: after the note)
+        print("\n".join(data.notes), flush=True)
     out(f"enabling {'BFGS based optimization' if m > 0 else 'conjugate gradient optimization via BFGS'} "
         f"{'with curvature calculation' if hessian_on else '**without** curvature calculation'}\n")
     out("{:>2s} {:<10s}\t{:<10s}\t{:<10s}\t {:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<s}\n"

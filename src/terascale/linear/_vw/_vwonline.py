@@ -197,7 +197,9 @@ class _Parser:
         self.per_line = 32  # bytes per example (halved where shorter; at 1, any text fits)
 
     def parse(self, text: bytes, source: str, line: int) -> tuple:
-        """One chunk's arrays, sized by the bytes per feature and per example seen so far
+        """One chunk's arrays (indptr, indices, values, labels, weights, tag_ptr, tag_blob)
+        and VW's lines on its label sections (``Dataset.notes``: the options'
+        ``lenient_labels``; None: none), sized by the bytes per feature and per example seen so far
         (a chunk sized for its worst case, an example every byte, held 25 MB per MiB of
         text, and the chunks in flight touched other pages of it each time: on 500 numeric
         features a line, 106 MB peak against 48 MB sized so)."""
@@ -229,7 +231,7 @@ class _Parser:
                 self.per /= 2
         if status == 0:
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
-                    weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag])
+                    weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None)
         if self.gen is not None:  # (the n-grams written into the text, then parsed)
             import io
 
@@ -243,7 +245,7 @@ class _Parser:
         ds = _parse_one(buf, self.opts, source, line)
         tp = ds.tag_ptr if ds.tag_ptr is not None else np.zeros(len(ds.labels) + 1, np.int64)
         tb = ds.tag_blob if ds.tag_blob is not None else np.zeros(0, np.uint8)
-        return (ds.indptr, ds.indices, ds.values, ds.labels, ds.weights, tp, tb)
+        return (ds.indptr, ds.indices, ds.values, ds.labels, ds.weights, tp, tb, ds.notes)
 
 
 def _parsed(paths: list[str], reader: _Parser) -> Any:
@@ -311,7 +313,7 @@ def train(args: argparse.Namespace) -> int:
     from .._front import _cli_run
     from .._io._dataset import ParseOptions
     from .._losstable import _BY_SIGN, _CLIP, loss_spec
-    from .._online._progress import LINK, Progress
+    from .._online._progress import LINK, Progress, label_notes
     from .._online._state import new_state
     from .._options import TrainOptions
     from ._vwout import all_or_none, link, prediction_writers
@@ -331,7 +333,8 @@ def train(args: argparse.Namespace) -> int:
     opts = TrainOptions(**{k: tuple(v) if isinstance(v, list) else v
                            for k, v in options.items()})
     parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
-                            for k, v in options.items() if k in ParseOptions().to_dict()})
+                            for k, v in options.items() if k in ParseOptions().to_dict()},
+                         lenient_labels=opts.lenient_labels)
     if not args.quiet:
         from ._vwmodel import model_t
 
@@ -359,7 +362,8 @@ def train(args: argparse.Namespace) -> int:
     prog.header()
     prog.restart()
     nxt = prog.due = prog.first_due() if out else 1.0
-    warn = out is not None and loss_spec(opts.loss).counts  # (VW's [warning]s, on stdout)
+    # (VW's lines on the labels the loss does not expect, on standard output)
+    warn = out is not None and bool(loss_spec(opts.loss).warns)
     seen_w, seen_n = 0.0, 0
     reader = _Parser(parse, getattr(args, "vw_grams", None))
     writers = prediction_writers(args)
@@ -371,9 +375,10 @@ def train(args: argparse.Namespace) -> int:
                    pred if pred is not None else _NONE, _BY_SIGN, _CLIP)
         prog.fold(acc, seg, end - start)
         if warn:  # (imported here: a run without it imports no numba)
-            from .._online._progress import poisson_warnings
+            from .._online._progress import label_warnings
 
-            poisson_warnings(b[3], b[4], None, start, end, True, sys.stdout)
+            label_warnings(b[3], b[4], None, start, end, True, sys.stdout, loss=opts.loss,
+                           binary=False)
 
     raw = args.raw_predictions is not None  # (the second half of pred: VW's -r scores)
 
@@ -386,6 +391,8 @@ def train(args: argparse.Namespace) -> int:
     with all_or_none(writers):
         for b in _parsed(paths, reader):
             indptr, labels, weights = b[0], b[3], b[4]
+            if out is not None and b[7]:
+                label_notes(b[7], sys.stdout)
             n = len(labels)
             if n == 0:
                 continue
@@ -550,8 +557,11 @@ def test(args: argparse.Namespace) -> int:
     whose rules and output these are); a model this path does not cover (its loss, a
     ``-b`` whose weights are over half the memory, its ``--ignore_linear``) runs the numba
     pass."""
+    import dataclasses
+
     from .._front import _cli_run
-    from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code, loss_spec
+    from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code
+    from .._online._progress import label_notes
     from ._vwmodel import model_t, read_vw_model, run_generation
     from ._vwout import all_or_none, link, prediction_writers
     from ._vwreport import preamble, test_block
@@ -601,18 +611,20 @@ def test(args: argparse.Namespace) -> int:
                        cache=getattr(args, "vw_cache", None),
                        initial_t=model_t(args.initial)), file=sys.stderr)
     clip = int(_CLIP[LOSS_TABLE[loss].code])  # (VW's -t clips as the command line's loss)
-    kind = loss_code(loss, tau=args.quantile_tau, q=args.expectile_q)
+    kind = loss_code(loss, raw_labels=True, tau=args.quantile_tau, q=args.expectile_q)
     total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
     labels_seen: list[float] = []
     progress = None
     if not args.quiet:
         progress = _cli_run._TestProgress(how, binary)
-        progress.poisson = loss_spec(loss).counts
+        progress.loss = loss
     writers = prediction_writers(args)
-    reader = _Parser(model.parse)
+    reader = _Parser(dataclasses.replace(model.parse, lenient_labels=args.oaa is None))
     with all_or_none(writers):
         for b in _parsed(paths, reader):
             indptr, labels, weights = b[0], b[3], b[4]
+            if progress is not None and b[7]:
+                label_notes(b[7], sys.stdout)
             n = len(labels)
             if n == 0:
                 continue

@@ -11,7 +11,9 @@ is added to every example; interactions (``-q ab``, ``--cubic``, ``--interaction
 VW reads them (see ``_vwfloat``); ``--ignore``/``--keep`` drop namespaces by their first
 letter and ``--ignore_linear`` keeps them for interactions only. A label-section word
 that only starts with a number (``1:1``) is that number, as VW reads it. Malformed lines are
-reported with an error code and the line number, or skipped and counted.
+reported with an error code and the line number, or skipped and counted; with ``lenient``
+(``terascale vw``'s ``ParseOptions.lenient_labels``) the label sections VW reads with a
+warning are read as VW reads them, and its lines returned as notes.
 """
 
 from __future__ import annotations
@@ -76,6 +78,73 @@ def _number_prefix(buf: np.ndarray, ts: int, te: int) -> tuple[float, bool]:
     if e == te or e == ts:
         return np.float32(np.nan), False
     return read_float32(buf, ts, e)
+
+
+@numba.njit(cache=True)
+def _digits(buf: np.ndarray, i: int, te: int) -> int:
+    while i < te and 48 <= buf[i] <= 57:
+        i += 1
+    return i
+
+
+@numba.njit(cache=True)
+def _vw_label_word(buf: np.ndarray, ts: int, te: int) -> tuple[float, int]:
+    """A label word that neither :func:`read_float32` nor :func:`_number_prefix` reads, as
+    VW's ``float_of_string`` reads it: (value, 0); (0, 1) where VW warns "is not a good
+    float, replacing with 0" (no number at the start, or NaN); (0, 2) where VW reads an
+    infinity (``inf``, an overflow), which is refused.
+
+    VW's own loop reads ``[-]digits[.digits][(e|E)[-]digits]``; where that is the whole
+    word its value stands even without digits (``-``, ``.``, ``e5``: 0; ``1e``: 1), else
+    ``strtof`` reads the word's longest number prefix (``1-2``: 1; ``+.5x``: 0.5)."""
+    i = ts + 1 if buf[ts] == 45 else ts
+    m = _digits(buf, i, te)
+    nd = m - i
+    if m < te and buf[m] == 46:
+        e = _digits(buf, m + 1, te)
+        nd += e - m - 1
+        m = e
+    i = m
+    if i < te and (buf[i] == 101 or buf[i] == 69):
+        i += 1
+        if i < te and buf[i] == 45:
+            i += 1
+        i = _digits(buf, i, te)
+    if i == te:  # VW's loop read it all
+        if nd == 0:
+            return (-0.0 if buf[ts] == 45 else 0.0), 0
+        v, ok = read_float32(buf, ts, m)
+        return (v, 0) if ok else (0.0, 2)
+    # strtof: [+-] digits [. digits] | . digits, then [(e|E)[+-]digits]
+    k = ts + 1 if buf[ts] == 45 or buf[ts] == 43 else ts
+    m = _digits(buf, k, te)
+    nd = m - k
+    if m < te and buf[m] == 46:
+        e = _digits(buf, m + 1, te)
+        nd += e - m - 1
+        m = e
+    if nd > 0:
+        if m < te and (buf[m] == 101 or buf[m] == 69):
+            j = m + 1
+            if j < te and (buf[j] == 45 or buf[j] == 43):
+                j += 1
+            if _digits(buf, j, te) > j:
+                m = _digits(buf, j, te)
+        v, ok = parse_float(buf, ts, m)
+        if not ok:
+            return 0.0, 2
+        return float(np.float32(v)), 0
+    c = buf[k] | 32 if k < te else 0
+    return 0.0, 2 if c == 105 and k + 2 < te and buf[k + 1] | 32 == 110 and \
+        buf[k + 2] | 32 == 102 else 1  # inf, infinity: VW reads infinity
+
+
+@numba.njit(cache=True, nogil=True)
+def _note(notes: np.ndarray, k: int, kind: int, count: int, s: int, e: int) -> np.ndarray:
+    """Row ``k`` of the notes: (kind, count, start, end)."""
+    notes = _grow_i(notes, 4 * k + 4)
+    notes[4 * k], notes[4 * k + 1], notes[4 * k + 2], notes[4 * k + 3] = kind, count, s, e
+    return notes
 
 
 @numba.njit(cache=True)
@@ -286,10 +355,16 @@ def _counts(a: np.ndarray, k: int, n: int) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True)
 def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool,
-                   skip_bad: bool, ignore: np.ndarray, ignore_linear: np.ndarray):  # noqa: ANN201
+                   skip_bad: bool, ignore: np.ndarray, ignore_linear: np.ndarray,
+                   lenient: bool = False):  # noqa: ANN201
     """Parse VW text; returns (indptr, indices, values, labels, weights, tag_ptr, tag_blob,
-    skipped, err_code, err_line, blanks, ignored) where err_line counts lines from 0 (empty
-    lines included), ``ignored`` is each example's count of ``--ignore_linear``'s features
+    skipped, err_code, err_line, blanks, ignored, notes) where err_line counts lines from 0
+    (empty lines included), ``notes`` are, with ``lenient`` (``terascale vw``'s reading of
+    label sections, see :attr:`.._io._dataset.ParseOptions.lenient_labels`), VW's lines on the
+    label sections it reads anyway, rows of (kind, count, start, end): 1 a word that is no
+    number or NaN, read as 0 (the word at start:end); 2 a label of ``count`` words, more
+    than three, the example read unlabelled (the words at start:end); without
+    ``lenient`` both are errors. ``ignored`` is each example's count of ``--ignore_linear``'s features
     (which VW counts in its feature counts; empty where there are none) and ``blanks``
     holds, for each empty line (``\\n`` or ``\\r\\n`` alone), the
     index of the example it precedes: VW counts an empty line as an example for the holdout
@@ -337,6 +412,10 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
     nblank = 0
     ignored = np.zeros(0, np.int64)  # per example up to the last with any (see the end)
     nignored = 0
+    # (lenient) VW's lines on the label sections it reads: rows of (kind, count, start, end)
+    notes = np.empty(0, np.int64)
+    nnote = 0
+    pend = np.empty(8, np.int64)  # a line's label words VW warns of: (start, end) pairs
     while pos < n:
         line += 1
         ls = pos
@@ -365,6 +444,9 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
         base = 0.0
         tag_s = 0
         tag_e = 0
+        npend = 0
+        bad = False
+        words_s = words_e = ls
         if err == 0:
             # label section: words; the last is the tag if it starts with ' or touches '|'
             nnum = 0
@@ -387,22 +469,53 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                         tag_s = ts + 1 if buf[ts] == 39 else ts
                         tag_e = te
                         continue
+                if nnum == 0:
+                    words_s = ts
+                words_e = te
+                nnum += 1
+                if lenient and nnum > 3:
+                    continue  # (VW reads no word of a label of more than three)
                 v, ok = read_float32(buf, ts, te)
                 if not ok:
                     v, ok = _number_prefix(buf, ts, te)
+                if not ok and lenient:
+                    v, how = _vw_label_word(buf, ts, te)
+                    ok = how != 2
+                    if how == 1:  # VW: "'#' is not a good float, replacing with 0"
+                        if npend == len(pend) // 2:
+                            pend = _grow_i(pend, 2 * len(pend))
+                        pend[2 * npend], pend[2 * npend + 1] = ts, te
+                        npend += 1
                 if not ok:
-                    err = 2
-                elif nnum == 0:
-                    label = v
+                    if lenient:
+                        bad = True
+                    else:
+                        err = 2
                 elif nnum == 1:
-                    weight = v
-                    if v < 0:
-                        err = 6
+                    label = v
                 elif nnum == 2:
+                    weight = v
+                    if v < 0 and not lenient:
+                        err = 6
+                elif nnum == 3:
                     base = v
-                elif nnum >= 3:
+                else:
                     err = 3
-                nnum += 1
+            if lenient and err == 0:
+                if nnum > 3:
+                    # VW: "Error: 4 is too many tokens for a simple label: 1 2 0 4", the
+                    # example read unlabelled
+                    label, weight, base = np.nan, 1.0, 0.0
+                    notes = _note(notes, nnote, 2, nnum, words_s, words_e)
+                    nnote += 1
+                elif bad:
+                    err = 2
+                else:
+                    for k in range(npend):
+                        notes = _note(notes, nnote, 1, 0, pend[2 * k], pend[2 * k + 1])
+                        nnote += 1
+                    if weight < 0:
+                        err = 6
             if err == 0 and base != 0.0:
                 err = 7
         ex_start = nnz
@@ -433,7 +546,7 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
                 continue
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex], weights[:nex],
                     tag_ptr[:nex + 1], tag_blob[:ntag], skipped, err, line,
-                    blanks[:nblank].copy(), ignored[:0].copy())
+                    blanks[:nblank].copy(), ignored[:0].copy(), notes[:4 * nnote].copy())
         if runs and plain:  # the parsed order is VW's: no grouping, no interactions
             if constant:
                 if nnz == len(indices):
@@ -475,4 +588,5 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
         indices, values = indices[:nnz].copy(), values[:nnz].copy()
     return (indptr[:nex + 1].copy(), indices, values, labels[:nex].copy(),
             weights[:nex].copy(), tag_ptr[:nex + 1].copy(), tag_blob[:ntag].copy(),
-            skipped, 0, line, blanks[:nblank].copy(), _counts(ignored, nignored, nex))
+            skipped, 0, line, blanks[:nblank].copy(), _counts(ignored, nignored, nex),
+            notes[:4 * nnote].copy())

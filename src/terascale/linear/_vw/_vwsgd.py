@@ -138,6 +138,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             total_w, nsnx = float(st[TOTAL_WEIGHT]), float(st[SUM_NORM_X])
     t0, state0 = seen_t, (total_w, nsnx)
     opening(float(eta), seen_t)  # (VW's preamble: its rate and t once set up)
+    if data.notes and not args.quiet:  # (VW's lines on its label sections: standard output)
+        print("\n".join(data.notes), flush=True)
     X = data.X
     features = np.diff(X.indptr)  # (VW's gd counts the crosses too; its batch learners not)
     sumsq = _sum_feat_sq(data, paths) if invariant and not (adaptive or normalized) \

@@ -38,9 +38,10 @@ _MIN_BYTES_PER_FEATURE = 1 / 64  # past that (-q :: on short lines): the numba p
 
 
 def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip_bad: bool,
-             ignore: np.ndarray, ignore_linear: np.ndarray) -> tuple:
+             ignore: np.ndarray, ignore_linear: np.ndarray, lenient: bool = False) -> tuple:
     """:func:`._vwparse.parse_vw_bytes`'s result, from the compiled parser where the options
-    and the buffer allow it."""
+    and the buffer allow it (a label section VW reads with a warning is outside its subset:
+    ``lenient``'s lines are the numba parser's)."""
     table = np.ascontiguousarray(table, np.int32)  # (one type: one compiled numba parser)
     if _FAST is not None and not ignore_linear.any():
         n = len(buf)
@@ -73,8 +74,9 @@ def parse_vw(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool, skip
                 indices, values = indices[:nnz].copy(), values[:nnz].copy()
             return (indptr[:nex + 1].copy(), indices, values, labels[:nex].copy(),
                     weights[:nex].copy(), tag_ptr[:nex + 1].copy(), tag_blob[:ntag].copy(),
-                    0, 0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return parse_vw_bytes(buf, mask, table, constant, skip_bad, ignore, ignore_linear)
+                    0, 0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                    np.zeros(0, np.int64))
+    return parse_vw_bytes(buf, mask, table, constant, skip_bad, ignore, ignore_linear, lenient)
 
 
 _NO_TAGS = np.zeros(0, np.int64)
