@@ -346,6 +346,15 @@ def train(args: argparse.Namespace) -> int:
     nxt = prog.due = prog.first_due() if out else 1.0
     warn = out is not None and loss_spec(opts.loss).counts  # (VW's [warning]s, on stdout)
     seen_w, seen_n = 0.0, 0
+    kept = getattr(args, "vw_preserved", None) or {}
+    if "examples" in kept:  # --preserve_performance_counters: VW's table goes on from -i's
+        labelled = kept["weighted_labeled_examples"]
+        seen_w = labelled + kept["weighted_unlabeled_examples"]
+        seen_n = int(kept["examples"])
+        prog.done = np.array([kept["sum_loss"], labelled, 0.0, 0.0])
+        prog.prev = np.array([kept["sum_loss"] - kept["since"], kept["old"], 0.0, 0.0])
+        prog.since = np.array([kept["since"], labelled - kept["old"], 0.0, 0.0])
+        nxt = prog.due = kept["dump"]
     reader = _Parser(parse, getattr(args, "vw_grams", None))
     writers = prediction_writers(args)
 
@@ -476,7 +485,8 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     info: dict[str, Any] = {"pass_totals": totals,
                             "vw_progress": [float(prog.due), float(prog.since[0]),
                                             float(prog.prev[1])],
-                            "vw_generation": run_generation(args)}
+                            "vw_generation": run_generation(args),
+                            "vw_preserved": getattr(args, "vw_preserved", None) or {}}
     if how != "identity":
         info["link"] = how
     if counters.get("t"):

@@ -148,7 +148,8 @@ def closing_block(info: dict[str, Any]) -> str:
 
     ``info``: the model's (``pass_totals``, ``examples``, ``feature_count``, ``labels``),
     with ``holdout`` (whether the run held examples out, :func:`holdout_on`),
-    ``vw_preserved`` (-i's counters under ``--preserve_performance_counters``),
+    ``vw_preserved`` (-i's counters under ``--preserve_performance_counters``: the block
+    goes on from them, as VW's, the run counted as one more pass),
     ``multiclass_log_loss`` (its line's value, :func:`multiclass_log_loss`) and, for the
     best constant, ``loss``, ``quantile_tau`` and ``best_constant`` (False:
     ``--dont_output_best_constant``)."""
@@ -163,12 +164,24 @@ def closing_block(info: dict[str, Any]) -> str:
         examples = int(totals[0][7])
         weight += sum(t[6] for t in totals)
         features = int(sum(t[8] for t in totals))
+    label_sum = sum(t[9] for t in totals) if all(len(t) >= 10 for t in totals) else 0.0
+    kept = info.get("vw_preserved") or {}
+    if "examples" in kept:  # VW's counters carried on from -i's: its passes one more
+        examples = int(kept["examples"]) + (int(sum(t[7] for t in totals))
+                                            if totals and all(len(t) >= 9 for t in totals)
+                                            else examples * passes)
+        passes += int(kept.get("passes", 0))
+        examples //= max(passes, 1)  # (VW's example_number / current_pass)
+        weight += kept.get("weighted_labeled_examples", 0.0) + \
+            kept.get("weighted_unlabeled_examples", 0.0)
+        labelled += kept.get("weighted_labeled_examples", 0.0)
+        label_sum += kept.get("weighted_labels", 0.0)
+        features += int(kept.get("features", 0))
     lines = ["", "finished run"]
     if passes > 1:
         lines += [f"number of examples per pass = {examples}", f"passes used = {passes}"]
     else:
         lines.append(f"number of examples = {examples}")
-    label_sum = sum(t[9] for t in totals) if all(len(t) >= 10 for t in totals) else 0.0
     lines += [f"weighted example sum = {weight:.6f}",
               f"weighted label sum = {label_sum:.6f}",
               f"average loss = "
