@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import FULL, ab_lines, real_label, run_ts, run_vw, stdouts
+from _vw_runs import FULL, ab_lines, more, real_label, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -389,3 +389,28 @@ def test_bfgs_workers_shares_of_gzip_and_standard_input(tmp_path):
     r = subprocess.run([*ts, "-d", "cut.vw.gz", "-n", "2", *flags, "cut.rm"], cwd=tmp_path,
                        env=_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "cut.vw.gz: cannot read" in r.stderr
+
+
+_GRAM_LINES = ["1 |text w1 w2 w3:abc |b x y", "-1 |text w2 w4 :3 w1 |t2 q r",
+               "1 |t2 w1 w2 w3 |b y", "0.5 | w1 w2 w3 |b y z"]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--ngram", "3", "--skips", "1", "-q", "tb"],
+    more(["--ngram", "t2", "--redefine", "s:=t", "--feature_limit", "b1", "--hash_seed", "3",
+          "--ignore_linear", "t", "-q", "::"]),
+    more(["--affix", "+2t", "-q", "tb"])])
+def test_invert_hash_names_generated_features_by_their_words(flags, tmp_path, capfd,
+                                                             monkeypatch):
+    """--invert_hash after --ngram/--skips (and the other rewrites of the features):
+    VW's names (``text^w1^w2``, the first word's namespace, a string value left out of
+    the n-gram; ``affix^t+2=ab``; crosses of them), VW's lines to the bit."""
+    (tmp_path / "d.vw").write_text("\n".join(_GRAM_LINES * 3) + "\n")
+    run_vw(["-d", "d.vw", *flags, "--invert_hash", "vw.ih"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "--invert_hash", "ts.ih"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    got = sorted((tmp_path / "ts.ih").read_text().splitlines())
+    assert got == sorted((tmp_path / "vw.ih").read_text().splitlines())
+    assert not any(re.search(r"\^\d{5,}", ln) for ln in got)  # (none named by a hash)
+

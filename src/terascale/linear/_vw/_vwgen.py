@@ -33,7 +33,9 @@ interactions as always, so the examples are VW's bit for bit; the hot path never
 flags. The rewritten copy lives in a temporary file (removed at exit). Where only the hashes
 change (``--hash_seed``, ``--hash all``), ``SOURCES`` maps the copy back to its input and
 its hashing, and ``--audit`` and ``--invert_hash`` name the features by the original words;
-with the other flags their names are the generated ones.
+with the other flags ``GENERATED`` keeps the input and the generation, and
+``--invert_hash`` names each feature as VW does (an n-gram by its words, ``t^w2^w47``, an
+affix ``affix^t+2=ab``), while ``--audit``'s names are the rewritten ones.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 
-__all__ = ["INPUTS", "SOURCES", "FeatureGen", "rewrite_inputs"]
+__all__ = ["GENERATED", "INPUTS", "SOURCES", "FeatureGen", "rewrite_inputs"]
 
 QUADRATIC_CONSTANT = 27942141  # VW's multiplier of an n-gram's indices
 AFFIX_CONSTANT = 13903957
@@ -60,6 +62,8 @@ _U32 = (1 << 32) - 1
 # a rewritten copy -> (its input, --hash_seed, --hash all), where only the hashes changed
 SOURCES: dict[str, tuple[str, int, bool]] = {}
 INPUTS: dict[str, str] = {}  # a rewritten copy -> its input (the preamble names the input)
+# a rewritten copy -> (its input, the generation), where features were added or dropped
+GENERATED: dict[str, tuple[str, FeatureGen]] = {}
 
 
 def _atoi(s: str) -> int:
@@ -195,8 +199,12 @@ class FeatureGen:
         return table.get(c, table.get(-1, default))
 
     # -- one line ------------------------------------------------------------------
-    def line(self, text: str, where: str) -> str:
-        """The line with every feature named by its final hash (see the module)."""
+    def line(self, text: str, where: str,
+             names: dict[int, list[tuple[int, str | None]]] | None = None) -> str:
+        """The line with every feature named by its final hash (see the module);
+        ``names``, where given, gets each namespace letter's features as the line has them,
+        (32-bit hash, VW's name: ``ns^w``, an n-gram ``ns^w1^w2`` after its first word's
+        namespace, its words without their string values; an affix ``affix^t+2=ab``)."""
         from .._io._hashing import hash_space
 
         body = text.rstrip("\r\n")
@@ -204,23 +212,24 @@ class FeatureGen:
         if bar < 0:
             return body
         mask = (1 << self.bits) - 1
-        groups: dict[int, list[tuple[int, float, str | None, str | None]]] = {}
+        groups: dict[int, list[tuple[int, float, str | None, str | None,
+                                     tuple[str, str, str] | None]]] = {}
         for sec in body[bar + 1:].split("|"):
             toks = sec.split()
             if sec[:1] in ("", " ", "\t"):
-                c = 32
+                c, ns = 32, ""
                 ns_hash = 0 if not self.seed else _murmur(b"", self.seed)
                 scale_tok: str | None = None
                 feats = toks
             else:
                 if not toks:
                     continue
-                name, _, scale_tok_ = toks[0].partition(":")
+                ns, _, scale_tok_ = toks[0].partition(":")
                 scale_tok = scale_tok_ or None
-                c = name.encode()[0]
+                c = ns.encode()[0]
                 if self.redefine is not None:
                     c = self.redefine[c]
-                ns_hash = _hashstring(name, self.seed, self.hash_all)
+                ns_hash = _hashstring(ns, self.seed, self.hash_all)
                 feats = toks[1:]
             scale = _float(scale_tok, where) if scale_tok else 1.0
             out = groups.setdefault(c, [])
@@ -242,15 +251,20 @@ class FeatureGen:
                 else:
                     h = (ns_hash + anon) & _U32
                     anon += 1
-                out.append((h & mask, float(v), val if colon else None, scale_tok))
+                out.append((h & mask, float(v), val if colon else None, scale_tok,
+                            (ns, name, f"^{val}" if text else "")))
                 if name and c in self.affix:
                     afx = groups.setdefault(AFFIX_NAMESPACE, [])
                     for prefix, ln, code in self.affix[c]:
                         b = name.encode()  # (VW cuts bytes)
-                        h = (_hashbytes(b[:ln] if prefix else b[-ln:], ns_hash,
-                                        self.hash_all)
+                        part = b[:ln] if prefix else b[-ln:]
+                        h = (_hashbytes(part, ns_hash, self.hash_all)
                              * (AFFIX_CONSTANT + code * QUADRATIC_CONSTANT)) & _U64
-                        afx.append((h & mask, float(v), val if colon else None, scale_tok))
+                        word = (f"{chr(c) if c != 32 else ''}{'+' if prefix else '-'}"
+                                f"{chr(48 + ln)}="
+                                f"{part.decode(errors='surrogateescape')}")
+                        afx.append((h & mask, float(v), val if colon else None, scale_tok,
+                                    ("affix", word, "")))
         lines = []
         for c, fs in groups.items():
             if not fs:
@@ -265,12 +279,16 @@ class FeatureGen:
                 fs = _limited(fs, len(fs), mask)
             if self.keep is not None:
                 fs = [f for f in fs if f[0] & mask in self.keep]
+            if names is not None:
+                names[c] = [(f[0] & _U32, None if f[4] is None else
+                             f"{f[4][0]}^{f[4][1]}{f[4][2]}" if f[4][0] else
+                             f"{f[4][1]}{f[4][2]}") for f in fs]
             letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else chr(c)
             base = 0 if c == 32 else hash_space(letter)
             head = "|" if c == 32 else "|" + letter
             segs: list[str] = []
             cur: object = object()
-            for h, _v, val, stok in fs:
+            for h, _v, val, stok, _ in fs:
                 if stok != cur:
                     segs.append(head + (f":{stok}" if stok else "") + " ")
                     cur = stok
@@ -283,6 +301,7 @@ class FeatureGen:
 def _grams(fs: list, n_max: int, skip_max: int) -> list:
     """VW's add_grams: the 2..n-grams with up to ``skip_max`` skips, in VW's order."""
     idx = [f[0] for f in fs]
+    words = [f[4] for f in fs]
     length = len(idx)
     out: list = []
 
@@ -292,7 +311,9 @@ def _grams(fs: list, n_max: int, skip_max: int) -> list:
                 new = idx[i]
                 for k in mask[1:]:
                     new = (new * QUADRATIC_CONSTANT + idx[i + k]) & _U64
-                out.append((new, 1.0, None, None))
+                word = None if any(words[i + k] is None for k in mask) else (
+                    words[i][0], "^".join(words[i + k][1] for k in mask), "")
+                out.append((new, 1.0, None, None, word))
         if ngram > 0:
             mask.append(mask[-1] + 1 + skips)
             add(ngram - 1, skip_gram, mask, 0)
@@ -375,5 +396,7 @@ def rewrite_inputs(paths: Sequence[str], gen: FeatureGen) -> list[str]:
         INPUTS[tmp] = path
         if gen.renames_only:
             SOURCES[tmp] = (path, gen.seed, gen.hash_all)
+        else:
+            GENERATED[tmp] = (path, gen)
         out.append(tmp)
     return out
