@@ -414,3 +414,24 @@ def test_invert_hash_names_generated_features_by_their_words(flags, tmp_path, ca
     assert got == sorted((tmp_path / "vw.ih").read_text().splitlines())
     assert not any(re.search(r"\^\d{5,}", ln) for ln in got)  # (none named by a hash)
 
+
+@pytest.mark.parametrize("learner", ["--bfgs", more("--conjugate_gradient")])
+def test_test_only_of_a_batch_model_prints_the_batch_learners_lines(learner, tmp_path):
+    """-t -i MODEL of a --bfgs/--conjugate_gradient model: VW's batch learner's opening,
+    its [info] note, its one -nan pass line and the test block (no online table); the
+    predictions VW's."""
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(200, 5)) + "\n")
+    run_vw(["-d", "d.vw", learner, "--passes", "3", "-c", "-k", "--predict_only_model",
+            "-f", "m", "--quiet"], tmp_path)
+    runs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, "-t", "-i", "m", "-d", "d.vw", "--predict_only_model",
+                            "-p", "p"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        err = [ln for ln in r.stderr.splitlines()  # (VW's lines on its reductions)
+               if not ln.startswith(("Enabled learners", "Input label", "Output pred"))]
+        runs.append((err, r.stdout, (tmp_path / "p").read_text()))
+    assert runs[1] == runs[0]
+    assert any(ln.startswith(" 1 -nan") for ln in runs[1][0])

@@ -548,7 +548,7 @@ def test(args: argparse.Namespace) -> int:
     from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code, loss_spec
     from ._vwmodel import model_t, read_vw_model, run_generation
     from ._vwout import all_or_none, link, prediction_writers
-    from ._vwreport import preamble, test_block
+    from ._vwreport import batch_test_lines, preamble, test_block
 
     fast, options, paths, how = _begin(args)
     args.data, args.data_flag = paths, []  # (standard input read once: the numba pass
@@ -566,11 +566,18 @@ def test(args: argparse.Namespace) -> int:
         return int(_cli_run.train(args) or 0)
     how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
     binary = bool(args.binary or model.info.get("binary"))  # (and --binary)
+    batch = batch_test_lines(args, bits)  # (a --bfgs model: VW's batch learner's lines)
     if not args.quiet:
-        print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                       raw=getattr(args, "raw_predictions", None), initial=args.initial,
-                       cache=getattr(args, "vw_cache", None),
-                       initial_t=model_t(args.initial)), file=sys.stderr)
+        text = preamble(options, paths, model=args.model, predictions=args.predictions,
+                        raw=getattr(args, "raw_predictions", None), initial=args.initial,
+                        cache=getattr(args, "vw_cache", None),
+                        initial_t=model_t(args.initial))
+        if batch is not None:  # (after where the outputs go, before the input's lines)
+            at = text.index("\nusing no cache") if "\nusing no cache" in text else \
+                text.index("\ncreating cache_file")
+            text = f"{text[:at]}\n{batch[0]}{text[at:]}" if at else f"{batch[0]}\n{text}"
+            print(batch[1], flush=True)
+        print(text, file=sys.stderr)
     # the weights alone, 4 bytes a row (VW's -t table: -b 26, 256 MB; the learner's rows
     # of three, or the numba pass above -b 24, held 1286 MB of a 7M-feature model)
     table = np.zeros(1 << bits, np.float32)
@@ -591,7 +598,7 @@ def test(args: argparse.Namespace) -> int:
     total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
     labels_seen: list[float] = []
     progress = None
-    if not args.quiet:
+    if not args.quiet and batch is None:
         progress = _cli_run._TestProgress(how, binary)
         progress.poisson = loss_spec(loss).counts
     writers = prediction_writers(args)
@@ -625,6 +632,8 @@ def test(args: argparse.Namespace) -> int:
                 if len(labels_seen) < 3:
                     labels_seen = _distinct(labels_seen, labels[start:end])
     if not args.quiet:
+        if batch is not None:
+            print(batch[2], file=sys.stderr)
         print(test_block(int(total[2]), float(total[1]), float(total[0]), float(total[3]),
                          label_sum=float(total[4]), features=int(total[5]),
                          labels=labels_seen,

@@ -27,8 +27,8 @@ import numpy as np
 
 from .._online._progress import fixed as _fixed
 
-__all__ = ["average_loss", "best_constant", "closing_block", "holdout_on",
-           "multiclass_log_loss", "preamble", "test_block"]
+__all__ = ["average_loss", "batch_test_lines", "best_constant", "closing_block",
+           "holdout_on", "multiclass_log_loss", "preamble", "test_block"]
 
 def holdout_on(options: dict[str, Any]) -> bool:
     """Whether a run with these training options holds examples out, as VW's
@@ -279,3 +279,31 @@ def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
     if options.get("passes", 1) > 1 or options.get("bfgs") or options.get("cg"):
         lines.append(f"decay_learning_rate = {options.get('decay_learning_rate', 1.0):g}")
     return "\n".join(lines)
+
+
+def batch_test_lines(args: Any, bits: int) -> tuple[str, str, str] | None:
+    """VW's lines of its batch learner in a ``-t`` run (none learns): where the command
+    line or -i's model names ``--bfgs``/``--conjugate_gradient``, the learner's opening
+    (what it enables and its table's header, on standard error after where the outputs go),
+    its ``[info]`` note on its memory (standard output) and its one pass line (no example
+    was learned from: VW's average over weight 0, ``-nan``), which ends its table; None
+    for a model of the online learner."""
+    from ._vwmodel import model_options
+
+    saved = model_options(args.initial) if args.initial else []
+    cg = args.cg is not None or ("--conjugate_gradient" in saved and args.bfgs is None)
+    if not (cg or args.bfgs is not None or "--bfgs" in saved):
+        return None
+    m = 0 if cg else int(getattr(args, "memory", 15))
+    curvature = bool(getattr(args, "hessian_on", False)) or m == 0
+    head = (f"enabling {'conjugate gradient optimization via BFGS' if m == 0 else 'BFGS based optimization'} "
+            f"{'with curvature calculation' if curvature else '**without** curvature calculation'}\n"
+            + "{:>2s} {:<10s}\t{:<10s}\t{:<10s}\t {:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<s}"
+            .format("##", "avg. loss", "der. mag.", "d. m. cond.", "wolfe1", "wolfe2",
+                    "mix fraction", "curvature", "dir. magnitude", "step size"))
+    note = (f"[info] m = {m}, allocated {((1 << bits) * (4 * (2 * m or 1) + 16)) >> 20}M for "
+            f"weights and mem")
+    nan = f"{'-nan':<10s}\t"
+    end = (f" 1 {nan * 3}{' ' * 10}\t{' ' * 10}\t{' ' * 10}\tMaximum number of passes "
+           f"reached. To optimize further, increase the number of passes")
+    return head, note, end
