@@ -435,3 +435,36 @@ def test_test_only_of_a_batch_model_prints_the_batch_learners_lines(learner, tmp
         runs.append((err, r.stdout, (tmp_path / "p").read_text()))
     assert runs[1] == runs[0]
     assert any(ln.startswith(" 1 -nan") for ln in runs[1][0])
+
+
+_SPELLED = ["1 |text W1 w2.3 Ab#c:2 |b x y 12 |text more", "-1 |text w2 w4 :3 w1 |t2 q r",
+            "1 |t2 w1 w2 w3:abc |b y", "0.5 | w1 Zz 33 |b:0.5 y z"]
+
+
+@pytest.mark.parametrize("flags", [["--spelling", "t", "--spelling", "_", "-q", "tb"],
+                                   more(["--spelling", "b", "--affix", "+2t", "--redefine", "s:=t",
+                                         "--hash", "all", "--hash_seed", "7"])])
+def test_spelling_features_are_vws(flags, tmp_path, capfd, monkeypatch):
+    """--spelling NS: VW's spelling features (0/a/A/./# per byte of each name, an anonymous
+    feature's empty spelling hashed to the namespace's hash, the spelling namespace listed
+    before the namespace that made it): VW's predictions, --invert_hash names and
+    --readable_model to the bit; each tool's -i of the other's model (which keeps
+    --spelling) predicts as VW's own."""
+    (tmp_path / "d.vw").write_text("\n".join(_SPELLED * 4) + "\n")
+    args = ["-d", "d.vw", *flags, "--quiet"]
+    outs = ["-p", "{}.p", "--invert_hash", "{}.ih", "--readable_model", "{}.rm", "-f", "{}.m"]
+    run_vw([*args, *(o.format("vw") for o in outs)], tmp_path)
+    code, err = run_ts(capfd, [*args, *(o.format("ts") for o in outs)], tmp_path, monkeypatch)
+    assert code == 0, err
+    for ext in ("p", "rm"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    assert sorted((tmp_path / "ts.ih").read_text().splitlines()) == \
+        sorted((tmp_path / "vw.ih").read_text().splitlines())
+    assert "spelling^t_Aa#a" in (tmp_path / "ts.ih").read_text() or "-q" not in flags
+    run_vw(["-d", "d.vw", "-i", "ts.m", "-p", "vw_ts.p", "--quiet"], tmp_path)
+    run_vw(["-d", "d.vw", "-i", "vw.m", "-p", "want.p", "--quiet"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "vw.m", "-p", "ts_vw.p", "--quiet"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    for other in ("vw_ts.p", "ts_vw.p"):
+        assert (tmp_path / other).read_text() == (tmp_path / "want.p").read_text()

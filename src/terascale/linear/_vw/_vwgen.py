@@ -1,7 +1,7 @@
 """VW's parse-time feature generation for ``terascale vw``: ``--redefine``, ``--ngram``,
 ``--skips``, ``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--affix``,
-``--sort_features`` (``--feature_limit`` without a limit: sorted, repeats dropped) and
-``--feature_mask``'s filter.
+``--sort_features`` (``--feature_limit`` without a limit: sorted, repeats dropped),
+``--spelling`` and ``--feature_mask``'s filter.
 
 VW applies these while it parses a line, to each namespace's list of hashed features:
 ``--redefine N:=S`` files the namespaces whose names start with a letter of S under the
@@ -18,7 +18,12 @@ namespace ns (the default one without ns), its prefix (``+``) or suffix (``-``) 
 characters as a feature of VW's affix namespace (character 132), of the feature's value
 and index ``hash(affix, namespace hash) * (13903957 + code * 27942141)``, where code is
 ``L << 1 | prefix`` (VW's ``parse_example_text``); the affix namespace joins the line
-where its first feature appears. ``--feature_mask`` (VW's ``gd`` never updates a weight that
+where its first feature appears, before the namespace that made it (VW lists a namespace
+once its features are read). ``--spelling NS`` (``_``: the default namespace) adds, for
+each feature of NS, its name's spelling (each digit ``0``, lowercase letter ``a``,
+uppercase letter ``A``, ``.`` itself, any other byte ``#``) as a feature of VW's spelling
+namespace (character 133), of the feature's value and index ``hashstring(spelling,
+namespace hash)``, joining the line as the affix namespace does. ``--feature_mask`` (VW's ``gd`` never updates a weight that
 is 0, nor counts it in the adaptive and normalized sums, so a feature whose starting weight
 is 0 stays out of every sum) drops the features whose index is not in the mask's set of
 nonzero weights: the same examples for the learner, without a branch on its hot path.
@@ -55,7 +60,9 @@ __all__ = ["GENERATED", "INPUTS", "SOURCES", "FeatureGen", "rewrite_inputs"]
 QUADRATIC_CONSTANT = 27942141  # VW's multiplier of an n-gram's indices
 AFFIX_CONSTANT = 13903957
 AFFIX_NAMESPACE = 132
+SPELLING_NAMESPACE = 133
 _AFFIX_NAME = "\x7faffix"  # how the rewritten text names it (any name: its hash is undone)
+_SPELLING_NAME = "\x7fspelling"
 _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
 
@@ -155,17 +162,19 @@ class FeatureGen:
     affix: dict[int, list[tuple[bool, int, int]]] = field(default_factory=dict)
     hash_all: bool = False  # --hash all: every name hashed with MurmurHash3
     sort: bool = False  # --sort_features: each namespace's features by index, repeats dropped
+    spelling: frozenset[int] = frozenset()  # --spelling: the namespaces spelled
 
     @classmethod
     def from_flags(cls, *, bits: int, ngram: Sequence[str], skips: Sequence[str],
                    feature_limit: Sequence[str], redefine: Sequence[str],
                    hash_seed: int, keep: frozenset[int] | None = None,
                    affix: Sequence[str] = (), hash_all: bool = False,
-                   sort_features: bool = False) -> FeatureGen | None:
+                   sort_features: bool = False,
+                   spelling: Sequence[str] = ()) -> FeatureGen | None:
         """None when no flag of VW's feature generation is given (``keep``: the indices
         of ``--feature_mask``'s nonzero weights)."""
         if not (ngram or skips or feature_limit or redefine or hash_seed
-                or keep is not None or affix or hash_all or sort_features):
+                or keep is not None or affix or hash_all or sort_features or spelling):
             return None
         if sort_features and (ngram or feature_limit or affix):
             raise ConfigError("--sort_features with --ngram/--feature_limit/--affix is not "
@@ -180,20 +189,22 @@ class FeatureGen:
         return cls(bits=bits, ngram=_table(ngram, "--ngram"), skips=_table(skips, "--skips"),
                    limit=_table(feature_limit, "--feature_limit"),
                    redefine=_redefine(redefine), seed=hash_seed, keep=keep,
-                   affix=_affix(affix), hash_all=hash_all, sort=sort_features)
+                   affix=_affix(affix), hash_all=hash_all, sort=sort_features,
+                   spelling=frozenset(32 if v[:1] == "_" else v.encode()[0]
+                                      for v in spelling if v))
 
     @property
     def renames_only(self) -> bool:
         """Whether only the hashes change: each feature keeps its place and word."""
         return not (self.ngram or self.skips or self.limit or self.redefine is not None
-                    or self.keep is not None or self.affix or self.sort)
+                    or self.keep is not None or self.affix or self.sort or self.spelling)
 
     @property
     def grams_only(self) -> bool:
         """Whether only ``--ngram``/``--skips`` are asked for (the compiled parser's)."""
         return bool(self.ngram or self.skips) and not (
             self.limit or self.redefine is not None or self.seed or self.keep is not None
-            or self.affix or self.hash_all or self.sort)
+            or self.affix or self.hash_all or self.sort or self.spelling)
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))
@@ -212,6 +223,7 @@ class FeatureGen:
         if bar < 0:
             return body
         mask = (1 << self.bits) - 1
+        order: list[int] = []  # (the namespaces in the order VW lists them)
         groups: dict[int, list[tuple[int, float, str | None, str | None,
                                      tuple[str, str, str] | None]]] = {}
         for sec in body[bar + 1:].split("|"):
@@ -232,6 +244,7 @@ class FeatureGen:
                 ns_hash = _hashstring(ns, self.seed, self.hash_all)
                 feats = toks[1:]
             scale = _float(scale_tok, where) if scale_tok else 1.0
+            new = not groups.get(c)
             out = groups.setdefault(c, [])
             anon = 0
             for tok in feats:
@@ -254,6 +267,8 @@ class FeatureGen:
                 out.append((h & mask, float(v), val if colon else None, scale_tok,
                             (ns, name, f"^{val}" if text else "")))
                 if name and c in self.affix:
+                    if not groups.get(AFFIX_NAMESPACE):
+                        order.append(AFFIX_NAMESPACE)
                     afx = groups.setdefault(AFFIX_NAMESPACE, [])
                     for prefix, ln, code in self.affix[c]:
                         b = name.encode()  # (VW cuts bytes)
@@ -265,10 +280,20 @@ class FeatureGen:
                                 f"{part.decode(errors='surrogateescape')}")
                         afx.append((h & mask, float(v), val if colon else None, scale_tok,
                                     ("affix", word, "")))
+                if c in self.spelling:  # (every feature, an anonymous one's spelling empty)
+                    spell = _spelling(name)
+                    # (VW's hashstring, whatever --hash: of "" the seed itself)
+                    h = _hashbytes(spell.encode(), ns_hash) if spell else ns_hash
+                    if not groups.get(SPELLING_NAMESPACE):
+                        order.append(SPELLING_NAMESPACE)
+                    groups.setdefault(SPELLING_NAMESPACE, []).append(
+                        (h & mask, float(v), val if colon else None, scale_tok,
+                         ("spelling", (f"{chr(c)}_" if c != 32 else "") + spell, "")))
+            if new and out:  # (VW lists a namespace once its features are read: after
+                order.append(c)  # the affix and spelling ones it made first)
         lines = []
-        for c, fs in groups.items():
-            if not fs:
-                continue
+        for c in order:
+            fs = groups[c]
             n = self._of(self.ngram, c)
             if n > 1:
                 fs = fs + _grams(fs, n, self._of(self.skips, c))
@@ -283,7 +308,8 @@ class FeatureGen:
                 names[c] = [(f[0] & _U32, None if f[4] is None else
                              f"{f[4][0]}^{f[4][1]}{f[4][2]}" if f[4][0] else
                              f"{f[4][1]}{f[4][2]}") for f in fs]
-            letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else chr(c)
+            letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else \
+                _SPELLING_NAME if c == SPELLING_NAMESPACE else chr(c)
             base = 0 if c == 32 else hash_space(letter)
             head = "|" if c == 32 else "|" + letter
             segs: list[str] = []
@@ -324,6 +350,14 @@ def _grams(fs: list, n_max: int, skip_max: int) -> list:
     for n in range(1, n_max):
         add(n, skip_max, [0], 0)
     return out
+
+
+def _spelling(name: str) -> str:
+    """VW's spelling of a feature name: each byte a digit ``0``, a lowercase letter ``a``,
+    an uppercase one ``A``, ``.`` itself, anything else ``#``."""
+    return "".join("0" if 48 <= b <= 57 else "a" if 97 <= b <= 122 else
+                   "A" if 65 <= b <= 90 else "." if b == 46 else "#"
+                   for b in name.encode("utf-8", "surrogateescape"))
 
 
 def _limited(fs: list, limit: int, mask: int) -> list:

@@ -154,6 +154,7 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
         opts.append(("hash", gen["hash"][0]))
     opts += [("redefine", v) for v in gen.get("redefine", [])]
     opts += [("affix", v) for v in gen.get("affix", [])[:1]]
+    opts += [("spelling", v) for v in gen.get("spelling", [])]
     # (by name; a name's values in the order given, as VW's)
     text = "".join(f" --{k}" + (f" {v}" if v else "")
                    for k, v in sorted(opts, key=lambda o: o[0]))
@@ -683,7 +684,7 @@ def read_vw_model(path: str, *, oaa: bool = False,
         seeded = (name == "hash_seed" and [val] == [str(v) for v in
                                                    gen.get("hash_seed", [])]) or \
             (name == "hash" and [val] in (["strings"], gen.get("hash"))) or \
-            (name in ("redefine", "affix") and val in gen.get(name, []))
+            (name in ("redefine", "affix", "spelling") and val in gen.get(name, []))
         if name not in _PLAIN and name not in _RULES and not seeded and not (
                 oaa and name in ("oaa", "named_labels", "indexing")):
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "

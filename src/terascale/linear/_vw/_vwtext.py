@@ -250,7 +250,7 @@ def _generated_names(path: str, gen: Any, flags: tuple[np.ndarray, np.ndarray],
         for c, fs in named.items():
             if ignored[c]:
                 continue
-            letter = "\x7faffix" if c == 132 else chr(c)
+            letter = "\x7faffix" if c == 132 else "\x7fspelling" if c == 133 else chr(c)
             base = 0 if c == 32 else hash_space(letter)
             g = groups[c] = [(h, full if full is not None else
                               f"{letter}^{(h - base) & 0xFFFFFFFF}") for h, full in fs]
@@ -406,6 +406,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")]
             + [f"--redefine {v}" for v in _generation(model, "redefine")]
             + [f"--affix {v}" for v in _generation(model, "affix")[:1]]
+            + [f"--spelling {v}" for v in _generation(model, "spelling")]
             + list(options))
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {''.join(sorted({c for v in getattr(pa, k) for c in v}))}"
