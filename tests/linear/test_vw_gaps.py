@@ -468,3 +468,22 @@ def test_spelling_features_are_vws(flags, tmp_path, capfd, monkeypatch):
     assert code == 0, err
     for other in ("vw_ts.p", "ts_vw.p"):
         assert (tmp_path / other).read_text() == (tmp_path / "want.p").read_text()
+
+
+@pytest.mark.parametrize("flags", [["--holdout_after", "120"],
+                                   more(["--holdout_after", "40", "--loss_function",
+                                         "logistic", "-P", "5"]),
+                                   more(["--holdout_after", "500"])])
+def test_test_only_holds_out_after_n_as_vw(flags, tmp_path, capfd, monkeypatch):
+    """-t -i MODEL --holdout_after N: VW holds the examples after the N-th out under -t
+    too: its table and counters are the first N examples', its average loss the held-out
+    ones' (marked h; "undefined (no holdout)" without any); every example predicted."""
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(300, 9, logistic=True)) + "\n")
+    run_vw(["-d", "d.vw", "--loss_function", "logistic", "-f", "m", "--quiet"], tmp_path)
+    args = ["-t", "-i", "m", "-d", "d.vw", *flags, "-p"]
+    want = run_vw([*args, "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert got[got.index("average  since"):] == want[want.index("average  since"):]
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert " h\n" in got or "undefined" in got

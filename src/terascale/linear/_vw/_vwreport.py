@@ -198,7 +198,8 @@ def closing_block(info: dict[str, Any]) -> str:
 def test_block(examples: int, weight: float, loss: float, seen: float | None = None, *,
                label_sum: float | None = None, features: int | None = None,
                labels: list[float] | None = None, loss_name: str | None = None,
-               tau: float = 0.5, log_loss: str | None = None) -> str:
+               tau: float = 0.5, log_loss: str | None = None,
+               holdout: tuple[float, float] | None = None) -> str:
     """VW's ``finished run`` block for ``-t`` (test only).
 
     Parameters
@@ -217,8 +218,14 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
         best constant, ``--dont_output_best_constant``) and ``--quantile_tau``.
     log_loss
         VW's ``average multiclass log loss`` (:func:`multiclass_log_loss`), or None.
+    holdout
+        ``--holdout_after``'s held-out examples' (loss, labelled weight): the average loss
+        is theirs, marked ``h``, as VW's (None: no holdout).
     """
     avg = _fixed(loss / weight) if weight > 0 else "n.a."
+    if holdout is not None:
+        avg = (f"{float(np.float32(holdout[0] / holdout[1])):.6f} h" if holdout[1] > 0
+               else "undefined (no holdout)")
     seen = weight if seen is None else seen
     lines = ["", "finished run", f"number of examples = {examples}",
              f"weighted example sum = {seen:.6f}"]
