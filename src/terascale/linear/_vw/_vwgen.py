@@ -23,10 +23,11 @@ once its features are read). ``--spelling NS`` (``_``: the default namespace) ad
 each feature of NS, its name's spelling (each digit ``0``, lowercase letter ``a``,
 uppercase letter ``A``, ``.`` itself, any other byte ``#``) as a feature of VW's spelling
 namespace (character 133), of the feature's value and index ``hashstring(spelling,
-namespace hash)``, joining the line as the affix namespace does. ``--feature_mask`` (VW's ``gd`` never updates a weight that
-is 0, nor counts it in the adaptive and normalized sums, so a feature whose starting weight
-is 0 stays out of every sum) drops the features whose index is not in the mask's set of
-nonzero weights: the same examples for the learner, without a branch on its hot path.
+namespace hash)``, joining the line as the affix namespace does. ``--feature_mask``
+(VW's ``gd`` never updates a weight that is 0, nor counts it in the adaptive and
+normalized sums, so a feature whose starting weight is 0 stays out of every sum) drops
+the features whose index is not in the mask's set of nonzero weights: the same examples
+for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
 these flags is given (``--ngram``/``--skips`` alone, on a run the compiled learner takes,
