@@ -487,3 +487,32 @@ def test_test_only_holds_out_after_n_as_vw(flags, tmp_path, capfd, monkeypatch):
     assert got[got.index("average  since"):] == want[want.index("average  since"):]
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
     assert " h\n" in got or "undefined" in got
+
+
+def _weighted_real_lines(n: int, seed: int) -> list[str]:
+    """Real labels far from a logistic model's scores, with importance weights that are
+    not powers of two (each example's weighted loss rounds in float)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        a, x = rng.integers(0, 300, 6), rng.normal()
+        y, w = round(float(x * 2 + a[0] % 5), 3), rng.choice([1, 1, 2, 0.5, 3])
+        out.append(f"{y} {w} |a " + " ".join(f"w{v}" for v in a) + f" x:{x:.4f} |b z"
+                   f"{rng.integers(0, 20)}")
+    return out
+
+
+@pytest.mark.parametrize("numba_pass", [False, more(True)])
+def test_test_only_sums_the_losses_as_vw(numba_pass, tmp_path, capfd, monkeypatch):
+    """-t's closing block: each example's loss times its weight in float, added one at a
+    time in double, as VW's sum_loss (a large average loss's sixth decimal moved with a
+    product in double or numpy's pairwise sum), on the compiled and the numba -t."""
+    (tmp_path / "d.vw").write_text("\n".join(_weighted_real_lines(400, 101)) + "\n")
+    run_vw(["-d", "d.vw", "--loss_function", "logistic", "--link", "logistic", "-q", "ab",
+            "--passes", "2", "-c", "-k", "-f", "m", "--quiet"], tmp_path)
+    args = ["-t", "-i", "m", "-d", "d.vw", *(["-f", "{}.m"] if numba_pass else [])]
+    want = run_vw([a.format("vw") for a in args], tmp_path)
+    code, got = run_ts(capfd, [a.format("ts") for a in args], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert got[got.index("average  since"):] == want[want.index("average  since"):]
+    assert float(re.findall(r"average loss = (\S+)", got)[0]) > 100  # (a large loss)

@@ -541,6 +541,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
         opening()
     from .._batch._linalg import dot
     from .._online._onlinepass import LABELS, distinct_labels
+    from .._vw._vwreport import running_sum
 
     # VW reports the loss the command line names, whatever the model was trained with
     loss = (args.loss or model.loss) if vw_mode else model.loss
@@ -564,16 +565,18 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                 raw_out.write(_lines(blk, raw, "identity", False))
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
-            lv = np.zeros(len(s))
-            lv[ok] = w[ok] * _loss(loss, s[ok], y[ok], args.binary, args.quantile_tau,
-                                     args.expectile_q)
+            lv = np.zeros(len(s))  # (VW's loss times the weight, in float)
+            lv[ok] = np.float32(w[ok]) * np.float32(_loss(loss, s[ok], y[ok], args.binary,
+                                                          args.quantile_tau,
+                                                          args.expectile_q))
             if len(labels) < LABELS:
                 labels = distinct_labels(labels, y[~np.isnan(y)])
             feats = np.asarray(blk.counted(0, len(s)))
             k = len(s) if not after else min(len(s), max(0, after - seen))
             seen += len(s)
             if k < len(s):  # (the examples after the N-th: held out)
-                held += [float(lv[k:].sum()), float(w[k:][ok[k:]].sum())]
+                held[0] = running_sum(held[0], lv[k:])
+                held[1] += float(w[k:][ok[k:]].sum())
                 from types import SimpleNamespace
 
                 blk = SimpleNamespace(labels=blk.labels[:k], weights=blk.weights[:k],
@@ -583,7 +586,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
             if table is not None:
                 table.block(blk, s, lv, np.where(ok, w, 0.0))
             has = ~np.isnan(y)
-            total += [float(lv.sum()), float(w[ok].sum()), len(s), float(w.sum()),
+            total[0] = running_sum(total[0], lv)  # (VW's double sum, in its order)
+            total += [0.0, float(w[ok].sum()), len(s), float(w.sum()),
                       dot(y[has].astype(np.float64), w[has].astype(np.float64)),
                       int(feats.sum())]
     if getattr(args, "vw_mode", False):

@@ -548,7 +548,7 @@ def test(args: argparse.Namespace) -> int:
     from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code, loss_spec
     from ._vwmodel import model_t, read_vw_model, run_generation
     from ._vwout import all_or_none, link, prediction_writers
-    from ._vwreport import batch_test_lines, preamble, test_block
+    from ._vwreport import batch_test_lines, preamble, running_sum, test_block
 
     fast, options, paths, how = _begin(args)
     args.data, args.data_flag = paths, []  # (standard input read once: the numba pass
@@ -627,7 +627,8 @@ def test(args: argparse.Namespace) -> int:
                                           indptr=indptr[start:end + 1])
                     progress.block(blk, s, lv, np.where(ok, w, 0.0))
                 has = ~np.isnan(y)
-                total += [float(lv.sum()), float(w[ok].sum()), end - start, float(w.sum()),
+                total[0] = running_sum(total[0], lv)  # (VW's double sum, in its order)
+                total += [0.0, float(w[ok].sum()), end - start, float(w.sum()),
                           float(np.dot(y[has], w[has])), int(indptr[end] - indptr[start])]
                 if len(labels_seen) < 3:
                     labels_seen = _distinct(labels_seen, labels[start:end])

@@ -28,7 +28,7 @@ import numpy as np
 from .._online._progress import fixed as _fixed
 
 __all__ = ["average_loss", "batch_test_lines", "best_constant", "closing_block",
-           "holdout_on", "multiclass_log_loss", "preamble", "test_block"]
+           "holdout_on", "multiclass_log_loss", "preamble", "running_sum", "test_block"]
 
 def holdout_on(options: dict[str, Any]) -> bool:
     """Whether a run with these training options holds examples out, as VW's
@@ -56,6 +56,15 @@ def average_loss(totals: list[list[float]], holdout: bool = False,
     loss = sum(t[0] for t in totals) + preserved.get("sum_loss", 0.0)
     weight = sum(t[1] for t in totals) + preserved.get("weighted_labeled_examples", 0.0)
     return _fixed(loss / weight) if weight > 0 else "n.a."
+
+
+def running_sum(total: float, values: np.ndarray) -> float:
+    """``total`` plus each of ``values`` in turn, in double, as VW adds each example's loss
+    to its ``sum_loss`` (numpy's ``sum`` adds pairwise: another rounding, which moved a
+    large average loss's sixth decimal)."""
+    if not len(values):
+        return total
+    return float(np.cumsum(np.concatenate(([total], np.asarray(values, np.float64))))[-1])
 
 
 def multiclass_log_loss(loss: float, weight: float, holdout: bool = False) -> str:
