@@ -304,6 +304,31 @@ def test_preserved_performance_counters(tmp_path, capfd, monkeypatch):
     assert _avg(run_vw(["-d", "e.vw", "-i", "vw.m"], tmp_path)) != want  # (they count)
 
 
+def _table(err: str) -> str:
+    """The progress table and closing block of a run's stderr."""
+    return err[err.index("average  since"):]
+
+
+def test_preserved_counters_carry_the_table_and_block_on(tmp_path, capfd, monkeypatch):
+    """--preserve_performance_counters continues all of VW's counters: the table goes on at
+    -i's example counter and next line, the closing block counts both runs (one more
+    pass), and the model written carries them on to the next such run."""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(200, 23, _real)) + "\n")
+    (tmp_path / "e.vw").write_text("\n".join(_lines(100, 29, _real)) + "\n")
+    run_vw(["-d", "d.vw", "-f", "m", "-P", "30"], tmp_path)
+    keep = ["--preserve_performance_counters", "-P", "30"]
+    want = [_table(run_vw(["-d", "e.vw", "-i", "m", *keep, "-f", "vw.m2"], tmp_path)),
+            _table(run_vw(["-d", "d.vw", "-i", "vw.m2", *keep], tmp_path))]
+    got = []
+    for data, model, out in (("e.vw", "m", ["-f", "ts.m2"]), ("d.vw", "ts.m2", [])):
+        code, err = run_ts(capfd, ["-d", data, "-i", model, *keep, *out], tmp_path,
+                           monkeypatch)
+        assert code == 0, err
+        got.append(_table(err))
+    assert got == want
+    assert " 210 " in got[0] and "passes used = 3" in got[1]  # (at -i's counter, +1 pass)
+
+
 def test_quiet_prints_nothing_in_a_fresh_process(tmp_path):
     """--quiet: not even the line a job of size 1 prints, nor linear train's summary."""
     (tmp_path / "d.vw").write_text("\n".join(_lines(50, 3, _real)) + "\n")

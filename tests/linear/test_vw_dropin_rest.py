@@ -526,13 +526,16 @@ def test_models_of_vws_other_update_rules_move_both_ways(flags, tmp_path, capfd,
     more(["--invariant", "--sparse_l2", "0.01", "--noconstant"]),
     more(["--invariant", "-q", "ab", "--cubic", "abb", "-q", "cc"]),
     more(["--invariant", "--interactions", "abc", "-q", "ca", "--permutations"]),
+    ["--invariant", "--ignore_linear", "ab", "-q", "ab", "-q", "aa"],
+    more(["--invariant", "-q", "::", "--ignore_linear", "c"]),
 ])
 def test_invariant_alone_takes_vws_sum_of_squares(flags, tmp_path, capfd, monkeypatch):
     """--invariant alone: the invariant step takes the example's sum of x^2 as VW adds it
     (each namespace's squares in float, a namespace given twice going on with its sum, then
     the namespaces' sums, the constant's last, then the crosses' from the namespaces'
-    sums): every -p line and the model are VW's (the squares summed in the row's order
-    moved the last printed digit on a few lines)."""
+    sums; an --ignore_linear namespace's squares too, read from the line, as VW's example
+    keeps them): every -p line and the model are VW's (the squares summed in the row's
+    order moved the last printed digit on a few lines)."""
     lines = [ln + (" |a h:0.37 |c q:1.5" if i % 4 == 0 else "")
              + (" |b:0.5 k" if i % 5 == 0 else "") for i, ln in enumerate(_lines(300, 13))]
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")

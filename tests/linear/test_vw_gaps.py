@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import FULL, ab_lines, real_label, run_ts, run_vw, stdouts
+from _vw_runs import FULL, ab_lines, more, real_label, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -389,3 +389,130 @@ def test_bfgs_workers_shares_of_gzip_and_standard_input(tmp_path):
     r = subprocess.run([*ts, "-d", "cut.vw.gz", "-n", "2", *flags, "cut.rm"], cwd=tmp_path,
                        env=_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "cut.vw.gz: cannot read" in r.stderr
+
+
+_GRAM_LINES = ["1 |text w1 w2 w3:abc |b x y", "-1 |text w2 w4 :3 w1 |t2 q r",
+               "1 |t2 w1 w2 w3 |b y", "0.5 | w1 w2 w3 |b y z"]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--ngram", "3", "--skips", "1", "-q", "tb"],
+    more(["--ngram", "t2", "--redefine", "s:=t", "--feature_limit", "b1", "--hash_seed", "3",
+          "--ignore_linear", "t", "-q", "::"]),
+    more(["--affix", "+2t", "-q", "tb"])])
+def test_invert_hash_names_generated_features_by_their_words(flags, tmp_path, capfd,
+                                                             monkeypatch):
+    """--invert_hash after --ngram/--skips (and the other rewrites of the features):
+    VW's names (``text^w1^w2``, the first word's namespace, a string value left out of
+    the n-gram; ``affix^t+2=ab``; crosses of them), VW's lines to the bit."""
+    (tmp_path / "d.vw").write_text("\n".join(_GRAM_LINES * 3) + "\n")
+    run_vw(["-d", "d.vw", *flags, "--invert_hash", "vw.ih"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "--invert_hash", "ts.ih"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    got = sorted((tmp_path / "ts.ih").read_text().splitlines())
+    assert got == sorted((tmp_path / "vw.ih").read_text().splitlines())
+    assert not any(re.search(r"\^\d{5,}", ln) for ln in got)  # (none named by a hash)
+
+
+@pytest.mark.parametrize("learner", ["--bfgs", more("--conjugate_gradient")])
+def test_test_only_of_a_batch_model_prints_the_batch_learners_lines(learner, tmp_path):
+    """-t -i MODEL of a --bfgs/--conjugate_gradient model: VW's batch learner's opening,
+    its [info] note, its one -nan pass line and the test block (no online table); the
+    predictions VW's."""
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(200, 5)) + "\n")
+    run_vw(["-d", "d.vw", learner, "--passes", "3", "-c", "-k", "--predict_only_model",
+            "-f", "m", "--quiet"], tmp_path)
+    runs = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, "-t", "-i", "m", "-d", "d.vw", "--predict_only_model",
+                            "-p", "p"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        err = [ln for ln in r.stderr.splitlines()  # (VW's lines on its reductions)
+               if not ln.startswith(("Enabled learners", "Input label", "Output pred"))]
+        runs.append((err, r.stdout, (tmp_path / "p").read_text()))
+    assert runs[1] == runs[0]
+    assert any(ln.startswith(" 1 -nan") for ln in runs[1][0])
+
+
+_SPELLED = ["1 |text W1 w2.3 Ab#c:2 |b x y 12 |text more", "-1 |text w2 w4 :3 w1 |t2 q r",
+            "1 |t2 w1 w2 w3:abc |b y", "0.5 | w1 Zz 33 |b:0.5 y z"]
+
+
+@pytest.mark.parametrize("flags", [["--spelling", "t", "--spelling", "_", "-q", "tb"],
+                                   more(["--spelling", "b", "--affix", "+2t", "--redefine", "s:=t",
+                                         "--hash", "all", "--hash_seed", "7"])])
+def test_spelling_features_are_vws(flags, tmp_path, capfd, monkeypatch):
+    """--spelling NS: VW's spelling features (0/a/A/./# per byte of each name, an anonymous
+    feature's empty spelling hashed to the namespace's hash, the spelling namespace listed
+    before the namespace that made it): VW's predictions, --invert_hash names and
+    --readable_model to the bit; each tool's -i of the other's model (which keeps
+    --spelling) predicts as VW's own."""
+    (tmp_path / "d.vw").write_text("\n".join(_SPELLED * 4) + "\n")
+    args = ["-d", "d.vw", *flags, "--quiet"]
+    outs = ["-p", "{}.p", "--invert_hash", "{}.ih", "--readable_model", "{}.rm", "-f", "{}.m"]
+    run_vw([*args, *(o.format("vw") for o in outs)], tmp_path)
+    code, err = run_ts(capfd, [*args, *(o.format("ts") for o in outs)], tmp_path, monkeypatch)
+    assert code == 0, err
+    for ext in ("p", "rm"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    assert sorted((tmp_path / "ts.ih").read_text().splitlines()) == \
+        sorted((tmp_path / "vw.ih").read_text().splitlines())
+    assert "spelling^t_Aa#a" in (tmp_path / "ts.ih").read_text() or "-q" not in flags
+    run_vw(["-d", "d.vw", "-i", "ts.m", "-p", "vw_ts.p", "--quiet"], tmp_path)
+    run_vw(["-d", "d.vw", "-i", "vw.m", "-p", "want.p", "--quiet"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-i", "vw.m", "-p", "ts_vw.p", "--quiet"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    for other in ("vw_ts.p", "ts_vw.p"):
+        assert (tmp_path / other).read_text() == (tmp_path / "want.p").read_text()
+
+
+@pytest.mark.parametrize("flags", [["--holdout_after", "120"],
+                                   more(["--holdout_after", "40", "--loss_function",
+                                         "logistic", "-P", "5"]),
+                                   more(["--holdout_after", "500"])])
+def test_test_only_holds_out_after_n_as_vw(flags, tmp_path, capfd, monkeypatch):
+    """-t -i MODEL --holdout_after N: VW holds the examples after the N-th out under -t
+    too: its table and counters are the first N examples', its average loss the held-out
+    ones' (marked h; "undefined (no holdout)" without any); every example predicted."""
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(300, 9, logistic=True)) + "\n")
+    run_vw(["-d", "d.vw", "--loss_function", "logistic", "-f", "m", "--quiet"], tmp_path)
+    args = ["-t", "-i", "m", "-d", "d.vw", *flags, "-p"]
+    want = run_vw([*args, "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert got[got.index("average  since"):] == want[want.index("average  since"):]
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    assert " h\n" in got or "undefined" in got
+
+
+def _weighted_real_lines(n: int, seed: int) -> list[str]:
+    """Real labels far from a logistic model's scores, with importance weights that are
+    not powers of two (each example's weighted loss rounds in float)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        a, x = rng.integers(0, 300, 6), rng.normal()
+        y, w = round(float(x * 2 + a[0] % 5), 3), rng.choice([1, 1, 2, 0.5, 3])
+        out.append(f"{y} {w} |a " + " ".join(f"w{v}" for v in a) + f" x:{x:.4f} |b z"
+                   f"{rng.integers(0, 20)}")
+    return out
+
+
+@pytest.mark.parametrize("numba_pass", [False, more(True)])
+def test_test_only_sums_the_losses_as_vw(numba_pass, tmp_path, capfd, monkeypatch):
+    """-t's closing block: each example's loss times its weight in float, added one at a
+    time in double, as VW's sum_loss (a large average loss's sixth decimal moved with a
+    product in double or numpy's pairwise sum), on the compiled and the numba -t."""
+    (tmp_path / "d.vw").write_text("\n".join(_weighted_real_lines(400, 101)) + "\n")
+    run_vw(["-d", "d.vw", "--loss_function", "logistic", "--link", "logistic", "-q", "ab",
+            "--passes", "2", "-c", "-k", "-f", "m", "--quiet"], tmp_path)
+    args = ["-t", "-i", "m", "-d", "d.vw", *(["-f", "{}.m"] if numba_pass else [])]
+    want = run_vw([a.format("vw") for a in args], tmp_path)
+    code, got = run_ts(capfd, [a.format("ts") for a in args], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert got[got.index("average  since"):] == want[want.index("average  since"):]
+    assert float(re.findall(r"average loss = (\S+)", got)[0]) > 100  # (a large loss)

@@ -550,12 +550,18 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     from .._batch._linalg import dot
     from .._online._onlinepass import LABELS, distinct_labels
     from .._online._progress import label_notes
+    from .._vw._vwreport import running_sum
 
     # VW reports the loss the command line names, whatever the model was trained with
     loss = (args.loss or model.loss) if vw_mode else model.loss
     total = np.zeros(6)  # loss, labelled weight, examples, all examples' weight, the
     # labelled examples' label x weight, features (VW's counters)
     labels: list[float] = []
+    # VW's --holdout_after N holds the examples after the N-th out under -t too: the table
+    # and counters are the first N's, the average loss the held-out ones' (marked h)
+    after = int(getattr(args, "holdout_after", 0) or 0) if vw_mode else 0
+    held = np.zeros(2)  # the held-out examples' loss and labelled weight
+    seen = 0
     table = _TestProgress(how, args.binary) if vw_mode and not args.quiet else None
     if table is not None:
         table.loss = args.loss or model.loss
@@ -568,19 +574,33 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                 raw_out.write(_lines(blk, raw, "identity", False))
             y, w = blk.labels.astype(np.float64), blk.weights.astype(np.float64)
             ok = ~np.isnan(y) & (w > 0)
-            lv = np.zeros(len(s))
-            lv[ok] = w[ok] * _loss(loss, s[ok], y[ok], args.binary, args.quantile_tau,
-                                     args.expectile_q, raw=vw_mode)
+            lv = np.zeros(len(s))  # (VW's loss times the weight, in float)
+            lv[ok] = np.float32(w[ok]) * np.float32(_loss(loss, s[ok], y[ok], args.binary,
+                                                          args.quantile_tau,
+                                                          args.expectile_q, raw=vw_mode))
+            if table is not None and blk.notes:  # (VW's parser tells of every example)
+                label_notes(blk.notes, sys.stdout)
+            if len(labels) < LABELS:
+                labels = distinct_labels(labels, y[~np.isnan(y)])
+            feats = np.asarray(blk.counted(0, len(s)))
+            k = len(s) if not after else min(len(s), max(0, after - seen))
+            seen += len(s)
+            if k < len(s):  # (the examples after the N-th: held out)
+                held[0] = running_sum(held[0], lv[k:])
+                held[1] += float(w[k:][ok[k:]].sum())
+                from types import SimpleNamespace
+
+                blk = SimpleNamespace(labels=blk.labels[:k], weights=blk.weights[:k],
+                                      indptr=blk.indptr[:k + 1], notes=(),
+                                      counted=lambda a, b, f=feats: f[a:b])
+                s, lv, y, w, ok, feats = s[:k], lv[:k], y[:k], w[:k], ok[:k], feats[:k]
             if table is not None:
-                if blk.notes:
-                    label_notes(blk.notes, sys.stdout)
                 table.block(blk, s, lv, np.where(ok, w, 0.0))
             has = ~np.isnan(y)
-            total += [float(lv.sum()), float(w[ok].sum()), len(s), float(w.sum()),
+            total[0] = running_sum(total[0], lv)  # (VW's double sum, in its order)
+            total += [0.0, float(w[ok].sum()), len(s), float(w.sum()),
                       dot(y[has].astype(np.float64), w[has].astype(np.float64)),
-                      int(blk.counted(0, len(s)).sum())]
-            if len(labels) < LABELS:
-                labels = distinct_labels(labels, y[has])
+                      int(feats.sum())]
     if getattr(args, "vw_mode", False):
         if not args.quiet:
             from .._vw._vwreport import test_block
@@ -589,7 +609,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                              float(total[3]), label_sum=float(total[4]),
                              features=int(total[5]), labels=labels,
                              loss_name=loss if _best_constant(args) else None,
-                             tau=args.quantile_tau), file=sys.stderr)
+                             tau=args.quantile_tau,
+                             holdout=tuple(held) if after else None), file=sys.stderr)
     elif not args.quiet:
         avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
         print(f"test only: {int(total[2])} examples, average loss = {avg}"

@@ -83,6 +83,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="prefixes (+) or suffixes (-) of L characters of each feature name "
                         "of namespace NS (the default one without NS) as extra features, as "
                         "VW's --affix")
+    f.add_argument("--spelling", action="append", default=[], metavar="NS",
+                   help="VW's spelling features of namespace NS (_ for the default one): "
+                        "each feature's name with its digits as 0, letters as a or A, other "
+                        "characters but . as #, a feature of VW's spelling namespace")
     f.add_argument("--feature_limit", action="append", default=[], metavar="[NS]N",
                    help="keep the N features of lowest hash of each namespace (or of NS)")
     f.add_argument("--sort_features", action="store_true",
@@ -599,12 +603,14 @@ def _generate(args: argparse.Namespace) -> None:
             args.redefine = [b for a, b in zip(saved, saved[1:]) if a == "--redefine"]
         if not args.affix:
             args.affix = [b for a, b in zip(saved, saved[1:]) if a == "--affix"]
+        if not args.spelling:
+            args.spelling = [b for a, b in zip(saved, saved[1:]) if a == "--spelling"]
     keep = _feature_mask(args)
     gen = FeatureGen.from_flags(bits=args.bits, ngram=args.ngram, skips=args.skips,
                                 feature_limit=args.feature_limit, redefine=args.redefine,
                                 hash_seed=args.hash_seed, keep=keep,
                                 affix=args.affix, hash_all=args.hash == "all",
-                                sort_features=args.sort_features)
+                                sort_features=args.sort_features, spelling=args.spelling)
     if gen is None:
         args.vw_generation = {k: v for k, v in given.items() if v}
         return
@@ -638,7 +644,8 @@ def _generate(args: argparse.Namespace) -> None:
                           given["hash_seed"],
                           "hash": ["all"] if args.hash == "all" else given["hash"],
                           "redefine": list(args.redefine or []),
-                          "affix": list(args.affix or [])}
+                          "affix": list(args.affix or []),
+                          "spelling": list(args.spelling or [])}
 
 
 def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:

@@ -61,7 +61,9 @@ REFUSED: dict[str, str] = {
                      "--port", "--num_children", "--threads"), _CLUSTER),
     "--affix": "linear train has no parse-time feature generation: terascale vw --affix "
                "adds VW's prefix and suffix features",
-    **dict.fromkeys(("--spelling", "--lrq", "--lrqfa",
+    "--spelling": "linear train has no parse-time feature generation: terascale vw "
+                  "--spelling adds VW's spelling features",
+    **dict.fromkeys(("--lrq", "--lrqfa",
                      "--stage_poly", "--new_mf", "--rank", "--autolink",
                      "--dictionary"), _FEATURES),
     **dict.fromkeys(("--ngram", "--skips", "--redefine", "--feature_limit"),

@@ -1,7 +1,7 @@
 """VW's parse-time feature generation for ``terascale vw``: ``--redefine``, ``--ngram``,
 ``--skips``, ``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--affix``,
-``--sort_features`` (``--feature_limit`` without a limit: sorted, repeats dropped) and
-``--feature_mask``'s filter.
+``--sort_features`` (``--feature_limit`` without a limit: sorted, repeats dropped),
+``--spelling`` and ``--feature_mask``'s filter.
 
 VW applies these while it parses a line, to each namespace's list of hashed features:
 ``--redefine N:=S`` files the namespaces whose names start with a letter of S under the
@@ -18,10 +18,16 @@ namespace ns (the default one without ns), its prefix (``+``) or suffix (``-``) 
 characters as a feature of VW's affix namespace (character 132), of the feature's value
 and index ``hash(affix, namespace hash) * (13903957 + code * 27942141)``, where code is
 ``L << 1 | prefix`` (VW's ``parse_example_text``); the affix namespace joins the line
-where its first feature appears. ``--feature_mask`` (VW's ``gd`` never updates a weight that
-is 0, nor counts it in the adaptive and normalized sums, so a feature whose starting weight
-is 0 stays out of every sum) drops the features whose index is not in the mask's set of
-nonzero weights: the same examples for the learner, without a branch on its hot path.
+where its first feature appears, before the namespace that made it (VW lists a namespace
+once its features are read). ``--spelling NS`` (``_``: the default namespace) adds, for
+each feature of NS, its name's spelling (each digit ``0``, lowercase letter ``a``,
+uppercase letter ``A``, ``.`` itself, any other byte ``#``) as a feature of VW's spelling
+namespace (character 133), of the feature's value and index ``hashstring(spelling,
+namespace hash)``, joining the line as the affix namespace does. ``--feature_mask``
+(VW's ``gd`` never updates a weight that is 0, nor counts it in the adaptive and
+normalized sums, so a feature whose starting weight is 0 stays out of every sum) drops
+the features whose index is not in the mask's set of nonzero weights: the same examples
+for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
 these flags is given (``--ngram``/``--skips`` alone, on a run the compiled learner takes,
@@ -33,7 +39,9 @@ interactions as always, so the examples are VW's bit for bit; the hot path never
 flags. The rewritten copy lives in a temporary file (removed at exit). Where only the hashes
 change (``--hash_seed``, ``--hash all``), ``SOURCES`` maps the copy back to its input and
 its hashing, and ``--audit`` and ``--invert_hash`` name the features by the original words;
-with the other flags their names are the generated ones.
+with the other flags ``GENERATED`` keeps the input and the generation, and
+``--invert_hash`` names each feature as VW does (an n-gram by its words, ``t^w2^w47``, an
+affix ``affix^t+2=ab``), while ``--audit``'s names are the rewritten ones.
 """
 
 from __future__ import annotations
@@ -48,18 +56,22 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 
-__all__ = ["INPUTS", "SOURCES", "FeatureGen", "rewrite_inputs"]
+__all__ = ["GENERATED", "INPUTS", "SOURCES", "FeatureGen", "rewrite_inputs"]
 
 QUADRATIC_CONSTANT = 27942141  # VW's multiplier of an n-gram's indices
 AFFIX_CONSTANT = 13903957
 AFFIX_NAMESPACE = 132
+SPELLING_NAMESPACE = 133
 _AFFIX_NAME = "\x7faffix"  # how the rewritten text names it (any name: its hash is undone)
+_SPELLING_NAME = "\x7fspelling"
 _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
 
 # a rewritten copy -> (its input, --hash_seed, --hash all), where only the hashes changed
 SOURCES: dict[str, tuple[str, int, bool]] = {}
 INPUTS: dict[str, str] = {}  # a rewritten copy -> its input (the preamble names the input)
+# a rewritten copy -> (its input, the generation), where features were added or dropped
+GENERATED: dict[str, tuple[str, FeatureGen]] = {}
 
 
 def _atoi(s: str) -> int:
@@ -151,17 +163,19 @@ class FeatureGen:
     affix: dict[int, list[tuple[bool, int, int]]] = field(default_factory=dict)
     hash_all: bool = False  # --hash all: every name hashed with MurmurHash3
     sort: bool = False  # --sort_features: each namespace's features by index, repeats dropped
+    spelling: frozenset[int] = frozenset()  # --spelling: the namespaces spelled
 
     @classmethod
     def from_flags(cls, *, bits: int, ngram: Sequence[str], skips: Sequence[str],
                    feature_limit: Sequence[str], redefine: Sequence[str],
                    hash_seed: int, keep: frozenset[int] | None = None,
                    affix: Sequence[str] = (), hash_all: bool = False,
-                   sort_features: bool = False) -> FeatureGen | None:
+                   sort_features: bool = False,
+                   spelling: Sequence[str] = ()) -> FeatureGen | None:
         """None when no flag of VW's feature generation is given (``keep``: the indices
         of ``--feature_mask``'s nonzero weights)."""
         if not (ngram or skips or feature_limit or redefine or hash_seed
-                or keep is not None or affix or hash_all or sort_features):
+                or keep is not None or affix or hash_all or sort_features or spelling):
             return None
         if sort_features and (ngram or feature_limit or affix):
             raise ConfigError("--sort_features with --ngram/--feature_limit/--affix is not "
@@ -176,27 +190,33 @@ class FeatureGen:
         return cls(bits=bits, ngram=_table(ngram, "--ngram"), skips=_table(skips, "--skips"),
                    limit=_table(feature_limit, "--feature_limit"),
                    redefine=_redefine(redefine), seed=hash_seed, keep=keep,
-                   affix=_affix(affix), hash_all=hash_all, sort=sort_features)
+                   affix=_affix(affix), hash_all=hash_all, sort=sort_features,
+                   spelling=frozenset(32 if v[:1] == "_" else v.encode()[0]
+                                      for v in spelling if v))
 
     @property
     def renames_only(self) -> bool:
         """Whether only the hashes change: each feature keeps its place and word."""
         return not (self.ngram or self.skips or self.limit or self.redefine is not None
-                    or self.keep is not None or self.affix or self.sort)
+                    or self.keep is not None or self.affix or self.sort or self.spelling)
 
     @property
     def grams_only(self) -> bool:
         """Whether only ``--ngram``/``--skips`` are asked for (the compiled parser's)."""
         return bool(self.ngram or self.skips) and not (
             self.limit or self.redefine is not None or self.seed or self.keep is not None
-            or self.affix or self.hash_all or self.sort)
+            or self.affix or self.hash_all or self.sort or self.spelling)
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))
 
     # -- one line ------------------------------------------------------------------
-    def line(self, text: str, where: str) -> str:
-        """The line with every feature named by its final hash (see the module)."""
+    def line(self, text: str, where: str,
+             names: dict[int, list[tuple[int, str | None]]] | None = None) -> str:
+        """The line with every feature named by its final hash (see the module);
+        ``names``, where given, gets each namespace letter's features as the line has them,
+        (32-bit hash, VW's name: ``ns^w``, an n-gram ``ns^w1^w2`` after its first word's
+        namespace, its words without their string values; an affix ``affix^t+2=ab``)."""
         from .._io._hashing import hash_space
 
         body = text.rstrip("\r\n")
@@ -204,25 +224,28 @@ class FeatureGen:
         if bar < 0:
             return body
         mask = (1 << self.bits) - 1
-        groups: dict[int, list[tuple[int, float, str | None, str | None]]] = {}
+        order: list[int] = []  # (the namespaces in the order VW lists them)
+        groups: dict[int, list[tuple[int, float, str | None, str | None,
+                                     tuple[str, str, str] | None]]] = {}
         for sec in body[bar + 1:].split("|"):
             toks = sec.split()
             if sec[:1] in ("", " ", "\t"):
-                c = 32
+                c, ns = 32, ""
                 ns_hash = 0 if not self.seed else _murmur(b"", self.seed)
                 scale_tok: str | None = None
                 feats = toks
             else:
                 if not toks:
                     continue
-                name, _, scale_tok_ = toks[0].partition(":")
+                ns, _, scale_tok_ = toks[0].partition(":")
                 scale_tok = scale_tok_ or None
-                c = name.encode()[0]
+                c = ns.encode()[0]
                 if self.redefine is not None:
                     c = self.redefine[c]
-                ns_hash = _hashstring(name, self.seed, self.hash_all)
+                ns_hash = _hashstring(ns, self.seed, self.hash_all)
                 feats = toks[1:]
             scale = _float(scale_tok, where) if scale_tok else 1.0
+            new = not groups.get(c)
             out = groups.setdefault(c, [])
             anon = 0
             for tok in feats:
@@ -242,19 +265,36 @@ class FeatureGen:
                 else:
                     h = (ns_hash + anon) & _U32
                     anon += 1
-                out.append((h & mask, float(v), val if colon else None, scale_tok))
+                out.append((h & mask, float(v), val if colon else None, scale_tok,
+                            (ns, name, f"^{val}" if text else "")))
                 if name and c in self.affix:
+                    if not groups.get(AFFIX_NAMESPACE):
+                        order.append(AFFIX_NAMESPACE)
                     afx = groups.setdefault(AFFIX_NAMESPACE, [])
                     for prefix, ln, code in self.affix[c]:
                         b = name.encode()  # (VW cuts bytes)
-                        h = (_hashbytes(b[:ln] if prefix else b[-ln:], ns_hash,
-                                        self.hash_all)
+                        part = b[:ln] if prefix else b[-ln:]
+                        h = (_hashbytes(part, ns_hash, self.hash_all)
                              * (AFFIX_CONSTANT + code * QUADRATIC_CONSTANT)) & _U64
-                        afx.append((h & mask, float(v), val if colon else None, scale_tok))
+                        word = (f"{chr(c) if c != 32 else ''}{'+' if prefix else '-'}"
+                                f"{chr(48 + ln)}="
+                                f"{part.decode(errors='surrogateescape')}")
+                        afx.append((h & mask, float(v), val if colon else None, scale_tok,
+                                    ("affix", word, "")))
+                if c in self.spelling:  # (every feature, an anonymous one's spelling empty)
+                    spell = _spelling(name)
+                    # (VW's hashstring, whatever --hash: of "" the seed itself)
+                    h = _hashbytes(spell.encode(), ns_hash) if spell else ns_hash
+                    if not groups.get(SPELLING_NAMESPACE):
+                        order.append(SPELLING_NAMESPACE)
+                    groups.setdefault(SPELLING_NAMESPACE, []).append(
+                        (h & mask, float(v), val if colon else None, scale_tok,
+                         ("spelling", (f"{chr(c)}_" if c != 32 else "") + spell, "")))
+            if new and out:  # (VW lists a namespace once its features are read: after
+                order.append(c)  # the affix and spelling ones it made first)
         lines = []
-        for c, fs in groups.items():
-            if not fs:
-                continue
+        for c in order:
+            fs = groups[c]
             n = self._of(self.ngram, c)
             if n > 1:
                 fs = fs + _grams(fs, n, self._of(self.skips, c))
@@ -265,12 +305,17 @@ class FeatureGen:
                 fs = _limited(fs, len(fs), mask)
             if self.keep is not None:
                 fs = [f for f in fs if f[0] & mask in self.keep]
-            letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else chr(c)
+            if names is not None:
+                names[c] = [(f[0] & _U32, None if f[4] is None else
+                             f"{f[4][0]}^{f[4][1]}{f[4][2]}" if f[4][0] else
+                             f"{f[4][1]}{f[4][2]}") for f in fs]
+            letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else \
+                _SPELLING_NAME if c == SPELLING_NAMESPACE else chr(c)
             base = 0 if c == 32 else hash_space(letter)
             head = "|" if c == 32 else "|" + letter
             segs: list[str] = []
             cur: object = object()
-            for h, _v, val, stok in fs:
+            for h, _v, val, stok, _ in fs:
                 if stok != cur:
                     segs.append(head + (f":{stok}" if stok else "") + " ")
                     cur = stok
@@ -283,6 +328,7 @@ class FeatureGen:
 def _grams(fs: list, n_max: int, skip_max: int) -> list:
     """VW's add_grams: the 2..n-grams with up to ``skip_max`` skips, in VW's order."""
     idx = [f[0] for f in fs]
+    words = [f[4] for f in fs]
     length = len(idx)
     out: list = []
 
@@ -292,7 +338,9 @@ def _grams(fs: list, n_max: int, skip_max: int) -> list:
                 new = idx[i]
                 for k in mask[1:]:
                     new = (new * QUADRATIC_CONSTANT + idx[i + k]) & _U64
-                out.append((new, 1.0, None, None))
+                word = None if any(words[i + k] is None for k in mask) else (
+                    words[i][0], "^".join(words[i + k][1] for k in mask), "")
+                out.append((new, 1.0, None, None, word))
         if ngram > 0:
             mask.append(mask[-1] + 1 + skips)
             add(ngram - 1, skip_gram, mask, 0)
@@ -303,6 +351,14 @@ def _grams(fs: list, n_max: int, skip_max: int) -> list:
     for n in range(1, n_max):
         add(n, skip_max, [0], 0)
     return out
+
+
+def _spelling(name: str) -> str:
+    """VW's spelling of a feature name: each byte a digit ``0``, a lowercase letter ``a``,
+    an uppercase one ``A``, ``.`` itself, anything else ``#``."""
+    return "".join("0" if 48 <= b <= 57 else "a" if 97 <= b <= 122 else
+                   "A" if 65 <= b <= 90 else "." if b == 46 else "#"
+                   for b in name.encode("utf-8", "surrogateescape"))
 
 
 def _limited(fs: list, limit: int, mask: int) -> list:
@@ -375,5 +431,7 @@ def rewrite_inputs(paths: Sequence[str], gen: FeatureGen) -> list[str]:
         INPUTS[tmp] = path
         if gen.renames_only:
             SOURCES[tmp] = (path, gen.seed, gen.hash_all)
+        else:
+            GENERATED[tmp] = (path, gen)
         out.append(tmp)
     return out

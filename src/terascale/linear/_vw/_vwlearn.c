@@ -556,7 +556,7 @@ PyObject *vw_test(PyObject *self, PyObject *args) {
                     lv = (p > 0) != (lab > 0);
                 else
                     lv = loss32(code, p, sign ? (lab > 0 ? 1.0 : -1.0) : lab, &bad);
-                lv = s * lv;
+                lv = (float)((float)s * (float)lv); /* (VW's ec.loss: a float product) */
             }
             loss[i - start] = lv;
         }

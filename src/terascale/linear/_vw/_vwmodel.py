@@ -154,6 +154,7 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
         opts.append(("hash", gen["hash"][0]))
     opts += [("redefine", v) for v in gen.get("redefine", [])]
     opts += [("affix", v) for v in gen.get("affix", [])[:1]]
+    opts += [("spelling", v) for v in gen.get("spelling", [])]
     # (by name; a name's values in the order given, as VW's)
     text = "".join(f" --{k}" + (f" {v}" if v else "")
                    for k, v in sorted(opts, key=lambda o: o[0]))
@@ -165,21 +166,25 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
     return text
 
 
-def run_counters(totals: list[list[float]], progress: list[float] | None
-                 ) -> dict[str, Any]:
+def run_counters(totals: list[list[float]], progress: list[float] | None,
+                 kept: dict[str, float] | None = None) -> dict[str, Any]:
     """VW's performance counters (``shared_data``) from a run's per-pass sums (see
     ``_vwreport``; its model and ``--readable_model`` keep them) and where its progress
     table stopped (``progress``: the next line's weight, the loss since the last line
-    (VW's own sum) and the labelled weight at it; None: no line printed)."""
-    loss = float(sum(t[0] for t in totals))
-    labelled = float(sum(t[1] for t in totals))
+    (VW's own sum) and the labelled weight at it; None: no line printed); ``kept``: -i's
+    counters the run went on from (``--preserve_performance_counters``), added in."""
+    kept = kept if kept and "examples" in kept else {}
+    loss = float(sum(t[0] for t in totals)) + kept.get("sum_loss", 0.0)
+    labelled = float(sum(t[1] for t in totals)) + kept.get("weighted_labeled_examples", 0.0)
     due, since, at_weight = progress if progress else (1.0, loss, 0.0)
     return {"t": float(sum(t[1] + t[3] + t[6] for t in totals)), "sum_loss": loss,
             "since": since, "dump": due, "labelled": labelled,
-            "labels": float(sum(t[9] for t in totals)),
-            "unlabelled": float(sum(t[6] for t in totals)),
-            "examples": int(sum(t[7] for t in totals)),
-            "features": int(sum(t[8] for t in totals)), "old": at_weight}
+            "labels": float(sum(t[9] for t in totals)) + kept.get("weighted_labels", 0.0),
+            "unlabelled": float(sum(t[6] for t in totals))
+            + kept.get("weighted_unlabeled_examples", 0.0),
+            "examples": int(sum(t[7] for t in totals)) + int(kept.get("examples", 0)),
+            "features": int(sum(t[8] for t in totals)) + int(kept.get("features", 0)),
+            "old": at_weight, "passes": len(totals) + int(kept.get("passes", 0))}
 
 
 def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None:
@@ -346,14 +351,17 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
                                    st[GRAVITY], st[CONTRACTION])
         else:
             since, dump, labels, unlabelled, features, old = loss, 1.0, 0.0, 0.0, 0, weight
+            passes = len(totals)
             if totals and all(len(t) >= 10 for t in totals):  # the run's full counters
-                c = run_counters(totals, model.info.get("vw_progress"))
+                c = run_counters(totals, model.info.get("vw_progress"),
+                                 model.info.get("vw_preserved"))
                 since, dump, labels, unlabelled = c["since"], c["dump"], c["labels"], \
                     c["unlabelled"]
                 examples, features, old = c["examples"], c["features"], c["old"]
+                loss, weight, passes = c["sum_loss"], c["labelled"], c["passes"]
             counters = struct.pack(fmt, t0, st[SUM_NORM_X], seen, loss, since, dump, lo, hi,
                                    weight, labels, unlabelled, examples, features,
-                                   st[TOTAL_WEIGHT], old, len(totals), st[GRAVITY],
+                                   st[TOTAL_WEIGHT], old, passes, st[GRAVITY],
                                    st[CONTRACTION])
         put(counters, False)
     yield b"".join(out)
@@ -685,7 +693,7 @@ def read_vw_model(path: str, *, oaa: bool = False,
         seeded = (name == "hash_seed" and [val] == [str(v) for v in
                                                    gen.get("hash_seed", [])]) or \
             (name == "hash" and [val] in (["strings"], gen.get("hash"))) or \
-            (name in ("redefine", "affix") and val in gen.get(name, []))
+            (name in ("redefine", "affix", "spelling") and val in gen.get(name, []))
         if name not in _PLAIN and name not in _RULES and not seeded and not (
                 oaa and name in ("oaa", "named_labels", "indexing")):
             raise DataError(f"{path}: a Vowpal Wabbit model of --{name} (options: "
@@ -702,7 +710,12 @@ def read_vw_model(path: str, *, oaa: bool = False,
         state[SUM_NORM_X], state[TOTAL_WEIGHT] = vals[1], vals[13]
         state[GRAVITY], state[CONTRACTION] = l1_l2
         counters = {"sum_loss": vals[3], "weighted_labeled_examples": vals[8], "t": vals[2],
-                    "initial_t": vals[0], "weighted_unlabeled_examples": vals[10]}
+                    "initial_t": vals[0], "weighted_unlabeled_examples": vals[10],
+                    # (the rest of VW's shared_data, which --preserve_performance_counters
+                    # carries on: its progress table's state, its counts, its passes)
+                    "since": vals[4], "dump": vals[5], "weighted_labels": vals[9],
+                    "examples": vals[11], "features": vals[12], "old": vals[14],
+                    "passes": vals[15]}
         state[MIN_LABEL], state[MAX_LABEL] = vals[6], vals[7]
     # per weight, save_resume keeps w and the sums of the rules on: VW's default keeps the
     # adaptive and normalized ones; a model of --sgd, or of some of the three, fewer

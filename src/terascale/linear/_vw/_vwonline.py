@@ -365,6 +365,15 @@ def train(args: argparse.Namespace) -> int:
     # (VW's lines on the labels the loss does not expect, on standard output)
     warn = out is not None and bool(loss_spec(opts.loss).warns)
     seen_w, seen_n = 0.0, 0
+    kept = getattr(args, "vw_preserved", None) or {}
+    if "examples" in kept:  # --preserve_performance_counters: VW's table goes on from -i's
+        labelled = kept["weighted_labeled_examples"]
+        seen_w = labelled + kept["weighted_unlabeled_examples"]
+        seen_n = int(kept["examples"])
+        prog.done = np.array([kept["sum_loss"], labelled, 0.0, 0.0])
+        prog.prev = np.array([kept["sum_loss"] - kept["since"], kept["old"], 0.0, 0.0])
+        prog.since = np.array([kept["since"], labelled - kept["old"], 0.0, 0.0])
+        nxt = prog.due = kept["dump"]
     reader = _Parser(parse, getattr(args, "vw_grams", None))
     writers = prediction_writers(args)
 
@@ -499,7 +508,8 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     info: dict[str, Any] = {"pass_totals": totals,
                             "vw_progress": [float(prog.due), float(prog.since[0]),
                                             float(prog.prev[1])],
-                            "vw_generation": run_generation(args)}
+                            "vw_generation": run_generation(args),
+                            "vw_preserved": getattr(args, "vw_preserved", None) or {}}
     if how != "identity":
         info["link"] = how
     if counters.get("t"):
@@ -564,7 +574,7 @@ def test(args: argparse.Namespace) -> int:
     from .._online._progress import label_notes
     from ._vwmodel import model_t, read_vw_model, run_generation
     from ._vwout import all_or_none, link, prediction_writers
-    from ._vwreport import preamble, test_block
+    from ._vwreport import batch_test_lines, preamble, running_sum, test_block
 
     fast, options, paths, how = _begin(args)
     args.data, args.data_flag = paths, []  # (standard input read once: the numba pass
@@ -586,6 +596,18 @@ def test(args: argparse.Namespace) -> int:
         return int(_cli_run.train(args) or 0)
     how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
     binary = bool(args.binary or model.info.get("binary"))  # (and --binary)
+    batch = batch_test_lines(args, bits)  # (a --bfgs model: VW's batch learner's lines)
+    if not args.quiet:
+        text = preamble(options, paths, model=args.model, predictions=args.predictions,
+                        raw=getattr(args, "raw_predictions", None), initial=args.initial,
+                        cache=getattr(args, "vw_cache", None),
+                        initial_t=model_t(args.initial))
+        if batch is not None:  # (after where the outputs go, before the input's lines)
+            at = text.index("\nusing no cache") if "\nusing no cache" in text else \
+                text.index("\ncreating cache_file")
+            text = f"{text[:at]}\n{batch[0]}{text[at:]}" if at else f"{batch[0]}\n{text}"
+            print(batch[1], flush=True)
+        print(text, file=sys.stderr)
     # the weights alone, 4 bytes a row (VW's -t table: -b 26, 256 MB; the learner's rows
     # of three, or the numba pass above -b 24, held 1286 MB of a 7M-feature model)
     table = np.zeros(1 << bits, np.float32)
@@ -605,17 +627,12 @@ def test(args: argparse.Namespace) -> int:
             fast.sync(rows, state.copy())
             w = rows[:, 0]
         table[idx] = w
-    if not args.quiet:
-        print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                       raw=getattr(args, "raw_predictions", None), initial=args.initial,
-                       cache=getattr(args, "vw_cache", None),
-                       initial_t=model_t(args.initial)), file=sys.stderr)
     clip = int(_CLIP[LOSS_TABLE[loss].code])  # (VW's -t clips as the command line's loss)
     kind = loss_code(loss, raw_labels=True, tau=args.quantile_tau, q=args.expectile_q)
     total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
     labels_seen: list[float] = []
     progress = None
-    if not args.quiet:
+    if not args.quiet and batch is None:
         progress = _cli_run._TestProgress(how, binary)
         progress.loss = loss
     writers = prediction_writers(args)
@@ -646,13 +663,16 @@ def test(args: argparse.Namespace) -> int:
                                           indptr=indptr[start:end + 1])
                     progress.block(blk, s, lv, np.where(ok, w, 0.0))
                 has = ~np.isnan(y)
-                total += [float(lv.sum()), float(w[ok].sum()), end - start, float(w.sum()),
+                total[0] = running_sum(total[0], lv)  # (VW's double sum, in its order)
+                total += [0.0, float(w[ok].sum()), end - start, float(w.sum()),
                           float(np.dot(y[has], w[has])), int(indptr[end] - indptr[start])]
                 if len(labels_seen) < 3:
                     labels_seen = _distinct(labels_seen, labels[start:end])
             blk = None
             del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
     if not args.quiet:
+        if batch is not None:
+            print(batch[2], file=sys.stderr)
         print(test_block(int(total[2]), float(total[1]), float(total[0]), float(total[3]),
                          label_sum=float(total[4]), features=int(total[5]),
                          labels=labels_seen,

@@ -27,8 +27,8 @@ import numpy as np
 
 from .._online._progress import fixed as _fixed
 
-__all__ = ["average_loss", "best_constant", "closing_block", "holdout_on",
-           "multiclass_log_loss", "preamble", "test_block"]
+__all__ = ["average_loss", "batch_test_lines", "best_constant", "closing_block",
+           "holdout_on", "multiclass_log_loss", "preamble", "running_sum", "test_block"]
 
 def holdout_on(options: dict[str, Any]) -> bool:
     """Whether a run with these training options holds examples out, as VW's
@@ -56,6 +56,15 @@ def average_loss(totals: list[list[float]], holdout: bool = False,
     loss = sum(t[0] for t in totals) + preserved.get("sum_loss", 0.0)
     weight = sum(t[1] for t in totals) + preserved.get("weighted_labeled_examples", 0.0)
     return _fixed(loss / weight) if weight > 0 else "n.a."
+
+
+def running_sum(total: float, values: np.ndarray) -> float:
+    """``total`` plus each of ``values`` in turn, in double, as VW adds each example's loss
+    to its ``sum_loss`` (numpy's ``sum`` adds pairwise: another rounding, which moved a
+    large average loss's sixth decimal)."""
+    if not len(values):
+        return total
+    return float(np.cumsum(np.concatenate(([total], np.asarray(values, np.float64))))[-1])
 
 
 def multiclass_log_loss(loss: float, weight: float, holdout: bool = False) -> str:
@@ -148,7 +157,8 @@ def closing_block(info: dict[str, Any]) -> str:
 
     ``info``: the model's (``pass_totals``, ``examples``, ``feature_count``, ``labels``),
     with ``holdout`` (whether the run held examples out, :func:`holdout_on`),
-    ``vw_preserved`` (-i's counters under ``--preserve_performance_counters``),
+    ``vw_preserved`` (-i's counters under ``--preserve_performance_counters``: the block
+    goes on from them, as VW's, the run counted as one more pass),
     ``multiclass_log_loss`` (its line's value, :func:`multiclass_log_loss`) and, for the
     best constant, ``loss``, ``quantile_tau`` and ``best_constant`` (False:
     ``--dont_output_best_constant``)."""
@@ -163,12 +173,24 @@ def closing_block(info: dict[str, Any]) -> str:
         examples = int(totals[0][7])
         weight += sum(t[6] for t in totals)
         features = int(sum(t[8] for t in totals))
+    label_sum = sum(t[9] for t in totals) if all(len(t) >= 10 for t in totals) else 0.0
+    kept = info.get("vw_preserved") or {}
+    if "examples" in kept:  # VW's counters carried on from -i's: its passes one more
+        examples = int(kept["examples"]) + (int(sum(t[7] for t in totals))
+                                            if totals and all(len(t) >= 9 for t in totals)
+                                            else examples * passes)
+        passes += int(kept.get("passes", 0))
+        examples //= max(passes, 1)  # (VW's example_number / current_pass)
+        weight += kept.get("weighted_labeled_examples", 0.0) + \
+            kept.get("weighted_unlabeled_examples", 0.0)
+        labelled += kept.get("weighted_labeled_examples", 0.0)
+        label_sum += kept.get("weighted_labels", 0.0)
+        features += int(kept.get("features", 0))
     lines = ["", "finished run"]
     if passes > 1:
         lines += [f"number of examples per pass = {examples}", f"passes used = {passes}"]
     else:
         lines.append(f"number of examples = {examples}")
-    label_sum = sum(t[9] for t in totals) if all(len(t) >= 10 for t in totals) else 0.0
     lines += [f"weighted example sum = {weight:.6f}",
               f"weighted label sum = {label_sum:.6f}",
               f"average loss = "
@@ -185,7 +207,8 @@ def closing_block(info: dict[str, Any]) -> str:
 def test_block(examples: int, weight: float, loss: float, seen: float | None = None, *,
                label_sum: float | None = None, features: int | None = None,
                labels: list[float] | None = None, loss_name: str | None = None,
-               tau: float = 0.5, log_loss: str | None = None) -> str:
+               tau: float = 0.5, log_loss: str | None = None,
+               holdout: tuple[float, float] | None = None) -> str:
     """VW's ``finished run`` block for ``-t`` (test only).
 
     Parameters
@@ -204,8 +227,14 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
         best constant, ``--dont_output_best_constant``) and ``--quantile_tau``.
     log_loss
         VW's ``average multiclass log loss`` (:func:`multiclass_log_loss`), or None.
+    holdout
+        ``--holdout_after``'s held-out examples' (loss, labelled weight): the average loss
+        is theirs, marked ``h``, as VW's (None: no holdout).
     """
     avg = _fixed(loss / weight) if weight > 0 else "n.a."
+    if holdout is not None:
+        avg = (f"{float(np.float32(holdout[0] / holdout[1])):.6f} h" if holdout[1] > 0
+               else "undefined (no holdout)")
     seen = weight if seen is None else seen
     lines = ["", "finished run", f"number of examples = {examples}",
              f"weighted example sum = {seen:.6f}"]
@@ -266,3 +295,31 @@ def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
     if options.get("passes", 1) > 1 or options.get("bfgs") or options.get("cg"):
         lines.append(f"decay_learning_rate = {options.get('decay_learning_rate', 1.0):g}")
     return "\n".join(lines)
+
+
+def batch_test_lines(args: Any, bits: int) -> tuple[str, str, str] | None:
+    """VW's lines of its batch learner in a ``-t`` run (none learns): where the command
+    line or -i's model names ``--bfgs``/``--conjugate_gradient``, the learner's opening
+    (what it enables and its table's header, on standard error after where the outputs go),
+    its ``[info]`` note on its memory (standard output) and its one pass line (no example
+    was learned from: VW's average over weight 0, ``-nan``), which ends its table; None
+    for a model of the online learner."""
+    from ._vwmodel import model_options
+
+    saved = model_options(args.initial) if args.initial else []
+    cg = args.cg is not None or ("--conjugate_gradient" in saved and args.bfgs is None)
+    if not (cg or args.bfgs is not None or "--bfgs" in saved):
+        return None
+    m = 0 if cg else int(getattr(args, "memory", 15))
+    curvature = bool(getattr(args, "hessian_on", False)) or m == 0
+    head = (f"enabling {'conjugate gradient optimization via BFGS' if m == 0 else 'BFGS based optimization'} "
+            f"{'with curvature calculation' if curvature else '**without** curvature calculation'}\n"
+            + "{:>2s} {:<10s}\t{:<10s}\t{:<10s}\t {:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<s}"
+            .format("##", "avg. loss", "der. mag.", "d. m. cond.", "wolfe1", "wolfe2",
+                    "mix fraction", "curvature", "dir. magnitude", "step size"))
+    note = (f"[info] m = {m}, allocated {((1 << bits) * (4 * (2 * m or 1) + 16)) >> 20}M for "
+            f"weights and mem")
+    nan = f"{'-nan':<10s}\t"
+    end = (f" 1 {nan * 3}{' ' * 10}\t{' ' * 10}\t{' ' * 10}\tMaximum number of passes "
+           f"reached. To optimize further, increase the number of passes")
+    return head, note, end

@@ -142,6 +142,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         print("\n".join(data.notes), flush=True)
     X = data.X
     features = np.diff(X.indptr)  # (VW's gd counts the crosses too; its batch learners not)
+    if data.parse.ignore_linear:  # (and an --ignore_linear namespace's, which its example has)
+        features = features + _off_counts(data, paths)
     sumsq = _sum_feat_sq(data, paths) if invariant and not (adaptive or normalized) \
         else None
     writers = prediction_writers(args)
@@ -260,9 +262,9 @@ def _sum_feat_sq(data: Any, paths: list[str]) -> np.ndarray:
     features together), then the namespaces' sums in the order they first appear, the
     constant's last, then the crosses' (VW's ``eval_sum_ft_squared_of_generated_ft``: per
     interaction the product of its namespaces' sums, a namespace crossed with itself k times
-    the sum over its k-combinations). The namespaces are those of the input's lines; where a
-    row's features are not theirs in that order (an input read once from standard input,
-    ``--ignore_linear``, a wildcard interaction) its squares are added in the row's order."""
+    the sum over its k-combinations). The namespaces are those of the input's lines (a
+    stream is read from its copy); the features of an ``--ignore_linear`` namespace, which
+    the parsed row leaves out, are read from the line's text (VW's example keeps them)."""
     from .._io._interactions import compile_interactions
     from ._vwtext import _lines, _sections
 
@@ -272,11 +274,8 @@ def _sum_feat_sq(data: Any, paths: list[str]) -> np.ndarray:
     parse = data.parse
     inters = compile_interactions(parse.quadratic, parse.cubic, parse.interactions,
                                   leave_duplicates=parse.leave_duplicates)
-    lines: Any = iter(())
-    if "-" not in paths and not parse.ignore_linear and \
-            not any(ord(":") in t for t in inters):
-        lines = (ln for p in paths for ln in _lines(p) if ln.strip())
-    ignored, _ = parse.namespace_flags()
+    lines = (ln for p in paths for ln in _lines(p) if ln.strip())
+    ignored, linear_off = parse.namespace_flags()
     const = 1 if parse.constant else 0
     for i in range(data.n):
         a, b = int(X.indptr[i]), int(X.indptr[i + 1])
@@ -286,15 +285,21 @@ def _sum_feat_sq(data: Any, paths: list[str]) -> np.ndarray:
             ch = ns.encode("utf-8", "surrogateescape")[0] if ns else 32
             if not ignored[ch] and fs:
                 counts[ch] = counts.get(ch, 0) + len(fs)
+        off = _off_squares(line, linear_off) if line is not None and \
+            linear_off.any() else {}
         sums: dict[int, Any] = {}
-        spans: dict[int, tuple[int, int]] = {}
+        squares: dict[int, np.ndarray] = {}
         pos = a
         for ch, m in counts.items():
+            if ch in off:  # (not in the row)
+                sq = off[ch]
+            else:
+                sq = x2[pos:min(pos + m, b)]
+                pos += m
             acc = _F(0)
-            for k in range(pos, min(pos + m, b)):
-                acc = _F(acc + x2[k])
-            sums[ch], spans[ch] = acc, (pos, pos + m)
-            pos += m
+            for v in sq:
+                acc = _F(acc + v)
+            sums[ch], squares[ch] = acc, sq
         total = _F(0)
         if line is None or pos + const > b or (not inters and b - pos > const):
             for k in range(a, b):  # (not the line's namespaces)
@@ -306,15 +311,68 @@ def _sum_feat_sq(data: Any, paths: list[str]) -> np.ndarray:
         if const:
             total = _F(total + x2[pos])
         if inters:
-            total = _F(total + _crosses_sq(inters, sums, spans, x2, parse.permutations))
+            total = _F(total + _crosses_sq(inters, sums, squares, parse.permutations))
         out[i] = total
     return out
 
 
+def _off_squares(line: str, linear_off: np.ndarray) -> dict[int, np.ndarray]:
+    """The squares (float) of the features of the line's ``--ignore_linear`` namespaces, in
+    their order, as VW reads their values: the namespace's scale times the value (1 for a
+    string value; each number read as VW's ``parse_float``), zeros left out."""
+    from ._vwfloat import parse_float32
+
+    def number(tok: str) -> Any:
+        b = np.frombuffer(tok.encode("utf-8", "surrogateescape"), np.uint8)
+        v, ok = parse_float32(b, 0, len(b))
+        return _F(v) if ok else None
+
+    out: dict[int, list[Any]] = {}
+    for sec in line.rstrip("\r\n").split("|")[1:]:
+        toks = sec.split()
+        if not toks:
+            continue
+        if sec[:1].isspace():
+            ch, scale, feats = 32, _F(1), toks
+        else:
+            ns, _, sc = toks[0].partition(":")
+            ch = ns.encode("utf-8", "surrogateescape")[0]
+            scale, feats = number(sc) if sc else _F(1), toks[1:]
+            if scale is None or scale == 0:
+                continue  # (|a:0: every value 0; a scale VW cannot read is refused before)
+        if not linear_off[ch]:
+            continue
+        sq = out.setdefault(ch, [])
+        for f in feats:
+            name, _, val = f.rpartition(":") if ":" in f else (f, "", "")
+            x = number(val) if val else _F(1)
+            if x is None:  # a string value: VW's value 1
+                x = _F(1) if name else _F(0)
+            v = _F(scale * x) if val else scale
+            if v != 0:
+                sq.append(_F(v * v))
+    return {ch: np.array(v, _F) for ch, v in out.items()}
+
+
+def _off_counts(data: Any, paths: list[str]) -> np.ndarray:
+    """Each example's count of the features of its ``--ignore_linear`` namespaces, which
+    the parsed row leaves out (VW's example, and its feature counters, keep them)."""
+    from ._vwtext import _lines
+
+    _, linear_off = data.parse.namespace_flags()
+    lines = (ln for p in paths for ln in _lines(p) if ln.strip())
+    out = np.zeros(data.n, np.int64)
+    for i in range(data.n):
+        line = next(lines, None)
+        if line is not None:
+            out[i] = sum(len(v) for v in _off_squares(line, linear_off).values())
+    return out
+
+
 def _crosses_sq(inters: list[tuple[int, ...]], sums: dict[int, Any],
-                spans: dict[int, tuple[int, int]], x2: np.ndarray, permutations: bool) -> Any:
+                squares: dict[int, np.ndarray], permutations: bool) -> Any:
     """VW's sum of the squares of an example's crossed features, from its namespaces'
-    sums (``sums``) and squares (``x2[spans[ns]]``), in float."""
+    sums (``sums``) and squares (``squares``), in float."""
     outer = _F(0)
     for inter in inters:
         prod = _F(1)
@@ -329,8 +387,7 @@ def _crosses_sq(inters: list[tuple[int, ...]], sums: dict[int, Any],
                 while j + k < len(inter) and inter[j + k] == ns:
                     k += 1
                 res = [_F(0)] * k
-                lo, hi = spans.get(ns, (0, 0))
-                for x in x2[lo:hi]:
+                for x in squares.get(ns, ()):
                     res[0] = _F(res[0] + x)
                     for m in range(1, k):
                         res[m] = _F(res[m] + _F(res[m - 1] * x))

@@ -20,6 +20,7 @@ import io
 import math
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numba
 import numpy as np
@@ -204,9 +205,13 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
         if (h & mask) in live and (h & mask) not in names:
             names[h & mask] = full
 
-    from ._vwgen import SOURCES
+    from ._vwgen import GENERATED, SOURCES
 
     for path in paths:
+        if path in GENERATED:  # (the generated features named from the input's words)
+            _generated_names(*GENERATED[path], (ignored, linear_off), inters,
+                             p.permutations, name_of)
+            continue
         path, hash_seed, every = SOURCES.get(path, (path, 0, False))
         seeds: dict[str, int] = {}
         for line in _lines(path):
@@ -226,6 +231,33 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
                         name_of(h, full)
             crossed_names(inters, groups, p.permutations, name_of)
     return names
+
+
+def _generated_names(path: str, gen: Any, flags: tuple[np.ndarray, np.ndarray],
+                     inters: Sequence[tuple[int, ...]], permutations: bool,
+                     emit: Callable[[int, str], None]) -> None:
+    """:func:`feature_names`' for an input whose features ``gen`` (``_vwgen.FeatureGen``)
+    rewrote: each line's features as the rewrite makes them, named as VW names them (an
+    affix feature by its hash, as the rewritten text has it); ``flags``: the parse
+    options' ``namespace_flags``."""
+    from .._io._hashing import hash_space
+
+    ignored, linear_off = flags
+    for k, text in enumerate(_lines(path), 1):
+        named: dict[int, list[tuple[int, str | None]]] = {}
+        gen.line(text, f"{path}:{k}", named)
+        groups: dict[int, list[tuple[int, str]]] = {}
+        for c, fs in named.items():
+            if ignored[c]:
+                continue
+            letter = "\x7faffix" if c == 132 else "\x7fspelling" if c == 133 else chr(c)
+            base = 0 if c == 32 else hash_space(letter)
+            g = groups[c] = [(h, full if full is not None else
+                              f"{letter}^{(h - base) & 0xFFFFFFFF}") for h, full in fs]
+            if not linear_off[c]:
+                for h, full in g:
+                    emit(h, full)
+        crossed_names(inters, groups, permutations, emit)
 
 
 def crossed_names(inters: Sequence[tuple[int, ...]],
@@ -374,6 +406,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
             + [f"--hash_seed {v}" for v in _generation(model, "hash_seed")]
             + [f"--redefine {v}" for v in _generation(model, "redefine")]
             + [f"--affix {v}" for v in _generation(model, "affix")[:1]]
+            + [f"--spelling {v}" for v in _generation(model, "spelling")]
             + list(options))
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {''.join(sorted({c for v in getattr(pa, k) for c in v}))}"
