@@ -470,6 +470,23 @@ def test_spelling_features_are_vws(flags, tmp_path, capfd, monkeypatch):
         assert (tmp_path / other).read_text() == (tmp_path / "want.p").read_text()
 
 
+def test_a_bad_line_of_a_rewritten_input_is_named_as_the_users(tmp_path, capfd, monkeypatch):
+    """--spelling (like --affix and the other rewrites) reads a rewritten copy of the input:
+    an error in it names the user's file, line and text, not the copy's."""
+    import gzip
+
+    text = "1 |a x y\n1 -2 |a z\n"
+    (tmp_path / "d.vw").write_text(text)
+    with gzip.open(tmp_path / "d.vw.gz", "wt") as f:
+        f.write(text)
+    for name in ("d.vw", "d.vw.gz"):
+        code, err = run_ts(capfd, ["-d", name, "--spelling", "a", "--quiet"], tmp_path,
+                           monkeypatch)
+        assert code == 2
+        assert f"{name}, line 2: an importance weight is negative: '1 -2 |a z'" in err, err
+        assert "terascale-vwgen" not in err
+
+
 @pytest.mark.parametrize("flags", [["--holdout_after", "120"],
                                    more(["--holdout_after", "40", "--loss_function",
                                          "logistic", "-P", "5"]),

@@ -15,7 +15,7 @@ import argparse
 import re
 from collections.abc import Sequence
 
-from ..._errors import ConfigError
+from ..._errors import ConfigError, DataError
 from .._online._state import (
     CONTRACTION,
     GRAVITY,
@@ -168,6 +168,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "adaptive, normalized or invariant update")
 
     def run(args: argparse.Namespace) -> int:
+        try:
+            return _run(args)
+        except DataError as e:  # (a line of a rewritten input: named as the input's)
+            from ._vwgen import as_given
+
+            raise DataError(as_given(str(e))) from None
+
+    def _run(args: argparse.Namespace) -> int:
         from .._front import _cli_run
         from .._names import cli_names
         from .._online._progress import CADENCE, cadence

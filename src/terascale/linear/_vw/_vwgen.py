@@ -56,7 +56,7 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 
-__all__ = ["GENERATED", "INPUTS", "SOURCES", "FeatureGen", "rewrite_inputs"]
+__all__ = ["GENERATED", "INPUTS", "SOURCES", "FeatureGen", "as_given", "rewrite_inputs"]
 
 QUADRATIC_CONSTANT = 27942141  # VW's multiplier of an n-gram's indices
 AFFIX_CONSTANT = 13903957
@@ -415,6 +415,32 @@ def _float(tok: str, where: str) -> float:
         raise DataError(f"{where}: a feature value or namespace scale is not a number: "
                         f"{tok!r}")
     return float(v)
+
+
+def as_given(message: str) -> str:
+    """An error's text naming each rewritten copy as the input it was written from, and
+    quoting the input's line where it quotes the copy's (a copy keeps the input's lines)."""
+    import re
+
+    from ._vwtext import _lines
+
+    def line(path: str, k: int) -> str | None:
+        for i, text in enumerate(_lines(path), 1):
+            if i == k:
+                text = text.rstrip("\n").rstrip("\r")
+                return text if len(text) <= 120 else text[:117] + "..."
+        return None
+
+    for tmp, path in INPUTS.items():
+        if tmp not in message:
+            continue
+        at = re.search(re.escape(tmp) + r", line (\d+): ", message)
+        if at and os.path.exists(tmp):
+            copy, given = line(tmp, int(at.group(1))), line(path, int(at.group(1)))
+            if copy is not None and given is not None:
+                message = message.replace(repr(copy), repr(given))
+        message = message.replace(tmp, path)
+    return message
 
 
 def rewrite_inputs(paths: Sequence[str], gen: FeatureGen) -> list[str]:
