@@ -487,6 +487,21 @@ def test_a_bad_line_of_a_rewritten_input_is_named_as_the_users(tmp_path, capfd, 
         assert "terascale-vwgen" not in err
 
 
+def test_binary_with_an_always_positive_link_is_refused_in_test_runs_too(tmp_path, capfd,
+                                                                         monkeypatch):
+    """VW's --binary takes the sign of the linked prediction: with --link logistic every
+    prediction is 1. Refused under -t as in training, given or kept in -i's model."""
+    (tmp_path / "d.vw").write_text("1 |a x y\n-1 |a z\n" * 5)
+    run_vw(["-d", "d.vw", "--link", "logistic", "--loss_function", "logistic", "-f", "l.m",
+            "--quiet"], tmp_path)
+    run_vw(["-d", "d.vw", "--link", "logistic", "--loss_function", "logistic", "--binary",
+            "-f", "lb.m", "--quiet"], tmp_path)
+    for model, extra in (("l.m", ["--binary"]), ("lb.m", [])):
+        code, err = run_ts(capfd, ["-d", "d.vw", "-t", "-i", model, *extra, "-p", "p"],
+                           tmp_path, monkeypatch)
+        assert code == 2 and "--binary with --link logistic: one or the other" in err, err
+
+
 @pytest.mark.parametrize("flags", [["--holdout_after", "120"],
                                    more(["--holdout_after", "40", "--loss_function",
                                          "logistic", "-P", "5"]),

@@ -216,10 +216,7 @@ def train(args: argparse.Namespace) -> int:
         options["fixed_range"] = True
     paths = _inputs(args)
     how = _link(args, "identity")
-    if args.binary and args.link in ("logistic", "poisson"):
-        raise ConfigError(f"--binary with --link {args.link}: one or the other (VW applies "
-                          f"--binary to the {args.link} link's output, which is always "
-                          f"positive: every prediction 1)")
+    _binary_link(args.binary, args.link)
     raw = getattr(args, "raw_predictions", None)
     kept: list[dict[str, Any]] = [{}]  # (-i's model's -b, -q, ...: VW prints them)
 
@@ -523,6 +520,15 @@ class _TestProgress:
             self.sums = np.array([cum_l[-1], cum_lw[-1]])
 
 
+def _binary_link(binary: bool, link: str | None) -> None:
+    """--binary with a link whose output is always positive, given or kept in -i's model:
+    refused (VW's --binary takes the sign of the linked prediction: every one 1)."""
+    if binary and link in ("logistic", "poisson"):
+        raise ConfigError(f"--binary with --link {link}: one or the other (VW applies "
+                          f"--binary to the {link} link's output, which is always "
+                          f"positive: every prediction 1)")
+
+
 def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                opening: Any = None) -> int:
     """VW's -t: predictions of -i's model, no learning; the average loss on stderr."""
@@ -545,6 +551,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
         model.parse = dataclasses.replace(model.parse, lenient_labels=True)
     how = _link(args, model.info.get("link", how))  # (VW keeps --link in the model)
     args.binary = args.binary or bool(model.info.get("binary"))  # (and --binary)
+    _binary_link(args.binary, how)
     if opening is not None:
         opening()
     from .._batch._linalg import dot

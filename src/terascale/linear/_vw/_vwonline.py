@@ -596,6 +596,7 @@ def test(args: argparse.Namespace) -> int:
         return int(_cli_run.train(args) or 0)
     how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
     binary = bool(args.binary or model.info.get("binary"))  # (and --binary)
+    _cli_run._binary_link(binary, how)
     batch = batch_test_lines(args, bits)  # (a --bfgs model: VW's batch learner's lines)
     if not args.quiet:
         text = preamble(options, paths, model=args.model, predictions=args.predictions,
