@@ -190,6 +190,8 @@ TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t 
     ("real", [], "vw", ["--noconstant"]),
     # above -b 24: the weights alone in the table (the learner's rows take the numba pass)
     ("sign", ["--loss_function", "logistic", "-b", "25", "--l1", "1e-6"], "vw", []),
+    # --ignore_linear given adds to the model's (VW's options add up)
+    ("real", ["-q", "ab", "--ignore_linear", "b"], "vw", ["--ignore_linear", "a"]),
 ]
 
 

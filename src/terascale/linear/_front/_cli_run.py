@@ -126,10 +126,10 @@ def _load(path: str, args: argparse.Namespace | None = None, *, start: bool = Tr
 def vw_start(model: Any, args: argparse.Namespace) -> None:
     """What a ``terascale vw`` command line changes in -i's model, as VW does (the same
     from ``job["interactions"]`` and ``job["initial_t"]`` in a worker): ``-q``/``--cubic``/
-    ``--interactions`` given replace the model's three, ``--ignore``/``--keep`` given add
-    to the model's and ``--noconstant`` given drops its constant feature
-    (``args.vw_interactions``: those parse options; the constant's weight stays in the
-    model, unused);
+    ``--interactions`` given replace the model's three, ``--ignore``/``--keep``/
+    ``--ignore_linear`` given add to the model's and ``--noconstant`` given drops its
+    constant feature (``args.vw_interactions``: those parse options; the constant's
+    weight stays in the model, unused);
     ``--initial_t`` (``args.vw_initial_t``) gives every one of the 2**b weights that sum
     to start from (VW's gd sets it before it reads the model), the model's rows over it:
     their weights, and a save_resume model's sums and learner state; a model without that
@@ -148,7 +148,8 @@ def vw_start(model: Any, args: argparse.Namespace) -> None:
 
         model.parse = dataclasses.replace(model.parse, **{
             k: (tuple(dict.fromkeys((*getattr(model.parse, k), *v)))
-                if k in ("ignore", "keep") else tuple(v) if isinstance(v, list) else v)
+                if k in ("ignore", "keep", "ignore_linear") else tuple(v)
+                if isinstance(v, list) else v)
             for k, v in given.items()})
     bounds = getattr(args, "vw_range", None)
     if bounds and not resume:

@@ -264,12 +264,13 @@ def _overridden_interactions(args: argparse.Namespace) -> None:
     model's three (``args.vw_interactions``, which ``_cli_run.vw_start`` applies to the
     model wherever it is read), with VW's warning on standard output where the model had
     any; without any given, the model's apply. ``--noconstant`` given drops the model's
-    constant feature, and ``--ignore``/``--keep`` given add their namespaces to the
-    model's (VW's options add up: the model's apply too)."""
+    constant feature, and ``--ignore``/``--keep``/``--ignore_linear`` given add their
+    namespaces to the model's (VW's options add up: the model's apply too)."""
     args.vw_interactions = None
     if not args.initial:
         return
-    given: dict[str, object] = {k: list(getattr(args, k)) for k in ("ignore", "keep")
+    given: dict[str, object] = {k: list(getattr(args, k))
+                                for k in ("ignore", "keep", "ignore_linear")
                                 if getattr(args, k)}  # (added to the model's, as VW's)
     if args.noconstant:
         given["constant"] = False
