@@ -470,6 +470,25 @@ def test_spelling_features_are_vws(flags, tmp_path, capfd, monkeypatch):
         assert (tmp_path / other).read_text() == (tmp_path / "want.p").read_text()
 
 
+@pytest.mark.parametrize("flags", [["--spelling", "b", "--affix", "-1c", "-q", "bc"],
+                                   more(["--ngram", "b2"]), more([])])
+def test_string_values_under_a_scale_and_two_generated_namespaces_are_vws(flags, tmp_path,
+                                                                        capfd, monkeypatch):
+    """A string value (``color:red``) is 1 whatever its namespace's scale, as VW's; the
+    spelling and affix namespaces are two (listed where VW lists them): VW's predictions
+    to the bit."""
+    rng = np.random.default_rng(7)
+    lines = [f"{rng.choice(['1', '-1'])} |b:0.5 "
+             + " ".join(rng.choice(["color:red", "color:blue", "x:2", "Cd", "y3"], 3))
+             + f" |c {rng.choice(['wq', 'v', 'uu'])} v" for _ in range(200)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    run_vw(["-d", "d.vw", *flags, "-p", "vw.p", "--quiet"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", *flags, "-p", "ts.p", "--quiet"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+
+
 def test_a_bad_line_of_a_rewritten_input_is_named_as_the_users(tmp_path, capfd, monkeypatch):
     """--spelling (like --affix and the other rewrites) reads a rewritten copy of the input:
     an error in it names the user's file, line and text, not the copy's."""

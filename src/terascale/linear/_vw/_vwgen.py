@@ -62,8 +62,10 @@ QUADRATIC_CONSTANT = 27942141  # VW's multiplier of an n-gram's indices
 AFFIX_CONSTANT = 13903957
 AFFIX_NAMESPACE = 132
 SPELLING_NAMESPACE = 133
-_AFFIX_NAME = "\x7faffix"  # how the rewritten text names it (any name: its hash is undone)
-_SPELLING_NAME = "\x7fspelling"
+# how the rewritten text names them (any name: its hash is undone), each its own first
+# byte: the parser groups a line's namespaces by that byte, in the order they come
+_AFFIX_NAME = "\x7faffix"
+_SPELLING_NAME = "\x01spelling"
 _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
 
@@ -254,8 +256,11 @@ class FeatureGen:
                 if text:  # VW 9's string value: name^value, of value 1, hashed in the name's
                     colon, h = "", _hashstring(val, _hashstring(name, ns_hash, self.hash_all),
                                                self.hash_all)
-                v = np.float32(scale) * np.float32(_float(val, where)) if colon else \
+                # (a string value is 1, unscaled, as VW's: written outside the scale)
+                v = np.float32(1.0) if text else \
+                    np.float32(scale) * np.float32(_float(val, where)) if colon else \
                     np.float32(scale)
+                stok = None if text else scale_tok
                 if v == 0:
                     continue  # VW drops zero-valued features
                 if text:
@@ -265,7 +270,7 @@ class FeatureGen:
                 else:
                     h = (ns_hash + anon) & _U32
                     anon += 1
-                out.append((h & mask, float(v), val if colon else None, scale_tok,
+                out.append((h & mask, float(v), val if colon else None, stok,
                             (ns, name, f"^{val}" if text else "")))
                 if name and c in self.affix:
                     if not groups.get(AFFIX_NAMESPACE):
@@ -279,7 +284,7 @@ class FeatureGen:
                         word = (f"{chr(c) if c != 32 else ''}{'+' if prefix else '-'}"
                                 f"{chr(48 + ln)}="
                                 f"{part.decode(errors='surrogateescape')}")
-                        afx.append((h & mask, float(v), val if colon else None, scale_tok,
+                        afx.append((h & mask, float(v), val if colon else None, stok,
                                     ("affix", word, "")))
                 if c in self.spelling:  # (every feature, an anonymous one's spelling empty)
                     spell = _spelling(name)
@@ -288,7 +293,7 @@ class FeatureGen:
                     if not groups.get(SPELLING_NAMESPACE):
                         order.append(SPELLING_NAMESPACE)
                     groups.setdefault(SPELLING_NAMESPACE, []).append(
-                        (h & mask, float(v), val if colon else None, scale_tok,
+                        (h & mask, float(v), val if colon else None, stok,
                          ("spelling", (f"{chr(c)}_" if c != 32 else "") + spell, "")))
             if new and out:  # (VW lists a namespace once its features are read: after
                 order.append(c)  # the affix and spelling ones it made first)

@@ -236,7 +236,8 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
                     err = 4
                     break
                 fv, text = 1.0, True
-        v32 = scale * np.float32(fv)  # VW: namespace scale times value, in float
+        # VW: namespace scale times value, in float; a string value is 1, unscaled
+        v32 = np.float32(1.0) if text else scale * np.float32(fv)
         # an anonymous feature (:v) is the namespace hash plus its running count in this
         # namespace, counted before a zero value drops it, as VW's parser does
         h = ns_hash + anon
