@@ -162,3 +162,20 @@ def test_audit_names_each_of_two_features_that_collide_in_an_example(tmp_path):
     runs = stdouts(args, tmp_path)
     assert runs[0].count("\n") == 120 and "user^u" in runs[0]
     assert runs[1] == runs[0]
+
+
+@pytest.mark.parametrize("pos, neg", [(69, 58), (357, 212)])
+def test_the_logistic_best_constant_is_c_logf_of_the_counts(pos, neg, tmp_path, capfd,
+                                                             monkeypatch):
+    """--loss_function logistic's best constant, log(positives / negatives), is C's logf
+    of the float ratio, as VW takes it: the sixth decimal VW prints on counts where
+    numpy's float32 log (0.173663 of 69/58) or the double log (0.521150 of 357/212) is
+    an ulp away."""
+    (tmp_path / "d.vw").write_text("\n".join(["1 |a x"] * pos + ["-1 |a y"] * neg) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "logistic"]
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    want = run_vw(args, tmp_path)
+    best = [ln for ln in err.splitlines() if ln.startswith("best constant")]
+    assert len(best) == 2 and best == [ln for ln in want.splitlines()
+                                       if ln.startswith("best constant")]

@@ -113,7 +113,7 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         best = f(-1) if c2 <= c1 else f(1)
     elif how == "log_odds":
         l1, l2 = f(-1), f(1)
-        best = f(1) if c1 <= 0 else f(-1) if c2 <= 0 else f(np.log(f(c2 / c1)))
+        best = f(1) if c1 <= 0 else f(-1) if c2 <= 0 else _logf(f(c2 / c1))
     else:  # quantile
         best = l2 if f(f(tau) * f(c1 + c2)) < c2 else l1
     lines = [f"best constant = {best:.6f}"]
@@ -128,6 +128,20 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         total = f(total + (f(at(l2) * c2) if c2 > 0 else f(0)))
         lines.append(f"best constant's loss = {f(total / f(c1 + c2)):.6f}")
     return lines
+
+
+def _logf(x: np.float32) -> np.float32:
+    """C's ``logf`` of ``x``, as VW's ``std::log`` of a float takes it: the C library's
+    (numpy's float32 log and a double log rounded to float each differ from it by an ulp
+    on some ratios, the sixth decimal printed); numpy's where the process has none."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None).logf
+    except (AttributeError, OSError):
+        return np.float32(np.log(x))
+    fn.argtypes, fn.restype = [ctypes.c_float], ctypes.c_float
+    return np.float32(fn(float(x)))
 
 
 def _loss32() -> Any:
