@@ -179,3 +179,21 @@ def test_the_logistic_best_constant_is_c_logf_of_the_counts(pos, neg, tmp_path, 
     best = [ln for ln in err.splitlines() if ln.startswith("best constant")]
     assert len(best) == 2 and best == [ln for ln in want.splitlines()
                                        if ln.startswith("best constant")]
+
+
+def test_invert_hash_writes_a_weight_that_stayed_0_without_its_name(tmp_path, capfd,
+                                                                      monkeypatch):
+    """A feature whose updates cancel in each example (``z`` and ``z:-1`` in one
+    namespace, its crosses too) keeps weight 0 with nonzero sums: --invert_hash writes it
+    without its name, VW's file byte for byte."""
+    rng = np.random.default_rng(9)
+    lines = [f"{rng.normal():.3f} |a:0.5 x{rng.integers(6)} |b:2 z{i % 4} z{i % 4}:-1 "
+             f"w{rng.integers(5)}" for i in range(40)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    flags = ["-d", "d.vw", "-q", "ab", "--invert_hash"]
+    code, err = run_ts(capfd, [*flags, "ts.inv"], tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw([*flags, "vw.inv"], tmp_path)
+    text = (tmp_path / "ts.inv").read_text()
+    assert text == (tmp_path / "vw.inv").read_text()
+    assert "\nb^w1:" in text and "b^z1" not in text
