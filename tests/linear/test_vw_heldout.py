@@ -7,7 +7,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from _vw_runs import hex_id_lines, numbers, run_ts, run_vw, stdouts
+from _vw_runs import hex_id_lines, more, numbers, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -197,3 +197,27 @@ def test_invert_hash_writes_a_weight_that_stayed_0_without_its_name(tmp_path, ca
     text = (tmp_path / "ts.inv").read_text()
     assert text == (tmp_path / "vw.inv").read_text()
     assert "\nb^w1:" in text and "b^z1" not in text
+
+
+@pytest.mark.parametrize("flags", [["--holdout_period", "1"],
+                                   more(["--passes", "2", "-c", "-k", "--holdout_off",
+                                         "--holdout_period", "3"])])
+def test_a_holdout_period_that_holds_nothing_out_is_accepted(flags, tmp_path, capfd,
+                                                             monkeypatch):
+    """--holdout_period where VW holds nothing out (one pass; --holdout_off, which wins)
+    runs as VW's run, predictions and closing block; 1 with passes, where VW learns from
+    no example, is refused with what to give instead."""
+    rng = np.random.default_rng(10)
+    (tmp_path / "d.vw").write_text("\n".join(
+        f"{rng.choice([-1, 1])} |a x{rng.integers(9)} y{rng.integers(4)}" for _ in range(60))
+        + "\n")
+    args = ["-d", "d.vw", *flags, "-p", "p"]
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    (tmp_path / "ts.p").write_text((tmp_path / "p").read_text())
+    want = run_vw(args, tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "p").read_text()
+    assert err.split("finished run")[1] == want.split("finished run")[1]
+    code, err = run_ts(capfd, ["-d", "d.vw", "--passes", "2", "-c", "-k",
+                               "--holdout_period", "1"], tmp_path, monkeypatch)
+    assert code == 2 and "--holdout_period 1" in err and "--holdout_off" in err
