@@ -221,3 +221,24 @@ def test_a_holdout_period_that_holds_nothing_out_is_accepted(flags, tmp_path, ca
     code, err = run_ts(capfd, ["-d", "d.vw", "--passes", "2", "-c", "-k",
                                "--holdout_period", "1"], tmp_path, monkeypatch)
     assert code == 2 and "--holdout_period 1" in err and "--holdout_off" in err
+
+
+@pytest.mark.parametrize("flags", [["-t"], more(["-t", "-i", "small.model"]),
+                                   more(["-t", "--min_prediction", "0.5",
+                                         "--max_prediction", "0.7"])])
+def test_the_best_constant_loss_under_test_only_is_vws_in_the_models_range(
+        flags, tmp_path, capfd, monkeypatch):
+    """-t keeps the model's label range ([0, 0] without -i; -i's, however small; the one
+    given): VW's squared loss of a best constant outside it is the edge's loss continued
+    along its slope (negative here), and the closing block prints it as VW does."""
+    rng = np.random.default_rng(12)
+    (tmp_path / "d.vw").write_text("\n".join(
+        f"{1 if i % 20 == 0 else -1} |a x{rng.integers(9)}" for i in range(40)) + "\n")
+    if "-i" in flags:
+        (tmp_path / "s.vw").write_text("1e-5 |a x1\n3e-5 |a x2\n")
+        run_vw(["-d", "s.vw", "-f", "small.model", "--quiet"], tmp_path)
+    args = ["-d", "d.vw", *flags]
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    want = run_vw(args, tmp_path).split("finished run")[1]
+    assert err.split("finished run")[1] == want and "best constant's loss = -" in want

@@ -54,6 +54,10 @@ class Loss(NamedTuple):
     counts
         Whether labels are counts: VW learns nothing from a negative label and warns of
         it (``[warning]`` lines on standard output, where the progress table goes).
+    ranged
+        Whether VW's ``get_loss`` of a prediction outside the label range it holds is the
+        range edge's loss continued along its slope (the closing block's ``best
+        constant's loss`` under ``-t``, whose range is the model's, not the labels').
     """
 
     code: int
@@ -66,6 +70,7 @@ class Loss(NamedTuple):
     curvature: float = 0.0
     best_constant: str = ""
     counts: bool = False
+    ranged: bool = False
 
 
 # The one table of losses: adding one is a row here, its branches in the kernels below
@@ -79,7 +84,8 @@ class Loss(NamedTuple):
 LOSS_TABLE = {
     "logistic": Loss(0, "logistic", "logistic", True, "logloss", True, "fixed", 0.25,
                      "log_odds"),
-    "squared": Loss(1, "squared", "identity", False, "mse", True, "labels", 2.0, "mean"),
+    "squared": Loss(1, "squared", "identity", False, "mse", True, "labels", 2.0, "mean",
+                    ranged=True),
     "hinge": Loss(2, "hinge", "identity", True, "hinge", True, "labels", 0.0, "majority"),
     "quantile": Loss(3, "quantile", "identity", False, "quantile", False, "labels", 0.0,
                      "quantile"),

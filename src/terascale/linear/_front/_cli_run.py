@@ -441,12 +441,17 @@ def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
     clip = loss_spec(loss or model.loss).clip
     if clip == "fixed":
         return np.clip(s, -50.0, 50.0)
-    ad = model.adaptive
-    seen = ad is not None and len(ad[2]) >= 6
-    lo, hi = (float(ad[2][MIN_LABEL]), float(ad[2][MAX_LABEL])) if seen else (0.0, 0.0)
+    lo, hi = _label_range(model)
     if clip == "labels50":
         return np.clip(s, min(lo, -50.0), max(hi, 50.0))
     return np.clip(s, lo, hi) if lo < hi else s
+
+
+def _label_range(model: Any) -> tuple[float, float]:
+    """The label range the model's learner held ([0, 0] where it has none: VW's start)."""
+    ad = model.adaptive
+    seen = ad is not None and len(ad[2]) >= 6
+    return (float(ad[2][MIN_LABEL]), float(ad[2][MAX_LABEL])) if seen else (0.0, 0.0)
 
 
 def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5,
@@ -578,7 +583,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                              float(total[3]), label_sum=float(total[4]),
                              features=int(total[5]), labels=labels,
                              loss_name=loss if _best_constant(args) else None,
-                             tau=args.quantile_tau), file=sys.stderr)
+                             tau=args.quantile_tau, label_range=_label_range(model)),
+                  file=sys.stderr)
     elif not args.quiet:
         avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
         print(f"test only: {int(total[2])} examples, average loss = {avg}"

@@ -619,7 +619,7 @@ def test(args: argparse.Namespace) -> int:
                          label_sum=float(total[4]), features=int(total[5]),
                          labels=labels_seen,
                          loss_name=loss if not args.dont_output_best_constant else None,
-                         tau=args.quantile_tau), file=sys.stderr)
+                         tau=args.quantile_tau, label_range=(lo, hi)), file=sys.stderr)
     return 0
 
 

@@ -69,7 +69,8 @@ def multiclass_log_loss(loss: float, weight: float, holdout: bool = False) -> st
 
 
 def best_constant(loss: str, tau: float, label_sum: float, weight: float,
-                  labels: list[float]) -> list[str]:
+                  labels: list[float],
+                  label_range: tuple[float, float] | None = None) -> list[str]:
     """VW's ``best constant`` and ``best constant's loss`` lines (none where VW prints
     none).
 
@@ -88,6 +89,10 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
     labels
         The distinct labels seen (held-out examples included), sorted: the first three
         are enough (three mean "more than two").
+    label_range
+        The label range VW holds where it is not the labels' (``-t``: the model's, [0, 0]
+        without ``-i``): a loss whose row is ``ranged`` takes a constant outside it as
+        VW's ``get_loss`` does (None: the labels' range, which holds the constant).
     """
     from .._losstable import loss_code, loss_spec
 
@@ -122,6 +127,16 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         loss32 = _loss32()
 
         def at(y: np.float32) -> np.float32:
+            if label_range is not None and loss_spec(loss).ranged:
+                lo, hi = f(label_range[0]), f(label_range[1])
+                if best < lo:  # (VW's squaredloss::get_loss, float and double as there)
+                    d = f(y - lo)
+                    return f(0) if y == lo else f(float(f(d * d)) + 2.0 * float(d)
+                                                  * float(f(lo - best)))
+                if best > hi:
+                    d = f(hi - y)
+                    return f(0) if y == hi else f(float(f(d * d)) + 2.0 * float(d)
+                                                  * float(f(best - hi)))
             return f(loss32(kind, float(best), float(y)))
 
         total = f(at(l1) * c1) if c1 > 0 else f(0)
@@ -199,7 +214,8 @@ def closing_block(info: dict[str, Any]) -> str:
 def test_block(examples: int, weight: float, loss: float, seen: float | None = None, *,
                label_sum: float | None = None, features: int | None = None,
                labels: list[float] | None = None, loss_name: str | None = None,
-               tau: float = 0.5, log_loss: str | None = None) -> str:
+               tau: float = 0.5, log_loss: str | None = None,
+               label_range: tuple[float, float] | None = None) -> str:
     """VW's ``finished run`` block for ``-t`` (test only).
 
     Parameters
@@ -218,6 +234,8 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
         best constant, ``--dont_output_best_constant``) and ``--quantile_tau``.
     log_loss
         VW's ``average multiclass log loss`` (:func:`multiclass_log_loss`), or None.
+    label_range
+        The model's label range (:func:`best_constant`'s ``label_range``).
     """
     avg = _fixed(loss / weight) if weight > 0 else "n.a."
     seen = weight if seen is None else seen
@@ -229,7 +247,8 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
     if log_loss is not None:
         lines.append(f"average multiclass log loss = {log_loss}")
     if loss_name is not None and label_sum is not None:
-        lines += best_constant(loss_name, tau, label_sum, weight, list(labels or []))
+        lines += best_constant(loss_name, tau, label_sum, weight, list(labels or []),
+                               label_range)
     if features is not None:
         lines.append(f"total feature number = {features}")
     return "\n".join(lines)
