@@ -242,3 +242,23 @@ def test_the_best_constant_loss_under_test_only_is_vws_in_the_models_range(
     assert code == 0, err
     want = run_vw(args, tmp_path).split("finished run")[1]
     assert err.split("finished run")[1] == want and "best constant's loss = -" in want
+
+
+@pytest.mark.parametrize("flags", [["--max_prediction", "-0.5"],
+                                   more(["--min_prediction", "0.5", "--max_prediction",
+                                         "0.7", "-n", "2"])])
+def test_the_best_constant_loss_in_a_fixed_range_is_vws(flags, tmp_path, capfd,
+                                                        monkeypatch):
+    """Training under --min_prediction/--max_prediction keeps the range given (the other
+    bound 0): the closing block's best constant's loss is VW's get_loss of the constant in
+    that range (on -n 2, VW's single-worker figure: it depends on the labels alone)."""
+    rng = np.random.default_rng(13)
+    (tmp_path / "d.vw").write_text("\n".join(
+        f"{1 if i % 3 == 0 else -1} |a x{rng.integers(9)}" for i in range(60)) + "\n")
+    args = ["-d", "d.vw", *flags]
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    want = run_vw([a for a in args if a not in ("-n", "2")], tmp_path)
+    line = [ln for ln in want.splitlines() if ln.startswith("best constant's loss")]
+    assert line and line[0] in err.splitlines() and line[0] != "best constant's loss = " \
+        "0.888889"  # (the plain squared loss of the mean -1/3)

@@ -427,7 +427,8 @@ def train(args: argparse.Namespace) -> int:
                              "holdout": False, "loss": opts.loss,
                              "vw_preserved": getattr(args, "vw_preserved", None) or {},
                              "quantile_tau": opts.quantile_tau,
-                             "best_constant": not args.dont_output_best_constant}),
+                             "best_constant": not args.dont_output_best_constant,
+                             "label_range": _fixed_range(options, state)}),
               file=sys.stderr)
     return 0
 
@@ -635,6 +636,16 @@ def _lines(fast: Any, values: np.ndarray, b: tuple, start: int) -> str:
     tags = [bytes(b[6][b[5][i]:b[5][i + 1]]).decode("utf-8", "surrogateescape")
             for i in range(start, start + len(v))]
     return prediction_lines(v, tags)
+
+
+def _fixed_range(options: dict[str, Any], state: np.ndarray) -> list[float] | None:
+    """The label range a run under ``--min_prediction``/``--max_prediction`` kept (the
+    closing block's ``label_range``); None where the range is the labels'."""
+    from .._online._state import MAX_LABEL, MIN_LABEL
+
+    if not options.get("fixed_range"):
+        return None
+    return [float(state[MIN_LABEL]), float(state[MAX_LABEL])]
 
 
 def _begin(args: argparse.Namespace) -> tuple[Any, dict[str, Any], list[str], str]:

@@ -179,8 +179,9 @@ def closing_block(info: dict[str, Any]) -> str:
     with ``holdout`` (whether the run held examples out, :func:`holdout_on`),
     ``vw_preserved`` (-i's counters under ``--preserve_performance_counters``),
     ``multiclass_log_loss`` (its line's value, :func:`multiclass_log_loss`) and, for the
-    best constant, ``loss``, ``quantile_tau`` and ``best_constant`` (False:
-    ``--dont_output_best_constant``)."""
+    best constant, ``loss``, ``quantile_tau``, ``best_constant`` (False:
+    ``--dont_output_best_constant``) and ``label_range`` (the learner's fixed range under
+    ``--min_prediction``/``--max_prediction``: :func:`best_constant`'s)."""
     totals = info.get("pass_totals", [])
     passes = max(len(totals), 1)
     examples = int(info.get("examples", 0))
@@ -205,8 +206,10 @@ def closing_block(info: dict[str, Any]) -> str:
     if info.get("multiclass_log_loss") is not None:
         lines.append(f"average multiclass log loss = {info['multiclass_log_loss']}")
     if info.get("best_constant", True) and "loss" in info:
+        ranged = info.get("label_range")
         lines += best_constant(info["loss"], float(info.get("quantile_tau", 0.5)),
-                               label_sum, labelled, list(info.get("labels", [])))
+                               label_sum, labelled, list(info.get("labels", [])),
+                               tuple(ranged) if ranged is not None else None)
     lines.append(f"total feature number = {features}")
     return "\n".join(lines)
 
