@@ -262,3 +262,29 @@ def test_the_best_constant_loss_in_a_fixed_range_is_vws(flags, tmp_path, capfd,
     line = [ln for ln in want.splitlines() if ln.startswith("best constant's loss")]
     assert line and line[0] in err.splitlines() and line[0] != "best constant's loss = " \
         "0.888889"  # (the plain squared loss of the mean -1/3)
+
+
+def test_gzip_data_under_any_name_or_on_standard_input_is_read(tmp_path, capfd,
+                                                                monkeypatch):
+    """--compressed data in a file not named .gz, and piped in (-d -), is decompressed as
+    VW's --compressed reads it: VW's predictions, its preamble naming the file given."""
+    import gzip
+    import io
+    import sys
+
+    rng = np.random.default_rng(14)
+    text = "\n".join(f"{rng.choice([-1, 1])} |a x{rng.integers(9)} y:{rng.normal():.3f}"
+                     for _ in range(50)) + "\n"
+    (tmp_path / "d.dat").write_bytes(gzip.compress(text.encode(), mtime=0))
+    args = ["--compressed", "-p", "p"]
+    code, err = run_ts(capfd, ["-d", "d.dat", *args], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert "Reading datafile = d.dat\n" in err
+    ts = (tmp_path / "p").read_text()
+    run_vw(["-d", "d.dat", *args], tmp_path)
+    assert ts == (tmp_path / "p").read_text() and len(set(ts.split())) > 10
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
+        (tmp_path / "d.dat").read_bytes())))
+    code, err = run_ts(capfd, ["-d", "-", *args], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "p").read_text() == ts

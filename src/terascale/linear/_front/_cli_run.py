@@ -56,7 +56,7 @@ def _spooled(path: str) -> str:
         try:
             if not stat.S_ISFIFO(os.stat(path).st_mode) and not stat.S_ISCHR(
                     os.stat(path).st_mode) and not stat.S_ISSOCK(os.stat(path).st_mode):
-                return path
+                return _gzip_named(path, path)
         except OSError:
             return path
     fd, tmp = tempfile.mkstemp(prefix="terascale-stdin-", suffix=".vw")
@@ -74,7 +74,32 @@ def _spooled(path: str) -> str:
         from .._vw._vwgen import INPUTS
 
         INPUTS[tmp] = path
-    return tmp
+    return _gzip_named(tmp, tmp)
+
+
+def _gzip_named(path: str, given: str) -> str:
+    """``path`` itself, or, where it holds gzip data under a name without ``.gz`` (VW's
+    ``--compressed`` input, a compressed stream), a link to it named ``.gz``, which every
+    reader decompresses; the preamble still names ``given``."""
+    import atexit
+    import shutil
+
+    if path.endswith((".gz", ".zip")):
+        return path
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != b"\x1f\x8b":
+                return path
+    except OSError:
+        return path  # (_inputs says what is wrong with it)
+    where = tempfile.mkdtemp(prefix="terascale-gzip-")
+    atexit.register(shutil.rmtree, where, True)
+    link = os.path.join(where, os.path.basename(path) + ".gz")
+    os.symlink(os.path.abspath(path), link)
+    from .._vw._vwgen import INPUTS
+
+    INPUTS[link] = given
+    return link
 
 
 def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
