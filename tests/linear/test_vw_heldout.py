@@ -288,3 +288,23 @@ def test_gzip_data_under_any_name_or_on_standard_input_is_read(tmp_path, capfd,
     code, err = run_ts(capfd, ["-d", "-", *args], tmp_path, monkeypatch)
     assert code == 0, err
     assert (tmp_path / "p").read_text() == ts
+
+
+@pytest.mark.parametrize("flags", [[], more(["--passes", "2", "-c", "-k"])])
+def test_the_label_section_is_read_past_its_first_tab(flags, tmp_path, capfd, monkeypatch):
+    """VW reads a line's label section from past its first tab: ``-1\\t|a x`` and
+    ``-1 2\\t|a x`` are unlabelled, ``1\\t'tg|a x`` is tagged, ``1\\t2 |a x`` has label 2;
+    the compiled parser hands such lines to the numba one: VW's predictions, tags, table
+    and closing block."""
+    rng = np.random.default_rng(15)
+    heads = ["-1\t", "-1 2\t", "1\t'tg", "1\t2 ", "-1  \t", "1 ", "-1 0.5 't"]
+    (tmp_path / "d.vw").write_text("\n".join(
+        f"{heads[i % 7]}|a x{rng.integers(5)} |b y{rng.integers(3)}" for i in range(40))
+        + "\n")
+    args = ["-d", "d.vw", *flags, "-p", "p"]
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    (tmp_path / "ts.p").write_text((tmp_path / "p").read_text())
+    want = run_vw(args, tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "p").read_text()
+    assert err.split("loss     last")[1] == want.split("loss     last")[1]
