@@ -7,7 +7,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from _vw_runs import hex_id_lines, numbers, run_ts, run_vw, stdouts
+from _vw_runs import hex_id_lines, more, numbers, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -162,3 +162,149 @@ def test_audit_names_each_of_two_features_that_collide_in_an_example(tmp_path):
     runs = stdouts(args, tmp_path)
     assert runs[0].count("\n") == 120 and "user^u" in runs[0]
     assert runs[1] == runs[0]
+
+
+@pytest.mark.parametrize("pos, neg", [(69, 58), (357, 212)])
+def test_the_logistic_best_constant_is_c_logf_of_the_counts(pos, neg, tmp_path, capfd,
+                                                             monkeypatch):
+    """--loss_function logistic's best constant, log(positives / negatives), is C's logf
+    of the float ratio, as VW takes it: the sixth decimal VW prints on counts where
+    numpy's float32 log (0.173663 of 69/58) or the double log (0.521150 of 357/212) is
+    an ulp away."""
+    (tmp_path / "d.vw").write_text("\n".join(["1 |a x"] * pos + ["-1 |a y"] * neg) + "\n")
+    args = ["-d", "d.vw", "--loss_function", "logistic"]
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    want = run_vw(args, tmp_path)
+    best = [ln for ln in err.splitlines() if ln.startswith("best constant")]
+    assert len(best) == 2 and best == [ln for ln in want.splitlines()
+                                       if ln.startswith("best constant")]
+
+
+def test_invert_hash_writes_a_weight_that_stayed_0_without_its_name(tmp_path, capfd,
+                                                                      monkeypatch):
+    """A feature whose updates cancel in each example (``z`` and ``z:-1`` in one
+    namespace, its crosses too) keeps weight 0 with nonzero sums: --invert_hash writes it
+    without its name, VW's file byte for byte."""
+    rng = np.random.default_rng(9)
+    lines = [f"{rng.normal():.3f} |a:0.5 x{rng.integers(6)} |b:2 z{i % 4} z{i % 4}:-1 "
+             f"w{rng.integers(5)}" for i in range(40)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    flags = ["-d", "d.vw", "-q", "ab", "--invert_hash"]
+    code, err = run_ts(capfd, [*flags, "ts.inv"], tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw([*flags, "vw.inv"], tmp_path)
+    text = (tmp_path / "ts.inv").read_text()
+    assert text == (tmp_path / "vw.inv").read_text()
+    assert "\nb^w1:" in text and "b^z1" not in text
+
+
+@pytest.mark.parametrize("flags", [["--holdout_period", "1"],
+                                   more(["--passes", "2", "-c", "-k", "--holdout_off",
+                                         "--holdout_period", "3"])])
+def test_a_holdout_period_that_holds_nothing_out_is_accepted(flags, tmp_path, capfd,
+                                                             monkeypatch):
+    """--holdout_period where VW holds nothing out (one pass; --holdout_off, which wins)
+    runs as VW's run, predictions and closing block; 1 with passes, where VW learns from
+    no example, is refused with what to give instead."""
+    rng = np.random.default_rng(10)
+    (tmp_path / "d.vw").write_text("\n".join(
+        f"{rng.choice([-1, 1])} |a x{rng.integers(9)} y{rng.integers(4)}" for _ in range(60))
+        + "\n")
+    args = ["-d", "d.vw", *flags, "-p", "p"]
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    (tmp_path / "ts.p").write_text((tmp_path / "p").read_text())
+    want = run_vw(args, tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "p").read_text()
+    assert err.split("finished run")[1] == want.split("finished run")[1]
+    code, err = run_ts(capfd, ["-d", "d.vw", "--passes", "2", "-c", "-k",
+                               "--holdout_period", "1"], tmp_path, monkeypatch)
+    assert code == 2 and "--holdout_period 1" in err and "--holdout_off" in err
+
+
+@pytest.mark.parametrize("flags", [["-t"], more(["-t", "-i", "small.model"]),
+                                   more(["-t", "--min_prediction", "0.5",
+                                         "--max_prediction", "0.7"])])
+def test_the_best_constant_loss_under_test_only_is_vws_in_the_models_range(
+        flags, tmp_path, capfd, monkeypatch):
+    """-t keeps the model's label range ([0, 0] without -i; -i's, however small; the one
+    given): VW's squared loss of a best constant outside it is the edge's loss continued
+    along its slope (negative here), and the closing block prints it as VW does."""
+    rng = np.random.default_rng(12)
+    (tmp_path / "d.vw").write_text("\n".join(
+        f"{1 if i % 20 == 0 else -1} |a x{rng.integers(9)}" for i in range(40)) + "\n")
+    if "-i" in flags:
+        (tmp_path / "s.vw").write_text("1e-5 |a x1\n3e-5 |a x2\n")
+        run_vw(["-d", "s.vw", "-f", "small.model", "--quiet"], tmp_path)
+    args = ["-d", "d.vw", *flags]
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    want = run_vw(args, tmp_path).split("finished run")[1]
+    assert err.split("finished run")[1] == want and "best constant's loss = -" in want
+
+
+@pytest.mark.parametrize("flags", [["--max_prediction", "-0.5"],
+                                   more(["--min_prediction", "0.5", "--max_prediction",
+                                         "0.7", "-n", "2"])])
+def test_the_best_constant_loss_in_a_fixed_range_is_vws(flags, tmp_path, capfd,
+                                                        monkeypatch):
+    """Training under --min_prediction/--max_prediction keeps the range given (the other
+    bound 0): the closing block's best constant's loss is VW's get_loss of the constant in
+    that range (on -n 2, VW's single-worker figure: it depends on the labels alone)."""
+    rng = np.random.default_rng(13)
+    (tmp_path / "d.vw").write_text("\n".join(
+        f"{1 if i % 3 == 0 else -1} |a x{rng.integers(9)}" for i in range(60)) + "\n")
+    args = ["-d", "d.vw", *flags]
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    want = run_vw([a for a in args if a not in ("-n", "2")], tmp_path)
+    line = [ln for ln in want.splitlines() if ln.startswith("best constant's loss")]
+    assert line and line[0] in err.splitlines() and line[0] != "best constant's loss = " \
+        "0.888889"  # (the plain squared loss of the mean -1/3)
+
+
+def test_gzip_data_under_any_name_or_on_standard_input_is_read(tmp_path, capfd,
+                                                                monkeypatch):
+    """--compressed data in a file not named .gz, and piped in (-d -), is decompressed as
+    VW's --compressed reads it: VW's predictions, its preamble naming the file given."""
+    import gzip
+    import io
+    import sys
+
+    rng = np.random.default_rng(14)
+    text = "\n".join(f"{rng.choice([-1, 1])} |a x{rng.integers(9)} y:{rng.normal():.3f}"
+                     for _ in range(50)) + "\n"
+    (tmp_path / "d.dat").write_bytes(gzip.compress(text.encode(), mtime=0))
+    args = ["--compressed", "-p", "p"]
+    code, err = run_ts(capfd, ["-d", "d.dat", *args], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert "Reading datafile = d.dat\n" in err
+    ts = (tmp_path / "p").read_text()
+    run_vw(["-d", "d.dat", *args], tmp_path)
+    assert ts == (tmp_path / "p").read_text() and len(set(ts.split())) > 10
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(
+        (tmp_path / "d.dat").read_bytes())))
+    code, err = run_ts(capfd, ["-d", "-", *args], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert (tmp_path / "p").read_text() == ts
+
+
+@pytest.mark.parametrize("flags", [[], more(["--passes", "2", "-c", "-k"])])
+def test_the_label_section_is_read_past_its_first_tab(flags, tmp_path, capfd, monkeypatch):
+    """VW reads a line's label section from past its first tab: ``-1\\t|a x`` and
+    ``-1 2\\t|a x`` are unlabelled, ``1\\t'tg|a x`` is tagged, ``1\\t2 |a x`` has label 2;
+    the compiled parser hands such lines to the numba one: VW's predictions, tags, table
+    and closing block."""
+    rng = np.random.default_rng(15)
+    heads = ["-1\t", "-1 2\t", "1\t'tg", "1\t2 ", "-1  \t", "1 ", "-1 0.5 't"]
+    (tmp_path / "d.vw").write_text("\n".join(
+        f"{heads[i % 7]}|a x{rng.integers(5)} |b y{rng.integers(3)}" for i in range(40))
+        + "\n")
+    args = ["-d", "d.vw", *flags, "-p", "p"]
+    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
+    assert code == 0, err
+    (tmp_path / "ts.p").write_text((tmp_path / "p").read_text())
+    want = run_vw(args, tmp_path)
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "p").read_text()
+    assert err.split("loss     last")[1] == want.split("loss     last")[1]

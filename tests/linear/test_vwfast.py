@@ -147,7 +147,9 @@ def test_random_buffers_give_the_same_bits():
         for skip in (False, True):
             used += _same(text, skip) == 0
         _same(text, False, ignore=IGNORE_AN)
-    assert used > 300  # the C path was taken, not only the fallback
+    # the C path was taken, not only the fallback (which reads every buffer with a tab
+    # in a label section: a third of the lines' first '|' follows one)
+    assert used > 200
 
 
 # -q ab, a namespace crossed with itself (VW's combinations, or every ordered pair with

@@ -59,6 +59,10 @@ class Loss(NamedTuple):
         ``"not -1 or 1"``, ``"outside [-1, 1]"``, or ``""`` none.
     warning
         VW's line then (``{}``: the label as VW's logger writes it).
+    ranged
+        Whether VW's ``get_loss`` of a prediction outside the label range it holds is the
+        range edge's loss continued along its slope (the closing block's ``best
+        constant's loss`` under ``-t``, whose range is the model's, not the labels').
     """
 
     code: int
@@ -73,6 +77,7 @@ class Loss(NamedTuple):
     counts: bool = False
     warns: str = ""
     warning: str = ""
+    ranged: bool = False
 
 
 # The one table of losses: adding one is a row here, its branches in the kernels below
@@ -87,7 +92,8 @@ LOSS_TABLE = {
     "logistic": Loss(0, "logistic", "logistic", True, "logloss", True, "fixed", 0.25,
                      "log_odds", warns="outside [-1, 1]", warning="[warning] The label {} "
                      "is not in the range [-1,1] as the logistic loss function expects."),
-    "squared": Loss(1, "squared", "identity", False, "mse", True, "labels", 2.0, "mean"),
+    "squared": Loss(1, "squared", "identity", False, "mse", True, "labels", 2.0, "mean",
+                    ranged=True),
     "hinge": Loss(2, "hinge", "identity", True, "hinge", True, "labels", 0.0, "majority",
                   warns="not -1 or 1", warning="[warning] The label {} is not -1 or 1 or in "
                   "[0,1] as the hinge loss function expects."),

@@ -180,8 +180,9 @@ def train_flags(t: argparse.ArgumentParser) -> None:
                         "--bfgs/--cg or --passes > 1, else 0)")
     h.add_argument("--holdout_off", dest="holdout", action="store_const", const=0.0,
                    help="no holdout (VW)")
-    h.add_argument("--holdout_period", type=int, default=None, metavar="K",
-                   help="hold out every K-th example (VW; --holdout 1/K)")
+    t.add_argument("--holdout_period", type=int, default=None, metavar="K",
+                   help="hold out every K-th example (VW; --holdout 1/K; --holdout_off "
+                        "wins)")
     t.add_argument("--holdout_after", type=int, default=0, metavar="N",
                    help="VW: hold out every example after the first N of each pass, in "
                         "place of every K-th (one worker; --holdout_off wins)")

@@ -45,10 +45,18 @@ def train_options(args: argparse.Namespace) -> dict[str, Any]:
         args.data.append(normalize)  # `--normalize data.csv`: argparse took the file
         normalize = "std"
     holdout = args.holdout
-    if args.holdout_period is not None:
-        if args.holdout_period < 2:
-            raise ConfigError(f"--holdout_period must be >= 2, not {args.holdout_period}")
-        holdout = 1.0 / args.holdout_period
+    period = args.holdout_period
+    if period is not None and holdout != 0.0:  # (--holdout_off wins, as in VW)
+        if holdout is not None:
+            raise ConfigError("--holdout and --holdout_period: give one or the other")
+        if period >= 2:
+            holdout = 1.0 / period
+        elif passes > 1 or any(batch.values()):
+            raise ConfigError(f"--holdout_period {period} holds out every example of every "
+                              f"pass (VW learns from none of them): give 2 or more, or "
+                              f"--holdout_off" if period == 1 else
+                              f"--holdout_period must be >= 2, not {period}")
+        # (one pass holds nothing out, as VW's: a period below 2 is not used)
     if args.holdout_after < 0:
         raise ConfigError(f"--holdout_after must be >= 0, not {args.holdout_after}")
     holdout_after = 0 if args.holdout == 0.0 else args.holdout_after

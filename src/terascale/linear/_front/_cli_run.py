@@ -56,7 +56,7 @@ def _spooled(path: str) -> str:
         try:
             if not stat.S_ISFIFO(os.stat(path).st_mode) and not stat.S_ISCHR(
                     os.stat(path).st_mode) and not stat.S_ISSOCK(os.stat(path).st_mode):
-                return path
+                return _gzip_named(path, path)
         except OSError:
             return path
     fd, tmp = tempfile.mkstemp(prefix="terascale-stdin-", suffix=".vw")
@@ -74,7 +74,32 @@ def _spooled(path: str) -> str:
         from .._vw._vwgen import INPUTS
 
         INPUTS[tmp] = path
-    return tmp
+    return _gzip_named(tmp, tmp)
+
+
+def _gzip_named(path: str, given: str) -> str:
+    """``path`` itself, or, where it holds gzip data under a name without ``.gz`` (VW's
+    ``--compressed`` input, a compressed stream), a link to it named ``.gz``, which every
+    reader decompresses; the preamble still names ``given``."""
+    import atexit
+    import shutil
+
+    if path.endswith((".gz", ".zip")):
+        return path
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != b"\x1f\x8b":
+                return path
+    except OSError:
+        return path  # (_inputs says what is wrong with it)
+    where = tempfile.mkdtemp(prefix="terascale-gzip-")
+    atexit.register(shutil.rmtree, where, True)
+    link = os.path.join(where, os.path.basename(path) + ".gz")
+    os.symlink(os.path.abspath(path), link)
+    from .._vw._vwgen import INPUTS
+
+    INPUTS[link] = given
+    return link
 
 
 def _check_output(path: str | None, flag: str, *, stream: bool = True) -> None:
@@ -439,12 +464,17 @@ def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
     clip = loss_spec(loss or model.loss).clip
     if clip == "fixed":
         return np.clip(s, -50.0, 50.0)
-    ad = model.adaptive
-    seen = ad is not None and len(ad[2]) >= 6
-    lo, hi = (float(ad[2][MIN_LABEL]), float(ad[2][MAX_LABEL])) if seen else (0.0, 0.0)
+    lo, hi = _label_range(model)
     if clip == "labels50":
         return np.clip(s, min(lo, -50.0), max(hi, 50.0))
     return np.clip(s, lo, hi) if lo < hi else s
+
+
+def _label_range(model: Any) -> tuple[float, float]:
+    """The label range the model's learner held ([0, 0] where it has none: VW's start)."""
+    ad = model.adaptive
+    seen = ad is not None and len(ad[2]) >= 6
+    return (float(ad[2][MIN_LABEL]), float(ad[2][MAX_LABEL])) if seen else (0.0, 0.0)
 
 
 def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5,
@@ -617,7 +647,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                              float(total[3]), label_sum=float(total[4]),
                              features=int(total[5]), labels=labels,
                              loss_name=loss if _best_constant(args) else None,
-                             tau=args.quantile_tau,
+                             tau=args.quantile_tau, label_range=_label_range(model),
                              holdout=tuple(held) if after else None), file=sys.stderr)
     elif not args.quiet:
         avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"

@@ -86,7 +86,8 @@ def run_train(job: dict[str, Any],
                 print(closing_block({**i, "holdout": holdout_on(opts), "loss": model.loss,
                                      "vw_preserved": job.get("preserved") or {},
                                      "quantile_tau": opts.get("quantile_tau", 0.5),
-                                     "best_constant": job.get("best_constant", True)}),
+                                     "best_constant": job.get("best_constant", True),
+                                     "label_range": _fixed_range(opts, model)}),
                       file=sys.stderr)
             return model
         if not job["options"].get("progress", True):  # --quiet
@@ -98,6 +99,17 @@ def run_train(job: dict[str, Any],
               f"{secs:.2f} s ({i['examples'] / secs:,.0f} examples/s, "
               f"{i['feature_count'] / secs:,.0f} features/s){where}", file=sys.stderr)
     return model
+
+
+def _fixed_range(opts: dict[str, Any], model: Any) -> list[float] | None:
+    """The label range a run under ``--min_prediction``/``--max_prediction`` kept (the
+    closing block's ``label_range``); None where the range is the labels'."""
+    from .._online._state import MAX_LABEL, MIN_LABEL
+
+    ad = model.adaptive
+    if not opts.get("fixed_range") or ad is None or len(ad[2]) <= MAX_LABEL:
+        return None
+    return [float(ad[2][MIN_LABEL]), float(ad[2][MAX_LABEL])]
 
 
 def main(argv: list[str]) -> int:

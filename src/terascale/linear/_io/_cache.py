@@ -55,8 +55,8 @@ from ._stream import TextBlocks
 __all__ = ["CacheBlocks", "PendingCache", "cache_key", "checked_root", "default_cache_dir",
            "load_cached"]
 
-_VERSION = 7  # 7: VW's lines on label sections (6: --ignore_linear's counts; 5: VW's empty
-# lines; 4: VW's feature order)
+_VERSION = 8  # 8: the label section past a tab (7: VW's lines on label sections; 6:
+# --ignore_linear's counts; 5: VW's empty lines; 4: VW's feature order)
 
 
 def default_cache_dir() -> str:

@@ -527,8 +527,11 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         float label = __builtin_nanf(""), weight = 1.0f;
         int nnum = 0;
         for (;;) {
-            while (q < end && is_space(*q))
+            while (q < end && is_space(*q)) {
+                /* VW reads the label section from past its first tab: the numba parser */
+                if (*q == '\t') { status = 1; goto done; }
                 q++;
+            }
             if (q == end || *q == '\n' || *q == '|')
                 break;
             const unsigned char *ts = q;

@@ -459,7 +459,8 @@ def train(args: argparse.Namespace) -> int:
                              "holdout": False, "loss": opts.loss,
                              "vw_preserved": getattr(args, "vw_preserved", None) or {},
                              "quantile_tau": opts.quantile_tau,
-                             "best_constant": not args.dont_output_best_constant}),
+                             "best_constant": not args.dont_output_best_constant,
+                             "label_range": _fixed_range(options, state)}),
               file=sys.stderr)
     return 0
 
@@ -678,7 +679,7 @@ def test(args: argparse.Namespace) -> int:
                          label_sum=float(total[4]), features=int(total[5]),
                          labels=labels_seen,
                          loss_name=loss if not args.dont_output_best_constant else None,
-                         tau=args.quantile_tau), file=sys.stderr)
+                         tau=args.quantile_tau, label_range=(lo, hi)), file=sys.stderr)
     return 0
 
 
@@ -694,6 +695,16 @@ def _lines(fast: Any, values: np.ndarray, b: tuple, start: int) -> str:
     tags = [bytes(b[6][b[5][i]:b[5][i + 1]]).decode("utf-8", "surrogateescape")
             for i in range(start, start + len(v))]
     return prediction_lines(v, tags)
+
+
+def _fixed_range(options: dict[str, Any], state: np.ndarray) -> list[float] | None:
+    """The label range a run under ``--min_prediction``/``--max_prediction`` kept (the
+    closing block's ``label_range``); None where the range is the labels'."""
+    from .._online._state import MAX_LABEL, MIN_LABEL
+
+    if not options.get("fixed_range"):
+        return None
+    return [float(state[MIN_LABEL]), float(state[MAX_LABEL])]
 
 
 def _begin(args: argparse.Namespace) -> tuple[Any, dict[str, Any], list[str], str]:

@@ -1,8 +1,8 @@
 """Vowpal Wabbit text format, parsed in one numba pass over the raw bytes.
 
 A line is ``[label [importance [base]]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...``. As in VW:
-the last word of the label section is the tag when it starts with ``'`` or touches the first
-``|``; a line without ``|`` is all label section, an example of the constant only (``1`` is
+the label section is read from past its first tab, if it has one; its last word is the tag
+when it starts with ``'`` or touches the first ``|``; a line without ``|`` is all label section, an example of the constant only (``1`` is
 an unlabelled example tagged ``1``, ``1 2`` label 1 with tag ``2``); a namespace ``|ns:2`` scales its values; ``| f`` is the default namespace (hash 0);
 features with value 0 are dropped; repeated features are kept (they add up in the dot
 product, and the learner updates each occurrence as VW does); the constant (bias) feature
@@ -449,9 +449,16 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
         bad = False
         words_s = words_e = ls
         if err == 0:
-            # label section: words; the last is the tag if it starts with ' or touches '|'
+            # label section: words; the last is the tag if it starts with ' or touches '|';
+            # VW reads it from past its first tab (``1\t|a x`` is unlabelled)
             nnum = 0
             i = ls
+            k = ls
+            while k < lend:
+                if buf[k] == 9:
+                    i = k + 1
+                    break
+                k += 1
             while i < lend and err == 0:
                 while i < lend and _is_space(buf[i]):
                     i += 1

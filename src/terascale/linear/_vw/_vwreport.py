@@ -78,7 +78,8 @@ def multiclass_log_loss(loss: float, weight: float, holdout: bool = False) -> st
 
 
 def best_constant(loss: str, tau: float, label_sum: float, weight: float,
-                  labels: list[float]) -> list[str]:
+                  labels: list[float],
+                  label_range: tuple[float, float] | None = None) -> list[str]:
     """VW's ``best constant`` and ``best constant's loss`` lines (none where VW prints
     none).
 
@@ -97,6 +98,10 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
     labels
         The distinct labels seen (held-out examples included), sorted: the first three
         are enough (three mean "more than two").
+    label_range
+        The label range VW holds where it is not the labels' (``-t``: the model's, [0, 0]
+        without ``-i``): a loss whose row is ``ranged`` takes a constant outside it as
+        VW's ``get_loss`` does (None: the labels' range, which holds the constant).
     """
     from .._losstable import loss_code, loss_spec
 
@@ -122,7 +127,7 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         best = f(-1) if c2 <= c1 else f(1)
     elif how == "log_odds":
         l1, l2 = f(-1), f(1)
-        best = f(1) if c1 <= 0 else f(-1) if c2 <= 0 else f(np.log(f(c2 / c1)))
+        best = f(1) if c1 <= 0 else f(-1) if c2 <= 0 else _logf(f(c2 / c1))
     else:  # quantile
         best = l2 if f(f(tau) * f(c1 + c2)) < c2 else l1
     lines = [f"best constant = {best:.6f}"]
@@ -131,12 +136,36 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         loss32 = _loss32()
 
         def at(y: np.float32) -> np.float32:
+            if label_range is not None and loss_spec(loss).ranged:
+                lo, hi = f(label_range[0]), f(label_range[1])
+                if best < lo:  # (VW's squaredloss::get_loss, float and double as there)
+                    d = f(y - lo)
+                    return f(0) if y == lo else f(float(f(d * d)) + 2.0 * float(d)
+                                                  * float(f(lo - best)))
+                if best > hi:
+                    d = f(hi - y)
+                    return f(0) if y == hi else f(float(f(d * d)) + 2.0 * float(d)
+                                                  * float(f(best - hi)))
             return f(loss32(kind, float(best), float(y)))
 
         total = f(at(l1) * c1) if c1 > 0 else f(0)
         total = f(total + (f(at(l2) * c2) if c2 > 0 else f(0)))
         lines.append(f"best constant's loss = {f(total / f(c1 + c2)):.6f}")
     return lines
+
+
+def _logf(x: np.float32) -> np.float32:
+    """C's ``logf`` of ``x``, as VW's ``std::log`` of a float takes it: the C library's
+    (numpy's float32 log and a double log rounded to float each differ from it by an ulp
+    on some ratios, the sixth decimal printed); numpy's where the process has none."""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL(None).logf
+    except (AttributeError, OSError):
+        return np.float32(np.log(x))
+    fn.argtypes, fn.restype = [ctypes.c_float], ctypes.c_float
+    return np.float32(fn(float(x)))
 
 
 def _loss32() -> Any:
@@ -160,8 +189,9 @@ def closing_block(info: dict[str, Any]) -> str:
     ``vw_preserved`` (-i's counters under ``--preserve_performance_counters``: the block
     goes on from them, as VW's, the run counted as one more pass),
     ``multiclass_log_loss`` (its line's value, :func:`multiclass_log_loss`) and, for the
-    best constant, ``loss``, ``quantile_tau`` and ``best_constant`` (False:
-    ``--dont_output_best_constant``)."""
+    best constant, ``loss``, ``quantile_tau``, ``best_constant`` (False:
+    ``--dont_output_best_constant``) and ``label_range`` (the learner's fixed range under
+    ``--min_prediction``/``--max_prediction``: :func:`best_constant`'s)."""
     totals = info.get("pass_totals", [])
     passes = max(len(totals), 1)
     examples = int(info.get("examples", 0))
@@ -198,8 +228,10 @@ def closing_block(info: dict[str, Any]) -> str:
     if info.get("multiclass_log_loss") is not None:
         lines.append(f"average multiclass log loss = {info['multiclass_log_loss']}")
     if info.get("best_constant", True) and "loss" in info:
+        ranged = info.get("label_range")
         lines += best_constant(info["loss"], float(info.get("quantile_tau", 0.5)),
-                               label_sum, labelled, list(info.get("labels", [])))
+                               label_sum, labelled, list(info.get("labels", [])),
+                               tuple(ranged) if ranged is not None else None)
     lines.append(f"total feature number = {features}")
     return "\n".join(lines)
 
@@ -208,7 +240,8 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
                label_sum: float | None = None, features: int | None = None,
                labels: list[float] | None = None, loss_name: str | None = None,
                tau: float = 0.5, log_loss: str | None = None,
-               holdout: tuple[float, float] | None = None) -> str:
+               holdout: tuple[float, float] | None = None,
+               label_range: tuple[float, float] | None = None) -> str:
     """VW's ``finished run`` block for ``-t`` (test only).
 
     Parameters
@@ -230,6 +263,8 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
     holdout
         ``--holdout_after``'s held-out examples' (loss, labelled weight): the average loss
         is theirs, marked ``h``, as VW's (None: no holdout).
+    label_range
+        The model's label range (:func:`best_constant`'s ``label_range``).
     """
     avg = _fixed(loss / weight) if weight > 0 else "n.a."
     if holdout is not None:
@@ -244,7 +279,8 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
     if log_loss is not None:
         lines.append(f"average multiclass log loss = {log_loss}")
     if loss_name is not None and label_sum is not None:
-        lines += best_constant(loss_name, tau, label_sum, weight, list(labels or []))
+        lines += best_constant(loss_name, tau, label_sum, weight, list(labels or []),
+                               label_range)
     if features is not None:
         lines.append(f"total feature number = {features}")
     return "\n".join(lines)

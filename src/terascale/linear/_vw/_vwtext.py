@@ -315,7 +315,9 @@ def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
     (a weight ``names`` does not name, one of features the data did not have, with
     ``unnamed`` before its index, as VW writes it: nothing in the save_resume form, ``:``
     in the weights-only one), with the adaptive sum and the normalizer after it where they
-    are given (either alone for a model of one of the two rules)."""
+    are given (either alone for a model of one of the two rules). A weight of 0 kept for
+    its sums (a feature whose updates cancelled: ``x:1 x:-1`` in one example) is written
+    without its name, as VW writes it."""
     none = unnamed if names is not None else ""
     for a in range(0, len(idx), _LINES):
         part = slice(a, a + _LINES)
@@ -324,12 +326,12 @@ def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
         if len(sums) == 2:
             for i, wi, gi, ni in zip(idx[part].tolist(), w[part].tolist(),
                                      g2[part].tolist(), nrm[part].tolist()):
-                name = names[i] + ":" if names is not None and i in names else none
+                name = names[i] + ":" if names is not None and i in names and wi else none
                 body.append(f"{name}{i}:{wi:g} {gi:g} {ni:g}\n")
         elif sums:
             for i, wi, si in zip(idx[part].tolist(), w[part].tolist(),
                                  sums[0][part].tolist()):
-                name = names[i] + ":" if names is not None and i in names else none
+                name = names[i] + ":" if names is not None and i in names and wi else none
                 body.append(f"{name}{i}:{wi:g} {si:g}\n")
         else:
             for i, wi in zip(idx[part].tolist(), w[part].tolist()):
