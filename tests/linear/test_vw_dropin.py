@@ -379,7 +379,7 @@ def test_compiled_and_numba_parsers_agree_on_anonymous_features():
     none = np.zeros(256, bool)
     table = np.zeros((0, 4), np.int32)  # (interaction_table's type, as the runs pass it)
     fast = _vwtext_fast.parse_vw(buf, (1 << 18) - 1, table, True, False, none, none)
-    slow = parse_vw_bytes(buf, (1 << 18) - 1, table, True, False, none, none)
+    slow = parse_vw_bytes(buf, (1 << 18) - 1, table, True, False, none, none, False)
     for a, b in zip(fast[:3], slow[:3]):
         np.testing.assert_array_equal(a, b)
     assert len(set(fast[1][fast[0][0]:fast[0][1]].tolist())) == 6  # ns+0, ns+1, ns+2, a, b, C

@@ -51,7 +51,7 @@ def _bits(a: object) -> object:
 def _same(text: str, skip_bad: bool = False, table: np.ndarray = PLAIN,
           ignore: np.ndarray = NO) -> int:
     buf = np.frombuffer(text.encode(), np.uint8)
-    ref = parse_vw_bytes(buf, MASK, table, True, skip_bad, ignore, NO)
+    ref = parse_vw_bytes(buf, MASK, table, True, skip_bad, ignore, NO, False)
     got = parse_vw(buf, MASK, table, True, skip_bad, ignore, NO)
     n = 8 if ref[8] else 9  # (err_line is where the numba parser stopped: past an error only)
     assert [_bits(a) for a in got[:n] + got[10:]] == [_bits(a) for a in ref[:n] + ref[10:]]
@@ -76,7 +76,7 @@ def test_click_style_lines_are_read_in_c_to_the_same_bits():
     blanks = "1 |a x\n\n  \r\n\r\n\t\n-1 |a y\n\n"
     assert _same(blanks) == 1
     got = parse_vw_bytes(np.frombuffer(blanks.encode(), np.uint8), MASK, PLAIN, True, False,
-                         NO, NO)
+                         NO, NO, False)  # (every argument: the runs' compiled signature)
     assert len(got[3]) == 4 and got[10].tolist() == [1, 2, 4]
 
 
