@@ -12,6 +12,17 @@ from _vw_runs import hex_id_lines, more, numbers, run_ts, run_vw, stdouts
 pytest.importorskip("vowpalwabbit")
 
 
+def _same_predictions(args: list[str], tmp_path, capfd, monkeypatch) -> tuple[str, str]:
+    """Terascale's then VW's run of ``args -p p``: the same predictions; each one's
+    standard error."""
+    code, err = run_ts(capfd, [*args, "-p", "p"], tmp_path, monkeypatch)
+    assert code == 0, err
+    ts = (tmp_path / "p").read_text()
+    want = run_vw([*args, "-p", "p"], tmp_path)
+    assert ts == (tmp_path / "p").read_text()
+    return err, want
+
+
 def _hex_lines(n: int, seed: int) -> list[str]:
     """Rows of 40 hexadecimal ids, most of them seen once (many distinct features)."""
     return hex_id_lines(n, seed, ids=40, common=4, of=50, above=4)
@@ -211,12 +222,7 @@ def test_a_holdout_period_that_holds_nothing_out_is_accepted(flags, tmp_path, ca
     (tmp_path / "d.vw").write_text("\n".join(
         f"{rng.choice([-1, 1])} |a x{rng.integers(9)} y{rng.integers(4)}" for _ in range(60))
         + "\n")
-    args = ["-d", "d.vw", *flags, "-p", "p"]
-    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
-    assert code == 0, err
-    (tmp_path / "ts.p").write_text((tmp_path / "p").read_text())
-    want = run_vw(args, tmp_path)
-    assert (tmp_path / "ts.p").read_text() == (tmp_path / "p").read_text()
+    err, want = _same_predictions(["-d", "d.vw", *flags], tmp_path, capfd, monkeypatch)
     assert err.split("finished run")[1] == want.split("finished run")[1]
     code, err = run_ts(capfd, ["-d", "d.vw", "--passes", "2", "-c", "-k",
                                "--holdout_period", "1"], tmp_path, monkeypatch)
@@ -301,10 +307,5 @@ def test_the_label_section_is_read_past_its_first_tab(flags, tmp_path, capfd, mo
     (tmp_path / "d.vw").write_text("\n".join(
         f"{heads[i % 7]}|a x{rng.integers(5)} |b y{rng.integers(3)}" for i in range(40))
         + "\n")
-    args = ["-d", "d.vw", *flags, "-p", "p"]
-    code, err = run_ts(capfd, args, tmp_path, monkeypatch)
-    assert code == 0, err
-    (tmp_path / "ts.p").write_text((tmp_path / "p").read_text())
-    want = run_vw(args, tmp_path)
-    assert (tmp_path / "ts.p").read_text() == (tmp_path / "p").read_text()
+    err, want = _same_predictions(["-d", "d.vw", *flags], tmp_path, capfd, monkeypatch)
     assert err.split("loss     last")[1] == want.split("loss     last")[1]

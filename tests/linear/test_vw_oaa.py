@@ -163,6 +163,21 @@ def _after_version(path) -> bytes:
     return b[4 + int.from_bytes(b[:4], "little"):]
 
 
+def _both(tmp_path, capfd, monkeypatch, args_of) -> dict[str, str]:
+    """VW's and terascale's standard error of ``args_of(tool)`` (tool: ``vw``, ``ts``,
+    which names its output files); terascale's run must succeed."""
+    out = {"vw": run_vw(args_of("vw"), tmp_path)}
+    code, out["ts"] = run_ts(capfd, args_of("ts"), tmp_path, monkeypatch)
+    assert code == 0, out["ts"]
+    return out
+
+
+def _same(tmp_path, exts) -> None:
+    """``ts.EXT`` and ``vw.EXT`` are the same text, for each of ``exts``."""
+    for ext in exts:
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+
+
 @pytest.mark.parametrize("flags", [
     ["--oaa", "5", "--passes", "3", "-c", "-k", "--l2", "0.0001"],
     more(["--oaa", "3", "--named_labels", "cat,dog,emu", "-q", "ab", "-l", "0.3"]),
@@ -249,8 +264,7 @@ def test_oaa_scores_are_vws(flags, tmp_path, capfd, monkeypatch):
     code, got = run_ts(capfd, [*args, "-p", "ts.p", "-r", "ts.r"], tmp_path, monkeypatch)
     assert code == 0, got
     assert _table_on(got) == _table_on(want)
-    for ext in ("p", "r"):
-        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    _same(tmp_path, ("p", "r"))
     assert ":" in (tmp_path / "vw.p").read_text()
 
 
@@ -263,18 +277,11 @@ def test_oaa_indexing_given_is_vws(flags, tmp_path, capfd, monkeypatch):
     model, where it means nothing)."""
     lines = _classes(300, 4, 43, first=0)  # (classes 0..3)
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
-    out = {}
-    for tool, tag in (("vw", "vw"), ("ts", "ts")):
-        args = ["-d", "d.vw", "--oaa", "4", *flags, "-p", f"{tag}.p", "-r", f"{tag}.r",
-                "-f", f"{tag}.m", "--readable_model", f"{tag}.t"]
-        if tool == "vw":
-            out[tag] = run_vw(args, tmp_path)
-        else:
-            code, out[tag] = run_ts(capfd, args, tmp_path, monkeypatch)
-            assert code == 0, out[tag]
+    out = _both(tmp_path, capfd, monkeypatch, lambda t: [
+        "-d", "d.vw", "--oaa", "4", *flags, "-p", f"{t}.p", "-r", f"{t}.r", "-f", f"{t}.m",
+        "--readable_model", f"{t}.t"])
     assert _table_on(out["ts"]) == _table_on(out["vw"])
-    for ext in ("p", "r", "t"):
-        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    _same(tmp_path, ("p", "r", "t"))
     assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
     assert f"--indexing {flags[1]}" in (tmp_path / "vw.t").read_text()
     args = ["-d", "d.vw", "-t", "-i", "vw.m"]
@@ -299,18 +306,11 @@ def test_oaa_starting_weights_and_range_are_vws(flags, tmp_path, capfd, monkeypa
     options VW writes with a --random_seed of its own); and -i of the model with
     --initial_t, whose sums every weight starts from under the model's."""
     (tmp_path / "d.vw").write_text("\n".join(_classes(200, 4, 47)) + "\n")
-    out = {}
-    for tool in ("vw", "ts"):
-        args = ["-d", "d.vw", "--oaa", "4", "-b", "12", *flags, "-p", f"{tool}.p",
-                "-r", f"{tool}.r", "-f", f"{tool}.m", "--readable_model", f"{tool}.t"]
-        if tool == "vw":
-            out[tool] = run_vw(args, tmp_path)
-        else:
-            code, out[tool] = run_ts(capfd, args, tmp_path, monkeypatch)
-            assert code == 0, out[tool]
+    out = _both(tmp_path, capfd, monkeypatch, lambda t: [
+        "-d", "d.vw", "--oaa", "4", "-b", "12", *flags, "-p", f"{t}.p", "-r", f"{t}.r",
+        "-f", f"{t}.m", "--readable_model", f"{t}.t"])
     assert _table_on(out["ts"]) == _table_on(out["vw"])
-    for ext in ("p", "r") if "--random_weights" in flags else ("p", "r", "t"):
-        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    _same(tmp_path, ("p", "r") if "--random_weights" in flags else ("p", "r", "t"))
     if "--random_weights" in flags:
         return
     assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
@@ -334,8 +334,7 @@ def test_oaa_link_is_vws_where_it_is_reproduced(tmp_path, capfd, monkeypatch):
     run_vw([*args, "-p", "vw.p", "-r", "vw.r"], tmp_path)
     code, err = run_ts(capfd, [*args, "-p", "ts.p", "-r", "ts.r"], tmp_path, monkeypatch)
     assert code == 0, err
-    for ext in ("p", "r"):
-        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    _same(tmp_path, ("p", "r"))
     for flags in (["--link", "identity"],
                   ["--link", "logistic", "--probabilities", "--loss_function", "logistic"]):
         args = ["-d", "d.vw", "--oaa", "4", *flags, "--quiet", "--readable_model"]
@@ -361,18 +360,11 @@ def test_oaa_learns_from_linked_scores_as_vw(flags, tmp_path, capfd, monkeypatch
     derivative clipped to the labels' range, which --link poisson's scores pass): VW's
     table, -p, -r (linked), readable model and model."""
     (tmp_path / "d.vw").write_text("\n".join(_classes(200, 4, 61)) + "\n")
-    out = {}
-    for tool in ("vw", "ts"):
-        args = ["-d", "d.vw", "--oaa", "4", *flags, "-p", f"{tool}.p", "-r", f"{tool}.r",
-                "-f", f"{tool}.m", "--readable_model", f"{tool}.t"]
-        if tool == "vw":
-            out[tool] = run_vw(args, tmp_path)
-        else:
-            code, out[tool] = run_ts(capfd, args, tmp_path, monkeypatch)
-            assert code == 0, out[tool]
+    out = _both(tmp_path, capfd, monkeypatch, lambda t: [
+        "-d", "d.vw", "--oaa", "4", *flags, "-p", f"{t}.p", "-r", f"{t}.r", "-f", f"{t}.m",
+        "--readable_model", f"{t}.t"])
     assert _table_on(out["ts"]) == _table_on(out["vw"])
-    for ext in ("p", "r", "t"):
-        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    _same(tmp_path, ("p", "r", "t"))
     assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
 
 
@@ -392,8 +384,7 @@ def test_oaa_label_range_is_vws_shared_one(flags, tmp_path, capfd, monkeypatch):
     code, got = run_ts(capfd, [*args, "-p", "ts.p", "-r", "ts.r"], tmp_path, monkeypatch)
     assert code == 0, got
     assert _table_on(got) == _table_on(want)
-    for ext in ("p", "r"):
-        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    _same(tmp_path, ("p", "r"))
     args = ["-d", "h.vw", "--oaa", "3", *flags, "--quiet", "--readable_model"]
     run_vw([*args, "vw.t", "-f", "m"], tmp_path)
     code, err = run_ts(capfd, [*args, "ts.t"], tmp_path, monkeypatch)
@@ -450,16 +441,10 @@ def test_oaa_empty_lines_count_in_the_holdout_as_vws(flags, tmp_path, capfd, mon
     for i in (3, 17, 18, 40, 77, 120):
         lines.insert(i, "")
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n\n")
-    out = {}
-    for tool in ("vw", "ts"):
-        args = ["-d", "d.vw", "--oaa", "4", *flags, "-p", f"{tool}.p", "-f", f"{tool}.m"]
-        if tool == "vw":
-            out[tool] = run_vw(args, tmp_path)
-        else:
-            code, out[tool] = run_ts(capfd, args, tmp_path, monkeypatch)
-            assert code == 0, out[tool]
+    out = _both(tmp_path, capfd, monkeypatch, lambda t: [
+        "-d", "d.vw", "--oaa", "4", *flags, "-p", f"{t}.p", "-f", f"{t}.m"])
     assert _table_on(out["ts"]) == _table_on(out["vw"])
-    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    _same(tmp_path, ("p",))
     assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
 
 
@@ -501,8 +486,7 @@ def test_oaa_label_with_a_fraction_ends_the_input_as_vws(flags, tmp_path, capfd,
     assert "#70(multiclass.cc:52): Malformed example: label has trailing character(s): e" \
         in vw.stdout
     assert _table_on(err) == _table_on(vw.stderr)
-    for ext in ("p", "r"):
-        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    _same(tmp_path, ("p", "r"))
     assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
     code, err = run_ts(capfd, ["-d", "d.vw", "--oaa", "4", "--passes", "2", "-c", "-k"],
                        tmp_path, monkeypatch)

@@ -88,6 +88,18 @@ def _digits(buf: np.ndarray, i: int, te: int) -> int:
 
 
 @numba.njit(cache=True)
+def _mantissa(buf: np.ndarray, i: int, te: int) -> tuple[int, int]:
+    """The end of ``digits[.digits]`` from ``i`` and how many digits it has."""
+    m = _digits(buf, i, te)
+    nd = m - i
+    if m < te and buf[m] == 46:
+        e = _digits(buf, m + 1, te)
+        nd += e - m - 1
+        m = e
+    return m, nd
+
+
+@numba.njit(cache=True)
 def _vw_label_word(buf: np.ndarray, ts: int, te: int) -> tuple[float, int]:
     """A label word that neither :func:`read_float32` nor :func:`_number_prefix` reads, as
     VW's ``float_of_string`` reads it: (value, 0); (0, 1) where VW warns "is not a good
@@ -97,13 +109,7 @@ def _vw_label_word(buf: np.ndarray, ts: int, te: int) -> tuple[float, int]:
     VW's own loop reads ``[-]digits[.digits][(e|E)[-]digits]``; where that is the whole
     word its value stands even without digits (``-``, ``.``, ``e5``: 0; ``1e``: 1), else
     ``strtof`` reads the word's longest number prefix (``1-2``: 1; ``+.5x``: 0.5)."""
-    i = ts + 1 if buf[ts] == 45 else ts
-    m = _digits(buf, i, te)
-    nd = m - i
-    if m < te and buf[m] == 46:
-        e = _digits(buf, m + 1, te)
-        nd += e - m - 1
-        m = e
+    m, nd = _mantissa(buf, ts + 1 if buf[ts] == 45 else ts, te)
     i = m
     if i < te and (buf[i] == 101 or buf[i] == 69):
         i += 1
@@ -117,12 +123,7 @@ def _vw_label_word(buf: np.ndarray, ts: int, te: int) -> tuple[float, int]:
         return (v, 0) if ok else (0.0, 2)
     # strtof: [+-] digits [. digits] | . digits, then [(e|E)[+-]digits]
     k = ts + 1 if buf[ts] == 45 or buf[ts] == 43 else ts
-    m = _digits(buf, k, te)
-    nd = m - k
-    if m < te and buf[m] == 46:
-        e = _digits(buf, m + 1, te)
-        nd += e - m - 1
-        m = e
+    m, nd = _mantissa(buf, k, te)
     if nd > 0:
         if m < te and (buf[m] == 101 or buf[m] == 69):
             j = m + 1
