@@ -178,6 +178,17 @@ def _same(tmp_path, exts) -> None:
         assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
 
 
+def _trained_as_vw(tmp_path, capfd, monkeypatch, flags: list[str]) -> None:
+    """``-d d.vw FLAGS`` through both tools: VW's table, -p, -r, readable model and model
+    (after its version string)."""
+    out = _both(tmp_path, capfd, monkeypatch, lambda t: [
+        "-d", "d.vw", *flags, "-p", f"{t}.p", "-r", f"{t}.r", "-f", f"{t}.m",
+        "--readable_model", f"{t}.t"])
+    assert _table_on(out["ts"]) == _table_on(out["vw"])
+    _same(tmp_path, ("p", "r", "t"))
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+
+
 @pytest.mark.parametrize("flags", [
     ["--oaa", "5", "--passes", "3", "-c", "-k", "--l2", "0.0001"],
     more(["--oaa", "3", "--named_labels", "cat,dog,emu", "-q", "ab", "-l", "0.3"]),
@@ -277,12 +288,7 @@ def test_oaa_indexing_given_is_vws(flags, tmp_path, capfd, monkeypatch):
     model, where it means nothing)."""
     lines = _classes(300, 4, 43, first=0)  # (classes 0..3)
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
-    out = _both(tmp_path, capfd, monkeypatch, lambda t: [
-        "-d", "d.vw", "--oaa", "4", *flags, "-p", f"{t}.p", "-r", f"{t}.r", "-f", f"{t}.m",
-        "--readable_model", f"{t}.t"])
-    assert _table_on(out["ts"]) == _table_on(out["vw"])
-    _same(tmp_path, ("p", "r", "t"))
-    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    _trained_as_vw(tmp_path, capfd, monkeypatch, ["--oaa", "4", *flags])
     assert f"--indexing {flags[1]}" in (tmp_path / "vw.t").read_text()
     args = ["-d", "d.vw", "-t", "-i", "vw.m"]
     want = run_vw([*args, "-p", "vw.tp"], tmp_path)
@@ -337,17 +343,13 @@ def test_oaa_link_is_vws_where_it_is_reproduced(tmp_path, capfd, monkeypatch):
     _same(tmp_path, ("p", "r"))
     for flags in (["--link", "identity"],
                   ["--link", "logistic", "--probabilities", "--loss_function", "logistic"]):
-        args = ["-d", "d.vw", "--oaa", "4", *flags, "--quiet", "--readable_model"]
-        run_vw([*args, "vw.t"], tmp_path)
-        code, err = run_ts(capfd, [*args, "ts.t"], tmp_path, monkeypatch)
-        assert code == 0, err
-        assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
+        _both(tmp_path, capfd, monkeypatch, lambda t, f=flags: [
+            "-d", "d.vw", "--oaa", "4", *f, "--quiet", "--readable_model", f"{t}.t"])
+        _same(tmp_path, ("t",))
         assert "--link identity" in (tmp_path / "vw.t").read_text()
-    args = ["-d", "d.vw", "-i", "m", "--quiet"]
-    run_vw([*args, "-r", "vw.ir"], tmp_path)
-    code, err = run_ts(capfd, [*args, "-r", "ts.ir"], tmp_path, monkeypatch)
-    assert code == 0, err
-    assert (tmp_path / "ts.ir").read_text() == (tmp_path / "vw.ir").read_text()
+    _both(tmp_path, capfd, monkeypatch, lambda t: ["-d", "d.vw", "-i", "m", "--quiet",
+                                                   "-r", f"{t}.ir"])
+    _same(tmp_path, ("ir",))
 
 
 @pytest.mark.parametrize("flags", [
@@ -360,12 +362,7 @@ def test_oaa_learns_from_linked_scores_as_vw(flags, tmp_path, capfd, monkeypatch
     derivative clipped to the labels' range, which --link poisson's scores pass): VW's
     table, -p, -r (linked), readable model and model."""
     (tmp_path / "d.vw").write_text("\n".join(_classes(200, 4, 61)) + "\n")
-    out = _both(tmp_path, capfd, monkeypatch, lambda t: [
-        "-d", "d.vw", "--oaa", "4", *flags, "-p", f"{t}.p", "-r", f"{t}.r", "-f", f"{t}.m",
-        "--readable_model", f"{t}.t"])
-    assert _table_on(out["ts"]) == _table_on(out["vw"])
-    _same(tmp_path, ("p", "r", "t"))
-    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+    _trained_as_vw(tmp_path, capfd, monkeypatch, ["--oaa", "4", *flags])
 
 
 @pytest.mark.parametrize("flags", [["--noconstant"], more(["--noconstant", "--l2", "0.001"])])
@@ -391,11 +388,9 @@ def test_oaa_label_range_is_vws_shared_one(flags, tmp_path, capfd, monkeypatch):
     assert code == 0, err
     assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
     assert "max_label 0" in (tmp_path / "vw.t").read_text()
-    args = ["-d", "d.vw", "-i", "m", "--quiet"]
-    run_vw([*args, "-r", "vw.ir"], tmp_path)
-    code, err = run_ts(capfd, [*args, "-r", "ts.ir"], tmp_path, monkeypatch)
-    assert code == 0, err
-    assert (tmp_path / "ts.ir").read_text() == (tmp_path / "vw.ir").read_text()
+    _both(tmp_path, capfd, monkeypatch, lambda t: ["-d", "d.vw", "-i", "m", "--quiet",
+                                                   "-r", f"{t}.ir"])
+    _same(tmp_path, ("ir",))
 
 
 @FULL  # (CI: test_oaa.py's run of two workers checks their text)
