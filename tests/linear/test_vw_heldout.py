@@ -309,3 +309,14 @@ def test_the_label_section_is_read_past_its_first_tab(flags, tmp_path, capfd, mo
         + "\n")
     err, want = _same_predictions(["-d", "d.vw", *flags], tmp_path, capfd, monkeypatch)
     assert err.split("loss     last")[1] == want.split("loss     last")[1]
+
+
+def test_a_hexadecimal_label_is_read_as_cs_strtof_reads_it(tmp_path, capfd, monkeypatch):
+    """A label word VW's number reader hands to C's ``strtof``: hexadecimal (``0x10`` is
+    16, ``0X1.8p1`` 3, ``0x1p-2`` 0.25; ``0x`` and ``0xg`` read the 0): VW's predictions and
+    closing block."""
+    (tmp_path / "d.vw").write_text("0x10 |a f g\n-1 |a g\n0X1.8p1 2 |a h\n-0x2 |a f\n"
+                                   "0x |a q\n0xg |a z\n0x1p-2 |a f\n")
+    err, want = _same_predictions(["-d", "d.vw"], tmp_path, capfd, monkeypatch)
+    assert err.split("finished run")[1] == want.split("finished run")[1]
+    assert "weighted label sum = 19.250000" in err

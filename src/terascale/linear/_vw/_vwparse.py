@@ -67,10 +67,60 @@ def _text_value(buf: np.ndarray, s: int, e: int) -> bool:
 
 
 @numba.njit(cache=True)
+def _hex_digit(c: int) -> int:
+    if 48 <= c <= 57:
+        return c - 48
+    c |= 32
+    return c - 87 if 97 <= c <= 102 else -1
+
+
+@numba.njit(cache=True)
+def _hex_prefix(buf: np.ndarray, ts: int, te: int) -> tuple[float, bool]:
+    """``strtof``'s reading of a hexadecimal number at the start of a word
+    (``[+-]0x<hex>[.<hex>][p[+-]<digits>]``); not ok where there is none, or where it
+    overflows a float."""
+    s = ts + 1 if buf[ts] == 45 or buf[ts] == 43 else ts
+    if s + 2 >= te + 1 or buf[s] != 48 or buf[s + 1] | 32 != 120:
+        return np.float32(np.nan), False
+    v, i, nd = 0.0, s + 2, 0
+    while i < te and _hex_digit(buf[i]) >= 0:
+        v = v * 16.0 + _hex_digit(buf[i])
+        i += 1
+        nd += 1
+    if i < te and buf[i] == 46:
+        i += 1
+        unit = 1.0 / 16.0
+        while i < te and _hex_digit(buf[i]) >= 0:
+            v += _hex_digit(buf[i]) * unit
+            unit /= 16.0
+            i += 1
+            nd += 1
+    if nd == 0:
+        return np.float32(np.nan), False  # ('0x' alone: strtof reads the 0)
+    if i < te and buf[i] | 32 == 112:
+        j = i + 1
+        neg = j < te and buf[j] == 45
+        if j < te and (buf[j] == 45 or buf[j] == 43):
+            j += 1
+        k = _digits(buf, j, te)
+        if k > j:
+            x = 0
+            for m in range(j, min(k, j + 6)):
+                x = x * 10 + (buf[m] - 48)
+            v = v * 2.0 ** (-x if neg else x)
+    f = np.float32(-v if buf[ts] == 45 else v)
+    return f, bool(np.isfinite(f))
+
+
+@numba.njit(cache=True)
 def _number_prefix(buf: np.ndarray, ts: int, te: int) -> tuple[float, bool]:
     """A label word that only starts with a number (``1:1``, ``2abc``): that number, as
     VW's simple-label parser reads it (its ``float_of_string`` stops at the first character
-    that is not part of the number); not ok when no prefix is a number."""
+    that is not part of the number: C's ``strtof``, hexadecimal ``0x10`` too); not ok when
+    no prefix is a number."""
+    v, ok = _hex_prefix(buf, ts, te)
+    if ok:
+        return v, True
     e = ts  # up to the first character that no number has ('1e400' stays an overflow)
     while e < te and ((48 <= buf[e] <= 57) or buf[e] == 46 or buf[e] == 43 or buf[e] == 45
                       or buf[e] == 101 or buf[e] == 69):
