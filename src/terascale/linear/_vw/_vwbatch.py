@@ -123,9 +123,9 @@ class _Data:
     labels (NaN: none), importance weights, tags, and which are held out.
 
     With ``comm`` (``-n N``) this worker reads only its share, as the one-pass ``-n N``
-    does (:func:`.._io._readers.shard_files`: every N-th file when there are N files or
-    more, else the rank-th of N byte ranges of each file, cut at line ends); the shares'
-    example counts and label ranges are exchanged once, so that the holdout (every
+    does (:func:`.._io._readers.shard_files`: a run of consecutive files when there are N
+    files or more, else the rank-th of N byte ranges of each file, cut at line ends); the
+    shares' example counts and label ranges are exchanged once, so that the holdout (every
     ``holdout_period``-th example) and the prediction range each example sees are the
     whole input's, in its order, and the passes one worker's."""
 
