@@ -179,7 +179,9 @@ class _Data:
         # each share's place in the whole input: segment (file, part) in file order
         whole = len(paths) >= size
         segments = len(paths) if whole else len(paths) * size
-        own = [0] if size == 1 else list(range(rank, len(paths), size)) if whole else \
+        m = len(paths)  # (whole files: this worker's run of consecutive ones, as shard_files)
+        own = [0] if size == 1 else list(range(rank * m // size, (rank + 1) * m // size)) \
+            if whole else \
             [i * size + rank for i in range(len(paths))]
         lens = [len(d) for d in sets] if size > 1 else [n]
         counts = _gathered(comm, segments if size > 1 else 1, own, lens, 0, "sum"
