@@ -268,6 +268,23 @@ def test_a_chain_of_workers_is_one_learner_on_the_whole_file(tmp_path, capfd, mo
     _models_equal(m1, mc)  # bitwise: weights, adaptive sums and normalizers
 
 
+def test_a_chain_of_workers_over_unequal_files_is_one_learner(tmp_path, capfd):
+    # Files of very different lengths, fewer workers than files: each worker reads a run of
+    # consecutive files, so the chain learns them in the order given and the holdout (every
+    # 10th example of the whole input) is one worker's
+    lines = vw_lines(1200, seed=13)
+    files = []
+    for i, (a, b) in enumerate([(0, 1000), (1000, 1150), (1150, 1200)]):
+        files += ["-d", str(tmp_path / f"part{i}.vw")]
+        (tmp_path / f"part{i}.vw").write_text("\n".join(lines[a:b]) + "\n")
+    one, chain = str(tmp_path / "one.model"), str(tmp_path / "chain.model")
+    common = [*files, "-b", "16", "--passes", "2", "--quiet", "--cache-dir", ""]
+    assert _cli(capfd, "train", "-f", one, *common).returncode == 0
+    r = _cli(capfd, "train", "-n", "2", "--average", "chain", "-f", chain, *common)
+    assert r.returncode == 0, r.stderr
+    _models_equal(LinearModel.load(one), LinearModel.load(chain))
+
+
 def _chained_fit(comm, lines, cuts):
     shard = lines[cuts[comm.rank]:cuts[comm.rank + 1]]
     return train(parse_lines(shard, bits=14), comm=comm, average="chain", passes=2)

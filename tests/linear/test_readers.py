@@ -276,8 +276,10 @@ def test_shards_cover_every_line_once(tmp_path):
             (path, sh), = shard_files([str(p)], k, n)
             got += list(read_file(path, ParseOptions(), shard=sh).labels)
         assert got == list(range(101))
-    # with enough files, whole files per worker
-    assert shard_files(["a", "b", "c"], 1, 2) == [("b", (0, 1))]
+    # with enough files, whole files per worker, consecutive ones: in rank order, the
+    # files in the order given
+    assert shard_files(["a", "b", "c"], 0, 2) == [("a", (0, 1))]
+    assert shard_files(["a", "b", "c"], 1, 2) == [("b", (0, 1)), ("c", (0, 1))]
     p.write_text("".join(f"{i} |a f\n" for i in range(50)) + "bad line\n")
     with pytest.raises(DataError, match="d.vw, line 51"):
         read_file(str(p), ParseOptions(), shard=(1, 2))

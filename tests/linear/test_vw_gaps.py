@@ -318,7 +318,7 @@ def _shares(comm, paths, options):
 @pytest.mark.parametrize("files", [1, 2, 4])
 def test_bfgs_workers_read_only_their_share(files, tmp_path):
     """--bfgs -n N: each worker parses only its share (the k-th byte range of each file,
-    or every N-th file when there are N or more, as the one-pass -n N reads), yet its
+    or a run of consecutive files when there are N or more, as the one-pass -n N reads), yet its
     holdout, prediction ranges and closing counts are the whole input's at its examples'
     places: one worker's, share by share."""
     from terascale.linear._io._dataset import ParseOptions
@@ -341,9 +341,9 @@ def test_bfgs_workers_read_only_their_share(files, tmp_path):
     order = []
     at = 0
     for i, p in enumerate(paths):
-        if files >= 3:  # whole files, the i-th to worker i mod 3
+        if files >= 3:  # whole files, worker k the k-th run of consecutive ones
             size = len(read_file(p, ParseOptions(), need_label=False))
-            order.append((i % 3, at, size))
+            order.append((next(k for k in range(3) if i < (k + 1) * files // 3), at, size))
             at += size
             continue
         sizes = [len(read_file(p, ParseOptions(), shard=(k, 3), need_label=False))

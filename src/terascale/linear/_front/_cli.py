@@ -69,7 +69,8 @@ def _io_flags(p: argparse.ArgumentParser, *, predict: bool) -> None:
                    help="VW's test-only mode: predict with -i, learn nothing"
                    + (" (predict never learns)" if predict else ""))
     p.add_argument("--quiet", action="store_true",
-                   help="no progress lines (train still prints its one-line summary)")
+                   help="nothing on standard error: no progress lines, no summary line, no notice "
+                        "of the defaults that differ from VW's (errors still print)")
 
 
 def _add_linear(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -364,11 +364,16 @@ def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
 
 
 def shard_files(paths: Sequence[str], k: int, n: int) -> list[tuple[str, tuple[int, int]]]:
-    """(file, (part, parts)) for worker k of n: whole files when there are enough of them."""
+    """(file, (part, parts)) for worker k of n: whole files when there are enough of them,
+    each worker a run of consecutive files (worker 0 the first), so that the workers' shards
+    in rank order are the files in the order given: a chain learns them in one worker's
+    order and the holdout (every K-th example of the whole input) holds out the same
+    examples whatever n."""
     if not paths:
         raise ConfigError("no input files")
-    if len(paths) >= n:
-        return [(p, (0, 1)) for p in list(paths)[k::n]]
+    m = len(paths)
+    if m >= n:
+        return [(p, (0, 1)) for p in list(paths)[k * m // n:(k + 1) * m // n]]
     return [(p, (k, n)) for p in paths]
 
 

@@ -123,9 +123,9 @@ class _Data:
     labels (NaN: none), importance weights, tags, and which are held out.
 
     With ``comm`` (``-n N``) this worker reads only its share, as the one-pass ``-n N``
-    does (:func:`.._io._readers.shard_files`: every N-th file when there are N files or
-    more, else the rank-th of N byte ranges of each file, cut at line ends); the shares'
-    example counts and label ranges are exchanged once, so that the holdout (every
+    does (:func:`.._io._readers.shard_files`: a run of consecutive files when there are N
+    files or more, else the rank-th of N byte ranges of each file, cut at line ends); the
+    shares' example counts and label ranges are exchanged once, so that the holdout (every
     ``holdout_period``-th example) and the prediction range each example sees are the
     whole input's, in its order, and the passes one worker's."""
 
@@ -179,7 +179,9 @@ class _Data:
         # each share's place in the whole input: segment (file, part) in file order
         whole = len(paths) >= size
         segments = len(paths) if whole else len(paths) * size
-        own = [0] if size == 1 else list(range(rank, len(paths), size)) if whole else \
+        m = len(paths)  # (whole files: this worker's run of consecutive ones, as shard_files)
+        own = [0] if size == 1 else list(range(rank * m // size, (rank + 1) * m // size)) \
+            if whole else \
             [i * size + rank for i in range(len(paths))]
         lens = [len(d) for d in sets] if size > 1 else [n]
         counts = _gathered(comm, segments if size > 1 else 1, own, lens, 0, "sum"
