@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import more, run_vw
+from _vw_runs import more, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -45,3 +45,34 @@ def test_standard_input_is_named_stdin_as_vw_names_it(src, tmp_path):
                 if not ln.startswith(("Enabled learners", "Input label", "Output pred"))]
     assert r.stderr.splitlines() == vw_lines
     assert (tmp_path / "ts.p").read_bytes() == (tmp_path / "vw.p").read_bytes()
+
+
+@pytest.mark.parametrize("k, bits", [(256, 23), more(7, 28)])
+def test_a_one_against_all_model_of_31_index_bits_moves_both_ways(k, bits, tmp_path,
+                                                                    capfd, monkeypatch):
+    """--oaa K -b B with B + log2 K >= 31 (-b 28 --oaa 7): -f writes VW's 32-bit indices
+    (VW chooses them by -b alone), which terascale's -i and VW's read back as VW's model."""
+    rng = np.random.default_rng(5)
+    lines = []
+    for _ in range(150):
+        c = int(rng.integers(1, k + 1))
+        lines.append(f"{c} |t w{c} w{c + 1} v{rng.integers(9)} |m n:{rng.normal():.3f}")
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    flags = ["-d", "d.vw", "--oaa", str(k), "-b", str(bits), "-q", "tm"]
+    run_vw([*flags, "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*flags, "-f", "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    run_vw(["-d", "d.vw", "-t", "-i", "vw.m", "-p", "vw.p"], tmp_path)
+    run_vw(["-d", "d.vw", "-t", "-i", "ts.m", "-p", "vw_ts.p"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-t", "-i", "vw.m", "-p", "ts_vw.p"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    want = (tmp_path / "vw.p").read_bytes()
+    assert (tmp_path / "vw_ts.p").read_bytes() == want
+    assert (tmp_path / "ts_vw.p").read_bytes() == want
+
+    def after_version(path):  # (terascale writes the version 9.0.0, VW its own)
+        data = path.read_bytes()
+        return data[4 + int.from_bytes(data[:4], "little"):]
+
+    assert after_version(tmp_path / "ts.m") == after_version(tmp_path / "vw.m")
