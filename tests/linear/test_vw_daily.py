@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import more, run_ts, run_vw
+from _vw_runs import more, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -76,3 +76,13 @@ def test_a_one_against_all_model_of_31_index_bits_moves_both_ways(k, bits, tmp_p
         return data[4 + int.from_bytes(data[:4], "little"):]
 
     assert after_version(tmp_path / "ts.m") == after_version(tmp_path / "vw.m")
+
+
+@pytest.mark.parametrize("label", ["2.5 3", more("2.5")])
+def test_a_fraction_labels_error_is_vws_with_a_weight_and_without(label, tmp_path):
+    """--oaa K stops at a label with a fraction with VW's error on standard output: VW's
+    parser throws it at multiclass.cc:65 where a weight follows the label, :52 without."""
+    rows = [f"{1 + i % 3} |a x{i % 5} y" for i in range(30)] + [f"{label} |a x1"]
+    (tmp_path / "d.vw").write_text("\n".join(rows + rows[:5]) + "\n")
+    vw, ts = stdouts(["-d", "d.vw", "--oaa", "3", "-p", "p"], tmp_path)
+    assert ts == vw and "Malformed example" in vw
