@@ -86,3 +86,19 @@ def test_a_fraction_labels_error_is_vws_with_a_weight_and_without(label, tmp_pat
     (tmp_path / "d.vw").write_text("\n".join(rows + rows[:5]) + "\n")
     vw, ts = stdouts(["-d", "d.vw", "--oaa", "3", "-p", "p"], tmp_path)
     assert ts == vw and "Malformed example" in vw
+
+
+def test_quantile_tau_without_the_quantile_loss_is_refused_as_vw_refuses_it(tmp_path, capfd,
+                                                                             monkeypatch):
+    """--quantile_tau with another loss (VW's default squared one here): VW stops with
+    "Option 'quantile_tau' was passed but the quantile loss function is not being used";
+    so does terascale vw, naming the flag, where it learned the squared loss."""
+    (tmp_path / "d.vw").write_text("\n".join(_weighted(20, 4)) + "\n")
+    r = subprocess.run([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "--quantile_tau",
+                        "0.3"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "quantile loss function is not being used" in r.stderr
+    code, err = run_ts(capfd, ["-d", "d.vw", "--quantile_tau", "0.3"], tmp_path, monkeypatch)
+    assert code == 2 and "--quantile_tau 0.3 goes with --loss_function quantile" in err
+    code, err = run_ts(capfd, ["-d", "d.vw", "--quantile_tau", "0.3", "--loss_function",
+                               "quantile"], tmp_path, monkeypatch)
+    assert code == 0, err
