@@ -70,10 +70,11 @@ def _spooled(path: str) -> str:
                     shutil.copyfileobj(src, out, 1 << 20)
     except OSError as e:
         raise storage_error("cannot copy standard input to", tmp, e) from None
-    if path != "-":  # (VW's preamble names the stream as given: /dev/stdin, a pipe)
-        from .._vw._vwgen import INPUTS
+    # (VW's preamble names the stream as given: /dev/stdin, a pipe; standard input read
+    # without a name, VW's no -d, is "stdin", and so is -)
+    from .._vw._vwgen import INPUTS
 
-        INPUTS[tmp] = path
+    INPUTS[tmp] = "stdin" if path == "-" else path
     return _gzip_named(tmp, tmp)
 
 

@@ -373,13 +373,14 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
         if not len(bad):
             yield blk
             continue
-        where, number, word = _malformed_line(job["data"], job["paths"])
+        where, number, word, weighted = _malformed_line(job["data"], job["paths"])
         if refuse:
             raise DataError(f"{where}: multiclass label {word!r} is not a class number "
                             f"1..K (--oaa: an integer); VW stops reading there, which "
                             f"terascale vw reproduces on one worker without a holdout")
         if not quiet:
-            print(f"[error] vw example #{number}(multiclass.cc:52): Malformed example: "
+            at = 65 if weighted else 52  # (VW's throw for a label with a weight, without)
+            print(f"[error] vw example #{number}(multiclass.cc:{at}): Malformed example: "
                   f"label has trailing character(s): {_after_int(word)}", flush=True)
         stopped.append(True)
         j = int(bad[0])
@@ -401,10 +402,10 @@ def _head(blk: Any, j: int) -> Any:
         ignored=None if blk.ignored is None else blk.ignored[:j])
 
 
-def _malformed_line(data: list[str], paths: list[str]) -> tuple[str, int, str]:
-    """(file:line, VW's example number: the lines before it, empty ones too, and its label
-    word) of the first line whose label has a fraction, reading the text again: only
-    after the parser's labels showed one."""
+def _malformed_line(data: list[str], paths: list[str]) -> tuple[str, int, str, bool]:
+    """(file:line, VW's example number: the lines before it, empty ones too, its label
+    word, and whether an importance weight follows it) of the first line whose label has
+    a fraction, reading the text again: only after the parser's labels showed one."""
     number = 0
     for path, name in zip(data, paths):
         with _open_text(path) as f:
@@ -416,7 +417,7 @@ def _malformed_line(data: list[str], paths: list[str]) -> tuple[str, int, str]:
                     except ValueError:
                         y = 0.0
                     if y != math.floor(y):
-                        return f"{name}:{i}", number, tokens[0]
+                        return f"{name}:{i}", number, tokens[0], len(tokens) > 1
                 number += 1
     raise DataError(f"{', '.join(paths)}: a multiclass label is not an integer (--oaa)")
 

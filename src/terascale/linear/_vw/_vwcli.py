@@ -256,7 +256,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     # --power_t left out are told apart from -l 0.5 (VW's other update rules default to 10)
     # and --power_t 0.5 (a VW model's own apply to -i where they are left out)
     p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
-                   learning_rate=None, power_t=None)
+                   learning_rate=None, power_t=None, quantile_tau=None)
 
 
 def _overridden_interactions(args: argparse.Namespace) -> None:
@@ -804,6 +804,17 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         from .._losstable import VW_DEFAULT_LOSS
 
         args.loss = VW_DEFAULT_LOSS
+    if args.quantile_tau is not None:  # (VW's error: tau is the quantile loss's)
+        from .._losstable import loss_spec
+        from .._names import cli_names
+
+        with cli_names():
+            row = loss_spec(args.loss)
+        if row.best_constant != "quantile":
+            raise ConfigError(f"--quantile_tau {args.quantile_tau:g} goes with "
+                              f"--loss_function quantile (the loss is {args.loss})")
+    else:
+        args.quantile_tau = 0.5
     if args.normalize == "auto":
         args.normalize = "off"
     if args.l2 is None:

@@ -440,7 +440,9 @@ def as_given(message: str) -> str:
         if tmp not in message:
             continue
         at = re.search(re.escape(tmp) + r", line (\d+): ", message)
-        if at and os.path.exists(tmp):
+        # (a stream's copy is verbatim: its lines are the input's, which can be read once)
+        verbatim = os.path.basename(tmp).startswith("terascale-stdin-")
+        if at and os.path.exists(tmp) and not verbatim:
             copy, given = line(tmp, int(at.group(1))), line(path, int(at.group(1)))
             if copy is not None and given is not None:
                 message = message.replace(repr(copy), repr(given))

@@ -370,7 +370,7 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
         adaptive, normalized = record_sums(rules)
         cols += [model.adaptive[0]] if adaptive else []
         cols += [model.adaptive[1]] if normalized else []
-    itype = "<u4" if parse.bits + index_bits < 31 else "<u8"
+    itype = "<u4" if parse.bits < 31 else "<u8"  # (VW: by -b alone, --oaa K or not)
     dtype = np.dtype([("i", itype), ("w", "<f4", (len(cols),))])
     buf = np.empty(min(_CHUNK, len(idx)), dtype)
     for a in range(0, len(idx), _CHUNK):
