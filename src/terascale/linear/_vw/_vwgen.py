@@ -56,7 +56,8 @@ import numpy as np
 
 from ..._errors import ConfigError, DataError
 
-__all__ = ["GENERATED", "INPUTS", "SOURCES", "FeatureGen", "as_given", "rewrite_inputs"]
+__all__ = ["GENERATED", "INPUTS", "SOURCES", "FeatureGen", "as_given", "rewrite_inputs",
+           "written_namespace"]
 
 QUADRATIC_CONSTANT = 27942141  # VW's multiplier of an n-gram's indices
 AFFIX_CONSTANT = 13903957
@@ -219,8 +220,6 @@ class FeatureGen:
         ``names``, where given, gets each namespace letter's features as the line has them,
         (32-bit hash, VW's name: ``ns^w``, an n-gram ``ns^w1^w2`` after its first word's
         namespace, its words without their string values; an affix ``affix^t+2=ab``)."""
-        from .._io._hashing import hash_space
-
         body = text.rstrip("\r\n")
         bar = body.find("|")
         if bar < 0:
@@ -314,9 +313,7 @@ class FeatureGen:
                 names[c] = [(f[0] & _U32, None if f[4] is None else
                              f"{f[4][0]}^{f[4][1]}{f[4][2]}" if f[4][0] else
                              f"{f[4][1]}{f[4][2]}") for f in fs]
-            letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else \
-                _SPELLING_NAME if c == SPELLING_NAMESPACE else chr(c)
-            base = 0 if c == 32 else hash_space(letter)
+            letter, base = written_namespace(c)
             head = "|" if c == 32 else "|" + letter
             segs: list[str] = []
             cur: object = object()
@@ -328,6 +325,17 @@ class FeatureGen:
                 segs.append(f"{d}:{val} " if val is not None else f"{d} ")
             lines.append("".join(segs))
         return body[:bar] + "".join(lines).rstrip()
+
+
+def written_namespace(c: int) -> tuple[str, int]:
+    """How the rewritten text names namespace ``c`` (VW's character: the affix and
+    spelling ones get names of their own) and that name's hash, which each of its features'
+    written index is taken from (0 for the default namespace, which has no name)."""
+    from .._io._hashing import hash_space
+
+    letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else \
+        _SPELLING_NAME if c == SPELLING_NAMESPACE else chr(c)
+    return letter, 0 if c == 32 else hash_space(letter)
 
 
 def _grams(fs: list, n_max: int, skip_max: int) -> list:

@@ -240,8 +240,7 @@ def _generated_names(path: str, gen: Any, flags: tuple[np.ndarray, np.ndarray],
     rewrote: each line's features as the rewrite makes them, named as VW names them (an
     affix feature by its hash, as the rewritten text has it); ``flags``: the parse
     options' ``namespace_flags``."""
-    from .._io._hashing import hash_space
-    from ._vwgen import _AFFIX_NAME, _SPELLING_NAME, AFFIX_NAMESPACE, SPELLING_NAMESPACE
+    from ._vwgen import written_namespace
 
     ignored, linear_off = flags
     for k, text in enumerate(_lines(path), 1):
@@ -251,9 +250,7 @@ def _generated_names(path: str, gen: Any, flags: tuple[np.ndarray, np.ndarray],
         for c, fs in named.items():
             if ignored[c]:
                 continue
-            letter = _AFFIX_NAME if c == AFFIX_NAMESPACE else \
-                _SPELLING_NAME if c == SPELLING_NAMESPACE else chr(c)
-            base = 0 if c == 32 else hash_space(letter)
+            letter, base = written_namespace(c)
             g = groups[c] = [(h, full if full is not None else
                               f"{letter}^{(h - base) & 0xFFFFFFFF}") for h, full in fs]
             if not linear_off[c]:
