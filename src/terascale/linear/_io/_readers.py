@@ -24,7 +24,7 @@ from .._vw._vwtext_fast import parse_vw
 from ._dataset import Dataset, ParseOptions
 from ._hashing import CONSTANT_HASH, hash_feature, hash_space
 
-__all__ = ["parse_bytes", "parse_lines", "parse_text", "read_file", "shard_files"]
+__all__ = ["parse_bytes", "parse_lines", "parse_text", "quoted_line", "read_file", "shard_files"]
 
 _LIBSVM_ERRORS = {
     1: "the label is not a number",
@@ -176,7 +176,13 @@ def _line_text(buf: np.ndarray, line: int) -> str:
         return ""
     s = int(starts[line])
     e = int(starts[line + 1]) - 1 if line + 1 < len(starts) else len(buf)
-    text = bytes(buf[s:e]).decode(errors="replace").rstrip("\r")
+    return quoted_line(bytes(buf[s:e]).decode(errors="replace"))
+
+
+def quoted_line(text: str) -> str:
+    """A line of input as an error quotes it: without its line break, cut to 120
+    characters."""
+    text = text.rstrip("\n").rstrip("\r")
     return text if len(text) <= 120 else text[:117] + "..."
 
 

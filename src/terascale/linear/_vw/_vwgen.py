@@ -435,13 +435,13 @@ def as_given(message: str) -> str:
     quoting the input's line where it quotes the copy's (a copy keeps the input's lines)."""
     import re
 
+    from .._io._readers import quoted_line
     from ._vwtext import _lines
 
     def line(path: str, k: int) -> str | None:
         for i, text in enumerate(_lines(path), 1):
             if i == k:
-                text = text.rstrip("\n").rstrip("\r")
-                return text if len(text) <= 120 else text[:117] + "..."
+                return quoted_line(text)
         return None
 
     for tmp, path in INPUTS.items():
