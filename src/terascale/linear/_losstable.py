@@ -15,7 +15,7 @@ import numpy as np
 from .._errors import ConfigError
 
 __all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "VW_DEFAULT_LOSS", "Loss",
-           "check_parameters", "loss_code", "loss_spec"]
+           "check_parameters", "loss_code", "loss_spec", "takes_tau"]
 
 
 class Loss(NamedTuple):
@@ -146,6 +146,13 @@ def loss_spec(name: str, what: str = "loss") -> Loss:
     except (KeyError, TypeError):
         raise ConfigError(f"{opt(what)} must be one of {', '.join(LOSS_TABLE)}, not "
                           f"{name!r}") from None
+
+
+def takes_tau(name: str, what: str = "loss") -> bool:
+    """Whether loss ``name`` reads ``--quantile_tau`` (VW refuses the option beside any
+    other loss); an unknown name is :func:`loss_spec`'s error."""
+    loss_spec(name, what)
+    return name == "quantile"
 
 
 def check_parameters(name: str, *, tau: float, q: float | None) -> None:

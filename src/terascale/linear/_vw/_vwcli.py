@@ -805,12 +805,12 @@ def _vw_defaults(args: argparse.Namespace) -> None:
 
         args.loss = VW_DEFAULT_LOSS
     if args.quantile_tau is not None:  # (VW's error: tau is the quantile loss's)
-        from .._losstable import loss_spec
+        from .._losstable import takes_tau
         from .._names import cli_names
 
         with cli_names():
-            row = loss_spec(args.loss)
-        if row.best_constant != "quantile":
+            takes = takes_tau(args.loss)
+        if not takes:
             raise ConfigError(f"--quantile_tau {args.quantile_tau:g} goes with "
                               f"--loss_function quantile (the loss is {args.loss})")
     else:
