@@ -5,9 +5,9 @@ smallest that fits the block), the labels (one byte each when every label of the
 is -1, 0, 1 or missing, else float32), the importance weights (omitted when all are 1),
 the count of VW text's empty lines before each example and after the last (omitted when
 none: VW counts them for the holdout), the features ``--ignore_linear`` dropped from
-each example (omitted when none: VW counts them), the tags (lengths and bytes, omitted when none), the hashed indices bit-packed at ``bits``
-bits each (2.25 bytes at ``-b 18``, VW's cache spends a varint of the index delta, 3-5
-bytes on hashed ids), a bitmap of which values are not 1.0, and those values as float32
+each example (omitted when none: VW counts them), the tags (lengths and bytes, omitted
+when none), the hashed indices bit-packed at ``bits`` bits each (2.25 bytes at ``-b 18``,
+VW's cache spends a varint of the index delta, 3-5 bytes on hashed ids), a bitmap of which values are not 1.0, and those values as float32
 (one-hot and bag-of-words features store no value at all). Decoding restores the arrays
 exactly, so a learner gets bitwise the numbers the parser produced.
 """
@@ -152,7 +152,8 @@ def _sections(n: int, nnz: int, flags: int, ntag: int, bits: int) -> list[int]:
     counts, tag lens, tag bytes, indices, bitmap, values)."""
     lw = (1, 2, 4)[(flags >> _LW_SHIFT) & 3]
     sizes = [n * lw, n if flags & _LCODE else 4 * n, 4 * n if flags & _W else 0,
-             4 * (n + 1) if flags & _BLANKS else 0, 4 * n if flags & _IGNORED else 0, 4 * n if flags & _TAGS else 0, ntag if flags & _TAGS else 0,
+             4 * (n + 1) if flags & _BLANKS else 0, 4 * n if flags & _IGNORED else 0,
+             4 * n if flags & _TAGS else 0, ntag if flags & _TAGS else 0,
              _packed_len(nnz, bits), (nnz + 7) // 8]
     return list(np.cumsum([0] + sizes).tolist())
 

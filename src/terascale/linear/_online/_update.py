@@ -201,8 +201,8 @@ def _learn(cols: np.ndarray, values: np.ndarray, a: int, b: int, w: np.ndarray,
            sqrt_rate: bool, minus_power_t: float, neg_norm_power: float, pd: float) -> bool:
     """VW's update from one example of weight ``s``, label ``y``, prediction ``p`` whose
     float loss is above 0 (features ``a..b``; ``pd``: the prediction the lazy L1/L2's
-    derivative takes, ``p`` but where VW's squared loss clips a linked score): the adaptive sums and normalizers, the
-    learner's normalized sums (``state``), the lazy L1/L2 (``lazy``'s ``CONTRACTION`` and
+    derivative takes, ``p`` but where VW's squared loss clips a linked score): the
+    adaptive sums and normalizers, the learner's normalized sums (``state``), the lazy L1/L2 (``lazy``'s ``CONTRACTION`` and
     ``GRAVITY``: the learner's own state, or one shared by several learners, as VW's
     one-against-all learners share it), the weights. Returns whether the lazy L1/L2 must
     be folded into the weights now (every weight of every learner sharing them)."""

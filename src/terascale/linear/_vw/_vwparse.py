@@ -2,8 +2,10 @@
 
 A line is ``[label [importance [base]]] ['tag]|ns[:scale] f[:v] f2 ... |ns2 ...``. As in VW:
 the label section is read from past its first tab, if it has one; its last word is the tag
-when it starts with ``'`` or touches the first ``|``; a line without ``|`` is all label section, an example of the constant only (``1`` is
-an unlabelled example tagged ``1``, ``1 2`` label 1 with tag ``2``); a namespace ``|ns:2`` scales its values; ``| f`` is the default namespace (hash 0);
+when it starts with ``'`` or touches the first ``|``; a line without ``|`` is all label
+section, an example of the constant only (``1`` is an unlabelled example tagged ``1``,
+``1 2`` label 1 with tag ``2``); a namespace ``|ns:2`` scales its values; ``| f`` is the
+default namespace (hash 0);
 features with value 0 are dropped; repeated features are kept (they add up in the dot
 product, and the learner updates each occurrence as VW does); the constant (bias) feature
 is added to every example; interactions (``-q ab``, ``--cubic``, ``--interactions``, with
@@ -80,7 +82,7 @@ def _hex_prefix(buf: np.ndarray, ts: int, te: int) -> tuple[float, bool]:
     (``[+-]0x<hex>[.<hex>][p[+-]<digits>]``); not ok where there is none, or where it
     overflows a float."""
     s = ts + 1 if buf[ts] == 45 or buf[ts] == 43 else ts
-    if s + 2 >= te + 1 or buf[s] != 48 or buf[s + 1] | 32 != 120:
+    if s + 2 > te or buf[s] != 48 or buf[s + 1] | 32 != 120:
         return np.float32(np.nan), False
     v, i, nd = 0.0, s + 2, 0
     while i < te and _hex_digit(buf[i]) >= 0:
@@ -179,8 +181,9 @@ def _vw_label_word(buf: np.ndarray, ts: int, te: int) -> tuple[float, int]:
             j = m + 1
             if j < te and (buf[j] == 45 or buf[j] == 43):
                 j += 1
-            if _digits(buf, j, te) > j:
-                m = _digits(buf, j, te)
+            e = _digits(buf, j, te)
+            if e > j:
+                m = e
         v, ok = parse_float(buf, ts, m)
         if not ok:
             return 0.0, 2
@@ -416,12 +419,13 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
     label sections it reads anyway, rows of (kind, count, start, end): 1 a word that is no
     number or NaN, read as 0 (the word at start:end); 2 a label of ``count`` words, more
     than three, the example read unlabelled (the words at start:end); without
-    ``lenient`` both are errors. ``ignored`` is each example's count of ``--ignore_linear``'s features
-    (which VW counts in its feature counts; empty where there are none) and ``blanks``
-    holds, for each empty line (``\\n`` or ``\\r\\n`` alone), the
-    index of the example it precedes: VW counts an empty line as an example for the holdout
-    (``--holdout_period``, ``--holdout_after``) and learns nothing from it. A line of
-    spaces and tabs is, as in VW, an unlabelled example of the constant only.
+    ``lenient`` both are errors. ``ignored`` is each example's count of
+    ``--ignore_linear``'s features (which VW counts in its feature counts; empty where
+    there are none) and ``blanks`` holds, for each empty line (``\\n`` or ``\\r\\n``
+    alone), the index of the example it precedes: VW counts an empty line as an example
+    for the holdout (``--holdout_period``, ``--holdout_after``) and learns nothing from
+    it. A line of spaces and tabs is, as in VW, an unlabelled example of the constant
+    only.
 
     ``table`` is :func:`._interactions.interaction_table`; ``ignore`` and ``ignore_linear``
     are 256 flags by namespace character (``--ignore``/``--keep``, ``--ignore_linear``).
