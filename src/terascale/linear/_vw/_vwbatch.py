@@ -372,18 +372,14 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
         reg, reg_lo, reg_hi = read_regularizer(args.input_feature_regularizer,
                                                data.parse.bits)
     opening(0)  # (VW prints where its outputs go, then its learner's lines, then the rest)
+    from ._vwreport import batch_opening
+
     out = _Progress(args.quiet or rank > 0)
-    # (VW's note on its memory: 2m floats, or one for the conjugate gradient, and a
-    # weight's 4, per weight)
-    out.note(f"m = {m}, allocated {((1 << data.parse.bits) * (4 * (2 * m or 1) + 16)) >> 20}M"
-             f" for weights and mem")
+    head, note = batch_opening(m, hessian_on, data.parse.bits)
+    out.note(note)
     if data.notes and not out.quiet:  # (VW parses as its first pass starts: after the note)
         print("\n".join(data.notes), flush=True)
-    out(f"enabling {'BFGS based optimization' if m > 0 else 'conjugate gradient optimization via BFGS'} "
-        f"{'with curvature calculation' if hessian_on else '**without** curvature calculation'}\n")
-    out("{:>2s} {:<10s}\t{:<10s}\t{:<10s}\t {:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<s}\n"
-        .format("##", "avg. loss", "der. mag.", "d. m. cond.", "wolfe1", "wolfe2",
-                "mix fraction", "curvature", "dir. magnitude", "step size"))
+    out(head)
     opening(1)
     writers = prediction_writers(args)
     with all_or_none(writers):

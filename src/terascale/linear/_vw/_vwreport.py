@@ -27,7 +27,8 @@ import numpy as np
 
 from .._online._progress import fixed as _fixed
 
-__all__ = ["average_loss", "batch_test_lines", "best_constant", "closing_block",
+__all__ = ["average_loss", "batch_opening", "batch_test_lines", "best_constant",
+           "closing_block",
            "holdout_on", "multiclass_log_loss", "preamble", "running_sum", "test_block"]
 
 def holdout_on(options: dict[str, Any]) -> bool:
@@ -138,14 +139,12 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         def at(y: np.float32) -> np.float32:
             if label_range is not None and loss_spec(loss).ranged:
                 lo, hi = f(label_range[0]), f(label_range[1])
-                if best < lo:  # (VW's squaredloss::get_loss, float and double as there)
-                    d = f(y - lo)
-                    return f(0) if y == lo else f(float(f(d * d)) + 2.0 * float(d)
-                                                  * float(f(lo - best)))
-                if best > hi:
-                    d = f(hi - y)
-                    return f(0) if y == hi else f(float(f(d * d)) + 2.0 * float(d)
-                                                  * float(f(best - hi)))
+                if best < lo or best > hi:  # (VW's squaredloss::get_loss, float and
+                    # double as there: the edge's loss, then its slope out to the constant)
+                    edge = lo if best < lo else hi
+                    d = f(y - edge) if best < lo else f(edge - y)
+                    return f(0) if y == edge else f(float(f(d * d)) + 2.0 * float(d)
+                                                    * float(f(abs(best - edge))))
             return f(loss32(kind, float(best), float(y)))
 
         total = f(at(l1) * c1) if c1 > 0 else f(0)
@@ -347,15 +346,27 @@ def batch_test_lines(args: Any, bits: int) -> tuple[str, str, str] | None:
     if not (cg or args.bfgs is not None or "--bfgs" in saved):
         return None
     m = 0 if cg else int(getattr(args, "memory", 15))
-    curvature = bool(getattr(args, "hessian_on", False)) or m == 0
-    head = (f"enabling {'conjugate gradient optimization via BFGS' if m == 0 else 'BFGS based optimization'} "
-            f"{'with curvature calculation' if curvature else '**without** curvature calculation'}\n"
-            + "{:>2s} {:<10s}\t{:<10s}\t{:<10s}\t {:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t{:<s}"
-            .format("##", "avg. loss", "der. mag.", "d. m. cond.", "wolfe1", "wolfe2",
-                    "mix fraction", "curvature", "dir. magnitude", "step size"))
-    note = (f"[info] m = {m}, allocated {((1 << bits) * (4 * (2 * m or 1) + 16)) >> 20}M for "
-            f"weights and mem")
+    head, note = batch_opening(m, bool(getattr(args, "hessian_on", False)), bits)
     nan = f"{'-nan':<10s}\t"
     end = (f" 1 {nan * 3}{' ' * 10}\t{' ' * 10}\t{' ' * 10}\tMaximum number of passes "
            f"reached. To optimize further, increase the number of passes")
-    return head, note, end
+    return head.rstrip("\n"), f"[info] {note}", end
+
+
+def batch_opening(m: int, hessian_on: bool, bits: int) -> tuple[str, str]:
+    """VW's batch learner's opening: what it enables and its table's header (standard
+    error, each line ending in a line break), and its note on its memory (the text of an
+    ``[info]`` line: 2m floats, or one for the conjugate gradient, and a weight's 4, per
+    weight of ``bits``); ``m`` 0 is the conjugate gradient, which always computes the
+    curvature."""
+    how = "BFGS based optimization" if m > 0 else "conjugate gradient optimization via BFGS"
+    curvature = "with curvature calculation" if hessian_on or m == 0 else \
+        "**without** curvature calculation"
+    head = (f"enabling {how} {curvature}\n"
+            + "{:>2s} {:<10s}\t{:<10s}\t{:<10s}\t {:<10s}\t{:<10s}\t{:<10s}\t{:<10s}\t"
+              "{:<10s}\t{:<s}\n".format("##", "avg. loss", "der. mag.", "d. m. cond.",
+                                        "wolfe1", "wolfe2", "mix fraction", "curvature",
+                                        "dir. magnitude", "step size"))
+    note = f"m = {m}, allocated {((1 << bits) * (4 * (2 * m or 1) + 16)) >> 20}M for weights " \
+        "and mem"
+    return head, note
