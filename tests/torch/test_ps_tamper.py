@@ -30,6 +30,9 @@ _MESSAGE = 8 + NUMEL * 4 + 16  # length u64, the float32 values, the tag
 _connect = socket.create_connection  # the relay's own, whatever a worker patches
 
 
+_RELAYS: list[_Relay] = []  # worker 1's, in its own process
+
+
 class _Relay:
     """Relays one connection to ``target``; flips the byte at ``flip_at`` of one direction's
     stream, or cuts both at ``cut_at`` bytes upstream."""
@@ -38,7 +41,9 @@ class _Relay:
         self.target, self.way, self.at, self.cut = target, way, at, cut
         self._lst = socket.create_server(("127.0.0.1", 0))
         self.address = self._lst.getsockname()[:2]
+        self.pumps: list[threading.Thread] = []
         threading.Thread(target=self._serve, daemon=True).start()
+        _RELAYS.append(self)
 
     def _serve(self) -> None:
         a, _ = self._lst.accept()
@@ -46,7 +51,9 @@ class _Relay:
         b = _connect(self.target, timeout=5)
         b.settimeout(None)
         for src, dst, way in ((a, b, "up"), (b, a, "down")):
-            threading.Thread(target=self._pump, args=(src, dst, way), daemon=True).start()
+            t = threading.Thread(target=self._pump, args=(src, dst, way), daemon=True)
+            t.start()
+            self.pumps.append(t)
 
     def _pump(self, src: socket.socket, dst: socket.socket, way: str) -> None:
         seen = 0
@@ -83,10 +90,24 @@ def _train(comm, way: str, at: int, cut: bool):  # type: ignore[no-untyped-def]
             ps.step()
         ps.close()
     except Exception as e:  # reported, not raised: the test checks every rank's outcome
+        elapsed = time.monotonic() - t0
+        _drain(locals().get("ps"))
         return ("error", [c.__name__ for c in type(e).__mro__], str(e),
-                getattr(e, "rank", None), getattr(e, "peer", None), time.monotonic() - t0)
+                getattr(e, "rank", None), getattr(e, "peer", None), elapsed)
     return ("ok", net.weight.detach().numpy().tolist(), "", comm.rank, None,
             time.monotonic() - t0)
+
+
+def _drain(ps) -> None:  # type: ignore[no-untyped-def]
+    """Close worker 1's end and let its relay forward what it holds: the relay's threads live
+    in this worker's process and would die with it, taking a notice just sent to rank 0
+    with them (a relay of its own process forwards it)."""
+    conn = getattr(ps, "_conn", None)
+    if conn is not None:
+        conn.close()
+    for relay in _RELAYS:
+        for t in relay.pumps:
+            t.join(timeout=5.0)
 
 
 @pytest.mark.parametrize(("way", "at", "cut", "kind"), [
