@@ -18,7 +18,7 @@ from terascale._cext import load
 # The numba pass of every case runs in make test-vw (TERASCALE_VW_SUITE=all); CI runs it on
 # the cases below only (each such run starts numba: most of a case's time), VW on all.
 ALL = os.environ.get("TERASCALE_VW_SUITE") == "all"
-FAST = load("terascale.linear._vw._vwfast", 11)
+FAST = load("terascale.linear._vw._vwfast", 13)
 built = pytest.mark.skipif(FAST is None, reason="terascale.linear._vw._vwfast was not built")
 
 

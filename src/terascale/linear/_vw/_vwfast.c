@@ -942,6 +942,10 @@ static PyMethodDef METHODS[] = {
      "learn(indptr, indices, values, labels, weights, start, end, table, state, kind, eta, "
      "power_t, l1, l2, out, pred, by_sign, clip): VW's online update over examples "
      "[start, end) (_vwlearn.c)"},
+    {"oaa_learn", vw_oaa_learn, METH_VARARGS,
+     "oaa_learn(indptr, indices, values, targets, weights, start, end, table, states, k, "
+     "kind, eta, power_t, l1, l2, link, scores, by_sign, clip): --oaa K's learners over "
+     "examples [start, end) (_vwlearn.c)"},
     {"loss32", vw_loss32, METH_VARARGS, "loss32(kind, p, y): VW's get_loss in float"},
     {"test", vw_test, METH_VARARGS,
      "test(indptr, indices, values, labels, weights, start, end, table, kind, clip, lo, hi, "
@@ -971,7 +975,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 11) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 13) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

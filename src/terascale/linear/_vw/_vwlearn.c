@@ -214,6 +214,22 @@ typedef struct {
     double l1, l2, eta, minus_power_t, neg_norm_power;
 } settings;
 
+/* The rates and the L1/L2 in float, as VW keeps them. Not inlined, each rounded through a
+ * float of its own: gcc 12 at -O3, converting l1 and l2 as a pair where the learner's
+ * loop was inlined after it, stored the pair unrounded (a run with --l2 then drifted from
+ * the numba pass and VW in the 7th digit). */
+__attribute__((noinline)) static void set_rates(settings *st, double eta, double power_t,
+                                                double l1, double l2) {
+    volatile float l1f = (float)l1, l2f = (float)l2, etaf = (float)eta;
+    st->l1 = l1f;
+    st->l2 = l2f;
+    st->eta = etaf;
+    st->reg = st->l1 > 0.0 || st->l2 > 0.0;
+    st->sqrt_rate = power_t == 0.5;
+    st->minus_power_t = f32(-power_t);
+    st->neg_norm_power = f32(f32(power_t) - 1.0);
+}
+
 /* VW's compute_rate_decay in float (_update._rate, float32 arrays) */
 static inline double rate(float g2, float nrm, const settings *st) {
     if (st->sqrt_rate)
@@ -260,11 +276,13 @@ static void sync_table(float *t, size_t rows, double *state) {
     state[GRAVITY] = 0.0;
 }
 
-/* _update._learn: the update from one example whose float loss is above 0; returns
- * whether the lazy L1/L2 must be folded into the weights now */
+/* _update._learn: the update from one example whose float loss is above 0 (`state`: the
+ * learner's normalized sums; `lazy`: the lazy L1/L2 it reads and moves, its own or the
+ * one one-against-all's K learners share; `pd`: the prediction the L1/L2's derivative
+ * takes); returns whether the lazy L1/L2 must be folded into the weights now */
 static int learn_one(const uint32_t *cols, const float *values, int64_t a, int64_t b,
-                     float *t, double *state, const settings *st, double p, double y,
-                     double s, int *bad) {
+                     float *t, double *state, double *lazy, const settings *st, double p,
+                     double y, double s, double pd, int *bad) {
     long long kind = st->kind;
     double gsq = f32(s * square_grad32(kind, p, y, bad));
     double ppu = 1.0;
@@ -308,12 +326,12 @@ static int learn_one(const uint32_t *cols, const float *values, int64_t a, int64
     }
     double u = invariant_update(kind, p, y, f32(st->eta * s), ppu, bad);
     if (st->reg && fabs(u) > 1e-8) {
-        double dl = dloss32(kind, p, y, bad);
+        double dl = dloss32(kind, pd, y, bad);
         double eta_bar = fabs(dl) > 1e-8 ? -u / dl : 0.0;
         if (fabs(dl) > 1e-8)
-            state[CONTRACTION] *= 1.0 - st->l2 * eta_bar;
-        u = f32(u / f32(state[CONTRACTION]));
-        state[GRAVITY] += eta_bar * st->l1;
+            lazy[CONTRACTION] *= 1.0 - st->l2 * eta_bar;
+        u = f32(u / f32(lazy[CONTRACTION]));
+        lazy[GRAVITY] += eta_bar * st->l1;
     }
     if (isnan(u))
         u = 0.0;
@@ -328,7 +346,7 @@ static int learn_one(const uint32_t *cols, const float *values, int64_t a, int64
             }
         }
     }
-    return state[CONTRACTION] < 1e-9 || state[GRAVITY] > 1e3;
+    return lazy[CONTRACTION] < 1e-9 || lazy[GRAVITY] > 1e3;
 }
 
 static inline void ask(const int64_t *indptr, const uint32_t *cols, Py_ssize_t i,
@@ -387,13 +405,7 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
         st.sign = by_sign[st.kind & 7] == 1 && !raw_labels;
         st.clip = (int)clips[st.kind & 7];
         st.track = st.clip != 0 && !fixed_range;
-        st.l1 = f32(l1);
-        st.l2 = f32(l2);
-        st.eta = f32(eta);
-        st.reg = st.l1 > 0.0 || st.l2 > 0.0;
-        st.sqrt_rate = power_t == 0.5;
-        st.minus_power_t = f32(-power_t);
-        st.neg_norm_power = f32(f32(power_t) - 1.0);
+        set_rates(&st, eta, power_t, l1, l2);
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = start; i < start + AHEAD && i < end; i++)
             ask(indptr, cols, i, end, t);
@@ -432,7 +444,7 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
             out[1] += s;
             if (!(lv > 0.0)) /* a loss of 0 or NaN (poisson's negative label): as VW */
                 continue;
-            if (learn_one(cols, values, a, b, t, state, &st, p, y, s, &bad))
+            if (learn_one(cols, values, a, b, t, state, state, &st, p, y, s, p, &bad))
                 sync_table(t, rows, state);
         }
         Py_END_ALLOW_THREADS
@@ -567,6 +579,164 @@ PyObject *vw_test(PyObject *self, PyObject *args) {
         PyBuffer_Release(all[k]);
     if (bad)
         err = "test: unknown loss code";
+    if (err) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* VW's multipredict of one learner (_update._multi_score): as score, but without L1 a
+ * feature whose value is within 1e-10 of 0 adds nothing */
+static inline double multi_score(const uint32_t *cols, const float *values, int64_t a,
+                                 int64_t b, const float *t, double gravity,
+                                 double contraction, int l1) {
+    float g32 = (float)gravity, p32 = 0.0f;
+    for (int64_t k = a; k < b; k++) {
+        double x = values[k];
+        if (!l1 && -1e-10 < x && x < 1e-10)
+            continue;
+        float wk = t[3 * (size_t)cols[k]];
+        wk = g32 < fabsf(wk) ? wk - (wk > 0 ? g32 : -g32) : 0.0f;
+        p32 += wk * values[k];
+    }
+    double p = f32((double)p32 * f32(contraction));
+    return isnan(p) ? 0.0 : p;
+}
+
+/* VW's scorer's link of a clipped score in float (_update._linked): 0 logistic, 1 glf1,
+ * 2 poisson */
+static inline double linked(double p, int how) {
+    float x = (float)p;
+    if (how == 0)
+        return (double)(1.0f / (1.0f + expf(-x)));
+    if (how == 1)
+        return (double)(2.0f / (1.0f + expf(-x)) - 1.0f);
+    return (double)expf(x);
+}
+
+/* --oaa K's learners over examples [start, end) (_update.oaa_chunk, with the shared label
+ * range widened as _oaapass.oaa_pass widens it): each example's K scores first, clipped to
+ * the range the examples before it made, into scores[(i - start) * K + c]; then, where it
+ * is labelled, the range widened to -1 (and +1 where its target is a class); where it is
+ * learned from (weight > 0), each learner's update in class order, learner c with label
+ * +1 where targets[i] == c, else -1 (NaN: unlabelled). The table holds the K learners one
+ * after another, each 2^(b - s) rows of (weight, adaptive sum, normalizer); states the K
+ * learners' state rows, the lazy L1/L2 in learner 0's (shared, copied to the others).
+ * `link` (-1 none): the learners learn from their linked scores. */
+PyObject *vw_oaa_learn(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bp, bi, bv, bl, bw, bt, bs, bsc, bsg, bcl;
+    Py_ssize_t start, end, k;
+    long long kind;
+    double eta, power_t, l1, l2;
+    int how;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nnw*w*nLddddiw*y*y*", &bp, &bi, &bv, &bl, &bw,
+                          &start, &end, &bt, &bs, &k, &kind, &eta, &power_t, &l1, &l2,
+                          &how, &bsc, &bsg, &bcl))
+        return NULL;
+    const int64_t *indptr = bp.buf;
+    const uint32_t *cols = bi.buf;
+    const float *values = bv.buf, *weights = bw.buf;
+    const double *targets = bl.buf;
+    float *t = bt.buf;
+    double *states = bs.buf, *scores = bsc.buf;
+    const int64_t *by_sign = bsg.buf, *clips = bcl.buf;
+    size_t rows = k > 0 ? (size_t)bt.len / 12 / (size_t)k : 0;
+    const char *err = NULL;
+    Py_ssize_t nex = bl.len / 8;
+    if (k < 2 || (size_t)bt.len != 12 * rows * (size_t)k)
+        err = "oaa_learn: the table is not K learners' rows";
+    else if (bs.len < (Py_ssize_t)(STATE_SIZE * 8) * k || bsg.len < 8 * 8 || bcl.len < 8 * 8)
+        err = "oaa_learn: states, by_sign or clip is too short";
+    else if (start < 0 || end < start || end > nex || bw.len / 4 < end ||
+             bp.len / 8 < end + 1 || bsc.len / 8 < (end - start) * k)
+        err = "oaa_learn: examples out of range";
+    else if (end > start && (indptr[start] < 0 || indptr[end] > bi.len / 4 ||
+                             indptr[end] > bv.len / 4))
+        err = "oaa_learn: features out of range";
+    else
+        for (int64_t j = end > start ? indptr[start] : 0; j < (end > start ? indptr[end] : 0);
+             j++)
+            if (cols[j] >= rows) {
+                err = "oaa_learn: a feature index past the table";
+                break;
+            }
+    settings st;
+    st.kind = kind & ~(RAW_LABELS | FIXED_RANGE);
+    if (!err && (by_sign[st.kind & 7] < 0 || clips[st.kind & 7] < 0))
+        err = "oaa_learn: unknown loss code";
+    int bad = 0;
+    if (!err) {
+        st.sign = 0; /* (the targets are -1 and +1) */
+        st.clip = (int)clips[st.kind & 7];
+        st.track = !(kind & FIXED_RANGE); /* (whatever the clip: the model keeps it) */
+        set_rates(&st, eta, power_t, l1, l2);
+        int squared = st.kind == 1;
+        double *lazy = states;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = start; i < end && !bad; i++) {
+            double tg = targets[i], s = weights[i];
+            int labelled = !isnan(tg), learn = labelled && s > 0.0;
+            int64_t a = indptr[i], b = indptr[i + 1];
+            double *sc = scores + (size_t)(i - start) * (size_t)k;
+            double gravity = st.l1 > 0.0 ? lazy[GRAVITY] : 0.0;
+            for (Py_ssize_t c = 0; c < k; c++) {
+                double *sc_state = states + c * STATE_SIZE;
+                double p = multi_score(cols, values, a, b, t + 3 * rows * (size_t)c, gravity,
+                                       lazy[CONTRACTION], st.l1 > 0.0);
+                sc[c] = clip_prediction(st.clip, p, sc_state[MIN_LABEL], sc_state[MAX_LABEL]);
+            }
+            double lo = states[MIN_LABEL], hi = states[MAX_LABEL];
+            if (labelled && st.track) { /* (K >= 2: some learner learns -1) */
+                double nlo = mind(lo, -1.0);
+                double nhi = tg >= 0 && tg < (double)k ? maxd(hi, 1.0) : hi;
+                for (Py_ssize_t c = 0; c < k; c++) {
+                    states[c * STATE_SIZE + MIN_LABEL] = nlo;
+                    states[c * STATE_SIZE + MAX_LABEL] = nhi;
+                }
+            }
+            if (!learn)
+                continue;
+            for (Py_ssize_t c = 0; c < k && !bad; c++) {
+                double y = tg == (double)c ? 1.0 : -1.0;
+                double p = sc[c], pd = p;
+                if (how >= 0) {
+                    p = pd = linked(p, how);
+                    if (st.track) {
+                        lo = mind(lo, y);
+                        hi = maxd(hi, y);
+                    }
+                    if (squared && ((p > hi && y == hi) || (p < lo && y == lo)))
+                        continue;
+                    if (squared)
+                        pd = mind(maxd(p, lo), hi);
+                }
+                if (!(loss32(st.kind, p, y, &bad) > 0.0))
+                    continue;
+                if (learn_one(cols, values, a, b, t + 3 * rows * (size_t)c,
+                              states + c * STATE_SIZE, lazy, &st, p, y, s, pd, &bad)) {
+                    for (Py_ssize_t cc = 0; cc < k; cc++) {
+                        states[cc * STATE_SIZE + CONTRACTION] = lazy[CONTRACTION];
+                        states[cc * STATE_SIZE + GRAVITY] = lazy[GRAVITY];
+                    }
+                    for (Py_ssize_t cc = k - 1; cc >= 0; cc--)
+                        sync_table(t + 3 * rows * (size_t)cc, rows, states + cc * STATE_SIZE);
+                }
+            }
+            if (st.reg)
+                for (Py_ssize_t c = 1; c < k; c++) {
+                    states[c * STATE_SIZE + CONTRACTION] = lazy[CONTRACTION];
+                    states[c * STATE_SIZE + GRAVITY] = lazy[GRAVITY];
+                }
+        }
+        Py_END_ALLOW_THREADS
+    }
+    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bsc, &bsg, &bcl};
+    for (size_t j = 0; j < sizeof all / sizeof *all; j++)
+        PyBuffer_Release(all[j]);
+    if (bad)
+        err = "oaa_learn: unknown loss code";
     if (err) {
         PyErr_SetString(PyExc_ValueError, err);
         return NULL;

@@ -7,6 +7,7 @@ PyObject *vw_learn(PyObject *self, PyObject *args);
 PyObject *vw_sync(PyObject *self, PyObject *args);
 PyObject *vw_loss32(PyObject *self, PyObject *args);
 PyObject *vw_test(PyObject *self, PyObject *args);
+PyObject *vw_oaa_learn(PyObject *self, PyObject *args);
 void vw_learn_init(void);
 
 #endif

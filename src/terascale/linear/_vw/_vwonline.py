@@ -54,7 +54,7 @@ from ..._errors import ConfigError, DataError
 
 __all__ = ["c_path", "test", "train"]
 
-_ABI = 11  # _vwfast's calling convention this module speaks
+_ABI = 13  # _vwfast's calling convention this module speaks
 _CHUNK = 1 << 20  # text parsed and learned from at a time
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
 # the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
