@@ -384,8 +384,8 @@ def _args(line: list[str]) -> argparse.Namespace:
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2"], "-n N"),
     (["--passes", "2"], "--passes"),
-    (["--oaa", "3"], "--oaa"),
-    (["--binary"], "--binary"),
+    (["--oaa", "3", "--binary"], "--oaa with --binary"),
+    (["--oaa", "3", "--max_prediction", "2"], "--oaa with"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
     (["--readable_model", "r.txt"], "--readable_model"),
     (["--model-format", "terascale"], "terascale's model format"),
@@ -401,6 +401,16 @@ def test_runs_outside_the_compiled_path_say_why(line, why):
 
     reason = c_path(_args(["-d", "x.vw", *line]))
     assert reason is not None and why in reason
+
+
+@built
+@pytest.mark.parametrize("line", [["--oaa", "3"], ["--binary"],
+                                  ["--oaa", "4", "--probabilities", "--l2", "0.1"],
+                                  ["--oaa", "3", "--scores", "--link", "glf1"]])
+def test_oaa_and_binary_runs_take_the_compiled_path(line):
+    from terascale.linear._vw._vwonline import c_path
+
+    assert c_path(_args(["-d", "x.vw", *line])) is None
 
 
 @built

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..._errors import ConfigError, DataError
-from .._losses import loss_spec
+from .._losstable import loss_spec
 from .._online._state import SUM_NORM_X, TOTAL_WEIGHT
 
 __all__ = ["run_oaa", "split_oaa", "train_oaa"]
@@ -132,9 +132,11 @@ def _format(row: np.ndarray, base: int, names: list[str] | None = None) -> str:
 
 
 def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
-              opening: Any = None) -> int:
+              opening: Any = None, one: Any = None) -> int:
     """``--oaa K``: K learners; on one worker VW's progressive multiclass predictions
-    (``-p``) and its closing block, on ``-n N`` workers the averaged learners (``-f``)."""
+    (``-p``) and its closing block, on ``-n N`` workers the averaged learners (``-f``).
+    ``one``: the one-worker run (``_train_one``'s arguments; the compiled one,
+    :mod:`.._vw._vwoaafast`), numba's pass without it."""
     k_classes = int(args.oaa)
     if k_classes < 2:
         raise ConfigError(f"--oaa {k_classes}: needs at least 2 classes")
@@ -177,7 +179,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise ConfigError(f"--oaa {k_classes} -b {options['bits']}: VW gives each "
                           f"class 2**(b - {shift}) weights; use -b {shift + 1} or more")
     if args.nprocs == 1 or args.testonly:  # (-t: one process, whatever -n)
-        return _train_one(args, paths, dict(options, bits=options["bits"] - shift),
+        return (one or _train_one)(args, paths, dict(options, bits=options["bits"] - shift),
                           k_classes, names, start)
     return _launch(args, paths, dict(options, bits=options["bits"] - shift), k_classes,
                    names)

@@ -22,11 +22,13 @@ included) and prints that run's progress table and closing block (its code). A r
 that learns on from such a model (``-i MODEL`` without ``-t``) starts from its weights
 and saved learner state in the dense table (``_resume.initial_state``'s), with its
 ``-b``, ``-q``, ``--link`` and ``-l``/``--power_t`` applied as ``_cli_run.train``
-applies them: a one-line warm start imports no numba either.
+applies them: a one-line warm start imports no numba either. ``--binary`` learns here
+too (the predictions' signs, VW's 0/1 loss: :func:`_zero_one`), and ``--oaa K`` runs
+:mod:`._vwoaafast` (its K learners in ``_vwfast.oaa_learn``).
 
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
 (``-n N``, passes, the starting weights and ``-i`` of terascale's model format, ``-t`` without ``-i``
-or with ``-f``, ``--oaa``, ``--binary`` when learning, a cache,
+or with ``-f``, the ``--oaa`` runs :func:`._vwoaafast.why_not` declines, a cache,
 terascale's model format, ``--readable_model``/``--invert_hash``, ``--ignore_linear``,
 expectile loss, ``.zip`` input, ``-b`` above 24 or a table over half the memory) runs the
 numba pass, which covers every
@@ -86,26 +88,25 @@ def c_path(args: argparse.Namespace) -> str | None:
         (bool(args.holdout_after), "--holdout_after"),
         (args.testonly and not args.initial, "-t without -i"),
         (args.testonly and bool(args.model), "-t with -f"),
-        (args.oaa is not None, "--oaa"),
+        (args.oaa is not None and _oaa_off(args), _oaa_off(args) or ""),
         (args.bfgs is not None or args.cg is not None, "--bfgs/--conjugate_gradient"),
         (args.audit, "--audit"),
         (args.initial is not None and not _vw_model(args.initial),
          "-i of terascale's model format (or starting weights)"),
         (args.format != "vw", "--format"),
-        (args.binary and not args.testonly, "--binary"),
         (bool(args.cache or args.cache_file), "a cache"),
         (args.model_format not in (None, "vw"), "terascale's model format"),
         (bool(args.readable_model or args.invert_hash), "--readable_model/--invert_hash"),
         (bool(args.ignore_linear), "--ignore_linear"),
         (not _covered(args.loss, fast) and not (args.testonly and args.loss is None),
          f"--loss_function {args.loss}"),
-        (bool(getattr(args, "probabilities", False)), "--probabilities"),
-        (bool(getattr(args, "scores", False)), "--scores"),
-        (getattr(args, "indexing", None) is not None, "--indexing"),
+        (args.oaa is None and bool(getattr(args, "probabilities", False)), "--probabilities"),
+        (args.oaa is None and bool(getattr(args, "scores", False)), "--scores"),
+        (args.oaa is None and getattr(args, "indexing", None) is not None, "--indexing"),
     )
     for off, flag in checks:
         if off:
-            return f"{flag} runs the numba pass"
+            return flag if flag.endswith("numba pass") else f"{flag} runs the numba pass"
     if args.bits > _MAX_BITS:
         return (f"-b {args.bits}: above -b {_MAX_BITS} the numba pass, whose rows hold the "
                 f"features seen, takes less memory than the dense table")
@@ -116,6 +117,13 @@ def c_path(args: argparse.Namespace) -> str | None:
         if p.endswith(".zip"):
             return f"{p}: .zip input runs the numba pass"
     return None
+
+
+def _oaa_off(args: argparse.Namespace) -> str | None:
+    """Why a ``--oaa K`` run runs the numba pass (:func:`._vwoaafast.why_not`)."""
+    from ._vwoaafast import why_not
+
+    return why_not(args)
 
 
 def _covered(loss: str | None, fast: Any) -> bool:
@@ -319,6 +327,10 @@ def train(args: argparse.Namespace) -> int:
     from ._vwout import all_or_none, link, prediction_writers
     from ._vwreport import closing_block, preamble
 
+    if args.oaa is not None:  # (its K learners: _vwoaafast)
+        from ._vwoaafast import train as train_oaa
+
+        return train_oaa(args)
     fast, options, paths, how = _begin(args)
     model = None
     if args.initial:
@@ -345,6 +357,8 @@ def train(args: argparse.Namespace) -> int:
                                   else 0.0) or args.initial_t or 0.0),
               file=sys.stderr)
     LINK[:] = [how]
+    binary = bool(args.binary)  # (VW's 0/1 loss and signs: -i's model's too)
+    _cli_run._binary_link(binary, how)
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
     table = np.zeros((1 << parse.bits, 3), np.float32)  # (calloc: pages on first touch)
@@ -363,7 +377,7 @@ def train(args: argparse.Namespace) -> int:
     prog.restart()
     nxt = prog.due = prog.first_due() if out else 1.0
     # (VW's lines on the labels the loss does not expect, on standard output)
-    warn = out is not None and bool(loss_spec(opts.loss).warns)
+    warn = out is not None and (bool(loss_spec(opts.loss).warns) or binary)
     seen_w, seen_n = 0.0, 0
     kept = getattr(args, "vw_preserved", None) or {}
     if "examples" in kept:  # --preserve_performance_counters: VW's table goes on from -i's
@@ -382,19 +396,21 @@ def train(args: argparse.Namespace) -> int:
         fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, table, state, kind,
                    opts.learning_rate, opts.power_t, opts.l1, l2, seg,
                    pred if pred is not None else _NONE, _BY_SIGN, _CLIP)
+        if binary and pred is not None:
+            _zero_one(fast, seg, pred[:end - start], b[3], b[4], start, kind)
         prog.fold(acc, seg, end - start)
         if warn:  # (imported here: a run without it imports no numba)
             from .._online._progress import label_warnings
 
             label_warnings(b[3], b[4], None, start, end, True, sys.stdout, loss=opts.loss,
-                           binary=False)
+                           binary=binary)
 
     raw = args.raw_predictions is not None  # (the second half of pred: VW's -r scores)
 
     def write(pred: np.ndarray, b: tuple, start: int, n: int) -> None:
         p = pred[:n]
         for writer, linked in writers:
-            writer.write(_lines(fast, link(p, how, False) if linked else pred[n:] if raw
+            writer.write(_lines(fast, link(p, how, binary) if linked else pred[n:] if raw
                                 else p, b, start))
 
     with all_or_none(writers):
@@ -425,7 +441,7 @@ def train(args: argparse.Namespace) -> int:
                     at = int(np.searchsorted(cum_w, nxt))
                     end = at + 1 if at < n else n
                 pred = None
-                if writers:
+                if writers or binary:
                     end = min(end, start + _BLOCK)
                     pred = np.empty((2 if raw else 1) * (end - start))
                 line_due = end - 1 == at
@@ -445,7 +461,7 @@ def train(args: argparse.Namespace) -> int:
                     now = prog.done + acc[:4]
                     prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
                               float(labels[at]), float(p),
-                              int(indptr[end] - indptr[end - 1]))
+                              int(indptr[end] - indptr[end - 1]), binary)
                     prog.prev = now
                     nxt = prog.due = prog.next_due(float(cum_w[at]))
                 start = end
@@ -468,6 +484,30 @@ def train(args: argparse.Namespace) -> int:
 _NONE = np.zeros(0)
 
 
+def _zero_one(fast: Any, seg: np.ndarray, pred: np.ndarray, labels: np.ndarray,
+              weights: np.ndarray, start: int, kind: int) -> None:
+    """``--binary``: the chunk's loss sum in ``seg`` replaced by VW's 0/1 loss of the
+    predictions' signs, the last prediction by its sign (``_progressive.zero_one``'s rule:
+    an example labelled other than -1 and 1 keeps the loss's float value)."""
+    from .._losstable import _BY_SIGN, RAW_LABELS
+
+    end = start + len(pred)
+    lab, s = labels[start:end], weights[start:end]
+    ok = ~np.isnan(lab) & (s > 0)
+    wrong = s * ((pred > 0) != (lab > 0)) * ok
+    odd = np.flatnonzero(ok & (np.abs(lab) != 1.0))
+    if len(odd):
+        sign = _BY_SIGN[kind & 7] == 1 and not kind & RAW_LABELS
+        wrong = wrong.astype(np.float64)
+        for i in odd.tolist():
+            y = (1.0 if lab[i] > 0 else -1.0) if sign else float(lab[i])
+            wrong[i] = float(np.float32(np.float32(fast.loss32(kind, float(pred[i]), y))
+                                        * np.float32(s[i])))
+    seg[0] = float(np.sum(wrong))
+    if np.any(ok):
+        seg[7] = 1.0 if seg[7] > 0 else -1.0
+
+
 def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
     """-i's VW model for a run that learns from it, its parse options, ``-l`` and
     ``--power_t`` made the run's (``options``) as ``_cli_run.train`` makes them; None where
@@ -479,9 +519,10 @@ def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
     model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
     _cli_run.vw_start(model, args)
     bits = model.parse.bits
-    if (model.info.get("binary") or model.parse.ignore_linear or bits > _MAX_BITS
-            or (12 << bits) > _memory() // 2):
+    if model.parse.ignore_linear or bits > _MAX_BITS or (12 << bits) > _memory() // 2:
         return None
+    if model.info.get("binary"):  # (VW keeps --binary)
+        args.binary = True
     _cli_run._follow_model(options, model, args)
     options.update(model.parse.to_dict())
     for k, v in model.info.get("vw_rates", {}).items():  # VW's model's -l, --power_t
@@ -513,6 +554,8 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
                             "vw_preserved": getattr(args, "vw_preserved", None) or {}}
     if how != "identity":
         info["link"] = how
+    if args.binary:
+        info["binary"] = True  # (VW keeps --binary in its model)
     if counters.get("t"):
         info["vw_t0"] = float(counters["t"])
     if counters.get("initial_t"):

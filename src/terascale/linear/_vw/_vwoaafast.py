@@ -1,0 +1,275 @@
+"""``terascale vw --oaa K`` on one worker, one pass: the K learners in the compiled core.
+
+The run :func:`why_not` admits parses each chunk of text with ``_vwfast.parse`` (as
+:mod:`._vwonline` does) and learns from it with ``_vwfast.oaa_learn`` (``_vwlearn.c``:
+:func:`.._online._update.oaa_chunk`'s operations, the label range shared and widened as
+:func:`.._front._oaapass.oaa_pass` widens it, ``--link`` and the shared lazy ``--l1``/``--l2``
+included), over the K learners' rows laid out as ``_oaapass.Learners`` lays them out (learner
+c's ``2**(b - s)`` rows of weight, adaptive sum and normalizer after learner c - 1's). It
+imports no numba. Everything else is the numba pass's code (:mod:`.._front._oaa`: the
+checks and opening, the classes' numbering, the progress table, ``-p``/``-r``/
+``--probabilities``/``--scores``, the closing block and VW's model), so that the output is
+that pass's bytes, VW's.
+
+A run it does not cover (``-i``, ``-t``, ``--binary``, ``--min_prediction``/
+``--max_prediction``) runs the numba pass, as do the runs :func:`._vwonline.c_path` sends
+there.
+
+Tuning: none beyond :mod:`._vwonline`'s; each parsed chunk's K scores per example
+(``8 K`` bytes each) are made and dropped chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+__all__ = ["train", "why_not"]
+
+
+def why_not(args: argparse.Namespace) -> str | None:
+    """None where this ``--oaa K`` run (one worker, one pass: :func:`._vwonline.c_path`'s
+    other checks passed) learns in the compiled core; else why the numba pass runs it."""
+    checks = (
+        (args.initial is not None, "--oaa with -i"),
+        (args.testonly, "--oaa with -t"),
+        (args.binary, "--oaa with --binary"),
+        (args.min_prediction is not None or args.max_prediction is not None,
+         "--oaa with --min_prediction/--max_prediction"),
+    )
+    for off, flag in checks:
+        if off:
+            return f"{flag} runs the numba pass"
+    return None
+
+
+def train(args: argparse.Namespace) -> int:
+    """The ``--oaa K`` run :func:`why_not` admits: :func:`.._front._oaa.train_oaa`'s
+    checks and opening (``_cli_run.train``'s), then the compiled pass."""
+    from .._front import _cli_run
+    from .._front._oaa import train_oaa
+    from ._vwonline import _begin
+    from ._vwreport import preamble
+
+    _, options, paths, _ = _begin(args)
+    _cli_run._check_output(args.model, "-f", stream=False)
+    for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r")):
+        _cli_run._check_output(path, flag)
+
+    def opening() -> None:  # once the command line is known to be good
+        if not args.quiet:
+            print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                           raw=args.raw_predictions, initial=None,
+                           cache=getattr(args, "vw_cache", None),
+                           initial_t=args.initial_t or 0.0), file=sys.stderr)
+
+    return int(train_oaa(args, paths, options, opening, _one) or 0)
+
+
+class _Learners:
+    """The K learners' rows and states, as ``_oaapass.Learners`` holds them (``k``,
+    ``arrays``: ``(K, 2**bits, 3)`` float32, calloc'd; ``states``), which
+    ``_oaa._interleaved`` writes."""
+
+    def __init__(self, k: int, bits: int) -> None:
+        from .._online._state import new_state
+
+        self.k = k
+        self.arrays = np.zeros((k, 1 << bits, 3), np.float32)
+        self.states = np.stack([new_state()] * k)
+
+    def finish(self, fast: Any) -> None:
+        """Fold each learner's lazy L1/L2 into its weights (the end of training)."""
+        for c in range(self.k):
+            fast.sync(self.arrays[c], self.states[c])
+
+    def models(self, parse: Any, loss: str) -> list[SimpleNamespace]:
+        """The K learners in VW's predict-only form (``_oaapass.Learners.models``')."""
+        seen = np.zeros(self.arrays.shape[1], np.bool_)
+        for c in range(self.k):
+            seen |= (self.arrays[c, :, 0] != 0) | (self.arrays[c, :, 2] != 0)
+        idx = np.flatnonzero(seen).astype(np.uint32)
+        none = np.zeros(0, np.float32)
+        return [SimpleNamespace(indices=idx, weights=self.arrays[c, idx, 0], parse=parse,
+                                loss=loss, adaptive=(none, none, self.states[c].copy()),
+                                info={}) for c in range(self.k)]
+
+
+def _one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
+         k_classes: int, names: list[str] | None, start: Any) -> int:
+    """``_oaa._train_one``'s run (``options["bits"]``: each learner's), compiled."""
+    import shutil
+    import tempfile
+
+    from .._front._oaa import _numbered, _rates
+    from ._vwout import AtomicText
+
+    assert start is None  # (why_not: no -i)
+    tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
+    out = raw = None
+    try:
+        data = paths if names is None else _numbered(paths, k_classes, names, tmp,
+                                                     not args.quiet)
+        out = AtomicText(args.predictions) if args.predictions else None
+        raw = AtomicText(args.raw_predictions) if args.raw_predictions else None
+        job = {"data": data, "paths": paths, "options": options, "k": k_classes,
+               "names": names, "model": args.model, "quiet": bool(args.quiet),
+               "probabilities": bool(args.probabilities),
+               "scores": bool(getattr(args, "scores", False)), "rates": _rates(args),
+               "indexing": getattr(args, "indexing", None),
+               "link": None if args.link in (None, "identity") or args.probabilities
+               else args.link,
+               "model_link": None if not args.link else
+               "identity" if args.probabilities else args.link,
+               "predict_only": bool(getattr(args, "predict_only_model", False)),
+               "generation": getattr(args, "vw_generation", None) or {},
+               "preserved": getattr(args, "vw_preserved", None) or {}}
+        _run(job, out, raw)
+        for f in (out, raw):
+            if f is not None:
+                f.commit()
+        out = raw = None
+    finally:
+        for f in (out, raw):
+            if f is not None:
+                f.discard()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def _run(job: dict[str, Any], out: Any, raw: Any) -> None:
+    """``_oaa.run_oaa``'s one-worker, one-pass run of ``job``, its K learners in
+    ``_vwfast.oaa_learn``; ``out``/``raw``: where ``-p``/``-r`` go (or None)."""
+    from .._front._oaa import (
+        _after_int,
+        _Indexing,
+        _interleaved,
+        _log_loss_text,
+        _malformed_line,
+        _probabilities,
+        _raw_line,
+        _Table,
+        _unsigned,
+    )
+    from .._losstable import _BY_SIGN, _CLIP
+    from .._options import TrainOptions
+    from ._vwonline import _fast, _parsed, _Parser
+    from ._vwout import _LINK_CODES, link
+
+    fast = _fast()
+    k, names, options = int(job["k"]), job["names"], dict(job["options"])
+    opts = TrainOptions(**{key: (tuple(v) if isinstance(v, list) else v)
+                           for key, v in options.items()
+                           if key in TrainOptions.__dataclass_fields__})
+    parse = opts.parse_options()
+    learners = _Learners(k, opts.bits)
+    quiet = job["quiet"]
+    index = _Indexing(k, say=not quiet, given=job.get("indexing"))
+    probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
+    table = _Table(quiet, False, names, probabilities, scores)
+    kind = opts.online_kind()
+    l2 = opts.online_l2(0.0)
+    how = _LINK_CODES[job["link"]] if job.get("link") else -1
+    stopped = False
+    for b in _parsed(job["data"], _Parser(parse)):
+        indptr, labels, weights = b[0], b[3], b[4]
+        n = len(labels)
+        bad = np.flatnonzero(~np.isnan(labels) & (labels != np.floor(labels)))
+        if len(bad):  # VW's multiclass parser stops at a label with a fraction
+            where, number, word, weighted = _malformed_line(job["data"], job["paths"])
+            if not quiet:
+                at = 65 if weighted else 52
+                print(f"[error] vw example #{number}(multiclass.cc:{at}): Malformed "
+                      f"example: label has trailing character(s): {_after_int(word)}",
+                      flush=True)
+            stopped, n = True, int(bad[0])
+        if n:
+            lab = _unsigned(labels[:n])
+            hold = np.zeros(n, np.bool_)
+            before, after = index.block(lab, hold, True)
+            t = lab - after  # (nan stays nan)
+            s = np.empty((n, k))
+            fast.oaa_learn(indptr, b[1], b[2], t, weights, 0, n, learners.arrays,
+                           learners.states, k, kind, float(np.float32(opts.learning_rate)),
+                           opts.power_t, opts.l1, l2, how, s, _BY_SIGN, _CLIP)
+            if job.get("link"):  # (VW's scorer under oaa: each learner's score linked)
+                s = link(s.ravel(), job["link"], False).reshape(s.shape)
+            pred = np.argmax(s, axis=1) + (after if probabilities or scores else before)
+            probs = (_probabilities(s) if probabilities
+                     else s.astype(np.float32) if scores else None)
+            table.block(0, lab, pred, weights[:n], hold, np.diff(indptr[:n + 1]), probs,
+                        after, index.notes)
+            index.notes = []
+            if out is not None:
+                out.write(_p_lines(fast, b, probs, pred, after, names))
+            if raw is not None and probs is None:  # (VW's -r is empty with --probabilities)
+                out_raw = [_raw_line(r, f) for r, f in zip(s, before.tolist())]
+                raw.write(_tagged(out_raw, b))
+        del b, indptr, labels, weights  # (before the next chunk's parse: _vwonline._parsed)
+        if stopped:  # (VW's run ends where its parser stopped)
+            break
+    totals = table.passes or [np.zeros(9)]
+    prog = table.prog
+    progress = None if prog is None else [
+        float(table.due), float(sum(t[0] for t in totals)) - float(prog.prev[0]),
+        float(prog.prev[1])]
+    only = bool(job.get("predict_only"))
+    if stopped:  # (VW's counters: no pass done)
+        job = dict(job, current_pass=0)
+    if not only and job["model"]:  # VW's save_resume form: L1/L2 not applied
+        from ._vwmodel import write_vw_oaa_resume
+
+        model = _interleaved(job, learners, parse, opts.loss, totals, progress, 0.0, 0.0)
+        write_vw_oaa_resume(model, job["model"], k, names, bare=False)
+    learners.finish(fast)
+    if only and job["model"]:
+        from ._vwmodel import write_vw_oaa_model
+
+        write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names,
+                           job.get("generation"), job.get("indexing"), job.get("model_link"))
+    if not quiet:
+        from ._vwreport import closing_block, holdout_on
+
+        sums = [list(map(float, t)) for t in totals]
+        holdout = holdout_on({**options, "passes": 1})
+        print(closing_block({"pass_totals": sums, "vw_preserved": job.get("preserved"),
+                             "holdout": holdout, "examples": int(sums[0][4]),
+                             "multiclass_log_loss": _log_loss_text(table, sums, holdout)}),
+              file=sys.stderr)
+
+
+def _tags(b: tuple, n: int) -> list[str]:
+    """The tags of parsed chunk ``b``'s first ``n`` examples."""
+    tp, blob = b[5], b[6]
+    return [bytes(blob[tp[i]:tp[i + 1]]).decode("utf-8", "surrogateescape")
+            for i in range(n)]
+
+
+def _tagged(text: list[str], b: tuple) -> str:
+    """One line per example of ``b``, each with its tag after it, as VW writes them
+    (``_oaa._write_lines``')."""
+    if int(b[5][len(text)] - b[5][0]):
+        text = [f"{ln} {t}" if t else ln for ln, t in zip(text, _tags(b, len(text)))]
+    return "".join(ln + "\n" for ln in text)
+
+
+def _p_lines(fast: Any, b: tuple, probs: np.ndarray | None, pred: np.ndarray,
+             after: np.ndarray, names: list[str] | None) -> str:
+    """VW's ``-p`` lines of ``--oaa`` (``_oaa._write_block``'s): each class's probability,
+    else the predicted class, each with its tag."""
+    from .._front._oaa import _class, _format
+    from ._vwonline import _lines
+
+    if probs is not None:
+        return _tagged([_format(r, f, names) for r, f in zip(probs, after.tolist())], b)
+    if names is not None:
+        return _tagged([_class(v, names) for v in pred.tolist()], b)
+    if len(pred) and 0 <= pred.min() and pred.max() < 1 << 24:  # (exact in float32)
+        return _lines(fast, pred.astype(np.float64), b, 0)
+    return _tagged([str(v) for v in pred.tolist()], b)
+

@@ -1,0 +1,163 @@
+"""``terascale vw --oaa K`` and ``--binary`` in the compiled core (``_vwoaafast``,
+``_vwlearn.c``'s ``oaa_learn``; ``_vwonline``'s ``--binary``) against the numba pass (the
+same command with ``TERASCALE_NO_CEXT=1``) and the real VW: ``-p``, ``-r``, the progress
+table and closing block, and ``-f``'s model, bit for bit; the compiled run imports no
+numba. CI compares with VW (whose bytes the numba pass writes); the numba pass runs in
+``make test-vw``. Two shapes: 7 classes of Zipf-drawn tokens, and 3 classes with importance
+weights, unlabelled examples and ``-q``. CI runs one case of each; ``make test-vw``
+(``TERASCALE_VW_SUITE=all``) runs every parametrization."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _vw_runs import FULL, more
+
+from terascale._cext import load
+
+pytest.importorskip("vowpalwabbit")
+built = pytest.mark.skipif(load("terascale.linear._vw._vwfast", 13) is None,
+                           reason="terascale.linear._vw._vwfast was not built")
+
+# the compiled run, in a process that says at its exit whether it imported numba
+_COMPILED = """
+import sys
+from terascale.cli import main
+rc = main(["vw", *sys.argv[1:]])
+print(rc, "numba" in sys.modules)
+"""
+
+
+def _zipf(n: int, seed: int, k: int = 7) -> list[str]:
+    """``n`` rows of classes 1..k, each a bag of Zipf-drawn tokens (a few frequent, most
+    rare) leaning to its class, and a length feature; half of them tagged."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        c = int(rng.integers(1, k + 1))
+        toks = rng.zipf(1.3, size=int(rng.integers(3, 25))) % 3000
+        words = " ".join(f"w{(t * 7 + c * (t % 3 == 0)) % 3000}" for t in toks)
+        tag = f"'e{i}" if rng.random() < 0.5 else ""
+        out.append(f"{c} {tag}|t {words} |m len:{len(toks) / 10:.2f}")
+    return out
+
+
+def _weighted(n: int, seed: int) -> list[str]:
+    """``n`` rows of classes 1..3 in two namespaces, some with importance weights, some
+    unlabelled, all tagged."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        c, r = int(rng.integers(1, 4)), rng.random()
+        w = f" {rng.choice([0.25, 1.5, 2, 4.75])}" if r < 0.4 else ""
+        lab = "" if r > 0.93 else f"{c}{w}"
+        out.append(f"{lab} 'x{i}|a f{c * 2 + rng.integers(4)} g{rng.integers(30)}:"
+                   f"{rng.normal():.3f} |b h{rng.integers(9)} k:{rng.random():.3f}")
+    return out
+
+
+def _signs(n: int, seed: int) -> list[str]:
+    """``_weighted``'s rows labelled -1/+1 (class 3: +1)."""
+    return [("1" if ln.startswith("3") else "-1" if ln[:1].isdigit() else "") +
+            (ln[1:] if ln[:1].isdigit() else ln) for ln in _weighted(n, seed)]
+
+
+def _run(cmd: list[str], cwd, env: dict | None = None) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **(env or {})})
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def _runs(tmp_path, data: str, args: list[str], numba: bool) -> dict[str, dict[str, bytes]]:
+    """-p, -r, -f and stderr of the compiled path, VW, and (``numba``) the numba pass,
+    each in its own directory under the same names; the compiled run imported no numba."""
+    out = ["-d", f"../{data}", *args, "-p", "p", "-r", "r", "-f", "m"]
+    who = [("c", [sys.executable, "-c", _COMPILED], None),
+           ("vw", [sys.executable, "-m", "vowpalwabbit"], None),
+           *([("numba", [sys.executable, "-m", "terascale", "vw"],
+               {"TERASCALE_NO_CEXT": "1"})] if numba else [])]
+    got = {}
+    for name, cmd, env in who:
+        d = tmp_path / name
+        d.mkdir()
+        r = _run([*cmd, *out], d, env)
+        got[name] = {"err": r.stderr.encode(), **{f: (d / f).read_bytes() for f in "prm"}}
+        if name == "c":
+            assert r.stdout.splitlines()[-1] == "0 False", r.stdout  # (no numba imported)
+    return got
+
+
+def _vw_table(err: bytes) -> list[str]:
+    """VW's stderr without the lines terascale does not print (its learner stack)."""
+    return [ln for ln in err.decode().splitlines()
+            if not ln.startswith(("Enabled", "Input", "Output"))]
+
+
+def _check(got: dict[str, dict[str, bytes]], tmp_path, data: str) -> None:
+    """The compiled run's files are VW's (-p, -r, stderr) and the numba pass's (all);
+    VW reads its model as its own (the same -t predictions as from VW's model)."""
+    assert got["c"]["p"] == got["vw"]["p"]
+    assert got["c"]["r"] == got["vw"]["r"]
+    assert got["c"]["err"].decode().splitlines() == _vw_table(got["vw"]["err"])
+    if "numba" in got:
+        for f in ("p", "r", "m", "err"):
+            assert got["c"][f] == got["numba"][f], f
+    for m in ("c", "vw"):
+        _run([sys.executable, "-m", "vowpalwabbit", "-d", data, "-t", "-i", f"{m}/m",
+              "-p", f"t{m}", "--quiet"], tmp_path)
+    assert (tmp_path / "tc").read_bytes() == (tmp_path / "tvw").read_bytes()
+
+
+@built
+@pytest.mark.parametrize(("flags", "numba"), [
+    (["--oaa", "7"], False),
+    more(["--oaa", "7"], True),
+    more(["--oaa", "7", "--loss_function", "logistic", "--probabilities"], True),
+    more(["--oaa", "7", "--scores", "-b", "20", "--power_t", "0.3", "-l", "0.7"], True),
+    more(["--oaa", "8", "--link", "logistic", "--loss_function", "logistic"], True)])
+def test_oaa_on_zipf_tokens_is_vws_and_the_numba_pass(flags, numba, tmp_path):
+    (tmp_path / "d.vw").write_text("\n".join(_zipf(500, 7)) + "\n")
+    _check(_runs(tmp_path, "d.vw", flags, numba), tmp_path, "d.vw")
+
+
+@built
+@pytest.mark.parametrize(("flags", "numba"), [
+    (["--oaa", "3", "-q", "ab", "--l2", "0.0005", "--link", "poisson"], False),
+    more(["--oaa", "3", "-q", "ab", "--l2", "0.0005", "--link", "poisson"], True),
+    more(["--oaa", "3", "-q", "ab"], True),
+    more(["--oaa", "3", "-q", "ab", "--loss_function", "hinge", "--noconstant"], True),
+    more(["--oaa", "3", "--predict_only_model", "--l1", "0.00001", "-q", "ab"], True),
+    more(["--oaa", "3", "--indexing", "0", "-q", "ab"], False),
+    more(["--oaa", "5", "-b", "8", "-q", "ab", "--quiet"], False)])
+def test_oaa_with_importance_weights_is_vws_and_the_numba_pass(flags, numba, tmp_path):
+    (tmp_path / "d.vw").write_text("\n".join(_weighted(800, 3)) + "\n")
+    _check(_runs(tmp_path, "d.vw", flags, numba), tmp_path, "d.vw")
+
+
+@built
+@pytest.mark.parametrize(("flags", "numba"), [
+    (["--binary", "-q", "ab"], False),
+    more(["--binary", "--loss_function", "logistic", "--l2", "0.001"], True),
+    more(["--binary", "--loss_function", "hinge"], True)])
+def test_binary_learning_is_vws_and_the_numba_pass(flags, numba, tmp_path):
+    """--binary while learning: the signs in -p, VW's 0/1 loss in the table and closing
+    block, ``binary`` kept in -f's model (VW's -t of it writes signs)."""
+    (tmp_path / "d.vw").write_text("\n".join(_signs(800, 5)) + "\n")
+    _check(_runs(tmp_path, "d.vw", flags, numba), tmp_path, "d.vw")
+
+
+@built
+@FULL
+def test_a_label_with_a_fraction_stops_the_compiled_oaa_run_as_vws(tmp_path):
+    """VW's multiclass parser stops at a label ``2.5`` (its error on standard output):
+    the compiled run learns the examples before it and ends there, as VW's."""
+    lines = _weighted(300, 9)
+    lines[120] = "2.5" + lines[120][lines[120].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    got = _runs(tmp_path, "d.vw", ["--oaa", "3"], True)
+    _check(got, tmp_path, "d.vw")
