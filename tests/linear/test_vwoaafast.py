@@ -133,6 +133,8 @@ def test_oaa_on_zipf_tokens_is_vws_and_the_numba_pass(flags, numba, tmp_path):
     more(["--oaa", "3", "-q", "ab", "--loss_function", "hinge", "--noconstant"], True),
     more(["--oaa", "3", "--predict_only_model", "--l1", "0.00001", "-q", "ab"], True),
     more(["--oaa", "3", "--indexing", "0", "-q", "ab"], False),
+    # (the lazy L2 folded into every learner's interleaved rows, many times)
+    more(["--oaa", "3", "--l2", "0.5", "-l", "10"], True),
     more(["--oaa", "5", "-b", "8", "-q", "ab", "--quiet"], False)])
 def test_oaa_with_importance_weights_is_vws_and_the_numba_pass(flags, numba, tmp_path):
     (tmp_path / "d.vw").write_text("\n".join(_weighted(800, 3)) + "\n")

@@ -264,14 +264,15 @@ static inline double trunc_weight(double w, double g) {
     return 0.0;
 }
 
-/* VW's sync_weights (_update.sync_weights) over the whole table */
-static void sync_table(float *t, size_t rows, double *state) {
+/* VW's sync_weights (_update.sync_weights) over the whole table (rows `rs` floats apart:
+ * 3, or 3 K for one of --oaa K's learners) */
+static void sync_table(float *t, size_t rows, size_t rs, double *state) {
     double c = state[CONTRACTION], g = state[GRAVITY];
     if (c == 1.0 && g == 0.0)
         return;
     double cf = f32(c), gf = f32(g);
     for (size_t j = 0; j < rows; j++)
-        t[3 * j] = (float)(trunc_weight((double)t[3 * j], gf) * cf);
+        t[rs * j] = (float)(trunc_weight((double)t[rs * j], gf) * cf);
     state[CONTRACTION] = 1.0;
     state[GRAVITY] = 0.0;
 }
@@ -279,17 +280,18 @@ static void sync_table(float *t, size_t rows, double *state) {
 /* _update._learn: the update from one example whose float loss is above 0 (`state`: the
  * learner's normalized sums; `lazy`: the lazy L1/L2 it reads and moves, its own or the
  * one one-against-all's K learners share; `pd`: the prediction the L1/L2's derivative
- * takes); returns whether the lazy L1/L2 must be folded into the weights now */
+ * takes; `rs`: floats from one feature's row to the next's); returns whether the lazy
+ * L1/L2 must be folded into the weights now */
 static int learn_one(const uint32_t *cols, const float *values, int64_t a, int64_t b,
-                     float *t, double *state, double *lazy, const settings *st, double p,
-                     double y, double s, double pd, int *bad) {
+                     float *t, size_t rs, double *state, double *lazy, const settings *st,
+                     double p, double y, double s, double pd, int *bad) {
     long long kind = st->kind;
     double gsq = f32(s * square_grad32(kind, p, y, bad));
     double ppu = 1.0;
     if (gsq != 0.0) {
         float norm_x32 = 0.0f, ppu32 = 0.0f;
         for (int64_t k = a; k < b; k++) {
-            float *row = t + 3 * (size_t)cols[k];
+            float *row = t + rs * (size_t)cols[k];
             double x = values[k];
             double x2 = f32(x * x);
             if (x2 < X2_MIN) {
@@ -338,7 +340,7 @@ static int learn_one(const uint32_t *cols, const float *values, int64_t a, int64
     if (u != 0.0) {
         u = f32(u * state[UPDATE_MULTIPLIER]);
         for (int64_t k = a; k < b; k++) {
-            float *row = t + 3 * (size_t)cols[k];
+            float *row = t + rs * (size_t)cols[k];
             double x = values[k];
             if (fabs(x) <= FLT_MAX) {
                 double r = rate(row[1], row[2], st);
@@ -444,8 +446,8 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
             out[1] += s;
             if (!(lv > 0.0)) /* a loss of 0 or NaN (poisson's negative label): as VW */
                 continue;
-            if (learn_one(cols, values, a, b, t, state, state, &st, p, y, s, p, &bad))
-                sync_table(t, rows, state);
+            if (learn_one(cols, values, a, b, t, 3, state, state, &st, p, y, s, p, &bad))
+                sync_table(t, rows, 3, state);
         }
         Py_END_ALLOW_THREADS
     }
@@ -461,18 +463,21 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* sync(table, state[, k, c]): of learner c of --oaa K's interleaved rows (oaa_learn) */
 PyObject *vw_sync(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bt, bs;
-    if (!PyArg_ParseTuple(args, "w*w*", &bt, &bs))
+    Py_ssize_t k = 1, c = 0;
+    if (!PyArg_ParseTuple(args, "w*w*|nn", &bt, &bs, &k, &c))
         return NULL;
-    int ok = bs.len >= STATE_SIZE * 8;
+    int ok = bs.len >= STATE_SIZE * 8 && k >= 1 && c >= 0 && c < k;
     if (ok)
-        sync_table(bt.buf, (size_t)bt.len / 12, bs.buf);
+        sync_table((float *)bt.buf + 3 * c, (size_t)bt.len / 12 / (size_t)k, 3 * (size_t)k,
+                   bs.buf);
     PyBuffer_Release(&bt);
     PyBuffer_Release(&bs);
     if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "sync: state is too short");
+        PyErr_SetString(PyExc_ValueError, "sync: state is too short, or c not in 0..k-1");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -589,14 +594,14 @@ PyObject *vw_test(PyObject *self, PyObject *args) {
 /* VW's multipredict of one learner (_update._multi_score): as score, but without L1 a
  * feature whose value is within 1e-10 of 0 adds nothing */
 static inline double multi_score(const uint32_t *cols, const float *values, int64_t a,
-                                 int64_t b, const float *t, double gravity,
+                                 int64_t b, const float *t, size_t rs, double gravity,
                                  double contraction, int l1) {
     float g32 = (float)gravity, p32 = 0.0f;
     for (int64_t k = a; k < b; k++) {
         double x = values[k];
         if (!l1 && -1e-10 < x && x < 1e-10)
             continue;
-        float wk = t[3 * (size_t)cols[k]];
+        float wk = t[rs * (size_t)cols[k]];
         wk = g32 < fabsf(wk) ? wk - (wk > 0 ? g32 : -g32) : 0.0f;
         p32 += wk * values[k];
     }
@@ -620,9 +625,12 @@ static inline double linked(double p, int how) {
  * the range the examples before it made, into scores[(i - start) * K + c]; then, where it
  * is labelled, the range widened to -1 (and +1 where its target is a class); where it is
  * learned from (weight > 0), each learner's update in class order, learner c with label
- * +1 where targets[i] == c, else -1 (NaN: unlabelled). The table holds the K learners one
- * after another, each 2^(b - s) rows of (weight, adaptive sum, normalizer); states the K
- * learners' state rows, the lazy L1/L2 in learner 0's (shared, copied to the others).
+ * +1 where targets[i] == c, else -1 (NaN: unlabelled). The table holds 2^(b - s) features'
+ * K rows (weight, adaptive sum, normalizer) side by side, learner c's row of feature f at
+ * f K + c, as VW interleaves them: an example's K scores and updates touch one run of
+ * 12 K bytes a feature (learner after learner, 2^(b - s) rows apart, took twice the
+ * time: 10 classes at -b 22); states the K learners' state rows, the lazy L1/L2 in
+ * learner 0's (shared, copied to the others).
  * `link` (-1 none): the learners learn from their linked scores. */
 PyObject *vw_oaa_learn(PyObject *self, PyObject *args) {
     (void)self;
@@ -673,6 +681,7 @@ PyObject *vw_oaa_learn(PyObject *self, PyObject *args) {
         st.track = !(kind & FIXED_RANGE); /* (whatever the clip: the model keeps it) */
         set_rates(&st, eta, power_t, l1, l2);
         int squared = st.kind == 1;
+        size_t rs = 3 * (size_t)k; /* (a feature's K rows side by side) */
         double *lazy = states;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = start; i < end && !bad; i++) {
@@ -683,7 +692,7 @@ PyObject *vw_oaa_learn(PyObject *self, PyObject *args) {
             double gravity = st.l1 > 0.0 ? lazy[GRAVITY] : 0.0;
             for (Py_ssize_t c = 0; c < k; c++) {
                 double *sc_state = states + c * STATE_SIZE;
-                double p = multi_score(cols, values, a, b, t + 3 * rows * (size_t)c, gravity,
+                double p = multi_score(cols, values, a, b, t + 3 * c, rs, gravity,
                                        lazy[CONTRACTION], st.l1 > 0.0);
                 sc[c] = clip_prediction(st.clip, p, sc_state[MIN_LABEL], sc_state[MAX_LABEL]);
             }
@@ -714,14 +723,14 @@ PyObject *vw_oaa_learn(PyObject *self, PyObject *args) {
                 }
                 if (!(loss32(st.kind, p, y, &bad) > 0.0))
                     continue;
-                if (learn_one(cols, values, a, b, t + 3 * rows * (size_t)c,
-                              states + c * STATE_SIZE, lazy, &st, p, y, s, pd, &bad)) {
+                if (learn_one(cols, values, a, b, t + 3 * c, rs, states + c * STATE_SIZE,
+                              lazy, &st, p, y, s, pd, &bad)) {
                     for (Py_ssize_t cc = 0; cc < k; cc++) {
                         states[cc * STATE_SIZE + CONTRACTION] = lazy[CONTRACTION];
                         states[cc * STATE_SIZE + GRAVITY] = lazy[GRAVITY];
                     }
                     for (Py_ssize_t cc = k - 1; cc >= 0; cc--)
-                        sync_table(t + 3 * rows * (size_t)cc, rows, states + cc * STATE_SIZE);
+                        sync_table(t + 3 * cc, rows, rs, states + cc * STATE_SIZE);
                 }
             }
             if (st.reg)
