@@ -163,3 +163,44 @@ def test_a_label_with_a_fraction_stops_the_compiled_oaa_run_as_vws(tmp_path):
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
     got = _runs(tmp_path, "d.vw", ["--oaa", "3"], True)
     _check(got, tmp_path, "d.vw")
+
+
+def _tested(tmp_path, data: str, args: list[str], numba: bool) -> dict[str, dict[str, bytes]]:
+    """``_runs`` without ``-f`` (a ``-t`` run)."""
+    out = ["-d", f"../{data}", *args, "-p", "p", "-r", "r"]
+    who = [("c", [sys.executable, "-c", _COMPILED], None),
+           ("vw", [sys.executable, "-m", "vowpalwabbit"], None),
+           *([("numba", [sys.executable, "-m", "terascale", "vw"],
+               {"TERASCALE_NO_CEXT": "1"})] if numba else [])]
+    got = {}
+    for name, cmd, env in who:
+        d = tmp_path / name
+        d.mkdir()
+        r = _run([*cmd, *out], d, env)
+        got[name] = {"err": r.stderr.encode(), **{f: (d / f).read_bytes() for f in "pr"}}
+        if name == "c":
+            assert r.stdout.splitlines()[-1] == "0 False", r.stdout  # (no numba imported)
+    return got
+
+
+@built
+@pytest.mark.parametrize(("first", "then", "numba"), [
+    (["-q", "ab"], ["-t"], False),
+    more(["--loss_function", "logistic", "--link", "logistic"], ["-t", "--probabilities"],
+         True),
+    more(["--predict_only_model", "--l2", "0.001"], ["-t", "--scores"], True),
+    more(["-q", "ab"], [], True),  # (a run that learns on from VW's model)
+    more(["--predict_only_model"], ["--l1", "0.0001"], True)])
+def test_oaa_from_vws_model_is_vws_and_the_numba_pass(first, then, numba, tmp_path):
+    """-i of VW's one-against-all model (VW's own): -t scores with its K learners, a run
+    without -t learns on from them; -p, -r and stderr as VW's and the numba pass's."""
+    (tmp_path / "d.vw").write_text("\n".join(_weighted(600, 21)) + "\n")
+    _run([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "--oaa", "3", *first, "-f",
+          "m0", "--quiet"], tmp_path)
+    got = _tested(tmp_path, "d.vw", ["--oaa", "3", "-i", "../m0", *then], numba)
+    for f in ("p", "r"):
+        assert got["c"][f] == got["vw"][f], f
+    assert got["c"]["err"].decode().splitlines() == _vw_table(got["vw"]["err"])
+    if numba:
+        assert got["c"] == got["numba"]
+

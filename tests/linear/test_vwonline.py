@@ -386,6 +386,7 @@ def _args(line: list[str]) -> argparse.Namespace:
     (["--passes", "2"], "--passes"),
     (["--oaa", "3", "--binary"], "--oaa with --binary"),
     (["--oaa", "3", "--max_prediction", "2"], "--oaa with"),
+    (["--oaa", "3", "-t", "-i", "m", "-f", "m2"], "-t with -f"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
     (["--readable_model", "r.txt"], "--readable_model"),
     (["--model-format", "terascale"], "terascale's model format"),

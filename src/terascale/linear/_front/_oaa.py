@@ -132,11 +132,12 @@ def _format(row: np.ndarray, base: int, names: list[str] | None = None) -> str:
 
 
 def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
-              opening: Any = None, one: Any = None) -> int:
+              opening: Any = None, one: Any = None, make: Any = None) -> int:
     """``--oaa K``: K learners; on one worker VW's progressive multiclass predictions
     (``-p``) and its closing block, on ``-n N`` workers the averaged learners (``-f``).
     ``one``: the one-worker run (``_train_one``'s arguments; the compiled one,
-    :mod:`.._vw._vwoaafast`), numba's pass without it."""
+    :mod:`.._vw._vwoaafast`), numba's pass without it; ``make``: what -i's learners are
+    made as (:func:`split_oaa`)."""
     k_classes = int(args.oaa)
     if k_classes < 2:
         raise ConfigError(f"--oaa {k_classes}: needs at least 2 classes")
@@ -148,7 +149,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
                           "(progressive predictions come from one learner in input "
                           "order); train with -n N and -f, then predict with -i MODEL -t")
     names = _names(args, k_classes)
-    start = _initial(args, k_classes) if args.initial else None
+    start = _initial(args, k_classes, make) if args.initial else None
     if start is not None and getattr(args, "indexing", None) is None:
         args.indexing = start[0].info.get("indexing")  # (VW keeps --indexing)
     if start is not None and not args.link:
@@ -226,15 +227,18 @@ def _oaa_worker(job: str) -> int:
     return main([job])
 
 
-def split_oaa(model: Any, k_classes: int) -> list[Any]:
+def split_oaa(model: Any, k_classes: int, make: Any = None) -> list[Any]:
     """VW's one-against-all model (read by :func:`._vwmodel.read_vw_model` with ``oaa``)
     as its K learners: class c's weight of feature index i is VW's weight ``i * 2**s + c``
     (s = ceil(log2 K)), with its adaptive sum and normalizer. VW's saved learner state
     holds one model's normalized-update sums (the first class's: VW writes and reads
-    only that one), so the other classes' sums start at 0 in a warm start, as in VW."""
+    only that one), so the other classes' sums start at 0 in a warm start, as in VW.
+    ``make``: what each learner is made as (``LinearModel``'s keyword arguments;
+    ``LinearModel`` without it)."""
     import dataclasses
 
-    from .._model import LinearModel
+    if make is None:
+        from .._model import LinearModel as make
 
     shift = (k_classes - 1).bit_length()
     counters = model.info.get("vw_counters") or {}
@@ -251,7 +255,7 @@ def split_oaa(model: Any, k_classes: int) -> list[Any]:
             if c:
                 state[TOTAL_WEIGHT] = state[SUM_NORM_X] = 0.0
             adaptive = (g2[sel], nrm[sel], state)
-        out.append(LinearModel(indices=(idx[sel] >> np.uint64(shift)).astype(np.uint32),
+        out.append(make(indices=(idx[sel] >> np.uint64(shift)).astype(np.uint32),
                                weights=model.weights[sel], parse=parse, loss=model.loss,
                                adaptive=adaptive,
                                info={"vw_counters": counters,
@@ -288,7 +292,7 @@ def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
             "preserved": getattr(args, "vw_preserved", None) or {}}
 
 
-def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
+def _initial(args: argparse.Namespace, k_classes: int, make: Any = None) -> list[Any]:
     """-i MODEL with --oaa K: VW's one-against-all model of K classes, as K learners; or
     VW's starting weights (``--initial_weight``, ``--random_weights``, ``--constant``,
     ``--initial_t``, ``--min_prediction``...: ``args.starting_weights``), drawn over VW's
@@ -302,8 +306,9 @@ def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
     if not is_vw_model(args.initial):
         raise ConfigError(f"--oaa -i {args.initial}: -i takes VW's one-against-all model "
                           f"(terascale writes its --oaa models in VW's format)")
-    model = read_vw_model(args.initial, oaa=True,
-                          generation=getattr(args, "vw_generation", None))
+    model = read_vw_model(args.initial, oaa=True,  # (plain: no LinearModel's numba)
+                          generation=getattr(args, "vw_generation", None),
+                          plain=make is not None)
     if getattr(args, "vw_initial_t", None) or getattr(args, "vw_range", None):
         # (--initial_t: every weight's sums under the model's; --min_prediction/
         # --max_prediction: a model without VW's learner state starts from them)
@@ -317,7 +322,7 @@ def _initial(args: argparse.Namespace, k_classes: int) -> list[Any]:
     if k != k_classes:
         raise ConfigError(f"--oaa {k_classes}: -i {args.initial} is "
                           f"{f'a model of --oaa {k}' if k else 'not a one-against-all model'}")
-    return split_oaa(model, k_classes)
+    return split_oaa(model, k_classes, make)
 
 
 def _numbered(paths: list[str], k_classes: int, names: list[str], out_dir: str,

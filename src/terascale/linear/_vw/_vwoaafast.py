@@ -12,9 +12,10 @@ checks and opening, the classes' numbering, the progress table, ``-p``/``-r``/
 ``--probabilities``/``--scores``, the closing block and VW's model), so that the output is
 that pass's bytes, VW's.
 
-A run it does not cover (``-i``, ``-t``, ``--binary``, ``--min_prediction``/
-``--max_prediction``) runs the numba pass, as do the runs :func:`._vwonline.c_path` sends
-there.
+``-i`` of VW's one-against-all model starts from its K learners (a run that learns on, or
+``-t -i``, which scores with them). A run it does not cover (``--binary``,
+``--min_prediction``/``--max_prediction``) runs the numba pass, as do the runs
+:func:`._vwonline.c_path` sends there (``-t`` with ``-f``, starting weights...).
 
 Tuning: none beyond :mod:`._vwonline`'s; each parsed chunk's K scores per example
 (``8 K`` bytes each) are made and dropped chunk by chunk.
@@ -36,8 +37,6 @@ def why_not(args: argparse.Namespace) -> str | None:
     """None where this ``--oaa K`` run (one worker, one pass: :func:`._vwonline.c_path`'s
     other checks passed) learns in the compiled core; else why the numba pass runs it."""
     checks = (
-        (args.initial is not None, "--oaa with -i"),
-        (args.testonly, "--oaa with -t"),
         (args.binary, "--oaa with --binary"),
         (args.min_prediction is not None or args.max_prediction is not None,
          "--oaa with --min_prediction/--max_prediction"),
@@ -63,12 +62,32 @@ def train(args: argparse.Namespace) -> int:
 
     def opening() -> None:  # once the command line is known to be good
         if not args.quiet:
-            print(preamble(options, paths, model=args.model, predictions=args.predictions,
-                           raw=args.raw_predictions, initial=None,
-                           cache=getattr(args, "vw_cache", None),
-                           initial_t=args.initial_t or 0.0), file=sys.stderr)
+            from ._vwmodel import model_t
 
-    return int(train_oaa(args, paths, options, opening, _one) or 0)
+            # (VW prints the t of -i's save_resume model there)
+            t = (model_t(args.initial) if args.initial else 0.0) or args.initial_t or 0.0
+            print(preamble(options, paths, model=args.model, predictions=args.predictions,
+                           raw=args.raw_predictions, initial=args.initial,
+                           cache=getattr(args, "vw_cache", None), initial_t=t),
+                  file=sys.stderr)
+
+    return int(train_oaa(args, paths, options, opening, _one, _learner) or 0)
+
+
+def _learner(*, indices: np.ndarray, weights: np.ndarray, parse: Any, loss: str,
+             adaptive: tuple | None, info: dict[str, Any]) -> SimpleNamespace:
+    """One of -i's K learners (``_oaa.split_oaa``'s), as ``LinearModel`` keeps it (the
+    features with a nonzero weight or adaptive sum), without its module's numba."""
+    w = np.asarray(weights, np.float32)
+    keep = w != 0
+    if adaptive is not None:
+        keep |= np.asarray(adaptive[0]) != 0
+    return SimpleNamespace(
+        indices=np.asarray(indices, np.uint32)[keep], weights=w[keep], parse=parse,
+        loss=loss, info=dict(info or {}),
+        adaptive=None if adaptive is None else (
+            np.asarray(adaptive[0], np.float32)[keep], np.asarray(adaptive[1], np.float32)[keep],
+            np.asarray(adaptive[2], np.float64).copy()))
 
 
 class _Learners:
@@ -76,13 +95,23 @@ class _Learners:
     each feature's K rows side by side; ``arrays``, its ``(K, 2**bits, 3)`` view, and
     ``states``, as ``_oaapass.Learners`` holds them (``_oaa._interleaved`` writes them)."""
 
-    def __init__(self, k: int, bits: int) -> None:
-        from .._online._state import new_state
+    def __init__(self, k: int, bits: int, start: list[Any] | None) -> None:
+        from .._online._state import MAX_LABEL, MIN_LABEL, new_state
 
         self.k = k
         self.table = np.zeros((1 << bits, k, 3), np.float32)
         self.arrays = self.table.transpose(1, 0, 2)
         self.states = np.stack([new_state()] * k)
+        for c, m in enumerate(start or []):  # (-i's learners: _oaapass.Learners' start)
+            idx = np.asarray(m.indices, np.int64)
+            self.table[idx, c, 0] = m.weights
+            if m.adaptive is not None:
+                g2, nrm, state = m.adaptive
+                self.table[idx, c, 1] = g2
+                self.table[idx, c, 2] = nrm
+                self.states[c, :len(state)] = state
+        bounds = self.states[:, MIN_LABEL:MAX_LABEL + 1]  # (VW's range: two floats)
+        bounds[:] = bounds.astype(np.float32)
 
     def finish(self, fast: Any) -> None:
         """Fold each learner's lazy L1/L2 into its weights (the end of training)."""
@@ -110,7 +139,6 @@ def _one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
     from .._front._oaa import _numbered, _rates
     from ._vwout import AtomicText
 
-    assert start is None  # (why_not: no -i)
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
     out = raw = None
     try:
@@ -128,9 +156,10 @@ def _one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
                "model_link": None if not args.link else
                "identity" if args.probabilities else args.link,
                "predict_only": bool(getattr(args, "predict_only_model", False)),
+               "test": bool(args.testonly),
                "generation": getattr(args, "vw_generation", None) or {},
                "preserved": getattr(args, "vw_preserved", None) or {}}
-        _run(job, out, raw)
+        _run(job, out, raw, start)
         for f in (out, raw):
             if f is not None:
                 f.commit()
@@ -144,9 +173,10 @@ def _one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
     return 0
 
 
-def _run(job: dict[str, Any], out: Any, raw: Any) -> None:
+def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> None:
     """``_oaa.run_oaa``'s one-worker, one-pass run of ``job``, its K learners in
-    ``_vwfast.oaa_learn``; ``out``/``raw``: where ``-p``/``-r`` go (or None)."""
+    ``_vwfast.oaa_learn`` (from ``start``, -i's, or zeros); ``out``/``raw``: where
+    ``-p``/``-r`` go (or None)."""
     from .._front._oaa import (
         _after_int,
         _Indexing,
@@ -165,20 +195,23 @@ def _run(job: dict[str, Any], out: Any, raw: Any) -> None:
 
     fast = _fast()
     k, names, options = int(job["k"]), job["names"], dict(job["options"])
+    if start is not None:  # VW's model's parse options (-q, --noconstant, ...) rule
+        options.update({key: (tuple(v) if isinstance(v, list) else v)
+                        for key, v in start[0].parse.to_dict().items()})
     opts = TrainOptions(**{key: (tuple(v) if isinstance(v, list) else v)
                            for key, v in options.items()
                            if key in TrainOptions.__dataclass_fields__})
-    parse = opts.parse_options()
-    learners = _Learners(k, opts.bits)
+    learners = _Learners(k, opts.bits, start)
+    test = bool(job.get("test"))
     quiet = job["quiet"]
     index = _Indexing(k, say=not quiet, given=job.get("indexing"))
     probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
     table = _Table(quiet, False, names, probabilities, scores)
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
-    how = _LINK_CODES[job["link"]] if job.get("link") else -1
+    how = _LINK_CODES[job["link"]] if job.get("link") and not test else -1
     stopped = False
-    for b in _parsed(job["data"], _Parser(parse)):
+    for b in _parsed(job["data"], _Parser(opts.parse_options())):
         indptr, labels, weights = b[0], b[3], b[4]
         n = len(labels)
         bad = np.flatnonzero(~np.isnan(labels) & (labels != np.floor(labels)))
@@ -193,8 +226,12 @@ def _run(job: dict[str, Any], out: Any, raw: Any) -> None:
         if n:
             lab = _unsigned(labels[:n])
             hold = np.zeros(n, np.bool_)
-            before, after = index.block(lab, hold, True)
-            t = lab - after  # (nan stays nan)
+            if test:  # (NaN: every learner scores the example, none learns)
+                before = after = np.full(n, index.base, np.int64)
+                t = np.full(n, np.nan)
+            else:
+                before, after = index.block(lab, hold, True)
+                t = lab - after  # (nan stays nan)
             s = np.empty((n, k))
             fast.oaa_learn(indptr, b[1], b[2], t, weights, 0, n, learners.table,
                            learners.states, k, kind, float(np.float32(opts.learning_rate)),
@@ -215,6 +252,18 @@ def _run(job: dict[str, Any], out: Any, raw: Any) -> None:
         del b, indptr, labels, weights  # (before the next chunk's parse: _vwonline._parsed)
         if stopped:  # (VW's run ends where its parser stopped)
             break
+    if test:
+        if not quiet:
+            from ._vwreport import test_block
+
+            t = table.passes[0] if table.passes else np.zeros(9)
+            print(test_block(int(t[4]), float(t[1]), float(t[0]), float(t[1] + t[6]),
+                             label_sum=0.0, features=int(t[8]),
+                             log_loss=_log_loss_text(table, [t], False)), file=sys.stderr)
+        return  # (-t with -f: the numba pass, _vwonline.c_path)
+    kept = (start[0].info.get("vw_counters") or {}) if start else {}
+    t0, initial_t = float(kept.get("t") or 0.0), float(kept.get("initial_t") or 0.0)
+    parse = start[0].parse if start is not None else opts.parse_options()
     totals = table.passes or [np.zeros(9)]
     prog = table.prog
     progress = None if prog is None else [
@@ -226,7 +275,8 @@ def _run(job: dict[str, Any], out: Any, raw: Any) -> None:
     if not only and job["model"]:  # VW's save_resume form: L1/L2 not applied
         from ._vwmodel import write_vw_oaa_resume
 
-        model = _interleaved(job, learners, parse, opts.loss, totals, progress, 0.0, 0.0)
+        model = _interleaved(job, learners, parse, opts.loss, totals, progress, t0,
+                             initial_t)
         write_vw_oaa_resume(model, job["model"], k, names, bare=False)
     learners.finish(fast)
     if only and job["model"]:

@@ -620,6 +620,10 @@ def test(args: argparse.Namespace) -> int:
     from ._vwout import all_or_none, link, prediction_writers
     from ._vwreport import batch_test_lines, preamble, running_sum, test_block
 
+    if args.oaa is not None:  # (its K learners: _vwoaafast)
+        from ._vwoaafast import train as test_oaa
+
+        return test_oaa(args)
     fast, options, paths, how = _begin(args)
     args.data, args.data_flag = paths, []  # (standard input read once: the numba pass
     # below reads the same copy)
