@@ -44,6 +44,15 @@ def why_not(args: argparse.Namespace) -> str | None:
     for off, flag in checks:
         if off:
             return f"{flag} runs the numba pass"
+    if args.initial is not None:  # (its -b, not the command line's: the table's size)
+        from ._vwmodel import is_vw_model, read_vw_model
+        from ._vwonline import _MAX_BITS
+
+        if is_vw_model(args.initial):
+            bits = read_vw_model(args.initial, plain=True, records=False,
+                                 oaa=True).parse.bits
+            if bits > _MAX_BITS:
+                return f"--oaa -i of a model of -b {bits} runs the numba pass"
     return None
 
 
