@@ -44,7 +44,7 @@ def _link32(scores: np.ndarray, how: str) -> np.ndarray:
     (importing numba costs a one-line run more than the rest of it)."""
     from ..._cext import load
 
-    fast = load("terascale.linear._vw._vwfast", 11)
+    fast = load("terascale.linear._vw._vwfast", 12)
     if fast is None:
         from ._vwtext import link32
 

@@ -172,7 +172,7 @@ def _loss32() -> Any:
     compiled learner imports no numba), else the numba kernel (the same bits)."""
     from ..._cext import load
 
-    fast = load("terascale.linear._vw._vwfast", 11)
+    fast = load("terascale.linear._vw._vwfast", 12)
     if fast is not None:
         return fast.loss32
     from .._losses import loss32

@@ -25,7 +25,7 @@ from ._vwparse import parse_vw_bytes
 
 __all__ = ["format_predictions", "parse_vw"]
 
-_ABI = 11  # the calling convention (and hashing) of _vwfast this module speaks
+_ABI = 12  # the calling convention (and hashing) of _vwfast this module speaks
 
 
 _FAST = load("terascale.linear._vw._vwfast", _ABI)
