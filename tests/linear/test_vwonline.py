@@ -391,6 +391,8 @@ def _args(line: list[str]) -> argparse.Namespace:
     (["--initial_weight", "0.1"], "starting weights"),
     (["--ignore_linear", "a"], "--ignore_linear"),
     (["-t", "-i", "m", "--holdout_after", "5"], "-t with --holdout_after"),
+    (["-i", "m", "--preserve_performance_counters", "--passes", "2"],
+     "--preserve_performance_counters with --passes"),
     (["-b", "40"], "-b 40"),
     (["-b", "26"], "-b 26"),
     (["-t"], "-t without -i"),

@@ -41,8 +41,9 @@ format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
 ``--preserve_performance_counters`` with passes or ``--holdout_after``, ``--oaa``,
 ``--binary`` when learning, terascale's model format, ``--readable_model``/
 ``--invert_hash``, ``--ignore_linear``, expectile loss, ``.zip`` input, ``-b`` above 24 or a
-table over half the memory) runs the numba pass, which covers every option. Text outside the compiled parser's subset is parsed by the numba parser, chunk by
-chunk, as the numba pass parses it.
+table over half the memory) runs the numba pass, which covers every option. Text outside
+the compiled parser's subset is parsed by the numba parser, chunk by chunk, as the numba
+pass parses it.
 
 Tuning: on the held-out shapes (``benchmarks/heldout_shapes.py``) the compiled path took
 0.4-0.9x the numba pass's time up to ``-b 24`` (long rows of 500 features at parity: the
