@@ -135,7 +135,8 @@ def test_a_run_of_passes_over_a_cache_imports_no_numba(tmp_path):
     (tmp_path / "d.vw").write_text("\n".join(_click(300, 1)) + "\n")
     os.chmod(tmp_path, 0o700)
     code = ("import sys, runpy\n"
-            "for line in (['-c'], ['--passes', '3', '-c'], ['--passes', '3', '-c']):\n"
+            "for line in (['-c'], ['--passes', '3', '-c'], ['--passes', '3', '-c'],\n"
+            "             ['--passes', '2', '-c', '--save_per_pass']):\n"
             "    sys.argv = ['terascale', 'vw', '-d', 'd.vw', '--cache-dir', 'cache', "
             "'-f', 'm', '--quiet', *line]\n"
             "    try:\n        runpy.run_module('terascale', run_name='__main__')\n"
@@ -147,6 +148,28 @@ def test_a_run_of_passes_over_a_cache_imports_no_numba(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
     assert len(os.listdir(tmp_path / "cache")) == 1  # (written once, then read)
+    assert (tmp_path / "m.1").stat().st_size and (tmp_path / "m.2").stat().st_size
+
+
+@built
+@FULL
+@pytest.mark.parametrize("args", [["--passes", "4", "-c"],
+                                  ["--passes", "10", "-c", "--loss_function", "logistic",
+                                   "--link", "logistic", "--early_terminate", "2"]])
+def test_save_per_pass_writes_the_numba_pass_models(tmp_path, args):
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_click(1000, 3)) + "\n")
+    got = {}
+    for who, env in (("c", None), ("numba", {"TERASCALE_NO_CEXT": "1"})):
+        d = tmp_path / who
+        d.mkdir()
+        os.chmod(d, 0o700)
+        err = _run([sys.executable, "-m", "terascale", "vw", "--cache-dir", "cache", "-d",
+                    str(data), *args, "--save_per_pass", "-f", "m", "-p", "p"], d, env)
+        got[who] = {"err": err, **{f: (d / f).read_bytes() for f in os.listdir(d)
+                                   if f != "cache"}}
+    assert got["c"] == got["numba"]
+    assert "m.1" in got["c"] and "m.3" in got["c"]
 
 
 @built

@@ -16,8 +16,8 @@ in C, no numba), with VW's holdout (every 10th example, ``--holdout_period``,
 ``--holdout_off``, ``--holdout_after``: a byte per example that ``_vwfast.learn``
 scores and counts but does not learn from), the ``h`` lines of the table after the
 first pass, ``--decay_learning_rate`` and ``--early_terminate`` (the best pass's rows in
-use kept, not a copy of the table); so does the one-pass ``-c`` run, which writes the
-cache.
+use kept, not a copy of the table), and ``--save_per_pass``'s runs (``_vwcli``); so does
+the one-pass ``-c`` run, which writes the cache.
 
 ``--ngram``/``--skips`` alone (no other flag of ``_vwgen``'s) are made there too: the
 compiled parser appends each namespace's n-grams after its features, as VW does, and a
@@ -36,7 +36,7 @@ and saved learner state in the dense table (``_resume.initial_state``'s), with i
 applies them: a one-line warm start imports no numba either.
 
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
-(``-n N``, ``--save_per_pass``, the starting weights and ``-i`` of terascale's model
+(``-n N``, the starting weights and ``-i`` of terascale's model
 format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
 ``--preserve_performance_counters`` with passes or ``--holdout_after``, ``--oaa``,
 ``--binary`` when learning, terascale's model format, ``--readable_model``/
@@ -329,10 +329,10 @@ def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
     return sorted(set(seen) | set(first[:3].tolist()))[:3]
 
 
-def train(args: argparse.Namespace) -> int:
+def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     """The run :func:`c_path` admits: learn (``--passes`` over the cache, the holdout and
     the early stop as the numba pass's ``_recipe._online_passes``), print VW's lines,
-    write -p, -r and -f."""
+    write -p, -r and -f; ``ran`` gets the passes it made (the early stop's included)."""
     from .._front import _cli_run
     from .._holdout import EarlyStop, holdout_period
     from .._io._dataset import ParseOptions
@@ -429,6 +429,8 @@ def train(args: argparse.Namespace) -> int:
                 if p + stop.patience < passes:
                     idx = _used_rows(table)
                     best = (idx, table[idx], state.copy())
+    if ran is not None:
+        ran.append(len(totals))
     if args.model:
         _save(args, parse, table, state, options, totals, how, marks[used - 1],
               (model.info.get("vw_counters") or {}) if model is not None else {},
