@@ -49,12 +49,12 @@ Tuning: on the held-out shapes (``benchmarks/heldout_shapes.py``) the compiled p
 0.4-0.9x the numba pass's time up to ``-b 24`` (long rows of 500 features at parity: the
 update's cache misses are the same), so it is taken wherever it covers a run there; above
 ``-b 24`` (``_MAX_BITS``) the numba pass's rows of the features seen take less memory
-than the dense table. ``--passes N -c --loss_function logistic`` (2 cores at load 7-9,
-``/usr/bin/time``, the cache written by the run): 20k click-like lines, 5 passes, 0.6-0.8 s
-and 41 MB peak against VW's 0.5 s and 35 MB and the numba pass's 2.0-2.2 s and 159 MB
-(the one-pass run takes 40 MB: the interpreter and numpy); 1M lines of 20 Zipf ids at
-``-b 24``, 3 passes, 7.5 s and 289 MB (4.5 s and 266 MB reading the cache from the
-start) against VW's 14.9 s and 323 MB and the numba pass's 8.3-19.6 s and 313 MB.
+than the dense table. ``--passes N -c --loss_function logistic`` (2 cores at load 8-10,
+``/usr/bin/time``; the run that writes the cache, then one that reads it): 20k click-like
+lines, 5 passes, 0.6 s and 36.9 MB, 35.3 MB, peak against VW's 0.5 s and 35.5 MB and the
+numba pass's 1.1-1.5 s and 153-159 MB; 1M lines of 20 Zipf ids at ``-b 24``, 3 passes,
+5.6 s and 286 MB, 4.4 s and 261 MB, against VW's 15-16 s and 323 MB and the numba pass's
+10.9 s and 311 MB, 4.4 s and 288 MB.
 ``TERASCALE_NO_CEXT=1`` turns it off with the rest of the compiled core.
 """
 
