@@ -464,8 +464,9 @@ def test_a_one_worker_command_imports_nothing_of_a_multi_rank_job(
     assert out.returncode == 0, out.stderr[-3000:]
     imported = _imported(out.stderr)
     from terascale._cext import load
+    from terascale.linear._vw import VWFAST
 
-    if load("terascale.linear._vw._vwfast", 13) is None:  # (no compiled core: numba's pass)
+    if load(*VWFAST) is None:  # (no compiled core: numba's pass)
         learner = "terascale.linear._train"
     assert learner in imported  # it did run, and -X importtime reported it
     heavy = sorted(m for m in imported if m.startswith(_MULTI_RANK_ONLY))

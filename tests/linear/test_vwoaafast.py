@@ -18,9 +18,10 @@ import pytest
 from _vw_runs import FULL, more
 
 from terascale._cext import load
+from terascale.linear._vw import VWFAST
 
 pytest.importorskip("vowpalwabbit")
-built = pytest.mark.skipif(load("terascale.linear._vw._vwfast", 13) is None,
+built = pytest.mark.skipif(load(*VWFAST) is None,
                            reason="terascale.linear._vw._vwfast was not built")
 
 # the compiled run, in a process that says at its exit whether it imported numba

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 from terascale._cext import load
+from terascale.linear._vw import VWFAST
 
 # The numba pass of every case runs in make test-vw (TERASCALE_VW_SUITE=all); CI runs it on
 # the cases below only (each such run starts numba: most of a case's time), VW on all.
 ALL = os.environ.get("TERASCALE_VW_SUITE") == "all"
-FAST = load("terascale.linear._vw._vwfast", 13)
+FAST = load(*VWFAST)
 built = pytest.mark.skipif(FAST is None, reason="terascale.linear._vw._vwfast was not built")
 
 
@@ -383,8 +384,8 @@ def _args(line: list[str]) -> argparse.Namespace:
 @built
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2"], "-n N"),
-    (["--passes", "2"], "--passes"),
     (["--oaa", "3", "--binary"], "--oaa with --binary"),
+    (["--oaa", "3", "--passes", "2", "-c"], "--oaa with --passes"),
     (["--oaa", "3", "--max_prediction", "2"], "--oaa with"),
     (["--oaa", "3", "-t", "-i", "m", "-f", "m2"], "-t with -f"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
@@ -392,7 +393,9 @@ def _args(line: list[str]) -> argparse.Namespace:
     (["--model-format", "terascale"], "terascale's model format"),
     (["--initial_weight", "0.1"], "starting weights"),
     (["--ignore_linear", "a"], "--ignore_linear"),
-    (["-c"], "a cache"),
+    (["-t", "-i", "m", "--holdout_after", "5"], "-t with --holdout_after"),
+    (["-i", "m", "--preserve_performance_counters", "--passes", "2"],
+     "--preserve_performance_counters with --passes"),
     (["-b", "40"], "-b 40"),
     (["-b", "26"], "-b 26"),
     (["-t"], "-t without -i"),
@@ -417,7 +420,9 @@ def test_oaa_and_binary_runs_take_the_compiled_path(line):
 @built
 @pytest.mark.parametrize("line", [[], ["--loss_function", "logistic", "-q", "ab"],
                                   ["--loss_function", "hinge", "-p", "p", "-r", "r"],
-                                  ["--l1", "1e-5", "--l2", "1e-4", "-b", "22"]])
+                                  ["--l1", "1e-5", "--l2", "1e-4", "-b", "22"],
+                                  ["--passes", "3", "-c", "--holdout_after", "10"],
+                                  ["-c"], ["--cache_file", "c", "-k"]])
 def test_common_runs_take_the_compiled_path(line):
     from terascale.linear._vw._vwonline import c_path
 

@@ -26,6 +26,7 @@ from ._batch._batchphase import batch_phase, new_spill
 from ._combine._average import average_weights, union_bitmap
 from ._combine._chain import Chain
 from ._combine._mixing import Mixer
+from ._holdout import holdout_period
 from ._io._blocks import Blocks
 from ._io._spill import Spill
 from ._layout import HOT_PREFIX, column_order, first_block_features
@@ -139,15 +140,6 @@ def hold_union_as_bits(space: Space, bits: int, *, batch: bool) -> None:
     _mark(space.union, seen)
     space.union, space.seen = None, seen
     cols.union = np.zeros(0, np.uint32)  # (read only where there is no table)
-
-
-def holdout_period(opts: TrainOptions) -> int:
-    """Every how many examples one is held out (0: none; -N: every one after the first N,
-    VW's --holdout_after, see ``_passes.holdout_mask``)."""
-    if opts.holdout_after:
-        return -opts.holdout_after
-    frac = opts.holdout_fraction
-    return max(2, round(1.0 / frac)) if frac > 0 else 0
 
 
 def progress_out(opts: TrainOptions, rank: int) -> TextIO | None:

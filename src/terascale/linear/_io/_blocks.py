@@ -36,12 +36,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-import numba
 import numpy as np
 
 from ..._background import background
+from ._cachebits import kernels
 from ._dataset import Dataset, ParseOptions, example_tag
-from ._setops import unique_sorted
 
 __all__ = ["BLOCK_EXAMPLES", "Block", "Blocks", "ChainBlocks", "DatasetBlocks", "FeatureSet",
            "ShardStats", "as_blocks", "prefetch"]
@@ -189,12 +188,6 @@ class Blocks:
         return ds
 
 
-@numba.njit(cache=True, nogil=True)
-def _mark(mark: np.ndarray, indices: np.ndarray) -> None:
-    for k in range(len(indices)):
-        mark[indices[k]] = True
-
-
 class FeatureSet:
     """Accumulates the distinct indices of many blocks in bounded memory: a 2**bits bitmap
     up to 2**26 (8 MiB), beyond that a sorted set merged block by block."""
@@ -206,8 +199,10 @@ class FeatureSet:
 
     def add(self, indices: np.ndarray) -> None:
         if self.mark is not None:
-            _mark(self.mark, np.asarray(indices, np.uint32))  # numpy's scatter: ~10x slower
+            kernels().mark(self.mark, np.ascontiguousarray(indices, np.uint32))
         else:
+            from ._setops import unique_sorted
+
             self.parts.append(unique_sorted(np.asarray(indices, np.uint32)))
             if len(self.parts) > 16:
                 self.parts = [unique_sorted(np.concatenate(self.parts))]
@@ -217,6 +212,8 @@ class FeatureSet:
             return np.flatnonzero(self.mark).astype(np.uint32)
         if not self.parts:
             return np.zeros(0, np.uint32)
+        from ._setops import unique_sorted
+
         return unique_sorted(np.concatenate(self.parts)).astype(np.uint32)
 
 
@@ -337,7 +334,11 @@ class ChainBlocks(Blocks):
 
     def features(self) -> np.ndarray:
         fs = [p.features() for p in self.parts]
-        return fs[0] if len(fs) == 1 else unique_sorted(np.concatenate(fs)).astype(np.uint32)
+        if len(fs) == 1:
+            return fs[0]
+        from ._setops import unique_sorted
+
+        return unique_sorted(np.concatenate(fs)).astype(np.uint32)
 
 
 def as_blocks(data: Dataset | Blocks) -> Blocks:

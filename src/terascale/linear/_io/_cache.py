@@ -26,13 +26,13 @@ data without a word. A root made here is made private (mode 0700).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -50,7 +50,9 @@ from ._cachefmt import (
 )
 from ._cachewrite import EntryWriter
 from ._dataset import ParseOptions
-from ._stream import TextBlocks
+
+if TYPE_CHECKING:
+    from ._stream import TextBlocks
 
 __all__ = ["CacheBlocks", "PendingCache", "cache_key", "checked_root", "default_cache_dir",
            "load_cached"]
@@ -81,7 +83,18 @@ def cache_key(path: str, opts: ParseOptions, shard: tuple[int, int]) -> str:
                         opts.to_dict(), opts.skip_bad, opts.lenient_labels,
                         list(shard)], sort_keys=True)
     base = os.path.basename(path)[:40]
-    return f"{base}.{hashlib.sha1(ident.encode()).hexdigest()[:16]}"
+    return f"{base}.{_sha1_hex(ident.encode())[:16]}"
+
+
+def _sha1_hex(data: bytes) -> str:
+    """SHA-1 of ``data`` in hex: CPython's own ``_sha1`` where it is built, else hashlib's
+    (the same digest); importing hashlib loads OpenSSL's libcrypto, 3.5 MB of a small
+    ``terascale vw`` run's peak that reads or writes a cache."""
+    try:
+        from _sha1 import sha1
+    except ImportError:
+        from hashlib import sha1
+    return sha1(data).hexdigest()
 
 
 class CacheBlocks(Blocks):
@@ -302,6 +315,8 @@ def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1
     Returns (blocks, hit). ``cache_dir=""`` disables the cache: the Blocks then parse the
     text on every pass.
     """
+    from ._stream import TextBlocks  # (zipfile and its kin: not for a run that reads none)
+
     text = TextBlocks(path, opts, shard=shard)
     if cache_dir == "" or not os.path.exists(path):
         if not os.path.exists(path):

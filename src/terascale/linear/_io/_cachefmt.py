@@ -14,8 +14,9 @@ exactly, so a learner gets bitwise the numbers the parser produced.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from ._cachebits import kernels
 
 __all__ = ["FIELDS", "decode_blanks", "decode_block", "decode_ignored", "decode_labels",
            "encode_block", "label_bytes"]
@@ -30,69 +31,6 @@ _LW_SHIFT = 3  # bits 3-4: bytes per feature count (1, 2, 4)
 _BLANKS = 32  # empty lines stored
 _IGNORED = 64  # --ignore_linear's feature counts stored
 _NAN_CODE = 127
-
-
-@numba.njit(cache=True, nogil=True)
-def _pack(indices: np.ndarray, bits: int, out: np.ndarray) -> None:
-    acc = np.uint64(0)
-    nacc = 0
-    o = 0
-    for k in range(len(indices)):
-        acc |= np.uint64(indices[k]) << np.uint64(nacc)
-        nacc += bits
-        while nacc >= 8:
-            out[o] = np.uint8(acc & np.uint64(0xFF))
-            acc >>= np.uint64(8)
-            nacc -= 8
-            o += 1
-    if nacc > 0:
-        out[o] = np.uint8(acc & np.uint64(0xFF))
-
-
-@numba.njit(cache=True, nogil=True)
-def _unpack(buf: np.ndarray, bits: int, out: np.ndarray) -> None:
-    # index k starts at bit k * bits: while 5 bytes are left there (bits <= 32 and a shift
-    # of at most 7 span 5), take them at once, with no branch between independent indices
-    # (~5x faster than feeding an accumulator byte by byte); the last few take the slow way
-    mask = np.uint64((1 << bits) - 1)
-    n = len(out)
-    fast = 0
-    if len(buf) >= 5:
-        fast = min(n, ((len(buf) - 5) * 8) // bits + 1)
-    for k in range(fast):
-        pos = k * bits
-        p = pos >> 3
-        word = (np.uint64(buf[p]) | (np.uint64(buf[p + 1]) << np.uint64(8))
-                | (np.uint64(buf[p + 2]) << np.uint64(16))
-                | (np.uint64(buf[p + 3]) << np.uint64(24))
-                | (np.uint64(buf[p + 4]) << np.uint64(32)))
-        out[k] = np.uint32((word >> np.uint64(pos & 7)) & mask)
-    for k in range(fast, n):
-        pos = k * bits
-        p = pos >> 3
-        sh = pos & 7
-        acc = np.uint64(0)
-        got = 0
-        while got < sh + bits:
-            acc |= np.uint64(buf[p]) << np.uint64(got)
-            p += 1
-            got += 8
-        out[k] = np.uint32((acc >> np.uint64(sh)) & mask)
-
-
-@numba.njit(cache=True, nogil=True)
-def _unvalues(bitmap: np.ndarray, stored: np.ndarray, out: np.ndarray) -> int:
-    """out[k] = the next stored value where bit k of ``bitmap`` is set, else 1.0 (one
-    loop instead of numpy's unpackbits, a mask and a masked assignment); returns how many
-    stored values were used, -1 when the bitmap asks for more than there are."""
-    j = 0
-    m = len(stored)
-    for k in range(len(out)):
-        bit = (bitmap[k >> 3] >> (k & 7)) & 1
-        v = stored[j] if j < m else np.float32(1.0)
-        out[k] = v if bit else np.float32(1.0)  # a select, not a branch on random bits
-        j += bit
-    return j if j <= m else -1
 
 
 def _packed_len(nnz: int, bits: int) -> int:
@@ -138,7 +76,7 @@ def encode_block(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray,
         parts.append(np.asarray(tag_blob[tag_ptr[0]:tag_ptr[-1]], np.uint8))
         flags |= _TAGS
     packed = np.zeros(_packed_len(nnz, bits), np.uint8)
-    _pack(np.asarray(indices, np.uint32), bits, packed)
+    kernels().pack(np.ascontiguousarray(indices, np.uint32), bits, packed)
     parts.append(packed)
     vals = np.asarray(values, np.float32)
     other = vals != 1.0
@@ -212,10 +150,11 @@ def decode_block(rec: np.ndarray, n: int, nnz: int, flags: int, ntag: int, bits:
         np.cumsum(rec[off[5]:off[6]].view("<u4"), out=tag_ptr[1:])
         tag_blob = rec[off[6]:off[7]].copy()
     indices = np.empty(nnz, np.uint32)
-    _unpack(rec[off[7]:off[8]], bits, indices)
+    k = kernels()
+    k.unpack(rec[off[7]:off[8]], bits, indices)
     values = np.empty(nnz, np.float32)
     stored = (len(rec) - off[9]) // 4
-    if _unvalues(rec[off[8]:off[9]], rec[off[9]:off[9] + 4 * stored].view("<f4"),
-                 values) != stored:
+    if k.unvalues(rec[off[8]:off[9]], rec[off[9]:off[9] + 4 * stored].view("<f4"),
+                  values) != stored:
         raise ValueError("cache record: its values do not match its bitmap")
     return indptr, indices, values, labels, weights, tag_ptr, tag_blob

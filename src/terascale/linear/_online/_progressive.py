@@ -10,6 +10,7 @@ prediction per example of the shard.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,12 +56,13 @@ def block_tags(ds: Block, start: int, end: int) -> BlockTags | None:
 
 def zero_one(acc: np.ndarray, before: np.ndarray, pred: np.ndarray, labels: np.ndarray,
              weights: np.ndarray, holdout: np.ndarray, start: int,
-             kind: int | None = None) -> None:
+             kind: int | None = None, loss32: Any = None) -> None:
     """Replace the block's loss sums in ``acc`` (train loss acc[0], holdout loss acc[2];
     ``before`` is acc before the block) by VW's ``--binary`` 0/1 loss of sign(prediction),
     and the last prediction (acc[7]) by its sign. With the kernel's loss ``kind``, an
     example whose label is not -1 or 1 (0 of 0/1 labels) keeps the loss's own value, as
-    VW's binary reduction keeps it there."""
+    VW's binary reduction keeps it there: ``loss32(kind, p, y)``'s (default: the numba
+    kernel's; the compiled learner passes its own, the same bits)."""
     end = start + len(pred)
     lab = labels[start:end]
     s = weights[start:end]
@@ -68,8 +70,10 @@ def zero_one(acc: np.ndarray, before: np.ndarray, pred: np.ndarray, labels: np.n
     wrong = s * ((pred > 0) != (lab > 0)) * ok
     odd = np.flatnonzero(ok & (np.abs(lab) != 1.0)) if kind is not None else ()
     if len(odd):
-        from .._losses import loss32
         from .._losstable import _BY_SIGN, RAW_LABELS
+
+        if loss32 is None:
+            from .._losses import loss32
 
         sign = _BY_SIGN[kind & 7] == 1 and not kind & RAW_LABELS
         wrong = wrong.astype(np.float64)

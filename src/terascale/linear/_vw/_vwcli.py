@@ -498,9 +498,14 @@ def _save_per_pass(args: argparse.Namespace) -> int:
                           "online training on one worker (not with -n N, --oaa, --audit "
                           "or -t)")
     args.data, args.data_flag = _cli_run._inputs(args), []  # standard input: read once
-    code = int(_cli_run.train(args) or 0)
+    from ._vwonline import c_path, train
+
+    ran: list[int] = []  # (the compiled learner's run: the passes it made)
+    code = train(args, ran) if c_path(args) is None else int(_cli_run.train(args) or 0)
     if code or not args.model:
         return code
+    if ran:  # (each pass's run compiled too)
+        return _save_per_pass_c(args, ran[0])
     options = train_options(args)
     passes = int(options["passes"] or 1)
     if options["holdout"] is None:  # the N-pass run's holdout, also in shorter runs
@@ -523,6 +528,29 @@ def _save_per_pass(args: argparse.Namespace) -> int:
 
             os.unlink(path)
             break
+    return 0
+
+
+def _save_per_pass_c(args: argparse.Namespace, ran: int) -> int:
+    """:func:`_save_per_pass`'s K-pass runs in the compiled learner (``_vwonline.train``),
+    after its run of ``ran`` passes: each quiet, without -p/-r, with the N-pass run's
+    holdout and without the model's link (as the numba pass's runs of them)."""
+    import copy
+
+    from .._front._cli_options import train_options
+    from ._vwonline import train
+
+    options = train_options(args)
+    passes = int(options["passes"] or 1)
+    quiet = copy.copy(args)
+    quiet.predictions = quiet.raw_predictions = None
+    quiet.quiet, quiet.link = True, None
+    if options["holdout"] is None:  # the N-pass run's holdout, also in shorter runs
+        quiet.holdout = 0.1 if passes > 1 else 0.0
+    for k in range(1, ran + 1):  # (a run that stopped early: the passes it made)
+        one = copy.copy(quiet)
+        one.passes, one.model = k, f"{args.model}.{k}"
+        train(one)
     return 0
 
 

@@ -37,6 +37,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "_vwbits.h"
 #include "_vwlearn.h"
 
 #define CONSTANT_HASH 11650396u
@@ -940,8 +941,8 @@ static PyMethodDef METHODS[] = {
      "finite)"},
     {"learn", vw_learn, METH_VARARGS,
      "learn(indptr, indices, values, labels, weights, start, end, table, state, kind, eta, "
-     "power_t, l1, l2, out, pred, by_sign, clip): VW's online update over examples "
-     "[start, end) (_vwlearn.c)"},
+     "power_t, l1, l2, out, pred, by_sign, clip, holdout): VW's online update over "
+     "examples [start, end) (_vwlearn.c; holdout: a byte per example, empty for none)"},
     {"oaa_learn", vw_oaa_learn, METH_VARARGS,
      "oaa_learn(indptr, indices, values, targets, weights, start, end, table, states, k, "
      "kind, eta, power_t, l1, l2, link, scores, by_sign, clip): --oaa K's learners over "
@@ -956,6 +957,13 @@ static PyMethodDef METHODS[] = {
     {"parse", parse, METH_VARARGS,
      "parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, "
      "tag_blob[, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)"},
+    {"pack", vw_pack, METH_VARARGS,
+     "pack(indices, bits, out): the cache's bit-packed indices (_vwbits.c)"},
+    {"unpack", vw_unpack, METH_VARARGS,
+     "unpack(buf, bits, out): the cache's indices from their packed bits (_vwbits.c)"},
+    {"unvalues", vw_unvalues, METH_VARARGS,
+     "unvalues(bitmap, stored, out) -> the stored values used (-1: too few) (_vwbits.c)"},
+    {"mark", vw_mark, METH_VARARGS, "mark(bitmap, indices): bitmap[indices] = 1 (_vwbits.c)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_vwfast", NULL, -1, METHODS};
@@ -975,7 +983,8 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 13) < 0 ||
+    /* (the calling convention: terascale.linear._vw.VWFAST's number) */
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 14) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

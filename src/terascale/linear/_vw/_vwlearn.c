@@ -1,5 +1,5 @@
 /* VW's online learner (gd with --adaptive --normalized --invariant, its default) in C, for
- * the one-worker, one-pass run of `terascale vw` (terascale.linear._vw._vwonline): the same
+ * the one-worker run of `terascale vw` (terascale.linear._vw._vwonline): the same
  * operations, in the same order and precision, as the numba pass
  * (terascale.linear._online._update.online_chunk and the float kernels of
  * terascale.linear._losses), so that its predictions and model are those bits: each
@@ -363,13 +363,13 @@ static inline void ask(const int64_t *indptr, const uint32_t *cols, Py_ssize_t i
 
 PyObject *vw_learn(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer bp, bi, bv, bl, bw, bt, bs, bo, bpr, bsg, bcl;
+    Py_buffer bp, bi, bv, bl, bw, bt, bs, bo, bpr, bsg, bcl, bh;
     Py_ssize_t start, end;
     long long kind;
     double eta, power_t, l1, l2;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nnw*w*Lddddw*w*y*y*", &bp, &bi, &bv, &bl, &bw,
-                          &start, &end, &bt, &bs, &kind, &eta, &power_t, &l1, &l2, &bo,
-                          &bpr, &bsg, &bcl))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nnw*w*Lddddw*w*y*y*y*", &bp, &bi, &bv, &bl,
+                          &bw, &start, &end, &bt, &bs, &kind, &eta, &power_t, &l1, &l2, &bo,
+                          &bpr, &bsg, &bcl, &bh))
         return NULL;
     const int64_t *indptr = bp.buf;
     const uint32_t *cols = bi.buf;
@@ -379,13 +379,16 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
     /* pred of twice the length: the second half gets the scores before the clip (-r) */
     double *raw = pred && bpr.len / 8 >= 2 * (end - start) ? pred + (end - start) : NULL;
     const int64_t *by_sign = bsg.buf, *clips = bcl.buf;
+    /* a byte per example, nonzero where it is held out (empty: none is) */
+    const uint8_t *hold = bh.len ? bh.buf : NULL;
     size_t rows = (size_t)bt.len / 12;
     const char *err = NULL;
     Py_ssize_t nex = bl.len / 4;
     if (bs.len < STATE_SIZE * 8 || bo.len < 8 * 8 || bsg.len < 8 * 8 || bcl.len < 8 * 8)
         err = "learn: state, out, by_sign or clip is too short";
     else if (start < 0 || end < start || end > nex || bw.len / 4 < end ||
-             bp.len / 8 < end + 1 || (pred && bpr.len / 8 < end - start))
+             bp.len / 8 < end + 1 || (pred && bpr.len / 8 < end - start) ||
+             (hold && bh.len < end))
         err = "learn: examples out of range";
     else if (end > start && (indptr[start] < 0 || indptr[end] > bi.len / 4 ||
                              indptr[end] > bv.len / 4))
@@ -418,7 +421,9 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
             double y = lab;
             if (st.sign)
                 y = lab > 0 ? 1.0 : -1.0;
-            if (labelled && st.track) {
+            int held = hold && hold[i];
+            /* (VW clips to the labels it learns from: held-out ones are not) */
+            if (labelled && !held && st.track) {
                 state[MIN_LABEL] = mind(state[MIN_LABEL], y);
                 state[MAX_LABEL] = maxd(state[MAX_LABEL], y);
             }
@@ -442,6 +447,11 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
             out[5] += (double)(b - a);
             out[6] = lab;
             out[7] = p;
+            if (held) {
+                out[2] += slv;
+                out[3] += s;
+                continue;
+            }
             out[0] += slv;
             out[1] += s;
             if (!(lv > 0.0)) /* a loss of 0 or NaN (poisson's negative label): as VW */
@@ -451,7 +461,7 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
     }
-    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bo, &bpr, &bsg, &bcl};
+    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bo, &bpr, &bsg, &bcl, &bh};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         PyBuffer_Release(all[k]);
     if (bad)

@@ -37,6 +37,9 @@ def why_not(args: argparse.Namespace) -> str | None:
     """None where this ``--oaa K`` run (one worker, one pass: :func:`._vwonline.c_path`'s
     other checks passed) learns in the compiled core; else why the numba pass runs it."""
     checks = (
+        (args.passes not in (None, 1), "--oaa with --passes"),
+        (bool(args.cache or args.cache_file), "--oaa with a cache"),
+        (bool(args.holdout_after), "--oaa with --holdout_after"),
         (args.binary, "--oaa with --binary"),
         (args.min_prediction is not None or args.max_prediction is not None,
          "--oaa with --min_prediction/--max_prediction"),

@@ -1,12 +1,23 @@
-"""``terascale vw`` on one worker, one pass: VW's online learner in the compiled core.
+"""``terascale vw`` on one worker: VW's online learner in the compiled core.
 
-The common run (one worker, one online pass of VW's default update over VW text, written
+The common run (one worker, online passes of VW's default update over VW text, written
 to ``-p``/``-r``/``-f``) parses each chunk of text with ``_vwfast.parse`` and learns from
 it with ``_vwfast.learn`` (``_vwlearn.c``: :func:`._online._update.online_chunk`'s
 operations, in its precision) in VW's dense table of ``2**b`` rows; it imports no numba,
 so that a small file starts as VW does (numba's import and first compiled call are ~0.4 s
 and ~100 MB of a run). Its progress lines, closing block and model are the numba pass's
 (the same code prints and writes them), its predictions and weights the same bits.
+
+``--passes N`` (with ``-c``, ``-k``, ``--cache_file``, or none: terascale caches the
+parsed text itself, as the numba pass does) runs there too, as ``_recipe._online_passes``
+runs them: pass 1 parses the text and writes the numba pass's cache entry as it goes,
+the later passes (and a later run's first) read it (``_vwpasses``: the cache's kernels
+in C, no numba), with VW's holdout (every 10th example, ``--holdout_period``,
+``--holdout_off``, ``--holdout_after``: a byte per example that ``_vwfast.learn``
+scores and counts but does not learn from), the ``h`` lines of the table after the
+first pass, ``--decay_learning_rate`` and ``--early_terminate`` (the best pass's rows in
+use kept, not a copy of the table), and ``--save_per_pass``'s runs (``_vwcli``); so does
+the one-pass ``-c`` run, which writes the cache.
 
 ``--ngram``/``--skips`` alone (no other flag of ``_vwgen``'s) are made there too: the
 compiled parser appends each namespace's n-grams after its features, as VW does, and a
@@ -23,23 +34,30 @@ that learns on from such a model (``-i MODEL`` without ``-t``) starts from its w
 and saved learner state in the dense table (``_resume.initial_state``'s), with its
 ``-b``, ``-q``, ``--link`` and ``-l``/``--power_t`` applied as ``_cli_run.train``
 applies them: a one-line warm start imports no numba either. ``--binary`` learns here
-too (the predictions' signs, VW's 0/1 loss: :func:`_zero_one`), and ``--oaa K`` runs
-:mod:`._vwoaafast` (its K learners in ``_vwfast.oaa_learn``).
+too (the predictions' signs, VW's 0/1 loss: ``_progressive.zero_one`` with the compiled
+loss), and ``--oaa K`` runs :mod:`._vwoaafast` (its K learners in ``_vwfast.oaa_learn``).
 
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
-(``-n N``, passes, the starting weights and ``-i`` of terascale's model format, ``-t`` without ``-i``
-or with ``-f``, the ``--oaa`` runs :func:`._vwoaafast.why_not` declines, a cache,
-terascale's model format, ``--readable_model``/``--invert_hash``, ``--ignore_linear``,
-expectile loss, ``.zip`` input, ``-b`` above 24 or a table over half the memory) runs the
-numba pass, which covers every
-option. Text outside the compiled parser's subset is parsed by the numba parser, chunk by
-chunk, as the numba pass parses it.
+(``-n N``, the starting weights and ``-i`` of terascale's model
+format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
+``--preserve_performance_counters`` with passes or ``--holdout_after``, the ``--oaa``
+runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``--readable_model``/
+``--invert_hash``, ``--ignore_linear``, expectile loss, ``.zip`` input, ``-b`` above 24 or a
+table over half the memory) runs the numba pass, which covers every option. Text outside
+the compiled parser's subset is parsed by the numba parser, chunk by chunk, as the numba
+pass parses it.
 
 Tuning: on the held-out shapes (``benchmarks/heldout_shapes.py``) the compiled path took
 0.4-0.9x the numba pass's time up to ``-b 24`` (long rows of 500 features at parity: the
-update's cache misses are the same), so it is taken wherever it covers a run there; above ``-b 24`` (``_MAX_BITS``) the numba pass's rows of the
-features seen take less memory than the dense table. ``TERASCALE_NO_CEXT=1`` turns it
-off with the rest of the compiled core.
+update's cache misses are the same), so it is taken wherever it covers a run there; above
+``-b 24`` (``_MAX_BITS``) the numba pass's rows of the features seen take less memory
+than the dense table. ``--passes N -c --loss_function logistic`` (2 cores at load 8-10,
+``/usr/bin/time``; the run that writes the cache, then one that reads it): 20k click-like
+lines, 5 passes, 0.6 s and 36.9 MB, 35.3 MB, peak against VW's 0.5 s and 35.5 MB and the
+numba pass's 1.1-1.5 s and 153-159 MB; 1M lines of 20 Zipf ids at ``-b 24``, 3 passes,
+5.6 s and 286 MB, 4.4 s and 261 MB, against VW's 15-16 s and 323 MB and the numba pass's
+10.9 s and 311 MB, 4.4 s and 288 MB.
+``TERASCALE_NO_CEXT=1`` turns it off with the rest of the compiled core.
 """
 
 from __future__ import annotations
@@ -53,10 +71,10 @@ import numpy as np
 
 from ..._cext import load
 from ..._errors import ConfigError, DataError
+from . import VWFAST
 
 __all__ = ["c_path", "test", "train"]
 
-_ABI = 13  # _vwfast's calling convention this module speaks
 _CHUNK = 1 << 20  # text parsed and learned from at a time
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
 # the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
@@ -66,7 +84,7 @@ _MAX_BITS = 24
 
 
 def _fast() -> Any:
-    return load("terascale.linear._vw._vwfast", _ABI)
+    return load(*VWFAST)
 
 
 def _memory() -> int:
@@ -84,8 +102,10 @@ def c_path(args: argparse.Namespace) -> str | None:
         return "the compiled core is not built (or TERASCALE_NO_CEXT is set)"
     checks = (
         (args.nprocs != 1, "-n N"),
-        (args.passes not in (None, 1), "--passes"),
-        (bool(args.holdout_after), "--holdout_after"),
+        (args.testonly and bool(args.holdout_after), "-t with --holdout_after"),
+        (bool(args.preserve_performance_counters and args.initial) and (
+            args.passes not in (None, 1) or bool(args.holdout_after)),
+         "--preserve_performance_counters with --passes or --holdout_after"),
         (args.testonly and not args.initial, "-t without -i"),
         (args.testonly and bool(args.model), "-t with -f"),
         (args.oaa is not None and _oaa_off(args), _oaa_off(args) or ""),
@@ -94,7 +114,6 @@ def c_path(args: argparse.Namespace) -> str | None:
         (args.initial is not None and not _vw_model(args.initial),
          "-i of terascale's model format (or starting weights)"),
         (args.format != "vw", "--format"),
-        (bool(args.cache or args.cache_file), "a cache"),
         (args.model_format not in (None, "vw"), "terascale's model format"),
         (bool(args.readable_model or args.invert_hash), "--readable_model/--invert_hash"),
         (bool(args.ignore_linear), "--ignore_linear"),
@@ -205,9 +224,10 @@ class _Parser:
         self.per_line = 32  # bytes per example (halved where shorter; at 1, any text fits)
 
     def parse(self, text: bytes, source: str, line: int) -> tuple:
-        """One chunk's arrays (indptr, indices, values, labels, weights, tag_ptr, tag_blob)
-        and VW's lines on its label sections (``Dataset.notes``: the options'
-        ``lenient_labels``; None: none), sized by the bytes per feature and per example seen so far
+        """One chunk's arrays (indptr, indices, values, labels, weights, tag_ptr, tag_blob),
+        VW's lines on its label sections (``Dataset.notes``: the options'
+        ``lenient_labels``; None: none), its empty lines and ``--ignore_linear``'s counts
+        (``Dataset.blanks``, ``.ignored``; None: none), sized by the bytes per feature and per example seen so far
         (a chunk sized for its worst case, an example every byte, held 25 MB per MiB of
         text, and the chunks in flight touched other pages of it each time: on 500 numeric
         features a line, 106 MB peak against 48 MB sized so)."""
@@ -239,7 +259,7 @@ class _Parser:
                 self.per /= 2
         if status == 0:
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
-                    weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None)
+                    weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None, None, None)
         if self.gen is not None:  # (the n-grams written into the text, then parsed)
             import io
 
@@ -253,7 +273,8 @@ class _Parser:
         ds = _parse_one(buf, self.opts, source, line)
         tp = ds.tag_ptr if ds.tag_ptr is not None else np.zeros(len(ds.labels) + 1, np.int64)
         tb = ds.tag_blob if ds.tag_blob is not None else np.zeros(0, np.uint8)
-        return (ds.indptr, ds.indices, ds.values, ds.labels, ds.weights, tp, tb, ds.notes)
+        return (ds.indptr, ds.indices, ds.values, ds.labels, ds.weights, tp, tb, ds.notes,
+                ds.blanks, ds.ignored)
 
 
 def _parsed(paths: list[str], reader: _Parser) -> Any:
@@ -316,16 +337,19 @@ def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
     return sorted(set(seen) | set(first[:3].tolist()))[:3]
 
 
-def train(args: argparse.Namespace) -> int:
-    """The run :func:`c_path` admits: learn, print VW's lines, write -p, -r and -f."""
+def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
+    """The run :func:`c_path` admits: learn (``--passes`` over the cache, the holdout and
+    the early stop as the numba pass's ``_recipe._online_passes``), print VW's lines,
+    write -p, -r and -f; ``ran`` gets the passes it made (the early stop's included)."""
     from .._front import _cli_run
+    from .._holdout import EarlyStop, holdout_period
     from .._io._dataset import ParseOptions
-    from .._losstable import _BY_SIGN, _CLIP, loss_spec
-    from .._online._progress import LINK, Progress, label_notes
+    from .._online._progress import LINK, Progress
     from .._online._state import new_state
     from .._options import TrainOptions
-    from ._vwout import all_or_none, link, prediction_writers
-    from ._vwreport import closing_block, preamble
+    from ._vwout import all_or_none, prediction_writers
+    from ._vwpasses import Inputs
+    from ._vwreport import closing_block, holdout_on, preamble
 
     if args.oaa is not None:  # (its K learners: _vwoaafast)
         from ._vwoaafast import train as train_oaa
@@ -359,8 +383,6 @@ def train(args: argparse.Namespace) -> int:
     LINK[:] = [how]
     binary = bool(args.binary)  # (VW's 0/1 loss and signs: -i's model's too)
     _cli_run._binary_link(binary, how)
-    kind = opts.online_kind()
-    l2 = opts.online_l2(0.0)
     table = np.zeros((1 << parse.bits, 3), np.float32)  # (calloc: pages on first touch)
     state = new_state()
     if model is not None:  # (_resume.initial_state's, in the dense table)
@@ -368,112 +390,69 @@ def train(args: argparse.Namespace) -> int:
         table[model.indices, 1] = model.adaptive[0]
         table[model.indices, 2] = model.adaptive[1]
         state[:len(model.adaptive[2])] = model.adaptive[2]
-    acc = np.zeros(8)
-    counted = np.zeros(4)  # unlabelled weight, examples, features, label x weight
-    labels_seen: list[float] = []
     out = sys.stderr if not args.quiet else None
     prog = Progress(out)
     prog.header()
     prog.restart()
-    nxt = prog.due = prog.first_due() if out else 1.0
-    # (VW's lines on the labels the loss does not expect, on standard output)
-    warn = out is not None and (bool(loss_spec(opts.loss).warns) or binary)
-    seen_w, seen_n = 0.0, 0
+    prog.due = prog.first_due() if out else 1.0
     kept = getattr(args, "vw_preserved", None) or {}
     if "examples" in kept:  # --preserve_performance_counters: VW's table goes on from -i's
         labelled = kept["weighted_labeled_examples"]
-        seen_w = labelled + kept["weighted_unlabeled_examples"]
-        seen_n = int(kept["examples"])
+        prog.seen_w = labelled + kept["weighted_unlabeled_examples"]
+        prog.seen_n = int(kept["examples"])
         prog.done = np.array([kept["sum_loss"], labelled, 0.0, 0.0])
         prog.prev = np.array([kept["sum_loss"] - kept["since"], kept["old"], 0.0, 0.0])
         prog.since = np.array([kept["since"], labelled - kept["old"], 0.0, 0.0])
-        nxt = prog.due = kept["dump"]
-    reader = _Parser(parse, getattr(args, "vw_grams", None))
+        prog.due = kept["dump"]
+    period = holdout_period(opts)
+    prog.holdout = bool(period)
+    passes = max(int(opts.passes), 1)
+    inputs = Inputs(paths, parse, opts.cache_root(), _Parser(parse, getattr(args, "vw_grams",
+                                                                         None)), _parsed)
     writers = prediction_writers(args)
-
-    def learn(b: tuple, start: int, end: int, pred: np.ndarray | None) -> None:
-        seg = np.zeros(8)  # (the chunk's sums: the run's, and the table's since its line)
-        fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, table, state, kind,
-                   opts.learning_rate, opts.power_t, opts.l1, l2, seg,
-                   pred if pred is not None else _NONE, _BY_SIGN, _CLIP)
-        if binary and pred is not None:
-            _zero_one(fast, seg, pred[:end - start], b[3], b[4], start, kind)
-        prog.fold(acc, seg, end - start)
-        if warn:  # (imported here: a run without it imports no numba)
-            from .._online._progress import label_warnings
-
-            label_warnings(b[3], b[4], None, start, end, True, sys.stdout, loss=opts.loss,
-                           binary=binary)
-
-    raw = args.raw_predictions is not None  # (the second half of pred: VW's -r scores)
-
-    def write(pred: np.ndarray, b: tuple, start: int, n: int) -> None:
-        p = pred[:n]
-        for writer, linked in writers:
-            writer.write(_lines(fast, link(p, how, binary) if linked else pred[n:] if raw
-                                else p, b, start))
-
+    # VW stops the passes on the holdout loss: the best pass's rows (those in use) kept
+    stop = EarlyStop(opts.patience) if period and passes > 1 else None
+    best: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    totals: list[list[float]] = []
+    marks: list[list[float]] = []
+    labels_seen: list[float] = []
+    used = passes
+    rate = np.float32(opts.learning_rate)  # VW's eta, times the decay after each pass
     with all_or_none(writers):
-        for b in _parsed(paths, reader):
-            indptr, labels, weights = b[0], b[3], b[4]
-            if out is not None and b[7]:
-                label_notes(b[7], sys.stdout)
-            n = len(labels)
-            if n == 0:
+        for p in range(passes):
+            if p > 0 and opts.decay_learning_rate != 1.0:
+                rate = np.float32(rate * np.float32(opts.decay_learning_rate))
+            run = _Pass(fast, opts, float(rate), table, state, prog, writers, how, period,
+                        args.raw_predictions is not None, p == 0, binary)
+            tot = run.learn(inputs.chunks())
+            if p == 0:
+                labels_seen = run.labels
+            totals.append(tot)
+            marks.append([float(prog.due), float(prog.since[0]), float(prog.prev[1])])
+            if stop is None:
                 continue
-            unl = np.isnan(labels)
-            counted[0] += float(weights[unl].sum())
-            counted[1] += n
-            counted[2] += int(indptr[n] - indptr[0])
-            lab64 = labels[~unl].astype(np.float64)
-            counted[3] += float(np.dot(lab64, weights[~unl].astype(np.float64)))
-            if len(labels_seen) < 3:
-                labels_seen = _distinct(labels_seen, labels)
-            if out is not None:
-                # (a float32 running sum, as the numba pass cuts its lines)
-                cum_w = seen_w + np.cumsum(weights, dtype=np.float64)  # (VW: a double sum)
-                cum_n = seen_n + np.arange(1, n + 1)
-                seen_w, seen_n = float(cum_w[-1]), int(cum_n[-1])
-            start = 0
-            while start < n:
-                end, at = n, -1
-                if out is not None:
-                    at = int(np.searchsorted(cum_w, nxt))
-                    end = at + 1 if at < n else n
-                pred = None
-                if writers or binary:
-                    end = min(end, start + _BLOCK)
-                    pred = np.empty((2 if raw else 1) * (end - start))
-                line_due = end - 1 == at
-                shown = None
-                if line_due and pred is None and not (weights[at] > 0
-                                                      and not unl[at]):
-                    shown = np.empty(1)
-                    learn(b, start, at, None)
-                    learn(b, at, end, shown)
-                else:
-                    learn(b, start, end, pred)
-                if pred is not None:
-                    write(pred, b, start, end - start)
-                if line_due:
-                    p = (shown[0] if shown is not None else
-                         pred[at - start] if pred is not None else acc[7])
-                    now = prog.done + acc[:4]
-                    prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
-                              float(labels[at]), float(p),
-                              int(indptr[end] - indptr[end - 1]), binary)
-                    prog.prev = now
-                    nxt = prog.due = prog.next_due(float(cum_w[at]))
-                start = end
-            del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
-    totals = [[float(v) for v in np.concatenate([acc[:6], counted])]]
+            if stop.end_pass(tot[2], tot[3]):
+                used = p + 1 - stop.patience
+                assert best is not None
+                table.fill(0.0)
+                table[best[0]] = best[1]
+                state[:] = best[2]
+                break
+            if stop.no_win == 0:  # (the best so far: kept where a later stop may restore it)
+                best = None
+                if p + stop.patience < passes:
+                    idx = _used_rows(table)
+                    best = (idx, table[idx], state.copy())
+    if ran is not None:
+        ran.append(len(totals))
     if args.model:
-        _save(args, parse, table, state, options, totals, how, prog,
-              (model.info.get("vw_counters") or {}) if model is not None else {})
+        _save(args, parse, table, state, options, totals, how, marks[used - 1],
+              (model.info.get("vw_counters") or {}) if model is not None else {},
+              used if used < len(totals) else None)
     if not args.quiet:
         print(closing_block({"pass_totals": totals, "labels": labels_seen,
-                             "holdout": False, "loss": opts.loss,
-                             "vw_preserved": getattr(args, "vw_preserved", None) or {},
+                             "holdout": holdout_on(options), "loss": opts.loss,
+                             "vw_preserved": kept,
                              "quantile_tau": opts.quantile_tau,
                              "best_constant": not args.dont_output_best_constant,
                              "label_range": _fixed_range(options, state)}),
@@ -481,37 +460,156 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """``a @ b`` in the numba pass's order (``_batch._linalg.dot``: four interleaved
+    running sums, ``(s0 + s1) + (s2 + s3)``, then the tail), in numpy: the closing block's
+    label sum of that pass's bits."""
+    m = len(a) - len(a) % 4
+    prod = a[:m] * b[:m]
+    s = [float(np.cumsum(prod[j::4])[-1]) if m else 0.0 for j in range(4)]
+    total = (s[0] + s[1]) + (s[2] + s[3])
+    for x, y in zip(a[m:].tolist(), b[m:].tolist()):
+        total += x * y
+    return total
+
+
+class _Pass:
+    """One online pass of the compiled learner over a run's chunks (the numba pass's
+    ``_online._onlinepass.online_pass``): the holdout mask, the progress lines (the first
+    pass's cadence carried on by the next ones, ``h`` lines where examples are held out),
+    the predictions and the closing block's counters."""
+
+    def __init__(self, fast: Any, opts: Any, eta: float, table: np.ndarray,
+                 state: np.ndarray, prog: Any, writers: list, how: str, period: int,
+                 raw: bool, first: bool, binary: bool) -> None:
+        from .._losstable import _BY_SIGN, _CLIP, loss_spec
+
+        self.fast, self.opts, self.eta, self.table, self.state = fast, opts, eta, table, state
+        self.prog, self.writers, self.how, self.period = prog, writers, how, period
+        self.raw, self.first, self.binary = raw, first, binary
+        self.kind, self.l2 = opts.online_kind(), opts.online_l2(0.0)
+        self.signs, self.clips = _BY_SIGN, _CLIP
+        self.out = prog.out
+        # (VW's lines on the labels the loss does not expect, on standard output)
+        self.warn = self.out is not None and (bool(loss_spec(opts.loss).warns) or binary)
+        self.labels: list[float] = []
+
+    def _learn(self, b: tuple, hold: np.ndarray, start: int, end: int,
+               pred: np.ndarray | None, acc: np.ndarray) -> None:
+        """Learn from examples [start, end) of chunk ``b`` (``hold``: its holdout bytes)."""
+        seg = np.zeros(8)  # (the chunk's sums: the pass's, and the table's since its line)
+        opts = self.opts
+        self.fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, self.table, self.state,
+                        self.kind, self.eta, opts.power_t, opts.l1, self.l2, seg,
+                        pred if pred is not None else _NONE, self.signs, self.clips,
+                        hold if self.period else _NOHOLD)
+        if self.binary and pred is not None:  # (VW's 0/1 loss of the signs)
+            from .._online._progressive import zero_one
+
+            zero_one(seg, _ZEROS, pred[:end - start], b[3], b[4], hold.view(np.bool_), start,
+                     self.kind, self.fast.loss32)
+        self.prog.fold(acc, seg, end - start)
+        if self.warn:  # (imported here: a run without it imports no numba)
+            from .._online._progress import label_warnings
+
+            label_warnings(b[3], b[4], hold if self.period else None, start, end, True,
+                           sys.stdout, loss=opts.loss, binary=self.binary)
+
+    def _write(self, pred: np.ndarray, b: tuple, start: int, n: int) -> None:
+        from ._vwout import link
+
+        p = pred[:n]
+        for writer, linked in self.writers:
+            writer.write(_lines(self.fast, link(p, self.how, self.binary) if linked else
+                                pred[n:] if self.raw else p, b, start))
+
+    def learn(self, chunks: Any) -> list[float]:
+        """The pass over ``chunks``; returns its totals (the closing block's and the
+        model's ``pass_totals`` row: ``online_chunk``'s six sums, then the unlabelled
+        weight, the examples and features not held out, the label x weight learned)."""
+        from .._holdout import Holdout
+        from .._online._progress import label_notes
+
+        prog, out, lines = self.prog, self.out, self.out is not None
+        acc = np.zeros(8)
+        counted = np.zeros(4)
+        holdout = Holdout(self.period)
+        nxt = prog.due
+        seen_w, seen_n = prog.seen_w, prog.seen_n
+        at0 = 0  # the examples before the chunk, in this pass
+        for b in chunks:
+            indptr, labels, weights = b[0], b[3], b[4]
+            if out is not None and self.first and b[7]:
+                label_notes(b[7], sys.stdout)
+            n = len(labels)
+            hold = holdout(at0, n, b[8]) if self.period else np.zeros(n, np.bool_)
+            at0 += n
+            if n == 0:
+                continue
+            unl = np.isnan(labels)
+            kept = unl | ~hold  # (VW holds out labelled examples only)
+            feats = np.diff(indptr)
+            if b[9] is not None:
+                feats = feats + b[9]
+            counted[0] += float(weights[unl].sum())
+            counted[1] += int(kept.sum())
+            counted[2] += int(feats[kept].sum())
+            taught = ~unl & ~hold
+            counted[3] += _dot(labels[taught].astype(np.float64),
+                               weights[taught].astype(np.float64))
+            if self.first and len(self.labels) < 3:
+                self.labels = _distinct(self.labels, labels)
+            if lines:
+                # (a float32 running sum, as the numba pass cuts its lines)
+                cum_w = seen_w + np.cumsum(np.where(kept, weights, 0.0), dtype=np.float64)
+                cum_n = seen_n + np.cumsum(kept)
+                seen_w, seen_n = float(cum_w[-1]), int(cum_n[-1])
+            hold8 = hold.view(np.uint8)
+            start = 0
+            while start < n:
+                end, at = n, -1
+                if lines:
+                    at = int(np.searchsorted(cum_w, nxt))
+                    end = at + 1 if at < n else n
+                pred = None
+                if self.writers or self.binary:
+                    end = min(end, start + _BLOCK)
+                    pred = np.empty((2 if self.raw else 1) * (end - start))
+                line_due = end - 1 == at
+                shown = None
+                if line_due and pred is None and not (weights[at] > 0 and not hold[at]
+                                                      and not unl[at]):
+                    shown = np.empty(1)
+                    self._learn(b, hold8, start, at, None, acc)
+                    self._learn(b, hold8, at, end, shown, acc)
+                else:
+                    self._learn(b, hold8, start, end, pred, acc)
+                if pred is not None:
+                    self._write(pred, b, start, end - start)
+                if line_due:
+                    p = (shown[0] if shown is not None else
+                         pred[at - start] if pred is not None else acc[7])
+                    now = prog.done + acc[:4]
+                    prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
+                              float(labels[at]), float(p), int(feats[end - 1]), self.binary)
+                    prog.prev = now
+                    nxt = prog.due = prog.next_due(float(cum_w[at]))
+                start = end
+            del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
+        if lines:
+            prog.end_pass(acc, seen_w, seen_n)
+        return [float(v) for v in np.concatenate([acc[:6], counted])]
+
+
 _NONE = np.zeros(0)
-
-
-def _zero_one(fast: Any, seg: np.ndarray, pred: np.ndarray, labels: np.ndarray,
-              weights: np.ndarray, start: int, kind: int) -> None:
-    """``--binary``: the chunk's loss sum in ``seg`` replaced by VW's 0/1 loss of the
-    predictions' signs, the last prediction by its sign (``_progressive.zero_one``'s rule:
-    an example labelled other than -1 and 1 keeps the loss's float value)."""
-    from .._losstable import _BY_SIGN, RAW_LABELS
-
-    end = start + len(pred)
-    lab, s = labels[start:end], weights[start:end]
-    ok = ~np.isnan(lab) & (s > 0)
-    wrong = s * ((pred > 0) != (lab > 0)) * ok
-    odd = np.flatnonzero(ok & (np.abs(lab) != 1.0))
-    if len(odd):
-        sign = _BY_SIGN[kind & 7] == 1 and not kind & RAW_LABELS
-        wrong = wrong.astype(np.float64)
-        for i in odd.tolist():
-            y = (1.0 if lab[i] > 0 else -1.0) if sign else float(lab[i])
-            wrong[i] = float(np.float32(np.float32(fast.loss32(kind, float(pred[i]), y))
-                                        * np.float32(s[i])))
-    seg[0] = float(np.sum(wrong))
-    if np.any(ok):
-        seg[7] = 1.0 if seg[7] > 0 else -1.0
+_NOHOLD = np.zeros(0, np.uint8)
+_ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0)
 
 
 def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
     """-i's VW model for a run that learns from it, its parse options, ``-l`` and
     ``--power_t`` made the run's (``options``) as ``_cli_run.train`` makes them; None where
-    the numba pass runs it (the model's ``--binary`` or ``--ignore_linear``, its ``-b``
+    the numba pass runs it (the model's ``--ignore_linear``, its ``-b``
     above ``_MAX_BITS`` or a table over half the memory)."""
     from .._front import _cli_run
     from ._vwmodel import read_vw_model, run_generation
@@ -533,11 +631,14 @@ def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
 
 
 def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.ndarray,
-          options: dict[str, Any], totals: list[list[float]], how: str, prog: Any,
-          counters: dict[str, float]) -> None:
+          options: dict[str, Any], totals: list[list[float]], how: str, mark: list[float],
+          counters: dict[str, float], used: int | None = None) -> None:
     """``-f``: VW's model, as the numba pass's run writes it (its save_resume form, or
-    ``--predict_only_model``'s weights with the lazy L1/L2 folded in); ``counters``: -i's
-    (its examples' weight ``t`` and its ``initial_t``, which VW's carry on)."""
+    ``--predict_only_model``'s weights with the lazy L1/L2 folded in); ``mark``: where the
+    progress table was after the model's pass (the next line's weight, the loss since the
+    last line, the labelled weight at it); ``counters``: -i's (its examples' weight ``t``
+    and its ``initial_t``, which VW's carry on); ``used``: the pass the early stop kept
+    (None: the last)."""
     from types import SimpleNamespace
 
     from .._front._cli_run import _rates
@@ -548,14 +649,15 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
         _fast().sync(table, state)
     idx = _used_rows(table)
     info: dict[str, Any] = {"pass_totals": totals,
-                            "vw_progress": [float(prog.due), float(prog.since[0]),
-                                            float(prog.prev[1])],
+                            "vw_progress": mark,
                             "vw_generation": run_generation(args),
                             "vw_preserved": getattr(args, "vw_preserved", None) or {}}
-    if how != "identity":
-        info["link"] = how
+    if used is not None:
+        info["online_passes"] = used
     if args.binary:
         info["binary"] = True  # (VW keeps --binary in its model)
+    if how != "identity":
+        info["link"] = how
     if counters.get("t"):
         info["vw_t0"] = float(counters["t"])
     if counters.get("initial_t"):

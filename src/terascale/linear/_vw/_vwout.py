@@ -43,8 +43,9 @@ def _link32(scores: np.ndarray, how: str) -> np.ndarray:
     """VW's link of float32 scores in float: the compiled core's loop, else numba's kernel
     (importing numba costs a one-line run more than the rest of it)."""
     from ..._cext import load
+    from . import VWFAST
 
-    fast = load("terascale.linear._vw._vwfast", 13)
+    fast = load(*VWFAST)
     if fast is None:
         from ._vwtext import link32
 

@@ -171,8 +171,9 @@ def _loss32() -> Any:
     """VW's ``get_loss`` in float: the compiled core's where it is built (a run of the
     compiled learner imports no numba), else the numba kernel (the same bits)."""
     from ..._cext import load
+    from . import VWFAST
 
-    fast = load("terascale.linear._vw._vwfast", 13)
+    fast = load(*VWFAST)
     if fast is not None:
         return fast.loss32
     from .._losses import loss32

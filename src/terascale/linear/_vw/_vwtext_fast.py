@@ -21,14 +21,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..._cext import load
+from . import VWFAST
 from ._vwparse import parse_vw_bytes
 
 __all__ = ["format_predictions", "parse_vw"]
 
-_ABI = 13  # the calling convention (and hashing) of _vwfast this module speaks
 
 
-_FAST = load("terascale.linear._vw._vwfast", _ABI)
+_FAST = load(*VWFAST)
 
 # features a byte of text the output arrays are sized for, as a divisor: one per 5 bytes
 # (click-style text: one per ~6); interactions can make more, so a block that does not fit

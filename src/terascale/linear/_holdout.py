@@ -1,0 +1,89 @@
+"""The holdout set of online passes, as VW's: which examples are held out, how often, and
+when the passes stop on the held-out loss. numpy alone: the compiled learner of
+``terascale vw`` (``_vw._vwonline``) and the numba pass both count it here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EarlyStop", "Holdout", "holdout_mask", "holdout_period"]
+
+
+def holdout_period(opts: Any) -> int:
+    """Every how many examples one is held out (0: none; -N: every one after the first N,
+    VW's --holdout_after, see :func:`holdout_mask`)."""
+    if opts.holdout_after:
+        return -opts.holdout_after
+    frac = opts.holdout_fraction
+    return max(2, round(1.0 / frac)) if frac > 0 else 0
+
+
+def holdout_mask(start: int, n: int, period: int, blanks: np.ndarray | None = None,
+                 before: int = 0) -> np.ndarray:
+    """Examples ``start .. start + n`` of the shard that are held out: every ``period``-th
+    (VW's ``--holdout_period``), counted over the whole shard; a negative period -N holds
+    out every example after the first N (VW's ``--holdout_after``). VW counts each empty
+    line of its text as an example: ``before`` of them come before the block, ``blanks``
+    (a Block's) inside it."""
+    if period == 0:
+        return np.zeros(n, np.bool_)
+    pos = np.arange(start + before, start + before + n, dtype=np.int64)
+    if blanks is not None and len(blanks):
+        pos += np.searchsorted(blanks, np.arange(n), "right")
+    if period < 0:
+        return pos >= -period
+    return (pos % period) == period - 1
+
+
+class Holdout:
+    """:func:`holdout_mask` of a pass's blocks, called in their order from the shard's
+    first: it counts the empty lines of the blocks before. ``offset``: where the shard
+    starts in a chain's concatenation, in examples (the other shards' empty lines are not
+    counted)."""
+
+    def __init__(self, period: int, offset: int = 0) -> None:
+        self.period, self.offset, self.before = period, offset, 0
+
+    def __call__(self, start: int, n: int, blanks: np.ndarray | None) -> np.ndarray:
+        hold = holdout_mask(self.offset + start, n, self.period, blanks, self.before)
+        if blanks is not None:
+            self.before += len(blanks)
+        return hold
+
+
+class EarlyStop:
+    """VW's end of an online pass with a holdout set (``gd.cc`` ``end_pass``,
+    ``summarize_holdout_set``): a pass whose holdout loss beats the best so far is saved,
+    and after ``patience`` passes in a row without one (VW's ``--early_terminate``, 3) the
+    passes stop and the saved pass is the model. Without an early stop the last pass is the
+    model, as in VW (even when an earlier pass had a lower holdout loss)."""
+
+    _FLT_MAX = float(np.finfo(np.float32).max)
+
+    def __init__(self, patience: int) -> None:
+        self.patience = patience
+        self.best = self._FLT_MAX
+        self.no_win = 0
+        self.saved: tuple[np.ndarray, ...] | None = None
+
+    def end_pass(self, holdout_loss: float, holdout_weight: float,
+                 *state: np.ndarray) -> bool:
+        """Record a pass (every rank passes the allreduced sums); True: stop now, and the
+        arrays ``state`` (weights, adaptive sums, normalizers, learner state) have been
+        restored to the saved pass. As VW, a pass without holdout examples has the loss
+        FLT_MAX / 2: the first pass wins, and the passes stop ``patience`` later."""
+        loss = (float(np.float32(holdout_loss / holdout_weight)) if holdout_weight > 0
+                else self._FLT_MAX * 0.5)
+        if loss < self.best:
+            self.best, self.no_win = loss, 0
+            self.saved = tuple(a.copy() for a in state)
+            return False
+        self.no_win += 1
+        if self.no_win < self.patience or self.saved is None:
+            return False
+        for a, b in zip(state, self.saved):
+            a[:] = b
+        return True

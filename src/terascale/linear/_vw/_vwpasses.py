@@ -1,0 +1,137 @@
+"""Each pass's chunks for ``terascale vw``'s compiled learner: the text, or the cache.
+
+The first pass parses the text (``_vwonline._Parser``, the next chunk in another thread)
+and, where the run caches (``-c``, ``-k``, ``--cache_file``, or ``--passes`` above 1: the
+numba pass's rule, ``TrainOptions.cache_root``), encodes each chunk in that thread into the
+cache entry the numba pass would write for the file (``_io._cache``'s key, directory and
+records: either path reads the other's), committed at the pass's end. Later passes, and
+a later run's first, read the entry, a block decoded ahead in another thread. The cache's
+kernels are the compiled core's (``_io._cachebits``): no numba is imported.
+
+A chunk is ``_Parser.parse``'s tuple (indptr, indices, values, labels, weights, tag_ptr,
+tag_blob, notes, blanks, ignored), whichever way it came.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .._io._blocks import Block
+from .._io._cache import (
+    _VERSION,
+    CacheBlocks,
+    _commit,
+    _new_tmp,
+    _storage,
+    cache_key,
+    checked_root,
+    default_cache_dir,
+)
+from .._io._dataset import Dataset, ParseOptions
+
+__all__ = ["Inputs"]
+
+
+class Inputs:
+    """The run's input files, pass after pass: :meth:`chunks` of each in turn."""
+
+    def __init__(self, paths: list[str], parse: ParseOptions, root: str | None,
+                 reader: Any, parsed: Any) -> None:
+        """``root``: the cache's directory ("": none, None: the default one); ``reader``
+        and ``parsed``: ``_vwonline``'s parser and its chunk stream."""
+        self.paths, self.parse, self.reader, self.parsed = paths, parse, reader, parsed
+        self.root = checked_root(root or default_cache_dir()) if root != "" else ""
+        self.entries: list[str | None] = []
+        self.cached: list[CacheBlocks | None] = []
+        for path in paths:
+            entry = cached = None
+            if self.root and os.path.exists(path):
+                entry = os.path.join(self.root, cache_key(path, parse, (0, 1)))
+                if os.path.exists(os.path.join(entry, "meta.json")):
+                    try:
+                        cached = CacheBlocks(entry, parse, path)
+                    except (OSError, ValueError, KeyError):  # unreadable: parsed again
+                        shutil.rmtree(entry, ignore_errors=True)
+            self.entries.append(entry)
+            self.cached.append(cached)
+
+    def chunks(self) -> Iterator[tuple]:
+        """One pass's chunks, every file's in order."""
+        for k, path in enumerate(self.paths):
+            cached = self.cached[k]
+            if cached is not None:
+                yield from _decoded(cached)
+            elif self.entries[k] is not None:
+                yield from self._caching(k, path)
+            else:
+                yield from self.parsed([path], self.reader)
+
+    def _caching(self, k: int, path: str) -> Iterator[tuple]:
+        """The file's chunks, parsed, its cache entry written meanwhile and committed."""
+        from .._io._cachewrite import EntryWriter
+
+        entry, root = self.entries[k], self.root
+        assert entry is not None
+        tmp = _new_tmp(root)
+        writer = None
+        ok = False
+        try:
+            writer = EntryWriter(tmp, self.parse, path, _VERSION)
+            for b in self.parsed([path], _Encoding(self.reader, writer, self.parse.bits)):
+                writer.put(b[10])
+                yield b[:10]
+            writer.finish()
+            _commit(tmp, entry, root)
+            self.cached[k] = CacheBlocks(entry, self.parse, path)
+            ok = True
+        except OSError as e:
+            raise _storage(root, e) from None
+        finally:
+            if not ok:
+                if writer is not None:
+                    writer.abort()
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+class _Encoding:
+    """A parser that also encodes each chunk as the cache's record (in the parse thread)."""
+
+    def __init__(self, reader: Any, writer: Any, bits: int) -> None:
+        self.reader, self.writer, self.bits = reader, writer, bits
+
+    def parse(self, text: bytes, source: str, line: int) -> tuple:
+        b = self.reader.parse(text, source, line)
+        ds = Dataset(indptr=b[0], indices=b[1], values=b[2], labels=b[3], weights=b[4],
+                     bits=self.bits, tag_ptr=b[5], tag_blob=b[6],
+                     notes=list(b[7]) if b[7] else None, blanks=b[8], ignored=b[9])
+        return (*b[:10], self.writer.encode(ds))
+
+
+def _chunk(blk: Block) -> tuple:
+    n = len(blk)
+    tp = blk.tag_ptr if blk.tag_ptr is not None else np.zeros(n + 1, np.int64)
+    tb = blk.tag_blob if blk.tag_blob is not None else np.zeros(0, np.uint8)
+    return (blk.indptr, blk.indices, blk.values, blk.labels, blk.weights, tp, tb,
+            blk.notes, blk.blanks, blk.ignored)
+
+
+def _decoded(cached: CacheBlocks) -> Iterator[tuple]:
+    """The entry's blocks, the next one read and decoded in another thread meanwhile
+    (the decoder releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    blocks = iter(cached)
+    with ThreadPoolExecutor(1, thread_name_prefix="terascale-cache") as ex:
+        pending = ex.submit(next, blocks, None)
+        while True:
+            blk = pending.result()
+            if blk is None:
+                return
+            pending = ex.submit(next, blocks, None)
+            yield _chunk(blk)
+            del blk

@@ -1,0 +1,202 @@
+"""``terascale vw --passes N`` with a cache in the compiled learner (``_vw/_vwpasses``): the
+same bytes as the numba pass and VW, the cache either path reads, no numba imported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _vw_runs import FULL, more
+
+from terascale._cext import load
+from terascale.linear._vw import VWFAST
+
+FAST = load(*VWFAST)
+built = pytest.mark.skipif(FAST is None, reason="terascale.linear._vw._vwfast was not built")
+# VW's lines on its learner stack, which terascale vw does not print
+_STACK = ("Enabled learners", "Input label", "Output pred")
+
+
+def _click(n: int, seed: int) -> list[str]:
+    """Narrow click-like rows: a user, an ad and its position, -1/+1 labels."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        u, a, pos = rng.integers(60), rng.integers(25), rng.integers(4)
+        y = 1 if rng.random() < 0.15 + 0.02 * (a % 5) + 0.05 * (u % 3 == 0) else -1
+        out.append(f"{y} |u u{u} |a a{a} p{pos}")
+    return out
+
+
+def _wide(n: int, seed: int) -> list[str]:
+    """Wide rows of Zipf-distributed hexadecimal ids (most of them rare)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        ids = rng.zipf(1.3, size=24) % (1 << 40)
+        out.append(f"{1 if ids[0] % 3 == 0 else -1} |i " + " ".join(f"{v:x}" for v in ids))
+    return out
+
+
+def _weighted(n: int, seed: int) -> list[str]:
+    """Importance-weighted regression: real labels, weights 0 to 2, tags, unlabelled
+    rows and an empty line (VW counts it towards the holdout)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        lab = "" if rng.random() < 0.05 else f"{rng.normal():.4f}"
+        imp = f" {rng.choice(['2', '0.5', '0', '1'])}" if lab else ""
+        tag = f" 't{i}" if rng.random() < 0.3 else ""
+        out.append(f"{lab}{imp}{tag} |a x{rng.integers(30)}:{rng.normal():.3f} "
+                   f"y{rng.integers(10)} |b z{rng.integers(7)}")
+        if i == n // 2:
+            out.append("")
+    return out
+
+
+def _run(cmd: list[str], cwd, env: dict | None = None) -> str:
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **(env or {})})
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def _outputs(tmp_path, who: str, data, args: list[str], run: str = "") -> dict[str, bytes]:
+    """The -p, -r, -f files and stderr of one run (``c``: the compiled path, ``numba``,
+    ``vw``) in its own directory ``who + run``, a cache of its own (``who``'s)."""
+    d = tmp_path / f"{who}{run}"
+    d.mkdir()
+    os.chmod(d, 0o700)
+    if who == "vw":
+        cmd, env = [sys.executable, "-m", "vowpalwabbit"], None
+    else:
+        cmd = [sys.executable, "-m", "terascale", "vw", "--cache-dir",
+               str(tmp_path / f"{who}.cache")]
+        env = {"TERASCALE_NO_CEXT": "1"} if who == "numba" else None
+    err = _run([*cmd, "-d", str(data), *args, "-p", "p", "-r", "r", "-f", "m"], d, env)
+    if who == "vw":
+        err = "".join(ln for ln in err.splitlines(True) if not ln.startswith(_STACK))
+    return {"err": err.encode(), **{f: (d / f).read_bytes() for f in "prm"}}
+
+
+SHAPES = {"click": _click, "wide": _wide, "weighted": _weighted}
+CASES = [
+    ("click", ["--passes", "4", "-c", "--loss_function", "logistic", "-q", "ua"]),
+    more("wide", ["-b", "24", "--passes", "3", "-c", "--loss_function", "logistic"]),
+    more("weighted", ["--passes", "6", "-c", "--holdout_period", "4", "--early_terminate",
+                      "1", "--decay_learning_rate", "0.7"]),
+    more("weighted", ["--passes", "3", "-k", "-c", "--holdout_after", "1500", "--l1",
+                      "1e-4", "--l2", "1e-4"]),
+    more("weighted", ["--passes", "3", "--cache_file", "x.cache", "--holdout_off",
+                      "--loss_function", "quantile", "--quantile_tau", "0.3"]),
+    more("click", ["-c", "--loss_function", "hinge", "-P", "100"]),
+    more("click", ["--passes", "8", "-c", "--loss_function", "logistic", "--link",
+                   "logistic", "--early_terminate", "2"]),
+]
+
+
+@built
+@pytest.mark.parametrize(("shape", "args"), CASES)
+def test_passes_over_a_cache_equal_the_numba_pass_and_vw(tmp_path, shape, args):
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(SHAPES[shape](1000, len(args))) + "\n")
+    c = _outputs(tmp_path, "c", data, args)
+    vw = _outputs(tmp_path, "vw", data, args)
+    assert c["p"] == vw["p"] and c["r"] == vw["r"] and c["err"] == vw["err"]
+    # a second run reads the cache the first wrote: the same bytes
+    assert _outputs(tmp_path, "c", data, args, "2") == c
+    assert len(os.listdir(tmp_path / "c.cache")) == 1
+    if shape == "click" and "-c" in args and "--passes" in args:  # (CI: one numba run)
+        numba = _outputs(tmp_path, "numba", data, args)
+        assert c == numba
+
+
+@built
+@FULL
+def test_the_numba_pass_and_the_compiled_path_read_each_others_cache(tmp_path):
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_weighted(1500, 7)) + "\n")
+    os.chmod(tmp_path, 0o700)
+    runs = []
+    for k, who in enumerate(("1", "", "", "1")):  # numba writes, C reads; C writes, numba reads
+        cache = tmp_path / f"cache{k // 2}"
+        env = {"TERASCALE_NO_CEXT": who} if who else None
+        _run([sys.executable, "-m", "terascale", "vw", "--cache-dir", str(cache), "-d",
+              str(data), "--passes", "3", "-c", "-p", f"p{k}", "--quiet"], tmp_path, env)
+        runs.append((tmp_path / f"p{k}").read_bytes())
+        assert len(os.listdir(cache)) == 1
+    assert runs[0] == runs[1] == runs[2] == runs[3]
+
+
+@built
+def test_a_run_of_passes_over_a_cache_imports_no_numba(tmp_path):
+    (tmp_path / "d.vw").write_text("\n".join(_click(300, 1)) + "\n")
+    os.chmod(tmp_path, 0o700)
+    code = ("import sys, runpy\n"
+            "for line in (['-c'], ['--passes', '3', '-c'], ['--passes', '3', '-c'],\n"
+            "             ['--passes', '2', '-c', '--save_per_pass']):\n"
+            "    sys.argv = ['terascale', 'vw', '-d', 'd.vw', '--cache-dir', 'cache', "
+            "'-f', 'm', '--quiet', *line]\n"
+            "    try:\n        runpy.run_module('terascale', run_name='__main__')\n"
+            "    except SystemExit as e:\n        assert not e.code, e.code\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('numba', 'llvmlite')))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+    assert len(os.listdir(tmp_path / "cache")) == 1  # (written once, then read)
+    assert (tmp_path / "m.1").stat().st_size and (tmp_path / "m.2").stat().st_size
+
+
+@built
+@FULL
+@pytest.mark.parametrize("args", [["--passes", "4", "-c"],
+                                  ["--passes", "10", "-c", "--loss_function", "logistic",
+                                   "--link", "logistic", "--early_terminate", "2"]])
+def test_save_per_pass_writes_the_numba_pass_models(tmp_path, args):
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_click(1000, 3)) + "\n")
+    got = {}
+    for who, env in (("c", None), ("numba", {"TERASCALE_NO_CEXT": "1"})):
+        d = tmp_path / who
+        d.mkdir()
+        os.chmod(d, 0o700)
+        err = _run([sys.executable, "-m", "terascale", "vw", "--cache-dir", "cache", "-d",
+                    str(data), *args, "--save_per_pass", "-f", "m", "-p", "p"], d, env)
+        got[who] = {"err": err, **{f: (d / f).read_bytes() for f in os.listdir(d)
+                                   if f != "cache"}}
+    assert got["c"] == got["numba"]
+    assert "m.1" in got["c"] and "m.3" in got["c"]
+
+
+@built
+def test_the_cache_kernels_are_the_numba_kernels():
+    from terascale.linear._io import _bitkernels as nb
+
+    rng = np.random.default_rng(0)
+    for bits in (1, 7, 18, 24, 32):
+        for n in (0, 1, 9, 1000):
+            idx = rng.integers(0, 1 << bits, size=n, dtype=np.uint64).astype(np.uint32)
+            packed = [np.zeros((n * bits + 7) // 8, np.uint8) for _ in range(2)]
+            nb.pack(idx, bits, packed[0])
+            FAST.pack(idx, bits, packed[1])
+            assert packed[0].tobytes() == packed[1].tobytes()
+            back = np.empty(n, np.uint32)
+            FAST.unpack(packed[0], bits, back)
+            assert np.array_equal(back, idx)
+    bitmap = np.packbits(rng.random(100) < 0.3, bitorder="little")
+    stored = rng.normal(size=40).astype(np.float32)
+    got = [np.empty(100, np.float32) for _ in range(2)]
+    assert nb.unvalues(bitmap, stored, got[0]) == FAST.unvalues(bitmap, stored, got[1])
+    assert got[0].tobytes() == got[1].tobytes()
+    marks = [np.zeros(64, np.bool_) for _ in range(2)]
+    idx = rng.integers(0, 64, size=30).astype(np.uint32)
+    nb.mark(marks[0], idx)
+    FAST.mark(marks[1], idx)
+    assert np.array_equal(marks[0], marks[1])
+    with pytest.raises(ValueError, match="past the bitmap"):
+        FAST.mark(marks[1], np.array([64], np.uint32))
