@@ -529,16 +529,26 @@ class _Table:
     block."""
 
     def __init__(self, quiet: bool, holdout: bool, names: list[str] | None,
-                 probabilities: bool = False, scores: bool = False) -> None:
+                 probabilities: bool = False, scores: bool = False,
+                 kept: dict[str, float] | None = None) -> None:
         from .._online._progress import Progress
 
         self.prog = None if quiet else Progress(sys.stderr)
         self.cum, self.cum_w, self.cum_n = np.zeros(4), 0.0, 0
         self.due = 1.0
+        #: -i's passes and loss the table goes on from (``kept``: its counters, under
+        #: --preserve_performance_counters, :data:`.._online._progress.PRESERVED`)
+        self.before, self.kept_loss = 0, 0.0
         if self.prog is not None:
             self.prog.names, self.prog.holdout = names, holdout
             self.prog.header()
             self.due = self.prog.first_due()
+            if kept and "examples" in kept:
+                self.prog.go_on(kept)
+                self.cum, self.cum_w = self.prog.done.copy(), self.prog.seen_w
+                self.cum_n, self.due = self.prog.seen_n, self.prog.due
+                self.before, self.kept_loss = self.prog.passes, kept["sum_loss"]
+                self.prog.folds = False  # (the sums since a line: differences of these)
         self.passes: list[np.ndarray] = []
         self.probabilities, self.scores = probabilities, scores
         #: VW's multiclass log loss sums: of the examples learned from, and of its test
@@ -597,7 +607,7 @@ class _Table:
                 text = ("4294967295" if np.isnan(truth[at]) else f"{int(truth[at])}",
                         f"{int(pred[at])}({pct:2.0f}%)" if self.probabilities
                         else f"{int(pred[at])}")
-            prog.passes = p
+            prog.passes = p + self.before
             prog.line(cum[at], prog.prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
                       float(pred[at]), int(feats[at]), classes=True, text=text)
             prog.prev = cum[at]
@@ -720,7 +730,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     index = _Indexing(k_classes, say=not quiet, given=job.get("indexing"))
     probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
     table = _Table(quiet, bool(period) and passes > 1, names,  # (rank 0's shard's lines)
-                   probabilities, scores)
+                   probabilities, scores, None if test else job.get("preserved"))
     job_totals: list[np.ndarray] = []  # each pass's sums over every worker
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
@@ -804,7 +814,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     totals = job_totals if size > 1 else table.passes
     # (the loss since the table's last line: VW's sum, from this table's running sums)
     progress = None if prog is None else [
-        float(table.due), float(sum(t[0] for t in totals)) - float(prog.prev[0]),
+        float(table.due),
+        float(sum(t[0] for t in totals)) + table.kept_loss - float(prog.prev[0]),
         float(prog.prev[1])]
     only = bool(job.get("predict_only"))
     if stopped:  # (VW's counters: no pass done)
@@ -870,7 +881,9 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
             "vw_initial_t": initial_t,
             **({"vw_current_pass": job["current_pass"]} if "current_pass" in job else {}),
             "link": job.get("model_link")}
-    out = run_counters(info["pass_totals"], progress)
+    if job.get("preserved"):  # (-i's counters, which the model's go on from)
+        info["vw_preserved"] = job["preserved"]
+    out = run_counters(info["pass_totals"], progress, job.get("preserved"))
     info["vw_counters_out"] = dict(out, t=out["t"] + t0)
     bits = parse.bits + shift
     return SimpleNamespace(indices=rows, weights=cols[0], bits=bits, loss=loss,
