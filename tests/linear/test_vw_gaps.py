@@ -590,3 +590,34 @@ def test_test_only_readable_model_of_a_predict_only_model_is_vws(quiet, tmp_path
         want = (tmp_path / "vw.txt").read_text()
         assert "example_number 150" in want and "0 0" not in want
         assert (tmp_path / "ts.txt").read_text() == want
+
+
+@FULL  # (two -n 2 jobs: ~4 s each)
+@pytest.mark.parametrize("quiet", [True, False])
+def test_workers_model_counts_the_loss_since_the_last_line_over_the_job(quiet, tmp_path,
+                                                                       capfd, monkeypatch):
+    """-n N -f: the model's counters are the whole job's; its loss since the last line of
+    the table is the job's where no table is printed (--quiet: VW's one run's, the whole
+    loss, as VW's own quiet model keeps it), else rank 0's since its table's last line
+    plus the other workers' loss."""
+    from terascale.linear._vw._vwmodel import read_vw_model
+
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(400, 9)) + "\n")
+    run_vw(["-d", "d.vw", "-f", "vw.m", "--quiet"], tmp_path)
+    vw = read_vw_model(str(tmp_path / "vw.m")).info["vw_counters"]
+    assert vw["since"] == vw["sum_loss"] and vw["dump"] == 1.0
+    code, err = run_ts(capfd, ["-d", "d.vw", "-n", "2", "-f", "ts.m",
+                               *(["--quiet"] if quiet else [])], tmp_path, monkeypatch)
+    assert code == 0, err
+    ts = read_vw_model(str(tmp_path / "ts.m")).info["vw_counters"]
+    assert ts["examples"] == vw["examples"] == 400
+    if quiet:
+        assert ts["since"] == ts["sum_loss"] and ts["dump"] == 1.0 and ts["old"] == 0.0
+    else:  # (rank 0's last line at 128 of its 200: the other worker's 200 after it)
+        rows = [ln.split() for ln in err.splitlines() if ln.endswith(" 9")]
+        assert rows[-1][2] == "128" and ts["dump"] == 256.0 and ts["old"] == 128.0
+        (tmp_path / "d0.vw").write_text("\n".join(_real_lines(400, 9)[:200]) + "\n")
+        alone = run_ts(capfd, ["-d", "d0.vw"], tmp_path, monkeypatch)[1]
+        rank0 = float(re.search(r"average loss = (\S+)", alone).group(1)) * 200
+        since0 = rank0 - float(rows[-1][0]) * 128
+        assert abs(ts["since"] - (since0 + ts["sum_loss"] - rank0)) < 1e-3
