@@ -317,12 +317,13 @@ def _shares(comm, paths, options):
 
 @pytest.mark.parametrize("files", [1, 2, 4])
 def test_bfgs_workers_read_only_their_share(files, tmp_path):
-    """--bfgs -n N: each worker parses only its share (the k-th byte range of each file,
-    or a run of consecutive files when there are N or more, as the one-pass -n N reads), yet its
+    """--bfgs -n N: each worker parses only its share (the k-th of N byte ranges of the
+    files one after the other, or a run of consecutive files when there are N or more, as
+    the one-pass -n N reads), yet its
     holdout, prediction ranges and closing counts are the whole input's at its examples'
     places: one worker's, share by share."""
     from terascale.linear._io._dataset import ParseOptions
-    from terascale.linear._io._readers import read_file
+    from terascale.linear._io._readers import read_file, shard_places
     from terascale.testing import run_threads
 
     lines = _real_lines(331, 7)
@@ -337,19 +338,14 @@ def test_bfgs_workers_read_only_their_share(files, tmp_path):
     got = run_threads(_shares, 3, args=(paths, options))
     assert sum(g[0] for g in got) == one[0] == len(lines) == one[7]
     assert all(0 < g[0] < one[0] for g in got)
-    # the whole input's order: file by file, each file's byte ranges in rank order
+    # the whole input's order: the workers' shares in rank order (shard_places)
     order = []
     at = 0
-    for i, p in enumerate(paths):
-        if files >= 3:  # whole files, worker k the k-th run of consecutive ones
-            size = len(read_file(p, ParseOptions(), need_label=False))
-            order.append((next(k for k in range(3) if i < (k + 1) * files // 3), at, size))
+    for k in range(3):
+        for _, p, sh in shard_places(paths, k, 3):
+            size = len(read_file(p, ParseOptions(), shard=sh, need_label=False))
+            order.append((k, at, size))
             at += size
-            continue
-        sizes = [len(read_file(p, ParseOptions(), shard=(k, 3), need_label=False))
-                 for k in range(3)]
-        order += [(k, at + sum(sizes[:k]), sizes[k]) for k in range(3)]
-        at += sum(sizes)
     seen = [0, 0, 0]
     for k, start, size in order:
         for field in (1, 2, 3, 4, 5):
