@@ -811,9 +811,10 @@ class _Batch:
                 reg = self.reg[0::2]
                 self.curvature += _sum64(lambda k: reg[k].astype(np.float64)
                                          * dv[k].astype(np.float64) ** 2, n)
-            elif self.l2 > 0:
-                self.curvature += _sum64(lambda k: self.l2 * dv[k].astype(np.float64) ** 2,
-                                         n)
+            elif self.l2 > 0:  # (VW's float --l2 as a double, times d, times d)
+                lam = float(np.float32(self.l2))
+                self.curvature += _sum64(lambda k: lam * dv[k].astype(np.float64)
+                                         * dv[k], n)
             dd = float(np.float32(_product_sum(self.mem[self.origin % self.stride], dv)))
             if self.curvature == 0.0 and dd != 0.0:
                 out.note(_CURV_MESSAGE)
