@@ -617,3 +617,26 @@ def test_workers_model_counts_the_loss_since_the_last_line_over_the_job(quiet, t
         rank0 = float(re.search(r"average loss = (\S+)", alone).group(1)) * 200
         since0 = rank0 - float(rows[-1][0]) * 128
         assert abs(ts["since"] - (since0 + ts["sum_loss"] - rank0)) < 1e-3
+
+
+def test_bfgs_logistic_with_l2_is_vws_to_the_bit(tmp_path, capfd, monkeypatch):
+    """--bfgs --loss_function logistic --l2: every pass's -p and the per-pass table are
+    VW's to the bit (the loss's exponential as C's expf, not numpy's float32 one, whose
+    last bits the passes amplify into the sixth digit)."""
+    rng = np.random.default_rng(11)
+    w = rng.normal(size=40)
+    lines = []
+    for _ in range(300):
+        idx, x = rng.choice(40, 6, replace=False), rng.normal(size=6) * 3
+        y = 1 if (w[idx] * x).sum() + rng.normal() > 0 else -1
+        lines.append(f"{y} |a " + " ".join(f"f{j}:{v:.3f}" for j, v in zip(idx, x)))
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--bfgs", "--passes", "8", "--loss_function", "logistic",
+            "--l2", "0.01", "--holdout_off", "-c", "-k"]
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    table = [ln for ln in want.splitlines() if re.match(r"^ ?\d+ ", ln)]
+    assert len(table) >= 6 and table == [ln for ln in got.splitlines()
+                                         if re.match(r"^ ?\d+ ", ln)]
