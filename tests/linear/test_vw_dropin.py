@@ -334,13 +334,17 @@ def test_preserved_counters_carry_the_table_and_block_on(tmp_path, capfd, monkey
                                    pytest.param(["--passes", "3", "-c", "-k"], marks=FULL),
                                    pytest.param(["--adaptive"], marks=FULL),
                                    pytest.param(["--oaa", "3", "--passes", "2", "-c", "-k"],
+                                                marks=FULL),
+                                   pytest.param(["--oaa", "3", "--probabilities",
+                                                 "--loss_function", "logistic"],
                                                 marks=FULL)])
 def test_preserved_counters_carry_the_numba_pass_table_on(flags, tmp_path, capfd,
                                                           monkeypatch):
     """--preserve_performance_counters on the numba pass (--passes, --oaa, VW's other
     update rules): the table goes on at -i's counter, weight and next line (with a
-    holdout, its lines the holdout's from the first pass, as VW's); the closing block,
-    -f's counters and --readable_model count both runs."""
+    holdout, its lines the holdout's from the first pass, as VW's); the closing block
+    (--probabilities' multiclass log loss too), -f's counters and --readable_model count
+    both runs."""
     rng = np.random.default_rng(6)
     oaa = "--oaa" in flags
     lines = [f"{rng.integers(1, 4) if oaa else rng.choice([-1, 1])} |a "
@@ -348,7 +352,8 @@ def test_preserved_counters_carry_the_numba_pass_table_on(flags, tmp_path, capfd
              for _ in range(150)]
     (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
     run_vw(["-d", "d.vw", "-f", "m", *flags[:2 if oaa else 0],
-            *(["--adaptive"] if "--adaptive" in flags else [])], tmp_path)
+            *(["--adaptive"] if "--adaptive" in flags else []),
+            *(["--loss_function", "logistic"] if "logistic" in flags else [])], tmp_path)
     keep = ["-d", "d.vw", "-i", "m", "--preserve_performance_counters", *flags]
     want = run_vw([*keep, "-f", "vw.m", "--readable_model", "vw.t"], tmp_path)
     code, got = run_ts(capfd, [*keep, "-f", "ts.m", "--readable_model", "ts.t"], tmp_path,

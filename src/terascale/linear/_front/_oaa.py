@@ -849,7 +849,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         holdout = holdout_on({**options, "passes": passes})
         print(closing_block({"pass_totals": totals, "vw_preserved": job.get("preserved"),
                              "holdout": holdout, "examples": int(totals[0][4]),
-                             "multiclass_log_loss": _log_loss_text(table, totals, holdout)}),
+                             "multiclass_log_loss": _log_loss_text(table, totals, holdout,
+                                                                    job.get("preserved"))}),
               file=sys.stderr)
 
 
@@ -919,16 +920,20 @@ def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
                        options=extra, bare=bare)
 
 
-def _log_loss_text(table: _Table, totals: list[Any], holdout: bool) -> str | None:
+def _log_loss_text(table: _Table, totals: list[Any], holdout: bool,
+                   kept: dict[str, float] | None = None) -> str | None:
     """VW's ``average multiclass log loss`` of a ``--probabilities`` run (None without):
     the log loss of the examples learned from, or with a holdout of its test examples,
-    over the labelled weight learned from."""
+    over the labelled weight learned from (``kept``: -i's counters under
+    --preserve_performance_counters, whose labelled weight VW's counts too)."""
     if not table.probabilities:
         return None
     from .._vw._vwreport import multiclass_log_loss
 
     return multiclass_log_loss(float(table.log_loss[1 if holdout else 0]),
-                               sum(float(t[1]) for t in totals), holdout)
+                               sum(float(t[1]) for t in totals)
+                               + float((kept or {}).get("weighted_labeled_examples", 0.0)),
+                               holdout)
 
 
 def _write_block(out: Any, probs: np.ndarray | None, blk: Any, pred: np.ndarray,
