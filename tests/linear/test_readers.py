@@ -285,6 +285,35 @@ def test_shards_cover_every_line_once(tmp_path):
         read_file(str(p), ParseOptions(), shard=(1, 2))
 
 
+def test_fewer_files_than_workers_split_the_input_in_equal_byte_ranges(tmp_path):
+    """Three files, four workers: the k-th of four byte ranges of the files one after the
+    other (a part of each file a range crosses): in rank order every line once, in the
+    input's order, the shares within a line of each other; errors name the file's own
+    line."""
+    paths = []
+    for j, n in enumerate((30, 70, 20)):
+        p = tmp_path / f"d{j}.vw"
+        p.write_text("".join(f"{j * 100 + i} |a f{i}\n" for i in range(n)))
+        paths.append(str(p))
+    want = [j * 100 + i for j, n in enumerate((30, 70, 20)) for i in range(n)]
+    got, shares = [], []
+    for k in range(4):
+        mine = [lab for path, sh in shard_files(paths, k, 4)
+                for lab in read_file(path, ParseOptions(), shard=sh).labels]
+        got += mine
+        shares.append(sum(len(f"{int(v)} |a f{int(v) % 100}\n") for v in mine))
+    assert got == want
+    assert max(shares) - min(shares) <= 12, shares  # (bytes: within a line)
+    assert [p for p, _ in shard_files(paths, 1, 4)] == paths[1:2]
+    assert [p for p, _ in shard_files(paths, 0, 4)] == paths[:2]
+    (tmp_path / "d1.vw").write_text("".join(f"{i} |a f\n" for i in range(60))
+                                    + "bad line\n" + "".join("1 |a f\n" for _ in range(9)))
+    with pytest.raises(DataError, match="d1.vw, line 61"):
+        for k in range(4):
+            for path, sh in shard_files(paths, k, 4):
+                read_file(path, ParseOptions(), shard=sh)
+
+
 def test_threaded_parse_equals_one_thread(monkeypatch):
     from terascale.linear._io import _readers
 

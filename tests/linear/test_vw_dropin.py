@@ -11,8 +11,8 @@ import sys
 
 import numpy as np
 import pytest
+from _vw_runs import FULL, numbers, run_ts, run_vw
 from _vw_runs import ab_lines as _lines
-from _vw_runs import numbers, run_ts, run_vw
 from _vw_runs import real_label as _real
 
 pytest.importorskip("vowpalwabbit")
@@ -327,6 +327,41 @@ def test_preserved_counters_carry_the_table_and_block_on(tmp_path, capfd, monkey
         got.append(_table(err))
     assert got == want
     assert " 210 " in got[0] and "passes used = 3" in got[1]  # (at -i's counter, +1 pass)
+
+
+@pytest.mark.parametrize("flags", [["--passes", "2", "-c", "-k", "--holdout_off"],
+                                   ["--oaa", "3"],
+                                   pytest.param(["--passes", "3", "-c", "-k"], marks=FULL),
+                                   pytest.param(["--adaptive"], marks=FULL),
+                                   pytest.param(["--oaa", "3", "--passes", "2", "-c", "-k"],
+                                                marks=FULL),
+                                   pytest.param(["--oaa", "3", "--probabilities",
+                                                 "--loss_function", "logistic"],
+                                                marks=FULL)])
+def test_preserved_counters_carry_the_numba_pass_table_on(flags, tmp_path, capfd,
+                                                          monkeypatch):
+    """--preserve_performance_counters on the numba pass (--passes, --oaa, VW's other
+    update rules): the table goes on at -i's counter, weight and next line (with a
+    holdout, its lines the holdout's from the first pass, as VW's); the closing block
+    (--probabilities' multiclass log loss too), -f's counters and --readable_model count
+    both runs."""
+    rng = np.random.default_rng(6)
+    oaa = "--oaa" in flags
+    lines = [f"{rng.integers(1, 4) if oaa else rng.choice([-1, 1])} |a "
+             f"f{rng.integers(12)} g{rng.integers(5)} x:{rng.normal():.3f}"
+             for _ in range(150)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    run_vw(["-d", "d.vw", "-f", "m", *flags[:2 if oaa else 0],
+            *(["--adaptive"] if "--adaptive" in flags else []),
+            *(["--loss_function", "logistic"] if "logistic" in flags else [])], tmp_path)
+    keep = ["-d", "d.vw", "-i", "m", "--preserve_performance_counters", *flags]
+    want = run_vw([*keep, "-f", "vw.m", "--readable_model", "vw.t"], tmp_path)
+    code, got = run_ts(capfd, [*keep, "-f", "ts.m", "--readable_model", "ts.t"], tmp_path,
+                       monkeypatch)
+    assert code == 0, got
+    assert _table(got) == _table(want)
+    assert int(_table(got).splitlines()[2].split()[2]) > 150  # (-i's counter on)
+    assert (tmp_path / "ts.t").read_text() == (tmp_path / "vw.t").read_text()
 
 
 def test_quiet_prints_nothing_in_a_fresh_process(tmp_path):

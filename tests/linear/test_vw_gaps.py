@@ -317,12 +317,13 @@ def _shares(comm, paths, options):
 
 @pytest.mark.parametrize("files", [1, 2, 4])
 def test_bfgs_workers_read_only_their_share(files, tmp_path):
-    """--bfgs -n N: each worker parses only its share (the k-th byte range of each file,
-    or a run of consecutive files when there are N or more, as the one-pass -n N reads), yet its
+    """--bfgs -n N: each worker parses only its share (the k-th of N byte ranges of the
+    files one after the other, or a run of consecutive files when there are N or more, as
+    the one-pass -n N reads), yet its
     holdout, prediction ranges and closing counts are the whole input's at its examples'
     places: one worker's, share by share."""
     from terascale.linear._io._dataset import ParseOptions
-    from terascale.linear._io._readers import read_file
+    from terascale.linear._io._readers import read_file, shard_places
     from terascale.testing import run_threads
 
     lines = _real_lines(331, 7)
@@ -337,19 +338,14 @@ def test_bfgs_workers_read_only_their_share(files, tmp_path):
     got = run_threads(_shares, 3, args=(paths, options))
     assert sum(g[0] for g in got) == one[0] == len(lines) == one[7]
     assert all(0 < g[0] < one[0] for g in got)
-    # the whole input's order: file by file, each file's byte ranges in rank order
+    # the whole input's order: the workers' shares in rank order (shard_places)
     order = []
     at = 0
-    for i, p in enumerate(paths):
-        if files >= 3:  # whole files, worker k the k-th run of consecutive ones
-            size = len(read_file(p, ParseOptions(), need_label=False))
-            order.append((next(k for k in range(3) if i < (k + 1) * files // 3), at, size))
+    for k in range(3):
+        for _, p, sh in shard_places(paths, k, 3):
+            size = len(read_file(p, ParseOptions(), shard=sh, need_label=False))
+            order.append((k, at, size))
             at += size
-            continue
-        sizes = [len(read_file(p, ParseOptions(), shard=(k, 3), need_label=False))
-                 for k in range(3)]
-        order += [(k, at + sum(sizes[:k]), sizes[k]) for k in range(3)]
-        at += sum(sizes)
     seen = [0, 0, 0]
     for k, start, size in order:
         for field in (1, 2, 3, 4, 5):
@@ -567,3 +563,80 @@ def test_test_only_sums_the_losses_as_vw(numba_pass, tmp_path, capfd, monkeypatc
     assert code == 0, got
     assert got[got.index("average  since"):] == want[want.index("average  since"):]
     assert float(re.findall(r"average loss = (\S+)", got)[0]) > 100  # (a large loss)
+
+
+@pytest.mark.parametrize("quiet", [["--quiet"], more([])])
+def test_test_only_readable_model_of_a_predict_only_model_is_vws(quiet, tmp_path, capfd,
+                                                                  monkeypatch):
+    """-t -i MODEL --readable_model of a --predict_only_model model (no counters, no
+    sums): VW's text, the test run's counters (and where its table stopped) with each
+    nonzero weight alone; --invert_hash too."""
+    rng = np.random.default_rng(4)
+    (tmp_path / "d.vw").write_text("".join(
+        f"{'' if rng.random() < 0.1 else rng.choice(['-1', '1 2', '1 0.5'])} |a "
+        f"f{rng.integers(9)} x:{rng.normal():.3f} |b k{rng.integers(5)}\n"
+        for _ in range(150)))
+    run_vw(["-d", "d.vw", "-q", "ab", "-f", "m", "--predict_only_model", "--quiet"],
+           tmp_path)
+    for flag in ("--readable_model", "--invert_hash"):
+        run_vw(["-d", "d.vw", "-t", "-i", "m", flag, "vw.txt", *quiet], tmp_path)
+        code, err = run_ts(capfd, ["-d", "d.vw", "-t", "-i", "m", flag, "ts.txt", *quiet],
+                           tmp_path, monkeypatch)
+        assert code == 0, err
+        want = (tmp_path / "vw.txt").read_text()
+        assert "example_number 150" in want and "0 0" not in want
+        assert (tmp_path / "ts.txt").read_text() == want
+
+
+@FULL  # (two -n 2 jobs: ~4 s each)
+@pytest.mark.parametrize("quiet", [True, False])
+def test_workers_model_counts_the_loss_since_the_last_line_over_the_job(quiet, tmp_path,
+                                                                       capfd, monkeypatch):
+    """-n N -f: the model's counters are the whole job's; its loss since the last line of
+    the table is the job's where no table is printed (--quiet: VW's one run's, the whole
+    loss, as VW's own quiet model keeps it), else rank 0's since its table's last line
+    plus the other workers' loss."""
+    from terascale.linear._vw._vwmodel import read_vw_model
+
+    (tmp_path / "d.vw").write_text("\n".join(_real_lines(400, 9)) + "\n")
+    run_vw(["-d", "d.vw", "-f", "vw.m", "--quiet"], tmp_path)
+    vw = read_vw_model(str(tmp_path / "vw.m")).info["vw_counters"]
+    assert vw["since"] == vw["sum_loss"] and vw["dump"] == 1.0
+    code, err = run_ts(capfd, ["-d", "d.vw", "-n", "2", "-f", "ts.m",
+                               *(["--quiet"] if quiet else [])], tmp_path, monkeypatch)
+    assert code == 0, err
+    ts = read_vw_model(str(tmp_path / "ts.m")).info["vw_counters"]
+    assert ts["examples"] == vw["examples"] == 400
+    if quiet:
+        assert ts["since"] == ts["sum_loss"] and ts["dump"] == 1.0 and ts["old"] == 0.0
+    else:  # (rank 0's last line at 128 of its 200: the other worker's 200 after it)
+        rows = [ln.split() for ln in err.splitlines() if ln.endswith(" 9")]
+        assert rows[-1][2] == "128" and ts["dump"] == 256.0 and ts["old"] == 128.0
+        (tmp_path / "d0.vw").write_text("\n".join(_real_lines(400, 9)[:200]) + "\n")
+        alone = run_ts(capfd, ["-d", "d0.vw"], tmp_path, monkeypatch)[1]
+        rank0 = float(re.search(r"average loss = (\S+)", alone).group(1)) * 200
+        since0 = rank0 - float(rows[-1][0]) * 128
+        assert abs(ts["since"] - (since0 + ts["sum_loss"] - rank0)) < 1e-3
+
+
+def test_bfgs_logistic_with_l2_is_vws_to_the_bit(tmp_path, capfd, monkeypatch):
+    """--bfgs --loss_function logistic --l2: every pass's -p and the per-pass table are
+    VW's to the bit (the loss's exponential as C's expf, not numpy's float32 one, whose
+    last bits the passes amplify into the sixth digit)."""
+    rng = np.random.default_rng(11)
+    w = rng.normal(size=40)
+    lines = []
+    for _ in range(300):
+        idx, x = rng.choice(40, 6, replace=False), rng.normal(size=6) * 3
+        y = 1 if (w[idx] * x).sum() + rng.normal() > 0 else -1
+        lines.append(f"{y} |a " + " ".join(f"f{j}:{v:.3f}" for j, v in zip(idx, x)))
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    args = ["-d", "d.vw", "--bfgs", "--passes", "8", "--loss_function", "logistic",
+            "--l2", "0.01", "--holdout_off", "-c", "-k"]
+    want = run_vw([*args, "-p", "vw.p"], tmp_path)
+    code, got = run_ts(capfd, [*args, "-p", "ts.p"], tmp_path, monkeypatch)
+    assert code == 0, got
+    assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
+    table = [ln for ln in want.splitlines() if re.match(r"^ ?\d+ ", ln)]
+    assert len(table) >= 6 and table == [ln for ln in got.splitlines()
+                                         if re.match(r"^ ?\d+ ", ln)]

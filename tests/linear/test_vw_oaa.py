@@ -486,3 +486,34 @@ def test_oaa_label_with_a_fraction_ends_the_input_as_vws(flags, tmp_path, capfd,
     code, err = run_ts(capfd, ["-d", "d.vw", "--oaa", "4", "--passes", "2", "-c", "-k"],
                        tmp_path, monkeypatch)
     assert code == 2 and "d.vw:71: multiclass label '1e-3'" in err
+
+
+@pytest.mark.parametrize("word", ["2.0", "1:1 2", more("3e0"), more("2 1 0"), more("2:"),
+                                  more("0x2")])
+def test_oaa_label_word_vw_does_not_read_whole_ends_the_input_as_vws(word, tmp_path, capfd,
+                                                                      monkeypatch):
+    """A label word whose number is an integer but that C's strtol does not read whole
+    (``2.0``, ``1:1``, ``3e0``), or a label section of three words: VW's multiclass parser
+    throws there and reads no more; terascale vw stops at the same example, with VW's
+    standard output, table, closing block and -p."""
+    lines = _classes(40, 3, 11, unlabelled=0.0)
+    lines.insert(5, "")
+    lines[25] = word + lines[25][lines[25].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    for tool in ("vw", "ts"):
+        (tmp_path / tool).mkdir()
+        (tmp_path / tool / "d.vw").write_text((tmp_path / "d.vw").read_text())
+    args = ["-d", "d.vw", "--oaa", "3", "-p", "p"]
+    vw = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args], cwd=tmp_path / "vw",
+                        capture_output=True, text=True, timeout=120)
+    assert vw.returncode == 0, vw.stderr
+    assert "Malformed example" in vw.stdout and "number of examples = 24\n" in vw.stderr
+    from terascale.cli import main
+
+    monkeypatch.chdir(tmp_path / "ts")
+    capfd.readouterr()
+    assert main(["vw", *args]) == 0
+    out, err = capfd.readouterr()
+    assert sorted(out.splitlines()) == sorted(vw.stdout.splitlines())
+    assert _table_on(err) == _table_on(vw.stderr)
+    assert (tmp_path / "ts" / "p").read_text() == (tmp_path / "vw" / "p").read_text()

@@ -22,10 +22,11 @@ gradients are summed by allreduce. The API works in any job (``terascale run``, 
     model = tl.train(ds, initial=tl.LinearModel.load("m.model"))  # warm start (VW's -i)
 
 With files, ``train`` reads this worker's shard of them (whole files when there are at
-least as many files as workers, else the k-th byte range of each file), streams it into
-the on-disk cache and joins the job only after parsing (delayed initialization). Every
-learner reads data as :class:`Blocks` (bounded blocks of examples: the cache, streamed
-text, or an in-memory Dataset), so memory stays flat however large the shard. Options are
+least as many files as workers, else the k-th of N byte ranges of the files one after
+the other), streams it into the on-disk cache and joins the job only after parsing
+(delayed initialization). Every learner reads data as :class:`Blocks` (bounded blocks of
+examples: the cache, streamed text, or an in-memory Dataset), so memory stays flat however
+large the shard. Options are
 those of :class:`TrainOptions`.
 """
 

@@ -411,8 +411,7 @@ def batch_value32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
                              + 2.0 * (hi - y).astype(np.float64) * (p - hi)).astype(f)
             return np.where(inside, d * d, np.where(p < lo, below, above)).astype(f)
         if k == 0:
-            return _soft_label(y, np.log(f(1) + np.exp(-p)).astype(f),
-                               np.log(f(1) + np.exp(p)).astype(f))
+            return _soft_label(y, _log32(f(1) + _exp32(-p)), _log32(f(1) + _exp32(p)))
         if k == 2:
             e = f(1) - y * p
             return np.where(e > 0, e, f(0)).astype(f)
@@ -430,8 +429,8 @@ def batch_first32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
         if k == 1:
             return (f(2) * (np.clip(p, lo, hi) - y)).astype(f)
         if k == 0:
-            return _soft_label(y, (f(-1) / (f(1) + np.exp(p))).astype(f),
-                               (f(1) / (f(1) + np.exp(-p))).astype(f))
+            return _soft_label(y, (f(-1) / (f(1) + _exp32(p))).astype(f),
+                               (f(1) / (f(1) + _exp32(-p))).astype(f))
         if k == 2:
             return np.where(y * p >= 1, f(0), -y).astype(f)
     raise ValueError("loss code without a batch form")
@@ -448,12 +447,25 @@ def batch_second32(kind: int, p: np.ndarray, y: np.ndarray, lo: np.ndarray,
         if k == 1:
             return np.where((p <= hi) & (p >= lo), f(2), f(0)).astype(f)
         if k == 0:
-            q = (f(1) / (f(1) + np.exp(p))).astype(f)
-            r = (f(1) / (f(1) + np.exp(-p))).astype(f)
+            q = (f(1) / (f(1) + _exp32(p))).astype(f)
+            r = (f(1) / (f(1) + _exp32(-p))).astype(f)
             return _soft_label(y, q * (f(1) - q), r * (f(1) - r))
         if k == 2:
             return np.zeros_like(p, dtype=f)
     raise ValueError("loss code without a batch form")
+
+
+def _exp32(x: np.ndarray) -> np.ndarray:
+    """C's ``expf`` of float32 values as VW's build (glibc) computes it: the double
+    exponential rounded to float32, which is glibc's result but in rare halfway cases;
+    numpy's own float32 ``exp`` (its SIMD loop) differs from it in the last bit on many
+    values, which an L-BFGS run amplifies into its sixth digit."""
+    return np.exp(np.asarray(x, np.float64)).astype(np.float32)
+
+
+def _log32(x: np.ndarray) -> np.ndarray:
+    """C's ``logf`` of float32 values, as :func:`_exp32`."""
+    return np.log(np.asarray(x, np.float64)).astype(np.float32)
 
 
 def _soft_label(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -337,6 +337,7 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
     period = holdout_period(opts)
     prog = first.prog if first is not None else Progress(out)
     marks: list[list[float]] = []  # where the progress table was at the end of each pass
+    own = [0.0]  # this worker's loss over the passes so far
     prog.holdout = bool(period)
     t_on = first.t_on if first is not None else time.perf_counter()
     # VW stops online passes early on the holdout loss (without a batch phase to follow)
@@ -381,7 +382,12 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
             average_weights(comm, ws.w, ws.g2, ws.nrm, ws.state, opts.averaging)
         tot = comm.allreduce(np.concatenate([acc[:6], acc[COUNTED:COUNTED + 4]]))
         info.setdefault("pass_totals", []).append([float(v) for v in tot])
-        marks.append([float(prog.due), float(prog.since[0]), float(prog.prev[1])])
+        own[0] += float(acc[0])
+        # (-n N: rank 0's loss since its table's last line and the other workers' loss;
+        # without a table VW's one run's, the job's loss since the line at 1)
+        since = float(prog.since[0]) + (sum(t[0] for t in info["pass_totals"]) - own[0]
+                                        if comm.size > 1 else 0.0)
+        marks.append([float(prog.due), since, float(prog.prev[1])])
         if p == 0:  # the distinct labels (up to LABELS) of every worker's shard
             mine = acc[COUNTED + 4:COUNTED + 4 + LABELS]
             shards = np.ravel(comm.allgather(mine) if comm.size > 1 else mine)

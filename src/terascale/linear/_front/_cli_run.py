@@ -654,13 +654,22 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
         avg = f"{total[0] / total[1]:.6f}" if total[1] else "n.a. (no labels)"
         print(f"test only: {int(total[2])} examples, average loss = {avg}"
               f"{' (0/1 loss)' if args.binary else ''}", file=sys.stderr)
-    _write_unchanged(args, model, paths)
+    progress = None if table is None else [
+        float(table.due), float(table.prog.since[0]), float(table.prev[1])]
+    sums = [float(total[0]), float(total[1]), 0.0, 0.0, float(total[2]), float(total[5]),
+            float(total[3] - total[1]), float(total[2]), float(total[5]), float(total[4])]
+    _write_unchanged(args, model, paths, (sums, progress) if vw_mode else None)
     return 0
 
 
-def _write_unchanged(args: argparse.Namespace, model: Any, paths: list[str]) -> None:
+def _write_unchanged(args: argparse.Namespace, model: Any, paths: list[str],
+                     run: tuple[list[float], list[float] | None] | None = None) -> None:
     """-t with -f, --readable_model or --invert_hash: VW writes the model it tested with
-    (nothing learned), so that ``-t -i A -f B`` converts a model; here, too."""
+    (nothing learned), so that ``-t -i A -f B`` converts a model; here, too. ``run``:
+    the test run's sums (a row of ``pass_totals``) and where its table stopped
+    (:func:`.._vw._vwmodel.run_counters`): the text of a VW model read in its
+    ``--predict_only_model`` form (no counters, no sums) is then VW's, the test run's
+    counters with each nonzero weight alone."""
     from .._vw._vwmodel import run_generation, save_model
 
     if run_generation(args):
@@ -669,15 +678,24 @@ def _write_unchanged(args: argparse.Namespace, model: Any, paths: list[str]) -> 
         fmt = _model_format(args)
         save_model(model, args.model, fmt["model_format"], predict_only=fmt["predict_only"])
     predict_only = bool(getattr(args, "predict_only_model", False))
+    bare = (run is not None and not predict_only and model.adaptive is not None
+            and model.info.get("vw_counters") == {})
+    if bare:  # (VW's counters of the test run, its one pass)
+        import copy
+
+        model = copy.copy(model)
+        model.info = {**model.info, "pass_totals": [run[0]], "vw_progress": run[1],
+                      "vw_current_pass": 1}
     if getattr(args, "readable_model", None):
         from .._vw._vwtext import write_readable
 
-        write_readable(model, args.readable_model, predict_only=predict_only)
+        write_readable(model, args.readable_model, predict_only=predict_only,
+                       counters=bare, bare=bare)
     if getattr(args, "invert_hash", None):
         from .._vw._vwtext import feature_names, write_readable
 
         write_readable(model, args.invert_hash, feature_names(paths, model),
-                       predict_only=predict_only)
+                       predict_only=predict_only, counters=bare, bare=bare)
 
 
 def _zero_model(args: argparse.Namespace) -> Any:

@@ -209,6 +209,8 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
                           "rates": _rates(args), "indexing": getattr(args, "indexing", None),
                           "link": _scorer(args), "model_link": _kept_link(args),
                           "predict_only": bool(getattr(args, "predict_only_model", False)),
+                          "malformed": None if names is not None
+                          else _first_malformed(data, paths),
                           **_vw_run(args)})
         # forked from here once the learner is loaded (_warm.forking), or programs
         fork = forking(lambda: _oaa_worker(job), options)
@@ -365,34 +367,44 @@ def _unsigned(labels: np.ndarray) -> np.ndarray:
 
 def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
                      quiet: bool, stopped: list[bool]) -> Iterator[Any]:
-    """The blocks of the first pass up to the first example whose label has a fraction
-    (``1.5``): VW's multiclass parser reads a label with C's ``strtol``, throws at the
-    character after its integer (``Malformed example: label has trailing character(s):
-    .``) and reads no more of the input; the run learns the examples before it and ends
-    as if the input ended there (its error on standard output, unless --quiet).
+    """The blocks of the first pass up to the first example whose label section VW's
+    multiclass parser throws at (``job["malformed"]``, :func:`_first_malformed`): a label
+    word that C's ``strtol`` does not read whole (``1.5``, ``2.0``, ``1:1``, ``3e0``:
+    ``Malformed example: label has trailing character(s): .``) or more than two label
+    words; VW reads no more of the input, and the run learns the examples before it and
+    ends as if the input ended there (its error on standard output, unless --quiet).
     ``refuse``: a holdout or several workers (VW then ends its run inside the first
     pass, with no holdout loss): the DataError of its file and line instead; over
     several passes without a holdout the run ends there, as VW's. ``stopped`` gets
     True where it stops (VW's model then counts no pass done)."""
+    bad = job.get("malformed")
+    if bad is None:
+        yield from blocks
+        return
+    where, number, word, words, before = bad
+    if refuse:
+        raise DataError(f"{where}: multiclass label {word!r} is not a class number 1..K "
+                        f"(--oaa: an integer, then at most an importance weight); VW "
+                        f"stops reading there, which terascale vw reproduces on one "
+                        f"worker without a holdout")
+    seen = 0
     for blk in blocks:
-        lab = blk.labels
-        bad = np.flatnonzero(~np.isnan(lab) & (lab != np.floor(lab)))
-        if not len(bad):
+        n = len(blk.labels)
+        if seen + n <= before:
+            seen += n
             yield blk
             continue
-        where, number, word, weighted = _malformed_line(job["data"], job["paths"])
-        if refuse:
-            raise DataError(f"{where}: multiclass label {word!r} is not a class number "
-                            f"1..K (--oaa: an integer); VW stops reading there, which "
-                            f"terascale vw reproduces on one worker without a holdout")
         if not quiet:
-            at = 65 if weighted else 52  # (VW's throw for a label with a weight, without)
-            print(f"[error] vw example #{number}(multiclass.cc:{at}): Malformed example: "
-                  f"label has trailing character(s): {_after_int(word)}", flush=True)
+            if words > 2:
+                print(f"[error] vw example #{number}(multiclass.cc:71): Malformed "
+                      f"example, words.size() = {words}", flush=True)
+            else:  # (VW's throw for a label with a weight, without)
+                print(f"[error] vw example #{number}(multiclass.cc:"
+                      f"{65 if words == 2 else 52}): Malformed example: label has "
+                      f"trailing character(s): {_after_int(word)}", flush=True)
         stopped.append(True)
-        j = int(bad[0])
-        if j:
-            yield _head(blk, j)
+        if before > seen:
+            yield _head(blk, before - seen)
         return
 
 
@@ -409,24 +421,46 @@ def _head(blk: Any, j: int) -> Any:
         ignored=None if blk.ignored is None else blk.ignored[:j])
 
 
-def _malformed_line(data: list[str], paths: list[str]) -> tuple[str, int, str, bool]:
+def _first_malformed(data: list[str], paths: list[str]
+                     ) -> tuple[str, int, str, int, int] | None:
     """(file:line, VW's example number: the lines before it, empty ones too, its label
-    word, and whether an importance weight follows it) of the first line whose label has
-    a fraction, reading the text again: only after the parser's labels showed one."""
-    number = 0
+    word, its label section's word count, the examples before it) of the first line
+    whose label section VW's multiclass parser throws at; None where there is none. The
+    text is read in chunks of whole lines by :func:`.._vw._vwparse.multiclass_stop`."""
+    from .._vw._vwparse import multiclass_stop
+
+    lines_before = examples_before = 0
     for path, name in zip(data, paths):
-        with _open_text(path) as f:
-            for i, line in enumerate(f, 1):
-                tokens, _ = _head_words(line)
-                if tokens:
-                    try:
-                        y = float(tokens[0])
-                    except ValueError:
-                        y = 0.0
-                    if y != math.floor(y):
-                        return f"{name}:{i}", number, tokens[0], len(tokens) > 1
-                number += 1
-    raise DataError(f"{', '.join(paths)}: a multiclass label is not an integer (--oaa)")
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        line = 0
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
+            rest = b""
+            while True:
+                chunk = f.read(_CHUNK)
+                text = rest + chunk
+                if not chunk:
+                    rest = b""
+                elif b"\n" in chunk:
+                    cut = text.rindex(b"\n") + 1
+                    text, rest = text[:cut], text[cut:]
+                else:
+                    rest, text = text, b""
+                buf = np.frombuffer(text, np.uint8)
+                kind, at, nex, count, s, e = multiclass_stop(buf)
+                if kind:
+                    word = bytes(buf[s:e]).decode("utf-8", "surrogateescape")
+                    return (f"{name}:{line + at + 1}", lines_before + line + at, word,
+                            count, examples_before + nex)
+                line += at
+                examples_before += nex
+                if not chunk:
+                    break
+        lines_before += line
+    return None
+
+
+_CHUNK = 1 << 24  # bytes of text read at a time by _first_malformed
 
 
 def _after_int(word: str) -> str:
@@ -502,16 +536,26 @@ class _Table:
     block."""
 
     def __init__(self, quiet: bool, holdout: bool, names: list[str] | None,
-                 probabilities: bool = False, scores: bool = False) -> None:
+                 probabilities: bool = False, scores: bool = False,
+                 kept: dict[str, float] | None = None) -> None:
         from .._online._progress import Progress
 
         self.prog = None if quiet else Progress(sys.stderr)
         self.cum, self.cum_w, self.cum_n = np.zeros(4), 0.0, 0
         self.due = 1.0
+        #: -i's passes and loss the table goes on from (``kept``: its counters, under
+        #: --preserve_performance_counters, :data:`.._online._progress.PRESERVED`)
+        self.before, self.kept_loss = 0, 0.0
         if self.prog is not None:
             self.prog.names, self.prog.holdout = names, holdout
             self.prog.header()
             self.due = self.prog.first_due()
+            if kept and "examples" in kept:
+                self.prog.go_on(kept)
+                self.cum, self.cum_w = self.prog.done.copy(), self.prog.seen_w
+                self.cum_n, self.due = self.prog.seen_n, self.prog.due
+                self.before, self.kept_loss = self.prog.passes, kept["sum_loss"]
+                self.prog.folds = False  # (the sums since a line: differences of these)
         self.passes: list[np.ndarray] = []
         self.probabilities, self.scores = probabilities, scores
         #: VW's multiclass log loss sums: of the examples learned from, and of its test
@@ -570,7 +614,7 @@ class _Table:
                 text = ("4294967295" if np.isnan(truth[at]) else f"{int(truth[at])}",
                         f"{int(pred[at])}({pct:2.0f}%)" if self.probabilities
                         else f"{int(pred[at])}")
-            prog.passes = p
+            prog.passes = p + self.before
             prog.line(cum[at], prog.prev, int(cum_n[at]), float(cum_w[at]), float(truth[at]),
                       float(pred[at]), int(feats[at]), classes=True, text=text)
             prog.prev = cum[at]
@@ -635,6 +679,7 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
                "indexing": getattr(args, "indexing", None), "link": _scorer(args),
                "model_link": _kept_link(args),
                "predict_only": bool(getattr(args, "predict_only_model", False)),
+               "malformed": None if names is not None else _first_malformed(data, paths),
                **_vw_run(args)}
         run_oaa(job, start, write)
         for f in (out, raw):
@@ -692,7 +737,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     index = _Indexing(k_classes, say=not quiet, given=job.get("indexing"))
     probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
     table = _Table(quiet, bool(period) and passes > 1, names,  # (rank 0's shard's lines)
-                   probabilities, scores)
+                   probabilities, scores, None if test else job.get("preserved"))
     job_totals: list[np.ndarray] = []  # each pass's sums over every worker
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
@@ -717,7 +762,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         if p > 0 and opts.decay_learning_rate != 1.0:
             rate = np.float32(rate * np.float32(opts.decay_learning_rate))
         stream = blocks_once(blocks)
-        if p == 0:  # (VW's multiclass parser stops at a label with a fraction)
+        if p == 0:  # (VW's multiclass parser stops at a label it cannot read)
             stream = _until_malformed(stream, job, size > 1 or bool(period), quiet,
                                       stopped)
         for sc in oaa_pass(stream, learners, targets, kind, float(rate),
@@ -776,7 +821,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     totals = job_totals if size > 1 else table.passes
     # (the loss since the table's last line: VW's sum, from this table's running sums)
     progress = None if prog is None else [
-        float(table.due), float(sum(t[0] for t in totals)) - float(prog.prev[0]),
+        float(table.due),
+        float(sum(t[0] for t in totals)) + table.kept_loss - float(prog.prev[0]),
         float(prog.prev[1])]
     only = bool(job.get("predict_only"))
     if stopped:  # (VW's counters: no pass done)
@@ -810,7 +856,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         holdout = holdout_on({**options, "passes": passes})
         print(closing_block({"pass_totals": totals, "vw_preserved": job.get("preserved"),
                              "holdout": holdout, "examples": int(totals[0][4]),
-                             "multiclass_log_loss": _log_loss_text(table, totals, holdout)}),
+                             "multiclass_log_loss": _log_loss_text(table, totals, holdout,
+                                                                    job.get("preserved"))}),
               file=sys.stderr)
 
 
@@ -842,7 +889,9 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
             "vw_initial_t": initial_t,
             **({"vw_current_pass": job["current_pass"]} if "current_pass" in job else {}),
             "link": job.get("model_link")}
-    out = run_counters(info["pass_totals"], progress)
+    if job.get("preserved"):  # (-i's counters, which the model's go on from)
+        info["vw_preserved"] = job["preserved"]
+    out = run_counters(info["pass_totals"], progress, job.get("preserved"))
     info["vw_counters_out"] = dict(out, t=out["t"] + t0)
     bits = parse.bits + shift
     return SimpleNamespace(indices=rows, weights=cols[0], bits=bits, loss=loss,
@@ -878,16 +927,20 @@ def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
                        options=extra, bare=bare)
 
 
-def _log_loss_text(table: _Table, totals: list[Any], holdout: bool) -> str | None:
+def _log_loss_text(table: _Table, totals: list[Any], holdout: bool,
+                   kept: dict[str, float] | None = None) -> str | None:
     """VW's ``average multiclass log loss`` of a ``--probabilities`` run (None without):
     the log loss of the examples learned from, or with a holdout of its test examples,
-    over the labelled weight learned from."""
+    over the labelled weight learned from (``kept``: -i's counters under
+    --preserve_performance_counters, whose labelled weight VW's counts too)."""
     if not table.probabilities:
         return None
     from .._vw._vwreport import multiclass_log_loss
 
     return multiclass_log_loss(float(table.log_loss[1 if holdout else 0]),
-                               sum(float(t[1]) for t in totals), holdout)
+                               sum(float(t[1]) for t in totals)
+                               + float((kept or {}).get("weighted_labeled_examples", 0.0)),
+                               holdout)
 
 
 def _write_block(out: Any, probs: np.ndarray | None, blk: Any, pred: np.ndarray,

@@ -24,7 +24,7 @@ def run_train(job: dict[str, Any],
     """Train as the job says; rank 0 saves the model (when the job names a path). Returns
     the model."""
     from ..._env import read_env
-    from .._online._progress import LINK
+    from .._online._progress import LINK, PRESERVED
     from .._train import train
     from .._vw._vwmodel import load_model, save_model
 
@@ -49,10 +49,13 @@ def run_train(job: dict[str, Any],
         from ...communicator import Communicator
 
         alone = Communicator()
+    PRESERVED.clear()  # (-i's counters the table goes on from: this run's only)
+    PRESERVED.update(job.get("preserved") or {})
     try:
         model = train(job["data"], comm=alone, initial=initial, predictions=predictions,
                       **job["options"])
     finally:
+        PRESERVED.clear()
         if alone is not None:
             alone.close()
     if job.get("predict_only") and model.adaptive is not None:
@@ -74,6 +77,8 @@ def run_train(job: dict[str, Any],
             model.info["vw_rates"] = job["rates"]
         if job.get("generation"):
             model.info["vw_generation"] = job["generation"]
+        if job.get("preserved"):  # (-i's counters, which -f's go on from)
+            model.info["vw_preserved"] = job["preserved"]
         if job["model"]:
             save_model(model, job["model"], job.get("model_format", "terascale"),
                        predict_only=job.get("predict_only", False))

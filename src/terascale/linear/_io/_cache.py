@@ -77,7 +77,7 @@ def checked_root(root: str) -> str:
     return private_dir(root, opt("cache_dir", root), f"{opt('cache_dir', repr(''))} for none")
 
 
-def cache_key(path: str, opts: ParseOptions, shard: tuple[int, int]) -> str:
+def cache_key(path: str, opts: ParseOptions, shard: tuple[int, ...]) -> str:
     st = os.stat(path)
     ident = json.dumps([_VERSION, os.path.abspath(path), st.st_size, st.st_mtime_ns,
                         opts.to_dict(), opts.skip_bad, opts.lenient_labels,
@@ -307,7 +307,7 @@ class PendingCache(Blocks):
         return self.done().features()
 
 
-def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
+def load_cached(path: str, opts: ParseOptions, *, shard: tuple[int, ...] = (0, 1),
                 cache_dir: str | None = None, lazy: bool = False) -> tuple[Blocks, bool]:
     """The shard as Blocks from the cache, streaming it into the cache first when needed
     (``lazy``: a :class:`PendingCache`, written by its first pass instead).

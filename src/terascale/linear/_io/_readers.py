@@ -1,8 +1,9 @@
 """Parsers: VW text, libsvm/svmlight and CSV records into a Dataset.
 
 A worker's shard is either a subset of the files (when there are at least as many files as
-workers) or, for fewer files, the k-th of N byte ranges of every file cut at record ends,
-as Hadoop splits text: every worker reads a disjoint, contiguous part and no line twice
+workers) or, for fewer files, the k-th of N equal byte ranges of the files' contents one
+after the other, cut at record ends, as Hadoop splits text: every worker reads a disjoint,
+contiguous part of the input and no line twice
 (:mod:`._stream` reads a range in bounded chunks; this module parses one chunk).
 Parsing runs in numba over the raw bytes; a malformed line raises :class:`DataError` with
 the file and line number (or, with ``skip_bad``, is counted and reported).
@@ -24,7 +25,8 @@ from .._vw._vwtext_fast import parse_vw
 from ._dataset import Dataset, ParseOptions
 from ._hashing import CONSTANT_HASH, hash_feature, hash_space
 
-__all__ = ["parse_bytes", "parse_lines", "parse_text", "quoted_line", "read_file", "shard_files"]
+__all__ = ["parse_bytes", "parse_lines", "parse_text", "quoted_line", "read_file",
+           "shard_files", "shard_places"]
 
 _LIBSVM_ERRORS = {
     1: "the label is not a number",
@@ -345,9 +347,9 @@ def parse_text(buf: np.ndarray, opts: ParseOptions, *, source: str,
     return _parse_one(buf, opts, source, first_line)
 
 
-def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
+def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, ...] = (0, 1),
               need_label: bool = True) -> Dataset:
-    """Part ``shard = (k, n)`` of one file (the whole file for ``(0, 1)``) in memory; with
+    """Part ``shard`` of one file (the whole file for ``(0, 1)``) in memory; with
     ``need_label=False`` a CSV file may lack the label column (data to predict).
 
     For data that may not fit in memory use :class:`TextBlocks` or the cache instead:
@@ -360,7 +362,8 @@ def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
     opts
         How to parse it (:class:`ParseOptions`).
     shard
-        ``(k, n)``: part ``k`` of ``n`` (default ``(0, 1)``: the whole file).
+        ``(k, n)``: part ``k`` of ``n`` (default ``(0, 1)``: the whole file); ``(start,
+        end, size)``: its bytes ``start:end`` of ``size``.
     need_label
         Whether every example needs a label (default True).
     """
@@ -369,18 +372,44 @@ def read_file(path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
     return TextBlocks(path, opts, shard=shard, need_label=need_label).dataset()
 
 
-def shard_files(paths: Sequence[str], k: int, n: int) -> list[tuple[str, tuple[int, int]]]:
-    """(file, (part, parts)) for worker k of n: whole files when there are enough of them,
-    each worker a run of consecutive files (worker 0 the first), so that the workers' shards
-    in rank order are the files in the order given: a chain learns them in one worker's
-    order and the holdout (every K-th example of the whole input) holds out the same
-    examples whatever n."""
+def shard_files(paths: Sequence[str], k: int, n: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(file, shard) for worker k of n, the workers' shards in rank order the input in the
+    order given (a chain learns them in one worker's order, and the holdout, every K-th
+    example of the whole input, holds out the same examples whatever n): whole files
+    (shard ``(0, 1)``) when there are enough of them, each worker a run of consecutive
+    files (worker 0 the first); with fewer files than workers, the k-th of n equal byte
+    ranges of the files' contents one after the other, a part of each file it crosses
+    (shard ``(start, end, size)``: the file's bytes ``start:end`` of ``size``, cut at line
+    ends, each file's lines numbered as in the file). See :func:`shard_places`."""
+    return [(p, sh) for _, p, sh in shard_places(paths, k, n)]
+
+
+def shard_places(paths: Sequence[str], k: int, n: int
+                 ) -> list[tuple[int, str, tuple[int, ...]]]:
+    """:func:`shard_files` with each part's file index in ``paths``: part (i, k) is the
+    i-th file's of worker k, and the parts of all workers in the order of ``i * n + k``
+    are the input in its order."""
     if not paths:
         raise ConfigError("no input files")
     m = len(paths)
     if m >= n:
-        return [(p, (0, 1)) for p in list(paths)[k * m // n:(k + 1) * m // n]]
-    return [(p, (k, n)) for p in paths]
+        return [(i, paths[i], (0, 1)) for i in range(k * m // n, (k + 1) * m // n)]
+    from ._stream import stream_size
+
+    sizes = [stream_size(p) for p in paths]
+    total = sum(sizes)
+    lo, hi = total * k // n, total * (k + 1) // n
+    out: list[tuple[int, str, tuple[int, ...]]] = []
+    at = 0
+    for i, (p, s) in enumerate(zip(paths, sizes)):
+        a, b = max(lo - at, 0), min(hi - at, s)
+        if a < b:
+            out.append((i, p, (a, b, max(s, 1))))
+        at += s
+    if not out:  # (fewer bytes than workers: an empty part of the last file)
+        s = sizes[-1]
+        out.append((m - 1, paths[-1], (s, s, max(s, 1))))
+    return out
 
 
 def parse_lines(lines: Iterable[str | bytes], *, format: str = "vw", bits: int = 18,

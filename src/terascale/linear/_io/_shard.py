@@ -3,8 +3,10 @@
 Delayed initialization (Agarwal, Chapelle, Dudík & Langford, JMLR 2014, sec. 3): a worker
 reads and caches its shard *before* the allreduce is initialized, because most failures
 happen while reading and a restarted worker then finds its cache and joins at once. With at
-least as many files as workers, worker k of n takes files k, k + n, ...; with fewer, it
-takes the k-th of n byte ranges of every file (cut at line ends, at record ends for CSV).
+least as many files as workers, worker k of n takes the k-th of n runs of consecutive
+files; with fewer, the k-th of n equal byte ranges of the files one after the other (cut
+at line ends, at record ends for CSV): the workers' shards in rank order are the input in
+its order, each of equal size (``_readers.shard_files``).
 """
 
 from __future__ import annotations

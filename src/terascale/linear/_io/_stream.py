@@ -231,7 +231,7 @@ def _count_lines(path: str, end: int) -> int:
 
 
 class TextBlocks(Blocks):
-    """Part ``shard = (k, n)`` of a text file, parsed chunk by chunk on every pass.
+    """Part ``shard`` of a text file, parsed chunk by chunk on every pass.
 
     Parameters
     ----------
@@ -240,7 +240,8 @@ class TextBlocks(Blocks):
     opts
         How to parse it (:class:`ParseOptions`).
     shard
-        ``(k, n)``: part ``k`` of ``n`` (default ``(0, 1)``: the whole file).
+        ``(k, n)``: part ``k`` of ``n`` (default ``(0, 1)``: the whole file); ``(start,
+        end, size)``: its bytes ``start:end`` of ``size`` (:func:`._readers.shard_files`).
     need_label
         Whether every example needs a label (default True; False: data to predict).
     chunk
@@ -249,7 +250,7 @@ class TextBlocks(Blocks):
         Parser threads (default None: the cores this process may run on, at most 8).
     """
 
-    def __init__(self, path: str, opts: ParseOptions, *, shard: tuple[int, int] = (0, 1),
+    def __init__(self, path: str, opts: ParseOptions, *, shard: tuple[int, ...] = (0, 1),
                  need_label: bool = True, chunk: int | None = None,
                  threads: int | None = None) -> None:
         self.path = path
@@ -269,7 +270,10 @@ class TextBlocks(Blocks):
         from ._readers import parse_text
 
         csv = self.opts.format == "csv"
-        k, n = self.shard
+        # part k of n, or bytes start:end of the file's d (shard_files); either is the
+        # range [size * a // d, size * b // d) of the text (of a CSV's body)
+        a, b, d = self.shard if len(self.shard) == 3 else (
+            self.shard[0], self.shard[0] + 1, self.shard[1])
         f, size, seekable = _open(self.path)
         with f:
             sc = _Scanner(f, self.path, csv)
@@ -277,12 +281,12 @@ class TextBlocks(Blocks):
             if csv:
                 sc.pos = 0  # CSV shards cut the body (after the header), as _csv_byte_range
             limit = None
-            if n > 1:
+            if (a, b, d) != (0, 1, 1):
                 if size is None:
                     size = stream_size(self.path)
                 if csv:
                     size -= len(header)
-                start, limit = size * k // n, size * (k + 1) // n
+                start, limit = size * a // d, size * b // d
                 if seekable and not csv and start > 0:
                     sc.seek(start - 1)
                     sc.pos = start - 1

@@ -20,7 +20,7 @@ from .._combine._mixing import Mixer
 from .._io._blocks import Block
 from .._io._spill import Spill
 from .._options import TrainOptions
-from ._progress import Progress, label_notes, label_warnings, warns_of_labels
+from ._progress import PRESERVED, Progress, label_notes, label_warnings, warns_of_labels
 from ._progressive import BLOCK, block_tags, zero_one
 from ._update import online_chunk
 
@@ -82,6 +82,8 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     if first:  # (a run that prints no line keeps VW's first dump_interval, 1)
         prog.restart()
         prog.due = prog.first_due() if lines else 1.0
+        if "examples" in PRESERVED:  # (--preserve_performance_counters: -i's go on)
+            prog.go_on(PRESERVED)
     nxt = prog.due
     # VW's weighted_examples and example_number (not held out), over the passes so far
     seen_w, seen_n = prog.seen_w, prog.seen_n

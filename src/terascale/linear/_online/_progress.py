@@ -27,7 +27,7 @@ from typing import TextIO
 
 import numpy as np
 
-__all__ = ["CADENCE", "LINK", "Progress", "cadence", "fixed", "label_notes",
+__all__ = ["CADENCE", "LINK", "PRESERVED", "Progress", "cadence", "fixed", "label_notes",
            "label_warnings", "warns_of_labels"]
 
 # (additive, step) of this process's progress lines: VW's default doubling
@@ -35,6 +35,10 @@ CADENCE: list[tuple[bool, float]] = [(False, 2.0)]
 # how the "current predict" column shows a prediction, as -p writes it: the run's --link
 # (set by the command that runs the learner; raw scores otherwise)
 LINK: list[str] = ["identity"]
+# -i's performance counters the run's table goes on from (``terascale vw -i MODEL
+# --preserve_performance_counters``: VW's ``shared_data``, :func:`.._vw._vwmodel.run_counters`'s
+# keys; set by the command that runs the learner, for its run only; empty: from zero)
+PRESERVED: dict[str, float] = {}
 
 
 def cadence(arg: str) -> tuple[bool, float]:
@@ -80,6 +84,20 @@ class Progress:
         #: difference of running sums loses a small loss after one many orders larger
         self.since = np.zeros(4)
         self.folds = False
+
+    def go_on(self, kept: dict[str, float]) -> None:
+        """Go on from -i's counters ``kept`` (:data:`PRESERVED`) as VW's table does: its
+        example counter, weight and loss sums, the loss since its last line and the weight
+        of its next one, and its passes (VW's lines of a run that holds examples out are
+        the holdout's from its first pass then)."""
+        labelled = kept["weighted_labeled_examples"]
+        self.passes = int(kept.get("passes", 0))
+        self.seen_w = labelled + kept["weighted_unlabeled_examples"]
+        self.seen_n = int(kept["examples"])
+        self.done = np.array([kept["sum_loss"], labelled, 0.0, 0.0])
+        self.prev = np.array([kept["sum_loss"] - kept["since"], kept["old"], 0.0, 0.0])
+        self.since = np.array([kept["since"], labelled - kept["old"], 0.0, 0.0])
+        self.due = kept["dump"]
 
     def fold(self, acc: np.ndarray, seg: np.ndarray, n: int) -> None:
         """Add the sums ``seg`` of a chunk of ``n`` examples, learned from zeros, to the

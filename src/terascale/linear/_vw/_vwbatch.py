@@ -25,8 +25,8 @@ implemented it in VW), with VW's outputs. This module is that algorithm, pass by
 Weights, gradients, directions and the correction pairs are float32 arrays of 2^b entries,
 as in VW, and VW's double accumulators are float64 sums, so that the passes follow VW's to
 float rounding. With ``-n N`` (:mod:`._vwbatchworker`) each worker parses and learns from
-its share only (the one-pass ``-n N``'s: the k-th byte range of each file, cut at line
-ends, or every N-th file), and the pass's sums are added over the workers, as VW's cluster
+its share only (the one-pass ``-n N``'s: the k-th of N byte ranges of the files one
+after the other, cut at line ends, or a run of consecutive files), and the pass's sums are added over the workers, as VW's cluster
 mode adds them: the same passes as one worker's, up to the order of the sums; a worker
 holds 1/N of the examples (``terascale linear train -n N --bfgs`` is terascale's own
 batch phase instead).
@@ -124,7 +124,8 @@ class _Data:
 
     With ``comm`` (``-n N``) this worker reads only its share, as the one-pass ``-n N``
     does (:func:`.._io._readers.shard_files`: a run of consecutive files when there are N
-    files or more, else the rank-th of N byte ranges of each file, cut at line ends); the
+    files or more, else the rank-th of N byte ranges of the files one after the other, cut
+    at line ends); the
     shares' example counts and label ranges are exchanged once, so that the holdout (every
     ``holdout_period``-th example) and the prediction range each example sees are the
     whole input's, in its order, and the passes one worker's."""
@@ -134,14 +135,15 @@ class _Data:
         import scipy.sparse as sp
 
         from .._io._dataset import Dataset, ParseOptions
-        from .._io._readers import read_file, shard_files
+        from .._io._readers import read_file, shard_places
 
         rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
         keys = ParseOptions().to_dict()
         parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
                                 for k, v in options.items() if k in keys},
                              lenient_labels=bool(options.get("lenient_labels")))
-        parts = shard_files(paths, rank, size)
+        places = shard_places(paths, rank, size)
+        parts = [(p, sh) for _, p, sh in places]
         sets = [read_file(p, parse, shard=sh, need_label=False) for p, sh in parts]
         data = Dataset.concat(sets)
         self.parse = parse
@@ -176,13 +178,10 @@ class _Data:
             if own.ignored is not None:
                 self.features = self.features + own.ignored
         labelled = ~np.isnan(self.labels)
-        # each share's place in the whole input: segment (file, part) in file order
-        whole = len(paths) >= size
-        segments = len(paths) if whole else len(paths) * size
-        m = len(paths)  # (whole files: this worker's run of consecutive ones, as shard_files)
-        own = [0] if size == 1 else list(range(rank * m // size, (rank + 1) * m // size)) \
-            if whole else \
-            [i * size + rank for i in range(len(paths))]
+        # each share's place in the whole input: segment (file i, worker k) at i * N + k
+        # (shard_places: in that order the parts are the input in its order)
+        segments = len(paths) * size
+        own = [0] if size == 1 else [i * size + rank for i, _, _ in places]
         lens = [len(d) for d in sets] if size > 1 else [n]
         counts = _gathered(comm, segments if size > 1 else 1, own, lens, 0, "sum"
                            ).astype(np.int64)
@@ -812,9 +811,10 @@ class _Batch:
                 reg = self.reg[0::2]
                 self.curvature += _sum64(lambda k: reg[k].astype(np.float64)
                                          * dv[k].astype(np.float64) ** 2, n)
-            elif self.l2 > 0:
-                self.curvature += _sum64(lambda k: self.l2 * dv[k].astype(np.float64) ** 2,
-                                         n)
+            elif self.l2 > 0:  # (VW's float --l2 as a double, times d, times d)
+                lam = float(np.float32(self.l2))
+                self.curvature += _sum64(lambda k: lam * dv[k].astype(np.float64)
+                                         * dv[k], n)
             dd = float(np.float32(_product_sum(self.mem[self.origin % self.stride], dv)))
             if self.curvature == 0.0 and dd != 0.0:
                 out.note(_CURV_MESSAGE)

@@ -222,10 +222,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         with cli_names():
             _generate(args)
             if args.preserve_performance_counters and args.initial:
-                from ._vwmodel import load_model
+                from ._vwmodel import is_vw_model, load_model, read_vw_model
 
-                args.vw_preserved = dict(load_model(
-                    args.initial, args.vw_generation).info.get("vw_counters", {}))
+                kept = (read_vw_model(args.initial, oaa=True, generation=args.vw_generation)
+                        if args.oaa is not None and is_vw_model(args.initial)
+                        else load_model(args.initial, args.vw_generation))
+                args.vw_preserved = dict(kept.info.get("vw_counters", {}))
             if not (args.data or args.data_flag) and args._vw_noop_no_stdin:
                 return _no_data(args)
             if args.l1_state is not None or args.l2_state is not None:

@@ -347,7 +347,7 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
                                    c["since"], c["dump"], lo, hi, c["labelled"],
                                    c["labels"], c["unlabelled"], c["examples"],
                                    c["features"], st[TOTAL_WEIGHT], c["old"],
-                                   info.get("vw_current_pass", len(totals)),
+                                   info.get("vw_current_pass", c.get("passes", len(totals))),
                                    st[GRAVITY], st[CONTRACTION])
         else:
             since, dump, labels, unlabelled, features, old = loss, 1.0, 0.0, 0.0, 0, weight

@@ -27,7 +27,7 @@ from .._io._crossing import count_interactions, emit_interactions
 from .._io._hashing import CONSTANT_HASH, hashstring_nb, murmur3_32_nb
 from ._vwfloat import parse_float, read_float32
 
-__all__ = ["ERRORS", "parse_float", "parse_vw_bytes"]
+__all__ = ["ERRORS", "multiclass_stop", "parse_float", "parse_vw_bytes"]
 
 ERRORS = {
     2: "the label section has a word that is not a number",
@@ -191,6 +191,73 @@ def _vw_label_word(buf: np.ndarray, ts: int, te: int) -> tuple[float, int]:
     c = buf[k] | 32 if k < te else 0
     return 0.0, 2 if c == 105 and k + 2 < te and buf[k + 1] | 32 == 110 and \
         buf[k + 2] | 32 == 102 else 1  # inf, infinity: VW reads infinity
+
+
+@numba.njit(cache=True, nogil=True)
+def multiclass_stop(buf: np.ndarray) -> tuple[int, int, int, int, int, int]:
+    """Where VW's multiclass label parser (``--oaa``) throws in the text ``buf`` (whole
+    lines): (kind, line, examples before it, count, start, end); kind 0: nowhere (line and
+    examples are then ``buf``'s counts of lines and examples), 1: the label word at
+    start:end is not one integer that C's ``strtol`` reads whole (``2.0``, ``1:1``,
+    ``3e0``), 2: the label section has ``count`` words, more than two. The label section
+    and its tag are the parser's (:func:`parse_vw_bytes`); an empty line is no example."""
+    n = len(buf)
+    pos = 0
+    line = 0
+    nex = 0
+    while pos < n:
+        ls = pos
+        bar = ls
+        while bar < n and buf[bar] != 124 and buf[bar] != 10:
+            bar += 1
+        end = bar
+        while end < n and buf[end] != 10:
+            end += 1
+        lend = bar
+        if bar == n or buf[bar] == 10:
+            if bar == ls or (bar == ls + 1 and buf[ls] == 13):
+                line += 1
+                pos = end + 1
+                continue
+            if buf[lend - 1] == 13:
+                lend -= 1
+        i = ls
+        k = ls
+        while k < lend:
+            if buf[k] == 9:
+                i = k + 1
+                break
+            k += 1
+        words = 0
+        fs = fe = ls
+        while i < lend:
+            while i < lend and _is_space(buf[i]):
+                i += 1
+            if i >= lend:
+                break
+            ts = i
+            while i < lend and not _is_space(buf[i]):
+                i += 1
+            te = i
+            if te == lend or buf[ts] == 39:
+                j = te
+                while j < lend and _is_space(buf[j]):
+                    j += 1
+                if j == lend:  # the tag
+                    continue
+            if words == 0:
+                fs, fe = ts, te
+            words += 1
+        if words > 2:
+            return 2, line, nex, words, fs, fe
+        if words:
+            d = fs + 1 if buf[fs] == 43 or buf[fs] == 45 else fs
+            if _digits(buf, d, fe) == d or _digits(buf, d, fe) != fe:
+                return 1, line, nex, words, fs, fe
+        line += 1
+        nex += 1
+        pos = end + 1
+    return 0, line, nex, 0, 0, 0
 
 
 @numba.njit(cache=True, nogil=True)

@@ -155,6 +155,9 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     prog.holdout = not holdout_off
     prog.header()
     prog.due = prog.first_due()
+    preserved = args.vw_preserved or {}
+    if "examples" in preserved:  # (--preserve_performance_counters: -i's go on)
+        prog.go_on(preserved)
     kept = ~data.holdout  # VW's counters: every example but the held-out labelled ones
     totals = []
     best, no_win = np.inf, 0
@@ -238,8 +241,9 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         keep = [n for n in ("sgd", "adaptive", "normalized", "invariant") if getattr(args, n)]
         _save(args, data, (w, g2 if adaptive else None, nrm if normalized else None),
               state, loss, how, {"pass_totals": totals, "vw_progress": [
-                  float(prog.due), sum(t[0] for t in totals) - float(prog.prev[0]),
-                  float(prog.prev[1])],
+                  float(prog.due), sum(t[0] for t in totals)
+                  + preserved.get("sum_loss", 0.0) - float(prog.prev[0]),
+                  float(prog.prev[1])], "vw_preserved": preserved,
                   "vw_t0": t0, "vw_initial_t": initial_t, "vw_rules": keep})
     if not args.quiet:
         from ._vwreport import closing_block, holdout_on

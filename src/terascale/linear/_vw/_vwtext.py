@@ -425,7 +425,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
     totals = totals[:info.get("online_passes", len(totals))] if totals else totals
     if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
-        c = run_counters(totals or [], info.get("vw_progress"))
+        c = run_counters(totals or [], info.get("vw_progress"), info.get("vw_preserved"))
         c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
         head += [f"initial_t {info.get('vw_initial_t', 0.0):g}",
                  f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
@@ -438,7 +438,7 @@ def write_readable(model: LinearModel, path: str, names: dict[int, str] | None =
                  f"example_number {c['examples']:d}", f"total_features {c['features']:d}",
                  f"total_weight {s[TOTAL_WEIGHT]:g}",
                  f"sd::oec.weighted_labeled_examples {c['old']:g}",
-                 f"current_pass {info.get('vw_current_pass', len(totals or []))}",
+                 f"current_pass {info.get('vw_current_pass', c['passes'])}",
                  f"l1_state {s[GRAVITY]:g}",
                  f"l2_state {s[CONTRACTION]:g}"]
     elif ad is not None:
