@@ -205,3 +205,15 @@ def test_oaa_from_vws_model_is_vws_and_the_numba_pass(first, then, numba, tmp_pa
     if numba:
         assert got["c"] == got["numba"]
 
+
+
+@built
+@pytest.mark.parametrize("text", [
+    b"1 |a x\n2.0 |a y\n", b"\n\n3 'tag |a x\r\n1:1 |a y\n", b"1 2 3 |a x\n", b"+2 |a x\n-1 |b\n",
+    b"x\t2 0.5 |a z\n1 |a\n", b"3e0 |a x\n", b"1\n2\r\n\r\n", b"", b"|a x\n'tag |b y\n",
+])
+def test_the_compiled_multiclass_stop_finds_what_the_numba_one_finds(text: bytes) -> None:
+    from terascale.linear._vw._vwparse import multiclass_stop
+
+    fast = load(*VWFAST)
+    assert fast.multiclass_stop(text) == multiclass_stop(np.frombuffer(text, np.uint8))

@@ -381,7 +381,7 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
     if bad is None:
         yield from blocks
         return
-    where, number, word, words, before = bad
+    where, _, word, _, before = bad
     if refuse:
         raise DataError(f"{where}: multiclass label {word!r} is not a class number 1..K "
                         f"(--oaa: an integer, then at most an importance weight); VW "
@@ -395,17 +395,22 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
             yield blk
             continue
         if not quiet:
-            if words > 2:
-                print(f"[error] vw example #{number}(multiclass.cc:71): Malformed "
-                      f"example, words.size() = {words}", flush=True)
-            else:  # (VW's throw for a label with a weight, without)
-                print(f"[error] vw example #{number}(multiclass.cc:"
-                      f"{65 if words == 2 else 52}): Malformed example: label has "
-                      f"trailing character(s): {_after_int(word)}", flush=True)
+            print(malformed_note(bad), flush=True)
         stopped.append(True)
         if before > seen:
             yield _head(blk, before - seen)
         return
+
+
+def malformed_note(bad: tuple[str, int, str, int, int]) -> str:
+    """VW's error line where its multiclass parser throws (:func:`_first_malformed`'s)."""
+    _, number, word, words, _ = bad
+    if words > 2:
+        return f"[error] vw example #{number}(multiclass.cc:71): Malformed example, " \
+               f"words.size() = {words}"
+    # (VW's throw for a label with a weight, without)
+    return (f"[error] vw example #{number}(multiclass.cc:{65 if words == 2 else 52}): "
+            f"Malformed example: label has trailing character(s): {_after_int(word)}")
 
 
 def _head(blk: Any, j: int) -> Any:
@@ -426,8 +431,9 @@ def _first_malformed(data: list[str], paths: list[str]
     """(file:line, VW's example number: the lines before it, empty ones too, its label
     word, its label section's word count, the examples before it) of the first line
     whose label section VW's multiclass parser throws at; None where there is none. The
-    text is read in chunks of whole lines by :func:`.._vw._vwparse.multiclass_stop`."""
-    from .._vw._vwparse import multiclass_stop
+    text is read in chunks of whole lines by ``multiclass_stop`` (the compiled core's where
+    built: a compiled ``--oaa`` run imports no numba; else :mod:`.._vw._vwparse`'s)."""
+    multiclass_stop = _multiclass_stop()
 
     lines_before = examples_before = 0
     for path, name in zip(data, paths):
@@ -461,6 +467,18 @@ def _first_malformed(data: list[str], paths: list[str]
 
 
 _CHUNK = 1 << 24  # bytes of text read at a time by _first_malformed
+
+
+def _multiclass_stop() -> Any:
+    from ..._cext import load
+    from .._vw import VWFAST
+
+    fast = load(*VWFAST)
+    if fast is not None:
+        return fast.multiclass_stop
+    from .._vw._vwparse import multiclass_stop
+
+    return multiclass_stop
 
 
 def _after_int(word: str) -> str:

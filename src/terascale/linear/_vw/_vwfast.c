@@ -900,6 +900,87 @@ static PyObject *format_predictions(PyObject *self, PyObject *args) {
  * expf(s); expf called as written (-fno-builtin-expf), as numba's float32 exp and VW
  * call it. A double exp rounded to float, or numpy's float32 exp, differs from it in the
  * last bit, which -p's six digits show. */
+/* multiclass_stop(buf) -> (kind, line, examples, count, start, end): where VW's multiclass
+ * label parser (--oaa) throws in the whole lines of buf, as
+ * terascale.linear._vw._vwparse.multiclass_stop (numba) finds it: kind 0 nowhere (line and
+ * examples: buf's counts), 1 the label word at start:end is not one integer that C's strtol
+ * reads whole, 2 the label section has count words, more than two. */
+static PyObject *vw_multiclass_stop(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bb;
+    if (!PyArg_ParseTuple(args, "y*", &bb))
+        return NULL;
+    const unsigned char *buf = bb.buf;
+    Py_ssize_t n = bb.len, pos = 0, line = 0, nex = 0, words = 0, fs = 0, fe = 0;
+    int kind = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < n) {
+        Py_ssize_t ls = pos, bar = ls;
+        while (bar < n && buf[bar] != '|' && buf[bar] != '\n')
+            bar++;
+        Py_ssize_t end = bar;
+        while (end < n && buf[end] != '\n')
+            end++;
+        Py_ssize_t lend = bar;
+        if (bar == n || buf[bar] == '\n') {
+            if (bar == ls || (bar == ls + 1 && buf[ls] == '\r')) { /* an empty line */
+                line++;
+                pos = end + 1;
+                continue;
+            }
+            if (buf[lend - 1] == '\r')
+                lend--;
+        }
+        Py_ssize_t i = ls; /* the label section: after the line's first tab, if any */
+        for (Py_ssize_t k = ls; k < lend; k++)
+            if (buf[k] == '\t') {
+                i = k + 1;
+                break;
+            }
+        Py_ssize_t w = 0, s0 = ls, e0 = ls;
+        while (i < lend) {
+            while (i < lend && is_space(buf[i]))
+                i++;
+            if (i >= lend)
+                break;
+            Py_ssize_t ts = i;
+            while (i < lend && !is_space(buf[i]))
+                i++;
+            Py_ssize_t te = i;
+            if (te == lend || buf[ts] == '\'') { /* the tag: the section's last word */
+                Py_ssize_t j = te;
+                while (j < lend && is_space(buf[j]))
+                    j++;
+                if (j == lend)
+                    continue;
+            }
+            if (w == 0) {
+                s0 = ts;
+                e0 = te;
+            }
+            w++;
+        }
+        if (w) {
+            Py_ssize_t d = buf[s0] == '+' || buf[s0] == '-' ? s0 + 1 : s0, g = d;
+            while (g < e0 && buf[g] >= '0' && buf[g] <= '9')
+                g++;
+            if (w > 2 || g == d || g != e0) {
+                kind = w > 2 ? 2 : 1;
+                words = w;
+                fs = s0;
+                fe = e0;
+                break;
+            }
+        }
+        line++;
+        nex++;
+        pos = end + 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&bb);
+    return Py_BuildValue("(innnnn)", kind, line, nex, words, fs, fe);
+}
+
 static PyObject *vw_link(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bs, bd;
@@ -936,6 +1017,9 @@ static PyMethodDef METHODS[] = {
     {"link", vw_link, METH_VARARGS,
      "link(src, dst, code): VW's --link of float32 scores in float (0 logistic, 1 glf1, "
      "2 poisson)"},
+    {"multiclass_stop", vw_multiclass_stop, METH_VARARGS,
+     "multiclass_stop(buf) -> (kind, line, examples, count, start, end): where VW's "
+     "multiclass label parser throws in buf's whole lines (_vwparse.multiclass_stop's)"},
     {"format_predictions", format_predictions, METH_VARARGS,
      "format_predictions(values, tag_ptr, tag_blob, first) -> bytes (None: a value is not "
      "finite)"},
@@ -984,7 +1068,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 14) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 15) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

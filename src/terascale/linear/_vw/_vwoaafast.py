@@ -40,6 +40,8 @@ def why_not(args: argparse.Namespace) -> str | None:
         (args.passes not in (None, 1), "--oaa with --passes"),
         (bool(args.cache or args.cache_file), "--oaa with a cache"),
         (bool(args.holdout_after), "--oaa with --holdout_after"),
+        (bool(args.preserve_performance_counters and args.initial),
+         "--oaa -i with --preserve_performance_counters"),
         (args.binary, "--oaa with --binary"),
         (args.min_prediction is not None or args.max_prediction is not None,
          "--oaa with --min_prediction/--max_prediction"),
@@ -148,7 +150,7 @@ def _one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
     import shutil
     import tempfile
 
-    from .._front._oaa import _numbered, _rates
+    from .._front._oaa import _first_malformed, _numbered, _rates
     from ._vwout import AtomicText
 
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
@@ -170,7 +172,8 @@ def _one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
                "predict_only": bool(getattr(args, "predict_only_model", False)),
                "test": bool(args.testonly),
                "generation": getattr(args, "vw_generation", None) or {},
-               "preserved": getattr(args, "vw_preserved", None) or {}}
+               "preserved": getattr(args, "vw_preserved", None) or {},
+               "malformed": None if names is not None else _first_malformed(data, paths)}
         _run(job, out, raw, start)
         for f in (out, raw):
             if f is not None:
@@ -190,15 +193,14 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
     ``_vwfast.oaa_learn`` (from ``start``, -i's, or zeros); ``out``/``raw``: where
     ``-p``/``-r`` go (or None)."""
     from .._front._oaa import (
-        _after_int,
         _Indexing,
         _interleaved,
         _log_loss_text,
-        _malformed_line,
         _probabilities,
         _raw_line,
         _Table,
         _unsigned,
+        malformed_note,
     )
     from .._losstable import _BY_SIGN, _CLIP
     from .._options import TrainOptions
@@ -223,18 +225,17 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
     l2 = opts.online_l2(0.0)
     how = _LINK_CODES[job["link"]] if job.get("link") and not test else -1
     stopped = False
+    # VW's multiclass parser stops at a label section it throws at (_oaa._until_malformed)
+    bad = job.get("malformed")
+    seen = 0
     for b in _parsed(job["data"], _Parser(opts.parse_options())):
         indptr, labels, weights = b[0], b[3], b[4]
         n = len(labels)
-        bad = np.flatnonzero(~np.isnan(labels) & (labels != np.floor(labels)))
-        if len(bad):  # VW's multiclass parser stops at a label with a fraction
-            where, number, word, weighted = _malformed_line(job["data"], job["paths"])
+        if bad is not None and seen + n > bad[4]:
             if not quiet:
-                at = 65 if weighted else 52
-                print(f"[error] vw example #{number}(multiclass.cc:{at}): Malformed "
-                      f"example: label has trailing character(s): {_after_int(word)}",
-                      flush=True)
-            stopped, n = True, int(bad[0])
+                print(malformed_note(bad), flush=True)
+            stopped, n = True, bad[4] - seen
+        seen += n
         if n:
             lab = _unsigned(labels[:n])
             hold = np.zeros(n, np.bool_)

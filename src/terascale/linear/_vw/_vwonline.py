@@ -100,6 +100,7 @@ def c_path(args: argparse.Namespace) -> str | None:
     fast = _fast()
     if fast is None:
         return "the compiled core is not built (or TERASCALE_NO_CEXT is set)"
+    oaa_off = _oaa_off(args) if args.oaa is not None else None
     checks = (
         (args.nprocs != 1, "-n N"),
         (args.testonly and bool(args.holdout_after), "-t with --holdout_after"),
@@ -108,7 +109,7 @@ def c_path(args: argparse.Namespace) -> str | None:
          "--preserve_performance_counters with --passes or --holdout_after"),
         (args.testonly and not args.initial, "-t without -i"),
         (args.testonly and bool(args.model), "-t with -f"),
-        (args.oaa is not None and _oaa_off(args), _oaa_off(args) or ""),
+        (bool(oaa_off), oaa_off or ""),
         (args.bfgs is not None or args.cg is not None, "--bfgs/--conjugate_gradient"),
         (args.audit, "--audit"),
         (args.initial is not None and not _vw_model(args.initial),
