@@ -35,3 +35,15 @@ def test_constant_with_noconstant_starts_the_constants_slot(tmp_path, capfd, mon
     _both(tmp_path, capfd, monkeypatch, lines,
           ["-b", "4", "--constant", "2", "--noconstant", "--readable_model", "rm"],
           files=("p", "rm"))
+
+
+def test_invert_hash_names_a_slot_by_an_ignore_linear_feature_first_seen(tmp_path, capfd,
+                                                                         monkeypatch):
+    """``--invert_hash`` with ``--ignore_linear a -q ab``: VW names a slot by the first
+    feature hashed there, ``a``'s linear features (left out of learning) included, so a
+    pair sharing the slot with an earlier ``a^x`` is listed under ``a^x``'s name."""
+    lines = ["1 |a x1 x2 |b y1 y2", "-1 |a x3 |b y3 y4", "1 |a x5 x6 |b y5",
+             "-1 |a x7 |b y1 y6", "1 |a x2 x8 |b y2 y3"]
+    _both(tmp_path, capfd, monkeypatch, lines,
+          ["-b", "4", "-q", "ab", "--ignore_linear", "a", "--invert_hash", "ih"],
+          files=("p", "ih"))
