@@ -920,7 +920,7 @@ def _starting_weights(args: argparse.Namespace) -> str:
             w = normal_weights(size, truncated=not args.normal_weights)
     else:
         idx, w = np.zeros(0, np.uint32), np.zeros(0, np.float32)
-    if args.constant and parse.constant:
+    if args.constant:  # (VW sets the weight at the constant's slot with --noconstant too)
         c = CONSTANT_HASH & (size - 1)
         if every:
             w[c] = args.constant

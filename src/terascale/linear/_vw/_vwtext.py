@@ -227,8 +227,7 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
                 for (f, _), h in zip(fs, _section_hashes(fs, seed, every)):
                     full = f"{ns}^{f}" if ns else f
                     g.append((h, full))
-                    if not linear_off[ch]:
-                        name_of(h, full)
+                    name_of(h, full)  # (VW names --ignore_linear's features too)
             crossed_names(inters, groups, p.permutations, name_of)
     return names
 
@@ -242,7 +241,7 @@ def _generated_names(path: str, gen: Any, flags: tuple[np.ndarray, np.ndarray],
     options' ``namespace_flags``."""
     from ._vwgen import written_namespace
 
-    ignored, linear_off = flags
+    ignored, _ = flags
     for k, text in enumerate(_lines(path), 1):
         named: dict[int, list[tuple[int, str | None]]] = {}
         gen.line(text, f"{path}:{k}", named)
@@ -253,9 +252,8 @@ def _generated_names(path: str, gen: Any, flags: tuple[np.ndarray, np.ndarray],
             letter, base = written_namespace(c)
             g = groups[c] = [(h, full if full is not None else
                               f"{letter}^{(h - base) & 0xFFFFFFFF}") for h, full in fs]
-            if not linear_off[c]:
-                for h, full in g:
-                    emit(h, full)
+            for h, full in g:  # (VW names --ignore_linear's features too)
+                emit(h, full)
         crossed_names(inters, groups, permutations, emit)
 
 
