@@ -294,6 +294,7 @@ def test_text_read_in_small_chunks_parses_as_one_chunk(tmp_path, monkeypatch):
     path.write_bytes(("\n".join(lines)).encode())  # (the last line without its break)
     whole = _vwonline._Parser(ParseOptions(bits=18)).parse(path.read_bytes(), "d", 1)
     monkeypatch.setattr(_vwonline, "_CHUNK", 4096)
+    monkeypatch.setattr(_vwonline, "_FIRST", 1024)
     starts = [line for _, line in _vwonline._chunks(str(path), [1024])]
     assert len(starts) > 20 and starts[0] == 1
     got = list(_vwonline._parsed([str(path)], _vwonline._Parser(ParseOptions(bits=18))))

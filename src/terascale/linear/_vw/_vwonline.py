@@ -75,7 +75,8 @@ from . import VWFAST
 
 __all__ = ["c_path", "test", "train"]
 
-_CHUNK = 1 << 20  # text parsed and learned from at a time
+_CHUNK = 1 << 18  # the most text parsed and learned from at a time
+_FIRST = 1 << 14  # the text of each of the first two chunks, and the least of a chunk
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
 # the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
 # all over by wide data (-b 26, 15.8M distinct features: 1180 MB peak against the numba
@@ -288,7 +289,7 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
     learned from and the one parsed, where the caller drops its references to a chunk
     before it asks for the next (a third, the one learned from before, had stood
     beside them while the next parse began: ~5 MB of a dense or short-row run's peak)."""
-    size = [_CHUNK // 4]  # (the first two chunks are read before either is parsed)
+    size = [_FIRST]  # (the first two chunks are read before either is parsed: see _chunk_bytes)
     chunks = ((text, path, line) for path in paths for text, line in _chunks(path, size))
     first = next(chunks, None)
     second = next(chunks, None) if first is not None else None
@@ -313,20 +314,23 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
         yield pending.result()
 
 
-_FEATURES = 1 << 18  # features a chunk is read for: 2 MiB of indices and values
+_FEATURES = 1 << 16  # features a chunk is read for: 512 KiB of indices and values
 _EXAMPLES = 1 << 14  # examples a chunk is read for: ~1 MiB of their arrays
 
 
 def _chunk_bytes(n: int, features: int, examples: int) -> int:
     """The bytes of text to read next, after a chunk of ``n`` bytes gave ``features`` in
     ``examples``: about ``_FEATURES`` features or ``_EXAMPLES`` examples, whichever comes
-    first, ``_CHUNK`` at most, a quarter of it at least. Rows that ``-q``/``--cubic``
-    multiply (a feature every 0.6 bytes) held 13 MB of arrays per MiB of text, with two
-    or three chunks in flight; 256 KiB of them learn in the same time. Rows of 1-3
-    features (18 bytes a line: 58k examples a MiB, ~70 bytes of arrays each) held 15 MB
-    over a one-line run's memory in 1 MiB chunks."""
-    return max(_CHUNK // 4, min(_CHUNK, n * _FEATURES // max(features, 1),
-                                n * _EXAMPLES // max(examples, 1)))
+    first, between ``_FIRST`` and ``_CHUNK``. Two chunks stand at once (the one learned
+    from, the next one parsed), each its text and its arrays (8 bytes a feature, about
+    1.6 times the text on click rows, 25 times with ``-q`` over 15 features), so these
+    bounds are the run's memory over its table's: at ``-b 18`` (a 3 MiB table) 1 MiB
+    chunks took 49-50 MB peak on click rows (300k-1.2M lines, 15 features) and 56 MB with
+    ``-q aa``, where these take 39 MB and 40.5 MB (VW: 38.2 and 38.5), in the same user
+    time or less (1.2M lines: 1.1-1.3 s, 4.6-5.1 s with ``-q aa``; load 2-3); 1 MiB first
+    chunks, read before the parse tells their density, held ``-q``'s peak up alone."""
+    return max(_FIRST, min(_CHUNK, n * _FEATURES // max(features, 1),
+                           n * _EXAMPLES // max(examples, 1)))
 
 
 def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
