@@ -123,6 +123,18 @@ def _lines_widths(n: int, seed: int) -> list[str]:
             + " |x " + " ".join(f"x{v}" for v in x[i]) for i in range(n)]
 
 
+def _lines_click(n: int, seed: int) -> list[str]:
+    """15 ids of a heavy-tailed draw over 200k in ``a``, a numeric feature in ``b``: a
+    narrow click log for ``-b 18`` (the table small beside the run's other memory)."""
+    rng = np.random.default_rng(seed)
+    ids = rng.zipf(1.3, size=(n, 15)) % 200_000
+    x = rng.random(n)
+    s = _w(ids).sum(1) / 2 + x - 0.5
+    y = np.where(rng.random(n) < 1 / (1 + np.exp(-s)), 1, -1)
+    return [f"{y[i]} |a " + " ".join(f"f{v}" for v in ids[i])
+            + f" |b x{ids[i, 0] % 100}:{x[i]:.3f}" for i in range(n)]
+
+
 def _lines_oaa(n: int, seed: int, k: int = 10) -> list[str]:
     rng = np.random.default_rng(seed)
     ids = rng.zipf(1.3, size=(n, 20)) % 2_000_000
@@ -144,6 +156,7 @@ SHAPES = {
                  10_000),
     "widths": (_lines_widths, 300_000, 30_000),
     "oaa": (_lines_oaa, 200_000, 20_000),
+    "click": (_lines_click, 1_200_000, 20_000),
     # the same draw, 1M examples: 10 classes, and 3
     "oaa1m": (_lines_oaa, 1_000_000, 20_000),
     "oaa3-1m": (lambda n, s: _lines_oaa(n, s, 3), 1_000_000, 20_000),
@@ -180,6 +193,11 @@ CASES = {
     "widths-q": ("widths", "-b 24 -q uw --loss_function logistic", "text"),
     "widths-cubic": ("widths", "-b 24 --cubic uwx --loss_function logistic", "text"),
     "oaa": ("oaa", "-b 22 --oaa 10", "text"),
+    "oaa-b18": ("oaa", "-b 18 --oaa 7", "text"),
+    "click-b18": ("click", "-b 18 --loss_function logistic", "text"),
+    "click-b18-q": ("click", "-b 18 -q aa --loss_function logistic", "text"),
+    "click-b18-binary": ("click", "-b 18 --binary --loss_function logistic", "text"),
+    "click-b18-passes": ("click", "-b 18 --passes 3 -c --loss_function logistic", "text"),
     "oaa-1m": ("oaa1m", "-b 22 --oaa 10", "text"),
     "oaa3-1m": ("oaa3-1m", "-b 22 --oaa 3", "text"),
     "ns12-bfgs": ("ns12", BFGS, "cache"),
