@@ -135,7 +135,7 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
               opening: Any = None, one: Any = None, make: Any = None) -> int:
     """``--oaa K``: K learners; on one worker VW's progressive multiclass predictions
     (``-p``) and its closing block, on ``-n N`` workers the averaged learners (``-f``).
-    ``one``: the one-worker run (``_train_one``'s arguments; the compiled one,
+    ``one``: the one-worker run of a job (``_train_one``'s ``run``: the compiled one,
     :mod:`.._vw._vwoaafast`), numba's pass without it; ``make``: what -i's learners are
     made as (:func:`split_oaa`)."""
     k_classes = int(args.oaa)
@@ -180,8 +180,8 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         raise ConfigError(f"--oaa {k_classes} -b {options['bits']}: VW gives each "
                           f"class 2**(b - {shift}) weights; use -b {shift + 1} or more")
     if args.nprocs == 1 or args.testonly:  # (-t: one process, whatever -n)
-        return (one or _train_one)(args, paths, dict(options, bits=options["bits"] - shift),
-                          k_classes, names, start)
+        return _train_one(args, paths, dict(options, bits=options["bits"] - shift),
+                          k_classes, names, start, one)
     return _launch(args, paths, dict(options, bits=options["bits"] - shift), k_classes,
                    names)
 
@@ -669,10 +669,14 @@ def _log_losses(probs: np.ndarray, truth: np.ndarray, first: np.ndarray | None,
 
 
 def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
-               k_classes: int, names: list[str] | None, start: list[Any] | None) -> int:
+               k_classes: int, names: list[str] | None, start: list[Any] | None,
+               run: Any = None) -> int:
     """``--oaa K`` on one worker: the data parsed once a pass, the K learners updated
     block by block (:mod:`._oaapass`), VW's progressive predictions (``-p``), table and
-    closing block written as the blocks go; ``options["bits"]`` is each learner's."""
+    closing block written as the blocks go; ``options["bits"]`` is each learner's.
+    ``run(job, start, out, raw)`` learns (default :func:`_run_one`: the numba pass; the
+    compiled one is :mod:`.._vw._vwoaafast`'s), ``out``/``raw`` the ``-p``/``-r`` files
+    (or None), committed once it returns."""
     from .._vw._vwout import AtomicText
 
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
@@ -683,14 +687,6 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
         out = AtomicText(args.predictions) if args.predictions else None
         raw_path = getattr(args, "raw_predictions", None)
         raw = AtomicText(raw_path) if raw_path else None
-
-        def write(blk: Any, s: np.ndarray, pred: np.ndarray, before: np.ndarray,
-                  after: np.ndarray, probs: np.ndarray | None) -> None:
-            if out is not None:
-                _write_block(out, probs, blk, pred, after, names)
-            if raw is not None and probs is None:  # (VW's -r is empty with --probabilities)
-                _write_lines(raw, blk, [_raw_line(r, b) for r, b in zip(s, before.tolist())])
-
         job = {"data": data, "paths": paths, "options": options, "k": k_classes,
                "names": names, "model": args.model,
                "quiet": bool(args.quiet), "probabilities": bool(args.probabilities),
@@ -702,7 +698,7 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
                "predict_only": bool(getattr(args, "predict_only_model", False)),
                "malformed": None if names is not None else _first_malformed(data, paths),
                **_vw_run(args)}
-        run_oaa(job, start, write)
+        (run or _run_one)(job, start, out, raw)
         for f in (out, raw):
             if f is not None:
                 f.commit()
@@ -714,6 +710,21 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def _run_one(job: dict[str, Any], start: list[Any] | None, out: Any, raw: Any) -> None:
+    """The numba pass of :func:`_train_one`'s ``job``, its blocks' ``-p``/``-r`` lines
+    written to ``out``/``raw`` as they go."""
+    names = job["names"]
+
+    def write(blk: Any, s: np.ndarray, pred: np.ndarray, before: np.ndarray,
+              after: np.ndarray, probs: np.ndarray | None) -> None:
+        if out is not None:
+            _write_block(out, probs, blk, pred, after, names)
+        if raw is not None and probs is None:  # (VW's -r is empty with --probabilities)
+            _write_lines(raw, blk, [_raw_line(r, b) for r, b in zip(s, before.tolist())])
+
+    run_oaa(job, start, write)
 
 
 def run_oaa(job: dict[str, Any], start: list[Any] | None = None,

@@ -144,48 +144,10 @@ class _Learners:
                                 info={}) for c in range(self.k)]
 
 
-def _one(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
-         k_classes: int, names: list[str] | None, start: Any) -> int:
-    """``_oaa._train_one``'s run (``options["bits"]``: each learner's), compiled."""
-    import shutil
-    import tempfile
-
-    from .._front._oaa import _first_malformed, _numbered, _rates
-    from ._vwout import AtomicText
-
-    tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
-    out = raw = None
-    try:
-        data = paths if names is None else _numbered(paths, k_classes, names, tmp,
-                                                     not args.quiet)
-        out = AtomicText(args.predictions) if args.predictions else None
-        raw = AtomicText(args.raw_predictions) if args.raw_predictions else None
-        job = {"data": data, "paths": paths, "options": options, "k": k_classes,
-               "names": names, "model": args.model, "quiet": bool(args.quiet),
-               "probabilities": bool(args.probabilities),
-               "scores": bool(getattr(args, "scores", False)), "rates": _rates(args),
-               "indexing": getattr(args, "indexing", None),
-               "link": None if args.link in (None, "identity") or args.probabilities
-               else args.link,
-               "model_link": None if not args.link else
-               "identity" if args.probabilities else args.link,
-               "predict_only": bool(getattr(args, "predict_only_model", False)),
-               "test": bool(args.testonly),
-               "generation": getattr(args, "vw_generation", None) or {},
-               "preserved": getattr(args, "vw_preserved", None) or {},
-               "malformed": None if names is not None else _first_malformed(data, paths)}
-        _run(job, out, raw, start)
-        for f in (out, raw):
-            if f is not None:
-                f.commit()
-        out = raw = None
-    finally:
-        for f in (out, raw):
-            if f is not None:
-                f.discard()
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+def _one(job: dict[str, Any], start: Any, out: Any, raw: Any) -> None:
+    """``_oaa._train_one``'s run of ``job`` (``options["bits"]``: each learner's),
+    compiled."""
+    _run(job, out, raw, start)
 
 
 def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> None:
