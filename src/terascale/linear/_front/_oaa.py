@@ -727,6 +727,16 @@ def _run_one(job: dict[str, Any], start: list[Any] | None, out: Any, raw: Any) -
     run_oaa(job, start, write)
 
 
+def print_test_block(table: Any) -> None:
+    """VW's closing block of a ``-t`` run (its first pass's counters, on standard error)."""
+    from .._vw._vwreport import test_block
+
+    t = table.passes[0] if table.passes else np.zeros(9)
+    print(test_block(int(t[4]), float(t[1]), float(t[0]), float(t[1] + t[6]),
+                     label_sum=0.0, features=int(t[8]),
+                     log_loss=_log_loss_text(table, [t], False)), file=sys.stderr)
+
+
 def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             write: Any = None, comm: Any = None) -> None:
     """Train the K learners of ``job`` on this worker's shard (every worker of a job
@@ -837,12 +847,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             break
     if test:
         if not quiet:
-            from .._vw._vwreport import test_block
-
-            t = table.passes[0] if table.passes else np.zeros(9)
-            print(test_block(int(t[4]), float(t[1]), float(t[0]), float(t[1] + t[6]),
-                             label_sum=0.0, features=int(t[8]),
-                             log_loss=_log_loss_text(table, [t], False)), file=sys.stderr)
+            print_test_block(table)
         if not (job["model"] or job.get("readable") or job.get("invert")):
             return
     readable = bool(job.get("readable") or job.get("invert"))

@@ -163,6 +163,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
         _Table,
         _unsigned,
         malformed_note,
+        print_test_block,
     )
     from .._losstable import _BY_SIGN, _CLIP
     from .._options import TrainOptions
@@ -229,12 +230,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
             break
     if test:
         if not quiet:
-            from ._vwreport import test_block
-
-            t = table.passes[0] if table.passes else np.zeros(9)
-            print(test_block(int(t[4]), float(t[1]), float(t[0]), float(t[1] + t[6]),
-                             label_sum=0.0, features=int(t[8]),
-                             log_loss=_log_loss_text(table, [t], False)), file=sys.stderr)
+            print_test_block(table)
         return  # (-t with -f: the numba pass, _vwonline.c_path)
     kept = (start[0].info.get("vw_counters") or {}) if start else {}
     t0, initial_t = float(kept.get("t") or 0.0), float(kept.get("initial_t") or 0.0)
