@@ -6,7 +6,8 @@ cases; ``make test-vw`` (``TERASCALE_VW_SUITE=all``) the ones marked ``FULL``.""
 from __future__ import annotations
 
 import pytest
-from _vw_runs import run_ts, run_vw
+import numpy as np
+from _vw_runs import more, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -47,3 +48,30 @@ def test_invert_hash_names_a_slot_by_an_ignore_linear_feature_first_seen(tmp_pat
     _both(tmp_path, capfd, monkeypatch, lines,
           ["-b", "4", "-q", "ab", "--ignore_linear", "a", "--invert_hash", "ih"],
           files=("p", "ih"))
+
+
+def _large_labels(n: int, seed: int) -> list[str]:
+    """Labels up to 2e6 with importance weights 0..100 (0 and fractions among them):
+    their label x weight sum near 1e11, whose sixth decimal hangs on the order of the
+    additions."""
+    rng = np.random.default_rng(seed)
+    y, w = np.round(rng.uniform(0, 2e6, n), 4), np.round(rng.uniform(0, 100, n), 2)
+    w[::7] = 0
+    return [f"{a:.4f} {b:g} |a x{i % 5}:{rng.normal():.3f} y{i % 3}"
+            for i, (a, b) in enumerate(zip(y, w))]
+
+
+@pytest.mark.parametrize("flags,numba", [
+    ([], False),
+    (["-c", "-k", "--passes", "3", "--holdout_off"], False),
+    more([], True),
+    more(["-c", "-k", "--passes", "3", "--holdout_off", "--readable_model", "rm"], True)])
+def test_weighted_label_sum_is_one_running_double_sum(tmp_path, capfd, monkeypatch, flags,
+                                                      numba):
+    """VW's ``weighted label sum`` adds float(label) x float(weight) in double, one example
+    at a time, in one sum over every pass (so do the compiled learner and the numba
+    pass)."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    _both(tmp_path, capfd, monkeypatch, _large_labels(60, 20), flags,
+          files=("p", "rm") if "rm" in flags else ("p",))
