@@ -5,8 +5,8 @@ cases; ``make test-vw`` (``TERASCALE_VW_SUITE=all``) the ones marked ``FULL``.""
 
 from __future__ import annotations
 
-import pytest
 import numpy as np
+import pytest
 from _vw_runs import more, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
