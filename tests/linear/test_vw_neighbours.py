@@ -75,3 +75,29 @@ def test_weighted_label_sum_is_one_running_double_sum(tmp_path, capfd, monkeypat
         monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
     _both(tmp_path, capfd, monkeypatch, _large_labels(60, 20), flags,
           files=("p", "rm") if "rm" in flags else ("p",))
+
+
+def _counts(n: int, seed: int) -> list[str]:
+    """Poisson counts of a log-linear score on five features and a category."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = rng.normal(size=5)
+        y = rng.poisson(np.exp(0.3 * x[0] - 0.2 * x[1]))
+        out.append(f"{y} |a " + " ".join(f"f{j}:{v:.4f}" for j, v in enumerate(x))
+                   + f" c{rng.integers(20)}")
+    return out
+
+
+@pytest.mark.parametrize("flags,numba", [
+    ([], False),
+    more([], True),
+    more(["-c", "-k", "--passes", "2", "--holdout_off", "--readable_model", "rm"], True)])
+def test_poisson_takes_the_float_exp_of_its_score(tmp_path, capfd, monkeypatch, flags, numba):
+    """``--loss_function poisson``: VW's update and loss take ``std::exp`` of the float
+    score (C's ``expf``, not the double ``exp`` rounded), and ``std::log1p``/``expm1`` of
+    floats: the predictions' sixth decimal and the loss hang on it."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    _both(tmp_path, capfd, monkeypatch, _counts(600, 6),
+          ["--loss_function", "poisson", *flags], files=("p", "rm") if "rm" in flags else ("p",))
