@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _vw_runs import more, run_ts, run_vw
+from _vw_runs import more, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -101,3 +101,15 @@ def test_poisson_takes_the_float_exp_of_its_score(tmp_path, capfd, monkeypatch, 
         monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
     _both(tmp_path, capfd, monkeypatch, _counts(600, 6),
           ["--loss_function", "poisson", *flags], files=("p", "rm") if "rm" in flags else ("p",))
+
+
+def test_bfgs_termination_note_is_on_standard_output(tmp_path):
+    """``--bfgs`` stopped by ``--termination``: VW's logger writes the note on standard
+    output (an empty ``[info]`` line, then the note), none of it in the table on standard
+    error."""
+    (tmp_path / "d.vw").write_text("\n".join(_counts(100, 6)) + "\n")
+    args = ["-d", "d.vw", "--bfgs", "--passes", "20", "-c", "-k", "--holdout_off",
+            "--l2", "0.1", "--termination", "0.5"]
+    want, got = stdouts(args, tmp_path)
+    assert "Termination condition reached in pass 4" in want
+    assert got == want

@@ -786,10 +786,13 @@ class _Batch:
                 prev = self.previous_loss_sum
                 rel = (prev - self.loss_sum) / prev if prev != 0 else math.nan
                 if not math.isnan(rel) and abs(rel) < self.rel_threshold:
-                    out(f"\nTermination condition reached in pass {self.current_pass + 1}: "
-                        f"decrease in loss less than {self.rel_threshold * 100:.3f}%.\n"
-                        f"If you want to optimize further, decrease termination "
-                        f"threshold.\n")
+                    # (VW's logger, on standard output: an empty [info] line first, the
+                    # second line of the note without the prefix)
+                    out.note("")
+                    out.note(f"Termination condition reached in pass {self.current_pass + 1}: "
+                             f"decrease in loss less than {self.rel_threshold * 100:.3f}%.\n"
+                             f"If you want to optimize further, decrease termination "
+                             f"threshold.")
                     status = "conv"
                 self.previous_loss_sum = self.loss_sum
                 self.loss_sum = 0.0
