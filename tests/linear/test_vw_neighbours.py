@@ -65,7 +65,8 @@ def _large_labels(n: int, seed: int) -> list[str]:
     ([], False),
     (["-c", "-k", "--passes", "3", "--holdout_off"], False),
     more([], True),
-    more(["-c", "-k", "--passes", "3", "--holdout_off", "--readable_model", "rm"], True)])
+    more(["-c", "-k", "--passes", "3", "--holdout_off", "--readable_model", "rm"], True),
+    more(["-c", "-k", "--passes", "3", "--holdout_off", "--bfgs"], False)])
 def test_weighted_label_sum_is_one_running_double_sum(tmp_path, capfd, monkeypatch, flags,
                                                       numba):
     """VW's ``weighted label sum`` adds float(label) x float(weight) in double, one example
