@@ -5,8 +5,9 @@ cases; ``make test-vw`` (``TERASCALE_VW_SUITE=all``) the ones marked ``FULL``.""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from _vw_runs import run_ts, run_vw
+from _vw_runs import more, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -47,3 +48,69 @@ def test_invert_hash_names_a_slot_by_an_ignore_linear_feature_first_seen(tmp_pat
     _both(tmp_path, capfd, monkeypatch, lines,
           ["-b", "4", "-q", "ab", "--ignore_linear", "a", "--invert_hash", "ih"],
           files=("p", "ih"))
+
+
+def _large_labels(n: int, seed: int) -> list[str]:
+    """Labels up to 2e6 with importance weights 0..100 (0 and fractions among them):
+    their label x weight sum near 1e11, whose sixth decimal hangs on the order of the
+    additions."""
+    rng = np.random.default_rng(seed)
+    y, w = np.round(rng.uniform(0, 2e6, n), 4), np.round(rng.uniform(0, 100, n), 2)
+    w[::7] = 0
+    return [f"{a:.4f} {b:g} |a x{i % 5}:{rng.normal():.3f} y{i % 3}"
+            for i, (a, b) in enumerate(zip(y, w))]
+
+
+@pytest.mark.parametrize("flags,numba", [
+    ([], False),
+    (["-c", "-k", "--passes", "3", "--holdout_off"], False),
+    more([], True),
+    more(["-c", "-k", "--passes", "3", "--holdout_off", "--readable_model", "rm"], True),
+    more(["-c", "-k", "--passes", "3", "--holdout_off", "--bfgs"], False)])
+def test_weighted_label_sum_is_one_running_double_sum(tmp_path, capfd, monkeypatch, flags,
+                                                      numba):
+    """VW's ``weighted label sum`` adds float(label) x float(weight) in double, one example
+    at a time, in one sum over every pass (so do the compiled learner and the numba
+    pass)."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    _both(tmp_path, capfd, monkeypatch, _large_labels(60, 20), flags,
+          files=("p", "rm") if "rm" in flags else ("p",))
+
+
+def _counts(n: int, seed: int) -> list[str]:
+    """Poisson counts of a log-linear score on five features and a category."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = rng.normal(size=5)
+        y = rng.poisson(np.exp(0.3 * x[0] - 0.2 * x[1]))
+        out.append(f"{y} |a " + " ".join(f"f{j}:{v:.4f}" for j, v in enumerate(x))
+                   + f" c{rng.integers(20)}")
+    return out
+
+
+@pytest.mark.parametrize("flags,numba", [
+    ([], False),
+    more([], True),
+    more(["-c", "-k", "--passes", "2", "--holdout_off", "--readable_model", "rm"], True)])
+def test_poisson_takes_the_float_exp_of_its_score(tmp_path, capfd, monkeypatch, flags, numba):
+    """``--loss_function poisson``: VW's update and loss take ``std::exp`` of the float
+    score (C's ``expf``, not the double ``exp`` rounded), and ``std::log1p``/``expm1`` of
+    floats: the predictions' sixth decimal and the loss hang on it."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    _both(tmp_path, capfd, monkeypatch, _counts(600, 6),
+          ["--loss_function", "poisson", *flags], files=("p", "rm") if "rm" in flags else ("p",))
+
+
+def test_bfgs_termination_note_is_on_standard_output(tmp_path):
+    """``--bfgs`` stopped by ``--termination``: VW's logger writes the note on standard
+    output (an empty ``[info]`` line, then the note), none of it in the table on standard
+    error."""
+    (tmp_path / "d.vw").write_text("\n".join(_counts(100, 6)) + "\n")
+    args = ["-d", "d.vw", "--bfgs", "--passes", "20", "-c", "-k", "--holdout_off",
+            "--l2", "0.1", "--termination", "0.5"]
+    want, got = stdouts(args, tmp_path)
+    assert "Termination condition reached in pass 4" in want
+    assert got == want

@@ -140,6 +140,24 @@ def _expf(x: float) -> float:
 
 
 @numba.njit(cache=True, inline="always")
+def _pexp(c: float) -> float:
+    """VW's poisson ``exp`` of a (clamped) score: C's ``expf`` of the float, as VW's
+    ``std::exp(float)`` (numba's ``math.exp`` of a float32 calls it); the double ``exp``
+    rounded to float is another number once in about 2000 scores."""
+    return float(math.exp(np.float32(c))) if c < 88.8 else math.inf
+
+
+@numba.njit(cache=True, inline="always")
+def _f32call(x: float, k: int) -> float:
+    """C's float ``log1pf`` (k 0), ``expm1f`` (1), ``logf`` (2) of ``x`` as a float: VW's
+    ``std::log1p``/``std::expm1``/``std::log`` of a float (numba calls them on a float32);
+    not the double functions rounded, which differ in the last bit (``expm1f`` on about 1 in
+    10 arguments)."""
+    v = np.float32(x)
+    return float(math.log1p(v) if k == 0 else math.expm1(v) if k == 1 else math.log(v))
+
+
+@numba.njit(cache=True, inline="always")
 def _pclamp(p: float) -> float:
     """VW's poisson clamp of a score to [-44, 44] (exp(44)^2 still fits a float)."""
     return min(max(p, -44.0), 44.0)
@@ -189,9 +207,9 @@ def loss32(kind: int, p: float, y: float) -> float:
         c = _pclamp(p)
         # (a label below 0: C's logf gives a NaN with its sign bit set, which VW prints
         # -nan and never learns from)
-        t = (_f(y * _f(_f(math.log(_f(y + _f(1e-6)))) - c)) if y + 1e-6 > 0
+        t = (_f(y * _f(_f32call(_f(y + _f(1e-6)), 2) - c)) if y + 1e-6 > 0
              else math.copysign(math.nan, -1.0))
-        return _f(2.0 * _f(t - _f(y - _expf(c))))
+        return _f(2.0 * _f(t - _f(y - _pexp(c))))
     raise ValueError("unknown loss code")
 
 
@@ -213,7 +231,7 @@ def dloss32(kind: int, p: float, y: float) -> float:
             return 0.0
         return -_tau(kind) if e > 0 else _f(1.0 - _tau(kind))
     if k == 5:
-        return _f(_expf(_pclamp(p)) - y)
+        return _f(_pexp(_pclamp(p)) - y)
     if k == 6:
         return _f(_f(2.0 * _f(p - y)) * _expectile_weight(kind, p, y))
     raise ValueError("unknown loss code")
@@ -264,17 +282,17 @@ def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) ->
         return _f(_f(2.0 * _f(y - p)) * scale)
     if k == 5:  # poisson, with VW's guards against overflow
         c = _pclamp(p)
-        ep = _expf(c)
+        ep = _pexp(c)
         if y > 0:
             a = _f(_f(y * scale) * ppu)
             if a > 44.0:
-                return _f(-_f(c - _f(math.log(y))) / ppu)
-            e = _f(math.expm1(a)) if a < 88.7 else math.inf
-            return _f(_f(y * scale) - _f(_f(math.log1p(_f(_f(ep * e) / y))) / ppu))
+                return _f(-_f(c - _f32call(y, 2)) / ppu)
+            e = _f32call(a, 1) if a < 88.7 else math.inf
+            return _f(_f(y * scale) - _f(_f32call(_f(_f(ep * e) / y), 0) / ppu))
         inner = _f(_f(ep * scale) * ppu)
         if not math.isfinite(inner):
-            return _f(-_f(c + _f(math.log(_f(scale * ppu)))) / ppu)
-        return _f(-_f(math.log1p(inner)) / ppu)
+            return _f(-_f(c + _f32call(_f(scale * ppu), 2)) / ppu)
+        return _f(-_f32call(inner, 0) / ppu)
     if k == 6:  # squared's step at the scale weighted by the side of the label
         scale = _f(_expectile_weight(kind, p, y) * scale)
         sp = _f(scale * ppu)

@@ -586,7 +586,6 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
     _binary_link(args.binary, how)
     if opening is not None:
         opening()
-    from .._batch._linalg import dot
     from .._online._onlinepass import LABELS, distinct_labels
     from .._online._progress import label_notes
     from .._vw._vwreport import running_sum
@@ -637,9 +636,10 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
                 table.block(blk, s, lv, np.where(ok, w, 0.0))
             has = ~np.isnan(y)
             total[0] = running_sum(total[0], lv)  # (VW's double sum, in its order)
-            total += [0.0, float(w[ok].sum()), len(s), float(w.sum()),
-                      dot(y[has].astype(np.float64), w[has].astype(np.float64)),
+            total += [0.0, float(w[ok].sum()), len(s), float(w.sum()), 0.0,
                       int(feats.sum())]
+            total[4] = running_sum(total[4], y[has].astype(np.float64)
+                                   * w[has].astype(np.float64))  # (VW's label sum too)
     if getattr(args, "vw_mode", False):
         if not args.quiet:
             from .._vw._vwreport import test_block

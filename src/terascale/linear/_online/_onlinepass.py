@@ -15,7 +15,6 @@ from typing import TextIO
 
 import numpy as np
 
-from .._batch._linalg import dot
 from .._combine._mixing import Mixer
 from .._io._blocks import Block
 from .._io._spill import Spill
@@ -31,9 +30,9 @@ _ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0
 # where a pass's sums (``online_pass``) go on after ``online_chunk``'s: the unlabelled
 # examples' weight, the examples and their features not held out (VW's counters, where
 # an unlabelled example is never held out), the labelled examples' sum of label x weight
-# (VW's weighted_labels); then LABELS slots: the first distinct labels seen (NaN where
-# fewer), held-out examples included (VW's best constant needs the two labels, or knowing
-# that there were more)
+# over the run's passes so far (VW's weighted_labels, ``Progress.label_sum``); then
+# LABELS slots: the first distinct labels seen (NaN where fewer), held-out examples
+# included (VW's best constant needs the two labels, or knowing that there were more)
 COUNTED = 8
 LABELS = 3
 
@@ -60,7 +59,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
     """Learn from every block; returns the pass's sums ``acc``: ``online_chunk``'s eight,
     then what VW's closing block counts over the examples not held out (``COUNTED``: the
     unlabelled examples' weight, the examples, their features, the labelled ones' label x
-    weight), then the first ``LABELS`` distinct labels seen (NaN where fewer).
+    weight: the run's so far, not the pass's), then the first ``LABELS`` distinct labels seen (NaN where fewer).
 
     Parameters
     ----------
@@ -85,6 +84,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         if "examples" in PRESERVED:  # (--preserve_performance_counters: -i's go on)
             prog.go_on(PRESERVED)
     nxt = prog.due
+    acc[COUNTED + 3] = prog.label_sum  # (a running sum over the passes: see Progress)
     # VW's weighted_examples and example_number (not held out), over the passes so far
     seen_w, seen_n = prog.seen_w, prog.seen_n
     due = mixer.next_due(0) if mixer is not None else -1
@@ -105,8 +105,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         acc[COUNTED + 1] += int(kept.sum())
         acc[COUNTED + 2] += int(blk.counted(0, n)[kept].sum())  # (VW's count)
         taught = ~unlabelled & ~np.asarray(hold, bool)
-        acc[COUNTED + 3] += dot(blk.labels[taught].astype(np.float64),
-                                  blk.weights[taught].astype(np.float64))
+        acc[COUNTED + 3] = prog.add_labels(blk.labels[taught], blk.weights[taught])
         if len(labels_seen) < LABELS:
             labels_seen = distinct_labels(labels_seen, blk.labels[~unlabelled])
         if lines:  # the weight and count seen at each example, to cut at the lines

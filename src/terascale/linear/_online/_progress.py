@@ -84,6 +84,9 @@ class Progress:
         #: difference of running sums loses a small loss after one many orders larger
         self.since = np.zeros(4)
         self.folds = False
+        #: VW's weighted_labels: label x weight of the labelled examples learned from, one
+        #: running double sum over the run's passes (:meth:`add_labels`)
+        self.label_sum = 0.0
 
     def go_on(self, kept: dict[str, float]) -> None:
         """Go on from -i's counters ``kept`` (:data:`PRESERVED`) as VW's table does: its
@@ -108,6 +111,15 @@ class Progress:
         if n > 0:
             acc[6:8] = seg[6:8]
         self.since += seg[:4]
+
+    def add_labels(self, labels: np.ndarray, weights: np.ndarray) -> float:
+        """Add each example's ``float(label) * float(weight)``, in double and in turn, to
+        :attr:`label_sum` (VW's order: a dot product's or a pairwise sum's moved the sixth
+        decimal of a sum near 1e11) and return it."""
+        if len(labels):
+            prod = labels.astype(np.float64) * weights.astype(np.float64)
+            self.label_sum = float(np.cumsum(np.concatenate(([self.label_sum], prod)))[-1])
+        return self.label_sum
 
     def end_pass(self, acc: np.ndarray, seen_w: float, seen_n: int) -> None:
         """A pass is over: ``acc`` its sums (``online_chunk``'s), ``seen_w``/``seen_n``

@@ -43,7 +43,6 @@ from typing import Any
 import numpy as np
 
 from ..._errors import ConfigError
-from .._batch._linalg import dot
 from .._online._state import MAX_LABEL, MIN_LABEL, new_state
 
 __all__ = ["check_batch", "train_vw_batch"]
@@ -224,6 +223,9 @@ class _Data:
         self.range_all = (float(seg_lo.min(initial=np.inf)), float(seg_hi.max(initial=-np.inf)))
         self.total = int(counts.sum())
         self.closing = _closing_sums(comm, self)
+        #: one worker's label x weight terms (VW's label sum over the passes, in its order)
+        self.label_terms = (_label_terms(self) if comm is None or comm.size == 1
+                            else None)
         from ..._malloc import hand_back_freed_memory
 
         # (the parse's freed blocks, which the passes' 2^b vectors would stand on: 47 MB
@@ -277,8 +279,7 @@ def _closing_sums(comm: Any, d: _Data) -> dict[str, Any]:
     labelled = d.labelled & kept
     mine = ([float(np.count_nonzero(kept)), float(d.weights[kept].astype(np.float64).sum()),
              float(d.weights[labelled].astype(np.float64).sum()),
-             dot(d.labels[labelled].astype(np.float64), d.weights[labelled].astype(np.float64)),
-             float(d.features[kept].sum())],
+             _label_sum(_label_terms(d), 1), float(d.features[kept].sum())],
             distinct_labels([], d.labels[d.labelled]))
     every = [mine] if comm is None or comm.size == 1 else comm.allgather_object(mine)
     sums = [sum(v[0][i] for v in every) for i in range(5)]
@@ -287,6 +288,24 @@ def _closing_sums(comm: Any, d: _Data) -> dict[str, Any]:
         seen = distinct_labels(seen, np.asarray(labels))
     return {"examples": int(sums[0]), "weight": sums[1], "labelled_weight": sums[2],
             "label_sum": sums[3], "features": int(sums[4]), "labels": seen}
+
+
+def _label_terms(d: _Data) -> np.ndarray:
+    """The label x weight (in double) of the labelled examples not held out, in order."""
+    labelled = d.labelled & ~d.holdout
+    return _f64(d.labels[labelled]) * _f64(d.weights[labelled])
+
+
+def _label_sum(terms: np.ndarray, passes: int) -> float:
+    """VW's ``weighted label sum`` of ``passes`` passes over examples whose label x weight
+    are ``terms``: one double sum, an example at a time, carried from pass to pass (not
+    a pass's sum times ``passes``, nor a dot product's order: its sixth decimal moves
+    near 1e11)."""
+    total = 0.0
+    for _ in range(passes):
+        if len(terms):
+            total = float(np.cumsum(np.concatenate(([total], terms)))[-1])
+    return total
 
 
 class _Progress:
@@ -497,12 +516,13 @@ def _closing(state: _Batch, data: _Data, holdout_off: bool, loss: str,
         avg = "undefined (no holdout)"
     else:
         avg = f"{state.best_holdout:.6f} h"
-    label_sum = c["label_sum"] * passes
+    terms = data.label_terms
+    labels = c["label_sum"] * passes if terms is None else _label_sum(terms, passes)
     lines += [f"weighted example sum = {weight:.6f}",
-              f"weighted label sum = {label_sum:.6f}",
+              f"weighted label sum = {labels:.6f}",
               f"average loss = {avg}"]
     if best:
-        lines += best_constant(loss, 0.5, label_sum, wl, c["labels"])
+        lines += best_constant(loss, 0.5, labels, wl, c["labels"])
     lines.append(f"total feature number = {c['features'] * passes}")
     return "\n".join(lines)
 
@@ -786,10 +806,13 @@ class _Batch:
                 prev = self.previous_loss_sum
                 rel = (prev - self.loss_sum) / prev if prev != 0 else math.nan
                 if not math.isnan(rel) and abs(rel) < self.rel_threshold:
-                    out(f"\nTermination condition reached in pass {self.current_pass + 1}: "
-                        f"decrease in loss less than {self.rel_threshold * 100:.3f}%.\n"
-                        f"If you want to optimize further, decrease termination "
-                        f"threshold.\n")
+                    # (VW's logger, on standard output: an empty [info] line first, the
+                    # second line of the note without the prefix)
+                    out.note("")
+                    out.note(f"Termination condition reached in pass {self.current_pass + 1}: "
+                             f"decrease in loss less than {self.rel_threshold * 100:.3f}%.\n"
+                             f"If you want to optimize further, decrease termination "
+                             f"threshold.")
                     status = "conv"
                 self.previous_loss_sum = self.loss_sum
                 self.loss_sum = 0.0

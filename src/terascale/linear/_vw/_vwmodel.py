@@ -173,13 +173,15 @@ def run_counters(totals: list[list[float]], progress: list[float] | None,
     table stopped (``progress``: the next line's weight, the loss since the last line
     (VW's own sum) and the labelled weight at it; None: no line printed); ``kept``: -i's
     counters the run went on from (``--preserve_performance_counters``), added in."""
+    from ._vwreport import run_label_sum
+
     kept = kept if kept and "examples" in kept else {}
     loss = float(sum(t[0] for t in totals)) + kept.get("sum_loss", 0.0)
     labelled = float(sum(t[1] for t in totals)) + kept.get("weighted_labeled_examples", 0.0)
     due, since, at_weight = progress if progress else (1.0, loss, 0.0)
     return {"t": float(sum(t[1] + t[3] + t[6] for t in totals)), "sum_loss": loss,
             "since": since, "dump": due, "labelled": labelled,
-            "labels": float(sum(t[9] for t in totals)) + kept.get("weighted_labels", 0.0),
+            "labels": run_label_sum(totals) + kept.get("weighted_labels", 0.0),
             "unlabelled": float(sum(t[6] for t in totals))
             + kept.get("weighted_unlabeled_examples", 0.0),
             "examples": int(sum(t[7] for t in totals)) + int(kept.get("examples", 0)),

@@ -465,19 +465,6 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     return 0
 
 
-def _dot(a: np.ndarray, b: np.ndarray) -> float:
-    """``a @ b`` in the numba pass's order (``_batch._linalg.dot``: four interleaved
-    running sums, ``(s0 + s1) + (s2 + s3)``, then the tail), in numpy: the closing block's
-    label sum of that pass's bits."""
-    m = len(a) - len(a) % 4
-    prod = a[:m] * b[:m]
-    s = [float(np.cumsum(prod[j::4])[-1]) if m else 0.0 for j in range(4)]
-    total = (s[0] + s[1]) + (s[2] + s[3])
-    for x, y in zip(a[m:].tolist(), b[m:].tolist()):
-        total += x * y
-    return total
-
-
 class _Pass:
     """One online pass of the compiled learner over a run's chunks (the numba pass's
     ``_online._onlinepass.online_pass``): the holdout mask, the progress lines (the first
@@ -531,13 +518,14 @@ class _Pass:
     def learn(self, chunks: Any) -> list[float]:
         """The pass over ``chunks``; returns its totals (the closing block's and the
         model's ``pass_totals`` row: ``online_chunk``'s six sums, then the unlabelled
-        weight, the examples and features not held out, the label x weight learned)."""
+        weight, the examples and features not held out, the label x weight learned in the
+        run so far: ``Progress.label_sum``)."""
         from .._holdout import Holdout
         from .._online._progress import label_notes
 
         prog, out, lines = self.prog, self.out, self.out is not None
         acc = np.zeros(8)
-        counted = np.zeros(4)
+        counted = np.array([0.0, 0.0, 0.0, prog.label_sum])  # (the run's label sum so far)
         holdout = Holdout(self.period)
         nxt = prog.due
         seen_w, seen_n = prog.seen_w, prog.seen_n
@@ -560,8 +548,7 @@ class _Pass:
             counted[1] += int(kept.sum())
             counted[2] += int(feats[kept].sum())
             taught = ~unl & ~hold
-            counted[3] += _dot(labels[taught].astype(np.float64),
-                               weights[taught].astype(np.float64))
+            counted[3] = prog.add_labels(labels[taught], weights[taught])
             if self.first and len(self.labels) < 3:
                 self.labels = _distinct(self.labels, labels)
             if lines:
@@ -820,8 +807,9 @@ def test(args: argparse.Namespace) -> int:
                     progress.block(blk, s, lv, np.where(ok, w, 0.0))
                 has = ~np.isnan(y)
                 total[0] = running_sum(total[0], lv)  # (VW's double sum, in its order)
-                total += [0.0, float(w[ok].sum()), end - start, float(w.sum()),
-                          float(np.dot(y[has], w[has])), int(indptr[end] - indptr[start])]
+                total += [0.0, float(w[ok].sum()), end - start, float(w.sum()), 0.0,
+                          int(indptr[end] - indptr[start])]
+                total[4] = running_sum(total[4], y[has] * w[has])  # (VW's label sum too)
                 if len(labels_seen) < 3:
                     labels_seen = _distinct(labels_seen, labels[start:end])
             blk = None

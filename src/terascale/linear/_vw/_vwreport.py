@@ -29,7 +29,8 @@ from .._online._progress import fixed as _fixed
 
 __all__ = ["average_loss", "batch_opening", "batch_test_lines", "best_constant",
            "closing_block",
-           "holdout_on", "multiclass_log_loss", "preamble", "running_sum", "test_block"]
+           "holdout_on", "multiclass_log_loss", "preamble", "run_label_sum",
+           "running_sum", "test_block"]
 
 def holdout_on(options: dict[str, Any]) -> bool:
     """Whether a run with these training options holds examples out, as VW's
@@ -66,6 +67,13 @@ def running_sum(total: float, values: np.ndarray) -> float:
     if not len(values):
         return total
     return float(np.cumsum(np.concatenate(([total], np.asarray(values, np.float64))))[-1])
+
+
+def run_label_sum(totals: list[list[float]]) -> float:
+    """VW's ``weighted label sum`` of a run's ``pass_totals``: a row's tenth sum is the
+    run's running sum of label x weight at the end of its pass (one double sum over the
+    passes, in VW's order: adding per-pass sums rounds otherwise), so the last row's."""
+    return float(totals[-1][9]) if totals and len(totals[-1]) >= 10 else 0.0
 
 
 def multiclass_log_loss(loss: float, weight: float, holdout: bool = False) -> str:
@@ -203,7 +211,7 @@ def closing_block(info: dict[str, Any]) -> str:
         examples = int(totals[0][7])
         weight += sum(t[6] for t in totals)
         features = int(sum(t[8] for t in totals))
-    label_sum = sum(t[9] for t in totals) if all(len(t) >= 10 for t in totals) else 0.0
+    label_sum = run_label_sum(totals)
     kept = info.get("vw_preserved") or {}
     if "examples" in kept:  # VW's counters carried on from -i's: its passes one more
         examples = int(kept["examples"]) + (int(sum(t[7] for t in totals))

@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 
 from ..._errors import ConfigError
-from .._batch._linalg import dot
 from .._online._state import (
     CONTRACTION,
     GRAVITY,
@@ -215,13 +214,13 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             if args.predict_only_model:  # (VW's learner without save_resume, each pass)
                 gd.sync_weights(w, sc)
             # VW's counters of the pass: features, and over the examples not held out the
-            # unlabelled ones' weight, the examples, their features, label x weight
+            # unlabelled ones' weight, the examples, their features, label x weight (the run's
+            # running sum so far, as VW's)
             taught = kept & data.labelled
             tot += [float(features.sum()),
                     float(data.weights[~data.labelled].astype(np.float64).sum()),
                     float(kept.sum()), float(features[kept].sum()),
-                    dot(data.labels[taught].astype(np.float64),
-                        data.weights[taught].astype(np.float64))]
+                    prog.add_labels(data.labels[taught], data.weights[taught])]
             totals.append(tot)
             if not holdout_off:
                 this = tot[2] / tot[3] if tot[3] > 0 else np.inf
