@@ -5,8 +5,9 @@ cases; ``make test-vw`` (``TERASCALE_VW_SUITE=all``) the ones marked ``FULL``.""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from _vw_runs import run_ts, run_vw
+from _vw_runs import more, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -47,3 +48,46 @@ def test_invert_hash_names_a_slot_by_an_ignore_linear_feature_first_seen(tmp_pat
     _both(tmp_path, capfd, monkeypatch, lines,
           ["-b", "4", "-q", "ab", "--ignore_linear", "a", "--invert_hash", "ih"],
           files=("p", "ih"))
+
+
+def _labelled(kind: str, n: int = 24, seed: int = 5) -> list[str]:
+    """``n`` rows of four real features of 20, labelled for ``kind``: ``real`` in [-3, 3],
+    ``sign`` -1/1, ``count`` 0..6, ``class`` 1..3."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        y = {"real": lambda: f"{rng.uniform(-3, 3):.3f}", "sign": lambda: rng.choice(["1", "-1"]),
+             "count": lambda: str(rng.integers(0, 7)),
+             "class": lambda: str(rng.integers(1, 4))}[kind]()
+        feats = " ".join(f"x{rng.integers(1, 21)}:{rng.uniform(-2, 2):.3f}" for _ in range(4))
+        out.append(f"{y} |a {feats}")
+    return out
+
+
+def _after_version(data: bytes) -> bytes:
+    """A VW model's bytes after its version string (terascale writes 9.0.0's)."""
+    return data[4 + int.from_bytes(data[:4], "little"):]
+
+
+@pytest.mark.parametrize("data, flags", [
+    ("real", ["--min_prediction", "1"]),
+    more("real", ["--max_prediction", "-1"]),
+    more("sign", ["--loss_function", "hinge", "--min_prediction", "1"]),
+    more("sign", ["--loss_function", "hinge", "--max_prediction", "-1", "--l2", "0.001"]),
+    more("class", ["--oaa", "3", "--min_prediction", "1"]),
+])
+def test_prediction_clip_as_vw(tmp_path, capfd, monkeypatch, data, flags):
+    """``--min_prediction``/``--max_prediction`` (VW's other bound 0): VW clips in its
+    order (above the max gives the max, else below the min the min: a min over the max
+    clips everything to one of them), takes the squared loss of a prediction past a bound
+    as its own, and writes the range in the model's header. The predictions, closing
+    block and model as VW's, and each one's ``-t`` over the other's model the same."""
+    _both(tmp_path, capfd, monkeypatch, _labelled(data), [*flags, "-f", "m"])
+    vw, ts = tmp_path / "vw", tmp_path / "ts"
+    assert _after_version((ts / "m").read_bytes()) == _after_version((vw / "m").read_bytes())
+    loss = flags[:2] if flags[0] == "--loss_function" else []
+    run_vw(["-d", "d.vw", "-t", "-i", "../ts/m", *loss, "-p", "q"], vw)
+    code, got = run_ts(capfd, ["-d", "d.vw", "-t", "-i", "../vw/m", *loss, "-p", "q"], ts,
+                       monkeypatch)
+    assert code == 0, got
+    assert (ts / "q").read_bytes() == (vw / "q").read_bytes()

@@ -42,6 +42,8 @@ from .._losses import (
     dloss32,
     invariant_update,
     loss32,
+    ranged_loss32,
+    ranged_prediction,
     square_grad32,
 )
 from ._state import (
@@ -362,7 +364,7 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
                 continue
         # VW's example loss, in float (a logistic loss past y*p ~ 16.6 is exactly 0, which
         # also decides VW's holdout comparisons between passes)
-        lv = loss32(kind, p, y)
+        lv = ranged_loss32(kind, p, y, state[MIN_LABEL], state[MAX_LABEL])
         slv = _f(lv * s)
         out[4] += 1.0
         out[5] += b - a
@@ -378,7 +380,8 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
             # negative label under poisson)
             continue
         if _learn(cols, values, a, b, w, g2, nrm, state, state, kind, p, y, s, eta, l1, l2,
-                  reg, sqrt_rate, minus_power_t, neg_norm_power, p):
+                  reg, sqrt_rate, minus_power_t, neg_norm_power,
+                  ranged_prediction(kind, p, state[MIN_LABEL], state[MAX_LABEL])):
             sync_weights(w, state)
 
 

@@ -279,7 +279,7 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
         lo, hi = -50.0, 50.0
         if labels is not None:
             lo, hi = min(lo, float(labels[MIN_LABEL])), max(hi, float(labels[MAX_LABEL]))
-    elif labels is not None and labels[MIN_LABEL] <= labels[MAX_LABEL]:
+    elif labels is not None:  # (lo > hi under --min_prediction: VW writes them so)
         lo, hi = float(labels[MIN_LABEL]), float(labels[MAX_LABEL])
     else:
         lo, hi = -_FLT_MAX, _FLT_MAX  # a batch model: terascale does not clip either
