@@ -75,13 +75,21 @@ def _after_version(data: bytes) -> bytes:
     more("sign", ["--loss_function", "hinge", "--min_prediction", "1"]),
     more("sign", ["--loss_function", "hinge", "--max_prediction", "-1", "--l2", "0.001"]),
     more("class", ["--oaa", "3", "--min_prediction", "1"]),
+    ("sign", ["--loss_function", "logistic", "--min_prediction", "-0.5",
+              "--max_prediction", "0.5"]),
+    more("sign", ["--loss_function", "logistic", "--max_prediction", "0.5"]),
+    more("count", ["--loss_function", "poisson", "--min_prediction", "0",
+                   "--max_prediction", "4"]),
+    more("count", ["--loss_function", "poisson", "--min_prediction", "-0.5"]),
 ])
 def test_prediction_clip_as_vw(tmp_path, capfd, monkeypatch, data, flags):
     """``--min_prediction``/``--max_prediction`` (VW's other bound 0): VW clips in its
     order (above the max gives the max, else below the min the min: a min over the max
     clips everything to one of them), takes the squared loss of a prediction past a bound
-    as its own, and writes the range in the model's header. The predictions, closing
-    block and model as VW's, and each one's ``-t`` over the other's model the same."""
+    as its own, clips logistic and poisson there too (not to [-50, 50]) and writes the
+    range in the model's header, whose range its ``-t`` clips to. The predictions,
+    closing block and model as VW's, and each one's ``-t`` over the other's model the
+    same."""
     _both(tmp_path, capfd, monkeypatch, _labelled(data), [*flags, "-f", "m"])
     vw, ts = tmp_path / "vw", tmp_path / "ts"
     assert _after_version((ts / "m").read_bytes()) == _after_version((vw / "m").read_bytes())

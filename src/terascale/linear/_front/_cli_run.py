@@ -462,11 +462,15 @@ def _model_format(args: argparse.Namespace) -> dict[str, Any]:
 def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
     """VW's prediction bounds, as the loss's row says (``LOSS_TABLE``'s ``clip``): [-50, 50]
     (logistic), the labels the learner saw, or those widened to [-50, 50] (poisson);
-    ``loss``: the run's (VW's -t clips as the command line's loss, not the model's)."""
+    ``loss``: the run's, under ``terascale vw``: VW's -t clips to the range its model's
+    header holds, whatever the loss (a logistic model's [-50, 50], a poisson one's
+    widened, or the ``--min_prediction``/``--max_prediction`` it was trained with)."""
     clip = loss_spec(loss or model.loss).clip
+    lo, hi = _label_range(model)
+    if loss is not None and lo != hi:
+        clip = "labels"
     if clip == "fixed":
         return np.clip(s, -50.0, 50.0)
-    lo, hi = _label_range(model)
     if clip == "labels50":
         return np.clip(s, min(lo, -50.0), max(hi, 50.0))
     if lo == hi:  # (a model without the learner's range)

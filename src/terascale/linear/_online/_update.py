@@ -327,8 +327,11 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
                   out: np.ndarray, pred: np.ndarray, predict: bool, multi: bool) -> None:
     """:func:`online_chunk`'s loop; ``predict``: write ``pred``; ``multi``: score as VW's
     multipredict."""
+    given = (kind & FIXED_RANGE) != 0 and not multi
     (kind, sign, clip, track, l1, l2, eta, reg, sqrt_rate, minus_power_t,
      neg_norm_power) = _settings(kind, eta, power_t, l1, l2)
+    if given:  # (--min_prediction/--max_prediction: VW clips every loss to that range)
+        clip = 1
     rows = w.strides[0] != w.itemsize  # views of one (n, 3) array: the dense layout
     for i in range(start, min(start + _AHEAD, end)):
         _ask(indptr, cols, i, end, w, g2, nrm, rows)

@@ -442,6 +442,8 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
         st.sign = by_sign[st.kind & 7] == 1 && !raw_labels;
         st.clip = (int)clips[st.kind & 7];
         st.track = st.clip != 0 && !fixed_range;
+        if (fixed_range) /* (--min_prediction/--max_prediction: VW clips every loss there) */
+            st.clip = 1;
         set_rates(&st, eta, power_t, l1, l2);
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = start; i < start + AHEAD && i < end; i++)

@@ -273,6 +273,8 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
     state = model.adaptive[2] if model.adaptive is not None else None
     clip = loss_spec(model.loss).clip  # VW's range is the online pass's clip
     labels = state if state is not None and len(state) > MAX_LABEL else None
+    if labels is not None and model.info.get("fixed_range"):
+        clip = "labels"  # (--min_prediction/--max_prediction: VW writes them, any loss)
     if clip == "fixed":
         lo, hi = -50.0, 50.0
     elif clip == "labels50":  # [-50, 50], widened to the labels
