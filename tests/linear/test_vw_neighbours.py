@@ -81,6 +81,9 @@ def _after_version(data: bytes) -> bytes:
     more("count", ["--loss_function", "poisson", "--min_prediction", "0",
                    "--max_prediction", "4"]),
     more("count", ["--loss_function", "poisson", "--min_prediction", "-0.5"]),
+    more("class", ["--oaa", "3", "--loss_function", "logistic", "--min_prediction", "-0.5",
+                   "--max_prediction", "0.5"]),
+    more("class", ["--oaa", "3", "--min_prediction", "1", "--l2", "0.001"]),
 ])
 def test_prediction_clip_as_vw(tmp_path, capfd, monkeypatch, data, flags):
     """``--min_prediction``/``--max_prediction`` (VW's other bound 0): VW clips in its
@@ -93,7 +96,8 @@ def test_prediction_clip_as_vw(tmp_path, capfd, monkeypatch, data, flags):
     _both(tmp_path, capfd, monkeypatch, _labelled(data), [*flags, "-f", "m"])
     vw, ts = tmp_path / "vw", tmp_path / "ts"
     assert _after_version((ts / "m").read_bytes()) == _after_version((vw / "m").read_bytes())
-    loss = flags[:2] if flags[0] == "--loss_function" else []
+    at = flags.index("--loss_function") if "--loss_function" in flags else len(flags)
+    loss = flags[at:at + 2] if "--oaa" not in flags else []  # (--oaa: -t without it)
     run_vw(["-d", "d.vw", "-t", "-i", "../ts/m", *loss, "-p", "q"], vw)
     code, got = run_ts(capfd, ["-d", "d.vw", "-t", "-i", "../vw/m", *loss, "-p", "q"], ts,
                        monkeypatch)
