@@ -114,3 +114,58 @@ def test_bfgs_termination_note_is_on_standard_output(tmp_path):
     want, got = stdouts(args, tmp_path)
     assert "Termination condition reached in pass 4" in want
     assert got == want
+
+
+def _labelled(kind: str, n: int = 24, seed: int = 5) -> list[str]:
+    """``n`` rows of four real features of 20, labelled for ``kind``: ``real`` in [-3, 3],
+    ``sign`` -1/1, ``count`` 0..6, ``class`` 1..3."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        y = {"real": lambda: f"{rng.uniform(-3, 3):.3f}", "sign": lambda: rng.choice(["1", "-1"]),
+             "count": lambda: str(rng.integers(0, 7)),
+             "class": lambda: str(rng.integers(1, 4))}[kind]()
+        feats = " ".join(f"x{rng.integers(1, 21)}:{rng.uniform(-2, 2):.3f}" for _ in range(4))
+        out.append(f"{y} |a {feats}")
+    return out
+
+
+def _after_version(data: bytes) -> bytes:
+    """A VW model's bytes after its version string (terascale writes 9.0.0's)."""
+    return data[4 + int.from_bytes(data[:4], "little"):]
+
+
+@pytest.mark.parametrize("data, flags", [
+    ("real", ["--min_prediction", "1"]),
+    more("real", ["--max_prediction", "-1"]),
+    more("sign", ["--loss_function", "hinge", "--min_prediction", "1"]),
+    more("sign", ["--loss_function", "hinge", "--max_prediction", "-1", "--l2", "0.001"]),
+    more("class", ["--oaa", "3", "--min_prediction", "1"]),
+    ("sign", ["--loss_function", "logistic", "--min_prediction", "-0.5",
+              "--max_prediction", "0.5"]),
+    more("sign", ["--loss_function", "logistic", "--max_prediction", "0.5"]),
+    more("count", ["--loss_function", "poisson", "--min_prediction", "0",
+                   "--max_prediction", "4"]),
+    more("count", ["--loss_function", "poisson", "--min_prediction", "-0.5"]),
+    more("class", ["--oaa", "3", "--loss_function", "logistic", "--min_prediction", "-0.5",
+                   "--max_prediction", "0.5"]),
+    more("class", ["--oaa", "3", "--min_prediction", "1", "--l2", "0.001"]),
+])
+def test_prediction_clip_as_vw(tmp_path, capfd, monkeypatch, data, flags):
+    """``--min_prediction``/``--max_prediction`` (VW's other bound 0): VW clips in its
+    order (above the max gives the max, else below the min the min: a min over the max
+    clips everything to one of them), takes the squared loss of a prediction past a bound
+    as its own, clips logistic and poisson there too (not to [-50, 50]) and writes the
+    range in the model's header, whose range its ``-t`` clips to. The predictions,
+    closing block and model as VW's, and each one's ``-t`` over the other's model the
+    same."""
+    _both(tmp_path, capfd, monkeypatch, _labelled(data), [*flags, "-f", "m"])
+    vw, ts = tmp_path / "vw", tmp_path / "ts"
+    assert _after_version((ts / "m").read_bytes()) == _after_version((vw / "m").read_bytes())
+    at = flags.index("--loss_function") if "--loss_function" in flags else len(flags)
+    loss = flags[at:at + 2] if "--oaa" not in flags else []  # (--oaa: -t without it)
+    run_vw(["-d", "d.vw", "-t", "-i", "../ts/m", *loss, "-p", "q"], vw)
+    code, got = run_ts(capfd, ["-d", "d.vw", "-t", "-i", "../vw/m", *loss, "-p", "q"], ts,
+                       monkeypatch)
+    assert code == 0, got
+    assert (ts / "q").read_bytes() == (vw / "q").read_bytes()

@@ -36,6 +36,7 @@ __all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "VW_DEFAULT_LOSS
            "batch_first32", "batch_losses", "batch_second32", "batch_value32", "by_sign",
            "clip_mode", "clip_prediction", "d2loss", "dloss", "dloss32", "has_sgd_update",
            "invariant_update", "loss32", "loss_code", "loss_spec", "loss_value", "losses32",
+           "ranged_loss32", "ranged_prediction",
            "sgd_update32", "square_grad32", "vw_batch_losses"]
 
 
@@ -68,12 +69,14 @@ def clip_mode(kind: int) -> int:
 
 @numba.njit(cache=True, inline="always")
 def clip_prediction(mode: int, p: float, lo: float, hi: float) -> float:
-    """A prediction clipped as :func:`clip_mode` says, to the labels' range [lo, hi]."""
+    """A prediction clipped as :func:`clip_mode` says, to the labels' range [lo, hi], in
+    VW's order: above ``hi`` gives ``hi``, else below ``lo`` gives ``lo`` (a range with
+    ``lo > hi``, ``--min_prediction`` over the other bound, clips everything to one)."""
     if mode == 0:
         return min(max(p, -50.0), 50.0)
     if mode == 2:
         return min(max(p, min(lo, -50.0)), max(hi, 50.0))
-    return min(max(p, lo), hi)
+    return hi if p > hi else lo if p < lo else p
 
 
 @numba.njit(cache=True, inline="always")
@@ -182,6 +185,37 @@ def _logloss32(p: float, y: float) -> float:
 
 
 @numba.njit(cache=True, inline="always")
+def ranged_loss32(kind: int, p: float, y: float, lo: float, hi: float) -> float:
+    """:func:`loss32` of a prediction clipped to the range [lo, hi], as VW's squared (and
+    classic) ``get_loss`` takes it: past a bound (only a range with ``lo > hi`` leaves a
+    clipped prediction there), the bound's loss plus its slope on to the prediction, 0
+    where the label is that bound."""
+    k = kind & 7
+    if (k != 1 and k != 4) or (lo <= p <= hi):
+        return loss32(kind, p, y)
+    if p < lo:
+        if y == lo:
+            return 0.0
+        a = _f(y - lo)
+        return _f(_f(a * a) + 2.0 * a * _f(lo - p))
+    if y == hi:
+        return 0.0
+    a = _f(hi - y)
+    return _f(_f(a * a) + 2.0 * a * _f(p - hi))
+
+
+@numba.njit(cache=True, inline="always")
+def ranged_prediction(kind: int, p: float, lo: float, hi: float) -> float:
+    """The prediction VW's squared (and classic) ``first_derivative`` takes (the lazy
+    L1/L2's): below ``lo`` gives ``lo``, else above ``hi`` gives ``hi``; other losses' as
+    it is."""
+    k = kind & 7
+    if k != 1 and k != 4:
+        return p
+    return lo if p < lo else hi if p > hi else p
+
+
+@numba.njit(cache=True, inline="always")
 def loss32(kind: int, p: float, y: float) -> float:
     """VW's ``get_loss`` in float: logistic underflows to exactly 0 once y*p > ~16.6
     (1 + exp(-16.6) rounds to 1 in float), and VW then skips the update."""
@@ -238,15 +272,16 @@ def dloss32(kind: int, p: float, y: float) -> float:
 
 
 @numba.njit(cache=True)
-def losses32(kind: int, p: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Each example's :func:`loss32` (labels read by their sign where the loss reads
-    classes, unless ``kind`` has RAW_LABELS: VW's reading), for a test pass's average
-    loss."""
+def losses32(kind: int, p: np.ndarray, y: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Each example's :func:`ranged_loss32` in the range [lo, hi] the predictions were
+    clipped to (-inf, inf where they were not; labels read by their sign where the loss
+    reads classes, unless ``kind`` has RAW_LABELS: VW's reading), for a test pass's
+    average loss."""
     out = np.empty(len(p))
     sign = by_sign(kind & ~(RAW_LABELS | FIXED_RANGE)) and not kind & RAW_LABELS
     for i in range(len(p)):
         yi = (1.0 if y[i] > 0 else -1.0) if sign else y[i]
-        out[i] = loss32(kind, p[i], yi)
+        out[i] = ranged_loss32(kind, p[i], yi, lo, hi)
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -461,14 +462,27 @@ def _model_format(args: argparse.Namespace) -> dict[str, Any]:
 def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
     """VW's prediction bounds, as the loss's row says (``LOSS_TABLE``'s ``clip``): [-50, 50]
     (logistic), the labels the learner saw, or those widened to [-50, 50] (poisson);
-    ``loss``: the run's (VW's -t clips as the command line's loss, not the model's)."""
+    ``loss``: the run's, under ``terascale vw``: VW's -t clips to the range its model's
+    header holds, whatever the loss (a logistic model's [-50, 50], a poisson one's
+    widened, or the ``--min_prediction``/``--max_prediction`` it was trained with)."""
     clip = loss_spec(loss or model.loss).clip
+    lo, hi = _label_range(model)
+    if loss is not None and lo != hi:
+        clip = "labels"
     if clip == "fixed":
         return np.clip(s, -50.0, 50.0)
-    lo, hi = _label_range(model)
     if clip == "labels50":
         return np.clip(s, min(lo, -50.0), max(hi, 50.0))
-    return np.clip(s, lo, hi) if lo < hi else s
+    if lo == hi:  # (a model without the learner's range)
+        return s
+    return np.where(s > hi, hi, np.where(s < lo, lo, s))  # (VW's order: lo > hi clips too)
+
+
+def _bounds(model: Any) -> tuple[float, float]:
+    """The range :func:`_clip` clipped to (-inf, inf where it did not): VW's squared loss
+    of a prediction past a bound (``_losses.ranged_loss32``)."""
+    lo, hi = _label_range(model)
+    return (lo, hi) if lo != hi else (-math.inf, math.inf)
 
 
 def _label_range(model: Any) -> tuple[float, float]:
@@ -479,14 +493,16 @@ def _label_range(model: Any) -> tuple[float, float]:
 
 
 def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5,
-          q: float | None = 0.5, raw: bool = False) -> np.ndarray:
+          q: float | None = 0.5, raw: bool = False,
+          bounds: tuple[float, float] = (-math.inf, math.inf)) -> np.ndarray:
     """Each example's loss (VW's, in float: ``_losses.losses32``); ``binary``: 0/1 loss
     where the label is -1 or 1 (VW's other labels keep the loss function's); ``raw``:
-    labels as VW reads them (a hinge or logistic label as it is, not by its sign)."""
+    labels as VW reads them (a hinge or logistic label as it is, not by its sign);
+    ``bounds``: the range the predictions were clipped to (:func:`_bounds`)."""
     from .._losses import losses32
 
     lv = losses32(loss_code(kind, raw_labels=raw, tau=tau, q=q), np.asarray(s, np.float64),
-                  np.asarray(y, np.float64))
+                  np.asarray(y, np.float64), *bounds)
     if binary:
         pm = np.abs(y) == 1
         lv[pm] = (s[pm] > 0) != (y[pm] > 0)
@@ -615,7 +631,8 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
             lv = np.zeros(len(s))  # (VW's loss times the weight, in float)
             lv[ok] = np.float32(w[ok]) * np.float32(_loss(loss, s[ok], y[ok], args.binary,
                                                           args.quantile_tau,
-                                                          args.expectile_q, raw=vw_mode))
+                                                          args.expectile_q, raw=vw_mode,
+                                                          bounds=_bounds(model)))
             if table is not None and blk.notes:  # (VW's parser tells of every example)
                 label_notes(blk.notes, sys.stdout)
             if len(labels) < LABELS:

@@ -928,6 +928,8 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
             "link": job.get("model_link")}
     if job.get("preserved"):  # (-i's counters, which the model's go on from)
         info["vw_preserved"] = job["preserved"]
+    if job["options"].get("fixed_range"):
+        info["fixed_range"] = True  # (VW's header holds it, whatever the loss)
     out = run_counters(info["pass_totals"], progress, job.get("preserved"))
     info["vw_counters_out"] = dict(out, t=out["t"] + t0)
     bits = parse.bits + shift

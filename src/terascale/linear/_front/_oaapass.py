@@ -251,14 +251,16 @@ def _learn_part(blk: Block, a: int, b: int, t: np.ndarray, hold: np.ndarray,
                 ) -> None:
     """The K learners over the block's examples ``[a, b)`` (``t``, ``hold``: theirs),
     their scores into ``scores`` (``(K, b - a)``); ``link``, ``widen``: as
-    :func:`.._online._update.oaa_chunk` takes them."""
+    :func:`.._online._update.oaa_chunk` takes them (a range that does not widen is
+    ``--min_prediction``/``--max_prediction``'s, which every loss clips to)."""
     k = learners.k
     indptr = blk.indptr if a == 0 and b == len(blk) else blk.indptr[a:b + 1]
     weights = blk.weights if a == 0 and b == len(blk) else blk.weights[a:b]
     if l1 > 0.0 or l2 > 0.0 or link >= 0:  # the learners share the lazy L1/L2 (or
         # learn from linked scores): example by example
         oaa_chunk(indptr, blk.indices, blk.values, t, weights, hold, learners.arrays,
-                  learners.states, kind, eta, power_t, l1, l2, scores, link, widen)
+                  learners.states, kind, eta, power_t, l1, l2, scores, link, widen,
+                  not widen)
         return
     # else nothing is shared: learner by learner, each one's three arrays in cache for
     # the whole block (the same bits, 25-30% less CPU than example by example, where
@@ -271,5 +273,6 @@ def _learn_part(blk: Block, a: int, b: int, t: np.ndarray, hold: np.ndarray,
         y[~labelled] = np.nan
         w, g2, nrm, state = learners.views(c)
         online_chunk(indptr, blk.indices, blk.values, y, weights, hold, 0, n, w, g2, nrm,
-                     state, kind, eta, power_t, l1, l2, acc, scores[c], multi=True)
+                     state, kind, eta, power_t, l1, l2, acc, scores[c], multi=True,
+                     given=not widen)
 

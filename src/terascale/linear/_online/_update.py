@@ -42,6 +42,8 @@ from .._losses import (
     dloss32,
     invariant_update,
     loss32,
+    ranged_loss32,
+    ranged_prediction,
     square_grad32,
 )
 from ._state import (
@@ -291,8 +293,8 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
                  weights: np.ndarray, holdout: np.ndarray, start: int, end: int,
                  w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
                  kind: int, eta: float, power_t: float, l1: float, l2: float,
-                 out: np.ndarray, pred: np.ndarray | None = None, multi: bool = False
-                 ) -> None:
+                 out: np.ndarray, pred: np.ndarray | None = None, multi: bool = False,
+                 given: bool = False) -> None:
     """Learn from examples [start, end); adds to ``out`` = [train loss, train weight,
     holdout loss, holdout weight, examples, features] and sets out[6:8] = last label,
     prediction (for progress lines). With ``pred`` (float64, length end - start) it also
@@ -309,10 +311,13 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     (the workers' mixed sums); float32 and float64 arrays give the same bits.
 
     ``multi``: the learner is one of one-against-all's K, scored as VW's multipredict
-    scores them (:func:`_multi_score`)."""
+    scores them (:func:`_multi_score`); ``given``: its ``FIXED_RANGE`` is
+    ``--min_prediction``/``--max_prediction``'s, to which every loss clips (a lone
+    learner's ``FIXED_RANGE`` always is)."""
     _online_chunk(indptr, cols, values, labels, weights, holdout, int(start), int(end), w, g2,
                   nrm, state, int(kind), float(eta), float(power_t), float(l1), float(l2), out,
-                  _NO_PRED if pred is None else pred, pred is not None, bool(multi))
+                  _NO_PRED if pred is None else pred, pred is not None, bool(multi),
+                  bool(given))
 
 
 # nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch);
@@ -322,11 +327,15 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
                   labels: np.ndarray, weights: np.ndarray, holdout: np.ndarray, start: int,
                   end: int, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
                   kind: int, eta: float, power_t: float, l1: float, l2: float,
-                  out: np.ndarray, pred: np.ndarray, predict: bool, multi: bool) -> None:
+                  out: np.ndarray, pred: np.ndarray, predict: bool, multi: bool,
+                  given: bool) -> None:
     """:func:`online_chunk`'s loop; ``predict``: write ``pred``; ``multi``: score as VW's
     multipredict."""
+    given = (kind & FIXED_RANGE) != 0 and (given or not multi)
     (kind, sign, clip, track, l1, l2, eta, reg, sqrt_rate, minus_power_t,
      neg_norm_power) = _settings(kind, eta, power_t, l1, l2)
+    if given:  # (--min_prediction/--max_prediction: VW clips every loss to that range)
+        clip = 1
     rows = w.strides[0] != w.itemsize  # views of one (n, 3) array: the dense layout
     for i in range(start, min(start + _AHEAD, end)):
         _ask(indptr, cols, i, end, w, g2, nrm, rows)
@@ -362,7 +371,7 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
                 continue
         # VW's example loss, in float (a logistic loss past y*p ~ 16.6 is exactly 0, which
         # also decides VW's holdout comparisons between passes)
-        lv = loss32(kind, p, y)
+        lv = ranged_loss32(kind, p, y, state[MIN_LABEL], state[MAX_LABEL])
         slv = _f(lv * s)
         out[4] += 1.0
         out[5] += b - a
@@ -378,7 +387,8 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
             # negative label under poisson)
             continue
         if _learn(cols, values, a, b, w, g2, nrm, state, state, kind, p, y, s, eta, l1, l2,
-                  reg, sqrt_rate, minus_power_t, neg_norm_power, p):
+                  reg, sqrt_rate, minus_power_t, neg_norm_power,
+                  ranged_prediction(kind, p, state[MIN_LABEL], state[MAX_LABEL])):
             sync_weights(w, state)
 
 
@@ -399,7 +409,8 @@ def _linked(p: float, link: int) -> float:
 def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets: np.ndarray,
               weights: np.ndarray, holdout: np.ndarray, arrays: np.ndarray,
               states: np.ndarray, kind: int, eta: float, power_t: float, l1: float,
-              l2: float, scores: np.ndarray, link: int, widen: bool) -> None:
+              l2: float, scores: np.ndarray, link: int, widen: bool,
+              given: bool = False) -> None:
     """One-against-all's K binary learners over the examples of one block, as VW's
     ``oaa`` reduction runs them: each example's K scores first (VW's multipredict: every
     learner as it was before the example), into ``scores[c, i]``, then each learner's
@@ -418,9 +429,13 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
     the update), and the squared loss VW checks before an update is then its loss
     clipped to the labels' range as it is at that learner's update (``widen``: the range
     widens with each learner's label, class by class; else it stays): 0 where a score
-    past a bound has that bound for label. ``scores`` stay unlinked (clipped)."""
+    past a bound has that bound for label. ``scores`` stay unlinked (clipped); ``given``:
+    the range is ``--min_prediction``/``--max_prediction``'s, to which every loss
+    clips."""
     (kind, sign, clip, track, l1, l2, eta, reg, sqrt_rate, minus_power_t,
      neg_norm_power) = _settings(kind, eta, power_t, l1, l2)
+    if given:
+        clip = 1
     k_classes = arrays.shape[0]
     lazy = states[0]
     squared = kind == _SQUARED
@@ -459,7 +474,10 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
                     continue  # (VW's squared loss of a score past the bound it learns: 0)
                 if squared:  # (and its derivative takes the score clipped to the range)
                     pd = min(max(p, lo), hi)
-            if not loss32(kind, p, y) > 0.0:  # VW: nothing to learn at a float loss of 0
+            else:  # (VW's squared loss of a score past a bound of a range lo > hi)
+                pd = ranged_prediction(kind, p, lo, hi)
+            if not (loss32(kind, p, y) if link >= 0 else ranged_loss32(kind, p, y, lo, hi)
+                    ) > 0.0:  # VW: nothing to learn at a float loss of 0
                 # (or NaN)
                 continue
             if _learn(cols, values, a, b, arrays[c, :, 0], arrays[c, :, 1], arrays[c, :, 2],

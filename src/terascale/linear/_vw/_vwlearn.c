@@ -103,6 +103,36 @@ static double loss32(long long kind, double p, double y, int *bad) {
     return 0.0;
 }
 
+/* loss32 of a prediction clipped to [lo, hi], as VW's squared (and classic) get_loss
+ * takes it: past a bound (only lo > hi leaves a clipped prediction there), the bound's
+ * loss plus its slope on to the prediction, 0 where the label is that bound
+ * (_losses.ranged_loss32) */
+static double ranged_loss32(long long kind, double p, double y, double lo, double hi,
+                            int *bad) {
+    int k = (int)(kind & 7);
+    if ((k != 1 && k != 4) || (p >= lo && p <= hi))
+        return loss32(kind, p, y, bad);
+    if (p < lo) {
+        if (y == lo)
+            return 0.0;
+        double a = f32(y - lo);
+        return f32(f32(a * a) + 2.0 * a * f32(lo - p));
+    }
+    if (y == hi)
+        return 0.0;
+    double a = f32(hi - y);
+    return f32(f32(a * a) + 2.0 * a * f32(p - hi));
+}
+
+/* the prediction VW's squared (and classic) first_derivative takes, the lazy L1/L2's:
+ * below lo gives lo, else above hi gives hi (_losses.ranged_prediction) */
+static inline double ranged_prediction(long long kind, double p, double lo, double hi) {
+    int k = (int)(kind & 7);
+    if (k != 1 && k != 4)
+        return p;
+    return p < lo ? lo : p > hi ? hi : p;
+}
+
 static double dloss32(long long kind, double p, double y, int *bad) {
     int k = (int)(kind & 7);
     switch (k) {
@@ -238,12 +268,14 @@ static inline double rate(float g2, float nrm, const settings *st) {
                (double)powf(nrm * nrm, (float)st->neg_norm_power));
 }
 
+/* VW's order (finalize_prediction): above hi gives hi, else below lo gives lo, which a
+ * range with lo > hi (--min_prediction over the other bound) tells from min-then-max */
 static inline double clip_prediction(int mode, double p, double lo, double hi) {
     if (mode == 0)
         return mind(maxd(p, -50.0), 50.0);
     if (mode == 2)
         return mind(maxd(p, mind(lo, -50.0)), maxd(hi, 50.0));
-    return mind(maxd(p, lo), hi);
+    return p > hi ? hi : p < lo ? lo : p;
 }
 
 static inline double score(const uint32_t *cols, const float *values, int64_t a, int64_t b,
@@ -410,6 +442,8 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
         st.sign = by_sign[st.kind & 7] == 1 && !raw_labels;
         st.clip = (int)clips[st.kind & 7];
         st.track = st.clip != 0 && !fixed_range;
+        if (fixed_range) /* (--min_prediction/--max_prediction: VW clips every loss there) */
+            st.clip = 1;
         set_rates(&st, eta, power_t, l1, l2);
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = start; i < start + AHEAD && i < end; i++)
@@ -441,7 +475,8 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
                 if (!learn)
                     continue;
             }
-            double lv = loss32(st.kind, p, y, &bad);
+            double lv = ranged_loss32(st.kind, p, y, state[MIN_LABEL], state[MAX_LABEL],
+                                      &bad);
             double slv = f32(lv * s);
             out[4] += 1.0;
             out[5] += (double)(b - a);
@@ -456,7 +491,9 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
             out[1] += s;
             if (!(lv > 0.0)) /* a loss of 0 or NaN (poisson's negative label): as VW */
                 continue;
-            if (learn_one(cols, values, a, b, t, 3, state, state, &st, p, y, s, p, &bad))
+            if (learn_one(cols, values, a, b, t, 3, state, state, &st, p, y, s,
+                          ranged_prediction(st.kind, p, state[MIN_LABEL], state[MAX_LABEL]),
+                          &bad))
                 sync_table(t, rows, 3, state);
         }
         Py_END_ALLOW_THREADS
@@ -573,7 +610,7 @@ PyObject *vw_test(PyObject *self, PyObject *args) {
                 p32 += t[stride * (size_t)cols[k]] * values[k];
             double p = p32;
             raw[i - start] = p;
-            if (clip != 1 || lo < hi)
+            if (clip != 1 || lo != hi)
                 p = clip_prediction(clip, p, lo, hi);
             pred[i - start] = p;
             double lab = labels[i], s = weights[i], lv = 0.0;
@@ -581,6 +618,9 @@ PyObject *vw_test(PyObject *self, PyObject *args) {
                 if (binary && (lab == 1.0 || lab == -1.0))  /* (other labels keep the
                                                                  * loss function's, as VW) */
                     lv = (p > 0) != (lab > 0);
+                else if (clip == 1 && lo != hi)  /* (VW's squared loss past a bound) */
+                    lv = ranged_loss32(code, p, sign ? (lab > 0 ? 1.0 : -1.0) : lab, lo, hi,
+                                       &bad);
                 else
                     lv = loss32(code, p, sign ? (lab > 0 ? 1.0 : -1.0) : lab, &bad);
                 lv = (float)((float)s * (float)lv); /* (VW's ec.loss: a float product) */

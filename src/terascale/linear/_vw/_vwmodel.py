@@ -275,13 +275,15 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
     state = model.adaptive[2] if model.adaptive is not None else None
     clip = loss_spec(model.loss).clip  # VW's range is the online pass's clip
     labels = state if state is not None and len(state) > MAX_LABEL else None
+    if labels is not None and model.info.get("fixed_range"):
+        clip = "labels"  # (--min_prediction/--max_prediction: VW writes them, any loss)
     if clip == "fixed":
         lo, hi = -50.0, 50.0
     elif clip == "labels50":  # [-50, 50], widened to the labels
         lo, hi = -50.0, 50.0
         if labels is not None:
             lo, hi = min(lo, float(labels[MIN_LABEL])), max(hi, float(labels[MAX_LABEL]))
-    elif labels is not None and labels[MIN_LABEL] <= labels[MAX_LABEL]:
+    elif labels is not None:  # (lo > hi under --min_prediction: VW writes them so)
         lo, hi = float(labels[MIN_LABEL]), float(labels[MAX_LABEL])
     else:
         lo, hi = -_FLT_MAX, _FLT_MAX  # a batch model: terascale does not clip either

@@ -648,6 +648,8 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
         info["online_passes"] = used
     if args.binary:
         info["binary"] = True  # (VW keeps --binary in its model)
+    if args.min_prediction is not None or args.max_prediction is not None:
+        info["fixed_range"] = True  # (its header holds that range, whatever the loss)
     if how != "identity":
         info["link"] = how
     if counters.get("t"):
@@ -770,7 +772,9 @@ def test(args: argparse.Namespace) -> int:
             fast.sync(rows, state.copy())
             w = rows[:, 0]
         table[idx] = w
-    clip = int(_CLIP[LOSS_TABLE[loss].code])  # (VW's -t clips as the command line's loss)
+    clip = int(_CLIP[LOSS_TABLE[loss].code])  # (VW's -t clips as the command line's loss
+    if lo != hi:  # in the range its model's header holds, whatever the loss: _cli_run._clip)
+        clip = 1
     kind = loss_code(loss, raw_labels=True, tau=args.quantile_tau, q=args.expectile_q)
     total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
     labels_seen: list[float] = []
