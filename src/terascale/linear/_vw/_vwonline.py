@@ -76,7 +76,12 @@ from . import VWFAST
 __all__ = ["c_path", "test", "train"]
 
 _CHUNK = 1 << 18  # the most text parsed and learned from at a time
-_FIRST = 1 << 14  # the text of each of the first two chunks, and the least of a chunk
+# the text of each of the first two chunks (read before either is parsed), and the least
+# of a chunk. Each chunk's sums are folded into the run's (``Progress.fold``), so where
+# the chunks are cut moves the last bits of the loss sums the model keeps: a file under
+# it is one chunk here and one block of the numba pass's, the same bits (16 KiB first
+# chunks took 15 MB off a -q run's peak, but cut small files where the numba pass does not)
+_FIRST = 1 << 18
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
 # the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
 # all over by wide data (-b 26, 15.8M distinct features: 1180 MB peak against the numba
@@ -325,10 +330,8 @@ def _chunk_bytes(n: int, features: int, examples: int) -> int:
     from, the next one parsed), each its text and its arrays (8 bytes a feature, about
     1.6 times the text on click rows, 25 times with ``-q`` over 15 features), so these
     bounds are the run's memory over its table's: at ``-b 18`` (a 3 MiB table) 1 MiB
-    chunks took 49-50 MB peak on click rows (300k-1.2M lines, 15 features) and 56 MB with
-    ``-q aa``, where these take 39 MB and 40.5 MB (VW: 38.2 and 38.5), in the same user
-    time or less (1.2M lines: 1.1-1.3 s, 4.6-5.1 s with ``-q aa``; load 2-3); 1 MiB first
-    chunks, read before the parse tells their density, held ``-q``'s peak up alone."""
+    chunks took 49-50 MB peak on 1.2M click lines of 15 features, where 256 KiB ones take
+    39.6 MB (VW: 38.2), in the same user time or less (1.1-1.3 s; load 2-3)."""
     return max(_FIRST, min(_CHUNK, n * _FEATURES // max(features, 1),
                            n * _EXAMPLES // max(examples, 1)))
 
