@@ -93,3 +93,12 @@ def ab_lines(n: int, seed: int, label) -> list[str]:
 def real_label(rng, a, x) -> str:
     """A real label of :func:`ab_lines`' rows: linear in ``a``'s words and ``x``, noisy."""
     return f"{0.3 * a.sum() / 40 + 0.5 * x[0] + 0.1 * rng.normal():.5f}"
+
+
+def run_ok(cmd: list[str], cwd, env: dict | None = None) -> str:
+    """Run ``cmd`` in ``cwd`` (``env`` over this process's environment); it must exit 0.
+    Returns its standard error."""
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **(env or {})})
+    assert r.returncode == 0, r.stderr
+    return r.stderr

@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from _vw_runs import run_ok
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -50,13 +51,6 @@ def _lines(n: int, seed: int, labels: str) -> list[str]:
     return out
 
 
-def _run(cmd: list[str], cwd, env: dict | None = None) -> str:
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, **(env or {})})
-    assert r.returncode == 0, r.stderr
-    return r.stderr
-
-
 def _who(numba: bool) -> list[tuple[str, list[str], dict | None]]:
     """The compiled path, the numba pass (where ``numba`` or in make test-vw) and VW."""
     return [("c", [sys.executable, "-m", "terascale", "vw"], None),
@@ -77,7 +71,7 @@ def _three(tmp_path, data, args: list[str], numba: bool) -> dict[str, dict[str, 
     for who, cmd, env in _who(numba):
         d = tmp_path / who
         d.mkdir()
-        err = _run([*cmd, "-d", str(data), *args, "-p", "p", "-r", "r", "-f", "m"], d, env)
+        err = run_ok([*cmd, "-d", str(data), *args, "-p", "p", "-r", "r", "-f", "m"], d, env)
         got[who] = {"err": err.encode(), **{f: (d / f).read_bytes() for f in "prm"}}
     return got
 
@@ -116,9 +110,9 @@ def test_compiled_learner_equals_the_numba_pass_and_vw(tmp_path, labels, args):
     _same_as_numba(got, ("p", "r", "m", "err"))
     assert got["c"]["p"] == got["vw"]["p"]
     # VW reads the compiled path's model as its own: the same predictions with -t
-    _run([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-i", "c/m", "-t", "-p",
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-i", "c/m", "-t", "-p",
           "pc"], tmp_path)
-    _run([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-i", "vw/m", "-t", "-p",
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-i", "vw/m", "-t", "-p",
           "pv"], tmp_path)
     assert (tmp_path / "pc").read_bytes() == (tmp_path / "pv").read_bytes()
 
@@ -159,7 +153,7 @@ def test_warm_starts_equal_the_numba_pass_and_vw(tmp_path, labels, first, who, a
     if "--initial_t" in args:  # (the next run's features, new ones included)
         data.write_text("\n".join(_lines(800, len(first), labels)[:50]) + "\n")
     cmd = [sys.executable, "-m", "vowpalwabbit" if who == "vw" else "terascale"]
-    _run([*cmd, *([] if who == "vw" else ["vw"]), "-d", str(data), *first, "-f", "m0",
+    run_ok([*cmd, *([] if who == "vw" else ["vw"]), "-d", str(data), *first, "-f", "m0",
           "--quiet"], tmp_path)
     more = tmp_path / "d.vw"
     more.write_text("\n".join(_lines(800, 50 + len(args), labels)) + "\n")
@@ -172,7 +166,7 @@ def test_warm_starts_equal_the_numba_pass_and_vw(tmp_path, labels, first, who, a
     assert got["c"]["err"].decode().splitlines() == vw_lines
     # VW reads the model as its own: its weights, sums and counters are VW's model's
     for m in ("c", "vw"):
-        _run([sys.executable, "-m", "vowpalwabbit", "--no_stdin", "-i", f"{m}/m",
+        run_ok([sys.executable, "-m", "vowpalwabbit", "--no_stdin", "-i", f"{m}/m",
               "--readable_model", f"rm{m}"], tmp_path)
     assert (tmp_path / "rmc").read_text() == (tmp_path / "rmvw").read_text()
 
@@ -203,7 +197,7 @@ def _tested(tmp_path, data, model, args: list[str], numba: bool
     for who, cmd, env in _who(numba):
         d = tmp_path / f"t-{who}"
         d.mkdir()
-        err = _run([*cmd, "-t", "-i", str(model), "-d", str(data), *args, "-p", "p", "-r",
+        err = run_ok([*cmd, "-t", "-i", str(model), "-d", str(data), *args, "-p", "p", "-r",
                     "r"], d, env)
         got[who] = {"err": err.encode(), **{f: (d / f).read_bytes() for f in "pr"}}
     return got
@@ -219,7 +213,7 @@ def test_test_only_runs_equal_the_numba_pass_and_vw(tmp_path, labels, train, who
     test = tmp_path / "t.vw"
     test.write_text("\n".join(_lines(1500, 99, labels)) + "\n")
     cmd = [sys.executable, "-m", "vowpalwabbit" if who == "vw" else "terascale"]
-    _run([*cmd, *([] if who == "vw" else ["vw"]), "-d", str(data), *train, "-f", "m",
+    run_ok([*cmd, *([] if who == "vw" else ["vw"]), "-d", str(data), *train, "-f", "m",
           "--quiet"], tmp_path)
     got = _tested(tmp_path, test, tmp_path / "m", args,
                   numba=TEST_CASES.index((labels, train, who, args)) % 4 == 0)
@@ -233,7 +227,7 @@ def test_test_only_runs_equal_the_numba_pass_and_vw(tmp_path, labels, train, who
 def test_a_test_only_run_counts_unlabelled_examples(tmp_path):
     data = tmp_path / "d.vw"
     data.write_text("\n".join(_lines(1000, 5, "real")) + "\n")
-    _run([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-f", "m", "--quiet"],
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-f", "m", "--quiet"],
          tmp_path)
     test = tmp_path / "u.vw"
     test.write_text("".join("|" + line.split("|", 1)[1] + "\n"
@@ -249,13 +243,13 @@ def test_a_test_only_run_counts_unlabelled_examples(tmp_path):
 def test_a_test_only_run_the_compiled_path_hands_on_reads_standard_input_once(tmp_path):
     text = "\n".join(_lines(300, 8, "real")) + "\n"
     (tmp_path / "d.vw").write_text(text)
-    _run([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-b", "25", "-f", "m",
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-b", "25", "-f", "m",
           "--quiet"], tmp_path)  # (-b 25: the model's table is the numba pass's)
     r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-t", "-i", "m", "-p", "p",
                         "--quiet"], cwd=tmp_path, input=text, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
-    _run([sys.executable, "-m", "vowpalwabbit", "-t", "-i", "m", "-d", "d.vw", "-p", "pv",
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-t", "-i", "m", "-d", "d.vw", "-p", "pv",
           "--quiet"], tmp_path)
     assert (tmp_path / "p").read_bytes() == (tmp_path / "pv").read_bytes()
     assert (tmp_path / "p").read_bytes().count(b"\n") == 300
@@ -270,8 +264,8 @@ def test_gzip_and_standard_input_read_as_the_file(tmp_path):
     with gzip.open(tmp_path / "d.vw.gz", "wt") as f:
         f.write(text)
     cmd = [sys.executable, "-m", "terascale", "vw", "--quiet", "-p"]
-    _run([*cmd, "plain", "-d", "d.vw"], tmp_path)
-    _run([*cmd, "gz", "-d", "d.vw.gz"], tmp_path)
+    run_ok([*cmd, "plain", "-d", "d.vw"], tmp_path)
+    run_ok([*cmd, "gz", "-d", "d.vw.gz"], tmp_path)
     r = subprocess.run([*cmd, "stdin"], cwd=tmp_path, input=text, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -313,7 +307,7 @@ def test_a_vw_models_records_read_in_slices_are_its_weights(tmp_path):
     from terascale.linear._vw._vwmodel import read_vw_model
 
     (tmp_path / "d.vw").write_text("\n".join(_lines(500, 12, "real")) + "\n")
-    _run([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-q", "ab", "-f", "m",
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-q", "ab", "-f", "m",
           "--quiet"], tmp_path)
     whole = read_vw_model(str(tmp_path / "m"), plain=True)
     lazy = read_vw_model(str(tmp_path / "m"), plain=True, records=False)
@@ -354,7 +348,7 @@ def test_a_one_line_run_imports_no_numba(tmp_path, extra):
     test = "-t" in extra
     if "-i" in extra:  # (predictions of a model that has learned nothing: 0)
         (tmp_path / "zero.vw").write_text("0 | a b c\n")
-        _run([sys.executable, "-m", "vowpalwabbit", "-d", "zero.vw", "-f", "m0", "--quiet"],
+        run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "zero.vw", "-f", "m0", "--quiet"],
              tmp_path)
     flags = [*([] if test else ["-f", "m"]), "-p", "p", *extra]
     code = ("import sys, runpy\n"

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import FULL, more
+from _vw_runs import FULL, more, run_ok
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -57,13 +57,6 @@ def _weighted(n: int, seed: int) -> list[str]:
     return out
 
 
-def _run(cmd: list[str], cwd, env: dict | None = None) -> str:
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, **(env or {})})
-    assert r.returncode == 0, r.stderr
-    return r.stderr
-
-
 def _outputs(tmp_path, who: str, data, args: list[str], run: str = "") -> dict[str, bytes]:
     """The -p, -r, -f files and stderr of one run (``c``: the compiled path, ``numba``,
     ``vw``) in its own directory ``who + run``, a cache of its own (``who``'s)."""
@@ -76,7 +69,7 @@ def _outputs(tmp_path, who: str, data, args: list[str], run: str = "") -> dict[s
         cmd = [sys.executable, "-m", "terascale", "vw", "--cache-dir",
                str(tmp_path / f"{who}.cache")]
         env = {"TERASCALE_NO_CEXT": "1"} if who == "numba" else None
-    err = _run([*cmd, "-d", str(data), *args, "-p", "p", "-r", "r", "-f", "m"], d, env)
+    err = run_ok([*cmd, "-d", str(data), *args, "-p", "p", "-r", "r", "-f", "m"], d, env)
     if who == "vw":
         err = "".join(ln for ln in err.splitlines(True) if not ln.startswith(_STACK))
     return {"err": err.encode(), **{f: (d / f).read_bytes() for f in "prm"}}
@@ -124,7 +117,7 @@ def test_the_numba_pass_and_the_compiled_path_read_each_others_cache(tmp_path):
     for k, who in enumerate(("1", "", "", "1")):  # numba writes, C reads; C writes, numba reads
         cache = tmp_path / f"cache{k // 2}"
         env = {"TERASCALE_NO_CEXT": who} if who else None
-        _run([sys.executable, "-m", "terascale", "vw", "--cache-dir", str(cache), "-d",
+        run_ok([sys.executable, "-m", "terascale", "vw", "--cache-dir", str(cache), "-d",
               str(data), "--passes", "3", "-c", "-p", f"p{k}", "--quiet"], tmp_path, env)
         runs.append((tmp_path / f"p{k}").read_bytes())
         assert len(os.listdir(cache)) == 1
@@ -165,7 +158,7 @@ def test_save_per_pass_writes_the_numba_pass_models(tmp_path, args):
         d = tmp_path / who
         d.mkdir()
         os.chmod(d, 0o700)
-        err = _run([sys.executable, "-m", "terascale", "vw", "--cache-dir", "cache", "-d",
+        err = run_ok([sys.executable, "-m", "terascale", "vw", "--cache-dir", "cache", "-d",
                     str(data), *args, "--save_per_pass", "-f", "m", "-p", "p"], d, env)
         got[who] = {"err": err, **{f: (d / f).read_bytes() for f in os.listdir(d)
                                    if f != "cache"}}
