@@ -74,10 +74,13 @@ def _run(cmd: list[str], cwd, env: dict | None = None) -> subprocess.CompletedPr
     return r
 
 
-def _runs(tmp_path, data: str, args: list[str], numba: bool) -> dict[str, dict[str, bytes]]:
-    """-p, -r, -f and stderr of the compiled path, VW, and (``numba``) the numba pass,
-    each in its own directory under the same names; the compiled run imported no numba."""
-    out = ["-d", f"../{data}", *args, "-p", "p", "-r", "r", "-f", "m"]
+def _runs(tmp_path, data: str, args: list[str], numba: bool,
+          files: str = "prm") -> dict[str, dict[str, bytes]]:
+    """-p, -r, -f (``files``: those asked for; without ``m`` no ``-f``, a ``-t`` run) and
+    stderr of the compiled path, VW, and (``numba``) the numba pass, each in its own
+    directory under the same names; the compiled run imported no numba."""
+    out = ["-d", f"../{data}", *args, "-p", "p", "-r", "r", *(["-f", "m"] if "m" in files
+                                                              else [])]
     who = [("c", [sys.executable, "-c", _COMPILED], None),
            ("vw", [sys.executable, "-m", "vowpalwabbit"], None),
            *([("numba", [sys.executable, "-m", "terascale", "vw"],
@@ -87,7 +90,7 @@ def _runs(tmp_path, data: str, args: list[str], numba: bool) -> dict[str, dict[s
         d = tmp_path / name
         d.mkdir()
         r = _run([*cmd, *out], d, env)
-        got[name] = {"err": r.stderr.encode(), **{f: (d / f).read_bytes() for f in "prm"}}
+        got[name] = {"err": r.stderr.encode(), **{f: (d / f).read_bytes() for f in files}}
         if name == "c":
             assert r.stdout.splitlines()[-1] == "0 False", r.stdout  # (no numba imported)
     return got
@@ -166,24 +169,6 @@ def test_a_label_with_a_fraction_stops_the_compiled_oaa_run_as_vws(tmp_path):
     _check(got, tmp_path, "d.vw")
 
 
-def _tested(tmp_path, data: str, args: list[str], numba: bool) -> dict[str, dict[str, bytes]]:
-    """``_runs`` without ``-f`` (a ``-t`` run)."""
-    out = ["-d", f"../{data}", *args, "-p", "p", "-r", "r"]
-    who = [("c", [sys.executable, "-c", _COMPILED], None),
-           ("vw", [sys.executable, "-m", "vowpalwabbit"], None),
-           *([("numba", [sys.executable, "-m", "terascale", "vw"],
-               {"TERASCALE_NO_CEXT": "1"})] if numba else [])]
-    got = {}
-    for name, cmd, env in who:
-        d = tmp_path / name
-        d.mkdir()
-        r = _run([*cmd, *out], d, env)
-        got[name] = {"err": r.stderr.encode(), **{f: (d / f).read_bytes() for f in "pr"}}
-        if name == "c":
-            assert r.stdout.splitlines()[-1] == "0 False", r.stdout  # (no numba imported)
-    return got
-
-
 @built
 @pytest.mark.parametrize(("first", "then", "numba"), [
     (["-q", "ab"], ["-t"], False),
@@ -198,7 +183,7 @@ def test_oaa_from_vws_model_is_vws_and_the_numba_pass(first, then, numba, tmp_pa
     (tmp_path / "d.vw").write_text("\n".join(_weighted(600, 21)) + "\n")
     _run([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "--oaa", "3", *first, "-f",
           "m0", "--quiet"], tmp_path)
-    got = _tested(tmp_path, "d.vw", ["--oaa", "3", "-i", "../m0", *then], numba)
+    got = _runs(tmp_path, "d.vw", ["--oaa", "3", "-i", "../m0", *then], numba, "pr")
     for f in ("p", "r"):
         assert got["c"][f] == got["vw"][f], f
     assert got["c"]["err"].decode().splitlines() == _vw_table(got["vw"]["err"])

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import run_ok
+from _vw_runs import run_ok, vw_in_one_process
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -111,9 +111,9 @@ def test_compiled_learner_equals_the_numba_pass_and_vw(tmp_path, labels, args):
     assert got["c"]["p"] == got["vw"]["p"]
     # VW reads the compiled path's model as its own: the same predictions with -t
     run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-i", "c/m", "-t", "-p",
-          "pc"], tmp_path)
+            "pc"], tmp_path)
     run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-i", "vw/m", "-t", "-p",
-          "pv"], tmp_path)
+            "pv"], tmp_path)
     assert (tmp_path / "pc").read_bytes() == (tmp_path / "pv").read_bytes()
 
 
@@ -154,7 +154,7 @@ def test_warm_starts_equal_the_numba_pass_and_vw(tmp_path, labels, first, who, a
         data.write_text("\n".join(_lines(800, len(first), labels)[:50]) + "\n")
     cmd = [sys.executable, "-m", "vowpalwabbit" if who == "vw" else "terascale"]
     run_ok([*cmd, *([] if who == "vw" else ["vw"]), "-d", str(data), *first, "-f", "m0",
-          "--quiet"], tmp_path)
+            "--quiet"], tmp_path)
     more = tmp_path / "d.vw"
     more.write_text("\n".join(_lines(800, 50 + len(args), labels)) + "\n")
     got = _three(tmp_path, more, ["-i", str(tmp_path / "m0"), *args],
@@ -167,7 +167,7 @@ def test_warm_starts_equal_the_numba_pass_and_vw(tmp_path, labels, first, who, a
     # VW reads the model as its own: its weights, sums and counters are VW's model's
     for m in ("c", "vw"):
         run_ok([sys.executable, "-m", "vowpalwabbit", "--no_stdin", "-i", f"{m}/m",
-              "--readable_model", f"rm{m}"], tmp_path)
+                "--readable_model", f"rm{m}"], tmp_path)
     assert (tmp_path / "rmc").read_text() == (tmp_path / "rmvw").read_text()
 
 
@@ -198,7 +198,7 @@ def _tested(tmp_path, data, model, args: list[str], numba: bool
         d = tmp_path / f"t-{who}"
         d.mkdir()
         err = run_ok([*cmd, "-t", "-i", str(model), "-d", str(data), *args, "-p", "p", "-r",
-                    "r"], d, env)
+                      "r"], d, env)
         got[who] = {"err": err.encode(), **{f: (d / f).read_bytes() for f in "pr"}}
     return got
 
@@ -214,7 +214,7 @@ def test_test_only_runs_equal_the_numba_pass_and_vw(tmp_path, labels, train, who
     test.write_text("\n".join(_lines(1500, 99, labels)) + "\n")
     cmd = [sys.executable, "-m", "vowpalwabbit" if who == "vw" else "terascale"]
     run_ok([*cmd, *([] if who == "vw" else ["vw"]), "-d", str(data), *train, "-f", "m",
-          "--quiet"], tmp_path)
+            "--quiet"], tmp_path)
     got = _tested(tmp_path, test, tmp_path / "m", args,
                   numba=TEST_CASES.index((labels, train, who, args)) % 4 == 0)
     _same_as_numba(got, ("p", "r", "err"))
@@ -228,7 +228,7 @@ def test_a_test_only_run_counts_unlabelled_examples(tmp_path):
     data = tmp_path / "d.vw"
     data.write_text("\n".join(_lines(1000, 5, "real")) + "\n")
     run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-f", "m", "--quiet"],
-         tmp_path)
+           tmp_path)
     test = tmp_path / "u.vw"
     test.write_text("".join("|" + line.split("|", 1)[1] + "\n"
                             for line in _lines(700, 6, "real")))
@@ -244,13 +244,13 @@ def test_a_test_only_run_the_compiled_path_hands_on_reads_standard_input_once(tm
     text = "\n".join(_lines(300, 8, "real")) + "\n"
     (tmp_path / "d.vw").write_text(text)
     run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-b", "25", "-f", "m",
-          "--quiet"], tmp_path)  # (-b 25: the model's table is the numba pass's)
+            "--quiet"], tmp_path)  # (-b 25: the model's table is the numba pass's)
     r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-t", "-i", "m", "-p", "p",
                         "--quiet"], cwd=tmp_path, input=text, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
     run_ok([sys.executable, "-m", "vowpalwabbit", "-t", "-i", "m", "-d", "d.vw", "-p", "pv",
-          "--quiet"], tmp_path)
+            "--quiet"], tmp_path)
     assert (tmp_path / "p").read_bytes() == (tmp_path / "pv").read_bytes()
     assert (tmp_path / "p").read_bytes().count(b"\n") == 300
 
@@ -308,7 +308,7 @@ def test_a_vw_models_records_read_in_slices_are_its_weights(tmp_path):
 
     (tmp_path / "d.vw").write_text("\n".join(_lines(500, 12, "real")) + "\n")
     run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-q", "ab", "-f", "m",
-          "--quiet"], tmp_path)
+            "--quiet"], tmp_path)
     whole = read_vw_model(str(tmp_path / "m"), plain=True)
     lazy = read_vw_model(str(tmp_path / "m"), plain=True, records=False)
     assert lazy.indices is None and len(lazy.records) == len(whole.indices) > 100
@@ -349,18 +349,9 @@ def test_a_one_line_run_imports_no_numba(tmp_path, extra):
     if "-i" in extra:  # (predictions of a model that has learned nothing: 0)
         (tmp_path / "zero.vw").write_text("0 | a b c\n")
         run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "zero.vw", "-f", "m0", "--quiet"],
-             tmp_path)
+               tmp_path)
     flags = [*([] if test else ["-f", "m"]), "-p", "p", *extra]
-    code = ("import sys, runpy\n"
-            f"sys.argv = ['terascale', 'vw', '-d', 'one.vw', *{flags}]\n"
-            "try:\n    runpy.run_module('terascale', run_name='__main__')\n"
-            "except SystemExit as e:\n    assert not e.code, e.code\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('numba', 'llvmlite')))\n")
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[]"
+    assert vw_in_one_process([["-d", "one.vw", *flags]], tmp_path) == []
     assert (tmp_path / "p").read_text() == "0\n"
     assert (tmp_path / ("r" if test else "m")).stat().st_size > 0
 

@@ -4,12 +4,11 @@ same bytes as the numba pass and VW, the cache either path reads, no numba impor
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
-from _vw_runs import FULL, more, run_ok
+from _vw_runs import FULL, more, run_ok, vw_in_one_process
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -118,7 +117,7 @@ def test_the_numba_pass_and_the_compiled_path_read_each_others_cache(tmp_path):
         cache = tmp_path / f"cache{k // 2}"
         env = {"TERASCALE_NO_CEXT": who} if who else None
         run_ok([sys.executable, "-m", "terascale", "vw", "--cache-dir", str(cache), "-d",
-              str(data), "--passes", "3", "-c", "-p", f"p{k}", "--quiet"], tmp_path, env)
+                str(data), "--passes", "3", "-c", "-p", f"p{k}", "--quiet"], tmp_path, env)
         runs.append((tmp_path / f"p{k}").read_bytes())
         assert len(os.listdir(cache)) == 1
     assert runs[0] == runs[1] == runs[2] == runs[3]
@@ -128,19 +127,10 @@ def test_the_numba_pass_and_the_compiled_path_read_each_others_cache(tmp_path):
 def test_a_run_of_passes_over_a_cache_imports_no_numba(tmp_path):
     (tmp_path / "d.vw").write_text("\n".join(_click(300, 1)) + "\n")
     os.chmod(tmp_path, 0o700)
-    code = ("import sys, runpy\n"
-            "for line in (['-c'], ['--passes', '3', '-c'], ['--passes', '3', '-c'],\n"
-            "             ['--passes', '2', '-c', '--save_per_pass']):\n"
-            "    sys.argv = ['terascale', 'vw', '-d', 'd.vw', '--cache-dir', 'cache', "
-            "'-f', 'm', '--quiet', *line]\n"
-            "    try:\n        runpy.run_module('terascale', run_name='__main__')\n"
-            "    except SystemExit as e:\n        assert not e.code, e.code\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('numba', 'llvmlite')))\n")
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[]"
+    common = ["-d", "d.vw", "--cache-dir", "cache", "-f", "m", "--quiet"]
+    assert vw_in_one_process([[*common, *line] for line in (
+        ["-c"], ["--passes", "3", "-c"], ["--passes", "3", "-c"],
+        ["--passes", "2", "-c", "--save_per_pass"])], tmp_path) == []
     assert len(os.listdir(tmp_path / "cache")) == 1  # (written once, then read)
     assert (tmp_path / "m.1").stat().st_size and (tmp_path / "m.2").stat().st_size
 
@@ -159,7 +149,7 @@ def test_save_per_pass_writes_the_numba_pass_models(tmp_path, args):
         d.mkdir()
         os.chmod(d, 0o700)
         err = run_ok([sys.executable, "-m", "terascale", "vw", "--cache-dir", "cache", "-d",
-                    str(data), *args, "--save_per_pass", "-f", "m", "-p", "p"], d, env)
+                      str(data), *args, "--save_per_pass", "-f", "m", "-p", "p"], d, env)
         got[who] = {"err": err, **{f: (d / f).read_bytes() for f in os.listdir(d)
                                    if f != "cache"}}
     assert got["c"] == got["numba"]

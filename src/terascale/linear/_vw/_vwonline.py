@@ -405,13 +405,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     prog.due = prog.first_due() if out else 1.0
     kept = getattr(args, "vw_preserved", None) or {}
     if "examples" in kept:  # --preserve_performance_counters: VW's table goes on from -i's
-        labelled = kept["weighted_labeled_examples"]
-        prog.seen_w = labelled + kept["weighted_unlabeled_examples"]
-        prog.seen_n = int(kept["examples"])
-        prog.done = np.array([kept["sum_loss"], labelled, 0.0, 0.0])
-        prog.prev = np.array([kept["sum_loss"] - kept["since"], kept["old"], 0.0, 0.0])
-        prog.since = np.array([kept["since"], labelled - kept["old"], 0.0, 0.0])
-        prog.due = kept["dump"]
+        prog.go_on(kept)
     period = holdout_period(opts)
     prog.holdout = bool(period)
     passes = max(int(opts.passes), 1)
