@@ -229,6 +229,25 @@ def _oaa_worker(job: str) -> int:
     return main([job])
 
 
+def start_learners(arrays: np.ndarray, states: np.ndarray, start: list[Any] | None) -> None:
+    """Fill the K learners' ``arrays`` (``(K, 2**bits, 3)``: each feature's weight,
+    adaptive sum and normalizer, a view of any layout) and ``states`` from ``start`` (-i's
+    learners, :func:`split_oaa`'s; None: they stay zeros), and round the shared label
+    range to VW's two floats (``--min_prediction 0.6`` clips to 0.6f)."""
+    from .._online._state import MAX_LABEL, MIN_LABEL
+
+    for c, m in enumerate(start or []):
+        idx = np.asarray(m.indices, np.int64)
+        arrays[c, idx, 0] = m.weights
+        if m.adaptive is not None:
+            g2, nrm, state = m.adaptive
+            arrays[c, idx, 1] = g2
+            arrays[c, idx, 2] = nrm
+            states[c, :len(state)] = state
+    bounds = states[:, MIN_LABEL:MAX_LABEL + 1]
+    bounds[:] = bounds.astype(np.float32)
+
+
 def split_oaa(model: Any, k_classes: int, make: Any = None) -> list[Any]:
     """VW's one-against-all model (read by :func:`._vwmodel.read_vw_model` with ``oaa``)
     as its K learners: class c's weight of feature index i is VW's weight ``i * 2**s + c``

@@ -44,6 +44,7 @@ from .._model import LinearModel
 from .._online._state import MAX_LABEL, MIN_LABEL, new_state
 from .._online._update import oaa_chunk, online_chunk, sync_weights
 from .._passes import Holdout
+from ._oaa import start_learners
 
 __all__ = ["Learners", "Scored", "blocks_once", "oaa_pass"]
 
@@ -74,17 +75,7 @@ class Learners:
         # weight, adaptive sum and normalizer of a feature are one row (module docstring)
         self.arrays = np.zeros((k_classes, 1 << bits, 3), np.float32)
         self.states = np.stack([new_state()] * k_classes)
-        for c, m in enumerate(start or []):
-            idx = np.asarray(m.indices, np.int64)
-            self.arrays[c, idx, 0] = m.weights
-            if m.adaptive is not None:
-                g2, nrm, state = m.adaptive
-                self.arrays[c, idx, 1] = g2
-                self.arrays[c, idx, 2] = nrm
-                self.states[c, :len(state)] = state
-        # (VW's label range is two floats: --min_prediction 0.6 clips to 0.6f)
-        bounds = self.states[:, MIN_LABEL:MAX_LABEL + 1]
-        bounds[:] = bounds.astype(np.float32)
+        start_learners(self.arrays, self.states, start)
 
     def views(self, c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Learner ``c``'s (weights, adaptive sums, normalizers, state), in place: views of

@@ -110,22 +110,14 @@ class _Learners:
     ``states``, as ``_oaapass.Learners`` holds them (``_oaa._interleaved`` writes them)."""
 
     def __init__(self, k: int, bits: int, start: list[Any] | None) -> None:
-        from .._online._state import MAX_LABEL, MIN_LABEL, new_state
+        from .._front._oaa import start_learners
+        from .._online._state import new_state
 
         self.k = k
         self.table = np.zeros((1 << bits, k, 3), np.float32)
         self.arrays = self.table.transpose(1, 0, 2)
         self.states = np.stack([new_state()] * k)
-        for c, m in enumerate(start or []):  # (-i's learners: _oaapass.Learners' start)
-            idx = np.asarray(m.indices, np.int64)
-            self.table[idx, c, 0] = m.weights
-            if m.adaptive is not None:
-                g2, nrm, state = m.adaptive
-                self.table[idx, c, 1] = g2
-                self.table[idx, c, 2] = nrm
-                self.states[c, :len(state)] = state
-        bounds = self.states[:, MIN_LABEL:MAX_LABEL + 1]  # (VW's range: two floats)
-        bounds[:] = bounds.astype(np.float32)
+        start_learners(self.arrays, self.states, start)  # (-i's: _oaapass.Learners' start)
 
     def finish(self, fast: Any) -> None:
         """Fold each learner's lazy L1/L2 into its weights (the end of training)."""
