@@ -81,6 +81,7 @@ def _train(comm, way: str, at: int, cut: bool):  # type: ignore[no-untyped-def]
     torch.manual_seed(comm.rank)
     net = torch.nn.Linear(4, 2)
     t0 = time.monotonic()
+    ps = None
     try:
         ps = tt.ParameterServer(net, lr=0.1, comm=comm)
         socket.create_connection = _connect  # type: ignore[assignment]
@@ -91,7 +92,7 @@ def _train(comm, way: str, at: int, cut: bool):  # type: ignore[no-untyped-def]
         ps.close()
     except Exception as e:  # reported, not raised: the test checks every rank's outcome
         elapsed = time.monotonic() - t0
-        _drain(locals().get("ps"))
+        _drain(ps)
         return ("error", [c.__name__ for c in type(e).__mro__], str(e),
                 getattr(e, "rank", None), getattr(e, "peer", None), elapsed)
     return ("ok", net.weight.detach().numpy().tolist(), "", comm.rank, None,
