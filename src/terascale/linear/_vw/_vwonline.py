@@ -108,7 +108,7 @@ def c_path(args: argparse.Namespace) -> str | None:
         return "the compiled core is not built (or TERASCALE_NO_CEXT is set)"
     oaa_off = _oaa_off(args) if args.oaa is not None else None
     checks = (
-        (args.nprocs != 1, "-n N"),
+        (bool(n_off := _workers_off(args)), n_off),
         (args.testonly and bool(args.holdout_after), "-t with --holdout_after"),
         (bool(args.preserve_performance_counters and args.initial) and (
             args.passes not in (None, 1) or bool(args.holdout_after)),
@@ -143,6 +143,14 @@ def c_path(args: argparse.Namespace) -> str | None:
         if p.endswith(".zip"):
             return f"{p}: .zip input runs the numba pass"
     return None
+
+
+def _workers_off(args: argparse.Namespace) -> str:
+    """Why an ``-n N`` run runs the numba pass (:func:`._vwworkers.why_not`; "": it
+    does not)."""
+    from ._vwworkers import why_not
+
+    return why_not(args)
 
 
 def _oaa_off(args: argparse.Namespace) -> str | None:
@@ -363,6 +371,10 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
         from ._vwoaafast import train as train_oaa
 
         return train_oaa(args)
+    if args.nprocs != 1:  # (N workers of this learner: _vwworkers)
+        from ._vwworkers import train as train_workers
+
+        return train_workers(args)
     fast, options, paths, how = _begin(args)
     model = None
     if args.initial:
