@@ -113,3 +113,26 @@ def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
 
     assert why in why_not(_args(["-d", "x.vw", *line]))
     assert why_not(_args(["-d", "x.vw", "-n", "2", "-q", "ab", "--l1", "1e-5"])) == ""
+
+
+@pytest.mark.parametrize("n", [2, 3, 7])
+def test_the_workers_parts_are_the_numba_passs_and_name_their_lines(tmp_path, n):
+    from terascale.linear._io._dataset import ParseOptions
+    from terascale.linear._io._stream import TextBlocks, record_chunks, shard_places
+
+    rng = np.random.default_rng(n)
+    text = "".join(f"1 |a x{'y' * int(rng.integers(0, 3000 if i % 50 else 70000))}\n"
+                   for i in range(300)).encode()
+    (tmp_path / "d.vw").write_bytes(text)
+    parts = b""
+    for k in range(n):
+        (_, path, sh), = shard_places([str(tmp_path / "d.vw")], k, n)
+        mine = b""
+        for data, line in record_chunks(path, sh, [1 << 12]):
+            assert line == 1 + text[:len(parts) + len(mine)].count(b"\n")
+            mine += bytes(data)
+        examples = sum(len(ds.labels) for ds in TextBlocks(path, ParseOptions(),
+                                                           shard=sh).datasets())
+        assert mine.count(b"\n") == examples
+        parts += mine
+    assert parts == text

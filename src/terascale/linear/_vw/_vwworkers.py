@@ -32,10 +32,13 @@ of its shard, as there.
 ``--average chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run
 the numba pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
 
-Tuning: each worker's memory is one-worker ``terascale vw``'s (its table, two chunks of
-text and their arrays, numpy and the compiled module) plus the job's transport (its
-cipher and shared-memory groups) and the average's buffers (6 MiB); the averaging reads
-every row of the table, ``12 * 2**b`` bytes a worker, at memory speed.
+Tuning: a worker's memory is one-worker ``terascale vw``'s (its table, two chunks of
+text and their arrays, numpy and the compiled module), what it inherits from the
+launcher it is forked from, and the job's: the transport's modules (their cipher's
+library, ~6 MB of the peak) and the average's buffers (``_AVERAGED`` rows at a time,
+1.5 MiB). Workers started as programs (``TERASCALE_EXEC_WORKERS=1``) import all that
+afresh: ~7 MB more each at ``-b 18``. The average reads every row of the table,
+``12 * 2**b`` bytes a worker, at memory speed.
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ from typing import Any
 import numpy as np
 
 __all__ = ["main", "train", "why_not"]
+
+# rows of the table averaged per round of collectives: 1.5 MiB of float64 buffers (2**18
+# rows, the default, held 6 MiB: 3.3 MB more of a worker's peak at -b 18)
+_AVERAGED = 1 << 16
 
 
 def why_not(args: argparse.Namespace) -> str:
@@ -151,7 +158,8 @@ def _learn(job: dict[str, Any]) -> None:
     try:
         if state[CONTRACTION] != 1.0 or state[GRAVITY] != 0.0:
             fast.sync(table, state)
-        average_weights(comm, table[:, 0], table[:, 1], table[:, 2], state, opts.averaging)
+        average_weights(comm, table[:, 0], table[:, 1], table[:, 2], state, opts.averaging,
+                        _AVERAGED)
         totals = [float(v) for v in comm.allreduce(np.array(mine, np.float64))]
         seen = np.full(3, np.nan)
         seen[:len(run.labels)] = run.labels
