@@ -684,15 +684,27 @@ def _used_rows(table: np.ndarray) -> np.ndarray:
     """The indices (uint32, ascending) of the table's rows with any nonzero value, found a
     slice at a time (no whole-table temporaries: at ``-b 26`` those were 270 MB over the
     table's 805), a column at a time (``any(axis=1)`` over rows of three took 5x longer:
-    0.74 s at ``-b 24``, 3.6 ms at ``-b 18``)."""
-    parts = []
-    for a in range(0, len(table), _ROWS):
-        rows = table[a:a + _ROWS]
-        used = rows[:, 0] != 0
-        used |= rows[:, 1] != 0
-        used |= rows[:, 2] != 0
-        parts.append(a + np.flatnonzero(used))
-    return np.concatenate(parts).astype(np.uint32) if parts else np.zeros(0, np.uint32)
+    0.74 s at ``-b 24``, 3.6 ms at ``-b 18``), counted first and then written into the
+    result (the slices' int64 indices, joined and then narrowed, held 20 bytes a used row
+    at once: 220 MB over the table at ``-b 24`` with 11M rows in use)."""
+    slices = range(0, len(table), _ROWS)
+    out = np.empty(sum(int(np.count_nonzero(_in_use(table, a))) for a in slices), np.uint32)
+    at = 0
+    for a in slices:
+        idx = np.flatnonzero(_in_use(table, a))
+        out[at:at + len(idx)] = idx
+        out[at:at + len(idx)] += np.uint32(a)
+        at += len(idx)
+    return out
+
+
+def _in_use(table: np.ndarray, a: int) -> np.ndarray:
+    """Whether each of the ``_ROWS`` rows of ``table`` from ``a`` has a nonzero value."""
+    rows = table[a:a + _ROWS]
+    used = rows[:, 0] != 0
+    used |= rows[:, 1] != 0
+    used |= rows[:, 2] != 0
+    return used
 
 
 class _Column:
