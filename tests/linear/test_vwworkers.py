@@ -5,6 +5,7 @@ workers) imports numba; a worker's bad line fails the run naming the file and li
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import numpy as np
@@ -96,6 +97,20 @@ def test_workers_started_as_programs_import_no_numba(tmp_path):
     assert "finished run" in err and (tmp_path / "m").stat().st_size > 0
     assert "terascale" in _imports(err)
     assert not {"numba", "llvmlite"} & set(_imports(err))
+
+
+@built
+@pytest.mark.parametrize("extra", [[], more(["--holdout_period", "5"])])
+def test_standard_input_is_split_as_its_file(tmp_path, extra):
+    """(With a holdout of one pass: the numba pass, after the compiled path read it.)"""
+    text = "\n".join(_lines(600, 9)) + "\n"
+    (tmp_path / "d.vw").write_text(text)
+    args = [*_TS, "-n", "2", "--quiet", *extra]
+    run_ok([*args, "-d", "d.vw", "-f", "m1"], tmp_path)
+    r = subprocess.run([*args, "-d", "-", "-f", "m2"], cwd=tmp_path, input=text,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "m1").read_bytes() == (tmp_path / "m2").read_bytes()
 
 
 @pytest.mark.parametrize(("line", "why"), [

@@ -92,6 +92,7 @@ def train(args: argparse.Namespace) -> int:
     opts = TrainOptions(**{k: tuple(v) if isinstance(v, list) else v
                            for k, v in options.items()})
     if holdout_period(opts):  # (--holdout_period with one pass: the numba pass's count)
+        args.data, args.data_flag = paths, []  # (standard input read once)
         return int(_cli_run.train(args) or 0)
     _cli_run._check_output(args.model, "-f", stream=False)
     _cli_run._binary_link(bool(args.binary), how)
