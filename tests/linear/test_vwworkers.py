@@ -70,7 +70,7 @@ def _both(tmp_path, files: list[str], args: list[str]) -> dict[str, dict[str, st
 
 CASES = [
     (1, ["-n", "2", "--loss_function", "logistic", "--l2", "1e-4"]),  # byte ranges of one file
-    more(3, ["-n", "2", "-q", "ab", "--average", "uniform"]),  # whole files: 1 and 2
+    more(3, ["-n", "2", "-q", "ab", "--average", "uniform", "--link", "glf1"]),  # whole files
     more(2, ["-n", "3", "--l1", "1e-4", "--power_t", "0.4", "-b", "20"]),  # crossing files
     more(1, ["-n", "2", "--binary", "--loss_function", "hinge", "--predict_only_model"]),
 ]
