@@ -120,6 +120,7 @@ def test_standard_input_is_split_as_its_file(tmp_path, extra):
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
     (["-n", "2", "--ngram", "2"], "-n N with --ngram"),
     (["-n", "2", "--initial_weight", "0.1"], "-n N with -i"),
+    (["-n", "0"], "-n N with 0"),
 ])
 def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
     from test_vwonline import _args

@@ -62,6 +62,7 @@ def why_not(args: argparse.Namespace) -> str:
     if args.nprocs == 1 or args.testonly:  # (-t: one process, whatever -n)
         return ""
     checks = (
+        (args.nprocs < 1, f"{args.nprocs} (which the numba pass refuses)"),
         (args.oaa is not None, "--oaa"),
         (args.initial is not None, "-i (or starting weights)"),
         (args.passes not in (None, 1), "--passes"),
