@@ -205,6 +205,9 @@ CASES = {
     "ns12-bfgs-2w": ("ns12", BFGS, "cache", "-n 2"),
     "ns12-2w": ("ns12", "-b 20 --loss_function logistic", "text", "-n 2"),
     "short-2w": ("short", "-b 18", "text", "-n 2"),
+    "click-b18-2w": ("click", "-b 18 --loss_function logistic", "text", "-n 2"),
+    "distinct-b24": ("distinct", "-b 24 --loss_function logistic", "text"),
+    "distinct-b24-2w": ("distinct", "-b 24 --loss_function logistic", "text", "-n 2"),
 }
 
 

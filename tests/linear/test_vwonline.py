@@ -369,7 +369,7 @@ def _args(line: list[str]) -> argparse.Namespace:
 
 @built
 @pytest.mark.parametrize(("line", "why"), [
-    (["-n", "2"], "-n N"),
+    (["-n", "2", "--passes", "2"], "-n N with --passes"),
     (["--oaa", "3", "--binary"], "--oaa with --binary"),
     (["--oaa", "3", "--passes", "2", "-c"], "--oaa with --passes"),
     (["--oaa", "3", "--max_prediction", "2"], "--oaa with"),

@@ -32,7 +32,8 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
-__all__ = ["as_command", "defer_numba_probes", "forking", "numba_set_up", "warm_kernels"]
+__all__ = ["as_command", "defer_numba_probes", "forking", "forks", "numba_set_up",
+           "warm_kernels"]
 
 _VW = "1 'a|a x y:2 |b z\n-1 'b|a y |b w\n1 |a x\n"
 
@@ -184,12 +185,9 @@ def forking(target: Callable[[], int], options: dict[str, Any]) -> Callable[[], 
     VW text, in a job of its own, whose model is dropped; other formats: the modules
     only). A forked worker has them all; a kernel the real data needs beyond those
     (wide rows past the dense switch) loads in the worker, as it would have."""
-    from .._env import read_setting
-
     # a worker is forked only while the launcher runs no other thread (launch._fork), so
     # none holds a lock (an import's) the worker would wait on forever
-    if not _command or (read_setting("TERASCALE_EXEC_WORKERS") or "0") != "0" or \
-            not hasattr(os, "fork"):
+    if not forks():
         return None
     from .._init import load_joining
     from ._front import _worker  # noqa: F401  (the worker's modules)
@@ -200,6 +198,16 @@ def forking(target: Callable[[], int], options: dict[str, Any]) -> Callable[[], 
     if options.get("format", "vw") == "vw":
         _load_kernels(options)
     return target
+
+
+def forks() -> bool:
+    """Whether this process forks its ``-n N`` workers (:func:`forking`'s rule): it is the
+    command's own (:func:`as_command`), the platform forks, and ``TERASCALE_EXEC_WORKERS``
+    is not set."""
+    from .._env import read_setting
+
+    return _command and (read_setting("TERASCALE_EXEC_WORKERS") or "0") == "0" and \
+        hasattr(os, "fork")
 
 
 def _load_kernels(options: dict[str, Any]) -> None:

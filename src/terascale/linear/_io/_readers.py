@@ -24,6 +24,7 @@ from .._vw._vwparse import ERRORS, parse_float
 from .._vw._vwtext_fast import parse_vw
 from ._dataset import Dataset, ParseOptions
 from ._hashing import CONSTANT_HASH, hash_feature, hash_space
+from ._stream import shard_places
 
 __all__ = ["parse_bytes", "parse_lines", "parse_text", "quoted_line", "read_file",
            "shard_files", "shard_places"]
@@ -382,34 +383,6 @@ def shard_files(paths: Sequence[str], k: int, n: int) -> list[tuple[str, tuple[i
     (shard ``(start, end, size)``: the file's bytes ``start:end`` of ``size``, cut at line
     ends, each file's lines numbered as in the file). See :func:`shard_places`."""
     return [(p, sh) for _, p, sh in shard_places(paths, k, n)]
-
-
-def shard_places(paths: Sequence[str], k: int, n: int
-                 ) -> list[tuple[int, str, tuple[int, ...]]]:
-    """:func:`shard_files` with each part's file index in ``paths``: part (i, k) is the
-    i-th file's of worker k, and the parts of all workers in the order of ``i * n + k``
-    are the input in its order."""
-    if not paths:
-        raise ConfigError("no input files")
-    m = len(paths)
-    if m >= n:
-        return [(i, paths[i], (0, 1)) for i in range(k * m // n, (k + 1) * m // n)]
-    from ._stream import stream_size
-
-    sizes = [stream_size(p) for p in paths]
-    total = sum(sizes)
-    lo, hi = total * k // n, total * (k + 1) // n
-    out: list[tuple[int, str, tuple[int, ...]]] = []
-    at = 0
-    for i, (p, s) in enumerate(zip(paths, sizes)):
-        a, b = max(lo - at, 0), min(hi - at, s)
-        if a < b:
-            out.append((i, p, (a, b, max(s, 1))))
-        at += s
-    if not out:  # (fewer bytes than workers: an empty part of the last file)
-        s = sizes[-1]
-        out.append((m - 1, paths[-1], (s, s, max(s, 1))))
-    return out
 
 
 def parse_lines(lines: Iterable[str | bytes], *, format: str = "vw", bits: int = 18,

@@ -18,18 +18,19 @@ import contextvars
 import gzip
 import os
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, TypeVar, cast
 
 import numpy as np
 
 from ..._background import background
-from ..._errors import DataError
+from ..._errors import ConfigError, DataError
 from ._blocks import Block, Blocks, ShardStats
 from ._dataset import Dataset, ParseOptions
 
-__all__ = ["CHUNK_BYTES", "TextBlocks", "parse_threads", "stream_size"]
+__all__ = ["CHUNK_BYTES", "TextBlocks", "parse_threads", "record_chunks", "shard_places",
+           "stream_size"]
 
 T = TypeVar("T")
 
@@ -369,3 +370,97 @@ class TextBlocks(Blocks):
 
     def skipped(self) -> int:
         return self.stats().skipped
+
+
+def record_chunks(path: str, shard: tuple[int, ...], size: list[int]
+                  ) -> Iterator[tuple[bytearray, int]]:
+    """The records of part ``shard`` of VW or LIBSVM text ``path`` (:class:`TextBlocks`'s
+    part: those that start in its byte range) in chunks cut after a line break, each with
+    the number of its first line: ``size[0]`` bytes read at a time into a buffer of the
+    chunk's own (the caller may change it between chunks). The part's first record is
+    found by reading the text before it into one buffer of 64 KiB, its line breaks
+    counted (the line numbers kept, which a seek would lose; :class:`_Scanner`'s
+    megabyte reads and their copies held 5 MB more of the second worker's peak)."""
+    a, b, d = shard if len(shard) == 3 else (shard[0], shard[0] + 1, shard[1])
+    f, n, _ = _open(path)
+    pos, line, rest, limit = 0, 1, b"", None
+    with f:
+        if (a, b, d) != (0, 1, 1):
+            if n is None:
+                n = stream_size(path)
+            start, limit = n * a // d, n * b // d
+            if start > 0:  # (the record that holds byte start - 1 is the part before's)
+                pos, line, rest = _skip_to_record(f, path, start - 1)
+        while limit is None or pos < limit:
+            data = bytearray(len(rest) + size[0])
+            data[:len(rest)] = rest
+            try:
+                got = f.readinto(memoryview(data)[len(rest):])  # type: ignore[attr-defined]
+            except (OSError, EOFError, zipfile.BadZipFile) as e:
+                raise DataError(f"{path}: cannot read: {e}") from None
+            end = len(rest) + got
+            k = -1 if limit is None else data.find(b"\n", limit - 1 - pos, end)
+            if k >= 0:  # the end of the record that holds the part's last byte
+                del data[k + 1:]
+                yield data, line
+                return
+            if not got:
+                if end:
+                    del data[end:]
+                    yield data, line
+                return
+            cut = data.rfind(b"\n", 0, end) + 1
+            if cut == 0:  # a record longer than the chunk: read on
+                rest = bytes(data[:end])
+                continue
+            rest = bytes(data[cut:end])
+            del data[cut:]
+            yield data, line
+            pos += cut
+            line += data.count(b"\n")
+
+
+def _skip_to_record(f: IO[bytes], path: str, at: int) -> tuple[int, int, bytes]:
+    """Read ``f`` past the line break that ends the record holding position ``at``: that
+    position, the line number of the record after it and the bytes read past it."""
+    buf = bytearray(1 << 16)
+    view = memoryview(buf)
+    pos = lines = 0
+    while True:
+        want = len(buf) if pos >= at else min(len(buf), at - pos)
+        try:
+            got = f.readinto(view[:want])  # type: ignore[attr-defined]
+        except (OSError, EOFError, zipfile.BadZipFile) as e:
+            raise DataError(f"{path}: cannot read: {e}") from None
+        if not got:
+            return pos, 1 + lines, b""
+        k = buf.find(b"\n", 0, got) if pos >= at else -1
+        if k >= 0:
+            return pos + k + 1, 2 + lines + buf.count(b"\n", 0, k), bytes(buf[k + 1:got])
+        lines += buf.count(b"\n", 0, got)
+        pos += got
+def shard_places(paths: Sequence[str], k: int, n: int
+                 ) -> list[tuple[int, str, tuple[int, ...]]]:
+    """:func:`._readers.shard_files` with each part's file index in ``paths``: part (i, k)
+    is the i-th file's of worker k, and the parts of all workers in the order of
+    ``i * n + k`` are the input in its order (here, where reading a part imports no
+    numba: ``terascale vw -n N``'s compiled workers read their parts so)."""
+    if not paths:
+        raise ConfigError("no input files")
+    m = len(paths)
+    if m >= n:
+        return [(i, paths[i], (0, 1)) for i in range(k * m // n, (k + 1) * m // n)]
+    sizes = [stream_size(p) for p in paths]
+    total = sum(sizes)
+    lo, hi = total * k // n, total * (k + 1) // n
+    out: list[tuple[int, str, tuple[int, ...]]] = []
+    at = 0
+    for i, (p, s) in enumerate(zip(paths, sizes)):
+        a, b = max(lo - at, 0), min(hi - at, s)
+        if a < b:
+            out.append((i, p, (a, b, max(s, 1))))
+        at += s
+    if not out:  # (fewer bytes than workers: an empty part of the last file)
+        s = sizes[-1]
+        out.append((m - 1, paths[-1], (s, s, max(s, 1))))
+    return out

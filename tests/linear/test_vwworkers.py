@@ -1,0 +1,154 @@
+"""``terascale vw -n N`` in the compiled learner (``_vwworkers``) against the numba pass's
+``-n N`` (the same command with ``TERASCALE_NO_CEXT=1``): the model and the printed table
+and closing block, bit for bit; no process of the run (launcher, forked or started
+workers) imports numba; a worker's bad line fails the run naming the file and line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _vw_runs import more, run_ok
+
+from terascale._cext import load
+from terascale.linear._vw import VWFAST
+
+built = pytest.mark.skipif(load(*VWFAST) is None,
+                           reason="terascale.linear._vw._vwfast was not built")
+_TS = [sys.executable, "-m", "terascale", "vw"]
+
+
+def _lines(n: int, seed: int) -> list[str]:
+    """VW text with -1/+1 and real labels (some unlabelled), importances, tags, scaled
+    namespaces and features that only some shards have."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        lab = str(rng.choice(["1", "-1", "1", "0.5", ""]))
+        imp = str(rng.choice(["", "", " 2", " 0.5"])) if lab else ""
+        tag = f" 'ex{i}" if rng.random() < 0.3 else ""
+        feats = " ".join(f"f{rng.integers(0, 40 + i // 50)}" if rng.random() < 0.6 else
+                         f"g{rng.integers(0, 20)}:{rng.choice(['1.5', '-0.25', '3'])}"
+                         for _ in range(int(rng.integers(1, 8))))
+        ns = str(rng.choice(["a", "b:0.5", "c"]))
+        out.append(f"{lab}{imp}{tag} |{ns} {feats}".strip())
+    return out
+
+
+def _files(tmp_path, k: int, n: int = 1500) -> list[str]:
+    """``n`` lines in ``k`` files."""
+    lines = _lines(n, k)
+    names = []
+    for j in range(k):
+        (tmp_path / f"d{j}.vw").write_text("\n".join(lines[j::k]) + "\n")
+        names.append(f"../d{j}.vw")
+    return names
+
+
+def _imports(err: str) -> list[str]:
+    """The top-level modules that ``-X importtime``'s lines in ``err`` name."""
+    return sorted({ln.split("|")[-1].strip().split(".")[0] for ln in err.splitlines()
+                   if ln.startswith("import time:") and "|" in ln})
+
+
+def _both(tmp_path, files: list[str], args: list[str]) -> dict[str, dict[str, str | bytes]]:
+    """The compiled workers' run (every process's imports listed on stderr) and the numba
+    pass's, each in its own directory: stderr without the import lines, the model."""
+    got: dict[str, dict[str, str | bytes]] = {}
+    for who, env in (("c", {"PYTHONPROFILEIMPORTTIME": "1"}), ("numba", {"TERASCALE_NO_CEXT": "1"})):
+        d = tmp_path / who
+        d.mkdir()
+        data = [x for f in files for x in ("-d", f)]
+        err = run_ok([*_TS, *data, *args, "-f", "m"], d, env)
+        got[who] = {"err": "\n".join(ln for ln in err.splitlines()
+                                     if not ln.startswith("import time:")),
+                    "imports": " ".join(_imports(err)), "m": (d / "m").read_bytes()}
+    return got
+
+
+CASES = [
+    (1, ["-n", "2", "--loss_function", "logistic", "--l2", "1e-4"]),  # byte ranges of one file
+    more(3, ["-n", "2", "-q", "ab", "--average", "uniform", "--link", "glf1"]),  # whole files
+    more(2, ["-n", "3", "--l1", "1e-4", "--power_t", "0.4", "-b", "20"]),  # crossing files
+    more(1, ["-n", "2", "--binary", "--loss_function", "hinge", "--predict_only_model"]),
+]
+
+
+@built
+@pytest.mark.parametrize(("files", "args"), CASES)
+def test_workers_equal_the_numba_pass_and_import_no_numba(tmp_path, files, args):
+    got = _both(tmp_path, _files(tmp_path, files), args)
+    assert got["c"]["m"] == got["numba"]["m"]
+    assert got["c"]["err"] == got["numba"]["err"]
+    assert "finished run" in str(got["c"]["err"])
+    imported = str(got["c"]["imports"]).split()
+    assert "terascale" in imported  # (the workers' lines are there: forked, they print too)
+    assert not {"numba", "llvmlite", "scipy", "torch"} & set(imported), imported
+
+
+@built
+def test_workers_started_as_programs_import_no_numba(tmp_path):
+    """(A bad line in a worker's shard: ``test_forked_workers``, which these workers run.)"""
+    (tmp_path / "d.vw").write_text("\n".join(_lines(400, 7)) + "\n")
+    err = run_ok([*_TS, "-d", "d.vw", "-n", "2", "-f", "m"], tmp_path,
+                 {"TERASCALE_EXEC_WORKERS": "1", "PYTHONPROFILEIMPORTTIME": "1"})
+    assert "finished run" in err and (tmp_path / "m").stat().st_size > 0
+    assert "terascale" in _imports(err)
+    assert not {"numba", "llvmlite"} & set(_imports(err))
+
+
+@built
+@pytest.mark.parametrize("extra", [[], more(["--holdout_period", "5"])])
+def test_standard_input_is_split_as_its_file(tmp_path, extra):
+    """(With a holdout of one pass: the numba pass, after the compiled path read it.)"""
+    text = "\n".join(_lines(600, 9)) + "\n"
+    (tmp_path / "d.vw").write_text(text)
+    args = [*_TS, "-n", "2", "--quiet", *extra]
+    run_ok([*args, "-d", "d.vw", "-f", "m1"], tmp_path)
+    r = subprocess.run([*args, "-d", "-", "-f", "m2"], cwd=tmp_path, input=text,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "m1").read_bytes() == (tmp_path / "m2").read_bytes()
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    (["-n", "2", "--passes", "2"], "-n N with --passes"),
+    (["-n", "2", "-c"], "-n N with -c"),
+    (["-n", "2", "--oaa", "3"], "-n N with --oaa"),
+    (["-n", "2", "--average-every", "100"], "-n N with --average"),
+    (["-n", "2", "--ngram", "2"], "-n N with --ngram"),
+    (["-n", "2", "--initial_weight", "0.1"], "-n N with -i"),
+    (["-n", "0"], "-n N with 0"),
+])
+def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
+    from test_vwonline import _args
+
+    from terascale.linear._vw._vwworkers import why_not
+
+    assert why in why_not(_args(["-d", "x.vw", *line]))
+    assert why_not(_args(["-d", "x.vw", "-n", "2", "-q", "ab", "--l1", "1e-5"])) == ""
+
+
+@pytest.mark.parametrize("n", [2, 3, 7])
+def test_the_workers_parts_are_the_numba_passs_and_name_their_lines(tmp_path, n):
+    from terascale.linear._io._dataset import ParseOptions
+    from terascale.linear._io._stream import TextBlocks, record_chunks, shard_places
+
+    rng = np.random.default_rng(n)
+    text = "".join(f"1 |a x{'y' * int(rng.integers(0, 3000 if i % 50 else 70000))}\n"
+                   for i in range(300)).encode()
+    (tmp_path / "d.vw").write_bytes(text)
+    parts = b""
+    for k in range(n):
+        (_, path, sh), = shard_places([str(tmp_path / "d.vw")], k, n)
+        mine = b""
+        for data, line in record_chunks(path, sh, [1 << 12]):
+            assert line == 1 + text[:len(parts) + len(mine)].count(b"\n")
+            mine += bytes(data)
+        examples = sum(len(ds.labels) for ds in TextBlocks(path, ParseOptions(),
+                                                           shard=sh).datasets())
+        assert mine.count(b"\n") == examples
+        parts += mine
+    assert parts == text
