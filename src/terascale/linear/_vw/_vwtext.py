@@ -15,6 +15,7 @@ parsing): as many names as there are distinct features, never the examples.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import io
 import math
@@ -22,21 +23,11 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-import numba
 import numpy as np
 
 from ..._errors import ConfigError, DataError
-from .._io._hashing import (
-    CONSTANT_HASH,
-    FNV_PRIME,
-    hash_feature,
-    hash_space,
-    hashstring_nb,
-    murmur3_32,
-    murmur3_32_nb,
-)
-from .._losses import loss_spec
-from .._model import LinearModel
+from .._io._hashnames import CONSTANT_HASH, FNV_PRIME, hashstring, murmur3_32
+from .._losstable import loss_spec
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
 from ._vwflags import LINKS
 from ._vwmodel import run_counters
@@ -45,23 +36,6 @@ from ._vwout import AtomicText
 __all__ = ["crossed_names", "feature_names", "write_readable"]
 
 VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
-
-
-@numba.njit(cache=True)
-def link32(scores: np.ndarray, code: int) -> np.ndarray:
-    """VW's link in float (code 0 logistic, 1 glf1, 2 poisson), with C's ``expf``
-    (numba's float32 ``exp``; numpy's, and a double exp rounded to float, differ from it in
-    the last bit, which -p's six digits show): where the compiled core is not built."""
-    out = np.empty(len(scores), np.float32)
-    one, two = np.float32(1.0), np.float32(2.0)
-    for i in range(len(scores)):
-        if code == 0:
-            out[i] = one / (one + math.exp(-scores[i]))
-        elif code == 1:
-            out[i] = two / (one + math.exp(-scores[i])) - one
-        else:
-            out[i] = math.exp(scores[i])
-    return out
 
 
 def _lines(path: str) -> Iterator[str]:
@@ -130,8 +104,8 @@ def _feature_hash(name: str, anon: int, seed: int, every: bool = False) -> int:
     VW gives an anonymous feature the namespace hash plus its running count (``every``:
     ``--hash all``, every name hashed with MurmurHash3)."""
     def h(s: str, seed: int) -> int:
-        return murmur3_32(s.encode("utf-8", "surrogateescape"), seed) if every else \
-            hash_feature(s, seed, 32)
+        b = s.encode("utf-8", "surrogateescape")
+        return murmur3_32(b, seed) if every else hashstring(b, seed)
 
     if anon >= 0:
         return (seed + anon) & 0xFFFFFFFF
@@ -141,7 +115,7 @@ def _feature_hash(name: str, anon: int, seed: int, every: bool = False) -> int:
     return h(name, seed)
 
 
-def _generation(model: LinearModel, key: str) -> list[str]:
+def _generation(model: Any, key: str) -> list[str]:
     """The VW feature generation value ``key`` of the run that wrote ``model``
     (``info["vw_generation"]``, :func:`._vwmodel.run_generation`)."""
     return list(((getattr(model, "info", None) or {}).get("vw_generation") or {}).get(key, []))
@@ -152,38 +126,30 @@ def namespace_hash(ns: str, seed: int = 0, every: bool = False) -> int:
     (``every``) ``--hash all``."""
     if not ns:
         return murmur3_32(b"", seed) if seed else 0
-    if not (seed or every):
-        return hash_space(ns)
-    from ._vwgen import _hashstring
+    b = ns.encode("utf-8", "surrogateescape")
+    if every:
+        return murmur3_32(b, seed)
+    b = b.strip() if not seed else b.strip(b" \t")
+    return hashstring(b, seed) if b or not seed else murmur3_32(b"", seed)
 
-    return _hashstring(ns, seed, every)
 
-
-@numba.njit(cache=True, nogil=True)
-def _hash_names(buf: np.ndarray, ends: np.ndarray, seed: int, every: bool) -> np.ndarray:
-    """VW's hashes of the names ``buf[ends[j-1]:ends[j]]`` in a namespace hashed to
-    ``seed`` (``every``: MurmurHash3 even of a name of digits): one call for a namespace's
-    names (a call a name cost ~6 us in Python)."""
-    out = np.empty(len(ends), np.int64)
-    s = 0
-    for j in range(len(ends)):
-        out[j] = murmur3_32_nb(buf, s, ends[j], seed) if every else \
-            hashstring_nb(buf, s, ends[j], seed)
-        s = ends[j]
-    return out
+@functools.lru_cache(maxsize=1 << 16)
+def _name_hash(name: str, seed: int, every: bool) -> int:
+    """VW's hash of a plain name in a namespace hashed to ``seed`` (``every``: MurmurHash3
+    even of a name of digits), kept for the names met again (a name's hash takes ~2 us in
+    Python, a lookup a tenth of that; the ids of a click log come back all the time)."""
+    b = name.encode("utf-8", "surrogateescape")
+    return murmur3_32(b, seed) if every else hashstring(b, seed)
 
 
 def _section_hashes(fs: list[tuple[str, int]], seed: int, every: bool = False) -> list[int]:
     """The 32-bit index of each :func:`_sections` entry of one namespace, as
-    :func:`_feature_hash` gives it, the plain names hashed in one call."""
-    plain = [f.encode("utf-8", "surrogateescape") for f, k in fs if k == -1]
-    hs = iter(_hash_names(np.frombuffer(b"".join(plain), np.uint8),
-                          np.cumsum([len(b) for b in plain], dtype=np.int64),
-                          seed, every).tolist() if plain else [])
-    return [next(hs) if k == -1 else _feature_hash(f, k, seed, every) for f, k in fs]
+    :func:`_feature_hash` gives it."""
+    return [_name_hash(f, seed, every) if k == -1 else _feature_hash(f, k, seed, every)
+            for f, k in fs]
 
 
-def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
+def feature_names(paths: Sequence[str], model: Any) -> dict[int, str]:
     """Hashed index -> VW's name (``ns^f``, ``ns^f*ns2^g``, ``Constant``) for the features
     of ``paths`` that carry a weight in ``model``, built as the parser builds the features
     (``--ignore``/``--keep``/``--ignore_linear``, interactions in VW's order with its
@@ -343,7 +309,7 @@ def _g(v: float) -> str:
     return f"{v:g}"
 
 
-def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None,
+def write_readable(model: Any, path: str, names: dict[int, str] | None = None,
                    *, counters: bool = False, predict_only: bool = False,
                    options: Sequence[str] = (), bare: bool = False) -> None:
     """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;
