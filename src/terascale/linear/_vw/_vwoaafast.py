@@ -154,6 +154,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
         _raw_line,
         _Table,
         _unsigned,
+        _write_readable,
         malformed_note,
         print_test_block,
     )
@@ -235,13 +236,20 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
     only = bool(job.get("predict_only"))
     if stopped:  # (VW's counters: no pass done)
         job = dict(job, current_pass=0)
-    if not only and job["model"]:  # VW's save_resume form: L1/L2 not applied
+    readable = bool(job.get("readable") or job.get("invert"))
+    if not only and (job["model"] or readable):  # VW's save_resume form: L1/L2 not applied
         from ._vwmodel import write_vw_oaa_resume
 
         model = _interleaved(job, learners, parse, opts.loss, totals, progress, t0,
                              initial_t)
-        write_vw_oaa_resume(model, job["model"], k, names, bare=False)
+        if readable:
+            _write_readable(job, model, parse, k)
+        if job["model"]:
+            write_vw_oaa_resume(model, job["model"], k, names, bare=False)
     learners.finish(fast)
+    if only and readable:  # (L1/L2 applied, the nonzero weights)
+        _write_readable(job, _interleaved(job, learners, parse, opts.loss, totals, progress,
+                                          t0, initial_t), parse, k)
     if only and job["model"]:
         from ._vwmodel import write_vw_oaa_model
 

@@ -36,13 +36,16 @@ and saved learner state in the dense table (``_resume.initial_state``'s), with i
 applies them: a one-line warm start imports no numba either. ``--binary`` learns here
 too (the predictions' signs, VW's 0/1 loss: ``_progressive.zero_one`` with the compiled
 loss), and ``--oaa K`` runs :mod:`._vwoaafast` (its K learners in ``_vwfast.oaa_learn``).
+``--readable_model`` and ``--invert_hash`` are written from the table at the end
+(``_vwtext``, which imports no numba: the names are the text read again, hashed in Python).
 
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
 (``-n N``, the starting weights and ``-i`` of terascale's model
 format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
 ``--preserve_performance_counters`` with passes or ``--holdout_after``, the ``--oaa``
-runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``--readable_model``/
-``--invert_hash``, ``--ignore_linear``, expectile loss, ``.zip`` input, ``-b`` above 24 or a
+runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``-t`` with
+``--readable_model``/``--invert_hash``, ``--invert_hash`` with ``--ngram``/``--skips``,
+``--ignore_linear``, expectile loss, ``.zip`` input, ``-b`` above 24 or a
 table over half the memory) runs the numba pass, which covers every option. Text outside
 the compiled parser's subset is parsed by the numba parser, chunk by chunk, as the numba
 pass parses it.
@@ -115,6 +118,8 @@ def c_path(args: argparse.Namespace) -> str | None:
          "--preserve_performance_counters with --passes or --holdout_after"),
         (args.testonly and not args.initial, "-t without -i"),
         (args.testonly and bool(args.model), "-t with -f"),
+        (args.testonly and bool(args.readable_model or args.invert_hash),
+         "-t with --readable_model/--invert_hash"),
         (bool(oaa_off), oaa_off or ""),
         (args.bfgs is not None or args.cg is not None, "--bfgs/--conjugate_gradient"),
         (args.audit, "--audit"),
@@ -122,7 +127,8 @@ def c_path(args: argparse.Namespace) -> str | None:
          "-i of terascale's model format (or starting weights)"),
         (args.format != "vw", "--format"),
         (args.model_format not in (None, "vw"), "terascale's model format"),
-        (bool(args.readable_model or args.invert_hash), "--readable_model/--invert_hash"),
+        (bool(args.invert_hash and (args.ngram or args.skips)),
+         "--invert_hash with --ngram/--skips"),  # (named from the text the rewrite makes)
         (bool(args.ignore_linear), "--ignore_linear"),
         (not _covered(args.loss, fast) and not (args.testonly and args.loss is None),
          f"--loss_function {args.loss}"),
@@ -372,7 +378,9 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
             return int(_cli_run.train(args) or 0)
         how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
     _cli_run._check_output(args.model, "-f", stream=False)
-    for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r")):
+    for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r"),
+                       (args.readable_model, "--readable_model"),
+                       (args.invert_hash, "--invert_hash")):
         _cli_run._check_output(path, flag)
     opts = TrainOptions(**{k: tuple(v) if isinstance(v, list) else v
                            for k, v in options.items()})
@@ -447,10 +455,10 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
                     best = (idx, table[idx], state.copy())
     if ran is not None:
         ran.append(len(totals))
-    if args.model:
+    if args.model or args.readable_model or args.invert_hash:
         _save(args, parse, table, state, options, totals, how, marks[used - 1],
               (model.info.get("vw_counters") or {}) if model is not None else {},
-              used if used < len(totals) else None)
+              used if used < len(totals) else None, paths)
     if not args.quiet:
         print(closing_block({"pass_totals": totals, "labels": labels_seen,
                              "holdout": holdout_on(options), "loss": opts.loss,
@@ -621,9 +629,12 @@ def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
 
 def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.ndarray,
           options: dict[str, Any], totals: list[list[float]], how: str, mark: list[float],
-          counters: dict[str, float], used: int | None = None) -> None:
+          counters: dict[str, float], used: int | None = None,
+          paths: list[str] | None = None) -> None:
     """``-f``: VW's model, as the numba pass's run writes it (its save_resume form, or
-    ``--predict_only_model``'s weights with the lazy L1/L2 folded in); ``mark``: where the
+    ``--predict_only_model``'s weights with the lazy L1/L2 folded in), then
+    ``--readable_model`` and ``--invert_hash`` (``paths``: the inputs its names are read
+    from, :func:`._vwtext.feature_names`) of it; ``mark``: where the
     progress table was after the model's pass (the next line's weight, the loss since the
     last line, the labelled weight at it); ``counters``: -i's (its examples' weight ``t``
     and its ``initial_t``, which VW's carry on); ``used``: the pass the early stop kept
@@ -657,12 +668,23 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     if rates:
         info["vw_rates"] = rates
     model = SimpleNamespace(indices=idx, weights=_Column(table, idx, 0), parse=parse,
-                            loss=options["loss"], info=info,
+                            loss=options["loss"], info=info, bits=parse.bits,
                             adaptive=(_Column(table, idx, 1), _Column(table, idx, 2), state))
-    try:
-        write_vw_model(model, args.model, predict_only=predict_only)
-    except OSError as e:
-        raise ConfigError(f"-f {args.model}: cannot write: {e}") from None
+    if args.model:
+        try:
+            write_vw_model(model, args.model, predict_only=predict_only)
+        except OSError as e:
+            raise ConfigError(f"-f {args.model}: cannot write: {e}") from None
+    if args.readable_model or args.invert_hash:
+        from ._vwtext import feature_names, write_readable
+
+        model.weights, model.adaptive = (  # (the rows in use, as the writer orders them)
+            model.weights[:], (model.adaptive[0][:], model.adaptive[1][:], state))
+    if args.readable_model:
+        write_readable(model, args.readable_model, predict_only=predict_only)
+    if args.invert_hash:
+        write_readable(model, args.invert_hash, feature_names(paths or [], model),
+                       predict_only=predict_only)
 
 
 _ROWS = 1 << 20  # rows of the table scanned at a time for the ones in use
