@@ -172,6 +172,9 @@ def test_a_label_with_a_fraction_stops_the_compiled_oaa_run_as_vws(tmp_path):
 @built
 @pytest.mark.parametrize(("first", "then", "numba"), [
     (["-q", "ab"], ["-t"], False),
+    # a model of a label range: VW's -t clips every score there, the logistic loss's too
+    (["--loss_function", "logistic", "--min_prediction", "-0.5", "--max_prediction", "0.7"],
+     ["-t", "--loss_function", "logistic"], False),
     more(["--loss_function", "logistic", "--link", "logistic"], ["-t", "--probabilities"],
          True),
     more(["--predict_only_model", "--l2", "0.001"], ["-t", "--scores"], True),

@@ -13,7 +13,9 @@ checks and opening, the classes' numbering, the progress table, ``-p``/``-r``/
 that pass's bytes, VW's.
 
 ``-i`` of VW's one-against-all model starts from its K learners (a run that learns on, or
-``-t -i``, which scores with them). A run it does not cover (``--binary``,
+``-t -i``, which scores with them: every score clipped to the label range of a model of
+``--min_prediction``/``--max_prediction``, whatever the loss, as VW's test run clips it).
+A run it does not cover (``--binary``,
 ``--min_prediction``/``--max_prediction``) runs the numba pass, as do the runs
 :func:`._vwonline.c_path` sends there (``-t`` with ``-f``, starting weights...).
 
@@ -180,6 +182,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
     how = _LINK_CODES[job["link"]] if job.get("link") and not test else -1
+    clips = _ranged(learners, start, kind) if test else _CLIP
     stopped = False
     # VW's multiclass parser stops at a label section it throws at (_oaa._until_malformed)
     bad = job.get("malformed")
@@ -204,7 +207,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
             s = np.empty((n, k))
             fast.oaa_learn(indptr, b[1], b[2], t, weights, 0, n, learners.table,
                            learners.states, k, kind, float(np.float32(opts.learning_rate)),
-                           opts.power_t, opts.l1, l2, how, s, _BY_SIGN, _CLIP)
+                           opts.power_t, opts.l1, l2, how, s, _BY_SIGN, clips)
             if job.get("link"):  # (VW's scorer under oaa: each learner's score linked)
                 s = link(s.ravel(), job["link"], False).reshape(s.shape)
             pred = np.argmax(s, axis=1) + (after if probabilities or scores else before)
@@ -264,6 +267,25 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
                              "holdout": holdout, "examples": int(sums[0][4]),
                              "multiclass_log_loss": _log_loss_text(table, sums, holdout)}),
               file=sys.stderr)
+
+
+def _ranged(learners: _Learners, start: list[Any] | None, kind: int) -> np.ndarray:
+    """The clip rules of a ``-t`` run: VW's test run clips every learner's score, whatever
+    the loss, to the label range its model's header holds where that is not empty (a model
+    of ``--min_prediction``/``--max_prediction``: ``_vwonline.test``'s rule), else as the
+    loss clips."""
+    from .._losstable import _CLIP
+    from .._online._state import MAX_LABEL, MIN_LABEL
+
+    state = start[0].adaptive[2] if start is not None and start[0].adaptive is not None \
+        else None
+    if state is None or len(state) <= MAX_LABEL or state[MIN_LABEL] == state[MAX_LABEL]:
+        return _CLIP
+    learners.states[:, MIN_LABEL] = state[MIN_LABEL]
+    learners.states[:, MAX_LABEL] = state[MAX_LABEL]
+    clips = _CLIP.copy()
+    clips[kind & 7] = 1  # (the range's)
+    return clips
 
 
 def _tags(b: tuple, n: int) -> list[str]:
