@@ -97,6 +97,8 @@ CASES = [
     ("sign", ["--loss_function", "logistic", "-l", "0"]),
     ("sign", ["--ngram", "2", "--loss_function", "logistic"]),
     ("real", ["--ngram", "a3", "--skips", "a1", "-q", "ab", "--ignore", "d"]),
+    ("sign", ["--ignore_linear", "ab", "-q", "ab", "--passes", "2", "-c", "-k",
+              "--holdout_off", "--loss_function", "logistic"]),
 ]
 
 
@@ -359,6 +361,9 @@ def test_a_one_line_run_imports_no_numba(tmp_path, extra):
 READABLE_CASES = [
     ["--loss_function", "logistic", "-q", "ab", "-f", "m", "--l1", "1e-4"],
     ["--oaa", "3", "-q", "ab"],
+    # (the crosses of --ignore_linear's namespaces learned, their features counted)
+    ["--ignore_linear", "a", "-q", "ab", "--cubic", "abc"],
+    more(["--oaa", "3", "--ignore_linear", "b", "-q", "ab"]),
     more(["--predict_only_model", "-f", "m", "--l2", "1e-3"]),
     more(["--oaa", "4", "--predict_only_model", "--l1", "1e-4"]),
     more(["-b", "20", "--ignore", "a", "--loss_function", "logistic", "--link", "logistic"]),
@@ -409,7 +414,7 @@ def _args(line: list[str]) -> argparse.Namespace:
     (["--invert_hash", "ih", "--ngram", "2"], "--invert_hash with --ngram"),
     (["--model-format", "terascale"], "terascale's model format"),
     (["--initial_weight", "0.1"], "starting weights"),
-    (["--ignore_linear", "a"], "--ignore_linear"),
+    (["--ignore_linear", "a", "--ngram", "2"], "--ignore_linear with --ngram"),
     (["-t", "-i", "m", "--holdout_after", "5"], "-t with --holdout_after"),
     (["-i", "m", "--preserve_performance_counters", "--passes", "2"],
      "--preserve_performance_counters with --passes"),
@@ -441,7 +446,8 @@ def test_oaa_and_binary_runs_take_the_compiled_path(line):
                                   ["--passes", "3", "-c", "--holdout_after", "10"],
                                   ["-c"], ["--cache_file", "c", "-k"],
                                   ["--readable_model", "r", "--invert_hash", "i", "-q", "ab"],
-                                  ["--oaa", "3", "--invert_hash", "i", "-f", "m"]])
+                                  ["--oaa", "3", "--invert_hash", "i", "-f", "m"],
+                                  ["--ignore_linear", "a", "-q", "ab"]])
 def test_common_runs_take_the_compiled_path(line):
     from terascale.linear._vw._vwonline import c_path
 

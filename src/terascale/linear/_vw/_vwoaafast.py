@@ -213,8 +213,10 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
             pred = np.argmax(s, axis=1) + (after if probabilities or scores else before)
             probs = (_probabilities(s) if probabilities
                      else s.astype(np.float32) if scores else None)
-            table.block(0, lab, pred, weights[:n], hold, np.diff(indptr[:n + 1]), probs,
-                        after, index.notes)
+            feats = np.diff(indptr[:n + 1])
+            if b[9] is not None:  # (--ignore_linear's features: VW counts them)
+                feats = feats + b[9][:n]
+            table.block(0, lab, pred, weights[:n], hold, feats, probs, after, index.notes)
             index.notes = []
             if out is not None:
                 out.write(_p_lines(fast, b, probs, pred, after, names))

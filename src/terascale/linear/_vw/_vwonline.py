@@ -36,6 +36,8 @@ and saved learner state in the dense table (``_resume.initial_state``'s), with i
 applies them: a one-line warm start imports no numba either. ``--binary`` learns here
 too (the predictions' signs, VW's 0/1 loss: ``_progressive.zero_one`` with the compiled
 loss), and ``--oaa K`` runs :mod:`._vwoaafast` (its K learners in ``_vwfast.oaa_learn``).
+``--ignore_linear`` is the compiled parser's (the namespaces' features crossed, kept out of
+the linear ones, counted in the table as VW counts them: ``Dataset.ignored``).
 ``--readable_model`` and ``--invert_hash`` are written from the table at the end
 (``_vwtext``, which imports no numba: the names are the text read again, hashed in Python).
 
@@ -44,8 +46,8 @@ loss), and ``--oaa K`` runs :mod:`._vwoaafast` (its K learners in ``_vwfast.oaa_
 format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
 ``--preserve_performance_counters`` with passes or ``--holdout_after``, the ``--oaa``
 runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``-t`` with
-``--readable_model``/``--invert_hash``, ``--invert_hash`` with ``--ngram``/``--skips``,
-``--ignore_linear``, expectile loss, ``.zip`` input, ``-b`` above 24 or a
+``--readable_model``/``--invert_hash``, ``--invert_hash`` or ``--ignore_linear`` with
+``--ngram``/``--skips``, ``-t`` with ``--ignore_linear``, expectile loss, ``.zip`` input, ``-b`` above 24 or a
 table over half the memory) runs the numba pass, which covers every option. Text outside
 the compiled parser's subset is parsed by the numba parser, chunk by chunk, as the numba
 pass parses it.
@@ -129,7 +131,8 @@ def c_path(args: argparse.Namespace) -> str | None:
         (args.model_format not in (None, "vw"), "terascale's model format"),
         (bool(args.invert_hash and (args.ngram or args.skips)),
          "--invert_hash with --ngram/--skips"),  # (named from the text the rewrite makes)
-        (bool(args.ignore_linear), "--ignore_linear"),
+        (bool(args.ignore_linear and (args.ngram or args.skips)),
+         "--ignore_linear with --ngram/--skips"),
         (not _covered(args.loss, fast) and not (args.testonly and args.loss is None),
          f"--loss_function {args.loss}"),
         (args.oaa is None and bool(getattr(args, "probabilities", False)), "--probabilities"),
@@ -224,10 +227,13 @@ class _Parser:
     def __init__(self, opts: Any, gen: Any = None) -> None:
         self.opts = opts
         self.table = np.ascontiguousarray(opts.interaction_table(), np.int32)
-        self.drop = np.ascontiguousarray(opts.namespace_flags()[0], np.uint8)
+        drop, off = opts.namespace_flags()
+        self.drop = np.ascontiguousarray(drop, np.uint8)
+        # --ignore_linear's namespaces: crossed, not learned alone; counted (VW counts them)
+        self.off = (np.ascontiguousarray(off, np.uint8),) if off.any() else ()
         # --ngram/--skips (gen: their _vwgen.FeatureGen) made by the compiled parser: each
         # namespace character's n, then its skips; text it declines is rewritten by gen
-        self.gen, self.grams, self.plain = gen, (), None
+        self.gen, self.grams, self.plain = gen, (b"",) if self.off else (), None
         if gen is not None:
             grams = np.array([gen._of(gen.ngram, c) for c in range(256)]
                              + [gen._of(gen.skips, c) for c in range(256)])
@@ -258,10 +264,11 @@ class _Parser:
             cap = int(n // self.per) + 16
             indices = np.empty(cap, np.uint32)
             values = np.empty(cap, np.float32)
+            ignored = (np.empty(ncap, np.int64),) if self.off else ()
             status, nex, nnz, ntag = fast.parse(buf, self.opts.mask, self.opts.constant,
                                                 indptr, indices, values, labels, weights,
                                                 tag_ptr, tag_blob, self.table, rows, width,
-                                                self.drop, *self.grams)
+                                                self.drop, *self.grams, *self.off, *ignored)
             if status != 2:
                 break
             if nex >= ncap and self.per_line > 1:
@@ -271,8 +278,9 @@ class _Parser:
             else:
                 self.per /= 2
         if status == 0:
+            counts = ignored[0][:nex] if ignored and ignored[0][:nex].any() else None
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
-                    weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None, None, None)
+                    weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None, None, counts)
         if self.gen is not None:  # (the n-grams written into the text, then parsed)
             import io
 
@@ -606,15 +614,15 @@ _ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0
 def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
     """-i's VW model for a run that learns from it, its parse options, ``-l`` and
     ``--power_t`` made the run's (``options``) as ``_cli_run.train`` makes them; None where
-    the numba pass runs it (the model's ``--ignore_linear``, its ``-b``
-    above ``_MAX_BITS`` or a table over half the memory)."""
+    the numba pass runs it (its ``-b`` above ``_MAX_BITS`` or a table over half the
+    memory)."""
     from .._front import _cli_run
     from ._vwmodel import read_vw_model, run_generation
 
     model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
     _cli_run.vw_start(model, args)
     bits = model.parse.bits
-    if model.parse.ignore_linear or bits > _MAX_BITS or (12 << bits) > _memory() // 2:
+    if bits > _MAX_BITS or (12 << bits) > _memory() // 2:
         return None
     if model.info.get("binary"):  # (VW keeps --binary)
         args.binary = True
@@ -724,8 +732,8 @@ def test(args: argparse.Namespace) -> int:
     """The ``-t -i MODEL`` run :func:`c_path` admits (VW's model): the model's predictions,
     no learning, VW's progress table and closing block of a test run (``_cli_run._test_only``,
     whose rules and output these are); a model this path does not cover (its loss, a
-    ``-b`` whose weights are over half the memory, its ``--ignore_linear``) runs the numba
-    pass."""
+    ``-b`` whose weights are over half the memory, its ``--ignore_linear`` or the command
+    line's) runs the numba pass."""
     import dataclasses
 
     from .._front import _cli_run
@@ -755,7 +763,7 @@ def test(args: argparse.Namespace) -> int:
     loss = args.loss or model.loss  # (VW reports the command line's loss)
     bits = model.parse.bits
     if (not _covered(loss, fast) or (4 << bits) > _memory() // 2
-            or model.parse.ignore_linear):  # (the model's --ignore_linear: the numba parse)
+            or model.parse.ignore_linear or args.ignore_linear):  # (VW's -t counts of them)
         return int(_cli_run.train(args) or 0)
     how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
     binary = bool(args.binary or model.info.get("binary"))  # (and --binary)
