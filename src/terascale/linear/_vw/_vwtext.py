@@ -14,13 +14,14 @@ parsing): as many names as there are distinct features, never the examples.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import functools
 import gzip
 import io
 import math
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -133,11 +134,12 @@ def namespace_hash(ns: str, seed: int = 0, every: bool = False) -> int:
     return hashstring(b, seed) if b or not seed else murmur3_32(b"", seed)
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 12)
 def _name_hash(name: str, seed: int, every: bool) -> int:
     """VW's hash of a plain name in a namespace hashed to ``seed`` (``every``: MurmurHash3
-    even of a name of digits), kept for the names met again (a name's hash takes ~2 us in
-    Python, a lookup a tenth of that; the ids of a click log come back all the time)."""
+    even of a name of digits), kept for the names met most (a name's hash takes ~2 us in
+    Python, a lookup a tenth of that; the frequent ids of a click log come back all the
+    time, and 64k names kept took 13 MB)."""
     b = name.encode("utf-8", "surrogateescape")
     return murmur3_32(b, seed) if every else hashstring(b, seed)
 
@@ -149,7 +151,7 @@ def _section_hashes(fs: list[tuple[str, int]], seed: int, every: bool = False) -
             for f, k in fs]
 
 
-def feature_names(paths: Sequence[str], model: Any) -> dict[int, str]:
+def feature_names(paths: Sequence[str], model: Any) -> Mapping[int, str]:
     """Hashed index -> VW's name (``ns^f``, ``ns^f*ns2^g``, ``Constant``) for the features
     of ``paths`` that carry a weight in ``model``, built as the parser builds the features
     (``--ignore``/``--keep``/``--ignore_linear``, interactions in VW's order with its
@@ -160,16 +162,29 @@ def feature_names(paths: Sequence[str], model: Any) -> dict[int, str]:
     if p.format != "vw":
         raise ConfigError("--invert_hash needs --format vw (feature names come from VW text)")
     mask = p.mask
-    live = set(model.indices.tolist())
-    names: dict[int, str] = {}
-    if p.constant and (CONSTANT_HASH & mask) in live:
-        names[CONSTANT_HASH & mask] = "Constant"
+    names: Any
+    if mask < 1 << 24:  # a byte per index of the table: 1 in use, 2 named
+        flags = bytearray(mask + 1)
+        np.frombuffer(flags, np.uint8)[np.asarray(model.indices, np.int64) & mask] = 1
+        names = _Names()
+
+        def name_of(h: int, full: str) -> None:
+            if flags[h & mask] == 1:
+                flags[h & mask] = 2
+                names.add(h & mask, full)
+    else:  # (the indices in use, a set: fewer than the table's)
+        live = set(model.indices.tolist())
+        names = {}
+
+        def name_of(h: int, full: str) -> None:
+            if (h & mask) in live and (h & mask) not in names:
+                names[h & mask] = full
+
+    if p.constant:
+        name_of(CONSTANT_HASH, "Constant")
     ignored, linear_off = p.namespace_flags()
     inters = compile_interactions(p.quadratic, p.cubic, p.interactions,
                                   leave_duplicates=p.leave_duplicates)
-    def name_of(h: int, full: str) -> None:
-        if (h & mask) in live and (h & mask) not in names:
-            names[h & mask] = full
 
     from ._vwgen import GENERATED, SOURCES
 
@@ -196,6 +211,51 @@ def feature_names(paths: Sequence[str], model: Any) -> dict[int, str]:
                     name_of(h, full)  # (VW names --ignore_linear's features too)
             crossed_names(inters, groups, p.permutations, name_of)
     return names
+
+
+class _Names(Mapping[int, str]):
+    """Hashed index -> VW's name, as a dict of them answers, each name's bytes in one
+    buffer (a dict of -b 18's 260k names, its int keys and str values, took 26 MB of an
+    ``--invert_hash`` run's peak, over VW's 66 MB): :meth:`add` them, then look them up
+    (by binary search)."""
+
+    def __init__(self) -> None:
+        self._keys = array.array("I")
+        self._ends = array.array("Q", [0])
+        self._blob = bytearray()
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+
+    def add(self, i: int, name: str) -> None:
+        self._keys.append(i)
+        self._blob += name.encode("utf-8", "surrogateescape")
+        self._ends.append(len(self._blob))
+        self._sorted = None
+
+    def _at(self, i: Any) -> int:
+        if self._sorted is None:
+            k = np.array(self._keys, np.uint32)
+            order = np.argsort(k, kind="stable")
+            self._sorted = (k[order], order)
+        k, order = self._sorted
+        if not isinstance(i, (int, np.integer)) or not 0 <= i < 1 << 32:
+            return -1
+        j = int(np.searchsorted(k, i))
+        return int(order[j]) if j < len(k) and k[j] == i else -1
+
+    def __getitem__(self, i: int) -> str:
+        at = self._at(i)
+        if at < 0:
+            raise KeyError(i)
+        return self._blob[self._ends[at]:self._ends[at + 1]].decode("utf-8", "surrogateescape")
+
+    def __contains__(self, i: object) -> bool:
+        return self._at(i) >= 0
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 def _generated_names(path: str, gen: Any, flags: tuple[np.ndarray, np.ndarray],
@@ -265,12 +325,13 @@ def _checksum(lo: float, hi: float, bits: int, opts: str,
 
 
 # weights formatted and written this many at a time (the text of a whole model of 15M
-# features would stand in memory beside it: ~60 bytes a line, and as many str objects)
-_LINES = 1 << 16
+# features would stand in memory beside it: ~60 bytes a line, and as many str objects;
+# 64k lines at a time, their lists and text, took 17 MB over a -b 18 run's 44)
+_LINES = 1 << 13
 
 
 def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
-                    nrm: np.ndarray | None, names: dict[int, str] | None,
+                    nrm: np.ndarray | None, names: Mapping[int, str] | None,
                     unnamed: str = "") -> Iterator[str]:
     """The readable model's weight lines, ``_LINES`` at a time: ``[name:]index:weight``
     (a weight ``names`` does not name, one of features the data did not have, with
@@ -309,7 +370,7 @@ def _g(v: float) -> str:
     return f"{v:g}"
 
 
-def write_readable(model: Any, path: str, names: dict[int, str] | None = None,
+def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None,
                    *, counters: bool = False, predict_only: bool = False,
                    options: Sequence[str] = (), bare: bool = False) -> None:
     """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;
