@@ -47,10 +47,10 @@ format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
 ``--preserve_performance_counters`` with passes or ``--holdout_after``, the ``--oaa``
 runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``-t`` with
 ``--readable_model``/``--invert_hash``, ``--invert_hash`` or ``--ignore_linear`` with
-``--ngram``/``--skips``, ``-t`` with ``--ignore_linear``, expectile loss, ``.zip`` input, ``-b`` above 24 or a
-table over half the memory) runs the numba pass, which covers every option. Text outside
-the compiled parser's subset is parsed by the numba parser, chunk by chunk, as the numba
-pass parses it.
+``--ngram``/``--skips``, ``-t`` with ``--ignore_linear``, expectile loss, ``.zip`` input,
+``-b`` above 24 or a table over half the memory) runs the numba pass, which covers every
+option. Text outside the compiled parser's subset is parsed by the numba parser, chunk by
+chunk, as the numba pass parses it.
 
 Tuning: on the held-out shapes (``benchmarks/heldout_shapes.py``) the compiled path took
 0.4-0.9x the numba pass's time up to ``-b 24`` (long rows of 500 features at parity: the
