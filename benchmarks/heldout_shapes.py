@@ -194,10 +194,13 @@ CASES = {
     "widths-cubic": ("widths", "-b 24 --cubic uwx --loss_function logistic", "text"),
     "oaa": ("oaa", "-b 22 --oaa 10", "text"),
     "oaa-b18": ("oaa", "-b 18 --oaa 7", "text"),
+    "oaa-b18-passes": ("oaa", "-b 18 --oaa 10 --passes 3", "cache"),
     "click-b18": ("click", "-b 18 --loss_function logistic", "text"),
     "click-b18-q": ("click", "-b 18 -q aa --loss_function logistic", "text"),
     "click-b18-binary": ("click", "-b 18 --binary --loss_function logistic", "text"),
     "click-b18-passes": ("click", "-b 18 --passes 3 -c --loss_function logistic", "text"),
+    "click-b18-invert": ("click", "-b 18 --loss_function logistic --readable_model rm.txt "
+                         "--invert_hash ih.txt", "text"),
     "oaa-1m": ("oaa1m", "-b 22 --oaa 10", "text"),
     "oaa3-1m": ("oaa3-1m", "-b 22 --oaa 3", "text"),
     "ns12-bfgs": ("ns12", BFGS, "cache"),

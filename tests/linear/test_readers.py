@@ -34,6 +34,26 @@ def test_murmur3_reference_vectors():
     assert murmur3_32(b"The quick brown fox jumps over the lazy dog", 0x9747B28C) == 0x2FA826CD
 
 
+def test_plain_python_hashes_are_the_kernels():
+    """``_io._hashnames`` (the names hashed without numba: --invert_hash, --audit) gives
+    the numba kernels' hashes: MurmurHash3 and VW's hashstring (digits: value + seed)."""
+    import numpy as np
+
+    from terascale.linear._io._hashing import hashstring_nb, murmur3_32_nb
+    from terascale.linear._io._hashnames import hashstring
+    from terascale.linear._io._hashnames import murmur3_32 as plain_murmur
+
+    rng = np.random.default_rng(5)
+    words = [b"", b"0", b"007", b"9" * 25, b"x", b"abcd", b"abcde", "\u00fc-\u00df".encode(),
+             b"a b", b"12a"] + [bytes(rng.choice(list(b"0123456789az\xc3"), int(n)))
+                                 for n in rng.integers(0, 13, 200)]
+    for w in words:
+        for seed in (0, 1, 0x9747B28C, 4294967295):
+            a = np.frombuffer(w, np.uint8)
+            assert plain_murmur(w, seed) == murmur3_32_nb(a, 0, len(w), seed), (w, seed)
+            assert hashstring(w, seed) == hashstring_nb(a, 0, len(w), seed), (w, seed)
+
+
 def test_hashing_equals_vowpalwabbit():
     pyvw = pytest.importorskip("vowpalwabbit.pyvw")
     vw = pyvw.Workspace("--quiet -b 18")

@@ -139,7 +139,14 @@ def test_oaa_on_zipf_tokens_is_vws_and_the_numba_pass(flags, numba, tmp_path):
     more(["--oaa", "3", "--indexing", "0", "-q", "ab"], False),
     # (the lazy L2 folded into every learner's interleaved rows, many times)
     more(["--oaa", "3", "--l2", "0.5", "-l", "10"], True),
-    more(["--oaa", "5", "-b", "8", "-q", "ab", "--quiet"], False)])
+    more(["--oaa", "5", "-b", "8", "-q", "ab", "--quiet"], False),
+    # passes over the cache pass 1 writes: VW's holdout, its h lines, the early stop
+    (["--oaa", "3", "--passes", "3", "-c", "-k", "--holdout_period", "4"], False),
+    more(["--oaa", "3", "--passes", "5", "-c", "-k", "--early_terminate", "1",
+          "--decay_learning_rate", "0.7", "--loss_function", "logistic", "--probabilities"],
+         True),
+    more(["--oaa", "3", "--passes", "2", "--cache_file", "cf", "--holdout_after", "500"],
+         True)])
 def test_oaa_with_importance_weights_is_vws_and_the_numba_pass(flags, numba, tmp_path):
     (tmp_path / "d.vw").write_text("\n".join(_weighted(800, 3)) + "\n")
     _check(_runs(tmp_path, "d.vw", flags, numba), tmp_path, "d.vw")
@@ -172,6 +179,9 @@ def test_a_label_with_a_fraction_stops_the_compiled_oaa_run_as_vws(tmp_path):
 @built
 @pytest.mark.parametrize(("first", "then", "numba"), [
     (["-q", "ab"], ["-t"], False),
+    # a model of a label range: VW's -t clips every score there, the logistic loss's too
+    (["--loss_function", "logistic", "--min_prediction", "-0.5", "--max_prediction", "0.7"],
+     ["-t", "--loss_function", "logistic"], False),
     more(["--loss_function", "logistic", "--link", "logistic"], ["-t", "--probabilities"],
          True),
     more(["--predict_only_model", "--l2", "0.001"], ["-t", "--scores"], True),

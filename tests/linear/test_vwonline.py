@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import run_ok, vw_in_one_process
+from _vw_runs import more, run_ok, vw_in_one_process
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -97,6 +97,8 @@ CASES = [
     ("sign", ["--loss_function", "logistic", "-l", "0"]),
     ("sign", ["--ngram", "2", "--loss_function", "logistic"]),
     ("real", ["--ngram", "a3", "--skips", "a1", "-q", "ab", "--ignore", "d"]),
+    ("sign", ["--ignore_linear", "ab", "-q", "ab", "--passes", "2", "-c", "-k",
+              "--holdout_off", "--loss_function", "logistic"]),
 ]
 
 
@@ -356,6 +358,39 @@ def test_a_one_line_run_imports_no_numba(tmp_path, extra):
     assert (tmp_path / ("r" if test else "m")).stat().st_size > 0
 
 
+READABLE_CASES = [
+    ["--loss_function", "logistic", "-q", "ab", "-f", "m", "--l1", "1e-4"],
+    ["--oaa", "3", "-q", "ab"],
+    # (the crosses of --ignore_linear's namespaces learned, their features counted)
+    ["--ignore_linear", "a", "-q", "ab", "--cubic", "abc"],
+    more(["--oaa", "3", "--ignore_linear", "b", "-q", "ab"]),
+    more(["--predict_only_model", "-f", "m", "--l2", "1e-3"]),
+    more(["--oaa", "4", "--predict_only_model", "--l1", "1e-4"]),
+    more(["-b", "20", "--ignore", "a", "--loss_function", "logistic", "--link", "logistic"]),
+]
+
+
+@built
+@pytest.mark.parametrize("args", READABLE_CASES,
+                         ids=[" ".join(getattr(a, "values", [a])[0]) for a in READABLE_CASES])
+def test_readable_model_and_invert_hash_are_vws_without_numba(tmp_path, args):
+    """``--readable_model``/``--invert_hash`` written by the compiled learner (the names
+    read from the text again without numba's hashing): VW's files, byte for byte."""
+    rows = _lines(400, 7, "sign")
+    if "--oaa" in args:  # (classes 1..K from the first namespace's size)
+        k = int(args[args.index("--oaa") + 1])
+        rows = [f"{1 + len(r.split()) % k} {r[r.index('|'):]}" for r in rows]
+    (tmp_path / "d.vw").write_text("\n".join(rows) + "\n")
+    for who in ("ts", "vw"):
+        (tmp_path / who).mkdir()
+    flags = ["-d", "../d.vw", *args, "--readable_model", "rm", "--invert_hash", "ih"]
+    assert vw_in_one_process([flags], tmp_path / "ts") == []
+    run_ok([sys.executable, "-m", "vowpalwabbit", *flags], tmp_path / "vw")
+    for f in ("rm", "ih"):
+        assert (tmp_path / "ts" / f).read_bytes() == (tmp_path / "vw" / f).read_bytes(), f
+    assert "Constant:" in (tmp_path / "ts" / "ih").read_text()
+
+
 def _args(line: list[str]) -> argparse.Namespace:
     """``terascale vw LINE``'s flags after VW's defaults, as the run sees them."""
     from terascale.cli import build_parser
@@ -371,14 +406,14 @@ def _args(line: list[str]) -> argparse.Namespace:
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2", "--passes", "2"], "-n N with --passes"),
     (["--oaa", "3", "--binary"], "--oaa with --binary"),
-    (["--oaa", "3", "--passes", "2", "-c"], "--oaa with --passes"),
     (["--oaa", "3", "--max_prediction", "2"], "--oaa with"),
     (["--oaa", "3", "-t", "-i", "m", "-f", "m2"], "-t with -f"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
-    (["--readable_model", "r.txt"], "--readable_model"),
+    (["-t", "-i", "m", "--readable_model", "r.txt"], "-t with --readable_model"),
+    (["--invert_hash", "ih", "--ngram", "2"], "--invert_hash with --ngram"),
     (["--model-format", "terascale"], "terascale's model format"),
     (["--initial_weight", "0.1"], "starting weights"),
-    (["--ignore_linear", "a"], "--ignore_linear"),
+    (["--ignore_linear", "a", "--ngram", "2"], "--ignore_linear with --ngram"),
     (["-t", "-i", "m", "--holdout_after", "5"], "-t with --holdout_after"),
     (["-i", "m", "--preserve_performance_counters", "--passes", "2"],
      "--preserve_performance_counters with --passes"),
@@ -395,6 +430,7 @@ def test_runs_outside_the_compiled_path_say_why(line, why):
 
 @built
 @pytest.mark.parametrize("line", [["--oaa", "3"], ["--binary"],
+                                  ["--oaa", "3", "--passes", "2", "-c", "--holdout_after", "9"],
                                   ["--oaa", "4", "--probabilities", "--l2", "0.1"],
                                   ["--oaa", "3", "--scores", "--link", "glf1"]])
 def test_oaa_and_binary_runs_take_the_compiled_path(line):
@@ -408,7 +444,10 @@ def test_oaa_and_binary_runs_take_the_compiled_path(line):
                                   ["--loss_function", "hinge", "-p", "p", "-r", "r"],
                                   ["--l1", "1e-5", "--l2", "1e-4", "-b", "22"],
                                   ["--passes", "3", "-c", "--holdout_after", "10"],
-                                  ["-c"], ["--cache_file", "c", "-k"]])
+                                  ["-c"], ["--cache_file", "c", "-k"],
+                                  ["--readable_model", "r", "--invert_hash", "i", "-q", "ab"],
+                                  ["--oaa", "3", "--invert_hash", "i", "-f", "m"],
+                                  ["--ignore_linear", "a", "-q", "ab"]])
 def test_common_runs_take_the_compiled_path(line):
     from terascale.linear._vw._vwonline import c_path
 

@@ -400,12 +400,9 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
     if bad is None:
         yield from blocks
         return
-    where, _, word, _, before = bad
+    before = bad[4]
     if refuse:
-        raise DataError(f"{where}: multiclass label {word!r} is not a class number 1..K "
-                        f"(--oaa: an integer, then at most an importance weight); VW "
-                        f"stops reading there, which terascale vw reproduces on one "
-                        f"worker without a holdout")
+        raise malformed_error(bad)
     seen = 0
     for blk in blocks:
         n = len(blk.labels)
@@ -419,6 +416,16 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
         if before > seen:
             yield _head(blk, before - seen)
         return
+
+
+def malformed_error(bad: tuple[str, int, str, int, int]) -> DataError:
+    """The error of a run that does not stop where VW's multiclass parser throws (a
+    holdout, several workers: :func:`_until_malformed`)."""
+    where, _, word, _, _ = bad
+    return DataError(f"{where}: multiclass label {word!r} is not a class number 1..K "
+                     f"(--oaa: an integer, then at most an importance weight); VW stops "
+                     f"reading there, which terascale vw reproduces on one worker "
+                     f"without a holdout")
 
 
 def malformed_note(bad: tuple[str, int, str, int, int]) -> str:

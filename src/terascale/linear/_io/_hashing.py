@@ -14,11 +14,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ._hashnames import CONSTANT_HASH, FNV_PRIME
+
 __all__ = ["CONSTANT_HASH", "FNV_PRIME", "hash_feature", "hash_space", "murmur3_32",
            "murmur3_32_nb", "hashstring_nb"]
 
-FNV_PRIME = 16777619
-CONSTANT_HASH = 11650396  # VW's ``constant`` feature (the bias), in its own namespace
 
 
 @numba.njit(cache=True, inline="always")

@@ -395,7 +395,7 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
 @numba.njit(cache=True, inline="always", error_model="numpy")
 def _linked(p: float, link: int) -> float:
     """VW's scorer's link of a clipped score, in float with C's ``expf`` (numba's float32
-    ``exp``), as ``_vw._vwtext.link32``: 0 logistic, 1 glf1, 2 poisson."""
+    ``exp``), as ``_vw._vwlinknb.link32``: 0 logistic, 1 glf1, 2 poisson."""
     one = np.float32(1.0)
     x = np.float32(p)
     if link == 0:

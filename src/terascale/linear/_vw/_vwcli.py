@@ -547,6 +547,7 @@ def _save_per_pass_c(args: argparse.Namespace, ran: int) -> int:
     quiet = copy.copy(args)
     quiet.predictions = quiet.raw_predictions = None
     quiet.quiet, quiet.link = True, None
+    quiet.readable_model = quiet.invert_hash = None
     if options["holdout"] is None:  # the N-pass run's holdout, also in shorter runs
         quiet.holdout = 0.1 if passes > 1 else 0.0
     for k in range(1, ran + 1):  # (a run that stopped early: the passes it made)

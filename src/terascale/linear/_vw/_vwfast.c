@@ -21,14 +21,17 @@
  * _vwgen's rewrite of the text) does.
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
- *       [, table, rows, width[, ignore[, grams]]]) -> (status, examples, features, tag bytes)
+ *       [, table, rows, width[, ignore[, grams[, ignore_linear, ignored]]]])
+ *       -> (status, examples, features, tag bytes)
  * (format_predictions, VW's -p lines, is at the end; learn, VW's online update, is
  * _vwlearn.c's.)
  * status 0: done; 1: the buffer holds something outside the subset (nothing usable);
  * 2: the output arrays are too small (MemoryError where the line's scratch cannot be had). The arrays are writable buffers of int64 (indptr,
  * one more than labels), uint32, float32, float32, float32, int64 (as indptr) and bytes;
  * table is _interactions.interaction_table's int32 array (rows x width, C order: the
- * order, plus 256 for permutations, then the namespace bytes), rows 0 for none.
+ * order, plus 256 for permutations, then the namespace bytes), rows 0 for none;
+ * ignore_linear 256 flags by namespace character, ignored int64 (one an example: how many
+ * features --ignore_linear kept out of each, which VW counts).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -434,15 +437,65 @@ static int grow_scratch(uint32_t **idx, float **val, Py_ssize_t *cap, Py_ssize_t
     return 1;
 }
 
+/* --ignore_linear: the runs [gs[c], ge[c]) of the line's namespace characters c that
+ * linear_off names, taken out of the example's features from ex_start to *nnz_p (the rest,
+ * constant and crosses included, moved down in order); returns how many (VW counts them) */
+static int64_t drop_linear(const unsigned char *linear_off, const unsigned char *line_ns,
+                           int n_line_ns, const Py_ssize_t *gs, const Py_ssize_t *ge,
+                           Py_ssize_t ex_start, uint32_t *indices, float *values,
+                           Py_ssize_t *nnz_p) {
+    Py_ssize_t rs[256], re[256];
+    int nr = 0;
+    for (int j = 0; j < n_line_ns; j++) { /* (the runs, by where they start) */
+        unsigned char c = line_ns[j];
+        if (!linear_off[c] || ge[c] <= gs[c])
+            continue;
+        int a = nr++;
+        while (a > 0 && rs[a - 1] > gs[c]) {
+            rs[a] = rs[a - 1];
+            re[a] = re[a - 1];
+            a--;
+        }
+        rs[a] = gs[c];
+        re[a] = ge[c];
+    }
+    Py_ssize_t w = ex_start, from = ex_start;
+    int64_t dropped = 0;
+    for (int r = 0; r <= nr; r++) {
+        Py_ssize_t to = r < nr ? rs[r] : *nnz_p;
+        memmove(indices + w, indices + from, (size_t)(to - from) * 4);
+        memmove(values + w, values + from, (size_t)(to - from) * 4);
+        w += to - from;
+        if (r < nr) {
+            dropped += re[r] - rs[r];
+            from = re[r];
+        }
+    }
+    *nnz_p = w;
+    return dropped;
+}
+
 static PyObject *parse(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0}, bg = {0}, bn = {0};
+    Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0}, bg = {0}, bn = {0}, bo = {0},
+              bx = {0};
     unsigned long mask;
     int constant;
     Py_ssize_t rows = 0, width = 0;
-    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nny*y*", &bb, &mask, &constant, &bp, &bi,
-                          &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width, &bg, &bn))
+    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nny*y*y*w*", &bb, &mask, &constant, &bp,
+                          &bi, &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width, &bg, &bn, &bo,
+                          &bx))
         return NULL;
+    /* --ignore_linear: a nonzero byte keeps that namespace character's features out of
+     * the linear ones (crossed all the same); each example's count of them in `ignored` */
+    unsigned char linear_off[256];
+    memset(linear_off, 0, sizeof linear_off);
+    int any_off = 0;
+    if (bo.obj)
+        memcpy(linear_off, bo.buf, bo.len < 256 ? (size_t)bo.len : 256);
+    for (int c = 0; c < 256; c++)
+        any_off |= linear_off[c];
+    int64_t *ignored = bx.obj ? bx.buf : NULL;
     /* --ngram/--skips: n (0 or 1: none) of each namespace character, then its skips */
     const unsigned char *gram_n = NULL, *gram_k = NULL;
     if (bn.obj && bn.len >= 512) {
@@ -455,7 +508,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     if (bg.obj)
         memcpy(drop, bg.buf, bg.len < 256 ? (size_t)bg.len : 256);
     const int32_t *tab = bt.buf;
-    int status = 0;
+    int status = any_off && !ignored; /* (no room for the counts: the numba parser) */
     if (rows < 0 || width < 2 || (size_t)bt.len < (size_t)(rows * width) * 4)
         rows = 0;
     for (Py_ssize_t t = 0; t < rows; t++) { /* anything unusual: the numba parser */
@@ -485,6 +538,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         ncap = bp.len / 8 - 1;
     if (btp.len / 8 - 1 < ncap)
         ncap = btp.len / 8 - 1;
+    if (any_off && ignored && bx.len / 8 < ncap)
+        ncap = bx.len / 8;
     Py_ssize_t nex = 0, nnz = 0, ntag = 0;
     uint32_t m = (uint32_t)mask;
     Py_BEGIN_ALLOW_THREADS
@@ -744,6 +799,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         if (rows && (status = emit_interactions(tab, rows, width, opened, stamp, gs, ge,
                                                 indices, values, &nnz, fcap, m)))
             goto done;
+        if (any_off) /* (after the crosses, which read the namespaces' runs) */
+            ignored[nex] = drop_linear(linear_off, line_ns, n_line_ns, gs, ge, ex_start,
+                                       indices, values, &nnz);
         if (tag_e > tag_s) {
             if (ntag + (tag_e - tag_s) > tcap) { status = 2; goto done; }
             memcpy(tag_blob + ntag, tag_s, (size_t)(tag_e - tag_s));
@@ -774,6 +832,10 @@ done:
         PyBuffer_Release(&bg);
     if (bn.obj)
         PyBuffer_Release(&bn);
+    if (bo.obj)
+        PyBuffer_Release(&bo);
+    if (bx.obj)
+        PyBuffer_Release(&bx);
     if (status == 3)
         return PyErr_NoMemory();
     return Py_BuildValue("innn", status, nex, nnz, ntag);
@@ -1040,7 +1102,8 @@ static PyMethodDef METHODS[] = {
      "sync(table, state): fold the lazy L1/L2 into the table's weights"},
     {"parse", parse, METH_VARARGS,
      "parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, "
-     "tag_blob[, table, rows, width[, ignore]]) -> (status, examples, features, tag bytes)"},
+     "tag_blob[, table, rows, width[, ignore[, grams[, ignore_linear, ignored]]]]) -> "
+     "(status, examples, features, tag bytes)"},
     {"pack", vw_pack, METH_VARARGS,
      "pack(indices, bits, out): the cache's bit-packed indices (_vwbits.c)"},
     {"unpack", vw_unpack, METH_VARARGS,
@@ -1068,7 +1131,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 15) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 16) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

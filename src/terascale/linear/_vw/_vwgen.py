@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..._errors import ConfigError, DataError
+from .._io._hashnames import hashstring, murmur3_32
 
 __all__ = ["GENERATED", "INPUTS", "SOURCES", "FeatureGen", "as_given", "rewrite_inputs",
            "written_namespace"]
@@ -397,18 +398,13 @@ def _hashstring(s: str, seed: int, every: bool = False) -> int:
 
 
 def _hashbytes(b: bytes, seed: int, every: bool = False) -> int:
-    from .._io._hashing import hashstring_nb
-
     if every:
         return _murmur(b, seed)
     b = b.strip(b" \t")
-    return int(hashstring_nb(np.frombuffer(b, np.uint8), 0, len(b), seed)) if b else \
-        _murmur(b"", seed)
+    return hashstring(b, seed) if b else _murmur(b"", seed)
 
 
 def _murmur(b: bytes, seed: int) -> int:
-    from .._io._hashing import murmur3_32
-
     return murmur3_32(b, seed)
 
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..._errors import DataError
 from ..._files import WRITE_PIECE, PieceWriter
+from .._io._hashnames import murmur3_32
 from .._losstable import VW_DEFAULT_LOSS, loss_spec
 from .._online._state import (
     CONTRACTION,
@@ -57,29 +58,7 @@ _FLT_MAX = float(np.finfo(np.float32).max)
 
 def _murmur(data: bytes, seed: int) -> int:
     """VW's ``uniform_hash``: MurmurHash3 x86 32-bit."""
-    c1, c2, m = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
-    h = seed & m
-    n = len(data) // 4
-    for k in np.frombuffer(data[:4 * n], "<u4").tolist():
-        k = (k * c1) & m
-        k = ((k << 15) | (k >> 17)) & m
-        h ^= (k * c2) & m
-        h = ((h << 13) | (h >> 19)) & m
-        h = (h * 5 + 0xE6546B64) & m
-    tail = data[4 * n:]
-    if tail:
-        k = 0
-        for i in reversed(range(len(tail))):
-            k = (k << 8) | tail[i]
-        k = (k * c1) & m
-        k = ((k << 15) | (k >> 17)) & m
-        h ^= (k * c2) & m
-    h ^= len(data)
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & m
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & m
-    return h ^ (h >> 16)
+    return murmur3_32(data, seed)
 
 
 def is_vw_model(path: str) -> bool:

@@ -1,4 +1,4 @@
-"""``terascale vw --oaa K`` on one worker, one pass: the K learners in the compiled core.
+"""``terascale vw --oaa K`` on one worker: the K learners in the compiled core.
 
 The run :func:`why_not` admits parses each chunk of text with ``_vwfast.parse`` (as
 :mod:`._vwonline` does) and learns from it with ``_vwfast.oaa_learn`` (``_vwlearn.c``:
@@ -10,10 +10,17 @@ feature, where ``_oaapass.Learners``' layout, learner after learner, took twice 
 example by example). It imports no numba. Everything else is the numba pass's code (:mod:`.._front._oaa`: the
 checks and opening, the classes' numbering, the progress table, ``-p``/``-r``/
 ``--probabilities``/``--scores``, the closing block and VW's model), so that the output is
-that pass's bytes, VW's.
+that pass's bytes, VW's. ``--passes N`` (``-c``, ``-k``, ``--cache_file``) runs as
+:func:`._vwonline.train` runs the binary learner's: pass 1 parses the text and writes the
+cache (``_vwpasses.Inputs``), the later ones read it, with VW's holdout (its examples
+scored, their targets NaN: not learned from, the label range not widened by them, as
+``_oaapass.oaa_pass``), ``--decay_learning_rate`` and the early stop (the K learners'
+table and states restored to the best pass's).
 
 ``-i`` of VW's one-against-all model starts from its K learners (a run that learns on, or
-``-t -i``, which scores with them). A run it does not cover (``--binary``,
+``-t -i``, which scores with them: every score clipped to the label range of a model of
+``--min_prediction``/``--max_prediction``, whatever the loss, as VW's test run clips it).
+A run it does not cover (``--binary``,
 ``--min_prediction``/``--max_prediction``) runs the numba pass, as do the runs
 :func:`._vwonline.c_path` sends there (``-t`` with ``-f``, starting weights...).
 
@@ -34,12 +41,9 @@ __all__ = ["train", "why_not"]
 
 
 def why_not(args: argparse.Namespace) -> str | None:
-    """None where this ``--oaa K`` run (one worker, one pass: :func:`._vwonline.c_path`'s
+    """None where this ``--oaa K`` run (one worker: :func:`._vwonline.c_path`'s
     other checks passed) learns in the compiled core; else why the numba pass runs it."""
     checks = (
-        (args.passes not in (None, 1), "--oaa with --passes"),
-        (bool(args.cache or args.cache_file), "--oaa with a cache"),
-        (bool(args.holdout_after), "--oaa with --holdout_after"),
         (bool(args.preserve_performance_counters and args.initial),
          "--oaa -i with --preserve_performance_counters"),
         (args.binary, "--oaa with --binary"),
@@ -150,17 +154,18 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
         _Indexing,
         _interleaved,
         _log_loss_text,
-        _probabilities,
-        _raw_line,
         _Table,
-        _unsigned,
+        _write_readable,
+        malformed_error,
         malformed_note,
         print_test_block,
     )
-    from .._losstable import _BY_SIGN, _CLIP
+    from .._holdout import EarlyStop, Holdout, holdout_period
+    from .._losstable import _CLIP
     from .._options import TrainOptions
     from ._vwonline import _fast, _parsed, _Parser
-    from ._vwout import _LINK_CODES, link
+    from ._vwout import _LINK_CODES
+    from ._vwpasses import Inputs
 
     fast = _fast()
     k, names, options = int(job["k"]), job["names"], dict(job["options"])
@@ -173,52 +178,50 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
     learners = _Learners(k, opts.bits, start)
     test = bool(job.get("test"))
     quiet = job["quiet"]
+    period = 0 if test else holdout_period(opts)
+    passes = 1 if test else max(int(opts.passes), 1)
+    stop = EarlyStop(opts.patience) if period and passes > 1 else None
     index = _Indexing(k, say=not quiet, given=job.get("indexing"))
     probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
-    table = _Table(quiet, False, names, probabilities, scores)
+    table = _Table(quiet, bool(period) and passes > 1, names, probabilities, scores)
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
     how = _LINK_CODES[job["link"]] if job.get("link") and not test else -1
+    clips = _ranged(learners, start, kind) if test else _CLIP
     stopped = False
     # VW's multiclass parser stops at a label section it throws at (_oaa._until_malformed)
     bad = job.get("malformed")
-    seen = 0
-    for b in _parsed(job["data"], _Parser(opts.parse_options())):
-        indptr, labels, weights = b[0], b[3], b[4]
-        n = len(labels)
-        if bad is not None and seen + n > bad[4]:
-            if not quiet:
-                print(malformed_note(bad), flush=True)
-            stopped, n = True, bad[4] - seen
-        seen += n
-        if n:
-            lab = _unsigned(labels[:n])
-            hold = np.zeros(n, np.bool_)
-            if test:  # (NaN: every learner scores the example, none learns)
-                before = after = np.full(n, index.base, np.int64)
-                t = np.full(n, np.nan)
-            else:
-                before, after = index.block(lab, hold, True)
-                t = lab - after  # (nan stays nan)
-            s = np.empty((n, k))
-            fast.oaa_learn(indptr, b[1], b[2], t, weights, 0, n, learners.table,
-                           learners.states, k, kind, float(np.float32(opts.learning_rate)),
-                           opts.power_t, opts.l1, l2, how, s, _BY_SIGN, _CLIP)
-            if job.get("link"):  # (VW's scorer under oaa: each learner's score linked)
-                s = link(s.ravel(), job["link"], False).reshape(s.shape)
-            pred = np.argmax(s, axis=1) + (after if probabilities or scores else before)
-            probs = (_probabilities(s) if probabilities
-                     else s.astype(np.float32) if scores else None)
-            table.block(0, lab, pred, weights[:n], hold, np.diff(indptr[:n + 1]), probs,
-                        after, index.notes)
-            index.notes = []
-            if out is not None:
-                out.write(_p_lines(fast, b, probs, pred, after, names))
-            if raw is not None and probs is None:  # (VW's -r is empty with --probabilities)
-                out_raw = [_raw_line(r, f) for r, f in zip(s, before.tolist())]
-                raw.write(_tagged(out_raw, b))
-        del b, indptr, labels, weights  # (before the next chunk's parse: _vwonline._parsed)
-        if stopped:  # (VW's run ends where its parser stopped)
+    if bad is not None and period:  # (VW ends inside its first pass: no holdout loss)
+        raise malformed_error(bad)
+    parse_opts = opts.parse_options()
+    # pass 1 parses the text (and writes the cache where the run caches), the next read it
+    inputs = Inputs(job["data"], parse_opts, opts.cache_root(), _Parser(parse_opts),
+                    _parsed)
+    rate = np.float32(opts.learning_rate)
+    for p in range(passes):
+        if p > 0 and opts.decay_learning_rate != 1.0:
+            rate = np.float32(rate * np.float32(opts.decay_learning_rate))
+        holdout = Holdout(period)  # (VW counts each empty line of the text as an example)
+        seen = 0
+        for b in inputs.chunks():
+            indptr, labels, weights = b[0], b[3], b[4]
+            n = len(labels)
+            if bad is not None and seen + n > bad[4]:
+                if not quiet:
+                    print(malformed_note(bad), flush=True)
+                stopped, n = True, bad[4] - seen
+            hold = holdout(seen, n, b[8]) if period else np.zeros(n, np.bool_)
+            seen += n
+            if n:
+                _block(fast, b, n, p, hold, learners, index, table, job, test, opts, kind,
+                       float(rate), l2, how, clips, out, raw, names)
+            del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
+            if stopped:  # (VW's run ends where its parser stopped)
+                break
+        if stopped:
+            break
+        t = table.passes[p] if p < len(table.passes) else np.zeros(9)
+        if stop is not None and stop.end_pass(t[2], t[3], learners.table, learners.states):
             break
     if test:
         if not quiet:
@@ -235,13 +238,20 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
     only = bool(job.get("predict_only"))
     if stopped:  # (VW's counters: no pass done)
         job = dict(job, current_pass=0)
-    if not only and job["model"]:  # VW's save_resume form: L1/L2 not applied
+    readable = bool(job.get("readable") or job.get("invert"))
+    if not only and (job["model"] or readable):  # VW's save_resume form: L1/L2 not applied
         from ._vwmodel import write_vw_oaa_resume
 
         model = _interleaved(job, learners, parse, opts.loss, totals, progress, t0,
                              initial_t)
-        write_vw_oaa_resume(model, job["model"], k, names, bare=False)
+        if readable:
+            _write_readable(job, model, parse, k)
+        if job["model"]:
+            write_vw_oaa_resume(model, job["model"], k, names, bare=False)
     learners.finish(fast)
+    if only and readable:  # (L1/L2 applied, the nonzero weights)
+        _write_readable(job, _interleaved(job, learners, parse, opts.loss, totals, progress,
+                                          t0, initial_t), parse, k)
     if only and job["model"]:
         from ._vwmodel import write_vw_oaa_model
 
@@ -251,11 +261,70 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
         from ._vwreport import closing_block, holdout_on
 
         sums = [list(map(float, t)) for t in totals]
-        holdout = holdout_on({**options, "passes": 1})
+        holdout = holdout_on({**options, "passes": passes})
         print(closing_block({"pass_totals": sums, "vw_preserved": job.get("preserved"),
                              "holdout": holdout, "examples": int(sums[0][4]),
                              "multiclass_log_loss": _log_loss_text(table, sums, holdout)}),
               file=sys.stderr)
+
+
+def _ranged(learners: _Learners, start: list[Any] | None, kind: int) -> np.ndarray:
+    """The clip rules of a ``-t`` run: VW's test run clips every learner's score, whatever
+    the loss, to the label range its model's header holds where that is not empty (a model
+    of ``--min_prediction``/``--max_prediction``: ``_vwonline.test``'s rule), else as the
+    loss clips."""
+    from .._losstable import _CLIP
+    from .._online._state import MAX_LABEL, MIN_LABEL
+
+    state = start[0].adaptive[2] if start is not None and start[0].adaptive is not None \
+        else None
+    if state is None or len(state) <= MAX_LABEL or state[MIN_LABEL] == state[MAX_LABEL]:
+        return _CLIP
+    learners.states[:, MIN_LABEL] = state[MIN_LABEL]
+    learners.states[:, MAX_LABEL] = state[MAX_LABEL]
+    clips = _CLIP.copy()
+    clips[kind & 7] = 1  # (the range's)
+    return clips
+
+
+def _block(fast: Any, b: tuple, n: int, p: int, hold: np.ndarray, learners: _Learners,
+           index: Any, table: Any, job: dict[str, Any], test: bool, opts: Any, kind: int,
+           rate: float, l2: float, how: int, clips: np.ndarray, out: Any, raw: Any,
+           names: list[str] | None) -> None:
+    """Pass ``p`` over the first ``n`` examples of parsed chunk ``b`` (``hold``: those
+    held out, scored and not learned from): the K learners' scores and updates, the
+    progress table's block, ``-p`` and ``-r``."""
+    from .._front._oaa import _probabilities, _raw_line, _unsigned
+    from .._losstable import _BY_SIGN
+    from ._vwout import link
+
+    indptr, labels, weights = b[0], b[3], b[4]
+    lab = _unsigned(labels[:n])
+    if test:  # (NaN: every learner scores the example, none learns)
+        before = after = np.full(n, index.base, np.int64)
+        t = np.full(n, np.nan)
+    else:
+        before, after = index.block(lab, hold, p == 0)
+        t = np.where(hold, np.nan, lab - after)  # (nan stays nan; held out: scored only)
+    s = np.empty((n, learners.k))
+    fast.oaa_learn(indptr, b[1], b[2], t, weights, 0, n, learners.table, learners.states,
+                   learners.k, kind, rate, opts.power_t, opts.l1, l2, how, s, _BY_SIGN, clips)
+    if job.get("link"):  # (VW's scorer under oaa: each learner's score linked)
+        s = link(s.ravel(), job["link"], False).reshape(s.shape)
+    probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
+    pred = np.argmax(s, axis=1) + (after if probabilities or scores else before)
+    probs = (_probabilities(s) if probabilities
+             else s.astype(np.float32) if scores else None)
+    feats = np.diff(indptr[:n + 1])
+    if b[9] is not None:  # (--ignore_linear's features: VW counts them)
+        feats = feats + b[9][:n]
+    table.block(p, lab, pred, weights[:n], hold, feats, probs, after, index.notes)
+    index.notes = []
+    if out is not None:
+        out.write(_p_lines(fast, b, probs, pred, after, names))
+    if raw is not None and probs is None:  # (VW's -r is empty with --probabilities)
+        out_raw = [_raw_line(r, f) for r, f in zip(s, before.tolist())]
+        raw.write(_tagged(out_raw, b))
 
 
 def _tags(b: tuple, n: int) -> list[str]:

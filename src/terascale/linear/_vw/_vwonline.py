@@ -36,16 +36,21 @@ and saved learner state in the dense table (``_resume.initial_state``'s), with i
 applies them: a one-line warm start imports no numba either. ``--binary`` learns here
 too (the predictions' signs, VW's 0/1 loss: ``_progressive.zero_one`` with the compiled
 loss), and ``--oaa K`` runs :mod:`._vwoaafast` (its K learners in ``_vwfast.oaa_learn``).
+``--ignore_linear`` is the compiled parser's (the namespaces' features crossed, kept out of
+the linear ones, counted in the table as VW counts them: ``Dataset.ignored``).
+``--readable_model`` and ``--invert_hash`` are written from the table at the end
+(``_vwtext``, which imports no numba: the names are the text read again, hashed in Python).
 
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
 (``-n N``, the starting weights and ``-i`` of terascale's model
 format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
 ``--preserve_performance_counters`` with passes or ``--holdout_after``, the ``--oaa``
-runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``--readable_model``/
-``--invert_hash``, ``--ignore_linear``, expectile loss, ``.zip`` input, ``-b`` above 24 or a
-table over half the memory) runs the numba pass, which covers every option. Text outside
-the compiled parser's subset is parsed by the numba parser, chunk by chunk, as the numba
-pass parses it.
+runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``-t`` with
+``--readable_model``/``--invert_hash``, ``--invert_hash`` or ``--ignore_linear`` with
+``--ngram``/``--skips``, ``-t`` with ``--ignore_linear``, expectile loss, ``.zip`` input,
+``-b`` above 24 or a table over half the memory) runs the numba pass, which covers every
+option. Text outside the compiled parser's subset is parsed by the numba parser, chunk by
+chunk, as the numba pass parses it.
 
 Tuning: on the held-out shapes (``benchmarks/heldout_shapes.py``) the compiled path took
 0.4-0.9x the numba pass's time up to ``-b 24`` (long rows of 500 features at parity: the
@@ -115,6 +120,8 @@ def c_path(args: argparse.Namespace) -> str | None:
          "--preserve_performance_counters with --passes or --holdout_after"),
         (args.testonly and not args.initial, "-t without -i"),
         (args.testonly and bool(args.model), "-t with -f"),
+        (args.testonly and bool(args.readable_model or args.invert_hash),
+         "-t with --readable_model/--invert_hash"),
         (bool(oaa_off), oaa_off or ""),
         (args.bfgs is not None or args.cg is not None, "--bfgs/--conjugate_gradient"),
         (args.audit, "--audit"),
@@ -122,8 +129,10 @@ def c_path(args: argparse.Namespace) -> str | None:
          "-i of terascale's model format (or starting weights)"),
         (args.format != "vw", "--format"),
         (args.model_format not in (None, "vw"), "terascale's model format"),
-        (bool(args.readable_model or args.invert_hash), "--readable_model/--invert_hash"),
-        (bool(args.ignore_linear), "--ignore_linear"),
+        (bool(args.invert_hash and (args.ngram or args.skips)),
+         "--invert_hash with --ngram/--skips"),  # (named from the text the rewrite makes)
+        (bool(args.ignore_linear and (args.ngram or args.skips)),
+         "--ignore_linear with --ngram/--skips"),
         (not _covered(args.loss, fast) and not (args.testonly and args.loss is None),
          f"--loss_function {args.loss}"),
         (args.oaa is None and bool(getattr(args, "probabilities", False)), "--probabilities"),
@@ -226,10 +235,13 @@ class _Parser:
     def __init__(self, opts: Any, gen: Any = None) -> None:
         self.opts = opts
         self.table = np.ascontiguousarray(opts.interaction_table(), np.int32)
-        self.drop = np.ascontiguousarray(opts.namespace_flags()[0], np.uint8)
+        drop, off = opts.namespace_flags()
+        self.drop = np.ascontiguousarray(drop, np.uint8)
+        # --ignore_linear's namespaces: crossed, not learned alone; counted (VW counts them)
+        self.off = (np.ascontiguousarray(off, np.uint8),) if off.any() else ()
         # --ngram/--skips (gen: their _vwgen.FeatureGen) made by the compiled parser: each
         # namespace character's n, then its skips; text it declines is rewritten by gen
-        self.gen, self.grams, self.plain = gen, (), None
+        self.gen, self.grams, self.plain = gen, (b"",) if self.off else (), None
         if gen is not None:
             grams = np.array([gen._of(gen.ngram, c) for c in range(256)]
                              + [gen._of(gen.skips, c) for c in range(256)])
@@ -260,10 +272,11 @@ class _Parser:
             cap = int(n // self.per) + 16
             indices = np.empty(cap, np.uint32)
             values = np.empty(cap, np.float32)
+            ignored = (np.empty(ncap, np.int64),) if self.off else ()
             status, nex, nnz, ntag = fast.parse(buf, self.opts.mask, self.opts.constant,
                                                 indptr, indices, values, labels, weights,
                                                 tag_ptr, tag_blob, self.table, rows, width,
-                                                self.drop, *self.grams)
+                                                self.drop, *self.grams, *self.off, *ignored)
             if status != 2:
                 break
             if nex >= ncap and self.per_line > 1:
@@ -273,8 +286,9 @@ class _Parser:
             else:
                 self.per /= 2
         if status == 0:
+            counts = ignored[0][:nex] if ignored and ignored[0][:nex].any() else None
             return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
-                    weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None, None, None)
+                    weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None, None, counts)
         if self.gen is not None:  # (the n-grams written into the text, then parsed)
             import io
 
@@ -384,7 +398,9 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
             return int(_cli_run.train(args) or 0)
         how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
     _cli_run._check_output(args.model, "-f", stream=False)
-    for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r")):
+    for path, flag in ((args.predictions, "-p"), (args.raw_predictions, "-r"),
+                       (args.readable_model, "--readable_model"),
+                       (args.invert_hash, "--invert_hash")):
         _cli_run._check_output(path, flag)
     opts = TrainOptions(**{k: tuple(v) if isinstance(v, list) else v
                            for k, v in options.items()})
@@ -459,10 +475,10 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
                     best = (idx, table[idx], state.copy())
     if ran is not None:
         ran.append(len(totals))
-    if args.model:
+    if args.model or args.readable_model or args.invert_hash:
         _save(args, parse, table, state, options, totals, how, marks[used - 1],
               (model.info.get("vw_counters") or {}) if model is not None else {},
-              used if used < len(totals) else None)
+              used if used < len(totals) else None, paths)
     if not args.quiet:
         print(closing_block({"pass_totals": totals, "labels": labels_seen,
                              "holdout": holdout_on(options), "loss": opts.loss,
@@ -610,15 +626,15 @@ _ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0
 def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
     """-i's VW model for a run that learns from it, its parse options, ``-l`` and
     ``--power_t`` made the run's (``options``) as ``_cli_run.train`` makes them; None where
-    the numba pass runs it (the model's ``--ignore_linear``, its ``-b``
-    above ``_MAX_BITS`` or a table over half the memory)."""
+    the numba pass runs it (its ``-b`` above ``_MAX_BITS`` or a table over half the
+    memory)."""
     from .._front import _cli_run
     from ._vwmodel import read_vw_model, run_generation
 
     model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
     _cli_run.vw_start(model, args)
     bits = model.parse.bits
-    if model.parse.ignore_linear or bits > _MAX_BITS or (12 << bits) > _memory() // 2:
+    if bits > _MAX_BITS or (12 << bits) > _memory() // 2:
         return None
     if model.info.get("binary"):  # (VW keeps --binary)
         args.binary = True
@@ -633,9 +649,12 @@ def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
 
 def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.ndarray,
           options: dict[str, Any], totals: list[list[float]], how: str, mark: list[float],
-          counters: dict[str, float], used: int | None = None) -> None:
+          counters: dict[str, float], used: int | None = None,
+          paths: list[str] | None = None) -> None:
     """``-f``: VW's model, as the numba pass's run writes it (its save_resume form, or
-    ``--predict_only_model``'s weights with the lazy L1/L2 folded in); ``mark``: where the
+    ``--predict_only_model``'s weights with the lazy L1/L2 folded in), then
+    ``--readable_model`` and ``--invert_hash`` (``paths``: the inputs its names are read
+    from, :func:`._vwtext.feature_names`) of it; ``mark``: where the
     progress table was after the model's pass (the next line's weight, the loss since the
     last line, the labelled weight at it); ``counters``: -i's (its examples' weight ``t``
     and its ``initial_t``, which VW's carry on); ``used``: the pass the early stop kept
@@ -669,12 +688,23 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     if rates:
         info["vw_rates"] = rates
     model = SimpleNamespace(indices=idx, weights=_Column(table, idx, 0), parse=parse,
-                            loss=options["loss"], info=info,
+                            loss=options["loss"], info=info, bits=parse.bits,
                             adaptive=(_Column(table, idx, 1), _Column(table, idx, 2), state))
-    try:
-        write_vw_model(model, args.model, predict_only=predict_only)
-    except OSError as e:
-        raise ConfigError(f"-f {args.model}: cannot write: {e}") from None
+    if args.model:
+        try:
+            write_vw_model(model, args.model, predict_only=predict_only)
+        except OSError as e:
+            raise ConfigError(f"-f {args.model}: cannot write: {e}") from None
+    if args.readable_model or args.invert_hash:
+        from ._vwtext import feature_names, write_readable
+
+        model.weights, model.adaptive = (  # (the rows in use, as the writer orders them)
+            model.weights[:], (model.adaptive[0][:], model.adaptive[1][:], state))
+    if args.readable_model:
+        write_readable(model, args.readable_model, predict_only=predict_only)
+    if args.invert_hash:
+        write_readable(model, args.invert_hash, feature_names(paths or [], model),
+                       predict_only=predict_only)
 
 
 _ROWS = 1 << 20  # rows of the table scanned at a time for the ones in use
@@ -726,8 +756,8 @@ def test(args: argparse.Namespace) -> int:
     """The ``-t -i MODEL`` run :func:`c_path` admits (VW's model): the model's predictions,
     no learning, VW's progress table and closing block of a test run (``_cli_run._test_only``,
     whose rules and output these are); a model this path does not cover (its loss, a
-    ``-b`` whose weights are over half the memory, its ``--ignore_linear``) runs the numba
-    pass."""
+    ``-b`` whose weights are over half the memory, its ``--ignore_linear`` or the command
+    line's) runs the numba pass."""
     import dataclasses
 
     from .._front import _cli_run
@@ -757,7 +787,7 @@ def test(args: argparse.Namespace) -> int:
     loss = args.loss or model.loss  # (VW reports the command line's loss)
     bits = model.parse.bits
     if (not _covered(loss, fast) or (4 << bits) > _memory() // 2
-            or model.parse.ignore_linear):  # (the model's --ignore_linear: the numba parse)
+            or model.parse.ignore_linear or args.ignore_linear):  # (VW's -t counts of them)
         return int(_cli_run.train(args) or 0)
     how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
     binary = bool(args.binary or model.info.get("binary"))  # (and --binary)

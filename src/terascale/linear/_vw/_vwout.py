@@ -47,7 +47,7 @@ def _link32(scores: np.ndarray, how: str) -> np.ndarray:
 
     fast = load(*VWFAST)
     if fast is None:
-        from ._vwtext import link32
+        from ._vwlinknb import link32
 
         return link32(scores, _LINK_CODES[how])  # type: ignore[no-any-return]
     out = np.empty_like(scores)

@@ -9,34 +9,29 @@ as VW 9 writes it with its default ``--save_resume``); ``--invert_hash`` puts th
 name in front, ``namespace^feature`` (``feature`` in the default namespace,
 ``a^x*b^y`` for a cross, ``Constant`` for the bias). Names come from reading the VW text
 once more, only when asked, keeping one name per hashed index (VW keeps them while
-parsing): as many names as there are distinct features, never the examples.
+parsing): as many names as there are distinct features, never the examples. It imports no
+numba (the names hashed in Python, :mod:`.._io._hashnames`), so that the compiled learner
+writes these files as its run ends: 1.2M click lines at ``-b 18``, 52 MB peak against VW's
+66 MB (the numba pass: 201 MB); the names' pass takes most of such a run's time, as VW's.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
+import functools
 import gzip
 import io
 import math
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numba
 import numpy as np
 
 from ..._errors import ConfigError, DataError
-from .._io._hashing import (
-    CONSTANT_HASH,
-    FNV_PRIME,
-    hash_feature,
-    hash_space,
-    hashstring_nb,
-    murmur3_32,
-    murmur3_32_nb,
-)
-from .._losses import loss_spec
-from .._model import LinearModel
+from .._io._hashnames import CONSTANT_HASH, FNV_PRIME, hashstring, murmur3_32
+from .._losstable import loss_spec
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
 from ._vwflags import LINKS
 from ._vwmodel import run_counters
@@ -45,23 +40,6 @@ from ._vwout import AtomicText
 __all__ = ["crossed_names", "feature_names", "write_readable"]
 
 VW_LAYOUT = "9.11.9"  # the VW version whose readable-model layout this follows
-
-
-@numba.njit(cache=True)
-def link32(scores: np.ndarray, code: int) -> np.ndarray:
-    """VW's link in float (code 0 logistic, 1 glf1, 2 poisson), with C's ``expf``
-    (numba's float32 ``exp``; numpy's, and a double exp rounded to float, differ from it in
-    the last bit, which -p's six digits show): where the compiled core is not built."""
-    out = np.empty(len(scores), np.float32)
-    one, two = np.float32(1.0), np.float32(2.0)
-    for i in range(len(scores)):
-        if code == 0:
-            out[i] = one / (one + math.exp(-scores[i]))
-        elif code == 1:
-            out[i] = two / (one + math.exp(-scores[i])) - one
-        else:
-            out[i] = math.exp(scores[i])
-    return out
 
 
 def _lines(path: str) -> Iterator[str]:
@@ -130,8 +108,8 @@ def _feature_hash(name: str, anon: int, seed: int, every: bool = False) -> int:
     VW gives an anonymous feature the namespace hash plus its running count (``every``:
     ``--hash all``, every name hashed with MurmurHash3)."""
     def h(s: str, seed: int) -> int:
-        return murmur3_32(s.encode("utf-8", "surrogateescape"), seed) if every else \
-            hash_feature(s, seed, 32)
+        b = s.encode("utf-8", "surrogateescape")
+        return murmur3_32(b, seed) if every else hashstring(b, seed)
 
     if anon >= 0:
         return (seed + anon) & 0xFFFFFFFF
@@ -141,7 +119,7 @@ def _feature_hash(name: str, anon: int, seed: int, every: bool = False) -> int:
     return h(name, seed)
 
 
-def _generation(model: LinearModel, key: str) -> list[str]:
+def _generation(model: Any, key: str) -> list[str]:
     """The VW feature generation value ``key`` of the run that wrote ``model``
     (``info["vw_generation"]``, :func:`._vwmodel.run_generation`)."""
     return list(((getattr(model, "info", None) or {}).get("vw_generation") or {}).get(key, []))
@@ -152,38 +130,31 @@ def namespace_hash(ns: str, seed: int = 0, every: bool = False) -> int:
     (``every``) ``--hash all``."""
     if not ns:
         return murmur3_32(b"", seed) if seed else 0
-    if not (seed or every):
-        return hash_space(ns)
-    from ._vwgen import _hashstring
+    b = ns.encode("utf-8", "surrogateescape")
+    if every:
+        return murmur3_32(b, seed)
+    b = b.strip() if not seed else b.strip(b" \t")
+    return hashstring(b, seed) if b or not seed else murmur3_32(b"", seed)
 
-    return _hashstring(ns, seed, every)
 
-
-@numba.njit(cache=True, nogil=True)
-def _hash_names(buf: np.ndarray, ends: np.ndarray, seed: int, every: bool) -> np.ndarray:
-    """VW's hashes of the names ``buf[ends[j-1]:ends[j]]`` in a namespace hashed to
-    ``seed`` (``every``: MurmurHash3 even of a name of digits): one call for a namespace's
-    names (a call a name cost ~6 us in Python)."""
-    out = np.empty(len(ends), np.int64)
-    s = 0
-    for j in range(len(ends)):
-        out[j] = murmur3_32_nb(buf, s, ends[j], seed) if every else \
-            hashstring_nb(buf, s, ends[j], seed)
-        s = ends[j]
-    return out
+@functools.lru_cache(maxsize=1 << 12)
+def _name_hash(name: str, seed: int, every: bool) -> int:
+    """VW's hash of a plain name in a namespace hashed to ``seed`` (``every``: MurmurHash3
+    even of a name of digits), kept for the names met most (a name's hash takes ~2 us in
+    Python, a lookup a tenth of that; the frequent ids of a click log come back all the
+    time, and 64k names kept took 13 MB)."""
+    b = name.encode("utf-8", "surrogateescape")
+    return murmur3_32(b, seed) if every else hashstring(b, seed)
 
 
 def _section_hashes(fs: list[tuple[str, int]], seed: int, every: bool = False) -> list[int]:
     """The 32-bit index of each :func:`_sections` entry of one namespace, as
-    :func:`_feature_hash` gives it, the plain names hashed in one call."""
-    plain = [f.encode("utf-8", "surrogateescape") for f, k in fs if k == -1]
-    hs = iter(_hash_names(np.frombuffer(b"".join(plain), np.uint8),
-                          np.cumsum([len(b) for b in plain], dtype=np.int64),
-                          seed, every).tolist() if plain else [])
-    return [next(hs) if k == -1 else _feature_hash(f, k, seed, every) for f, k in fs]
+    :func:`_feature_hash` gives it."""
+    return [_name_hash(f, seed, every) if k == -1 else _feature_hash(f, k, seed, every)
+            for f, k in fs]
 
 
-def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
+def feature_names(paths: Sequence[str], model: Any) -> Mapping[int, str]:
     """Hashed index -> VW's name (``ns^f``, ``ns^f*ns2^g``, ``Constant``) for the features
     of ``paths`` that carry a weight in ``model``, built as the parser builds the features
     (``--ignore``/``--keep``/``--ignore_linear``, interactions in VW's order with its
@@ -194,16 +165,29 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
     if p.format != "vw":
         raise ConfigError("--invert_hash needs --format vw (feature names come from VW text)")
     mask = p.mask
-    live = set(model.indices.tolist())
-    names: dict[int, str] = {}
-    if p.constant and (CONSTANT_HASH & mask) in live:
-        names[CONSTANT_HASH & mask] = "Constant"
+    names: Any
+    if mask < 1 << 24:  # a byte per index of the table: 1 in use, 2 named
+        flags = bytearray(mask + 1)
+        np.frombuffer(flags, np.uint8)[np.asarray(model.indices, np.int64) & mask] = 1
+        names = _Names()
+
+        def name_of(h: int, full: str) -> None:
+            if flags[h & mask] == 1:
+                flags[h & mask] = 2
+                names.add(h & mask, full)
+    else:  # (the indices in use, a set: fewer than the table's)
+        live = set(model.indices.tolist())
+        names = {}
+
+        def name_of(h: int, full: str) -> None:
+            if (h & mask) in live and (h & mask) not in names:
+                names[h & mask] = full
+
+    if p.constant:
+        name_of(CONSTANT_HASH, "Constant")
     ignored, linear_off = p.namespace_flags()
     inters = compile_interactions(p.quadratic, p.cubic, p.interactions,
                                   leave_duplicates=p.leave_duplicates)
-    def name_of(h: int, full: str) -> None:
-        if (h & mask) in live and (h & mask) not in names:
-            names[h & mask] = full
 
     from ._vwgen import GENERATED, SOURCES
 
@@ -230,6 +214,51 @@ def feature_names(paths: Sequence[str], model: LinearModel) -> dict[int, str]:
                     name_of(h, full)  # (VW names --ignore_linear's features too)
             crossed_names(inters, groups, p.permutations, name_of)
     return names
+
+
+class _Names(Mapping[int, str]):
+    """Hashed index -> VW's name, as a dict of them answers, each name's bytes in one
+    buffer (a dict of -b 18's 260k names, its int keys and str values, took 26 MB of an
+    ``--invert_hash`` run's peak, over VW's 66 MB): :meth:`add` them, then look them up
+    (by binary search)."""
+
+    def __init__(self) -> None:
+        self._keys = array.array("I")
+        self._ends = array.array("Q", [0])
+        self._blob = bytearray()
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+
+    def add(self, i: int, name: str) -> None:
+        self._keys.append(i)
+        self._blob += name.encode("utf-8", "surrogateescape")
+        self._ends.append(len(self._blob))
+        self._sorted = None
+
+    def _at(self, i: Any) -> int:
+        if self._sorted is None:
+            k = np.array(self._keys, np.uint32)
+            order = np.argsort(k, kind="stable")
+            self._sorted = (k[order], order)
+        k, order = self._sorted
+        if not isinstance(i, (int, np.integer)) or not 0 <= i < 1 << 32:
+            return -1
+        j = int(np.searchsorted(k, i))
+        return int(order[j]) if j < len(k) and k[j] == i else -1
+
+    def __getitem__(self, i: int) -> str:
+        at = self._at(i)
+        if at < 0:
+            raise KeyError(i)
+        return self._blob[self._ends[at]:self._ends[at + 1]].decode("utf-8", "surrogateescape")
+
+    def __contains__(self, i: object) -> bool:
+        return self._at(i) >= 0
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 def _generated_names(path: str, gen: Any, flags: tuple[np.ndarray, np.ndarray],
@@ -299,12 +328,13 @@ def _checksum(lo: float, hi: float, bits: int, opts: str,
 
 
 # weights formatted and written this many at a time (the text of a whole model of 15M
-# features would stand in memory beside it: ~60 bytes a line, and as many str objects)
-_LINES = 1 << 16
+# features would stand in memory beside it: ~60 bytes a line, and as many str objects;
+# 64k lines at a time, their lists and text, took 17 MB over a -b 18 run's 44)
+_LINES = 1 << 13
 
 
 def _readable_lines(idx: np.ndarray, w: np.ndarray, g2: np.ndarray | None,
-                    nrm: np.ndarray | None, names: dict[int, str] | None,
+                    nrm: np.ndarray | None, names: Mapping[int, str] | None,
                     unnamed: str = "") -> Iterator[str]:
     """The readable model's weight lines, ``_LINES`` at a time: ``[name:]index:weight``
     (a weight ``names`` does not name, one of features the data did not have, with
@@ -343,7 +373,7 @@ def _g(v: float) -> str:
     return f"{v:g}"
 
 
-def write_readable(model: LinearModel, path: str, names: dict[int, str] | None = None,
+def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None,
                    *, counters: bool = False, predict_only: bool = False,
                    options: Sequence[str] = (), bare: bool = False) -> None:
     """VW's ``--readable_model`` (``names`` given: ``--invert_hash``) text of ``model``;

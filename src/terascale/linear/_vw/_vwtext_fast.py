@@ -4,7 +4,8 @@
 with or without a scale, ``name[:value]`` features with decimal values and ``e[-]N``
 exponents, namespaces that come back later in a line (grouped as VW groups them); interactions (``-q``, ``--cubic``,
 ``--interactions``) built as :func:`._interactions.emit_interactions` builds them;
-``--ignore``/``--keep``, not ``--ignore_linear``) to the same bits as
+``--ignore``/``--keep``; ``--ignore_linear`` where the caller passes its flags and room for
+its counts, as ``_vwonline._Parser`` does) to the same bits as
 :func:`._vwparse.parse_vw_bytes`, and says so when a buffer holds anything else; that
 buffer is then parsed by the numba parser, which reads every form VW reads and reports
 errors with their line. The compiled parser takes about half the numba parser's CPU time
