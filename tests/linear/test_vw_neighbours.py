@@ -169,3 +169,23 @@ def test_prediction_clip_as_vw(tmp_path, capfd, monkeypatch, data, flags):
                        monkeypatch)
     assert code == 0, got
     assert (ts / "q").read_bytes() == (vw / "q").read_bytes()
+
+
+@pytest.mark.parametrize("numba", [False, more(True)])
+def test_test_run_clips_to_a_header_range_of_one_value(tmp_path, capfd, monkeypatch, numba):
+    """``-t -i MODEL`` of a model trained with ``--min_prediction`` equal to
+    ``--max_prediction``: VW clips every prediction to that one value (its header's
+    range), and so the loss."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    (tmp_path / "d.vw").write_text("\n".join(_labelled("real")) + "\n")
+    run_vw(["-d", "d.vw", "--min_prediction", "0.5", "--max_prediction", "0.5", "-f", "m",
+            "--quiet"], tmp_path)
+    want = run_vw(["-d", "d.vw", "-t", "-i", "m", "-p", "p"], tmp_path)
+    (tmp_path / "ts").mkdir()
+    code, got = run_ts(capfd, ["-d", "../d.vw", "-t", "-i", "../m", "-p", "p"],
+                       tmp_path / "ts", monkeypatch)
+    assert code == 0, got
+    assert (tmp_path / "ts" / "p").read_bytes() == (tmp_path / "p").read_bytes()
+    assert got[got.index("finished run"):] == want[want.index("finished run"):]
+
