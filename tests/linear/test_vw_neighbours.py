@@ -189,3 +189,34 @@ def test_test_run_clips_to_a_header_range_of_one_value(tmp_path, capfd, monkeypa
     assert (tmp_path / "ts" / "p").read_bytes() == (tmp_path / "p").read_bytes()
     assert got[got.index("finished run"):] == want[want.index("finished run"):]
 
+
+def _near_a_million(n: int, seed: int) -> list[str]:
+    """Labels near 1e6 with importance weights 0.1..20: squared losses near 1e12, whose
+    sums' last printed digits hang on the order of the additions."""
+    rng = np.random.default_rng(seed)
+    y, w = np.round(rng.uniform(0.9e6, 1.1e6, n), 3), np.round(rng.uniform(0.1, 20, n), 2)
+    return [f"{a:.3f} {b:g} |a f0:{rng.normal():.4f} f1:{rng.normal():.4f} c{i % 7}"
+            for i, (a, b) in enumerate(zip(y, w))]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--l2", "0.01"],
+    more([]),
+    more(["--l2", "0.1", "--holdout_period", "5"])])
+def test_bfgs_table_adds_in_vws_order(tmp_path, capfd, monkeypatch, flags):
+    """``--bfgs`` on labels near 1e6 with importance weights: VW adds each example's
+    loss, weight and curvature, and each weight's term of its dot products, to a double
+    one after another (the loss over the passes in one sum), and each occurrence's
+    curvature x x x to the float preconditioner: the per-pass table's digits, the
+    predictions and the closing block as VW's."""
+    holdout = [] if "--holdout_period" in flags else ["--holdout_off"]
+    args = ["-d", "d.vw", "--bfgs", "--passes", "4", "-c", "-k", *holdout, *flags]
+    for who in ("vw", "ts"):
+        (tmp_path / who).mkdir()
+        (tmp_path / who / "d.vw").write_text("\n".join(_near_a_million(200, 20)) + "\n")
+    want = run_vw([*args, "-p", "p"], tmp_path / "vw")
+    code, got = run_ts(capfd, [*args, "-p", "p"], tmp_path / "ts", monkeypatch)
+    assert code == 0, got
+    assert (tmp_path / "ts" / "p").read_bytes() == (tmp_path / "vw" / "p").read_bytes()
+    assert got[got.index(" 1 "):] == want[want.index(" 1 "):]
+
