@@ -220,3 +220,35 @@ def test_bfgs_table_adds_in_vws_order(tmp_path, capfd, monkeypatch, flags):
     assert (tmp_path / "ts" / "p").read_bytes() == (tmp_path / "vw" / "p").read_bytes()
     assert got[got.index(" 1 "):] == want[want.index(" 1 "):]
 
+
+def _weighted(n: int, seed: int) -> list[str]:
+    """Real labels of two real features and a category, importance weights 0.5..2."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = rng.normal(size=2)
+        out.append(f"{x[0] + 0.1 * rng.normal():.4f} {rng.choice([1, 1, 2, 0.5]):g} |a "
+                   f"f0:{x[0]:.4f} f1:{x[1]:.4f} c{rng.integers(30)}")
+    return out
+
+
+@pytest.mark.parametrize("flags", [[], more(["-c", "-k", "--passes", "2", "--holdout_off"])])
+def test_sgd_preserved_counters_as_vw(tmp_path, capfd, monkeypatch, flags):
+    """``--sgd -i MODEL --preserve_performance_counters``: the table goes on from the
+    model's counters, the plain update's rate from its ``t`` as without the flag: the
+    predictions, the table, the closing block and the model written as VW's."""
+    (tmp_path / "a.vw").write_text("\n".join(_weighted(100, 3)) + "\n")
+    (tmp_path / "b.vw").write_text("\n".join(_weighted(100, 4)) + "\n")
+    run_vw(["-d", "a.vw", "--sgd", "-l", "0.1", "-f", "m1", "--quiet"], tmp_path)
+    args = ["-d", "b.vw", "--sgd", "-l", "0.1", "-i", "m1", *flags, "-p", "p", "-f", "m2"]
+    want = run_vw([*args, "--preserve_performance_counters"], tmp_path)
+    (tmp_path / "ts").mkdir()
+    for name in ("a.vw", "b.vw", "m1"):
+        (tmp_path / "ts" / name).write_bytes((tmp_path / name).read_bytes())
+    code, got = run_ts(capfd, [*args, "--preserve_performance_counters"], tmp_path / "ts",
+                       monkeypatch)
+    assert code == 0, got
+    assert (tmp_path / "ts" / "p").read_bytes() == (tmp_path / "p").read_bytes()
+    assert got[got.index("average  since"):] == want[want.index("average  since"):]
+    assert _after_version((tmp_path / "ts" / "m2").read_bytes()) == \
+        _after_version((tmp_path / "m2").read_bytes())
