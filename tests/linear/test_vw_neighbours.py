@@ -252,3 +252,26 @@ def test_sgd_preserved_counters_as_vw(tmp_path, capfd, monkeypatch, flags):
     assert got[got.index("average  since"):] == want[want.index("average  since"):]
     assert _after_version((tmp_path / "ts" / "m2").read_bytes()) == \
         _after_version((tmp_path / "m2").read_bytes())
+
+
+def _dense(n: int, seed: int, width: int = 200) -> list[str]:
+    """Real labels of ``width`` unnamed real features (``|f 0:1.2 1:-0.3 ...``)."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=width) * (rng.random(width) < 0.2)
+    out = []
+    for _ in range(n):
+        x = rng.normal(size=width)
+        out.append(f"{x @ w + 0.3 * rng.normal():.4f} |f "
+                   + " ".join(f"{j}:{v:.3f}" for j, v in enumerate(x)))
+    return out
+
+
+@pytest.mark.parametrize("numba", [False, more(True)])
+def test_hinge_step_of_a_real_label_is_a_float(tmp_path, capfd, monkeypatch, numba):
+    """``--loss_function hinge`` on real labels (VW warns and learns): VW's step is
+    ``label * (...)`` in float; its double product moved the sixth decimal from a few
+    examples on."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    _both(tmp_path, capfd, monkeypatch, _dense(30, 8), ["--loss_function", "hinge"])
+

@@ -229,7 +229,7 @@ static double invariant_update(long long kind, double p, double y, double scale,
         if (f32(y * p) >= 1.0)
             return 0.0;
         double err = f32(1.0 - f32(y * p));
-        return y * (sp < err ? scale : f32(err / ppu));
+        return f32(y * (sp < err ? scale : f32(err / ppu))); /* (labels not +-1) */
     }
     case 5:
         return poisson_update(p, y, scale, ppu);
