@@ -275,3 +275,14 @@ def test_hinge_step_of_a_real_label_is_a_float(tmp_path, capfd, monkeypatch, num
         monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
     _both(tmp_path, capfd, monkeypatch, _dense(30, 8), ["--loss_function", "hinge"])
 
+
+@pytest.mark.parametrize("flags", [["--sort_features"], more(["--hash", "all"]),
+                                   more(["--ngram", "a2"]), more(["--keep", "a"])])
+def test_a_line_of_bars_alone_is_an_example_with_generated_features(tmp_path, capfd,
+                                                                    monkeypatch, flags):
+    """Lines of bars alone (``|``, ``|a``, ``  |  ``, ``|b |c``) under the flags that
+    rewrite each line's features: VW reads each as an example (its constant learned
+    from, ``unknown`` label), not as the blank line that separates examples."""
+    lines = ["1 |a x", "|", "-1 |a y", "", "1", "-1 |a", "1 |", "|a", "  |  ", "|b |c",
+             "1 |a x z"]
+    _both(tmp_path, capfd, monkeypatch, lines, flags)
