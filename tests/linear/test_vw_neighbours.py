@@ -5,6 +5,9 @@ cases; ``make test-vw`` (``TERASCALE_VW_SUITE=all``) the ones marked ``FULL``.""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from _vw_runs import more, run_ts, run_vw, stdouts
@@ -286,3 +289,18 @@ def test_a_line_of_bars_alone_is_an_example_with_generated_features(tmp_path, ca
     lines = ["1 |a x", "|", "-1 |a y", "", "1", "-1 |a", "1 |", "|a", "  |  ", "|b |c",
              "1 |a x z"]
     _both(tmp_path, capfd, monkeypatch, lines, flags)
+
+
+def test_ignored_namespaces_are_named_by_their_bytes(tmp_path):
+    """``--ignore ü``: VW ignores the namespaces beginning with either byte of the letter
+    and names the bytes as they are (``\\xbc \\xc3``), not as text."""
+    (tmp_path / "d.vw").write_text("1 |ü a |b c\n-1 |ü d |b e\n", encoding="utf-8")
+    got = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, "-d", "d.vw", "--ignore", "ü"], cwd=tmp_path,
+                           capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        got.append(r.stderr.splitlines()[0])
+    assert got[0] == b"ignoring namespaces beginning with: \xbc \xc3"
+    assert got[1] == got[0]

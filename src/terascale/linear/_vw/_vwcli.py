@@ -415,9 +415,9 @@ def _namespace_lines(args: argparse.Namespace) -> None:
         values = given(flag, name, True)
         if values:
             first = sorted({b for v in values for b in v.encode()})
-            lines.append(f"{text} beginning with:"
-                         + "".join(" " + bytes([b]).decode("utf-8", "replace")
-                                   for b in first))
+            lines.append(f"{text} beginning with:"  # (VW writes each byte as it is: a
+                         + "".join(" " + bytes([b]).decode("utf-8", "surrogateescape")
+                                   for b in first))  # UTF-8 letter's bytes apart)
     if args.testonly:  # (then the example options', and gd's regularization)
         lines.append("only testing")
     if args.named_labels:
@@ -426,7 +426,14 @@ def _namespace_lines(args: argparse.Namespace) -> None:
     lines += [f"using {name} regularization = {value:g}"
               for name, value in (("l1", l1), ("l2", args.l2)) if value]
     if lines:
-        print("\n".join(lines), file=sys.stderr)
+        text = "\n".join(lines) + "\n"
+        raw = getattr(sys.stderr, "buffer", None)
+        if raw is None:
+            sys.stderr.write(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+        else:
+            sys.stderr.flush()
+            raw.write(text.encode("utf-8", "surrogateescape"))
+            raw.flush()
 
 
 def _no_data(args: argparse.Namespace) -> int:
