@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import more, run_ts, run_vw, stdouts
+from _vw_runs import FULL, more, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -304,3 +304,15 @@ def test_ignored_namespaces_are_named_by_their_bytes(tmp_path):
         got.append(r.stderr.splitlines()[0])
     assert got[0] == b"ignoring namespaces beginning with: \xbc \xc3"
     assert got[1] == got[0]
+
+
+@FULL
+@pytest.mark.parametrize("flags", [[], ["-t"], ["--binary"]])
+def test_hinge_best_constants_loss_warns_of_its_label(tmp_path, flags):
+    """``--loss_function hinge`` on labels 0 and 1: VW's closing block takes the loss of
+    the best constant at each label, which warns of 0 once more, after the examples'
+    lines (standard output as VW's)."""
+    (tmp_path / "d.vw").write_text("0 |a x\n1 |a y\n0 |a z\n")
+    want, got = stdouts(["-d", "d.vw", "--loss_function", "hinge", *flags], tmp_path)
+    assert want.count("[warning]") in (3, 5)
+    assert got == want
