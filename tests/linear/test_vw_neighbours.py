@@ -316,3 +316,15 @@ def test_hinge_best_constants_loss_warns_of_its_label(tmp_path, flags):
     want, got = stdouts(["-d", "d.vw", "--loss_function", "hinge", *flags], tmp_path)
     assert want.count("[warning]") in (3, 5)
     assert got == want
+
+
+@FULL
+@pytest.mark.parametrize("flags", [["-c"], ["--cache_file", "b"],
+                                   ["-c", "--bfgs", "--passes", "2"]])
+def test_two_caches_asked_for_are_warned_of(tmp_path, flags):
+    """``--cache_file a`` with ``-c`` or a second ``--cache_file``: VW's first run makes the
+    first cache only and says so on standard output (after its batch learner's line)."""
+    (tmp_path / "d.vw").write_text("1 |a x\n-1 |a y\n1 |a x z\n")
+    want, got = stdouts(["-d", "d.vw", "--cache_file", "a", *flags], tmp_path)
+    assert "two write caches" in want
+    assert got == want

@@ -791,8 +791,8 @@ def _batch(args: argparse.Namespace) -> int:
                          "cache": options.get("cache")}, paths, model=args.model,
                         predictions=args.predictions,
                         raw=getattr(args, "raw_predictions", None), initial=args.initial,
-                        cache=getattr(args, "vw_cache", None),
-                        initial_t=args.initial_t).split("\n")
+                        cache=(getattr(args, "vw_cache", None) or [])[:1 if part == 0 else None],
+                        initial_t=args.initial_t).split("\n")  # (part 0: no cache's line)
         cut = next(i for i, ln in enumerate(text)
                    if ln.startswith(("creating cache_file", "using no cache")))
         text = text if part is None else text[:cut] if part == 0 else text[cut:]
@@ -856,10 +856,10 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         args.normalize = "off"
     if args.l2 is None:
         args.l2 = 0.0
-    # the cache files VW would create (-c: the data file's name and .cache), which the
-    # preamble names; terascale keeps its own cache instead
+    # the cache files VW would create (--cache_file's, then -c's: the data file's name and
+    # .cache), the first of which the preamble names; terascale keeps its own cache instead
     data = (args.data_flag or args.data or [""])[0]
-    args.vw_cache = list(args.cache_file) or ([f"{data}.cache"] if args.cache else [])
+    args.vw_cache = list(args.cache_file) + ([f"{data}.cache"] if args.cache else [])
     if args.cache_file:
         args.cache = True
     args.vw_mode = True

@@ -340,6 +340,9 @@ def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
         lines.append(f"raw predictions = {raw}")
     if options.get("cache"):
         lines.append(f"creating cache_file = {(cache or [''])[0]}")
+        if cache and len(cache) > 1:  # (VW's line on standard output: its first run makes
+            print("[warning] There was an attempt tried to make two write caches. Only "
+                  "the first one will be made.", flush=True)  # the first cache only)
     else:
         lines.append("using no cache")
     lines += [f"Reading datafile = {', '.join(paths)}",
