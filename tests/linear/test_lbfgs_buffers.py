@@ -174,9 +174,10 @@ def test_the_statistics_pass_gives_the_same_bits_in_one_thread_or_two(tmp_path):
     assert one[1][-1] > 0 and np.any(one[0][:40])  # weights summed, a gradient
 
 
-def test_vws_batch_sums_a_chunk_at_a_time_give_numpys_pairwise_sums():
+def test_vws_batch_sums_a_chunk_at_a_time_add_in_turn():
     """``terascale vw --bfgs``'s float64 sums over 2^b vectors, made a chunk at a time
-    without the whole temporaries: numpy's pairwise sum to the bit, at every size."""
+    without the whole temporaries: each term added after the one before, as VW's loops
+    over the weights add, to the bit, at every size."""
     from terascale.linear._vw._vwbatch import _SUM_CHUNK, _product_sum, _sum64
 
     rng = np.random.default_rng(5)
@@ -185,7 +186,13 @@ def test_vws_batch_sums_a_chunk_at_a_time_give_numpys_pairwise_sums():
         b = rng.normal(size=n).astype(np.float32)
         c = rng.random(n).astype(np.float32)
         a64 = a.astype(np.float64)
+        want = 0.0
+        for v in (a64 * a64 * c).tolist():
+            want += v
         assert _sum64(lambda k, a=a, c=c: a[k].astype(np.float64) * a[k].astype(np.float64)
                       * c[k],
-                      n) == float((a64 * a64 * c).sum())
-        assert _product_sum(a, b) == float((a64 * b).sum())
+                      n) == want
+        want = 0.0
+        for v in (a64 * b).tolist():
+            want += v
+        assert _product_sum(a, b) == want

@@ -5,9 +5,12 @@ cases; ``make test-vw`` (``TERASCALE_VW_SUITE=all``) the ones marked ``FULL``.""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
-from _vw_runs import more, run_ts, run_vw, stdouts
+from _vw_runs import FULL, more, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -169,3 +172,159 @@ def test_prediction_clip_as_vw(tmp_path, capfd, monkeypatch, data, flags):
                        monkeypatch)
     assert code == 0, got
     assert (ts / "q").read_bytes() == (vw / "q").read_bytes()
+
+
+@pytest.mark.parametrize("numba", [False, more(True)])
+def test_test_run_clips_to_a_header_range_of_one_value(tmp_path, capfd, monkeypatch, numba):
+    """``-t -i MODEL`` of a model trained with ``--min_prediction`` equal to
+    ``--max_prediction``: VW clips every prediction to that one value (its header's
+    range), and so the loss."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    (tmp_path / "d.vw").write_text("\n".join(_labelled("real")) + "\n")
+    run_vw(["-d", "d.vw", "--min_prediction", "0.5", "--max_prediction", "0.5", "-f", "m",
+            "--quiet"], tmp_path)
+    want = run_vw(["-d", "d.vw", "-t", "-i", "m", "-p", "p"], tmp_path)
+    (tmp_path / "ts").mkdir()
+    code, got = run_ts(capfd, ["-d", "../d.vw", "-t", "-i", "../m", "-p", "p"],
+                       tmp_path / "ts", monkeypatch)
+    assert code == 0, got
+    assert (tmp_path / "ts" / "p").read_bytes() == (tmp_path / "p").read_bytes()
+    assert got[got.index("finished run"):] == want[want.index("finished run"):]
+
+
+def _near_a_million(n: int, seed: int) -> list[str]:
+    """Labels near 1e6 with importance weights 0.1..20: squared losses near 1e12, whose
+    sums' last printed digits hang on the order of the additions."""
+    rng = np.random.default_rng(seed)
+    y, w = np.round(rng.uniform(0.9e6, 1.1e6, n), 3), np.round(rng.uniform(0.1, 20, n), 2)
+    return [f"{a:.3f} {b:g} |a f0:{rng.normal():.4f} f1:{rng.normal():.4f} c{i % 7}"
+            for i, (a, b) in enumerate(zip(y, w))]
+
+
+@pytest.mark.parametrize("flags", [
+    ["--l2", "0.01"],
+    more([]),
+    more(["--l2", "0.1", "--holdout_period", "5"])])
+def test_bfgs_table_adds_in_vws_order(tmp_path, capfd, monkeypatch, flags):
+    """``--bfgs`` on labels near 1e6 with importance weights: VW adds each example's
+    loss, weight and curvature, and each weight's term of its dot products, to a double
+    one after another (the loss over the passes in one sum), and each occurrence's
+    curvature x x x to the float preconditioner: the per-pass table's digits, the
+    predictions and the closing block as VW's."""
+    holdout = [] if "--holdout_period" in flags else ["--holdout_off"]
+    args = ["-d", "d.vw", "--bfgs", "--passes", "4", "-c", "-k", *holdout, *flags]
+    for who in ("vw", "ts"):
+        (tmp_path / who).mkdir()
+        (tmp_path / who / "d.vw").write_text("\n".join(_near_a_million(200, 20)) + "\n")
+    want = run_vw([*args, "-p", "p"], tmp_path / "vw")
+    code, got = run_ts(capfd, [*args, "-p", "p"], tmp_path / "ts", monkeypatch)
+    assert code == 0, got
+    assert (tmp_path / "ts" / "p").read_bytes() == (tmp_path / "vw" / "p").read_bytes()
+    assert got[got.index(" 1 "):] == want[want.index(" 1 "):]
+
+
+def _weighted(n: int, seed: int) -> list[str]:
+    """Real labels of two real features and a category, importance weights 0.5..2."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = rng.normal(size=2)
+        out.append(f"{x[0] + 0.1 * rng.normal():.4f} {rng.choice([1, 1, 2, 0.5]):g} |a "
+                   f"f0:{x[0]:.4f} f1:{x[1]:.4f} c{rng.integers(30)}")
+    return out
+
+
+@pytest.mark.parametrize("flags", [[], more(["-c", "-k", "--passes", "2", "--holdout_off"])])
+def test_sgd_preserved_counters_as_vw(tmp_path, capfd, monkeypatch, flags):
+    """``--sgd -i MODEL --preserve_performance_counters``: the table goes on from the
+    model's counters, the plain update's rate from its ``t`` as without the flag: the
+    predictions, the table, the closing block and the model written as VW's."""
+    (tmp_path / "a.vw").write_text("\n".join(_weighted(100, 3)) + "\n")
+    (tmp_path / "b.vw").write_text("\n".join(_weighted(100, 4)) + "\n")
+    run_vw(["-d", "a.vw", "--sgd", "-l", "0.1", "-f", "m1", "--quiet"], tmp_path)
+    args = ["-d", "b.vw", "--sgd", "-l", "0.1", "-i", "m1", *flags, "-p", "p", "-f", "m2"]
+    want = run_vw([*args, "--preserve_performance_counters"], tmp_path)
+    (tmp_path / "ts").mkdir()
+    for name in ("a.vw", "b.vw", "m1"):
+        (tmp_path / "ts" / name).write_bytes((tmp_path / name).read_bytes())
+    code, got = run_ts(capfd, [*args, "--preserve_performance_counters"], tmp_path / "ts",
+                       monkeypatch)
+    assert code == 0, got
+    assert (tmp_path / "ts" / "p").read_bytes() == (tmp_path / "p").read_bytes()
+    assert got[got.index("average  since"):] == want[want.index("average  since"):]
+    assert _after_version((tmp_path / "ts" / "m2").read_bytes()) == \
+        _after_version((tmp_path / "m2").read_bytes())
+
+
+def _dense(n: int, seed: int, width: int = 200) -> list[str]:
+    """Real labels of ``width`` unnamed real features (``|f 0:1.2 1:-0.3 ...``)."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=width) * (rng.random(width) < 0.2)
+    out = []
+    for _ in range(n):
+        x = rng.normal(size=width)
+        out.append(f"{x @ w + 0.3 * rng.normal():.4f} |f "
+                   + " ".join(f"{j}:{v:.3f}" for j, v in enumerate(x)))
+    return out
+
+
+@pytest.mark.parametrize("numba", [False, more(True)])
+def test_hinge_step_of_a_real_label_is_a_float(tmp_path, capfd, monkeypatch, numba):
+    """``--loss_function hinge`` on real labels (VW warns and learns): VW's step is
+    ``label * (...)`` in float; its double product moved the sixth decimal from a few
+    examples on."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    _both(tmp_path, capfd, monkeypatch, _dense(30, 8), ["--loss_function", "hinge"])
+
+
+@pytest.mark.parametrize("flags", [["--sort_features"], more(["--hash", "all"]),
+                                   more(["--ngram", "a2"]), more(["--keep", "a"])])
+def test_a_line_of_bars_alone_is_an_example_with_generated_features(tmp_path, capfd,
+                                                                    monkeypatch, flags):
+    """Lines of bars alone (``|``, ``|a``, ``  |  ``, ``|b |c``) under the flags that
+    rewrite each line's features: VW reads each as an example (its constant learned
+    from, ``unknown`` label), not as the blank line that separates examples."""
+    lines = ["1 |a x", "|", "-1 |a y", "", "1", "-1 |a", "1 |", "|a", "  |  ", "|b |c",
+             "1 |a x z"]
+    _both(tmp_path, capfd, monkeypatch, lines, flags)
+
+
+def test_ignored_namespaces_are_named_by_their_bytes(tmp_path):
+    """``--ignore ü``: VW ignores the namespaces beginning with either byte of the letter
+    and names the bytes as they are (``\\xbc \\xc3``), not as text."""
+    (tmp_path / "d.vw").write_text("1 |ü a |b c\n-1 |ü d |b e\n", encoding="utf-8")
+    got = []
+    for cmd in ([sys.executable, "-m", "vowpalwabbit"],
+                [sys.executable, "-m", "terascale", "vw"]):
+        r = subprocess.run([*cmd, "-d", "d.vw", "--ignore", "ü"], cwd=tmp_path,
+                           capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        got.append(r.stderr.splitlines()[0])
+    assert got[0] == b"ignoring namespaces beginning with: \xbc \xc3"
+    assert got[1] == got[0]
+
+
+@FULL
+@pytest.mark.parametrize("flags", [[], ["-t"], ["--binary"]])
+def test_hinge_best_constants_loss_warns_of_its_label(tmp_path, flags):
+    """``--loss_function hinge`` on labels 0 and 1: VW's closing block takes the loss of
+    the best constant at each label, which warns of 0 once more, after the examples'
+    lines (standard output as VW's)."""
+    (tmp_path / "d.vw").write_text("0 |a x\n1 |a y\n0 |a z\n")
+    want, got = stdouts(["-d", "d.vw", "--loss_function", "hinge", *flags], tmp_path)
+    assert want.count("[warning]") in (3, 5)
+    assert got == want
+
+
+@FULL
+@pytest.mark.parametrize("flags", [["-c"], ["--cache_file", "b"],
+                                   ["-c", "--bfgs", "--passes", "2"]])
+def test_two_caches_asked_for_are_warned_of(tmp_path, flags):
+    """``--cache_file a`` with ``-c`` or a second ``--cache_file``: VW's first run makes the
+    first cache only and says so on standard output (after its batch learner's line)."""
+    (tmp_path / "d.vw").write_text("1 |a x\n-1 |a y\n1 |a x z\n")
+    want, got = stdouts(["-d", "d.vw", "--cache_file", "a", *flags], tmp_path)
+    assert "two write caches" in want
+    assert got == want

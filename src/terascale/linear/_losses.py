@@ -342,7 +342,7 @@ def invariant_update(kind: int, p: float, y: float, scale: float, ppu: float) ->
     if _f(y * p) >= 1.0:
         return 0.0
     err = _f(1.0 - _f(y * p))
-    return y * (scale if sp < err else _f(err / ppu))
+    return _f(y * (scale if sp < err else _f(err / ppu)))  # (a float: labels not +-1)
 
 
 @numba.njit(cache=True, inline="always")

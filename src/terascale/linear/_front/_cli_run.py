@@ -464,16 +464,18 @@ def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
     (logistic), the labels the learner saw, or those widened to [-50, 50] (poisson);
     ``loss``: the run's, under ``terascale vw``: VW's -t clips to the range its model's
     header holds, whatever the loss (a logistic model's [-50, 50], a poisson one's
-    widened, or the ``--min_prediction``/``--max_prediction`` it was trained with)."""
+    widened, or the ``--min_prediction``/``--max_prediction`` it was trained with, one
+    value where they were equal)."""
     clip = loss_spec(loss or model.loss).clip
     lo, hi = _label_range(model)
-    if loss is not None and lo != hi:
+    header = loss is not None and _has_range(model)
+    if header:
         clip = "labels"
     if clip == "fixed":
         return np.clip(s, -50.0, 50.0)
     if clip == "labels50":
         return np.clip(s, min(lo, -50.0), max(hi, 50.0))
-    if lo == hi:  # (a model without the learner's range)
+    if lo == hi and not header:  # (a model without the learner's range)
         return s
     return np.where(s > hi, hi, np.where(s < lo, lo, s))  # (VW's order: lo > hi clips too)
 
@@ -485,11 +487,17 @@ def _bounds(model: Any) -> tuple[float, float]:
     return (lo, hi) if lo != hi else (-math.inf, math.inf)
 
 
+def _has_range(model: Any) -> bool:
+    """Whether the model holds its learner's label range (a VW model's header does)."""
+    ad = model.adaptive
+    return ad is not None and len(ad[2]) >= 6
+
+
 def _label_range(model: Any) -> tuple[float, float]:
     """The label range the model's learner held ([0, 0] where it has none: VW's start)."""
     ad = model.adaptive
-    seen = ad is not None and len(ad[2]) >= 6
-    return (float(ad[2][MIN_LABEL]), float(ad[2][MAX_LABEL])) if seen else (0.0, 0.0)
+    return (float(ad[2][MIN_LABEL]), float(ad[2][MAX_LABEL])) if _has_range(model) \
+        else (0.0, 0.0)
 
 
 def _loss(kind: str, s: np.ndarray, y: np.ndarray, binary: bool, tau: float = 0.5,

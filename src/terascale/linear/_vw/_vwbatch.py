@@ -60,17 +60,26 @@ _SUM_CHUNK = 1 << 16  # entries of a float64 sum's terms made at a time (512 KiB
 
 
 def _sum64(term: Callable[[slice], np.ndarray], n: int) -> float:
-    """``float(term(slice(0, n)).sum())``, numpy's pairwise sum of a float64 expression of
-    ``n`` entries, made ``_SUM_CHUNK`` entries at a time and the chunks' sums added in
-    numpy's own pairwise order (for ``n`` a power of two, as every 2^b vector is, its
-    halves down to a chunk are whole chunks): the same bits without the whole float64
-    temporaries, 32 MB each at ``-b 22`` and several at once in an L-BFGS step."""
-    if n & (n - 1) or n < 2 * _SUM_CHUNK:
-        return float(term(slice(0, n)).sum())
-    sums = [float(term(slice(a, a + _SUM_CHUNK)).sum()) for a in range(0, n, _SUM_CHUNK)]
-    while len(sums) > 1:
-        sums = [sums[i] + sums[i + 1] for i in range(0, len(sums), 2)]
-    return sums[0]
+    """The float64 sum of ``term(slice(0, n))``'s entries added one after another, as
+    VW's loops over the weights add to a double, made ``_SUM_CHUNK`` entries at a time
+    (no whole float64 temporaries: 32 MB each at ``-b 22``, several at once in an L-BFGS
+    step)."""
+    total = 0.0
+    for a in range(0, n, _SUM_CHUNK):
+        part = term(slice(a, min(n, a + _SUM_CHUNK)))
+        part = part[part != 0]  # (adding 0 leaves the sum's bits: most weights are 0)
+        if len(part):
+            total = float(np.cumsum(np.concatenate(([total], part)), dtype=np.float64)[-1])
+    return total
+
+
+def _in_turn(v: np.ndarray, start: float = 0.0) -> float:
+    """``start`` and ``v``'s entries added one after another in float64, as VW adds each
+    example's loss, weight or curvature to its double accumulator (a pairwise sum moves
+    the last printed digit of sums near 1e12: labels near 1e6)."""
+    if not len(v):
+        return start
+    return float(np.cumsum(np.concatenate(([start], v)), dtype=np.float64)[-1])
 
 
 def _f64(v: np.ndarray) -> np.ndarray:
@@ -244,6 +253,17 @@ class _Data:
 
         return sp.csr_matrix((self.XT.data * self.XT.data, self.XT.indices,
                               self.XT.indptr), shape=self.XT.shape)
+
+    def precondition(self, c: np.ndarray) -> np.ndarray:
+        """Each feature's sum of ``c`` x x x over its occurrences, in float32 as VW adds
+        them (``c`` times x, then times x: the product ``X2T`` would give rounds
+        otherwise where a real value meets an importance weight)."""
+        import scipy.sparse as sp
+
+        xt = self.XT
+        terms = (c[xt.indices] * xt.data).astype(_F) * xt.data
+        return sp.csr_matrix((terms, xt.indices, xt.indptr), shape=xt.shape) @ \
+            np.ones(xt.shape[1], _F)
 
     @property
     def X2(self) -> Any:  # noqa: N802 (the matrix's name)
@@ -610,7 +630,7 @@ class _Batch:
         y = np.where(d.labelled, d.labels, _F(0)).astype(_F)
         wt = d.weights
         # this pass's sums (VW's accumulators; with workers, summed over them)
-        iws = float(wt[d.learn].astype(np.float64).sum()) if self.first_pass else 0.0
+        iws = _in_turn(wt[d.learn]) if self.first_pass else 0.0
         dg = dcond = None
         dloss = dcurv = 0.0
         learn = d.learn
@@ -618,7 +638,7 @@ class _Batch:
             ex_loss = (loss.value(pred, y, lo, hi) * wt).astype(_F)
             grad = np.where(learn, (loss.first(pred, y, lo, hi) * wt).astype(_F), _F(0))
             dg = d.XT @ grad.astype(self.acc)
-            dloss = float(ex_loss[learn].astype(np.float64).sum())
+            dloss = _in_turn(ex_loss[learn])
             self.predictions = pred[learn]
             out_pred, out_partial = pred, partial
         else:  # curvature along the direction; predictions of the last gradient pass
@@ -630,7 +650,7 @@ class _Batch:
             if k < len(idx) and k:  # VW reuses the last one when the data grew
                 stored[idx[k:]] = self.predictions[k - 1]
             sd = loss.second(stored, y, lo, hi).astype(np.float64)
-            dcurv = float((dx * dx * sd * wt)[learn].sum())
+            dcurv = _in_turn((sd * dx * dx * wt)[learn])  # (VW's order of the products)
             ex_loss = (loss.value(stored, y, lo, hi) * wt).astype(_F)
             out_pred = np.where(learn, stored, pred).astype(_F)
             out_partial = np.where(learn, stored, partial).astype(_F)
@@ -638,15 +658,14 @@ class _Batch:
                                (loss.value(pred, y, lo, hi) * wt).astype(_F))
         if self.preconditioner_pass:
             c = np.where(learn, (loss.second(out_pred, y, lo, hi) * wt).astype(_F), _F(0))
-            dcond = d.X2T @ c.astype(self.acc)
+            dcond = d.X2T @ c.astype(self.acc) if self.acc is not _F else d.precondition(c)
         # VW's shared data: every learned example's loss; the held-out ones apart
         if self.gradient_pass:
             hl = (loss.value(pred, y, lo, hi) * wt).astype(_F)
         else:
             hl = ex_loss
-        sums = np.array([iws, dloss, dcurv, float(ex_loss[learn].astype(np.float64).sum()),
-                         float(hl[d.holdout].astype(np.float64).sum()),
-                         float(wt[d.holdout].astype(np.float64).sum())])
+        sums = np.array([iws, dloss, dcurv, _in_turn(ex_loss[learn]), _in_turn(hl[d.holdout]),
+                         _in_turn(wt[d.holdout])])
         if self.comm is not None and self.comm.size > 1:
             dg, dcond, sums = self._allreduce(dg, dcond, sums)
         dg = None if dg is None else dg.astype(_F, copy=False)
@@ -658,7 +677,10 @@ class _Batch:
         self.curvature += sums[2]
         if dcond is not None:
             self.cond += dcond
-        self.sum_loss += sums[3]
+        if self.comm is not None and self.comm.size > 1:
+            self.sum_loss += sums[3]
+        else:  # (VW's one running sum over the passes)
+            self.sum_loss = _in_turn(ex_loss[learn], self.sum_loss)
         self.holdout_loss, self.holdout_weight = sums[4], sums[5]
         return out_pred, out_partial
 

@@ -415,9 +415,9 @@ def _namespace_lines(args: argparse.Namespace) -> None:
         values = given(flag, name, True)
         if values:
             first = sorted({b for v in values for b in v.encode()})
-            lines.append(f"{text} beginning with:"
-                         + "".join(" " + bytes([b]).decode("utf-8", "replace")
-                                   for b in first))
+            lines.append(f"{text} beginning with:"  # (VW writes each byte as it is: a
+                         + "".join(" " + bytes([b]).decode("utf-8", "surrogateescape")
+                                   for b in first))  # UTF-8 letter's bytes apart)
     if args.testonly:  # (then the example options', and gd's regularization)
         lines.append("only testing")
     if args.named_labels:
@@ -426,7 +426,14 @@ def _namespace_lines(args: argparse.Namespace) -> None:
     lines += [f"using {name} regularization = {value:g}"
               for name, value in (("l1", l1), ("l2", args.l2)) if value]
     if lines:
-        print("\n".join(lines), file=sys.stderr)
+        text = "\n".join(lines) + "\n"
+        raw = getattr(sys.stderr, "buffer", None)
+        if raw is None:
+            sys.stderr.write(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+        else:
+            sys.stderr.flush()
+            raw.write(text.encode("utf-8", "surrogateescape"))
+            raw.flush()
 
 
 def _no_data(args: argparse.Namespace) -> int:
@@ -785,8 +792,8 @@ def _batch(args: argparse.Namespace) -> int:
                          "cache": options.get("cache")}, paths, model=args.model,
                         predictions=args.predictions,
                         raw=getattr(args, "raw_predictions", None), initial=args.initial,
-                        cache=getattr(args, "vw_cache", None),
-                        initial_t=args.initial_t).split("\n")
+                        cache=(getattr(args, "vw_cache", None) or [])[:1 if part == 0 else None],
+                        initial_t=args.initial_t).split("\n")  # (part 0: no cache's line)
         cut = next(i for i, ln in enumerate(text)
                    if ln.startswith(("creating cache_file", "using no cache")))
         text = text if part is None else text[:cut] if part == 0 else text[cut:]
@@ -850,10 +857,10 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         args.normalize = "off"
     if args.l2 is None:
         args.l2 = 0.0
-    # the cache files VW would create (-c: the data file's name and .cache), which the
-    # preamble names; terascale keeps its own cache instead
+    # the cache files VW would create (--cache_file's, then -c's: the data file's name and
+    # .cache), the first of which the preamble names; terascale keeps its own cache instead
     data = (args.data_flag or args.data or [""])[0]
-    args.vw_cache = list(args.cache_file) or ([f"{data}.cache"] if args.cache else [])
+    args.vw_cache = list(args.cache_file) + ([f"{data}.cache"] if args.cache else [])
     if args.cache_file:
         args.cache = True
     args.vw_mode = True

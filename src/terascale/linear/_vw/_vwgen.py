@@ -325,7 +325,9 @@ class FeatureGen:
                 d = (h - base) & _U32
                 segs.append(f"{d}:{val} " if val is not None else f"{d} ")
             lines.append("".join(segs))
-        return body[:bar] + "".join(lines).rstrip()
+        out = body[:bar] + "".join(lines).rstrip()
+        return out if out.strip() else "|"  # (a line of bars alone is VW's example, not a
+        # blank line: its constant is learned from)
 
 
 def written_namespace(c: int) -> tuple[str, int]:

@@ -229,7 +229,7 @@ static double invariant_update(long long kind, double p, double y, double scale,
         if (f32(y * p) >= 1.0)
             return 0.0;
         double err = f32(1.0 - f32(y * p));
-        return y * (sp < err ? scale : f32(err / ppu));
+        return f32(y * (sp < err ? scale : f32(err / ppu))); /* (labels not +-1) */
     }
     case 5:
         return poisson_update(p, y, scale, ppu);
@@ -554,7 +554,9 @@ void vw_learn_init(void) {
  * the table's weights (summed in float, each product a float, as _model._scores_float:
  * the weights with the lazy L1/L2 already folded in, vw_sync) in `raw`, then clipped as
  * _cli_run._clip (`clip`: the run's loss's rule, the _losstable _CLIPS index; lo, hi:
- * VW's min and max label; the "labels" rule clips only where lo < hi) in `pred`, and
+ * VW's min and max label; the "labels" rule clips only where lo != hi, or where `kind`
+ * has FIXED_RANGE: a VW model's header range, which VW's -t clips to even where lo == hi)
+ * in `pred`, and
  * where labelled with weight > 0 its loss times its weight (_losses.losses32 of `kind`:
  * labels read by their sign where the loss reads classes; `binary`: the 0/1 loss), else 0,
  * in `loss`. Nothing is learned. The table's rows are of `stride` floats (3, the
@@ -610,7 +612,7 @@ PyObject *vw_test(PyObject *self, PyObject *args) {
                 p32 += t[stride * (size_t)cols[k]] * values[k];
             double p = p32;
             raw[i - start] = p;
-            if (clip != 1 || lo != hi)
+            if (clip != 1 || lo != hi || (kind & FIXED_RANGE))
                 p = clip_prediction(clip, p, lo, hi);
             pred[i - start] = p;
             double lab = labels[i], s = weights[i], lv = 0.0;

@@ -761,7 +761,7 @@ def test(args: argparse.Namespace) -> int:
     import dataclasses
 
     from .._front import _cli_run
-    from .._losstable import _BY_SIGN, _CLIP, LOSS_TABLE, loss_code
+    from .._losstable import _BY_SIGN, _CLIP, FIXED_RANGE, LOSS_TABLE, loss_code
     from .._online._progress import label_notes
     from ._vwmodel import model_t, read_vw_model, run_generation
     from ._vwout import all_or_none, link, prediction_writers
@@ -824,9 +824,11 @@ def test(args: argparse.Namespace) -> int:
             w = rows[:, 0]
         table[idx] = w
     clip = int(_CLIP[LOSS_TABLE[loss].code])  # (VW's -t clips as the command line's loss
-    if lo != hi:  # in the range its model's header holds, whatever the loss: _cli_run._clip)
-        clip = 1
+    if synced:  # in the range its model's header holds, whatever the loss, lo == hi too:
+        clip = 1  # _cli_run._clip)
     kind = loss_code(loss, raw_labels=True, tau=args.quantile_tau, q=args.expectile_q)
+    if synced:
+        kind |= FIXED_RANGE
     total = np.zeros(6)  # loss, labelled weight, examples, weight, label x weight, features
     labels_seen: list[float] = []
     progress = None

@@ -21,7 +21,8 @@ the labels take two values or one; other losses print neither, as in VW).
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -88,7 +89,8 @@ def multiclass_log_loss(loss: float, weight: float, holdout: bool = False) -> st
 
 def best_constant(loss: str, tau: float, label_sum: float, weight: float,
                   labels: list[float],
-                  label_range: tuple[float, float] | None = None) -> list[str]:
+                  label_range: tuple[float, float] | None = None,
+                  warn: TextIO | None = None) -> list[str]:
     """VW's ``best constant`` and ``best constant's loss`` lines (none where VW prints
     none).
 
@@ -110,7 +112,10 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
     label_range
         The label range VW holds where it is not the labels' (``-t``: the model's, [0, 0]
         without ``-i``): a loss whose row is ``ranged`` takes a constant outside it as
-        VW's ``get_loss`` does (None: the labels' range, which holds the constant).
+        VW's ``get_loss`` does (None: the labels' range, which holds the constant).    warn
+        Where VW's line on a label its loss does not expect goes when ``get_loss`` of the
+        constant meets one (hinge's two labels, one not -1 or 1: standard output, after
+        the examples' lines; None: the run prints none).
     """
     from .._losstable import loss_code, loss_spec
 
@@ -155,6 +160,12 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
                                                     * float(f(abs(best - edge))))
             return f(loss32(kind, float(best), float(y)))
 
+        if warn is not None:  # (VW's get_loss of each label counted warns as on examples)
+            from .._online._progress import label_warnings
+
+            ys = np.array([y for y, c in ((l1, c1), (l2, c2)) if c > 0], np.float32)
+            label_warnings(ys, np.ones(len(ys), np.float32), None, 0, len(ys), False, warn,
+                           loss=loss, binary=False)
         total = f(at(l1) * c1) if c1 > 0 else f(0)
         total = f(total + (f(at(l2) * c2) if c2 > 0 else f(0)))
         lines.append(f"best constant's loss = {f(total / f(c1 + c2)):.6f}")
@@ -239,7 +250,8 @@ def closing_block(info: dict[str, Any]) -> str:
         ranged = info.get("label_range")
         lines += best_constant(info["loss"], float(info.get("quantile_tau", 0.5)),
                                label_sum, labelled, list(info.get("labels", [])),
-                               tuple(ranged) if ranged is not None else None)
+                               tuple(ranged) if ranged is not None else None,
+                               sys.stdout if info.get("label_warnings", True) else None)
     lines.append(f"total feature number = {features}")
     return "\n".join(lines)
 
@@ -288,7 +300,7 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
         lines.append(f"average multiclass log loss = {log_loss}")
     if loss_name is not None and label_sum is not None:
         lines += best_constant(loss_name, tau, label_sum, weight, list(labels or []),
-                               label_range)
+                               label_range, sys.stdout)
     if features is not None:
         lines.append(f"total feature number = {features}")
     return "\n".join(lines)
@@ -328,6 +340,9 @@ def preamble(options: dict[str, Any], paths: list[str], *, model: str | None,
         lines.append(f"raw predictions = {raw}")
     if options.get("cache"):
         lines.append(f"creating cache_file = {(cache or [''])[0]}")
+        if cache and len(cache) > 1:  # (VW's line on standard output: its first run makes
+            print("[warning] There was an attempt tried to make two write caches. Only "
+                  "the first one will be made.", flush=True)  # the first cache only)
     else:
         lines.append("using no cache")
     lines += [f"Reading datafile = {', '.join(paths)}",

@@ -253,7 +253,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                              "labels": distinct_labels([], data.labels[data.labelled]),
                              "loss": loss, "quantile_tau": options.get("quantile_tau", 0.5),
                              "best_constant": not args.dont_output_best_constant,
-                             "vw_preserved": args.vw_preserved}),
+                             "vw_preserved": args.vw_preserved,
+                             "label_warnings": False}),  # (none printed: docs/guide/vw)
               file=sys.stderr)
     return 0
 
