@@ -55,16 +55,18 @@ def _imports(err: str) -> list[str]:
 
 def _both(tmp_path, files: list[str], args: list[str]) -> dict[str, dict[str, str | bytes]]:
     """The compiled workers' run (every process's imports listed on stderr) and the numba
-    pass's, each in its own directory: stderr without the import lines, the model."""
+    pass's, each in its own directory: stderr without the import lines, the model and its
+    ``--readable_model``."""
     got: dict[str, dict[str, str | bytes]] = {}
     for who, env in (("c", {"PYTHONPROFILEIMPORTTIME": "1"}), ("numba", {"TERASCALE_NO_CEXT": "1"})):
         d = tmp_path / who
         d.mkdir()
         data = [x for f in files for x in ("-d", f)]
-        err = run_ok([*_TS, *data, *args, "-f", "m"], d, env)
+        err = run_ok([*_TS, *data, *args, "-f", "m", "--readable_model", "r"], d, env)
         got[who] = {"err": "\n".join(ln for ln in err.splitlines()
                                      if not ln.startswith("import time:")),
-                    "imports": " ".join(_imports(err)), "m": (d / "m").read_bytes()}
+                    "imports": " ".join(_imports(err)), "m": (d / "m").read_bytes(),
+                    "r": (d / "r").read_bytes()}
     return got
 
 
@@ -81,6 +83,8 @@ CASES = [
 def test_workers_equal_the_numba_pass_and_import_no_numba(tmp_path, files, args):
     got = _both(tmp_path, _files(tmp_path, files), args)
     assert got["c"]["m"] == got["numba"]["m"]
+    rows = [[ln for ln in got[w]["r"].splitlines() if ln[:1].isdigit()] for w in got]
+    assert rows[0] == rows[1] and rows[0]  # (the header: VW's fields, the numba pass's fewer)
     assert got["c"]["err"] == got["numba"]["err"]
     assert "finished run" in str(got["c"]["err"])
     imported = str(got["c"]["imports"]).split()

@@ -72,6 +72,7 @@ def why_not(args: argparse.Namespace) -> str:
         (args.average not in ("auto", "weighted", "uniform") or bool(args.average_every),
          "--average chain/--average-every"),
         (bool(args.predictions or args.raw_predictions), "-p/-r"),
+        (bool(args.invert_hash), "--invert_hash"),  # (the names of every worker's shard)
     )
     return next((f"-n N with {flag}" for off, flag in checks if off), "")
 
@@ -173,7 +174,7 @@ def _learn(job: dict[str, Any]) -> None:
     # where rank 0's table stopped, and the other workers' loss since its last line (the
     # numba pass's counters of an -n N model)
     since = float(prog.since[0]) + (totals[0] - float(mine[0]))
-    if args.model:
+    if args.model or args.readable_model:
         _save(args, parse, table, state, options, [totals], how,
               [float(prog.due), since, float(prog.prev[1])], {})
     if not args.quiet:
