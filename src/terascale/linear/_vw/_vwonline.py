@@ -486,17 +486,18 @@ class _Pass:
     def _learn(self, b: tuple, hold: np.ndarray, start: int, end: int,
                pred: np.ndarray | None, acc: np.ndarray) -> None:
         """Learn from examples [start, end) of chunk ``b`` (``hold``: its holdout bytes)."""
-        seg = np.zeros(8)  # (the chunk's sums: the pass's, and the table's since its line)
-        opts = self.opts
+        seg = np.zeros(8)  # (the chunk's sums, the pass's; the kernel adds to VW's)
+        opts, sums = self.opts, self.prog.sums
+        before = sums.copy() if self.binary and pred is not None else None
         self.fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, self.table, self.state,
                         self.kind, self.eta, opts.power_t, opts.l1, self.l2, seg,
                         pred if pred is not None else _NONE, self.signs, self.clips,
-                        hold if self.period else _NOHOLD)
-        if self.binary and pred is not None:  # (VW's 0/1 loss of the signs)
+                        hold if self.period else _NOHOLD, sums)
+        if before is not None:  # (VW's 0/1 loss of the signs)
             from .._online._progressive import zero_one
 
             zero_one(seg, _ZEROS, pred[:end - start], b[3], b[4], hold.view(np.bool_), start,
-                     self.kind, self.fast.loss32)
+                     self.kind, self.fast.loss32, sums, before)
         self.prog.fold(acc, seg, end - start)
         if self.warn:  # (imported here: a run without it imports no numba)
             from .._online._progress import label_warnings
@@ -578,16 +579,17 @@ class _Pass:
                 if line_due:
                     p = (shown[0] if shown is not None else
                          pred[at - start] if pred is not None else acc[7])
-                    now = prog.done + acc[:4]
+                    now = prog.now()
                     prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
                               float(labels[at]), float(p), int(feats[end - 1]), self.binary)
                     prog.prev = now
                     nxt = prog.due = prog.next_due(float(cum_w[at]))
                 start = end
             del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
+        run = prog.pass_over(acc)
         if lines:
             prog.end_pass(acc, seen_w, seen_n)
-        return [float(v) for v in np.concatenate([acc[:6], counted])]
+        return [float(v) for v in np.concatenate([acc[:6], counted])] + run
 
 
 _NONE = np.zeros(0)
