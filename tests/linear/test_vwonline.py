@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import run_ok, vw_in_one_process
+from _vw_runs import more, run_ok, vw_in_one_process
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -115,6 +115,36 @@ def test_compiled_learner_equals_the_numba_pass_and_vw(tmp_path, labels, args):
     run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-i", "vw/m", "-t", "-p",
             "pv"], tmp_path)
     assert (tmp_path / "pc").read_bytes() == (tmp_path / "pv").read_bytes()
+
+
+def _body(model: bytes) -> bytes:
+    """A VW model after its version string (terascale writes its own there)."""
+    return model[4 + int.from_bytes(model[:4], "little"):]
+
+
+def _big_labels(n: int, seed: int) -> list[str]:
+    """Labels near 1e6 with importance weights, one real feature: squared losses near
+    1e12 at first, then near 1, each added to a double sum near 1e14."""
+    rng = np.random.default_rng(seed)
+    return [f"{1e6 + 3 * rng.normal():.4f}{rng.choice(['', ' 0.3', ' 2', ' 0.7', ' 1.5'])}"
+            f" |a x:{rng.normal():.3f}" for _ in range(n)]
+
+
+@built
+@pytest.mark.parametrize("args", [["-P", "7"], more(["--passes", "3", "-c", "-k"]),
+                                  more(["--binary"])])
+def test_loss_sums_near_1e14_are_vws_running_sums(tmp_path, args):
+    """Each example's loss x weight is added to VW's running sums (the run's, since the
+    last line) in turn, by both learners: the table, the closing block and the model's
+    counters are VW's bits where a sum of a chunk's losses, added to the run's, was not."""
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_big_labels(1000, 1)) + "\n")
+    got = _three(tmp_path, data, ["-l", "1", "--power_t", "0", *args], numba=True)
+    _same_as_numba(got, ("p", "r", "m", "err"))
+    vw_lines = [ln for ln in got["vw"]["err"].decode().splitlines()
+                if not ln.startswith(("Enabled", "Input", "Output"))]
+    assert got["c"]["err"].decode().splitlines() == vw_lines
+    assert _body(got["c"]["m"]) == _body(got["vw"]["m"])
 
 
 WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's flags
