@@ -626,19 +626,26 @@ class _Table:
                 test = hold | ~labelled  # (VW's test_only)
                 self.log_loss += (ll[~test].sum(), ll[test].sum())
         t = self.passes[p]
-        t += (loss[counted].sum(), w[learnt].sum(), loss[held].sum(), w[held].sum(),
-              len(truth), 0.0, w[~labelled].sum(), counted.sum(), feats[counted].sum())
-        cum = self.cum + np.stack([np.cumsum(np.where(counted, loss, 0.0)),
-                                   np.cumsum(np.where(learnt, w, 0.0)),
-                                   np.cumsum(np.where(held, loss, 0.0)),
-                                   np.cumsum(np.where(held, w, 0.0))], axis=1)
-        cum_w = self.cum_w + np.cumsum(np.where(counted, w, 0.0), dtype=np.float64)
+        t += (0.0, 0.0, 0.0, 0.0, len(truth), 0.0, 0.0, counted.sum(), feats[counted].sum())
+        for k, part in ((0, loss[counted]), (1, w[learnt]), (2, loss[held]), (3, w[held]),
+                        (6, w[~labelled])):  # (VW's running sums, in turn: not by block)
+            t[k] = np.cumsum(np.concatenate(([t[k]], part)))[-1]
+        cum = np.cumsum(np.concatenate([self.cum[None], np.stack(
+            [np.where(counted, loss, 0.0), np.where(learnt, w, 0.0),
+             np.where(held, loss, 0.0), np.where(held, w, 0.0)], axis=1)]), axis=0)[1:]
+        cum_w = np.cumsum(np.concatenate([[self.cum_w], np.where(counted, w, 0.0)]))[1:]
         cum_n = self.cum_n + np.cumsum(counted)
-        prog, said = self.prog, 0
+        prog, said, cut = self.prog, 0, 0
+        # (VW's sums since the last line, each its own running sum: loss, -, holdout's)
+        part = np.stack([np.where(counted, loss, 0.0), np.zeros(len(truth)),
+                         np.where(held, loss, 0.0), np.where(held, w, 0.0)], axis=1)
         while prog is not None:
             at = int(np.searchsorted(cum_w, self.due))
             if at >= len(truth):
+                prog.since[:] = _added(prog.since, part[cut:])
                 break
+            prog.since[:] = _added(prog.since, part[cut:at + 1])
+            prog.folds, cut = True, at + 1
             while said < len(notes) and at >= notes[said][0]:
                 _say(notes[said][1])
                 said += 1
@@ -663,6 +670,11 @@ class _Table:
             _say(line)
         if len(truth):
             self.cum, self.cum_w, self.cum_n = cum[-1], float(cum_w[-1]), int(cum_n[-1])
+
+
+def _added(start: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``start`` plus each of ``rows`` in turn (a running double sum per column)."""
+    return np.cumsum(np.concatenate([start[None], rows]), axis=0)[-1]
 
 
 def _say(line: str) -> None:
@@ -878,7 +890,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     # (the loss since the table's last line: VW's sum, from this table's running sums)
     progress = None if prog is None else [
         float(table.due),
-        float(sum(t[0] for t in totals)) + table.kept_loss - float(prog.prev[0]),
+        float(sum(t[0] for t in totals)) + table.kept_loss - float(prog.prev[0])
+        if size > 1 else float(prog.since[0]),
         float(prog.prev[1])]
     only = bool(job.get("predict_only"))
     if stopped:  # (VW's counters: no pass done)
