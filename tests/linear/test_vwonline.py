@@ -147,6 +147,31 @@ def test_loss_sums_near_1e14_are_vws_running_sums(tmp_path, args):
     assert _body(got["c"]["m"]) == _body(got["vw"]["m"])
 
 
+@built
+def test_the_model_is_the_same_bits_whatever_the_chunks(tmp_path, capfd, monkeypatch):
+    """The compiled learner's chunks (1 KiB first, growing to 4 KiB: seven and more of
+    the file; or one chunk of it) move no bit of the table, the predictions or the model's
+    counters."""
+    from _vw_runs import run_ts
+
+    from terascale.linear._vw import _vwonline
+
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_big_labels(1000, 2)) + "\n")
+    assert data.stat().st_size > 6 << 12
+    got = []
+    for first, most in ((1 << 10, 1 << 12), (1 << 14, 1 << 18)):
+        monkeypatch.setattr(_vwonline, "_FIRST", first)
+        monkeypatch.setattr(_vwonline, "_CHUNK", most)
+        d = tmp_path / str(first)
+        d.mkdir()
+        code, err = run_ts(capfd, ["-d", str(data), "-l", "1", "--power_t", "0",
+                                   "-p", "p", "-f", "m"], d, monkeypatch)
+        assert code == 0, err
+        got.append([err, (d / "p").read_bytes(), (d / "m").read_bytes()])
+    assert got[0] == got[1]
+
+
 WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's flags
     ("real", [], "vw", []),
     ("real", ["--predict_only_model"], "vw", ["--l1", "1e-4", "--l2", "1e-4"]),

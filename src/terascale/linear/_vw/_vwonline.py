@@ -76,12 +76,11 @@ from . import VWFAST
 __all__ = ["c_path", "test", "train"]
 
 _CHUNK = 1 << 18  # the most text parsed and learned from at a time
-# the text of each of the first two chunks (read before either is parsed), and the least
-# of a chunk. Each chunk's sums are folded into the run's (``Progress.fold``), so where
-# the chunks are cut moves the last bits of the loss sums the model keeps: a file under
-# it is one chunk here and one block of the numba pass's, the same bits (16 KiB first
-# chunks took 15 MB off a -q run's peak, but cut small files where the numba pass does not)
-_FIRST = 1 << 18
+# the text of each of the first two chunks (read before either is parsed, so before the
+# parse tells their density: 256 KiB of click rows with -q aa are 25 times that in arrays,
+# which held a -q run's peak 15 MB up), and the least of a chunk. Where the chunks are cut
+# moves no bit: the kernel adds each example's loss to VW's running sums (Progress.sums)
+_FIRST = 1 << 14
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
 # the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
 # all over by wide data (-b 26, 15.8M distinct features: 1180 MB peak against the numba
@@ -331,7 +330,8 @@ def _chunk_bytes(n: int, features: int, examples: int) -> int:
     1.6 times the text on click rows, 25 times with ``-q`` over 15 features), so these
     bounds are the run's memory over its table's: at ``-b 18`` (a 3 MiB table) 1 MiB
     chunks took 49-50 MB peak on 1.2M click lines of 15 features, where 256 KiB ones take
-    39.6 MB (VW: 38.2), in the same user time or less (1.1-1.3 s; load 2-3)."""
+    39.6 MB (VW: 38.2), in the same user time or less (1.1-1.3 s; load 2-3); with ``-q
+    aa``, 256 KiB first chunks 54 MB, 16 KiB ones 41 MB (VW: 39)."""
     return max(_FIRST, min(_CHUNK, n * _FEATURES // max(features, 1),
                            n * _EXAMPLES // max(examples, 1)))
 
