@@ -947,11 +947,30 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
 
     k, a = learners.k, learners.arrays
     shift = (k - 1).bit_length()
-    feats = np.flatnonzero((a != 0).any(axis=(0, 2))).astype(np.uint64)
-    rows = (feats[:, None] << np.uint64(shift)) + np.arange(k, dtype=np.uint64)
-    cols = [np.ascontiguousarray(a[:, feats, j].T).ravel() for j in range(3)]
-    keep = (cols[0] != 0) | (cols[1] != 0) | (cols[2] != 0)  # (VW's rows: not all 0)
-    rows, cols = rows.ravel()[keep], [c[keep] for c in cols]
+    used = np.zeros(a.shape[1], bool)  # (a learner's column at a time: no (K, D, 3) mask)
+    for c in range(k):
+        for j in range(3):
+            used |= a[c, :, j] != 0
+    feats = np.flatnonzero(used).astype(np.uint64)
+    del used
+    # VW's rows (not all 0), feature by feature and class by class, found a block of
+    # features at a time; their values are read from the learners a slice at a time as
+    # the writer asks (_Learned): copies of them and their temporaries held the run's
+    # peak (200k lines of --oaa 7 at -b 18)
+    itype = np.uint32 if parse.bits + shift < 32 else np.uint64
+    rows, pos = [], []
+    for f0 in range(0, len(feats), _FEATS):
+        fb = feats[f0:f0 + _FEATS]
+        keep = np.zeros((len(fb), k), bool)
+        for c in range(k):
+            for j in range(3):
+                keep[:, c] |= a[c, fb, j] != 0
+        fi, ci = np.nonzero(keep)
+        rows.append(((fb[fi] << np.uint64(shift)) + ci.astype(np.uint64)).astype(itype))
+        pos.append(((f0 + fi) * k + ci).astype(np.uint32))
+    rows = np.concatenate(rows) if rows else np.zeros(0, itype)
+    at = np.concatenate(pos) if pos else np.zeros(0, np.uint32)
+    cols = [_Learned(a, feats, at, k, j) for j in range(3)]
     info = {"pass_totals": [[*map(float, t[:9]), 0.0] for t in totals],  # (no label sum)
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
@@ -968,6 +987,25 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     return SimpleNamespace(indices=rows, weights=cols[0], bits=bits, loss=loss,
                            parse=dataclasses.replace(parse, bits=bits), info=info,
                            adaptive=(cols[1], cols[2], learners.states[0]), feats=feats)
+
+
+_FEATS = 1 << 12  # features whose rows are found at a time (_interleaved)
+
+
+class _Learned:
+    """Column ``j`` (weight, adaptive sum, normalizer) of the K learners ``a``'s rows at
+    ``at`` (feature ``feats[p // k]``, class ``p % k``), read as the model writer slices it."""
+
+    def __init__(self, a: np.ndarray, feats: np.ndarray, at: np.ndarray, k: int,
+                 j: int) -> None:
+        self.a, self.feats, self.at, self.k, self.j = a, feats, at, k, j
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def __getitem__(self, part: Any) -> np.ndarray:
+        p = self.at[part]
+        return self.a[p % self.k, self.feats[p // self.k], self.j]
 
 
 def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
