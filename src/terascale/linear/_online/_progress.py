@@ -116,7 +116,7 @@ class Progress:
         """Add the sums ``seg`` of a chunk of ``n`` examples, learned from zeros, to the
         pass's ``acc`` (its last label and prediction too); the kernel that learned from
         the chunk added its losses to :attr:`sums` itself, which the lines and the model
-        read (a chunk's sums folded into the run's moved their last bits with the cuts)."""
+        read (a chunk's sum added to the run's would round where the chunks are cut)."""
         self.folds = True
         acc[:6] += seg[:6]
         if n > 0:
