@@ -78,7 +78,7 @@ __all__ = ["c_path", "test", "train"]
 _CHUNK = 1 << 18  # the most text parsed and learned from at a time
 # the text of each of the first two chunks (read before either is parsed, so before the
 # parse tells their density: 256 KiB of click rows with -q aa are 25 times that in arrays,
-# which held a -q run's peak 15 MB up), and the least of a chunk. Where the chunks are cut
+# which held a -q run's peak 15 MB up; _chunk_bytes sizes the rest). Where the chunks are cut
 # moves no bit: the kernel adds each example's loss to VW's running sums (Progress.sums)
 _FIRST = 1 << 14
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
@@ -320,20 +320,24 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
 
 _FEATURES = 1 << 16  # features a chunk is read for: 512 KiB of indices and values
 _EXAMPLES = 1 << 14  # examples a chunk is read for: ~1 MiB of their arrays
+# the least text of a chunk after the first two: 64k features are ~17 KiB of click rows
+# with -q aa, and chunks that small took a tenth more user time (1.2M lines, load 4) for
+# no less memory than 64 KiB ones
+_LEAST = 1 << 16
 
 
 def _chunk_bytes(n: int, features: int, examples: int) -> int:
     """The bytes of text to read next, after a chunk of ``n`` bytes gave ``features`` in
     ``examples``: about ``_FEATURES`` features or ``_EXAMPLES`` examples, whichever comes
-    first, between ``_FIRST`` and ``_CHUNK``. Two chunks stand at once (the one learned
+    first, between ``_LEAST`` and ``_CHUNK``. Two chunks stand at once (the one learned
     from, the next one parsed), each its text and its arrays (8 bytes a feature, about
     1.6 times the text on click rows, 25 times with ``-q`` over 15 features), so these
     bounds are the run's memory over its table's: at ``-b 18`` (a 3 MiB table) 1 MiB
     chunks took 49-50 MB peak on 1.2M click lines of 15 features, where 256 KiB ones take
     39.6 MB (VW: 38.2), in the same user time or less (1.1-1.3 s; load 2-3); with ``-q
     aa``, 256 KiB first chunks 54 MB, 16 KiB ones 41 MB (VW: 39)."""
-    return max(_FIRST, min(_CHUNK, n * _FEATURES // max(features, 1),
-                           n * _EXAMPLES // max(examples, 1)))
+    dense = min(n * _FEATURES // max(features, 1), n * _EXAMPLES // max(examples, 1))
+    return max(_FIRST, min(_CHUNK, max(_LEAST, dense)))
 
 
 def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
