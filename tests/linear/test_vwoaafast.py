@@ -153,6 +153,21 @@ def test_oaa_with_importance_weights_is_vws_and_the_numba_pass(flags, numba, tmp
 
 
 @built
+def test_oaa_sums_of_weights_far_apart_are_vws(tmp_path):
+    """Importance weights of 1e7 and 1e-3: the mistakes' weights and the labelled weight
+    are VW's running double sums (a block's sum, added to the run's, rounds otherwise),
+    in the table, the closing block and the model's counters."""
+    rng = np.random.default_rng(4)
+    rows = [f"{c} {rng.choice(['1e7', '0.001', '0.3'])} |a f{c * 3 + rng.integers(9)} "
+            f"g{rng.integers(30)}" for c in rng.integers(1, 4, 2000)]
+    (tmp_path / "d.vw").write_text("\n".join(rows) + "\n")
+    got = _runs(tmp_path, "d.vw", ["--oaa", "3"], False, "m")
+    assert got["c"]["err"].decode().splitlines() == _vw_table(got["vw"]["err"])
+    body = [m[4 + int.from_bytes(m[:4], "little"):] for m in (got["c"]["m"], got["vw"]["m"])]
+    assert body[0] == body[1]
+
+
+@built
 @pytest.mark.parametrize(("flags", "numba"), [
     (["--binary", "-q", "ab"], False),
     more(["--binary", "--loss_function", "logistic", "--l2", "0.001"], True),

@@ -119,6 +119,61 @@ def test_compiled_learner_equals_the_numba_pass_and_vw(tmp_path, labels, args):
     assert (tmp_path / "pc").read_bytes() == (tmp_path / "pv").read_bytes()
 
 
+def _body(model: bytes) -> bytes:
+    """A VW model after its version string (terascale writes its own there)."""
+    return model[4 + int.from_bytes(model[:4], "little"):]
+
+
+def _big_labels(n: int, seed: int) -> list[str]:
+    """Labels near 1e6 with importance weights, one real feature: squared losses near
+    1e12 at first, then near 1, each added to a double sum near 1e14."""
+    rng = np.random.default_rng(seed)
+    return [f"{1e6 + 3 * rng.normal():.4f}{rng.choice(['', ' 0.3', ' 2', ' 0.7', ' 1.5'])}"
+            f" |a x:{rng.normal():.3f}" for _ in range(n)]
+
+
+@built
+@pytest.mark.parametrize("args", [["-P", "7"], more(["--passes", "3", "-c", "-k"]),
+                                  more(["--binary"])])
+def test_loss_sums_near_1e14_are_vws_running_sums(tmp_path, args):
+    """Each example's loss x weight is added to VW's running sums (the run's, since the
+    last line) in turn, by both learners: the table, the closing block and the model's
+    counters are VW's bits where a sum of a chunk's losses, added to the run's, was not."""
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_big_labels(1000, 1)) + "\n")
+    got = _three(tmp_path, data, ["-l", "1", "--power_t", "0", *args], numba=True)
+    _same_as_numba(got, ("p", "r", "m", "err"))
+    vw_lines = [ln for ln in got["vw"]["err"].decode().splitlines()
+                if not ln.startswith(("Enabled", "Input", "Output"))]
+    assert got["c"]["err"].decode().splitlines() == vw_lines
+    assert _body(got["c"]["m"]) == _body(got["vw"]["m"])
+
+
+@built
+def test_the_model_is_the_same_bits_whatever_the_chunks(tmp_path, capfd, monkeypatch):
+    """The compiled learner's chunks (1 KiB first, growing to 4 KiB: seven and more of
+    the file; or one chunk of it) move no bit of the table, the predictions or the model's
+    counters."""
+    from _vw_runs import run_ts
+
+    from terascale.linear._vw import _vwonline
+
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_big_labels(1000, 2)) + "\n")
+    assert data.stat().st_size > 6 << 12
+    got = []
+    for first, most in ((1 << 10, 1 << 12), (1 << 14, 1 << 18)):
+        monkeypatch.setattr(_vwonline, "_FIRST", first)
+        monkeypatch.setattr(_vwonline, "_CHUNK", most)
+        d = tmp_path / str(first)
+        d.mkdir()
+        code, err = run_ts(capfd, ["-d", str(data), "-l", "1", "--power_t", "0",
+                                   "-p", "p", "-f", "m"], d, monkeypatch)
+        assert code == 0, err
+        got.append([err, (d / "p").read_bytes(), (d / "m").read_bytes()])
+    assert got[0] == got[1]
+
+
 WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's flags
     ("real", [], "vw", []),
     ("real", ["--predict_only_model"], "vw", ["--l1", "1e-4", "--l2", "1e-4"]),

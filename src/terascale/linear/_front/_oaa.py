@@ -633,19 +633,26 @@ class _Table:
                 test = hold | ~labelled  # (VW's test_only)
                 self.log_loss += (ll[~test].sum(), ll[test].sum())
         t = self.passes[p]
-        t += (loss[counted].sum(), w[learnt].sum(), loss[held].sum(), w[held].sum(),
-              len(truth), 0.0, w[~labelled].sum(), counted.sum(), feats[counted].sum())
-        cum = self.cum + np.stack([np.cumsum(np.where(counted, loss, 0.0)),
-                                   np.cumsum(np.where(learnt, w, 0.0)),
-                                   np.cumsum(np.where(held, loss, 0.0)),
-                                   np.cumsum(np.where(held, w, 0.0))], axis=1)
-        cum_w = self.cum_w + np.cumsum(np.where(counted, w, 0.0), dtype=np.float64)
+        t += (0.0, 0.0, 0.0, 0.0, len(truth), 0.0, 0.0, counted.sum(), feats[counted].sum())
+        for k, part in ((0, loss[counted]), (1, w[learnt]), (2, loss[held]), (3, w[held]),
+                        (6, w[~labelled])):  # (VW's running sums, in turn: not by block)
+            t[k] = np.cumsum(np.concatenate(([t[k]], part)))[-1]
+        cum = np.cumsum(np.concatenate([self.cum[None], np.stack(
+            [np.where(counted, loss, 0.0), np.where(learnt, w, 0.0),
+             np.where(held, loss, 0.0), np.where(held, w, 0.0)], axis=1)]), axis=0)[1:]
+        cum_w = np.cumsum(np.concatenate([[self.cum_w], np.where(counted, w, 0.0)]))[1:]
         cum_n = self.cum_n + np.cumsum(counted)
-        prog, said = self.prog, 0
+        prog, said, cut = self.prog, 0, 0
+        # (VW's sums since the last line, each its own running sum: loss, -, holdout's)
+        part = np.stack([np.where(counted, loss, 0.0), np.zeros(len(truth)),
+                         np.where(held, loss, 0.0), np.where(held, w, 0.0)], axis=1)
         while prog is not None:
             at = int(np.searchsorted(cum_w, self.due))
             if at >= len(truth):
+                prog.since[:] = _added(prog.since, part[cut:])
                 break
+            prog.since[:] = _added(prog.since, part[cut:at + 1])
+            prog.folds, cut = True, at + 1
             while said < len(notes) and at >= notes[said][0]:
                 _say(notes[said][1])
                 said += 1
@@ -670,6 +677,11 @@ class _Table:
             _say(line)
         if len(truth):
             self.cum, self.cum_w, self.cum_n = cum[-1], float(cum_w[-1]), int(cum_n[-1])
+
+
+def _added(start: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``start`` plus each of ``rows`` in turn (a running double sum per column)."""
+    return np.cumsum(np.concatenate([start[None], rows]), axis=0)[-1]
 
 
 def _say(line: str) -> None:
@@ -885,7 +897,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     # (the loss since the table's last line: VW's sum, from this table's running sums)
     progress = None if prog is None else [
         float(table.due),
-        float(sum(t[0] for t in totals)) + table.kept_loss - float(prog.prev[0]),
+        float(sum(t[0] for t in totals)) + table.kept_loss - float(prog.prev[0])
+        if size > 1 else float(prog.since[0]),
         float(prog.prev[1])]
     only = bool(job.get("predict_only"))
     if stopped:  # (VW's counters: no pass done)
@@ -941,11 +954,30 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
 
     k, a = learners.k, learners.arrays
     shift = (k - 1).bit_length()
-    feats = np.flatnonzero((a != 0).any(axis=(0, 2))).astype(np.uint64)
-    rows = (feats[:, None] << np.uint64(shift)) + np.arange(k, dtype=np.uint64)
-    cols = [np.ascontiguousarray(a[:, feats, j].T).ravel() for j in range(3)]
-    keep = (cols[0] != 0) | (cols[1] != 0) | (cols[2] != 0)  # (VW's rows: not all 0)
-    rows, cols = rows.ravel()[keep], [c[keep] for c in cols]
+    used = np.zeros(a.shape[1], bool)  # (a learner's column at a time: no (K, D, 3) mask)
+    for c in range(k):
+        for j in range(3):
+            used |= a[c, :, j] != 0
+    feats = np.flatnonzero(used).astype(np.uint64)
+    del used
+    # VW's rows (not all 0), feature by feature and class by class, found a block of
+    # features at a time; their values are read from the learners a slice at a time as
+    # the writer asks (_Learned): copies of them and their temporaries held the run's
+    # peak (200k lines of --oaa 7 at -b 18)
+    itype = np.uint32 if parse.bits + shift < 32 else np.uint64
+    rows, pos = [], []
+    for f0 in range(0, len(feats), _FEATS):
+        fb = feats[f0:f0 + _FEATS]
+        keep = np.zeros((len(fb), k), bool)
+        for c in range(k):
+            for j in range(3):
+                keep[:, c] |= a[c, fb, j] != 0
+        fi, ci = np.nonzero(keep)
+        rows.append(((fb[fi] << np.uint64(shift)) + ci.astype(np.uint64)).astype(itype))
+        pos.append(((f0 + fi) * k + ci).astype(np.uint32))
+    rows = np.concatenate(rows) if rows else np.zeros(0, itype)
+    at = np.concatenate(pos) if pos else np.zeros(0, np.uint32)
+    cols = [_Learned(a, feats, at, k, j) for j in range(3)]
     info = {"pass_totals": [[*map(float, t[:9]), 0.0] for t in totals],  # (no label sum)
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
@@ -962,6 +994,25 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     return SimpleNamespace(indices=rows, weights=cols[0], bits=bits, loss=loss,
                            parse=dataclasses.replace(parse, bits=bits), info=info,
                            adaptive=(cols[1], cols[2], learners.states[0]), feats=feats)
+
+
+_FEATS = 1 << 12  # features whose rows are found at a time (_interleaved)
+
+
+class _Learned:
+    """Column ``j`` (weight, adaptive sum, normalizer) of the K learners ``a``'s rows at
+    ``at`` (feature ``feats[p // k]``, class ``p % k``), read as the model writer slices it."""
+
+    def __init__(self, a: np.ndarray, feats: np.ndarray, at: np.ndarray, k: int,
+                 j: int) -> None:
+        self.a, self.feats, self.at, self.k, self.j = a, feats, at, k, j
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def __getitem__(self, part: Any) -> np.ndarray:
+        p = self.at[part]
+        return self.a[p % self.k, self.feats[p // self.k], self.j]
 
 
 def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,

@@ -129,22 +129,24 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             shown = None  # the line's prediction of an example not learned from
             # the chunk's sums, added to the pass's and to the table's since its last line
             seg = np.zeros(8)
+            sums = prog.sums  # (VW's running sums, the run's: the kernel adds to them)
+            before = sums.copy() if opts.binary and pred is not None else None
             if line and pred is None and not (blk.weights[at] > 0 and not hold[at]
                                               and not np.isnan(blk.labels[at])):
                 shown = np.empty(1)
                 online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
                              start, at, w, g2, nrm, state, kind, opts.learning_rate,
-                             opts.power_t, opts.l1, online_l2, seg, None)
+                             opts.power_t, opts.l1, online_l2, seg, None, sums=sums)
                 online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
                              at, end, w, g2, nrm, state, kind, opts.learning_rate,
-                             opts.power_t, opts.l1, online_l2, seg, shown)
+                             opts.power_t, opts.l1, online_l2, seg, shown, sums=sums)
             else:
                 online_chunk(blk.indptr, cols, blk.values, blk.labels, blk.weights, hold,
                              start, end, w, g2, nrm, state, kind, opts.learning_rate,
-                             opts.power_t, opts.l1, online_l2, seg, pred)
-            if opts.binary and pred is not None:
+                             opts.power_t, opts.l1, online_l2, seg, pred, sums=sums)
+            if before is not None:
                 zero_one(seg, _ZEROS, pred[:end - start], blk.labels, blk.weights, hold,
-                         start, kind)
+                         start, kind, sums=sums, sums_before=before)
             prog.fold(acc, seg, end - start)
             if warn:
                 label_warnings(blk.labels, blk.weights, hold, start, end, True, sys.stdout,
@@ -156,7 +158,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             if line:
                 p = (shown[0] if shown is not None else pred[at - start] if pred is not None
                      else acc[7])
-                now = prog.done + acc[:4]  # (over the passes so far)
+                now = prog.now()  # (over the passes so far)
                 prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
                           float(blk.labels[at]), float(p),
                           int(blk.counted(end - 1, end)[0]), opts.binary)
@@ -171,6 +173,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             start = end
     if mixer is not None:
         mixer.finish(ws)
+    prog.pass_over(acc)  # (its holdout sums VW's since the pass began)
     if lines:
         prog.end_pass(acc, seen_w, seen_n)
     acc[COUNTED + 4:] = np.nan

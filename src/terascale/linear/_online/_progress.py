@@ -27,8 +27,8 @@ from typing import TextIO
 
 import numpy as np
 
-__all__ = ["CADENCE", "LINK", "PRESERVED", "Progress", "cadence", "fixed", "label_notes",
-           "label_warnings", "warns_of_labels"]
+__all__ = ["CADENCE", "LINK", "PRESERVED", "SUMS", "Progress", "cadence", "fixed",
+           "label_notes", "label_warnings", "warns_of_labels"]
 
 # (additive, step) of this process's progress lines: VW's default doubling
 CADENCE: list[tuple[bool, float]] = [(False, 2.0)]
@@ -39,6 +39,8 @@ LINK: list[str] = ["identity"]
 # --preserve_performance_counters``: VW's ``shared_data``, :func:`.._vw._vwmodel.run_counters`'s
 # keys; set by the command that runs the learner, for its run only; empty: from zero)
 PRESERVED: dict[str, float] = {}
+# the length of :attr:`Progress.sums`, VW's running sums that the learners' kernels add to
+SUMS = 10
 
 
 def cadence(arg: str) -> tuple[bool, float]:
@@ -79,10 +81,17 @@ class Progress:
         self.seen_w, self.seen_n = 0.0, 0
         #: those sums at the last line, and at the last holdout line
         self.prev, self.hprev = np.zeros(4), np.zeros(4)
+        #: VW's running sums (its ``shared_data``'s doubles), to which the learners'
+        #: kernels add each example's float loss x weight and its weight in turn, in
+        #: the run's order whatever its chunks: the run's loss, labelled weight, holdout
+        #: loss and weight (VW's sum_loss, weighted_labeled_examples, holdout_sum_loss,
+        #: weighted_holdout_examples); then :attr:`since`'s four; then the holdout loss
+        #: and weight since the pass began (VW's ``_since_last_pass``, :meth:`pass_over`)
+        self.sums = np.zeros(SUMS)
         #: VW's sums since the last line (loss, labelled weight) and since the last holdout
         #: line (holdout loss, weight), kept apart from the run's as VW keeps them: a
         #: difference of running sums loses a small loss after one many orders larger
-        self.since = np.zeros(4)
+        self.since = self.sums[4:8]
         self.folds = False
         #: VW's weighted_labels: label x weight of the labelled examples learned from, one
         #: running double sum over the run's passes (:meth:`add_labels`)
@@ -99,18 +108,33 @@ class Progress:
         self.seen_n = int(kept["examples"])
         self.done = np.array([kept["sum_loss"], labelled, 0.0, 0.0])
         self.prev = np.array([kept["sum_loss"] - kept["since"], kept["old"], 0.0, 0.0])
-        self.since = np.array([kept["since"], labelled - kept["old"], 0.0, 0.0])
+        self.sums[:2] = kept["sum_loss"], labelled
+        self.since[:] = kept["since"], labelled - kept["old"], 0.0, 0.0
         self.due = kept["dump"]
 
     def fold(self, acc: np.ndarray, seg: np.ndarray, n: int) -> None:
         """Add the sums ``seg`` of a chunk of ``n`` examples, learned from zeros, to the
-        pass's ``acc`` (its last label and prediction too) and to the sums since the last
-        line."""
+        pass's ``acc`` (its last label and prediction too); the kernel that learned from
+        the chunk added its losses to :attr:`sums` itself, which the lines and the model
+        read (a chunk's sum added to the run's would round where the chunks are cut)."""
         self.folds = True
         acc[:6] += seg[:6]
         if n > 0:
             acc[6:8] = seg[6:8]
-        self.since += seg[:4]
+
+    def now(self) -> np.ndarray:
+        """The run's sums of (loss, labelled weight, holdout loss, holdout weight) now, as
+        the learners' kernels added them (:attr:`sums`): a line's ``acc``."""
+        return self.sums[:4].copy()
+
+    def pass_over(self, acc: np.ndarray) -> list[float]:
+        """A pass's kernels are done: its holdout loss and weight in ``acc`` made VW's
+        running sums since the pass began (its early stop compares them), which start
+        over; returns the run's loss and labelled weight now (VW's sum_loss and
+        weighted_labeled_examples, the pass's ``pass_totals`` row ends with them)."""
+        acc[2:4] = self.sums[8:10]
+        self.sums[8:10] = 0.0
+        return [float(self.sums[0]), float(self.sums[1])]
 
     def add_labels(self, labels: np.ndarray, weights: np.ndarray) -> float:
         """Add each example's ``float(label) * float(weight)``, in double and in turn, to
@@ -167,6 +191,8 @@ class Progress:
             sums[:2] = acc[:2] - prev[:2]
             if len(acc) >= 4:
                 sums[2:] = acc[2:4] - self.hprev[2:]
+        elif len(acc) >= 4:  # (VW's labelled weight since the line: a difference)
+            sums[1] = acc[1] - prev[1]
         self.since[:2] = 0.0  # (VW restarts them at every line, the holdout's at its own)
         if hline:
             self.since[2:] = 0.0

@@ -56,13 +56,16 @@ def block_tags(ds: Block, start: int, end: int) -> BlockTags | None:
 
 def zero_one(acc: np.ndarray, before: np.ndarray, pred: np.ndarray, labels: np.ndarray,
              weights: np.ndarray, holdout: np.ndarray, start: int,
-             kind: int | None = None, loss32: Any = None) -> None:
+             kind: int | None = None, loss32: Any = None, sums: np.ndarray | None = None,
+             sums_before: np.ndarray | None = None) -> None:
     """Replace the block's loss sums in ``acc`` (train loss acc[0], holdout loss acc[2];
     ``before`` is acc before the block) by VW's ``--binary`` 0/1 loss of sign(prediction),
     and the last prediction (acc[7]) by its sign. With the kernel's loss ``kind``, an
     example whose label is not -1 or 1 (0 of 0/1 labels) keeps the loss's own value, as
     VW's binary reduction keeps it there: ``loss32(kind, p, y)``'s (default: the numba
-    kernel's; the compiled learner passes its own, the same bits)."""
+    kernel's; the compiled learner passes its own, the same bits). ``sums``: the run's
+    running loss sums (``Progress.sums``, where the kernel added the loss's values to
+    ``sums_before``) get those losses instead, added in turn as VW adds them."""
     end = start + len(pred)
     lab = labels[start:end]
     s = weights[start:end]
@@ -84,6 +87,11 @@ def zero_one(acc: np.ndarray, before: np.ndarray, pred: np.ndarray, labels: np.n
     hold = holdout[start:end]
     acc[0] = before[0] + float(np.sum(wrong[~hold]))
     acc[2] = before[2] + float(np.sum(wrong[hold]))
+    if sums is not None and sums_before is not None:
+        for slots, mask in (((0, 4), ~hold), ((2, 6, 8), hold)):
+            part = np.asarray(wrong[mask], np.float64)
+            for k in slots:  # (each a running double sum, in the examples' order)
+                sums[k] = np.cumsum(np.concatenate(([sums_before[k]], part)))[-1]
     if np.any(ok):
         acc[7] = 1.0 if acc[7] > 0 else -1.0
 

@@ -287,6 +287,7 @@ def _settings(kind: int, eta: float, power_t: float, l1: float, l2: float):  # t
 
 
 _NO_PRED = np.empty(0)  # (the kernel's ``pred`` where none is asked for)
+_NO_SUMS = np.zeros(0)  # (and its ``sums``)
 
 
 def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, labels: np.ndarray,
@@ -294,10 +295,13 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
                  w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
                  kind: int, eta: float, power_t: float, l1: float, l2: float,
                  out: np.ndarray, pred: np.ndarray | None = None, multi: bool = False,
-                 given: bool = False) -> None:
+                 given: bool = False, sums: np.ndarray | None = None) -> None:
     """Learn from examples [start, end); adds to ``out`` = [train loss, train weight,
     holdout loss, holdout weight, examples, features] and sets out[6:8] = last label,
-    prediction (for progress lines). With ``pred`` (float64, length end - start) it also
+    prediction (for progress lines); with ``sums`` (float64, ``_progress.SUMS`` long: the
+    run's ``Progress.sums``) also adds each example's loss x weight and weight to VW's
+    running sums there, in turn (a sum over the chunk, added after, rounds where the
+    chunks are cut). With ``pred`` (float64, length end - start) it also
     writes each example's prediction before learning from it (VW's progressive ``-p``),
     for unlabelled and zero-weight examples too; with twice that length, the second half
     gets each raw score before the clip to the label range (VW's ``-r``).
@@ -317,7 +321,7 @@ def online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, label
     _online_chunk(indptr, cols, values, labels, weights, holdout, int(start), int(end), w, g2,
                   nrm, state, int(kind), float(eta), float(power_t), float(l1), float(l2), out,
                   _NO_PRED if pred is None else pred, pred is not None, bool(multi),
-                  bool(given))
+                  bool(given), _NO_SUMS if sums is None else sums)
 
 
 # nogil: the next block is read and decoded in another thread meanwhile (_blocks.prefetch);
@@ -328,9 +332,10 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
                   end: int, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray, state: np.ndarray,
                   kind: int, eta: float, power_t: float, l1: float, l2: float,
                   out: np.ndarray, pred: np.ndarray, predict: bool, multi: bool,
-                  given: bool) -> None:
+                  given: bool, sums: np.ndarray) -> None:
     """:func:`online_chunk`'s loop; ``predict``: write ``pred``; ``multi``: score as VW's
-    multipredict."""
+    multipredict; ``sums``: VW's running sums (empty: none)."""
+    running = len(sums) >= 10
     given = (kind & FIXED_RANGE) != 0 and (given or not multi)
     (kind, sign, clip, track, l1, l2, eta, reg, sqrt_rate, minus_power_t,
      neg_norm_power) = _settings(kind, eta, power_t, l1, l2)
@@ -380,9 +385,21 @@ def _online_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray,
         if holdout[i]:
             out[2] += slv
             out[3] += s
+            if running:  # (VW's holdout sums: the run's, since its line, since the pass)
+                sums[2] += slv
+                sums[3] += s
+                sums[6] += slv
+                sums[7] += s
+                sums[8] += slv
+                sums[9] += s
             continue
         out[0] += slv
         out[1] += s
+        if running:  # (VW's sum_loss, weighted_labeled_examples, and since the line)
+            sums[0] += slv
+            sums[1] += s
+            sums[4] += slv
+            sums[5] += s
         if not lv > 0.0:  # VW: nothing to learn once the float loss is 0 (or NaN: a
             # negative label under poisson)
             continue

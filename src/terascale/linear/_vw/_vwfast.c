@@ -1087,8 +1087,9 @@ static PyMethodDef METHODS[] = {
      "finite)"},
     {"learn", vw_learn, METH_VARARGS,
      "learn(indptr, indices, values, labels, weights, start, end, table, state, kind, eta, "
-     "power_t, l1, l2, out, pred, by_sign, clip, holdout): VW's online update over "
-     "examples [start, end) (_vwlearn.c; holdout: a byte per example, empty for none)"},
+     "power_t, l1, l2, out, pred, by_sign, clip, holdout, sums): VW's online update over "
+     "examples [start, end) (_vwlearn.c; holdout: a byte per example, empty for none; "
+     "sums: VW's running sums, Progress.sums)"},
     {"oaa_learn", vw_oaa_learn, METH_VARARGS,
      "oaa_learn(indptr, indices, values, targets, weights, start, end, table, states, k, "
      "kind, eta, power_t, l1, l2, link, scores, by_sign, clip): --oaa K's learners over "
@@ -1131,7 +1132,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 16) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 17) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

@@ -395,14 +395,20 @@ static inline void ask(const int64_t *indptr, const uint32_t *cols, Py_ssize_t i
 
 PyObject *vw_learn(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer bp, bi, bv, bl, bw, bt, bs, bo, bpr, bsg, bcl, bh;
+    Py_buffer bp, bi, bv, bl, bw, bt, bs, bo, bpr, bsg, bcl, bh, bsu;
     Py_ssize_t start, end;
     long long kind;
     double eta, power_t, l1, l2;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nnw*w*Lddddw*w*y*y*y*", &bp, &bi, &bv, &bl,
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*nnw*w*Lddddw*w*y*y*y*w*", &bp, &bi, &bv, &bl,
                           &bw, &start, &end, &bt, &bs, &kind, &eta, &power_t, &l1, &l2, &bo,
-                          &bpr, &bsg, &bcl, &bh))
+                          &bpr, &bsg, &bcl, &bh, &bsu))
         return NULL;
+    /* VW's running sums (Progress.sums, SUMS doubles): the run's loss, labelled weight,
+     * holdout loss and weight; the loss and labelled weight since the last line, the
+     * holdout loss and weight since the last holdout line; the holdout loss and weight
+     * since the pass began. Each example's float loss x weight and weight is added to
+     * them in turn, as VW adds it (online_chunk's, the same bits whatever the chunks) */
+    double *sums = bsu.buf;
     const int64_t *indptr = bp.buf;
     const uint32_t *cols = bi.buf;
     const float *values = bv.buf, *labels = bl.buf, *weights = bw.buf;
@@ -416,8 +422,9 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
     size_t rows = (size_t)bt.len / 12;
     const char *err = NULL;
     Py_ssize_t nex = bl.len / 4;
-    if (bs.len < STATE_SIZE * 8 || bo.len < 8 * 8 || bsg.len < 8 * 8 || bcl.len < 8 * 8)
-        err = "learn: state, out, by_sign or clip is too short";
+    if (bs.len < STATE_SIZE * 8 || bo.len < 8 * 8 || bsg.len < 8 * 8 || bcl.len < 8 * 8 ||
+        bsu.len < 10 * 8)
+        err = "learn: state, out, by_sign, clip or sums is too short";
     else if (start < 0 || end < start || end > nex || bw.len / 4 < end ||
              bp.len / 8 < end + 1 || (pred && bpr.len / 8 < end - start) ||
              (hold && bh.len < end))
@@ -485,10 +492,20 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
             if (held) {
                 out[2] += slv;
                 out[3] += s;
+                sums[2] += slv;
+                sums[3] += s;
+                sums[6] += slv;
+                sums[7] += s;
+                sums[8] += slv;
+                sums[9] += s;
                 continue;
             }
             out[0] += slv;
             out[1] += s;
+            sums[0] += slv;
+            sums[1] += s;
+            sums[4] += slv;
+            sums[5] += s;
             if (!(lv > 0.0)) /* a loss of 0 or NaN (poisson's negative label): as VW */
                 continue;
             if (learn_one(cols, values, a, b, t, 3, state, state, &st, p, y, s,
@@ -498,7 +515,7 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
     }
-    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bo, &bpr, &bsg, &bcl, &bh};
+    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bo, &bpr, &bsg, &bcl, &bh, &bsu};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         PyBuffer_Release(all[k]);
     if (bad)

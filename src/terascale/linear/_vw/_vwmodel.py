@@ -148,7 +148,9 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
 def run_counters(totals: list[list[float]], progress: list[float] | None,
                  kept: dict[str, float] | None = None) -> dict[str, Any]:
     """VW's performance counters (``shared_data``) from a run's per-pass sums (see
-    ``_vwreport``; its model and ``--readable_model`` keep them) and where its progress
+    ``_vwreport``; a row's eleventh and twelfth, where it has them, are VW's running
+    sum_loss and labelled weight at the end of its pass, -i's ``kept`` in them; its model
+    and ``--readable_model`` keep them) and where its progress
     table stopped (``progress``: the next line's weight, the loss since the last line
     (VW's own sum) and the labelled weight at it; None: no line printed); ``kept``: -i's
     counters the run went on from (``--preserve_performance_counters``), added in."""
@@ -157,6 +159,8 @@ def run_counters(totals: list[list[float]], progress: list[float] | None,
     kept = kept if kept and "examples" in kept else {}
     loss = float(sum(t[0] for t in totals)) + kept.get("sum_loss", 0.0)
     labelled = float(sum(t[1] for t in totals)) + kept.get("weighted_labeled_examples", 0.0)
+    if totals and len(totals[-1]) >= 12:  # (VW's running sums at the pass's end, kept's on)
+        loss, labelled = float(totals[-1][10]), float(totals[-1][11])
     due, since, at_weight = progress if progress else (1.0, loss, 0.0)
     return {"t": float(sum(t[1] + t[3] + t[6] for t in totals)), "sum_loss": loss,
             "since": since, "dump": due, "labelled": labelled,

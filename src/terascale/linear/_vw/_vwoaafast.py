@@ -233,8 +233,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
     totals = table.passes or [np.zeros(9)]
     prog = table.prog
     progress = None if prog is None else [
-        float(table.due), float(sum(t[0] for t in totals)) - float(prog.prev[0]),
-        float(prog.prev[1])]
+        float(table.due), float(prog.since[0]), float(prog.prev[1])]
     only = bool(job.get("predict_only"))
     if stopped:  # (VW's counters: no pass done)
         job = dict(job, current_pass=0)

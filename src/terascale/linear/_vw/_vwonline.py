@@ -81,12 +81,11 @@ from . import VWFAST
 __all__ = ["c_path", "test", "train"]
 
 _CHUNK = 1 << 18  # the most text parsed and learned from at a time
-# the text of each of the first two chunks (read before either is parsed), and the least
-# of a chunk. Each chunk's sums are folded into the run's (``Progress.fold``), so where
-# the chunks are cut moves the last bits of the loss sums the model keeps: a file under
-# it is one chunk here and one block of the numba pass's, the same bits (16 KiB first
-# chunks took 15 MB off a -q run's peak, but cut small files where the numba pass does not)
-_FIRST = 1 << 18
+# the text of each of the first two chunks (read before either is parsed, so before the
+# parse tells their density: 256 KiB of click rows with -q aa are 25 times that in arrays,
+# which held a -q run's peak 15 MB up; _chunk_bytes sizes the rest). Where the chunks are cut
+# moves no bit: the kernel adds each example's loss to VW's running sums (Progress.sums)
+_FIRST = 1 << 14
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
 # the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
 # all over by wide data (-b 26, 15.8M distinct features: 1180 MB peak against the numba
@@ -343,19 +342,24 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
 
 _FEATURES = 1 << 16  # features a chunk is read for: 512 KiB of indices and values
 _EXAMPLES = 1 << 14  # examples a chunk is read for: ~1 MiB of their arrays
+# the least text of a chunk after the first two: 64k features are ~17 KiB of click rows
+# with -q aa, and chunks that small took a tenth more user time (1.2M lines, load 4) for
+# no less memory than 64 KiB ones
+_LEAST = 1 << 16
 
 
 def _chunk_bytes(n: int, features: int, examples: int) -> int:
     """The bytes of text to read next, after a chunk of ``n`` bytes gave ``features`` in
     ``examples``: about ``_FEATURES`` features or ``_EXAMPLES`` examples, whichever comes
-    first, between ``_FIRST`` and ``_CHUNK``. Two chunks stand at once (the one learned
+    first, between ``_LEAST`` and ``_CHUNK``. Two chunks stand at once (the one learned
     from, the next one parsed), each its text and its arrays (8 bytes a feature, about
     1.6 times the text on click rows, 25 times with ``-q`` over 15 features), so these
     bounds are the run's memory over its table's: at ``-b 18`` (a 3 MiB table) 1 MiB
     chunks took 49-50 MB peak on 1.2M click lines of 15 features, where 256 KiB ones take
-    39.6 MB (VW: 38.2), in the same user time or less (1.1-1.3 s; load 2-3)."""
-    return max(_FIRST, min(_CHUNK, n * _FEATURES // max(features, 1),
-                           n * _EXAMPLES // max(examples, 1)))
+    39.6 MB (VW: 38.2), in the same user time or less (1.1-1.3 s; load 2-3); with ``-q
+    aa``, 256 KiB first chunks 54 MB, 16 KiB ones 41 MB (VW: 39)."""
+    dense = min(n * _FEATURES // max(features, 1), n * _EXAMPLES // max(examples, 1))
+    return max(_FIRST, min(_CHUNK, max(_LEAST, dense)))
 
 
 def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
@@ -514,17 +518,18 @@ class _Pass:
     def _learn(self, b: tuple, hold: np.ndarray, start: int, end: int,
                pred: np.ndarray | None, acc: np.ndarray) -> None:
         """Learn from examples [start, end) of chunk ``b`` (``hold``: its holdout bytes)."""
-        seg = np.zeros(8)  # (the chunk's sums: the pass's, and the table's since its line)
-        opts = self.opts
+        seg = np.zeros(8)  # (the chunk's sums, the pass's; the kernel adds to VW's)
+        opts, sums = self.opts, self.prog.sums
+        before = sums.copy() if self.binary and pred is not None else None
         self.fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, self.table, self.state,
                         self.kind, self.eta, opts.power_t, opts.l1, self.l2, seg,
                         pred if pred is not None else _NONE, self.signs, self.clips,
-                        hold if self.period else _NOHOLD)
-        if self.binary and pred is not None:  # (VW's 0/1 loss of the signs)
+                        hold if self.period else _NOHOLD, sums)
+        if before is not None:  # (VW's 0/1 loss of the signs)
             from .._online._progressive import zero_one
 
             zero_one(seg, _ZEROS, pred[:end - start], b[3], b[4], hold.view(np.bool_), start,
-                     self.kind, self.fast.loss32)
+                     self.kind, self.fast.loss32, sums, before)
         self.prog.fold(acc, seg, end - start)
         if self.warn:  # (imported here: a run without it imports no numba)
             from .._online._progress import label_warnings
@@ -606,16 +611,17 @@ class _Pass:
                 if line_due:
                     p = (shown[0] if shown is not None else
                          pred[at - start] if pred is not None else acc[7])
-                    now = prog.done + acc[:4]
+                    now = prog.now()
                     prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
                               float(labels[at]), float(p), int(feats[end - 1]), self.binary)
                     prog.prev = now
                     nxt = prog.due = prog.next_due(float(cum_w[at]))
                 start = end
             del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
+        run = prog.pass_over(acc)
         if lines:
             prog.end_pass(acc, seen_w, seen_n)
-        return [float(v) for v in np.concatenate([acc[:6], counted])]
+        return [float(v) for v in np.concatenate([acc[:6], counted])] + run
 
 
 _NONE = np.zeros(0)

@@ -45,7 +45,9 @@ def holdout_on(options: dict[str, Any]) -> bool:
 
 def average_loss(totals: list[list[float]], holdout: bool = False,
                  preserved: dict[str, float] | None = None) -> str:
-    """VW's ``average loss`` from the per-pass sums (``n.a.`` without any example);
+    """VW's ``average loss`` from the per-pass sums (``n.a.`` without any example; the
+    last row's eleventh and twelfth, where it has them, are VW's running sum_loss and
+    labelled weight, the preserved's included: :meth:`.Progress.pass_over`);
     ``holdout``: the run held examples out (:func:`holdout_on`); ``preserved``: VW's
     ``--preserve_performance_counters``, the loss and labelled weight of the runs before
     (read from -i's VW model), which the average then includes."""
@@ -58,6 +60,8 @@ def average_loss(totals: list[list[float]], holdout: bool = False,
         return "undefined (no holdout)"
     loss = sum(t[0] for t in totals) + preserved.get("sum_loss", 0.0)
     weight = sum(t[1] for t in totals) + preserved.get("weighted_labeled_examples", 0.0)
+    if totals and len(totals[-1]) >= 12:  # (VW's running sums, the preserved in them)
+        loss, weight = totals[-1][10], totals[-1][11]
     return _fixed(loss / weight) if weight > 0 else "n.a."
 
 
