@@ -176,13 +176,15 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
 
 def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = None,
                        generation: dict[str, list[str]] | None = None,
-                       indexing: int | None = None, link: str | None = None) -> None:
+                       indexing: int | None = None, link: str | None = None,
+                       binary: bool = False) -> None:
     """Write the K learners of ``--oaa K`` as VW's one-against-all model (its
     ``--predict_only_model`` form): VW interleaves the learners' weights, class c's weight
     of feature index i at ``i * 2**s + c`` (s = ceil(log2 K)) in its 2**b weights, under
     the header option ``--oaa K`` (and ``--named_labels``, with ``names``; ``generation``:
     the run's, :func:`run_generation`; ``indexing``: ``--indexing`` given; ``link``: the
-    ``--link`` the learners score through): each learner was trained with b - s bits."""
+    ``--link`` the learners score through; ``binary``: the run's ``--binary``): each
+    learner was trained with b - s bits."""
     import dataclasses
     from types import SimpleNamespace
 
@@ -203,7 +205,8 @@ def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = N
     merged = SimpleNamespace(indices=idx, weights=w, parse=parse, loss=first.loss,
                              adaptive=first.adaptive and (None, None, first.adaptive[2]),
                              info={**first.info, "vw_generation": generation or {},
-                                   "vw_indexing": indexing, "link": link})
+                                   "vw_indexing": indexing, "link": link,
+                                   "binary": binary})
     _write_atomic(path, _vw_chunks(merged, predict_only=True, oaa=k, index_bits=shift,
                                    names=names))
 
