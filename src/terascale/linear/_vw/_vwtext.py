@@ -413,13 +413,16 @@ def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None
         idx, w = idx[keep], w[keep]
         g2 = g2[keep] if g2 is not None else None
         nrm = nrm[keep] if nrm is not None else None
-    fixed = loss_spec(model.loss).clip == "fixed"  # ([-50, 50] whatever the labels)
-    lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
+    clip = loss_spec(model.loss).clip
     st = model.adaptive[2] if model.adaptive is not None else None
+    if st is not None and len(st) > MAX_LABEL and info.get("fixed_range"):
+        clip = "labels"  # (--min_prediction/--max_prediction: VW writes them, any loss)
+    fixed = clip == "fixed"  # ([-50, 50] whatever the labels)
+    lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
     if st is not None and not fixed and len(st) > MAX_LABEL and (
-            st[MIN_LABEL] != st[MAX_LABEL] or counters):
+            st[MIN_LABEL] != st[MAX_LABEL] or counters or info.get("fixed_range")):
         lo, hi = float(st[MIN_LABEL]), float(st[MAX_LABEL])
-    if loss_spec(model.loss).clip == "labels50":  # (poisson: [-50, 50] widened to them)
+    if clip == "labels50":  # (poisson: [-50, 50] widened to them)
         lo, hi = min(lo, -50.0), max(hi, 50.0)
     pa = model.parse  # the options VW keeps in a model, in the order it writes them
     kept = ([f"--{r}" for r in rules] + [f"--cubic {v}" for v in pa.cubic]
