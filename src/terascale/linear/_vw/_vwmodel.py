@@ -168,6 +168,21 @@ def run_counters(totals: list[list[float]], progress: list[float] | None,
             "old": at_weight, "passes": len(totals) + int(kept.get("passes", 0))}
 
 
+def counters_out(saved: dict[str, float]) -> dict[str, Any] | None:
+    """A save_resume model's counters as :func:`read_vw_model` reads them
+    (``info["vw_counters"]``) in :func:`run_counters`' form (``info["vw_counters_out"]``,
+    which the model and its ``--readable_model`` are written with); None without them."""
+    if "examples" not in saved:
+        return None
+    return {"t": float(saved["t"]), "sum_loss": float(saved["sum_loss"]),
+            "since": float(saved["since"]), "dump": float(saved["dump"]),
+            "labelled": float(saved["weighted_labeled_examples"]),
+            "labels": float(saved["weighted_labels"]),
+            "unlabelled": float(saved["weighted_unlabeled_examples"]),
+            "examples": int(saved["examples"]), "features": int(saved["features"]),
+            "old": float(saved["old"]), "passes": int(saved["passes"])}
+
+
 def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None:
     """Write ``model`` (a LinearModel) as VW's binary model at ``path``: the header, then
     the weights a chunk at a time (no copy of the whole model in memory)."""

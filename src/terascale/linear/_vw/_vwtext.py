@@ -454,10 +454,15 @@ def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None
             f":{1 if ad is not None else 0}"]
     totals = info.get("pass_totals")  # (up to the pass whose model the holdout kept)
     totals = totals[:info.get("online_passes", len(totals))] if totals else totals
-    if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
+    kept = info.get("vw_counters_out")  # (VW's own, where the run kept them all)
+    if ad is not None and (counters or kept is not None
+                           or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
-        c = run_counters(totals or [], info.get("vw_progress"), info.get("vw_preserved"))
-        c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
+        if kept is not None:
+            c = dict(kept)
+        else:
+            c = run_counters(totals or [], info.get("vw_progress"), info.get("vw_preserved"))
+            c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
         head += [f"initial_t {info.get('vw_initial_t', 0.0):g}",
                  f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
                  f"sum_loss {_g(c['sum_loss'])}",
