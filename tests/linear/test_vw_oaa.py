@@ -328,6 +328,35 @@ def test_oaa_starting_weights_and_range_are_vws(flags, tmp_path, capfd, monkeypa
     assert _after_version(tmp_path / "ts.im") == _after_version(tmp_path / "vw.im")
 
 
+@pytest.mark.parametrize("flags", [
+    ["--oaa", "4", "--loss_function", "logistic", "--min_prediction", "-0.3",
+     "--max_prediction", "0.4"],
+    more(["--oaa", "4", "--max_prediction", "0.6", "--loss_function", "logistic", "-b", "12"]),
+    more(["--loss_function", "logistic", "--min_prediction", "-0.3", "--max_prediction",
+          "0.4"])])  # (the binary learner: labels -1/+1, class 4 +1)
+def test_fixed_range_under_any_loss_is_vws_readable_model_header(flags, tmp_path, capfd,
+                                                                 monkeypatch):
+    """--min_prediction/--max_prediction under the logistic loss (whose own range is
+    [-50, 50]): VW clips every score to the range given and its model's header (the
+    readable model's ``Min label``/``min_label`` too) holds that range; with --oaa the
+    table, -p, the whole readable model and the model too."""
+    lines = _classes(120, 4, 71, unlabelled=0.0)
+    if "--oaa" not in flags:
+        lines = [("1" if ln[0] == "4" else "-1") + ln[1:] for ln in lines]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    out = _both(tmp_path, capfd, monkeypatch, lambda t: [
+        "-d", "d.vw", *flags, "-p", f"{t}.p", "-f", f"{t}.m", "--readable_model", f"{t}.t"])
+    head = {t: [ln for ln in (tmp_path / f"{t}.t").read_text().splitlines()
+                if not ln[:1].isdigit()] for t in ("ts", "vw")}
+    assert head["ts"] == head["vw"]
+    assert "min_label -0.3" in head["vw"] or "0.6" in flags
+    if "--oaa" not in flags:  # (the binary learner's weights: its own tests)
+        return
+    assert _table_on(out["ts"]) == _table_on(out["vw"])
+    _same(tmp_path, ("p", "t"))
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+
+
 def test_oaa_link_is_vws_where_it_is_reproduced(tmp_path, capfd, monkeypatch):
     """--oaa with --link: -t of VW's model that keeps --link logistic writes VW's linked
     scores (-r) and its classes; --link identity given (or replaced by --probabilities)

@@ -169,6 +169,18 @@ def test_oaa_sums_of_weights_far_apart_are_vws(tmp_path):
 
 @built
 @pytest.mark.parametrize(("flags", "numba"), [
+    (["--oaa", "3", "--binary"], False),
+    more(["--oaa", "4", "--binary", "--loss_function", "logistic", "-q", "ab"], True)])
+def test_oaa_binary_is_vws_and_the_numba_pass(flags, numba, tmp_path):
+    """--oaa K --binary: each learner's score's sign (-r), the first class of a positive
+    one else class 1 (-p), its 0/1 loss in the table; the learners learn as without it,
+    and ``--binary`` is kept in -f's model (VW's -t of it predicts so)."""
+    (tmp_path / "d.vw").write_text("\n".join(_weighted(300, 17)) + "\n")
+    _check(_runs(tmp_path, "d.vw", flags, numba), tmp_path, "d.vw")
+
+
+@built
+@pytest.mark.parametrize(("flags", "numba"), [
     (["--binary", "-q", "ab"], False),
     more(["--binary", "--loss_function", "logistic", "--l2", "0.001"], True),
     more(["--binary", "--loss_function", "hinge"], True)])
@@ -201,7 +213,8 @@ def test_a_label_with_a_fraction_stops_the_compiled_oaa_run_as_vws(tmp_path):
          True),
     more(["--predict_only_model", "--l2", "0.001"], ["-t", "--scores"], True),
     more(["-q", "ab"], [], True),  # (a run that learns on from VW's model)
-    more(["--predict_only_model"], ["--l1", "0.0001"], True)])
+    more(["--predict_only_model"], ["--l1", "0.0001"], True),
+    more(["--binary"], ["-t"], True)])
 def test_oaa_from_vws_model_is_vws_and_the_numba_pass(first, then, numba, tmp_path):
     """-i of VW's one-against-all model (VW's own): -t scores with its K learners, a run
     without -t learns on from them; -p, -r and stderr as VW's and the numba pass's."""

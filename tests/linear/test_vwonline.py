@@ -460,7 +460,6 @@ def _args(line: list[str]) -> argparse.Namespace:
 @built
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2", "--passes", "2"], "-n N with --passes"),
-    (["--oaa", "3", "--binary"], "--oaa with --binary"),
     (["--oaa", "3", "--max_prediction", "2"], "--oaa with"),
     (["--oaa", "3", "-t", "-i", "m", "-f", "m2"], "-t with -f"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
@@ -484,7 +483,7 @@ def test_runs_outside_the_compiled_path_say_why(line, why):
 
 
 @built
-@pytest.mark.parametrize("line", [["--oaa", "3"], ["--binary"],
+@pytest.mark.parametrize("line", [["--oaa", "3"], ["--binary"], ["--oaa", "3", "--binary"],
                                   ["--oaa", "3", "--passes", "2", "-c", "--holdout_after", "9"],
                                   ["--oaa", "4", "--probabilities", "--l2", "0.1"],
                                   ["--oaa", "3", "--scores", "--link", "glf1"]])

@@ -83,8 +83,8 @@ CASES = [
 def test_workers_equal_the_numba_pass_and_import_no_numba(tmp_path, files, args):
     got = _both(tmp_path, _files(tmp_path, files), args)
     assert got["c"]["m"] == got["numba"]["m"]
-    rows = [[ln for ln in got[w]["r"].splitlines() if ln[:1].isdigit()] for w in got]
-    assert rows[0] == rows[1] and rows[0]  # (the header: VW's fields, the numba pass's fewer)
+    assert got["c"]["r"] == got["numba"]["r"]  # (the header's counters too)
+    assert b"sum_loss " in got["c"]["r"] or "--predict_only_model" in args
     assert got["c"]["err"] == got["numba"]["err"]
     assert "finished run" in str(got["c"]["err"])
     imported = str(got["c"]["imports"]).split()

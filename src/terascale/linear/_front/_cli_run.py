@@ -317,7 +317,12 @@ def train(args: argparse.Namespace) -> int:
                 return model
             model = None
         if model is None and (args.readable_model or args.invert_hash):
+            from .._vw._vwmodel import counters_out
+
             model = _load(model_path, args, start=False)  # type: ignore[arg-type]
+            kept = counters_out(model.info.get("vw_counters") or {})
+            if kept is not None:  # (the workers' VW model: the run's counters, as -n 1's)
+                model.info = {**model.info, "vw_counters_out": kept}
         if model is not None and args.readable_model:
             from .._vw._vwtext import write_readable
 

@@ -154,6 +154,8 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         args.indexing = start[0].info.get("indexing")  # (VW keeps --indexing)
     if start is not None and not args.link:
         args.link = start[0].info.get("link")  # (and --link)
+    if start is not None and start[0].info.get("binary"):
+        args.binary = True  # (and --binary)
     if args.link:
         from ._cli_run import _link
 
@@ -282,8 +284,17 @@ def split_oaa(model: Any, k_classes: int, make: Any = None) -> list[Any]:
                                info={"vw_counters": counters,
                                      "vw_rates": model.info.get("vw_rates") or {},
                                      "indexing": model.info.get("indexing"),
-                                     "link": model.info.get("link")}))
+                                     "link": model.info.get("link"),
+                                     "binary": bool(model.info.get("binary"))}))
     return out
+
+
+def signs(scores: np.ndarray) -> np.ndarray:
+    """VW's ``--binary`` under ``oaa``: each learner's score as its sign (+1 above 0, else
+    -1), which ``oaa`` then takes the first largest of (the first class with a positive
+    score, else class 1), writes to ``-r`` and counts the 0/1 loss of; the learners learn
+    from their scores, as without it."""
+    return np.where(scores > 0, 1.0, -1.0)
 
 
 def _scorer(args: argparse.Namespace) -> str | None:
@@ -310,7 +321,8 @@ def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
     """The ``terascale vw`` run's VW feature generation (the model records it) and
     ``--preserve_performance_counters``' counters of -i (the closing block adds them)."""
     return {"generation": getattr(args, "vw_generation", None) or {},
-            "preserved": getattr(args, "vw_preserved", None) or {}}
+            "preserved": getattr(args, "vw_preserved", None) or {},
+            "binary": bool(getattr(args, "binary", False))}
 
 
 def _initial(args: argparse.Namespace, k_classes: int, make: Any = None) -> list[Any]:
@@ -852,6 +864,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
                 from .._vw._vwout import link
 
                 s = link(s.ravel(), job["link"], False).reshape(s.shape)
+            if job.get("binary"):  # (VW's binary under oaa: each learner's sign)
+                s = signs(s)
             before, after = fixed
             # the first of equal scores, as VW; predicted with the classes numbered as
             # before the label was read (--probabilities names them as after it)
@@ -923,7 +937,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
 
         write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names,
                            job.get("generation"), job.get("indexing"),
-                           job.get("model_link"))
+                           job.get("model_link"), bool(job.get("binary")))
     if not quiet and not test:  # (the job's counts: every worker's sums)
         from .._vw._vwreport import closing_block, holdout_on
 
@@ -983,7 +997,7 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
             "vw_initial_t": initial_t,
             **({"vw_current_pass": job["current_pass"]} if "current_pass" in job else {}),
-            "link": job.get("model_link")}
+            "link": job.get("model_link"), "binary": bool(job.get("binary"))}
     if job.get("preserved"):  # (-i's counters, which the model's go on from)
         info["vw_preserved"] = job["preserved"]
     if job["options"].get("fixed_range"):

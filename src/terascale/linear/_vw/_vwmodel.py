@@ -172,6 +172,21 @@ def run_counters(totals: list[list[float]], progress: list[float] | None,
             "old": at_weight, "passes": len(totals) + int(kept.get("passes", 0))}
 
 
+def counters_out(saved: dict[str, float]) -> dict[str, Any] | None:
+    """A save_resume model's counters as :func:`read_vw_model` reads them
+    (``info["vw_counters"]``) in :func:`run_counters`' form (``info["vw_counters_out"]``,
+    which the model and its ``--readable_model`` are written with); None without them."""
+    if "examples" not in saved:
+        return None
+    return {"t": float(saved["t"]), "sum_loss": float(saved["sum_loss"]),
+            "since": float(saved["since"]), "dump": float(saved["dump"]),
+            "labelled": float(saved["weighted_labeled_examples"]),
+            "labels": float(saved["weighted_labels"]),
+            "unlabelled": float(saved["weighted_unlabeled_examples"]),
+            "examples": int(saved["examples"]), "features": int(saved["features"]),
+            "old": float(saved["old"]), "passes": int(saved["passes"])}
+
+
 def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None:
     """Write ``model`` (a LinearModel) as VW's binary model at ``path``: the header, then
     the weights a chunk at a time (no copy of the whole model in memory)."""
@@ -180,13 +195,15 @@ def write_vw_model(model: Any, path: str, *, predict_only: bool = False) -> None
 
 def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = None,
                        generation: dict[str, list[str]] | None = None,
-                       indexing: int | None = None, link: str | None = None) -> None:
+                       indexing: int | None = None, link: str | None = None,
+                       binary: bool = False) -> None:
     """Write the K learners of ``--oaa K`` as VW's one-against-all model (its
     ``--predict_only_model`` form): VW interleaves the learners' weights, class c's weight
     of feature index i at ``i * 2**s + c`` (s = ceil(log2 K)) in its 2**b weights, under
     the header option ``--oaa K`` (and ``--named_labels``, with ``names``; ``generation``:
     the run's, :func:`run_generation`; ``indexing``: ``--indexing`` given; ``link``: the
-    ``--link`` the learners score through): each learner was trained with b - s bits."""
+    ``--link`` the learners score through; ``binary``: the run's ``--binary``): each
+    learner was trained with b - s bits."""
     import dataclasses
     from types import SimpleNamespace
 
@@ -207,7 +224,8 @@ def write_vw_oaa_model(models: list[Any], path: str, names: list[str] | None = N
     merged = SimpleNamespace(indices=idx, weights=w, parse=parse, loss=first.loss,
                              adaptive=first.adaptive and (None, None, first.adaptive[2]),
                              info={**first.info, "vw_generation": generation or {},
-                                   "vw_indexing": indexing, "link": link})
+                                   "vw_indexing": indexing, "link": link,
+                                   "binary": binary})
     _write_atomic(path, _vw_chunks(merged, predict_only=True, oaa=k, index_bits=shift,
                                    names=names))
 

@@ -20,8 +20,8 @@ table and states restored to the best pass's).
 ``-i`` of VW's one-against-all model starts from its K learners (a run that learns on, or
 ``-t -i``, which scores with them: every score clipped to the label range of a model of
 ``--min_prediction``/``--max_prediction``, whatever the loss, as VW's test run clips it).
-A run it does not cover (``--binary``,
-``--min_prediction``/``--max_prediction``) runs the numba pass, as do the runs
+``--binary`` takes each learner's score's sign (``_oaa.signs``).
+A run it does not cover (``--min_prediction``/``--max_prediction``) runs the numba pass, as do the runs
 :func:`._vwonline.c_path` sends there (``-t`` with ``-f``, starting weights...).
 
 Tuning: none beyond :mod:`._vwonline`'s; each parsed chunk's K scores per example
@@ -46,7 +46,6 @@ def why_not(args: argparse.Namespace) -> str | None:
     checks = (
         (bool(args.preserve_performance_counters and args.initial),
          "--oaa -i with --preserve_performance_counters"),
-        (args.binary, "--oaa with --binary"),
         (args.min_prediction is not None or args.max_prediction is not None,
          "--oaa with --min_prediction/--max_prediction"),
     )
@@ -255,7 +254,8 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
         from ._vwmodel import write_vw_oaa_model
 
         write_vw_oaa_model(learners.models(parse, opts.loss), job["model"], names,
-                           job.get("generation"), job.get("indexing"), job.get("model_link"))
+                           job.get("generation"), job.get("indexing"), job.get("model_link"),
+                           bool(job.get("binary")))
     if not quiet:
         from ._vwreport import closing_block, holdout_on
 
@@ -293,7 +293,7 @@ def _block(fast: Any, b: tuple, n: int, p: int, hold: np.ndarray, learners: _Lea
     """Pass ``p`` over the first ``n`` examples of parsed chunk ``b`` (``hold``: those
     held out, scored and not learned from): the K learners' scores and updates, the
     progress table's block, ``-p`` and ``-r``."""
-    from .._front._oaa import _probabilities, _raw_line, _unsigned
+    from .._front._oaa import _probabilities, _raw_line, _unsigned, signs
     from .._losstable import _BY_SIGN
     from ._vwout import link
 
@@ -310,6 +310,8 @@ def _block(fast: Any, b: tuple, n: int, p: int, hold: np.ndarray, learners: _Lea
                    learners.k, kind, rate, opts.power_t, opts.l1, l2, how, s, _BY_SIGN, clips)
     if job.get("link"):  # (VW's scorer under oaa: each learner's score linked)
         s = link(s.ravel(), job["link"], False).reshape(s.shape)
+    if job.get("binary"):  # (VW's binary under oaa: each learner's sign)
+        s = signs(s)
     probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
     pred = np.argmax(s, axis=1) + (after if probabilities or scores else before)
     probs = (_probabilities(s) if probabilities

@@ -413,13 +413,16 @@ def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None
         idx, w = idx[keep], w[keep]
         g2 = g2[keep] if g2 is not None else None
         nrm = nrm[keep] if nrm is not None else None
-    fixed = loss_spec(model.loss).clip == "fixed"  # ([-50, 50] whatever the labels)
-    lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
+    clip = loss_spec(model.loss).clip
     st = model.adaptive[2] if model.adaptive is not None else None
+    if st is not None and len(st) > MAX_LABEL and info.get("fixed_range"):
+        clip = "labels"  # (--min_prediction/--max_prediction: VW writes them, any loss)
+    fixed = clip == "fixed"  # ([-50, 50] whatever the labels)
+    lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
     if st is not None and not fixed and len(st) > MAX_LABEL and (
-            st[MIN_LABEL] != st[MAX_LABEL] or counters):
+            st[MIN_LABEL] != st[MAX_LABEL] or counters or info.get("fixed_range")):
         lo, hi = float(st[MIN_LABEL]), float(st[MAX_LABEL])
-    if loss_spec(model.loss).clip == "labels50":  # (poisson: [-50, 50] widened to them)
+    if clip == "labels50":  # (poisson: [-50, 50] widened to them)
         lo, hi = min(lo, -50.0), max(hi, 50.0)
     pa = model.parse  # the options VW keeps in a model, in the order it writes them
     kept = ([f"--{r}" for r in rules] + [f"--cubic {v}" for v in pa.cubic]
@@ -451,10 +454,15 @@ def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None
             f":{1 if ad is not None else 0}"]
     totals = info.get("pass_totals")  # (up to the pass whose model the holdout kept)
     totals = totals[:info.get("online_passes", len(totals))] if totals else totals
-    if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
+    kept = info.get("vw_counters_out")  # (VW's own, where the run kept them all)
+    if ad is not None and (counters or kept is not None
+                           or totals and all(len(t) >= 10 for t in totals)):
         s = ad[2]
-        c = run_counters(totals or [], info.get("vw_progress"), info.get("vw_preserved"))
-        c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
+        if kept is not None:
+            c = dict(kept)
+        else:
+            c = run_counters(totals or [], info.get("vw_progress"), info.get("vw_preserved"))
+            c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
         head += [f"initial_t {info.get('vw_initial_t', 0.0):g}",
                  f"norm normalizer {s[SUM_NORM_X]:g}", f"t {c['t']:g}",
                  f"sum_loss {_g(c['sum_loss'])}",
