@@ -165,6 +165,30 @@ def test_binary_learning_is_vws_and_the_numba_pass(flags, numba, tmp_path):
 
 
 @built
+@pytest.mark.parametrize("numba", [False, more(True)])
+def test_the_early_stops_model_keeps_the_kept_passs_counters_as_vws(numba, tmp_path):
+    """--early_terminate with --oaa: VW's model (and --readable_model) is the kept pass's,
+    its counters (t, the losses, current_pass...) those at that pass's end, not the last
+    pass's; -f after its version and --readable_model are VW's bytes."""
+    rng = np.random.default_rng(4)
+    lines = [f"{k} |a x{k * 3 + rng.integers(4)} y{rng.integers(10)} |b z"
+             f"{rng.integers(1, 6) if rng.random() < 0.3 else k}"
+             for k in rng.integers(1, 6, 200)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    got = _runs(tmp_path, "d.vw", ["--oaa", "5", "--passes", "4", "-c", "-k",
+                                   "--early_terminate", "1", "--readable_model", "rm"],
+                numba, "prm")
+    _check(got, tmp_path, "d.vw")
+    readable = {m: (tmp_path / m / "rm").read_bytes() for m in got}
+    assert b"\ncurrent_pass 2\n" in readable["vw"]  # (the passes stopped at the 3rd)
+    assert len({r for r in readable.values()}) == 1
+
+    def body(b: bytes) -> bytes:  # (after VW's version string, which terascale's is not)
+        return b[4 + int.from_bytes(b[:4], "little"):]
+    assert len({body(g["m"]) for g in got.values()}) == 1
+
+
+@built
 @FULL
 def test_a_label_with_a_fraction_stops_the_compiled_oaa_run_as_vws(tmp_path):
     """VW's multiclass parser stops at a label ``2.5`` (its error on standard output):

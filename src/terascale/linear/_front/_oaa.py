@@ -825,6 +825,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         fixed[:] = index.block(lab, hold, at[0] == 0)
         return lab.astype(np.float64) - fixed[1]  # (nan stays nan)
 
+    marks: list[list[float]] = []  # (each pass's end: progress below)
+    kept_passes = 0  # (the early stop's: the model is the first kept_passes passes')
     for p in range(passes):
         at[0] = p
         if p > 0 and opts.decay_learning_rate != 1.0:
@@ -866,8 +868,13 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         t = table.passes[p] if p < len(table.passes) else np.zeros(9)
         job_totals.append(comm.allreduce(t.copy()) if size > 1 else t)
         held = job_totals[-1][2:4]
+        if table.prog is not None:  # (where the table stood: the counters of a kept pass)
+            marks.append([float(table.due), float(sum(t[0] for t in job_totals))
+                          + table.kept_loss - float(table.prog.prev[0]),
+                          float(table.prog.prev[1])])
         if stop is not None and stop.end_pass(held[0], held[1], learners.arrays,
                                               learners.states):
+            kept_passes = p + 1 - stop.patience
             break
         if stopped:  # (VW's run ends where its parser stopped)
             break
@@ -887,6 +894,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         float(table.due),
         float(sum(t[0] for t in totals)) + table.kept_loss - float(prog.prev[0]),
         float(prog.prev[1])]
+    if kept_passes and marks:  # (VW's model is the kept pass's: its counters then)
+        totals, progress = totals[:kept_passes], marks[kept_passes - 1]
     only = bool(job.get("predict_only"))
     if stopped:  # (VW's counters: no pass done)
         job = dict(job, current_pass=0)
