@@ -413,11 +413,14 @@ def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None
         idx, w = idx[keep], w[keep]
         g2 = g2[keep] if g2 is not None else None
         nrm = nrm[keep] if nrm is not None else None
+    totals = info.get("pass_totals")  # (up to the pass whose model the holdout kept)
+    totals = totals[:info.get("online_passes", len(totals))] if totals else totals
+    run = bool(totals) and all(len(t) >= 10 for t in totals)  # (VW's run's sums)
     fixed = loss_spec(model.loss).clip == "fixed"  # ([-50, 50] whatever the labels)
     lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
     st = model.adaptive[2] if model.adaptive is not None else None
     if st is not None and not fixed and len(st) > MAX_LABEL and (
-            st[MIN_LABEL] != st[MAX_LABEL] or counters):
+            st[MIN_LABEL] != st[MAX_LABEL] or counters or run):  # (0, 0: no label seen)
         lo, hi = float(st[MIN_LABEL]), float(st[MAX_LABEL])
     if loss_spec(model.loss).clip == "labels50":  # (poisson: [-50, 50] widened to them)
         lo, hi = min(lo, -50.0), max(hi, 50.0)
@@ -449,9 +452,7 @@ def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None
             f"options:{' ' + opts if opts else ''}",
             f"Checksum: {_checksum(lo, hi, model.bits, opts, grams, skips)}",
             f":{1 if ad is not None else 0}"]
-    totals = info.get("pass_totals")  # (up to the pass whose model the holdout kept)
-    totals = totals[:info.get("online_passes", len(totals))] if totals else totals
-    if ad is not None and (counters or totals and all(len(t) >= 10 for t in totals)):
+    if ad is not None and (counters or run):
         s = ad[2]
         c = run_counters(totals or [], info.get("vw_progress"), info.get("vw_preserved"))
         c["t"] += info.get("vw_t0", 0.0)  # (-i's t, which VW carries on)
