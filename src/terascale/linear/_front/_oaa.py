@@ -849,7 +849,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             probs = (_probabilities(s) if probabilities
                      else s.astype(np.float32) if scores else None)
             table.block(p, labels[0], pred, blk.weights, sc.hold,
-                        np.diff(blk.indptr), probs, after, index.notes)
+                        blk.counted(0, len(blk.labels)), probs, after, index.notes)
             index.notes = []
             if write is not None:
                 write(blk, s, pred, before, after, probs)
@@ -888,7 +888,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     t0 = float(kept.get("t") or 0.0)
     parse = start[0].parse if start is not None else opts.parse_options()
     prog = table.prog
-    totals = job_totals if size > 1 else table.passes
+    totals = (job_totals if size > 1 else table.passes) or [np.zeros(9)]  # (none read: one)
     # (the loss since the table's last line: VW's sum, from this table's running sums)
     progress = None if prog is None else [
         float(table.due),
