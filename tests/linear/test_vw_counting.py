@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import numbers, run_ts, run_vw, stdouts
+from _vw_runs import more, numbers, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -162,3 +162,18 @@ def test_ignore_linear_features_are_counted_as_vw(flags, tmp_path, capfd, monkey
     code, err = run_ts(capfd, test, tmp_path, monkeypatch)
     assert code == 0, err
     assert _features(err) == _features(run_vw(test, tmp_path))
+
+
+@pytest.mark.parametrize("text", ["", more("0 |a x y\n0 'q|b z\n0 |a y\n")])
+def test_a_run_that_saw_no_label_but_0_keeps_vws_label_range(text, tmp_path, capfd,
+                                                              monkeypatch):
+    """VW's label range starts at 0, 0 and widens with the labels: an empty input (or
+    labels all 0) leaves it there, and its --readable_model says Min/Max label 0 (and the
+    checksum of that header), not the -1, 1 of a model without a learner state."""
+    (tmp_path / "d.vw").write_text(text)
+    run_vw(["-d", "d.vw", "--readable_model", "vw.rm", "--quiet"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "--readable_model", "ts.rm", "--quiet"],
+                       tmp_path, monkeypatch)
+    assert code == 0, err
+    assert b"Min label:0\nMax label:0\n" in (tmp_path / "vw.rm").read_bytes()
+    assert (tmp_path / "ts.rm").read_bytes() == (tmp_path / "vw.rm").read_bytes()

@@ -146,7 +146,9 @@ def test_oaa_on_zipf_tokens_is_vws_and_the_numba_pass(flags, numba, tmp_path):
           "--decay_learning_rate", "0.7", "--loss_function", "logistic", "--probabilities"],
          True),
     more(["--oaa", "3", "--passes", "2", "--cache_file", "cf", "--holdout_after", "500"],
-         True)])
+         True),
+    # (the features --ignore_linear leaves out counted in the table and model, as VW's)
+    more(["--oaa", "3", "--ignore_linear", "a", "-q", "ab"], True)])
 def test_oaa_with_importance_weights_is_vws_and_the_numba_pass(flags, numba, tmp_path):
     (tmp_path / "d.vw").write_text("\n".join(_weighted(800, 3)) + "\n")
     _check(_runs(tmp_path, "d.vw", flags, numba), tmp_path, "d.vw")
@@ -189,6 +191,43 @@ def test_binary_learning_is_vws_and_the_numba_pass(flags, numba, tmp_path):
     block, ``binary`` kept in -f's model (VW's -t of it writes signs)."""
     (tmp_path / "d.vw").write_text("\n".join(_signs(800, 5)) + "\n")
     _check(_runs(tmp_path, "d.vw", flags, numba), tmp_path, "d.vw")
+
+
+@built
+@pytest.mark.parametrize("numba", [False, more(True)])
+def test_the_early_stops_model_keeps_the_kept_passs_counters_as_vws(numba, tmp_path):
+    """--early_terminate with --oaa: VW's model (and --readable_model) is the kept pass's,
+    its counters (t, the losses, current_pass...) those at that pass's end, not the last
+    pass's; -f after its version and --readable_model are VW's bytes."""
+    rng = np.random.default_rng(4)
+    lines = [f"{k} |a x{k * 3 + rng.integers(4)} y{rng.integers(10)} |b z"
+             f"{rng.integers(1, 6) if rng.random() < 0.3 else k}"
+             for k in rng.integers(1, 6, 200)]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+    got = _runs(tmp_path, "d.vw", ["--oaa", "5", "--passes", "4", "-c", "-k",
+                                   "--early_terminate", "1", "--readable_model", "rm"],
+                numba, "prm")
+    _check(got, tmp_path, "d.vw")
+    readable = {m: (tmp_path / m / "rm").read_bytes() for m in got}
+    assert b"\ncurrent_pass 2\n" in readable["vw"]  # (the passes stopped at the 3rd)
+    assert len({r for r in readable.values()}) == 1
+
+    def body(b: bytes) -> bytes:  # (after VW's version string, which terascale's is not)
+        return b[4 + int.from_bytes(b[:4], "little"):]
+    assert len({body(g["m"]) for g in got.values()}) == 1
+
+
+@built
+@FULL
+def test_an_empty_input_writes_vws_oaa_model_in_both_passes(tmp_path):
+    """--oaa on an empty input: -f after its version and --readable_model are VW's bytes
+    (one pass counted), from the compiled run and the numba pass."""
+    (tmp_path / "d.vw").write_text("")
+    got = _runs(tmp_path, "d.vw", ["--oaa", "3", "--readable_model", "rm"], True, "prm")
+    readable = {(tmp_path / m / "rm").read_bytes() for m in got}
+    assert len(readable) == 1 and b"\ncurrent_pass 1\n" in readable.pop()
+    assert len({g["m"][4 + int.from_bytes(g["m"][:4], "little"):]
+                for g in got.values()}) == 1
 
 
 @built

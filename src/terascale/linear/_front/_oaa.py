@@ -849,6 +849,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         fixed[:] = index.block(lab, hold, at[0] == 0)
         return lab.astype(np.float64) - fixed[1]  # (nan stays nan)
 
+    marks: list[list[float]] = []  # (each pass's end: progress below)
+    kept_passes = 0  # (the early stop's: the model is the first kept_passes passes')
     for p in range(passes):
         at[0] = p
         if p > 0 and opts.decay_learning_rate != 1.0:
@@ -873,7 +875,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
             probs = (_probabilities(s) if probabilities
                      else s.astype(np.float32) if scores else None)
             table.block(p, labels[0], pred, blk.weights, sc.hold,
-                        np.diff(blk.indptr), probs, after, index.notes)
+                        blk.counted(0, len(blk.labels)), probs, after, index.notes)
             index.notes = []
             if write is not None:
                 write(blk, s, pred, before, after, probs)
@@ -892,8 +894,13 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         t = table.passes[p] if p < len(table.passes) else np.zeros(9)
         job_totals.append(comm.allreduce(t.copy()) if size > 1 else t)
         held = job_totals[-1][2:4]
+        if table.prog is not None:  # (where the table stood: the counters of a kept pass)
+            marks.append([float(table.due), float(sum(t[0] for t in job_totals))
+                          + table.kept_loss - float(table.prog.prev[0]),
+                          float(table.prog.prev[1])])
         if stop is not None and stop.end_pass(held[0], held[1], learners.arrays,
                                               learners.states):
+            kept_passes = p + 1 - stop.patience
             break
         if stopped:  # (VW's run ends where its parser stopped)
             break
@@ -907,13 +914,15 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     t0 = float(kept.get("t") or 0.0)
     parse = start[0].parse if start is not None else opts.parse_options()
     prog = table.prog
-    totals = job_totals if size > 1 else table.passes
+    totals = (job_totals if size > 1 else table.passes) or [np.zeros(9)]  # (none read: one)
     # (the loss since the table's last line: VW's sum, from this table's running sums)
     progress = None if prog is None else [
         float(table.due),
         float(sum(t[0] for t in totals)) + table.kept_loss - float(prog.prev[0])
         if size > 1 else float(prog.since[0]),
         float(prog.prev[1])]
+    if kept_passes and marks:  # (VW's model is the kept pass's: its counters then)
+        totals, progress = totals[:kept_passes], marks[kept_passes - 1]
     only = bool(job.get("predict_only"))
     if stopped:  # (VW's counters: no pass done)
         job = dict(job, current_pass=0)

@@ -64,6 +64,12 @@ def why_not(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _mark(table: Any) -> list[float]:
+    """Where ``table``'s progress stands (its table printed): the next line's weight, the
+    loss since its last line and the labelled weight at it (the model's counters)."""
+    return [float(table.due), float(table.prog.since[0]), float(table.prog.prev[1])]
+
+
 def train(args: argparse.Namespace) -> int:
     """The ``--oaa K`` run :func:`why_not` admits: :func:`.._front._oaa.train_oaa`'s
     checks and opening (``_cli_run.train``'s), then the compiled pass."""
@@ -197,6 +203,8 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
     inputs = Inputs(job["data"], parse_opts, opts.cache_root(), _Parser(parse_opts),
                     _parsed)
     rate = np.float32(opts.learning_rate)
+    marks: list[list[float]] = []  # (each pass's end: _mark)
+    kept_passes = 0  # (the early stop's: the model is the first kept_passes passes')
     for p in range(passes):
         if p > 0 and opts.decay_learning_rate != 1.0:
             rate = np.float32(rate * np.float32(opts.decay_learning_rate))
@@ -220,7 +228,10 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
         if stopped:
             break
         t = table.passes[p] if p < len(table.passes) else np.zeros(9)
+        if table.prog is not None:  # (where the table stood: the counters of a kept pass)
+            marks.append(_mark(table))
         if stop is not None and stop.end_pass(t[2], t[3], learners.table, learners.states):
+            kept_passes = p + 1 - stop.patience
             break
     if test:
         if not quiet:
@@ -230,9 +241,10 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
     t0, initial_t = float(kept.get("t") or 0.0), float(kept.get("initial_t") or 0.0)
     parse = start[0].parse if start is not None else opts.parse_options()
     totals = table.passes or [np.zeros(9)]
-    prog = table.prog
-    progress = None if prog is None else [
-        float(table.due), float(prog.since[0]), float(prog.prev[1])]
+    progress = None if table.prog is None else _mark(table)
+    if kept_passes and marks:  # (VW's model is the kept pass's: its counters then)
+        progress = marks[kept_passes - 1]
+    kept_totals = totals[:kept_passes] if kept_passes else totals
     only = bool(job.get("predict_only"))
     if stopped:  # (VW's counters: no pass done)
         job = dict(job, current_pass=0)
@@ -240,7 +252,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
     if not only and (job["model"] or readable):  # VW's save_resume form: L1/L2 not applied
         from ._vwmodel import write_vw_oaa_resume
 
-        model = _interleaved(job, learners, parse, opts.loss, totals, progress, t0,
+        model = _interleaved(job, learners, parse, opts.loss, kept_totals, progress, t0,
                              initial_t)
         if readable:
             _write_readable(job, model, parse, k)
@@ -248,8 +260,8 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
             write_vw_oaa_resume(model, job["model"], k, names, bare=False)
     learners.finish(fast)
     if only and readable:  # (L1/L2 applied, the nonzero weights)
-        _write_readable(job, _interleaved(job, learners, parse, opts.loss, totals, progress,
-                                          t0, initial_t), parse, k)
+        _write_readable(job, _interleaved(job, learners, parse, opts.loss, kept_totals,
+                                          progress, t0, initial_t), parse, k)
     if only and job["model"]:
         from ._vwmodel import write_vw_oaa_model
 

@@ -413,6 +413,9 @@ def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None
         idx, w = idx[keep], w[keep]
         g2 = g2[keep] if g2 is not None else None
         nrm = nrm[keep] if nrm is not None else None
+    totals = info.get("pass_totals")  # (up to the pass whose model the holdout kept)
+    totals = totals[:info.get("online_passes", len(totals))] if totals else totals
+    run = bool(totals) and all(len(t) >= 10 for t in totals)  # (VW's run's sums)
     clip = loss_spec(model.loss).clip
     st = model.adaptive[2] if model.adaptive is not None else None
     if st is not None and len(st) > MAX_LABEL and info.get("fixed_range"):
@@ -420,7 +423,8 @@ def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None
     fixed = clip == "fixed"  # ([-50, 50] whatever the labels)
     lo, hi = (-50.0, 50.0) if fixed else (-1.0, 1.0)
     if st is not None and not fixed and len(st) > MAX_LABEL and (
-            st[MIN_LABEL] != st[MAX_LABEL] or counters or info.get("fixed_range")):
+            st[MIN_LABEL] != st[MAX_LABEL] or counters or run  # (0, 0: no label seen)
+            or info.get("fixed_range")):
         lo, hi = float(st[MIN_LABEL]), float(st[MAX_LABEL])
     if clip == "labels50":  # (poisson: [-50, 50] widened to them)
         lo, hi = min(lo, -50.0), max(hi, 50.0)
@@ -452,11 +456,8 @@ def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None
             f"options:{' ' + opts if opts else ''}",
             f"Checksum: {_checksum(lo, hi, model.bits, opts, grams, skips)}",
             f":{1 if ad is not None else 0}"]
-    totals = info.get("pass_totals")  # (up to the pass whose model the holdout kept)
-    totals = totals[:info.get("online_passes", len(totals))] if totals else totals
     kept = info.get("vw_counters_out")  # (VW's own, where the run kept them all)
-    if ad is not None and (counters or kept is not None
-                           or totals and all(len(t) >= 10 for t in totals)):
+    if ad is not None and (counters or kept is not None or run):
         s = ad[2]
         if kept is not None:
             c = dict(kept)
