@@ -316,7 +316,14 @@ def _parsed(paths: list[str], reader: _Parser) -> Any:
     before it asks for the next (a third, the one learned from before, had stood
     beside them while the next parse began: ~5 MB of a dense or short-row run's peak)."""
     size = [_FIRST]  # (the first two chunks are read before either is parsed: see _chunk_bytes)
-    chunks = ((text, path, line) for path in paths for text, line in _chunks(path, size))
+    return _overlapped(((text, path, line) for path in paths for text, line in _chunks(path, size)),
+                       reader, size)
+
+
+def _overlapped(chunks: Any, reader: Any, size: list[int]) -> Any:
+    """:func:`_parsed`'s parse of ``chunks`` (text, path, first line), each parsed while
+    the caller learns from the one before; ``size``: the chunk reader's next size, set by
+    :func:`_chunk_bytes` from each chunk's density."""
     first = next(chunks, None)
     second = next(chunks, None) if first is not None else None
     if second is None:

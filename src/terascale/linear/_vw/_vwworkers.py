@@ -191,32 +191,11 @@ def _parsed(places: list[tuple[int, str, tuple[int, ...]]], reader: Any) -> Any:
     parses a whole input: the next chunk in another thread while the caller learns from
     this one, the chunks sized by ``_vwonline._chunk_bytes``."""
     from .._io._stream import record_chunks
-    from ._vwonline import _FIRST, _chunk_bytes
+    from ._vwonline import _FIRST, _overlapped
 
     size = [_FIRST]
-    chunks = ((text, path, line) for _, path, sh in places
-              for text, line in record_chunks(path, sh, size))
-    first = next(chunks, None)
-    second = next(chunks, None) if first is not None else None
-    if second is None:
-        if first is not None:
-            yield reader.parse(*first)
-        return
-    import itertools
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ..._malloc import keep_freed_memory
-
-    keep_freed_memory()  # each chunk's arrays reused, not mapped and faulted in afresh
-    with ThreadPoolExecutor(1, thread_name_prefix="terascale-parse") as ex:
-        pending = ex.submit(reader.parse, *first)
-        for chunk in itertools.chain([second], chunks):
-            b = pending.result()
-            pending = ex.submit(reader.parse, *chunk)
-            size[0] = _chunk_bytes(len(chunk[0]), len(b[1]), len(b[3]))
-            yield b
-            del b
-        yield pending.result()
+    return _overlapped(((text, path, line) for _, path, sh in places
+                        for text, line in record_chunks(path, sh, size)), reader, size)
 
 
 if __name__ == "__main__":
