@@ -328,3 +328,32 @@ def test_two_caches_asked_for_are_warned_of(tmp_path, flags):
     want, got = stdouts(["-d", "d.vw", "--cache_file", "a", *flags], tmp_path)
     assert "two write caches" in want
     assert got == want
+
+
+def _heavy(n: int, classes: int = 0) -> list[str]:
+    """Every seventh example of importance weight 123456789.7, the others 1.3: after one,
+    the next line's weight (in float) stays below the weight seen for a few examples."""
+    rng = np.random.default_rng(11)
+    return [f"{1 + i % classes if classes else rng.choice([1, -1])} "
+            f"{123456789.7 if i % 7 == 0 else 1.3} |a x{i % 5} y{i % 3}" for i in range(n)]
+
+
+@pytest.mark.parametrize(("flags", "numba"), [
+    (["-P", "1"], False), more(["-P", "1"], True), more(["-P", "2", "--sgd"], False),
+    more(["-P", "1", "--oaa", "3"], False), more(["-P", "1", "--oaa", "3"], True)])
+def test_progress_lines_at_most_one_an_example(tmp_path, capfd, monkeypatch, flags, numba):
+    """VW checks for a progress line once after each example: where the next line's
+    weight is not past the weight seen (huge importance weights, an additive ``-P``), it
+    prints one line at each example, not lines without end at the same one."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    lines = _heavy(30, 3 if "--oaa" in flags else 0)
+    args = ["-d", "d.vw", *flags]
+    tables = []
+    for who in ("vw", "ts"):
+        (tmp_path / who).mkdir()
+        (tmp_path / who / "d.vw").write_text("\n".join(lines) + "\n")
+        err = (run_vw(args, tmp_path / who) if who == "vw"
+               else run_ts(capfd, args, tmp_path / who, monkeypatch)[1])
+        tables.append(err[err.index("average"):])
+    assert tables[1] == tables[0] and tables[0].count("\n") > 15

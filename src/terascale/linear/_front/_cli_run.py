@@ -562,7 +562,7 @@ class _TestProgress:
         self.prog.folds = True
         cut = 0
         while True:
-            at = int(np.searchsorted(cum_w, self.due))
+            at = max(int(np.searchsorted(cum_w, self.due)), cut)  # (a line an example at most)
             if at >= len(s):
                 break
             since[0] += float(np.sum(loss[cut:at + 1]))

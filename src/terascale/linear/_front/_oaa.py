@@ -659,7 +659,7 @@ class _Table:
         part = np.stack([np.where(counted, loss, 0.0), np.zeros(len(truth)),
                          np.where(held, loss, 0.0), np.where(held, w, 0.0)], axis=1)
         while prog is not None:
-            at = int(np.searchsorted(cum_w, self.due))
+            at = max(int(np.searchsorted(cum_w, self.due)), cut)  # (a line an example at most)
             if at >= len(truth):
                 prog.since[:] = _added(prog.since, part[cut:])
                 break

@@ -116,8 +116,8 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         while start < n:
             end = n
             at = -1  # the example a progress line is printed after
-            if lines:
-                at = int(np.searchsorted(cum_w, nxt))
+            if lines:  # (one line an example at most, as VW checks after each one)
+                at = max(int(np.searchsorted(cum_w, nxt)), start)
                 end = at + 1 if at < n else n
             if mixer is not None:
                 end = min(end, due - blk.start)

@@ -597,8 +597,8 @@ class _Pass:
             start = 0
             while start < n:
                 end, at = n, -1
-                if lines:
-                    at = int(np.searchsorted(cum_w, nxt))
+                if lines:  # (one line an example at most, as VW checks after each one)
+                    at = max(int(np.searchsorted(cum_w, nxt)), start)
                     end = at + 1 if at < n else n
                 pred = None
                 if self.writers or self.binary:

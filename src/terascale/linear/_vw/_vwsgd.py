@@ -190,8 +190,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             seen_n = prog.seen_n + np.cumsum(kept)
             at = 0
             while prog.out is not None and at < data.n:  # VW's lines, after their example
-                at = int(np.searchsorted(seen_w, prog.due)) if seen_w[-1] >= prog.due \
-                    else data.n
+                at = max(int(np.searchsorted(seen_w, prog.due)), at) \
+                    if seen_w[-1] >= prog.due else data.n  # (a line an example at most)
                 while at < data.n and not kept[at]:
                     at += 1
                 if at >= data.n:
