@@ -389,7 +389,7 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
         # without a table VW's one run's, the job's loss since the line at 1)
         since = float(prog.since[0]) + (sum(t[0] for t in info["pass_totals"]) - own[0]
                                         if comm.size > 1 else 0.0)
-        marks.append([float(prog.due), since, float(prog.prev[1])])
+        marks.append(prog.mark(since))
         if p == 0:  # the distinct labels (up to LABELS) of every worker's shard
             mine = acc[COUNTED + 4:COUNTED + 4 + LABELS]
             shards = np.ravel(comm.allgather(mine) if comm.size > 1 else mine)
@@ -420,8 +420,8 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
     # where VW's progress table stopped (the counters its model keeps): the next line's
     # weight, the loss since the last line (VW's sum) and the labelled weight at it
     # (of the pass whose model is kept where the holdout stopped the passes early)
-    info["vw_progress"] = marks[info.get("online_passes", len(marks)) - 1] if marks else [
-        float(prog.due), float(prog.since[0]), float(prog.prev[1])]
+    info["vw_progress"] = (marks[info.get("online_passes", len(marks)) - 1] if marks
+                           else prog.mark())
     info["online_s"] = time.perf_counter() - t_on
 
 

@@ -152,6 +152,13 @@ class Progress:
         self.done = self.done + acc[:4]
         self.seen_w, self.seen_n = seen_w, seen_n
 
+    def mark(self, since: float | None = None) -> list[float]:
+        """Where the table stands, as VW's model keeps it (``info["vw_progress"]``): the
+        next line's weight, the loss since the last line (``since``: the job's, with
+        ``-n N``; else this table's running sum) and the labelled weight at that line."""
+        return [float(self.due), float(self.since[0]) if since is None else since,
+                float(self.prev[1])]
+
     def first_due(self) -> float:
         """The weight at which the first line is printed (VW's first ``dump_interval``)."""
         add, step = CADENCE[-1]

@@ -469,7 +469,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
             if p == 0:
                 labels_seen = run.labels
             totals.append(tot)
-            marks.append([float(prog.due), float(prog.since[0]), float(prog.prev[1])])
+            marks.append(prog.mark())
             if stop is None:
                 continue
             if stop.end_pass(tot[2], tot[3]):

@@ -175,8 +175,7 @@ def _learn(job: dict[str, Any]) -> None:
     # numba pass's counters of an -n N model)
     since = float(prog.since[0]) + (totals[0] - float(mine[0]))
     if args.model or args.readable_model:
-        _save(args, parse, table, state, options, [totals], how,
-              [float(prog.due), since, float(prog.prev[1])], {})
+        _save(args, parse, table, state, options, [totals], how, prog.mark(since), {})
     if not args.quiet:
         print(closing_block({"pass_totals": [totals], "labels": labels,
                              "holdout": holdout_on(options), "loss": opts.loss,
