@@ -168,3 +168,17 @@ def test_terascale_vw_with_a_shard_of_bad_lines_only(tmp_path, capfd):
     # without --skip-bad the bad line is an error that names it (file and line)
     code, out = _vw(capfd, "-n", "2", "-d", str(data))
     assert code != 0 and "bad.vw" in out and "line 1" in out, out
+
+
+@pytest.mark.parametrize("flags", [[], ["--oaa", "3"]])
+def test_terascale_vw_skips_bad_lines_with_one_worker(tmp_path, capfd, flags):
+    # --skip-bad with one worker (plain and --oaa): the bad line (a negative importance
+    # weight) is counted and skipped, the run learns from the rest and ends with exit 0
+    data = tmp_path / "bad.vw"
+    data.write_text("1 -1 |a x\n2 |a y\n3 |a z\n")
+    capfd.readouterr()
+    code = main(["vw", "-d", str(data), "--skip-bad", *flags])
+    out, err = capfd.readouterr()
+    assert code == 0, out + err
+    assert "number of examples = 2" in err, err
+    assert flags or "skipped 1 bad lines" in err, err  # (--oaa: no count printed)

@@ -124,6 +124,7 @@ def c_path(args: argparse.Namespace) -> str | None:
         (bool(oaa_off), oaa_off or ""),
         (args.bfgs is not None or args.cg is not None, "--bfgs/--conjugate_gradient"),
         (args.audit, "--audit"),
+        (bool(getattr(args, "skip_bad", False)), "--skip-bad"),  # (the C parser stops)
         (args.initial is not None and not _vw_model(args.initial),
          "-i of terascale's model format (or starting weights)"),
         (args.format != "vw", "--format"),
