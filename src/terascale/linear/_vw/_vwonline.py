@@ -78,7 +78,7 @@ from ..._cext import load
 from ..._errors import ConfigError, DataError
 from . import VWFAST
 
-__all__ = ["c_path", "test", "train"]
+__all__ = ["c_path", "run_options", "test", "train"]
 
 _CHUNK = 1 << 18  # the most text parsed and learned from at a time
 # the text of each of the first two chunks (read before either is parsed, so before the
@@ -384,10 +384,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     write -p, -r and -f; ``ran`` gets the passes it made (the early stop's included)."""
     from .._front import _cli_run
     from .._holdout import EarlyStop, holdout_period
-    from .._io._dataset import ParseOptions
     from .._online._progress import LINK, Progress
     from .._online._state import new_state
-    from .._options import TrainOptions
     from ._vwout import all_or_none, prediction_writers
     from ._vwpasses import Inputs
     from ._vwreport import closing_block, holdout_on, preamble
@@ -413,11 +411,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
                        (args.readable_model, "--readable_model"),
                        (args.invert_hash, "--invert_hash")):
         _cli_run._check_output(path, flag)
-    opts = TrainOptions(**{k: tuple(v) if isinstance(v, list) else v
-                           for k, v in options.items()})
-    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
-                            for k, v in options.items() if k in ParseOptions().to_dict()},
-                         lenient_labels=opts.lenient_labels)
+    opts, parse = run_options(options)
     if not args.quiet:
         from ._vwmodel import model_t
 
@@ -917,6 +911,21 @@ def _fixed_range(options: dict[str, Any], state: np.ndarray) -> list[float] | No
     if not options.get("fixed_range"):
         return None
     return [float(state[MIN_LABEL]), float(state[MAX_LABEL])]
+
+
+def run_options(options: dict[str, Any]) -> tuple[Any, Any]:
+    """The run's ``TrainOptions`` and the ``ParseOptions`` its text is read with, from the
+    options dict (JSON's lists made tuples): the parse options the dict gives, with the
+    training options' ``lenient_labels``."""
+    from .._io._dataset import ParseOptions
+    from .._options import TrainOptions
+
+    plain = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    opts = TrainOptions(**plain)
+    fields = ParseOptions().to_dict()
+    parse = ParseOptions(**{k: v for k, v in plain.items() if k in fields},
+                         lenient_labels=opts.lenient_labels)
+    return opts, parse
 
 
 def _begin(args: argparse.Namespace) -> tuple[Any, dict[str, Any], list[str], str]:

@@ -84,15 +84,13 @@ def train(args: argparse.Namespace) -> int:
     from ...launch import LaunchOptions, launch
     from .._front import _cli_run
     from .._holdout import holdout_period
-    from .._options import TrainOptions
     from .._warm import forks
     from ._vwbatchworker import job_of
-    from ._vwonline import _begin
+    from ._vwonline import _begin, run_options
     from ._vwreport import preamble
 
     _fast, options, paths, how = _begin(args)
-    opts = TrainOptions(**{k: tuple(v) if isinstance(v, list) else v
-                           for k, v in options.items()})
+    opts, _ = run_options(options)
     if holdout_period(opts):  # (--holdout_period with one pass: the numba pass's count)
         args.data, args.data_flag = paths, []  # (standard input read once)
         return int(_cli_run.train(args) or 0)
@@ -124,26 +122,18 @@ def _learn(job: dict[str, Any]) -> None:
     from ..._env import read_env
     from ..._init import init
     from .._combine._average import average_weights
-    from .._io._dataset import ParseOptions
     from .._io._stream import shard_places
     from .._online._progress import LINK, Progress
     from .._online._state import CONTRACTION, GRAVITY, new_state
-    from .._options import TrainOptions
-    from ._vwgen import INPUTS, SOURCES
-    from ._vwonline import _distinct, _fast, _fixed_range, _Parser, _Pass, _save
+    from ._vwbatchworker import job_args
+    from ._vwonline import _distinct, _fast, _fixed_range, _Parser, _Pass, _save, run_options
     from ._vwreport import closing_block, holdout_on
 
-    SOURCES.update({k: tuple(v) for k, v in job["sources"].items()})
-    INPUTS.update(job["inputs"])
-    args = argparse.Namespace(**job["args"])
+    args = job_args(job)
     options, how = job["options"], job["how"]
     env = read_env()
     rank, size = (env.rank, env.size) if env is not None else (0, 1)
-    opts = TrainOptions(**{k: tuple(v) if isinstance(v, list) else v
-                           for k, v in options.items()})
-    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
-                            for k, v in options.items() if k in ParseOptions().to_dict()},
-                         lenient_labels=opts.lenient_labels)
+    opts, parse = run_options(options)
     LINK[:] = [how]
     binary = bool(args.binary)
     fast = _fast()
