@@ -92,6 +92,30 @@ def test_workers_equal_the_numba_pass_and_import_no_numba(tmp_path, files, args)
     assert not {"numba", "llvmlite", "scipy", "torch"} & set(imported), imported
 
 
+WARM = [
+    ["-n", "2"],
+    more(["-n", "3", "--loss_function", "logistic", "--l1", "1e-4", "-q", "ab"]),
+]
+
+
+@built
+@pytest.mark.parametrize("args", WARM)
+def test_warm_started_workers_equal_the_numba_pass(tmp_path, args):
+    """-i: every worker starts from the model; its rows that no shard has (namespace z
+    here) stay the model's, the others are averaged with the workers' sums."""
+    rng = np.random.default_rng(5)
+    (tmp_path / "z.vw").write_text("".join(
+        f"{rng.choice(['1', '-1'])} |a f{rng.integers(0, 30)} f{rng.integers(0, 30)} "
+        f"|z z{rng.integers(0, 20)}\n" for _ in range(300)))
+    run_ok([*_TS, "-d", "z.vw", "-f", "start", "--quiet"], tmp_path)
+    got = _both(tmp_path, _files(tmp_path, 1, 600), [*args, "-i", "../start"])
+    assert got["c"]["m"] == got["numba"]["m"]
+    assert got["c"]["r"] == got["numba"]["r"]
+    assert got["c"]["err"] == got["numba"]["err"]
+    assert "finished run" in str(got["c"]["err"])
+    assert not {"numba", "llvmlite", "scipy", "torch"} & set(str(got["c"]["imports"]).split())
+
+
 @built
 def test_workers_started_as_programs_import_no_numba(tmp_path):
     """(A bad line in a worker's shard: ``test_forked_workers``, which these workers run.)"""
@@ -124,6 +148,7 @@ def test_standard_input_is_split_as_its_file(tmp_path, extra):
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
     (["-n", "2", "--ngram", "2"], "-n N with --ngram"),
     (["-n", "2", "--initial_weight", "0.1"], "-n N with -i"),
+    (["-n", "2", "-i", "m", "--preserve_performance_counters"], "-n N with -i and"),
     (["-n", "0"], "-n N with 0"),
 ])
 def test_which_runs_of_several_workers_run_the_numba_pass(line, why):

@@ -426,11 +426,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     _cli_run._binary_link(binary, how)
     table = np.zeros((1 << parse.bits, 3), np.float32)  # (calloc: pages on first touch)
     state = new_state()
-    if model is not None:  # (_resume.initial_state's, in the dense table)
-        table[model.indices, 0] = model.weights
-        table[model.indices, 1] = model.adaptive[0]
-        table[model.indices, 2] = model.adaptive[1]
-        state[:len(model.adaptive[2])] = model.adaptive[2]
+    if model is not None:
+        _resume(table, state, model)
     out = sys.stderr if not args.quiet else None
     prog = Progress(out)
     prog.header()
@@ -628,6 +625,15 @@ class _Pass:
 _NONE = np.zeros(0)
 _NOHOLD = np.zeros(0, np.uint8)
 _ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0)
+
+
+def _resume(table: np.ndarray, state: np.ndarray, model: Any) -> None:
+    """-i's VW model's rows and learner state in the dense table and the state
+    (``_resume.initial_state``'s)."""
+    table[model.indices, 0] = model.weights
+    table[model.indices, 1] = model.adaptive[0]
+    table[model.indices, 2] = model.adaptive[1]
+    state[:len(model.adaptive[2])] = model.adaptive[2]
 
 
 def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:

@@ -27,16 +27,28 @@ rows in use) and the closing block are the numba pass's bits (with two workers, 
 several on one host, whose allreduce adds in rank order). The progress table is rank 0's,
 of its shard, as there.
 
+``-i MODEL`` (VW's format): every worker starts its table and learner state from the
+model, as one worker does (``_vwonline._resume``), and marks the rows its shard has; the
+workers' marks are or-ed (``union_bitmap``) and, after the average, the model's rows that
+no worker saw are put back as the model has them (the numba pass averages the union of
+the workers' features and keeps the model's others: ``_resume.merged``), so the run is the
+numba pass's ``-n N -i``, bit for bit.
+
 :func:`why_not` says which ``-n N`` runs this is not: ``--passes`` over one, ``-c``/
-``--cache_file``, ``-i`` (and the starting weights), ``--oaa``, ``--ngram``/``--skips``,
-``--average chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run
-the numba pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
+``--cache_file``, ``-i`` of terascale's format, the starting weights, and ``-i`` with
+``--initial_t``, ``--min_prediction``/``--max_prediction`` or
+``--preserve_performance_counters``, ``--oaa``, ``--ngram``/``--skips``, ``--average
+chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run the numba
+pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
 
 Tuning: a worker's memory is one-worker ``terascale vw``'s (its table, two chunks of
 text and their arrays, numpy and the compiled module), what it inherits from the
 launcher it is forked from, and the job's: the transport's modules (their cipher's
 library, ~6 MB of the peak) and the average's buffers (``_AVERAGED`` rows at a time,
-1.5 MiB). Workers started as programs (``TERASCALE_EXEC_WORKERS=1``) import all that
+1.5 MiB). With ``-i``, a byte a row of the table marks the rows seen, and rank 0 keeps
+the model to the end (its unseen rows): 300k click lines at ``-b 18`` from a 3.7 MB
+model, two workers' peaks 46 and 56 MB (without ``-i`` 46 and 47; the numba pass's
+``-n 2 -i`` 130-132 MB; VW, one process, 39 MB). Workers started as programs (``TERASCALE_EXEC_WORKERS=1``) import all that
 afresh: ~8 MB more each at ``-b 18`` (54 MB against 47). The average reads every row of
 the table, ``12 * 2**b`` bytes a worker, at memory speed.
 """
@@ -64,7 +76,14 @@ def why_not(args: argparse.Namespace) -> str:
     checks = (
         (args.nprocs < 1, f"{args.nprocs} (which the numba pass refuses)"),
         (args.oaa is not None, "--oaa"),
-        (args.initial is not None, "-i (or starting weights)"),
+        (args.initial is not None and bool(
+            getattr(args, "vw_initial_t", None) or getattr(args, "vw_range", None)
+            or args.preserve_performance_counters),
+         "-i and --initial_t/--min_prediction/--max_prediction/"
+         "--preserve_performance_counters"),
+        (args.initial is not None and (bool(getattr(args, "starting_weights", False))
+                                       or not _vw_model(args.initial)),
+         "-i of terascale's model format (or starting weights)"),
         (args.passes not in (None, 1), "--passes"),
         (bool(args.cache or args.cache_file), "-c/--cache_file"),
         (bool(args.holdout_after), "--holdout_after"),
@@ -77,6 +96,12 @@ def why_not(args: argparse.Namespace) -> str:
     return next((f"-n N with {flag}" for off, flag in checks if off), "")
 
 
+def _vw_model(path: str) -> bool:
+    from ._vwmodel import is_vw_model
+
+    return is_vw_model(path)
+
+
 def train(args: argparse.Namespace) -> int:
     """Launch the ``-n N`` run :func:`why_not` admits: VW's preamble here, the workers'
     progress table (rank 0's), closing block and ``-f`` from rank 0."""
@@ -86,10 +111,18 @@ def train(args: argparse.Namespace) -> int:
     from .._holdout import holdout_period
     from .._warm import forks
     from ._vwbatchworker import job_of
-    from ._vwonline import _begin, run_options
+    from ._vwmodel import model_t
+    from ._vwonline import _begin, _initial, run_options
     from ._vwreport import preamble
 
     _fast, options, paths, how = _begin(args)
+    if args.initial:  # (-i's parse options, -l, --power_t, --binary and --link the run's)
+        args.data, args.data_flag = paths, []  # (standard input read once)
+        model = _initial(args, options)
+        if model is None:  # (its -b: the numba pass)
+            return int(_cli_run.train(args) or 0)
+        how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
+        del model  # (each worker reads it: not in the forked workers' pages)
     opts, _ = run_options(options)
     if holdout_period(opts):  # (--holdout_period with one pass: the numba pass's count)
         args.data, args.data_flag = paths, []  # (standard input read once)
@@ -98,8 +131,9 @@ def train(args: argparse.Namespace) -> int:
     _cli_run._binary_link(bool(args.binary), how)
     if not args.quiet:
         print(preamble(options, paths, model=args.model, predictions=None, raw=None,
-                       initial=None, cache=getattr(args, "vw_cache", None),
-                       initial_t=args.initial_t or 0.0), file=sys.stderr)
+                       initial=args.initial, cache=getattr(args, "vw_cache", None),
+                       initial_t=(model_t(args.initial) if args.initial else 0.0)
+                       or args.initial_t or 0.0), file=sys.stderr)
     job = job_of(args, options, paths, how)
     fork = None
     if forks():  # (the joining's modules loaded once, here, for every worker)
@@ -121,7 +155,7 @@ def _learn(job: dict[str, Any]) -> None:
     """One worker: learn from its shard, join the job, combine; rank 0 writes and prints."""
     from ..._env import read_env
     from ..._init import init
-    from .._combine._average import average_weights
+    from .._combine._average import average_weights, union_bitmap
     from .._io._stream import shard_places
     from .._online._progress import LINK, Progress
     from .._online._state import CONTRACTION, GRAVITY, new_state
@@ -139,6 +173,10 @@ def _learn(job: dict[str, Any]) -> None:
     fast = _fast()
     table = np.zeros((1 << parse.bits, 3), np.float32)  # (calloc: pages on first touch)
     state = new_state()
+    warm = bool(args.initial)
+    model = _resumed(args, table, state) if warm else None
+    if rank != 0:  # (rank 0 alone puts back its unseen rows and writes its counters)
+        model = None
     out = sys.stderr if not args.quiet and rank == 0 else None
     prog = Progress(out)
     prog.header()
@@ -146,9 +184,15 @@ def _learn(job: dict[str, Any]) -> None:
     prog.due = prog.first_due() if out else 1.0
     run = _Pass(fast, opts, float(np.float32(opts.learning_rate)), table, state, prog, [],
                 how, 0, False, True, binary)
-    mine = run.learn(_parsed(shard_places(job["paths"], rank, size), _Parser(parse)))
+    chunks = _parsed(shard_places(job["paths"], rank, size), _Parser(parse))
+    seen = np.zeros(len(table) if warm else 0, np.bool_)
+    mine = run.learn(_marked(chunks, seen) if warm else chunks)
+    bitmap = np.packbits(seen, bitorder="little")
+    del seen
     comm = init()
     try:
+        if warm:  # (the rows some worker saw: the numba pass's union)
+            union_bitmap(comm, bitmap)
         if state[CONTRACTION] != 1.0 or state[GRAVITY] != 0.0:
             fast.sync(table, state)
         average_weights(comm, table[:, 0], table[:, 1], table[:, 2], state, opts.averaging,
@@ -161,11 +205,14 @@ def _learn(job: dict[str, Any]) -> None:
         comm.close()
     if rank != 0:
         return
+    if model is not None:  # -i's rows that no worker saw: the model's, not averaged
+        _unseen_rows(table, model, bitmap)
     # where rank 0's table stopped, and the other workers' loss since its last line (the
     # numba pass's counters of an -n N model)
     since = float(prog.since[0]) + (totals[0] - float(mine[0]))
     if args.model or args.readable_model:
-        _save(args, parse, table, state, options, [totals], how, prog.mark(since), {})
+        _save(args, parse, table, state, options, [totals], how, prog.mark(since),
+              (model.info.get("vw_counters") or {}) if model is not None else {})
     if not args.quiet:
         print(closing_block({"pass_totals": [totals], "labels": labels,
                              "holdout": holdout_on(options), "loss": opts.loss,
@@ -173,6 +220,40 @@ def _learn(job: dict[str, Any]) -> None:
                              "best_constant": not args.dont_output_best_constant,
                              "label_range": _fixed_range(options, state)}),
               file=sys.stderr)
+
+
+def _resumed(args: argparse.Namespace, table: np.ndarray, state: np.ndarray) -> Any:
+    """-i's VW model, read as the launcher read it (``_vwonline._initial``: what the
+    command line changes in it), its rows and learner state put in ``table`` and
+    ``state``, as one worker starts from it."""
+    from .._front._cli_run import vw_start
+    from ._vwmodel import read_vw_model, run_generation
+    from ._vwonline import _resume
+
+    model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
+    vw_start(model, args)
+    _resume(table, state, model)
+    return model
+
+
+def _marked(chunks: Any, seen: np.ndarray) -> Any:
+    """``chunks`` as they come, each one's hashed indices marked in ``seen``."""
+    for b in chunks:
+        seen[b[1]] = True
+        yield b
+        del b
+
+
+def _unseen_rows(table: np.ndarray, model: Any, bitmap: np.ndarray) -> None:
+    """Put back -i's rows that no worker saw (bit clear in ``bitmap``) as the model has
+    them: the numba pass averages the union of the workers' features and keeps the
+    model's others as they were (``_resume.merged``), where averaging them here would
+    have added the workers' adaptive sums."""
+    idx = np.asarray(model.indices, np.int64)
+    off = (bitmap[idx >> 3] >> (idx & 7)) & 1 == 0
+    table[idx[off], 0] = np.asarray(model.weights)[off]
+    table[idx[off], 1] = np.asarray(model.adaptive[0])[off]
+    table[idx[off], 2] = np.asarray(model.adaptive[1])[off]
 
 
 def _parsed(places: list[tuple[int, str, tuple[int, ...]]], reader: Any) -> Any:
