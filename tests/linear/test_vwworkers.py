@@ -75,6 +75,12 @@ CASES = [
     more(3, ["-n", "2", "-q", "ab", "--average", "uniform", "--link", "glf1"]),  # whole files
     more(2, ["-n", "3", "--l1", "1e-4", "--power_t", "0.4", "-b", "20"]),  # crossing files
     more(1, ["-n", "2", "--binary", "--loss_function", "hinge", "--predict_only_model"]),
+    # passes over each worker's cache of its part, averaged after each, VW's holdout
+    (1, ["-n", "2", "--passes", "3", "-c"]),
+    more(2, ["-n", "3", "--passes", "6", "--early_terminate", "1", "--loss_function",
+             "logistic", "--holdout_period", "4", "-q", "ab"]),  # (it stops early)
+    more(1, ["-n", "2", "--passes", "3", "--holdout_off", "--decay_learning_rate", "0.7",
+             "--l1", "1e-4"]),
 ]
 
 
@@ -142,8 +148,7 @@ def test_standard_input_is_split_as_its_file(tmp_path, extra):
 
 
 @pytest.mark.parametrize(("line", "why"), [
-    (["-n", "2", "--passes", "2"], "-n N with --passes"),
-    (["-n", "2", "-c"], "-n N with -c"),
+    (["-n", "2", "--holdout_after", "100"], "-n N with --holdout_after"),
     (["-n", "2", "--oaa", "3"], "-n N with --oaa"),
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
     (["-n", "2", "--ngram", "2"], "-n N with --ngram"),
@@ -158,6 +163,7 @@ def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
 
     assert why in why_not(_args(["-d", "x.vw", *line]))
     assert why_not(_args(["-d", "x.vw", "-n", "2", "-q", "ab", "--l1", "1e-5"])) == ""
+    assert why_not(_args(["-d", "x.vw", "-n", "2", "--passes", "3", "-c"])) == ""
 
 
 @pytest.mark.parametrize("n", [2, 3, 7])
