@@ -76,7 +76,7 @@ CASES = [
     more(2, ["-n", "3", "--l1", "1e-4", "--power_t", "0.4", "-b", "20"]),  # crossing files
     more(1, ["-n", "2", "--binary", "--loss_function", "hinge", "--predict_only_model"]),
     # passes over each worker's cache of its part, averaged after each, VW's holdout
-    (1, ["-n", "2", "--passes", "3", "-c"]),
+    more(1, ["-n", "2", "--passes", "3", "-c"]),
     more(2, ["-n", "3", "--passes", "6", "--early_terminate", "1", "--loss_function",
              "logistic", "--holdout_period", "4", "-q", "ab"]),  # (it stops early)
     more(1, ["-n", "2", "--passes", "3", "--holdout_off", "--decay_learning_rate", "0.7",
@@ -99,7 +99,8 @@ def test_workers_equal_the_numba_pass_and_import_no_numba(tmp_path, files, args)
 
 
 WARM = [
-    ["-n", "2"],
+    ["-n", "2", "--passes", "2", "-c"],  # (CI's case of --passes with -n N too)
+    more(["-n", "2"]),
     more(["-n", "3", "--loss_function", "logistic", "--l1", "1e-4", "-q", "ab"]),
 ]
 
