@@ -27,10 +27,11 @@ rows in use) and the closing block are the numba pass's bits (with two workers, 
 several on one host, whose allreduce adds in rank order). The progress table is rank 0's,
 of its shard, as there.
 
-``--passes K`` (with ``-c``/``--cache_file`` or without: the numba pass's cache either
-way) runs as one worker's passes do (``_vwonline.train``), each worker over its part:
-pass 1 parses the text and writes the part's cache entry (``_vwpasses.Inputs``, keyed by
-the part's byte range, as the numba pass keys a shard), the later passes read it; VW's
+``--passes K`` (with ``-c``/``--cache_file`` or without: terascale caches the parsed text
+either way, as one worker does) runs as one worker's passes do (``_vwonline.train``),
+each worker over its part: pass 1 parses the text and writes the part's cache entry
+(``_vwpasses.Inputs``, an entry of its own keyed by the part's byte range, as a shard's
+is), the later passes read it; VW's
 holdout (every 10th example of each worker's part, ``--holdout_period``,
 ``--holdout_off``), ``--decay_learning_rate``; after each pass the tables are averaged
 and the ten sums added as above, and ``--early_terminate`` decides on the job's holdout
@@ -59,7 +60,10 @@ library, ~6 MB of the peak) and the average's buffers (``_AVERAGED`` rows at a t
 1.5 MiB). With ``-i``, a byte a row of the table marks the rows seen, and rank 0 keeps
 the model to the end (its unseen rows): 300k click lines at ``-b 18`` from a 3.7 MB
 model, two workers' peaks 46 and 56 MB (without ``-i`` 46 and 47; the numba pass's
-``-n 2 -i`` 130-132 MB; VW, one process, 39 MB). Workers started as programs (``TERASCALE_EXEC_WORKERS=1``) import all that
+``-n 2 -i`` 130-132 MB; VW, one process, 39 MB). ``--passes``: where the early stop
+may restore a pass, rank 0 keeps that pass's rows in use (16 bytes a row); ``--passes 3
+-c --loss_function logistic`` on those lines, 48-49 MB a worker (the numba pass's
+117-118 MB; VW 40-41 MB). Workers started as programs (``TERASCALE_EXEC_WORKERS=1``) import all that
 afresh: ~8 MB more each at ``-b 18`` (54 MB against 47). The average reads every row of
 the table, ``12 * 2**b`` bytes a worker, at memory speed.
 """
