@@ -123,6 +123,34 @@ def test_warm_started_workers_equal_the_numba_pass(tmp_path, args):
     assert not {"numba", "llvmlite", "scipy", "torch"} & set(str(got["c"]["imports"]).split())
 
 
+OAA = [
+    ["--oaa", "4", "-n", "2", "--passes", "2"],
+    more(["--oaa", "4", "-n", "3", "--passes", "5", "--early_terminate", "1", "-q", "ab",
+          "--loss_function", "logistic", "--l1", "1e-5"]),
+    more(["--oaa", "4", "-n", "2", "--predict_only_model", "--link", "logistic"]),
+]
+
+
+@built
+@pytest.mark.parametrize("args", OAA)
+def test_oaa_workers_equal_the_numba_pass(tmp_path, args):
+    """--oaa K -n N: each worker's K learners (``_vwoaafast``) on its part, each class's
+    learner averaged after each pass, as the numba pass's workers (``_oaa.run_oaa``)."""
+    rng = np.random.default_rng(6)
+    rows = []
+    for _ in range(900):
+        c = int(rng.integers(1, 5))
+        rows.append(f"{c}{rng.choice(['', ' 2', ' 0.5'])} |a f{rng.integers(0, 40)} "
+                    f"f{rng.integers(0, 40)} c{c}x{rng.integers(0, 3)} |b g{rng.integers(0, 9)}")
+    (tmp_path / "d0.vw").write_text("\n".join(rows) + "\n")
+    got = _both(tmp_path, ["../d0.vw"], args)
+    assert got["c"]["m"] == got["numba"]["m"]
+    assert got["c"]["r"] == got["numba"]["r"]
+    assert got["c"]["err"] == got["numba"]["err"]
+    assert "finished run" in str(got["c"]["err"])
+    assert not {"numba", "llvmlite", "scipy", "torch"} & set(str(got["c"]["imports"]).split())
+
+
 @built
 def test_workers_started_as_programs_import_no_numba(tmp_path):
     """(A bad line in a worker's shard: ``test_forked_workers``, which these workers run.)"""
@@ -150,7 +178,6 @@ def test_standard_input_is_split_as_its_file(tmp_path, extra):
 
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2", "--holdout_after", "100"], "-n N with --holdout_after"),
-    (["-n", "2", "--oaa", "3"], "-n N with --oaa"),
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
     (["-n", "2", "--ngram", "2"], "-n N with --ngram"),
     (["-n", "2", "--initial_weight", "0.1"], "-n N with -i"),
@@ -165,6 +192,7 @@ def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
     assert why in why_not(_args(["-d", "x.vw", *line]))
     assert why_not(_args(["-d", "x.vw", "-n", "2", "-q", "ab", "--l1", "1e-5"])) == ""
     assert why_not(_args(["-d", "x.vw", "-n", "2", "--passes", "3", "-c"])) == ""
+    assert why_not(_args(["-d", "x.vw", "-n", "2", "--oaa", "3", "--passes", "2"])) == ""
 
 
 @pytest.mark.parametrize("n", [2, 3, 7])

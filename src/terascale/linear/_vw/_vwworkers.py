@@ -90,7 +90,6 @@ def why_not(args: argparse.Namespace) -> str:
         return ""
     checks = (
         (args.nprocs < 1, f"{args.nprocs} (which the numba pass refuses)"),
-        (args.oaa is not None, "--oaa"),
         (args.initial is not None and bool(
             getattr(args, "vw_initial_t", None) or getattr(args, "vw_range", None)
             or args.preserve_performance_counters),
