@@ -49,7 +49,7 @@ numba pass's ``-n N -i``, bit for bit.
 :func:`why_not` says which ``-n N`` runs this is not: ``--holdout_after`` (which
 ``-n N`` refuses), ``-i`` of terascale's format, the starting weights, and ``-i`` with
 ``--initial_t``, ``--min_prediction``/``--max_prediction`` or
-``--preserve_performance_counters``, ``--oaa``, ``--ngram``/``--skips``, ``--average
+``--preserve_performance_counters``, ``--ngram``/``--skips``, ``--skip-bad``, ``--average
 chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run the numba
 pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
 
@@ -104,6 +104,7 @@ def why_not(args: argparse.Namespace) -> str:
          "--average chain/--average-every"),
         (bool(args.predictions or args.raw_predictions), "-p/-r"),
         (bool(args.invert_hash), "--invert_hash"),  # (the names of every worker's shard)
+        (bool(getattr(args, "skip_bad", False)), "--skip-bad"),  # (the numba parser's)
     )
     return next((f"-n N with {flag}" for off, flag in checks if off), "")
 
