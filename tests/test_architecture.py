@@ -483,16 +483,19 @@ print(rc, sorted(m for m in sys.modules if m.partition(".")[0] in ("numba", "llv
 """
 
 
-@pytest.mark.parametrize(("exec_workers", "passes"), [("1", "2"), ("0", "2"), ("0", "1")])
+@pytest.mark.parametrize(("exec_workers", "average"), [("1", "chain"), ("0", "chain"),
+                                                      ("0", "weighted")])
 def test_the_launcher_of_n_workers_imports_numba_only_to_fork_them(
-        tmp_path: Path, exec_workers: str, passes: str) -> None:
-    """Workers of the numba pass (two passes) started as programs of their own: the
-    launcher checks the options and imports no numba. Forked (the default): it loads the
-    learner once, for all of them. Workers of the compiled learner (one pass): none."""
+        tmp_path: Path, exec_workers: str, average: str) -> None:
+    """Workers of the numba pass (``--average chain``) started as programs of their own:
+    the launcher checks the options and imports no numba. Forked (the default): it loads
+    the learner once, for all of them. Workers of the compiled learner (two passes,
+    averaged): none."""
     data = tmp_path / "small.vw"
     data.write_text("".join(f"{i % 2} |a x{i % 7}:0.5 y |b z{i % 3}\n" for i in range(40)))
     args = ["vw", "-n", "2", "-d", str(data), "-b", "10", "-q", "ab", "--quiet",
-            "-f", str(tmp_path / "m"), "--passes", passes, "--cache-dir", str(tmp_path)]
+            "-f", str(tmp_path / "m"), "--passes", "2", "--average", average,
+            "--cache-dir", str(tmp_path)]
     # the first run compiles the kernels if this tree's are not in numba's cache yet
     subprocess.run([sys.executable, "-m", "terascale", *args], check=True, timeout=300,
                    capture_output=True)
@@ -502,7 +505,7 @@ def test_the_launcher_of_n_workers_imports_numba_only_to_fork_them(
     assert out.returncode == 0, out.stderr[-3000:]
     rc, loaded = out.stdout.splitlines()[-1].split(" ", 1)
     assert rc == "0"
-    if exec_workers == "1" or passes == "1":
+    if exec_workers == "1" or average == "weighted":
         assert loaded == "[]", out.stdout[-3000:]
     else:
         assert "'numba'" in loaded and "'llvmlite'" in loaded

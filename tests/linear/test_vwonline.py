@@ -459,7 +459,7 @@ def _args(line: list[str]) -> argparse.Namespace:
 
 @built
 @pytest.mark.parametrize(("line", "why"), [
-    (["-n", "2", "--passes", "2"], "-n N with --passes"),
+    (["-n", "2", "--ngram", "2"], "-n N with --ngram"),
     (["--oaa", "3", "--max_prediction", "2"], "--oaa with"),
     (["--oaa", "3", "-t", "-i", "m", "-f", "m2"], "-t with -f"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),

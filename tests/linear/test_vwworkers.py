@@ -75,6 +75,12 @@ CASES = [
     more(3, ["-n", "2", "-q", "ab", "--average", "uniform", "--link", "glf1"]),  # whole files
     more(2, ["-n", "3", "--l1", "1e-4", "--power_t", "0.4", "-b", "20"]),  # crossing files
     more(1, ["-n", "2", "--binary", "--loss_function", "hinge", "--predict_only_model"]),
+    # passes over each worker's cache of its part, averaged after each, VW's holdout
+    more(1, ["-n", "2", "--passes", "3", "-c"]),
+    more(2, ["-n", "3", "--passes", "6", "--early_terminate", "1", "--loss_function",
+             "logistic", "--holdout_period", "4", "-q", "ab"]),  # (it stops early)
+    more(1, ["-n", "2", "--passes", "3", "--holdout_off", "--decay_learning_rate", "0.7",
+             "--l1", "1e-4"]),
 ]
 
 
@@ -90,6 +96,59 @@ def test_workers_equal_the_numba_pass_and_import_no_numba(tmp_path, files, args)
     imported = str(got["c"]["imports"]).split()
     assert "terascale" in imported  # (the workers' lines are there: forked, they print too)
     assert not {"numba", "llvmlite", "scipy", "torch"} & set(imported), imported
+
+
+WARM = [
+    ["-n", "2", "--passes", "2", "-c"],  # (CI's case of --passes with -n N too)
+    more(["-n", "2"]),
+    more(["-n", "3", "--loss_function", "logistic", "--l1", "1e-4", "-q", "ab"]),
+]
+
+
+@built
+@pytest.mark.parametrize("args", WARM)
+def test_warm_started_workers_equal_the_numba_pass(tmp_path, args):
+    """-i: every worker starts from the model; its rows that no shard has (namespace z
+    here) stay the model's, the others are averaged with the workers' sums."""
+    rng = np.random.default_rng(5)
+    (tmp_path / "z.vw").write_text("".join(
+        f"{rng.choice(['1', '-1'])} |a f{rng.integers(0, 30)} f{rng.integers(0, 30)} "
+        f"|z z{rng.integers(0, 20)}\n" for _ in range(300)))
+    run_ok([*_TS, "-d", "z.vw", "-f", "start", "--quiet"], tmp_path)
+    got = _both(tmp_path, _files(tmp_path, 1, 600), [*args, "-i", "../start"])
+    assert got["c"]["m"] == got["numba"]["m"]
+    assert got["c"]["r"] == got["numba"]["r"]
+    assert got["c"]["err"] == got["numba"]["err"]
+    assert "finished run" in str(got["c"]["err"])
+    assert not {"numba", "llvmlite", "scipy", "torch"} & set(str(got["c"]["imports"]).split())
+
+
+OAA = [
+    ["--oaa", "4", "-n", "2", "--passes", "2"],
+    more(["--oaa", "4", "-n", "3", "--passes", "5", "--early_terminate", "1", "-q", "ab",
+          "--loss_function", "logistic", "--l1", "1e-5"]),
+    more(["--oaa", "4", "-n", "2", "--predict_only_model", "--link", "logistic"]),
+]
+
+
+@built
+@pytest.mark.parametrize("args", OAA)
+def test_oaa_workers_equal_the_numba_pass(tmp_path, args):
+    """--oaa K -n N: each worker's K learners (``_vwoaafast``) on its part, each class's
+    learner averaged after each pass, as the numba pass's workers (``_oaa.run_oaa``)."""
+    rng = np.random.default_rng(6)
+    rows = []
+    for _ in range(900):
+        c = int(rng.integers(1, 5))
+        rows.append(f"{c}{rng.choice(['', ' 2', ' 0.5'])} |a f{rng.integers(0, 40)} "
+                    f"f{rng.integers(0, 40)} c{c}x{rng.integers(0, 3)} |b g{rng.integers(0, 9)}")
+    (tmp_path / "d0.vw").write_text("\n".join(rows) + "\n")
+    got = _both(tmp_path, ["../d0.vw"], args)
+    assert got["c"]["m"] == got["numba"]["m"]
+    assert got["c"]["r"] == got["numba"]["r"]
+    assert got["c"]["err"] == got["numba"]["err"]
+    assert "finished run" in str(got["c"]["err"])
+    assert not {"numba", "llvmlite", "scipy", "torch"} & set(str(got["c"]["imports"]).split())
 
 
 @built
@@ -118,12 +177,11 @@ def test_standard_input_is_split_as_its_file(tmp_path, extra):
 
 
 @pytest.mark.parametrize(("line", "why"), [
-    (["-n", "2", "--passes", "2"], "-n N with --passes"),
-    (["-n", "2", "-c"], "-n N with -c"),
-    (["-n", "2", "--oaa", "3"], "-n N with --oaa"),
+    (["-n", "2", "--holdout_after", "100"], "-n N with --holdout_after"),
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
     (["-n", "2", "--ngram", "2"], "-n N with --ngram"),
     (["-n", "2", "--initial_weight", "0.1"], "-n N with -i"),
+    (["-n", "2", "-i", "m", "--preserve_performance_counters"], "-n N with -i and"),
     (["-n", "0"], "-n N with 0"),
 ])
 def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
@@ -133,6 +191,8 @@ def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
 
     assert why in why_not(_args(["-d", "x.vw", *line]))
     assert why_not(_args(["-d", "x.vw", "-n", "2", "-q", "ab", "--l1", "1e-5"])) == ""
+    assert why_not(_args(["-d", "x.vw", "-n", "2", "--passes", "3", "-c"])) == ""
+    assert why_not(_args(["-d", "x.vw", "-n", "2", "--oaa", "3", "--passes", "2"])) == ""
 
 
 @pytest.mark.parametrize("n", [2, 3, 7])

@@ -185,11 +185,11 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
         return _train_one(args, paths, dict(options, bits=options["bits"] - shift),
                           k_classes, names, start, one)
     return _launch(args, paths, dict(options, bits=options["bits"] - shift), k_classes,
-                   names)
+                   names, compiled=one is not None)
 
 
 def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
-            k_classes: int, names: list[str] | None) -> int:
+            k_classes: int, names: list[str] | None, compiled: bool = False) -> int:
     """``--oaa K -n N``: N workers (:mod:`._oaaworker`), each learning the K learners on
     its shard in one pass over it, each class's learner averaged across the workers
     after every pass as the binary learner's is (``--average``: weighted by default);
@@ -214,18 +214,34 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
                           "malformed": None if names is not None
                           else _first_malformed(data, paths),
                           **_vw_run(args)})
-        # forked from here once the learner is loaded (_warm.forking), or programs
-        fork = forking(lambda: _oaa_worker(job), options)
-        warm_kernels()  # compile once here rather than N times at once in the workers
-        return launch([sys.executable, "-m", "terascale.linear._front._oaaworker", job],
+        if compiled:  # (the compiled learner's workers, _vwoaafast: no numba)
+            from ..._init import load_joining
+            from .._warm import forks
+
+            fork = None
+            if forks():  # (the joining's modules loaded once, here, for every worker)
+                load_joining()
+                fork = lambda: _oaa_worker(job, compiled=True)  # noqa: E731
+            module = "terascale.linear._vw._vwoaafast"
+        else:
+            # forked from here once the learner is loaded (_warm.forking), or programs
+            fork = forking(lambda: _oaa_worker(job), options)
+            warm_kernels()  # compile once here rather than N times at once in the workers
+            module = "terascale.linear._front._oaaworker"
+        return launch([sys.executable, "-m", module, job],
                       LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
                                     prefix_output=False, fork=fork))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _oaa_worker(job: str) -> int:
-    """A ``--oaa K -n N`` worker forked from the launcher: its module's ``main``."""
+def _oaa_worker(job: str, compiled: bool = False) -> int:
+    """A ``--oaa K -n N`` worker forked from the launcher: its module's ``main``
+    (``compiled``: the compiled learner's, ``_vw._vwoaafast``)."""
+    if compiled:
+        from .._vw._vwoaafast import main as compiled_main
+
+        return compiled_main([job])
     from ._oaaworker import main
 
     return main([job])

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["job_of", "main"]
+__all__ = ["job_args", "job_of", "main"]
 
 
 def job_of(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
@@ -31,6 +31,16 @@ def job_of(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
                        "sources": SOURCES, "inputs": INPUTS})
 
 
+def job_args(job: dict[str, Any]) -> argparse.Namespace:
+    """A worker's side of :func:`job_of`: the run's VW feature generation restored in
+    ``_vwgen`` (its sources and inputs) and the command line's values as ``args``."""
+    from ._vwgen import INPUTS, SOURCES
+
+    SOURCES.update({k: tuple(v) for k, v in job["sources"].items()})
+    INPUTS.update(job["inputs"])
+    return argparse.Namespace(**job["args"])
+
+
 def main(argv: list[str]) -> int:
     """Run one worker; a user error is one line on stderr, exit 2 (as ``_worker``)."""
     from .._front._worker import run_worker
@@ -41,11 +51,8 @@ def main(argv: list[str]) -> int:
 def _run(job: dict[str, Any]) -> None:
     from ..._init import init
     from ._vwbatch import train_vw_batch
-    from ._vwgen import INPUTS, SOURCES
 
-    SOURCES.update({k: tuple(v) for k, v in job["sources"].items()})
-    INPUTS.update(job["inputs"])
-    args = argparse.Namespace(**job["args"])
+    args = job_args(job)
     comm = init()
     try:
         train_vw_batch(args, job["options"], job["paths"], job["how"], lambda *_: None, comm)

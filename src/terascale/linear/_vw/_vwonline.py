@@ -78,7 +78,7 @@ from ..._cext import load
 from ..._errors import ConfigError, DataError
 from . import VWFAST
 
-__all__ = ["c_path", "test", "train"]
+__all__ = ["c_path", "run_options", "test", "train"]
 
 _CHUNK = 1 << 18  # the most text parsed and learned from at a time
 # the text of each of the first two chunks (read before either is parsed, so before the
@@ -385,10 +385,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     write -p, -r and -f; ``ran`` gets the passes it made (the early stop's included)."""
     from .._front import _cli_run
     from .._holdout import EarlyStop, holdout_period
-    from .._io._dataset import ParseOptions
     from .._online._progress import LINK, Progress
     from .._online._state import new_state
-    from .._options import TrainOptions
     from ._vwout import all_or_none, prediction_writers
     from ._vwpasses import Inputs
     from ._vwreport import closing_block, holdout_on, preamble
@@ -414,11 +412,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
                        (args.readable_model, "--readable_model"),
                        (args.invert_hash, "--invert_hash")):
         _cli_run._check_output(path, flag)
-    opts = TrainOptions(**{k: tuple(v) if isinstance(v, list) else v
-                           for k, v in options.items()})
-    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
-                            for k, v in options.items() if k in ParseOptions().to_dict()},
-                         lenient_labels=opts.lenient_labels)
+    opts, parse = run_options(options)
     if not args.quiet:
         from ._vwmodel import model_t
 
@@ -433,11 +427,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     _cli_run._binary_link(binary, how)
     table = np.zeros((1 << parse.bits, 3), np.float32)  # (calloc: pages on first touch)
     state = new_state()
-    if model is not None:  # (_resume.initial_state's, in the dense table)
-        table[model.indices, 0] = model.weights
-        table[model.indices, 1] = model.adaptive[0]
-        table[model.indices, 2] = model.adaptive[1]
-        state[:len(model.adaptive[2])] = model.adaptive[2]
+    if model is not None:
+        _resume(table, state, model)
     out = sys.stderr if not args.quiet else None
     prog = Progress(out)
     prog.header()
@@ -635,6 +626,15 @@ class _Pass:
 _NONE = np.zeros(0)
 _NOHOLD = np.zeros(0, np.uint8)
 _ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0)
+
+
+def _resume(table: np.ndarray, state: np.ndarray, model: Any) -> None:
+    """-i's VW model's rows and learner state in the dense table and the state
+    (``_resume.initial_state``'s)."""
+    table[model.indices, 0] = model.weights
+    table[model.indices, 1] = model.adaptive[0]
+    table[model.indices, 2] = model.adaptive[1]
+    state[:len(model.adaptive[2])] = model.adaptive[2]
 
 
 def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
@@ -918,6 +918,21 @@ def _fixed_range(options: dict[str, Any], state: np.ndarray) -> list[float] | No
     if not options.get("fixed_range"):
         return None
     return [float(state[MIN_LABEL]), float(state[MAX_LABEL])]
+
+
+def run_options(options: dict[str, Any]) -> tuple[Any, Any]:
+    """The run's ``TrainOptions`` and the ``ParseOptions`` its text is read with, from the
+    options dict (JSON's lists made tuples): the parse options the dict gives, with the
+    training options' ``lenient_labels``."""
+    from .._io._dataset import ParseOptions
+    from .._options import TrainOptions
+
+    plain = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    opts = TrainOptions(**plain)
+    fields = ParseOptions().to_dict()
+    parse = ParseOptions(**{k: v for k, v in plain.items() if k in fields},
+                         lenient_labels=opts.lenient_labels)
+    return opts, parse
 
 
 def _begin(args: argparse.Namespace) -> tuple[Any, dict[str, Any], list[str], str]:

@@ -41,17 +41,23 @@ class Inputs:
     """The run's input files, pass after pass: :meth:`chunks` of each in turn."""
 
     def __init__(self, paths: list[str], parse: ParseOptions, root: str | None,
-                 reader: Any, parsed: Any) -> None:
+                 reader: Any, parsed: Any,
+                 places: list[tuple[int, str, tuple[int, ...]]] | None = None) -> None:
         """``root``: the cache's directory ("": none, None: the default one); ``reader``
-        and ``parsed``: ``_vwonline``'s parser and its chunk stream."""
+        and ``parsed``: ``_vwonline``'s parser and its chunk stream (of a list of paths,
+        or with ``places``, an ``-n N`` worker's parts of them, ``_io._stream.shard_places``:
+        ``paths`` are then the parts' files, each part cached as the numba pass caches a
+        shard, its own entry)."""
         self.paths, self.parse, self.reader, self.parsed = paths, parse, reader, parsed
+        self.places = places
         self.root = checked_root(root or default_cache_dir()) if root != "" else ""
         self.entries: list[str | None] = []
         self.cached: list[CacheBlocks | None] = []
         for path in paths:
             entry = cached = None
             if self.root and os.path.exists(path):
-                entry = os.path.join(self.root, cache_key(path, parse, (0, 1)))
+                shard = places[len(self.entries)][2] if places is not None else (0, 1)
+                entry = os.path.join(self.root, cache_key(path, parse, shard))
                 if os.path.exists(os.path.join(entry, "meta.json")):
                     try:
                         cached = CacheBlocks(entry, parse, path)
@@ -69,7 +75,11 @@ class Inputs:
             elif self.entries[k] is not None:
                 yield from self._caching(k, path)
             else:
-                yield from self.parsed([path], self.reader)
+                yield from self.parsed(self._part(k, path), self.reader)
+
+    def _part(self, k: int, path: str) -> list:
+        """What :attr:`parsed` reads for the k-th input: its path, or its part."""
+        return [path] if self.places is None else [self.places[k]]
 
     def _caching(self, k: int, path: str) -> Iterator[tuple]:
         """The file's chunks, parsed, its cache entry written meanwhile and committed."""
@@ -82,7 +92,8 @@ class Inputs:
         ok = False
         try:
             writer = EntryWriter(tmp, self.parse, path, _VERSION)
-            for b in self.parsed([path], _Encoding(self.reader, writer, self.parse.bits)):
+            for b in self.parsed(self._part(k, path),
+                                 _Encoding(self.reader, writer, self.parse.bits)):
                 writer.put(b[10])
                 yield b[:10]
             writer.finish()

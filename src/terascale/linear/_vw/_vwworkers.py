@@ -1,5 +1,5 @@
 """``terascale vw -n N`` in the compiled learner: N workers, each ``_vwonline``'s learner on
-its shard, their tables averaged at the end of the pass; no process imports numba.
+its shard, their tables averaged at the end of each pass; no process imports numba.
 
 The launcher checks the command line, prints VW's preamble and starts N workers (forked
 from it where it is the command's own process, :func:`.._warm.forks`, else ``python -m``
@@ -9,7 +9,7 @@ byte ranges, cut at line ends: the numba pass's shards, the same examples in the
 order), learns from it in VW's dense table as one worker learns from a whole input
 (``_vwonline._Pass``: the compiled parser and ``_vwfast.learn``), and only then joins the
 job (delayed initialization, as the numba pass's workers). The combine is the numba
-pass's at the end of its one pass (``_recipe._online_passes``):
+pass's at the end of each pass (``_recipe._online_passes``):
 
 * the lazy L1/L2 folded into each worker's weights (``_vwfast.sync``: VW's sync_weights);
 * ``_combine._average.average_weights`` over the table's three columns, every one of the
@@ -27,16 +27,43 @@ rows in use) and the closing block are the numba pass's bits (with two workers, 
 several on one host, whose allreduce adds in rank order). The progress table is rank 0's,
 of its shard, as there.
 
-:func:`why_not` says which ``-n N`` runs this is not: ``--passes`` over one, ``-c``/
-``--cache_file``, ``-i`` (and the starting weights), ``--oaa``, ``--ngram``/``--skips``,
-``--average chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run
-the numba pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
+``--passes K`` (with ``-c``/``--cache_file`` or without: terascale caches the parsed text
+either way, as one worker does) runs as one worker's passes do (``_vwonline.train``),
+each worker over its part: pass 1 parses the text and writes the part's cache entry
+(``_vwpasses.Inputs``, an entry of its own keyed by the part's byte range, as a shard's
+is), the later passes read it; VW's
+holdout (every 10th example of each worker's part, ``--holdout_period``,
+``--holdout_off``), ``--decay_learning_rate``; after each pass the tables are averaged
+and the ten sums added as above, and ``--early_terminate`` decides on the job's holdout
+sums, alike on every rank (rank 0 keeps the best pass's rows in use, as one worker
+does). The model's counters are the job's sums of each pass (not VW's running sums of
+one worker, which the rows of one-worker runs end with), as the numba pass's.
+
+``-i MODEL`` (VW's format): every worker starts its table and learner state from the
+model, as one worker does (``_vwonline._resume``), and marks the rows its shard has; the
+workers' marks are or-ed (``union_bitmap``) and, after the average, the model's rows that
+no worker saw are put back as the model has them (the numba pass averages the union of
+the workers' features and keeps the model's others: ``_resume.merged``), so the run is the
+numba pass's ``-n N -i``, bit for bit.
+
+:func:`why_not` says which ``-n N`` runs this is not: ``--holdout_after`` (which
+``-n N`` refuses), ``-i`` of terascale's format, the starting weights, and ``-i`` with
+``--initial_t``, ``--min_prediction``/``--max_prediction`` or
+``--preserve_performance_counters``, ``--ngram``/``--skips``, ``--skip-bad``, ``--average
+chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run the numba
+pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
 
 Tuning: a worker's memory is one-worker ``terascale vw``'s (its table, two chunks of
 text and their arrays, numpy and the compiled module), what it inherits from the
 launcher it is forked from, and the job's: the transport's modules (their cipher's
 library, ~6 MB of the peak) and the average's buffers (``_AVERAGED`` rows at a time,
-1.5 MiB). Workers started as programs (``TERASCALE_EXEC_WORKERS=1``) import all that
+1.5 MiB). With ``-i``, a byte a row of the table marks the rows seen, and rank 0 keeps
+the model to the end (its unseen rows): 300k click lines at ``-b 18`` from a 3.7 MB
+model, two workers' peaks 46 and 56 MB (without ``-i`` 46 and 47; the numba pass's
+``-n 2 -i`` 130-132 MB; VW, one process, 39 MB). ``--passes``: where the early stop
+may restore a pass, rank 0 keeps that pass's rows in use (16 bytes a row); ``--passes 3
+-c --loss_function logistic`` on those lines, 48-49 MB a worker (the numba pass's
+117-118 MB; VW 40-41 MB). Workers started as programs (``TERASCALE_EXEC_WORKERS=1``) import all that
 afresh: ~8 MB more each at ``-b 18`` (54 MB against 47). The average reads every row of
 the table, ``12 * 2**b`` bytes a worker, at memory speed.
 """
@@ -63,18 +90,29 @@ def why_not(args: argparse.Namespace) -> str:
         return ""
     checks = (
         (args.nprocs < 1, f"{args.nprocs} (which the numba pass refuses)"),
-        (args.oaa is not None, "--oaa"),
-        (args.initial is not None, "-i (or starting weights)"),
-        (args.passes not in (None, 1), "--passes"),
-        (bool(args.cache or args.cache_file), "-c/--cache_file"),
+        (args.initial is not None and bool(
+            getattr(args, "vw_initial_t", None) or getattr(args, "vw_range", None)
+            or args.preserve_performance_counters),
+         "-i and --initial_t/--min_prediction/--max_prediction/"
+         "--preserve_performance_counters"),
+        (args.initial is not None and (bool(getattr(args, "starting_weights", False))
+                                       or not _vw_model(args.initial)),
+         "-i of terascale's model format (or starting weights)"),
         (bool(args.holdout_after), "--holdout_after"),
         (bool(args.ngram or args.skips), "--ngram/--skips"),
         (args.average not in ("auto", "weighted", "uniform") or bool(args.average_every),
          "--average chain/--average-every"),
         (bool(args.predictions or args.raw_predictions), "-p/-r"),
         (bool(args.invert_hash), "--invert_hash"),  # (the names of every worker's shard)
+        (bool(getattr(args, "skip_bad", False)), "--skip-bad"),  # (the numba parser's)
     )
     return next((f"-n N with {flag}" for off, flag in checks if off), "")
+
+
+def _vw_model(path: str) -> bool:
+    from ._vwmodel import is_vw_model
+
+    return is_vw_model(path)
 
 
 def train(args: argparse.Namespace) -> int:
@@ -83,25 +121,28 @@ def train(args: argparse.Namespace) -> int:
     from ..._init import load_joining
     from ...launch import LaunchOptions, launch
     from .._front import _cli_run
-    from .._holdout import holdout_period
-    from .._options import TrainOptions
     from .._warm import forks
     from ._vwbatchworker import job_of
-    from ._vwonline import _begin
+    from ._vwmodel import model_t
+    from ._vwonline import _begin, _initial, run_options
     from ._vwreport import preamble
 
     _fast, options, paths, how = _begin(args)
-    opts = TrainOptions(**{k: tuple(v) if isinstance(v, list) else v
-                           for k, v in options.items()})
-    if holdout_period(opts):  # (--holdout_period with one pass: the numba pass's count)
+    if args.initial:  # (-i's parse options, -l, --power_t, --binary and --link the run's)
         args.data, args.data_flag = paths, []  # (standard input read once)
-        return int(_cli_run.train(args) or 0)
+        model = _initial(args, options)
+        if model is None:  # (its -b: the numba pass)
+            return int(_cli_run.train(args) or 0)
+        how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
+        del model  # (each worker reads it: not in the forked workers' pages)
+    run_options(options)  # (bad options fail here, once, rather than in every worker)
     _cli_run._check_output(args.model, "-f", stream=False)
     _cli_run._binary_link(bool(args.binary), how)
     if not args.quiet:
         print(preamble(options, paths, model=args.model, predictions=None, raw=None,
-                       initial=None, cache=getattr(args, "vw_cache", None),
-                       initial_t=args.initial_t or 0.0), file=sys.stderr)
+                       initial=args.initial, cache=getattr(args, "vw_cache", None),
+                       initial_t=(model_t(args.initial) if args.initial else 0.0)
+                       or args.initial_t or 0.0), file=sys.stderr)
     job = job_of(args, options, paths, how)
     fork = None
     if forks():  # (the joining's modules loaded once, here, for every worker)
@@ -123,66 +164,160 @@ def _learn(job: dict[str, Any]) -> None:
     """One worker: learn from its shard, join the job, combine; rank 0 writes and prints."""
     from ..._env import read_env
     from ..._init import init
-    from .._combine._average import average_weights
-    from .._io._dataset import ParseOptions
+    from .._combine._average import average_weights, union_bitmap
+    from .._holdout import EarlyStop, holdout_period
     from .._io._stream import shard_places
     from .._online._progress import LINK, Progress
     from .._online._state import CONTRACTION, GRAVITY, new_state
-    from .._options import TrainOptions
-    from ._vwgen import INPUTS, SOURCES
-    from ._vwonline import _distinct, _fast, _fixed_range, _Parser, _Pass, _save
+    from ._vwbatchworker import job_args
+    from ._vwonline import (
+        _distinct,
+        _fast,
+        _fixed_range,
+        _Parser,
+        _Pass,
+        _save,
+        _used_rows,
+        run_options,
+    )
+    from ._vwpasses import Inputs
     from ._vwreport import closing_block, holdout_on
 
-    SOURCES.update({k: tuple(v) for k, v in job["sources"].items()})
-    INPUTS.update(job["inputs"])
-    args = argparse.Namespace(**job["args"])
+    args = job_args(job)
     options, how = job["options"], job["how"]
     env = read_env()
     rank, size = (env.rank, env.size) if env is not None else (0, 1)
-    opts = TrainOptions(**{k: tuple(v) if isinstance(v, list) else v
-                           for k, v in options.items()})
-    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
-                            for k, v in options.items() if k in ParseOptions().to_dict()},
-                         lenient_labels=opts.lenient_labels)
+    opts, parse = run_options(options)
     LINK[:] = [how]
     binary = bool(args.binary)
     fast = _fast()
     table = np.zeros((1 << parse.bits, 3), np.float32)  # (calloc: pages on first touch)
     state = new_state()
+    warm = bool(args.initial)
+    model = _resumed(args, table, state) if warm else None
+    if rank != 0:  # (rank 0 alone puts back its unseen rows and writes its counters)
+        model = None
     out = sys.stderr if not args.quiet and rank == 0 else None
     prog = Progress(out)
     prog.header()
     prog.restart()
     prog.due = prog.first_due() if out else 1.0
-    run = _Pass(fast, opts, float(np.float32(opts.learning_rate)), table, state, prog, [],
-                how, 0, False, True, binary)
-    mine = run.learn(_parsed(shard_places(job["paths"], rank, size), _Parser(parse)))
-    comm = init()
+    period = holdout_period(opts)
+    prog.holdout = bool(period)
+    passes = max(int(opts.passes), 1)
+    places = shard_places(job["paths"], rank, size)
+    reader = _Parser(parse)
+    inputs = (Inputs([p for _, p, _ in places], parse, opts.cache_root(), reader, _parsed,
+                     places) if passes > 1 or opts.cache_root() != "" else None)
+    # VW stops the passes on the holdout loss: rank 0 keeps the best pass's rows in use
+    stop = EarlyStop(opts.patience) if period and passes > 1 else None
+    best: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    totals: list[list[float]] = []
+    marks: list[list[float]] = []
+    labels: list[float] = []
+    own = 0.0  # (this worker's loss over the passes so far)
+    used = passes
+    rate = np.float32(opts.learning_rate)  # VW's eta, times the decay after each pass
+    seen = np.zeros(len(table) if warm else 0, np.bool_)
+    bitmap = np.zeros(0, np.uint8)
+    comm = None
     try:
-        if state[CONTRACTION] != 1.0 or state[GRAVITY] != 0.0:
-            fast.sync(table, state)
-        average_weights(comm, table[:, 0], table[:, 1], table[:, 2], state, opts.averaging,
-                        _AVERAGED)
-        totals = [float(v) for v in comm.allreduce(np.array(mine, np.float64))]
-        seen = np.full(3, np.nan)
-        seen[:len(run.labels)] = run.labels
-        labels = _distinct([], np.ravel(comm.allgather(seen)))
+        for p in range(passes):
+            if p > 0 and opts.decay_learning_rate != 1.0:
+                rate = np.float32(rate * np.float32(opts.decay_learning_rate))
+            run = _Pass(fast, opts, float(rate), table, state, prog, [], how, period, False,
+                        p == 0, binary)
+            chunks = inputs.chunks() if inputs is not None else _parsed(places, reader)
+            mine = run.learn(_marked(chunks, seen) if warm and p == 0 else chunks)
+            if p == 0:  # (the job joined after the first pass, as the numba pass's)
+                bitmap = np.packbits(seen, bitorder="little")
+                del seen
+                comm = init()
+                if warm:  # (the rows some worker saw: the numba pass's union)
+                    union_bitmap(comm, bitmap)
+                mark = np.full(3, np.nan)
+                mark[:len(run.labels)] = run.labels
+                labels = _distinct([], np.ravel(comm.allgather(mark)))
+            if state[CONTRACTION] != 1.0 or state[GRAVITY] != 0.0:
+                fast.sync(table, state)
+            average_weights(comm, table[:, 0], table[:, 1], table[:, 2], state,
+                            opts.averaging, _AVERAGED)
+            # the pass's ten sums added over the workers (the numba pass's rows of -n N:
+            # VW's running sums, a row's last two on one worker, are the rows' sums here)
+            tot = [float(v) for v in comm.allreduce(np.array(mine[:10], np.float64))]
+            totals.append(tot)
+            own += float(mine[0])
+            # where rank 0's table stopped, and the other workers' loss since its last
+            # line (the numba pass's counters of an -n N model)
+            marks.append(prog.mark(float(prog.since[0])
+                                   + (sum(t[0] for t in totals) - own)))
+            if stop is None:
+                continue
+            if stop.end_pass(tot[2], tot[3]):
+                used = p + 1 - stop.patience
+                if rank == 0:
+                    assert best is not None
+                    table.fill(0.0)
+                    table[best[0]] = best[1]
+                    state[:] = best[2]
+                break
+            if stop.no_win == 0 and rank == 0:  # (kept where a later stop may restore it)
+                best = None
+                if p + stop.patience < passes:
+                    idx = _used_rows(table)
+                    best = (idx, table[idx], state.copy())
     finally:
-        comm.close()
+        if comm is not None:
+            comm.close()
     if rank != 0:
         return
-    # where rank 0's table stopped, and the other workers' loss since its last line (the
-    # numba pass's counters of an -n N model)
-    since = float(prog.since[0]) + (totals[0] - float(mine[0]))
+    if model is not None:  # -i's rows that no worker saw: the model's, not averaged
+        _unseen_rows(table, model, bitmap)
     if args.model or args.readable_model:
-        _save(args, parse, table, state, options, [totals], how, prog.mark(since), {})
+        _save(args, parse, table, state, options, totals, how, marks[used - 1],
+              (model.info.get("vw_counters") or {}) if model is not None else {},
+              used if used < len(totals) else None)
     if not args.quiet:
-        print(closing_block({"pass_totals": [totals], "labels": labels,
+        print(closing_block({"pass_totals": totals, "labels": labels,
                              "holdout": holdout_on(options), "loss": opts.loss,
                              "vw_preserved": {}, "quantile_tau": opts.quantile_tau,
                              "best_constant": not args.dont_output_best_constant,
                              "label_range": _fixed_range(options, state)}),
               file=sys.stderr)
+
+
+def _resumed(args: argparse.Namespace, table: np.ndarray, state: np.ndarray) -> Any:
+    """-i's VW model, read as the launcher read it (``_vwonline._initial``: what the
+    command line changes in it), its rows and learner state put in ``table`` and
+    ``state``, as one worker starts from it."""
+    from .._front._cli_run import vw_start
+    from ._vwmodel import read_vw_model, run_generation
+    from ._vwonline import _resume
+
+    model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
+    vw_start(model, args)
+    _resume(table, state, model)
+    return model
+
+
+def _marked(chunks: Any, seen: np.ndarray) -> Any:
+    """``chunks`` as they come, each one's hashed indices marked in ``seen``."""
+    for b in chunks:
+        seen[b[1]] = True
+        yield b
+        del b
+
+
+def _unseen_rows(table: np.ndarray, model: Any, bitmap: np.ndarray) -> None:
+    """Put back -i's rows that no worker saw (bit clear in ``bitmap``) as the model has
+    them: the numba pass averages the union of the workers' features and keeps the
+    model's others as they were (``_resume.merged``), where averaging them here would
+    have added the workers' adaptive sums."""
+    idx = np.asarray(model.indices, np.int64)
+    off = (bitmap[idx >> 3] >> (idx & 7)) & 1 == 0
+    table[idx[off], 0] = np.asarray(model.weights)[off]
+    table[idx[off], 1] = np.asarray(model.adaptive[0])[off]
+    table[idx[off], 2] = np.asarray(model.adaptive[1])[off]
 
 
 def _parsed(places: list[tuple[int, str, tuple[int, ...]]], reader: Any) -> Any:
