@@ -261,15 +261,13 @@ class FeatureGen:
                     np.float32(scale) * np.float32(_float(val, where)) if colon else \
                     np.float32(scale)
                 stok = None if text else scale_tok
-                if v == 0:
-                    continue  # VW drops zero-valued features
-                if text:
-                    pass
-                elif name:
-                    h = _hashstring(name, ns_hash, self.hash_all)
-                else:
+                if not (text or name):  # (counted before a zero value drops it, as VW's)
                     h = (ns_hash + anon) & _U32
                     anon += 1
+                if v == 0:
+                    continue  # VW drops zero-valued features
+                if name and not text:
+                    h = _hashstring(name, ns_hash, self.hash_all)
                 out.append((h & mask, float(v), val if colon else None, stok,
                             (ns, name, f"^{val}" if text else "")))
                 if name and c in self.affix:
