@@ -397,6 +397,46 @@ def test_n_grams_of_text_outside_the_compiled_parser_are_written_into_it(tmp_pat
     assert got["c"]["m"] == got["numba"]["m"]
 
 
+def _words(n: int, seed: int, classes: int = 0) -> list[str]:
+    """Text for --spelling and --ngram: words of every shape (digits, dots, capitals,
+    bytes past ASCII), namespaces reopened on a line, scales, values, zero values and
+    anonymous features; labels -1/1, or 1..classes."""
+    rng = np.random.default_rng(seed)
+    words = ["w", "Wa", "w2.3", "123", "Hé.l_9", "x-Y", "ab.", "Q", "007"]
+    out = []
+    for _ in range(n):
+        lab = int(rng.integers(1, classes + 1)) if classes else int(rng.choice([-1, 1]))
+        parts = []
+        for _ in range(int(rng.integers(1, 5))):
+            ns = str(rng.choice(["t", "text", "b", "c", ""]))
+            scale = str(rng.choice(["", "", ":0.5", ":0"])) if ns else ""
+            feats = " ".join(
+                str(rng.choice(words)) + str(rng.choice(["", "", ":2", ":0", ":-1.5"]))
+                if rng.random() < 0.9 else str(rng.choice([":3", ":0"]))
+                for _ in range(int(rng.integers(1, 6))))
+            parts.append(f"|{ns}{scale} {feats}")
+        out.append(f"{lab} " + " ".join(parts))
+    return out
+
+
+@built
+def test_oaa_and_the_cache_keep_the_parsers_n_grams(tmp_path):
+    """--oaa K's learners see the n-grams the compiled parser makes, and a --passes run
+    with them does not read the cache of a run without them (nor the other way round)."""
+    (tmp_path / "d.vw").write_text("\n".join(_words(200, 5, classes=3)) + "\n")
+    (tmp_path / "r.vw").write_text("\n".join(_words(200, 6)) + "\n")
+    runs = [["-d", "d.vw", "--oaa", "3", "--ngram", "text2"],
+            ["-d", "r.vw", "--passes", "2", "-c", "--holdout_off"],
+            ["-d", "r.vw", "--passes", "2", "-c", "--holdout_off", "--ngram", "t2"]]
+    for k, run in enumerate(runs):
+        run_ok([sys.executable, "-m", "vowpalwabbit", *run, "-p", f"vw{k}", "--quiet",
+                "--cache_file", f"c{k}"], tmp_path)
+    assert vw_in_one_process([[*run, "-p", f"ts{k}", "--quiet"]
+                              for k, run in enumerate(runs)], tmp_path) == []
+    for k in range(len(runs)):
+        assert (tmp_path / f"ts{k}").read_bytes() == (tmp_path / f"vw{k}").read_bytes(), k
+
+
 @built
 @pytest.mark.parametrize("extra", [[], ["--link", "glf1"], ["--loss_function", "poisson"],
                                    ["-t", "-i", "m0", "-r", "r"], ["-i", "m0"]])

@@ -94,7 +94,10 @@ def train(args: argparse.Namespace) -> int:
                            cache=getattr(args, "vw_cache", None), initial_t=t),
                   file=sys.stderr)
 
-    return int(train_oaa(args, paths, options, opening, _one, _learner) or 0)
+    gen = getattr(args, "vw_grams", None)  # (--ngram/--skips/--spelling: the parser's)
+    return int(train_oaa(args, paths, options, opening,
+                         lambda job, start, out, raw: _run(job, out, raw, start, gen),
+                         _learner) or 0)
 
 
 def _learner(*, indices: np.ndarray, weights: np.ndarray, parse: Any, loss: str,
@@ -145,16 +148,12 @@ class _Learners:
                                 info={}) for c in range(self.k)]
 
 
-def _one(job: dict[str, Any], start: Any, out: Any, raw: Any) -> None:
-    """``_oaa._train_one``'s run of ``job`` (``options["bits"]``: each learner's),
-    compiled."""
-    _run(job, out, raw, start)
-
-
-def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> None:
-    """``_oaa.run_oaa``'s one-worker, one-pass run of ``job``, its K learners in
-    ``_vwfast.oaa_learn`` (from ``start``, -i's, or zeros); ``out``/``raw``: where
-    ``-p``/``-r`` go (or None)."""
+def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
+         gen: Any = None) -> None:
+    """``_oaa.run_oaa``'s one-worker, one-pass run of ``job`` (``_oaa._train_one``'s,
+    ``options["bits"]``: each learner's), its K learners in ``_vwfast.oaa_learn`` (from
+    ``start``, -i's, or zeros); ``out``/``raw``: where ``-p``/``-r`` go (or None);
+    ``gen``: the features the parser makes (``_vwonline._Parser``'s)."""
     from .._front._oaa import (
         _Indexing,
         _interleaved,
@@ -200,7 +199,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
         raise malformed_error(bad)
     parse_opts = opts.parse_options()
     # pass 1 parses the text (and writes the cache where the run caches), the next read it
-    inputs = Inputs(job["data"], parse_opts, opts.cache_root(), _Parser(parse_opts),
+    inputs = Inputs(job["data"], parse_opts, opts.cache_root(), _Parser(parse_opts, gen),
                     _parsed)
     rate = np.float32(opts.learning_rate)
     marks: list[list[float]] = []  # (each pass's end: _mark)
