@@ -442,6 +442,21 @@ def test_spellings_and_n_grams_in_the_compiled_parser_are_vws(tmp_path, args):
 
 
 @built
+def test_a_test_run_of_a_model_with_spellings_and_n_grams_makes_them_in_the_parser(tmp_path):
+    """-t -i MODEL of VW's model trained with --spelling/--ngram/--skips (which it keeps):
+    the compiled parser makes them; VW's predictions and raw predictions, no numba."""
+    (tmp_path / "d.vw").write_text("\n".join(_words(300, 9)) + "\n")
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "--spelling", "t",
+            "--ngram", "b2", "--skips", "1", "-q", "tb", "-f", "m", "--quiet"], tmp_path)
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-t", "-i", "m", "-p", "vw.p",
+            "-r", "vw.r", "--quiet"], tmp_path)
+    assert vw_in_one_process([["-d", "d.vw", "-t", "-i", "m", "-p", "ts.p", "-r", "ts.r",
+                               "--quiet"]], tmp_path) == []
+    for f in ("p", "r"):
+        assert (tmp_path / f"ts.{f}").read_bytes() == (tmp_path / f"vw.{f}").read_bytes()
+
+
+@built
 def test_oaa_and_the_cache_keep_the_parsers_spellings_and_n_grams(tmp_path):
     """--oaa K's learners see the features the compiled parser makes, and a --passes run
     with them does not read the cache of a run without them (nor the other way round)."""

@@ -31,8 +31,8 @@ for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
 these flags is given (``--ngram``/``--skips`` and ``--spelling`` without the others, on a
-one-worker run the compiled learner takes, ``-t`` aside, are made by its parser instead,
-``_vwonline``: this rewrite, in Python, takes 20-45x VW's CPU time on 20-50 words a
+one-worker run the compiled learner takes, ``-t -i`` included, are made by its parser
+instead, ``_vwonline``: this rewrite, in Python, takes 20-45x VW's CPU time on 20-50 words a
 line): each line is rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
 does), under the namespace letter it ends in. The parser then adds the constant and the

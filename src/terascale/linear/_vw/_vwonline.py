@@ -20,9 +20,9 @@ use kept, not a copy of the table), and ``--save_per_pass``'s runs (``_vwcli``);
 the one-pass ``-c`` run, which writes the cache.
 
 ``--ngram``/``--skips`` and ``--spelling`` (no other flag of ``_vwgen``'s) are made
-there too, ``--oaa``'s runs included: the compiled parser spells each feature of a spelled
-namespace as it hashes it (the spelling namespace filed under ``_vwgen``'s character for
-it, listed where VW lists it) and appends each namespace's n-grams after its features, as
+there too, ``--oaa``'s runs and ``-t -i MODEL`` (a model that keeps them) included: the
+compiled parser spells each feature of a spelled namespace as it hashes it (the spelling
+namespace filed under ``_vwgen``'s character for it, listed where VW lists it) and appends each namespace's n-grams after its features, as
 VW does; a chunk it does not read (string values, say) is rewritten by ``_vwgen`` and
 parsed so, its errors quoting the line as given. On 200k lines of 20-50 Zipf words in
 three namespaces (``--spelling a -f -p``, load 11-14, ``/usr/bin/time``): 0.6 s of CPU and
@@ -886,7 +886,8 @@ def test(args: argparse.Namespace) -> int:
         progress = _cli_run._TestProgress(how, binary)
         progress.loss = loss
     writers = prediction_writers(args)
-    reader = _Parser(dataclasses.replace(model.parse, lenient_labels=args.oaa is None))
+    reader = _Parser(dataclasses.replace(model.parse, lenient_labels=args.oaa is None),
+                     getattr(args, "vw_grams", None))
     with all_or_none(writers):
         for b in _parsed(paths, reader):
             indptr, labels, weights = b[0], b[3], b[4]
