@@ -433,7 +433,7 @@ def test_test_only_of_a_batch_model_prints_the_batch_learners_lines(learner, tmp
     assert any(ln.startswith(" 1 -nan") for ln in runs[1][0])
 
 
-_SPELLED = ["1 |text W1 w2.3 Ab#c:2 |b x y 12 |text more", "-1 |text w2 w4 :3 w1 |t2 q r",
+_SPELLED = ["1 |text W1 w2.3 Ab#c:2 |b x y 12 |text more", "-1 |text w2 w4 :0 :3 w1 |t2 q r",
             "1 |t2 w1 w2 w3:abc |b y", "0.5 | w1 Zz 33 |b:0.5 y z"]
 
 

@@ -397,6 +397,83 @@ def test_n_grams_of_text_outside_the_compiled_parser_are_written_into_it(tmp_pat
     assert got["c"]["m"] == got["numba"]["m"]
 
 
+def _words(n: int, seed: int, classes: int = 0) -> list[str]:
+    """Text for --spelling and --ngram: words of every shape (digits, dots, capitals,
+    bytes past ASCII), namespaces reopened on a line, scales, values, zero values and
+    anonymous features; labels -1/1, or 1..classes."""
+    rng = np.random.default_rng(seed)
+    words = ["w", "Wa", "w2.3", "123", "Hé.l_9", "x-Y", "ab.", "Q", "007"]
+    out = []
+    for _ in range(n):
+        lab = int(rng.integers(1, classes + 1)) if classes else int(rng.choice([-1, 1]))
+        parts = []
+        for _ in range(int(rng.integers(1, 5))):
+            ns = str(rng.choice(["t", "text", "b", "c", ""]))
+            scale = str(rng.choice(["", "", ":0.5", ":0"])) if ns else ""
+            feats = " ".join(
+                str(rng.choice(words)) + str(rng.choice(["", "", ":2", ":0", ":-1.5"]))
+                if rng.random() < 0.9 else str(rng.choice([":3", ":0"]))
+                for _ in range(int(rng.integers(1, 6))))
+            parts.append(f"|{ns}{scale} {feats}")
+        out.append(f"{lab} " + " ".join(parts))
+    return out
+
+
+@built
+@pytest.mark.parametrize("args", [
+    ["--spelling", "t", "--spelling", "_", "--ngram", "b2", "--skips", "1", "-q", "tb",
+     "--ignore", "c"],
+    more(["--spelling", "b", "--spelling", "t", "--keep", "tb", "--cubic", "tbc"]),
+    more(["--spelling", "t", "--ngram", "3", "-q", "::", "--noconstant"]),
+    more(["--spelling", "c", "--ignore", "c", "--passes", "2", "-c", "--holdout_off"])])
+def test_spellings_and_n_grams_in_the_compiled_parser_are_vws(tmp_path, args):
+    """--spelling (0 a A . # per byte, VW's spelling namespace listed where VW lists it)
+    and --ngram/--skips are made by the compiled parser, with --ignore/--keep and the
+    interactions: VW's predictions and model, no numba imported."""
+    (tmp_path / "d.vw").write_text("\n".join(_words(300, len(args))) + "\n")
+    outs = ["-p", "{}.p", "--readable_model", "{}.rm", "-f", "{}.m", "--quiet"]
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", *args,
+            *(o.format("vw") for o in outs)], tmp_path)
+    assert vw_in_one_process([["-d", "d.vw", *args, *(o.format("ts") for o in outs)]],
+                             tmp_path) == []
+    for f in ("p", "rm"):
+        assert (tmp_path / f"ts.{f}").read_bytes() == (tmp_path / f"vw.{f}").read_bytes()
+    assert _body((tmp_path / "ts.m").read_bytes()) == _body((tmp_path / "vw.m").read_bytes())
+
+
+@built
+def test_a_test_run_of_a_model_with_spellings_and_n_grams_makes_them_in_the_parser(tmp_path):
+    """-t -i MODEL of VW's model trained with --spelling/--ngram/--skips (which it keeps):
+    the compiled parser makes them; VW's predictions and raw predictions, no numba."""
+    (tmp_path / "d.vw").write_text("\n".join(_words(300, 9)) + "\n")
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "--spelling", "t",
+            "--ngram", "b2", "--skips", "1", "-q", "tb", "-f", "m", "--quiet"], tmp_path)
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-t", "-i", "m", "-p", "vw.p",
+            "-r", "vw.r", "--quiet"], tmp_path)
+    assert vw_in_one_process([["-d", "d.vw", "-t", "-i", "m", "-p", "ts.p", "-r", "ts.r",
+                               "--quiet"]], tmp_path) == []
+    for f in ("p", "r"):
+        assert (tmp_path / f"ts.{f}").read_bytes() == (tmp_path / f"vw.{f}").read_bytes()
+
+
+@built
+def test_oaa_and_the_cache_keep_the_parsers_spellings_and_n_grams(tmp_path):
+    """--oaa K's learners see the features the compiled parser makes, and a --passes run
+    with them does not read the cache of a run without them (nor the other way round)."""
+    (tmp_path / "d.vw").write_text("\n".join(_words(200, 5, classes=3)) + "\n")
+    (tmp_path / "r.vw").write_text("\n".join(_words(200, 6)) + "\n")
+    runs = [["-d", "d.vw", "--oaa", "3", "--spelling", "t", "--ngram", "text2"],
+            ["-d", "r.vw", "--passes", "2", "-c", "--holdout_off"],
+            ["-d", "r.vw", "--passes", "2", "-c", "--holdout_off", "--spelling", "t"]]
+    for k, run in enumerate(runs):
+        run_ok([sys.executable, "-m", "vowpalwabbit", *run, "-p", f"vw{k}", "--quiet",
+                "--cache_file", f"c{k}"], tmp_path)
+    assert vw_in_one_process([[*run, "-p", f"ts{k}", "--quiet"]
+                              for k, run in enumerate(runs)], tmp_path) == []
+    for k in range(len(runs)):
+        assert (tmp_path / f"ts{k}").read_bytes() == (tmp_path / f"vw{k}").read_bytes(), k
+
+
 @built
 @pytest.mark.parametrize("extra", [[], ["--link", "glf1"], ["--loss_function", "poisson"],
                                    ["-t", "-i", "m0", "-r", "r"], ["-i", "m0"]])
@@ -465,6 +542,7 @@ def _args(line: list[str]) -> argparse.Namespace:
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
     (["-t", "-i", "m", "--readable_model", "r.txt"], "-t with --readable_model"),
     (["--invert_hash", "ih", "--ngram", "2"], "--invert_hash with --ngram"),
+    (["--invert_hash", "ih", "--spelling", "a"], "--invert_hash with --ngram/--skips/--spelling"),
     (["--model-format", "terascale"], "terascale's model format"),
     (["--initial_weight", "0.1"], "starting weights"),
     (["--ignore_linear", "a", "--ngram", "2"], "--ignore_linear with --ngram"),

@@ -677,10 +677,10 @@ def _generate(args: argparse.Namespace) -> None:
     if (args.ngram or args.skips) and args.model and args.nprocs > 1:
         raise ConfigError("-f with --ngram/--skips needs -n 1 (the model records them for "
                           "vw -i, as VW's does)")
-    if gen.grams_only and not (args.testonly or args.plain_rule or args.save_per_pass):
+    if gen.parser_made and args.nprocs == 1 and not (args.plain_rule or args.save_per_pass):
         from ._vwonline import c_path
 
-        if c_path(args) is None:  # the compiled parser makes the n-grams, line by line
+        if c_path(args) is None:  # the compiled parser makes them, line by line
             args.vw_grams = gen
             gen = None
     if gen is not None and (args.data or args.data_flag or not args._vw_noop_no_stdin):

@@ -18,10 +18,17 @@
  * _interactions.emit_interactions builds them (VW's order, hashing and products).
  * grams (512 bytes: --ngram's n of each namespace character, then its --skips) appends
  * each namespace's n-grams after its features, as VW's kskip_ngram_transformer (and
- * _vwgen's rewrite of the text) does.
+ * _vwgen's rewrite of the text) does. spell (257 bytes: a nonzero byte for each namespace
+ * character that --spelling names, then the character its spelling features are filed
+ * under, _vwgen's name of VW's spelling namespace) adds, for each feature of a spelled
+ * namespace that a zero value does not drop (one of an --ignore'd namespace included, as
+ * VW spells it before --ignore drops the namespace), VW's hashstring of its name's
+ * spelling (0 a A . #, one byte each) in the namespace's hash, of the feature's value; the
+ * spelling namespace is listed where VW lists it: at its first feature, before a
+ * namespace that is new on the line (a namespace named with that character: the caller).
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
- *       [, table, rows, width[, ignore[, grams[, ignore_linear, ignored]]]])
+ *       [, table, rows, width[, ignore[, grams[, ignore_linear, ignored[, spell]]]]])
  *       -> (status, examples, features, tag bytes)
  * (format_predictions, VW's -p lines, is at the end; learn, VW's online update, is
  * _vwlearn.c's.)
@@ -127,6 +134,76 @@ static inline uint32_t hashstring(const unsigned char *p, size_t n, uint32_t see
         v = (v * 10 + (c - '0')) & 0xFFFFFFFFFFFFull;
     }
     return (uint32_t)((v + seed) & 0xFFFFFFFFu);
+}
+
+/* --spelling: each byte of a name as VW spells it (0 a A . #) */
+static unsigned char SPELT[256];
+
+/* VW's hashstring of the spelling of the n bytes at p: an all-digit name's spelling is all
+ * '0', of value 0 (the seed itself, as an empty spelling's); else murmur3 of the spelt
+ * bytes */
+static uint32_t spelling_hash(const unsigned char *p, size_t n, uint32_t seed) {
+    size_t i = 0;
+    while (i < n && p[i] >= '0' && p[i] <= '9')
+        i++;
+    if (i == n)
+        return seed;
+    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
+    uint32_t h = seed, k;
+    size_t nb = n / 4;
+    for (i = 0; i < nb; i++) {
+        const unsigned char *t = p + 4 * i;
+        k = (uint32_t)SPELT[t[0]] | (uint32_t)SPELT[t[1]] << 8 | (uint32_t)SPELT[t[2]] << 16 |
+            (uint32_t)SPELT[t[3]] << 24;
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+        h = rotl32(h, 13);
+        h = h * 5 + 0xe6546b64u;
+    }
+    const unsigned char *t = p + nb * 4;
+    k = 0;
+    switch (n & 3) {
+    case 3: k ^= (uint32_t)SPELT[t[2]] << 16; /* fall through */
+    case 2: k ^= (uint32_t)SPELT[t[1]] << 8;  /* fall through */
+    case 1:
+        k ^= SPELT[t[0]];
+        k *= c1;
+        k = rotl32(k, 15);
+        k *= c2;
+        h ^= k;
+    }
+    return fmix32(h, n);
+}
+
+/* a line's spelling features, kept apart until the line's namespaces are laid out */
+typedef struct {
+    uint32_t *idx;
+    float *val;
+    Py_ssize_t n, cap;
+    int seg; /* the segment whose feature made the first one (-1: none yet) */
+} spelt_t;
+
+/* appends (h, v) made in segment seg; 0 where memory ran out */
+static inline int spelt_push(spelt_t *sp, uint32_t h, float v, int seg) {
+    if (sp->n == sp->cap) {
+        Py_ssize_t cap = sp->cap ? 2 * sp->cap : 256;
+        uint32_t *i2 = realloc(sp->idx, (size_t)cap * 4);
+        if (!i2)
+            return 0;
+        sp->idx = i2;
+        float *v2 = realloc(sp->val, (size_t)cap * 4);
+        if (!v2)
+            return 0;
+        sp->val = v2;
+        sp->cap = cap;
+    }
+    if (sp->n == 0)
+        sp->seg = seg;
+    sp->idx[sp->n] = h;
+    sp->val[sp->n++] = v;
+    return 1;
 }
 
 /* [-]digits[.digits][(e|E)[-]digits] in [s, e), read as VW reads it (its float loop and
@@ -478,14 +555,22 @@ static int64_t drop_linear(const unsigned char *linear_off, const unsigned char 
 static PyObject *parse(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0}, bg = {0}, bn = {0}, bo = {0},
-              bx = {0};
+              bx = {0}, bs = {0};
     unsigned long mask;
     int constant;
     Py_ssize_t rows = 0, width = 0;
-    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nny*y*y*w*", &bb, &mask, &constant, &bp,
-                          &bi, &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width, &bg, &bn, &bo,
-                          &bx))
+    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nny*y*y*w*y*", &bb, &mask, &constant,
+                          &bp, &bi, &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width, &bg, &bn,
+                          &bo, &bx, &bs))
         return NULL;
+    /* --spelling: the namespace characters spelled, then the spelling namespace's */
+    unsigned char spell[256];
+    memset(spell, 0, sizeof spell);
+    int spell_ns = -1;
+    if (bs.obj && bs.len >= 257) {
+        memcpy(spell, bs.buf, 256);
+        spell_ns = ((const unsigned char *)bs.buf)[256];
+    }
     /* --ignore_linear: a nonzero byte keeps that namespace character's features out of
      * the linear ones (crossed all the same); each example's count of them in `ignored` */
     unsigned char linear_off[256];
@@ -568,6 +653,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     uint32_t *tmp_i = NULL;
     float *tmp_v = NULL;
     Py_ssize_t tmp_cap = 0;
+    spelt_t sp = {NULL, NULL, 0, 0, -1};
+    int spelled = 0; /* whether the namespace being read is spelled */
     if (ncap >= 0)
         indptr[0] = tag_ptr[0] = 0;
     for (int c = 0; gram_n && c < 256; c++)
@@ -622,6 +709,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         /* the features, from the first '|' to the line's end */
         uint32_t ns_hash = 0, anon = 0; /* anon: the namespace's running count of :v features */
         n_line_ns = n_seg = 0;
+        sp.n = 0;
+        sp.seg = -1;
         int ns_c = -1, regroup = 0;
         const Py_ssize_t ex_start = nnz;
         float scale = 1.0f;
@@ -636,7 +725,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
                 scale = 1.0f;
                 if (colon && !read_number(colon + 1, q, &scale)) { status = 1; goto done; }
-                if (n_seg == MAX_SEGS) { status = 1; goto done; }
+                if (n_seg == MAX_SEGS || nc == spell_ns) { status = 1; goto done; }
+                spelled = spell[nc] && !(spell_ns >= 0 && drop[spell_ns]);
                 seg_s[n_seg] = nnz;
                 seg_next[n_seg] = -1;
                 seg_c[n_seg] = (unsigned char)nc;
@@ -675,7 +765,14 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 int n = st ? __builtin_ctzll(st) >> 3 : 0;
                 if (n > 0 && q[n] != ':') {
                     q += n;
-                    if (scale == 0.0f || drop[ns_c]) /* (the value: scale * 1, exactly) */
+                    if (scale == 0.0f) /* (the value: scale * 1, exactly) */
+                        continue;
+                    if (spelled && !spelt_push(&sp, spelling_hash(q - n, (size_t)n, ns_hash) & m,
+                                               scale, n_seg - 1)) {
+                        status = 3;
+                        goto done;
+                    }
+                    if (drop[ns_c])
                         continue;
                     uint32_t h = all_digits(x, (1ull << (8 * n)) - 1)
                                      ? digits_value(x, n) + ns_hash /* VW's hashstring */
@@ -687,13 +784,20 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                     continue;
                 }
                 if (n > 0) { /* name:value, the name of 1-7 bytes in the word */
-                    const unsigned char *vs = q + n + 1;
+                    const unsigned char *nm = q, *vs = q + n + 1;
                     q = token_end(vs, end);
                     float v;
                     /* (a second ':' is no number: the numba parser refuses x:1:2) */
                     if (!read_number(vs, q, &v)) { status = 1; goto done; }
                     v = scale * v;
-                    if (v == 0.0f || drop[ns_c])
+                    if (v == 0.0f)
+                        continue;
+                    if (spelled && !spelt_push(&sp, spelling_hash(nm, (size_t)n, ns_hash) & m, v,
+                                               n_seg - 1)) {
+                        status = 3;
+                        goto done;
+                    }
+                    if (drop[ns_c])
                         continue;
                     uint32_t h = all_digits(x, (1ull << (8 * n)) - 1)
                                      ? digits_value(x, n) + ns_hash
@@ -719,37 +823,55 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             v = scale * v; /* VW: the namespace's scale times the value, in float */
             /* an anonymous feature (:v) is the namespace hash plus its running count in
              * this namespace, counted before a zero value drops it, as VW's parser does */
-            uint32_t h;
+            uint32_t h = 0;
             if (ne == ts)
                 h = ns_hash + anon++;
-            else if (v == 0.0f || drop[ns_c])
+            if (v == 0.0f)
                 continue;
-            else {
+            /* (an anonymous feature's spelling is empty: the namespace's hash) */
+            if (spelled && !spelt_push(&sp, spelling_hash(ts, (size_t)(ne - ts), ns_hash) & m,
+                                       v, n_seg - 1)) {
+                status = 3;
+                goto done;
+            }
+            if (drop[ns_c])
+                continue;
+            if (ne != ts) {
                 unsigned c0 = *ts;
                 h = (c0 < '0' || c0 > '9') ? murmur3(ts, (size_t)(ne - ts), ns_hash)
                                            : hashstring(ts, (size_t)(ne - ts), ns_hash);
             }
-            if (v == 0.0f || drop[ns_c])
-                continue;
             if (nnz >= fcap) { status = 2; goto done; }
             indices[nnz] = h & m;
             values[nnz] = v;
             nnz++;
         }
         seg_s[n_seg] = nnz; /* (the last segment's end) */
+        if (sp.n) { /* the spelling namespace joins the line's */
+            regroup = 1;
+            line_ns[n_line_ns++] = (unsigned char)spell_ns;
+            opened[spell_ns] = stamp;
+            first_seg[spell_ns] = -1;
+        }
         if (regroup) {
-            Py_ssize_t cnt = nnz - ex_start;
+            Py_ssize_t cnt = nnz - ex_start + sp.n;
+            if (ex_start + cnt > fcap) { status = 2; goto done; }
             if (cnt > tmp_cap && !grow_scratch(&tmp_i, &tmp_v, &tmp_cap, cnt)) {
                 status = 3;
                 goto done;
             }
-            /* in order of each character's first feature (one without: empty) */
+            /* in order of each character's first feature (one without: empty); the
+             * spelling namespace before the segment that made its first feature */
             unsigned char order[256];
             int no = 0;
             for (int j = 0; j < n_line_ns; j++)
                 gs[line_ns[j]] = ge[line_ns[j]] = -1;
             for (int g = 0; g < n_seg; g++) {
                 unsigned char c = seg_c[g];
+                if (g == sp.seg && sp.n) {
+                    gs[spell_ns] = 0;
+                    order[no++] = (unsigned char)spell_ns;
+                }
                 if (seg_s[g + 1] > seg_s[g] && gs[c] < 0) {
                     gs[c] = 0;
                     order[no++] = c;
@@ -762,6 +884,11 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             for (int j = 0; j < no; j++) {
                 unsigned char c = order[j];
                 gs[c] = ex_start + off;
+                if (c == spell_ns && sp.n) {
+                    memcpy(tmp_i + off, sp.idx, (size_t)sp.n * 4);
+                    memcpy(tmp_v + off, sp.val, (size_t)sp.n * 4);
+                    off += sp.n;
+                }
                 for (int g = first_seg[c]; g >= 0; g = seg_next[g]) {
                     for (Py_ssize_t a = seg_s[g]; a < seg_s[g + 1]; a++, off++) {
                         tmp_i[off] = indices[a]; /* (a few features a segment) */
@@ -772,6 +899,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             }
             memcpy(indices + ex_start, tmp_i, (size_t)cnt * 4);
             memcpy(values + ex_start, tmp_v, (size_t)cnt * 4);
+            nnz = ex_start + cnt;
         } else {
             /* each character's segments are adjacent (|a x |a y): one run */
             for (int j = 0; j < n_line_ns; j++) {
@@ -817,6 +945,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
 done:
     free(tmp_i);
     free(tmp_v);
+    free(sp.idx);
+    free(sp.val);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&bb);
     PyBuffer_Release(&bp);
@@ -836,6 +966,8 @@ done:
         PyBuffer_Release(&bo);
     if (bx.obj)
         PyBuffer_Release(&bx);
+    if (bs.obj)
+        PyBuffer_Release(&bs);
     if (status == 3)
         return PyErr_NoMemory();
     return Py_BuildValue("innn", status, nex, nnz, ntag);
@@ -1103,7 +1235,7 @@ static PyMethodDef METHODS[] = {
      "sync(table, state): fold the lazy L1/L2 into the table's weights"},
     {"parse", parse, METH_VARARGS,
      "parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, "
-     "tag_blob[, table, rows, width[, ignore[, grams[, ignore_linear, ignored]]]]) -> "
+     "tag_blob[, table, rows, width[, ignore[, grams[, ignore_linear, ignored[, spell]]]]]) -> "
      "(status, examples, features, tag bytes)"},
     {"pack", vw_pack, METH_VARARGS,
      "pack(indices, bits, out): the cache's bit-packed indices (_vwbits.c)"},
@@ -1130,9 +1262,12 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
     vw_learn_init();
     memset(SEP, 0, sizeof SEP);
     SEP[' '] = SEP['\t'] = SEP['\r'] = SEP['|'] = SEP['\n'] = 1;
+    for (int c = 0; c < 256; c++) /* (VW's spelling of a byte) */
+        SPELT[c] = c >= '0' && c <= '9' ? '0' : c >= 'a' && c <= 'z' ? 'a'
+                 : c >= 'A' && c <= 'Z' ? 'A' : c == '.' ? '.' : '#';
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 17) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 18) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

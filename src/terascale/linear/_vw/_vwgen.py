@@ -30,9 +30,10 @@ the features whose index is not in the mask's set of nonzero weights: the same e
 for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
-these flags is given (``--ngram``/``--skips`` alone, on a run the compiled learner takes,
-are made by its parser instead, ``_vwonline``: this rewrite, in Python, takes ~20x VW's
-CPU time on 20-60 words a line): each line is rewritten with every feature named by its final hash (an
+these flags is given (``--ngram``/``--skips`` and ``--spelling`` without the others, on a
+one-worker run the compiled learner takes, ``-t -i`` included, are made by its parser
+instead, ``_vwonline``: this rewrite, in Python, takes 20-45x VW's CPU time on 20-50 words a
+line): each line is rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
 does), under the namespace letter it ends in. The parser then adds the constant and the
 interactions as always, so the examples are VW's bit for bit; the hot path never sees these
@@ -57,8 +58,8 @@ import numpy as np
 from ..._errors import ConfigError, DataError
 from .._io._hashnames import hashstring, murmur3_32
 
-__all__ = ["GENERATED", "INPUTS", "SOURCES", "FeatureGen", "as_given", "rewrite_inputs",
-           "written_namespace"]
+__all__ = ["GENERATED", "INPUTS", "SOURCES", "SPELLING_CHARACTER", "FeatureGen", "as_given",
+           "rewrite_inputs", "written_namespace"]
 
 QUADRATIC_CONSTANT = 27942141  # VW's multiplier of an n-gram's indices
 AFFIX_CONSTANT = 13903957
@@ -68,6 +69,7 @@ SPELLING_NAMESPACE = 133
 # byte: the parser groups a line's namespaces by that byte, in the order they come
 _AFFIX_NAME = "\x7faffix"
 _SPELLING_NAME = "\x01spelling"
+SPELLING_CHARACTER = ord(_SPELLING_NAME[0])  # (the compiled parser files them under it too)
 _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
 
@@ -205,11 +207,12 @@ class FeatureGen:
                     or self.keep is not None or self.affix or self.sort or self.spelling)
 
     @property
-    def grams_only(self) -> bool:
-        """Whether only ``--ngram``/``--skips`` are asked for (the compiled parser's)."""
-        return bool(self.ngram or self.skips) and not (
+    def parser_made(self) -> bool:
+        """Whether only ``--ngram``/``--skips`` and ``--spelling`` are asked for (what the
+        compiled parser makes)."""
+        return bool(self.ngram or self.skips or self.spelling) and not (
             self.limit or self.redefine is not None or self.seed or self.keep is not None
-            or self.affix or self.hash_all or self.sort or self.spelling)
+            or self.affix or self.hash_all or self.sort)
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))
@@ -261,15 +264,13 @@ class FeatureGen:
                     np.float32(scale) * np.float32(_float(val, where)) if colon else \
                     np.float32(scale)
                 stok = None if text else scale_tok
-                if v == 0:
-                    continue  # VW drops zero-valued features
-                if text:
-                    pass
-                elif name:
-                    h = _hashstring(name, ns_hash, self.hash_all)
-                else:
+                if not (text or name):  # (counted before a zero value drops it, as VW's)
                     h = (ns_hash + anon) & _U32
                     anon += 1
+                if v == 0:
+                    continue  # VW drops zero-valued features
+                if name and not text:
+                    h = _hashstring(name, ns_hash, self.hash_all)
                 out.append((h & mask, float(v), val if colon else None, stok,
                             (ns, name, f"^{val}" if text else "")))
                 if name and c in self.affix:

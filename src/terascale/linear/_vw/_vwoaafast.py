@@ -109,7 +109,10 @@ def train(args: argparse.Namespace) -> int:
                            cache=getattr(args, "vw_cache", None), initial_t=t),
                   file=sys.stderr)
 
-    return int(train_oaa(args, paths, options, opening, _one, _learner) or 0)
+    gen = getattr(args, "vw_grams", None)  # (--ngram/--skips/--spelling: the parser's)
+    return int(train_oaa(args, paths, options, opening,
+                         lambda job, start, out, raw: _run(job, out, raw, start, gen=gen),
+                         _learner) or 0)
 
 
 def _learner(*, indices: np.ndarray, weights: np.ndarray, parse: Any, loss: str,
@@ -160,19 +163,15 @@ class _Learners:
                                 info={}) for c in range(self.k)]
 
 
-def _one(job: dict[str, Any], start: Any, out: Any, raw: Any) -> None:
-    """``_oaa._train_one``'s run of ``job`` (``options["bits"]``: each learner's),
-    compiled."""
-    _run(job, out, raw, start)
-
-
 def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
-         comm: Any = None) -> None:
-    """``_oaa.run_oaa``'s run of ``job``, its K learners in ``_vwfast.oaa_learn`` (from
-    ``start``, -i's, or zeros); ``out``/``raw``: where ``-p``/``-r`` go (or None);
-    ``comm``: the job of an ``-n N`` worker, which learns from its part of the input
-    (``_io._stream.shard_places``), each class's learner averaged over the workers after
-    each pass and the pass's sums added, as ``run_oaa``'s workers do."""
+         comm: Any = None, gen: Any = None) -> None:
+    """``_oaa.run_oaa``'s run of ``job`` (``_oaa._train_one``'s, ``options["bits"]``: each
+    learner's), its K learners in ``_vwfast.oaa_learn`` (from ``start``, -i's, or zeros);
+    ``out``/``raw``: where ``-p``/``-r`` go (or None); ``comm``: the job of an ``-n N``
+    worker, which learns from its part of the input (``_io._stream.shard_places``), each
+    class's learner averaged over the workers after each pass and the pass's sums added,
+    as ``run_oaa``'s workers do; ``gen``: the features the parser makes
+    (``_vwonline._Parser``'s)."""
     from ..._errors import DataError
     from .._combine._average import average_weights
     from .._front._oaa import (
@@ -225,7 +224,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     # pass 1 parses the text (and writes the cache where the run caches), the next read it
     places = shard_places(job["data"], rank, size) if size > 1 else None
     inputs = Inputs([p for _, p, _ in places] if places else job["data"], parse_opts,
-                    opts.cache_root(), _Parser(parse_opts),
+                    opts.cache_root(), _Parser(parse_opts, gen),
                     _parsed if places is None else _parts, places)
     job_totals: list[np.ndarray] = []  # (-n N: each pass's sums over every worker)
     rate = np.float32(opts.learning_rate)

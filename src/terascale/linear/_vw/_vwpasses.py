@@ -37,6 +37,18 @@ from .._io._dataset import Dataset, ParseOptions
 __all__ = ["Inputs"]
 
 
+def _made(gen: Any) -> str:
+    """The cache entry's suffix for the features the parser makes (``_vwgen.FeatureGen``'s
+    --ngram/--skips/--spelling): an entry of the same file without them, or with others,
+    holds other examples. "" for none."""
+    if gen is None:
+        return ""
+    import zlib
+
+    what = repr((sorted(gen.ngram.items()), sorted(gen.skips.items()), sorted(gen.spelling)))
+    return f".g{zlib.crc32(what.encode()):08x}"
+
+
 class Inputs:
     """The run's input files, pass after pass: :meth:`chunks` of each in turn."""
 
@@ -53,11 +65,12 @@ class Inputs:
         self.root = checked_root(root or default_cache_dir()) if root != "" else ""
         self.entries: list[str | None] = []
         self.cached: list[CacheBlocks | None] = []
+        made = _made(getattr(reader, "gen", None))
         for path in paths:
             entry = cached = None
             if self.root and os.path.exists(path):
                 shard = places[len(self.entries)][2] if places is not None else (0, 1)
-                entry = os.path.join(self.root, cache_key(path, parse, shard))
+                entry = os.path.join(self.root, cache_key(path, parse, shard) + made)
                 if os.path.exists(os.path.join(entry, "meta.json")):
                     try:
                         cached = CacheBlocks(entry, parse, path)
