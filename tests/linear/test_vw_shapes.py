@@ -22,3 +22,18 @@ def test_other_rules_keep_vws_loss_since_the_last_line_in_the_model(tmp_path, ca
     assert code == 0, err
     vw, ts = (tmp_path / "vw.m").read_bytes(), (tmp_path / "ts.m").read_bytes()
     assert ts[4 + ts[0]:] == vw[4 + vw[0]:]
+
+
+def test_random_seed_is_kept_last_in_the_models_options_as_vw(tmp_path, capfd,
+                                                               monkeypatch):
+    """VW's model keeps a ``--random_seed`` other than 0, after every other option (the
+    merged ``--ignore`` too): the model's bytes and its readable form are VW's."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(200, 5, real_label)) + "\n")
+    args = ["-d", "d.vw", "--random_seed", "7", "--sgd", "--ignore", "b"]
+    run_vw([*args, "-f", "vw.m", "--readable_model", "vw.rm"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-f", "ts.m", "--readable_model", "ts.rm"], tmp_path,
+                       monkeypatch)
+    assert code == 0, err
+    vw, ts = (tmp_path / "vw.m").read_bytes(), (tmp_path / "ts.m").read_bytes()
+    assert b" --random_seed 7\0" in vw and ts[4 + ts[0]:] == vw[4 + vw[0]:]
+    assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()

@@ -636,8 +636,14 @@ def _generate(args: argparse.Namespace) -> None:
 
     # (--hash and --hash_seed given, even at their defaults, are kept in VW's model)
     given = {"hash_seed": [args.hash_seed] if args.hash_seed is not None else [],
-             "hash": [args.hash] if args.hash else []}
+             "hash": [args.hash] if args.hash else [],
+             "random_seed": [str(args.random_seed)] if args.random_seed else []}
     args.hash_seed = args.hash_seed or 0
+    if args.initial and not args.random_seed:  # (VW's model keeps a seed other than 0)
+        saved = model_options(args.initial)
+        given["random_seed"] = [b for a, b in zip(saved, saved[1:])
+                                if a == "--random_seed"][:1]
+        args.random_seed = int(given["random_seed"][0]) if given["random_seed"] else 0
     if args.initial:  # VW's model keeps them
         grams, skips, seed, hashing, _ = model_generation(args.initial)
         if not (args.ngram or args.skips):
@@ -692,7 +698,8 @@ def _generate(args: argparse.Namespace) -> None:
                           "hash": ["all"] if args.hash == "all" else given["hash"],
                           "redefine": list(args.redefine or []),
                           "affix": list(args.affix or []),
-                          "spelling": list(args.spelling or [])}
+                          "spelling": list(args.spelling or []),
+                          "random_seed": given["random_seed"]}
 
 
 def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:
