@@ -37,3 +37,16 @@ def test_random_seed_is_kept_last_in_the_models_options_as_vw(tmp_path, capfd,
     vw, ts = (tmp_path / "vw.m").read_bytes(), (tmp_path / "ts.m").read_bytes()
     assert b" --random_seed 7\0" in vw and ts[4 + ts[0]:] == vw[4 + vw[0]:]
     assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
+
+
+def test_a_test_run_of_an_sgd_model_prints_vws_default_rate(tmp_path, capfd, monkeypatch):
+    """-t -i of a model of --sgd (or of one or two of VW's three rules, not adaptive and
+    normalized): VW's preamble gives the rate those rules default to, 10."""
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(100, 6, real_label)) + "\n")
+    run_vw(["-d", "d.vw", "--sgd", "-f", "m", "--quiet"], tmp_path)
+    want = run_vw(["-d", "d.vw", "-t", "-i", "m"], tmp_path)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-t", "-i", "m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert "learning rate = 10\n" in want and err == "".join(
+        ln for ln in want.splitlines(keepends=True)
+        if not ln.startswith(("Enabled learners", "Input label", "Output pred")))

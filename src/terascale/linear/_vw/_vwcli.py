@@ -209,6 +209,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                 if a in ("--learning_rate", "--power_t") and \
                         not getattr(args, f"{a[2:]}_given"):
                     setattr(args, a[2:], float(b))
+            rules = [n for n in _UPDATE_RULE if getattr(args, n)]
+            if not args.learning_rate_given and "--learning_rate" not in saved and (
+                    args.sgd or 0 < len(rules) < 3 and not (args.adaptive and
+                                                            args.normalized)):
+                args.learning_rate = 10.0  # (VW's default rate without those two rules)
         _generation_notes(args)
         _interaction_notes(args)
         _notes(args)
