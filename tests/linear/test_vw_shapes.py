@@ -4,8 +4,11 @@ numba pass of VW's other update rules writes them."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
-from _vw_runs import ab_lines, real_label, run_ts, run_vw
+from _vw_runs import FULL, ab_lines, real_label, run_ts, run_vw
 
 pytest.importorskip("vowpalwabbit")
 
@@ -24,6 +27,7 @@ def test_other_rules_keep_vws_loss_since_the_last_line_in_the_model(tmp_path, ca
     assert ts[4 + ts[0]:] == vw[4 + vw[0]:]
 
 
+@FULL
 def test_random_seed_is_kept_last_in_the_models_options_as_vw(tmp_path, capfd,
                                                                monkeypatch):
     """VW's model keeps a ``--random_seed`` other than 0, after every other option (the
@@ -39,6 +43,7 @@ def test_random_seed_is_kept_last_in_the_models_options_as_vw(tmp_path, capfd,
     assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
 
 
+@FULL
 def test_a_test_run_of_an_sgd_model_prints_vws_default_rate(tmp_path, capfd, monkeypatch):
     """-t -i of a model of --sgd (or of one or two of VW's three rules, not adaptive and
     normalized): VW's preamble gives the rate those rules default to, 10."""
@@ -50,3 +55,25 @@ def test_a_test_run_of_an_sgd_model_prints_vws_default_rate(tmp_path, capfd, mon
     assert "learning rate = 10\n" in want and err == "".join(
         ln for ln in want.splitlines(keepends=True)
         if not ln.startswith(("Enabled learners", "Input label", "Output pred")))
+
+
+def test_vws_notes_on_a_binary_model_continued_with_a_steep_decay(tmp_path, capfd,
+                                                                  monkeypatch):
+    """VW's lines on standard output: -r with -i's model of --binary (the model's
+    --binary applies), and the last pass's rate factor below 1e-4, as VW prints the
+    double (its shortest digits)."""
+    from terascale.cli import main
+
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(100, 7, real_label)) + "\n")
+    run_vw(["-d", "d.vw", "--binary", "-f", "m", "--quiet"], tmp_path)
+    args = ["-d", "d.vw", "-i", "m", "-r", "r", "--passes", "2", "-c", "-k",
+            "--decay_learning_rate", "0.0099"]
+    want = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120).stdout
+    monkeypatch.chdir(tmp_path)
+    capfd.readouterr()
+    code = main(["vw", *args])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert "'9.800999893784523e-05'" in want and "--binary specified" in want
+    assert out == want

@@ -369,6 +369,10 @@ def _interaction_notes(args: argparse.Namespace) -> None:
 def _notes(args: argparse.Namespace) -> None:
     """VW's notes on standard output about the options given, after those on the
     interactions and in VW's order, unless --quiet."""
+    import numpy as np
+
+    from ._vwmodel import model_options
+
     if args.quiet:
         return
     if args._vw_noop_save_resume:
@@ -379,9 +383,14 @@ def _notes(args: argparse.Namespace) -> None:
               "Please use '--predict_only_model' when using either '--invert_hash' or "
               "'--readable_model' to get the old behavior. Details: "
               "https://vowpalwabbit.org/link/1")
-    if args.binary and args.raw_predictions:
+    if args.raw_predictions and (args.binary or args.initial and "--binary" in
+                                 model_options(args.initial)):  # (-i's model's too)
         print("[warning] --raw_predictions has no defined value when --binary specified, "
               "expect no output")
+    last = float(np.float32(args.decay_learning_rate)) ** int(args.passes or 1)
+    if int(args.passes or 1) > 1 and last < 1e-4:  # (VW's double, its shortest digits)
+        print(f"[warning] The learning rate for the last pass is multiplied by '{last!r}' "
+              f"adjust --decay_learning_rate larger to avoid this.")
 
 
 def _namespace_lines(args: argparse.Namespace) -> None:
