@@ -13,6 +13,7 @@ from _vw_runs import FULL, ab_lines, real_label, run_ts, run_vw
 pytest.importorskip("vowpalwabbit")
 
 
+@FULL
 def test_other_rules_keep_vws_loss_since_the_last_line_in_the_model(tmp_path, capfd,
                                                                    monkeypatch):
     """The loss since the last progress line (a counter the model keeps) is VW's double
@@ -77,3 +78,20 @@ def test_vws_notes_on_a_binary_model_continued_with_a_steep_decay(tmp_path, capf
     assert code == 0, err
     assert "'9.800999893784523e-05'" in want and "--binary specified" in want
     assert out == want
+
+
+def test_other_rules_stopped_early_write_the_model_of_the_last_pass_that_improved(
+        tmp_path, capfd, monkeypatch):
+    """VW writes -f's model at the end of each pass whose holdout loss improved and,
+    stopped early, not again: the model (its counters, their pass count among them) is
+    that pass's, with VW's other update rules as with its default one."""
+    (tmp_path / "d.vw").write_text("".join(
+        f"{1 if i % 2 else -1} |a {'p' if i % 2 else 'n'}{i % 3} q{i % 5}\n"
+        for i in range(400)))
+    args = ["-d", "d.vw", "--adaptive", "--normalized", "--passes", "15", "-c", "-k"]
+    want = run_vw([*args, "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-f", "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert "passes used = 6" in want and "passes used = 6" in err
+    vw, ts = (tmp_path / "vw.m").read_bytes(), (tmp_path / "ts.m").read_bytes()
+    assert ts[4 + ts[0]:] == vw[4 + vw[0]:]

@@ -160,6 +160,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     kept = ~data.holdout  # VW's counters: every example but the held-out labelled ones
     totals = []
     best, no_win = np.inf, 0
+    kept_pass, upto, mark = None, None, None  # (the model of the last pass that improved)
     from . import _vwgdpass as gd
 
     sc = np.zeros(gd.SIZE)
@@ -228,11 +229,16 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             totals.append(tot)
             if not holdout_off:
                 this = tot[2] / tot[3] if tot[3] > 0 else np.inf
-                if this < best:
+                if this < best:  # (VW writes -f's model now; an early stop keeps it)
                     best, no_win = this, 0
+                    kept_pass = (w.copy(), None if g2 is None else g2.copy(),
+                                 None if nrm is None else nrm.copy(), sc.copy(),
+                                 len(totals), prog.mark())
                 else:
                     no_win += 1
                 if no_win >= int(args.patience):
+                    if kept_pass is not None:
+                        w, g2, nrm, sc, upto, mark = kept_pass
                     break
     lo, hi, total_w, nsnx = sc[gd.LO], sc[gd.HI], sc[gd.TOTAL_W], sc[gd.NSNX]
     gravity, contraction = sc[gd.GRAVITY], sc[gd.CONTRACTION]
@@ -243,7 +249,9 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         state[GRAVITY], state[CONTRACTION] = gravity, contraction
         keep = [n for n in ("sgd", "adaptive", "normalized", "invariant") if getattr(args, n)]
         _save(args, data, (w, g2 if adaptive else None, nrm if normalized else None),
-              state, loss, how, {"pass_totals": totals, "vw_progress": prog.mark(), "vw_preserved": preserved,
+              state, loss, how, {
+                  "pass_totals": totals[:upto], "vw_preserved": preserved,
+                  "vw_progress": prog.mark() if mark is None else mark,
                   "vw_t0": t0, "vw_initial_t": initial_t, "vw_rules": keep})
     if not args.quiet:
         from ._vwreport import closing_block, holdout_on
