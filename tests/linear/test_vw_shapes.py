@@ -58,6 +58,7 @@ def test_a_test_run_of_an_sgd_model_prints_vws_default_rate(tmp_path, capfd, mon
         if not ln.startswith(("Enabled learners", "Input label", "Output pred")))
 
 
+@FULL
 def test_vws_notes_on_a_binary_model_continued_with_a_steep_decay(tmp_path, capfd,
                                                                   monkeypatch):
     """VW's lines on standard output: -r with -i's model of --binary (the model's
@@ -95,3 +96,22 @@ def test_other_rules_stopped_early_write_the_model_of_the_last_pass_that_improve
     assert "passes used = 6" in want and "passes used = 6" in err
     vw, ts = (tmp_path / "vw.m").read_bytes(), (tmp_path / "ts.m").read_bytes()
     assert ts[4 + ts[0]:] == vw[4 + vw[0]:]
+
+
+def test_oaa_model_continued_with_interactions_given_crosses_them_as_vw(tmp_path, capfd,
+                                                                        monkeypatch):
+    """-i of a one-against-all model with -q given: VW applies the command line's
+    interactions over the model's none, as with a binary model: the table's feature
+    counts and the raw scores are VW's."""
+    (tmp_path / "d.vw").write_text("".join(
+        f"{1 + i % 3} |a x{i % 7} y{i % 4} |b z{i % 5}\n" for i in range(60)))
+    run_vw(["-d", "d.vw", "--oaa", "3", "-f", "m", "--quiet"], tmp_path)
+    args = ["-d", "d.vw", "-i", "m", "-q", "ab", "-r", "r"]
+    want = run_vw([*args[:-1], "vw.r"], tmp_path)
+    code, err = run_ts(capfd, [*args[:-1], "ts.r"], tmp_path, monkeypatch)
+    assert code == 0, err
+    assert "total feature number = 360" in want
+    assert err.replace("ts.r", "vw.r") == "".join(
+        ln for ln in want.splitlines(keepends=True)
+        if not ln.startswith(("Enabled learners", "Input label", "Output pred")))
+    assert (tmp_path / "ts.r").read_text() == (tmp_path / "vw.r").read_text()
