@@ -115,3 +115,18 @@ def test_oaa_model_continued_with_interactions_given_crosses_them_as_vw(tmp_path
         ln for ln in want.splitlines(keepends=True)
         if not ln.startswith(("Enabled learners", "Input label", "Output pred")))
     assert (tmp_path / "ts.r").read_text() == (tmp_path / "vw.r").read_text()
+
+
+@FULL
+def test_a_batch_model_of_binary_keeps_it_as_vw(tmp_path, capfd, monkeypatch):
+    """--bfgs --binary: VW's model keeps --binary in its options (its -i then predicts
+    signs): the model's bytes are VW's."""
+    (tmp_path / "d.vw").write_text("".join(
+        f"{1 if i % 3 else -1} |a x{i % 7} y{i % 4}\n" for i in range(200)))
+    args = ["-d", "d.vw", "--bfgs", "--binary", "--passes", "2", "-c", "-k",
+            "--predict_only_model", "--holdout_off"]
+    run_vw([*args, "-f", "vw.m"], tmp_path)
+    code, err = run_ts(capfd, [*args, "-f", "ts.m"], tmp_path, monkeypatch)
+    assert code == 0, err
+    vw, ts = (tmp_path / "vw.m").read_bytes(), (tmp_path / "ts.m").read_bytes()
+    assert b" --binary" in vw and ts[4 + ts[0]:] == vw[4 + vw[0]:]
