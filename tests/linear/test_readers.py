@@ -138,6 +138,7 @@ def test_vw_quadratic_crosses():
     ("1 2 3 4 |a f", "more than three"),
     ("1 -2 |a f", "negative"),
     ("1 |a x:1:2", "more than one ':'"),  # VW reads x:1 and drops the rest: refused
+    ("1 |:2 f |b g", "namespace without a name has a scale"),  # VW drops the line's rest
 ])
 def test_bad_vw_lines_raise_with_line_number(line, msg):
     with pytest.raises(DataError, match=rf"<lines>, line 3: .*{msg}"):
@@ -218,6 +219,14 @@ def test_two_colons_are_refused_by_the_compiled_parser_too(tmp_path):
     path = tmp_path / "x.vw"
     path.write_text("".join(f"1 |a f{i} g:0.5\n" for i in range(500)) + "1 |a x:1:2\n")
     with pytest.raises(DataError, match=r"x\.vw, line 501: a feature has more than one"):
+        read_file(str(path), ParseOptions(bits=18))
+
+
+def test_a_scale_without_a_namespace_name_is_refused_by_the_compiled_parser_too(tmp_path):
+    # VW 9.11.9 warns "malformed example!" on '|:1.5 f' and reads nothing after the '|'
+    path = tmp_path / "x.vw"
+    path.write_text("".join(f"1 |a f{i} g:0.5\n" for i in range(500)) + "1 |:1.5 f\n")
+    with pytest.raises(DataError, match=r"x\.vw, line 501: a namespace without a name"):
         read_file(str(path), ParseOptions(bits=18))
 
 

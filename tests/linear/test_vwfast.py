@@ -69,7 +69,7 @@ def test_click_style_lines_are_read_in_c_to_the_same_bits():
              "tiny:1.5e-05 big:2E3 neg_exp:-7.25e-3\n"
              "0.5 2 | plain 12 007 :5\n|a unlabelled\n1 2.5 'first| f g\n"
              "-1 tag2|a h\n0.5 1 'x |a q\n1 glued| a\n1|a x\n1 ' |a empty_tag\n"
-             "1 |b:2 z 12 y:2.5 |c:0 dropped |:3 w | back:1.5\n")
+             "1 |b:2 z 12 y:2.5 |c:0 dropped | :3 w | back:1.5\n")
     assert _same(click) == 0
     # empty lines (VW counts them for the holdout) and lines of blanks (an example of the
     # constant): the numba parser's, which keeps their count
@@ -85,7 +85,7 @@ def test_a_namespace_character_opened_again_is_grouped_in_c():
     """|user x |geo y |unit z (u twice, as long namespace names often share their first
     letter): read in C, grouped by namespace character in order of first appearance, as
     the numba parser and VW order them, with and without interactions."""
-    text = ("1 |a x |b y |a z\n-1 0.5 'tag |user_id u1 |geo g1 g2 |unit:2 w:3 |g g3 |:1\n"
+    text = ("1 |a x |b y |a z\n-1 0.5 'tag |user_id u1 |geo g1 g2 |unit:2 w:3 |g g3 | :1\n"
             "1 |a |b y |a z 12:2 |a |c q\n0 |a:0 gone |b y |a:-1.5 back 7\n")
     assert _same(text) == 0
     for spec in ((("ab", "ua"), (), ()), ((), ("aab", "gug"), ()), (("::",), (), ())):

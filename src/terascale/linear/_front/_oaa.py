@@ -358,15 +358,19 @@ def _initial(args: argparse.Namespace, k_classes: int, make: Any = None) -> list
     model = read_vw_model(args.initial, oaa=True,  # (plain: no LinearModel's numba)
                           generation=getattr(args, "vw_generation", None),
                           plain=make is not None)
-    if getattr(args, "vw_initial_t", None) or getattr(args, "vw_range", None):
+    if getattr(args, "vw_initial_t", None) or getattr(args, "vw_range", None) or \
+            getattr(args, "vw_interactions", None):
         # (--initial_t: every weight's sums under the model's; --min_prediction/
-        # --max_prediction: a model without VW's learner state starts from them)
+        # --max_prediction: a model without VW's learner state starts from them; -q,
+        # --cubic, --interactions, --ignore, --keep, --noconstant given: as VW applies them)
         from types import SimpleNamespace
 
         from ._cli_run import vw_start
 
         vw_start(model, SimpleNamespace(vw_initial_t=getattr(args, "vw_initial_t", None),
-                                        vw_range=getattr(args, "vw_range", None)))
+                                        vw_range=getattr(args, "vw_range", None),
+                                        vw_interactions=getattr(args, "vw_interactions",
+                                                                None)))
     k = model.info.get("oaa")
     if k != k_classes:
         raise ConfigError(f"--oaa {k_classes}: -i {args.initial} is "

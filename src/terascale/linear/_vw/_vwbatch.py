@@ -465,7 +465,8 @@ def _outputs(args: argparse.Namespace, data: _Data, state: _Batch,
                               "batch_passes": state.current_pass,
                               "vw_generation": run_generation(args),
                               "vw_learner": "bfgs" if options["bfgs"] else
-                              "conjugate_gradient"})
+                              "conjugate_gradient",
+                              **({"binary": True} if args.binary else {})})
     if args.model:
         from ._vwmodel import save_model
 

@@ -209,6 +209,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                 if a in ("--learning_rate", "--power_t") and \
                         not getattr(args, f"{a[2:]}_given"):
                     setattr(args, a[2:], float(b))
+            rules = [n for n in _UPDATE_RULE if getattr(args, n)]
+            if not args.learning_rate_given and "--learning_rate" not in saved and (
+                    args.sgd or 0 < len(rules) < 3 and not (args.adaptive and
+                                                            args.normalized)):
+                args.learning_rate = 10.0  # (VW's default rate without those two rules)
         _generation_notes(args)
         _interaction_notes(args)
         _notes(args)
@@ -364,6 +369,10 @@ def _interaction_notes(args: argparse.Namespace) -> None:
 def _notes(args: argparse.Namespace) -> None:
     """VW's notes on standard output about the options given, after those on the
     interactions and in VW's order, unless --quiet."""
+    import numpy as np
+
+    from ._vwmodel import model_options
+
     if args.quiet:
         return
     if args._vw_noop_save_resume:
@@ -374,9 +383,14 @@ def _notes(args: argparse.Namespace) -> None:
               "Please use '--predict_only_model' when using either '--invert_hash' or "
               "'--readable_model' to get the old behavior. Details: "
               "https://vowpalwabbit.org/link/1")
-    if args.binary and args.raw_predictions:
+    if args.raw_predictions and (args.binary or args.initial and "--binary" in
+                                 model_options(args.initial)):  # (-i's model's too)
         print("[warning] --raw_predictions has no defined value when --binary specified, "
               "expect no output")
+    last = float(np.float32(args.decay_learning_rate)) ** int(args.passes or 1)
+    if int(args.passes or 1) > 1 and last < 1e-4:  # (VW's double, its shortest digits)
+        print(f"[warning] The learning rate for the last pass is multiplied by '{last!r}' "
+              f"adjust --decay_learning_rate larger to avoid this.")
 
 
 def _namespace_lines(args: argparse.Namespace) -> None:
@@ -636,8 +650,14 @@ def _generate(args: argparse.Namespace) -> None:
 
     # (--hash and --hash_seed given, even at their defaults, are kept in VW's model)
     given = {"hash_seed": [args.hash_seed] if args.hash_seed is not None else [],
-             "hash": [args.hash] if args.hash else []}
+             "hash": [args.hash] if args.hash else [],
+             "random_seed": [str(args.random_seed)] if args.random_seed else []}
     args.hash_seed = args.hash_seed or 0
+    if args.initial and not args.random_seed:  # (VW's model keeps a seed other than 0)
+        saved = model_options(args.initial)
+        given["random_seed"] = [b for a, b in zip(saved, saved[1:])
+                                if a == "--random_seed"][:1]
+        args.random_seed = int(given["random_seed"][0]) if given["random_seed"] else 0
     if args.initial:  # VW's model keeps them
         grams, skips, seed, hashing, _ = model_generation(args.initial)
         if not (args.ngram or args.skips):
@@ -692,7 +712,8 @@ def _generate(args: argparse.Namespace) -> None:
                           "hash": ["all"] if args.hash == "all" else given["hash"],
                           "redefine": list(args.redefine or []),
                           "affix": list(args.affix or []),
-                          "spelling": list(args.spelling or [])}
+                          "spelling": list(args.spelling or []),
+                          "random_seed": given["random_seed"]}
 
 
 def _feature_mask(args: argparse.Namespace) -> frozenset[int] | None:

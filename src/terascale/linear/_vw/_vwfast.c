@@ -721,6 +721,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 const unsigned char *ts = q;
                 q = token_end(q, end);
                 int nc = ts == q ? ' ' : *ts;
+                if (nc == ':') { status = 1; goto done; } /* |:2: the numba parser refuses it */
                 /* |name:scale (the first ':'): the scale multiplies the values, in float */
                 const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
                 scale = 1.0f;

@@ -96,8 +96,8 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
              learner: str | None = None, indexing: int | None = None,
              rules: Iterable[str] = ()) -> str:
     """VW's serialized keep options (sorted by name; ignore/keep merged at the end);
-    ``generation``: the run's ``--hash_seed``/``--hash``/``--redefine``/``--affix``
-    (:func:`run_generation`);
+    ``generation``: the run's ``--hash_seed``/``--hash``/``--redefine``/``--affix`` and
+    ``--random_seed`` (:func:`run_generation`);
     ``learner``: VW's batch learner the model comes from (``bfgs`` or
     ``conjugate_gradient``, which VW's ``-i`` runs again);
     ``link``: the model's ``--link`` (VW applies it to the predictions of ``-i``; a
@@ -142,6 +142,8 @@ def _options(parse: Any, oaa: int = 0, names: list[str] | None = None,
         letters = sorted({c for v in values for c in v})
         if letters:
             text += f" --{name} " + "".join(letters)
+    if gen.get("random_seed"):  # (VW writes it last)
+        text += f" --random_seed {gen['random_seed'][0]}"
     return text
 
 

@@ -39,6 +39,8 @@ ERRORS = {
        "supported: fold it into a feature",
     8: "a feature has more than one ':' (VW reads name:value; it reads x:1:2 as x with "
        "value 1 and drops the rest of the namespace, which terascale does not reproduce)",
+    9: "a namespace without a name has a scale ('|:2'; VW warns that the example is "
+       "malformed and drops the rest of the line, which terascale does not reproduce)",
 }
 
 
@@ -310,6 +312,9 @@ def _features(buf: np.ndarray, bar: int, n: int, mask: int, ignore: np.ndarray,
                 scale = np.float32(1.0)
                 continue
             ts = i
+            if buf[ts] == 58:  # |:2
+                err = 9
+                break
             while i < n and not _SEP[buf[i]]:
                 i += 1
             te = i

@@ -160,6 +160,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     kept = ~data.holdout  # VW's counters: every example but the held-out labelled ones
     totals = []
     best, no_win = np.inf, 0
+    kept_pass, upto, mark = None, None, None  # (the model of the last pass that improved)
     from . import _vwgdpass as gd
 
     sc = np.zeros(gd.SIZE)
@@ -188,7 +189,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             tot = [float(r[-1]) if len(r) else 0.0 for r in runs] + [float(data.n)]
             seen_w = prog.seen_w + np.cumsum(np.where(kept, weights64, 0.0))
             seen_n = prog.seen_n + np.cumsum(kept)
-            at = 0
+            at, last = 0, -1
             while prog.out is not None and at < data.n:  # VW's lines, after their example
                 at = max(int(np.searchsorted(seen_w, prog.due)), at) \
                     if seen_w[-1] >= prog.due else data.n  # (a line an example at most)
@@ -202,7 +203,11 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                           args.binary)
                 prog.prev = now
                 prog.due = prog.next_due(float(seen_w[at]))
+                last = at
                 at += 1
+            # VW's loss since the last line: a double sum of the examples after it, in order
+            prog.since[0] = np.cumsum(np.concatenate(
+                ([prog.since[0]], np.where(sums_of[0], losses, 0.0)[last + 1:])))[-1]
             if data.n:
                 seen_w, seen_n = float(seen_w[-1]), int(seen_n[-1])
             else:
@@ -224,11 +229,16 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             totals.append(tot)
             if not holdout_off:
                 this = tot[2] / tot[3] if tot[3] > 0 else np.inf
-                if this < best:
+                if this < best:  # (VW writes -f's model now; an early stop keeps it)
                     best, no_win = this, 0
+                    kept_pass = (w.copy(), None if g2 is None else g2.copy(),
+                                 None if nrm is None else nrm.copy(), sc.copy(),
+                                 len(totals), prog.mark())
                 else:
                     no_win += 1
                 if no_win >= int(args.patience):
+                    if kept_pass is not None:
+                        w, g2, nrm, sc, upto, mark = kept_pass
                     break
     lo, hi, total_w, nsnx = sc[gd.LO], sc[gd.HI], sc[gd.TOTAL_W], sc[gd.NSNX]
     gravity, contraction = sc[gd.GRAVITY], sc[gd.CONTRACTION]
@@ -239,10 +249,9 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         state[GRAVITY], state[CONTRACTION] = gravity, contraction
         keep = [n for n in ("sgd", "adaptive", "normalized", "invariant") if getattr(args, n)]
         _save(args, data, (w, g2 if adaptive else None, nrm if normalized else None),
-              state, loss, how, {"pass_totals": totals, "vw_progress": [
-                  float(prog.due), sum(t[0] for t in totals)
-                  + preserved.get("sum_loss", 0.0) - float(prog.prev[0]),
-                  float(prog.prev[1])], "vw_preserved": preserved,
+              state, loss, how, {
+                  "pass_totals": totals[:upto], "vw_preserved": preserved,
+                  "vw_progress": prog.mark() if mark is None else mark,
                   "vw_t0": t0, "vw_initial_t": initial_t, "vw_rules": keep})
     if not args.quiet:
         from ._vwreport import closing_block, holdout_on

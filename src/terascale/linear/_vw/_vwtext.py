@@ -447,7 +447,8 @@ def write_readable(model: Any, path: str, names: Mapping[int, str] | None = None
     opts = " ".join(sorted(kept, key=lambda o: o.split()[0])
                     + ([f"--{k} {''.join(sorted({c for v in getattr(pa, k) for c in v}))}"
                         for k in ("ignore", "ignore_linear", "keep") if getattr(pa, k)]
-                       if pa.format == "vw" else []))  # (merged, as VW's, and -f's)
+                       if pa.format == "vw" else [])  # (merged, as VW's, and -f's)
+                    + [f"--random_seed {v}" for v in _generation(model, "random_seed")])
     grams, skips = _generation(model, "ngram"), _generation(model, "skips")
     head = [f"Version {VW_LAYOUT}", "Id ", f"Min label:{lo:g}", f"Max label:{hi:g}",
             f"bits:{model.bits}", "lda:0",
