@@ -430,25 +430,59 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
         return
 
 
-def malformed_error(bad: tuple[str, int, str, int, int]) -> DataError:
+def malformed_error(bad: tuple[str, int, str, int, int, int]) -> DataError:
     """The error of a run that does not stop where VW's multiclass parser throws (a
     holdout, several workers: :func:`_until_malformed`)."""
-    where, _, word, _, _ = bad
+    where, word = bad[0], bad[2]
     return DataError(f"{where}: multiclass label {word!r} is not a class number 1..K "
                      f"(--oaa: an integer, then at most an importance weight); VW stops "
                      f"reading there, which terascale vw reproduces on one worker "
                      f"without a holdout")
 
 
-def malformed_note(bad: tuple[str, int, str, int, int]) -> str:
-    """VW's error line where its multiclass parser throws (:func:`_first_malformed`'s)."""
-    _, number, word, words, _ = bad
+def malformed_note(bad: tuple[str, int, str, int, int, int]) -> str:
+    """VW's lines where its multiclass parser throws (:func:`_first_malformed`'s): its
+    warning on a word of which ``strtol`` reads no integer (``abc``, ``nan``, ``-x``: read
+    as 0), then its error."""
+    _, number, word, words = bad[:4]
     if words > 2:
         return f"[error] vw example #{number}(multiclass.cc:71): Malformed example, " \
                f"words.size() = {words}"
+    warn = f"[warning] '{word}' is not a good int, replacing with 0\n" \
+        if _reads_no_int(word) else ""
     # (VW's throw for a label with a weight, without)
-    return (f"[error] vw example #{number}(multiclass.cc:{65 if words == 2 else 52}): "
+    return (f"{warn}[error] vw example #{number}(multiclass.cc:{65 if words == 2 else 52}): "
             f"Malformed example: label has trailing character(s): {_after_int(word)}")
+
+
+def _reads_no_int(word: str) -> bool:
+    """Whether C's ``strtol`` reads no integer at the start of ``word``."""
+    return re.match(r"\s*[-+]?\d", word) is None
+
+
+def _mended(paths: list[str], bad: tuple[str, int, str, int, int, int],
+            out_dir: str) -> list[str]:
+    """The text VW's multiclass parser reads up to the line it throws at (``bad``:
+    :func:`_first_malformed`'s), that line's label word, of which ``strtol`` reads no
+    integer and which the parser would refuse, written ``0`` (the run stops at that
+    example: it is never learned from); the files after it left out."""
+    out: list[str] = []
+    left = bad[1]  # (the lines before it, every file's, empty ones too)
+    for n, path in enumerate(paths):
+        name = os.path.join(out_dir, f"mended-{n}.vw")
+        out.append(name)
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f, \
+                open(name, "wb") as o:
+            for line in f:
+                if left == 0:
+                    col = bad[5]
+                    o.write(line[:col] + b"0" + line[col + len(os.fsencode(bad[2])):])
+                    return out
+                o.write(line)
+                left -= 1
+    return out
 
 
 def _head(blk: Any, j: int) -> Any:
@@ -465,9 +499,10 @@ def _head(blk: Any, j: int) -> Any:
 
 
 def _first_malformed(data: list[str], paths: list[str]
-                     ) -> tuple[str, int, str, int, int] | None:
+                     ) -> tuple[str, int, str, int, int, int] | None:
     """(file:line, VW's example number: the lines before it, empty ones too, its label
-    word, its label section's word count, the examples before it) of the first line
+    word, its label section's word count, the examples before it, the word's byte in its
+    line) of the first line
     whose label section VW's multiclass parser throws at; None where there is none. The
     text is read in chunks of whole lines by ``multiclass_stop`` (the compiled core's where
     built: a compiled ``--oaa`` run imports no numba; else :mod:`.._vw._vwparse`'s)."""
@@ -494,8 +529,9 @@ def _first_malformed(data: list[str], paths: list[str]
                 kind, at, nex, count, s, e = multiclass_stop(buf)
                 if kind:
                     word = bytes(buf[s:e]).decode("utf-8", "surrogateescape")
+                    col = s - (text.rfind(b"\n", 0, s) + 1)
                     return (f"{name}:{line + at + 1}", lines_before + line + at, word,
-                            count, examples_before + nex)
+                            count, examples_before + nex, col)
                 line += at
                 examples_before += nex
                 if not chunk:
@@ -729,11 +765,17 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
     (or None), committed once it returns."""
     from .._vw._vwout import AtomicText
 
-    tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
+    bad = None if names is not None else _first_malformed(paths, paths)
+    mend = bad is not None and bad[3] <= 2 and _reads_no_int(bad[2])
+    tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None or mend else None
     out = raw = None
     try:
         data = paths if names is None else _numbered(paths, k_classes, names, tmp,
                                                           not args.quiet)
+        if mend:  # (the text VW reads: up to that line, its word one the parser reads)
+            assert tmp is not None and bad is not None
+            data = _mended(paths, bad, tmp)
+            options = {**options, "cache": False}  # (read once: the run stops in pass 1)
         out = AtomicText(args.predictions) if args.predictions else None
         raw_path = getattr(args, "raw_predictions", None)
         raw = AtomicText(raw_path) if raw_path else None
@@ -746,8 +788,7 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
                "indexing": getattr(args, "indexing", None), "link": _scorer(args),
                "model_link": _kept_link(args),
                "predict_only": bool(getattr(args, "predict_only_model", False)),
-               "malformed": None if names is not None else _first_malformed(data, paths),
-               **_vw_run(args)}
+               "malformed": bad, **_vw_run(args)}
         (run or _run_one)(job, start, out, raw)
         for f in (out, raw):
             if f is not None:
