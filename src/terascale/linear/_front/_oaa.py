@@ -641,6 +641,13 @@ class _Table:
         #: -i's passes and loss the table goes on from (``kept``: its counters, under
         #: --preserve_performance_counters, :data:`.._online._progress.PRESERVED`)
         self.before, self.kept_loss = 0, 0.0
+        #: VW's running sums over the passes (its shared_data's doubles): loss and
+        #: labelled weight (-i's in them where the table goes on from its counters), the
+        #: unlabelled weight and every example's weight (its t); each pass's row ends
+        #: with them (after the label sum, 0: VW's multiclass learner keeps none)
+        self.run = np.zeros(4)
+        if kept and "examples" in kept:
+            self.run[:2] = kept["sum_loss"], kept["weighted_labeled_examples"]
         if self.prog is not None:
             self.prog.names, self.prog.holdout = names, holdout
             self.prog.header()
@@ -667,7 +674,7 @@ class _Table:
         was read (``first``; ``--scores``: each class's score); ``notes``: VW's lines on standard output and the
         example before whose line each comes, in order."""
         if len(self.passes) <= p:
-            self.passes.append(np.zeros(9))
+            self.passes.append(np.concatenate([np.zeros(10), self.run]))
         w = weight.astype(np.float64)
         labelled = ~np.isnan(truth)
         held = labelled & hold  # (VW holds out labelled examples only)
@@ -681,10 +688,13 @@ class _Table:
                 test = hold | ~labelled  # (VW's test_only)
                 self.log_loss += (ll[~test].sum(), ll[test].sum())
         t = self.passes[p]
-        t += (0.0, 0.0, 0.0, 0.0, len(truth), 0.0, 0.0, counted.sum(), feats[counted].sum())
+        t[:9] += (0.0, 0.0, 0.0, 0.0, len(truth), 0.0, 0.0, counted.sum(), feats[counted].sum())
         for k, part in ((0, loss[counted]), (1, w[learnt]), (2, loss[held]), (3, w[held]),
                         (6, w[~labelled])):  # (VW's running sums, in turn: not by block)
             t[k] = np.cumsum(np.concatenate(([t[k]], part)))[-1]
+        for k, part in enumerate((loss[counted], w[learnt], w[~labelled], w)):
+            self.run[k] = np.cumsum(np.concatenate(([self.run[k]], part)))[-1]
+        t[10:14] = self.run
         cum = np.cumsum(np.concatenate([self.cum[None], np.stack(
             [np.where(counted, loss, 0.0), np.where(learnt, w, 0.0),
              np.where(held, loss, 0.0), np.where(held, w, 0.0)], axis=1)]), axis=0)[1:]
@@ -933,7 +943,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
                 sync_weights(w, state)
                 average_weights(comm, w, g2, nrm, state, opts.averaging)
         t = table.passes[p] if p < len(table.passes) else np.zeros(9)
-        job_totals.append(comm.allreduce(t.copy()) if size > 1 else t)
+        job_totals.append(comm.allreduce(t[:9].copy()) if size > 1 else t)
         held = job_totals[-1][2:4]
         if table.prog is not None:  # (where the table stood: the counters of a kept pass)
             marks.append([float(table.due), float(sum(t[0] for t in job_totals))
@@ -1042,7 +1052,8 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     rows = np.concatenate(rows) if rows else np.zeros(0, itype)
     at = np.concatenate(pos) if pos else np.zeros(0, np.uint32)
     cols = [_Learned(a, feats, at, k, j) for j in range(3)]
-    info = {"pass_totals": [[*map(float, t[:9]), 0.0] for t in totals],  # (no label sum)
+    info = {"pass_totals": [[*map(float, t[:9]), 0.0, *map(float, t[10:])]  # (no label sum)
+                            for t in totals],
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
             "vw_initial_t": initial_t,

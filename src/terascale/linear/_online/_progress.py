@@ -96,6 +96,9 @@ class Progress:
         #: VW's weighted_labels: label x weight of the labelled examples learned from, one
         #: running double sum over the run's passes (:meth:`add_labels`)
         self.label_sum = 0.0
+        #: VW's weighted_unlabeled_examples and t (every example's weight, held out
+        #: too): one running double sum each over the run's passes (:meth:`add_seen`)
+        self.seen_sums = np.zeros(2)
 
     def go_on(self, kept: dict[str, float]) -> None:
         """Go on from -i's counters ``kept`` (:data:`PRESERVED`) as VW's table does: its
@@ -144,6 +147,17 @@ class Progress:
             prod = labels.astype(np.float64) * weights.astype(np.float64)
             self.label_sum = float(np.cumsum(np.concatenate(([self.label_sum], prod)))[-1])
         return self.label_sum
+
+    def add_seen(self, weights: np.ndarray, unlabelled: np.ndarray) -> list[float]:
+        """Add each example's weight, in double and in turn, to :attr:`seen_sums` (the
+        unlabelled ones' to the first, every one's to the second: VW adds them so over
+        the passes, where sums of each pass added round otherwise with weights far
+        apart) and return them."""
+        if len(weights):
+            w = np.asarray(weights, np.float64)
+            for k, part in enumerate((w[unlabelled], w)):
+                self.seen_sums[k] = np.cumsum(np.concatenate(([self.seen_sums[k]], part)))[-1]
+        return [float(v) for v in self.seen_sums]
 
     def end_pass(self, acc: np.ndarray, seen_w: float, seen_n: int) -> None:
         """A pass is over: ``acc`` its sums (``online_chunk``'s), ``seen_w``/``seen_n``

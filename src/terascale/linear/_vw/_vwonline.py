@@ -556,7 +556,9 @@ class _Pass:
         """The pass over ``chunks``; returns its totals (the closing block's and the
         model's ``pass_totals`` row: ``online_chunk``'s six sums, then the unlabelled
         weight, the examples and features not held out, the label x weight learned in the
-        run so far: ``Progress.label_sum``)."""
+        run so far: ``Progress.label_sum``; then VW's running sums at the pass's end: the
+        loss and labelled weight, the unlabelled weight and every example's weight,
+        ``Progress.pass_over``, ``.seen_sums``)."""
         from .._holdout import Holdout
         from .._online._progress import label_notes
 
@@ -586,6 +588,7 @@ class _Pass:
             counted[2] += int(feats[kept].sum())
             taught = ~unl & ~hold
             counted[3] = prog.add_labels(labels[taught], weights[taught])
+            prog.add_seen(weights, unl)
             if self.first and len(self.labels) < 3:
                 self.labels = _distinct(self.labels, labels)
             if lines:
@@ -628,7 +631,8 @@ class _Pass:
         run = prog.pass_over(acc)
         if lines:
             prog.end_pass(acc, seen_w, seen_n)
-        return [float(v) for v in np.concatenate([acc[:6], counted])] + run
+        return [float(v) for v in np.concatenate([acc[:6], counted])] + run + \
+            [float(v) for v in prog.seen_sums]
 
 
 _NONE = np.zeros(0)
