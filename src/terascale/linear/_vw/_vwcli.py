@@ -867,8 +867,12 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     ranged = args.min_prediction is not None or args.max_prediction is not None
     # with -i: the range -i's model starts from, the bounds given over it
     # (_cli_run.vw_start); the range stays there (options' fixed_range)
-    args.vw_range = [args.min_prediction, args.max_prediction] \
-        if ranged and args.initial else None
+    args.vw_range = None
+    if ranged and args.initial:
+        import numpy as np
+
+        args.vw_range = [None if v is None else float(np.float32(v))  # (VW's floats)
+                         for v in (args.min_prediction, args.max_prediction)]
     # --initial_t with -i: the sums every weight starts from, under -i's model
     # (_cli_run.vw_start); -t learns nothing, VW's batch learner has no such sums
     args.vw_initial_t = None
@@ -943,10 +947,11 @@ def _starting_weights(args: argparse.Namespace) -> str:
     if args.initial_t:  # VW's gd: initial_t fake examples, each of norm and gradient 1
         g2 = np.full(len(idx), args.initial_t, np.float32)
         state[TOTAL_WEIGHT] = state[SUM_NORM_X] = args.initial_t
-    if args.min_prediction is not None:  # the range stays there (_losses.FIXED_RANGE)
-        state[MIN_LABEL] = args.min_prediction
+    # the range stays there (_losses.FIXED_RANGE), as VW's two floats: 0.4 clips to 0.4f
+    if args.min_prediction is not None:
+        state[MIN_LABEL] = np.float32(args.min_prediction)
     if args.max_prediction is not None:
-        state[MAX_LABEL] = args.max_prediction
+        state[MAX_LABEL] = np.float32(args.max_prediction)
     info = {"vw_counters": {"t": args.initial_t, "initial_t": args.initial_t}} \
         if args.initial_t else {}  # (VW's counters start at t, its model keeps initial_t)
     LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"], info=info,
