@@ -196,7 +196,7 @@ def _far_weights(n: int, seed: int, oaa: bool) -> str:
 
 @pytest.mark.parametrize(("flags", "numba"), [
     (["--oaa", "3", "--passes", "2", "-c", "-k"], False),
-    (["--passes", "3", "-c", "-k", "--holdout_off"], False),
+    more(["--passes", "3", "-c", "-k", "--holdout_off"], False),
     more(["--oaa", "3", "--passes", "2", "-c", "-k"], True),
     more(["--oaa", "3", "--passes", "3", "-c", "-k", "--holdout_off", "--probabilities",
           "--loss_function", "logistic"], False),

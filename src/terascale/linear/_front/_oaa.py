@@ -150,6 +150,8 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
                           "order); train with -n N and -f, then predict with -i MODEL -t")
     names = _names(args, k_classes)
     start = _initial(args, k_classes, make) if args.initial else None
+    if start is None and getattr(args, "vw_oaa_range", None):
+        start = _ranged_start(args.vw_oaa_range, k_classes, options, make)
     if start is not None and getattr(args, "indexing", None) is None:
         args.indexing = start[0].info.get("indexing")  # (VW keeps --indexing)
     if start is not None and not args.link:
@@ -248,6 +250,36 @@ def start_learners(arrays: np.ndarray, states: np.ndarray, start: list[Any] | No
             states[c, :len(state)] = state
     bounds = states[:, MIN_LABEL:MAX_LABEL + 1]
     bounds[:] = bounds.astype(np.float32)
+
+
+def _ranged_start(bounds: list[float | None], k_classes: int, options: dict[str, Any],
+                  make: Any = None) -> list[Any]:
+    """The K learners of a run of ``--min_prediction``/``--max_prediction`` alone (the
+    bounds as VW's floats, None: not given, 0 as VW's empty range): no weights, the
+    range in their state (``options``: the run's; ``make``: as :func:`split_oaa`'s),
+    as VW's starting weights would give them."""
+    import dataclasses
+
+    from .._io._dataset import ParseOptions
+    from .._online._state import MAX_LABEL, MIN_LABEL, new_state
+
+    if make is None:
+        from .._model import LinearModel as make
+
+    fields = ParseOptions().to_dict()
+    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                            for k, v in options.items() if k in fields})
+    parse = dataclasses.replace(parse, bits=parse.bits - (k_classes - 1).bit_length())
+    state = new_state()
+    for at, v in zip((MIN_LABEL, MAX_LABEL), bounds):
+        if v is not None:
+            state[at] = v
+    none = np.zeros(0, np.float32)
+    return [make(indices=np.zeros(0, np.uint32), weights=none, parse=parse,
+                 loss=options["loss"], adaptive=(none, none, state.copy()),
+                 info={"vw_counters": {}, "vw_rates": {}, "indexing": None, "link": None,
+                       "binary": False})
+            for _ in range(k_classes)]
 
 
 def split_oaa(model: Any, k_classes: int, make: Any = None) -> list[Any]:

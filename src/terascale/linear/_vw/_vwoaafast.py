@@ -21,8 +21,11 @@ table and states restored to the best pass's).
 ``-t -i``, which scores with them: every score clipped to the label range of a model of
 ``--min_prediction``/``--max_prediction``, whatever the loss, as VW's test run clips it).
 ``--binary`` takes each learner's score's sign (``_oaa.signs``).
-A run it does not cover (``--min_prediction``/``--max_prediction``) runs the numba pass, as do the runs
-:func:`._vwonline.c_path` sends there (``-t`` with ``-f``, starting weights...).
+``--min_prediction``/``--max_prediction`` fix the learners' shared range (VW's two
+floats), to which every loss clips. A run it does not cover (``-i`` with
+``--preserve_performance_counters``, ``-i`` of a model above ``_vwonline._MAX_BITS``) runs
+the numba pass, as do the runs :func:`._vwonline.c_path` sends there (``-t`` with ``-f``,
+starting weights...).
 
 Tuning: none beyond :mod:`._vwonline`'s; each parsed chunk's K scores per example
 (``8 K`` bytes each) are made and dropped chunk by chunk.
@@ -46,8 +49,6 @@ def why_not(args: argparse.Namespace) -> str | None:
     checks = (
         (bool(args.preserve_performance_counters and args.initial),
          "--oaa -i with --preserve_performance_counters"),
-        (args.min_prediction is not None or args.max_prediction is not None,
-         "--oaa with --min_prediction/--max_prediction"),
     )
     for off, flag in checks:
         if off:
