@@ -201,12 +201,15 @@ def _far_weights(n: int, seed: int, oaa: bool) -> str:
     more(["--oaa", "3", "--passes", "3", "-c", "-k", "--holdout_off", "--probabilities",
           "--loss_function", "logistic"], False),
     more(["--passes", "3", "-c", "-k"], True),
-    more(["--passes", "3", "-c", "-k", "--holdout_off"], True)])
+    more(["--passes", "3", "-c", "-k", "--holdout_off"], True),
+    more(["--sgd", "--passes", "3", "-c", "-k"], False),
+    more(["--adaptive", "--passes", "3", "-c", "-k", "--holdout_off"], False)])
 def test_weight_sums_run_over_the_passes_as_vws(flags, numba, tmp_path, capfd, monkeypatch):
     """VW's t, weighted_labeled_examples and weighted_unlabeled_examples are each one
     double sum over every pass, example by example: with weights 1e7 and 1e-3, sums of
     each pass added round otherwise (the model's counters, its readable header, the
-    closing block's weighted example sum)."""
+    closing block's weighted example sum); VW's loss since the table's last line too, a
+    running sum of its own (``--sgd``, ``--adaptive``...)."""
     if numba:
         monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
     (tmp_path / "d.vw").write_text(_far_weights(40, 5, "--oaa" in flags))

@@ -135,7 +135,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         if counters:  # (save_resume: its t, initial_t and normalized sums go on)
             seen_t, initial_t = counters["t"], counters["initial_t"]
             total_w, nsnx = float(st[TOTAL_WEIGHT]), float(st[SUM_NORM_X])
-    t0, state0 = seen_t, (total_w, nsnx)
+    state0 = (total_w, nsnx)
     opening(float(eta), seen_t)  # (VW's preamble: its rate and t once set up)
     if data.notes and not args.quiet:  # (VW's lines on its label sections: standard output)
         print("\n".join(data.notes), flush=True)
@@ -159,6 +159,13 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         prog.go_on(preserved)
     kept = ~data.holdout  # VW's counters: every example but the held-out labelled ones
     totals = []
+    # VW's running sums over the passes (its shared_data's doubles, -i's in them): loss,
+    # labelled weight, unlabelled weight and t (from initial_t, or -i's t, on)
+    run = np.array([preserved.get("sum_loss", 0.0), preserved.get(
+        "weighted_labeled_examples", 0.0), 0.0, seen_t]) if "examples" in preserved \
+        else np.array([0.0, 0.0, 0.0, seen_t])
+    # (VW's sum_loss_since_last_dump: a running sum from the last line on)
+    since_run = float(preserved["since"]) if "examples" in preserved else 0.0
     best, no_win = np.inf, 0
     from . import _vwgdpass as gd
 
@@ -188,7 +195,11 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             tot = [float(r[-1]) if len(r) else 0.0 for r in runs] + [float(data.n)]
             seen_w = prog.seen_w + np.cumsum(np.where(kept, weights64, 0.0))
             seen_n = prog.seen_n + np.cumsum(kept)
-            at = 0
+            lm = np.where(sums_of[0], losses, 0.0)  # (a 0 added leaves a sum as it is)
+            cum_loss = np.cumsum(np.concatenate(([run[0]], lm)))[1:]
+            cum_lab = np.cumsum(np.concatenate(([run[1]], np.where(sums_of[0], weights64,
+                                                                    0.0))))[1:]
+            at = last = 0
             while prog.out is not None and at < data.n:  # VW's lines, after their example
                 at = max(int(np.searchsorted(seen_w, prog.due)), at) \
                     if seen_w[-1] >= prog.due else data.n  # (a line an example at most)
@@ -197,12 +208,16 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                 if at >= data.n:
                     break
                 now = prog.done + np.array([float(r[at]) for r in runs])
+                now[:2] = cum_loss[at], cum_lab[at]  # (VW's running sums)
+                since_run = 0.0  # (VW's, once the line is printed)
+                last = at + 1
                 prog.line(now, prog.prev, int(seen_n[at]), float(seen_w[at]),
                           float(data.labels[at]), float(preds[at]), int(features[at]),
                           args.binary)
                 prog.prev = now
                 prog.due = prog.next_due(float(seen_w[at]))
                 at += 1
+            since_run = float(np.cumsum(np.concatenate(([since_run], lm[last:])))[-1])
             if data.n:
                 seen_w, seen_n = float(seen_w[-1]), int(seen_n[-1])
             else:
@@ -221,7 +236,10 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     float(data.weights[~data.labelled].astype(np.float64).sum()),
                     float(kept.sum()), float(features[kept].sum()),
                     prog.add_labels(data.labels[taught], data.weights[taught])]
-            totals.append(tot)
+            for k, part in enumerate((losses[sums_of[0]], weights64[sums_of[0]],
+                                      weights64[~data.labelled], weights64)):
+                run[k] = np.cumsum(np.concatenate(([run[k]], part)))[-1]
+            totals.append(tot + [float(v) for v in run])
             if not holdout_off:
                 this = tot[2] / tot[3] if tot[3] > 0 else np.inf
                 if this < best:
@@ -240,10 +258,10 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         keep = [n for n in ("sgd", "adaptive", "normalized", "invariant") if getattr(args, n)]
         _save(args, data, (w, g2 if adaptive else None, nrm if normalized else None),
               state, loss, how, {"pass_totals": totals, "vw_progress": [
-                  float(prog.due), sum(t[0] for t in totals)
-                  + preserved.get("sum_loss", 0.0) - float(prog.prev[0]),
-                  float(prog.prev[1])], "vw_preserved": preserved,
-                  "vw_t0": t0, "vw_initial_t": initial_t, "vw_rules": keep})
+                  float(prog.due), since_run if prog.out is not None else
+                  sum(t[0] for t in totals) + preserved.get("sum_loss", 0.0)
+                  - float(prog.prev[0]), float(prog.prev[1])], "vw_preserved": preserved,
+                  "vw_t0": 0.0, "vw_initial_t": initial_t, "vw_rules": keep})  # (t0 in t)
     if not args.quiet:
         from ._vwreport import closing_block, holdout_on
 
