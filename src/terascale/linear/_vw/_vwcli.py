@@ -578,9 +578,17 @@ def _plain(args: argparse.Namespace) -> int:
                           "--invariant alone, --sparse_l2) with --bfgs/--conjugate_gradient "
                           "or --audit are not supported by terascale vw")
     if getattr(args, "starting_weights", False):
-        raise ConfigError("VW's other update rules (--sgd, --adaptive, --normalized, "
-                          "--invariant alone, --sparse_l2) start from zero weights in "
-                          "terascale vw (no --constant/--initial_weight/--random_weights)")
+        given = [flag for flag, on in (
+            ("--constant", args.constant), ("--initial_weight", args.initial_weight),
+            ("--random_weights", args.random_weights),
+            ("--normal_weights", args.normal_weights),
+            ("--truncated_normal_weights", args.truncated_normal_weights),
+            ("--min_prediction", args.min_prediction is not None),
+            ("--max_prediction", args.max_prediction is not None)) if on]
+        raise ConfigError(f"VW's other update rules (--sgd, --adaptive, --normalized, "
+                          f"--invariant alone, --sparse_l2) start from zero weights and "
+                          f"the labels' range in terascale vw: not with "
+                          f"{'/'.join(given) or '--constant/--initial_weight'}")
     options = train_options(args)
     paths = _cli_run._inputs(args)
     how = _cli_run._link(args, "identity")
