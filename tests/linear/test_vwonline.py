@@ -460,7 +460,7 @@ def _args(line: list[str]) -> argparse.Namespace:
 @built
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2", "--passes", "2"], "-n N with --passes"),
-    (["--oaa", "3", "--max_prediction", "2"], "--oaa with"),
+    (["--oaa", "3", "-i", "m", "--preserve_performance_counters"], "--oaa -i with"),
     (["--oaa", "3", "-t", "-i", "m", "-f", "m2"], "-t with -f"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
     (["-t", "-i", "m", "--readable_model", "r.txt"], "-t with --readable_model"),
