@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import more, numbers, run_ts, run_vw, stdouts
+from _vw_runs import FULL, more, numbers, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -227,3 +227,35 @@ def test_weight_sums_run_over_the_passes_as_vws(flags, numba, tmp_path, capfd, m
     models = [(tmp_path / f"{tool}.m").read_bytes() for tool in ("ts", "vw")]
     assert [b[4 + int.from_bytes(b[:4], "little"):] for b in models] == \
         [b[4 + int.from_bytes(b[:4], "little"):] for b in models[::-1]]
+
+
+@FULL
+@pytest.mark.parametrize(("first", "then", "numba"), [
+    ([], ["--passes", "2", "-c", "-k", "--holdout_off"], False),
+    ([], ["--preserve_performance_counters"], True),
+    (["--oaa", "3"], ["--oaa", "3", "--passes", "2", "-c", "-k", "--holdout_off"], False),
+    (["--oaa", "3"], ["--oaa", "3", "--preserve_performance_counters"], True),
+    (["--sgd"], ["--sgd", "--preserve_performance_counters"], False)])
+def test_weight_sums_go_on_from_i_as_vws(first, then, numba, tmp_path, capfd, monkeypatch):
+    """-i of VW's model: VW's t (and, with --preserve_performance_counters, its label and
+    unlabelled weight sums) go on from the model's as running double sums: with weights
+    1e7 and 1e-3, -i's added at the end rounds otherwise."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    oaa = "--oaa" in first
+    (tmp_path / "d.vw").write_text(_far_weights(40, 5, oaa))
+    run_vw(["-d", "d.vw", *first, "-f", "m0", "--quiet"], tmp_path)
+
+    def args(tool):
+        return ["-d", "d.vw", "-i", "m0", *then, "-p", f"{tool}.p", "-f", f"{tool}.m",
+                "--readable_model", f"{tool}.rm"]
+
+    vw = run_vw(args("vw"), tmp_path)
+    code, err = run_ts(capfd, args("ts"), tmp_path, monkeypatch)
+    assert code == 0, err
+    assert err[err.index("average  since"):] == vw[vw.index("average  since"):]
+    for ext in ("p", "rm"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    models = [(tmp_path / f"{tool}.m").read_bytes() for tool in ("ts", "vw")]
+    assert models[0][4 + int.from_bytes(models[0][:4], "little"):] == \
+        models[1][4 + int.from_bytes(models[1][:4], "little"):]

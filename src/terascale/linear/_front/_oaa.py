@@ -252,6 +252,12 @@ def start_learners(arrays: np.ndarray, states: np.ndarray, start: list[Any] | No
     bounds[:] = bounds.astype(np.float32)
 
 
+def start_t(start: list[Any] | None) -> float:
+    """-i's ``t`` (its learners' VW counters; 0 without -i), which VW's t goes on from."""
+    kept = (start[0].info.get("vw_counters") or {}) if start else {}
+    return float(kept.get("t") or 0.0)
+
+
 def _ranged_start(bounds: list[float | None], k_classes: int, options: dict[str, Any],
                   make: Any = None) -> list[Any]:
     """The K learners of a run of ``--min_prediction``/``--max_prediction`` alone (the
@@ -664,7 +670,7 @@ class _Table:
 
     def __init__(self, quiet: bool, holdout: bool, names: list[str] | None,
                  probabilities: bool = False, scores: bool = False,
-                 kept: dict[str, float] | None = None) -> None:
+                 kept: dict[str, float] | None = None, t0: float = 0.0) -> None:
         from .._online._progress import Progress
 
         self.prog = None if quiet else Progress(sys.stderr)
@@ -675,11 +681,15 @@ class _Table:
         self.before, self.kept_loss = 0, 0.0
         #: VW's running sums over the passes (its shared_data's doubles): loss and
         #: labelled weight (-i's in them where the table goes on from its counters), the
-        #: unlabelled weight and every example's weight (its t); each pass's row ends
-        #: with them (after the label sum, 0: VW's multiclass learner keeps none)
-        self.run = np.zeros(4)
+        #: unlabelled weight and every example's weight (its t, from -i's ``t0`` on);
+        #: each pass's row ends with them (after the label sum, 0: VW's multiclass
+        #: learner keeps none)
+        self.run = np.array([0.0, 0.0, 0.0, t0])
+        self.label_sum = 0.0  # (-i's, which VW's multiclass learner adds nothing to)
         if kept and "examples" in kept:
-            self.run[:2] = kept["sum_loss"], kept["weighted_labeled_examples"]
+            self.run[:3] = (kept["sum_loss"], kept["weighted_labeled_examples"],
+                            kept.get("weighted_unlabeled_examples", 0.0))
+            self.label_sum = float(kept.get("weighted_labels", 0.0))
         if self.prog is not None:
             self.prog.names, self.prog.holdout = names, holdout
             self.prog.header()
@@ -706,7 +716,7 @@ class _Table:
         was read (``first``; ``--scores``: each class's score); ``notes``: VW's lines on standard output and the
         example before whose line each comes, in order."""
         if len(self.passes) <= p:
-            self.passes.append(np.concatenate([np.zeros(10), self.run]))
+            self.passes.append(np.concatenate([np.zeros(9), [self.label_sum], self.run]))
         w = weight.astype(np.float64)
         labelled = ~np.isnan(truth)
         held = labelled & hold  # (VW holds out labelled examples only)
@@ -912,7 +922,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     index = _Indexing(k_classes, say=not quiet, given=job.get("indexing"))
     probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
     table = _Table(quiet, bool(period) and passes > 1, names,  # (rank 0's shard's lines)
-                   probabilities, scores, None if test else job.get("preserved"))
+                   probabilities, scores, None if test else job.get("preserved"),
+                   start_t(start))
     job_totals: list[np.ndarray] = []  # each pass's sums over every worker
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
@@ -1084,8 +1095,7 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     rows = np.concatenate(rows) if rows else np.zeros(0, itype)
     at = np.concatenate(pos) if pos else np.zeros(0, np.uint32)
     cols = [_Learned(a, feats, at, k, j) for j in range(3)]
-    info = {"pass_totals": [[*map(float, t[:9]), 0.0, *map(float, t[10:])]  # (no label sum)
-                            for t in totals],
+    info = {"pass_totals": [[*map(float, t)] for t in totals],
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
             "vw_initial_t": initial_t,
@@ -1096,7 +1106,9 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     if job["options"].get("fixed_range"):
         info["fixed_range"] = True  # (VW's header holds it, whatever the loss)
     out = run_counters(info["pass_totals"], progress, job.get("preserved"))
-    info["vw_counters_out"] = dict(out, t=out["t"] + t0)
+    # (-i's t: in the rows' running t, where they have it)
+    info["vw_counters_out"] = dict(out, t=out["t"] + (
+        0.0 if totals and len(totals[-1]) >= 14 else t0))
     bits = parse.bits + shift
     return SimpleNamespace(indices=rows, weights=cols[0], bits=bits, loss=loss,
                            parse=dataclasses.replace(parse, bits=bits), info=info,

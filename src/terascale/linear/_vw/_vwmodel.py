@@ -163,14 +163,16 @@ def run_counters(totals: list[list[float]], progress: list[float] | None,
     if totals and len(totals[-1]) >= 12:  # (VW's running sums at the pass's end, kept's on)
         loss, labelled = float(totals[-1][10]), float(totals[-1][11])
     t = float(sum(t[1] + t[3] + t[6] for t in totals))
-    unlabelled = float(sum(t[6] for t in totals))
-    if totals and len(totals[-1]) >= 14:  # (VW's running unlabelled weight and t)
+    unlabelled = float(sum(t[6] for t in totals)) + kept.get("weighted_unlabeled_examples",
+                                                              0.0)
+    labels = run_label_sum(totals) + kept.get("weighted_labels", 0.0)
+    if totals and len(totals[-1]) >= 14:  # (VW's running sums, kept's in them)
         unlabelled, t = float(totals[-1][12]), float(totals[-1][13])
+        labels = run_label_sum(totals)
     due, since, at_weight = progress if progress else (1.0, loss, 0.0)
     return {"t": t, "sum_loss": loss,
             "since": since, "dump": due, "labelled": labelled,
-            "labels": run_label_sum(totals) + kept.get("weighted_labels", 0.0),
-            "unlabelled": unlabelled + kept.get("weighted_unlabeled_examples", 0.0),
+            "labels": labels, "unlabelled": unlabelled,
             "examples": int(sum(t[7] for t in totals)) + int(kept.get("examples", 0)),
             "features": int(sum(t[8] for t in totals)) + int(kept.get("features", 0)),
             "old": at_weight, "passes": len(totals) + int(kept.get("passes", 0))}

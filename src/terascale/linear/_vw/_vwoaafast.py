@@ -165,6 +165,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
         malformed_error,
         malformed_note,
         print_test_block,
+        start_t,
     )
     from .._holdout import EarlyStop, Holdout, holdout_period
     from .._losstable import _CLIP
@@ -189,7 +190,8 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None) -> No
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
     index = _Indexing(k, say=not quiet, given=job.get("indexing"))
     probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
-    table = _Table(quiet, bool(period) and passes > 1, names, probabilities, scores)
+    table = _Table(quiet, bool(period) and passes > 1, names, probabilities, scores,
+                   t0=start_t(start))
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
     how = _LINK_CODES[job["link"]] if job.get("link") and not test else -1

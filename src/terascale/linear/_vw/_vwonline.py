@@ -441,6 +441,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     prog = Progress(out)
     prog.header()
     prog.restart()
+    counters = (model.info.get("vw_counters") or {}) if model is not None else {}
+    prog.seen_sums[1] = float(counters.get("t") or 0.0)  # (VW's running t, from -i's on)
     prog.due = prog.first_due() if out else 1.0
     kept = getattr(args, "vw_preserved", None) or {}
     if "examples" in kept:  # --preserve_performance_counters: VW's table goes on from -i's
@@ -488,7 +490,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
         ran.append(len(totals))
     if args.model or args.readable_model or args.invert_hash:
         _save(args, parse, table, state, options, totals, how, marks[used - 1],
-              (model.info.get("vw_counters") or {}) if model is not None else {},
+              dict(counters, t=0.0),  # (-i's t in the rows' running t)
               used if used < len(totals) else None, paths)
     if not args.quiet:
         print(closing_block({"pass_totals": totals, "labels": labels_seen,

@@ -228,8 +228,8 @@ def closing_block(info: dict[str, Any]) -> str:
         examples = int(totals[0][7])
         weight += sum(t[6] for t in totals)
         features = int(sum(t[8] for t in totals))
-    # (VW's running labelled and unlabelled weights at the last pass's end, -i's labelled
-    # in the first: sums of each pass added round otherwise, with weights far apart)
+    # (VW's running labelled and unlabelled weights at the last pass's end, -i's in them,
+    # its label sum too: sums of each pass added round otherwise, with weights far apart)
     running = bool(totals) and len(totals[-1]) >= 14
     if running:
         weight = totals[-1][11] + totals[-1][12]
@@ -241,10 +241,11 @@ def closing_block(info: dict[str, Any]) -> str:
                                             else examples * passes)
         passes += int(kept.get("passes", 0))
         examples //= max(passes, 1)  # (VW's example_number / current_pass)
-        weight += (0.0 if running else kept.get("weighted_labeled_examples", 0.0)) + \
-            kept.get("weighted_unlabeled_examples", 0.0)
+        if not running:  # (else in the running sums)
+            weight += kept.get("weighted_labeled_examples", 0.0) + \
+                kept.get("weighted_unlabeled_examples", 0.0)
+            label_sum += kept.get("weighted_labels", 0.0)
         labelled += kept.get("weighted_labeled_examples", 0.0)
-        label_sum += kept.get("weighted_labels", 0.0)
         features += int(kept.get("features", 0))
     lines = ["", "finished run"]
     if passes > 1:

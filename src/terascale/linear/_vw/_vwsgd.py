@@ -162,8 +162,8 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
     # VW's running sums over the passes (its shared_data's doubles, -i's in them): loss,
     # labelled weight, unlabelled weight and t (from initial_t, or -i's t, on)
     run = np.array([preserved.get("sum_loss", 0.0), preserved.get(
-        "weighted_labeled_examples", 0.0), 0.0, seen_t]) if "examples" in preserved \
-        else np.array([0.0, 0.0, 0.0, seen_t])
+        "weighted_labeled_examples", 0.0), preserved.get("weighted_unlabeled_examples", 0.0),
+        seen_t]) if "examples" in preserved else np.array([0.0, 0.0, 0.0, seen_t])
     # (VW's sum_loss_since_last_dump: a running sum from the last line on)
     since_run = float(preserved["since"]) if "examples" in preserved else 0.0
     best, no_win = np.inf, 0
