@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import ab_lines, more, run_ok, vw_in_one_process
+from _vw_runs import ab_lines, more, run_ok, run_ts, vw_in_one_process
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -535,18 +535,27 @@ def test_loss32_is_the_numba_kernel():
 
 @pytest.mark.parametrize(("flags", "numba"), [
     ([], False), more([], True), more(["--passes", "2", "-c", "-k", "--holdout_off"], True)])
-def test_logistic_in_a_fixed_range_clips_to_vws_floats(tmp_path, flags, numba):
+def test_logistic_in_a_fixed_range_clips_to_vws_floats(tmp_path, capfd, monkeypatch, flags,
+                                                        numba):
     """``--loss_function logistic --min_prediction -0.3 --max_prediction 0.4``: VW clips
     the score to its two floats (0.4f, not 0.4), which its update then adds in float:
     its -r, weights and model to the bit."""
     def label(rng, a, x):
         return "1" if 0.3 * a.sum() / 40 + 0.5 * x[0] + 0.3 * rng.normal() > 0.3 else "-1"
 
-    data = tmp_path / "d.vw"
-    data.write_text("\n".join(ab_lines(200, 4, label)) + "\n")
-    got = _three(tmp_path, data, ["--loss_function", "logistic", "--min_prediction", "-0.3",
-                                  "--max_prediction", "0.4", *flags], numba)
-    _same_as_numba(got, ("p", "r", "m", "err"))
-    assert got["c"]["r"] == got["vw"]["r"] and got["c"]["p"] == got["vw"]["p"]
-    c, vw = got["c"]["m"], got["vw"]["m"]  # (after the version string)
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(200, 4, label)) + "\n")
+
+    def args(tool):
+        return ["-d", "d.vw", "--loss_function", "logistic", "--min_prediction", "-0.3",
+                "--max_prediction", "0.4", *flags, "-p", f"{tool}.p", "-r", f"{tool}.r",
+                "-f", f"{tool}.m", "--quiet"]
+
+    run_ok([sys.executable, "-m", "vowpalwabbit", *args("vw")], tmp_path)
+    code, err = run_ts(capfd, args("ts"), tmp_path, monkeypatch)
+    assert code == 0, err
+    for ext in ("p", "r"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    c, vw = ((tmp_path / f"{t}.m").read_bytes() for t in ("ts", "vw"))
     assert c[4 + int.from_bytes(c[:4], "little"):] == vw[4 + int.from_bytes(vw[:4], "little"):]
