@@ -167,7 +167,14 @@ def test_oaa_in_a_fixed_range_is_compiled_and_vws(flags, numba, tmp_path):
     at VW's two floats, every loss clipped to it (a range with its bounds crossed too), in
     the compiled learner (no numba imported), as VW and the numba pass."""
     (tmp_path / "d.vw").write_text("\n".join(_weighted(300, 5)) + "\n")
-    _check(_runs(tmp_path, "d.vw", ["--oaa", "3", *flags], numba), tmp_path, "d.vw")
+    got = _runs(tmp_path, "d.vw", ["--oaa", "3", *flags], numba)
+    for f in ("p", "r"):
+        assert got["c"][f] == got["vw"][f], f
+    assert got["c"]["err"].decode().splitlines() == _vw_table(got["vw"]["err"])
+    c, vw = got["c"]["m"], got["vw"]["m"]  # (after the version string)
+    assert c[4 + int.from_bytes(c[:4], "little"):] == vw[4 + int.from_bytes(vw[:4], "little"):]
+    for f in ("p", "r", "m", "err") if numba else ():
+        assert got["c"][f] == got["numba"][f], f
 
 
 @built
