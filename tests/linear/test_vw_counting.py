@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import more, numbers, run_ts, run_vw, stdouts
+from _vw_runs import FULL, more, numbers, run_ts, run_vw, stdouts
 
 pytest.importorskip("vowpalwabbit")
 
@@ -177,3 +177,85 @@ def test_a_run_that_saw_no_label_but_0_keeps_vws_label_range(text, tmp_path, cap
     assert code == 0, err
     assert b"Min label:0\nMax label:0\n" in (tmp_path / "vw.rm").read_bytes()
     assert (tmp_path / "ts.rm").read_bytes() == (tmp_path / "vw.rm").read_bytes()
+
+
+def _far_weights(n: int, seed: int, oaa: bool) -> str:
+    """Rows whose importance weights are 1e7 or 1e-3 (about 33 bits apart), classes 1..3
+    (``oaa``; some of class -1, VW's no class, with their weight) or labels -1/1, and some
+    unlabelled."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        c = int(rng.integers(1, 4))
+        w = rng.choice(["1e7", "1e-3", "0.5"])
+        lab = (("-1" if rng.random() < 0.1 else str(c)) if oaa else str(2 * (c > 1) - 1))
+        head = "" if rng.random() < 0.1 else f"{lab} {w} "
+        out.append(f"{head}'t{i}|a x{3 * c + rng.integers(4)} y{rng.integers(9)}")
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize(("flags", "numba"), [
+    (["--oaa", "3", "--passes", "2", "-c", "-k"], False),
+    more(["--passes", "3", "-c", "-k", "--holdout_off"], False),
+    more(["--oaa", "3", "--passes", "2", "-c", "-k"], True),
+    more(["--oaa", "3", "--passes", "3", "-c", "-k", "--holdout_off", "--probabilities",
+          "--loss_function", "logistic"], False),
+    more(["--passes", "3", "-c", "-k"], True),
+    more(["--passes", "3", "-c", "-k", "--holdout_off"], True),
+    more(["--sgd", "--passes", "3", "-c", "-k"], False),
+    more(["--adaptive", "--passes", "3", "-c", "-k", "--holdout_off"], False)])
+def test_weight_sums_run_over_the_passes_as_vws(flags, numba, tmp_path, capfd, monkeypatch):
+    """VW's t, weighted_labeled_examples and weighted_unlabeled_examples are each one
+    double sum over every pass, example by example: with weights 1e7 and 1e-3, sums of
+    each pass added round otherwise (the model's counters, its readable header, the
+    closing block's weighted example sum); VW's loss since the table's last line too, a
+    running sum of its own (``--sgd``, ``--adaptive``...)."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    (tmp_path / "d.vw").write_text(_far_weights(40, 5, "--oaa" in flags))
+
+    def args(tool):
+        return ["-d", "d.vw", *flags, "-p", f"{tool}.p", "-f", f"{tool}.m",
+                "--readable_model", f"{tool}.rm"]
+
+    vw = run_vw(args("vw"), tmp_path)
+    code, err = run_ts(capfd, args("ts"), tmp_path, monkeypatch)
+    assert code == 0, err
+    assert err[err.index("average  since"):] == vw[vw.index("average  since"):]
+    for ext in ("p", "rm"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    models = [(tmp_path / f"{tool}.m").read_bytes() for tool in ("ts", "vw")]
+    assert [b[4 + int.from_bytes(b[:4], "little"):] for b in models] == \
+        [b[4 + int.from_bytes(b[:4], "little"):] for b in models[::-1]]
+
+
+@FULL
+@pytest.mark.parametrize(("first", "then", "numba"), [
+    ([], ["--passes", "2", "-c", "-k", "--holdout_off"], False),
+    ([], ["--preserve_performance_counters"], True),
+    (["--oaa", "3"], ["--oaa", "3", "--passes", "2", "-c", "-k", "--holdout_off"], False),
+    (["--oaa", "3"], ["--oaa", "3", "--preserve_performance_counters"], True),
+    (["--sgd"], ["--sgd", "--preserve_performance_counters"], False)])
+def test_weight_sums_go_on_from_i_as_vws(first, then, numba, tmp_path, capfd, monkeypatch):
+    """-i of VW's model: VW's t (and, with --preserve_performance_counters, its label and
+    unlabelled weight sums) go on from the model's as running double sums: with weights
+    1e7 and 1e-3, -i's added at the end rounds otherwise."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    oaa = "--oaa" in first
+    (tmp_path / "d.vw").write_text(_far_weights(40, 5, oaa))
+    run_vw(["-d", "d.vw", *first, "-f", "m0", "--quiet"], tmp_path)
+
+    def args(tool):
+        return ["-d", "d.vw", "-i", "m0", *then, "-p", f"{tool}.p", "-f", f"{tool}.m",
+                "--readable_model", f"{tool}.rm"]
+
+    vw = run_vw(args("vw"), tmp_path)
+    code, err = run_ts(capfd, args("ts"), tmp_path, monkeypatch)
+    assert code == 0, err
+    assert err[err.index("average  since"):] == vw[vw.index("average  since"):]
+    for ext in ("p", "rm"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    models = [(tmp_path / f"{tool}.m").read_bytes() for tool in ("ts", "vw")]
+    assert models[0][4 + int.from_bytes(models[0][:4], "little"):] == \
+        models[1][4 + int.from_bytes(models[1][:4], "little"):]

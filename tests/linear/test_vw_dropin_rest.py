@@ -545,3 +545,13 @@ def test_invariant_alone_takes_vws_sum_of_squares(flags, tmp_path, capfd, monkey
     assert code == 0, err
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
     assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")
+
+
+def test_other_rules_with_a_fixed_range_are_refused_naming_the_flag(tmp_path, capfd,
+                                                                    monkeypatch):
+    """VW's other update rules start from zero weights and the labels' range here: a
+    run of them with --min_prediction (or --constant...) is refused, naming that flag."""
+    (tmp_path / "d.vw").write_text("1 |a x\n-1 |a y\n")
+    code, err = run_ts(capfd, ["-d", "d.vw", "--sgd", "--min_prediction", "-0.3"], tmp_path,
+                       monkeypatch)
+    assert code == 2 and "not with --min_prediction" in err, err

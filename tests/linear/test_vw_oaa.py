@@ -546,3 +546,39 @@ def test_oaa_label_word_vw_does_not_read_whole_ends_the_input_as_vws(word, tmp_p
     assert sorted(out.splitlines()) == sorted(vw.stdout.splitlines())
     assert _table_on(err) == _table_on(vw.stderr)
     assert (tmp_path / "ts" / "p").read_text() == (tmp_path / "vw" / "p").read_text()
+
+
+@pytest.mark.parametrize(("word", "numba"), [("abc", False), more("abc", True),
+                                             more("-x 2", False), more("nan", True)])
+def test_oaa_label_word_with_no_integer_is_read_as_vw_and_ends_the_input(
+        word, numba, tmp_path, capfd, monkeypatch):
+    """A label word of which C's ``strtol`` reads no integer (``abc``, ``-x``, ``nan``):
+    VW warns (``'abc' is not a good int, replacing with 0``), throws at its first
+    character, reads no more and exits 0; terascale vw, compiled or the numba pass, too:
+    VW's standard output, table, closing block, -p, -r and model."""
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    lines = _classes(40, 3, 12, unlabelled=0.0)
+    lines.insert(4, "")
+    lines[21] = word + lines[21][lines[21].index(" '"):]
+    (tmp_path / "d.vw").write_text("\n".join(lines) + "\n")
+
+    def args(tool):
+        return ["-d", "d.vw", "--oaa", "3", "-p", f"{tool}.p", "-r", f"{tool}.r",
+                "-f", f"{tool}.m"]
+
+    vw = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args("vw")], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=120)
+    assert vw.returncode == 0, vw.stderr
+    assert f"'{word.split()[0]}' is not a good int" in vw.stdout
+    from terascale.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    capfd.readouterr()
+    assert main(["vw", *args("ts")]) == 0
+    out, err = capfd.readouterr()
+    # (VW's parser thread prints as it runs ahead of the learner: the order varies)
+    assert sorted(out.splitlines()) == sorted(vw.stdout.splitlines())
+    assert _table_on(err) == _table_on(vw.stderr)
+    _same(tmp_path, ("p", "r"))
+    assert _after_version(tmp_path / "ts.m") == _after_version(tmp_path / "vw.m")

@@ -155,6 +155,29 @@ def test_oaa_with_importance_weights_is_vws_and_the_numba_pass(flags, numba, tmp
 
 
 @built
+@pytest.mark.parametrize(("flags", "numba"), [
+    (["--min_prediction", "-0.3", "--max_prediction", "0.6"], False),
+    more(["--min_prediction", "-0.3", "--max_prediction", "0.6"], True),
+    more(["--max_prediction", "0.6", "--loss_function", "logistic", "--probabilities"], True),
+    more(["--min_prediction", "0.5", "--max_prediction", "0.2"], True),
+    more(["--min_prediction", "-0.3", "--max_prediction", "0.6", "--link", "logistic"], False),
+    more(["--min_prediction", "-0.3", "--passes", "2", "-c", "-k", "--l2", "0.001"], True)])
+def test_oaa_in_a_fixed_range_is_compiled_and_vws(flags, numba, tmp_path):
+    """``--oaa K --min_prediction/--max_prediction``: the K learners' shared range fixed
+    at VW's two floats, every loss clipped to it (a range with its bounds crossed too), in
+    the compiled learner (no numba imported), as VW and the numba pass."""
+    (tmp_path / "d.vw").write_text("\n".join(_weighted(300, 5)) + "\n")
+    got = _runs(tmp_path, "d.vw", ["--oaa", "3", *flags], numba)
+    for f in ("p", "r"):
+        assert got["c"][f] == got["vw"][f], f
+    assert got["c"]["err"].decode().splitlines() == _vw_table(got["vw"]["err"])
+    c, vw = got["c"]["m"], got["vw"]["m"]  # (after the version string)
+    assert c[4 + int.from_bytes(c[:4], "little"):] == vw[4 + int.from_bytes(vw[:4], "little"):]
+    for f in ("p", "r", "m", "err") if numba else ():
+        assert got["c"][f] == got["numba"][f], f
+
+
+@built
 def test_oaa_sums_of_weights_far_apart_are_vws(tmp_path):
     """Importance weights of 1e7 and 1e-3: the mistakes' weights and the labelled weight
     are VW's running double sums (a block's sum, added to the run's, rounds otherwise),

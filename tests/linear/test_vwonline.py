@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import more, run_ok, vw_in_one_process
+from _vw_runs import ab_lines, more, run_ok, run_ts, vw_in_one_process
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -537,7 +537,8 @@ def _args(line: list[str]) -> argparse.Namespace:
 @built
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2", "--ngram", "2"], "-n N with --ngram"),
-    (["--oaa", "3", "--max_prediction", "2"], "--oaa with"),
+    (["--oaa", "3", "-n", "2", "--max_prediction", "2"], "--oaa -n N with"),
+    (["--oaa", "3", "-i", "m", "--preserve_performance_counters"], "--oaa -i with"),
     (["--oaa", "3", "-t", "-i", "m", "-f", "m2"], "-t with -f"),
     (["--loss_function", "expectile", "--expectile_q", "0.3"], "--loss_function expectile"),
     (["-t", "-i", "m", "--readable_model", "r.txt"], "-t with --readable_model"),
@@ -609,3 +610,31 @@ def test_loss32_is_the_numba_kernel():
                         rng.choice([-1.0, 1.0, 0.0, 0.25, 2.5], 300)):
             got, want = FAST.loss32(kind, float(p), y), loss32(kind, float(p), y)
             assert got == want or (np.isnan(got) and np.isnan(want)), (name, p, y)
+
+
+@pytest.mark.parametrize(("flags", "numba"), [
+    ([], False), more([], True), more(["--passes", "2", "-c", "-k", "--holdout_off"], True)])
+def test_logistic_in_a_fixed_range_clips_to_vws_floats(tmp_path, capfd, monkeypatch, flags,
+                                                        numba):
+    """``--loss_function logistic --min_prediction -0.3 --max_prediction 0.4``: VW clips
+    the score to its two floats (0.4f, not 0.4), which its update then adds in float:
+    its -r, weights and model to the bit."""
+    def label(rng, a, x):
+        return "1" if 0.3 * a.sum() / 40 + 0.5 * x[0] + 0.3 * rng.normal() > 0.3 else "-1"
+
+    if numba:
+        monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
+    (tmp_path / "d.vw").write_text("\n".join(ab_lines(200, 4, label)) + "\n")
+
+    def args(tool):
+        return ["-d", "d.vw", "--loss_function", "logistic", "--min_prediction", "-0.3",
+                "--max_prediction", "0.4", *flags, "-p", f"{tool}.p", "-r", f"{tool}.r",
+                "-f", f"{tool}.m", "--quiet"]
+
+    run_ok([sys.executable, "-m", "vowpalwabbit", *args("vw")], tmp_path)
+    code, err = run_ts(capfd, args("ts"), tmp_path, monkeypatch)
+    assert code == 0, err
+    for ext in ("p", "r"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    c, vw = ((tmp_path / f"{t}.m").read_bytes() for t in ("ts", "vw"))
+    assert c[4 + int.from_bytes(c[:4], "little"):] == vw[4 + int.from_bytes(vw[:4], "little"):]

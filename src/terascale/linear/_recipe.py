@@ -381,8 +381,8 @@ def _online_passes(run: Run, space: Space, ws: Weights, scan: LabelScan,
             sync_weights(ws.w, ws.state)
             average_weights(comm, ws.w, ws.g2, ws.nrm, ws.state, opts.averaging)
         tot = comm.allreduce(np.concatenate([acc[:6], acc[COUNTED:COUNTED + 4]]))
-        if comm.size == 1:  # (VW's sum_loss and labelled weight now: run_counters)
-            tot = np.concatenate([tot, prog.sums[:2]])
+        if comm.size == 1:  # (VW's sum_loss, labelled, unlabelled weight and t now)
+            tot = np.concatenate([tot, prog.sums[:2], prog.seen_sums])
         info.setdefault("pass_totals", []).append([float(v) for v in tot])
         own[0] += float(acc[0])
         # (-n N: rank 0's loss since its table's last line and the other workers' loss;

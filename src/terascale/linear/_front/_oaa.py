@@ -150,6 +150,8 @@ def train_oaa(args: argparse.Namespace, paths: list[str], options: dict[str, Any
                           "order); train with -n N and -f, then predict with -i MODEL -t")
     names = _names(args, k_classes)
     start = _initial(args, k_classes, make) if args.initial else None
+    if start is None and getattr(args, "vw_oaa_range", None):
+        start = _ranged_start(args.vw_oaa_range, k_classes, options, make)
     if start is not None and getattr(args, "indexing", None) is None:
         args.indexing = start[0].info.get("indexing")  # (VW keeps --indexing)
     if start is not None and not args.link:
@@ -264,6 +266,42 @@ def start_learners(arrays: np.ndarray, states: np.ndarray, start: list[Any] | No
             states[c, :len(state)] = state
     bounds = states[:, MIN_LABEL:MAX_LABEL + 1]
     bounds[:] = bounds.astype(np.float32)
+
+
+def start_t(start: list[Any] | None) -> float:
+    """-i's ``t`` (its learners' VW counters; 0 without -i), which VW's t goes on from."""
+    kept = (start[0].info.get("vw_counters") or {}) if start else {}
+    return float(kept.get("t") or 0.0)
+
+
+def _ranged_start(bounds: list[float | None], k_classes: int, options: dict[str, Any],
+                  make: Any = None) -> list[Any]:
+    """The K learners of a run of ``--min_prediction``/``--max_prediction`` alone (the
+    bounds as VW's floats, None: not given, 0 as VW's empty range): no weights, the
+    range in their state (``options``: the run's; ``make``: as :func:`split_oaa`'s),
+    as VW's starting weights would give them."""
+    import dataclasses
+
+    from .._io._dataset import ParseOptions
+    from .._online._state import MAX_LABEL, MIN_LABEL, new_state
+
+    if make is None:
+        from .._model import LinearModel as make
+
+    fields = ParseOptions().to_dict()
+    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
+                            for k, v in options.items() if k in fields})
+    parse = dataclasses.replace(parse, bits=parse.bits - (k_classes - 1).bit_length())
+    state = new_state()
+    for at, v in zip((MIN_LABEL, MAX_LABEL), bounds):
+        if v is not None:
+            state[at] = v
+    none = np.zeros(0, np.float32)
+    return [make(indices=np.zeros(0, np.uint32), weights=none, parse=parse,
+                 loss=options["loss"], adaptive=(none, none, state.copy()),
+                 info={"vw_counters": {}, "vw_rates": {}, "indexing": None, "link": None,
+                       "binary": False})
+            for _ in range(k_classes)]
 
 
 def split_oaa(model: Any, k_classes: int, make: Any = None) -> list[Any]:
@@ -450,25 +488,59 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
         return
 
 
-def malformed_error(bad: tuple[str, int, str, int, int]) -> DataError:
+def malformed_error(bad: tuple[str, int, str, int, int, int]) -> DataError:
     """The error of a run that does not stop where VW's multiclass parser throws (a
     holdout, several workers: :func:`_until_malformed`)."""
-    where, _, word, _, _ = bad
+    where, word = bad[0], bad[2]
     return DataError(f"{where}: multiclass label {word!r} is not a class number 1..K "
                      f"(--oaa: an integer, then at most an importance weight); VW stops "
                      f"reading there, which terascale vw reproduces on one worker "
                      f"without a holdout")
 
 
-def malformed_note(bad: tuple[str, int, str, int, int]) -> str:
-    """VW's error line where its multiclass parser throws (:func:`_first_malformed`'s)."""
-    _, number, word, words, _ = bad
+def malformed_note(bad: tuple[str, int, str, int, int, int]) -> str:
+    """VW's lines where its multiclass parser throws (:func:`_first_malformed`'s): its
+    warning on a word of which ``strtol`` reads no integer (``abc``, ``nan``, ``-x``: read
+    as 0), then its error."""
+    _, number, word, words = bad[:4]
     if words > 2:
         return f"[error] vw example #{number}(multiclass.cc:71): Malformed example, " \
                f"words.size() = {words}"
+    warn = f"[warning] '{word}' is not a good int, replacing with 0\n" \
+        if _reads_no_int(word) else ""
     # (VW's throw for a label with a weight, without)
-    return (f"[error] vw example #{number}(multiclass.cc:{65 if words == 2 else 52}): "
+    return (f"{warn}[error] vw example #{number}(multiclass.cc:{65 if words == 2 else 52}): "
             f"Malformed example: label has trailing character(s): {_after_int(word)}")
+
+
+def _reads_no_int(word: str) -> bool:
+    """Whether C's ``strtol`` reads no integer at the start of ``word``."""
+    return re.match(r"\s*[-+]?\d", word) is None
+
+
+def _mended(paths: list[str], bad: tuple[str, int, str, int, int, int],
+            out_dir: str) -> list[str]:
+    """The text VW's multiclass parser reads up to the line it throws at (``bad``:
+    :func:`_first_malformed`'s), that line's label word, of which ``strtol`` reads no
+    integer and which the parser would refuse, written ``0`` (the run stops at that
+    example: it is never learned from); the files after it left out."""
+    out: list[str] = []
+    left = bad[1]  # (the lines before it, every file's, empty ones too)
+    for n, path in enumerate(paths):
+        name = os.path.join(out_dir, f"mended-{n}.vw")
+        out.append(name)
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f, \
+                open(name, "wb") as o:
+            for line in f:
+                if left == 0:
+                    col = bad[5]
+                    o.write(line[:col] + b"0" + line[col + len(os.fsencode(bad[2])):])
+                    return out
+                o.write(line)
+                left -= 1
+    return out
 
 
 def _head(blk: Any, j: int) -> Any:
@@ -485,9 +557,10 @@ def _head(blk: Any, j: int) -> Any:
 
 
 def _first_malformed(data: list[str], paths: list[str]
-                     ) -> tuple[str, int, str, int, int] | None:
+                     ) -> tuple[str, int, str, int, int, int] | None:
     """(file:line, VW's example number: the lines before it, empty ones too, its label
-    word, its label section's word count, the examples before it) of the first line
+    word, its label section's word count, the examples before it, the word's byte in its
+    line) of the first line
     whose label section VW's multiclass parser throws at; None where there is none. The
     text is read in chunks of whole lines by ``multiclass_stop`` (the compiled core's where
     built: a compiled ``--oaa`` run imports no numba; else :mod:`.._vw._vwparse`'s)."""
@@ -514,8 +587,9 @@ def _first_malformed(data: list[str], paths: list[str]
                 kind, at, nex, count, s, e = multiclass_stop(buf)
                 if kind:
                     word = bytes(buf[s:e]).decode("utf-8", "surrogateescape")
+                    col = s - (text.rfind(b"\n", 0, s) + 1)
                     return (f"{name}:{line + at + 1}", lines_before + line + at, word,
-                            count, examples_before + nex)
+                            count, examples_before + nex, col)
                 line += at
                 examples_before += nex
                 if not chunk:
@@ -616,7 +690,7 @@ class _Table:
 
     def __init__(self, quiet: bool, holdout: bool, names: list[str] | None,
                  probabilities: bool = False, scores: bool = False,
-                 kept: dict[str, float] | None = None) -> None:
+                 kept: dict[str, float] | None = None, t0: float = 0.0) -> None:
         from .._online._progress import Progress
 
         self.prog = None if quiet else Progress(sys.stderr)
@@ -625,6 +699,17 @@ class _Table:
         #: -i's passes and loss the table goes on from (``kept``: its counters, under
         #: --preserve_performance_counters, :data:`.._online._progress.PRESERVED`)
         self.before, self.kept_loss = 0, 0.0
+        #: VW's running sums over the passes (its shared_data's doubles): loss and
+        #: labelled weight (-i's in them where the table goes on from its counters), the
+        #: unlabelled weight and every example's weight (its t, from -i's ``t0`` on);
+        #: each pass's row ends with them (after the label sum, 0: VW's multiclass
+        #: learner keeps none)
+        self.run = np.array([0.0, 0.0, 0.0, t0])
+        self.label_sum = 0.0  # (-i's, which VW's multiclass learner adds nothing to)
+        if kept and "examples" in kept:
+            self.run[:3] = (kept["sum_loss"], kept["weighted_labeled_examples"],
+                            kept.get("weighted_unlabeled_examples", 0.0))
+            self.label_sum = float(kept.get("weighted_labels", 0.0))
         if self.prog is not None:
             self.prog.names, self.prog.holdout = names, holdout
             self.prog.header()
@@ -651,7 +736,7 @@ class _Table:
         was read (``first``; ``--scores``: each class's score); ``notes``: VW's lines on standard output and the
         example before whose line each comes, in order."""
         if len(self.passes) <= p:
-            self.passes.append(np.zeros(9))
+            self.passes.append(np.concatenate([np.zeros(9), [self.label_sum], self.run]))
         w = weight.astype(np.float64)
         labelled = ~np.isnan(truth)
         held = labelled & hold  # (VW holds out labelled examples only)
@@ -665,10 +750,13 @@ class _Table:
                 test = hold | ~labelled  # (VW's test_only)
                 self.log_loss += (ll[~test].sum(), ll[test].sum())
         t = self.passes[p]
-        t += (0.0, 0.0, 0.0, 0.0, len(truth), 0.0, 0.0, counted.sum(), feats[counted].sum())
+        t[:9] += (0.0, 0.0, 0.0, 0.0, len(truth), 0.0, 0.0, counted.sum(), feats[counted].sum())
         for k, part in ((0, loss[counted]), (1, w[learnt]), (2, loss[held]), (3, w[held]),
                         (6, w[~labelled])):  # (VW's running sums, in turn: not by block)
             t[k] = np.cumsum(np.concatenate(([t[k]], part)))[-1]
+        for k, part in enumerate((loss[counted], w[learnt], w[~labelled], w)):
+            self.run[k] = np.cumsum(np.concatenate(([self.run[k]], part)))[-1]
+        t[10:14] = self.run
         cum = np.cumsum(np.concatenate([self.cum[None], np.stack(
             [np.where(counted, loss, 0.0), np.where(learnt, w, 0.0),
              np.where(held, loss, 0.0), np.where(held, w, 0.0)], axis=1)]), axis=0)[1:]
@@ -749,11 +837,17 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
     (or None), committed once it returns."""
     from .._vw._vwout import AtomicText
 
-    tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None else None
+    bad = None if names is not None else _first_malformed(paths, paths)
+    mend = bad is not None and bad[3] <= 2 and _reads_no_int(bad[2])
+    tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None or mend else None
     out = raw = None
     try:
         data = paths if names is None else _numbered(paths, k_classes, names, tmp,
                                                           not args.quiet)
+        if mend:  # (the text VW reads: up to that line, its word one the parser reads)
+            assert tmp is not None and bad is not None
+            data = _mended(paths, bad, tmp)
+            options = {**options, "cache": False}  # (read once: the run stops in pass 1)
         out = AtomicText(args.predictions) if args.predictions else None
         raw_path = getattr(args, "raw_predictions", None)
         raw = AtomicText(raw_path) if raw_path else None
@@ -766,8 +860,7 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
                "indexing": getattr(args, "indexing", None), "link": _scorer(args),
                "model_link": _kept_link(args),
                "predict_only": bool(getattr(args, "predict_only_model", False)),
-               "malformed": None if names is not None else _first_malformed(data, paths),
-               **_vw_run(args)}
+               "malformed": bad, **_vw_run(args)}
         (run or _run_one)(job, start, out, raw)
         for f in (out, raw):
             if f is not None:
@@ -849,7 +942,8 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     index = _Indexing(k_classes, say=not quiet, given=job.get("indexing"))
     probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
     table = _Table(quiet, bool(period) and passes > 1, names,  # (rank 0's shard's lines)
-                   probabilities, scores, None if test else job.get("preserved"))
+                   probabilities, scores, None if test else job.get("preserved"),
+                   start_t(start))
     job_totals: list[np.ndarray] = []  # each pass's sums over every worker
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
@@ -912,7 +1006,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
                 sync_weights(w, state)
                 average_weights(comm, w, g2, nrm, state, opts.averaging)
         t = table.passes[p] if p < len(table.passes) else np.zeros(9)
-        job_totals.append(comm.allreduce(t.copy()) if size > 1 else t)
+        job_totals.append(comm.allreduce(t[:9].copy()) if size > 1 else t)
         held = job_totals[-1][2:4]
         if table.prog is not None:  # (where the table stood: the counters of a kept pass)
             marks.append([float(table.due), float(sum(t[0] for t in job_totals))
@@ -1021,7 +1115,7 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     rows = np.concatenate(rows) if rows else np.zeros(0, itype)
     at = np.concatenate(pos) if pos else np.zeros(0, np.uint32)
     cols = [_Learned(a, feats, at, k, j) for j in range(3)]
-    info = {"pass_totals": [[*map(float, t[:9]), 0.0] for t in totals],  # (no label sum)
+    info = {"pass_totals": [[*map(float, t)] for t in totals],
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
             "vw_initial_t": initial_t,
@@ -1032,7 +1126,9 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     if job["options"].get("fixed_range"):
         info["fixed_range"] = True  # (VW's header holds it, whatever the loss)
     out = run_counters(info["pass_totals"], progress, job.get("preserved"))
-    info["vw_counters_out"] = dict(out, t=out["t"] + t0)
+    # (-i's t: in the rows' running t, where they have it)
+    info["vw_counters_out"] = dict(out, t=out["t"] + (
+        0.0 if totals and len(totals[-1]) >= 14 else t0))
     bits = parse.bits + shift
     return SimpleNamespace(indices=rows, weights=cols[0], bits=bits, loss=loss,
                            parse=dataclasses.replace(parse, bits=bits), info=info,

@@ -24,7 +24,7 @@ def run_train(job: dict[str, Any],
     """Train as the job says; rank 0 saves the model (when the job names a path). Returns
     the model."""
     from ..._env import read_env
-    from .._online._progress import LINK, PRESERVED
+    from .._online._progress import CARRIED_T, LINK, PRESERVED
     from .._train import train
     from .._vw._vwmodel import load_model, save_model
 
@@ -51,11 +51,14 @@ def run_train(job: dict[str, Any],
         alone = Communicator()
     PRESERVED.clear()  # (-i's counters the table goes on from: this run's only)
     PRESERVED.update(job.get("preserved") or {})
+    counters = (initial.info.get("vw_counters") or {}) if initial is not None else {}
+    CARRIED_T[0] = float(counters.get("t") or 0.0)  # (VW's t goes on from -i's)
     try:
         model = train(job["data"], comm=alone, initial=initial, predictions=predictions,
                       **job["options"])
     finally:
         PRESERVED.clear()
+        CARRIED_T[0] = 0.0
         if alone is not None:
             alone.close()
     if job.get("predict_only") and model.adaptive is not None:
@@ -66,8 +69,10 @@ def run_train(job: dict[str, Any],
     if rank == 0:
         if job.get("link", "identity") != "identity":
             model.info["link"] = job["link"]
-        counters = (initial.info.get("vw_counters") or {}) if initial is not None else {}
-        if counters.get("t"):  # VW carries -i's t on (it resets the other counters)
+        rows = model.info.get("pass_totals") or []
+        if counters.get("t") and not (rows and len(rows[-1]) >= 14):
+            # VW carries -i's t on (it resets the other counters; one worker's rows end
+            # with VW's running t, from -i's on)
             model.info["vw_t0"] = float(counters["t"])
         if counters.get("initial_t"):  # (and the initial_t its model keeps)
             model.info["vw_initial_t"] = float(counters["initial_t"])

@@ -106,6 +106,7 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
         acc[COUNTED + 2] += int(blk.counted(0, n)[kept].sum())  # (VW's count)
         taught = ~unlabelled & ~np.asarray(hold, bool)
         acc[COUNTED + 3] = prog.add_labels(blk.labels[taught], blk.weights[taught])
+        prog.add_seen(blk.weights, unlabelled)
         if len(labels_seen) < LABELS:
             labels_seen = distinct_labels(labels_seen, blk.labels[~unlabelled])
         if lines:  # the weight and count seen at each example, to cut at the lines

@@ -27,7 +27,7 @@ from typing import TextIO
 
 import numpy as np
 
-__all__ = ["CADENCE", "LINK", "PRESERVED", "SUMS", "Progress", "cadence", "fixed",
+__all__ = ["CADENCE", "CARRIED_T", "LINK", "PRESERVED", "SUMS", "Progress", "cadence", "fixed",
            "label_notes", "label_warnings", "warns_of_labels"]
 
 # (additive, step) of this process's progress lines: VW's default doubling
@@ -39,6 +39,9 @@ LINK: list[str] = ["identity"]
 # --preserve_performance_counters``: VW's ``shared_data``, :func:`.._vw._vwmodel.run_counters`'s
 # keys; set by the command that runs the learner, for its run only; empty: from zero)
 PRESERVED: dict[str, float] = {}
+# -i's ``t``, from which VW's running ``t`` goes on (:attr:`Progress.seen_sums`; the run's
+# driver sets it, one worker)
+CARRIED_T: list[float] = [0.0]
 # the length of :attr:`Progress.sums`, VW's running sums that the learners' kernels add to
 SUMS = 10
 
@@ -96,6 +99,9 @@ class Progress:
         #: VW's weighted_labels: label x weight of the labelled examples learned from, one
         #: running double sum over the run's passes (:meth:`add_labels`)
         self.label_sum = 0.0
+        #: VW's weighted_unlabeled_examples and t (every example's weight, held out
+        #: too): one running double sum each over the run's passes (:meth:`add_seen`)
+        self.seen_sums = np.array([0.0, CARRIED_T[0]])
 
     def go_on(self, kept: dict[str, float]) -> None:
         """Go on from -i's counters ``kept`` (:data:`PRESERVED`) as VW's table does: its
@@ -111,6 +117,9 @@ class Progress:
         self.sums[:2] = kept["sum_loss"], labelled
         self.since[:] = kept["since"], labelled - kept["old"], 0.0, 0.0
         self.due = kept["dump"]
+        # (VW's running label and unlabelled weight sums go on from -i's too)
+        self.label_sum = float(kept.get("weighted_labels", 0.0))
+        self.seen_sums[0] = float(kept.get("weighted_unlabeled_examples", 0.0))
 
     def fold(self, acc: np.ndarray, seg: np.ndarray, n: int) -> None:
         """Add the sums ``seg`` of a chunk of ``n`` examples, learned from zeros, to the
@@ -144,6 +153,17 @@ class Progress:
             prod = labels.astype(np.float64) * weights.astype(np.float64)
             self.label_sum = float(np.cumsum(np.concatenate(([self.label_sum], prod)))[-1])
         return self.label_sum
+
+    def add_seen(self, weights: np.ndarray, unlabelled: np.ndarray) -> list[float]:
+        """Add each example's weight, in double and in turn, to :attr:`seen_sums` (the
+        unlabelled ones' to the first, every one's to the second: VW adds them so over
+        the passes, where sums of each pass added round otherwise with weights far
+        apart) and return them."""
+        if len(weights):
+            w = np.asarray(weights, np.float64)
+            for k, part in enumerate((w[unlabelled], w)):
+                self.seen_sums[k] = np.cumsum(np.concatenate(([self.seen_sums[k]], part)))[-1]
+        return [float(v) for v in self.seen_sums]
 
     def end_pass(self, acc: np.ndarray, seen_w: float, seen_n: int) -> None:
         """A pass is over: ``acc`` its sums (``online_chunk``'s), ``seen_w``/``seen_n``

@@ -592,9 +592,17 @@ def _plain(args: argparse.Namespace) -> int:
                           "--invariant alone, --sparse_l2) with --bfgs/--conjugate_gradient "
                           "or --audit are not supported by terascale vw")
     if getattr(args, "starting_weights", False):
-        raise ConfigError("VW's other update rules (--sgd, --adaptive, --normalized, "
-                          "--invariant alone, --sparse_l2) start from zero weights in "
-                          "terascale vw (no --constant/--initial_weight/--random_weights)")
+        given = [flag for flag, on in (
+            ("--constant", args.constant), ("--initial_weight", args.initial_weight),
+            ("--random_weights", args.random_weights),
+            ("--normal_weights", args.normal_weights),
+            ("--truncated_normal_weights", args.truncated_normal_weights),
+            ("--min_prediction", args.min_prediction is not None),
+            ("--max_prediction", args.max_prediction is not None)) if on]
+        raise ConfigError(f"VW's other update rules (--sgd, --adaptive, --normalized, "
+                          f"--invariant alone, --sparse_l2) start from zero weights and "
+                          f"the labels' range in terascale vw: not with "
+                          f"{'/'.join(given) or '--constant/--initial_weight'}")
     options = train_options(args)
     paths = _cli_run._inputs(args)
     how = _cli_run._link(args, "identity")
@@ -888,8 +896,12 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     ranged = args.min_prediction is not None or args.max_prediction is not None
     # with -i: the range -i's model starts from, the bounds given over it
     # (_cli_run.vw_start); the range stays there (options' fixed_range)
-    args.vw_range = [args.min_prediction, args.max_prediction] \
-        if ranged and args.initial else None
+    args.vw_range = None
+    if ranged and args.initial:
+        import numpy as np
+
+        args.vw_range = [None if v is None else float(np.float32(v))  # (VW's floats)
+                         for v in (args.min_prediction, args.max_prediction)]
     # --initial_t with -i: the sums every weight starts from, under -i's model
     # (_cli_run.vw_start); -t learns nothing, VW's batch learner has no such sums
     args.vw_initial_t = None
@@ -897,9 +909,20 @@ def _vw_defaults(args: argparse.Namespace) -> None:
                                                 or args.bfgs is not None
                                                 or args.cg is not None):
         args.vw_initial_t = args.initial_t
-    if (args.constant or args.initial_weight or args.random_weights or args.normal_weights
-            or args.truncated_normal_weights or ((ranged or (
-                args.initial_t and not args.plain_rule)) and not args.initial)):
+    # --oaa K on one worker with the range alone: its K learners start from it
+    # (_oaa.train_oaa), the compiled learner's run too; else a model of the starting
+    # weights, from which training starts as from -i
+    args.vw_oaa_range = None
+    others = (args.constant or args.initial_weight or args.random_weights
+              or args.normal_weights or args.truncated_normal_weights)
+    if (ranged and not others and not args.initial_t and not args.initial
+            and args.oaa is not None and args.nprocs == 1 and not args.plain_rule):
+        import numpy as np
+
+        args.vw_oaa_range = [None if v is None else float(np.float32(v))  # (VW's floats)
+                             for v in (args.min_prediction, args.max_prediction)]
+    elif (others or ((ranged or (args.initial_t and not args.plain_rule))
+                     and not args.initial)):
         args.initial = _starting_weights(args)
         args.starting_weights = True
 
@@ -964,10 +987,11 @@ def _starting_weights(args: argparse.Namespace) -> str:
     if args.initial_t:  # VW's gd: initial_t fake examples, each of norm and gradient 1
         g2 = np.full(len(idx), args.initial_t, np.float32)
         state[TOTAL_WEIGHT] = state[SUM_NORM_X] = args.initial_t
-    if args.min_prediction is not None:  # the range stays there (_losses.FIXED_RANGE)
-        state[MIN_LABEL] = args.min_prediction
+    # the range stays there (_losses.FIXED_RANGE), as VW's two floats: 0.4 clips to 0.4f
+    if args.min_prediction is not None:
+        state[MIN_LABEL] = np.float32(args.min_prediction)
     if args.max_prediction is not None:
-        state[MAX_LABEL] = args.max_prediction
+        state[MAX_LABEL] = np.float32(args.max_prediction)
     info = {"vw_counters": {"t": args.initial_t, "initial_t": args.initial_t}} \
         if args.initial_t else {}  # (VW's counters start at t, its model keeps initial_t)
     LinearModel(indices=idx, weights=w, parse=parse, loss=o["loss"], info=info,

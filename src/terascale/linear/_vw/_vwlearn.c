@@ -748,6 +748,9 @@ PyObject *vw_oaa_learn(PyObject *self, PyObject *args) {
         st.sign = 0; /* (the targets are -1 and +1) */
         st.clip = (int)clips[st.kind & 7];
         st.track = !(kind & FIXED_RANGE); /* (whatever the clip: the model keeps it) */
+        int fixed = !st.track;
+        if (fixed) /* (--min_prediction/--max_prediction: VW clips every loss there) */
+            st.clip = 1;
         set_rates(&st, eta, power_t, l1, l2);
         int squared = st.kind == 1;
         size_t rs = 3 * (size_t)k; /* (a feature's K rows side by side) */
@@ -789,8 +792,10 @@ PyObject *vw_oaa_learn(PyObject *self, PyObject *args) {
                         continue;
                     if (squared)
                         pd = mind(maxd(p, lo), hi);
-                }
-                if (!(loss32(st.kind, p, y, &bad) > 0.0))
+                } else if (fixed) /* (a range lo > hi: VW's squared loss past a bound) */
+                    pd = ranged_prediction(st.kind, p, lo, hi);
+                if (!((how < 0 && fixed ? ranged_loss32(st.kind, p, y, lo, hi, &bad)
+                                        : loss32(st.kind, p, y, &bad)) > 0.0))
                     continue;
                 if (learn_one(cols, values, a, b, t + 3 * c, rs, states + c * STATE_SIZE,
                               lazy, &st, p, y, s, pd, &bad)) {

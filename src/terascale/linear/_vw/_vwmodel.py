@@ -151,7 +151,8 @@ def run_counters(totals: list[list[float]], progress: list[float] | None,
                  kept: dict[str, float] | None = None) -> dict[str, Any]:
     """VW's performance counters (``shared_data``) from a run's per-pass sums (see
     ``_vwreport``; a row's eleventh and twelfth, where it has them, are VW's running
-    sum_loss and labelled weight at the end of its pass, -i's ``kept`` in them; its model
+    sum_loss and labelled weight at the end of its pass, -i's ``kept`` in them, its
+    thirteenth and fourteenth VW's running unlabelled weight and ``t``; its model
     and ``--readable_model`` keep them) and where its progress
     table stopped (``progress``: the next line's weight, the loss since the last line
     (VW's own sum) and the labelled weight at it; None: no line printed); ``kept``: -i's
@@ -163,12 +164,17 @@ def run_counters(totals: list[list[float]], progress: list[float] | None,
     labelled = float(sum(t[1] for t in totals)) + kept.get("weighted_labeled_examples", 0.0)
     if totals and len(totals[-1]) >= 12:  # (VW's running sums at the pass's end, kept's on)
         loss, labelled = float(totals[-1][10]), float(totals[-1][11])
+    t = float(sum(t[1] + t[3] + t[6] for t in totals))
+    unlabelled = float(sum(t[6] for t in totals)) + kept.get("weighted_unlabeled_examples",
+                                                              0.0)
+    labels = run_label_sum(totals) + kept.get("weighted_labels", 0.0)
+    if totals and len(totals[-1]) >= 14:  # (VW's running sums, kept's in them)
+        unlabelled, t = float(totals[-1][12]), float(totals[-1][13])
+        labels = run_label_sum(totals)
     due, since, at_weight = progress if progress else (1.0, loss, 0.0)
-    return {"t": float(sum(t[1] + t[3] + t[6] for t in totals)), "sum_loss": loss,
+    return {"t": t, "sum_loss": loss,
             "since": since, "dump": due, "labelled": labelled,
-            "labels": run_label_sum(totals) + kept.get("weighted_labels", 0.0),
-            "unlabelled": float(sum(t[6] for t in totals))
-            + kept.get("weighted_unlabeled_examples", 0.0),
+            "labels": labels, "unlabelled": unlabelled,
             "examples": int(sum(t[7] for t in totals)) + int(kept.get("examples", 0)),
             "features": int(sum(t[8] for t in totals)) + int(kept.get("features", 0)),
             "old": at_weight, "passes": len(totals) + int(kept.get("passes", 0))}
@@ -366,6 +372,7 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
                     c["unlabelled"]
                 examples, features, old = c["examples"], c["features"], c["old"]
                 loss, weight, passes = c["sum_loss"], c["labelled"], c["passes"]
+                seen = c["t"] + model.info.get("vw_t0", 0.0)
             counters = struct.pack(fmt, t0, st[SUM_NORM_X], seen, loss, since, dump, lo, hi,
                                    weight, labels, unlabelled, examples, features,
                                    st[TOTAL_WEIGHT], old, passes, st[GRAVITY],

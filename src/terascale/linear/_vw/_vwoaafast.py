@@ -32,9 +32,12 @@ added, the early stop decided on the job's holdout sums: the numba pass's
 closing block; the first label 0 after others with ``--passes`` and a label VW's parser
 throws at refused, as there). 200k lines of 10 ids and 7 classes at ``-b 18``: 47 and 51
 MB a worker, where the numba pass's held 109-110 MB (VW, one process: 39 MB).
-A run it does not cover (starting weights or ``-i`` with ``--initial_t`` with ``-n N``,
- (``--min_prediction``/``--max_prediction``) runs the numba pass, as do the runs
-:func:`._vwonline.c_path` sends there (``-t`` with ``-f``, starting weights...).
+``--min_prediction``/``--max_prediction`` fix the learners' shared range (VW's two
+floats), to which every loss clips. A run it does not cover (``-i`` with
+``--preserve_performance_counters``, ``-i`` of a model above ``_vwonline._MAX_BITS``;
+with ``-n N``: starting weights, ``-i`` with ``--initial_t``, a fixed range) runs the
+numba pass, as do the runs :func:`._vwonline.c_path` sends there (``-t`` with ``-f``,
+starting weights...).
 
 Tuning: none beyond :mod:`._vwonline`'s; each parsed chunk's K scores per example
 (``8 K`` bytes each) are made and dropped chunk by chunk.
@@ -58,8 +61,9 @@ def why_not(args: argparse.Namespace) -> str | None:
     checks = (
         (bool(args.preserve_performance_counters and args.initial),
          "--oaa -i with --preserve_performance_counters"),
-        (args.min_prediction is not None or args.max_prediction is not None,
-         "--oaa with --min_prediction/--max_prediction"),
+        (args.nprocs != 1 and not args.testonly and (
+            args.min_prediction is not None or args.max_prediction is not None),
+         "--oaa -n N with --min_prediction/--max_prediction"),
         (args.nprocs != 1 and not args.testonly and args.initial is not None and bool(
             getattr(args, "starting_weights", False) or getattr(args, "vw_initial_t", None)),
          "--oaa -n N with starting weights or -i and --initial_t"),
@@ -183,6 +187,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
         malformed_error,
         malformed_note,
         print_test_block,
+        start_t,
     )
     from .._holdout import EarlyStop, Holdout, holdout_period
     from .._io._stream import shard_places
@@ -209,7 +214,8 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
     index = _Indexing(k, say=not quiet, given=job.get("indexing"))
     probabilities, scores = bool(job["probabilities"]), bool(job.get("scores"))
-    table = _Table(quiet, bool(period) and passes > 1, names, probabilities, scores)
+    table = _Table(quiet, bool(period) and passes > 1, names, probabilities, scores,
+                   t0=start_t(start))
     kind = opts.online_kind()
     l2 = opts.online_l2(0.0)
     how = _LINK_CODES[job["link"]] if job.get("link") and not test else -1

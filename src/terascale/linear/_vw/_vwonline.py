@@ -470,6 +470,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     prog = Progress(out)
     prog.header()
     prog.restart()
+    counters = (model.info.get("vw_counters") or {}) if model is not None else {}
+    prog.seen_sums[1] = float(counters.get("t") or 0.0)  # (VW's running t, from -i's on)
     prog.due = prog.first_due() if out else 1.0
     kept = getattr(args, "vw_preserved", None) or {}
     if "examples" in kept:  # --preserve_performance_counters: VW's table goes on from -i's
@@ -517,7 +519,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
         ran.append(len(totals))
     if args.model or args.readable_model or args.invert_hash:
         _save(args, parse, table, state, options, totals, how, marks[used - 1],
-              (model.info.get("vw_counters") or {}) if model is not None else {},
+              dict(counters, t=0.0),  # (-i's t in the rows' running t)
               used if used < len(totals) else None, paths)
     if not args.quiet:
         print(closing_block({"pass_totals": totals, "labels": labels_seen,
@@ -585,7 +587,9 @@ class _Pass:
         """The pass over ``chunks``; returns its totals (the closing block's and the
         model's ``pass_totals`` row: ``online_chunk``'s six sums, then the unlabelled
         weight, the examples and features not held out, the label x weight learned in the
-        run so far: ``Progress.label_sum``)."""
+        run so far: ``Progress.label_sum``; then VW's running sums at the pass's end: the
+        loss and labelled weight, the unlabelled weight and every example's weight,
+        ``Progress.pass_over``, ``.seen_sums``)."""
         from .._holdout import Holdout
         from .._online._progress import label_notes
 
@@ -615,6 +619,7 @@ class _Pass:
             counted[2] += int(feats[kept].sum())
             taught = ~unl & ~hold
             counted[3] = prog.add_labels(labels[taught], weights[taught])
+            prog.add_seen(weights, unl)
             if self.first and len(self.labels) < 3:
                 self.labels = _distinct(self.labels, labels)
             if lines:
@@ -657,7 +662,8 @@ class _Pass:
         run = prog.pass_over(acc)
         if lines:
             prog.end_pass(acc, seen_w, seen_n)
-        return [float(v) for v in np.concatenate([acc[:6], counted])] + run
+        return [float(v) for v in np.concatenate([acc[:6], counted])] + run + \
+            [float(v) for v in prog.seen_sums]
 
 
 _NONE = np.zeros(0)

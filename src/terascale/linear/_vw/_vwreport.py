@@ -7,8 +7,10 @@ marked ``h``; when passes hold out examples but no pass held any out (fewer than
 examples), VW prints ``undefined (no holdout)``. ``closing_block`` computes it from the per-pass sums the
 learner records (``model.info["pass_totals"]``: loss, weight, holdout loss, holdout weight,
 examples, features, and over the examples not held out: the unlabelled ones' weight, the
-examples, their features, the labelled ones' sum of label x weight), so that the figures
-are VW's on the same data.
+examples, their features, the labelled ones' sum of label x weight; then, where a
+learner keeps them, VW's running sums at the pass's end: loss, labelled weight,
+unlabelled weight and every example's weight, each one double sum over the passes as
+VW's), so that the figures are VW's on the same data.
 
 VW's ``weighted label sum`` is that last sum over every pass; its ``best constant`` (the
 prediction a model of the constant alone would make: the weighted mean label for squared
@@ -226,6 +228,11 @@ def closing_block(info: dict[str, Any]) -> str:
         examples = int(totals[0][7])
         weight += sum(t[6] for t in totals)
         features = int(sum(t[8] for t in totals))
+    # (VW's running labelled and unlabelled weights at the last pass's end, -i's in them,
+    # its label sum too: sums of each pass added round otherwise, with weights far apart)
+    running = bool(totals) and len(totals[-1]) >= 14
+    if running:
+        weight = totals[-1][11] + totals[-1][12]
     label_sum = run_label_sum(totals)
     kept = info.get("vw_preserved") or {}
     if "examples" in kept:  # VW's counters carried on from -i's: its passes one more
@@ -234,10 +241,11 @@ def closing_block(info: dict[str, Any]) -> str:
                                             else examples * passes)
         passes += int(kept.get("passes", 0))
         examples //= max(passes, 1)  # (VW's example_number / current_pass)
-        weight += kept.get("weighted_labeled_examples", 0.0) + \
-            kept.get("weighted_unlabeled_examples", 0.0)
+        if not running:  # (else in the running sums)
+            weight += kept.get("weighted_labeled_examples", 0.0) + \
+                kept.get("weighted_unlabeled_examples", 0.0)
+            label_sum += kept.get("weighted_labels", 0.0)
         labelled += kept.get("weighted_labeled_examples", 0.0)
-        label_sum += kept.get("weighted_labels", 0.0)
         features += int(kept.get("features", 0))
     lines = ["", "finished run"]
     if passes > 1:

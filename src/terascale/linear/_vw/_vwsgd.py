@@ -135,7 +135,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         if counters:  # (save_resume: its t, initial_t and normalized sums go on)
             seen_t, initial_t = counters["t"], counters["initial_t"]
             total_w, nsnx = float(st[TOTAL_WEIGHT]), float(st[SUM_NORM_X])
-    t0, state0 = seen_t, (total_w, nsnx)
+    state0 = (total_w, nsnx)
     opening(float(eta), seen_t)  # (VW's preamble: its rate and t once set up)
     if data.notes and not args.quiet:  # (VW's lines on its label sections: standard output)
         print("\n".join(data.notes), flush=True)
@@ -159,6 +159,11 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
         prog.go_on(preserved)
     kept = ~data.holdout  # VW's counters: every example but the held-out labelled ones
     totals = []
+    # VW's running sums over the passes (its shared_data's doubles, -i's in them): loss,
+    # labelled weight, unlabelled weight and t (from initial_t, or -i's t, on)
+    run = np.array([preserved.get("sum_loss", 0.0), preserved.get(
+        "weighted_labeled_examples", 0.0), preserved.get("weighted_unlabeled_examples", 0.0),
+        seen_t]) if "examples" in preserved else np.array([0.0, 0.0, 0.0, seen_t])
     best, no_win = np.inf, 0
     kept_pass, upto, mark = None, None, None  # (the model of the last pass that improved)
     from . import _vwgdpass as gd
@@ -189,6 +194,10 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
             tot = [float(r[-1]) if len(r) else 0.0 for r in runs] + [float(data.n)]
             seen_w = prog.seen_w + np.cumsum(np.where(kept, weights64, 0.0))
             seen_n = prog.seen_n + np.cumsum(kept)
+            lm = np.where(sums_of[0], losses, 0.0)  # (a 0 added leaves a sum as it is)
+            cum_loss = np.cumsum(np.concatenate(([run[0]], lm)))[1:]
+            cum_lab = np.cumsum(np.concatenate(([run[1]], np.where(sums_of[0], weights64,
+                                                                    0.0))))[1:]
             at, last = 0, -1
             while prog.out is not None and at < data.n:  # VW's lines, after their example
                 at = max(int(np.searchsorted(seen_w, prog.due)), at) \
@@ -198,6 +207,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                 if at >= data.n:
                     break
                 now = prog.done + np.array([float(r[at]) for r in runs])
+                now[:2] = cum_loss[at], cum_lab[at]  # (VW's running sums)
                 prog.line(now, prog.prev, int(seen_n[at]), float(seen_w[at]),
                           float(data.labels[at]), float(preds[at]), int(features[at]),
                           args.binary)
@@ -206,8 +216,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                 last = at
                 at += 1
             # VW's loss since the last line: a double sum of the examples after it, in order
-            prog.since[0] = np.cumsum(np.concatenate(
-                ([prog.since[0]], np.where(sums_of[0], losses, 0.0)[last + 1:])))[-1]
+            prog.since[0] = np.cumsum(np.concatenate(([prog.since[0]], lm[last + 1:])))[-1]
             if data.n:
                 seen_w, seen_n = float(seen_w[-1]), int(seen_n[-1])
             else:
@@ -226,7 +235,10 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
                     float(data.weights[~data.labelled].astype(np.float64).sum()),
                     float(kept.sum()), float(features[kept].sum()),
                     prog.add_labels(data.labels[taught], data.weights[taught])]
-            totals.append(tot)
+            for k, part in enumerate((losses[sums_of[0]], weights64[sums_of[0]],
+                                      weights64[~data.labelled], weights64)):
+                run[k] = np.cumsum(np.concatenate(([run[k]], part)))[-1]
+            totals.append(tot + [float(v) for v in run])
             if not holdout_off:
                 this = tot[2] / tot[3] if tot[3] > 0 else np.inf
                 if this < best:  # (VW writes -f's model now; an early stop keeps it)
@@ -252,7 +264,7 @@ def train_vw_sgd(args: argparse.Namespace, options: dict[str, Any], paths: list[
               state, loss, how, {
                   "pass_totals": totals[:upto], "vw_preserved": preserved,
                   "vw_progress": prog.mark() if mark is None else mark,
-                  "vw_t0": t0, "vw_initial_t": initial_t, "vw_rules": keep})
+                  "vw_t0": 0.0, "vw_initial_t": initial_t, "vw_rules": keep})  # (t0 in t)
     if not args.quiet:
         from ._vwreport import closing_block, holdout_on
 
