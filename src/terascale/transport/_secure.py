@@ -274,17 +274,15 @@ _C_MAX = 32 << 10
 
 
 def _has_into() -> bool:
+    """Whether ``cryptography``'s AESGCM seals and opens in place (newer releases); else
+    one copy more. Asked by a link whose records go through it (AES-256-GCM, GMAC), not at
+    import: a link on the compiled layer's AEGIS-256X4 or AEGISMAC-128X4 never loads
+    ``cryptography`` (~6 MB of resident library pages in every rank that joins)."""
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     except ImportError:
         return False
     return hasattr(AESGCM, "encrypt_into") and hasattr(AESGCM, "decrypt_into")
-
-
-# seal and open in place (newer cryptography); else one copy more. Asked by the first
-# SecureLink, not at import: a process that opens no link (one worker) never loads
-# cryptography (7 MB of resident library pages)
-_INTO: bool | None = None
 
 
 def _compiled() -> Any:
@@ -368,7 +366,6 @@ def link_keys(secret: bytes, nonces: bytes, job: str, dialer: int, acceptor: int
     fail their first record, and no key serves two algorithms)."""
     from .._auth import derive_keys
 
-    _aead(b"\0" * 32)  # a clear ConfigError without cryptography
     what = f"{mode}|{cipher}" if mode == "encrypt" or cipher == AEGISMAC else mode
     return derive_keys(secret, nonces, f"link|{what}|{job}|{dialer}>{acceptor}")
 
@@ -399,9 +396,6 @@ class SecureLink:
     def __init__(self, sock: socket.socket, secret: bytes, nonces: bytes, job: str, *,
                  dialer: int, acceptor: int, rank: int, peer: int,
                  encrypt: bool = True, cipher: str = GCM) -> None:
-        global _INTO
-        if _INTO is None:
-            _INTO = _has_into()
         self.mode = "encrypt" if encrypt else "integrity"
         # the records' algorithm: the agreed cipher, or MAC (GMAC is AES-256-GCM's)
         self.cipher = cipher if encrypt or cipher != GCM else GMAC
@@ -414,12 +408,14 @@ class SecureLink:
         mine, theirs = (d2a, a2d) if rank == dialer else (a2d, d2a)
         self._sock = sock
         self._c = _records(mine, theirs, encrypt, self.cipher)
+        self._into = True  # records sealed and opened in place (encrypt_into, decrypt_into)
         if self.cipher == AEGIS:
             self._seal = self._open = _Aegis(self._c)  # (its keys are per direction)
         elif self.cipher == AEGISMAC:
             self._seal = self._open = _AegisMac(self._c)
         else:
             self._seal, self._open = _aead(mine), _aead(theirs)
+            self._into = _has_into()
         self.rank, self.peer = rank, peer
         self._sent = 0  # records sealed
         self._opened = 0  # records opened
@@ -522,7 +518,7 @@ class SecureLink:
                                      self._rec, _JOIN)
                     if r is not None:
                         return self._sent_frame(views, r)
-                if r is None and _INTO:
+                if r is None and self._into:
                     r = self._send_small(views)
                     if r is not None:
                         return r
@@ -535,7 +531,7 @@ class SecureLink:
                             self._out_plain = n
                             return 0
                     return n
-            elif _INTO:
+            elif self._into:
                 n = self._send_small(views)
                 if n is not None:
                     return n
@@ -669,7 +665,7 @@ class SecureLink:
         if self._encrypt:
             out = self._wv[at: at + _LEN.size + n + _TAG]
             out[: _LEN.size] = head
-            if _INTO:
+            if self._into:
                 self._seal.encrypt_into(nonce, plain, head, out[_LEN.size:])
             else:  # an older cryptography: one copy more
                 out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
@@ -1119,7 +1115,7 @@ class SecureLink:
                 if not self._check(head[0] >> 7, body[:-_TAG], body[-_TAG:]):
                     raise ValueError("tag")
                 dest[:] = body[:-_TAG]
-            elif _INTO:
+            elif self._into:
                 self._open.decrypt_into(nonce, body, head, dest)
             else:  # an older cryptography: one copy more
                 dest[:] = self._open.decrypt(nonce, bytes(body), bytes(head))
