@@ -34,11 +34,15 @@ the numba pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.tes
 
 Tuning: a worker's memory is one-worker ``terascale vw``'s (its table, two chunks of
 text and their arrays, numpy and the compiled module), what it inherits from the
-launcher it is forked from, and the job's: the transport's modules (their cipher's
-library, ~6 MB of the peak) and the average's buffers (``_AVERAGED`` rows at a time,
-1.5 MiB). Workers started as programs (``TERASCALE_EXEC_WORKERS=1``) import all that
-afresh: ~8 MB more each at ``-b 18`` (54 MB against 47). The average reads every row of
-the table, ``12 * 2**b`` bytes a worker, at memory speed.
+launcher it is forked from (~29 MB at ``-b 18``: numpy, the command's and the job's
+modules), and the job's, which comes after the pass: the chunks' memory the allocator
+kept is handed back first (``malloc_trim``, ~4 MB), so the links (no ``cryptography``
+where the compiled record layer runs them: ~2 MB), the shared-memory segment (1 MiB) and
+the average's buffers (``_AVERAGED``: 384 KiB at ``-b 18``) fit under the pass's peak. At
+``-b 18`` on 1.2M click lines that is 37 MB a worker and 38 MB for the launcher, where VW
+takes 38 (``benchmarks/heldout_shapes.py DIR click-b18-2w``). Workers started as
+programs (``TERASCALE_EXEC_WORKERS=1``) import all that afresh: 43 MB each. The average
+reads every row of the table, ``12 * 2**b`` bytes a worker, at memory speed.
 """
 
 from __future__ import annotations
@@ -51,9 +55,11 @@ import numpy as np
 
 __all__ = ["main", "train", "why_not"]
 
-# rows of the table averaged per round of collectives: 1.5 MiB of float64 buffers (2**18
-# rows, the default, held 6 MiB: 3.3 MB more of a worker's peak at -b 18)
-_AVERAGED = 1 << 16
+# rows of the table averaged per round of collectives: a 256th of the table, from 2**14
+# (384 KiB of float64 buffers: at -b 18 2**16 rows, 1.5 MiB, were 1.2 MB more of a
+# worker's peak) to 2**16 (at -b 24 2**14 took 15% longer to average than 2**16, whose
+# buffers are under 1% of the table there). Any size gives the same bits.
+_AVERAGED = (1 << 14, 1 << 16)
 
 
 def why_not(args: argparse.Namespace) -> str:
@@ -123,6 +129,7 @@ def _learn(job: dict[str, Any]) -> None:
     """One worker: learn from its shard, join the job, combine; rank 0 writes and prints."""
     from ..._env import read_env
     from ..._init import init
+    from ..._malloc import hand_back_freed_memory
     from .._combine._average import average_weights
     from .._io._dataset import ParseOptions
     from .._io._stream import shard_places
@@ -157,12 +164,14 @@ def _learn(job: dict[str, Any]) -> None:
     run = _Pass(fast, opts, float(np.float32(opts.learning_rate)), table, state, prog, [],
                 how, 0, False, True, binary)
     mine = run.learn(_parsed(shard_places(job["paths"], rank, size), _Parser(parse)))
+    hand_back_freed_memory()  # the parsed chunks the allocator kept, before the job's own
     comm = init()
     try:
         if state[CONTRACTION] != 1.0 or state[GRAVITY] != 0.0:
             fast.sync(table, state)
+        rows = min(max(len(table) >> 8, _AVERAGED[0]), _AVERAGED[1])
         average_weights(comm, table[:, 0], table[:, 1], table[:, 2], state, opts.averaging,
-                        _AVERAGED)
+                        rows)
         totals = [float(v) for v in comm.allreduce(np.array(mine, np.float64))]
         seen = np.full(3, np.nan)
         seen[:len(run.labels)] = run.labels
