@@ -39,9 +39,10 @@ modules), and the job's, which comes after the pass: the chunks' memory the allo
 kept is handed back first (``malloc_trim``, ~4 MB), so the links (no ``cryptography``
 where the compiled record layer runs them: ~2 MB), the shared-memory segment (1 MiB) and
 the average's buffers (``_AVERAGED``: 384 KiB at ``-b 18``) fit under the pass's peak. At
-``-b 18`` on 1.2M click lines that is 37 MB a worker and 38 MB for the launcher, where VW
-takes 38 (``benchmarks/heldout_shapes.py DIR click-b18-2w``). Workers started as
-programs (``TERASCALE_EXEC_WORKERS=1``) import all that afresh: 43 MB each. The average
+``-b 18`` on 1.2M click lines that is 36-37 MB a worker and 36 MB for the launcher, where
+VW takes 38 (``benchmarks/heldout_shapes.py DIR click-b18-2w``; 1-2 MB more where Python
+compiles the sources at every start, ``PYTHONDONTWRITEBYTECODE``). Workers started as
+programs (``TERASCALE_EXEC_WORKERS=1``) import all that afresh: 42 MB each. The average
 reads every row of the table, ``12 * 2**b`` bytes a worker, at memory speed.
 """
 
