@@ -1,6 +1,7 @@
 """Build script for the optional compiled core (everything else is in pyproject.toml).
 
 ``terascale._shmcore`` (the shared-memory transport's per-call work),
+``terascale._gcm`` (the control channel's AES-256-GCM messages, on OpenSSL's libcrypto),
 ``terascale.transport._seclink`` (authenticated links' records, on OpenSSL's libcrypto:
 the ``libssl-dev`` headers; and AEGIS-128X4 as the MAC of integrity links and AEGIS-256X4
 for encrypted links from libaegis, whose C
@@ -10,8 +11,8 @@ the module loads) and ``terascale.linear._vw._vwfast`` (the common case of VW te
 for one worker)
 are plain C against the CPython API: gcc (or any C compiler) builds them during
 ``pip install``. All are optional: where they cannot be built, the install still succeeds,
-the shared-memory transport runs its pure-Python path, links seal their records through
-the ``cryptography`` package (and encrypted links agree on AES-256-GCM, the cipher every
+the shared-memory transport runs its pure-Python path, links and the control channel seal
+their records through the ``cryptography`` package (and encrypted links agree on AES-256-GCM, the cipher every
 build has), and VW text is parsed by the numba parser alone
 (``TERASCALE_NO_CEXT=1`` selects those paths at run time too).
 """
@@ -40,6 +41,14 @@ setup(
             depends=["src/terascale/_shmcore.h"],
             # No -ffast-math: folds must give IEEE results, the same bits as numpy's.
             extra_compile_args=["-O3", "-std=gnu11", "-fno-strict-aliasing"],
+            optional=True,
+        ),
+        Extension(
+            # the control channel's AES-256-GCM messages (OpenSSL's libcrypto: libssl-dev)
+            "terascale._gcm",
+            ["src/terascale/_gcm.c"],
+            libraries=["crypto"],
+            extra_compile_args=["-O2", "-std=gnu11"],
             optional=True,
         ),
         Extension(

@@ -49,7 +49,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 # The layers of ARCHITECTURE.md: a module imports only from its own layer or below.
 LAYERS: dict[str, int] = {
     **dict.fromkeys(["_errors", "_units", "_env", "_secret", "_arrays", "_async", "_auth", "_timeline",
-                     "_files", "_bind", "_admission", "_shmcore", "_background",
+                     "_files", "_bind", "_admission", "_shmcore", "_gcm", "_background",
                      "_malloc", "_pages", "_cext", "_lazy"], 0),
     "transport": 1,
     "rendezvous": 2, "collectives": 2,

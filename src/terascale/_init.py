@@ -153,17 +153,21 @@ def init(*, timeout: float | None = None, rendezvous: str | None = None,
 
 def load_joining() -> None:
     """Import now what joining a job of two or more processes imports on its way: the
-    control channel's key derivation and cipher, the shared-memory groups, the
-    collectives. For a launcher that forks its workers (``LaunchOptions.fork``): each
-    joins without importing them again (a tenth of a second of a worker's start-up on two
-    busy cores), and the launcher's rendezvous server has them before the first worker
-    calls."""
+    control channel's cipher (``terascale._gcm``, AES-256-GCM on libcrypto), the
+    shared-memory groups, the collectives. For a launcher that forks its workers
+    (``LaunchOptions.fork``): each joins without importing them again (a tenth of a second
+    of a worker's start-up on two busy cores), and the launcher's rendezvous server has
+    them before the first worker calls. ``cryptography`` is not among them: only a link
+    whose records go through it (AES-256-GCM or GMAC records the compiled record layer
+    does not seal, or every record where it is not built) loads it, in that process (~6
+    MB of resident library pages)."""
     import importlib
 
-    for name in ("cryptography.hazmat.primitives.hashes",
-                 "cryptography.hazmat.primitives.kdf.hkdf",
-                 "cryptography.hazmat.primitives.ciphers.aead", "encodings.idna"):
-        importlib.import_module(name)
+    for name in ("terascale._gcm", "encodings.idna"):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # (not built: the channel seals through cryptography)
+            pass
     from .collectives import allgather, fastpath, registry, ring, select, shm, tree  # noqa: F401
     from .transport import shmgroup  # noqa: F401
 

@@ -501,3 +501,43 @@ def test_a_job_with_a_rank_without_the_compiled_layer(tmp_path, security: str, p
     lines = sorted(x for x in out.stdout.splitlines() if x.startswith("RESULT"))
     assert lines == [f"RESULT 0 {security} {cipher} True", f"RESULT 1 {security} {cipher} True"], \
         out.stderr[-2000:]
+
+
+def test_control_keys_are_rfc5869_hkdf_as_cryptography_derives_them() -> None:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    from terascale._auth import derive_keys
+
+    for purpose, secret in (("rendezvous", SECRET), ("link|integrity|job|0>1", os.urandom(32)),
+                            ("", b"")):
+        nonces = os.urandom(64)
+        okm = HKDF(algorithm=hashes.SHA256(), length=64, salt=nonces,
+                   info=f"terascale v2|{purpose}".encode()).derive(secret)
+        assert derive_keys(secret, nonces, purpose) == (okm[:32], okm[32:])
+
+
+def test_control_messages_sealed_by_the_compiled_gcm_are_cryptographys_bytes() -> None:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from terascale import _auth
+
+    if _auth._compiled_gcm() is None:
+        assert os.environ.get("CI") != "true", "terascale/_gcm.c was not built in CI"
+        pytest.skip("terascale._gcm is not built here")
+    key = os.urandom(32)
+    ours, theirs = _auth._gcm(key), AESGCM(key)
+    assert not isinstance(ours, AESGCM)
+    for n in (0, 1, 16, 17, 5000, 65 << 10):
+        nonce, data, aad = os.urandom(12), os.urandom(n), os.urandom(4)
+        sealed = ours.encrypt(nonce, data, aad)
+        assert sealed == theirs.encrypt(nonce, data, aad)
+        assert ours.decrypt(nonce, sealed, aad) == data
+        for bad in (bytes([sealed[0] ^ 1]) + sealed[1:] if n else sealed[:-1] + b"\0",
+                    sealed[:-1] + bytes([sealed[-1] ^ 0x80])):
+            with pytest.raises(ValueError):
+                ours.decrypt(nonce, bad, aad)
+        with pytest.raises(ValueError):
+            ours.decrypt(nonce, sealed, aad[:3] + b"!")
+        with pytest.raises(ValueError):
+            ours.decrypt(os.urandom(12), sealed, aad)

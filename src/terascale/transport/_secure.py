@@ -126,6 +126,7 @@ from typing import Any
 from .._cext import load as _load_compiled
 from .._env import read_setting
 from .._errors import AuthError, ConfigError, LinkTampered
+from .._pages import mapping
 from ._tcp_stream import drop_sent
 
 __all__ = ["CIPHERS", "MACS", "MODES", "RECORD", "RECORD_MAC", "SecureLink", "agree_cipher",
@@ -274,17 +275,15 @@ _C_MAX = 32 << 10
 
 
 def _has_into() -> bool:
+    """Whether ``cryptography``'s AESGCM seals and opens in place (newer releases); else
+    one copy more. Asked by a link whose records go through it (AES-256-GCM, GMAC), not at
+    import: a link on the compiled layer's AEGIS-256X4 or AEGISMAC-128X4 never loads
+    ``cryptography`` (~6 MB of resident library pages in every rank that joins)."""
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     except ImportError:
         return False
     return hasattr(AESGCM, "encrypt_into") and hasattr(AESGCM, "decrypt_into")
-
-
-# seal and open in place (newer cryptography); else one copy more. Asked by the first
-# SecureLink, not at import: a process that opens no link (one worker) never loads
-# cryptography (7 MB of resident library pages)
-_INTO: bool | None = None
 
 
 def _compiled() -> Any:
@@ -368,9 +367,18 @@ def link_keys(secret: bytes, nonces: bytes, job: str, dialer: int, acceptor: int
     fail their first record, and no key serves two algorithms)."""
     from .._auth import derive_keys
 
-    _aead(b"\0" * 32)  # a clear ConfigError without cryptography
     what = f"{mode}|{cipher}" if mode == "encrypt" or cipher == AEGISMAC else mode
     return derive_keys(secret, nonces, f"link|{what}|{job}|{dialer}>{acceptor}")
+
+
+def _buffer(n: int) -> Any:
+    """``n`` zero bytes, writable, whose pages are mapped only as they are first written
+    (a private anonymous mapping, :func:`terascale._pages.mapping`): a link's buffers are
+    sized for its largest records (2 MiB to receive integrity records), but records of 64
+    KiB or more are read straight into the caller's buffer, so a link whose frames are
+    small or read in place touches a few of their pages, not all of them (``bytearray``
+    writes every page: 2.6 MB of an ``-n 2`` worker's resident set)."""
+    return mapping(n, huge=False)
 
 
 def _bytes_view(buf: Any) -> memoryview:
@@ -399,9 +407,6 @@ class SecureLink:
     def __init__(self, sock: socket.socket, secret: bytes, nonces: bytes, job: str, *,
                  dialer: int, acceptor: int, rank: int, peer: int,
                  encrypt: bool = True, cipher: str = GCM) -> None:
-        global _INTO
-        if _INTO is None:
-            _INTO = _has_into()
         self.mode = "encrypt" if encrypt else "integrity"
         # the records' algorithm: the agreed cipher, or MAC (GMAC is AES-256-GCM's)
         self.cipher = cipher if encrypt or cipher != GCM else GMAC
@@ -414,12 +419,14 @@ class SecureLink:
         mine, theirs = (d2a, a2d) if rank == dialer else (a2d, d2a)
         self._sock = sock
         self._c = _records(mine, theirs, encrypt, self.cipher)
+        self._into = True  # records sealed and opened in place (encrypt_into, decrypt_into)
         if self.cipher == AEGIS:
             self._seal = self._open = _Aegis(self._c)  # (its keys are per direction)
         elif self.cipher == AEGISMAC:
             self._seal = self._open = _AegisMac(self._c)
         else:
             self._seal, self._open = _aead(mine), _aead(theirs)
+            self._into = _has_into()
         self.rank, self.peer = rank, peer
         self._sent = 0  # records sealed
         self._opened = 0  # records opened
@@ -522,7 +529,7 @@ class SecureLink:
                                      self._rec, _JOIN)
                     if r is not None:
                         return self._sent_frame(views, r)
-                if r is None and _INTO:
+                if r is None and self._into:
                     r = self._send_small(views)
                     if r is not None:
                         return r
@@ -535,7 +542,7 @@ class SecureLink:
                             self._out_plain = n
                             return 0
                     return n
-            elif _INTO:
+            elif self._into:
                 n = self._send_small(views)
                 if n is not None:
                     return n
@@ -669,7 +676,7 @@ class SecureLink:
         if self._encrypt:
             out = self._wv[at: at + _LEN.size + n + _TAG]
             out[: _LEN.size] = head
-            if _INTO:
+            if self._into:
                 self._seal.encrypt_into(nonce, plain, head, out[_LEN.size:])
             else:  # an older cryptography: one copy more
                 out[_LEN.size:] = self._seal.encrypt(nonce, bytes(plain), head)
@@ -685,16 +692,17 @@ class SecureLink:
         return at
 
     def _alloc_send(self) -> None:
-        # a record, and a frame's header record before it
-        self._wbuf = bytearray(2 * (_LEN.size + _TAG) + _JOIN + RECORD)
+        # a record, and a frame's header record before it (pages mapped as they are
+        # written: _buffer)
+        self._wbuf = _buffer(2 * (_LEN.size + _TAG) + _JOIN + RECORD)
         self._wv = memoryview(self._wbuf)
-        self._stage = bytearray(RECORD)
+        self._stage = _buffer(RECORD)
         self._sv = memoryview(self._stage)
 
     def _alloc_raw(self) -> None:
         self._rawv.release()
         # whole records plus a partial one
-        self._raw = bytearray(2 * (self._rec + _TAG + _LEN.size))
+        self._raw = _buffer(2 * (self._rec + _TAG + _LEN.size))
         self._rawv = memoryview(self._raw)
 
     def _trim(self, k: int) -> None:
@@ -888,7 +896,7 @@ class SecureLink:
         raise BlockingIOError("no whole record yet")
 
     def _scratch(self) -> memoryview:
-        self._stage = bytearray(RECORD)
+        self._stage = _buffer(RECORD)
         self._sv = memoryview(self._stage)
         return self._sv
 
@@ -1119,7 +1127,7 @@ class SecureLink:
                 if not self._check(head[0] >> 7, body[:-_TAG], body[-_TAG:]):
                     raise ValueError("tag")
                 dest[:] = body[:-_TAG]
-            elif _INTO:
+            elif self._into:
                 self._open.decrypt_into(nonce, body, head, dest)
             else:  # an older cryptography: one copy more
                 dest[:] = self._open.decrypt(nonce, bytes(body), bytes(head))

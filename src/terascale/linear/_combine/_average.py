@@ -51,7 +51,8 @@ def average_weights(comm: Communicator, w: np.ndarray, g2: np.ndarray, nrm: np.n
         Weights averaged per round of collectives (default ``_CHUNK``, 2**18: 6 MiB of
         buffers). Any size gives the same bits; a smaller one holds less memory for
         more rounds (``terascale vw -n N``'s compiled workers, whose peak is a few tens
-        of MB, take 2**16: 1.5 MiB, 3.3 MB off their peak at ``-b 18``).
+        of MB, take a 256th of the table between 2**14 and 2**16 rows: 384 KiB at ``-b
+        18``).
 
     The averages are elementwise, so they are taken a chunk of ``_CHUNK`` weights at a
     time, through three float64 buffers of the chunk's size reused for every chunk and

@@ -196,6 +196,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     from ._vwonline import _fast, _parsed, _Parser
     from ._vwout import _LINK_CODES
     from ._vwpasses import Inputs
+    from ._vwworkers import averaged_rows
 
     fast = _fast()
     k, names, options = int(job["k"]), job["names"], dict(job["options"])
@@ -271,7 +272,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
                 fast.sync(learners.table, learners.states[c], k, c)
                 a = learners.arrays[c]
                 average_weights(comm, a[:, 0], a[:, 1], a[:, 2], learners.states[c],
-                                opts.averaging)
+                                opts.averaging, averaged_rows(len(a)))
             t = comm.allreduce(t.copy())
             job_totals.append(t)
             if table.prog is not None:  # (rank 0's table, the job's loss)

@@ -55,17 +55,23 @@ pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
 
 Tuning: a worker's memory is one-worker ``terascale vw``'s (its table, two chunks of
 text and their arrays, numpy and the compiled module), what it inherits from the
-launcher it is forked from, and the job's: the transport's modules (their cipher's
-library, ~6 MB of the peak) and the average's buffers (``_AVERAGED`` rows at a time,
-1.5 MiB). With ``-i``, a byte a row of the table marks the rows seen, and rank 0 keeps
-the model to the end (its unseen rows): 300k click lines at ``-b 18`` from a 3.7 MB
-model, two workers' peaks 46 and 56 MB (without ``-i`` 46 and 47; the numba pass's
-``-n 2 -i`` 130-132 MB; VW, one process, 39 MB). ``--passes``: where the early stop
-may restore a pass, rank 0 keeps that pass's rows in use (16 bytes a row); ``--passes 3
--c --loss_function logistic`` on those lines, 48-49 MB a worker (the numba pass's
-117-118 MB; VW 40-41 MB). Workers started as programs (``TERASCALE_EXEC_WORKERS=1``) import all that
-afresh: ~8 MB more each at ``-b 18`` (54 MB against 47). The average reads every row of
-the table, ``12 * 2**b`` bytes a worker, at memory speed.
+launcher it is forked from (~29 MB at ``-b 18``: numpy, the command's and the job's
+modules), and the job's, which comes after the pass: the chunks' memory the allocator
+kept is handed back first (``malloc_trim``, ~4 MB), so the links (no ``cryptography``
+where the compiled record layer runs them: ~2 MB), the shared-memory segment (1 MiB) and
+the average's buffers (:func:`averaged_rows`: 384 KiB at ``-b 18``) fit under the pass's
+peak. At ``-b 18`` on 1.2M click lines that is 36-37 MB a worker and 36 MB for the
+launcher, where VW takes 38 (``benchmarks/heldout_shapes.py DIR click-b18-2w``; 1-2 MB
+more where Python compiles the sources at every start, ``PYTHONDONTWRITEBYTECODE``).
+Workers started as programs (``TERASCALE_EXEC_WORKERS=1``) import all that afresh: 42 MB
+each. With ``-i``, a byte a row of the table marks the rows seen, and rank 0 keeps the
+model to the end (its unseen rows): 300k click lines at ``-b 18`` from a 3.7 MB model,
+two workers' peaks 46 and 56 MB, measured before the hand-back above (without ``-i`` 46
+and 47 then; the numba pass's ``-n 2 -i`` 130-132 MB; VW, one process, 39 MB).
+``--passes``: where the early stop may restore a pass, rank 0 keeps that pass's rows in
+use (16 bytes a row); ``--passes 3 -c --loss_function logistic`` on those lines, 48-49 MB
+a worker, measured before the hand-back (the numba pass's 117-118 MB; VW 40-41 MB). The
+average reads every row of the table, ``12 * 2**b`` bytes a worker, at memory speed.
 """
 
 from __future__ import annotations
@@ -78,9 +84,16 @@ import numpy as np
 
 __all__ = ["main", "train", "why_not"]
 
-# rows of the table averaged per round of collectives: 1.5 MiB of float64 buffers (2**18
-# rows, the default, held 6 MiB: 3.3 MB more of a worker's peak at -b 18)
-_AVERAGED = 1 << 16
+# rows of the table averaged per round of collectives: a 256th of the table, from 2**14
+# (384 KiB of float64 buffers: at -b 18 2**16 rows, 1.5 MiB, were 1.2 MB more of a
+# worker's peak) to 2**16 (at -b 24 2**14 took 15% longer to average than 2**16, whose
+# buffers are under 1% of the table there). Any size gives the same bits.
+_AVERAGED = (1 << 14, 1 << 16)
+
+
+def averaged_rows(rows: int) -> int:
+    """Rows of a table of ``rows`` averaged per round of collectives (:data:`_AVERAGED`)."""
+    return min(max(rows >> 8, _AVERAGED[0]), _AVERAGED[1])
 
 
 def why_not(args: argparse.Namespace) -> str:
@@ -164,6 +177,7 @@ def _learn(job: dict[str, Any]) -> None:
     """One worker: learn from its shard, join the job, combine; rank 0 writes and prints."""
     from ..._env import read_env
     from ..._init import init
+    from ..._malloc import hand_back_freed_memory
     from .._combine._average import average_weights, union_bitmap
     from .._holdout import EarlyStop, holdout_period
     from .._io._stream import shard_places
@@ -232,6 +246,7 @@ def _learn(job: dict[str, Any]) -> None:
             if p == 0:  # (the job joined after the first pass, as the numba pass's)
                 bitmap = np.packbits(seen, bitorder="little")
                 del seen
+                hand_back_freed_memory()  # the parsed chunks the allocator kept
                 comm = init()
                 if warm:  # (the rows some worker saw: the numba pass's union)
                     union_bitmap(comm, bitmap)
@@ -241,7 +256,7 @@ def _learn(job: dict[str, Any]) -> None:
             if state[CONTRACTION] != 1.0 or state[GRAVITY] != 0.0:
                 fast.sync(table, state)
             average_weights(comm, table[:, 0], table[:, 1], table[:, 2], state,
-                            opts.averaging, _AVERAGED)
+                            opts.averaging, averaged_rows(len(table)))
             # the pass's ten sums added over the workers (the numba pass's rows of -n N:
             # VW's running sums, a row's last two on one worker, are the rows' sums here)
             tot = [float(v) for v in comm.allreduce(np.array(mine[:10], np.float64))]
