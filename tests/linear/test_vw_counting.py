@@ -193,6 +193,20 @@ def _far_weights(n: int, seed: int, oaa: bool) -> str:
         out.append(f"{head}'t{i}|a x{3 * c + rng.integers(4)} y{rng.integers(9)}")
     return "\n".join(out) + "\n"
 
+def _same_as_vw(args, tmp_path, capfd, monkeypatch):
+    """VW and terascale vw run ``args(tool)``: the same table and closing block, ``-p``,
+    readable model and ``-f`` bytes after the version string."""
+    vw = run_vw(args("vw"), tmp_path)
+    code, err = run_ts(capfd, args("ts"), tmp_path, monkeypatch)
+    assert code == 0, err
+    assert err[err.index("average  since"):] == vw[vw.index("average  since"):]
+    for ext in ("p", "rm"):
+        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
+    models = [(tmp_path / f"{tool}.m").read_bytes() for tool in ("ts", "vw")]
+    assert [b[4 + int.from_bytes(b[:4], "little"):] for b in models] == \
+        [b[4 + int.from_bytes(b[:4], "little"):] for b in models[::-1]]
+
+
 
 @pytest.mark.parametrize(("flags", "numba"), [
     (["--oaa", "3", "--passes", "2", "-c", "-k"], False),
@@ -218,15 +232,7 @@ def test_weight_sums_run_over_the_passes_as_vws(flags, numba, tmp_path, capfd, m
         return ["-d", "d.vw", *flags, "-p", f"{tool}.p", "-f", f"{tool}.m",
                 "--readable_model", f"{tool}.rm"]
 
-    vw = run_vw(args("vw"), tmp_path)
-    code, err = run_ts(capfd, args("ts"), tmp_path, monkeypatch)
-    assert code == 0, err
-    assert err[err.index("average  since"):] == vw[vw.index("average  since"):]
-    for ext in ("p", "rm"):
-        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
-    models = [(tmp_path / f"{tool}.m").read_bytes() for tool in ("ts", "vw")]
-    assert [b[4 + int.from_bytes(b[:4], "little"):] for b in models] == \
-        [b[4 + int.from_bytes(b[:4], "little"):] for b in models[::-1]]
+    _same_as_vw(args, tmp_path, capfd, monkeypatch)
 
 
 @FULL
@@ -250,12 +256,4 @@ def test_weight_sums_go_on_from_i_as_vws(first, then, numba, tmp_path, capfd, mo
         return ["-d", "d.vw", "-i", "m0", *then, "-p", f"{tool}.p", "-f", f"{tool}.m",
                 "--readable_model", f"{tool}.rm"]
 
-    vw = run_vw(args("vw"), tmp_path)
-    code, err = run_ts(capfd, args("ts"), tmp_path, monkeypatch)
-    assert code == 0, err
-    assert err[err.index("average  since"):] == vw[vw.index("average  since"):]
-    for ext in ("p", "rm"):
-        assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
-    models = [(tmp_path / f"{tool}.m").read_bytes() for tool in ("ts", "vw")]
-    assert models[0][4 + int.from_bytes(models[0][:4], "little"):] == \
-        models[1][4 + int.from_bytes(models[1][:4], "little"):]
+    _same_as_vw(args, tmp_path, capfd, monkeypatch)

@@ -72,19 +72,26 @@ static inline uint32_t fmix32(uint32_t h, size_t n) {
     return h;
 }
 
+/* murmur3's mix of one 4-byte block k (read little-endian) into h; and of the tail's k */
+static inline uint32_t murmur3_tail(uint32_t h, uint32_t k) {
+    k *= 0xcc9e2d51u;
+    k = rotl32(k, 15);
+    k *= 0x1b873593u;
+    return h ^ k;
+}
+
+static inline uint32_t murmur3_block(uint32_t h, uint32_t k) {
+    h = rotl32(murmur3_tail(h, k), 13);
+    return h * 5 + 0xe6546b64u;
+}
+
 static uint32_t murmur3(const unsigned char *p, size_t n, uint32_t seed) {
-    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
     uint32_t h = seed;
     size_t nb = n / 4;
     for (size_t i = 0; i < nb; i++) {
         uint32_t k;
         memcpy(&k, p + 4 * i, 4); /* little-endian, as the numba version assembles it */
-        k *= c1;
-        k = rotl32(k, 15);
-        k *= c2;
-        h ^= k;
-        h = rotl32(h, 13);
-        h = h * 5 + 0xe6546b64u;
+        h = murmur3_block(h, k);
     }
     const unsigned char *t = p + nb * 4;
     uint32_t k = 0;
@@ -93,34 +100,20 @@ static uint32_t murmur3(const unsigned char *p, size_t n, uint32_t seed) {
     case 2: k ^= (uint32_t)t[1] << 8;  /* fall through */
     case 1:
         k ^= t[0];
-        k *= c1;
-        k = rotl32(k, 15);
-        k *= c2;
-        h ^= k;
+        h = murmur3_tail(h, k);
     }
     return fmix32(h, n);
 }
 
 /* murmur3 of the n (1..7) low bytes of x: the same bits, read from the word */
 static inline uint32_t murmur3_word(uint64_t x, int n, uint32_t seed) {
-    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
-    uint32_t h = seed, k;
+    uint32_t h = seed;
     if (n >= 4) {
-        k = (uint32_t)x * c1;
-        k = rotl32(k, 15);
-        k *= c2;
-        h ^= k;
-        h = rotl32(h, 13);
-        h = h * 5 + 0xe6546b64u;
+        h = murmur3_block(h, (uint32_t)x);
         x >>= 32;
     }
-    if (n & 3) {
-        k = (uint32_t)x & ((1u << (8 * (n & 3))) - 1);
-        k *= c1;
-        k = rotl32(k, 15);
-        k *= c2;
-        h ^= k;
-    }
+    if (n & 3)
+        h = murmur3_tail(h, (uint32_t)x & ((1u << (8 * (n & 3))) - 1));
     return fmix32(h, n);
 }
 
@@ -148,19 +141,12 @@ static uint32_t spelling_hash(const unsigned char *p, size_t n, uint32_t seed) {
         i++;
     if (i == n)
         return seed;
-    const uint32_t c1 = 0xcc9e2d51u, c2 = 0x1b873593u;
     uint32_t h = seed, k;
     size_t nb = n / 4;
     for (i = 0; i < nb; i++) {
         const unsigned char *t = p + 4 * i;
-        k = (uint32_t)SPELT[t[0]] | (uint32_t)SPELT[t[1]] << 8 | (uint32_t)SPELT[t[2]] << 16 |
-            (uint32_t)SPELT[t[3]] << 24;
-        k *= c1;
-        k = rotl32(k, 15);
-        k *= c2;
-        h ^= k;
-        h = rotl32(h, 13);
-        h = h * 5 + 0xe6546b64u;
+        h = murmur3_block(h, (uint32_t)SPELT[t[0]] | (uint32_t)SPELT[t[1]] << 8 |
+                                 (uint32_t)SPELT[t[2]] << 16 | (uint32_t)SPELT[t[3]] << 24);
     }
     const unsigned char *t = p + nb * 4;
     k = 0;
@@ -169,10 +155,7 @@ static uint32_t spelling_hash(const unsigned char *p, size_t n, uint32_t seed) {
     case 2: k ^= (uint32_t)SPELT[t[1]] << 8;  /* fall through */
     case 1:
         k ^= SPELT[t[0]];
-        k *= c1;
-        k = rotl32(k, 15);
-        k *= c2;
-        h ^= k;
+        h = murmur3_tail(h, k);
     }
     return fmix32(h, n);
 }
