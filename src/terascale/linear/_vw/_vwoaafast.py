@@ -177,7 +177,6 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     as ``run_oaa``'s workers do; ``gen``: the features the parser makes
     (``_vwonline._Parser``'s)."""
     from ..._errors import DataError
-    from .._combine._average import average_weights
     from .._front._oaa import (
         _Indexing,
         _interleaved,
@@ -190,13 +189,11 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
         start_t,
     )
     from .._holdout import EarlyStop, Holdout, holdout_period
-    from .._io._stream import shard_places
     from .._losstable import _CLIP
     from .._options import TrainOptions
     from ._vwonline import _fast, _parsed, _Parser
     from ._vwout import _LINK_CODES
     from ._vwpasses import Inputs
-    from ._vwworkers import averaged_rows
 
     fast = _fast()
     k, names, options = int(job["k"]), job["names"], dict(job["options"])
@@ -229,7 +226,13 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
         # as the numba pass's workers do)
     parse_opts = opts.parse_options()
     # pass 1 parses the text (and writes the cache where the run caches), the next read it
-    places = shard_places(job["data"], rank, size) if size > 1 else None
+    places = None
+    if size > 1:  # (the modules of -n N only where it runs: one worker's memory is VW's)
+        from .._combine._average import average_weights
+        from .._io._stream import shard_places
+        from ._vwworkers import averaged_rows
+
+        places = shard_places(job["data"], rank, size)
     inputs = Inputs([p for _, p, _ in places] if places else job["data"], parse_opts,
                     opts.cache_root(), _Parser(parse_opts, gen),
                     _parsed if places is None else _parts, places)
