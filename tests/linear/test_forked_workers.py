@@ -51,6 +51,8 @@ def test_a_forked_workers_error_names_its_rank_and_line(tmp_path):
     assert r.returncode == 2, r.stderr
     assert "rank 1 failed first (exit status 2)" in r.stderr
     assert "bad.vw" in r.stderr and "line 351" in r.stderr
+    # (the worker's error is the command's: terascale vw's, as with -n 1)
+    assert "terascale vw: error: " in r.stderr and "terascale linear" not in r.stderr
 
 
 def test_standard_input_is_read_once_by_forked_workers(tmp_path):

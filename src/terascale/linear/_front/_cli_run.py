@@ -389,12 +389,14 @@ def _rates(args: argparse.Namespace) -> dict[str, float]:
 
 def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
     """A ``terascale vw`` run's feature generation, -i's preserved counters and the
-    --initial_t its starting weights carry, for the job (:func:`._cli_options.job_json`)."""
+    --initial_t its starting weights carry, for the job (:func:`._cli_options.job_json`);
+    ``prog``: the command whose name a worker's error starts with."""
     return {"generation": getattr(args, "vw_generation", None),
             "preserved": getattr(args, "vw_preserved", None),
             "interactions": getattr(args, "vw_interactions", None),
             "initial_t": getattr(args, "vw_initial_t", None),
-            "label_range": getattr(args, "vw_range", None)}
+            "label_range": getattr(args, "vw_range", None),
+            "prog": "terascale vw" if hasattr(args, "vw_generation") else "terascale linear"}
 
 
 def _run_train(args: argparse.Namespace, paths: list[str], model_path: str | None,

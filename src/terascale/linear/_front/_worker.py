@@ -129,18 +129,21 @@ def main(argv: list[str]) -> int:
     return run_worker(run_train, argv)
 
 
-def run_worker(run: Callable[[dict[str, Any]], object], argv: list[str]) -> int:
+def run_worker(run: Callable[[dict[str, Any]], object], argv: list[str],
+               prog: str | None = None) -> int:
     """``run`` on the job given as one JSON argument; a user error (bad data, options) is
     one line on stderr, exit 2, as with ``-n 1``, instead of a traceback from every
-    worker."""
+    worker, starting with the command's name (``prog``, else the job's ``"prog"``)."""
     from ..._errors import TerascaleError
     from .._names import cli_names
 
+    job = json.loads(argv[0])
     try:
         with cli_names():  # errors name the flags the user typed
-            run(json.loads(argv[0]))
+            run(job)
     except TerascaleError as e:
-        print(f"terascale linear: error: {e}", file=sys.stderr)
+        name = prog or (job.get("prog") if isinstance(job, dict) else None)
+        print(f"{name or 'terascale linear'}: error: {e}", file=sys.stderr)
         return 2
     return 0
 

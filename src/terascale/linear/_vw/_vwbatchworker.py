@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     """Run one worker; a user error is one line on stderr, exit 2 (as ``_worker``)."""
     from .._front._worker import run_worker
 
-    return run_worker(_run, argv)
+    return run_worker(_run, argv, prog="terascale vw")
 
 
 def _run(job: dict[str, Any]) -> None:

@@ -353,7 +353,7 @@ def main(argv: list[str]) -> int:
     one line on stderr, exit 2 (as ``_worker``)."""
     from .._front._worker import run_worker
 
-    return run_worker(_worker, argv)
+    return run_worker(_worker, argv, prog="terascale vw")
 
 
 def _worker(job: dict[str, Any]) -> None:

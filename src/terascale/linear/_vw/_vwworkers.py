@@ -170,7 +170,7 @@ def main(argv: list[str]) -> int:
     """Run one worker; a user error is one line on stderr, exit 2 (as ``_worker``)."""
     from .._front._worker import run_worker
 
-    return run_worker(_learn, argv)
+    return run_worker(_learn, argv, prog="terascale vw")
 
 
 def _learn(job: dict[str, Any]) -> None:
