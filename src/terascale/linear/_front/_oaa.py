@@ -726,6 +726,17 @@ class _Table:
         #: examples (held out, or unlabelled)
         self.log_loss = np.zeros(2)
 
+    def mark(self, job_totals: list[np.ndarray] | None = None) -> list[float]:
+        """Where the printed table stands, as VW's model keeps it: the next line's
+        weight, the loss since its last line (``job_totals``: every pass's sums over the
+        job's workers, with -i's loss, less the loss at rank 0's last line; else this
+        table's running sum) and the labelled weight at that line."""
+        prog = self.prog
+        assert prog is not None
+        since = float(prog.since[0]) if job_totals is None else (
+            float(sum(t[0] for t in job_totals)) + self.kept_loss - float(prog.prev[0]))
+        return [float(self.due), since, float(prog.prev[1])]
+
     def block(self, p: int, truth: np.ndarray, pred: np.ndarray, weight: np.ndarray,
               hold: np.ndarray, feats: np.ndarray, probs: np.ndarray | None = None,
               first: np.ndarray | None = None, notes: Sequence[tuple[int, str]] = ()
@@ -1009,9 +1020,7 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
         job_totals.append(comm.allreduce(t[:9].copy()) if size > 1 else t)
         held = job_totals[-1][2:4]
         if table.prog is not None:  # (where the table stood: the counters of a kept pass)
-            marks.append([float(table.due), float(sum(t[0] for t in job_totals))
-                          + table.kept_loss - float(table.prog.prev[0]),
-                          float(table.prog.prev[1])])
+            marks.append(table.mark(job_totals))
         if stop is not None and stop.end_pass(held[0], held[1], learners.arrays,
                                               learners.states):
             kept_passes = p + 1 - stop.patience
@@ -1027,14 +1036,9 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
     kept = (start[0].info.get("vw_counters") or {}) if start else {}
     t0 = float(kept.get("t") or 0.0)
     parse = start[0].parse if start is not None else opts.parse_options()
-    prog = table.prog
     totals = (job_totals if size > 1 else table.passes) or [np.zeros(9)]  # (none read: one)
     # (the loss since the table's last line: VW's sum, from this table's running sums)
-    progress = None if prog is None else [
-        float(table.due),
-        float(sum(t[0] for t in totals)) + table.kept_loss - float(prog.prev[0])
-        if size > 1 else float(prog.since[0]),
-        float(prog.prev[1])]
+    progress = None if table.prog is None else table.mark(totals if size > 1 else None)
     if kept_passes and marks:  # (VW's model is the kept pass's: its counters then)
         totals, progress = totals[:kept_passes], marks[kept_passes - 1]
     only = bool(job.get("predict_only"))

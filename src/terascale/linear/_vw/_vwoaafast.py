@@ -83,12 +83,6 @@ def why_not(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _mark(table: Any) -> list[float]:
-    """Where ``table``'s progress stands (its table printed): the next line's weight, the
-    loss since its last line and the labelled weight at it (the model's counters)."""
-    return [float(table.due), float(table.prog.since[0]), float(table.prog.prev[1])]
-
-
 def train(args: argparse.Namespace) -> int:
     """The ``--oaa K`` run :func:`why_not` admits: :func:`.._front._oaa.train_oaa`'s
     checks and opening (``_cli_run.train``'s), then the compiled pass."""
@@ -226,16 +220,16 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
         # as the numba pass's workers do)
     parse_opts = opts.parse_options()
     # pass 1 parses the text (and writes the cache where the run caches), the next read it
-    places = None
+    places, chunks = None, _parsed
     if size > 1:  # (the modules of -n N only where it runs: one worker's memory is VW's)
         from .._combine._average import average_weights
         from .._io._stream import shard_places
+        from ._vwworkers import _parsed as chunks  # (of the worker's parts)
         from ._vwworkers import averaged_rows
 
         places = shard_places(job["data"], rank, size)
     inputs = Inputs([p for _, p, _ in places] if places else job["data"], parse_opts,
-                    opts.cache_root(), _Parser(parse_opts, gen),
-                    _parsed if places is None else _parts, places)
+                    opts.cache_root(), _Parser(parse_opts, gen), chunks, places)
     job_totals: list[np.ndarray] = []  # (-n N: each pass's sums over every worker)
     rate = np.float32(opts.learning_rate)
     marks: list[list[float]] = []  # (each pass's end: _mark)
@@ -278,12 +272,8 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
                                 opts.averaging, averaged_rows(len(a)))
             t = comm.allreduce(t.copy())
             job_totals.append(t)
-            if table.prog is not None:  # (rank 0's table, the job's loss)
-                marks.append([float(table.due), float(sum(j[0] for j in job_totals))
-                              + table.kept_loss - float(table.prog.prev[0]),
-                              float(table.prog.prev[1])])
-        elif table.prog is not None:  # (where the table stood: the counters of a kept pass)
-            marks.append(_mark(table))
+        if table.prog is not None:  # (where the table stood: the counters of a kept pass;
+            marks.append(table.mark(job_totals if size > 1 else None))  # -n N: the job's)
         if stop is not None and stop.end_pass(t[2], t[3], learners.table, learners.states):
             kept_passes = p + 1 - stop.patience
             break
@@ -295,11 +285,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     t0, initial_t = float(kept.get("t") or 0.0), float(kept.get("initial_t") or 0.0)
     parse = start[0].parse if start is not None else opts.parse_options()
     totals = (job_totals if size > 1 else table.passes) or [np.zeros(9)]
-    progress = None if table.prog is None else _mark(table)
-    if size > 1 and table.prog is not None:  # (the job's loss since rank 0's last line)
-        assert table.prog is not None
-        progress = [float(table.due), float(sum(j[0] for j in totals)) + table.kept_loss
-                    - float(table.prog.prev[0]), float(table.prog.prev[1])]
+    progress = None if table.prog is None else table.mark(totals if size > 1 else None)
     if kept_passes and marks:  # (VW's model is the kept pass's: its counters then)
         progress = marks[kept_passes - 1]
     kept_totals = totals[:kept_passes] if kept_passes else totals
@@ -339,13 +325,6 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
                              "holdout": holdout, "examples": int(sums[0][4]),
                              "multiclass_log_loss": _log_loss_text(table, sums, holdout)}),
               file=sys.stderr)
-
-
-def _parts(places: list[tuple[int, str, tuple[int, ...]]], reader: Any) -> Any:
-    """An ``-n N`` worker's chunks of its parts (``_vwworkers._parsed``)."""
-    from ._vwworkers import _parsed as parts
-
-    return parts(places, reader)
 
 
 def main(argv: list[str]) -> int:
