@@ -32,8 +32,8 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import Any
 
-__all__ = ["as_command", "defer_numba_probes", "forking", "forks", "numba_set_up",
-           "warm_kernels"]
+__all__ = ["as_command", "compiled_forking", "defer_numba_probes", "forking", "forks",
+           "numba_set_up", "warm_kernels"]
 
 _VW = "1 'a|a x y:2 |b z\n-1 'b|a y |b w\n1 |a x\n"
 
@@ -197,6 +197,19 @@ def forking(target: Callable[[], int], options: dict[str, Any]) -> Callable[[], 
 
     if options.get("format", "vw") == "vw":
         _load_kernels(options)
+    return target
+
+
+def compiled_forking(target: Callable[[], int]) -> Callable[[], int] | None:
+    """``target`` for the launcher to fork the compiled learner's ``-n N`` workers from
+    this process (``_vw._vwworkers``, ``_vw._vwoaafast``), once it has loaded the job's
+    modules (a worker's learner, the compiled core, loads where it runs: no numba); None
+    where the workers are programs of their own (:func:`forks`)."""
+    if not forks():
+        return None
+    from .._init import load_joining
+
+    load_joining()
     return target
 
 

@@ -217,13 +217,9 @@ def _launch(args: argparse.Namespace, paths: list[str], options: dict[str, Any],
                           else _first_malformed(data, paths),
                           **_vw_run(args)})
         if compiled:  # (the compiled learner's workers, _vwoaafast: no numba)
-            from ..._init import load_joining
-            from .._warm import forks
+            from .._warm import compiled_forking
 
-            fork = None
-            if forks():  # (the joining's modules loaded once, here, for every worker)
-                load_joining()
-                fork = lambda: _oaa_worker(job, compiled=True)  # noqa: E731
+            fork = compiled_forking(lambda: _oaa_worker(job, compiled=True))
             module = "terascale.linear._vw._vwoaafast"
         else:
             # forked from here once the learner is loaded (_warm.forking), or programs

@@ -131,10 +131,9 @@ def _vw_model(path: str) -> bool:
 def train(args: argparse.Namespace) -> int:
     """Launch the ``-n N`` run :func:`why_not` admits: VW's preamble here, the workers'
     progress table (rank 0's), closing block and ``-f`` from rank 0."""
-    from ..._init import load_joining
     from ...launch import LaunchOptions, launch
     from .._front import _cli_run
-    from .._warm import forks
+    from .._warm import compiled_forking
     from ._vwbatchworker import job_of
     from ._vwmodel import model_t
     from ._vwonline import _begin, _initial, run_options
@@ -157,10 +156,7 @@ def train(args: argparse.Namespace) -> int:
                        initial_t=(model_t(args.initial) if args.initial else 0.0)
                        or args.initial_t or 0.0), file=sys.stderr)
     job = job_of(args, options, paths, how)
-    fork = None
-    if forks():  # (the joining's modules loaded once, here, for every worker)
-        load_joining()
-        fork = lambda: main([job])  # noqa: E731
+    fork = compiled_forking(lambda: main([job]))
     return launch([sys.executable, "-m", "terascale.linear._vw._vwworkers", job],
                   LaunchOptions(nprocs=args.nprocs, timeout=args.timeout,
                                 prefix_output=False, cpu_bind=False, fork=fork))
