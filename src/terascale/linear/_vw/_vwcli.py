@@ -893,15 +893,14 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if args.cache_file:
         args.cache = True
     args.vw_mode = True
+    import numpy as np
+
     ranged = args.min_prediction is not None or args.max_prediction is not None
+    bounds = [None if v is None else float(np.float32(v))  # (VW's floats)
+              for v in (args.min_prediction, args.max_prediction)]
     # with -i: the range -i's model starts from, the bounds given over it
     # (_cli_run.vw_start); the range stays there (options' fixed_range)
-    args.vw_range = None
-    if ranged and args.initial:
-        import numpy as np
-
-        args.vw_range = [None if v is None else float(np.float32(v))  # (VW's floats)
-                         for v in (args.min_prediction, args.max_prediction)]
+    args.vw_range = bounds if ranged and args.initial else None
     # --initial_t with -i: the sums every weight starts from, under -i's model
     # (_cli_run.vw_start); -t learns nothing, VW's batch learner has no such sums
     args.vw_initial_t = None
@@ -917,10 +916,7 @@ def _vw_defaults(args: argparse.Namespace) -> None:
               or args.normal_weights or args.truncated_normal_weights)
     if (ranged and not others and not args.initial_t and not args.initial
             and args.oaa is not None and args.nprocs == 1 and not args.plain_rule):
-        import numpy as np
-
-        args.vw_oaa_range = [None if v is None else float(np.float32(v))  # (VW's floats)
-                             for v in (args.min_prediction, args.max_prediction)]
+        args.vw_oaa_range = bounds
     elif (others or ((ranged or (args.initial_t and not args.plain_rule))
                      and not args.initial)):
         args.initial = _starting_weights(args)
