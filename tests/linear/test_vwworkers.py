@@ -151,6 +151,52 @@ def test_oaa_workers_equal_the_numba_pass(tmp_path, args):
     assert not {"numba", "llvmlite", "scipy", "torch"} & set(str(got["c"]["imports"]).split())
 
 
+def _job(monkeypatch, tmp_path, line: list[str]) -> str:
+    """The job that ``terascale vw`` (run here, in ``tmp_path``) hands its workers, its
+    launch stopped there."""
+    import terascale.launch
+    from terascale.cli import main
+
+    jobs: list[str] = []
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(terascale.launch, "launch", lambda cmd, opts: jobs.append(cmd[-1]))
+    assert main(["vw", *line, "--quiet"]) == 0
+    return jobs[0]
+
+
+@built
+def test_oaa_workers_learn_their_part_before_they_join(tmp_path, monkeypatch):
+    """A worker of --oaa K -n N parses and learns its whole first pass, then joins the job
+    (``_vwworkers.Joining``): the job's links and buffers are not carried under the pass's
+    peak."""
+    import json
+
+    from terascale.communicator import Communicator
+    from terascale.linear._vw import _vwoaafast
+
+    rows = [f"{1 + i % 3} |a f{i % 40} g{i % 7}" for i in range(3000)]
+    (tmp_path / "d.vw").write_text("\n".join(rows) + "\n")
+    job = json.loads(_job(monkeypatch, tmp_path, ["--oaa", "3", "-n", "2", "-d", "d.vw",
+                                                  "-f", "m"]))
+    events: list[str] = []
+    learn = _vwoaafast._block
+    monkeypatch.setattr(_vwoaafast, "_block",
+                        lambda *a, **k: (events.append("learn"), learn(*a, **k)))
+
+    class Place:  # (rank 0 of 2, its job one process)
+        rank, size, job = 0, 2, None
+
+        def comm(self):
+            events.append("join")
+            self.job = self.job or Communicator()
+            return self.job
+
+    _vwoaafast._run(job, None, None, None, Place())
+    assert events.count("learn") > 1 and events[-1] == "join"
+    assert events.index("join") == events.count("learn")
+    assert (tmp_path / "m").stat().st_size > 0
+
+
 @built
 def test_workers_started_as_programs_import_no_numba(tmp_path):
     """(A bad line in a worker's shard: ``test_forked_workers``, which these workers run.)"""

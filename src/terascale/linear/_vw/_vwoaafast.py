@@ -23,15 +23,18 @@ table and states restored to the best pass's).
 ``--binary`` takes each learner's score's sign (``_oaa.signs``).
 
 ``--oaa K -n N`` (``_oaa._launch`` starts :func:`main`'s workers, forked as
-``_vwworkers``' are): each worker joins the job, then learns the K learners on its part of
-the input (``_io._stream.shard_places``; each part cached under its byte range), and
-after each pass each class's learner is averaged over the workers (its lazy L1/L2
-folded in, ``_combine._average.average_weights`` over its rows) and the pass's sums
-added, the early stop decided on the job's holdout sums: the numba pass's
-``_oaa.run_oaa`` with a communicator, bit for bit (its model, readable model, table and
-closing block; the first label 0 after others with ``--passes`` and a label VW's parser
-throws at refused, as there). 200k lines of 10 ids and 7 classes at ``-b 18``: 47 and 51
-MB a worker, where the numba pass's held 109-110 MB (VW, one process: 39 MB).
+``_vwworkers``' are): each worker learns the K learners on its part of the input
+(``_io._stream.shard_places``; each part cached under its byte range), then joins the
+job (``_vwworkers.Joining``: the pass's freed chunks handed back first, so that the
+job's links and buffers fit under the pass's peak), and after each pass each class's
+learner is averaged over the workers (its lazy L1/L2 folded in,
+``_combine._average.average_weights`` over its rows) and the pass's sums added, the
+early stop decided on the job's holdout sums: the numba pass's ``_oaa.run_oaa`` with a
+communicator, bit for bit (its model, readable model, table and closing block; the first
+label 0 after others with ``--passes`` and a label VW's parser throws at refused, as
+there). Two workers on 200k lines of 20 ids and 7 classes (``benchmarks/heldout_shapes.py``'s
+``oaa`` data) at ``-b 18``: 45 MB the largest process (VW, one process: 41 MB; the numba
+pass's 109-110 MB).
 ``--min_prediction``/``--max_prediction`` fix the learners' shared range (VW's two
 floats), to which every loss clips. A run it does not cover (``-i`` with
 ``--preserve_performance_counters``, ``-i`` of a model above ``_vwonline._MAX_BITS``;
@@ -162,13 +165,14 @@ class _Learners:
 
 
 def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
-         comm: Any = None, gen: Any = None) -> None:
+         joining: Any = None, gen: Any = None) -> None:
     """``_oaa.run_oaa``'s run of ``job`` (``_oaa._train_one``'s, ``options["bits"]``: each
     learner's), its K learners in ``_vwfast.oaa_learn`` (from ``start``, -i's, or zeros);
-    ``out``/``raw``: where ``-p``/``-r`` go (or None); ``comm``: the job of an ``-n N``
-    worker, which learns from its part of the input (``_io._stream.shard_places``), each
-    class's learner averaged over the workers after each pass and the pass's sums added,
-    as ``run_oaa``'s workers do; ``gen``: the features the parser makes
+    ``out``/``raw``: where ``-p``/``-r`` go (or None); ``joining``: an ``-n N`` worker's
+    place in the job (``_vwworkers.Joining``): it learns from its part of the input
+    (``_io._stream.shard_places``), joins the job after its first pass, and each class's
+    learner is averaged over the workers after each pass and the pass's sums added, as
+    ``run_oaa``'s workers do; ``gen``: the features the parser makes
     (``_vwonline._Parser``'s)."""
     from ..._errors import DataError
     from .._front._oaa import (
@@ -199,7 +203,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
                            if key in TrainOptions.__dataclass_fields__})
     learners = _Learners(k, opts.bits, start)
     test = bool(job.get("test"))
-    rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
+    rank, size = (joining.rank, joining.size) if joining is not None else (0, 1)
     quiet = job["quiet"] or rank > 0  # (rank 0's shard's lines)
     period = 0 if test else holdout_period(opts)
     passes = 1 if test else max(int(opts.passes), 1)
@@ -265,6 +269,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
                                 f"which the workers of -n N, each deciding on its shard, "
                                 f"do not reproduce; write classes 1..K, train one pass, or "
                                 f"-n 1")
+            comm = joining.comm()  # (after the first pass: _vwworkers.Joining)
             for c in range(k):  # each class's learner averaged at the end of the pass
                 fast.sync(learners.table, learners.states[c], k, c)
                 a = learners.arrays[c]
@@ -336,22 +341,22 @@ def main(argv: list[str]) -> int:
 
 
 def _worker(job: dict[str, Any]) -> None:
-    """One worker: -i's K learners read (as ``_oaaworker``'s), the job joined, then
-    :func:`_run` on its part."""
-    from ..._init import init
+    """One worker: -i's K learners read (as ``_oaaworker``'s), then :func:`_run` on its
+    part, which joins the job after its first pass."""
     from .._front._oaa import split_oaa
     from ._vwmodel import read_vw_model
+    from ._vwworkers import Joining
 
     start = None
     if job.get("initial"):
         start = split_oaa(read_vw_model(job["initial"], oaa=True, plain=True,
                                         generation=job.get("generation")), int(job["k"]),
                           _learner)
-    comm = init()
+    joining = Joining()
     try:
-        _run(job, None, None, start, comm)
+        _run(job, None, None, start, joining)
     finally:
-        comm.close()
+        joining.close()
 
 
 def _ranged(learners: _Learners, start: list[Any] | None, kind: int) -> np.ndarray:

@@ -96,6 +96,37 @@ def averaged_rows(rows: int) -> int:
     return min(max(rows >> 8, _AVERAGED[0]), _AVERAGED[1])
 
 
+class Joining:
+    """A worker's place in the job before it joins (``rank``, ``size``: its environment's,
+    ``(0, 1)`` outside a job) and the job once it has (:meth:`comm`). A compiled worker
+    learns its first pass, then joins: the parsed chunks' memory that the allocator kept
+    is handed back first (``malloc_trim``, ~4 MB at ``-b 18``), so that the links, the
+    shared-memory segment and the average's buffers fit under the pass's peak, where a
+    worker that joined first carried them under it."""
+
+    def __init__(self) -> None:
+        from ..._env import read_env
+
+        env = read_env()
+        self.rank, self.size = (env.rank, env.size) if env is not None else (0, 1)
+        self._comm: Any = None
+
+    def comm(self) -> Any:
+        """The job's communicator, joined on the first call."""
+        if self._comm is None:
+            from ..._init import init
+            from ..._malloc import hand_back_freed_memory
+
+            hand_back_freed_memory()  # the parsed chunks the allocator kept
+            self._comm = init()
+        return self._comm
+
+    def close(self) -> None:
+        """Leave the job, where it was joined."""
+        if self._comm is not None:
+            self._comm.close()
+
+
 def why_not(args: argparse.Namespace) -> str:
     """Why an ``-n N`` run (N > 1) does not learn in the compiled workers (``"-n N with
     ..."``); ``""`` where it does, or where ``-n`` is 1."""
@@ -171,9 +202,6 @@ def main(argv: list[str]) -> int:
 
 def _learn(job: dict[str, Any]) -> None:
     """One worker: learn from its shard, join the job, combine; rank 0 writes and prints."""
-    from ..._env import read_env
-    from ..._init import init
-    from ..._malloc import hand_back_freed_memory
     from .._combine._average import average_weights, union_bitmap
     from .._holdout import EarlyStop, holdout_period
     from .._io._stream import shard_places
@@ -195,8 +223,8 @@ def _learn(job: dict[str, Any]) -> None:
 
     args = job_args(job)
     options, how = job["options"], job["how"]
-    env = read_env()
-    rank, size = (env.rank, env.size) if env is not None else (0, 1)
+    joining = Joining()
+    rank, size = joining.rank, joining.size
     opts, parse = run_options(options)
     LINK[:] = [how]
     binary = bool(args.binary)
@@ -230,7 +258,6 @@ def _learn(job: dict[str, Any]) -> None:
     rate = np.float32(opts.learning_rate)  # VW's eta, times the decay after each pass
     seen = np.zeros(len(table) if warm else 0, np.bool_)
     bitmap = np.zeros(0, np.uint8)
-    comm = None
     try:
         for p in range(passes):
             if p > 0 and opts.decay_learning_rate != 1.0:
@@ -242,8 +269,7 @@ def _learn(job: dict[str, Any]) -> None:
             if p == 0:  # (the job joined after the first pass, as the numba pass's)
                 bitmap = np.packbits(seen, bitorder="little")
                 del seen
-                hand_back_freed_memory()  # the parsed chunks the allocator kept
-                comm = init()
+                comm = joining.comm()
                 if warm:  # (the rows some worker saw: the numba pass's union)
                     union_bitmap(comm, bitmap)
                 mark = np.full(3, np.nan)
@@ -278,8 +304,7 @@ def _learn(job: dict[str, Any]) -> None:
                     idx = _used_rows(table)
                     best = (idx, table[idx], state.copy())
     finally:
-        if comm is not None:
-            comm.close()
+        joining.close()
     if rank != 0:
         return
     if model is not None:  # -i's rows that no worker saw: the model's, not averaged
