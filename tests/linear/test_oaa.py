@@ -122,3 +122,38 @@ def test_linear_train_runs_the_one_pass_learner(tmp_path, capfd, monkeypatch):
     err = capfd.readouterr().err
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
     assert re.search(r"^average loss = ", err, re.M)
+
+
+def test_the_models_rows_are_found_in_one_array_of_their_indices():
+    """-f of --oaa K (``_oaa._interleaved``): VW's indices of the K learners' rows that are
+    not all 0, each feature's classes in turn, found a block of features at a time into
+    one array (no list of the blocks' indices joined beside it), their values read from
+    the learners as the writer slices them."""
+    import tracemalloc
+    from types import SimpleNamespace
+
+    from terascale.linear._front._oaa import _interleaved
+    from terascale.linear._io._dataset import ParseOptions
+    from terascale.linear._online._state import new_state
+
+    rng = np.random.default_rng(3)
+    k, bits = 7, 17
+    table = np.zeros((1 << bits, k, 3), np.float32)  # (_vwoaafast's layout)
+    used = rng.random((1 << bits, k)) < 0.6
+    table[..., 0][used] = rng.normal(size=int(used.sum()))
+    table[..., 2][used] = 1.0
+    learners = SimpleNamespace(k=k, arrays=table.transpose(1, 0, 2),
+                               states=np.stack([new_state()] * k))
+    tracemalloc.start()
+    try:
+        model = _interleaved({"options": {}}, learners, ParseOptions(bits=bits), "squared",
+                             [np.zeros(9)], None, 0.0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    f, c = np.nonzero(used)
+    assert np.array_equal(model.indices, (f << 3) + c)
+    assert model.indices.dtype == np.uint32
+    assert np.array_equal(model.weights[:], table[f, c, 0])
+    assert np.array_equal(model.adaptive[1][100:200], table[f[100:200], c[100:200], 2])
+    assert peak < 2 * model.indices.nbytes  # (the blocks' and their join: 3.8 times)

@@ -1082,8 +1082,7 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     ceil(log2 K)) over VW's 2**b weights (the rows not all 0, as VW writes them), the
     first class's learner state, and the run's counters (``totals``: its per-pass sums;
     ``progress``: where its table stopped; ``t0``: -i's ``t``, which VW carries on;
-    ``initial_t``: VW's ``--initial_t``, or -i's, which its header keeps);
-    ``feats``: the features with a row."""
+    ``initial_t``: VW's ``--initial_t``, or -i's, which its header keeps)."""
     import dataclasses
     from types import SimpleNamespace
 
@@ -1091,30 +1090,20 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
 
     k, a = learners.k, learners.arrays
     shift = (k - 1).bit_length()
-    used = np.zeros(a.shape[1], bool)  # (a learner's column at a time: no (K, D, 3) mask)
-    for c in range(k):
-        for j in range(3):
-            used |= a[c, :, j] != 0
-    feats = np.flatnonzero(used).astype(np.uint64)
-    del used
     # VW's rows (not all 0), feature by feature and class by class, found a block of
-    # features at a time; their values are read from the learners a slice at a time as
-    # the writer asks (_Learned): copies of them and their temporaries held the run's
-    # peak (200k lines of --oaa 7 at -b 18)
+    # features at a time, counted and then written into the one array of their indices;
+    # their values are read from the learners a slice at a time as the writer asks
+    # (_Learned): copies of them and their temporaries held the run's peak (200k lines of
+    # --oaa 7 at -b 18), and so did the blocks' indices joined (twice the rows')
     itype = np.uint32 if parse.bits + shift < 32 else np.uint64
-    rows, pos = [], []
-    for f0 in range(0, len(feats), _FEATS):
-        fb = feats[f0:f0 + _FEATS]
-        keep = np.zeros((len(fb), k), bool)
-        for c in range(k):
-            for j in range(3):
-                keep[:, c] |= a[c, fb, j] != 0
-        fi, ci = np.nonzero(keep)
-        rows.append(((fb[fi] << np.uint64(shift)) + ci.astype(np.uint64)).astype(itype))
-        pos.append(((f0 + fi) * k + ci).astype(np.uint32))
-    rows = np.concatenate(rows) if rows else np.zeros(0, itype)
-    at = np.concatenate(pos) if pos else np.zeros(0, np.uint32)
-    cols = [_Learned(a, feats, at, k, j) for j in range(3)]
+    blocks = range(0, a.shape[1], _FEATS)
+    rows = np.empty(sum(int(np.count_nonzero(_kept(a, f0))) for f0 in blocks), itype)
+    at = 0
+    for f0 in blocks:
+        fi, ci = np.nonzero(_kept(a, f0))
+        rows[at:at + len(fi)] = ((fi + f0) << shift) + ci
+        at += len(fi)
+    cols = [_Learned(a, rows, shift, j) for j in range(3)]
     info = {"pass_totals": [[*map(float, t)] for t in totals],
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
@@ -1132,26 +1121,44 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     bits = parse.bits + shift
     return SimpleNamespace(indices=rows, weights=cols[0], bits=bits, loss=loss,
                            parse=dataclasses.replace(parse, bits=bits), info=info,
-                           adaptive=(cols[1], cols[2], learners.states[0]), feats=feats)
+                           adaptive=(cols[1], cols[2], learners.states[0]))
 
 
 _FEATS = 1 << 12  # features whose rows are found at a time (_interleaved)
 
 
-class _Learned:
-    """Column ``j`` (weight, adaptive sum, normalizer) of the K learners ``a``'s rows at
-    ``at`` (feature ``feats[p // k]``, class ``p % k``), read as the model writer slices it."""
+def _kept(a: np.ndarray, f0: int) -> np.ndarray:
+    """Which of the K learners ``a`` have a row (any of its three values not 0) for each
+    feature of the block from ``f0`` (``(features, K)``, a learner's column at a time: no
+    ``(K, features, 3)`` mask)."""
+    part = a[:, f0:f0 + _FEATS]
+    keep = np.zeros((part.shape[1], len(a)), bool)
+    for c in range(len(a)):
+        for j in range(3):
+            keep[:, c] |= part[c, :, j] != 0
+    return keep
 
-    def __init__(self, a: np.ndarray, feats: np.ndarray, at: np.ndarray, k: int,
-                 j: int) -> None:
-        self.a, self.feats, self.at, self.k, self.j = a, feats, at, k, j
+
+class _Learned:
+    """Column ``j`` (weight, adaptive sum, normalizer) of the K learners ``a``'s rows
+    ``rows`` (VW's indices: feature ``i`` of class ``c`` at ``i << shift | c``), read as the
+    model writer slices it."""
+
+    def __init__(self, a: np.ndarray, rows: np.ndarray, shift: int, j: int) -> None:
+        self.a, self.rows, self.shift, self.j = a, rows, shift, j
 
     def __len__(self) -> int:
-        return len(self.at)
+        return len(self.rows)
 
     def __getitem__(self, part: Any) -> np.ndarray:
-        p = self.at[part]
-        return self.a[p % self.k, self.feats[p // self.k], self.j]
+        p = self.rows[part]
+        return self.a[p & ((1 << self.shift) - 1), p >> self.shift, self.j]
+
+
+def _features(rows: np.ndarray, shift: int) -> np.ndarray:
+    """The features of VW's one-against-all ``rows`` (ascending), each once."""
+    f = rows >> shift
+    return f[np.concatenate(([True], f[1:] != f[:-1]))] if len(f) else f
 
 
 def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
@@ -1175,7 +1182,8 @@ def _write_readable(job: dict[str, Any], model: Any, parse: Any, k: int,
         write_readable(model, job["readable"], counters=not only, predict_only=only,
                        options=extra, bare=bare)
     if job.get("invert"):
-        base = feature_names(job["paths"], SimpleNamespace(parse=parse, indices=model.feats))
+        base = feature_names(job["paths"], SimpleNamespace(
+            parse=parse, indices=_features(model.indices, shift)))
         names = {(h << shift) + c: f"{n}[{c}]" if c else n
                  for h, n in base.items() for c in range(k)}
         write_readable(model, job["invert"], names, counters=not only, predict_only=only,

@@ -33,8 +33,8 @@ early stop decided on the job's holdout sums: the numba pass's ``_oaa.run_oaa`` 
 communicator, bit for bit (its model, readable model, table and closing block; the first
 label 0 after others with ``--passes`` and a label VW's parser throws at refused, as
 there). Two workers on 200k lines of 20 ids and 7 classes (``benchmarks/heldout_shapes.py``'s
-``oaa`` data) at ``-b 18``: 45 MB the largest process (VW, one process: 41 MB; the numba
-pass's 109-110 MB).
+``oaa`` data), the largest process: 43 MB at ``-b 18`` (VW, one process: 41 MB; the
+numba pass's 109-110 MB), 86 MB at ``-b 22`` (VW: 107 MB).
 ``--min_prediction``/``--max_prediction`` fix the learners' shared range (VW's two
 floats), to which every loss clips. A run it does not cover (``-i`` with
 ``--preserve_performance_counters``, ``-i`` of a model above ``_vwonline._MAX_BITS``;
