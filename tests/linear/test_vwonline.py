@@ -376,6 +376,35 @@ def test_a_vw_models_records_read_in_slices_are_its_weights(tmp_path):
 
 
 @built
+@pytest.mark.parametrize("flags", [[], ["--normalized"], more(["--predict_only_model"])])
+def test_a_vw_models_records_put_in_a_table_are_its_rows(tmp_path, flags):
+    """``VWRecords.put`` (``-n N -i``'s workers: the model's rows a slice at a time) gives
+    the table a whole model gives (``_resume``), the sums a model does not keep 0; with a
+    bitmap, only the rows whose bit is clear."""
+    from terascale.linear._online._state import new_state
+    from terascale.linear._vw._vwmodel import read_vw_model
+    from terascale.linear._vw._vwonline import _resume
+
+    (tmp_path / "d.vw").write_text("\n".join(_lines(500, 12, "real")) + "\n")
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", "-q", "ab", "-b", "12",
+            "-f", "m", "--quiet", *flags], tmp_path)
+    whole = read_vw_model(str(tmp_path / "m"), plain=True)
+    lazy = read_vw_model(str(tmp_path / "m"), plain=True, records=False)
+    want = np.zeros((1 << 12, 3), np.float32)
+    _resume(want, new_state(), whole)
+    assert np.count_nonzero(want[:, 2]) > 100 or flags == ["--predict_only_model"]
+    got = np.zeros_like(want)
+    lazy.records.put(got, n=37)
+    assert np.array_equal(got, want)
+    seen = np.random.default_rng(1).random(len(want)) < 0.5
+    got = np.full_like(want, 7.0)
+    lazy.records.put(got, np.packbits(seen, bitorder="little"), n=37)
+    put = whole.indices[~seen[whole.indices]]
+    want[np.setdiff1d(np.arange(len(want)), put)] = 7.0
+    assert np.array_equal(got, want)
+
+
+@built
 def test_text_outside_the_compiled_parser_is_parsed_by_the_numba_parser(tmp_path):
     data = tmp_path / "d.vw"
     data.write_text("1 |a x:+1 y\n-1 |b z:1e+2\n" + "\n".join(_lines(300, 3, "real")) + "\n")

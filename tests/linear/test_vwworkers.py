@@ -198,6 +198,29 @@ def test_oaa_workers_learn_their_part_before_they_join(tmp_path, monkeypatch):
 
 
 @built
+def test_warm_started_workers_read_the_models_rows_a_slice_at_a_time(tmp_path, monkeypatch):
+    """-n N -i: the launcher reads -i's header alone and each worker its rows a slice at a
+    time (``_vwmodel.VWRecords.put``), rank 0 again at the end for the rows no worker saw,
+    rather than keeping the whole model to the end."""
+    from terascale.linear._vw import _vwmodel, _vwworkers
+
+    (tmp_path / "d.vw").write_text("\n".join(_lines(300, 9)) + "\n")
+    run_ok([*_TS, "-d", "d.vw", "-f", "start", "--quiet"], tmp_path)
+    read = _vwmodel.read_vw_model
+    whole: list[bool] = []
+    monkeypatch.setattr(_vwmodel, "read_vw_model", lambda *a, **k: (
+        whole.append(k.get("records", True)), read(*a, **k))[1])
+    job = _job(monkeypatch, tmp_path, ["-n", "2", "-i", "start", "-d", "d.vw", "-f", "m"])
+    puts: list[bool] = []
+    put = _vwmodel.VWRecords.put
+    monkeypatch.setattr(_vwmodel.VWRecords, "put", lambda self, table, unseen=None: (
+        puts.append(unseen is not None), put(self, table, unseen))[1])
+    assert _vwworkers.main([job]) == 0  # (a job of one here: it learns all of d.vw)
+    assert whole == [False, False] and puts == [False, True]
+    assert (tmp_path / "m").stat().st_size > 0
+
+
+@built
 def test_workers_started_as_programs_import_no_numba(tmp_path):
     """(A bad line in a worker's shard: ``test_forked_workers``, which these workers run.)"""
     (tmp_path / "d.vw").write_text("\n".join(_lines(400, 7)) + "\n")

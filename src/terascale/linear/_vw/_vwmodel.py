@@ -743,7 +743,8 @@ def read_vw_model(path: str, *, oaa: bool = False,
         raise DataError(f"{path}: the weights of the Vowpal Wabbit model do not fill whole "
                         f"records ({size} bytes of {dt.itemsize}); a model of another "
                         f"update rule (--sgd, --adaptive alone, --ftrl) is not supported")
-    stored = VWRecords(path, r.pos, size // dt.itemsize, dt, bits)
+    stored = VWRecords(path, r.pos, size // dt.itemsize, dt, bits,
+                       (0, *([1] if has_g2 else []), *([2] if has_nrm else [])))
     if records:
         rows = np.frombuffer(r.data[r.pos:], dt)
         stored.check(rows["i"])
@@ -794,11 +795,15 @@ def read_vw_model(path: str, *, oaa: bool = False,
 
 class VWRecords:
     """The weight records of a VW model file (``count`` of numpy type ``dt`` from byte
-    ``offset``: an index and w, then the sums a save_resume model keeps), read a slice at
-    a time into one buffer: the memory of a slice, whatever the model's size."""
+    ``offset``: an index and w, then the sums a save_resume model keeps, the columns
+    ``columns`` of a learner's rows: 0 the weight, 1 the adaptive sum, 2 the normalizer),
+    read a slice at a time into one buffer: the memory of a slice, whatever the model's
+    size."""
 
-    def __init__(self, path: str, offset: int, count: int, dt: np.dtype, bits: int) -> None:
+    def __init__(self, path: str, offset: int, count: int, dt: np.dtype, bits: int,
+                 columns: tuple[int, ...] = (0,)) -> None:
         self.path, self.offset, self.count, self.dt, self.bits = path, offset, count, dt, bits
+        self.columns = columns
 
     def __len__(self) -> int:
         return self.count
@@ -811,6 +816,26 @@ class VWRecords:
     def slices(self, n: int = 1 << 16) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(indices, w) of up to ``n`` records at a time, in the file's order: views of
         a buffer the next slice overwrites (use each before asking for the next)."""
+        for i, w in self.rows(n):
+            yield i, w[:, 0]
+
+    def put(self, table: np.ndarray, unseen: np.ndarray | None = None,
+            n: int = 1 << 14) -> None:
+        """Write the records into the rows of ``table`` (``2**bits`` rows of weight,
+        adaptive sum and normalizer; a sum the model does not keep: 0), ``n`` at a time;
+        ``unseen``: only the rows whose bit is clear in that bitmap (``np.packbits``'s,
+        little-endian)."""
+        for i, w in self.rows(n):
+            if unseen is not None:
+                idx = i.astype(np.int64)
+                off = (unseen[idx >> 3] >> (idx & 7)) & 1 == 0
+                i, w = i[off], w[off]
+            for col in range(3):
+                table[i, col] = w[:, self.columns.index(col)] if col in self.columns else 0
+
+    def rows(self, n: int = 1 << 16) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(indices, values) of up to ``n`` records at a time (``values``: w and the sums
+        kept, one row a record), as :meth:`slices`."""
         size = self.dt.itemsize
         buf = bytearray(min(n, max(self.count, 1)) * size)
         done = 0
@@ -824,5 +849,5 @@ class VWRecords:
                                     f"weights end before record {done + k})")
                 rows = np.frombuffer(buf, self.dt, count=k)
                 self.check(rows["i"])
-                yield rows["i"], rows["w"][:, 0]
+                yield rows["i"], rows["w"]
                 done += k

@@ -680,15 +680,17 @@ def _resume(table: np.ndarray, state: np.ndarray, model: Any) -> None:
     state[:len(model.adaptive[2])] = model.adaptive[2]
 
 
-def _initial(args: argparse.Namespace, options: dict[str, Any]) -> Any:
+def _initial(args: argparse.Namespace, options: dict[str, Any], records: bool = True) -> Any:
     """-i's VW model for a run that learns from it, its parse options, ``-l`` and
     ``--power_t`` made the run's (``options``) as ``_cli_run.train`` makes them; None where
     the numba pass runs it (its ``-b`` above ``_MAX_BITS`` or a table over half the
-    memory)."""
+    memory); ``records=False``: its header alone (``_vwmodel.read_vw_model``'s), where
+    the command line changes none of its rows (no ``--initial_t``, no label range)."""
     from .._front import _cli_run
     from ._vwmodel import read_vw_model, run_generation
 
-    model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
+    model = read_vw_model(args.initial, generation=run_generation(args), plain=True,
+                          records=records)
     _cli_run.vw_start(model, args)
     bits = model.parse.bits
     if bits > _MAX_BITS or (12 << bits) > _memory() // 2:

@@ -41,10 +41,10 @@ one worker, which the rows of one-worker runs end with), as the numba pass's.
 
 ``-i MODEL`` (VW's format): every worker starts its table and learner state from the
 model, as one worker does (``_vwonline._resume``), and marks the rows its shard has; the
-workers' marks are or-ed (``union_bitmap``) and, after the average, the model's rows that
-no worker saw are put back as the model has them (the numba pass averages the union of
-the workers' features and keeps the model's others: ``_resume.merged``), so the run is the
-numba pass's ``-n N -i``, bit for bit.
+workers' marks are or-ed (``union_bitmap``) and, after the average, rank 0 puts the
+model's rows that no worker saw back as the model has them, read again from its file
+(the numba pass averages the union of the workers' features and keeps the model's
+others: ``_resume.merged``), so the run is the numba pass's ``-n N -i``, bit for bit.
 
 :func:`why_not` says which ``-n N`` runs this is not: ``--holdout_after`` (which
 ``-n N`` refuses), ``-i`` of terascale's format, the starting weights, and ``-i`` with
@@ -64,10 +64,11 @@ peak. At ``-b 18`` on 1.2M click lines that is 36-37 MB a worker and 36 MB for t
 launcher, where VW takes 38 (``benchmarks/heldout_shapes.py DIR click-b18-2w``; 1-2 MB
 more where Python compiles the sources at every start, ``PYTHONDONTWRITEBYTECODE``).
 Workers started as programs (``TERASCALE_EXEC_WORKERS=1``) import all that afresh: 42 MB
-each. With ``-i``, a byte a row of the table marks the rows seen, and rank 0 keeps the
-model to the end (its unseen rows): 300k click lines at ``-b 18`` from a 3.7 MB model,
-two workers' peaks 46 and 56 MB, measured before the hand-back above (without ``-i`` 46
-and 47 then; the numba pass's ``-n 2 -i`` 130-132 MB; VW, one process, 39 MB).
+each. With ``-i``, a byte a row of the table marks the rows seen; the launcher reads the
+model's header alone and each worker its rows, a slice at a time
+(``_vwmodel.VWRecords.put``), and at the end rank 0 reads those no worker saw again:
+300k click lines from a 1.6 MB model at ``-b 18``, the largest process 41.5 MB (VW, one process, 39.9 MB; the numba pass's ``-n 2 -i``
+130-132 MB), from a 2 MB one at ``-b 22`` 90 MB (VW 101 MB).
 ``--passes``: where the early stop may restore a pass, rank 0 keeps that pass's rows in
 use (16 bytes a row); ``--passes 3 -c --loss_function logistic`` on those lines, 48-49 MB
 a worker, measured before the hand-back (the numba pass's 117-118 MB; VW 40-41 MB). The
@@ -173,7 +174,8 @@ def train(args: argparse.Namespace) -> int:
     _fast, options, paths, how = _begin(args)
     if args.initial:  # (-i's parse options, -l, --power_t, --binary and --link the run's)
         args.data, args.data_flag = paths, []  # (standard input read once)
-        model = _initial(args, options)
+        # (its header alone: each worker reads the rows for itself)
+        model = _initial(args, options, records=False)
         if model is None:  # (its -b: the numba pass)
             return int(_cli_run.train(args) or 0)
         how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
@@ -307,8 +309,10 @@ def _learn(job: dict[str, Any]) -> None:
         joining.close()
     if rank != 0:
         return
-    if model is not None:  # -i's rows that no worker saw: the model's, not averaged
-        _unseen_rows(table, model, bitmap)
+    # -i's rows that no worker saw, read again from the model: the numba pass keeps the
+    # model's others as they were (_resume.merged), where the average added their sums
+    if model is not None:
+        model.records.put(table, bitmap)
     if args.model or args.readable_model:
         _save(args, parse, table, state, options, totals, how, marks[used - 1],
               (model.info.get("vw_counters") or {}) if model is not None else {},
@@ -323,16 +327,18 @@ def _learn(job: dict[str, Any]) -> None:
 
 
 def _resumed(args: argparse.Namespace, table: np.ndarray, state: np.ndarray) -> Any:
-    """-i's VW model, read as the launcher read it (``_vwonline._initial``: what the
-    command line changes in it), its rows and learner state put in ``table`` and
-    ``state``, as one worker starts from it."""
+    """-i's VW model's header, read as the launcher read it (``_vwonline._initial``: what
+    the command line changes in it, none of its rows here: :func:`why_not`), its learner
+    state put in ``state`` and its rows in ``table`` a slice at a time from the file, as
+    one worker starts from it (``_vwonline._resume``)."""
     from .._front._cli_run import vw_start
     from ._vwmodel import read_vw_model, run_generation
-    from ._vwonline import _resume
 
-    model = read_vw_model(args.initial, generation=run_generation(args), plain=True)
+    model = read_vw_model(args.initial, generation=run_generation(args), plain=True,
+                          records=False)
     vw_start(model, args)
-    _resume(table, state, model)
+    state[:len(model.adaptive[2])] = model.adaptive[2]
+    model.records.put(table)
     return model
 
 
@@ -342,18 +348,6 @@ def _marked(chunks: Any, seen: np.ndarray) -> Any:
         seen[b[1]] = True
         yield b
         del b
-
-
-def _unseen_rows(table: np.ndarray, model: Any, bitmap: np.ndarray) -> None:
-    """Put back -i's rows that no worker saw (bit clear in ``bitmap``) as the model has
-    them: the numba pass averages the union of the workers' features and keeps the
-    model's others as they were (``_resume.merged``), where averaging them here would
-    have added the workers' adaptive sums."""
-    idx = np.asarray(model.indices, np.int64)
-    off = (bitmap[idx >> 3] >> (idx & 7)) & 1 == 0
-    table[idx[off], 0] = np.asarray(model.weights)[off]
-    table[idx[off], 1] = np.asarray(model.adaptive[0])[off]
-    table[idx[off], 2] = np.asarray(model.adaptive[1])[off]
 
 
 def _parsed(places: list[tuple[int, str, tuple[int, ...]]], reader: Any) -> Any:
