@@ -167,12 +167,12 @@ def _job(monkeypatch, tmp_path, line: list[str]) -> str:
 @built
 def test_oaa_workers_learn_their_part_before_they_join(tmp_path, monkeypatch):
     """A worker of --oaa K -n N parses and learns its whole first pass, then joins the job
-    (``_vwworkers.Joining``): the job's links and buffers are not carried under the pass's
-    peak."""
+    (``_vwworkers.Joining``), and leaves it before rank 0 writes -f: the job's links and
+    buffers are not carried under the pass's peak, nor under the model's writing."""
     import json
 
     from terascale.communicator import Communicator
-    from terascale.linear._vw import _vwoaafast
+    from terascale.linear._vw import _vwmodel, _vwoaafast
 
     rows = [f"{1 + i % 3} |a f{i % 40} g{i % 7}" for i in range(3000)]
     (tmp_path / "d.vw").write_text("\n".join(rows) + "\n")
@@ -182,6 +182,9 @@ def test_oaa_workers_learn_their_part_before_they_join(tmp_path, monkeypatch):
     learn = _vwoaafast._block
     monkeypatch.setattr(_vwoaafast, "_block",
                         lambda *a, **k: (events.append("learn"), learn(*a, **k)))
+    write = _vwmodel.write_vw_oaa_resume
+    monkeypatch.setattr(_vwmodel, "write_vw_oaa_resume",
+                        lambda *a, **k: (events.append("write"), write(*a, **k)))
 
     class Place:  # (rank 0 of 2, its job one process)
         rank, size, job = 0, 2, None
@@ -191,8 +194,12 @@ def test_oaa_workers_learn_their_part_before_they_join(tmp_path, monkeypatch):
             self.job = self.job or Communicator()
             return self.job
 
+        def close(self):
+            events.append("leave")
+            self.job.close()
+
     _vwoaafast._run(job, None, None, None, Place())
-    assert events.count("learn") > 1 and events[-1] == "join"
+    assert events.count("learn") > 1 and events[-3:] == ["join", "leave", "write"]
     assert events.index("join") == events.count("learn")
     assert (tmp_path / "m").stat().st_size > 0
 

@@ -26,14 +26,15 @@ table and states restored to the best pass's).
 ``_vwworkers``' are): each worker learns the K learners on its part of the input
 (``_io._stream.shard_places``; each part cached under its byte range), then joins the
 job (``_vwworkers.Joining``: the pass's freed chunks handed back first, so that the
-job's links and buffers fit under the pass's peak), and after each pass each class's
+job's links and buffers fit under the pass's peak; left before rank 0 writes ``-f``),
+and after each pass each class's
 learner is averaged over the workers (its lazy L1/L2 folded in,
 ``_combine._average.average_weights`` over its rows) and the pass's sums added, the
 early stop decided on the job's holdout sums: the numba pass's ``_oaa.run_oaa`` with a
 communicator, bit for bit (its model, readable model, table and closing block; the first
 label 0 after others with ``--passes`` and a label VW's parser throws at refused, as
 there). Two workers on 200k lines of 20 ids and 7 classes (``benchmarks/heldout_shapes.py``'s
-``oaa`` data), the largest process: 43 MB at ``-b 18`` (VW, one process: 41 MB; the
+``oaa`` data), the largest process: 42 MB at ``-b 18`` (VW, one process: 41 MB; the
 numba pass's 109-110 MB), 86 MB at ``-b 22`` (VW: 107 MB).
 ``--min_prediction``/``--max_prediction`` fix the learners' shared range (VW's two
 floats), to which every loss clips. A run it does not cover (``-i`` with
@@ -282,6 +283,8 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
         if stop is not None and stop.end_pass(t[2], t[3], learners.table, learners.states):
             kept_passes = p + 1 - stop.patience
             break
+    if joining is not None:  # (the job's segment and links left before -f is written)
+        joining.close()
     if test:
         if not quiet:
             print_test_block(table)

@@ -123,9 +123,10 @@ class Joining:
         return self._comm
 
     def close(self) -> None:
-        """Leave the job, where it was joined."""
-        if self._comm is not None:
-            self._comm.close()
+        """Leave the job, where it was joined (once)."""
+        comm, self._comm = self._comm, None
+        if comm is not None:
+            comm.close()
 
 
 def why_not(args: argparse.Namespace) -> str:
