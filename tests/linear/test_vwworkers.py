@@ -81,6 +81,10 @@ CASES = [
              "logistic", "--holdout_period", "4", "-q", "ab"]),  # (it stops early)
     more(1, ["-n", "2", "--passes", "3", "--holdout_off", "--decay_learning_rate", "0.7",
              "--l1", "1e-4"]),
+    # the n-grams, skip-grams and spellings made by each worker's compiled parser (a whole
+    # file a worker: the numba pass cuts a file's byte ranges in its rewritten copy)
+    (2, ["-n", "2", "--ngram", "a2", "--skips", "a1", "--spelling", "b"]),
+    more(3, ["-n", "3", "--ngram", "2", "--passes", "2", "-c", "-q", "ac"]),
 ]
 
 
@@ -152,6 +156,24 @@ def test_oaa_workers_equal_the_numba_pass(tmp_path, args):
 
 
 @built
+def test_workers_model_of_ngrams_predicts_in_vw(tmp_path):
+    """-f of ``-n 2 --ngram``: VW's model records the n-grams, and VW's ``-t -i`` of it
+    predicts as terascale's."""
+    from _vw_runs import numbers
+
+    _files(tmp_path, 2, 600)
+    run_ok([*_TS, "-d", "d0.vw", "-d", "d1.vw", "-n", "2", "--ngram", "a2", "--skips", "a1",
+            "-f", "m", "--quiet"], tmp_path)
+    vw = subprocess.run([sys.executable, "-m", "vowpalwabbit", "-i", "m", "-t", "-d", "d0.vw",
+                         "-p", "pv"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert vw.returncode == 0, vw.stderr
+    assert "Generating 2-grams for a namespaces" in vw.stdout
+    assert "Generating 1-skips for a namespaces" in vw.stdout
+    run_ok([*_TS, "-i", "m", "-t", "-d", "d0.vw", "-p", "pt", "--quiet"], tmp_path)
+    np.testing.assert_allclose(numbers(tmp_path / "pt"), numbers(tmp_path / "pv"), atol=1e-5)
+
+
+@built
 def test_workers_started_as_programs_import_no_numba(tmp_path):
     """(A bad line in a worker's shard: ``test_forked_workers``, which these workers run.)"""
     (tmp_path / "d.vw").write_text("\n".join(_lines(400, 7)) + "\n")
@@ -179,7 +201,6 @@ def test_standard_input_is_split_as_its_file(tmp_path, extra):
 @pytest.mark.parametrize(("line", "why"), [
     (["-n", "2", "--holdout_after", "100"], "-n N with --holdout_after"),
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
-    (["-n", "2", "--ngram", "2"], "-n N with --ngram"),
     (["-n", "2", "--initial_weight", "0.1"], "-n N with -i"),
     (["-n", "2", "-i", "m", "--preserve_performance_counters"], "-n N with -i and"),
     (["-n", "0"], "-n N with 0"),
@@ -193,6 +214,7 @@ def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
     assert why_not(_args(["-d", "x.vw", "-n", "2", "-q", "ab", "--l1", "1e-5"])) == ""
     assert why_not(_args(["-d", "x.vw", "-n", "2", "--passes", "3", "-c"])) == ""
     assert why_not(_args(["-d", "x.vw", "-n", "2", "--oaa", "3", "--passes", "2"])) == ""
+    assert why_not(_args(["-d", "x.vw", "-n", "2", "--ngram", "2", "--skips", "1"])) == ""
 
 
 @pytest.mark.parametrize("n", [2, 3, 7])

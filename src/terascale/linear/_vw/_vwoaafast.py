@@ -107,9 +107,8 @@ def train(args: argparse.Namespace) -> int:
                            cache=getattr(args, "vw_cache", None), initial_t=t),
                   file=sys.stderr)
 
-    gen = getattr(args, "vw_grams", None)  # (--ngram/--skips/--spelling: the parser's)
     return int(train_oaa(args, paths, options, opening,
-                         lambda job, start, out, raw: _run(job, out, raw, start, gen=gen),
+                         lambda job, start, out, raw: _run(job, out, raw, start),
                          _learner) or 0)
 
 
@@ -162,14 +161,14 @@ class _Learners:
 
 
 def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
-         comm: Any = None, gen: Any = None) -> None:
+         comm: Any = None) -> None:
     """``_oaa.run_oaa``'s run of ``job`` (``_oaa._train_one``'s, ``options["bits"]``: each
     learner's), its K learners in ``_vwfast.oaa_learn`` (from ``start``, -i's, or zeros);
     ``out``/``raw``: where ``-p``/``-r`` go (or None); ``comm``: the job of an ``-n N``
     worker, which learns from its part of the input (``_io._stream.shard_places``), each
     class's learner averaged over the workers after each pass and the pass's sums added,
-    as ``run_oaa``'s workers do; ``gen``: the features the parser makes
-    (``_vwonline._Parser``'s)."""
+    as ``run_oaa``'s workers do; the job's ``grams``: the features the parser makes
+    (``_vwonline._Parser``'s, ``_vwgen.FeatureGen.parser_job``)."""
     from ..._errors import DataError
     from .._front._oaa import (
         _Indexing,
@@ -185,6 +184,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     from .._holdout import EarlyStop, Holdout, holdout_period
     from .._losstable import _CLIP
     from .._options import TrainOptions
+    from ._vwgen import FeatureGen
     from ._vwonline import _fast, _parsed, _Parser
     from ._vwout import _LINK_CODES
     from ._vwpasses import Inputs
@@ -228,8 +228,9 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
         from ._vwworkers import averaged_rows
 
         places = shard_places(job["data"], rank, size)
+    reader = _Parser(parse_opts, FeatureGen.from_job(job.get("grams")))
     inputs = Inputs([p for _, p, _ in places] if places else job["data"], parse_opts,
-                    opts.cache_root(), _Parser(parse_opts, gen), chunks, places)
+                    opts.cache_root(), reader, chunks, places)
     job_totals: list[np.ndarray] = []  # (-n N: each pass's sums over every worker)
     rate = np.float32(opts.learning_rate)
     marks: list[list[float]] = []  # (each pass's end: _mark)

@@ -21,6 +21,12 @@ pass's at the end of each pass (``_recipe._online_passes``):
 * the pass's ten sums (the closing block's and the model's ``pass_totals`` row) added
   over the workers, and the distinct labels (up to 3) of every shard gathered.
 
+``--ngram``/``--skips`` and ``--spelling`` are made by each worker's compiled parser
+(``_vwgen.FeatureGen.from_job``), as one worker's are; where a worker's part is a byte
+range of a file, it is the input's as given, where the numba pass's workers cut their
+ranges in the rewritten copy of the file (the same parts where each worker reads whole
+files).
+
 A row that no worker saw stays zero, as a feature outside the union does in the numba
 pass's compact columns, so the model (rank 0 writes ``-f`` from the averaged table, its
 rows in use) and the closing block are the numba pass's bits (with two workers, or
@@ -49,7 +55,7 @@ numba pass's ``-n N -i``, bit for bit.
 :func:`why_not` says which ``-n N`` runs this is not: ``--holdout_after`` (which
 ``-n N`` refuses), ``-i`` of terascale's format, the starting weights, and ``-i`` with
 ``--initial_t``, ``--min_prediction``/``--max_prediction`` or
-``--preserve_performance_counters``, ``--ngram``/``--skips``, ``--skip-bad``, ``--average
+``--preserve_performance_counters``, ``--skip-bad``, ``--average
 chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run the numba
 pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
 
@@ -112,7 +118,6 @@ def why_not(args: argparse.Namespace) -> str:
                                        or not _vw_model(args.initial)),
          "-i of terascale's model format (or starting weights)"),
         (bool(args.holdout_after), "--holdout_after"),
-        (bool(args.ngram or args.skips), "--ngram/--skips"),
         (args.average not in ("auto", "weighted", "uniform") or bool(args.average_every),
          "--average chain/--average-every"),
         (bool(args.predictions or args.raw_predictions), "-p/-r"),
@@ -180,6 +185,7 @@ def _learn(job: dict[str, Any]) -> None:
     from .._online._progress import LINK, Progress
     from .._online._state import CONTRACTION, GRAVITY, new_state
     from ._vwbatchworker import job_args
+    from ._vwgen import FeatureGen
     from ._vwonline import (
         _distinct,
         _fast,
@@ -216,7 +222,7 @@ def _learn(job: dict[str, Any]) -> None:
     prog.holdout = bool(period)
     passes = max(int(opts.passes), 1)
     places = shard_places(job["paths"], rank, size)
-    reader = _Parser(parse)
+    reader = _Parser(parse, FeatureGen.from_job(job.get("grams")))
     inputs = (Inputs([p for _, p, _ in places], parse, opts.cache_root(), reader, _parsed,
                      places) if passes > 1 or opts.cache_root() != "" else None)
     # VW stops the passes on the holdout loss: rank 0 keeps the best pass's rows in use
