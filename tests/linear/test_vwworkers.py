@@ -104,6 +104,9 @@ def test_workers_equal_the_numba_pass_and_import_no_numba(tmp_path, files, args)
 
 WARM = [
     ["-n", "2", "--passes", "2", "-c"],  # (CI's case of --passes with -n N too)
+    # (-i's counters go on; its sums under --initial_t's; the range given over the model's)
+    ["-n", "2", "--preserve_performance_counters", "--initial_t", "2", "--min_prediction",
+     "-0.5", "--max_prediction", "0.8"],
     more(["-n", "2"]),
     more(["-n", "3", "--loss_function", "logistic", "--l1", "1e-4", "-q", "ab"]),
 ]
@@ -125,6 +128,23 @@ def test_warm_started_workers_equal_the_numba_pass(tmp_path, args):
     assert got["c"]["err"] == got["numba"]["err"]
     assert "finished run" in str(got["c"]["err"])
     assert not {"numba", "llvmlite", "scipy", "torch"} & set(str(got["c"]["imports"]).split())
+
+
+@built
+def test_workers_preserved_counters_are_vws(tmp_path):
+    """-n 2 -i MODEL --preserve_performance_counters: the closing block's counters (every
+    worker's examples added, -i's once) are VW's one-worker run's."""
+    from _vw_runs import run_vw
+
+    _files(tmp_path, 2, 600)
+    run_vw(["-d", "d1.vw", "-f", "start", "--quiet"], tmp_path)
+    line = ["-d", "d0.vw", "-i", "start", "--preserve_performance_counters"]
+    vw = run_vw(line, tmp_path)
+    ts = run_ok([*_TS, *line, "-n", "2"], tmp_path)
+    keys = ("number of examples", "passes used", "weighted example sum",
+            "weighted label sum", "total feature number")
+    assert [ln for ln in ts.splitlines() if ln.startswith(keys)] == \
+        [ln for ln in vw.splitlines() if ln.startswith(keys)]
 
 
 OAA = [
@@ -202,7 +222,6 @@ def test_standard_input_is_split_as_its_file(tmp_path, extra):
     (["-n", "2", "--holdout_after", "100"], "-n N with --holdout_after"),
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
     (["-n", "2", "--initial_weight", "0.1"], "-n N with -i"),
-    (["-n", "2", "-i", "m", "--preserve_performance_counters"], "-n N with -i and"),
     (["-n", "0"], "-n N with 0"),
 ])
 def test_which_runs_of_several_workers_run_the_numba_pass(line, why):

@@ -229,8 +229,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             if args.preserve_performance_counters and args.initial:
                 from ._vwmodel import is_vw_model, load_model, read_vw_model
 
-                kept = (read_vw_model(args.initial, oaa=True, generation=args.vw_generation)
-                        if args.oaa is not None and is_vw_model(args.initial)
+                # (a VW model's header alone: its records, and numba, are the learner's)
+                kept = (read_vw_model(args.initial, oaa=args.oaa is not None,
+                                      generation=args.vw_generation, plain=True,
+                                      records=False)
+                        if is_vw_model(args.initial)
                         else load_model(args.initial, args.vw_generation))
                 args.vw_preserved = dict(kept.info.get("vw_counters", {}))
             if not (args.data or args.data_flag) and args._vw_noop_no_stdin:

@@ -50,12 +50,14 @@ model, as one worker does (``_vwonline._resume``), and marks the rows its shard 
 workers' marks are or-ed (``union_bitmap``) and, after the average, the model's rows that
 no worker saw are put back as the model has them (the numba pass averages the union of
 the workers' features and keeps the model's others: ``_resume.merged``), so the run is the
-numba pass's ``-n N -i``, bit for bit.
+numba pass's ``-n N -i``, bit for bit. What the command line changes in the model
+(``--initial_t``, ``--min_prediction``/``--max_prediction``: ``_cli_run.vw_start``) is
+changed in each worker's copy; under ``--preserve_performance_counters`` each worker's
+table goes on from the model's counters but for its label sum, which the closing block
+and ``-f`` add once (as the numba pass's workers, ``_front._worker``).
 
 :func:`why_not` says which ``-n N`` runs this is not: ``--holdout_after`` (which
-``-n N`` refuses), ``-i`` of terascale's format, the starting weights, and ``-i`` with
-``--initial_t``, ``--min_prediction``/``--max_prediction`` or
-``--preserve_performance_counters``, ``--skip-bad``, ``--average
+``-n N`` refuses), ``-i`` of terascale's format, the starting weights, ``--skip-bad``, ``--average
 chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run the numba
 pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
 
@@ -109,11 +111,6 @@ def why_not(args: argparse.Namespace) -> str:
         return ""
     checks = (
         (args.nprocs < 1, f"{args.nprocs} (which the numba pass refuses)"),
-        (args.initial is not None and bool(
-            getattr(args, "vw_initial_t", None) or getattr(args, "vw_range", None)
-            or args.preserve_performance_counters),
-         "-i and --initial_t/--min_prediction/--max_prediction/"
-         "--preserve_performance_counters"),
         (args.initial is not None and (bool(getattr(args, "starting_weights", False))
                                        or not _vw_model(args.initial)),
          "-i of terascale's model format (or starting weights)"),
@@ -218,6 +215,10 @@ def _learn(job: dict[str, Any]) -> None:
     prog.header()
     prog.restart()
     prog.due = prog.first_due() if out else 1.0
+    kept = getattr(args, "vw_preserved", None) or {}
+    if "examples" in kept:  # --preserve_performance_counters: each table goes on from -i's
+        # (but for its label sum, which the closing block and the model add once)
+        prog.go_on({**kept, "weighted_labels": 0.0})
     period = holdout_period(opts)
     prog.holdout = bool(period)
     passes = max(int(opts.passes), 1)
@@ -297,7 +298,7 @@ def _learn(job: dict[str, Any]) -> None:
     if not args.quiet:
         print(closing_block({"pass_totals": totals, "labels": labels,
                              "holdout": holdout_on(options), "loss": opts.loss,
-                             "vw_preserved": {}, "quantile_tau": opts.quantile_tau,
+                             "vw_preserved": kept, "quantile_tau": opts.quantile_tau,
                              "best_constant": not args.dont_output_best_constant,
                              "label_range": _fixed_range(options, state)}),
               file=sys.stderr)
