@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import more, run_ok
+from _vw_runs import more, run_ok, run_vw
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -55,8 +55,8 @@ def _imports(err: str) -> list[str]:
 
 def _both(tmp_path, files: list[str], args: list[str]) -> dict[str, dict[str, str | bytes]]:
     """The compiled workers' run (every process's imports listed on stderr) and the numba
-    pass's, each in its own directory: stderr without the import lines, the model and its
-    ``--readable_model``."""
+    pass's, each in its own directory: stderr without the import lines, the model, its
+    ``--readable_model`` and the ``--invert_hash`` ``ih`` where ``args`` asks for it."""
     got: dict[str, dict[str, str | bytes]] = {}
     for who, env in (("c", {"PYTHONPROFILEIMPORTTIME": "1"}), ("numba", {"TERASCALE_NO_CEXT": "1"})):
         d = tmp_path / who
@@ -66,12 +66,14 @@ def _both(tmp_path, files: list[str], args: list[str]) -> dict[str, dict[str, st
         got[who] = {"err": "\n".join(ln for ln in err.splitlines()
                                      if not ln.startswith("import time:")),
                     "imports": " ".join(_imports(err)), "m": (d / "m").read_bytes(),
-                    "r": (d / "r").read_bytes()}
+                    "r": (d / "r").read_bytes(),
+                    "ih": (d / "ih").read_bytes() if (d / "ih").exists() else b""}
     return got
 
 
 CASES = [
-    (1, ["-n", "2", "--loss_function", "logistic", "--l2", "1e-4"]),  # byte ranges of one file
+    # byte ranges of one file; the names of every worker's part
+    (1, ["-n", "2", "--loss_function", "logistic", "--l2", "1e-4", "--invert_hash", "ih"]),
     more(3, ["-n", "2", "-q", "ab", "--average", "uniform", "--link", "glf1"]),  # whole files
     more(2, ["-n", "3", "--l1", "1e-4", "--power_t", "0.4", "-b", "20"]),  # crossing files
     more(1, ["-n", "2", "--binary", "--loss_function", "hinge", "--predict_only_model"]),
@@ -94,6 +96,8 @@ def test_workers_equal_the_numba_pass_and_import_no_numba(tmp_path, files, args)
     got = _both(tmp_path, _files(tmp_path, files), args)
     assert got["c"]["m"] == got["numba"]["m"]
     assert got["c"]["r"] == got["numba"]["r"]  # (the header's counters too)
+    assert got["c"]["ih"] == got["numba"]["ih"]
+    assert (b"^" in got["c"]["ih"]) == ("--invert_hash" in args)
     assert b"sum_loss " in got["c"]["r"] or "--predict_only_model" in args
     assert got["c"]["err"] == got["numba"]["err"]
     assert "finished run" in str(got["c"]["err"])
@@ -134,8 +138,6 @@ def test_warm_started_workers_equal_the_numba_pass(tmp_path, args):
 def test_workers_preserved_counters_are_vws(tmp_path):
     """-n 2 -i MODEL --preserve_performance_counters: the closing block's counters (every
     worker's examples added, -i's once) are VW's one-worker run's."""
-    from _vw_runs import run_vw
-
     _files(tmp_path, 2, 600)
     run_vw(["-d", "d1.vw", "-f", "start", "--quiet"], tmp_path)
     line = ["-d", "d0.vw", "-i", "start", "--preserve_performance_counters"]
@@ -147,8 +149,26 @@ def test_workers_preserved_counters_are_vws(tmp_path):
         [ln for ln in vw.splitlines() if ln.startswith(keys)]
 
 
+@built
+def test_workers_invert_hash_names_are_vws(tmp_path):
+    """-n 2 --invert_hash: each weight named as VW's one-worker run names it (the weights
+    are the workers' average: a weight that ends 0 in one run is not listed there)."""
+    import re
+
+    _files(tmp_path, 1, 1200)
+    line = ["-d", "d0.vw", "-q", "ab", "--quiet"]
+    run_vw([*line, "--invert_hash", "iv"], tmp_path)
+    run_ok([*_TS, *line, "-n", "2", "--invert_hash", "it"], tmp_path)
+    names = [{int(m[2]): m[1] for m in re.finditer(r"(?m)^(.*\^.*|Constant):(\d+):",
+                                                 (tmp_path / f).read_text())}
+             for f in ("iv", "it")]
+    both = names[0].keys() & names[1].keys()
+    assert len(both) > 0.95 * max(len(names[0]), len(names[1])) and len(both) > 200
+    assert {i: names[0][i] for i in both} == {i: names[1][i] for i in both}
+
+
 OAA = [
-    ["--oaa", "4", "-n", "2", "--passes", "2"],
+    ["--oaa", "4", "-n", "2", "--passes", "2", "--invert_hash", "ih"],
     more(["--oaa", "4", "-n", "3", "--passes", "5", "--early_terminate", "1", "-q", "ab",
           "--loss_function", "logistic", "--l1", "1e-5"]),
     more(["--oaa", "4", "-n", "2", "--predict_only_model", "--link", "logistic"]),
@@ -170,6 +190,7 @@ def test_oaa_workers_equal_the_numba_pass(tmp_path, args):
     got = _both(tmp_path, ["../d0.vw"], args)
     assert got["c"]["m"] == got["numba"]["m"]
     assert got["c"]["r"] == got["numba"]["r"]
+    assert got["c"]["ih"] == got["numba"]["ih"]
     assert got["c"]["err"] == got["numba"]["err"]
     assert "finished run" in str(got["c"]["err"])
     assert not {"numba", "llvmlite", "scipy", "torch"} & set(str(got["c"]["imports"]).split())

@@ -31,7 +31,9 @@ A row that no worker saw stays zero, as a feature outside the union does in the 
 pass's compact columns, so the model (rank 0 writes ``-f`` from the averaged table, its
 rows in use) and the closing block are the numba pass's bits (with two workers, or
 several on one host, whose allreduce adds in rank order). The progress table is rank 0's,
-of its shard, as there.
+of its shard, as there. ``--invert_hash``: rank 0 names the averaged table's rows in use
+from the whole input read again (``_vwtext.feature_names``, the first name of each
+index in the input's order), as the numba pass's launcher names its model's.
 
 ``--passes K`` (with ``-c``/``--cache_file`` or without: terascale caches the parsed text
 either way, as one worker does) runs as one worker's passes do (``_vwonline.train``),
@@ -118,7 +120,6 @@ def why_not(args: argparse.Namespace) -> str:
         (args.average not in ("auto", "weighted", "uniform") or bool(args.average_every),
          "--average chain/--average-every"),
         (bool(args.predictions or args.raw_predictions), "-p/-r"),
-        (bool(args.invert_hash), "--invert_hash"),  # (the names of every worker's shard)
         (bool(getattr(args, "skip_bad", False)), "--skip-bad"),  # (the numba parser's)
     )
     return next((f"-n N with {flag}" for off, flag in checks if off), "")
@@ -291,10 +292,10 @@ def _learn(job: dict[str, Any]) -> None:
         return
     if model is not None:  # -i's rows that no worker saw: the model's, not averaged
         _unseen_rows(table, model, bitmap)
-    if args.model or args.readable_model:
+    if args.model or args.readable_model or args.invert_hash:
         _save(args, parse, table, state, options, totals, how, marks[used - 1],
               (model.info.get("vw_counters") or {}) if model is not None else {},
-              used if used < len(totals) else None)
+              used if used < len(totals) else None, job["paths"])
     if not args.quiet:
         print(closing_block({"pass_totals": totals, "labels": labels,
                              "holdout": holdout_on(options), "loss": opts.loss,
