@@ -240,7 +240,6 @@ def test_standard_input_is_split_as_its_file(tmp_path, extra):
 
 
 @pytest.mark.parametrize(("line", "why"), [
-    (["-n", "2", "--holdout_after", "100"], "-n N with --holdout_after"),
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
     (["-n", "2", "--initial_weight", "0.1"], "-n N with -i"),
     (["-n", "0"], "-n N with 0"),
@@ -255,6 +254,52 @@ def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
     assert why_not(_args(["-d", "x.vw", "-n", "2", "--passes", "3", "-c"])) == ""
     assert why_not(_args(["-d", "x.vw", "-n", "2", "--oaa", "3", "--passes", "2"])) == ""
     assert why_not(_args(["-d", "x.vw", "-n", "2", "--ngram", "2", "--skips", "1"])) == ""
+    assert why_not(_args(["-d", "x.vw", "-n", "2", "--holdout_after", "100"])) == ""
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_lines_before_each_workers_part(tmp_path, n):
+    """``lines_before``: the lines of the input before a worker's part (every empty one,
+    a file's last line without a line break, a ``.gz`` file's), VW's example index of the
+    part's first example."""
+    import gzip
+
+    from terascale.linear._io._stream import lines_before, record_chunks, shard_places
+
+    texts = [b"1 |a x\n\n-1 |a y z\n" * 7, b"1 |b w\n\n\n-1 |a q", b"1 |a e\n" * 5]
+    paths = []
+    for j, t in enumerate(texts):
+        p = tmp_path / f"d{j}.vw{'.gz' if j == 1 else ''}"
+        p.write_bytes(gzip.compress(t) if j == 1 else t)
+        paths.append(str(p))
+    counted = 0
+    for k in range(n):
+        places = shard_places(paths, k, n)
+        assert lines_before(paths, places) == counted
+        for _, path, sh in places:
+            for data, _ in record_chunks(path, sh, [1 << 12]):
+                counted += data.count(b"\n") + (not data.endswith(b"\n"))
+    assert counted == sum(t.count(b"\n") + (not t.endswith(b"\n")) for t in texts)
+
+
+@built
+@pytest.mark.parametrize("oaa", [[], more(["--oaa", "3"])])
+def test_workers_hold_out_after_the_inputs_first_examples_as_vw(tmp_path, oaa):
+    """-n N --holdout_after K: every example after the input's K-th held out (each worker
+    counts from its part's place in the input; empty lines are examples), so the closing
+    block's counters are VW's one-worker run's."""
+    rng = np.random.default_rng(8)
+    (tmp_path / "d.vw").write_text("".join(
+        f"{rng.integers(1, 4)} |a f{rng.integers(0, 30)} g{rng.integers(0, 9)}\n"
+        + ("\n" if rng.random() < 0.05 else "") for _ in range(600)))
+    line = ["-d", "d.vw", "--holdout_after", "300", "--passes", "2", "-c", *oaa]
+    vw = run_vw(line, tmp_path)
+    ts = run_ok([*_TS, *line, "-n", "3"], tmp_path)  # (the middle part's index counted)
+    keys = ("number of examples", "passes used", "weighted example sum",
+            "weighted label sum", "total feature number")
+    assert [ln for ln in ts.splitlines() if ln.startswith(keys)] == \
+        [ln for ln in vw.splitlines() if ln.startswith(keys)]
+    assert "average loss" in ts and " h\n" in ts
 
 
 @pytest.mark.parametrize("n", [2, 3, 7])

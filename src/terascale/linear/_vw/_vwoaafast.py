@@ -220,14 +220,16 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
         # as the numba pass's workers do)
     parse_opts = opts.parse_options()
     # pass 1 parses the text (and writes the cache where the run caches), the next read it
-    places, chunks = None, _parsed
+    places, chunks, offset = None, _parsed, 0
     if size > 1:  # (the modules of -n N only where it runs: one worker's memory is VW's)
         from .._combine._average import average_weights
-        from .._io._stream import shard_places
+        from .._io._stream import lines_before, shard_places
         from ._vwworkers import _parsed as chunks  # (of the worker's parts)
         from ._vwworkers import averaged_rows
 
         places = shard_places(job["data"], rank, size)
+        # VW's --holdout_after counts the input's examples: the part's first one's index
+        offset = lines_before(job["data"], places) if opts.holdout_after else 0
     reader = _Parser(parse_opts, FeatureGen.from_job(job.get("grams")))
     inputs = Inputs([p for _, p, _ in places] if places else job["data"], parse_opts,
                     opts.cache_root(), reader, chunks, places)
@@ -238,7 +240,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     for p in range(passes):
         if p > 0 and opts.decay_learning_rate != 1.0:
             rate = np.float32(rate * np.float32(opts.decay_learning_rate))
-        holdout = Holdout(period)  # (VW counts each empty line of the text as an example)
+        holdout = Holdout(period, offset)  # (VW counts each empty line as an example)
         seen = 0
         for b in inputs.chunks():
             indptr, labels, weights = b[0], b[3], b[4]

@@ -58,8 +58,12 @@ changed in each worker's copy; under ``--preserve_performance_counters`` each wo
 table goes on from the model's counters but for its label sum, which the closing block
 and ``-f`` add once (as the numba pass's workers, ``_front._worker``).
 
-:func:`why_not` says which ``-n N`` runs this is not: ``--holdout_after`` (which
-``-n N`` refuses), ``-i`` of terascale's format, the starting weights, ``--skip-bad``, ``--average
+``--holdout_after K`` holds out every example after the input's K-th: each worker counts
+its part's examples from the part's place in the input (``_io._stream.lines_before``: the
+lines before it, as VW counts examples), so the examples held out are one worker's
+(the numba pass refuses it with ``-n N``).
+
+:func:`why_not` says which ``-n N`` runs this is not: ``-i`` of terascale's format, the starting weights, ``--skip-bad``, ``--average
 chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run the numba
 pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
 
@@ -116,7 +120,6 @@ def why_not(args: argparse.Namespace) -> str:
         (args.initial is not None and (bool(getattr(args, "starting_weights", False))
                                        or not _vw_model(args.initial)),
          "-i of terascale's model format (or starting weights)"),
-        (bool(args.holdout_after), "--holdout_after"),
         (args.average not in ("auto", "weighted", "uniform") or bool(args.average_every),
          "--average chain/--average-every"),
         (bool(args.predictions or args.raw_predictions), "-p/-r"),
@@ -179,7 +182,7 @@ def _learn(job: dict[str, Any]) -> None:
     from ..._malloc import hand_back_freed_memory
     from .._combine._average import average_weights, union_bitmap
     from .._holdout import EarlyStop, holdout_period
-    from .._io._stream import shard_places
+    from .._io._stream import lines_before, shard_places
     from .._online._progress import LINK, Progress
     from .._online._state import CONTRACTION, GRAVITY, new_state
     from ._vwbatchworker import job_args
@@ -224,6 +227,8 @@ def _learn(job: dict[str, Any]) -> None:
     prog.holdout = bool(period)
     passes = max(int(opts.passes), 1)
     places = shard_places(job["paths"], rank, size)
+    # VW's --holdout_after counts the input's examples: the part's first one's index
+    offset = lines_before(job["paths"], places) if opts.holdout_after else 0
     reader = _Parser(parse, FeatureGen.from_job(job.get("grams")))
     inputs = (Inputs([p for _, p, _ in places], parse, opts.cache_root(), reader, _parsed,
                      places) if passes > 1 or opts.cache_root() != "" else None)
@@ -244,7 +249,7 @@ def _learn(job: dict[str, Any]) -> None:
             if p > 0 and opts.decay_learning_rate != 1.0:
                 rate = np.float32(rate * np.float32(opts.decay_learning_rate))
             run = _Pass(fast, opts, float(rate), table, state, prog, [], how, period, False,
-                        p == 0, binary)
+                        p == 0, binary, offset)
             chunks = inputs.chunks() if inputs is not None else _parsed(places, reader)
             mine = run.learn(_marked(chunks, seen) if warm and p == 0 else chunks)
             if p == 0:  # (the job joined after the first pass, as the numba pass's)
