@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import more, run_ok
+from _vw_runs import more, run_ok, run_vw
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -55,8 +55,8 @@ def _imports(err: str) -> list[str]:
 
 def _both(tmp_path, files: list[str], args: list[str]) -> dict[str, dict[str, str | bytes]]:
     """The compiled workers' run (every process's imports listed on stderr) and the numba
-    pass's, each in its own directory: stderr without the import lines, the model and its
-    ``--readable_model``."""
+    pass's, each in its own directory: stderr without the import lines, the model, its
+    ``--readable_model`` and the ``--invert_hash`` ``ih`` where ``args`` asks for it."""
     got: dict[str, dict[str, str | bytes]] = {}
     for who, env in (("c", {"PYTHONPROFILEIMPORTTIME": "1"}), ("numba", {"TERASCALE_NO_CEXT": "1"})):
         d = tmp_path / who
@@ -66,12 +66,14 @@ def _both(tmp_path, files: list[str], args: list[str]) -> dict[str, dict[str, st
         got[who] = {"err": "\n".join(ln for ln in err.splitlines()
                                      if not ln.startswith("import time:")),
                     "imports": " ".join(_imports(err)), "m": (d / "m").read_bytes(),
-                    "r": (d / "r").read_bytes()}
+                    "r": (d / "r").read_bytes(),
+                    "ih": (d / "ih").read_bytes() if (d / "ih").exists() else b""}
     return got
 
 
 CASES = [
-    (1, ["-n", "2", "--loss_function", "logistic", "--l2", "1e-4"]),  # byte ranges of one file
+    # byte ranges of one file; the names of every worker's part
+    (1, ["-n", "2", "--loss_function", "logistic", "--l2", "1e-4", "--invert_hash", "ih"]),
     more(3, ["-n", "2", "-q", "ab", "--average", "uniform", "--link", "glf1"]),  # whole files
     more(2, ["-n", "3", "--l1", "1e-4", "--power_t", "0.4", "-b", "20"]),  # crossing files
     more(1, ["-n", "2", "--binary", "--loss_function", "hinge", "--predict_only_model"]),
@@ -81,6 +83,10 @@ CASES = [
              "logistic", "--holdout_period", "4", "-q", "ab"]),  # (it stops early)
     more(1, ["-n", "2", "--passes", "3", "--holdout_off", "--decay_learning_rate", "0.7",
              "--l1", "1e-4"]),
+    # the n-grams, skip-grams and spellings made by each worker's compiled parser (a whole
+    # file a worker: the numba pass cuts a file's byte ranges in its rewritten copy)
+    (2, ["-n", "2", "--ngram", "a2", "--skips", "a1", "--spelling", "b"]),
+    more(3, ["-n", "3", "--ngram", "2", "--passes", "2", "-c", "-q", "ac"]),
 ]
 
 
@@ -90,6 +96,8 @@ def test_workers_equal_the_numba_pass_and_import_no_numba(tmp_path, files, args)
     got = _both(tmp_path, _files(tmp_path, files), args)
     assert got["c"]["m"] == got["numba"]["m"]
     assert got["c"]["r"] == got["numba"]["r"]  # (the header's counters too)
+    assert got["c"]["ih"] == got["numba"]["ih"]
+    assert (b"^" in got["c"]["ih"]) == ("--invert_hash" in args)
     assert b"sum_loss " in got["c"]["r"] or "--predict_only_model" in args
     assert got["c"]["err"] == got["numba"]["err"]
     assert "finished run" in str(got["c"]["err"])
@@ -100,6 +108,9 @@ def test_workers_equal_the_numba_pass_and_import_no_numba(tmp_path, files, args)
 
 WARM = [
     ["-n", "2", "--passes", "2", "-c"],  # (CI's case of --passes with -n N too)
+    # (-i's counters go on; its sums under --initial_t's; the range given over the model's)
+    ["-n", "2", "--preserve_performance_counters", "--initial_t", "2", "--min_prediction",
+     "-0.5", "--max_prediction", "0.8"],
     more(["-n", "2"]),
     more(["-n", "3", "--loss_function", "logistic", "--l1", "1e-4", "-q", "ab"]),
 ]
@@ -123,8 +134,41 @@ def test_warm_started_workers_equal_the_numba_pass(tmp_path, args):
     assert not {"numba", "llvmlite", "scipy", "torch"} & set(str(got["c"]["imports"]).split())
 
 
+@built
+def test_workers_preserved_counters_are_vws(tmp_path):
+    """-n 2 -i MODEL --preserve_performance_counters: the closing block's counters (every
+    worker's examples added, -i's once) are VW's one-worker run's."""
+    _files(tmp_path, 2, 600)
+    run_vw(["-d", "d1.vw", "-f", "start", "--quiet"], tmp_path)
+    line = ["-d", "d0.vw", "-i", "start", "--preserve_performance_counters"]
+    vw = run_vw(line, tmp_path)
+    ts = run_ok([*_TS, *line, "-n", "2"], tmp_path)
+    keys = ("number of examples", "passes used", "weighted example sum",
+            "weighted label sum", "total feature number")
+    assert [ln for ln in ts.splitlines() if ln.startswith(keys)] == \
+        [ln for ln in vw.splitlines() if ln.startswith(keys)]
+
+
+@built
+def test_workers_invert_hash_names_are_vws(tmp_path):
+    """-n 2 --invert_hash: each weight named as VW's one-worker run names it (the weights
+    are the workers' average: a weight that ends 0 in one run is not listed there)."""
+    import re
+
+    _files(tmp_path, 1, 1200)
+    line = ["-d", "d0.vw", "-q", "ab", "--quiet"]
+    run_vw([*line, "--invert_hash", "iv"], tmp_path)
+    run_ok([*_TS, *line, "-n", "2", "--invert_hash", "it"], tmp_path)
+    names = [{int(m[2]): m[1] for m in re.finditer(r"(?m)^(.*\^.*|Constant):(\d+):",
+                                                 (tmp_path / f).read_text())}
+             for f in ("iv", "it")]
+    both = names[0].keys() & names[1].keys()
+    assert len(both) > 0.95 * max(len(names[0]), len(names[1])) and len(both) > 200
+    assert {i: names[0][i] for i in both} == {i: names[1][i] for i in both}
+
+
 OAA = [
-    ["--oaa", "4", "-n", "2", "--passes", "2"],
+    ["--oaa", "4", "-n", "2", "--passes", "2", "--invert_hash", "ih"],
     more(["--oaa", "4", "-n", "3", "--passes", "5", "--early_terminate", "1", "-q", "ab",
           "--loss_function", "logistic", "--l1", "1e-5"]),
     more(["--oaa", "4", "-n", "2", "--predict_only_model", "--link", "logistic"]),
@@ -146,6 +190,7 @@ def test_oaa_workers_equal_the_numba_pass(tmp_path, args):
     got = _both(tmp_path, ["../d0.vw"], args)
     assert got["c"]["m"] == got["numba"]["m"]
     assert got["c"]["r"] == got["numba"]["r"]
+    assert got["c"]["ih"] == got["numba"]["ih"]
     assert got["c"]["err"] == got["numba"]["err"]
     assert "finished run" in str(got["c"]["err"])
     assert not {"numba", "llvmlite", "scipy", "torch"} & set(str(got["c"]["imports"]).split())
@@ -228,6 +273,24 @@ def test_warm_started_workers_read_the_models_rows_a_slice_at_a_time(tmp_path, m
 
 
 @built
+def test_workers_model_of_ngrams_predicts_in_vw(tmp_path):
+    """-f of ``-n 2 --ngram``: VW's model records the n-grams, and VW's ``-t -i`` of it
+    predicts as terascale's."""
+    from _vw_runs import numbers
+
+    _files(tmp_path, 2, 600)
+    run_ok([*_TS, "-d", "d0.vw", "-d", "d1.vw", "-n", "2", "--ngram", "a2", "--skips", "a1",
+            "-f", "m", "--quiet"], tmp_path)
+    vw = subprocess.run([sys.executable, "-m", "vowpalwabbit", "-i", "m", "-t", "-d", "d0.vw",
+                         "-p", "pv"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert vw.returncode == 0, vw.stderr
+    assert "Generating 2-grams for a namespaces" in vw.stdout
+    assert "Generating 1-skips for a namespaces" in vw.stdout
+    run_ok([*_TS, "-i", "m", "-t", "-d", "d0.vw", "-p", "pt", "--quiet"], tmp_path)
+    np.testing.assert_allclose(numbers(tmp_path / "pt"), numbers(tmp_path / "pv"), atol=1e-5)
+
+
+@built
 def test_workers_started_as_programs_import_no_numba(tmp_path):
     """(A bad line in a worker's shard: ``test_forked_workers``, which these workers run.)"""
     (tmp_path / "d.vw").write_text("\n".join(_lines(400, 7)) + "\n")
@@ -253,11 +316,8 @@ def test_standard_input_is_split_as_its_file(tmp_path, extra):
 
 
 @pytest.mark.parametrize(("line", "why"), [
-    (["-n", "2", "--holdout_after", "100"], "-n N with --holdout_after"),
     (["-n", "2", "--average-every", "100"], "-n N with --average"),
-    (["-n", "2", "--ngram", "2"], "-n N with --ngram"),
     (["-n", "2", "--initial_weight", "0.1"], "-n N with -i"),
-    (["-n", "2", "-i", "m", "--preserve_performance_counters"], "-n N with -i and"),
     (["-n", "0"], "-n N with 0"),
 ])
 def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
@@ -269,6 +329,53 @@ def test_which_runs_of_several_workers_run_the_numba_pass(line, why):
     assert why_not(_args(["-d", "x.vw", "-n", "2", "-q", "ab", "--l1", "1e-5"])) == ""
     assert why_not(_args(["-d", "x.vw", "-n", "2", "--passes", "3", "-c"])) == ""
     assert why_not(_args(["-d", "x.vw", "-n", "2", "--oaa", "3", "--passes", "2"])) == ""
+    assert why_not(_args(["-d", "x.vw", "-n", "2", "--ngram", "2", "--skips", "1"])) == ""
+    assert why_not(_args(["-d", "x.vw", "-n", "2", "--holdout_after", "100"])) == ""
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_lines_before_each_workers_part(tmp_path, n):
+    """``lines_before``: the lines of the input before a worker's part (every empty one,
+    a file's last line without a line break, a ``.gz`` file's), VW's example index of the
+    part's first example."""
+    import gzip
+
+    from terascale.linear._io._stream import lines_before, record_chunks, shard_places
+
+    texts = [b"1 |a x\n\n-1 |a y z\n" * 7, b"1 |b w\n\n\n-1 |a q", b"1 |a e\n" * 5]
+    paths = []
+    for j, t in enumerate(texts):
+        p = tmp_path / f"d{j}.vw{'.gz' if j == 1 else ''}"
+        p.write_bytes(gzip.compress(t) if j == 1 else t)
+        paths.append(str(p))
+    counted = 0
+    for k in range(n):
+        places = shard_places(paths, k, n)
+        assert lines_before(paths, places) == counted
+        for _, path, sh in places:
+            for data, _ in record_chunks(path, sh, [1 << 12]):
+                counted += data.count(b"\n") + (not data.endswith(b"\n"))
+    assert counted == sum(t.count(b"\n") + (not t.endswith(b"\n")) for t in texts)
+
+
+@built
+@pytest.mark.parametrize("oaa", [[], more(["--oaa", "3"])])
+def test_workers_hold_out_after_the_inputs_first_examples_as_vw(tmp_path, oaa):
+    """-n N --holdout_after K: every example after the input's K-th held out (each worker
+    counts from its part's place in the input; empty lines are examples), so the closing
+    block's counters are VW's one-worker run's."""
+    rng = np.random.default_rng(8)
+    (tmp_path / "d.vw").write_text("".join(
+        f"{rng.integers(1, 4)} |a f{rng.integers(0, 30)} g{rng.integers(0, 9)}\n"
+        + ("\n" if rng.random() < 0.05 else "") for _ in range(600)))
+    line = ["-d", "d.vw", "--holdout_after", "300", "--passes", "2", "-c", *oaa]
+    vw = run_vw(line, tmp_path)
+    ts = run_ok([*_TS, *line, "-n", "2"], tmp_path)
+    keys = ("number of examples", "passes used", "weighted example sum",
+            "weighted label sum", "total feature number")
+    assert [ln for ln in ts.splitlines() if ln.startswith(keys)] == \
+        [ln for ln in vw.splitlines() if ln.startswith(keys)]
+    assert "average loss" in ts and " h\n" in ts
 
 
 @pytest.mark.parametrize("n", [2, 3, 7])

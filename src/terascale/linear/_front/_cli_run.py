@@ -234,8 +234,9 @@ def train(args: argparse.Namespace) -> int:
 
         set_quiet()
     if args.holdout_after and args.nprocs > 1:
-        raise ConfigError(f"--holdout_after {args.holdout_after}: one worker only (there, "
-                          f"--holdout_period K)")
+        raise ConfigError(f"--holdout_after {args.holdout_after} with -n N: the compiled "
+                          f"workers' only (not with TERASCALE_NO_CEXT=1, --average-every, "
+                          f"...; or give --holdout_period K)")
     options = train_options(args)  # (a bare `--bfgs FILE` gives FILE back to the inputs)
     vw_mode = getattr(args, "vw_mode", False)
     options["vw_text"] = options["vw_labels"] = vw_mode

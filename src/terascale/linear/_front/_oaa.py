@@ -368,11 +368,13 @@ def _rates(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``terascale vw`` run's VW feature generation (the model records it) and
+    """The ``terascale vw`` run's VW feature generation (the model records it; ``grams``:
+    the features the compiled parser makes, ``_vwgen.FeatureGen.parser_job``) and
     ``--preserve_performance_counters``' counters of -i (the closing block adds them)."""
     return {"generation": getattr(args, "vw_generation", None) or {},
             "preserved": getattr(args, "vw_preserved", None) or {},
-            "binary": bool(getattr(args, "binary", False))}
+            "binary": bool(getattr(args, "binary", False)),
+            "grams": gen.parser_job() if (gen := getattr(args, "vw_grams", None)) else None}
 
 
 def _initial(args: argparse.Namespace, k_classes: int, make: Any = None) -> list[Any]:

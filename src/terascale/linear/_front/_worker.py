@@ -51,6 +51,8 @@ def run_train(job: dict[str, Any],
         alone = Communicator()
     PRESERVED.clear()  # (-i's counters the table goes on from: this run's only)
     PRESERVED.update(job.get("preserved") or {})
+    if env is not None and env.size > 1 and PRESERVED:  # (-i's label sum, which the closing
+        PRESERVED["weighted_labels"] = 0.0  # block and the model add once, not each worker's)
     counters = (initial.info.get("vw_counters") or {}) if initial is not None else {}
     CARRIED_T[0] = float(counters.get("t") or 0.0)  # (VW's t goes on from -i's)
     try:

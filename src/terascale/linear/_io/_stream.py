@@ -29,8 +29,8 @@ from ..._errors import ConfigError, DataError
 from ._blocks import Block, Blocks, ShardStats
 from ._dataset import Dataset, ParseOptions
 
-__all__ = ["CHUNK_BYTES", "TextBlocks", "parse_threads", "record_chunks", "shard_places",
-           "stream_size"]
+__all__ = ["CHUNK_BYTES", "TextBlocks", "lines_before", "parse_threads", "record_chunks",
+           "shard_places", "stream_size"]
 
 T = TypeVar("T")
 
@@ -439,6 +439,41 @@ def _skip_to_record(f: IO[bytes], path: str, at: int) -> tuple[int, int, bytes]:
             return pos + k + 1, 2 + lines + buf.count(b"\n", 0, k), bytes(buf[k + 1:got])
         lines += buf.count(b"\n", 0, got)
         pos += got
+def lines_before(paths: Sequence[str], places: list[tuple[int, str, tuple[int, ...]]]
+                 ) -> int:
+    """The lines of the input ``paths`` before the first of a worker's ``places``
+    (:func:`shard_places`'): every line of the files before its file (a last line without
+    a line break too) and the lines of that file before its part, as VW counts examples
+    (an empty line too)."""
+    i, path, shard = places[0]
+    lines = 0
+    for p in paths[:i]:
+        breaks, last = _line_breaks(p)
+        lines += breaks + (last not in (b"", b"\n"))
+    if len(shard) == 3:
+        start = stream_size(path) * shard[0] // shard[2]
+        if start > 0:  # (the record that holds byte start - 1, the part before's, and those
+            lines += _line_breaks(path, start - 1)[0] + 1  # before it: record_chunks')
+    return lines
+
+
+def _line_breaks(path: str, limit: int | None = None) -> tuple[int, bytes]:
+    """The line breaks in the file's first ``limit`` bytes (None: all of them) and the
+    last byte read."""
+    f, _, _ = _open(path)
+    breaks, last = 0, b""
+    with f:
+        while limit is None or limit > 0:
+            data = _read(f, 1 << 20 if limit is None else min(limit, 1 << 20), path)
+            if not data:
+                break
+            breaks += data.count(b"\n")
+            last = data[-1:]
+            if limit is not None:
+                limit -= len(data)
+    return breaks, last
+
+
 def shard_places(paths: Sequence[str], k: int, n: int
                  ) -> list[tuple[int, str, tuple[int, ...]]]:
     """:func:`._readers.shard_files` with each part's file index in ``paths``: part (i, k)

@@ -17,7 +17,9 @@ __all__ = ["job_args", "job_of", "main"]
 def job_of(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
            how: str) -> str:
     """The JSON job the workers run: the command line's values (those JSON can carry:
-    the run's VW feature generation among them), the training options and the inputs."""
+    the run's VW feature generation among them), the training options, the inputs and
+    the features the compiled parser makes (``args.vw_grams``, rebuilt by
+    ``_vwgen.FeatureGen.from_job``)."""
     from ._vwgen import INPUTS, SOURCES
 
     values = {}
@@ -27,8 +29,10 @@ def job_of(args: argparse.Namespace, options: dict[str, Any], paths: list[str],
         except TypeError:
             continue
         values[k] = v
+    gen = getattr(args, "vw_grams", None)
     return json.dumps({"args": values, "options": options, "paths": paths, "how": how,
-                       "sources": SOURCES, "inputs": INPUTS})
+                       "sources": SOURCES, "inputs": INPUTS,
+                       "grams": gen.parser_job() if gen is not None else None})
 
 
 def job_args(job: dict[str, Any]) -> argparse.Namespace:

@@ -229,8 +229,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             if args.preserve_performance_counters and args.initial:
                 from ._vwmodel import is_vw_model, load_model, read_vw_model
 
-                kept = (read_vw_model(args.initial, oaa=True, generation=args.vw_generation)
-                        if args.oaa is not None and is_vw_model(args.initial)
+                # (a VW model's header alone: its records, and numba, are the learner's)
+                kept = (read_vw_model(args.initial, oaa=args.oaa is not None,
+                                      generation=args.vw_generation, plain=True,
+                                      records=False)
+                        if is_vw_model(args.initial)
                         else load_model(args.initial, args.vw_generation))
                 args.vw_preserved = dict(kept.info.get("vw_counters", {}))
             if not (args.data or args.data_flag) and args._vw_noop_no_stdin:
@@ -702,10 +705,7 @@ def _generate(args: argparse.Namespace) -> None:
                                               *args.interactions))):
         raise ConfigError("--affix with --ignore/--keep/--ignore_linear or a ':' wildcard "
                           "interaction is not supported by terascale vw")
-    if (args.ngram or args.skips) and args.model and args.nprocs > 1:
-        raise ConfigError("-f with --ngram/--skips needs -n 1 (the model records them for "
-                          "vw -i, as VW's does)")
-    if gen.parser_made and args.nprocs == 1 and not (args.plain_rule or args.save_per_pass):
+    if gen.parser_made and not (args.plain_rule or args.save_per_pass):
         from ._vwonline import c_path
 
         if c_path(args) is None:  # the compiled parser makes them, line by line

@@ -31,7 +31,7 @@ for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
 these flags is given (``--ngram``/``--skips`` and ``--spelling`` without the others, on a
-one-worker run the compiled learner takes, ``-t -i`` included, are made by its parser
+run the compiled learner takes, ``-t -i`` and ``-n N`` included, are made by its parser
 instead, ``_vwonline``: this rewrite, in Python, takes 20-45x VW's CPU time on 20-50 words a
 line): each line is rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
@@ -213,6 +213,22 @@ class FeatureGen:
         return bool(self.ngram or self.skips or self.spelling) and not (
             self.limit or self.redefine is not None or self.seed or self.keep is not None
             or self.affix or self.hash_all or self.sort)
+
+    def parser_job(self) -> dict[str, list]:
+        """What a worker of ``-n N`` rebuilds this generation from (:meth:`from_job`):
+        ``--ngram``/``--skips``/``--spelling``, the ones the compiled parser makes (JSON's
+        lists, the keys and namespaces as numbers)."""
+        return {"bits": [self.bits], "ngram": sorted(self.ngram.items()),
+                "skips": sorted(self.skips.items()), "spelling": sorted(self.spelling)}
+
+    @classmethod
+    def from_job(cls, job: dict[str, list] | None) -> FeatureGen | None:
+        """:meth:`parser_job`'s generation again (None: none asked for)."""
+        if not job:
+            return None
+        return cls(bits=int(job["bits"][0]), ngram={int(c): int(n) for c, n in job["ngram"]},
+                   skips={int(c): int(n) for c, n in job["skips"]},
+                   spelling=frozenset(int(c) for c in job["spelling"]))
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))

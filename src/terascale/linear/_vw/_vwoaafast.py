@@ -111,9 +111,8 @@ def train(args: argparse.Namespace) -> int:
                            cache=getattr(args, "vw_cache", None), initial_t=t),
                   file=sys.stderr)
 
-    gen = getattr(args, "vw_grams", None)  # (--ngram/--skips/--spelling: the parser's)
     return int(train_oaa(args, paths, options, opening,
-                         lambda job, start, out, raw: _run(job, out, raw, start, gen=gen),
+                         lambda job, start, out, raw: _run(job, out, raw, start),
                          _learner) or 0)
 
 
@@ -166,15 +165,15 @@ class _Learners:
 
 
 def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
-         joining: Any = None, gen: Any = None) -> None:
+         joining: Any = None) -> None:
     """``_oaa.run_oaa``'s run of ``job`` (``_oaa._train_one``'s, ``options["bits"]``: each
     learner's), its K learners in ``_vwfast.oaa_learn`` (from ``start``, -i's, or zeros);
     ``out``/``raw``: where ``-p``/``-r`` go (or None); ``joining``: an ``-n N`` worker's
     place in the job (``_vwworkers.Joining``): it learns from its part of the input
     (``_io._stream.shard_places``), joins the job after its first pass, and each class's
     learner is averaged over the workers after each pass and the pass's sums added, as
-    ``run_oaa``'s workers do; ``gen``: the features the parser makes
-    (``_vwonline._Parser``'s)."""
+    ``run_oaa``'s workers do; the job's ``grams``: the features the parser makes
+    (``_vwonline._Parser``'s, ``_vwgen.FeatureGen.parser_job``)."""
     from ..._errors import DataError
     from .._front._oaa import (
         _Indexing,
@@ -190,6 +189,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     from .._holdout import EarlyStop, Holdout, holdout_period
     from .._losstable import _CLIP
     from .._options import TrainOptions
+    from ._vwgen import FeatureGen
     from ._vwonline import _fast, _parsed, _Parser
     from ._vwout import _LINK_CODES
     from ._vwpasses import Inputs
@@ -225,16 +225,19 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
         # as the numba pass's workers do)
     parse_opts = opts.parse_options()
     # pass 1 parses the text (and writes the cache where the run caches), the next read it
-    places, chunks = None, _parsed
+    places, chunks, offset = None, _parsed, 0
     if size > 1:  # (the modules of -n N only where it runs: one worker's memory is VW's)
         from .._combine._average import average_weights
-        from .._io._stream import shard_places
+        from .._io._stream import lines_before, shard_places
         from ._vwworkers import _parsed as chunks  # (of the worker's parts)
         from ._vwworkers import averaged_rows
 
         places = shard_places(job["data"], rank, size)
+        # VW's --holdout_after counts the input's examples: the part's first one's index
+        offset = lines_before(job["data"], places) if opts.holdout_after else 0
+    reader = _Parser(parse_opts, FeatureGen.from_job(job.get("grams")))
     inputs = Inputs([p for _, p, _ in places] if places else job["data"], parse_opts,
-                    opts.cache_root(), _Parser(parse_opts, gen), chunks, places)
+                    opts.cache_root(), reader, chunks, places)
     job_totals: list[np.ndarray] = []  # (-n N: each pass's sums over every worker)
     rate = np.float32(opts.learning_rate)
     marks: list[list[float]] = []  # (each pass's end: _mark)
@@ -242,7 +245,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     for p in range(passes):
         if p > 0 and opts.decay_learning_rate != 1.0:
             rate = np.float32(rate * np.float32(opts.decay_learning_rate))
-        holdout = Holdout(period)  # (VW counts each empty line of the text as an example)
+        holdout = Holdout(period, offset)  # (VW counts each empty line as an example)
         seen = 0
         for b in inputs.chunks():
             indptr, labels, weights = b[0], b[3], b[4]

@@ -540,12 +540,13 @@ class _Pass:
 
     def __init__(self, fast: Any, opts: Any, eta: float, table: np.ndarray,
                  state: np.ndarray, prog: Any, writers: list, how: str, period: int,
-                 raw: bool, first: bool, binary: bool) -> None:
+                 raw: bool, first: bool, binary: bool, offset: int = 0) -> None:
         from .._losstable import _BY_SIGN, _CLIP, loss_spec
 
         self.fast, self.opts, self.eta, self.table, self.state = fast, opts, eta, table, state
         self.prog, self.writers, self.how, self.period = prog, writers, how, period
         self.raw, self.first, self.binary = raw, first, binary
+        self.offset = offset  # (the input's examples before these chunks: the holdout's)
         self.kind, self.l2 = opts.online_kind(), opts.online_l2(0.0)
         self.signs, self.clips = _BY_SIGN, _CLIP
         self.out = prog.out
@@ -596,7 +597,7 @@ class _Pass:
         prog, out, lines = self.prog, self.out, self.out is not None
         acc = np.zeros(8)
         counted = np.array([0.0, 0.0, 0.0, prog.label_sum])  # (the run's label sum so far)
-        holdout = Holdout(self.period)
+        holdout = Holdout(self.period, self.offset)
         nxt = prog.due
         seen_w, seen_n = prog.seen_w, prog.seen_n
         at0 = 0  # the examples before the chunk, in this pass

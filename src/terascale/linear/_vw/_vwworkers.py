@@ -21,11 +21,19 @@ pass's at the end of each pass (``_recipe._online_passes``):
 * the pass's ten sums (the closing block's and the model's ``pass_totals`` row) added
   over the workers, and the distinct labels (up to 3) of every shard gathered.
 
+``--ngram``/``--skips`` and ``--spelling`` are made by each worker's compiled parser
+(``_vwgen.FeatureGen.from_job``), as one worker's are; where a worker's part is a byte
+range of a file, it is the input's as given, where the numba pass's workers cut their
+ranges in the rewritten copy of the file (the same parts where each worker reads whole
+files).
+
 A row that no worker saw stays zero, as a feature outside the union does in the numba
 pass's compact columns, so the model (rank 0 writes ``-f`` from the averaged table, its
 rows in use) and the closing block are the numba pass's bits (with two workers, or
 several on one host, whose allreduce adds in rank order). The progress table is rank 0's,
-of its shard, as there.
+of its shard, as there. ``--invert_hash``: rank 0 names the averaged table's rows in use
+from the whole input read again (``_vwtext.feature_names``, the first name of each
+index in the input's order), as the numba pass's launcher names its model's.
 
 ``--passes K`` (with ``-c``/``--cache_file`` or without: terascale caches the parsed text
 either way, as one worker does) runs as one worker's passes do (``_vwonline.train``),
@@ -45,11 +53,18 @@ workers' marks are or-ed (``union_bitmap``) and, after the average, rank 0 puts 
 model's rows that no worker saw back as the model has them, read again from its file
 (the numba pass averages the union of the workers' features and keeps the model's
 others: ``_resume.merged``), so the run is the numba pass's ``-n N -i``, bit for bit.
+What the command line changes in the model (``--initial_t``,
+``--min_prediction``/``--max_prediction``: ``_cli_run.vw_start``) is changed in each
+worker's copy; under ``--preserve_performance_counters`` each worker's table goes on from
+the model's counters but for its label sum, which the closing block and ``-f`` add once
+(as the numba pass's workers, ``_front._worker``).
 
-:func:`why_not` says which ``-n N`` runs this is not: ``--holdout_after`` (which
-``-n N`` refuses), ``-i`` of terascale's format, the starting weights, and ``-i`` with
-``--initial_t``, ``--min_prediction``/``--max_prediction`` or
-``--preserve_performance_counters``, ``--ngram``/``--skips``, ``--skip-bad``, ``--average
+``--holdout_after K`` holds out every example after the input's K-th: each worker counts
+its part's examples from the part's place in the input (``_io._stream.lines_before``: the
+lines before it, as VW counts examples), so the examples held out are one worker's
+(the numba pass refuses it with ``-n N``).
+
+:func:`why_not` says which ``-n N`` runs this is not: ``-i`` of terascale's format, the starting weights, ``--skip-bad``, ``--average
 chain``/``--average-every``, ``-p``/``-r`` (which ``-n N`` refuses); those run the numba
 pass. ``-t`` runs in one process whatever ``-n`` says (``_vwonline.test``).
 
@@ -136,20 +151,12 @@ def why_not(args: argparse.Namespace) -> str:
         return ""
     checks = (
         (args.nprocs < 1, f"{args.nprocs} (which the numba pass refuses)"),
-        (args.initial is not None and bool(
-            getattr(args, "vw_initial_t", None) or getattr(args, "vw_range", None)
-            or args.preserve_performance_counters),
-         "-i and --initial_t/--min_prediction/--max_prediction/"
-         "--preserve_performance_counters"),
         (args.initial is not None and (bool(getattr(args, "starting_weights", False))
                                        or not _vw_model(args.initial)),
          "-i of terascale's model format (or starting weights)"),
-        (bool(args.holdout_after), "--holdout_after"),
-        (bool(args.ngram or args.skips), "--ngram/--skips"),
         (args.average not in ("auto", "weighted", "uniform") or bool(args.average_every),
          "--average chain/--average-every"),
         (bool(args.predictions or args.raw_predictions), "-p/-r"),
-        (bool(args.invert_hash), "--invert_hash"),  # (the names of every worker's shard)
         (bool(getattr(args, "skip_bad", False)), "--skip-bad"),  # (the numba parser's)
     )
     return next((f"-n N with {flag}" for off, flag in checks if off), "")
@@ -207,10 +214,11 @@ def _learn(job: dict[str, Any]) -> None:
     """One worker: learn from its shard, join the job, combine; rank 0 writes and prints."""
     from .._combine._average import average_weights, union_bitmap
     from .._holdout import EarlyStop, holdout_period
-    from .._io._stream import shard_places
+    from .._io._stream import lines_before, shard_places
     from .._online._progress import LINK, Progress
     from .._online._state import CONTRACTION, GRAVITY, new_state
     from ._vwbatchworker import job_args
+    from ._vwgen import FeatureGen
     from ._vwonline import (
         _distinct,
         _fast,
@@ -243,11 +251,17 @@ def _learn(job: dict[str, Any]) -> None:
     prog.header()
     prog.restart()
     prog.due = prog.first_due() if out else 1.0
+    kept = getattr(args, "vw_preserved", None) or {}
+    if "examples" in kept:  # --preserve_performance_counters: each table goes on from -i's
+        # (but for its label sum, which the closing block and the model add once)
+        prog.go_on({**kept, "weighted_labels": 0.0})
     period = holdout_period(opts)
     prog.holdout = bool(period)
     passes = max(int(opts.passes), 1)
     places = shard_places(job["paths"], rank, size)
-    reader = _Parser(parse)
+    # VW's --holdout_after counts the input's examples: the part's first one's index
+    offset = lines_before(job["paths"], places) if opts.holdout_after else 0
+    reader = _Parser(parse, FeatureGen.from_job(job.get("grams")))
     inputs = (Inputs([p for _, p, _ in places], parse, opts.cache_root(), reader, _parsed,
                      places) if passes > 1 or opts.cache_root() != "" else None)
     # VW stops the passes on the holdout loss: rank 0 keeps the best pass's rows in use
@@ -266,7 +280,7 @@ def _learn(job: dict[str, Any]) -> None:
             if p > 0 and opts.decay_learning_rate != 1.0:
                 rate = np.float32(rate * np.float32(opts.decay_learning_rate))
             run = _Pass(fast, opts, float(rate), table, state, prog, [], how, period, False,
-                        p == 0, binary)
+                        p == 0, binary, offset)
             chunks = inputs.chunks() if inputs is not None else _parsed(places, reader)
             mine = run.learn(_marked(chunks, seen) if warm and p == 0 else chunks)
             if p == 0:  # (the job joined after the first pass, as the numba pass's)
@@ -314,14 +328,14 @@ def _learn(job: dict[str, Any]) -> None:
     # model's others as they were (_resume.merged), where the average added their sums
     if model is not None:
         model.records.put(table, bitmap)
-    if args.model or args.readable_model:
+    if args.model or args.readable_model or args.invert_hash:
         _save(args, parse, table, state, options, totals, how, marks[used - 1],
               (model.info.get("vw_counters") or {}) if model is not None else {},
-              used if used < len(totals) else None)
+              used if used < len(totals) else None, job["paths"])
     if not args.quiet:
         print(closing_block({"pass_totals": totals, "labels": labels,
                              "holdout": holdout_on(options), "loss": opts.loss,
-                             "vw_preserved": {}, "quantile_tau": opts.quantile_tau,
+                             "vw_preserved": kept, "quantile_tau": opts.quantile_tau,
                              "best_constant": not args.dont_output_best_constant,
                              "label_range": _fixed_range(options, state)}),
               file=sys.stderr)
