@@ -793,6 +793,25 @@ def read_vw_model(path: str, *, oaa: bool = False,
     return model
 
 
+class HeldRecords:
+    """A model's rows held in memory (its ``indices``, ``weights`` and adaptive sums, as
+    ``read_vw_model`` reads them whole and the command line may have changed them), put
+    into a table as :meth:`VWRecords.put` puts a file's."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def put(self, table: np.ndarray, unseen: np.ndarray | None = None) -> None:
+        m = self.model
+        idx = np.asarray(m.indices, np.int64)
+        cols = (m.weights, m.adaptive[0], m.adaptive[1])
+        if unseen is not None:
+            off = (unseen[idx >> 3] >> (idx & 7)) & 1 == 0
+            idx, cols = idx[off], tuple(np.asarray(c)[off] for c in cols)
+        for col, values in enumerate(cols):
+            table[idx, col] = values
+
+
 class VWRecords:
     """The weight records of a VW model file (``count`` of numpy type ``dt`` from byte
     ``offset``: an index and w, then the sums a save_resume model keeps, the columns

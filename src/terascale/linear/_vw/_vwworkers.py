@@ -183,7 +183,7 @@ def train(args: argparse.Namespace) -> int:
     if args.initial:  # (-i's parse options, -l, --power_t, --binary and --link the run's)
         args.data, args.data_flag = paths, []  # (standard input read once)
         # (its header alone: each worker reads the rows for itself)
-        model = _initial(args, options, records=False)
+        model = _initial(args, options, records=_rows_changed(args))
         if model is None:  # (its -b: the numba pass)
             return int(_cli_run.train(args) or 0)
         how = _cli_run._link(args, model.info.get("link", how))  # (VW keeps --link)
@@ -342,19 +342,30 @@ def _learn(job: dict[str, Any]) -> None:
 
 
 def _resumed(args: argparse.Namespace, table: np.ndarray, state: np.ndarray) -> Any:
-    """-i's VW model's header, read as the launcher read it (``_vwonline._initial``: what
-    the command line changes in it, none of its rows here: :func:`why_not`), its learner
-    state put in ``state`` and its rows in ``table`` a slice at a time from the file, as
-    one worker starts from it (``_vwonline._resume``)."""
+    """-i's VW model, read as the launcher read it (``_vwonline._initial``, with what the
+    command line changes in it), its learner state put in ``state`` and its rows in
+    ``table``, a slice at a time from the file where the command line changes none of them
+    (:func:`_rows_changed`), as one worker starts from it (``_vwonline._resume``)."""
     from .._front._cli_run import vw_start
-    from ._vwmodel import read_vw_model, run_generation
+    from ._vwmodel import HeldRecords, read_vw_model, run_generation
 
+    whole = _rows_changed(args)
     model = read_vw_model(args.initial, generation=run_generation(args), plain=True,
-                          records=False)
+                          records=whole)
     vw_start(model, args)
+    if whole:
+        model.records = HeldRecords(model)
     state[:len(model.adaptive[2])] = model.adaptive[2]
     model.records.put(table)
     return model
+
+
+def _rows_changed(args: argparse.Namespace) -> bool:
+    """Whether the command line changes -i's rows (``--initial_t`` sets every row's
+    adaptive sum: ``_cli_run.vw_start``): the model is then read whole and changed in
+    memory, where otherwise its rows are read from the file a slice at a time (a label
+    range changes the learner state alone)."""
+    return bool(getattr(args, "vw_initial_t", None))
 
 
 def _marked(chunks: Any, seen: np.ndarray) -> Any:
