@@ -484,7 +484,7 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
         return
 
 
-def malformed_error(bad: tuple[str, int, str, int, int, int]) -> DataError:
+def malformed_error(bad: tuple[str, int, str, int, int]) -> DataError:
     """The error of a run that does not stop where VW's multiclass parser throws (a
     holdout, several workers: :func:`_until_malformed`)."""
     where, word = bad[0], bad[2]
@@ -494,7 +494,7 @@ def malformed_error(bad: tuple[str, int, str, int, int, int]) -> DataError:
                      f"without a holdout")
 
 
-def malformed_note(bad: tuple[str, int, str, int, int, int]) -> str:
+def malformed_note(bad: tuple[str, int, str, int, int]) -> str:
     """VW's lines where its multiclass parser throws (:func:`_first_malformed`'s): its
     warning on a word of which ``strtol`` reads no integer (``abc``, ``nan``, ``-x``: read
     as 0), then its error."""
@@ -514,12 +514,13 @@ def _reads_no_int(word: str) -> bool:
     return re.match(r"\s*[-+]?\d", word) is None
 
 
-def _mended(paths: list[str], bad: tuple[str, int, str, int, int, int],
+def _mended(paths: list[str], bad: tuple[str, int, str, int, int],
             out_dir: str) -> list[str]:
     """The text VW's multiclass parser reads up to the line it throws at (``bad``:
-    :func:`_first_malformed`'s), that line's label word, of which ``strtol`` reads no
-    integer and which the parser would refuse, written ``0`` (the run stops at that
-    example: it is never learned from); the files after it left out."""
+    :func:`_first_malformed`'s), that line written ``0 |``, an example the parser reads
+    (its label word may be one of which ``strtol`` reads no integer, or its label section
+    have more words than the parser takes; the run stops at that example: it is never
+    learned from); the lines and files after it left out."""
     out: list[str] = []
     left = bad[1]  # (the lines before it, every file's, empty ones too)
     for n, path in enumerate(paths):
@@ -531,8 +532,7 @@ def _mended(paths: list[str], bad: tuple[str, int, str, int, int, int],
                 open(name, "wb") as o:
             for line in f:
                 if left == 0:
-                    col = bad[5]
-                    o.write(line[:col] + b"0" + line[col + len(os.fsencode(bad[2])):])
+                    o.write(b"0 |\n")
                     return out
                 o.write(line)
                 left -= 1
@@ -553,10 +553,9 @@ def _head(blk: Any, j: int) -> Any:
 
 
 def _first_malformed(data: list[str], paths: list[str]
-                     ) -> tuple[str, int, str, int, int, int] | None:
+                     ) -> tuple[str, int, str, int, int] | None:
     """(file:line, VW's example number: the lines before it, empty ones too, its label
-    word, its label section's word count, the examples before it, the word's byte in its
-    line) of the first line
+    word, its label section's word count, the examples before it) of the first line
     whose label section VW's multiclass parser throws at; None where there is none. The
     text is read in chunks of whole lines by ``multiclass_stop`` (the compiled core's where
     built: a compiled ``--oaa`` run imports no numba; else :mod:`.._vw._vwparse`'s)."""
@@ -583,9 +582,8 @@ def _first_malformed(data: list[str], paths: list[str]
                 kind, at, nex, count, s, e = multiclass_stop(buf)
                 if kind:
                     word = bytes(buf[s:e]).decode("utf-8", "surrogateescape")
-                    col = s - (text.rfind(b"\n", 0, s) + 1)
                     return (f"{name}:{line + at + 1}", lines_before + line + at, word,
-                            count, examples_before + nex, col)
+                            count, examples_before + nex)
                 line += at
                 examples_before += nex
                 if not chunk:
@@ -845,13 +843,13 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
     from .._vw._vwout import AtomicText
 
     bad = None if names is not None else _first_malformed(paths, paths)
-    mend = bad is not None and bad[3] <= 2 and _reads_no_int(bad[2])
+    mend = bad is not None and (bad[3] > 2 or _reads_no_int(bad[2]))
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None or mend else None
     out = raw = None
     try:
         data = paths if names is None else _numbered(paths, k_classes, names, tmp,
                                                           not args.quiet)
-        if mend:  # (the text VW reads: up to that line, its word one the parser reads)
+        if mend:  # (the text VW reads: up to that line, which the parser then reads)
             assert tmp is not None and bad is not None
             data = _mended(paths, bad, tmp)
             options = {**options, "cache": False}  # (read once: the run stops in pass 1)
