@@ -368,11 +368,14 @@ def _rates(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``terascale vw`` run's VW feature generation (the model records it) and
-    ``--preserve_performance_counters``' counters of -i (the closing block adds them)."""
+    """The ``terascale vw`` run's VW feature generation and update rules (the model
+    records them), ``--preserve_performance_counters``' counters of -i (the closing block
+    adds them) and ``--binary``."""
+    from ._cli_run import kept_rules
+
     return {"generation": getattr(args, "vw_generation", None) or {},
             "preserved": getattr(args, "vw_preserved", None) or {},
-            "binary": bool(getattr(args, "binary", False))}
+            "binary": bool(getattr(args, "binary", False)), "rules": kept_rules(args)}
 
 
 def _initial(args: argparse.Namespace, k_classes: int, make: Any = None) -> list[Any]:
@@ -1116,7 +1119,7 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     info = {"pass_totals": [[*map(float, t)] for t in totals],
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
-            "vw_initial_t": initial_t,
+            "vw_initial_t": initial_t, "vw_rules": job.get("rules") or [],
             **({"vw_current_pass": job["current_pass"]} if "current_pass" in job else {}),
             "link": job.get("model_link"), "binary": bool(job.get("binary"))}
     if job.get("preserved"):  # (-i's counters, which the model's go on from)
