@@ -415,6 +415,10 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     out = _Progress(args.quiet or rank > 0)
     head, note = batch_opening(m, hessian_on, data.parse.bits)
     out.note(note)
+    if args.cg is not None and not out.quiet:
+        from ._vwcli import bfgs_option_warnings
+
+        print(*bfgs_option_warnings(args), sep="", end="", flush=True)
     if data.notes and not out.quiet:  # (VW parses as its first pass starts: after the note)
         print("\n".join(data.notes), flush=True)
     out(head)
