@@ -1015,6 +1015,12 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
                 average_weights(comm, w, g2, nrm, state, opts.averaging)
         t = table.passes[p] if p < len(table.passes) else np.zeros(9)
         job_totals.append(comm.allreduce(t[:9].copy()) if size > 1 else t)
+        if p == 0 and not test:  # (--skip-bad's lines, the job's, as the binary run's)
+            skipped = blocks.skipped()
+            if size > 1:
+                skipped = int(comm.allreduce(np.array([skipped], np.float64))[0])
+            if skipped and not quiet:
+                print(f"skipped {skipped} bad lines (--skip-bad)", file=sys.stderr)
         held = job_totals[-1][2:4]
         if table.prog is not None:  # (where the table stood: the counters of a kept pass)
             marks.append(table.mark(job_totals))
