@@ -278,15 +278,13 @@ def _ranged_start(bounds: list[float | None], k_classes: int, options: dict[str,
     as VW's starting weights would give them."""
     import dataclasses
 
-    from .._io._dataset import ParseOptions
     from .._online._state import MAX_LABEL, MIN_LABEL, new_state
+    from .._vw._vwonline import run_options
 
     if make is None:
         from .._model import LinearModel as make
 
-    fields = ParseOptions().to_dict()
-    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
-                            for k, v in options.items() if k in fields})
+    parse = run_options(options)[1]
     parse = dataclasses.replace(parse, bits=parse.bits - (k_classes - 1).bit_length())
     state = new_state()
     for at, v in zip((MIN_LABEL, MAX_LABEL), bounds):
