@@ -762,7 +762,7 @@ class _Table:
             t[k] = np.cumsum(np.concatenate(([t[k]], part)))[-1]
         for k, part in enumerate((loss[counted], w[learnt], w[~labelled], w)):
             self.run[k] = np.cumsum(np.concatenate(([self.run[k]], part)))[-1]
-        t[10:14] = self.run
+        t[-len(self.run):] = self.run  # (the row's last slots: _vwreport.RUN_LOSS on)
         cum = np.cumsum(np.concatenate([self.cum[None], np.stack(
             [np.where(counted, loss, 0.0), np.where(learnt, w, 0.0),
              np.where(held, loss, 0.0), np.where(held, w, 0.0)], axis=1)]), axis=0)[1:]
