@@ -170,10 +170,11 @@ def test_terascale_vw_with_a_shard_of_bad_lines_only(tmp_path, capfd):
     assert code != 0 and "bad.vw" in out and "line 1" in out, out
 
 
-@pytest.mark.parametrize("flags", [[], ["--oaa", "3"]])
-def test_terascale_vw_skips_bad_lines_with_one_worker(tmp_path, capfd, flags):
-    # --skip-bad with one worker (plain and --oaa): the bad line (a negative importance
-    # weight) is counted and skipped, the run learns from the rest and ends with exit 0
+@pytest.mark.parametrize("flags", [[], ["--oaa", "3"], ["--oaa", "3", "-n", "2"]])
+def test_terascale_vw_skips_bad_lines_and_counts_them(tmp_path, capfd, flags):
+    # --skip-bad with one worker (plain and --oaa) and with --oaa on two: the bad line (a
+    # negative importance weight) is counted, told of and skipped, the run learns from
+    # the rest and ends with exit 0
     data = tmp_path / "bad.vw"
     data.write_text("1 -1 |a x\n2 |a y\n3 |a z\n")
     capfd.readouterr()
@@ -181,4 +182,4 @@ def test_terascale_vw_skips_bad_lines_with_one_worker(tmp_path, capfd, flags):
     out, err = capfd.readouterr()
     assert code == 0, out + err
     assert "number of examples = 2" in err, err
-    assert flags or "skipped 1 bad lines" in err, err  # (--oaa: no count printed)
+    assert "skipped 1 bad lines (--skip-bad)\n" in err, err

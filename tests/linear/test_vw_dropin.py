@@ -22,6 +22,10 @@ def _binary01(rng, a, x):
     return int(a[0] % 3 == 0 or x[0] > 0.8)
 
 
+def _signs(rng, a, x):
+    return 2 * _binary01(rng, a, x) - 1
+
+
 def _counts(rng, a, x):
     return int(rng.poisson(np.exp(0.3 * (a[0] % 4) + 0.4 * x[0])))
 
@@ -69,6 +73,8 @@ CASES = {
     "bfgs logistic soft labels, l2, holdout": (_binary01, [
         "--bfgs", "--passes", "5", "--loss_function", "logistic", "--l2", "0.5", "-c",
         "-k"]),
+    "bfgs binary, holdout: its 0/1 loss": (_signs, ["--bfgs", "--binary", "--passes", "4",
+                                                    "-c", "-k"]),
     "bfgs hessian_on, mem 3, no bias l2": (_real, [
         "--bfgs", "--hessian_on", "--mem", "3", "--passes", "6", "--l2", "0.1",
         "--no_bias_regularization", "--holdout_off", "-c", "-k", "-b", "10"]),

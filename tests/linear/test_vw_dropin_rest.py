@@ -453,6 +453,7 @@ def _after_version(path) -> bytes:
     ["--sgd", "-q", "ab"], ["--adaptive", "--initial_t", "3"],
     ["--normalized", "--invariant", "-l", "2", "--power_t", "0.4"],
     more(["--adaptive", "--normalized", "--sgd"]), more(["--sparse_l2", "0.05"]),
+    ["--invariant", "--adaptive", "--normalized", "-q", "ab"],
     more(["--normalized", "--loss_function", "logistic", "--link", "logistic"]),
     ["--adaptive", "--l1", "1e-3", "--l2", "1e-4"],
     more(["--sgd", "--l2", "1e-3", "--passes", "3", "-c", "-k", "--holdout_off"]),
@@ -462,8 +463,9 @@ def _after_version(path) -> bytes:
 ])
 def test_models_of_vws_other_update_rules_move_both_ways(flags, tmp_path, capfd,
                                                          monkeypatch):
-    """VW's save_resume model of --sgd, --adaptive, --normalized, --invariant (alone or two
-    of them): the rules in its options, each record the weight and the sums of the rules
+    """VW's save_resume model of --sgd, --adaptive, --normalized, --invariant (alone, two
+    of them, or all three: VW's default update, named in its options): the rules in its
+    options, each record the weight and the sums of the rules
     on, its counters (t, initial_t, the normalized sums): -f and --readable_model write
     VW's bytes; -i of VW's model continues as VW's (its -p and -f), VW's -i of ours too;
     a model whose records keep other sums than the run's rules is refused. The counters

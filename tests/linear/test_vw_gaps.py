@@ -290,10 +290,14 @@ def test_hash_all_model_through_a_run_without_data(tmp_path, capfd, monkeypatch)
                                    ["-q", "ab", "-q", "ba", "--cubic", "aab", "--cubic",
                                     "bab"],
                                    ["-q", "aa", "--cubic", "a::", "--quiet"],
-                                   ["-q", "a:", "--leave_duplicate_interactions"]])
+                                   ["-q", "a:", "--leave_duplicate_interactions"],
+                                   ["-q", "a:", "--termination", "0.1", "--mem", "5"],
+                                   ["--conjugate_gradient", "--passes", "2", "-c", "-k",
+                                    "--mem", "3", "--termination", "0.1"]])
 def test_interaction_notes_on_standard_output(flags, tmp_path):
-    """VW's [info]/[warning] lines about deduplicated interactions, on standard output
-    (where VW's logger writes them), the same text."""
+    """VW's [info]/[warning] lines about deduplicated interactions, and those on --mem
+    and --termination given without --bfgs (with --conjugate_gradient after its [info]
+    line), on standard output (where VW's logger writes them), the same text."""
     (tmp_path / "d.vw").write_text("\n".join(_namespace_lines(20, 2)) + "\n")
     outs = []
     for cmd in ([sys.executable, "-m", "vowpalwabbit"],

@@ -1,7 +1,9 @@
 """`terascale vw` against the vowpalwabbit package on the label sections VW reads with a
 warning (a word that is no number or NaN read as 0, a label of more than three words
-read unlabelled): its lines on standard output, once, its table, closing block and
-predictions; every other front end refuses those lines with the file and line."""
+read unlabelled) and on a namespace without a name with a scale (``|:2``: VW warns
+that the example is malformed and drops the rest of its line): its lines on standard
+output, once, its table, closing block and predictions; every other front end refuses
+those lines with the file and line."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from _vw_runs import FULL, more
 pytest.importorskip("vowpalwabbit")
 
 ROWS = ("1 |a f\n# text |a f\n1 2 0 4 |a g\n-1 abc |a f\nnan 1 nan |a g\n"
-        "1 2 0 4 5 'tag|a f\n-1 |a g\n- |a f g\n")
+        "1 2 0 4 5 'tag|a f\n-1 |a g\n- |a f g\n1 |a f |:1.5 g |b h\n-1 |:2 f\n"
+        "1 |a :2 b|:x f\r\n")
 
 
 def _outputs(cmd: list[str], args: list[str], cwd) -> tuple[str, str, str]:
@@ -31,7 +34,8 @@ def _outputs(cmd: list[str], args: list[str], cwd) -> tuple[str, str, str]:
 def _apart(out: tuple[str, str, str]) -> tuple[str, str, str, str]:
     """The lines VW prints as it parses apart from those it prints as it learns: its
     parser thread runs ahead of the learner, so VW interleaves them at random."""
-    parsed = [ln for ln in out[0].splitlines(True) if "good float" in ln or "tokens" in ln]
+    parsed = [ln for ln in out[0].splitlines(True)
+              if "good float" in ln or "tokens" in ln or "malformed example!" in ln]
     learned = [ln for ln in out[0].splitlines(True) if ln not in parsed]
     return "".join(parsed), "".join(learned), out[1], out[2]
 
@@ -49,6 +53,7 @@ def test_label_sections_vw_warns_of_are_read_as_vw(flags, tmp_path):
     vw = _apart(_outputs([sys.executable, "-m", "vowpalwabbit"], args, tmp_path))
     ts = _apart(_outputs([sys.executable, "-m", "terascale", "vw"], args, tmp_path))
     assert vw[0].count("is not a good float") == 15 and vw[0].count("too many tokens") == 6
+    assert vw[0].count("malformed example!") == 18
     assert ts == vw
 
 

@@ -549,13 +549,16 @@ def test_oaa_label_word_vw_does_not_read_whole_ends_the_input_as_vws(word, tmp_p
 
 
 @pytest.mark.parametrize(("word", "numba"), [("abc", False), more("abc", True),
-                                             more("-x 2", False), more("nan", True)])
+                                             more("-x 2", False), more("nan", True),
+                                             ("1 2 'x", False), ("3 1 x y", True)])
 def test_oaa_label_word_with_no_integer_is_read_as_vw_and_ends_the_input(
         word, numba, tmp_path, capfd, monkeypatch):
     """A label word of which C's ``strtol`` reads no integer (``abc``, ``-x``, ``nan``):
     VW warns (``'abc' is not a good int, replacing with 0``), throws at its first
-    character, reads no more and exits 0; terascale vw, compiled or the numba pass, too:
-    VW's standard output, table, closing block, -p, -r and model."""
+    character, reads no more and exits 0; so does a label section of three words or more
+    that are not all numbers (``1 2 'x``: ``Malformed example, words.size() = 3``, no
+    warning); terascale vw, compiled or the numba pass, too: VW's standard output,
+    table, closing block, -p, -r and model."""
     if numba:
         monkeypatch.setenv("TERASCALE_NO_CEXT", "1")
     lines = _classes(40, 3, 12, unlabelled=0.0)
@@ -570,7 +573,9 @@ def test_oaa_label_word_with_no_integer_is_read_as_vw_and_ends_the_input(
     vw = subprocess.run([sys.executable, "-m", "vowpalwabbit", *args("vw")], cwd=tmp_path,
                         capture_output=True, text=True, timeout=120)
     assert vw.returncode == 0, vw.stderr
-    assert f"'{word.split()[0]}' is not a good int" in vw.stdout
+    first = word.split()[0]
+    assert (f"'{first}' is not a good int" in vw.stdout) != first.isdigit()
+    assert "Malformed example" in vw.stdout
     from terascale.cli import main
 
     monkeypatch.chdir(tmp_path)

@@ -162,11 +162,13 @@ def test_oaa_with_importance_weights_is_vws_and_the_numba_pass(flags, numba, tmp
     more(["--max_prediction", "0.6", "--loss_function", "logistic", "--probabilities"], True),
     more(["--min_prediction", "0.5", "--max_prediction", "0.2"], True),
     more(["--min_prediction", "-0.3", "--max_prediction", "0.6", "--link", "logistic"], False),
+    (["--min_prediction", "0.5", "--max_prediction", "-0.5", "--link", "logistic"], True),
     more(["--min_prediction", "-0.3", "--passes", "2", "-c", "-k", "--l2", "0.001"], True)])
 def test_oaa_in_a_fixed_range_is_compiled_and_vws(flags, numba, tmp_path):
     """``--oaa K --min_prediction/--max_prediction``: the K learners' shared range fixed
-    at VW's two floats, every loss clipped to it (a range with its bounds crossed too), in
-    the compiled learner (no numba imported), as VW and the numba pass."""
+    at VW's two floats, every loss clipped to it (a range with its bounds crossed too, the
+    loss of a linked score past a bound VW's), in the compiled learner (no numba
+    imported), as VW and the numba pass."""
     (tmp_path / "d.vw").write_text("\n".join(_weighted(300, 5)) + "\n")
     got = _runs(tmp_path, "d.vw", ["--oaa", "3", *flags], numba)
     for f in ("p", "r"):

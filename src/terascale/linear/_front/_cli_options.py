@@ -95,6 +95,7 @@ def job_json(data: list[str], model: str, initial: str | None,
              interactions: dict[str, Any] | None = None,
              initial_t: float | None = None,
              label_range: list[float | None] | None = None,
+             rules: list[str] | None = None,
              prog: str = "terascale linear") -> str:
     """The job a worker of ``train -n N`` runs (``_worker``); ``model_format`` "vw" writes
     VW's binary model (``predict_only``: its ``--predict_only_model`` form); ``link``: the
@@ -106,11 +107,12 @@ def job_json(data: list[str], model: str, initial: str | None,
     ``--preserve_performance_counters`` (the closing block adds them); ``interactions``:
     a ``terascale vw`` run's ``-q``/``--cubic``/``--interactions`` (and ``--noconstant``),
     which replace -i's (VW's rule); ``initial_t``, ``label_range``: its ``--initial_t`` and
-    ``--min_prediction``/``--max_prediction`` with -i (``_cli_run.vw_start``); ``prog``: the
-    command whose name a worker's error starts with."""
+    ``--min_prediction``/``--max_prediction`` with -i (``_cli_run.vw_start``); ``rules``:
+    the update rules VW's model keeps (``_cli_run.kept_rules``); ``prog``: the command
+    whose name a worker's error starts with."""
     return json.dumps({"data": data, "model": model, "initial": initial, "options": options,
                        "model_format": model_format, "predict_only": predict_only,
                        "link": link, "rates": rates or {}, "best_constant": best_constant,
                        "generation": generation or {}, "preserved": preserved or {},
                        "interactions": interactions or {}, "initial_t": initial_t,
-                       "range": label_range, "prog": prog})
+                       "range": label_range, "rules": rules or [], "prog": prog})

@@ -388,6 +388,15 @@ def _rates(args: argparse.Namespace) -> dict[str, float]:
     return {**getattr(args, "_model_rates", {}), **given}
 
 
+def kept_rules(args: argparse.Namespace) -> list[str]:
+    """The update rules a VW command line named on VW's default update (all of
+    ``--adaptive``, ``--normalized`` and ``--invariant``: the other choices are
+    :mod:`.._vw._vwsgd`'s), which VW keeps in its save_resume model's options."""
+    if getattr(args, "plain_rule", True):
+        return []
+    return [n for n in ("adaptive", "invariant", "normalized") if getattr(args, n, False)]
+
+
 def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
     """A ``terascale vw`` run's feature generation, -i's preserved counters and the
     --initial_t its starting weights carry, for the job (:func:`._cli_options.job_json`);
@@ -397,6 +406,7 @@ def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
             "interactions": getattr(args, "vw_interactions", None),
             "initial_t": getattr(args, "vw_initial_t", None),
             "label_range": getattr(args, "vw_range", None),
+            "rules": kept_rules(args),
             "prog": "terascale vw" if hasattr(args, "vw_generation") else "terascale linear"}
 
 

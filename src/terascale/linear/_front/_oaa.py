@@ -278,15 +278,13 @@ def _ranged_start(bounds: list[float | None], k_classes: int, options: dict[str,
     as VW's starting weights would give them."""
     import dataclasses
 
-    from .._io._dataset import ParseOptions
     from .._online._state import MAX_LABEL, MIN_LABEL, new_state
+    from .._vw._vwonline import run_options
 
     if make is None:
         from .._model import LinearModel as make
 
-    fields = ParseOptions().to_dict()
-    parse = ParseOptions(**{k: tuple(v) if isinstance(v, list) else v
-                            for k, v in options.items() if k in fields})
+    parse = run_options(options)[1]
     parse = dataclasses.replace(parse, bits=parse.bits - (k_classes - 1).bit_length())
     state = new_state()
     for at, v in zip((MIN_LABEL, MAX_LABEL), bounds):
@@ -368,12 +366,15 @@ def _rates(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _vw_run(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``terascale vw`` run's VW feature generation (the model records it; ``grams``:
-    the features the compiled parser makes, ``_vwgen.FeatureGen.parser_job``) and
-    ``--preserve_performance_counters``' counters of -i (the closing block adds them)."""
+    """The ``terascale vw`` run's VW feature generation and update rules (the model
+    records them; ``grams``: the features the compiled parser makes,
+    ``_vwgen.FeatureGen.parser_job``), ``--preserve_performance_counters``' counters of -i
+    (the closing block adds them) and ``--binary``."""
+    from ._cli_run import kept_rules
+
     return {"generation": getattr(args, "vw_generation", None) or {},
             "preserved": getattr(args, "vw_preserved", None) or {},
-            "binary": bool(getattr(args, "binary", False)),
+            "binary": bool(getattr(args, "binary", False)), "rules": kept_rules(args),
             "grams": gen.parser_job() if (gen := getattr(args, "vw_grams", None)) else None}
 
 
@@ -486,7 +487,7 @@ def _until_malformed(blocks: Iterator[Any], job: dict[str, Any], refuse: bool,
         return
 
 
-def malformed_error(bad: tuple[str, int, str, int, int, int]) -> DataError:
+def malformed_error(bad: tuple[str, int, str, int, int]) -> DataError:
     """The error of a run that does not stop where VW's multiclass parser throws (a
     holdout, several workers: :func:`_until_malformed`)."""
     where, word = bad[0], bad[2]
@@ -496,7 +497,7 @@ def malformed_error(bad: tuple[str, int, str, int, int, int]) -> DataError:
                      f"without a holdout")
 
 
-def malformed_note(bad: tuple[str, int, str, int, int, int]) -> str:
+def malformed_note(bad: tuple[str, int, str, int, int]) -> str:
     """VW's lines where its multiclass parser throws (:func:`_first_malformed`'s): its
     warning on a word of which ``strtol`` reads no integer (``abc``, ``nan``, ``-x``: read
     as 0), then its error."""
@@ -516,12 +517,13 @@ def _reads_no_int(word: str) -> bool:
     return re.match(r"\s*[-+]?\d", word) is None
 
 
-def _mended(paths: list[str], bad: tuple[str, int, str, int, int, int],
+def _mended(paths: list[str], bad: tuple[str, int, str, int, int],
             out_dir: str) -> list[str]:
     """The text VW's multiclass parser reads up to the line it throws at (``bad``:
-    :func:`_first_malformed`'s), that line's label word, of which ``strtol`` reads no
-    integer and which the parser would refuse, written ``0`` (the run stops at that
-    example: it is never learned from); the files after it left out."""
+    :func:`_first_malformed`'s), that line written ``0 |``, an example the parser reads
+    (its label word may be one of which ``strtol`` reads no integer, or its label section
+    have more words than the parser takes; the run stops at that example: it is never
+    learned from); the lines and files after it left out."""
     out: list[str] = []
     left = bad[1]  # (the lines before it, every file's, empty ones too)
     for n, path in enumerate(paths):
@@ -533,8 +535,7 @@ def _mended(paths: list[str], bad: tuple[str, int, str, int, int, int],
                 open(name, "wb") as o:
             for line in f:
                 if left == 0:
-                    col = bad[5]
-                    o.write(line[:col] + b"0" + line[col + len(os.fsencode(bad[2])):])
+                    o.write(b"0 |\n")
                     return out
                 o.write(line)
                 left -= 1
@@ -555,10 +556,9 @@ def _head(blk: Any, j: int) -> Any:
 
 
 def _first_malformed(data: list[str], paths: list[str]
-                     ) -> tuple[str, int, str, int, int, int] | None:
+                     ) -> tuple[str, int, str, int, int] | None:
     """(file:line, VW's example number: the lines before it, empty ones too, its label
-    word, its label section's word count, the examples before it, the word's byte in its
-    line) of the first line
+    word, its label section's word count, the examples before it) of the first line
     whose label section VW's multiclass parser throws at; None where there is none. The
     text is read in chunks of whole lines by ``multiclass_stop`` (the compiled core's where
     built: a compiled ``--oaa`` run imports no numba; else :mod:`.._vw._vwparse`'s)."""
@@ -585,9 +585,8 @@ def _first_malformed(data: list[str], paths: list[str]
                 kind, at, nex, count, s, e = multiclass_stop(buf)
                 if kind:
                     word = bytes(buf[s:e]).decode("utf-8", "surrogateescape")
-                    col = s - (text.rfind(b"\n", 0, s) + 1)
                     return (f"{name}:{line + at + 1}", lines_before + line + at, word,
-                            count, examples_before + nex, col)
+                            count, examples_before + nex)
                 line += at
                 examples_before += nex
                 if not chunk:
@@ -765,7 +764,7 @@ class _Table:
             t[k] = np.cumsum(np.concatenate(([t[k]], part)))[-1]
         for k, part in enumerate((loss[counted], w[learnt], w[~labelled], w)):
             self.run[k] = np.cumsum(np.concatenate(([self.run[k]], part)))[-1]
-        t[10:14] = self.run
+        t[-len(self.run):] = self.run  # (the row's last slots: _vwreport.RUN_LOSS on)
         cum = np.cumsum(np.concatenate([self.cum[None], np.stack(
             [np.where(counted, loss, 0.0), np.where(learnt, w, 0.0),
              np.where(held, loss, 0.0), np.where(held, w, 0.0)], axis=1)]), axis=0)[1:]
@@ -847,13 +846,13 @@ def _train_one(args: argparse.Namespace, paths: list[str], options: dict[str, An
     from .._vw._vwout import AtomicText
 
     bad = None if names is not None else _first_malformed(paths, paths)
-    mend = bad is not None and bad[3] <= 2 and _reads_no_int(bad[2])
+    mend = bad is not None and (bad[3] > 2 or _reads_no_int(bad[2]))
     tmp = tempfile.mkdtemp(prefix="terascale-oaa-") if names is not None or mend else None
     out = raw = None
     try:
         data = paths if names is None else _numbered(paths, k_classes, names, tmp,
                                                           not args.quiet)
-        if mend:  # (the text VW reads: up to that line, its word one the parser reads)
+        if mend:  # (the text VW reads: up to that line, which the parser then reads)
             assert tmp is not None and bad is not None
             data = _mended(paths, bad, tmp)
             options = {**options, "cache": False}  # (read once: the run stops in pass 1)
@@ -1016,6 +1015,12 @@ def run_oaa(job: dict[str, Any], start: list[Any] | None = None,
                 average_weights(comm, w, g2, nrm, state, opts.averaging)
         t = table.passes[p] if p < len(table.passes) else np.zeros(9)
         job_totals.append(comm.allreduce(t[:9].copy()) if size > 1 else t)
+        if p == 0 and not test:  # (--skip-bad's lines, the job's, as the binary run's)
+            skipped = blocks.skipped()
+            if size > 1:
+                skipped = int(comm.allreduce(np.array([skipped], np.float64))[0])
+            if skipped and not quiet:
+                print(f"skipped {skipped} bad lines (--skip-bad)", file=sys.stderr)
         held = job_totals[-1][2:4]
         if table.prog is not None:  # (where the table stood: the counters of a kept pass)
             marks.append(table.mark(job_totals))
@@ -1109,7 +1114,7 @@ def _interleaved(job: dict[str, Any], learners: Any, parse: Any, loss: str,
     info = {"pass_totals": [[*map(float, t)] for t in totals],
             "vw_progress": progress, "vw_generation": job.get("generation") or {},
             "vw_rates": job.get("rates"), "vw_t0": t0, "vw_indexing": job.get("indexing"),
-            "vw_initial_t": initial_t,
+            "vw_initial_t": initial_t, "vw_rules": job.get("rules") or [],
             **({"vw_current_pass": job["current_pass"]} if "current_pass" in job else {}),
             "link": job.get("model_link"), "binary": bool(job.get("binary"))}
     if job.get("preserved"):  # (-i's counters, which the model's go on from)

@@ -84,6 +84,8 @@ def run_train(job: dict[str, Any],
             model.info["fixed_range"] = True  # (VW's header holds it, whatever the loss)
         if job.get("rates"):
             model.info["vw_rates"] = job["rates"]
+        if job.get("rules"):
+            model.info["vw_rules"] = job["rules"]
         if job.get("generation"):
             model.info["vw_generation"] = job["generation"]
         if job.get("preserved"):  # (-i's counters, which -f's go on from)

@@ -242,20 +242,32 @@ def _parse_one(buf: np.ndarray, opts: ParseOptions, source: str,
                    skipped=int(skipped), sources=[source], parse=opts,
                    blanks=blanks if blanks is not None and len(blanks) else None,
                    ignored=ignored if ignored is not None and len(ignored) else None,
-                   notes=_notes(buf, notes) if notes is not None and len(notes) else None)
+                   notes=_notes(buf, notes, first_line)
+                   if notes is not None and len(notes) else None)
 
 
-def _notes(buf: np.ndarray, rows: np.ndarray) -> list[str]:
+def _notes(buf: np.ndarray, rows: np.ndarray,
+           first_line: int | Callable[[], int]) -> list[str]:
     """VW's lines for the parser's notes (``parse_vw_bytes``, ``lenient_labels``): its warning
-    on a label word that is no number, its error on a label of more than three words."""
+    on a label word that is no number, its error on a label of more than three words, its
+    two warnings on a namespace without a name with a scale (``|:2``), which name the
+    example by its line from 0 (``first_line``: the 1-based line of ``buf``'s first)."""
     out = []
     for kind, count, s, e in rows.reshape(-1, 4).tolist():
         text = bytes(buf[s:e]).decode("utf-8", "surrogateescape")
         if kind == 1:
             out.append(f"[warning] '{text}' is not a good float, replacing with 0")
-        else:
+        elif kind == 2:
             out.append(f"[error] Error: {count} is too many tokens for a simple label: "
                        + " ".join(text.split()))
+        else:
+            if callable(first_line):
+                first_line = first_line()
+            where = (f"\"{text[:text.index('|:') + 1]}\"in Example "
+                     f"#{first_line - 1 + count}: \"{text}\"")
+            out.append(f"[warning] malformed example! '|',String,space, or EOL expected "
+                       f"after : {where}")
+            out.append(f"[warning] malformed example! '|' or EOL expected after : {where}")
     return out
 
 

@@ -482,7 +482,7 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
                 y = 1.0 if y > 0 else -1.0
             p = scores[c, i]
             pd = p
-            if link >= 0:
+            if link >= 0 and not given:
                 p = pd = _linked(p, link)
                 if widen:
                     lo = min(lo, y)
@@ -491,10 +491,14 @@ def oaa_chunk(indptr: np.ndarray, cols: np.ndarray, values: np.ndarray, targets:
                     continue  # (VW's squared loss of a score past the bound it learns: 0)
                 if squared:  # (and its derivative takes the score clipped to the range)
                     pd = min(max(p, lo), hi)
-            else:  # (VW's squared loss of a score past a bound of a range lo > hi)
+            else:  # (VW's squared loss of a (linked) score past a bound of the range,
+                # which may be lo > hi: the bound's loss on)
+                if link >= 0:
+                    p = _linked(p, link)
                 pd = ranged_prediction(kind, p, lo, hi)
-            if not (loss32(kind, p, y) if link >= 0 else ranged_loss32(kind, p, y, lo, hi)
-                    ) > 0.0:  # VW: nothing to learn at a float loss of 0
+            if not (loss32(kind, p, y) if link >= 0 and not given
+                    else ranged_loss32(kind, p, y, lo, hi)) > 0.0:
+                # VW: nothing to learn at a float loss of 0
                 # (or NaN)
                 continue
             if _learn(cols, values, a, b, arrays[c, :, 0], arrays[c, :, 1], arrays[c, :, 2],

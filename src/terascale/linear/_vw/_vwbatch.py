@@ -415,6 +415,10 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     out = _Progress(args.quiet or rank > 0)
     head, note = batch_opening(m, hessian_on, data.parse.bits)
     out.note(note)
+    if args.cg is not None and not out.quiet:
+        from ._vwcli import bfgs_option_warnings
+
+        print(*bfgs_option_warnings(args), sep="", end="", flush=True)
     if data.notes and not out.quiet:  # (VW parses as its first pass starts: after the note)
         print("\n".join(data.notes), flush=True)
     out(head)
@@ -422,7 +426,8 @@ def train_vw_batch(args: argparse.Namespace, options: dict[str, Any], paths: lis
     writers = prediction_writers(args)
     with all_or_none(writers):
         state = _Batch(data, loss, m, l2, rel_threshold, hessian_on, no_bias,
-                       holdout_off, int(args.patience), passes, out, reg, comm)
+                       holdout_off, int(args.patience), passes, out, reg, comm,
+                       binary=bool(args.binary))
         if reg is not None:  # VW reads the file's header: its prediction range too
             state.lo, state.hi = _F(reg_lo), _F(reg_hi)
         if start is not None:
@@ -548,13 +553,24 @@ def _closing(state: _Batch, data: _Data, holdout_off: bool, loss: str,
     return "\n".join(lines)
 
 
+def _zero_one(loss: np.ndarray, pred: np.ndarray, labels: np.ndarray,
+              labelled: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The examples' losses ``loss`` as VW's ``--binary`` leaves them in its shared data:
+    an example labelled -1 or 1 loses its weight where the sign of its prediction
+    (``pred`` > 0: 1, else -1) is not its label, else 0; any other keeps its loss."""
+    sign = np.where(pred > 0, _F(1), _F(-1))
+    return np.where(labelled & (np.abs(labels) == 1),
+                    np.where(sign == labels, _F(0), weights), loss).astype(_F)
+
+
 class _Batch:
     """VW's bfgs state (``reductions/bfgs.cc``) and its passes."""
 
     def __init__(self, data: _Data, loss: _Loss, m: int, l2: float, rel_threshold: float,
                  hessian_on: bool, no_bias: bool, holdout_off: bool, early_stop: int,
                  final_pass: int, out: _Progress,
-                 regularizers: np.ndarray | None = None, comm: Any = None) -> None:
+                 regularizers: np.ndarray | None = None, comm: Any = None,
+                 binary: bool = False) -> None:
         from .._io._hashing import CONSTANT_HASH
 
         self.comm = comm  # (-n N: the workers' communicator; each learns from a share)
@@ -569,6 +585,7 @@ class _Batch:
         self.hessian_on, self.no_bias = hessian_on, no_bias
         self.holdout_off, self.early_stop = holdout_off, early_stop
         self.final_pass, self.out = final_pass, out
+        self.binary = binary  # (VW's --binary: its 0/1 loss in the shared data's sums)
         size = data.size
         self.const = CONSTANT_HASH & (size - 1)
         self.w = np.zeros(size, _F)      # W_XT
@@ -665,6 +682,9 @@ class _Batch:
             hl = (loss.value(pred, y, lo, hi) * wt).astype(_F)
         else:
             hl = ex_loss
+        if self.binary:  # VW's binary reduction over bfgs: the loss of sign(prediction)
+            ex_loss, hl = (_zero_one(v, out_pred, d.labels, d.labelled, wt)
+                           for v in (ex_loss, hl))
         sums = np.array([iws, dloss, dcurv, _in_turn(ex_loss[learn]), _in_turn(hl[d.holdout]),
                          _in_turn(wt[d.holdout])])
         if self.comm is not None and self.comm.size > 1:

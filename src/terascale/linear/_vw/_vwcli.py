@@ -262,11 +262,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                 return int(_cli_run.train(args) or 0)
             return _audited(args)
 
-    # VW's --termination default (terascale linear train's --tol is 1e-7); -l and
+    # VW's --termination and --mem defaults (terascale linear train's --tol is 1e-7), told
+    # apart from the values given (VW warns of them without --bfgs); -l and
     # --power_t left out are told apart from -l 0.5 (VW's other update rules default to 10)
     # and --power_t 0.5 (a VW model's own apply to -i where they are left out)
-    p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=1e-3,
-                   learning_rate=None, power_t=None, quantile_tau=None)
+    p.set_defaults(func=run, unknown_args=lambda extras: _unknown(extras, p), tol=None,
+                   memory=None, learning_rate=None, power_t=None, quantile_tau=None)
 
 
 def _overridden_interactions(args: argparse.Namespace) -> None:
@@ -394,6 +395,23 @@ def _notes(args: argparse.Namespace) -> None:
     if int(args.passes or 1) > 1 and last < 1e-4:  # (VW's double, its shortest digits)
         print(f"[warning] The learning rate for the last pass is multiplied by '{last!r}' "
               f"adjust --decay_learning_rate larger to avoid this.")
+    if args.cg is None:  # (--conjugate_gradient's: after its learner's [info] line)
+        print(*bfgs_option_warnings(args), sep="", end="")
+
+
+def bfgs_option_warnings(args: argparse.Namespace) -> list[str]:
+    """VW's warnings on --mem and --termination given without --bfgs (-i's model's
+    included), the options only its BFGS enables, each a line to print (its text ending
+    in a newline, as VW's logger writes it)."""
+    from ._vwmodel import model_rules
+
+    if args.bfgs is not None or (args.initial and "bfgs" in model_rules(args.initial)):
+        return []
+    return [f"[warning] Option '{name}' depends on another option (or combination of "
+            f"options) which was not supplied. Possible combinations of options which "
+            f"would enable this option are:\n\tbfgs\n\n"
+            for name, given in (("mem", args.memory_given), ("termination", args.tol_given))
+            if given]
 
 
 def _namespace_lines(args: argparse.Namespace) -> None:
@@ -853,6 +871,10 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     args.power_t_given = args.power_t is not None
     if args.power_t is None:
         args.power_t = 0.5
+    for name, default in (("tol", 1e-3), ("memory", 15)):
+        setattr(args, f"{name}_given", getattr(args, name) is not None)
+        if getattr(args, name) is None:
+            setattr(args, name, default)
     args.initial_t_given = args.initial_t is not None
     if args.initial_t is None:
         args.initial_t = 0.0

@@ -782,7 +782,11 @@ PyObject *vw_oaa_learn(PyObject *self, PyObject *args) {
             for (Py_ssize_t c = 0; c < k && !bad; c++) {
                 double y = tg == (double)c ? 1.0 : -1.0;
                 double p = sc[c], pd = p;
-                if (how >= 0) {
+                if (how >= 0 && fixed) { /* (VW's squared loss of a linked score past a
+                                            * bound of the range, which may be lo > hi) */
+                    p = linked(p, how);
+                    pd = ranged_prediction(st.kind, p, lo, hi);
+                } else if (how >= 0) {
                     p = pd = linked(p, how);
                     if (st.track) {
                         lo = mind(lo, y);
@@ -794,7 +798,7 @@ PyObject *vw_oaa_learn(PyObject *self, PyObject *args) {
                         pd = mind(maxd(p, lo), hi);
                 } else if (fixed) /* (a range lo > hi: VW's squared loss past a bound) */
                     pd = ranged_prediction(st.kind, p, lo, hi);
-                if (!((how < 0 && fixed ? ranged_loss32(st.kind, p, y, lo, hi, &bad)
+                if (!((fixed ? ranged_loss32(st.kind, p, y, lo, hi, &bad)
                                         : loss32(st.kind, p, y, &bad)) > 0.0))
                     continue;
                 if (learn_one(cols, values, a, b, t + 3 * c, rs, states + c * STATE_SIZE,

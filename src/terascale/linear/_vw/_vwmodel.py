@@ -157,19 +157,19 @@ def run_counters(totals: list[list[float]], progress: list[float] | None,
     table stopped (``progress``: the next line's weight, the loss since the last line
     (VW's own sum) and the labelled weight at it; None: no line printed); ``kept``: -i's
     counters the run went on from (``--preserve_performance_counters``), added in."""
-    from ._vwreport import run_label_sum
+    from ._vwreport import RUN_LABELLED, RUN_LOSS, RUN_T, RUN_UNLABELLED, run_label_sum
 
     kept = kept if kept and "examples" in kept else {}
     loss = float(sum(t[0] for t in totals)) + kept.get("sum_loss", 0.0)
     labelled = float(sum(t[1] for t in totals)) + kept.get("weighted_labeled_examples", 0.0)
-    if totals and len(totals[-1]) >= 12:  # (VW's running sums at the pass's end, kept's on)
-        loss, labelled = float(totals[-1][10]), float(totals[-1][11])
+    if totals and len(totals[-1]) > RUN_LABELLED:  # (VW's running sums at the end, kept's on)
+        loss, labelled = float(totals[-1][RUN_LOSS]), float(totals[-1][RUN_LABELLED])
     t = float(sum(t[1] + t[3] + t[6] for t in totals))
     unlabelled = float(sum(t[6] for t in totals)) + kept.get("weighted_unlabeled_examples",
                                                               0.0)
     labels = run_label_sum(totals) + kept.get("weighted_labels", 0.0)
-    if totals and len(totals[-1]) >= 14:  # (VW's running sums, kept's in them)
-        unlabelled, t = float(totals[-1][12]), float(totals[-1][13])
+    if totals and len(totals[-1]) > RUN_T:  # (VW's running sums, kept's in them)
+        unlabelled, t = float(totals[-1][RUN_UNLABELLED]), float(totals[-1][RUN_T])
         labels = run_label_sum(totals)
     due, since, at_weight = progress if progress else (1.0, loss, 0.0)
     return {"t": t, "sum_loss": loss,

@@ -721,7 +721,7 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     (None: the last)."""
     from types import SimpleNamespace
 
-    from .._front._cli_run import _rates
+    from .._front._cli_run import _rates, kept_rules
     from ._vwmodel import run_generation, write_vw_model
 
     predict_only = bool(args.predict_only_model)
@@ -747,6 +747,8 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     rates = _rates(args)
     if rates:
         info["vw_rates"] = rates
+    if kept_rules(args):
+        info["vw_rules"] = kept_rules(args)
     model = SimpleNamespace(indices=idx, weights=_Column(table, idx, 0), parse=parse,
                             loss=options["loss"], info=info, bits=parse.bits,
                             adaptive=(_Column(table, idx, 1), _Column(table, idx, 2), state))

@@ -40,7 +40,7 @@ ERRORS = {
     8: "a feature has more than one ':' (VW reads name:value; it reads x:1:2 as x with "
        "value 1 and drops the rest of the namespace, which terascale does not reproduce)",
     9: "a namespace without a name has a scale ('|:2'; VW warns that the example is "
-       "malformed and drops the rest of the line, which terascale does not reproduce)",
+       "malformed and drops the rest of the line, as terascale vw does)",
 }
 
 
@@ -490,8 +490,10 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
     label sections, see :attr:`.._io._dataset.ParseOptions.lenient_labels`), VW's lines on the
     label sections it reads anyway, rows of (kind, count, start, end): 1 a word that is no
     number or NaN, read as 0 (the word at start:end); 2 a label of ``count`` words, more
-    than three, the example read unlabelled (the words at start:end); without
-    ``lenient`` both are errors. ``ignored`` is each example's count of
+    than three, the example read unlabelled (the words at start:end); 3 a namespace
+    without a name with a scale (``|:2``) on line ``count`` of ``buf``, the rest of the
+    line dropped (its features from the first ``|`` at start:end, a CR left out);
+    without ``lenient`` all three are errors. ``ignored`` is each example's count of
     ``--ignore_linear``'s features (which VW counts in its feature counts; empty where
     there are none) and ``blanks`` holds, for each empty line (``\\n`` or ``\\r\\n``
     alone), the index of the example it precedes: VW counts an empty line as an example
@@ -662,6 +664,13 @@ def parse_vw_bytes(buf: np.ndarray, mask: int, table: np.ndarray, constant: bool
             while True:
                 nnz, err, stop, runs = _features(buf, bar, n, mask, ignore, indices, values,
                                                  nsch, ex_start, opened, line + 1)
+                if err == 9 and lenient:  # VW: "malformed example!", the rest dropped
+                    le = stop
+                    while le < n and buf[le] != 10:
+                        le += 1
+                    notes = _note(notes, nnote, 3, line, bar, le - (buf[le - 1] == 13))
+                    nnote += 1
+                    err = 0
                 if err != -1:
                     break
                 indices = _grow_i(indices, 2 * len(indices))

@@ -35,6 +35,11 @@ __all__ = ["average_loss", "batch_opening", "batch_test_lines", "best_constant",
            "holdout_on", "multiclass_log_loss", "preamble", "run_label_sum",
            "running_sum", "test_block"]
 
+# a ``pass_totals`` row's slots after the pass's own nine sums: VW's running sums over
+# the run at the pass's end (label x weight, loss, labelled weight, unlabelled weight,
+# ``t``), in VW's order of additions; a row may end after RUN_LABELS or RUN_LABELLED
+RUN_LABELS, RUN_LOSS, RUN_LABELLED, RUN_UNLABELLED, RUN_T = 9, 10, 11, 12, 13
+
 def holdout_on(options: dict[str, Any]) -> bool:
     """Whether a run with these training options holds examples out, as VW's
     ``holdout_set_off`` is false: more than one pass without ``--holdout_off``, or
@@ -62,8 +67,8 @@ def average_loss(totals: list[list[float]], holdout: bool = False,
         return "undefined (no holdout)"
     loss = sum(t[0] for t in totals) + preserved.get("sum_loss", 0.0)
     weight = sum(t[1] for t in totals) + preserved.get("weighted_labeled_examples", 0.0)
-    if totals and len(totals[-1]) >= 12:  # (VW's running sums, the preserved in them)
-        loss, weight = totals[-1][10], totals[-1][11]
+    if totals and len(totals[-1]) > RUN_LABELLED:  # (VW's running sums, preserved's in)
+        loss, weight = totals[-1][RUN_LOSS], totals[-1][RUN_LABELLED]
     return _fixed(loss / weight) if weight > 0 else "n.a."
 
 
@@ -80,7 +85,7 @@ def run_label_sum(totals: list[list[float]]) -> float:
     """VW's ``weighted label sum`` of a run's ``pass_totals``: a row's tenth sum is the
     run's running sum of label x weight at the end of its pass (one double sum over the
     passes, in VW's order: adding per-pass sums rounds otherwise), so the last row's."""
-    return float(totals[-1][9]) if totals and len(totals[-1]) >= 10 else 0.0
+    return float(totals[-1][RUN_LABELS]) if totals and len(totals[-1]) > RUN_LABELS else 0.0
 
 
 def multiclass_log_loss(loss: float, weight: float, holdout: bool = False) -> str:
@@ -230,9 +235,9 @@ def closing_block(info: dict[str, Any]) -> str:
         features = int(sum(t[8] for t in totals))
     # (VW's running labelled and unlabelled weights at the last pass's end, -i's in them,
     # its label sum too: sums of each pass added round otherwise, with weights far apart)
-    running = bool(totals) and len(totals[-1]) >= 14
+    running = bool(totals) and len(totals[-1]) > RUN_T
     if running:
-        weight = totals[-1][11] + totals[-1][12]
+        weight = totals[-1][RUN_LABELLED] + totals[-1][RUN_UNLABELLED]
     label_sum = run_label_sum(totals)
     kept = info.get("vw_preserved") or {}
     if "examples" in kept:  # VW's counters carried on from -i's: its passes one more
