@@ -705,7 +705,9 @@ def _generate(args: argparse.Namespace) -> None:
     if (args.ngram or args.skips) and args.model and args.nprocs > 1:
         raise ConfigError("-f with --ngram/--skips needs -n 1 (the model records them for "
                           "vw -i, as VW's does)")
-    if gen.parser_made and args.nprocs == 1 and not (args.plain_rule or args.save_per_pass):
+    # (--invert_hash names the rules' features from the rewritten text)
+    if (gen.parser_made or gen.parser_rules and not args.invert_hash) and args.nprocs == 1 \
+            and not (args.plain_rule or args.save_per_pass):
         from ._vwonline import c_path
 
         if c_path(args) is None:  # the compiled parser makes them, line by line

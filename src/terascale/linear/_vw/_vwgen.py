@@ -30,10 +30,12 @@ the features whose index is not in the mask's set of nonzero weights: the same e
 for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
-these flags is given (``--ngram``/``--skips`` and ``--spelling`` without the others, on a
-one-worker run the compiled learner takes, ``-t -i`` included, are made by its parser
-instead, ``_vwonline``: this rewrite, in Python, takes 20-45x VW's CPU time on 20-50 words a
-line): each line is rewritten with every feature named by its final hash (an
+these flags is given (on a one-worker run the compiled learner takes, ``-t -i`` included,
+its parser makes ``--ngram``/``--skips`` and ``--spelling`` without the others
+(:attr:`FeatureGen.parser_made`), and ``--redefine``, ``--feature_limit``, ``--hash_seed``,
+``--hash all`` and ``--sort_features`` from :meth:`FeatureGen.spec`
+(:attr:`FeatureGen.parser_rules`) instead, ``_vwonline``: this rewrite, in Python, takes
+20-100x VW's CPU time): each line is rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
 does), under the namespace letter it ends in. The parser then adds the constant and the
 interactions as always, so the examples are VW's bit for bit; the hot path never sees these
@@ -213,6 +215,30 @@ class FeatureGen:
         return bool(self.ngram or self.skips or self.spelling) and not (
             self.limit or self.redefine is not None or self.seed or self.keep is not None
             or self.affix or self.hash_all or self.sort)
+
+    @property
+    def parser_rules(self) -> bool:
+        """Whether the compiled parser takes the rest of what is asked for
+        (``--redefine``, ``--feature_limit``, ``--hash_seed``, ``--hash all``,
+        ``--sort_features``, :meth:`spec`), with ``--ngram``/``--skips`` where no limit
+        is given (a limit there sorts the n-grams' unmasked indices), without
+        ``--spelling``, ``--affix`` and ``--feature_mask``."""
+        return bool(self.limit or self.redefine is not None or self.seed or self.hash_all
+                    or self.sort) and not (self.spelling or self.affix
+                                           or self.keep is not None
+                                           or (self.limit and (self.ngram or self.skips)))
+
+    def spec(self) -> bytes:
+        """What the compiled parser reads of :meth:`parser_rules`' flags (``_vwfast.c``'s
+        ``GEN_SPEC``): ``--redefine``'s letter for each namespace letter, each letter's
+        ``--feature_limit`` (int32, -1: none), the seed, ``--hash all``,
+        ``--sort_features``."""
+        table = np.arange(256, dtype=np.uint8) if self.redefine is None else \
+            np.array(self.redefine, np.uint8)
+        limits = np.array([min(max(self._of(self.limit, c, -1), -1), (1 << 31) - 1)
+                           for c in range(256)], "<i4")
+        return (table.tobytes() + limits.tobytes() + np.uint32(self.seed).tobytes()
+                + bytes([self.hash_all, self.sort]))
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))
