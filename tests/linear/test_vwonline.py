@@ -690,10 +690,11 @@ def test_the_compiled_parsers_rules_are_vws(tmp_path, args):
 
 def _bad_lines(n: int, seed: int) -> list[str]:
     """:func:`_lines` with lines the compiled parser declines among them: bad ones (a
-    feature of two ':', a negative importance), an empty line, a string value, a label
+    feature of two ':', a negative importance), an empty line, a string value (after
+    features the compiled parser had read), a label
     word VW reads as 0 and one of four words (VW's notes)."""
     lines = _lines(n, seed, "real")
-    for k, t in ((7, "1 |a x:1:2"), (300, "2 -1 |b y"), (301, ""), (900, "1 |c w:red z"),
+    for k, t in ((7, "1 |a x:1:2"), (300, "2 -1 |b y"), (301, ""), (900, "1 |a p q |c w:red z"),
                  (1500, "abc |a x"), (2000, "1 2 0 4 |a q"), (2001, "-1 |a x:1:2 y")):
         lines.insert(k, t)
     return lines

@@ -361,6 +361,8 @@ class _Parser:
                 break
             else:
                 self.per /= 2
+        # (a declined line's features written before it was declined are not the examples')
+        nnz, ntag = int(indptr[nex]), int(tag_ptr[nex])
         counts = ignored[0][:nex] if ignored and ignored[0][:nex].any() else None
         return status, (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
                         weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None, None, counts)
