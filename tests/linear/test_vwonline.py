@@ -642,14 +642,15 @@ def test_logistic_in_a_fixed_range_clips_to_vws_floats(tmp_path, capfd, monkeypa
 
 RULES = [{"hash_all": True, "hash_seed": 7}, {"hash_seed": 3}, {"redefine": ["T:=tb"]},
          {"redefine": ["Z:=:"], "sort_features": True}, {"feature_limit": ["2", "b1", "c0"]},
-         {"sort_features": True, "hash_all": True}]
+         {"sort_features": True, "hash_all": True}, {"affix": ["+2t,-3b,+1,-7t"]},
+         {"affix": ["-2T,+3c"], "redefine": ["T:=tb"], "hash_all": True}]
 
 
 @built
 @pytest.mark.parametrize("flags", RULES, ids=[str(f) for f in RULES])
 def test_the_compiled_parsers_rules_are_the_rewrites_bits(flags):
-    """--redefine, --feature_limit, --hash_seed, --hash all and --sort_features made by
-    the compiled parser give the arrays of the rewritten text (``_vwgen``) parsed."""
+    """--redefine, --feature_limit, --hash_seed, --hash all, --sort_features and --affix
+    made by the compiled parser give the arrays of the rewritten text (``_vwgen``) parsed."""
     from terascale.linear._io._dataset import ParseOptions
     from terascale.linear._vw._vwgen import FeatureGen
     from terascale.linear._vw._vwonline import _Parser
@@ -671,6 +672,7 @@ def test_the_compiled_parsers_rules_are_the_rewrites_bits(flags):
 @built
 @pytest.mark.parametrize("args", [
     ["--hash", "all", "--hash_seed", "5", "-q", "tb"],
+    ["--affix", "+2t,-3b,+1", "-q", "tb", "--hash_seed", "2"],
     ["--redefine", "T:=tb", "-q", "Tc", "--feature_limit", "c1", "--passes", "2", "-c",
      "--holdout_off"],
     more(["--sort_features", "--ignore", "c", "--cubic", "tbb"])])

@@ -33,7 +33,12 @@
  * sorted by (index, value) and its first N distinct indices kept), --hash_seed (uint32:
  * the seed of every name's hash), --hash all (a byte: every name hashed with murmur3, an
  * all-digit one too) and --sort_features (a byte: each namespace sorted, a repeated index
- * kept once), as _vwgen's rewrite of the text does them.
+ * kept once), as _vwgen's rewrite of the text does them; then, for --affix, the character
+ * its features are filed under and each namespace character's affixes (16 bytes: codes
+ * L << 1 | prefix, 0 ending them): each named feature of a nonzero value adds, for each,
+ * its first (or last) L bytes hashed in the namespace's hash (as its name), times
+ * 13903957 + code * 27942141 (VW's parse_example_text), of the feature's value; they are
+ * kept apart and listed as the spelling namespace is.
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
  *       [, table, rows, width[, ignore[, grams[, ignore_linear, ignored[, spell[, gen]]]]]])
@@ -544,6 +549,25 @@ static int64_t drop_linear(const unsigned char *linear_off, const unsigned char 
 }
 
 #define GEN_SPEC 1286 /* --redefine, --feature_limit, --hash_seed, --hash all, --sort_features */
+#define GEN_AFFIX (GEN_SPEC + 1 + 256 * 16) /* and --affix */
+#define AFFIX_CONSTANT 13903957u
+
+/* --affix: the affixes (codes, 0-ended, at most 16) of a feature named by the n bytes at
+ * p, in namespace hash ns_hash, of value v, made in segment seg; 0 where memory ran out */
+static int affix_push(spelt_t *sp, const unsigned char *codes, const unsigned char *p,
+                      size_t n, uint32_t ns_hash, int hash_all, float v, uint32_t m, int seg) {
+    for (int k = 0; k < 16 && codes[k]; k++) {
+        size_t ln = codes[k] >> 1;
+        if (ln > n)
+            ln = n;
+        const unsigned char *part = codes[k] & 1 ? p : p + n - ln;
+        uint32_t h = hash_all ? murmur3(part, ln, ns_hash) : hashstring(part, ln, ns_hash);
+        if (!spelt_push(sp, h * (AFFIX_CONSTANT + codes[k] * (uint32_t)GRAM_CONSTANT) & m, v,
+                        seg))
+            return 0;
+    }
+    return 1;
+}
 
 /* a float's bits as an unsigned key of the same order (no NaN reaches here) */
 static inline uint32_t float_key(float v) {
@@ -642,7 +666,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     unsigned char redef[256];
     int32_t limit[256];
     uint32_t seed = 0;
-    int hash_all = 0, sort = 0, limited = 0;
+    int hash_all = 0, sort = 0, limited = 0, status = 0, affix_ns = -1;
+    const unsigned char *affix = NULL, *afx = NULL; /* --affix: all, the namespace's */
     for (int c = 0; c < 256; c++) {
         redef[c] = (unsigned char)c;
         limit[c] = -1;
@@ -654,6 +679,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         memcpy(&seed, g + 1280, 4);
         hash_all = g[1284] != 0;
         sort = g[1285] != 0;
+        if (bz.len >= GEN_AFFIX) {
+            affix = g + GEN_SPEC + 1;
+            affix_ns = g[GEN_SPEC];
+        }
     }
     for (int c = 0; c < 256; c++)
         limited |= limit[c] >= 0;
@@ -666,6 +695,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     if (bs.obj && bs.len >= 257) {
         memcpy(spell, bs.buf, 256);
         spell_ns = ((const unsigned char *)bs.buf)[256];
+    }
+    if (affix) { /* (filed as the spelling namespace is: not both) */
+        status |= spell_ns >= 0;
+        spell_ns = affix_ns;
     }
     /* --ignore_linear: a nonzero byte keeps that namespace character's features out of
      * the linear ones (crossed all the same); each example's count of them in `ignored` */
@@ -689,7 +722,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     if (bg.obj)
         memcpy(drop, bg.buf, bg.len < 256 ? (size_t)bg.len : 256);
     const int32_t *tab = bt.buf;
-    int status = any_off && !ignored; /* (no room for the counts: the numba parser) */
+    status |= any_off && !ignored; /* (no room for the counts: the numba parser) */
     if (rows < 0 || width < 2 || (size_t)bt.len < (size_t)(rows * width) * 4)
         rows = 0;
     for (Py_ssize_t t = 0; t < rows; t++) { /* anything unusual: the numba parser */
@@ -827,6 +860,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 if (colon && !read_number(colon + 1, q, &scale)) { status = 1; goto done; }
                 if (n_seg == MAX_SEGS || nc == spell_ns) { status = 1; goto done; }
                 spelled = spell[nc] && !(spell_ns >= 0 && drop[spell_ns]);
+                afx = affix && affix[16 * nc] && !drop[spell_ns] ? affix + 16 * nc : NULL;
                 seg_s[n_seg] = nnz;
                 seg_next[n_seg] = -1;
                 seg_c[n_seg] = (unsigned char)nc;
@@ -868,8 +902,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                     q += n;
                     if (scale == 0.0f) /* (the value: scale * 1, exactly) */
                         continue;
-                    if (spelled && !spelt_push(&sp, spelling_hash(q - n, (size_t)n, ns_hash) & m,
-                                               scale, n_seg - 1)) {
+                    if ((spelled && !spelt_push(&sp, spelling_hash(q - n, (size_t)n, ns_hash) & m,
+                                                scale, n_seg - 1)) ||
+                        (afx && !affix_push(&sp, afx, q - n, (size_t)n, ns_hash, hash_all, scale,
+                                            m, n_seg - 1))) {
                         status = 3;
                         goto done;
                     }
@@ -893,8 +929,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                     v = scale * v;
                     if (v == 0.0f)
                         continue;
-                    if (spelled && !spelt_push(&sp, spelling_hash(nm, (size_t)n, ns_hash) & m, v,
-                                               n_seg - 1)) {
+                    if ((spelled && !spelt_push(&sp, spelling_hash(nm, (size_t)n, ns_hash) & m, v,
+                                                n_seg - 1)) ||
+                        (afx && !affix_push(&sp, afx, nm, (size_t)n, ns_hash, hash_all, v, m,
+                                            n_seg - 1))) {
                         status = 3;
                         goto done;
                     }
@@ -930,8 +968,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             if (v == 0.0f)
                 continue;
             /* (an anonymous feature's spelling is empty: the namespace's hash) */
-            if (spelled && !spelt_push(&sp, spelling_hash(ts, (size_t)(ne - ts), ns_hash) & m,
-                                       v, n_seg - 1)) {
+            if ((spelled && !spelt_push(&sp, spelling_hash(ts, (size_t)(ne - ts), ns_hash) & m,
+                                        v, n_seg - 1)) ||
+                (afx && ne != ts && !affix_push(&sp, afx, ts, (size_t)(ne - ts), ns_hash,
+                                                hash_all, v, m, n_seg - 1))) {
                 status = 3;
                 goto done;
             }

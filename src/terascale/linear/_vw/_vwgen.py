@@ -33,7 +33,7 @@ Here these run as one text-to-text step in front of terascale's parser, only whe
 these flags is given (on a one-worker run the compiled learner takes, ``-t -i`` included,
 its parser makes ``--ngram``/``--skips`` and ``--spelling`` without the others
 (:attr:`FeatureGen.parser_made`), and ``--redefine``, ``--feature_limit``, ``--hash_seed``,
-``--hash all`` and ``--sort_features`` from :meth:`FeatureGen.spec`
+``--hash all``, ``--sort_features`` and ``--affix`` from :meth:`FeatureGen.spec`
 (:attr:`FeatureGen.parser_rules`) instead, ``_vwonline``: this rewrite, in Python, takes
 20-100x VW's CPU time): each line is rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
@@ -220,25 +220,34 @@ class FeatureGen:
     def parser_rules(self) -> bool:
         """Whether the compiled parser takes the rest of what is asked for
         (``--redefine``, ``--feature_limit``, ``--hash_seed``, ``--hash all``,
-        ``--sort_features``, :meth:`spec`), with ``--ngram``/``--skips`` where no limit
-        is given (a limit there sorts the n-grams' unmasked indices), without
-        ``--spelling``, ``--affix`` and ``--feature_mask``."""
+        ``--sort_features``, ``--affix`` of at most 15 affixes a namespace, :meth:`spec`),
+        with ``--ngram``/``--skips`` where no limit is given (a limit there sorts the
+        n-grams' unmasked indices), without ``--spelling`` (whose namespace's place in the
+        line the affixes' takes) and ``--feature_mask``."""
         return bool(self.limit or self.redefine is not None or self.seed or self.hash_all
-                    or self.sort) and not (self.spelling or self.affix
-                                           or self.keep is not None
-                                           or (self.limit and (self.ngram or self.skips)))
+                    or self.sort or self.affix) and not (
+            self.spelling or self.keep is not None
+            or (self.limit and (self.ngram or self.skips))
+            or any(len(v) > 15 for v in self.affix.values()))
 
     def spec(self) -> bytes:
         """What the compiled parser reads of :meth:`parser_rules`' flags (``_vwfast.c``'s
         ``GEN_SPEC``): ``--redefine``'s letter for each namespace letter, each letter's
         ``--feature_limit`` (int32, -1: none), the seed, ``--hash all``,
-        ``--sort_features``."""
+        ``--sort_features``; with ``--affix``, the character the affix namespace is filed
+        under (the rewrite's) and each letter's affix codes (16 bytes, 0 ending them)."""
         table = np.arange(256, dtype=np.uint8) if self.redefine is None else \
             np.array(self.redefine, np.uint8)
         limits = np.array([min(max(self._of(self.limit, c, -1), -1), (1 << 31) - 1)
                            for c in range(256)], "<i4")
-        return (table.tobytes() + limits.tobytes() + np.uint32(self.seed).tobytes()
-                + bytes([self.hash_all, self.sort]))
+        out = (table.tobytes() + limits.tobytes() + np.uint32(self.seed).tobytes()
+               + bytes([self.hash_all, self.sort]))
+        if self.affix:  # (the character they are filed under, each letter's codes)
+            codes = np.zeros((256, 16), np.uint8)
+            for c, parts in self.affix.items():
+                codes[c, :len(parts)] = [code for _, _, code in parts]
+            out += bytes([ord(_AFFIX_NAME[0])]) + codes.tobytes()
+        return out
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))

@@ -25,10 +25,11 @@ compiled parser spells each feature of a spelled namespace as it hashes it (the 
 namespace filed under ``_vwgen``'s character for it, listed where VW lists it) and appends each namespace's n-grams after its features, as
 VW does; a line it does not read (a string value, say) is rewritten by ``_vwgen`` and
 parsed so, its errors quoting the line as given. So are ``--redefine``,
-``--feature_limit``, ``--hash_seed``, ``--hash all`` and ``--sort_features``
+``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--sort_features`` and ``--affix``
 (``_vwgen.FeatureGen.parser_rules``: the parser files a namespace under its redefined
-letter, hashes its names with the seed, or all with murmur3, and sorts each namespace's
-features, keeping the first of each index up to its limit). ``--skip-bad`` runs here too
+letter, hashes its names with the seed, or all with murmur3, sorts each namespace's
+features, keeping the first of each index up to its limit, and adds each named feature's
+affixes, listed as the spelling namespace is). ``--skip-bad`` runs here too
 (without ``--oaa`` or ``-t``): a line the compiled parser declines is read alone by the
 numba parser, which skips and counts a bad one (``_Parser.skipped``), and the count is
 printed where the numba pass prints it. On 200k lines of 20-50 Zipf words in
