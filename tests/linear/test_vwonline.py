@@ -667,3 +667,113 @@ def test_logistic_in_a_fixed_range_clips_to_vws_floats(tmp_path, capfd, monkeypa
         assert (tmp_path / f"ts.{ext}").read_text() == (tmp_path / f"vw.{ext}").read_text()
     c, vw = ((tmp_path / f"{t}.m").read_bytes() for t in ("ts", "vw"))
     assert c[4 + int.from_bytes(c[:4], "little"):] == vw[4 + int.from_bytes(vw[:4], "little"):]
+
+
+RULES = [{"hash_all": True, "hash_seed": 7}, {"hash_seed": 3}, {"redefine": ["T:=tb"]},
+         {"redefine": ["Z:=:"], "sort_features": True}, {"feature_limit": ["2", "b1", "c0"]},
+         {"sort_features": True, "hash_all": True}, {"affix": ["+2t,-3b,+1,-7t"]},
+         {"affix": ["-2T,+3c"], "redefine": ["T:=tb"], "hash_all": True}]
+
+
+@built
+@pytest.mark.parametrize("flags", RULES, ids=[str(f) for f in RULES])
+def test_the_compiled_parsers_rules_are_the_rewrites_bits(flags):
+    """--redefine, --feature_limit, --hash_seed, --hash all, --sort_features and --affix
+    made by the compiled parser give the arrays of the rewritten text (``_vwgen``) parsed."""
+    from terascale.linear._io._dataset import ParseOptions
+    from terascale.linear._vw._vwgen import FeatureGen
+    from terascale.linear._vw._vwonline import _Parser
+
+    given = {"feature_limit": (), "redefine": (), "hash_seed": 0, **flags}
+    gen = FeatureGen.from_flags(bits=18, ngram=(), skips=(), **given)
+    assert gen is not None and gen.parser_rules
+    opts = ParseOptions(bits=18, quadratic=("Tb", "ZZ"), lenient_labels=True)
+    lines = _words(400, 5)
+    text = "\n".join(lines).encode()
+    assert _Parser(opts, gen)._compiled(np.frombuffer(text, np.uint8))[0] == 0  # (all read)
+    got = _Parser(opts, gen).parse(text, "d.vw", 1)
+    want = _Parser(opts).parse("\n".join(gen.line(t, "d.vw") for t in lines).encode(),
+                               "d.vw", 1)
+    for a, b in zip(got[:7], want[:7]):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+@built
+@pytest.mark.parametrize("args", [
+    ["--hash", "all", "--hash_seed", "5", "-q", "tb"],
+    ["--affix", "+2t,-3b,+1", "-q", "tb", "--hash_seed", "2"],
+    ["--redefine", "T:=tb", "-q", "Tc", "--feature_limit", "c1", "--passes", "2", "-c",
+     "--holdout_off"],
+    more(["--sort_features", "--ignore", "c", "--cubic", "tbb"])])
+def test_the_compiled_parsers_rules_are_vws(tmp_path, args):
+    """The compiled path's predictions and model with those flags are VW's (no numba
+    imported: the text is not rewritten)."""
+    (tmp_path / "d.vw").write_text("\n".join(_words(300, len(args))) + "\n")
+    outs = ["-p", "{}.p", "--readable_model", "{}.rm", "-f", "{}.m", "--quiet"]
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", *args,
+            *(o.format("vw") for o in outs)], tmp_path)
+    assert vw_in_one_process([["-d", "d.vw", *args, *(o.format("ts") for o in outs)]],
+                             tmp_path) == []
+    for f in ("p", "rm"):
+        assert (tmp_path / f"ts.{f}").read_bytes() == (tmp_path / f"vw.{f}").read_bytes()
+    assert _body((tmp_path / "ts.m").read_bytes()) == _body((tmp_path / "vw.m").read_bytes())
+
+
+def _bad_lines(n: int, seed: int) -> list[str]:
+    """:func:`_lines` with lines the compiled parser declines among them: bad ones (a
+    feature of two ':', a negative importance), an empty line, a string value (after
+    features the compiled parser had read), a label
+    word VW reads as 0 and one of four words (VW's notes)."""
+    lines = _lines(n, seed, "real")
+    for k, t in ((7, "1 |a x:1:2"), (300, "2 -1 |b y"), (301, ""), (900, "1 |a p q |c w:red z"),
+                 (1500, "abc |a x"), (2000, "1 2 0 4 |a q"), (2001, "-1 |a x:1:2 y")):
+        lines.insert(k, t)
+    return lines
+
+
+@built
+def test_declined_lines_are_read_alone_to_the_numba_parsers_arrays():
+    """The lines the compiled parser declines are read one by one by the numba parser
+    (the lines around them by the compiled one): the chunk's arrays, notes, empty lines
+    and skipped lines are the numba parser's of the whole chunk."""
+    from terascale.linear._io._dataset import ParseOptions
+    from terascale.linear._io._readers import _parse_one
+    from terascale.linear._vw import _vwonline
+
+    opts = ParseOptions(bits=18, quadratic=("ab",), lenient_labels=True, skip_bad=True)
+    text = ("\n".join(_bad_lines(2500, 9)) + "\n").encode()
+    parser = _vwonline._Parser(opts)
+    got = parser.parse(text, "d.vw", 1)
+    ds = _parse_one(np.frombuffer(text, np.uint8), opts, "d.vw", 1)
+    for a, b in zip(got, (ds.indptr, ds.indices, ds.values, ds.labels, ds.weights,
+                          ds.tag_ptr, ds.tag_blob)):
+        assert a.tobytes() == b.tobytes()
+    assert got[7] == ds.notes and len(ds.notes) == 2
+    assert got[8].tolist() == ds.blanks.tolist() == [300 - 1]
+    assert parser.skipped == ds.skipped == 3
+
+
+@built
+def test_skip_bad_in_the_compiled_learner_is_the_numba_pass(tmp_path, capfd, monkeypatch):
+    """--skip-bad runs the compiled learner: the bad lines skipped and counted, its
+    predictions, model and printed lines the numba pass's; without it, the first bad line
+    is an error naming the file and line."""
+    from terascale.linear._vw._vwonline import c_path
+
+    assert c_path(_args(["-d", "x.vw", "--skip-bad"])) is None
+    assert "--skip-bad with --oaa" in c_path(_args(["-d", "x.vw", "--skip-bad", "--oaa", "3"]))
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_bad_lines(2500, 10)) + "\n")
+    cases = [["-q", "ab"], *([["--passes", "2", "-c", "--holdout_off"]] if ALL else [])]
+    for k, args in enumerate(cases):
+        got = {}
+        for who, env in (("c", None), ("numba", {"TERASCALE_NO_CEXT": "1"})):
+            d = tmp_path / f"{who}{k}"
+            d.mkdir()
+            err = run_ok([sys.executable, "-m", "terascale", "vw", "-d", str(data),
+                          "--skip-bad", *args, "-p", "p", "-f", "m"], d, env)
+            got[who] = (err, (d / "p").read_bytes(), (d / "m").read_bytes())
+        assert "skipped 3 bad lines (--skip-bad)" in got["c"][0]
+        assert got["c"] == got["numba"]
+    code, err = run_ts(capfd, ["-d", str(data), "--quiet"], tmp_path, monkeypatch)
+    assert code == 2 and f"{data}, line 8: a feature has more than one ':'" in err

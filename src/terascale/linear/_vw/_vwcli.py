@@ -723,7 +723,9 @@ def _generate(args: argparse.Namespace) -> None:
                                               *args.interactions))):
         raise ConfigError("--affix with --ignore/--keep/--ignore_linear or a ':' wildcard "
                           "interaction is not supported by terascale vw")
-    if gen.parser_made and not (args.plain_rule or args.save_per_pass):
+    # (--invert_hash names the rules' features from the rewritten text; -n N rewrites them)
+    if (gen.parser_made or (gen.parser_rules and not args.invert_hash and args.nprocs == 1)) \
+            and not (args.plain_rule or args.save_per_pass):
         from ._vwonline import c_path
 
         if c_path(args) is None:  # the compiled parser makes them, line by line

@@ -26,9 +26,22 @@
  * spelling (0 a A . #, one byte each) in the namespace's hash, of the feature's value; the
  * spelling namespace is listed where VW lists it: at its first feature, before a
  * namespace that is new on the line (a namespace named with that character: the caller).
+ * gen (GEN_SPEC bytes, _vwgen.FeatureGen.spec) is the rest of VW's parse-time feature
+ * generation: --redefine's table (256 bytes: the letter each named namespace's first
+ * byte is filed under; its features keep their own namespace's hash), --feature_limit's
+ * limit of each namespace letter (256 int32, -1 for none: a namespace of more features is
+ * sorted by (index, value) and its first N distinct indices kept), --hash_seed (uint32:
+ * the seed of every name's hash), --hash all (a byte: every name hashed with murmur3, an
+ * all-digit one too) and --sort_features (a byte: each namespace sorted, a repeated index
+ * kept once), as _vwgen's rewrite of the text does them; then, for --affix, the character
+ * its features are filed under and each namespace character's affixes (16 bytes: codes
+ * L << 1 | prefix, 0 ending them): each named feature of a nonzero value adds, for each,
+ * its first (or last) L bytes hashed in the namespace's hash (as its name), times
+ * 13903957 + code * 27942141 (VW's parse_example_text), of the feature's value; they are
+ * kept apart and listed as the spelling namespace is.
  *
  * parse(buf, mask, constant, indptr, indices, values, labels, weights, tag_ptr, tag_blob
- *       [, table, rows, width[, ignore[, grams[, ignore_linear, ignored[, spell]]]]])
+ *       [, table, rows, width[, ignore[, grams[, ignore_linear, ignored[, spell[, gen]]]]]])
  *       -> (status, examples, features, tag bytes)
  * (format_predictions, VW's -p lines, is at the end; learn, VW's online update, is
  * _vwlearn.c's.)
@@ -535,17 +548,146 @@ static int64_t drop_linear(const unsigned char *linear_off, const unsigned char 
     return dropped;
 }
 
+#define GEN_SPEC 1286 /* --redefine, --feature_limit, --hash_seed, --hash all, --sort_features */
+#define GEN_AFFIX (GEN_SPEC + 1 + 256 * 16) /* and --affix */
+#define AFFIX_CONSTANT 13903957u
+
+/* --affix: the affixes (codes, 0-ended, at most 16) of a feature named by the n bytes at
+ * p, in namespace hash ns_hash, of value v, made in segment seg; 0 where memory ran out */
+static int affix_push(spelt_t *sp, const unsigned char *codes, const unsigned char *p,
+                      size_t n, uint32_t ns_hash, int hash_all, float v, uint32_t m, int seg) {
+    for (int k = 0; k < 16 && codes[k]; k++) {
+        size_t ln = codes[k] >> 1;
+        if (ln > n)
+            ln = n;
+        const unsigned char *part = codes[k] & 1 ? p : p + n - ln;
+        uint32_t h = hash_all ? murmur3(part, ln, ns_hash) : hashstring(part, ln, ns_hash);
+        if (!spelt_push(sp, h * (AFFIX_CONSTANT + codes[k] * (uint32_t)GRAM_CONSTANT) & m, v,
+                        seg))
+            return 0;
+    }
+    return 1;
+}
+
+/* a float's bits as an unsigned key of the same order (no NaN reaches here) */
+static inline uint32_t float_key(float v) {
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    return b & 0x80000000u ? ~b : b | 0x80000000u;
+}
+
+static inline float key_float(uint32_t k) {
+    uint32_t b = k & 0x80000000u ? k & 0x7FFFFFFFu : ~k;
+    float v;
+    memcpy(&v, &b, 4);
+    return v;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* --feature_limit and --sort_features (VW's feature_limit, _vwgen._limited): each
+ * namespace character's run [gs[c], ge[c]) of the line's features [start, *nnz_p) that is
+ * longer than its limit (any, with sort) is sorted by (index, value) and only the first of
+ * each index kept, up to the limit; the runs are laid out again in their order through
+ * tmp_i/tmp_v, keys (the line's features at least). */
+static void line_limit(const int32_t *limit, int sort, const unsigned char *line_ns,
+                       int n_line_ns, Py_ssize_t *gs, Py_ssize_t *ge, Py_ssize_t start,
+                       uint32_t *indices, float *values, Py_ssize_t *nnz_p, uint32_t *tmp_i,
+                       float *tmp_v, uint64_t *keys) {
+    unsigned char order[256];
+    int no = 0;
+    for (int j = 0; j < n_line_ns; j++) { /* the characters with features, by position */
+        unsigned char c = line_ns[j];
+        if (ge[c] <= gs[c])
+            continue;
+        int a = no++;
+        while (a > 0 && gs[order[a - 1]] > gs[c]) {
+            order[a] = order[a - 1];
+            a--;
+        }
+        order[a] = c;
+    }
+    Py_ssize_t cnt = *nnz_p - start, pos = start;
+    memcpy(tmp_i, indices + start, (size_t)cnt * 4);
+    memcpy(tmp_v, values + start, (size_t)cnt * 4);
+    for (int j = 0; j < no; j++) {
+        unsigned char c = order[j];
+        Py_ssize_t len = ge[c] - gs[c], from = gs[c] - start;
+        gs[c] = pos;
+        if (!sort && !(limit[c] >= 0 && limit[c] < len)) {
+            memcpy(indices + pos, tmp_i + from, (size_t)len * 4);
+            memcpy(values + pos, tmp_v + from, (size_t)len * 4);
+            pos += len;
+            ge[c] = pos;
+            continue;
+        }
+        Py_ssize_t keep = limit[c] >= 0 && limit[c] < len ? limit[c] : len;
+        for (Py_ssize_t a = 0; a < len; a++)
+            keys[a] = (uint64_t)tmp_i[from + a] << 32 | float_key(tmp_v[from + a]);
+        if (len <= 16) {
+            for (Py_ssize_t a = 1; a < len; a++) {
+                uint64_t k = keys[a];
+                Py_ssize_t b = a;
+                for (; b > 0 && keys[b - 1] > k; b--)
+                    keys[b] = keys[b - 1];
+                keys[b] = k;
+            }
+        } else {
+            qsort(keys, (size_t)len, 8, cmp_u64);
+        }
+        Py_ssize_t kept = 0;
+        for (Py_ssize_t a = 0; a < len && kept < keep; a++) {
+            if (kept && (uint32_t)(keys[a] >> 32) == indices[pos - 1])
+                continue;
+            indices[pos] = (uint32_t)(keys[a] >> 32);
+            values[pos++] = key_float((uint32_t)keys[a]);
+            kept++;
+        }
+        ge[c] = pos;
+    }
+    *nnz_p = pos;
+}
+
 static PyObject *parse(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bb, bp, bi, bv, bl, bw, btp, btb, bt = {0}, bg = {0}, bn = {0}, bo = {0},
-              bx = {0}, bs = {0};
+              bx = {0}, bs = {0}, bz = {0};
     unsigned long mask;
     int constant;
     Py_ssize_t rows = 0, width = 0;
-    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nny*y*y*w*y*", &bb, &mask, &constant,
+    if (!PyArg_ParseTuple(args, "y*kpw*w*w*w*w*w*w*|y*nny*y*y*w*y*y*", &bb, &mask, &constant,
                           &bp, &bi, &bv, &bl, &bw, &btp, &btb, &bt, &rows, &width, &bg, &bn,
-                          &bo, &bx, &bs))
+                          &bo, &bx, &bs, &bz))
         return NULL;
+    /* --redefine, --feature_limit, --hash_seed, --hash all, --sort_features */
+    unsigned char redef[256];
+    int32_t limit[256];
+    uint32_t seed = 0;
+    int hash_all = 0, sort = 0, limited = 0, status = 0, affix_ns = -1;
+    const unsigned char *affix = NULL, *afx = NULL; /* --affix: all, the namespace's */
+    for (int c = 0; c < 256; c++) {
+        redef[c] = (unsigned char)c;
+        limit[c] = -1;
+    }
+    if (bz.obj && bz.len >= GEN_SPEC) {
+        const unsigned char *g = bz.buf;
+        memcpy(redef, g, 256);
+        memcpy(limit, g + 256, 1024);
+        memcpy(&seed, g + 1280, 4);
+        hash_all = g[1284] != 0;
+        sort = g[1285] != 0;
+        if (bz.len >= GEN_AFFIX) {
+            affix = g + GEN_SPEC + 1;
+            affix_ns = g[GEN_SPEC];
+        }
+    }
+    for (int c = 0; c < 256; c++)
+        limited |= limit[c] >= 0;
+    /* the default namespace's hash: murmur3 of no bytes in the seed (0 without one) */
+    const uint32_t blank_h = seed ? murmur3((const unsigned char *)"", 0, seed) : 0;
     /* --spelling: the namespace characters spelled, then the spelling namespace's */
     unsigned char spell[256];
     memset(spell, 0, sizeof spell);
@@ -553,6 +695,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     if (bs.obj && bs.len >= 257) {
         memcpy(spell, bs.buf, 256);
         spell_ns = ((const unsigned char *)bs.buf)[256];
+    }
+    if (affix) { /* (filed as the spelling namespace is: not both) */
+        status |= spell_ns >= 0;
+        spell_ns = affix_ns;
     }
     /* --ignore_linear: a nonzero byte keeps that namespace character's features out of
      * the linear ones (crossed all the same); each example's count of them in `ignored` */
@@ -576,7 +722,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     if (bg.obj)
         memcpy(drop, bg.buf, bg.len < 256 ? (size_t)bg.len : 256);
     const int32_t *tab = bt.buf;
-    int status = any_off && !ignored; /* (no room for the counts: the numba parser) */
+    status |= any_off && !ignored; /* (no room for the counts: the numba parser) */
     if (rows < 0 || width < 2 || (size_t)bt.len < (size_t)(rows * width) * 4)
         rows = 0;
     for (Py_ssize_t t = 0; t < rows; t++) { /* anything unusual: the numba parser */
@@ -635,7 +781,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     unsigned char seg_c[MAX_SEGS];
     uint32_t *tmp_i = NULL;
     float *tmp_v = NULL;
-    Py_ssize_t tmp_cap = 0;
+    uint64_t *keys = NULL; /* (--feature_limit/--sort_features: a run's sort keys) */
+    Py_ssize_t tmp_cap = 0, key_cap = 0;
     spelt_t sp = {NULL, NULL, 0, 0, -1};
     int spelled = 0; /* whether the namespace being read is spelled */
     if (ncap >= 0)
@@ -705,12 +852,15 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 q = token_end(q, end);
                 int nc = ts == q ? ' ' : *ts;
                 if (nc == ':') { status = 1; goto done; } /* |:2: the numba parser refuses it */
+                if (ts != q) /* (--redefine: a named namespace's letter) */
+                    nc = redef[nc];
                 /* |name:scale (the first ':'): the scale multiplies the values, in float */
                 const unsigned char *colon = memchr(ts, ':', (size_t)(q - ts));
                 scale = 1.0f;
                 if (colon && !read_number(colon + 1, q, &scale)) { status = 1; goto done; }
                 if (n_seg == MAX_SEGS || nc == spell_ns) { status = 1; goto done; }
                 spelled = spell[nc] && !(spell_ns >= 0 && drop[spell_ns]);
+                afx = affix && affix[16 * nc] && !drop[spell_ns] ? affix + 16 * nc : NULL;
                 seg_s[n_seg] = nnz;
                 seg_next[n_seg] = -1;
                 seg_c[n_seg] = (unsigned char)nc;
@@ -730,7 +880,8 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 if (nl == ns_len[nc] && memcmp(ts, ns_name[nc], nl) == 0) {
                     ns_hash = ns_h[nc];
                 } else {
-                    ns_hash = nl ? hashstring(ts, nl, 0) : 0;
+                    ns_hash = !nl ? blank_h : hash_all ? murmur3(ts, nl, seed)
+                                                       : hashstring(ts, nl, seed);
                     ns_name[nc] = ts;
                     ns_len[nc] = nl;
                     ns_h[nc] = ns_hash;
@@ -751,14 +902,16 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                     q += n;
                     if (scale == 0.0f) /* (the value: scale * 1, exactly) */
                         continue;
-                    if (spelled && !spelt_push(&sp, spelling_hash(q - n, (size_t)n, ns_hash) & m,
-                                               scale, n_seg - 1)) {
+                    if ((spelled && !spelt_push(&sp, spelling_hash(q - n, (size_t)n, ns_hash) & m,
+                                                scale, n_seg - 1)) ||
+                        (afx && !affix_push(&sp, afx, q - n, (size_t)n, ns_hash, hash_all, scale,
+                                            m, n_seg - 1))) {
                         status = 3;
                         goto done;
                     }
                     if (drop[ns_c])
                         continue;
-                    uint32_t h = all_digits(x, (1ull << (8 * n)) - 1)
+                    uint32_t h = !hash_all && all_digits(x, (1ull << (8 * n)) - 1)
                                      ? digits_value(x, n) + ns_hash /* VW's hashstring */
                                      : murmur3_word(x, n, ns_hash);
                     if (nnz >= fcap) { status = 2; goto done; }
@@ -776,14 +929,16 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                     v = scale * v;
                     if (v == 0.0f)
                         continue;
-                    if (spelled && !spelt_push(&sp, spelling_hash(nm, (size_t)n, ns_hash) & m, v,
-                                               n_seg - 1)) {
+                    if ((spelled && !spelt_push(&sp, spelling_hash(nm, (size_t)n, ns_hash) & m, v,
+                                                n_seg - 1)) ||
+                        (afx && !affix_push(&sp, afx, nm, (size_t)n, ns_hash, hash_all, v, m,
+                                            n_seg - 1))) {
                         status = 3;
                         goto done;
                     }
                     if (drop[ns_c])
                         continue;
-                    uint32_t h = all_digits(x, (1ull << (8 * n)) - 1)
+                    uint32_t h = !hash_all && all_digits(x, (1ull << (8 * n)) - 1)
                                      ? digits_value(x, n) + ns_hash
                                      : murmur3_word(x, n, ns_hash);
                     if (nnz >= fcap) { status = 2; goto done; }
@@ -813,8 +968,10 @@ static PyObject *parse(PyObject *self, PyObject *args) {
             if (v == 0.0f)
                 continue;
             /* (an anonymous feature's spelling is empty: the namespace's hash) */
-            if (spelled && !spelt_push(&sp, spelling_hash(ts, (size_t)(ne - ts), ns_hash) & m,
-                                       v, n_seg - 1)) {
+            if ((spelled && !spelt_push(&sp, spelling_hash(ts, (size_t)(ne - ts), ns_hash) & m,
+                                        v, n_seg - 1)) ||
+                (afx && ne != ts && !affix_push(&sp, afx, ts, (size_t)(ne - ts), ns_hash,
+                                                hash_all, v, m, n_seg - 1))) {
                 status = 3;
                 goto done;
             }
@@ -822,8 +979,9 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 continue;
             if (ne != ts) {
                 unsigned c0 = *ts;
-                h = (c0 < '0' || c0 > '9') ? murmur3(ts, (size_t)(ne - ts), ns_hash)
-                                           : hashstring(ts, (size_t)(ne - ts), ns_hash);
+                h = hash_all || c0 < '0' || c0 > '9'
+                        ? murmur3(ts, (size_t)(ne - ts), ns_hash)
+                        : hashstring(ts, (size_t)(ne - ts), ns_hash);
             }
             if (nnz >= fcap) { status = 2; goto done; }
             indices[nnz] = h & m;
@@ -892,6 +1050,23 @@ static PyObject *parse(PyObject *self, PyObject *args) {
                 ge[c] = seg_s[last_seg[c] + 1];
             }
         }
+        if ((sort || limited) && nnz > ex_start) {
+            Py_ssize_t cnt = nnz - ex_start;
+            if (cnt > tmp_cap && !grow_scratch(&tmp_i, &tmp_v, &tmp_cap, cnt)) {
+                status = 3;
+                goto done;
+            }
+            if (key_cap < tmp_cap) { /* (as large as the scratch) */
+                free(keys);
+                key_cap = tmp_cap;
+                if (!(keys = malloc((size_t)key_cap * 8))) {
+                    status = 3;
+                    goto done;
+                }
+            }
+            line_limit(limit, sort, line_ns, n_line_ns, gs, ge, ex_start, indices, values,
+                       &nnz, tmp_i, tmp_v, keys);
+        }
         if (gram_n) {
             Py_ssize_t cnt = nnz - ex_start;
             if (cnt > tmp_cap && !grow_scratch(&tmp_i, &tmp_v, &tmp_cap, cnt)) {
@@ -929,6 +1104,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
 done:
     free(tmp_i);
     free(tmp_v);
+    free(keys);
     free(sp.idx);
     free(sp.val);
     Py_END_ALLOW_THREADS
@@ -952,6 +1128,8 @@ done:
         PyBuffer_Release(&bx);
     if (bs.obj)
         PyBuffer_Release(&bs);
+    if (bz.obj)
+        PyBuffer_Release(&bz);
     if (status == 3)
         return PyErr_NoMemory();
     return Py_BuildValue("innn", status, nex, nnz, ntag);
@@ -1251,7 +1429,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
                  : c >= 'A' && c <= 'Z' ? 'A' : c == '.' ? '.' : '#';
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 18) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 19) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

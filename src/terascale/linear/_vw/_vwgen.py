@@ -30,10 +30,13 @@ the features whose index is not in the mask's set of nonzero weights: the same e
 for the learner, without a branch on its hot path.
 
 Here these run as one text-to-text step in front of terascale's parser, only when one of
-these flags is given (``--ngram``/``--skips`` and ``--spelling`` without the others, on a
-run the compiled learner takes, ``-t -i`` and ``-n N`` included, are made by its parser
-instead, ``_vwonline``: this rewrite, in Python, takes 20-45x VW's CPU time on 20-50 words a
-line): each line is rewritten with every feature named by its final hash (an
+these flags is given (on a run the compiled learner takes, ``-t -i`` included, its parser
+makes ``--ngram``/``--skips`` and ``--spelling`` without the others
+(:attr:`FeatureGen.parser_made`, ``-n N`` included), and, on one worker,
+``--redefine``, ``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--sort_features``
+and ``--affix`` from :meth:`FeatureGen.spec` (:attr:`FeatureGen.parser_rules`) instead,
+``_vwonline``: this rewrite, in Python, takes 20-100x VW's CPU time): each line is
+rewritten with every feature named by its final hash (an
 all-digit name ``D`` in namespace ``c`` hashes to ``D + hash(c)``, as VW's ``hashstring``
 does), under the namespace letter it ends in. The parser then adds the constant and the
 interactions as always, so the examples are VW's bit for bit; the hot path never sees these
@@ -215,11 +218,14 @@ class FeatureGen:
             or self.affix or self.hash_all or self.sort)
 
     def parser_job(self) -> dict[str, list]:
-        """What a worker of ``-n N`` rebuilds this generation from (:meth:`from_job`):
-        ``--ngram``/``--skips``/``--spelling``, the ones the compiled parser makes (JSON's
-        lists, the keys and namespaces as numbers)."""
+        """What a worker rebuilds this generation from (:meth:`from_job`): what the compiled
+        parser makes and the rules it applies (JSON's lists, the keys and namespaces as
+        numbers); the parser rewrites a line it declines by the whole generation."""
         return {"bits": [self.bits], "ngram": sorted(self.ngram.items()),
-                "skips": sorted(self.skips.items()), "spelling": sorted(self.spelling)}
+                "skips": sorted(self.skips.items()), "spelling": sorted(self.spelling),
+                "limit": sorted(self.limit.items()), "redefine": self.redefine,
+                "seed": [self.seed], "hash_all": [self.hash_all], "sort": [self.sort],
+                "affix": sorted([c, [list(p) for p in v]] for c, v in self.affix.items())}
 
     @classmethod
     def from_job(cls, job: dict[str, list] | None) -> FeatureGen | None:
@@ -228,7 +234,47 @@ class FeatureGen:
             return None
         return cls(bits=int(job["bits"][0]), ngram={int(c): int(n) for c, n in job["ngram"]},
                    skips={int(c): int(n) for c, n in job["skips"]},
-                   spelling=frozenset(int(c) for c in job["spelling"]))
+                   spelling=frozenset(int(c) for c in job["spelling"]),
+                   limit={int(c): int(n) for c, n in job["limit"]},
+                   redefine=None if job["redefine"] is None else
+                   [int(c) for c in job["redefine"]],
+                   seed=int(job["seed"][0]), hash_all=bool(job["hash_all"][0]),
+                   sort=bool(job["sort"][0]),
+                   affix={int(c): [(bool(p), int(n), int(code)) for p, n, code in v]
+                          for c, v in job["affix"]})
+
+    @property
+    def parser_rules(self) -> bool:
+        """Whether the compiled parser takes the rest of what is asked for
+        (``--redefine``, ``--feature_limit``, ``--hash_seed``, ``--hash all``,
+        ``--sort_features``, ``--affix`` of at most 15 affixes a namespace, :meth:`spec`),
+        with ``--ngram``/``--skips`` where no limit is given (a limit there sorts the
+        n-grams' unmasked indices), without ``--spelling`` (whose namespace's place in the
+        line the affixes' takes) and ``--feature_mask``."""
+        return bool(self.limit or self.redefine is not None or self.seed or self.hash_all
+                    or self.sort or self.affix) and not (
+            self.spelling or self.keep is not None
+            or (self.limit and (self.ngram or self.skips))
+            or any(len(v) > 15 for v in self.affix.values()))
+
+    def spec(self) -> bytes:
+        """What the compiled parser reads of :meth:`parser_rules`' flags (``_vwfast.c``'s
+        ``GEN_SPEC``): ``--redefine``'s letter for each namespace letter, each letter's
+        ``--feature_limit`` (int32, -1: none), the seed, ``--hash all``,
+        ``--sort_features``; with ``--affix``, the character the affix namespace is filed
+        under (the rewrite's) and each letter's affix codes (16 bytes, 0 ending them)."""
+        table = np.arange(256, dtype=np.uint8) if self.redefine is None else \
+            np.array(self.redefine, np.uint8)
+        limits = np.array([min(max(self._of(self.limit, c, -1), -1), (1 << 31) - 1)
+                           for c in range(256)], "<i4")
+        out = (table.tobytes() + limits.tobytes() + np.uint32(self.seed).tobytes()
+               + bytes([self.hash_all, self.sort]))
+        if self.affix:  # (the character they are filed under, each letter's codes)
+            codes = np.zeros((256, 16), np.uint8)
+            for c, parts in self.affix.items():
+                codes[c, :len(parts)] = [code for _, _, code in parts]
+            out += bytes([ord(_AFFIX_NAME[0])]) + codes.tobytes()
+        return out
 
     def _of(self, table: dict[int, int], c: int, default: int = 0) -> int:
         return table.get(c, table.get(-1, default))

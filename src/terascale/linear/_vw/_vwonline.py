@@ -23,8 +23,16 @@ the one-pass ``-c`` run, which writes the cache.
 there too, ``--oaa``'s runs and ``-t -i MODEL`` (a model that keeps them) included: the
 compiled parser spells each feature of a spelled namespace as it hashes it (the spelling
 namespace filed under ``_vwgen``'s character for it, listed where VW lists it) and appends each namespace's n-grams after its features, as
-VW does; a chunk it does not read (string values, say) is rewritten by ``_vwgen`` and
-parsed so, its errors quoting the line as given. On 200k lines of 20-50 Zipf words in
+VW does; a line it does not read (a string value, say) is rewritten by ``_vwgen`` and
+parsed so, its errors quoting the line as given. So are ``--redefine``,
+``--feature_limit``, ``--hash_seed``, ``--hash all``, ``--sort_features`` and ``--affix``
+(``_vwgen.FeatureGen.parser_rules``: the parser files a namespace under its redefined
+letter, hashes its names with the seed, or all with murmur3, sorts each namespace's
+features, keeping the first of each index up to its limit, and adds each named feature's
+affixes, listed as the spelling namespace is). ``--skip-bad`` runs here too
+(without ``--oaa`` or ``-t``): a line the compiled parser declines is read alone by the
+numba parser, which skips and counts a bad one (``_Parser.skipped``), and the count is
+printed where the numba pass prints it. On 200k lines of 20-50 Zipf words in
 three namespaces (``--spelling a -f -p``, load 11-14, ``/usr/bin/time``): 0.6 s of CPU and
 39.4 MB peak, against VW's 1.6 s and 39.3 MB and the rewrite's 30.2 s and 153 MB.
 
@@ -47,15 +55,16 @@ the linear ones, counted in the table as VW counts them: ``Dataset.ignored``).
 (``_vwtext``, which imports no numba: the names are the text read again, hashed in Python).
 
 :func:`c_path` says whether a run takes it, and why not: anything it does not cover
-(``-n N``, the starting weights and ``-i`` of terascale's model
+(``-n N``, ``--skip-bad`` with ``--oaa`` or ``-t``, the starting weights and ``-i`` of terascale's model
 format, ``-t`` without ``-i`` or with ``-f`` or ``--holdout_after``,
 ``--preserve_performance_counters`` with passes or ``--holdout_after``, the ``--oaa``
 runs :func:`._vwoaafast.why_not` declines, terascale's model format, ``-t`` with
 ``--readable_model``/``--invert_hash``, ``--invert_hash`` or ``--ignore_linear`` with
 ``--ngram``/``--skips``/``--spelling``, ``-t`` with ``--ignore_linear``, expectile loss,
 ``.zip`` input, ``-b`` above 24 or a table over half the memory) runs the numba pass, which covers every
-option. Text outside the compiled parser's subset is parsed by the numba parser, chunk by
-chunk, as the numba pass parses it.
+option. Text outside the compiled parser's subset is parsed by the numba parser, a line
+at a time (the rest of a chunk at once after ``_DECLINED`` such lines), as the numba pass
+parses it.
 
 Tuning: on the held-out shapes (``benchmarks/heldout_shapes.py``) the compiled path took
 0.4-0.9x the numba pass's time up to ``-b 24`` (long rows of 500 features at parity: the
@@ -73,6 +82,7 @@ numba pass's 1.1-1.5 s and 153-159 MB; 1M lines of 20 Zipf ids at ``-b 24``, 3 p
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from typing import Any
@@ -130,7 +140,8 @@ def c_path(args: argparse.Namespace) -> str | None:
         (bool(oaa_off), oaa_off or ""),
         (args.bfgs is not None or args.cg is not None, "--bfgs/--conjugate_gradient"),
         (args.audit, "--audit"),
-        (bool(getattr(args, "skip_bad", False)), "--skip-bad"),  # (the C parser stops)
+        (bool(getattr(args, "skip_bad", False)) and (args.oaa is not None or args.testonly),
+         "--skip-bad with --oaa or -t"),
         (args.initial is not None and not _vw_model(args.initial),
          "-i of terascale's model format (or starting weights)"),
         (args.format != "vw", "--format"),
@@ -247,9 +258,13 @@ class _Parser:
         # --ngram/--skips and --spelling (gen: their _vwgen.FeatureGen) made by the compiled
         # parser: each namespace character's n, then its skips; the characters spelled,
         # then the one the spelling namespace is filed under (the rewrite's, whose n-grams
-        # are VW's spelling namespace's); text it declines is rewritten by gen
-        self.gen, self.grams, self.plain = gen, (b"",) if self.off else (), None
-        self.spell: tuple = ()
+        # are VW's spelling namespace's); --redefine, --feature_limit, --hash_seed, --hash
+        # all and --sort_features (gen.parser_rules) as its spec; text it declines is
+        # rewritten by gen
+        self.gen, self.plain = gen, None
+        grams: Any = None
+        spell: Any = None
+        rules: Any = None  # (_vwgen.FeatureGen.spec: --redefine, --feature_limit, ...)
         if gen is not None:
             from ._vwgen import SPELLING_CHARACTER as spelt
             from ._vwgen import SPELLING_NAMESPACE
@@ -259,13 +274,22 @@ class _Parser:
             if gen.spelling:
                 n[spelt] = gen._of(gen.ngram, SPELLING_NAMESPACE)
                 k[spelt] = gen._of(gen.skips, SPELLING_NAMESPACE)
-                flags = np.zeros(257, np.uint8)
-                flags[list(gen.spelling)] = 1
-                flags[256] = spelt
-                self.spell = (*(() if self.off else (b"", np.empty(0, np.int64))), flags)
-            self.grams = (np.clip(np.array(n + k), 0, 255).astype(np.uint8)
-                          if gen.ngram or gen.skips else b"",)
+                spell = np.zeros(257, np.uint8)
+                spell[list(gen.spelling)] = 1
+                spell[256] = spelt
+            if gen.ngram or gen.skips:
+                grams = np.clip(np.array(n + k), 0, 255).astype(np.uint8)
+            if gen.parser_rules:
+                rules = gen.spec()
             self.plain = _Parser(opts)
+        # the parser's optional arguments after --ignore's flags, up to the last one given
+        # (those before it empty: none): --ngram's, --ignore_linear's (and the counts'
+        # array, per chunk), --spelling's, the rules'
+        tail = [grams, self.off[0] if self.off else None, bool(self.off), spell, rules]
+        while tail and (tail[-1] is None or tail[-1] is False):
+            tail.pop()
+        self.tail = tail
+        self.skipped = 0  # bad lines skipped (--skip-bad: the numba parser's)
         self.per = 5  # bytes per feature the arrays are sized for (halved where short)
         self.per_line = 32  # bytes per example (halved where shorter; at 1, any text fits)
 
@@ -273,13 +297,45 @@ class _Parser:
         """One chunk's arrays (indptr, indices, values, labels, weights, tag_ptr, tag_blob),
         VW's lines on its label sections (``Dataset.notes``: the options'
         ``lenient_labels``; None: none), its empty lines and ``--ignore_linear``'s counts
-        (``Dataset.blanks``, ``.ignored``; None: none), sized by the bytes per feature and per example seen so far
-        (a chunk sized for its worst case, an example every byte, held 25 MB per MiB of
-        text, and the chunks in flight touched other pages of it each time: on 500 numeric
-        features a line, 106 MB peak against 48 MB sized so)."""
-        fast = _fast()
-        n = len(text)
+        (``Dataset.blanks``, ``.ignored``; None: none). The compiled parser reads the text
+        up to a line it declines (text outside its subset, a bad line); that line alone
+        is read by the numba parser (rewritten by ``gen`` first, where given), which
+        reports a bad line with its file and line or, with ``--skip-bad``, skips and
+        counts it (:attr:`skipped`), and the compiled parser goes on after it. After
+        ``_DECLINED`` such lines in a chunk (text the compiled parser does not read,
+        throughout) the rest of the chunk is read by the numba parser at once."""
         buf = np.frombuffer(text, np.uint8)
+        parts: list[tuple] = []
+        start, at, declined = 0, line, 0
+        while start < len(buf):
+            status, got = self._compiled(buf[start:])
+            if status == 2:  # (a line beyond the largest arrays: the numba parser's)
+                parts.append(self._declined(buf[start:], source, at))
+                break
+            if len(got[3]) or status == 0:
+                parts.append(got)
+            if status == 0:
+                break
+            nex = len(got[3])  # (each example the compiled parser read is one line)
+            breaks = np.flatnonzero(buf[start:] == 10)
+            cut = start + (int(breaks[nex - 1]) + 1 if nex else 0)
+            declined += 1
+            stop = len(buf) if declined >= _DECLINED or nex >= len(breaks) else \
+                start + int(breaks[nex]) + 1
+            parts.append(self._declined(buf[cut:stop], source, at + nex))
+            at += nex + int(np.count_nonzero(buf[cut:stop] == 10))
+            start = stop
+        return parts[0] if len(parts) == 1 else _joined(parts)
+
+    def _compiled(self, buf: np.ndarray) -> tuple[int, tuple]:
+        """The compiled parser's status (0: all of ``buf`` read, 1: it declined a line, 2:
+        a line longer than the largest arrays) and the arrays of the examples it read (all, or those before that line), sized
+        by the bytes per feature and per example seen so far (a chunk sized for its worst
+        case, an example every byte, held 25 MB per MiB of text, and the chunks in flight
+        touched other pages of it each time: on 500 numeric features a line, 106 MB peak
+        against 48 MB sized so)."""
+        fast = _fast()
+        n = len(buf)
         tag_blob = np.empty(n, np.uint8)
         rows, width = self.table.shape
         while True:
@@ -292,11 +348,12 @@ class _Parser:
             indices = np.empty(cap, np.uint32)
             values = np.empty(cap, np.float32)
             ignored = (np.empty(ncap, np.int64),) if self.off else ()
+            extra = [(ignored[0] if self.off else _NO_COUNTS) if k == 2 else
+                     b"" if a is None else a for k, a in enumerate(self.tail)]
             status, nex, nnz, ntag = fast.parse(buf, self.opts.mask, self.opts.constant,
                                                 indptr, indices, values, labels, weights,
                                                 tag_ptr, tag_blob, self.table, rows, width,
-                                                self.drop, *self.grams, *self.off, *ignored,
-                                                *self.spell)
+                                                self.drop, *extra)
             if status != 2:
                 break
             if nex >= ncap and self.per_line > 1:
@@ -305,27 +362,63 @@ class _Parser:
                 break
             else:
                 self.per /= 2
-        if status == 0:
-            counts = ignored[0][:nex] if ignored and ignored[0][:nex].any() else None
-            return (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
-                    weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None, None, counts)
+        # (a declined line's features written before it was declined are not the examples')
+        nnz, ntag = int(indptr[nex]), int(tag_ptr[nex])
+        counts = ignored[0][:nex] if ignored and ignored[0][:nex].any() else None
+        return status, (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
+                        weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None, None, counts)
+
+    def _declined(self, buf: np.ndarray, source: str, line: int) -> tuple:
+        """The arrays of the lines ``buf`` (from line ``line`` of ``source``) that the
+        compiled parser declined: rewritten by ``gen`` and parsed so, or else read by the
+        numba parser."""
         if self.gen is not None:  # (the features written into the text, then parsed)
             import io
 
-            given = list(io.StringIO(text.decode("utf-8", "surrogateescape"), newline=None))
+            given = list(io.StringIO(bytes(buf).decode("utf-8", "surrogateescape"),
+                                     newline=None))
             written = [self.gen.line(t, f"{source}:{line + k}") for k, t in enumerate(given)]
             try:
-                return self.plain.parse("".join(t + "\n" for t in written).encode(
+                got = self.plain.parse("".join(t + "\n" for t in written).encode(
                     "utf-8", "surrogateescape"), source, line)
             except DataError as e:  # (quoting the line as given, not as written)
                 raise DataError(_as_given(str(e), source, line, given, written)) from None
+            self.skipped += self.plain.skipped
+            self.plain.skipped = 0
+            return got
         from .._io._readers import _parse_one  # (numba: text outside the C subset)
 
         ds = _parse_one(buf, self.opts, source, line)
+        self.skipped += ds.skipped
         tp = ds.tag_ptr if ds.tag_ptr is not None else np.zeros(len(ds.labels) + 1, np.int64)
         tb = ds.tag_blob if ds.tag_blob is not None else np.zeros(0, np.uint8)
         return (ds.indptr, ds.indices, ds.values, ds.labels, ds.weights, tp, tb, ds.notes,
                 ds.blanks, ds.ignored)
+
+
+def _joined(parts: list[tuple]) -> tuple:
+    """:meth:`_Parser.parse`'s arrays of consecutive parts of a chunk, as one."""
+    nex = [len(p[3]) for p in parts]
+    before = np.concatenate(([0], np.cumsum(nex)))
+
+    def cat(k: int, off: bool) -> np.ndarray:  # (an offsets array: each after the last)
+        if not off:
+            return np.concatenate([p[k] for p in parts])
+        out, base = [parts[0][k][:1]], 0
+        for p in parts:
+            out.append(p[k][1:] - p[k][0] + base)
+            base += int(p[k][-1] - p[k][0])
+        return np.concatenate(out)
+
+    notes = [t for p in parts for t in (p[7] or [])]
+    blanks = [p[8] + before[i] for i, p in enumerate(parts) if p[8] is not None]
+    ignored = None
+    if any(p[9] is not None for p in parts):
+        ignored = np.concatenate([p[9] if p[9] is not None else np.zeros(len(p[3]), np.int64)
+                                  for p in parts])
+    return (cat(0, True), cat(1, False), cat(2, False), cat(3, False), cat(4, False),
+            cat(5, True), cat(6, False), notes or None,
+            np.concatenate(blanks) if blanks else None, ignored)
 
 
 def _as_given(message: str, source: str, first: int, given: list[str],
@@ -467,7 +560,13 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     if model is not None:
         _resume(table, state, model)
     out = sys.stderr if not args.quiet else None
-    prog = Progress(out)
+    passes = max(int(opts.passes), 1)
+    # --skip-bad's count: the numba pass reads the text of a run that caches it (passes,
+    # -c) or starts from -i's model before its table, and says how many lines it skipped
+    # there; here the first pass's table is held until the text is read
+    held = io.StringIO() if out is not None and opts.skip_bad and (
+        opts.cache_root() != "" or model is not None) else None
+    prog = Progress(held or out)
     prog.header()
     prog.restart()
     counters = (model.info.get("vw_counters") or {}) if model is not None else {}
@@ -478,9 +577,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
         prog.go_on(kept)
     period = holdout_period(opts)
     prog.holdout = bool(period)
-    passes = max(int(opts.passes), 1)
-    inputs = Inputs(paths, parse, opts.cache_root(), _Parser(parse, getattr(args, "vw_grams",
-                                                                         None)), _parsed)
+    reader = _Parser(parse, getattr(args, "vw_grams", None))
+    inputs = Inputs(paths, parse, opts.cache_root(), reader, _parsed)
     writers = prediction_writers(args)
     # VW stops the passes on the holdout loss: the best pass's rows (those in use) kept
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
@@ -499,6 +597,11 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
             tot = run.learn(inputs.chunks())
             if p == 0:
                 labels_seen = run.labels
+                prog.out = out
+                if out is not None and reader.skipped:  # (as the numba pass's _totals)
+                    print(f"skipped {reader.skipped} bad lines (--skip-bad)", file=out)
+                if held is not None:
+                    out.write(held.getvalue())
             totals.append(tot)
             marks.append(prog.mark())
             if stop is None:
@@ -670,6 +773,11 @@ class _Pass:
 _NONE = np.zeros(0)
 _NOHOLD = np.zeros(0, np.uint8)
 _ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0)
+_NO_COUNTS = np.zeros(0, np.int64)
+# lines of a chunk the compiled parser declines that the numba parser reads one by one; the
+# rest of the chunk after that many is read by it at once (text outside the compiled
+# subset throughout: a chunk parsed in a few calls, not a call a line)
+_DECLINED = 8  # (the parser's --ignore_linear counts where none)
 
 
 def _resume(table: np.ndarray, state: np.ndarray, model: Any) -> None:
@@ -972,7 +1080,7 @@ def _fixed_range(options: dict[str, Any], state: np.ndarray) -> list[float] | No
 def run_options(options: dict[str, Any]) -> tuple[Any, Any]:
     """The run's ``TrainOptions`` and the ``ParseOptions`` its text is read with, from the
     options dict (JSON's lists made tuples): the parse options the dict gives, with the
-    training options' ``lenient_labels``."""
+    training options' ``lenient_labels`` and ``skip_bad``."""
     from .._io._dataset import ParseOptions
     from .._options import TrainOptions
 
@@ -980,7 +1088,7 @@ def run_options(options: dict[str, Any]) -> tuple[Any, Any]:
     opts = TrainOptions(**plain)
     fields = ParseOptions().to_dict()
     parse = ParseOptions(**{k: v for k, v in plain.items() if k in fields},
-                         lenient_labels=opts.lenient_labels)
+                         lenient_labels=opts.lenient_labels, skip_bad=opts.skip_bad)
     return opts, parse
 
 

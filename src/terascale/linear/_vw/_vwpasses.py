@@ -39,13 +39,16 @@ __all__ = ["Inputs"]
 
 def _made(gen: Any) -> str:
     """The cache entry's suffix for the features the parser makes (``_vwgen.FeatureGen``'s
-    --ngram/--skips/--spelling): an entry of the same file without them, or with others,
+    --ngram/--skips/--spelling, and its rules: --redefine, --feature_limit, --hash_seed,
+    --hash all, --sort_features): an entry of the same file without them, or with others,
     holds other examples. "" for none."""
     if gen is None:
         return ""
     import zlib
 
     what = repr((sorted(gen.ngram.items()), sorted(gen.skips.items()), sorted(gen.spelling)))
+    if gen.parser_rules:  # (the n-grams' entries named as before)
+        what += repr(gen.spec())
     return f".g{zlib.crc32(what.encode()):08x}"
 
 
@@ -84,6 +87,8 @@ class Inputs:
         for k, path in enumerate(self.paths):
             cached = self.cached[k]
             if cached is not None:
+                if hasattr(self.reader, "skipped"):  # (--skip-bad's count, as if parsed)
+                    self.reader.skipped += cached.skipped()
                 yield from _decoded(cached)
             elif self.entries[k] is not None:
                 yield from self._caching(k, path)
@@ -129,10 +134,12 @@ class _Encoding:
         self.reader, self.writer, self.bits = reader, writer, bits
 
     def parse(self, text: bytes, source: str, line: int) -> tuple:
+        before = getattr(self.reader, "skipped", 0)
         b = self.reader.parse(text, source, line)
         ds = Dataset(indptr=b[0], indices=b[1], values=b[2], labels=b[3], weights=b[4],
                      bits=self.bits, tag_ptr=b[5], tag_blob=b[6],
-                     notes=list(b[7]) if b[7] else None, blanks=b[8], ignored=b[9])
+                     notes=list(b[7]) if b[7] else None, blanks=b[8], ignored=b[9],
+                     skipped=getattr(self.reader, "skipped", 0) - before)
         return (*b[:10], self.writer.encode(ds))
 
 
