@@ -704,16 +704,21 @@ def test_the_compiled_parsers_rules_are_the_rewrites_bits(flags):
     ["--affix", "+2t,-3b,+1", "-q", "tb", "--hash_seed", "2"],
     ["--redefine", "T:=tb", "-q", "Tc", "--feature_limit", "c1", "--passes", "2", "-c",
      "--holdout_off"],
-    more(["--sort_features", "--ignore", "c", "--cubic", "tbb"])])
+    more(["--sort_features", "--ignore", "c", "--cubic", "tbb"]),
+    ["--oaa", "3", "--feature_limit", "b1", "-q", "tb", "--hash", "all"],
+    more(["--oaa", "3", "--sort_features"])])
 def test_the_compiled_parsers_rules_are_vws(tmp_path, args):
     """The compiled path's predictions and model with those flags are VW's (no numba
-    imported: the text is not rewritten)."""
-    (tmp_path / "d.vw").write_text("\n".join(_words(300, len(args))) + "\n")
+    imported: the text is not rewritten; but for --oaa with --feature_limit or
+    --sort_features, which the rewrite takes)."""
+    classes = int(args[args.index("--oaa") + 1]) if "--oaa" in args else 0
+    rewritten = bool(classes) and bool({"--feature_limit", "--sort_features"} & set(args))
+    (tmp_path / "d.vw").write_text("\n".join(_words(300, len(args), classes)) + "\n")
     outs = ["-p", "{}.p", "--readable_model", "{}.rm", "-f", "{}.m", "--quiet"]
     run_ok([sys.executable, "-m", "vowpalwabbit", "-d", "d.vw", *args,
             *(o.format("vw") for o in outs)], tmp_path)
-    assert vw_in_one_process([["-d", "d.vw", *args, *(o.format("ts") for o in outs)]],
-                             tmp_path) == []
+    assert bool(vw_in_one_process([["-d", "d.vw", *args, *(o.format("ts") for o in outs)]],
+                                  tmp_path)) == rewritten
     for f in ("p", "rm"):
         assert (tmp_path / f"ts.{f}").read_bytes() == (tmp_path / f"vw.{f}").read_bytes()
     assert _body((tmp_path / "ts.m").read_bytes()) == _body((tmp_path / "vw.m").read_bytes())
