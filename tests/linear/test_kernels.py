@@ -51,6 +51,26 @@ def test_warm_up_takes_the_wide_data_paths(monkeypatch):
     assert "dense" in seen and "hashed" in seen
 
 
+def test_full_warm_up_compiles_the_numba_vw_parser(tmp_path, monkeypatch):
+    """The full warm-up (the suite's, a benchmark's) parses with the numba VW parser over a
+    read-only and a writable buffer, and runs ``terascale vw`` without the compiled
+    modules: no test's process compiles that parser in its own time."""
+    import subprocess
+
+    from terascale.linear import _warm
+    from terascale.linear._vw._vwparse import parse_vw_bytes
+
+    runs = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: runs.append((cmd, kw["env"]))
+                        or subprocess.CompletedProcess(cmd, 0, "", ""))
+    (tmp_path / "d.vw").write_text("1 |a x\n")
+    _warm._numba_vw_parser(str(tmp_path / "d.vw"))
+    assert sorted(sig[0].mutable for sig in parse_vw_bytes.signatures) == [False, True]
+    assert [cmd[cmd.index("18") + 1:] for cmd, _ in runs] == [[], ["-q", "ab"], ["--oaa", "3"]]
+    assert all(cmd[1:4] == ["-m", "terascale", "vw"] and env["TERASCALE_NO_CEXT"] == "1"
+               for cmd, env in runs)
+
+
 _PROBED = """
 import ctypes.util, json, sys
 import numpy as np

@@ -42,13 +42,15 @@ def warm_kernels(*, full: bool = False) -> None:
     """Run a tiny parse (from a file, as workers do), train, cache and evaluate; the first
     pass from text, as a one-pass run learns. ``full``: also progressive predictions,
     ``-q``, the libsvm and CSV readers, the workers' mixing (and the learner over their
-    float64 sums) and the synthetic writer.
+    float64 sums), the synthetic writer and the numba VW parser (also in a ``terascale vw``
+    process without the compiled modules).
 
     Parameters
     ----------
     full
         Also progressive predictions, ``-q``, the libsvm and CSV readers, the workers' mixing
-        (and the learner over their float64 sums) and the synthetic writer (default False).
+        (and the learner over their float64 sums), the synthetic writer and the numba VW
+        parser (default False).
     """
     stamp = _stamp(full)
     if os.path.exists(stamp):
@@ -171,6 +173,38 @@ def _rest(d: str, path: str, wide: str, alone: Any) -> None:
     # VW's gd with its other update rules: each pass one kernel (_vw._vwgdpass)
     args = sub.choices["vw"].parse_args(["--sgd", "-d", oaa, "-b", "18", "--quiet"])
     args.func(args)
+    _numba_vw_parser(oaa)
+
+
+def _numba_vw_parser(path: str) -> None:
+    """The numba VW parser (``_vw._vwparse``): over a file's bytes (read-only) and a read
+    buffer (writable), as the compiled parser hands it what it does not take, and through
+    ``terascale vw`` without the compiled modules (``TERASCALE_NO_CEXT=1``: the parser,
+    ``-q``'s crossing, ``--oaa``'s labels), whose kernels no other run here compiles.
+
+    That command runs in a process of its own (the switch is read as its modules load),
+    which finds this terascale first on its path."""
+    import subprocess
+
+    import numpy as np
+
+    from ._vw._vwparse import parse_vw_bytes
+
+    none = np.zeros(256, np.bool_)
+    table = np.zeros((0, 4), np.int32)
+    data = _VW.encode()
+    for buf in (np.frombuffer(data, np.uint8), np.frombuffer(bytearray(data), np.uint8)):
+        parse_vw_bytes(buf, (1 << 18) - 1, table, True, False, none, none, False)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "TERASCALE_NO_CEXT": "1",
+           "PYTHONPATH": os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    for flags in ((), ("-q", "ab"), ("--oaa", "3")):
+        run = subprocess.run([sys.executable, "-m", "terascale", "vw", "--quiet", "-d", path,
+                              "-b", "18", *flags], env=env, capture_output=True, text=True,
+                             timeout=900)
+        if run.returncode != 0:
+            raise RuntimeError(f"terascale vw {' '.join(flags)} (TERASCALE_NO_CEXT=1) "
+                               f"exited {run.returncode}: {run.stderr.strip()[-2000:]}")
 
 
 def forking(target: Callable[[], int], options: dict[str, Any]) -> Callable[[], int] | None:
