@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import ab_lines, more, run_ok, run_ts, vw_in_one_process
+from _vw_runs import ab_lines, more, numbers, run_ok, run_ts, vw_in_one_process
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -147,6 +147,27 @@ def test_loss_sums_near_1e14_are_vws_running_sums(tmp_path, args):
                 if not ln.startswith(("Enabled", "Input", "Output"))]
     assert got["c"]["err"].decode().splitlines() == vw_lines
     assert _body(got["c"]["m"]) == _body(got["vw"]["m"])
+
+
+@built
+def test_logistic_predictions_reach_labels_past_50_as_vws(tmp_path):
+    """VW's logistic loss starts its prediction range at [-50, 50] and widens it to the
+    labels it learns from: with labels of +-80 both learners' predictions pass 50 as
+    VW's, and the model's header keeps the range (VW's -t of it predicts as of its own)."""
+    rng = np.random.default_rng(3)
+    data = tmp_path / "d.vw"
+    data.write_text("".join(
+        f"{rng.choice(['1', '-1', '80', '-80'])}{rng.choice(['', ' 2', ' 100'])} |a "
+        f"f{rng.integers(20)} g{rng.integers(5)}:{rng.choice(['1.5', '100', '-0.25'])}\n"
+        for _ in range(400)))
+    got = _three(tmp_path, data, ["--loss_function", "logistic"], numba=True)
+    _same_as_numba(got, ("p", "r", "m", "err"))
+    assert got["c"]["p"] == got["vw"]["p"]
+    assert max(numbers(tmp_path / "vw" / "p")) > 50
+    for who in ("c", "vw"):
+        run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-i", f"{who}/m", "-t",
+                "-p", f"t{who}"], tmp_path)
+    assert (tmp_path / "tc").read_bytes() == (tmp_path / "tvw").read_bytes()
 
 
 @built

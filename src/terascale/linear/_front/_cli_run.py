@@ -467,11 +467,11 @@ def _model_format(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
-    """VW's prediction bounds, as the loss's row says (``LOSS_TABLE``'s ``clip``): [-50, 50]
-    (logistic), the labels the learner saw, or those widened to [-50, 50] (poisson);
+    """VW's prediction bounds, as the loss's row says (``LOSS_TABLE``'s ``clip``): the
+    labels the learner saw, or those widened to [-50, 50] (logistic, poisson);
     ``loss``: the run's, under ``terascale vw``: VW's -t clips to the range its model's
-    header holds, whatever the loss (a logistic model's [-50, 50], a poisson one's
-    widened, or the ``--min_prediction``/``--max_prediction`` it was trained with, one
+    header holds, whatever the loss (a logistic or poisson model's [-50, 50] widened to
+    its labels, or the ``--min_prediction``/``--max_prediction`` it was trained with, one
     value where they were equal)."""
     clip = loss_spec(loss or model.loss).clip
     lo, hi = _label_range(model)
