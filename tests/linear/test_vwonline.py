@@ -302,6 +302,27 @@ def test_test_only_runs_equal_the_numba_pass_and_vw(tmp_path, labels, train, who
 
 
 @built
+def test_a_test_run_predicts_0_for_a_nan_score_as_vw(tmp_path):
+    """A model whose weights VW's --l2 100 drove to infinities scores NaN on some examples:
+    a -t run predicts 0 there and prints VW's warning for each, on both learners."""
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_lines(600, 3, "real")) + "\n")
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "--l2", "100", "-f", "m",
+            "--quiet"], tmp_path)
+    out = {}
+    for who, cmd, env in _who(numba=True):
+        d = tmp_path / who
+        d.mkdir()
+        r = subprocess.run([*cmd, "-t", "-i", "../m", "-d", str(data), "-p", "p"], cwd=d,
+                           capture_output=True, env={**os.environ, **(env or {})},
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        out[who] = (r.stdout, (d / "p").read_bytes())
+    assert b"[warning] NAN prediction in example" in out["vw"][0]
+    assert out["c"] == out["vw"] and out["numba"] == out["vw"]
+
+
+@built
 def test_a_test_only_run_counts_unlabelled_examples(tmp_path):
     data = tmp_path / "d.vw"
     data.write_text("\n".join(_lines(1000, 5, "real")) + "\n")
