@@ -265,6 +265,9 @@ TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t 
     ("sign", ["--loss_function", "logistic", "-b", "25", "--l1", "1e-6"], "vw", []),
     # --ignore_linear given adds to the model's (VW's options add up)
     ("real", ["-q", "ab", "--ignore_linear", "b"], "vw", ["--ignore_linear", "a"]),
+    # a namespace written in hex: the model keeps the backslash (VW splits its options line
+    # at whitespace alone)
+    ("real", ["-q", "\\x61b"], "vw", []),
 ]
 
 
