@@ -214,6 +214,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                     args.sgd or 0 < len(rules) < 3 and not (args.adaptive and
                                                             args.normalized)):
                 args.learning_rate = 10.0  # (VW's default rate without those two rules)
+        _progress_notes(args)
         _generation_notes(args)
         _interaction_notes(args)
         _notes(args)
@@ -293,6 +294,27 @@ def _overridden_interactions(args: argparse.Namespace) -> None:
         print("[warning] model file has set of {-q, --cubic, --interactions} settings "
               "stored, but they'll be OVERRIDDEN by set of {-q, --cubic, --interactions} "
               "settings from command line.")
+
+
+def _progress_notes(args: argparse.Namespace) -> None:
+    """VW's warning on standard output about a -P value it changes (an integer below 1
+    read as 1, a factor up to 1 raised by 1) or doubts (a factor over 9: VW's line, its
+    empty quotes included), unless --quiet; the first of VW's notes."""
+    if args.quiet or not args.progress:
+        return
+    try:
+        v = float(args.progress)
+    except ValueError:
+        return  # (cadence refuses it)
+    if "." not in args.progress:
+        if v < 1:
+            print("[warning] Additive --progress <int> can't be < 1: forcing to 1")
+    elif v <= 1.0:
+        print(f"[warning] Multiplicative --progress <float> '{args.progress}' is <= 1.0: "
+              f"adding 1.0")
+    elif v > 9.0:
+        print("[warning] Multiplicative --progress <float> '' is > 9.0: Did you mean mean "
+              "to use an integer?")
 
 
 def _generation_notes(args: argparse.Namespace) -> None:
