@@ -241,6 +241,18 @@ def test_early_terminate_0_is_refused_with_passes(tmp_path, capfd, monkeypatch):
     assert code == 2 and "--early_terminate must be >= 1, not 0" in err
 
 
+def test_a_test_run_with_passes_is_refused(tmp_path, capfd, monkeypatch):
+    """-t with --passes 2 (VW predicts each example twice, holding some out) is refused
+    naming both flags; --passes 1 runs as VW's."""
+    (tmp_path / "d.vw").write_text("1 |a x\n-1 |a y\n")
+    run_vw(["-d", "d.vw", "-f", "m", "--quiet"], tmp_path)
+    _same_predictions(["-d", "d.vw", "-t", "-i", "m", "--passes", "1"], tmp_path, capfd,
+                      monkeypatch)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-t", "-i", "m", "--passes", "2", "-c", "-k"],
+                       tmp_path, monkeypatch)
+    assert code == 2 and "-t with --passes 2" in err
+
+
 @pytest.mark.parametrize("flags", [["-t"], more(["-t", "-i", "small.model"]),
                                    more(["-t", "--min_prediction", "0.5",
                                          "--max_prediction", "0.7"])])

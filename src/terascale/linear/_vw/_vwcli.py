@@ -889,6 +889,10 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         raise ConfigError(f"--sparse_l2 must be >= 0, not {args.sparse_l2:g}")
     if args.initial_t < 0:
         raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
+    if args.testonly and (args.passes or 1) > 1:
+        raise ConfigError(f"-t with --passes {args.passes}: VW predicts every example "
+                          f"{args.passes} times and holds out every 10th; terascale vw's "
+                          f"-t predicts each once: give --passes 1")
     if args.patience < 1 and (args.passes or 1) > 1:  # (VW: a pass that wins ends the run)
         raise ConfigError(f"--early_terminate must be >= 1, not {args.patience} (VW stops "
                           f"after the first pass then, whatever its holdout loss: give "
