@@ -81,6 +81,22 @@ def test_empty_lines_count_in_the_batch_learners_holdout(workers, tmp_path, capf
     assert len(numbers(tmp_path / "ts.rm")) > 0
 
 
+@pytest.mark.parametrize("text", ["", "\n\n\n"])
+def test_the_batch_learner_over_no_example_prints_vws_lines(text, tmp_path, capfd,
+                                                             monkeypatch):
+    """--bfgs over an input of no example (empty, or empty lines only): VW's pass line of
+    0/0 averages, written -nan as C writes them, and its closing block."""
+    (tmp_path / "d.vw").write_text(text)
+    flags = ["-d", "d.vw", "--bfgs", "--passes", "2", "-c", "-k"]
+    vw = run_vw(flags, tmp_path)
+    code, err = run_ts(capfd, flags, tmp_path, monkeypatch)
+    assert code == 0, err
+    vw = "".join(ln for ln in vw.splitlines(True)
+                 if not ln.startswith(("Enabled", "Input", "Output")))
+    assert " 1 -nan      \t-nan      \t" in vw
+    assert err[err.index("## avg"):] == vw[vw.index("## avg"):]
+
+
 def _table(err: str) -> str:
     return err[err.index("average  since"):err.index("finished run")]
 

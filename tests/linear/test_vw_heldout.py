@@ -229,6 +229,30 @@ def test_a_holdout_period_that_holds_nothing_out_is_accepted(flags, tmp_path, ca
     assert code == 2 and "--holdout_period 1" in err and "--holdout_off" in err
 
 
+def test_early_terminate_0_is_refused_with_passes(tmp_path, capfd, monkeypatch):
+    """--early_terminate 0 in one pass (not used) runs as VW's; with passes, where VW stops
+    after the first whatever its holdout loss, it is refused naming the flag."""
+    rng = np.random.default_rng(11)
+    (tmp_path / "d.vw").write_text("\n".join(
+        f"{rng.choice([-1, 1])} |a x{rng.integers(9)}" for _ in range(40)) + "\n")
+    _same_predictions(["-d", "d.vw", "--early_terminate", "0"], tmp_path, capfd, monkeypatch)
+    code, err = run_ts(capfd, ["-d", "d.vw", "--passes", "3", "-c", "-k",
+                               "--early_terminate", "0"], tmp_path, monkeypatch)
+    assert code == 2 and "--early_terminate must be >= 1, not 0" in err
+
+
+def test_a_test_run_with_passes_is_refused(tmp_path, capfd, monkeypatch):
+    """-t with --passes 2 (VW predicts each example twice, holding some out) is refused
+    naming both flags; --passes 1 runs as VW's."""
+    (tmp_path / "d.vw").write_text("1 |a x\n-1 |a y\n")
+    run_vw(["-d", "d.vw", "-f", "m", "--quiet"], tmp_path)
+    _same_predictions(["-d", "d.vw", "-t", "-i", "m", "--passes", "1"], tmp_path, capfd,
+                      monkeypatch)
+    code, err = run_ts(capfd, ["-d", "d.vw", "-t", "-i", "m", "--passes", "2", "-c", "-k"],
+                       tmp_path, monkeypatch)
+    assert code == 2 and "-t with --passes 2" in err
+
+
 @pytest.mark.parametrize("flags", [["-t"], more(["-t", "-i", "small.model"]),
                                    more(["-t", "--min_prediction", "0.5",
                                          "--max_prediction", "0.7"])])

@@ -176,17 +176,18 @@ def test_readable_model_merges_repeated_ignore_and_keep_as_vw(tmp_path, capfd, m
     assert (tmp_path / "ts.rm").read_text() == (tmp_path / "vw.rm").read_text()
 
 
-def test_vws_notes_on_standard_output(tmp_path):
-    """VW's notes on the options (--save_resume, --readable_model without
-    --predict_only_model, -r with --binary) after those on -q, in VW's order; none with
-    --quiet."""
+@pytest.mark.parametrize("progress", [[], ["-P", "0"], ["-P", "9.5"]])
+def test_vws_notes_on_standard_output(progress, tmp_path):
+    """VW's notes on the options (a -P it changes or doubts, first; --save_resume,
+    --readable_model without --predict_only_model, -r with --binary) after those on -q,
+    in VW's order; none with --quiet."""
     from _vw_runs import stdouts
 
     (tmp_path / "d.vw").write_text("\n".join(ab_lines(30, 3, _sign)) + "\n")
     args = ["-d", "d.vw", "--save_resume", "--readable_model", "rm", "-q", "ab", "-q", "ab",
-            "--binary", "-r", "r"]
+            "--binary", "-r", "r", *progress]
     vw, ts = stdouts(args, tmp_path)
-    assert ts == vw and vw.count("\n") == 5
+    assert ts == vw and vw.count("\n") == 5 + bool(progress)
     vw, ts = stdouts([*args, "--quiet"], tmp_path)
     assert ts == vw == ""
 

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _vw_runs import ab_lines, more, run_ok, run_ts, vw_in_one_process
+from _vw_runs import ab_lines, more, numbers, run_ok, run_ts, vw_in_one_process
 
 from terascale._cext import load
 from terascale.linear._vw import VWFAST
@@ -150,6 +150,27 @@ def test_loss_sums_near_1e14_are_vws_running_sums(tmp_path, args):
 
 
 @built
+def test_logistic_predictions_reach_labels_past_50_as_vws(tmp_path):
+    """VW's logistic loss starts its prediction range at [-50, 50] and widens it to the
+    labels it learns from: with labels of +-80 both learners' predictions pass 50 as
+    VW's, and the model's header keeps the range (VW's -t of it predicts as of its own)."""
+    rng = np.random.default_rng(3)
+    data = tmp_path / "d.vw"
+    data.write_text("".join(
+        f"{rng.choice(['1', '-1', '80', '-80'])}{rng.choice(['', ' 2', ' 100'])} |a "
+        f"f{rng.integers(20)} g{rng.integers(5)}:{rng.choice(['1.5', '100', '-0.25'])}\n"
+        for _ in range(400)))
+    got = _three(tmp_path, data, ["--loss_function", "logistic"], numba=True)
+    _same_as_numba(got, ("p", "r", "m", "err"))
+    assert got["c"]["p"] == got["vw"]["p"]
+    assert max(numbers(tmp_path / "vw" / "p")) > 50
+    for who in ("c", "vw"):
+        run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "-i", f"{who}/m", "-t",
+                "-p", f"t{who}"], tmp_path)
+    assert (tmp_path / "tc").read_bytes() == (tmp_path / "tvw").read_bytes()
+
+
+@built
 def test_the_model_is_the_same_bits_whatever_the_chunks(tmp_path, capfd, monkeypatch):
     """The compiled learner's chunks (1 KiB first, growing to 4 KiB: seven and more of
     the file; or one chunk of it) move no bit of the table, the predictions or the model's
@@ -244,6 +265,9 @@ TEST_CASES = [  # the model's labels, its training flags, who trains it, the -t 
     ("sign", ["--loss_function", "logistic", "-b", "25", "--l1", "1e-6"], "vw", []),
     # --ignore_linear given adds to the model's (VW's options add up)
     ("real", ["-q", "ab", "--ignore_linear", "b"], "vw", ["--ignore_linear", "a"]),
+    # a namespace written in hex: the model keeps the backslash (VW splits its options line
+    # at whitespace alone)
+    ("real", ["-q", "\\x61b"], "vw", []),
 ]
 
 
@@ -278,6 +302,27 @@ def test_test_only_runs_equal_the_numba_pass_and_vw(tmp_path, labels, train, who
     assert got["c"]["r"] == got["vw"]["r"]
     if "logistic" not in args:  # (VW's logistic link in float: the last digit, at times)
         assert got["c"]["p"] == got["vw"]["p"]
+
+
+@built
+def test_a_test_run_predicts_0_for_a_nan_score_as_vw(tmp_path):
+    """A model whose weights VW's --l2 100 drove to infinities scores NaN on some examples:
+    a -t run predicts 0 there and prints VW's warning for each, on both learners."""
+    data = tmp_path / "d.vw"
+    data.write_text("\n".join(_lines(600, 3, "real")) + "\n")
+    run_ok([sys.executable, "-m", "vowpalwabbit", "-d", str(data), "--l2", "100", "-f", "m",
+            "--quiet"], tmp_path)
+    out = {}
+    for who, cmd, env in _who(numba=True):
+        d = tmp_path / who
+        d.mkdir()
+        r = subprocess.run([*cmd, "-t", "-i", "../m", "-d", str(data), "-p", "p"], cwd=d,
+                           capture_output=True, env={**os.environ, **(env or {})},
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        out[who] = (r.stdout, (d / "p").read_bytes())
+    assert b"[warning] NAN prediction in example" in out["vw"][0]
+    assert out["c"] == out["vw"] and out["numba"] == out["vw"]
 
 
 @built

@@ -89,7 +89,7 @@ class Loss(NamedTuple):
 # alone: a changed kernel or row here needs a change there too (or a cleared
 # ``__pycache__``), else the old kernel keeps running.
 LOSS_TABLE = {
-    "logistic": Loss(0, "logistic", "logistic", True, "logloss", True, "fixed", 0.25,
+    "logistic": Loss(0, "logistic", "logistic", True, "logloss", True, "labels50", 0.25,
                      "log_odds", warns="outside [-1, 1]", warning="[warning] The label {} "
                      "is not in the range [-1,1] as the logistic loss function expects."),
     "squared": Loss(1, "squared", "identity", False, "mse", True, "labels", 2.0, "mean",

@@ -478,12 +478,13 @@ def _model_format(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _clip(model: Any, s: np.ndarray, loss: str | None = None) -> np.ndarray:
-    """VW's prediction bounds, as the loss's row says (``LOSS_TABLE``'s ``clip``): [-50, 50]
-    (logistic), the labels the learner saw, or those widened to [-50, 50] (poisson);
+    """VW's prediction bounds, as the loss's row says (``LOSS_TABLE``'s ``clip``): the
+    labels the learner saw, or those widened to [-50, 50] (logistic, poisson);
     ``loss``: the run's, under ``terascale vw``: VW's -t clips to the range its model's
-    header holds, whatever the loss (a logistic model's [-50, 50], a poisson one's
-    widened, or the ``--min_prediction``/``--max_prediction`` it was trained with, one
+    header holds, whatever the loss (a logistic or poisson model's [-50, 50] widened to
+    its labels, or the ``--min_prediction``/``--max_prediction`` it was trained with, one
     value where they were equal)."""
+    s = np.where(np.isnan(s), 0.0, s)  # (VW's finalize_prediction: a NaN score gives 0)
     clip = loss_spec(loss or model.loss).clip
     lo, hi = _label_range(model)
     header = loss is not None and _has_range(model)
@@ -630,7 +631,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
         opening()
     from .._online._onlinepass import LABELS, distinct_labels
     from .._online._progress import label_notes
-    from .._vw._vwreport import running_sum
+    from .._vw._vwreport import nan_predictions, running_sum
 
     # VW reports the loss the command line names, whatever the model was trained with
     loss = (args.loss or model.loss) if vw_mode else model.loss
@@ -647,6 +648,7 @@ def _test_only(args: argparse.Namespace, paths: list[str], how: str,
         table.loss = args.loss or model.loss
     with _Output(args.predictions) as out, _Output(scores) as raw_out:
         for blk, raw in model.predict_blocks(paths, vw_float=vw_mode):  # (streamed)
+            nan_predictions(raw, seen, sys.stdout if table is not None else None)
             s = _clip(model, raw, loss if vw_mode else None)
             if args.predictions:  # VW's -t writes predictions only where -p says
                 out.write(_lines(blk, s, how, args.binary))

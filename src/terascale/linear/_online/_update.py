@@ -274,8 +274,10 @@ def _learn(cols: np.ndarray, values: np.ndarray, a: int, b: int, w: np.ndarray,
 def _settings(kind: int, eta: float, power_t: float, l1: float, l2: float):  # type: ignore[no-untyped-def]
     """A kernel's settings from its arguments: the loss's row of ``_losses.LOSS_TABLE``
     (without the flags), labels read as classes by their sign (unless VW's reading of
-    labels is asked: ``RAW_LABELS``), predictions clipped to [-50, 50] or to the labels'
-    range (learnt unless ``FIXED_RANGE``), and the rates in float32 as VW keeps them."""
+    labels is asked: ``RAW_LABELS``), predictions clipped as the row's ``clip`` says (to
+    the labels' range, learnt unless ``FIXED_RANGE``; the logistic and poisson losses' range
+    starts at [-50, 50] and widens to labels past it, as VW's), and the rates in float32 as
+    VW keeps them."""
     raw_labels = (kind & RAW_LABELS) != 0
     fixed_range = (kind & FIXED_RANGE) != 0
     kind &= ~(RAW_LABELS | FIXED_RANGE)

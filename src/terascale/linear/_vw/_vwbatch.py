@@ -59,6 +59,22 @@ _CURV_MESSAGE = ("Zero or negative curvature detected.\n"
 _SUM_CHUNK = 1 << 16  # entries of a float64 sum's terms made at a time (512 KiB)
 
 
+def _div(a: float, b: float) -> float:
+    """``a / b`` in double as C divides, without numpy's warning: 0/0 is x86's NaN (its
+    sign bit set), x/0 an infinity."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.float64(a) / np.float64(b))
+
+
+def _c(x: float, spec: str) -> str:
+    """``x`` as C's printf writes it with ``%spec`` (``<10.5f``): Python's spelling but
+    for a NaN whose sign bit is set, ``-nan`` (VW's table of a pass over no examples)."""
+    if math.isnan(x):
+        word = "-nan" if math.copysign(1.0, x) < 0 else "nan"
+        return f"{word:{spec.split('.')[0].rstrip('f')}}"
+    return f"{x:{spec}}"
+
+
 def _sum64(term: Callable[[slice], np.ndarray], n: int) -> float:
     """The float64 sum of ``term(slice(0, n))``'s entries added one after another, as
     VW's loops over the weights add to a double, made ``_SUM_CHUNK`` entries at a time
@@ -805,7 +821,8 @@ class _Batch:
         return out
 
     def _avg_line(self) -> str:
-        return f"{self.current_pass + 1:2d} {self.loss_sum / self.importance_weight_sum:<10.5f}\t"
+        avg = _div(self.loss_sum, self.importance_weight_sum)
+        return f"{self.current_pass + 1:2d} {_c(avg, '<10.5f')}\t"
 
     def _process_pass(self) -> str:
         status = "ok"
@@ -894,7 +911,8 @@ class _Batch:
                 self.step_size = _F(-dd / float(np.float32(self.curvature)))
             d_mag = float(np.float32(self._square_sum(self.dir)))
             self.w += self.step_size * self.dir
-            out(f"{self.curvature / iws:<10.5f}\t{d_mag:<10.5f}\t{self.step_size:<.5f}\n")
+            out(f"{_c(_div(self.curvature, iws), '<10.5f')}\t{_c(d_mag, '<10.5f')}\t"
+                f"{_c(float(self.step_size), '<.5f')}\n")
             self.gradient_pass = True
         self.current_pass += 1
         self.first_pass = False
@@ -917,8 +935,8 @@ class _Batch:
         self.g[:] = 0
         self.lastj = 0
         iws = self.importance_weight_sum
-        self.out("{:<10.5f}\t{:<10.5f}\t{:<10s}\t{:<10s}\t{:<10s}\t".format(
-            g1_g1 / (iws * iws), g1_hg1 / iws, "", "", ""))
+        self.out(f"{_c(_div(g1_g1, iws * iws), '<10.5f')}\t{_c(_div(g1_hg1, iws), '<10.5f')}\t"
+                 f"{'':<10s}\t{'':<10s}\t{'':<10s}\t")
 
     def _slot(self, k: int) -> int:
         return (k + self.origin) % self.stride
@@ -988,5 +1006,6 @@ class _Batch:
                            / np.float64(step * g0_d))
             wolfe2 = float(np.float64(g1_d) / np.float64(g0_d))
         iws = self.importance_weight_sum
-        self.out(f"{g1_g1 / (iws * iws):<10.5f}\t{g1_hg1 / iws:<10.5f}\t {wolfe1:<10f}\t{wolfe2:<10f}\t")
+        self.out(f"{_c(_div(g1_g1, iws * iws), '<10.5f')}\t{_c(_div(g1_hg1, iws), '<10.5f')}\t "
+                 f"{_c(wolfe1, '<10f')}\t{_c(wolfe2, '<10f')}\t")
         return wolfe1, 0.5 * step

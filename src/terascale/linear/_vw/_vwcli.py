@@ -214,6 +214,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                     args.sgd or 0 < len(rules) < 3 and not (args.adaptive and
                                                             args.normalized)):
                 args.learning_rate = 10.0  # (VW's default rate without those two rules)
+        _progress_notes(args)
         _generation_notes(args)
         _interaction_notes(args)
         _notes(args)
@@ -297,6 +298,27 @@ def _overridden_interactions(args: argparse.Namespace) -> None:
         print("[warning] model file has set of {-q, --cubic, --interactions} settings "
               "stored, but they'll be OVERRIDDEN by set of {-q, --cubic, --interactions} "
               "settings from command line.")
+
+
+def _progress_notes(args: argparse.Namespace) -> None:
+    """VW's warning on standard output about a -P value it changes (an integer below 1
+    read as 1, a factor up to 1 raised by 1) or doubts (a factor over 9: VW's line, its
+    empty quotes included), unless --quiet; the first of VW's notes."""
+    if args.quiet or not args.progress:
+        return
+    try:
+        v = float(args.progress)
+    except ValueError:
+        return  # (cadence refuses it)
+    if "." not in args.progress:
+        if v < 1:
+            print("[warning] Additive --progress <int> can't be < 1: forcing to 1")
+    elif v <= 1.0:
+        print(f"[warning] Multiplicative --progress <float> '{args.progress}' is <= 1.0: "
+              f"adding 1.0")
+    elif v > 9.0:
+        print("[warning] Multiplicative --progress <float> '' is > 9.0: Did you mean mean "
+              "to use an integer?")
 
 
 def _generation_notes(args: argparse.Namespace) -> None:
@@ -894,6 +916,14 @@ def _vw_defaults(args: argparse.Namespace) -> None:
         raise ConfigError(f"--sparse_l2 must be >= 0, not {args.sparse_l2:g}")
     if args.initial_t < 0:
         raise ConfigError(f"--initial_t must be >= 0, not {args.initial_t:g}")
+    if args.testonly and (args.passes or 1) > 1:
+        raise ConfigError(f"-t with --passes {args.passes}: VW predicts every example "
+                          f"{args.passes} times and holds out every 10th; terascale vw's "
+                          f"-t predicts each once: give --passes 1")
+    if args.patience < 1 and (args.passes or 1) > 1:  # (VW: a pass that wins ends the run)
+        raise ConfigError(f"--early_terminate must be >= 1, not {args.patience} (VW stops "
+                          f"after the first pass then, whatever its holdout loss: give "
+                          f"--passes 1 for one pass)")
     if args.loss is None:  # (with -i too: VW's model does not keep the loss)
         from .._losstable import VW_DEFAULT_LOSS
 

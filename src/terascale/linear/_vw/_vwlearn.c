@@ -629,6 +629,8 @@ PyObject *vw_test(PyObject *self, PyObject *args) {
                 p32 += t[stride * (size_t)cols[k]] * values[k];
             double p = p32;
             raw[i - start] = p;
+            if (isnan(p))  /* (VW's finalize_prediction: a NaN score predicts 0) */
+                p = 0.0;
             if (clip != 1 || lo != hi || (kind & FIXED_RANGE))
                 p = clip_prediction(clip, p, lo, hi);
             pred[i - start] = p;

@@ -27,7 +27,6 @@ start continues as VW would). Models of reductions other than a plain linear lea
 from __future__ import annotations
 
 import os
-import shlex
 import struct
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -487,7 +486,7 @@ def model_generation(path: str) -> tuple[list[str], list[str], int, str, int | N
     r.u4()
     grams = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
     skips = [r.take(3).rstrip(b"\0").decode() for _ in range(r.u4())]
-    tokens = shlex.split(r.string())
+    tokens = r.string().split()
     seed, hashing = 0, "strings"
     for a, b in zip(tokens, tokens[1:]):
         if a == "--hash_seed" and b.isdigit():
@@ -601,7 +600,7 @@ def model_sums(path: str) -> tuple[bool, bool] | None:
     if head is None:
         return None
     r, options = head
-    rules = _rules_of(shlex.split(options))
+    rules = _rules_of(options.split())
     if "bfgs" in rules or "cg" in rules:
         return None
     r.take(8, False)  # the checksum
@@ -622,10 +621,10 @@ def model_t(path: str) -> float:
 
 
 def model_options(path: str) -> list[str]:
-    """The options line of a VW model's header, split as a command line (``--quadratic
+    """The options line of a VW model's header, split at whitespace as VW splits it (``--quadratic
     ui --ignore e ...``); empty for terascale's models."""
     head = _past_options(path)
-    return [] if head is None else shlex.split(head[1])
+    return [] if head is None else head[1].split()
 
 
 def model_interactions(path: str) -> bool:
@@ -697,7 +696,7 @@ def read_vw_model(path: str, *, oaa: bool = False,
         raise DataError(f"{path}: the Vowpal Wabbit model's header checksum does not match "
                         f"(a damaged file)")
     opts: dict[str, list[str]] = {}
-    tokens = shlex.split(text)
+    tokens = text.split()
     i = 0
     while i < len(tokens):
         name = tokens[i].lstrip("-")

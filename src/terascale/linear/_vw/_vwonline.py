@@ -935,7 +935,7 @@ def test(args: argparse.Namespace) -> int:
     from .._online._progress import label_notes
     from ._vwmodel import model_t, read_vw_model, run_generation
     from ._vwout import all_or_none, link, prediction_writers
-    from ._vwreport import batch_test_lines, preamble, running_sum, test_block
+    from ._vwreport import batch_test_lines, nan_predictions, preamble, running_sum, test_block
 
     if args.oaa is not None:  # (its K learners: _vwoaafast)
         from ._vwoaafast import train as test_oaa
@@ -1021,6 +1021,7 @@ def test(args: argparse.Namespace) -> int:
                 raw, s, lv = np.empty(end - start), np.empty(end - start), np.empty(end - start)
                 fast.test(indptr, b[1], b[2], labels, weights, start, end, table, kind, clip,
                           lo, hi, binary, _BY_SIGN, raw, s, lv, 1)
+                nan_predictions(raw, int(total[2]), sys.stdout if progress is not None else None)
                 for writer, linked in writers:  # (-r: the scores before the clipping)
                     v = link(s, how, binary) if linked else raw
                     writer.write(_lines(fast, v, b, start))

@@ -81,6 +81,16 @@ def running_sum(total: float, values: np.ndarray) -> float:
     return float(np.cumsum(np.concatenate(([total], np.asarray(values, np.float64))))[-1])
 
 
+def nan_predictions(raw: np.ndarray, before: int, out: TextIO | None) -> None:
+    """VW's warning for each NaN score of a block whose first example is number
+    ``before + 1`` of the run (its ``finalize_prediction`` predicts 0 for it), on ``out``
+    (standard output, where VW's logger writes; None: none printed, as under --quiet)."""
+    if out is None:
+        return
+    for i in np.flatnonzero(np.isnan(raw)):
+        out.write(f"[warning] NAN prediction in example {before + int(i) + 1}, forcing 0\n")
+
+
 def run_label_sum(totals: list[list[float]]) -> float:
     """VW's ``weighted label sum`` of a run's ``pass_totals``: a row's tenth sum is the
     run's running sum of label x weight at the end of its pass (one double sum over the
