@@ -143,10 +143,7 @@ def test_workers_preserved_counters_are_vws(tmp_path):
     line = ["-d", "d0.vw", "-i", "start", "--preserve_performance_counters"]
     vw = run_vw(line, tmp_path)
     ts = run_ok([*_TS, *line, "-n", "2"], tmp_path)
-    keys = ("number of examples", "passes used", "weighted example sum",
-            "weighted label sum", "total feature number")
-    assert [ln for ln in ts.splitlines() if ln.startswith(keys)] == \
-        [ln for ln in vw.splitlines() if ln.startswith(keys)]
+    assert _counters(ts) == _counters(vw)
 
 
 @built
@@ -371,10 +368,7 @@ def test_workers_hold_out_after_the_inputs_first_examples_as_vw(tmp_path, oaa):
     line = ["-d", "d.vw", "--holdout_after", "300", "--passes", "2", "-c", *oaa]
     vw = run_vw(line, tmp_path)
     ts = run_ok([*_TS, *line, "-n", "2"], tmp_path)
-    keys = ("number of examples", "passes used", "weighted example sum",
-            "weighted label sum", "total feature number")
-    assert [ln for ln in ts.splitlines() if ln.startswith(keys)] == \
-        [ln for ln in vw.splitlines() if ln.startswith(keys)]
+    assert _counters(ts) == _counters(vw)
     assert "average loss" in ts and " h\n" in ts
 
 
@@ -399,3 +393,10 @@ def test_the_workers_parts_are_the_numba_passs_and_name_their_lines(tmp_path, n)
         assert mine.count(b"\n") == examples
         parts += mine
     assert parts == text
+
+
+def _counters(out: str) -> list[str]:
+    """The closing block's counters (examples, passes, weight and label sums, features)."""
+    keys = ("number of examples", "passes used", "weighted example sum",
+            "weighted label sum", "total feature number")
+    return [ln for ln in out.splitlines() if ln.startswith(keys)]

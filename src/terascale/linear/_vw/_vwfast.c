@@ -444,6 +444,33 @@ static int add_grams(const uint32_t *idx, Py_ssize_t len, int ngram, int skip_gr
 
 #define MAX_GRAM 16 /* longer n-grams (or more skips) go to the caller's rewrite */
 
+/* The namespace characters of the line (line_ns) that have features, in the order of
+ * their runs' starts gs[c] (runs [gs[c], ge[c])), written to order; returns how many. */
+static int line_order(const unsigned char *line_ns, int n_line_ns, const Py_ssize_t *gs,
+                      const Py_ssize_t *ge, unsigned char *order) {
+    int no = 0;
+    for (int j = 0; j < n_line_ns; j++) {
+        unsigned char c = line_ns[j];
+        if (ge[c] <= gs[c])
+            continue;
+        int a = no++;
+        while (a > 0 && gs[order[a - 1]] > gs[c]) {
+            order[a] = order[a - 1];
+            a--;
+        }
+        order[a] = c;
+    }
+    return no;
+}
+
+/* The line's features [start, nnz) copied to the scratch tmp_i/tmp_v, from which the
+ * caller lays its runs out again. */
+static void line_copy(Py_ssize_t start, const uint32_t *indices, const float *values,
+                      Py_ssize_t nnz, uint32_t *tmp_i, float *tmp_v) {
+    memcpy(tmp_i, indices + start, (size_t)(nnz - start) * 4);
+    memcpy(tmp_v, values + start, (size_t)(nnz - start) * 4);
+}
+
 /* --ngram/--skips: each namespace's n-grams right after its features (VW's order; the
  * interactions then cross them too). The line's features [start, *nnz_p), in runs
  * gs[c]..ge[c] of its namespace characters line_ns, are laid out again through tmp_i/tmp_v
@@ -454,24 +481,13 @@ static int line_grams(const unsigned char *gn, const unsigned char *gk,
                       Py_ssize_t *nnz_p, Py_ssize_t fcap, uint32_t m, uint32_t *tmp_i,
                       float *tmp_v) {
     unsigned char order[256];
-    int no = 0, any = 0;
-    for (int j = 0; j < n_line_ns; j++) { /* the characters with features, by position */
-        unsigned char c = line_ns[j];
-        if (ge[c] <= gs[c])
-            continue;
-        any |= gn[c] > 1;
-        int a = no++;
-        while (a > 0 && gs[order[a - 1]] > gs[c]) {
-            order[a] = order[a - 1];
-            a--;
-        }
-        order[a] = c;
-    }
+    int no = line_order(line_ns, n_line_ns, gs, ge, order), any = 0;
+    for (int j = 0; j < no; j++)
+        any |= gn[order[j]] > 1;
     if (!any)
         return 0;
-    Py_ssize_t cnt = *nnz_p - start, pos = start;
-    memcpy(tmp_i, indices + start, (size_t)cnt * 4);
-    memcpy(tmp_v, values + start, (size_t)cnt * 4);
+    Py_ssize_t pos = start;
+    line_copy(start, indices, values, *nnz_p, tmp_i, tmp_v);
     for (int j = 0; j < no; j++) {
         unsigned char c = order[j];
         Py_ssize_t len = ge[c] - gs[c], from = gs[c] - start;
@@ -598,21 +614,9 @@ static void line_limit(const int32_t *limit, int sort, const unsigned char *line
                        uint32_t *indices, float *values, Py_ssize_t *nnz_p, uint32_t *tmp_i,
                        float *tmp_v, uint64_t *keys) {
     unsigned char order[256];
-    int no = 0;
-    for (int j = 0; j < n_line_ns; j++) { /* the characters with features, by position */
-        unsigned char c = line_ns[j];
-        if (ge[c] <= gs[c])
-            continue;
-        int a = no++;
-        while (a > 0 && gs[order[a - 1]] > gs[c]) {
-            order[a] = order[a - 1];
-            a--;
-        }
-        order[a] = c;
-    }
-    Py_ssize_t cnt = *nnz_p - start, pos = start;
-    memcpy(tmp_i, indices + start, (size_t)cnt * 4);
-    memcpy(tmp_v, values + start, (size_t)cnt * 4);
+    int no = line_order(line_ns, n_line_ns, gs, ge, order);
+    Py_ssize_t pos = start;
+    line_copy(start, indices, values, *nnz_p, tmp_i, tmp_v);
     for (int j = 0; j < no; j++) {
         unsigned char c = order[j];
         Py_ssize_t len = ge[c] - gs[c], from = gs[c] - start;
