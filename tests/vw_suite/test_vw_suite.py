@@ -6,10 +6,11 @@ CI runs a fast subset that covers each kind of test the drop-in reproduces (one 
 ``--leave_duplicate_interactions``, ``--min_prediction``/``--max_prediction``,
 ``--holdout_after``, VW's ``--bfgs`` and ``--conjugate_gradient`` with and without holdout
 and with an input regularizer, ``--redefine``, ``--feature_limit``, ``--feature_mask``, a run
-without data that sets ``--l1_state``/``--l2_state``); every one of them must reproduce VW. The
-whole suite runs with ``make test-vw`` (a table, about 5 minutes); its number of
-reproducing tests must not fall below ``FLOOR``, checked here when
-``TERASCALE_VW_SUITE=all``.
+without data that sets ``--l1_state``/``--l2_state``); every one of them must reproduce VW. It
+runs all VW's commands in one interpreter and all terascale's in another (no start-up per
+command). The whole suite, each command in an interpreter of its own, runs with ``make
+test-vw`` (a table, about 5 minutes); its number of reproducing tests must not fall below
+``FLOOR``, checked here when ``TERASCALE_VW_SUITE=all``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ FLOOR = 119  # of the 119 tests VW itself passes (make test-vw)
 
 
 def test_fast_subset_reproduces_vw() -> None:
-    outcomes = run_suite(set(FAST))
+    outcomes = run_suite(set(FAST), one_process=True)
     bad = [f"{o.id} {o.status}: {o.detail}" for o in outcomes if o.status != "pass"]
     assert len(outcomes) == len(FAST)
     assert not bad, "\n".join(bad)
