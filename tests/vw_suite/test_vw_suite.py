@@ -35,6 +35,22 @@ def test_fast_subset_reproduces_vw() -> None:
     assert not bad, "\n".join(bad)
 
 
+def test_commands_run_in_one_interpreter_keep_their_own_outcomes(tmp_path) -> None:
+    """``run_many`` gives each command line its own exit status, output and prediction
+    files, as a fresh interpreter per command would."""
+    from _vwsuite import DATA, run_many
+
+    (tmp_path / "d.vw").write_bytes((DATA / "train-sets" / "0002_25.dat").read_bytes())
+    runs = [["vw", "-d", "d.vw", "-p", "a.p"], ["vw", "--no_such_flag", "-p", "a.p"],
+            ["vw", "-d", "d.vw", "--passes", "2", "-c", "-k", "-p", "b.p"]]
+    one, bad, two = run_many("terascale", runs, tmp_path)
+    assert (one.rc, bad.rc, two.rc) == (0, 2, 0)
+    assert "average loss" in one.stderr and "--no_such_flag" not in one.stderr
+    assert "--no_such_flag" in bad.stderr and "average loss" not in bad.stderr
+    assert bad.files == {"a.p": None}  # the first run's file was removed, not passed on
+    assert len(one.files["a.p"].splitlines()) == 25 and one.files["a.p"] != two.files["b.p"]
+
+
 def test_suite_selection() -> None:
     """The kept tests run VW's plain linear learner: no reduction but --oaa, also in the
     options stored in a VW model that a test reads with -i."""
