@@ -37,13 +37,15 @@ def test_a_shard_read_from_its_cache_beside_one_read_as_text(tmp_path, capfd, ev
     data = tmp_path / "five.vw"
     data.write_text("\n".join(LINES) + "\n")
     cache = tmp_path / "cache"
-    flags = ["-n", "3", "--passes", "3", "-c", "--cache-dir", str(cache), "-b", "12"]
+    flags = ["-n", "2", "--passes", "3", "-c", "--cache-dir", str(cache), "-b", "12"]
     if every:
         flags += ["--average-every", every]
     models = []
     for k in range(2):
         if k == 1:  # one shard's entry removed before the second run
-            shutil.rmtree(sorted(cache.iterdir())[0])
+            entries = sorted(cache.iterdir())
+            assert len(entries) == 2  # one per shard
+            shutil.rmtree(entries[0])
         model = tmp_path / f"m{k}"
         code, out = _linear(capfd, "train", str(data), *flags, "-f", str(model))
         assert code == 0, out

@@ -132,6 +132,63 @@ def run_one(cmd: list[str], args: list[str], cwd: Path) -> Run:
     return Run(rc, err, files, time.perf_counter() - t0)
 
 
+# runs several command lines of one module in turn in one interpreter (``run_many``): each
+# run's stdout and stderr (the C++ or C ones too) go to a log of its own, and the prediction
+# files it writes are read before the next run can overwrite them
+_MANY = r"""
+import ctypes, json, os, runpy, sys, tempfile, time, traceback
+job = json.load(open(sys.argv[1]))
+libc = ctypes.CDLL(None)
+saved = os.dup(1), os.dup(2)
+out = []
+for args, preds in job["runs"]:
+    for p in preds:
+        if os.path.exists(p):
+            os.unlink(p)
+    log = tempfile.TemporaryFile()
+    sys.stdout.flush(); sys.stderr.flush()
+    os.dup2(log.fileno(), 1); os.dup2(log.fileno(), 2)
+    sys.argv = [job["module"], *args]
+    t0 = time.perf_counter()
+    try:
+        runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
+        rc = 0
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else int(e.code is not None)
+    except Exception:
+        traceback.print_exc()
+        rc = 1
+    sys.stdout.flush(); sys.stderr.flush(); libc.fflush(None)
+    os.dup2(saved[0], 1); os.dup2(saved[1], 2)
+    log.seek(0)
+    files = {p: open(p, errors="replace").read() if os.path.exists(p) else None for p in preds}
+    out.append([rc, log.read().decode(errors="replace"), files, time.perf_counter() - t0])
+print(json.dumps(out))
+"""
+
+
+def run_many(module: str, runs: list[list[str]], cwd: Path) -> list[Run]:
+    """``python -m module ARGS`` for each ARGS of ``runs``, in turn, in one fresh
+    interpreter in ``cwd``: what ``run_one`` gives for each, without an interpreter's
+    start-up per run (a run that hangs times the whole batch out)."""
+    for args in runs:
+        for path in _values(args, OUTPUTS):
+            (cwd / path).parent.mkdir(parents=True, exist_ok=True)
+    job = cwd / ".runs.json"
+    job.write_text(json.dumps({"module": module,
+                               "runs": [[a, _values(a, PREDICTIONS)] for a in runs]}))
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    try:
+        r = subprocess.run([sys.executable, "-c", _MANY, str(job)], cwd=cwd,
+                           capture_output=True, text=True, timeout=TIMEOUT * 2,
+                           env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return [Run(124, f"timed out after {TIMEOUT * 2:.0f} s", {}, 0.0) for _ in runs]
+    if r.returncode != 0:
+        return [Run(r.returncode, r.stderr + r.stdout, {}, 0.0) for _ in runs]
+    return [Run(*o) for o in json.loads(r.stdout.strip().splitlines()[-1])]
+
+
 def _close(a: float, b: float) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
@@ -189,10 +246,12 @@ def _last_line(text: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def run_suite(ids: set[int] | None = None, front: str = "vw",
-              echo: bool = False) -> list[Outcome]:
+def run_suite(ids: set[int] | None = None, front: str = "vw", echo: bool = False,
+              one_process: bool = False) -> list[Outcome]:
     """Run the tests ``ids`` (all when None; their dependencies too) through VW and
-    through terascale's ``front``; one Outcome per test asked for."""
+    through terascale's ``front``; one Outcome per test asked for. Each command runs in
+    an interpreter of its own, or with ``one_process`` all VW's in one and all
+    terascale's in another (in the suite's order, so each reads what earlier ones wrote)."""
     tests = load_tests()
     chosen = closure(tests, ids if ids is not None else {t["id"] for t in tests})
     ref_dir, our_dir = workdir("vwsuite-vw-"), workdir("vwsuite-ts-")
@@ -201,16 +260,21 @@ def run_suite(ids: set[int] | None = None, front: str = "vw",
     failed: dict[int, str] = {}
     outcomes = []
     try:
+        if one_process:
+            argv = [shlex.split(t["vw_command"]) for t in chosen]
+            refs = iter(run_many("vowpalwabbit", argv, ref_dir))
+            ours = iter(run_many("terascale", [FRONTS[front] + a for a in argv], our_dir))
         for t in chosen:
             args = shlex.split(t["vw_command"])
-            ref = run_one(vw_cmd, args, ref_dir)
+            ref = next(refs) if one_process else run_one(vw_cmd, args, ref_dir)
+            mine = next(ours) if one_process else None
             if ref.rc != 0:
                 o = Outcome(t["id"], "vw-fails", _last_line(ref.stderr), ref.seconds)
             elif any(d in failed for d in t.get("depends_on", [])):
                 o = Outcome(t["id"], "blocked", "depends on test(s) " + ", ".join(
                     str(d) for d in t.get("depends_on", []) if d in failed))
             else:
-                got = run_one(ts_cmd, args, our_dir)
+                got = mine or run_one(ts_cmd, args, our_dir)
                 if got.rc != 0:
                     o = Outcome(t["id"], "refused", _last_line(got.stderr), got.seconds)
                 else:
