@@ -267,3 +267,38 @@ def test_a_one_pass_cache_run_builds_its_model_in_the_tables_pages(tmp_path, mon
     assert kept.weights.tobytes() == fresh.weights.tobytes()
     for a, b in zip(kept.adaptive[:2], fresh.adaptive[:2]):
         assert a.tobytes() == b.tobytes()
+
+
+def _library_rss_kb(name: str) -> int:
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(None, 1)[0]
+            if "-" in head and not head.endswith(":"):
+                inside = name in line
+            elif inside and head == "Rss:":
+                total += int(line.split()[1])
+    return total
+
+
+@needs_smaps
+def test_a_librarys_read_only_pages_leave_the_resident_set_and_come_back_on_use():
+    numba = pytest.importorskip("numba")
+
+    @numba.njit
+    def one_more(x):
+        return x + 1
+
+    assert one_more(1) == 2  # LLVM has run: its code is resident
+    before = _library_rss_kb("libllvmlite")
+    assert before > 0
+    assert _pages.give_back_library("libllvmlite") > 0
+    after = _library_rss_kb("libllvmlite")
+    assert after < before / 2
+    assert _pages.give_back_library("no-such-library-here") == 0
+
+    @numba.njit
+    def twice(x):  # compiling again faults the code back in, unchanged
+        return 2 * x
+
+    assert twice(21) == 42 and one_more(2) == 3

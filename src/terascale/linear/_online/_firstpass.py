@@ -48,6 +48,7 @@ from ._onlinepass import Weights
 __all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "count_bits",
            "dense_threshold", "few_repeats"]
 
+_LLVM = "libllvmlite"  # the shared library numba links its kernels with
 _MAX_BITS = 28  # the local lookup table: 1 GiB at most (VW's weights there: 4 GiB)
 _EARLY_MAX_BITS = 27  # few_repeats: dense rows of 1.5 GiB at most
 
@@ -509,9 +510,14 @@ class GrowingWeights(Weights):
         rows = self.rows.rows
         at = cols.indices()
         n = len(at)
-        _scatter_rows(rows, at, self.w[:n].astype(np.float32, copy=False),
-                      self.g2[:n].astype(np.float32, copy=False),
-                      self.nrm[:n].astype(np.float32, copy=False))
+        w, g2, nrm = (a[:n].astype(np.float32, copy=False) for a in (self.w, self.g2, self.nrm))
+        # the move below is the pass's peak (the rows, all their pages touched, and the
+        # compact arrays): the kernel is loaded first (an empty move, the same types), then
+        # LLVM's code, which the pass runs no more, leaves the resident set (_pages)
+        _scatter_rows(rows, at[:0], w, g2, nrm)
+        _pages.give_back_library(_LLVM)
+        _scatter_rows(rows, at, w, g2, nrm)
+        del w, g2, nrm
         for j, name in enumerate(("w", "g2", "nrm")):
             setattr(self, name, rows[:, j])  # (frees the compact array)
         self._grid = None
