@@ -307,30 +307,10 @@ def as_command() -> None:
     (a fifth of a second of its start-up, before the first worker starts)."""
     global _command
     _command = True
-    no_huge_pages()
     if "numba" in sys.modules:
         defer_numba_probes()
     elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport("numba", defer_numba_probes))
-
-
-def no_huge_pages() -> None:
-    """Stop numpy advising huge pages for this process's arrays.
-
-    numpy asks the kernel to back each array of 4 MiB and more with 2 MiB pages
-    (``madvise(MADV_HUGEPAGE)``, which counts where transparent huge pages are in
-    ``madvise`` mode). The learner's big arrays are touched sparsely (a dense table of
-    ``2**b`` rows of which the data uses some, buffers sized for the most they may hold),
-    and each 2 MiB page touched is then resident whole: one pass at ``-b 24`` over ~11M
-    distinct features peaks ~85 MB higher with the advice, in the same time
-    (``terascale bench linear --wide``). Called for the command's own process only
-    (:func:`as_command`); a library caller's numpy is left as it is."""
-    import numpy as np
-
-    core = getattr(np, "_core", None) or np.core
-    advise = getattr(core.multiarray, "_set_madvise_hugepage", None)
-    if advise is not None:
-        advise(False)
 
 
 class _AfterImport:
