@@ -183,3 +183,32 @@ def test_the_cache_kernels_are_the_numba_kernels():
     assert np.array_equal(marks[0], marks[1])
     with pytest.raises(ValueError, match="past the bitmap"):
         FAST.mark(marks[1], np.array([64], np.uint32))
+
+
+def test_a_cache_of_one_block_is_read_without_a_thread(tmp_path, monkeypatch):
+    """Each pass over a cache entry of one block reads it in the learner's thread (a
+    thread started a pass was most of a small file's pass); an entry of more blocks is
+    read ahead in another thread, the same blocks in the same order."""
+    import concurrent.futures as cf
+
+    from terascale.linear._io._cache import CacheBlocks
+    from terascale.linear._options import ParseOptions
+    from terascale.linear._vw import _vwpasses
+
+    started: list[int] = []
+    real = cf.ThreadPoolExecutor
+    monkeypatch.setattr(cf, "ThreadPoolExecutor",
+                        lambda *a, **k: (started.append(1), real(*a, **k))[1])
+    (tmp_path / "d.vw").write_text("".join(f"{i % 2} |a x{i} y\n" for i in range(50)))
+    run_ok([sys.executable, "-m", "terascale", "vw", "--cache-dir", "cache", "-d", "d.vw",
+            "-c", "--quiet"], tmp_path)
+    entry = next(os.path.dirname(str(p)) for p in (tmp_path / "cache").rglob("meta.json"))
+    cached = CacheBlocks(entry, ParseOptions(bits=18), str(tmp_path / "d.vw"))
+    assert len(cached.index) == 1
+    one = list(_vwpasses._decoded(cached))
+    assert started == [] and len(one) == 1
+    cached.index = np.concatenate([cached.index, cached.index])  # (the block twice)
+    two = list(_vwpasses._decoded(cached))
+    assert started == [1] and len(two) == 2
+    for a, b in zip(one[0][:5], two[1][:5]):
+        assert np.array_equal(a, b)

@@ -153,9 +153,14 @@ def _chunk(blk: Block) -> tuple:
 
 def _decoded(cached: CacheBlocks) -> Iterator[tuple]:
     """The entry's blocks, the next one read and decoded in another thread meanwhile
-    (the decoder releases the GIL)."""
+    (the decoder releases the GIL); an entry of one block is read here, with no thread
+    (starting one a pass cost more than the pass over a small file: 10000 passes)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if len(cached.index) <= 1:
+        for blk in cached:
+            yield _chunk(blk)
+        return
     blocks = iter(cached)
     with ThreadPoolExecutor(1, thread_name_prefix="terascale-cache") as ex:
         pending = ex.submit(next, blocks, None)
