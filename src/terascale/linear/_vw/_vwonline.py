@@ -373,8 +373,6 @@ class _Parser:
         compiled parser declined: rewritten by ``gen`` and parsed so, or else read by the
         numba parser."""
         if self.gen is not None:  # (the features written into the text, then parsed)
-            import io
-
             given = list(io.StringIO(bytes(buf).decode("utf-8", "surrogateescape"),
                                      newline=None))
             written = [self.gen.line(t, f"{source}:{line + k}") for k, t in enumerate(given)]
@@ -783,9 +781,9 @@ _DECLINED = 8  # (the parser's --ignore_linear counts where none)
 def _resume(table: np.ndarray, state: np.ndarray, model: Any) -> None:
     """-i's VW model's rows and learner state in the dense table and the state
     (``_resume.initial_state``'s)."""
-    table[model.indices, 0] = model.weights
-    table[model.indices, 1] = model.adaptive[0]
-    table[model.indices, 2] = model.adaptive[1]
+    from ._vwmodel import HeldRecords
+
+    HeldRecords(model).put(table)
     state[:len(model.adaptive[2])] = model.adaptive[2]
 
 
@@ -855,8 +853,9 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     rates = _rates(args)
     if rates:
         info["vw_rates"] = rates
-    if kept_rules(args):
-        info["vw_rules"] = kept_rules(args)
+    rules = kept_rules(args)
+    if rules:
+        info["vw_rules"] = rules
     model = SimpleNamespace(indices=idx, weights=_Column(table, idx, 0), parse=parse,
                             loss=options["loss"], info=info, bits=parse.bits,
                             adaptive=(_Column(table, idx, 1), _Column(table, idx, 2), state))

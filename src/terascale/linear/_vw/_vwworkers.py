@@ -182,7 +182,7 @@ def train(args: argparse.Namespace) -> int:
     _fast, options, paths, how = _begin(args)
     if args.initial:  # (-i's parse options, -l, --power_t, --binary and --link the run's)
         args.data, args.data_flag = paths, []  # (standard input read once)
-        # (its header alone: each worker reads the rows for itself)
+        # (its header alone, unless --initial_t changes its rows: each worker reads them)
         model = _initial(args, options, records=_rows_changed(args))
         if model is None:  # (its -b: the numba pass)
             return int(_cli_run.train(args) or 0)
