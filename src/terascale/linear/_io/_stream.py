@@ -439,6 +439,8 @@ def _skip_to_record(f: IO[bytes], path: str, at: int) -> tuple[int, int, bytes]:
             return pos + k + 1, 2 + lines + buf.count(b"\n", 0, k), bytes(buf[k + 1:got])
         lines += buf.count(b"\n", 0, got)
         pos += got
+
+
 def lines_before(paths: Sequence[str], places: list[tuple[int, str, tuple[int, ...]]]
                  ) -> int:
     """The lines of the input ``paths`` before the first of a worker's ``places``
