@@ -42,7 +42,9 @@ def _send_and_report(comm: Any, port: int) -> dict[str, Any]:
 
     from terascale.torch._pg import TerascaleProcessGroup
 
-    (pg,) = [o for o in gc.get_objects() if isinstance(o, TerascaleProcessGroup)]
+    # (by type, not isinstance: isinstance on a dead weakref.proxy among the objects
+    # raises ReferenceError through torch's metaclass checks)
+    (pg,) = [o for o in gc.get_objects() if type(o) is TerascaleProcessGroup]
     links = pg._p2p.links
     used = links._out.get(1) if comm.rank == 0 else links._incoming[0]
     dist.barrier(group=g)
