@@ -99,11 +99,23 @@ def _average(comm: Communicator, w: np.ndarray, g2: np.ndarray, nrm: np.ndarray,
         np.multiply(w, lo, out=lo)
         hi[:] = g2
         comm.allreduce(two, out=two)
-    w[:] = lo
-    g2[:] = hi
+    _put(w, lo)
+    _put(g2, hi)
     one[:] = nrm
     comm.allreduce(one, op="max", out=one)
-    nrm[:] = one
+    _put(nrm, one)
+
+
+def _put(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[:] = src``, except where both are +0.0: a row no worker saw keeps a page no one
+    wrote, so dense rows on 4 KiB pages stay as resident as the data made them (writing
+    the zeros back touched every page of a ``-b 24`` table: 2.4x VW's peak on data that
+    touches a third of VW's array)."""
+    write = src != 0
+    write |= np.signbit(src)
+    write |= dst != 0
+    write |= np.signbit(dst)
+    np.copyto(dst, src, casting="same_kind", where=write)
 
 
 def union_bitmap(comm: Communicator, seen: np.ndarray) -> None:

@@ -5,3 +5,16 @@ outputs, ``terascale vw`` and the VW-only learners behind it."""
 # update, the cache's kernels) and the calling convention every caller speaks:
 # ``terascale._cext.load(*VWFAST)``
 VWFAST = ("terascale.linear._vw._vwfast", 19)
+
+
+def dense_table(bits: int, *width: int):
+    """The compiled learner's zeroed table of ``2**bits`` rows of ``width`` float32 (VW's
+    weight array), on 4 KiB pages: a row the data never touches costs no memory, as in
+    VW's array. numpy would ask for huge pages for an array this size, and then one
+    feature in a 2 MiB page makes the whole page resident (2.4x VW's peak at ``-b 24``
+    on data of ~1M distinct features, where VW's touched pages are a third of its array)."""
+    import numpy as np
+
+    from ..._pages import zeros
+
+    return zeros((1 << bits, *width), np.float32, huge=False)

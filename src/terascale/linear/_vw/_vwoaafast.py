@@ -56,6 +56,8 @@ from typing import Any
 
 import numpy as np
 
+from . import dense_table
+
 __all__ = ["main", "train", "why_not"]
 
 
@@ -142,7 +144,7 @@ class _Learners:
         from .._online._state import new_state
 
         self.k = k
-        self.table = np.zeros((1 << bits, k, 3), np.float32)
+        self.table = dense_table(bits, k, 3)
         self.arrays = self.table.transpose(1, 0, 2)
         self.states = np.stack([new_state()] * k)
         start_learners(self.arrays, self.states, start)  # (-i's: _oaapass.Learners' start)

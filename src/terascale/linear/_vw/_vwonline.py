@@ -91,7 +91,7 @@ import numpy as np
 
 from ..._cext import load
 from ..._errors import ConfigError, DataError
-from . import VWFAST
+from . import VWFAST, dense_table
 
 __all__ = ["c_path", "run_options", "test", "train"]
 
@@ -553,7 +553,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     LINK[:] = [how]
     binary = bool(args.binary)  # (VW's 0/1 loss and signs: -i's model's too)
     _cli_run._binary_link(binary, how)
-    table = np.zeros((1 << parse.bits, 3), np.float32)  # (calloc: pages on first touch)
+    table = dense_table(parse.bits, 3)
     state = new_state()
     if model is not None:
         _resume(table, state, model)
@@ -607,8 +607,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
             if stop.end_pass(tot[2], tot[3]):
                 used = p + 1 - stop.patience
                 assert best is not None
-                table.fill(0.0)
-                table[best[0]] = best[1]
+                table[_used_rows(table)] = 0.0  # (not fill: a row never used keeps its page
+                table[best[0]] = best[1]         # untouched, as the data left it)
                 state[:] = best[2]
                 break
             if stop.no_win == 0:  # (the best so far: kept where a later stop may restore it)
@@ -975,7 +975,7 @@ def test(args: argparse.Namespace) -> int:
         print(text, file=sys.stderr)
     # the weights alone, 4 bytes a row (VW's -t table: -b 26, 256 MB; the learner's rows
     # of three, or the numba pass above -b 24, held 1286 MB of a 7M-feature model)
-    table = np.zeros(1 << bits, np.float32)
+    table = dense_table(bits)
     state = model.adaptive[2] if model.adaptive is not None else None
     lo = hi = 0.0  # (_cli_run._clip's rule: the run's loss's, in the model's label range)
     synced = state is not None and len(state) >= 6

@@ -98,6 +98,8 @@ from typing import Any
 
 import numpy as np
 
+from . import dense_table
+
 __all__ = ["main", "train", "why_not"]
 
 # rows of the table averaged per round of collectives: a 256th of the table, from 2**14
@@ -240,7 +242,7 @@ def _learn(job: dict[str, Any]) -> None:
     LINK[:] = [how]
     binary = bool(args.binary)
     fast = _fast()
-    table = np.zeros((1 << parse.bits, 3), np.float32)  # (calloc: pages on first touch)
+    table = dense_table(parse.bits, 3)
     state = new_state()
     warm = bool(args.initial)
     model = _resumed(args, table, state) if warm else None
