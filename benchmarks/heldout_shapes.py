@@ -210,6 +210,7 @@ CASES = {
     "short-2w": ("short", "-b 18", "text", "-n 2"),
     "click-b18-2w": ("click", "-b 18 --loss_function logistic", "text", "-n 2"),
     "distinct-b24": ("distinct", "-b 24 --loss_function logistic", "text"),
+    "distinct-b24-cache": ("distinct", "-b 24 --loss_function logistic", "cache"),
     "distinct-b24-2w": ("distinct", "-b 24 --loss_function logistic", "text", "-n 2"),
 }
 

@@ -212,3 +212,47 @@ def test_a_cache_of_one_block_is_read_without_a_thread(tmp_path, monkeypatch):
     assert started == [1] and len(two) == 2
     for a, b in zip(one[0][:5], two[1][:5]):
         assert np.array_equal(a, b)
+
+
+
+@built
+@pytest.mark.parametrize("args", [
+    ["--passes", "300", "-c", "--holdout_off", "--decay_learning_rate", "0.99", "-q", "ab"],
+    more(["--passes", "60", "-c", "--holdout_period", "4", "--early_terminate", "40",
+          "--l1", "1e-5"]),
+    more(["--passes", "200", "-k", "--cache_file", "x.cache", "--loss_function", "quantile",
+          "--quantile_tau", "0.3", "--holdout_off", "--quiet"]),
+])
+def test_many_passes_over_a_small_cache_are_compiled_calls(tmp_path, capfd, monkeypatch,
+                                                           args):
+    """The later passes over a small cache that report nothing are made many at a time by
+    the compiled learner (``_vwpasses.Replay``): the same table, model and counters as a
+    pass at a time, and VW's table and closing block."""
+    from _vw_runs import run_ts
+
+    from terascale.linear._vw import _vwonline, _vwpasses
+
+    os.chmod(tmp_path, 0o700)
+    made = []
+    real = _vwonline._Pass.learn
+    monkeypatch.setattr(_vwonline._Pass, "learn",
+                        lambda self, chunks: (made.append(1), real(self, chunks))[1])
+    runs = []
+    for who in ("replay", "one", "vw"):
+        d = tmp_path / who
+        d.mkdir()
+        (d / "d.vw").write_text("\n".join(_weighted(40, 5)) + "\n")
+        line = ["-d", "d.vw", *args, "-f", "m"]
+        if who == "vw":
+            err = run_ok([sys.executable, "-m", "vowpalwabbit", *line], d)
+            runs.append("".join(ln for ln in err.splitlines(True) if not ln.startswith(_STACK)))
+            break
+        if who == "one":  # (every pass made by _Pass.learn)
+            monkeypatch.setattr(_vwpasses.Replay, "of", classmethod(lambda *a: None))
+        made.clear()
+        code, err = run_ts(capfd, ["--cache-dir", "cache", *line], d, monkeypatch)
+        assert code == 0
+        assert len(made) < 20 if who == "replay" else len(made) > 40
+        runs.append((err, (d / "m").read_bytes()))
+    assert runs[0] == runs[1]
+    assert runs[0][0] == runs[2]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import mmap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import numba
@@ -43,12 +43,11 @@ from .._io._setops import first_appearances
 from .._io._stream import TextBlocks
 from .._layout import HOT_PREFIX
 from .._passes import Holdout, LabelScan
-from ._onlinepass import Weights
+from ._onlinepass import LLVM, Weights
 
 __all__ = ["GrowingWeights", "LocalColumns", "TextMixer", "TextPass", "count_bits",
            "dense_threshold", "few_repeats"]
 
-_LLVM = "libllvmlite"  # the shared library numba links its kernels with
 _MAX_BITS = 28  # the local lookup table: 1 GiB at most (VW's weights there: 4 GiB)
 _EARLY_MAX_BITS = 27  # few_repeats: dense rows of 1.5 GiB at most
 
@@ -481,6 +480,10 @@ class GrowingWeights(Weights):
         self.rows: _DenseRows | None = None  # the dense layout
         self._shrunk = -1  # rows gathered to the front (shrink), -1: not yet
 
+    def loaded(self, load: Callable[[], None]) -> None:
+        """Nothing: the columns grow through the pass, with kernels loaded as they do; LLVM
+        leaves the resident set before the move to the dense rows (:meth:`_to_dense`)."""
+
     def fit(self, block: Block | None = None) -> None:
         cols = self.columns
         if self.rows is None and block is not None and 0 <= cols.dense_from <= block.start:
@@ -515,7 +518,7 @@ class GrowingWeights(Weights):
         # compact arrays): the kernel is loaded first (an empty move, the same types), then
         # LLVM's code, which the pass runs no more, leaves the resident set (_pages)
         _scatter_rows(rows, at[:0], w, g2, nrm)
-        _pages.give_back_library(_LLVM)
+        _pages.give_back_library(LLVM)
         _scatter_rows(rows, at, w, g2, nrm)
         del w, g2, nrm
         for j, name in enumerate(("w", "g2", "nrm")):

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import TextIO
 
 import numpy as np
 
+from ... import _pages
 from .._combine._mixing import Mixer
 from .._io._blocks import Block
 from .._io._spill import Spill
@@ -23,7 +25,10 @@ from ._progress import PRESERVED, Progress, label_notes, label_warnings, warns_o
 from ._progressive import BLOCK, block_tags, zero_one
 from ._update import online_chunk
 
-__all__ = ["COUNTED", "LABELS", "Weights", "online_pass"]
+__all__ = ["COUNTED", "LABELS", "LLVM", "Weights", "online_pass"]
+
+LLVM = "libllvmlite"  # the shared library numba links its kernels with
+_DROPPED: list[int] = []  # (Weights.loaded's drop, once a process: the bytes advised)
 
 _ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0)
 
@@ -50,6 +55,17 @@ class Weights:
 
     def fit(self, block: Block | None = None) -> None:
         """Make room for the columns of ``block`` (mapped, about to be learned from)."""
+
+    def loaded(self, load: Callable[[], None]) -> None:
+        """Called before the pass's first block is learned from, its columns mapped:
+        ``load`` (an empty call of the learner's kernel) loads the last kernel that a
+        pass over fixed columns runs, and then numba's LLVM code (70-105 MB resident,
+        :func:`terascale._pages.give_back_library`) leaves the resident set, before the
+        learner touches the weights' pages, once a process (the pages come back from
+        the page cache if a kernel is loaded later)."""
+        if not _DROPPED:
+            load()
+            _DROPPED.append(_pages.give_back_library(LLVM))
 
 
 def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weights,
@@ -97,6 +113,11 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             spill.add(blk.start, blk.indptr, cols, blk.values, blk.labels, blk.weights, hold)
         ws.fit(blk)
         w, g2, nrm, state = ws.w, ws.g2, ws.nrm, ws.state
+        if blk.start == 0:  # (the learner's kernel loaded by a call over no example)
+            ws.loaded(partial(online_chunk, blk.indptr, cols, blk.values, blk.labels,
+                              blk.weights, hold, 0, 0, w, g2, nrm, state, kind,
+                              opts.learning_rate, opts.power_t, opts.l1, online_l2,
+                              np.zeros(8), None, sums=prog.sums))
         n = len(blk)
         start = 0
         unlabelled = np.isnan(blk.labels)

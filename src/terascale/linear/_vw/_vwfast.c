@@ -1388,6 +1388,10 @@ static PyMethodDef METHODS[] = {
      "power_t, l1, l2, out, pred, by_sign, clip, holdout, sums): VW's online update over "
      "examples [start, end) (_vwlearn.c; holdout: a byte per example, empty for none; "
      "sums: VW's running sums, Progress.sums)"},
+    {"passes", vw_passes, METH_VARARGS,
+     "passes(indptr, indices, values, labels, weights, table, state, kind, eta, decay, "
+     "power_t, l1, l2, by_sign, clip, holdout, sums, carry, rows): more passes over one chunk "
+     "with nothing to report between them, a row of sums a pass (_vwlearn.c)"},
     {"oaa_learn", vw_oaa_learn, METH_VARARGS,
      "oaa_learn(indptr, indices, values, targets, weights, start, end, table, states, k, "
      "kind, eta, power_t, l1, l2, link, scores, by_sign, clip): --oaa K's learners over "
@@ -1433,7 +1437,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
                  : c >= 'A' && c <= 'Z' ? 'A' : c == '.' ? '.' : '#';
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 19) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 20) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

@@ -393,6 +393,125 @@ static inline void ask(const int64_t *indptr, const uint32_t *cols, Py_ssize_t i
         }
 }
 
+/* The checks of a call's arrays before examples [start, end) are learned (NULL: none
+ * fails); the lengths in bytes. */
+static const char *learn_checks(const Py_buffer *bp, const Py_buffer *bi, const Py_buffer *bv,
+                                const Py_buffer *bl, const Py_buffer *bw, Py_ssize_t start,
+                                Py_ssize_t end, size_t rows, const Py_buffer *bs,
+                                const Py_buffer *bo, const Py_buffer *bpr,
+                                const Py_buffer *bsg, const Py_buffer *bcl,
+                                const Py_buffer *bh, const Py_buffer *bsu) {
+    const int64_t *indptr = bp->buf;
+    const uint32_t *cols = bi->buf;
+    Py_ssize_t nex = bl->len / 4;
+    if (bs->len < STATE_SIZE * 8 || bo->len < 8 * 8 || bsg->len < 8 * 8 || bcl->len < 8 * 8 ||
+        bsu->len < 10 * 8)
+        return "learn: state, out, by_sign, clip or sums is too short";
+    if (start < 0 || end < start || end > nex || bw->len / 4 < end ||
+        bp->len / 8 < end + 1 || (bpr->len && bpr->len / 8 < end - start) ||
+        (bh->len && bh->len < end))
+        return "learn: examples out of range";
+    if (end > start && (indptr[start] < 0 || indptr[end] > bi->len / 4 ||
+                        indptr[end] > bv->len / 4))
+        return "learn: features out of range";
+    for (int64_t k = end > start ? indptr[start] : 0; k < (end > start ? indptr[end] : 0); k++)
+        if (cols[k] >= rows)
+            return "learn: a feature index past the table";
+    return NULL;
+}
+
+/* The learner's settings for loss code ``kind`` (its RAW_LABELS and FIXED_RANGE bits
+ * included) at rate ``eta``; 0 where the code is unknown. */
+static int learn_settings(settings *st, long long kind, const int64_t *by_sign,
+                          const int64_t *clips, double eta, double power_t, double l1,
+                          double l2) {
+    st->kind = kind & ~(RAW_LABELS | FIXED_RANGE);
+    int raw_labels = (kind & RAW_LABELS) != 0, fixed_range = (kind & FIXED_RANGE) != 0;
+    if (by_sign[st->kind & 7] < 0 || clips[st->kind & 7] < 0)
+        return 0;
+    st->sign = by_sign[st->kind & 7] == 1 && !raw_labels;
+    st->clip = (int)clips[st->kind & 7];
+    st->track = st->clip != 0 && !fixed_range;
+    if (fixed_range) /* (--min_prediction/--max_prediction: VW clips every loss there) */
+        st->clip = 1;
+    set_rates(st, eta, power_t, l1, l2);
+    return 1;
+}
+
+/* VW's online update over examples [start, end) (checked: learn_checks), without the GIL:
+ * out gets the examples' sums (online_chunk's), sums VW's running sums (below), pred (raw)
+ * the predictions (the scores before the clip) where not NULL; hold a byte per example,
+ * nonzero where it is held out (NULL: none is). Returns nonzero on an unknown loss code. */
+static int learn_range(const int64_t *indptr, const uint32_t *cols, const float *values,
+                       const float *labels, const float *weights, Py_ssize_t start,
+                       Py_ssize_t end, float *t, size_t rows, double *state, const settings *cst,
+                       double *out, double *pred, double *raw, const uint8_t *hold,
+                       double *sums) {
+    settings st = *cst;
+    int bad = 0;
+    for (Py_ssize_t i = start; i < start + AHEAD && i < end; i++)
+        ask(indptr, cols, i, end, t);
+    for (Py_ssize_t i = start; i < end && !bad; i++) {
+        ask(indptr, cols, i + AHEAD, end, t);
+        double lab = labels[i], s = weights[i];
+        int labelled = !isnan(lab), learn = labelled && s > 0.0;
+        double y = lab;
+        if (st.sign)
+            y = lab > 0 ? 1.0 : -1.0;
+        int held = hold && hold[i];
+        /* (VW clips to the labels it learns from: held-out ones are not) */
+        if (labelled && !held && st.track) {
+            state[MIN_LABEL] = mind(state[MIN_LABEL], y);
+            state[MAX_LABEL] = maxd(state[MAX_LABEL], y);
+        }
+        if (!learn && !pred)
+            continue;
+        int64_t a = indptr[i], b = indptr[i + 1];
+        /* the lazy L1 truncates only where this run learns with L1 (VW) */
+        double p = score(cols, values, a, b, t, st.l1 > 0.0 ? state[GRAVITY] : 0.0,
+                         state[CONTRACTION]);
+        if (raw)
+            raw[i - start] = p;
+        p = clip_prediction(st.clip, p, state[MIN_LABEL], state[MAX_LABEL]);
+        if (pred) {
+            pred[i - start] = p;
+            if (!learn)
+                continue;
+        }
+        double lv = ranged_loss32(st.kind, p, y, state[MIN_LABEL], state[MAX_LABEL],
+                                  &bad);
+        double slv = f32(lv * s);
+        out[4] += 1.0;
+        out[5] += (double)(b - a);
+        out[6] = lab;
+        out[7] = p;
+        if (held) {
+            out[2] += slv;
+            out[3] += s;
+            sums[2] += slv;
+            sums[3] += s;
+            sums[6] += slv;
+            sums[7] += s;
+            sums[8] += slv;
+            sums[9] += s;
+            continue;
+        }
+        out[0] += slv;
+        out[1] += s;
+        sums[0] += slv;
+        sums[1] += s;
+        sums[4] += slv;
+        sums[5] += s;
+        if (!(lv > 0.0)) /* a loss of 0 or NaN (poisson's negative label): as VW */
+            continue;
+        if (learn_one(cols, values, a, b, t, 3, state, state, &st, p, y, s,
+                      ranged_prediction(st.kind, p, state[MIN_LABEL], state[MAX_LABEL]),
+                      &bad))
+            sync_table(t, rows, 3, state);
+    }
+    return bad;
+}
+
 PyObject *vw_learn(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer bp, bi, bv, bl, bw, bt, bs, bo, bpr, bsg, bcl, bh, bsu;
@@ -408,118 +527,112 @@ PyObject *vw_learn(PyObject *self, PyObject *args) {
      * holdout loss and weight since the last holdout line; the holdout loss and weight
      * since the pass began. Each example's float loss x weight and weight is added to
      * them in turn, as VW adds it (online_chunk's, the same bits whatever the chunks) */
-    double *sums = bsu.buf;
-    const int64_t *indptr = bp.buf;
-    const uint32_t *cols = bi.buf;
-    const float *values = bv.buf, *labels = bl.buf, *weights = bw.buf;
-    float *t = bt.buf;
-    double *state = bs.buf, *out = bo.buf, *pred = bpr.len ? bpr.buf : NULL;
-    /* pred of twice the length: the second half gets the scores before the clip (-r) */
-    double *raw = pred && bpr.len / 8 >= 2 * (end - start) ? pred + (end - start) : NULL;
-    const int64_t *by_sign = bsg.buf, *clips = bcl.buf;
-    /* a byte per example, nonzero where it is held out (empty: none is) */
-    const uint8_t *hold = bh.len ? bh.buf : NULL;
     size_t rows = (size_t)bt.len / 12;
-    const char *err = NULL;
-    Py_ssize_t nex = bl.len / 4;
-    if (bs.len < STATE_SIZE * 8 || bo.len < 8 * 8 || bsg.len < 8 * 8 || bcl.len < 8 * 8 ||
-        bsu.len < 10 * 8)
-        err = "learn: state, out, by_sign, clip or sums is too short";
-    else if (start < 0 || end < start || end > nex || bw.len / 4 < end ||
-             bp.len / 8 < end + 1 || (pred && bpr.len / 8 < end - start) ||
-             (hold && bh.len < end))
-        err = "learn: examples out of range";
-    else if (end > start && (indptr[start] < 0 || indptr[end] > bi.len / 4 ||
-                             indptr[end] > bv.len / 4))
-        err = "learn: features out of range";
-    else
-        for (int64_t k = end > start ? indptr[start] : 0; k < (end > start ? indptr[end] : 0);
-             k++)
-            if (cols[k] >= rows) {
-                err = "learn: a feature index past the table";
-                break;
-            }
+    const char *err = learn_checks(&bp, &bi, &bv, &bl, &bw, start, end, rows, &bs, &bo, &bpr,
+                                   &bsg, &bcl, &bh, &bsu);
     settings st;
-    st.kind = kind & ~(RAW_LABELS | FIXED_RANGE);
-    int raw_labels = (kind & RAW_LABELS) != 0, fixed_range = (kind & FIXED_RANGE) != 0;
-    if (!err && (by_sign[st.kind & 7] < 0 || clips[st.kind & 7] < 0))
+    if (!err && !learn_settings(&st, kind, bsg.buf, bcl.buf, eta, power_t, l1, l2))
         err = "learn: unknown loss code";
-    int bad = 0;
     if (!err) {
-        st.sign = by_sign[st.kind & 7] == 1 && !raw_labels;
-        st.clip = (int)clips[st.kind & 7];
-        st.track = st.clip != 0 && !fixed_range;
-        if (fixed_range) /* (--min_prediction/--max_prediction: VW clips every loss there) */
-            st.clip = 1;
-        set_rates(&st, eta, power_t, l1, l2);
+        double *pred = bpr.len ? bpr.buf : NULL;
+        /* pred of twice the length: the second half gets the scores before the clip (-r) */
+        double *raw = pred && bpr.len / 8 >= 2 * (end - start) ? pred + (end - start) : NULL;
+        int bad;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = start; i < start + AHEAD && i < end; i++)
-            ask(indptr, cols, i, end, t);
-        for (Py_ssize_t i = start; i < end && !bad; i++) {
-            ask(indptr, cols, i + AHEAD, end, t);
-            double lab = labels[i], s = weights[i];
-            int labelled = !isnan(lab), learn = labelled && s > 0.0;
-            double y = lab;
-            if (st.sign)
-                y = lab > 0 ? 1.0 : -1.0;
-            int held = hold && hold[i];
-            /* (VW clips to the labels it learns from: held-out ones are not) */
-            if (labelled && !held && st.track) {
-                state[MIN_LABEL] = mind(state[MIN_LABEL], y);
-                state[MAX_LABEL] = maxd(state[MAX_LABEL], y);
-            }
-            if (!learn && !pred)
-                continue;
-            int64_t a = indptr[i], b = indptr[i + 1];
-            /* the lazy L1 truncates only where this run learns with L1 (VW) */
-            double p = score(cols, values, a, b, t, st.l1 > 0.0 ? state[GRAVITY] : 0.0,
-                             state[CONTRACTION]);
-            if (raw)
-                raw[i - start] = p;
-            p = clip_prediction(st.clip, p, state[MIN_LABEL], state[MAX_LABEL]);
-            if (pred) {
-                pred[i - start] = p;
-                if (!learn)
-                    continue;
-            }
-            double lv = ranged_loss32(st.kind, p, y, state[MIN_LABEL], state[MAX_LABEL],
-                                      &bad);
-            double slv = f32(lv * s);
-            out[4] += 1.0;
-            out[5] += (double)(b - a);
-            out[6] = lab;
-            out[7] = p;
-            if (held) {
-                out[2] += slv;
-                out[3] += s;
-                sums[2] += slv;
-                sums[3] += s;
-                sums[6] += slv;
-                sums[7] += s;
-                sums[8] += slv;
-                sums[9] += s;
-                continue;
-            }
-            out[0] += slv;
-            out[1] += s;
-            sums[0] += slv;
-            sums[1] += s;
-            sums[4] += slv;
-            sums[5] += s;
-            if (!(lv > 0.0)) /* a loss of 0 or NaN (poisson's negative label): as VW */
-                continue;
-            if (learn_one(cols, values, a, b, t, 3, state, state, &st, p, y, s,
-                          ranged_prediction(st.kind, p, state[MIN_LABEL], state[MAX_LABEL]),
-                          &bad))
-                sync_table(t, rows, 3, state);
-        }
+        bad = learn_range(bp.buf, bi.buf, bv.buf, bl.buf, bw.buf, start, end, bt.buf, rows,
+                          bs.buf, &st, bo.buf, pred, raw, bh.len ? bh.buf : NULL, bsu.buf);
         Py_END_ALLOW_THREADS
+        if (bad)
+            err = "learn: unknown loss code";
     }
     Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bo, &bpr, &bsg, &bcl, &bh, &bsu};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++)
         PyBuffer_Release(all[k]);
-    if (bad)
+    if (err) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* passes(indptr, indices, values, labels, weights, table, state, kind, eta, decay,
+ * power_t, l1, l2, by_sign, clip, holdout, sums, carry, rows): R more passes over one
+ * chunk with nothing to report between them (no line, prediction or early stop due:
+ * _vwpasses.Replay decides), as R calls of learn and the Python bookkeeping of each pass
+ * (_vwonline._Pass.learn) would make them. Each pass first multiplies the rate (the
+ * float eta of the pass before) by the float decay; then learns from the chunk's examples
+ * and adds, in double and in turn, every labelled example not held out's label x weight to
+ * carry[0] (Progress.label_sum), every unlabelled one's weight to carry[1] and every
+ * one's to carry[2] (Progress.seen_sums). rows (R x PASS_ROW doubles) gets, a row a pass:
+ * the pass's six sums (its holdout loss and weight from sums[8:10], which start over:
+ * Progress.pass_over), three slots the caller fills, carry[0], the run's loss and
+ * labelled weight (sums[0:2]), carry[1], carry[2], the pass's rate and the loss since
+ * the last line (sums[4]). */
+#define PASS_ROW 16
+PyObject *vw_passes(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bp, bi, bv, bl, bw, bt, bs, bsg, bcl, bh, bsu, bc, br;
+    long long kind;
+    double eta, decay, power_t, l1, l2;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*w*w*Ldddddy*y*y*w*w*w*", &bp, &bi, &bv, &bl, &bw,
+                          &bt, &bs, &kind, &eta, &decay, &power_t, &l1, &l2, &bsg, &bcl, &bh,
+                          &bsu, &bc, &br))
+        return NULL;
+    Py_ssize_t n = bl.len / 4, passes = br.len / (PASS_ROW * 8);
+    size_t rows = (size_t)bt.len / 12;
+    double seg[8];
+    Py_buffer out = {0}, none = {0}; /* (the pass's sums; no predictions) */
+    out.buf = seg;
+    out.len = sizeof seg;
+    const char *err = learn_checks(&bp, &bi, &bv, &bl, &bw, 0, n, rows, &bs, &out, &none,
+                                   &bsg, &bcl, &bh, &bsu);
+    if (!err && bc.len < 3 * 8)
+        err = "passes: carry is too short";
+    settings st;
+    if (!err && !learn_settings(&st, kind, bsg.buf, bcl.buf, eta, power_t, l1, l2))
         err = "learn: unknown loss code";
+    if (!err) {
+        const float *labels = bl.buf, *weights = bw.buf;
+        const uint8_t *hold = bh.len ? bh.buf : NULL;
+        double *sums = bsu.buf, *carry = bc.buf, *row = br.buf;
+        float rate = (float)eta;
+        int bad = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t r = 0; r < passes && !bad; r++, row += PASS_ROW) {
+            if (decay != 1.0)
+                rate = rate * (float)decay;
+            set_rates(&st, (double)rate, power_t, l1, l2);
+            memset(seg, 0, sizeof seg);
+            bad = learn_range(bp.buf, bi.buf, bv.buf, labels, weights, 0, n, bt.buf, rows,
+                              bs.buf, &st, seg, NULL, NULL, hold, sums);
+            for (Py_ssize_t i = 0; i < n; i++) {
+                double w = weights[i];
+                if (isnan(labels[i]))
+                    carry[1] += w;
+                else if (!(hold && hold[i]))
+                    carry[0] += (double)labels[i] * w;
+                carry[2] += w;
+            }
+            memcpy(row, seg, 6 * sizeof *row);
+            row[2] = sums[8];
+            row[3] = sums[9];
+            sums[8] = sums[9] = 0.0;
+            row[6] = row[7] = row[8] = 0.0;
+            row[9] = carry[0];
+            row[10] = sums[0];
+            row[11] = sums[1];
+            row[12] = carry[1];
+            row[13] = carry[2];
+            row[14] = (double)rate;
+            row[15] = sums[4];
+        }
+        Py_END_ALLOW_THREADS
+        if (bad)
+            err = "learn: unknown loss code";
+    }
+    Py_buffer *all[] = {&bp, &bi, &bv, &bl, &bw, &bt, &bs, &bsg, &bcl, &bh, &bsu, &bc, &br};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++)
+        PyBuffer_Release(all[k]);
     if (err) {
         PyErr_SetString(PyExc_ValueError, err);
         return NULL;

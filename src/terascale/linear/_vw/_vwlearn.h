@@ -4,6 +4,7 @@
 #include <Python.h>
 
 PyObject *vw_learn(PyObject *self, PyObject *args);
+PyObject *vw_passes(PyObject *self, PyObject *args);
 PyObject *vw_sync(PyObject *self, PyObject *args);
 PyObject *vw_loss32(PyObject *self, PyObject *args);
 PyObject *vw_test(PyObject *self, PyObject *args);

@@ -102,6 +102,7 @@ _CHUNK = 1 << 18  # the most text parsed and learned from at a time
 # moves no bit: the kernel adds each example's loss to VW's running sums (Progress.sums)
 _FIRST = 1 << 14
 _BLOCK = 1 << 16  # progressive predictions formatted at a time
+_REPLAYED = 1024  # passes a call of the compiled learner's ``passes`` makes at most
 # the largest -b the compiled learner takes: its dense table of 12 * 2**b bytes is touched
 # all over by wide data (-b 26, 15.8M distinct features: 1180 MB peak against the numba
 # pass's 948, though 0.6x its time), and a run that large does not notice start-up
@@ -516,7 +517,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     from .._online._progress import LINK, Progress
     from .._online._state import new_state
     from ._vwout import all_or_none, prediction_writers
-    from ._vwpasses import Inputs
+    from ._vwpasses import Inputs, Replay
     from ._vwreport import closing_block, holdout_on, preamble
 
     if args.oaa is not None:  # (its K learners: _vwoaafast)
@@ -586,26 +587,42 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     labels_seen: list[float] = []
     used = passes
     rate = np.float32(opts.learning_rate)  # VW's eta, times the decay after each pass
+    # the later passes over a small input that report nothing: a compiled call for many
+    replay: Replay | None = None
+    replays = passes > 1 and not (writers or binary)
+    run: _Pass | None = None  # (the last pass made here)
+    p = 0  # the passes made
     with all_or_none(writers):
-        for p in range(passes):
-            if p > 0 and opts.decay_learning_rate != 1.0:
-                rate = np.float32(rate * np.float32(opts.decay_learning_rate))
-            run = _Pass(fast, opts, float(rate), table, state, prog, writers, how, period,
-                        args.raw_predictions is not None, p == 0, binary)
-            tot = run.learn(inputs.chunks())
-            if p == 0:
-                labels_seen = run.labels
-                prog.out = out
-                if out is not None and reader.skipped:  # (as the numba pass's _totals)
-                    print(f"skipped {reader.skipped} bad lines (--skip-bad)", file=out)
-                if held is not None:
-                    out.write(held.getvalue())
-            totals.append(tot)
-            marks.append(prog.mark())
+        while p < passes:
+            if replays and replay is None and run is not None and inputs.kept is not None:
+                replay = Replay.of(run, inputs, 1 if stop is not None else _REPLAYED)
+                replays = replay is not None
+            k = replay.ahead(passes - p) if replay is not None else 0
+            if k:
+                rate = replay.learn(k, rate, totals, marks)
+                p += k
+            else:
+                if p > 0 and opts.decay_learning_rate != 1.0:
+                    rate = np.float32(rate * np.float32(opts.decay_learning_rate))
+                run = _Pass(fast, opts, float(rate), table, state, prog, writers, how, period,
+                            args.raw_predictions is not None, p == 0, binary)
+                tot = run.learn(inputs.chunks())
+                if p == 0:
+                    replays = replays and not run.warn
+                    labels_seen = run.labels
+                    prog.out = out
+                    if out is not None and reader.skipped:  # (as the numba pass's _totals)
+                        print(f"skipped {reader.skipped} bad lines (--skip-bad)", file=out)
+                    if held is not None:
+                        out.write(held.getvalue())
+                totals.append(tot)
+                marks.append(prog.mark())
+                p += 1
             if stop is None:
                 continue
+            tot = totals[-1]
             if stop.end_pass(tot[2], tot[3]):
-                used = p + 1 - stop.patience
+                used = p - stop.patience
                 assert best is not None
                 table[_used_rows(table)] = 0.0  # (not fill: a row never used keeps its page
                 table[best[0]] = best[1]         # untouched, as the data left it)
@@ -613,7 +630,7 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
                 break
             if stop.no_win == 0:  # (the best so far: kept where a later stop may restore it)
                 best = None
-                if p + stop.patience < passes:
+                if p - 1 + stop.patience < passes:
                     idx = _used_rows(table)
                     best = (idx, table[idx], state.copy())
     if ran is not None:

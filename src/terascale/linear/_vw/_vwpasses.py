@@ -34,7 +34,12 @@ from .._io._cache import (
 )
 from .._io._dataset import Dataset, ParseOptions
 
-__all__ = ["Inputs"]
+__all__ = ["KEEP", "Inputs", "Replay"]
+
+#: the cache bytes of a run's inputs whose decoded chunks :class:`Inputs` keeps from the
+#: second pass on, rather than reading and decoding them again each pass (an entry of
+#: one block holds its decoded block through a pass anyway: keeping it costs no peak)
+KEEP = 1 << 20
 
 
 def _made(gen: Any) -> str:
@@ -68,6 +73,9 @@ class Inputs:
         self.root = checked_root(root or default_cache_dir()) if root != "" else ""
         self.entries: list[str | None] = []
         self.cached: list[CacheBlocks | None] = []
+        #: every input's chunks, decoded once and kept for the later passes, where the
+        #: inputs are cached entries of at most :data:`KEEP` bytes in all (None: read on)
+        self.kept: list[tuple] | None = None
         made = _made(getattr(reader, "gen", None))
         for path in paths:
             entry = cached = None
@@ -84,16 +92,36 @@ class Inputs:
 
     def chunks(self) -> Iterator[tuple]:
         """One pass's chunks, every file's in order."""
+        if self.kept is not None:
+            self._count_skipped(1)
+            yield from self.kept
+            return
+        keep: list[tuple] | None = [] if self._small() else None
         for k, path in enumerate(self.paths):
             cached = self.cached[k]
             if cached is not None:
                 if hasattr(self.reader, "skipped"):  # (--skip-bad's count, as if parsed)
                     self.reader.skipped += cached.skipped()
-                yield from _decoded(cached)
+                for b in _decoded(cached):
+                    if keep is not None:
+                        keep.append(b)
+                    yield b
             elif self.entries[k] is not None:
                 yield from self._caching(k, path)
             else:
                 yield from self.parsed(self._part(k, path), self.reader)
+        self.kept = keep
+
+    def _small(self) -> bool:
+        """Every input is a cached entry, of :data:`KEEP` bytes at most in all."""
+        return all(c is not None for c in self.cached) and \
+            sum(c.size_bytes for c in self.cached if c is not None) <= KEEP
+
+    def _count_skipped(self, passes: int) -> None:
+        """--skip-bad's count of ``passes`` passes over the cached inputs, as if parsed."""
+        if hasattr(self.reader, "skipped"):
+            self.reader.skipped += passes * sum(c.skipped() for c in self.cached
+                                                if c is not None)
 
     def _part(self, k: int, path: str) -> list:
         """What :attr:`parsed` reads for the k-th input: its path, or its part."""
@@ -171,3 +199,76 @@ def _decoded(cached: CacheBlocks) -> Iterator[tuple]:
             pending = ex.submit(next, blocks, None)
             yield _chunk(blk)
             del blk
+
+
+class Replay:
+    """The later passes over one kept chunk (:attr:`Inputs.kept`) that report nothing
+    between them -- no progress line due, no prediction written, no label warning, no
+    early stop to decide -- in one call of the compiled learner's ``passes`` each: the
+    learning, sums and counters of that many ``_vwonline._Pass.learn`` calls, bit for
+    bit, without the Python of a pass (10000 passes over a 5-line file: the Python was
+    nine tenths of the run). ``run``: a ``_Pass`` of the run (its learner and settings);
+    ``most``: the passes a call may make (1 where an early stop decides after each)."""
+
+    def __init__(self, run: Any, chunk: tuple, inputs: Inputs, most: int) -> None:
+        from .._holdout import Holdout
+
+        self.run, self.chunk, self.inputs = run, chunk, inputs
+        labels, weights, n = chunk[3], chunk[4], len(chunk[3])
+        hold = Holdout(run.period)(0, n, chunk[8]) if run.period else np.zeros(n, np.bool_)
+        self.hold = hold.view(np.uint8) if run.period else np.zeros(0, np.uint8)
+        unl = np.isnan(labels)
+        kept = unl | ~hold
+        feats = np.diff(chunk[0])
+        if chunk[9] is not None:
+            feats = feats + chunk[9]
+        # each pass's counts (_Pass.learn's ``counted`` but the label sum) and the weight
+        # its examples add to the progress table's (``cum_w``'s last step)
+        self.counted = (float(weights[unl].sum()), int(kept.sum()), int(feats[kept].sum()))
+        self.step = float(np.cumsum(np.where(kept, weights, 0.0), dtype=np.float64)[-1])
+        self.rows = np.zeros((max(most, 1), 16))
+
+    @classmethod
+    def of(cls, run: Any, inputs: Inputs, most: int) -> Replay | None:
+        """The replay of ``inputs``' kept chunk; None where they are not one chunk."""
+        kept = inputs.kept
+        if kept is None or len(kept) != 1 or len(kept[0][3]) == 0:
+            return None
+        return cls(run, kept[0], inputs, most)
+
+    def ahead(self, left: int) -> int:
+        """How many of the next ``left`` passes report nothing (0: the next one prints a
+        progress line: ``_Pass.learn`` makes it)."""
+        prog, most = self.run.prog, min(left, len(self.rows))
+        if prog.out is None:
+            return most
+        k, w = 0, prog.seen_w
+        while k < most and w + self.step < prog.due:
+            w, k = w + self.step, k + 1
+        return k
+
+    def learn(self, k: int, rate: np.float32, totals: list, marks: list) -> np.float32:
+        """Make ``k`` passes (:meth:`ahead`'s at most) after one at ``rate``; append each
+        pass's totals and progress mark as the run's loop does; returns the last one's
+        rate."""
+        run, b, prog = self.run, self.chunk, self.run.prog
+        opts, rows = run.opts, self.rows[:k]
+        carry = np.array([prog.label_sum, *prog.seen_sums])
+        run.fast.passes(b[0], b[1], b[2], b[3], b[4], run.table, run.state, run.kind,
+                        float(rate), float(opts.decay_learning_rate), opts.power_t,
+                        opts.l1, run.l2, run.signs, run.clips, self.hold, prog.sums, carry,
+                        rows)
+        rows[:, 6:9] = self.counted
+        totals.extend(rows[:, :14].tolist())
+        due, at_line = float(prog.due), float(prog.prev[1])
+        marks.extend([due, since, at_line] for since in rows[:, 15].tolist())
+        prog.label_sum = float(carry[0])
+        prog.seen_sums[:] = carry[1:]
+        if prog.out is not None:  # (Progress.end_pass of each pass)
+            prog.passes += k
+            prog.done = np.cumsum(np.vstack([prog.done, rows[:, :4]]), axis=0)[-1]
+            for _ in range(k):
+                prog.seen_w = prog.seen_w + self.step
+            prog.seen_n += k * self.counted[1]
+        self.inputs._count_skipped(k)
+        return np.float32(rows[k - 1, 14])
