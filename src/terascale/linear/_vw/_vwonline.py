@@ -9,7 +9,7 @@ and ~100 MB of a run). Its progress lines, closing block and model are the numba
 (the same code prints and writes them), its predictions and weights the same bits. Its
 one-pass runs over text (``-f``, ``-p``, ``-r``, ``-q``, ``--link``, the progress table)
 import no numpy either (numpy alone is ~16 MB of a process: 1.2M click lines at ``-b 18``
-peaked at 38 MB with it, 25 MB without, VW 40 MB): the parser's arrays are typed
+with ``-p`` peaked at 38 MB with it, 24 MB without, VW 39 MB): the parser's arrays are typed
 memoryviews, the table an anonymous mapping, a chunk's counts for the table and the
 closing block, ``-p``'s values and the model's records are the compiled core's
 (``_vwtable.c``); a run that needs numpy elsewhere (the cache, ``-i``, ``-t``,
