@@ -1,4 +1,5 @@
-"""A package's public names imported on first use (PEP 562), for its ``__init__``."""
+"""A package's public names imported on first use (PEP 562), for its ``__init__``; a
+module imported on first use, for a module whose commonest run never touches it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["lazy_names"]
+__all__ = ["lazy_module", "lazy_names"]
 
 
 def lazy_names(package: str, names: dict[str, str], namespace: dict[str, Any]
@@ -27,3 +28,28 @@ def lazy_names(package: str, names: dict[str, str], namespace: dict[str, Any]
         return sorted(set(namespace) | set(names))
 
     return __getattr__, __dir__
+
+
+class _Lazy:
+    """Stands in a module's globals for ``module`` until an attribute is first read: then
+    imports it and puts it in its place (``namespace[alias]``), so later lookups are
+    plain."""
+
+    __slots__ = ("_module", "_namespace", "_alias")
+
+    def __init__(self, module: str, namespace: dict[str, Any], alias: str) -> None:
+        self._module, self._namespace, self._alias = module, namespace, alias
+
+    def __getattr__(self, name: str) -> Any:
+        module = importlib.import_module(self._module)
+        self._namespace[self._alias] = module
+        return getattr(module, name)
+
+
+def lazy_module(module: str, namespace: dict[str, Any], alias: str) -> Any:
+    """``alias = lazy_module("numpy", globals(), "np")``: ``import numpy as np``, done
+    when the module first reads an attribute of ``np`` (``np.zeros``), not when it is
+    imported. Only for code that reads it so (numba's compiled functions take globals as
+    they are at compile time: their modules import numpy as usual); names from it
+    (``from numpy import ...``) and module-level uses import it at once."""
+    return _Lazy(module, namespace, alias)

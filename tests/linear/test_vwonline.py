@@ -564,6 +564,23 @@ def test_a_one_line_run_imports_no_numba(tmp_path, extra):
     assert (tmp_path / ("r" if test else "m")).stat().st_size > 0
 
 
+@built
+def test_common_one_worker_runs_import_no_numpy(tmp_path):
+    """The compiled learner's common runs (text or gzip in; -f, -p, -r, -q, --link, the
+    progress table) import neither numpy nor numba: a module-level import of either on
+    their path fails here."""
+    import gzip
+
+    text = "\n".join(_lines(300, 3, "sign")) + "\n"
+    (tmp_path / "d.vw").write_text(text)
+    (tmp_path / "d.vw.gz").write_bytes(gzip.compress(text.encode()))
+    runs = [["-d", "d.vw", "-f", "m", "-p", "p", "-r", "r", "--loss_function", "logistic"],
+            ["-d", "d.vw.gz", "-b", "18", "-q", "ab", "-f", "m2", "--quiet"],
+            ["-d", "d.vw", "--link", "logistic", "-p", "p2", "--holdout_off", "--quiet"]]
+    assert vw_in_one_process(runs, tmp_path, ("numpy", "numba", "llvmlite")) == []
+    assert (tmp_path / "m").stat().st_size > 0 and (tmp_path / "p2").stat().st_size > 0
+
+
 READABLE_CASES = [
     ["--loss_function", "logistic", "-q", "ab", "-f", "m", "--l1", "1e-4"],
     ["--oaa", "3", "-q", "ab"],
@@ -727,7 +744,7 @@ def test_the_compiled_parsers_rules_are_the_rewrites_bits(flags):
     made by the compiled parser give the arrays of the rewritten text (``_vwgen``) parsed."""
     from terascale.linear._io._dataset import ParseOptions
     from terascale.linear._vw._vwgen import FeatureGen
-    from terascale.linear._vw._vwonline import _Parser
+    from terascale.linear._vw._vwonline import _Parser, as_arrays
 
     given = {"feature_limit": (), "redefine": (), "hash_seed": 0, **flags}
     gen = FeatureGen.from_flags(bits=18, ngram=(), skips=(), **given)
@@ -739,7 +756,7 @@ def test_the_compiled_parsers_rules_are_the_rewrites_bits(flags):
     got = _Parser(opts, gen).parse(text, "d.vw", 1)
     want = _Parser(opts).parse("\n".join(gen.line(t, "d.vw") for t in lines).encode(),
                                "d.vw", 1)
-    for a, b in zip(got[:7], want[:7]):
+    for a, b in zip(as_arrays(got[:7]), as_arrays(want[:7])):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 

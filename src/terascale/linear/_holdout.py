@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
+from .._lazy import lazy_module
+from ._f32 import FLT_MAX
+
+np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["EarlyStop", "Holdout", "holdout_mask", "holdout_period"]
 
@@ -28,14 +31,30 @@ def holdout_mask(start: int, n: int, period: int, blanks: np.ndarray | None = No
     out every example after the first N (VW's ``--holdout_after``). VW counts each empty
     line of its text as an example: ``before`` of them come before the block, ``blanks``
     (a Block's) inside it."""
+    return np.frombuffer(holdout_bytes(start, n, period, blanks, before), np.bool_)
+
+
+def holdout_bytes(start: int, n: int, period: int, blanks: Any = None,
+                  before: int = 0) -> bytearray:
+    """:func:`holdout_mask` as a byte per example (1: held out), made without numpy: the
+    examples between two empty lines are at consecutive places, so each such run is
+    filled by a slice (every ``period``-th byte, or all bytes from the first held)."""
+    out = bytearray(n)
     if period == 0:
-        return np.zeros(n, np.bool_)
-    pos = np.arange(start + before, start + before + n, dtype=np.int64)
-    if blanks is not None and len(blanks):
-        pos += np.searchsorted(blanks, np.arange(n), "right")
-    if period < 0:
-        return pos >= -period
-    return (pos % period) == period - 1
+        return out
+    marks = sorted(int(v) for v in blanks) if blanks is not None else []
+    a = 0
+    for k, v in enumerate([*marks, n]):  # (after k empty lines: k places further on)
+        b = max(a, min(v, n))
+        pos = start + before + k + a  # (example a's place)
+        if period < 0:
+            first = a + max(0, -period - pos)
+            out[first:b] = b"\1" * max(0, b - first)
+        else:
+            first = a + (period - 1 - pos) % period
+            out[first:b:period] = b"\1" * len(range(first, b, period))
+        a = b
+    return out
 
 
 class Holdout:
@@ -44,11 +63,12 @@ class Holdout:
     starts in a chain's concatenation, in examples (the other shards' empty lines are not
     counted)."""
 
-    def __init__(self, period: int, offset: int = 0) -> None:
+    def __init__(self, period: int, offset: int = 0, raw: bool = False) -> None:
         self.period, self.offset, self.before = period, offset, 0
+        self.mask = holdout_bytes if raw else holdout_mask  # (raw: bytes, no numpy)
 
-    def __call__(self, start: int, n: int, blanks: np.ndarray | None) -> np.ndarray:
-        hold = holdout_mask(self.offset + start, n, self.period, blanks, self.before)
+    def __call__(self, start: int, n: int, blanks: np.ndarray | None) -> Any:
+        hold = self.mask(self.offset + start, n, self.period, blanks, self.before)
         if blanks is not None:
             self.before += len(blanks)
         return hold
@@ -61,7 +81,7 @@ class EarlyStop:
     passes stop and the saved pass is the model. Without an early stop the last pass is the
     model, as in VW (even when an earlier pass had a lower holdout loss)."""
 
-    _FLT_MAX = float(np.finfo(np.float32).max)
+    _FLT_MAX = FLT_MAX
 
     def __init__(self, patience: int) -> None:
         self.patience = patience

@@ -19,9 +19,9 @@ import numpy as np
 
 # The table and its codes are ``_losstable``'s (numba-free callers import it there), read
 # here by the kernels below as module globals.
+from ._losstable import _BY_SIGN as _SIGN_ROW
+from ._losstable import _CLIP as _CLIP_ROW
 from ._losstable import (
-    _BY_SIGN,
-    _CLIP,
     FIXED_RANGE,
     LOSS_TABLE,
     LOSSES,
@@ -38,6 +38,10 @@ __all__ = ["FIXED_RANGE", "LOSSES", "LOSS_TABLE", "RAW_LABELS", "VW_DEFAULT_LOSS
            "invariant_update", "loss32", "loss_code", "loss_spec", "loss_value", "losses32",
            "ranged_loss32", "ranged_prediction",
            "sgd_update32", "square_grad32", "vw_batch_losses"]
+
+# the table's rows by code as numpy arrays, which the kernels read as constants
+_BY_SIGN = np.array(_SIGN_ROW, np.int64)
+_CLIP = np.array(_CLIP_ROW, np.int64)
 
 
 @numba.njit(cache=True, inline="always")

@@ -8,9 +8,8 @@ start-up, before the first worker starts).
 
 from __future__ import annotations
 
+from array import array
 from typing import NamedTuple
-
-import numpy as np
 
 from .._errors import ConfigError
 
@@ -127,9 +126,11 @@ FIXED_RANGE = 1 << 40
 
 
 _CLIPS = ("fixed", "labels", "labels50")
-# the rows as the online kernel reads them, by code (-1: no loss has the code)
-_BY_SIGN = np.full(8, -1, np.int64)
-_CLIP = np.full(8, -1, np.int64)
+# the rows as the online kernel reads them, by code (-1: no loss has the code); int64
+# buffers, which the compiled learner reads as they are (numba's kernels: ``_losses``'
+# numpy copies)
+_BY_SIGN = array("q", [-1] * 8)
+_CLIP = array("q", [-1] * 8)
 for _loss in LOSS_TABLE.values():
     _BY_SIGN[_loss.code] = int(_loss.classes)
     _CLIP[_loss.code] = _CLIPS.index(_loss.clip)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral  # (numpy registers its integer types as Integral)
 from typing import TextIO
-
-import numpy as np
 
 from .._errors import ConfigError
 from ._io._dataset import ParseOptions
@@ -165,14 +164,14 @@ class TrainOptions:
                               f"{self.normalize!r}")
         if self.average_every is not None and (
                 isinstance(self.average_every, bool)
-                or not isinstance(self.average_every, (int, np.integer))
+                or not isinstance(self.average_every, Integral)
                 or self.average_every < 0):
             raise ConfigError(f"{opt('average_every')} must be an integer >= 0 (examples "
                               f"per worker between averages; 0: at the end of a pass "
                               f"only), not {self.average_every!r}")
         for name in ("bits", "passes", "bfgs", "cg", "memory", "patience"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            if isinstance(v, bool) or not isinstance(v, Integral):
                 raise ConfigError(f"{opt(name)} must be an integer, not {v!r}")
         for name in ("passes", "bfgs", "cg"):
             if getattr(self, name) < 0:

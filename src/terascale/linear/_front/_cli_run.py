@@ -16,12 +16,13 @@ import tempfile
 import time
 from typing import Any
 
-import numpy as np
-
 from ..._errors import ConfigError, DataError
 from ..._files import storage_error
+from ..._lazy import lazy_module
 from .._losstable import VW_DEFAULT_LOSS, loss_code, loss_spec
 from .._online._state import MAX_LABEL, MIN_LABEL
+
+np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["evaluate", "predict", "train"]
 

@@ -713,7 +713,7 @@ class _Table:
             self.due = self.prog.first_due()
             if kept and "examples" in kept:
                 self.prog.go_on(kept)
-                self.cum, self.cum_w = self.prog.done.copy(), self.prog.seen_w
+                self.cum, self.cum_w = np.array(self.prog.done), self.prog.seen_w
                 self.cum_n, self.due = self.prog.seen_n, self.prog.due
                 self.before, self.kept_loss = self.prog.passes, kept["sum_loss"]
                 self.prog.folds = False  # (the sums since a line: differences of these)
@@ -777,9 +777,9 @@ class _Table:
         while prog is not None:
             at = max(int(np.searchsorted(cum_w, self.due)), cut)  # (a line an example at most)
             if at >= len(truth):
-                prog.since[:] = _added(prog.since, part[cut:])
+                prog.since[:] = _added(np.asarray(prog.since), part[cut:])
                 break
-            prog.since[:] = _added(prog.since, part[cut:at + 1])
+            prog.since[:] = _added(np.asarray(prog.since), part[cut:at + 1])
             prog.folds, cut = True, at + 1
             while said < len(notes) and at >= notes[said][0]:
                 _say(notes[said][1])

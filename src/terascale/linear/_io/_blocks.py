@@ -36,11 +36,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-import numpy as np
-
 from ..._background import background
+from ..._lazy import lazy_module
 from ._cachebits import kernels
 from ._dataset import Dataset, ParseOptions, example_tag
+
+np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["BLOCK_EXAMPLES", "Block", "Blocks", "ChainBlocks", "DatasetBlocks", "FeatureSet",
            "ShardStats", "as_blocks", "prefetch"]

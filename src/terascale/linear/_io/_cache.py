@@ -34,10 +34,9 @@ import tempfile
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..._errors import ConfigError
 from ..._files import fsync_dir, private_dir
+from ..._lazy import lazy_module
 from .._names import opt
 from ._blocks import Block, Blocks, ShardStats
 from ._cachefmt import (
@@ -50,6 +49,8 @@ from ._cachefmt import (
 )
 from ._cachewrite import EntryWriter
 from ._dataset import ParseOptions
+
+np = lazy_module("numpy", globals(), "np")
 
 if TYPE_CHECKING:
     from ._stream import TextBlocks

@@ -14,9 +14,10 @@ exactly, so a learner gets bitwise the numbers the parser produced.
 
 from __future__ import annotations
 
-import numpy as np
-
+from ..._lazy import lazy_module
 from ._cachebits import kernels
+
+np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["FIELDS", "decode_blanks", "decode_block", "decode_ignored", "decode_labels",
            "encode_block", "label_bytes"]

@@ -18,13 +18,14 @@ import queue
 import threading
 from typing import NamedTuple
 
-import numpy as np
-
 from ..._background import background
 from ..._files import PieceWriter
+from ..._lazy import lazy_module
 from ._blocks import FeatureSet
 from ._cachefmt import FIELDS, encode_block
 from ._dataset import Dataset, ParseOptions
+
+np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["DEPTH", "SYNC_BYTES", "Encoded", "EntryWriter"]
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ..._errors import ConfigError
+from ..._lazy import lazy_module
 from .._names import opt
+
+np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["Dataset", "ParseOptions", "example_tag"]
 
@@ -133,9 +134,14 @@ class ParseOptions:
 
     def interaction_table(self) -> np.ndarray:
         """The parser's table of interactions (VW's order, wildcards expanded)."""
-        from ._interactions import compile_interactions, interaction_table
+        cells, width = self.interaction_cells()
+        return np.array(cells, np.int32).reshape(-1, width)
 
-        return interaction_table(compile_interactions(self.quadratic, self.cubic,
+    def interaction_cells(self) -> tuple[list[int], int]:
+        """:meth:`interaction_table`'s cells, row after row, and its width (no numpy)."""
+        from ._interactions import compile_interactions, interaction_cells
+
+        return interaction_cells(compile_interactions(self.quadratic, self.cubic,
                                                       self.interactions,
                                                       leave_duplicates=self.leave_duplicates),
                                  self.permutations)
@@ -144,17 +150,24 @@ class ParseOptions:
         """(ignored, linear ignored): 256 flags by namespace letter, as VW's ``--ignore``,
         ``--keep`` (everything else ignored; it overrides ``--ignore``, as in VW) and
         ``--ignore_linear``."""
-        ign = np.zeros(256, np.bool_)
-        lin = np.zeros(256, np.bool_)
+        ign, lin = self.namespace_bytes()
+        return np.frombuffer(ign, np.bool_), np.frombuffer(lin, np.bool_)
+
+    def namespace_bytes(self) -> tuple[bytearray, bytearray]:
+        """:meth:`namespace_flags` as 256 bytes each (1: set), without numpy."""
+        ign, lin = bytearray(256), bytearray(256)
         if self.format == "vw":
             for v in self.ignore:
-                ign[list(v.encode("utf-8", "surrogateescape"))] = True
+                for c in v.encode("utf-8", "surrogateescape"):
+                    ign[c] = 1
             if self.keep:
-                ign[:] = True
+                ign[:] = b"\1" * 256
                 for v in self.keep:
-                    ign[list(v.encode("utf-8", "surrogateescape"))] = False
+                    for c in v.encode("utf-8", "surrogateescape"):
+                        ign[c] = 0
             for v in self.ignore_linear:
-                lin[list(v.encode("utf-8", "surrogateescape"))] = True
+                for c in v.encode("utf-8", "surrogateescape"):
+                    lin[c] = 1
         return ign, lin
 
     def to_dict(self) -> dict[str, object]:

@@ -33,12 +33,14 @@ import re
 from functools import lru_cache
 from itertools import product
 
-import numpy as np
-
 from ..._errors import ConfigError
+from ..._lazy import lazy_module
 from .._names import opt
 
-__all__ = ["WILDCARD", "compile_interactions", "duplicate_counts", "interaction_table"]
+np = lazy_module("numpy", globals(), "np")
+
+__all__ = ["WILDCARD", "compile_interactions", "duplicate_counts", "interaction_cells",
+           "interaction_table"]
 
 WILDCARD = 58  # ':'
 _UNIVERSE = [c for c in range(32, 127) if c != WILDCARD]  # VW's interaction namespaces
@@ -174,11 +176,18 @@ def interaction_table(inters: list[tuple[int, ...]], permutations: bool = False
                       ) -> np.ndarray:
     """(n, 1 + max order) int32: the order (plus 256 with ``permutations``), then the
     namespace bytes (for the parser)."""
+    cells, width = interaction_cells(inters, permutations)
+    return np.array(cells, np.int32).reshape(-1, width)
+
+
+def interaction_cells(inters: list[tuple[int, ...]], permutations: bool = False
+                      ) -> tuple[list[int], int]:
+    """:func:`interaction_table`'s cells, row after row, and its width (3 for no
+    interaction), without numpy."""
     if not inters:
-        return np.zeros((0, 3), np.int32)
+        return [], 3
     m = max(len(t) for t in inters)
-    tab = np.zeros((len(inters), m + 1), np.int32)
-    for k, t in enumerate(inters):
-        tab[k, 0] = len(t) + (_PERMUTE if permutations else 0)
-        tab[k, 1:1 + len(t)] = t
-    return tab
+    cells: list[int] = []
+    for t in inters:
+        cells += [len(t) + (_PERMUTE if permutations else 0), *t, *[0] * (m - len(t))]
+    return cells, m + 1

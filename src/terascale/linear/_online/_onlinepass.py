@@ -151,7 +151,8 @@ def online_pass(items: Iterable[tuple[Block, np.ndarray, np.ndarray]], ws: Weigh
             shown = None  # the line's prediction of an example not learned from
             # the chunk's sums, added to the pass's and to the table's since its last line
             seg = np.zeros(8)
-            sums = prog.sums  # (VW's running sums, the run's: the kernel adds to them)
+            sums = np.frombuffer(prog.sums)  # (VW's running sums, the run's: the kernel
+            # adds to them)
             before = sums.copy() if opts.binary and pred is not None else None
             if line and pred is None and not (blk.weights[at] > 0 and not hold[at]
                                               and not np.isnan(blk.labels[at])):

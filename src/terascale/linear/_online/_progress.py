@@ -23,11 +23,16 @@ poisson`` on a negative label, hinge or ``--binary`` on one other than -1 and 1:
 
 from __future__ import annotations
 
-from typing import TextIO
+import math
+from array import array
+from typing import Any, TextIO
 
-import numpy as np
+from ..._lazy import lazy_module
 
-__all__ = ["CADENCE", "CARRIED_T", "LINK", "PRESERVED", "SUMS", "Progress", "cadence", "fixed",
+np = lazy_module("numpy", globals(), "np")
+
+__all__ = ["CADENCE", "CARRIED_T", "LINK", "PRESERVED", "SUMS", "Progress", "any_warned",
+           "cadence", "fixed",
            "label_notes", "label_warnings", "warns_of_labels"]
 
 # (additive, step) of this process's progress lines: VW's default doubling
@@ -80,28 +85,33 @@ class Progress:
         """Start the run's count over: no pass done, nothing seen."""
         #: passes finished, and the sums of their (loss, labelled weight, holdout loss,
         #: holdout weight); the weight and examples seen (VW's counters)
-        self.passes, self.done = 0, np.zeros(4)
+        self.passes, self.done = 0, [0.0] * 4
         self.seen_w, self.seen_n = 0.0, 0
         #: those sums at the last line, and at the last holdout line
-        self.prev, self.hprev = np.zeros(4), np.zeros(4)
+        self.prev, self.hprev = [0.0] * 4, [0.0] * 4
         #: VW's running sums (its ``shared_data``'s doubles), to which the learners'
         #: kernels add each example's float loss x weight and its weight in turn, in
         #: the run's order whatever its chunks: the run's loss, labelled weight, holdout
         #: loss and weight (VW's sum_loss, weighted_labeled_examples, holdout_sum_loss,
         #: weighted_holdout_examples); then :attr:`since`'s four; then the holdout loss
-        #: and weight since the pass began (VW's ``_since_last_pass``, :meth:`pass_over`)
-        self.sums = np.zeros(SUMS)
-        #: VW's sums since the last line (loss, labelled weight) and since the last holdout
-        #: line (holdout loss, weight), kept apart from the run's as VW keeps them: a
-        #: difference of running sums loses a small loss after one many orders larger
-        self.since = self.sums[4:8]
+        #: and weight since the pass began (VW's ``_since_last_pass``, :meth:`pass_over`);
+        #: doubles in a buffer (numba's kernels take ``np.frombuffer`` of it)
+        self.sums = array("d", [0.0] * SUMS)
         self.folds = False
         #: VW's weighted_labels: label x weight of the labelled examples learned from, one
         #: running double sum over the run's passes (:meth:`add_labels`)
         self.label_sum = 0.0
         #: VW's weighted_unlabeled_examples and t (every example's weight, held out
         #: too): one running double sum each over the run's passes (:meth:`add_seen`)
-        self.seen_sums = np.array([0.0, CARRIED_T[0]])
+        self.seen_sums = array("d", [0.0, CARRIED_T[0]])
+
+    @property
+    def since(self) -> memoryview:
+        """VW's sums since the last line (loss, labelled weight) and since the last holdout
+        line (holdout loss, weight), kept apart from the run's as VW keeps them (a
+        difference of running sums loses a small loss after one many orders larger): a
+        view of :attr:`sums`' four."""
+        return memoryview(self.sums)[4:8]
 
     def go_on(self, kept: dict[str, float]) -> None:
         """Go on from -i's counters ``kept`` (:data:`PRESERVED`) as VW's table does: its
@@ -112,10 +122,10 @@ class Progress:
         self.passes = int(kept.get("passes", 0))
         self.seen_w = labelled + kept["weighted_unlabeled_examples"]
         self.seen_n = int(kept["examples"])
-        self.done = np.array([kept["sum_loss"], labelled, 0.0, 0.0])
-        self.prev = np.array([kept["sum_loss"] - kept["since"], kept["old"], 0.0, 0.0])
-        self.sums[:2] = kept["sum_loss"], labelled
-        self.since[:] = kept["since"], labelled - kept["old"], 0.0, 0.0
+        self.done = [kept["sum_loss"], labelled, 0.0, 0.0]
+        self.prev = [kept["sum_loss"] - kept["since"], kept["old"], 0.0, 0.0]
+        self.sums[0], self.sums[1] = kept["sum_loss"], labelled
+        self.sums[4:8] = array("d", [kept["since"], labelled - kept["old"], 0.0, 0.0])
         self.due = kept["dump"]
         # (VW's running label and unlabelled weight sums go on from -i's too)
         self.label_sum = float(kept.get("weighted_labels", 0.0))
@@ -127,22 +137,23 @@ class Progress:
         the chunk added its losses to :attr:`sums` itself, which the lines and the model
         read (a chunk's sum added to the run's would round where the chunks are cut)."""
         self.folds = True
-        acc[:6] += seg[:6]
+        for k in range(6):
+            acc[k] += seg[k]
         if n > 0:
-            acc[6:8] = seg[6:8]
+            acc[6], acc[7] = seg[6], seg[7]
 
-    def now(self) -> np.ndarray:
+    def now(self) -> list[float]:
         """The run's sums of (loss, labelled weight, holdout loss, holdout weight) now, as
         the learners' kernels added them (:attr:`sums`): a line's ``acc``."""
-        return self.sums[:4].copy()
+        return list(self.sums[:4])
 
     def pass_over(self, acc: np.ndarray) -> list[float]:
         """A pass's kernels are done: its holdout loss and weight in ``acc`` made VW's
         running sums since the pass began (its early stop compares them), which start
         over; returns the run's loss and labelled weight now (VW's sum_loss and
         weighted_labeled_examples, the pass's ``pass_totals`` row ends with them)."""
-        acc[2:4] = self.sums[8:10]
-        self.sums[8:10] = 0.0
+        acc[2], acc[3] = self.sums[8], self.sums[9]
+        self.sums[8] = self.sums[9] = 0.0
         return [float(self.sums[0]), float(self.sums[1])]
 
     def add_labels(self, labels: np.ndarray, weights: np.ndarray) -> float:
@@ -169,7 +180,7 @@ class Progress:
         """A pass is over: ``acc`` its sums (``online_chunk``'s), ``seen_w``/``seen_n``
         the weight and examples seen so far in the run."""
         self.passes += 1
-        self.done = self.done + acc[:4]
+        self.done = [d + a for d, a in zip(self.done, acc[:4])]
         self.seen_w, self.seen_n = seen_w, seen_n
 
     def mark(self, since: float | None = None) -> list[float]:
@@ -189,9 +200,11 @@ class Progress:
         """The weight of the next line after one printed at ``weight``: VW's next
         ``dump_interval`` is the weight at this line, as a float, plus or times the step, in
         float (compared with the weight's double sum)."""
+        from .._f32 import f32
+
         add, step = CADENCE[-1]
-        w32, s32 = np.float32(weight), np.float32(step)
-        self.interval = float(w32 + s32 if add else w32 * s32)
+        w32, s32 = f32(weight), f32(step)
+        self.interval = f32(w32 + s32 if add else w32 * s32)
         return self.interval
 
     def header(self) -> None:
@@ -213,42 +226,42 @@ class Progress:
         hline = self.holdout and self.passes >= 1 and len(acc) >= 4
         # the sums since the last line: VW's where the learner's chunks are folded in,
         # else (a caller that keeps only the run's sums) their difference
-        sums = self.since.copy()
+        sums = list(self.sums[4:8])
         if not self.folds:
-            sums[:2] = acc[:2] - prev[:2]
+            sums[0], sums[1] = acc[0] - prev[0], acc[1] - prev[1]
             if len(acc) >= 4:
-                sums[2:] = acc[2:4] - self.hprev[2:]
+                sums[2], sums[3] = acc[2] - self.hprev[2], acc[3] - self.hprev[3]
         elif len(acc) >= 4:  # (VW's labelled weight since the line: a difference)
             sums[1] = acc[1] - prev[1]
-        self.since[:2] = 0.0  # (VW restarts them at every line, the holdout's at its own)
-        if hline:
-            self.since[2:] = 0.0
-            self.hprev = np.array(acc[:4], float)
+        self.sums[4] = self.sums[5] = 0.0  # (VW restarts them at every line, the
+        if hline:                          # holdout's at its own)
+            self.sums[6] = self.sums[7] = 0.0
+            self.hprev = [float(v) for v in acc[:4]]
         if not self.out:
             return
-        from .._vw._vwout import link
-
         if text is not None:
             lab, pr = text
         elif classes and self.names is not None:  # (class 0 has no name: VW's unknown)
             k = len(self.names)
-            lab = (self.names[int(label) - 1] if not np.isnan(label) and 1 <= label <= k
+            lab = (self.names[int(label) - 1] if not math.isnan(label) and 1 <= label <= k
                    else "unknown")
             pr = self.names[int(prediction) - 1] if 1 <= prediction <= k else "unknown"
         elif classes:  # (VW's unsigned class from INT_MAX up: unknown)
-            lab = "unknown" if np.isnan(label) or label >= 2147483647 else f"{int(label)}"
+            lab = "unknown" if math.isnan(label) or label >= 2147483647 else f"{int(label)}"
             pr = f"{int(prediction)}"
         else:
-            lab = "unknown" if np.isnan(label) else f"{label:.4f}"
-            pr = f"{float(link(np.array([prediction]), LINK[-1], binary)[0]):.4f}"
+            from .._vw._vwout import link_one
+
+            lab = "unknown" if math.isnan(label) else f"{label:.4f}"
+            pr = f"{link_one(prediction, LINK[-1], binary):.4f}"
         held = ""
         if hline:
             # VW's holdout columns: over every held-out example so far, and since the
             # last holdout line ("unknown" without any, as VW 9 writes it)
             dl, dw = sums[2], sums[3]
-            avg = (fixed(acc[2] / acc[3])[:8] if acc[2] != 0 or acc[3] != 0
+            avg = (fixed(_div(acc[2], acc[3]))[:8] if acc[2] != 0 or acc[3] != 0
                    else "unknown")
-            since = fixed(dl / dw)[:8] if dl != 0 or dw != 0 else "unknown"
+            since = fixed(_div(dl, dw))[:8] if dl != 0 or dw != 0 else "unknown"
             held = " h"
         else:
             dl, dw = sums[0], sums[1]
@@ -257,6 +270,15 @@ class Progress:
             since = fixed(dl / dw)[:8] if dw else "n.a."
         print(f"{avg:<8} {since:<8} {counter:>12d} {weight:>14.1f} {_fit(lab):>14} "
               f"{_fit(pr):>14} {feats:>8d}{held}", file=self.out)
+
+
+def _div(a: float, b: float) -> float:
+    """``a / b`` in double, as numpy divides (over 0: an infinity, or NaN for 0 / 0)."""
+    if b:
+        return a / b
+    if a == 0 or math.isnan(a):
+        return math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
 def _fmt(v: float) -> str:
@@ -319,6 +341,22 @@ def label_warnings(labels: np.ndarray, weights: np.ndarray, hold: np.ndarray | N
         out.write("".join(text))
 
 
+def any_warned(labels: Any, loss: str, binary: bool) -> bool:
+    """Whether any of ``labels`` (floats; NaN: unlabelled) is one :func:`label_warnings`
+    may print a line on, whatever its weight and holdout: its rules on each distinct
+    value, without numpy (a run that prints none imports none)."""
+    from .._losstable import loss_spec
+
+    warns = loss_spec(loss).warns
+    for v in set(labels):
+        if v != v:
+            continue
+        if (warns == "negative" and v < 0 or warns == "not -1 or 1" and abs(v) != 1
+                or warns == "outside [-1, 1]" and abs(v) > 1 or binary and abs(v) != 1):
+            return True
+    return False
+
+
 def label_notes(notes: tuple[str, ...] | list[str], out: TextIO) -> None:
     """VW's lines on the label sections of a block's text (:attr:`.Block.notes`), printed
     on standard output before its examples are learned from, on the first pass only (VW
@@ -337,5 +375,5 @@ def fixed(v: float) -> str:
     """A loss as VW prints it, to 6 decimals (a NaN with its sign: C++ writes a negative
     one ``-nan``)."""
     if v != v:
-        return "-nan" if np.copysign(1.0, v) < 0 else "nan"
+        return "-nan" if math.copysign(1.0, v) < 0 else "nan"
     return f"{v:.6f}"

@@ -12,10 +12,12 @@ field by the constants below, never by its position.
 
 from __future__ import annotations
 
-import numpy as np
+from ..._lazy import lazy_module
+
+np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["CONTRACTION", "GRAVITY", "MAX_LABEL", "MIN_LABEL", "STATE_SIZE", "SUM_NORM_X",
-           "TOTAL_WEIGHT", "UPDATE_MULTIPLIER", "new_state"]
+           "TOTAL_WEIGHT", "UPDATE_MULTIPLIER", "new_state", "state_values"]
 
 # The fields' places (numba reads them as constants: never renumber them, a saved model's
 # state and numba's cached kernels hold this order).
@@ -29,11 +31,16 @@ UPDATE_MULTIPLIER = 6  # the normalized update's global scale, from the first tw
 STATE_SIZE = 7
 
 
-def new_state(min_label: float = 0.0, max_label: float = 0.0) -> np.ndarray:
-    """A fresh learner's state: no examples, no regularization applied yet, the label
-    range ``[min_label, max_label]`` (VW's starts empty at 0, 0 and widens)."""
-    s = np.zeros(STATE_SIZE)
+def state_values(min_label: float = 0.0, max_label: float = 0.0) -> list[float]:
+    """A fresh learner's state as a list: no examples, no regularization applied yet, the
+    label range ``[min_label, max_label]`` (VW's starts empty at 0, 0 and widens)."""
+    s = [0.0] * STATE_SIZE
     s[CONTRACTION] = 1.0
     s[MIN_LABEL], s[MAX_LABEL] = min_label, max_label
     s[UPDATE_MULTIPLIER] = 1.0
     return s
+
+
+def new_state(min_label: float = 0.0, max_label: float = 0.0) -> np.ndarray:
+    """:func:`state_values` as the float64 array the kernels update."""
+    return np.array(state_values(min_label, max_label), np.float64)

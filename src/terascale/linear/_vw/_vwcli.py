@@ -395,8 +395,7 @@ def _interaction_notes(args: argparse.Namespace) -> None:
 def _notes(args: argparse.Namespace) -> None:
     """VW's notes on standard output about the options given, after those on the
     interactions and in VW's order, unless --quiet."""
-    import numpy as np
-
+    from .._f32 import f32
     from ._vwmodel import model_options
 
     if args.quiet:
@@ -413,7 +412,7 @@ def _notes(args: argparse.Namespace) -> None:
                                  model_options(args.initial)):  # (-i's model's too)
         print("[warning] --raw_predictions has no defined value when --binary specified, "
               "expect no output")
-    last = float(np.float32(args.decay_learning_rate)) ** int(args.passes or 1)
+    last = f32(args.decay_learning_rate) ** int(args.passes or 1)
     if int(args.passes or 1) > 1 and last < 1e-4:  # (VW's double, its shortest digits)
         print(f"[warning] The learning rate for the last pass is multiplied by '{last!r}' "
               f"adjust --decay_learning_rate larger to avoid this.")
@@ -950,10 +949,10 @@ def _vw_defaults(args: argparse.Namespace) -> None:
     if args.cache_file:
         args.cache = True
     args.vw_mode = True
-    import numpy as np
+    from .._f32 import f32
 
     ranged = args.min_prediction is not None or args.max_prediction is not None
-    bounds = [None if v is None else float(np.float32(v))  # (VW's floats)
+    bounds = [None if v is None else f32(v)  # (VW's floats)
               for v in (args.min_prediction, args.max_prediction)]
     # with -i: the range -i's model starts from, the bounds given over it
     # (_cli_run.vw_start); the range stays there (options' fixed_range)

@@ -61,6 +61,7 @@
 #include <string.h>
 
 #include "_vwbits.h"
+#include "_vwtable.h"
 #include "_vwlearn.h"
 
 #define CONSTANT_HASH 11650396u
@@ -1414,6 +1415,18 @@ static PyMethodDef METHODS[] = {
     {"unvalues", vw_unvalues, METH_VARARGS,
      "unvalues(bitmap, stored, out) -> the stored values used (-1: too few) (_vwbits.c)"},
     {"mark", vw_mark, METH_VARARGS, "mark(bitmap, indices): bitmap[indices] = 1 (_vwbits.c)"},
+    {"counts", vw_counts, METH_VARARGS,
+     "counts(indptr, labels, weights, hold, ignored, sums, cum_w, cum_n, seen_w, seen_n): a "
+     "chunk's counts for the closing block and the progress lines (_vwtable.c)"},
+    {"records", vw_records, METH_VARARGS,
+     "records(table, start, mask, out) -> (records, next row): the table's rows in use as "
+     "VW's weight records (_vwtable.c)"},
+    {"restore", vw_restore, METH_VARARGS,
+     "restore(table, records): the table zeroed, then the records' rows put back "
+     "(_vwtable.c)"},
+    {"predicted", vw_predicted, METH_VARARGS,
+     "predicted(src, dst, code): -p's float32 values of float64 scores (-2 --binary, -1 "
+     "the score, 0..2 link's codes) (_vwtable.c)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_vwfast", NULL, -1, METHODS};
@@ -1437,7 +1450,7 @@ PyMODINIT_FUNC PyInit__vwfast(void) {
                  : c >= 'A' && c <= 'Z' ? 'A' : c == '.' ? '.' : '#';
     PyObject *mod = PyModule_Create(&MODULE);
     /* (the calling convention: terascale.linear._vw.VWFAST's number) */
-    if (mod && (PyModule_AddIntConstant(mod, "ABI", 20) < 0 ||
+    if (mod && (PyModule_AddIntConstant(mod, "ABI", 21) < 0 ||
                 PyModule_AddObject(mod, "LOSS_CODES", Py_BuildValue("(iiiiii)", 0, 1, 2, 3, 4, 5)) < 0)) {
         Py_DECREF(mod);
         return NULL;

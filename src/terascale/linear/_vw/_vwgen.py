@@ -56,10 +56,11 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ..._errors import ConfigError, DataError
+from ..._lazy import lazy_module
 from .._io._hashnames import hashstring, murmur3_32
+
+np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["GENERATED", "INPUTS", "SOURCES", "SPELLING_CHARACTER", "FeatureGen", "as_given",
            "rewrite_inputs", "written_namespace"]

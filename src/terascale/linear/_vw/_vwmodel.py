@@ -31,10 +31,10 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import numpy as np
-
 from ..._errors import DataError
 from ..._files import WRITE_PIECE, PieceWriter
+from ..._lazy import lazy_module
+from .._f32 import FLT_MAX as _FLT_MAX
 from .._io._hashnames import murmur3_32
 from .._losstable import VW_DEFAULT_LOSS, loss_spec
 from .._online._state import (
@@ -48,11 +48,12 @@ from .._online._state import (
 )
 from ._vwflags import LINKS
 
+np = lazy_module("numpy", globals(), "np")
+
 __all__ = ["is_vw_model", "load_model", "read_vw_model", "run_counters", "run_generation",
-           "save_model", "write_vw_model"]
+           "save_model", "table_records", "write_vw_model"]
 
 VERSION = "9.0.0"  # the oldest VW 9 reads it; every field below is in its format
-_FLT_MAX = float(np.finfo(np.float32).max)
 
 
 def _murmur(data: bytes, seed: int) -> int:
@@ -334,12 +335,13 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
         return
     resume = not predict_only and model.adaptive is not None
     put(b"\1" if resume else b"\0", False)
-    idx = model.indices
+    table = getattr(model, "table", None)  # (the compiled run's dense rows: no indices)
+    idx = model.indices if table is None else ()
     order = None  # (a model's indices are most often sorted already)
     if len(idx) > 1 and not bool(np.all(idx[1:] > idx[:-1])):
         order = np.argsort(idx, kind="stable")
     if resume:
-        st = np.asarray(state, np.float64)
+        st = state  # (read a field at a time)
         # VW's performance counters from the run's per-pass sums (what
         # --preserve_performance_counters carries on): t, sum_loss, the labelled weight,
         # the examples learned from, the passes (up to the pass whose model the holdout kept)
@@ -378,11 +380,15 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
                                    st[CONTRACTION])
         put(counters, False)
     yield b"".join(out)
-    cols = [model.weights]
+    sums = (False, False)
     if resume and not bare:  # the sums of the rules on (VW's default: both)
-        adaptive, normalized = record_sums(rules)
-        cols += [model.adaptive[0]] if adaptive else []
-        cols += [model.adaptive[1]] if normalized else []
+        sums = record_sums(rules)
+    if table is not None:
+        yield from table_records(table, 1 | 2 * sums[0] | 4 * sums[1])
+        return
+    cols = [model.weights]
+    cols += [model.adaptive[0]] if sums[0] else []
+    cols += [model.adaptive[1]] if sums[1] else []
     itype = "<u4" if parse.bits < 31 else "<u8"  # (VW: by -b alone, --oaa K or not)
     dtype = np.dtype([("i", itype), ("w", "<f4", (len(cols),))])
     buf = np.empty(min(_CHUNK, len(idx)), dtype)
@@ -399,6 +405,25 @@ def _vw_chunks(model: Any, *, predict_only: bool, weights: bool = True, oaa: int
         for j, v in enumerate(vals):
             rows["w"][:, j] = v
         yield rows.view(np.uint8)
+
+
+def table_records(table: Any, mask: int) -> Iterator[memoryview]:
+    """VW's weight records of a dense table (rows of weight, adaptive sum, normalizer, in
+    float32: the compiled learner's), ``_CHUNK`` at a time in one buffer (each valid until
+    the next is asked for): the rows where a column of ``mask`` (bit j: column j) is not
+    0, their index (uint32: the compiled learner's ``-b`` is at most 24) and those
+    columns, as :func:`_vw_chunks` writes a model's (the compiled core's ``records``)."""
+    from ..._cext import load
+    from . import VWFAST
+
+    fast = load(*VWFAST)
+    size = 4 + 4 * bin(mask).count("1")
+    buf = bytearray(size * _CHUNK)
+    start, rows = 0, memoryview(table).nbytes // 12
+    while start < rows:
+        count, start = fast.records(table, start, mask, buf)
+        if count:
+            yield memoryview(buf)[:count * size]
 
 
 def _write_atomic(path: str, data: bytes | Iterable[Any]) -> None:

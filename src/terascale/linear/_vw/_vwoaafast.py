@@ -51,10 +51,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from array import array
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
+from ..._lazy import lazy_module
+
+np = lazy_module("numpy", globals(), "np")
 
 from . import dense_table
 
@@ -192,7 +195,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
     from .._losstable import _CLIP
     from .._options import TrainOptions
     from ._vwgen import FeatureGen
-    from ._vwonline import _fast, _parsed, _Parser
+    from ._vwonline import _fast, _parsed, _Parser, as_arrays
     from ._vwout import _LINK_CODES
     from ._vwpasses import Inputs
 
@@ -249,7 +252,7 @@ def _run(job: dict[str, Any], out: Any, raw: Any, start: list[Any] | None,
             rate = np.float32(rate * np.float32(opts.decay_learning_rate))
         holdout = Holdout(period, offset)  # (VW counts each empty line as an example)
         seen = 0
-        for b in inputs.chunks():
+        for b in map(as_arrays, inputs.chunks()):
             indptr, labels, weights = b[0], b[3], b[4]
             n = len(labels)
             if bad is not None and seen + n > bad[4]:
@@ -381,7 +384,7 @@ def _ranged(learners: _Learners, start: list[Any] | None, kind: int) -> np.ndarr
         return _CLIP
     learners.states[:, MIN_LABEL] = state[MIN_LABEL]
     learners.states[:, MAX_LABEL] = state[MAX_LABEL]
-    clips = _CLIP.copy()
+    clips = array("q", _CLIP)
     clips[kind & 7] = 1  # (the range's)
     return clips
 

@@ -6,7 +6,15 @@ it with ``_vwfast.learn`` (``_vwlearn.c``: :func:`._online._update.online_chunk`
 operations, in its precision) in VW's dense table of ``2**b`` rows; it imports no numba,
 so that a small file starts as VW does (numba's import and first compiled call are ~0.4 s
 and ~100 MB of a run). Its progress lines, closing block and model are the numba pass's
-(the same code prints and writes them), its predictions and weights the same bits.
+(the same code prints and writes them), its predictions and weights the same bits. Its
+one-pass runs over text (``-f``, ``-p``, ``-r``, ``-q``, ``--link``, the progress table)
+import no numpy either (numpy alone is ~16 MB of a process: 1.2M click lines at ``-b 18``
+with ``-p`` peaked at 38 MB with it, 24 MB without, VW 39 MB): the parser's arrays are typed
+memoryviews, the table an anonymous mapping, a chunk's counts for the table and the
+closing block, ``-p``'s values and the model's records are the compiled core's
+(``_vwtable.c``); a run that needs numpy elsewhere (the cache, ``-i``, ``-t``,
+``--oaa``, ``--binary``, ``--readable_model``, text the compiled parser declines)
+imports it where it does.
 
 ``--passes N`` (with ``-c``, ``-k``, ``--cache_file``, or none: terascale caches the
 parsed text itself, as the numba pass does) runs there too, as ``_recipe._online_passes``
@@ -85,15 +93,18 @@ import argparse
 import io
 import os
 import sys
+from array import array
 from typing import Any
-
-import numpy as np
 
 from ..._cext import load
 from ..._errors import ConfigError, DataError
+from ..._lazy import lazy_module
+from .._f32 import f32
 from . import VWFAST, dense_table
 
-__all__ = ["c_path", "run_options", "test", "train"]
+np = lazy_module("numpy", globals(), "np")
+
+__all__ = ["as_arrays", "c_path", "run_options", "test", "train"]
 
 _CHUNK = 1 << 18  # the most text parsed and learned from at a time
 # the text of each of the first two chunks (read before either is parsed, so before the
@@ -251,11 +262,12 @@ class _Parser:
 
     def __init__(self, opts: Any, gen: Any = None) -> None:
         self.opts = opts
-        self.table = np.ascontiguousarray(opts.interaction_table(), np.int32)
-        drop, off = opts.namespace_flags()
-        self.drop = np.ascontiguousarray(drop, np.uint8)
+        cells, self.width = opts.interaction_cells()
+        self.table, self.rows = array("i", cells), len(cells) // self.width
+        drop, off = opts.namespace_bytes()
+        self.drop = bytes(drop)
         # --ignore_linear's namespaces: crossed, not learned alone; counted (VW counts them)
-        self.off = (np.ascontiguousarray(off, np.uint8),) if off.any() else ()
+        self.off = (bytes(off),) if any(off) else ()
         # --ngram/--skips and --spelling (gen: their _vwgen.FeatureGen) made by the compiled
         # parser: each namespace character's n, then its skips; the characters spelled,
         # then the one the spelling namespace is filed under (the rewrite's, whose n-grams
@@ -275,11 +287,12 @@ class _Parser:
             if gen.spelling:
                 n[spelt] = gen._of(gen.ngram, SPELLING_NAMESPACE)
                 k[spelt] = gen._of(gen.skips, SPELLING_NAMESPACE)
-                spell = np.zeros(257, np.uint8)
-                spell[list(gen.spelling)] = 1
+                spell = bytearray(257)
+                for c in gen.spelling:
+                    spell[c] = 1
                 spell[256] = spelt
             if gen.ngram or gen.skips:
-                grams = np.clip(np.array(n + k), 0, 255).astype(np.uint8)
+                grams = bytes(min(max(v, 0), 255) for v in n + k)
             if gen.parser_rules:
                 rules = gen.spec()
             self.plain = _Parser(opts)
@@ -305,7 +318,7 @@ class _Parser:
         counts it (:attr:`skipped`), and the compiled parser goes on after it. After
         ``_DECLINED`` such lines in a chunk (text the compiled parser does not read,
         throughout) the rest of the chunk is read by the numba parser at once."""
-        buf = np.frombuffer(text, np.uint8)
+        buf = memoryview(text)
         parts: list[tuple] = []
         start, at, declined = 0, line, 0
         while start < len(buf):
@@ -318,17 +331,15 @@ class _Parser:
             if status == 0:
                 break
             nex = len(got[3])  # (each example the compiled parser read is one line)
-            breaks = np.flatnonzero(buf[start:] == 10)
-            cut = start + (int(breaks[nex - 1]) + 1 if nex else 0)
+            cut = _after_lines(text, start, nex)
             declined += 1
-            stop = len(buf) if declined >= _DECLINED or nex >= len(breaks) else \
-                start + int(breaks[nex]) + 1
+            stop = len(buf) if declined >= _DECLINED else _after_lines(text, cut, 1)
             parts.append(self._declined(buf[cut:stop], source, at + nex))
-            at += nex + int(np.count_nonzero(buf[cut:stop] == 10))
+            at += nex + text.count(b"\n", cut, stop)
             start = stop
         return parts[0] if len(parts) == 1 else _joined(parts)
 
-    def _compiled(self, buf: np.ndarray) -> tuple[int, tuple]:
+    def _compiled(self, buf: memoryview) -> tuple[int, tuple]:
         """The compiled parser's status (0: all of ``buf`` read, 1: it declined a line, 2:
         a line longer than the largest arrays) and the arrays of the examples it read (all, or those before that line), sized
         by the bytes per feature and per example seen so far (a chunk sized for its worst
@@ -337,18 +348,18 @@ class _Parser:
         against 48 MB sized so)."""
         fast = _fast()
         n = len(buf)
-        tag_blob = np.empty(n, np.uint8)
-        rows, width = self.table.shape
+        tag_blob = _empty("B", n)
+        rows, width = self.rows, self.width
         while True:
             ncap = int(n // self.per_line) + 16
-            indptr = np.empty(ncap + 1, np.int64)
-            labels = np.empty(ncap, np.float32)
-            weights = np.empty(ncap, np.float32)
-            tag_ptr = np.empty(ncap + 1, np.int64)
+            indptr = _empty("q", ncap + 1)
+            labels = _empty("f", ncap)
+            weights = _empty("f", ncap)
+            tag_ptr = _empty("q", ncap + 1)
             cap = int(n // self.per) + 16
-            indices = np.empty(cap, np.uint32)
-            values = np.empty(cap, np.float32)
-            ignored = (np.empty(ncap, np.int64),) if self.off else ()
+            indices = _empty("I", cap)
+            values = _empty("f", cap)
+            ignored = (_empty("q", ncap),) if self.off else ()
             extra = [(ignored[0] if self.off else _NO_COUNTS) if k == 2 else
                      b"" if a is None else a for k, a in enumerate(self.tail)]
             status, nex, nnz, ntag = fast.parse(buf, self.opts.mask, self.opts.constant,
@@ -365,11 +376,11 @@ class _Parser:
                 self.per /= 2
         # (a declined line's features written before it was declined are not the examples')
         nnz, ntag = int(indptr[nex]), int(tag_ptr[nex])
-        counts = ignored[0][:nex] if ignored and ignored[0][:nex].any() else None
+        counts = ignored[0][:nex] if ignored and any(ignored[0][:nex]) else None
         return status, (indptr[:nex + 1], indices[:nnz], values[:nnz], labels[:nex],
                         weights[:nex], tag_ptr[:nex + 1], tag_blob[:ntag], None, None, counts)
 
-    def _declined(self, buf: np.ndarray, source: str, line: int) -> tuple:
+    def _declined(self, buf: memoryview, source: str, line: int) -> tuple:
         """The arrays of the lines ``buf`` (from line ``line`` of ``source``) that the
         compiled parser declined: rewritten by ``gen`` and parsed so, or else read by the
         numba parser."""
@@ -387,7 +398,7 @@ class _Parser:
             return got
         from .._io._readers import _parse_one  # (numba: text outside the C subset)
 
-        ds = _parse_one(buf, self.opts, source, line)
+        ds = _parse_one(np.frombuffer(buf, np.uint8), self.opts, source, line)
         self.skipped += ds.skipped
         tp = ds.tag_ptr if ds.tag_ptr is not None else np.zeros(len(ds.labels) + 1, np.int64)
         tb = ds.tag_blob if ds.tag_blob is not None else np.zeros(0, np.uint8)
@@ -395,8 +406,34 @@ class _Parser:
                 ds.blanks, ds.ignored)
 
 
+def _empty(code: str, n: int) -> memoryview:
+    """``n`` zeros of the ``array`` type ``code`` in a buffer of their own, as a typed
+    memoryview (the compiled parser's arrays: sliced without a copy, no numpy)."""
+    return memoryview(bytearray(n * array(code).itemsize)).cast(code)
+
+
+def as_arrays(b: tuple) -> tuple:
+    """A parsed chunk with its buffers as numpy arrays (the same memory), for the numpy
+    code that reads chunks (``--oaa``'s learners)."""
+    return tuple(np.asarray(a) if isinstance(a, memoryview) else a for a in b)
+
+
+def _after_lines(text: bytes, start: int, k: int) -> int:
+    """Where the ``k``-th line of ``text`` from offset ``start`` ends (past its line
+    break; the text's end where it has fewer)."""
+    for _ in range(k):
+        at = text.find(b"\n", start)
+        if at < 0:
+            return len(text)
+        start = at + 1
+    return start
+
+
 def _joined(parts: list[tuple]) -> tuple:
-    """:meth:`_Parser.parse`'s arrays of consecutive parts of a chunk, as one."""
+    """:meth:`_Parser.parse`'s arrays of consecutive parts of a chunk, as one (numpy's:
+    a chunk with lines the compiled parser declined)."""
+    parts = [tuple(a if a is None or k == 7 else np.asarray(a) for k, a in enumerate(p))
+             for p in parts]  # (the notes, 7, as they are)
     nex = [len(p[3]) for p in parts]
     before = np.concatenate(([0], np.cumsum(nex)))
 
@@ -499,13 +536,11 @@ def _chunk_bytes(n: int, features: int, examples: int) -> int:
     return max(_FIRST, min(_CHUNK, max(_LEAST, dense)))
 
 
-def _distinct(seen: list[float], labels: np.ndarray) -> list[float]:
-    """``seen`` and the distinct labelled values of ``labels``, sorted, at most 3 (as
-    :func:`._online._onlinepass.distinct_labels`; sorted here, not ``np.unique``, which
-    imports ``numpy.ma``: a fifth of a one-line run)."""
-    s = np.sort(labels[~np.isnan(labels)])
-    first = s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
-    return sorted(set(seen) | set(first[:3].tolist()))[:3]
+def _distinct(seen: list[float], labels: Any) -> list[float]:
+    """``seen`` and the distinct labelled values of ``labels`` (a buffer of floats, read as
+    Python floats; NaN: unlabelled), sorted, at most 3 (as
+    :func:`._online._onlinepass.distinct_labels`)."""
+    return sorted(set(seen) | {v for v in set(memoryview(labels)) if v == v})[:3]
 
 
 def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
@@ -515,7 +550,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     from .._front import _cli_run
     from .._holdout import EarlyStop, holdout_period
     from .._online._progress import LINK, Progress
-    from .._online._state import new_state
+    from .._online._state import state_values
+    from ._vwmodel import table_records
     from ._vwout import all_or_none, prediction_writers
     from ._vwpasses import Inputs, Replay
     from ._vwreport import closing_block, holdout_on, preamble
@@ -554,8 +590,8 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     LINK[:] = [how]
     binary = bool(args.binary)  # (VW's 0/1 loss and signs: -i's model's too)
     _cli_run._binary_link(binary, how)
-    table = dense_table(parse.bits, 3)
-    state = new_state()
+    table = _table(parse.bits)
+    state = array("d", state_values())
     if model is not None:
         _resume(table, state, model)
     out = sys.stderr if not args.quiet else None
@@ -581,12 +617,12 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
     writers = prediction_writers(args)
     # VW stops the passes on the holdout loss: the best pass's rows (those in use) kept
     stop = EarlyStop(opts.patience) if period and passes > 1 else None
-    best: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    best: tuple[bytearray, array] | None = None  # (its rows' records, its state)
     totals: list[list[float]] = []
     marks: list[list[float]] = []
     labels_seen: list[float] = []
     used = passes
-    rate = np.float32(opts.learning_rate)  # VW's eta, times the decay after each pass
+    rate = f32(opts.learning_rate)  # VW's eta, times the decay after each pass
     # the later passes over a small input that report nothing: a compiled call for many
     replay: Replay | None = None
     replays = passes > 1 and not (writers or binary)
@@ -599,12 +635,12 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
                 replays = replay is not None
             k = replay.ahead(passes - p) if replay is not None else 0
             if k:
-                rate = replay.learn(k, rate, totals, marks)
+                rate = float(replay.learn(k, rate, totals, marks))
                 p += k
             else:
                 if p > 0 and opts.decay_learning_rate != 1.0:
-                    rate = np.float32(rate * np.float32(opts.decay_learning_rate))
-                run = _Pass(fast, opts, float(rate), table, state, prog, writers, how, period,
+                    rate = f32(rate * f32(opts.decay_learning_rate))
+                run = _Pass(fast, opts, rate, table, state, prog, writers, how, period,
                             args.raw_predictions is not None, p == 0, binary)
                 tot = run.learn(inputs.chunks())
                 if p == 0:
@@ -624,15 +660,16 @@ def train(args: argparse.Namespace, ran: list[int] | None = None) -> int:
             if stop.end_pass(tot[2], tot[3]):
                 used = p - stop.patience
                 assert best is not None
-                table[_used_rows(table)] = 0.0  # (not fill: a row never used keeps its page
-                table[best[0]] = best[1]         # untouched, as the data left it)
-                state[:] = best[2]
+                fast.restore(table, best[0])
+                state[:] = best[1]
                 break
             if stop.no_win == 0:  # (the best so far: kept where a later stop may restore it)
                 best = None
                 if p - 1 + stop.patience < passes:
-                    idx = _used_rows(table)
-                    best = (idx, table[idx], state.copy())
+                    rows = bytearray()  # (the rows in use: no copy of the whole table)
+                    for part in table_records(table, 7):
+                        rows += part
+                    best = (rows, array("d", state))
     if ran is not None:
         ran.append(len(totals))
     if args.model or args.readable_model or args.invert_hash:
@@ -654,13 +691,16 @@ class _Pass:
     """One online pass of the compiled learner over a run's chunks (the numba pass's
     ``_online._onlinepass.online_pass``): the holdout mask, the progress lines (the first
     pass's cadence carried on by the next ones, ``h`` lines where examples are held out),
-    the predictions and the closing block's counters."""
+    the predictions and the closing block's counters. Its arrays are buffers (the
+    parser's, ``array``'s) that the compiled core reads: no numpy."""
 
-    def __init__(self, fast: Any, opts: Any, eta: float, table: np.ndarray,
-                 state: np.ndarray, prog: Any, writers: list, how: str, period: int,
-                 raw: bool, first: bool, binary: bool, offset: int = 0) -> None:
+    def __init__(self, fast: Any, opts: Any, eta: float, table: Any, state: Any, prog: Any,
+                 writers: list, how: str, period: int, raw: bool, first: bool, binary: bool,
+                 offset: int = 0) -> None:
         from .._losstable import _BY_SIGN, _CLIP, loss_spec
+        from .._online._progress import any_warned
 
+        self.any_warned = any_warned
         self.fast, self.opts, self.eta, self.table, self.state = fast, opts, eta, table, state
         self.prog, self.writers, self.how, self.period = prog, writers, how, period
         self.raw, self.first, self.binary = raw, first, binary
@@ -672,35 +712,42 @@ class _Pass:
         self.warn = self.out is not None and (bool(loss_spec(opts.loss).warns) or binary)
         self.labels: list[float] = []
 
-    def _learn(self, b: tuple, hold: np.ndarray, start: int, end: int,
-               pred: np.ndarray | None, acc: np.ndarray) -> None:
-        """Learn from examples [start, end) of chunk ``b`` (``hold``: its holdout bytes)."""
-        seg = np.zeros(8)  # (the chunk's sums, the pass's; the kernel adds to VW's)
+    def _learn(self, b: tuple, hold: Any, start: int, end: int, pred: Any,
+               acc: array) -> None:
+        """Learn from examples [start, end) of chunk ``b`` (``hold``: its holdout bytes,
+        empty for none)."""
+        seg = array("d", bytes(64))  # (the chunk's sums, the pass's; the kernel adds to VW's)
         opts, sums = self.opts, self.prog.sums
-        before = sums.copy() if self.binary and pred is not None else None
+        before = array("d", sums) if self.binary and pred is not None else None
         self.fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, self.table, self.state,
                         self.kind, self.eta, opts.power_t, opts.l1, self.l2, seg,
                         pred if pred is not None else _NONE, self.signs, self.clips,
-                        hold if self.period else _NOHOLD, sums)
-        if before is not None:  # (VW's 0/1 loss of the signs)
+                        hold, sums)
+        if before is not None:  # (VW's 0/1 loss of the signs: numba's kernel)
             from .._online._progressive import zero_one
 
-            zero_one(seg, _ZEROS, pred[:end - start], b[3], b[4], hold.view(np.bool_), start,
-                     self.kind, self.fast.loss32, sums, before)
+            n = end - start
+            mask = np.frombuffer(hold, np.bool_) if hold else np.zeros(len(b[3]), np.bool_)
+            seg_np, sums_np = np.frombuffer(seg), np.frombuffer(sums)
+            zero_one(seg_np, np.zeros(8), np.frombuffer(pred)[:n], np.asarray(b[3]),
+                     np.asarray(b[4]), mask, start, self.kind, self.fast.loss32, sums_np,
+                     np.frombuffer(before))
         self.prog.fold(acc, seg, end - start)
-        if self.warn:  # (imported here: a run without it imports no numba)
-            from .._online._progress import label_warnings
+        if self.warn and self.any_warned(memoryview(b[3])[start:end], opts.loss, self.binary):
+            from .._online._progress import label_warnings  # (numpy: a line to print)
 
-            label_warnings(b[3], b[4], hold if self.period else None, start, end, True,
-                           sys.stdout, loss=opts.loss, binary=self.binary)
+            label_warnings(np.asarray(b[3]), np.asarray(b[4]),
+                           np.frombuffer(hold, np.bool_) if hold else None, start, end,
+                           True, sys.stdout, loss=opts.loss, binary=self.binary)
 
-    def _write(self, pred: np.ndarray, b: tuple, start: int, n: int) -> None:
-        from ._vwout import link
+    def _write(self, pred: array, b: tuple, start: int, n: int) -> None:
+        from ._vwout import predicted
 
-        p = pred[:n]
+        scores = memoryview(pred)[:n]
         for writer, linked in self.writers:
-            writer.write(_lines(self.fast, link(p, self.how, self.binary) if linked else
-                                pred[n:] if self.raw else p, b, start))
+            v = predicted(self.fast, scores, self.how, self.binary) if linked else \
+                memoryview(pred)[n:] if self.raw else scores
+            writer.write(_lines(self.fast, v, b, start))
 
     def learn(self, chunks: Any) -> list[float]:
         """The pass over ``chunks``; returns its totals (the closing block's and the
@@ -709,13 +756,18 @@ class _Pass:
         run so far: ``Progress.label_sum``; then VW's running sums at the pass's end: the
         loss and labelled weight, the unlabelled weight and every example's weight,
         ``Progress.pass_over``, ``.seen_sums``)."""
+        from bisect import bisect_left
+
         from .._holdout import Holdout
         from .._online._progress import label_notes
 
         prog, out, lines = self.prog, self.out, self.out is not None
-        acc = np.zeros(8)
-        counted = np.array([0.0, 0.0, 0.0, prog.label_sum])  # (the run's label sum so far)
-        holdout = Holdout(self.period, self.offset)
+        acc = array("d", bytes(64))
+        # the compiled counts' sums (_vwtable.c): the unlabelled weight, the examples and
+        # features not held out (this pass's), the run's label x weight, unlabelled weight
+        # and every example's weight so far (Progress.label_sum, .seen_sums)
+        counted = array("d", [0.0, 0.0, 0.0, prog.label_sum, *prog.seen_sums])
+        holdout = Holdout(self.period, self.offset, raw=True)
         nxt = prog.due
         seen_w, seen_n = prog.seen_w, prog.seen_n
         at0 = 0  # the examples before the chunk, in this pass
@@ -724,71 +776,78 @@ class _Pass:
             if out is not None and self.first and b[7]:
                 label_notes(b[7], sys.stdout)
             n = len(labels)
-            hold = holdout(at0, n, b[8]) if self.period else np.zeros(n, np.bool_)
+            hold = holdout(at0, n, b[8]) if self.period else _NOHOLD
             at0 += n
             if n == 0:
                 continue
-            unl = np.isnan(labels)
-            kept = unl | ~hold  # (VW holds out labelled examples only)
-            feats = np.diff(indptr)
-            if b[9] is not None:
-                feats = feats + b[9]
-            counted[0] += float(weights[unl].sum())
-            counted[1] += int(kept.sum())
-            counted[2] += int(feats[kept].sum())
-            taught = ~unl & ~hold
-            counted[3] = prog.add_labels(labels[taught], weights[taught])
-            prog.add_seen(weights, unl)
+            cum_w = array("d", bytes(8 * n)) if lines else _NONE
+            cum_n = array("q", bytes(8 * n)) if lines else _NO_COUNTS
+            self.fast.counts(indptr, labels, weights, hold,
+                             b[9] if b[9] is not None else _NO_COUNTS, counted, cum_w, cum_n,
+                             seen_w, seen_n)
+            prog.label_sum = counted[3]
+            prog.seen_sums[0], prog.seen_sums[1] = counted[4], counted[5]
             if self.first and len(self.labels) < 3:
                 self.labels = _distinct(self.labels, labels)
-            if lines:
-                # (a float32 running sum, as the numba pass cuts its lines)
-                cum_w = seen_w + np.cumsum(np.where(kept, weights, 0.0), dtype=np.float64)
-                cum_n = seen_n + np.cumsum(kept)
-                seen_w, seen_n = float(cum_w[-1]), int(cum_n[-1])
-            hold8 = hold.view(np.uint8)
+            if lines:  # (a double running sum, as the numba pass cuts its lines)
+                seen_w, seen_n = cum_w[n - 1], cum_n[n - 1]
             start = 0
             while start < n:
                 end, at = n, -1
                 if lines:  # (one line an example at most, as VW checks after each one)
-                    at = max(int(np.searchsorted(cum_w, nxt)), start)
+                    at = max(bisect_left(cum_w, nxt), start)
                     end = at + 1 if at < n else n
                 pred = None
                 if self.writers or self.binary:
                     end = min(end, start + _BLOCK)
-                    pred = np.empty((2 if self.raw else 1) * (end - start))
+                    pred = array("d", bytes(8 * (2 if self.raw else 1) * (end - start)))
                 line_due = end - 1 == at
                 shown = None
-                if line_due and pred is None and not (weights[at] > 0 and not hold[at]
-                                                      and not unl[at]):
-                    shown = np.empty(1)
-                    self._learn(b, hold8, start, at, None, acc)
-                    self._learn(b, hold8, at, end, shown, acc)
+                if line_due and pred is None and not (
+                        weights[at] > 0 and not (hold and hold[at]) and labels[at] == labels[at]):
+                    shown = array("d", [0.0])
+                    self._learn(b, hold, start, at, None, acc)
+                    self._learn(b, hold, at, end, shown, acc)
                 else:
-                    self._learn(b, hold8, start, end, pred, acc)
+                    self._learn(b, hold, start, end, pred, acc)
                 if pred is not None:
                     self._write(pred, b, start, end - start)
                 if line_due:
                     p = (shown[0] if shown is not None else
                          pred[at - start] if pred is not None else acc[7])
+                    feats = indptr[end] - indptr[end - 1] + (b[9][end - 1] if b[9] is not None
+                                                            else 0)
                     now = prog.now()
-                    prog.line(now, prog.prev, int(cum_n[at]), float(cum_w[at]),
-                              float(labels[at]), float(p), int(feats[end - 1]), self.binary)
+                    prog.line(now, prog.prev, int(cum_n[at]), cum_w[at], labels[at], p,
+                              int(feats), self.binary)
                     prog.prev = now
-                    nxt = prog.due = prog.next_due(float(cum_w[at]))
+                    nxt = prog.due = prog.next_due(cum_w[at])
                 start = end
             del b, indptr, labels, weights  # (before the next chunk's parse: _parsed)
         run = prog.pass_over(acc)
         if lines:
             prog.end_pass(acc, seen_w, seen_n)
-        return [float(v) for v in np.concatenate([acc[:6], counted])] + run + \
-            [float(v) for v in prog.seen_sums]
+        return [*acc[:6], *counted[:3], counted[3]] + run + [float(v) for v in prog.seen_sums]
 
 
-_NONE = np.zeros(0)
-_NOHOLD = np.zeros(0, np.uint8)
-_ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0)
-_NO_COUNTS = np.zeros(0, np.int64)
+def _table(bits: int) -> memoryview:
+    """VW's dense table of ``2**bits`` rows of (weight, adaptive sum, normalizer), float32
+    zeros as one flat buffer: a private anonymous mapping on 4 KiB pages, whose pages the
+    kernel hands out on first touch, so a row no example reaches costs no memory (as
+    ``dense_table``'s, without numpy)."""
+    import mmap
+
+    mm = mmap.mmap(-1, 12 << bits, flags=mmap.MAP_PRIVATE,
+                   prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        mm.madvise(mmap.MADV_NOHUGEPAGE)
+    return memoryview(mm).cast("f")
+
+
+# the compiled calls' empty buffers: no predictions, no holdout, no --ignore_linear counts
+_NONE = array("d")
+_NOHOLD = array("B")
+_NO_COUNTS = array("q")
 # lines of a chunk the compiled parser declines that the numba parser reads one by one; the
 # rest of the chunk after that many is read by it at once (text outside the compiled
 # subset throughout: a chunk parsed in a few calls, not a call a line)
@@ -800,8 +859,8 @@ def _resume(table: np.ndarray, state: np.ndarray, model: Any) -> None:
     (``_resume.initial_state``'s)."""
     from ._vwmodel import HeldRecords
 
-    HeldRecords(model).put(table)
-    state[:len(model.adaptive[2])] = model.adaptive[2]
+    HeldRecords(model).put(np.frombuffer(table, np.float32).reshape(-1, 3))
+    state[:len(model.adaptive[2])] = array("d", model.adaptive[2])
 
 
 def _initial(args: argparse.Namespace, options: dict[str, Any], records: bool = True) -> Any:
@@ -830,7 +889,7 @@ def _initial(args: argparse.Namespace, options: dict[str, Any], records: bool = 
     return model
 
 
-def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.ndarray,
+def _save(args: argparse.Namespace, parse: Any, table: Any, state: Any,
           options: dict[str, Any], totals: list[list[float]], how: str, mark: list[float],
           counters: dict[str, float], used: int | None = None,
           paths: list[str] | None = None) -> None:
@@ -850,7 +909,6 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     predict_only = bool(args.predict_only_model)
     if predict_only:
         _fast().sync(table, state)
-    idx = _used_rows(table)
     info: dict[str, Any] = {"pass_totals": totals,
                             "vw_progress": mark,
                             "vw_generation": run_generation(args),
@@ -873,9 +931,10 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     rules = kept_rules(args)
     if rules:
         info["vw_rules"] = rules
-    model = SimpleNamespace(indices=idx, weights=_Column(table, idx, 0), parse=parse,
+    # (the model's records written from the table's rows in use: _vwmodel.table_records)
+    model = SimpleNamespace(table=table, indices=None, weights=None, parse=parse,
                             loss=options["loss"], info=info, bits=parse.bits,
-                            adaptive=(_Column(table, idx, 1), _Column(table, idx, 2), state))
+                            adaptive=(None, None, state))
     if args.model:
         try:
             write_vw_model(model, args.model, predict_only=predict_only)
@@ -884,8 +943,10 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
     if args.readable_model or args.invert_hash:
         from ._vwtext import feature_names, write_readable
 
-        model.weights, model.adaptive = (  # (the rows in use, as the writer orders them)
-            model.weights[:], (model.adaptive[0][:], model.adaptive[1][:], state))
+        rows = np.frombuffer(table, np.float32).reshape(-1, 3)
+        idx = _used_rows(rows)  # (the rows in use, as the writer orders them)
+        model.indices, model.weights = idx, rows[idx, 0]
+        model.adaptive = (rows[idx, 1], rows[idx, 2], np.frombuffer(state))
     if args.readable_model:
         write_readable(model, args.readable_model, predict_only=predict_only)
     if args.invert_hash:
@@ -1025,7 +1086,7 @@ def test(args: argparse.Namespace) -> int:
     reader = _Parser(dataclasses.replace(model.parse, lenient_labels=args.oaa is None),
                      getattr(args, "vw_grams", None))
     with all_or_none(writers):
-        for b in _parsed(paths, reader):
+        for b in map(as_arrays, _parsed(paths, reader)):  # (numpy's: its sums and lines)
             indptr, labels, weights = b[0], b[3], b[4]
             if progress is not None and b[7]:
                 label_notes(b[7], sys.stdout)
@@ -1070,18 +1131,20 @@ def test(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lines(fast: Any, values: np.ndarray, b: tuple, start: int) -> str:
-    """VW's -p/-r lines of ``values``, the predictions of parsed chunk ``b``'s examples
-    from ``start`` on (their tags)."""
-    v = values.astype(np.float32).astype(np.float64)  # (VW's predictions are float32)
+def _lines(fast: Any, values: Any, b: tuple, start: int) -> str:
+    """VW's -p/-r lines of ``values`` (float64, a buffer), the predictions of parsed chunk
+    ``b``'s examples from ``start`` on (their tags)."""
+    from ._vwout import predicted
+
+    v = predicted(fast, values, "identity", False)  # (VW's predictions are float32)
     text = fast.format_predictions(v, b[5], b[6], start)
     if text is not None:
         return text.decode("utf-8", "surrogateescape")
-    from ._vwout import prediction_lines
+    from ._vwout import prediction_lines  # (a value that is not finite: numpy's)
 
     tags = [bytes(b[6][b[5][i]:b[5][i + 1]]).decode("utf-8", "surrogateescape")
             for i in range(start, start + len(v))]
-    return prediction_lines(v, tags)
+    return prediction_lines(np.frombuffer(v), tags)
 
 
 def _fixed_range(options: dict[str, Any], state: np.ndarray) -> list[float] | None:

@@ -14,14 +14,17 @@ import math
 import os
 import sys
 import tempfile
+from array import array
 from collections.abc import Iterator, Sequence
-from typing import TextIO
-
-import numpy as np
+from typing import Any, TextIO
 
 from ..._files import make_public, replaceable, storage_error
+from ..._lazy import lazy_module
 
-__all__ = ["AtomicText", "all_or_none", "link", "prediction_lines", "prediction_writers"]
+np = lazy_module("numpy", globals(), "np")
+
+__all__ = ["AtomicText", "all_or_none", "link", "link_one", "predicted", "prediction_lines",
+           "prediction_writers"]
 
 
 def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
@@ -37,6 +40,29 @@ def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
 
 
 _LINK_CODES = {"logistic": 0, "glf1": 1, "poisson": 2}  # _vwfast.link's codes
+
+
+def predicted(fast: Any, scores: Any, how: str, binary: bool) -> array:
+    """-p's values of the float64 ``scores`` (a buffer), as :func:`link` gives them and VW
+    writes them, each a float32: the compiled core's ``predicted``, no numpy."""
+    out = array("d", bytes(8 * len(scores)))
+    fast.predicted(scores, out, -2 if binary else _LINK_CODES.get(how, -1))
+    return out
+
+
+def link_one(score: float, how: str, binary: bool) -> float:
+    """:func:`link` of one score (the progress table's ``current predict``)."""
+    if binary:
+        return 1.0 if score > 0 else -1.0
+    if how not in _LINK_CODES:
+        return float(score)
+    from ..._cext import load
+    from . import VWFAST
+
+    fast = load(*VWFAST)
+    if fast is None:
+        return float(link(np.array([score]), how, binary)[0])
+    return predicted(fast, array("d", [score]), how, binary)[0]
 
 
 def _link32(scores: np.ndarray, how: str) -> np.ndarray:

@@ -19,8 +19,7 @@ import shutil
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
+from ..._lazy import lazy_module
 from .._io._blocks import Block
 from .._io._cache import (
     _VERSION,
@@ -33,6 +32,8 @@ from .._io._cache import (
     default_cache_dir,
 )
 from .._io._dataset import Dataset, ParseOptions
+
+np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["KEEP", "Inputs", "Replay"]
 

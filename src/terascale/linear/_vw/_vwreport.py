@@ -26,9 +26,12 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-import numpy as np
-
+from ..._lazy import lazy_module
+from .._f32 import f32
+from .._online._progress import any_warned
 from .._online._progress import fixed as _fixed
+
+np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["average_loss", "batch_opening", "batch_test_lines", "best_constant",
            "closing_block",
@@ -60,7 +63,7 @@ def average_loss(totals: list[list[float]], holdout: bool = False,
     (read from -i's VW model), which the average then includes."""
     preserved = preserved or {}
     # (VW keeps each pass's holdout loss as a float: summarize_holdout_set)
-    held = [float(np.float32(t[2] / t[3])) for t in totals if t[3] > 0]
+    held = [f32(t[2] / t[3]) for t in totals if t[3] > 0]
     if held:  # passes > 1 hold out every k-th example; --holdout_after, even one pass
         return f"{min(held):.6f} h"
     if holdout:
@@ -143,7 +146,7 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
     how = loss_spec(loss).best_constant
     if not labels or not how:
         return []
-    f = np.float32
+    f = f32  # (VW's float arithmetic: each operation's result rounded to a float32)
     more = len(labels) > 2
     l1, l2 = f(labels[0]), f(labels[1]) if len(labels) > 1 else f(0)
     if l1 > l2:
@@ -170,7 +173,7 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
         kind = loss_code(loss, raw_labels=True, tau=tau)
         loss32 = _loss32()
 
-        def at(y: np.float32) -> np.float32:
+        def at(y: float) -> float:
             if label_range is not None and loss_spec(loss).ranged:
                 lo, hi = f(label_range[0]), f(label_range[1])
                 if best < lo or best > hi:  # (VW's squaredloss::get_loss, float and
@@ -181,10 +184,12 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
                                                     * float(f(abs(best - edge))))
             return f(loss32(kind, float(best), float(y)))
 
-        if warn is not None:  # (VW's get_loss of each label counted warns as on examples)
+        counted = [y for y, c in ((l1, c1), (l2, c2)) if c > 0]
+        if warn is not None and any_warned(counted, loss, False):
+            # (VW's get_loss of each label counted warns as on examples)
             from .._online._progress import label_warnings
 
-            ys = np.array([y for y, c in ((l1, c1), (l2, c2)) if c > 0], np.float32)
+            ys = np.array(counted, np.float32)
             label_warnings(ys, np.ones(len(ys), np.float32), None, 0, len(ys), False, warn,
                            loss=loss, binary=False)
         total = f(at(l1) * c1) if c1 > 0 else f(0)
@@ -193,7 +198,7 @@ def best_constant(loss: str, tau: float, label_sum: float, weight: float,
     return lines
 
 
-def _logf(x: np.float32) -> np.float32:
+def _logf(x: float) -> float:
     """C's ``logf`` of ``x``, as VW's ``std::log`` of a float takes it: the C library's
     (numpy's float32 log and a double log rounded to float each differ from it by an ulp
     on some ratios, the sixth decimal printed); numpy's where the process has none."""
@@ -202,9 +207,9 @@ def _logf(x: np.float32) -> np.float32:
     try:
         fn = ctypes.CDLL(None).logf
     except (AttributeError, OSError):
-        return np.float32(np.log(x))
+        return float(np.float32(np.log(np.float32(x))))
     fn.argtypes, fn.restype = [ctypes.c_float], ctypes.c_float
-    return np.float32(fn(float(x)))
+    return f32(fn(float(x)))
 
 
 def _loss32() -> Any:
@@ -315,7 +320,7 @@ def test_block(examples: int, weight: float, loss: float, seen: float | None = N
     """
     avg = _fixed(loss / weight) if weight > 0 else "n.a."
     if holdout is not None:
-        avg = (f"{float(np.float32(holdout[0] / holdout[1])):.6f} h" if holdout[1] > 0
+        avg = (f"{f32(holdout[0] / holdout[1]):.6f} h" if holdout[1] > 0
                else "undefined (no holdout)")
     seen = weight if seen is None else seen
     lines = ["", "finished run", f"number of examples = {examples}",

@@ -27,15 +27,16 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from ..._errors import ConfigError, DataError
+from ..._lazy import lazy_module
 from .._io._hashnames import CONSTANT_HASH, FNV_PRIME, hashstring, murmur3_32
 from .._losstable import loss_spec
 from .._online._state import CONTRACTION, GRAVITY, MAX_LABEL, MIN_LABEL, SUM_NORM_X, TOTAL_WEIGHT
 from ._vwflags import LINKS
 from ._vwmodel import run_counters
 from ._vwout import AtomicText
+
+np = lazy_module("numpy", globals(), "np")
 
 __all__ = ["crossed_names", "feature_names", "write_readable"]
 

@@ -96,7 +96,9 @@ import argparse
 import sys
 from typing import Any
 
-import numpy as np
+from ..._lazy import lazy_module
+
+np = lazy_module("numpy", globals(), "np")
 
 from . import dense_table
 
@@ -373,7 +375,7 @@ def _rows_changed(args: argparse.Namespace) -> bool:
 def _marked(chunks: Any, seen: np.ndarray) -> Any:
     """``chunks`` as they come, each one's hashed indices marked in ``seen``."""
     for b in chunks:
-        seen[b[1]] = True
+        seen[np.asarray(b[1])] = True
         yield b
         del b
 
