@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from array import array
 from collections.abc import Iterator
 from typing import Any
 
@@ -264,10 +265,10 @@ class Replay:
         due, at_line = float(prog.due), float(prog.prev[1])
         marks.extend([due, since, at_line] for since in rows[:, 15].tolist())
         prog.label_sum = float(carry[0])
-        prog.seen_sums[:] = carry[1:]
+        prog.seen_sums[:] = array("d", carry[1:].tolist())
         if prog.out is not None:  # (Progress.end_pass of each pass)
             prog.passes += k
-            prog.done = np.cumsum(np.vstack([prog.done, rows[:, :4]]), axis=0)[-1]
+            prog.done = np.cumsum(np.vstack([prog.done, rows[:, :4]]), axis=0)[-1].tolist()
             for _ in range(k):
                 prog.seen_w = prog.seen_w + self.step
             prog.seen_n += k * self.counted[1]
