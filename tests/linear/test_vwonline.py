@@ -827,3 +827,29 @@ def test_skip_bad_in_the_compiled_learner_is_the_numba_pass(tmp_path, capfd, mon
         assert got["c"] == got["numba"]
     code, err = run_ts(capfd, ["-d", str(data), "--quiet"], tmp_path, monkeypatch)
     assert code == 2 and f"{data}, line 8: a feature has more than one ':'" in err
+
+
+@built
+def test_learning_prints_vws_lines_on_numbers_gone_wrong(tmp_path):
+    """VW's gd tells on standard output of a feature whose square overflows a float
+    ("too much magnitude"), of a NaN update (replaced by 0) and of a NaN score (predicted
+    as 0; -r writes it, `-nan`): features of 1e30 give the first two, --l2 100 drives
+    weights to infinities that give the third. The compiled learner prints VW's lines,
+    in VW's order, and writes VW's -p and -r."""
+    data = tmp_path / "d.vw"
+    data.write_text("1 |a x:1e30 y\n-1 |b z:-3e25 w:1e20\n" +
+                    "\n".join(_lines(150, 7, "real")) + "\n")
+    got = {}
+    for who, cmd, _ in _who(numba=False):
+        d = tmp_path / who
+        d.mkdir()
+        r = subprocess.run([*cmd, "-d", str(data), "--l2", "100", "-p", "p", "-r", "r"],
+                           cwd=d, capture_output=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        got[who] = (r.stdout, (d / "p").read_bytes(), (d / "r").read_bytes())
+    out = got["vw"][0].decode()
+    for line in ("[error] The features have too much magnitude",
+                 "[warning] update is NAN, replacing with 0", "[warning] NAN prediction in"):
+        assert line in out
+    assert b"-nan" in got["vw"][2]
+    assert got["c"] == got["vw"]

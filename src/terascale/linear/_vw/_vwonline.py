@@ -654,6 +654,10 @@ class _Pass:
         # (VW's lines on the labels the loss does not expect, on standard output)
         self.warn = self.out is not None and (bool(loss_spec(opts.loss).warns) or binary)
         self.labels: list[float] = []
+        # the chunk's notes (an int32 per example, _vwfast.learn's) and each example's
+        # number in VW's count, where the progress table is printed (VW's logger is quiet
+        # with it under --quiet)
+        self.notes, self.numbers = _NO_NOTES, _NO_COUNTS
 
     def _learn(self, b: tuple, hold: np.ndarray, start: int, end: int,
                pred: np.ndarray | None, acc: np.ndarray) -> None:
@@ -661,21 +665,30 @@ class _Pass:
         seg = np.zeros(8)  # (the chunk's sums, the pass's; the kernel adds to VW's)
         opts, sums = self.opts, self.prog.sums
         before = sums.copy() if self.binary and pred is not None else None
-        self.fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, self.table, self.state,
-                        self.kind, self.eta, opts.power_t, opts.l1, self.l2, seg,
-                        pred if pred is not None else _NONE, self.signs, self.clips,
-                        hold if self.period else _NOHOLD, sums)
+        noted = self.fast.learn(b[0], b[1], b[2], b[3], b[4], start, end, self.table,
+                                self.state, self.kind, self.eta, opts.power_t, opts.l1,
+                                self.l2, seg, pred if pred is not None else _NONE,
+                                self.signs, self.clips, hold if self.period else _NOHOLD,
+                                sums, self.notes)
         if before is not None:  # (VW's 0/1 loss of the signs)
             from .._online._progressive import zero_one
 
             zero_one(seg, _ZEROS, pred[:end - start], b[3], b[4], hold.view(np.bool_), start,
                      self.kind, self.fast.loss32, sums, before)
         self.prog.fold(acc, seg, end - start)
+        around = None
+        if noted:  # (VW's logger's lines on NaN scores and updates, huge features)
+            from ._vwreport import learner_notes
+
+            around = learner_notes(self.notes[start:end], self.numbers[start:end])
+            around = {start + i: lines for i, lines in around.items()}
         if self.warn:  # (imported here: a run without it imports no numba)
             from .._online._progress import label_warnings
 
             label_warnings(b[3], b[4], hold if self.period else None, start, end, True,
-                           sys.stdout, loss=opts.loss, binary=self.binary)
+                           sys.stdout, loss=opts.loss, binary=self.binary, around=around)
+        elif around:
+            sys.stdout.write("".join(a + z for _, (a, z) in sorted(around.items())))
 
     def _write(self, pred: np.ndarray, b: tuple, start: int, n: int) -> None:
         from ._vwout import link
@@ -729,6 +742,7 @@ class _Pass:
                 cum_w = seen_w + np.cumsum(np.where(kept, weights, 0.0), dtype=np.float64)
                 cum_n = seen_n + np.cumsum(kept)
                 seen_w, seen_n = float(cum_w[-1]), int(cum_n[-1])
+                self.notes, self.numbers = np.zeros(n, np.int32), cum_n - kept + 1
             hold8 = hold.view(np.uint8)
             start = 0
             while start < n:
@@ -772,6 +786,7 @@ _NONE = np.zeros(0)
 _NOHOLD = np.zeros(0, np.uint8)
 _ZEROS = np.zeros(8)  # (zero_one's sums before a chunk: its own sums start at 0)
 _NO_COUNTS = np.zeros(0, np.int64)
+_NO_NOTES = np.zeros(0, np.int32)
 # lines of a chunk the compiled parser declines that the numba parser reads one by one; the
 # rest of the chunk after that many is read by it at once (text outside the compiled
 # subset throughout: a chunk parsed in a few calls, not a call a line)

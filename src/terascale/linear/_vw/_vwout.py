@@ -56,8 +56,13 @@ def _link32(scores: np.ndarray, how: str) -> np.ndarray:
 
 
 def _num(v: float) -> str:
-    if math.isfinite(v) and v == math.floor(v):  # (VW: std::fixed, precision 0)
+    """A prediction as VW writes it: a whole number without decimals (std::fixed,
+    precision 0), else 6 decimals; a NaN with its sign, as C's printf (``-nan``: the
+    sign bit that x86's invalid operations, such as inf - inf, leave set)."""
+    if math.isfinite(v) and v == math.floor(v):
         return str(int(v))
+    if v != v:
+        return "-nan" if math.copysign(1.0, v) < 0 else "nan"
     return f"{v:.6f}"
 
 
