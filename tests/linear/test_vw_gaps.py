@@ -644,3 +644,35 @@ def test_bfgs_logistic_with_l2_is_vws_to_the_bit(tmp_path, capfd, monkeypatch):
     table = [ln for ln in want.splitlines() if re.match(r"^ ?\d+ ", ln)]
     assert len(table) >= 6 and table == [ln for ln in got.splitlines()
                                          if re.match(r"^ ?\d+ ", ln)]
+
+
+def _vw_run(args: list[str], cwd) -> subprocess.CompletedProcess:
+    """``python -m vowpalwabbit ARGS`` in ``cwd``, whatever its exit status."""
+    return subprocess.run([sys.executable, "-m", "vowpalwabbit", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("given", [
+    ["-b", "18", "--bit_precision=20"],
+    ["-l", "0.4", "-l", "0.3", "--power_t", "0.2", "--power_t", "0.3", "-d", "a.vw",
+     "-b", "18", "-b", "18"],
+    more(["-d", "b.vw"]),
+    more(["--loss_function", "logistic", "--loss_function", "hinge"]),
+    more(["--l1", "1e-7", "--l1", "2e-7"]),
+])
+def test_an_option_given_twice_is_vws(given, tmp_path, capfd, monkeypatch):
+    """An option of one value given twice: VW's error where the values differ (-d too),
+    else VW's run (-l and --power_t: the first value, as VW lets them be overridden)."""
+    for name in ("a.vw", "b.vw"):
+        (tmp_path / name).write_text("\n".join(_real_lines(30, 3)) + "\n")
+    vw = _vw_run(["-d", "a.vw", *given], tmp_path)
+    code, err = run_ts(capfd, ["-d", "a.vw", *given], tmp_path, monkeypatch)
+    wrong = re.search(r"Disagreeing option values for .*", vw.stderr)
+    if wrong:
+        assert vw.returncode == 1 and code == 2
+        assert err == f"terascale vw: error: {wrong.group(0)}\n"
+    else:
+        assert vw.returncode == 0 and code == 0, err
+        assert err.splitlines() == [ln for ln in vw.stderr.splitlines()
+                                    if not ln.startswith(("Enabled", "Input", "Output"))]
+

@@ -39,6 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("vw", allow_abbrev=False,
                        help="Vowpal Wabbit's command line with VW's defaults (a drop-in)",
                        description=__doc__.split("\n\n")[1].replace("\n", " "))
+    for action in (None, "store"):  # (VW's rule for an option given twice: GivenOnce)
+        p.register("action", action, vw.GivenOnce)
     train_flags(p)
     # VW's values that start with '-' and a digit (--affix -3w,+2) are values, not flags
     p._negative_number_matcher = re.compile(r"^-\d[\w,+-]*$|^-\d*\.\d+$")
@@ -180,6 +182,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         from .._names import cli_names
         from .._online._progress import CADENCE, cadence
 
+        disagreeing = vw.disagreement(args)
+        if disagreeing is not None:
+            raise disagreeing
+        del args.data_flag[1:]  # (-d F -d F: VW reads F once)
         # the run's feature generation (_generate) and -i's counters: with its options,
         # where its models are read and written and its closing block printed
         args.vw_generation, args.vw_preserved = {}, {}
