@@ -676,3 +676,24 @@ def test_an_option_given_twice_is_vws(given, tmp_path, capfd, monkeypatch):
         assert err.splitlines() == [ln for ln in vw.stderr.splitlines()
                                     if not ln.startswith(("Enabled", "Input", "Output"))]
 
+
+@pytest.mark.parametrize("flag", ["-p", more("-r")])
+def test_dash_as_a_prediction_file_is_a_file_named_dash(flag, tmp_path):
+    """VW's ``-p -`` (``-r -``) writes a file named ``-``, not standard output; ``-p
+    /dev/stdout`` writes standard output (checked on terascale's side only: VW as root may
+    replace a device it is given)."""
+    (tmp_path / "a.vw").write_text("\n".join(_real_lines(30, 3)) + "\n")
+    out = {}
+    for who, cmd in (("vw", ["vowpalwabbit"]), ("ts", ["terascale", "vw"])):
+        (tmp_path / who).mkdir()
+        r = subprocess.run([sys.executable, "-m", *cmd, "-d", "../a.vw", flag, "-",
+                            "--quiet"], cwd=tmp_path / who, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0 and r.stdout == "", r.stderr
+        out[who] = (tmp_path / who / "-").read_text()
+    assert out["ts"] == out["vw"] and out["vw"]
+    r = subprocess.run([sys.executable, "-m", "terascale", "vw", "-d", "a.vw", flag,
+                        "/dev/stdout", "--quiet"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout == out["vw"]
+

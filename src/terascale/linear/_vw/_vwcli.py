@@ -186,6 +186,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         if disagreeing is not None:
             raise disagreeing
         del args.data_flag[1:]  # (-d F -d F: VW reads F once)
+        for attr in ("predictions", "raw_predictions"):  # (VW's -p - writes a file "-")
+            if getattr(args, attr) == "-":
+                from ._vwout import LiteralPath
+
+                setattr(args, attr, LiteralPath("-"))
         # the run's feature generation (_generate) and -i's counters: with its options,
         # where its models are read and written and its closing block printed
         args.vw_generation, args.vw_preserved = {}, {}

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..._files import make_public, replaceable, storage_error
 
-__all__ = ["AtomicText", "all_or_none", "link", "prediction_lines", "prediction_writers"]
+__all__ = ["AtomicText", "LiteralPath", "all_or_none", "link", "prediction_lines",
+           "prediction_writers"]
 
 
 def link(scores: np.ndarray, how: str, binary: bool) -> np.ndarray:
@@ -84,6 +85,11 @@ def prediction_lines(values: np.ndarray, tags: Sequence[str] | None) -> str:
                    for v, t in zip(vals.tolist(), tags))
 
 
+class LiteralPath(str):
+    """A file name taken as written: ``-`` is a file of that name, as VW's ``-p -`` and
+    ``-r -`` write one, not standard output (``terascale linear``'s ``-p -``)."""
+
+
 class AtomicText:
     """A text file that appears (renamed into place, fsynced) only when closed without error:
     an interrupted run leaves no half-written output behind."""
@@ -91,7 +97,7 @@ class AtomicText:
     def __init__(self, path: str) -> None:
         self.path = path
         self._tmp: str | None = None
-        if path in ("-", "/dev/stdout"):  # VW users write `-p /dev/stdout`
+        if path == "/dev/stdout" or (path == "-" and not isinstance(path, LiteralPath)):
             self.file: TextIO = sys.stdout
         elif path == "/dev/stderr":
             self.file = sys.stderr
