@@ -697,3 +697,24 @@ def test_dash_as_a_prediction_file_is_a_file_named_dash(flag, tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 0 and r.stdout == out["vw"]
 
+
+@pytest.mark.parametrize("flags", [
+    ["--log_output", "compat", "--limit_output", "3"],
+    ["--log_level", "error", "--driver_output", "stdout"],
+    more(["--log_output", "stderr", "--driver_output_off"]),
+    more(["--log_level", "warn", "--limit_output", "1"]),
+    more(["--quiet", "--log_level", "info"]),
+])
+def test_vws_logging_options(flags, tmp_path):
+    """--log_level, --log_output, --limit_output, --driver_output(_off): VW's logger lines
+    (a NaN score, huge features, a label logistic loss does not expect) and its driver's
+    lines, each kept or dropped and on the stream VW puts it on."""
+    (tmp_path / "d.vw").write_text("1 |a x:1e30\n3 |a x:1 y:2\n1 |a y:1e20\n-1 |a y:1\n")
+    args = ["-d", "d.vw", "--loss_function", "logistic", "-q", "aa", *flags]
+    runs = [subprocess.run([sys.executable, "-m", *cmd, *args], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+            for cmd in (["vowpalwabbit"], ["terascale", "vw"])]
+    assert runs[0].returncode == 0 and runs[1].returncode == 0, runs[1].stderr
+    mine = ("Enabled", "Input label", "Output pred")
+    for vw, ts in ((runs[0].stdout, runs[1].stdout), (runs[0].stderr, runs[1].stderr)):
+        assert ts.splitlines() == [ln for ln in vw.splitlines() if not ln.startswith(mine)]

@@ -168,10 +168,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     g.add_argument("--sgd", action="store_true",
                    help="VW's plain SGD: one global learning rate (default 10), no "
                         "adaptive, normalized or invariant update")
+    from ._vwlog import add_flags, vw_streams
+
+    add_flags(p.add_argument_group("VW's logging options"))
 
     def run(args: argparse.Namespace) -> int:
         try:
-            return _run(args)
+            with vw_streams(args):
+                return _run(args)
         except DataError as e:  # (a line of a rewritten input: named as the input's)
             from ._vwgen import as_given
 
