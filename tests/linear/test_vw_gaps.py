@@ -489,21 +489,27 @@ def test_string_values_under_a_scale_and_two_generated_namespaces_are_vws(flags,
     assert (tmp_path / "ts.p").read_text() == (tmp_path / "vw.p").read_text()
 
 
-def test_a_bad_line_of_a_rewritten_input_is_named_as_the_users(tmp_path, capfd, monkeypatch):
-    """--spelling (like --affix and the other rewrites) reads a rewritten copy of the input:
-    an error in it names the user's file, line and text, not the copy's."""
+@pytest.mark.parametrize(("flags", "text", "error"), [
+    (["--spelling", "a"], "1 |a x y\n1 -2 |a z\n",
+     "line 2: an importance weight is negative: '1 -2 |a z'"),
+    (["--oaa", "3", "--named_labels", "x,y,z"], "y |a x\n# a comment\n",
+     "line 2: the label section has a word that is not a number: '# a comment'"),
+])
+def test_a_bad_line_of_a_rewritten_input_is_named_as_the_users(flags, text, error, tmp_path,
+                                                               capfd, monkeypatch):
+    """--spelling (like --affix and the other rewrites) and --named_labels (the classes
+    numbered) read a rewritten copy of the input: an error in it names the user's file,
+    line and text, not the copy's."""
     import gzip
 
-    text = "1 |a x y\n1 -2 |a z\n"
     (tmp_path / "d.vw").write_text(text)
     with gzip.open(tmp_path / "d.vw.gz", "wt") as f:
         f.write(text)
     for name in ("d.vw", "d.vw.gz"):
-        code, err = run_ts(capfd, ["-d", name, "--spelling", "a", "--quiet"], tmp_path,
-                           monkeypatch)
+        code, err = run_ts(capfd, ["-d", name, *flags, "--quiet"], tmp_path, monkeypatch)
         assert code == 2
-        assert f"{name}, line 2: an importance weight is negative: '1 -2 |a z'" in err, err
-        assert "terascale-vwgen" not in err
+        assert f"{name}, {error}" in err, err
+        assert "terascale-vwgen" not in err and "terascale-oaa" not in err
 
 
 def test_binary_with_an_always_positive_link_is_refused_in_test_runs_too(tmp_path, capfd,
