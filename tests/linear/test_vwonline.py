@@ -218,6 +218,8 @@ WARM_CASES = [  # the labels, the first run's flags, who runs it, the warm run's
     ("real", ["--predict_only_model"], "vw", ["--min_prediction", "-0.5",
                                               "--max_prediction", "1"]),
     ("real", [], "vw", ["--max_prediction", "0.5"]),
+    # logistic from a squared loss model: VW's range is the model's header's, not [-50, 50]
+    ("real", [], "vw", ["--loss_function", "logistic"]),
 ]
 
 

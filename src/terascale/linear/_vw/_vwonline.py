@@ -642,7 +642,7 @@ class _Pass:
     def __init__(self, fast: Any, opts: Any, eta: float, table: np.ndarray,
                  state: np.ndarray, prog: Any, writers: list, how: str, period: int,
                  raw: bool, first: bool, binary: bool, offset: int = 0) -> None:
-        from .._losstable import _BY_SIGN, _CLIP, loss_spec
+        from .._losstable import _BY_SIGN, _CLIP, _CLIPS, HEADER_RANGE, loss_spec
 
         self.fast, self.opts, self.eta, self.table, self.state = fast, opts, eta, table, state
         self.prog, self.writers, self.how, self.period = prog, writers, how, period
@@ -650,6 +650,10 @@ class _Pass:
         self.offset = offset  # (the input's examples before these chunks: the holdout's)
         self.kind, self.l2 = opts.online_kind(), opts.online_l2(0.0)
         self.signs, self.clips = _BY_SIGN, _CLIP
+        if self.kind & HEADER_RANGE:  # (the compiled learner reads the clip rule here)
+            self.kind &= ~HEADER_RANGE
+            self.clips = np.where(_CLIP == _CLIPS.index("labels50"), _CLIPS.index("labels"),
+                                  _CLIP)
         self.out = prog.out
         # (VW's lines on the labels the loss does not expect, on standard output)
         self.warn = self.out is not None and (bool(loss_spec(opts.loss).warns) or binary)
@@ -857,7 +861,8 @@ def _save(args: argparse.Namespace, parse: Any, table: np.ndarray, state: np.nda
         info["online_passes"] = used
     if args.binary:
         info["binary"] = True  # (VW keeps --binary in its model)
-    if args.min_prediction is not None or args.max_prediction is not None:
+    if args.min_prediction is not None or args.max_prediction is not None or \
+            options.get("header_range"):
         info["fixed_range"] = True  # (its header holds that range, whatever the loss)
     if how != "identity":
         info["link"] = how
@@ -1122,4 +1127,6 @@ def _begin(args: argparse.Namespace) -> tuple[Any, dict[str, Any], list[str], st
     options["vw_text"] = options["vw_labels"] = True
     if args.min_prediction is not None or args.max_prediction is not None:
         options["fixed_range"] = True  # (-i's range, or the one given over it, stays)
+    if _cli_run.header_range(args):
+        options["header_range"] = True  # (-i's header's range, widened to the labels)
     return fast, options, _cli_run._inputs(args), _cli_run._link(args, "identity")
